@@ -1,0 +1,18 @@
+// The reference interpreter: the definition of what every Lite program means.
+//
+// Runs a bound kernel (no constexpr left) over its whole grid, program instances in
+// row-major order of (z, y, x)... sequentially, on host tensors. Exact: narrow floats are
+// rounded after every op, integers wrap around. Errors (out-of-bounds gather/scatter, division
+// by zero, a Raw op) throw TesseraError naming the op's location and the offending index.
+#pragma once
+
+#include <vector>
+
+#include "ir/IR.h"
+#include "runtime/Tensor.h"
+
+namespace tessera {
+
+void run_interp(const Kernel& bound_kernel, std::vector<KernelArg>& args);
+
+}  // namespace tessera

@@ -1,0 +1,124 @@
+#include "ir/Ops.h"
+
+#include <cassert>
+
+namespace tessera {
+
+namespace {
+
+constexpr AttrSpec req(std::string_view n, AttrKind k) { return {n, k, true}; }
+constexpr AttrSpec opt(std::string_view n, AttrKind k) { return {n, k, false}; }
+
+struct Extra {
+  std::vector<AttrSpec> attrs;
+  std::string_view doc;
+};
+
+// Attributes and documentation, one entry per op, in the order of Ops.def.
+Extra extra(OpKind k) {
+  using A = AttrKind;
+  switch (k) {
+    case OpKind::Const: return {{req("value", A::Number)}, "a scalar constant of the result type"};
+    case OpKind::Param: return {{req("name", A::String)}, "the value of a kernel constexpr (i32)"};
+    case OpKind::ProgramId: return {{req("axis", A::Int)}, "index of this program instance along a grid axis (i32)"};
+    case OpKind::NumPrograms: return {{req("axis", A::Int)}, "number of program instances along a grid axis (i32)"};
+    case OpKind::Dim: return {{req("axis", A::Int)}, "size of a view along an axis (i32)"};
+    case OpKind::Arange: return {{opt("start", A::Int)}, "tile<i32, [N]> holding start, start+1, ..., start+N-1"};
+    case OpKind::Splat: return {{}, "a tile whose every element is the scalar operand"};
+    case OpKind::LoadTile: return {{opt("pad", A::Number)}, "load tile number (i0, i1, ...) of a view; out-of-bounds elements read as pad (default 0)"};
+    case OpKind::StoreTile: return {{}, "store a tile at tile number (i0, i1, ...) of a view; out-of-bounds elements are dropped"};
+    case OpKind::Gather: return {{opt("pad", A::Number)}, "load view[idx0, idx1, ...] elementwise from index tiles, with an optional i1 mask; masked-off or out-of-bounds elements read as pad"};
+    case OpKind::Scatter: return {{}, "store a value tile to view[idx0, ...] elementwise, with an optional i1 mask; masked-off elements are skipped, out-of-bounds ones are an error"};
+    case OpKind::Atomic: return {{req("kind", A::String)}, "atomic add/max/min of a value tile into view[idx0, ...]; returns the old values"};
+    case OpKind::AtomicCas: return {{}, "atomic compare-and-swap view[idx] (cmp, value); returns the old values"};
+    case OpKind::Neg: return {{}, "-x"};
+    case OpKind::Not: return {{}, "bitwise not (logical not on i1)"};
+    case OpKind::Exp: return {{}, "e^x"};
+    case OpKind::Exp2: return {{}, "2^x"};
+    case OpKind::Log: return {{}, "natural logarithm"};
+    case OpKind::Log2: return {{}, "base-2 logarithm"};
+    case OpKind::Sqrt: return {{}, "square root"};
+    case OpKind::Rsqrt: return {{}, "1 / sqrt(x)"};
+    case OpKind::Abs: return {{}, "absolute value"};
+    case OpKind::Sin: return {{}, "sine"};
+    case OpKind::Cos: return {{}, "cosine"};
+    case OpKind::Tanh: return {{}, "hyperbolic tangent"};
+    case OpKind::Sigmoid: return {{}, "1 / (1 + e^-x)"};
+    case OpKind::Erf: return {{}, "error function"};
+    case OpKind::Floor: return {{}, "round toward -infinity"};
+    case OpKind::Ceil: return {{}, "round toward +infinity"};
+    case OpKind::Add: return {{}, "a + b (integers wrap around)"};
+    case OpKind::Sub: return {{}, "a - b (integers wrap around)"};
+    case OpKind::Mul: return {{}, "a * b (integers wrap around)"};
+    case OpKind::Div: return {{}, "a / b (integers round toward zero; division by zero is an error)"};
+    case OpKind::Rem: return {{}, "remainder with the sign of a (C fmod / %)"};
+    case OpKind::Min: return {{}, "minimum (NaN if either is NaN)"};
+    case OpKind::Max: return {{}, "maximum (NaN if either is NaN)"};
+    case OpKind::And: return {{}, "bitwise and"};
+    case OpKind::Or: return {{}, "bitwise or"};
+    case OpKind::Xor: return {{}, "bitwise xor"};
+    case OpKind::Shl: return {{}, "shift left (shift >= width gives 0)"};
+    case OpKind::Shr: return {{}, "shift right: arithmetic for signed, logical for unsigned"};
+    case OpKind::Cmp: return {{req("pred", A::String)}, "comparison eq/ne/lt/le/gt/ge, result i1"};
+    case OpKind::Fma: return {{}, "a * b + c with one rounding"};
+    case OpKind::Where: return {{}, "cond ? a : b elementwise (cond is i1)"};
+    case OpKind::Cast: return {{}, "convert to the result element type"};
+    case OpKind::Broadcast: return {{}, "expand size-1 dims (or a scalar) to the result shape"};
+    case OpKind::ExpandDims: return {{req("axis", A::Int)}, "insert a size-1 dim at axis"};
+    case OpKind::Reshape: return {{}, "same elements in row-major order, new shape"};
+    case OpKind::Permute: return {{req("dims", A::IntList)}, "result dim i is operand dim dims[i]"};
+    case OpKind::ExtractTile: return {{}, "sub-tile number (i0, i1, ...) of the result shape"};
+    case OpKind::InsertTile: return {{}, "the tile with sub-tile number (i0, ...) replaced"};
+    case OpKind::Dot: return {{}, "acc + a @ b for a [M, K], b [K, N], acc [M, N]"};
+    case OpKind::Reduce: return {{req("axis", A::Int), req("kind", A::String)}, "reduce along axis: sum, prod, max, min, argmax, argmin"};
+    case OpKind::ReduceWith: return {{req("axis", A::Int)}, "reduce along axis with a combiner region (a, b) -> c, left to right"};
+    case OpKind::Scan: return {{req("axis", A::Int), req("kind", A::String)}, "inclusive scan along axis: sum, prod, max, min"};
+    case OpKind::ScanWith: return {{req("axis", A::Int)}, "inclusive scan along axis with a combiner region (a, b) -> c"};
+    case OpKind::For: return {{opt("pipeline", A::Int)}, "for iv = lb; iv < ub; iv += step, with loop-carried values"};
+    case OpKind::If: return {{}, "if cond then region 0 else region 1, each yielding the results"};
+    case OpKind::While: return {{}, "while region 0 (carried) yields true, run region 1 (carried) -> carried"};
+    case OpKind::Yield: return {{}, "end a region, passing its values out"};
+    case OpKind::Raw: return {{req("name", A::String), opt("cpp", A::String), opt("cuda", A::String)}, "inline native code, one body per backend"};
+  }
+  return {};
+}
+
+std::vector<OpInfo> build_table() {
+  std::vector<OpInfo> t;
+#define OP(Enum, text, cls, minops, maxops, results, regions)                            \
+  {                                                                                      \
+    Extra e = extra(OpKind::Enum);                                                       \
+    t.push_back(OpInfo{OpKind::Enum, text, OpClass::cls, minops, maxops, results, regions, \
+                       std::move(e.attrs), e.doc});                                      \
+  }
+#include "ir/Ops.def"
+#undef OP
+  return t;
+}
+
+}  // namespace
+
+const AttrSpec* OpInfo::find_attr(std::string_view n) const {
+  for (const auto& a : attrs)
+    if (a.name == n) return &a;
+  return nullptr;
+}
+
+const std::vector<OpInfo>& all_ops() {
+  static const std::vector<OpInfo> table = build_table();
+  return table;
+}
+
+const OpInfo& op_info(OpKind k) {
+  const auto& t = all_ops();
+  assert(static_cast<size_t>(k) < t.size());
+  return t[static_cast<size_t>(k)];
+}
+
+std::optional<OpKind> op_from_name(std::string_view name) {
+  for (const auto& info : all_ops())
+    if (info.name == name) return info.kind;
+  return std::nullopt;
+}
+
+}  // namespace tessera

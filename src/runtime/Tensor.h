@@ -1,0 +1,53 @@
+// Host tensors and kernel arguments, shared by every backend and the CLI.
+//
+// Element storage is the dtype's native bit pattern, row-major and contiguous: bf16 and f16
+// as 16-bit words, f8 as bytes, i1 as one byte (0 or 1).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "ir/IR.h"
+
+namespace tessera {
+
+struct Tensor {
+  ScalarKind dtype = ScalarKind::F32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> data;
+
+  Tensor() = default;
+  Tensor(ScalarKind dt, std::vector<int64_t> shape);  // zero-filled
+
+  int64_t numel() const;
+  // Element i as a double (integers exactly up to 2^53) and as an integer; set rounds or
+  // wraps to the dtype exactly as a cast would.
+  double get(int64_t i) const;
+  int64_t get_int(int64_t i) const;
+  void set(int64_t i, double v);
+  void set_int(int64_t i, int64_t v);
+};
+
+// A kernel argument: a tensor for a view parameter, a number for a scalar parameter.
+struct KernelArg {
+  Tensor* tensor = nullptr;
+  std::variant<int64_t, double> scalar = int64_t{0};
+};
+
+// Sizes of symbolic view dims by name ("M" -> 1000).
+using Sizes = std::map<std::string, int64_t>;
+
+// Bind the kernel's symbolic view dims from the arguments' shapes. Throws TesseraError naming
+// the parameter when an argument is missing, of the wrong kind or dtype, of the wrong rank, or
+// when two views disagree on a dim.
+Sizes bind_dims(const Kernel& k, const std::vector<KernelArg>& args);
+
+// Random tensors for every view parameter (shapes from `sizes`; uniform in [-1, 1) for floats,
+// small nonzero-heavy integers for ints, never all zeros) and defaults for scalars. Throws when
+// a dim is missing from `sizes`.
+std::vector<Tensor> make_random_tensors(const Kernel& k, const Sizes& sizes, uint64_t seed);
+
+}  // namespace tessera

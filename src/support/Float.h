@@ -1,0 +1,28 @@
+// Exact conversions between double and the narrow float formats.
+//
+// Rules (the same on every backend):
+//  - f16, bf16: IEEE round-to-nearest-even; overflow gives +-inf; NaN stays NaN.
+//  - f8e4m3 (OCP e4m3fn: no infinities, max 448) and f8e5m2 (max 57344): round-to-nearest-even,
+//    saturating: finite values beyond the max become +-max, as PTX cvt.rn.satfinite does;
+//    +-inf becomes +-max for e4m3 and stays +-inf for e5m2; NaN stays NaN.
+//  - f32: IEEE round-to-nearest-even.
+#pragma once
+
+#include <cstdint>
+
+#include "ir/Type.h"
+
+namespace tessera {
+
+// The bit pattern of `v` rounded to float kind `k`, in the low bits of the result.
+uint64_t float_to_bits(ScalarKind k, double v);
+// The value of bit pattern `bits` of float kind `k`.
+double float_from_bits(ScalarKind k, uint64_t bits);
+// `v` rounded to float kind `k` (float_from_bits(k, float_to_bits(k, v))).
+double round_to_float(ScalarKind k, double v);
+// `v` wrapped (two's complement) to integer kind `k` (i1: v & 1).
+int64_t wrap_int(ScalarKind k, int64_t v);
+// A float converted to integer kind `k`: truncated toward zero, saturated to k's range, NaN -> 0.
+int64_t float_to_int(ScalarKind k, double v);
+
+}  // namespace tessera

@@ -1,0 +1,23 @@
+// The textual format of the Tile IR: printing and parsing.
+//
+// print(parse(text)) == text for text in canonical form (what the printer writes).
+// Grammar and examples: docs/ir.md.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "ir/IR.h"
+
+namespace tessera {
+
+std::string print_kernel(const Kernel& k);
+std::string print_module(const Module& m);
+std::string print_type(const Type& t);  // same as Type::str()
+
+// Parse a module (one or more kernels). Ops get locations in `filename`. Throws TesseraError
+// `FILE:LINE:COL: error: ...` on the first syntax error; parsing does not verify.
+std::unique_ptr<Module> parse_module(std::string_view text, const std::string& filename);
+
+}  // namespace tessera
