@@ -1,0 +1,41 @@
+// The cpu backend: bound IR -> C++ source -> shared object built by the system compiler
+// (-O3 -march=native -fopenmp, OpenMP across the grid) -> loaded and called on host tensors.
+// Compiled objects are cached in memory and on disk, keyed by the specialization signature.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/IR.h"
+#include "runtime/Tensor.h"
+
+namespace tessera {
+
+struct CpuOptions {
+  std::string compiler;             // default: $TESSERA_CXX, else "c++"
+  std::vector<std::string> flags;   // default: -O3 -march=native -fopenmp -fPIC -shared
+  std::string cache_dir;            // default: $TESSERA_CACHE_DIR, else $XDG_CACHE_HOME/tessera, else ~/.cache/tessera
+  bool disk_cache = true;
+  int num_threads = 0;              // OpenMP threads; 0: the OpenMP default
+};
+
+// Readable C++ for a bound kernel, with the IR ops as comments.
+std::string emit_cpp(const Kernel& bound_kernel);
+
+class CpuKernel {
+ public:
+  virtual ~CpuKernel() = default;
+  // Run over the whole grid. Dims come from the tensors (bind_dims); tensors too small for
+  // the dims, a wrong dtype or a missing argument throw TesseraError.
+  virtual void run(std::vector<KernelArg>& args) = 0;
+  double compile_seconds = 0;  // 0 when it came from a cache
+  bool from_disk_cache = false;
+  bool from_memory_cache = false;
+};
+
+// Compile (or fetch from a cache) a bound kernel. Throws TesseraError with the compiler's
+// message and the IR op the failing line came from.
+std::shared_ptr<CpuKernel> compile_cpu(const Kernel& bound_kernel, const CpuOptions& opts = {});
+
+}  // namespace tessera
