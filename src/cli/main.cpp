@@ -1,2 +1,116 @@
-// Placeholder: the CLI is being written.
-int main() { return 1; }
+// `tessera`: the command-line front end. Each subcommand lives in its own Cmd*.cpp; this
+// file only declares the options and turns every error into one message and exit status 1.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+#include <new>
+
+#include "cli/Commands.h"
+#include "support/Diagnostic.h"
+
+using namespace tessera::cli;
+
+namespace {
+
+// Options shared by run, compile and bench.
+void add_kernel_options(CLI::App* cmd, KernelOptions& k, bool sizes) {
+  cmd->add_option("kernel", k.what, "a library kernel (see `tessera list`) or a .tile file")
+      ->required();
+  cmd->add_option("--kernel", k.kernel, "only this kernel of a .tile file");
+  cmd->add_option("--dtype", k.dtype, "element type of a library kernel (default: its first)")
+      ->check(CLI::IsMember({"i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f8e4m3",
+                             "f8e5m2", "f16", "bf16", "f32", "f64"}));
+  cmd->add_option("--config", k.config, "constexpr value, NAME=VALUE (repeatable)")
+      ->allow_extra_args(false);
+  if (!sizes) return;
+  cmd->add_option("--size", k.sizes,
+                  "size of a symbolic dim, NAME=VALUE or M=1,N=2 (repeatable; library kernels "
+                  "have defaults, a .tile file needs every dim)")
+      ->allow_extra_args(false);
+  cmd->add_option("--scalar", k.scalars, "value of a scalar parameter, NAME=VALUE (default: random)")
+      ->allow_extra_args(false);
+  cmd->add_option("--seed", k.seed, "seed of the random inputs")->capture_default_str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Tessera: a tile-level compiler for AI kernels.\n"
+               "Results go to stdout; errors, IR dumps and statistics to stderr."};
+  app.require_subcommand(1);
+
+  bool verbose = false;
+  auto* list = app.add_subcommand("list", "the kernels of the built-in library, one per line");
+  list->add_flag("-v,--verbose", verbose, "also dtypes, default sizes and a summary");
+
+  auto* ops = app.add_subcommand("ops", "the op table: operands, results, attributes, doc");
+
+  std::vector<std::string> files;
+  auto* check = app.add_subcommand("check", "parse and verify .tile files: `ok` or every error");
+  check->add_option("file", files, "a .tile file")->required();
+
+  RunOptions run;
+  auto* run_cmd = app.add_subcommand(
+      "run", "run a kernel on random inputs; with --check compare with the reference and print "
+             "PASS/FAIL <kernel> <backend> <sizes> max_abs_err=.. max_rel_err=..");
+  add_kernel_options(run_cmd, run.k, true);
+  run_cmd->add_option("--backend,-b", run.backend, "interp, cpu or cuda")
+      ->check(CLI::IsMember({"interp", "cpu", "cuda"}))
+      ->capture_default_str();
+  run_cmd->add_flag("--check", run.check, "compare every view tensor with the reference");
+
+  CompileOptions comp;
+  auto* compile_cmd = app.add_subcommand(
+      "compile", "run the pass pipeline and print the result (stdout); dumps and --stats go to stderr");
+  add_kernel_options(compile_cmd, comp.k, false);
+  compile_cmd->add_option("--target,-t", comp.target, "cpu, cuda:sm_80 or cuda:sm_90a")
+      ->check(CLI::IsMember({"cpu", "cuda:sm_80", "cuda:sm_90a"}))
+      ->capture_default_str();
+  compile_cmd->add_option("--emit,-e", comp.emit, "ir (after the pipeline), cpp (cpu), cuda or ptx")
+      ->check(CLI::IsMember({"ir", "cpp", "cuda", "ptx"}))
+      ->capture_default_str();
+  compile_cmd->add_option("--dump-after", comp.dump_after,
+                          "print the IR after this pass, or after every pass with `all` (stderr)");
+  compile_cmd->add_flag("--stats", comp.stats, "print the passes' statistics (stderr)");
+
+  BenchOptions bench;
+  auto* bench_cmd = app.add_subcommand(
+      "bench", "median time over --reps runs after a warm-up, and GB/s or FLOP/s");
+  add_kernel_options(bench_cmd, bench.k, true);
+  bench_cmd->add_option("--backend,-b", bench.backend, "interp, cpu or cuda")
+      ->check(CLI::IsMember({"interp", "cpu", "cuda"}))
+      ->capture_default_str();
+  bench_cmd->add_option("--reps", bench.reps, "timed runs (default: 3 on interp, 20 otherwise)")
+      ->check(CLI::Range(1, 1000000));
+  bench_cmd->add_option("--warmup", bench.warmup, "untimed runs first")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
+  bench_cmd->add_flag("--json", bench.json, "one JSON object per kernel");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "error: " << e.what() << "\n(run `tessera --help` or `tessera COMMAND --help`)\n";
+    return 1;
+  }
+
+  try {
+    if (*list) return cmd_list(verbose);
+    if (*ops) return cmd_ops();
+    if (*check) return cmd_check(files);
+    if (*run_cmd) return cmd_run(run);
+    if (*compile_cmd) return cmd_compile(comp);
+    if (*bench_cmd) return cmd_bench(bench);
+  } catch (const tessera::TesseraError& e) {
+    std::cerr << e.what() << "\n";
+  } catch (const std::bad_alloc&) {
+    std::cerr << "error: out of memory\n";
+  } catch (const std::exception& e) {
+    std::cerr << "error: internal error (please report): " << e.what() << "\n";
+  }
+  return 1;
+}

@@ -1,0 +1,303 @@
+#include "cli/Args.h"
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <set>
+#include <sstream>
+#include <sys/stat.h>
+
+#include "ir/Verifier.h"
+#include "text/Text.h"
+
+namespace tessera::cli {
+
+namespace {
+
+// A file-level problem: located at 1:1 so that editors and the contract's
+// `FILE:LINE:COL: error:` shape still hold for errors that have no better position.
+[[noreturn]] void file_error(const std::string& path, int line, int col, const std::string& msg) {
+  throw TesseraError(Loc::in_file(path, line, col), msg);
+}
+
+bool is_identifier(const std::string& s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  return true;
+}
+
+std::string join(const std::vector<std::string>& v, const std::string& sep = ", ") {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
+  return out;
+}
+
+}  // namespace
+
+std::string read_source_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    throw TesseraError("cannot open '" + path + "': " + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) throw TesseraError("cannot open '" + path + "': is a directory");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw TesseraError("cannot open '" + path + "': " + std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+
+  bool blank = true;
+  int line = 1, col = 1;
+  for (unsigned char c : text) {
+    // Control bytes other than tab/newline/CR never occur in a .tile file; reporting the first
+    // one beats a confusing token error (or a parser reading a binary blob).
+    if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02x", c);
+      file_error(path, line, col, std::string("not a text file (byte ") + hex + ")");
+    }
+    if (!std::isspace(c)) blank = false;
+    if (c == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  if (blank) file_error(path, 1, 1, "empty file: expected at least one kernel");
+  return text;
+}
+
+std::unique_ptr<Module> load_checked_module(const std::string& path) {
+  std::unique_ptr<Module> m;
+  try {
+    std::string text = read_source_file(path);
+    m = parse_module(text, path);
+  } catch (const TesseraError& e) {
+    std::cerr << e.what() << "\n";
+    return nullptr;
+  }
+  if (m->kernels.empty()) {
+    std::cerr << TesseraError(Loc::in_file(path, 1, 1), "no kernel in file").what() << "\n";
+    return nullptr;
+  }
+  bool ok = true;
+  for (const auto& k : m->kernels) {
+    for (const auto& e : verify(*k)) {
+      std::cerr << e.what() << "\n";
+      ok = false;
+    }
+  }
+  return ok ? std::move(m) : nullptr;
+}
+
+std::optional<KernelSource> resolve_kernel(const std::string& what, const std::string& dtype,
+                                           const std::string& kernel) {
+  KernelSource src;
+  struct stat st {};
+  bool looks_like_file = what.find('/') != std::string::npos ||
+                         (what.size() > 5 && what.ends_with(".tile")) ||
+                         ::stat(what.c_str(), &st) == 0;
+  if (looks_like_file) {
+    if (!dtype.empty())
+      throw TesseraError("--dtype applies to library kernels; the types of '" + what +
+                         "' are written in the file");
+    src.file = what;
+    src.module = load_checked_module(what);
+    if (!src.module) return std::nullopt;
+    for (const auto& k : src.module->kernels)
+      if (kernel.empty() || k->name == kernel) src.kernels.push_back(k.get());
+    if (src.kernels.empty()) {
+      std::vector<std::string> names;
+      for (const auto& k : src.module->kernels) names.push_back(k->name);
+      throw TesseraError("no kernel '" + kernel + "' in " + what + " (it has: " + join(names) + ")");
+    }
+    return src;
+  }
+
+  src.lib = find_library_kernel(what);
+  if (!src.lib)
+    throw TesseraError("unknown kernel '" + what +
+                       "': not a library kernel (see `tessera list`) and no such file");
+  if (!kernel.empty() && kernel != what)
+    throw TesseraError("--kernel picks a kernel of a .tile file; '" + what + "' is a library kernel");
+  if (src.lib->dtypes.empty()) throw TesseraError("library kernel '" + what + "' declares no dtype");
+  src.dtype = src.lib->dtypes.front();
+  if (!dtype.empty()) {
+    auto dt = scalar_from_name(dtype);
+    bool supported = false;
+    for (ScalarKind k : src.lib->dtypes) supported |= dt && *dt == k;
+    if (!supported) {
+      std::vector<std::string> names;
+      for (ScalarKind k : src.lib->dtypes) names.emplace_back(scalar_name(k));
+      throw TesseraError("kernel '" + what + "' has no dtype '" + dtype + "' (it has: " +
+                         join(names) + ")");
+    }
+    src.dtype = *dt;
+  }
+  src.built = src.lib->build(src.dtype);
+  verify_or_throw(*src.built);
+  src.kernels.push_back(src.built.get());
+  return src;
+}
+
+std::vector<std::pair<std::string, std::string>> split_assignments(
+    const std::vector<std::string>& items, const std::string& option) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& item : items) {
+    std::stringstream ss(item);
+    std::string part;
+    while (std::getline(ss, part, ',')) {
+      auto eq = part.find('=');
+      std::string name = eq == std::string::npos ? part : part.substr(0, eq);
+      if (eq == std::string::npos || !is_identifier(name) || eq + 1 == part.size())
+        throw TesseraError("bad " + option + " '" + part + "': expected NAME=VALUE, e.g. " +
+                           option + " M=1024");
+      out.emplace_back(name, part.substr(eq + 1));
+    }
+  }
+  return out;
+}
+
+int64_t parse_int(const std::string& text, const std::string& what) {
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec == std::errc::result_out_of_range)
+    throw TesseraError("bad " + what + " '" + text + "': out of range");
+  if (ec != std::errc() || p != text.data() + text.size())
+    throw TesseraError("bad " + what + " '" + text + "': expected an integer");
+  return v;
+}
+
+ConstexprConfig parse_config(const std::vector<std::string>& items) {
+  ConstexprConfig c;
+  for (const auto& [name, value] : split_assignments(items, "--config"))
+    c[name] = parse_int(value, "--config value for " + name);
+  return c;
+}
+
+std::vector<std::string> symbolic_dims(const Kernel& k) {
+  std::vector<std::string> dims;
+  for (const Value* p : k.params) {
+    if (!p->type.is_view()) continue;
+    for (const Dim& d : p->type.shape)
+      if (!d.is_static() && std::find(dims.begin(), dims.end(), d.symbol) == dims.end())
+        dims.push_back(d.symbol);
+  }
+  return dims;
+}
+
+Sizes resolve_sizes(const Kernel& k, const LibraryKernel* lib,
+                    const std::vector<std::string>& size_items) {
+  std::vector<std::string> dims = symbolic_dims(k);
+  Sizes sizes;
+  if (lib)
+    for (const auto& [n, v] : lib->default_sizes)
+      if (std::find(dims.begin(), dims.end(), n) != dims.end()) sizes[n] = v;
+  for (const auto& [name, text] : split_assignments(size_items, "--size")) {
+    if (std::find(dims.begin(), dims.end(), name) == dims.end())
+      throw TesseraError("kernel '" + k.name + "' has no dim '" + name + "' (its dims: " +
+                         (dims.empty() ? std::string("none") : join(dims)) + ")");
+    int64_t v = parse_int(text, "--size value for " + name);
+    // Indices inside kernels are i32.
+    if (v < 1 || v > INT32_MAX)
+      throw TesseraError("bad --size " + name + "=" + text + ": a dim must be in [1, 2147483647]");
+    sizes[name] = v;
+  }
+  std::vector<std::string> missing;
+  for (const auto& d : dims)
+    if (!sizes.count(d)) missing.push_back(d);
+  if (!missing.empty()) {
+    std::string eg;
+    for (const auto& d : missing) eg += " --size " + d + "=VALUE";
+    throw TesseraError("kernel '" + k.name + "' needs a size for dim" +
+                       (missing.size() > 1 ? "s " : " ") + join(missing) + ": add" + eg);
+  }
+  return sizes;
+}
+
+std::string sizes_str(const Kernel& k, const Sizes& sizes) {
+  std::string out;
+  for (const auto& d : symbolic_dims(k)) {
+    auto it = sizes.find(d);
+    if (it == sizes.end()) continue;
+    out += (out.empty() ? "" : ",") + d + "=" + std::to_string(it->second);
+  }
+  return out.empty() ? "-" : out;
+}
+
+void check_tensor_budget(const Kernel& k, const Sizes& sizes) {
+  // Well above any test, well below what makes a host swap instead of failing cleanly.
+  constexpr double kMaxBytes = 16.0 * (1ull << 30);
+  double total = 0;
+  for (const Value* p : k.params) {
+    if (!p->type.is_view()) continue;
+    double n = scalar_bytes(p->type.elem);
+    for (const Dim& d : p->type.shape) {
+      auto it = d.is_static() ? sizes.end() : sizes.find(d.symbol);
+      n *= d.is_static() ? static_cast<double>(d.value) : (it == sizes.end() ? 1.0 : double(it->second));
+    }
+    total += n;
+  }
+  if (total > kMaxBytes)
+    throw TesseraError("the tensors of '" + k.name + "' at " + sizes_str(k, sizes) + " need " +
+                       fmt_num(total / (1ull << 30)) + " GiB; the limit is 16 GiB");
+}
+
+std::vector<KernelArg> make_args(const Kernel& k, std::vector<Tensor>& tensors, uint64_t seed,
+                                 const std::vector<std::string>& scalar_items) {
+  std::map<std::string, std::string> given;
+  for (const auto& [n, v] : split_assignments(scalar_items, "--scalar")) given[n] = v;
+  std::set<std::string> used;
+
+  // Seeded apart from the tensors so that adding a scalar does not change the tensor data.
+  std::mt19937_64 rng(seed ^ 0x5ca1a75ull);
+  std::vector<KernelArg> args;
+  size_t t = 0;
+  for (const Value* p : k.params) {
+    KernelArg a;
+    if (p->type.is_view()) {
+      if (t >= tensors.size()) throw TesseraError("internal: fewer tensors than view parameters");
+      a.tensor = &tensors[t++];
+    } else {
+      ScalarKind sk = p->type.elem;
+      auto it = given.find(p->name);
+      if (it != given.end()) {
+        used.insert(p->name);
+        if (is_float(sk)) {
+          char* end = nullptr;
+          double v = std::strtod(it->second.c_str(), &end);
+          if (end == it->second.c_str() || *end)
+            throw TesseraError("bad --scalar " + p->name + "=" + it->second + ": expected a number");
+          a.scalar = v;
+        } else {
+          a.scalar = parse_int(it->second, "--scalar value for " + p->name);
+        }
+      } else if (is_float(sk)) {
+        a.scalar = 0.5 + std::uniform_real_distribution<double>(0, 1)(rng);
+      } else if (is_bool(sk)) {
+        a.scalar = int64_t{1};
+      } else {
+        a.scalar = static_cast<int64_t>(1 + rng() % 7);
+      }
+    }
+    args.push_back(a);
+  }
+  for (const auto& [n, v] : given)
+    if (!used.count(n))
+      throw TesseraError("kernel '" + k.name + "' has no scalar parameter '" + n + "'");
+  return args;
+}
+
+std::string fmt_num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,72 @@
+// What the subcommands share: reading a kernel given as a library name or a .tile file,
+// NAME=VALUE options (--size, --config), and the small formatting helpers of the output lines.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/IR.h"
+#include "kernels/Library.h"
+#include "passes/Passes.h"
+#include "runtime/Tensor.h"
+
+namespace tessera::cli {
+
+// A kernel to run or compile, with where it came from. `lib` is set for a library kernel
+// (which then has a reference and figures); a .tile file has none.
+struct KernelSource {
+  const LibraryKernel* lib = nullptr;
+  std::string file;                        // the .tile path, when from a file
+  std::unique_ptr<Module> module;          // owns file kernels
+  std::unique_ptr<Kernel> built;           // owns the library kernel
+  std::vector<const Kernel*> kernels;      // what to work on, in file order
+  ScalarKind dtype = ScalarKind::F32;      // the library kernel's dtype
+};
+
+// The whole file as text. Throws a located TesseraError for a missing, unreadable, empty or
+// binary file, so that the parser only ever sees text.
+std::string read_source_file(const std::string& path);
+
+// Parse and verify a file. Returns the module, or prints every error (stderr) and returns null.
+std::unique_ptr<Module> load_checked_module(const std::string& path);
+
+// NAME or FILE: a path (anything with '/' or ending in .tile, or an existing file) is parsed
+// and verified; otherwise it is looked up in the library. `dtype` applies to library kernels
+// only; `kernel` picks one kernel of a file. Returns null after printing errors (stderr).
+std::optional<KernelSource> resolve_kernel(const std::string& what, const std::string& dtype,
+                                           const std::string& kernel);
+
+// `--size M=1000 --size N=999` or `--size M=1000,N=999` -> {{"M", "1000"}, {"N", "999"}}.
+// Throws naming the option and the bad item.
+std::vector<std::pair<std::string, std::string>> split_assignments(
+    const std::vector<std::string>& items, const std::string& option);
+// A whole decimal integer; throws "bad <what> 'text': ..." otherwise.
+int64_t parse_int(const std::string& text, const std::string& what);
+ConstexprConfig parse_config(const std::vector<std::string>& items);
+
+// The sizes of a kernel's symbolic view dims: the library defaults (if any) overridden by
+// --size. Throws naming every dim without a size, and any --size the kernel does not have.
+Sizes resolve_sizes(const Kernel& k, const LibraryKernel* lib,
+                    const std::vector<std::string>& size_items);
+
+// Every symbolic dim of the kernel's view parameters, in first-use order.
+std::vector<std::string> symbolic_dims(const Kernel& k);
+
+// "M=1000,N=999", in the kernel's dim order ("-" when it has none).
+std::string sizes_str(const Kernel& k, const Sizes& sizes);
+
+// Throws when a view tensor would be too large to allocate sensibly on this host.
+void check_tensor_budget(const Kernel& k, const Sizes& sizes);
+
+// Kernel arguments over `tensors` (one per view parameter, in order) and a value for every
+// scalar parameter: `--scalar NAME=VALUE`, else random from `seed` (nonzero, small), so that
+// the reference and the backend see the same values.
+std::vector<KernelArg> make_args(const Kernel& k, std::vector<Tensor>& tensors, uint64_t seed,
+                                 const std::vector<std::string>& scalar_items);
+
+// A compact number for output lines: 0, 1.5e-07, 0.000244, 12.3.
+std::string fmt_num(double v);
+
+}  // namespace tessera::cli

@@ -1,0 +1,63 @@
+// `tessera compile`: run the pass pipeline and print what a target would get.
+#include <algorithm>
+#include <iostream>
+
+#include "cli/Args.h"
+#include "cli/Commands.h"
+#include "cpu/CpuBackend.h"
+#include "text/Text.h"
+
+namespace tessera::cli {
+
+namespace {
+
+void check_dump_after(const std::string& name) {
+  if (name.empty() || name == "all") return;
+  auto names = pipeline_pass_names();
+  if (std::find(names.begin(), names.end(), name) != names.end()) return;
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+  throw TesseraError("unknown pass '" + name + "' for --dump-after (passes: " + list + ", or all)");
+}
+
+}  // namespace
+
+int cmd_compile(const CompileOptions& o) {
+  bool cuda_target = o.target.starts_with("cuda:");
+  if (o.emit == "cpp" && cuda_target)
+    throw TesseraError("--emit cpp is the cpu backend's output; use --target cpu");
+  if ((o.emit == "cuda" || o.emit == "ptx") && !cuda_target)
+    throw TesseraError("--emit " + o.emit + " needs a cuda target (--target cuda:sm_80 or cuda:sm_90a)");
+  if (o.emit == "cuda" || o.emit == "ptx") backend_unavailable("cuda");
+  check_dump_after(o.dump_after);
+
+  auto src = resolve_kernel(o.k.what, o.k.dtype, o.k.kernel);
+  if (!src) return 1;
+  PipelineOptions po;
+  po.config = parse_config(o.k.config);
+  po.dump_after = o.dump_after;
+  po.dump = [](const std::string& pass, const std::string& ir) {
+    std::cerr << "// ----- IR after " << pass << " -----\n" << ir;
+    if (!ir.empty() && ir.back() != '\n') std::cerr << "\n";
+  };
+
+  bool first = true;
+  for (const Kernel* k : src->kernels) {
+    PassStats stats;
+    std::unique_ptr<Kernel> bound = run_pipeline(*k, po, &stats);
+    if (!first) std::cout << "\n";
+    first = false;
+    if (o.emit == "ir")
+      std::cout << print_kernel(*bound);
+    else
+      std::cout << emit_cpp(*bound);
+    std::cout.flush();
+    if (o.stats) {
+      std::cerr << "// ----- statistics for " << k->name << " -----\n";
+      for (const auto& [name, value] : stats) std::cerr << name << " = " << value << "\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,55 @@
+// The subcommands of `tessera`. Each returns the process exit status (0 ok, 1 any error or
+// FAIL) and writes results to stdout, diagnostics to stderr. User errors are thrown as
+// TesseraError and reported by main().
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera::cli {
+
+// Options several commands share.
+struct KernelOptions {
+  std::string what;                  // NAME or FILE.tile
+  std::string kernel;                // one kernel of a file (default: all)
+  std::string dtype;                 // a library kernel's dtype (default: its first)
+  std::vector<std::string> sizes;    // --size NAME=VALUE
+  std::vector<std::string> config;   // --config NAME=VALUE
+  std::vector<std::string> scalars;  // --scalar NAME=VALUE
+  uint64_t seed = 1;
+};
+
+struct RunOptions {
+  KernelOptions k;
+  std::string backend = "interp";
+  bool check = false;
+};
+
+struct CompileOptions {
+  KernelOptions k;
+  std::string target = "cpu";
+  std::string emit = "ir";
+  std::string dump_after;
+  bool stats = false;
+};
+
+struct BenchOptions {
+  KernelOptions k;
+  std::string backend = "interp";
+  int reps = 0;  // 0: a default that suits the backend
+  int warmup = 1;
+  bool json = false;
+};
+
+int cmd_list(bool verbose);
+int cmd_ops();
+int cmd_check(const std::vector<std::string>& files);
+int cmd_run(const RunOptions& o);
+int cmd_compile(const CompileOptions& o);
+int cmd_bench(const BenchOptions& o);
+
+// The error for a backend this build does not have (cuda until it is written).
+[[noreturn]] void backend_unavailable(const std::string& backend);
+
+}  // namespace tessera::cli
