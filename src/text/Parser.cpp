@@ -1,0 +1,454 @@
+// Parser of the Tile IR text format (docs/ir.md). Ops are read generically from the op table:
+// only region keywords (`else`, `do`) are special. Parsing does not verify types or shapes.
+#include <algorithm>
+#include <deque>
+#include <limits>
+#include <unordered_map>
+
+#include "text/Lexer.h"
+#include "text/Syntax.h"
+#include "text/Text.h"
+
+namespace tessera {
+
+namespace {
+
+using text::Lexer;
+using text::quote;
+using text::Tok;
+using text::Token;
+
+std::string_view kind_phrase(AttrKind k) {
+  switch (k) {
+    case AttrKind::Int: return "an integer";
+    case AttrKind::Number: return "a number";
+    case AttrKind::String: return "a string";
+    case AttrKind::IntList: return "a list of integers";
+    case AttrKind::Bool: return "true or false";
+  }
+  return "?";
+}
+
+std::string count_of(size_t n, std::string_view what) {
+  return std::to_string(n) + " " + std::string(what) + (n == 1 ? "" : "s");
+}
+
+class Parser {
+ public:
+  Parser(std::string_view src, const std::string& file) : lex_(src, file) {}
+
+  std::unique_ptr<Module> module() {
+    auto m = std::make_unique<Module>();
+    while (peek().kind != Tok::Eof) {
+      auto k = kernel();
+      if (m->find(k->name)) fail(name_tok_, "duplicate kernel " + quote("@" + k->name));
+      m->kernels.push_back(std::move(k));
+    }
+    return m;
+  }
+
+ private:
+  // --- tokens ---
+
+  const Token& peek(size_t i = 0) {
+    while (buf_.size() <= i) buf_.push_back(lex_.next());
+    return buf_[i];
+  }
+  Token take() {
+    peek();
+    Token t = std::move(buf_.front());
+    buf_.pop_front();
+    return t;
+  }
+  Loc loc(const Token& t) const { return lex_.loc(t.line, t.col); }
+  [[noreturn]] void fail(const Token& at, const std::string& msg) const {
+    throw TesseraError(loc(at), msg);
+  }
+  // "expected X" at `at`; at the end of the input the message says so.
+  [[noreturn]] void expected(const Token& at, const std::string& what) const {
+    if (at.kind == Tok::Eof) fail(at, "unexpected end of input, expected " + what);
+    fail(at, "expected " + what);
+  }
+  Token expect_punct(char c, const std::string& context = {}) {
+    Token t = take();
+    if (!t.is(c)) expected(t, std::string("'") + c + "'" + (context.empty() ? "" : " " + context));
+    return t;
+  }
+  Token expect_word(std::string_view w) {
+    Token t = take();
+    if (!t.is_word(w)) expected(t, "'" + std::string(w) + "'");
+    return t;
+  }
+  int64_t expect_int(const std::string& what) {
+    Token t = take();
+    if (t.kind != Tok::Int) expected(t, what);
+    return t.int_value;
+  }
+
+  // --- values and scopes ---
+
+  Value* lookup(std::string_view name) const {
+    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+      auto f = it->find(std::string(name));
+      if (f != it->end()) return f->second;
+    }
+    return nullptr;
+  }
+  Value* use(const Token& t) {
+    Value* v = lookup(t.name());
+    if (!v) fail(t, "use of undefined value " + quote(t.text));
+    return v;
+  }
+  void check_fresh(const Token& t) const {
+    if (lookup(t.name())) fail(t, "redefinition of value " + quote(t.text));
+  }
+  void define(const Token& t, Value* v) {
+    check_fresh(t);
+    scopes_.back().emplace(std::string(t.name()), v);
+  }
+
+  // --- kernels ---
+
+  std::unique_ptr<Kernel> kernel() {
+    Token kw = take();
+    if (!kw.is_word("kernel")) expected(kw, "'kernel'");
+    auto k = std::make_unique<Kernel>();
+    k_ = k.get();
+    k->loc = loc(kw);
+    Token name = take();
+    if (name.kind != Tok::Global) expected(name, "a kernel name ('@name') after 'kernel'");
+    k->name = std::string(name.name());
+    name_tok_ = name;
+
+    scopes_.clear();
+    scopes_.emplace_back();
+    expect_punct('(', "after the kernel name");
+    if (!peek().is(')')) {
+      for (;;) {
+        Token p = take();
+        if (p.kind != Tok::Value) expected(p, "a parameter name ('%name')");
+        check_fresh(p);
+        expect_punct(':', "after value name");
+        Type t = type();
+        define(p, k->add_param(std::move(t), std::string(p.name())));
+        Token sep = take();
+        if (sep.is(')')) break;
+        if (!sep.is(',')) expected(sep, "',' or ')' after a parameter");
+      }
+    } else {
+      take();
+    }
+
+    expect_punct('{', "to open the kernel body");
+    while (peek().is_word("constexpr")) constexpr_decl(*k);
+    Token g = take();
+    if (!g.is_word("grid")) expected(g, "'grid'");
+    if (!peek().is('{')) expected(peek(), "'{' after 'grid'");
+    region(*k->grid, 1);
+    scopes_.emplace_back();
+    ops_until_close(*k->body, 0);
+    scopes_.pop_back();
+    k_ = nullptr;
+    return k;
+  }
+
+  void constexpr_decl(Kernel& k) {
+    Token kw = take();
+    Token name = take();
+    if (name.kind != Tok::Ident) expected(name, "a constexpr name after 'constexpr'");
+    if (k.find_constexpr(name.text)) fail(name, "duplicate constexpr " + quote(name.text));
+    ConstexprDecl d;
+    d.name = std::string(name.text);
+    d.loc = loc(kw);
+    expect_punct('=', "after the constexpr name");
+    d.value = expect_int("an integer value for constexpr " + quote(name.text));
+    if (peek().is_word("in")) {
+      take();
+      expect_punct('[', "after 'in'");
+      if (!peek().is(']')) {
+        for (;;) {
+          d.candidates.push_back(expect_int("an integer candidate value"));
+          Token sep = take();
+          if (sep.is(']')) break;
+          if (!sep.is(',')) expected(sep, "',' or ']' in the candidate list");
+        }
+      } else {
+        take();
+      }
+    }
+    k.constexprs.push_back(std::move(d));
+  }
+
+  // --- types ---
+
+  ScalarKind scalar() {
+    Token t = take();
+    if (t.kind != Tok::Ident) expected(t, "an element type");
+    auto s = scalar_from_name(t.text);
+    if (!s) fail(t, "unknown type " + quote(t.text));
+    return *s;
+  }
+
+  Shape shape() {
+    expect_punct('[', "to open a shape");
+    Shape s;
+    if (peek().is(']')) {
+      take();
+      return s;
+    }
+    for (;;) {
+      Token d = take();
+      if (d.kind == Tok::Int) s.emplace_back(d.int_value);
+      else if (d.kind == Tok::Ident) s.emplace_back(std::string(d.text));
+      else expected(d, "a dimension (an integer or a name)");
+      Token sep = take();
+      if (sep.is(']')) return s;
+      if (!sep.is(',')) expected(sep, "',' or ']' in a shape");
+    }
+  }
+
+  Type type() {
+    Token t = take();
+    if (t.kind != Tok::Ident) expected(t, "a type");
+    if (t.text == "tile" || t.text == "view" || t.text == "ptr") {
+      expect_punct('<', "after " + quote(t.text));
+      ScalarKind e = scalar();
+      if (t.text == "ptr") {
+        expect_punct('>', "to close the pointer type");
+        return Type::ptr(e);
+      }
+      expect_punct(',', "after the element type");
+      Shape s = shape();
+      if (t.text == "view") {
+        expect_punct('>', "to close the view type");
+        return Type::view(e, std::move(s));
+      }
+      Type tile = Type::tile(e, std::move(s));
+      bool seen_layout = false, seen_space = false;
+      while (peek().is(',')) {
+        take();
+        Token key = take();
+        bool is_layout = key.is_word("layout"), is_space = key.is_word("space");
+        if (!is_layout && !is_space) expected(key, "'layout' or 'space' in a tile type");
+        bool& seen = is_layout ? seen_layout : seen_space;
+        if (seen) fail(key, "duplicate " + quote(key.text) + " in a tile type");
+        seen = true;
+        expect_punct('=', "after " + quote(key.text));
+        Token v = take();
+        if (v.kind != Tok::String) expected(v, "a string after " + quote(key.text) + " =");
+        (is_layout ? tile.layout : tile.space) = v.str;
+      }
+      expect_punct('>', "to close the tile type");
+      return tile;
+    }
+    auto s = scalar_from_name(t.text);
+    if (!s) fail(t, "unknown type " + quote(t.text));
+    return Type::scalar(*s);
+  }
+
+  // --- regions and ops ---
+
+  // Parses `{ [^(args):] op* }` into `b`; the caller has checked that '{' is next.
+  void region(Block& b, int depth) {
+    Token open = take();
+    if (depth > text::kMaxRegionDepth)
+      fail(open, "regions nested deeper than " + std::to_string(text::kMaxRegionDepth) + " levels");
+    scopes_.emplace_back();
+    if (peek().is('^')) {
+      take();
+      expect_punct('(', "after '^'");
+      if (!peek().is(')')) {
+        for (;;) {
+          Token a = take();
+          if (a.kind != Tok::Value) expected(a, "a region argument name ('%name')");
+          check_fresh(a);
+          expect_punct(':', "after value name");
+          Type t = type();
+          define(a, k_->add_block_arg(b, std::move(t), std::string(a.name())));
+          Token sep = take();
+          if (sep.is(')')) break;
+          if (!sep.is(',')) expected(sep, "',' or ')' after a region argument");
+        }
+      } else {
+        take();
+      }
+      expect_punct(':', "after the region arguments");
+    }
+    ops_until_close(b, depth);
+    scopes_.pop_back();
+  }
+
+  void ops_until_close(Block& b, int depth) {
+    for (;;) {
+      const Token& t = peek();
+      if (t.is('}')) break;
+      if (t.kind == Tok::Eof) expected(t, "'}'");
+      op(b, depth);
+    }
+    take();
+  }
+
+  void op(Block& b, int depth) {
+    Token first = peek();
+    std::vector<Token> names;
+    if (first.kind == Tok::Value) {
+      for (;;) {
+        names.push_back(take());
+        if (!peek().is(',')) break;
+        take();
+        if (peek().kind != Tok::Value) expected(peek(), "a result name after ','");
+      }
+      expect_punct('=', "after the result names");
+    }
+    Token name = take();
+    if (name.kind != Tok::Ident)
+      expected(name, names.empty() ? "an op or '}'" : "an op name after '='");
+    auto kind = op_from_name(name.text);
+    if (!kind) fail(name, "unknown op " + quote(name.text));
+    const OpInfo& info = op_info(*kind);
+
+    std::vector<Value*> operands;
+    if (peek().kind == Tok::Value) {
+      for (;;) {
+        operands.push_back(use(take()));
+        if (!peek().is(',')) break;
+        take();
+        if (peek().kind != Tok::Value) expected(peek(), "an operand after ','");
+      }
+    }
+
+    std::vector<NamedAttr> attrs;
+    if (peek().is('{') && peek(1).kind == Tok::Ident && peek(2).is('=')) attrs = attributes(info);
+    for (const auto& spec : info.attrs) {
+      bool have = std::any_of(attrs.begin(), attrs.end(), [&](const NamedAttr& a) { return a.name == spec.name; });
+      if (spec.required && !have)
+        fail(name, "op " + quote(info.name) + " needs attribute " + quote(spec.name));
+    }
+
+    std::vector<Type> types;
+    if (peek().is(':')) {
+      take();
+      for (;;) {
+        types.push_back(type());
+        if (!peek().is(',')) break;
+        take();
+      }
+    }
+    if (names.size() != types.size())
+      fail(name, "op " + quote(info.name) + " has " + count_of(names.size(), "result name") +
+                     " but " + count_of(types.size(), "result type"));
+
+    Op* o = k_->create_op(b, *kind, std::move(operands), types, std::move(attrs), loc(first),
+                          static_cast<size_t>(info.num_regions));
+    for (size_t i = 0; i < o->regions.size(); ++i) {
+      std::string_view kw = text::region_keyword(*kind, i);
+      if (!kw.empty()) {
+        const Token& t = peek();
+        if (!t.is_word(kw))
+          fail(t.kind == Tok::Eof ? t : name,
+               "op " + quote(info.name) + " needs " + std::string(i == 1 ? "an " : "a ") +
+                   quote(kw) + " region");
+        take();
+      }
+      if (!peek().is('{')) {
+        if (i == 0) fail(name, "op " + quote(info.name) + " needs a region");
+        expected(peek(), "'{' after " + quote(kw));
+      }
+      region(*o->regions[i], depth + 1);
+    }
+    const Token& after = peek();
+    if (after.is('{') || after.is_word("else") || after.is_word("do")) {
+      if (info.num_regions == 0) fail(after, "op " + quote(info.name) + " takes no region");
+      fail(after, "op " + quote(info.name) + " takes only " +
+                      count_of(static_cast<size_t>(info.num_regions), "region"));
+    }
+    for (size_t i = 0; i < names.size(); ++i) {
+      o->results[i]->name = std::string(names[i].name());
+      define(names[i], o->results[i]);
+    }
+  }
+
+  std::vector<NamedAttr> attributes(const OpInfo& info) {
+    take();  // '{'
+    std::vector<NamedAttr> attrs;
+    for (;;) {
+      Token an = take();
+      if (an.kind != Tok::Ident) expected(an, "an attribute name");
+      const AttrSpec* spec = info.find_attr(an.text);
+      if (!spec) fail(an, "op " + quote(info.name) + " has no attribute " + quote(an.text));
+      for (const auto& a : attrs)
+        if (a.name == an.text) fail(an, "duplicate attribute " + quote(an.text));
+      expect_punct('=', "after the attribute name");
+      attrs.push_back({std::string(an.text), attr_value(info, *spec)});
+      Token sep = take();
+      if (sep.is('}')) break;
+      if (!sep.is(',')) expected(sep, "',' or '}' after an attribute");
+    }
+    // Stored in the op table's order, so that equal ops hold equal attribute lists.
+    auto rank = [&](const NamedAttr& a) { return info.find_attr(a.name) - info.attrs.data(); };
+    std::stable_sort(attrs.begin(), attrs.end(),
+                     [&](const NamedAttr& a, const NamedAttr& b) { return rank(a) < rank(b); });
+    return attrs;
+  }
+
+  Attr attr_value(const OpInfo& info, const AttrSpec& spec) {
+    Token v = take();
+    if (v.kind == Tok::Eof) expected(v, "a value for attribute " + quote(spec.name));
+    auto wrong = [&](const Token& at) {
+      fail(at, "attribute " + quote(spec.name) + " of " + quote(info.name) + " must be " +
+                   std::string(kind_phrase(spec.kind)));
+    };
+    switch (spec.kind) {
+      case AttrKind::Int:
+        if (v.kind == Tok::Int) return v.int_value;
+        break;
+      case AttrKind::Number:
+        if (v.kind == Tok::Int) return v.int_value;
+        if (v.kind == Tok::Float) return v.float_value;
+        if (v.is_word("inf")) return std::numeric_limits<double>::infinity();
+        if (v.is_word("-inf")) return -std::numeric_limits<double>::infinity();
+        if (v.is_word("nan")) return std::numeric_limits<double>::quiet_NaN();
+        break;
+      case AttrKind::String:
+        if (v.kind == Tok::String) return v.str;
+        break;
+      case AttrKind::Bool:
+        if (v.is_word("true")) return true;
+        if (v.is_word("false")) return false;
+        break;
+      case AttrKind::IntList: {
+        if (!v.is('[')) break;
+        std::vector<int64_t> list;
+        if (peek().is(']')) {
+          take();
+          return list;
+        }
+        for (;;) {
+          Token e = take();
+          if (e.kind == Tok::Eof) expected(e, "']'");
+          if (e.kind != Tok::Int) wrong(e);
+          list.push_back(e.int_value);
+          Token sep = take();
+          if (sep.is(']')) return list;
+          if (!sep.is(',')) expected(sep, "',' or ']' in a list");
+        }
+      }
+    }
+    wrong(v);
+    return {};
+  }
+
+  Lexer lex_;
+  std::deque<Token> buf_;
+  Kernel* k_ = nullptr;
+  Token name_tok_;  // the current kernel's name, for the duplicate-kernel error
+  std::vector<std::unordered_map<std::string, Value*>> scopes_;
+};
+
+}  // namespace
+
+std::unique_ptr<Module> parse_module(std::string_view text, const std::string& filename) {
+  return Parser(text, filename).module();
+}
+
+}  // namespace tessera
