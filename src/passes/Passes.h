@@ -35,6 +35,16 @@ struct PipelineOptions {
   std::function<void(const std::string& pass, const std::string& ir)> dump;
 };
 
+// The passes one by one, in place (tests and tools that run a single pass). Each counts what
+// it changed in `stats` ("cse.removed", "dce.removed", "canonicalize.folded", ...).
+void bind_constexprs_in_place(Kernel& k, const ConstexprConfig& config);
+void canonicalize(Kernel& k, PassStats& stats);  // folds scalar arithmetic on constants
+void cse(Kernel& k, PassStats& stats);           // merges identical pure ops
+void dce(Kernel& k, PassStats& stats);           // removes pure ops whose results are unused
+
+// The pipeline's passes in order, as (name, run) pairs.
+std::vector<Pass> pipeline_passes(const ConstexprConfig& config);
+
 // The names of the passes in order (for --dump-after validation and docs).
 std::vector<std::string> pipeline_pass_names();
 // Run the whole pipeline on a copy of `k` and return the result. Verifies before and after.

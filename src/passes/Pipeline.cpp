@@ -1,1 +1,57 @@
-// Placeholder: being written.
+// The pass pipeline: one straight list, read top to bottom. Each pass can be dumped
+// (--dump-after=NAME or all) and reports statistics.
+#include <iostream>
+
+#include "ir/Verifier.h"
+#include "passes/Passes.h"
+#include "text/Text.h"
+
+namespace tessera {
+
+std::vector<Pass> pipeline_passes(const ConstexprConfig& config) {
+  return {
+      {"verify", [](Kernel& k, PassStats&) { verify_or_throw(k); }},
+      {"bind-constexprs", [config](Kernel& k, PassStats&) { bind_constexprs_in_place(k, config); }},
+      {"canonicalize", canonicalize},
+      {"cse", cse},
+      {"dce", dce},
+      {"verify-bound",
+       [](Kernel& k, PassStats&) {
+         VerifyOptions o;
+         o.require_bound = true;
+         verify_or_throw(k, o);
+       }},
+  };
+}
+
+std::vector<std::string> pipeline_pass_names() {
+  std::vector<std::string> names;
+  for (const Pass& p : pipeline_passes({})) names.push_back(p.name);
+  return names;
+}
+
+std::unique_ptr<Kernel> run_pipeline(const Kernel& k, const PipelineOptions& opts, PassStats* stats) {
+  auto passes = pipeline_passes(opts.config);
+  if (!opts.dump_after.empty() && opts.dump_after != "all") {
+    bool known = false;
+    std::string valid;
+    for (const Pass& p : passes) {
+      known = known || p.name == opts.dump_after;
+      valid += p.name + ", ";
+    }
+    if (!known) throw TesseraError("unknown pass '" + opts.dump_after + "' for --dump-after (valid: " + valid + "all)");
+  }
+  auto dump = opts.dump ? opts.dump : [](const std::string& pass, const std::string& ir) {
+    std::cerr << "// ----- IR after " << pass << " -----\n" << ir;
+  };
+  PassStats local;
+  PassStats& st = stats ? *stats : local;
+  auto out = k.clone();
+  for (const Pass& p : passes) {
+    p.run(*out, st);
+    if (opts.dump_after == "all" || opts.dump_after == p.name) dump(p.name, print_kernel(*out));
+  }
+  return out;
+}
+
+}  // namespace tessera

@@ -1,0 +1,1042 @@
+// The verifier. It is the one place that states the rules of docs/semantics.md and the
+// structural rules of docs/ir.md; every other component may assume verified IR.
+//
+// It must survive any input (the parser and C++ builders can hand it half-formed IR, and it is
+// fuzzed), so nothing is dereferenced before it is known to belong to the kernel, and an op
+// whose structure or operands are broken gets no type checks: its results are "poisoned" and
+// ops using them skip their type checks too, so one mistake gives one message.
+#include "ir/Verifier.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace tessera {
+
+namespace {
+
+std::string q(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+std::string kind_desc(AttrKind k) {
+  switch (k) {
+    case AttrKind::Int: return "an integer";
+    case AttrKind::Number: return "a number";
+    case AttrKind::String: return "a string";
+    case AttrKind::IntList: return "a list of integers";
+    case AttrKind::Bool: return "a boolean";
+  }
+  return "?";
+}
+
+bool attr_has_kind(const Attr& a, AttrKind k) {
+  switch (k) {
+    case AttrKind::Int: return std::holds_alternative<int64_t>(a);
+    case AttrKind::Number: return std::holds_alternative<int64_t>(a) || std::holds_alternative<double>(a);
+    case AttrKind::String: return std::holds_alternative<std::string>(a);
+    case AttrKind::IntList: return std::holds_alternative<std::vector<int64_t>>(a);
+    case AttrKind::Bool: return std::holds_alternative<bool>(a);
+  }
+  return false;
+}
+
+bool is_i32_scalar(const Type& t) { return t.is_scalar() && t.elem == ScalarKind::I32; }
+
+// Two dims that may be symbolic: equal when provably equal or when a symbol hides the answer
+// (rules needing the numbers are checked again after binding).
+bool dims_may_equal(const Dim& a, const Dim& b) {
+  if (a.is_static() && b.is_static()) return a.value == b.value;
+  return true;
+}
+
+// The type a value of `t` has after removing dim `axis` (a scalar when t is 1-D).
+Type drop_axis(const Type& t, int axis, ScalarKind elem) {
+  if (t.rank() <= 1) return Type::scalar(elem);
+  Type r = Type::tile(elem, t.shape);
+  r.shape.erase(r.shape.begin() + axis);
+  return r;
+}
+
+bool allowed_dot(ScalarKind in, ScalarKind acc) {
+  using S = ScalarKind;
+  switch (in) {
+    case S::F8E4M3:
+    case S::F8E5M2:
+    case S::BF16: return acc == S::F32;
+    case S::F16: return acc == S::F32 || acc == S::F16;
+    case S::F32: return acc == S::F32;
+    case S::F64: return acc == S::F64;
+    case S::I8: return acc == S::I32;
+    case S::U8: return acc == S::I32 || acc == S::U32;
+    default: return false;
+  }
+}
+
+bool allowed_in_grid(OpKind k) {
+  switch (op_info(k).cls) {
+    case OpClass::Constant:
+    case OpClass::Unary:
+    case OpClass::Binary:
+    case OpClass::Compare:
+    case OpClass::Ternary:
+    case OpClass::Cast:
+    case OpClass::Terminator: return true;
+    default: return k == OpKind::Dim;
+  }
+}
+
+// Whether the integer `v` is representable in integer kind `k`.
+bool int_fits(ScalarKind k, int64_t v) {
+  if (k == ScalarKind::I1) return v == 0 || v == 1;
+  int bits = scalar_bits(k);
+  if (is_unsigned_int(k)) return v >= 0 && (bits >= 64 || v < (int64_t{1} << bits));
+  if (bits >= 64) return true;
+  int64_t lim = int64_t{1} << (bits - 1);
+  return v >= -lim && v < lim;
+}
+
+enum class BlockRole { Grid, Body, Region };
+
+class Verifier {
+ public:
+  Verifier(const Kernel& k, const VerifyOptions& opts) : k_(k), opts_(opts) {}
+
+  std::vector<TesseraError> run() {
+    check_signature();
+    collect_definitions();
+    if (!k_.grid) {
+      error(k_.loc, "kernel " + q(k_.name) + " has no grid block");
+    } else {
+      verify_block(*k_.grid, BlockRole::Grid, nullptr);
+      check_grid_yield(*k_.grid);
+    }
+    if (!k_.body)
+      error(k_.loc, "kernel " + q(k_.name) + " has no body block");
+    else
+      verify_block(*k_.body, BlockRole::Body, nullptr);
+    return std::move(errors_);
+  }
+
+ private:
+  const Kernel& k_;
+  const VerifyOptions& opts_;
+  std::vector<TesseraError> errors_;
+  // Every value the kernel defines, with its defining block (null for parameters). Operand
+  // pointers are looked up here before they are ever dereferenced.
+  std::unordered_map<const Value*, const Block*> defined_;
+  std::unordered_set<const Value*> visible_;
+  std::unordered_set<const Value*> poisoned_;
+  std::vector<const Block*> open_blocks_;
+  std::unordered_set<const Op*> failed_ops_;  // ops with a reported problem
+  const Op* cur_ = nullptr;  // the op being checked
+  bool cur_failed_ = false;
+
+  void error(const Loc& loc, const std::string& msg) { errors_.emplace_back(loc, msg); }
+  // An error about the current op; its name leads the message.
+  void fail(const std::string& msg) {
+    cur_failed_ = true;
+    error(cur_->loc, q(cur_->name()) + " " + msg);
+  }
+
+  // ---------------------------------------------------------------- kernel level
+
+  void check_signature() {
+    std::unordered_set<std::string> seen;
+    for (size_t i = 0; i < k_.params.size(); ++i) {
+      const Value* p = k_.params[i];
+      if (!p) {
+        error(k_.loc, "kernel " + q(k_.name) + " parameter " + std::to_string(i) + " is null");
+        continue;
+      }
+      std::string what = "kernel " + q(k_.name) + " parameter %" + p->name;
+      if (!p->name.empty() && !seen.insert(p->name).second)
+        error(k_.loc, what + " is declared twice");
+      if (p->type.is_view()) {
+        if (p->type.rank() == 0) error(k_.loc, what + " must be a view of rank >= 1, got " + p->type.str());
+        for (const Dim& d : p->type.shape)
+          if (d.is_static() && d.value <= 0)
+            error(k_.loc, what + " has a non-positive dim " + std::to_string(d.value) + " in " +
+                              p->type.str());
+      } else if (!p->type.is_scalar()) {
+        error(k_.loc, what + " must be a view or a scalar, got " + p->type.str());
+      }
+    }
+    std::unordered_set<std::string> names;
+    for (const ConstexprDecl& c : k_.constexprs) {
+      const Loc& loc = c.loc.known() ? c.loc : k_.loc;
+      if (!names.insert(c.name).second) {
+        error(loc, "constexpr " + c.name + " is declared twice");
+        continue;
+      }
+      if (!c.candidates.empty() &&
+          std::find(c.candidates.begin(), c.candidates.end(), c.value) == c.candidates.end())
+        error(loc, "constexpr " + c.name + " = " + std::to_string(c.value) +
+                       " is not one of its candidates " + attr_str(c.candidates));
+    }
+  }
+
+  void collect_definitions() {
+    for (const Value* p : k_.params)
+      if (p) defined_.emplace(p, nullptr);
+    if (k_.grid) collect(*k_.grid);
+    if (k_.body) collect(*k_.body);
+  }
+
+  void collect(const Block& b) {
+    for (const Value* a : b.args)
+      if (a && !defined_.emplace(a, &b).second)
+        error(k_.loc, "value %" + a->name + " is defined twice");
+    for (const auto& op : b.ops) {
+      if (!op) continue;
+      for (const Value* r : op->results)
+        if (r && !defined_.emplace(r, &b).second)
+          error(op->loc, q(op->name()) + " result %" + r->name + " is already defined elsewhere");
+      for (const auto& region : op->regions)
+        if (region) collect(*region);
+    }
+  }
+
+  // ---------------------------------------------------------------- blocks
+
+  void verify_block(const Block& b, BlockRole role, const Op* parent, size_t index = 0) {
+    open_blocks_.push_back(&b);
+    if (role != BlockRole::Region && !b.args.empty())
+      error(k_.loc, std::string(role == BlockRole::Grid ? "grid" : "body") + " block of kernel " +
+                        q(k_.name) + " must not have arguments");
+    for (const Value* a : b.args)
+      if (a) visible_.insert(a);
+    for (size_t i = 0; i < b.ops.size(); ++i) {
+      const Op* op = b.ops[i].get();
+      if (!op) {
+        error(parent ? parent->loc : k_.loc, "null op in a block of kernel " + q(k_.name));
+        continue;
+      }
+      if (op->kind == OpKind::Yield) {
+        if (role == BlockRole::Body)
+          error(op->loc, "'yield' is not allowed in the kernel body");
+        else if (i + 1 != b.ops.size())
+          error(op->loc, "'yield' must be the last op of its region");
+      }
+      if (role == BlockRole::Grid && !allowed_in_grid(op->kind))
+        error(op->loc, q(op->name()) + " is not allowed in the grid block (only scalar ops)");
+      verify_op(*op, role == BlockRole::Grid);
+      for (const Value* r : op->results)
+        if (r) visible_.insert(r);
+    }
+    if (role == BlockRole::Region && !b.terminator())
+      error(parent->loc, q(parent->name()) + " region " + std::to_string(index) + " does not end with 'yield'");
+    // Leave scope: what this block defined is invisible outside it.
+    for (const Value* a : b.args) visible_.erase(a);
+    for (const auto& op : b.ops)
+      if (op)
+        for (const Value* r : op->results) visible_.erase(r);
+    open_blocks_.pop_back();
+  }
+
+  void check_grid_yield(const Block& g) {
+    const Op* y = g.terminator();
+    if (!y) {
+      error(k_.loc, "grid of kernel " + q(k_.name) + " must end with 'yield' of 1 to 3 i32 sizes");
+      return;
+    }
+    if (failed_ops_.count(y)) return;
+    if (y->operands.empty() || y->operands.size() > 3) {
+      error(y->loc, "grid must yield 1 to 3 i32 sizes, got " + std::to_string(y->operands.size()) +
+                        " values");
+      return;
+    }
+    for (size_t i = 0; i < y->operands.size(); ++i) {
+      const Value* v = y->operands[i];
+      if (!usable(v)) continue;
+      if (!is_i32_scalar(v->type))
+        error(y->loc, "grid size " + std::to_string(i) + " must be i32, got " + v->type.str());
+    }
+  }
+
+  // A checked operand whose type can be trusted.
+  bool usable(const Value* v) const { return v && defined_.count(v) && !poisoned_.count(v); }
+
+  // ---------------------------------------------------------------- ops
+
+  void verify_op(const Op& op, bool in_grid) {
+    const Op* saved = cur_;
+    bool saved_failed = cur_failed_;
+    cur_ = &op;
+    cur_failed_ = false;
+
+    bool structure_ok = check_structure(op);
+    bool operands_ok = check_operands(op);
+    bool types_ok = structure_ok && check_result_types(op);
+    bool trusted = operands_ok && std::all_of(op.operands.begin(), op.operands.end(),
+                                              [&](const Value* v) { return !poisoned_.count(v); });
+    if (types_ok && trusted) {
+      if (in_grid) check_grid_op(op);
+      if (!cur_failed_) check_rules(op);
+    }
+    // Regions are verified even when the op is broken, so that mistakes inside are reported.
+    bool self_failed = cur_failed_ || !trusted;
+    for (size_t i = 0; i < op.regions.size(); ++i)
+      if (op.regions[i]) verify_block(*op.regions[i], BlockRole::Region, &op, i);
+    cur_ = &op;
+    cur_failed_ = false;
+    if (structure_ok && types_ok && trusted && !self_failed) check_region_yields(op);
+    self_failed = self_failed || cur_failed_;
+    if (self_failed) {
+      failed_ops_.insert(&op);
+      for (const Value* r : op.results)
+        if (r) poisoned_.insert(r);
+    }
+
+    cur_ = saved;
+    cur_failed_ = saved_failed;
+  }
+
+  static std::string count_range(int lo, int hi) {
+    if (hi < 0) return "at least " + std::to_string(lo);
+    if (lo == hi) return std::to_string(lo);
+    return std::to_string(lo) + " to " + std::to_string(hi);
+  }
+
+  bool check_structure(const Op& op) {
+    const OpInfo& info = op.info();
+    bool ok = true;
+    int n = static_cast<int>(op.operands.size());
+    if (n < info.min_operands || (info.max_operands >= 0 && n > info.max_operands)) {
+      fail("expects " + count_range(info.min_operands, info.max_operands) + " operand" +
+           (info.min_operands == 1 && info.max_operands == 1 ? "" : "s") + ", got " + std::to_string(n));
+      ok = false;
+    }
+    if (info.num_results >= 0 && static_cast<int>(op.results.size()) != info.num_results) {
+      fail("expects " + std::to_string(info.num_results) + " result" + (info.num_results == 1 ? "" : "s") +
+           ", got " + std::to_string(op.results.size()));
+      ok = false;
+    }
+    if (static_cast<int>(op.regions.size()) != info.num_regions) {
+      fail("expects " + std::to_string(info.num_regions) + " region" + (info.num_regions == 1 ? "" : "s") +
+           ", got " + std::to_string(op.regions.size()));
+      ok = false;
+    }
+    for (size_t i = 0; i < op.regions.size(); ++i)
+      if (!op.regions[i]) {
+        fail("region " + std::to_string(i) + " is null");
+        ok = false;
+      }
+    for (size_t i = 0; i < op.results.size(); ++i)
+      if (!op.results[i]) {
+        fail("result " + std::to_string(i) + " is null");
+        ok = false;
+      }
+    std::unordered_set<std::string> seen;
+    for (const NamedAttr& a : op.attrs) {
+      const AttrSpec* spec = info.find_attr(a.name);
+      if (!spec) {
+        fail("has unknown attribute " + q(a.name));
+        ok = false;
+      } else if (!seen.insert(a.name).second) {
+        fail("has attribute " + q(a.name) + " twice");
+        ok = false;
+      } else if (!attr_has_kind(a.value, spec->kind)) {
+        fail("attribute " + q(a.name) + " must be " + kind_desc(spec->kind) + ", got " + attr_str(a.value));
+        ok = false;
+      }
+    }
+    for (const AttrSpec& spec : info.attrs)
+      if (spec.required && !op.find_attr(spec.name)) {
+        fail("is missing required attribute " + q(spec.name));
+        ok = false;
+      }
+    return ok;
+  }
+
+  std::string operand_desc(size_t i, const Value* v) const {
+    std::string s = "operand " + std::to_string(i);
+    if (v && defined_.count(v) && !v->name.empty()) s += " (%" + v->name + ")";
+    return s;
+  }
+
+  bool check_operands(const Op& op) {
+    bool ok = true;
+    for (size_t i = 0; i < op.operands.size(); ++i) {
+      const Value* v = op.operands[i];
+      if (!v) {
+        fail(operand_desc(i, v) + " is null");
+        ok = false;
+        continue;
+      }
+      auto it = defined_.find(v);
+      if (it == defined_.end()) {
+        fail(operand_desc(i, v) + " does not belong to kernel " + q(k_.name));
+        ok = false;
+        continue;
+      }
+      if (it->second == nullptr || visible_.count(v)) continue;
+      bool enclosing = std::find(open_blocks_.begin(), open_blocks_.end(), it->second) != open_blocks_.end();
+      fail(operand_desc(i, v) + (enclosing ? " is used before its definition"
+                                           : " is defined in another region and is not visible here"));
+      ok = false;
+    }
+    return ok;
+  }
+
+  // Tile shapes: positive dims, symbols naming constexprs, static when bound.
+  bool check_type_dims(const Type& t, const std::string& what) {
+    if (!t.is_tile()) return true;
+    bool ok = true;
+    if (t.rank() == 0) {
+      fail(what + " " + t.str() + " must have rank >= 1");
+      return false;
+    }
+    for (const Dim& d : t.shape) {
+      if (d.is_static()) {
+        if (d.value <= 0) {
+          fail(what + " " + t.str() + " has a non-positive dim " + std::to_string(d.value));
+          ok = false;
+        }
+      } else if (!k_.find_constexpr(d.symbol)) {
+        fail(what + " " + t.str() + " names " + q(d.symbol) + ", which is not a constexpr of kernel " +
+             q(k_.name));
+        ok = false;
+      } else if (opts_.require_bound) {
+        fail(what + " " + t.str() + " has unbound constexpr dim " + q(d.symbol));
+        ok = false;
+      }
+    }
+    return ok;
+  }
+
+  bool check_result_types(const Op& op) {
+    bool ok = true;
+    for (size_t i = 0; i < op.results.size(); ++i) {
+      const Type& t = op.results[i]->type;
+      std::string what = op.results.size() == 1 ? "result type" : "result " + std::to_string(i) + " type";
+      if (!t.is_value()) {
+        fail(what + " must be a scalar or a tile, got " + t.str());
+        ok = false;
+      } else if (!check_type_dims(t, what)) {
+        ok = false;
+      }
+    }
+    for (size_t r = 0; r < op.regions.size(); ++r) {
+      if (!op.regions[r]) continue;
+      const auto& args = op.regions[r]->args;
+      for (size_t i = 0; i < args.size(); ++i) {
+        std::string what = "region " + std::to_string(r) + " argument " + std::to_string(i) + " type";
+        if (!args[i]) {
+          fail("region " + std::to_string(r) + " argument " + std::to_string(i) + " is null");
+          ok = false;
+        } else if (!args[i]->type.is_value()) {
+          fail(what + " must be a scalar or a tile, got " + args[i]->type.str());
+          ok = false;
+        } else if (!check_type_dims(args[i]->type, what)) {
+          ok = false;
+        }
+      }
+    }
+    return ok;
+  }
+
+  void check_grid_op(const Op& op) {
+    for (const Value* v : op.operands)
+      if (!v->type.is_scalar() && !(op.kind == OpKind::Dim && v->type.is_view())) {
+        fail("in the grid block must work on scalars, got " + v->type.str());
+        return;
+      }
+    for (const Value* r : op.results)
+      if (!r->type.is_scalar()) {
+        fail("in the grid block must produce scalars, got " + r->type.str());
+        return;
+      }
+  }
+
+  // ---------------------------------------------------------------- op rules
+
+  const Type& ot(size_t i) const { return cur_->operands[i]->type; }
+  const Type& rt(size_t i = 0) const { return cur_->results[i]->type; }
+
+  void expect_result(const Type& want) {
+    if (rt() != want) fail("result type must be " + want.str() + ", got " + rt().str());
+  }
+
+  void check_axis(int64_t axis, int64_t lo, int64_t hi, const std::string& of) {
+    if (axis < lo || axis > hi)
+      fail("axis " + std::to_string(axis) + " is out of range [" + std::to_string(lo) + ", " +
+           std::to_string(hi) + "]" + of);
+  }
+
+  void check_pad(const Op& op, ScalarKind elem) {
+    const Attr* a = op.find_attr("pad");
+    if (!a) return;
+    if (is_float(elem)) return;
+    if (std::holds_alternative<double>(*a)) {
+      fail("pad " + attr_str(*a) + " is not valid for element type " + std::string(scalar_name(elem)));
+      return;
+    }
+    int64_t v = std::get<int64_t>(*a);
+    if (!int_fits(elem, v))
+      fail("pad " + std::to_string(v) + " does not fit in " + std::string(scalar_name(elem)));
+  }
+
+  // Operands [first, first + n) must be i32 scalars named `what` i.
+  bool check_i32_indices(size_t first, size_t n, const std::string& what) {
+    for (size_t i = 0; i < n; ++i)
+      if (!is_i32_scalar(ot(first + i))) {
+        fail(what + " " + std::to_string(i) + " must be an i32 scalar, got " + ot(first + i).str());
+        return false;
+      }
+    return true;
+  }
+
+  bool check_view(size_t i) {
+    if (ot(i).is_view()) return true;
+    fail("operand " + std::to_string(i) + " must be a view, got " + ot(i).str());
+    return false;
+  }
+
+  void check_rules(const Op& op) {
+    switch (op.info().cls) {
+      case OpClass::Constant: return check_constant(op);
+      case OpClass::Index: return check_index(op);
+      case OpClass::Create: return check_create(op);
+      case OpClass::Memory: return check_memory(op);
+      case OpClass::Unary: return check_unary(op);
+      case OpClass::Binary:
+      case OpClass::Compare: return check_binary(op);
+      case OpClass::Ternary: return check_ternary(op);
+      case OpClass::Cast: return check_cast(op);
+      case OpClass::Shape: return check_shape(op);
+      case OpClass::Dot: return check_dot(op);
+      case OpClass::Reduce:
+      case OpClass::Scan: return check_reduce(op);
+      case OpClass::Control: return check_control(op);
+      case OpClass::Terminator: return;  // checked by the parent
+      case OpClass::Raw: return check_raw(op);
+    }
+  }
+
+  void check_constant(const Op& op) {
+    if (op.kind == OpKind::Param) {
+      const std::string& n = op.attr_string("name");
+      if (!k_.find_constexpr(n))
+        fail("names " + q(n) + ", which is not a constexpr of kernel " + q(k_.name));
+      else
+        expect_result(Type::scalar(ScalarKind::I32));
+      return;
+    }
+    if (!rt().is_scalar()) {
+      fail("result type must be a scalar, got " + rt().str());
+      return;
+    }
+    const Attr& v = *op.find_attr("value");
+    ScalarKind e = rt().elem;
+    if (is_int(e)) {
+      if (std::holds_alternative<double>(v))
+        fail("value " + attr_str(v) + " is a float but the result type is " + rt().str());
+      else if (!int_fits(e, std::get<int64_t>(v)))
+        fail("value " + attr_str(v) + " does not fit in " + rt().str());
+    }
+  }
+
+  void check_index(const Op& op) {
+    int64_t axis = op.attr_int("axis");
+    if (op.kind == OpKind::Dim) {
+      if (!check_view(0)) return;
+      if (axis < 0 || axis >= ot(0).rank()) {
+        check_axis(axis, 0, ot(0).rank() - 1, " for " + ot(0).str());
+        return;
+      }
+    } else {
+      check_axis(axis, 0, 2, "");
+      if (cur_failed_) return;
+    }
+    expect_result(Type::scalar(ScalarKind::I32));
+  }
+
+  void check_create(const Op& op) {
+    if (op.kind == OpKind::Arange) {
+      if (!rt().is_tile() || rt().rank() != 1 || rt().elem != ScalarKind::I32)
+        fail("result type must be tile<i32, [N]>, got " + rt().str());
+      return;
+    }
+    // splat
+    if (!ot(0).is_scalar()) {
+      fail("operand must be a scalar, got " + ot(0).str());
+      return;
+    }
+    if (!rt().is_tile() || rt().elem != ot(0).elem)
+      fail("result type must be a tile of " + ot(0).str() + ", got " + rt().str());
+  }
+
+  // The index operands of gather/scatter/atomic: all i32 scalars or all i32 tiles of one
+  // shape, then an optional i1 mask of that shape. Returns the index type (scalar or tile,
+  // element i32), or none when broken.
+  std::optional<Type> check_elementwise_indices(size_t first, int rank, bool allow_mask) {
+    size_t n = cur_->operands.size() - first;
+    if (n != static_cast<size_t>(rank) && !(allow_mask && n == static_cast<size_t>(rank) + 1)) {
+      fail("needs one index per view dim (" + std::to_string(rank) + ")" +
+           (allow_mask ? " and an optional mask" : "") + ", got " + std::to_string(n) + " operands after " +
+           (first == 1 ? "the view" : "the view and values"));
+      return std::nullopt;
+    }
+    const Type& t0 = ot(first);
+    if (!t0.is_value() || t0.elem != ScalarKind::I32) {
+      fail("index 0 must be an i32 scalar or tile, got " + t0.str());
+      return std::nullopt;
+    }
+    for (int i = 1; i < rank; ++i)
+      if (ot(first + i) != t0) {
+        fail("index " + std::to_string(i) + " must have the type of index 0 (" + t0.str() + "), got " +
+             ot(first + i).str());
+        return std::nullopt;
+      }
+    if (n == static_cast<size_t>(rank) + 1) {
+      const Type& m = ot(first + rank);
+      if (m != t0.with_elem(ScalarKind::I1)) {
+        fail("mask must be " + t0.with_elem(ScalarKind::I1).str() + ", got " + m.str());
+        return std::nullopt;
+      }
+    }
+    return t0;
+  }
+
+  void check_memory(const Op& op) {
+    if (!check_view(0)) return;
+    const Type& view = ot(0);
+    int rank = view.rank();
+    size_t n = op.operands.size();
+    switch (op.kind) {
+      case OpKind::LoadTile: {
+        if (n != 1 + static_cast<size_t>(rank)) {
+          fail("needs one index per view dim (" + std::to_string(rank) + "), got " + std::to_string(n - 1));
+          return;
+        }
+        if (!check_i32_indices(1, rank, "index")) return;
+        if (!rt().is_tile() || rt().rank() != rank || rt().elem != view.elem) {
+          fail("result type must be a tile of rank " + std::to_string(rank) + " with element type " +
+               std::string(scalar_name(view.elem)) + ", got " + rt().str());
+          return;
+        }
+        check_pad(op, view.elem);
+        return;
+      }
+      case OpKind::StoreTile: {
+        if (n != 2 + static_cast<size_t>(rank)) {
+          fail("needs one index per view dim (" + std::to_string(rank) + "), got " + std::to_string(n - 2));
+          return;
+        }
+        const Type& val = ot(1);
+        if (!val.is_tile() || val.rank() != rank || val.elem != view.elem) {
+          fail("value must be a tile of rank " + std::to_string(rank) + " with element type " +
+               std::string(scalar_name(view.elem)) + ", got " + val.str());
+          return;
+        }
+        check_i32_indices(2, rank, "index");
+        return;
+      }
+      case OpKind::Gather: {
+        auto idx = check_elementwise_indices(1, rank, true);
+        if (!idx) return;
+        expect_result(idx->with_elem(view.elem));
+        if (!cur_failed_) check_pad(op, view.elem);
+        return;
+      }
+      case OpKind::Scatter:
+      case OpKind::Atomic: {
+        auto idx = check_elementwise_indices(2, rank, true);
+        if (!idx) return;
+        Type want = idx->with_elem(view.elem);
+        if (ot(1) != want) {
+          fail("value must be " + want.str() + " (the index shape and view element type), got " + ot(1).str());
+          return;
+        }
+        if (op.kind == OpKind::Atomic) {
+          const std::string& kind = op.attr_string("kind");
+          if (kind != "add" && kind != "max" && kind != "min") {
+            fail("kind \"" + kind + "\" is not one of add, max, min");
+            return;
+          }
+          expect_result(want);
+        }
+        return;
+      }
+      case OpKind::AtomicCas: {
+        auto idx = check_elementwise_indices(3, rank, false);
+        if (!idx) return;
+        Type want = idx->with_elem(view.elem);
+        for (size_t i : {size_t{1}, size_t{2}})
+          if (ot(i) != want) {
+            fail(std::string(i == 1 ? "cmp" : "value") + " must be " + want.str() + ", got " + ot(i).str());
+            return;
+          }
+        expect_result(want);
+        return;
+      }
+      default: return;
+    }
+  }
+
+  void check_unary(const Op& op) {
+    const Type& t = ot(0);
+    if (!t.is_value()) {
+      fail("operand must be a scalar or a tile, got " + t.str());
+      return;
+    }
+    ScalarKind e = t.elem;
+    switch (op.kind) {
+      case OpKind::Not:
+        if (!is_int(e)) return fail("needs an integer or i1 operand, got " + t.str());
+        break;
+      case OpKind::Neg:
+      case OpKind::Abs:
+        if (!is_signed_int(e) && !is_float(e))
+          return fail("needs a signed integer or float operand, got " + t.str());
+        break;
+      default:
+        if (!is_float(e)) return fail("needs a float operand, got " + t.str());
+    }
+    if (rt() != t) fail("result type must be the operand type " + t.str() + ", got " + rt().str());
+  }
+
+  void check_binary(const Op& op) {
+    const Type& a = ot(0);
+    const Type& b = ot(1);
+    if (!a.is_value()) return fail("operands must be scalars or tiles, got " + a.str());
+    if (a != b) return fail("operands must have the same type, got " + a.str() + " and " + b.str());
+    ScalarKind e = a.elem;
+    switch (op.kind) {
+      case OpKind::And:
+      case OpKind::Or:
+      case OpKind::Xor:
+        if (!is_int(e)) return fail("needs integer or i1 operands, got " + a.str());
+        break;
+      case OpKind::Shl:
+      case OpKind::Shr:
+        if (!is_int(e) || is_bool(e)) return fail("needs integer operands (not i1), got " + a.str());
+        break;
+      case OpKind::Cmp: {
+        const std::string& p = op.attr_string("pred");
+        static const char* preds[] = {"eq", "ne", "lt", "le", "gt", "ge"};
+        if (std::none_of(std::begin(preds), std::end(preds), [&](const char* s) { return p == s; }))
+          return fail("pred \"" + p + "\" is not one of eq, ne, lt, le, gt, ge");
+        return expect_result(a.with_elem(ScalarKind::I1));
+      }
+      default: break;
+    }
+    if (rt() != a) fail("result type must be the operand type " + a.str() + ", got " + rt().str());
+  }
+
+  void check_ternary(const Op& op) {
+    if (op.kind == OpKind::Fma) {
+      const Type& a = ot(0);
+      if (!a.is_value() || !is_float(a.elem)) return fail("needs float operands, got " + a.str());
+      for (size_t i : {size_t{1}, size_t{2}})
+        if (ot(i) != a)
+          return fail("operands must have the same type, got " + a.str() + " and " + ot(i).str());
+      return expect_result(a);
+    }
+    // where
+    const Type& c = ot(0);
+    const Type& a = ot(1);
+    const Type& b = ot(2);
+    if (!a.is_value()) return fail("values must be scalars or tiles, got " + a.str());
+    if (a != b) return fail("values must have the same type, got " + a.str() + " and " + b.str());
+    if (!c.is_value() || c.elem != ScalarKind::I1 || c.kind != a.kind || c.shape != a.shape)
+      return fail("condition must be " + a.with_elem(ScalarKind::I1).str() + ", got " + c.str());
+    expect_result(a);
+  }
+
+  void check_cast(const Op& op) {
+    const Type& a = ot(0);
+    if (!a.is_value()) return fail("operand must be a scalar or a tile, got " + a.str());
+    if (rt().kind != a.kind || rt().shape != a.shape)
+      fail("result type must have the operand's shape, got " + rt().str() + " for " + a.str());
+  }
+
+  void check_shape(const Op& op) {
+    const Type& a = ot(0);
+    const Type& r = rt();
+    if (op.kind == OpKind::Broadcast) {
+      if (!r.is_tile()) return fail("result type must be a tile, got " + r.str());
+      if (!a.is_value()) return fail("operand must be a scalar or a tile, got " + a.str());
+      if (a.elem != r.elem)
+        return fail("result element type must be the operand's, got " + r.str() + " for " + a.str());
+      if (a.is_scalar()) return;
+      if (a.rank() != r.rank())
+        return fail("operand rank must equal the result rank, got " + a.str() + " to " + r.str());
+      for (int i = 0; i < a.rank(); ++i)
+        if (!(a.shape[i].is_static() && a.shape[i].value == 1) && !dims_may_equal(a.shape[i], r.shape[i]))
+          return fail("cannot broadcast " + a.str() + " to " + r.str() + " (dim " + std::to_string(i) +
+                      " is neither 1 nor equal)");
+      return;
+    }
+    if (!a.is_tile() && !(op.kind == OpKind::ExpandDims && a.is_scalar()))
+      return fail("operand must be a tile, got " + a.str());
+    if (!r.is_tile()) return fail("result type must be a tile, got " + r.str());
+    if (r.elem != a.elem)
+      return fail("result element type must be the operand's, got " + r.str() + " for " + a.str());
+    switch (op.kind) {
+      case OpKind::ExpandDims: {
+        int64_t axis = op.attr_int("axis");
+        check_axis(axis, 0, a.rank(), " for " + a.str());
+        if (cur_failed_) return;
+        Type want = Type::tile(a.elem, a.shape);
+        want.layout = r.layout;
+        want.space = r.space;
+        want.shape.insert(want.shape.begin() + axis, Dim(1));
+        if (r != want) fail("result type must be " + want.str() + ", got " + r.str());
+        return;
+      }
+      case OpKind::Reshape:
+        if (shape_is_static(a.shape) && shape_is_static(r.shape) && shape_numel(a.shape) != shape_numel(r.shape))
+          fail("must keep the element count, got " + a.str() + " to " + r.str());
+        return;
+      case OpKind::Permute: {
+        const auto& dims = op.attr_ints("dims");
+        std::vector<bool> seen(a.rank(), false);
+        bool perm = static_cast<int>(dims.size()) == a.rank();
+        for (int64_t d : dims) {
+          if (!perm) break;
+          if (d < 0 || d >= a.rank() || seen[d]) perm = false;
+          else seen[d] = true;
+        }
+        if (!perm)
+          return fail("dims " + attr_str(dims) + " is not a permutation of 0.." + std::to_string(a.rank() - 1));
+        Shape s;
+        for (int64_t d : dims) s.push_back(a.shape[d]);
+        if (r.shape != s) fail("result shape must be " + shape_str(s) + ", got " + r.str());
+        return;
+      }
+      case OpKind::ExtractTile:
+      case OpKind::InsertTile: {
+        bool ins = op.kind == OpKind::InsertTile;
+        const Type& sub = ins ? ot(1) : r;
+        size_t first = ins ? 2 : 1;
+        if (op.operands.size() != first + a.rank())
+          return fail("needs one sub-tile index per tile dim (" + std::to_string(a.rank()) + "), got " +
+                      std::to_string(op.operands.size() - first));
+        if (ins && r != a) return fail("result type must be the tile type " + a.str() + ", got " + r.str());
+        if (!sub.is_tile() || sub.rank() != a.rank() || sub.elem != a.elem)
+          return fail(std::string(ins ? "sub-tile" : "result type") + " must be a tile of rank " +
+                      std::to_string(a.rank()) + " and element type " + std::string(scalar_name(a.elem)) +
+                      ", got " + sub.str());
+        for (int i = 0; i < a.rank(); ++i) {
+          const Dim& sd = sub.shape[i];
+          const Dim& td = a.shape[i];
+          if (sd.is_static() && td.is_static() && sd.value > 0 && td.value % sd.value != 0)
+            return fail("sub-tile " + sub.str() + " does not divide " + a.str() + " (dim " + std::to_string(i) + ")");
+        }
+        if (!check_i32_indices(first, a.rank(), "index")) return;
+        // Constant indices can be range-checked here; others are checked by the interpreter.
+        for (int i = 0; i < a.rank(); ++i) {
+          const Value* iv = op.operands[first + i];
+          const Dim& sd = sub.shape[i];
+          const Dim& td = a.shape[i];
+          if (!iv->def || iv->def->kind != OpKind::Const || !sd.is_static() || !td.is_static()) continue;
+          const Attr* v = iv->def->find_attr("value");
+          if (!v || !std::holds_alternative<int64_t>(*v)) continue;
+          int64_t idx = std::get<int64_t>(*v);
+          int64_t count = sd.value > 0 ? td.value / sd.value : 0;
+          if (idx < 0 || idx >= count)
+            return fail("index " + std::to_string(i) + " = " + std::to_string(idx) + " is out of range: " +
+                        a.str() + " has " + std::to_string(count) + " sub-tiles of " + sub.str() + " along dim " +
+                        std::to_string(i));
+        }
+        return;
+      }
+      default: return;
+    }
+  }
+
+  void check_dot(const Op& op) {
+    static const char* names[] = {"a", "b", "accumulator"};
+    for (size_t i = 0; i < 3; ++i)
+      if (!ot(i).is_tile() || ot(i).rank() != 2)
+        return fail("operand " + std::string(names[i]) + " must be a 2-D tile, got " + ot(i).str());
+    const Type& a = ot(0);
+    const Type& b = ot(1);
+    const Type& acc = ot(2);
+    if (a.elem != b.elem)
+      return fail("operands a and b must have one element type, got " + a.str() + " and " + b.str());
+    if (!dims_may_equal(a.shape[1], b.shape[0]))
+      return fail("inner dims differ: a is " + a.str() + ", b is " + b.str());
+    if (!dims_may_equal(acc.shape[0], a.shape[0]) || !dims_may_equal(acc.shape[1], b.shape[1]))
+      return fail("accumulator must have shape [" + a.shape[0].str() + ", " + b.shape[1].str() + "], got " +
+                  acc.str());
+    if (!allowed_dot(a.elem, acc.elem))
+      return fail("does not support " + std::string(scalar_name(a.elem)) + " inputs with a " +
+                  std::string(scalar_name(acc.elem)) + " accumulator");
+    expect_result(acc);
+  }
+
+  void check_reduce(const Op& op) {
+    const Type& t = ot(0);
+    if (!t.is_tile()) return fail("operand must be a tile, got " + t.str());
+    int64_t axis = op.attr_int("axis");
+    check_axis(axis, 0, t.rank() - 1, " for " + t.str());
+    if (cur_failed_) return;
+    bool scan = op.info().cls == OpClass::Scan;
+    ScalarKind elem = t.elem;
+    if (op.kind == OpKind::Reduce || op.kind == OpKind::Scan) {
+      const std::string& kind = op.attr_string("kind");
+      bool arg = kind == "argmax" || kind == "argmin";
+      bool ok = kind == "sum" || kind == "prod" || kind == "max" || kind == "min" || (!scan && arg);
+      if (!ok)
+        return fail("kind \"" + kind + "\" is not one of " +
+                    (scan ? "sum, prod, max, min" : "sum, prod, max, min, argmax, argmin"));
+      if (arg) elem = ScalarKind::I32;
+    } else {
+      const Block& r = op.region(0);
+      Type s = Type::scalar(t.elem);
+      if (r.args.size() != 2 || r.args[0]->type != s || r.args[1]->type != s)
+        return fail("combiner region must take two " + s.str() + " arguments");
+    }
+    if (scan) {
+      Type want = t;
+      want.elem = elem;
+      return expect_result(want);
+    }
+    expect_result(drop_axis(t, static_cast<int>(axis), elem));
+  }
+
+  std::vector<Type> operand_types(size_t first) const {
+    std::vector<Type> out;
+    for (size_t i = first; i < cur_->operands.size(); ++i) out.push_back(ot(i));
+    return out;
+  }
+
+  // Region `r` takes `want` arguments (after `skip` leading ones already checked).
+  bool check_region_args(size_t r, const std::vector<Type>& want, size_t skip) {
+    const auto& args = cur_->region(r).args;
+    if (args.size() != want.size() + skip) {
+      fail("region " + std::to_string(r) + " must have " + std::to_string(want.size() + skip) +
+           " arguments, got " + std::to_string(args.size()));
+      return false;
+    }
+    for (size_t i = 0; i < want.size(); ++i)
+      if (args[i + skip]->type != want[i]) {
+        fail("region " + std::to_string(r) + " argument " + std::to_string(i + skip) + " type " +
+             args[i + skip]->type.str() + " does not match carried type " + want[i].str());
+        return false;
+      }
+    return true;
+  }
+
+  bool check_results_are(const std::vector<Type>& want) {
+    if (cur_->results.size() != want.size()) {
+      fail("has " + std::to_string(want.size()) + " carried values but " + std::to_string(cur_->results.size()) +
+           " results");
+      return false;
+    }
+    for (size_t i = 0; i < want.size(); ++i)
+      if (rt(i) != want[i]) {
+        fail("result " + std::to_string(i) + " type " + rt(i).str() + " does not match carried type " +
+             want[i].str());
+        return false;
+      }
+    return true;
+  }
+
+  void check_control(const Op& op) {
+    switch (op.kind) {
+      case OpKind::For: {
+        static const char* names[] = {"lower bound", "upper bound", "step"};
+        for (size_t i = 0; i < 3; ++i)
+          if (!is_i32_scalar(ot(i))) return fail(std::string(names[i]) + " must be an i32 scalar, got " + ot(i).str());
+        if (const Attr* p = op.find_attr("pipeline"); p && std::get<int64_t>(*p) < 1)
+          return fail("pipeline must be >= 1, got " + attr_str(*p));
+        auto carried = operand_types(3);
+        for (size_t i = 0; i < carried.size(); ++i)
+          if (!carried[i].is_value())
+            return fail("carried value " + std::to_string(i) + " must be a scalar or a tile, got " + carried[i].str());
+        if (!check_results_are(carried)) return;
+        const auto& args = op.region(0).args;
+        if (!args.empty() && !is_i32_scalar(args[0]->type))
+          return fail("region 0 argument 0 (the induction variable) must be i32, got " + args[0]->type.str());
+        check_region_args(0, carried, 1);
+        return;
+      }
+      case OpKind::If: {
+        if (!ot(0).is_scalar() || ot(0).elem != ScalarKind::I1)
+          return fail("condition must be an i1 scalar, got " + ot(0).str());
+        for (size_t r = 0; r < 2; ++r)
+          if (!op.region(r).args.empty()) return fail("region " + std::to_string(r) + " must have no arguments");
+        return;
+      }
+      case OpKind::While: {
+        auto carried = operand_types(0);
+        for (size_t i = 0; i < carried.size(); ++i)
+          if (!carried[i].is_value())
+            return fail("carried value " + std::to_string(i) + " must be a scalar or a tile, got " + carried[i].str());
+        if (!check_results_are(carried)) return;
+        if (check_region_args(0, carried, 0)) check_region_args(1, carried, 0);
+        return;
+      }
+      default: return;
+    }
+  }
+
+  void check_raw(const Op& op) {
+    for (size_t i = 0; i < op.operands.size(); ++i)
+      if (!ot(i).is_value()) return fail("operand " + std::to_string(i) + " must be a scalar or a tile, got " + ot(i).str());
+    const std::string& name = op.attr_string("name");
+    if (!opts_.backend.empty() && !op.has_attr(opts_.backend))
+      fail("op " + q(name) + " has no body for backend " + q(opts_.backend));
+  }
+
+  // ---------------------------------------------------------------- yields
+
+  // The yield of region `r` of the current op must pass values of `want`.
+  void check_yield(size_t r, const std::vector<Type>& want, const std::string& what) {
+    const Op* y = cur_->region(r).terminator();
+    if (!y || failed_ops_.count(y)) return;  // reported already
+    for (const Value* v : y->operands)
+      if (!usable(v)) return;
+    auto yfail = [&](const std::string& msg) {
+      cur_failed_ = true;
+      error(y->loc, "'yield' in " + q(cur_->name()) + " " + what + " " + msg);
+    };
+    if (y->operands.size() != want.size())
+      return yfail("must yield " + std::to_string(want.size()) + " value" + (want.size() == 1 ? "" : "s") +
+                   ", got " + std::to_string(y->operands.size()));
+    for (size_t i = 0; i < want.size(); ++i)
+      if (y->operands[i]->type != want[i])
+        return yfail("operand " + std::to_string(i) + " has type " + y->operands[i]->type.str() + ", expected " +
+                     want[i].str());
+  }
+
+  std::vector<Type> result_types() const {
+    std::vector<Type> out;
+    for (const Value* r : cur_->results) out.push_back(r->type);
+    return out;
+  }
+
+  void check_region_yields(const Op& op) {
+    switch (op.kind) {
+      case OpKind::For: return check_yield(0, operand_types(3), "body");
+      case OpKind::If:
+        check_yield(0, result_types(), "then region");
+        check_yield(1, result_types(), "else region");
+        return;
+      case OpKind::While:
+        check_yield(0, {Type::scalar(ScalarKind::I1)}, "condition");
+        check_yield(1, operand_types(0), "body");
+        return;
+      case OpKind::ReduceWith:
+      case OpKind::ScanWith: return check_yield(0, {Type::scalar(ot(0).elem)}, "combiner");
+      default: return;
+    }
+  }
+};
+
+}  // namespace
+
+std::vector<TesseraError> verify(const Kernel& k, const VerifyOptions& opts) {
+  return Verifier(k, opts).run();
+}
+
+void verify_or_throw(const Kernel& k, const VerifyOptions& opts) {
+  auto errors = verify(k, opts);
+  if (!errors.empty()) throw errors.front();
+}
+
+}  // namespace tessera
