@@ -48,6 +48,13 @@ Sizes bind_dims(const Kernel& k, const std::vector<KernelArg>& args);
 // Random tensors for every view parameter (shapes from `sizes`; uniform in [-1, 1) for floats,
 // small nonzero-heavy integers for ints, never all zeros) and defaults for scalars. Throws when
 // a dim is missing from `sizes`.
+// One tensor per view parameter, in the order of Kernel::view_params().
 std::vector<Tensor> make_random_tensors(const Kernel& k, const Sizes& sizes, uint64_t seed);
+
+// Arguments for every parameter: view parameters take `tensors` in order (e.g. the result of
+// make_random_tensors, which must outlive the arguments); a scalar parameter takes sizes[its
+// name] when given, else 1 (integers) or 0.5 (floats).
+std::vector<KernelArg> make_args(const Kernel& k, std::vector<Tensor>& tensors,
+                                 const Sizes& sizes = {});
 
 }  // namespace tessera

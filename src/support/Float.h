@@ -24,5 +24,8 @@ double round_to_float(ScalarKind k, double v);
 int64_t wrap_int(ScalarKind k, int64_t v);
 // A float converted to integer kind `k`: truncated toward zero, saturated to k's range, NaN -> 0.
 int64_t float_to_int(ScalarKind k, double v);
+// An integer (u64 held as its bit pattern when `is_unsigned`) rounded to float kind `k` with one
+// round-to-nearest-even, also for magnitudes beyond 2^53.
+double int_to_float(ScalarKind k, int64_t v, bool is_unsigned);
 
 }  // namespace tessera
