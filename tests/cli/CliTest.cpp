@@ -1,0 +1,318 @@
+// The `tessera` command line, run as a subprocess: exit codes, stdout and stderr exactly as
+// the contracts in DESIGN.md and `tessera --help` state them.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ir/Ops.h"
+#include "kernels/Library.h"
+#include "passes/Passes.h"
+#include "text/Text.h"
+
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+struct Result {
+  int status = -1;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs from the source dir so that messages carry the short paths users type.
+Result tessera(const std::string& args) {
+  static int n = 0;
+  std::string err_path =
+      testing::TempDir() + "/tessera_cli_err_" + std::to_string(::getpid()) + "_" + std::to_string(n++);
+  std::string cmd = std::string("cd '") + TESSERA_SOURCE_DIR + "' && '" + TESSERA_BINARY_DIR +
+                    "/bin/tessera' " + args + " 2>'" + err_path + "'";
+  Result r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t got;
+  while ((got = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, got);
+  int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  r.err = slurp(err_path);
+  std::filesystem::remove(err_path);
+  return r;
+}
+
+std::string write_temp(const std::string& name, const std::string& content) {
+  std::string path = testing::TempDir() + "/" + name;
+  std::ofstream(path, std::ios::binary) << content;
+  return path;
+}
+
+std::vector<std::string> lines(const std::string& s) {
+  std::vector<std::string> v;
+  std::istringstream in(s);
+  for (std::string l; std::getline(in, l);) v.push_back(l);
+  return v;
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(std::filesystem::exists(std::string(TESSERA_BINARY_DIR) + "/bin/tessera"))
+        << "build the `tessera` target first";
+  }
+};
+
+TEST_F(Cli, ListPrintsEveryLibraryKernelOnePerLine) {
+  Result r = tessera("list");
+  EXPECT_EQ(r.status, 0) << r.err;
+  std::string want;
+  for (const auto& k : tessera::library()) want += k.name + "\n";
+  EXPECT_EQ(r.out, want);
+  EXPECT_THAT(r.out, HasSubstr("vector_add\n"));
+  EXPECT_THAT(r.out, HasSubstr("softmax\n"));
+}
+
+TEST_F(Cli, OpsListsEveryOpOfTheTable) {
+  Result r = tessera("ops");
+  EXPECT_EQ(r.status, 0) << r.err;
+  for (const auto& info : tessera::all_ops())
+    EXPECT_THAT(r.out, HasSubstr("\n" + std::string(info.name) + " ")) << info.name;
+}
+
+TEST_F(Cli, NoCommandIsAnError) {
+  Result r = tessera("");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, StartsWith("error: "));
+}
+
+TEST_F(Cli, HelpExitsZero) {
+  Result r = tessera("run --help");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_THAT(r.out, HasSubstr("--backend"));
+}
+
+TEST_F(Cli, CheckValidFilePrintsOk) {
+  Result r = tessera("check tests/cli/data/softmax.tile");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "ok\n");
+  EXPECT_EQ(r.err, "");
+}
+
+TEST_F(Cli, CheckSyntaxErrorIsLocated) {
+  Result r = tessera("check tests/cli/data/bad_syntax.tile");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.out, "");
+  auto l = lines(r.err);
+  ASSERT_EQ(l.size(), 1u) << r.err;
+  EXPECT_TRUE(std::regex_match(l[0], std::regex(R"(tests/cli/data/bad_syntax\.tile:[78]:\d+: error: .+)")))
+      << l[0];
+}
+
+TEST_F(Cli, CheckReportsEveryVerifierError) {
+  Result r = tessera("check tests/cli/data/bad_verify.tile");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.out, "");
+  auto l = lines(r.err);
+  ASSERT_GE(l.size(), 2u) << r.err;
+  EXPECT_THAT(l[0], StartsWith("tests/cli/data/bad_verify.tile:10:"));
+  EXPECT_THAT(l[0], HasSubstr(": error: "));
+  EXPECT_THAT(r.err, HasSubstr("tests/cli/data/bad_verify.tile:12:"));
+}
+
+TEST_F(Cli, CheckMissingFile) {
+  Result r = tessera("check tests/cli/data/no_such_file.tile");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "error: cannot open 'tests/cli/data/no_such_file.tile': No such file or directory\n");
+}
+
+TEST_F(Cli, CheckEmptyFile) {
+  std::string path = write_temp("empty.tile", "  \n\n");
+  Result r = tessera("check '" + path + "'");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, path + ":1:1: error: empty file: expected at least one kernel\n");
+}
+
+TEST_F(Cli, CheckFileWithOnlyACommentHasNoKernel) {
+  std::string path = write_temp("comment.tile", "// nothing here\n");
+  Result r = tessera("check '" + path + "'");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, path + ":1:1: error: no kernel in file\n");
+}
+
+TEST_F(Cli, CheckBinaryFileNamesTheFirstControlByte) {
+  std::string path = write_temp("binary.tile", std::string("kernel @k\n  \x7f" "ELF\0\x01", 18));
+  Result r = tessera("check '" + path + "'");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, path + ":2:3: error: not a text file (byte 0x7f)\n");
+}
+
+// The sizes field of a PASS line, in the order the kernel's views first name the dims.
+std::string sizes_field(const std::string& kernel, const tessera::Sizes& sizes) {
+  auto k = tessera::find_library_kernel(kernel)->build(tessera::find_library_kernel(kernel)->dtypes[0]);
+  std::vector<std::string> seen;
+  std::string out;
+  for (const auto* p : k->params)
+    if (p->type.is_view())
+      for (const auto& d : p->type.shape)
+        if (!d.is_static() && std::find(seen.begin(), seen.end(), d.symbol) == seen.end()) {
+          seen.push_back(d.symbol);
+          out += (out.empty() ? "" : ",") + d.symbol + "=" + std::to_string(sizes.at(d.symbol));
+        }
+  return out;
+}
+
+// Small ragged sizes: every dim of the kernel gets an odd value that no tile size divides.
+std::pair<std::string, std::string> ragged_sizes(const std::string& kernel) {
+  const auto* lk = tessera::find_library_kernel(kernel);
+  tessera::Sizes s;
+  std::string args;
+  int64_t v = 37;
+  for (const auto& [name, def] : lk->default_sizes) {
+    s[name] = v;
+    args += " --size " + name + "=" + std::to_string(v);
+    v += 26;
+  }
+  return {args, sizes_field(kernel, s)};
+}
+
+void expect_pass(const std::string& kernel) {
+  ASSERT_NE(tessera::find_library_kernel(kernel), nullptr) << kernel << " is not in the library";
+  auto [args, field] = ragged_sizes(kernel);
+  Result r = tessera("run " + kernel + " --backend interp --check --seed 7" + args);
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  std::regex line("PASS " + kernel + " interp " + field +
+                  R"( max_abs_err=[0-9.e+-]+ max_rel_err=[0-9.e+-]+ dtype=\w+\n)");
+  EXPECT_TRUE(std::regex_match(r.out, line)) << r.out << r.err;
+}
+
+TEST_F(Cli, RunVectorAddChecksOnInterp) { expect_pass("vector_add"); }
+TEST_F(Cli, RunSoftmaxChecksOnInterp) { expect_pass("softmax"); }
+
+TEST_F(Cli, RunFileOnInterpIsItsOwnReference) {
+  Result r = tessera("run tests/cli/data/softmax.tile --backend interp --check --size M=5,N=300");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "PASS softmax interp M=5,N=300 max_abs_err=0 max_rel_err=0\n");
+}
+
+TEST_F(Cli, RunFileNeedsEverySize) {
+  Result r = tessera("run tests/cli/data/softmax.tile --backend interp --size M=5");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "error: kernel 'softmax' needs a size for dim N: add --size N=VALUE\n");
+}
+
+TEST_F(Cli, RunFileWithScalarParameter) {
+  Result r = tessera("run tests/cli/data/vadd_i32.tile --backend interp --check --size N=300 --scalar k=5");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "PASS vadd interp N=300 max_abs_err=0 max_rel_err=0\n");
+  Result bad = tessera("run tests/cli/data/vadd_i32.tile --size N=300 --scalar q=5");
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_EQ(bad.err, "error: kernel 'vadd' has no scalar parameter 'q'\n");
+}
+
+TEST_F(Cli, RunUnknownKernel) {
+  Result r = tessera("run no_such_kernel --backend interp");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "error: unknown kernel 'no_such_kernel': not a library kernel (see `tessera list`) and no such file\n");
+}
+
+TEST_F(Cli, RunBadSizeSyntax) {
+  Result r = tessera("run softmax --size M1000");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "error: bad --size 'M1000': expected NAME=VALUE, e.g. --size M=1024\n");
+  r = tessera("run softmax --size M=12x");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "error: bad --size value for M '12x': expected an integer\n");
+  r = tessera("run softmax --size M=0");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "error: bad --size M=0: a dim must be in [1, 2147483647]\n");
+  r = tessera("run softmax --size Q=4");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, StartsWith("error: kernel 'softmax' has no dim 'Q' (its dims: "));
+}
+
+TEST_F(Cli, RunOutOfRangeConstexprIsAnError) {
+  Result r = tessera("run softmax --backend interp --config BLOCK_N=3");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_THAT(r.err, HasSubstr("error: "));
+  EXPECT_THAT(r.err, HasSubstr("BLOCK_N"));
+  EXPECT_EQ(lines(r.err).size(), 1u) << r.err;
+  r = tessera("run softmax --config BLOCK_N=abc");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "error: bad --config value for BLOCK_N 'abc': expected an integer\n");
+}
+
+TEST_F(Cli, RunUnsupportedDtype) {
+  const auto* lk = tessera::find_library_kernel("vector_add");
+  ASSERT_NE(lk, nullptr);
+  ASSERT_EQ(std::count(lk->dtypes.begin(), lk->dtypes.end(), tessera::ScalarKind::U16), 0);
+  Result r = tessera("run vector_add --dtype u16");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, StartsWith("error: kernel 'vector_add' has no dtype 'u16' (it has: "));
+}
+
+TEST_F(Cli, CudaBackendIsNotInThisBuild) {
+  Result r = tessera("run vector_add --backend cuda --check");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "error: backend 'cuda' is not available in this build\n");
+}
+
+TEST_F(Cli, UnknownBackendIsAnError) {
+  Result r = tessera("run vector_add --backend tpu");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, StartsWith("error: "));
+  EXPECT_THAT(r.err, HasSubstr("--backend"));
+}
+
+TEST_F(Cli, CompileEmitsIrThatParses) {
+  Result r = tessera("compile softmax --emit ir --config BLOCK_N=512");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, StartsWith("kernel @softmax("));
+  EXPECT_NO_THROW(tessera::parse_module(r.out, "compiled.tile")) << r.out;
+}
+
+TEST_F(Cli, CompileDumpsAfterEveryPass) {
+  Result r = tessera("compile tests/cli/data/softmax.tile --dump-after all --stats");
+  EXPECT_EQ(r.status, 0) << r.err;
+  for (const auto& pass : tessera::pipeline_pass_names())
+    EXPECT_THAT(r.err, HasSubstr("// ----- IR after " + pass + " -----\n")) << pass;
+}
+
+TEST_F(Cli, CompileUnknownPass) {
+  Result r = tessera("compile softmax --dump-after no_such_pass");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, StartsWith("error: unknown pass 'no_such_pass' for --dump-after (passes: "));
+}
+
+TEST_F(Cli, CompileCudaIsNotInThisBuild) {
+  Result r = tessera("compile softmax --target cuda:sm_90a --emit cuda");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "error: backend 'cuda' is not available in this build\n");
+  r = tessera("compile softmax --target cpu --emit ptx");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, StartsWith("error: --emit ptx needs a cuda target"));
+}
+
+TEST_F(Cli, BenchPrintsJson) {
+  Result r = tessera("bench vector_add --backend interp --reps 2 --json" + ragged_sizes("vector_add").first);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, StartsWith("{\"kernel\": \"vector_add\", \"backend\": \"interp\""));
+  EXPECT_THAT(r.out, HasSubstr("\"median_ms\": "));
+  EXPECT_THAT(r.out, HasSubstr("\"unit\": \"GB/s\""));
+}
+
+}  // namespace
