@@ -218,8 +218,6 @@ class Verifier {
         else if (i + 1 != b.ops.size())
           error(op->loc, "'yield' must be the last op of its region");
       }
-      if (role == BlockRole::Grid && !allowed_in_grid(op->kind))
-        error(op->loc, q(op->name()) + " is not allowed in the grid block (only scalar ops)");
       verify_op(*op, role == BlockRole::Grid);
       for (const Value* r : op->results)
         if (r) visible_.insert(r);
@@ -265,12 +263,13 @@ class Verifier {
     cur_ = &op;
     cur_failed_ = false;
 
+    if (in_grid && !allowed_in_grid(op.kind)) fail("is not allowed in the grid block (only scalar ops)");
     bool structure_ok = check_structure(op);
     bool operands_ok = check_operands(op);
     bool types_ok = structure_ok && check_result_types(op);
     bool trusted = operands_ok && std::all_of(op.operands.begin(), op.operands.end(),
                                               [&](const Value* v) { return !poisoned_.count(v); });
-    if (types_ok && trusted) {
+    if (types_ok && trusted && !cur_failed_) {
       if (in_grid) check_grid_op(op);
       if (!cur_failed_) check_rules(op);
     }
@@ -888,7 +887,11 @@ class Verifier {
       const Block& r = op.region(0);
       Type s = Type::scalar(t.elem);
       if (r.args.size() != 2 || r.args[0]->type != s || r.args[1]->type != s)
-        return fail("combiner region must take two " + s.str() + " arguments");
+      {
+        std::string got;
+        for (const Value* a : r.args) got += (got.empty() ? "" : ", ") + a->type.str();
+        return fail("combiner region must take two " + s.str() + " arguments, got (" + got + ")");
+      }
     }
     if (scan) {
       Type want = t;
