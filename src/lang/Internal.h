@@ -1,0 +1,39 @@
+// Helpers shared by the language's source files (not part of the public API).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "lang/Lang.h"
+
+namespace tessera::lang::detail {
+
+inline Loc to_loc(const SrcLoc& sl) { return Loc::from(sl); }
+[[noreturn]] inline void fail(const SrcLoc& sl, const std::string& msg) {
+  throw TesseraError(to_loc(sl), msg);
+}
+
+inline KernelBuilder& kb(const SrcLoc& sl) { return KernelBuilder::current(sl); }
+
+// An operand as a value, checked usable at this point of the kernel.
+Val value_of(const Operand& o, std::optional<ScalarKind> hint, const SrcLoc& sl);
+
+// Two operands brought to one type: literals take the other side's element type; tiles are
+// broadcast numpy-style and scalars splat to the other side's shape. `what` names the op for
+// messages.
+std::pair<Val, Val> unify(const Operand& a, const Operand& b, const std::string& what,
+                          const SrcLoc& sl);
+std::vector<Val> unify_all(const std::vector<const Operand*>& ops, const std::string& what,
+                           const SrcLoc& sl);
+// A value broadcast (splat, expand_dims, broadcast) to `shape`; an error when impossible.
+Val broadcast_value(const Val& v, const Shape& shape, const std::string& what, const SrcLoc& sl);
+// The numpy broadcast of two shapes, or nullopt.
+std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b);
+
+// An i32 scalar index operand (tile indices, loop bounds, grid sizes).
+Val index_value(const Operand& o, const std::string& what, const SrcLoc& sl);
+
+int normalize_axis(int axis, int rank, const std::string& what, const SrcLoc& sl);
+std::string type_str(const Type& t);
+
+}  // namespace tessera::lang::detail

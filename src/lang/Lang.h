@@ -1,0 +1,441 @@
+// Tessera's embedded tile language (the Lite layer): C++ functions that build Tile IR.
+//
+//   KernelBuilder k("softmax");
+//   auto x = k.view("x", f32, {"M", "N"}), y = k.view("y", f32, {"M", "N"});
+//   auto BN = k.constexpr_("BLOCK_N", {256, 512, 1024});
+//   k.grid({x.dim(0)});
+//   auto t = x.tile({1, BN}).load({program_id(0), 0}, -inf);
+//   auto e = exp(t - max(t, 1));            // numpy-style broadcasting
+//   y.tile({1, BN}).store({program_id(0), 0}, e / sum(e, 1));
+//   std::unique_ptr<Kernel> kernel = k.finish();
+//
+// Every function records the user's call site (std::source_location) on the ops it creates,
+// and ill-typed programs fail at once with a TesseraError located there. The free functions
+// build into the innermost live KernelBuilder of the calling thread. docs/language.md is the
+// guide; docs/semantics.md defines what each op means.
+#pragma once
+
+#include <concepts>
+#include <functional>
+#include <initializer_list>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <source_location>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "ir/IR.h"
+
+namespace tessera::lang {
+
+using SrcLoc = std::source_location;
+#define TESSERA_HERE SrcLoc loc = SrcLoc::current()
+
+inline constexpr ScalarKind i1 = ScalarKind::I1, i8 = ScalarKind::I8, i16 = ScalarKind::I16,
+                            i32 = ScalarKind::I32, i64 = ScalarKind::I64, u8 = ScalarKind::U8,
+                            u16 = ScalarKind::U16, u32 = ScalarKind::U32, u64 = ScalarKind::U64,
+                            f16 = ScalarKind::F16, bf16 = ScalarKind::BF16,
+                            f32 = ScalarKind::F32, f64 = ScalarKind::F64,
+                            f8e4m3 = ScalarKind::F8E4M3, f8e5m2 = ScalarKind::F8E5M2;
+inline constexpr double inf = std::numeric_limits<double>::infinity();
+
+class KernelBuilder;
+class Var;
+class Constexpr;
+
+// An SSA value of the kernel being built: a scalar or a tile. Immutable; see Var for
+// variables that change in loops and branches.
+class Val {
+ public:
+  Val() = default;
+  explicit Val(tessera::Value* v) : v_(v) {}
+
+  tessera::Value* ir() const { return v_; }
+  bool valid() const { return v_ != nullptr; }
+  const Type& type() const;
+  ScalarKind dtype() const { return type().elem; }
+  const Shape& shape() const { return type().shape; }
+  int rank() const { return type().rank(); }
+  bool is_tile() const { return type().is_tile(); }
+
+  Val to(ScalarKind dt, TESSERA_HERE) const;  // cast (no op when already dt)
+  Val T(TESSERA_HERE) const;                  // transpose of a 2-D tile
+  // A name hint for the printed IR ("acc").
+  const Val& named(const std::string& name) const;
+
+ private:
+  tessera::Value* v_ = nullptr;
+};
+
+// A kernel constexpr (tunable parameter). As a tile dim it is symbolic (Dim("BLOCK_N"));
+// used as a value it becomes a `param` op of type i32.
+class Constexpr {
+ public:
+  Constexpr(std::string name, int64_t value) : name_(std::move(name)), value_(value) {}
+  const std::string& name() const { return name_; }
+  int64_t default_value() const { return value_; }
+  operator Dim() const { return Dim(name_); }  // NOLINT: reads {1, BN}
+  Val val(TESSERA_HERE) const;
+
+ private:
+  std::string name_;
+  int64_t value_;
+};
+
+// Anything that can stand where a value is expected: a Val, a Var, a constexpr, or a C++
+// literal. Literals take the element type of the other operand (or i32 / f32 alone). The
+// constructor's default argument captures the user's source location of the expression.
+class Operand {
+ public:
+  enum class Kind { Value, Int, Float, Constexpr };
+
+  Operand(Val v, SrcLoc sl = SrcLoc::current());                // NOLINT
+  Operand(const Var& v, SrcLoc sl = SrcLoc::current());         // NOLINT
+  Operand(const Constexpr& c, SrcLoc sl = SrcLoc::current());   // NOLINT
+  template <std::integral I>
+    requires(!std::same_as<I, bool>)
+  Operand(I i, SrcLoc sl = SrcLoc::current())  // NOLINT
+      : kind_(Kind::Int), int_(static_cast<int64_t>(i)), sl_(sl) {}
+  template <std::floating_point F>
+  Operand(F f, SrcLoc sl = SrcLoc::current())  // NOLINT
+      : kind_(Kind::Float), float_(static_cast<double>(f)), sl_(sl) {}
+
+  Kind kind() const { return kind_; }
+  bool is_literal() const { return kind_ == Kind::Int || kind_ == Kind::Float; }
+  const Val& value() const { return val_; }
+  int64_t int_value() const { return int_; }
+  double float_value() const { return float_; }
+  const std::string& constexpr_name() const { return cx_; }
+  const SrcLoc& where() const { return sl_; }
+
+  // The operand as a value; a literal becomes a const of `hint` (i32 or f32 when absent).
+  Val materialize(std::optional<ScalarKind> hint, const SrcLoc& loc) const;
+
+ private:
+  Kind kind_;
+  Val val_;
+  int64_t int_ = 0;
+  double float_ = 0;
+  std::string cx_;
+  SrcLoc sl_;
+};
+
+template <class T>
+concept VarInit = std::same_as<std::remove_cvref_t<T>, Val> ||
+                  std::same_as<std::remove_cvref_t<T>, Constexpr> ||
+                  std::same_as<std::remove_cvref_t<T>, Operand> ||
+                  (std::is_arithmetic_v<std::remove_cvref_t<T>> &&
+                   !std::same_as<std::remove_cvref_t<T>, bool>);
+
+// A mutable variable. Assigning to a Var inside for_range / while_ / if_ bodies makes its
+// value loop-carried (or a result of the branch) automatically: the builder carries every Var
+// that is live when the construct starts and drops those the body leaves unchanged.
+class Var {
+ public:
+  // From anything an Operand accepts: a Val, a constexpr or a literal (i32 / f32).
+  template <class T>
+    requires VarInit<T>
+  Var(T&& init, SrcLoc sl = SrcLoc::current())  // NOLINT
+  {
+    attach(Operand(std::forward<T>(init), sl), sl);
+  }
+  Var(const Var& o);
+  Var& operator=(const Var& o);
+  template <class T>
+    requires VarInit<T>
+  Var& operator=(T&& v) {
+    assign(Operand(std::forward<T>(v)));
+    return *this;
+  }
+  ~Var();
+
+  Val val() const { return cur_; }
+  operator Val() const { return cur_; }  // NOLINT
+  const Type& type() const { return cur_.type(); }
+  ScalarKind dtype() const { return cur_.dtype(); }
+  const Shape& shape() const { return cur_.shape(); }
+  Val to(ScalarKind dt, TESSERA_HERE) const { return cur_.to(dt, loc); }
+
+  Var& operator+=(const Operand& o);
+  Var& operator-=(const Operand& o);
+  Var& operator*=(const Operand& o);
+  Var& operator/=(const Operand& o);
+
+ private:
+  friend class KernelBuilder;
+  void attach(const Operand& init, const SrcLoc& sl);
+  void assign(const Operand& v);
+  KernelBuilder* owner_ = nullptr;
+  Val cur_;
+};
+
+class View;
+
+// A view split into tiles of a static shape; load/store address tiles by tile index.
+class TiledView {
+ public:
+  TiledView(tessera::Value* view, Shape shape) : view_(view), shape_(std::move(shape)) {}
+  // Elements outside the view read as `pad` (0 when absent).
+  Val load(const std::vector<Operand>& index, std::optional<double> pad = std::nullopt,
+           TESSERA_HERE) const;
+  void store(const std::vector<Operand>& index, const Operand& value, TESSERA_HERE) const;
+  const Shape& shape() const { return shape_; }
+
+ private:
+  tessera::Value* view_;
+  Shape shape_;
+};
+
+// A kernel parameter that is a global tensor.
+class View {
+ public:
+  explicit View(tessera::Value* v) : v_(v) {}
+  tessera::Value* ir() const { return v_; }
+  ScalarKind dtype() const { return v_->type.elem; }
+  int rank() const { return v_->type.rank(); }
+  const std::string& name() const { return v_->name; }
+  Val dim(int axis, TESSERA_HERE) const;  // the run-time size (i32)
+  TiledView tile(Shape shape, TESSERA_HERE) const;
+
+ private:
+  tessera::Value* v_;
+};
+
+struct LoopOptions {
+  int pipeline = 0;  // > 0: software-pipeline hint with that many stages
+};
+inline LoopOptions pipeline(int stages) { return LoopOptions{stages}; }
+
+class KernelBuilder {
+ public:
+  explicit KernelBuilder(std::string name, TESSERA_HERE);
+  ~KernelBuilder();
+  KernelBuilder(const KernelBuilder&) = delete;
+  KernelBuilder& operator=(const KernelBuilder&) = delete;
+
+  View view(const std::string& name, ScalarKind dt, Shape dims, TESSERA_HERE);
+  Val scalar(const std::string& name, ScalarKind dt, TESSERA_HERE);
+  // Candidates are the tuning space; the default is `value`, or the first candidate.
+  Constexpr constexpr_(const std::string& name, std::vector<int64_t> candidates,
+                       std::optional<int64_t> value = std::nullopt, TESSERA_HERE);
+  // The launch grid: 1..3 i32 sizes built from dims, constexprs, scalars and literals.
+  void grid(const std::vector<Operand>& sizes, TESSERA_HERE);
+  // Verify and hand over the kernel; the builder is spent afterwards.
+  std::unique_ptr<Kernel> finish(TESSERA_HERE);
+
+  // --- used by the free functions (not needed in kernel code) ---
+  static KernelBuilder& current(const SrcLoc& loc);
+  Kernel& kernel() { return *kernel_; }
+  Val emit(OpKind kind, std::vector<Val> operands, const Type& result,
+           std::vector<NamedAttr> attrs, const SrcLoc& loc);
+  std::vector<Val> emit_multi(OpKind kind, std::vector<Val> operands,
+                              const std::vector<Type>& results, std::vector<NamedAttr> attrs,
+                              const SrcLoc& loc);
+  void emit_void(OpKind kind, std::vector<Val> operands, std::vector<NamedAttr> attrs,
+                 const SrcLoc& loc);
+  Val constant(ScalarKind dt, double v, const SrcLoc& loc);
+  Val constant_int(ScalarKind dt, int64_t v, const SrcLoc& loc);
+  Val param(const std::string& name, const SrcLoc& loc);
+  void check_usable(const Val& v, const SrcLoc& loc) const;
+
+  using LoopBody = std::function<std::vector<Val>(Val iv, std::vector<Val> carried)>;
+  std::vector<Val> for_loop(const Operand& lb, const Operand& ub, const Operand& step,
+                            std::vector<Val> init, const LoopBody& body, LoopOptions opts,
+                            const SrcLoc& loc);
+  using Branch = std::function<std::vector<Val>()>;
+  std::vector<Val> if_then_else(const Operand& cond, const Branch& then_fn,
+                                const Branch* else_fn, const SrcLoc& loc);
+  void while_loop(const std::function<Val()>& cond, const std::function<void()>& body,
+                  const SrcLoc& loc);
+  Val region_combine(OpKind kind, const Val& x, int axis,
+                     const std::function<Val(Val, Val)>& fn, const SrcLoc& loc);
+
+ private:
+  friend class Var;
+  Block& block() { return *blocks_.back(); }
+  bool visible(const tessera::Value* v) const;
+  Value* clone_into_grid(tessera::Value* v, const SrcLoc& loc);
+  void require_open(const SrcLoc& loc) const;
+  void remove_dead_grid_sources();
+
+  std::unique_ptr<Kernel> kernel_;
+  std::vector<Block*> blocks_;
+  std::vector<Var*> vars_;
+  KernelBuilder* prev_ = nullptr;
+  bool has_grid_ = false;
+  std::vector<Op*> grid_sources_;
+  std::vector<std::pair<const tessera::Value*, Value*>> grid_map_;
+};
+
+// --- indices and creation ---
+Val program_id(int axis, TESSERA_HERE);
+Val num_programs(int axis, TESSERA_HERE);
+Val arange(Dim n, int64_t start = 0, TESSERA_HERE);  // tile<i32, [n]>
+Val full(Shape shape, double value, ScalarKind dt, TESSERA_HERE);  // shape {}: a scalar
+Val zeros(Shape shape, ScalarKind dt, TESSERA_HERE);
+Val splat(const Operand& scalar, Shape shape, TESSERA_HERE);
+Val cdiv(const Operand& a, const Operand& b, TESSERA_HERE);  // (a + b - 1) / b
+
+// --- memory (gather/scatter/atomics address elements; indices are i32 scalars or tiles) ---
+Val gather(const View& v, const std::vector<Operand>& index,
+           std::optional<Operand> mask = std::nullopt, std::optional<double> pad = std::nullopt,
+           TESSERA_HERE);
+void scatter(const View& v, const Operand& value, const std::vector<Operand>& index,
+             std::optional<Operand> mask = std::nullopt, TESSERA_HERE);
+Val atomic_add(const View& v, const Operand& value, const std::vector<Operand>& index,
+               std::optional<Operand> mask = std::nullopt, TESSERA_HERE);
+Val atomic_max(const View& v, const Operand& value, const std::vector<Operand>& index,
+               std::optional<Operand> mask = std::nullopt, TESSERA_HERE);
+Val atomic_min(const View& v, const Operand& value, const std::vector<Operand>& index,
+               std::optional<Operand> mask = std::nullopt, TESSERA_HERE);
+Val atomic_cas(const View& v, const Operand& cmp, const Operand& value,
+               const std::vector<Operand>& index, TESSERA_HERE);
+
+// --- elementwise ---
+Val exp(const Operand& x, TESSERA_HERE);
+Val exp2(const Operand& x, TESSERA_HERE);
+Val log(const Operand& x, TESSERA_HERE);
+Val log2(const Operand& x, TESSERA_HERE);
+Val sqrt(const Operand& x, TESSERA_HERE);
+Val rsqrt(const Operand& x, TESSERA_HERE);
+Val abs(const Operand& x, TESSERA_HERE);
+Val sin(const Operand& x, TESSERA_HERE);
+Val cos(const Operand& x, TESSERA_HERE);
+Val tanh(const Operand& x, TESSERA_HERE);
+Val sigmoid(const Operand& x, TESSERA_HERE);
+Val erf(const Operand& x, TESSERA_HERE);
+Val floor(const Operand& x, TESSERA_HERE);
+Val ceil(const Operand& x, TESSERA_HERE);
+Val minimum(const Operand& a, const Operand& b, TESSERA_HERE);
+Val maximum(const Operand& a, const Operand& b, TESSERA_HERE);
+Val fma(const Operand& a, const Operand& b, const Operand& c, TESSERA_HERE);
+Val where(const Operand& cond, const Operand& a, const Operand& b, TESSERA_HERE);
+Val cast(const Operand& x, ScalarKind dt, TESSERA_HERE);
+Val eq(const Operand& a, const Operand& b, TESSERA_HERE);
+Val ne(const Operand& a, const Operand& b, TESSERA_HERE);
+
+Val operator+(const Operand& a, const Operand& b);
+Val operator-(const Operand& a, const Operand& b);
+Val operator*(const Operand& a, const Operand& b);
+Val operator/(const Operand& a, const Operand& b);
+Val operator%(const Operand& a, const Operand& b);
+Val operator&(const Operand& a, const Operand& b);
+Val operator|(const Operand& a, const Operand& b);
+Val operator^(const Operand& a, const Operand& b);
+Val operator<<(const Operand& a, const Operand& b);
+Val operator>>(const Operand& a, const Operand& b);
+Val operator<(const Operand& a, const Operand& b);
+Val operator<=(const Operand& a, const Operand& b);
+Val operator>(const Operand& a, const Operand& b);
+Val operator>=(const Operand& a, const Operand& b);
+Val operator-(const Operand& a);
+Val operator~(const Operand& a);
+
+// --- shape ---
+Val broadcast_to(const Operand& x, Shape shape, TESSERA_HERE);
+Val expand_dims(const Operand& x, int axis, TESSERA_HERE);
+Val reshape(const Operand& x, Shape shape, TESSERA_HERE);
+Val permute(const Operand& x, std::vector<int64_t> dims, TESSERA_HERE);
+Val transpose(const Operand& x, TESSERA_HERE);
+Val extract_tile(const Operand& x, Shape sub_shape, const std::vector<Operand>& index,
+                 TESSERA_HERE);
+Val insert_tile(const Operand& x, const Operand& sub, const std::vector<Operand>& index,
+                TESSERA_HERE);
+
+// --- matrix: acc + a @ b (acc defaults to zeros of f32, f64 or i32 by the input type) ---
+Val dot(const Operand& a, const Operand& b, std::optional<Operand> acc = std::nullopt,
+        TESSERA_HERE);
+
+// --- reductions and scans (negative axes count from the end) ---
+Val sum(const Operand& x, int axis, TESSERA_HERE);
+Val prod(const Operand& x, int axis, TESSERA_HERE);
+Val max(const Operand& x, int axis, TESSERA_HERE);
+Val min(const Operand& x, int axis, TESSERA_HERE);
+Val argmax(const Operand& x, int axis, TESSERA_HERE);
+Val argmin(const Operand& x, int axis, TESSERA_HERE);
+Val reduce(const Operand& x, int axis, const std::function<Val(Val, Val)>& combine, TESSERA_HERE);
+Val cumsum(const Operand& x, int axis, TESSERA_HERE);
+Val cumprod(const Operand& x, int axis, TESSERA_HERE);
+Val cummax(const Operand& x, int axis, TESSERA_HERE);
+Val cummin(const Operand& x, int axis, TESSERA_HERE);
+Val scan(const Operand& x, int axis, const std::function<Val(Val, Val)>& combine, TESSERA_HERE);
+
+// --- control flow ---
+// for iv in [lb, ub) step `step`: Vars assigned in the body are carried automatically.
+inline void for_range(const Operand& lb, const Operand& ub, const Operand& step,
+                      const std::function<void(Val)>& body, LoopOptions opts = {},
+                      TESSERA_HERE) {
+  KernelBuilder::current(loc).for_loop(
+      lb, ub, step, {},
+      [&](Val iv, std::vector<Val>) {
+        body(iv);
+        return std::vector<Val>{};
+      },
+      opts, loc);
+}
+// Explicit carried values: the body receives them and returns their next values; the loop
+// returns their final values.
+inline std::vector<Val> for_range(const Operand& lb, const Operand& ub, const Operand& step,
+                                  std::vector<Val> init,
+                                  const std::function<std::vector<Val>(Val, std::vector<Val>)>& body,
+                                  LoopOptions opts = {}, TESSERA_HERE) {
+  return KernelBuilder::current(loc).for_loop(lb, ub, step, std::move(init), body, opts, loc);
+}
+
+namespace detail {
+template <class F>
+KernelBuilder::Branch as_branch(F& f) {
+  return [&f]() -> std::vector<Val> {
+    using R = std::invoke_result_t<F&>;
+    if constexpr (std::is_void_v<R>) {
+      f();
+      return {};
+    } else if constexpr (std::is_convertible_v<R, std::vector<Val>> &&
+                         !std::is_convertible_v<R, Val>) {
+      return f();
+    } else {
+      return {Val(f())};
+    }
+  };
+}
+template <class F>
+using BranchResult = std::conditional_t<std::is_void_v<std::invoke_result_t<F&>>, void, Val>;
+}  // namespace detail
+
+// if_(cond, then) and if_(cond, then, else): branches assign Vars, or both return a Val
+// (then if_ returns the selected value).
+template <class Then>
+void if_(const Operand& cond, Then then_fn, TESSERA_HERE) {
+  KernelBuilder::current(loc).if_then_else(cond, detail::as_branch(then_fn), nullptr, loc);
+}
+template <class Then, class Else>
+detail::BranchResult<Then> if_(const Operand& cond, Then then_fn, Else else_fn, TESSERA_HERE) {
+  auto e = detail::as_branch(else_fn);
+  auto r = KernelBuilder::current(loc).if_then_else(cond, detail::as_branch(then_fn), &e, loc);
+  if constexpr (!std::is_void_v<detail::BranchResult<Then>>) return r.at(0);
+}
+// while cond() is true run body(); Vars assigned in the body are carried.
+inline void while_(const std::function<Val()>& cond, const std::function<void()>& body,
+                   TESSERA_HERE) {
+  KernelBuilder::current(loc).while_loop(cond, body, loc);
+}
+
+// --- Raw: inline native code, one body per backend ("cpp", "cuda") ---
+struct RawBody {
+  std::string backend;
+  std::string code;
+};
+std::vector<Val> raw(const std::string& name, const std::vector<Operand>& operands,
+                     const std::vector<Type>& result_types, const std::vector<RawBody>& bodies,
+                     TESSERA_HERE);
+
+// Types for raw() and checks: tile_type(f32, {16, 16}), scalar_type(i32).
+inline Type tile_type(ScalarKind dt, Shape s) { return Type::tile(dt, std::move(s)); }
+inline Type scalar_type(ScalarKind dt) { return Type::scalar(dt); }
+
+#undef TESSERA_HERE
+
+}  // namespace tessera::lang
