@@ -1,0 +1,164 @@
+// print(parse(text)) == text over the corpus in tests/text/data, which must use every op.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <set>
+
+#include "TextTestUtil.h"
+#include "text/Text.h"
+
+namespace tessera {
+namespace {
+
+using testing::read_file;
+using testing::source_dir;
+using testing::tile_files;
+
+std::vector<std::filesystem::path> corpus() { return tile_files(source_dir() / "tests/text/data"); }
+
+TEST(RoundTrip, CorpusIsNotEmpty) { EXPECT_GE(corpus().size(), 8u); }
+
+TEST(RoundTrip, EveryFilePrintsBackExactly) {
+  for (const auto& path : corpus()) {
+    SCOPED_TRACE(path.string());
+    std::string text = read_file(path);
+    auto m = parse_module(text, path.string());
+    ASSERT_FALSE(m->kernels.empty());
+    std::string printed = print_module(*m);
+    EXPECT_EQ(printed, text);
+    // Stable: what the printer writes parses to the same text again.
+    auto again = parse_module(printed, "printed");
+    EXPECT_EQ(print_module(*again), printed);
+  }
+}
+
+// A new op without a round-trip example fails here.
+TEST(RoundTrip, CorpusUsesEveryOp) {
+  std::set<OpKind> seen;
+  for (const auto& path : corpus()) {
+    auto m = parse_module(read_file(path), path.string());
+    for (auto& k : m->kernels) walk(*k, [&](Op& op) { seen.insert(op.kind); });
+  }
+  for (const auto& info : all_ops())
+    EXPECT_TRUE(seen.count(info.kind)) << "no round-trip example uses op '" << info.name << "'";
+}
+
+TEST(RoundTrip, CorpusCastsToEveryScalarType) {
+  std::set<ScalarKind> cast_to;
+  for (const auto& path : corpus()) {
+    auto m = parse_module(read_file(path), path.string());
+    for (auto& k : m->kernels)
+      walk(*k, [&](Op& op) {
+        if (op.kind == OpKind::Cast) cast_to.insert(op.result()->type.elem);
+      });
+  }
+  for (ScalarKind s : all_scalar_kinds())
+    EXPECT_TRUE(cast_to.count(s)) << "no cast to " << scalar_name(s);
+}
+
+// Kernels written by the C++ builder or by passes hold clashing, empty or unprintable name
+// hints; the printer must still write text that parses back to the same program.
+TEST(RoundTrip, PrinterRenamesClashingAndUnprintableNames) {
+  Kernel k;
+  k.name = "names";
+  Value* x = k.add_param(Type::scalar(ScalarKind::F32), "x");
+  Value* one = k.create_op(*k.grid, OpKind::Const, {}, {Type::scalar(ScalarKind::I32)},
+                           {{"value", int64_t{1}}})->result();
+  k.create_op(*k.grid, OpKind::Yield, {one}, {});
+  one->name = "1";  // a number that fresh names must avoid
+  Value* a = k.create_op(*k.body, OpKind::Exp, {x}, {x->type})->result();
+  a->name = "t";
+  Value* b = k.create_op(*k.body, OpKind::Log, {a}, {x->type})->result();
+  b->name = "t";  // clashes with a
+  Value* c = k.create_op(*k.body, OpKind::Sqrt, {b}, {x->type})->result();
+  c->name = "bad name!";
+  Value* d = k.create_op(*k.body, OpKind::Add, {c, a}, {x->type})->result();  // no name
+  k.create_op(*k.body, OpKind::Neg, {d}, {x->type});
+
+  std::string text = print_kernel(k);
+  EXPECT_NE(text.find("%1 = const"), std::string::npos) << text;
+  EXPECT_EQ(text.find("%t"), std::string::npos) << text;
+  EXPECT_EQ(text.find("bad"), std::string::npos) << text;
+  auto m = parse_module(text, "names");
+  ASSERT_EQ(m->kernels.size(), 1u);
+  EXPECT_EQ(print_kernel(*m->kernels[0]), text);
+  // Uses still point at the right definitions after renaming.
+  const Block& body = *m->kernels[0]->body;
+  ASSERT_EQ(body.ops.size(), 5u);
+  EXPECT_EQ(body.ops[3]->operand(0), body.ops[2]->result());
+  EXPECT_EQ(body.ops[3]->operand(1), body.ops[0]->result());
+}
+
+// Random doubles (all bit patterns, including subnormals and extremes) and integers read back
+// bit for bit.
+TEST(RoundTrip, NumberAttributesReadBackExactly) {
+  std::mt19937_64 rng(20240611);
+  for (int i = 0; i < 2000; ++i) {
+    uint64_t bits = rng();
+    if (i % 4 == 1) bits &= 0x800fffffffffffffull;  // subnormal
+    double v;
+    std::memcpy(&v, &bits, sizeof v);
+    int64_t n = static_cast<int64_t>(rng());
+    if (i == 0) n = std::numeric_limits<int64_t>::min();
+    if (i == 1) n = std::numeric_limits<int64_t>::max();
+    Kernel k;
+    k.name = "nums";
+    k.create_op(*k.body, OpKind::Const, {}, {Type::scalar(ScalarKind::F64)}, {{"value", v}});
+    k.create_op(*k.body, OpKind::Const, {}, {Type::scalar(ScalarKind::I64)}, {{"value", n}});
+    auto m = parse_module(print_kernel(k), "nums");
+    const Op& f = *m->kernels[0]->body->ops[0];
+    const Op& g = *m->kernels[0]->body->ops[1];
+    ASSERT_TRUE(std::holds_alternative<double>(*f.find_attr("value")));
+    double r = std::get<double>(*f.find_attr("value"));
+    if (std::isnan(v)) {
+      EXPECT_TRUE(std::isnan(r));
+    } else {
+      uint64_t rbits;
+      std::memcpy(&rbits, &r, sizeof r);
+      EXPECT_EQ(rbits, bits) << print_kernel(k);
+    }
+    EXPECT_EQ(std::get<int64_t>(*g.find_attr("value")), n);
+  }
+}
+
+TEST(RoundTrip, StringAttributesWithAnyBytesReadBackExactly) {
+  std::mt19937 rng(77);
+  for (int i = 0; i < 300; ++i) {
+    std::string s(rng() % 40, '\0');
+    for (char& c : s) c = static_cast<char>(rng() % 256);
+    Kernel k;
+    k.name = "strs";
+    k.create_op(*k.body, OpKind::Raw, {}, {}, {{"name", std::string("r")}, {"cpp", s}});
+    std::string text = print_kernel(k);
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 5) << "a raw newline in: " << text;
+    auto m = parse_module(text, "strs");
+    EXPECT_EQ(m->kernels[0]->body->ops[0]->attr_string("cpp"), s);
+    EXPECT_EQ(print_module(*m), text);
+  }
+}
+
+TEST(RoundTrip, TileTypeStringsAreEscaped) {
+  Type t = Type::tile(ScalarKind::BF16, {"BM", 64});
+  t.layout = "mma\"v2";
+  t.space = "shared";
+  std::string s = print_type(t);
+  EXPECT_EQ(s, "tile<bf16, [BM, 64], layout = \"mma\\\"v2\", space = \"shared\">");
+  Kernel k;
+  k.name = "tt";
+  k.add_param(Type::view(ScalarKind::BF16, {"M"}), "v");
+  k.create_op(*k.body, OpKind::Splat, {k.params[0]}, {t});
+  auto m = parse_module(print_kernel(k), "tt");
+  EXPECT_EQ(m->kernels[0]->body->ops[0]->result()->type, t);
+}
+
+TEST(RoundTrip, EmptyModule) {
+  auto m = parse_module("  // nothing here\n", "empty");
+  EXPECT_TRUE(m->kernels.empty());
+  EXPECT_EQ(print_module(*m), "");
+}
+
+}  // namespace
+}  // namespace tessera
