@@ -1,1 +1,191 @@
-// Placeholder: being written.
+// compile_cpu: options, cache lookup (memory, then disk), compiling, and running a kernel.
+#include "cpu/CpuBackend.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
+#include <regex>
+#include <sstream>
+#include <unordered_map>
+
+#include "cpu/CpuInternal.h"
+
+namespace tessera {
+
+namespace {
+
+using namespace cpu;
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+std::string resolve_compiler(const CpuOptions& o) {
+  if (!o.compiler.empty()) return o.compiler;
+  return env_or("TESSERA_CXX", "c++");
+}
+
+std::vector<std::string> resolve_flags(const CpuOptions& o) {
+  if (!o.flags.empty()) return o.flags;
+  return {"-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c++20", "-w"};
+}
+
+std::mutex g_mu;
+std::unordered_map<std::string, std::shared_ptr<SharedObject>> g_memory;
+
+class CpuKernelImpl : public CpuKernel {
+ public:
+  CpuKernelImpl(std::shared_ptr<SharedObject> so, const Kernel& k, int threads)
+      : so_(std::move(so)), sig_(k.clone()), threads_(threads) {}
+
+  void run(std::vector<KernelArg>& args) override {
+    const Kernel& k = *sig_;
+    if (args.size() != k.params.size())
+      throw TesseraError(k.loc, "kernel @" + k.name + " takes " + std::to_string(k.params.size()) +
+                                    " arguments, got " + std::to_string(args.size()));
+    bind_dims(k, args);  // dtypes, ranks and dim agreement
+    std::vector<void*> bufs;
+    std::vector<int64_t> dims, is;
+    std::vector<double> fs;
+    for (size_t j = 0; j < k.params.size(); ++j) {
+      const Value* p = k.params[j];
+      KernelArg& a = args[j];
+      if (p->type.is_view()) {
+        Tensor* t = a.tensor;
+        if (!t) throw TesseraError(k.loc, "argument %" + p->name + " needs a tensor");
+        size_t need = static_cast<size_t>(t->numel()) * scalar_bytes(t->dtype);
+        if (t->data.size() < need)
+          throw TesseraError(k.loc, "tensor for %" + p->name + " holds " + std::to_string(t->data.size()) +
+                                        " bytes, its shape needs " + std::to_string(need));
+        bufs.push_back(t->data.data());
+        dims.insert(dims.end(), t->shape.begin(), t->shape.end());
+      } else {
+        if (std::holds_alternative<int64_t>(a.scalar)) {
+          is.push_back(std::get<int64_t>(a.scalar));
+          fs.push_back(static_cast<double>(std::get<int64_t>(a.scalar)));
+        } else {
+          fs.push_back(std::get<double>(a.scalar));
+          is.push_back(static_cast<int64_t>(std::get<double>(a.scalar)));
+        }
+      }
+    }
+    bufs.push_back(nullptr);
+    dims.push_back(0);
+    is.push_back(0);
+    fs.push_back(0);
+    so_->run(bufs.data(), dims.data(), is.data(), fs.data(), threads_);
+  }
+
+ private:
+  std::shared_ptr<SharedObject> so_;
+  std::unique_ptr<Kernel> sig_;
+  int threads_;
+};
+
+// Map the first error in the compiler output back to the IR op that produced the line.
+[[noreturn]] void compile_failed(const std::string& cxx, const std::string& diag, const EmittedCpp& src) {
+  std::string msg = "cpu backend: compiling the generated C++ with '" + cxx + "' failed:\n";
+  std::istringstream in(diag);
+  int shown = 0;
+  const Op* op = nullptr;
+  static const std::regex re(R"(kernel\.cpp:(\d+):\d+: (fatal )?error:)");
+  for (std::string l; std::getline(in, l);) {
+    std::smatch m;
+    if (!op && std::regex_search(l, m, re)) {
+      size_t n = std::stoul(m[1].str());
+      if (n >= 1 && n <= src.line_op.size()) op = src.line_op[n - 1];
+    }
+    if (shown++ < 25) msg += l + "\n";
+  }
+  if (op) {
+    msg += "generated from: " + op_text(*op) + " at " + op->loc.str();
+    throw TesseraError(op->loc, msg);
+  }
+  throw TesseraError(msg);
+}
+
+}  // namespace
+
+std::string cpu_cache_dir(const CpuOptions& o) {
+  if (!o.cache_dir.empty()) return o.cache_dir;
+  if (const char* d = std::getenv("TESSERA_CACHE_DIR"); d && *d) return d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/tessera";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/tessera";
+  return "/tmp/tessera-cache";
+}
+
+void clear_cpu_memory_cache() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_memory.clear();
+}
+
+std::shared_ptr<CpuKernel> compile_cpu(const Kernel& k, const CpuOptions& opts) {
+  for (const auto& c : k.constexprs) (void)c;
+  EmittedCpp src = emit_cpp_detailed(k);
+  std::string cxx = resolve_compiler(opts);
+  std::vector<std::string> flags = resolve_flags(opts);
+  const std::string& version = compiler_version(cxx);
+  std::string keyin = std::string(kCodegenVersion) + "\n" + cxx + "\n" + version + "\n";
+  for (const auto& f : flags) keyin += f + "\n";
+  keyin += kRuntimeHeader;
+  keyin += src.source;
+  std::string key = hash_hex(keyin);
+
+  auto make = [&](std::shared_ptr<SharedObject> so) {
+    return std::make_shared<CpuKernelImpl>(std::move(so), k, opts.num_threads);
+  };
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    auto it = g_memory.find(key);
+    if (it != g_memory.end()) {
+      auto kk = make(it->second);
+      kk->from_memory_cache = true;
+      return kk;
+    }
+  }
+  std::string dir;
+  if (opts.disk_cache) {
+    dir = cpu_cache_dir(opts);
+    ensure_writable_dir(dir);
+    std::string hit = disk_lookup(dir, key);
+    if (!hit.empty()) {
+      auto so = load_shared(hit);
+      {
+        std::lock_guard<std::mutex> lock(g_mu);
+        g_memory[key] = so;
+      }
+      auto kk = make(so);
+      kk->from_disk_cache = true;
+      return kk;
+    }
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  std::string work = make_work_dir(opts.disk_cache ? dir : env_or("TMPDIR", "/tmp"));
+  std::shared_ptr<SharedObject> so;
+  try {
+    write_file(work + "/tessera_cpu.h", kRuntimeHeader, false);
+    write_file(work + "/kernel.cpp", src.source, false);
+    std::string out = work + "/kernel.so";
+    CompileResult r = run_compiler(cxx, flags, work + "/kernel.cpp", out, work);
+    if (!r.ok) compile_failed(cxx, r.diagnostics, src);
+    std::string path = out;
+    if (opts.disk_cache) path = disk_store(dir, key, out);
+    so = load_shared(path);
+  } catch (...) {
+    remove_tree(work);
+    throw;
+  }
+  remove_tree(work);
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_memory[key] = so;
+  }
+  auto kk = make(so);
+  kk->compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return kk;
+}
+
+}  // namespace tessera

@@ -38,4 +38,15 @@ class CpuKernel {
 // message and the IR op the failing line came from.
 std::shared_ptr<CpuKernel> compile_cpu(const Kernel& bound_kernel, const CpuOptions& opts = {});
 
+// Forget the in-memory cache (as a new process would); the disk cache is untouched.
+void clear_cpu_memory_cache();
+// The disk cache directory `opts` resolves to (the defaults above applied).
+std::string cpu_cache_dir(const CpuOptions& opts = {});
+
+// Notes:
+//  - An unwritable cache directory is an error (TesseraError naming it), not a silent fallback.
+//  - Raw ops: the `cpp` body is pasted into a block where the operands are `in0, in1, ...`
+//    and the results `out0, out1, ...` (scalars, or flat row-major arrays of the compute type
+//    with `inN_numel` / `outN_numel` elements; bf16/f16/f8 compute as float).
+
 }  // namespace tessera

@@ -1,0 +1,114 @@
+// Running the system C++ compiler and loading what it builds.
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+
+#include "cpu/CpuInternal.h"
+
+namespace tessera::cpu {
+
+namespace {
+
+// Runs argv with stdout+stderr sent to `log_path`; returns the exit status (127: could not exec).
+int run_process(const std::vector<std::string>& argv, const std::string& log_path) {
+  int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) throw TesseraError("cpu backend: cannot create '" + log_path + "': " + std::strerror(errno));
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fd);
+    throw TesseraError(std::string("cpu backend: fork failed: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execvp(args[0], args.data());
+    ::_exit(127);
+  }
+  ::close(fd);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+const std::string& compiler_version(const std::string& cxx) {
+  static std::mutex mu;
+  static std::map<std::string, std::string> memo;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = memo.find(cxx);
+  if (it != memo.end()) return it->second;
+  char tmpl[] = "/tmp/tessera-cxx-version-XXXXXX";
+  int fd = ::mkstemp(tmpl);
+  if (fd < 0) throw TesseraError(std::string("cpu backend: cannot create a temporary file: ") + std::strerror(errno));
+  ::close(fd);
+  int rc = run_process({cxx, "--version"}, tmpl);
+  std::string out = read_all(tmpl);
+  ::unlink(tmpl);
+  if (rc == 127)
+    throw TesseraError("cpu backend: C++ compiler '" + cxx +
+                       "' not found (set TESSERA_CXX or CpuOptions::compiler to a working compiler)");
+  if (rc != 0 || out.empty())
+    throw TesseraError("cpu backend: C++ compiler '" + cxx + "' does not work: `" + cxx + " --version` exited with status " +
+                       std::to_string(rc) + (out.empty() ? "" : ": " + out.substr(0, 400)) +
+                       " (set TESSERA_CXX or CpuOptions::compiler to a working compiler)");
+  return memo[cxx] = out;
+}
+
+CompileResult run_compiler(const std::string& cxx, const std::vector<std::string>& flags,
+                           const std::string& src_path, const std::string& out_path,
+                           const std::string& include_dir) {
+  std::vector<std::string> argv{cxx};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.push_back("-I" + include_dir);
+  argv.push_back(src_path);
+  argv.push_back("-o");
+  argv.push_back(out_path);
+  std::string log = out_path + ".log";
+  int rc = run_process(argv, log);
+  CompileResult r;
+  r.diagnostics = read_all(log);
+  ::unlink(log.c_str());
+  if (rc == 127) throw TesseraError("cpu backend: C++ compiler '" + cxx + "' could not be run");
+  r.ok = rc == 0;
+  if (!r.ok && r.diagnostics.empty())
+    r.diagnostics = "'" + cxx + "' exited with status " + std::to_string(rc) + " and printed nothing";
+  return r;
+}
+
+SharedObject::~SharedObject() {
+  if (handle) ::dlclose(handle);
+}
+
+std::shared_ptr<SharedObject> load_shared(const std::string& path) {
+  void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) throw TesseraError("cpu backend: cannot load '" + path + "': " + ::dlerror());
+  auto so = std::make_shared<SharedObject>();
+  so->handle = h;
+  so->run = reinterpret_cast<RunFn>(::dlsym(h, kRunSymbol));
+  if (!so->run) throw TesseraError("cpu backend: '" + path + "' has no entry point " + kRunSymbol);
+  return so;
+}
+
+}  // namespace tessera::cpu

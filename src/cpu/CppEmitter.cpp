@@ -1,0 +1,1203 @@
+// IR -> C++ for the cpu backend.
+//
+// Tiles are flat row-major local arrays of their compute type (narrow floats compute as float
+// and are rounded back after every op, as the interpreter does); elementwise ops are plain loops
+// the compiler vectorizes; the grid is an OpenMP parallel for over all program ids. Each IR op
+// is written as a comment above its code, and every emitted line remembers its op so that a
+// compiler error can be mapped back to the user's source.
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <sstream>
+#include <unordered_map>
+
+#include "cpu/CpuBackend.h"
+#include "cpu/CpuInternal.h"
+
+namespace tessera::cpu {
+
+namespace {
+
+bool is_narrow(ScalarKind k) {
+  return k == ScalarKind::F16 || k == ScalarKind::BF16 || k == ScalarKind::F8E4M3 ||
+         k == ScalarKind::F8E5M2;
+}
+
+// The C++ type values of kind `k` have while computing.
+std::string ctype(ScalarKind k) {
+  switch (k) {
+    case ScalarKind::I1: return "uint8_t";
+    case ScalarKind::I8: return "int8_t";
+    case ScalarKind::I16: return "int16_t";
+    case ScalarKind::I32: return "int32_t";
+    case ScalarKind::I64: return "int64_t";
+    case ScalarKind::U8: return "uint8_t";
+    case ScalarKind::U16: return "uint16_t";
+    case ScalarKind::U32: return "uint32_t";
+    case ScalarKind::U64: return "uint64_t";
+    case ScalarKind::F64: return "double";
+    default: return "float";
+  }
+}
+
+// The C++ type elements of kind `k` are stored as in tensors.
+std::string stype(ScalarKind k) {
+  switch (k) {
+    case ScalarKind::F16:
+    case ScalarKind::BF16: return "uint16_t";
+    case ScalarKind::F8E4M3:
+    case ScalarKind::F8E5M2: return "uint8_t";
+    default: return ctype(k);
+  }
+}
+
+std::string load_conv(ScalarKind k, const std::string& e) {
+  switch (k) {
+    case ScalarKind::BF16: return "tsr::bf2f(" + e + ")";
+    case ScalarKind::F16: return "tsr::h2f(" + e + ")";
+    case ScalarKind::F8E4M3: return "tsr::e4m32f(" + e + ")";
+    case ScalarKind::F8E5M2: return "tsr::e5m22f(" + e + ")";
+    case ScalarKind::I1: return "uint8_t(" + e + " != 0)";
+    default: return e;
+  }
+}
+
+std::string store_conv(ScalarKind k, const std::string& e) {
+  switch (k) {
+    case ScalarKind::BF16: return "tsr::f2bf(" + e + ")";
+    case ScalarKind::F16: return "tsr::f2h(" + e + ")";
+    case ScalarKind::F8E4M3: return "tsr::f2e4m3(" + e + ")";
+    case ScalarKind::F8E5M2: return "tsr::f2e5m2(" + e + ")";
+    default: return e;
+  }
+}
+
+// A float expression (float or double) rounded to float kind `k`, as a compute-type value.
+std::string fround(ScalarKind k, const std::string& e) {
+  switch (k) {
+    case ScalarKind::F32: return "float(" + e + ")";
+    case ScalarKind::F64: return "double(" + e + ")";
+    case ScalarKind::BF16: return "tsr::rbf16(float(" + e + "))";
+    case ScalarKind::F16: return "tsr::rf16(float(" + e + "))";
+    case ScalarKind::F8E4M3: return "tsr::rf8e4m3(float(" + e + "))";
+    case ScalarKind::F8E5M2: return "tsr::rf8e5m2(float(" + e + "))";
+    default: return e;
+  }
+}
+
+// A double expression rounded once to float kind `k` (casts from f64 and from integers).
+std::string dround(ScalarKind k, const std::string& e) {
+  switch (k) {
+    case ScalarKind::F32: return "float(" + e + ")";
+    case ScalarKind::F64: return "double(" + e + ")";
+    case ScalarKind::BF16: return "tsr::bf2f(tsr::f2bf_d(" + e + "))";
+    case ScalarKind::F16: return "tsr::h2f(tsr::f2h(" + e + "))";
+    case ScalarKind::F8E4M3: return "tsr::e4m32f(tsr::f2e4m3(" + e + "))";
+    case ScalarKind::F8E5M2: return "tsr::e5m22f(tsr::f2e5m2(" + e + "))";
+    default: return e;
+  }
+}
+
+// An exact C++ literal for a double.
+std::string dlit(double v) {
+  if (std::isnan(v)) return "double(NAN)";
+  if (std::isinf(v)) return v > 0 ? "double(INFINITY)" : "double(-INFINITY)";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%a", v);
+  return buf;
+}
+
+// A constant of kind `k` with value `v` (already a number of that kind, e.g. an attribute).
+std::string klit(ScalarKind k, double v) {
+  if (is_float(k)) return dround(k, dlit(v));
+  if (k == ScalarKind::I1) return v != 0 ? "uint8_t(1)" : "uint8_t(0)";
+  return ctype(k) + "(INT64_C(" + std::to_string(static_cast<int64_t>(v)) + "))";
+}
+std::string ilit(ScalarKind k, int64_t v) {
+  if (is_float(k)) return dround(k, dlit(static_cast<double>(v)));
+  if (k == ScalarKind::I1) return (v & 1) ? "uint8_t(1)" : "uint8_t(0)";
+  if (v == INT64_MIN) return ctype(k) + "(INT64_MIN)";
+  return ctype(k) + "(INT64_C(" + std::to_string(v) + "))";
+}
+
+std::string sanitize(const std::string& s) {
+  std::string o;
+  for (char c : s) o += (std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
+  return o.size() > 24 ? o.substr(0, 24) : o;
+}
+
+// "((a0)*4 + a1)*8 + a2"
+std::string flat_index(const std::vector<std::string>& idx, const std::vector<int64_t>& shape) {
+  if (idx.empty()) return "0";
+  std::string e = idx[0];
+  for (size_t d = 1; d < idx.size(); ++d)
+    e = "(" + e + ")*" + std::to_string(shape[d]) + " + " + idx[d];
+  return e;
+}
+
+class Emitter {
+ public:
+  explicit Emitter(const Kernel& k) : k_(k) {}
+
+  EmittedCpp run();
+
+ private:
+  const Kernel& k_;
+  std::vector<std::string> lines_;
+  std::vector<const Op*> line_op_;
+  const Op* cur_ = nullptr;
+  int ind_ = 0;
+  int counter_ = 0;
+  std::unordered_map<const Value*, std::string> name_;
+  std::unordered_map<const Value*, int> view_index_;  // view param -> parameter number
+  std::string ew_i_;  // the element index variable inside elementwise()
+
+  void line(const std::string& s) {
+    lines_.push_back(std::string(static_cast<size_t>(ind_) * 2, ' ') + s);
+    line_op_.push_back(cur_);
+  }
+  std::string fresh(const std::string& prefix) { return prefix + std::to_string(counter_++); }
+  [[noreturn]] void fail(const Op& op, const std::string& msg) const {
+    throw TesseraError(op.loc, "cpu backend: " + msg + " (in `" + op_text(op) + "`)");
+  }
+
+  const std::string& nm(const Value* v) const {
+    auto it = name_.find(v);
+    if (it == name_.end()) throw TesseraError("cpu backend: internal: value without a name");
+    return it->second;
+  }
+  std::string bind_new(const Value* v, const std::string& hint = "v") {
+    std::string n = fresh(hint);
+    if (!v->name.empty()) n += "_" + sanitize(v->name);
+    name_[v] = n;
+    return n;
+  }
+  static int64_t numel(const Value* v) { return v->type.is_tile() ? shape_numel(v->type.shape) : 1; }
+  std::vector<int64_t> shape_of(const Op& op, const Value* v) const {
+    if (!v->type.is_tile()) return {};
+    if (!shape_is_static(v->type.shape))
+      fail(op, "tile shape " + shape_str(v->type.shape) +
+                   " is not static; bind the constexprs (bind_constexprs) before compiling");
+    return static_shape(v->type.shape);
+  }
+  int view_of(const Op& op, const Value* v) const {
+    auto it = view_index_.find(v);
+    if (it == view_index_.end()) fail(op, "operand 0 must be a view parameter");
+    return it->second;
+  }
+  // Declare a result: an aligned array for a tile, nothing for a scalar (its definition
+  // declares it). Returns the name.
+  std::string declare(const Op& op, const Value* v, const std::string& hint = "v") {
+    std::string n = bind_new(v, hint);
+    if (v->type.is_tile()) {
+      shape_of(op, v);
+      line("alignas(64) " + ctype(v->type.elem) + " " + n + "[" + std::to_string(numel(v)) + "];");
+    } else if (v->type.is_scalar()) {
+      line(ctype(v->type.elem) + " " + n + ";");
+    } else {
+      fail(op, "results of type " + v->type.str() + " are not supported");
+    }
+    return n;
+  }
+  std::string elem(const Value* v, const std::string& i) const {
+    return v->type.is_tile() ? nm(v) + "[" + i + "]" : nm(v);
+  }
+  void copy_value(const Value* dst_v, const std::string& dst, const Value* src) {
+    if (dst_v->type.is_tile())
+      line("std::memcpy(" + dst + ", " + nm(src) + ", sizeof(" + dst + "));");
+    else
+      line(dst + " = " + nm(src) + ";");
+  }
+
+  // Emits nested loops over a static shape; body gets the index variable names.
+  void nest(const std::vector<int64_t>& shape, const std::function<void(const std::vector<std::string>&)>& body) {
+    std::vector<std::string> idx;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      std::string v = fresh("i");
+      idx.push_back(v);
+      line("for (int64_t " + v + " = 0; " + v + " < " + std::to_string(shape[d]) + "; ++" + v + ") {");
+      ++ind_;
+    }
+    body(idx);
+    for (size_t d = 0; d < shape.size(); ++d) {
+      --ind_;
+      line("}");
+    }
+  }
+
+  // The result computed elementwise from `fn` of the operand expressions.
+  void elementwise(const Op& op, const std::function<std::string(const std::vector<std::string>&)>& fn) {
+    const Value* r = op.result();
+    if (r->type.is_tile()) {
+      std::string n = declare(op, r);
+      std::string i = fresh("i");
+      std::vector<std::string> ops;
+      for (const Value* v : op.operands) ops.push_back(elem(v, i));
+      ew_i_ = i;
+      line("for (int64_t " + i + " = 0; " + i + " < " + std::to_string(numel(r)) + "; ++" + i + ") " +
+           n + "[" + i + "] = " + fn(ops) + ";");
+    } else {
+      std::vector<std::string> ops;
+      for (const Value* v : op.operands) {
+        if (v->type.is_tile()) fail(op, "a tile operand with a scalar result");
+        ops.push_back(nm(v));
+      }
+      ew_i_ = "0";
+      std::string n = bind_new(r);
+      line("const " + ctype(r->type.elem) + " " + n + " = " + fn(ops) + ";");
+    }
+  }
+
+  void emit_block(const Block& b);  // every op but the terminator
+  const Op* terminator(const Block& b, const Op& parent) const {
+    const Op* t = b.terminator();
+    if (!t) fail(parent, "region does not end with yield");
+    return t;
+  }
+  void emit_op(const Op& op);
+  void emit_unary(const Op& op);
+  void emit_binary(const Op& op);
+  void emit_cast(const Op& op);
+  void emit_load_store(const Op& op);
+  void emit_gather_scatter(const Op& op);
+  void emit_atomic(const Op& op);
+  void emit_shape(const Op& op);
+  void emit_dot(const Op& op);
+  void emit_reduce(const Op& op);
+  void emit_scan(const Op& op);
+  void emit_for(const Op& op);
+  void emit_if(const Op& op);
+  void emit_while(const Op& op);
+  void emit_raw(const Op& op);
+  // Assign yielded values to loop-carried variables; values that are themselves carried
+  // variables of the same loop go through temporaries first (a swap must read old values).
+  void assign_carried(const Op& yield, const std::vector<const Value*>& carried_vals,
+                      const std::vector<std::string>& carried);
+  // Run a combiner region on scalars a and b; returns the name of the combined value.
+  std::string combine(const Op& op, const std::string& a, const std::string& b);
+};
+
+void Emitter::emit_block(const Block& b) {
+  for (const auto& o : b.ops)
+    if (o->kind != OpKind::Yield) emit_op(*o);
+}
+
+void Emitter::emit_op(const Op& op) {
+  const Op* saved = cur_;
+  cur_ = &op;
+  line("// " + op_text(op));
+  switch (op.info().cls) {
+    case OpClass::Constant: {
+      const Value* r = op.result();
+      if (op.kind == OpKind::Const) {
+        const Attr* a = op.find_attr("value");
+        std::string lit;
+        if (a && std::holds_alternative<int64_t>(*a))
+          lit = ilit(r->type.elem, std::get<int64_t>(*a));
+        else
+          lit = klit(r->type.elem, op.attr_number("value"));
+        line("const " + ctype(r->type.elem) + " " + bind_new(r) + " = " + lit + ";");
+      } else {
+        const std::string& cname = op.attr_string("name");
+        const ConstexprDecl* d = k_.find_constexpr(cname);
+        if (!d) fail(op, "unknown constexpr '" + cname + "'");
+        line("const " + ctype(r->type.elem) + " " + bind_new(r) + " = " + ilit(r->type.elem, d->value) + ";");
+      }
+      break;
+    }
+    case OpClass::Index: {
+      const Value* r = op.result();
+      int64_t axis = op.attr_int("axis");
+      if (op.kind == OpKind::Dim) {
+        int j = view_of(op, op.operand(0));
+        if (axis < 0 || axis >= op.operand(0)->type.rank()) fail(op, "axis out of range");
+        line("const int32_t " + bind_new(r) + " = int32_t(A.d" + std::to_string(j) + "_" + std::to_string(axis) + ");");
+      } else {
+        if (axis < 0 || axis > 2) fail(op, "axis must be 0, 1 or 2");
+        std::string src = (op.kind == OpKind::ProgramId ? "pid" : "np") + std::to_string(axis);
+        line("const int32_t " + bind_new(r) + " = " + src + ";");
+      }
+      break;
+    }
+    case OpClass::Create: {
+      if (op.kind == OpKind::Arange) {
+        int64_t start = op.has_attr("start") ? op.attr_int("start") : 0;
+        elementwise(op, [&](const std::vector<std::string>&) { return "int32_t(" + std::to_string(start) + " + " + ew_i_ + ")"; });
+      } else {
+        elementwise(op, [](const std::vector<std::string>& a) { return a[0]; });
+      }
+      break;
+    }
+    case OpClass::Memory:
+      if (op.kind == OpKind::LoadTile || op.kind == OpKind::StoreTile) emit_load_store(op);
+      else if (op.kind == OpKind::Gather || op.kind == OpKind::Scatter) emit_gather_scatter(op);
+      else emit_atomic(op);
+      break;
+    case OpClass::Unary: emit_unary(op); break;
+    case OpClass::Binary:
+    case OpClass::Compare: emit_binary(op); break;
+    case OpClass::Ternary:
+      if (op.kind == OpKind::Where) {
+        elementwise(op, [](const std::vector<std::string>& a) { return "(" + a[0] + " ? " + a[1] + " : " + a[2] + ")"; });
+      } else {
+        ScalarKind t = op.result()->type.elem;
+        if (!is_float(t)) fail(op, "fma needs a float type");
+        elementwise(op, [&](const std::vector<std::string>& a) {
+          return fround(t, "std::fma(" + a[0] + ", " + a[1] + ", " + a[2] + ")");
+        });
+      }
+      break;
+    case OpClass::Cast: emit_cast(op); break;
+    case OpClass::Shape: emit_shape(op); break;
+    case OpClass::Dot: emit_dot(op); break;
+    case OpClass::Reduce: emit_reduce(op); break;
+    case OpClass::Scan: emit_scan(op); break;
+    case OpClass::Control:
+      if (op.kind == OpKind::For) emit_for(op);
+      else if (op.kind == OpKind::If) emit_if(op);
+      else emit_while(op);
+      break;
+    case OpClass::Terminator: fail(op, "yield outside the end of a region");
+    case OpClass::Raw: emit_raw(op); break;
+  }
+  cur_ = saved;
+}
+
+void Emitter::emit_unary(const Op& op) {
+  ScalarKind t = op.operand(0)->type.elem;
+  const std::string T = ctype(t);
+  bool f = is_float(t), d = t == ScalarKind::F64;
+  auto need_float = [&] {
+    if (!f) fail(op, std::string(op.name()) + " needs a float type");
+  };
+  auto math = [&](const char* fn) {
+    need_float();
+    elementwise(op, [&](const std::vector<std::string>& a) { return fround(t, std::string("std::") + fn + "(" + a[0] + ")"); });
+  };
+  switch (op.kind) {
+    case OpKind::Neg:
+      elementwise(op, [&](const std::vector<std::string>& a) { return f ? T + "(-" + a[0] + ")" : "tsr::wneg(" + a[0] + ")"; });
+      break;
+    case OpKind::Not:
+      if (f) fail(op, "not needs an integer or i1 type");
+      elementwise(op, [&](const std::vector<std::string>& a) {
+        return t == ScalarKind::I1 ? "uint8_t(" + a[0] + " ^ 1)" : T + "(~" + a[0] + ")";
+      });
+      break;
+    case OpKind::Exp:
+      need_float();
+      elementwise(op, [&](const std::vector<std::string>& a) {
+        return d ? "std::exp(" + a[0] + ")" : fround(t, "tsr::fast_expf(" + a[0] + ")");
+      });
+      break;
+    case OpKind::Exp2: math("exp2"); break;
+    case OpKind::Log: math("log"); break;
+    case OpKind::Log2: math("log2"); break;
+    case OpKind::Sqrt: math("sqrt"); break;
+    case OpKind::Sin: math("sin"); break;
+    case OpKind::Cos: math("cos"); break;
+    case OpKind::Tanh: math("tanh"); break;
+    case OpKind::Erf: math("erf"); break;
+    case OpKind::Floor: math("floor"); break;
+    case OpKind::Ceil: math("ceil"); break;
+    case OpKind::Rsqrt:
+      need_float();
+      elementwise(op, [&](const std::vector<std::string>& a) {
+        return fround(t, d ? "1.0 / std::sqrt(" + a[0] + ")" : "1.0f / std::sqrt(" + a[0] + ")");
+      });
+      break;
+    case OpKind::Sigmoid:
+      need_float();
+      elementwise(op, [&](const std::vector<std::string>& a) {
+        return fround(t, d ? "1.0 / (1.0 + std::exp(-" + a[0] + "))" : "1.0f / (1.0f + tsr::fast_expf(-" + a[0] + "))");
+      });
+      break;
+    case OpKind::Abs:
+      elementwise(op, [&](const std::vector<std::string>& a) { return f ? T + "(std::fabs(" + a[0] + "))" : "tsr::iabs(" + a[0] + ")"; });
+      break;
+    default: fail(op, "not a unary op");
+  }
+}
+
+void Emitter::emit_binary(const Op& op) {
+  ScalarKind t = op.operand(0)->type.elem;
+  const std::string T = ctype(t);
+  bool f = is_float(t), b1 = t == ScalarKind::I1;
+  auto wrap1 = [&](const std::string& e) { return b1 ? "uint8_t((" + e + ") & 1)" : e; };
+  auto arith = [&](char c, const char* ifn) {
+    elementwise(op, [&](const std::vector<std::string>& a) {
+      if (f) return fround(t, a[0] + " " + c + " " + a[1]);
+      return wrap1(std::string("tsr::") + ifn + "(" + a[0] + ", " + a[1] + ")");
+    });
+  };
+  auto bits = [&](const char* c) {
+    if (f) fail(op, std::string(op.name()) + " needs an integer or i1 type");
+    elementwise(op, [&](const std::vector<std::string>& a) { return T + "(" + a[0] + " " + c + " " + a[1] + ")"; });
+  };
+  switch (op.kind) {
+    case OpKind::Add: arith('+', "wadd"); break;
+    case OpKind::Sub: arith('-', "wsub"); break;
+    case OpKind::Mul: arith('*', "wmul"); break;
+    case OpKind::Div: arith('/', "idiv"); break;
+    case OpKind::Rem:
+      elementwise(op, [&](const std::vector<std::string>& a) {
+        return f ? fround(t, "std::fmod(" + a[0] + ", " + a[1] + ")") : "tsr::irem(" + a[0] + ", " + a[1] + ")";
+      });
+      break;
+    case OpKind::Min:
+    case OpKind::Max: {
+      std::string fn = std::string(f ? "tsr::f" : "tsr::i") + (op.kind == OpKind::Min ? "min" : "max") + (f ? "_nan" : "");
+      elementwise(op, [&](const std::vector<std::string>& a) { return fn + "(" + a[0] + ", " + a[1] + ")"; });
+      break;
+    }
+    case OpKind::And: bits("&"); break;
+    case OpKind::Or: bits("|"); break;
+    case OpKind::Xor: bits("^"); break;
+    case OpKind::Shl:
+    case OpKind::Shr:
+      if (f || b1) fail(op, std::string(op.name()) + " needs an integer type");
+      elementwise(op, [&](const std::vector<std::string>& a) {
+        return std::string(op.kind == OpKind::Shl ? "tsr::ishl(" : "tsr::ishr(") + a[0] + ", " + a[1] + ")";
+      });
+      break;
+    case OpKind::Cmp: {
+      const std::string& p = op.attr_string("pred");
+      std::string c = p == "eq" ? "==" : p == "ne" ? "!=" : p == "lt" ? "<" : p == "le" ? "<=" : p == "gt" ? ">" : p == "ge" ? ">=" : "";
+      if (c.empty()) fail(op, "unknown cmp predicate '" + p + "'");
+      elementwise(op, [&](const std::vector<std::string>& a) { return "uint8_t(" + a[0] + " " + c + " " + a[1] + ")"; });
+      break;
+    }
+    default: fail(op, "not a binary op");
+  }
+}
+
+void Emitter::emit_cast(const Op& op) {
+  ScalarKind from = op.operand(0)->type.elem, to = op.result()->type.elem;
+  const std::string To = ctype(to);
+  elementwise(op, [&](const std::vector<std::string>& a) -> std::string {
+    const std::string& x = a[0];
+    if (to == ScalarKind::I1) return "uint8_t(" + x + " != 0)";
+    if (is_float(from) && !is_float(to)) return "tsr::fcast_int<" + To + ">(" + x + ")";
+    if (!is_float(to)) return To + "(" + x + ")";  // int -> int wraps (C++20)
+    if (is_float(from) && from != ScalarKind::F64) return fround(to, x);  // exact in float
+    return dround(to, "double(" + x + ")");
+  });
+}
+
+void Emitter::emit_load_store(const Op& op) {
+  bool load = op.kind == OpKind::LoadTile;
+  const Value* view = op.operand(0);
+  int j = view_of(op, view);
+  const Value* tile = load ? op.result() : op.operand(1);
+  size_t first_idx = load ? 1 : 2;
+  int rank = view->type.rank();
+  if (!tile->type.is_tile() || tile->type.rank() != rank) fail(op, "tile rank must equal the view rank");
+  if (op.operands.size() != first_idx + static_cast<size_t>(rank)) fail(op, "needs one index per view dim");
+  std::vector<int64_t> S = shape_of(op, tile);
+  ScalarKind t = view->type.elem;
+  std::string js = std::to_string(j);
+  auto D = [&](int d) { return "A.d" + js + "_" + std::to_string(d); };
+  auto St = [&](int d) { return "A.s" + js + "_" + std::to_string(d); };
+  std::string r;
+  if (load) r = declare(op, tile);
+  else r = nm(tile);
+  std::string pad = klit(t, op.has_attr("pad") ? op.attr_number("pad") : 0.0);
+  line("{");
+  ++ind_;
+  std::vector<std::string> o(rank);
+  std::string inb;
+  for (int d = 0; d < rank; ++d) {
+    o[d] = fresh("o");
+    line("const int64_t " + o[d] + " = int64_t(" + nm(op.operand(first_idx + d)) + ") * " + std::to_string(S[d]) + ";");
+    inb += (d ? " && " : "") + o[d] + " >= 0 && " + o[d] + " + " + std::to_string(S[d]) + " <= " + D(d);
+  }
+  // Fast path: the whole tile is inside the view, rows are contiguous.
+  line("if (" + inb + ") {");
+  ++ind_;
+  std::vector<int64_t> outer(S.begin(), S.end() - 1);
+  nest(outer, [&](const std::vector<std::string>& idx) {
+    std::string goff, toff;
+    for (int d = 0; d < rank - 1; ++d) goff += "(" + o[d] + " + " + idx[d] + ") * " + St(d) + " + ";
+    goff += o[rank - 1];
+    std::vector<int64_t> oshape(outer);
+    toff = idx.empty() ? "0" : "(" + flat_index(idx, oshape) + ") * " + std::to_string(S[rank - 1]);
+    std::string i = fresh("i");
+    std::string n = std::to_string(S[rank - 1]);
+    if (load)
+      line("for (int64_t " + i + " = 0; " + i + " < " + n + "; ++" + i + ") " + r + "[" + toff + " + " + i + "] = " +
+           load_conv(t, "A.p" + js + "[" + goff + " + " + i + "]") + ";");
+    else
+      line("for (int64_t " + i + " = 0; " + i + " < " + n + "; ++" + i + ") A.p" + js + "[" + goff + " + " + i + "] = " +
+           store_conv(t, r + "[" + toff + " + " + i + "]") + ";");
+  });
+  --ind_;
+  line("} else {");
+  ++ind_;
+  nest(S, [&](const std::vector<std::string>& idx) {
+    std::string ok, g;
+    for (int d = 0; d < rank; ++d) {
+      std::string gd = "(" + o[d] + " + " + idx[d] + ")";
+      ok += (d ? " && " : "") + gd + " >= 0 && " + gd + " < " + D(d);
+      g += (d ? " + " : "") + gd + " * " + St(d);
+    }
+    std::string fi = flat_index(idx, S);
+    if (load)
+      line(r + "[" + fi + "] = (" + ok + ") ? " + load_conv(t, "A.p" + js + "[" + g + "]") + " : " + pad + ";");
+    else
+      line("if (" + ok + ") A.p" + js + "[" + g + "] = " + store_conv(t, r + "[" + fi + "]") + ";");
+  });
+  --ind_;
+  line("}");
+  --ind_;
+  line("}");
+}
+
+// Shared by gather, scatter and atomics: element `i` is in bounds (and masked on).
+struct IndexedAccess {
+  std::string ok;      // condition
+  std::string offset;  // element offset in the view
+};
+
+void Emitter::emit_gather_scatter(const Op& op) {
+  bool gather = op.kind == OpKind::Gather;
+  const Value* view = op.operand(0);
+  int j = view_of(op, view);
+  int rank = view->type.rank();
+  size_t first = gather ? 1 : 2;
+  size_t n = op.operands.size();
+  bool has_mask = n == first + rank + 1;
+  if (n != first + rank && !has_mask) fail(op, "needs one index per view dim and an optional mask");
+  ScalarKind t = view->type.elem;
+  std::string js = std::to_string(j);
+  const Value* shaped = gather ? op.result() : op.operand(first);
+  std::string r = gather ? declare(op, op.result()) : "";
+  std::string pad = klit(t, op.has_attr("pad") ? op.attr_number("pad") : 0.0);
+  auto body = [&](const std::string& i) {
+    std::string ok = has_mask ? "(" + elem(op.operand(first + rank), i) + " != 0)" : "true", off;
+    for (int d = 0; d < rank; ++d) {
+      std::string g = "int64_t(" + elem(op.operand(first + d), i) + ")";
+      ok += " && " + g + " >= 0 && " + g + " < A.d" + js + "_" + std::to_string(d);
+      off += (d ? " + " : "") + g + " * A.s" + js + "_" + std::to_string(d);
+    }
+    if (rank == 0) off = "0";
+    if (gather)
+      line(elem(op.result(), i) + " = (" + ok + ") ? " + load_conv(t, "A.p" + js + "[" + off + "]") + " : " + pad + ";");
+    else
+      line("if (" + ok + ") A.p" + js + "[" + off + "] = " + store_conv(t, elem(op.operand(1), i)) + ";");
+  };
+  if (shaped->type.is_tile()) {
+    std::string i = fresh("i");
+    line("for (int64_t " + i + " = 0; " + i + " < " + std::to_string(numel(shaped)) + "; ++" + i + ") {");
+    ++ind_;
+    body(i);
+    --ind_;
+    line("}");
+  } else {
+    body("0");
+  }
+  (void)r;
+}
+
+void Emitter::emit_atomic(const Op& op) {
+  bool cas = op.kind == OpKind::AtomicCas;
+  const Value* view = op.operand(0);
+  int j = view_of(op, view);
+  int rank = view->type.rank();
+  size_t first = cas ? 3 : 2;
+  size_t n = op.operands.size();
+  bool has_mask = !cas && n == first + rank + 1;
+  if (n != first + rank && !has_mask) fail(op, "needs one index per view dim");
+  ScalarKind t = view->type.elem;
+  std::string S = stype(t), C = ctype(t), js = std::to_string(j);
+  std::string kind = cas ? "" : op.attr_string("kind");
+  if (!cas && kind != "add" && kind != "max" && kind != "min") fail(op, "atomic kind must be add, max or min");
+  std::string r = declare(op, op.result());
+  auto body = [&](const std::string& i) {
+    std::string ok = has_mask ? "(" + elem(op.operand(first + rank), i) + " != 0)" : "true", off;
+    for (int d = 0; d < rank; ++d) {
+      std::string g = "int64_t(" + elem(op.operand(first + d), i) + ")";
+      ok += " && " + g + " >= 0 && " + g + " < A.d" + js + "_" + std::to_string(d);
+      off += (d ? " + " : "") + g + " * A.s" + js + "_" + std::to_string(d);
+    }
+    if (rank == 0) off = "0";
+    std::string val = elem(op.operand(cas ? 2 : 1), i);
+    line("if (" + ok + ") {");
+    ++ind_;
+    line(S + "* q_ = &A.p" + js + "[" + off + "];");
+    line(S + " o_;");
+    line("__atomic_load(q_, &o_, __ATOMIC_RELAXED);");
+    line("for (;;) {");
+    ++ind_;
+    line("const " + C + " ov_ = " + load_conv(t, "o_") + ";");
+    if (cas) {
+      line("if (!(ov_ == " + elem(op.operand(1), i) + ")) break;");
+      line(S + " ns_ = " + store_conv(t, val) + ";");
+    } else {
+      std::string nv;
+      if (kind == "add") nv = is_float(t) ? fround(t, "ov_ + " + val) : (t == ScalarKind::I1 ? "uint8_t((ov_ + " + val + ") & 1)" : "tsr::wadd(ov_, " + C + "(" + val + "))");
+      else nv = std::string(is_float(t) ? "tsr::f" : "tsr::i") + kind + (is_float(t) ? "_nan" : "") + "(ov_, " + C + "(" + val + "))";
+      line(S + " ns_ = " + store_conv(t, nv) + ";");
+    }
+    line("if (__atomic_compare_exchange(q_, &o_, &ns_, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) break;");
+    --ind_;
+    line("}");
+    line(elem(op.result(), i) + " = " + load_conv(t, "o_") + ";");
+    --ind_;
+    line("} else {");
+    line("  " + elem(op.result(), i) + " = " + C + "(0);");
+    line("}");
+  };
+  if (op.result()->type.is_tile()) {
+    std::string i = fresh("i");
+    line("for (int64_t " + i + " = 0; " + i + " < " + std::to_string(numel(op.result())) + "; ++" + i + ") {");
+    ++ind_;
+    body(i);
+    --ind_;
+    line("}");
+  } else {
+    body("0");
+  }
+  (void)r;
+}
+
+void Emitter::emit_shape(const Op& op) {
+  const Value* src = op.operand(0);
+  const Value* res = op.result();
+  switch (op.kind) {
+    case OpKind::ExpandDims:
+    case OpKind::Reshape:
+      // Flat row-major storage is the same: the result names the operand's array.
+      if (src->type.is_tile() && res->type.is_tile()) {
+        if (numel(src) != numel(res)) fail(op, "element counts differ");
+        name_[res] = nm(src);
+      } else if (res->type.is_tile()) {
+        std::string n = declare(op, res);
+        line(n + "[0] = " + nm(src) + ";");
+      } else {
+        line("const " + ctype(res->type.elem) + " " + bind_new(res) + " = " + elem(src, "0") + ";");
+      }
+      return;
+    case OpKind::Broadcast: {
+      if (!src->type.is_tile()) {
+        elementwise(op, [](const std::vector<std::string>& a) { return a[0]; });
+        return;
+      }
+      std::vector<int64_t> R = shape_of(op, res), Sx = shape_of(op, src);
+      if (R.size() != Sx.size()) fail(op, "broadcast operand rank must equal the result rank");
+      std::string n = declare(op, res);
+      nest(R, [&](const std::vector<std::string>& idx) {
+        std::vector<std::string> sidx;
+        for (size_t d = 0; d < R.size(); ++d) sidx.push_back(Sx[d] == 1 ? "0" : idx[d]);
+        line(n + "[" + flat_index(idx, R) + "] = " + nm(src) + "[" + flat_index(sidx, Sx) + "];");
+      });
+      return;
+    }
+    case OpKind::Permute: {
+      const auto& dims = op.attr_ints("dims");
+      std::vector<int64_t> R = shape_of(op, res), Sx = shape_of(op, src);
+      if (dims.size() != R.size()) fail(op, "dims must be a permutation of the operand dims");
+      std::string n = declare(op, res);
+      nest(R, [&](const std::vector<std::string>& idx) {
+        std::vector<std::string> sidx(Sx.size());
+        for (size_t d = 0; d < R.size(); ++d) sidx[dims[d]] = idx[d];
+        line(n + "[" + flat_index(idx, R) + "] = " + nm(src) + "[" + flat_index(sidx, Sx) + "];");
+      });
+      return;
+    }
+    case OpKind::ExtractTile:
+    case OpKind::InsertTile: {
+      bool ext = op.kind == OpKind::ExtractTile;
+      const Value* sub = ext ? res : op.operand(1);
+      std::vector<int64_t> Big = shape_of(op, src), Sub = shape_of(op, sub);
+      size_t first = ext ? 1 : 2;
+      if (op.operands.size() != first + Big.size()) fail(op, "needs one index per dim");
+      std::string n = declare(op, res);
+      if (!ext) line("std::memcpy(" + n + ", " + nm(src) + ", sizeof(" + n + "));");
+      std::vector<std::string> o;
+      for (size_t d = 0; d < Big.size(); ++d) {
+        o.push_back(fresh("o"));
+        line("const int64_t " + o.back() + " = int64_t(" + nm(op.operand(first + d)) + ") * " + std::to_string(Sub[d]) + ";");
+      }
+      nest(Sub, [&](const std::vector<std::string>& idx) {
+        std::vector<std::string> bidx;
+        for (size_t d = 0; d < Big.size(); ++d) bidx.push_back(o[d] + " + " + idx[d]);
+        std::string b = flat_index(bidx, Big), s = flat_index(idx, Sub);
+        if (ext) line(n + "[" + s + "] = " + nm(src) + "[" + b + "];");
+        else line(n + "[" + b + "] = " + nm(op.operand(1)) + "[" + s + "];");
+      });
+      return;
+    }
+    default: fail(op, "not a shape op");
+  }
+}
+
+void Emitter::emit_dot(const Op& op) {
+  const Value *a = op.operand(0), *b = op.operand(1), *acc = op.operand(2);
+  std::vector<int64_t> As = shape_of(op, a), Bs = shape_of(op, b), Cs = shape_of(op, acc);
+  if (As.size() != 2 || Bs.size() != 2 || Cs.size() != 2 || As[1] != Bs[0] || As[0] != Cs[0] || Bs[1] != Cs[1])
+    fail(op, "dot needs a [M, K], b [K, N], acc [M, N]");
+  int64_t M = As[0], K = As[1], N = Bs[1];
+  ScalarKind in = a->type.elem, at = acc->type.elem;
+  std::string r = declare(op, op.result());
+  line("std::memcpy(" + r + ", " + nm(acc) + ", sizeof(" + r + "));");
+  std::string Ms = std::to_string(M), Ns = std::to_string(N), Ks = std::to_string(K);
+  if (at == ScalarKind::F32 && is_float(in) && in != ScalarKind::F64) {
+    line("tsr::dot_f32<" + Ms + ", " + Ns + ", " + Ks + ">(" + nm(a) + ", " + nm(b) + ", " + r + ");");
+    return;
+  }
+  std::string upd;
+  std::string av = nm(a) + "[m_ * " + Ks + " + k_]", bv = nm(b) + "[k_ * " + Ns + " + n_]", cv = r + "[m_ * " + Ns + " + n_]";
+  if (is_float(at)) upd = fround(at, "std::fma(" + ctype(at) + "(" + av + "), " + ctype(at) + "(" + bv + "), " + cv + ")");
+  else upd = "tsr::wadd(" + cv + ", tsr::wmul(" + ctype(at) + "(" + av + "), " + ctype(at) + "(" + bv + ")))";
+  line("for (int64_t m_ = 0; m_ < " + Ms + "; ++m_)");
+  line("  for (int64_t k_ = 0; k_ < " + Ks + "; ++k_)");
+  line("    for (int64_t n_ = 0; n_ < " + Ns + "; ++n_) " + cv + " = " + upd + ";");
+}
+
+std::string Emitter::combine(const Op& op, const std::string& a, const std::string& b) {
+  const Block& reg = op.region(0);
+  if (reg.args.size() != 2) fail(op, "the combiner region takes two arguments");
+  name_[reg.args[0]] = a;
+  name_[reg.args[1]] = b;
+  emit_block(reg);
+  const Op* y = terminator(reg, op);
+  if (y->operands.size() != 1) fail(op, "the combiner yields one value");
+  return nm(y->operand(0));
+}
+
+// Reduction identity values and combining expressions per kind.
+struct ReduceKind {
+  std::string init;                                  // empty: start from the first element
+  std::function<std::string(std::string, std::string)> step;
+};
+
+void Emitter::emit_reduce(const Op& op) {
+  const Value* x = op.operand(0);
+  const Value* res = op.result();
+  std::vector<int64_t> S = shape_of(op, x);
+  int64_t axis = op.attr_int("axis");
+  if (axis < 0 || axis >= static_cast<int64_t>(S.size())) fail(op, "axis out of range");
+  int64_t outer = 1, len = S[axis], inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= S[d];
+  for (size_t d = axis + 1; d < S.size(); ++d) inner *= S[d];
+  ScalarKind t = x->type.elem;
+  std::string C = ctype(t);
+  bool f = is_float(t);
+  std::string r = declare(op, res);
+  auto out = [&](const std::string& o, const std::string& in) {
+    return res->type.is_tile() ? r + "[" + o + " * " + std::to_string(inner) + " + " + in + "]" : r;
+  };
+  std::string xs = nm(x), L = std::to_string(len), I = std::to_string(inner), O = std::to_string(outer);
+  auto src = [&](const std::string& o, const std::string& l, const std::string& in) {
+    return xs + "[(" + o + " * " + L + " + " + l + ") * " + I + " + " + in + "]";
+  };
+
+  if (op.kind == OpKind::ReduceWith) {
+    line("for (int64_t o_ = 0; o_ < " + O + "; ++o_)");
+    line("for (int64_t n_ = 0; n_ < " + I + "; ++n_) {");
+    ++ind_;
+    std::string acc = fresh("acc");
+    line(C + " " + acc + " = " + src("o_", "0", "n_") + ";");
+    std::string l = fresh("l");
+    line("for (int64_t " + l + " = 1; " + l + " < " + L + "; ++" + l + ") {");
+    ++ind_;
+    std::string av = fresh("a"), bv = fresh("b");
+    line("const " + C + " " + av + " = " + acc + ";");
+    line("const " + C + " " + bv + " = " + src("o_", l, "n_") + ";");
+    std::string c = combine(op, av, bv);
+    cur_ = &op;
+    line(acc + " = " + c + ";");
+    --ind_;
+    line("}");
+    line(out("o_", "n_") + " = " + acc + ";");
+    --ind_;
+    line("}");
+    return;
+  }
+
+  const std::string& kind = op.attr_string("kind");
+  if (kind == "argmax" || kind == "argmin") {
+    bool mx = kind == "argmax";
+    std::string better = f ? (mx ? "(v_ > b_ || (v_ != v_ && b_ == b_))" : "(v_ < b_ || (v_ != v_ && b_ == b_))")
+                           : (mx ? "(v_ > b_)" : "(v_ < b_)");
+    line("for (int64_t o_ = 0; o_ < " + O + "; ++o_)");
+    line("for (int64_t n_ = 0; n_ < " + I + "; ++n_) {");
+    line("  " + C + " b_ = " + src("o_", "0", "n_") + "; int32_t bi_ = 0;");
+    line("  for (int64_t l_ = 1; l_ < " + L + "; ++l_) {");
+    line("    const " + C + " v_ = " + src("o_", "l_", "n_") + ";");
+    line("    if " + better + " { b_ = v_; bi_ = int32_t(l_); }");
+    line("  }");
+    line("  " + out("o_", "n_") + " = bi_;");
+    line("}");
+    return;
+  }
+  // Narrow floats accumulate in float and round once at the end.
+  std::string init, stepfn;
+  std::function<std::string(const std::string&, const std::string&)> step;
+  if (kind == "sum") {
+    init = f ? C + "(0)" : C + "(0)";
+    step = [&](const std::string& a, const std::string& b) { return f ? a + " + " + b : "tsr::wadd(" + a + ", " + b + ")"; };
+  } else if (kind == "prod") {
+    init = C + "(1)";
+    step = [&](const std::string& a, const std::string& b) { return f ? a + " * " + b : "tsr::wmul(" + a + ", " + b + ")"; };
+  } else if (kind == "max" || kind == "min") {
+    bool mx = kind == "max";
+    init = f ? C + (mx ? "(-INFINITY)" : "(INFINITY)") : "std::numeric_limits<" + C + ">::" + (mx ? "lowest()" : "max()");
+    std::string fn = std::string(f ? "tsr::f" : "tsr::i") + kind + (f ? "_nan" : "");
+    step = [fn](const std::string& a, const std::string& b) { return fn + "(" + a + ", " + b + ")"; };
+  } else {
+    fail(op, "unknown reduce kind '" + kind + "'");
+  }
+  auto fin = [&](const std::string& e) { return f ? fround(t, e) : (t == ScalarKind::I1 ? "uint8_t((" + e + ") & 1)" : e); };
+  if (inner == 1 && len % 16 == 0 && len >= 32) {
+    // Contiguous rows: 16 independent lanes vectorize; combined at the end.
+    line("for (int64_t o_ = 0; o_ < " + O + "; ++o_) {");
+    ++ind_;
+    line(C + " ln_[16];");
+    line("for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = " + init + ";");
+    line("for (int64_t l_ = 0; l_ < " + L + "; l_ += 16)");
+    line("  for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = " + step("ln_[q_]", xs + "[o_ * " + L + " + l_ + q_]") + ";");
+    line(C + " acc_ = ln_[0];");
+    line("for (int q_ = 1; q_ < 16; ++q_) acc_ = " + step("acc_", "ln_[q_]") + ";");
+    line(out("o_", "0") + " = " + fin("acc_") + ";");
+    --ind_;
+    line("}");
+  } else {
+    line("for (int64_t o_ = 0; o_ < " + O + "; ++o_) {");
+    ++ind_;
+    line(C + " acc_[" + I + "];");
+    line("for (int64_t n_ = 0; n_ < " + I + "; ++n_) acc_[n_] = " + init + ";");
+    line("for (int64_t l_ = 0; l_ < " + L + "; ++l_)");
+    line("  for (int64_t n_ = 0; n_ < " + I + "; ++n_) acc_[n_] = " + step("acc_[n_]", src("o_", "l_", "n_")) + ";");
+    line("for (int64_t n_ = 0; n_ < " + I + "; ++n_) " + out("o_", "n_") + " = " + fin("acc_[n_]") + ";");
+    --ind_;
+    line("}");
+  }
+}
+
+void Emitter::emit_scan(const Op& op) {
+  const Value* x = op.operand(0);
+  std::vector<int64_t> S = shape_of(op, x);
+  int64_t axis = op.attr_int("axis");
+  if (axis < 0 || axis >= static_cast<int64_t>(S.size())) fail(op, "axis out of range");
+  int64_t outer = 1, len = S[axis], inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= S[d];
+  for (size_t d = axis + 1; d < S.size(); ++d) inner *= S[d];
+  ScalarKind t = x->type.elem;
+  std::string C = ctype(t);
+  bool f = is_float(t);
+  std::string r = declare(op, op.result());
+  std::string xs = nm(x), L = std::to_string(len), I = std::to_string(inner), O = std::to_string(outer);
+  auto at = [&](const std::string& a, const std::string& o, const std::string& l, const std::string& in) {
+    return a + "[(" + o + " * " + L + " + " + l + ") * " + I + " + " + in + "]";
+  };
+  line("for (int64_t o_ = 0; o_ < " + O + "; ++o_)");
+  line("for (int64_t n_ = 0; n_ < " + I + "; ++n_) {");
+  ++ind_;
+  std::string acc = fresh("acc");
+  line(C + " " + acc + " = " + at(xs, "o_", "0", "n_") + ";");
+  line(at(r, "o_", "0", "n_") + " = " + acc + ";");
+  std::string l = fresh("l");
+  line("for (int64_t " + l + " = 1; " + l + " < " + L + "; ++" + l + ") {");
+  ++ind_;
+  if (op.kind == OpKind::ScanWith) {
+    std::string av = fresh("a"), bv = fresh("b");
+    line("const " + C + " " + av + " = " + acc + ";");
+    line("const " + C + " " + bv + " = " + at(xs, "o_", l, "n_") + ";");
+    std::string c = combine(op, av, bv);
+    cur_ = &op;
+    line(acc + " = " + c + ";");
+  } else {
+    const std::string& kind = op.attr_string("kind");
+    std::string b = at(xs, "o_", l, "n_"), e;
+    if (kind == "sum") e = f ? fround(t, acc + " + " + b) : "tsr::wadd(" + acc + ", " + b + ")";
+    else if (kind == "prod") e = f ? fround(t, acc + " * " + b) : "tsr::wmul(" + acc + ", " + b + ")";
+    else if (kind == "max" || kind == "min") e = std::string(f ? "tsr::f" : "tsr::i") + kind + (f ? "_nan(" : "(") + acc + ", " + b + ")";
+    else fail(op, "unknown scan kind '" + kind + "'");
+    if (t == ScalarKind::I1 && (kind == "sum" || kind == "prod")) e = "uint8_t((" + e + ") & 1)";
+    line(acc + " = " + e + ";");
+  }
+  line(at(r, "o_", l, "n_") + " = " + acc + ";");
+  --ind_;
+  line("}");
+  --ind_;
+  line("}");
+}
+
+void Emitter::assign_carried(const Op& y, const std::vector<const Value*>& carried_vals,
+                             const std::vector<std::string>& carried) {
+  if (y.operands.size() != carried.size()) fail(y, "yield must pass one value per carried value");
+  std::vector<std::string> src(carried.size());
+  for (size_t j = 0; j < carried.size(); ++j) {
+    const Value* v = y.operand(j);
+    src[j] = nm(v);
+    for (size_t q = 0; q < carried.size(); ++q)
+      if (q != j && src[j] == carried[q]) {
+        std::string tmp = fresh("t");
+        if (v->type.is_tile()) {
+          line("alignas(64) " + ctype(v->type.elem) + " " + tmp + "[" + std::to_string(numel(v)) + "];");
+          line("std::memcpy(" + tmp + ", " + src[j] + ", sizeof(" + tmp + "));");
+        } else {
+          line("const " + ctype(v->type.elem) + " " + tmp + " = " + src[j] + ";");
+        }
+        src[j] = tmp;
+        break;
+      }
+  }
+  for (size_t j = 0; j < carried.size(); ++j) {
+    if (src[j] == carried[j]) continue;
+    if (carried_vals[j]->type.is_tile())
+      line("std::memcpy(" + carried[j] + ", " + src[j] + ", sizeof(" + carried[j] + "));");
+    else
+      line(carried[j] + " = " + src[j] + ";");
+  }
+}
+
+void Emitter::emit_for(const Op& op) {
+  if (op.operands.size() < 3) fail(op, "for needs lb, ub, step");
+  const Block& body = op.region(0);
+  size_t nc = op.operands.size() - 3;
+  if (body.args.size() != nc + 1 || op.results.size() != nc) fail(op, "carried values do not match");
+  std::vector<std::string> carried;
+  std::vector<const Value*> vals;
+  for (size_t j = 0; j < nc; ++j) {
+    const Value* init = op.operand(3 + j);
+    std::string c = declare(op, op.result(j), "c");
+    copy_value(op.result(j), c, init);
+    carried.push_back(c);
+    vals.push_back(op.result(j));
+    name_[body.args[j + 1]] = c;
+  }
+  std::string iv = fresh("iv");
+  line("for (int64_t " + iv + "_ = " + nm(op.operand(0)) + "; " + nm(op.operand(2)) + " > 0 && " + iv + "_ < " +
+       nm(op.operand(1)) + "; " + iv + "_ += " + nm(op.operand(2)) + ") {");
+  ++ind_;
+  line("const int32_t " + iv + " = int32_t(" + iv + "_);");
+  name_[body.args[0]] = iv;
+  emit_block(body);
+  const Op* y = terminator(body, op);
+  cur_ = y;
+  line("// " + op_text(*y));
+  assign_carried(*y, vals, carried);
+  cur_ = &op;
+  --ind_;
+  line("}");
+}
+
+void Emitter::emit_if(const Op& op) {
+  std::vector<std::string> res;
+  for (const Value* r : op.results) res.push_back(declare(op, r));
+  line("if (" + nm(op.operand(0)) + ") {");
+  for (int reg = 0; reg < 2; ++reg) {
+    ++ind_;
+    const Block& b = op.region(reg);
+    emit_block(b);
+    const Op* y = terminator(b, op);
+    if (y->operands.size() != res.size()) fail(op, "yield must pass one value per result");
+    cur_ = y;
+    line("// " + op_text(*y));
+    for (size_t j = 0; j < res.size(); ++j) copy_value(op.result(j), res[j], y->operand(j));
+    cur_ = &op;
+    --ind_;
+    line(reg == 0 ? "} else {" : "}");
+  }
+}
+
+void Emitter::emit_while(const Op& op) {
+  const Block& cond = op.region(0);
+  const Block& body = op.region(1);
+  size_t nc = op.operands.size();
+  if (cond.args.size() != nc || body.args.size() != nc || op.results.size() != nc) fail(op, "carried values do not match");
+  std::vector<std::string> carried;
+  std::vector<const Value*> vals;
+  for (size_t j = 0; j < nc; ++j) {
+    std::string c = declare(op, op.result(j), "c");
+    copy_value(op.result(j), c, op.operand(j));
+    carried.push_back(c);
+    vals.push_back(op.result(j));
+    name_[cond.args[j]] = c;
+    name_[body.args[j]] = c;
+  }
+  line("for (;;) {");
+  ++ind_;
+  emit_block(cond);
+  const Op* cy = terminator(cond, op);
+  if (cy->operands.size() != 1) fail(op, "the condition region yields one i1");
+  cur_ = cy;
+  line("// " + op_text(*cy));
+  line("if (!" + nm(cy->operand(0)) + ") break;");
+  emit_block(body);
+  const Op* y = terminator(body, op);
+  cur_ = y;
+  line("// " + op_text(*y));
+  assign_carried(*y, vals, carried);
+  cur_ = &op;
+  --ind_;
+  line("}");
+}
+
+void Emitter::emit_raw(const Op& op) {
+  const Attr* body = op.find_attr("cpp");
+  if (!body || !std::holds_alternative<std::string>(*body))
+    fail(op, "raw op '" + (op.has_attr("name") ? op.attr_string("name") : std::string("?")) + "' has no cpp body");
+  std::vector<std::string> outs;
+  for (const Value* r : op.results) outs.push_back(declare(op, r));
+  line("{");
+  ++ind_;
+  for (size_t i = 0; i < op.operands.size(); ++i) {
+    const Value* v = op.operand(i);
+    line("const auto& in" + std::to_string(i) + " = " + nm(v) + ";");
+    line("constexpr int64_t in" + std::to_string(i) + "_numel = " + std::to_string(numel(v)) + ";");
+  }
+  for (size_t i = 0; i < outs.size(); ++i) {
+    line("auto& out" + std::to_string(i) + " = " + outs[i] + ";");
+    line("constexpr int64_t out" + std::to_string(i) + "_numel = " + std::to_string(numel(op.result(i))) + ";");
+  }
+  std::istringstream in(std::get<std::string>(*body));
+  for (std::string l; std::getline(in, l);) line(l);
+  --ind_;
+  line("}");
+}
+
+EmittedCpp Emitter::run() {
+  const Kernel& k = k_;
+  line("// Generated by Tessera (" + std::string(kCodegenVersion) + ") from kernel @" + k.name + ".");
+  line("#include \"tessera_cpu.h\"");
+  line("");
+  line("namespace {");
+  line("");
+  // Arguments: view pointers with dims and row-major strides, scalar values.
+  line("struct Args {");
+  ++ind_;
+  int nviews = 0, nscalars = 0;
+  for (size_t j = 0; j < k.params.size(); ++j) {
+    const Value* p = k.params[j];
+    std::string js = std::to_string(j);
+    if (p->type.is_view()) {
+      view_index_[p] = static_cast<int>(j);
+      line(stype(p->type.elem) + "* p" + js + ";  // %" + p->name);
+      for (int d = 0; d < p->type.rank(); ++d)
+        line("int64_t d" + js + "_" + std::to_string(d) + ", s" + js + "_" + std::to_string(d) + ";");
+    } else if (p->type.is_scalar()) {
+      line(ctype(p->type.elem) + " p" + js + ";  // %" + p->name);
+      name_[p] = "A.p" + js;
+    } else {
+      throw TesseraError(k.loc, "cpu backend: parameter %" + p->name + " of type " + p->type.str() + " is not supported");
+    }
+  }
+  --ind_;
+  line("};");
+  line("");
+  line("Args unpack(void** buf, const int64_t* dims, const int64_t* is, const double* fs) {");
+  ++ind_;
+  line("Args A;");
+  int di = 0;
+  for (size_t j = 0; j < k.params.size(); ++j) {
+    const Value* p = k.params[j];
+    std::string js = std::to_string(j);
+    if (p->type.is_view()) {
+      line("A.p" + js + " = static_cast<" + stype(p->type.elem) + "*>(buf[" + std::to_string(nviews++) + "]);");
+      int R = p->type.rank();
+      for (int d = 0; d < R; ++d) line("A.d" + js + "_" + std::to_string(d) + " = dims[" + std::to_string(di++) + "];");
+      for (int d = R - 1; d >= 0; --d)
+        line("A.s" + js + "_" + std::to_string(d) + " = " +
+             (d == R - 1 ? std::string("1") : "A.s" + js + "_" + std::to_string(d + 1) + " * A.d" + js + "_" + std::to_string(d + 1)) + ";");
+    } else {
+      std::string si = std::to_string(nscalars++);
+      ScalarKind t = p->type.elem;
+      line("A.p" + js + " = " + (is_float(t) ? dround(t, "fs[" + si + "]") : ctype(t) + "(is[" + si + "])") + ";");
+    }
+  }
+  line("(void)buf; (void)dims; (void)is; (void)fs;");
+  line("return A;");
+  --ind_;
+  line("}");
+  line("");
+  // Grid.
+  line("void grid_fn(const Args& A, int32_t* g) {");
+  ++ind_;
+  if (!k.grid) throw TesseraError(k.loc, "cpu backend: kernel has no grid");
+  emit_block(*k.grid);
+  const Op* gy = k.grid->terminator();
+  if (!gy || gy->operands.empty() || gy->operands.size() > 3)
+    throw TesseraError(k.loc, "cpu backend: the grid must yield 1 to 3 sizes");
+  cur_ = gy;
+  line("// " + op_text(*gy));
+  for (size_t i = 0; i < gy->operands.size(); ++i) line("g[" + std::to_string(i) + "] = int32_t(" + nm(gy->operand(i)) + ");");
+  cur_ = nullptr;
+  line("(void)A;");
+  --ind_;
+  line("}");
+  line("");
+  // One program instance.
+  line("void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np0, int32_t np1, int32_t np2) {");
+  ++ind_;
+  line("(void)A; (void)pid0; (void)pid1; (void)pid2; (void)np0; (void)np1; (void)np2;");
+  emit_block(*k.body);
+  --ind_;
+  line("}");
+  line("");
+  line("}  // namespace");
+  line("");
+  line(std::string("extern \"C\" int ") + kRunSymbol +
+       "(void** buf, const int64_t* dims, const int64_t* is, const double* fs, int nt) {");
+  ++ind_;
+  line("const Args A = unpack(buf, dims, is, fs);");
+  line("int32_t g[3] = {1, 1, 1};");
+  line("grid_fn(A, g);");
+  line("const int32_t g0 = g[0], g1 = g[1], g2 = g[2];");
+  line("if (g0 <= 0 || g1 <= 0 || g2 <= 0) return 0;");
+  line("if (nt <= 0) nt = omp_get_max_threads();");
+  line("#pragma omp parallel for collapse(3) schedule(static) num_threads(nt)");
+  line("for (int32_t z = 0; z < g2; ++z)");
+  line("  for (int32_t y = 0; y < g1; ++y)");
+  line("    for (int32_t x = 0; x < g0; ++x) program(A, x, y, z, g0, g1, g2);");
+  line("return 0;");
+  --ind_;
+  line("}");
+
+  EmittedCpp out;
+  for (auto& l : lines_) {
+    out.source += l;
+    out.source += '\n';
+  }
+  out.line_op = std::move(line_op_);
+  return out;
+}
+
+// Names of values for comments/errors: the value's own name, or its address-free position.
+std::string vname(const Value* v) {
+  if (!v) return "%?";
+  if (!v->name.empty()) return "%" + v->name;
+  return "%" + std::to_string(v->def ? v->index : v->index);
+}
+
+}  // namespace
+
+std::string op_text(const Op& op) {
+  std::string s;
+  for (size_t i = 0; i < op.results.size(); ++i) s += (i ? ", " : "") + vname(op.results[i]);
+  if (!op.results.empty()) s += " = ";
+  s += std::string(op.name());
+  for (size_t i = 0; i < op.operands.size(); ++i) s += (i ? ", " : " ") + vname(op.operands[i]);
+  if (!op.attrs.empty()) {
+    s += " {";
+    for (size_t i = 0; i < op.attrs.size(); ++i) {
+      std::string v = attr_str(op.attrs[i].value);
+      if (op.attrs[i].name == "cpp" || op.attrs[i].name == "cuda") v = "\"...\"";
+      s += (i ? ", " : "") + op.attrs[i].name + " = " + v;
+    }
+    s += "}";
+  }
+  for (size_t i = 0; i < op.results.size(); ++i) s += (i ? ", " : " : ") + op.results[i]->type.str();
+  if (!op.regions.empty()) s += " {...}";
+  return s;
+}
+
+EmittedCpp emit_cpp_detailed(const Kernel& k) { return Emitter(k).run(); }
+
+}  // namespace tessera::cpu
+
+namespace tessera {
+std::string emit_cpp(const Kernel& bound_kernel) { return cpu::emit_cpp_detailed(bound_kernel).source; }
+}  // namespace tessera

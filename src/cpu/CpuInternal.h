@@ -1,0 +1,81 @@
+// Internals of the cpu backend shared by its files (emitter, compiler driver, cache).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <string>
+#include <vector>
+
+#include "ir/IR.h"
+
+namespace tessera::cpu {
+
+// Bumped whenever the generated code changes meaning, so old disk cache entries are not reused.
+inline constexpr const char* kCodegenVersion = "tessera-cpu-codegen-3";
+
+// The runtime header the generated code includes as "tessera_cpu.h" (embedded at build time).
+extern const char* const kRuntimeHeader;
+
+struct EmittedCpp {
+  std::string source;
+  // line_op[i] is the IR op whose code line i+1 of `source` belongs to (null: none).
+  std::vector<const Op*> line_op;
+};
+
+// Generated code ABI (entry points of the shared object):
+//   extern "C" int tessera_run(void** buffers, const int64_t* dims, const int64_t* iscalars,
+//                              const double* fscalars, int num_threads);
+// buffers: one pointer per view parameter (in order); dims: the shapes of the view
+// parameters, concatenated; iscalars/fscalars: one slot per scalar parameter (in order), the
+// integer and the float reading of the argument. Returns 0.
+inline constexpr const char* kRunSymbol = "tessera_run";
+using RunFn = int (*)(void**, const int64_t*, const int64_t*, const double*, int);
+
+EmittedCpp emit_cpp_detailed(const Kernel& k);
+
+// One op written on one line in the style of the text format (for comments and errors).
+std::string op_text(const Op& op);
+
+}  // namespace tessera::cpu
+
+namespace tessera::cpu {
+
+// `CXX --version` output, memoized per compiler. Throws TesseraError naming the compiler when it
+// cannot be run.
+const std::string& compiler_version(const std::string& cxx);
+
+struct CompileResult {
+  bool ok = false;
+  std::string diagnostics;  // the compiler's stderr
+};
+// Compile `src_path` into the shared object `out_path`; `include_dir` holds tessera_cpu.h.
+CompileResult run_compiler(const std::string& cxx, const std::vector<std::string>& flags,
+                           const std::string& src_path, const std::string& out_path,
+                           const std::string& include_dir);
+
+// A loaded shared object and its entry point; dlclose on destruction.
+struct SharedObject {
+  void* handle = nullptr;
+  RunFn run = nullptr;
+  ~SharedObject();
+};
+std::shared_ptr<SharedObject> load_shared(const std::string& path);
+
+// 128-bit content hash as 32 hex digits (not cryptographic; for cache keys and checksums).
+std::string hash_hex(std::string_view data);
+
+// Disk cache under `dir`: <key>.so plus <key>.meta holding the size and hash of the .so.
+// lookup returns the path of a verified entry, or "" (a broken entry is removed).
+std::string disk_lookup(const std::string& dir, const std::string& key);
+// Move a freshly built shared object into the cache atomically (fsync + rename, then the
+// sidecar the same way). Returns the final path.
+std::string disk_store(const std::string& dir, const std::string& key, const std::string& built_so);
+// Creates `dir` (and parents); throws TesseraError when it cannot be created or written.
+void ensure_writable_dir(const std::string& dir);
+// A fresh private directory inside `parent`; throws TesseraError on failure.
+std::string make_work_dir(const std::string& parent);
+void remove_tree(const std::string& dir);
+void write_file(const std::string& path, std::string_view data, bool sync);
+
+}  // namespace tessera::cpu
