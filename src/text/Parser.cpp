@@ -310,7 +310,12 @@ class Parser {
     std::vector<Value*> operands;
     if (peek().kind == Tok::Value) {
       for (;;) {
-        operands.push_back(use(take()));
+        Token v = take();
+        operands.push_back(use(v));
+        // A value right after an operand on the same line is a missing comma, not the start
+        // of the next op.
+        if (peek().kind == Tok::Value && peek().line == v.line)
+          expected(peek(), "',' between operands");
         if (!peek().is(',')) break;
         take();
         if (peek().kind != Tok::Value) expected(peek(), "an operand after ','");
@@ -334,10 +339,6 @@ class Parser {
         take();
       }
     }
-    if (names.size() != types.size())
-      fail(name, "op " + quote(info.name) + " has " + count_of(names.size(), "result name") +
-                     " but " + count_of(types.size(), "result type"));
-
     Op* o = k_->create_op(b, *kind, std::move(operands), types, std::move(attrs), loc(first),
                           static_cast<size_t>(info.num_regions));
     for (size_t i = 0; i < o->regions.size(); ++i) {
@@ -346,7 +347,7 @@ class Parser {
         const Token& t = peek();
         if (!t.is_word(kw))
           fail(t.kind == Tok::Eof ? t : name,
-               "op " + quote(info.name) + " needs " + std::string(i == 1 ? "an " : "a ") +
+               "op " + quote(info.name) + " needs " + std::string(kw == "else" ? "an " : "a ") +
                    quote(kw) + " region");
         take();
       }
@@ -362,6 +363,11 @@ class Parser {
       fail(after, "op " + quote(info.name) + " takes only " +
                       count_of(static_cast<size_t>(info.num_regions), "region"));
     }
+    // Checked after the regions so that a stray region after a region-less op is reported
+    // as such rather than as missing result types.
+    if (names.size() != types.size())
+      fail(name, "op " + quote(info.name) + " has " + count_of(names.size(), "result name") +
+                     " but " + count_of(types.size(), "result type"));
     for (size_t i = 0; i < names.size(); ++i) {
       o->results[i]->name = std::string(names[i].name());
       define(names[i], o->results[i]);
