@@ -3,27 +3,11 @@
 #include <cmath>
 #include <cstdio>
 
+#include "kernels/Tolerance.h"
+
 namespace tessera::cli {
 
 namespace {
-
-struct Tol {
-  double atol = 0, rtol = 0;
-};
-
-// Until src/kernels/Tolerance.h exists: a few units in the last place of each format, loose
-// enough for a different (but valid) summation order, tight enough to catch a wrong element.
-Tol tolerance_for(ScalarKind k) {
-  switch (k) {
-    case ScalarKind::F64: return {1e-12, 1e-12};
-    case ScalarKind::F32: return {1e-5, 1e-5};
-    case ScalarKind::F16: return {1e-3, 2e-3};
-    case ScalarKind::BF16: return {1e-2, 1.6e-2};
-    case ScalarKind::F8E4M3: return {0.0625, 0.125};
-    case ScalarKind::F8E5M2: return {0.125, 0.25};
-    default: return {0, 0};  // integers are exact
-  }
-}
 
 std::string index_str(const std::vector<int64_t>& shape, int64_t flat) {
   std::vector<int64_t> idx(shape.size());
@@ -52,7 +36,7 @@ Comparison compare_outputs(const Kernel& k, const std::vector<Tensor>& got,
       if (c.first_mismatch.empty()) c.first_mismatch = name + ": shape or dtype differs";
       continue;
     }
-    Tol tol = tolerance_for(g.dtype);
+    Tolerance tol = tolerance_for(g.dtype);
     bool integral = !is_float(g.dtype);
     for (int64_t i = 0; i < g.numel(); ++i) {
       ++c.elements;

@@ -20,8 +20,8 @@ struct Comparison {
 };
 
 // Compare every view tensor of `k` (outputs, and inputs a kernel must leave alone) in `got`
-// against `want`, with the tolerance of each tensor's dtype. NaN matches NaN; an infinity
-// matches the same infinity.
+// against `want`, with the tolerance of each tensor's dtype (kernels/Tolerance.h). NaN
+// matches NaN; an infinity matches the same infinity.
 Comparison compare_outputs(const Kernel& k, const std::vector<Tensor>& got,
                            const std::vector<Tensor>& want);
 
