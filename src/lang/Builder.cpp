@@ -253,7 +253,6 @@ std::unique_ptr<Kernel> KernelBuilder::finish(SrcLoc loc) {
   if (blocks_.size() != 1) fail(loc, "finish() called inside a loop or branch body");
   if (!has_grid_) fail(loc, "kernel '" + kernel_->name + "' has no grid (call grid({...}))");
   remove_dead_grid_sources();
-  kernel_->create_op(*kernel_->body, OpKind::Yield, {}, {}, {}, to_loc(loc));
   auto k = std::move(kernel_);
   verify_or_throw(*k);
   return k;

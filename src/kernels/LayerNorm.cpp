@@ -1,0 +1,80 @@
+// Layer normalization of each row: y = (x - mean) / sqrt(var + eps) * w + b. One program per
+// row, three passes over column tiles: the mean, the variance around it (padding masked off,
+// since a padded 0 is not 0 away from the mean), then the output.
+#include <cmath>
+
+#include "kernels/Kernels.h"
+#include "lang/Lang.h"
+
+namespace tessera::kernels {
+
+namespace {
+
+constexpr double kEps = 1e-5;
+
+std::unique_ptr<Kernel> build(ScalarKind dt) {
+  using namespace lang;
+  KernelBuilder k("layernorm");
+  auto x = k.view("x", dt, {"M", "N"}), w = k.view("w", dt, {"N"}), b = k.view("b", dt, {"N"});
+  auto y = k.view("y", dt, {"M", "N"});
+  auto BN = k.constexpr_("BLOCK_N", {256, 512, 1024, 2048, 4096}, 1024);
+  k.grid({x.dim(0)});
+  auto row = program_id(0);
+  auto n = x.dim(1);
+  auto tiles = cdiv(n, BN);
+  auto nf = n.to(f32);
+
+  Var acc = zeros({1, BN}, f32);
+  for_range(0, tiles, 1, [&](Val j) { acc = acc + x.tile({1, BN}).load({row, j}).to(f32); });
+  auto mean = sum(acc, 1) / nf;  // tile<f32, [1]>
+
+  Var sq = zeros({1, BN}, f32);
+  for_range(0, tiles, 1, [&](Val j) {
+    auto d = x.tile({1, BN}).load({row, j}).to(f32) - mean;
+    auto in_row = expand_dims(j * BN + arange(BN) < n, 0);  // tile<i1, [1, BLOCK_N]>
+    sq = sq + where(in_row, d * d, 0.0);
+  });
+  auto inv = rsqrt(sum(sq, 1) / nf + kEps);
+
+  for_range(0, tiles, 1, [&](Val j) {
+    auto t = x.tile({1, BN}).load({row, j}).to(f32);
+    auto g = w.tile({BN}).load({j}).to(f32);
+    auto c = b.tile({BN}).load({j}).to(f32);
+    y.tile({1, BN}).store({row, j}, ((t - mean) * inv * g + c).to(dt));
+  });
+  return k.finish();
+}
+
+void reference(std::vector<KernelArg>& args, const Sizes& sizes) {
+  const Tensor &x = *args[0].tensor, &w = *args[1].tensor, &b = *args[2].tensor;
+  Tensor& y = *args[3].tensor;
+  int64_t M = sizes.at("M"), N = sizes.at("N");
+  for (int64_t i = 0; i < M; ++i) {
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < N; ++j) mean += x.get(i * N + j);
+    mean /= static_cast<double>(N);
+    for (int64_t j = 0; j < N; ++j) var += (x.get(i * N + j) - mean) * (x.get(i * N + j) - mean);
+    double inv = 1.0 / std::sqrt(var / static_cast<double>(N) + kEps);
+    for (int64_t j = 0; j < N; ++j)
+      y.set(i * N + j, (x.get(i * N + j) - mean) * inv * w.get(j) + b.get(j));
+  }
+}
+
+}  // namespace
+
+LibraryKernel layernorm() {
+  LibraryKernel k;
+  k.name = "layernorm";
+  k.summary = "y = (x - mean) / sqrt(var + 1e-5) * w + b per row, x [M, N], w and b [N]";
+  k.dtypes = float_dtypes();
+  k.default_sizes = {{"M", 1024}, {"N", 1024}};
+  k.build = build;
+  k.reference = reference;
+  k.bytes = [](const Sizes& s, ScalarKind dt) {
+    return (2.0 * s.at("M") * s.at("N") + 2.0 * s.at("N")) * scalar_bytes(dt);
+  };
+  k.flops = [](const Sizes& s, ScalarKind) { return 8.0 * s.at("M") * s.at("N"); };
+  return k;
+}
+
+}  // namespace tessera::kernels

@@ -1,0 +1,64 @@
+// c = a @ b, tiled: one program per BLOCK_M x BLOCK_N tile of c, looping over K in BLOCK_K
+// steps with an f32 accumulator (a pipelined loop). Padding reads 0, which adds nothing.
+#include "kernels/Kernels.h"
+#include "lang/Lang.h"
+
+namespace tessera::kernels {
+
+namespace {
+
+std::unique_ptr<Kernel> build(ScalarKind dt) {
+  using namespace lang;
+  KernelBuilder k("matmul");
+  auto a = k.view("a", dt, {"M", "K"}), b = k.view("b", dt, {"K", "N"});
+  auto c = k.view("c", dt, {"M", "N"});
+  auto BM = k.constexpr_("BLOCK_M", {16, 32, 64, 128}, 64);
+  auto BN = k.constexpr_("BLOCK_N", {16, 32, 64, 128}, 64);
+  auto BK = k.constexpr_("BLOCK_K", {16, 32, 64}, 32);
+  k.grid({cdiv(a.dim(0), BM), cdiv(b.dim(1), BN)});
+  auto pm = program_id(0), pn = program_id(1);
+
+  Var acc = zeros({BM, BN}, f32);
+  for_range(0, cdiv(a.dim(1), BK), 1, [&](Val kk) {
+    auto at = a.tile({BM, BK}).load({pm, kk});
+    auto bt = b.tile({BK, BN}).load({kk, pn});
+    acc = dot(at, bt, acc);
+  }, pipeline(3));
+  c.tile({BM, BN}).store({pm, pn}, acc.to(dt));
+  return k.finish();
+}
+
+void reference(std::vector<KernelArg>& args, const Sizes& sizes) {
+  const Tensor &a = *args[0].tensor, &b = *args[1].tensor;
+  Tensor& c = *args[2].tensor;
+  int64_t M = sizes.at("M"), N = sizes.at("N"), K = sizes.at("K");
+  std::vector<double> row(static_cast<size_t>(N));
+  for (int64_t i = 0; i < M; ++i) {
+    std::fill(row.begin(), row.end(), 0.0);
+    for (int64_t p = 0; p < K; ++p) {
+      double av = a.get(i * K + p);
+      for (int64_t j = 0; j < N; ++j) row[static_cast<size_t>(j)] += av * b.get(p * N + j);
+    }
+    for (int64_t j = 0; j < N; ++j) c.set(i * N + j, row[static_cast<size_t>(j)]);
+  }
+}
+
+}  // namespace
+
+LibraryKernel matmul() {
+  LibraryKernel k;
+  k.name = "matmul";
+  k.summary = "c = a @ b for a [M, K], b [K, N], f32 accumulation";
+  k.dtypes = float_dtypes();
+  k.default_sizes = {{"M", 512}, {"N", 512}, {"K", 512}};
+  k.build = build;
+  k.reference = reference;
+  k.bytes = [](const Sizes& s, ScalarKind dt) {
+    return (1.0 * s.at("M") * s.at("K") + 1.0 * s.at("K") * s.at("N") + 1.0 * s.at("M") * s.at("N")) *
+           scalar_bytes(dt);
+  };
+  k.flops = [](const Sizes& s, ScalarKind) { return 2.0 * s.at("M") * s.at("N") * s.at("K"); };
+  return k;
+}
+
+}  // namespace tessera::kernels

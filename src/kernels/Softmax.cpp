@@ -1,0 +1,66 @@
+// Row-wise softmax, numerically stable: one program per row, looping over column tiles.
+// Pass 1 keeps a running max and a running sum rescaled whenever the max grows (online
+// softmax); pass 2 writes exp(x - max) / sum. Padding reads -inf, which exp turns into 0.
+#include <cmath>
+
+#include "kernels/Kernels.h"
+#include "lang/Lang.h"
+
+namespace tessera::kernels {
+
+namespace {
+
+std::unique_ptr<Kernel> build(ScalarKind dt) {
+  using namespace lang;
+  KernelBuilder k("softmax");
+  auto x = k.view("x", dt, {"M", "N"}), y = k.view("y", dt, {"M", "N"});
+  auto BN = k.constexpr_("BLOCK_N", {256, 512, 1024, 2048, 4096}, 1024);
+  k.grid({x.dim(0)});
+  auto row = program_id(0);
+  auto tiles = cdiv(x.dim(1), BN);
+
+  Var m = full({1}, -inf, f32);  // running max of the row
+  Var s = zeros({1}, f32);       // running sum of exp(x - m)
+  for_range(0, tiles, 1, [&](Val j) {
+    auto t = x.tile({1, BN}).load({row, j}, -inf).to(f32);
+    auto m_new = maximum(m, max(t, 1));
+    s = s * exp(m - m_new) + sum(exp(t - m_new), 1);
+    m = m_new;
+  });
+  for_range(0, tiles, 1, [&](Val j) {
+    auto t = x.tile({1, BN}).load({row, j}, -inf).to(f32);
+    y.tile({1, BN}).store({row, j}, (exp(t - m) / s).to(dt));
+  });
+  return k.finish();
+}
+
+void reference(std::vector<KernelArg>& args, const Sizes& sizes) {
+  const Tensor& x = *args[0].tensor;
+  Tensor& y = *args[1].tensor;
+  int64_t M = sizes.at("M"), N = sizes.at("N");
+  for (int64_t i = 0; i < M; ++i) {
+    double mx = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < N; ++j) mx = std::max(mx, x.get(i * N + j));
+    for (int64_t j = 0; j < N; ++j) sum += std::exp(x.get(i * N + j) - mx);
+    for (int64_t j = 0; j < N; ++j) y.set(i * N + j, std::exp(x.get(i * N + j) - mx) / sum);
+  }
+}
+
+}  // namespace
+
+LibraryKernel softmax() {
+  LibraryKernel k;
+  k.name = "softmax";
+  k.summary = "row-wise numerically stable softmax of x [M, N]";
+  k.dtypes = float_dtypes();
+  k.default_sizes = {{"M", 1024}, {"N", 1024}};
+  k.build = build;
+  k.reference = reference;
+  k.bytes = [](const Sizes& s, ScalarKind dt) {
+    return 2.0 * s.at("M") * s.at("N") * scalar_bytes(dt);
+  };
+  k.flops = [](const Sizes& s, ScalarKind) { return 5.0 * s.at("M") * s.at("N"); };
+  return k;
+}
+
+}  // namespace tessera::kernels

@@ -1,0 +1,148 @@
+// Every library kernel, bound and run on the interpreter with random inputs, against its
+// reference loop: at tile multiples and ragged sizes, in f32 and bf16 (and f16 once).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "interp/Interpreter.h"
+#include "ir/Verifier.h"
+#include "kernels/Library.h"
+#include "kernels/Tolerance.h"
+#include "passes/Passes.h"
+#include "text/Text.h"
+
+namespace tessera {
+namespace {
+
+struct Case {
+  std::string kernel;
+  ScalarKind dtype;
+  Sizes sizes;
+  ConstexprConfig config;  // small tiles keep the interpreter quick and force multi-tile loops
+};
+
+std::string case_name(const Case& c) {
+  std::string s = c.kernel + "_" + std::string(scalar_name(c.dtype));
+  for (const auto& [k, v] : c.sizes) s += "_" + k + std::to_string(v);
+  for (const auto& [k, v] : c.config) s += "_" + k + std::to_string(v);
+  return s;
+}
+
+// Runs the kernel and the reference on the same random inputs; returns the number of output
+// elements outside the dtype's tolerance (and the worst error, for the failure message).
+void check(const Case& c, uint64_t seed) {
+  const LibraryKernel* lk = find_library_kernel(c.kernel);
+  ASSERT_NE(lk, nullptr) << c.kernel;
+  std::unique_ptr<Kernel> k = lk->build(c.dtype);
+  std::unique_ptr<Kernel> bound = bind_constexprs(*k, c.config);
+  verify_or_throw(*bound, VerifyOptions{true, ""});
+
+  std::vector<Tensor> got = make_random_tensors(*bound, c.sizes, seed);
+  std::vector<Tensor> want = got;
+  std::vector<Tensor> before = got;
+  auto got_args = make_args(*bound, got, c.sizes);
+  auto want_args = make_args(*bound, want, c.sizes);
+  run_interp(*bound, got_args);
+  lk->reference(want_args, c.sizes);
+
+  Tolerance tol = tolerance_for(c.dtype);
+  int64_t bad = 0, changed = 0;
+  double worst = 0;
+  std::string first;
+  for (size_t t = 0; t < got.size(); ++t) {
+    for (int64_t i = 0; i < got[t].numel(); ++i) {
+      double g = got[t].get(i), w = want[t].get(i);
+      if (w != before[t].get(i)) ++changed;
+      double err = std::fabs(g - w);
+      worst = std::max(worst, err);
+      if (!(err <= tol.atol + tol.rtol * std::fabs(w))) {
+        if (bad++ == 0)
+          first = "tensor " + std::to_string(t) + " element " + std::to_string(i) +
+                  ": got " + std::to_string(g) + " want " + std::to_string(w);
+      }
+    }
+  }
+  EXPECT_GT(changed, 0) << "the reference wrote nothing: the test could not fail";
+  EXPECT_EQ(bad, 0) << case_name(c) << ": " << first << " (max abs err " << worst << ")";
+}
+
+void PrintTo(const Case& c, std::ostream* os) { *os << case_name(c); }
+
+class LibraryKernels : public ::testing::TestWithParam<Case> {};
+
+TEST_P(LibraryKernels, MatchesReference) { check(GetParam(), 7); }
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (ScalarKind dt : {ScalarKind::F32, ScalarKind::BF16}) {
+    out.push_back({"vector_add", dt, {{"N", 4096}}, {{"BLOCK", 1024}}});
+    out.push_back({"vector_add", dt, {{"N", 3001}}, {{"BLOCK", 256}}});
+    for (const char* row_kernel : {"softmax", "layernorm", "rmsnorm"}) {
+      out.push_back({row_kernel, dt, {{"M", 8}, {"N", 1024}}, {{"BLOCK_N", 256}}});
+      out.push_back({row_kernel, dt, {{"M", 37}, {"N", 999}}, {{"BLOCK_N", 256}}});
+      out.push_back({row_kernel, dt, {{"M", 5}, {"N", 77}}, {{"BLOCK_N", 1024}}});
+    }
+    out.push_back({"matmul", dt, {{"M", 64}, {"N", 64}, {"K", 64}},
+                   {{"BLOCK_M", 32}, {"BLOCK_N", 32}, {"BLOCK_K", 16}}});
+    out.push_back({"matmul", dt, {{"M", 100}, {"N", 99}, {"K", 77}},
+                   {{"BLOCK_M", 32}, {"BLOCK_N", 32}, {"BLOCK_K", 16}}});
+  }
+  out.push_back({"softmax", ScalarKind::F16, {{"M", 7}, {"N", 300}}, {{"BLOCK_N", 256}}});
+  out.push_back({"matmul", ScalarKind::F16, {{"M", 33}, {"N", 17}, {"K", 40}},
+                 {{"BLOCK_M", 16}, {"BLOCK_N", 16}, {"BLOCK_K", 16}}});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, LibraryKernels, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return case_name(info.param); });
+
+TEST(Library, ListsTheV0Kernels) {
+  std::vector<std::string> names;
+  for (const auto& k : library()) names.push_back(k.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"vector_add", "softmax", "layernorm", "rmsnorm",
+                                             "matmul"}));
+  EXPECT_EQ(find_library_kernel("nope"), nullptr);
+}
+
+TEST(Library, EveryKernelBuildsAndVerifiesInEveryDtype) {
+  for (const auto& lk : library()) {
+    ASSERT_FALSE(lk.dtypes.empty());
+    for (ScalarKind dt : lk.dtypes) {
+      auto k = lk.build(dt);
+      EXPECT_TRUE(verify(*k).empty()) << lk.name;
+      // Defaults bind and every default size names a view dim.
+      auto bound = bind_constexprs(*k, {});
+      EXPECT_TRUE(verify(*bound, VerifyOptions{true, ""}).empty()) << lk.name;
+      EXPECT_GT(lk.bytes(lk.default_sizes, dt), 0) << lk.name;
+      EXPECT_GT(lk.flops(lk.default_sizes, dt), 0) << lk.name;
+    }
+  }
+}
+
+TEST(Library, TextRoundTrips) {
+  for (const auto& lk : library()) {
+    auto k = lk.build(lk.dtypes.front());
+    std::string text = print_kernel(*k);
+    auto m = parse_module(text, lk.name + ".tile");
+    ASSERT_EQ(m->kernels.size(), 1u);
+    EXPECT_EQ(print_kernel(*m->kernels[0]), text) << lk.name;
+  }
+}
+
+TEST(Library, MatmulLoopIsPipelined) {
+  auto k = find_library_kernel("matmul")->build(ScalarKind::BF16);
+  int pipelined = 0;
+  walk(*k, [&](Op& op) {
+    if (op.kind == OpKind::For && op.has_attr("pipeline")) pipelined += op.attr_int("pipeline") > 1;
+  });
+  EXPECT_EQ(pipelined, 1);
+}
+
+TEST(Library, ToleranceIsTighterForWiderTypes) {
+  EXPECT_LT(tolerance_for(ScalarKind::F32).rtol, tolerance_for(ScalarKind::F16).rtol);
+  EXPECT_LT(tolerance_for(ScalarKind::F16).rtol, tolerance_for(ScalarKind::BF16).rtol);
+  EXPECT_EQ(tolerance_for(ScalarKind::I32).atol, 0);
+}
+
+}  // namespace
+}  // namespace tessera
