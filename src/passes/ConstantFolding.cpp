@@ -69,6 +69,11 @@ std::optional<Attr> fold_int(OpKind kind, ScalarKind t, int64_t a, int64_t b) {
 }
 
 std::optional<Attr> fold_float(OpKind kind, ScalarKind t, double a, double b) {
+  // A constant's value is its attribute rounded to the type.
+  if (t == ScalarKind::F32) {
+    a = static_cast<double>(static_cast<float>(a));
+    b = static_cast<double>(static_cast<float>(b));
+  }
   double r;
   switch (kind) {
     case OpKind::Add: r = a + b; break;

@@ -1,0 +1,100 @@
+// Textual IR in, IR out: each tests/passes/data/*.tile file holds
+//   // run: PASS[, PASS...]          the passes to run, in order
+//   // config: NAME=VALUE ...        optional, for bind-constexprs
+//   // stats: KEY=VALUE ...          optional, statistics the passes must report
+//   <input kernel>
+//   // ----- expect
+//   <the kernel after the passes, exactly as print_kernel writes it>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "ir/Verifier.h"
+#include "passes/Passes.h"
+#include "text/Text.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kDir = fs::path(TESSERA_SOURCE_DIR) / "tests" / "passes" / "data";
+
+std::vector<std::string> case_files() {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(kDir))
+    if (e.path().extension() == ".tile") out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The words after `// KEY: ` on the line that starts with it, split on spaces and commas.
+std::vector<std::string> directive(const std::string& text, const std::string& key) {
+  std::string tag = "// " + key + ": ";
+  std::vector<std::string> out;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(tag, 0) != 0) continue;
+    std::string rest = line.substr(tag.size());
+    std::replace(rest.begin(), rest.end(), ',', ' ');
+    std::istringstream words(rest);
+    for (std::string w; words >> w;) out.push_back(w);
+  }
+  return out;
+}
+
+std::pair<std::string, int64_t> key_value(const std::string& kv) {
+  auto eq = kv.find('=');
+  return {kv.substr(0, eq), std::stoll(kv.substr(eq + 1))};
+}
+
+void run_pass(const std::string& name, Kernel& k, const ConstexprConfig& config, PassStats& stats) {
+  for (const Pass& p : pipeline_passes(config))
+    if (p.name == name) return p.run(k, stats);
+  FAIL() << "unknown pass " << name;
+}
+
+class PassFile : public testing::TestWithParam<std::string> {};
+
+TEST_P(PassFile, OutputMatches) {
+  std::ifstream in(kDir / GetParam());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  const std::string marker = "// ----- expect\n";
+  auto split = text.find(marker);
+  ASSERT_NE(split, std::string::npos) << "missing '" << marker << "'";
+  std::string input = text.substr(0, split);
+  std::string expect = text.substr(split + marker.size());
+
+  ConstexprConfig config;
+  for (const auto& kv : directive(input, "config")) config.insert(key_value(kv));
+  auto passes = directive(input, "run");
+  ASSERT_FALSE(passes.empty());
+
+  auto m = parse_module(input, GetParam());
+  ASSERT_EQ(m->kernels.size(), 1u);
+  Kernel& k = *m->kernels[0];
+  verify_or_throw(k);
+  PassStats stats;
+  for (const auto& p : passes) run_pass(p, k, config, stats);
+  EXPECT_EQ(verify(k).size(), 0u) << "the output does not verify";
+  EXPECT_EQ(print_kernel(k), expect);
+  for (const auto& kv : directive(input, "stats")) {
+    auto [key, value] = key_value(kv);
+    EXPECT_EQ(stats[key], value) << key;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Data, PassFile, testing::ValuesIn(case_files()),
+                         [](const testing::TestParamInfo<std::string>& info) {
+                           std::string n = info.param.substr(0, info.param.size() - 5);
+                           std::replace_if(n.begin(), n.end(), [](char c) { return !isalnum(c); }, '_');
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace tessera
