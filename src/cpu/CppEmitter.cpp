@@ -1078,6 +1078,8 @@ EmittedCpp Emitter::run() {
       line(stype(p->type.elem) + "* p" + js + ";  // %" + p->name);
       for (int d = 0; d < p->type.rank(); ++d)
         line("int64_t d" + js + "_" + std::to_string(d) + ", s" + js + "_" + std::to_string(d) + ";");
+    } else if (p->type.is_ptr()) {
+      line("void* p" + js + ";  // %" + p->name + " (no Lite op reads pointers)");
     } else if (p->type.is_scalar()) {
       line(ctype(p->type.elem) + " p" + js + ";  // %" + p->name);
       name_[p] = "A.p" + js;
@@ -1102,6 +1104,8 @@ EmittedCpp Emitter::run() {
       for (int d = R - 1; d >= 0; --d)
         line("A.s" + js + "_" + std::to_string(d) + " = " +
              (d == R - 1 ? std::string("1") : "A.s" + js + "_" + std::to_string(d + 1) + " * A.d" + js + "_" + std::to_string(d + 1)) + ";");
+    } else if (p->type.is_ptr()) {
+      line("A.p" + js + " = buf[" + std::to_string(nviews++) + "];");
     } else {
       std::string si = std::to_string(nscalars++);
       ScalarKind t = p->type.elem;

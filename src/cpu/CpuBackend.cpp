@@ -62,6 +62,8 @@ class CpuKernelImpl : public CpuKernel {
                                         " bytes, its shape needs " + std::to_string(need));
         bufs.push_back(t->data.data());
         dims.insert(dims.end(), t->shape.begin(), t->shape.end());
+      } else if (p->type.is_ptr()) {
+        bufs.push_back(a.tensor ? a.tensor->data.data() : nullptr);
       } else {
         if (std::holds_alternative<int64_t>(a.scalar)) {
           is.push_back(std::get<int64_t>(a.scalar));

@@ -1,0 +1,99 @@
+// Shared helpers for the cpu backend tests: a private cache directory, compiling once per
+// kernel text, and differential runs against the interpreter.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "cpu/CpuBackend.h"
+#include "interp/Interpreter.h"
+#include "kernels/Tolerance.h"
+#include "passes/Passes.h"
+#include "text/Text.h"
+
+namespace tessera::cputest {
+
+// One cache directory per test process, removed at exit.
+inline const std::string& test_cache_dir() {
+  static const std::string dir = [] {
+    std::string d = (std::filesystem::temp_directory_path() / ("tessera-cpu-test-" + std::to_string(::getpid()))).string();
+    std::filesystem::create_directories(d);
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(test_cache_dir(), ec);
+    });
+    return d;
+  }();
+  return dir;
+}
+
+inline CpuOptions test_options() {
+  CpuOptions o;
+  o.cache_dir = test_cache_dir();
+  return o;
+}
+
+// Arguments in signature order: the tensors for the views, fixed nonzero scalars.
+inline std::vector<KernelArg> args_for(const Kernel& k, std::vector<Tensor>& ts) {
+  std::vector<KernelArg> a;
+  size_t ti = 0;
+  for (const Value* p : k.params) {
+    KernelArg x;
+    if (p->type.is_view()) x.tensor = &ts.at(ti++);
+    else if (p->type.is_scalar() && is_float(p->type.elem)) x.scalar = 0.75;
+    else if (p->type.is_scalar()) x.scalar = int64_t{3};
+    a.push_back(x);
+  }
+  return a;
+}
+
+// Every symbolic view dim of `k` gets a size from `sizes`, else a ragged default.
+inline Sizes sizes_for(const Kernel& k, const Sizes& given) {
+  Sizes s = given;
+  for (const Value* p : k.params)
+    if (p->type.is_view())
+      for (const Dim& d : p->type.shape)
+        if (!d.is_static() && !s.count(d.symbol)) s[d.symbol] = 150 + static_cast<int64_t>(d.symbol.size()) * 29;
+  return s;
+}
+
+// Runs `k` on the interpreter and on the cpu backend from the same random inputs and compares
+// every tensor (exact for integers, tolerance_for() for floats). Returns the number of elements
+// compared.
+inline int64_t expect_same_as_interp(const Kernel& k, const Sizes& sizes, uint64_t seed,
+                                     std::shared_ptr<CpuKernel> compiled = nullptr) {
+  std::vector<Tensor> want = make_random_tensors(k, sizes, seed);
+  std::vector<Tensor> got = want;
+  auto wa = args_for(k, want), ga = args_for(k, got);
+  run_interp(k, wa);
+  if (!compiled) compiled = compile_cpu(k, test_options());
+  compiled->run(ga);
+  int64_t compared = 0;
+  for (size_t t = 0; t < want.size(); ++t) {
+    ScalarKind dt = want[t].dtype;
+    Tolerance tol = tolerance_for(dt);
+    int bad = 0;
+    for (int64_t i = 0; i < want[t].numel() && bad < 5; ++i, ++compared) {
+      if (is_float(dt)) {
+        double w = want[t].get(i), g = got[t].get(i);
+        bool ok = (std::isnan(w) && std::isnan(g)) || w == g || std::fabs(w - g) <= tol.atol + tol.rtol * std::fabs(w);
+        if (!ok) {
+          ++bad;
+          ADD_FAILURE() << k.name << " tensor " << t << " element " << i << ": cpu " << g << " interp " << w;
+        }
+      } else if (want[t].get_int(i) != got[t].get_int(i)) {
+        ++bad;
+        ADD_FAILURE() << k.name << " tensor " << t << " element " << i << ": cpu " << got[t].get_int(i)
+                      << " interp " << want[t].get_int(i);
+      }
+    }
+  }
+  return compared;
+}
+
+}  // namespace tessera::cputest
