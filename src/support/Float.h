@@ -23,6 +23,7 @@ double round_to_float(ScalarKind k, double v);
 // `v` wrapped (two's complement) to integer kind `k` (i1: v & 1).
 int64_t wrap_int(ScalarKind k, int64_t v);
 // A float converted to integer kind `k`: truncated toward zero, saturated to k's range, NaN -> 0.
+// For i1 it is `v != 0` (so NaN -> 1), as a cast to i1 means.
 int64_t float_to_int(ScalarKind k, double v);
 // An integer (u64 held as its bit pattern when `is_unsigned`) rounded to float kind `k` with one
 // round-to-nearest-even, also for magnitudes beyond 2^53.

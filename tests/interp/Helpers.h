@@ -8,6 +8,7 @@
 #include <string>
 
 #include "interp/Interpreter.h"
+#include "ir/Verifier.h"
 #include "passes/Passes.h"
 #include "support/Float.h"
 #include "text/Text.h"
@@ -24,6 +25,10 @@ inline Parsed parse(const std::string& text, const ConstexprConfig& cfg = {}) {
   Parsed p;
   p.module = parse_module(text, "t.tile");
   p.bound = bind_constexprs(*p.module->kernels.at(0), cfg);
+  // The programs the tests run are valid IR: the interpreter and the verifier agree.
+  VerifyOptions vo;
+  vo.require_bound = true;
+  verify_or_throw(*p.bound, vo);
   return p;
 }
 

@@ -130,7 +130,9 @@ kernel @sh(%x: view<i32, [A, B]>, %y: view<i32, [B, A]>, %z: view<i32, [2, 3]>) 
     yield %one
   }
   %c0 = const {value = 0} : i32
-  %c1 = const {value = IDX} : i32
+  %pid = program_id {axis = 0} : i32
+  %ci = const {value = IDX} : i32
+  %c1 = add %pid, %ci : i32
   %t = load_tile %x, %c0, %c0 : tile<i32, [4, 6]>
   %p = permute %t {dims = [1, 0]} : tile<i32, [6, 4]>
   store_tile %y, %p, %c0, %c0
