@@ -1,0 +1,263 @@
+// The builder produces the expected IR: printed text for whole kernels, and op kinds and types
+// for broadcasting, literal promotion, Vars in loops and branches, and locations.
+#include <gtest/gtest.h>
+
+#include "ir/Verifier.h"
+#include "lang/Lang.h"
+#include "text/Text.h"
+
+namespace tessera {
+namespace {
+
+using namespace lang;
+
+std::vector<OpKind> body_kinds(const Kernel& k) {
+  std::vector<OpKind> out;
+  for (const auto& op : k.body->ops) out.push_back(op->kind);
+  return out;
+}
+
+int count(Kernel& k, OpKind kind) {
+  int n = 0;
+  walk(k, [&](Op& op) { n += op.kind == kind; });
+  return n;
+}
+
+TEST(Builder, VectorAddPrintsExpectedIR) {
+  KernelBuilder k("add");
+  auto x = k.view("x", f32, {"N"}), y = k.view("y", f32, {"N"});
+  auto B = k.constexpr_("BLOCK", {128, 256});
+  k.grid({cdiv(x.dim(0), B)});
+  auto pid = program_id(0).named("pid");
+  auto t = x.tile({B}).load({pid});
+  y.tile({B}).store({pid}, t * 2.0 + 1);
+  auto kernel = k.finish();
+  EXPECT_EQ(print_kernel(*kernel), R"(kernel @add(%x: view<f32, [N]>, %y: view<f32, [N]>) {
+  constexpr BLOCK = 128 in [128, 256]
+  grid {
+    %0 = dim %x {axis = 0} : i32
+    %1 = param {name = "BLOCK"} : i32
+    %2 = add %0, %1 : i32
+    %3 = const {value = 1} : i32
+    %4 = sub %2, %3 : i32
+    %5 = div %4, %1 : i32
+    yield %5
+  }
+  %pid = program_id {axis = 0} : i32
+  %6 = load_tile %x, %pid : tile<f32, [BLOCK]>
+  %7 = const {value = 2.0} : f32
+  %8 = splat %7 : tile<f32, [BLOCK]>
+  %9 = mul %6, %8 : tile<f32, [BLOCK]>
+  %10 = const {value = 1.0} : f32
+  %11 = splat %10 : tile<f32, [BLOCK]>
+  %12 = add %9, %11 : tile<f32, [BLOCK]>
+  store_tile %y, %12, %pid
+}
+)");
+}
+
+TEST(Builder, OpsRecordTheUsersCallSite) {
+  KernelBuilder k("loc");
+  auto x = k.view("x", f32, {"N"});
+  k.grid({1});
+  int line = __LINE__ + 1;
+  auto t = x.tile({16}).load({0}) + 1.0;
+  x.tile({16}).store({0}, t);
+  auto kernel = k.finish();
+  for (const auto& op : kernel->body->ops) {
+    ASSERT_TRUE(op->loc.known()) << op->name();
+    EXPECT_EQ(*op->loc.file, __FILE__);
+    EXPECT_TRUE(op->loc.line == line || op->loc.line == line + 1) << op->name() << " " << op->loc.str();
+  }
+}
+
+TEST(Builder, BroadcastsNumpyStyle) {
+  KernelBuilder k("bc");
+  auto x = k.view("x", f32, {"M", "N"});
+  k.grid({1});
+  auto col = zeros({16, 1}, f32);
+  auto row = zeros({32}, f32);
+  auto s = col + row;
+  EXPECT_EQ(s.type(), Type::tile(ScalarKind::F32, {16, 32}));
+  // [16, 1] -> broadcast; [32] -> expand_dims then broadcast.
+  auto kinds = body_kinds(k.kernel());
+  std::vector<OpKind> tail(kinds.end() - 4, kinds.end());
+  EXPECT_EQ(tail, (std::vector<OpKind>{OpKind::Broadcast, OpKind::ExpandDims, OpKind::Broadcast,
+                                       OpKind::Add}));
+  x.tile({16, 32}).store({0, 0}, s);
+  k.finish();
+}
+
+TEST(Builder, LiteralsTakeTheOtherOperandsType) {
+  KernelBuilder k("lit");
+  auto x = k.view("x", bf16, {"N"});
+  k.grid({1});
+  auto i = program_id(0) * 3;  // an i32 const
+  EXPECT_EQ(i.type(), Type::scalar(ScalarKind::I32));
+  auto t = x.tile({8}).load({i}) * 0.5;  // a bf16 const, splat
+  EXPECT_EQ(t.type(), Type::tile(ScalarKind::BF16, {8}));
+  const Op* mul = t.ir()->def;
+  const Op* splat = mul->operands[1]->def;
+  ASSERT_EQ(splat->kind, OpKind::Splat);
+  EXPECT_EQ(splat->operands[0]->type, Type::scalar(ScalarKind::BF16));
+  EXPECT_EQ(splat->operands[0]->def->attr_number("value"), 0.5);
+  auto c = 1 - t;  // literal on the left
+  EXPECT_EQ(c.ir()->def->kind, OpKind::Sub);
+  x.tile({8}).store({i}, c);
+  k.finish();
+}
+
+TEST(Builder, ConstexprIsASymbolicDimAndAParam) {
+  KernelBuilder k("cx");
+  auto x = k.view("x", f32, {"N"});
+  auto B = k.constexpr_("B", {64, 128}, 128);
+  EXPECT_EQ(k.kernel().find_constexpr("B")->value, 128);
+  k.grid({1});
+  auto t = zeros({B}, f32);
+  EXPECT_EQ(t.shape(), (Shape{Dim("B")}));
+  auto v = program_id(0) * B;
+  EXPECT_EQ(v.ir()->def->operands[1]->def->kind, OpKind::Param);
+  x.tile({B}).store({v}, t);
+  EXPECT_TRUE(verify(*k.finish()).empty());
+}
+
+TEST(Builder, VarsBecomeLoopCarriedOnlyWhenAssigned) {
+  KernelBuilder k("loop");
+  auto x = k.view("x", f32, {"M", "N"});
+  k.grid({x.dim(0)});
+  Var acc = zeros({1, 16}, f32);
+  Var untouched = zeros({1, 16}, f32);
+  for_range(0, cdiv(x.dim(1), 16), 1, [&](Val j) {
+    acc = acc + x.tile({1, 16}).load({program_id(0), j}) + untouched;
+  }, pipeline(2));
+  x.tile({1, 16}).store({program_id(0), 0}, acc);
+  auto kernel = k.finish();
+  const Op* loop = nullptr;
+  for (const auto& op : kernel->body->ops)
+    if (op->kind == OpKind::For) loop = op.get();
+  ASSERT_NE(loop, nullptr);
+  EXPECT_EQ(loop->operands.size(), 4u);  // lb, ub, step, acc
+  EXPECT_EQ(loop->results.size(), 1u);
+  EXPECT_EQ(loop->region(0).args.size(), 2u);  // iv, acc
+  EXPECT_EQ(loop->attr_int("pipeline"), 2);
+  EXPECT_TRUE(verify(*kernel).empty());
+}
+
+TEST(Builder, ExplicitCarriedValues) {
+  KernelBuilder k("carry");
+  auto x = k.view("x", i32, {"N"});
+  k.grid({1});
+  auto r = for_range(0, 10, 1, {zeros({}, i32)}, [&](Val i, std::vector<Val> c) {
+    return std::vector<Val>{c[0] + i};
+  });
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].type(), Type::scalar(ScalarKind::I32));
+  x.tile({1}).store({0}, splat(r[0], {1}));
+  EXPECT_TRUE(verify(*k.finish()).empty());
+}
+
+TEST(Builder, IfAssignsVarsAndReturnsValues) {
+  KernelBuilder k("branch");
+  auto x = k.view("x", f32, {"N"});
+  k.grid({2});
+  auto pid = program_id(0);
+  Var v = zeros({4}, f32);
+  if_(eq(pid, 0), [&] { v = v + 1.0; });
+  auto w = if_(pid > 0, [&] { return v * 2.0; }, [&] { return v; });
+  x.tile({4}).store({pid}, w);
+  auto kernel = k.finish();
+  EXPECT_EQ(count(*kernel, OpKind::If), 2);
+  for (const auto& op : kernel->body->ops)
+    if (op->kind == OpKind::If) EXPECT_EQ(op->results.size(), 1u);
+  EXPECT_TRUE(verify(*kernel).empty());
+}
+
+TEST(Builder, WhileCarriesAssignedVars) {
+  KernelBuilder k("wh");
+  auto x = k.view("x", i32, {"N"});
+  k.grid({1});
+  Var i = 0;
+  Var total = 0;
+  Var fixed = 5;
+  while_([&] { return i < 10; }, [&] {
+    total = total + i * fixed;
+    i = i + 1;
+  });
+  x.tile({1}).store({0}, splat(total, {1}));
+  auto kernel = k.finish();
+  const Op* w = nullptr;
+  for (const auto& op : kernel->body->ops)
+    if (op->kind == OpKind::While) w = op.get();
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->operands.size(), 2u);  // i and total; fixed is not carried
+  EXPECT_EQ(w->region(0).args.size(), 2u);
+  EXPECT_EQ(w->region(1).args.size(), 2u);
+  EXPECT_TRUE(verify(*kernel).empty());
+}
+
+TEST(Builder, ReductionsScansAndCombiners) {
+  KernelBuilder k("red");
+  auto x = k.view("x", f32, {"M", "N"});
+  auto y = k.view("y", i32, {"M"});
+  k.grid({1});
+  auto t = x.tile({4, 8}).load({0, 0});
+  EXPECT_EQ(sum(t, 1).type(), Type::tile(ScalarKind::F32, {4}));
+  EXPECT_EQ(max(t, -1).type(), Type::tile(ScalarKind::F32, {4}));
+  EXPECT_EQ(argmax(t, 0).type(), Type::tile(ScalarKind::I32, {8}));
+  EXPECT_EQ(sum(sum(t, 0), 0).type(), Type::scalar(ScalarKind::F32));
+  auto r = reduce(t, 1, [](Val a, Val b) { return maximum(a, b); });
+  EXPECT_EQ(r.ir()->def->kind, OpKind::ReduceWith);
+  auto s = scan(t, 1, [](Val a, Val b) { return a + b; });
+  EXPECT_EQ(s.type(), t.type());
+  EXPECT_EQ(cumsum(t, 1).ir()->def->attr_string("kind"), "sum");
+  y.tile({4}).store({0}, argmin(t + s + expand_dims(r, 1), 1));
+  EXPECT_TRUE(verify(*k.finish()).empty());
+}
+
+TEST(Builder, ShapesDotAndMemoryOps) {
+  KernelBuilder k("misc");
+  auto a = k.view("a", bf16, {"M", "K"}), b = k.view("b", bf16, {"K", "N"});
+  auto c = k.view("c", f32, {"M", "N"});
+  auto idx = k.view("idx", i32, {"M"});
+  k.grid({1});
+  auto at = a.tile({16, 32}).load({0, 0});
+  auto bt = b.tile({32, 16}).load({0, 0});
+  auto d = dot(at, bt);
+  EXPECT_EQ(d.type(), Type::tile(ScalarKind::F32, {16, 16}));
+  EXPECT_EQ(at.T().type(), Type::tile(ScalarKind::BF16, {32, 16}));
+  EXPECT_EQ(reshape(at, {512}).type(), Type::tile(ScalarKind::BF16, {512}));
+  auto sub = extract_tile(d, {8, 16}, {1, 0});
+  d = insert_tile(d, sub * 2.0, {0, 0});
+  auto rows = arange(16);
+  auto g = gather(c, {expand_dims(rows, 1), expand_dims(arange(16), 0)}, rows < 10, 0.0);
+  EXPECT_EQ(g.type(), Type::tile(ScalarKind::F32, {16, 16}));
+  scatter(c, d + g, {expand_dims(rows, 1), expand_dims(arange(16), 0)});
+  auto old = atomic_add(idx, 1, {rows}, rows < 5);
+  EXPECT_EQ(old.type(), Type::tile(ScalarKind::I32, {16}));
+  atomic_cas(idx, old, old + 1, {rows});
+  auto e = where(rows < 3, exp(sin(d)), fma(d, d, 1.0));
+  c.tile({16, 16}).store({0, 0}, e.to(f32));
+  auto r = raw("twice", {rows}, {rows.type()}, {{"cpp", "out0 = in0 * 2;"}});
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].ir()->def->attr_string("cpp"), "out0 = in0 * 2;");
+  EXPECT_TRUE(verify(*k.finish()).empty());
+}
+
+TEST(Builder, BuiltKernelRoundTripsThroughText) {
+  KernelBuilder k("rt");
+  auto x = k.view("x", f32, {"M", "N"});
+  auto BN = k.constexpr_("BLOCK_N", {32, 64});
+  k.grid({x.dim(0)});
+  Var acc = zeros({1, BN}, f32);
+  for_range(0, cdiv(x.dim(1), BN), 1, [&](Val j) {
+    acc = acc + exp(x.tile({1, BN}).load({program_id(0), j}, -inf));
+  });
+  x.tile({1, BN}).store({program_id(0), 0}, acc / sum(acc, 1));
+  auto kernel = k.finish();
+  std::string text = print_kernel(*kernel);
+  auto m = parse_module(text, "rt.tile");
+  EXPECT_EQ(print_kernel(*m->kernels.at(0)), text);
+}
+
+}  // namespace
+}  // namespace tessera
