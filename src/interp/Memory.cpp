@@ -286,12 +286,11 @@ void exec_memory(Machine& m, const Op& op) {
       Lanes l = lanes(m, op, 2, v, true);
       check_lanes(op, val, l);
       std::vector<int64_t> c(v.shape.size());
-      for (int64_t j = 0; j < l.n; ++j) {  // row-major order: the last duplicate wins
-        if (!l.on(j)) continue;
-        int64_t off = l.offset(v, j, c);
-        if (off < 0) out_of_bounds(op, v, c);
-        store_elem(*v.tensor, off, val, lane_of(val, j));
-      }
+      // Check every lane first so that a failing scatter leaves the view untouched.
+      for (int64_t j = 0; j < l.n; ++j)
+        if (l.on(j) && l.offset(v, j, c) < 0) out_of_bounds(op, v, c);
+      for (int64_t j = 0; j < l.n; ++j)  // row-major order: the last duplicate wins
+        if (l.on(j)) store_elem(*v.tensor, l.offset(v, j, c), val, lane_of(val, j));
       return;
     }
     case OpKind::Atomic: atomic(m, op, v); return;
