@@ -1,0 +1,63 @@
+// The cuda backend: bound IR -> CUDA C++ (calling Tessera's small device header library in
+// src/cuda/device/) -> NVRTC (in process) -> cubin -> driver API launch.
+//
+// libnvrtc and libcuda are loaded at run time (dlopen), so one build runs with and without the
+// toolkit and with and without a GPU: without libnvrtc the backend reports itself unavailable;
+// without a device, running (not compiling) reports "no CUDA device".
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/IR.h"
+#include "runtime/Tensor.h"
+
+namespace tessera {
+
+struct CudaTarget {
+  int sm = 90;          // compute capability major*10 + minor: 80, 86, 89, 90
+  bool arch_specific = false;  // sm_90a: wgmma, setmaxnreg
+  static CudaTarget parse(const std::string& s);  // "cuda:sm_80", "sm_90a", "cuda" (= sm_90a)
+  std::string str() const;                        // "sm_90a"
+};
+
+// CUDA C++ source for a bound kernel, with the IR ops as comments.
+std::string emit_cuda(const Kernel& bound_kernel, const CudaTarget& target);
+
+struct NvrtcResult {
+  std::string ptx;
+  std::vector<char> cubin;
+  std::string log;
+  double seconds = 0;
+};
+
+// Is NVRTC loadable? (no GPU needed). `why` gets the reason when not.
+bool nvrtc_available(std::string* why = nullptr);
+// Is there a usable CUDA device? `why` gets the reason when not ("no CUDA device", no driver).
+bool cuda_device_available(std::string* why = nullptr);
+
+// Compile CUDA C++ with NVRTC for the target. Throws TesseraError with the NVRTC log; when
+// `kernel` is given, the failing generated line is mapped back to the IR op it came from.
+NvrtcResult nvrtc_compile(const std::string& source, const CudaTarget& target,
+                          const std::string& name = "kernel.cu");
+
+struct CudaOptions {
+  CudaTarget target;       // default: the device's own (sm_90 -> sm_90a)
+  std::string cache_dir;   // as the cpu backend: $TESSERA_CACHE_DIR, XDG, ~/.cache/tessera
+  bool disk_cache = true;
+};
+
+class CudaKernel {
+ public:
+  virtual ~CudaKernel() = default;
+  // Device pointers in the tensors' places: host tensors are copied in and out by run_host.
+  virtual void run_host(std::vector<KernelArg>& args) = 0;
+  double compile_seconds = 0;
+  bool from_cache = false;
+};
+
+std::shared_ptr<CudaKernel> compile_cuda(const Kernel& bound_kernel, const CudaOptions& opts = {});
+
+}  // namespace tessera
