@@ -1,0 +1,230 @@
+// Ill-typed builder programs fail at once with a TesseraError located at the user's line.
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "lang/Lang.h"
+
+namespace tessera {
+namespace {
+
+using namespace lang;
+
+// Runs `body`, which must throw a TesseraError `THIS_FILE:line:COL: error: msg` (any column).
+void expect_error(int line, const std::string& msg, const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const TesseraError& e) {
+    std::string want_prefix = std::string(__FILE__) + ":" + std::to_string(line) + ":";
+    std::string what = e.what();
+    ASSERT_EQ(what.rfind(want_prefix, 0), 0u) << what;
+    std::string rest = what.substr(want_prefix.size());
+    EXPECT_TRUE(std::regex_match(rest, std::regex("[0-9]+: error: .*"))) << what;
+    EXPECT_EQ(e.message(), msg);
+    return;
+  }
+  ADD_FAILURE() << "no error thrown; expected: " << msg;
+}
+
+// A builder with a 2-D f32 view x [M, N], a 1-D i32 view n [N] and a grid, ready for ops.
+struct Env {
+  KernelBuilder k{"err"};
+  View x = k.view("x", f32, {"M", "N"});
+  View n = k.view("n", i32, {"N"});
+  Env() { k.grid({1}); }
+};
+
+TEST(BuilderErrors, ShapesThatCannotBroadcast) {
+  Env e;
+  auto a = zeros({4, 8}, f32), b = zeros({3, 8}, f32);
+  expect_error(__LINE__ + 1, "operands of add cannot be broadcast together: tile<f32, [4, 8]> and tile<f32, [3, 8]>",
+               [&] { a + b; });
+}
+
+TEST(BuilderErrors, MixedElementTypes) {
+  Env e;
+  auto a = zeros({4}, f32), b = zeros({4}, i32);
+  expect_error(__LINE__ + 1, "operands of mul have different element types f32 and i32 (convert one with .to())",
+               [&] { a * b; });
+}
+
+TEST(BuilderErrors, FloatMathOnIntegers) {
+  Env e;
+  auto t = e.n.tile({16}).load({0});
+  expect_error(__LINE__, "exp needs float operands, got tile<i32, [16]>", [&] { exp(t); });
+}
+
+TEST(BuilderErrors, BitwiseOnFloats) {
+  Env e;
+  auto t = zeros({4}, f32);
+  expect_error(__LINE__, "and needs integer or i1 operands, got tile<f32, [4]>", [&] { t & t; });
+}
+
+TEST(BuilderErrors, FloatLiteralWithIntegerOperand) {
+  Env e;
+  auto pid = program_id(0);
+  expect_error(__LINE__ + 1, "float literal 0.5 used with an integer operand of type i32",
+               [&] { pid * 0.5; });
+}
+
+TEST(BuilderErrors, DotInnerDimsDiffer) {
+  Env e;
+  auto a = zeros({16, 32}, bf16), b = zeros({16, 8}, bf16);
+  expect_error(__LINE__, "dot: inner dims differ: a is [16, 32], b is [16, 8]", [&] { dot(a, b); });
+}
+
+TEST(BuilderErrors, DotNeedsMatrices) {
+  Env e;
+  auto a = zeros({16}, f32);
+  expect_error(__LINE__ + 1, "dot needs 2-D tiles, got tile<f32, [16]> and tile<f32, [16]>",
+               [&] { dot(a, a); });
+}
+
+TEST(BuilderErrors, DotAccumulatorType) {
+  Env e;
+  auto a = zeros({16, 16}, bf16);
+  auto acc = zeros({16, 16}, bf16);
+  expect_error(__LINE__, "dot of bf16 inputs cannot accumulate in bf16", [&] { dot(a, a, acc); });
+}
+
+TEST(BuilderErrors, LoadWithWrongNumberOfIndices) {
+  Env e;
+  expect_error(__LINE__ + 1, "load of view 'x' (rank 2) needs 2 tile indices, got 1",
+               [&] { e.x.tile({1, 16}).load({0}); });
+}
+
+TEST(BuilderErrors, TileRankDiffersFromView) {
+  Env e;
+  expect_error(__LINE__ + 1, "view 'x' has rank 2 but the tile shape [16] has rank 1",
+               [&] { e.x.tile({16}); });
+}
+
+TEST(BuilderErrors, StoreOfAnotherElementType) {
+  Env e;
+  auto t = zeros({1, 16}, bf16);
+  expect_error(__LINE__ + 1, "store of a tile<bf16, [1, 16]> into view 'x' of f32 (convert with .to())",
+               [&] { e.x.tile({1, 16}).store({0, 0}, t); });
+}
+
+TEST(BuilderErrors, StoreOfAnotherShape) {
+  Env e;
+  auto t = zeros({2, 16}, f32);
+  expect_error(__LINE__ + 1, "store of a tile<f32, [2, 16]> into tiles of shape [1, 16]",
+               [&] { e.x.tile({1, 16}).store({0, 0}, t); });
+}
+
+TEST(BuilderErrors, TileIndexMustBeI32) {
+  Env e;
+  auto f = zeros({}, f32);
+  expect_error(__LINE__ + 1, "load index must be an i32 scalar, got f32",
+               [&] { e.x.tile({1, 16}).load({0, f}); });
+}
+
+TEST(BuilderErrors, ReduceAxisOutOfRange) {
+  Env e;
+  auto t = zeros({4, 8}, f32);
+  expect_error(__LINE__, "sum: axis 2 is out of range for rank 2", [&] { sum(t, 2); });
+}
+
+TEST(BuilderErrors, WhereNeedsBoolCondition) {
+  Env e;
+  auto t = zeros({4}, f32);
+  expect_error(__LINE__, "where needs an i1 condition, got tile<f32, [4]>", [&] { where(t, t, t); });
+}
+
+TEST(BuilderErrors, ReshapeChangesElementCount) {
+  Env e;
+  auto t = zeros({4, 8}, f32);
+  expect_error(__LINE__ + 1, "reshape of tile<f32, [4, 8]> to [30] changes the number of elements",
+               [&] { reshape(t, {30}); });
+}
+
+TEST(BuilderErrors, PermuteNeedsAPermutation) {
+  Env e;
+  auto t = zeros({4, 8}, f32);
+  expect_error(__LINE__, "permute dims [0, 0] are not a permutation of 0..1", [&] { permute(t, {0, 0}); });
+}
+
+TEST(BuilderErrors, ProgramIdAxis) {
+  Env e;
+  expect_error(__LINE__, "program_id axis must be 0, 1 or 2, got 3", [&] { program_id(3); });
+}
+
+TEST(BuilderErrors, ConstexprDefaultNotACandidate) {
+  KernelBuilder k("cx");
+  expect_error(__LINE__ + 1, "constexpr 'B' default 3 is not one of its candidates",
+               [&] { k.constexpr_("B", {1, 2}, 3); });
+}
+
+TEST(BuilderErrors, DuplicateParameter) {
+  KernelBuilder k("dup");
+  k.view("x", f32, {"N"});
+  expect_error(__LINE__, "parameter 'x' is declared twice", [&] { k.scalar("x", f32); });
+}
+
+TEST(BuilderErrors, GridCannotUseProgramId) {
+  KernelBuilder k("grid");
+  auto pid = program_id(0);
+  expect_error(__LINE__ + 3,
+               "grid sizes can only use dims, constexprs, scalar parameters, constants and scalar "
+               "arithmetic, not 'program_id'",
+               [&] { k.grid({pid + 1}); });
+}
+
+TEST(BuilderErrors, FinishWithoutGrid) {
+  KernelBuilder k("nogrid");
+  expect_error(__LINE__, "kernel 'nogrid' has no grid (call grid({...}))", [&] { k.finish(); });
+}
+
+TEST(BuilderErrors, VarChangesTypeInLoop) {
+  Env e;
+  Var acc = zeros({4}, f32);
+  expect_error(__LINE__ + 1, "a Var changes type in the loop body from tile<f32, [4]> to tile<bf16, [4]> (carried values keep their type; convert with .to())",
+               [&] { for_range(0, 4, 1, [&](Val) { acc = acc.to(bf16); }); });
+}
+
+TEST(BuilderErrors, LoopValueUsedAfterTheLoop) {
+  Env e;
+  Val inside;
+  for_range(0, 4, 1, [&](Val i) { inside = i * 2; });
+  expect_error(__LINE__ + 3,
+               "value used outside the loop or branch that defines it (assign it to a Var declared "
+               "before the loop or branch to carry it out)",
+               [&] { inside + 1; });
+}
+
+TEST(BuilderErrors, ErrorInsideALoopBodyPointsAtTheBodyLine) {
+  Env e;
+  auto t = zeros({4}, f32);
+  expect_error(__LINE__ + 2, "log needs float operands, got i32", [&] {
+    for_range(0, 4, 1, [&](Val i) {
+      log(i);
+    });
+  });
+}
+
+TEST(BuilderErrors, IfConditionMustBeBool) {
+  Env e;
+  expect_error(__LINE__, "if_ needs an i1 scalar condition, got i32", [&] { if_(program_id(0), [] {}); });
+}
+
+TEST(BuilderErrors, CombinerMustReturnAScalar) {
+  Env e;
+  auto t = zeros({4, 4}, f32);
+  expect_error(__LINE__ + 1, "the combiner must return a f32 scalar, got tile<f32, [4, 4]>",
+               [&] { reduce(t, 0, [&](Val, Val) { return t; }); });
+}
+
+TEST(BuilderErrors, NoActiveBuilder) {
+  expect_error(__LINE__ + 1, "no KernelBuilder is active on this thread (create one first)",
+               [&] { program_id(0); });
+}
+
+TEST(BuilderErrors, RawWithUnknownBackend) {
+  Env e;
+  expect_error(__LINE__ + 1, "raw op 'f': unknown backend 'ptx' (use cpp or cuda)",
+               [&] { raw("f", {}, {}, {{"ptx", "nop"}}); });
+}
+
+}  // namespace
+}  // namespace tessera
