@@ -1137,6 +1137,9 @@ EmittedCpp Emitter::run() {
   line("void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np0, int32_t np1, int32_t np2) {");
   ++ind_;
   line("(void)A; (void)pid0; (void)pid1; (void)pid2; (void)np0; (void)np1; (void)np2;");
+  // Constexprs by name, for raw bodies.
+  for (const auto& c : k.constexprs)
+    line("[[maybe_unused]] constexpr int64_t " + c.name + " = INT64_C(" + std::to_string(c.value) + ");");
   emit_block(*k.body);
   --ind_;
   line("}");
