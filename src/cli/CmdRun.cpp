@@ -13,6 +13,16 @@ namespace tessera::cli {
 
 namespace {
 
+// The interpreter as the reference of a .tile file: say so when it is the reference that
+// cannot run the kernel (a raw op), or the user would think the backend failed.
+void run_reference_interp(const Kernel& k, std::vector<KernelArg>& args) {
+  try {
+    run_interp(k, args);
+  } catch (const TesseraError& e) {
+    throw TesseraError(e.loc(), e.message() + " (the interpreter is the reference of --check for a .tile file)");
+  }
+}
+
 // Run one kernel; prints its line and returns whether it passed.
 bool run_one(const KernelSource& src, const Kernel& k, const RunOptions& o) {
   Sizes sizes = resolve_sizes(k, src.lib, o.k.sizes);
@@ -44,7 +54,7 @@ bool run_one(const KernelSource& src, const Kernel& k, const RunOptions& o) {
   else if (o.backend == "interp")
     want = got;  // the interpreter is the reference: nothing to compare with itself
   else
-    run_interp(*bound, ref_args);
+    run_reference_interp(*bound, ref_args);
 
   Comparison c = compare_outputs(*bound, got, want);
   std::cout << (c.ok() ? "PASS " : "FAIL ") << what << " max_abs_err=" << fmt_num(c.max_abs_err)
