@@ -102,6 +102,10 @@ SharedObject::~SharedObject() {
 }
 
 std::shared_ptr<SharedObject> load_shared(const std::string& path) {
+  // Kernels pull in the OpenMP runtime; its worker threads outlive any one kernel, so the
+  // runtime must stay loaded when the last kernel is dlclosed.
+  static void* gomp = ::dlopen("libgomp.so.1", RTLD_NOW | RTLD_GLOBAL | RTLD_NODELETE);
+  (void)gomp;
   void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) throw TesseraError("cpu backend: cannot load '" + path + "': " + ::dlerror());
   auto so = std::make_shared<SharedObject>();
