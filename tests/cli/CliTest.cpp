@@ -307,6 +307,41 @@ TEST_F(Cli, CompileCudaIsNotInThisBuild) {
   EXPECT_THAT(r.err, StartsWith("error: --emit ptx needs a cuda target"));
 }
 
+TEST_F(Cli, CompileEmitsCppForTheCpuBackend) {
+  Result r = tessera("compile vector_add --target cpu --emit cpp");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("#include \"tessera_cpu.h\""));
+  EXPECT_THAT(r.out, HasSubstr("vector_add"));
+}
+
+TEST_F(Cli, RunVectorAddChecksOnCpu) {
+  auto [args, field] = ragged_sizes("vector_add");
+  Result r = tessera("run vector_add --backend cpu --check --dtype bf16" + args);
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  std::regex line("PASS vector_add cpu " + field + R"( max_abs_err=[0-9.e+-]+ max_rel_err=[0-9.e+-]+ dtype=bf16\n)");
+  EXPECT_TRUE(std::regex_match(r.out, line)) << r.out << r.err;
+}
+
+TEST_F(Cli, RunFileWithRawOpOnCpuHasNoReference) {
+  std::string path = write_temp("raw.tile", R"(kernel @neg(%x: view<f32, [N]>, %y: view<f32, [N]>) {
+  grid {
+    %n = dim %x {axis = 0} : i32
+    yield %n
+  }
+  %i = program_id {axis = 0} : i32
+  %t = load_tile %x, %i : tile<f32, [16]>
+  %r = raw %t {name = "negate", cpp = "for (int64_t i = 0; i < in0_numel; ++i) out0[i] = -in0[i];"} : tile<f32, [16]>
+  store_tile %y, %r, %i
+}
+)");
+  Result r = tessera("run '" + path + "' --backend cpu --size N=40");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, StartsWith("RAN neg cpu N=40 time_ms="));
+  r = tessera("run '" + path + "' --backend cpu --check --size N=40");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, path + ":8:3: error: raw op 'negate' cannot run on the interpreter (the interpreter is the reference of --check for a .tile file)\n");
+}
+
 TEST_F(Cli, BenchPrintsJson) {
   Result r = tessera("bench vector_add --backend interp --reps 2 --json" + ragged_sizes("vector_add").first);
   EXPECT_EQ(r.status, 0) << r.err;
