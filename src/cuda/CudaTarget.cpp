@@ -1,0 +1,33 @@
+// Parsing and printing CUDA targets ("cuda:sm_80", "sm_90a").
+#include <cctype>
+
+#include "cuda/CudaBackend.h"
+
+namespace tessera {
+
+CudaTarget CudaTarget::parse(const std::string& text) {
+  std::string s = text;
+  if (s.rfind("cuda:", 0) == 0) s = s.substr(5);
+  if (s == "cuda" || s.empty()) return CudaTarget{90, true};
+  auto bad = [&]() {
+    return TesseraError("unknown CUDA target '" + text +
+                        "': expected cuda, cuda:sm_XY or sm_XY[a] with XY >= 70 (e.g. sm_80, sm_90a)");
+  };
+  if (s.rfind("sm_", 0) != 0) throw bad();
+  std::string num = s.substr(3);
+  CudaTarget t;
+  if (!num.empty() && num.back() == 'a') {
+    t.arch_specific = true;
+    num.pop_back();
+  }
+  if (num.size() < 2 || num.size() > 3) throw bad();
+  for (char c : num)
+    if (!std::isdigit(static_cast<unsigned char>(c))) throw bad();
+  t.sm = std::stoi(num);
+  if (t.sm < 70) throw bad();
+  return t;
+}
+
+std::string CudaTarget::str() const { return "sm_" + std::to_string(sm) + (arch_specific ? "a" : ""); }
+
+}  // namespace tessera
