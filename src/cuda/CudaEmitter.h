@@ -1,0 +1,86 @@
+// The CUDA code generator: bound IR -> CUDA C++ source plus what the driver needs to launch it.
+//
+// Contract with the NVRTC/driver side (src/cuda/CudaBackend.cpp):
+//
+// * Device headers. The generated source includes Tessera's device library as
+//   `#include "tessera/<file>.cuh"`; the files are src/cuda/device/<file>.cuh. The backend embeds
+//   every src/cuda/device/*.cuh at build time and hands each to NVRTC as an in-memory header
+//   named "tessera/<file>.cuh". The source includes nothing else (no <cuda_bf16.h>: the library
+//   defines its own bit-level bf16/f16/f8 conversions, so NVRTC needs no include path).
+//   CudaEmission::headers lists the include names the source uses.
+//
+// * Launch. One CTA per program instance: gridDim = the grid sizes (cuda_grid_size below),
+//   blockDim = (info.block_threads, 1, 1), dynamic shared memory = info.dynamic_smem_bytes
+//   (when it exceeds 48 KiB, set CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES first).
+//   block_threads = 32 * num_warps: the kernel's constexpr `num_warps` when declared, else 4
+//   (8 when the largest tile has >= 8192 elements or the kernel has a dot with an output of
+//   >= 128x128).
+//
+// * Parameter ABI, in this order (info.params lists them):
+//     1. one device pointer per view (or ptr) parameter, in signature order;
+//     2. every symbolic view dim, as int32, in order of first appearance in the signature
+//        (static dims are compiled in; tensors are row-major and contiguous);
+//     3. every scalar parameter by value, in signature order: i1/u8 as uint8_t, i8 as int8_t,
+//        16/32/64-bit integers as their own C type, f32 and the narrow floats (f16, bf16, f8:
+//        already rounded to the type) as float, f64 as double.
+//   The kernel is `extern "C" __global__`, named info.symbol.
+//
+// * Errors. line_op[i] is the IR op whose code produced line i+1 of the source (null: none),
+//   for mapping an NVRTC error back to the user's source.
+//
+// Raw ops: the `cuda` body is inlined in a block. Operands are `in0`, `in1`, ... and results
+// `out0`, `out1`, ... (the cpu backend's names). A scalar is a variable of its compute type
+// (float for f16/bf16/f8); a tile is a flat row-major array of its compute type in shared
+// memory (`inN_numel`, `outN_numel` give sizes). Every thread of the CTA runs the body; it may
+// split work with `tsr_tid` / `tsr_nthreads` or let threads write identical values. Constexprs
+// are visible as `constexpr int64_t NAME`. A raw op without a cuda body is a TesseraError.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cuda/CudaBackend.h"
+#include "ir/IR.h"
+#include "runtime/Tensor.h"
+
+namespace tessera {
+
+// Bumped whenever the generated code changes meaning (part of the compile cache key).
+inline constexpr const char* kCudaCodegenVersion = "tessera-cuda-codegen-1";
+
+struct CudaParam {
+  enum class Kind : uint8_t { Pointer, Dim, Scalar };
+  Kind kind = Kind::Pointer;
+  ScalarKind elem = ScalarKind::F32;  // pointee (Pointer), i32 (Dim), the scalar's type (Scalar)
+  int bytes = 8;                      // size of the by-value argument
+  std::string name;                   // parameter name, or the dim symbol ("M")
+  int param_index = -1;               // index into Kernel::params (Pointer, Scalar); -1 for Dim
+};
+
+struct CudaKernelInfo {
+  std::string symbol;            // extern "C" kernel name
+  int block_threads = 128;       // blockDim.x
+  int static_smem_bytes = 0;     // __shared__ arrays declared in the kernel
+  int dynamic_smem_bytes = 0;    // extern __shared__ bytes to pass at launch
+  std::vector<CudaParam> params;
+};
+
+struct CudaEmission {
+  std::string source;
+  CudaKernelInfo info;
+  std::vector<const Op*> line_op;       // per source line
+  std::vector<std::string> headers;     // include names used, e.g. "tessera/core.cuh"
+  std::map<std::string, int64_t> stats; // e.g. "layout-conversions", "smem-bytes", "mma-dots"
+};
+
+CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& target);
+
+// The grid sizes (x, y, z; unused ones are 1) of a bound kernel for arguments `args`
+// (dims are bound from the tensors' shapes, scalars from the args). Throws TesseraError for a
+// grid op that cannot be evaluated.
+std::array<int64_t, 3> cuda_grid_size(const Kernel& bound_kernel, const std::vector<KernelArg>& args);
+
+}  // namespace tessera
