@@ -1,8 +1,10 @@
-// libFuzzer target: arbitrary bytes through the parser, the verifier and the printer.
+// libFuzzer target: arbitrary bytes through the parser, the verifier, the printer and, for
+// input that verifies, the pass pipeline.
 //
 // A TesseraError is the correct answer to bad input; anything else (another exception, a
 // crash, a sanitizer report, a hang) is a bug. For input that verifies, the printed text must
-// parse again and print identically: the printer's output is canonical by definition.
+// parse again and print identically (the printer's output is canonical by definition), and
+// the pipeline may reject a kernel only with a TesseraError.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +12,7 @@
 #include <string_view>
 
 #include "ir/Verifier.h"
+#include "passes/Passes.h"
 #include "text/Text.h"
 
 namespace {
@@ -38,6 +41,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     std::string reprinted = tessera::print_module(*again);
     if (reprinted != printed) fail("print(parse(print(m))) != print(m)", printed, reprinted);
+    for (const auto& k : m->kernels) {
+      try {
+        tessera::run_pipeline(*k, {});
+      } catch (const tessera::TesseraError&) {
+        // e.g. a constexpr default outside its candidates: reported at binding, by design.
+      }
+    }
   } catch (const tessera::TesseraError&) {
     // Rejecting malformed input with a located error is the expected outcome.
   }

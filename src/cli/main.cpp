@@ -87,6 +87,15 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bench_cmd->add_flag("--json", bench.json, "one JSON object per kernel");
 
+  // CLI11 would call a misspelt command a missing one.
+  bool known = false;
+  for (const CLI::App* sub : app.get_subcommands({})) known |= argc > 1 && sub->get_name() == argv[1];
+  if (argc > 1 && argv[1][0] != '-' && !known) {
+    std::cerr << "error: unknown command '" << argv[1]
+              << "' (commands: list, ops, check, run, compile, bench)\n";
+    return 1;
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
