@@ -16,31 +16,21 @@ namespace {
 // Free functions build into the innermost live builder of this thread.
 thread_local KernelBuilder* g_current = nullptr;
 
-struct ConstKey {
-  Block* block;
-  ScalarKind kind;
-  bool is_int;
-  int64_t bits;
-  tessera::Value* value;
-};
-// Per-builder caches live here, keyed by builder, so the header stays free of them.
-struct Caches {
-  std::vector<ConstKey> consts;
-  std::vector<std::pair<Block*, std::pair<std::string, tessera::Value*>>> params;
-};
-thread_local std::vector<std::pair<const KernelBuilder*, Caches>> g_caches;
-Caches& caches_of(const KernelBuilder* b) {
-  for (auto& [k, c] : g_caches)
-    if (k == b) return c;
-  g_caches.emplace_back(b, Caches{});
-  return g_caches.back().second;
-}
-void drop_caches(const KernelBuilder* b) {
-  std::erase_if(g_caches, [&](const auto& e) { return e.first == b; });
-}
 }  // namespace
 
-KernelBuilder::KernelBuilder(std::string name, SrcLoc loc) : kernel_(std::make_unique<Kernel>()) {
+struct KernelBuilder::Caches {
+  struct Const {
+    ScalarKind kind;
+    bool is_int;
+    int64_t bits;  // the integer, or the double's bit pattern
+    tessera::Value* value;
+  };
+  std::vector<Const> consts;
+  std::vector<std::pair<std::string, tessera::Value*>> params;
+};
+
+KernelBuilder::KernelBuilder(std::string name, SrcLoc loc)
+    : kernel_(std::make_unique<Kernel>()), caches_(std::make_unique<Caches>()) {
   kernel_->name = std::move(name);
   kernel_->loc = to_loc(loc);
   blocks_.push_back(kernel_->body.get());
@@ -50,7 +40,6 @@ KernelBuilder::KernelBuilder(std::string name, SrcLoc loc) : kernel_(std::make_u
 
 KernelBuilder::~KernelBuilder() {
   for (Var* v : vars_) v->owner_ = nullptr;
-  drop_caches(this);
   if (g_current == this) g_current = prev_;
 }
 
@@ -154,33 +143,33 @@ Val KernelBuilder::constant(ScalarKind dt, double v, const SrcLoc& loc) {
   if (is_int(dt)) return constant_int(dt, static_cast<int64_t>(v), loc);
   int64_t bits;
   std::memcpy(&bits, &v, sizeof bits);
-  auto& cache = caches_of(this).consts;
+  auto& cache = caches_->consts;
   for (const auto& c : cache)
     if (c.kind == dt && !c.is_int && c.bits == bits && visible(c.value)) return Val(c.value);
   Val r = emit(OpKind::Const, {}, Type::scalar(dt), {{"value", v}}, loc);
-  cache.push_back({&block(), dt, false, bits, r.ir()});
+  cache.push_back({dt, false, bits, r.ir()});
   return r;
 }
 
 Val KernelBuilder::constant_int(ScalarKind dt, int64_t v, const SrcLoc& loc) {
   require_open(loc);
   if (is_float(dt)) return constant(dt, static_cast<double>(v), loc);
-  auto& cache = caches_of(this).consts;
+  auto& cache = caches_->consts;
   for (const auto& c : cache)
     if (c.kind == dt && c.is_int && c.bits == v && visible(c.value)) return Val(c.value);
   Val r = emit(OpKind::Const, {}, Type::scalar(dt), {{"value", v}}, loc);
-  cache.push_back({&block(), dt, true, v, r.ir()});
+  cache.push_back({dt, true, v, r.ir()});
   return r;
 }
 
 Val KernelBuilder::param(const std::string& name, const SrcLoc& loc) {
   require_open(loc);
   if (!kernel_->find_constexpr(name)) fail(loc, "unknown constexpr '" + name + "'");
-  auto& cache = caches_of(this).params;
-  for (const auto& [b, e] : cache)
-    if (e.first == name && visible(e.second)) return Val(e.second);
+  auto& cache = caches_->params;
+  for (const auto& [n, v] : cache)
+    if (n == name && visible(v)) return Val(v);
   Val r = emit(OpKind::Param, {}, Type::scalar(ScalarKind::I32), {{"name", name}}, loc);
-  cache.push_back({&block(), {name, r.ir()}});
+  cache.emplace_back(name, r.ir());
   return r;
 }
 

@@ -261,7 +261,10 @@ class KernelBuilder {
   void require_open(const SrcLoc& loc) const;
   void remove_dead_grid_sources();
 
+  struct Caches;  // constants and params already emitted, reused while visible
+
   std::unique_ptr<Kernel> kernel_;
+  std::unique_ptr<Caches> caches_;
   std::vector<Block*> blocks_;
   std::vector<Var*> vars_;
   KernelBuilder* prev_ = nullptr;

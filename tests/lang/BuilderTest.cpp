@@ -2,7 +2,10 @@
 // for broadcasting, literal promotion, Vars in loops and branches, and locations.
 #include <gtest/gtest.h>
 
+#include "interp/Interpreter.h"
 #include "ir/Verifier.h"
+#include "passes/Passes.h"
+#include "runtime/Tensor.h"
 #include "lang/Lang.h"
 #include "text/Text.h"
 
@@ -167,8 +170,11 @@ TEST(Builder, IfAssignsVarsAndReturnsValues) {
   x.tile({4}).store({pid}, w);
   auto kernel = k.finish();
   EXPECT_EQ(count(*kernel, OpKind::If), 2);
-  for (const auto& op : kernel->body->ops)
-    if (op->kind == OpKind::If) EXPECT_EQ(op->results.size(), 1u);
+  for (const auto& op : kernel->body->ops) {
+    if (op->kind == OpKind::If) {
+      EXPECT_EQ(op->results.size(), 1u);
+    }
+  }
   EXPECT_TRUE(verify(*kernel).empty());
 }
 
@@ -257,6 +263,33 @@ TEST(Builder, BuiltKernelRoundTripsThroughText) {
   std::string text = print_kernel(*kernel);
   auto m = parse_module(text, "rt.tile");
   EXPECT_EQ(print_kernel(*m->kernels.at(0)), text);
+}
+
+// Control flow built from Vars means what the C++ reads as: run it on the interpreter.
+TEST(Builder, VarsInNestedLoopsAndBranchesRunAsWritten) {
+  KernelBuilder k("flow");
+  auto out = k.view("out", i32, {4});
+  k.grid({1});
+  Var a = 1, b = 2, total = 0, steps = 0;
+  for_range(0, 3, 1, [&](Val i) {
+    for_range(0, 4, 1, [&](Val j) { total = total + i * j; });  // sum i*j = 3 * 6 = 18
+    Var t = a;  // swap a and b each iteration: a carried value yields another's argument
+    a = b;
+    b = t;
+    if_(eq(i, 1), [&] { total = total + 100; });
+  });
+  while_([&] { return steps < 7; }, [&] { steps = steps + 1; });
+  out.tile({4}).store({0}, where(arange(4) < 1, total, where(arange(4) < 2, a,
+                                                             where(arange(4) < 3, b, steps))));
+  auto kernel = bind_constexprs(*k.finish(), {});
+  Tensor t(ScalarKind::I32, {4});
+  std::vector<KernelArg> args(1);
+  args[0].tensor = &t;
+  run_interp(*kernel, args);
+  EXPECT_EQ(t.get_int(0), 118);
+  EXPECT_EQ(t.get_int(1), 2);  // three swaps
+  EXPECT_EQ(t.get_int(2), 1);
+  EXPECT_EQ(t.get_int(3), 7);
 }
 
 }  // namespace

@@ -195,7 +195,6 @@ TEST(BuilderErrors, LoopValueUsedAfterTheLoop) {
 
 TEST(BuilderErrors, ErrorInsideALoopBodyPointsAtTheBodyLine) {
   Env e;
-  auto t = zeros({4}, f32);
   expect_error(__LINE__ + 2, "log needs float operands, got i32", [&] {
     for_range(0, 4, 1, [&](Val i) {
       log(i);
