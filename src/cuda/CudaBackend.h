@@ -42,6 +42,11 @@ bool cuda_device_available(std::string* why = nullptr);
 // `kernel` is given, the failing generated line is mapped back to the IR op it came from.
 NvrtcResult nvrtc_compile(const std::string& source, const CudaTarget& target,
                           const std::string& name = "kernel.cu");
+// The same, mapping the first error back to the IR: line_ops[i] is the op that line i+1 of
+// `source` was generated from (null for none); the error then ends with
+// "generated from: <op> at FILE:LINE:COL" and carries the op's location.
+NvrtcResult nvrtc_compile(const std::string& source, const CudaTarget& target, const std::string& name,
+                          const std::vector<const Op*>& line_ops);
 
 struct CudaOptions {
   CudaTarget target;       // default: the device's own (sm_90 -> sm_90a)
