@@ -304,6 +304,12 @@ class Parser {
     if (name.kind != Tok::Ident)
       expected(name, names.empty() ? "an op or '}'" : "an op name after '='");
     auto kind = op_from_name(name.text);
+    if (!kind && names.empty()) {
+      // Keywords out of place: say what the structure expects instead of "unknown op".
+      if (name.is_word("kernel")) fail(name, "expected '}' before 'kernel'");
+      if (name.is_word("constexpr")) fail(name, "constexpr declarations must come before 'grid'");
+      if (name.is_word("grid")) fail(name, "a kernel has one 'grid', before its ops");
+    }
     if (!kind) fail(name, "unknown op " + quote(name.text));
     const OpInfo& info = op_info(*kind);
 

@@ -190,6 +190,10 @@ TEST(Parse, InlineErrors) {
   EXPECT_EQ(error_of("  %a = const {value = -9223372036854775809} : i64\n}\n"),
             "t.tile:6:23: error: integer literal '-9223372036854775809' is out of range");
   EXPECT_EQ(error_of("  %a = const {value = -9223372036854775808} : i64\n}\n"), "");
+  EXPECT_EQ(error_of("  %a = const {value = 1} : i32\nkernel @j() {\n  grid {\n  }\n}\n"),
+            "t.tile:7:1: error: expected '}' before 'kernel'");
+  EXPECT_EQ(error_of("  constexpr B = 4\n}\n"),
+            "t.tile:6:3: error: constexpr declarations must come before 'grid'");
 }
 
 TEST(Parse, NestingUpToTheLimitParsesAndBeyondIsAnError) {
