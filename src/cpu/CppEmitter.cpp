@@ -156,9 +156,29 @@ class Emitter {
     lines_.push_back(std::string(static_cast<size_t>(ind_) * 2, ' ') + s);
     line_op_.push_back(cur_);
   }
+  // Unnamed values are numbered in order of appearance, as the text printer does.
+  std::unordered_map<const Value*, std::string> ir_name_;
+  std::unordered_map<const Op*, std::string> op_texts_;
+  std::string ir_name(const Value* v) {
+    if (!v) return "%?";
+    auto it = ir_name_.find(v);
+    if (it != ir_name_.end()) return it->second;
+    std::string n = v->name.empty() ? "%" + std::to_string(ir_name_.size()) : "%" + v->name;
+    return ir_name_[v] = n;
+  }
+  std::string text_of(const Op& op) const {
+    auto it = op_texts_.find(&op);
+    return it != op_texts_.end() ? it->second : op_text(op);
+  }
+  void comment(const Op& op) {
+    for (const Value* v : op.operands) ir_name(v);
+    std::string t = op_text(op, [this](const Value* v) { return ir_name(v); });
+    op_texts_[&op] = t;
+    line("// " + t);
+  }
   std::string fresh(const std::string& prefix) { return prefix + std::to_string(counter_++); }
   [[noreturn]] void fail(const Op& op, const std::string& msg) const {
-    throw TesseraError(op.loc, "cpu backend: " + msg + " (in `" + op_text(op) + "`)");
+    throw TesseraError(op.loc, "cpu backend: " + msg + " (in `" + text_of(op) + "`)");
   }
 
   const std::string& nm(const Value* v) const {
@@ -199,7 +219,11 @@ class Emitter {
     }
     return n;
   }
+  // Splats and broadcasts of a single element: elementwise consumers read the element itself,
+  // so the materialized array is usually dead and the compiler drops it.
+  std::unordered_map<const Value*, std::string> uniform_;
   std::string elem(const Value* v, const std::string& i) const {
+    if (auto it = uniform_.find(v); it != uniform_.end()) return it->second;
     return v->type.is_tile() ? nm(v) + "[" + i + "]" : nm(v);
   }
   void copy_value(const Value* dst_v, const std::string& dst, const Value* src) {
@@ -285,7 +309,7 @@ void Emitter::emit_block(const Block& b) {
 void Emitter::emit_op(const Op& op) {
   const Op* saved = cur_;
   cur_ = &op;
-  line("// " + op_text(op));
+  comment(op);
   switch (op.info().cls) {
     case OpClass::Constant: {
       const Value* r = op.result();
@@ -325,6 +349,7 @@ void Emitter::emit_op(const Op& op) {
         elementwise(op, [&](const std::vector<std::string>&) { return "int32_t(" + std::to_string(start) + " + " + ew_i_ + ")"; });
       } else {
         elementwise(op, [](const std::vector<std::string>& a) { return a[0]; });
+        if (op.result()->type.is_tile()) uniform_[op.result()] = nm(op.operand(0));
       }
       break;
     }
@@ -670,6 +695,7 @@ void Emitter::emit_shape(const Op& op) {
       if (src->type.is_tile() && res->type.is_tile()) {
         if (numel(src) != numel(res)) fail(op, "element counts differ");
         name_[res] = nm(src);
+        if (auto it = uniform_.find(src); it != uniform_.end()) uniform_[res] = it->second;
       } else if (res->type.is_tile()) {
         std::string n = declare(op, res);
         line(n + "[0] = " + nm(src) + ";");
@@ -680,6 +706,14 @@ void Emitter::emit_shape(const Op& op) {
     case OpKind::Broadcast: {
       if (!src->type.is_tile()) {
         elementwise(op, [](const std::vector<std::string>& a) { return a[0]; });
+        uniform_[res] = nm(src);
+        return;
+      }
+      if (numel(src) == 1) {
+        std::string n = declare(op, res);
+        std::string one = elem(src, "0");
+        line("for (int64_t i_ = 0; i_ < " + std::to_string(numel(res)) + "; ++i_) " + n + "[i_] = " + one + ";");
+        uniform_[res] = one;
         return;
       }
       std::vector<int64_t> R = shape_of(op, res), Sx = shape_of(op, src);
@@ -849,7 +883,29 @@ void Emitter::emit_reduce(const Op& op) {
     fail(op, "unknown reduce kind '" + kind + "'");
   }
   auto fin = [&](const std::string& e) { return f ? fround(t, e) : (t == ScalarKind::I1 ? "uint8_t((" + e + ") & 1)" : e); };
-  if (inner == 1 && len % 16 == 0 && len >= 32) {
+  if (inner == 1 && f && len >= 16) {
+    // Contiguous float rows: an OpenMP simd reduction (reassociation is allowed for floats);
+    // max/min track NaN separately because the simd max/min ignore it.
+    std::string red = kind == "sum" ? "+" : kind == "prod" ? "*" : kind;
+    line("for (int64_t o_ = 0; o_ < " + O + "; ++o_) {");
+    ++ind_;
+    line(C + " acc_ = " + init + ";");
+    line("int nan_ = 0;");
+    bool mm = kind == "max" || kind == "min";
+    line(std::string("#pragma omp simd reduction(") + red + ":acc_)" + (mm ? " reduction(|:nan_)" : ""));
+    line("for (int64_t l_ = 0; l_ < " + L + "; ++l_) {");
+    line("  const " + C + " x_ = " + xs + "[o_ * " + L + " + l_];");
+    if (kind == "sum") line("  acc_ += x_;");
+    else if (kind == "prod") line("  acc_ *= x_;");
+    else {
+      line("  acc_ = x_ " + std::string(kind == "max" ? ">" : "<") + " acc_ ? x_ : acc_;");
+      line("  nan_ |= (x_ != x_);");
+    }
+    line("}");
+    line(out("o_", "0") + " = nan_ ? " + C + "(NAN) : " + fin("acc_") + ";");
+    --ind_;
+    line("}");
+  } else if (inner == 1 && len % 16 == 0 && len >= 32) {
     // Contiguous rows: 16 independent lanes vectorize; combined at the end.
     line("for (int64_t o_ = 0; o_ < " + O + "; ++o_) {");
     ++ind_;
@@ -977,7 +1033,7 @@ void Emitter::emit_for(const Op& op) {
   emit_block(body);
   const Op* y = terminator(body, op);
   cur_ = y;
-  line("// " + op_text(*y));
+  comment(*y);
   assign_carried(*y, vals, carried);
   cur_ = &op;
   --ind_;
@@ -995,7 +1051,7 @@ void Emitter::emit_if(const Op& op) {
     const Op* y = terminator(b, op);
     if (y->operands.size() != res.size()) fail(op, "yield must pass one value per result");
     cur_ = y;
-    line("// " + op_text(*y));
+    comment(*y);
     for (size_t j = 0; j < res.size(); ++j) copy_value(op.result(j), res[j], y->operand(j));
     cur_ = &op;
     --ind_;
@@ -1024,12 +1080,12 @@ void Emitter::emit_while(const Op& op) {
   const Op* cy = terminator(cond, op);
   if (cy->operands.size() != 1) fail(op, "the condition region yields one i1");
   cur_ = cy;
-  line("// " + op_text(*cy));
+  comment(*cy);
   line("if (!" + nm(cy->operand(0)) + ") break;");
   emit_block(body);
   const Op* y = terminator(body, op);
   cur_ = y;
-  line("// " + op_text(*y));
+  comment(*y);
   assign_carried(*y, vals, carried);
   cur_ = &op;
   --ind_;
@@ -1067,6 +1123,7 @@ EmittedCpp Emitter::run() {
   line("namespace {");
   line("");
   // Arguments: view pointers with dims and row-major strides, scalar values.
+  for (const Value* p : k.params) ir_name(p);
   line("struct Args {");
   ++ind_;
   int nviews = 0, nscalars = 0;
@@ -1126,7 +1183,7 @@ EmittedCpp Emitter::run() {
   if (!gy || gy->operands.empty() || gy->operands.size() > 3)
     throw TesseraError(k.loc, "cpu backend: the grid must yield 1 to 3 sizes");
   cur_ = gy;
-  line("// " + op_text(*gy));
+  comment(*gy);
   for (size_t i = 0; i < gy->operands.size(); ++i) line("g[" + std::to_string(i) + "] = int32_t(" + nm(gy->operand(i)) + ");");
   cur_ = nullptr;
   line("(void)A;");
@@ -1169,19 +1226,20 @@ EmittedCpp Emitter::run() {
     out.source += '\n';
   }
   out.line_op = std::move(line_op_);
+  out.op_texts = std::move(op_texts_);
   return out;
-}
-
-// Names of values for comments/errors: the value's own name, or its address-free position.
-std::string vname(const Value* v) {
-  if (!v) return "%?";
-  if (!v->name.empty()) return "%" + v->name;
-  return "%" + std::to_string(v->def ? v->index : v->index);
 }
 
 }  // namespace
 
-std::string op_text(const Op& op) {
+// Names of values without an emitter's numbering: the value's own name, or "%?".
+std::string vname(const Value* v) {
+  if (!v || v->name.empty()) return "%?";
+  return "%" + v->name;
+}
+
+std::string op_text(const Op& op, const std::function<std::string(const Value*)>& namer) {
+  auto vname = [&](const Value* v) { return namer ? namer(v) : cpu::vname(v); };
   std::string s;
   for (size_t i = 0; i < op.results.size(); ++i) s += (i ? ", " : "") + vname(op.results[i]);
   if (!op.results.empty()) s += " = ";

@@ -103,7 +103,8 @@ class CpuKernelImpl : public CpuKernel {
     if (shown++ < 25) msg += l + "\n";
   }
   if (op) {
-    msg += "generated from: " + op_text(*op) + " at " + op->loc.str();
+    auto t = src.op_texts.find(op);
+    msg += "generated from: " + (t != src.op_texts.end() ? t->second : op_text(*op)) + " at " + op->loc.str();
     throw TesseraError(op->loc, msg);
   }
   throw TesseraError(msg);

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <unordered_map>
 #include <memory>
 #include <string_view>
 #include <string>
@@ -21,6 +23,7 @@ struct EmittedCpp {
   std::string source;
   // line_op[i] is the IR op whose code line i+1 of `source` belongs to (null: none).
   std::vector<const Op*> line_op;
+  std::unordered_map<const Op*, std::string> op_texts;  // as written in the comments
 };
 
 // Generated code ABI (entry points of the shared object):
@@ -35,7 +38,8 @@ using RunFn = int (*)(void**, const int64_t*, const int64_t*, const double*, int
 EmittedCpp emit_cpp_detailed(const Kernel& k);
 
 // One op written on one line in the style of the text format (for comments and errors).
-std::string op_text(const Op& op);
+// `namer` names values (default: their own name, else their position).
+std::string op_text(const Op& op, const std::function<std::string(const Value*)>& namer = {});
 
 }  // namespace tessera::cpu
 
