@@ -52,6 +52,9 @@ struct CudaOptions {
   CudaTarget target;       // default: the device's own (sm_90 -> sm_90a)
   std::string cache_dir;   // as the cpu backend: $TESSERA_CACHE_DIR, XDG, ~/.cache/tessera
   bool disk_cache = true;
+  // When true and a device is present, `target` is replaced by the device's own architecture
+  // (sm_90 -> sm_90a). Set false to compile for `target` exactly (cross-compiling, tests).
+  bool target_from_device = true;
 };
 
 class CudaKernel {
@@ -59,10 +62,27 @@ class CudaKernel {
   virtual ~CudaKernel() = default;
   // Device pointers in the tensors' places: host tensors are copied in and out by run_host.
   virtual void run_host(std::vector<KernelArg>& args) = 0;
-  double compile_seconds = 0;
+  // Launch on device memory, asynchronously on `stream` (a CUstream; null: the default
+  // stream), with no copies and no synchronisation. `args` give the shapes (their tensors need
+  // no data) and the scalars; device_ptrs[i] is the device address for parameter i (ignored
+  // for scalar parameters).
+  virtual void launch(const std::vector<KernelArg>& args, const std::vector<uint64_t>& device_ptrs,
+                      void* stream = nullptr) = 0;
+  virtual const std::vector<char>& cubin() const = 0;
+  virtual const std::string& source() const = 0;  // the generated CUDA C++
+  CudaTarget target;           // what it was compiled for
+  double compile_seconds = 0;  // NVRTC time; 0 when it came from a cache
   bool from_cache = false;
+  bool from_memory_cache = false;
 };
 
+// Compile (or fetch from the memory or disk cache) a bound kernel. Needs NVRTC, not a device:
+// the cubin is loaded into the device at the first launch.
 std::shared_ptr<CudaKernel> compile_cuda(const Kernel& bound_kernel, const CudaOptions& opts = {});
+
+// Forget the in-memory cache (as a new process would); the disk cache is untouched.
+void clear_cuda_memory_cache();
+// The disk cache directory `opts` resolves to.
+std::string cuda_cache_dir(const CudaOptions& opts = {});
 
 }  // namespace tessera

@@ -1,6 +1,6 @@
 // Tessera's CUDA device headers (src/cuda/device/*.cuh), embedded in the binary at build time
 // by src/cuda/embed_headers.cmake so that NVRTC never reads files at run time. Each header is
-// registered with NVRTC under its file name: generated code writes `#include "NAME.cuh"`.
+// registered with NVRTC as "tessera/NAME.cuh", the name generated code includes.
 #pragma once
 
 #include <cstddef>
@@ -8,7 +8,7 @@
 namespace tessera::cuda {
 
 struct EmbeddedHeader {
-  const char* name;  // "tile.cuh"
+  const char* name;  // "tessera/core.cuh"
   const char* text;
 };
 

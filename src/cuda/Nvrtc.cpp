@@ -3,7 +3,6 @@
 // Like the driver, nvrtc.h is not included; the few prototypes are declared here. The device
 // headers come from memory (DeviceHeaders.h), so a compile touches no files.
 #include <dlfcn.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -36,7 +35,6 @@ struct Nvrtc {
   nvrtcResult (*GetProgramLog)(nvrtcProgram, char*);
   int major = 0, minor = 0;
   std::string path;          // the library that was loaded
-  std::string include_dir;   // the toolkit's include/ next to it, when present (cuda_bf16.h, ...)
 };
 
 struct LoadedNvrtc {
@@ -44,10 +42,6 @@ struct LoadedNvrtc {
   bool ok = false;
   std::string why;
 };
-
-bool is_dir(const std::string& p) {
-  return !p.empty() && ::access(p.c_str(), R_OK | X_OK) == 0;
-}
 
 LoadedNvrtc load_nvrtc() {
   LoadedNvrtc L;
@@ -99,26 +93,8 @@ LoadedNvrtc load_nvrtc() {
   sym(n.GetProgramLog, "nvrtcGetProgramLog");
   if (!ok) return L;
   n.Version(&n.major, &n.minor);
-  // Where the library lives tells where its toolkit's headers are (cuda_fp16.h, cuda_bf16.h),
-  // for device headers that include them.
   Dl_info info{};
-  if (::dladdr(reinterpret_cast<void*>(n.Version), &info) && info.dli_fname) {
-    n.path = info.dli_fname;
-    std::string dir = n.path.substr(0, n.path.rfind('/'));
-    std::string up = dir.substr(0, dir.rfind('/'));
-    for (const std::string& c : {up + "/include", up + "/targets/x86_64-linux/include"})
-      if (is_dir(c) && ::access((c + "/cuda_fp16.h").c_str(), R_OK) == 0) {
-        n.include_dir = c;
-        break;
-      }
-  }
-  if (n.include_dir.empty()) {
-    for (const auto& r : roots)
-      if (::access((r + "/include/cuda_fp16.h").c_str(), R_OK) == 0) {
-        n.include_dir = r + "/include";
-        break;
-      }
-  }
+  if (::dladdr(reinterpret_cast<void*>(n.Version), &info) && info.dli_fname) n.path = info.dli_fname;
   L.ok = true;
   return L;
 }
@@ -160,13 +136,10 @@ std::string nvrtc_version_string() {
 }
 
 std::vector<std::string> nvrtc_options(const CudaTarget& target) {
-  std::vector<std::string> o = {"--gpu-architecture=" + target.str(), "-std=c++17", "-default-device",
-                                // Tessera's headers are the only ones the generated code needs; the
-                                // toolkit's are for cuda_bf16.h and friends when a header wants them.
-                                "-DTESSERA_NVRTC=1"};
-  const Nvrtc& n = need_nvrtc();
-  if (!n.include_dir.empty()) o.push_back("--include-path=" + n.include_dir);
-  return o;
+  // No include path: the generated code includes only Tessera's embedded headers, which is what
+  // keeps a compile independent of where (or whether) the toolkit's headers are installed.
+  // No --use_fast_math: IEEE by default; the headers pick fast exp2/rsqrt where that is meant.
+  return {"--gpu-architecture=" + target.str(), "-std=c++17", "-default-device"};
 }
 
 std::string op_summary(const Op& op) {

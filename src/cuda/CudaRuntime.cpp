@@ -1,0 +1,291 @@
+// compile_cuda and launching: emit -> (memory cache, disk cache, NVRTC) -> cubin -> module
+// loaded into the device at the first launch -> cuLaunchKernel.
+//
+// The launch follows the emitter's contract in CudaEmitter.h: one CTA per program instance,
+// blockDim = info.block_threads, dynamic shared memory = info.dynamic_smem_bytes, and the
+// parameters in info.params order (device pointers, then the symbolic view dims as int32, then
+// the scalars by value). Every driver call is checked and named in the error.
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+#include "cuda/CudaBackend.h"
+#include "cuda/CudaEmitter.h"
+#include "cuda/Driver.h"
+#include "cuda/RuntimeInternal.h"
+#include "cuda/DeviceHeaders.h"
+#include "runtime/DiskCache.h"
+#include "support/Float.h"
+
+namespace tessera {
+
+namespace {
+
+using namespace cuda;
+
+// Default dynamic shared memory a kernel may use without opting in (all architectures).
+constexpr int kSmemWithoutOptin = 48 * 1024;
+
+// A compiled cubin and, once launched, its module in the device.
+struct Compiled {
+  std::vector<char> cubin;
+  std::mutex mu;
+  CUmodule module = nullptr;
+  CUfunction fn = nullptr;
+  int max_threads = 0;
+  int static_smem = 0;
+};
+
+std::mutex g_mu;
+std::unordered_map<std::string, std::shared_ptr<Compiled>> g_memory;
+
+std::string kname(const Kernel& k) { return "@" + k.name; }
+
+// Serialize one scalar argument as the emitter's ABI wants it into an 8-byte slot.
+void put_scalar(uint64_t& slot, ScalarKind t, const KernelArg& a) {
+  slot = 0;
+  bool is_i = std::holds_alternative<int64_t>(a.scalar);
+  int64_t iv = is_i ? std::get<int64_t>(a.scalar) : static_cast<int64_t>(std::get<double>(a.scalar));
+  double dv = is_i ? static_cast<double>(std::get<int64_t>(a.scalar)) : std::get<double>(a.scalar);
+  auto put = [&](auto v) { std::memcpy(&slot, &v, sizeof v); };
+  switch (t) {
+    case ScalarKind::I1: put(static_cast<uint8_t>(iv != 0 || (!is_i && dv != 0))); break;
+    case ScalarKind::U8: put(static_cast<uint8_t>(wrap_int(t, iv))); break;
+    case ScalarKind::I8: put(static_cast<int8_t>(wrap_int(t, iv))); break;
+    case ScalarKind::I16: put(static_cast<int16_t>(wrap_int(t, iv))); break;
+    case ScalarKind::U16: put(static_cast<uint16_t>(wrap_int(t, iv))); break;
+    case ScalarKind::I32: put(static_cast<int32_t>(wrap_int(t, iv))); break;
+    case ScalarKind::U32: put(static_cast<uint32_t>(wrap_int(t, iv))); break;
+    case ScalarKind::I64: put(static_cast<int64_t>(iv)); break;
+    case ScalarKind::U64: put(static_cast<uint64_t>(iv)); break;
+    case ScalarKind::F64: put(dv); break;
+    default: put(static_cast<float>(round_to_float(t, dv))); break;  // f32 and the narrow floats
+  }
+}
+
+class CudaKernelImpl : public CudaKernel {
+ public:
+  CudaKernelImpl(std::shared_ptr<Compiled> c, const Kernel& k, CudaEmission em)
+      : c_(std::move(c)), k_(k.clone()), em_(std::move(em)) {}
+
+  const std::vector<char>& cubin() const override { return c_->cubin; }
+  const std::string& source() const override { return em_.source; }
+
+  void launch(const std::vector<KernelArg>& args, const std::vector<uint64_t>& ptrs, void* stream) override {
+    const Kernel& k = *k_;
+    Sizes sizes = bind_dims(k, args);
+    if (ptrs.size() < k.params.size())
+      throw TesseraError(k.loc, "kernel " + kname(k) + ": " + std::to_string(k.params.size()) +
+                                    " device pointers needed, got " + std::to_string(ptrs.size()));
+    std::array<int64_t, 3> grid = cuda_grid_size(k, args);
+    const DeviceInfo& dev = device();
+    for (int i = 0; i < 3; ++i) {
+      if (grid[i] < 0 || grid[i] > dev.max_grid[i])
+        throw TesseraError(k.loc, "kernel " + kname(k) + ": grid size " + std::to_string(grid[i]) + " in " +
+                                      "xyz"[i] + " is outside [0, " + std::to_string(dev.max_grid[i]) +
+                                      "] on " + dev.name);
+    }
+    if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) return;  // nothing to run
+    ensure_loaded(dev);
+
+    const CudaKernelInfo& info = em_.info;
+    std::vector<uint64_t> slots(info.params.size());
+    std::vector<void*> params(info.params.size());
+    for (size_t i = 0; i < info.params.size(); ++i) {
+      const CudaParam& p = info.params[i];
+      switch (p.kind) {
+        case CudaParam::Kind::Pointer: slots[i] = ptrs.at(p.param_index); break;
+        case CudaParam::Kind::Dim: {
+          auto it = sizes.find(p.name);
+          if (it == sizes.end())
+            throw TesseraError(k.loc, "kernel " + kname(k) + ": no argument binds dim '" + p.name + "'");
+          int32_t v = static_cast<int32_t>(it->second);  // bind_dims checked it is below 2^31
+          std::memcpy(&slots[i], &v, sizeof v);
+          break;
+        }
+        case CudaParam::Kind::Scalar: put_scalar(slots[i], p.elem, args.at(p.param_index)); break;
+      }
+      params[i] = &slots[i];
+    }
+    const Driver& d = *driver();
+    CUresult r = d.cuLaunchKernel(c_->fn, static_cast<unsigned>(grid[0]), static_cast<unsigned>(grid[1]),
+                                  static_cast<unsigned>(grid[2]), static_cast<unsigned>(info.block_threads), 1, 1,
+                                  static_cast<unsigned>(info.dynamic_smem_bytes), static_cast<CUstream>(stream),
+                                  params.data(), nullptr);
+    if (r != CUDA_SUCCESS)
+      throw TesseraError(k.loc, "cuda: " + error_text(r, "cuLaunchKernel") + " for kernel " + kname(k) +
+                                    " (grid " + std::to_string(grid[0]) + "x" + std::to_string(grid[1]) + "x" +
+                                    std::to_string(grid[2]) + ", block " + std::to_string(info.block_threads) +
+                                    ", dynamic shared memory " + std::to_string(info.dynamic_smem_bytes) + " bytes)");
+  }
+
+  void run_host(std::vector<KernelArg>& args) override {
+    const Kernel& k = *k_;
+    bind_dims(k, args);
+    device();
+    // One device buffer per distinct host tensor, so aliased arguments stay aliased.
+    std::map<Tensor*, DeviceBuffer> bufs;
+    std::vector<uint64_t> ptrs(k.params.size(), 0);
+    for (size_t j = 0; j < k.params.size(); ++j) {
+      Tensor* t = args[j].tensor;
+      if (!t || !(k.params[j]->type.is_view() || k.params[j]->type.is_ptr())) continue;
+      size_t need = static_cast<size_t>(t->numel()) * scalar_bytes(t->dtype);
+      if (t->data.size() < need)
+        throw TesseraError(k.loc, "tensor for %" + k.params[j]->name + " holds " + std::to_string(t->data.size()) +
+                                      " bytes, its shape needs " + std::to_string(need));
+      auto it = bufs.find(t);
+      if (it == bufs.end()) {
+        it = bufs.emplace(t, DeviceBuffer(t->data.size())).first;
+        it->second.upload(t->data.data(), t->data.size());
+      }
+      ptrs[j] = it->second.get();
+    }
+    launch(args, ptrs, nullptr);
+    CUresult r = driver()->cuCtxSynchronize();
+    if (r != CUDA_SUCCESS)
+      throw TesseraError(k.loc, "cuda: " + error_text(r, "cuCtxSynchronize") + " after running kernel " + kname(k));
+    for (auto& [t, b] : bufs) b.download(t->data.data(), t->data.size());
+  }
+
+ private:
+  // Load the module at the first launch; check the launch limits once against the device.
+  void ensure_loaded(const DeviceInfo& dev) {
+    Compiled& c = *c_;
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (c.fn) return;
+    const Kernel& k = *k_;
+    const Driver& d = *driver();
+    CUmodule mod = nullptr;
+    CUresult r = d.cuModuleLoadData(&mod, c.cubin.data());
+    if (r != CUDA_SUCCESS)
+      throw TesseraError(k.loc, "cuda: " + error_text(r, "cuModuleLoadData") + " for kernel " + kname(k) +
+                                    " compiled for " + target.str() + " on " + dev.name + " (sm_" +
+                                    std::to_string(dev.sm) + ")");
+    CUfunction fn = nullptr;
+    r = d.cuModuleGetFunction(&fn, mod, em_.info.symbol.c_str());
+    if (r != CUDA_SUCCESS) {
+      d.cuModuleUnload(mod);
+      throw TesseraError(k.loc, "cuda: " + error_text(r, "cuModuleGetFunction") + " for '" + em_.info.symbol + "'");
+    }
+    int max_threads = 0, static_smem = 0;
+    check(d.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn), "cuFuncGetAttribute");
+    check(d.cuFuncGetAttribute(&static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn), "cuFuncGetAttribute");
+    int dyn = em_.info.dynamic_smem_bytes;
+    auto fail = [&](const std::string& msg) {
+      d.cuModuleUnload(mod);
+      throw TesseraError(k.loc, "kernel " + kname(k) + " " + msg);
+    };
+    if (em_.info.block_threads > max_threads)
+      fail("needs " + std::to_string(em_.info.block_threads) + " threads per block, but its register use allows " +
+           std::to_string(max_threads) + " on " + dev.name + "; use fewer warps (num_warps) or smaller tiles");
+    if (static_cast<int64_t>(static_smem) + dyn > dev.smem_per_block_optin)
+      fail("needs " + std::to_string(static_smem + dyn) + " bytes of shared memory per block (" +
+           std::to_string(static_smem) + " static + " + std::to_string(dyn) + " dynamic), but " + dev.name +
+           " allows at most " + std::to_string(dev.smem_per_block_optin) + "; use smaller tiles or fewer stages");
+    if (dyn > kSmemWithoutOptin) {
+      r = d.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dyn);
+      if (r != CUDA_SUCCESS) fail("cannot get " + std::to_string(dyn) + " bytes of dynamic shared memory: " +
+                                  error_text(r, "cuFuncSetAttribute"));
+    }
+    c.module = mod;
+    c.max_threads = max_threads;
+    c.static_smem = static_smem;
+    c.fn = fn;
+  }
+
+  std::shared_ptr<Compiled> c_;
+  std::unique_ptr<Kernel> k_;
+  CudaEmission em_;
+};
+
+CudaTarget resolve_target(const CudaOptions& o) {
+  if (!o.target_from_device || !cuda_device_available()) return o.target;
+  const DeviceInfo& dev = device();
+  // The arch-specific variant unlocks wgmma/setmaxnreg on Hopper; it only runs on that exact
+  // architecture, which is the device we are on.
+  return CudaTarget{dev.sm, dev.sm == 90};
+}
+
+}  // namespace
+
+bool cuda_device_available(std::string* why) {
+  std::string reason;
+  if (!driver(&reason)) {
+    if (why) *why = reason;
+    return false;
+  }
+  try {
+    device();
+  } catch (const TesseraError& e) {
+    if (why) *why = e.message();
+    return false;
+  }
+  return true;
+}
+
+std::string cuda_cache_dir(const CudaOptions& o) { return default_cache_dir(o.cache_dir); }
+
+void clear_cuda_memory_cache() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_memory.clear();
+}
+
+std::shared_ptr<CudaKernel> compile_cuda(const Kernel& k, const CudaOptions& opts) {
+  CudaTarget target = resolve_target(opts);
+  std::string why;
+  if (!nvrtc_available(&why)) throw TesseraError(k.loc, "cuda: " + why);
+  CudaEmission em = emit_cuda_with_info(k, target);
+
+  // Everything the cubin depends on: codegen, compiler, options, headers, source.
+  std::string keyin = std::string(kCudaCodegenVersion) + "\n" + nvrtc_version_string() + "\n" + target.str() + "\n";
+  for (const auto& o : nvrtc_options(target)) keyin += o + "\n";
+  for (size_t i = 0; i < kNumDeviceHeaders; ++i)
+    keyin += std::string(kDeviceHeaders[i].name) + "\n" + kDeviceHeaders[i].text + "\n";
+  keyin += em.source;
+  std::string key = "cuda-" + content_hash(keyin);
+
+  auto make = [&](std::shared_ptr<Compiled> c) {
+    auto kk = std::make_shared<CudaKernelImpl>(std::move(c), k, std::move(em));
+    kk->target = target;
+    return kk;
+  };
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    auto it = g_memory.find(key);
+    if (it != g_memory.end()) {
+      auto kk = make(it->second);
+      kk->from_cache = kk->from_memory_cache = true;
+      return kk;
+    }
+  }
+  auto c = std::make_shared<Compiled>();
+  std::optional<DiskCache> disk;
+  if (opts.disk_cache) {
+    disk.emplace(cuda_cache_dir(opts), "tessera-cuda-cache", ".cubin");
+    if (auto hit = disk->lookup(key)) c->cubin.assign(hit->begin(), hit->end());
+  }
+  bool hit = !c->cubin.empty();
+  double seconds = 0;
+  if (!hit) {
+    NvrtcResult r = nvrtc_compile(em.source, target, "kernel.cu", em.line_op);
+    c->cubin = std::move(r.cubin);
+    seconds = r.seconds;
+    if (disk) disk->store(key, std::string_view(c->cubin.data(), c->cubin.size()));
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    // A concurrent compile of the same key may have won; share its module.
+    auto [it, inserted] = g_memory.emplace(key, c);
+    c = it->second;
+  }
+  auto kk = make(c);
+  kk->from_cache = hit;
+  kk->compile_seconds = seconds;
+  return kk;
+}
+
+}  // namespace tessera
