@@ -222,7 +222,49 @@ class Emitter {
   // Splats and broadcasts of a single element: elementwise consumers read the element itself,
   // so the materialized array is usually dead and the compiler drops it.
   std::unordered_map<const Value*, std::string> uniform_;
+  // Elementwise results used once, by an op that reads them element by element in the same
+  // block, are not materialized: the user inlines the expression (with @I@ for the index).
+  std::unordered_map<const Value*, std::string> expr_;
+  std::unordered_map<const Value*, std::vector<const Op*>> users_;
+  bool can_defer(const Op& op) const {
+    const Value* r = op.result();
+    if (!r->type.is_tile()) return false;
+    auto it = users_.find(r);
+    if (it == users_.end() || it->second.size() != 1) return false;
+    const Op* u = it->second[0];
+    if (u->parent != op.parent) return false;
+    switch (u->info().cls) {
+      case OpClass::Unary:
+      case OpClass::Binary:
+      case OpClass::Compare:
+      case OpClass::Ternary:
+      case OpClass::Cast:
+        return u->result()->type.is_tile() && numel(u->result()) == numel(r);
+      case OpClass::Memory:
+        return u->kind == OpKind::StoreTile && u->operand(1) == r && u->operand(0) != r;
+      case OpClass::Reduce:
+        return u->kind == OpKind::Reduce && is_float(r->type.elem) && uses_simd_rows(*u);
+      default:
+        return false;
+    }
+  }
+  static bool uses_simd_rows(const Op& red) {
+    const Value* x = red.operand(0);
+    if (!x->type.is_tile() || !shape_is_static(x->type.shape)) return false;
+    auto S = static_shape(x->type.shape);
+    int64_t axis = red.attr_int("axis");
+    const Attr* kind = red.find_attr("kind");
+    if (!kind || !std::holds_alternative<std::string>(*kind)) return false;
+    const std::string& kd = std::get<std::string>(*kind);
+    return axis == static_cast<int64_t>(S.size()) - 1 && S.back() >= 16 &&
+           (kd == "sum" || kd == "prod" || kd == "max" || kd == "min");
+  }
+  static std::string subst(std::string e, const std::string& i) {
+    for (size_t p = e.find("@I@"); p != std::string::npos; p = e.find("@I@", p + i.size())) e.replace(p, 3, i);
+    return e;
+  }
   std::string elem(const Value* v, const std::string& i) const {
+    if (auto it = expr_.find(v); it != expr_.end()) return "(" + subst(it->second, i) + ")";
     if (auto it = uniform_.find(v); it != uniform_.end()) return it->second;
     return v->type.is_tile() ? nm(v) + "[" + i + "]" : nm(v);
   }
@@ -252,6 +294,14 @@ class Emitter {
   // The result computed elementwise from `fn` of the operand expressions.
   void elementwise(const Op& op, const std::function<std::string(const std::vector<std::string>&)>& fn) {
     const Value* r = op.result();
+    if (r->type.is_tile() && can_defer(op)) {
+      std::vector<std::string> ops;
+      for (const Value* v : op.operands) ops.push_back(elem(v, "@I@"));
+      ew_i_ = "@I@";
+      expr_[r] = fn(ops);
+      line("// (computed inside its user)");
+      return;
+    }
     if (r->type.is_tile()) {
       std::string n = declare(op, r);
       std::string i = fresh("i");
@@ -525,7 +575,6 @@ void Emitter::emit_load_store(const Op& op) {
   auto St = [&](int d) { return "A.s" + js + "_" + std::to_string(d); };
   std::string r;
   if (load) r = declare(op, tile);
-  else r = nm(tile);
   std::string pad = klit(t, op.has_attr("pad") ? op.attr_number("pad") : 0.0);
   line("{");
   ++ind_;
@@ -553,7 +602,7 @@ void Emitter::emit_load_store(const Op& op) {
            load_conv(t, "A.p" + js + "[" + goff + " + " + i + "]") + ";");
     else
       line("for (int64_t " + i + " = 0; " + i + " < " + n + "; ++" + i + ") A.p" + js + "[" + goff + " + " + i + "] = " +
-           store_conv(t, r + "[" + toff + " + " + i + "]") + ";");
+           store_conv(t, elem(tile, toff + " + " + i)) + ";");
   });
   --ind_;
   line("} else {");
@@ -569,7 +618,7 @@ void Emitter::emit_load_store(const Op& op) {
     if (load)
       line(r + "[" + fi + "] = (" + ok + ") ? " + load_conv(t, "A.p" + js + "[" + g + "]") + " : " + pad + ";");
     else
-      line("if (" + ok + ") A.p" + js + "[" + g + "] = " + store_conv(t, r + "[" + fi + "]") + ";");
+      line("if (" + ok + ") A.p" + js + "[" + g + "] = " + store_conv(t, elem(tile, fi)) + ";");
   });
   --ind_;
   line("}");
@@ -821,7 +870,7 @@ void Emitter::emit_reduce(const Op& op) {
   auto out = [&](const std::string& o, const std::string& in) {
     return res->type.is_tile() ? r + "[" + o + " * " + std::to_string(inner) + " + " + in + "]" : r;
   };
-  std::string xs = nm(x), L = std::to_string(len), I = std::to_string(inner), O = std::to_string(outer);
+  std::string xs = expr_.count(x) ? std::string() : nm(x), L = std::to_string(len), I = std::to_string(inner), O = std::to_string(outer);
   auto src = [&](const std::string& o, const std::string& l, const std::string& in) {
     return xs + "[(" + o + " * " + L + " + " + l + ") * " + I + " + " + in + "]";
   };
@@ -883,7 +932,7 @@ void Emitter::emit_reduce(const Op& op) {
     fail(op, "unknown reduce kind '" + kind + "'");
   }
   auto fin = [&](const std::string& e) { return f ? fround(t, e) : (t == ScalarKind::I1 ? "uint8_t((" + e + ") & 1)" : e); };
-  if (inner == 1 && f && len >= 16) {
+  if (inner == 1 && f && len >= 16 && kind != "argmax" && kind != "argmin") {
     // Contiguous float rows: an OpenMP simd reduction (reassociation is allowed for floats);
     // max/min track NaN separately because the simd max/min ignore it.
     std::string red = kind == "sum" ? "+" : kind == "prod" ? "*" : kind;
@@ -894,7 +943,7 @@ void Emitter::emit_reduce(const Op& op) {
     bool mm = kind == "max" || kind == "min";
     line(std::string("#pragma omp simd reduction(") + red + ":acc_)" + (mm ? " reduction(|:nan_)" : ""));
     line("for (int64_t l_ = 0; l_ < " + L + "; ++l_) {");
-    line("  const " + C + " x_ = " + xs + "[o_ * " + L + " + l_];");
+    line("  const " + C + " x_ = " + elem(x, "o_ * " + L + " + l_") + ";");
     if (kind == "sum") line("  acc_ += x_;");
     else if (kind == "prod") line("  acc_ *= x_;");
     else {
@@ -1124,6 +1173,11 @@ EmittedCpp Emitter::run() {
   line("");
   // Arguments: view pointers with dims and row-major strides, scalar values.
   for (const Value* p : k.params) ir_name(p);
+  auto count = [&](Op& o) {
+    for (const Value* v : o.operands) users_[v].push_back(&o);
+  };
+  if (k.grid) walk(*k.grid, count);
+  if (k.body) walk(*k.body, count);
   line("struct Args {");
   ++ind_;
   int nviews = 0, nscalars = 0;
