@@ -212,21 +212,6 @@ CudaTarget resolve_target(const CudaOptions& o) {
 
 }  // namespace
 
-bool cuda_device_available(std::string* why) {
-  std::string reason;
-  if (!driver(&reason)) {
-    if (why) *why = reason;
-    return false;
-  }
-  try {
-    device();
-  } catch (const TesseraError& e) {
-    if (why) *why = e.message();
-    return false;
-  }
-  return true;
-}
-
 std::string cuda_cache_dir(const CudaOptions& o) { return default_cache_dir(o.cache_dir); }
 
 void clear_cuda_memory_cache() {

@@ -5,6 +5,7 @@
 
 #include <mutex>
 
+#include "cuda/CudaBackend.h"
 #include "support/Diagnostic.h"
 
 namespace tessera::cuda {
@@ -189,3 +190,22 @@ void DeviceBuffer::download(void* host, size_t n) const {
 }
 
 }  // namespace tessera::cuda
+
+namespace tessera {
+
+bool cuda_device_available(std::string* why) {
+  std::string reason;
+  if (!cuda::driver(&reason)) {
+    if (why) *why = reason;
+    return false;
+  }
+  try {
+    cuda::device();
+  } catch (const TesseraError& e) {
+    if (why) *why = e.message();
+    return false;
+  }
+  return true;
+}
+
+}  // namespace tessera

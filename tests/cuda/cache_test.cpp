@@ -1,0 +1,197 @@
+// The cubin disk cache: atomic entries with a checksum, corruption detected and rebuilt, and
+// compile_cuda's memory and disk caches (no GPU needed: modules load at the first launch).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "CudaTestUtil.h"
+#include "runtime/DiskCache.h"
+
+namespace tessera::cudatest {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    static int n = 0;
+    path = (fs::temp_directory_path() / ("tessera-cuda-test-" + std::to_string(::getpid()) + "-" + std::to_string(n++))).string();
+    fs::remove_all(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+std::string random_bytes(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (char& c : s) c = static_cast<char>(rng() & 0xff);
+  return s;
+}
+
+TEST(DiskCache, StoresAndFindsAnEntry) {
+  TempDir d;
+  DiskCache c(d.path, "tessera-test-cache", ".bin");
+  EXPECT_FALSE(c.lookup("k1").has_value());
+  std::string bytes = random_bytes(5000, 1);
+  c.store("k1", bytes);
+  auto got = c.lookup("k1");
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(*got, bytes);
+  EXPECT_TRUE(fs::exists(c.artifact_path("k1")));
+  // No temporaries are left behind.
+  for (auto& e : fs::directory_iterator(d.path)) EXPECT_NE(e.path().filename().string().rfind(".tmp", 0), 0u) << e.path();
+}
+
+TEST(DiskCache, TruncatedOrAlteredEntryIsDroppedAndRebuilt) {
+  TempDir d;
+  DiskCache c(d.path, "tessera-test-cache", ".bin");
+  std::string bytes = random_bytes(4096, 2);
+  c.store("k", bytes);
+  fs::resize_file(c.artifact_path("k"), 100);
+  EXPECT_FALSE(c.lookup("k").has_value());
+  EXPECT_FALSE(fs::exists(c.artifact_path("k")));
+  EXPECT_FALSE(fs::exists(c.meta_path("k")));
+
+  c.store("k", bytes);
+  {
+    std::fstream f(c.artifact_path("k"), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(1234);
+    f.put(static_cast<char>(bytes[1234] ^ 0x40));
+  }
+  EXPECT_FALSE(c.lookup("k").has_value());
+  c.store("k", bytes);
+  EXPECT_EQ(c.lookup("k").value_or(""), bytes);
+}
+
+TEST(DiskCache, OtherKindsSidecarIsAMiss) {
+  TempDir d;
+  DiskCache a(d.path, "tessera-a-cache", ".bin"), b(d.path, "tessera-b-cache", ".bin");
+  a.store("k", "hello");
+  EXPECT_FALSE(b.lookup("k").has_value());
+}
+
+TEST(DiskCache, UnwritableDirectoryIsANamedError) {
+  if (::geteuid() == 0) {
+    // root writes anywhere; a path under a regular file cannot be a directory for anyone.
+    TempDir d;
+    fs::create_directories(d.path);
+    std::ofstream(d.path + "/file") << "x";
+    try {
+      DiskCache c(d.path + "/file/sub", "m", ".bin");
+      FAIL();
+    } catch (const TesseraError& e) {
+      EXPECT_NE(std::string(e.what()).find(d.path + "/file/sub"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("TESSERA_CACHE_DIR"), std::string::npos) << e.what();
+    }
+    return;
+  }
+  EXPECT_THROW(DiskCache("/proc/tessera-no", "m", ".bin"), TesseraError);
+}
+
+TEST(DiskCache, HashesDiffer) {
+  EXPECT_NE(content_hash("a"), content_hash("b"));
+  EXPECT_EQ(content_hash("abc"), content_hash("abc"));
+  EXPECT_EQ(content_hash("").size(), 32u);
+}
+
+std::unique_ptr<Kernel> vector_add(ScalarKind dt) {
+  const LibraryKernel* lk = find_library_kernel("vector_add");
+  EXPECT_NE(lk, nullptr);
+  return bind_constexprs(*lk->build(dt), {});
+}
+
+TEST(CompileCuda, MemoryThenDiskThenRebuildAfterCorruption) {
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  TempDir d;
+  CudaOptions o;
+  o.cache_dir = d.path;
+  o.target = CudaTarget::parse("sm_80");
+  o.target_from_device = false;
+  auto k = vector_add(ScalarKind::F32);
+  clear_cuda_memory_cache();
+
+  auto first = compile_cuda(*k, o);
+  EXPECT_FALSE(first->from_cache);
+  EXPECT_GT(first->compile_seconds, 0);
+  EXPECT_FALSE(first->cubin().empty());
+  EXPECT_EQ(first->target.str(), "sm_80");
+  EXPECT_NE(first->source().find("tessera/"), std::string::npos);
+
+  auto mem = compile_cuda(*k, o);
+  EXPECT_TRUE(mem->from_cache);
+  EXPECT_TRUE(mem->from_memory_cache);
+  EXPECT_EQ(mem->cubin(), first->cubin());
+
+  clear_cuda_memory_cache();
+  auto disk = compile_cuda(*k, o);
+  EXPECT_TRUE(disk->from_cache);
+  EXPECT_FALSE(disk->from_memory_cache);
+  EXPECT_EQ(disk->compile_seconds, 0);
+  EXPECT_EQ(disk->cubin(), first->cubin());
+
+  // Damage every cubin in the cache: the next compile notices and rebuilds.
+  int damaged = 0;
+  for (auto& e : fs::directory_iterator(d.path))
+    if (e.path().extension() == ".cubin") {
+      fs::resize_file(e.path(), fs::file_size(e.path()) / 2);
+      ++damaged;
+    }
+  EXPECT_EQ(damaged, 1);
+  clear_cuda_memory_cache();
+  auto rebuilt = compile_cuda(*k, o);
+  EXPECT_FALSE(rebuilt->from_cache);
+  EXPECT_EQ(rebuilt->cubin(), first->cubin());
+
+  // Another target or dtype is another entry.
+  o.target = CudaTarget::parse("sm_90a");
+  auto other = compile_cuda(*k, o);
+  EXPECT_FALSE(other->from_cache);
+  EXPECT_NE(other->cubin(), first->cubin());
+}
+
+TEST(CompileCuda, NoDiskCacheWritesNothing) {
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  TempDir d;
+  CudaOptions o;
+  o.cache_dir = d.path;
+  o.disk_cache = false;
+  o.target_from_device = false;
+  clear_cuda_memory_cache();
+  auto k = vector_add(ScalarKind::BF16);
+  auto kk = compile_cuda(*k, o);
+  EXPECT_FALSE(kk->cubin().empty());
+  EXPECT_FALSE(fs::exists(d.path));
+}
+
+TEST(CompileCuda, RunningWithoutADeviceIsAnError) {
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  if (cuda_device_available()) GTEST_SKIP() << "a CUDA device is present";
+  TempDir d;
+  CudaOptions o;
+  o.cache_dir = d.path;
+  auto k = vector_add(ScalarKind::F32);
+  auto kk = compile_cuda(*k, o);  // compiling needs no device
+  EXPECT_EQ(kk->target.str(), "sm_90");  // the default target without a device
+  std::vector<Tensor> ts = make_random_tensors(*k, {{"N", 1000}}, 3);
+  auto args = make_args(*k, ts);
+  try {
+    kk->run_host(args);
+    FAIL() << "ran without a device";
+  } catch (const TesseraError& e) {
+    std::string m = e.what();
+    EXPECT_TRUE(m.find("no CUDA device") != std::string::npos || m.find("CUDA driver") != std::string::npos) << m;
+  }
+}
+
+}  // namespace
+}  // namespace tessera::cudatest
