@@ -1,0 +1,109 @@
+// Helpers for the GPU tests (ctest label `gpu`): every test skips where there is no device.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "../cuda/CudaTestUtil.h"
+#include "interp/Interpreter.h"
+#include "kernels/Tolerance.h"
+
+namespace tessera::gputest {
+
+using namespace cudatest;
+
+#define REQUIRE_GPU()                                          \
+  do {                                                         \
+    std::string why_;                                          \
+    if (!nvrtc_available(&why_)) GTEST_SKIP() << why_;         \
+    if (!cuda_device_available(&why_)) GTEST_SKIP() << why_;   \
+  } while (0)
+
+// One cache directory per test process, removed at exit.
+inline const std::string& test_cache_dir() {
+  static const std::string dir = [] {
+    std::string d = (std::filesystem::temp_directory_path() / ("tessera-gpu-test-" + std::to_string(::getpid()))).string();
+    std::filesystem::create_directories(d);
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(test_cache_dir(), ec);
+    });
+    return d;
+  }();
+  return dir;
+}
+
+inline CudaOptions test_options() {
+  CudaOptions o;
+  o.cache_dir = test_cache_dir();
+  return o;
+}
+
+// Arguments in signature order: the tensors for the views, fixed nonzero scalars.
+inline std::vector<KernelArg> args_for(const Kernel& k, std::vector<Tensor>& ts) {
+  std::vector<KernelArg> a;
+  size_t ti = 0;
+  for (const Value* p : k.params) {
+    KernelArg x;
+    if (p->type.is_view()) x.tensor = &ts.at(ti++);
+    else if (p->type.is_scalar() && is_float(p->type.elem)) x.scalar = 0.75;
+    else if (p->type.is_scalar()) x.scalar = int64_t{3};
+    a.push_back(x);
+  }
+  return a;
+}
+
+// Every symbolic view dim of `k` gets `base + step * i` (i counts the dims), unless given.
+inline Sizes sizes_for(const Kernel& k, int64_t base, int64_t step) {
+  Sizes s;
+  int i = 0;
+  for (const Value* p : k.params)
+    if (p->type.is_view())
+      for (const Dim& d : p->type.shape)
+        if (!d.is_static() && !s.count(d.symbol)) s[d.symbol] = base + step * i++;
+  return s;
+}
+
+inline std::string sizes_str(const Sizes& s) {
+  std::string out;
+  for (const auto& [n, v] : s) out += (out.empty() ? "" : ",") + n + "=" + std::to_string(v);
+  return out;
+}
+
+// Runs `k` on the interpreter and on the GPU from the same random inputs and compares every
+// tensor (exact for integers, tolerance_for() for floats). Returns the elements compared.
+inline int64_t expect_gpu_matches_interp(const Kernel& k, const Sizes& sizes, uint64_t seed) {
+  std::vector<Tensor> want = make_random_tensors(k, sizes, seed);
+  std::vector<Tensor> got = want;
+  auto wa = args_for(k, want), ga = args_for(k, got);
+  run_interp(k, wa);
+  auto compiled = compile_cuda(k, test_options());
+  compiled->run_host(ga);
+  int64_t compared = 0;
+  for (size_t t = 0; t < want.size(); ++t) {
+    ScalarKind dt = want[t].dtype;
+    Tolerance tol = tolerance_for(dt);
+    int bad = 0;
+    for (int64_t i = 0; i < want[t].numel() && bad < 5; ++i, ++compared) {
+      if (is_float(dt)) {
+        double w = want[t].get(i), g = got[t].get(i);
+        bool ok = (std::isnan(w) && std::isnan(g)) || w == g || std::fabs(w - g) <= tol.atol + tol.rtol * std::fabs(w);
+        if (!ok) {
+          ++bad;
+          ADD_FAILURE() << k.name << " [" << sizes_str(sizes) << "] tensor " << t << " element " << i << ": gpu " << g
+                        << " interp " << w;
+        }
+      } else if (want[t].get_int(i) != got[t].get_int(i)) {
+        ++bad;
+        ADD_FAILURE() << k.name << " [" << sizes_str(sizes) << "] tensor " << t << " element " << i << ": gpu "
+                      << got[t].get_int(i) << " interp " << want[t].get_int(i);
+      }
+    }
+  }
+  return compared;
+}
+
+}  // namespace tessera::gputest

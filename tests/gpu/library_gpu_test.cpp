@@ -1,0 +1,83 @@
+// Every library kernel on the GPU against the interpreter, in f32, bf16 and f16, at sizes that
+// are tile multiples and at ragged sizes.
+#include "GpuTestUtil.h"
+
+namespace tessera::gputest {
+namespace {
+
+struct Case {
+  std::string kernel;
+  ScalarKind dtype;
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (const auto& lk : library())
+    for (ScalarKind dt : {ScalarKind::F32, ScalarKind::BF16, ScalarKind::F16})
+      if (std::find(lk.dtypes.begin(), lk.dtypes.end(), dt) != lk.dtypes.end()) out.push_back({lk.name, dt});
+  return out;
+}
+
+class LibraryGpu : public ::testing::TestWithParam<Case> {};
+
+TEST_P(LibraryGpu, MatchesInterpreter) {
+  REQUIRE_GPU();
+  const LibraryKernel& lk = *find_library_kernel(GetParam().kernel);
+  auto k = bind_constexprs(*lk.build(GetParam().dtype), {});
+  bool one_dim = lk.default_sizes.size() == 1;
+  // Tile multiples (every block constexpr of the library divides 256), then ragged sizes that
+  // leave partial tiles in every dim, small and spanning several tiles.
+  std::vector<Sizes> all = {one_dim ? sizes_for(*k, 8192, 0) : sizes_for(*k, 256, 0),
+                            one_dim ? sizes_for(*k, 1001, 0) : sizes_for(*k, 67, 30),
+                            one_dim ? sizes_for(*k, 70001, 0) : sizes_for(*k, 193, 37)};
+  uint64_t seed = 11;
+  for (const Sizes& s : all) {
+    SCOPED_TRACE(sizes_str(s));
+    EXPECT_GT(expect_gpu_matches_interp(*k, s, seed++), 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Library, LibraryGpu, ::testing::ValuesIn(cases()), [](const auto& info) {
+  return info.param.kernel + "_" + std::string(scalar_name(info.param.dtype));
+});
+
+// Every candidate of every constexpr of the library (one at a time, the others at their
+// defaults) on the GPU: configurations the autotuner will try must all be correct.
+TEST(LibraryGpu, EveryConstexprCandidate) {
+  REQUIRE_GPU();
+  for (const auto& lk : library()) {
+    auto unbound = lk.build(lk.dtypes.front());
+    for (const auto& c : unbound->constexprs)
+      for (int64_t v : c.candidates) {
+        SCOPED_TRACE(lk.name + " " + c.name + "=" + std::to_string(v));
+        auto k = bind_constexprs(*unbound, {{c.name, v}});
+        bool one_dim = lk.default_sizes.size() == 1;
+        expect_gpu_matches_interp(*k, one_dim ? sizes_for(*k, 5003, 0) : sizes_for(*k, 131, 22), 5);
+      }
+  }
+}
+
+TEST(Gpu, EmptyLaunchAndCacheHit) {
+  REQUIRE_GPU();
+  auto k = bind_constexprs(*find_library_kernel("vector_add")->build(ScalarKind::F32), {});
+  // N = 0: an empty grid runs nothing and is not an error.
+  std::vector<Tensor> ts = make_random_tensors(*k, {{"N", 0}}, 1);
+  auto a = args_for(*k, ts);
+  compile_cuda(*k, test_options())->run_host(a);
+  // A memory-cache hit launches the already loaded module.
+  auto again = compile_cuda(*k, test_options());
+  EXPECT_TRUE(again->from_cache);
+  EXPECT_GT(expect_gpu_matches_interp(*k, {{"N", 3333}}, 2), 0);
+}
+
+TEST(Gpu, DeviceIsDescribed) {
+  REQUIRE_GPU();
+  std::string why;
+  EXPECT_TRUE(cuda_device_available(&why));
+  auto kk = compile_cuda(*bind_constexprs(*find_library_kernel("vector_add")->build(ScalarKind::F32), {}), test_options());
+  // The default target is the device's own architecture.
+  EXPECT_GE(kk->target.sm, 80);
+}
+
+}  // namespace
+}  // namespace tessera::gputest
