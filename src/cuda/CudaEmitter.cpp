@@ -1,0 +1,890 @@
+// IR -> CUDA C++: the emitter's core (values, layouts, the kernel signature), elementwise ops,
+// control flow and raw ops. Memory, shape/reduction and dot ops are in their own files.
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "cuda/EmitterInternal.h"
+#include "support/Float.h"
+
+namespace tessera::cudagen {
+
+bool is_narrow(ScalarKind k) {
+  return k == ScalarKind::F16 || k == ScalarKind::BF16 || k == ScalarKind::F8E4M3 || k == ScalarKind::F8E5M2;
+}
+
+std::string ctype(ScalarKind k) {
+  switch (k) {
+    case ScalarKind::I1: return "uint8_t";
+    case ScalarKind::I8: return "int8_t";
+    case ScalarKind::I16: return "int16_t";
+    case ScalarKind::I32: return "int32_t";
+    case ScalarKind::I64: return "int64_t";
+    case ScalarKind::U8: return "uint8_t";
+    case ScalarKind::U16: return "uint16_t";
+    case ScalarKind::U32: return "uint32_t";
+    case ScalarKind::U64: return "uint64_t";
+    case ScalarKind::F64: return "double";
+    default: return "float";
+  }
+}
+
+std::string stype(ScalarKind k) {
+  switch (k) {
+    case ScalarKind::F16:
+    case ScalarKind::BF16: return "uint16_t";
+    case ScalarKind::F8E4M3:
+    case ScalarKind::F8E5M2: return "uint8_t";
+    default: return ctype(k);
+  }
+}
+
+std::string load_conv(ScalarKind k, const std::string& e) {
+  switch (k) {
+    case ScalarKind::BF16: return "tsr::bf2f(" + e + ")";
+    case ScalarKind::F16: return "tsr::h2f(" + e + ")";
+    case ScalarKind::F8E4M3: return "tsr::e4m32f(" + e + ")";
+    case ScalarKind::F8E5M2: return "tsr::e5m22f(" + e + ")";
+    case ScalarKind::I1: return "uint8_t(" + e + " != 0)";
+    default: return e;
+  }
+}
+
+std::string store_conv(ScalarKind k, const std::string& e) {
+  switch (k) {
+    case ScalarKind::BF16: return "tsr::f2bf(" + e + ")";
+    case ScalarKind::F16: return "tsr::f2h(" + e + ")";
+    case ScalarKind::F8E4M3: return "tsr::f2e4m3(" + e + ")";
+    case ScalarKind::F8E5M2: return "tsr::f2e5m2(" + e + ")";
+    default: return e;
+  }
+}
+
+std::string fround(ScalarKind k, const std::string& e) {
+  switch (k) {
+    case ScalarKind::F32: return "float(" + e + ")";
+    case ScalarKind::F64: return "double(" + e + ")";
+    case ScalarKind::BF16: return "tsr::rbf16(float(" + e + "))";
+    case ScalarKind::F16: return "tsr::rf16(float(" + e + "))";
+    case ScalarKind::F8E4M3: return "tsr::rf8e4m3(float(" + e + "))";
+    case ScalarKind::F8E5M2: return "tsr::rf8e5m2(float(" + e + "))";
+    default: return e;
+  }
+}
+
+std::string dlit(double v) {
+  if (std::isnan(v)) return "tsr::nan_d()";
+  if (std::isinf(v)) return v > 0 ? "tsr::inf_d()" : "(-tsr::inf_d())";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%a", v);
+  return buf;
+}
+
+std::string flit(double v) {
+  if (std::isnan(v)) return "tsr::nan_f()";
+  if (std::isinf(v)) return v > 0 ? "tsr::inf_f()" : "(-tsr::inf_f())";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%af", static_cast<double>(static_cast<float>(v)));
+  return buf;
+}
+
+std::string ilit(ScalarKind k, int64_t v) {
+  if (is_float(k)) return lit(k, static_cast<double>(v));
+  v = wrap_int(k, v);
+  if (k == ScalarKind::I1) return v ? "uint8_t(1)" : "uint8_t(0)";
+  if (k == ScalarKind::U64) return "uint64_t(" + std::to_string(static_cast<uint64_t>(v)) + "ULL)";
+  if (v == INT64_MIN) return "int64_t(-9223372036854775807LL - 1)";
+  return ctype(k) + "(" + std::to_string(v) + "LL)";
+}
+
+std::string lit(ScalarKind k, double v) {
+  if (!is_float(k)) return ilit(k, static_cast<int64_t>(v));
+  double r = round_to_float(k, v);
+  return k == ScalarKind::F64 ? dlit(r) : flit(r);
+}
+
+static std::string vname(const Value* v) {
+  if (!v) return "%?";
+  if (!v->name.empty()) return "%" + v->name;
+  return "%" + std::to_string(v->index);
+}
+
+std::string op_text(const Op& op) {
+  std::string s;
+  for (size_t i = 0; i < op.results.size(); ++i) s += (i ? ", " : "") + vname(op.results[i]);
+  if (!op.results.empty()) s += " = ";
+  s += std::string(op.name());
+  for (size_t i = 0; i < op.operands.size(); ++i) s += (i ? ", " : " ") + vname(op.operands[i]);
+  if (!op.attrs.empty()) {
+    s += " {";
+    for (size_t i = 0; i < op.attrs.size(); ++i) {
+      std::string v = attr_str(op.attrs[i].value);
+      if (op.attrs[i].name == "cpp" || op.attrs[i].name == "cuda") v = "\"...\"";
+      s += (i ? ", " : "") + op.attrs[i].name + " = " + v;
+    }
+    s += "}";
+  }
+  for (size_t i = 0; i < op.results.size(); ++i) s += (i ? ", " : " : ") + op.results[i]->type.str();
+  if (!op.regions.empty()) s += " {...}";
+  // A comment must stay one line and must not end a block comment.
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  return s;
+}
+
+static std::string sanitize(const std::string& s) {
+  std::string o;
+  for (char c : s) o += (std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
+  return o.size() > 24 ? o.substr(0, 24) : o;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+Emitter::Emitter(const Kernel& k, const CudaTarget& t) : k_(k), tg_(t) {}
+
+void Emitter::line(const std::string& s) {
+  lines_.push_back(std::string(static_cast<size_t>(ind_) * 2, ' ') + s);
+  line_op_.push_back(cur_);
+}
+
+void Emitter::fail(const Op& op, const std::string& msg) const {
+  throw TesseraError(op.loc, "cuda backend: " + msg + " (in `" + op_text(op) + "`)");
+}
+
+const std::string& Emitter::nm(const Value* v) const {
+  auto it = name_.find(v);
+  if (it == name_.end()) throw TesseraError("cuda backend: internal: value without a name");
+  return it->second;
+}
+
+std::string Emitter::bind_new(const Value* v, const std::string& hint) {
+  std::string n = fresh(hint);
+  if (!v->name.empty()) n += "_" + sanitize(v->name);
+  name_[v] = n;
+  return n;
+}
+
+std::vector<int64_t> Emitter::shape_of(const Op& op, const Value* v) const {
+  if (!v->type.is_tile()) return {};
+  if (!shape_is_static(v->type.shape))
+    fail(op, "tile shape " + shape_str(v->type.shape) + " is not static; bind the constexprs before compiling");
+  return static_shape(v->type.shape);
+}
+
+const Emitter::ViewInfo& Emitter::view_of(const Op& op, const Value* v) const {
+  auto it = views_.find(v);
+  if (it == views_.end()) fail(op, "operand 0 must be a view parameter");
+  return it->second;
+}
+
+Layout Emitter::layout(int64_t n) const {
+  Layout L;
+  L.numel = n;
+  if (n <= kReplicateMax) {
+    L.replicated = true;
+    L.slots = static_cast<int>(n);
+    return L;
+  }
+  L.replicated = false;
+  L.vec = 1;
+  for (int v : {8, 4, 2})
+    if (n % v == 0 && n >= static_cast<int64_t>(v) * T_) {
+      L.vec = v;
+      break;
+    }
+  int64_t per = static_cast<int64_t>(L.vec) * T_;
+  L.chunks = (n + per - 1) / per;
+  L.slots = static_cast<int>(L.chunks * L.vec);
+  return L;
+}
+
+Layout Emitter::layout_of(const Value* v) const {
+  return layout(v->type.is_tile() && shape_is_static(v->type.shape) ? shape_numel(v->type.shape) : 1);
+}
+
+std::string Emitter::elem_expr(const Layout& L, const std::string& s) const {
+  if (L.replicated) return s;
+  std::string V = std::to_string(L.vec);
+  if (L.vec == 1) return "(" + s + " * " + std::to_string(T_) + " + tsr_tid)";
+  return "((" + s + " / " + V + ") * " + std::to_string(int64_t(T_) * L.vec) + " + tsr_tid * " + V + " + (" + s +
+         " % " + V + "))";
+}
+
+std::string Emitter::valid_expr(const Layout& L, const std::string& s) const {
+  if (L.replicated || L.numel % (int64_t(L.vec) * T_) == 0) return "true";
+  return "(" + elem_expr(L, s) + " < " + std::to_string(L.numel) + ")";
+}
+
+std::string Emitter::owner_expr(const Layout& L, const std::string& s) const {
+  if (L.replicated) return "(" + s + " % " + std::to_string(T_) + " == tsr_tid)";
+  return valid_expr(L, s);
+}
+
+std::string Emitter::declare(const Op& op, const Value* v, const std::string& hint) {
+  std::string n = bind_new(v, hint);
+  if (v->type.is_tile()) {
+    std::vector<int64_t> S = shape_of(op, v);
+    int64_t bytes = shape_numel(v->type.shape) * std::max(4, scalar_bytes(v->type.elem));
+    if (bytes > 256 * 1024)
+      fail(op, "tile " + v->type.str() + " needs " + std::to_string(bytes / 1024) +
+                   " KiB of registers per CTA in kernel @" + k_.name + "; the limit is 256 KiB");
+    Layout L = layout_of(v);
+    line(ctype(v->type.elem) + " " + n + "[" + std::to_string(L.slots) + "];");
+  } else if (v->type.is_scalar()) {
+    line(ctype(v->type.elem) + " " + n + ";");
+  } else {
+    fail(op, "results of type " + v->type.str() + " are not supported");
+  }
+  return n;
+}
+
+void Emitter::slots(const Layout& L, const std::function<void(const std::string&)>& body) {
+  std::string s = fresh("s");
+  line("#pragma unroll");
+  open("for (int " + s + " = 0; " + s + " < " + std::to_string(L.slots) + "; ++" + s + ") {");
+  body(s);
+  close();
+}
+
+std::string Emitter::smem_ptr(const std::string& type, int64_t off, int64_t bytes) {
+  smem_ = std::max(smem_, off + bytes);
+  return "reinterpret_cast<" + type + "*>(tsr_smem + " + std::to_string(off) + ")";
+}
+
+std::vector<std::string> Emitter::coords(const std::string& e, const std::vector<int64_t>& S) {
+  std::vector<std::string> c(S.size());
+  int64_t inner = 1;
+  for (size_t d = S.size(); d-- > 0;) {
+    std::string q = inner == 1 ? e : "(" + e + ") / " + std::to_string(inner);
+    c[d] = d == 0 ? "(" + q + ")" : "((" + q + ") % " + std::to_string(S[d]) + ")";
+    inner *= S[d];
+  }
+  return c;
+}
+
+std::string Emitter::flat(const std::vector<std::string>& c, const std::vector<int64_t>& S) {
+  if (c.empty()) return "0";
+  std::string e = c[0];
+  for (size_t d = 1; d < c.size(); ++d) e = "(" + e + ") * " + std::to_string(S[d]) + " + " + c[d];
+  return "(" + e + ")";
+}
+
+void Emitter::stage(const Value* v, const std::string& ptr) {
+  barrier();
+  if (!v->type.is_tile()) {
+    line("if (tsr_tid == 0) " + ptr + "[0] = " + nm(v) + ";");
+    return;
+  }
+  Layout L = layout_of(v);
+  slots(L, [&](const std::string& s) {
+    line("if (" + owner_expr(L, s) + ") " + ptr + "[" + elem_expr(L, s) + "] = " + nm(v) + "[" + s + "];");
+  });
+}
+
+void Emitter::gather_into(const Value* r, const std::string& dst,
+                          const std::function<std::string(const std::string&)>& src_fn) {
+  Layout L = layout_of(r);
+  slots(L, [&](const std::string& s) {
+    std::string e = fresh("e");
+    line("const int " + e + " = " + elem_expr(L, s) + ";");
+    std::string v = valid_expr(L, s);
+    if (v == "true") line(dst + "[" + s + "] = " + src_fn(e) + ";");
+    else line(dst + "[" + s + "] = " + v + " ? " + ctype(r->type.elem) + "(" + src_fn(e) + ") : " + ctype(r->type.elem) + "(0);");
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+
+void Emitter::emit_block(const Block& b) {
+  for (const auto& o : b.ops)
+    if (o->kind != OpKind::Yield) emit_op(*o);
+}
+
+const Op* Emitter::terminator(const Block& b, const Op& parent) const {
+  const Op* t = b.terminator();
+  if (!t) fail(parent, "region does not end with yield");
+  return t;
+}
+
+void Emitter::emit_op(const Op& op) {
+  const Op* saved = cur_;
+  cur_ = &op;
+  line("// " + op_text(op));
+  switch (op.info().cls) {
+    case OpClass::Constant: {
+      const Value* r = op.result();
+      std::string l;
+      if (op.kind == OpKind::Const) {
+        const Attr* a = op.find_attr("value");
+        if (a && std::holds_alternative<int64_t>(*a)) l = ilit(r->type.elem, std::get<int64_t>(*a));
+        else l = lit(r->type.elem, op.attr_number("value"));
+      } else {
+        const std::string& cname = op.attr_string("name");
+        const ConstexprDecl* d = k_.find_constexpr(cname);
+        if (!d) fail(op, "unknown constexpr '" + cname + "'");
+        l = ilit(r->type.elem, d->value);
+      }
+      line("const " + ctype(r->type.elem) + " " + bind_new(r) + " = " + l + ";");
+      break;
+    }
+    case OpClass::Index: {
+      const Value* r = op.result();
+      int64_t axis = op.attr_int("axis");
+      if (op.kind == OpKind::Dim) {
+        const ViewInfo& vi = view_of(op, op.operand(0));
+        if (axis < 0 || axis >= static_cast<int64_t>(vi.dims.size())) fail(op, "axis out of range");
+        line("const int32_t " + bind_new(r) + " = int32_t(" + vi.dims[axis] + ");");
+      } else {
+        if (axis < 0 || axis > 2) fail(op, "axis must be 0, 1 or 2");
+        const char* xyz[] = {"x", "y", "z"};
+        line("const int32_t " + bind_new(r) + " = int32_t(" + (op.kind == OpKind::ProgramId ? "blockIdx." : "gridDim.") +
+             xyz[axis] + ");");
+      }
+      break;
+    }
+    case OpClass::Create:
+      if (op.kind == OpKind::Arange) {
+        int64_t start = op.has_attr("start") ? op.attr_int("start") : 0;
+        const Value* r = op.result();
+        std::string n = declare(op, r);
+        Layout L = layout_of(r);
+        slots(L, [&](const std::string& s) {
+          line(n + "[" + s + "] = int32_t(" + std::to_string(start) + " + " + elem_expr(L, s) + ");");
+        });
+      } else {
+        elementwise(op, [](const std::vector<std::string>& a) { return a[0]; });
+      }
+      break;
+    case OpClass::Memory:
+      if (op.kind == OpKind::LoadTile || op.kind == OpKind::StoreTile) emit_load_store(op);
+      else if (op.kind == OpKind::Gather || op.kind == OpKind::Scatter) emit_gather_scatter(op);
+      else emit_atomic(op);
+      break;
+    case OpClass::Unary: emit_unary(op); break;
+    case OpClass::Binary:
+    case OpClass::Compare: emit_binary(op); break;
+    case OpClass::Ternary:
+      if (op.kind == OpKind::Where) {
+        elementwise(op, [](const std::vector<std::string>& a) { return "(" + a[0] + " ? " + a[1] + " : " + a[2] + ")"; });
+      } else {
+        ScalarKind t = op.result()->type.elem;
+        if (!is_float(t)) fail(op, "fma needs a float type");
+        elementwise(op, [&](const std::vector<std::string>& a) {
+          return fround(t, std::string(t == ScalarKind::F64 ? "fma(" : "fmaf(") + a[0] + ", " + a[1] + ", " + a[2] + ")");
+        });
+      }
+      break;
+    case OpClass::Cast: emit_cast(op); break;
+    case OpClass::Shape: emit_shape(op); break;
+    case OpClass::Dot: emit_dot(op); break;
+    case OpClass::Reduce: emit_reduce(op); break;
+    case OpClass::Scan: emit_scan(op); break;
+    case OpClass::Control:
+      if (op.kind == OpKind::For) emit_for(op);
+      else if (op.kind == OpKind::If) emit_if(op);
+      else emit_while(op);
+      break;
+    case OpClass::Terminator: fail(op, "yield outside the end of a region");
+    case OpClass::Raw: emit_raw(op); break;
+  }
+  cur_ = saved;
+}
+
+void Emitter::elementwise(const Op& op, const std::function<std::string(const std::vector<std::string>&)>& fn) {
+  const Value* r = op.result();
+  if (r->type.is_tile()) {
+    std::string n = declare(op, r);
+    Layout L = layout_of(r);
+    slots(L, [&](const std::string& s) {
+      std::vector<std::string> a;
+      for (const Value* v : op.operands) a.push_back(v->type.is_tile() ? nm(v) + "[" + s + "]" : nm(v));
+      line(n + "[" + s + "] = " + fn(a) + ";");
+    });
+  } else {
+    std::vector<std::string> a;
+    for (const Value* v : op.operands) {
+      if (v->type.is_tile()) fail(op, "a tile operand with a scalar result");
+      a.push_back(nm(v));
+    }
+    line("const " + ctype(r->type.elem) + " " + bind_new(r) + " = " + fn(a) + ";");
+  }
+}
+
+// Unsigned type integer arithmetic of kind k wraps in.
+static std::string wide_u(ScalarKind k) { return scalar_bits(k) > 32 ? "uint64_t" : "uint32_t"; }
+
+void Emitter::emit_unary(const Op& op) {
+  ScalarKind t = op.operand(0)->type.elem;
+  const std::string T = ctype(t);
+  bool f = is_float(t), d = t == ScalarKind::F64;
+  auto need_float = [&] {
+    if (!f) fail(op, std::string(op.name()) + " needs a float type");
+  };
+  auto math = [&](const char* ff, const char* df) {
+    need_float();
+    elementwise(op, [&](const std::vector<std::string>& a) {
+      return d ? std::string(df) + "(" + a[0] + ")" : fround(t, std::string(ff) + "(" + a[0] + ")");
+    });
+  };
+  switch (op.kind) {
+    case OpKind::Neg:
+      elementwise(op, [&](const std::vector<std::string>& a) {
+        return f ? T + "(-" + a[0] + ")" : T + "(" + wide_u(t) + "(0) - " + wide_u(t) + "(" + a[0] + "))";
+      });
+      break;
+    case OpKind::Not:
+      if (f) fail(op, "not needs an integer or i1 type");
+      elementwise(op, [&](const std::vector<std::string>& a) {
+        return t == ScalarKind::I1 ? "uint8_t(" + a[0] + " ^ 1)" : T + "(~" + a[0] + ")";
+      });
+      break;
+    case OpKind::Exp: math("tsr::fexp", "exp"); break;
+    case OpKind::Exp2: math("exp2f", "exp2"); break;
+    case OpKind::Log: math("logf", "log"); break;
+    case OpKind::Log2: math("log2f", "log2"); break;
+    case OpKind::Sqrt: math("sqrtf", "sqrt"); break;
+    case OpKind::Rsqrt: math("rsqrtf", "rsqrt"); break;
+    case OpKind::Sin: math("sinf", "sin"); break;
+    case OpKind::Cos: math("cosf", "cos"); break;
+    case OpKind::Tanh: math("tanhf", "tanh"); break;
+    case OpKind::Erf: math("erff", "erf"); break;
+    case OpKind::Floor: math("floorf", "floor"); break;
+    case OpKind::Ceil: math("ceilf", "ceil"); break;
+    case OpKind::Sigmoid:
+      need_float();
+      elementwise(op, [&](const std::vector<std::string>& a) {
+        return d ? "(1.0 / (1.0 + exp(-" + a[0] + ")))" : fround(t, "1.0f / (1.0f + tsr::fexp(-" + a[0] + "))");
+      });
+      break;
+    case OpKind::Abs:
+      elementwise(op, [&](const std::vector<std::string>& a) {
+        if (f) return T + "(" + (d ? "fabs(" : "fabsf(") + a[0] + "))";
+        return "(" + a[0] + " < 0 ? " + T + "(" + wide_u(t) + "(0) - " + wide_u(t) + "(" + a[0] + ")) : " + a[0] + ")";
+      });
+      break;
+    default: fail(op, "not a unary op");
+  }
+}
+
+void Emitter::emit_binary(const Op& op) {
+  ScalarKind t = op.operand(0)->type.elem;
+  const std::string T = ctype(t), U = wide_u(t);
+  bool f = is_float(t), b1 = t == ScalarKind::I1;
+  auto arith = [&](const char* c) {
+    elementwise(op, [&](const std::vector<std::string>& a) {
+      if (f) return fround(t, a[0] + " " + c + " " + a[1]);
+      std::string e = T + "(" + U + "(" + a[0] + ") " + c + " " + U + "(" + a[1] + "))";
+      return b1 ? "uint8_t((" + e + ") & 1)" : e;
+    });
+  };
+  auto bits = [&](const char* c) {
+    if (f) fail(op, std::string(op.name()) + " needs an integer or i1 type");
+    elementwise(op, [&](const std::vector<std::string>& a) { return T + "(" + a[0] + " " + c + " " + a[1] + ")"; });
+  };
+  switch (op.kind) {
+    case OpKind::Add: arith("+"); break;
+    case OpKind::Sub: arith("-"); break;
+    case OpKind::Mul: arith("*"); break;
+    case OpKind::Div:
+      elementwise(op, [&](const std::vector<std::string>& a) {
+        if (f) return fround(t, a[0] + " / " + a[1]);
+        std::string e = "tsr::idiv<" + T + ">(" + a[0] + ", " + a[1] + ")";
+        return b1 ? "uint8_t((" + e + ") & 1)" : e;
+      });
+      break;
+    case OpKind::Rem:
+      elementwise(op, [&](const std::vector<std::string>& a) {
+        if (f) return fround(t, std::string(t == ScalarKind::F64 ? "fmod(" : "fmodf(") + a[0] + ", " + a[1] + ")");
+        return "tsr::irem<" + T + ">(" + a[0] + ", " + a[1] + ")";
+      });
+      break;
+    case OpKind::Min:
+    case OpKind::Max: {
+      std::string fn = std::string(f ? "tsr::f" : "tsr::i") + (op.kind == OpKind::Min ? "min" : "max") + (f ? "_nan" : "");
+      elementwise(op, [&](const std::vector<std::string>& a) { return fn + "<" + T + ">(" + a[0] + ", " + a[1] + ")"; });
+      break;
+    }
+    case OpKind::And: bits("&"); break;
+    case OpKind::Or: bits("|"); break;
+    case OpKind::Xor: bits("^"); break;
+    case OpKind::Shl:
+    case OpKind::Shr:
+      if (f || b1) fail(op, std::string(op.name()) + " needs an integer type");
+      elementwise(op, [&](const std::vector<std::string>& a) {
+        return std::string(op.kind == OpKind::Shl ? "tsr::ishl<" : "tsr::ishr<") + T + ">(" + a[0] + ", " + a[1] + ")";
+      });
+      break;
+    case OpKind::Cmp: {
+      const std::string& p = op.attr_string("pred");
+      std::string c = p == "eq" ? "==" : p == "ne" ? "!=" : p == "lt" ? "<" : p == "le" ? "<=" : p == "gt" ? ">" : p == "ge" ? ">=" : "";
+      if (c.empty()) fail(op, "unknown cmp predicate '" + p + "'");
+      elementwise(op, [&](const std::vector<std::string>& a) { return "uint8_t(" + a[0] + " " + c + " " + a[1] + ")"; });
+      break;
+    }
+    default: fail(op, "not a binary op");
+  }
+}
+
+static std::pair<std::string, std::string> int_limits(ScalarKind k) {
+  switch (k) {
+    case ScalarKind::I8: return {"-128", "127"};
+    case ScalarKind::I16: return {"-32768", "32767"};
+    case ScalarKind::I32: return {"-2147483648.0", "2147483647.0"};
+    case ScalarKind::I64: return {"-9223372036854775808.0", "9223372036854775807.0"};
+    case ScalarKind::U8: return {"0", "255"};
+    case ScalarKind::U16: return {"0", "65535"};
+    case ScalarKind::U32: return {"0", "4294967295.0"};
+    case ScalarKind::U64: return {"0", "18446744073709551615.0"};
+    default: return {"0", "1"};
+  }
+}
+
+void Emitter::emit_cast(const Op& op) {
+  ScalarKind from = op.operand(0)->type.elem, to = op.result()->type.elem;
+  const std::string To = ctype(to);
+  elementwise(op, [&](const std::vector<std::string>& a) -> std::string {
+    const std::string& x = a[0];
+    if (to == ScalarKind::I1) return "uint8_t(" + x + " != 0)";
+    if (is_float(from) && !is_float(to)) {
+      auto [lo, hi] = int_limits(to);
+      std::string lo_i = to == ScalarKind::I64 ? "int64_t(-9223372036854775807LL - 1)" : To + "(" + (to == ScalarKind::I32 ? "-2147483647 - 1" : lo.substr(0, lo.find('.'))) + ")";
+      std::string hi_i = To + "(" + hi.substr(0, hi.find('.')) + (to == ScalarKind::U64 ? "ULL" : to == ScalarKind::I64 ? "LL" : to == ScalarKind::U32 ? "U" : "") + ")";
+      return "tsr::f2i<" + To + ">(double(" + x + "), " + lo + ", " + hi + ", " + lo_i + ", " + hi_i + ")";
+    }
+    if (!is_float(to)) return To + "(" + x + ")";
+    if (to == ScalarKind::F64) return "double(" + x + ")";
+    return fround(to, "float(" + x + ")");
+  });
+}
+
+// --- control flow ---------------------------------------------------------------------------
+
+void Emitter::copy_value(const Value* v, const std::string& dst, const std::string& src) {
+  if (v->type.is_tile()) {
+    Layout L = layout_of(v);
+    slots(L, [&](const std::string& s) { line(dst + "[" + s + "] = " + src + "[" + s + "];"); });
+  } else {
+    line(dst + " = " + src + ";");
+  }
+}
+
+void Emitter::assign_carried(const Op& y, const std::vector<const Value*>& vals, const std::vector<std::string>& carried) {
+  if (y.operands.size() != carried.size()) fail(y, "yield must pass one value per carried value");
+  std::vector<std::string> src(carried.size());
+  for (size_t j = 0; j < carried.size(); ++j) {
+    const Value* v = y.operand(j);
+    src[j] = nm(v);
+    for (size_t q = 0; q < carried.size(); ++q)
+      if (q != j && src[j] == carried[q]) {
+        // A swap must read the old value: copy it first.
+        std::string tmp = fresh("t");
+        if (v->type.is_tile()) line(ctype(v->type.elem) + " " + tmp + "[" + std::to_string(layout_of(v).slots) + "];");
+        else line(ctype(v->type.elem) + " " + tmp + ";");
+        copy_value(v, tmp, src[j]);
+        src[j] = tmp;
+        break;
+      }
+  }
+  for (size_t j = 0; j < carried.size(); ++j)
+    if (src[j] != carried[j]) copy_value(vals[j], carried[j], src[j]);
+}
+
+void Emitter::emit_for(const Op& op) {
+  if (op.operands.size() < 3) fail(op, "for needs lb, ub, step");
+  const Block& body = op.region(0);
+  size_t nc = op.operands.size() - 3;
+  if (body.args.size() != nc + 1 || op.results.size() != nc) fail(op, "carried values do not match");
+  std::vector<std::string> carried;
+  std::vector<const Value*> vals;
+  for (size_t j = 0; j < nc; ++j) {
+    std::string c = declare(op, op.result(j), "c");
+    copy_value(op.result(j), c, nm(op.operand(3 + j)));
+    carried.push_back(c);
+    vals.push_back(op.result(j));
+    name_[body.args[j + 1]] = c;
+  }
+  std::string iv = fresh("iv");
+  // 64-bit induction: iv + step never overflows before the test.
+  open("for (int64_t " + iv + "_ = " + nm(op.operand(0)) + "; " + nm(op.operand(2)) + " > 0 && " + iv + "_ < " +
+       nm(op.operand(1)) + "; " + iv + "_ += " + nm(op.operand(2)) + ") {");
+  line("const int32_t " + iv + " = int32_t(" + iv + "_);");
+  name_[body.args[0]] = iv;
+  emit_block(body);
+  const Op* y = terminator(body, op);
+  cur_ = y;
+  line("// " + op_text(*y));
+  assign_carried(*y, vals, carried);
+  cur_ = &op;
+  close();
+}
+
+void Emitter::emit_if(const Op& op) {
+  std::vector<std::string> res;
+  for (const Value* r : op.results) res.push_back(declare(op, r));
+  open("if (" + nm(op.operand(0)) + ") {");
+  for (int reg = 0; reg < 2; ++reg) {
+    const Block& b = op.region(reg);
+    emit_block(b);
+    const Op* y = terminator(b, op);
+    if (y->operands.size() != res.size()) fail(op, "yield must pass one value per result");
+    cur_ = y;
+    line("// " + op_text(*y));
+    for (size_t j = 0; j < res.size(); ++j) copy_value(op.result(j), res[j], nm(y->operand(j)));
+    cur_ = &op;
+    if (reg == 0) {
+      --ind_;
+      open("} else {");
+    }
+  }
+  close();
+}
+
+void Emitter::emit_while(const Op& op) {
+  const Block& cond = op.region(0);
+  const Block& body = op.region(1);
+  size_t nc = op.operands.size();
+  if (cond.args.size() != nc || body.args.size() != nc || op.results.size() != nc) fail(op, "carried values do not match");
+  std::vector<std::string> carried;
+  std::vector<const Value*> vals;
+  for (size_t j = 0; j < nc; ++j) {
+    std::string c = declare(op, op.result(j), "c");
+    copy_value(op.result(j), c, nm(op.operand(j)));
+    carried.push_back(c);
+    vals.push_back(op.result(j));
+    name_[cond.args[j]] = c;
+    name_[body.args[j]] = c;
+  }
+  open("for (;;) {");
+  emit_block(cond);
+  const Op* cy = terminator(cond, op);
+  if (cy->operands.size() != 1) fail(op, "the condition region yields one i1");
+  cur_ = cy;
+  line("// " + op_text(*cy));
+  line("if (!" + nm(cy->operand(0)) + ") break;");
+  emit_block(body);
+  const Op* y = terminator(body, op);
+  cur_ = y;
+  line("// " + op_text(*y));
+  assign_carried(*y, vals, carried);
+  cur_ = &op;
+  close();
+}
+
+// --- raw --------------------------------------------------------------------------------------
+
+void Emitter::emit_raw(const Op& op) {
+  const Attr* body = op.find_attr("cuda");
+  if (!body || !std::holds_alternative<std::string>(*body))
+    fail(op, "raw op '" + (op.has_attr("name") ? op.attr_string("name") : std::string("?")) + "' has no cuda body");
+  std::vector<std::string> outs;
+  for (const Value* r : op.results) outs.push_back(declare(op, r));
+  // Tiles are exchanged through shared memory as flat arrays: operands first, then results.
+  int64_t off = 0;
+  std::vector<std::string> in_ptr(op.operands.size()), out_ptr(op.results.size());
+  for (size_t i = 0; i < op.operands.size(); ++i) {
+    const Value* v = op.operand(i);
+    if (!v->type.is_tile()) continue;
+    int64_t bytes = shape_numel(v->type.shape) * (scalar_bytes(v->type.elem) > 4 ? 8 : 4);
+    in_ptr[i] = smem_ptr(ctype(v->type.elem), off, bytes);
+    off += align16(bytes);
+  }
+  for (size_t i = 0; i < op.results.size(); ++i) {
+    const Value* v = op.result(i);
+    if (!v->type.is_tile()) continue;
+    int64_t bytes = shape_numel(v->type.shape) * (scalar_bytes(v->type.elem) > 4 ? 8 : 4);
+    out_ptr[i] = smem_ptr(ctype(v->type.elem), off, bytes);
+    off += align16(bytes);
+  }
+  bool staged = false;
+  for (size_t i = 0; i < op.operands.size(); ++i)
+    if (!in_ptr[i].empty()) {
+      if (staged) {
+        // stage() starts with a barrier; consecutive writes into disjoint regions need none.
+        Layout L = layout_of(op.operand(i));
+        slots(L, [&](const std::string& s) {
+          line("if (" + owner_expr(L, s) + ") " + in_ptr[i] + "[" + elem_expr(L, s) + "] = " + nm(op.operand(i)) + "[" + s + "];");
+        });
+      } else {
+        stage(op.operand(i), in_ptr[i]);
+      }
+      staged = true;
+    }
+  if (staged || !out_ptr.empty()) barrier();
+  open("{");
+  for (size_t i = 0; i < op.operands.size(); ++i) {
+    const Value* v = op.operand(i);
+    std::string is = std::to_string(i);
+    if (v->type.is_tile()) line(ctype(v->type.elem) + "* in" + is + " = " + in_ptr[i] + ";");
+    else line("const " + ctype(v->type.elem) + " in" + is + " = " + nm(v) + ";");
+    line("constexpr int64_t in" + is + "_numel = " + std::to_string(v->type.is_tile() ? shape_numel(v->type.shape) : 1) + ";");
+    line("(void)in" + is + "; (void)in" + is + "_numel;");
+  }
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const Value* v = op.result(i);
+    std::string is = std::to_string(i);
+    if (v->type.is_tile()) line(ctype(v->type.elem) + "* out" + is + " = " + out_ptr[i] + ";");
+    else line(ctype(v->type.elem) + "& out" + is + " = " + outs[i] + ";");
+    line("constexpr int64_t out" + is + "_numel = " + std::to_string(v->type.is_tile() ? shape_numel(v->type.shape) : 1) + ";");
+    line("(void)out" + is + "_numel;");
+  }
+  std::istringstream in(std::get<std::string>(*body));
+  for (std::string l; std::getline(in, l);) line(l);
+  close();
+  bool tile_out = false;
+  for (const auto& p : out_ptr) tile_out |= !p.empty();
+  if (tile_out) {
+    barrier();
+    for (size_t i = 0; i < op.results.size(); ++i)
+      if (!out_ptr[i].empty())
+        gather_into(op.result(i), outs[i], [&](const std::string& e) { return out_ptr[i] + "[" + e + "]"; });
+  }
+}
+
+// --- the kernel -------------------------------------------------------------------------------
+
+static std::string scalar_abi_type(ScalarKind k) {
+  if (is_narrow(k)) return "float";
+  return ctype(k);
+}
+
+// Threads per CTA: the kernel's `num_warps` constexpr, else 4 warps, or 8 for large tiles/dots.
+static int pick_threads(const Kernel& k) {
+  if (const ConstexprDecl* d = k.find_constexpr("num_warps"))
+    if (d->value >= 1 && d->value <= 32) return static_cast<int>(d->value) * 32;
+  int64_t biggest = 0;
+  bool big_dot = false;
+  walk(const_cast<Block&>(*k.body), [&](Op& op) {
+    for (const Value* r : op.results)
+      if (r->type.is_tile() && shape_is_static(r->type.shape)) biggest = std::max(biggest, shape_numel(r->type.shape));
+    if (op.kind == OpKind::Dot && op.result()->type.rank() == 2 && shape_is_static(op.result()->type.shape)) {
+      auto S = static_shape(op.result()->type.shape);
+      big_dot |= S[0] >= 128 && S[1] >= 128;
+    }
+  });
+  return (biggest >= 8192 || big_dot) ? 256 : 128;
+}
+
+static int64_t smem_limit(const CudaTarget& t) {
+  if (t.sm >= 90) return 227 * 1024;
+  if (t.sm == 80 || t.sm == 87) return 163 * 1024;
+  return 99 * 1024;
+}
+
+CudaEmission Emitter::run() {
+  const Kernel& k = k_;
+  T_ = pick_threads(k);
+  CudaEmission out;
+  CudaKernelInfo& info = out.info;
+  info.symbol = "tessera_" + sanitize(k.name);
+  info.block_threads = T_;
+
+  std::vector<std::string> sig;
+  std::vector<std::string> dim_syms;
+  std::unordered_map<std::string, std::string> dim_var;
+  for (size_t j = 0; j < k.params.size(); ++j) {
+    const Value* p = k.params[j];
+    std::string js = std::to_string(j);
+    if (p->type.is_view() || p->type.is_ptr()) {
+      std::string ptr = "tsr_p" + js;
+      sig.push_back(stype(p->type.elem) + "* " + ptr);
+      info.params.push_back({CudaParam::Kind::Pointer, p->type.elem, 8, p->name, static_cast<int>(j)});
+      if (p->type.is_view()) {
+        ViewInfo vi;
+        vi.ptr = ptr;
+        for (const Dim& d : p->type.shape) {
+          if (d.is_static()) {
+            vi.dims.push_back("int64_t(" + std::to_string(d.value) + ")");
+          } else {
+            if (!dim_var.count(d.symbol)) {
+              dim_var[d.symbol] = "tsr_dim_" + sanitize(d.symbol);
+              dim_syms.push_back(d.symbol);
+            }
+            vi.dims.push_back("int64_t(" + dim_var[d.symbol] + ")");
+          }
+        }
+        views_[p] = vi;
+      }
+    }
+  }
+  for (const std::string& s : dim_syms) {
+    sig.push_back("int32_t " + dim_var[s]);
+    info.params.push_back({CudaParam::Kind::Dim, ScalarKind::I32, 4, s, -1});
+  }
+  for (size_t j = 0; j < k.params.size(); ++j) {
+    const Value* p = k.params[j];
+    if (!p->type.is_scalar()) {
+      if (!p->type.is_view() && !p->type.is_ptr())
+        throw TesseraError(k.loc, "cuda backend: parameter %" + p->name + " of type " + p->type.str() + " is not supported");
+      continue;
+    }
+    std::string n = "tsr_a" + std::to_string(j);
+    std::string at = scalar_abi_type(p->type.elem);
+    sig.push_back(at + " " + n);
+    int bytes = at == "float" ? 4 : at == "double" ? 8 : std::max(1, scalar_bytes(p->type.elem));
+    info.params.push_back({CudaParam::Kind::Scalar, p->type.elem, bytes, p->name, static_cast<int>(j)});
+    name_[p] = n;
+  }
+
+  line("// Generated by Tessera (" + std::string(kCudaCodegenVersion) + ") from kernel @" + k.name + " for " + tg_.str() + ".");
+  line("#include \"tessera/core.cuh\"");
+  line("#include \"tessera/mma.cuh\"");
+  out.headers = {"tessera/core.cuh", "tessera/mma.cuh"};
+  line("");
+  std::string s = "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(T_) + ") " + info.symbol + "(";
+  for (size_t i = 0; i < sig.size(); ++i) s += (i ? ", " : "") + sig[i];
+  open(s + ") {");
+  line("extern __shared__ __align__(16) unsigned char tsr_smem[];");
+  line("const int tsr_tid = int(threadIdx.x);");
+  line("constexpr int tsr_nthreads = " + std::to_string(T_) + ";");
+  line("(void)tsr_tid; (void)tsr_smem;");
+  // Row-major strides of every view, in 64 bits.
+  for (const Value* p : k.params) {
+    if (!views_.count(p)) continue;
+    ViewInfo& vi = views_[p];
+    int R = static_cast<int>(vi.dims.size());
+    vi.strides.assign(R, "");
+    std::string base = views_[p].ptr;
+    for (int d = R - 1; d >= 0; --d) {
+      std::string n = base + "_s" + std::to_string(d);
+      if (d == R - 1) line("const int64_t " + n + " = 1;");
+      else line("const int64_t " + n + " = " + vi.strides[d + 1] + " * " + vi.dims[d + 1] + ";");
+      vi.strides[d] = n;
+      line("(void)" + n + ";");
+    }
+  }
+  for (const auto& c : k.constexprs)
+    line("[[maybe_unused]] constexpr int64_t " + c.name + " = " + std::to_string(c.value) + "LL;");
+  emit_block(*k.body);
+  close();
+
+  int64_t smem = align16(smem_);
+  if (smem > smem_limit(tg_))
+    throw TesseraError(k.loc, "cuda backend: kernel @" + k.name + " needs " + std::to_string(smem) +
+                                  " bytes of shared memory; the limit on " + tg_.str() + " is " +
+                                  std::to_string(smem_limit(tg_)) + " bytes (use smaller tiles)");
+  info.dynamic_smem_bytes = static_cast<int>(smem);
+  info.static_smem_bytes = 0;
+  stats_["smem-bytes"] = smem;
+  stats_["threads"] = T_;
+  for (auto& l : lines_) {
+    out.source += l;
+    out.source += '\n';
+  }
+  out.line_op = std::move(line_op_);
+  out.stats = stats_;
+  return out;
+}
+
+}  // namespace tessera::cudagen
+
+namespace tessera {
+
+CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& target) {
+  return cudagen::Emitter(bound_kernel, target).run();
+}
+
+std::string emit_cuda(const Kernel& bound_kernel, const CudaTarget& target) {
+  return emit_cuda_with_info(bound_kernel, target).source;
+}
+
+}  // namespace tessera

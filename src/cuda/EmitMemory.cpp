@@ -1,0 +1,226 @@
+// Memory ops: load_tile/store_tile (16-byte vector accesses where the whole vector is in bounds
+// and aligned, masked scalar accesses at ragged edges), gather/scatter and atomics per element.
+// Addresses are computed in 64 bits.
+#include "cuda/EmitterInternal.h"
+
+namespace tessera::cudagen {
+
+namespace {
+
+std::string in_bounds(const std::vector<std::string>& g, const std::vector<std::string>& dims) {
+  std::string ok;
+  for (size_t d = 0; d < g.size(); ++d) ok += (d ? " && " : "") + g[d] + " >= 0 && " + g[d] + " < " + dims[d];
+  return ok.empty() ? "true" : ok;
+}
+
+std::string offset(const std::vector<std::string>& g, const std::vector<std::string>& strides) {
+  std::string o;
+  for (size_t d = 0; d < g.size(); ++d) o += (d ? " + " : "") + g[d] + " * " + strides[d];
+  return o.empty() ? "0" : o;
+}
+
+}  // namespace
+
+void Emitter::emit_load_store(const Op& op) {
+  bool load = op.kind == OpKind::LoadTile;
+  const Value* view = op.operand(0);
+  const ViewInfo& vi = view_of(op, view);
+  const Value* tile = load ? op.result() : op.operand(1);
+  size_t first = load ? 1 : 2;
+  int R = view->type.rank();
+  if (!tile->type.is_tile() || tile->type.rank() != R) fail(op, "tile rank must equal the view rank");
+  if (op.operands.size() != first + static_cast<size_t>(R)) fail(op, "needs one index per view dim");
+  std::vector<int64_t> S = shape_of(op, tile);
+  ScalarKind t = view->type.elem;
+  std::string St = stype(t);
+  std::string r = load ? declare(op, tile) : nm(tile);
+  std::string pad = lit(t, op.has_attr("pad") ? op.attr_number("pad") : 0.0);
+  Layout L = layout_of(tile);
+  open("{");
+  std::vector<std::string> o(R);
+  for (int d = 0; d < R; ++d) {
+    o[d] = fresh("o");
+    line("const int64_t " + o[d] + " = int64_t(" + nm(op.operand(first + d)) + ") * " + std::to_string(S[d]) + ";");
+  }
+  // Per element: coordinates, bounds, and the access itself.
+  auto scalar_access = [&](const std::string& s, const std::string& e, const std::string& guard) {
+    std::vector<std::string> c = coords(e, S), g(R);
+    for (int d = 0; d < R; ++d) g[d] = "(" + o[d] + " + " + c[d] + ")";
+    std::string ok = "(" + in_bounds(g, vi.dims) + ")";
+    if (guard != "true") ok = guard + " && " + ok;
+    std::string addr = vi.ptr + "[" + offset(g, vi.strides) + "]";
+    if (load) line(r + "[" + s + "] = " + ok + " ? " + load_conv(t, addr) + " : " + pad + ";");
+    else line("if (" + ok + ") " + addr + " = " + store_conv(t, r + "[" + s + "]") + ";");
+  };
+  bool vector_path = !L.replicated && L.vec > 1 && S[R - 1] % L.vec == 0;
+  if (vector_path) {
+    count("vector-accesses");
+    std::string V = std::to_string(L.vec), c = fresh("c");
+    line("#pragma unroll");
+    open("for (int " + c + " = 0; " + c + " < " + std::to_string(L.chunks) + "; ++" + c + ") {");
+    std::string e0 = fresh("e"), s0 = c + " * " + V;
+    line("const int " + e0 + " = " + elem_expr(L, s0) + ";");
+    std::vector<std::string> cc = coords(e0, S), g(R);
+    for (int d = 0; d < R; ++d) {
+      g[d] = fresh("g");
+      line("const int64_t " + g[d] + " = " + o[d] + " + " + cc[d] + ";");
+    }
+    std::string off = fresh("off");
+    line("const int64_t " + off + " = " + offset(g, vi.strides) + ";");
+    std::string ok = "true";
+    if (L.numel % (int64_t(L.vec) * T_) != 0) ok = e0 + " < " + std::to_string(L.numel);
+    for (int d = 0; d < R - 1; ++d) ok += " && " + g[d] + " >= 0 && " + g[d] + " < " + vi.dims[d];
+    ok += " && " + g[R - 1] + " >= 0 && " + g[R - 1] + " + " + V + " <= " + vi.dims[R - 1];
+    ok += " && tsr::aligned_vec<" + St + ", " + V + ">(" + vi.ptr + " + " + off + ")";
+    std::string buf = fresh("buf");
+    line(St + " " + buf + "[" + V + "];");
+    open("if (" + ok + ") {");
+    if (load) {
+      line("tsr::copy_vec<" + St + ", " + V + ">(" + buf + ", " + vi.ptr + " + " + off + ");");
+      line("#pragma unroll");
+      line("for (int v_ = 0; v_ < " + V + "; ++v_) " + r + "[" + s0 + " + v_] = " + load_conv(t, buf + "[v_]") + ";");
+    } else {
+      line("#pragma unroll");
+      line("for (int v_ = 0; v_ < " + V + "; ++v_) " + buf + "[v_] = " + store_conv(t, r + "[" + s0 + " + v_]") + ";");
+      line("tsr::copy_vec<" + St + ", " + V + ">(" + vi.ptr + " + " + off + ", " + buf + ");");
+    }
+    --ind_;
+    open("} else {");
+    line("#pragma unroll");
+    open("for (int v_ = 0; v_ < " + V + "; ++v_) {");
+    std::string guard = L.numel % (int64_t(L.vec) * T_) != 0 ? "(" + e0 + " < " + std::to_string(L.numel) + ")" : "true";
+    scalar_access(s0 + " + v_", e0 + " + v_", guard);
+    close();
+    close();
+    close();
+  } else {
+    slots(L, [&](const std::string& s) {
+      std::string e = fresh("e");
+      line("const int " + e + " = " + elem_expr(L, s) + ";");
+      scalar_access(s, e, load ? valid_expr(L, s) : owner_expr(L, s));
+    });
+  }
+  close();
+}
+
+void Emitter::emit_gather_scatter(const Op& op) {
+  bool gather = op.kind == OpKind::Gather;
+  const Value* view = op.operand(0);
+  const ViewInfo& vi = view_of(op, view);
+  int R = view->type.rank();
+  size_t first = gather ? 1 : 2;
+  size_t n = op.operands.size() - first;
+  if (n != static_cast<size_t>(R) && n != static_cast<size_t>(R) + 1) fail(op, "needs one index per view dim and an optional mask");
+  bool has_mask = n == static_cast<size_t>(R) + 1;
+  const Value* shape_v = op.operand(first);
+  ScalarKind t = view->type.elem;
+  std::string pad = lit(t, op.has_attr("pad") ? op.attr_number("pad") : 0.0);
+  auto at = [&](const Value* v, const std::string& s) { return v->type.is_tile() ? nm(v) + "[" + s + "]" : nm(v); };
+  auto access = [&](const std::string& s, const std::string& guard, const std::string& dst) {
+    std::vector<std::string> g(R);
+    for (int d = 0; d < R; ++d) g[d] = "int64_t(" + at(op.operand(first + d), s) + ")";
+    std::string ok = "(" + in_bounds(g, vi.dims) + ")";
+    if (has_mask) ok = "(" + at(op.operand(first + R), s) + " != 0) && " + ok;
+    if (guard != "true") ok = guard + " && " + ok;
+    std::string addr = vi.ptr + "[" + offset(g, vi.strides) + "]";
+    if (gather) line(dst + " = " + ok + " ? " + load_conv(t, addr) + " : " + pad + ";");
+    else line("if (" + ok + ") " + addr + " = " + store_conv(t, at(op.operand(1), s)) + ";");
+  };
+  if (gather) {
+    const Value* r = op.result();
+    std::string res = declare(op, r);
+    if (r->type.is_tile()) {
+      Layout L = layout_of(r);
+      slots(L, [&](const std::string& s) { access(s, valid_expr(L, s), res + "[" + s + "]"); });
+    } else {
+      access("0", "true", res);
+    }
+  } else {
+    // Duplicate indices: the thread order decides (the interpreter's "last wins" is not kept).
+    if (shape_v->type.is_tile()) {
+      Layout L = layout_of(shape_v);
+      slots(L, [&](const std::string& s) { access(s, owner_expr(L, s), ""); });
+    } else {
+      access("0", "(tsr_tid == 0)", "");
+    }
+  }
+}
+
+void Emitter::emit_atomic(const Op& op) {
+  bool cas = op.kind == OpKind::AtomicCas;
+  const Value* view = op.operand(0);
+  const ViewInfo& vi = view_of(op, view);
+  int R = view->type.rank();
+  size_t first = cas ? 3 : 2;
+  size_t n = op.operands.size() - first;
+  if (n != static_cast<size_t>(R) && !(n == static_cast<size_t>(R) + 1 && !cas))
+    fail(op, "needs one index per view dim" + std::string(cas ? "" : " and an optional mask"));
+  bool has_mask = n == static_cast<size_t>(R) + 1;
+  ScalarKind t = view->type.elem;
+  std::string St = stype(t), C = ctype(t);
+  std::string kind = cas ? "cas" : op.attr_string("kind");
+  if (kind != "add" && kind != "max" && kind != "min" && kind != "cas") fail(op, "unknown atomic kind '" + kind + "'");
+  const Value* r = op.result();
+  std::string res = declare(op, r);
+  auto at = [&](const Value* v, const std::string& s) { return v->type.is_tile() ? nm(v) + "[" + s + "]" : nm(v); };
+  // The read-modify-write of one element; returns the old value in the compute type.
+  auto rmw = [&](const std::string& p, const std::string& val, const std::string& cmp) -> std::string {
+    bool f = is_float(t);
+    if (kind == "add") {
+      if (t == ScalarKind::F32 || t == ScalarKind::F64) return "atomicAdd(" + p + ", " + val + ")";
+      if (t == ScalarKind::I32 || t == ScalarKind::U32)
+        return C + "(atomicAdd(reinterpret_cast<unsigned*>(" + p + "), unsigned(" + val + ")))";
+      if (t == ScalarKind::I64 || t == ScalarKind::U64)
+        return C + "(atomicAdd(reinterpret_cast<unsigned long long*>(" + p + "), (unsigned long long)(" + val + ")))";
+      std::string nv = f ? store_conv(t, fround(t, load_conv(t, "o_") + " + v_")) : St + "(uint32_t(o_) + uint32_t(v_))";
+      if (t == ScalarKind::I1) nv = "uint8_t((o_ + v_) & 1)";
+      return load_conv(t, "tsr::atomic_rmw<" + St + ">(" + p + ", [=](" + St + " o_) { const " + C + " v_ = " + val +
+                              "; return " + St + "(" + nv + "); })");
+    }
+    if (kind == "max" || kind == "min") {
+      bool mx = kind == "max";
+      if (t == ScalarKind::I32) return std::string(mx ? "atomicMax(" : "atomicMin(") + p + ", " + val + ")";
+      if (t == ScalarKind::U32) return std::string(mx ? "atomicMax(" : "atomicMin(") + p + ", " + val + ")";
+      if (t == ScalarKind::I64)
+        return "int64_t(" + std::string(mx ? "atomicMax(" : "atomicMin(") + "reinterpret_cast<long long*>(" + p + "), (long long)(" + val + ")))";
+      if (t == ScalarKind::U64)
+        return "uint64_t(" + std::string(mx ? "atomicMax(" : "atomicMin(") + "reinterpret_cast<unsigned long long*>(" + p + "), (unsigned long long)(" + val + ")))";
+      std::string fn = std::string(f ? "tsr::f" : "tsr::i") + kind + (f ? "_nan<" : "<") + C + ">";
+      return load_conv(t, "tsr::atomic_rmw<" + St + ">(" + p + ", [=](" + St + " o_) { const " + C + " v_ = " + val +
+                              "; return " + St + "(" + store_conv(t, fn + "(" + load_conv(t, "o_") + ", v_)") + "); })");
+    }
+    return load_conv(t, "tsr::atomic_rmw<" + St + ">(" + p + ", [=](" + St + " o_) { const " + C + " v_ = " + val +
+                            "; const " + C + " c_ = " + cmp + "; return " + load_conv(t, "o_") + " == c_ ? " + St + "(" +
+                            store_conv(t, "v_") + ") : o_; })");
+  };
+  auto access = [&](const std::string& s, const std::string& guard, const std::string& dst) {
+    std::vector<std::string> g(R);
+    for (int d = 0; d < R; ++d) g[d] = "int64_t(" + at(op.operand(first + d), s) + ")";
+    std::string ok = "(" + in_bounds(g, vi.dims) + ")";
+    if (has_mask) ok = "(" + at(op.operand(first + R), s) + " != 0) && " + ok;
+    if (guard != "true") ok = guard + " && " + ok;
+    std::string val = at(op.operand(cas ? 2 : 1), s), cmp = cas ? at(op.operand(1), s) : "";
+    line(dst + " = " + C + "(0);");
+    line("if (" + ok + ") " + dst + " = " + C + "(" + rmw(vi.ptr + " + (" + offset(g, vi.strides) + ")", val, cmp) + ");");
+  };
+  if (r->type.is_tile()) {
+    Layout L = layout_of(r);
+    slots(L, [&](const std::string& s) { access(s, owner_expr(L, s), res + "[" + s + "]"); });
+    if (L.replicated) {
+      // Each element was done by one thread; share the old values.
+      std::string p = smem_ptr(C, 0, L.numel * 8);
+      stage(r, p);
+      barrier();
+      gather_into(r, res, [&](const std::string& e) { return p + "[" + e + "]"; });
+      count("layout-conversions");
+    }
+  } else {
+    access("0", "(tsr_tid == 0)", res);
+    std::string p = smem_ptr(C, 0, 8);
+    stage(r, p);
+    barrier();
+    line(res + " = " + p + "[0];");
+  }
+}
+
+}  // namespace tessera::cudagen

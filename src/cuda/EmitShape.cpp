@@ -1,0 +1,320 @@
+// Shape ops, reductions and scans: the ops that move elements between threads. They go through
+// the shared-memory scratch (a flat row-major copy of the source); reshape and expand_dims keep
+// the flat order and therefore the layout, so they are register copies.
+#include "cuda/EmitterInternal.h"
+
+namespace tessera::cudagen {
+
+static int64_t cbytes(ScalarKind k) { return scalar_bytes(k) > 4 ? 8 : 4; }
+
+void Emitter::emit_shape(const Op& op) {
+  const Value* x = op.operand(0);
+  const Value* r = op.result();
+  ScalarKind t = r->type.elem;
+  std::string C = ctype(t);
+  std::vector<int64_t> RS = shape_of(op, r);
+  if (op.kind == OpKind::Reshape || op.kind == OpKind::ExpandDims) {
+    if (!x->type.is_tile()) {
+      std::string n = declare(op, r);
+      slots(layout_of(r), [&](const std::string& s) { line(n + "[" + s + "] = " + nm(x) + ";"); });
+      return;
+    }
+    if (shape_numel(x->type.shape) != shape_numel(r->type.shape)) fail(op, "element counts differ");
+    std::string n = declare(op, r);
+    copy_value(r, n, nm(x));
+    return;
+  }
+  if (op.kind == OpKind::Broadcast) {
+    std::string n = declare(op, r);
+    if (!x->type.is_tile()) {
+      slots(layout_of(r), [&](const std::string& s) { line(n + "[" + s + "] = " + nm(x) + ";"); });
+      return;
+    }
+    std::vector<int64_t> XS = shape_of(op, x);
+    if (XS.size() != RS.size()) fail(op, "broadcast needs equal ranks");
+    // The source element of result element e.
+    auto src_index = [&](const std::string& e) {
+      std::vector<std::string> c = coords(e, RS);
+      for (size_t d = 0; d < RS.size(); ++d)
+        if (XS[d] == 1) c[d] = "0";
+        else if (XS[d] != RS[d]) fail(op, "dim " + std::to_string(d) + " is neither 1 nor the result's");
+      return flat(c, XS);
+    };
+    Layout LX = layout_of(x);
+    if (LX.replicated) {
+      // Every thread holds the whole (small) source: index it with compile-time slots only.
+      Layout L = layout_of(r);
+      slots(L, [&](const std::string& s) {
+        std::string e = fresh("e");
+        line("const int " + e + " = " + elem_expr(L, s) + ";");
+        // The index is a runtime value for blocked results; pick it by an unrolled select so
+        // that the source array stays in registers.
+        std::string si = fresh("si");
+        line("const int " + si + " = " + src_index(e) + ";");
+        line(n + "[" + s + "] = " + nm(x) + "[0];");
+        line("#pragma unroll");
+        line("for (int q_ = 1; q_ < " + std::to_string(LX.slots) + "; ++q_) if (q_ == " + si + ") " + n + "[" + s +
+             "] = " + nm(x) + "[q_];");
+      });
+      return;
+    }
+    std::string p = smem_ptr(C, 0, shape_numel(x->type.shape) * cbytes(t));
+    stage(x, p);
+    barrier();
+    gather_into(r, n, [&](const std::string& e) { return p + "[" + src_index(e) + "]"; });
+    count("layout-conversions");
+    return;
+  }
+  std::vector<int64_t> XS = shape_of(op, x);
+  if (op.kind == OpKind::Permute) {
+    const std::vector<int64_t>& dims = op.attr_ints("dims");
+    if (dims.size() != XS.size()) fail(op, "dims must be a permutation of the operand's dims");
+    std::string n = declare(op, r);
+    std::string p = smem_ptr(C, 0, shape_numel(x->type.shape) * cbytes(t));
+    stage(x, p);
+    barrier();
+    gather_into(r, n, [&](const std::string& e) {
+      std::vector<std::string> c = coords(e, RS), xc(XS.size());
+      for (size_t i = 0; i < dims.size(); ++i) xc[static_cast<size_t>(dims[i])] = c[i];
+      return p + "[" + flat(xc, XS) + "]";
+    });
+    count("layout-conversions");
+    return;
+  }
+  if (op.kind == OpKind::ExtractTile) {
+    if (op.operands.size() != 1 + XS.size()) fail(op, "needs one index per dim");
+    std::string n = declare(op, r);
+    std::string p = smem_ptr(C, 0, shape_numel(x->type.shape) * cbytes(t));
+    stage(x, p);
+    barrier();
+    gather_into(r, n, [&](const std::string& e) {
+      std::vector<std::string> c = coords(e, RS);
+      for (size_t d = 0; d < c.size(); ++d)
+        c[d] = "(" + nm(op.operand(1 + d)) + " * " + std::to_string(RS[d]) + " + " + c[d] + ")";
+      return p + "[" + flat(c, XS) + "]";
+    });
+    count("layout-conversions");
+    return;
+  }
+  if (op.kind == OpKind::InsertTile) {
+    const Value* sub = op.operand(1);
+    std::vector<int64_t> SS = shape_of(op, sub);
+    if (op.operands.size() != 2 + XS.size()) fail(op, "needs one index per dim");
+    std::string n = declare(op, r);
+    std::string p = smem_ptr(C, 0, shape_numel(sub->type.shape) * cbytes(t));
+    stage(sub, p);
+    barrier();
+    Layout L = layout_of(r);
+    slots(L, [&](const std::string& s) {
+      std::string e = fresh("e");
+      line("const int " + e + " = " + elem_expr(L, s) + ";");
+      std::vector<std::string> c = coords(e, RS), sc(c.size());
+      std::string inside;
+      for (size_t d = 0; d < c.size(); ++d) {
+        std::string lo = "(" + nm(op.operand(2 + d)) + " * " + std::to_string(SS[d]) + ")";
+        sc[d] = "(" + c[d] + " - " + lo + ")";
+        inside += (d ? " && " : "") + c[d] + " >= " + lo + " && " + c[d] + " < " + lo + " + " + std::to_string(SS[d]);
+      }
+      line(n + "[" + s + "] = (" + valid_expr(L, s) + " && " + inside + ") ? " + p + "[" + flat(sc, SS) + "] : " + nm(x) + "[" + s + "];");
+    });
+    count("layout-conversions");
+    return;
+  }
+  fail(op, "unsupported shape op");
+}
+
+std::string Emitter::combine(const Op& op, const std::string& a, const std::string& b) {
+  const Block& body = op.region(0);
+  if (body.args.size() != 2) fail(op, "the combiner region takes two arguments");
+  name_[body.args[0]] = a;
+  name_[body.args[1]] = b;
+  emit_block(body);
+  const Op* y = terminator(body, op);
+  if (y->operands.size() != 1) fail(op, "the combiner yields one value");
+  return nm(y->operand(0));
+}
+
+void Emitter::emit_reduce(const Op& op) {
+  const Value* x = op.operand(0);
+  const Value* r = op.result();
+  std::vector<int64_t> S = shape_of(op, x);
+  int64_t axis = op.attr_int("axis");
+  if (axis < 0 || axis >= static_cast<int64_t>(S.size())) fail(op, "axis out of range");
+  int64_t O = 1, L = S[axis], I = 1;
+  for (int64_t d = 0; d < axis; ++d) O *= S[d];
+  for (size_t d = axis + 1; d < S.size(); ++d) I *= S[d];
+  int64_t P = O * I, N = O * L * I;
+  ScalarKind t = x->type.elem;
+  std::string C = ctype(t);
+  bool f = is_float(t);
+  std::string res = declare(op, r);
+  std::string kind = op.kind == OpKind::ReduceWith ? "with" : op.attr_string("kind");
+  bool arg = kind == "argmax" || kind == "argmin";
+  std::string Sx = std::to_string(L), Ix = std::to_string(I);
+  // The reduced value is in the compute type (sums of narrow floats accumulate in f32).
+  std::string init, U = scalar_bits(t) > 32 ? "uint64_t" : "uint32_t";
+  std::function<std::string(const std::string&, const std::string&)> step;
+  if (kind == "sum") {
+    init = C + "(0)";
+    step = [&](const std::string& a, const std::string& b) {
+      return f ? C + "(" + a + " + " + b + ")" : C + "(" + U + "(" + a + ") + " + U + "(" + b + "))";
+    };
+  } else if (kind == "prod") {
+    init = C + "(1)";
+    step = [&](const std::string& a, const std::string& b) {
+      return f ? C + "(" + a + " * " + b + ")" : C + "(" + U + "(" + a + ") * " + U + "(" + b + "))";
+    };
+  } else if (kind == "max" || kind == "min") {
+    std::string fn = std::string(f ? "tsr::f" : "tsr::i") + kind + (f ? "_nan<" : "<") + C + ">";
+    step = [fn](const std::string& a, const std::string& b) { return fn + "(" + a + ", " + b + ")"; };
+  } else if (!arg && kind != "with") {
+    fail(op, "unknown reduce kind '" + kind + "'");
+  }
+  auto fin = [&](const std::string& e) {
+    if (f && (kind == "sum" || kind == "prod")) return fround(t, e);
+    if (t == ScalarKind::I1 && (kind == "sum" || kind == "prod")) return "uint8_t((" + e + ") & 1)";
+    return e;
+  };
+  // "Is (v1, i1) better than (v2, i2)" for argmax/argmin: NaN is the largest for argmax and the
+  // smallest for argmin; ties go to the smaller index.
+  auto better = [&](const std::string& v1, const std::string& i1, const std::string& v2, const std::string& i2) {
+    std::string n1 = "(" + v1 + " != " + v1 + ")", n2 = "(" + v2 + " != " + v2 + ")";
+    std::string cmp = kind == "argmax" ? ">" : "<";
+    return "((" + n1 + " && !" + n2 + ") || (!" + n1 + " && !" + n2 + " && " + v1 + " " + cmp + " " + v2 + ") || (((" + n1 +
+           " && " + n2 + ") || " + v1 + " == " + v2 + ") && " + i1 + " < " + i2 + "))";
+  };
+
+  // Stage the source; partial results follow it in the scratch.
+  int64_t src_bytes = align16(N * cbytes(t));
+  std::string src = smem_ptr(C, 0, src_bytes);
+  stage(x, src);
+  barrier();
+  auto at = [&](const std::string& o, const std::string& l, const std::string& i) {
+    return src + "[(" + o + " * " + Sx + " + " + l + ") * " + Ix + " + " + i + "]";
+  };
+  std::string out_v = smem_ptr(arg ? "int32_t" : C, src_bytes, std::max<int64_t>(P, T_) * 8);
+  std::string part_i = smem_ptr("int32_t", src_bytes + align16(std::max<int64_t>(P, T_) * 8), std::max<int64_t>(P, T_) * 4);
+  // Group size: threads cooperating on one output (a power of two), when outputs are few.
+  int64_t gs = 1;
+  if (kind != "with")
+    while (gs * 2 * P <= T_ && gs * 2 <= L) gs *= 2;
+  if (gs >= 2) {
+    std::string G = std::to_string(gs);
+    std::string pv = smem_ptr(C, src_bytes, std::max<int64_t>(P, T_) * 8);
+    open("if (tsr_tid < " + std::to_string(P * gs) + ") {");
+    line("const int p_ = tsr_tid / " + G + ", lane_ = tsr_tid % " + G + ";");
+    line("const int o_ = p_ / " + Ix + ", i_ = p_ % " + Ix + ";");
+    if (arg) {
+      line(C + " acc_ = " + at("o_", "lane_", "i_") + ";");
+      line("int32_t ai_ = lane_;");
+      open("for (int l_ = lane_ + " + G + "; l_ < " + Sx + "; l_ += " + G + ") {");
+      line("const " + C + " x_ = " + at("o_", "l_", "i_") + ";");
+      line("if (" + better("x_", "l_", "acc_", "ai_") + ") { acc_ = x_; ai_ = l_; }");
+      close();
+      line(pv + "[tsr_tid] = acc_;");
+      line(part_i + "[tsr_tid] = ai_;");
+    } else {
+      line(C + " acc_ = " + at("o_", "lane_", "i_") + ";");
+      line("for (int l_ = lane_ + " + G + "; l_ < " + Sx + "; l_ += " + G + ") acc_ = " + step("acc_", at("o_", "l_", "i_")) + ";");
+      line(pv + "[tsr_tid] = acc_;");
+    }
+    close();
+    barrier();
+    for (int64_t h = gs / 2; h >= 1; h /= 2) {
+      std::string H = std::to_string(h);
+      open("if (tsr_tid < " + std::to_string(P * gs) + " && tsr_tid % " + G + " < " + H + ") {");
+      if (arg) {
+        line("const " + C + " a_ = " + pv + "[tsr_tid], b_ = " + pv + "[tsr_tid + " + H + "];");
+        line("const int32_t ia_ = " + part_i + "[tsr_tid], ib_ = " + part_i + "[tsr_tid + " + H + "];");
+        line("if (" + better("b_", "ib_", "a_", "ia_") + ") { " + pv + "[tsr_tid] = b_; " + part_i + "[tsr_tid] = ib_; }");
+      } else {
+        line(pv + "[tsr_tid] = " + step(pv + "[tsr_tid]", pv + "[tsr_tid + " + H + "]") + ";");
+      }
+      close();
+      barrier();
+    }
+    auto result_at = [&](const std::string& p) {
+      return arg ? part_i + "[(" + p + ") * " + G + "]" : fin(pv + "[(" + p + ") * " + G + "]");
+    };
+    if (r->type.is_tile()) gather_into(r, res, result_at);
+    else line(res + " = " + result_at("0") + ";");
+  } else {
+    // One thread per output, left to right (exact order for custom combiners).
+    std::string ov = arg ? part_i : out_v;
+    open("for (int p_ = tsr_tid; p_ < " + std::to_string(P) + "; p_ += " + std::to_string(T_) + ") {");
+    line("const int o_ = p_ / " + Ix + ", i_ = p_ % " + Ix + ";");
+    line(C + " acc_ = " + at("o_", "0", "i_") + ";");
+    if (arg) line("int32_t ai_ = 0;");
+    open("for (int l_ = 1; l_ < " + Sx + "; ++l_) {");
+    line("const " + C + " x_ = " + at("o_", "l_", "i_") + ";");
+    if (arg) {
+      line("if (" + better("x_", "l_", "acc_", "ai_") + ") { acc_ = x_; ai_ = l_; }");
+    } else if (kind == "with") {
+      std::string a = fresh("a"), b = fresh("b");
+      line("const " + C + " " + a + " = acc_;");
+      line("const " + C + " " + b + " = x_;");
+      std::string c = combine(op, a, b);
+      cur_ = &op;
+      line("acc_ = " + c + ";");
+    } else {
+      line("acc_ = " + step("acc_", "x_") + ";");
+    }
+    close();
+    line(ov + "[p_] = " + (arg ? std::string("ai_") : fin("acc_")) + ";");
+    close();
+    barrier();
+    if (r->type.is_tile()) gather_into(r, res, [&](const std::string& e) { return ov + "[" + e + "]"; });
+    else line(res + " = " + ov + "[0];");
+  }
+  count("reductions");
+}
+
+void Emitter::emit_scan(const Op& op) {
+  const Value* x = op.operand(0);
+  const Value* r = op.result();
+  std::vector<int64_t> S = shape_of(op, x);
+  int64_t axis = op.attr_int("axis");
+  if (axis < 0 || axis >= static_cast<int64_t>(S.size())) fail(op, "axis out of range");
+  int64_t O = 1, L = S[axis], I = 1;
+  for (int64_t d = 0; d < axis; ++d) O *= S[d];
+  for (size_t d = axis + 1; d < S.size(); ++d) I *= S[d];
+  ScalarKind t = x->type.elem;
+  std::string C = ctype(t);
+  bool f = is_float(t);
+  std::string res = declare(op, r);
+  std::string src = smem_ptr(C, 0, O * L * I * cbytes(t));
+  stage(x, src);
+  barrier();
+  std::string Sx = std::to_string(L), Ix = std::to_string(I);
+  auto at = [&](const std::string& l) { return src + "[(o_ * " + Sx + " + " + l + ") * " + Ix + " + i_]"; };
+  // One thread per line, in place, in order.
+  open("for (int p_ = tsr_tid; p_ < " + std::to_string(O * I) + "; p_ += " + std::to_string(T_) + ") {");
+  line("const int o_ = p_ / " + Ix + ", i_ = p_ % " + Ix + ";");
+  line(C + " acc_ = " + at("0") + ";");
+  open("for (int l_ = 1; l_ < " + Sx + "; ++l_) {");
+  if (op.kind == OpKind::ScanWith) {
+    std::string a = fresh("a"), b = fresh("b");
+    line("const " + C + " " + a + " = acc_;");
+    line("const " + C + " " + b + " = " + at("l_") + ";");
+    std::string c = combine(op, a, b);
+    cur_ = &op;
+    line("acc_ = " + c + ";");
+  } else {
+    const std::string& kind = op.attr_string("kind");
+    std::string b = at("l_"), e, U = scalar_bits(t) > 32 ? "uint64_t" : "uint32_t";
+    // Narrow float sums accumulate in f32; each output is rounded (below).
+    if (kind == "sum") e = f ? C + "(acc_ + " + b + ")" : C + "(" + U + "(acc_) + " + U + "(" + b + "))";
+    else if (kind == "prod") e = f ? C + "(acc_ * " + b + ")" : C + "(" + U + "(acc_) * " + U + "(" + b + "))";
+    else if (kind == "max" || kind == "min") e = std::string(f ? "tsr::f" : "tsr::i") + kind + (f ? "_nan<" : "<") + C + ">(acc_, " + b + ")";
+    else fail(op, "unknown scan kind '" + kind + "'");
+    if (t == ScalarKind::I1 && (kind == "sum" || kind == "prod")) e = "uint8_t((" + e + ") & 1)";
+    line("acc_ = " + e + ";");
+  }
+  line(at("l_") + " = " + (f ? fround(t, "acc_") : std::string("acc_")) + ";");
+  close();
+  close();
+  barrier();
+  gather_into(r, res, [&](const std::string& e) { return src + "[" + e + "]"; });
+}
+
+}  // namespace tessera::cudagen

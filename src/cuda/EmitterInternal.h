@@ -1,0 +1,134 @@
+// Internals of the CUDA emitter shared by its files (one concern per file: CudaEmitter.cpp core,
+// elementwise and control flow; EmitMemory.cpp; EmitShape.cpp reductions, scans and shape ops;
+// EmitDot.cpp).
+//
+// Layouts (a function of a tile's element count only, so that elementwise ops, casts, reshape
+// and expand_dims never move data between threads):
+//   replicated: numel <= kReplicateMax; every thread holds every element (slot s = element s).
+//     Small tiles such as reduction results are needed by all threads.
+//   blocked: flattened row-major elements; thread t owns VEC contiguous elements per chunk,
+//     chunks strided by T*VEC (slot s = chunk s/VEC, lane s%VEC). VEC is the largest of 8, 4, 2,
+//     1 dividing numel with numel >= VEC*T (so 16-bit loads are 16 bytes).
+// A thread's elements live in a register array indexed only by compile-time slot numbers
+// (fully unrolled loops). Data crosses threads only through the shared-memory scratch, and
+// every exchange is bracketed by __syncthreads() (the write phase starts with one, so a reader
+// of the previous exchange is done; the read phase starts after one). Scalars are uniform:
+// every thread computes the same value, so control flow on scalars never diverges and barriers
+// inside loops and branches are safe.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cuda/CudaEmitter.h"
+
+namespace tessera::cudagen {
+
+inline constexpr int64_t kReplicateMax = 32;
+
+struct Layout {
+  bool replicated = true;
+  int64_t numel = 1;
+  int vec = 1;
+  int64_t chunks = 1;
+  int slots = 1;  // register slots per thread
+};
+
+std::string ctype(ScalarKind k);  // compute type (float for narrow floats)
+std::string stype(ScalarKind k);  // storage type in memory
+std::string load_conv(ScalarKind k, const std::string& storage_expr);
+std::string store_conv(ScalarKind k, const std::string& compute_expr);
+std::string fround(ScalarKind k, const std::string& e);  // a float expr rounded to float kind k
+std::string flit(double v);                              // exact float literal
+std::string dlit(double v);                              // exact double literal
+std::string lit(ScalarKind k, double v);                 // a constant of kind k (value pre-rounded)
+std::string ilit(ScalarKind k, int64_t v);
+std::string op_text(const Op& op);
+
+class Emitter {
+ public:
+  Emitter(const Kernel& k, const CudaTarget& t);
+  CudaEmission run();
+
+  // --- output ---
+  const Kernel& k_;
+  CudaTarget tg_;
+  int T_ = 128;  // threads per CTA
+  std::vector<std::string> lines_;
+  std::vector<const Op*> line_op_;
+  const Op* cur_ = nullptr;
+  int ind_ = 0;
+  int counter_ = 0;
+  int64_t smem_ = 0;  // bytes of scratch needed
+  std::map<std::string, int64_t> stats_;
+  bool uses_mma_ = false;
+  std::unordered_map<const Value*, std::string> name_;
+  struct ViewInfo {
+    std::string ptr;
+    std::vector<std::string> dims, strides;  // C++ expressions (int64)
+  };
+  std::unordered_map<const Value*, ViewInfo> views_;
+
+  void line(const std::string& s);
+  std::string fresh(const std::string& p) { return p + std::to_string(counter_++); }
+  [[noreturn]] void fail(const Op& op, const std::string& msg) const;
+  const std::string& nm(const Value* v) const;
+  std::string bind_new(const Value* v, const std::string& hint = "v");
+  std::vector<int64_t> shape_of(const Op& op, const Value* v) const;
+  const ViewInfo& view_of(const Op& op, const Value* v) const;
+
+  Layout layout(int64_t numel) const;
+  Layout layout_of(const Value* v) const;
+  // Expression of the element index of slot `s` (a compile-time loop variable).
+  std::string elem_expr(const Layout& L, const std::string& s) const;
+  // Condition that slot `s` holds a real element (blocked tiles may have a partial last chunk).
+  std::string valid_expr(const Layout& L, const std::string& s) const;
+  // Condition that this thread is the one that performs side effects for element `e`.
+  std::string owner_expr(const Layout& L, const std::string& s) const;
+  // Declares the register array (tiles) of a result; returns its name.
+  std::string declare(const Op& op, const Value* v, const std::string& hint = "v");
+  // Emits `for slot` (unrolled) around body(s).
+  void slots(const Layout& L, const std::function<void(const std::string&)>& body);
+  void open(const std::string& s) { line(s); ++ind_; }
+  void close(const std::string& s = "}") { --ind_; line(s); }
+  // Shared scratch: pointer expression to `bytes` at `off` as type T; records the need.
+  std::string smem_ptr(const std::string& type, int64_t off, int64_t bytes);
+  static int64_t align16(int64_t b) { return (b + 15) / 16 * 16; }
+  // Writes tile `v` (compute type, flat row-major) to `ptr` (barrier before; none after).
+  void stage(const Value* v, const std::string& ptr);
+  // Fills result tile array `dst` (layout of `r`) from src_fn(element index expr) (no barrier).
+  void gather_into(const Value* r, const std::string& dst,
+                   const std::function<std::string(const std::string& e)>& src_fn);
+  // Multi-dim coordinate expressions of flat index `e` in static shape `S`.
+  static std::vector<std::string> coords(const std::string& e, const std::vector<int64_t>& S);
+  static std::string flat(const std::vector<std::string>& c, const std::vector<int64_t>& S);
+  void barrier() { line("__syncthreads();"); }
+  void count(const std::string& stat, int64_t n = 1) { stats_[stat] += n; }
+
+  void emit_block(const Block& b);
+  const Op* terminator(const Block& b, const Op& parent) const;
+  void emit_op(const Op& op);
+  void elementwise(const Op& op, const std::function<std::string(const std::vector<std::string>&)>& fn);
+  void emit_unary(const Op& op);
+  void emit_binary(const Op& op);
+  void emit_cast(const Op& op);
+  void emit_load_store(const Op& op);
+  void emit_gather_scatter(const Op& op);
+  void emit_atomic(const Op& op);
+  void emit_shape(const Op& op);
+  void emit_dot(const Op& op);
+  void emit_reduce(const Op& op);
+  void emit_scan(const Op& op);
+  void emit_for(const Op& op);
+  void emit_if(const Op& op);
+  void emit_while(const Op& op);
+  void emit_raw(const Op& op);
+  void copy_value(const Value* v, const std::string& dst, const std::string& src);
+  void assign_carried(const Op& y, const std::vector<const Value*>& vals, const std::vector<std::string>& carried);
+  std::string combine(const Op& op, const std::string& a, const std::string& b);
+};
+
+}  // namespace tessera::cudagen

@@ -1,0 +1,191 @@
+// Tessera device library: scalar types, narrow-float conversions, integer helpers and atomics.
+// Self-contained (no CUDA toolkit headers) so that NVRTC needs no include path and compiles
+// fast. Included by generated code as "tessera/core.cuh".
+#pragma once
+
+#ifdef __CUDACC_RTC__
+typedef signed char int8_t;
+typedef short int16_t;
+typedef int int32_t;
+typedef long long int64_t;
+typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+typedef unsigned long long uintptr_t;
+#else
+#include <cstdint>
+#endif
+
+#define TSR_D __device__ __forceinline__
+
+namespace tsr {
+
+TSR_D float inf_f() { return __int_as_float(0x7f800000); }
+TSR_D float nan_f() { return __int_as_float(0x7fc00000); }
+TSR_D double inf_d() { return __longlong_as_double(0x7ff0000000000000LL); }
+TSR_D double nan_d() { return __longlong_as_double(0x7ff8000000000000LL); }
+
+// ---- narrow floats: storage bits <-> float (compute type), round to nearest even ----
+TSR_D float bf2f(uint16_t b) { return __uint_as_float(uint32_t(b) << 16); }
+TSR_D uint16_t f2bf(float f) {
+  uint16_t r;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(f));
+  return r;
+}
+TSR_D float h2f(uint16_t b) {
+  float r;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(b));
+  return r;
+}
+TSR_D uint16_t f2h(float f) {
+  uint16_t r;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(f));
+  return r;
+}
+TSR_D float rbf16(float f) { return bf2f(f2bf(f)); }
+TSR_D float rf16(float f) { return h2f(f2h(f)); }
+
+// f8 (E exponent bits, M mantissa bits). Inf: the format has infinities (e5m2); without (e4m3fn)
+// the all-ones pattern is NaN and the max finite is 448. Finite overflow saturates to +-max,
+// inf becomes +-max for e4m3 and stays inf for e5m2 (src/support/Float.h).
+template <int E, int M, bool Inf>
+TSR_D float f8_value(uint32_t b) {
+  constexpr int bias = (1 << (E - 1)) - 1;
+  uint32_t ex = (b >> M) & ((1u << E) - 1), mant = b & ((1u << M) - 1);
+  float sg = ((b >> (E + M)) & 1) ? -1.0f : 1.0f;
+  if (Inf && ex == (1u << E) - 1) return mant ? nan_f() : sg * inf_f();
+  if (!Inf && ex == (1u << E) - 1 && mant == (1u << M) - 1) return nan_f();
+  if (ex == 0) return sg * ldexpf(float(mant), 1 - bias - M);
+  return sg * ldexpf(float(mant | (1u << M)), int(ex) - bias - M);
+}
+template <int E, int M, bool Inf>
+TSR_D uint8_t f8_bits(float x) {
+  constexpr int bias = (1 << (E - 1)) - 1;
+  uint32_t sign = (__float_as_uint(x) >> 31) << (E + M);
+  if (x != x) return uint8_t(Inf ? (sign | (((1u << E) - 1) << M) | (1u << (M - 1))) : (sign | ((1u << (E + M)) - 1)));
+  constexpr uint32_t max_bits = Inf ? ((((1u << E) - 2) << M) | ((1u << M) - 1)) : ((((1u << E) - 1) << M) | ((1u << M) - 2));
+  const float maxv = f8_value<E, M, Inf>(max_bits);
+  float a = fabsf(x);
+  if (a == inf_f()) return uint8_t(Inf ? (sign | (((1u << E) - 1) << M)) : (sign | max_bits));
+  if (a >= 2.0f * maxv) return uint8_t(sign | max_bits);
+  int e = int((__float_as_uint(a) >> 23) & 255) - 127;
+  if (e < 1 - bias) e = 1 - bias;
+  float r = rintf(ldexpf(a, M - e));  // exact scaling by a power of two, then RNE
+  float v = ldexpf(r, e - M);
+  if (v > maxv) return uint8_t(sign | max_bits);
+  if (v == 0.0f) return uint8_t(sign);
+  int ev = int((__float_as_uint(v) >> 23) & 255) - 127;
+  if (ev < 1 - bias) return uint8_t(sign | uint32_t(ldexpf(v, bias - 1 + M)));  // subnormal
+  uint32_t mant = uint32_t(ldexpf(v, M - ev)) - (1u << M);
+  return uint8_t(sign | (uint32_t(ev + bias) << M) | mant);
+}
+TSR_D float e4m32f(uint8_t b) { return f8_value<4, 3, false>(b); }
+TSR_D uint8_t f2e4m3(float f) { return f8_bits<4, 3, false>(f); }
+TSR_D float e5m22f(uint8_t b) { return f8_value<5, 2, true>(b); }
+TSR_D uint8_t f2e5m2(float f) { return f8_bits<5, 2, true>(f); }
+TSR_D float rf8e4m3(float f) { return e4m32f(f2e4m3(f)); }
+TSR_D float rf8e5m2(float f) { return e5m22f(f2e5m2(f)); }
+
+// ---- integers: division and shifts defined for every input ----
+// Division by zero is undefined on hardware backends; 0 keeps the kernel running.
+template <class T> TSR_D T idiv(T a, T b) {
+  if (b == 0) return 0;
+  if (T(-1) < T(0) && b == T(-1)) return T(T(0) - a);
+  return T(a / b);
+}
+template <class T> TSR_D T irem(T a, T b) {
+  if (b == 0) return 0;
+  if (T(-1) < T(0) && b == T(-1)) return 0;
+  return T(a % b);
+}
+template <class T> TSR_D T ishl(T a, T b) {
+  if (uint64_t(b) >= sizeof(T) * 8 || b < 0) return 0;
+  return T(uint64_t(a) << int(b));
+}
+template <class T> TSR_D T ishr(T a, T b) {
+  if (uint64_t(b) >= sizeof(T) * 8 || b < 0) return (T(-1) < T(0) && a < 0) ? T(-1) : T(0);
+  return T(a >> int(b));
+}
+template <class T> TSR_D T imin(T a, T b) { return a < b ? a : b; }
+template <class T> TSR_D T imax(T a, T b) { return a > b ? a : b; }
+template <class T> TSR_D T fmin_nan(T a, T b) { return (a < b || a != a) ? a : b; }
+template <class T> TSR_D T fmax_nan(T a, T b) { return (a > b || a != a) ? a : b; }
+// float -> integer: truncate toward zero, saturate, NaN -> 0.
+template <class To> TSR_D To f2i(double v, double lo, double hi, To lo_i, To hi_i) {
+  if (v != v) return To(0);
+  if (v <= lo) return lo_i;
+  if (v >= hi) return hi_i;
+  return To(v);
+}
+
+// exp through the fast base-2 exponential (well within the f32 tolerance for |x| < 100).
+TSR_D float fexp(float x) { return exp2f(x * 1.4426950408889634f); }
+
+// ---- vector copies of B bytes between global memory and registers ----
+template <int B> struct VecT;
+template <> struct VecT<1> { typedef uint8_t T; };
+template <> struct VecT<2> { typedef uint16_t T; };
+template <> struct VecT<4> { typedef uint32_t T; };
+template <> struct VecT<8> { typedef uint2 T; };
+template <> struct VecT<16> { typedef uint4 T; };
+// Copy N elements of S from aligned `src` to `dst` in 16-byte (or smaller) pieces.
+template <class S, int N>
+TSR_D void copy_vec(S* __restrict__ dst, const S* __restrict__ src) {
+  constexpr int bytes = int(sizeof(S)) * N;
+  constexpr int piece = bytes >= 16 ? 16 : bytes;
+  typedef typename VecT<piece>::T P;
+#pragma unroll
+  for (int i = 0; i < bytes / piece; ++i) reinterpret_cast<P*>(dst)[i] = reinterpret_cast<const P*>(src)[i];
+}
+template <class S, int N>
+TSR_D bool aligned_vec(const S* p) {
+  constexpr int bytes = int(sizeof(S)) * N;
+  constexpr int piece = bytes >= 16 ? 16 : bytes;
+  return (reinterpret_cast<uintptr_t>(p) & uintptr_t(piece - 1)) == 0;
+}
+
+// ---- atomics on any storage type: compare-and-swap on the containing word ----
+// F maps the old value (storage bits) to the new one; returns the old storage bits.
+template <class S, class F>
+TSR_D S atomic_rmw(S* p, F f) {
+  if constexpr (sizeof(S) == 8) {
+    unsigned long long* w = reinterpret_cast<unsigned long long*>(p);
+    unsigned long long old = *reinterpret_cast<volatile unsigned long long*>(w), assumed;
+    do {
+      assumed = old;
+      S o;
+      __builtin_memcpy(&o, &assumed, 8);
+      S n = f(o);
+      unsigned long long nb;
+      __builtin_memcpy(&nb, &n, 8);
+      old = atomicCAS(w, assumed, nb);
+    } while (old != assumed);
+    S r;
+    __builtin_memcpy(&r, &old, 8);
+    return r;
+  } else {
+    // 1-, 2- and 4-byte values: CAS on the aligned 32-bit word that holds them.
+    uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+    unsigned int* w = reinterpret_cast<unsigned int*>(addr & ~uintptr_t(3));
+    const unsigned shift = unsigned(addr & 3) * 8;
+    const unsigned mask = sizeof(S) == 4 ? 0xffffffffu : (((1u << (sizeof(S) * 8)) - 1) << shift);
+    unsigned old = *reinterpret_cast<volatile unsigned*>(w), assumed;
+    do {
+      assumed = old;
+      unsigned ob = (assumed & mask) >> shift;
+      S o;
+      __builtin_memcpy(&o, &ob, sizeof(S));
+      S n = f(o);
+      unsigned nb = 0;
+      __builtin_memcpy(&nb, &n, sizeof(S));
+      old = atomicCAS(w, assumed, (assumed & ~mask) | ((nb << shift) & mask));
+    } while (old != assumed);
+    unsigned ob = (old & mask) >> shift;
+    S r;
+    __builtin_memcpy(&r, &ob, sizeof(S));
+    return r;
+  }
+}
+
+}  // namespace tsr
