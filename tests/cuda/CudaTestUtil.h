@@ -37,7 +37,7 @@ inline std::vector<std::string> corpus_files() {
 }
 
 inline std::string file_stem(const std::string& path) {
-  std::string s = std::filesystem::path(path).parent_path().filename().string() + "_" +
+  std::string s = std::filesystem::path(path).parent_path().parent_path().filename().string() + "_" +
                   std::filesystem::path(path).stem().string();
   for (char& c : s)
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
