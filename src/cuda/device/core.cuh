@@ -146,45 +146,47 @@ TSR_D bool aligned_vec(const S* p) {
 }
 
 // ---- atomics on any storage type: compare-and-swap on the containing word ----
-// F maps the old value (storage bits) to the new one; returns the old storage bits.
+template <int B> struct UIntT;
+template <> struct UIntT<1> { typedef uint8_t T; };
+template <> struct UIntT<2> { typedef uint16_t T; };
+template <> struct UIntT<4> { typedef unsigned int T; };
+template <> struct UIntT<8> { typedef unsigned long long T; };
+template <class To, class From>
+TSR_D To bitcast(From f) {
+  static_assert(sizeof(To) == sizeof(From), "bitcast needs equal sizes");
+  union {
+    From f;
+    To t;
+  } u;
+  u.f = f;
+  return u.t;
+}
+// F maps the old value (storage type) to the new one; returns the old value.
 template <class S, class F>
 TSR_D S atomic_rmw(S* p, F f) {
-  if constexpr (sizeof(S) == 8) {
-    unsigned long long* w = reinterpret_cast<unsigned long long*>(p);
-    unsigned long long old = *reinterpret_cast<volatile unsigned long long*>(w), assumed;
+  typedef typename UIntT<sizeof(S)>::T U;
+  if constexpr (sizeof(S) == 8 || sizeof(S) == 4) {
+    U* w = reinterpret_cast<U*>(p);
+    U old = *reinterpret_cast<volatile U*>(w), assumed;
     do {
       assumed = old;
-      S o;
-      __builtin_memcpy(&o, &assumed, 8);
-      S n = f(o);
-      unsigned long long nb;
-      __builtin_memcpy(&nb, &n, 8);
-      old = atomicCAS(w, assumed, nb);
+      old = atomicCAS(w, assumed, bitcast<U>(f(bitcast<S>(assumed))));
     } while (old != assumed);
-    S r;
-    __builtin_memcpy(&r, &old, 8);
-    return r;
+    return bitcast<S>(old);
   } else {
-    // 1-, 2- and 4-byte values: CAS on the aligned 32-bit word that holds them.
+    // 1- and 2-byte values: CAS on the aligned 32-bit word that holds them.
     uintptr_t addr = reinterpret_cast<uintptr_t>(p);
     unsigned int* w = reinterpret_cast<unsigned int*>(addr & ~uintptr_t(3));
     const unsigned shift = unsigned(addr & 3) * 8;
-    const unsigned mask = sizeof(S) == 4 ? 0xffffffffu : (((1u << (sizeof(S) * 8)) - 1) << shift);
+    const unsigned mask = ((1u << (sizeof(S) * 8)) - 1) << shift;
     unsigned old = *reinterpret_cast<volatile unsigned*>(w), assumed;
     do {
       assumed = old;
-      unsigned ob = (assumed & mask) >> shift;
-      S o;
-      __builtin_memcpy(&o, &ob, sizeof(S));
-      S n = f(o);
-      unsigned nb = 0;
-      __builtin_memcpy(&nb, &n, sizeof(S));
+      S o = bitcast<S>(U((assumed & mask) >> shift));
+      unsigned nb = unsigned(bitcast<U>(f(o)));
       old = atomicCAS(w, assumed, (assumed & ~mask) | ((nb << shift) & mask));
     } while (old != assumed);
-    unsigned ob = (old & mask) >> shift;
-    S r;
-    __builtin_memcpy(&r, &ob, sizeof(S));
-    return r;
+    return bitcast<S>(U((old & mask) >> shift));
   }
 }
 
