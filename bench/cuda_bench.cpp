@@ -38,6 +38,7 @@ namespace {
 
 struct Flags {
   bool quick = false, tune = false, json = false;
+  bool default_rows = true;  // the row shapes were not changed by flags
   std::string json_file, only, dump_cubin;
   int iters = 0;  // 0: adaptive
   int64_t vec_n = int64_t{1} << 28;
@@ -321,6 +322,7 @@ Flags parse_flags(int argc, char** argv) {
   }
   // --rows/--cols replace the two default shapes by one.
   if (rows || cols) f.row_sizes = {{rows ? rows : 4096, cols ? cols : 4096}};
+  f.default_rows = !f.quick && !rows && !cols;
   return f;
 }
 
@@ -333,8 +335,11 @@ struct BenchCase {
 std::vector<BenchCase> bench_cases(const Flags& f) {
   std::vector<BenchCase> c;
   c.push_back({"vector_add", ScalarKind::F32, {{"N", f.vec_n}}});
-  for (const char* k : {"softmax", "layernorm", "rmsnorm"})
+  for (const char* k : {"softmax", "layernorm", "rmsnorm"}) {
     for (auto [m, n] : f.row_sizes) c.push_back({k, ScalarKind::BF16, {{"M", m}, {"N", n}}});
+    // The anchors (.devdeps/bench/anchors_h200.py) measure the norms at 4096x8192 too.
+    if (f.default_rows && std::string(k) != "softmax") c.push_back({k, ScalarKind::BF16, {{"M", 4096}, {"N", 8192}}});
+  }
   c.push_back({"matmul", ScalarKind::BF16, {{"M", f.mnk}, {"N", f.mnk}, {"K", f.mnk}}});
   std::vector<BenchCase> out;
   for (auto& x : c)
