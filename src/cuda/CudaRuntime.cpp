@@ -186,7 +186,8 @@ class CudaKernelImpl : public CudaKernel {
       fail("needs " + std::to_string(static_smem + dyn) + " bytes of shared memory per block (" +
            std::to_string(static_smem) + " static + " + std::to_string(dyn) + " dynamic), but " + dev.name +
            " allows at most " + std::to_string(dev.smem_per_block_optin) + "; use smaller tiles or fewer stages");
-    if (dyn > kSmemWithoutOptin) {
+    // The default dynamic limit is 48 KiB minus the static part; beyond it the kernel must opt in.
+    if (static_cast<int64_t>(static_smem) + dyn > kSmemWithoutOptin) {
       r = d.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dyn);
       if (r != CUDA_SUCCESS) fail("cannot get " + std::to_string(dyn) + " bytes of dynamic shared memory: " +
                                   error_text(r, "cuFuncSetAttribute"));

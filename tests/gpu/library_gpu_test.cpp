@@ -26,10 +26,12 @@ TEST_P(LibraryGpu, MatchesInterpreter) {
   auto k = bind_constexprs(*lk.build(GetParam().dtype), {});
   bool one_dim = lk.default_sizes.size() == 1;
   // Tile multiples (every block constexpr of the library divides 256), then ragged sizes that
-  // leave partial tiles in every dim, small and spanning several tiles.
+  // leave partial tiles in every dim, small and spanning several tiles, then the smallest.
   std::vector<Sizes> all = {one_dim ? sizes_for(*k, 8192, 0) : sizes_for(*k, 256, 0),
+                            one_dim ? sizes_for(*k, 1 << 20, 0) : sizes_for(*k, 512, 0),
                             one_dim ? sizes_for(*k, 1001, 0) : sizes_for(*k, 67, 30),
-                            one_dim ? sizes_for(*k, 70001, 0) : sizes_for(*k, 193, 37)};
+                            one_dim ? sizes_for(*k, 70001, 0) : sizes_for(*k, 193, 37),
+                            one_dim ? sizes_for(*k, 1, 0) : sizes_for(*k, 1, 1)};
   uint64_t seed = 11;
   for (const Sizes& s : all) {
     SCOPED_TRACE(sizes_str(s));
