@@ -603,6 +603,20 @@ void Emitter::emit_for(const Op& op) {
     vals.push_back(op.result(j));
     name_[body.args[j + 1]] = c;
   }
+  // Accumulators that stay in mma fragments for the whole loop: converted once before and once
+  // after it instead of twice per iteration.
+  std::vector<std::pair<size_t, const Op*>> frags = frag_carried(op);
+  std::vector<std::string> frag_names;
+  for (auto& [j, dot] : frags) {
+    MmaPlan p = plan_mma(*dot);
+    std::string fr = fresh("frag");
+    line("float " + fr + "[" + std::to_string(p.mt) + "][" + std::to_string(p.nt) + "][4];");
+    frags_from_tile(p, op.result(j), fr);
+    frag_of_[dot] = fr;
+    frag_names.push_back(fr);
+    name_[dot->result()] = carried[j];
+    count("mma-carried-accumulators");
+  }
   std::string iv = fresh("iv");
   // 64-bit induction: iv + step never overflows before the test.
   open("for (int64_t " + iv + "_ = " + nm(op.operand(0)) + "; " + nm(op.operand(2)) + " > 0 && " + iv + "_ < " +
@@ -616,6 +630,8 @@ void Emitter::emit_for(const Op& op) {
   assign_carried(*y, vals, carried);
   cur_ = &op;
   close();
+  for (size_t q = 0; q < frags.size(); ++q)
+    frags_to_tile(plan_mma(*frags[q].second), frag_names[q], op.result(frags[q].first), carried[frags[q].first]);
 }
 
 void Emitter::emit_if(const Op& op) {

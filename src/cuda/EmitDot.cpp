@@ -9,6 +9,122 @@
 
 namespace tessera::cudagen {
 
+Emitter::MmaPlan Emitter::plan_mma(const Op& op) const {
+  MmaPlan p;
+  const Value *a = op.operand(0), *r = op.result();
+  if (!a->type.is_tile() || !r->type.is_tile() || a->type.rank() != 2 || r->type.rank() != 2) return p;
+  if (!shape_is_static(a->type.shape) || !shape_is_static(r->type.shape)) return p;
+  auto AS = static_shape(a->type.shape), RS = static_shape(r->type.shape);
+  p.M = AS[0], p.K = AS[1], p.N = RS[1];
+  ScalarKind in = a->type.elem;
+  if ((in != ScalarKind::BF16 && in != ScalarKind::F16) || r->type.elem != ScalarKind::F32) return p;
+  if (p.M % 16 || p.N % 8 || p.K % 16) return p;
+  p.bf16 = in == ScalarKind::BF16;
+  p.lda = p.K + 8;
+  p.ldc = p.N + 4;
+  // Warp grid wm x wn (idle warps allowed), each warp an MT x NT block of 16x8 tiles: use the
+  // most warps, then the squarest warp block (fewest fragment loads per mma).
+  int W = T_ / 32;
+  for (int64_t cm = 1; cm <= W; ++cm)
+    for (int64_t cn = 1; cm * cn <= W; ++cn) {
+      if (p.M % (16 * cm) || p.N % (8 * cn)) continue;
+      int64_t mt = p.M / 16 / cm, nt = p.N / 8 / cn;
+      if (mt * nt > 32) continue;  // 128 accumulator registers per thread at most
+      auto skew = [](int64_t m, int64_t n) { return std::abs(16 * m - 8 * n); };
+      if (!p.ok || cm * cn > p.wm * p.wn || (cm * cn == p.wm * p.wn && skew(mt, nt) < skew(p.mt, p.nt))) {
+        p.ok = true;
+        p.wm = cm, p.wn = cn, p.mt = mt, p.nt = nt;
+      }
+    }
+  return p;
+}
+
+namespace {
+std::string smem_c(const Emitter::MmaPlan& p) { return std::to_string(tessera::cudagen::Emitter::align16(p.M * p.lda * 2) + tessera::cudagen::Emitter::align16(p.N * p.lda * 2)); }
+}  // namespace
+
+// Per-warp fragment coordinates (inside a block the caller opens).
+static void warp_coords(Emitter& e, const Emitter::MmaPlan& p) {
+  e.line("const int warp_ = tsr_tid / 32, lane_ = tsr_tid % 32, g_ = lane_ / 4, t_ = lane_ % 4;");
+  e.line("const int m0_ = (warp_ / " + std::to_string(p.wn) + ") * " + std::to_string(16 * p.mt) + ", n0_ = (warp_ % " +
+         std::to_string(p.wn) + ") * " + std::to_string(8 * p.nt) + ";");
+  e.line("(void)g_; (void)t_; (void)lane_;");
+}
+
+// Moves between the accumulator fragments and sC (row-major, row stride ldc).
+static void frag_copy(Emitter& e, const Emitter::MmaPlan& p, const std::string& frag, const std::string& sC, bool store) {
+  std::string LDC = std::to_string(p.ldc);
+  e.open("if (warp_ < " + std::to_string(p.wm * p.wn) + ") {");
+  e.line("#pragma unroll");
+  e.open("for (int i_ = 0; i_ < " + std::to_string(p.mt) + "; ++i_) {");
+  e.line("#pragma unroll");
+  e.open("for (int j_ = 0; j_ < " + std::to_string(p.nt) + "; ++j_) {");
+  e.line("float* p_ = " + sC + " + (m0_ + 16 * i_ + g_) * " + LDC + " + n0_ + 8 * j_ + 2 * t_;");
+  for (int q = 0; q < 4; ++q) {
+    std::string addr = "p_[" + std::string(q >= 2 ? "8 * " + LDC + " + " : "") + std::to_string(q % 2) + "]";
+    std::string f = frag + "[i_][j_][" + std::to_string(q) + "]";
+    e.line(store ? addr + " = " + f + ";" : f + " = " + addr + ";");
+  }
+  e.close();
+  e.close();
+  e.close();
+}
+
+void Emitter::frags_from_tile(const MmaPlan& p, const Value* v, const std::string& frag) {
+  std::string N_ = std::to_string(p.N), LDC = std::to_string(p.ldc);
+  std::string sC = smem_ptr("float", std::stoll(smem_c(p)), p.M * p.ldc * 4);
+  barrier();
+  Layout L = layout_of(v);
+  slots(L, [&](const std::string& s) {
+    std::string e = elem_expr(L, s);
+    line("if (" + owner_expr(L, s) + ") " + sC + "[((" + e + ") / " + N_ + ") * " + LDC + " + (" + e + ") % " + N_ + "] = " +
+         nm(v) + "[" + s + "];");
+  });
+  barrier();
+  open("{");
+  warp_coords(*this, p);
+  frag_copy(*this, p, frag, sC, false);
+  close();
+  count("layout-conversions");
+}
+
+void Emitter::frags_to_tile(const MmaPlan& p, const std::string& frag, const Value* r, const std::string& dst) {
+  std::string N_ = std::to_string(p.N), LDC = std::to_string(p.ldc);
+  std::string sC = smem_ptr("float", std::stoll(smem_c(p)), p.M * p.ldc * 4);
+  barrier();
+  open("{");
+  warp_coords(*this, p);
+  frag_copy(*this, p, frag, sC, true);
+  close();
+  barrier();
+  gather_into(r, dst, [&](const std::string& e) { return sC + "[((" + e + ") / " + N_ + ") * " + LDC + " + (" + e + ") % " + N_ + "]"; });
+  count("layout-conversions");
+}
+
+std::vector<std::pair<size_t, const Op*>> Emitter::frag_carried(const Op& f) const {
+  std::vector<std::pair<size_t, const Op*>> out;
+  Block& body = f.region(0);
+  const Op* y = body.terminator();
+  if (!y) return out;
+  for (size_t j = 0; j + 1 < body.args.size() && j < y->operands.size(); ++j) {
+    const Value* arg = body.args[j + 1];
+    int uses = 0;
+    const Op* user = nullptr;
+    walk(body, [&](Op& o) {
+      for (size_t i = 0; i < o.operands.size(); ++i)
+        if (o.operands[i] == arg) ++uses, user = (o.kind == OpKind::Dot && i == 2 && o.parent == &body) ? &o : nullptr;
+    });
+    if (uses != 1 || !user || y->operand(j) != user->result()) continue;
+    int res_uses = 0;
+    walk(body, [&](Op& o) {
+      for (const Value* v : o.operands) res_uses += v == user->result();
+    });
+    if (res_uses != 1 || !plan_mma(*user).ok) continue;
+    out.push_back({j, user});
+  }
+  return out;
+}
+
 void Emitter::emit_dot(const Op& op) {
   const Value *a = op.operand(0), *b = op.operand(1), *acc = op.operand(2);
   const Value* r = op.result();
@@ -17,10 +133,9 @@ void Emitter::emit_dot(const Op& op) {
     fail(op, "dot needs a [M, K], b [K, N] and an [M, N] accumulator");
   int64_t M = AS[0], K = AS[1], N = BS[1];
   ScalarKind in = a->type.elem, out = r->type.elem;
-  std::string res = declare(op, r);
+  auto carried = frag_of_.find(&op);
+  std::string res = carried != frag_of_.end() ? nm(r) : declare(op, r);
   Layout LR = layout_of(r);
-  bool mma = (in == ScalarKind::BF16 || in == ScalarKind::F16) && out == ScalarKind::F32 && M % 16 == 0 &&
-             N % 8 == 0 && K % 16 == 0;
   auto write_tile = [&](const Value* v, const std::string& ptr, const std::function<std::string(const std::string&)>& index,
                         const std::function<std::string(const std::string&)>& conv) {
     Layout L = layout_of(v);
@@ -29,76 +144,35 @@ void Emitter::emit_dot(const Op& op) {
     });
   };
   auto ident = [](const std::string& x) { return x; };
-  if (mma) {
+  MmaPlan p = plan_mma(op);
+  if (p.ok) {
     uses_mma_ = true;
     count("mma-dots");
-    int64_t lda = K + 8, ldc = N + 4;
-    int64_t a_bytes = align16(M * lda * 2), b_bytes = align16(N * lda * 2), c_bytes = M * ldc * 4;
-    std::string sA = smem_ptr("uint16_t", 0, a_bytes), sB = smem_ptr("uint16_t", a_bytes, b_bytes);
-    std::string sC = smem_ptr("float", a_bytes + b_bytes, c_bytes);
-    std::string K_ = std::to_string(K), N_ = std::to_string(N), LDA = std::to_string(lda), LDC = std::to_string(ldc);
+    std::string sA = smem_ptr("uint16_t", 0, align16(M * p.lda * 2)), sB = smem_ptr("uint16_t", align16(M * p.lda * 2), align16(N * p.lda * 2));
+    std::string K_ = std::to_string(K), N_ = std::to_string(N), LDA = std::to_string(p.lda);
+    std::string frag;
+    if (carried != frag_of_.end()) {
+      frag = carried->second;
+    } else {
+      frag = fresh("frag");
+      line("float " + frag + "[" + std::to_string(p.mt) + "][" + std::to_string(p.nt) + "][4];");
+      frags_from_tile(p, acc, frag);
+    }
     barrier();
     auto bits = [&](const std::string& x) { return store_conv(in, x); };
     write_tile(a, sA, [&](const std::string& e) { return "((" + e + ") / " + K_ + ") * " + LDA + " + (" + e + ") % " + K_; }, bits);
     write_tile(b, sB, [&](const std::string& e) { return "((" + e + ") % " + N_ + ") * " + LDA + " + (" + e + ") / " + N_; }, bits);
-    write_tile(acc, sC, [&](const std::string& e) { return "((" + e + ") / " + N_ + ") * " + LDC + " + (" + e + ") % " + N_; }, ident);
     barrier();
-    count("layout-conversions", 2);
-    // Warp grid: wm x wn warps, each an MT x NT block of 16x8 tiles; else a loop over tiles.
-    int W = T_ / 32;
-    int64_t wm = 0, wn = 0;
-    for (int64_t cm = 1; cm <= W; ++cm) {
-      if (W % cm) continue;
-      int64_t cn = W / cm;
-      if (M % (16 * cm) || N % (8 * cn)) continue;
-      int64_t mt = M / 16 / cm, nt = N / 8 / cn;
-      if (mt * nt > 32) continue;  // 128 accumulator registers per thread at most
-      // Prefer square-ish warp blocks (fewer fragment loads per mma).
-      if (wm == 0 || std::abs(16 * mt - 8 * nt) < std::abs(16 * (M / 16 / wm) - 8 * (N / 8 / wn))) {
-        wm = cm;
-        wn = cn;
-      }
-    }
-    std::string BF = in == ScalarKind::BF16 ? "true" : "false";
+    count("operand-stagings", 2);
     open("{");
-    line("const int warp_ = tsr_tid / 32, lane_ = tsr_tid % 32, g_ = lane_ / 4, t_ = lane_ % 4;");
-    if (wm > 0) {
-      int64_t mt = M / 16 / wm, nt = N / 8 / wn;
-      std::string MT = std::to_string(mt), NT = std::to_string(nt);
-      line("const int m0_ = (warp_ / " + std::to_string(wn) + ") * " + std::to_string(16 * mt) + ", n0_ = (warp_ % " +
-           std::to_string(wn) + ") * " + std::to_string(8 * nt) + ";");
-      line("float c_[" + MT + "][" + NT + "][4];");
-      auto frag = [&](bool store) {
-        line("#pragma unroll");
-        open("for (int i_ = 0; i_ < " + MT + "; ++i_) {");
-        line("#pragma unroll");
-        open("for (int j_ = 0; j_ < " + NT + "; ++j_) {");
-        line("float* p_ = " + sC + " + (m0_ + 16 * i_ + g_) * " + LDC + " + n0_ + 8 * j_ + 2 * t_;");
-        for (int q = 0; q < 4; ++q) {
-          std::string addr = "p_[" + std::string(q >= 2 ? "8 * " + LDC + " + " : "") + std::to_string(q % 2) + "]";
-          line(store ? addr + " = c_[i_][j_][" + std::to_string(q) + "];" : "c_[i_][j_][" + std::to_string(q) + "] = " + addr + ";");
-        }
-        close();
-        close();
-      };
-      frag(false);
-      line("tsr::warp_mma_block<" + BF + ", " + K_ + ", " + MT + ", " + NT + ">(c_, " + sA + " + m0_ * " + LDA + ", " + LDA +
-           ", " + sB + " + n0_ * " + LDA + ", " + LDA + ", lane_);");
-      frag(true);
-    } else {
-      int64_t tiles = (M / 16) * (N / 8);
-      open("for (int tt_ = warp_; tt_ < " + std::to_string(tiles) + "; tt_ += " + std::to_string(W) + ") {");
-      line("const int m0_ = (tt_ / " + std::to_string(N / 8) + ") * 16, n0_ = (tt_ % " + std::to_string(N / 8) + ") * 8;");
-      line("float* p_ = " + sC + " + (m0_ + g_) * " + LDC + " + n0_ + 2 * t_;");
-      line("float c_[1][1][4] = {{{p_[0], p_[1], p_[8 * " + LDC + "], p_[8 * " + LDC + " + 1]}}};");
-      line("tsr::warp_mma_block<" + BF + ", " + K_ + ", 1, 1>(c_, " + sA + " + m0_ * " + LDA + ", " + LDA + ", " + sB +
-           " + n0_ * " + LDA + ", " + LDA + ", lane_);");
-      line("p_[0] = c_[0][0][0]; p_[1] = c_[0][0][1]; p_[8 * " + LDC + "] = c_[0][0][2]; p_[8 * " + LDC + " + 1] = c_[0][0][3];");
-      close();
-    }
+    warp_coords(*this, p);
+    open("if (warp_ < " + std::to_string(p.wm * p.wn) + ") {");
+    line(std::string("tsr::warp_mma_block<") + (p.bf16 ? "true" : "false") + ", " + K_ + ", " + std::to_string(p.mt) + ", " +
+         std::to_string(p.nt) + ">(" + frag + ", " + sA + " + m0_ * " + LDA + ", " + LDA + ", " + sB + " + n0_ * " + LDA +
+         ", " + LDA + ", lane_);");
     close();
-    barrier();
-    gather_into(r, res, [&](const std::string& e) { return sC + "[((" + e + ") / " + N_ + ") * " + LDC + " + (" + e + ") % " + N_ + "]"; });
+    close();
+    if (carried == frag_of_.end()) frags_to_tile(p, frag, r, res);
     return;
   }
   // FMA path.

@@ -120,6 +120,19 @@ class Emitter {
   void emit_atomic(const Op& op);
   void emit_shape(const Op& op);
   void emit_dot(const Op& op);
+  // Tensor-core dots whose accumulator is a loop-carried value that only the dot reads and only
+  // the yield consumes keep it in mma fragments for the whole loop (EmitDot.cpp).
+  struct MmaPlan {
+    bool ok = false;
+    int64_t M = 0, N = 0, K = 0, wm = 0, wn = 0, mt = 0, nt = 0, lda = 0, ldc = 0;
+    bool bf16 = true;
+  };
+  MmaPlan plan_mma(const Op& dot) const;
+  std::unordered_map<const Op*, std::string> frag_of_;  // dot -> fragment array name
+  // For `for` ops: carried index -> the dot whose accumulator it is (fragment-carried).
+  std::vector<std::pair<size_t, const Op*>> frag_carried(const Op& for_op) const;
+  void frags_from_tile(const MmaPlan& p, const Value* v, const std::string& frag);
+  void frags_to_tile(const MmaPlan& p, const std::string& frag, const Value* r, const std::string& dst);
   void emit_reduce(const Op& op);
   void emit_scan(const Op& op);
   void emit_for(const Op& op);

@@ -1,0 +1,156 @@
+// Properties of the emitted CUDA text of small kernels: the layouts, access widths, tensor-core
+// use and conversion counts the design promises, and located errors for what is unsupported.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "cuda/CudaBackend.h"
+#include "cuda/CudaEmitter.h"
+#include "kernels/Library.h"
+#include "passes/Passes.h"
+#include "text/Text.h"
+
+namespace tessera {
+namespace {
+
+CudaEmission emit_lib(const std::string& name, ScalarKind dt, const ConstexprConfig& cfg = {}) {
+  auto k = bind_constexprs(*find_library_kernel(name)->build(dt), cfg);
+  CudaEmission em = emit_cuda_with_info(*k, CudaTarget::parse("sm_90a"));
+  if (const char* d = std::getenv("TESSERA_DUMP_CUDA")) std::ofstream(std::string(d) + "/" + name + ".cu") << em.source;
+  return em;
+}
+
+std::unique_ptr<Kernel> parse_one(const std::string& text) {
+  auto m = parse_module(text, "golden.tile");
+  return bind_constexprs(*m->kernels.at(0), {});
+}
+
+int occurrences(const std::string& s, const std::string& what) {
+  int n = 0;
+  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+  return n;
+}
+
+TEST(CudaGolden, VectorAddUses16ByteVectorAccesses) {
+  CudaEmission em = emit_lib("vector_add", ScalarKind::BF16);
+  EXPECT_NE(em.source.find("tsr::copy_vec<uint16_t, 8>"), std::string::npos) << em.source;
+  EXPECT_NE(em.source.find("tsr::aligned_vec<uint16_t, 8>"), std::string::npos);
+  EXPECT_GE(em.stats["vector-accesses"], 3);  // two loads and a store
+  EXPECT_EQ(em.stats["layout-conversions"], 0);
+  EXPECT_EQ(em.info.dynamic_smem_bytes, 0);
+  EXPECT_EQ(em.source.find("__syncthreads"), std::string::npos) << "an elementwise kernel needs no barrier";
+}
+
+TEST(CudaGolden, Bf16MatmulUsesTensorCoresWithTheAccumulatorInFragments) {
+  CudaEmission em = emit_lib("matmul", ScalarKind::BF16);
+  EXPECT_NE(em.source.find("tsr::warp_mma_block<true"), std::string::npos) << em.source;
+  EXPECT_EQ(em.stats["mma-dots"], 1);
+  EXPECT_EQ(em.stats["mma-carried-accumulators"], 1);
+  // One conversion into fragments before the loop and one out after it; none per iteration.
+  EXPECT_EQ(em.stats["layout-conversions"], 2);
+  EXPECT_GT(em.info.dynamic_smem_bytes, 0);
+  EXPECT_EQ(em.info.params.size(), 6u);  // a, b, c, then M, K, N
+  EXPECT_EQ(em.info.params[3].kind, CudaParam::Kind::Dim);
+  EXPECT_EQ(em.info.params[3].name, "M");
+}
+
+TEST(CudaGolden, F16MatmulUsesF16TensorCoresAndF32UsesFma) {
+  EXPECT_NE(emit_lib("matmul", ScalarKind::F16).source.find("tsr::warp_mma_block<false"), std::string::npos);
+  CudaEmission f32 = emit_lib("matmul", ScalarKind::F32);
+  EXPECT_EQ(f32.source.find("warp_mma_block"), std::string::npos);
+  EXPECT_EQ(f32.stats["fma-dots"], 1);
+}
+
+TEST(CudaGolden, SoftmaxReducesAndBroadcastsWithoutConversions) {
+  CudaEmission em = emit_lib("softmax", ScalarKind::F32);
+  EXPECT_EQ(em.stats["reductions"], 2);
+  // The reduced row max/sum are replicated in every thread: broadcasting them moves nothing.
+  EXPECT_EQ(em.stats["layout-conversions"], 0) << em.source;
+  EXPECT_NE(em.source.find("tsr::fexp"), std::string::npos);
+}
+
+TEST(CudaGolden, EveryIrOpIsACommentWithItsLine) {
+  CudaEmission em = emit_lib("rmsnorm", ScalarKind::BF16);
+  EXPECT_NE(em.source.find("// %"), std::string::npos);
+  ASSERT_EQ(em.line_op.size(), static_cast<size_t>(occurrences(em.source, "\n")));
+  int with_op = 0;
+  for (const Op* op : em.line_op) with_op += op != nullptr;
+  EXPECT_GT(with_op, 20);
+}
+
+TEST(CudaGolden, NumWarpsConstexprSetsTheBlockSize) {
+  auto k = parse_one(R"(kernel @k(%x: view<f32, [N]>) {
+  constexpr num_warps = 8
+  grid {
+    %n = dim %x {axis = 0} : i32
+    yield %n
+  }
+  %p = program_id {axis = 0} : i32
+  %t = load_tile %x, %p : tile<f32, [1024]>
+  %u = neg %t : tile<f32, [1024]>
+  store_tile %x, %u, %p
+}
+)");
+  CudaEmission em = emit_cuda_with_info(*k, CudaTarget::parse("sm_80"));
+  EXPECT_EQ(em.info.block_threads, 256);
+  EXPECT_NE(em.source.find("__launch_bounds__(256)"), std::string::npos);
+}
+
+TEST(CudaGolden, RawWithoutCudaBodyIsALocatedError) {
+  auto k = parse_one(R"(kernel @k(%x: view<i32, [N]>) {
+  grid {
+    %n = dim %x {axis = 0} : i32
+    yield %n
+  }
+  %s = const {value = 7} : i32
+  %r = raw %s {name = "twice", cpp = "out0 = in0 * 2;"} : i32
+  %p = program_id {axis = 0} : i32
+  %t = splat %r : tile<i32, [128]>
+  store_tile %x, %t, %p
+}
+)");
+  try {
+    emit_cuda(*k, CudaTarget::parse("sm_90a"));
+    FAIL() << "expected an error";
+  } catch (const TesseraError& e) {
+    EXPECT_NE(std::string(e.what()).find("golden.tile:7:"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("no cuda body"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CudaGolden, TooMuchSharedMemoryNamesTheKernelAndTheLimit) {
+  auto k = parse_one(R"(kernel @huge(%x: view<f32, [N, N]>) {
+  grid {
+    %n = dim %x {axis = 0} : i32
+    yield %n
+  }
+  %c = const {value = 0} : i32
+  %t = load_tile %x, %c, %c : tile<f32, [256, 256]>
+  %p = permute %t {dims = [1, 0]} : tile<f32, [256, 256]>
+  store_tile %x, %p, %c, %c
+}
+)");
+  try {
+    emit_cuda(*k, CudaTarget::parse("sm_80"));
+    FAIL() << "expected an error";
+  } catch (const TesseraError& e) {
+    EXPECT_NE(std::string(e.what()).find("@huge"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("shared memory"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CudaGolden, GridSizeIsEvaluatedOnTheHost) {
+  auto k = bind_constexprs(*find_library_kernel("matmul")->build(ScalarKind::BF16), {});
+  Tensor a(ScalarKind::BF16, {100, 30}), b(ScalarKind::BF16, {30, 130}), c(ScalarKind::BF16, {100, 130});
+  std::vector<KernelArg> args(3);
+  args[0].tensor = &a, args[1].tensor = &b, args[2].tensor = &c;
+  auto g = cuda_grid_size(*k, args);
+  int64_t bm = k->find_constexpr("BLOCK_M")->value, bn = k->find_constexpr("BLOCK_N")->value;
+  EXPECT_EQ(g[0], (100 + bm - 1) / bm);
+  EXPECT_EQ(g[1], (130 + bn - 1) / bn);
+  EXPECT_EQ(g[2], 1);
+}
+
+}  // namespace
+}  // namespace tessera
