@@ -1,7 +1,8 @@
 #include "cli/Backend.h"
 
-#include "cli/Commands.h"
 #include "cpu/CpuBackend.h"
+#include "cuda/CudaBackend.h"
+#include "cuda/Driver.h"
 #include "interp/Interpreter.h"
 
 namespace tessera::cli {
@@ -28,16 +29,46 @@ class CpuRunner : public Runner {
   std::shared_ptr<CpuKernel> compiled_;
 };
 
-}  // namespace
+class CudaRunner : public Runner {
+ public:
+  explicit CudaRunner(const Kernel& k) {
+    std::string why;
+    if (!nvrtc_available(&why)) throw TesseraError("backend 'cuda' is not available here: " + why);
+    if (!cuda_device_available(&why)) throw TesseraError("backend 'cuda' cannot run here: " + why);
+    compiled_ = compile_cuda(k);  // for the device's own architecture
+    compile_seconds = compiled_->compile_seconds;
+    detail = cuda::device().name + " " + compiled_->target.str();
+  }
+  void run(std::vector<KernelArg>& args) override { compiled_->run_host(args); }
 
-void backend_unavailable(const std::string& backend) {
-  throw TesseraError("backend '" + backend + "' is not available in this build");
-}
+  void make_resident(std::vector<KernelArg>& args) override {
+    buffers_.clear();
+    ptrs_.assign(args.size(), 0);
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (!args[i].tensor) continue;
+      const Tensor& t = *args[i].tensor;
+      buffers_.emplace_back(std::max<size_t>(t.data.size(), 1));
+      buffers_.back().upload(t.data.data(), t.data.size());
+      ptrs_[i] = buffers_.back().get();
+    }
+  }
+  void run_resident(std::vector<KernelArg>& args) override {
+    compiled_->launch(args, ptrs_, nullptr);
+    cuda::check(cuda::driver()->cuCtxSynchronize(), "cuCtxSynchronize");
+  }
+
+ private:
+  std::shared_ptr<CudaKernel> compiled_;
+  std::vector<cuda::DeviceBuffer> buffers_;
+  std::vector<uint64_t> ptrs_;
+};
+
+}  // namespace
 
 std::unique_ptr<Runner> make_runner(const std::string& backend, const Kernel& bound) {
   if (backend == "interp") return std::make_unique<InterpRunner>(bound);
   if (backend == "cpu") return std::make_unique<CpuRunner>(bound);
-  if (backend == "cuda") backend_unavailable(backend);
+  if (backend == "cuda") return std::make_unique<CudaRunner>(bound);
   throw TesseraError("unknown backend '" + backend + "' (expected interp, cpu or cuda)");
 }
 

@@ -14,11 +14,18 @@ namespace tessera::cli {
 class Runner {
  public:
   virtual ~Runner() = default;
+  // Run on host tensors: outputs are written back into `args`.
   virtual void run(std::vector<KernelArg>& args) = 0;
+  // For timing: make `args` resident where the kernel runs (device memory for cuda), then
+  // run_resident() runs once on them and waits, without host copies. Default: plain run().
+  virtual void make_resident(std::vector<KernelArg>& args) {}
+  virtual void run_resident(std::vector<KernelArg>& args) { run(args); }
   double compile_seconds = 0;
+  std::string detail;  // e.g. the GPU and the architecture compiled for
 };
 
-// "interp", "cpu" or "cuda" (which throws: not in this build). `bound` must outlive the runner.
+// "interp", "cpu" or "cuda". `bound` must outlive the runner. Throws TesseraError when the
+// backend cannot be used here (cuda without NVRTC or without a device).
 std::unique_ptr<Runner> make_runner(const std::string& backend, const Kernel& bound);
 
 }  // namespace tessera::cli

@@ -5,6 +5,7 @@
 #include "cli/Args.h"
 #include "cli/Commands.h"
 #include "cpu/CpuBackend.h"
+#include "cuda/CudaBackend.h"
 #include "text/Text.h"
 
 namespace tessera::cli {
@@ -28,7 +29,9 @@ int cmd_compile(const CompileOptions& o) {
     throw TesseraError("--emit cpp is the cpu backend's output; use --target cpu");
   if ((o.emit == "cuda" || o.emit == "ptx") && !cuda_target)
     throw TesseraError("--emit " + o.emit + " needs a cuda target (--target cuda:sm_80 or cuda:sm_90a)");
-  if (o.emit == "cuda" || o.emit == "ptx") backend_unavailable("cuda");
+  std::string why;
+  if (o.emit == "ptx" && !nvrtc_available(&why))
+    throw TesseraError("--emit ptx needs NVRTC, which is not available here: " + why);
   check_dump_after(o.dump_after);
 
   auto src = resolve_kernel(o.k.what, o.k.dtype, o.k.kernel);
@@ -49,8 +52,14 @@ int cmd_compile(const CompileOptions& o) {
     first = false;
     if (o.emit == "ir")
       std::cout << print_kernel(*bound);
-    else
+    else if (o.emit == "cpp")
       std::cout << emit_cpp(*bound);
+    else if (o.emit == "cuda")
+      std::cout << emit_cuda(*bound, CudaTarget::parse(o.target));
+    else
+      std::cout << nvrtc_compile(emit_cuda(*bound, CudaTarget::parse(o.target)),
+                                 CudaTarget::parse(o.target), k->name + ".cu")
+                       .ptx;
     std::cout.flush();
     if (o.stats) {
       std::cerr << "// ----- statistics for " << k->name << " -----\n";

@@ -49,7 +49,4 @@ int cmd_run(const RunOptions& o);
 int cmd_compile(const CompileOptions& o);
 int cmd_bench(const BenchOptions& o);
 
-// The error for a backend this build does not have (cuda until it is written).
-[[noreturn]] void backend_unavailable(const std::string& backend);
-
 }  // namespace tessera::cli
