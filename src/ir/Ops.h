@@ -1,6 +1,7 @@
 // Op kinds and their static description (name, arity, attributes), generated from Ops.def.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string_view>
 #include <vector>
