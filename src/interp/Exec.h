@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "interp/Interpreter.h"
 #include "interp/Values.h"
 #include "ir/IR.h"
 #include "runtime/Tensor.h"
@@ -22,7 +23,7 @@ struct ViewArg {
 
 class Machine {
  public:
-  Machine(const Kernel& k, std::vector<KernelArg>& args);
+  Machine(const Kernel& k, std::vector<KernelArg>& args, const InterpOptions& opts);
   void run();
 
   // --- used by the evaluators ---
@@ -44,6 +45,7 @@ class Machine {
 
   const Kernel& k_;
   std::vector<KernelArg>& args_;
+  InterpOptions opts_;
   std::unordered_map<const Value*, int> slot_;
   std::vector<RValue> env_;
   std::vector<char> defined_;

@@ -11,7 +11,8 @@ namespace tessera {
 
 namespace interp {
 
-Machine::Machine(const Kernel& k, std::vector<KernelArg>& args) : k_(k), args_(args) {
+Machine::Machine(const Kernel& k, std::vector<KernelArg>& args, const InterpOptions& opts)
+    : k_(k), args_(args), opts_(opts) {
   if (!k.grid || !k.body) throw TesseraError(k.loc, "kernel '" + k.name + "' has no grid or body");
   check_bound(*k.grid);
   check_bound(*k.body);
@@ -259,7 +260,11 @@ void Machine::exec_control(const Op& op) {
     case OpKind::While: {
       std::vector<RValue> carried;
       for (const Value* v : op.operands) carried.push_back(val(op, v));
-      for (;;) {
+      // A loop that never ends would hang `tessera run`: past the limit it is reported.
+      for (int64_t iter = 0;; ++iter) {
+        if (iter == opts_.max_while_iterations)
+          throw TesseraError(op.loc, "while loop did not end after " +
+                                         std::to_string(iter) + " iterations (the interpreter's limit)");
         auto cond = run_region(op.region(0), carried);
         if (cond.size() != 1 || cond[0].floats() || cond[0].numel() != 1)
           throw TesseraError(op.loc, "while condition region must yield one i1 scalar");
@@ -301,8 +306,8 @@ void Machine::run() {
 
 }  // namespace interp
 
-void run_interp(const Kernel& bound_kernel, std::vector<KernelArg>& args) {
-  interp::Machine m(bound_kernel, args);
+void run_interp(const Kernel& bound_kernel, std::vector<KernelArg>& args, const InterpOptions& opts) {
+  interp::Machine m(bound_kernel, args, opts);
   m.run();
 }
 

@@ -6,6 +6,7 @@
 // by zero, a Raw op) throw TesseraError naming the op's location and the offending index.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "ir/IR.h"
@@ -13,6 +14,12 @@
 
 namespace tessera {
 
-void run_interp(const Kernel& bound_kernel, std::vector<KernelArg>& args);
+struct InterpOptions {
+  // A `while` that runs longer than this is reported as an error instead of hanging.
+  int64_t max_while_iterations = int64_t{1} << 26;
+};
+
+void run_interp(const Kernel& bound_kernel, std::vector<KernelArg>& args,
+                const InterpOptions& opts = {});
 
 }  // namespace tessera

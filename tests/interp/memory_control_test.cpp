@@ -313,3 +313,38 @@ TEST(Errors, ArgumentBinding) {
   Sizes s = bind_dims(p.k(), args_of({&a, &b, &c}));
   EXPECT_EQ(s, (Sizes{{"K", 8}, {"M", 4}, {"N", 5}}));
 }
+
+TEST(Errors, EndlessWhileIsReportedNotHung) {
+  auto p = parse(R"(
+kernel @spin(%y: view<i32, [N]>) {
+  grid {
+    %g = const {value = 1} : i32
+    yield %g
+  }
+  %c0 = const {value = 0} : i32
+  %c1 = const {value = 1} : i32
+  %r = while %c0 : i32 {
+    ^(%a: i32):
+    %t = cmp %c1, %c0 {pred = "gt"} : i1
+    yield %t
+  } do {
+    ^(%b: i32):
+    %n = add %b, %c1 : i32
+    yield %n
+  }
+  %t = splat %r : tile<i32, [1]>
+  store_tile %y, %t, %c0
+}
+)");
+  Tensor y(ScalarKind::I32, {1});
+  auto a = args_of({&y});
+  InterpOptions opts;
+  opts.max_while_iterations = 1000;
+  try {
+    run_interp(p.k(), a, opts);
+    FAIL() << "an endless while loop ran to completion";
+  } catch (const TesseraError& e) {
+    EXPECT_EQ(e.message(), "while loop did not end after 1000 iterations (the interpreter's limit)");
+    EXPECT_EQ(e.loc().line, 9);
+  }
+}
