@@ -121,7 +121,7 @@ double median(std::vector<float> v) {
 // Device buffers for one kernel: enough sets that one pass over them all exceeds 2x L2.
 struct Buffers {
   std::vector<std::vector<DeviceBuffer>> sets;
-  std::vector<Tensor> shapes;  // shape-only tensors for binding dims
+  std::vector<Tensor> shapes;  // host tensors for binding dims (their data is not used)
   std::vector<KernelArg> args;
 };
 
@@ -129,9 +129,11 @@ Buffers make_buffers(const Kernel& k, const Sizes& sizes, uint64_t l2_bytes) {
   Buffers b;
   size_t footprint = 0;
   for (const Value* p : k.view_params()) {
-    Tensor t;
-    t.dtype = p->type.elem;
-    for (const Dim& d : p->type.shape) t.shape.push_back(d.is_static() ? d.value : sizes.at(d.symbol));
+    std::vector<int64_t> shape;
+    for (const Dim& d : p->type.shape) shape.push_back(d.is_static() ? d.value : sizes.at(d.symbol));
+    // bind_dims checks that a tensor's data matches its shape, so these hold host memory too
+    // (never copied: the device buffers are filled directly).
+    Tensor t(p->type.elem, shape);
     footprint += static_cast<size_t>(t.numel()) * scalar_bytes(t.dtype);
     b.shapes.push_back(std::move(t));
   }

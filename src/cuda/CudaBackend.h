@@ -63,9 +63,9 @@ class CudaKernel {
   // Device pointers in the tensors' places: host tensors are copied in and out by run_host.
   virtual void run_host(std::vector<KernelArg>& args) = 0;
   // Launch on device memory, asynchronously on `stream` (a CUstream; null: the default
-  // stream), with no copies and no synchronisation. `args` give the shapes (their tensors need
-  // no data) and the scalars; device_ptrs[i] is the device address for parameter i (ignored
-  // for scalar parameters).
+  // stream), with no copies and no synchronisation. `args` give the shapes and the scalars
+  // (checked by bind_dims, which wants each tensor's data to match its shape; the data is not
+  // read); device_ptrs[i] is the device address for parameter i (ignored for scalars).
   virtual void launch(const std::vector<KernelArg>& args, const std::vector<uint64_t>& device_ptrs,
                       void* stream = nullptr) = 0;
   virtual const std::vector<char>& cubin() const = 0;
