@@ -83,3 +83,37 @@ TEST(Gpu, DeviceIsDescribed) {
 
 }  // namespace
 }  // namespace tessera::gputest
+
+namespace tessera::gputest {
+namespace {
+
+// Large shapes (many tiles, long K loops) against the library's double-precision reference:
+// the interpreter-sized tests above cannot reach them.
+TEST(LibraryGpu, LargeMatmulMatchesReference) {
+  REQUIRE_GPU();
+  const LibraryKernel& lk = *find_library_kernel("matmul");
+  for (Sizes s : {Sizes{{"M", 1024}, {"N", 1024}, {"K", 1024}}, Sizes{{"M", 2048}, {"N", 1536}, {"K", 4096}}}) {
+    SCOPED_TRACE(sizes_str(s));
+    auto k = bind_constexprs(*lk.build(ScalarKind::BF16), {});
+    std::vector<Tensor> got = make_random_tensors(*k, s, 3), want = got;
+    auto ga = args_for(*k, got), wa = args_for(*k, want);
+    compile_cuda(*k, test_options())->run_host(ga);
+    lk.reference(wa, s);
+    const Tensor& c = got.back();
+    const Tensor& r = want.back();
+    Tolerance tol = tolerance_for(ScalarKind::BF16);
+    int bad = 0;
+    for (int64_t i = 0; i < c.numel() && bad < 5; ++i) {
+      double w = r.get(i), g = c.get(i);
+      // K-long sums in f32: allow the accumulation error of sqrt(K) terms on top of bf16 rounding.
+      if (std::fabs(w - g) > tol.atol * std::sqrt(double(s.at("K"))) + tol.rtol * std::fabs(w)) {
+        ++bad;
+        ADD_FAILURE() << "element " << i << " (row " << i / s.at("N") << ", col " << i % s.at("N") << "): gpu " << g
+                      << " reference " << w;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessera::gputest
