@@ -262,63 +262,94 @@ class Emitter {
       for (const auto& c : r->ops) w = w || writes_memory(*c);
     return w;
   }
+  static long pos_in(const Block* b, const Op* o) {
+    for (size_t i = 0; i < b->ops.size(); ++i)
+      if (b->ops[i].get() == o) return static_cast<long>(i);
+    return -1;
+  }
+  // Every read of `v`: fn(user, at) where `at` is the op of `home` whose code performs the read
+  // (users through renaming shape ops; a deferred elementwise expression is read where its
+  // user is emitted; nested users lifted to their ancestor in `home`). False when fn is, or
+  // when a user is not inside `home`.
+  bool for_each_read(const Value* v, const Block* home,
+                     const std::function<bool(const Op* user, const Op* at)>& fn) const {
+    std::vector<const Value*> work{v};
+    while (!work.empty()) {
+      const Value* w = work.back();
+      work.pop_back();
+      auto it = users_.find(w);
+      if (it == users_.end()) continue;
+      for (const Op* u : it->second) {
+        if (u->kind == OpKind::ExpandDims || u->kind == OpKind::Reshape) {
+          work.push_back(u->result());  // same storage, new name
+          continue;
+        }
+        const Op* e = u;
+        for (;;) {
+          OpClass c = e->info().cls;
+          bool ew = c == OpClass::Unary || c == OpClass::Binary || c == OpClass::Compare ||
+                    c == OpClass::Ternary || c == OpClass::Cast;
+          if (!ew || e->results.size() != 1 || !can_defer(*e)) break;
+          e = users_.at(e->result())[0];
+        }
+        while (e && e->parent != home) e = e->parent ? e->parent->parent : nullptr;
+        if (!e || !fn(u, e)) return false;
+      }
+    }
+    return true;
+  }
   bool in_place_load(const Op& load, const std::vector<int64_t>& S) const {
     ScalarKind t = load.operand(0)->type.elem;
     if (ctype(t) != stype(t) || is_narrow(t)) return false;
     for (size_t d = 0; d + 1 < S.size(); ++d)
       if (S[d] != 1) return false;
     const Block* home = load.parent;
-    // The ops of `home` where the tile is read: users, through renaming shape ops and
-    // deferred elementwise chains, lifted to their ancestor in `home`.
-    const Op* last = nullptr;
-    auto pos = [&](const Op* o) {
-      for (size_t i = 0; i < home->ops.size(); ++i)
-        if (home->ops[i].get() == o) return static_cast<long>(i);
-      return -1L;
-    };
-    std::vector<const Value*> work{load.result()};
-    while (!work.empty()) {
-      const Value* v = work.back();
-      work.pop_back();
-      auto it = users_.find(v);
-      if (it == users_.end()) continue;
-      for (const Op* u : it->second) {
-        switch (u->info().cls) {
-          case OpClass::Unary: case OpClass::Binary: case OpClass::Compare: case OpClass::Ternary:
-          case OpClass::Cast: case OpClass::Reduce: case OpClass::Scan: case OpClass::Dot:
-          case OpClass::Control: case OpClass::Terminator: case OpClass::Shape:
-            break;
-          case OpClass::Memory:
-            if (u->kind == OpKind::StoreTile && u->operand(0) != v) break;
-            return false;
-          default:
-            return false;
-        }
-        if (u->kind == OpKind::ExpandDims || u->kind == OpKind::Reshape) {
-          work.push_back(u->result());  // same storage, new name
-          continue;
-        }
-        const Op* e = u;  // where u's value is actually computed
-        while (e->results.size() == 1 && can_defer(*e)) {
-          switch (e->info().cls) {
-            case OpClass::Unary: case OpClass::Binary: case OpClass::Compare: case OpClass::Ternary:
-            case OpClass::Cast:
-              e = users_.at(e->result())[0];
-              continue;
-            default:
-              break;
-          }
+    long last = -1;
+    bool ok = for_each_read(load.result(), home, [&](const Op* u, const Op* at) {
+      switch (u->info().cls) {
+        case OpClass::Unary: case OpClass::Binary: case OpClass::Compare: case OpClass::Ternary:
+        case OpClass::Cast: case OpClass::Reduce: case OpClass::Scan: case OpClass::Dot:
+        case OpClass::Control: case OpClass::Terminator: case OpClass::Shape:
           break;
-        }
-        while (e && e->parent != home) e = e->parent ? e->parent->parent : nullptr;
-        if (!e) return false;
-        if (!last || pos(e) > pos(last)) last = e;
+        case OpClass::Memory:
+          if (u->kind == OpKind::StoreTile && u->operand(0) != load.result()) break;
+          return false;
+        default:
+          return false;
       }
-    }
-    if (!last) return true;
-    for (long i = pos(&load) + 1; i < pos(last); ++i)
+      last = std::max(last, pos_in(home, at));
+      return true;
+    });
+    if (!ok) return false;
+    if (last < 0) return true;
+    for (long i = pos_in(home, &load) + 1; i < last; ++i)
       if (writes_memory(*home->ops[static_cast<size_t>(i)])) return false;
-    return last->kind == OpKind::StoreTile || !writes_memory(*last);
+    const Op& l = *home->ops[static_cast<size_t>(last)];
+    return l.kind == OpKind::StoreTile || !writes_memory(l);
+  }
+  // A tile computed elementwise in a for body and only yielded back as carried value k is
+  // written straight into the carried array (acc = acc + t without a temporary and a 4 KB copy
+  // per iteration) when nothing reads the carried value after this op: the op itself reads it
+  // element by element at the index it writes. Returns the carried array's name, or "".
+  std::string carried_target(const Op& op) const {
+    const Value* r = op.result();
+    const Block* body = op.parent;
+    if (!r->type.is_tile() || !body || !body->parent || body->parent->kind != OpKind::For) return "";
+    const Op* y = body->terminator();
+    auto it = users_.find(r);
+    if (!y || it == users_.end() || it->second.size() != 1 || it->second[0] != y) return "";
+    size_t k = y->operands.size();
+    for (size_t j = 0; j < y->operands.size(); ++j)
+      if (y->operand(j) == r) {
+        if (k != y->operands.size()) return "";
+        k = j;
+      }
+    if (k == y->operands.size() || body->args.size() != y->operands.size() + 1) return "";
+    const Value* a = body->args[k + 1];
+    if (a->type != r->type) return "";
+    long here = pos_in(body, &op);
+    bool ok = for_each_read(a, body, [&](const Op*, const Op* at) { return pos_in(body, at) <= here; });
+    return ok ? nm(a) : "";
   }
   static bool uses_simd_rows(const Op& red) {
     const Value* x = red.operand(0);
@@ -375,7 +406,13 @@ class Emitter {
       return;
     }
     if (r->type.is_tile()) {
-      std::string n = declare(op, r);
+      std::string n = carried_target(op);
+      if (n.empty()) {
+        n = declare(op, r);
+      } else {
+        name_[r] = n;
+        line("// (written into the carried " + n + ")");
+      }
       std::string i = fresh("i");
       std::vector<std::string> ops;
       for (const Value* v : op.operands) ops.push_back(elem(v, i));

@@ -1,5 +1,6 @@
 // Row tiles are read in place from the view (no local copy) unless memory is written while
-// the tile is still read; both paths must match the interpreter.
+// the tile is still read; a loop-carried tile is updated in place unless it is read after the
+// update. Both paths must match the interpreter.
 #include <cmath>
 
 #include "CpuTestUtil.h"
@@ -53,6 +54,76 @@ const char* kRowScale = R"(kernel @rowscale(%x: view<f32, [M, N]>, %y: view<f32,
   store_tile %y, %y1, %pid, %c1
 }
 )";
+
+// Row sums over column tiles, carried in %acc; %d reads %a (the old sum) after %n is computed,
+// so %n must not overwrite it.
+const char* kCarried = R"(kernel @carried(%x: view<f32, [M, N]>, %y: view<f32, [M, N]>, %s: view<f32, [M, 32]>) {
+  constexpr B = 32
+  grid {
+    %m = dim %x {axis = 0} : i32
+    yield %m
+  }
+  %pid = program_id {axis = 0} : i32
+  %c0 = const {value = 0} : i32
+  %c1 = const {value = 1} : i32
+  %nn = dim %x {axis = 1} : i32
+  %cb = const {value = 32} : i32
+  %cb1 = const {value = 31} : i32
+  %nb = add %nn, %cb1 : i32
+  %tiles = div %nb, %cb : i32
+  %z = const {value = 0.0} : f32
+  %acc0 = splat %z : tile<f32, [1, B]>
+  %acc = for %c0, %tiles, %c1, %acc0 : tile<f32, [1, B]> {
+    ^(%j: i32, %a: tile<f32, [1, B]>):
+    %t = load_tile %x, %pid, %j : tile<f32, [1, B]>
+    %n = add %a, %t : tile<f32, [1, B]>
+    %d = mul %a, %a : tile<f32, [1, B]>
+    store_tile %y, %d, %pid, %j
+    yield %n
+  }
+  store_tile %s, %acc, %pid, %c0
+}
+)";
+
+// The same sum where nothing reads %a after the update.
+const char* kCarriedInPlace = R"(kernel @carried2(%x: view<f32, [M, N]>, %s: view<f32, [M, 32]>) {
+  constexpr B = 32
+  grid {
+    %m = dim %x {axis = 0} : i32
+    yield %m
+  }
+  %pid = program_id {axis = 0} : i32
+  %c0 = const {value = 0} : i32
+  %c1 = const {value = 1} : i32
+  %nn = dim %x {axis = 1} : i32
+  %cb = const {value = 32} : i32
+  %cb1 = const {value = 31} : i32
+  %nb = add %nn, %cb1 : i32
+  %tiles = div %nb, %cb : i32
+  %z = const {value = 0.0} : f32
+  %acc0 = splat %z : tile<f32, [1, B]>
+  %acc = for %c0, %tiles, %c1, %acc0 : tile<f32, [1, B]> {
+    ^(%j: i32, %a: tile<f32, [1, B]>):
+    %t = load_tile %x, %pid, %j : tile<f32, [1, B]>
+    %q = mul %t, %t : tile<f32, [1, B]>
+    %n = add %a, %q : tile<f32, [1, B]>
+    yield %n
+  }
+  store_tile %s, %acc, %pid, %c0
+}
+)";
+
+TEST(CpuInPlaceCarried, ReadAfterUpdateKeepsATemporary) {
+  auto k = bound(kCarried);
+  EXPECT_EQ(emit_cpp(*k).find("written into the carried"), std::string::npos);
+  expect_same_as_interp(*k, {{"M", 4}, {"N", 100}}, 25);
+}
+
+TEST(CpuInPlaceCarried, UpdateWrittenIntoTheCarriedArray) {
+  auto k = bound(kCarriedInPlace);
+  EXPECT_NE(emit_cpp(*k).find("written into the carried"), std::string::npos);
+  expect_same_as_interp(*k, {{"M", 4}, {"N", 100}}, 26);
+}
 
 TEST(CpuInPlaceLoad, WriteBeforeLastReadCopiesTheTile) {
   auto k = bound(kWriteThenRead);
