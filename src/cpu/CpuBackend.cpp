@@ -6,11 +6,13 @@
 #include <chrono>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <unordered_map>
 
 #include "cpu/CpuInternal.h"
+#include "runtime/DiskCache.h"
 
 namespace tessera {
 
@@ -112,13 +114,7 @@ class CpuKernelImpl : public CpuKernel {
 
 }  // namespace
 
-std::string cpu_cache_dir(const CpuOptions& o) {
-  if (!o.cache_dir.empty()) return o.cache_dir;
-  if (const char* d = std::getenv("TESSERA_CACHE_DIR"); d && *d) return d;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/tessera";
-  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/tessera";
-  return "/tmp/tessera-cache";
-}
+std::string cpu_cache_dir(const CpuOptions& o) { return default_cache_dir(o.cache_dir); }
 
 void clear_cpu_memory_cache() {
   std::lock_guard<std::mutex> lock(g_mu);
@@ -126,7 +122,6 @@ void clear_cpu_memory_cache() {
 }
 
 std::shared_ptr<CpuKernel> compile_cpu(const Kernel& k, const CpuOptions& opts) {
-  for (const auto& c : k.constexprs) (void)c;
   EmittedCpp src = emit_cpp_detailed(k);
   std::string cxx = resolve_compiler(opts);
   std::vector<std::string> flags = resolve_flags(opts);
@@ -135,7 +130,7 @@ std::shared_ptr<CpuKernel> compile_cpu(const Kernel& k, const CpuOptions& opts) 
   for (const auto& f : flags) keyin += f + "\n";
   keyin += kRuntimeHeader;
   keyin += src.source;
-  std::string key = hash_hex(keyin);
+  std::string key = content_hash(keyin);
 
   auto make = [&](std::shared_ptr<SharedObject> so) {
     return std::make_shared<CpuKernelImpl>(std::move(so), k, opts.num_threads);
@@ -149,13 +144,13 @@ std::shared_ptr<CpuKernel> compile_cpu(const Kernel& k, const CpuOptions& opts) 
       return kk;
     }
   }
-  std::string dir;
+  // The shared disk-cache policy (src/runtime/DiskCache.h): atomic entries with a checksum
+  // sidecar; a verified entry is dlopen'ed in place.
+  std::optional<DiskCache> disk;
   if (opts.disk_cache) {
-    dir = cpu_cache_dir(opts);
-    ensure_writable_dir(dir);
-    std::string hit = disk_lookup(dir, key);
-    if (!hit.empty()) {
-      auto so = load_shared(hit);
+    disk.emplace(cpu_cache_dir(opts), "tessera-cpu-cache", ".so");
+    if (disk->lookup(key)) {
+      auto so = load_shared(disk->artifact_path(key));
       {
         std::lock_guard<std::mutex> lock(g_mu);
         g_memory[key] = so;
@@ -166,7 +161,7 @@ std::shared_ptr<CpuKernel> compile_cpu(const Kernel& k, const CpuOptions& opts) 
     }
   }
   auto t0 = std::chrono::steady_clock::now();
-  std::string work = make_work_dir(opts.disk_cache ? dir : env_or("TMPDIR", "/tmp"));
+  std::string work = make_work_dir(disk ? disk->dir() : env_or("TMPDIR", "/tmp"));
   std::shared_ptr<SharedObject> so;
   try {
     write_file(work + "/tessera_cpu.h", kRuntimeHeader, false);
@@ -175,7 +170,10 @@ std::shared_ptr<CpuKernel> compile_cpu(const Kernel& k, const CpuOptions& opts) 
     CompileResult r = run_compiler(cxx, flags, work + "/kernel.cpp", out, work);
     if (!r.ok) compile_failed(cxx, r.diagnostics, src);
     std::string path = out;
-    if (opts.disk_cache) path = disk_store(dir, key, out);
+    if (disk) {
+      disk->store(key, read_file(out));
+      path = disk->artifact_path(key);
+    }
     so = load_shared(path);
   } catch (...) {
     remove_tree(work);

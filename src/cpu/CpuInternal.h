@@ -66,20 +66,11 @@ struct SharedObject {
 };
 std::shared_ptr<SharedObject> load_shared(const std::string& path);
 
-// 128-bit content hash as 32 hex digits (not cryptographic; for cache keys and checksums).
-std::string hash_hex(std::string_view data);
-
-// Disk cache under `dir`: <key>.so plus <key>.meta holding the size and hash of the .so.
-// lookup returns the path of a verified entry, or "" (a broken entry is removed).
-std::string disk_lookup(const std::string& dir, const std::string& key);
-// Move a freshly built shared object into the cache atomically (fsync + rename, then the
-// sidecar the same way). Returns the final path.
-std::string disk_store(const std::string& dir, const std::string& key, const std::string& built_so);
-// Creates `dir` (and parents); throws TesseraError when it cannot be created or written.
-void ensure_writable_dir(const std::string& dir);
 // A fresh private directory inside `parent`; throws TesseraError on failure.
 std::string make_work_dir(const std::string& parent);
 void remove_tree(const std::string& dir);
 void write_file(const std::string& path, std::string_view data, bool sync);
+// The whole file; throws TesseraError when it cannot be read or is empty.
+std::string read_file(const std::string& path);
 
 }  // namespace tessera::cpu

@@ -1,7 +1,6 @@
-// A content-addressed on-disk cache of compiled artifacts (cubins), shared by backends that
-// hold their artifact in memory.
+// A content-addressed on-disk cache of compiled artifacts, shared by the backends.
 //
-// Same policy as the cpu backend's cache (src/cpu/Cache.cpp): an entry is <key><ext> plus
+// Used by the cpu backend (shared objects) and the cuda backend (cubins): an entry is <key><ext> plus
 // <key>.meta holding "<magic> 1 <size> <hash>"; both are written under temporary names, fsynced
 // and renamed, the artifact first, so a reader that finds a .meta can trust its artifact was
 // complete when the .meta was written; an artifact whose size or hash disagrees (truncated,
