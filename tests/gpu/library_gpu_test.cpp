@@ -10,6 +10,9 @@ struct Case {
   ScalarKind dtype;
 };
 
+// ctest shows parameters through this (otherwise as raw bytes).
+void PrintTo(const Case& c, std::ostream* os) { *os << c.kernel << "/" << scalar_name(c.dtype); }
+
 std::vector<Case> cases() {
   std::vector<Case> out;
   for (const auto& lk : library())
