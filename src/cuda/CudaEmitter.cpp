@@ -617,6 +617,9 @@ void Emitter::emit_for(const Op& op) {
     name_[dot->result()] = carried[j];
     count("mma-carried-accumulators");
   }
+  // A matmul-shaped pipeline loop: a cp.async ring, with this loop as the fallback.
+  PipePlan pipe = plan_pipeline(op, frags);
+  if (pipe.ok) begin_pipelined(op, pipe, frag_names[0]);
   std::string iv = fresh("iv");
   // 64-bit induction: iv + step never overflows before the test.
   open("for (int64_t " + iv + "_ = " + nm(op.operand(0)) + "; " + nm(op.operand(2)) + " > 0 && " + iv + "_ < " +
@@ -630,6 +633,7 @@ void Emitter::emit_for(const Op& op) {
   assign_carried(*y, vals, carried);
   cur_ = &op;
   close();
+  if (pipe.ok) close();
   for (size_t q = 0; q < frags.size(); ++q)
     frags_to_tile(plan_mma(*frags[q].second), frag_names[q], op.result(frags[q].first), carried[frags[q].first]);
 }

@@ -133,6 +133,18 @@ class Emitter {
   std::vector<std::pair<size_t, const Op*>> frag_carried(const Op& for_op) const;
   void frags_from_tile(const MmaPlan& p, const Value* v, const std::string& frag);
   void frags_to_tile(const MmaPlan& p, const std::string& frag, const Value* r, const std::string& dst);
+  // A `for` with pipeline >= 2 whose body only computes scalar indices, loads the two operands
+  // of one fragment-carried mma dot and yields its result: the loads become a cp.async ring of
+  // swizzled stages read with ldmatrix (Pipelining.cpp). begin_pipelined emits the guarded fast
+  // loop and opens the `else` of the runtime check (alignment) for the ordinary loop.
+  struct PipePlan {
+    bool ok = false;
+    int stages = 0;
+    const Op *dot = nullptr, *load_a = nullptr, *load_b = nullptr;
+    MmaPlan mma;
+  };
+  PipePlan plan_pipeline(const Op& for_op, const std::vector<std::pair<size_t, const Op*>>& frags) const;
+  void begin_pipelined(const Op& for_op, const PipePlan& pp, const std::string& frag);
   void emit_reduce(const Op& op);
   void emit_scan(const Op& op);
   void emit_for(const Op& op);
@@ -143,5 +155,8 @@ class Emitter {
   void assign_carried(const Op& y, const std::vector<const Value*>& vals, const std::vector<std::string>& carried);
   std::string combine(const Op& op, const std::string& a, const std::string& b);
 };
+
+// Per-warp fragment coordinates warp_, lane_, g_, t_, m0_, n0_ (inside a block the caller opens).
+void warp_coords(Emitter& e, const Emitter::MmaPlan& p);
 
 }  // namespace tessera::cudagen

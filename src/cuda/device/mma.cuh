@@ -86,3 +86,102 @@ TSR_D void warp_mma_block(float (&c)[MT][NT][4], const uint16_t* a, int lda, con
 }
 
 }  // namespace tsr
+
+// ---- pipelined operands: cp.async rings in swizzled shared memory, ldmatrix fragment loads ----
+//
+// A stage holds a 16-bit tile row-major in 16-byte chunks (8 elements); chunk q = row * CPR + c
+// (CPR chunks per row) lives at chunk slot swz<CPR>(q). The XOR key flips only the low 3 bits,
+// so a chunk stays inside its 128-byte line (and its row when CPR >= 8): any 8 consecutive
+// rows read at one chunk column (one ldmatrix phase) hit 8 different 16-byte bank groups.
+namespace tsr {
+
+template <int CPR>
+TSR_D int swz(int q) {
+  return q ^ (((CPR >= 8) ? q / CPR : q / 8) & 7);
+}
+
+TSR_D uint32_t smem_u32(const void* p) {
+  uint32_t a;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  return a;
+}
+
+// 16 bytes global -> shared, bypassing L1; bytes < 16 reads only that many and zero-fills the rest
+// (0: nothing is read, the chunk is all zeros).
+TSR_D void cp_async_16(uint32_t dst, const void* src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+TSR_D void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+TSR_D void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+TSR_D void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+TSR_D void ldsm_x4_trans(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3, uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr)
+               : "memory");
+}
+
+// All NTHREADS threads: start copying the ROWS x (8*CPR) tile at (row0, col0) of a row-major
+// global matrix (nrows x ncols, row stride ld elements, base and ld 16-byte aligned, col0 a
+// multiple of 8) into the swizzled stage `s`. Elements outside the matrix read as 0.
+template <int ROWS, int CPR, int NTHREADS>
+TSR_D void cp_tile_async(uint16_t* s, const uint16_t* g, int64_t row0, int64_t col0, int64_t nrows, int64_t ncols,
+                         int64_t ld, int tid) {
+  constexpr int total = ROWS * CPR;
+  const uint32_t base = smem_u32(s);
+#pragma unroll
+  for (int i = 0; i < (total + NTHREADS - 1) / NTHREADS; ++i) {
+    const int q = tid + i * NTHREADS;
+    if (total % NTHREADS == 0 || q < total) {
+      const int64_t gr = row0 + q / CPR, gc = col0 + 8 * (q % CPR);
+      int bytes = 0;
+      const uint16_t* src = g;
+      if (gr >= 0 && gr < nrows && gc >= 0 && gc < ncols) {
+        bytes = ncols - gc >= 8 ? 16 : int(ncols - gc) * 2;
+        src = g + gr * ld + gc;
+      }
+      cp_async_16(base + uint32_t(swz<CPR>(q)) * 16u, src, bytes);
+    }
+  }
+}
+
+// One warp: c[MT][NT] (the warp_mma_block fragment order) += A[m0 .. m0+16MT, 0 .. BK) *
+// B[0 .. BK, n0 .. n0+8NT) from swizzled stages: A row-major BM x BK (BK/8 chunks per row),
+// B row-major BK x BN (CPRB = BN/8 chunks per row). Lane l addresses row l % 16 and chunk l / 16
+// of a 16x16 block: for A that is x4 = {rows 0-7, 8-15} x {k 0-7, 8-15} = a[0..3]; for B (rows
+// are k) x4.trans = {k 0-7, k 8-15} x {n 0-7, n 8-15} = b[j][0], b[j][1], b[j+1][0], b[j+1][1].
+template <bool BF16, int BK, int MT, int NT, int CPRB>
+TSR_D void warp_mma_swz(float (&c)[MT][NT][4], const uint16_t* sa, const uint16_t* sb, int m0, int n0, int lane) {
+  static_assert(NT % 2 == 0, "B fragments are loaded in pairs of n tiles");
+  constexpr int CPRA = BK / 8;
+  const uint32_t a_base = smem_u32(sa), b_base = smem_u32(sb);
+  const int r = lane & 15, h = lane >> 4;
+#pragma unroll
+  for (int k0 = 0; k0 < BK; k0 += 16) {
+    uint32_t af[MT][4], bf[NT][2];
+#pragma unroll
+    for (int i = 0; i < MT; ++i) ldsm_x4(af[i], a_base + uint32_t(swz<CPRA>((m0 + 16 * i + r) * CPRA + k0 / 8 + h)) * 16u);
+#pragma unroll
+    for (int j = 0; j < NT; j += 2)
+      ldsm_x4_trans(bf[j][0], bf[j][1], bf[j + 1][0], bf[j + 1][1],
+                    b_base + uint32_t(swz<CPRB>((k0 + r) * CPRB + n0 / 8 + j + h)) * 16u);
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        if (BF16) mma_bf16_16816(c[i][j], af[i], bf[j]);
+        else mma_f16_16816(c[i][j], af[i], bf[j]);
+      }
+  }
+}
+
+}  // namespace tsr
