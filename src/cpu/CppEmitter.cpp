@@ -13,6 +13,7 @@
 
 #include "cpu/CpuBackend.h"
 #include "cpu/CpuInternal.h"
+#include "text/Text.h"
 
 namespace tessera::cpu {
 
@@ -137,7 +138,7 @@ std::string flat_index(const std::vector<std::string>& idx, const std::vector<in
 
 class Emitter {
  public:
-  explicit Emitter(const Kernel& k) : k_(k) {}
+  explicit Emitter(const Kernel& k) : k_(k), op_texts_(print_op_lines(k)) {}
 
   EmittedCpp run();
 
@@ -156,26 +157,13 @@ class Emitter {
     lines_.push_back(std::string(static_cast<size_t>(ind_) * 2, ' ') + s);
     line_op_.push_back(cur_);
   }
-  // Unnamed values are numbered in order of appearance, as the text printer does.
-  std::unordered_map<const Value*, std::string> ir_name_;
+  // Each op's line as `tessera compile --emit ir` prints it (same value names).
   std::unordered_map<const Op*, std::string> op_texts_;
-  std::string ir_name(const Value* v) {
-    if (!v) return "%?";
-    auto it = ir_name_.find(v);
-    if (it != ir_name_.end()) return it->second;
-    std::string n = v->name.empty() ? "%" + std::to_string(ir_name_.size()) : "%" + v->name;
-    return ir_name_[v] = n;
-  }
   std::string text_of(const Op& op) const {
     auto it = op_texts_.find(&op);
-    return it != op_texts_.end() ? it->second : op_text(op);
+    return it != op_texts_.end() ? it->second : std::string(op.name());
   }
-  void comment(const Op& op) {
-    for (const Value* v : op.operands) ir_name(v);
-    std::string t = op_text(op, [this](const Value* v) { return ir_name(v); });
-    op_texts_[&op] = t;
-    line("// " + t);
-  }
+  void comment(const Op& op) { line("// " + text_of(op)); }
   std::string fresh(const std::string& prefix) { return prefix + std::to_string(counter_++); }
   [[noreturn]] void fail(const Op& op, const std::string& msg) const {
     throw TesseraError(op.loc, "cpu backend: " + msg + " (in `" + text_of(op) + "`)");
@@ -1291,7 +1279,6 @@ EmittedCpp Emitter::run() {
   line("namespace {");
   line("");
   // Arguments: view pointers with dims and row-major strides, scalar values.
-  for (const Value* p : k.params) ir_name(p);
   auto count = [&](Op& o) {
     for (const Value* v : o.operands) users_[v].push_back(&o);
   };
@@ -1404,33 +1391,6 @@ EmittedCpp Emitter::run() {
 }
 
 }  // namespace
-
-// Names of values without an emitter's numbering: the value's own name, or "%?".
-std::string vname(const Value* v) {
-  if (!v || v->name.empty()) return "%?";
-  return "%" + v->name;
-}
-
-std::string op_text(const Op& op, const std::function<std::string(const Value*)>& namer) {
-  auto vname = [&](const Value* v) { return namer ? namer(v) : cpu::vname(v); };
-  std::string s;
-  for (size_t i = 0; i < op.results.size(); ++i) s += (i ? ", " : "") + vname(op.results[i]);
-  if (!op.results.empty()) s += " = ";
-  s += std::string(op.name());
-  for (size_t i = 0; i < op.operands.size(); ++i) s += (i ? ", " : " ") + vname(op.operands[i]);
-  if (!op.attrs.empty()) {
-    s += " {";
-    for (size_t i = 0; i < op.attrs.size(); ++i) {
-      std::string v = attr_str(op.attrs[i].value);
-      if (op.attrs[i].name == "cpp" || op.attrs[i].name == "cuda") v = "\"...\"";
-      s += (i ? ", " : "") + op.attrs[i].name + " = " + v;
-    }
-    s += "}";
-  }
-  for (size_t i = 0; i < op.results.size(); ++i) s += (i ? ", " : " : ") + op.results[i]->type.str();
-  if (!op.regions.empty()) s += " {...}";
-  return s;
-}
 
 EmittedCpp emit_cpp_detailed(const Kernel& k) { return Emitter(k).run(); }
 

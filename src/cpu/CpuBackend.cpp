@@ -106,7 +106,7 @@ class CpuKernelImpl : public CpuKernel {
   }
   if (op) {
     auto t = src.op_texts.find(op);
-    msg += "generated from: " + (t != src.op_texts.end() ? t->second : op_text(*op)) + " at " + op->loc.str();
+    msg += "generated from: " + (t != src.op_texts.end() ? t->second : std::string(op->name())) + " at " + op->loc.str();
     throw TesseraError(op->loc, msg);
   }
   throw TesseraError(msg);

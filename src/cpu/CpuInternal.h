@@ -37,10 +37,6 @@ using RunFn = int (*)(void**, const int64_t*, const int64_t*, const double*, int
 
 EmittedCpp emit_cpp_detailed(const Kernel& k);
 
-// One op written on one line in the style of the text format (for comments and errors).
-// `namer` names values (default: their own name, else their position).
-std::string op_text(const Op& op, const std::function<std::string(const Value*)>& namer = {});
-
 }  // namespace tessera::cpu
 
 namespace tessera::cpu {

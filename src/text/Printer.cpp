@@ -110,6 +110,7 @@ class KernelPrinter {
 
   void op(const Op& op, int depth) {
     indent(depth);
+    size_t start = out_.size();
     for (size_t i = 0; i < op.results.size(); ++i) {
       if (i) out_ += ", ";
       out_ += name(op.results[i]);
@@ -125,6 +126,7 @@ class KernelPrinter {
       out_ += i ? ", " : " : ";
       out_ += print_type(op.results[i]->type);
     }
+    if (op_lines_) (*op_lines_)[&op] = out_.substr(start) + (op.regions.empty() ? "" : " {...}");
     for (size_t i = 0; i < op.regions.size(); ++i) {
       std::string_view kw = text::region_keyword(op.kind, i);
       out_ += " ";
@@ -134,6 +136,11 @@ class KernelPrinter {
     out_ += "\n";
   }
 
+ public:
+  // When set, print() also records each op's own line (regions shown as `{...}`).
+  std::unordered_map<const Op*, std::string>* op_lines_ = nullptr;
+
+ private:
   const Kernel& k_;
   std::string out_;
   std::unordered_map<const Value*, std::string> names_;
@@ -152,6 +159,14 @@ std::string print_type(const Type& t) {
 }
 
 std::string print_kernel(const Kernel& k) { return KernelPrinter(k).print(); }
+
+std::unordered_map<const Op*, std::string> print_op_lines(const Kernel& k) {
+  std::unordered_map<const Op*, std::string> lines;
+  KernelPrinter p(k);
+  p.op_lines_ = &lines;
+  p.print();
+  return lines;
+}
 
 std::string print_module(const Module& m) {
   std::string out;

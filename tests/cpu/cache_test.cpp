@@ -16,8 +16,8 @@ const char* kScale = R"(kernel @scale(%x: view<f32, [N]>, %y: view<f32, [N]>, %s
     %n = dim %x {axis = 0} : i32
     %b = const {value = 16} : i32
     %b1 = const {value = 15} : i32
-    %t = add %n, %b1 : i32
-    %g = div %t, %b : i32
+    %nb = add %n, %b1 : i32
+    %g = div %nb, %b : i32
     yield %g
   }
   %pid = program_id {axis = 0} : i32
@@ -163,6 +163,7 @@ TEST(CpuCache, WrongArgumentsAreErrors) {
 TEST(CpuCache, EmitCppIsReadable) {
   auto k = bound(kScale);
   std::string src = emit_cpp(*k);
+  // Each op's comment is its line of `tessera compile --emit ir` (print_op_lines).
   EXPECT_NE(src.find("// %r = mul %t, %ss : tile<f32, [16]>"), std::string::npos) << src;
   EXPECT_NE(src.find("#pragma omp parallel for"), std::string::npos);
 }

@@ -162,3 +162,42 @@ TEST(RoundTrip, EmptyModule) {
 
 }  // namespace
 }  // namespace tessera
+
+// print_op_lines gives each op the line print_kernel writes for it (regions folded), so that
+// comments in generated code use the same names as `tessera compile --emit ir`.
+TEST(PrintOpLines, MatchesPrintKernel) {
+  const char* text = R"(kernel @k(%x: view<f32, [N]>) {
+  grid {
+    %n = dim %x {axis = 0} : i32
+    yield %n
+  }
+  %pid = program_id {axis = 0} : i32
+  %v = gather %x, %pid : f32
+  %c0 = const {value = 0} : i32
+  %c1 = const {value = 1} : i32
+  %r = for %c0, %pid, %c1, %v : f32 {
+    ^(%i: i32, %acc: f32):
+    %t = add %acc, %acc : f32
+    yield %t
+  }
+  scatter %x, %r, %pid
+}
+)";
+  auto m = tessera::parse_module(text, "k.tile");
+  const tessera::Kernel& k = *m->kernels[0];
+  auto lines = tessera::print_op_lines(k);
+  std::string printed = tessera::print_kernel(k);
+  size_t n = 0;
+  tessera::walk(const_cast<tessera::Kernel&>(k), [&](tessera::Op& op) {
+    ASSERT_TRUE(lines.count(&op)) << op.name();
+    std::string line = lines[&op];
+    if (!op.regions.empty()) {
+      ASSERT_EQ(line.substr(line.size() - 6), " {...}");
+      line = line.substr(0, line.size() - 6);
+    }
+    EXPECT_NE(printed.find(line), std::string::npos) << line;
+    ++n;
+  });
+  EXPECT_EQ(n, lines.size());
+  EXPECT_EQ(lines[k.body->ops[4].get()], "%r = for %c0, %pid, %c1, %v : f32 {...}");
+}
