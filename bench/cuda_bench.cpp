@@ -362,6 +362,17 @@ std::vector<BenchCase> bench_cases(const Flags& f) {
   return out;
 }
 
+// The row kernels' column tile: the smallest BLOCK_N candidate that holds a whole row, so that
+// the row is read once and stays in registers (the largest when none does).
+ConstexprConfig row_config(const Kernel& k, const BenchCase& bc) {
+  const ConstexprDecl* d = k.find_constexpr("BLOCK_N");
+  if (!d || d->candidates.empty() || !bc.sizes.count("N") || bc.kernel == "matmul") return {};
+  int64_t n = bc.sizes.at("N"), best = 0;
+  for (int64_t c : d->candidates)
+    if ((c >= n && (best < n || c < best)) || (best < n && c > best)) best = c;
+  return {{"BLOCK_N", best}};
+}
+
 // Every combination of the constexpr candidates (capped), for --tune.
 std::vector<ConstexprConfig> all_configs(const Kernel& k, size_t cap) {
   std::vector<ConstexprConfig> out = {{}};
@@ -412,7 +423,7 @@ int main(int argc, char** argv) {
     r.sizes = sizes_str(bc.sizes);
     try {
       auto unbound = lk->build(bc.dt);
-      auto k = bind_constexprs(*unbound, {});
+      auto k = bind_constexprs(*unbound, row_config(*unbound, bc));
       r.config = config_str(*k);
       // Cold NVRTC compile, then a memory-cache hit and a disk-cache hit (as a new process).
       clear_cuda_memory_cache();

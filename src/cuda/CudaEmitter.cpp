@@ -767,21 +767,29 @@ static std::string scalar_abi_type(ScalarKind k) {
   return ctype(k);
 }
 
-// Threads per CTA: the kernel's `num_warps` constexpr, else 4 warps, or 8 for large tiles/dots.
+// Threads per CTA: the kernel's `num_warps` constexpr, else 4 warps, 8 for large dots, and for
+// tiles of more than 4096 elements one warp per 1024 elements (at most 32 warps).
 static int pick_threads(const Kernel& k) {
   if (const ConstexprDecl* d = k.find_constexpr("num_warps"))
     if (d->value >= 1 && d->value <= 32) return static_cast<int>(d->value) * 32;
   int64_t biggest = 0;
-  bool big_dot = false;
+  bool big_dot = false, any_dot = false;
   walk(const_cast<Block&>(*k.body), [&](Op& op) {
     for (const Value* r : op.results)
       if (r->type.is_tile() && shape_is_static(r->type.shape)) biggest = std::max(biggest, shape_numel(r->type.shape));
+    any_dot |= op.kind == OpKind::Dot;
     if (op.kind == OpKind::Dot && op.result()->type.rank() == 2 && shape_is_static(op.result()->type.shape)) {
       auto S = static_shape(op.result()->type.shape);
       big_dot |= S[0] >= 128 && S[1] >= 128;
     }
   });
-  return (biggest >= 8192 || big_dot) ? 256 : 128;
+  if (big_dot) return 256;
+  if (any_dot) return biggest >= 8192 ? 256 : 128;
+  // Large tiles without dots (whole rows of memory-bound kernels): about 32 elements per thread,
+  // so a row stays in registers without spilling, up to the 1024-thread limit.
+  int threads = 128;
+  while (threads < 1024 && biggest > int64_t(threads) * 32) threads *= 2;
+  return threads;
 }
 
 static int64_t smem_limit(const CudaTarget& t) {

@@ -12,9 +12,10 @@
 // * Launch. One CTA per program instance: gridDim = the grid sizes (cuda_grid_size below),
 //   blockDim = (info.block_threads, 1, 1), dynamic shared memory = info.dynamic_smem_bytes
 //   (when it exceeds 48 KiB, set CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES first).
-//   block_threads = 32 * num_warps: the kernel's constexpr `num_warps` when declared, else 4
-//   (8 when the largest tile has >= 8192 elements or the kernel has a dot with an output of
-//   >= 128x128).
+//   block_threads = 32 * num_warps: the kernel's constexpr `num_warps` when declared; else, for
+//   a kernel with a dot, 8 (a dot output of >= 128x128 or a tile of >= 8192 elements) or 4; for
+//   a kernel without, 4 doubled while the largest tile has more than 32 elements per thread
+//   (at most 1024 threads).
 //
 // * Parameter ABI, in this order (info.params lists them):
 //     1. one device pointer per view (or ptr) parameter, in signature order;

@@ -67,18 +67,20 @@ void Emitter::emit_load_store(const Op& op) {
     }
     std::string off = fresh("off");
     line("const int64_t " + off + " = " + offset(g, vi.strides) + ";");
-    std::string ok = "true";
-    if (L.numel % (int64_t(L.vec) * T_) != 0) ok = e0 + " < " + std::to_string(L.numel);
-    for (int d = 0; d < R - 1; ++d) ok += " && " + g[d] + " >= 0 && " + g[d] + " < " + vi.dims[d];
-    ok += " && " + g[R - 1] + " >= 0 && " + g[R - 1] + " + " + V + " <= " + vi.dims[R - 1];
+    // The vector lies in one row of the tile (VEC divides the last dim): only the last
+    // coordinate varies across it.
+    std::string rows_ok = "true";
+    if (L.numel % (int64_t(L.vec) * T_) != 0) rows_ok = e0 + " < " + std::to_string(L.numel);
+    for (int d = 0; d < R - 1; ++d) rows_ok += " && " + g[d] + " >= 0 && " + g[d] + " < " + vi.dims[d];
+    std::string rok = fresh("rok");
+    line("const bool " + rok + " = " + rows_ok + ";");
+    std::string ok = rok + " && " + g[R - 1] + " >= 0 && " + g[R - 1] + " + " + V + " <= " + vi.dims[R - 1];
     ok += " && tsr::aligned_vec<" + St + ", " + V + ">(" + vi.ptr + " + " + off + ")";
     std::string buf = fresh("buf");
     line(St + " " + buf + "[" + V + "];");
     open("if (" + ok + ") {");
     if (load) {
       line("tsr::copy_vec<" + St + ", " + V + ">(" + buf + ", " + vi.ptr + " + " + off + ");");
-      line("#pragma unroll");
-      line("for (int v_ = 0; v_ < " + V + "; ++v_) " + r + "[" + s0 + " + v_] = " + load_conv(t, buf + "[v_]") + ";");
     } else {
       line("#pragma unroll");
       line("for (int v_ = 0; v_ < " + V + "; ++v_) " + buf + "[v_] = " + store_conv(t, r + "[" + s0 + " + v_]") + ";");
@@ -88,10 +90,22 @@ void Emitter::emit_load_store(const Op& op) {
     open("} else {");
     line("#pragma unroll");
     open("for (int v_ = 0; v_ < " + V + "; ++v_) {");
-    std::string guard = L.numel % (int64_t(L.vec) * T_) != 0 ? "(" + e0 + " < " + std::to_string(L.numel) + ")" : "true";
-    scalar_access(s0 + " + v_", e0 + " + v_", guard);
+    // Ragged or unaligned: element by element from the same base offset (cheap addresses, so
+    // that this rarely taken path does not hold registers across the fast one).
+    std::string gc = fresh("gc");
+    line("const int64_t " + gc + " = " + g[R - 1] + " + v_;");
+    std::string eok = "(" + rok + " && " + gc + " >= 0 && " + gc + " < " + vi.dims[R - 1] + ")";
+    std::string addr = vi.ptr + "[" + off + " + v_ * " + vi.strides[R - 1] + "]";
+    // Both paths fill the storage-type buffer and convert after the join, so that only the
+    // packed vector is live where they meet (half the registers for 16-bit types).
+    if (load) line(buf + "[v_] = " + eok + " ? " + addr + " : " + St + "(" + store_conv(t, pad) + ");");
+    else line("if (" + eok + ") " + addr + " = " + store_conv(t, r + "[" + s0 + " + v_]") + ";");
     close();
     close();
+    if (load) {
+      line("#pragma unroll");
+      line("for (int v_ = 0; v_ < " + V + "; ++v_) " + r + "[" + s0 + " + v_] = " + load_conv(t, buf + "[v_]") + ";");
+    }
     close();
   } else {
     slots(L, [&](const std::string& s) {

@@ -184,6 +184,105 @@ void Emitter::emit_reduce(const Op& op) {
            " && " + n2 + ") || " + v1 + " == " + v2 + ") && " + i1 + " < " + i2 + "))";
   };
 
+  Layout LX = layout_of(x);
+  auto put = [&](int64_t p, const std::string& v) {
+    line(r->type.is_tile() ? res + "[" + std::to_string(p) + "] = " + v + ";" : res + " = " + v + ";");
+  };
+  if (LX.replicated) {
+    // Every thread holds the whole (small) source: reduce it in registers, left to right (the
+    // interpreter's order, so custom combiners and arg ties match exactly), with no exchange.
+    auto xi = [&](int64_t o, int64_t l, int64_t i) { return nm(x) + "[" + std::to_string((o * L + l) * I + i) + "]"; };
+    for (int64_t p = 0; p < P; ++p) {
+      int64_t o = p / I, i = p % I;
+      std::string acc = fresh("acc"), ai = fresh("ai");
+      line(C + " " + acc + " = " + xi(o, 0, i) + ";");
+      if (arg) line("int32_t " + ai + " = 0;");
+      for (int64_t l = 1; l < L; ++l) {
+        std::string xv = xi(o, l, i), ls = std::to_string(l);
+        if (arg) {
+          line("if (" + better(xv, ls, acc, ai) + ") { " + acc + " = " + xv + "; " + ai + " = " + ls + "; }");
+        } else if (kind == "with") {
+          std::string a = fresh("a"), b = fresh("b");
+          line("const " + C + " " + a + " = " + acc + ";");
+          line("const " + C + " " + b + " = " + xv + ";");
+          std::string c = combine(op, a, b);
+          cur_ = &op;
+          line(acc + " = " + c + ";");
+        } else {
+          line(acc + " = " + step(acc, xv) + ";");
+        }
+      }
+      put(p, arg ? ai : fin(acc));
+    }
+    count("reductions");
+    count("register-reductions");
+    return;
+  }
+  int64_t TV = int64_t(T_) * LX.vec;
+  bool assoc = kind == "sum" || kind == "prod" || kind == "max" || kind == "min";
+  // Every slot's output is known at compile time when there is one output, or when rows are
+  // contiguous (I == 1) and each chunk of T*VEC elements lies in one row.
+  if (assoc && P <= kReplicateMax && (P == 1 || (I == 1 && L % TV == 0))) {
+    std::string ident;
+    bool f64 = t == ScalarKind::F64;
+    if (kind == "sum") ident = C + "(0)";
+    else if (kind == "prod") ident = C + "(1)";
+    else if (kind == "max") ident = f ? (f64 ? "(-tsr::inf_d())" : "(-tsr::inf_f())") : "tsr::lowest_int<" + C + ">()";
+    else ident = f ? (f64 ? "tsr::inf_d()" : "tsr::inf_f()") : "tsr::highest_int<" + C + ">()";
+    int V = LX.vec;
+    std::string Vs = std::to_string(V);
+    int64_t per_out = P == 1 ? LX.slots : (L / TV) * V;
+    std::vector<std::string> accs;
+    for (int64_t p = 0; p < P; ++p) {
+      // One partial per vector lane: VEC independent chains, folded pairwise.
+      std::string a = fresh("racc");
+      accs.push_back(a);
+      line(C + " " + a + "[" + Vs + "];");
+      line("#pragma unroll");
+      line("for (int v_ = 0; v_ < " + Vs + "; ++v_) " + a + "[v_] = " + ident + ";");
+      std::string sv = fresh("s");
+      line("#pragma unroll");
+      open("for (int " + sv + " = " + std::to_string(p * per_out) + "; " + sv + " < " + std::to_string((p + 1) * per_out) +
+           "; ++" + sv + ") {");
+      std::string ok = P == 1 ? valid_expr(LX, sv) : "true";
+      std::string upd = a + "[" + sv + " % " + Vs + "] = " + step(a + "[" + sv + " % " + Vs + "]", nm(x) + "[" + sv + "]") + ";";
+      line(ok == "true" ? upd : "if (" + ok + ") " + upd);
+      close();
+      for (int w = V / 2; w >= 1; w /= 2)
+        for (int v = 0; v < w; ++v) {
+          std::string d = a + "[" + std::to_string(v) + "]", e = a + "[" + std::to_string(v + w) + "]";
+          line(d + " = " + step(d, e) + ";");
+        }
+      // Butterfly within the warp: every lane ends with the warp's value.
+      for (int m = 16; m >= 1; m /= 2)
+        line(a + "[0] = " + step(a + "[0]", "tsr::shfl_xor(" + a + "[0], " + std::to_string(m) + ")") + ";");
+    }
+    count("warp-reductions");
+    int nw = T_ / 32;
+    if (nw > 1) {
+      // One exchange across warps; every thread folds the warp values in the same order, so
+      // the result is uniform.
+      std::string part = smem_ptr(C, 0, int64_t(nw) * P * cbytes(t));
+      std::string Ps = std::to_string(P);
+      barrier();
+      open("if ((tsr_tid & 31) == 0) {");
+      for (int64_t p = 0; p < P; ++p)
+        line(part + "[(tsr_tid >> 5) * " + Ps + " + " + std::to_string(p) + "] = " + accs[p] + "[0];");
+      close();
+      barrier();
+      for (int64_t p = 0; p < P; ++p) {
+        std::string ps = std::to_string(p);
+        line(accs[p] + "[0] = " + part + "[" + ps + "];");
+        line("#pragma unroll");
+        line("for (int w_ = 1; w_ < " + std::to_string(nw) + "; ++w_) " + accs[p] + "[0] = " +
+             step(accs[p] + "[0]", part + "[w_ * " + Ps + " + " + ps + "]") + ";");
+      }
+    }
+    for (int64_t p = 0; p < P; ++p) put(p, fin(accs[p] + "[0]"));
+    count("reductions");
+    return;
+  }
+
   // Stage the source; partial results follow it in the scratch.
   int64_t src_bytes = align16(N * cbytes(t));
   std::string src = smem_ptr(C, 0, src_bytes);

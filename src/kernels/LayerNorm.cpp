@@ -1,6 +1,7 @@
 // Layer normalization of each row: y = (x - mean) / sqrt(var + eps) * w + b. One program per
-// row, three passes over column tiles: the mean, the variance around it (padding masked off,
-// since a padded 0 is not 0 away from the mean), then the output.
+// row. A row that fits in one column tile (BLOCK_N >= N) is read once and kept; otherwise three
+// passes over column tiles: the mean, the variance around it (padding masked off, since a
+// padded 0 is not 0 away from the mean), then the output.
 #include <cmath>
 
 #include "kernels/Kernels.h"
@@ -17,31 +18,46 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
   KernelBuilder k("layernorm");
   auto x = k.view("x", dt, {"M", "N"}), w = k.view("w", dt, {"N"}), b = k.view("b", dt, {"N"});
   auto y = k.view("y", dt, {"M", "N"});
-  auto BN = k.constexpr_("BLOCK_N", {256, 512, 1024, 2048, 4096}, 1024);
+  auto BN = k.constexpr_("BLOCK_N", {256, 512, 1024, 2048, 4096, 8192, 16384, 32768}, 1024);
   k.grid({x.dim(0)});
   auto row = program_id(0);
   auto n = x.dim(1);
   auto tiles = cdiv(n, BN);
   auto nf = n.to(f32);
 
-  Var acc = zeros({1, BN}, f32);
-  for_range(0, tiles, 1, [&](Val j) { acc = acc + x.tile({1, BN}).load({row, j}).to(f32); });
-  auto mean = sum(acc, 1) / nf;  // tile<f32, [1]>
+  if_(
+      eq(tiles, 1),
+      [&] {
+        auto t = x.tile({1, BN}).load({row, 0}).to(f32);
+        auto mean = sum(t, 1) / nf;
+        auto in_row = expand_dims(arange(BN) < n, 0);
+        auto d = where(in_row, t - mean, 0.0);
+        auto inv = rsqrt(sum(d * d, 1) / nf + kEps);
+        auto g = w.tile({BN}).load({0}).to(f32);
+        auto c = b.tile({BN}).load({0}).to(f32);
+        y.tile({1, BN}).store({row, 0}, (d * inv * g + c).to(dt));
+      },
+      [&] {
+        // Sums carried as [1] tiles (one reduction per tile) keep few registers live in the loops.
+        Var acc = zeros({1}, f32);
+        for_range(0, tiles, 1, [&](Val j) { acc = acc + sum(x.tile({1, BN}).load({row, j}).to(f32), 1); });
+        auto mean = acc / nf;  // tile<f32, [1]>
 
-  Var sq = zeros({1, BN}, f32);
-  for_range(0, tiles, 1, [&](Val j) {
-    auto d = x.tile({1, BN}).load({row, j}).to(f32) - mean;
-    auto in_row = expand_dims(j * BN + arange(BN) < n, 0);  // tile<i1, [1, BLOCK_N]>
-    sq = sq + where(in_row, d * d, 0.0);
-  });
-  auto inv = rsqrt(sum(sq, 1) / nf + kEps);
+        Var sq = zeros({1}, f32);
+        for_range(0, tiles, 1, [&](Val j) {
+          auto d = x.tile({1, BN}).load({row, j}).to(f32) - mean;
+          auto in_row = expand_dims(j * BN + arange(BN) < n, 0);  // tile<i1, [1, BLOCK_N]>
+          sq = sq + sum(where(in_row, d * d, 0.0), 1);
+        });
+        auto inv = rsqrt(sq / nf + kEps);
 
-  for_range(0, tiles, 1, [&](Val j) {
-    auto t = x.tile({1, BN}).load({row, j}).to(f32);
-    auto g = w.tile({BN}).load({j}).to(f32);
-    auto c = b.tile({BN}).load({j}).to(f32);
-    y.tile({1, BN}).store({row, j}, ((t - mean) * inv * g + c).to(dt));
-  });
+        for_range(0, tiles, 1, [&](Val j) {
+          auto t = x.tile({1, BN}).load({row, j}).to(f32);
+          auto g = w.tile({BN}).load({j}).to(f32);
+          auto c = b.tile({BN}).load({j}).to(f32);
+          y.tile({1, BN}).store({row, j}, ((t - mean) * inv * g + c).to(dt));
+        });
+      });
   return k.finish();
 }
 

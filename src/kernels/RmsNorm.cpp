@@ -1,5 +1,6 @@
-// RMS normalization of each row: y = x / sqrt(mean(x^2) + eps) * w. One program per row; pass 1
-// accumulates x^2 over column tiles (padding reads 0 and adds nothing), pass 2 writes y.
+// RMS normalization of each row: y = x / sqrt(mean(x^2) + eps) * w. One program per row. A row
+// that fits in one column tile (BLOCK_N >= N) is read once and kept; otherwise pass 1
+// accumulates x^2 over column tiles (padding reads 0 and adds nothing) and pass 2 writes y.
 #include <cmath>
 
 #include "kernels/Kernels.h"
@@ -15,22 +16,34 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
   using namespace lang;
   KernelBuilder k("rmsnorm");
   auto x = k.view("x", dt, {"M", "N"}), w = k.view("w", dt, {"N"}), y = k.view("y", dt, {"M", "N"});
-  auto BN = k.constexpr_("BLOCK_N", {256, 512, 1024, 2048, 4096}, 1024);
+  auto BN = k.constexpr_("BLOCK_N", {256, 512, 1024, 2048, 4096, 8192, 16384, 32768}, 1024);
   k.grid({x.dim(0)});
   auto row = program_id(0);
   auto tiles = cdiv(x.dim(1), BN);
+  auto nf = x.dim(1).to(f32);
 
-  Var acc = zeros({1, BN}, f32);
-  for_range(0, tiles, 1, [&](Val j) {
-    auto t = x.tile({1, BN}).load({row, j}).to(f32);
-    acc = acc + t * t;
-  });
-  auto inv = rsqrt(sum(acc, 1) / x.dim(1).to(f32) + kEps);  // tile<f32, [1]>
-  for_range(0, tiles, 1, [&](Val j) {
-    auto t = x.tile({1, BN}).load({row, j}).to(f32);
-    auto g = w.tile({BN}).load({j}).to(f32);
-    y.tile({1, BN}).store({row, j}, (t * inv * g).to(dt));
-  });
+  if_(
+      eq(tiles, 1),
+      [&] {
+        auto t = x.tile({1, BN}).load({row, 0}).to(f32);
+        auto inv = rsqrt(sum(t * t, 1) / nf + kEps);
+        auto g = w.tile({BN}).load({0}).to(f32);
+        y.tile({1, BN}).store({row, 0}, (t * inv * g).to(dt));
+      },
+      [&] {
+        // The sum carried as a [1] tile (one reduction per tile) keeps few registers live.
+        Var acc = zeros({1}, f32);
+        for_range(0, tiles, 1, [&](Val j) {
+          auto t = x.tile({1, BN}).load({row, j}).to(f32);
+          acc = acc + sum(t * t, 1);
+        });
+        auto inv = rsqrt(acc / nf + kEps);  // tile<f32, [1]>
+        for_range(0, tiles, 1, [&](Val j) {
+          auto t = x.tile({1, BN}).load({row, j}).to(f32);
+          auto g = w.tile({BN}).load({j}).to(f32);
+          y.tile({1, BN}).store({row, j}, (t * inv * g).to(dt));
+        });
+      });
   return k.finish();
 }
 

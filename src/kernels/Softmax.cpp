@@ -1,6 +1,7 @@
-// Row-wise softmax, numerically stable: one program per row, looping over column tiles.
-// Pass 1 keeps a running max and a running sum rescaled whenever the max grows (online
-// softmax); pass 2 writes exp(x - max) / sum. Padding reads -inf, which exp turns into 0.
+// Row-wise softmax, numerically stable: one program per row. When the row fits in one column
+// tile (BLOCK_N >= N) it is read once and kept: max, exp, sum, scale. Otherwise pass 1 keeps a
+// running max and a running sum rescaled whenever the max grows (online softmax) and pass 2
+// writes exp(x - max) / sum. Padding reads -inf, which exp turns into 0.
 #include <cmath>
 
 #include "kernels/Kernels.h"
@@ -14,23 +15,33 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
   using namespace lang;
   KernelBuilder k("softmax");
   auto x = k.view("x", dt, {"M", "N"}), y = k.view("y", dt, {"M", "N"});
-  auto BN = k.constexpr_("BLOCK_N", {256, 512, 1024, 2048, 4096}, 1024);
+  auto BN = k.constexpr_("BLOCK_N", {256, 512, 1024, 2048, 4096, 8192, 16384, 32768}, 1024);
   k.grid({x.dim(0)});
   auto row = program_id(0);
   auto tiles = cdiv(x.dim(1), BN);
 
-  Var m = full({1}, -inf, f32);  // running max of the row
-  Var s = zeros({1}, f32);       // running sum of exp(x - m)
-  for_range(0, tiles, 1, [&](Val j) {
-    auto t = x.tile({1, BN}).load({row, j}, -inf).to(f32);
-    auto m_new = maximum(m, max(t, 1));
-    s = s * exp(m - m_new) + sum(exp(t - m_new), 1);
-    m = m_new;
-  });
-  for_range(0, tiles, 1, [&](Val j) {
-    auto t = x.tile({1, BN}).load({row, j}, -inf).to(f32);
-    y.tile({1, BN}).store({row, j}, (exp(t - m) / s).to(dt));
-  });
+  if_(
+      eq(tiles, 1),
+      [&] {
+        auto t = x.tile({1, BN}).load({row, 0}, -inf).to(f32);
+        auto e = exp(t - max(t, 1));
+        y.tile({1, BN}).store({row, 0}, (e * (1.0 / sum(e, 1))).to(dt));
+      },
+      [&] {
+        Var m = full({1}, -inf, f32);  // running max of the row
+        Var s = zeros({1}, f32);       // running sum of exp(x - m)
+        for_range(0, tiles, 1, [&](Val j) {
+          auto t = x.tile({1, BN}).load({row, j}, -inf).to(f32);
+          auto m_new = maximum(m, max(t, 1));
+          s = s * exp(m - m_new) + sum(exp(t - m_new), 1);
+          m = m_new;
+        });
+        auto inv = 1.0 / s;
+        for_range(0, tiles, 1, [&](Val j) {
+          auto t = x.tile({1, BN}).load({row, j}, -inf).to(f32);
+          y.tile({1, BN}).store({row, j}, (exp(t - m) * inv).to(dt));
+        });
+      });
   return k.finish();
 }
 

@@ -161,6 +161,20 @@ TSR_D To bitcast(From f) {
   u.f = f;
   return u.t;
 }
+// ---- reductions: identities and warp exchanges ----
+template <class T> TSR_D T lowest_int() { return T(-1) < T(0) ? T(uint64_t(1) << (sizeof(T) * 8 - 1)) : T(0); }
+template <class T> TSR_D T highest_int() { return T(~lowest_int<T>()); }
+// The value of lane (lane ^ m) of a fully active warp, for any type of up to 8 bytes.
+template <class T> TSR_D T shfl_xor(T v, int m) {
+  if constexpr (sizeof(T) == 8) {
+    return bitcast<T>(__shfl_xor_sync(0xffffffffu, bitcast<unsigned long long>(v), m));
+  } else if constexpr (sizeof(T) == 4) {
+    return bitcast<T>(__shfl_xor_sync(0xffffffffu, bitcast<unsigned int>(v), m));
+  } else {
+    return T(__shfl_xor_sync(0xffffffffu, (unsigned int)(v), m));
+  }
+}
+
 // F maps the old value (storage type) to the new one; returns the old value.
 template <class S, class F>
 TSR_D S atomic_rmw(S* p, F f) {

@@ -1,0 +1,92 @@
+// Row kernels and warp reductions run on a GPU against the interpreter (skips without a
+// device): the whole-row single-tile branch at the bench's tile sizes, the multi-tile branch,
+// and reductions with partial chunks and several rows per tile.
+#include <gtest/gtest.h>
+
+#include "../gpu/GpuTestUtil.h"
+#include "kernels/Library.h"
+#include "passes/Passes.h"
+#include "text/Text.h"
+
+namespace tessera::gputest {
+namespace {
+
+TEST(CudaCodegenGpu, RowKernelsMatchInterpreterAtEveryBranch) {
+  REQUIRE_GPU();
+  struct Case {
+    int64_t m, n, block_n;
+  };
+  // N = BLOCK_N (one tile, no padding), N < BLOCK_N (one ragged tile), N > BLOCK_N (loops).
+  for (Case c : {Case{3, 4096, 4096}, Case{2, 32768, 32768}, Case{5, 3000, 4096}, Case{4, 999, 256},
+                 Case{3, 8192, 2048}})
+    for (const char* name : {"softmax", "layernorm", "rmsnorm"}) {
+      SCOPED_TRACE(std::string(name) + " M=" + std::to_string(c.m) + " N=" + std::to_string(c.n) +
+                   " BLOCK_N=" + std::to_string(c.block_n));
+      auto k = bind_constexprs(*find_library_kernel(name)->build(ScalarKind::BF16), {{"BLOCK_N", c.block_n}});
+      try {
+        expect_gpu_matches_interp(*k, {{"M", c.m}, {"N", c.n}}, 13);
+      } catch (const TesseraError& e) {
+        ADD_FAILURE() << e.what();
+      }
+    }
+}
+
+TEST(CudaCodegenGpu, WarpReductionsMatchInterpreter) {
+  REQUIRE_GPU();
+  // [1, 100]: vector width 1 with a partial chunk (threads without elements use the identity);
+  // [4, 1024]: one chunk per row (several outputs); [2, 2, 64] over the middle axis: the
+  // shared-memory fallback; i32 max/min and f32 prod.
+  auto m = parse_module(R"(kernel @red(%x: view<f32, [M, N]>, %y: view<f32, [M, N]>, %z: view<i32, [M, N]>) {
+  grid {
+    %c1 = const {value = 1} : i32
+    yield %c1
+  }
+  %c0 = const {value = 0} : i32
+  %a = load_tile %x, %c0, %c0 : tile<f32, [1, 100]>
+  %amax = reduce %a {axis = 1, kind = "max"} : tile<f32, [1]>
+  %asum = reduce %a {axis = 1, kind = "sum"} : tile<f32, [1]>
+  %b = load_tile %x, %c0, %c0 : tile<f32, [4, 1024]>
+  %bs = reduce %b {axis = 1, kind = "sum"} : tile<f32, [4]>
+  %bm = reduce %b {axis = 1, kind = "min"} : tile<f32, [4]>
+  %k = const {value = 1000.0} : f32
+  %kt = splat %k : tile<f32, [4, 1024]>
+  %bk = mul %b, %kt : tile<f32, [4, 1024]>
+  %bi = cast %bk : tile<i32, [4, 1024]>
+  %bim = reduce %bi {axis = 1, kind = "max"} : tile<i32, [4]>
+  %bin = reduce %bi {axis = 1, kind = "min"} : tile<i32, [4]>
+  %sm = load_tile %x, %c0, %c0 : tile<f32, [1, 40]>
+  %sc = mul %sm, %sm : tile<f32, [1, 40]>
+  %sp = reduce %sc {axis = 1, kind = "prod"} : tile<f32, [1]>
+  %q = reshape %b : tile<f32, [2, 32, 64]>
+  %qs = reduce %q {axis = 1, kind = "sum"} : tile<f32, [2, 64]>
+  %qr = reshape %qs : tile<f32, [1, 128]>
+  %ab1 = broadcast %amax : tile<f32, [128]>
+  %ab = reshape %ab1 : tile<f32, [1, 128]>
+  %as1 = broadcast %asum : tile<f32, [128]>
+  %as = reshape %as1 : tile<f32, [1, 128]>
+  %ps1 = broadcast %sp : tile<f32, [128]>
+  %ps = reshape %ps1 : tile<f32, [1, 128]>
+  %o1 = add %qr, %ab : tile<f32, [1, 128]>
+  %o2 = add %o1, %as : tile<f32, [1, 128]>
+  %o3 = add %o2, %ps : tile<f32, [1, 128]>
+  store_tile %y, %o3, %c0, %c0
+  %r4 = sub %bs, %bm : tile<f32, [4]>
+  %r4e = expand_dims %r4 {axis = 0} : tile<f32, [1, 4]>
+  %one = const {value = 1} : i32
+  store_tile %y, %r4e, %one, %c0
+  %ii = sub %bim, %bin : tile<i32, [4]>
+  %iie = expand_dims %ii {axis = 0} : tile<i32, [1, 4]>
+  store_tile %z, %iie, %c0, %c0
+}
+)",
+                        "warp_reductions.tile");
+  auto k = bind_constexprs(*m->kernels.at(0), {});
+  try {
+    expect_gpu_matches_interp(*k, {{"M", 8}, {"N", 1024}}, 5);
+  } catch (const TesseraError& e) {
+    ADD_FAILURE() << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tessera::gputest

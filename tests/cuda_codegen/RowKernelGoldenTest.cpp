@@ -1,0 +1,100 @@
+// Properties of the emitted CUDA for the memory-bound row kernels (softmax, layernorm, rmsnorm):
+// reductions through warp shuffles with one shared exchange, 16-byte bf16 accesses, a whole
+// row in one tile, and block sizes that keep the row in registers.
+#include <gtest/gtest.h>
+
+#include "cuda/CudaEmitter.h"
+#include "kernels/Library.h"
+#include "passes/Passes.h"
+#include "text/Text.h"
+
+namespace tessera {
+namespace {
+
+CudaEmission emit_row(const std::string& name, int64_t block_n) {
+  auto k = bind_constexprs(*find_library_kernel(name)->build(ScalarKind::BF16), {{"BLOCK_N", block_n}});
+  return emit_cuda_with_info(*k, CudaTarget::parse("sm_90a"));
+}
+
+int count(const std::string& s, const std::string& what) {
+  int n = 0;
+  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+  return n;
+}
+
+// The text of the single-tile branch (`if (tiles == 1)`): from the kernel's first `if (` to
+// its `} else {`.
+std::string single_tile_branch(const std::string& src) {
+  size_t a = src.find("\n  if (");
+  size_t b = src.find("\n  } else {", a);
+  EXPECT_NE(a, std::string::npos);
+  EXPECT_NE(b, std::string::npos);
+  return src.substr(a, b - a);
+}
+
+TEST(CudaRowKernels, RowReductionsUseWarpShufflesAndTwoBarriers) {
+  for (const char* name : {"softmax", "layernorm", "rmsnorm"}) {
+    CudaEmission em = emit_row(name, 4096);
+    std::string one = single_tile_branch(em.source);
+    int reductions = count(one, "reduce ");
+    ASSERT_GE(reductions, 1) << name;
+    // A butterfly of 5 shuffles per reduction, then one exchange across warps bracketed by
+    // two barriers; no staging of the row in shared memory.
+    EXPECT_EQ(count(one, "tsr::shfl_xor("), 5 * reductions) << name;
+    EXPECT_EQ(count(one, "__syncthreads();"), 2 * reductions) << name << "\n" << one;
+    EXPECT_EQ(em.stats["layout-conversions"], 0) << name;
+    // The scratch holds one value per warp, not the row.
+    EXPECT_LE(em.info.dynamic_smem_bytes, 4 * (em.info.block_threads / 32)) << name;
+  }
+}
+
+TEST(CudaRowKernels, SingleTileBranchReadsTheRowOnceWith16ByteVectors) {
+  for (const char* name : {"softmax", "layernorm", "rmsnorm"}) {
+    std::string one = single_tile_branch(emit_row(name, 4096).source);
+    // x is parameter 0: one load of it (16-byte vectors of 8 bf16), one store of y.
+    EXPECT_EQ(count(one, "tsr::copy_vec<uint16_t, 8>(buf"), count(one, "load_tile ")) << name;
+    EXPECT_EQ(count(one, "load_tile %x"), 1) << name;
+    EXPECT_EQ(count(one, "store_tile %y"), 1) << name;
+    EXPECT_NE(one.find("tsr::aligned_vec<uint16_t, 8>(tsr_p0"), std::string::npos) << name;
+  }
+}
+
+TEST(CudaRowKernels, SoftmaxSingleTileTakesOneExpPerElement) {
+  std::string one = single_tile_branch(emit_row("softmax", 4096).source);
+  EXPECT_EQ(count(one, "= exp "), 1) << one;
+  EXPECT_EQ(count(one, "tsr::fexp("), 1);
+}
+
+TEST(CudaRowKernels, LargeRowsGetEnoughThreadsForAboutThirtyTwoElementsEach) {
+  EXPECT_EQ(emit_row("softmax", 1024).info.block_threads, 128);
+  EXPECT_EQ(emit_row("softmax", 4096).info.block_threads, 128);
+  EXPECT_EQ(emit_row("rmsnorm", 8192).info.block_threads, 256);
+  EXPECT_EQ(emit_row("layernorm", 16384).info.block_threads, 512);
+  EXPECT_EQ(emit_row("softmax", 32768).info.block_threads, 1024);
+}
+
+TEST(CudaRowKernels, SmallTileReductionsStayInRegisters) {
+  auto m = parse_module(R"(kernel @k(%x: view<f32, [N]>, %y: view<i32, [N]>) {
+  grid {
+    %n = dim %x {axis = 0} : i32
+    yield %n
+  }
+  %p = program_id {axis = 0} : i32
+  %t = load_tile %x, %p : tile<f32, [16]>
+  %r = reshape %t : tile<f32, [4, 4]>
+  %s = reduce %r {axis = 1, kind = "sum"} : tile<f32, [4]>
+  %a = reduce %r {axis = 0, kind = "argmax"} : tile<i32, [4]>
+  %b = cast %s : tile<i32, [4]>
+  %c = add %a, %b : tile<i32, [4]>
+  store_tile %y, %c, %p
+}
+)",
+                        "golden.tile");
+  auto k = bind_constexprs(*m->kernels.at(0), {});
+  CudaEmission em = emit_cuda_with_info(*k, CudaTarget::parse("sm_80"));
+  EXPECT_EQ(em.stats["register-reductions"], 2) << em.source;
+  EXPECT_EQ(em.source.find("__syncthreads"), std::string::npos) << em.source;
+}
+
+}  // namespace
+}  // namespace tessera
