@@ -786,7 +786,7 @@ static int pick_threads(const Kernel& k) {
   if (big_dot) return 256;
   if (any_dot) return biggest >= 8192 ? 256 : 128;
   // Large tiles without dots (whole rows of memory-bound kernels): about 32 elements per thread,
-  // so a row stays in registers without spilling, up to the 1024-thread limit.
+  // so a row stays in registers (32768 elements: 1024 threads, 64 registers each).
   int threads = 128;
   while (threads < 1024 && biggest > int64_t(threads) * 32) threads *= 2;
   return threads;
