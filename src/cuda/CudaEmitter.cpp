@@ -6,71 +6,9 @@
 
 #include "cuda/EmitterInternal.h"
 #include "support/Float.h"
+#include "text/Text.h"
 
 namespace tessera::cudagen {
-
-bool is_narrow(ScalarKind k) {
-  return k == ScalarKind::F16 || k == ScalarKind::BF16 || k == ScalarKind::F8E4M3 || k == ScalarKind::F8E5M2;
-}
-
-std::string ctype(ScalarKind k) {
-  switch (k) {
-    case ScalarKind::I1: return "uint8_t";
-    case ScalarKind::I8: return "int8_t";
-    case ScalarKind::I16: return "int16_t";
-    case ScalarKind::I32: return "int32_t";
-    case ScalarKind::I64: return "int64_t";
-    case ScalarKind::U8: return "uint8_t";
-    case ScalarKind::U16: return "uint16_t";
-    case ScalarKind::U32: return "uint32_t";
-    case ScalarKind::U64: return "uint64_t";
-    case ScalarKind::F64: return "double";
-    default: return "float";
-  }
-}
-
-std::string stype(ScalarKind k) {
-  switch (k) {
-    case ScalarKind::F16:
-    case ScalarKind::BF16: return "uint16_t";
-    case ScalarKind::F8E4M3:
-    case ScalarKind::F8E5M2: return "uint8_t";
-    default: return ctype(k);
-  }
-}
-
-std::string load_conv(ScalarKind k, const std::string& e) {
-  switch (k) {
-    case ScalarKind::BF16: return "tsr::bf2f(" + e + ")";
-    case ScalarKind::F16: return "tsr::h2f(" + e + ")";
-    case ScalarKind::F8E4M3: return "tsr::e4m32f(" + e + ")";
-    case ScalarKind::F8E5M2: return "tsr::e5m22f(" + e + ")";
-    case ScalarKind::I1: return "uint8_t(" + e + " != 0)";
-    default: return e;
-  }
-}
-
-std::string store_conv(ScalarKind k, const std::string& e) {
-  switch (k) {
-    case ScalarKind::BF16: return "tsr::f2bf(" + e + ")";
-    case ScalarKind::F16: return "tsr::f2h(" + e + ")";
-    case ScalarKind::F8E4M3: return "tsr::f2e4m3(" + e + ")";
-    case ScalarKind::F8E5M2: return "tsr::f2e5m2(" + e + ")";
-    default: return e;
-  }
-}
-
-std::string fround(ScalarKind k, const std::string& e) {
-  switch (k) {
-    case ScalarKind::F32: return "float(" + e + ")";
-    case ScalarKind::F64: return "double(" + e + ")";
-    case ScalarKind::BF16: return "tsr::rbf16(float(" + e + "))";
-    case ScalarKind::F16: return "tsr::rf16(float(" + e + "))";
-    case ScalarKind::F8E4M3: return "tsr::rf8e4m3(float(" + e + "))";
-    case ScalarKind::F8E5M2: return "tsr::rf8e5m2(float(" + e + "))";
-    default: return e;
-  }
-}
 
 std::string dlit(double v) {
   if (std::isnan(v)) return "tsr::nan_d()";
@@ -103,35 +41,6 @@ std::string lit(ScalarKind k, double v) {
   return k == ScalarKind::F64 ? dlit(r) : flit(r);
 }
 
-static std::string vname(const Value* v) {
-  if (!v) return "%?";
-  if (!v->name.empty()) return "%" + v->name;
-  return "%" + std::to_string(v->index);
-}
-
-std::string op_text(const Op& op) {
-  std::string s;
-  for (size_t i = 0; i < op.results.size(); ++i) s += (i ? ", " : "") + vname(op.results[i]);
-  if (!op.results.empty()) s += " = ";
-  s += std::string(op.name());
-  for (size_t i = 0; i < op.operands.size(); ++i) s += (i ? ", " : " ") + vname(op.operands[i]);
-  if (!op.attrs.empty()) {
-    s += " {";
-    for (size_t i = 0; i < op.attrs.size(); ++i) {
-      std::string v = attr_str(op.attrs[i].value);
-      if (op.attrs[i].name == "cpp" || op.attrs[i].name == "cuda") v = "\"...\"";
-      s += (i ? ", " : "") + op.attrs[i].name + " = " + v;
-    }
-    s += "}";
-  }
-  for (size_t i = 0; i < op.results.size(); ++i) s += (i ? ", " : " : ") + op.results[i]->type.str();
-  if (!op.regions.empty()) s += " {...}";
-  // A comment must stay one line and must not end a block comment.
-  for (char& c : s)
-    if (c == '\n' || c == '\r') c = ' ';
-  return s;
-}
-
 static std::string sanitize(const std::string& s) {
   std::string o;
   for (char c : s) o += (std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
@@ -140,7 +49,12 @@ static std::string sanitize(const std::string& s) {
 
 // ---------------------------------------------------------------------------------------------
 
-Emitter::Emitter(const Kernel& k, const CudaTarget& t) : k_(k), tg_(t) {}
+Emitter::Emitter(const Kernel& k, const CudaTarget& t) : k_(k), tg_(t), op_texts_(print_op_lines(k)) {}
+
+std::string Emitter::text_of(const Op& op) const {
+  auto it = op_texts_.find(&op);
+  return it != op_texts_.end() ? it->second : std::string(op.name());
+}
 
 void Emitter::line(const std::string& s) {
   lines_.push_back(std::string(static_cast<size_t>(ind_) * 2, ' ') + s);
@@ -148,7 +62,7 @@ void Emitter::line(const std::string& s) {
 }
 
 void Emitter::fail(const Op& op, const std::string& msg) const {
-  throw TesseraError(op.loc, "cuda backend: " + msg + " (in `" + op_text(op) + "`)");
+  throw TesseraError(op.loc, "cuda backend: " + msg + " (in `" + text_of(op) + "`)");
 }
 
 const std::string& Emitter::nm(const Value* v) const {
@@ -309,7 +223,7 @@ const Op* Emitter::terminator(const Block& b, const Op& parent) const {
 void Emitter::emit_op(const Op& op) {
   const Op* saved = cur_;
   cur_ = &op;
-  line("// " + op_text(op));
+  line("// " + text_of(op));
   switch (op.info().cls) {
     case OpClass::Constant: {
       const Value* r = op.result();
@@ -629,7 +543,7 @@ void Emitter::emit_for(const Op& op) {
   emit_block(body);
   const Op* y = terminator(body, op);
   cur_ = y;
-  line("// " + op_text(*y));
+  line("// " + text_of(*y));
   assign_carried(*y, vals, carried);
   cur_ = &op;
   close();
@@ -648,7 +562,7 @@ void Emitter::emit_if(const Op& op) {
     const Op* y = terminator(b, op);
     if (y->operands.size() != res.size()) fail(op, "yield must pass one value per result");
     cur_ = y;
-    line("// " + op_text(*y));
+    line("// " + text_of(*y));
     for (size_t j = 0; j < res.size(); ++j) copy_value(op.result(j), res[j], nm(y->operand(j)));
     cur_ = &op;
     if (reg == 0) {
@@ -679,12 +593,12 @@ void Emitter::emit_while(const Op& op) {
   const Op* cy = terminator(cond, op);
   if (cy->operands.size() != 1) fail(op, "the condition region yields one i1");
   cur_ = cy;
-  line("// " + op_text(*cy));
+  line("// " + text_of(*cy));
   line("if (!" + nm(cy->operand(0)) + ") break;");
   emit_block(body);
   const Op* y = terminator(body, op);
   cur_ = y;
-  line("// " + op_text(*y));
+  line("// " + text_of(*y));
   assign_carried(*y, vals, carried);
   cur_ = &op;
   close();

@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "codegen/CTypes.h"
 #include "cuda/CudaEmitter.h"
 
 namespace tessera::cudagen {
@@ -37,16 +38,13 @@ struct Layout {
   int slots = 1;  // register slots per thread
 };
 
-std::string ctype(ScalarKind k);  // compute type (float for narrow floats)
-std::string stype(ScalarKind k);  // storage type in memory
-std::string load_conv(ScalarKind k, const std::string& storage_expr);
-std::string store_conv(ScalarKind k, const std::string& compute_expr);
-std::string fround(ScalarKind k, const std::string& e);  // a float expr rounded to float kind k
+// ctype, stype, load_conv, store_conv, fround, is_narrow: shared with the cpu emitter.
+using namespace codegen;
+
 std::string flit(double v);                              // exact float literal
 std::string dlit(double v);                              // exact double literal
 std::string lit(ScalarKind k, double v);                 // a constant of kind k (value pre-rounded)
 std::string ilit(ScalarKind k, int64_t v);
-std::string op_text(const Op& op);
 
 class Emitter {
  public:
@@ -56,6 +54,9 @@ class Emitter {
   // --- output ---
   const Kernel& k_;
   CudaTarget tg_;
+  // Each op's line as `tessera compile --emit ir` prints it (comments and error messages).
+  std::unordered_map<const Op*, std::string> op_texts_;
+  std::string text_of(const Op& op) const;
   int T_ = 128;  // threads per CTA
   std::vector<std::string> lines_;
   std::vector<const Op*> line_op_;
