@@ -1,11 +1,13 @@
 // `tessera compile`: run the pass pipeline and print what a target would get.
 #include <algorithm>
 #include <iostream>
+#include <optional>
 
 #include "cli/Args.h"
 #include "cli/Commands.h"
 #include "cpu/CpuBackend.h"
 #include "cuda/CudaBackend.h"
+#include "cuda/CudaEmitter.h"
 #include "text/Text.h"
 
 namespace tessera::cli {
@@ -50,20 +52,27 @@ int cmd_compile(const CompileOptions& o) {
     std::unique_ptr<Kernel> bound = run_pipeline(*k, po, &stats);
     if (!first) std::cout << "\n";
     first = false;
+    // With --stats a cuda target also reports what its emitter chose (dot paths, conversions),
+    // whatever is emitted.
+    std::optional<CudaEmission> em;
+    if (cuda_target && (o.emit == "cuda" || o.emit == "ptx" || o.stats))
+      em = emit_cuda_with_info(*bound, CudaTarget::parse(o.target));
     if (o.emit == "ir")
       std::cout << print_kernel(*bound);
     else if (o.emit == "cpp")
       std::cout << emit_cpp(*bound);
     else if (o.emit == "cuda")
-      std::cout << emit_cuda(*bound, CudaTarget::parse(o.target));
+      std::cout << em->source;
     else
-      std::cout << nvrtc_compile(emit_cuda(*bound, CudaTarget::parse(o.target)),
-                                 CudaTarget::parse(o.target), k->name + ".cu")
-                       .ptx;
+      std::cout << nvrtc_compile(em->source, CudaTarget::parse(o.target), k->name + ".cu").ptx;
     std::cout.flush();
     if (o.stats) {
       std::cerr << "// ----- statistics for " << k->name << " -----\n";
       for (const auto& [name, value] : stats) std::cerr << name << " = " << value << "\n";
+      if (em) {
+        std::cerr << "// ----- cuda emitter statistics for " << k->name << " (" << o.target << ") -----\n";
+        for (const auto& [name, value] : em->stats) std::cerr << name << " = " << value << "\n";
+      }
     }
   }
   return 0;

@@ -270,6 +270,7 @@ void Emitter::emit_op(const Op& op) {
       }
       break;
     case OpClass::Memory:
+      if (op.kind == OpKind::StoreTile && store_frag_tile(op)) break;
       if (op.kind == OpKind::LoadTile || op.kind == OpKind::StoreTile) emit_load_store(op);
       else if (op.kind == OpKind::Gather || op.kind == OpKind::Scatter) emit_gather_scatter(op);
       else emit_atomic(op);
@@ -288,7 +289,9 @@ void Emitter::emit_op(const Op& op) {
         });
       }
       break;
-    case OpClass::Cast: emit_cast(op); break;
+    case OpClass::Cast:
+      if (!fold_frag_cast(op)) emit_cast(op);
+      break;
     case OpClass::Shape: emit_shape(op); break;
     case OpClass::Dot: emit_dot(op); break;
     case OpClass::Reduce: emit_reduce(op); break;
@@ -525,15 +528,31 @@ void Emitter::emit_for(const Op& op) {
     MmaPlan p = plan_mma(*dot);
     std::string fr = fresh("frag");
     line("float " + fr + "[" + std::to_string(p.mt) + "][" + std::to_string(p.nt) + "][4];");
-    frags_from_tile(p, op.result(j), fr);
+    const Op* init = op.operand(3 + j)->def;
+    if (init && init->kind == OpKind::Splat && init->operand(0)->type.is_scalar())
+      frags_fill(p, fr, nm(init->operand(0)));
+    else
+      frags_from_tile(p, op.result(j), fr);
     frag_of_[dot] = fr;
     frag_names.push_back(fr);
     name_[dot->result()] = carried[j];
     count("mma-carried-accumulators");
   }
-  // A matmul-shaped pipeline loop: a cp.async ring, with this loop as the fallback.
+  // A matmul-shaped pipeline loop: a cp.async ring instead of this loop.
   PipePlan pipe = plan_pipeline(op, frags);
-  if (pipe.ok) begin_pipelined(op, pipe, frag_names[0]);
+  if (pipe.ok) emit_pipelined(op, pipe, frag_names[0]);
+  else emit_loop(op, vals, carried);
+  for (size_t q = 0; q < frags.size(); ++q) {
+    MmaPlan p = plan_mma(*frags[q].second);
+    if (frag_store_chain(op, frags[q].first))
+      frag_tiles_[op.result(frags[q].first)] = FragTile{p, frag_names[q], ScalarKind::F32};
+    else
+      frags_to_tile(p, frag_names[q], op.result(frags[q].first), carried[frags[q].first]);
+  }
+}
+
+void Emitter::emit_loop(const Op& op, const std::vector<const Value*>& vals, const std::vector<std::string>& carried) {
+  const Block& body = op.region(0);
   std::string iv = fresh("iv");
   // 64-bit induction: iv + step never overflows before the test.
   open("for (int64_t " + iv + "_ = " + nm(op.operand(0)) + "; " + nm(op.operand(2)) + " > 0 && " + iv + "_ < " +
@@ -547,9 +566,6 @@ void Emitter::emit_for(const Op& op) {
   assign_carried(*y, vals, carried);
   cur_ = &op;
   close();
-  if (pipe.ok) close();
-  for (size_t q = 0; q < frags.size(); ++q)
-    frags_to_tile(plan_mma(*frags[q].second), frag_names[q], op.result(frags[q].first), carried[frags[q].first]);
 }
 
 void Emitter::emit_if(const Op& op) {
@@ -775,6 +791,7 @@ CudaEmission Emitter::run() {
   line("");
   std::string s = "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(T_) + ") " + info.symbol + "(";
   for (size_t i = 0; i < sig.size(); ++i) s += (i ? ", " : "") + sig[i];
+  const size_t sig_line = lines_.size();
   open(s + ") {");
   line("extern __shared__ __align__(16) unsigned char tsr_smem[];");
   line("const int tsr_tid = int(threadIdx.x);");
@@ -805,6 +822,21 @@ CudaEmission Emitter::run() {
     throw TesseraError(k.loc, "cuda backend: kernel @" + k.name + " needs " + std::to_string(smem) +
                                   " bytes of shared memory; the limit on " + tg_.str() + " is " +
                                   std::to_string(smem_limit(tg_)) + " bytes (use smaller tiles)");
+  // A pipelined matmul with at most 64 accumulators per thread and 32 elements per thread per
+  // stage (4 cp.async chunks, 2 mma k-steps) fits in 128 registers without spills (one loop,
+  // fragments stored straight from registers; BLOCK_K = 64 at 128 x 128 spills under the cap):
+  // ask ptxas for that cap when shared memory allows two CTAs per SM, so that one CTA's barrier
+  // waits, prologue and epilogue overlap another's main loop.
+  if (pipe_frag_regs_ > 0 && pipe_frag_regs_ <= 64 && pipe_stage_elems_ <= 32) {
+    int64_t blocks = 65536 / (int64_t(T_) * 128);
+    if (smem > 0) blocks = std::min(blocks, smem_limit(tg_) / smem);
+    std::string lb = "__launch_bounds__(" + std::to_string(T_) + ")";
+    size_t at = lines_[sig_line].find(lb);
+    if (blocks >= 2 && at != std::string::npos) {
+      lines_[sig_line].replace(at, lb.size(), "__launch_bounds__(" + std::to_string(T_) + ", " + std::to_string(blocks) + ")");
+      stats_["min-blocks-per-sm"] = blocks;
+    }
+  }
   info.dynamic_smem_bytes = static_cast<int>(smem);
   info.static_smem_bytes = 0;
   stats_["smem-bytes"] = smem;

@@ -103,6 +103,80 @@ void Emitter::frags_to_tile(const MmaPlan& p, const std::string& frag, const Val
   count("layout-conversions");
 }
 
+void Emitter::frags_fill(const MmaPlan& p, const std::string& frag, const std::string& x) {
+  line("#pragma unroll");
+  open("for (int i_ = 0; i_ < " + std::to_string(p.mt) + "; ++i_)");
+  line("#pragma unroll");
+  open("for (int j_ = 0; j_ < " + std::to_string(p.nt) + "; ++j_)");
+  line(frag + "[i_][j_][0] = " + frag + "[i_][j_][1] = " + frag + "[i_][j_][2] = " + frag + "[i_][j_][3] = float(" + x + ");");
+  --ind_;
+  --ind_;
+}
+
+namespace {
+
+// The op that reads `v`, when exactly one operand of one op in `b` (nested regions included) does.
+const Op* only_user(Block& b, const Value* v) {
+  const Op* user = nullptr;
+  int n = 0;
+  walk(b, [&](Op& o) {
+    for (const Value* x : o.operands)
+      if (x == v) ++n, user = &o;
+  });
+  return n == 1 ? user : nullptr;
+}
+
+}  // namespace
+
+bool Emitter::frag_store_chain(const Op& f, size_t j) const {
+  Block& top = const_cast<Block&>(*k_.body);
+  const Value* stored = f.result(j);
+  const Op* u = only_user(top, stored);
+  if (!u || u->parent != f.parent) return false;
+  if (u->kind == OpKind::Cast) {
+    if (!u->result()->type.is_tile() || !is_float(u->result()->type.elem)) return false;
+    stored = u->result();
+    u = only_user(top, stored);
+    if (!u || u->parent != f.parent) return false;
+  }
+  if (u->kind != OpKind::StoreTile || u->operands.size() != 4 || u->operand(1) != stored) return false;
+  const Value* view = u->operand(0);
+  return views_.count(view) && view->type.rank() == 2 && is_float(view->type.elem) && u->operand(2)->type.is_scalar() &&
+         u->operand(3)->type.is_scalar();
+}
+
+bool Emitter::fold_frag_cast(const Op& c) {
+  auto it = frag_tiles_.find(c.operand(0));
+  if (it == frag_tiles_.end()) return false;
+  FragTile ft = it->second;
+  ft.cast = c.result()->type.elem;
+  frag_tiles_[c.result()] = ft;
+  return true;
+}
+
+bool Emitter::store_frag_tile(const Op& st) {
+  auto it = frag_tiles_.find(st.operand(1));
+  if (it == frag_tiles_.end()) return false;
+  const FragTile& ft = it->second;
+  const MmaPlan& p = ft.p;
+  const ViewInfo& vi = view_of(st, st.operand(0));
+  ScalarKind vt = st.operand(0)->type.elem;
+  std::string St = stype(vt);
+  // Rounding to the cast's kind and then to the view's is one rounding when they agree.
+  std::string x = ft.cast == vt || ft.cast == ScalarKind::F32 ? "x_" : fround(ft.cast, "x_");
+  open("{");
+  warp_coords(*this, p);
+  open(p.wm * p.wn == T_ / 32 ? "{" : "if (warp_ < " + std::to_string(p.wm * p.wn) + ") {");
+  line("tsr::store_frags(" + ft.frag + ", " + vi.ptr + ", int64_t(" + nm(st.operand(2)) + ") * " + std::to_string(p.M) +
+       " + m0_, int64_t(" + nm(st.operand(3)) + ") * " + std::to_string(p.N) + " + n0_, " + vi.dims[0] + ", " + vi.dims[1] +
+       ", " + vi.strides[0] + ", tsr::aligned_vec<" + St + ", 2>(" + vi.ptr + ") && " + vi.strides[0] +
+       " % 2 == 0, lane_, [](float x_) -> " + St + " { return " + store_conv(vt, x) + "; });");
+  close();
+  close();
+  count("mma-direct-epilogues");
+  return true;
+}
+
 std::vector<std::pair<size_t, const Op*>> Emitter::frag_carried(const Op& f) const {
   std::vector<std::pair<size_t, const Op*>> out;
   Block& body = f.region(0);

@@ -134,10 +134,25 @@ class Emitter {
   std::vector<std::pair<size_t, const Op*>> frag_carried(const Op& for_op) const;
   void frags_from_tile(const MmaPlan& p, const Value* v, const std::string& frag);
   void frags_to_tile(const MmaPlan& p, const std::string& frag, const Value* r, const std::string& dst);
+  // Every fragment element = scalar `x` (an accumulator that starts as a splat: no exchange).
+  void frags_fill(const MmaPlan& p, const std::string& frag, const std::string& x);
+  // A loop result held in fragments that is only stored (directly, or through one float cast
+  // that is only stored) goes from the fragments straight to memory: no exchange through shared
+  // memory, no blocked copy of the tile. `cast` is the kind the stored values are rounded to.
+  struct FragTile {
+    MmaPlan p;
+    std::string frag;
+    ScalarKind cast = ScalarKind::F32;
+  };
+  std::unordered_map<const Value*, FragTile> frag_tiles_;
+  bool frag_store_chain(const Op& for_op, size_t j) const;
+  // emit_op's hooks: a cast of a fragment-held tile, a store of one (true when handled).
+  bool fold_frag_cast(const Op& cast);
+  bool store_frag_tile(const Op& store);
   // A `for` with pipeline >= 2 whose body only computes scalar indices, loads the two operands
   // of one fragment-carried mma dot and yields its result: the loads become a cp.async ring of
-  // swizzled stages read with ldmatrix (Pipelining.cpp). begin_pipelined emits the guarded fast
-  // loop and opens the `else` of the runtime check (alignment) for the ordinary loop.
+  // swizzled stages read with ldmatrix (Pipelining.cpp). emit_pipelined emits the whole loop
+  // (unaligned operands are handled inside it, element by element).
   struct PipePlan {
     bool ok = false;
     int stages = 0;
@@ -145,10 +160,14 @@ class Emitter {
     MmaPlan mma;
   };
   PipePlan plan_pipeline(const Op& for_op, const std::vector<std::pair<size_t, const Op*>>& frags) const;
-  void begin_pipelined(const Op& for_op, const PipePlan& pp, const std::string& frag);
+  void emit_pipelined(const Op& for_op, const PipePlan& pp, const std::string& frag);
+  int64_t pipe_frag_regs_ = 0;  // most accumulator registers per thread of a pipelined loop
+  int64_t pipe_stage_elems_ = 0;  // most elements per thread one pipeline stage copies
   void emit_reduce(const Op& op);
   void emit_scan(const Op& op);
   void emit_for(const Op& op);
+  // The ordinary loop of a `for` (carried values in `carried`).
+  void emit_loop(const Op& op, const std::vector<const Value*>& vals, const std::vector<std::string>& carried);
   void emit_if(const Op& op);
   void emit_while(const Op& op);
   void emit_raw(const Op& op);

@@ -8,10 +8,12 @@
 //              commit; mma over stage i%S
 //   after:     wait for all groups; barrier (the ring may be reused)
 //
-// cp.async needs 16-byte aligned sources, so the fast loop runs only when both operand views'
-// base pointers are 16-byte aligned and their rows are multiples of 8 elements; otherwise (a
-// runtime branch) the ordinary loop runs. Out-of-bounds chunks are zero-filled by cp.async
-// (src-size 0), which matches load_tile's padding only for pad = 0.
+// cp.async needs 16-byte aligned sources: when an operand view's base pointer is not 16-byte
+// aligned or its rows are not multiples of 8 elements (a uniform runtime flag), its chunks are
+// read element by element into the same ring instead. One loop serves both cases: a second,
+// ordinary loop beside it cost ~30 registers per thread (ptxas allocates for the union of both
+// paths), the difference between one and two CTAs per SM. Out-of-bounds chunks are zero-filled
+// (cp.async src-size 0), which matches load_tile's padding only for pad = 0.
 #include "cuda/EmitterInternal.h"
 
 namespace tessera::cudagen {
@@ -78,7 +80,7 @@ Emitter::PipePlan Emitter::plan_pipeline(const Op& f, const std::vector<std::pai
   return pp;
 }
 
-void Emitter::begin_pipelined(const Op& f, const PipePlan& pp, const std::string& frag) {
+void Emitter::emit_pipelined(const Op& f, const PipePlan& pp, const std::string& frag) {
   const Block& body = f.region(0);
   const MmaPlan& p = pp.mma;
   const int S = pp.stages;
@@ -87,13 +89,16 @@ void Emitter::begin_pipelined(const Op& f, const PipePlan& pp, const std::string
   std::string SE = std::to_string(p.M * p.K + p.K * p.N), AE = std::to_string(p.M * p.K), T = std::to_string(T_);
   std::string lo = nm(f.operand(0)), hi = nm(f.operand(1)), step = nm(f.operand(2));
   count("dot.mma_pipelined");
-  count("dot.mma", -1);  // the dot is emitted once more in the fallback loop, which counts it
+  count("mma-dots");
+  uses_mma_ = true;
+  pipe_frag_regs_ = std::max(pipe_frag_regs_, p.mt * p.nt * 4);
+  pipe_stage_elems_ = std::max(pipe_stage_elems_, (p.M * p.K + p.K * p.N) / T_);
   count("pipeline-stages", S);
 
-  std::string ok = fresh("pipe_ok"), ring = fresh("ring");
-  line("const bool " + ok + " = tsr::aligned_vec<uint16_t, 8>(" + va.ptr + ") && " + va.strides[0] +
-       " % 8 == 0 && tsr::aligned_vec<uint16_t, 8>(" + vb.ptr + ") && " + vb.strides[0] + " % 8 == 0;");
-  open("if (" + ok + ") {");
+  std::string oka = fresh("vec_a"), okb = fresh("vec_b"), ring = fresh("ring");
+  open("{");
+  line("const bool " + oka + " = tsr::aligned_vec<uint16_t, 8>(" + va.ptr + ") && " + va.strides[0] + " % 8 == 0;");
+  line("const bool " + okb + " = tsr::aligned_vec<uint16_t, 8>(" + vb.ptr + ") && " + vb.strides[0] + " % 8 == 0;");
   line("uint16_t* const " + ring + " = " + smem_ptr("uint16_t", 0, S * (p.M * p.K + p.K * p.N) * 2) + ";");
   warp_coords(*this, p);
   // The fragments were just filled from shared memory that the ring overlaps.
@@ -110,10 +115,10 @@ void Emitter::begin_pipelined(const Op& f, const PipePlan& pp, const std::string
     const Op &la = *pp.load_a, &lb = *pp.load_b;
     line("tsr::cp_tile_async<" + BM + ", " + std::to_string(p.K / 8) + ", " + T + ">(" + ring + " + " + st + " * " + SE +
          ", " + va.ptr + ", int64_t(" + nm(la.operand(1)) + ") * " + BM + ", int64_t(" + nm(la.operand(2)) + ") * " + BK +
-         ", " + va.dims[0] + ", " + va.dims[1] + ", " + va.strides[0] + ", tsr_tid);");
+         ", " + va.dims[0] + ", " + va.dims[1] + ", " + va.strides[0] + ", tsr_tid, " + oka + ");");
     line("tsr::cp_tile_async<" + BK + ", " + std::to_string(p.N / 8) + ", " + T + ">(" + ring + " + " + st + " * " + SE +
          " + " + AE + ", " + vb.ptr + ", int64_t(" + nm(lb.operand(1)) + ") * " + BK + ", int64_t(" + nm(lb.operand(2)) +
-         ") * " + BN + ", " + vb.dims[0] + ", " + vb.dims[1] + ", " + vb.strides[0] + ", tsr_tid);");
+         ") * " + BN + ", " + vb.dims[0] + ", " + vb.dims[1] + ", " + vb.strides[0] + ", tsr_tid, " + okb + ");");
     close();
   };
 
@@ -146,8 +151,7 @@ void Emitter::begin_pipelined(const Op& f, const PipePlan& pp, const std::string
   close();
   line("tsr::cp_async_wait<0>();");
   barrier();
-  --ind_;
-  open("} else {");
+  close();
 }
 
 }  // namespace tessera::cudagen

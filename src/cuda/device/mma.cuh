@@ -131,11 +131,14 @@ TSR_D void ldsm_x4_trans(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3,
 }
 
 // All NTHREADS threads: start copying the ROWS x (8*CPR) tile at (row0, col0) of a row-major
-// global matrix (nrows x ncols, row stride ld elements, base and ld 16-byte aligned, col0 a
-// multiple of 8) into the swizzled stage `s`. Elements outside the matrix read as 0.
+// global matrix (nrows x ncols, row stride ld elements, col0 a multiple of 8) into the swizzled
+// stage `s`. Elements outside the matrix read as 0. `vec` (uniform): base and ld are 16-byte
+// aligned, so every chunk is one cp.async; otherwise the chunks that hold data are read element
+// by element and written with one 16-byte shared store (synchronous: visible after the barrier
+// that also publishes the cp.async groups), so that unaligned operands need no second loop.
 template <int ROWS, int CPR, int NTHREADS>
 TSR_D void cp_tile_async(uint16_t* s, const uint16_t* g, int64_t row0, int64_t col0, int64_t nrows, int64_t ncols,
-                         int64_t ld, int tid) {
+                         int64_t ld, int tid, bool vec) {
   constexpr int total = ROWS * CPR;
   const uint32_t base = smem_u32(s);
 #pragma unroll
@@ -143,13 +146,28 @@ TSR_D void cp_tile_async(uint16_t* s, const uint16_t* g, int64_t row0, int64_t c
     const int q = tid + i * NTHREADS;
     if (total % NTHREADS == 0 || q < total) {
       const int64_t gr = row0 + q / CPR, gc = col0 + 8 * (q % CPR);
-      int bytes = 0;
-      const uint16_t* src = g;
-      if (gr >= 0 && gr < nrows && gc >= 0 && gc < ncols) {
-        bytes = ncols - gc >= 8 ? 16 : int(ncols - gc) * 2;
-        src = g + gr * ld + gc;
+      const bool in = gr >= 0 && gr < nrows && gc >= 0 && gc < ncols;
+      const uint32_t dst = base + uint32_t(swz<CPR>(q)) * 16u;
+      if (vec || !in) {
+        int bytes = 0;
+        const uint16_t* src = g;
+        if (in) {
+          bytes = ncols - gc >= 8 ? 16 : int(ncols - gc) * 2;
+          src = g + gr * ld + gc;
+        }
+        cp_async_16(dst, src, bytes);
+      } else {
+        const uint16_t* src = g + gr * ld + gc;
+        uint32_t w[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const uint32_t lo = gc + 2 * e < ncols ? uint32_t(src[2 * e]) : 0u;
+          const uint32_t hi = gc + 2 * e + 1 < ncols ? uint32_t(src[2 * e + 1]) : 0u;
+          w[e] = lo | (hi << 16);
+        }
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
+                     : "memory");
       }
-      cp_async_16(base + uint32_t(swz<CPR>(q)) * 16u, src, bytes);
     }
   }
 }
@@ -182,6 +200,46 @@ TSR_D void warp_mma_swz(float (&c)[MT][NT][4], const uint16_t* sa, const uint16_
         else mma_f16_16816(c[i][j], af[i], bf[j]);
       }
   }
+}
+
+}  // namespace tsr
+
+// ---- epilogue: accumulator fragments straight to global memory ----
+namespace tsr {
+
+// One warp's c[MT][NT] (the warp_mma_block fragment order; the warp's block starts at row0, col0
+// of a row-major nrows x ncols matrix with row stride ld) -> memory, each value through conv.
+// A thread owns pairs of adjacent columns: one 2-element store per pair when `pair_ok` (base and
+// ld aligned for it; col0 is even) and both columns are inside, element stores at ragged edges.
+template <class S, int MT, int NT, class Conv>
+TSR_D void store_frags(const float (&c)[MT][NT][4], S* g, int64_t row0, int64_t col0, int64_t nrows, int64_t ncols,
+                       int64_t ld, bool pair_ok, int lane, Conv conv) {
+  typedef typename VecT<2 * sizeof(S)>::T P;
+  const int64_t r0 = row0 + (lane >> 2), c0 = col0 + 2 * (lane & 3);
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t r = r0 + 16 * i + 8 * h;
+      if (r < 0 || r >= nrows) continue;
+      S* const row = g + r * ld;
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const int64_t cc = c0 + 8 * j;
+        union {
+          S s[2];
+          P p;
+        } u;
+        u.s[0] = conv(c[i][j][2 * h]);
+        u.s[1] = conv(c[i][j][2 * h + 1]);
+        if (pair_ok && cc >= 0 && cc + 2 <= ncols) {
+          *reinterpret_cast<P*>(row + cc) = u.p;
+        } else {
+          if (cc >= 0 && cc < ncols) row[cc] = u.s[0];
+          if (cc + 1 >= 0 && cc + 1 < ncols) row[cc + 1] = u.s[1];
+        }
+      }
+    }
 }
 
 }  // namespace tsr
