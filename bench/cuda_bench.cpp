@@ -2,6 +2,8 @@
 // on inputs larger than L2 (or rotated across enough buffer sets to exceed it), with the
 // kernel's own figure (GB/s or TFLOP/s); matmul against cuBLAS's bf16 GEMM in the same process;
 // NVRTC compile time per kernel and the time of a warm-cache hit.
+// --tune: matmul over its constexpr space; softmax/layernorm/rmsnorm over every BLOCK_N
+// (the loop branch included) and CTA size, each checked against the default's output.
 //
 //   cuda_bench [--quick] [--json [FILE]] [--only NAME] [--tune] [--iters N] [--dump-cubin DIR]
 //              [--vec-n N] [--rows M --cols N] [--mnk N]
@@ -391,6 +393,46 @@ std::vector<ConstexprConfig> all_configs(const Kernel& k, size_t cap) {
   return out;
 }
 
+// A row kernel's tuning space for --tune: every BLOCK_N candidate (those smaller than the row
+// take the kernel's loop branch), each with the emitter's own thread count and with 4..32 warps
+// where a thread then holds 8..64 elements of the tile (fewer: not one 16-byte vector of bf16;
+// more: the row no longer fits the registers). num_warps is added to a copy of the kernel, which
+// the emitter reads as the CTA size; the library kernels do not declare it.
+std::vector<std::unique_ptr<Kernel>> row_variants(const Kernel& unbound) {
+  std::vector<std::unique_ptr<Kernel>> out;
+  const ConstexprDecl* d = unbound.find_constexpr("BLOCK_N");
+  if (!d) return out;
+  for (int64_t bn : d->candidates) {
+    out.push_back(bind_constexprs(unbound, {{"BLOCK_N", bn}}));
+    if (unbound.find_constexpr("num_warps")) continue;
+    for (int64_t w : {4, 8, 16, 32}) {
+      int64_t per_thread = bn / (w * 32);
+      if (per_thread < 8 || per_thread > 64) continue;
+      auto k = bind_constexprs(unbound, {{"BLOCK_N", bn}});
+      k->constexprs.push_back({"num_warps", w, {w}, unbound.loc});
+      out.push_back(std::move(k));
+    }
+  }
+  return out;
+}
+
+// The first elements (at most 2^20) of the last view (the row kernels' output y) in
+// buffer set 0, to check a tuned variant against the default before reporting its time.
+std::vector<double> output_sample(const Buffers& b) {
+  const Tensor& t = b.shapes.back();
+  int64_t n = std::min<int64_t>(t.numel(), int64_t{1} << 20);
+  return download_values(b.sets[0].back().get(), n, t.dtype);
+}
+
+// Largest |got - want| relative to the largest |want|.
+double rel_diff(const std::vector<double>& got, const std::vector<double>& want) {
+  double worst = 0, scale = 1e-30;
+  for (double w : want) scale = std::max(scale, std::fabs(w));
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i)
+    worst = std::max(worst, std::isnan(got[i]) != std::isnan(want[i]) ? 1.0 : std::fabs(got[i] - want[i]) / scale);
+  return worst;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -452,6 +494,68 @@ int main(int argc, char** argv) {
       Buffers bufs;
       measure(*lk, *k, *ck, bc.sizes, bc.dt, r, f, &bufs);
       results.push_back(r);
+
+      if (f.tune && (bc.kernel == "softmax" || bc.kernel == "layernorm" || bc.kernel == "rmsnorm")) {
+        // Every variant compiled in parallel (NVRTC is the cost), then each timed and its output
+        // compared with the default's on the same inputs; the best correct one is reported
+        // beside the default, and every variant's figure in its note.
+        ck->launch(bufs.args, ptrs_for(*k, bufs, 0), nullptr);
+        check(driver()->cuCtxSynchronize(), "cuCtxSynchronize");
+        std::vector<double> want = output_sample(bufs);
+        auto variants = row_variants(*unbound);
+        std::vector<std::future<std::shared_ptr<CudaKernel>>> futs;
+        for (const auto& kk : variants)
+          futs.push_back(std::async(std::launch::async, [&opts, kp = kk.get()]() -> std::shared_ptr<CudaKernel> {
+            try {
+              return compile_cuda(*kp, opts);
+            } catch (const TesseraError&) {
+              return nullptr;
+            }
+          }));
+        Result best;
+        std::string all;
+        int timed = 0;
+        for (size_t i = 0; i < variants.size(); ++i) {
+          auto ckk = futs[i].get();
+          std::string cfg = config_str(*variants[i]);
+          if (!ckk) {
+            all += (all.empty() ? "" : "; ") + cfg + " compile failed";
+            continue;
+          }
+          Result t = r;
+          t.note.clear();
+          t.config = cfg;
+          t.compile_s = ckk->compile_seconds;
+          Flags quick = f;
+          quick.iters = 20;
+          try {
+            measure(*lk, *variants[i], *ckk, bc.sizes, bc.dt, t, quick, &bufs);
+            ckk->launch(bufs.args, ptrs_for(*variants[i], bufs, 0), nullptr);
+            check(driver()->cuCtxSynchronize(), "cuCtxSynchronize");
+          } catch (const TesseraError&) {
+            all += (all.empty() ? "" : "; ") + cfg + " launch failed";
+            continue;
+          }
+          double err = rel_diff(output_sample(bufs), want);
+          char fig[64];
+          std::snprintf(fig, sizeof fig, " %.0f", t.figure);
+          all += (all.empty() ? "" : "; ") + cfg + fig + (err > 0.02 ? " WRONG" : "");
+          if (err > 0.02) {
+            status = 1;
+            continue;
+          }
+          ++timed;
+          if (t.figure > best.figure) best = t;
+        }
+        if (best.figure > 0) {
+          best.kernel = bc.kernel + "_tuned";
+          char head[160];
+          std::snprintf(head, sizeof head, "best of %d variants (default %s: %.0f %s, x%.2f): ", timed,
+                        r.config.c_str(), r.figure, r.unit.c_str(), best.figure / std::max(r.figure, 1e-9));
+          best.note = head + all;
+          results.push_back(best);
+        }
+      }
 
       if (bc.kernel == "matmul") {
         // cuBLAS on the same buffers; its output goes to a separate C so both can be compared.
