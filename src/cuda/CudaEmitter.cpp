@@ -698,7 +698,7 @@ static std::string scalar_abi_type(ScalarKind k) {
 }
 
 // Threads per CTA: the kernel's `num_warps` constexpr, else 4 warps, 8 for large dots, and for
-// tiles of more than 2048 elements one warp per 512 elements (at most 32 warps).
+// tiles of more than 4096 elements one warp per 1024 elements (at most 32 warps).
 static int pick_threads(const Kernel& k) {
   if (const ConstexprDecl* d = k.find_constexpr("num_warps"))
     if (d->value >= 1 && d->value <= 32) return static_cast<int>(d->value) * 32;
@@ -715,11 +715,10 @@ static int pick_threads(const Kernel& k) {
   });
   if (big_dot) return 256;
   if (any_dot) return biggest >= 8192 ? 256 : 128;
-  // Large tiles without dots (whole rows of memory-bound kernels): about 16 elements per thread
-  // (two 16-byte vectors of bf16), so a row stays in registers with room for several CTAs per SM,
-  // and each thread's unrolled code (NVRTC time) stays small; 32768 elements: 1024 threads, 32 each.
+  // Large tiles without dots (whole rows of memory-bound kernels): about 32 elements per thread,
+  // so a row stays in registers (32768 elements: 1024 threads, 64 registers each).
   int threads = 128;
-  while (threads < 1024 && biggest > int64_t(threads) * 16) threads *= 2;
+  while (threads < 1024 && biggest > int64_t(threads) * 32) threads *= 2;
   return threads;
 }
 

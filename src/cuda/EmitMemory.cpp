@@ -78,26 +78,29 @@ void Emitter::emit_load_store(const Op& op) {
     ok += " && tsr::aligned_vec<" + St + ", " + V + ">(" + vi.ptr + " + " + off + ")";
     std::string buf = fresh("buf");
     line(St + " " + buf + "[" + V + "];");
-    // Both paths go through the storage-type buffer (converted outside the branch), so that
-    // only the packed vector is live where they meet (half the registers for 16-bit types).
-    if (!load) {
+    open("if (" + ok + ") {");
+    if (load) {
+      line("tsr::copy_vec<" + St + ", " + V + ">(" + buf + ", " + vi.ptr + " + " + off + ");");
+    } else {
       line("#pragma unroll");
       line("for (int v_ = 0; v_ < " + V + "; ++v_) " + buf + "[v_] = " + store_conv(t, r + "[" + s0 + " + v_]") + ";");
+      line("tsr::copy_vec<" + St + ", " + V + ">(" + vi.ptr + " + " + off + ", " + buf + ");");
     }
-    std::string ptr = vi.ptr + " + " + off, SV = St + ", " + V;
-    open("if (" + ok + ") {");
-    if (load) line("tsr::copy_vec<" + SV + ">(" + buf + ", " + ptr + ");");
-    else line("tsr::copy_vec<" + SV + ">(" + ptr + ", " + buf + ");");
     --ind_;
     open("} else {");
-    // Ragged or unaligned: element by element in a loop that is not unrolled (a few
-    // instructions per vector: this path costs compile time, not run time).
-    std::string where = g[R - 1] + ", " + vi.dims[R - 1] + ", " + rok, stride = vi.strides[R - 1];
-    if (load)
-      line("tsr::load_ragged<" + SV + ">(" + buf + ", " + ptr + ", " + stride + ", " + where + ", " + St + "(" +
-           store_conv(t, pad) + "));");
-    else
-      line("tsr::store_ragged<" + SV + ">(" + ptr + ", " + stride + ", " + buf + ", " + where + ");");
+    line("#pragma unroll");
+    open("for (int v_ = 0; v_ < " + V + "; ++v_) {");
+    // Ragged or unaligned: element by element from the same base offset (cheap addresses, so
+    // that this rarely taken path does not hold registers across the fast one).
+    std::string gc = fresh("gc");
+    line("const int64_t " + gc + " = " + g[R - 1] + " + v_;");
+    std::string eok = "(" + rok + " && " + gc + " >= 0 && " + gc + " < " + vi.dims[R - 1] + ")";
+    std::string addr = vi.ptr + "[" + off + " + v_ * " + vi.strides[R - 1] + "]";
+    // Both paths fill the storage-type buffer and convert after the join, so that only the
+    // packed vector is live where they meet (half the registers for 16-bit types).
+    if (load) line(buf + "[v_] = " + eok + " ? " + addr + " : " + St + "(" + store_conv(t, pad) + ");");
+    else line("if (" + eok + ") " + addr + " = " + store_conv(t, r + "[" + s0 + " + v_]") + ";");
+    close();
     close();
     if (load) {
       line("#pragma unroll");

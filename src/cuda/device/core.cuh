@@ -161,56 +161,6 @@ TSR_D To bitcast(From f) {
   u.f = f;
   return u.t;
 }
-
-// ---- ragged or unaligned vectors: element by element ----
-// Element v of the N at `p` (stride `stride`) exists when ok && 0 <= g + v < n. Each piece of
-// up to 16 bytes goes one element per iteration of a loop that is not unrolled, packed into two
-// 64-bit words, so that this rarely taken path is a few instructions per piece instead of one
-// branch per element (NVRTC time), and `buf` is still indexed only by constants (registers).
-template <class S, int N>
-TSR_D void load_ragged(S* buf, const S* p, int64_t stride, int64_t g, int64_t n, bool ok, S pad) {
-  typedef typename UIntT<sizeof(S)>::T U;
-  constexpr int bits = int(sizeof(S)) * 8, P = 16 / int(sizeof(S)) < N ? 16 / int(sizeof(S)) : N;
-#pragma unroll
-  for (int q = 0; q < N; q += P) {
-    unsigned long long w0 = 0, w1 = 0;
-#pragma unroll 1
-    for (int v = 0; v < P; ++v) {
-      const int64_t gv = g + q + v;
-      const unsigned long long b = (unsigned long long)bitcast<U>(ok && gv >= 0 && gv < n ? p[(q + v) * stride] : pad);
-      const int sh = v * bits;
-      if (sh < 64) w0 |= b << sh;
-      else w1 |= b << (sh - 64);
-    }
-#pragma unroll
-    for (int v = 0; v < P; ++v) {
-      const int sh = v * bits;
-      buf[q + v] = bitcast<S>(U(sh < 64 ? w0 >> sh : w1 >> (sh - 64)));
-    }
-  }
-}
-template <class S, int N>
-TSR_D void store_ragged(S* p, int64_t stride, const S* buf, int64_t g, int64_t n, bool ok) {
-  typedef typename UIntT<sizeof(S)>::T U;
-  constexpr int bits = int(sizeof(S)) * 8, P = 16 / int(sizeof(S)) < N ? 16 / int(sizeof(S)) : N;
-#pragma unroll
-  for (int q = 0; q < N; q += P) {
-    unsigned long long w0 = 0, w1 = 0;
-#pragma unroll
-    for (int v = 0; v < P; ++v) {
-      const int sh = v * bits;
-      const unsigned long long b = (unsigned long long)bitcast<U>(buf[q + v]);
-      if (sh < 64) w0 |= b << sh;
-      else w1 |= b << (sh - 64);
-    }
-#pragma unroll 1
-    for (int v = 0; v < P; ++v) {
-      const int64_t gv = g + q + v;
-      const int sh = v * bits;
-      if (ok && gv >= 0 && gv < n) p[(q + v) * stride] = bitcast<S>(U(sh < 64 ? w0 >> sh : w1 >> (sh - 64)));
-    }
-  }
-}
 // ---- reductions: identities and warp exchanges ----
 template <class T> TSR_D T lowest_int() { return T(-1) < T(0) ? T(uint64_t(1) << (sizeof(T) * 8 - 1)) : T(0); }
 template <class T> TSR_D T highest_int() { return T(~lowest_int<T>()); }
