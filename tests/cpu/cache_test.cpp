@@ -160,6 +160,25 @@ TEST(CpuCache, WrongArgumentsAreErrors) {
   EXPECT_THROW(ck->run(args2), TesseraError);
 }
 
+// The C++ API: one compiled kernel (a constexpr config bound once) serves every size: dims are
+// runtime arguments, so changing them between calls compiles nothing.
+TEST(CpuCache, DimsChangeBetweenCallsWithoutRecompiling) {
+  const LibraryKernel& lk = *find_library_kernel("softmax");
+  auto k = bind_constexprs(*lk.build(ScalarKind::F32), {{"BLOCK_N", 256}});
+  auto ck = compile_cpu(*k, test_options());
+  for (int64_t n : {1, 37, 256, 999}) {
+    SCOPED_TRACE(n);
+    Sizes sz = {{"M", 5}, {"N", n}};
+    std::vector<Tensor> got = make_random_tensors(*k, sz, 40 + n), want = got;
+    auto ga = args_for(*k, got), wa = args_for(*k, want);
+    ck->run(ga);
+    run_interp(*k, wa);
+    for (int64_t i = 0; i < got[1].numel(); ++i) ASSERT_NEAR(got[1].get(i), want[1].get(i), 1e-6);
+    // Asking again for the same kernel is a memory-cache hit, whatever the sizes were.
+    EXPECT_TRUE(compile_cpu(*k, test_options())->from_memory_cache);
+  }
+}
+
 TEST(CpuCache, EmitCppIsReadable) {
   auto k = bound(kScale);
   std::string src = emit_cpp(*k);
