@@ -369,7 +369,13 @@ std::vector<BenchCase> bench_cases(const Flags& f) {
 ConstexprConfig row_config(const Kernel& k, const BenchCase& bc) {
   const ConstexprDecl* d = k.find_constexpr("BLOCK_N");
   if (!d || d->candidates.empty() || !bc.sizes.count("N") || bc.kernel == "matmul") return {};
-  int64_t n = bc.sizes.at("N"), best = 0;
+  // The smallest tile that holds the whole row (read once, kept in registers), but no more
+  // than 8192 columns: longer rows loop over 8192-column tiles, whose second read comes from
+  // L2. Measured on the H200 (bench/RESULTS.md, 08:20 run, 4096x32768 bf16): BLOCK_N=8192
+  // beat the whole-row tile for softmax (2415 vs 2096 GB/s), layernorm (1865 vs 1563) and
+  // rmsnorm (2847 vs 2807).
+  constexpr int64_t kLongestRowTile = 8192;
+  int64_t n = std::min(bc.sizes.at("N"), kLongestRowTile), best = 0;
   for (int64_t c : d->candidates)
     if ((c >= n && (best < n || c < best)) || (best < n && c > best)) best = c;
   return {{"BLOCK_N", best}};
