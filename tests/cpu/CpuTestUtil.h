@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../common/BackendTestUtil.h"
+
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -18,19 +20,7 @@
 
 namespace tessera::cputest {
 
-// One cache directory per test process, removed at exit.
-inline const std::string& test_cache_dir() {
-  static const std::string dir = [] {
-    std::string d = (std::filesystem::temp_directory_path() / ("tessera-cpu-test-" + std::to_string(::getpid()))).string();
-    std::filesystem::create_directories(d);
-    std::atexit([] {
-      std::error_code ec;
-      std::filesystem::remove_all(test_cache_dir(), ec);
-    });
-    return d;
-  }();
-  return dir;
-}
+inline const std::string& test_cache_dir() { return testutil::process_cache_dir("cpu"); }
 
 inline CpuOptions test_options() {
   CpuOptions o;
@@ -38,19 +28,7 @@ inline CpuOptions test_options() {
   return o;
 }
 
-// Arguments in signature order: the tensors for the views, fixed nonzero scalars.
-inline std::vector<KernelArg> args_for(const Kernel& k, std::vector<Tensor>& ts) {
-  std::vector<KernelArg> a;
-  size_t ti = 0;
-  for (const Value* p : k.params) {
-    KernelArg x;
-    if (p->type.is_view()) x.tensor = &ts.at(ti++);
-    else if (p->type.is_scalar() && is_float(p->type.elem)) x.scalar = 0.75;
-    else if (p->type.is_scalar()) x.scalar = int64_t{3};
-    a.push_back(x);
-  }
-  return a;
-}
+using testutil::args_for;
 
 // Every symbolic view dim of `k` gets a size from `sizes`, else a ragged default.
 inline Sizes sizes_for(const Kernel& k, const Sizes& given) {

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <gtest/gtest.h>
+
+#include "../common/BackendTestUtil.h"
 #include <unistd.h>
 
 #include <cmath>
@@ -22,19 +24,7 @@ using namespace cudatest;
     if (!cuda_device_available(&why_)) GTEST_SKIP() << why_;   \
   } while (0)
 
-// One cache directory per test process, removed at exit.
-inline const std::string& test_cache_dir() {
-  static const std::string dir = [] {
-    std::string d = (std::filesystem::temp_directory_path() / ("tessera-gpu-test-" + std::to_string(::getpid()))).string();
-    std::filesystem::create_directories(d);
-    std::atexit([] {
-      std::error_code ec;
-      std::filesystem::remove_all(test_cache_dir(), ec);
-    });
-    return d;
-  }();
-  return dir;
-}
+inline const std::string& test_cache_dir() { return testutil::process_cache_dir("gpu"); }
 
 inline CudaOptions test_options() {
   CudaOptions o;
@@ -42,19 +32,7 @@ inline CudaOptions test_options() {
   return o;
 }
 
-// Arguments in signature order: the tensors for the views, fixed nonzero scalars.
-inline std::vector<KernelArg> args_for(const Kernel& k, std::vector<Tensor>& ts) {
-  std::vector<KernelArg> a;
-  size_t ti = 0;
-  for (const Value* p : k.params) {
-    KernelArg x;
-    if (p->type.is_view()) x.tensor = &ts.at(ti++);
-    else if (p->type.is_scalar() && is_float(p->type.elem)) x.scalar = 0.75;
-    else if (p->type.is_scalar()) x.scalar = int64_t{3};
-    a.push_back(x);
-  }
-  return a;
-}
+using testutil::args_for;
 
 // Every symbolic view dim of `k` gets `base + step * i` (i counts the dims), unless given.
 inline Sizes sizes_for(const Kernel& k, int64_t base, int64_t step) {
