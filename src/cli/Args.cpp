@@ -1,5 +1,6 @@
 #include "cli/Args.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -149,16 +150,26 @@ std::optional<KernelSource> resolve_kernel(const std::string& what, const std::s
 std::vector<std::pair<std::string, std::string>> split_assignments(
     const std::vector<std::string>& items, const std::string& option) {
   std::vector<std::pair<std::string, std::string>> out;
+  std::set<std::string> seen;
   for (const auto& item : items) {
-    std::stringstream ss(item);
-    std::string part;
-    while (std::getline(ss, part, ',')) {
+    // getline would drop a trailing empty item: "M=5," must not pass for "M=5".
+    size_t start = 0;
+    while (true) {
+      size_t comma = item.find(',', start);
+      std::string part = item.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (part.empty())
+        throw TesseraError("bad " + option + " '" + item + "': stray comma (empty item)");
       auto eq = part.find('=');
       std::string name = eq == std::string::npos ? part : part.substr(0, eq);
       if (eq == std::string::npos || !is_identifier(name) || eq + 1 == part.size())
         throw TesseraError("bad " + option + " '" + part + "': expected NAME=VALUE, e.g. " +
                            option + " M=1024");
+      // Silently letting the last one win hides a typo in a long command line.
+      if (!seen.insert(name).second)
+        throw TesseraError("bad " + option + ": " + name + " is given twice");
       out.emplace_back(name, part.substr(eq + 1));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
     }
   }
   return out;
@@ -292,6 +303,83 @@ std::vector<KernelArg> make_args(const Kernel& k, std::vector<Tensor>& tensors, 
     if (!used.count(n))
       throw TesseraError("kernel '" + k.name + "' has no scalar parameter '" + n + "'");
   return args;
+}
+
+namespace {
+
+// "its dims: M, N" for one kernel, "their dims: ..." over every kernel of a file.
+std::string unknown_name_error(const KernelSource& src, const std::string& what,
+                               const std::string& name, const std::vector<std::string>& names) {
+  std::string list = names.empty() ? std::string("none") : join(names);
+  if (src.kernels.size() == 1)
+    return "kernel '" + src.kernels[0]->name + "' has no " + what + " '" + name + "' (its " + what +
+           "s: " + list + ")";
+  return "no kernel of " + src.file + " has a " + what + " '" + name + "' (their " + what +
+         "s: " + list + "; pick one kernel with --kernel)";
+}
+
+}  // namespace
+
+std::vector<KernelPlan> plan_kernels(const KernelSource& src, const KernelOptions& o,
+                                     bool with_sizes) {
+  // In first-use order, as the kernels declare them.
+  std::vector<std::string> dims, constexprs, scalars;
+  auto add = [](std::vector<std::string>& v, const std::string& n) {
+    if (std::find(v.begin(), v.end(), n) == v.end()) v.push_back(n);
+  };
+  auto has = [](const std::vector<std::string>& v, const std::string& n) {
+    return std::find(v.begin(), v.end(), n) != v.end();
+  };
+  for (const Kernel* k : src.kernels) {
+    for (const auto& d : symbolic_dims(*k)) add(dims, d);
+    for (const auto& c : k->constexprs) add(constexprs, c.name);
+    for (const Value* p : k->params)
+      if (!p->type.is_view()) add(scalars, p->name);
+  }
+
+  auto size_items = split_assignments(o.sizes, "--size");
+  ConstexprConfig config = parse_config(o.config);
+  auto scalar_items = split_assignments(o.scalars, "--scalar");
+  if (with_sizes)
+    for (const auto& [name, v] : size_items)
+      if (!has(dims, name)) throw TesseraError(unknown_name_error(src, "dim", name, dims));
+  for (const auto& [name, v] : config)
+    if (!has(constexprs, name)) throw TesseraError(unknown_name_error(src, "constexpr", name, constexprs));
+  for (const auto& [name, v] : scalar_items)
+    if (!has(scalars, name))
+      throw TesseraError(unknown_name_error(src, "scalar parameter", name, scalars));
+
+  std::vector<KernelPlan> plans;
+  for (const Kernel* k : src.kernels) {
+    KernelPlan p;
+    p.kernel = k;
+    for (const auto& [name, v] : config) {
+      const ConstexprDecl* c = k->find_constexpr(name);
+      if (!c) continue;
+      // The pass would say the same, but located in Tessera's own C++ for a library kernel.
+      if (!c->candidates.empty() &&
+          std::find(c->candidates.begin(), c->candidates.end(), v) == c->candidates.end()) {
+        std::string list;
+        for (int64_t x : c->candidates) list += (list.empty() ? "" : ", ") + std::to_string(x);
+        throw TesseraError(src.lib ? Loc{} : c->loc, "constexpr " + name + " = " + std::to_string(v) +
+                                                         " is not one of its candidates [" + list + "]");
+      }
+      p.config[name] = v;
+    }
+    for (const auto& [name, v] : scalar_items)
+      for (const Value* q : k->params)
+        if (!q->type.is_view() && q->name == name) p.scalars.push_back(name + "=" + v);
+    if (with_sizes) {
+      std::vector<std::string> mine;
+      std::vector<std::string> kdims = symbolic_dims(*k);
+      for (const auto& [name, v] : size_items)
+        if (std::find(kdims.begin(), kdims.end(), name) != kdims.end()) mine.push_back(name + "=" + v);
+      p.sizes = resolve_sizes(*k, src.lib, mine);
+      check_tensor_budget(*k, p.sizes);
+    }
+    plans.push_back(std::move(p));
+  }
+  return plans;
 }
 
 std::string fmt_num(double v) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/Commands.h"
 #include "ir/IR.h"
 #include "kernels/Library.h"
 #include "passes/Passes.h"
@@ -65,6 +66,19 @@ void check_tensor_budget(const Kernel& k, const Sizes& sizes);
 // the reference and the backend see the same values.
 std::vector<KernelArg> make_args(const Kernel& k, std::vector<Tensor>& tensors, uint64_t seed,
                                  const std::vector<std::string>& scalar_items);
+
+// What one kernel of a source gets from --size, --config and --scalar. A file may hold several
+// kernels: each option must name a dim, constexpr or scalar parameter of at least one of them,
+// and each kernel takes the ones it has. Everything is checked before any kernel runs, so that
+// a bad option gives one message and no partial output.
+struct KernelPlan {
+  const Kernel* kernel = nullptr;
+  Sizes sizes;                       // empty unless sizes were asked for
+  ConstexprConfig config;
+  std::vector<std::string> scalars;  // NAME=VALUE items of this kernel's scalar parameters
+};
+std::vector<KernelPlan> plan_kernels(const KernelSource& src, const KernelOptions& o,
+                                     bool with_sizes);
 
 // A compact number for output lines: 0, 1.5e-07, 0.000244, 12.3.
 std::string fmt_num(double v);

@@ -58,15 +58,15 @@ int cmd_bench(const BenchOptions& o) {
   auto src = resolve_kernel(o.k.what, o.k.dtype, o.k.kernel);
   if (!src) return 1;
 
-  for (const Kernel* k : src->kernels) {
-    Sizes sizes = resolve_sizes(*k, src->lib, o.k.sizes);
-    check_tensor_budget(*k, sizes);
+  for (const KernelPlan& plan : plan_kernels(*src, o.k, true)) {
+    const Kernel* k = plan.kernel;
+    const Sizes& sizes = plan.sizes;
     PipelineOptions po;
-    po.config = parse_config(o.k.config);
+    po.config = plan.config;
     std::unique_ptr<Kernel> bound = run_pipeline(*k, po);
     auto runner = make_runner(o.backend, *bound);
     std::vector<Tensor> tensors = make_random_tensors(*bound, sizes, o.k.seed);
-    std::vector<KernelArg> args = make_args(*bound, tensors, o.k.seed, o.k.scalars);
+    std::vector<KernelArg> args = make_args(*bound, tensors, o.k.seed, plan.scalars);
 
     // Host-device copies are not the kernel's time: cuda runs on resident device buffers.
     runner->make_resident(args);

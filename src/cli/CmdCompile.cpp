@@ -38,8 +38,8 @@ int cmd_compile(const CompileOptions& o) {
 
   auto src = resolve_kernel(o.k.what, o.k.dtype, o.k.kernel);
   if (!src) return 1;
+  std::vector<KernelPlan> plans = plan_kernels(*src, o.k, false);
   PipelineOptions po;
-  po.config = parse_config(o.k.config);
   po.dump_after = o.dump_after;
   po.dump = [](const std::string& pass, const std::string& ir) {
     std::cerr << "// ----- IR after " << pass << " -----\n" << ir;
@@ -47,7 +47,9 @@ int cmd_compile(const CompileOptions& o) {
   };
 
   bool first = true;
-  for (const Kernel* k : src->kernels) {
+  for (const KernelPlan& plan : plans) {
+    const Kernel* k = plan.kernel;
+    po.config = plan.config;
     PassStats stats;
     std::unique_ptr<Kernel> bound = run_pipeline(*k, po, &stats);
     if (!first) std::cout << "\n";

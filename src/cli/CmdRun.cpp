@@ -24,17 +24,17 @@ void run_reference_interp(const Kernel& k, std::vector<KernelArg>& args) {
 }
 
 // Run one kernel; prints its line and returns whether it passed.
-bool run_one(const KernelSource& src, const Kernel& k, const RunOptions& o) {
-  Sizes sizes = resolve_sizes(k, src.lib, o.k.sizes);
-  check_tensor_budget(k, sizes);
+bool run_one(const KernelSource& src, const KernelPlan& plan, const RunOptions& o) {
+  const Kernel& k = *plan.kernel;
+  const Sizes& sizes = plan.sizes;
   PipelineOptions po;
-  po.config = parse_config(o.k.config);
+  po.config = plan.config;
   std::unique_ptr<Kernel> bound = run_pipeline(k, po);
   auto runner = make_runner(o.backend, *bound);
 
   std::vector<Tensor> inputs = make_random_tensors(*bound, sizes, o.k.seed);
   std::vector<Tensor> got = inputs;
-  std::vector<KernelArg> args = make_args(*bound, got, o.k.seed, o.k.scalars);
+  std::vector<KernelArg> args = make_args(*bound, got, o.k.seed, plan.scalars);
   auto t0 = std::chrono::steady_clock::now();
   runner->run(args);
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -48,7 +48,7 @@ bool run_one(const KernelSource& src, const Kernel& k, const RunOptions& o) {
   }
 
   std::vector<Tensor> want = inputs;
-  std::vector<KernelArg> ref_args = make_args(*bound, want, o.k.seed, o.k.scalars);
+  std::vector<KernelArg> ref_args = make_args(*bound, want, o.k.seed, plan.scalars);
   if (src.lib)
     src.lib->reference(ref_args, sizes);
   else if (o.backend == "interp")
@@ -71,7 +71,7 @@ int cmd_run(const RunOptions& o) {
   auto src = resolve_kernel(o.k.what, o.k.dtype, o.k.kernel);
   if (!src) return 1;
   bool ok = true;
-  for (const Kernel* k : src->kernels) ok &= run_one(*src, *k, o);
+  for (const KernelPlan& p : plan_kernels(*src, o.k, true)) ok &= run_one(*src, p, o);
   return ok ? 0 : 1;
 }
 
