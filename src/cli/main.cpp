@@ -2,6 +2,8 @@
 // file only declares the options and turns every error into one message and exit status 1.
 #include <CLI/CLI.hpp>
 
+#include <charconv>
+#include <cstdint>
 #include <iostream>
 #include <new>
 
@@ -29,7 +31,17 @@ void add_kernel_options(CLI::App* cmd, KernelOptions& k, bool sizes) {
       ->allow_extra_args(false);
   cmd->add_option("--scalar", k.scalars, "value of a scalar parameter, NAME=VALUE (default: random)")
       ->allow_extra_args(false);
-  cmd->add_option("--seed", k.seed, "seed of the random inputs")->capture_default_str();
+  // CLI11 would wrap -1 and saturate 1e30-sized integers without a word.
+  cmd->add_option_function<std::string>(
+      "--seed",
+      [&k](const std::string& s) {
+        uint64_t v = 0;
+        auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (ec != std::errc() || p != s.data() + s.size())
+          throw CLI::ValidationError("--seed", "expected an integer in [0, 18446744073709551615], got '" + s + "'");
+        k.seed = v;
+      },
+      "seed of the random inputs (default: 1)");
 }
 
 }  // namespace

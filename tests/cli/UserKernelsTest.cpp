@@ -139,3 +139,19 @@ TEST(CliUserKernels, FileInputErrors) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(CliUserKernels, SeedMustBeAnUnsignedInteger) {
+  for (const char* bad : {"-1", "99999999999999999999999", "abc"}) {
+    Result r = tessera(std::string("run vector_add --size N=100 --seed ") + bad);
+    EXPECT_EQ(r.status, 1) << bad;
+    EXPECT_EQ(r.out, "") << bad;
+    EXPECT_EQ(lines(r.err).at(0),
+              std::string("error: --seed: expected an integer in [0, 18446744073709551615], got '") + bad + "'");
+  }
+  Result r = tessera("run vector_add --size N=100 --seed 18446744073709551615");
+  EXPECT_EQ(r.status, 0) << r.err;
+}
+
+}  // namespace
