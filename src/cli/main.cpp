@@ -115,7 +115,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "error: " << e.what() << "\n(run `tessera --help` or `tessera COMMAND --help`)\n";
+    // One line, like every other error; the hint names the command's own help.
+    std::string help = known ? std::string("tessera ") + argv[1] + " --help" : "tessera --help";
+    std::cerr << "error: " << e.what() << " (see `" << help << "`)\n";
     return 1;
   }
 

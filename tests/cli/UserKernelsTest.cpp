@@ -147,11 +147,28 @@ TEST(CliUserKernels, SeedMustBeAnUnsignedInteger) {
     Result r = tessera(std::string("run vector_add --size N=100 --seed ") + bad);
     EXPECT_EQ(r.status, 1) << bad;
     EXPECT_EQ(r.out, "") << bad;
-    EXPECT_EQ(lines(r.err).at(0),
-              std::string("error: --seed: expected an integer in [0, 18446744073709551615], got '") + bad + "'");
+    EXPECT_EQ(r.err, std::string("error: --seed: expected an integer in [0, 18446744073709551615], got '") +
+                         bad + "' (see `tessera run --help`)\n");
   }
   Result r = tessera("run vector_add --size N=100 --seed 18446744073709551615");
   EXPECT_EQ(r.status, 0) << r.err;
+}
+
+}  // namespace
+
+namespace {
+
+// Option-syntax errors come from CLI11: still one line, pointing at the command's own help.
+TEST(CliUserKernels, OptionSyntaxErrorsAreOneLine) {
+  Result r = tessera("run softmax --bogus");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "error: The following argument was not expected: --bogus (see `tessera run --help`)\n");
+  r = tessera("bench softmax --reps 0");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "error: --reps: Value 0 not in range 1 to 1000000 (see `tessera bench --help`)\n");
+  r = tessera("");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "error: A subcommand is required (see `tessera --help`)\n");
 }
 
 }  // namespace
