@@ -172,7 +172,8 @@ std::vector<Val> KernelBuilder::if_then_else(const Operand& cond, const Branch& 
   require_open(loc);
   Val c = detail::value_of(cond, ScalarKind::I1, loc);
   if (!c.type().is_scalar() || c.dtype() != ScalarKind::I1)
-    fail(loc, "if_ needs an i1 scalar condition, got " + c.type().str());
+    fail(loc, "if_ needs an i1 scalar condition, got " + c.type().str() +
+                  detail::scalar_hint(c.type()));
   std::vector<Var*> vars = vars_;
   std::vector<Val> var_init;
   for (Var* v : vars) var_init.push_back(v->cur_);
@@ -270,7 +271,8 @@ void KernelBuilder::while_loop(const std::function<Val()>& cond, const std::func
     restore();
     check_usable(c, loc);
     if (!c.type().is_scalar() || c.dtype() != ScalarKind::I1)
-      fail(loc, "the condition of while_ must be an i1 scalar, got " + c.type().str());
+      fail(loc, "the condition of while_ must be an i1 scalar, got " + c.type().str() +
+                    detail::scalar_hint(c.type()));
   }
   kernel_->create_op(cb, OpKind::Yield, {c.ir()}, {}, {}, to_loc(loc));
   std::vector<Val> ends;

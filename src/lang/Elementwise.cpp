@@ -16,7 +16,7 @@ Val value_of(const Operand& o, std::optional<ScalarKind> hint, const SrcLoc& sl)
 Val index_value(const Operand& o, const std::string& what, const SrcLoc& sl) {
   Val v = value_of(o, ScalarKind::I32, sl);
   if (!v.type().is_scalar() || v.dtype() != ScalarKind::I32)
-    fail(sl, what + " must be an i32 scalar, got " + v.type().str());
+    fail(sl, what + " must be an i32 scalar, got " + v.type().str() + scalar_hint(v.type()));
   return v;
 }
 

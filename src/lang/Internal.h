@@ -1,6 +1,7 @@
 // Helpers shared by the language's source files (not part of the public API).
 #pragma once
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,26 @@ std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b);
 
 // An i32 scalar index operand (tile indices, loop bounds, grid sizes).
 Val index_value(const Operand& o, const std::string& what, const SrcLoc& sl);
+
+// A double that converts to int64_t exactly (finite, integral, in range): literals and fill
+// values for integer types; anything else would be undefined behaviour in the conversion.
+inline bool is_integral_value(double v) {
+  return std::isfinite(v) && v == std::floor(v) && v >= -9223372036854775808.0 &&
+         v < 9223372036854775808.0;
+}
+
+// A tile whose dims are all a static 1 (`tile<f32, [1]>`, `tile<i32, [1, 1]>`).
+inline bool is_one_element_tile(const Type& t) {
+  if (!t.is_tile()) return false;
+  for (const Dim& d : t.shape)
+    if (!d.is_static() || d.value != 1) return false;
+  return true;
+}
+// Appended to "must be a scalar" messages: the way out when the user holds a one-element tile
+// (row statistics of [1, BN] tiles are tile<T, [1]>).
+inline std::string scalar_hint(const Type& t) {
+  return is_one_element_tile(t) ? " (item(x) makes a scalar of a one-element tile)" : "";
+}
 
 int normalize_axis(int axis, int rank, const std::string& what, const SrcLoc& sl);
 std::string type_str(const Type& t);

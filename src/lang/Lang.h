@@ -360,6 +360,10 @@ Val min(const Operand& x, int axis, TESSERA_HERE);
 Val argmax(const Operand& x, int axis, TESSERA_HERE);
 Val argmin(const Operand& x, int axis, TESSERA_HERE);
 Val reduce(const Operand& x, int axis, const std::function<Val(Val, Val)>& combine, TESSERA_HERE);
+// The element of a one-element tile (every dim a static 1, e.g. the tile<f32, [1]> statistic
+// of a [1, BN] row) as a scalar, for if_ conditions, loop bounds and indices. Scalars pass
+// through unchanged.
+Val item(const Operand& x, TESSERA_HERE);
 Val cumsum(const Operand& x, int axis, TESSERA_HERE);
 Val cumprod(const Operand& x, int axis, TESSERA_HERE);
 Val cummax(const Operand& x, int axis, TESSERA_HERE);

@@ -28,7 +28,7 @@ Val arange(Dim n, int64_t start, SrcLoc loc) {
 
 Val full(Shape shape, double value, ScalarKind dt, SrcLoc loc) {
   KernelBuilder& b = kb(loc);
-  if (is_int(dt) && value != std::floor(value))
+  if (is_int(dt) && !detail::is_integral_value(value))
     fail(loc, "full: " + attr_str(value) + " is not a value of integer type " + std::string(scalar_name(dt)));
   for (const Dim& d : shape)
     if (d.is_static() && d.value <= 0) fail(loc, "full: tile dims must be positive, got " + shape_str(shape));
@@ -62,7 +62,7 @@ std::vector<Val> tile_indices(const Value* view, const std::vector<Operand>& ind
 std::vector<NamedAttr> pad_attr(ScalarKind elem, std::optional<double> pad, const SrcLoc& loc) {
   if (!pad) return {};
   if (is_float(elem)) return {{"pad", *pad}};
-  if (!std::isfinite(*pad) || *pad != std::floor(*pad))
+  if (!detail::is_integral_value(*pad))
     fail(loc, "pad " + attr_str(*pad) + " is not a value of integer type " + std::string(scalar_name(elem)));
   return {{"pad", static_cast<int64_t>(*pad)}};
 }

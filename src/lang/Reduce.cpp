@@ -17,7 +17,8 @@ Val reduce_kind(const char* kind, const Operand& x, int axis, const SrcLoc& loc)
   std::string what = kind;
   Val v = tile_arg(x, what, loc);
   int a = detail::normalize_axis(axis, v.rank(), what, loc);
-  if (is_bool(v.dtype())) fail(loc, what + " needs numeric operands, got " + v.type().str());
+  if (is_bool(v.dtype()))
+    fail(loc, what + " needs numeric operands, got " + v.type().str() + " (convert with .to(i32))");
   Shape s = v.shape();
   s.erase(s.begin() + a);
   bool arg = what == "argmax" || what == "argmin";
@@ -43,6 +44,21 @@ Val max(const Operand& x, int axis, SrcLoc loc) { return reduce_kind("max", x, a
 Val min(const Operand& x, int axis, SrcLoc loc) { return reduce_kind("min", x, axis, loc); }
 Val argmax(const Operand& x, int axis, SrcLoc loc) { return reduce_kind("argmax", x, axis, loc); }
 Val argmin(const Operand& x, int axis, SrcLoc loc) { return reduce_kind("argmin", x, axis, loc); }
+
+Val item(const Operand& x, SrcLoc loc) {
+  Val v = detail::value_of(x, std::nullopt, loc);
+  if (v.type().is_scalar()) return v;
+  if (!detail::is_one_element_tile(v.type()))
+    fail(loc, "item needs a tile of one element (every dim a static 1), got " + v.type().str());
+  // No op turns a tile into a scalar directly: a max over the one element is exact for every
+  // type (NaN included). Reductions take no i1, so flags go through i8.
+  bool flag = is_bool(v.dtype());
+  if (flag) v = cast(v, ScalarKind::I8, loc);
+  if (v.rank() != 1) v = reshape(v, {1}, loc);
+  Val s = detail::kb(loc).emit(OpKind::Reduce, {v}, Type::scalar(v.dtype()),
+                               {{"axis", int64_t{0}}, {"kind", std::string("max")}}, loc);
+  return flag ? cast(s, ScalarKind::I1, loc) : s;
+}
 
 Val reduce(const Operand& x, int axis, const std::function<Val(Val, Val)>& combine, SrcLoc loc) {
   Val v = tile_arg(x, "reduce", loc);

@@ -34,7 +34,7 @@ Val expand_dims(const Operand& x, int axis, SrcLoc loc) {
 
 Val reshape(const Operand& x, Shape shape, SrcLoc loc) {
   Val v = tile_of(x, "reshape", loc);
-  if (shape.empty()) fail(loc, "reshape needs a non-empty shape");
+  if (shape.empty()) fail(loc, "reshape needs a non-empty shape" + detail::scalar_hint(v.type()));
   if (shape_is_static(shape) && shape_is_static(v.shape()) &&
       shape_numel(shape) != shape_numel(v.shape()))
     fail(loc, "reshape of " + v.type().str() + " to " + shape_str(shape) +

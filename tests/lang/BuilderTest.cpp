@@ -292,5 +292,35 @@ TEST(Builder, VarsInNestedLoopsAndBranchesRunAsWritten) {
   EXPECT_EQ(t.get_int(3), 7);
 }
 
+// item() gives the scalar of one-element tiles of any rank, flags included.
+TEST(Builder, ItemMakesScalarsOfOneElementTiles) {
+  KernelBuilder k("item");
+  auto x = k.view("x", f32, {4}), out = k.view("out", f32, {4});
+  k.grid({1});
+  auto pid = program_id(0);
+  EXPECT_EQ(item(pid).ir(), pid.ir());
+  Val a = item(x.tile({1}).load({0}));
+  Val b = item(reshape(x.tile({1}).load({1}), {1, 1}));
+  Val flag = item(x.tile({1}).load({2}) > 0.0);
+  EXPECT_TRUE(a.type().is_scalar() && b.type().is_scalar());
+  EXPECT_EQ(flag.type(), Type::scalar(ScalarKind::I1));
+  Var c = 0.0;
+  if_(flag, [&] { c = 10.0; }, [&] { c = -10.0; });
+  out.tile({4}).store({0}, where(arange(4) < 1, a, where(arange(4) < 2, b, c)));
+  auto kernel = bind_constexprs(*k.finish(), {});
+  Tensor tx(ScalarKind::F32, {4}), to(ScalarKind::F32, {4});
+  for (double sign : {1.0, -1.0}) {
+    for (int i = 0; i < 4; ++i) tx.set(i, sign * (0.25 + i));
+    std::vector<KernelArg> args(2);
+    args[0].tensor = &tx;
+    args[1].tensor = &to;
+    run_interp(*kernel, args);
+    EXPECT_EQ(to.get(0), sign * 0.25);
+    EXPECT_EQ(to.get(1), sign * 1.25);
+    EXPECT_EQ(to.get(2), sign * 10.0);
+    EXPECT_EQ(to.get(3), sign * 10.0);
+  }
+}
+
 }  // namespace
 }  // namespace tessera

@@ -225,5 +225,34 @@ TEST(BuilderErrors, RawWithUnknownBackend) {
                [&] { raw("f", {}, {}, {{"ptx", "nop"}}); });
 }
 
+TEST(BuilderErrors, OneElementTileWhereAScalarIsNeeded) {
+  Env e;
+  auto stat = max(e.x.tile({1, 16}).load({0, 0}), 1);  // tile<f32, [1]>
+  const std::string hint = " (item(x) makes a scalar of a one-element tile)";
+  expect_error(__LINE__ + 1, "if_ needs an i1 scalar condition, got tile<i1, [1]>" + hint,
+               [&] { if_(stat > 0.0, [] {}); });
+  auto n = e.n.tile({1}).load({0});
+  expect_error(__LINE__ + 1, "loop upper bound must be an i32 scalar, got tile<i32, [1]>" + hint,
+               [&] { for_range(0, n, 1, [](Val) {}); });
+  expect_error(__LINE__, "reshape needs a non-empty shape" + hint, [&] { reshape(n, {}); });
+  expect_error(__LINE__ + 1, "item needs a tile of one element (every dim a static 1), got tile<f32, [1, 16]>",
+               [&] { item(e.x.tile({1, 16}).load({0, 0})); });
+}
+
+TEST(BuilderErrors, FillValuesOfIntegerTypesAreIntegers) {
+  Env e;
+  expect_error(__LINE__, "full: -inf is not a value of integer type i32", [&] { full({4}, -inf, i32); });
+  expect_error(__LINE__, "full: 1e+30 is not a value of integer type i32", [&] { full({4}, 1e30, i32); });
+  expect_error(__LINE__ + 1, "pad 1e+30 is not a value of integer type i32",
+               [&] { e.n.tile({4}).load({0}, 1e30); });
+}
+
+TEST(BuilderErrors, ReductionsOfFlagsSayHowToCount) {
+  Env e;
+  auto flags = e.x.tile({1, 16}).load({0, 0}) > 0.0;
+  expect_error(__LINE__ + 1, "sum needs numeric operands, got tile<i1, [1, 16]> (convert with .to(i32))",
+               [&] { sum(flags, 1); });
+}
+
 }  // namespace
 }  // namespace tessera

@@ -272,9 +272,35 @@ std::unique_ptr<Kernel> row_argmax(ScalarKind dt) {
   return k.finish();
 }
 
+// The same with scalar running values: item() turns the tile's [1] statistics into scalars, so
+// that an if_ can take the branch (a row kernel's reductions give tile<T, [1]>, not scalars).
+std::unique_ptr<Kernel> row_argmax_scalar(ScalarKind dt) {
+  KernelBuilder k("row_argmax_scalar");
+  auto x = k.view("x", dt, {"M", "N"});
+  auto idx = k.view("idx", i32, {"M"}), val = k.view("val", dt, {"M"});
+  auto BN = k.constexpr_("BLOCK_N", {8, 64, 512}, 64);
+  k.grid({x.dim(0)});
+  auto row = program_id(0);
+
+  Var best = full({}, -inf, dt);
+  Var best_i = 0;
+  for_range(0, cdiv(x.dim(1), BN), 1, [&](Val j) {
+    auto t = x.tile({1, BN}).load({row, j}, -inf);
+    auto tm = item(max(t, 1));
+    if_(tm > best, [&] {
+      best = tm;
+      best_i = item(argmax(t, 1)) + j * BN;
+    });
+  });
+  scatter(idx, best_i, {row});
+  scatter(val, best, {row});
+  return k.finish();
+}
+
 TEST(WrittenKernels, RowArgmax) {
-  for (ScalarKind dt : {f32, bf16}) {
-    auto kernel = row_argmax(dt);
+  for (auto [make, dt] : {std::pair{&row_argmax, f32}, {&row_argmax, bf16}, {&row_argmax_scalar, f32},
+                          {&row_argmax_scalar, bf16}}) {
+    auto kernel = make(dt);
     for (auto [M, N, BN] : {std::tuple{5, 37, 8}, {3, 1000, 64}, {2, 1, 8}, {4, 512, 512}}) {
       for (bool ties : {false, true}) {
         std::mt19937 rng(M * 31 + N + ties);
