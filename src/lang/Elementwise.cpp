@@ -14,6 +14,9 @@ Val value_of(const Operand& o, std::optional<ScalarKind> hint, const SrcLoc& sl)
 }
 
 Val index_value(const Operand& o, const std::string& what, const SrcLoc& sl) {
+  // Said here rather than by the literal's promotion, which would speak of another operand.
+  if (o.kind() == Operand::Kind::Float)
+    fail(sl, what + " must be an i32 scalar, got the float literal " + attr_str(o.float_value()));
   Val v = value_of(o, ScalarKind::I32, sl);
   if (!v.type().is_scalar() || v.dtype() != ScalarKind::I32)
     fail(sl, what + " must be an i32 scalar, got " + v.type().str() + scalar_hint(v.type()));

@@ -65,6 +65,8 @@ TEST(BuilderErrors, FloatLiteralWithIntegerOperand) {
   auto pid = program_id(0);
   expect_error(__LINE__ + 1, "float literal 0.5 used with an integer operand of type i32",
                [&] { pid * 0.5; });
+  expect_error(__LINE__ + 1, "loop upper bound must be an i32 scalar, got the float literal 2.5",
+               [&] { for_range(0, 2.5, 1, [](Val) {}); });
 }
 
 TEST(BuilderErrors, DotInnerDimsDiffer) {
