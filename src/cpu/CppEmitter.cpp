@@ -14,6 +14,7 @@
 #include "cpu/CpuBackend.h"
 #include "codegen/CTypes.h"
 #include "cpu/CpuInternal.h"
+#include "support/Float.h"
 #include "text/Text.h"
 
 namespace tessera::cpu {
@@ -38,7 +39,7 @@ std::string klit(ScalarKind k, double v) {
   return ctype(k) + "(INT64_C(" + std::to_string(static_cast<int64_t>(v)) + "))";
 }
 std::string ilit(ScalarKind k, int64_t v) {
-  if (is_float(k)) return dround(k, dlit(static_cast<double>(v)));
+  if (is_float(k)) return dround(k, dlit(int_to_float(k, v, false)));  // one rounding
   if (k == ScalarKind::I1) return (v & 1) ? "uint8_t(1)" : "uint8_t(0)";
   if (v == INT64_MIN) return ctype(k) + "(INT64_MIN)";
   return ctype(k) + "(INT64_C(" + std::to_string(v) + "))";
@@ -575,6 +576,8 @@ void Emitter::emit_cast(const Op& op) {
     if (is_float(from) && !is_float(to)) return "tsr::fcast_int<" + To + ">(" + x + ")";
     if (!is_float(to)) return To + "(" + x + ")";  // int -> int wraps (C++20)
     if (is_float(from) && from != ScalarKind::F64) return fround(to, x);  // exact in float
+    if (!is_float(from) && scalar_bits(from) == 64 && to != ScalarKind::F64)
+      return dround(to, "tsr::int_to_double_odd(" + x + ")");
     return dround(to, "double(" + x + ")");
   });
 }
@@ -734,7 +737,10 @@ void Emitter::emit_atomic(const Op& op) {
     ++ind_;
     line("const " + C + " ov_ = " + load_conv(t, "o_") + ";");
     if (cas) {
-      line("if (!(ov_ == " + elem(op.operand(1), i) + ")) break;");
+      // Bit patterns are compared, as the interpreter and a hardware CAS do: -0 != +0, and a
+      // NaN matches the same NaN.
+      line("const " + S + " cs_ = " + store_conv(t, elem(op.operand(1), i)) + ";");
+      line("if (std::memcmp(&o_, &cs_, sizeof o_) != 0) break;");
       line(S + " ns_ = " + store_conv(t, val) + ";");
     } else {
       std::string nv;
@@ -1044,15 +1050,17 @@ void Emitter::emit_scan(const Op& op) {
     line(acc + " = " + c + ";");
   } else {
     const std::string& kind = op.attr_string("kind");
+    // Float sums and products accumulate in the compute type (f32 for narrow floats); each
+    // output is rounded below.
     std::string b = at(xs, "o_", l, "n_"), e;
-    if (kind == "sum") e = f ? fround(t, acc + " + " + b) : "tsr::wadd(" + acc + ", " + b + ")";
-    else if (kind == "prod") e = f ? fround(t, acc + " * " + b) : "tsr::wmul(" + acc + ", " + b + ")";
+    if (kind == "sum") e = f ? C + "(" + acc + " + " + b + ")" : "tsr::wadd(" + acc + ", " + b + ")";
+    else if (kind == "prod") e = f ? C + "(" + acc + " * " + b + ")" : "tsr::wmul(" + acc + ", " + b + ")";
     else if (kind == "max" || kind == "min") e = std::string(f ? "tsr::f" : "tsr::i") + kind + (f ? "_nan(" : "(") + acc + ", " + b + ")";
     else fail(op, "unknown scan kind '" + kind + "'");
     if (t == ScalarKind::I1 && (kind == "sum" || kind == "prod")) e = "uint8_t((" + e + ") & 1)";
     line(acc + " = " + e + ";");
   }
-  line(at(r, "o_", l, "n_") + " = " + acc + ";");
+  line(at(r, "o_", l, "n_") + " = " + (f && op.kind == OpKind::Scan ? fround(t, acc) : acc) + ";");
   --ind_;
   line("}");
   --ind_;

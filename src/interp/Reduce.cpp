@@ -125,8 +125,9 @@ void reduce_or_scan(Machine& m, const Op& op) {
   if (r.numel() != want || (!arg && r.elem != t.elem) || (arg && r.floats()))
     fail(op, std::string(op.name()) + " result type " + op.result()->type.str() +
                  " does not match its operand " + op.operand(0)->type.str());
-  // bf16 sums and products run in f32 and are rounded to bf16 at each output.
-  ScalarKind acc_kind = t.elem == ScalarKind::BF16 ? ScalarKind::F32 : t.elem;
+  // Narrow float (bf16, f16, f8) sums and products run in f32 and are rounded to the element
+  // type at each output.
+  ScalarKind acc_kind = is_float(t.elem) && scalar_bits(t.elem) < 32 ? ScalarKind::F32 : t.elem;
   for (int64_t o = 0; o < ax.outer; ++o)
     for (int64_t in = 0; in < ax.inner; ++in) {
       auto at = [&](int64_t k) { return (o * ax.len + k) * ax.inner + in; };
