@@ -470,6 +470,14 @@ void Emitter::emit_cast(const Op& op) {
     }
     if (!is_float(to)) return To + "(" + x + ")";
     if (to == ScalarKind::F64) return "double(" + x + ")";
+    // Into a narrow float from a source wider than float's 24 bits: through float rounded to
+    // odd, so that the value is rounded once (as the interpreter does), not twice.
+    if (is_narrow(to)) {
+      if (from == ScalarKind::F64) return fround(to, "tsr::d2f_odd(" + x + ")");
+      if (from == ScalarKind::I64) return fround(to, "tsr::d2f_odd(tsr::i2d_odd((long long)(" + x + ")))");
+      if (from == ScalarKind::U64) return fround(to, "tsr::d2f_odd(tsr::i2d_odd((unsigned long long)(" + x + ")))");
+      if (from == ScalarKind::I32 || from == ScalarKind::U32) return fround(to, "tsr::d2f_odd(double(" + x + "))");
+    }
     return fround(to, "float(" + x + ")");
   });
 }

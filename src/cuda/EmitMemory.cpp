@@ -204,8 +204,8 @@ void Emitter::emit_atomic(const Op& op) {
                               "; return " + St + "(" + store_conv(t, fn + "(" + load_conv(t, "o_") + ", v_)") + "); })");
     }
     return load_conv(t, "tsr::atomic_rmw<" + St + ">(" + p + ", [=](" + St + " o_) { const " + C + " v_ = " + val +
-                            "; const " + C + " c_ = " + cmp + "; return " + load_conv(t, "o_") + " == c_ ? " + St + "(" +
-                            store_conv(t, "v_") + ") : o_; })");
+                            "; const " + C + " c_ = " + cmp + "; return tsr::same_bits(o_, " + St + "(" +
+                            store_conv(t, "c_") + ")) ? " + St + "(" + store_conv(t, "v_") + ") : o_; })");
   };
   auto access = [&](const std::string& s, const std::string& guard, const std::string& dst) {
     std::vector<std::string> g(R);

@@ -45,6 +45,24 @@ TSR_D uint16_t f2h(float f) {
 }
 TSR_D float rbf16(float f) { return bf2f(f2bf(f)); }
 TSR_D float rf16(float f) { return h2f(f2h(f)); }
+// Round-to-odd: truncate, and set the last bit when anything was dropped. A value rounded to
+// odd with at least two bits to spare, then rounded to nearest even to a narrower format, is
+// rounded once (f64 -> bf16/f16/f8 through float; 64-bit ints -> float through double).
+TSR_D float d2f_odd(double d) {
+  float f = __double2float_rz(d);
+  if (double(f) != d && f == f) f = __int_as_float(__float_as_int(f) | 1);
+  return f;
+}
+TSR_D double i2d_odd(long long v) {
+  double d = __ll2double_rz(v);
+  if ((long long)d != v) d = __longlong_as_double(__double_as_longlong(d) | 1);
+  return d;
+}
+TSR_D double i2d_odd(unsigned long long v) {
+  double d = __ull2double_rz(v);
+  if ((unsigned long long)d != v) d = __longlong_as_double(__double_as_longlong(d) | 1);
+  return d;
+}
 
 // f8 (E exponent bits, M mantissa bits). Inf: the format has infinities (e5m2); without (e4m3fn)
 // the all-ones pattern is NaN and the max finite is 448. Finite overflow saturates to +-max,
@@ -160,6 +178,11 @@ TSR_D To bitcast(From f) {
   } u;
   u.f = f;
   return u.t;
+}
+// Bit-pattern equality (atomic_cas compares stored bits: -0 != +0, a NaN matches itself).
+template <class S> TSR_D bool same_bits(S a, S b) {
+  typedef typename UIntT<sizeof(S)>::T U;
+  return bitcast<U>(a) == bitcast<U>(b);
 }
 // ---- reductions: identities and warp exchanges ----
 template <class T> TSR_D T lowest_int() { return T(-1) < T(0) ? T(uint64_t(1) << (sizeof(T) * 8 - 1)) : T(0); }
