@@ -489,6 +489,8 @@ void Emitter::emit_unary(const Op& op) {
     case OpKind::Exp2: math("exp2"); break;
     case OpKind::Log: math("log"); break;
     case OpKind::Log2: math("log2"); break;
+    case OpKind::Log1p: math("log1p"); break;
+    case OpKind::Expm1: math("expm1"); break;
     case OpKind::Sqrt: math("sqrt"); break;
     case OpKind::Sin: math("sin"); break;
     case OpKind::Cos: math("cos"); break;
@@ -546,6 +548,12 @@ void Emitter::emit_binary(const Op& op) {
       elementwise(op, [&](const std::vector<std::string>& a) { return fn + "(" + a[0] + ", " + a[1] + ")"; });
       break;
     }
+    case OpKind::Pow:
+      if (!f) fail(op, "pow needs a float type");
+      elementwise(op, [&](const std::vector<std::string>& a) {
+        return fround(t, "std::pow(" + a[0] + ", " + a[1] + ")");
+      });
+      break;
     case OpKind::And: bits("&"); break;
     case OpKind::Or: bits("|"); break;
     case OpKind::Xor: bits("^"); break;

@@ -359,6 +359,8 @@ void Emitter::emit_unary(const Op& op) {
     case OpKind::Exp2: math("exp2f", "exp2"); break;
     case OpKind::Log: math("logf", "log"); break;
     case OpKind::Log2: math("log2f", "log2"); break;
+    case OpKind::Log1p: math("log1pf", "log1p"); break;
+    case OpKind::Expm1: math("expm1f", "expm1"); break;
     case OpKind::Sqrt: math("sqrtf", "sqrt"); break;
     case OpKind::Rsqrt: math("rsqrtf", "rsqrt"); break;
     case OpKind::Sin: math("sinf", "sin"); break;
@@ -421,6 +423,13 @@ void Emitter::emit_binary(const Op& op) {
       elementwise(op, [&](const std::vector<std::string>& a) { return fn + "<" + T + ">(" + a[0] + ", " + a[1] + ")"; });
       break;
     }
+    case OpKind::Pow:
+      if (!f) fail(op, "pow needs a float type");
+      elementwise(op, [&](const std::vector<std::string>& a) {
+        if (t == ScalarKind::F64) return "pow(" + a[0] + ", " + a[1] + ")";
+        return fround(t, "powf(" + a[0] + ", " + a[1] + ")");
+      });
+      break;
     case OpKind::And: bits("&"); break;
     case OpKind::Or: bits("|"); break;
     case OpKind::Xor: bits("^"); break;

@@ -76,6 +76,8 @@ double unary_float(OpKind kind, double x) {
     case OpKind::Exp2: return std::exp2(x);
     case OpKind::Log: return std::log(x);
     case OpKind::Log2: return std::log2(x);
+    case OpKind::Log1p: return std::log1p(x);
+    case OpKind::Expm1: return std::expm1(x);
     case OpKind::Sqrt: return std::sqrt(x);
     case OpKind::Rsqrt: return 1.0 / std::sqrt(x);
     case OpKind::Abs: return std::fabs(x);
@@ -138,6 +140,7 @@ RValue binary_float(const Op& op, const RValue& a, const RValue& b) {
     case OpKind::Rem: float_map(k, n, o, [&](size_t j) { return std::fmod(x[j], y[j]); }); break;
     case OpKind::Min: float_map(k, n, o, [&](size_t j) { return fmin_nan(x[j], y[j]); }); break;
     case OpKind::Max: float_map(k, n, o, [&](size_t j) { return fmax_nan(x[j], y[j]); }); break;
+    case OpKind::Pow: float_map(k, n, o, [&](size_t j) { return std::pow(x[j], y[j]); }); break;
     default: fail(op, std::string(op.name()) + " needs integer operands");
   }
   return r;
@@ -197,6 +200,7 @@ RValue binary_int(const Op& op, const RValue& a, const RValue& b) {
     case OpKind::Shr:
       for (size_t j = 0; j < n; ++j) o[j] = shift(op.kind, e, x[j], y[j]);
       break;
+    case OpKind::Pow: fail(op, "pow needs float operands");
     default: fail(op, "interpreter: unexpected binary op " + std::string(op.name()));
   }
   return r;

@@ -37,6 +37,8 @@ Extra extra(OpKind k) {
     case OpKind::Exp2: return {{}, "2^x"};
     case OpKind::Log: return {{}, "natural logarithm"};
     case OpKind::Log2: return {{}, "base-2 logarithm"};
+    case OpKind::Log1p: return {{}, "log(1 + x), accurate for small x"};
+    case OpKind::Expm1: return {{}, "e^x - 1, accurate for small x"};
     case OpKind::Sqrt: return {{}, "square root"};
     case OpKind::Rsqrt: return {{}, "1 / sqrt(x)"};
     case OpKind::Abs: return {{}, "absolute value"};
@@ -54,6 +56,7 @@ Extra extra(OpKind k) {
     case OpKind::Rem: return {{}, "remainder with the sign of a (C fmod / %)"};
     case OpKind::Min: return {{}, "minimum (NaN if either is NaN)"};
     case OpKind::Max: return {{}, "maximum (NaN if either is NaN)"};
+    case OpKind::Pow: return {{}, "a^b (floats; special cases as C pow)"};
     case OpKind::And: return {{}, "bitwise and"};
     case OpKind::Or: return {{}, "bitwise or"};
     case OpKind::Xor: return {{}, "bitwise xor"};

@@ -712,6 +712,9 @@ class Verifier {
       case OpKind::Shr:
         if (!is_int(e) || is_bool(e)) return fail("needs integer operands (not i1), got " + a.str());
         break;
+      case OpKind::Pow:
+        if (!is_float(e)) return fail("needs float operands, got " + a.str());
+        break;
       case OpKind::Cmp: {
         const std::string& p = op.attr_string("pred");
         static const char* preds[] = {"eq", "ne", "lt", "le", "gt", "ge"};

@@ -154,6 +154,8 @@ Val exp(const Operand& x, SrcLoc loc) { return unary(OpKind::Exp, Need::Float, x
 Val exp2(const Operand& x, SrcLoc loc) { return unary(OpKind::Exp2, Need::Float, x, loc); }
 Val log(const Operand& x, SrcLoc loc) { return unary(OpKind::Log, Need::Float, x, loc); }
 Val log2(const Operand& x, SrcLoc loc) { return unary(OpKind::Log2, Need::Float, x, loc); }
+Val log1p(const Operand& x, SrcLoc loc) { return unary(OpKind::Log1p, Need::Float, x, loc); }
+Val expm1(const Operand& x, SrcLoc loc) { return unary(OpKind::Expm1, Need::Float, x, loc); }
 Val sqrt(const Operand& x, SrcLoc loc) { return unary(OpKind::Sqrt, Need::Float, x, loc); }
 Val rsqrt(const Operand& x, SrcLoc loc) { return unary(OpKind::Rsqrt, Need::Float, x, loc); }
 Val abs(const Operand& x, SrcLoc loc) { return unary(OpKind::Abs, Need::SignedOrFloat, x, loc); }
@@ -170,6 +172,10 @@ Val minimum(const Operand& a, const Operand& b, SrcLoc loc) {
 }
 Val maximum(const Operand& a, const Operand& b, SrcLoc loc) {
   return binary(OpKind::Max, Need::Numeric, a, b, loc);
+}
+
+Val pow(const Operand& a, const Operand& b, SrcLoc loc) {
+  return binary(OpKind::Pow, Need::Float, a, b, loc);
 }
 
 Val fma(const Operand& a, const Operand& b, const Operand& c, SrcLoc loc) {

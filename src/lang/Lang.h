@@ -302,6 +302,8 @@ Val exp(const Operand& x, TESSERA_HERE);
 Val exp2(const Operand& x, TESSERA_HERE);
 Val log(const Operand& x, TESSERA_HERE);
 Val log2(const Operand& x, TESSERA_HERE);
+Val log1p(const Operand& x, TESSERA_HERE);  // log(1 + x), accurate near 0
+Val expm1(const Operand& x, TESSERA_HERE);  // e^x - 1, accurate near 0
 Val sqrt(const Operand& x, TESSERA_HERE);
 Val rsqrt(const Operand& x, TESSERA_HERE);
 Val abs(const Operand& x, TESSERA_HERE);
@@ -314,6 +316,7 @@ Val floor(const Operand& x, TESSERA_HERE);
 Val ceil(const Operand& x, TESSERA_HERE);
 Val minimum(const Operand& a, const Operand& b, TESSERA_HERE);
 Val maximum(const Operand& a, const Operand& b, TESSERA_HERE);
+Val pow(const Operand& a, const Operand& b, TESSERA_HERE);  // floats; broadcasts like a + b
 Val fma(const Operand& a, const Operand& b, const Operand& c, TESSERA_HERE);
 Val where(const Operand& cond, const Operand& a, const Operand& b, TESSERA_HERE);
 Val cast(const Operand& x, ScalarKind dt, TESSERA_HERE);
