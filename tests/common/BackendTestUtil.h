@@ -4,11 +4,15 @@
 
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "kernels/Tolerance.h"
 #include "runtime/Tensor.h"
 
 namespace tessera::testutil {
@@ -42,6 +46,34 @@ inline std::vector<KernelArg> args_for(const Kernel& k, std::vector<Tensor>& ts)
     a.push_back(x);
   }
   return a;
+}
+
+// Compares a backend's tensors with the interpreter's: exact for integers, tolerance_for() for
+// floats (NaN matches NaN). Reports at most 5 mismatches per tensor, each prefixed by `what`
+// and naming `backend`. Returns the number of elements compared.
+inline int64_t expect_tensors_match(const std::vector<Tensor>& want, const std::vector<Tensor>& got,
+                                    const std::string& what, const std::string& backend) {
+  int64_t compared = 0;
+  for (size_t t = 0; t < want.size(); ++t) {
+    ScalarKind dt = want[t].dtype;
+    Tolerance tol = tolerance_for(dt);
+    int bad = 0;
+    for (int64_t i = 0; i < want[t].numel() && bad < 5; ++i, ++compared) {
+      if (is_float(dt)) {
+        double w = want[t].get(i), g = got[t].get(i);
+        bool ok = (std::isnan(w) && std::isnan(g)) || w == g || std::fabs(w - g) <= tol.atol + tol.rtol * std::fabs(w);
+        if (!ok) {
+          ++bad;
+          ADD_FAILURE() << what << " tensor " << t << " element " << i << ": " << backend << " " << g << " interp " << w;
+        }
+      } else if (want[t].get_int(i) != got[t].get_int(i)) {
+        ++bad;
+        ADD_FAILURE() << what << " tensor " << t << " element " << i << ": " << backend << " " << got[t].get_int(i)
+                      << " interp " << want[t].get_int(i);
+      }
+    }
+  }
+  return compared;
 }
 
 }  // namespace tessera::testutil

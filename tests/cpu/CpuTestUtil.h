@@ -51,27 +51,7 @@ inline int64_t expect_same_as_interp(const Kernel& k, const Sizes& sizes, uint64
   run_interp(k, wa);
   if (!compiled) compiled = compile_cpu(k, test_options());
   compiled->run(ga);
-  int64_t compared = 0;
-  for (size_t t = 0; t < want.size(); ++t) {
-    ScalarKind dt = want[t].dtype;
-    Tolerance tol = tolerance_for(dt);
-    int bad = 0;
-    for (int64_t i = 0; i < want[t].numel() && bad < 5; ++i, ++compared) {
-      if (is_float(dt)) {
-        double w = want[t].get(i), g = got[t].get(i);
-        bool ok = (std::isnan(w) && std::isnan(g)) || w == g || std::fabs(w - g) <= tol.atol + tol.rtol * std::fabs(w);
-        if (!ok) {
-          ++bad;
-          ADD_FAILURE() << k.name << " tensor " << t << " element " << i << ": cpu " << g << " interp " << w;
-        }
-      } else if (want[t].get_int(i) != got[t].get_int(i)) {
-        ++bad;
-        ADD_FAILURE() << k.name << " tensor " << t << " element " << i << ": cpu " << got[t].get_int(i)
-                      << " interp " << want[t].get_int(i);
-      }
-    }
-  }
-  return compared;
+  return testutil::expect_tensors_match(want, got, k.name, "cpu");
 }
 
 }  // namespace tessera::cputest

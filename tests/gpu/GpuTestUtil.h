@@ -60,28 +60,7 @@ inline int64_t expect_gpu_matches_interp(const Kernel& k, const Sizes& sizes, ui
   run_interp(k, wa);
   auto compiled = compile_cuda(k, test_options());
   compiled->run_host(ga);
-  int64_t compared = 0;
-  for (size_t t = 0; t < want.size(); ++t) {
-    ScalarKind dt = want[t].dtype;
-    Tolerance tol = tolerance_for(dt);
-    int bad = 0;
-    for (int64_t i = 0; i < want[t].numel() && bad < 5; ++i, ++compared) {
-      if (is_float(dt)) {
-        double w = want[t].get(i), g = got[t].get(i);
-        bool ok = (std::isnan(w) && std::isnan(g)) || w == g || std::fabs(w - g) <= tol.atol + tol.rtol * std::fabs(w);
-        if (!ok) {
-          ++bad;
-          ADD_FAILURE() << k.name << " [" << sizes_str(sizes) << "] tensor " << t << " element " << i << ": gpu " << g
-                        << " interp " << w;
-        }
-      } else if (want[t].get_int(i) != got[t].get_int(i)) {
-        ++bad;
-        ADD_FAILURE() << k.name << " [" << sizes_str(sizes) << "] tensor " << t << " element " << i << ": gpu "
-                      << got[t].get_int(i) << " interp " << want[t].get_int(i);
-      }
-    }
-  }
-  return compared;
+  return testutil::expect_tensors_match(want, got, k.name + " [" + sizes_str(sizes) + "]", "gpu");
 }
 
 }  // namespace tessera::gputest
