@@ -419,7 +419,7 @@ void Emitter::emit_binary(const Op& op) {
       break;
     case OpKind::Min:
     case OpKind::Max: {
-      std::string fn = std::string(f ? "tsr::f" : "tsr::i") + (op.kind == OpKind::Min ? "min" : "max") + (f ? "_nan" : "");
+      std::string fn = std::string(f ? "tsr::f" : "tsr::i") + (op.kind == OpKind::Min ? "min" : "max") + (f ? "_nan_z" : "");
       elementwise(op, [&](const std::vector<std::string>& a) { return fn + "<" + T + ">(" + a[0] + ", " + a[1] + ")"; });
       break;
     }

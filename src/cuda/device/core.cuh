@@ -129,6 +129,12 @@ template <class T> TSR_D T imin(T a, T b) { return a < b ? a : b; }
 template <class T> TSR_D T imax(T a, T b) { return a > b ? a : b; }
 template <class T> TSR_D T fmin_nan(T a, T b) { return (a < b || a != a) ? a : b; }
 template <class T> TSR_D T fmax_nan(T a, T b) { return (a > b || a != a) ? a : b; }
+// The elementwise min/max ops also order -0 before +0 (docs/semantics.md). Reductions use the
+// plain versions above: the document lets a reduction over zeros of both signs return either.
+TSR_D bool sign_bit(float a) { return __float_as_int(a) < 0; }
+TSR_D bool sign_bit(double a) { return __double_as_longlong(a) < 0; }
+template <class T> TSR_D T fmin_nan_z(T a, T b) { return (a < b || a != a || (a == b && sign_bit(a))) ? a : b; }
+template <class T> TSR_D T fmax_nan_z(T a, T b) { return (a > b || a != a || (a == b && !sign_bit(a))) ? a : b; }
 // float -> integer: truncate toward zero, saturate, NaN -> 0.
 template <class To> TSR_D To f2i(double v, double lo, double hi, To lo_i, To hi_i) {
   if (v != v) return To(0);
