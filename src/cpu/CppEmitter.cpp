@@ -13,6 +13,7 @@
 
 #include "cpu/CpuBackend.h"
 #include "codegen/CTypes.h"
+#include "codegen/Shapes.h"
 #include "cpu/CpuInternal.h"
 #include "support/Float.h"
 #include "text/Text.h"
@@ -356,6 +357,12 @@ class Emitter {
   void emit_load_store(const Op& op);
   void emit_gather_scatter(const Op& op);
   void emit_atomic(const Op& op);
+  // Element `i` of an indexed access (gather, scatter, atomics) of view parameter `j`: the
+  // condition that it is in bounds and masked on, and its element offset in the view.
+  std::pair<std::string, std::string> indexed_access(const Op& op, int j, size_t first, int rank,
+                                                     bool has_mask, const std::string& i);
+  // body(i) for every element index of `v` inside a loop (a tile), or once with "0" (a scalar).
+  void for_each_element(const Value* v, const std::function<void(const std::string&)>& body);
   void emit_shape(const Op& op);
   void emit_dot(const Op& op);
   void emit_reduce(const Op& op);
@@ -667,11 +674,32 @@ void Emitter::emit_load_store(const Op& op) {
   line("}");
 }
 
-// Shared by gather, scatter and atomics: element `i` is in bounds (and masked on).
-struct IndexedAccess {
-  std::string ok;      // condition
-  std::string offset;  // element offset in the view
-};
+
+std::pair<std::string, std::string> Emitter::indexed_access(const Op& op, int j, size_t first, int rank,
+                                                            bool has_mask, const std::string& i) {
+  std::string js = std::to_string(j);
+  std::string ok = has_mask ? "(" + elem(op.operand(first + rank), i) + " != 0)" : "true", off;
+  for (int d = 0; d < rank; ++d) {
+    std::string g = "int64_t(" + elem(op.operand(first + d), i) + ")";
+    ok += " && " + g + " >= 0 && " + g + " < A.d" + js + "_" + std::to_string(d);
+    off += (d ? " + " : "") + g + " * A.s" + js + "_" + std::to_string(d);
+  }
+  if (rank == 0) off = "0";
+  return {ok, off};
+}
+
+void Emitter::for_each_element(const Value* v, const std::function<void(const std::string&)>& body) {
+  if (!v->type.is_tile()) {
+    body("0");
+    return;
+  }
+  std::string i = fresh("i");
+  line("for (int64_t " + i + " = 0; " + i + " < " + std::to_string(numel(v)) + "; ++" + i + ") {");
+  ++ind_;
+  body(i);
+  --ind_;
+  line("}");
+}
 
 void Emitter::emit_gather_scatter(const Op& op) {
   bool gather = op.kind == OpKind::Gather;
@@ -685,32 +713,16 @@ void Emitter::emit_gather_scatter(const Op& op) {
   ScalarKind t = view->type.elem;
   std::string js = std::to_string(j);
   const Value* shaped = gather ? op.result() : op.operand(first);
-  std::string r = gather ? declare(op, op.result()) : "";
+  if (gather) declare(op, op.result());
   std::string pad = klit(t, op.has_attr("pad") ? op.attr_number("pad") : 0.0);
   auto body = [&](const std::string& i) {
-    std::string ok = has_mask ? "(" + elem(op.operand(first + rank), i) + " != 0)" : "true", off;
-    for (int d = 0; d < rank; ++d) {
-      std::string g = "int64_t(" + elem(op.operand(first + d), i) + ")";
-      ok += " && " + g + " >= 0 && " + g + " < A.d" + js + "_" + std::to_string(d);
-      off += (d ? " + " : "") + g + " * A.s" + js + "_" + std::to_string(d);
-    }
-    if (rank == 0) off = "0";
+    auto [ok, off] = indexed_access(op, j, first, rank, has_mask, i);
     if (gather)
       line(elem(op.result(), i) + " = (" + ok + ") ? " + load_conv(t, "A.p" + js + "[" + off + "]") + " : " + pad + ";");
     else
       line("if (" + ok + ") A.p" + js + "[" + off + "] = " + store_conv(t, elem(op.operand(1), i)) + ";");
   };
-  if (shaped->type.is_tile()) {
-    std::string i = fresh("i");
-    line("for (int64_t " + i + " = 0; " + i + " < " + std::to_string(numel(shaped)) + "; ++" + i + ") {");
-    ++ind_;
-    body(i);
-    --ind_;
-    line("}");
-  } else {
-    body("0");
-  }
-  (void)r;
+  for_each_element(shaped, body);
 }
 
 void Emitter::emit_atomic(const Op& op) {
@@ -726,15 +738,9 @@ void Emitter::emit_atomic(const Op& op) {
   std::string S = stype(t), C = ctype(t), js = std::to_string(j);
   std::string kind = cas ? "" : op.attr_string("kind");
   if (!cas && kind != "add" && kind != "max" && kind != "min") fail(op, "atomic kind must be add, max or min");
-  std::string r = declare(op, op.result());
+  declare(op, op.result());
   auto body = [&](const std::string& i) {
-    std::string ok = has_mask ? "(" + elem(op.operand(first + rank), i) + " != 0)" : "true", off;
-    for (int d = 0; d < rank; ++d) {
-      std::string g = "int64_t(" + elem(op.operand(first + d), i) + ")";
-      ok += " && " + g + " >= 0 && " + g + " < A.d" + js + "_" + std::to_string(d);
-      off += (d ? " + " : "") + g + " * A.s" + js + "_" + std::to_string(d);
-    }
-    if (rank == 0) off = "0";
+    auto [ok, off] = indexed_access(op, j, first, rank, has_mask, i);
     std::string val = elem(op.operand(cas ? 2 : 1), i);
     line("if (" + ok + ") {");
     ++ind_;
@@ -765,17 +771,7 @@ void Emitter::emit_atomic(const Op& op) {
     line("  " + elem(op.result(), i) + " = " + C + "(0);");
     line("}");
   };
-  if (op.result()->type.is_tile()) {
-    std::string i = fresh("i");
-    line("for (int64_t " + i + " = 0; " + i + " < " + std::to_string(numel(op.result())) + "; ++" + i + ") {");
-    ++ind_;
-    body(i);
-    --ind_;
-    line("}");
-  } else {
-    body("0");
-  }
-  (void)r;
+  for_each_element(op.result(), body);
 }
 
 void Emitter::emit_shape(const Op& op) {
@@ -904,9 +900,8 @@ void Emitter::emit_reduce(const Op& op) {
   std::vector<int64_t> S = shape_of(op, x);
   int64_t axis = op.attr_int("axis");
   if (axis < 0 || axis >= static_cast<int64_t>(S.size())) fail(op, "axis out of range");
-  int64_t outer = 1, len = S[axis], inner = 1;
-  for (int64_t d = 0; d < axis; ++d) outer *= S[d];
-  for (size_t d = axis + 1; d < S.size(); ++d) inner *= S[d];
+  const AxisSplit sp = split_at_axis(S, axis);
+  const int64_t outer = sp.outer, len = sp.len, inner = sp.inner;
   ScalarKind t = x->type.elem;
   std::string C = ctype(t);
   bool f = is_float(t);
@@ -1029,9 +1024,8 @@ void Emitter::emit_scan(const Op& op) {
   std::vector<int64_t> S = shape_of(op, x);
   int64_t axis = op.attr_int("axis");
   if (axis < 0 || axis >= static_cast<int64_t>(S.size())) fail(op, "axis out of range");
-  int64_t outer = 1, len = S[axis], inner = 1;
-  for (int64_t d = 0; d < axis; ++d) outer *= S[d];
-  for (size_t d = axis + 1; d < S.size(); ++d) inner *= S[d];
+  const AxisSplit sp = split_at_axis(S, axis);
+  const int64_t outer = sp.outer, len = sp.len, inner = sp.inner;
   ScalarKind t = x->type.elem;
   std::string C = ctype(t);
   bool f = is_float(t);

@@ -164,8 +164,8 @@ std::shared_ptr<CpuKernel> compile_cpu(const Kernel& k, const CpuOptions& opts) 
   std::string work = make_work_dir(disk ? disk->dir() : env_or("TMPDIR", "/tmp"));
   std::shared_ptr<SharedObject> so;
   try {
-    write_file(work + "/tessera_cpu.h", kRuntimeHeader, false);
-    write_file(work + "/kernel.cpp", src.source, false);
+    write_whole_file(work + "/tessera_cpu.h", kRuntimeHeader, false);
+    write_whole_file(work + "/kernel.cpp", src.source, false);
     std::string out = work + "/kernel.so";
     CompileResult r = run_compiler(cxx, flags, work + "/kernel.cpp", out, work);
     if (!r.ok) compile_failed(cxx, r.diagnostics, src);

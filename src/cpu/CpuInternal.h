@@ -65,7 +65,6 @@ std::shared_ptr<SharedObject> load_shared(const std::string& path);
 // A fresh private directory inside `parent`; throws TesseraError on failure.
 std::string make_work_dir(const std::string& parent);
 void remove_tree(const std::string& dir);
-void write_file(const std::string& path, std::string_view data, bool sync);
 // The whole file; throws TesseraError when it cannot be read or is empty.
 std::string read_file(const std::string& path);
 

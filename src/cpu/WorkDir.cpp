@@ -25,24 +25,6 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-void write_file(const std::string& path, std::string_view data, bool sync) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw TesseraError("cpu backend: cannot write '" + path + "': " + std::strerror(errno));
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t w = ::write(fd, data.data() + off, data.size() - off);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      ::close(fd);
-      ::unlink(path.c_str());
-      throw TesseraError("cpu backend: cannot write '" + path + "': " + std::strerror(e));
-    }
-    off += static_cast<size_t>(w);
-  }
-  if (sync) ::fsync(fd);
-  ::close(fd);
-}
 
 std::string make_work_dir(const std::string& parent) {
   std::string tmpl = parent + "/.tmp-build-XXXXXX";

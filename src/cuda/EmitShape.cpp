@@ -140,9 +140,8 @@ void Emitter::emit_reduce(const Op& op) {
   std::vector<int64_t> S = shape_of(op, x);
   int64_t axis = op.attr_int("axis");
   if (axis < 0 || axis >= static_cast<int64_t>(S.size())) fail(op, "axis out of range");
-  int64_t O = 1, L = S[axis], I = 1;
-  for (int64_t d = 0; d < axis; ++d) O *= S[d];
-  for (size_t d = axis + 1; d < S.size(); ++d) I *= S[d];
+  const AxisSplit sp = split_at_axis(S, axis);
+  const int64_t O = sp.outer, L = sp.len, I = sp.inner;
   int64_t P = O * I, N = O * L * I;
   ScalarKind t = x->type.elem;
   std::string C = ctype(t);
@@ -374,9 +373,8 @@ void Emitter::emit_scan(const Op& op) {
   std::vector<int64_t> S = shape_of(op, x);
   int64_t axis = op.attr_int("axis");
   if (axis < 0 || axis >= static_cast<int64_t>(S.size())) fail(op, "axis out of range");
-  int64_t O = 1, L = S[axis], I = 1;
-  for (int64_t d = 0; d < axis; ++d) O *= S[d];
-  for (size_t d = axis + 1; d < S.size(); ++d) I *= S[d];
+  const AxisSplit sp = split_at_axis(S, axis);
+  const int64_t O = sp.outer, L = sp.len, I = sp.inner;
   ScalarKind t = x->type.elem;
   std::string C = ctype(t);
   bool f = is_float(t);

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "codegen/CTypes.h"
+#include "codegen/Shapes.h"
 #include "cuda/CudaEmitter.h"
 
 namespace tessera::cudagen {

@@ -39,6 +39,25 @@ std::string content_hash(std::string_view data) {
   return buf;
 }
 
+void write_whole_file(const std::string& path, std::string_view data, bool sync) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw TesseraError("cannot write '" + path + "': " + std::strerror(errno));
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t w = ::write(fd, data.data() + off, data.size() - off);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      ::close(fd);
+      ::unlink(path.c_str());
+      throw TesseraError("cannot write '" + path + "': " + std::strerror(e));
+    }
+    off += static_cast<size_t>(w);
+  }
+  if (sync) ::fsync(fd);
+  ::close(fd);
+}
+
 std::string default_cache_dir(const std::string& override_dir) {
   if (!override_dir.empty()) return override_dir;
   if (const char* d = std::getenv("TESSERA_CACHE_DIR"); d && *d) return d;
@@ -60,22 +79,7 @@ bool read_all(const std::string& path, std::string& out) {
 
 // Write, fsync and rename into place; the temporary is removed on failure.
 void write_atomic(const std::string& final_path, const std::string& tmp_path, std::string_view data) {
-  int fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw TesseraError("cannot write the cache file '" + tmp_path + "': " + std::strerror(errno));
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t w = ::write(fd, data.data() + off, data.size() - off);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      ::close(fd);
-      ::unlink(tmp_path.c_str());
-      throw TesseraError("cannot write the cache file '" + tmp_path + "': " + std::strerror(e));
-    }
-    off += static_cast<size_t>(w);
-  }
-  ::fsync(fd);
-  ::close(fd);
+  write_whole_file(tmp_path, data, /*sync=*/true);
   if (::rename(tmp_path.c_str(), final_path.c_str()) != 0) {
     int e = errno;
     ::unlink(tmp_path.c_str());

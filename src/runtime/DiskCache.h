@@ -16,6 +16,10 @@ namespace tessera {
 // 128-bit content hash as 32 hex digits (not cryptographic; for cache keys and checksums).
 std::string content_hash(std::string_view data);
 
+// Write `data` to `path` (created or truncated), fsync'ed when `sync`; a partial file is removed
+// and a TesseraError names the path and the reason.
+void write_whole_file(const std::string& path, std::string_view data, bool sync);
+
 // $TESSERA_CACHE_DIR, else $XDG_CACHE_HOME/tessera, else ~/.cache/tessera, else
 // /tmp/tessera-cache; `override_dir` wins when non-empty.
 std::string default_cache_dir(const std::string& override_dir = {});
