@@ -74,6 +74,7 @@ int cmd_compile(const CompileOptions& o) {
       if (em) {
         std::cerr << "// ----- cuda emitter statistics for " << k->name << " (" << o.target << ") -----\n";
         for (const auto& [name, value] : em->stats) std::cerr << name << " = " << value << "\n";
+        for (const std::string& n : em->notes) std::cerr << "note: " << n << "\n";
       }
     }
   }

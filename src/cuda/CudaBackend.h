@@ -19,6 +19,9 @@ namespace tessera {
 struct CudaTarget {
   int sm = 90;          // compute capability major*10 + minor: 80, 86, 89, 90
   bool arch_specific = false;  // sm_90a: wgmma, setmaxnreg
+  // sm_90a: pipelined matmul loops may use TMA + wgmma. The runtime compiles a variant with
+  // tma = false (the mma.sync path) for operands a tensor map cannot describe.
+  bool tma = true;
   static CudaTarget parse(const std::string& s);  // "cuda:sm_80", "sm_90a", "cuda" (= sm_90a)
   std::string str() const;                        // "sm_90a"
 };
@@ -74,6 +77,9 @@ class CudaKernel {
   double compile_seconds = 0;  // NVRTC time; 0 when it came from a cache
   bool from_cache = false;
   bool from_memory_cache = false;
+  // Launches that went to the compilation without TMA because an operand could not be
+  // described by a tensor map (sm_90a wgmma kernels; CudaEmitter.h, TensorMap parameters).
+  int64_t launches_without_tma = 0;
 };
 
 // Compile (or fetch from the memory or disk cache) a bound kernel. Needs NVRTC, not a device:

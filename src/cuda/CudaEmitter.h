@@ -23,7 +23,8 @@
 //        (static dims are compiled in; tensors are row-major and contiguous);
 //     3. every scalar parameter by value, in signature order: i1/u8 as uint8_t, i8 as int8_t,
 //        16/32/64-bit integers as their own C type, f32 and the narrow floats (f16, bf16, f8:
-//        already rounded to the type) as float, f64 as double.
+//        already rounded to the type) as float, f64 as double;
+//     4. (sm_90a TMA kernels) one tensor map per operand view of the wgmma pipeline (TensorMap).
 //   The kernel is `extern "C" __global__`, named info.symbol.
 //
 // * Errors. line_op[i] is the IR op whose code produced line i+1 of the source (null: none),
@@ -53,12 +54,18 @@ namespace tessera {
 inline constexpr const char* kCudaCodegenVersion = "tessera-cuda-codegen-1";
 
 struct CudaParam {
-  enum class Kind : uint8_t { Pointer, Dim, Scalar };
+  enum class Kind : uint8_t { Pointer, Dim, Scalar, TensorMap };
   Kind kind = Kind::Pointer;
   ScalarKind elem = ScalarKind::F32;  // pointee (Pointer), i32 (Dim), the scalar's type (Scalar)
   int bytes = 8;                      // size of the by-value argument
   std::string name;                   // parameter name, or the dim symbol ("M")
-  int param_index = -1;               // index into Kernel::params (Pointer, Scalar); -1 for Dim
+  int param_index = -1;               // index into Kernel::params (Pointer, Scalar, TensorMap); -1 for Dim
+  // TensorMap: a 128-byte CUtensorMap by value (a __grid_constant__ tsr::TmaDesc) for the 2-D
+  // view param_index, encoded at launch: dims {cols, rows}, row stride in bytes, box {box[0]
+  // columns, box[1] rows}, 128-byte swizzle, zero fill out of bounds. The view's base must be
+  // 16-byte aligned and its row stride a multiple of 16 bytes; when not, the launch uses the
+  // kernel compiled without TMA (CudaTarget::tma = false) instead.
+  int box[2] = {0, 0};
 };
 
 struct CudaKernelInfo {
@@ -75,6 +82,9 @@ struct CudaEmission {
   std::vector<const Op*> line_op;       // per source line
   std::vector<std::string> headers;     // include names used, e.g. "tessera/core.cuh"
   std::map<std::string, int64_t> stats; // e.g. "layout-conversions", "smem-bytes", "mma-dots"
+  // Decisions worth telling the user, one sentence each (`tessera compile --stats` prints them):
+  // which path a dot took and why not a faster one.
+  std::vector<std::string> notes;
 };
 
 CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& target);

@@ -67,10 +67,40 @@ void put_scalar(uint64_t& slot, ScalarKind t, const KernelArg& a) {
   }
 }
 
+// The view dims (rows, cols) of 2-D view parameter j for these sizes.
+std::array<int64_t, 2> view_dims2(const Kernel& k, int j, const Sizes& sizes) {
+  std::array<int64_t, 2> d{0, 0};
+  const Shape& sh = k.params.at(static_cast<size_t>(j))->type.shape;
+  for (size_t i = 0; i < 2 && i < sh.size(); ++i) d[i] = sh[i].is_static() ? sh[i].value : sizes.at(sh[i].symbol);
+  return d;
+}
+
+// Encodes the tensor map of a TensorMap parameter (CudaEmitter.h). False when TMA cannot
+// describe the operand (base not 16-byte aligned, row stride not a multiple of 16 bytes, no
+// cuTensorMapEncodeTiled in the driver, or the driver refuses it): the caller then uses the
+// kernel's compilation without TMA.
+bool encode_tensor_map(const Driver& d, const CudaParam& p, uint64_t base, const std::array<int64_t, 2>& dims,
+                       CUtensorMap& out) {
+  if (!d.cuTensorMapEncodeTiled) return false;
+  int eb = scalar_bytes(p.elem);
+  int type = p.elem == ScalarKind::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+             : p.elem == ScalarKind::F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+             : eb == 1                   ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                         : -1;
+  if (type < 0 || base % 16 != 0 || (dims[1] * eb) % 16 != 0 || dims[0] < 1 || dims[1] < 1) return false;
+  uint64_t gdim[2] = {static_cast<uint64_t>(dims[1]), static_cast<uint64_t>(dims[0])};
+  uint64_t gstride[1] = {static_cast<uint64_t>(dims[1] * eb)};
+  uint32_t box[2] = {static_cast<uint32_t>(p.box[0]), static_cast<uint32_t>(p.box[1])};
+  uint32_t estride[2] = {1, 1};
+  return d.cuTensorMapEncodeTiled(&out, type, 2, reinterpret_cast<void*>(base), gdim, gstride, box, estride,
+                                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 class CudaKernelImpl : public CudaKernel {
  public:
-  CudaKernelImpl(std::shared_ptr<Compiled> c, const Kernel& k, CudaEmission em)
-      : c_(std::move(c)), k_(k.clone()), em_(std::move(em)) {}
+  CudaKernelImpl(std::shared_ptr<Compiled> c, const Kernel& k, CudaEmission em, CudaOptions opts)
+      : c_(std::move(c)), k_(k.clone()), em_(std::move(em)), opts_(std::move(opts)) {}
 
   const std::vector<char>& cubin() const override { return c_->cubin; }
   const std::string& source() const override { return em_.source; }
@@ -95,9 +125,18 @@ class CudaKernelImpl : public CudaKernel {
     const CudaKernelInfo& info = em_.info;
     std::vector<uint64_t> slots(info.params.size());
     std::vector<void*> params(info.params.size());
+    std::vector<CUtensorMap> maps(info.params.size());
     for (size_t i = 0; i < info.params.size(); ++i) {
       const CudaParam& p = info.params[i];
       switch (p.kind) {
+        case CudaParam::Kind::TensorMap:
+          if (!encode_tensor_map(*driver(), p, ptrs.at(p.param_index), view_dims2(k, p.param_index, sizes), maps[i])) {
+            ++launches_without_tma;
+            without_tma().launch(args, ptrs, stream);
+            return;
+          }
+          params[i] = &maps[i];
+          continue;
         case CudaParam::Kind::Pointer: slots[i] = ptrs.at(p.param_index); break;
         case CudaParam::Kind::Dim: {
           auto it = sizes.find(p.name);
@@ -198,9 +237,26 @@ class CudaKernelImpl : public CudaKernel {
     c.fn = fn;
   }
 
+  // The same kernel compiled without TMA (the mma.sync path), for operands a tensor map cannot
+  // describe; compiled at its first use.
+  CudaKernel& without_tma() {
+    std::lock_guard<std::mutex> lock(fallback_mu_);
+    if (!fallback_) {
+      CudaOptions o = opts_;
+      o.target = target;
+      o.target.tma = false;
+      o.target_from_device = false;
+      fallback_ = compile_cuda(*k_, o);
+    }
+    return *fallback_;
+  }
+
   std::shared_ptr<Compiled> c_;
   std::unique_ptr<Kernel> k_;
   CudaEmission em_;
+  CudaOptions opts_;
+  std::mutex fallback_mu_;
+  std::shared_ptr<CudaKernel> fallback_;
 };
 
 CudaTarget resolve_target(const CudaOptions& o) {
@@ -208,7 +264,9 @@ CudaTarget resolve_target(const CudaOptions& o) {
   const DeviceInfo& dev = device();
   // The arch-specific variant unlocks wgmma/setmaxnreg on Hopper; it only runs on that exact
   // architecture, which is the device we are on.
-  return CudaTarget{dev.sm, dev.sm == 90};
+  CudaTarget t{dev.sm, dev.sm == 90};
+  t.tma = o.target.tma;
+  return t;
 }
 
 }  // namespace
@@ -227,7 +285,8 @@ std::shared_ptr<CudaKernel> compile_cuda(const Kernel& k, const CudaOptions& opt
   CudaEmission em = emit_cuda_with_info(k, target);
 
   // Everything the cubin depends on: codegen, compiler, options, headers, source.
-  std::string keyin = std::string(kCudaCodegenVersion) + "\n" + nvrtc_version_string() + "\n" + target.str() + "\n";
+  std::string keyin = std::string(kCudaCodegenVersion) + "\n" + nvrtc_version_string() + "\n" + target.str() +
+                      (target.tma ? "" : " no-tma") + "\n";
   for (const auto& o : nvrtc_options(target)) keyin += o + "\n";
   for (size_t i = 0; i < kNumDeviceHeaders; ++i)
     keyin += std::string(kDeviceHeaders[i].name) + "\n" + kDeviceHeaders[i].text + "\n";
@@ -235,7 +294,7 @@ std::shared_ptr<CudaKernel> compile_cuda(const Kernel& k, const CudaOptions& opt
   std::string key = "cuda-" + content_hash(keyin);
 
   auto make = [&](std::shared_ptr<Compiled> c) {
-    auto kk = std::make_shared<CudaKernelImpl>(std::move(c), k, std::move(em));
+    auto kk = std::make_shared<CudaKernelImpl>(std::move(c), k, std::move(em), opts);
     kk->target = target;
     return kk;
   };

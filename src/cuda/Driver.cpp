@@ -70,6 +70,8 @@ Loaded load() {
   ok &= sym(d.cuEventSynchronize, {"cuEventSynchronize"});
   ok &= sym(d.cuEventElapsedTime, {"cuEventElapsedTime_v2", "cuEventElapsedTime"});
   if (!ok) return L;
+  if (void* p = ::dlsym(h, "cuTensorMapEncodeTiled"))
+    d.cuTensorMapEncodeTiled = reinterpret_cast<decltype(d.cuTensorMapEncodeTiled)>(p);
   CUresult r = d.cuInit(0);
   if (r != CUDA_SUCCESS) {
     const char* n = nullptr;

@@ -10,6 +10,7 @@
 namespace tessera::cudagen {
 
 Emitter::MmaPlan Emitter::plan_mma(const Op& op) const {
+  if (wg_.ok && &op == wg_.dot) return wg_.mma;  // the wgmma accumulator layout (EmitWgmma.cpp)
   MmaPlan p;
   const Value *a = op.operand(0), *r = op.result();
   if (!a->type.is_tile() || !r->type.is_tile() || a->type.rank() != 2 || r->type.rank() != 2) return p;
@@ -177,27 +178,30 @@ bool Emitter::store_frag_tile(const Op& st) {
   return true;
 }
 
-std::vector<std::pair<size_t, const Op*>> Emitter::frag_carried(const Op& f) const {
-  std::vector<std::pair<size_t, const Op*>> out;
+const Op* Emitter::carried_dot(const Op& f, size_t j) const {
   Block& body = f.region(0);
   const Op* y = body.terminator();
-  if (!y) return out;
-  for (size_t j = 0; j + 1 < body.args.size() && j < y->operands.size(); ++j) {
-    const Value* arg = body.args[j + 1];
-    int uses = 0;
-    const Op* user = nullptr;
-    walk(body, [&](Op& o) {
-      for (size_t i = 0; i < o.operands.size(); ++i)
-        if (o.operands[i] == arg) ++uses, user = (o.kind == OpKind::Dot && i == 2 && o.parent == &body) ? &o : nullptr;
-    });
-    if (uses != 1 || !user || y->operand(j) != user->result()) continue;
-    int res_uses = 0;
-    walk(body, [&](Op& o) {
-      for (const Value* v : o.operands) res_uses += v == user->result();
-    });
-    if (res_uses != 1 || !plan_mma(*user).ok) continue;
-    out.push_back({j, user});
-  }
+  if (!y || j + 1 >= body.args.size() || j >= y->operands.size()) return nullptr;
+  const Value* arg = body.args[j + 1];
+  int uses = 0;
+  const Op* user = nullptr;
+  walk(body, [&](Op& o) {
+    for (size_t i = 0; i < o.operands.size(); ++i)
+      if (o.operands[i] == arg) ++uses, user = (o.kind == OpKind::Dot && i == 2 && o.parent == &body) ? &o : nullptr;
+  });
+  if (uses != 1 || !user || y->operand(j) != user->result()) return nullptr;
+  int res_uses = 0;
+  walk(body, [&](Op& o) {
+    for (const Value* v : o.operands) res_uses += v == user->result();
+  });
+  return res_uses == 1 ? user : nullptr;
+}
+
+std::vector<std::pair<size_t, const Op*>> Emitter::frag_carried(const Op& f) const {
+  std::vector<std::pair<size_t, const Op*>> out;
+  const Block& body = f.region(0);
+  for (size_t j = 0; j + 1 < body.args.size(); ++j)
+    if (const Op* dot = carried_dot(f, j); dot && plan_mma(*dot).ok) out.push_back({j, dot});
   return out;
 }
 

@@ -133,6 +133,9 @@ class Emitter {
   std::unordered_map<const Op*, std::string> frag_of_;  // dot -> fragment array name
   // For `for` ops: carried index -> the dot whose accumulator it is (fragment-carried).
   std::vector<std::pair<size_t, const Op*>> frag_carried(const Op& for_op) const;
+  // The dot whose accumulator is carried value j of `for_op` in the way frag_carried needs
+  // (whatever its shape), or null.
+  const Op* carried_dot(const Op& for_op, size_t j) const;
   void frags_from_tile(const MmaPlan& p, const Value* v, const std::string& frag);
   void frags_to_tile(const MmaPlan& p, const std::string& frag, const Value* r, const std::string& dst);
   // Every fragment element = scalar `x` (an accumulator that starts as a splat: no exchange).
@@ -162,6 +165,26 @@ class Emitter {
   };
   PipePlan plan_pipeline(const Op& for_op, const std::vector<std::pair<size_t, const Op*>>& frags) const;
   void emit_pipelined(const Op& for_op, const PipePlan& pp, const std::string& frag);
+  // sm_90a: a pipelined loop feeding one dot from two 2-D views becomes a TMA + mbarrier ring
+  // feeding wgmma, with a producer warpgroup and BM / 64 consumer warpgroups (EmitWgmma.cpp).
+  // Planned before anything is emitted: it decides the thread count and adds one tensor-map
+  // parameter per operand view. `mma` is the accumulator as warp fragments (wm = BM / 16 warps
+  // of 16 rows, one 16 x BN block each), which is exactly wgmma's register layout, so the mma
+  // helpers (fill, exchange, direct epilogue) serve it unchanged.
+  struct WgmmaPlan {
+    bool ok = false;
+    std::string why;  // why a candidate loop was not taken (empty when ok or none was found)
+    const Op *loop = nullptr, *dot = nullptr, *load_a = nullptr, *load_b = nullptr;
+    int stages = 0, consumer_warps = 0;
+    int64_t BM = 0, BN = 0, BK = 0;
+    bool bf16 = true;
+    MmaPlan mma;
+    std::string tma_a, tma_b;  // kernel parameter names of the tensor maps
+  };
+  WgmmaPlan wg_;
+  WgmmaPlan plan_wgmma() const;
+  void emit_wgmma_loop(const Op& for_op, const std::string& frag);
+  std::vector<std::string> notes_;  // CudaEmission::notes
   int64_t pipe_frag_regs_ = 0;  // most accumulator registers per thread of a pipelined loop
   int64_t pipe_stage_elems_ = 0;  // most elements per thread one pipeline stage copies
   void emit_reduce(const Op& op);
@@ -176,6 +199,12 @@ class Emitter {
   void assign_carried(const Op& y, const std::vector<const Value*>& vals, const std::vector<std::string>& carried);
   std::string combine(const Op& op, const std::string& a, const std::string& b);
 };
+
+// An op without regions whose results are all scalars, of a class without side effects (index
+// arithmetic a pipelined loop may re-emit for another iteration).
+bool pure_scalar(const Op& o);
+// How many operands of ops in `b` (nested regions included) are `v`.
+int uses_in(Block& b, const Value* v);
 
 // Per-warp fragment coordinates warp_, lane_, g_, t_, m0_, n0_ (inside a block the caller opens).
 void warp_coords(Emitter& e, const Emitter::MmaPlan& p);

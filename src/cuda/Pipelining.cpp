@@ -18,8 +18,6 @@
 
 namespace tessera::cudagen {
 
-namespace {
-
 bool pure_scalar(const Op& o) {
   if (!o.regions.empty()) return false;
   for (const Value* r : o.results)
@@ -43,8 +41,6 @@ int uses_in(Block& b, const Value* v) {
   });
   return n;
 }
-
-}  // namespace
 
 Emitter::PipePlan Emitter::plan_pipeline(const Op& f, const std::vector<std::pair<size_t, const Op*>>& frags) const {
   PipePlan pp;

@@ -16,7 +16,7 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
   // 128x128 output tiles with BK = 32 over 8 warps of 64x32 give 16 mma per 6 ldmatrix.
   bool tc = dt == ScalarKind::BF16 || dt == ScalarKind::F16;
   auto BM = k.constexpr_("BLOCK_M", {16, 32, 64, 128}, tc ? 128 : 64);
-  auto BN = k.constexpr_("BLOCK_N", {16, 32, 64, 128}, tc ? 128 : 64);
+  auto BN = k.constexpr_("BLOCK_N", {16, 32, 64, 128, 256}, tc ? 128 : 64);
   auto BK = k.constexpr_("BLOCK_K", {16, 32, 64}, 32);
   k.grid({cdiv(a.dim(0), BM), cdiv(b.dim(1), BN)});
   auto pm = program_id(0), pn = program_id(1);

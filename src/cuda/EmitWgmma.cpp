@@ -1,0 +1,191 @@
+// Hopper (sm_90a) matmul loops: a `pipeline` loop whose body loads the two operands of one
+// fragment-carried 16-bit dot from 2-D views becomes a warp-specialized TMA + mbarrier ring
+// feeding wgmma.
+//
+//   threads:   BM / 64 consumer warpgroups (warps 0 .. BM/16-1; warpgroup w owns rows 64w..64w+63
+//              of the BM x BN accumulator, BN / 2 f32 registers per thread) and one producer
+//              warpgroup after them, of which one thread issues the copies.
+//   ring:      S stages, each A [BM x BK] as BK / 64 TMA boxes of BM rows x 128 bytes and B
+//              [BK x BN] as BN / 64 boxes of BK rows x 128 bytes, 128-byte swizzled, 1024-byte
+//              aligned; per stage a "full" mbarrier (1 arrival + the stage's bytes) and an
+//              "empty" one (one arrival per consumer warp).
+//   producer:  for iteration i: wait empty[i % S] (parity of round i / S, minus one), expect the
+//              stage's bytes on full[i % S], re-emit the body's index arithmetic for iteration i,
+//              issue the TMA boxes.
+//   consumers: for iteration i: wait full[i % S]; BK / 16 wgmma (A K-major, B MN-major, both
+//              from shared memory); commit; wait until at most one group is in flight, so that
+//              iteration i - 1's stage is no longer read, and release it.
+//   after:     all groups complete; a CTA barrier (the fragments are then ordinary registers
+//              and the ring's shared memory may be reused).
+//
+// TMA zero-fills out-of-bounds boxes, which is load_tile's padding for pad = 0, so ragged M, N
+// and K need no masks. The tensor maps are encoded at launch (CudaRuntime.cpp); a base or row
+// stride TMA cannot describe makes the runtime use the mma.sync compilation instead.
+#include "cuda/EmitterInternal.h"
+
+namespace tessera::cudagen {
+
+namespace {
+
+constexpr int64_t kMaxSmem = 227 * 1024;
+
+}  // namespace
+
+Emitter::WgmmaPlan Emitter::plan_wgmma() const {
+  WgmmaPlan w;
+  if (tg_.sm != 90 || !tg_.arch_specific) return w;
+  // The first pipelined loop that carries a dot accumulator.
+  const Op* loop = nullptr;
+  walk(const_cast<Block&>(*k_.body), [&](Op& o) {
+    if (!loop && o.kind == OpKind::For && o.has_attr("pipeline") && o.operands.size() == 4 && carried_dot(o, 0))
+      loop = &o;
+  });
+  if (!loop) return w;
+  w.loop = loop;
+  auto no = [&](const std::string& why) {
+    w.why = why;
+    return w;
+  };
+  if (!tg_.tma) return no("TMA is disabled for this compilation (operands a tensor map cannot describe)");
+  const Op* dot = carried_dot(*loop, 0);
+  Block& body = loop->region(0);
+  const Value *a = dot->operand(0), *b = dot->operand(1), *r = dot->result();
+  if (!shape_is_static(a->type.shape) || !shape_is_static(b->type.shape)) return no("the dot's tile shapes are not static");
+  ScalarKind in = a->type.elem;
+  if ((in != ScalarKind::BF16 && in != ScalarKind::F16) || b->type.elem != in || r->type.elem != ScalarKind::F32)
+    return no("wgmma here takes bf16 or f16 operands into an f32 accumulator, not " + std::string(scalar_name(in)) +
+              " into " + std::string(scalar_name(r->type.elem)));
+  auto AS = static_shape(a->type.shape), BS = static_shape(b->type.shape);
+  int64_t BM = AS[0], BK = AS[1], BN = BS[1];
+  if (BM % 64 || BM > 192) return no("BLOCK_M = " + std::to_string(BM) + " (wgmma needs 64, 128 or 192)");
+  if (BN % 64 || BN > 256) return no("BLOCK_N = " + std::to_string(BN) + " (wgmma + TMA needs 64, 128, 192 or 256)");
+  if (BK % 64 || BK > 128) return no("BLOCK_K = " + std::to_string(BK) + " (wgmma + TMA needs 64 or 128)");
+  auto operand_load = [&](const Value* v) -> const Op* {
+    const Op* l = v->def;
+    if (!l || l->kind != OpKind::LoadTile || l->parent != &body || l->operands.size() != 3) return nullptr;
+    const Value* view = l->operand(0);
+    if (!views_.count(view) || view->type.rank() != 2 || view->type.elem != in) return nullptr;
+    if (l->has_attr("pad") && l->attr_number("pad") != 0.0) return nullptr;
+    if (uses_in(body, v) != 1) return nullptr;
+    return l;
+  };
+  const Op *la = operand_load(a), *lb = operand_load(b);
+  if (!la || !lb || la == lb)
+    return no("the dot's operands are not each one load_tile (pad 0) of a 2-D " + std::string(scalar_name(in)) +
+              " view in the loop body");
+  for (const auto& o : body.ops)
+    if (o.get() != dot && o.get() != la && o.get() != lb && o->kind != OpKind::Yield && !pure_scalar(*o))
+      return no("the loop body does more than index arithmetic, two loads and the dot");
+  int64_t stage = (BM * BK + BK * BN) * 2;
+  int64_t S = std::min<int64_t>(std::get<int64_t>(*loop->find_attr("pipeline")), 8);
+  while (S > 2 && S * (stage + 16) + 1024 > kMaxSmem) --S;
+  if (S < 2 || S * (stage + 16) + 1024 > kMaxSmem)
+    return no("two stages of " + std::to_string(stage) + " bytes do not fit in shared memory");
+  w.ok = true;
+  w.loop = loop, w.dot = dot, w.load_a = la, w.load_b = lb;
+  w.stages = static_cast<int>(S);
+  w.BM = BM, w.BN = BN, w.BK = BK;
+  w.bf16 = in == ScalarKind::BF16;
+  w.consumer_warps = static_cast<int>(BM / 16);
+  MmaPlan& p = w.mma;
+  p.ok = true;
+  p.M = BM, p.N = BN, p.K = BK;
+  p.wm = BM / 16, p.wn = 1, p.mt = 1, p.nt = BN / 8;
+  p.lda = BK + 8, p.ldc = BN + 4;  // only for exchanges through shared memory (frags_from/to_tile)
+  p.bf16 = w.bf16;
+  return w;
+}
+
+void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
+  const WgmmaPlan& w = wg_;
+  const Block& body = f.region(0);
+  const int S = w.stages, CW = w.consumer_warps;
+  const int64_t a_bytes = w.BM * w.BK * 2, stage = (w.BM * w.BK + w.BK * w.BN) * 2;
+  auto n = [](int64_t v) { return std::to_string(v); };
+  std::string lo = nm(f.operand(0)), hi = nm(f.operand(1)), step = nm(f.operand(2));
+  count("dot.wgmma_tma");
+  count("warp-specialized");
+  count("pipeline-stages", S);
+  uses_mma_ = true;
+  notes_.push_back("dot at " + f.loc.str() + ": wgmma m64n" + n(w.BN) + "k16 fed by a " + n(S) +
+                   "-stage TMA + mbarrier ring; " + n(CW / 4) + " consumer warpgroup(s) and one producer warpgroup");
+  // The ring starts at the first 1024-byte boundary of the dynamic shared memory.
+  smem_ptr("unsigned char", 0, 1024 + S * stage + 16 * S);
+  open("{");
+  line("const uint32_t ring_ = (tsr::smem_u32(tsr_smem) + 1023u) & ~1023u;");
+  line("const uint32_t full_ = ring_ + " + n(S * stage) + "u, empty_ = full_ + " + n(8 * S) + "u;");
+  warp_coords(*this, w.mma);
+  // Earlier ordinary shared-memory accesses (exchanges before the loop) come before the TMA's.
+  line("tsr::fence_proxy_async();");
+  open("if (tsr_tid == 0) {");
+  open("for (int s_ = 0; s_ < " + n(S) + "; ++s_) {");
+  line("tsr::mbar_init(full_ + 8u * s_, 1);");
+  line("tsr::mbar_init(empty_ + 8u * s_, " + n(CW) + ");");
+  close();
+  line("tsr::mbar_init_fence();");
+  close();
+  barrier();
+  std::string trip = fresh("trip");
+  line("const int64_t " + trip + " = " + step + " > 0 && int64_t(" + hi + ") > int64_t(" + lo + ") ? (int64_t(" + hi +
+       ") - int64_t(" + lo + ") + " + step + " - 1) / " + step + " : 0;");
+
+  // Producer: one thread of the last warpgroup.
+  open("if (warp_ >= " + n(CW) + ") {");
+  open("if (tsr_tid == " + n(CW * 32) + ") {");
+  open("for (int64_t i_ = 0; i_ < " + trip + "; ++i_) {");
+  line("const uint32_t s_ = uint32_t(i_ % " + n(S) + "), ph_ = uint32_t(i_ / " + n(S) + ") & 1u;");
+  line("tsr::mbar_wait(empty_ + 8u * s_, ph_ ^ 1u);");
+  line("tsr::mbar_arrive_expect_tx(full_ + 8u * s_, " + n(stage) + "u);");
+  std::string ivn = fresh("ivp");
+  line("const int32_t " + ivn + " = int32_t(int64_t(" + lo + ") + i_ * int64_t(" + step + "));");
+  name_[body.args[0]] = ivn;
+  for (const auto& o : body.ops)
+    if (o.get() != w.dot && o.get() != w.load_a && o.get() != w.load_b && o->kind != OpKind::Yield) emit_op(*o);
+  line("const uint32_t sa_ = ring_ + s_ * " + n(stage) + "u, bar_ = full_ + 8u * s_;");
+  const Op &la = *w.load_a, &lb = *w.load_b;
+  std::string arow = "int(int64_t(" + nm(la.operand(1)) + ") * " + n(w.BM) + ")";
+  std::string acol = "int64_t(" + nm(la.operand(2)) + ") * " + n(w.BK);
+  for (int64_t c = 0; c < w.BK / 64; ++c)
+    line("tsr::tma_load_2d(sa_ + " + n(c * w.BM * 128) + "u, &" + w.tma_a + ", int(" + acol + " + " + n(64 * c) + "), " +
+         arow + ", bar_);");
+  std::string brow = "int(int64_t(" + nm(lb.operand(1)) + ") * " + n(w.BK) + ")";
+  std::string bcol = "int64_t(" + nm(lb.operand(2)) + ") * " + n(w.BN);
+  for (int64_t j = 0; j < w.BN / 64; ++j)
+    line("tsr::tma_load_2d(sa_ + " + n(a_bytes + j * w.BK * 128) + "u, &" + w.tma_b + ", int(" + bcol + " + " + n(64 * j) +
+         "), " + brow + ", bar_);");
+  close();
+  close();
+  --ind_;
+  line("} else {");  // consumers
+  ++ind_;
+  line("const uint32_t wg_ = uint32_t(warp_) / 4u;");
+  line("tsr::wgmma_fence_regs(" + frag + ");");
+  open("for (int64_t i_ = 0; i_ < " + trip + "; ++i_) {");
+  line("const uint32_t s_ = uint32_t(i_ % " + n(S) + "), ph_ = uint32_t(i_ / " + n(S) + ") & 1u;");
+  line("tsr::mbar_wait(full_ + 8u * s_, ph_);");
+  line("const uint32_t sa_ = ring_ + s_ * " + n(stage) + "u + wg_ * " + n(64 * 128) + "u, sb_ = ring_ + s_ * " + n(stage) +
+       "u + " + n(a_bytes) + "u;");
+  line("tsr::wgmma_fence();");
+  std::string fn = "tsr::wgmma_m64n" + n(w.BN) + "k16_" + (w.bf16 ? "bf16" : "f16") + "<1>";
+  for (int64_t k = 0; k < w.BK / 16; ++k) {
+    // A: K-major, 8-row groups 1024 bytes apart; a k16 step is 32 bytes inside the swizzled
+    // 128-byte row (the hardware applies the swizzle to the final address). B: MN-major, 64-column
+    // boxes BK * 128 bytes apart (leading offset), 8-row groups 1024 bytes apart; a k16 step is
+    // 16 rows.
+    std::string da = "tsr::wgmma_desc_sw128(sa_ + " + n((k / 4) * w.BM * 128 + (k % 4) * 32) + "u, 16u, 1024u)";
+    std::string db = "tsr::wgmma_desc_sw128(sb_ + " + n(k * 16 * 128) + "u, " + n(w.BK * 128) + "u, 1024u)";
+    line(fn + "(" + frag + ", " + da + ", " + db + ");");
+  }
+  line("tsr::wgmma_commit();");
+  line("tsr::wgmma_wait<1>();");
+  line("if (i_ > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * uint32_t((i_ - 1) % " + n(S) + "));");
+  close();
+  line("tsr::wgmma_wait<0>();");
+  line("tsr::wgmma_fence_regs(" + frag + ");");
+  --ind_;
+  line("}");
+  barrier();
+  close();
+}
+
+}  // namespace tessera::cudagen

@@ -1,0 +1,105 @@
+// Tessera device library: Hopper (sm_90 / sm_90a) primitives for TMA + mbarrier pipelines
+// feeding wgmma. Included by generated code as "tessera/hopper.cuh" (wgmma.cuh includes it).
+//
+//  * mbarrier: a 64-bit barrier object in shared memory with an arrival count and a transaction
+//    count (bytes). A phase completes when every expected arrival has arrived and every expected
+//    byte has landed; waiting is by phase parity. A fresh barrier is in phase 0, and waiting for
+//    parity 1 (the phase "before" it) returns at once: a producer's first round of waits on
+//    "slot empty" barriers passes without any consumer having released anything.
+//  * TMA: cp.async.bulk.tensor copies a box of a tensor described by a 128-byte tensor map
+//    (encoded on the host with cuTensorMapEncodeTiled, passed as a __grid_constant__ kernel
+//    parameter) into shared memory, completing bytes on an mbarrier. Elements outside the tensor
+//    read as zero.
+//  * wgmma matrix descriptors for 128-byte swizzled tiles as the TMA writes them (PTX ISA,
+//    "Matrix Descriptor Format"): start address, leading and stride byte offsets (>> 4), swizzle
+//    mode in bits 62-63 (1 = 128B). Tiles must start at 1024-byte aligned addresses so that the
+//    swizzle pattern (address bits 4-6 XOR bits 7-9) is the one the TMA used.
+#pragma once
+
+#include "tessera/mma.cuh"
+
+namespace tsr {
+
+// The tensor map's bytes, as the host encoded them (CUtensorMap: 16 x u64, 64-byte aligned).
+struct alignas(64) TmaDesc {
+  unsigned long long v[16];
+};
+
+TSR_D void mbar_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// Makes the initialisations visible to the async proxy (TMA) before the barrier that publishes them.
+TSR_D void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+TSR_D void mbar_arrive(uint32_t bar) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
+}
+// One arrival that also announces `bytes` more bytes to come from async copies.
+TSR_D void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+TSR_D bool mbar_try_wait(uint32_t bar, uint32_t parity) {
+  uint32_t ok;
+  asm volatile(
+      "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(ok)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return ok != 0;
+}
+// Waits until the phase with this parity has completed (try_wait itself suspends the thread for
+// a while before it returns false, so this loop does not spin hot).
+TSR_D void mbar_wait(uint32_t bar, uint32_t parity) {
+  while (!mbar_try_wait(bar, parity)) {
+  }
+}
+
+// Orders this thread's earlier generic-proxy shared-memory accesses before later async-proxy
+// ones (TMA writes, wgmma reads) of the CTA: needed when the TMA ring reuses shared memory that
+// ordinary stores wrote.
+TSR_D void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// TMA: the box at (c0 = inner coordinate, c1 = outer) of a 2-D tensor map -> shared `dst`,
+// completing its bytes on `bar`.
+TSR_D void tma_load_2d(uint32_t dst, const TmaDesc* map, int c0, int c1, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+          dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+
+// A wgmma shared-memory matrix descriptor: 128-byte swizzle, offsets in bytes.
+TSR_D uint64_t wgmma_desc_sw128(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t((lbo >> 4) & 0x3FFF) << 16) |
+         (uint64_t((sbo >> 4) & 0x3FFF) << 32) | (uint64_t(1) << 62);
+}
+
+TSR_D void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+TSR_D void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+TSR_D void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Keeps the accumulator registers from being read or written by ordinary code while wgmma
+// groups that use them are in flight (the compiler must not move accesses across the wait).
+template <int NT>
+TSR_D void wgmma_fence_regs(float (&d)[1][NT][4]) {
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) asm volatile("" : "+f"(d[0][j][r])::"memory");
+}
+
+// Register reallocation between warpgroups (sm_90a): producers give registers back, consumers
+// take them. Both must name a multiple of 8 in [24, 256].
+template <int R>
+TSR_D void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+template <int R>
+TSR_D void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+
+}  // namespace tsr

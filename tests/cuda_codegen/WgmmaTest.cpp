@@ -1,0 +1,106 @@
+// The sm_90a matmul path: which pipelined dot loops become a TMA + mbarrier ring feeding wgmma
+// (with warp specialization), what the generated kernel looks like, the notes that say why a
+// loop did not take it, and that NVRTC accepts every shape the planner allows.
+#include <gtest/gtest.h>
+
+#include "cuda/CudaBackend.h"
+#include "cuda/CudaEmitter.h"
+#include "kernels/Library.h"
+#include "passes/Passes.h"
+
+namespace tessera {
+namespace {
+
+CudaEmission emit(const Kernel& k, const char* arch = "sm_90a") { return emit_cuda_with_info(k, CudaTarget::parse(arch)); }
+
+std::unique_ptr<Kernel> lib_matmul(ScalarKind dt, const ConstexprConfig& cfg) {
+  return bind_constexprs(*find_library_kernel("matmul")->build(dt), cfg);
+}
+
+std::string notes(const CudaEmission& em) {
+  std::string s;
+  for (const auto& n : em.notes) s += n + "\n";
+  return s;
+}
+
+TEST(CudaWgmma, LibraryMatmul128x256x64IsWarpSpecializedTmaWgmma) {
+  CudaEmission em = emit(*lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}}));
+  EXPECT_EQ(em.stats["dot.wgmma_tma"], 1) << notes(em);
+  EXPECT_EQ(em.stats["dot.mma_pipelined"], 0);
+  EXPECT_EQ(em.stats["warp-specialized"], 1);
+  EXPECT_EQ(em.stats["threads"], 384);  // two consumer warpgroups and one producer warpgroup
+  EXPECT_EQ(em.info.block_threads, 384);
+  // 4 stages of 48 KiB (A 128 x 64, B 64 x 256), 1024-aligned, and 8 mbarriers.
+  EXPECT_EQ(em.stats["pipeline-stages"], 4);
+  EXPECT_EQ(em.info.dynamic_smem_bytes, 1024 + 4 * 49152 + 64);
+  EXPECT_NE(em.source.find("__launch_bounds__(384, 1)"), std::string::npos);
+  EXPECT_NE(em.source.find("tsr::wgmma_m64n256k16_bf16<1>"), std::string::npos) << em.source;
+  // One A box and four 64-column B boxes per stage.
+  size_t tma = 0;
+  for (size_t at = 0; (at = em.source.find("tsr::tma_load_2d(", at)) != std::string::npos; ++at) ++tma;
+  EXPECT_EQ(tma, 5u);
+  // The tensor maps come last in the ABI: a (box 64 x 128) then b (box 64 x 64).
+  ASSERT_GE(em.info.params.size(), 2u);
+  const CudaParam& ma = em.info.params[em.info.params.size() - 2];
+  const CudaParam& mb = em.info.params.back();
+  EXPECT_EQ(ma.kind, CudaParam::Kind::TensorMap);
+  EXPECT_EQ(ma.param_index, 0);
+  EXPECT_EQ(ma.box[0], 64);
+  EXPECT_EQ(ma.box[1], 128);
+  EXPECT_EQ(mb.kind, CudaParam::Kind::TensorMap);
+  EXPECT_EQ(mb.param_index, 1);
+  EXPECT_EQ(mb.box[1], 64);
+  // The epilogue goes from the wgmma fragments straight to memory, consumer warps only.
+  EXPECT_EQ(em.stats["mma-direct-epilogues"], 1);
+  EXPECT_NE(em.source.find("if (warp_ < 8)"), std::string::npos);
+  EXPECT_NE(notes(em).find("wgmma m64n256k16"), std::string::npos) << notes(em);
+}
+
+TEST(CudaWgmma, ShapesTheRingCannotTakeStayOnMmaSyncWithAReason) {
+  // BLOCK_K = 32: rows of 64 bytes, not the 128-byte swizzle atom.
+  CudaEmission em = emit(*lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 128}, {"BLOCK_K", 32}}));
+  EXPECT_EQ(em.stats["dot.wgmma_tma"], 0);
+  EXPECT_EQ(em.stats["dot.mma_pipelined"], 1);
+  EXPECT_NE(notes(em).find("not wgmma: BLOCK_K = 32"), std::string::npos) << notes(em);
+  // BLOCK_M = 32: below one warpgroup's 64 rows.
+  em = emit(*lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 32}, {"BLOCK_N", 128}, {"BLOCK_K", 64}}));
+  EXPECT_EQ(em.stats["dot.wgmma_tma"], 0);
+  EXPECT_NE(notes(em).find("BLOCK_M = 32"), std::string::npos) << notes(em);
+  // f32 operands.
+  em = emit(*lib_matmul(ScalarKind::F32, {{"BLOCK_M", 128}, {"BLOCK_N", 128}, {"BLOCK_K", 64}}));
+  EXPECT_EQ(em.stats["dot.wgmma_tma"], 0);
+  EXPECT_NE(notes(em).find("bf16 or f16"), std::string::npos) << notes(em);
+  // sm_80 and a compilation without TMA never take it (and say nothing about it on sm_80).
+  em = emit(*lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}}), "sm_80");
+  EXPECT_EQ(em.stats["dot.wgmma_tma"], 0);
+  EXPECT_TRUE(em.notes.empty()) << notes(em);
+  CudaTarget no_tma = CudaTarget::parse("sm_90a");
+  no_tma.tma = false;
+  em = emit_cuda_with_info(*lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}}), no_tma);
+  EXPECT_EQ(em.stats["dot.wgmma_tma"], 0);
+  EXPECT_EQ(em.stats["dot.mma_pipelined"], 1);
+  EXPECT_NE(notes(em).find("TMA is disabled"), std::string::npos) << notes(em);
+}
+
+// NVRTC accepts every block shape the planner takes, in bf16 and f16.
+TEST(CudaWgmma, NvrtcCompilesEveryPlannedShape) {
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  struct Cfg {
+    int64_t m, n, k;
+  };
+  for (ScalarKind dt : {ScalarKind::BF16, ScalarKind::F16})
+    for (Cfg c : {Cfg{128, 256, 64}, Cfg{128, 128, 64}, Cfg{64, 64, 64}, Cfg{64, 256, 64}, Cfg{128, 64, 64}}) {
+      SCOPED_TRACE(std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k));
+      auto k = lib_matmul(dt, {{"BLOCK_M", c.m}, {"BLOCK_N", c.n}, {"BLOCK_K", c.k}});
+      CudaEmission em = emit(*k);
+      ASSERT_EQ(em.stats["dot.wgmma_tma"], 1) << notes(em);
+      NvrtcResult r = nvrtc_compile(em.source, CudaTarget::parse("sm_90a"), "wgmma.cu", em.line_op);
+      EXPECT_FALSE(r.cubin.empty());
+      // ptxas would say so if it had to serialize the wgmma instructions.
+      EXPECT_EQ(r.log.find("serialized"), std::string::npos) << r.log;
+    }
+}
+
+}  // namespace
+}  // namespace tessera

@@ -1,0 +1,91 @@
+// The sm_90a TMA + wgmma matmul path on the GPU against the interpreter: several block shapes,
+// ragged M, N and K that TMA can still describe (partial boxes are zero-filled), operands it
+// cannot describe (the runtime then launches the mma.sync compilation), and a long K loop
+// against the double-precision reference.
+#include "GpuTestUtil.h"
+
+namespace tessera::gputest {
+namespace {
+
+bool hopper(std::string* why) {
+  auto k = bind_constexprs(*find_library_kernel("vector_add")->build(ScalarKind::F32), {});
+  CudaTarget t = compile_cuda(*k, test_options())->target;
+  if (t.sm == 90 && t.arch_specific) return true;
+  *why = "not an sm_90a device (" + t.str() + ")";
+  return false;
+}
+
+#define REQUIRE_HOPPER()                       \
+  do {                                         \
+    REQUIRE_GPU();                             \
+    std::string w_;                            \
+    if (!hopper(&w_)) GTEST_SKIP() << w_;      \
+  } while (0)
+
+std::unique_ptr<Kernel> matmul(ScalarKind dt, int64_t bm, int64_t bn, int64_t bk) {
+  return bind_constexprs(*find_library_kernel("matmul")->build(dt),
+                         {{"BLOCK_M", bm}, {"BLOCK_N", bn}, {"BLOCK_K", bk}});
+}
+
+// Runs k at `s` and compares with the interpreter; returns the launches that fell back.
+int64_t run_and_compare(const Kernel& k, const Sizes& s, uint64_t seed) {
+  std::vector<Tensor> want = make_random_tensors(k, s, seed), got = want;
+  auto wa = args_for(k, want), ga = args_for(k, got);
+  run_interp(k, wa);
+  auto ck = compile_cuda(k, test_options());
+  ck->run_host(ga);
+  testutil::expect_tensors_match(want, got, k.name + " [" + sizes_str(s) + "]", "gpu");
+  return ck->launches_without_tma;
+}
+
+TEST(WgmmaGpu, BlockShapesAndRaggedSizesMatchTheInterpreter) {
+  REQUIRE_HOPPER();
+  struct Cfg {
+    int64_t m, n, k;
+  };
+  for (ScalarKind dt : {ScalarKind::BF16, ScalarKind::F16})
+    for (Cfg c : {Cfg{128, 256, 64}, Cfg{128, 128, 64}, Cfg{64, 64, 64}, Cfg{64, 256, 64}, Cfg{128, 64, 64}}) {
+      auto k = matmul(dt, c.m, c.n, c.k);
+      SCOPED_TRACE(std::string(scalar_name(dt)) + " " + std::to_string(c.m) + "x" + std::to_string(c.n) + "x" +
+                   std::to_string(c.k));
+      // Tile multiples; then partial tiles in M, N and K with rows still multiples of 16 bytes
+      // (TMA), K shorter than one block, and one row.
+      for (Sizes s : {Sizes{{"M", 256}, {"N", 512}, {"K", 192}}, Sizes{{"M", 200}, {"N", 264}, {"K", 136}},
+                      Sizes{{"M", 72}, {"N", 88}, {"K", 24}}, Sizes{{"M", 1}, {"N", 8}, {"K", 8}}})
+        EXPECT_EQ(run_and_compare(*k, s, 7), 0) << "the TMA path should have run at " << sizes_str(s);
+    }
+}
+
+TEST(WgmmaGpu, OperandsTmaCannotDescribeRunTheMmaSyncCompilation) {
+  REQUIRE_HOPPER();
+  auto k = matmul(ScalarKind::BF16, 128, 256, 64);
+  // K = 77: a's rows are 154 bytes, not a multiple of 16; N = 99: b's are 198.
+  EXPECT_EQ(run_and_compare(*k, {{"M", 130}, {"N", 96}, {"K", 77}}, 3), 1);
+  EXPECT_EQ(run_and_compare(*k, {{"M", 130}, {"N", 99}, {"K", 64}}, 4), 1);
+}
+
+TEST(WgmmaGpu, LongKLoopMatchesTheReference) {
+  REQUIRE_HOPPER();
+  const LibraryKernel& lk = *find_library_kernel("matmul");
+  Sizes s{{"M", 384}, {"N", 512}, {"K", 4096}};
+  auto k = matmul(ScalarKind::BF16, 128, 256, 64);
+  std::vector<Tensor> got = make_random_tensors(*k, s, 5), want = got;
+  auto ga = args_for(*k, got), wa = args_for(*k, want);
+  auto ck = compile_cuda(*k, test_options());
+  ck->run_host(ga);
+  EXPECT_EQ(ck->launches_without_tma, 0);
+  lk.reference(wa, s);
+  Tolerance tol = tolerance_for(ScalarKind::BF16);
+  int bad = 0;
+  for (int64_t i = 0; i < got.back().numel() && bad < 5; ++i) {
+    double w = want.back().get(i), g = got.back().get(i);
+    if (std::fabs(w - g) > tol.atol * std::sqrt(double(s.at("K"))) + tol.rtol * std::fabs(w)) {
+      ++bad;
+      ADD_FAILURE() << "element " << i << " (row " << i / s.at("N") << ", col " << i % s.at("N") << "): gpu " << g
+                    << " reference " << w;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessera::gputest
