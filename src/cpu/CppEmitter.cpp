@@ -15,6 +15,7 @@
 #include "codegen/CTypes.h"
 #include "codegen/Shapes.h"
 #include "cpu/CpuInternal.h"
+#include "ir/Struct.h"
 #include "support/Float.h"
 #include "text/Text.h"
 
@@ -354,7 +355,24 @@ class Emitter {
   void emit_unary(const Op& op);
   void emit_binary(const Op& op);
   void emit_cast(const Op& op);
-  void emit_load_store(const Op& op);
+  // A tile of a view read into an existing array (async_copy, pipe_push): the view is operand
+  // `view_i`, the tile indices start at operand `first`, `dst` names a pointer of the compute
+  // type. Out-of-bounds elements read as the op's pad, exactly as load_tile.
+  struct LoadInto {
+    size_t view_i = 0, first = 1;
+    std::vector<int64_t> shape;
+    std::string dst;
+  };
+  void emit_load_store(const Op& op, const LoadInto* into = nullptr);
+  // --- Struct ops (buffers and pipes are local arrays; see the section at emit_struct) ---
+  void emit_struct(const Op& op);
+  // "if (!(cond)) fault": records the op's fault code and ends this program instance.
+  void fault_unless(const Op& op, const std::string& cond, StructFault f);
+  // The flat element offset of slot (operands first...) of buffer operand 0 for tiles of rank
+  // `tile_rank`, range-checked.
+  std::string slot_offset(const Op& op, size_t first, int tile_rank);
+  std::vector<const Op*> pipes_;  // top-level pipe ops, checked empty when the program ends
+  bool has_struct_ = false;
   void emit_gather_scatter(const Op& op);
   void emit_atomic(const Op& op);
   // Element `i` of an indexed access (gather, scatter, atomics) of view parameter `j`: the
@@ -462,6 +480,7 @@ void Emitter::emit_op(const Op& op) {
       break;
     case OpClass::Terminator: fail(op, "yield outside the end of a region");
     case OpClass::Raw: emit_raw(op); break;
+    case OpClass::Struct: emit_struct(op); break;
   }
   cur_ = saved;
 }
@@ -597,23 +616,26 @@ void Emitter::emit_cast(const Op& op) {
   });
 }
 
-void Emitter::emit_load_store(const Op& op) {
-  bool load = op.kind == OpKind::LoadTile;
-  const Value* view = op.operand(0);
+void Emitter::emit_load_store(const Op& op, const LoadInto* into) {
+  bool load = into || op.kind == OpKind::LoadTile;
+  const Value* view = op.operand(into ? into->view_i : 0);
   int j = view_of(op, view);
-  const Value* tile = load ? op.result() : op.operand(1);
-  size_t first_idx = load ? 1 : 2;
+  const Value* tile = into ? nullptr : load ? op.result() : op.operand(1);
+  size_t first_idx = into ? into->first : load ? 1 : 2;
   int rank = view->type.rank();
-  if (!tile->type.is_tile() || tile->type.rank() != rank) fail(op, "tile rank must equal the view rank");
+  if (tile && (!tile->type.is_tile() || tile->type.rank() != rank)) fail(op, "tile rank must equal the view rank");
   if (op.operands.size() != first_idx + static_cast<size_t>(rank)) fail(op, "needs one index per view dim");
-  std::vector<int64_t> S = shape_of(op, tile);
+  std::vector<int64_t> S = into ? into->shape : shape_of(op, tile);
+  if (static_cast<int>(S.size()) != rank) fail(op, "tile rank must equal the view rank");
   ScalarKind t = view->type.elem;
   std::string js = std::to_string(j);
   auto D = [&](int d) { return "A.d" + js + "_" + std::to_string(d); };
   auto St = [&](int d) { return "A.s" + js + "_" + std::to_string(d); };
   std::string r, rbuf;  // rbuf: the array padded loads fill
-  const bool in_place = load && in_place_load(op, S);
-  if (in_place) {
+  const bool in_place = !into && load && in_place_load(op, S);
+  if (into) {
+    r = rbuf = into->dst;
+  } else if (in_place) {
     r = bind_new(tile);
     rbuf = r + "_pad";
     line("alignas(64) " + ctype(t) + " " + rbuf + "[" + std::to_string(numel(tile)) + "];");
@@ -1204,13 +1226,156 @@ void Emitter::emit_raw(const Op& op) {
   line("}");
 }
 
+// --- Struct ops ---------------------------------------------------------------------------
+// Buffers and pipe rings are local arrays of the compute type, declared where `alloc` / `pipe`
+// stand (the top of the program); a pipe is a ring with a head and a count. warp_role regions
+// run in place, in program order: the sequential meaning of docs/semantics.md. The faults the
+// interpreter reports (pipe full / empty / not empty at the end, slot out of range) end the
+// program instance and come back as tessera_run's result (src/ir/Struct.h codes).
+
+void Emitter::fault_unless(const Op& op, const std::string& cond, StructFault f) {
+  line("if (!(" + cond + ")) { tsr_fault(" + std::to_string(struct_fault_code(k_, op, f)) + "); return; }");
+}
+
+std::string Emitter::slot_offset(const Op& op, size_t first, int tile_rank) {
+  const Type& bt = op.operand(0)->type;
+  std::vector<int64_t> dims = static_shape(bt.shape);
+  size_t nslots = dims.size() - static_cast<size_t>(tile_rank);
+  int64_t slot = 1;
+  for (size_t d = nslots; d < dims.size(); ++d) slot *= dims[d];
+  std::string flat = "0", ok = "true";
+  for (size_t d = 0; d < nslots; ++d) {
+    std::string i = "int64_t(" + nm(op.operand(first + d)) + ")";
+    ok += " && " + i + " >= 0 && " + i + " < " + std::to_string(dims[d]);
+    flat = "(" + flat + ") * " + std::to_string(dims[d]) + " + " + i;
+  }
+  if (nslots) fault_unless(op, ok, StructFault::SlotRange);
+  return "(" + flat + ") * " + std::to_string(slot);
+}
+
+void Emitter::emit_struct(const Op& op) {
+  auto storage_shape = [&](const Value* v) {
+    if (!shape_is_static(v->type.shape)) fail(op, v->type.str() + " is not static; bind the constexprs first");
+    return static_shape(v->type.shape);
+  };
+  switch (op.kind) {
+    case OpKind::Alloc: {
+      const Value* r = op.result();
+      auto S = storage_shape(r);
+      std::string n = bind_new(r, "buf");
+      line("alignas(64) " + ctype(r->type.elem) + " " + n + "[" + std::to_string(shape_numel(r->type.shape)) + "];");
+      (void)S;
+      return;
+    }
+    case OpKind::Pipe: {
+      const Value* r = op.result();
+      auto S = storage_shape(r);
+      std::string n = bind_new(r, "pipe");
+      line("alignas(64) " + ctype(r->type.elem) + " " + n + "[" + std::to_string(shape_numel(r->type.shape)) + "];");
+      line("int64_t " + n + "_head = 0, " + n + "_count = 0;  // " + std::to_string(S[0]) + " stages");
+      pipes_.push_back(&op);
+      return;
+    }
+    case OpKind::AsyncWait:
+      line("// (copies are synchronous here: nothing to wait for)");
+      return;
+    case OpKind::AsyncCopy: {
+      const Value* buf = op.operand(0);
+      int rank = op.operand(1)->type.rank();
+      size_t nslots = static_cast<size_t>(buf->type.rank() - rank);
+      std::string off = slot_offset(op, 2, rank);
+      line("{");
+      ++ind_;
+      std::string dst = fresh("dst");
+      line(ctype(buf->type.elem) + "* const " + dst + " = " + nm(buf) + " + " + off + ";");
+      LoadInto into{1, 2 + nslots, static_shape(struct_slot_shape(buf->type, rank)), dst};
+      emit_load_store(op, &into);
+      --ind_;
+      line("}");
+      return;
+    }
+    case OpKind::BufferRead: {
+      const Value* r = op.result();
+      std::string off = slot_offset(op, 1, r->type.rank());
+      std::string n = declare(op, r);
+      line("std::memcpy(" + n + ", " + nm(op.operand(0)) + " + " + off + ", sizeof(" + n + "));");
+      return;
+    }
+    case OpKind::BufferWrite: {
+      const Value* v = op.operand(1);
+      std::string off = slot_offset(op, 2, v->type.rank());
+      line("std::memcpy(" + nm(op.operand(0)) + " + " + off + ", " + nm(v) + ", sizeof(" + nm(v) + "));");
+      return;
+    }
+    case OpKind::PipePush:
+    case OpKind::PipePop: {
+      const Value* p = op.operand(0);
+      auto S = storage_shape(p);
+      int64_t slot = shape_numel(p->type.shape) / S[0];
+      std::string n = nm(p), st = std::to_string(S[0]), sl = std::to_string(slot);
+      if (op.kind == OpKind::PipePop) {
+        fault_unless(op, n + "_count > 0", StructFault::PipeEmpty);
+        std::string r = declare(op, op.result());
+        line("std::memcpy(" + r + ", " + n + " + " + n + "_head * " + sl + ", sizeof(" + r + "));");
+        line(n + "_head = (" + n + "_head + 1) % " + st + ";");
+        line("--" + n + "_count;");
+        return;
+      }
+      fault_unless(op, n + "_count < " + st, StructFault::PipeFull);
+      line("{");
+      ++ind_;
+      std::string dst = fresh("dst");
+      line(ctype(p->type.elem) + "* const " + dst + " = " + n + " + ((" + n + "_head + " + n + "_count) % " + st +
+           ") * " + sl + ";");
+      const Value* src = op.operand(1);
+      if (src->type.is_view()) {
+        LoadInto into{1, 2, static_shape(struct_slot_shape(p->type, 0)), dst};
+        emit_load_store(op, &into);
+      } else {
+        line("std::memcpy(" + dst + ", " + nm(src) + ", sizeof(" + nm(src) + "));");
+      }
+      --ind_;
+      line("}");
+      line("++" + n + "_count;");
+      return;
+    }
+    case OpKind::WarpRole: {
+      // Run by the whole program where it stands: the sequential meaning.
+      std::vector<std::string> res;
+      for (const Value* r : op.results) res.push_back(declare(op, r));
+      line("{  // warp_role " + op.attr_string("role"));
+      ++ind_;
+      const Block& b = op.region(0);
+      emit_block(b);
+      const Op* y = terminator(b, op);
+      if (y->operands.size() != res.size()) fail(op, "yield must pass one value per result");
+      cur_ = y;
+      comment(*y);
+      for (size_t j = 0; j < res.size(); ++j) copy_value(op.result(j), res[j], y->operand(j));
+      cur_ = &op;
+      --ind_;
+      line("}");
+      return;
+    }
+    default: fail(op, "not a Struct op");
+  }
+}
+
 EmittedCpp Emitter::run() {
   const Kernel& k = k_;
   line("// Generated by Tessera (" + std::string(kCodegenVersion) + ") from kernel @" + k.name + ".");
   line("#include \"tessera_cpu.h\"");
+  walk(const_cast<Kernel&>(k), [&](Op& o) { has_struct_ |= o.info().cls == OpClass::Struct; });
+  if (has_struct_) line("#include <atomic>");
   line("");
   line("namespace {");
   line("");
+  if (has_struct_) {
+    // The first Struct fault of a run (src/ir/Struct.h code); tessera_run returns it.
+    line("std::atomic<int> tsr_fault_code{0};");
+    line("void tsr_fault(int code) { int none = 0; tsr_fault_code.compare_exchange_strong(none, code); }");
+    line("");
+  }
   // Arguments: view pointers with dims and row-major strides, scalar values.
   auto count = [&](Op& o) {
     for (const Value* v : o.operands) users_[v].push_back(&o);
@@ -1291,6 +1456,12 @@ EmittedCpp Emitter::run() {
   for (const auto& c : k.constexprs)
     line("[[maybe_unused]] constexpr int64_t " + c.name + " = INT64_C(" + std::to_string(c.value) + ");");
   emit_block(*k.body);
+  for (const Op* p : pipes_) {
+    cur_ = p;
+    line("// the end of the program: " + text_of(*p) + " must be empty");
+    fault_unless(*p, nm(p->result()) + "_count == 0", StructFault::PipeNotEmpty);
+  }
+  cur_ = nullptr;
   --ind_;
   line("}");
   line("");
@@ -1309,7 +1480,7 @@ EmittedCpp Emitter::run() {
   line("for (int32_t z = 0; z < g2; ++z)");
   line("  for (int32_t y = 0; y < g1; ++y)");
   line("    for (int32_t x = 0; x < g0; ++x) program(A, x, y, z, g0, g1, g2);");
-  line("return 0;");
+  line(has_struct_ ? "return tsr_fault_code.exchange(0);" : "return 0;");
   --ind_;
   line("}");
 

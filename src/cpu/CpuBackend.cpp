@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "cpu/CpuInternal.h"
+#include "ir/Struct.h"
 #include "runtime/DiskCache.h"
 
 namespace tessera {
@@ -80,7 +81,8 @@ class CpuKernelImpl : public CpuKernel {
     dims.push_back(0);
     is.push_back(0);
     fs.push_back(0);
-    so_->run(bufs.data(), dims.data(), is.data(), fs.data(), threads_);
+    if (int rc = so_->run(bufs.data(), dims.data(), is.data(), fs.data(), threads_); rc != 0)
+      throw struct_fault_error(k, rc);
   }
 
  private:

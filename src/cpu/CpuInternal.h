@@ -31,7 +31,8 @@ struct EmittedCpp {
 //                              const double* fscalars, int num_threads);
 // buffers: one pointer per view parameter (in order); dims: the shapes of the view
 // parameters, concatenated; iscalars/fscalars: one slot per scalar parameter (in order), the
-// integer and the float reading of the argument. Returns 0.
+// integer and the float reading of the argument. Returns 0, or the first Struct fault's code
+// (src/ir/Struct.h: struct_fault_error turns it into the located error).
 inline constexpr const char* kRunSymbol = "tessera_run";
 using RunFn = int (*)(void**, const int64_t*, const int64_t*, const double*, int);
 

@@ -62,7 +62,7 @@ void Machine::check_bound(const Block& b) {
     }
     auto check_type = [&](const Type& t) {
       for (const Dim& d : t.shape)
-        if (t.is_tile() && !d.is_static())
+        if (t.has_static_dims() && !d.is_static())
           throw TesseraError(op->loc, "kernel '" + k_.name + "' is not bound: " + t.str() +
                                           " has the symbolic dim '" + d.symbol +
                                           "'; bind its constexprs before running it");
@@ -172,6 +172,7 @@ void Machine::exec(const Op& op) {
     case OpClass::Reduce:
     case OpClass::Scan: exec_reduce(*this, op); return;
     case OpClass::Control: exec_control(op); return;
+    case OpClass::Struct: exec_struct(*this, op); return;
     case OpClass::Raw: {
       std::string n = op.has_attr("name") ? op.attr_string("name") : "?";
       throw TesseraError(op.loc, "raw op '" + n + "' cannot run on the interpreter");
@@ -301,6 +302,7 @@ void Machine::run() {
         pid_[1] = y;
         pid_[2] = z;
         run_ops(*k_.body);
+        end_program_struct(*this);
       }
 }
 

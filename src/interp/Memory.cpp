@@ -242,18 +242,24 @@ void atomic_cas(Machine& m, const Op& op, ViewArg& v) {
 
 }  // namespace
 
+RValue load_view_tile(Machine& m, const Op& op, size_t view_i, size_t first, const std::vector<int64_t>& shape) {
+  ViewArg& v = m.view(op, op.operand(view_i));
+  RValue r = RValue::make(v.tensor->dtype, false, shape);
+  fill_pad(op, r);
+  const Tensor& t = *v.tensor;
+  for_each_tile_row(m, op, first, v, r.shape, [&](int64_t row, int64_t off, int64_t lo, int64_t hi) {
+    for (int64_t c = lo; c < hi; ++c) load_elem(r, row + c, t, off + c);
+  });
+  return r;
+}
+
 void exec_memory(Machine& m, const Op& op) {
   ViewArg& v = m.view(op, op.operand(0));
   switch (op.kind) {
     case OpKind::LoadTile: {
       RValue r = result_value(op);
       if (r.elem != v.tensor->dtype) fail(op, "load_tile result element type differs from the view's");
-      fill_pad(op, r);
-      const Tensor& t = *v.tensor;
-      for_each_tile_row(m, op, 1, v, r.shape, [&](int64_t row, int64_t off, int64_t lo, int64_t hi) {
-        for (int64_t c = lo; c < hi; ++c) load_elem(r, row + c, t, off + c);
-      });
-      m.set(op.result(), std::move(r));
+      m.set(op.result(), load_view_tile(m, op, 0, 1, r.shape));
       return;
     }
     case OpKind::StoreTile: {

@@ -81,6 +81,15 @@ Extra extra(OpKind k) {
     case OpKind::If: return {{}, "if cond then region 0 else region 1, each yielding the results"};
     case OpKind::While: return {{}, "while region 0 (carried) yields true, run region 1 (carried) -> carried"};
     case OpKind::Yield: return {{}, "end a region, passing its values out"};
+    case OpKind::Alloc: return {{}, "a buffer in the result type's memory space (\"shared\"), live for the whole program; a slot is read only after something wrote it"};
+    case OpKind::AsyncCopy: return {{opt("pad", A::Number)}, "start copying tile (i0, ...) of a view into buffer slot (s0, ...), as load_tile reads it (pad); done at the next async_wait"};
+    case OpKind::AsyncWait: return {{}, "wait until this program's async copies have landed (a barrier of the program's threads)"};
+    case OpKind::BufferRead: return {{}, "read buffer slot (s0, ...) as a tile of the buffer's trailing dims"};
+    case OpKind::BufferWrite: return {{}, "write a tile into buffer slot (s0, ...)"};
+    case OpKind::Pipe: return {{}, "a FIFO of tiles in a ring of STAGES shared slots (type pipe<T, [STAGES, dims...]>), empty"};
+    case OpKind::PipePush: return {{opt("pad", A::Number)}, "producer: take a free slot, fill it with tile (i0, ...) of a view (as load_tile) or with a tile value, commit it"};
+    case OpKind::PipePop: return {{}, "consumer: wait for the oldest full slot, read it as a tile, free it"};
+    case OpKind::WarpRole: return {{req("role", A::String)}, "a region run by the warps of one role (\"producer\", \"consumer\"); sequentially, in program order"};
     case OpKind::Raw: return {{req("name", A::String), opt("cpp", A::String), opt("cuda", A::String)}, "inline native code, one body per backend"};
   }
   return {};

@@ -103,8 +103,11 @@ std::string Type::str() const {
       return "ptr<" + e + ">";
     case Kind::View:
       return "view<" + e + ", " + shape_str(shape) + ">";
-    case Kind::Tile: {
-      std::string out = "tile<" + e + ", " + shape_str(shape);
+    case Kind::Tile:
+    case Kind::Buffer:
+    case Kind::Pipe: {
+      std::string out = std::string(kind == Kind::Tile ? "tile" : kind == Kind::Buffer ? "buffer" : "pipe") +
+                        "<" + e + ", " + shape_str(shape);
       if (!layout.empty()) out += ", layout = \"" + layout + "\"";
       if (!space.empty()) out += ", space = \"" + space + "\"";
       return out + ">";

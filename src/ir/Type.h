@@ -1,9 +1,14 @@
-// Types of the Tile IR: scalars, tiles, views and pointers.
+// Types of the Tile IR: scalars, tiles, views and pointers, and the Struct layer's buffers and
+// pipes.
 //
 // Text forms:  i32   bf16   tile<f32, [1, BLOCK_N]>   view<bf16, [M, 4096]>   ptr<f32>
+//              buffer<bf16, [2, BM, BK], space = "shared">   pipe<bf16, [STAGES, BM, BK]>
 // Tile dims are static: an integer, or the name of a kernel constexpr that the
 // bind-constexprs step replaces by its value. View dims are an integer or a symbolic name
 // bound at run time from the argument's shape (the same name in two views means the same size).
+// Buffers and pipes (Struct layer, docs/layers.md) are on-chip storage, not values: only
+// `alloc` / `pipe` make them and only the Struct ops read or write them. Their dims are static
+// like tile dims; a pipe's first dim is its number of stages, the rest the shape of one slot.
 #pragma once
 
 #include <cstdint>
@@ -73,12 +78,13 @@ int64_t shape_numel(const Shape& s);  // requires a static shape
 std::vector<int64_t> static_shape(const Shape& s);  // requires a static shape
 
 struct Type {
-  enum class Kind : uint8_t { None, Scalar, Tile, View, Ptr };
+  enum class Kind : uint8_t { None, Scalar, Tile, View, Ptr, Buffer, Pipe };
 
   Kind kind = Kind::None;
   ScalarKind elem = ScalarKind::F32;
   Shape shape;  // tile or view shape; empty for scalars and pointers
-  // Struct layer (optional): a tile's layout and memory space, e.g. "blocked", "shared".
+  // Struct layer (optional): the layout and memory space of a tile or buffer, e.g. "blocked",
+  // "shared".
   std::string layout;
   std::string space;
 
@@ -87,12 +93,20 @@ struct Type {
   static Type tile(ScalarKind k, Shape s) { return Type{Kind::Tile, k, std::move(s), {}, {}}; }
   static Type view(ScalarKind k, Shape s) { return Type{Kind::View, k, std::move(s), {}, {}}; }
   static Type ptr(ScalarKind k) { return Type{Kind::Ptr, k, {}, {}, {}}; }
+  static Type buffer(ScalarKind k, Shape s, std::string space = "shared") {
+    return Type{Kind::Buffer, k, std::move(s), {}, std::move(space)};
+  }
+  static Type pipe(ScalarKind k, Shape s) { return Type{Kind::Pipe, k, std::move(s), {}, {}}; }
 
   bool is_none() const { return kind == Kind::None; }
   bool is_scalar() const { return kind == Kind::Scalar; }
   bool is_tile() const { return kind == Kind::Tile; }
   bool is_view() const { return kind == Kind::View; }
   bool is_ptr() const { return kind == Kind::Ptr; }
+  bool is_buffer() const { return kind == Kind::Buffer; }
+  bool is_pipe() const { return kind == Kind::Pipe; }
+  // Types whose dims are static (constexpr names until binding): tiles, buffers, pipes.
+  bool has_static_dims() const { return is_tile() || is_buffer() || is_pipe(); }
   // A scalar or a tile: the values elementwise ops work on.
   bool is_value() const { return is_scalar() || is_tile(); }
   int rank() const { return static_cast<int>(shape.size()); }

@@ -7,6 +7,8 @@
 // ops using them skip their type checks too, so one mistake gives one message.
 #include "ir/Verifier.h"
 
+#include "ir/Struct.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -115,6 +117,9 @@ class Verifier {
       error(k_.loc, "kernel " + q(k_.name) + " has no body block");
     else
       verify_block(*k_.body, BlockRole::Body, nullptr);
+    // Kernel-wide Struct rules trust the op-level checks, so they run on clean kernels only.
+    if (errors_.empty() && k_.body)
+      for (TesseraError& e : verify_struct_rules(k_)) errors_.push_back(std::move(e));
     return std::move(errors_);
   }
 
@@ -380,10 +385,14 @@ class Verifier {
 
   // Tile shapes: positive dims, symbols naming constexprs, static when bound.
   bool check_type_dims(const Type& t, const std::string& what) {
-    if (!t.is_tile()) return true;
+    if (!t.has_static_dims()) return true;
     bool ok = true;
     if (t.rank() == 0) {
       fail(what + " " + t.str() + " must have rank >= 1");
+      return false;
+    }
+    if (t.is_pipe() && t.rank() < 2) {
+      fail(what + " " + t.str() + " needs a number of stages and at least one slot dim");
       return false;
     }
     for (const Dim& d : t.shape) {
@@ -409,7 +418,15 @@ class Verifier {
     for (size_t i = 0; i < op.results.size(); ++i) {
       const Type& t = op.results[i]->type;
       std::string what = op.results.size() == 1 ? "result type" : "result " + std::to_string(i) + " type";
-      if (!t.is_value()) {
+      // Only `alloc` and `pipe` make storage (buffers, pipes); every other result is a value.
+      bool storage = (op.kind == OpKind::Alloc && t.is_buffer()) || (op.kind == OpKind::Pipe && t.is_pipe());
+      if (op.kind == OpKind::Alloc && !t.is_buffer()) {
+        fail(what + " must be a buffer, got " + t.str());
+        ok = false;
+      } else if (op.kind == OpKind::Pipe && !t.is_pipe()) {
+        fail(what + " must be a pipe, got " + t.str());
+        ok = false;
+      } else if (!t.is_value() && !storage) {
         fail(what + " must be a scalar or a tile, got " + t.str());
         ok = false;
       } else if (!check_type_dims(t, what)) {
@@ -510,6 +527,7 @@ class Verifier {
       case OpClass::Control: return check_control(op);
       case OpClass::Terminator: return;  // checked by the parent
       case OpClass::Raw: return check_raw(op);
+      case OpClass::Struct: return check_struct(op);
     }
   }
 
@@ -981,6 +999,126 @@ class Verifier {
     }
   }
 
+  // ---------------------------------------------------------------- Struct ops
+  // Types and operand counts here; where ops may stand and how pipes and buffers are shared
+  // between warp roles is checked over the whole kernel (VerifyStruct.cpp).
+
+  static bool shapes_may_equal(const Shape& a, const Shape& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!dims_may_equal(a[i], b[i])) return false;
+    return true;
+  }
+
+  // Operand `i` is a buffer / pipe.
+  bool check_storage(size_t i, Type::Kind kind) {
+    if (ot(i).kind == kind) return true;
+    fail("operand " + std::to_string(i) + " must be a " + (kind == Type::Kind::Buffer ? "buffer" : "pipe") +
+         ", got " + ot(i).str());
+    return false;
+  }
+
+  // A tile of `t` read from / written to slots of buffer `buf`: the element type and trailing
+  // dims agree; `first` is where the slot indices start. `what` names the tile.
+  bool check_slot_access(const Type& buf, const Type& t, size_t first, const std::string& what, size_t extra) {
+    if (!t.is_tile() || t.rank() > buf.rank() || t.elem != buf.elem) {
+      fail(what + " must be a tile of element type " + std::string(scalar_name(buf.elem)) + " and rank <= " +
+           std::to_string(buf.rank()) + " (the buffer's), got " + t.str());
+      return false;
+    }
+    Shape slot = struct_slot_shape(buf, t.rank());
+    if (!shapes_may_equal(slot, t.shape)) {
+      fail(what + " " + t.str() + " does not match the slot shape " + shape_str(slot) + " of " + buf.str());
+      return false;
+    }
+    size_t nslots = static_cast<size_t>(buf.rank() - t.rank());
+    if (cur_->operands.size() != first + nslots + extra) {
+      fail("needs " + std::to_string(nslots) + " slot " + (nslots == 1 ? "index" : "indices") + " for " + buf.str() +
+           (extra ? " and " + std::to_string(extra) + " tile " + (extra == 1 ? "index" : "indices") : std::string()) +
+           ", got " + std::to_string(cur_->operands.size() - first) + " indices");
+      return false;
+    }
+    return check_i32_indices(first, nslots + extra, "index");
+  }
+
+  void check_struct(const Op& op) {
+    switch (op.kind) {
+      case OpKind::Alloc:
+        if (rt().space != "shared")
+          fail("buffer space must be \"shared\" (the one on-chip space so far), got " +
+               (rt().space.empty() ? std::string("none") : "\"" + rt().space + "\""));
+        return;
+      case OpKind::Pipe:
+        if (!rt().space.empty() && rt().space != "shared")
+          fail("pipe space must be \"shared\" or absent, got \"" + rt().space + "\"");
+        return;
+      case OpKind::AsyncWait: return;
+      case OpKind::AsyncCopy: {
+        if (!check_storage(0, Type::Kind::Buffer) || !check_view(1)) return;
+        const Type& buf = ot(0);
+        const Type& view = ot(1);
+        Type tile = Type::tile(view.elem, struct_slot_shape(buf, view.rank()));
+        if (view.elem != buf.elem)
+          return fail("view " + view.str() + " must have the element type of " + buf.str());
+        if (view.rank() > buf.rank())
+          return fail("view " + view.str() + " has a higher rank than " + buf.str() +
+                      " (a slot holds a tile of the view's rank)");
+        if (!check_slot_access(buf, tile, 2, "the copied tile", static_cast<size_t>(view.rank()))) return;
+        check_pad(op, view.elem);
+        return;
+      }
+      case OpKind::BufferRead:
+        if (!check_storage(0, Type::Kind::Buffer)) return;
+        check_slot_access(ot(0), rt(), 1, "result type", 0);
+        return;
+      case OpKind::BufferWrite:
+        if (!check_storage(0, Type::Kind::Buffer)) return;
+        check_slot_access(ot(0), ot(1), 2, "value", 0);
+        return;
+      case OpKind::PipePush: {
+        if (!check_storage(0, Type::Kind::Pipe)) return;
+        const Type& p = ot(0);
+        const Type& src = ot(1);
+        Shape slot = struct_slot_shape(p, 0);
+        if (src.is_view()) {
+          if (src.elem != p.elem || src.rank() != static_cast<int>(slot.size()))
+            return fail("view " + src.str() + " must have the element type and slot rank of " + p.str());
+          if (op.operands.size() != 2 + slot.size())
+            return fail("needs one tile index per view dim (" + std::to_string(slot.size()) + "), got " +
+                        std::to_string(op.operands.size() - 2));
+          if (!check_i32_indices(2, slot.size(), "index")) return;
+          check_pad(op, src.elem);
+          return;
+        }
+        if (!src.is_tile() || src.elem != p.elem || !shapes_may_equal(src.shape, slot))
+          return fail("pushes a view tile or a tile<" + std::string(scalar_name(p.elem)) + ", " + shape_str(slot) +
+                      "> (one slot of " + p.str() + "), got " + src.str());
+        if (op.operands.size() != 2) return fail("takes no indices when pushing a tile value");
+        if (op.has_attr("pad")) fail("pad applies only to a push from a view");
+        return;
+      }
+      case OpKind::PipePop: {
+        if (!check_storage(0, Type::Kind::Pipe)) return;
+        const Type& p = ot(0);
+        Shape slot = struct_slot_shape(p, 0);
+        if (!rt().is_tile() || rt().elem != p.elem || !shapes_may_equal(rt().shape, slot))
+          fail("result type must be tile<" + std::string(scalar_name(p.elem)) + ", " + shape_str(slot) +
+               "> (one slot of " + p.str() + "), got " + rt().str());
+        return;
+      }
+      case OpKind::WarpRole: {
+        const std::string& role = op.attr_string("role");
+        if (role != "producer" && role != "consumer")
+          return fail("role \"" + role + "\" is not one of producer, consumer");
+        if (!op.region(0).args.empty()) return fail("region must have no arguments");
+        if (role == "producer" && !op.results.empty())
+          fail("producer region must yield nothing: a producer hands data on only through pipes");
+        return;
+      }
+      default: return;
+    }
+  }
+
   void check_raw(const Op& op) {
     for (size_t i = 0; i < op.operands.size(); ++i)
       if (!ot(i).is_value()) return fail("operand " + std::to_string(i) + " must be a scalar or a tile, got " + ot(i).str());
@@ -1029,6 +1167,7 @@ class Verifier {
         return;
       case OpKind::ReduceWith:
       case OpKind::ScanWith: return check_yield(0, {Type::scalar(ot(0).elem)}, "combiner");
+      case OpKind::WarpRole: return check_yield(0, result_types(), "region");
       default: return;
     }
   }

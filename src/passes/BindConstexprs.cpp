@@ -12,8 +12,9 @@ namespace {
 std::string list_str(const std::vector<int64_t>& v) { return attr_str(v); }
 
 void bind_type(const Kernel& k, Type& t) {
-  // View dims are runtime sizes, not constexprs: only tiles carry constexpr dims.
-  if (!t.is_tile()) return;
+  // View dims are runtime sizes, not constexprs: only tiles, buffers and pipes carry
+  // constexpr dims.
+  if (!t.has_static_dims()) return;
   for (Dim& d : t.shape)
     if (!d.is_static())
       if (const ConstexprDecl* c = k.find_constexpr(d.symbol)) d = Dim(c->value);

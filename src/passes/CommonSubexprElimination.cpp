@@ -19,6 +19,7 @@ bool cse_candidate(const Op& op) {
     case OpClass::Control:
     case OpClass::Terminator:
     case OpClass::Raw:
+    case OpClass::Struct:  // storage and its reads: two allocs or two pops are never the same
       return false;
     default:
       return true;

@@ -17,6 +17,12 @@ bool has_side_effect_itself(OpKind k) {
     case OpKind::AtomicCas:
     case OpKind::Raw:  // native code may do anything
     case OpKind::Yield:
+    // Struct ops that change storage: a pop removes a tile even when the tile is unused.
+    case OpKind::AsyncCopy:
+    case OpKind::AsyncWait:
+    case OpKind::BufferWrite:
+    case OpKind::PipePush:
+    case OpKind::PipePop:
       return true;
     default:
       return false;

@@ -210,7 +210,7 @@ class Parser {
   Type type() {
     Token t = take();
     if (t.kind != Tok::Ident) expected(t, "a type");
-    if (t.text == "tile" || t.text == "view" || t.text == "ptr") {
+    if (t.text == "tile" || t.text == "view" || t.text == "ptr" || t.text == "buffer" || t.text == "pipe") {
       expect_punct('<', "after " + quote(t.text));
       ScalarKind e = scalar();
       if (t.text == "ptr") {
@@ -223,22 +223,27 @@ class Parser {
         expect_punct('>', "to close the view type");
         return Type::view(e, std::move(s));
       }
+      // Tiles and the Struct layer's buffers and pipes share one form: element type, shape,
+      // then optional layout and memory space.
       Type tile = Type::tile(e, std::move(s));
+      if (t.text == "buffer") tile.kind = Type::Kind::Buffer;
+      if (t.text == "pipe") tile.kind = Type::Kind::Pipe;
+      const std::string kind_word = std::string(t.text);
       bool seen_layout = false, seen_space = false;
       while (peek().is(',')) {
         take();
         Token key = take();
         bool is_layout = key.is_word("layout"), is_space = key.is_word("space");
-        if (!is_layout && !is_space) expected(key, "'layout' or 'space' in a tile type");
+        if (!is_layout && !is_space) expected(key, "'layout' or 'space' in a " + kind_word + " type");
         bool& seen = is_layout ? seen_layout : seen_space;
-        if (seen) fail(key, "duplicate " + quote(key.text) + " in a tile type");
+        if (seen) fail(key, "duplicate " + quote(key.text) + " in a " + kind_word + " type");
         seen = true;
         expect_punct('=', "after " + quote(key.text));
         Token v = take();
         if (v.kind != Tok::String) expected(v, "a string after " + quote(key.text) + " =");
         (is_layout ? tile.layout : tile.space) = v.str;
       }
-      expect_punct('>', "to close the tile type");
+      expect_punct('>', "to close the " + kind_word + " type");
       return tile;
     }
     auto s = scalar_from_name(t.text);
@@ -314,7 +319,10 @@ class Parser {
     const OpInfo& info = op_info(*kind);
 
     std::vector<Value*> operands;
-    if (peek().kind == Tok::Value) {
+    // An op without operands (`async_wait`) may be followed by the next op's result name.
+    if (info.max_operands == 0 && peek().kind == Tok::Value && peek().line == name.line)
+      fail(peek(), "op " + quote(info.name) + " takes no operands");
+    if (info.max_operands != 0 && peek().kind == Tok::Value) {
       for (;;) {
         Token v = take();
         operands.push_back(use(v));

@@ -81,13 +81,13 @@ void damage(Kernel& k, Kernel& foreign, std::mt19937& rng) {
     for (Value* r : o->results) values.push_back(r);
   switch (rng() % 9) {
     case 0:  // any value of the kernel, visible or not
-      if (!op.operands.empty()) op.operands[rng() % op.operands.size()] = values[rng() % values.size()];
+      if (!op.operands.empty() && !values.empty()) op.operands[rng() % op.operands.size()] = values[rng() % values.size()];
       break;
     case 1:
       if (!op.operands.empty()) op.operands[rng() % op.operands.size()] = nullptr;
       break;
-    case 2:
-      op.operands.push_back(rng() % 2 ? foreign.params[0] : values[rng() % values.size()]);
+    case 2:  // (a kernel without parameters or results has no values of its own)
+      op.operands.push_back(rng() % 2 || values.empty() ? foreign.params[0] : values[rng() % values.size()]);
       break;
     case 3:
       if (!op.results.empty()) op.results[rng() % op.results.size()]->type = random_type(rng);
