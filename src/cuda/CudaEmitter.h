@@ -24,7 +24,8 @@
 //     3. every scalar parameter by value, in signature order: i1/u8 as uint8_t, i8 as int8_t,
 //        16/32/64-bit integers as their own C type, f32 and the narrow floats (f16, bf16, f8:
 //        already rounded to the type) as float, f64 as double;
-//     4. (sm_90a TMA kernels) one tensor map per operand view of the wgmma pipeline (TensorMap).
+//     4. (sm_90a TMA kernels) one tensor map per operand view of the wgmma pipeline (TensorMap);
+//     5. (persistent kernels) the grid's x and y sizes as int32 (GridSize).
 //   The kernel is `extern "C" __global__`, named info.symbol.
 //
 // * Errors. line_op[i] is the IR op whose code produced line i+1 of the source (null: none),
@@ -54,7 +55,7 @@ namespace tessera {
 inline constexpr const char* kCudaCodegenVersion = "tessera-cuda-codegen-1";
 
 struct CudaParam {
-  enum class Kind : uint8_t { Pointer, Dim, Scalar, TensorMap };
+  enum class Kind : uint8_t { Pointer, Dim, Scalar, TensorMap, GridSize };
   Kind kind = Kind::Pointer;
   ScalarKind elem = ScalarKind::F32;  // pointee (Pointer), i32 (Dim), the scalar's type (Scalar)
   int bytes = 8;                      // size of the by-value argument
@@ -74,6 +75,11 @@ struct CudaKernelInfo {
   int static_smem_bytes = 0;     // __shared__ arrays declared in the kernel
   int dynamic_smem_bytes = 0;    // extern __shared__ bytes to pass at launch
   std::vector<CudaParam> params;
+  // A persistent kernel loops over the program grid itself: launch gridDim.x = min(programs,
+  // multiprocessors) CTAs (one per SM) and pass the grid's x and y sizes as the GridSize
+  // parameters (int32, param_index = axis). Its programs run in grouped order (8 rows of axis 0
+  // at a time), so that concurrently running programs share operand tiles in L2.
+  bool persistent = false;
 };
 
 struct CudaEmission {

@@ -147,12 +147,25 @@ class CudaKernelImpl : public CudaKernel {
           break;
         }
         case CudaParam::Kind::Scalar: put_scalar(slots[i], p.elem, args.at(p.param_index)); break;
+        case CudaParam::Kind::GridSize: {
+          int32_t v = static_cast<int32_t>(grid.at(static_cast<size_t>(p.param_index)));
+          std::memcpy(&slots[i], &v, sizeof v);
+          break;
+        }
       }
       params[i] = &slots[i];
     }
     const Driver& d = *driver();
-    CUresult r = d.cuLaunchKernel(c_->fn, static_cast<unsigned>(grid[0]), static_cast<unsigned>(grid[1]),
-                                  static_cast<unsigned>(grid[2]), static_cast<unsigned>(info.block_threads), 1, 1,
+    // A persistent kernel loops over the programs itself: one CTA per multiprocessor.
+    std::array<int64_t, 3> launch_grid = grid;
+    if (info.persistent) {
+      if (grid[0] * grid[1] > int64_t(INT32_MAX))
+        throw TesseraError(k.loc, "kernel " + kname(k) + ": " + std::to_string(grid[0] * grid[1]) +
+                                      " programs are more than a persistent kernel can count (2^31 - 1)");
+      launch_grid = {std::min<int64_t>(grid[0] * grid[1] * grid[2], dev.num_sms), 1, 1};
+    }
+    CUresult r = d.cuLaunchKernel(c_->fn, static_cast<unsigned>(launch_grid[0]), static_cast<unsigned>(launch_grid[1]),
+                                  static_cast<unsigned>(launch_grid[2]), static_cast<unsigned>(info.block_threads), 1, 1,
                                   static_cast<unsigned>(info.dynamic_smem_bytes), static_cast<CUstream>(stream),
                                   params.data(), nullptr);
     if (r != CUDA_SUCCESS)

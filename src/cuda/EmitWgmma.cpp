@@ -96,6 +96,57 @@ Emitter::WgmmaPlan Emitter::plan_wgmma() const {
   return w;
 }
 
+bool Emitter::can_be_persistent() const {
+  if (!wg_.ok || !k_.grid) return false;
+  const Op* y = k_.grid->terminator();
+  if (!y || y->operands.size() > 2) return false;  // a 1-D or 2-D grid
+  const Op* loop = wg_.loop;
+  if (loop->parent != k_.body.get() || !frag_store_chain(*loop, 0)) return false;
+  const Op* init = loop->operand(3)->def;
+  if (!init || init->kind != OpKind::Splat || !init->operand(0)->type.is_scalar()) return false;
+  // The epilogue chain: the loop result's optional cast and its store.
+  const Op* store = nullptr;
+  const Op* cast = nullptr;
+  for (const auto& o : k_.body->ops) {
+    if (o->kind == OpKind::StoreTile && (o->operand(1) == loop->result() ||
+                                         (o->operand(1)->def && o->operand(1)->def->kind == OpKind::Cast &&
+                                          o->operand(1)->def->operand(0) == loop->result()))) {
+      store = o.get();
+      cast = o->operand(1) == loop->result() ? nullptr : o->operand(1)->def;
+    }
+  }
+  for (const auto& o : k_.body->ops) {
+    const Op* p = o.get();
+    if (p == loop || p == init || p == store || p == cast) continue;
+    if (pure_scalar(*p) || p->info().cls == OpClass::Index) continue;
+    return false;
+  }
+  return store != nullptr;
+}
+
+void Emitter::emit_wgmma_setup() {
+  const WgmmaPlan& w = wg_;
+  const int S = w.stages, CW = w.consumer_warps;
+  const int64_t stage = (w.BM * w.BK + w.BK * w.BN) * 2;
+  auto n = [](int64_t v) { return std::to_string(v); };
+  // The ring starts at the first 1024-byte boundary of the dynamic shared memory.
+  smem_ptr("unsigned char", 0, 1024 + S * stage + 16 * S);
+  line("const uint32_t ring_ = (tsr::smem_u32(tsr_smem) + 1023u) & ~1023u;");
+  line("const uint32_t full_ = ring_ + " + n(S * stage) + "u, empty_ = full_ + " + n(8 * S) + "u;");
+  // Iterations issued (producer) and consumed (consumers) so far: stage and phase of the next.
+  line("int64_t ring_it_ = 0;");
+  // Earlier ordinary shared-memory accesses (exchanges before the loop) come before the TMA's.
+  line("tsr::fence_proxy_async();");
+  open("if (tsr_tid == 0) {");
+  open("for (int s_ = 0; s_ < " + n(S) + "; ++s_) {");
+  line("tsr::mbar_init(full_ + 8u * s_, 1);");
+  line("tsr::mbar_init(empty_ + 8u * s_, " + n(CW) + ");");
+  close();
+  line("tsr::mbar_init_fence();");
+  close();
+  barrier();
+}
+
 void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
   const WgmmaPlan& w = wg_;
   const Block& body = f.region(0);
@@ -109,31 +160,22 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
   uses_mma_ = true;
   notes_.push_back("dot at " + f.loc.str() + ": wgmma m64n" + n(w.BN) + "k16 fed by a " + n(S) +
                    "-stage TMA + mbarrier ring; " + n(CW / 4) + " consumer warpgroup(s) and one producer warpgroup");
-  // The ring starts at the first 1024-byte boundary of the dynamic shared memory.
-  smem_ptr("unsigned char", 0, 1024 + S * stage + 16 * S);
   open("{");
-  line("const uint32_t ring_ = (tsr::smem_u32(tsr_smem) + 1023u) & ~1023u;");
-  line("const uint32_t full_ = ring_ + " + n(S * stage) + "u, empty_ = full_ + " + n(8 * S) + "u;");
+  if (!persistent_) emit_wgmma_setup();
   warp_coords(*this, w.mma);
-  // Earlier ordinary shared-memory accesses (exchanges before the loop) come before the TMA's.
-  line("tsr::fence_proxy_async();");
-  open("if (tsr_tid == 0) {");
-  open("for (int s_ = 0; s_ < " + n(S) + "; ++s_) {");
-  line("tsr::mbar_init(full_ + 8u * s_, 1);");
-  line("tsr::mbar_init(empty_ + 8u * s_, " + n(CW) + ");");
-  close();
-  line("tsr::mbar_init_fence();");
-  close();
-  barrier();
   std::string trip = fresh("trip");
   line("const int64_t " + trip + " = " + step + " > 0 && int64_t(" + hi + ") > int64_t(" + lo + ") ? (int64_t(" + hi +
        ") - int64_t(" + lo + ") + " + step + " - 1) / " + step + " : 0;");
+  // Stage and phase of the ring's iteration `it` (int64 expression).
+  auto slot = [&](const std::string& it) {
+    line("const uint32_t s_ = uint32_t((" + it + ") % " + n(S) + "), ph_ = uint32_t((" + it + ") / " + n(S) + ") & 1u;");
+  };
 
   // Producer: one thread of the last warpgroup.
   open("if (warp_ >= " + n(CW) + ") {");
   open("if (tsr_tid == " + n(CW * 32) + ") {");
   open("for (int64_t i_ = 0; i_ < " + trip + "; ++i_) {");
-  line("const uint32_t s_ = uint32_t(i_ % " + n(S) + "), ph_ = uint32_t(i_ / " + n(S) + ") & 1u;");
+  slot("ring_it_ + i_");
   line("tsr::mbar_wait(empty_ + 8u * s_, ph_ ^ 1u);");
   line("tsr::mbar_arrive_expect_tx(full_ + 8u * s_, " + n(stage) + "u);");
   std::string ivn = fresh("ivp");
@@ -161,7 +203,7 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
   line("const uint32_t wg_ = uint32_t(warp_) / 4u;");
   line("tsr::wgmma_fence_regs(" + frag + ");");
   open("for (int64_t i_ = 0; i_ < " + trip + "; ++i_) {");
-  line("const uint32_t s_ = uint32_t(i_ % " + n(S) + "), ph_ = uint32_t(i_ / " + n(S) + ") & 1u;");
+  slot("ring_it_ + i_");
   line("tsr::mbar_wait(full_ + 8u * s_, ph_);");
   line("const uint32_t sa_ = ring_ + s_ * " + n(stage) + "u + wg_ * " + n(64 * 128) + "u, sb_ = ring_ + s_ * " + n(stage) +
        "u + " + n(a_bytes) + "u;");
@@ -177,14 +219,21 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
     line(fn + "(" + frag + ", " + da + ", " + db + ");");
   }
   line("tsr::wgmma_commit();");
+  // At most one group in flight: the previous iteration's stage is no longer read.
   line("tsr::wgmma_wait<1>();");
-  line("if (i_ > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * uint32_t((i_ - 1) % " + n(S) + "));");
+  line("if (i_ > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * uint32_t((ring_it_ + i_ - 1) % " + n(S) + "));");
   close();
   line("tsr::wgmma_wait<0>();");
   line("tsr::wgmma_fence_regs(" + frag + ");");
+  // The last stage is released too: a persistent kernel's producer reuses it for the next program.
+  line("if (" + trip + " > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * uint32_t((ring_it_ + " + trip + " - 1) % " +
+       n(S) + "));");
   --ind_;
   line("}");
-  barrier();
+  line("ring_it_ += " + trip + ";");
+  // A persistent kernel's epilogue needs no shared memory, so the producer may run ahead into
+  // the next program; otherwise the ring's memory may be reused after the loop.
+  if (!persistent_) barrier();
   close();
 }
 

@@ -183,7 +183,17 @@ class Emitter {
   };
   WgmmaPlan wg_;
   WgmmaPlan plan_wgmma() const;
+  // The ring's shared memory, barriers and iteration counter (ring_, full_, empty_, ring_it_):
+  // at kernel scope before the program loop of a persistent kernel, else just before the loop.
+  void emit_wgmma_setup();
   void emit_wgmma_loop(const Op& for_op, const std::string& frag);
+  // Persistent: the kernel body runs in a loop over the programs (tsr_pid0/1 instead of
+  // blockIdx), with the wgmma ring and its phases carried from one program to the next, so the
+  // producer loads the next program's tiles while the consumers store this one's. Only for
+  // kernels whose top level is index arithmetic, the accumulator's splat, the wgmma loop and its
+  // direct epilogue (nothing else that needs a CTA barrier).
+  bool persistent_ = false;
+  bool can_be_persistent() const;
   std::vector<std::string> notes_;  // CudaEmission::notes
   int64_t pipe_frag_regs_ = 0;  // most accumulator registers per thread of a pipelined loop
   int64_t pipe_stage_elems_ = 0;  // most elements per thread one pipeline stage copies

@@ -7,6 +7,7 @@
 #include "cuda/CudaEmitter.h"
 #include "kernels/Library.h"
 #include "passes/Passes.h"
+#include "text/Text.h"
 
 namespace tessera {
 namespace {
@@ -39,10 +40,11 @@ TEST(CudaWgmma, LibraryMatmul128x256x64IsWarpSpecializedTmaWgmma) {
   size_t tma = 0;
   for (size_t at = 0; (at = em.source.find("tsr::tma_load_2d(", at)) != std::string::npos; ++at) ++tma;
   EXPECT_EQ(tma, 5u);
-  // The tensor maps come last in the ABI: a (box 64 x 128) then b (box 64 x 64).
-  ASSERT_GE(em.info.params.size(), 2u);
-  const CudaParam& ma = em.info.params[em.info.params.size() - 2];
-  const CudaParam& mb = em.info.params.back();
+  // After the scalars come the tensor maps, a (box 64 x 128) then b (box 64 x 64), then the
+  // persistent kernel's grid sizes.
+  ASSERT_EQ(em.info.params.size(), 10u);
+  const CudaParam& ma = em.info.params[6];
+  const CudaParam& mb = em.info.params[7];
   EXPECT_EQ(ma.kind, CudaParam::Kind::TensorMap);
   EXPECT_EQ(ma.param_index, 0);
   EXPECT_EQ(ma.box[0], 64);
@@ -50,10 +52,57 @@ TEST(CudaWgmma, LibraryMatmul128x256x64IsWarpSpecializedTmaWgmma) {
   EXPECT_EQ(mb.kind, CudaParam::Kind::TensorMap);
   EXPECT_EQ(mb.param_index, 1);
   EXPECT_EQ(mb.box[1], 64);
+  EXPECT_EQ(em.info.params[8].kind, CudaParam::Kind::GridSize);
+  EXPECT_EQ(em.info.params[9].param_index, 1);
+  // Persistent: program ids come from the CTA's loop over the programs, and the ring's phases
+  // carry from one program to the next (no CTA barrier after the loop).
+  EXPECT_TRUE(em.info.persistent);
+  EXPECT_EQ(em.stats["persistent"], 1);
+  EXPECT_NE(em.source.find("for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x)"), std::string::npos);
+  EXPECT_EQ(em.source.find("blockIdx.y"), std::string::npos);
+  EXPECT_NE(em.source.find("ring_it_ += "), std::string::npos);
   // The epilogue goes from the wgmma fragments straight to memory, consumer warps only.
   EXPECT_EQ(em.stats["mma-direct-epilogues"], 1);
   EXPECT_NE(em.source.find("if (warp_ < 8)"), std::string::npos);
   EXPECT_NE(notes(em).find("wgmma m64n256k16"), std::string::npos) << notes(em);
+}
+
+// A kernel that does more than the matmul loop and its store keeps one CTA per program.
+TEST(CudaWgmma, OtherWorkAtTopLevelKeepsOneCtaPerProgram) {
+  std::string t =
+      "kernel @mm(%a: view<bf16, [M, K]>, %b: view<bf16, [K, N]>, %c: view<bf16, [M, N]>, %d: view<f32, [M]>) {\n"
+      "  grid {\n"
+      "    %m = dim %a {axis = 0} : i32\n"
+      "    %n = dim %b {axis = 1} : i32\n"
+      "    yield %m, %n\n"
+      "  }\n"
+      "  %pm = program_id {axis = 0} : i32\n"
+      "  %pn = program_id {axis = 1} : i32\n"
+      "  %k = dim %a {axis = 1} : i32\n"
+      "  %bk = const {value = 64} : i32\n"
+      "  %zero = const {value = 0} : i32\n"
+      "  %f0 = const {value = 0.0} : f32\n"
+      "  %acc0 = splat %f0 : tile<f32, [64, 64]>\n"
+      "  %acc = for %zero, %k, %bk, %acc0 {pipeline = 3} : tile<f32, [64, 64]> {\n"
+      "    ^(%kk: i32, %accc: tile<f32, [64, 64]>):\n"
+      "    %kt = div %kk, %bk : i32\n"
+      "    %ta = load_tile %a, %pm, %kt : tile<bf16, [64, 64]>\n"
+      "    %tb = load_tile %b, %kt, %pn : tile<bf16, [64, 64]>\n"
+      "    %accn = dot %ta, %tb, %accc : tile<f32, [64, 64]>\n"
+      "    yield %accn\n"
+      "  }\n"
+      "  %out = cast %acc : tile<bf16, [64, 64]>\n"
+      "  store_tile %c, %out, %pm, %pn\n"
+      "  %s = reduce %acc {axis = 1, kind = \"sum\"} : tile<f32, [64]>\n"
+      "  store_tile %d, %s, %pm\n"
+      "}\n";
+  auto k = bind_constexprs(*parse_module(t, "mm.tile")->kernels.at(0), {});
+  CudaEmission em = emit(*k);
+  EXPECT_EQ(em.stats["dot.wgmma_tma"], 1) << notes(em);
+  EXPECT_FALSE(em.info.persistent);
+  EXPECT_NE(em.source.find("blockIdx.x"), std::string::npos);
+  std::string why;
+  if (nvrtc_available(&why)) EXPECT_FALSE(nvrtc_compile(em.source, CudaTarget::parse("sm_90a")).cubin.empty());
 }
 
 TEST(CudaWgmma, ShapesTheRingCannotTakeStayOnMmaSyncWithAReason) {

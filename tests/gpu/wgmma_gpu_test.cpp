@@ -64,11 +64,11 @@ TEST(WgmmaGpu, OperandsTmaCannotDescribeRunTheMmaSyncCompilation) {
   EXPECT_EQ(run_and_compare(*k, {{"M", 130}, {"N", 99}, {"K", 64}}, 4), 1);
 }
 
-TEST(WgmmaGpu, LongKLoopMatchesTheReference) {
-  REQUIRE_HOPPER();
+// Against the double-precision reference: a long K loop, and more programs than SMs (the
+// persistent loop runs several programs per CTA, carrying the ring's phases across them).
+void expect_matches_reference(const Sizes& s, int64_t bm, int64_t bn, int64_t bk) {
   const LibraryKernel& lk = *find_library_kernel("matmul");
-  Sizes s{{"M", 384}, {"N", 512}, {"K", 4096}};
-  auto k = matmul(ScalarKind::BF16, 128, 256, 64);
+  auto k = matmul(ScalarKind::BF16, bm, bn, bk);
   std::vector<Tensor> got = make_random_tensors(*k, s, 5), want = got;
   auto ga = args_for(*k, got), wa = args_for(*k, want);
   auto ck = compile_cuda(*k, test_options());
@@ -85,6 +85,18 @@ TEST(WgmmaGpu, LongKLoopMatchesTheReference) {
                     << " reference " << w;
     }
   }
+}
+
+TEST(WgmmaGpu, LongKLoopMatchesTheReference) {
+  REQUIRE_HOPPER();
+  expect_matches_reference({{"M", 384}, {"N", 512}, {"K", 4096}}, 128, 256, 64);
+}
+
+TEST(WgmmaGpu, ManyProgramsPerCtaMatchTheReference) {
+  REQUIRE_HOPPER();
+  // 16 x 17 = 272 programs of 64 x 64 (about two per SM), then 16 x 9 = 144 of 128 x 256.
+  expect_matches_reference({{"M", 1000}, {"N", 1032}, {"K", 200}}, 64, 64, 64);
+  expect_matches_reference({{"M", 2040}, {"N", 2056}, {"K", 328}}, 128, 256, 64);
 }
 
 }  // namespace
