@@ -307,6 +307,7 @@ void Emitter::emit_op(const Op& op) {
       break;
     case OpClass::Terminator: fail(op, "yield outside the end of a region");
     case OpClass::Raw: emit_raw(op); break;
+    case OpClass::Struct: emit_struct(op); break;
   }
   cur_ = saved;
 }
@@ -862,6 +863,7 @@ CudaEmission Emitter::run() {
   line("const int tsr_tid = int(threadIdx.x);");
   line("constexpr int tsr_nthreads = " + std::to_string(T_) + ";");
   line("(void)tsr_tid; (void)tsr_smem;");
+  const size_t struct_line = lines_.size();
   // Row-major strides of every view, in 64 bits.
   for (const Value* p : k.params) {
     if (!views_.count(p)) continue;
@@ -894,6 +896,7 @@ CudaEmission Emitter::run() {
     emit_block(*k.body);
   }
   close();
+  place_struct_storage(struct_line);
 
   int64_t smem = align16(smem_);
   if (smem > smem_limit(tg_))

@@ -205,6 +205,12 @@ class Emitter {
   void emit_if(const Op& op);
   void emit_while(const Op& op);
   void emit_raw(const Op& op);
+  // Struct ops (EmitStruct.cpp): buffers and pipe rings live in shared memory after the
+  // scratch, at tsr_struct_base, which place_struct_storage defines at line `at` once the
+  // scratch size is known.
+  void emit_struct(const Op& op);
+  void place_struct_storage(size_t at);
+  int64_t struct_smem_ = 0;  // bytes of buffers and pipe rings
   void copy_value(const Value* v, const std::string& dst, const std::string& src);
   void assign_carried(const Op& y, const std::vector<const Value*>& vals, const std::vector<std::string>& carried);
   std::string combine(const Op& op, const std::string& a, const std::string& b);

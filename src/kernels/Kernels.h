@@ -10,6 +10,7 @@ LibraryKernel softmax();
 LibraryKernel layernorm();
 LibraryKernel rmsnorm();
 LibraryKernel matmul();
+LibraryKernel matmul_struct();
 
 // The dtypes every library kernel takes; the first is the default.
 inline std::vector<ScalarKind> float_dtypes() {

@@ -233,6 +233,55 @@ std::vector<Val> KernelBuilder::if_then_else(const Operand& cond, const Branch& 
   return results;
 }
 
+void KernelBuilder::warp_role_region(const std::string& role, const std::function<void()>& body,
+                                     const SrcLoc& loc) {
+  require_open(loc);
+  if (role != "producer" && role != "consumer")
+    fail(loc, "warp_role takes \"producer\" or \"consumer\", got \"" + role + "\"");
+  if (!role_.empty()) fail(loc, "warp_role(" + role + ") inside warp_role(" + role_ + "): roles do not nest");
+  std::vector<Var*> vars = vars_;
+  std::vector<Val> var_init;
+  for (Var* v : vars) var_init.push_back(v->cur_);
+  Op* op = kernel_->create_op(block(), OpKind::WarpRole, {}, {}, {{"role", role}}, to_loc(loc), 1);
+  auto restore = [&] {
+    for (size_t i = 0; i < vars.size(); ++i) vars[i]->cur_ = var_init[i];
+  };
+  std::vector<Val> ends;
+  {
+    BlockScope scope(blocks_, &op->region(0));
+    role_ = role;
+    try {
+      body();
+    } catch (...) {
+      role_.clear();
+      restore();
+      throw;
+    }
+    role_.clear();
+    for (Var* v : vars) ends.push_back(v->cur_);
+    restore();
+    for (const Val& e : ends) check_usable(e, loc);
+  }
+  // Outer Vars the region assigned become its results.
+  std::vector<Var*> kept;
+  std::vector<Value*> yields;
+  std::vector<Type> types;
+  for (size_t i = 0; i < vars.size(); ++i) {
+    if (ends[i].ir() == var_init[i].ir()) continue;
+    if (role == "producer")
+      fail(loc, "warp_role(producer) assigns a Var declared outside it: a producer hands data on only "
+                "through pipes (declare the Var inside the region if it is local)");
+    if (ends[i].type() != var_init[i].type())
+      fail(loc, carried_type_msg("warp_role region", var_init[i].type(), ends[i].type()));
+    kept.push_back(vars[i]);
+    yields.push_back(ends[i].ir());
+    types.push_back(ends[i].type());
+  }
+  kernel_->create_op(op->region(0), OpKind::Yield, yields, {}, {}, to_loc(loc));
+  add_results(*kernel_, op, types);
+  for (size_t i = 0; i < kept.size(); ++i) kept[i]->cur_ = Val(op->results[i]);
+}
+
 void KernelBuilder::while_loop(const std::function<Val()>& cond, const std::function<void()>& body,
                                const SrcLoc& loc) {
   require_open(loc);

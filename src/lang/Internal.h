@@ -54,6 +54,12 @@ inline std::string scalar_hint(const Type& t) {
   return is_one_element_tile(t) ? " (item(x) makes a scalar of a one-element tile)" : "";
 }
 
+// One i32 tile index per dim of `view` (load, store, copies into buffers and pipes).
+std::vector<Val> tile_indices(const Value* view, const std::vector<Operand>& index, const char* what,
+                              const SrcLoc& loc);
+// The `pad` attribute of a load from a view of `elem` (none when absent).
+std::vector<NamedAttr> pad_attr(ScalarKind elem, std::optional<double> pad, const SrcLoc& loc);
+
 int normalize_axis(int axis, int rank, const std::string& what, const SrcLoc& sl);
 std::string type_str(const Type& t);
 

@@ -183,6 +183,7 @@ class TiledView {
            TESSERA_HERE) const;
   void store(const std::vector<Operand>& index, const Operand& value, TESSERA_HERE) const;
   const Shape& shape() const { return shape_; }
+  tessera::Value* view() const { return view_; }
 
  private:
   tessera::Value* view_;
@@ -252,6 +253,13 @@ class KernelBuilder {
                   const SrcLoc& loc);
   Val region_combine(OpKind kind, const Val& x, int axis,
                      const std::function<Val(Val, Val)>& fn, const SrcLoc& loc);
+  // A warp_role region (Struct layer): Vars the body assigns become its results (consumer
+  // only; a producer hands data on through pipes).
+  void warp_role_region(const std::string& role, const std::function<void()>& body, const SrcLoc& loc);
+  // Where the builder inserts: the kernel body's top level (not inside a loop, branch or
+  // role), and the role of the warp_role region being built ("" outside one).
+  bool at_top_level() const { return blocks_.size() == 1; }
+  const std::string& role() const { return role_; }
 
  private:
   friend class Var;
@@ -271,6 +279,7 @@ class KernelBuilder {
   bool has_grid_ = false;
   std::vector<Op*> grid_sources_;
   std::vector<std::pair<const tessera::Value*, Value*>> grid_map_;
+  std::string role_;
 };
 
 // --- indices and creation ---
@@ -432,6 +441,69 @@ inline void while_(const std::function<Val()>& cond, const std::function<void()>
                    TESSERA_HERE) {
   KernelBuilder::current(loc).while_loop(cond, body, loc);
 }
+
+// --- Struct: architecture-aware control (docs/layers.md) ---
+// A buffer in shared memory, `buffer<T, shape, space = "shared">`: the leading dims number its
+// slots, the trailing ones are the tile each slot holds. Made at the top level of the kernel.
+class Buffer {
+ public:
+  explicit Buffer(tessera::Value* v) : v_(v) {}
+  tessera::Value* ir() const { return v_; }
+  ScalarKind dtype() const { return v_->type.elem; }
+  const Shape& shape() const { return v_->type.shape; }
+  // A name hint for the printed IR and messages ("%a_stage").
+  Buffer& named(const std::string& name) {
+    v_->name = name;
+    return *this;
+  }
+  // Start copying tile `index` of `src` into slot `slot` (one index per leading dim the tile
+  // does not cover); elements outside the view read as `pad`. Read it after async_wait().
+  void copy(const std::vector<Operand>& slot, const TiledView& src, const std::vector<Operand>& index,
+            std::optional<double> pad = std::nullopt, TESSERA_HERE) const;
+  // The tile in slot `slot`: the dims after the slot indices.
+  Val read(const std::vector<Operand>& slot, TESSERA_HERE) const;
+  void write(const std::vector<Operand>& slot, const Operand& value, TESSERA_HERE) const;
+
+ private:
+  tessera::Value* v_;
+};
+Buffer alloc_shared(ScalarKind dt, Shape shape, const std::string& layout = "", TESSERA_HERE);
+// Wait for this program's async copies (Buffer::copy).
+void async_wait(TESSERA_HERE);
+
+// A FIFO of tiles of one shape in a ring of `stages` shared-memory slots,
+// `pipe<T, [stages, slot...]>`. In program order a push needs a free slot and a pop a full
+// one; every pushed tile must be popped by the end of the program.
+class Pipe {
+ public:
+  explicit Pipe(tessera::Value* v) : v_(v) {}
+  tessera::Value* ir() const { return v_; }
+  ScalarKind dtype() const { return v_->type.elem; }
+  Shape slot_shape() const { return Shape(v_->type.shape.begin() + 1, v_->type.shape.end()); }
+  Pipe& named(const std::string& name) {
+    v_->name = name;
+    return *this;
+  }
+  // Producer: copy tile `index` of `src` (its tile shape is the slot shape) into the next slot.
+  void push(const TiledView& src, const std::vector<Operand>& index, std::optional<double> pad = std::nullopt,
+            TESSERA_HERE) const;
+  // Producer: push a tile value of the slot shape.
+  void push(const Operand& tile, TESSERA_HERE) const;
+  // Consumer: the oldest tile.
+  Val pop(TESSERA_HERE) const;
+
+ private:
+  tessera::Value* v_;
+};
+Pipe pipe(ScalarKind dt, Shape slot_shape, Dim stages, TESSERA_HERE);
+
+// warp_role(producer, [&] { ... }): a region run by the warps of one role. Its meaning is
+// sequential (it runs where it stands); a backend may run the roles' warps concurrently, which
+// the pipe rules keep deadlock-free. A consumer's assignments to outer Vars come out of it.
+enum class Role { producer, consumer };
+inline constexpr Role producer = Role::producer, consumer = Role::consumer;
+void warp_role(Role role, const std::function<void()>& body, TESSERA_HERE);
+void warp_role(const std::string& role, const std::function<void()>& body, TESSERA_HERE);
 
 // --- Raw: inline native code, one body per backend ("cpp", "cuda") ---
 struct RawBody {

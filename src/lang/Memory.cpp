@@ -45,7 +45,7 @@ Val splat(const Operand& scalar, Shape shape, SrcLoc loc) {
   return detail::broadcast_value(v, shape, "splat", loc);
 }
 
-namespace {
+namespace detail {
 
 std::vector<Val> tile_indices(const Value* view, const std::vector<Operand>& index, const char* what,
                               const SrcLoc& loc) {
@@ -66,6 +66,13 @@ std::vector<NamedAttr> pad_attr(ScalarKind elem, std::optional<double> pad, cons
     fail(loc, "pad " + attr_str(*pad) + " is not a value of integer type " + std::string(scalar_name(elem)));
   return {{"pad", static_cast<int64_t>(*pad)}};
 }
+
+}  // namespace detail
+
+using detail::pad_attr;
+using detail::tile_indices;
+
+namespace {
 
 // Element indices of gather/scatter/atomics: all i32 scalars, or i32 tiles broadcast to one
 // shape; returns that shape (empty for scalars).

@@ -87,6 +87,14 @@ std::vector<Case> cases() {
     out.push_back({"matmul", dt, {{"M", 100}, {"N", 99}, {"K", 77}},
                    {{"BLOCK_M", 32}, {"BLOCK_N", 32}, {"BLOCK_K", 16}}});
   }
+  // The Struct matmul: every stage count, ragged sizes, one K tile, and size 1.
+  for (int64_t stages : {1, 2, 4})
+    out.push_back({"matmul_struct", stages == 2 ? ScalarKind::BF16 : ScalarKind::F32,
+                   {{"M", 100}, {"N", 99}, {"K", 77}},
+                   {{"BLOCK_M", 32}, {"BLOCK_N", 16}, {"BLOCK_K", 16}, {"STAGES", stages}}});
+  out.push_back({"matmul_struct", ScalarKind::F16, {{"M", 33}, {"N", 17}, {"K", 16}},
+                 {{"BLOCK_M", 16}, {"BLOCK_N", 16}, {"BLOCK_K", 16}, {"STAGES", 1}}});
+  out.push_back({"matmul_struct", ScalarKind::F32, {{"M", 1}, {"N", 1}, {"K", 1}}, {}});
   out.push_back({"softmax", ScalarKind::F16, {{"M", 7}, {"N", 300}}, {{"BLOCK_N", 256}}});
   out.push_back({"matmul", ScalarKind::F16, {{"M", 33}, {"N", 17}, {"K", 40}},
                  {{"BLOCK_M", 16}, {"BLOCK_N", 16}, {"BLOCK_K", 16}}});
@@ -100,7 +108,7 @@ TEST(Library, ListsTheV0Kernels) {
   std::vector<std::string> names;
   for (const auto& k : library()) names.push_back(k.name);
   EXPECT_EQ(names, (std::vector<std::string>{"vector_add", "softmax", "layernorm", "rmsnorm",
-                                             "matmul"}));
+                                             "matmul", "matmul_struct"}));
   EXPECT_EQ(find_library_kernel("nope"), nullptr);
 }
 
