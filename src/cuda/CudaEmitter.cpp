@@ -811,8 +811,7 @@ CudaEmission Emitter::run() {
   info.block_threads = T_;
   // Tensor maps of the wgmma pipeline's operand views, last (CudaEmitter.h, parameter ABI).
   if (wg_.ok) {
-    auto add_map = [&](const Op* load, int64_t box_cols, int64_t box_rows) {
-      const Value* view = load->operand(0);
+    auto add_map = [&](const Value* view, int64_t box_cols, int64_t box_rows) {
       int j = -1;
       for (size_t i = 0; i < k.params.size(); ++i)
         if (k.params[i] == view) j = static_cast<int>(i);
@@ -827,9 +826,16 @@ CudaEmission Emitter::run() {
       }
       return n;
     };
-    wg_.tma_a = add_map(wg_.load_a, 64, wg_.BM);
-    wg_.tma_b = add_map(wg_.load_b, 64, wg_.BK);
+    wg_.tma_a = add_map(wg_.load_a->operand(0), 64, wg_.BM);
+    wg_.tma_b = add_map(wg_.load_b->operand(0), 64, wg_.BK);
     persistent_ = can_be_persistent();
+    if (persistent_) {
+      const Value* out = wg_.store->operand(0);
+      if (out->type.rank() == 2 && (out->type.elem == ScalarKind::BF16 || out->type.elem == ScalarKind::F16)) {
+        wg_.tma_store = true;
+        wg_.tma_c = add_map(out, 64, 64);
+      }
+    }
   }
   if (persistent_) {
     info.persistent = true;
@@ -892,6 +898,9 @@ CudaEmission Emitter::run() {
     line("(void)tsr_pid0; (void)tsr_pid1;");
     emit_block(*k.body);
     close();
+    // The TMA stores must finish before the CTA's shared memory goes away.
+    if (wg_.tma_store)
+      line("if (tsr_tid < " + std::to_string(wg_.consumer_warps * 32) + " && tsr_tid % 128 == 0) tsr::bulk_wait_all();");
   } else {
     emit_block(*k.body);
   }

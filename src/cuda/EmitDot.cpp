@@ -155,23 +155,31 @@ bool Emitter::fold_frag_cast(const Op& c) {
   return true;
 }
 
+std::string Emitter::frag_store_conv(const FragTile& ft, ScalarKind vt) const {
+  // Rounding to the cast's kind and then to the view's is one rounding when they agree.
+  std::string x = ft.cast == vt || ft.cast == ScalarKind::F32 ? "x_" : fround(ft.cast, "x_");
+  return store_conv(vt, x);
+}
+
 bool Emitter::store_frag_tile(const Op& st) {
   auto it = frag_tiles_.find(st.operand(1));
   if (it == frag_tiles_.end()) return false;
   const FragTile& ft = it->second;
+  if (wg_.tma_store && &st == wg_.store) {
+    emit_wgmma_tma_store(st, ft);
+    return true;
+  }
   const MmaPlan& p = ft.p;
   const ViewInfo& vi = view_of(st, st.operand(0));
   ScalarKind vt = st.operand(0)->type.elem;
   std::string St = stype(vt);
-  // Rounding to the cast's kind and then to the view's is one rounding when they agree.
-  std::string x = ft.cast == vt || ft.cast == ScalarKind::F32 ? "x_" : fround(ft.cast, "x_");
   open("{");
   warp_coords(*this, p);
   open(p.wm * p.wn == T_ / 32 ? "{" : "if (warp_ < " + std::to_string(p.wm * p.wn) + ") {");
   line("tsr::store_frags(" + ft.frag + ", " + vi.ptr + ", int64_t(" + nm(st.operand(2)) + ") * " + std::to_string(p.M) +
        " + m0_, int64_t(" + nm(st.operand(3)) + ") * " + std::to_string(p.N) + " + n0_, " + vi.dims[0] + ", " + vi.dims[1] +
        ", " + vi.strides[0] + ", tsr::aligned_vec<" + St + ", 2>(" + vi.ptr + ") && " + vi.strides[0] +
-       " % 2 == 0, lane_, [](float x_) -> " + St + " { return " + store_conv(vt, x) + "; });");
+       " % 2 == 0, lane_, [](float x_) -> " + St + " { return " + frag_store_conv(ft, vt) + "; });");
   close();
   close();
   count("mma-direct-epilogues");

@@ -76,10 +76,10 @@ Emitter::WgmmaPlan Emitter::plan_wgmma() const {
   for (const auto& o : body.ops)
     if (o.get() != dot && o.get() != la && o.get() != lb && o->kind != OpKind::Yield && !pure_scalar(*o))
       return no("the loop body does more than index arithmetic, two loads and the dot");
-  int64_t stage = (BM * BK + BK * BN) * 2;
+  int64_t stage = (BM * BK + BK * BN) * 2, staging = 16384 * (BM / 64);
   int64_t S = std::min<int64_t>(std::get<int64_t>(*loop->find_attr("pipeline")), 8);
-  while (S > 2 && S * (stage + 16) + 1024 > kMaxSmem) --S;
-  if (S < 2 || S * (stage + 16) + 1024 > kMaxSmem)
+  while (S > 2 && S * (stage + 16) + 1024 + staging > kMaxSmem) --S;
+  if (S < 2 || S * (stage + 16) + 1024 + staging > kMaxSmem)
     return no("two stages of " + std::to_string(stage) + " bytes do not fit in shared memory");
   w.ok = true;
   w.loop = loop, w.dot = dot, w.load_a = la, w.load_b = lb;
@@ -96,7 +96,7 @@ Emitter::WgmmaPlan Emitter::plan_wgmma() const {
   return w;
 }
 
-bool Emitter::can_be_persistent() const {
+bool Emitter::can_be_persistent() {
   if (!wg_.ok || !k_.grid) return false;
   const Op* y = k_.grid->terminator();
   if (!y || y->operands.size() > 2) return false;  // a 1-D or 2-D grid
@@ -121,6 +121,7 @@ bool Emitter::can_be_persistent() const {
     if (pure_scalar(*p) || p->info().cls == OpClass::Index) continue;
     return false;
   }
+  wg_.store = store;
   return store != nullptr;
 }
 
@@ -129,10 +130,11 @@ void Emitter::emit_wgmma_setup() {
   const int S = w.stages, CW = w.consumer_warps;
   const int64_t stage = (w.BM * w.BK + w.BK * w.BN) * 2;
   auto n = [](int64_t v) { return std::to_string(v); };
-  // The ring starts at the first 1024-byte boundary of the dynamic shared memory.
-  smem_ptr("unsigned char", 0, 1024 + S * stage + 16 * S);
+  // The ring starts at the first 1024-byte boundary of the dynamic shared memory; the epilogue's
+  // staging buffers follow it, then the barriers.
+  smem_ptr("unsigned char", 0, 1024 + S * stage + w.staging_bytes() + 16 * S);
   line("const uint32_t ring_ = (tsr::smem_u32(tsr_smem) + 1023u) & ~1023u;");
-  line("const uint32_t full_ = ring_ + " + n(S * stage) + "u, empty_ = full_ + " + n(8 * S) + "u;");
+  line("const uint32_t full_ = ring_ + " + n(S * stage + w.staging_bytes()) + "u, empty_ = full_ + " + n(8 * S) + "u;");
   // Iterations issued (producer) and consumed (consumers) so far: stage and phase of the next.
   line("int64_t ring_it_ = 0;");
   // Earlier ordinary shared-memory accesses (exchanges before the loop) come before the TMA's.
@@ -234,6 +236,50 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
   // A persistent kernel's epilogue needs no shared memory, so the producer may run ahead into
   // the next program; otherwise the ring's memory may be reused after the loop.
   if (!persistent_) barrier();
+  close();
+}
+
+void Emitter::emit_wgmma_tma_store(const Op& st, const FragTile& ft) {
+  const WgmmaPlan& w = wg_;
+  auto n = [](int64_t v) { return std::to_string(v); };
+  ScalarKind vt = st.operand(0)->type.elem;
+  count("tma-store-epilogues");
+  open("{");
+  warp_coords(*this, ft.p);
+  open("if (warp_ < " + n(w.consumer_warps) + ") {");
+  line("const uint32_t wg_ = uint32_t(warp_) / 4u, v_ = uint32_t(warp_) % 4u;");
+  line("const uint32_t stg_ = ring_ + " + n(w.ring_bytes()) + "u + wg_ * 16384u;");
+  line("const bool lead_ = tsr_tid % 128 == 0;");
+  line("const int row0_ = int(int64_t(" + nm(st.operand(2)) + ") * " + n(w.BM) + ") + int(wg_) * 64;");
+  line("const int col0_ = int(int64_t(" + nm(st.operand(3)) + ") * " + n(w.BN) + ");");
+  line("#pragma unroll");
+  open("for (int c_ = 0; c_ < " + n(w.BN / 64) + "; ++c_) {");
+  // The buffer this box uses was last read by the store two boxes ago.
+  line("if (lead_) tsr::bulk_wait_read<1>();");
+  line("tsr::named_barrier(1u + wg_, 128u);");
+  line("const uint32_t buf_ = stg_ + uint32_t(c_ & 1) * 8192u;");
+  line("#pragma unroll");
+  open("for (int j_ = 0; j_ < 8; ++j_) {");
+  line("#pragma unroll");
+  open("for (int h_ = 0; h_ < 2; ++h_) {");
+  // Row r of the box is 128 bytes; its 16-byte chunk q lives at chunk q ^ (r % 8) (the 128-byte
+  // swizzle the tensor map names). Columns 8j + 2t, +1 are bytes 16j + 4t .. +3.
+  line("const uint32_t r_ = 16u * v_ + uint32_t(g_) + 8u * uint32_t(h_);");
+  line("auto cv_ = [](float x_) -> uint32_t { return uint32_t(" + frag_store_conv(ft, vt) + "); };");
+  line("const uint32_t packed_ = cv_(" + ft.frag + "[0][8 * c_ + j_][2 * h_]) | (cv_(" + ft.frag +
+       "[0][8 * c_ + j_][2 * h_ + 1]) << 16);");
+  line("tsr::st_shared_u32(buf_ + r_ * 128u + ((uint32_t(j_) ^ (r_ & 7u)) << 4) + 4u * uint32_t(t_), packed_);");
+  close();
+  close();
+  // The copy engine reads what ordinary stores wrote: each writer fences, then the barrier.
+  line("tsr::fence_proxy_async();");
+  line("tsr::named_barrier(1u + wg_, 128u);");
+  open("if (lead_) {");
+  line("tsr::tma_store_2d(&" + w.tma_c + ", buf_, col0_ + 64 * c_, row0_);");
+  line("tsr::bulk_commit();");
+  close();
+  close();
+  close();
   close();
 }
 

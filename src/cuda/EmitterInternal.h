@@ -153,6 +153,9 @@ class Emitter {
   // emit_op's hooks: a cast of a fragment-held tile, a store of one (true when handled).
   bool fold_frag_cast(const Op& cast);
   bool store_frag_tile(const Op& store);
+  // The converting lambda body of a fragment store (x_ -> the view's storage type).
+  std::string frag_store_conv(const FragTile& ft, ScalarKind view_elem) const;
+  void emit_wgmma_tma_store(const Op& store, const FragTile& ft);
   // A `for` with pipeline >= 2 whose body only computes scalar indices, loads the two operands
   // of one fragment-carried mma dot and yields its result: the loads become a cp.async ring of
   // swizzled stages read with ldmatrix (Pipelining.cpp). emit_pipelined emits the whole loop
@@ -180,6 +183,14 @@ class Emitter {
     bool bf16 = true;
     MmaPlan mma;
     std::string tma_a, tma_b;  // kernel parameter names of the tensor maps
+    // Persistent kernels with a 16-bit output: the epilogue stages each consumer warpgroup's
+    // 64 x BN block in 64-column boxes through two swizzled 8 KiB buffers and stores them with
+    // TMA, so the consumers return to the ring while the copy engine writes.
+    const Op* store = nullptr;
+    bool tma_store = false;
+    std::string tma_c;
+    int64_t ring_bytes() const { return int64_t(stages) * ((BM * BK + BK * BN) * 2); }
+    int64_t staging_bytes() const { return 16384 * (BM / 64); }
   };
   WgmmaPlan wg_;
   WgmmaPlan plan_wgmma() const;
@@ -193,7 +204,7 @@ class Emitter {
   // kernels whose top level is index arithmetic, the accumulator's splat, the wgmma loop and its
   // direct epilogue (nothing else that needs a CTA barrier).
   bool persistent_ = false;
-  bool can_be_persistent() const;
+  bool can_be_persistent();  // also sets wg_.store
   std::vector<std::string> notes_;  // CudaEmission::notes
   int64_t pipe_frag_regs_ = 0;  // most accumulator registers per thread of a pipelined loop
   int64_t pipe_stage_elems_ = 0;  // most elements per thread one pipeline stage copies

@@ -31,18 +31,19 @@ TEST(CudaWgmma, LibraryMatmul128x256x64IsWarpSpecializedTmaWgmma) {
   EXPECT_EQ(em.stats["warp-specialized"], 1);
   EXPECT_EQ(em.stats["threads"], 384);  // two consumer warpgroups and one producer warpgroup
   EXPECT_EQ(em.info.block_threads, 384);
-  // 4 stages of 48 KiB (A 128 x 64, B 64 x 256), 1024-aligned, and 8 mbarriers.
+  // 4 stages of 48 KiB (A 128 x 64, B 64 x 256), 1024-aligned, two 8 KiB epilogue buffers per
+  // consumer warpgroup and 8 mbarriers.
   EXPECT_EQ(em.stats["pipeline-stages"], 4);
-  EXPECT_EQ(em.info.dynamic_smem_bytes, 1024 + 4 * 49152 + 64);
+  EXPECT_EQ(em.info.dynamic_smem_bytes, 1024 + 4 * 49152 + 2 * 16384 + 64);
   EXPECT_NE(em.source.find("__launch_bounds__(384, 1)"), std::string::npos);
   EXPECT_NE(em.source.find("tsr::wgmma_m64n256k16_bf16<1>"), std::string::npos) << em.source;
   // One A box and four 64-column B boxes per stage.
   size_t tma = 0;
   for (size_t at = 0; (at = em.source.find("tsr::tma_load_2d(", at)) != std::string::npos; ++at) ++tma;
   EXPECT_EQ(tma, 5u);
-  // After the scalars come the tensor maps, a (box 64 x 128) then b (box 64 x 64), then the
-  // persistent kernel's grid sizes.
-  ASSERT_EQ(em.info.params.size(), 10u);
+  // After the scalars come the tensor maps, a (box 64 x 128), b (box 64 x 64) and c (box 64 x 64,
+  // the TMA-store epilogue), then the persistent kernel's grid sizes.
+  ASSERT_EQ(em.info.params.size(), 11u);
   const CudaParam& ma = em.info.params[6];
   const CudaParam& mb = em.info.params[7];
   EXPECT_EQ(ma.kind, CudaParam::Kind::TensorMap);
@@ -52,8 +53,10 @@ TEST(CudaWgmma, LibraryMatmul128x256x64IsWarpSpecializedTmaWgmma) {
   EXPECT_EQ(mb.kind, CudaParam::Kind::TensorMap);
   EXPECT_EQ(mb.param_index, 1);
   EXPECT_EQ(mb.box[1], 64);
-  EXPECT_EQ(em.info.params[8].kind, CudaParam::Kind::GridSize);
-  EXPECT_EQ(em.info.params[9].param_index, 1);
+  EXPECT_EQ(em.info.params[8].kind, CudaParam::Kind::TensorMap);
+  EXPECT_EQ(em.info.params[8].param_index, 2);
+  EXPECT_EQ(em.info.params[9].kind, CudaParam::Kind::GridSize);
+  EXPECT_EQ(em.info.params[10].param_index, 1);
   // Persistent: program ids come from the CTA's loop over the programs, and the ring's phases
   // carry from one program to the next (no CTA barrier after the loop).
   EXPECT_TRUE(em.info.persistent);
@@ -61,9 +64,13 @@ TEST(CudaWgmma, LibraryMatmul128x256x64IsWarpSpecializedTmaWgmma) {
   EXPECT_NE(em.source.find("for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x)"), std::string::npos);
   EXPECT_EQ(em.source.find("blockIdx.y"), std::string::npos);
   EXPECT_NE(em.source.find("ring_it_ += "), std::string::npos);
-  // The epilogue goes from the wgmma fragments straight to memory, consumer warps only.
-  EXPECT_EQ(em.stats["mma-direct-epilogues"], 1);
+  // The epilogue goes from the wgmma fragments through swizzled shared memory to TMA stores,
+  // consumer warps only, and the CTA waits for them before it exits.
+  EXPECT_EQ(em.stats["tma-store-epilogues"], 1);
+  EXPECT_EQ(em.stats["mma-direct-epilogues"], 0);
   EXPECT_NE(em.source.find("if (warp_ < 8)"), std::string::npos);
+  EXPECT_NE(em.source.find("tsr::tma_store_2d(&tsr_tma2"), std::string::npos);
+  EXPECT_NE(em.source.find("tsr::bulk_wait_all()"), std::string::npos);
   EXPECT_NE(notes(em).find("wgmma m64n256k16"), std::string::npos) << notes(em);
 }
 

@@ -69,6 +69,32 @@ TSR_D void tma_load_2d(uint32_t dst, const TmaDesc* map, int c0, int c1, uint32_
       : "memory");
 }
 
+// TMA store: shared `src` (a box laid out as the tensor map says, 128-byte swizzled) -> the box
+// at (c0, c1) of the tensor; parts outside the tensor are not written. Completion is tracked by
+// bulk groups of the issuing thread.
+TSR_D void tma_store_2d(const TmaDesc* map, uint32_t src, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(src), "r"(c0), "r"(c1)
+               : "memory");
+}
+TSR_D void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Until at most N of this thread's bulk groups still read their shared memory source.
+template <int N>
+TSR_D void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+// Until all of this thread's bulk groups are complete (their writes done).
+TSR_D void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
+// Barrier `id` (1..15; 0 is __syncthreads) among `count` threads (a multiple of 32).
+TSR_D void named_barrier(uint32_t id, uint32_t count) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+TSR_D void st_shared_u32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+
 // A wgmma shared-memory matrix descriptor: 128-byte swizzle, offsets in bytes.
 TSR_D uint64_t wgmma_desc_sw128(uint32_t addr, uint32_t lbo, uint32_t sbo) {
   return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t((lbo >> 4) & 0x3FFF) << 16) |
