@@ -387,6 +387,8 @@ class Emitter {
   void emit_scan(const Op& op);
   void emit_for(const Op& op);
   void emit_if(const Op& op);
+  // The ops of region `b` of `op`, then its yield copied into the result variables `res`.
+  void emit_region_into(const Op& op, const Block& b, const std::vector<std::string>& res);
   void emit_while(const Op& op);
   void emit_raw(const Op& op);
   // Assign yielded values to loop-carried variables; values that are themselves carried
@@ -1157,17 +1159,20 @@ void Emitter::emit_if(const Op& op) {
   line("if (" + nm(op.operand(0)) + ") {");
   for (int reg = 0; reg < 2; ++reg) {
     ++ind_;
-    const Block& b = op.region(reg);
-    emit_block(b);
-    const Op* y = terminator(b, op);
-    if (y->operands.size() != res.size()) fail(op, "yield must pass one value per result");
-    cur_ = y;
-    comment(*y);
-    for (size_t j = 0; j < res.size(); ++j) copy_value(op.result(j), res[j], y->operand(j));
-    cur_ = &op;
+    emit_region_into(op, op.region(reg), res);
     --ind_;
     line(reg == 0 ? "} else {" : "}");
   }
+}
+
+void Emitter::emit_region_into(const Op& op, const Block& b, const std::vector<std::string>& res) {
+  emit_block(b);
+  const Op* y = terminator(b, op);
+  if (y->operands.size() != res.size()) fail(op, "yield must pass one value per result");
+  cur_ = y;
+  comment(*y);
+  for (size_t j = 0; j < res.size(); ++j) copy_value(op.result(j), res[j], y->operand(j));
+  cur_ = &op;
 }
 
 void Emitter::emit_while(const Op& op) {
@@ -1345,14 +1350,7 @@ void Emitter::emit_struct(const Op& op) {
       for (const Value* r : op.results) res.push_back(declare(op, r));
       line("{  // warp_role " + op.attr_string("role"));
       ++ind_;
-      const Block& b = op.region(0);
-      emit_block(b);
-      const Op* y = terminator(b, op);
-      if (y->operands.size() != res.size()) fail(op, "yield must pass one value per result");
-      cur_ = y;
-      comment(*y);
-      for (size_t j = 0; j < res.size(); ++j) copy_value(op.result(j), res[j], y->operand(j));
-      cur_ = &op;
+      emit_region_into(op, op.region(0), res);
       --ind_;
       line("}");
       return;

@@ -1,8 +1,8 @@
 // Ill-typed builder programs fail at once with a TesseraError located at the user's line.
 #include <gtest/gtest.h>
 
-#include <regex>
 
+#include "ExpectError.h"
 #include "lang/Lang.h"
 
 namespace tessera {
@@ -12,18 +12,7 @@ using namespace lang;
 
 // Runs `body`, which must throw a TesseraError `THIS_FILE:line:COL: error: msg` (any column).
 void expect_error(int line, const std::string& msg, const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const TesseraError& e) {
-    std::string want_prefix = std::string(__FILE__) + ":" + std::to_string(line) + ":";
-    std::string what = e.what();
-    ASSERT_EQ(what.rfind(want_prefix, 0), 0u) << what;
-    std::string rest = what.substr(want_prefix.size());
-    EXPECT_TRUE(std::regex_match(rest, std::regex("[0-9]+: error: .*"))) << what;
-    EXPECT_EQ(e.message(), msg);
-    return;
-  }
-  ADD_FAILURE() << "no error thrown; expected: " << msg;
+  langtest::expect_error_at(__FILE__, line, msg, body);
 }
 
 // A builder with a 2-D f32 view x [M, N], a 1-D i32 view n [N] and a grid, ready for ops.

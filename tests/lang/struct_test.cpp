@@ -5,6 +5,7 @@
 
 #include <regex>
 
+#include "ExpectError.h"
 #include "interp/Interpreter.h"
 #include "lang/Lang.h"
 #include "passes/Passes.h"
@@ -16,17 +17,7 @@ namespace {
 using namespace lang;
 
 void expect_error(int line, const std::string& msg, const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const TesseraError& e) {
-    std::string want_prefix = std::string(__FILE__) + ":" + std::to_string(line) + ":";
-    std::string what = e.what();
-    ASSERT_EQ(what.rfind(want_prefix, 0), 0u) << what;
-    EXPECT_TRUE(std::regex_match(what.substr(want_prefix.size()), std::regex("[0-9]+: error: .*"))) << what;
-    EXPECT_EQ(e.message(), msg);
-    return;
-  }
-  ADD_FAILURE() << "no error thrown; expected: " << msg;
+  langtest::expect_error_at(__FILE__, line, msg, body);
 }
 
 // y = exp(x) row by row, BLOCK columns at a time, through a double-buffered shared buffer
