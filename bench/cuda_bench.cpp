@@ -1,19 +1,34 @@
 // CUDA benchmarks of the library kernels: median kernel time from CUDA events after warm-up,
 // on inputs larger than L2 (or rotated across enough buffer sets to exceed it), with the
-// kernel's own figure (GB/s or TFLOP/s); matmul against cuBLAS's bf16 GEMM in the same process;
-// NVRTC compile time per kernel and the time of a warm-cache hit.
-// --tune: matmul over its constexpr space; softmax/layernorm/rmsnorm over every BLOCK_N
-// (the loop branch included) and CTA size, each checked against the default's output.
+// kernel's own figure (GB/s or TFLOP/s); NVRTC compile time per kernel and the time of a
+// warm-cache hit. Kernels are bound with the device target's preferred configs
+// (LibraryKernel::target_configs) and compiled for exactly that target.
+//
+// matmul (bf16): 4096^3, 8192^3, M=4096 N=14336 K=4096, M=128 N=14336 K=4096 and M=16 N=4096
+// K=4096 (the shapes of .devdeps/bench/anchors_h200.py, named MxNxK there too), each against
+// cuBLAS's GEMM on the same buffers, with the ratio, and the achieved HBM bandwidth (bytes of
+// A + B + C over the time; the figure that matters for M = 16). Each shape also runs 2-4
+// alternative tiles (128x128x64, 64x256x64, and for small M 64x128x64, 64x64x64); the best of
+// those and the default is the `matmul_best` row, which names its config. Every matmul result
+// (cuBLAS's, alternatives and tuned configs included) is checked on sampled elements against
+// a double-precision product.
+// --tune: matmul over its whole constexpr space at the first shape only (4096^3; 2048^3 with
+// --quick); softmax/layernorm/rmsnorm over every BLOCK_N (the loop branch included) and CTA
+// size, each checked against the default's output.
+// --quick: small row shapes and one matmul shape (2048^3) without alternatives.
+// --mnk N or MxNxK: that one matmul shape instead of the list.
 //
 //   cuda_bench [--quick] [--json [FILE]] [--only NAME] [--tune] [--iters N] [--dump-cubin DIR]
-//              [--vec-n N] [--rows M --cols N] [--mnk N]
+//              [--vec-n N] [--rows M --cols N] [--mnk N|MxNxK]
 //
 // Without a GPU it still reports the compile and cache-hit times.
 #include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -23,6 +38,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -41,17 +57,23 @@ namespace {
 struct Flags {
   bool quick = false, tune = false, json = false;
   bool default_rows = true;  // the row shapes were not changed by flags
+  bool matmul_alternatives = true;  // time the alternative tiles of each matmul shape (not --quick)
   std::string json_file, only, dump_cubin;
   int iters = 0;  // 0: adaptive
   int64_t vec_n = int64_t{1} << 28;
   std::vector<std::pair<int64_t, int64_t>> row_sizes = {{16384, 4096}, {4096, 32768}};
-  int64_t mnk = 4096;
+  // M, N, K of each matmul shape; the first is the one --tune searches.
+  std::vector<std::array<int64_t, 3>> matmul_shapes = {
+      {4096, 4096, 4096}, {8192, 8192, 8192}, {4096, 14336, 4096}, {128, 14336, 4096}, {16, 4096, 4096}};
 };
 
 struct Result {
   std::string kernel, dtype, sizes, config, unit;
   double median_ms = 0, figure = 0;
   double compile_s = 0, memory_hit_ms = 0, disk_hit_ms = 0;
+  // matmul rows: cuBLAS's TFLOP/s at the same shape, figure / that, and the bytes of A + B + C
+  // over the median time (GB/s); 0 where not measured.
+  double cublas = 0, cublas_ratio = 0, hbm_gbps = 0;
   std::string note;
 };
 
@@ -182,6 +204,7 @@ void measure(const LibraryKernel& lk, const Kernel& k, CudaKernel& ck, const Siz
   if (lk.name == "matmul" && flops > 0) {
     r.figure = flops / (r.median_ms * 1e-3) / 1e12;
     r.unit = "TFLOP/s";
+    r.hbm_gbps = bytes / (r.median_ms * 1e-3) / 1e9;
   } else {
     r.figure = bytes / (r.median_ms * 1e-3) / 1e9;
     r.unit = "GB/s";
@@ -247,23 +270,45 @@ std::vector<double> download_values(CUdeviceptr p, int64_t n, ScalarKind dt) {
   return v;
 }
 
-// Largest error of C (row-major M x N) against C = A B computed in double on the host, on a
-// sample of elements, relative to the largest reference value.
-double sample_gemm_error(CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, int64_t M, int64_t N, int64_t K,
-                         ScalarKind dt) {
-  std::vector<double> A = download_values(a, M * K, dt), B = download_values(b, K * N, dt),
-                      C = download_values(c, M * N, dt);
+// C = A B (row-major, A M x K, B K x N) computed in double on the host at a sample of elements
+// (the last row and column among them), once per shape: every GEMM of the shape is then
+// checked by reading back only those elements of its C.
+struct GemmSample {
+  int64_t N = 0;
+  ScalarKind dt = ScalarKind::BF16;
+  std::vector<std::pair<int64_t, int64_t>> at;
+  std::vector<double> want;
+  double scale = 1e-30;  // the largest |want|
+};
+
+GemmSample sample_gemm(CUdeviceptr a, CUdeviceptr b, int64_t M, int64_t N, int64_t K, ScalarKind dt) {
+  std::vector<double> A = download_values(a, M * K, dt), B = download_values(b, K * N, dt);
+  GemmSample g;
+  g.N = N;
+  g.dt = dt;
   std::mt19937_64 rng(5);
-  double worst = 0, scale = 1e-30;
-  std::vector<std::pair<double, double>> got_want;
   for (int s = 0; s < 256; ++s) {
-    int64_t i = static_cast<int64_t>(rng() % M), j = static_cast<int64_t>(rng() % N);
+    int64_t i = s == 0 ? M - 1 : static_cast<int64_t>(rng() % M), j = s == 0 ? N - 1 : static_cast<int64_t>(rng() % N);
     double acc = 0;
     for (int64_t k = 0; k < K; ++k) acc += A[i * K + k] * B[k * N + j];
-    scale = std::max(scale, std::fabs(acc));
-    got_want.push_back({C[i * N + j], acc});
+    g.scale = std::max(g.scale, std::fabs(acc));
+    g.at.push_back({i, j});
+    g.want.push_back(acc);
   }
-  for (auto [g, w] : got_want) worst = std::max(worst, std::fabs(g - w) / scale);
+  return g;
+}
+
+// Largest error of the sampled elements of C relative to the largest reference value.
+double gemm_error(const GemmSample& g, CUdeviceptr c) {
+  size_t esz = scalar_bytes(g.dt);
+  double worst = 0;
+  for (size_t s = 0; s < g.at.size(); ++s) {
+    uint64_t bits = 0;
+    CUdeviceptr p = c + static_cast<CUdeviceptr>((g.at[s].first * g.N + g.at[s].second) * static_cast<int64_t>(esz));
+    check(driver()->cuMemcpyDtoH(&bits, p, esz), "cuMemcpyDtoH");
+    double got = float_from_bits(g.dt, bits);
+    worst = std::max(worst, std::isnan(got) ? 1.0 : std::fabs(got - g.want[s]) / g.scale);
+  }
   return worst;
 }
 
@@ -276,13 +321,24 @@ std::string json_escape(const std::string& s) {
   return o;
 }
 
+// "-" for a figure that was not measured.
+std::string or_dash(double v, const char* fmt) {
+  if (v <= 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
 void print_results(const std::vector<Result>& rs, const Flags& f, const std::string& device_desc) {
-  std::printf("\n%-12s %-5s %-26s %10s %12s %-8s %10s %9s %9s  %s\n", "kernel", "dtype", "sizes", "median_ms",
-              "figure", "unit", "nvrtc_s", "mem_ms", "disk_ms", "config / note");
+  std::printf("\n%-12s %-5s %-26s %10s %12s %-8s %9s %7s %9s %10s %9s %9s  %s\n", "kernel", "dtype", "sizes",
+              "median_ms", "figure", "unit", "cuBLAS", "ratio", "hbm_GB/s", "nvrtc_s", "mem_ms", "disk_ms",
+              "config / note");
   for (const auto& r : rs)
-    std::printf("%-12s %-5s %-26s %10.4f %12.2f %-8s %10.3f %9.3f %9.3f  %s %s\n", r.kernel.c_str(), r.dtype.c_str(),
-                r.sizes.c_str(), r.median_ms, r.figure, r.unit.c_str(), r.compile_s, r.memory_hit_ms, r.disk_hit_ms,
-                r.config.c_str(), r.note.c_str());
+    std::printf("%-12s %-5s %-26s %10.4f %12.2f %-8s %9s %7s %9s %10.3f %9.3f %9.3f  %s %s\n", r.kernel.c_str(),
+                r.dtype.c_str(), r.sizes.c_str(), r.median_ms, r.figure, r.unit.c_str(),
+                or_dash(r.cublas, "%.1f").c_str(), or_dash(r.cublas_ratio, "%.3f").c_str(),
+                or_dash(r.hbm_gbps, "%.0f").c_str(), r.compile_s, r.memory_hit_ms, r.disk_hit_ms, r.config.c_str(),
+                r.note.c_str());
   if (!f.json) return;
   std::ostringstream j;
   j << "{\n  \"device\": \"" << json_escape(device_desc) << "\",\n  \"results\": [\n";
@@ -290,7 +346,8 @@ void print_results(const std::vector<Result>& rs, const Flags& f, const std::str
     const Result& r = rs[i];
     j << "    {\"kernel\": \"" << r.kernel << "\", \"dtype\": \"" << r.dtype << "\", \"sizes\": \"" << r.sizes
       << "\", \"config\": \"" << r.config << "\", \"median_ms\": " << r.median_ms << ", \"figure\": " << r.figure
-      << ", \"unit\": \"" << r.unit << "\", \"nvrtc_s\": " << r.compile_s << ", \"memory_hit_ms\": " << r.memory_hit_ms
+      << ", \"unit\": \"" << r.unit << "\", \"cublas_figure\": " << r.cublas << ", \"cublas_ratio\": " << r.cublas_ratio
+      << ", \"hbm_GBps\": " << r.hbm_gbps << ", \"nvrtc_s\": " << r.compile_s << ", \"memory_hit_ms\": " << r.memory_hit_ms
       << ", \"disk_hit_ms\": " << r.disk_hit_ms << ", \"note\": \"" << json_escape(r.note) << "\"}"
       << (i + 1 < rs.size() ? ",\n" : "\n");
   }
@@ -302,6 +359,7 @@ void print_results(const std::vector<Result>& rs, const Flags& f, const std::str
 Flags parse_flags(int argc, char** argv) {
   Flags f;
   int64_t rows = 0, cols = 0;
+  std::optional<std::array<int64_t, 3>> mnk_flag;
   auto need = [&](int& i) -> std::string {
     if (i + 1 >= argc) {
       std::fprintf(stderr, "cuda_bench: %s needs a value\n", argv[i]);
@@ -320,12 +378,26 @@ Flags parse_flags(int argc, char** argv) {
     else if (a == "--iters") f.iters = std::stoi(need(i));
     else if (a == "--dump-cubin") f.dump_cubin = need(i);
     else if (a == "--vec-n") f.vec_n = std::stoll(need(i));
-    else if (a == "--mnk") f.mnk = std::stoll(need(i));
+    else if (a == "--mnk") {
+      // N (a cube) or MxNxK.
+      std::string v = need(i);
+      std::array<int64_t, 3> mnk{};
+      int n = std::sscanf(v.c_str(), "%" SCNd64 "x%" SCNd64 "x%" SCNd64, &mnk[0], &mnk[1], &mnk[2]);
+      if (n == 1) mnk[1] = mnk[2] = mnk[0];
+      if ((n != 1 && n != 3) || mnk[0] < 1 || mnk[1] < 1 || mnk[2] < 1) {
+        std::fprintf(stderr, "cuda_bench: --mnk wants N or MxNxK, got %s\n", v.c_str());
+        std::exit(2);
+      }
+      mnk_flag = mnk;
+    }
     else if (a == "--rows") rows = std::stoll(need(i));
     else if (a == "--cols") cols = std::stoll(need(i));
     else if (a == "-h" || a == "--help") {
       std::printf("usage: cuda_bench [--quick] [--json [FILE]] [--only NAME] [--tune] [--iters N] [--dump-cubin DIR]\n"
-                  "                  [--vec-n N] [--rows M] [--cols N] [--mnk N]\n");
+                  "                  [--vec-n N] [--rows M] [--cols N] [--mnk N|MxNxK]\n"
+                  "matmul (bf16) shapes: 4096^3 (the one --tune searches), 8192^3, 4096x14336x4096,\n"
+                  "128x14336x4096, 16x4096x4096 (MxNxK), each beside cuBLAS; --quick: 2048^3 only;\n"
+                  "--mnk: that one shape.\n");
       std::exit(0);
     } else {
       std::fprintf(stderr, "cuda_bench: unknown flag %s\n", a.c_str());
@@ -335,11 +407,13 @@ Flags parse_flags(int argc, char** argv) {
   if (f.quick) {
     f.vec_n = int64_t{1} << 24;
     f.row_sizes = {{4096, 4096}};
-    f.mnk = 2048;
+    f.matmul_shapes = {{2048, 2048, 2048}};
   }
+  if (mnk_flag) f.matmul_shapes = {*mnk_flag};
   // --rows/--cols replace the two default shapes by one.
   if (rows || cols) f.row_sizes = {{rows ? rows : 4096, cols ? cols : 4096}};
   f.default_rows = !f.quick && !rows && !cols;
+  f.matmul_alternatives = !f.quick;
   return f;
 }
 
@@ -347,6 +421,7 @@ struct BenchCase {
   std::string kernel;
   ScalarKind dt;
   Sizes sizes;
+  bool tune = true;  // --tune searches this case (matmul: only the first shape)
 };
 
 std::vector<BenchCase> bench_cases(const Flags& f) {
@@ -357,7 +432,10 @@ std::vector<BenchCase> bench_cases(const Flags& f) {
     // The anchors (.devdeps/bench/anchors_h200.py) measure the norms at 4096x8192 too.
     if (f.default_rows && std::string(k) != "softmax") c.push_back({k, ScalarKind::BF16, {{"M", 4096}, {"N", 8192}}});
   }
-  c.push_back({"matmul", ScalarKind::BF16, {{"M", f.mnk}, {"N", f.mnk}, {"K", f.mnk}}});
+  for (size_t i = 0; i < f.matmul_shapes.size(); ++i) {
+    auto [m, n, k] = f.matmul_shapes[i];
+    c.push_back({"matmul", ScalarKind::BF16, {{"M", m}, {"N", n}, {"K", k}}, i == 0});
+  }
   std::vector<BenchCase> out;
   for (auto& x : c)
     if (f.only.empty() || f.only == x.kernel) out.push_back(x);
@@ -439,6 +517,198 @@ double rel_diff(const std::vector<double>& got, const std::vector<double>& want)
   return worst;
 }
 
+// "128x256x64": a matmul's BLOCK_M x BLOCK_N x BLOCK_K.
+std::string tile_str(const ConstexprConfig& c) {
+  auto v = [&](const char* n) {
+    auto it = c.find(n);
+    return it == c.end() ? std::string("?") : std::to_string(it->second);
+  };
+  return v("BLOCK_M") + "x" + v("BLOCK_N") + "x" + v("BLOCK_K");
+}
+
+std::string tile_str(const Kernel& k) {
+  ConstexprConfig c;
+  for (const auto& d : k.constexprs) c[d.name] = d.value;
+  return tile_str(c);
+}
+
+// Tiles timed beside the target's default at every matmul shape (not --quick): a narrower and
+// a shorter one than 128x256x64, and for few rows (M <= 128) tiles that give the grid more
+// CTAs: at M = 16, N = 4096 the 128x256 tile makes 16 CTAs for 132 SMs, and the kernel is
+// bound by reading B once, which wants every SM streaming.
+std::vector<ConstexprConfig> matmul_alternatives(const BenchCase& bc) {
+  auto t = [](int64_t m, int64_t n, int64_t k) {
+    return ConstexprConfig{{"BLOCK_M", m}, {"BLOCK_N", n}, {"BLOCK_K", k}};
+  };
+  std::vector<ConstexprConfig> out = {t(128, 128, 64), t(64, 256, 64)};
+  if (bc.sizes.at("M") <= 128) {
+    out.push_back(t(64, 128, 64));
+    out.push_back(t(64, 64, 64));
+  }
+  return out;
+}
+
+// A sampled error above this is a wrong product (bf16 output: a few ulps of the largest value).
+constexpr double kGemmTolerance = 0.02;
+
+// Bind and compile every configuration in parallel (NVRTC is the cost), then time each on the
+// shape's buffers with `iters` launches and check its output (buffer set 0) against the sample.
+// Returns the correct ones; `summary` gets "tile figure" per configuration, with those that
+// failed to compile or launch (e.g. too much shared memory) or were WRONG (status 1) named.
+std::vector<Result> time_matmul_configs(const LibraryKernel& lk, const Kernel& unbound, const BenchCase& bc,
+                                        const std::vector<ConstexprConfig>& cfgs, Buffers& bufs, const GemmSample& g,
+                                        const Flags& f, int iters, const CudaOptions& opts, const Result& base,
+                                        std::string& summary, int& status) {
+  std::vector<std::future<std::pair<std::unique_ptr<Kernel>, std::shared_ptr<CudaKernel>>>> futs;
+  for (const auto& cfg : cfgs)
+    futs.push_back(std::async(std::launch::async, [&unbound, &opts, cfg] {
+      std::unique_ptr<Kernel> kk;
+      std::shared_ptr<CudaKernel> ckk;
+      try {
+        kk = bind_constexprs(unbound, cfg);
+        ckk = compile_cuda(*kk, opts);
+      } catch (const TesseraError&) {
+      }
+      return std::make_pair(std::move(kk), ckk);
+    }));
+  std::vector<Result> out;
+  auto say = [&](const std::string& what) { summary += (summary.empty() ? "" : "; ") + what; };
+  for (size_t i = 0; i < futs.size(); ++i) {
+    auto [kk, ckk] = futs[i].get();
+    if (!kk || !ckk) {
+      say(tile_str(cfgs[i]) + " compile failed");
+      continue;
+    }
+    Result t = base;
+    t.note.clear();
+    t.config = config_str(*kk);
+    t.compile_s = ckk->compile_seconds;
+    Flags fi = f;
+    fi.iters = iters;
+    double err = 0;
+    try {
+      measure(lk, *kk, *ckk, bc.sizes, bc.dt, t, fi, &bufs);
+      ckk->launch(bufs.args, ptrs_for(*kk, bufs, 0), nullptr);
+      check(driver()->cuCtxSynchronize(), "cuCtxSynchronize");
+      err = gemm_error(g, bufs.sets[0][2].get());
+    } catch (const TesseraError&) {
+      say(tile_str(*kk) + " launch failed");
+      continue;
+    }
+    char fig[64];
+    std::snprintf(fig, sizeof fig, " %.0f", t.figure);
+    say(tile_str(*kk) + fig + (err > kGemmTolerance ? " WRONG" : ""));
+    if (err > kGemmTolerance) {
+      status = 1;
+      continue;
+    }
+    out.push_back(t);
+  }
+  return out;
+}
+
+// The matmul rows beyond the default's `r` (already timed on `bufs`): the default checked,
+// cuBLAS on the same buffers (figure and ratio into r), the best of the alternative tiles,
+// and with --tune at the first shape the best of the whole constexpr space.
+std::vector<Result> bench_matmul(const LibraryKernel& lk, const BenchCase& bc, const Kernel& unbound, const Kernel& k,
+                                 CudaKernel& ck, Buffers& bufs, Result& r, const Flags& f, const CudaOptions& opts,
+                                 int& status) {
+  std::vector<Result> out;
+  int64_t M = bc.sizes.at("M"), N = bc.sizes.at("N"), K = bc.sizes.at("K");
+  auto& set = bufs.sets[0];
+  GemmSample g = sample_gemm(set[0].get(), set[1].get(), M, N, K, bc.dt);
+  auto note = [](Result& x, const std::string& what) { x.note += (x.note.empty() ? "" : "; ") + what; };
+
+  // The timed runs rotated the inputs: recompute the product from set 0 before checking it.
+  ck.launch(bufs.args, ptrs_for(k, bufs, 0), nullptr);
+  check(driver()->cuCtxSynchronize(), "cuCtxSynchronize");
+  double et = gemm_error(g, set[2].get());
+  note(r, "tile " + tile_str(k) + ", sampled max rel error " + std::to_string(et));
+  if (et > kGemmTolerance) {
+    note(r, "TESSERA WRONG");
+    status = 1;
+  }
+
+  // cuBLAS; its output goes to a separate C.
+  static Cublas cb = load_cublas();
+  Result c;
+  c.kernel = "cublas_gemm";
+  c.dtype = r.dtype;
+  c.sizes = r.sizes;
+  c.unit = "TFLOP/s";
+  if (!cb.why.empty()) {
+    c.note = cb.why;
+  } else {
+    DeviceBuffer cref(static_cast<size_t>(M * N) * scalar_bytes(bc.dt));
+    int st = cublas_gemm(cb, bc.dt, M, N, K, set[0].get(), set[1].get(), cref.get());
+    if (st != 0) {
+      c.note = "cublasGemmEx status " + std::to_string(st);
+    } else {
+      auto ms = time_launches([&](int i) {
+        auto& s = bufs.sets[i % bufs.sets.size()];
+        cublas_gemm(cb, bc.dt, M, N, K, s[0].get(), s[1].get(), cref.get());
+      }, f.iters);
+      c.median_ms = median(ms);
+      c.figure = lk.flops(bc.sizes, bc.dt) / (c.median_ms * 1e-3) / 1e12;
+      c.hbm_gbps = lk.bytes(bc.sizes, bc.dt) / (c.median_ms * 1e-3) / 1e9;
+      c.cublas = c.figure;
+      c.cublas_ratio = 1;
+      cublas_gemm(cb, bc.dt, M, N, K, set[0].get(), set[1].get(), cref.get());
+      check(driver()->cuCtxSynchronize(), "cuCtxSynchronize");
+      double ec = gemm_error(g, cref.get());
+      c.note = "sampled max rel error " + std::to_string(ec);
+      if (ec > kGemmTolerance) {
+        c.note += " CUBLAS CALL WRONG";
+        status = 1;
+      }
+      if (bufs.sets.size() > 1) note(c, "rotating " + std::to_string(bufs.sets.size()) + " buffer sets");
+    }
+  }
+  auto vs_cublas = [&](Result& x) {
+    if (c.figure <= 0) return;
+    x.cublas = c.figure;
+    x.cublas_ratio = x.figure / c.figure;
+  };
+  vs_cublas(r);
+  out.push_back(c);
+
+  if (f.matmul_alternatives) {
+    std::vector<ConstexprConfig> cfgs;
+    for (const auto& cfg : matmul_alternatives(bc))
+      if (config_str(*bind_constexprs(unbound, cfg)) != r.config) cfgs.push_back(cfg);
+    std::string summary;
+    std::vector<Result> alts = time_matmul_configs(lk, unbound, bc, cfgs, bufs, g, f, f.iters, opts, r, summary, status);
+    Result best = r;
+    for (const Result& a : alts)
+      if (a.figure > best.figure) best = a;
+    best.kernel = "matmul_best";
+    char head[96];
+    std::snprintf(head, sizeof head, "best of %zu: default %s %.0f; ", alts.size() + 1, tile_str(k).c_str(), r.figure);
+    best.note = head + summary;
+    vs_cublas(best);
+    out.push_back(best);
+  }
+
+  if (f.tune && bc.tune) {
+    auto cfgs = all_configs(unbound, 64);
+    std::string summary;
+    std::vector<Result> all = time_matmul_configs(lk, unbound, bc, cfgs, bufs, g, f, 10, opts, r, summary, status);
+    Result best;
+    for (const Result& a : all)
+      if (a.figure > best.figure) best = a;
+    if (best.figure > 0) {
+      best.kernel = "matmul_tuned";
+      best.note = "best of " + std::to_string(all.size()) + " correct of " + std::to_string(cfgs.size()) +
+                  " configurations";
+      vs_cublas(best);
+      out.push_back(best);
+    }
+    // Every configuration's figure, for the log (the table's note would be too long).
+    std::printf("cuda_bench: matmul %s --tune: %s\n", r.sizes.c_str(), summary.c_str());
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -455,12 +725,19 @@ int main(int argc, char** argv) {
     device_desc = d.name + " sm_" + std::to_string(d.sm) + ", " + std::to_string(d.num_sms) + " SMs, L2 " +
                   std::to_string(d.l2_bytes >> 20) + " MB";
   }
-  std::printf("cuda_bench: device %s\n", device_desc.c_str());
   std::string cache = (std::filesystem::temp_directory_path() / ("tessera-cuda-bench-" + std::to_string(::getpid()))).string();
   CudaOptions opts;
   opts.cache_dir = cache;
+  // The device's own architecture, sm_90 as sm_90a (compile_cuda's own default rule), and
+  // sm_90a without a device; compiled for exactly that, so that the configs chosen for the
+  // target (target_configs) and the code cannot disagree.
+  opts.target = gpu ? CudaTarget{device().sm, device().sm == 90} : CudaTarget::parse("cuda:sm_90a");
+  opts.target_from_device = false;
+  const std::string target = "cuda:" + opts.target.str();
+  std::printf("cuda_bench: device %s; compiling for %s\n", device_desc.c_str(), opts.target.str().c_str());
 
   std::vector<Result> results;
+  std::set<std::string> compiled;  // kernel, dtype and config of every cold compile timed
   int status = 0;
   for (const BenchCase& bc : bench_cases(f)) {
     const LibraryKernel* lk = find_library_kernel(bc.kernel);
@@ -471,21 +748,29 @@ int main(int argc, char** argv) {
     r.sizes = sizes_str(bc.sizes);
     try {
       auto unbound = lk->build(bc.dt);
-      auto k = bind_constexprs(*unbound, row_config(*unbound, bc));
+      // The row kernels' tile for the row length, else the target's preferred config.
+      auto k = bind_constexprs(*unbound, library_config(*lk, bc.dt, target, row_config(*unbound, bc)));
       r.config = config_str(*k);
-      // Cold NVRTC compile, then a memory-cache hit and a disk-cache hit (as a new process).
-      clear_cuda_memory_cache();
-      std::filesystem::remove_all(cache);
-      auto ck = compile_cuda(*k, opts);
-      r.compile_s = ck->compile_seconds;
-      double t0 = now_s();
-      auto hit = compile_cuda(*k, opts);
-      r.memory_hit_ms = (now_s() - t0) * 1e3;
-      clear_cuda_memory_cache();
-      t0 = now_s();
-      ck = compile_cuda(*k, opts);
-      r.disk_hit_ms = (now_s() - t0) * 1e3;
-      if (!ck->from_cache) r.note = "disk cache missed!";
+      std::shared_ptr<CudaKernel> ck;
+      if (compiled.insert(bc.kernel + " " + r.dtype + " " + r.config).second) {
+        // Cold NVRTC compile, then a memory-cache hit and a disk-cache hit (as a new process).
+        clear_cuda_memory_cache();
+        std::filesystem::remove_all(cache);
+        ck = compile_cuda(*k, opts);
+        r.compile_s = ck->compile_seconds;
+        double t0 = now_s();
+        auto hit = compile_cuda(*k, opts);
+        r.memory_hit_ms = (now_s() - t0) * 1e3;
+        clear_cuda_memory_cache();
+        t0 = now_s();
+        ck = compile_cuda(*k, opts);
+        r.disk_hit_ms = (now_s() - t0) * 1e3;
+        if (!ck->from_cache) r.note = "disk cache missed!";
+      } else {
+        // The same kernel at another shape (dims are symbolic): its compile times are above,
+        // and the other matmul tiles stay cached too.
+        ck = compile_cuda(*k, opts);
+      }
       if (!f.dump_cubin.empty()) {
         std::filesystem::create_directories(f.dump_cubin);
         std::ofstream(f.dump_cubin + "/" + bc.kernel + "_" + r.dtype + ".cubin", std::ios::binary)
@@ -499,6 +784,12 @@ int main(int argc, char** argv) {
       }
       Buffers bufs;
       measure(*lk, *k, *ck, bc.sizes, bc.dt, r, f, &bufs);
+      if (bc.kernel == "matmul") {
+        std::vector<Result> more = bench_matmul(*lk, bc, *unbound, *k, *ck, bufs, r, f, opts, status);
+        results.push_back(r);
+        results.insert(results.end(), more.begin(), more.end());
+        continue;
+      }
       results.push_back(r);
 
       if (f.tune && (bc.kernel == "softmax" || bc.kernel == "layernorm" || bc.kernel == "rmsnorm")) {
@@ -563,90 +854,6 @@ int main(int argc, char** argv) {
         }
       }
 
-      if (bc.kernel == "matmul") {
-        // cuBLAS on the same buffers; its output goes to a separate C so both can be compared.
-        static Cublas cb = load_cublas();
-        Result c;
-        c.kernel = "cublas_gemm";
-        c.dtype = r.dtype;
-        c.sizes = r.sizes;
-        c.unit = "TFLOP/s";
-        if (!cb.why.empty()) {
-          c.note = cb.why;
-        } else {
-          int64_t M = bc.sizes.at("M"), N = bc.sizes.at("N"), K = bc.sizes.at("K");
-          DeviceBuffer cref(static_cast<size_t>(M * N) * scalar_bytes(bc.dt));
-          auto& set = bufs.sets[0];
-          int st = cublas_gemm(cb, bc.dt, M, N, K, set[0].get(), set[1].get(), cref.get());
-          if (st != 0) {
-            c.note = "cublasGemmEx status " + std::to_string(st);
-          } else {
-            auto ms = time_launches([&](int i) {
-              auto& s = bufs.sets[i % bufs.sets.size()];
-              cublas_gemm(cb, bc.dt, M, N, K, s[0].get(), s[1].get(), cref.get());
-            }, f.iters);
-            c.median_ms = median(ms);
-            c.figure = lk->flops(bc.sizes, bc.dt) / (c.median_ms * 1e-3) / 1e12;
-            // The timed runs rotated the inputs: recompute both products from set 0.
-            cublas_gemm(cb, bc.dt, M, N, K, set[0].get(), set[1].get(), cref.get());
-            ck->launch(bufs.args, ptrs_for(*k, bufs, 0), nullptr);
-            check(driver()->cuCtxSynchronize(), "cuCtxSynchronize");
-            double et = sample_gemm_error(set[0].get(), set[1].get(), set[2].get(), M, N, K, bc.dt);
-            double ec = sample_gemm_error(set[0].get(), set[1].get(), cref.get(), M, N, K, bc.dt);
-            c.note = "sampled max rel error: tessera " + std::to_string(et) + ", cuBLAS " + std::to_string(ec);
-            if (et > 0.02) {
-              c.note += " TESSERA WRONG";
-              status = 1;
-            }
-            if (ec > 0.02) {
-              c.note += " CUBLAS CALL WRONG";
-              status = 1;
-            }
-            r.note += (r.note.empty() ? "" : "; ") + std::string("cuBLAS ratio ") +
-                      std::to_string(r.figure / std::max(c.figure, 1e-9));
-            results.back().note = r.note;
-          }
-        }
-        results.push_back(c);
-
-        if (f.tune) {
-          // Compile every configuration in parallel (NVRTC is the cost), then time each.
-          auto cfgs = all_configs(*unbound, 64);
-          std::vector<std::future<std::pair<std::unique_ptr<Kernel>, std::shared_ptr<CudaKernel>>>> futs;
-          for (const auto& cfg : cfgs)
-            futs.push_back(std::async(std::launch::async, [&, cfg] {
-              auto kk = bind_constexprs(*unbound, cfg);
-              std::shared_ptr<CudaKernel> ckk;
-              try {
-                ckk = compile_cuda(*kk, opts);
-              } catch (const TesseraError&) {
-              }
-              return std::make_pair(std::move(kk), ckk);
-            }));
-          Result best;
-          for (auto& fu : futs) {
-            auto [kk, ckk] = fu.get();
-            if (!ckk) continue;
-            Result t = r;
-            t.note.clear();
-            t.config = config_str(*kk);
-            Flags quick = f;
-            quick.iters = 10;
-            try {
-              measure(*lk, *kk, *ckk, bc.sizes, bc.dt, t, quick, &bufs);
-            } catch (const TesseraError&) {
-              continue;  // e.g. a configuration needing more shared memory than the device has
-            }
-            if (t.figure > best.figure) best = t;
-          }
-          if (best.figure > 0) {
-            best.kernel = "matmul_tuned";
-            best.note = "best of " + std::to_string(cfgs.size()) + " configurations; cuBLAS ratio " +
-                        std::to_string(best.figure / std::max(c.figure, 1e-9));
-            results.push_back(best);
-          }
-        }
-      }
     } catch (const TesseraError& e) {
       r.note = std::string("ERROR: ") + e.what();
       results.push_back(r);

@@ -35,7 +35,10 @@ class CudaRunner : public Runner {
     std::string why;
     if (!nvrtc_available(&why)) throw TesseraError("backend 'cuda' is not available here: " + why);
     if (!cuda_device_available(&why)) throw TesseraError("backend 'cuda' cannot run here: " + why);
-    compiled_ = compile_cuda(k);  // for the device's own architecture
+    CudaOptions o;
+    o.target = cuda_backend_target();  // the device's own architecture
+    o.target_from_device = false;
+    compiled_ = compile_cuda(k, o);
     compile_seconds = compiled_->compile_seconds;
     detail = cuda::device().name + " " + compiled_->target.str();
   }
@@ -64,6 +67,20 @@ class CudaRunner : public Runner {
 };
 
 }  // namespace
+
+CudaTarget cuda_backend_target() {
+  if (!cuda_device_available()) return CudaTarget::parse("cuda:sm_90a");
+  int sm = cuda::device().sm;
+  // The arch-specific variant (wgmma, setmaxnreg) runs only on that exact architecture, which
+  // is the device's.
+  return CudaTarget{sm, sm == 90};
+}
+
+std::string backend_target(const std::string& backend) {
+  if (backend == "cuda") return "cuda:" + cuda_backend_target().str();
+  if (backend == "cpu") return "cpu";
+  return "";
+}
 
 std::unique_ptr<Runner> make_runner(const std::string& backend, const Kernel& bound) {
   if (backend == "interp") return std::make_unique<InterpRunner>(bound);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/CudaBackend.h"
 #include "ir/IR.h"
 #include "runtime/Tensor.h"
 
@@ -23,6 +24,17 @@ class Runner {
   double compile_seconds = 0;
   std::string detail;  // e.g. the GPU and the architecture compiled for
 };
+
+// The architecture the cuda backend compiles for in `run` and `bench`: the device's own, with
+// sm_90 as sm_90a (the rule of compile_cuda's default, resolve_target in
+// src/cuda/CudaRuntime.cpp); sm_90a without a device (nothing runs then). The cuda runner
+// compiles for exactly this target, so the configs chosen for it (backend_target) and the code
+// it gets cannot disagree.
+CudaTarget cuda_backend_target();
+
+// What a backend compiles for here, as a LibraryKernel::target_configs key: "cuda:sm_90a"
+// (cuda_backend_target), "cpu", or "" for the interpreter (no preferred configs).
+std::string backend_target(const std::string& backend);
 
 // "interp", "cpu" or "cuda". `bound` must outlive the runner. Throws TesseraError when the
 // backend cannot be used here (cuda without NVRTC or without a device).

@@ -58,7 +58,9 @@ int cmd_bench(const BenchOptions& o) {
   auto src = resolve_kernel(o.k.what, o.k.dtype, o.k.kernel);
   if (!src) return 1;
 
-  for (const KernelPlan& plan : plan_kernels(*src, o.k, true)) {
+  std::vector<KernelPlan> plans = plan_kernels(*src, o.k, true);
+  apply_target_configs(*src, plans, backend_target(o.backend));
+  for (const KernelPlan& plan : plans) {
     const Kernel* k = plan.kernel;
     const Sizes& sizes = plan.sizes;
     PipelineOptions po;

@@ -39,6 +39,8 @@ int cmd_compile(const CompileOptions& o) {
   auto src = resolve_kernel(o.k.what, o.k.dtype, o.k.kernel);
   if (!src) return 1;
   std::vector<KernelPlan> plans = plan_kernels(*src, o.k, false);
+  // The target's preferred configs key on the architecture as CudaTarget prints it.
+  apply_target_configs(*src, plans, cuda_target ? "cuda:" + CudaTarget::parse(o.target).str() : o.target);
   PipelineOptions po;
   po.dump_after = o.dump_after;
   po.dump = [](const std::string& pass, const std::string& ir) {

@@ -70,8 +70,10 @@ bool run_one(const KernelSource& src, const KernelPlan& plan, const RunOptions& 
 int cmd_run(const RunOptions& o) {
   auto src = resolve_kernel(o.k.what, o.k.dtype, o.k.kernel);
   if (!src) return 1;
+  std::vector<KernelPlan> plans = plan_kernels(*src, o.k, true);
+  apply_target_configs(*src, plans, backend_target(o.backend));
   bool ok = true;
-  for (const KernelPlan& p : plan_kernels(*src, o.k, true)) ok &= run_one(*src, p, o);
+  for (const KernelPlan& p : plans) ok &= run_one(*src, p, o);
   return ok ? 0 : 1;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +18,15 @@ struct LibraryKernel {
   std::string summary;
   std::vector<ScalarKind> dtypes;  // the first is the default
   Sizes default_sizes;             // every symbolic dim of the kernel
+  // Preferred constexpr values per target, for a dtype (the best tile shape depends on both),
+  // where they differ from the kernel's own defaults. Keys name the code a target gets: "cpu",
+  // or "cuda:" + CudaTarget::str() of the architecture compiled for ("cuda:sm_80",
+  // "cuda:sm_90a"; plain "cuda:sm_90" has no wgmma and is a key of its own). Applied wherever
+  // a library kernel is bound for a target and the caller names no value for that constexpr
+  // (`--config` wins): `tessera run/compile/bench`, bench/cuda_bench, the GPU tests. Every
+  // value must be a candidate of its constexpr (tests/kernels checks). Null, or no key for
+  // the target: the kernel's own defaults.
+  std::function<std::map<std::string, std::map<std::string, int64_t>>(ScalarKind dtype)> target_configs;
   // Build the kernel's IR (unbound: constexprs keep their candidates) for a dtype.
   std::function<std::unique_ptr<Kernel>(ScalarKind dtype)> build;
   // Compute the expected outputs in place: args hold the same inputs the kernel got; the
@@ -29,5 +39,12 @@ struct LibraryKernel {
 
 const std::vector<LibraryKernel>& library();
 const LibraryKernel* find_library_kernel(const std::string& name);
+
+// The constexpr values (a ConstexprConfig, passes/Passes.h) to bind library kernel `k` with
+// for `target` (a target_configs key; "" for none): its preferred values for the target and
+// dtype, with `given` (the caller's own choices) taking precedence.
+std::map<std::string, int64_t> library_config(const LibraryKernel& k, ScalarKind dtype, const std::string& target,
+                                              const std::map<std::string, int64_t>& given = {});
+
 
 }  // namespace tessera

@@ -56,6 +56,14 @@ LibraryKernel matmul() {
   k.default_sizes = {{"M", 512}, {"N", 512}, {"K", 512}};
   k.build = build;
   k.reference = reference;
+  // sm_90a: 16-bit matmuls take the TMA + wgmma path only for BLOCK_M in {64, 128, 192},
+  // BLOCK_N a multiple of 64 up to 256 and BLOCK_K in {64, 128} (src/cuda/EmitWgmma.cpp); the
+  // mma.sync default 128x128x32 is outside it. On the H200 (bf16, 4096^3) 128x256x64 ran at 778
+  // TFLOP/s against 251 for 128x128x32 (bench/RESULTS.md). f32 has no tensor-core path.
+  k.target_configs = [](ScalarKind dt) -> std::map<std::string, std::map<std::string, int64_t>> {
+    if (dt != ScalarKind::BF16 && dt != ScalarKind::F16) return {};
+    return {{"cuda:sm_90a", {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}}}};
+  };
   k.bytes = [](const Sizes& s, ScalarKind dt) {
     return (1.0 * s.at("M") * s.at("K") + 1.0 * s.at("K") * s.at("N") + 1.0 * s.at("M") * s.at("N")) *
            scalar_bytes(dt);

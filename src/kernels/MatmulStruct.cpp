@@ -45,6 +45,9 @@ LibraryKernel matmul_struct() {
   k.name = "matmul_struct";
   k.summary = "c = a @ b through producer/consumer pipes (Struct layer), f32 accumulation";
   k.build = build;
+  // matmul's per-target tiles are for its own pipelined loop (and BLOCK_N = 256 is no
+  // candidate here): this kernel keeps its defaults everywhere.
+  k.target_configs = nullptr;
   return k;
 }
 

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,11 +43,11 @@ Outcome compile(const std::string& args) {
 }
 
 TEST(CliCompileStats, CudaTargetPrintsTheEmittersStatistics) {
-  Outcome r = compile("matmul --dtype bf16 --target cuda:sm_90a --emit cuda --stats");
+  Outcome r = compile("matmul --dtype bf16 --target cuda:sm_80 --emit cuda --stats");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("tsr::warp_mma_swz<true"));
   EXPECT_THAT(r.err, HasSubstr("// ----- statistics for matmul -----\n"));
-  EXPECT_THAT(r.err, HasSubstr("// ----- cuda emitter statistics for matmul (cuda:sm_90a) -----\n"));
+  EXPECT_THAT(r.err, HasSubstr("// ----- cuda emitter statistics for matmul (cuda:sm_80) -----\n"));
   EXPECT_THAT(r.err, HasSubstr("\ndot.mma_pipelined = 1\n"));
   EXPECT_THAT(r.err, HasSubstr("\nmma-direct-epilogues = 1\n"));
   EXPECT_THAT(r.err, HasSubstr("\nthreads = 256\n"));
@@ -55,6 +56,67 @@ TEST(CliCompileStats, CudaTargetPrintsTheEmittersStatistics) {
   ASSERT_EQ(ir.status, 0) << ir.err;
   EXPECT_THAT(ir.out, HasSubstr("kernel @matmul("));
   EXPECT_THAT(ir.err, HasSubstr("\ndot.fma = 1\n"));
+}
+
+// "128x256x64": BLOCK_M x BLOCK_N x BLOCK_K as `--emit ir` prints the bound constexprs
+// ("constexpr BLOCK_N = 256 in [...]").
+std::string bound_tile(const std::string& ir) {
+  std::string out;
+  for (const char* name : {"BLOCK_M", "BLOCK_N", "BLOCK_K"}) {
+    std::smatch m;
+    std::string v = std::regex_search(ir, m, std::regex(std::string("constexpr ") + name + " = ([0-9]+)")) ? m[1].str() : "?";
+    out += (out.empty() ? "" : "x") + v;
+  }
+  return out;
+}
+
+// The library's per-target configs (LibraryKernel::target_configs): a 16-bit matmul for
+// sm_90a gets the 128x256x64 tile the TMA + wgmma path takes; sm_80, f32 and the cpu keep the
+// kernel's own defaults; --config always wins, constexpr by constexpr.
+TEST(CliCompileStats, Sm90aMatmulDefaultsToTheWgmmaTile) {
+  for (const char* dt : {"bf16", "f16"}) {
+    Outcome r = compile(std::string("matmul --dtype ") + dt + " --target cuda:sm_90a --stats");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("\ndot.wgmma_tma = 1\n")) << dt;
+    EXPECT_THAT(r.err, Not(HasSubstr("dot.mma_pipelined"))) << dt;
+    EXPECT_EQ(bound_tile(r.out), "128x256x64") << dt;
+  }
+  Outcome r = compile("matmul --dtype bf16 --target cuda:sm_90a --emit cuda");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("tsr::wgmma_m64n256k16_bf16"));
+}
+
+TEST(CliCompileStats, OtherTargetsAndF32KeepTheKernelsDefaults) {
+  struct Want {
+    const char* args;
+    const char* stat;
+    const char* tile;
+  };
+  for (Want w : {Want{"--dtype bf16 --target cuda:sm_80 --stats", "\ndot.mma_pipelined = 1\n", "128x128x32"},
+                 Want{"--dtype f32 --target cuda:sm_90a --stats", "\ndot.fma = 1\n", "64x64x32"},
+                 Want{"--dtype bf16 --stats", "", "128x128x32"}}) {
+    Outcome r = compile(std::string("matmul ") + w.args);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_THAT(r.err, HasSubstr(w.stat)) << w.args;
+    EXPECT_THAT(r.err, Not(HasSubstr("dot.wgmma_tma"))) << w.args;
+    EXPECT_EQ(bound_tile(r.out), w.tile) << w.args;
+  }
+}
+
+TEST(CliCompileStats, ConfigOverridesTheTargetsDefault) {
+  // BLOCK_K = 32 is outside the wgmma shapes: the mma.sync path, with the other two constexprs
+  // still at the sm_90a default.
+  Outcome r = compile("matmul --dtype bf16 --target cuda:sm_90a --stats --config BLOCK_K=32");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("\ndot.mma_pipelined = 1\n"));
+  EXPECT_THAT(r.err, Not(HasSubstr("dot.wgmma_tma")));
+  EXPECT_EQ(bound_tile(r.out), "128x256x32");
+  // A wgmma shape of the user's own.
+  r = compile("matmul --dtype bf16 --target cuda:sm_90a --stats --config BLOCK_M=64,BLOCK_N=128");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("\ndot.wgmma_tma = 1\n"));
+  EXPECT_THAT(r.err, HasSubstr("wgmma m64n128k16"));
+  EXPECT_EQ(bound_tile(r.out), "64x128x64");
 }
 
 TEST(CliCompileStats, CpuTargetHasNoEmitterSection) {

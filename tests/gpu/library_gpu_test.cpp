@@ -1,6 +1,8 @@
 // Every library kernel on the GPU against the interpreter, in f32, bf16 and f16, at sizes that
-// are tile multiples and at ragged sizes.
+// are tile multiples and at ragged sizes, bound with its own defaults and with the device
+// target's preferred config (LibraryKernel::target_configs) where it has one.
 #include "GpuTestUtil.h"
+#include "cuda/Driver.h"
 
 namespace tessera::gputest {
 namespace {
@@ -23,23 +25,76 @@ std::vector<Case> cases() {
 
 class LibraryGpu : public ::testing::TestWithParam<Case> {};
 
+// The LibraryKernel::target_configs key of what compile_cuda builds for on this device
+// (its own architecture, sm_90 as sm_90a): asked of the runtime itself, not guessed.
+std::string device_target_key() {
+  auto k = bind_constexprs(*find_library_kernel("vector_add")->build(ScalarKind::F32), {});
+  return "cuda:" + compile_cuda(*k, test_options())->target.str();
+}
+
+std::string config_str(const Kernel& k) {
+  std::string out;
+  for (const auto& c : k.constexprs) out += (out.empty() ? "" : ",") + c.name + "=" + std::to_string(c.value);
+  return out;
+}
+
+// The kernel's own defaults, and where the device's target has preferred values
+// (LibraryKernel::target_configs: matmul bf16/f16 on sm_90a), that binding too: the CLI and
+// the bench run the second, and the first must stay right for every other target.
+std::vector<std::unique_ptr<Kernel>> default_bindings(const LibraryKernel& lk, ScalarKind dt) {
+  auto unbound = lk.build(dt);
+  std::vector<std::unique_ptr<Kernel>> out;
+  out.push_back(bind_constexprs(*unbound, {}));
+  ConstexprConfig target = library_config(lk, dt, device_target_key());
+  if (!target.empty()) out.push_back(bind_constexprs(*unbound, target));
+  return out;
+}
+
 TEST_P(LibraryGpu, MatchesInterpreter) {
   REQUIRE_GPU();
   const LibraryKernel& lk = *find_library_kernel(GetParam().kernel);
-  auto k = bind_constexprs(*lk.build(GetParam().dtype), {});
-  bool one_dim = lk.default_sizes.size() == 1;
-  // Tile multiples (every block constexpr of the library divides 256), then ragged sizes that
-  // leave partial tiles in every dim, small and spanning several tiles, then the smallest.
-  std::vector<Sizes> all = {one_dim ? sizes_for(*k, 8192, 0) : sizes_for(*k, 256, 0),
-                            one_dim ? sizes_for(*k, 1 << 20, 0) : sizes_for(*k, 512, 0),
-                            one_dim ? sizes_for(*k, 1001, 0) : sizes_for(*k, 67, 30),
-                            one_dim ? sizes_for(*k, 70001, 0) : sizes_for(*k, 193, 37),
-                            one_dim ? sizes_for(*k, 1, 0) : sizes_for(*k, 1, 1)};
-  uint64_t seed = 11;
-  for (const Sizes& s : all) {
-    SCOPED_TRACE(sizes_str(s));
-    EXPECT_GT(expect_gpu_matches_interp(*k, s, seed++), 0);
+  for (const auto& k : default_bindings(lk, GetParam().dtype)) {
+    SCOPED_TRACE(config_str(*k));
+    bool one_dim = lk.default_sizes.size() == 1;
+    // Tile multiples (every block constexpr of the library divides 256), then ragged sizes that
+    // leave partial tiles in every dim, small and spanning several tiles, then the smallest.
+    std::vector<Sizes> all = {one_dim ? sizes_for(*k, 8192, 0) : sizes_for(*k, 256, 0),
+                              one_dim ? sizes_for(*k, 1 << 20, 0) : sizes_for(*k, 512, 0),
+                              one_dim ? sizes_for(*k, 1001, 0) : sizes_for(*k, 67, 30),
+                              one_dim ? sizes_for(*k, 70001, 0) : sizes_for(*k, 193, 37),
+                              one_dim ? sizes_for(*k, 1, 0) : sizes_for(*k, 1, 1)};
+    uint64_t seed = 11;
+    for (const Sizes& s : all) {
+      SCOPED_TRACE(sizes_str(s));
+      EXPECT_GT(expect_gpu_matches_interp(*k, s, seed++), 0);
+    }
   }
+}
+
+// Small and quick, for tools/gpu-check's compute-sanitizer runs (memcheck, racecheck,
+// synccheck) as well as the suite: the device target's default bf16 matmul (the TMA + wgmma
+// ring on sm_90a) at ragged sizes against the interpreter, then more programs than SMs (the
+// persistent loop runs several per CTA) against the kernel's own default binding on the GPU.
+TEST(LibraryGpu, TargetDefaultMatmulSmall) {
+  REQUIRE_GPU();
+  const LibraryKernel& lk = *find_library_kernel("matmul");
+  auto ks = default_bindings(lk, ScalarKind::BF16);
+  if (ks.size() < 2) GTEST_SKIP() << "no preferred matmul config for " << device_target_key();
+  const Kernel &own = *ks[0], &target = *ks[1];
+  SCOPED_TRACE(config_str(target));
+  EXPECT_GT(expect_gpu_matches_interp(target, {{"M", 200}, {"N", 264}, {"K", 136}}, 21), 0);
+  EXPECT_GT(expect_gpu_matches_interp(target, {{"M", 1}, {"N", 8}, {"K", 8}}, 22), 0);
+  int64_t bm = target.find_constexpr("BLOCK_M")->value, bn = target.find_constexpr("BLOCK_N")->value;
+  int64_t tiles = cuda::device().num_sms + 7;
+  Sizes many = {{"M", bm * 8 - 40}, {"N", bn * ((tiles + 7) / 8) + 8}, {"K", 200}};
+  SCOPED_TRACE(sizes_str(many));
+  std::vector<Tensor> want = make_random_tensors(target, many, 23), got = want;
+  auto wa = args_for(own, want), ga = args_for(target, got);
+  compile_cuda(own, test_options())->run_host(wa);
+  auto ck = compile_cuda(target, test_options());
+  ck->run_host(ga);
+  EXPECT_EQ(ck->launches_without_tma, 0);
+  testutil::expect_tensors_match(want, got, "matmul [" + sizes_str(many) + "]", "gpu " + config_str(target));
 }
 
 INSTANTIATE_TEST_SUITE_P(Library, LibraryGpu, ::testing::ValuesIn(cases()), [](const auto& info) {

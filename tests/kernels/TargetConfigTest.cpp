@@ -1,0 +1,84 @@
+// Per-target default configs of the library (LibraryKernel::target_configs): every entry names
+// a constexpr the kernel has and one of its candidates, the caller's values win, and matmul's
+// sm_90a entry is the one the wgmma path takes (bf16/f16 only).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "interp/Interpreter.h"
+#include "kernels/Library.h"
+#include "kernels/Tolerance.h"
+#include "passes/Passes.h"
+
+namespace tessera {
+namespace {
+
+TEST(TargetConfigs, EveryEntryIsACandidateOfAConstexprTheKernelHas) {
+  int entries = 0;
+  for (const auto& lk : library()) {
+    if (!lk.target_configs) continue;
+    for (ScalarKind dt : lk.dtypes) {
+      auto unbound = lk.build(dt);
+      for (const auto& [target, cfg] : lk.target_configs(dt)) {
+        SCOPED_TRACE(lk.name + " " + std::string(scalar_name(dt)) + " " + target);
+        // The key format: "cpu" or "cuda:sm_XY" / "cuda:sm_XYa".
+        EXPECT_TRUE(target == "cpu" || target.starts_with("cuda:sm_")) << target;
+        EXPECT_FALSE(cfg.empty());
+        for (const auto& [name, v] : cfg) {
+          const ConstexprDecl* c = unbound->find_constexpr(name);
+          ASSERT_NE(c, nullptr) << "no constexpr " << name;
+          EXPECT_NE(std::find(c->candidates.begin(), c->candidates.end(), v), c->candidates.end())
+              << name << "=" << v << " is not a candidate";
+          ++entries;
+        }
+        EXPECT_NO_THROW(bind_constexprs(*unbound, cfg));
+      }
+    }
+  }
+  EXPECT_GT(entries, 0) << "no library kernel states a per-target config";
+}
+
+TEST(TargetConfigs, MatmulOnSm90aTakesTheWgmmaTileFor16BitTypesOnly) {
+  const LibraryKernel& mm = *find_library_kernel("matmul");
+  ConstexprConfig wgmma = {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}};
+  EXPECT_EQ(library_config(mm, ScalarKind::BF16, "cuda:sm_90a"), wgmma);
+  EXPECT_EQ(library_config(mm, ScalarKind::F16, "cuda:sm_90a"), wgmma);
+  // f32 has no tensor-core path; other targets keep the kernel's own defaults.
+  EXPECT_TRUE(library_config(mm, ScalarKind::F32, "cuda:sm_90a").empty());
+  for (const char* t : {"cuda:sm_80", "cuda:sm_90", "cpu", ""})
+    EXPECT_TRUE(library_config(mm, ScalarKind::BF16, t).empty()) << t;
+}
+
+TEST(TargetConfigs, TheCallersValuesWin) {
+  const LibraryKernel& mm = *find_library_kernel("matmul");
+  ConstexprConfig got = library_config(mm, ScalarKind::BF16, "cuda:sm_90a", {{"BLOCK_K", 32}});
+  EXPECT_EQ(got, (ConstexprConfig{{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 32}}));
+  got = library_config(mm, ScalarKind::BF16, "cuda:sm_80", {{"BLOCK_N", 64}});
+  EXPECT_EQ(got, (ConstexprConfig{{"BLOCK_N", 64}}));
+  // A kernel without per-target configs passes the caller's through.
+  const LibraryKernel& va = *find_library_kernel("vector_add");
+  EXPECT_EQ(library_config(va, ScalarKind::F32, "cuda:sm_90a", {{"BLOCK", 1024}}),
+            (ConstexprConfig{{"BLOCK", 1024}}));
+}
+
+// The sm_90a matmul tile on the interpreter against the reference: ragged in every dim (two
+// tiles in N and two K steps, one partial), so the bound kernel itself is right at that shape.
+TEST(TargetConfigs, MatmulSm90aTileMatchesTheReference) {
+  const LibraryKernel& mm = *find_library_kernel("matmul");
+  auto k = bind_constexprs(*mm.build(ScalarKind::BF16), library_config(mm, ScalarKind::BF16, "cuda:sm_90a"));
+  Sizes s = {{"M", 3}, {"N", 261}, {"K", 67}};
+  std::vector<Tensor> got = make_random_tensors(*k, s, 9), want = got;
+  auto ga = make_args(*k, got, s), wa = make_args(*k, want, s);
+  run_interp(*k, ga);
+  mm.reference(wa, s);
+  Tolerance tol = tolerance_for(ScalarKind::BF16);
+  const Tensor &c = got.back(), &r = want.back();
+  int bad = 0;
+  for (int64_t i = 0; i < c.numel(); ++i) bad += std::fabs(c.get(i) - r.get(i)) > tol.atol + tol.rtol * std::fabs(r.get(i));
+  EXPECT_EQ(bad, 0);
+  EXPECT_NE(c.get(c.numel() - 1), 0.0);
+}
+
+}  // namespace
+}  // namespace tessera
