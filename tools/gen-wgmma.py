@@ -9,7 +9,8 @@ operands. Run from the repository root after changing the list of shapes:
 import pathlib
 
 NS = [8, 16, 32, 64, 96, 128, 192, 256]
-TYPES = [("bf16", "bf16"), ("f16", "f16")]
+# (name, PTX type, K of one instruction, takes the transpose immediates)
+TYPES = [("bf16", "bf16", 16, True), ("f16", "f16", 16, True), ("e4m3", "e4m3", 32, False), ("e5m2", "e5m2", 32, False)]
 
 out = []
 w = out.append
@@ -21,27 +22,37 @@ w("// warp v = t / 32, g = (t % 32) / 4, q = t % 4 holds, for every 8-column blo
 w("// d[0][j][0..1] = D[16v + g][8j + 2q .. +1] and d[0][j][2..3] = D[16v + g + 8][8j + 2q .. +1]:")
 w("// the mma.sync m16n8 C fragment of warp v, repeated over N / 8 column blocks.")
 w("// TB: B is MN-major (row-major [K, N] in shared memory) when 1, K-major when 0. A is K-major.")
+w("// The fp8 forms (k32, e4m3/e5m2) take both operands K-major only (no transpose immediates).")
 w("#pragma once")
 w("")
 w('#include "tessera/hopper.cuh"')
 w("")
 w("namespace tsr {")
 w("")
-for name, ptx in TYPES:
+for name, ptx, kk, tnsp in TYPES:
     for n in NS:
         nt = n // 8
         regs = n // 2
-        w(f"template <int TB>")
-        w(f"TSR_D void wgmma_m64n{n}k16_{name}(float (&d)[1][{nt}][4], uint64_t da, uint64_t db) {{")
+        if tnsp:
+            w("template <int TB>")
+            w(f"TSR_D void wgmma_m64n{n}k{kk}_{name}(float (&d)[1][{nt}][4], uint64_t da, uint64_t db) {{")
+        else:
+            w(f"TSR_D void wgmma_m64n{n}k{kk}_{name}(float (&d)[1][{nt}][4], uint64_t da, uint64_t db) {{")
         dl = ", ".join(f"%{i}" for i in range(regs))
         w("  asm volatile(")
         w('      "{\\n.reg .pred p;\\nsetp.ne.b32 p, %' + str(regs + 2) + ', 0;\\n"')
-        w(f'      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx}.{ptx} "')
+        w(f'      "wgmma.mma_async.sync.aligned.m64n{n}k{kk}.f32.{ptx}.{ptx} "')
         w('      "{' + dl + '}, "')
-        w(f'      "%{regs}, %{regs + 1}, p, 1, 1, 0, %{regs + 3};\\n}}\\n"')
+        if tnsp:
+            w(f'      "%{regs}, %{regs + 1}, p, 1, 1, 0, %{regs + 3};\\n}}\\n"')
+        else:
+            w(f'      "%{regs}, %{regs + 1}, p, 1, 1;\\n}}\\n"')
         outs = ", ".join(f'"+f"(d[0][{i // 4}][{i % 4}])' for i in range(regs))
         w(f"      : {outs}")
-        w(f'      : "l"(da), "l"(db), "r"(1), "n"(TB));')
+        if tnsp:
+            w(f'      : "l"(da), "l"(db), "r"(1), "n"(TB));')
+        else:
+            w(f'      : "l"(da), "l"(db), "r"(1));')
         w("}")
         w("")
 w("}  // namespace tsr")

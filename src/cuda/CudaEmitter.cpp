@@ -281,6 +281,8 @@ void Emitter::emit_op(const Op& op) {
       break;
     case OpClass::Unary: emit_unary(op); break;
     case OpClass::Binary:
+      if (!fold_frag_binary(op)) emit_binary(op);
+      break;
     case OpClass::Compare: emit_binary(op); break;
     case OpClass::Ternary:
       if (op.kind == OpKind::Where) {
@@ -567,7 +569,7 @@ void Emitter::emit_for(const Op& op) {
   else emit_loop(op, vals, carried);
   for (size_t q = 0; q < frags.size(); ++q) {
     MmaPlan p = plan_mma(*frags[q].second);
-    if (frag_store_chain(op, frags[q].first))
+    if (!frag_store_chain(op, frags[q].first).empty())
       frag_tiles_[op.result(frags[q].first)] = FragTile{p, frag_names[q], ScalarKind::F32};
     else
       frags_to_tile(p, frag_names[q], op.result(frags[q].first), carried[frags[q].first]);
@@ -826,8 +828,9 @@ CudaEmission Emitter::run() {
       }
       return n;
     };
-    wg_.tma_a = add_map(wg_.load_a->operand(0), 64, wg_.BM);
-    wg_.tma_b = add_map(wg_.load_b->operand(0), 64, wg_.BK);
+    const int64_t atom = 128 / wg_.eb;  // a box row is one 128-byte swizzle atom
+    wg_.tma_a = add_map(wg_.load_a->operand(0), atom, wg_.BM);
+    wg_.tma_b = add_map(wg_.load_b->operand(0), atom, wg_.b_kmajor ? wg_.BN : wg_.BK);
     persistent_ = can_be_persistent();
     if (persistent_) {
       const Value* out = wg_.store->operand(0);

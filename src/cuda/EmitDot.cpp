@@ -129,21 +129,67 @@ const Op* only_user(Block& b, const Value* v) {
 
 }  // namespace
 
-bool Emitter::frag_store_chain(const Op& f, size_t j) const {
+namespace {
+
+// The scalar that `v` is a splat of, or null.
+const Value* splat_scalar(const Value* v) {
+  const Op* d = v->def;
+  return d && d->kind == OpKind::Splat && d->operand(0)->type.is_scalar() ? d->operand(0) : nullptr;
+}
+
+// An f32 tile mul, add or sub of `tile` and a splat f32 scalar (either side).
+bool scalar_epilogue_op(const Op& o, const Value* tile) {
+  if (o.kind != OpKind::Mul && o.kind != OpKind::Add && o.kind != OpKind::Sub) return false;
+  if (o.operands.size() != 2 || o.result()->type.elem != ScalarKind::F32 || tile->type.elem != ScalarKind::F32) return false;
+  const Value* other = o.operand(0) == tile ? o.operand(1) : o.operand(0);
+  const Value* s = splat_scalar(other);
+  return other != tile && s && s->type.elem == ScalarKind::F32 && o.result()->type.shape == tile->type.shape;
+}
+
+}  // namespace
+
+std::vector<const Op*> Emitter::frag_store_chain(const Op& f, size_t j) const {
   Block& top = const_cast<Block&>(*k_.body);
+  std::vector<const Op*> chain;
   const Value* stored = f.result(j);
   const Op* u = only_user(top, stored);
-  if (!u || u->parent != f.parent) return false;
-  if (u->kind == OpKind::Cast) {
-    if (!u->result()->type.is_tile() || !is_float(u->result()->type.elem)) return false;
+  while (u && u->parent == f.parent && scalar_epilogue_op(*u, stored)) {
+    chain.push_back(u);
     stored = u->result();
     u = only_user(top, stored);
-    if (!u || u->parent != f.parent) return false;
   }
-  if (u->kind != OpKind::StoreTile || u->operands.size() != 4 || u->operand(1) != stored) return false;
+  if (!u || u->parent != f.parent) return {};
+  if (u->kind == OpKind::Cast) {
+    if (!u->result()->type.is_tile() || !is_float(u->result()->type.elem)) return {};
+    chain.push_back(u);
+    stored = u->result();
+    u = only_user(top, stored);
+    if (!u || u->parent != f.parent) return {};
+  }
+  if (u->kind != OpKind::StoreTile || u->operands.size() != 4 || u->operand(1) != stored) return {};
   const Value* view = u->operand(0);
-  return views_.count(view) && view->type.rank() == 2 && is_float(view->type.elem) && u->operand(2)->type.is_scalar() &&
-         u->operand(3)->type.is_scalar();
+  if (!views_.count(view) || view->type.rank() != 2 || !is_float(view->type.elem) || !u->operand(2)->type.is_scalar() ||
+      !u->operand(3)->type.is_scalar())
+    return {};
+  chain.push_back(u);
+  return chain;
+}
+
+bool Emitter::fold_frag_binary(const Op& o) {
+  if (o.operands.size() != 2) return false;
+  for (int side = 0; side < 2; ++side) {
+    auto it = frag_tiles_.find(o.operand(side));
+    if (it == frag_tiles_.end() || !scalar_epilogue_op(o, o.operand(side))) continue;
+    FragTile ft = it->second;
+    if (ft.cast != ScalarKind::F32) return false;  // arithmetic after a narrowing cast
+    std::string s = nm(splat_scalar(o.operand(1 - side)));
+    const char* sym = o.kind == OpKind::Mul ? " * " : o.kind == OpKind::Add ? " + " : " - ";
+    ft.expr = side == 0 ? "(" + ft.expr + sym + s + ")" : "(" + s + sym + ft.expr + ")";
+    frag_tiles_[o.result()] = ft;
+    count("mma-fused-epilogue-ops");
+    return true;
+  }
+  return false;
 }
 
 bool Emitter::fold_frag_cast(const Op& c) {
@@ -157,7 +203,7 @@ bool Emitter::fold_frag_cast(const Op& c) {
 
 std::string Emitter::frag_store_conv(const FragTile& ft, ScalarKind vt) const {
   // Rounding to the cast's kind and then to the view's is one rounding when they agree.
-  std::string x = ft.cast == vt || ft.cast == ScalarKind::F32 ? "x_" : fround(ft.cast, "x_");
+  std::string x = ft.cast == vt || ft.cast == ScalarKind::F32 ? ft.expr : fround(ft.cast, ft.expr);
   return store_conv(vt, x);
 }
 

@@ -21,6 +21,8 @@
 // TMA zero-fills out-of-bounds boxes, which is load_tile's padding for pad = 0, so ragged M, N
 // and K need no masks. The tensor maps are encoded at launch (CudaRuntime.cpp); a base or row
 // stride TMA cannot describe makes the runtime use the mma.sync compilation instead.
+#include <algorithm>
+
 #include "cuda/EmitterInternal.h"
 
 namespace tessera::cudagen {
@@ -52,40 +54,66 @@ Emitter::WgmmaPlan Emitter::plan_wgmma() const {
   const Value *a = dot->operand(0), *b = dot->operand(1), *r = dot->result();
   if (!shape_is_static(a->type.shape) || !shape_is_static(b->type.shape)) return no("the dot's tile shapes are not static");
   ScalarKind in = a->type.elem;
-  if ((in != ScalarKind::BF16 && in != ScalarKind::F16) || b->type.elem != in || r->type.elem != ScalarKind::F32)
-    return no("wgmma here takes bf16 or f16 operands into an f32 accumulator, not " + std::string(scalar_name(in)) +
-              " into " + std::string(scalar_name(r->type.elem)));
+  static const std::map<ScalarKind, std::string> kTypes = {{ScalarKind::BF16, "bf16"},
+                                                           {ScalarKind::F16, "f16"},
+                                                           {ScalarKind::F8E4M3, "e4m3"},
+                                                           {ScalarKind::F8E5M2, "e5m2"}};
+  if (!kTypes.count(in) || b->type.elem != in || r->type.elem != ScalarKind::F32)
+    return no("wgmma here takes bf16, f16 or f8 operands (both the same) into an f32 accumulator, not " +
+              std::string(scalar_name(in)) + " x " + std::string(scalar_name(b->type.elem)) + " into " +
+              std::string(scalar_name(r->type.elem)));
+  const int eb = scalar_bytes(in);
   auto AS = static_shape(a->type.shape), BS = static_shape(b->type.shape);
   int64_t BM = AS[0], BK = AS[1], BN = BS[1];
   if (BM % 64 || BM > 192) return no("BLOCK_M = " + std::to_string(BM) + " (wgmma needs 64, 128 or 192)");
   if (BN % 64 || BN > 256) return no("BLOCK_N = " + std::to_string(BN) + " (wgmma + TMA needs 64, 128, 192 or 256)");
-  if (BK % 64 || BK > 128) return no("BLOCK_K = " + std::to_string(BK) + " (wgmma + TMA needs 64 or 128)");
-  auto operand_load = [&](const Value* v) -> const Op* {
+  // Rows of the operand tiles are whole 128-byte swizzle atoms (one or two).
+  if ((BK * eb) % 128 || BK * eb > 256)
+    return no("BLOCK_K = " + std::to_string(BK) + " (wgmma + TMA needs " + std::to_string(128 / eb) + " or " +
+              std::to_string(256 / eb) + " for " + std::string(scalar_name(in)) + ")");
+  auto operand_load = [&](const Value* v, int uses) -> const Op* {
     const Op* l = v->def;
     if (!l || l->kind != OpKind::LoadTile || l->parent != &body || l->operands.size() != 3) return nullptr;
     const Value* view = l->operand(0);
     if (!views_.count(view) || view->type.rank() != 2 || view->type.elem != in) return nullptr;
     if (l->has_attr("pad") && l->attr_number("pad") != 0.0) return nullptr;
-    if (uses_in(body, v) != 1) return nullptr;
+    if (uses_in(body, v) != uses) return nullptr;
     return l;
   };
-  const Op *la = operand_load(a), *lb = operand_load(b);
+  const Op* la = operand_load(a, 1);
+  // B: a load of [K, N] (MN-major), or the transpose of a load of [N, K] (K-major).
+  const Op* lb = nullptr;
+  const Op* perm = nullptr;
+  if (const Op* t = b->def; t && t->kind == OpKind::Permute && t->parent == &body && uses_in(body, b) == 1 &&
+                            t->attr_ints("dims") == std::vector<int64_t>{1, 0}) {
+    perm = t;
+    lb = operand_load(t->operand(0), 1);
+  } else {
+    lb = operand_load(b, 1);
+  }
   if (!la || !lb || la == lb)
-    return no("the dot's operands are not each one load_tile (pad 0) of a 2-D " + std::string(scalar_name(in)) +
-              " view in the loop body");
+    return no("the dot's operands are not a load_tile (pad 0) of a 2-D " + std::string(scalar_name(in)) +
+              " view and a load (or the transpose of one) in the loop body");
+  if (!perm && eb != 2)
+    return no("wgmma reads f8 operands K-major only: give b as [N, K] and transpose its tile in the dot");
   for (const auto& o : body.ops)
-    if (o.get() != dot && o.get() != la && o.get() != lb && o->kind != OpKind::Yield && !pure_scalar(*o))
+    if (o.get() != dot && o.get() != la && o.get() != lb && o.get() != perm && o->kind != OpKind::Yield &&
+        !pure_scalar(*o))
       return no("the loop body does more than index arithmetic, two loads and the dot");
-  int64_t stage = (BM * BK + BK * BN) * 2, staging = 16384 * (BM / 64);
+  int64_t stage = (BM * BK + BK * BN) * eb, staging = 16384 * (BM / 64);
   int64_t S = std::min<int64_t>(std::get<int64_t>(*loop->find_attr("pipeline")), 8);
   while (S > 2 && S * (stage + 16) + 1024 + staging > kMaxSmem) --S;
   if (S < 2 || S * (stage + 16) + 1024 + staging > kMaxSmem)
     return no("two stages of " + std::to_string(stage) + " bytes do not fit in shared memory");
+  w.eb = eb;
+  w.type = kTypes.at(in);
+  w.b_kmajor = perm != nullptr;
+  w.perm_b = perm;
   w.ok = true;
   w.loop = loop, w.dot = dot, w.load_a = la, w.load_b = lb;
   w.stages = static_cast<int>(S);
   w.BM = BM, w.BN = BN, w.BK = BK;
-  w.bf16 = in == ScalarKind::BF16;
+  w.bf16 = in == ScalarKind::BF16;  // (mma plan only)
   w.consumer_warps = static_cast<int>(BM / 16);
   MmaPlan& p = w.mma;
   p.ok = true;
@@ -101,34 +129,29 @@ bool Emitter::can_be_persistent() {
   const Op* y = k_.grid->terminator();
   if (!y || y->operands.size() > 2) return false;  // a 1-D or 2-D grid
   const Op* loop = wg_.loop;
-  if (loop->parent != k_.body.get() || !frag_store_chain(*loop, 0)) return false;
+  if (loop->parent != k_.body.get()) return false;
+  std::vector<const Op*> chain = frag_store_chain(*loop, 0);
+  if (chain.empty()) return false;
   const Op* init = loop->operand(3)->def;
   if (!init || init->kind != OpKind::Splat || !init->operand(0)->type.is_scalar()) return false;
-  // The epilogue chain: the loop result's optional cast and its store.
-  const Op* store = nullptr;
-  const Op* cast = nullptr;
-  for (const auto& o : k_.body->ops) {
-    if (o->kind == OpKind::StoreTile && (o->operand(1) == loop->result() ||
-                                         (o->operand(1)->def && o->operand(1)->def->kind == OpKind::Cast &&
-                                          o->operand(1)->def->operand(0) == loop->result()))) {
-      store = o.get();
-      cast = o->operand(1) == loop->result() ? nullptr : o->operand(1)->def;
-    }
-  }
+  // Besides the chain: index arithmetic, and splats of scalars (the accumulator's start and
+  // the chain's scalar operands, which the epilogue reads as scalars).
+  const Op* store = chain.back();
   for (const auto& o : k_.body->ops) {
     const Op* p = o.get();
-    if (p == loop || p == init || p == store || p == cast) continue;
+    if (p == loop || std::find(chain.begin(), chain.end(), p) != chain.end()) continue;
     if (pure_scalar(*p) || p->info().cls == OpClass::Index) continue;
+    if (p->kind == OpKind::Splat && p->operand(0)->type.is_scalar()) continue;
     return false;
   }
   wg_.store = store;
-  return store != nullptr;
+  return true;
 }
 
 void Emitter::emit_wgmma_setup() {
   const WgmmaPlan& w = wg_;
   const int S = w.stages, CW = w.consumer_warps;
-  const int64_t stage = (w.BM * w.BK + w.BK * w.BN) * 2;
+  const int64_t stage = w.stage_bytes();
   auto n = [](int64_t v) { return std::to_string(v); };
   // The ring starts at the first 1024-byte boundary of the dynamic shared memory; the epilogue's
   // staging buffers follow it, then the barriers.
@@ -153,15 +176,19 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
   const WgmmaPlan& w = wg_;
   const Block& body = f.region(0);
   const int S = w.stages, CW = w.consumer_warps;
-  const int64_t a_bytes = w.BM * w.BK * 2, stage = (w.BM * w.BK + w.BK * w.BN) * 2;
+  const int64_t a_bytes = w.BM * w.BK * w.eb, stage = w.stage_bytes();
+  const int64_t atom = 128 / w.eb;            // elements in one 128-byte swizzled row
+  const int64_t ksteps = w.BK * w.eb / 32;    // wgmma instructions per stage (32 bytes of K each)
   auto n = [](int64_t v) { return std::to_string(v); };
   std::string lo = nm(f.operand(0)), hi = nm(f.operand(1)), step = nm(f.operand(2));
   count("dot.wgmma_tma");
   count("warp-specialized");
   count("pipeline-stages", S);
   uses_mma_ = true;
-  notes_.push_back("dot at " + f.loc.str() + ": wgmma m64n" + n(w.BN) + "k16 fed by a " + n(S) +
-                   "-stage TMA + mbarrier ring; " + n(CW / 4) + " consumer warpgroup(s) and one producer warpgroup");
+  const std::string kk = w.eb == 2 ? "16" : "32";
+  notes_.push_back("dot at " + f.loc.str() + ": wgmma m64n" + n(w.BN) + "k" + kk + " " + w.type + " (B " +
+                   (w.b_kmajor ? "K" : "MN") + "-major) fed by a " + n(S) + "-stage TMA + mbarrier ring; " + n(CW / 4) +
+                   " consumer warpgroup(s) and one producer warpgroup");
   open("{");
   if (!persistent_) emit_wgmma_setup();
   warp_coords(*this, w.mma);
@@ -184,19 +211,30 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
   line("const int32_t " + ivn + " = int32_t(int64_t(" + lo + ") + i_ * int64_t(" + step + "));");
   name_[body.args[0]] = ivn;
   for (const auto& o : body.ops)
-    if (o.get() != w.dot && o.get() != w.load_a && o.get() != w.load_b && o->kind != OpKind::Yield) emit_op(*o);
+    if (o.get() != w.dot && o.get() != w.load_a && o.get() != w.load_b && o.get() != w.perm_b && o->kind != OpKind::Yield)
+      emit_op(*o);
   line("const uint32_t sa_ = ring_ + s_ * " + n(stage) + "u, bar_ = full_ + 8u * s_;");
   const Op &la = *w.load_a, &lb = *w.load_b;
+  // A: BK / atom boxes of BM rows x 128 bytes. B MN-major: BN / 64 boxes of BK rows x 128
+  // bytes; B K-major ([N, K] view): BK / atom boxes of BN rows x 128 bytes.
   std::string arow = "int(int64_t(" + nm(la.operand(1)) + ") * " + n(w.BM) + ")";
   std::string acol = "int64_t(" + nm(la.operand(2)) + ") * " + n(w.BK);
-  for (int64_t c = 0; c < w.BK / 64; ++c)
-    line("tsr::tma_load_2d(sa_ + " + n(c * w.BM * 128) + "u, &" + w.tma_a + ", int(" + acol + " + " + n(64 * c) + "), " +
+  for (int64_t c = 0; c < w.BK / atom; ++c)
+    line("tsr::tma_load_2d(sa_ + " + n(c * w.BM * 128) + "u, &" + w.tma_a + ", int(" + acol + " + " + n(atom * c) + "), " +
          arow + ", bar_);");
-  std::string brow = "int(int64_t(" + nm(lb.operand(1)) + ") * " + n(w.BK) + ")";
-  std::string bcol = "int64_t(" + nm(lb.operand(2)) + ") * " + n(w.BN);
-  for (int64_t j = 0; j < w.BN / 64; ++j)
-    line("tsr::tma_load_2d(sa_ + " + n(a_bytes + j * w.BK * 128) + "u, &" + w.tma_b + ", int(" + bcol + " + " + n(64 * j) +
-         "), " + brow + ", bar_);");
+  if (w.b_kmajor) {
+    std::string brow = "int(int64_t(" + nm(lb.operand(1)) + ") * " + n(w.BN) + ")";
+    std::string bcol = "int64_t(" + nm(lb.operand(2)) + ") * " + n(w.BK);
+    for (int64_t c = 0; c < w.BK / atom; ++c)
+      line("tsr::tma_load_2d(sa_ + " + n(a_bytes + c * w.BN * 128) + "u, &" + w.tma_b + ", int(" + bcol + " + " +
+           n(atom * c) + "), " + brow + ", bar_);");
+  } else {
+    std::string brow = "int(int64_t(" + nm(lb.operand(1)) + ") * " + n(w.BK) + ")";
+    std::string bcol = "int64_t(" + nm(lb.operand(2)) + ") * " + n(w.BN);
+    for (int64_t j = 0; j < w.BN / 64; ++j)
+      line("tsr::tma_load_2d(sa_ + " + n(a_bytes + j * w.BK * 128) + "u, &" + w.tma_b + ", int(" + bcol + " + " +
+           n(64 * j) + "), " + brow + ", bar_);");
+  }
   close();
   close();
   --ind_;
@@ -210,14 +248,16 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
   line("const uint32_t sa_ = ring_ + s_ * " + n(stage) + "u + wg_ * " + n(64 * 128) + "u, sb_ = ring_ + s_ * " + n(stage) +
        "u + " + n(a_bytes) + "u;");
   line("tsr::wgmma_fence();");
-  std::string fn = "tsr::wgmma_m64n" + n(w.BN) + "k16_" + (w.bf16 ? "bf16" : "f16") + "<1>";
-  for (int64_t k = 0; k < w.BK / 16; ++k) {
-    // A: K-major, 8-row groups 1024 bytes apart; a k16 step is 32 bytes inside the swizzled
-    // 128-byte row (the hardware applies the swizzle to the final address). B: MN-major, 64-column
-    // boxes BK * 128 bytes apart (leading offset), 8-row groups 1024 bytes apart; a k16 step is
-    // 16 rows.
+  std::string fn = "tsr::wgmma_m64n" + n(w.BN) + "k" + kk + "_" + w.type + (w.eb == 2 ? (w.b_kmajor ? "<0>" : "<1>") : "");
+  for (int64_t k = 0; k < ksteps; ++k) {
+    // K-major tiles (A, and B from an [N, K] view): 8-row groups 1024 bytes apart; a k-step is
+    // 32 bytes inside the swizzled 128-byte row (the hardware applies the swizzle to the final
+    // address), the next atom after 4 steps. MN-major B: 64-column boxes BK * 128 bytes apart
+    // (leading offset), 8-row groups 1024 bytes apart; a k16 step is 16 rows.
     std::string da = "tsr::wgmma_desc_sw128(sa_ + " + n((k / 4) * w.BM * 128 + (k % 4) * 32) + "u, 16u, 1024u)";
-    std::string db = "tsr::wgmma_desc_sw128(sb_ + " + n(k * 16 * 128) + "u, " + n(w.BK * 128) + "u, 1024u)";
+    std::string db = w.b_kmajor
+                         ? "tsr::wgmma_desc_sw128(sb_ + " + n((k / 4) * w.BN * 128 + (k % 4) * 32) + "u, 16u, 1024u)"
+                         : "tsr::wgmma_desc_sw128(sb_ + " + n(k * 16 * 128) + "u, " + n(w.BK * 128) + "u, 1024u)";
     line(fn + "(" + frag + ", " + da + ", " + db + ");");
   }
   line("tsr::wgmma_commit();");
@@ -265,7 +305,7 @@ void Emitter::emit_wgmma_tma_store(const Op& st, const FragTile& ft) {
   // Row r of the box is 128 bytes; its 16-byte chunk q lives at chunk q ^ (r % 8) (the 128-byte
   // swizzle the tensor map names). Columns 8j + 2t, +1 are bytes 16j + 4t .. +3.
   line("const uint32_t r_ = 16u * v_ + uint32_t(g_) + 8u * uint32_t(h_);");
-  line("auto cv_ = [](float x_) -> uint32_t { return uint32_t(" + frag_store_conv(ft, vt) + "); };");
+  line("auto cv_ = [=](float x_) -> uint32_t { return uint32_t(" + frag_store_conv(ft, vt) + "); };");
   line("const uint32_t packed_ = cv_(" + ft.frag + "[0][8 * c_ + j_][2 * h_]) | (cv_(" + ft.frag +
        "[0][8 * c_ + j_][2 * h_ + 1]) << 16);");
   line("tsr::st_shared_u32(buf_ + r_ * 128u + ((uint32_t(j_) ^ (r_ & 7u)) << 4) + 4u * uint32_t(t_), packed_);");

@@ -147,9 +147,15 @@ class Emitter {
     MmaPlan p;
     std::string frag;
     ScalarKind cast = ScalarKind::F32;
+    // f32 arithmetic between the loop and the cast, as an expression of one fragment value x_
+    // (mul/add/sub by uniform scalars: an fp8 matmul's scales, a bias).
+    std::string expr = "x_";
   };
   std::unordered_map<const Value*, FragTile> frag_tiles_;
-  bool frag_store_chain(const Op& for_op, size_t j) const;
+  // The ops from loop result j to its store when they can run on the fragments (f32 mul, add or
+  // sub by a splat scalar, then an optional float cast, then the store), else empty.
+  std::vector<const Op*> frag_store_chain(const Op& for_op, size_t j) const;
+  bool fold_frag_binary(const Op& op);
   // emit_op's hooks: a cast of a fragment-held tile, a store of one (true when handled).
   bool fold_frag_cast(const Op& cast);
   bool store_frag_tile(const Op& store);
@@ -181,6 +187,13 @@ class Emitter {
     int stages = 0, consumer_warps = 0;
     int64_t BM = 0, BN = 0, BK = 0;
     bool bf16 = true;
+    // Operand element bytes (2: bf16/f16, k16 instructions; 1: fp8, k32), the instruction's type
+    // name in wgmma.cuh, and B's layout in shared memory: K-major when the dot reads the
+    // transpose of a load of an [N, K] view (perm_b is that permute), else MN-major (16-bit only).
+    int eb = 2;
+    std::string type = "bf16";
+    bool b_kmajor = false;
+    const Op* perm_b = nullptr;
     MmaPlan mma;
     std::string tma_a, tma_b;  // kernel parameter names of the tensor maps
     // Persistent kernels with a 16-bit output: the epilogue stages each consumer warpgroup's
@@ -189,7 +202,8 @@ class Emitter {
     const Op* store = nullptr;
     bool tma_store = false;
     std::string tma_c;
-    int64_t ring_bytes() const { return int64_t(stages) * ((BM * BK + BK * BN) * 2); }
+    int64_t stage_bytes() const { return (BM * BK + BK * BN) * eb; }
+    int64_t ring_bytes() const { return int64_t(stages) * stage_bytes(); }
     int64_t staging_bytes() const { return 16384 * (BM / 64); }
   };
   WgmmaPlan wg_;

@@ -8,6 +8,7 @@
 #include "kernels/Library.h"
 #include "passes/Passes.h"
 #include "text/Text.h"
+#include "../common/NtMatmulText.h"
 
 namespace tessera {
 namespace {
@@ -136,6 +137,60 @@ TEST(CudaWgmma, ShapesTheRingCannotTakeStayOnMmaSyncWithAReason) {
   EXPECT_EQ(em.stats["dot.wgmma_tma"], 0);
   EXPECT_EQ(em.stats["dot.mma_pipelined"], 1);
   EXPECT_NE(notes(em).find("TMA is disabled"), std::string::npos) << notes(em);
+}
+
+// The tensor-map parameter of kernel parameter `view` (null when there is none).
+const CudaParam* map_of(const CudaEmission& em, int view) {
+  for (const CudaParam& p : em.info.params)
+    if (p.kind == CudaParam::Kind::TensorMap && p.param_index == view) return &p;
+  return nullptr;
+}
+
+std::unique_ptr<Kernel> nt(const std::string& in, const std::string& out, int bm, int bn, int bk) {
+  return bind_constexprs(*parse_module(testutil::nt_matmul_text(in, out, bm, bn, bk), "nt.tile")->kernels.at(0), {});
+}
+
+// B as [N, K] with a transposed tile: K-major B in shared memory (the only layout fp8 wgmma
+// reads), and the scale multiply folded into the TMA-store epilogue.
+TEST(CudaWgmma, TransposedBIsKMajorAndFp8UsesK32Instructions) {
+  CudaEmission em = emit(*nt("bf16", "bf16", 128, 256, 64));
+  EXPECT_EQ(em.stats["dot.wgmma_tma"], 1) << notes(em);
+  EXPECT_NE(em.source.find("tsr::wgmma_m64n256k16_bf16<0>"), std::string::npos);
+  EXPECT_EQ(em.stats["tma-store-epilogues"], 1);
+  EXPECT_EQ(em.stats["mma-fused-epilogue-ops"], 1);
+  EXPECT_TRUE(em.info.persistent);
+  // One A box and one B box (128 rows of K) per stage; B's tensor map box is 64 x BN.
+  size_t tma = 0;
+  for (size_t at = 0; (at = em.source.find("tsr::tma_load_2d(", at)) != std::string::npos; ++at) ++tma;
+  EXPECT_EQ(tma, 2u);
+  ASSERT_NE(map_of(em, 1), nullptr);
+  EXPECT_EQ(map_of(em, 1)->box[1], 256);
+  EXPECT_NE(notes(em).find("B K-major"), std::string::npos) << notes(em);
+
+  em = emit(*nt("f8e4m3", "bf16", 128, 256, 128));
+  EXPECT_EQ(em.stats["dot.wgmma_tma"], 1) << notes(em);
+  EXPECT_NE(em.source.find("tsr::wgmma_m64n256k32_e4m3("), std::string::npos);
+  // 128 fp8 of K = one 128-byte row: 4 k32 instructions per stage; box 128 x rows.
+  ASSERT_NE(map_of(em, 1), nullptr);
+  EXPECT_EQ(map_of(em, 1)->box[0], 128);
+  EXPECT_EQ(em.stats["pipeline-stages"], 4);
+  // fp8 rows must be whole 128-byte atoms: BLOCK_K = 64 is refused with the reason.
+  em = emit(*nt("f8e4m3", "bf16", 128, 256, 64));
+  EXPECT_EQ(em.stats["dot.wgmma_tma"], 0);
+  EXPECT_NE(notes(em).find("BLOCK_K = 64 (wgmma + TMA needs 128 or 256 for f8e4m3)"), std::string::npos) << notes(em);
+}
+
+TEST(CudaWgmma, NvrtcCompilesTransposedAndFp8Kernels) {
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  for (auto [in, bk] : {std::pair<std::string, int>{"bf16", 64}, {"f16", 128}, {"f8e4m3", 128}, {"f8e5m2", 256}}) {
+    SCOPED_TRACE(in);
+    CudaEmission em = emit(*nt(in, "bf16", 128, 128, bk));
+    ASSERT_EQ(em.stats["dot.wgmma_tma"], 1) << notes(em);
+    NvrtcResult r = nvrtc_compile(em.source, CudaTarget::parse("sm_90a"), "nt.cu", em.line_op);
+    EXPECT_FALSE(r.cubin.empty());
+    EXPECT_EQ(r.log.find("serialized"), std::string::npos) << r.log;
+  }
 }
 
 // NVRTC accepts every block shape the planner takes, in bf16 and f16.

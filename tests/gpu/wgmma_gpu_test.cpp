@@ -3,6 +3,8 @@
 // cannot describe (the runtime then launches the mma.sync compilation), and a long K loop
 // against the double-precision reference.
 #include "GpuTestUtil.h"
+#include "text/Text.h"
+#include "../common/NtMatmulText.h"
 
 namespace tessera::gputest {
 namespace {
@@ -54,6 +56,29 @@ TEST(WgmmaGpu, BlockShapesAndRaggedSizesMatchTheInterpreter) {
                       Sizes{{"M", 72}, {"N", 88}, {"K", 24}}, Sizes{{"M", 1}, {"N", 8}, {"K", 8}}})
         EXPECT_EQ(run_and_compare(*k, s, 7), 0) << "the TMA path should have run at " << sizes_str(s);
     }
+}
+
+// B as [N, K] (K-major in shared memory) in 16-bit and fp8, with the scale multiply folded into
+// the TMA-store epilogue; the interpreter computes the same products and sums in f32.
+TEST(WgmmaGpu, TransposedBAndFp8MatchTheInterpreter) {
+  REQUIRE_HOPPER();
+  struct Cfg {
+    std::string in;
+    int bm, bn, bk;
+  };
+  for (Cfg c : {Cfg{"bf16", 128, 256, 64}, Cfg{"f16", 64, 128, 128}, Cfg{"f8e4m3", 128, 256, 128},
+                Cfg{"f8e4m3", 128, 128, 256}, Cfg{"f8e5m2", 64, 64, 128}}) {
+    auto k = bind_constexprs(
+        *parse_module(testutil::nt_matmul_text(c.in, "bf16", c.bm, c.bn, c.bk), "nt.tile")->kernels.at(0), {});
+    SCOPED_TRACE(c.in + " " + std::to_string(c.bm) + "x" + std::to_string(c.bn) + "x" + std::to_string(c.bk));
+    // Tile multiples; partial tiles everywhere with rows still multiples of 16 bytes; one row.
+    for (Sizes s : {Sizes{{"M", 256}, {"N", 256}, {"K", 256}}, Sizes{{"M", 200}, {"N", 264}, {"K", 272}},
+                    Sizes{{"M", 1}, {"N", 16}, {"K", 16}}})
+      EXPECT_EQ(run_and_compare(*k, s, 9), 0) << "the TMA path should have run at " << sizes_str(s);
+    // K = 40 fp8 / 20 16-bit: rows of 40 bytes, which TMA cannot describe.
+    Sizes odd{{"M", 70}, {"N", 72}, {"K", c.in[1] == '8' ? 40 : 20}};
+    EXPECT_EQ(run_and_compare(*k, odd, 10), 1);
+  }
 }
 
 TEST(WgmmaGpu, OperandsTmaCannotDescribeRunTheMmaSyncCompilation) {
