@@ -46,5 +46,4 @@ const LibraryKernel* find_library_kernel(const std::string& name);
 std::map<std::string, int64_t> library_config(const LibraryKernel& k, ScalarKind dtype, const std::string& target,
                                               const std::map<std::string, int64_t>& given = {});
 
-
 }  // namespace tessera
