@@ -225,7 +225,7 @@ bool Emitter::store_frag_tile(const Op& st) {
   line("tsr::store_frags(" + ft.frag + ", " + vi.ptr + ", int64_t(" + nm(st.operand(2)) + ") * " + std::to_string(p.M) +
        " + m0_, int64_t(" + nm(st.operand(3)) + ") * " + std::to_string(p.N) + " + n0_, " + vi.dims[0] + ", " + vi.dims[1] +
        ", " + vi.strides[0] + ", tsr::aligned_vec<" + St + ", 2>(" + vi.ptr + ") && " + vi.strides[0] +
-       " % 2 == 0, lane_, [](float x_) -> " + St + " { return " + frag_store_conv(ft, vt) + "; });");
+       " % 2 == 0, lane_, [=](float x_) -> " + St + " { return " + frag_store_conv(ft, vt) + "; });");
   close();
   close();
   count("mma-direct-epilogues");

@@ -126,7 +126,7 @@ TEST(CudaWgmma, ShapesTheRingCannotTakeStayOnMmaSyncWithAReason) {
   // f32 operands.
   em = emit(*lib_matmul(ScalarKind::F32, {{"BLOCK_M", 128}, {"BLOCK_N", 128}, {"BLOCK_K", 64}}));
   EXPECT_EQ(em.stats["dot.wgmma_tma"], 0);
-  EXPECT_NE(notes(em).find("bf16 or f16"), std::string::npos) << notes(em);
+  EXPECT_NE(notes(em).find("bf16, f16 or f8"), std::string::npos) << notes(em);
   // sm_80 and a compilation without TMA never take it (and say nothing about it on sm_80).
   em = emit(*lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}}), "sm_80");
   EXPECT_EQ(em.stats["dot.wgmma_tma"], 0);
@@ -190,6 +190,12 @@ TEST(CudaWgmma, NvrtcCompilesTransposedAndFp8Kernels) {
     NvrtcResult r = nvrtc_compile(em.source, CudaTarget::parse("sm_90a"), "nt.cu", em.line_op);
     EXPECT_FALSE(r.cubin.empty());
     EXPECT_EQ(r.log.find("serialized"), std::string::npos) << r.log;
+    // The compilation the runtime falls back to when TMA cannot describe the operands (the
+    // scale then runs in the mma.sync path's epilogue).
+    CudaTarget no_tma = CudaTarget::parse("sm_90a");
+    no_tma.tma = false;
+    CudaEmission fb = emit_cuda_with_info(*nt(in, "bf16", 128, 128, bk), no_tma);
+    EXPECT_FALSE(nvrtc_compile(fb.source, no_tma, "nt_fallback.cu", fb.line_op).cubin.empty());
   }
 }
 
