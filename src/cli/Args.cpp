@@ -369,6 +369,15 @@ std::vector<KernelPlan> plan_kernels(const KernelSource& src, const KernelOption
     for (const auto& [name, v] : scalar_items)
       for (const Value* q : k->params)
         if (!q->type.is_view() && q->name == name) p.scalars.push_back(name + "=" + v);
+    // A library kernel's own scalar values stand in for the ones not given (make_args draws
+    // random values only for the rest).
+    if (src.lib)
+      for (const auto& [name, v] : src.lib->scalars)
+        if (std::none_of(scalar_items.begin(), scalar_items.end(), [&](const auto& s) { return s.first == name; })) {
+          char buf[32];
+          std::snprintf(buf, sizeof buf, "%.17g", v);
+          p.scalars.push_back(name + "=" + buf);
+        }
     if (with_sizes) {
       std::vector<std::string> mine;
       std::vector<std::string> kdims = symbolic_dims(*k);

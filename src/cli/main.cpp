@@ -29,7 +29,9 @@ void add_kernel_options(CLI::App* cmd, KernelOptions& k, bool sizes) {
                   "size of a symbolic dim, NAME=VALUE or M=1,N=2 (repeatable; library kernels "
                   "have defaults, a .tile file needs every dim)")
       ->allow_extra_args(false);
-  cmd->add_option("--scalar", k.scalars, "value of a scalar parameter, NAME=VALUE (default: random)")
+  cmd->add_option("--scalar", k.scalars,
+                  "value of a scalar parameter, NAME=VALUE (default: the library kernel's own "
+                  "value, else random)")
       ->allow_extra_args(false);
   // CLI11 would wrap -1 and saturate 1e30-sized integers without a word.
   cmd->add_option_function<std::string>(

@@ -18,6 +18,10 @@ struct LibraryKernel {
   std::string summary;
   std::vector<ScalarKind> dtypes;  // the first is the default
   Sizes default_sizes;             // every symbolic dim of the kernel
+  // Values of scalar parameters for tests and for `tessera run`/`bench` when --scalar gives
+  // none (a scalar not listed gets the caller's default): realistic values, distinct and not
+  // powers of two, so that a kernel that mixes up two scalars fails its check.
+  std::map<std::string, double> scalars;
   // Preferred constexpr values per target, for a dtype (the best tile shape depends on both),
   // where they differ from the kernel's own defaults. Keys name the code a target gets: "cpu",
   // or "cuda:" + CudaTarget::str() of the architecture compiled for ("cuda:sm_80",

@@ -32,8 +32,12 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
 }
 
 void reference(std::vector<KernelArg>& args, const Sizes& sizes) {
-  const Tensor &a = *args[0].tensor, &b = *args[1].tensor;
-  Tensor& c = *args[2].tensor;
+  matmul_reference(*args[0].tensor, *args[1].tensor, *args[2].tensor, sizes);
+}
+
+}  // namespace
+
+void matmul_reference(const Tensor& a, const Tensor& b, Tensor& c, const Sizes& sizes, double scale) {
   int64_t M = sizes.at("M"), N = sizes.at("N"), K = sizes.at("K");
   std::vector<double> row(static_cast<size_t>(N));
   for (int64_t i = 0; i < M; ++i) {
@@ -42,11 +46,9 @@ void reference(std::vector<KernelArg>& args, const Sizes& sizes) {
       double av = a.get(i * K + p);
       for (int64_t j = 0; j < N; ++j) row[static_cast<size_t>(j)] += av * b.get(p * N + j);
     }
-    for (int64_t j = 0; j < N; ++j) c.set(i * N + j, row[static_cast<size_t>(j)]);
+    for (int64_t j = 0; j < N; ++j) c.set(i * N + j, scale * row[static_cast<size_t>(j)]);
   }
 }
-
-}  // namespace
 
 LibraryKernel matmul() {
   LibraryKernel k;

@@ -157,6 +157,18 @@ void expect_pass(const std::string& kernel) {
 
 TEST_F(Cli, RunVectorAddChecksOnInterp) { expect_pass("vector_add"); }
 TEST_F(Cli, RunSoftmaxChecksOnInterp) { expect_pass("softmax"); }
+TEST_F(Cli, RunMatmulFp8ChecksOnInterp) { expect_pass("matmul_fp8"); }
+
+// A library kernel's scalars default to its own values; --scalar overrides one of them.
+TEST_F(Cli, RunMatmulFp8WithAScale) {
+  Result r = tessera("run matmul_fp8 --backend interp --check --size M=5,N=7,K=9 --scalar scale_b=-2.5");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, StartsWith("PASS matmul_fp8 interp M=5,K=9,N=7 "));
+  r = tessera("run matmul_fp8 --size M=5,N=7,K=9 --scalar scale=2");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "error: kernel 'matmul_fp8' has no scalar parameter 'scale' (its scalar parameters: "
+                   "scale_a, scale_b)\n");
+}
 
 TEST_F(Cli, RunFileOnInterpIsItsOwnReference) {
   Result r = tessera("run tests/cli/data/softmax.tile --backend interp --check --size M=5,N=300");

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 
 #include "interp/Interpreter.h"
 #include "ir/Verifier.h"
@@ -28,6 +29,18 @@ std::string case_name(const Case& c) {
   return s;
 }
 
+// make_args with the library kernel's own scalar values (make_args would give every float
+// scalar 0.5, and 0.5 * 0.5 cannot tell one scale from the other).
+std::vector<KernelArg> library_args(const LibraryKernel& lk, const Kernel& k, std::vector<Tensor>& ts,
+                                    const Sizes& sizes) {
+  std::vector<KernelArg> args = make_args(k, ts, sizes);
+  for (size_t i = 0; i < k.params.size(); ++i) {
+    auto it = lk.scalars.find(k.params[i]->name);
+    if (it != lk.scalars.end() && !k.params[i]->type.is_view()) args[i].scalar = it->second;
+  }
+  return args;
+}
+
 // Runs the kernel and the reference on the same random inputs; returns the number of output
 // elements outside the dtype's tolerance (and the worst error, for the failure message).
 void check(const Case& c, uint64_t seed) {
@@ -40,8 +53,8 @@ void check(const Case& c, uint64_t seed) {
   std::vector<Tensor> got = make_random_tensors(*bound, c.sizes, seed);
   std::vector<Tensor> want = got;
   std::vector<Tensor> before = got;
-  auto got_args = make_args(*bound, got, c.sizes);
-  auto want_args = make_args(*bound, want, c.sizes);
+  auto got_args = library_args(*lk, *bound, got, c.sizes);
+  auto want_args = library_args(*lk, *bound, want, c.sizes);
   run_interp(*bound, got_args);
   lk->reference(want_args, c.sizes);
 
@@ -87,6 +100,16 @@ std::vector<Case> cases() {
     out.push_back({"matmul", dt, {{"M", 100}, {"N", 99}, {"K", 77}},
                    {{"BLOCK_M", 32}, {"BLOCK_N", 32}, {"BLOCK_K", 16}}});
   }
+  // fp8 inputs, c in each of its dtypes; K = 77 leaves a partial K tile. The last case runs the
+  // default 128x128x64 tiles over several programs with ragged edges in every dim.
+  for (ScalarKind dt : {ScalarKind::BF16, ScalarKind::F16, ScalarKind::F32}) {
+    out.push_back({"matmul_fp8", dt, {{"M", 64}, {"N", 64}, {"K", 64}},
+                   {{"BLOCK_M", 32}, {"BLOCK_N", 32}, {"BLOCK_K", 16}}});
+    out.push_back({"matmul_fp8", dt, {{"M", 100}, {"N", 99}, {"K", 77}},
+                   {{"BLOCK_M", 32}, {"BLOCK_N", 32}, {"BLOCK_K", 16}}});
+  }
+  out.push_back({"matmul_fp8", ScalarKind::BF16, {{"M", 1}, {"N", 1}, {"K", 1}}, {}});
+  out.push_back({"matmul_fp8", ScalarKind::BF16, {{"M", 1000}, {"N", 999}, {"K", 77}}, {}});
   // The Struct matmul: every stage count, ragged sizes, one K tile, and size 1.
   for (int64_t stages : {1, 2, 4})
     out.push_back({"matmul_struct", stages == 2 ? ScalarKind::BF16 : ScalarKind::F32,
@@ -108,7 +131,7 @@ TEST(Library, ListsTheV0Kernels) {
   std::vector<std::string> names;
   for (const auto& k : library()) names.push_back(k.name);
   EXPECT_EQ(names, (std::vector<std::string>{"vector_add", "softmax", "layernorm", "rmsnorm",
-                                             "matmul", "matmul_struct"}));
+                                             "matmul", "matmul_fp8", "matmul_struct"}));
   EXPECT_EQ(find_library_kernel("nope"), nullptr);
 }
 
@@ -144,6 +167,56 @@ TEST(Library, MatmulLoopIsPipelined) {
     if (op.kind == OpKind::For && op.has_attr("pipeline")) pipelined += op.attr_int("pipeline") > 1;
   });
   EXPECT_EQ(pipelined, 1);
+}
+
+// The cuda backend's pipelined-dot recognizer wants exactly matmul's loop: a 4-stage loop
+// whose body loads the two f8 operand tiles and feeds them to one dot into an f32 accumulator.
+TEST(Library, MatmulFp8LoopIsMatmulsShape) {
+  auto k = find_library_kernel("matmul_fp8")->build(ScalarKind::BF16);
+  int loops = 0;
+  walk(*k, [&](Op& op) {
+    if (op.kind != OpKind::For) return;
+    ++loops;
+    EXPECT_EQ(op.attr_int("pipeline"), 4);
+    std::vector<OpKind> body;
+    for (const auto& o : op.region(0).ops) body.push_back(o->kind);
+    // The tile index of a load may be computed in the body; what matters is what feeds the dot.
+    std::vector<OpKind> core;
+    for (OpKind kind : body)
+      if (kind == OpKind::LoadTile || kind == OpKind::Dot || kind == OpKind::Yield) core.push_back(kind);
+    EXPECT_EQ(core, (std::vector<OpKind>{OpKind::LoadTile, OpKind::LoadTile, OpKind::Dot, OpKind::Yield}));
+    const Op& dot = *op.region(0).ops.at(body.size() - 2);
+    ASSERT_EQ(dot.kind, OpKind::Dot);
+    EXPECT_EQ(dot.operand(0)->type.elem, ScalarKind::F8E4M3);
+    EXPECT_EQ(dot.operand(1)->type.elem, ScalarKind::F8E4M3);
+    EXPECT_EQ(dot.result()->type.elem, ScalarKind::F32);
+  });
+  EXPECT_EQ(loops, 1);
+  for (auto [c, v] : {std::pair{"BLOCK_M", 128}, {"BLOCK_N", 128}, {"BLOCK_K", 64}}) {
+    ASSERT_NE(k->find_constexpr(c), nullptr) << c;
+    EXPECT_EQ(k->find_constexpr(c)->value, v) << c;
+  }
+}
+
+// The fp8 inputs the checks run on: e4m3 values (a cast of uniform [-1, 1)), varied and
+// almost never zero, so that the dot has something to get wrong.
+TEST(Library, MatmulFp8RandomInputsAreVariedE4m3) {
+  auto k = bind_constexprs(*find_library_kernel("matmul_fp8")->build(ScalarKind::BF16), {});
+  std::vector<Tensor> ts = make_random_tensors(*k, {{"M", 64}, {"N", 64}, {"K", 64}}, 3);
+  ASSERT_EQ(ts.size(), 3u);
+  for (int t = 0; t < 2; ++t) {
+    ASSERT_EQ(ts[t].dtype, ScalarKind::F8E4M3);
+    std::set<double> distinct;
+    int64_t zeros = 0;
+    for (int64_t i = 0; i < ts[t].numel(); ++i) {
+      double v = ts[t].get(i);
+      EXPECT_LE(std::fabs(v), 1.0);
+      distinct.insert(v);
+      zeros += v == 0;
+    }
+    EXPECT_GT(distinct.size(), 100u);  // of the 110 nonzero e4m3 values in (-1, 1), and -1
+    EXPECT_LT(zeros, ts[t].numel() / 100);
+  }
 }
 
 TEST(Library, ToleranceIsTighterForWiderTypes) {
