@@ -13,10 +13,11 @@ LibraryKernel matmul();
 LibraryKernel matmul_fp8();
 LibraryKernel matmul_struct();
 
-// c = scale * (a @ b) for row-major a [M, K] and b [K, N] (M, N, K from `sizes`), summed in
-// double and rounded once to c's dtype: the reference of the matmul kernels.
+// c = scale * (a @ b) for row-major a [M, K] and b [K, N] (or b [N, K] read transposed when
+// b_is_nk), M, N, K from `sizes`, summed in double and rounded once to c's dtype: the
+// reference of the matmul kernels.
 void matmul_reference(const Tensor& a, const Tensor& b, Tensor& c, const Sizes& sizes,
-                      double scale = 1);
+                      double scale = 1, bool b_is_nk = false);
 
 // The dtypes every library kernel takes; the first is the default.
 inline std::vector<ScalarKind> float_dtypes() {

@@ -37,14 +37,14 @@ void reference(std::vector<KernelArg>& args, const Sizes& sizes) {
 
 }  // namespace
 
-void matmul_reference(const Tensor& a, const Tensor& b, Tensor& c, const Sizes& sizes, double scale) {
+void matmul_reference(const Tensor& a, const Tensor& b, Tensor& c, const Sizes& sizes, double scale, bool b_is_nk) {
   int64_t M = sizes.at("M"), N = sizes.at("N"), K = sizes.at("K");
   std::vector<double> row(static_cast<size_t>(N));
   for (int64_t i = 0; i < M; ++i) {
     std::fill(row.begin(), row.end(), 0.0);
     for (int64_t p = 0; p < K; ++p) {
       double av = a.get(i * K + p);
-      for (int64_t j = 0; j < N; ++j) row[static_cast<size_t>(j)] += av * b.get(p * N + j);
+      for (int64_t j = 0; j < N; ++j) row[static_cast<size_t>(j)] += av * b.get(b_is_nk ? j * K + p : p * N + j);
     }
     for (int64_t j = 0; j < N; ++j) c.set(i * N + j, scale * row[static_cast<size_t>(j)]);
   }

@@ -76,8 +76,8 @@ TEST(CudaEpilogue, LibraryMatmulStoresFragmentsDirectly) {
     EXPECT_EQ(em.stats["layout-conversions"], 0);
     EXPECT_EQ(count_of(em.source, "tsr::store_frags("), 1u);
     // One rounding to the stored type, from the f32 accumulator.
-    std::string conv = dt == ScalarKind::BF16 ? "[](float x_) -> uint16_t { return tsr::f2bf(x_); }"
-                                              : "[](float x_) -> uint16_t { return tsr::f2h(x_); }";
+    std::string conv = dt == ScalarKind::BF16 ? "[=](float x_) -> uint16_t { return tsr::f2bf(x_); }"
+                                              : "[=](float x_) -> uint16_t { return tsr::f2h(x_); }";
     EXPECT_NE(em.source.find(conv), std::string::npos) << em.source;
     // Pairs of columns are stored together only where the base and the row stride allow it.
     EXPECT_NE(em.source.find("tsr::aligned_vec<uint16_t, 2>(tsr_p2) && tsr_p2_s0 % 2 == 0"), std::string::npos);
@@ -109,7 +109,7 @@ TEST(CudaEpilogue, AnF32AccumulatorStoredWithoutACast) {
   CudaEmission em = emit(*text_kernel("f32", kSplat, "  store_tile %d, %acc, %pm, %pn\n"));
   EXPECT_EQ(em.stats["mma-direct-epilogues"], 1) << em.source;
   EXPECT_NE(em.source.find("tsr::store_frags(frag"), std::string::npos);
-  EXPECT_NE(em.source.find("[](float x_) -> float { return x_; }"), std::string::npos) << em.source;
+  EXPECT_NE(em.source.find("[=](float x_) -> float { return x_; }"), std::string::npos) << em.source;
   EXPECT_NE(em.source.find("tsr::aligned_vec<float, 2>(tsr_p3)"), std::string::npos);
   expect_compiles(em.source);
 }
