@@ -25,8 +25,7 @@
 //        16/32/64-bit integers as their own C type, f32 and the narrow floats (f16, bf16, f8:
 //        already rounded to the type) as float, f64 as double;
 //     4. (sm_90a TMA kernels) one tensor map per operand view of the wgmma pipeline (TensorMap);
-//     5. (persistent kernels) the grid's x and y sizes as int32 (GridSize);
-//     6. (stream-K kernels) the workspace pointer (Workspace).
+//     5. (persistent kernels) the grid's x and y sizes as int32 (GridSize).
 //   The kernel is `extern "C" __global__`, named info.symbol.
 //
 // * Errors. line_op[i] is the IR op whose code produced line i+1 of the source (null: none),
@@ -56,7 +55,7 @@ namespace tessera {
 inline constexpr const char* kCudaCodegenVersion = "tessera-cuda-codegen-1";
 
 struct CudaParam {
-  enum class Kind : uint8_t { Pointer, Dim, Scalar, TensorMap, GridSize, Workspace };
+  enum class Kind : uint8_t { Pointer, Dim, Scalar, TensorMap, GridSize };
   Kind kind = Kind::Pointer;
   ScalarKind elem = ScalarKind::F32;  // pointee (Pointer), i32 (Dim), the scalar's type (Scalar)
   int bytes = 8;                      // size of the by-value argument
@@ -81,13 +80,6 @@ struct CudaKernelInfo {
   // parameters (int32, param_index = axis). Its programs run in grouped order (8 rows of axis 0
   // at a time), so that concurrently running programs share operand tiles in L2.
   bool persistent = false;
-  // Stream-K persistent kernels take a Workspace parameter: a device pointer to
-  // 2 * gridDim.x * (workspace_tile_bytes + 4) bytes, zero before the first launch; every
-  // launch leaves it zero again. Launches of one compiled kernel must not overlap in time, and
-  // a stream-K launch (gridDim.x = the SM count) needs all its CTAs resident at once: the CTA
-  // that stores a program waits for the CTAs that computed its other K iterations (true with
-  // one CTA per SM when no other kernel holds SMs).
-  int64_t workspace_tile_bytes = 0;
 };
 
 struct CudaEmission {

@@ -123,16 +123,6 @@ class CudaKernelImpl : public CudaKernel {
     ensure_loaded(dev);
 
     const CudaKernelInfo& info = em_.info;
-    // A persistent kernel loops over the programs itself: one CTA per multiprocessor.
-    std::array<int64_t, 3> launch_grid = grid;
-    if (info.persistent) {
-      if (grid[0] * grid[1] > int64_t(INT32_MAX))
-        throw TesseraError(k.loc, "kernel " + kname(k) + ": " + std::to_string(grid[0] * grid[1]) +
-                                      " programs are more than a persistent kernel can count (2^31 - 1)");
-      // Stream-K kernels split K iterations over every SM even when there are fewer programs.
-      launch_grid = {info.workspace_tile_bytes > 0 ? dev.num_sms : std::min<int64_t>(grid[0] * grid[1] * grid[2], dev.num_sms),
-                     1, 1};
-    }
     std::vector<uint64_t> slots(info.params.size());
     std::vector<void*> params(info.params.size());
     std::vector<CUtensorMap> maps(info.params.size());
@@ -157,9 +147,6 @@ class CudaKernelImpl : public CudaKernel {
           break;
         }
         case CudaParam::Kind::Scalar: put_scalar(slots[i], p.elem, args.at(p.param_index)); break;
-        case CudaParam::Kind::Workspace:
-          slots[i] = workspace(static_cast<size_t>(2 * dev.num_sms * (info.workspace_tile_bytes + 4)));
-          break;
         case CudaParam::Kind::GridSize: {
           int32_t v = static_cast<int32_t>(grid.at(static_cast<size_t>(p.param_index)));
           std::memcpy(&slots[i], &v, sizeof v);
@@ -169,6 +156,14 @@ class CudaKernelImpl : public CudaKernel {
       params[i] = &slots[i];
     }
     const Driver& d = *driver();
+    // A persistent kernel loops over the programs itself: one CTA per multiprocessor.
+    std::array<int64_t, 3> launch_grid = grid;
+    if (info.persistent) {
+      if (grid[0] * grid[1] > int64_t(INT32_MAX))
+        throw TesseraError(k.loc, "kernel " + kname(k) + ": " + std::to_string(grid[0] * grid[1]) +
+                                      " programs are more than a persistent kernel can count (2^31 - 1)");
+      launch_grid = {std::min<int64_t>(grid[0] * grid[1] * grid[2], dev.num_sms), 1, 1};
+    }
     CUresult r = d.cuLaunchKernel(c_->fn, static_cast<unsigned>(launch_grid[0]), static_cast<unsigned>(launch_grid[1]),
                                   static_cast<unsigned>(launch_grid[2]), static_cast<unsigned>(info.block_threads), 1, 1,
                                   static_cast<unsigned>(info.dynamic_smem_bytes), static_cast<CUstream>(stream),
@@ -255,16 +250,6 @@ class CudaKernelImpl : public CudaKernel {
     c.fn = fn;
   }
 
-  // The stream-K workspace: zeroed once; every launch leaves it zero (CudaEmitter.h).
-  uint64_t workspace(size_t bytes) {
-    std::lock_guard<std::mutex> lock(fallback_mu_);
-    if (workspace_.bytes() < bytes) {
-      workspace_ = DeviceBuffer(bytes);
-      check(driver()->cuMemsetD8(workspace_.get(), 0, bytes), "cuMemsetD8");
-    }
-    return workspace_.get();
-  }
-
   // The same kernel compiled without TMA (the mma.sync path), for operands a tensor map cannot
   // describe; compiled at its first use.
   CudaKernel& without_tma() {
@@ -285,7 +270,6 @@ class CudaKernelImpl : public CudaKernel {
   CudaOptions opts_;
   std::mutex fallback_mu_;
   std::shared_ptr<CudaKernel> fallback_;
-  DeviceBuffer workspace_;
 };
 
 CudaTarget resolve_target(const CudaOptions& o) {

@@ -149,86 +149,6 @@ bool Emitter::can_be_persistent() {
   return true;
 }
 
-bool Emitter::plan_stream_k() {
-  // The loop's bounds must be the same for every program: computed at the top level by index
-  // arithmetic that reads no program id.
-  std::vector<const Op*> slice;
-  std::vector<const Value*> todo = {wg_.loop->operand(0), wg_.loop->operand(1), wg_.loop->operand(2)};
-  while (!todo.empty()) {
-    const Value* v = todo.back();
-    todo.pop_back();
-    const Op* d = v->def;
-    if (!d) {
-      if (std::find(k_.params.begin(), k_.params.end(), v) == k_.params.end()) return false;
-      continue;  // a scalar parameter
-    }
-    if (std::find(slice.begin(), slice.end(), d) != slice.end()) continue;
-    if (d->parent != k_.body.get() || d->kind == OpKind::ProgramId || d->kind == OpKind::NumPrograms) return false;
-    if (!pure_scalar(*d) && d->info().cls != OpClass::Index) return false;
-    slice.push_back(d);
-    for (const Value* x : d->operands) todo.push_back(x);
-  }
-  // In program order.
-  bound_slice_.clear();
-  for (const auto& o : k_.body->ops)
-    if (std::find(slice.begin(), slice.end(), o.get()) != slice.end()) bound_slice_.push_back(o.get());
-  return true;
-}
-
-void Emitter::emit_persistent_body() {
-  emit_wgmma_setup();
-  // 32-bit bookkeeping (the program count fits: the runtime checks it), so that it does not
-  // take registers from the accumulators.
-  line("const int32_t tsr_programs = tsr_grid0 * tsr_grid1, tsr_in_group = 8 * tsr_grid1;");
-  auto program_ids = [&](const std::string& t) {
-    // Grouped order: programs (pid0, pid1) run 8 values of pid0 at a time, all pid1 for each.
-    line("const int32_t tsr_first = " + t + " / tsr_in_group * 8, tsr_rows = tsr_grid0 - tsr_first < 8 ? tsr_grid0 - tsr_first : 8;");
-    line("const int32_t tsr_pid0 = int32_t(tsr_first + " + t + " % tsr_in_group % tsr_rows);");
-    line("const int32_t tsr_pid1 = int32_t(" + t + " % tsr_in_group / tsr_rows);");
-    line("(void)tsr_pid0; (void)tsr_pid1;");
-  };
-  if (!stream_k_) {
-    open("for (int32_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {");
-    program_ids("tsr_t");
-    emit_block(*k_.body);
-    close();
-  } else {
-    auto n = [](int64_t v) { return std::to_string(v); };
-    line("// The loop's trip count, the same for every program.");
-    for (const Op* o : bound_slice_) emit_op(*o);
-    const Op& f = *wg_.loop;
-    std::string lo = nm(f.operand(0)), hi = nm(f.operand(1)), step = nm(f.operand(2));
-    line("const int32_t tsr_trip = int32_t(" + step + " > 0 && int64_t(" + hi + ") > int64_t(" + lo + ") ? (int64_t(" + hi +
-         ") - int64_t(" + lo + ") + " + step + " - 1) / " + step + " : 0);");
-    line("const int32_t tsr_G = gridDim.x;");
-    // Whole programs for all but the last one or two waves; stream-K for the rest.
-    line("int32_t tsr_dp = tsr_programs;");
-    line("if (tsr_trip > 0 && tsr_programs % tsr_G != 0) tsr_dp = tsr_programs / tsr_G >= 2 ? (tsr_programs / tsr_G - 1) * tsr_G : 0;");
-    line("const int64_t tsr_skt = int64_t(tsr_programs - tsr_dp) * tsr_trip;  // stream-K iterations, split over the CTAs");
-    line("int32_t tsr_w = blockIdx.x;");
-    line("int64_t tsr_sk = int64_t(blockIdx.x) * tsr_skt / tsr_G;");
-    line("const int64_t tsr_sk_end = (int64_t(blockIdx.x) + 1) * tsr_skt / tsr_G;");
-
-    open("for (;;) {");
-    line("int32_t tsr_t, tsr_k0, tsr_k1;  // this work item: iterations [k0, k1) of program tsr_t");
-    open("if (tsr_w < tsr_dp) {");
-    line("tsr_t = tsr_w, tsr_k0 = 0, tsr_k1 = tsr_trip, tsr_w += tsr_G;");
-    close();
-    open("else if (tsr_sk < tsr_sk_end) {");
-    line("tsr_t = tsr_dp + int32_t(tsr_sk / tsr_trip), tsr_k0 = int32_t(tsr_sk % tsr_trip);");
-    line("tsr_k1 = int64_t(tsr_trip) < tsr_k0 + tsr_sk_end - tsr_sk ? tsr_trip : int32_t(tsr_k0 + tsr_sk_end - tsr_sk);");
-    line("tsr_sk += tsr_k1 - tsr_k0;");
-    close();
-    line("else break;");
-    program_ids("tsr_t");
-    emit_block(*k_.body);
-    close();
-  }
-  // The TMA stores must finish before the CTA's shared memory goes away.
-  if (wg_.tma_store)
-    line("if (tsr_tid < " + std::to_string(wg_.consumer_warps * 32) + " && tsr_tid % 128 == 0) tsr::bulk_wait_all();");
-}
-
 void Emitter::emit_wgmma_setup() {
   const WgmmaPlan& w = wg_;
   const int S = w.stages, CW = w.consumer_warps;
@@ -273,14 +193,9 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
   open("{");
   if (!persistent_) emit_wgmma_setup();
   warp_coords(*this, w.mma);
-  // Iterations [k0, k1) of the loop: all of them, or a stream-K work item's.
-  std::string k0 = "tsr_k0", k1 = "tsr_k1";
-  if (!stream_k_) {
-    k0 = "int64_t(0)";
-    k1 = fresh("trip");
-    line("const int64_t " + k1 + " = " + step + " > 0 && int64_t(" + hi + ") > int64_t(" + lo + ") ? (int64_t(" + hi +
-         ") - int64_t(" + lo + ") + " + step + " - 1) / " + step + " : 0;");
-  }
+  std::string trip = fresh("trip");
+  line("const int64_t " + trip + " = " + step + " > 0 && int64_t(" + hi + ") > int64_t(" + lo + ") ? (int64_t(" + hi +
+       ") - int64_t(" + lo + ") + " + step + " - 1) / " + step + " : 0;");
   // Stage and phase of the ring's iteration `it` (int64 expression).
   auto slot = [&](const std::string& it) {
     line("const uint32_t s_ = uint32_t((" + it + ") % " + n(S) + "), ph_ = uint32_t((" + it + ") / " + n(S) + ") & 1u;");
@@ -289,8 +204,8 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
   // Producer: one thread of the last warpgroup.
   open("if (warp_ >= " + n(CW) + ") {");
   open("if (tsr_tid == " + n(CW * 32) + ") {");
-  open("for (int64_t i_ = " + k0 + "; i_ < " + k1 + "; ++i_) {");
-  slot("ring_it_ + i_ - " + k0);
+  open("for (int64_t i_ = 0; i_ < " + trip + "; ++i_) {");
+  slot("ring_it_ + i_");
   line("tsr::mbar_wait(empty_ + 8u * s_, ph_ ^ 1u);");
   line("tsr::mbar_arrive_expect_tx(full_ + 8u * s_, " + n(stage) + "u);");
   std::string ivn = fresh("ivp");
@@ -328,8 +243,8 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
   ++ind_;
   line("const uint32_t wg_ = uint32_t(warp_) / 4u;");
   line("tsr::wgmma_fence_regs(" + frag + ");");
-  open("for (int64_t i_ = " + k0 + "; i_ < " + k1 + "; ++i_) {");
-  slot("ring_it_ + i_ - " + k0);
+  open("for (int64_t i_ = 0; i_ < " + trip + "; ++i_) {");
+  slot("ring_it_ + i_");
   line("tsr::mbar_wait(full_ + 8u * s_, ph_);");
   line("const uint32_t sa_ = ring_ + s_ * " + n(stage) + "u + wg_ * " + n(64 * 128) + "u, sb_ = ring_ + s_ * " + n(stage) +
        "u + " + n(a_bytes) + "u;");
@@ -349,17 +264,16 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
   line("tsr::wgmma_commit();");
   // At most one group in flight: the previous iteration's stage is no longer read.
   line("tsr::wgmma_wait<1>();");
-  line("if (i_ > " + k0 + " && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * uint32_t((ring_it_ + i_ - " + k0 + " - 1) % " +
-       n(S) + "));");
+  line("if (i_ > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * uint32_t((ring_it_ + i_ - 1) % " + n(S) + "));");
   close();
   line("tsr::wgmma_wait<0>();");
   line("tsr::wgmma_fence_regs(" + frag + ");");
   // The last stage is released too: a persistent kernel's producer reuses it for the next program.
-  line("if (" + k1 + " > " + k0 + " && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * uint32_t((ring_it_ + " + k1 + " - " + k0 +
-       " - 1) % " + n(S) + "));");
+  line("if (" + trip + " > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * uint32_t((ring_it_ + " + trip + " - 1) % " +
+       n(S) + "));");
   --ind_;
   line("}");
-  line("ring_it_ += " + k1 + " - " + k0 + ";");
+  line("ring_it_ += " + trip + ";");
   // A persistent kernel's epilogue needs no shared memory, so the producer may run ahead into
   // the next program; otherwise the ring's memory may be reused after the loop.
   if (!persistent_) barrier();
@@ -379,46 +293,6 @@ void Emitter::emit_wgmma_tma_store(const Op& st, const FragTile& ft) {
   line("const bool lead_ = tsr_tid % 128 == 0;");
   line("const int row0_ = int(int64_t(" + nm(st.operand(2)) + ") * " + n(w.BM) + ") + int(wg_) * 64;");
   line("const int col0_ = int(int64_t(" + nm(st.operand(3)) + ") * " + n(w.BN) + ");");
-  line("bool store_ = true;");
-  if (stream_k_) {
-    // Stream-K: this thread's fragment element (16 warp_ + g_ + 8 h, 8 j + 2 t_ + e) of the
-    // program's workspace tile (row-major BM x BN f32).
-    auto each = [&](const std::string& body) {
-      line("#pragma unroll");
-      open("for (int j_ = 0; j_ < " + n(w.BN / 8) + "; ++j_)");
-      line("#pragma unroll");
-      open("for (int q_ = 0; q_ < 4; ++q_) {");
-      line("float* const p_ = ws_ + (16 * warp_ + g_ + 8 * (q_ / 2)) * " + n(w.BN) + " + 8 * j_ + 2 * t_ + q_ % 2;");
-      line(body);
-      close();
-      --ind_;
-    };
-    std::string CT = n(w.consumer_warps * 32);
-    open("if (tsr_k0 != 0 || tsr_k1 != tsr_trip) {");
-    line("const int64_t skp_ = tsr_t - tsr_dp;  // the program's index among the stream-K programs");
-    line("float* const ws_ = tsr_ws + skp_ * " + n(w.BM * w.BN) + ";");
-    line("int* const count_ = reinterpret_cast<int*>(tsr_ws + 2 * int64_t(tsr_G) * " + n(w.BM * w.BN) + ") + skp_;");
-    open("if (tsr_k0 != 0) {");
-    line("// Not the program's first iteration: add the partial sums, then count this CTA in.");
-    each("tsr::red_add_f32(p_, " + ft.frag + "[0][j_][q_]);");
-    line("__threadfence();");
-    line("tsr::named_barrier(3u, " + CT + "u);");
-    line("if (tsr_tid == 0) atomicAdd(count_, 1);");
-    line("store_ = false;");
-    close();
-    open("else {");
-    line("// The first iteration's CTA: wait for the CTAs that ran the program's other iterations.");
-    line("const int64_t s0_ = skp_ * tsr_trip;");
-    line("const int others_ = int(((s0_ + tsr_trip) * tsr_G - 1) / tsr_skt - ((s0_ + 1) * tsr_G - 1) / tsr_skt);");
-    line("if (tsr_tid == 0) while (tsr::ld_acquire_s32(count_) < others_) {}");
-    line("tsr::named_barrier(3u, " + CT + "u);");
-    each(ft.frag + "[0][j_][q_] += tsr::ld_cg_f32(p_); *p_ = 0.0f;");
-    line("tsr::named_barrier(3u, " + CT + "u);");
-    line("if (tsr_tid == 0) *count_ = 0;");
-    close();
-    close();
-  }
-  open("if (store_) {");
   line("#pragma unroll");
   open("for (int c_ = 0; c_ < " + n(w.BN / 64) + "; ++c_) {");
   // The buffer this box uses was last read by the store two boxes ago.
@@ -444,7 +318,6 @@ void Emitter::emit_wgmma_tma_store(const Op& st, const FragTile& ft) {
   open("if (lead_) {");
   line("tsr::tma_store_2d(&" + w.tma_c + ", buf_, col0_ + 64 * c_, row0_);");
   line("tsr::bulk_commit();");
-  close();
   close();
   close();
   close();

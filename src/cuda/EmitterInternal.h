@@ -218,17 +218,6 @@ class Emitter {
   // kernels whose top level is index arithmetic, the accumulator's splat, the wgmma loop and its
   // direct epilogue (nothing else that needs a CTA barrier).
   bool persistent_ = false;
-  // Stream-K (persistent kernels with a TMA-store epilogue whose loop bounds do not depend on
-  // the program): after (waves - 1) full waves of whole programs, the remaining programs' K
-  // iterations are split evenly over the CTAs. A CTA that computes part of a program without
-  // its first iteration adds its partial accumulators into a workspace tile (red.add) and
-  // counts itself in; the CTA with the first iteration waits for the others, adds the
-  // workspace into its fragments, clears it and stores. Work items come from tsr_next_work
-  // (tile, k0, k1); the loop's bounds were computed once in the prologue (bound_slice_).
-  bool stream_k_ = false;
-  std::vector<const Op*> bound_slice_;  // top-level ops computing the loop's lo, hi, step
-  bool plan_stream_k();
-  void emit_persistent_body();  // the program loop (and stream-K's work loop) around the body
   bool can_be_persistent();  // also sets wg_.store
   std::vector<std::string> notes_;  // CudaEmission::notes
   int64_t pipe_frag_regs_ = 0;  // most accumulator registers per thread of a pipelined loop

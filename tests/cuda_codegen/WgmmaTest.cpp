@@ -43,8 +43,8 @@ TEST(CudaWgmma, LibraryMatmul128x256x64IsWarpSpecializedTmaWgmma) {
   for (size_t at = 0; (at = em.source.find("tsr::tma_load_2d(", at)) != std::string::npos; ++at) ++tma;
   EXPECT_EQ(tma, 5u);
   // After the scalars come the tensor maps, a (box 64 x 128), b (box 64 x 64) and c (box 64 x 64,
-  // the TMA-store epilogue), then the persistent kernel's grid sizes and the stream-K workspace.
-  ASSERT_EQ(em.info.params.size(), 12u);
+  // the TMA-store epilogue), then the persistent kernel's grid sizes.
+  ASSERT_EQ(em.info.params.size(), 11u);
   const CudaParam& ma = em.info.params[6];
   const CudaParam& mb = em.info.params[7];
   EXPECT_EQ(ma.kind, CudaParam::Kind::TensorMap);
@@ -58,18 +58,12 @@ TEST(CudaWgmma, LibraryMatmul128x256x64IsWarpSpecializedTmaWgmma) {
   EXPECT_EQ(em.info.params[8].param_index, 2);
   EXPECT_EQ(em.info.params[9].kind, CudaParam::Kind::GridSize);
   EXPECT_EQ(em.info.params[10].param_index, 1);
-  EXPECT_EQ(em.info.params[11].kind, CudaParam::Kind::Workspace);
-  EXPECT_EQ(em.info.workspace_tile_bytes, 128 * 256 * 4);
-  // Stream-K: whole programs for all but the last waves, then split K iterations whose partial
-  // sums meet in the workspace; the first iteration's CTA waits for the others and stores.
-  EXPECT_EQ(em.stats["stream-k"], 1);
-  EXPECT_NE(em.source.find("tsr::red_add_f32(p_, "), std::string::npos);
-  EXPECT_NE(em.source.find("tsr::ld_acquire_s32(count_) < others_"), std::string::npos);
+
   // Persistent: program ids come from the CTA's loop over the programs, and the ring's phases
   // carry from one program to the next (no CTA barrier after the loop).
   EXPECT_TRUE(em.info.persistent);
   EXPECT_EQ(em.stats["persistent"], 1);
-  EXPECT_NE(em.source.find("if (tsr_w < tsr_dp) {"), std::string::npos);
+  EXPECT_NE(em.source.find("for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x)"), std::string::npos);
   EXPECT_EQ(em.source.find("blockIdx.y"), std::string::npos);
   EXPECT_NE(em.source.find("ring_it_ += "), std::string::npos);
   // The epilogue goes from the wgmma fragments through swizzled shared memory to TMA stores,
