@@ -201,7 +201,7 @@ void measure(const LibraryKernel& lk, const Kernel& k, CudaKernel& ck, const Siz
   auto ms = time_launches([&](int i) { ck.launch(b.args, ptrs[i % ptrs.size()], nullptr); }, f.iters);
   r.median_ms = median(ms);
   double flops = lk.flops ? lk.flops(sizes, dt) : 0, bytes = lk.bytes ? lk.bytes(sizes, dt) : 0;
-  if (lk.name == "matmul" && flops > 0) {
+  if (lk.name.rfind("matmul", 0) == 0 && flops > 0) {
     r.figure = flops / (r.median_ms * 1e-3) / 1e12;
     r.unit = "TFLOP/s";
     r.hbm_gbps = bytes / (r.median_ms * 1e-3) / 1e9;
@@ -436,6 +436,9 @@ std::vector<BenchCase> bench_cases(const Flags& f) {
     auto [m, n, k] = f.matmul_shapes[i];
     c.push_back({"matmul", ScalarKind::BF16, {{"M", m}, {"N", n}, {"K", k}}, i == 0});
   }
+  // fp8 e4m3 (b as [N, K], per-tensor scales, bf16 c) at the anchors' cuBLASLt shapes.
+  if (!f.quick)
+    for (int64_t n : {4096, 8192}) c.push_back({"matmul_fp8", ScalarKind::BF16, {{"M", n}, {"N", n}, {"K", n}}, false});
   std::vector<BenchCase> out;
   for (auto& x : c)
     if (f.only.empty() || f.only == x.kernel) out.push_back(x);
@@ -446,7 +449,7 @@ std::vector<BenchCase> bench_cases(const Flags& f) {
 // the row is read once and stays in registers (the largest when none does).
 ConstexprConfig row_config(const Kernel& k, const BenchCase& bc) {
   const ConstexprDecl* d = k.find_constexpr("BLOCK_N");
-  if (!d || d->candidates.empty() || !bc.sizes.count("N") || bc.kernel == "matmul") return {};
+  if (!d || d->candidates.empty() || !bc.sizes.count("N") || bc.kernel.rfind("matmul", 0) == 0) return {};
   // The smallest tile that holds the whole row (read once, kept in registers), but no more
   // than 8192 columns: longer rows loop over 8192-column tiles, whose second read comes from
   // L2. Measured on the H200 (bench/RESULTS.md, 08:20 run, 4096x32768 bf16): BLOCK_N=8192
