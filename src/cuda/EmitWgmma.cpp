@@ -189,7 +189,10 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
   const std::string kk = w.eb == 2 ? "16" : "32";
   notes_.push_back("dot at " + w.dot->loc.str() + ": wgmma m64n" + n(w.BN) + "k" + kk + " " + w.type + " (B " +
                    (w.b_kmajor ? "K" : "MN") + "-major) fed by a " + n(S) + "-stage TMA + mbarrier ring; " + n(CW / 4) +
-                   " consumer warpgroup(s) and one producer warpgroup");
+                   " consumer warpgroup(s) and one producer warpgroup" +
+                   (w.eb == 1 ? "; fp8 wgmma adds into the f32 accumulators with the tensor cores' reduced internal "
+                                "precision (like cuBLASLt's fast accumulation), not an exact f32 sum"
+                              : ""));
   open("{");
   if (!persistent_) emit_wgmma_setup();
   warp_coords(*this, w.mma);

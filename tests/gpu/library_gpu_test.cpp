@@ -64,9 +64,13 @@ TEST_P(LibraryGpu, MatchesInterpreter) {
                               one_dim ? sizes_for(*k, 70001, 0) : sizes_for(*k, 193, 37),
                               one_dim ? sizes_for(*k, 1, 0) : sizes_for(*k, 1, 1)};
     uint64_t seed = 11;
+    // fp8 wgmma adds into its f32 accumulators with the tensor cores' reduced internal precision
+    // (docs/cuda-backend.md): an f16 result is held to the bf16 bound there. A layout or index
+    // bug is off by whole products and still fails.
+    Tolerance floor = lk.name == "matmul_fp8" ? tolerance_for(ScalarKind::BF16) : Tolerance{};
     for (const Sizes& s : all) {
       SCOPED_TRACE(sizes_str(s));
-      EXPECT_GT(expect_gpu_matches_interp(*k, s, seed++), 0);
+      EXPECT_GT(expect_gpu_matches_interp(*k, s, seed++, floor), 0);
     }
   }
 }
