@@ -734,7 +734,8 @@ int main(int argc, char** argv) {
   // The device's own architecture, sm_90 as sm_90a (compile_cuda's own default rule), and
   // sm_90a without a device; compiled for exactly that, so that the configs chosen for the
   // target (target_configs) and the code cannot disagree.
-  opts.target = gpu ? CudaTarget{device().sm, device().sm == 90} : CudaTarget::parse("cuda:sm_90a");
+  opts.target = CudaTarget::parse("cuda:sm_90a");
+  opts.target = cuda_target_for(opts);
   opts.target_from_device = false;
   const std::string target = "cuda:" + opts.target.str();
   std::printf("cuda_bench: device %s; compiling for %s\n", device_desc.c_str(), opts.target.str().c_str());

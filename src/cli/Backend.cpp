@@ -69,11 +69,9 @@ class CudaRunner : public Runner {
 }  // namespace
 
 CudaTarget cuda_backend_target() {
-  if (!cuda_device_available()) return CudaTarget::parse("cuda:sm_90a");
-  int sm = cuda::device().sm;
-  // The arch-specific variant (wgmma, setmaxnreg) runs only on that exact architecture, which
-  // is the device's.
-  return CudaTarget{sm, sm == 90};
+  CudaOptions o;
+  o.target = CudaTarget::parse("cuda:sm_90a");  // without a device
+  return cuda_target_for(o);
 }
 
 std::string backend_target(const std::string& backend) {

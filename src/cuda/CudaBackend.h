@@ -86,6 +86,10 @@ class CudaKernel {
 // the cubin is loaded into the device at the first launch.
 std::shared_ptr<CudaKernel> compile_cuda(const Kernel& bound_kernel, const CudaOptions& opts = {});
 
+// The target compile_cuda compiles for: the device's own architecture (sm_90 as sm_90a) when
+// opts.target_from_device and a device is present, else opts.target.
+CudaTarget cuda_target_for(const CudaOptions& opts = {});
+
 // Forget the in-memory cache (as a new process would); the disk cache is untouched.
 void clear_cuda_memory_cache();
 // The disk cache directory `opts` resolves to.

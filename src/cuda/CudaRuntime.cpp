@@ -272,7 +272,9 @@ class CudaKernelImpl : public CudaKernel {
   std::shared_ptr<CudaKernel> fallback_;
 };
 
-CudaTarget resolve_target(const CudaOptions& o) {
+}  // namespace
+
+CudaTarget cuda_target_for(const CudaOptions& o) {
   if (!o.target_from_device || !cuda_device_available()) return o.target;
   const DeviceInfo& dev = device();
   // The arch-specific variant unlocks wgmma/setmaxnreg on Hopper; it only runs on that exact
@@ -282,8 +284,6 @@ CudaTarget resolve_target(const CudaOptions& o) {
   return t;
 }
 
-}  // namespace
-
 std::string cuda_cache_dir(const CudaOptions& o) { return default_cache_dir(o.cache_dir); }
 
 void clear_cuda_memory_cache() {
@@ -292,7 +292,7 @@ void clear_cuda_memory_cache() {
 }
 
 std::shared_ptr<CudaKernel> compile_cuda(const Kernel& k, const CudaOptions& opts) {
-  CudaTarget target = resolve_target(opts);
+  CudaTarget target = cuda_target_for(opts);
   std::string why;
   if (!nvrtc_available(&why)) throw TesseraError(k.loc, "cuda: " + why);
   CudaEmission em = emit_cuda_with_info(k, target);
