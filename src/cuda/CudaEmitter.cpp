@@ -593,19 +593,23 @@ void Emitter::emit_loop(const Op& op, const std::vector<const Value*>& vals, con
   close();
 }
 
+void Emitter::emit_region_into(const Op& op, int reg, const std::vector<std::string>& res) {
+  const Block& b = op.region(reg);
+  emit_block(b);
+  const Op* y = terminator(b, op);
+  if (y->operands.size() != res.size()) fail(op, "yield must pass one value per result");
+  cur_ = y;
+  line("// " + text_of(*y));
+  for (size_t j = 0; j < res.size(); ++j) copy_value(op.result(j), res[j], nm(y->operand(j)));
+  cur_ = &op;
+}
+
 void Emitter::emit_if(const Op& op) {
   std::vector<std::string> res;
   for (const Value* r : op.results) res.push_back(declare(op, r));
   open("if (" + nm(op.operand(0)) + ") {");
   for (int reg = 0; reg < 2; ++reg) {
-    const Block& b = op.region(reg);
-    emit_block(b);
-    const Op* y = terminator(b, op);
-    if (y->operands.size() != res.size()) fail(op, "yield must pass one value per result");
-    cur_ = y;
-    line("// " + text_of(*y));
-    for (size_t j = 0; j < res.size(); ++j) copy_value(op.result(j), res[j], nm(y->operand(j)));
-    cur_ = &op;
+    emit_region_into(op, reg, res);
     if (reg == 0) {
       --ind_;
       open("} else {");

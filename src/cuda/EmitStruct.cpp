@@ -193,14 +193,7 @@ void Emitter::emit_struct(const Op& op) {
       std::vector<std::string> res;
       for (const Value* r : op.results) res.push_back(declare(op, r));
       open("{  // warp_role " + op.attr_string("role") + ": run by every thread, in program order");
-      const Block& b = op.region(0);
-      emit_block(b);
-      const Op* y = terminator(b, op);
-      if (y->operands.size() != res.size()) fail(op, "yield must pass one value per result");
-      cur_ = y;
-      line("// " + text_of(*y));
-      for (size_t j = 0; j < res.size(); ++j) copy_value(op.result(j), res[j], nm(y->operand(j)));
-      cur_ = &op;
+      emit_region_into(op, 0, res);
       close();
       count("warp-roles-in-sequence");
       return;

@@ -228,6 +228,8 @@ class Emitter {
   // The ordinary loop of a `for` (carried values in `carried`).
   void emit_loop(const Op& op, const std::vector<const Value*>& vals, const std::vector<std::string>& carried);
   void emit_if(const Op& op);
+  // Region `reg` of `op`, then its yield's values copied into the result arrays `res`.
+  void emit_region_into(const Op& op, int reg, const std::vector<std::string>& res);
   void emit_while(const Op& op);
   void emit_raw(const Op& op);
   // Struct ops (EmitStruct.cpp): buffers and pipe rings live in shared memory after the
