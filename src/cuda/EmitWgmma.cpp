@@ -72,25 +72,16 @@ Emitter::WgmmaPlan Emitter::plan_wgmma() const {
   if ((BK * eb) % 128 || BK * eb > 256)
     return no("BLOCK_K = " + std::to_string(BK) + " (wgmma + TMA needs " + std::to_string(128 / eb) + " or " +
               std::to_string(256 / eb) + " for " + std::string(scalar_name(in)) + ")");
-  auto operand_load = [&](const Value* v, int uses) -> const Op* {
-    const Op* l = v->def;
-    if (!l || l->kind != OpKind::LoadTile || l->parent != &body || l->operands.size() != 3) return nullptr;
-    const Value* view = l->operand(0);
-    if (!views_.count(view) || view->type.rank() != 2 || view->type.elem != in) return nullptr;
-    if (l->has_attr("pad") && l->attr_number("pad") != 0.0) return nullptr;
-    if (uses_in(body, v) != uses) return nullptr;
-    return l;
-  };
-  const Op* la = operand_load(a, 1);
+  const Op* la = ring_operand_load(body, a, in);
   // B: a load of [K, N] (MN-major), or the transpose of a load of [N, K] (K-major).
   const Op* lb = nullptr;
   const Op* perm = nullptr;
   if (const Op* t = b->def; t && t->kind == OpKind::Permute && t->parent == &body && uses_in(body, b) == 1 &&
                             t->attr_ints("dims") == std::vector<int64_t>{1, 0}) {
     perm = t;
-    lb = operand_load(t->operand(0), 1);
+    lb = ring_operand_load(body, t->operand(0), in);
   } else {
-    lb = operand_load(b, 1);
+    lb = ring_operand_load(body, b, in);
   }
   if (!la || !lb || la == lb)
     return no("the dot's operands are not a load_tile (pad 0) of a 2-D " + std::string(scalar_name(in)) +

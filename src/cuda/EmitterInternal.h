@@ -173,6 +173,9 @@ class Emitter {
     MmaPlan mma;
   };
   PipePlan plan_pipeline(const Op& for_op, const std::vector<std::pair<size_t, const Op*>>& frags) const;
+  // The load_tile in `body` (pad 0, used once) of a 2-D `in` view that produces `v`, or null:
+  // what a cp.async or TMA ring can copy instead.
+  const Op* ring_operand_load(Block& body, const Value* v, ScalarKind in) const;
   void emit_pipelined(const Op& for_op, const PipePlan& pp, const std::string& frag);
   // sm_90a: a pipelined loop feeding one dot from two 2-D views becomes a TMA + mbarrier ring
   // feeding wgmma, with a producer warpgroup and BM / 64 consumer warpgroups (EmitWgmma.cpp).

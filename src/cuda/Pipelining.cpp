@@ -42,6 +42,16 @@ int uses_in(Block& b, const Value* v) {
   return n;
 }
 
+const Op* Emitter::ring_operand_load(Block& body, const Value* v, ScalarKind in) const {
+  const Op* l = v->def;
+  if (!l || l->kind != OpKind::LoadTile || l->parent != &body || l->operands.size() != 3) return nullptr;
+  const Value* view = l->operand(0);
+  if (!views_.count(view) || view->type.rank() != 2 || view->type.elem != in || v->type.elem != in) return nullptr;
+  if (l->has_attr("pad") && l->attr_number("pad") != 0.0) return nullptr;
+  if (uses_in(body, v) != 1) return nullptr;
+  return l;
+}
+
 Emitter::PipePlan Emitter::plan_pipeline(const Op& f, const std::vector<std::pair<size_t, const Op*>>& frags) const {
   PipePlan pp;
   const Attr* a = f.find_attr("pipeline");
@@ -52,16 +62,7 @@ Emitter::PipePlan Emitter::plan_pipeline(const Op& f, const std::vector<std::pai
   MmaPlan p = plan_mma(*dot);
   if (!p.ok || p.nt % 2 != 0) return pp;
   ScalarKind in = dot->operand(0)->type.elem;
-  auto operand_load = [&](const Value* v) -> const Op* {
-    const Op* l = v->def;
-    if (!l || l->kind != OpKind::LoadTile || l->parent != &body || l->operands.size() != 3) return nullptr;
-    const Value* view = l->operand(0);
-    if (!views_.count(view) || view->type.rank() != 2 || view->type.elem != in || v->type.elem != in) return nullptr;
-    if (l->has_attr("pad") && l->attr_number("pad") != 0.0) return nullptr;
-    if (uses_in(body, v) != 1) return nullptr;
-    return l;
-  };
-  const Op *la = operand_load(dot->operand(0)), *lb = operand_load(dot->operand(1));
+  const Op *la = ring_operand_load(body, dot->operand(0), in), *lb = ring_operand_load(body, dot->operand(1), in);
   if (!la || !lb || la == lb) return pp;
   for (const auto& o : body.ops)
     if (o.get() != dot && o.get() != la && o.get() != lb && o->kind != OpKind::Yield && !pure_scalar(*o)) return pp;
