@@ -38,6 +38,9 @@ struct PipelineOptions {
 // The passes one by one, in place (tests and tools that run a single pass). Each counts what
 // it changed in `stats` ("cse.removed", "dce.removed", "canonicalize.folded", ...).
 void bind_constexprs_in_place(Kernel& k, const ConstexprConfig& config);
+// Struct pipes pushed from views and popped in the same loop iteration become loads (the Lite
+// pipelined loop, with the pipe's stages as `pipeline`): PipesToLoads.cpp.
+void pipes_to_loads(Kernel& k, PassStats& stats);
 void canonicalize(Kernel& k, PassStats& stats);  // folds scalar arithmetic on constants
 void cse(Kernel& k, PassStats& stats);           // merges identical pure ops
 void dce(Kernel& k, PassStats& stats);           // removes pure ops whose results are unused

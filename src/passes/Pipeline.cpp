@@ -12,6 +12,7 @@ std::vector<Pass> pipeline_passes(const ConstexprConfig& config) {
   return {
       {"verify", [](Kernel& k, PassStats&) { verify_or_throw(k); }},
       {"bind-constexprs", [config](Kernel& k, PassStats&) { bind_constexprs_in_place(k, config); }},
+      {"pipes-to-loads", pipes_to_loads},
       {"canonicalize", canonicalize},
       {"cse", cse},
       {"dce", dce},

@@ -213,6 +213,24 @@ TEST(CudaWgmma, LibraryFp8MatmulIsKMajorE4m3Wgmma) {
   EXPECT_NE(notes(em).find("B K-major"), std::string::npos) << notes(em);
 }
 
+// The Struct-layer matmul (pipes and producer/consumer roles) becomes the Lite pipelined loop in
+// pipes-to-loads, so it gets the same rings: cp.async at its defaults, TMA + wgmma at a tile the
+// Hopper planner takes.
+TEST(CudaWgmma, StructMatmulGetsTheSameRings) {
+  const LibraryKernel& lk = *find_library_kernel("matmul_struct");
+  PassStats stats;
+  PipelineOptions po;
+  auto k = run_pipeline(*lk.build(ScalarKind::BF16), po, &stats);
+  EXPECT_EQ(stats["pipes-to-loads.loops"], 1);
+  CudaEmission em = emit(*k);
+  EXPECT_EQ(em.stats["dot.mma_pipelined"], 1) << notes(em);
+  EXPECT_EQ(em.stats.count("warp-roles-in-sequence"), 0u);
+  po.config = {{"BLOCK_M", 128}, {"BLOCK_N", 128}, {"BLOCK_K", 64}};
+  em = emit(*run_pipeline(*lk.build(ScalarKind::BF16), po));
+  EXPECT_EQ(em.stats["dot.wgmma_tma"], 1) << notes(em);
+  EXPECT_TRUE(em.info.persistent);
+}
+
 // NVRTC accepts every block shape the planner takes, in bf16 and f16.
 TEST(CudaWgmma, NvrtcCompilesEveryPlannedShape) {
   std::string why;
