@@ -86,6 +86,21 @@ TEST(CliCompileStats, Sm90aMatmulDefaultsToTheWgmmaTile) {
   EXPECT_THAT(r.out, HasSubstr("tsr::wgmma_m64n256k16_bf16"));
 }
 
+// The PTX of the sm_90a matmul shows the Hopper instructions (NVRTC is on the CI machine; the
+// test skips where libnvrtc is absent), bf16 and fp8 alike.
+TEST(CliCompileStats, Sm90aMatmulPtxHasWgmmaAndTensorCopies) {
+  for (const char* k : {"matmul --dtype bf16", "matmul_fp8"}) {
+    Outcome r = compile(std::string(k) + " --target cuda:sm_90a --emit ptx");
+    if (r.status != 0 && r.err.find("NVRTC") != std::string::npos && r.err.find("not available") != std::string::npos)
+      GTEST_SKIP() << r.err;
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("wgmma.mma_async")) << k;
+    EXPECT_THAT(r.out, HasSubstr("cp.async.bulk.tensor.2d.shared::cluster.global")) << k;  // TMA loads
+    EXPECT_THAT(r.out, HasSubstr("cp.async.bulk.tensor.2d.global.shared::cta")) << k;       // TMA stores
+    EXPECT_THAT(r.out, HasSubstr("mbarrier.try_wait.parity")) << k;
+  }
+}
+
 TEST(CliCompileStats, OtherTargetsAndF32KeepTheKernelsDefaults) {
   struct Want {
     const char* args;
