@@ -6,6 +6,7 @@
 
 #include "cuda/CudaBackend.h"
 #include "cuda/CudaEmitter.h"
+#include "CodegenTestUtil.h"
 #include "kernels/Library.h"
 #include "passes/Passes.h"
 #include "text/Text.h"
@@ -13,11 +14,8 @@
 namespace tessera {
 namespace {
 
-CudaEmission emit(const Kernel& k, const char* arch = "sm_90a") { return emit_cuda_with_info(k, CudaTarget::parse(arch)); }
-
-std::unique_ptr<Kernel> lib_matmul(ScalarKind dt, const ConstexprConfig& cfg = {}) {
-  return bind_constexprs(*find_library_kernel("matmul")->build(dt), cfg);
-}
+using codegentest::emit;
+using codegentest::lib_matmul;
 
 size_t count_of(const std::string& s, const std::string& what) {
   size_t n = 0;

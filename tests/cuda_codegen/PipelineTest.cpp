@@ -4,6 +4,7 @@
 
 #include "cuda/CudaBackend.h"
 #include "cuda/CudaEmitter.h"
+#include "CodegenTestUtil.h"
 #include "kernels/Library.h"
 #include "passes/Passes.h"
 #include "text/Text.h"
@@ -11,11 +12,8 @@
 namespace tessera {
 namespace {
 
-CudaEmission emit(const Kernel& k, const char* arch = "sm_90a") { return emit_cuda_with_info(k, CudaTarget::parse(arch)); }
-
-std::unique_ptr<Kernel> lib_matmul(ScalarKind dt, const ConstexprConfig& cfg = {}) {
-  return bind_constexprs(*find_library_kernel("matmul")->build(dt), cfg);
-}
+using codegentest::emit;
+using codegentest::lib_matmul;
 
 // A matmul loop in the text format; `pad` is the operands' padding, `attrs` the for's attributes.
 std::unique_ptr<Kernel> text_matmul(const std::string& pad, const std::string& attrs) {
