@@ -1,0 +1,100 @@
+// Split-K on sm_90a: which kernels may be split (CudaKernelInfo::split_k_capable), what the
+// split-K compilation (CudaTarget::split_k) emits, that NVRTC accepts it, and the runtime's rule
+// for how many CTAs share a program (split_k_factor). The GPU tests run it against the
+// interpreter (tests/gpu/wgmma_gpu_test.cpp).
+#include <gtest/gtest.h>
+
+#include "CodegenTestUtil.h"
+#include "cuda/CudaBackend.h"
+#include "cuda/CudaEmitter.h"
+#include "cuda/RuntimeInternal.h"
+
+namespace tessera {
+namespace {
+
+using codegentest::emit;
+using codegentest::lib_matmul;
+
+CudaTarget split_target() {
+  CudaTarget t = CudaTarget::parse("sm_90a");
+  t.split_k = true;
+  return t;
+}
+
+TEST(CudaSplitK, LibraryMatmulIsCapableAndItsSplitCompilationCombinesSlots) {
+  auto k = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}});
+  CudaEmission plain = emit(*k);
+  EXPECT_TRUE(plain.info.split_k_capable);
+  EXPECT_FALSE(plain.info.split_k);
+  EXPECT_EQ(plain.source.find("tsr_ws"), std::string::npos);
+
+  CudaEmission em = emit_cuda_with_info(*k, split_target());
+  EXPECT_TRUE(em.info.split_k);
+  EXPECT_FALSE(em.info.persistent);  // one program per CTA: blockIdx.x, .y and the split in .z
+  EXPECT_EQ(em.stats["split-k"], 1);
+  EXPECT_EQ(em.stats["tma-store-epilogues"], 0);
+  EXPECT_EQ(em.stats["mma-direct-epilogues"], 1);
+  // The workspace pointer is the last parameter; a slot is the two consumer warpgroups' 64 x 256
+  // f32 accumulators.
+  ASSERT_FALSE(em.info.params.empty());
+  EXPECT_EQ(em.info.params.back().kind, CudaParam::Kind::SplitWorkspace);
+  EXPECT_EQ(em.info.split_slot_bytes, 128 * 256 * 4);
+  EXPECT_EQ(em.info.split_workspace_bytes(3, 4), 256 + 3 * 4 * 128 * 256 * 4);
+  // Each CTA runs its slice of the K loop, leaves its partial sums, and the last to arrive sums
+  // the slots in split order; warps whose rows lie past M (the store's view) skip their slot.
+  EXPECT_NE(em.source.find("first_ = int64_t(blockIdx.z) * chunk_"), std::string::npos) << em.source;
+  EXPECT_NE(em.source.find("tsr::frags_to_slot("), std::string::npos);
+  EXPECT_NE(em.source.find("atomicAdd(cnt_ + prog_, 1u) == gridDim.z - 1u"), std::string::npos);
+  EXPECT_NE(em.source.find("if (!tsr_last_) return;"), std::string::npos);
+  EXPECT_NE(em.source.find("tsr::frags_sum_slots("), std::string::npos);
+  EXPECT_NE(em.source.find("cnt_[prog_] = 0u"), std::string::npos);
+  EXPECT_NE(em.source.find("* 128 + m0_ < int64_t("), std::string::npos) << em.source;
+  // The epilogue comes after the fixup.
+  EXPECT_LT(em.source.find("tsr::frags_sum_slots("), em.source.find("tsr::store_frags("));
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  NvrtcResult r = nvrtc_compile(em.source, split_target(), "split.cu", em.line_op);
+  EXPECT_FALSE(r.cubin.empty());
+  EXPECT_EQ(r.log.find("serialized"), std::string::npos) << r.log;
+}
+
+TEST(CudaSplitK, NvrtcCompilesTheSplitCompilationOfEveryPlannedShape) {
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  for (ScalarKind dt : {ScalarKind::BF16, ScalarKind::F16})
+    for (auto [m, n] : {std::pair<int64_t, int64_t>{64, 64}, {64, 256}, {128, 128}, {64, 128}}) {
+      SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n));
+      CudaEmission em = emit_cuda_with_info(*lib_matmul(dt, {{"BLOCK_M", m}, {"BLOCK_N", n}, {"BLOCK_K", 64}}), split_target());
+      ASSERT_TRUE(em.info.split_k);
+      EXPECT_FALSE(nvrtc_compile(em.source, split_target(), "split.cu", em.line_op).cubin.empty());
+    }
+}
+
+// Kernels that could not be persistent are not split either (other work at the top level may
+// need every program's full sum), and without TMA there is no wgmma loop to split.
+TEST(CudaSplitK, OnlyWgmmaKernelsThatCouldBePersistentAreSplit) {
+  auto k = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 128}, {"BLOCK_K", 32}});  // mma.sync
+  EXPECT_FALSE(emit(*k).info.split_k_capable);
+  CudaEmission em = emit_cuda_with_info(*k, split_target());
+  EXPECT_FALSE(em.info.split_k);
+  EXPECT_EQ(em.source.find("tsr_ws"), std::string::npos);
+  CudaTarget no_tma = split_target();
+  no_tma.tma = false;
+  auto w = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}});
+  EXPECT_FALSE(emit_cuda_with_info(*w, no_tma).info.split_k);
+  EXPECT_FALSE(emit(*k, "sm_80").info.split_k_capable);
+}
+
+TEST(CudaSplitK, FactorFillsTheDeviceOnlyWhenProgramsLeaveMostOfItIdle) {
+  using cuda::split_k_factor;
+  EXPECT_EQ(split_k_factor(64, 264), 4);    // 16x4096x4096 at 64x64 tiles, 2 CTAs per SM
+  EXPECT_EQ(split_k_factor(16, 132), 8);    // 16x4096x4096 at 128x256
+  EXPECT_EQ(split_k_factor(56, 132), 2);    // 128x14336x4096 at 128x256
+  EXPECT_EQ(split_k_factor(112, 132), 1);   // more than half the device: no split
+  EXPECT_EQ(split_k_factor(1024, 132), 1);  // large problems: never
+  EXPECT_EQ(split_k_factor(1, 132), cuda::kMaxSplits);
+  EXPECT_EQ(split_k_factor(0, 132), 1);
+}
+
+}  // namespace
+}  // namespace tessera
