@@ -39,6 +39,12 @@ int cmd_compile(const CompileOptions& o) {
   auto src = resolve_kernel(o.k.what, o.k.dtype, o.k.kernel);
   if (!src) return 1;
   std::vector<KernelPlan> plans = plan_kernels(*src, o.k, false);
+  if (o.split_k && !cuda_target) throw TesseraError("--split-k needs a cuda target (--target cuda:sm_90a)");
+  CudaTarget target;
+  if (cuda_target) {
+    target = CudaTarget::parse(o.target);
+    target.split_k = o.split_k;
+  }
   // The target's preferred configs key on the architecture as CudaTarget prints it.
   apply_target_configs(*src, plans, cuda_target ? "cuda:" + CudaTarget::parse(o.target).str() : o.target);
   PipelineOptions po;
@@ -60,7 +66,7 @@ int cmd_compile(const CompileOptions& o) {
     // whatever is emitted.
     std::optional<CudaEmission> em;
     if (cuda_target && (o.emit == "cuda" || o.emit == "ptx" || o.stats))
-      em = emit_cuda_with_info(*bound, CudaTarget::parse(o.target));
+      em = emit_cuda_with_info(*bound, target);
     if (o.emit == "ir")
       std::cout << print_kernel(*bound);
     else if (o.emit == "cpp")
@@ -68,7 +74,7 @@ int cmd_compile(const CompileOptions& o) {
     else if (o.emit == "cuda")
       std::cout << em->source;
     else
-      std::cout << nvrtc_compile(em->source, CudaTarget::parse(o.target), k->name + ".cu").ptx;
+      std::cout << nvrtc_compile(em->source, target, k->name + ".cu").ptx;
     std::cout.flush();
     if (o.stats) {
       std::cerr << "// ----- statistics for " << k->name << " -----\n";

@@ -32,6 +32,7 @@ struct CompileOptions {
   std::string emit = "ir";
   std::string dump_after;
   bool stats = false;
+  bool split_k = false;  // cuda:sm_90a: the split-K compilation the runtime uses for few programs
 };
 
 struct BenchOptions {

@@ -86,6 +86,9 @@ int main(int argc, char** argv) {
   compile_cmd->add_option("--dump-after", comp.dump_after,
                           "print the IR after this pass, or after every pass with `all` (stderr)");
   compile_cmd->add_flag("--stats", comp.stats, "print the passes' statistics (stderr)");
+  compile_cmd->add_flag("--split-k", comp.split_k,
+                        "cuda:sm_90a: emit the split-K compilation, which the runtime launches when a wgmma "
+                        "matmul has too few programs to fill the GPU");
 
   BenchOptions bench;
   auto* bench_cmd = app.add_subcommand(

@@ -22,6 +22,11 @@ struct CudaTarget {
   // sm_90a: pipelined matmul loops may use TMA + wgmma. The runtime compiles a variant with
   // tma = false (the mma.sync path) for operands a tensor map cannot describe.
   bool tma = true;
+  // sm_90a: a kernel whose wgmma loop may be split over K (CudaKernelInfo::split_k_capable) is
+  // compiled as its split-K variant: gridDim.z CTAs share each program, each adds a slice of the
+  // K loop, and the last to finish sums the slices and runs the epilogue. The runtime compiles
+  // and launches this variant when the programs alone would leave multiprocessors idle.
+  bool split_k = false;
   static CudaTarget parse(const std::string& s);  // "cuda:sm_80", "sm_90a", "cuda" (= sm_90a)
   std::string str() const;                        // "sm_90a"
 };
@@ -58,6 +63,9 @@ struct CudaOptions {
   // When true and a device is present, `target` is replaced by the device's own architecture
   // (sm_90 -> sm_90a). Set false to compile for `target` exactly (cross-compiling, tests).
   bool target_from_device = true;
+  // Let the runtime launch a wgmma matmul's split-K compilation when its programs would fill at
+  // most half of the device (CudaTarget::split_k). False: always one CTA per program.
+  bool split_k = true;
 };
 
 class CudaKernel {
@@ -80,6 +88,9 @@ class CudaKernel {
   // Launches that went to the compilation without TMA because an operand could not be
   // described by a tensor map (sm_90a wgmma kernels; CudaEmitter.h, TensorMap parameters).
   int64_t launches_without_tma = 0;
+  // Launches that ran the split-K variant (CudaTarget::split_k) because the programs were too few
+  // to fill the device.
+  int64_t launches_split_k = 0;
 };
 
 // Compile (or fetch from the memory or disk cache) a bound kernel. Needs NVRTC, not a device:

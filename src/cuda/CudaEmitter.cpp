@@ -251,7 +251,9 @@ void Emitter::emit_op(const Op& op) {
       } else {
         if (axis < 0 || axis > 2) fail(op, "axis must be 0, 1 or 2");
         const char* xyz[] = {"x", "y", "z"};
-        if (persistent_)
+        if (split_k_ && axis == 2)  // blockIdx.z is the split; the kernel's grid is 2-D
+          line("const int32_t " + bind_new(r) + " = " + (op.kind == OpKind::ProgramId ? "0" : "1") + ";");
+        else if (persistent_)
           line("const int32_t " + bind_new(r) + " = " + (op.kind == OpKind::ProgramId ? "tsr_pid" : "tsr_grid") +
                std::to_string(axis) + ";");
         else
@@ -836,6 +838,8 @@ CudaEmission Emitter::run() {
     wg_.tma_a = add_map(wg_.load_a->operand(0), atom, wg_.BM);
     wg_.tma_b = add_map(wg_.load_b->operand(0), atom, wg_.b_kmajor ? wg_.BN : wg_.BK);
     persistent_ = can_be_persistent();
+    info.split_k_capable = persistent_;
+    if (persistent_ && tg_.split_k) split_k_ = true, persistent_ = false;
     if (persistent_) {
       const Value* out = wg_.store->operand(0);
       if (out->type.rank() == 2 && (out->type.elem == ScalarKind::BF16 || out->type.elem == ScalarKind::F16)) {
@@ -843,6 +847,15 @@ CudaEmission Emitter::run() {
         wg_.tma_c = add_map(out, 64, 64);
       }
     }
+  }
+  if (split_k_) {
+    sig.push_back("unsigned char* __restrict__ tsr_ws");
+    info.params.push_back({CudaParam::Kind::SplitWorkspace, ScalarKind::U8, 8, "split_workspace", -1});
+    info.split_k = true;
+    info.split_slot_bytes = int64_t(wg_.consumer_warps) * 32 * (wg_.BN / 2) * 4;
+    count("split-k");
+    notes_.push_back("split-K: gridDim.z CTAs share each program's K loop; partial sums meet in a workspace and the "
+                     "last CTA adds them in split order");
   }
   if (persistent_) {
     info.persistent = true;

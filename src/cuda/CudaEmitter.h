@@ -26,6 +26,7 @@
 //        already rounded to the type) as float, f64 as double;
 //     4. (sm_90a TMA kernels) one tensor map per operand view of the wgmma pipeline (TensorMap);
 //     5. (persistent kernels) the grid's x and y sizes as int32 (GridSize).
+//     6. (split-K variants) the device address of the split workspace (SplitWorkspace).
 //   The kernel is `extern "C" __global__`, named info.symbol.
 //
 // * Errors. line_op[i] is the IR op whose code produced line i+1 of the source (null: none),
@@ -55,7 +56,7 @@ namespace tessera {
 inline constexpr const char* kCudaCodegenVersion = "tessera-cuda-codegen-1";
 
 struct CudaParam {
-  enum class Kind : uint8_t { Pointer, Dim, Scalar, TensorMap, GridSize };
+  enum class Kind : uint8_t { Pointer, Dim, Scalar, TensorMap, GridSize, SplitWorkspace };
   Kind kind = Kind::Pointer;
   ScalarKind elem = ScalarKind::F32;  // pointee (Pointer), i32 (Dim), the scalar's type (Scalar)
   int bytes = 8;                      // size of the by-value argument
@@ -80,6 +81,20 @@ struct CudaKernelInfo {
   // parameters (int32, param_index = axis). Its programs run in grouped order (8 rows of axis 0
   // at a time), so that concurrently running programs share operand tiles in L2.
   bool persistent = false;
+  // The kernel's wgmma loop could be split over K (its top level is what a persistent kernel
+  // allows): when programs are too few to fill the device, the runtime launches the kernel's
+  // split-K compilation (CudaTarget::split_k) instead.
+  bool split_k_capable = false;
+  // This is a split-K compilation: launch gridDim.z = splits CTAs per program (grid x and y as
+  // usual) and pass a SplitWorkspace of split_workspace_bytes(programs, splits) bytes whose
+  // first programs x 4 bytes (the per-program arrival counters) are zero; the kernel leaves them
+  // zero again, so one workspace serves launch after launch in stream order.
+  bool split_k = false;
+  int64_t split_slot_bytes = 0;  // one CTA's partial accumulators
+  int64_t split_workspace_bytes(int64_t programs, int64_t splits) const {
+    return split_counter_bytes(programs) + programs * splits * split_slot_bytes;
+  }
+  static int64_t split_counter_bytes(int64_t programs) { return (programs * 4 + 255) / 256 * 256; }
 };
 
 struct CudaEmission {

@@ -38,6 +38,7 @@ struct Compiled {
   CUfunction fn = nullptr;
   int max_threads = 0;
   int static_smem = 0;
+  int ctas_per_sm = 1;  // resident CTAs per multiprocessor at the launch configuration
 };
 
 std::mutex g_mu;
@@ -120,8 +121,17 @@ class CudaKernelImpl : public CudaKernel {
                                       "] on " + dev.name);
     }
     if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) return;  // nothing to run
-    ensure_loaded(dev);
+    launch_splits(args, ptrs, stream, sizes, grid, 1);
+  }
 
+ private:
+  // The launch itself, for checked sizes and grid; `splits` CTAs per program (gridDim.z) when
+  // this is a split-K compilation.
+  void launch_splits(const std::vector<KernelArg>& args, const std::vector<uint64_t>& ptrs, void* stream,
+                     const Sizes& sizes, const std::array<int64_t, 3>& grid, int splits) {
+    const Kernel& k = *k_;
+    const DeviceInfo& dev = device();
+    ensure_loaded(dev);
     const CudaKernelInfo& info = em_.info;
     std::vector<uint64_t> slots(info.params.size());
     std::vector<void*> params(info.params.size());
@@ -152,8 +162,21 @@ class CudaKernelImpl : public CudaKernel {
           std::memcpy(&slots[i], &v, sizeof v);
           break;
         }
+        case CudaParam::Kind::SplitWorkspace:
+          slots[i] = split_workspace(stream, grid[0] * grid[1], splits);
+          break;
       }
       params[i] = &slots[i];
+    }
+    // Too few programs to fill the device (the operands' tensor maps are known to be fine by now):
+    // the split-K compilation shares each program's K loop among several CTAs.
+    if (info.split_k_capable && !info.split_k && opts_.split_k) {
+      int s = split_k_factor(grid[0] * grid[1] * grid[2], int64_t(dev.num_sms) * c_->ctas_per_sm);
+      if (s > 1) {
+        ++launches_split_k;
+        split_variant().launch_splits(args, ptrs, stream, sizes, grid, s);
+        return;
+      }
     }
     const Driver& d = *driver();
     // A persistent kernel loops over the programs itself: one CTA per multiprocessor.
@@ -164,6 +187,7 @@ class CudaKernelImpl : public CudaKernel {
                                       " programs are more than a persistent kernel can count (2^31 - 1)");
       launch_grid = {std::min<int64_t>(grid[0] * grid[1] * grid[2], dev.num_sms), 1, 1};
     }
+    if (info.split_k) launch_grid[2] = splits;
     CUresult r = d.cuLaunchKernel(c_->fn, static_cast<unsigned>(launch_grid[0]), static_cast<unsigned>(launch_grid[1]),
                                   static_cast<unsigned>(launch_grid[2]), static_cast<unsigned>(info.block_threads), 1, 1,
                                   static_cast<unsigned>(info.dynamic_smem_bytes), static_cast<CUstream>(stream),
@@ -175,6 +199,7 @@ class CudaKernelImpl : public CudaKernel {
                                     ", dynamic shared memory " + std::to_string(info.dynamic_smem_bytes) + " bytes)");
   }
 
+ public:
   void run_host(std::vector<KernelArg>& args) override {
     const Kernel& k = *k_;
     bind_dims(k, args);
@@ -244,6 +269,12 @@ class CudaKernelImpl : public CudaKernel {
       if (r != CUDA_SUCCESS) fail("cannot get " + std::to_string(dyn) + " bytes of dynamic shared memory: " +
                                   error_text(r, "cuFuncSetAttribute"));
     }
+    int resident = 1;
+    if (d.cuOccupancyMaxActiveBlocksPerMultiprocessor(&resident, fn, em_.info.block_threads, static_cast<size_t>(dyn)) !=
+            CUDA_SUCCESS ||
+        resident < 1)
+      resident = 1;
+    c.ctas_per_sm = resident;
     c.module = mod;
     c.max_threads = max_threads;
     c.static_smem = static_smem;
@@ -264,15 +295,51 @@ class CudaKernelImpl : public CudaKernel {
     return *fallback_;
   }
 
+  // The same kernel compiled as its split-K variant (CudaTarget::split_k); compiled at its first use.
+  CudaKernelImpl& split_variant() {
+    std::lock_guard<std::mutex> lock(fallback_mu_);
+    if (!split_) {
+      CudaOptions o = opts_;
+      o.target = target;
+      o.target.split_k = true;
+      o.target_from_device = false;
+      split_ = std::static_pointer_cast<CudaKernelImpl>(compile_cuda(*k_, o));
+      if (!split_->em_.info.split_k)
+        throw TesseraError(k_->loc, "kernel " + kname(*k_) + ": internal error: its split-K compilation is not split");
+    }
+    return *split_;
+  }
+
+  // The split workspace for launches on `stream` (one per stream: launches on one stream run in
+  // order, so they can share it; launches on two streams may run at once), grown as needed with
+  // its counters zeroed.
+  uint64_t split_workspace(void* stream, int64_t programs, int64_t splits) {
+    size_t need = static_cast<size_t>(em_.info.split_workspace_bytes(programs, splits));
+    std::lock_guard<std::mutex> lock(fallback_mu_);
+    DeviceBuffer& b = workspaces_[stream];
+    if (b.bytes() < need) {
+      b = DeviceBuffer(need);
+      check(driver()->cuMemsetD8(b.get(), 0, need), "cuMemsetD8");
+    }
+    return b.get();
+  }
+
   std::shared_ptr<Compiled> c_;
   std::unique_ptr<Kernel> k_;
   CudaEmission em_;
   CudaOptions opts_;
   std::mutex fallback_mu_;
   std::shared_ptr<CudaKernel> fallback_;
+  std::shared_ptr<CudaKernelImpl> split_;
+  std::map<void*, DeviceBuffer> workspaces_;
 };
 
 }  // namespace
+
+int cuda::split_k_factor(int64_t programs, int64_t capacity) {
+  if (programs < 1 || capacity < 2 * programs) return 1;
+  return static_cast<int>(std::min<int64_t>(kMaxSplits, capacity / programs));
+}
 
 CudaTarget cuda_target_for(const CudaOptions& o) {
   if (!o.target_from_device || !cuda_device_available()) return o.target;
@@ -299,7 +366,8 @@ std::shared_ptr<CudaKernel> compile_cuda(const Kernel& k, const CudaOptions& opt
 
   // Everything the cubin depends on: codegen, compiler, options, headers, source.
   std::string keyin = std::string(kCudaCodegenVersion) + "\n" + nvrtc_version_string() + "\n" + target.str() +
-                      (target.tma ? "" : " no-tma") + "\n";
+                      (target.tma ? "" : " no-tma") +
+                      (target.split_k ? " split-k" : "") + "\n";
   for (const auto& o : nvrtc_options(target)) keyin += o + "\n";
   for (size_t i = 0; i < kNumDeviceHeaders; ++i)
     keyin += std::string(kDeviceHeaders[i].name) + "\n" + kDeviceHeaders[i].text + "\n";

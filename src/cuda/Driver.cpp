@@ -69,6 +69,7 @@ Loaded load() {
   ok &= sym(d.cuEventRecord, {"cuEventRecord"});
   ok &= sym(d.cuEventSynchronize, {"cuEventSynchronize"});
   ok &= sym(d.cuEventElapsedTime, {"cuEventElapsedTime_v2", "cuEventElapsedTime"});
+  ok &= sym(d.cuOccupancyMaxActiveBlocksPerMultiprocessor, {"cuOccupancyMaxActiveBlocksPerMultiprocessor"});
   if (!ok) return L;
   if (void* p = ::dlsym(h, "cuTensorMapEncodeTiled"))
     d.cuTensorMapEncodeTiled = reinterpret_cast<decltype(d.cuTensorMapEncodeTiled)>(p);

@@ -188,8 +188,17 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
   if (!persistent_) emit_wgmma_setup();
   warp_coords(*this, w.mma);
   std::string trip = fresh("trip");
-  line("const int64_t " + trip + " = " + step + " > 0 && int64_t(" + hi + ") > int64_t(" + lo + ") ? (int64_t(" + hi +
+  std::string all = split_k_ ? fresh("trip_all") : trip;
+  line("const int64_t " + all + " = " + step + " > 0 && int64_t(" + hi + ") > int64_t(" + lo + ") ? (int64_t(" + hi +
        ") - int64_t(" + lo + ") + " + step + " - 1) / " + step + " : 0;");
+  // Split-K: CTA z of the program runs iterations [first_, first_ + trip) of the loop's `all`.
+  std::string first = "0";
+  if (split_k_) {
+    line("const int64_t chunk_ = (" + all + " + int64_t(gridDim.z) - 1) / int64_t(gridDim.z), first_ = int64_t(blockIdx.z) * chunk_;");
+    line("const int64_t " + trip + " = first_ < " + all + " ? (" + all + " - first_ < chunk_ ? " + all +
+         " - first_ : chunk_) : 0;");
+    first = "first_";
+  }
   // Stage and phase of the ring's iteration `it` (int64 expression).
   auto slot = [&](const std::string& it) {
     line("const uint32_t s_ = uint32_t((" + it + ") % " + n(S) + "), ph_ = uint32_t((" + it + ") / " + n(S) + ") & 1u;");
@@ -203,7 +212,7 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
   line("tsr::mbar_wait(empty_ + 8u * s_, ph_ ^ 1u);");
   line("tsr::mbar_arrive_expect_tx(full_ + 8u * s_, " + n(stage) + "u);");
   std::string ivn = fresh("ivp");
-  line("const int32_t " + ivn + " = int32_t(int64_t(" + lo + ") + i_ * int64_t(" + step + "));");
+  line("const int32_t " + ivn + " = int32_t(int64_t(" + lo + ") + (" + first + " + i_) * int64_t(" + step + "));");
   name_[body.args[0]] = ivn;
   for (const auto& o : body.ops)
     if (o.get() != w.dot && o.get() != w.load_a && o.get() != w.load_b && o.get() != w.perm_b && o->kind != OpKind::Yield)
@@ -271,6 +280,48 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
   // A persistent kernel's epilogue needs no shared memory, so the producer may run ahead into
   // the next program; otherwise the ring's memory may be reused after the loop.
   if (!persistent_) barrier();
+  if (split_k_) emit_split_k_fixup(frag);
+  close();
+}
+
+void Emitter::emit_split_k_fixup(const std::string& frag) {
+  const WgmmaPlan& w = wg_;
+  auto n = [](int64_t v) { return std::to_string(v); };
+  const int64_t CT = int64_t(w.consumer_warps) * 32;
+  // Rows past the output's end need not travel: a warp whose 16 rows all lie beyond it skips
+  // its slot (the epilogue masks those rows anyway). Known only when the store's row index is
+  // computed before the loop; otherwise every consumer warp takes part.
+  std::string mine = "warp_ < " + n(w.consumer_warps);
+  const Op& st = *w.store;
+  const Op* rdef = st.operand(2)->def;
+  bool before = rdef == nullptr;
+  for (const auto& o : k_.body->ops) {
+    if (o.get() == w.loop) break;
+    before |= o.get() == rdef;
+  }
+  if (before)
+    mine += " && int64_t(" + nm(st.operand(2)) + ") * " + n(w.BM) + " + m0_ < int64_t(" + view_of(st, st.operand(0)).dims[0] + ")";
+  line("// split-K: this CTA's slice of the sum goes to its slot of the workspace; the last of the");
+  line("// program's gridDim.z CTAs to arrive adds every slot in split order and runs the epilogue.");
+  open("if (gridDim.z > 1) {");
+  line("__shared__ int tsr_last_;");
+  line("const int64_t prog_ = int64_t(blockIdx.y) * gridDim.x + blockIdx.x, progs_ = int64_t(gridDim.x) * gridDim.y;");
+  line("unsigned* const cnt_ = reinterpret_cast<unsigned*>(tsr_ws);");
+  line("float* const slots_ = reinterpret_cast<float*>(tsr_ws + (progs_ * 4 + 255) / 256 * 256);");
+  line("const int64_t slot_ = " + n(CT * w.BN / 2) + ";");
+  line("const bool mine_ = " + mine + ";");
+  line("if (mine_) tsr::frags_to_slot(" + frag + ", slots_ + (int64_t(blockIdx.z) * progs_ + prog_) * slot_, tsr_tid, " +
+       n(CT) + ");");
+  line("__threadfence();");
+  barrier();
+  line("if (tsr_tid == 0) tsr_last_ = atomicAdd(cnt_ + prog_, 1u) == gridDim.z - 1u;");
+  barrier();
+  line("if (!tsr_last_) return;");
+  line("__threadfence();");
+  // Zero again for the next launch, which stream order places after this one.
+  line("if (tsr_tid == 0) cnt_[prog_] = 0u;");
+  line("if (mine_) tsr::frags_sum_slots(" + frag + ", slots_ + prog_ * slot_, progs_ * slot_, int(gridDim.z), tsr_tid, " +
+       n(CT) + ");");
   close();
 }
 

@@ -222,6 +222,10 @@ class Emitter {
   // direct epilogue (nothing else that needs a CTA barrier).
   bool persistent_ = false;
   bool can_be_persistent();  // also sets wg_.store
+  // Split-K compilation (CudaTarget::split_k) of a kernel that could be persistent: blockIdx.z
+  // picks a slice of the wgmma loop's iterations; emit_split_k_fixup then combines the slices.
+  bool split_k_ = false;
+  void emit_split_k_fixup(const std::string& frag);
   std::vector<std::string> notes_;  // CudaEmission::notes
   int64_t pipe_frag_regs_ = 0;  // most accumulator registers per thread of a pipelined loop
   int64_t pipe_stage_elems_ = 0;  // most elements per thread one pipeline stage copies

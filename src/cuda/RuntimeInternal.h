@@ -15,4 +15,11 @@ std::vector<std::string> nvrtc_options(const CudaTarget& target);
 // One op on one line in the style of the text format, for "generated from:" messages.
 std::string op_summary(const Op& op);
 
+// Split-K (CudaTarget::split_k): how many CTAs should share each program's K loop when
+// `programs` programs run on a device that holds `capacity` CTAs at once (multiprocessors x
+// resident CTAs each). 1 unless the programs fill at most half of it; else as many as fill it,
+// at most kMaxSplits (each split adds a slot of partial sums to read back).
+inline constexpr int kMaxSplits = 16;
+int split_k_factor(int64_t programs, int64_t capacity);
+
 }  // namespace tessera::cuda

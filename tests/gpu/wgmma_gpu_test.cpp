@@ -29,14 +29,25 @@ std::unique_ptr<Kernel> matmul(ScalarKind dt, int64_t bm, int64_t bn, int64_t bk
                          {{"BLOCK_M", bm}, {"BLOCK_N", bn}, {"BLOCK_K", bk}});
 }
 
-// Runs k at `s` and compares with the interpreter; returns the launches that fell back.
-int64_t run_and_compare(const Kernel& k, const Sizes& s, uint64_t seed) {
+CudaOptions no_split_options() {
+  CudaOptions o = test_options();
+  o.split_k = false;
+  return o;
+}
+
+// Runs `ck` (a compilation of k) at `s` and compares with the interpreter.
+void run_compiled_and_compare(CudaKernel& ck, const Kernel& k, const Sizes& s, uint64_t seed) {
   std::vector<Tensor> want = make_random_tensors(k, s, seed), got = want;
   auto wa = args_for(k, want), ga = args_for(k, got);
   run_interp(k, wa);
-  auto ck = compile_cuda(k, test_options());
-  ck->run_host(ga);
+  ck.run_host(ga);
   testutil::expect_tensors_match(want, got, k.name + " [" + sizes_str(s) + "]", "gpu");
+}
+
+// Runs k at `s` and compares with the interpreter; returns the launches that fell back.
+int64_t run_and_compare(const Kernel& k, const Sizes& s, uint64_t seed, const CudaOptions& o = test_options()) {
+  auto ck = compile_cuda(k, o);
+  run_compiled_and_compare(*ck, k, s, seed);
   return ck->launches_without_tma;
 }
 
@@ -52,9 +63,12 @@ TEST(WgmmaGpu, BlockShapesAndRaggedSizesMatchTheInterpreter) {
                    std::to_string(c.k));
       // Tile multiples; then partial tiles in M, N and K with rows still multiples of 16 bytes
       // (TMA), K shorter than one block, and one row.
+      // These grids are small: by default they run split over K; one CTA per program too.
       for (Sizes s : {Sizes{{"M", 256}, {"N", 512}, {"K", 192}}, Sizes{{"M", 200}, {"N", 264}, {"K", 136}},
-                      Sizes{{"M", 72}, {"N", 88}, {"K", 24}}, Sizes{{"M", 1}, {"N", 8}, {"K", 8}}})
+                      Sizes{{"M", 72}, {"N", 88}, {"K", 24}}, Sizes{{"M", 1}, {"N", 8}, {"K", 8}}}) {
         EXPECT_EQ(run_and_compare(*k, s, 7), 0) << "the TMA path should have run at " << sizes_str(s);
+        EXPECT_EQ(run_and_compare(*k, s, 8, no_split_options()), 0) << sizes_str(s);
+      }
     }
 }
 
@@ -123,9 +137,34 @@ void expect_matches_reference(const Sizes& s, int64_t bm, int64_t bn, int64_t bk
   }
 }
 
+// Few programs: the runtime launches the split-K compilation, whose CTAs meet in a workspace.
+// The same compiled kernel runs three times with new inputs: the arrival counters must be zero
+// again after each launch, or no CTA would run the epilogue the next time. Includes K loops
+// shorter than the split (empty slices) and M far below the tile (rows skip their slots).
+TEST(WgmmaGpu, SplitKMatchesTheInterpreterLaunchAfterLaunch) {
+  REQUIRE_HOPPER();
+  struct Cfg {
+    int64_t m, n, k;
+  };
+  for (Cfg c : {Cfg{128, 256, 64}, Cfg{64, 64, 64}, Cfg{64, 128, 64}}) {
+    auto k = matmul(ScalarKind::BF16, c.m, c.n, c.k);
+    SCOPED_TRACE(std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k));
+    auto ck = compile_cuda(*k, test_options());
+    int64_t launches = 0;
+    for (Sizes s : {Sizes{{"M", 16}, {"N", 1000}, {"K", 1000}}, Sizes{{"M", 5}, {"N", 264}, {"K", 2000}},
+                    Sizes{{"M", 130}, {"N", 520}, {"K", 72}}, Sizes{{"M", 16}, {"N", 1000}, {"K", 1000}}}) {
+      run_compiled_and_compare(*ck, *k, s, 11 + uint64_t(launches));
+      EXPECT_EQ(ck->launches_split_k, ++launches) << sizes_str(s);
+    }
+    EXPECT_EQ(ck->launches_without_tma, 0);
+  }
+}
+
 TEST(WgmmaGpu, LongKLoopMatchesTheReference) {
   REQUIRE_HOPPER();
+  // 6 programs: split over K (16 CTAs each); the 16 x 4096 shape of the benchmark, 16 programs.
   expect_matches_reference({{"M", 384}, {"N", 512}, {"K", 4096}}, 128, 256, 64);
+  expect_matches_reference({{"M", 16}, {"N", 4096}, {"K", 4096}}, 128, 256, 64);
 }
 
 TEST(WgmmaGpu, ManyProgramsPerCtaMatchTheReference) {

@@ -117,6 +117,41 @@ TSR_D void wgmma_fence_regs(float (&d)[1][NT][4]) {
     for (int r = 0; r < 4; ++r) asm volatile("" : "+f"(d[0][j][r])::"memory");
 }
 
+// Split-K (src/cuda/EmitWgmma.cpp): the CTAs that share one output tile each add a slice of K,
+// leave their f32 fragments in a global workspace slot, and the last of them to finish adds
+// all slots in split order (deterministic) and runs the epilogue. A slot holds one 16-byte
+// column per fragment quad and thread: float4 (j * nthreads + tid), so stores are coalesced and
+// no layout is needed beyond "the same thread reads what the same thread index wrote". The
+// .cg accesses go to L2, where other CTAs' slots were written.
+template <int NT>
+TSR_D void frags_to_slot(const float (&d)[1][NT][4], float* slot, int tid, int nthreads) {
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+    asm volatile("st.global.cg.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(slot + 4 * (int64_t(j) * nthreads + tid)),
+                 "f"(d[0][j][0]), "f"(d[0][j][1]), "f"(d[0][j][2]), "f"(d[0][j][3])
+                 : "memory");
+}
+// d = the sum over s = 0 .. splits-1 of slot `first + s * stride` (in that order).
+template <int NT>
+TSR_D void frags_sum_slots(float (&d)[1][NT][4], const float* first, int64_t stride, int splits, int tid, int nthreads) {
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) d[0][j][r] = 0.0f;
+  for (int s = 0; s < splits; ++s) {
+    const float* slot = first + s * stride;
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      float a, b, c, e;
+      asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=f"(a), "=f"(b), "=f"(c), "=f"(e)
+                   : "l"(slot + 4 * (int64_t(j) * nthreads + tid))
+                   : "memory");
+      d[0][j][0] += a, d[0][j][1] += b, d[0][j][2] += c, d[0][j][3] += e;
+    }
+  }
+}
+
 // Register reallocation between warpgroups (sm_90a): producers give registers back, consumers
 // take them. Both must name a multiple of 8 in [24, 256].
 template <int R>
