@@ -925,11 +925,15 @@ CudaEmission Emitter::run() {
     emit_block(*k.body);
   }
   close();
+  for (size_t i = prologue_.size(); i-- > 0;) {
+    lines_.insert(lines_.begin() + static_cast<std::ptrdiff_t>(struct_line), "  " + prologue_[i]);
+    line_op_.insert(line_op_.begin() + static_cast<std::ptrdiff_t>(struct_line), nullptr);
+  }
   place_struct_storage(struct_line);
 
   int64_t smem = align16(smem_);
-  if (smem > smem_limit(tg_))
-    throw TesseraError(k.loc, "cuda backend: kernel @" + k.name + " needs " + std::to_string(smem) +
+  if (smem + red_smem_ > smem_limit(tg_))
+    throw TesseraError(k.loc, "cuda backend: kernel @" + k.name + " needs " + std::to_string(smem + red_smem_) +
                                   " bytes of shared memory; the limit on " + tg_.str() + " is " +
                                   std::to_string(smem_limit(tg_)) + " bytes (use smaller tiles)");
   // A pipelined matmul with at most 64 accumulators per thread and 32 elements per thread per
@@ -948,7 +952,7 @@ CudaEmission Emitter::run() {
     }
   }
   info.dynamic_smem_bytes = static_cast<int>(smem);
-  info.static_smem_bytes = 0;
+  info.static_smem_bytes = static_cast<int>(red_smem_);
   stats_["smem-bytes"] = smem;
   stats_["threads"] = T_;
   for (auto& l : lines_) {

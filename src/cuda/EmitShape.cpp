@@ -258,25 +258,7 @@ void Emitter::emit_reduce(const Op& op) {
     }
     count("warp-reductions");
     int nw = T_ / 32;
-    if (nw > 1) {
-      // One exchange across warps; every thread folds the warp values in the same order, so
-      // the result is uniform.
-      std::string part = smem_ptr(C, 0, int64_t(nw) * P * cbytes(t));
-      std::string Ps = std::to_string(P);
-      barrier();
-      open("if ((tsr_tid & 31) == 0) {");
-      for (int64_t p = 0; p < P; ++p)
-        line(part + "[(tsr_tid >> 5) * " + Ps + " + " + std::to_string(p) + "] = " + accs[p] + "[0];");
-      close();
-      barrier();
-      for (int64_t p = 0; p < P; ++p) {
-        std::string ps = std::to_string(p);
-        line(accs[p] + "[0] = " + part + "[" + ps + "];");
-        line("#pragma unroll");
-        line("for (int w_ = 1; w_ < " + std::to_string(nw) + "; ++w_) " + accs[p] + "[0] = " +
-             step(accs[p] + "[0]", part + "[w_ * " + Ps + " + " + ps + "]") + ";");
-      }
-    }
+    if (nw > 1) exchange_warp_partials(op, C, P, accs, step);
     for (int64_t p = 0; p < P; ++p) put(p, fin(accs[p] + "[0]"));
     count("reductions");
     return;
@@ -365,6 +347,54 @@ void Emitter::emit_reduce(const Op& op) {
     else line(res + " = " + ov + "[0];");
   }
   count("reductions");
+}
+
+// Folds each warp's value accs[p][0] (uniform within the warp) across the CTA's warps, leaving
+// the CTA's value, uniform, in every thread. One barrier per exchange: the partials go to
+// shared words of this reduction alone, so no later exchange can overwrite them while slower
+// threads still read; a reduction inside a loop alternates between two copies (its next run
+// writes the other copy, and the run after that starts only after every thread has passed the
+// barrier in between, hence finished reading). With 8 or more warps (a power of two) each lane
+// reads one warp's partial and a butterfly over the lanes folds them (every lane the same value
+// bit for bit: the steps are commutative); fewer warps are read by every thread in order.
+void Emitter::exchange_warp_partials(const Op& op, const std::string& C, int64_t P, const std::vector<std::string>& accs,
+                                     const std::function<std::string(const std::string&, const std::string&)>& step) {
+  const int nw = T_ / 32;
+  const int64_t words = int64_t(nw) * P;
+  bool looped = persistent_;
+  for (const Block* b = op.parent; b && b->parent && !looped; b = b->parent->parent)
+    looped = b->parent->kind == OpKind::For || b->parent->kind == OpKind::While;
+  std::string part = fresh("tsr_red");
+  line("__shared__ " + C + " " + part + "_mem[" + std::to_string(words * (looped ? 2 : 1)) + "];");
+  red_smem_ += align16(words * (looped ? 2 : 1) * cbytes(op.operand(0)->type.elem));
+  if (looped) {
+    // The copy this run uses; kernel scope, so that it survives from one iteration to the next.
+    prologue_.push_back("int " + part + "_at = 0;  // the copy of " + part + "_mem the next exchange uses");
+    line(C + "* const " + part + " = " + part + "_mem + " + part + "_at;");
+    line(part + "_at ^= " + std::to_string(words) + ";");
+  } else {
+    line(C + "* const " + part + " = " + part + "_mem;");
+  }
+  const std::string Ps = std::to_string(P);
+  open("if ((tsr_tid & 31) == 0) {");
+  for (int64_t p = 0; p < P; ++p) line(part + "[(tsr_tid >> 5) * " + Ps + " + " + std::to_string(p) + "] = " + accs[p] + "[0];");
+  close();
+  barrier();
+  count("block-exchanges");
+  const bool lanes = nw >= 8 && (nw & (nw - 1)) == 0;
+  for (int64_t p = 0; p < P; ++p) {
+    std::string ps = std::to_string(p);
+    if (lanes) {
+      line(accs[p] + "[0] = " + part + "[(tsr_tid & " + std::to_string(nw - 1) + ") * " + Ps + " + " + ps + "];");
+      for (int m = nw / 2; m >= 1; m /= 2)
+        line(accs[p] + "[0] = " + step(accs[p] + "[0]", "tsr::shfl_xor(" + accs[p] + "[0], " + std::to_string(m) + ")") + ";");
+    } else {
+      line(accs[p] + "[0] = " + part + "[" + ps + "];");
+      line("#pragma unroll");
+      line("for (int w_ = 1; w_ < " + std::to_string(nw) + "; ++w_) " + accs[p] + "[0] = " +
+           step(accs[p] + "[0]", part + "[w_ * " + Ps + " + " + ps + "]") + ";");
+    }
+  }
 }
 
 void Emitter::emit_scan(const Op& op) {

@@ -230,6 +230,14 @@ class Emitter {
   int64_t pipe_frag_regs_ = 0;  // most accumulator registers per thread of a pipelined loop
   int64_t pipe_stage_elems_ = 0;  // most elements per thread one pipeline stage copies
   void emit_reduce(const Op& op);
+  // The cross-warp step of a block reduction (EmitShape.cpp): one barrier, in shared words of
+  // the reduction's own (a static __shared__ array; red_smem_ counts their bytes).
+  void exchange_warp_partials(const Op& op, const std::string& C, int64_t P, const std::vector<std::string>& accs,
+                              const std::function<std::string(const std::string&, const std::string&)>& step);
+  int64_t red_smem_ = 0;
+  // Declarations the kernel needs at its top (run() puts them after the preamble), e.g. state
+  // that must outlive a loop iteration of the code that declares it.
+  std::vector<std::string> prologue_;
   void emit_scan(const Op& op);
   void emit_for(const Op& op);
   // The ordinary loop of a `for` (carried values in `carried`).

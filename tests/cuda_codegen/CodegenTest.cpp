@@ -59,6 +59,16 @@ TEST(CudaCodegen, LibraryCompiles) {
     }
 }
 
+// The row kernels at the bench's tiles (one to 32 warps, the one-barrier exchanges with and
+// without the lane fold) and with a warp count that is not a power of two.
+TEST(CudaCodegen, RowKernelsCompileAtLargeTiles) {
+  for (const char* name : {"softmax", "layernorm", "rmsnorm"})
+    for (int64_t bn : {4096, 8192, 32768}) expect_compiles(*lib(name, ScalarKind::BF16, {{"BLOCK_N", bn}}), name);
+  auto k = lib("layernorm", ScalarKind::BF16, {{"BLOCK_N", 4096}});
+  k->constexprs.push_back({"num_warps", 6, {6}, k->loc});
+  expect_compiles(*k, "layernorm num_warps=6");
+}
+
 TEST(CudaCodegen, CorpusCompilesOrSaysWhy) {
   for (const std::string& f : corpus()) {
     std::ifstream in(f);

@@ -31,6 +31,24 @@ TEST(CudaCodegenGpu, RowKernelsMatchInterpreterAtEveryBranch) {
     }
 }
 
+// Block reductions with 6 warps (partials folded in order), 8 and 16 warps (folded by lane
+// shuffles), and the loops' reductions that alternate between two copies of shared words.
+TEST(CudaCodegenGpu, RowKernelsMatchInterpreterAtOtherWarpCounts) {
+  REQUIRE_GPU();
+  for (int64_t warps : {6, 8, 16})
+    for (const char* name : {"softmax", "layernorm", "rmsnorm"})
+      for (int64_t n : {4000, 8192 + 77}) {
+        SCOPED_TRACE(std::string(name) + " num_warps=" + std::to_string(warps) + " N=" + std::to_string(n));
+        auto k = bind_constexprs(*find_library_kernel(name)->build(ScalarKind::BF16), {{"BLOCK_N", 4096}});
+        k->constexprs.push_back({"num_warps", warps, {warps}, k->loc});
+        try {
+          expect_gpu_matches_interp(*k, {{"M", 7}, {"N", n}}, 17);
+        } catch (const TesseraError& e) {
+          ADD_FAILURE() << e.what();
+        }
+      }
+}
+
 TEST(CudaCodegenGpu, WarpReductionsMatchInterpreter) {
   REQUIRE_GPU();
   // [1, 100]: vector width 1 with a partial chunk (threads without elements use the identity);
