@@ -28,24 +28,17 @@ TSR_D void mma_f16_16816(float* c, const uint32_t* a, const uint32_t* b) {
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// One warp: C[16x8] (f32, in registers c[4]) += A[16 x K] * B[K x 8], both 16-bit in shared
-// memory: A row-major at `a` with row stride lda (elements), B stored transposed (n-major) at
-// `bt` with row stride ldb, so that both fragments are 32-bit loads of consecutive k.
-template <bool BF16, int K>
-TSR_D void warp_mma_tile(float* c, const uint16_t* a, int lda, const uint16_t* bt, int ldb, int lane) {
-  const int g = lane >> 2, t = lane & 3;
-#pragma unroll 4
-  for (int k0 = 0; k0 < K; k0 += 16) {
-    uint32_t af[4], bf[2];
-    af[0] = *reinterpret_cast<const uint32_t*>(a + g * lda + k0 + 2 * t);
-    af[1] = *reinterpret_cast<const uint32_t*>(a + (g + 8) * lda + k0 + 2 * t);
-    af[2] = *reinterpret_cast<const uint32_t*>(a + g * lda + k0 + 2 * t + 8);
-    af[3] = *reinterpret_cast<const uint32_t*>(a + (g + 8) * lda + k0 + 2 * t + 8);
-    bf[0] = *reinterpret_cast<const uint32_t*>(bt + g * ldb + k0 + 2 * t);
-    bf[1] = *reinterpret_cast<const uint32_t*>(bt + g * ldb + k0 + 2 * t + 8);
-    if (BF16) mma_bf16_16816(c, af, bf);
-    else mma_f16_16816(c, af, bf);
-  }
+// One warp, one k16 step: c[i][j] += A tile i * B tile j for its MT x NT mma tiles (the
+// warp_mma_block fragment order below). Shared by every fragment source.
+template <bool BF16, int MT, int NT>
+TSR_D void mma_tiles(float (&c)[MT][NT][4], const uint32_t (&a)[MT][4], const uint32_t (&b)[NT][2]) {
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      if (BF16) mma_bf16_16816(c[i][j], a[i], b[j]);
+      else mma_f16_16816(c[i][j], a[i], b[j]);
+    }
 }
 
 }  // namespace tsr
@@ -75,13 +68,7 @@ TSR_D void warp_mma_block(float (&c)[MT][NT][4], const uint16_t* a, int lda, con
       bf[j][0] = *reinterpret_cast<const uint32_t*>(br);
       bf[j][1] = *reinterpret_cast<const uint32_t*>(br + 8);
     }
-#pragma unroll
-    for (int i = 0; i < MT; ++i)
-#pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        if (BF16) mma_bf16_16816(c[i][j], af[i], bf[j]);
-        else mma_f16_16816(c[i][j], af[i], bf[j]);
-      }
+    mma_tiles<BF16>(c, af, bf);
   }
 }
 
@@ -192,13 +179,7 @@ TSR_D void warp_mma_swz(float (&c)[MT][NT][4], const uint16_t* sa, const uint16_
     for (int j = 0; j < NT; j += 2)
       ldsm_x4_trans(bf[j][0], bf[j][1], bf[j + 1][0], bf[j + 1][1],
                     b_base + uint32_t(swz<CPRB>((k0 + r) * CPRB + n0 / 8 + j + h)) * 16u);
-#pragma unroll
-    for (int i = 0; i < MT; ++i)
-#pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        if (BF16) mma_bf16_16816(c[i][j], af[i], bf[j]);
-        else mma_f16_16816(c[i][j], af[i], bf[j]);
-      }
+    mma_tiles<BF16>(c, af, bf);
   }
 }
 
