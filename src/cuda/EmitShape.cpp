@@ -164,7 +164,9 @@ void Emitter::emit_reduce(const Op& op) {
       return f ? C + "(" + a + " * " + b + ")" : C + "(" + U + "(" + a + ") * " + U + "(" + b + "))";
     };
   } else if (kind == "max" || kind == "min") {
-    std::string fn = std::string(f ? "tsr::f" : "tsr::i") + kind + (f ? "_nan<" : "<") + C + ">";
+    // f32: max.NaN / min.NaN, one instruction instead of a compare, a NaN test and a select.
+    std::string fn = t == ScalarKind::F32 ? "tsr::" + kind + "_nan_f32"
+                                          : std::string(f ? "tsr::f" : "tsr::i") + kind + (f ? "_nan<" : "<") + C + ">";
     step = [fn](const std::string& a, const std::string& b) { return fn + "(" + a + ", " + b + ")"; };
   } else if (!arg && kind != "with") {
     fail(op, "unknown reduce kind '" + kind + "'");

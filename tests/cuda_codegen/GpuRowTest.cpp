@@ -3,6 +3,8 @@
 // and reductions with partial chunks and several rows per tile.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "../gpu/GpuTestUtil.h"
 #include "kernels/Library.h"
 #include "passes/Passes.h"
@@ -104,6 +106,29 @@ TEST(CudaCodegenGpu, WarpReductionsMatchInterpreter) {
   } catch (const TesseraError& e) {
     ADD_FAILURE() << e.what();
   }
+}
+
+// Float max/min reductions propagate NaN (max.NaN / min.NaN): a row of softmax with one NaN is
+// NaN throughout on both backends, the other rows are unaffected, at 4 warps (partials read in
+// order) and 8 warps (lane fold).
+TEST(CudaCodegenGpu, FloatMaxReductionsPropagateNaN) {
+  REQUIRE_GPU();
+  for (int64_t warps : {4, 8})
+    for (int64_t nan_at : {0, 1234, 4095}) {
+      SCOPED_TRACE("num_warps=" + std::to_string(warps) + " NaN at " + std::to_string(nan_at));
+      auto k = bind_constexprs(*find_library_kernel("softmax")->build(ScalarKind::F32), {{"BLOCK_N", 4096}});
+      k->constexprs.push_back({"num_warps", warps, {warps}, k->loc});
+      Sizes sizes{{"M", 3}, {"N", 4000 + 95}};
+      std::vector<Tensor> want = make_random_tensors(*k, sizes, 23);
+      want[0].set(1 * sizes["N"] + nan_at, std::nan(""));
+      std::vector<Tensor> got = want;
+      auto wa = args_for(*k, want), ga = args_for(*k, got);
+      run_interp(*k, wa);
+      compile_cuda(*k, test_options())->run_host(ga);
+      testutil::expect_tensors_match(want, got, "softmax with a NaN", "gpu");
+      EXPECT_TRUE(std::isnan(got[1].get(sizes["N"] + 7)));
+      EXPECT_FALSE(std::isnan(got[1].get(7)));
+    }
 }
 
 }  // namespace

@@ -78,6 +78,12 @@ TEST(CudaRowKernels, ManyWarpsFoldTheirPartialsWithShuffles) {
   EXPECT_NE(one.find("[(tsr_tid & 7) * 1 + 0]"), std::string::npos) << one;
 }
 
+TEST(CudaRowKernels, FloatMaxReductionsTakeOneInstructionPerStep) {
+  std::string one = single_tile_branch(emit_row("softmax", 4096).source);
+  EXPECT_GT(count(one, "tsr::max_nan_f32("), 0) << one;
+  EXPECT_EQ(count(one, "tsr::fmax_nan<"), 0) << one;
+}
+
 TEST(CudaRowKernels, SingleTileBranchReadsTheRowOnceWith16ByteVectors) {
   for (const char* name : {"softmax", "layernorm", "rmsnorm"}) {
     std::string one = single_tile_branch(emit_row(name, 4096).source);

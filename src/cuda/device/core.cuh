@@ -129,6 +129,18 @@ template <class T> TSR_D T imin(T a, T b) { return a < b ? a : b; }
 template <class T> TSR_D T imax(T a, T b) { return a > b ? a : b; }
 template <class T> TSR_D T fmin_nan(T a, T b) { return (a < b || a != a) ? a : b; }
 template <class T> TSR_D T fmax_nan(T a, T b) { return (a > b || a != a) ? a : b; }
+// f32 reductions: NaN-propagating max/min in one instruction (sm_80+; the result of a NaN input
+// is the canonical NaN).
+TSR_D float max_nan_f32(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+TSR_D float min_nan_f32(float a, float b) {
+  float r;
+  asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
 // The elementwise min/max ops also order -0 before +0 (docs/semantics.md). Reductions use the
 // plain versions above: the document lets a reduction over zeros of both signs return either.
 TSR_D bool sign_bit(float a) { return __float_as_int(a) < 0; }
