@@ -60,6 +60,7 @@ struct Flags {
   bool matmul_alternatives = true;  // time the alternative tiles of each matmul shape (not --quick)
   std::string json_file, only, dump_cubin;
   int iters = 0;  // 0: adaptive
+  int split_k = 0;  // CudaOptions::split_k: 0 automatic, 1 never, n >= 2 always n ways
   int64_t vec_n = int64_t{1} << 28;
   std::vector<std::pair<int64_t, int64_t>> row_sizes = {{16384, 4096}, {4096, 32768}};
   // M, N, K of each matmul shape; the first is the one --tune searches.
@@ -378,6 +379,7 @@ Flags parse_flags(int argc, char** argv) {
     else if (a == "--iters") f.iters = std::stoi(need(i));
     else if (a == "--dump-cubin") f.dump_cubin = need(i);
     else if (a == "--vec-n") f.vec_n = std::stoll(need(i));
+    else if (a == "--split-k") f.split_k = std::stoi(need(i));
     else if (a == "--mnk") {
       // N (a cube) or MxNxK.
       std::string v = need(i);
@@ -394,10 +396,11 @@ Flags parse_flags(int argc, char** argv) {
     else if (a == "--cols") cols = std::stoll(need(i));
     else if (a == "-h" || a == "--help") {
       std::printf("usage: cuda_bench [--quick] [--json [FILE]] [--only NAME] [--tune] [--iters N] [--dump-cubin DIR]\n"
-                  "                  [--vec-n N] [--rows M] [--cols N] [--mnk N|MxNxK]\n"
+                  "                  [--vec-n N] [--rows M] [--cols N] [--mnk N|MxNxK] [--split-k N]\n"
                   "matmul (bf16) shapes: 4096^3 (the one --tune searches), 8192^3, 4096x14336x4096,\n"
                   "128x14336x4096, 16x4096x4096 (MxNxK), each beside cuBLAS; --quick: 2048^3 only;\n"
-                  "--mnk: that one shape.\n");
+                  "--mnk: that one shape. --split-k: 0 (default) lets the runtime split small wgmma\n"
+                  "matmuls over K, 1 never splits, N >= 2 always splits N ways.\n");
       std::exit(0);
     } else {
       std::fprintf(stderr, "cuda_bench: unknown flag %s\n", a.c_str());
@@ -554,6 +557,11 @@ std::vector<ConstexprConfig> matmul_alternatives(const BenchCase& bc) {
 // A sampled error above this is a wrong product (bf16 output: a few ulps of the largest value).
 constexpr double kGemmTolerance = 0.02;
 
+// " split-K N" when the kernel's latest launch shared each program among N CTAs.
+std::string split_str(const CudaKernel& ck) {
+  return ck.last_splits > 1 ? " split-K " + std::to_string(ck.last_splits) : "";
+}
+
 // Bind and compile every configuration in parallel (NVRTC is the cost), then time each on the
 // shape's buffers with `iters` launches and check its output (buffer set 0) against the sample.
 // Returns the correct ones; `summary` gets "tile figure" per configuration, with those that
@@ -600,7 +608,7 @@ std::vector<Result> time_matmul_configs(const LibraryKernel& lk, const Kernel& u
     }
     char fig[64];
     std::snprintf(fig, sizeof fig, " %.0f", t.figure);
-    say(tile_str(*kk) + fig + (err > kGemmTolerance ? " WRONG" : ""));
+    say(tile_str(*kk) + split_str(*ckk) + fig + (err > kGemmTolerance ? " WRONG" : ""));
     if (err > kGemmTolerance) {
       status = 1;
       continue;
@@ -626,7 +634,7 @@ std::vector<Result> bench_matmul(const LibraryKernel& lk, const BenchCase& bc, c
   ck.launch(bufs.args, ptrs_for(k, bufs, 0), nullptr);
   check(driver()->cuCtxSynchronize(), "cuCtxSynchronize");
   double et = gemm_error(g, set[2].get());
-  note(r, "tile " + tile_str(k) + ", sampled max rel error " + std::to_string(et));
+  note(r, "tile " + tile_str(k) + split_str(ck) + ", sampled max rel error " + std::to_string(et));
   if (et > kGemmTolerance) {
     note(r, "TESSERA WRONG");
     status = 1;
@@ -737,6 +745,7 @@ int main(int argc, char** argv) {
   opts.target = CudaTarget::parse("cuda:sm_90a");
   opts.target = cuda_target_for(opts);
   opts.target_from_device = false;
+  opts.split_k = f.split_k;
   const std::string target = "cuda:" + opts.target.str();
   std::printf("cuda_bench: device %s; compiling for %s\n", device_desc.c_str(), opts.target.str().c_str());
 

@@ -63,9 +63,10 @@ struct CudaOptions {
   // When true and a device is present, `target` is replaced by the device's own architecture
   // (sm_90 -> sm_90a). Set false to compile for `target` exactly (cross-compiling, tests).
   bool target_from_device = true;
-  // Let the runtime launch a wgmma matmul's split-K compilation when its programs would fill at
-  // most half of the device (CudaTarget::split_k). False: always one CTA per program.
-  bool split_k = true;
+  // Split-K for wgmma matmuls (CudaTarget::split_k): 0 lets the runtime launch the split-K
+  // compilation when the programs would fill at most a quarter of the device (split_k_factor);
+  // 1 never splits; n >= 2 always splits n ways where the kernel allows it (for experiments).
+  int split_k = 0;
 };
 
 class CudaKernel {
@@ -91,6 +92,7 @@ class CudaKernel {
   // Launches that ran the split-K variant (CudaTarget::split_k) because the programs were too few
   // to fill the device.
   int64_t launches_split_k = 0;
+  int last_splits = 1;  // CTAs per program of the latest launch (split-K), 1 otherwise
 };
 
 // Compile (or fetch from the memory or disk cache) a bound kernel. Needs NVRTC, not a device:

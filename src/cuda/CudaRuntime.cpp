@@ -170,9 +170,12 @@ class CudaKernelImpl : public CudaKernel {
     }
     // Too few programs to fill the device (the operands' tensor maps are known to be fine by now):
     // the split-K compilation shares each program's K loop among several CTAs.
-    if (info.split_k_capable && !info.split_k && opts_.split_k) {
-      int s = split_k_factor(grid[0] * grid[1] * grid[2], int64_t(dev.num_sms) * c_->ctas_per_sm);
+    last_splits = 1;
+    if (info.split_k_capable && !info.split_k && opts_.split_k != 1) {
+      int s = opts_.split_k >= 2 ? std::min(opts_.split_k, kMaxSplits)
+                                 : split_k_factor(grid[0] * grid[1] * grid[2], int64_t(dev.num_sms) * c_->ctas_per_sm);
       if (s > 1) {
+        last_splits = s;
         ++launches_split_k;
         split_variant().launch_splits(args, ptrs, stream, sizes, grid, s);
         return;
@@ -337,7 +340,7 @@ class CudaKernelImpl : public CudaKernel {
 }  // namespace
 
 int cuda::split_k_factor(int64_t programs, int64_t capacity) {
-  if (programs < 1 || capacity < 2 * programs) return 1;
+  if (programs < 1 || capacity < 4 * programs) return 1;
   return static_cast<int>(std::min<int64_t>(kMaxSplits, capacity / programs));
 }
 

@@ -31,7 +31,7 @@ std::unique_ptr<Kernel> matmul(ScalarKind dt, int64_t bm, int64_t bn, int64_t bk
 
 CudaOptions no_split_options() {
   CudaOptions o = test_options();
-  o.split_k = false;
+  o.split_k = 1;
   return o;
 }
 
@@ -155,6 +155,7 @@ TEST(WgmmaGpu, SplitKMatchesTheInterpreterLaunchAfterLaunch) {
                     Sizes{{"M", 130}, {"N", 520}, {"K", 72}}, Sizes{{"M", 16}, {"N", 1000}, {"K", 1000}}}) {
       run_compiled_and_compare(*ck, *k, s, 11 + uint64_t(launches));
       EXPECT_EQ(ck->launches_split_k, ++launches) << sizes_str(s);
+      EXPECT_GE(ck->last_splits, 2);
     }
     EXPECT_EQ(ck->launches_without_tma, 0);
   }
