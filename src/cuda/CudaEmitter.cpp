@@ -298,7 +298,7 @@ void Emitter::emit_op(const Op& op) {
       }
       break;
     case OpClass::Cast:
-      if (!fold_frag_cast(op)) emit_cast(op);
+      if (!fold_frag_cast(op) && !alias_packed_cast(op)) emit_cast(op);
       break;
     case OpClass::Shape: emit_shape(op); break;
     case OpClass::Dot: emit_dot(op); break;

@@ -33,7 +33,16 @@ void Emitter::emit_load_store(const Op& op) {
   std::vector<int64_t> S = shape_of(op, tile);
   ScalarKind t = view->type.elem;
   std::string St = stype(t);
-  std::string r = load ? declare(op, tile) : nm(tile);
+  const bool packed = load && packs_load(op);
+  std::string r;
+  if (packed) {
+    r = bind_new(tile);
+    line(std::string("tsr::Packed16<") + (t == ScalarKind::BF16 ? "true" : "false") + ", " +
+         std::to_string(layout_of(tile).slots) + "> " + r + ";");
+    count("packed-loads");
+  } else {
+    r = load ? declare(op, tile) : nm(tile);
+  }
   std::string pad = lit(t, op.has_attr("pad") ? op.attr_number("pad") : 0.0);
   Layout L = layout_of(tile);
   open("{");
@@ -79,7 +88,10 @@ void Emitter::emit_load_store(const Op& op) {
     std::string buf = fresh("buf");
     line(St + " " + buf + "[" + V + "];");
     open("if (" + ok + ") {");
-    if (load) {
+    if (packed) {
+      line("tsr::copy_vec<uint32_t, " + std::to_string(L.vec / 2) + ">(" + r + ".w + " + c + " * " +
+           std::to_string(L.vec / 2) + ", reinterpret_cast<const uint32_t*>(" + vi.ptr + " + " + off + "));");
+    } else if (load) {
       line("tsr::copy_vec<" + St + ", " + V + ">(" + buf + ", " + vi.ptr + " + " + off + ");");
     } else {
       line("#pragma unroll");
@@ -101,8 +113,13 @@ void Emitter::emit_load_store(const Op& op) {
     if (load) line(buf + "[v_] = " + eok + " ? " + addr + " : " + St + "(" + store_conv(t, pad) + ");");
     else line("if (" + eok + ") " + addr + " = " + store_conv(t, r + "[" + s0 + " + v_]") + ";");
     close();
+    if (packed) {
+      line("#pragma unroll");
+      line("for (int v_ = 0; v_ < " + std::to_string(L.vec / 2) + "; ++v_) " + r + ".w[" + c + " * " +
+           std::to_string(L.vec / 2) + " + v_] = uint32_t(" + buf + "[2 * v_]) | (uint32_t(" + buf + "[2 * v_ + 1]) << 16);");
+    }
     close();
-    if (load) {
+    if (load && !packed) {
       line("#pragma unroll");
       line("for (int v_ = 0; v_ < " + V + "; ++v_) " + r + "[" + s0 + " + v_] = " + load_conv(t, buf + "[v_]") + ";");
     }
@@ -115,6 +132,53 @@ void Emitter::emit_load_store(const Op& op) {
     });
   }
   close();
+}
+
+bool Emitter::packs_load(const Op& load) {
+  const Value* v = load.result();
+  if (auto it = packed_.find(v); it != packed_.end()) return it->second;
+  bool& ok = packed_[v];
+  if (const ConstexprDecl* d = k_.find_constexpr("pack_narrow_loads"); d && d->value == 0) return ok = false;
+  ScalarKind t = v->type.elem;
+  if ((t != ScalarKind::BF16 && t != ScalarKind::F16) || !v->type.is_tile() || !shape_is_static(v->type.shape)) return ok = false;
+  // Only the vector path fills whole words; its vectors are even.
+  Layout L = layout_of(v);
+  std::vector<int64_t> S = static_shape(v->type.shape);
+  if (L.replicated || L.vec < 2 || S.empty() || S.back() % L.vec != 0) return ok = false;
+  if (users_.empty())
+    walk(const_cast<Block&>(*k_.body), [&](Op& o) {
+      for (const Value* x : o.operands) users_[x].push_back(&o);
+    });
+  auto users = [&](const Value* x) {
+    auto it = users_.find(x);
+    return it == users_.end() ? std::vector<const Op*>{} : it->second;
+  };
+  // Every use a cast to f32 whose result is read slot by slot: elementwise math, reductions,
+  // register-copy shape ops, stores and yields (what indexes a tile with compile-time slots).
+  auto read_by_slot = [](const Op& o) {
+    switch (o.info().cls) {
+      case OpClass::Unary: case OpClass::Binary: case OpClass::Compare: case OpClass::Ternary:
+      case OpClass::Cast: case OpClass::Reduce: return true;
+      default:
+        return o.kind == OpKind::ExpandDims || o.kind == OpKind::Reshape || o.kind == OpKind::StoreTile ||
+               o.kind == OpKind::Yield;
+    }
+  };
+  std::vector<const Op*> casts = users(v);
+  if (casts.empty()) return ok = false;
+  for (const Op* c : casts) {
+    if (c->kind != OpKind::Cast || c->result()->type.elem != ScalarKind::F32) return ok = false;
+    for (const Op* u : users(c->result()))
+      if (!read_by_slot(*u)) return ok = false;
+  }
+  return ok = true;
+}
+
+bool Emitter::alias_packed_cast(const Op& cast) {
+  auto it = packed_.find(cast.operand(0));
+  if (it == packed_.end() || !it->second || cast.result()->type.elem != ScalarKind::F32) return false;
+  line("const auto& " + bind_new(cast.result()) + " = " + nm(cast.operand(0)) + ";  // converts at each use");
+  return true;
 }
 
 void Emitter::emit_gather_scatter(const Op& op) {

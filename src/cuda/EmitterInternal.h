@@ -118,6 +118,15 @@ class Emitter {
   void emit_binary(const Op& op);
   void emit_cast(const Op& op);
   void emit_load_store(const Op& op);
+  // 16-bit float tiles kept packed (EmitMemory.cpp): a load_tile of bf16/f16 through vectors
+  // whose every use is a cast to f32 keeps two elements per 32-bit register (tsr::Packed16),
+  // and each such cast becomes a view of it that converts at every use. The loaded tile then
+  // holds half the registers while it stays live (across a row's reductions, say). A kernel
+  // constexpr pack_narrow_loads = 0 turns this off (for comparisons).
+  bool packs_load(const Op& load);
+  bool alias_packed_cast(const Op& cast);
+  std::unordered_map<const Value*, std::vector<const Op*>> users_;  // filled on first use
+  std::unordered_map<const Value*, bool> packed_;
   void emit_gather_scatter(const Op& op);
   void emit_atomic(const Op& op);
   void emit_shape(const Op& op);

@@ -64,6 +64,7 @@ TEST(CudaCodegen, LibraryCompiles) {
 TEST(CudaCodegen, RowKernelsCompileAtLargeTiles) {
   for (const char* name : {"softmax", "layernorm", "rmsnorm"})
     for (int64_t bn : {4096, 8192, 32768}) expect_compiles(*lib(name, ScalarKind::BF16, {{"BLOCK_N", bn}}), name);
+  expect_compiles(*lib("layernorm", ScalarKind::F16, {{"BLOCK_N", 4096}}), "layernorm f16");
   auto k = lib("layernorm", ScalarKind::BF16, {{"BLOCK_N", 4096}});
   k->constexprs.push_back({"num_warps", 6, {6}, k->loc});
   expect_compiles(*k, "layernorm num_warps=6");

@@ -51,6 +51,22 @@ TEST(CudaCodegenGpu, RowKernelsMatchInterpreterAtOtherWarpCounts) {
       }
 }
 
+// f16 row kernels: their x, w and b loads are kept packed (two halves per register) and
+// converted at each use, at one ragged tile and in the loops.
+TEST(CudaCodegenGpu, F16RowKernelsMatchInterpreter) {
+  REQUIRE_GPU();
+  for (const char* name : {"softmax", "layernorm", "rmsnorm"})
+    for (int64_t n : {3000, 4096 * 2 + 40}) {
+      SCOPED_TRACE(std::string(name) + " f16 N=" + std::to_string(n));
+      auto k = bind_constexprs(*find_library_kernel(name)->build(ScalarKind::F16), {{"BLOCK_N", 4096}});
+      try {
+        expect_gpu_matches_interp(*k, {{"M", 5}, {"N", n}}, 29);
+      } catch (const TesseraError& e) {
+        ADD_FAILURE() << e.what();
+      }
+    }
+}
+
 TEST(CudaCodegenGpu, WarpReductionsMatchInterpreter) {
   REQUIRE_GPU();
   // [1, 100]: vector width 1 with a partial chunk (threads without elements use the identity);

@@ -78,6 +78,47 @@ TEST(CudaRowKernels, ManyWarpsFoldTheirPartialsWithShuffles) {
   EXPECT_NE(one.find("[(tsr_tid & 7) * 1 + 0]"), std::string::npos) << one;
 }
 
+// bf16 loads whose only uses are casts to f32 stay two elements per register; the casts become
+// views that convert at each use. A kernel constexpr pack_narrow_loads = 0 turns this off.
+TEST(CudaRowKernels, NarrowLoadsCastToF32StayPacked) {
+  CudaEmission em = emit_row("rmsnorm", 4096);
+  std::string one = single_tile_branch(em.source);
+  EXPECT_EQ(count(one, "tsr::Packed16<true, 32> "), 2) << one;  // x and w
+  EXPECT_EQ(count(one, "// converts at each use"), 2) << one;
+  EXPECT_EQ(count(one, "tsr::copy_vec<uint32_t, 4>("), 2) << one;
+  EXPECT_EQ(em.stats["packed-loads"], 5);  // and x twice, w once in the loops
+  auto k = bind_constexprs(*find_library_kernel("rmsnorm")->build(ScalarKind::BF16), {{"BLOCK_N", 4096}});
+  k->constexprs.push_back({"pack_narrow_loads", 0, {0, 1}, k->loc});
+  CudaEmission off = emit_cuda_with_info(*k, CudaTarget::parse("sm_90a"));
+  EXPECT_EQ(off.source.find("Packed16"), std::string::npos);
+  EXPECT_EQ(off.stats["packed-loads"], 0);
+}
+
+// A narrow load with a use other than a cast to f32 (here a store of the bf16 tile itself) is
+// not packed.
+TEST(CudaRowKernels, NarrowLoadsWithOtherUsesAreNotPacked) {
+  auto m = parse_module(R"(kernel @k(%x: view<bf16, [N]>, %y: view<bf16, [N]>, %z: view<f32, [N]>) {
+  grid {
+    %n = dim %x {axis = 0} : i32
+    yield %n
+  }
+  %p = program_id {axis = 0} : i32
+  %t = load_tile %x, %p : tile<bf16, [1024]>
+  store_tile %y, %t, %p
+  %f = cast %t : tile<f32, [1024]>
+  store_tile %z, %f, %p
+  %u = load_tile %x, %p : tile<bf16, [1024]>
+  %g = cast %u : tile<f32, [1024]>
+  %h = add %f, %g : tile<f32, [1024]>
+  store_tile %z, %h, %p
+}
+)",
+                        "packed.tile");
+  CudaEmission em = emit_cuda_with_info(*bind_constexprs(*m->kernels.at(0), {}), CudaTarget::parse("sm_80"));
+  EXPECT_EQ(em.stats["packed-loads"], 1) << em.source;
+  EXPECT_EQ(count(em.source, "tsr::Packed16<true, 8> "), 1) << em.source;
+}
+
 TEST(CudaRowKernels, FloatMaxReductionsTakeOneInstructionPerStep) {
   std::string one = single_tile_branch(emit_row("softmax", 4096).source);
   EXPECT_GT(count(one, "tsr::max_nan_f32("), 0) << one;
@@ -87,8 +128,10 @@ TEST(CudaRowKernels, FloatMaxReductionsTakeOneInstructionPerStep) {
 TEST(CudaRowKernels, SingleTileBranchReadsTheRowOnceWith16ByteVectors) {
   for (const char* name : {"softmax", "layernorm", "rmsnorm"}) {
     std::string one = single_tile_branch(emit_row(name, 4096).source);
-    // x is parameter 0: one load of it (16-byte vectors of 8 bf16), one store of y.
-    EXPECT_EQ(count(one, "tsr::copy_vec<uint16_t, 8>(buf"), count(one, "load_tile ")) << name;
+    // x is parameter 0: one load of it (16-byte vectors of 8 bf16, kept packed as 4 words), one
+    // store of y.
+    EXPECT_EQ(count(one, "tsr::copy_vec<uint16_t, 8>(buf") + count(one, "tsr::copy_vec<uint32_t, 4>("),
+              count(one, "load_tile ")) << name;
     EXPECT_EQ(count(one, "load_tile %x"), 1) << name;
     EXPECT_EQ(count(one, "store_tile %y"), 1) << name;
     EXPECT_NE(one.find("tsr::aligned_vec<uint16_t, 8>(tsr_p0"), std::string::npos) << name;

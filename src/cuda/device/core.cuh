@@ -181,6 +181,26 @@ TSR_D bool aligned_vec(const S* p) {
   return (reinterpret_cast<uintptr_t>(p) & uintptr_t(piece - 1)) == 0;
 }
 
+// A thread's slots of a bf16 (BF) or f16 tile as loaded: two elements per 32-bit register,
+// element i in half i % 2 of word i / 2, converted to float at each use. The conversions are
+// volatile asm so that the compiler cannot merge those of different uses into one float kept
+// live in between (which would take back the registers packing saves); one instruction each.
+template <bool BF, int N>
+struct Packed16 {
+  uint32_t w[N / 2];
+  TSR_D float operator[](int i) const {
+    float r;
+    if (BF) {
+      if (i & 1) asm volatile("and.b32 %0, %1, 0xffff0000;" : "=f"(r) : "r"(w[i >> 1]));
+      else asm volatile("shl.b32 %0, %1, 16;" : "=f"(r) : "r"(w[i >> 1]));
+    } else {
+      if (i & 1) asm volatile("{ .reg .b16 l, h; mov.b32 {l, h}, %1; cvt.f32.f16 %0, h; }" : "=f"(r) : "r"(w[i >> 1]));
+      else asm volatile("{ .reg .b16 l, h; mov.b32 {l, h}, %1; cvt.f32.f16 %0, l; }" : "=f"(r) : "r"(w[i >> 1]));
+    }
+    return r;
+  }
+};
+
 // ---- atomics on any storage type: compare-and-swap on the containing word ----
 template <int B> struct UIntT;
 template <> struct UIntT<1> { typedef uint8_t T; };
