@@ -753,7 +753,7 @@ static int pick_threads(const Kernel& k) {
   return threads;
 }
 
-static int64_t smem_limit(const CudaTarget& t) {
+int64_t smem_limit(const CudaTarget& t) {
   if (t.sm >= 90) return 227 * 1024;
   if (t.sm == 80 || t.sm == 87) return 163 * 1024;
   return 99 * 1024;
@@ -941,7 +941,7 @@ CudaEmission Emitter::run() {
   // fragments stored straight from registers; BLOCK_K = 64 at 128 x 128 spills under the cap):
   // ask ptxas for that cap when shared memory allows two CTAs per SM, so that one CTA's barrier
   // waits, prologue and epilogue overlap another's main loop.
-  if (pipe_frag_regs_ > 0 && pipe_frag_regs_ <= 64 && pipe_stage_elems_ <= 32) {
+  if (pipe_frag_regs_ > 0 && pipe_fits_two_ctas(pipe_frag_regs_, pipe_stage_elems_)) {
     int64_t blocks = 65536 / (int64_t(T_) * 128);
     if (smem > 0) blocks = std::min(blocks, smem_limit(tg_) / smem);
     std::string lb = "__launch_bounds__(" + std::to_string(T_) + ")";

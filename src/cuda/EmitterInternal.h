@@ -178,6 +178,8 @@ class Emitter {
   struct PipePlan {
     bool ok = false;
     int stages = 0;
+    // Fragments of k16 step ks + 1 load while step ks's mma run (one CTA per SM: registers allow).
+    bool double_buffer = false;
     const Op *dot = nullptr, *load_a = nullptr, *load_b = nullptr;
     MmaPlan mma;
   };
@@ -275,5 +277,13 @@ int uses_in(Block& b, const Value* v);
 
 // Per-warp fragment coordinates warp_, lane_, g_, t_, m0_, n0_ (inside a block the caller opens).
 void warp_coords(Emitter& e, const Emitter::MmaPlan& p);
+
+// Dynamic shared memory one CTA may use on the target.
+int64_t smem_limit(const CudaTarget& t);
+// Whether a pipelined matmul whose threads hold `acc_regs` accumulators and copy `stage_elems`
+// elements per stage fits two CTAs per SM (128 registers per thread, without spills) with its
+// fragments loaded step by step. Larger ones run one CTA per SM, with room for double-buffered
+// fragments and a deeper ring.
+inline bool pipe_fits_two_ctas(int64_t acc_regs, int64_t stage_elems) { return acc_regs <= 64 && stage_elems <= 32; }
 
 }  // namespace tessera::cudagen

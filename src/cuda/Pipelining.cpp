@@ -3,10 +3,20 @@
 // issued S-1 iterations ahead, and the dot reads its fragments from the stage with ldmatrix.
 //
 //   prologue:  stages 0..S-2 <- iterations 0..S-2 (one commit group each, empty past the end)
-//   iteration i: wait until group i is complete; barrier (stage i%S visible to all, and every
-//              warp is done with stage (i-1)%S); issue iteration i+S-1 into stage (i-1)%S;
-//              commit; mma over stage i%S
+//   iteration i over stage i%S, in k16 steps ks = 0 .. KS-1 (KS = BK/16), either
+//   - two CTAs per SM (128 registers): wait until group i is complete; barrier (stage i%S
+//     visible to all, and every warp done with stage (i-1)%S); issue iteration i+S-1 into
+//     stage (i-1)%S; commit; each step loads its fragments, then runs its mma; or
+//   - one CTA per SM (PipePlan::double_buffer, KS even): fragments double-buffered, each step
+//     loading the next step's while its own mma run. Before the loop: wait for group 0;
+//     barrier; load step 0 of stage 0. Then
+//       ks = 0:     load step 1, mma step 0; issue iteration i+S-1 into stage (i-1)%S; commit
+//       ks = KS-1:  wait until group i+1 is complete; barrier (stage (i+1)%S visible to all,
+//                   every warp done reading stage i%S); load step 0 of stage (i+1)%S; mma
+//                   step KS-1
 //   after:     wait for all groups; barrier (the ring may be reused)
+// Either way one barrier per iteration: stage (i-1)%S was last read before the barrier that
+// precedes its refill.
 //
 // cp.async needs 16-byte aligned sources: when an operand view's base pointer is not 16-byte
 // aligned or its rows are not multiples of 8 elements (a uniform runtime flag), its chunks are
@@ -61,15 +71,24 @@ Emitter::PipePlan Emitter::plan_pipeline(const Op& f, const std::vector<std::pai
   Block& body = f.region(0);
   MmaPlan p = plan_mma(*dot);
   if (!p.ok || p.nt % 2 != 0) return pp;
+  // The swizzle keeps a chunk in its 128-byte line only for rows of fewer than 8 chunks or of
+  // whole lines (mma.cuh, swz).
+  for (int64_t cpr : {p.K / 8, p.N / 8})
+    if (cpr > 8 && cpr % 8 != 0) return pp;
   ScalarKind in = dot->operand(0)->type.elem;
   const Op *la = ring_operand_load(body, dot->operand(0), in), *lb = ring_operand_load(body, dot->operand(1), in);
   if (!la || !lb || la == lb) return pp;
   for (const auto& o : body.ops)
     if (o.get() != dot && o.get() != la && o.get() != lb && o->kind != OpKind::Yield && !pure_scalar(*o)) return pp;
-  // Deeper rings than ~96 KiB only cost occupancy.
+  // Two CTAs per SM: deeper rings than ~96 KiB only cost occupancy. One CTA per SM (registers
+  // decide that): the ring may take the SM's shared memory, less 16 KiB for other scratch
+  // (128 x 256 x 64: 3 stages of 48 KiB on sm_80, 4 on sm_90).
   int64_t stage_bytes = (p.M * p.K + p.K * p.N) * 2;
+  // Double buffers alternate within a stage, so a stage needs an even number of k16 steps.
+  pp.double_buffer = !pipe_fits_two_ctas(p.mt * p.nt * 4, stage_bytes / 2 / T_) && p.K % 32 == 0;
+  int64_t budget = pp.double_buffer ? smem_limit(tg_) - 16 * 1024 : 96 * 1024;
   int64_t S = std::min<int64_t>(std::get<int64_t>(*a), 8);
-  while (S > 2 && S * stage_bytes > 96 * 1024) --S;
+  while (S > 2 && S * stage_bytes > budget) --S;
   pp.ok = true;
   pp.stages = static_cast<int>(S);
   pp.dot = dot, pp.load_a = la, pp.load_b = lb;
@@ -128,24 +147,79 @@ void Emitter::emit_pipelined(const Op& f, const PipePlan& pp, const std::string&
   line("tsr::cp_async_commit();");
   close();
 
-  std::string it = fresh("it"), cur = fresh("cur"), nxt = fresh("nxt"), pv2 = fresh("pv");
+  const int KS = static_cast<int>(p.K / 16);
+  std::string it = fresh("it"), cur = fresh("cur"), nxt = fresh("nxt"), pv2 = fresh("pv"), rs = fresh("ring_s");
+  std::string fa = fresh("fa"), fb = fresh("fb");
+  std::string SEB = std::to_string((p.M * p.K + p.K * p.N) * 2), AEB = std::to_string(p.M * p.K * 2);
+  std::string mt = std::to_string(p.mt), nt = std::to_string(p.nt);
+  const bool idle_warps = p.wm * p.wn != T_ / 32;
+  std::string guard = idle_warps ? "if (warp_ < " + std::to_string(p.wm * p.wn) + ") {" : "{";
+  auto load_frags = [&](int buf, int ks, const std::string& stage) {
+    std::string base = stage == "0" ? rs : rs + " + uint32_t(" + stage + ") * " + SEB + "u";
+    line("tsr::ldsm_frags<" + BK + ", " + mt + ", " + nt + ", " + std::to_string(p.N / 8) + ">(" + fa + "[" +
+         std::to_string(buf) + "], " + fb + "[" + std::to_string(buf) + "], " + base + ", " + base + " + " + AEB + "u, " +
+         std::to_string(ks) + ", m0_, n0_, lane_);");
+  };
+  auto issue_next = [&]() {
+    line("const int64_t " + pv2 + " = " + it + " + int64_t(" + std::to_string(S - 1) + ") * int64_t(" + step + ");");
+    line("const int " + nxt + " = " + cur + " == 0 ? " + std::to_string(S - 1) + " : " + cur + " - 1;");
+    open("if (" + pv2 + " < " + hi + ") {");
+    issue(pv2, nxt);
+    close();
+    line("tsr::cp_async_commit();");
+  };
+  auto mma = [&](int buf) {
+    line(std::string("tsr::mma_tiles<") + (p.bf16 ? "true" : "false") + ">(" + frag + ", " + fa + "[" +
+         std::to_string(buf) + "], " + fb + "[" + std::to_string(buf) + "]);");
+  };
+  auto advance = [&]() { line(cur + " = " + cur + " + 1 == " + std::to_string(S) + " ? 0 : " + cur + " + 1;"); };
+  line("const uint32_t " + rs + " = tsr::smem_u32(" + ring + ");");
+  line("uint32_t " + fa + "[" + std::string(pp.double_buffer ? "2" : "1") + "][" + mt + "][4], " + fb + "[" +
+       (pp.double_buffer ? "2" : "1") + "][" + nt + "][2];");
   line("int " + cur + " = 0;");
-  open("for (int64_t " + it + " = " + lo + "; " + step + " > 0 && " + it + " < " + hi + "; " + it + " += " + step + ") {");
-  line("tsr::cp_async_wait<" + std::to_string(S - 2) + ">();");
-  barrier();
-  line("const int64_t " + pv2 + " = " + it + " + int64_t(" + std::to_string(S - 1) + ") * int64_t(" + step + ");");
-  line("const int " + nxt + " = " + cur + " == 0 ? " + std::to_string(S - 1) + " : " + cur + " - 1;");
-  open("if (" + pv2 + " < " + hi + ") {");
-  issue(pv2, nxt);
-  close();
-  line("tsr::cp_async_commit();");
-  open(p.wm * p.wn == T_ / 32 ? "{" : "if (warp_ < " + std::to_string(p.wm * p.wn) + ") {");
-  line(std::string("tsr::warp_mma_swz<") + (p.bf16 ? "true" : "false") + ", " + BK + ", " + std::to_string(p.mt) + ", " +
-       std::to_string(p.nt) + ", " + std::to_string(p.N / 8) + ">(" + frag + ", " + ring + " + " + cur + " * " + SE + ", " +
-       ring + " + " + cur + " * " + SE + " + " + AE + ", m0_, n0_, lane_);");
-  close();
-  line(cur + " = " + cur + " + 1 == " + std::to_string(S) + " ? 0 : " + cur + " + 1;");
-  close();
+  if (!pp.double_buffer) {
+    // Two CTAs per SM, 128 registers: one fragment set, loaded right before its mma. Iteration i
+    // waits for stage i%S and refills stage (i-1)%S, read before this barrier.
+    open("for (int64_t " + it + " = " + lo + "; " + step + " > 0 && " + it + " < " + hi + "; " + it + " += " + step + ") {");
+    line("tsr::cp_async_wait<" + std::to_string(S - 2) + ">();");
+    barrier();
+    issue_next();
+    for (int ks = 0; ks < KS; ++ks) {
+      open(guard);
+      load_frags(0, ks, cur);
+      mma(0);
+      close();
+    }
+    advance();
+    close();
+  } else {
+    // Fragments double-buffered across k16 steps: step ks loads the fragments of step ks + 1
+    // while its mma run, and the last step of a stage waits for the next stage and loads its
+    // first step's fragments. Every read of a stage thus happens before the barrier at its last
+    // step, which is what lets the next iteration refill it after that one barrier.
+    line("tsr::cp_async_wait<" + std::to_string(S - 2) + ">();");
+    barrier();
+    open(guard);
+    load_frags(0, 0, "0");
+    close();
+    open("for (int64_t " + it + " = " + lo + "; " + step + " > 0 && " + it + " < " + hi + "; " + it + " += " + step + ") {");
+    for (int ks = 0; ks < KS; ++ks) {
+      line("// k16 step " + std::to_string(ks) + " of " + std::to_string(KS));
+      if (ks == KS - 1) {
+        line("tsr::cp_async_wait<" + std::to_string(S - 2) + ">();");
+        barrier();
+        advance();
+      }
+      open(guard);
+      load_frags((ks + 1) % 2, (ks + 1) % KS, cur);
+      mma(ks % 2);
+      close();
+      // The refill goes out after the first step's mma, so the tensor cores start first (KS >= 2:
+      // it is committed before the wait at the last step that counts it).
+      if (ks == 0) issue_next();
+    }
+    close();
+  }
   line("tsr::cp_async_wait<0>();");
   barrier();
   close();

@@ -45,7 +45,8 @@ Outcome compile(const std::string& args) {
 TEST(CliCompileStats, CudaTargetPrintsTheEmittersStatistics) {
   Outcome r = compile("matmul --dtype bf16 --target cuda:sm_80 --emit cuda --stats");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("tsr::warp_mma_swz<true"));
+  EXPECT_THAT(r.out, HasSubstr("tsr::ldsm_frags<"));
+  EXPECT_THAT(r.out, HasSubstr("tsr::mma_tiles<true>("));
   EXPECT_THAT(r.err, HasSubstr("// ----- statistics for matmul -----\n"));
   EXPECT_THAT(r.err, HasSubstr("// ----- cuda emitter statistics for matmul (cuda:sm_80) -----\n"));
   EXPECT_THAT(r.err, HasSubstr("\ndot.mma_pipelined = 1\n"));

@@ -62,7 +62,7 @@ TEST(CudaGolden, Bf16MatmulUsesTensorCoresWithTheAccumulatorInFragments) {
 
 TEST(CudaGolden, F16MatmulUsesF16TensorCoresAndF32UsesFma) {
   EXPECT_NE(emit_lib("matmul", ScalarKind::F16, kSmallTiles).source.find("tsr::warp_mma_block<false"), std::string::npos);
-  EXPECT_NE(emit_lib("matmul", ScalarKind::F16).source.find("tsr::warp_mma_swz<false"), std::string::npos);
+  EXPECT_NE(emit_lib("matmul", ScalarKind::F16).source.find("tsr::mma_tiles<false>("), std::string::npos);
   CudaEmission f32 = emit_lib("matmul", ScalarKind::F32);
   EXPECT_EQ(f32.source.find("warp_mma_block"), std::string::npos);
   EXPECT_EQ(f32.stats["fma-dots"], 1);

@@ -77,14 +77,25 @@ TSR_D void warp_mma_block(float (&c)[MT][NT][4], const uint16_t* a, int lda, con
 // ---- pipelined operands: cp.async rings in swizzled shared memory, ldmatrix fragment loads ----
 //
 // A stage holds a 16-bit tile row-major in 16-byte chunks (8 elements); chunk q = row * CPR + c
-// (CPR chunks per row) lives at chunk slot swz<CPR>(q). The XOR key flips only the low 3 bits,
-// so a chunk stays inside its 128-byte line (and its row when CPR >= 8): any 8 consecutive
-// rows read at one chunk column (one ldmatrix phase) hit 8 different 16-byte bank groups.
+// (CPR chunks per row: below 8, or a multiple of 8) lives at chunk slot swz<CPR>(q). The XOR key
+// flips only the low 3 bits, so a chunk stays inside its 128-byte line (and its row when
+// CPR >= 8): any 8 consecutive rows read at one chunk column (one ldmatrix phase) hit 8
+// different 16-byte bank groups. (A CPR of 10, say, would let a line straddle two rows with
+// different keys, and two chunks could land in one slot.)
 namespace tsr {
 
 template <int CPR>
 TSR_D int swz(int q) {
   return q ^ (((CPR >= 8) ? q / CPR : q / 8) & 7);
+}
+
+// swz<CPR>(row * CPR + col) for col < CPR, written (rows of whole 128-byte lines) so that the
+// compiler sees the key depend on row % 8 only: the fragment loops' rows are a lane's row plus
+// multiples of 16, so their addresses become per-lane constants plus immediates.
+template <int CPR>
+TSR_D int swz_rc(int row, int col) {
+  if (CPR % 8 == 0) return row * CPR + (col ^ (row & 7));
+  return swz<CPR>(row * CPR + col);
 }
 
 TSR_D uint32_t smem_u32(const void* p) {
@@ -94,9 +105,12 @@ TSR_D uint32_t smem_u32(const void* p) {
 }
 
 // 16 bytes global -> shared, bypassing L1; bytes < 16 reads only that many and zero-fills the rest
-// (0: nothing is read, the chunk is all zeros).
+// (0: nothing is read, the chunk is all zeros). Without `bytes`: all 16.
 TSR_D void cp_async_16(uint32_t dst, const void* src, int bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+TSR_D void cp_async_16(uint32_t dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
 }
 TSR_D void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>
@@ -123,12 +137,30 @@ TSR_D void ldsm_x4_trans(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3,
 // aligned, so every chunk is one cp.async; otherwise the chunks that hold data are read element
 // by element and written with one 16-byte shared store (synchronous: visible after the barrier
 // that also publishes the cp.async groups), so that unaligned operands need no second loop.
+//
+// A tile wholly inside an aligned matrix (every tile but the last row and column of tiles) takes
+// a shorter path: no per-chunk bounds, and when NTHREADS spans whole swizzle periods, a thread's
+// i-th chunk sits a fixed distance from its first in both memories, so its addresses are one add
+// each (this matters for registers: 128 x 256 x 64 spilled with the per-chunk arithmetic).
 template <int ROWS, int CPR, int NTHREADS>
 TSR_D void cp_tile_async(uint16_t* s, const uint16_t* g, int64_t row0, int64_t col0, int64_t nrows, int64_t ncols,
                          int64_t ld, int tid, bool vec) {
   constexpr int total = ROWS * CPR;
   const uint32_t base = smem_u32(s);
+  // The XOR key of chunk q depends on q / max(CPR, 8) mod 8 only.
+  constexpr bool periodic = NTHREADS % CPR == 0 && (NTHREADS / (CPR >= 8 ? CPR : 8)) % 8 == 0 && NTHREADS % 8 == 0;
+  if (periodic && vec && row0 >= 0 && col0 >= 0 && row0 + ROWS <= nrows && col0 + 8 * CPR <= ncols) {
+    const uint16_t* src = g + (row0 + tid / CPR) * ld + col0 + 8 * (tid % CPR);
+    const uint32_t dst = base + uint32_t(swz<CPR>(tid)) * 16u;
+    const int64_t step = int64_t(NTHREADS / CPR) * ld;
 #pragma unroll
+    for (int i = 0; i < (total + NTHREADS - 1) / NTHREADS; ++i)
+      if (total % NTHREADS == 0 || tid + i * NTHREADS < total) cp_async_16(dst + uint32_t(i * NTHREADS * 16), src + i * step);
+    return;
+  }
+  // Edge tiles and unaligned operands: rare, so a rolled loop (no per-chunk values kept live
+  // across the main loop).
+#pragma unroll 1
   for (int i = 0; i < (total + NTHREADS - 1) / NTHREADS; ++i) {
     const int q = tid + i * NTHREADS;
     if (total % NTHREADS == 0 || q < total) {
@@ -159,28 +191,25 @@ TSR_D void cp_tile_async(uint16_t* s, const uint16_t* g, int64_t row0, int64_t c
   }
 }
 
-// One warp: c[MT][NT] (the warp_mma_block fragment order) += A[m0 .. m0+16MT, 0 .. BK) *
-// B[0 .. BK, n0 .. n0+8NT) from swizzled stages: A row-major BM x BK (BK/8 chunks per row),
-// B row-major BK x BN (CPRB = BN/8 chunks per row). Lane l addresses row l % 16 and chunk l / 16
-// of a 16x16 block: for A that is x4 = {rows 0-7, 8-15} x {k 0-7, 8-15} = a[0..3]; for B (rows
-// are k) x4.trans = {k 0-7, k 8-15} x {n 0-7, n 8-15} = b[j][0], b[j][1], b[j+1][0], b[j+1][1].
-template <bool BF16, int BK, int MT, int NT, int CPRB>
-TSR_D void warp_mma_swz(float (&c)[MT][NT][4], const uint16_t* sa, const uint16_t* sb, int m0, int n0, int lane) {
+// One warp: the fragments of k16 step `ks` (k = 16ks .. 16ks+15 of the stage) of its block at
+// rows m0 .. m0+16MT, columns n0 .. n0+8NT, from a swizzled stage at shared addresses `sa` (A
+// row-major BM x BK, BK/8 chunks per row) and `sb` (B row-major BK x BN, CPRB = BN/8 chunks per
+// row), in mma_tiles' order. Lane l addresses row l % 16 and chunk l / 16 of a 16x16 block: for
+// A that is x4 = {rows 0-7, 8-15} x {k 0-7, 8-15} = a[i][0..3]; for B (rows are k) x4.trans =
+// {k 0-7, k 8-15} x {n 0-7, n 8-15} = b[j][0], b[j][1], b[j+1][0], b[j+1][1]. MT + NT/2
+// ldmatrix.x4 feed MT * NT mma: 8 per 32 for a 64 x 64 warp block.
+template <int BK, int MT, int NT, int CPRB>
+TSR_D void ldsm_frags(uint32_t (&a)[MT][4], uint32_t (&b)[NT][2], uint32_t sa, uint32_t sb, int ks, int m0, int n0,
+                      int lane) {
   static_assert(NT % 2 == 0, "B fragments are loaded in pairs of n tiles");
   constexpr int CPRA = BK / 8;
-  const uint32_t a_base = smem_u32(sa), b_base = smem_u32(sb);
   const int r = lane & 15, h = lane >> 4;
 #pragma unroll
-  for (int k0 = 0; k0 < BK; k0 += 16) {
-    uint32_t af[MT][4], bf[NT][2];
+  for (int i = 0; i < MT; ++i) ldsm_x4(a[i], sa + uint32_t(swz_rc<CPRA>(m0 + 16 * i + r, 2 * ks + h)) * 16u);
 #pragma unroll
-    for (int i = 0; i < MT; ++i) ldsm_x4(af[i], a_base + uint32_t(swz<CPRA>((m0 + 16 * i + r) * CPRA + k0 / 8 + h)) * 16u);
-#pragma unroll
-    for (int j = 0; j < NT; j += 2)
-      ldsm_x4_trans(bf[j][0], bf[j][1], bf[j + 1][0], bf[j + 1][1],
-                    b_base + uint32_t(swz<CPRB>((k0 + r) * CPRB + n0 / 8 + j + h)) * 16u);
-    mma_tiles<BF16>(c, af, bf);
-  }
+  for (int j = 0; j < NT; j += 2)
+    ldsm_x4_trans(b[j][0], b[j][1], b[j + 1][0], b[j + 1][1],
+                  sb + uint32_t(swz_rc<CPRB>(16 * ks + r, n0 / 8 + j + h)) * 16u);
 }
 
 }  // namespace tsr
