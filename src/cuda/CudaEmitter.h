@@ -55,6 +55,10 @@ namespace tessera {
 // Bumped whenever the generated code changes meaning (part of the compile cache key).
 inline constexpr const char* kCudaCodegenVersion = "tessera-cuda-codegen-1";
 
+// The most CTAs a split-K launch gives one program (CudaTarget::split_k): each adds a slot of
+// partial sums that the program's last CTA reads back.
+inline constexpr int kMaxSplitK = 16;
+
 struct CudaParam {
   enum class Kind : uint8_t { Pointer, Dim, Scalar, TensorMap, GridSize, SplitWorkspace };
   Kind kind = Kind::Pointer;

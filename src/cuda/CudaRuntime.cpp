@@ -172,7 +172,7 @@ class CudaKernelImpl : public CudaKernel {
     // the split-K compilation shares each program's K loop among several CTAs.
     last_splits = 1;
     if (info.split_k_capable && !info.split_k && opts_.split_k != 1) {
-      int s = opts_.split_k >= 2 ? std::min(opts_.split_k, kMaxSplits)
+      int s = opts_.split_k >= 2 ? std::min(opts_.split_k, kMaxSplitK)
                                  : split_k_factor(grid[0] * grid[1] * grid[2], int64_t(dev.num_sms) * c_->ctas_per_sm);
       if (s > 1) {
         last_splits = s;
@@ -341,7 +341,7 @@ class CudaKernelImpl : public CudaKernel {
 
 int cuda::split_k_factor(int64_t programs, int64_t capacity) {
   if (programs < 1 || capacity < 4 * programs) return 1;
-  return static_cast<int>(std::min<int64_t>(kMaxSplits, capacity / programs));
+  return static_cast<int>(std::min<int64_t>(kMaxSplitK, capacity / programs));
 }
 
 CudaTarget cuda_target_for(const CudaOptions& o) {

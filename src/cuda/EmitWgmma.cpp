@@ -155,6 +155,9 @@ void Emitter::emit_wgmma_setup() {
   // Earlier ordinary shared-memory accesses (exchanges before the loop) come before the TMA's.
   line("tsr::fence_proxy_async();");
   open("if (tsr_tid == 0) {");
+  // The descriptors travel to the TMA unit while the barriers are set up.
+  for (const std::string* m : {&w.tma_a, &w.tma_b, &w.tma_c})
+    if (!m->empty()) line("tsr::prefetch_tensormap(&" + *m + ");");
   open("for (int s_ = 0; s_ < " + n(S) + "; ++s_) {");
   line("tsr::mbar_init(full_ + 8u * s_, 1);");
   line("tsr::mbar_init(empty_ + 8u * s_, " + n(CW) + ");");
@@ -320,7 +323,11 @@ void Emitter::emit_split_k_fixup(const std::string& frag) {
   line("__threadfence();");
   // Zero again for the next launch, which stream order places after this one.
   line("if (tsr_tid == 0) cnt_[prog_] = 0u;");
-  line("if (mine_) tsr::frags_sum_slots(" + frag + ", slots_ + prog_ * slot_, progs_ * slot_, int(gridDim.z), tsr_tid, " +
+  // Slots loaded per round: as many as registers allow without spills (ptxas, sm_90a: one
+  // consumer warpgroup has 255 registers per thread; two or three share 168 or 128).
+  const bool one_wg = w.consumer_warps == 4;
+  const int q = w.BN >= 256 ? 1 : w.BN >= 128 ? (one_wg ? 4 : 2) : 4;
+  line("if (mine_) tsr::frags_sum_slots<" + n(q) + ">(" + frag + ", slots_ + prog_ * slot_, progs_ * slot_, int(gridDim.z), tsr_tid, " +
        n(CT) + ");");
   close();
 }

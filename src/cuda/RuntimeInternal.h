@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cuda/CudaBackend.h"
+#include "cuda/CudaEmitter.h"
 
 namespace tessera::cuda {
 
@@ -18,10 +19,9 @@ std::string op_summary(const Op& op);
 // Split-K (CudaTarget::split_k): how many CTAs should share each program's K loop when
 // `programs` programs run on a device that holds `capacity` CTAs at once (multiprocessors x
 // resident CTAs each). 1 unless the programs fill at most a quarter of it; else as many as fill
-// it, at most kMaxSplits (each split adds a slot of partial sums to write and read back). On the
+// it, at most kMaxSplitK (each split adds a slot of partial sums to write and read back). On the
 // H200 a 2-way split of 56 programs of 128 x 256 (128x14336x4096) ran slower than no split
 // (299 against 337 TFLOP/s: the partial sums of large tiles cost more than the idle SMs).
-inline constexpr int kMaxSplits = 16;
 int split_k_factor(int64_t programs, int64_t capacity);
 
 }  // namespace tessera::cuda

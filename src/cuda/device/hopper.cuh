@@ -69,6 +69,12 @@ TSR_D void tma_load_2d(uint32_t dst, const TmaDesc* map, int c0, int c1, uint32_
       : "memory");
 }
 
+// Starts fetching a tensor map into the TMA unit's descriptor cache, so that the first copy
+// does not wait for it (a __grid_constant__ parameter's generic address).
+TSR_D void prefetch_tensormap(const TmaDesc* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
 // TMA store: shared `src` (a box laid out as the tensor map says, 128-byte swizzled) -> the box
 // at (c0, c1) of the tensor; parts outside the tensor are not written. Completion is tracked by
 // bulk groups of the issuing thread.
@@ -131,23 +137,34 @@ TSR_D void frags_to_slot(const float (&d)[1][NT][4], float* slot, int tid, int n
                  "f"(d[0][j][0]), "f"(d[0][j][1]), "f"(d[0][j][2]), "f"(d[0][j][3])
                  : "memory");
 }
-// d = the sum over s = 0 .. splits-1 of slot `first + s * stride` (in that order).
-template <int NT>
+TSR_D float4 ld_cg_f4(const float* p) {
+  float4 v;
+  asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+// d = the sum over s = 0 .. splits-1 of slot `first + s * stride`, added in that order. Q slots
+// per round: a column's Q loads are in flight together (the volatile loads keep their order;
+// ptxas moves the adds after them as registers allow), so the rounds of L2 latency are
+// splits / Q, without the register blow-up of unrolling every slot (with 128 accumulators per
+// thread, BLOCK_N = 256, even Q = 2 spills under the 168-register cap of 384 threads: Q = 1).
+template <int Q, int NT>
 TSR_D void frags_sum_slots(float (&d)[1][NT][4], const float* first, int64_t stride, int splits, int tid, int nthreads) {
 #pragma unroll
   for (int j = 0; j < NT; ++j)
 #pragma unroll
     for (int r = 0; r < 4; ++r) d[0][j][r] = 0.0f;
-  for (int s = 0; s < splits; ++s) {
-    const float* slot = first + s * stride;
+  for (int s = 0; s < splits; s += Q) {
 #pragma unroll
     for (int j = 0; j < NT; ++j) {
-      float a, b, c, e;
-      asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-                   : "=f"(a), "=f"(b), "=f"(c), "=f"(e)
-                   : "l"(slot + 4 * (int64_t(j) * nthreads + tid))
-                   : "memory");
-      d[0][j][0] += a, d[0][j][1] += b, d[0][j][2] += c, d[0][j][3] += e;
+      const float* p = first + s * stride + 4 * (int64_t(j) * nthreads + tid);
+      float4 v[Q];
+#pragma unroll
+      for (int q = 0; q < Q; ++q) v[q] = s + q < splits ? ld_cg_f4(p + q * stride) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+      for (int q = 0; q < Q; ++q) d[0][j][0] += v[q].x, d[0][j][1] += v[q].y, d[0][j][2] += v[q].z, d[0][j][3] += v[q].w;
     }
   }
 }
