@@ -29,13 +29,14 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
       eq(tiles, 1),
       [&] {
         auto t = x.tile({1, BN}).load({row, 0}).to(f32);
-        auto mean = sum(t, 1) / nf;
-        auto in_row = expand_dims(arange(BN) < n, 0);
-        auto d = where(in_row, t - mean, 0.0);
-        auto inv = rsqrt(sum(d * d, 1) / nf + kEps);
         auto g = w.tile({BN}).load({0}).to(f32);
         auto c = b.tile({BN}).load({0}).to(f32);
-        y.tile({1, BN}).store({row, 0}, (d * inv * g + c).to(dt));
+        auto mean = sum(t, 1) / nf;
+        // Padding counts as the mean: it adds nothing to the variance.
+        auto in_row = expand_dims(arange(BN) < n, 0);
+        auto d = where(in_row, t, mean) - mean;
+        auto inv = rsqrt(sum(d * d, 1) / nf + kEps);
+        y.tile({1, BN}).store({row, 0}, ((t - mean) * inv * g + c).to(dt));
       },
       [&] {
         // Sums carried as [1] tiles (one reduction per tile) keep few registers live in the loops.

@@ -26,8 +26,8 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
       eq(tiles, 1),
       [&] {
         auto t = x.tile({1, BN}).load({row, 0}).to(f32);
+        auto g = w.tile({BN}).load({0}).to(f32);  // issued with x's load, not after the sum
         auto inv = rsqrt(sum(t * t, 1) / nf + kEps);
-        auto g = w.tile({BN}).load({0}).to(f32);
         y.tile({1, BN}).store({row, 0}, (t * inv * g).to(dt));
       },
       [&] {

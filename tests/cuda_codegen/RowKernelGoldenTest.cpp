@@ -119,6 +119,21 @@ TEST(CudaRowKernels, NarrowLoadsWithOtherUsesAreNotPacked) {
   EXPECT_EQ(count(em.source, "tsr::Packed16<true, 8> "), 1) << em.source;
 }
 
+// The norms' single-tile branch issues the loads of w (and b) with x's, before the first
+// reduction, so that their L2 round trip overlaps x's; all of them stay packed until used, and
+// layernorm keeps no centred f32 copy of the row across its second reduction.
+TEST(CudaRowKernels, NormsLoadWeightsBeforeTheirReductions) {
+  for (const char* name : {"layernorm", "rmsnorm"}) {
+    CudaEmission em = emit_row(name, 4096);
+    std::string one = single_tile_branch(em.source);
+    size_t first_reduce = one.find("= reduce ");
+    ASSERT_NE(first_reduce, std::string::npos) << name;
+    EXPECT_LT(one.find("load_tile %w"), first_reduce) << name;
+    if (std::string(name) == "layernorm") EXPECT_LT(one.find("load_tile %b"), first_reduce) << name;
+    EXPECT_EQ(count(one, "tsr::Packed16<true, 32> "), count(one, "load_tile ")) << name;
+  }
+}
+
 TEST(CudaRowKernels, FloatMaxReductionsTakeOneInstructionPerStep) {
   std::string one = single_tile_branch(emit_row("softmax", 4096).source);
   EXPECT_GT(count(one, "tsr::max_nan_f32("), 0) << one;
