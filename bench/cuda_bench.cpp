@@ -31,6 +31,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -483,6 +484,17 @@ std::vector<ConstexprConfig> all_configs(const Kernel& k, size_t cap) {
   return out;
 }
 
+// Codegen knobs for comparing the row kernels' code with and without a change, from the
+// environment (cuda_bench only): TESSERA_BENCH_NO_PACK=1 keeps 16-bit loads as f32 arrays
+// (pack_narrow_loads = 0); TESSERA_BENCH_MIN_BLOCKS=B asks ptxas for registers that fit B CTAs
+// per SM (min_blocks). Both show in the config column and carry over to the --tune variants.
+void add_row_knobs(Kernel& k) {
+  if (const char* e = std::getenv("TESSERA_BENCH_NO_PACK"); e && std::string(e) == "1")
+    k.constexprs.push_back({"pack_narrow_loads", 0, {0}, k.loc});
+  if (const char* e = std::getenv("TESSERA_BENCH_MIN_BLOCKS"); e && std::atoi(e) >= 1)
+    k.constexprs.push_back({"min_blocks", std::atoi(e), {std::atoi(e)}, k.loc});
+}
+
 // A row kernel's tuning space for --tune: every BLOCK_N candidate (those smaller than the row
 // take the kernel's loop branch), each with the emitter's own thread count and with 4..32 warps
 // where a thread then holds 8..64 elements of the tile (fewer: not one 16-byte vector of bf16;
@@ -501,6 +513,19 @@ std::vector<std::unique_ptr<Kernel>> row_variants(const Kernel& unbound) {
       auto k = bind_constexprs(unbound, {{"BLOCK_N", bn}});
       k->constexprs.push_back({"num_warps", w, {w}, unbound.loc});
       out.push_back(std::move(k));
+      // The same with a register cap of 64 or 48 per thread (min_blocks CTAs per SM): a row
+      // kernel's registers are set by the heavier of its two branches, often the unused one.
+      if (unbound.find_constexpr("min_blocks")) continue;
+      int64_t last = 0;
+      for (int64_t cap : {64, 48}) {
+        int64_t blocks = 65536 / (w * 32 * cap);
+        if (blocks < 2 || blocks * w * 32 > 2048 || blocks == last) continue;
+        last = blocks;
+        auto kb = bind_constexprs(unbound, {{"BLOCK_N", bn}});
+        kb->constexprs.push_back({"num_warps", w, {w}, unbound.loc});
+        kb->constexprs.push_back({"min_blocks", blocks, {blocks}, unbound.loc});
+        out.push_back(std::move(kb));
+      }
     }
   }
   return out;
@@ -761,6 +786,7 @@ int main(int argc, char** argv) {
     r.sizes = sizes_str(bc.sizes);
     try {
       auto unbound = lk->build(bc.dt);
+      if (bc.kernel == "softmax" || bc.kernel == "layernorm" || bc.kernel == "rmsnorm") add_row_knobs(*unbound);
       // The row kernels' tile for the row length, else the target's preferred config.
       auto k = bind_constexprs(*unbound, library_config(*lk, bc.dt, target, row_config(*unbound, bc)));
       r.config = config_str(*k);

@@ -951,6 +951,17 @@ CudaEmission Emitter::run() {
       stats_["min-blocks-per-sm"] = blocks;
     }
   }
+  // A kernel constexpr min_blocks asks ptxas for few enough registers that that many CTAs fit
+  // on an SM (an occupancy knob for memory-bound kernels, which cuda_bench --tune tries on the
+  // row kernels: a row kernel's registers are set by the heavier of its two branches).
+  if (const ConstexprDecl* d = k.find_constexpr("min_blocks"); d && d->value >= 1 && d->value <= 32 && !wg_.ok) {
+    std::string lb = "__launch_bounds__(" + std::to_string(T_) + ")";
+    size_t at = lines_[sig_line].find(lb);
+    if (at != std::string::npos) {
+      lines_[sig_line].replace(at, lb.size(), "__launch_bounds__(" + std::to_string(T_) + ", " + std::to_string(d->value) + ")");
+      stats_["min-blocks-per-sm"] = d->value;
+    }
+  }
   info.dynamic_smem_bytes = static_cast<int>(smem);
   info.static_smem_bytes = static_cast<int>(red_smem_);
   stats_["smem-bytes"] = smem;

@@ -134,6 +134,17 @@ TEST(CudaRowKernels, NormsLoadWeightsBeforeTheirReductions) {
   }
 }
 
+// A kernel constexpr min_blocks becomes __launch_bounds__'s second argument (a register cap for
+// that many CTAs per SM); without it there is none.
+TEST(CudaRowKernels, MinBlocksConstexprCapsRegisters) {
+  auto k = bind_constexprs(*find_library_kernel("layernorm")->build(ScalarKind::BF16), {{"BLOCK_N", 4096}});
+  EXPECT_NE(emit_cuda_with_info(*k, CudaTarget::parse("sm_90a")).source.find("__launch_bounds__(128) "), std::string::npos);
+  k->constexprs.push_back({"min_blocks", 8, {6, 8}, k->loc});
+  CudaEmission em = emit_cuda_with_info(*k, CudaTarget::parse("sm_90a"));
+  EXPECT_NE(em.source.find("__launch_bounds__(128, 8) "), std::string::npos);
+  EXPECT_EQ(em.stats["min-blocks-per-sm"], 8);
+}
+
 TEST(CudaRowKernels, FloatMaxReductionsTakeOneInstructionPerStep) {
   std::string one = single_tile_branch(emit_row("softmax", 4096).source);
   EXPECT_GT(count(one, "tsr::max_nan_f32("), 0) << one;
