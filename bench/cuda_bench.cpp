@@ -12,6 +12,9 @@
 // those and the default is the `matmul_best` row, which names its config. Every matmul result
 // (cuBLAS's, alternatives and tuned configs included) is checked on sampled elements against
 // a double-precision product.
+// matmul_mma_sync (first shape, not --quick unless --tune): the portable mma.sync path (what sm_80
+// runs, and sm_90a for tiles outside the wgmma envelope) compiled for sm_90 on Hopper, at the
+// kernel's default tile and four others; the best against cuBLAS, every tile in its note.
 // --tune: matmul over its whole constexpr space at the first shape only (4096^3; 2048^3 with
 // --quick); softmax/layernorm/rmsnorm over every BLOCK_N (the loop branch included) and CTA
 // size, each checked against the default's output.
@@ -76,6 +79,7 @@ struct Result {
   // matmul rows: cuBLAS's TFLOP/s at the same shape, figure / that, and the bytes of A + B + C
   // over the median time (GB/s); 0 where not measured.
   double cublas = 0, cublas_ratio = 0, hbm_gbps = 0;
+  double host_us = 0;  // host time per launch (submission), 0 where not measured
   std::string note;
 };
 
@@ -202,6 +206,15 @@ void measure(const LibraryKernel& lk, const Kernel& k, CudaKernel& ck, const Siz
   for (size_t s = 0; s < b.sets.size(); ++s) ptrs.push_back(ptrs_for(k, b, s));
   auto ms = time_launches([&](int i) { ck.launch(b.args, ptrs[i % ptrs.size()], nullptr); }, f.iters);
   r.median_ms = median(ms);
+  // Host time per launch (submission only; the GPU runs behind): when it approaches the kernel's
+  // time, the event figure measures the host, not the kernel.
+  {
+    constexpr int kHostReps = 50;
+    double t0 = now_s();
+    for (int i = 0; i < kHostReps; ++i) ck.launch(b.args, ptrs[i % ptrs.size()], nullptr);
+    r.host_us = (now_s() - t0) / kHostReps * 1e6;
+    check(driver()->cuCtxSynchronize(), "cuCtxSynchronize");
+  }
   double flops = lk.flops ? lk.flops(sizes, dt) : 0, bytes = lk.bytes ? lk.bytes(sizes, dt) : 0;
   if (lk.name.rfind("matmul", 0) == 0 && flops > 0) {
     r.figure = flops / (r.median_ms * 1e-3) / 1e12;
@@ -332,14 +345,14 @@ std::string or_dash(double v, const char* fmt) {
 }
 
 void print_results(const std::vector<Result>& rs, const Flags& f, const std::string& device_desc) {
-  std::printf("\n%-12s %-5s %-26s %10s %12s %-8s %9s %7s %9s %10s %9s %9s  %s\n", "kernel", "dtype", "sizes",
-              "median_ms", "figure", "unit", "cuBLAS", "ratio", "hbm_GB/s", "nvrtc_s", "mem_ms", "disk_ms",
+  std::printf("\n%-12s %-5s %-26s %10s %12s %-8s %9s %7s %9s %8s %10s %9s %9s  %s\n", "kernel", "dtype", "sizes",
+              "median_ms", "figure", "unit", "cuBLAS", "ratio", "hbm_GB/s", "host_us", "nvrtc_s", "mem_ms", "disk_ms",
               "config / note");
   for (const auto& r : rs)
-    std::printf("%-12s %-5s %-26s %10.4f %12.2f %-8s %9s %7s %9s %10.3f %9.3f %9.3f  %s %s\n", r.kernel.c_str(),
+    std::printf("%-12s %-5s %-26s %10.4f %12.2f %-8s %9s %7s %9s %8s %10.3f %9.3f %9.3f  %s %s\n", r.kernel.c_str(),
                 r.dtype.c_str(), r.sizes.c_str(), r.median_ms, r.figure, r.unit.c_str(),
                 or_dash(r.cublas, "%.1f").c_str(), or_dash(r.cublas_ratio, "%.3f").c_str(),
-                or_dash(r.hbm_gbps, "%.0f").c_str(), r.compile_s, r.memory_hit_ms, r.disk_hit_ms, r.config.c_str(),
+                or_dash(r.hbm_gbps, "%.0f").c_str(), or_dash(r.host_us, "%.1f").c_str(), r.compile_s, r.memory_hit_ms, r.disk_hit_ms, r.config.c_str(),
                 r.note.c_str());
   if (!f.json) return;
   std::ostringstream j;
@@ -349,7 +362,7 @@ void print_results(const std::vector<Result>& rs, const Flags& f, const std::str
     j << "    {\"kernel\": \"" << r.kernel << "\", \"dtype\": \"" << r.dtype << "\", \"sizes\": \"" << r.sizes
       << "\", \"config\": \"" << r.config << "\", \"median_ms\": " << r.median_ms << ", \"figure\": " << r.figure
       << ", \"unit\": \"" << r.unit << "\", \"cublas_figure\": " << r.cublas << ", \"cublas_ratio\": " << r.cublas_ratio
-      << ", \"hbm_GBps\": " << r.hbm_gbps << ", \"nvrtc_s\": " << r.compile_s << ", \"memory_hit_ms\": " << r.memory_hit_ms
+      << ", \"hbm_GBps\": " << r.hbm_gbps << ", \"host_us\": " << r.host_us << ", \"nvrtc_s\": " << r.compile_s << ", \"memory_hit_ms\": " << r.memory_hit_ms
       << ", \"disk_hit_ms\": " << r.disk_hit_ms << ", \"note\": \"" << json_escape(r.note) << "\"}"
       << (i + 1 < rs.size() ? ",\n" : "\n");
   }
@@ -486,11 +499,15 @@ std::vector<ConstexprConfig> all_configs(const Kernel& k, size_t cap) {
 
 // Codegen knobs for comparing the row kernels' code with and without a change, from the
 // environment (cuda_bench only): TESSERA_BENCH_NO_PACK=1 keeps 16-bit loads as f32 arrays
-// (pack_narrow_loads = 0); TESSERA_BENCH_MIN_BLOCKS=B asks ptxas for registers that fit B CTAs
-// per SM (min_blocks). Both show in the config column and carry over to the --tune variants.
+// (pack_narrow_loads = 0); TESSERA_BENCH_PREFETCH=1 issues the reduction loops' next tile
+// before this one's reductions (prefetch_loads = 1); TESSERA_BENCH_MIN_BLOCKS=B asks ptxas for
+// registers that fit B CTAs per SM (min_blocks). They show in the config column and carry over
+// to the --tune variants.
 void add_row_knobs(Kernel& k) {
   if (const char* e = std::getenv("TESSERA_BENCH_NO_PACK"); e && std::string(e) == "1")
     k.constexprs.push_back({"pack_narrow_loads", 0, {0}, k.loc});
+  if (const char* e = std::getenv("TESSERA_BENCH_PREFETCH"); e && std::string(e) == "1")
+    k.constexprs.push_back({"prefetch_loads", 1, {1}, k.loc});
   if (const char* e = std::getenv("TESSERA_BENCH_MIN_BLOCKS"); e && std::atoi(e) >= 1)
     k.constexprs.push_back({"min_blocks", std::atoi(e), {std::atoi(e)}, k.loc});
 }
@@ -498,14 +515,20 @@ void add_row_knobs(Kernel& k) {
 // A row kernel's tuning space for --tune: every BLOCK_N candidate (those smaller than the row
 // take the kernel's loop branch), each with the emitter's own thread count and with 4..32 warps
 // where a thread then holds 8..64 elements of the tile (fewer: not one 16-byte vector of bf16;
-// more: the row no longer fits the registers). num_warps is added to a copy of the kernel, which
-// the emitter reads as the CTA size; the library kernels do not declare it.
-std::vector<std::unique_ptr<Kernel>> row_variants(const Kernel& unbound) {
+// more: the row no longer fits the registers), tiles shorter than the row (length n) also with
+// their next tile prefetched, and register caps (below). num_warps is added to a copy of the
+// kernel, which the emitter reads as the CTA size; the library kernels do not declare it.
+std::vector<std::unique_ptr<Kernel>> row_variants(const Kernel& unbound, int64_t n) {
   std::vector<std::unique_ptr<Kernel>> out;
   const ConstexprDecl* d = unbound.find_constexpr("BLOCK_N");
   if (!d) return out;
   for (int64_t bn : d->candidates) {
     out.push_back(bind_constexprs(unbound, {{"BLOCK_N", bn}}));
+    // Tiles shorter than the row loop over it: also with the next tile prefetched.
+    if (bn < n && !unbound.find_constexpr("prefetch_loads")) {
+      out.push_back(bind_constexprs(unbound, {{"BLOCK_N", bn}}));
+      out.back()->constexprs.push_back({"prefetch_loads", 1, {1}, unbound.loc});
+    }
     if (unbound.find_constexpr("num_warps")) continue;
     for (int64_t w : {4, 8, 16, 32}) {
       int64_t per_thread = bn / (w * 32);
@@ -643,6 +666,32 @@ std::vector<Result> time_matmul_configs(const LibraryKernel& lk, const Kernel& u
   return out;
 }
 
+// The portable tensor-core path (mma.sync fed by a cp.async ring), which sm_80 and every tile
+// outside the wgmma envelope run: compiled for the device's architecture without the
+// arch-specific variant (sm_90 on Hopper, so that no tile takes TMA + wgmma), the kernel's own
+// default and a few other mma.sync tiles; the best is the `matmul_mma_sync` row, every tile's
+// figure in its note.
+std::vector<Result> time_mma_sync(const LibraryKernel& lk, const Kernel& unbound, const BenchCase& bc, Buffers& bufs,
+                                  const GemmSample& g, const Flags& f, const CudaOptions& opts, const Result& base,
+                                  int& status) {
+  CudaOptions mo = opts;
+  mo.target = CudaTarget{device().sm, false};
+  auto t = [](int64_t m, int64_t n, int64_t k) {
+    return ConstexprConfig{{"BLOCK_M", m}, {"BLOCK_N", n}, {"BLOCK_K", k}};
+  };
+  // {} is the kernel's own default (128x256x64 for 16-bit types).
+  std::vector<ConstexprConfig> cfgs = {{}, t(128, 256, 32), t(128, 128, 64), t(128, 128, 32), t(64, 256, 64)};
+  std::string summary;
+  std::vector<Result> all = time_matmul_configs(lk, unbound, bc, cfgs, bufs, g, f, f.iters, mo, base, summary, status);
+  Result best;
+  for (const Result& a : all)
+    if (a.figure > best.figure) best = a;
+  if (best.figure <= 0) return {};
+  best.kernel = "matmul_mma_sync";
+  best.note = "mma.sync compiled for " + mo.target.str() + ", best of " + std::to_string(all.size()) + ": " + summary;
+  return {best};
+}
+
 // The matmul rows beyond the default's `r` (already timed on `bufs`): the default checked,
 // cuBLAS on the same buffers (figure and ratio into r), the best of the alternative tiles,
 // and with --tune at the first shape the best of the whole constexpr space.
@@ -685,6 +734,13 @@ std::vector<Result> bench_matmul(const LibraryKernel& lk, const BenchCase& bc, c
         cublas_gemm(cb, bc.dt, M, N, K, s[0].get(), s[1].get(), cref.get());
       }, f.iters);
       c.median_ms = median(ms);
+      double t0 = now_s();
+      for (int i = 0; i < 50; ++i) {
+        auto& s = bufs.sets[i % bufs.sets.size()];
+        cublas_gemm(cb, bc.dt, M, N, K, s[0].get(), s[1].get(), cref.get());
+      }
+      c.host_us = (now_s() - t0) / 50 * 1e6;
+      check(driver()->cuCtxSynchronize(), "cuCtxSynchronize");
       c.figure = lk.flops(bc.sizes, bc.dt) / (c.median_ms * 1e-3) / 1e12;
       c.hbm_gbps = lk.bytes(bc.sizes, bc.dt) / (c.median_ms * 1e-3) / 1e9;
       c.cublas = c.figure;
@@ -741,6 +797,12 @@ std::vector<Result> bench_matmul(const LibraryKernel& lk, const BenchCase& bc, c
     }
     // Every configuration's figure, for the log (the table's note would be too long).
     std::printf("cuda_bench: matmul %s --tune: %s\n", r.sizes.c_str(), summary.c_str());
+  }
+
+  if (bc.tune && (f.matmul_alternatives || f.tune)) {
+    std::vector<Result> mma = time_mma_sync(lk, unbound, bc, bufs, g, f, opts, r, status);
+    for (Result& x : mma) vs_cublas(x);
+    out.insert(out.end(), mma.begin(), mma.end());
   }
   return out;
 }
@@ -838,7 +900,7 @@ int main(int argc, char** argv) {
         ck->launch(bufs.args, ptrs_for(*k, bufs, 0), nullptr);
         check(driver()->cuCtxSynchronize(), "cuCtxSynchronize");
         std::vector<double> want = output_sample(bufs);
-        auto variants = row_variants(*unbound);
+        auto variants = row_variants(*unbound, bc.sizes.at("N"));
         std::vector<std::future<std::shared_ptr<CudaKernel>>> futs;
         for (const auto& kk : variants)
           futs.push_back(std::async(std::launch::async, [&opts, kp = kk.get()]() -> std::shared_ptr<CudaKernel> {

@@ -3,6 +3,7 @@
 // cannot describe (the runtime then launches the mma.sync compilation), and a long K loop
 // against the double-precision reference.
 #include "GpuTestUtil.h"
+#include "cuda/Driver.h"
 #include "text/Text.h"
 #include "../common/NtMatmulText.h"
 
@@ -158,6 +159,36 @@ TEST(WgmmaGpu, SplitKMatchesTheInterpreterLaunchAfterLaunch) {
       EXPECT_GE(ck->last_splits, 2);
     }
     EXPECT_EQ(ck->launches_without_tma, 0);
+  }
+}
+
+// Launches with the same device buffers, shapes and stream reuse the prepared parameters (tensor
+// maps, workspace, grid): each launch must still read what the buffers hold now.
+TEST(WgmmaGpu, RepeatedLaunchesOnTheSameBuffersReadTheirNewContents) {
+  REQUIRE_HOPPER();
+  for (bool split : {true, false}) {
+    auto k = matmul(ScalarKind::BF16, 64, 128, 64);
+    Sizes s{{"M", 16}, {"N", 520}, {"K", 1000}};
+    CudaOptions o = split ? test_options() : no_split_options();
+    auto ck = compile_cuda(*k, o);
+    std::vector<Tensor> first = make_random_tensors(*k, s, 31);
+    std::vector<cuda::DeviceBuffer> bufs;
+    std::vector<uint64_t> ptrs;
+    for (const Tensor& t : first) {
+      bufs.emplace_back(t.data.size());
+      ptrs.push_back(bufs.back().get());
+    }
+    for (uint64_t round = 0; round < 3; ++round) {
+      SCOPED_TRACE("split " + std::to_string(split) + ", round " + std::to_string(round));
+      std::vector<Tensor> want = make_random_tensors(*k, s, 31 + round), got = want;
+      for (size_t i = 0; i < want.size(); ++i) bufs[i].upload(want[i].data.data(), want[i].data.size());
+      ck->launch(args_for(*k, got), ptrs, nullptr);
+      bufs.back().download(got.back().data.data(), got.back().data.size());
+      auto wa = args_for(*k, want);
+      run_interp(*k, wa);
+      testutil::expect_tensors_match(want, got, "matmul [" + sizes_str(s) + "]", "gpu");
+    }
+    EXPECT_EQ(ck->launches_split_k, split ? 3 : 0);
   }
 }
 
