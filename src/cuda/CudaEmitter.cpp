@@ -580,12 +580,14 @@ void Emitter::emit_for(const Op& op) {
 
 void Emitter::emit_loop(const Op& op, const std::vector<const Value*>& vals, const std::vector<std::string>& carried) {
   const Block& body = op.region(0);
+  std::vector<const Op*> ahead = begin_prefetch(op);
   std::string iv = fresh("iv");
   // 64-bit induction: iv + step never overflows before the test.
   open("for (int64_t " + iv + "_ = " + nm(op.operand(0)) + "; " + nm(op.operand(2)) + " > 0 && " + iv + "_ < " +
        nm(op.operand(1)) + "; " + iv + "_ += " + nm(op.operand(2)) + ") {");
   line("const int32_t " + iv + " = int32_t(" + iv + "_);");
   name_[body.args[0]] = iv;
+  prefetch_next(op, ahead, iv);
   emit_block(body);
   const Op* y = terminator(body, op);
   cur_ = y;

@@ -33,9 +33,13 @@ void Emitter::emit_load_store(const Op& op) {
   std::vector<int64_t> S = shape_of(op, tile);
   ScalarKind t = view->type.elem;
   std::string St = stype(t);
+  if (load && prefetched_.count(&op)) return;  // taken over from the previous iteration
   const bool packed = load && packs_load(op);
   std::string r;
-  if (packed) {
+  if (packed && !load_into_.empty()) {
+    r = load_into_;
+    name_[tile] = r;
+  } else if (packed) {
     r = bind_new(tile);
     line(std::string("tsr::Packed16<") + (t == ScalarKind::BF16 ? "true" : "false") + ", " +
          std::to_string(layout_of(tile).slots) + "> " + r + ";");
@@ -172,6 +176,75 @@ bool Emitter::packs_load(const Op& load) {
       if (!read_by_slot(*u)) return ok = false;
   }
   return ok = true;
+}
+
+std::vector<const Op*> Emitter::begin_prefetch(const Op& for_op) {
+  std::vector<const Op*> loads;
+  if (const ConstexprDecl* d = k_.find_constexpr("prefetch_loads"); !d || d->value == 0) return loads;
+  Block& body = for_op.region(0);
+  bool writes = false;
+  walk(body, [&](Op& o) {
+    OpClass c = o.info().cls;
+    writes |= o.kind == OpKind::StoreTile || o.kind == OpKind::Scatter || c == OpClass::Raw || c == OpClass::Struct ||
+              (c == OpClass::Memory && o.kind != OpKind::LoadTile && o.kind != OpKind::Gather);
+  });
+  if (writes) return loads;
+  const Value* iv = body.args[0];
+  for (const auto& o : body.ops) {
+    if (o->kind != OpKind::LoadTile || !packs_load(*o)) continue;
+    bool ok = true;
+    for (size_t i = 1; i < o->operands.size(); ++i) {
+      const Value* x = o->operand(i);
+      bool inside = x->def ? x->def->parent == &body : x->block == &body;
+      ok &= x == iv || !inside;
+    }
+    if (ok) loads.push_back(o.get());
+  }
+  if (loads.empty()) return loads;
+  // The first iteration's tiles, before the loop (when it runs at all).
+  const std::string lb = nm(for_op.operand(0)), ub = nm(for_op.operand(1)), step = nm(for_op.operand(2));
+  for (const Op* l : loads) {
+    std::string buf = fresh("pre");
+    prefetch_buf_[l] = buf;
+    line(std::string("tsr::Packed16<") + (l->result()->type.elem == ScalarKind::BF16 ? "true" : "false") + ", " +
+         std::to_string(layout_of(l->result()).slots) + "> " + buf + ";");
+  }
+  open("if (" + step + " > 0 && " + lb + " < " + ub + ") {");
+  name_[iv] = lb;
+  for (const Op* l : loads) {
+    load_into_ = prefetch_buf_[l];
+    emit_op(*l);
+  }
+  load_into_.clear();
+  close();
+  count("prefetched-loads", static_cast<int64_t>(loads.size()));
+  return loads;
+}
+
+void Emitter::prefetch_next(const Op& for_op, const std::vector<const Op*>& loads, const std::string& iv) {
+  if (loads.empty()) return;
+  const Value* iv_arg = for_op.region(0).args[0];
+  for (const Op* l : loads) {
+    // This iteration's tile: the one the previous iteration (or the loop's entry) issued.
+    std::string cur = fresh("cur");
+    line("const auto " + cur + " = " + prefetch_buf_[l] + ";");
+    name_[l->result()] = cur;
+  }
+  std::string next = fresh("ivn");
+  line("const int64_t " + next + "_ = " + iv + "_ + " + nm(for_op.operand(2)) + ";");
+  open("if (" + next + "_ < " + nm(for_op.operand(1)) + ") {");
+  line("const int32_t " + next + " = int32_t(" + next + "_);");
+  name_[iv_arg] = next;
+  for (const Op* l : loads) {
+    std::string cur = name_[l->result()];
+    load_into_ = prefetch_buf_[l];
+    emit_op(*l);
+    name_[l->result()] = cur;
+    prefetched_[l] = true;
+  }
+  load_into_.clear();
+  close();
+  name_[iv_arg] = iv;
 }
 
 bool Emitter::alias_packed_cast(const Op& cast) {

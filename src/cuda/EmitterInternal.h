@@ -127,6 +127,20 @@ class Emitter {
   bool alias_packed_cast(const Op& cast);
   std::unordered_map<const Value*, std::vector<const Op*>> users_;  // filled on first use
   std::unordered_map<const Value*, bool> packed_;
+  // Loads prefetched one iteration ahead (EmitMemory.cpp): in an ordinary `for` whose body
+  // writes no memory, each packed load at the body's top level whose indices are the induction
+  // variable or values from outside the loop is issued for iteration iv + step before the body
+  // of iteration iv runs (into a Packed16 carried across iterations), so that its latency
+  // overlaps the body's reductions and barriers. On with a kernel constexpr prefetch_loads = 1
+  // only: a row kernel's unused loop branch sets its registers too (softmax BLOCK_N=4096: 64 ->
+  // 72 with it). begin_prefetch emits the first loads before the loop opens and returns the
+  // loads; prefetch_next, at the top of the body, takes over this iteration's tiles and issues
+  // the next ones.
+  std::vector<const Op*> begin_prefetch(const Op& for_op);
+  void prefetch_next(const Op& for_op, const std::vector<const Op*>& loads, const std::string& iv);
+  std::unordered_map<const Op*, std::string> prefetch_buf_;  // load -> its carried Packed16
+  std::unordered_map<const Op*, bool> prefetched_;          // loads the body must not emit again
+  std::string load_into_;  // when set, emit_load_store fills this Packed16 instead of a new one
   void emit_gather_scatter(const Op& op);
   void emit_atomic(const Op& op);
   void emit_shape(const Op& op);

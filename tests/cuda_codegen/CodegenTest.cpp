@@ -68,6 +68,11 @@ TEST(CudaCodegen, RowKernelsCompileAtLargeTiles) {
   auto k = lib("layernorm", ScalarKind::BF16, {{"BLOCK_N", 4096}});
   k->constexprs.push_back({"num_warps", 6, {6}, k->loc});
   expect_compiles(*k, "layernorm num_warps=6");
+  for (const char* name : {"softmax", "layernorm", "rmsnorm"}) {
+    auto p = lib(name, ScalarKind::BF16, {{"BLOCK_N", 2048}});
+    p->constexprs.push_back({"prefetch_loads", 1, {0, 1}, p->loc});
+    expect_compiles(*p, std::string(name) + " prefetch_loads=1");
+  }
 }
 
 TEST(CudaCodegen, CorpusCompilesOrSaysWhy) {

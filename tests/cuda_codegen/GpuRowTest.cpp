@@ -67,6 +67,23 @@ TEST(CudaCodegenGpu, F16RowKernelsMatchInterpreter) {
     }
 }
 
+// Loads prefetched one iteration ahead in the reduction loops: one to many iterations, ragged
+// last tiles, and a loop whose last prefetch is skipped by its bound.
+TEST(CudaCodegenGpu, PrefetchedRowLoopsMatchInterpreter) {
+  REQUIRE_GPU();
+  for (const char* name : {"softmax", "layernorm", "rmsnorm"})
+    for (auto [n, block_n] : {std::pair<int64_t, int64_t>{3000, 1024}, {4096 * 3 + 5, 4096}, {32768, 8192}, {777, 512}}) {
+      SCOPED_TRACE(std::string(name) + " N=" + std::to_string(n) + " BLOCK_N=" + std::to_string(block_n));
+      auto k = bind_constexprs(*find_library_kernel(name)->build(ScalarKind::BF16), {{"BLOCK_N", block_n}});
+      k->constexprs.push_back({"prefetch_loads", 1, {0, 1}, k->loc});
+      try {
+        expect_gpu_matches_interp(*k, {{"M", 6}, {"N", n}}, 31);
+      } catch (const TesseraError& e) {
+        ADD_FAILURE() << e.what();
+      }
+    }
+}
+
 TEST(CudaCodegenGpu, WarpReductionsMatchInterpreter) {
   REQUIRE_GPU();
   // [1, 100]: vector width 1 with a partial chunk (threads without elements use the identity);

@@ -145,6 +145,26 @@ TEST(CudaRowKernels, MinBlocksConstexprCapsRegisters) {
   EXPECT_EQ(em.stats["min-blocks-per-sm"], 8);
 }
 
+// prefetch_loads = 1: the loops that only read (the row kernels' reduction passes) issue the
+// next column tile's load before this one's reductions; loops that store are left alone.
+TEST(CudaRowKernels, ReadOnlyLoopsPrefetchTheNextTile) {
+  for (auto [name, read_loops] : {std::pair{"softmax", 1}, {"layernorm", 2}, {"rmsnorm", 1}}) {
+    auto k = bind_constexprs(*find_library_kernel(name)->build(ScalarKind::BF16), {{"BLOCK_N", 2048}});
+    EXPECT_EQ(emit_cuda_with_info(*k, CudaTarget::parse("sm_90a")).stats["prefetched-loads"], 0) << name;
+    k->constexprs.push_back({"prefetch_loads", 1, {0, 1}, k->loc});
+    CudaEmission em = emit_cuda_with_info(*k, CudaTarget::parse("sm_90a"));
+    EXPECT_EQ(em.stats["prefetched-loads"], read_loops) << name;
+    EXPECT_EQ(count(em.source, "tsr::Packed16<true, 16> pre"), read_loops) << name;
+    // Each prefetched loop: the first tile before it, the next one at the top of its body,
+    // guarded by the loop's bound.
+    size_t pre = em.source.find("tsr::Packed16<true, 16> pre");
+    size_t loop = em.source.find("for (int64_t iv", pre);
+    size_t next = em.source.find("if (ivn", loop);
+    ASSERT_NE(next, std::string::npos) << name;
+    EXPECT_LT(next, em.source.find("__syncthreads();", loop)) << name;
+  }
+}
+
 TEST(CudaRowKernels, FloatMaxReductionsTakeOneInstructionPerStep) {
   std::string one = single_tile_branch(emit_row("softmax", 4096).source);
   EXPECT_GT(count(one, "tsr::max_nan_f32("), 0) << one;
