@@ -419,7 +419,7 @@ class CudaKernelImpl : public CudaKernel {
 
 int cuda::split_k_factor(int64_t programs, int64_t capacity) {
   if (programs < 1 || capacity < 4 * programs) return 1;
-  return static_cast<int>(std::min<int64_t>(kMaxSplitK, capacity / programs));
+  return static_cast<int>(std::min<int64_t>(kAutoSplitK, capacity / programs));
 }
 
 CudaTarget cuda_target_for(const CudaOptions& o) {

@@ -19,9 +19,12 @@ std::string op_summary(const Op& op);
 // Split-K (CudaTarget::split_k): how many CTAs should share each program's K loop when
 // `programs` programs run on a device that holds `capacity` CTAs at once (multiprocessors x
 // resident CTAs each). 1 unless the programs fill at most a quarter of it; else as many as fill
-// it, at most kMaxSplitK (each split adds a slot of partial sums to write and read back). On the
-// H200 a 2-way split of 56 programs of 128 x 256 (128x14336x4096) ran slower than no split
-// (299 against 337 TFLOP/s: the partial sums of large tiles cost more than the idle SMs).
+// it, at most kAutoSplitK. Measured on the H200 (bench/RESULTS.md): a 2-way split of 56
+// programs of 128 x 256 (128x14336x4096) ran slower than none (299 against 337 TFLOP/s: the
+// partial sums of large tiles cost more than the idle SMs), and at 16x4096x4096 4 ways beat 8
+// and 16 for every tile (128x256: 22 / 18 / 12 TFLOP/s; 64x128: 31 / 25 / 20): the last CTA's
+// reads of the other slots grow with the splits.
+inline constexpr int kAutoSplitK = 4;
 int split_k_factor(int64_t programs, int64_t capacity);
 
 }  // namespace tessera::cuda

@@ -90,12 +90,13 @@ TEST(CudaSplitK, OnlyWgmmaKernelsThatCouldBePersistentAreSplit) {
 TEST(CudaSplitK, FactorFillsTheDeviceOnlyWhenProgramsLeaveMostOfItIdle) {
   using cuda::split_k_factor;
   EXPECT_EQ(split_k_factor(64, 264), 4);    // 16x4096x4096 at 64x64 tiles, 2 CTAs per SM
-  EXPECT_EQ(split_k_factor(16, 132), 8);    // 16x4096x4096 at 128x256
+  EXPECT_EQ(split_k_factor(16, 132), 4);    // 16x4096x4096 at 128x256: 4 ways measured best
+  EXPECT_EQ(split_k_factor(44, 264), 4);
   EXPECT_EQ(split_k_factor(33, 132), 4);
   EXPECT_EQ(split_k_factor(34, 132), 1);    // more than a quarter of the device: no split
   EXPECT_EQ(split_k_factor(56, 132), 1);    // 128x14336x4096 at 128x256 (measured slower split)
   EXPECT_EQ(split_k_factor(1024, 132), 1);  // large problems: never
-  EXPECT_EQ(split_k_factor(1, 132), kMaxSplitK);
+  EXPECT_EQ(split_k_factor(1, 132), cuda::kAutoSplitK);
   EXPECT_EQ(split_k_factor(0, 132), 1);
 }
 
