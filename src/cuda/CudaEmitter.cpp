@@ -166,11 +166,16 @@ std::string Emitter::smem_ptr(const std::string& type, int64_t off, int64_t byte
 }
 
 std::vector<std::string> Emitter::coords(const std::string& e, const std::vector<int64_t>& S) {
+  // Only elements of the tile (e < numel) need the right coordinates (every caller guards the
+  // others), so a dim of extent 1 is 0 and the outermost dim above 1 needs no modulo: a row
+  // tile [1, N] indexes its row and column with no division, which saves registers.
   std::vector<std::string> c(S.size());
+  size_t outermost = 0;  // the first dim of extent other than 1
+  while (outermost + 1 < S.size() && S[outermost] == 1) ++outermost;
   int64_t inner = 1;
   for (size_t d = S.size(); d-- > 0;) {
     std::string q = inner == 1 ? e : "(" + e + ") / " + std::to_string(inner);
-    c[d] = d == 0 ? "(" + q + ")" : "((" + q + ") % " + std::to_string(S[d]) + ")";
+    c[d] = S[d] == 1 ? std::string("0") : d <= outermost ? "(" + q + ")" : "((" + q + ") % " + std::to_string(S[d]) + ")";
     inner *= S[d];
   }
   return c;

@@ -165,6 +165,16 @@ TEST(CudaRowKernels, ReadOnlyLoopsPrefetchTheNextTile) {
   }
 }
 
+// A [1, N] row tile's coordinates need no division: its row is 0 and its column the element
+// index (coordinates only matter for elements of the tile).
+TEST(CudaRowKernels, RowTileAddressesNeedNoDivision) {
+  for (const char* name : {"softmax", "layernorm", "rmsnorm"}) {
+    std::string src = emit_row(name, 4096).source;
+    EXPECT_EQ(count(src, " / 4096)"), 0) << name;
+    EXPECT_EQ(count(src, " % 4096)"), 0) << name;
+  }
+}
+
 TEST(CudaRowKernels, FloatMaxReductionsTakeOneInstructionPerStep) {
   std::string one = single_tile_branch(emit_row("softmax", 4096).source);
   EXPECT_GT(count(one, "tsr::max_nan_f32("), 0) << one;
