@@ -182,8 +182,16 @@ class CudaKernelImpl : public CudaKernel {
     // Too few programs to fill the device (the operands' tensor maps are known to be fine by now):
     // the split-K compilation shares each program's K loop among several CTAs.
     if (info.split_k_capable && !info.split_k && opts_.split_k != 1) {
+      const int64_t programs = grid[0] * grid[1] * grid[2];
       int s = opts_.split_k >= 2 ? std::min(opts_.split_k, kMaxSplitK)
-                                 : split_k_factor(grid[0] * grid[1] * grid[2], int64_t(dev.num_sms) * c_->ctas_per_sm);
+                                 : split_k_factor(programs, int64_t(dev.num_sms) * c_->ctas_per_sm);
+      // The split compilation's deeper ring may hold fewer CTAs per SM: no more splits than
+      // its CTAs fit at once.
+      if (s > 1 && opts_.split_k == 0) {
+        CudaKernelImpl& sv = split_variant();
+        sv.ensure_loaded(dev);
+        s = static_cast<int>(std::min<int64_t>(s, int64_t(dev.num_sms) * sv.c_->ctas_per_sm / programs));
+      }
       if (s > 1) {
         split_variant().launch_splits(args, ptrs, stream, sizes, grid, s, std::move(key), root);
         return;

@@ -94,6 +94,10 @@ Emitter::WgmmaPlan Emitter::plan_wgmma() const {
       return no("the loop body does more than index arithmetic, two loads and the dot");
   int64_t stage = (BM * BK + BK * BN) * eb, staging = 16384 * (BM / 64);
   int64_t S = std::min<int64_t>(std::get<int64_t>(*loop->find_attr("pipeline")), 8);
+  // A split-K compilation runs for grids too small to fill the GPU: each CTA streams its slice
+  // of K with nothing else on its SM to hide the memory latency, so its ring is as deep as
+  // shared memory allows (up to 8 stages) rather than what the annotation chose for full grids.
+  if (tg_.split_k) S = 8;
   while (S > 2 && S * (stage + 16) + 1024 + staging > kMaxSmem) --S;
   if (S < 2 || S * (stage + 16) + 1024 + staging > kMaxSmem)
     return no("two stages of " + std::to_string(stage) + " bytes do not fit in shared memory");

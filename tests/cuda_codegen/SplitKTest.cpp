@@ -72,6 +72,16 @@ TEST(CudaSplitK, NvrtcCompilesTheSplitCompilationOfEveryPlannedShape) {
     }
 }
 
+// A split compilation runs where the grid leaves SMs idle: its ring is as deep as shared memory
+// allows (up to 8 stages), not the 4 the library matmul asks for.
+TEST(CudaSplitK, SplitCompilationUsesADeeperRing) {
+  auto k = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 64}, {"BLOCK_N", 128}, {"BLOCK_K", 64}});
+  EXPECT_EQ(emit(*k).stats["pipeline-stages"], 4);
+  EXPECT_EQ(emit_cuda_with_info(*k, split_target()).stats["pipeline-stages"], 8);
+  auto big = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}});
+  EXPECT_EQ(emit_cuda_with_info(*big, split_target()).stats["pipeline-stages"], 4);  // 48 KiB stages
+}
+
 // Kernels that could not be persistent are not split either (other work at the top level may
 // need every program's full sum), and without TMA there is no wgmma loop to split.
 TEST(CudaSplitK, OnlyWgmmaKernelsThatCouldBePersistentAreSplit) {
