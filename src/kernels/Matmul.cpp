@@ -12,12 +12,16 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
   KernelBuilder k("matmul");
   auto a = k.view("a", dt, {"M", "K"}), b = k.view("b", dt, {"K", "N"});
   auto c = k.view("c", dt, {"M", "N"});
-  // 16-bit inputs run on tensor cores (mma.sync fed by a cp.async ring on the cuda backend):
-  // 128x128 output tiles with BK = 32 over 8 warps of 64x32 give 16 mma per 6 ldmatrix.
+  // 16-bit inputs run on tensor cores: on the cuda backend mma.sync fed by a cp.async ring, or
+  // TMA + wgmma on sm_90a. 128x256 output tiles over 8 warps give each warp a 64x64 block, 32
+  // mma per 8 ldmatrix.x4 per k16 step (128x128 gave 64x32 blocks, 16 per 6); one CTA per SM
+  // with double-buffered fragments, and BK = 64 halves the barriers per k against BK = 32
+  // while the ring (3 stages on sm_80, 4 on sm_90) stays ahead of memory. It is also the tile
+  // the sm_90a wgmma path takes (target_configs below).
   bool tc = dt == ScalarKind::BF16 || dt == ScalarKind::F16;
   auto BM = k.constexpr_("BLOCK_M", {16, 32, 64, 128}, tc ? 128 : 64);
-  auto BN = k.constexpr_("BLOCK_N", {16, 32, 64, 128, 256}, tc ? 128 : 64);
-  auto BK = k.constexpr_("BLOCK_K", {16, 32, 64}, 32);
+  auto BN = k.constexpr_("BLOCK_N", {16, 32, 64, 128, 256}, tc ? 256 : 64);
+  auto BK = k.constexpr_("BLOCK_K", {16, 32, 64}, tc ? 64 : 32);
   k.grid({cdiv(a.dim(0), BM), cdiv(b.dim(1), BN)});
   auto pm = program_id(0), pn = program_id(1);
 
@@ -59,9 +63,11 @@ LibraryKernel matmul() {
   k.build = build;
   k.reference = reference;
   // sm_90a: 16-bit matmuls take the TMA + wgmma path only for BLOCK_M in {64, 128, 192},
-  // BLOCK_N a multiple of 64 up to 256 and BLOCK_K in {64, 128} (src/cuda/EmitWgmma.cpp); the
-  // mma.sync default 128x128x32 is outside it. On the H200 (bf16, 4096^3) 128x256x64 ran at 778
-  // TFLOP/s against 251 for 128x128x32 (bench/RESULTS.md). f32 has no tensor-core path.
+  // BLOCK_N a multiple of 64 up to 256 and BLOCK_K in {64, 128} (src/cuda/EmitWgmma.cpp). On
+  // the H200 (bf16, 4096^3) 128x256x64 ran at 778 TFLOP/s there against 251 for the mma.sync
+  // path's former default 128x128x32 (bench/RESULTS.md). The kernel's own default is now the
+  // same tile (for mma.sync elsewhere); the entry stays so that sm_90a keeps it whatever the
+  // default becomes. f32 has no tensor-core path.
   k.target_configs = [](ScalarKind dt) -> std::map<std::string, std::map<std::string, int64_t>> {
     if (dt != ScalarKind::BF16 && dt != ScalarKind::F16) return {};
     return {{"cuda:sm_90a", {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}}}};

@@ -61,8 +61,9 @@ inline bool is_unsupported(const TesseraError& e) {
 
 // Bytes of a by-value kernel parameter under the emitter's ABI (CudaEmitter.h).
 inline int abi_bytes(const CudaParam& p) {
-  if (p.kind == CudaParam::Kind::Pointer) return 8;
-  if (p.kind == CudaParam::Kind::Dim) return 4;
+  if (p.kind == CudaParam::Kind::Pointer || p.kind == CudaParam::Kind::SplitWorkspace) return 8;
+  if (p.kind == CudaParam::Kind::Dim || p.kind == CudaParam::Kind::GridSize) return 4;
+  if (p.kind == CudaParam::Kind::TensorMap) return 128;  // a __grid_constant__ CUtensorMap
   switch (p.elem) {
     case ScalarKind::I1: case ScalarKind::U8: case ScalarKind::I8: return 1;
     case ScalarKind::I16: case ScalarKind::U16: return 2;
@@ -79,9 +80,10 @@ inline std::vector<int> ptx_param_bytes(const std::string& ptx, const std::strin
   if (at == std::string::npos) return out;
   size_t end = ptx.find(')', at);
   std::string params = ptx.substr(at, end - at);
-  static const std::regex re(R"(\.param\s+(?:\.align\s+\d+\s+)?\.[usbf](\d+))");
+  // `.param .u64 name`, or an array (a tensor map: `.param .align 64 .b8 name[128]`).
+  static const std::regex re(R"(\.param\s+(?:\.align\s+\d+\s+)?\.[usbf](\d+)\s+\w+(?:\[(\d+)\])?)");
   for (auto it = std::sregex_iterator(params.begin(), params.end(), re); it != std::sregex_iterator(); ++it)
-    out.push_back(std::stoi((*it)[1].str()) / 8);
+    out.push_back(std::stoi((*it)[1].str()) / 8 * ((*it)[2].matched ? std::stoi((*it)[2].str()) : 1));
   return out;
 }
 

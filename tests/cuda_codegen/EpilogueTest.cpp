@@ -69,7 +69,7 @@ void expect_compiles(const std::string& source) {
 
 TEST(CudaEpilogue, LibraryMatmulStoresFragmentsDirectly) {
   for (ScalarKind dt : {ScalarKind::BF16, ScalarKind::F16}) {
-    CudaEmission em = emit(*lib_matmul(dt));
+    CudaEmission em = emit(*lib_matmul(dt), "sm_80");  // (sm_90a's wgmma path stores through TMA)
     EXPECT_EQ(em.stats["mma-direct-epilogues"], 1) << em.source;
     EXPECT_EQ(em.stats["layout-conversions"], 0);
     EXPECT_EQ(count_of(em.source, "tsr::store_frags("), 1u);
@@ -86,12 +86,13 @@ TEST(CudaEpilogue, LibraryMatmulStoresFragmentsDirectly) {
 }
 
 TEST(CudaEpilogue, TwoCtasPerSmWhenRegistersAndSharedMemoryAllow) {
-  CudaEmission em = emit(*lib_matmul(ScalarKind::BF16));
+  // 128 x 128 x 32: 64 accumulators and 32 copied elements per thread.
+  CudaEmission em = emit(*lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 128}, {"BLOCK_K", 32}}));
   EXPECT_NE(em.source.find("__launch_bounds__(256, 2) tessera_matmul("), std::string::npos) << em.source;
   EXPECT_EQ(em.stats["min-blocks-per-sm"], 2);
   // 128 x 128 x 64 on the mma.sync path (sm_90a takes wgmma there): 64 elements per thread per
   // stage spill under a 128-register cap.
-  CudaEmission k64 = emit(*lib_matmul(ScalarKind::BF16, {{"BLOCK_K", 64}}), "sm_80");
+  CudaEmission k64 = emit(*lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 128}, {"BLOCK_K", 64}}), "sm_80");
   EXPECT_NE(k64.source.find("__launch_bounds__(256) tessera_matmul("), std::string::npos);
   EXPECT_EQ(k64.stats.count("min-blocks-per-sm"), 0u);
   EXPECT_EQ(k64.stats["mma-direct-epilogues"], 1);

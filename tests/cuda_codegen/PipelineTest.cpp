@@ -207,7 +207,7 @@ TEST(CudaPipeline, UnalignedOperandsAreReadElementByElementIntoTheSameRing) {
   // K or N not a multiple of 8 (rows not 16-byte aligned), or a misaligned base: a uniform flag per
   // operand makes cp_tile_async read its chunks element by element into the ring. There is no
   // second, ordinary loop (it cost ~30 registers per thread, and two CTAs per SM with them).
-  CudaEmission em = emit(*lib_matmul(ScalarKind::F16));
+  CudaEmission em = emit(*lib_matmul(ScalarKind::F16), "sm_80");
   EXPECT_NE(em.source.find("tsr::aligned_vec<uint16_t, 8>(tsr_p0) && tsr_p0_s0 % 8 == 0"), std::string::npos) << em.source;
   EXPECT_NE(em.source.find("tsr::aligned_vec<uint16_t, 8>(tsr_p1) && tsr_p1_s0 % 8 == 0"), std::string::npos);
   EXPECT_NE(em.source.find("tsr_p0_s0, tsr_tid, vec_a"), std::string::npos);
