@@ -139,23 +139,31 @@ TSR_D void ldsm_x4_trans(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3,
 // that also publishes the cp.async groups), so that unaligned operands need no second loop.
 //
 // A tile wholly inside an aligned matrix (every tile but the last row and column of tiles) takes
-// a shorter path: no per-chunk bounds, and when NTHREADS spans whole swizzle periods, a thread's
-// i-th chunk sits a fixed distance from its first in both memories, so its addresses are one add
-// each (this matters for registers: 128 x 256 x 64 spilled with the per-chunk arithmetic).
+// a shorter path without per-chunk bounds; there, when NTHREADS spans whole rows and whole
+// swizzle periods, a thread's i-th chunk sits a fixed distance from its first in both memories,
+// so its addresses are one add each (this matters for registers: 128 x 256 x 64 spilled with
+// the per-chunk arithmetic).
 template <int ROWS, int CPR, int NTHREADS>
 TSR_D void cp_tile_async(uint16_t* s, const uint16_t* g, int64_t row0, int64_t col0, int64_t nrows, int64_t ncols,
                          int64_t ld, int tid, bool vec) {
   constexpr int total = ROWS * CPR;
   const uint32_t base = smem_u32(s);
-  // The XOR key of chunk q depends on q / max(CPR, 8) mod 8 only.
-  constexpr bool periodic = NTHREADS % CPR == 0 && (NTHREADS / (CPR >= 8 ? CPR : 8)) % 8 == 0 && NTHREADS % 8 == 0;
-  if (periodic && vec && row0 >= 0 && col0 >= 0 && row0 + ROWS <= nrows && col0 + 8 * CPR <= ncols) {
-    const uint16_t* src = g + (row0 + tid / CPR) * ld + col0 + 8 * (tid % CPR);
-    const uint32_t dst = base + uint32_t(swz<CPR>(tid)) * 16u;
+  if (vec && row0 >= 0 && col0 >= 0 && row0 + ROWS <= nrows && col0 + 8 * CPR <= ncols) {
+    // Chunk tid + i * NTHREADS is NTHREADS / CPR rows below chunk tid, in the same column...
+    constexpr bool whole_rows = NTHREADS % CPR == 0;
+    // ... and has the same XOR key (which depends on q / max(CPR, 8) mod 8 only).
+    constexpr bool same_key = whole_rows && NTHREADS % 8 == 0 && (NTHREADS / (CPR >= 8 ? CPR : 8)) % 8 == 0;
+    const uint16_t* src0 = g + (row0 + tid / CPR) * ld + col0 + 8 * (tid % CPR);
+    const uint32_t dst0 = base + uint32_t(swz<CPR>(tid)) * 16u;
     const int64_t step = int64_t(NTHREADS / CPR) * ld;
 #pragma unroll
-    for (int i = 0; i < (total + NTHREADS - 1) / NTHREADS; ++i)
-      if (total % NTHREADS == 0 || tid + i * NTHREADS < total) cp_async_16(dst + uint32_t(i * NTHREADS * 16), src + i * step);
+    for (int i = 0; i < (total + NTHREADS - 1) / NTHREADS; ++i) {
+      const int q = tid + i * NTHREADS;
+      if (total % NTHREADS != 0 && q >= total) continue;
+      const uint32_t dst = same_key ? dst0 + uint32_t(i * NTHREADS * 16) : base + uint32_t(swz<CPR>(q)) * 16u;
+      const uint16_t* src = whole_rows ? src0 + i * step : g + (row0 + q / CPR) * ld + col0 + 8 * (q % CPR);
+      cp_async_16(dst, src);
+    }
     return;
   }
   // Edge tiles and unaligned operands: rare, so a rolled loop (no per-chunk values kept live
