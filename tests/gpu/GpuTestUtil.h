@@ -51,14 +51,16 @@ inline std::string sizes_str(const Sizes& s) {
   return out;
 }
 
-// Runs `k` on the interpreter and on the GPU from the same random inputs and compares every
-// tensor (exact for integers, tolerance_for() for floats). Returns the elements compared.
-inline int64_t expect_gpu_matches_interp(const Kernel& k, const Sizes& sizes, uint64_t seed, Tolerance floor = {}) {
+// Runs `k` on the interpreter and on the GPU (compiled with `opts`) from the same random inputs
+// and compares every tensor (exact for integers, tolerance_for() for floats). Returns the
+// elements compared.
+inline int64_t expect_gpu_matches_interp(const Kernel& k, const Sizes& sizes, uint64_t seed, Tolerance floor = {},
+                                         const CudaOptions& opts = test_options()) {
   std::vector<Tensor> want = make_random_tensors(k, sizes, seed);
   std::vector<Tensor> got = want;
   auto wa = args_for(k, want), ga = args_for(k, got);
   run_interp(k, wa);
-  auto compiled = compile_cuda(k, test_options());
+  auto compiled = compile_cuda(k, opts);
   compiled->run_host(ga);
   return testutil::expect_tensors_match(want, got, k.name + " [" + sizes_str(sizes) + "]", "gpu", floor);
 }
