@@ -500,7 +500,8 @@ std::vector<ConstexprConfig> all_configs(const Kernel& k, size_t cap) {
 // Codegen knobs for comparing the row kernels' code with and without a change, from the
 // environment (cuda_bench only): TESSERA_BENCH_NO_PACK=1 keeps 16-bit loads as f32 arrays
 // (pack_narrow_loads = 0); TESSERA_BENCH_PREFETCH=1 issues the reduction loops' next tile
-// before this one's reductions (prefetch_loads = 1); TESSERA_BENCH_MIN_BLOCKS=B asks ptxas for
+// before this one's reductions (prefetch_loads = 1); TESSERA_BENCH_STREAM_STORES=1 stores with
+// the evict-first hint (stream_stores = 1); TESSERA_BENCH_MIN_BLOCKS=B asks ptxas for
 // registers that fit B CTAs per SM (min_blocks). They show in the config column and carry over
 // to the --tune variants.
 void add_row_knobs(Kernel& k) {
@@ -508,6 +509,8 @@ void add_row_knobs(Kernel& k) {
     k.constexprs.push_back({"pack_narrow_loads", 0, {0}, k.loc});
   if (const char* e = std::getenv("TESSERA_BENCH_PREFETCH"); e && std::string(e) == "1")
     k.constexprs.push_back({"prefetch_loads", 1, {1}, k.loc});
+  if (const char* e = std::getenv("TESSERA_BENCH_STREAM_STORES"); e && std::string(e) == "1")
+    k.constexprs.push_back({"stream_stores", 1, {1}, k.loc});
   if (const char* e = std::getenv("TESSERA_BENCH_MIN_BLOCKS"); e && std::atoi(e) >= 1)
     k.constexprs.push_back({"min_blocks", std::atoi(e), {std::atoi(e)}, k.loc});
 }

@@ -100,7 +100,12 @@ void Emitter::emit_load_store(const Op& op) {
     } else {
       line("#pragma unroll");
       line("for (int v_ = 0; v_ < " + V + "; ++v_) " + buf + "[v_] = " + store_conv(t, r + "[" + s0 + " + v_]") + ";");
-      line("tsr::copy_vec<" + St + ", " + V + ">(" + vi.ptr + " + " + off + ", " + buf + ");");
+      // stream_stores = 1: the vector goes out with st.global.cs (evict first), so that a
+      // kernel's output does not push out of L2 what it reads again (a row kernel's second
+      // pass over a long row).
+      const ConstexprDecl* cs = k_.find_constexpr("stream_stores");
+      line(std::string(cs && cs->value == 1 ? "tsr::store_vec_cs<" : "tsr::copy_vec<") + St + ", " + V + ">(" + vi.ptr +
+           " + " + off + ", " + buf + ");");
     }
     --ind_;
     open("} else {");

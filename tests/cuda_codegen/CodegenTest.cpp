@@ -72,6 +72,10 @@ TEST(CudaCodegen, RowKernelsCompileAtLargeTiles) {
     auto p = lib(name, ScalarKind::BF16, {{"BLOCK_N", 2048}});
     p->constexprs.push_back({"prefetch_loads", 1, {0, 1}, p->loc});
     expect_compiles(*p, std::string(name) + " prefetch_loads=1");
+    auto q = lib(name, ScalarKind::BF16, {{"BLOCK_N", 4096}});
+    q->constexprs.push_back({"stream_stores", 1, {0, 1}, q->loc});
+    EXPECT_NE(emit_cuda(*q, CudaTarget::parse("sm_90a")).find("tsr::store_vec_cs<uint16_t, 8>("), std::string::npos);
+    expect_compiles(*q, std::string(name) + " stream_stores=1");
   }
 }
 

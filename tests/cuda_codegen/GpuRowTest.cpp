@@ -67,8 +67,8 @@ TEST(CudaCodegenGpu, F16RowKernelsMatchInterpreter) {
     }
 }
 
-// Loads prefetched one iteration ahead in the reduction loops: one to many iterations, ragged
-// last tiles, and a loop whose last prefetch is skipped by its bound.
+// Loads prefetched one iteration ahead in the reduction loops (and stores with the evict-first
+// hint): two to eight iterations, ragged last tiles, the last prefetch skipped by the bound.
 TEST(CudaCodegenGpu, PrefetchedRowLoopsMatchInterpreter) {
   REQUIRE_GPU();
   for (const char* name : {"softmax", "layernorm", "rmsnorm"})
@@ -76,6 +76,7 @@ TEST(CudaCodegenGpu, PrefetchedRowLoopsMatchInterpreter) {
       SCOPED_TRACE(std::string(name) + " N=" + std::to_string(n) + " BLOCK_N=" + std::to_string(block_n));
       auto k = bind_constexprs(*find_library_kernel(name)->build(ScalarKind::BF16), {{"BLOCK_N", block_n}});
       k->constexprs.push_back({"prefetch_loads", 1, {0, 1}, k->loc});
+      k->constexprs.push_back({"stream_stores", 1, {0, 1}, k->loc});  // evict-first stores too
       try {
         expect_gpu_matches_interp(*k, {{"M", 6}, {"N", n}}, 31);
       } catch (const TesseraError& e) {

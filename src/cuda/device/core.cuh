@@ -174,6 +174,20 @@ TSR_D void copy_vec(S* __restrict__ dst, const S* __restrict__ src) {
 #pragma unroll
   for (int i = 0; i < bytes / piece; ++i) reinterpret_cast<P*>(dst)[i] = reinterpret_cast<const P*>(src)[i];
 }
+// copy_vec into global memory with the evict-first (streaming) cache hint.
+template <class S, int N>
+TSR_D void store_vec_cs(S* __restrict__ dst, const S* __restrict__ src) {
+  constexpr int bytes = int(sizeof(S)) * N;
+  if constexpr (bytes == 16) {
+    const uint4 v = *reinterpret_cast<const uint4*>(src);
+    asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+  } else if constexpr (bytes == 8) {
+    const uint2 v = *reinterpret_cast<const uint2*>(src);
+    asm volatile("st.global.cs.v2.u32 [%0], {%1, %2};" ::"l"(dst), "r"(v.x), "r"(v.y) : "memory");
+  } else {
+    copy_vec<S, N>(dst, src);
+  }
+}
 template <class S, int N>
 TSR_D bool aligned_vec(const S* p) {
   constexpr int bytes = int(sizeof(S)) * N;
