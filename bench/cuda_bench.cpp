@@ -467,13 +467,11 @@ std::vector<BenchCase> bench_cases(const Flags& f) {
 ConstexprConfig row_config(const Kernel& k, const BenchCase& bc) {
   const ConstexprDecl* d = k.find_constexpr("BLOCK_N");
   if (!d || d->candidates.empty() || !bc.sizes.count("N") || bc.kernel.rfind("matmul", 0) == 0) return {};
-  // The smallest tile that holds the whole row (read once, kept in registers), but no more
-  // than 8192 columns: longer rows loop over 8192-column tiles, whose second read comes from
-  // L2. Measured on the H200 (bench/RESULTS.md, 08:20 run, 4096x32768 bf16): BLOCK_N=8192
-  // beat the whole-row tile for softmax (2415 vs 2096 GB/s), layernorm (1865 vs 1563) and
-  // rmsnorm (2847 vs 2807).
-  constexpr int64_t kLongestRowTile = 8192;
-  int64_t n = std::min(bc.sizes.at("N"), kLongestRowTile), best = 0;
+  // Since 16-bit rows stay packed in registers (two values per register), the whole row wins at
+  // 32768 columns too. Measured on the H200 (bench/RESULTS.md, session 4, 4096x32768 bf16):
+  // whole row against 8192-column loops, softmax 2769 vs 2717 GB/s, layernorm 2698 vs 2453,
+  // rmsnorm 3376 vs 2934 (before packing the 8192 loop had won: 2415 vs 2096 for softmax).
+  int64_t n = bc.sizes.at("N"), best = 0;
   for (int64_t c : d->candidates)
     if ((c >= n && (best < n || c < best)) || (best < n && c > best)) best = c;
   return {{"BLOCK_N", best}};
