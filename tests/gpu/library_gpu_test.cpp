@@ -107,19 +107,31 @@ INSTANTIATE_TEST_SUITE_P(Library, LibraryGpu, ::testing::ValuesIn(cases()), [](c
 
 // Every candidate of every constexpr of the library (one at a time, the others at their
 // defaults) on the GPU: configurations the autotuner will try must all be correct.
-TEST(LibraryGpu, EveryConstexprCandidate) {
-  REQUIRE_GPU();
-  for (const auto& lk : library()) {
-    auto unbound = lk.build(lk.dtypes.front());
-    for (const auto& c : unbound->constexprs)
-      for (int64_t v : c.candidates) {
-        SCOPED_TRACE(lk.name + " " + c.name + "=" + std::to_string(v));
-        auto k = bind_constexprs(*unbound, {{c.name, v}});
-        bool one_dim = lk.default_sizes.size() == 1;
-        expect_gpu_matches_interp(*k, one_dim ? sizes_for(*k, 5003, 0) : sizes_for(*k, 131, 22), 5);
-      }
-  }
+// One test per library kernel: each compiles a few dozen kernels with NVRTC (up to a second
+// each for the row kernels), too many for one test's time limit, and ctest runs them in parallel.
+class LibraryCandidatesGpu : public ::testing::TestWithParam<std::string> {};
+
+std::vector<std::string> library_names() {
+  std::vector<std::string> out;
+  for (const auto& lk : library()) out.push_back(lk.name);
+  return out;
 }
+
+TEST_P(LibraryCandidatesGpu, EveryConstexprCandidate) {
+  REQUIRE_GPU();
+  const LibraryKernel& lk = *find_library_kernel(GetParam());
+  auto unbound = lk.build(lk.dtypes.front());
+  for (const auto& c : unbound->constexprs)
+    for (int64_t v : c.candidates) {
+      SCOPED_TRACE(lk.name + " " + c.name + "=" + std::to_string(v));
+      auto k = bind_constexprs(*unbound, {{c.name, v}});
+      bool one_dim = lk.default_sizes.size() == 1;
+      expect_gpu_matches_interp(*k, one_dim ? sizes_for(*k, 5003, 0) : sizes_for(*k, 131, 22), 5);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Library, LibraryCandidatesGpu, ::testing::ValuesIn(library_names()),
+                         [](const auto& info) { return info.param; });
 
 TEST(Gpu, EmptyLaunchAndCacheHit) {
   REQUIRE_GPU();
