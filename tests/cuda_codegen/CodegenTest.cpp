@@ -22,12 +22,6 @@ std::unique_ptr<Kernel> lib(const std::string& name, ScalarKind dt, const Conste
   return bind_constexprs(*lk->build(dt), cfg);
 }
 
-std::unique_ptr<Kernel> parse_one(const std::string& text) {
-  auto m = parse_module(text, "test.tile");
-  EXPECT_EQ(m->kernels.size(), 1u);
-  return bind_constexprs(*m->kernels.at(0), {});
-}
-
 void expect_compiles(const Kernel& k, const std::string& what) {
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << why;

@@ -109,7 +109,9 @@ TEST(CudaWgmma, OtherWorkAtTopLevelKeepsOneCtaPerProgram) {
   EXPECT_FALSE(em.info.persistent);
   EXPECT_NE(em.source.find("blockIdx.x"), std::string::npos);
   std::string why;
-  if (nvrtc_available(&why)) EXPECT_FALSE(nvrtc_compile(em.source, CudaTarget::parse("sm_90a")).cubin.empty());
+  if (nvrtc_available(&why)) {
+    EXPECT_FALSE(nvrtc_compile(em.source, CudaTarget::parse("sm_90a")).cubin.empty());
+  }
 }
 
 TEST(CudaWgmma, ShapesTheRingCannotTakeStayOnMmaSyncWithAReason) {
