@@ -256,9 +256,9 @@ void Emitter::emit_op(const Op& op) {
       } else {
         if (axis < 0 || axis > 2) fail(op, "axis must be 0, 1 or 2");
         const char* xyz[] = {"x", "y", "z"};
-        if (split_k_ && axis == 2)  // blockIdx.z is the split; the kernel's grid is 2-D
+        if ((split_k_ || persistent_ || grouped_) && axis == 2)  // these kernels' grids are 2-D
           line("const int32_t " + bind_new(r) + " = " + (op.kind == OpKind::ProgramId ? "0" : "1") + ";");
-        else if (persistent_)
+        else if (persistent_ || grouped_)
           line("const int32_t " + bind_new(r) + " = " + (op.kind == OpKind::ProgramId ? "tsr_pid" : "tsr_grid") +
                std::to_string(axis) + ";");
         else
@@ -864,6 +864,11 @@ CudaEmission Emitter::run() {
     notes_.push_back("split-K: gridDim.z CTAs share each program's K loop; partial sums meet in a workspace and the "
                      "last CTA adds them in split order");
   }
+  grouped_ = !persistent_ && !split_k_ && !wg_.ok && has_pipelined_mma_loop();
+  if (grouped_) {
+    count("grouped-order");
+    notes_.push_back("grouped order: CTAs take the programs 8 rows of axis 0 at a time, for L2 reuse of the operand tiles");
+  }
   if (persistent_) {
     info.persistent = true;
     for (int axis = 0; axis < 2; ++axis) {
@@ -914,20 +919,30 @@ CudaEmission Emitter::run() {
   }
   for (const auto& c : k.constexprs)
     line("[[maybe_unused]] constexpr int64_t " + c.name + " = " + std::to_string(c.value) + "LL;");
-  if (persistent_) {
-    emit_wgmma_setup();
-    // Grouped order: programs (pid0, pid1) run 8 values of pid0 at a time, all pid1 for each.
-    line("const int64_t tsr_programs = int64_t(tsr_grid0) * int64_t(tsr_grid1), tsr_in_group = 8 * int64_t(tsr_grid1);");
-    open("for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {");
+  // Grouped order: the t-th program started is (tsr_pid0, tsr_pid1), taking 8 values of pid0
+  // for each pid1 in turn, so that programs running together share operand tiles in L2.
+  auto grouped_ids = [&] {
     line("const int64_t tsr_first = tsr_t / tsr_in_group * 8, tsr_rows = tsr_grid0 - tsr_first < 8 ? tsr_grid0 - tsr_first : 8;");
     line("const int32_t tsr_pid0 = int32_t(tsr_first + tsr_t % tsr_in_group % tsr_rows);");
     line("const int32_t tsr_pid1 = int32_t(tsr_t % tsr_in_group / tsr_rows);");
     line("(void)tsr_pid0; (void)tsr_pid1;");
+  };
+  if (persistent_) {
+    emit_wgmma_setup();
+    line("const int64_t tsr_programs = int64_t(tsr_grid0) * int64_t(tsr_grid1), tsr_in_group = 8 * int64_t(tsr_grid1);");
+    open("for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {");
+    grouped_ids();
     emit_block(*k.body);
     close();
     // The TMA stores must finish before the CTA's shared memory goes away.
     if (wg_.tma_store)
       line("if (tsr_tid < " + std::to_string(wg_.consumer_warps * 32) + " && tsr_tid % 128 == 0) tsr::bulk_wait_all();");
+  } else if (grouped_) {
+    // One CTA per program, in launch order (blockIdx.x fastest), renumbered into grouped order.
+    line("const int32_t tsr_grid0 = int32_t(gridDim.x), tsr_grid1 = int32_t(gridDim.y);");
+    line("const int64_t tsr_t = int64_t(blockIdx.y) * gridDim.x + blockIdx.x, tsr_in_group = 8 * int64_t(tsr_grid1);");
+    grouped_ids();
+    emit_block(*k.body);
   } else {
     emit_block(*k.body);
   }

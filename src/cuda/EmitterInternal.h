@@ -251,6 +251,11 @@ class Emitter {
   // picks a slice of the wgmma loop's iterations; emit_split_k_fixup then combines the slices.
   bool split_k_ = false;
   void emit_split_k_fixup(const std::string& frag);
+  // One CTA per program, but the programs renumbered into the persistent kernel's grouped
+  // order (8 rows of axis 0 at a time): for kernels with a 2-D grid and a pipelined mma.sync
+  // matmul loop at the top level, whose CTAs then share operand tiles in L2.
+  bool grouped_ = false;
+  bool has_pipelined_mma_loop() const;
   std::vector<std::string> notes_;  // CudaEmission::notes
   int64_t pipe_frag_regs_ = 0;  // most accumulator registers per thread of a pipelined loop
   int64_t pipe_stage_elems_ = 0;  // most elements per thread one pipeline stage copies

@@ -62,6 +62,15 @@ const Op* Emitter::ring_operand_load(Block& body, const Value* v, ScalarKind in)
   return l;
 }
 
+bool Emitter::has_pipelined_mma_loop() const {
+  if (!k_.grid) return false;
+  const Op* y = k_.grid->terminator();
+  if (!y || y->operands.size() != 2) return false;
+  for (const auto& o : k_.body->ops)
+    if (o->kind == OpKind::For && o->has_attr("pipeline") && plan_pipeline(*o, frag_carried(*o)).ok) return true;
+  return false;
+}
+
 Emitter::PipePlan Emitter::plan_pipeline(const Op& f, const std::vector<std::pair<size_t, const Op*>>& frags) const {
   PipePlan pp;
   const Attr* a = f.find_attr("pipeline");

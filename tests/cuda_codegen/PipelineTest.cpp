@@ -104,6 +104,27 @@ TEST(CudaPipeline, Bf16LibraryMatmulUsesACpAsyncRingAndLdmatrix) {
 
 // 128 x 256 tiles: 8 warps of 64 x 64 (4 x 8 mma tiles, 32 mma per 8 ldmatrix.x4 per k16 step),
 // one CTA per SM, fragments double-buffered across k16 steps, one barrier per stage.
+// A 2-D grid of pipelined mma.sync matmul programs renumbers its CTAs into the persistent
+// kernel's grouped order (8 rows of program axis 0 per column of axis 1), for L2 reuse; kernels
+// without such a loop keep blockIdx as their program ids.
+TEST(CudaPipeline, MmaSyncMatmulProgramsRunInGroupedOrder) {
+  CudaEmission em = emit(*lib_matmul(ScalarKind::BF16), "sm_80");
+  EXPECT_EQ(em.stats["grouped-order"], 1);
+  EXPECT_NE(em.source.find("const int64_t tsr_t = int64_t(blockIdx.y) * gridDim.x + blockIdx.x"), std::string::npos)
+      << em.source;
+  EXPECT_NE(em.source.find("= tsr_pid0;"), std::string::npos);
+  EXPECT_NE(em.source.find("= tsr_pid1;"), std::string::npos);
+  EXPECT_FALSE(em.info.persistent);
+  auto sm = bind_constexprs(*find_library_kernel("softmax")->build(ScalarKind::BF16), {});
+  CudaEmission row = emit(*sm, "sm_80");
+  EXPECT_EQ(row.stats.count("grouped-order"), 0u);
+  EXPECT_EQ(row.source.find("tsr_pid0"), std::string::npos);
+  // The wgmma kernel is persistent (its own grouped loop), not renumbered twice.
+  CudaEmission w = emit(*lib_matmul(ScalarKind::BF16));
+  EXPECT_EQ(w.stats.count("grouped-order"), 0u);
+  EXPECT_TRUE(w.info.persistent);
+}
+
 TEST(CudaPipeline, OneCtaTilesDoubleBufferFragmentsAcrossK16Steps) {
   for (ScalarKind dt : {ScalarKind::BF16, ScalarKind::F16}) {
     CudaEmission em = emit(*lib_matmul(dt, k128x256x32), "sm_80");
