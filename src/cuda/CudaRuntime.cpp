@@ -145,7 +145,6 @@ class CudaKernelImpl : public CudaKernel {
     ensure_loaded(dev);
     const CudaKernelInfo& info = em_.info;
     std::vector<uint64_t> slots(info.params.size());
-    std::vector<void*> params(info.params.size());
     std::vector<CUtensorMap> maps(info.params.size());
     for (size_t i = 0; i < info.params.size(); ++i) {
       const CudaParam& p = info.params[i];
@@ -156,7 +155,6 @@ class CudaKernelImpl : public CudaKernel {
             without_tma().launch(args, ptrs, stream);
             return;
           }
-          params[i] = &maps[i];
           continue;
         case CudaParam::Kind::Pointer: slots[i] = ptrs.at(p.param_index); break;
         case CudaParam::Kind::Dim: {
@@ -177,7 +175,6 @@ class CudaKernelImpl : public CudaKernel {
           slots[i] = split_workspace(stream, grid[0] * grid[1], splits);
           break;
       }
-      params[i] = &slots[i];
     }
     // Too few programs to fill the device (the operands' tensor maps are known to be fine by now):
     // the split-K compilation shares each program's K loop among several CTAs.
