@@ -572,13 +572,17 @@ double rel_diff(const std::vector<double>& got, const std::vector<double>& want)
   return worst;
 }
 
-// "128x256x64": a matmul's BLOCK_M x BLOCK_N x BLOCK_K.
+// "128x256x64": a matmul's BLOCK_M x BLOCK_N x BLOCK_K, then its codegen knobs that are on
+// ("128x256x64 mma_spread_copies=1"; the mma.sync variants).
 std::string tile_str(const ConstexprConfig& c) {
   auto v = [&](const char* n) {
     auto it = c.find(n);
     return it == c.end() ? std::string("?") : std::to_string(it->second);
   };
-  return v("BLOCK_M") + "x" + v("BLOCK_N") + "x" + v("BLOCK_K");
+  std::string out = v("BLOCK_M") + "x" + v("BLOCK_N") + "x" + v("BLOCK_K");
+  for (const auto& [name, value] : c)
+    if (name.rfind("BLOCK_", 0) != 0 && value != 0) out += " " + name + "=" + std::to_string(value);
+  return out;
 }
 
 std::string tile_str(const Kernel& k) {
@@ -667,26 +671,77 @@ std::vector<Result> time_matmul_configs(const LibraryKernel& lk, const Kernel& u
   return out;
 }
 
+// The mma.sync path's codegen knobs (all off at 0; src/cuda/EmitterInternal.h, PipePlan, and
+// EmitDot.cpp): cp.async L2 prefetch size, the next stage's copies spread over the k16 steps,
+// the epilogue staged through shared memory with 16-byte stores, a CTA-count register cap (with
+// the ring sized for it) and the CTA size.
+const char* const kMmaKnobs[] = {"mma_l2_prefetch", "mma_spread_copies", "mma_smem_epilogue", "min_blocks", "num_warps"};
+
+// The tile and knob combinations time_mma_sync measures beside the kernel's own default: the
+// knobs one at a time and together at 128x256x64 (the default), and the cheap ones at the other
+// tiles; 2 CTAs per SM (min_blocks = 2: 128 registers, the ring in half of shared memory) at
+// 128x128, and 16 warps (64 x 32 warp tiles, 128 registers) at 128x256.
+std::vector<ConstexprConfig> mma_sync_configs() {
+  auto t = [](int64_t m, int64_t n, int64_t k, ConstexprConfig knobs = {}) {
+    ConstexprConfig c{{"BLOCK_M", m}, {"BLOCK_N", n}, {"BLOCK_K", k}};
+    c.insert(knobs.begin(), knobs.end());
+    return c;
+  };
+  const ConstexprConfig spread = {{"mma_spread_copies", 1}}, staged = {{"mma_smem_epilogue", 1}};
+  auto with = [](ConstexprConfig a, const ConstexprConfig& b) {
+    a.insert(b.begin(), b.end());
+    return a;
+  };
+  auto pf = [](int64_t bytes) { return ConstexprConfig{{"mma_l2_prefetch", bytes}}; };
+  // {} is the kernel's own default (128x256x64 for 16-bit types).
+  std::vector<ConstexprConfig> out = {{}, t(128, 256, 32), t(128, 128, 64), t(128, 128, 32), t(64, 256, 64)};
+  for (const ConstexprConfig& k :
+       {pf(64), pf(128), pf(256), spread, staged, with(spread, pf(128)), with(spread, staged), with(staged, pf(128)),
+        with(with(spread, staged), pf(128)), with(with(spread, staged), pf(256)), ConstexprConfig{{"num_warps", 16}},
+        with({{"num_warps", 16}}, with(spread, staged))})
+    out.push_back(t(128, 256, 64, k));
+  for (const ConstexprConfig& k : {pf(128), staged, with(staged, pf(128)), ConstexprConfig{{"num_warps", 16}}})
+    out.push_back(t(128, 256, 32, k));
+  for (const ConstexprConfig& k : {ConstexprConfig{{"min_blocks", 2}}, with({{"min_blocks", 2}}, staged),
+                                   with({{"min_blocks", 2}}, with(staged, pf(128))), spread, with(spread, staged)})
+    out.push_back(t(128, 128, 64, k));
+  for (const ConstexprConfig& k : {pf(128), staged, with(staged, pf(128))}) out.push_back(t(128, 128, 32, k));
+  for (const ConstexprConfig& k : {spread, with(spread, staged)}) out.push_back(t(64, 256, 64, k));
+  return out;
+}
+
 // The portable tensor-core path (mma.sync fed by a cp.async ring), which sm_80 and every tile
 // outside the wgmma envelope run: compiled for the device's architecture without the
 // arch-specific variant (sm_90 on Hopper, so that no tile takes TMA + wgmma), the kernel's own
-// default and a few other mma.sync tiles; the best is the `matmul_mma_sync` row, every tile's
-// figure in its note.
-std::vector<Result> time_mma_sync(const LibraryKernel& lk, const Kernel& unbound, const BenchCase& bc, Buffers& bufs,
-                                  const GemmSample& g, const Flags& f, const CudaOptions& opts, const Result& base,
+// default, a few other mma.sync tiles and the knob combinations of mma_sync_configs, each
+// checked like the other tiles; each one's figure and ratio to cuBLAS (`cublas`, TFLOP/s; 0:
+// not measured) is printed on its own line, the best is the `matmul_mma_sync` row, every
+// tile's figure in its note.
+std::vector<Result> time_mma_sync(const LibraryKernel& lk, const BenchCase& bc, Buffers& bufs, const GemmSample& g,
+                                  const Flags& f, const CudaOptions& opts, const Result& base, double cublas,
                                   int& status) {
   CudaOptions mo = opts;
   mo.target = CudaTarget{device().sm, false};
-  auto t = [](int64_t m, int64_t n, int64_t k) {
-    return ConstexprConfig{{"BLOCK_M", m}, {"BLOCK_N", n}, {"BLOCK_K", k}};
-  };
-  // {} is the kernel's own default (128x256x64 for 16-bit types).
-  std::vector<ConstexprConfig> cfgs = {{}, t(128, 256, 32), t(128, 128, 64), t(128, 128, 32), t(64, 256, 64)};
+  // The library kernel with the knobs declared (off), so that the configurations can bind them.
+  auto knobbed = lk.build(bc.dt);
+  for (const char* name : kMmaKnobs) knobbed->constexprs.push_back({name, 0, {}, knobbed->loc});
+  std::vector<ConstexprConfig> cfgs = mma_sync_configs();
   std::string summary;
-  std::vector<Result> all = time_matmul_configs(lk, unbound, bc, cfgs, bufs, g, f, f.iters, mo, base, summary, status);
+  std::vector<Result> all = time_matmul_configs(lk, *knobbed, bc, cfgs, bufs, g, f, f.iters, mo, base, summary, status);
   Result best;
-  for (const Result& a : all)
+  std::printf("cuda_bench: mma.sync (%s) at %s, %zu of %zu configurations correct:\n", mo.target.str().c_str(),
+              base.sizes.c_str(), all.size(), cfgs.size());
+  for (const Result& a : all) {
     if (a.figure > best.figure) best = a;
+    // "BLOCK_M=128,...,mma_l2_prefetch=0,..." -> "128x256x64 mma_spread_copies=1".
+    ConstexprConfig c;
+    std::stringstream in(a.config);
+    for (std::string kv; std::getline(in, kv, ',');)
+      if (size_t eq = kv.find('='); eq != std::string::npos) c[kv.substr(0, eq)] = std::stoll(kv.substr(eq + 1));
+    char ratio[32] = "";
+    if (cublas > 0) std::snprintf(ratio, sizeof ratio, "%.3f of cuBLAS", a.figure / cublas);
+    std::printf("  mma_sync %-64s %8.1f TFLOP/s  %s\n", tile_str(c).c_str(), a.figure, ratio);
+  }
   if (best.figure <= 0) return {};
   best.kernel = "matmul_mma_sync";
   best.note = "mma.sync compiled for " + mo.target.str() + ", best of " + std::to_string(all.size()) + ": " + summary;
@@ -801,7 +856,7 @@ std::vector<Result> bench_matmul(const LibraryKernel& lk, const BenchCase& bc, c
   }
 
   if (bc.tune && (f.matmul_alternatives || f.tune)) {
-    std::vector<Result> mma = time_mma_sync(lk, unbound, bc, bufs, g, f, opts, r, status);
+    std::vector<Result> mma = time_mma_sync(lk, bc, bufs, g, f, opts, r, c.figure, status);
     for (Result& x : mma) vs_cublas(x);
     out.insert(out.end(), mma.begin(), mma.end());
   }

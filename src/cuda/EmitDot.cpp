@@ -221,6 +221,22 @@ bool Emitter::store_frag_tile(const Op& st) {
   std::string St = stype(vt);
   open("{");
   warp_coords(*this, p);
+  // mma_smem_epilogue = 1 (a knob): through shared memory, out in 16-byte row chunks, for 16- and
+  // 32-bit outputs whose padded tile fits in shared memory (it reuses the operands' space).
+  const int64_t eb = scalar_bytes(vt);
+  const int64_t staged_bytes = p.M * (p.N + 16 / std::max<int64_t>(eb, 1)) * eb;
+  if (knob("mma_smem_epilogue") == 1 && (eb == 2 || eb == 4) && staged_bytes <= smem_limit(tg_)) {
+    std::string E = std::to_string(16 / eb);
+    line("tsr::store_frags_staged<" + St + ", " + std::to_string(p.M) + ", " + std::to_string(p.N) + ", " + std::to_string(T_) + ">(" + ft.frag + ", " +
+         smem_ptr(St, 0, staged_bytes) + ", m0_, n0_, " + (p.wm * p.wn == T_ / 32 ? "true" : "warp_ < " + std::to_string(p.wm * p.wn)) +
+         ", " + vi.ptr + ", int64_t(" + nm(st.operand(2)) + ") * " + std::to_string(p.M) + ", int64_t(" + nm(st.operand(3)) +
+         ") * " + std::to_string(p.N) + ", " + vi.dims[0] + ", " + vi.dims[1] + ", " + vi.strides[0] + ", tsr::aligned_vec<" +
+         St + ", " + E + ">(" + vi.ptr + ") && " + vi.strides[0] + " % " + E + " == 0, tsr_tid, [=](float x_) -> " + St +
+         " { return " + frag_store_conv(ft, vt) + "; });");
+    close();
+    count("mma-staged-epilogues");
+    return true;
+  }
   open(p.wm * p.wn == T_ / 32 ? "{" : "if (warp_ < " + std::to_string(p.wm * p.wn) + ") {");
   line("tsr::store_frags(" + ft.frag + ", " + vi.ptr + ", int64_t(" + nm(st.operand(2)) + ") * " + std::to_string(p.M) +
        " + m0_, int64_t(" + nm(st.operand(3)) + ") * " + std::to_string(p.N) + " + n0_, " + vi.dims[0] + ", " + vi.dims[1] +

@@ -108,6 +108,11 @@ class Emitter {
   static std::vector<std::string> coords(const std::string& e, const std::vector<int64_t>& S);
   static std::string flat(const std::vector<std::string>& c, const std::vector<int64_t>& S);
   void barrier() { line("__syncthreads();"); }
+  // The value of kernel constexpr `name` (a codegen knob), or `fallback` when it has none.
+  int64_t knob(std::string_view name, int64_t fallback = 0) const {
+    const ConstexprDecl* d = k_.find_constexpr(name);
+    return d ? d->value : fallback;
+  }
   void count(const std::string& stat, int64_t n = 1) { stats_[stat] += n; }
 
   void emit_block(const Block& b);
@@ -194,6 +199,16 @@ class Emitter {
     int stages = 0;
     // Fragments of k16 step ks + 1 load while step ks's mma run (one CTA per SM: registers allow).
     bool double_buffer = false;
+    // Knobs, from kernel constexprs (off by default; cuda_bench times them):
+    //   mma_l2_prefetch = 64 | 128 | 256: the ring's cp.async ask L2 to fetch that many bytes
+    //     around each chunk (.L2::NB);
+    //   mma_spread_copies = 1: with double-buffered fragments and at least 3 k16 steps per stage,
+    //     the next stage's copies go out in KS - 1 pieces, one after each of steps 0 .. KS-2's
+    //     mma, instead of all after step 0's;
+    //   min_blocks = B >= 2: the ring stays within 1/B of shared memory, so that the B CTAs per
+    //     SM that __launch_bounds__ then asks registers for also fit in shared memory.
+    int l2_prefetch = 0;
+    int copy_parts = 1;
     const Op *dot = nullptr, *load_a = nullptr, *load_b = nullptr;
     MmaPlan mma;
   };

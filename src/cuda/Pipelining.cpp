@@ -16,7 +16,10 @@
 //                   step KS-1
 //   after:     wait for all groups; barrier (the ring may be reused)
 // Either way one barrier per iteration: stage (i-1)%S was last read before the barrier that
-// precedes its refill.
+// precedes its refill. Knobs (kernel constexprs, PipePlan): mma_spread_copies = 1 splits the
+// refill of the double-buffered schedule into KS - 1 pieces, one after each of steps 0 .. KS-2's
+// mma, committed after the last (still before the wait at KS-1 that counts it);
+// mma_l2_prefetch adds an L2 prefetch size to every copy; min_blocks >= 2 bounds the ring.
 //
 // cp.async needs 16-byte aligned sources: when an operand view's base pointer is not 16-byte
 // aligned or its rows are not multiples of 8 elements (a uniform runtime flag), its chunks are
@@ -96,10 +99,15 @@ Emitter::PipePlan Emitter::plan_pipeline(const Op& f, const std::vector<std::pai
   // Double buffers alternate within a stage, so a stage needs an even number of k16 steps.
   pp.double_buffer = !pipe_fits_two_ctas(p.mt * p.nt * 4, stage_bytes / 2 / T_) && p.K % 32 == 0;
   int64_t budget = pp.double_buffer ? smem_limit(tg_) - 16 * 1024 : 96 * 1024;
+  if (int64_t blocks = knob("min_blocks", 1); blocks >= 2 && blocks <= 32)
+    budget = std::min(budget, smem_limit(tg_) / blocks - 1024);
   int64_t S = std::min<int64_t>(std::get<int64_t>(*a), 8);
   while (S > 2 && S * stage_bytes > budget) --S;
   pp.ok = true;
   pp.stages = static_cast<int>(S);
+  if (int64_t pf = knob("mma_l2_prefetch"); pf == 64 || pf == 128 || pf == 256) pp.l2_prefetch = static_cast<int>(pf);
+  // One piece per k16 step but the last (whose wait needs this iteration's group committed).
+  if (knob("mma_spread_copies") == 1 && pp.double_buffer && p.K / 16 >= 3) pp.copy_parts = static_cast<int>(p.K / 16 - 1);
   pp.dot = dot, pp.load_a = la, pp.load_b = lb;
   pp.mma = p;
   return pp;
@@ -119,6 +127,8 @@ void Emitter::emit_pipelined(const Op& f, const PipePlan& pp, const std::string&
   pipe_frag_regs_ = std::max(pipe_frag_regs_, p.mt * p.nt * 4);
   pipe_stage_elems_ = std::max(pipe_stage_elems_, (p.M * p.K + p.K * p.N) / T_);
   count("pipeline-stages", S);
+  if (pp.l2_prefetch) count("mma-l2-prefetch", pp.l2_prefetch);
+  if (pp.copy_parts > 1) count("mma-copy-pieces", pp.copy_parts);
 
   std::string oka = fresh("vec_a"), okb = fresh("vec_b"), ring = fresh("ring");
   open("{");
@@ -130,7 +140,8 @@ void Emitter::emit_pipelined(const Op& f, const PipePlan& pp, const std::string&
   barrier();
   // Copies of iteration `iv` (an int64 expression) into stage `st`: the body's index arithmetic
   // is emitted again for that iteration.
-  auto issue = [&](const std::string& iv, const std::string& st) {
+  // `part` of `parts`: that share of every thread's chunks (cp_tile_async).
+  auto issue = [&](const std::string& iv, const std::string& st, int part = 0, int parts = 1) {
     open("{");
     std::string ivn = fresh("ivp");
     line("const int32_t " + ivn + " = int32_t(" + iv + ");");
@@ -138,10 +149,14 @@ void Emitter::emit_pipelined(const Op& f, const PipePlan& pp, const std::string&
     for (const auto& o : body.ops)
       if (o.get() != pp.dot && o.get() != pp.load_a && o.get() != pp.load_b && o->kind != OpKind::Yield) emit_op(*o);
     const Op &la = *pp.load_a, &lb = *pp.load_b;
-    line("tsr::cp_tile_async<" + BM + ", " + std::to_string(p.K / 8) + ", " + T + ">(" + ring + " + " + st + " * " + SE +
+    // Template arguments after NTHREADS, only where a knob is on (the default text is unchanged).
+    std::string tail;
+    if (pp.l2_prefetch || parts > 1) tail = ", " + std::to_string(pp.l2_prefetch);
+    if (parts > 1) tail += ", " + std::to_string(part) + ", " + std::to_string(parts);
+    line("tsr::cp_tile_async<" + BM + ", " + std::to_string(p.K / 8) + ", " + T + tail + ">(" + ring + " + " + st + " * " + SE +
          ", " + va.ptr + ", int64_t(" + nm(la.operand(1)) + ") * " + BM + ", int64_t(" + nm(la.operand(2)) + ") * " + BK +
          ", " + va.dims[0] + ", " + va.dims[1] + ", " + va.strides[0] + ", tsr_tid, " + oka + ");");
-    line("tsr::cp_tile_async<" + BK + ", " + std::to_string(p.N / 8) + ", " + T + ">(" + ring + " + " + st + " * " + SE +
+    line("tsr::cp_tile_async<" + BK + ", " + std::to_string(p.N / 8) + ", " + T + tail + ">(" + ring + " + " + st + " * " + SE +
          " + " + AE + ", " + vb.ptr + ", int64_t(" + nm(lb.operand(1)) + ") * " + BK + ", int64_t(" + nm(lb.operand(2)) +
          ") * " + BN + ", " + vb.dims[0] + ", " + vb.dims[1] + ", " + vb.strides[0] + ", tsr_tid, " + okb + ");");
     close();
@@ -169,13 +184,17 @@ void Emitter::emit_pipelined(const Op& f, const PipePlan& pp, const std::string&
          std::to_string(buf) + "], " + fb + "[" + std::to_string(buf) + "], " + base + ", " + base + " + " + AEB + "u, " +
          std::to_string(ks) + ", m0_, n0_, lane_);");
   };
-  auto issue_next = [&]() {
-    line("const int64_t " + pv2 + " = " + it + " + int64_t(" + std::to_string(S - 1) + ") * int64_t(" + step + ");");
-    line("const int " + nxt + " = " + cur + " == 0 ? " + std::to_string(S - 1) + " : " + cur + " - 1;");
+  // Piece `part` of `parts` of iteration it + S - 1's copies into stage (cur - 1) % S; the group
+  // is committed after the last piece.
+  auto issue_next = [&](int part = 0, int parts = 1) {
+    if (part == 0) {
+      line("const int64_t " + pv2 + " = " + it + " + int64_t(" + std::to_string(S - 1) + ") * int64_t(" + step + ");");
+      line("const int " + nxt + " = " + cur + " == 0 ? " + std::to_string(S - 1) + " : " + cur + " - 1;");
+    }
     open("if (" + pv2 + " < " + hi + ") {");
-    issue(pv2, nxt);
+    issue(pv2, nxt, part, parts);
     close();
-    line("tsr::cp_async_commit();");
+    if (part == parts - 1) line("tsr::cp_async_commit();");
   };
   auto mma = [&](int buf) {
     line(std::string("tsr::mma_tiles<") + (p.bf16 ? "true" : "false") + ">(" + frag + ", " + fa + "[" +
@@ -224,8 +243,9 @@ void Emitter::emit_pipelined(const Op& f, const PipePlan& pp, const std::string&
       mma(ks % 2);
       close();
       // The refill goes out after the first step's mma, so the tensor cores start first (KS >= 2:
-      // it is committed before the wait at the last step that counts it).
-      if (ks == 0) issue_next();
+      // it is committed before the wait at the last step that counts it); spread (copy_parts =
+      // KS - 1), a piece after each step's mma but the last's.
+      if (ks < pp.copy_parts) issue_next(ks, pp.copy_parts);
     }
     close();
   }

@@ -63,5 +63,59 @@ TEST(MmaSyncGpu, MatmulLongKLoopsMatchTheInterpreter) {
   }
 }
 
+// The codegen knobs cuda_bench times (src/cuda/EmitterInternal.h, PipePlan; EmitDot.cpp): each
+// value alone and the combinations the bench runs, at the tiles it runs them, on ragged shapes
+// (partial tiles, rows not 16-byte aligned, a K loop that wraps the ring).
+TEST(MmaSyncGpu, KnobsMatchTheInterpreter) {
+  REQUIRE_GPU();
+  struct Case {
+    Tile t;
+    std::vector<std::pair<const char*, int64_t>> knobs;
+  };
+  const std::vector<Case> cases = {
+      {{128, 256, 64}, {{"mma_l2_prefetch", 64}}},
+      {{128, 256, 64}, {{"mma_l2_prefetch", 128}}},
+      {{128, 256, 64}, {{"mma_l2_prefetch", 256}}},
+      {{128, 256, 64}, {{"mma_spread_copies", 1}}},
+      {{128, 256, 64}, {{"mma_smem_epilogue", 1}}},
+      {{128, 256, 64}, {{"mma_spread_copies", 1}, {"mma_smem_epilogue", 1}, {"mma_l2_prefetch", 128}}},
+      {{128, 256, 64}, {{"num_warps", 16}}},
+      {{128, 256, 64}, {{"num_warps", 16}, {"mma_spread_copies", 1}, {"mma_smem_epilogue", 1}}},
+      {{128, 256, 32}, {{"num_warps", 16}, {"mma_smem_epilogue", 1}, {"mma_l2_prefetch", 128}}},
+      {{128, 128, 64}, {{"min_blocks", 2}}},
+      {{128, 128, 64}, {{"min_blocks", 2}, {"mma_smem_epilogue", 1}, {"mma_l2_prefetch", 128}}},
+      {{128, 128, 64}, {{"mma_spread_copies", 1}, {"mma_smem_epilogue", 1}}},
+      {{128, 128, 32}, {{"mma_smem_epilogue", 1}, {"mma_l2_prefetch", 128}}},
+      {{64, 256, 64}, {{"mma_spread_copies", 1}, {"mma_smem_epilogue", 1}}},
+      {{64, 64, 32}, {{"mma_smem_epilogue", 1}}},
+  };
+  const std::vector<Sizes> sizes = {
+      {{"M", 256}, {"N", 512}, {"K", 256}},   // whole tiles
+      {{"M", 200}, {"N", 264}, {"K", 136}},   // partial tiles in every dim
+      {{"M", 131}, {"N", 300}, {"K", 1000}},  // the ring wraps, K ragged
+      {{"M", 130}, {"N", 99}, {"K", 77}}};    // rows not 16-byte aligned: element-wise copies and stores
+  uint64_t seed = 90;
+  for (const Case& c : cases) {
+    auto k = matmul(ScalarKind::BF16, c.t.m, c.t.n, c.t.k);
+    std::string what = std::to_string(c.t.m) + "x" + std::to_string(c.t.n) + "x" + std::to_string(c.t.k);
+    for (const auto& [name, value] : c.knobs) {
+      k->constexprs.push_back({name, value, {value}, k->loc});
+      what += std::string(" ") + name + "=" + std::to_string(value);
+    }
+    SCOPED_TRACE(what);
+    auto ck = compile_cuda(*k, mma_sync_options());
+    ASSERT_NE(ck->source().find("tsr::ldsm_frags<"), std::string::npos) << "not the pipelined mma.sync path";
+    for (const Sizes& s : sizes) {
+      SCOPED_TRACE(sizes_str(s));
+      EXPECT_GT(expect_gpu_matches_interp(*k, s, seed++, {}, mma_sync_options()), 0);
+    }
+  }
+  // f16, the staged epilogue's other 16-bit type.
+  auto k = matmul(ScalarKind::F16, 128, 256, 64);
+  k->constexprs.push_back({"mma_smem_epilogue", 1, {1}, k->loc});
+  k->constexprs.push_back({"mma_spread_copies", 1, {1}, k->loc});
+  EXPECT_GT(expect_gpu_matches_interp(*k, {{"M", 200}, {"N", 264}, {"K", 136}}, seed++, {}, mma_sync_options()), 0);
+}
+
 }  // namespace
 }  // namespace tessera::gputest

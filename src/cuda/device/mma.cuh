@@ -105,13 +105,31 @@ TSR_D uint32_t smem_u32(const void* p) {
 }
 
 // 16 bytes global -> shared, bypassing L1; bytes < 16 reads only that many and zero-fills the rest
-// (0: nothing is read, the chunk is all zeros). Without `bytes`: all 16.
+// (0: nothing is read, the chunk is all zeros). Without `bytes`: all 16. L2PF (64, 128 or 256;
+// 0: none) asks L2 to fetch that many bytes around the chunk from memory at once (the
+// .L2::NB prefetch-size qualifier, sm_80+), a knob the pipelined matmul exposes as
+// mma_l2_prefetch.
+#define TSR_CP_ASYNC_16_PF(BODY)                                                                                 \
+  static_assert(L2PF == 0 || L2PF == 64 || L2PF == 128 || L2PF == 256, "L2 prefetch size: 0, 64, 128 or 256 bytes"); \
+  if constexpr (L2PF == 256) BODY(".L2::256B");                                                                    \
+  else if constexpr (L2PF == 128) BODY(".L2::128B");                                                               \
+  else if constexpr (L2PF == 64) BODY(".L2::64B");                                                                 \
+  else BODY("")
+#define TSR_CP_ASYNC_16_N(PF) \
+  asm volatile("cp.async.cg.shared.global" PF " [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory")
+#define TSR_CP_ASYNC_16_ALL(PF) \
+  asm volatile("cp.async.cg.shared.global" PF " [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory")
+template <int L2PF = 0>
 TSR_D void cp_async_16(uint32_t dst, const void* src, int bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+  TSR_CP_ASYNC_16_PF(TSR_CP_ASYNC_16_N);
 }
+template <int L2PF = 0>
 TSR_D void cp_async_16(uint32_t dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
+  TSR_CP_ASYNC_16_PF(TSR_CP_ASYNC_16_ALL);
 }
+#undef TSR_CP_ASYNC_16_PF
+#undef TSR_CP_ASYNC_16_N
+#undef TSR_CP_ASYNC_16_ALL
 TSR_D void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>
 TSR_D void cp_async_wait() {
@@ -143,10 +161,19 @@ TSR_D void ldsm_x4_trans(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3,
 // swizzle periods, a thread's i-th chunk sits a fixed distance from its first in both memories,
 // so its addresses are one add each (this matters for registers: 128 x 256 x 64 spilled with
 // the per-chunk arithmetic).
-template <int ROWS, int CPR, int NTHREADS>
+//
+// L2PF: cp_async_16's L2 prefetch size. PART of NPARTS: only that share of each thread's chunks
+// (chunk rounds PART * R / NPARTS up to (PART + 1) * R / NPARTS of its R), so that a stage's
+// copies can be issued in pieces between the k16 steps of the one before (the pipelined
+// matmul's mma_spread_copies); the NPARTS calls together copy the whole tile.
+template <int ROWS, int CPR, int NTHREADS, int L2PF = 0, int PART = 0, int NPARTS = 1>
 TSR_D void cp_tile_async(uint16_t* s, const uint16_t* g, int64_t row0, int64_t col0, int64_t nrows, int64_t ncols,
                          int64_t ld, int tid, bool vec) {
   constexpr int total = ROWS * CPR;
+  constexpr int rounds = (total + NTHREADS - 1) / NTHREADS;
+  constexpr int i_begin = rounds * PART / NPARTS, i_end = rounds * (PART + 1) / NPARTS;
+  static_assert(PART >= 0 && PART < NPARTS, "part out of range");
+  if constexpr (i_begin == i_end) return;
   const uint32_t base = smem_u32(s);
   if (vec && row0 >= 0 && col0 >= 0 && row0 + ROWS <= nrows && col0 + 8 * CPR <= ncols) {
     // Chunk tid + i * NTHREADS is NTHREADS / CPR rows below chunk tid, in the same column...
@@ -157,19 +184,19 @@ TSR_D void cp_tile_async(uint16_t* s, const uint16_t* g, int64_t row0, int64_t c
     const uint32_t dst0 = base + uint32_t(swz<CPR>(tid)) * 16u;
     const int64_t step = int64_t(NTHREADS / CPR) * ld;
 #pragma unroll
-    for (int i = 0; i < (total + NTHREADS - 1) / NTHREADS; ++i) {
+    for (int i = i_begin; i < i_end; ++i) {
       const int q = tid + i * NTHREADS;
       if (total % NTHREADS != 0 && q >= total) continue;
       const uint32_t dst = same_key ? dst0 + uint32_t(i * NTHREADS * 16) : base + uint32_t(swz<CPR>(q)) * 16u;
       const uint16_t* src = whole_rows ? src0 + i * step : g + (row0 + q / CPR) * ld + col0 + 8 * (q % CPR);
-      cp_async_16(dst, src);
+      cp_async_16<L2PF>(dst, src);
     }
     return;
   }
   // Edge tiles and unaligned operands: rare, so a rolled loop (no per-chunk values kept live
   // across the main loop).
 #pragma unroll 1
-  for (int i = 0; i < (total + NTHREADS - 1) / NTHREADS; ++i) {
+  for (int i = i_begin; i < i_end; ++i) {
     const int q = tid + i * NTHREADS;
     if (total % NTHREADS == 0 || q < total) {
       const int64_t gr = row0 + q / CPR, gc = col0 + 8 * (q % CPR);
@@ -182,7 +209,7 @@ TSR_D void cp_tile_async(uint16_t* s, const uint16_t* g, int64_t row0, int64_t c
           bytes = ncols - gc >= 8 ? 16 : int(ncols - gc) * 2;
           src = g + gr * ld + gc;
         }
-        cp_async_16(dst, src, bytes);
+        cp_async_16<L2PF>(dst, src, bytes);
       } else {
         const uint16_t* src = g + gr * ld + gc;
         uint32_t w[4];
@@ -260,4 +287,57 @@ TSR_D void store_frags(const float (&c)[MT][NT][4], S* g, int64_t row0, int64_t 
     }
 }
 
+
+// The whole CTA's BM x BN accumulator tile (each warp's c[MT][NT] at rows m0.., columns n0.. of
+// it, warps with `active` false holding none) -> memory through shared memory `stile` (16-byte
+// aligned, BM * (BN + 16 / sizeof(S)) elements, free for the CTA's use): each thread writes its
+// converted pairs into rows padded by 16 bytes (8 rows of a warp's store then fall in 8 different
+// bank quads), then the tile goes out in 16-byte row chunks, consecutive threads on consecutive
+// chunks, so a warp writes whole 128-byte lines where store_frags writes 16-byte pieces of 8
+// rows. `vec_ok`: base and ld aligned for 16-byte vectors (col0 is a multiple of BN); chunks
+// across the right edge and unaligned matrices go element by element. Barriers before (the
+// shared memory may still be read) and after (it may be reused).
+template <class S, int BM, int BN, int NTHREADS, int MT, int NT, class Conv>
+TSR_D void store_frags_staged(const float (&c)[MT][NT][4], S* stile, int m0, int n0, bool active, S* g, int64_t row0,
+                              int64_t col0, int64_t nrows, int64_t ncols, int64_t ld, bool vec_ok, int tid, Conv conv) {
+  typedef typename VecT<2 * sizeof(S)>::T P;
+  constexpr int E = 16 / int(sizeof(S));  // elements per chunk
+  constexpr int LDS = BN + E;
+  constexpr int CPR = BN / E;
+  static_assert(BN % E == 0, "rows of whole 16-byte chunks");
+  const int lane = tid % 32;
+  __syncthreads();
+  if (active) {
+    S* const w0 = stile + (m0 + (lane >> 2)) * LDS + n0 + 2 * (lane & 3);
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          union {
+            S s[2];
+            P p;
+          } u;
+          u.s[0] = conv(c[i][j][2 * h]);
+          u.s[1] = conv(c[i][j][2 * h + 1]);
+          *reinterpret_cast<P*>(w0 + (16 * i + 8 * h) * LDS + 8 * j) = u.p;
+        }
+  }
+  __syncthreads();
+#pragma unroll 4
+  for (int q = tid; q < BM * CPR; q += NTHREADS) {
+    const int r = q / CPR, cc = q % CPR;
+    const int64_t gr = row0 + r, gc = col0 + int64_t(cc) * E;
+    if (gr >= nrows || gc >= ncols) continue;
+    const S* src = stile + r * LDS + cc * E;
+    S* dst = g + gr * ld + gc;
+    if (vec_ok && gc + E <= ncols) {
+      *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+    } else {
+      for (int e = 0; e < E && gc + e < ncols; ++e) dst[e] = src[e];
+    }
+  }
+  __syncthreads();
+}
 }  // namespace tsr
