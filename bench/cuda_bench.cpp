@@ -673,9 +673,10 @@ std::vector<Result> time_matmul_configs(const LibraryKernel& lk, const Kernel& u
 
 // The mma.sync path's codegen knobs (all off at 0; src/cuda/EmitterInternal.h, PipePlan, and
 // EmitDot.cpp): cp.async L2 prefetch size, the next stage's copies spread over the k16 steps,
-// the epilogue staged through shared memory with 16-byte stores, a CTA-count register cap (with
-// the ring sized for it) and the CTA size.
-const char* const kMmaKnobs[] = {"mma_l2_prefetch", "mma_spread_copies", "mma_smem_epilogue", "min_blocks", "num_warps"};
+// the epilogue staged through shared memory with 16-byte stores, the last k16 step's mma before
+// the stage barrier, a CTA-count register cap (with the ring sized for it) and the CTA size.
+const char* const kMmaKnobs[] = {"mma_l2_prefetch", "mma_spread_copies", "mma_smem_epilogue", "mma_early_last_step",
+                                 "min_blocks", "num_warps"};
 
 // The tile and knob combinations time_mma_sync measures beside the kernel's own default: the
 // knobs one at a time and together at 128x256x64 (the default), and the cheap ones at the other
@@ -687,7 +688,8 @@ std::vector<ConstexprConfig> mma_sync_configs() {
     c.insert(knobs.begin(), knobs.end());
     return c;
   };
-  const ConstexprConfig spread = {{"mma_spread_copies", 1}}, staged = {{"mma_smem_epilogue", 1}};
+  const ConstexprConfig spread = {{"mma_spread_copies", 1}}, staged = {{"mma_smem_epilogue", 1}},
+                        early = {{"mma_early_last_step", 1}};
   auto with = [](ConstexprConfig a, const ConstexprConfig& b) {
     a.insert(b.begin(), b.end());
     return a;
@@ -697,16 +699,20 @@ std::vector<ConstexprConfig> mma_sync_configs() {
   std::vector<ConstexprConfig> out = {{}, t(128, 256, 32), t(128, 128, 64), t(128, 128, 32), t(64, 256, 64)};
   for (const ConstexprConfig& k :
        {pf(64), pf(128), pf(256), spread, staged, with(spread, pf(128)), with(spread, staged), with(staged, pf(128)),
-        with(with(spread, staged), pf(128)), with(with(spread, staged), pf(256)), ConstexprConfig{{"num_warps", 16}},
+        with(with(spread, staged), pf(128)), with(with(spread, staged), pf(256)), early, with(early, spread),
+        with(with(early, spread), staged), with(with(with(early, spread), staged), pf(128)), ConstexprConfig{{"num_warps", 16}},
         with({{"num_warps", 16}}, with(spread, staged))})
     out.push_back(t(128, 256, 64, k));
-  for (const ConstexprConfig& k : {pf(128), staged, with(staged, pf(128)), ConstexprConfig{{"num_warps", 16}}})
+  for (const ConstexprConfig& k : {pf(128), staged, with(staged, pf(128)), early, with(early, staged),
+                                   ConstexprConfig{{"num_warps", 16}}, with({{"num_warps", 16}}, early)})
     out.push_back(t(128, 256, 32, k));
   for (const ConstexprConfig& k : {ConstexprConfig{{"min_blocks", 2}}, with({{"min_blocks", 2}}, staged),
-                                   with({{"min_blocks", 2}}, with(staged, pf(128))), spread, with(spread, staged)})
+                                   with({{"min_blocks", 2}}, with(staged, pf(128))), spread, with(spread, staged),
+                                   with(with(spread, staged), early)})
     out.push_back(t(128, 128, 64, k));
   for (const ConstexprConfig& k : {pf(128), staged, with(staged, pf(128))}) out.push_back(t(128, 128, 32, k));
-  for (const ConstexprConfig& k : {spread, with(spread, staged)}) out.push_back(t(64, 256, 64, k));
+  for (const ConstexprConfig& k : {spread, with(spread, staged), with(with(spread, staged), early)})
+    out.push_back(t(64, 256, 64, k));
   return out;
 }
 

@@ -207,8 +207,11 @@ class Emitter {
     //     mma, instead of all after step 0's;
     //   min_blocks = B >= 2: the ring stays within 1/B of shared memory, so that the B CTAs per
     //     SM that __launch_bounds__ then asks registers for also fit in shared memory.
+    //   mma_early_last_step = 1: (double-buffered) the last k16 step's mma go out before the
+    //     stage's wait and barrier instead of after them.
     int l2_prefetch = 0;
     int copy_parts = 1;
+    bool mma_before_wait = false;
     const Op *dot = nullptr, *load_a = nullptr, *load_b = nullptr;
     MmaPlan mma;
   };

@@ -19,7 +19,9 @@
 // precedes its refill. Knobs (kernel constexprs, PipePlan): mma_spread_copies = 1 splits the
 // refill of the double-buffered schedule into KS - 1 pieces, one after each of steps 0 .. KS-2's
 // mma, committed after the last (still before the wait at KS-1 that counts it);
-// mma_l2_prefetch adds an L2 prefetch size to every copy; min_blocks >= 2 bounds the ring.
+// mma_l2_prefetch adds an L2 prefetch size to every copy; min_blocks >= 2 bounds the ring;
+// mma_early_last_step = 1 runs step KS-1's mma before the wait and barrier, then loads the next
+// stage's step 0 (rather than wait, barrier, load, mma).
 //
 // cp.async needs 16-byte aligned sources: when an operand view's base pointer is not 16-byte
 // aligned or its rows are not multiples of 8 elements (a uniform runtime flag), its chunks are
@@ -108,6 +110,7 @@ Emitter::PipePlan Emitter::plan_pipeline(const Op& f, const std::vector<std::pai
   if (int64_t pf = knob("mma_l2_prefetch"); pf == 64 || pf == 128 || pf == 256) pp.l2_prefetch = static_cast<int>(pf);
   // One piece per k16 step but the last (whose wait needs this iteration's group committed).
   if (knob("mma_spread_copies") == 1 && pp.double_buffer && p.K / 16 >= 3) pp.copy_parts = static_cast<int>(p.K / 16 - 1);
+  pp.mma_before_wait = knob("mma_early_last_step") == 1 && pp.double_buffer;
   pp.dot = dot, pp.load_a = la, pp.load_b = lb;
   pp.mma = p;
   return pp;
@@ -129,6 +132,7 @@ void Emitter::emit_pipelined(const Op& f, const PipePlan& pp, const std::string&
   count("pipeline-stages", S);
   if (pp.l2_prefetch) count("mma-l2-prefetch", pp.l2_prefetch);
   if (pp.copy_parts > 1) count("mma-copy-pieces", pp.copy_parts);
+  if (pp.mma_before_wait) count("mma-early-last-step");
 
   std::string oka = fresh("vec_a"), okb = fresh("vec_b"), ring = fresh("ring");
   open("{");
@@ -233,6 +237,20 @@ void Emitter::emit_pipelined(const Op& f, const PipePlan& pp, const std::string&
     open("for (int64_t " + it + " = " + lo + "; " + step + " > 0 && " + it + " < " + hi + "; " + it + " += " + step + ") {");
     for (int ks = 0; ks < KS; ++ks) {
       line("// k16 step " + std::to_string(ks) + " of " + std::to_string(KS));
+      if (ks == KS - 1 && pp.mma_before_wait) {
+        // The last step's mma first (its fragments are in registers): warps reach the barrier
+        // with two steps of mma queued; the next stage's first fragments load after it.
+        open(guard);
+        mma(ks % 2);
+        close();
+        line("tsr::cp_async_wait<" + std::to_string(S - 2) + ">();");
+        barrier();
+        advance();
+        open(guard);
+        load_frags((ks + 1) % 2, 0, cur);
+        close();
+        continue;
+      }
       if (ks == KS - 1) {
         line("tsr::cp_async_wait<" + std::to_string(S - 2) + ">();");
         barrier();

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -47,7 +48,7 @@ std::string without_knob_decls(const std::string& src) {
     end = end == std::string::npos ? src.size() : end + 1;
     std::string l = src.substr(at, end - at);
     bool knob = false;
-    for (const char* n : {"mma_l2_prefetch", "mma_spread_copies", "mma_smem_epilogue"})
+    for (const char* n : {"mma_l2_prefetch", "mma_spread_copies", "mma_smem_epilogue", "mma_early_last_step"})
       knob |= l.find("constexpr int64_t " + std::string(n) + " =") != std::string::npos;
     if (!knob) out += l;
     at = end;
@@ -126,6 +127,25 @@ TEST(CudaMmaKnobs, SpreadCopiesIssueTheNextStageInPiecesBeforeTheWait) {
     EXPECT_EQ(one.stats.count("mma-copy-pieces"), 0u);
     EXPECT_EQ(without_knob_decls(one.source), emit(*lib_matmul(ScalarKind::BF16, {{"BLOCK_M", bm}, {"BLOCK_N", bn}, {"BLOCK_K", bk}}), "sm_80").source);
   }
+}
+
+TEST(CudaMmaKnobs, EarlyLastStepRunsItsMmaBeforeTheBarrier) {
+  for (int64_t bk : {32, 64}) {
+    auto k = knobbed(128, 256, bk, {{"mma_early_last_step", 1}});
+    CudaEmission em = emit(*k, "sm_80");
+    EXPECT_EQ(em.stats["mma-early-last-step"], 1);
+    std::string loop = main_loop(em.source);
+    // The loop's events: fragment loads L<buffer><step>, mma M<buffer>, barrier B.
+    std::string events;
+    std::regex ev(R"(ldsm_frags<[^>]*>\(fa\d+\[(\d)\].*, (\d), m0_, n0_, lane_\);|mma_tiles<\w+>\(frag\d+, fa\d+\[(\d)\]|__syncthreads\(\);)");
+    for (std::sregex_iterator m(loop.begin(), loop.end(), ev), e; m != e; ++m)
+      events += (*m)[1].matched ? "L" + (*m)[1].str() + (*m)[2].str() + " " : (*m)[3].matched ? "M" + (*m)[3].str() + " " : "B ";
+    EXPECT_EQ(events, bk == 32 ? "L11 M0 M1 B L00 " : "L11 M0 L02 M1 L13 M0 M1 B L00 ") << loop;
+    for (const char* arch : {"sm_80", "sm_90"}) ptx_of(*k, arch, "mma_early_last_step=1");
+  }
+  // The two-CTA schedule (one fragment set) has no such step: unchanged.
+  CudaEmission two = emit(*knobbed(128, 128, 32, {{"mma_early_last_step", 1}}), "sm_80");
+  EXPECT_EQ(two.stats.count("mma-early-last-step"), 0u);
 }
 
 TEST(CudaMmaKnobs, StagedEpilogueGoesThroughSharedMemory) {
@@ -222,7 +242,8 @@ TEST(CudaMmaKnobs, TwoCtasPerSmSizeTheRingForBoth) {
 
 // The sm_90a wgmma path ignores the knobs.
 TEST(CudaMmaKnobs, TheWgmmaPathIgnoresThem) {
-  auto k = knobbed(128, 256, 64, {{"mma_l2_prefetch", 128}, {"mma_spread_copies", 1}, {"mma_smem_epilogue", 1}});
+  auto k = knobbed(128, 256, 64,
+                   {{"mma_l2_prefetch", 128}, {"mma_spread_copies", 1}, {"mma_smem_epilogue", 1}, {"mma_early_last_step", 1}});
   EXPECT_EQ(without_knob_decls(emit(*k, "sm_90a").source), emit(*lib_matmul(ScalarKind::BF16), "sm_90a").source);
 }
 
