@@ -27,6 +27,17 @@ struct Tile {
 
 const Tile kTiles[] = {{128, 256, 64}, {128, 256, 32}, {128, 128, 32}, {64, 256, 64}, {128, 256, 16}, {64, 64, 32}};
 
+// `k` compiled for the mma.sync path (it must take the pipelined ring) against the interpreter
+// at each of `sizes`, one seed each from `seed` on.
+void expect_ring_matches_interp(const Kernel& k, const std::vector<Sizes>& sizes, uint64_t& seed) {
+  auto ck = compile_cuda(k, mma_sync_options());
+  ASSERT_NE(ck->source().find("tsr::ldsm_frags<"), std::string::npos) << "not the pipelined mma.sync path";
+  for (const Sizes& s : sizes) {
+    SCOPED_TRACE(sizes_str(s));
+    EXPECT_GT(expect_gpu_matches_interp(k, s, seed++, {}, mma_sync_options()), 0);
+  }
+}
+
 TEST(MmaSyncGpu, MatmulTilesMatchTheInterpreter) {
   REQUIRE_GPU();
   const std::vector<Sizes> sizes = {
@@ -43,12 +54,7 @@ TEST(MmaSyncGpu, MatmulTilesMatchTheInterpreter) {
       std::string what = std::string(scalar_name(dt)) + " " + std::to_string(t.m) + "x" + std::to_string(t.n) + "x" +
                          std::to_string(t.k);
       SCOPED_TRACE(what);
-      auto ck = compile_cuda(*k, mma_sync_options());
-      ASSERT_NE(ck->source().find("tsr::ldsm_frags<"), std::string::npos) << "not the pipelined mma.sync path";
-      for (const Sizes& s : sizes) {
-        SCOPED_TRACE(sizes_str(s));
-        EXPECT_GT(expect_gpu_matches_interp(*k, s, seed++, {}, mma_sync_options()), 0);
-      }
+      expect_ring_matches_interp(*k, sizes, seed);
     }
 }
 
@@ -106,12 +112,7 @@ TEST(MmaSyncGpu, KnobsMatchTheInterpreter) {
       what += std::string(" ") + name + "=" + std::to_string(value);
     }
     SCOPED_TRACE(what);
-    auto ck = compile_cuda(*k, mma_sync_options());
-    ASSERT_NE(ck->source().find("tsr::ldsm_frags<"), std::string::npos) << "not the pipelined mma.sync path";
-    for (const Sizes& s : sizes) {
-      SCOPED_TRACE(sizes_str(s));
-      EXPECT_GT(expect_gpu_matches_interp(*k, s, seed++, {}, mma_sync_options()), 0);
-    }
+    expect_ring_matches_interp(*k, sizes, seed);
   }
   // f16, the staged epilogue's other 16-bit type.
   auto k = matmul(ScalarKind::F16, 128, 256, 64);
