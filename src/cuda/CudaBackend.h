@@ -93,6 +93,9 @@ class CudaKernel {
   // to fill the device.
   int64_t launches_split_k = 0;
   int last_splits = 1;  // CTAs per program of the latest launch (split-K), 1 otherwise
+  // CTAs per program when the kernel runs each program on a thread-block cluster (sm_90+;
+  // CudaKernelInfo::cluster), 1 otherwise.
+  int cluster = 1;
 };
 
 // Compile (or fetch from the memory or disk cache) a bound kernel. Needs NVRTC, not a device:

@@ -49,7 +49,12 @@ static std::string sanitize(const std::string& s) {
 
 // ---------------------------------------------------------------------------------------------
 
-Emitter::Emitter(const Kernel& k, const CudaTarget& t) : k_(k), tg_(t), op_texts_(print_op_lines(k)) {}
+Emitter::Emitter(const Kernel& k, const CudaTarget& t, int cluster)
+    : k_(k), tg_(t), op_texts_(print_op_lines(k)), cluster_(cluster) {}
+
+void Emitter::needs_no_cluster(const Op& op, const std::string& what) const {
+  if (cluster_ > 1) throw NotClusterable{what + " at " + op.loc.str() + " (`" + text_of(op) + "`)"};
+}
 
 std::string Emitter::text_of(const Op& op) const {
   auto it = op_texts_.find(&op);
@@ -94,20 +99,32 @@ const Emitter::ViewInfo& Emitter::view_of(const Op& op, const Value* v) const {
 Layout Emitter::layout(int64_t n) const {
   Layout L;
   L.numel = n;
+  L.part = n;
   if (n <= kReplicateMax) {
     L.replicated = true;
     L.slots = static_cast<int>(n);
     return L;
   }
   L.replicated = false;
+  // A cluster-split kernel blocks each CTA's part alike; parts are whole chunks, so that no
+  // slot of one CTA holds an element of the next.
+  int64_t part = n;
+  if (cluster_ > 1) {
+    part = n / cluster_;
+    if (n % cluster_ != 0 || part % T_ != 0)
+      throw NotClusterable{"a tile of " + std::to_string(n) + " elements does not split into " + std::to_string(cluster_) +
+                           " parts of whole chunks of " + std::to_string(T_) + " threads"};
+  }
+  L.part = part;
   L.vec = 1;
   for (int v : {8, 4, 2})
-    if (n % v == 0 && n >= static_cast<int64_t>(v) * T_) {
+    if (part % v == 0 && part >= static_cast<int64_t>(v) * T_) {
       L.vec = v;
       break;
     }
   int64_t per = static_cast<int64_t>(L.vec) * T_;
-  L.chunks = (n + per - 1) / per;
+  if (cluster_ > 1 && part % per != 0) L.vec = 1, per = T_;
+  L.chunks = (part + per - 1) / per;
   L.slots = static_cast<int>(L.chunks * L.vec);
   return L;
 }
@@ -116,7 +133,7 @@ Layout Emitter::layout_of(const Value* v) const {
   return layout(v->type.is_tile() && shape_is_static(v->type.shape) ? shape_numel(v->type.shape) : 1);
 }
 
-std::string Emitter::elem_expr(const Layout& L, const std::string& s) const {
+std::string Emitter::local_elem_expr(const Layout& L, const std::string& s) const {
   if (L.replicated) return s;
   std::string V = std::to_string(L.vec);
   if (L.vec == 1) return "(" + s + " * " + std::to_string(T_) + " + tsr_tid)";
@@ -124,13 +141,20 @@ std::string Emitter::elem_expr(const Layout& L, const std::string& s) const {
          " % " + V + "))";
 }
 
+std::string Emitter::elem_expr(const Layout& L, const std::string& s) const {
+  if (L.replicated || cluster_ == 1) return local_elem_expr(L, s);
+  return "(tsr_crank * " + std::to_string(L.part) + " + " + local_elem_expr(L, s) + ")";
+}
+
 std::string Emitter::valid_expr(const Layout& L, const std::string& s) const {
-  if (L.replicated || L.numel % (int64_t(L.vec) * T_) == 0) return "true";
-  return "(" + elem_expr(L, s) + " < " + std::to_string(L.numel) + ")";
+  if (L.replicated || L.part % (int64_t(L.vec) * T_) == 0) return "true";
+  return "(" + local_elem_expr(L, s) + " < " + std::to_string(L.part) + ")";
 }
 
 std::string Emitter::owner_expr(const Layout& L, const std::string& s) const {
-  if (L.replicated) return "(" + s + " % " + std::to_string(T_) + " == tsr_tid)";
+  // A replicated tile's side effects: one thread per element, on the cluster's first CTA.
+  if (L.replicated)
+    return "(" + s + " % " + std::to_string(T_) + " == tsr_tid" + (cluster_ > 1 ? " && tsr_crank == 0" : "") + ")";
   return valid_expr(L, s);
 }
 
@@ -161,6 +185,8 @@ void Emitter::slots(const Layout& L, const std::function<void(const std::string&
 }
 
 std::string Emitter::smem_ptr(const std::string& type, int64_t off, int64_t bytes) {
+  // The scratch carries tile data between threads: a cluster-split CTA holds only its part.
+  if (cluster_ > 1) throw NotClusterable{"an exchange of tile data through shared memory"};
   smem_ = std::max(smem_, off + bytes);
   return "reinterpret_cast<" + type + "*>(tsr_smem + " + std::to_string(off) + ")";
 }
@@ -189,6 +215,7 @@ std::string Emitter::flat(const std::vector<std::string>& c, const std::vector<i
 }
 
 void Emitter::stage(const Value* v, const std::string& ptr) {
+  if (cluster_ > 1) throw NotClusterable{"an exchange of tile data through shared memory"};
   barrier();
   if (!v->type.is_tile()) {
     line("if (tsr_tid == 0) " + ptr + "[0] = " + nm(v) + ";");
@@ -256,7 +283,10 @@ void Emitter::emit_op(const Op& op) {
       } else {
         if (axis < 0 || axis > 2) fail(op, "axis must be 0, 1 or 2");
         const char* xyz[] = {"x", "y", "z"};
-        if ((split_k_ || persistent_ || grouped_) && axis == 2)  // these kernels' grids are 2-D
+        if (cluster_ > 1 && axis == 0)  // a cluster per program along x
+          line("const int32_t " + bind_new(r) + " = int32_t(" +
+               (op.kind == OpKind::ProgramId ? "tsr::cluster_id_x()" : "tsr::cluster_count_x()") + ");");
+        else if ((split_k_ || persistent_ || grouped_) && axis == 2)  // these kernels' grids are 2-D
           line("const int32_t " + bind_new(r) + " = " + (op.kind == OpKind::ProgramId ? "0" : "1") + ";");
         else if (persistent_ || grouped_)
           line("const int32_t " + bind_new(r) + " = " + (op.kind == OpKind::ProgramId ? "tsr_pid" : "tsr_grid") +
@@ -282,8 +312,13 @@ void Emitter::emit_op(const Op& op) {
       break;
     case OpClass::Memory:
       if (op.kind == OpKind::StoreTile && store_frag_tile(op)) break;
-      if (op.kind == OpKind::LoadTile || op.kind == OpKind::StoreTile) emit_load_store(op);
-      else if (op.kind == OpKind::Gather || op.kind == OpKind::Scatter) emit_gather_scatter(op);
+      if (op.kind == OpKind::LoadTile || op.kind == OpKind::StoreTile) {
+        emit_load_store(op);
+        break;
+      }
+      // Scattered or atomic side effects would run once per CTA of a cluster.
+      needs_no_cluster(op, "a " + std::string(op.name()));
+      if (op.kind == OpKind::Gather || op.kind == OpKind::Scatter) emit_gather_scatter(op);
       else emit_atomic(op);
       break;
     case OpClass::Unary: emit_unary(op); break;
@@ -306,17 +341,29 @@ void Emitter::emit_op(const Op& op) {
       if (!fold_frag_cast(op) && !alias_packed_cast(op)) emit_cast(op);
       break;
     case OpClass::Shape: emit_shape(op); break;
-    case OpClass::Dot: emit_dot(op); break;
+    case OpClass::Dot:
+      needs_no_cluster(op, "a dot");
+      emit_dot(op);
+      break;
     case OpClass::Reduce: emit_reduce(op); break;
-    case OpClass::Scan: emit_scan(op); break;
+    case OpClass::Scan:
+      needs_no_cluster(op, "a scan");
+      emit_scan(op);
+      break;
     case OpClass::Control:
       if (op.kind == OpKind::For) emit_for(op);
       else if (op.kind == OpKind::If) emit_if(op);
       else emit_while(op);
       break;
     case OpClass::Terminator: fail(op, "yield outside the end of a region");
-    case OpClass::Raw: emit_raw(op); break;
-    case OpClass::Struct: emit_struct(op); break;
+    case OpClass::Raw:
+      needs_no_cluster(op, "raw code");
+      emit_raw(op);
+      break;
+    case OpClass::Struct:
+      needs_no_cluster(op, "a Struct op");
+      emit_struct(op);
+      break;
   }
   cur_ = saved;
 }
@@ -737,7 +784,7 @@ static std::string scalar_abi_type(ScalarKind k) {
 
 // Threads per CTA: the kernel's `num_warps` constexpr, else 4 warps, 8 for large dots, and for
 // tiles of more than 4096 elements one warp per 1024 elements (at most 32 warps).
-static int pick_threads(const Kernel& k) {
+static int pick_threads(const Kernel& k, int cluster) {
   if (const ConstexprDecl* d = k.find_constexpr("num_warps"))
     if (d->value >= 1 && d->value <= 32) return static_cast<int>(d->value) * 32;
   int64_t biggest = 0;
@@ -754,7 +801,9 @@ static int pick_threads(const Kernel& k) {
   if (big_dot) return 256;
   if (any_dot) return biggest >= 8192 ? 256 : 128;
   // Large tiles without dots (whole rows of memory-bound kernels): about 32 elements per thread,
-  // so a row stays in registers (32768 elements: 1024 threads, 64 registers each).
+  // so a row stays in registers (32768 elements: 1024 threads, 64 registers each; on a cluster
+  // of 8 CTAs, 128 threads each).
+  biggest /= cluster;
   int threads = 128;
   while (threads < 1024 && biggest > int64_t(threads) * 32) threads *= 2;
   return threads;
@@ -768,7 +817,7 @@ int64_t smem_limit(const CudaTarget& t) {
 
 CudaEmission Emitter::run() {
   const Kernel& k = k_;
-  T_ = pick_threads(k);
+  T_ = pick_threads(k, cluster_);
   CudaEmission out;
   CudaKernelInfo& info = out.info;
   info.symbol = "tessera_" + sanitize(k.name);
@@ -883,6 +932,15 @@ CudaEmission Emitter::run() {
   line("#include \"tessera/core.cuh\"");
   line("#include \"tessera/mma.cuh\"");
   out.headers = {"tessera/core.cuh", "tessera/mma.cuh"};
+  if (cluster_ > 1) {
+    line("#include \"tessera/cluster.cuh\"");
+    out.headers.push_back("tessera/cluster.cuh");
+    info.cluster = cluster_;
+    stats_["cluster-size"] = cluster_;
+    notes_.push_back("cluster: each program runs on a cluster of " + std::to_string(cluster_) +
+                     " CTAs, each holding 1/" + std::to_string(cluster_) +
+                     " of every tile; reductions meet through distributed shared memory");
+  }
   if (wg_.ok) {
     line("#include \"tessera/hopper.cuh\"");
     line("#include \"tessera/wgmma.cuh\"");
@@ -892,8 +950,9 @@ CudaEmission Emitter::run() {
   line("");
   // A warp-specialized kernel runs one CTA per SM (its ring takes most of shared memory): the
   // 1 lets ptxas use 65536 / T_ registers per thread.
-  std::string s = "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(T_) + (wg_.ok ? ", 1" : "") + ") " +
-                  info.symbol + "(";
+  std::string s = "extern \"C\" __global__ void " +
+                  (cluster_ > 1 ? "__cluster_dims__(" + std::to_string(cluster_) + ", 1, 1) " : std::string()) +
+                  "__launch_bounds__(" + std::to_string(T_) + (wg_.ok ? ", 1" : "") + ") " + info.symbol + "(";
   for (size_t i = 0; i < sig.size(); ++i) s += (i ? ", " : "") + sig[i];
   const size_t sig_line = lines_.size();
   open(s + ") {");
@@ -901,6 +960,7 @@ CudaEmission Emitter::run() {
   line("const int tsr_tid = int(threadIdx.x);");
   line("constexpr int tsr_nthreads = " + std::to_string(T_) + ";");
   line("(void)tsr_tid; (void)tsr_smem;");
+  if (cluster_ > 1) line("const int tsr_crank = int(tsr::cluster_rank());  // this CTA's part of every tile");
   const size_t struct_line = lines_.size();
   // Row-major strides of every view, in 64 bits.
   for (const Value* p : k.params) {
@@ -945,6 +1005,8 @@ CudaEmission Emitter::run() {
     emit_block(*k.body);
   } else {
     emit_block(*k.body);
+    // No CTA of a cluster leaves while another may still read its shared memory.
+    if (cluster_ > 1) line("tsr::cluster_sync();");
   }
   close();
   for (size_t i = prologue_.size(); i-- > 0;) {
@@ -1002,8 +1064,49 @@ CudaEmission Emitter::run() {
 
 namespace tessera {
 
+// CTAs per program: the kernel's `cluster_size` constexpr (1, 2, 4 or 8), else on sm_90+ for a
+// kernel without dots whose largest tile has 16384 elements or more, one CTA per 4096 elements
+// (at most 8, the portable cluster size), so that a long row is held by several small CTAs and
+// an SM interleaves the loads, reductions and stores of several rows, as it does for short ones.
+// Unless the kernel declares `num_warps` (its CTA size is then the user's).
+static int pick_cluster(const Kernel& k, const CudaTarget& t, std::string& why_not) {
+  const ConstexprDecl* d = k.find_constexpr("cluster_size");
+  if (d && d->value <= 1) return 1;
+  if (t.sm < 90) {
+    if (d) why_not = "cluster_size = " + std::to_string(d->value) + " needs sm_90 or newer (thread-block clusters)";
+    return 1;
+  }
+  if (d) {
+    if (d->value != 2 && d->value != 4 && d->value != 8)
+      throw TesseraError(d->loc, "cuda backend: constexpr cluster_size of kernel @" + k.name + " is " +
+                                     std::to_string(d->value) + "; it must be 1, 2, 4 or 8");
+    return static_cast<int>(d->value);
+  }
+  if (k.find_constexpr("num_warps")) return 1;
+  int64_t biggest = 0;
+  bool dot = false;
+  walk(const_cast<Block&>(*k.body), [&](Op& op) {
+    dot |= op.kind == OpKind::Dot;
+    for (const Value* r : op.results)
+      if (r->type.is_tile() && shape_is_static(r->type.shape)) biggest = std::max(biggest, shape_numel(r->type.shape));
+  });
+  if (dot || biggest < 16384) return 1;
+  return static_cast<int>(std::min<int64_t>(8, biggest / 4096));
+}
+
 CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& target) {
-  return cudagen::Emitter(bound_kernel, target).run();
+  std::string why_not;
+  int cluster = pick_cluster(bound_kernel, target, why_not);
+  if (cluster > 1) {
+    try {
+      return cudagen::Emitter(bound_kernel, target, cluster).run();
+    } catch (const cudagen::NotClusterable& e) {
+      why_not = "not split over a cluster of " + std::to_string(cluster) + " CTAs: " + e.why;
+    }
+  }
+  CudaEmission out = cudagen::Emitter(bound_kernel, target).run();
+  if (!why_not.empty()) out.notes.push_back(why_not);
+  return out;
 }
 
 std::string emit_cuda(const Kernel& bound_kernel, const CudaTarget& target) {

@@ -9,7 +9,8 @@
 //   defines its own bit-level bf16/f16/f8 conversions, so NVRTC needs no include path).
 //   CudaEmission::headers lists the include names the source uses.
 //
-// * Launch. One CTA per program instance: gridDim = the grid sizes (cuda_grid_size below),
+// * Launch. One CTA per program instance (info.cluster CTAs along x when the kernel is split
+//   over a thread-block cluster): gridDim = the grid sizes (cuda_grid_size below),
 //   blockDim = (info.block_threads, 1, 1), dynamic shared memory = info.dynamic_smem_bytes
 //   (when it exceeds 48 KiB, set CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES first).
 //   block_threads = 32 * num_warps: the kernel's constexpr `num_warps` when declared; else, for
@@ -85,6 +86,9 @@ struct CudaKernelInfo {
   // parameters (int32, param_index = axis). Its programs run in grouped order (8 rows of axis 0
   // at a time), so that concurrently running programs share operand tiles in L2.
   bool persistent = false;
+  // CTAs per program (a thread-block cluster along x, compiled in with __cluster_dims__):
+  // launch gridDim.x = grid x size * cluster. 1: one CTA per program.
+  int cluster = 1;
   // The kernel's wgmma loop could be split over K (its top level is what a persistent kernel
   // allows): when programs are too few to fill the device, the runtime launches the kernel's
   // split-K compilation (CudaTarget::split_k) instead.

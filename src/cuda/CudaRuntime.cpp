@@ -203,6 +203,13 @@ class CudaKernelImpl : public CudaKernel {
       launch_grid = {std::min<int64_t>(grid[0] * grid[1] * grid[2], dev.num_sms), 1, 1};
     }
     if (info.split_k) launch_grid[2] = splits;
+    if (info.cluster > 1) {
+      launch_grid[0] *= info.cluster;
+      if (launch_grid[0] > dev.max_grid[0])
+        throw TesseraError(k.loc, "kernel " + kname(k) + ": " + std::to_string(grid[0]) + " programs in x on clusters of " +
+                                      std::to_string(info.cluster) + " CTAs exceed the grid limit " +
+                                      std::to_string(dev.max_grid[0]) + " on " + dev.name);
+    }
     auto p = std::make_unique<Prepared>();
     p->stream = stream;
     p->ptrs = ptrs;
@@ -461,8 +468,10 @@ std::shared_ptr<CudaKernel> compile_cuda(const Kernel& k, const CudaOptions& opt
   std::string key = "cuda-" + content_hash(keyin);
 
   auto make = [&](std::shared_ptr<Compiled> c) {
+    const int cluster = em.info.cluster;
     auto kk = std::make_shared<CudaKernelImpl>(std::move(c), k, std::move(em), opts);
     kk->target = target;
+    kk->cluster = cluster;
     return kk;
   };
   {

@@ -83,7 +83,7 @@ void Emitter::emit_load_store(const Op& op) {
     // The vector lies in one row of the tile (VEC divides the last dim): only the last
     // coordinate varies across it.
     std::string rows_ok = "true";
-    if (L.numel % (int64_t(L.vec) * T_) != 0) rows_ok = e0 + " < " + std::to_string(L.numel);
+    if (L.part % (int64_t(L.vec) * T_) != 0) rows_ok = local_elem_expr(L, s0) + " < " + std::to_string(L.part);
     for (int d = 0; d < R - 1; ++d) rows_ok += " && " + g[d] + " >= 0 && " + g[d] + " < " + vi.dims[d];
     std::string rok = fresh("rok");
     line("const bool " + rok + " = " + rows_ok + ";");

@@ -261,11 +261,16 @@ void Emitter::emit_reduce(const Op& op) {
     count("warp-reductions");
     int nw = T_ / 32;
     if (nw > 1) exchange_warp_partials(op, C, P, accs, step);
+    if (cluster_ > 1) {
+      if (P != 1) needs_no_cluster(op, "a reduction with several results");
+      exchange_cluster_partials(op, C, accs[0], step);
+    }
     for (int64_t p = 0; p < P; ++p) put(p, fin(accs[p] + "[0]"));
     count("reductions");
     return;
   }
 
+  needs_no_cluster(op, "a reduction of this shape or kind");
   // Stage the source; partial results follow it in the scratch.
   int64_t src_bytes = align16(N * cbytes(t));
   std::string src = smem_ptr(C, 0, src_bytes);
@@ -397,6 +402,36 @@ void Emitter::exchange_warp_partials(const Op& op, const std::string& C, int64_t
            step(accs[p] + "[0]", part + "[w_ * " + Ps + " + " + ps + "]") + ";");
     }
   }
+}
+
+// Folds the CTAs' values across a cluster: each CTA's thread 0 writes its value to a slot in its
+// own shared memory, a cluster barrier publishes the slots, and lane l of every warp reads the
+// slot of CTA l % C through distributed shared memory; a butterfly over the lanes folds them
+// (the steps are commutative, so every thread of every CTA ends with the same bits). A
+// reduction in a loop alternates between two slots, as exchange_warp_partials does: a CTA can
+// rewrite a slot only after the next exchange's barrier, which every reader of this one has
+// passed. The kernel's last cluster barrier keeps each slot alive until its readers are done.
+void Emitter::exchange_cluster_partials(const Op& op, const std::string& C, const std::string& acc,
+                                        const std::function<std::string(const std::string&, const std::string&)>& step) {
+  bool looped = false;
+  for (const Block* b = op.parent; b && b->parent && !looped; b = b->parent->parent)
+    looped = b->parent->kind == OpKind::For || b->parent->kind == OpKind::While;
+  std::string slot = fresh("tsr_cred");
+  line("__shared__ unsigned long long " + slot + "_mem[" + (looped ? "2" : "1") + "];");
+  red_smem_ += 16;
+  if (looped) {
+    prologue_.push_back("int " + slot + "_at = 0;  // the slot of " + slot + "_mem the next cluster exchange uses");
+    line("unsigned long long* const " + slot + " = " + slot + "_mem + " + slot + "_at;");
+    line(slot + "_at ^= 1;");
+  } else {
+    line("unsigned long long* const " + slot + " = " + slot + "_mem;");
+  }
+  line("if (tsr_tid == 0) " + slot + "[0] = tsr::to_slot(" + acc + "[0]);");
+  line("tsr::cluster_sync();");
+  line(acc + "[0] = tsr::cluster_slot<" + C + ">(" + slot + ", unsigned(tsr_tid & " + std::to_string(cluster_ - 1) + "));");
+  for (int m = cluster_ / 2; m >= 1; m /= 2)
+    line(acc + "[0] = " + step(acc + "[0]", "tsr::shfl_xor(" + acc + "[0], " + std::to_string(m) + ")") + ";");
+  count("cluster-exchanges");
 }
 
 void Emitter::emit_scan(const Op& op) {

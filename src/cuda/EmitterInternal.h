@@ -9,6 +9,9 @@
 //   blocked: flattened row-major elements; thread t owns VEC contiguous elements per chunk,
 //     chunks strided by T*VEC (slot s = chunk s/VEC, lane s%VEC). VEC is the largest of 8, 4, 2,
 //     1 dividing numel with numel >= VEC*T (so 16-bit loads are 16 bytes).
+//   cluster-split (Emitter::cluster_ = C > 1, sm_90+): a program runs on a cluster of C CTAs;
+//     CTA rank r holds the blocked tile's elements [r * numel / C, (r + 1) * numel / C),
+//     blocked as above within that part. Replicated tiles are held by every thread of every CTA.
 // A thread's elements live in a register array indexed only by compile-time slot numbers
 // (fully unrolled loops). Data crosses threads only through the shared-memory scratch, and
 // every exchange is bracketed by __syncthreads() (the write phase starts with one, so a reader
@@ -34,6 +37,9 @@ inline constexpr int64_t kReplicateMax = 32;
 struct Layout {
   bool replicated = true;
   int64_t numel = 1;
+  // Elements this CTA holds: numel, or numel / cluster size in a cluster-split kernel (a
+  // blocked tile's elements [rank * part, (rank + 1) * part) live on the CTA of that rank).
+  int64_t part = 1;
   int vec = 1;
   int64_t chunks = 1;
   int slots = 1;  // register slots per thread
@@ -47,9 +53,20 @@ std::string dlit(double v);                              // exact double literal
 std::string lit(ScalarKind k, double v);                 // a constant of kind k (value pre-rounded)
 std::string ilit(ScalarKind k, int64_t v);
 
+// Thrown while emitting a cluster-split kernel (Emitter::cluster_ > 1) by code that would move
+// tile data between threads other than through a reduction: the kernel is emitted again
+// without clusters. `why` says which op.
+struct NotClusterable {
+  std::string why;
+};
+
 class Emitter {
  public:
-  Emitter(const Kernel& k, const CudaTarget& t);
+  // `cluster` > 1: every program runs on a cluster of that many CTAs (sm_90+), each holding
+  // 1/cluster of every blocked tile; reductions finish with an exchange through distributed
+  // shared memory. Only kernels whose tiles cross threads in reductions alone can be split;
+  // run() throws NotClusterable for others.
+  Emitter(const Kernel& k, const CudaTarget& t, int cluster = 1);
   CudaEmission run();
 
   // --- output ---
@@ -59,6 +76,13 @@ class Emitter {
   std::unordered_map<const Op*, std::string> op_texts_;
   std::string text_of(const Op& op) const;
   int T_ = 128;  // threads per CTA
+  int cluster_ = 1;  // CTAs per program (a thread-block cluster along x), see the constructor
+  // Cluster-split kernels: throws NotClusterable naming `op` (no-op when cluster_ == 1).
+  void needs_no_cluster(const Op& op, const std::string& what) const;
+  // The cluster step of a reduction: folds the CTAs' values accs[0][0] (uniform in each CTA)
+  // across the cluster, in rank order, into every thread of every CTA (EmitShape.cpp).
+  void exchange_cluster_partials(const Op& op, const std::string& C, const std::string& acc,
+                                 const std::function<std::string(const std::string&, const std::string&)>& step);
   std::vector<std::string> lines_;
   std::vector<const Op*> line_op_;
   const Op* cur_ = nullptr;
@@ -84,8 +108,10 @@ class Emitter {
 
   Layout layout(int64_t numel) const;
   Layout layout_of(const Value* v) const;
-  // Expression of the element index of slot `s` (a compile-time loop variable).
+  // Expression of the element index of slot `s` (a compile-time loop variable): its index
+  // within this CTA's part (local_elem_expr), plus rank * part in a cluster-split kernel.
   std::string elem_expr(const Layout& L, const std::string& s) const;
+  std::string local_elem_expr(const Layout& L, const std::string& s) const;
   // Condition that slot `s` holds a real element (blocked tiles may have a partial last chunk).
   std::string valid_expr(const Layout& L, const std::string& s) const;
   // Condition that this thread is the one that performs side effects for element `e`.

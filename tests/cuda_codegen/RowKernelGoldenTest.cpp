@@ -11,9 +11,9 @@
 namespace tessera {
 namespace {
 
-CudaEmission emit_row(const std::string& name, int64_t block_n) {
+CudaEmission emit_row(const std::string& name, int64_t block_n, const char* arch = "sm_90a") {
   auto k = bind_constexprs(*find_library_kernel(name)->build(ScalarKind::BF16), {{"BLOCK_N", block_n}});
-  return emit_cuda_with_info(*k, CudaTarget::parse("sm_90a"));
+  return emit_cuda_with_info(*k, CudaTarget::parse(arch));
 }
 
 int count(const std::string& s, const std::string& what) {
@@ -204,8 +204,13 @@ TEST(CudaRowKernels, LargeRowsGetEnoughThreadsForAboutThirtyTwoElementsEach) {
   EXPECT_EQ(emit_row("softmax", 1024).info.block_threads, 128);
   EXPECT_EQ(emit_row("softmax", 4096).info.block_threads, 128);
   EXPECT_EQ(emit_row("rmsnorm", 8192).info.block_threads, 256);
-  EXPECT_EQ(emit_row("layernorm", 16384).info.block_threads, 512);
-  EXPECT_EQ(emit_row("softmax", 32768).info.block_threads, 1024);
+  // One CTA per program (sm_80), or on sm_90a a cluster of 4096-element CTAs (ClusterTest.cpp).
+  EXPECT_EQ(emit_row("layernorm", 16384, "sm_80").info.block_threads, 512);
+  EXPECT_EQ(emit_row("softmax", 32768, "sm_80").info.block_threads, 1024);
+  EXPECT_EQ(emit_row("layernorm", 16384).info.block_threads, 128);
+  EXPECT_EQ(emit_row("layernorm", 16384).info.cluster, 4);
+  EXPECT_EQ(emit_row("softmax", 32768).info.block_threads, 128);
+  EXPECT_EQ(emit_row("softmax", 32768).info.cluster, 8);
 }
 
 TEST(CudaRowKernels, SmallTileReductionsStayInRegisters) {
