@@ -68,18 +68,111 @@ void Emitter::emit_load_store(const Op& op) {
   bool vector_path = !L.replicated && L.vec > 1 && S[R - 1] % L.vec == 0;
   if (vector_path) {
     count("vector-accesses");
-    std::string V = std::to_string(L.vec), c = fresh("c");
-    line("#pragma unroll");
-    open("for (int " + c + " = 0; " + c + " < " + std::to_string(L.chunks) + "; ++" + c + ") {");
-    std::string e0 = fresh("e"), s0 = c + " * " + V;
-    line("const int " + e0 + " = " + elem_expr(L, s0) + ";");
-    std::vector<std::string> cc = coords(e0, S), g(R);
-    for (int d = 0; d < R; ++d) {
-      g[d] = fresh("g");
-      line("const int64_t " + g[d] + " = " + o[d] + " + " + cc[d] + ";");
+    const std::string V = std::to_string(L.vec);
+    // A 16-bit float tile stored straight from a cast of an f32 tile: round the f32 values once,
+    // two at a time (cvt.rn.bf16x2 / f16x2), instead of rounding to a float array first and
+    // converting that again (the same bits: rounding an already rounded value is exact).
+    // pair_stores = 0 turns this off (for comparisons).
+    const ConstexprDecl* ps = k_.find_constexpr("pair_stores");
+    const bool pair_store = !load && (t == ScalarKind::BF16 || t == ScalarKind::F16) && !(ps && ps->value == 0);
+    std::string src = r;
+    if (pair_store && tile->def && tile->def->kind == OpKind::Cast && tile->def->operand(0)->type.is_tile() &&
+        tile->def->operand(0)->type.elem == ScalarKind::F32 && name_.count(tile->def->operand(0)) &&
+        !frag_tiles_.count(tile->def->operand(0))) {
+      src = nm(tile->def->operand(0));
+      count("stores-from-f32");
     }
-    std::string off = fresh("off");
-    line("const int64_t " + off + " = " + offset(g, vi.strides) + ";");
+    const std::string pair_fn = t == ScalarKind::BF16 ? "tsr::f2bf2(" : "tsr::f2h2(";
+    const ConstexprDecl* cs = k_.find_constexpr("stream_stores");
+    const std::string store_fn = cs && cs->value == 1 ? "tsr::store_vec_cs<" : "tsr::copy_vec<";
+    // The in-bounds, aligned access of chunk `c` at element offset `off` (buffer `buf` for the
+    // paths that convert after it).
+    auto vector_body = [&](const std::string& c, const std::string& s0, const std::string& off, const std::string& buf) {
+      if (packed) {
+        line("tsr::copy_vec<uint32_t, " + std::to_string(L.vec / 2) + ">(" + r + ".w + " + c + " * " +
+             std::to_string(L.vec / 2) + ", reinterpret_cast<const uint32_t*>(" + vi.ptr + " + " + off + "));");
+      } else if (load) {
+        line("tsr::copy_vec<" + St + ", " + V + ">(" + buf + ", " + vi.ptr + " + " + off + ");");
+      } else if (pair_store) {
+        const std::string W = std::to_string(L.vec / 2);
+        line("uint32_t " + buf + "w[" + W + "];");
+        line("#pragma unroll");
+        line("for (int v_ = 0; v_ < " + W + "; ++v_) " + buf + "w[v_] = " + pair_fn + src + "[" + s0 + " + 2 * v_], " +
+             src + "[" + s0 + " + 2 * v_ + 1]);");
+        // stream_stores = 1: the vector goes out with st.global.cs (evict first), so that a
+        // kernel's output does not push out of L2 what it reads again (a row kernel's second
+        // pass over a long row).
+        line(store_fn + "uint32_t, " + W + ">(reinterpret_cast<uint32_t*>(" + vi.ptr + " + " + off + "), " + buf + "w);");
+      } else {
+        line("#pragma unroll");
+        line("for (int v_ = 0; v_ < " + V + "; ++v_) " + buf + "[v_] = " + store_conv(t, src + "[" + s0 + " + v_]") + ";");
+        line(store_fn + St + ", " + V + ">(" + vi.ptr + " + " + off + ", " + buf + ");");
+      }
+    };
+    // Opens the unrolled loop over chunks: the chunk's first element e0 (slot s0), its
+    // coordinates in the view g and its offset.
+    struct Chunk {
+      std::string c, e0, s0, off;
+      std::vector<std::string> g;
+    };
+    auto open_chunk = [&] {
+      Chunk ch;
+      ch.c = fresh("c");
+      line("#pragma unroll");
+      open("for (int " + ch.c + " = 0; " + ch.c + " < " + std::to_string(L.chunks) + "; ++" + ch.c + ") {");
+      ch.e0 = fresh("e"), ch.s0 = ch.c + " * " + V;
+      line("const int " + ch.e0 + " = " + elem_expr(L, ch.s0) + ";");
+      std::vector<std::string> cc = coords(ch.e0, S);
+      for (int d = 0; d < R; ++d) {
+        ch.g.push_back(fresh("g"));
+        line("const int64_t " + ch.g[d] + " = " + o[d] + " + " + cc[d] + ";");
+      }
+      ch.off = fresh("off");
+      line("const int64_t " + ch.off + " = " + offset(ch.g, vi.strides) + ";");
+      return ch;
+    };
+    // A loaded (not packed) vector from the storage-type buffer into the compute-type slots.
+    auto convert_buf = [&](const std::string& s0, const std::string& buf) {
+      line("#pragma unroll");
+      line("for (int v_ = 0; v_ < " + V + "; ++v_) " + r + "[" + s0 + " + v_] = " + load_conv(t, buf + "[v_]") + ";");
+    };
+    // whole_tile_checks = 1 (opt-in): test the whole tile in bounds, its first vector aligned and
+    // every row stride a multiple of the vector (chunks then start at aligned addresses, VEC
+    // divides the last dim) once, and let every chunk take the vector access with no per-chunk
+    // test: one test per tile instead of a 64-bit bounds and alignment test per 16 bytes (a row
+    // kernel's hot path); a tile at a ragged or unaligned edge takes the chunk-by-chunk path
+    // below. Off by default: fewer instructions, but ptxas gives softmax at BLOCK_N = 4096 64
+    // registers with it instead of 56 (8 CTAs per SM instead of 9); cuda_bench --tune measures it.
+    const ConstexprDecl* wt = k_.find_constexpr("whole_tile_checks");
+    const bool whole_tile = wt && wt->value == 1;
+    if (whole_tile) {
+      const int64_t piece = std::min<int64_t>(16, int64_t(L.vec) * scalar_bytes(t)) / scalar_bytes(t);
+      std::string whole;
+      for (int d = 0; d < R; ++d) {
+        whole += (d ? " && " : "") + o[d] + " >= 0 && " + o[d] + " + " + std::to_string(S[d]) + " <= " + vi.dims[d];
+        if (d < R - 1 && S[d] > 1 && piece > 1) whole += " && " + vi.strides[d] + " % " + std::to_string(piece) + " == 0";
+      }
+      whole += " && tsr::aligned_vec<" + St + ", " + V + ">(" + vi.ptr + " + " + offset(o, vi.strides) + ")";
+      std::string wv = fresh("whole");
+      line("const bool " + wv + " = " + whole + ";");
+      open("if (" + wv + ") {");
+      {
+        Chunk ch = open_chunk();
+        std::string buf = fresh("buf");
+        if ((load && !packed) || (!load && !pair_store)) line(St + " " + buf + "[" + V + "];");
+        std::string valid = valid_expr(L, ch.s0);
+        if (valid != "true") open("if (" + valid + ") {");
+        vector_body(ch.c, ch.s0, ch.off, buf);
+        if (load && !packed) convert_buf(ch.s0, buf);
+        if (valid != "true") close();
+        close();
+      }
+      --ind_;
+      open("} else {");
+    }
+    Chunk ch = open_chunk();
+    const std::string &c = ch.c, &s0 = ch.s0, &off = ch.off;
+    const std::vector<std::string>& g = ch.g;
     // The vector lies in one row of the tile (VEC divides the last dim): only the last
     // coordinate varies across it.
     std::string rows_ok = "true";
@@ -90,23 +183,9 @@ void Emitter::emit_load_store(const Op& op) {
     std::string ok = rok + " && " + g[R - 1] + " >= 0 && " + g[R - 1] + " + " + V + " <= " + vi.dims[R - 1];
     ok += " && tsr::aligned_vec<" + St + ", " + V + ">(" + vi.ptr + " + " + off + ")";
     std::string buf = fresh("buf");
-    line(St + " " + buf + "[" + V + "];");
+    if (!pair_store) line(St + " " + buf + "[" + V + "];");
     open("if (" + ok + ") {");
-    if (packed) {
-      line("tsr::copy_vec<uint32_t, " + std::to_string(L.vec / 2) + ">(" + r + ".w + " + c + " * " +
-           std::to_string(L.vec / 2) + ", reinterpret_cast<const uint32_t*>(" + vi.ptr + " + " + off + "));");
-    } else if (load) {
-      line("tsr::copy_vec<" + St + ", " + V + ">(" + buf + ", " + vi.ptr + " + " + off + ");");
-    } else {
-      line("#pragma unroll");
-      line("for (int v_ = 0; v_ < " + V + "; ++v_) " + buf + "[v_] = " + store_conv(t, r + "[" + s0 + " + v_]") + ";");
-      // stream_stores = 1: the vector goes out with st.global.cs (evict first), so that a
-      // kernel's output does not push out of L2 what it reads again (a row kernel's second
-      // pass over a long row).
-      const ConstexprDecl* cs = k_.find_constexpr("stream_stores");
-      line(std::string(cs && cs->value == 1 ? "tsr::store_vec_cs<" : "tsr::copy_vec<") + St + ", " + V + ">(" + vi.ptr +
-           " + " + off + ", " + buf + ");");
-    }
+    vector_body(c, s0, off, buf);
     --ind_;
     open("} else {");
     line("#pragma unroll");
@@ -120,7 +199,7 @@ void Emitter::emit_load_store(const Op& op) {
     // Both paths fill the storage-type buffer and convert after the join, so that only the
     // packed vector is live where they meet (half the registers for 16-bit types).
     if (load) line(buf + "[v_] = " + eok + " ? " + addr + " : " + St + "(" + store_conv(t, pad) + ");");
-    else line("if (" + eok + ") " + addr + " = " + store_conv(t, r + "[" + s0 + " + v_]") + ";");
+    else line("if (" + eok + ") " + addr + " = " + store_conv(t, src + "[" + s0 + " + v_]") + ";");
     close();
     if (packed) {
       line("#pragma unroll");
@@ -128,11 +207,9 @@ void Emitter::emit_load_store(const Op& op) {
            std::to_string(L.vec / 2) + " + v_] = uint32_t(" + buf + "[2 * v_]) | (uint32_t(" + buf + "[2 * v_ + 1]) << 16);");
     }
     close();
-    if (load && !packed) {
-      line("#pragma unroll");
-      line("for (int v_ = 0; v_ < " + V + "; ++v_) " + r + "[" + s0 + " + v_] = " + load_conv(t, buf + "[v_]") + ";");
-    }
+    if (load && !packed) convert_buf(s0, buf);
     close();
+    if (whole_tile) close();
   } else {
     slots(L, [&](const std::string& s) {
       std::string e = fresh("e");

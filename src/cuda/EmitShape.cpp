@@ -41,9 +41,42 @@ void Emitter::emit_shape(const Op& op) {
       return flat(c, XS);
     };
     Layout LX = layout_of(x);
+    Layout L = layout_of(r);
+    const int64_t TV = int64_t(T_) * L.vec;
+    // Elements per step of dim d of the result (the product of the dims after it).
+    auto inner = [&](size_t d) {
+      int64_t n = 1;
+      for (size_t q = d + 1; q < RS.size(); ++q) n *= RS[q];
+      return n;
+    };
+    // Broadcast along leading dims only, of a blocked source whose elements are a multiple of
+    // T * VEC: result slot s holds the element of source slot s % slots, in this very thread
+    // (a [BLOCK_N] row of weights against a [BLOCK_M, BLOCK_N] tile), so no data moves.
+    // (A cluster-split kernel holds different parts of the two tiles on each CTA: only the
+    // identity qualifies there.)
+    bool leading = !LX.replicated && !L.replicated && LX.vec == L.vec && LX.numel % TV == 0 &&
+                   (cluster_ == 1 || LX.numel == L.numel);
+    for (size_t d = 0; d < RS.size() && leading; ++d)
+      leading = XS[d] == RS[d] ? inner(d) * RS[d] <= LX.numel : (XS[d] == 1 && inner(d) % LX.numel == 0);
+    if (leading) {
+      slots(L, [&](const std::string& s) { line(n + "[" + s + "] = " + nm(x) + "[" + s + " % " + std::to_string(LX.slots) + "];"); });
+      count("register-broadcasts");
+      return;
+    }
     if (LX.replicated) {
       // Every thread holds the whole (small) source: index it with compile-time slots only.
-      Layout L = layout_of(r);
+      // When every dim the source varies along steps by a multiple of T * VEC elements, a slot's
+      // coordinates there are those of its chunk's first element (the thread's offset within a
+      // chunk never carries into them), so the index is a compile-time constant.
+      bool chunk_index = !L.replicated && cluster_ == 1;
+      for (size_t d = 0; d < RS.size() && chunk_index; ++d) chunk_index = XS[d] == 1 || inner(d) % TV == 0;
+      if (chunk_index) {
+        const std::string V = std::to_string(L.vec);
+        slots(L, [&](const std::string& s) {
+          line(n + "[" + s + "] = " + nm(x) + "[" + src_index("((" + s + " / " + V + ") * " + std::to_string(TV) + ")") + "];");
+        });
+        return;
+      }
       slots(L, [&](const std::string& s) {
         std::string e = fresh("e");
         line("const int " + e + " = " + elem_expr(L, s) + ";");

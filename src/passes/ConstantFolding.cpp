@@ -2,7 +2,8 @@
 // `const`, so that index math on bound constexprs (BLOCK_N / 2, N * 4) becomes a number.
 // Only what is exact here is folded: integers with their wrap-around, f32 and f64 (computed in
 // double and rounded once, which is exact for one + - * / of f32 operands). Division by zero
-// is left for the interpreter to report.
+// is left for the interpreter to report. A broadcast to its operand's own type (what a
+// kernel written for a BLOCK_M-row tile leaves at BLOCK_M = 1) is replaced by its operand.
 #include <cmath>
 #include <optional>
 
@@ -120,12 +121,27 @@ int64_t fold_block(Block& b) {
   return folded;
 }
 
+// Broadcasts whose result has the operand's type, in `b` and its regions.
+void identity_broadcasts(Block& b, std::vector<Op*>& out) {
+  for (auto& op : b.ops) {
+    for (auto& r : op->regions) identity_broadcasts(*r, out);
+    if (op->kind == OpKind::Broadcast && op->operands.size() == 1 && op->results.size() == 1 &&
+        op->operands[0]->type == op->results[0]->type)
+      out.push_back(op.get());
+  }
+}
+
 }  // namespace
 
 void canonicalize(Kernel& k, PassStats& stats) {
   int64_t n = fold_block(*k.grid);
   n += fold_block(*k.body);
   stats["canonicalize.folded"] += n;
+  // The broadcast's uses read its operand instead; the op itself is left for dce.
+  std::vector<Op*> same;
+  identity_broadcasts(*k.body, same);
+  for (Op* op : same) replace_all_uses(k, op->results[0], op->operands[0]);
+  stats["canonicalize.identity-broadcasts"] += static_cast<int64_t>(same.size());
 }
 
 }  // namespace tessera

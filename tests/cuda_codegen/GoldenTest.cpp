@@ -34,7 +34,9 @@ int occurrences(const std::string& s, const std::string& what) {
 
 TEST(CudaGolden, VectorAddUses16ByteVectorAccesses) {
   CudaEmission em = emit_lib("vector_add", ScalarKind::BF16);
-  EXPECT_NE(em.source.find("tsr::copy_vec<uint16_t, 8>"), std::string::npos) << em.source;
+  // Loads kept packed (two bf16 per word) and stores rounded two at a time: 4 words each.
+  EXPECT_NE(em.source.find("tsr::copy_vec<uint32_t, 4>(reinterpret_cast<uint32_t*>(tsr_p2"), std::string::npos) << em.source;
+  EXPECT_NE(em.source.find("tsr::f2bf2("), std::string::npos);
   EXPECT_NE(em.source.find("tsr::aligned_vec<uint16_t, 8>"), std::string::npos);
   EXPECT_GE(em.stats["vector-accesses"], 3);  // two loads and a store
   EXPECT_EQ(em.stats["layout-conversions"], 0);

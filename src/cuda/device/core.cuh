@@ -43,6 +43,18 @@ TSR_D uint16_t f2h(float f) {
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(f));
   return r;
 }
+// Two floats rounded to nearest even into one word (lo in the low half: the element at the lower
+// address), one instruction (sm_80+).
+TSR_D uint32_t f2bf2(float lo, float hi) {
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+TSR_D uint32_t f2h2(float lo, float hi) {
+  uint32_t r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
 TSR_D float rbf16(float f) { return bf2f(f2bf(f)); }
 TSR_D float rf16(float f) { return h2f(f2h(f)); }
 // Round-to-odd: truncate, and set the last bit when anything was dropped. A value rounded to
