@@ -500,8 +500,10 @@ std::vector<ConstexprConfig> all_configs(const Kernel& k, size_t cap) {
 // (pack_narrow_loads = 0); TESSERA_BENCH_PREFETCH=1 issues the reduction loops' next tile
 // before this one's reductions (prefetch_loads = 1); TESSERA_BENCH_STREAM_STORES=1 stores with
 // the evict-first hint (stream_stores = 1); TESSERA_BENCH_MIN_BLOCKS=B asks ptxas for
-// registers that fit B CTAs per SM (min_blocks). They show in the config column and carry over
-// to the --tune variants.
+// registers that fit B CTAs per SM (min_blocks); TESSERA_BENCH_WHOLE_TILE=1 tests bounds and
+// alignment once per tile instead of per 16-byte vector (whole_tile_checks = 1);
+// TESSERA_BENCH_NO_PAIR_STORES=1 rounds 16-bit stores one value at a time from a rounded float
+// copy (pair_stores = 0). They show in the config column and carry over to the --tune variants.
 void add_row_knobs(Kernel& k) {
   if (const char* e = std::getenv("TESSERA_BENCH_NO_PACK"); e && std::string(e) == "1")
     k.constexprs.push_back({"pack_narrow_loads", 0, {0}, k.loc});
@@ -511,30 +513,41 @@ void add_row_knobs(Kernel& k) {
     k.constexprs.push_back({"stream_stores", 1, {1}, k.loc});
   if (const char* e = std::getenv("TESSERA_BENCH_MIN_BLOCKS"); e && std::atoi(e) >= 1)
     k.constexprs.push_back({"min_blocks", std::atoi(e), {std::atoi(e)}, k.loc});
+  if (const char* e = std::getenv("TESSERA_BENCH_WHOLE_TILE"); e && std::string(e) == "1")
+    k.constexprs.push_back({"whole_tile_checks", 1, {1}, k.loc});
+  if (const char* e = std::getenv("TESSERA_BENCH_NO_PAIR_STORES"); e && std::string(e) == "1")
+    k.constexprs.push_back({"pair_stores", 0, {0}, k.loc});
 }
 
 // A row kernel's tuning space for --tune: every BLOCK_N candidate (those smaller than the row
 // take the kernel's loop branch), each with the emitter's own thread count and with 4..32 warps
 // where a thread then holds 8..64 elements of the tile (fewer: not one 16-byte vector of bf16;
 // more: the row no longer fits the registers), tiles shorter than the row (length n) also with
-// their next tile prefetched, and register caps (below). num_warps is added to a copy of the
-// kernel, which the emitter reads as the CTA size; the library kernels do not declare it.
+// their next tile prefetched, and register caps (below). Kernels with a BLOCK_M (rows per
+// program: layernorm) also try 2 and 4 rows at the smallest tile that holds the row, with the
+// same warp counts and caps; and the whole-row tile with one bounds test per tile. num_warps is
+// added to a copy of the kernel, which the emitter reads as the CTA size; the library kernels do
+// not declare it.
 std::vector<std::unique_ptr<Kernel>> row_variants(const Kernel& unbound, int64_t n) {
   std::vector<std::unique_ptr<Kernel>> out;
   const ConstexprDecl* d = unbound.find_constexpr("BLOCK_N");
   if (!d) return out;
-  for (int64_t bn : d->candidates) {
-    out.push_back(bind_constexprs(unbound, {{"BLOCK_N", bn}}));
-    // Tiles shorter than the row loop over it: also with the next tile prefetched.
-    if (bn < n && !unbound.find_constexpr("prefetch_loads")) {
-      out.push_back(bind_constexprs(unbound, {{"BLOCK_N", bn}}));
-      out.back()->constexprs.push_back({"prefetch_loads", 1, {1}, unbound.loc});
-    }
-    if (unbound.find_constexpr("num_warps")) continue;
+  const ConstexprDecl* dm = unbound.find_constexpr("BLOCK_M");
+  int64_t whole = 0;  // the smallest candidate that holds the row
+  for (int64_t c : d->candidates)
+    if (c >= n && (whole == 0 || c < whole)) whole = c;
+  auto bound = [&](int64_t bn, int64_t bm) {
+    ConstexprConfig c{{"BLOCK_N", bn}};
+    if (dm) c["BLOCK_M"] = bm;
+    return bind_constexprs(unbound, c);
+  };
+  // The thread counts and register caps at a tile of bm x bn.
+  auto warps_and_caps = [&](int64_t bn, int64_t bm) {
+    if (unbound.find_constexpr("num_warps")) return;
     for (int64_t w : {4, 8, 16, 32}) {
-      int64_t per_thread = bn / (w * 32);
+      int64_t per_thread = bm * bn / (w * 32);
       if (per_thread < 8 || per_thread > 64) continue;
-      auto k = bind_constexprs(unbound, {{"BLOCK_N", bn}});
+      auto k = bound(bn, bm);
       k->constexprs.push_back({"num_warps", w, {w}, unbound.loc});
       out.push_back(std::move(k));
       // The same with a register cap of 64 or 48 per thread (min_blocks CTAs per SM): a row
@@ -545,13 +558,43 @@ std::vector<std::unique_ptr<Kernel>> row_variants(const Kernel& unbound, int64_t
         int64_t blocks = 65536 / (w * 32 * cap);
         if (blocks < 2 || blocks * w * 32 > 2048 || blocks == last) continue;
         last = blocks;
-        auto kb = bind_constexprs(unbound, {{"BLOCK_N", bn}});
+        auto kb = bound(bn, bm);
         kb->constexprs.push_back({"num_warps", w, {w}, unbound.loc});
         kb->constexprs.push_back({"min_blocks", blocks, {blocks}, unbound.loc});
         out.push_back(std::move(kb));
       }
     }
+  };
+  for (int64_t bn : d->candidates) {
+    out.push_back(bound(bn, 1));
+    // Tiles shorter than the row loop over it: also with the next tile prefetched.
+    if (bn < n && !unbound.find_constexpr("prefetch_loads")) {
+      out.push_back(bound(bn, 1));
+      out.back()->constexprs.push_back({"prefetch_loads", 1, {1}, unbound.loc});
+    }
+    warps_and_caps(bn, 1);
   }
+  if (dm && whole > 0)
+    for (int64_t bm : dm->candidates) {
+      if (bm == 1) continue;
+      out.push_back(bound(whole, bm));
+      warps_and_caps(whole, bm);
+    }
+  // The whole-row tile (and its row blocks) with one bounds test per tile (whole_tile_checks =
+  // 1), at the emitter's thread count and at 4 warps with 8 CTAs per SM (64 registers).
+  if (whole > 0 && !unbound.find_constexpr("whole_tile_checks"))
+    for (int64_t bm : dm ? dm->candidates : std::vector<int64_t>{1}) {
+      out.push_back(bound(whole, bm));
+      out.back()->constexprs.push_back({"whole_tile_checks", 1, {1}, unbound.loc});
+      int64_t per_thread = bm * whole / 128;
+      if (unbound.find_constexpr("num_warps") || unbound.find_constexpr("min_blocks") || per_thread < 8 || per_thread > 64)
+        continue;
+      auto k = bound(whole, bm);
+      k->constexprs.push_back({"num_warps", 4, {4}, unbound.loc});
+      k->constexprs.push_back({"min_blocks", 8, {8}, unbound.loc});
+      k->constexprs.push_back({"whole_tile_checks", 1, {1}, unbound.loc});
+      out.push_back(std::move(k));
+    }
   return out;
 }
 

@@ -1,7 +1,8 @@
 // Layer normalization of each row: y = (x - mean) / sqrt(var + eps) * w + b. One program per
-// row. A row that fits in one column tile (BLOCK_N >= N) is read once and kept; otherwise three
-// passes over column tiles: the mean, the variance around it (padding masked off, since a
-// padded 0 is not 0 away from the mean), then the output.
+// BLOCK_M rows (default 1; more rows share each load of w and b). Rows that fit in one column
+// tile (BLOCK_N >= N) are read once and kept; otherwise three passes over column tiles: the
+// mean, the variance around it (padding masked off, since a padded 0 is not 0 away from the
+// mean), then the output. Rows past M (the last program's) are padding, never stored.
 #include <cmath>
 
 #include "kernels/Kernels.h"
@@ -19,8 +20,9 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
   auto x = k.view("x", dt, {"M", "N"}), w = k.view("w", dt, {"N"}), b = k.view("b", dt, {"N"});
   auto y = k.view("y", dt, {"M", "N"});
   auto BN = k.constexpr_("BLOCK_N", {256, 512, 1024, 2048, 4096, 8192, 16384, 32768}, 1024);
-  k.grid({x.dim(0)});
-  auto row = program_id(0);
+  auto BM = k.constexpr_("BLOCK_M", {1, 2, 4}, 1);
+  k.grid({cdiv(x.dim(0), BM)});
+  auto rows = program_id(0);  // the program's block of BLOCK_M rows
   auto n = x.dim(1);
   auto tiles = cdiv(n, BN);
   auto nf = n.to(f32);
@@ -28,35 +30,35 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
   if_(
       eq(tiles, 1),
       [&] {
-        auto t = x.tile({1, BN}).load({row, 0}).to(f32);
+        auto t = x.tile({BM, BN}).load({rows, 0}).to(f32);
         auto g = w.tile({BN}).load({0}).to(f32);
         auto c = b.tile({BN}).load({0}).to(f32);
-        auto mean = sum(t, 1) / nf;
+        auto mean = expand_dims(sum(t, 1) / nf, 1);  // tile<f32, [BLOCK_M, 1]>
         // Padding counts as the mean: it adds nothing to the variance.
         auto in_row = expand_dims(arange(BN) < n, 0);
         auto d = where(in_row, t, mean) - mean;
-        auto inv = rsqrt(sum(d * d, 1) / nf + kEps);
-        y.tile({1, BN}).store({row, 0}, ((t - mean) * inv * g + c).to(dt));
+        auto inv = expand_dims(rsqrt(sum(d * d, 1) / nf + kEps), 1);
+        y.tile({BM, BN}).store({rows, 0}, ((t - mean) * inv * g + c).to(dt));
       },
       [&] {
-        // Sums carried as [1] tiles (one reduction per tile) keep few registers live in the loops.
-        Var acc = zeros({1}, f32);
-        for_range(0, tiles, 1, [&](Val j) { acc = acc + sum(x.tile({1, BN}).load({row, j}).to(f32), 1); });
-        auto mean = acc / nf;  // tile<f32, [1]>
+        // Sums carried as [BLOCK_M] tiles (one reduction per tile) keep few registers live in the loops.
+        Var acc = zeros({BM}, f32);
+        for_range(0, tiles, 1, [&](Val j) { acc = acc + sum(x.tile({BM, BN}).load({rows, j}).to(f32), 1); });
+        auto mean = expand_dims(acc / nf, 1);  // tile<f32, [BLOCK_M, 1]>
 
-        Var sq = zeros({1}, f32);
+        Var sq = zeros({BM}, f32);
         for_range(0, tiles, 1, [&](Val j) {
-          auto d = x.tile({1, BN}).load({row, j}).to(f32) - mean;
+          auto d = x.tile({BM, BN}).load({rows, j}).to(f32) - mean;
           auto in_row = expand_dims(j * BN + arange(BN) < n, 0);  // tile<i1, [1, BLOCK_N]>
           sq = sq + sum(where(in_row, d * d, 0.0), 1);
         });
-        auto inv = rsqrt(sq / nf + kEps);
+        auto inv = expand_dims(rsqrt(sq / nf + kEps), 1);
 
         for_range(0, tiles, 1, [&](Val j) {
-          auto t = x.tile({1, BN}).load({row, j}).to(f32);
+          auto t = x.tile({BM, BN}).load({rows, j}).to(f32);
           auto g = w.tile({BN}).load({j}).to(f32);
           auto c = b.tile({BN}).load({j}).to(f32);
-          y.tile({1, BN}).store({row, j}, ((t - mean) * inv * g + c).to(dt));
+          y.tile({BM, BN}).store({rows, j}, ((t - mean) * inv * g + c).to(dt));
         });
       });
   return k.finish();

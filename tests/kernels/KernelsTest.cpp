@@ -119,6 +119,12 @@ std::vector<Case> cases() {
                  {{"BLOCK_M", 16}, {"BLOCK_N", 16}, {"BLOCK_K", 16}, {"STAGES", 1}}});
   out.push_back({"matmul_struct", ScalarKind::F32, {{"M", 1}, {"N", 1}, {"K", 1}}, {}});
   out.push_back({"softmax", ScalarKind::F16, {{"M", 7}, {"N", 300}}, {{"BLOCK_N", 256}}});
+  // layernorm with several rows per program: M not a multiple of BLOCK_M (the last program's
+  // extra rows are padding), one ragged tile and the loops.
+  for (int64_t bm : {2, 4}) {
+    out.push_back({"layernorm", ScalarKind::BF16, {{"M", 37}, {"N", 999}}, {{"BLOCK_N", 256}, {"BLOCK_M", bm}}});
+    out.push_back({"layernorm", ScalarKind::F32, {{"M", 9}, {"N", 77}}, {{"BLOCK_N", 1024}, {"BLOCK_M", bm}}});
+  }
   out.push_back({"matmul", ScalarKind::F16, {{"M", 33}, {"N", 17}, {"K", 40}},
                  {{"BLOCK_M", 16}, {"BLOCK_N", 16}, {"BLOCK_K", 16}}});
   return out;

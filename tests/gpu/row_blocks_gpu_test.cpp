@@ -1,0 +1,62 @@
+// layernorm with several rows per program (BLOCK_M), paired 16-bit stores and the vector
+// accesses' whole-tile test (whole_tile_checks = 1), on a GPU against the interpreter (skips without a device): M not a
+// multiple of BLOCK_M, rows of odd length (every other row's start unaligned, so whole-tile
+// tests fail there and the chunk-by-chunk path runs), one ragged tile and the loops.
+#include <gtest/gtest.h>
+
+#include "GpuTestUtil.h"
+#include "kernels/Library.h"
+#include "passes/Passes.h"
+
+namespace tessera::gputest {
+namespace {
+
+struct RowCase {
+  int64_t n, block_n;
+};
+// N = BLOCK_N (one full tile), N odd and N < BLOCK_N (one ragged tile), N > BLOCK_N (loops).
+constexpr RowCase kRowCases[] = {{4096, 4096}, {4095, 4096}, {1000, 1024}, {2048 * 3 + 77, 2048}};
+
+TEST(RowBlocksGpu, LayerNormBlockMMatchesInterpreter) {
+  REQUIRE_GPU();
+  for (ScalarKind dt : {ScalarKind::BF16, ScalarKind::F16})
+    for (int64_t bm : {2, 4})
+      for (RowCase c : kRowCases)
+        for (int64_t warps : {0, 4}) {
+          // (whole_tile_checks = 1 at num_warps = 4: both paths at several rows per tile)
+          SCOPED_TRACE("layernorm " + std::string(scalar_name(dt)) + " BLOCK_M=" + std::to_string(bm) + " N=" +
+                       std::to_string(c.n) + " BLOCK_N=" + std::to_string(c.block_n) + " num_warps=" + std::to_string(warps));
+          auto k = bind_constexprs(*find_library_kernel("layernorm")->build(dt), {{"BLOCK_N", c.block_n}, {"BLOCK_M", bm}});
+          if (warps) {
+            k->constexprs.push_back({"num_warps", warps, {warps}, k->loc});
+            k->constexprs.push_back({"whole_tile_checks", 1, {0, 1}, k->loc});
+          }
+          try {
+            expect_gpu_matches_interp(*k, {{"M", 37}, {"N", c.n}}, 41);
+          } catch (const TesseraError& e) {
+            ADD_FAILURE() << e.what();
+          }
+        }
+}
+
+// The switches (whole_tile_checks = 1, pair_stores = 0) give the same results, and so does a
+// register cap (min_blocks = 8) on every row kernel.
+TEST(RowBlocksGpu, RowKernelsMatchInterpreterWithEachSwitch) {
+  REQUIRE_GPU();
+  for (const char* name : {"softmax", "layernorm", "rmsnorm"})
+    for (RowCase c : kRowCases)
+      for (const char* knob : {"whole_tile_checks", "pair_stores", "min_blocks"}) {
+        SCOPED_TRACE(std::string(name) + " " + knob + " N=" + std::to_string(c.n));
+        auto k = bind_constexprs(*find_library_kernel(name)->build(ScalarKind::BF16), {{"BLOCK_N", c.block_n}});
+        int64_t v = std::string(knob) == "min_blocks" ? 8 : std::string(knob) == "whole_tile_checks" ? 1 : 0;
+        k->constexprs.push_back({knob, v, {v}, k->loc});
+        try {
+          expect_gpu_matches_interp(*k, {{"M", 11}, {"N", c.n}}, 43);
+        } catch (const TesseraError& e) {
+          ADD_FAILURE() << e.what();
+        }
+      }
+}
+
+}  // namespace
+}  // namespace tessera::gputest
