@@ -1064,34 +1064,22 @@ CudaEmission Emitter::run() {
 
 namespace tessera {
 
-// CTAs per program: the kernel's `cluster_size` constexpr (1, 2, 4 or 8), else on sm_90+ for a
-// kernel without dots whose largest tile has 16384 elements or more, one CTA per 4096 elements
-// (at most 8, the portable cluster size), so that a long row is held by several small CTAs and
-// an SM interleaves the loads, reductions and stores of several rows, as it does for short ones.
-// Unless the kernel declares `num_warps` (its CTA size is then the user's).
+// CTAs per program: the kernel's `cluster_size` constexpr (1, 2, 4 or 8; sm_90+), else 1.
+// Not a default: on the H200 (bench/RESULTS.md, session 5) softmax, layernorm and rmsnorm at
+// 4096x32768 ran 6%, 23% and 8% slower on clusters of 8 CTAs of 128 threads than on one CTA of
+// 1024 threads per row (every reduction waits for the whole cluster, as a CTA barrier waits for
+// the whole CTA, and pays a cluster barrier and remote reads besides).
 static int pick_cluster(const Kernel& k, const CudaTarget& t, std::string& why_not) {
   const ConstexprDecl* d = k.find_constexpr("cluster_size");
-  if (d && d->value <= 1) return 1;
+  if (!d || d->value == 1) return 1;
+  if (d->value != 2 && d->value != 4 && d->value != 8)
+    throw TesseraError(d->loc, "cuda backend: constexpr cluster_size of kernel @" + k.name + " is " +
+                                   std::to_string(d->value) + "; it must be 1, 2, 4 or 8");
   if (t.sm < 90) {
-    if (d) why_not = "cluster_size = " + std::to_string(d->value) + " needs sm_90 or newer (thread-block clusters)";
+    why_not = "cluster_size = " + std::to_string(d->value) + " needs sm_90 or newer (thread-block clusters)";
     return 1;
   }
-  if (d) {
-    if (d->value != 2 && d->value != 4 && d->value != 8)
-      throw TesseraError(d->loc, "cuda backend: constexpr cluster_size of kernel @" + k.name + " is " +
-                                     std::to_string(d->value) + "; it must be 1, 2, 4 or 8");
-    return static_cast<int>(d->value);
-  }
-  if (k.find_constexpr("num_warps")) return 1;
-  int64_t biggest = 0;
-  bool dot = false;
-  walk(const_cast<Block&>(*k.body), [&](Op& op) {
-    dot |= op.kind == OpKind::Dot;
-    for (const Value* r : op.results)
-      if (r->type.is_tile() && shape_is_static(r->type.shape)) biggest = std::max(biggest, shape_numel(r->type.shape));
-  });
-  if (dot || biggest < 16384) return 1;
-  return static_cast<int>(std::min<int64_t>(8, biggest / 4096));
+  return static_cast<int>(d->value);
 }
 
 CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& target) {

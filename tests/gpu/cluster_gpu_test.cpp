@@ -21,15 +21,14 @@ TEST(ClusterGpu, RowKernelsOnClustersMatchInterpreter) {
   struct Case {
     int64_t m, n, block_n, cluster;
   };
-  // Whole rows (exact and ragged), the loop branch (reductions alternate their slots), and the
-  // default split of a 32768-column tile (cluster 0: the emitter's choice, 8).
-  for (Case c : {Case{5, 32768, 32768, 0}, Case{3, 30001, 32768, 8}, Case{4, 16384, 16384, 4}, Case{6, 20000, 8192, 4},
+  // Whole rows (exact and ragged) and the loop branch (reductions alternate their slots).
+  for (Case c : {Case{5, 32768, 32768, 8}, Case{3, 30001, 32768, 8}, Case{4, 16384, 16384, 4}, Case{6, 20000, 8192, 4},
                  Case{7, 8192 * 3 + 5, 8192, 2}, Case{2, 1000, 8192, 2}})
     for (const char* name : {"softmax", "layernorm", "rmsnorm"}) {
       SCOPED_TRACE(std::string(name) + " M=" + std::to_string(c.m) + " N=" + std::to_string(c.n) +
                    " BLOCK_N=" + std::to_string(c.block_n) + " cluster_size=" + std::to_string(c.cluster));
       auto k = bind_constexprs(*find_library_kernel(name)->build(ScalarKind::BF16), {{"BLOCK_N", c.block_n}});
-      if (c.cluster) k->constexprs.push_back({"cluster_size", c.cluster, {c.cluster}, k->loc});
+      k->constexprs.push_back({"cluster_size", c.cluster, {c.cluster}, k->loc});
       try {
         EXPECT_GT(compile_cuda(*k, test_options())->cluster, 1);
         expect_gpu_matches_interp(*k, {{"M", c.m}, {"N", c.n}}, 41);
