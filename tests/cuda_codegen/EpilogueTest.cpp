@@ -67,9 +67,21 @@ void expect_compiles(const std::string& source) {
   }
 }
 
-TEST(CudaEpilogue, LibraryMatmulStoresFragmentsDirectly) {
+// The library matmul's default tile (128 x 256) on the mma.sync path stores through shared
+// memory in 16-byte row chunks; narrower tiles, and any with mma_smem_epilogue = 0, store the
+// fragments directly.
+TEST(CudaEpilogue, LibraryMatmulStagesWideTilesAndStoresNarrowOnesDirectly) {
   for (ScalarKind dt : {ScalarKind::BF16, ScalarKind::F16}) {
-    CudaEmission em = emit(*lib_matmul(dt), "sm_80");  // (sm_90a's wgmma path stores through TMA)
+    CudaEmission wide = emit(*lib_matmul(dt), "sm_80");  // (sm_90a's wgmma path stores through TMA)
+    EXPECT_EQ(wide.stats["mma-staged-epilogues"], 1) << wide.source;
+    EXPECT_EQ(wide.stats.count("mma-direct-epilogues"), 0u);
+    EXPECT_EQ(count_of(wide.source, "tsr::store_frags_staged<uint16_t, 128, 256, 256>("), 1u);
+    EXPECT_EQ(emit(*lib_matmul(dt, {{"BLOCK_M", 128}, {"BLOCK_N", 128}, {"BLOCK_K", 64}}), "sm_80")
+                  .stats["mma-direct-epilogues"],
+              1);
+    auto k = lib_matmul(dt);
+    k->constexprs.push_back({"mma_smem_epilogue", 0, {0, 1}, k->loc});
+    CudaEmission em = emit(*k, "sm_80");
     EXPECT_EQ(em.stats["mma-direct-epilogues"], 1) << em.source;
     EXPECT_EQ(em.stats["layout-conversions"], 0);
     EXPECT_EQ(count_of(em.source, "tsr::store_frags("), 1u);
