@@ -513,8 +513,15 @@ void add_row_knobs(Kernel& k) {
     k.constexprs.push_back({"stream_stores", 1, {1}, k.loc});
   if (const char* e = std::getenv("TESSERA_BENCH_MIN_BLOCKS"); e && std::atoi(e) >= 1)
     k.constexprs.push_back({"min_blocks", std::atoi(e), {std::atoi(e)}, k.loc});
-  if (const char* e = std::getenv("TESSERA_BENCH_WHOLE_TILE"); e && std::string(e) == "1")
-    k.constexprs.push_back({"whole_tile_checks", 1, {1}, k.loc});
+  if (const char* e = std::getenv("TESSERA_BENCH_WHOLE_TILE"); e && (std::string(e) == "1" || std::string(e) == "0")) {
+    // layernorm declares it (default 1): set its own; others get one.
+    const int64_t v = std::string(e) == "1";
+    if (auto it = std::find_if(k.constexprs.begin(), k.constexprs.end(), [](const ConstexprDecl& c) { return c.name == "whole_tile_checks"; });
+        it != k.constexprs.end())
+      it->value = v;
+    else
+      k.constexprs.push_back({"whole_tile_checks", v, {v}, k.loc});
+  }
   if (const char* e = std::getenv("TESSERA_BENCH_NO_PAIR_STORES"); e && std::string(e) == "1")
     k.constexprs.push_back({"pair_stores", 0, {0}, k.loc});
 }

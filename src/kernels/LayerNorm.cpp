@@ -21,6 +21,10 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
   auto y = k.view("y", dt, {"M", "N"});
   auto BN = k.constexpr_("BLOCK_N", {256, 512, 1024, 2048, 4096, 8192, 16384, 32768}, 1024);
   auto BM = k.constexpr_("BLOCK_M", {1, 2, 4}, 1);
+  // A codegen hint (the cuda backend reads it; the others ignore it): test each tile's bounds
+  // and alignment once rather than per 16-byte vector. H200, 16384x4096 bf16: 3868 GB/s with
+  // it, 3686 without (softmax and rmsnorm, with fewer registers to spare, lose 1% by it).
+  k.constexpr_("whole_tile_checks", {0, 1}, 1);
   k.grid({cdiv(x.dim(0), BM)});
   auto rows = program_id(0);  // the program's block of BLOCK_M rows
   auto n = x.dim(1);

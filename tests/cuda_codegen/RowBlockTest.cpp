@@ -58,12 +58,14 @@ TEST(CudaRowBlocks, LayerNormRowBlocksCompile) {
 // tests bounds and alignment once per tile, then every chunk goes without a test, with the
 // chunk-by-chunk path for tiles at ragged or unaligned edges.
 TEST(CudaRowBlocks, PairedStoresAndWholeTileTests) {
-  auto k = bind_constexprs(*find_library_kernel("layernorm")->build(ScalarKind::BF16), {{"BLOCK_N", 4096}});
-  CudaEmission em = emit_cuda_with_info(*k, CudaTarget::parse("sm_90a"));
+  // layernorm declares whole_tile_checks (default 1); 0 leaves only the chunk-by-chunk path.
+  auto off = bind_constexprs(*find_library_kernel("layernorm")->build(ScalarKind::BF16),
+                             {{"BLOCK_N", 4096}, {"whole_tile_checks", 0}});
+  CudaEmission em = emit_cuda_with_info(*off, CudaTarget::parse("sm_90a"));
   EXPECT_EQ(em.stats["stores-from-f32"], 2);
   EXPECT_NE(em.source.find("tsr::f2bf2("), std::string::npos);
   EXPECT_EQ(count(em.source, "const bool whole"), 0);
-  k->constexprs.push_back({"whole_tile_checks", 1, {0, 1}, k->loc});
+  auto k = bind_constexprs(*find_library_kernel("layernorm")->build(ScalarKind::BF16), {{"BLOCK_N", 4096}});
   k->constexprs.push_back({"pair_stores", 0, {0, 1}, k->loc});
   CudaEmission o = emit_cuda_with_info(*k, CudaTarget::parse("sm_90a"));
   // x, w, b and y in the one-tile branch and in the loops.
@@ -71,9 +73,7 @@ TEST(CudaRowBlocks, PairedStoresAndWholeTileTests) {
   EXPECT_EQ(o.source.find("tsr::f2bf2("), std::string::npos);
   EXPECT_EQ(o.stats["stores-from-f32"], 0);
   expect_compiles(*k, "layernorm whole_tile_checks=1 pair_stores=0");
-  auto both = layernorm(4096, 2);
-  both->constexprs.push_back({"whole_tile_checks", 1, {0, 1}, both->loc});
-  expect_compiles(*both, "layernorm BLOCK_M=2 whole_tile_checks=1");
+  expect_compiles(*layernorm(4096, 2), "layernorm BLOCK_M=2 whole_tile_checks=1");
   // f16 pairs too.
   auto h = bind_constexprs(*find_library_kernel("softmax")->build(ScalarKind::F16), {{"BLOCK_N", 4096}});
   EXPECT_NE(emit_cuda(*h, CudaTarget::parse("sm_80")).find("tsr::f2h2("), std::string::npos);
