@@ -50,7 +50,7 @@ TEST(CliCompileStats, CudaTargetPrintsTheEmittersStatistics) {
   EXPECT_THAT(r.err, HasSubstr("// ----- statistics for matmul -----\n"));
   EXPECT_THAT(r.err, HasSubstr("// ----- cuda emitter statistics for matmul (cuda:sm_80) -----\n"));
   EXPECT_THAT(r.err, HasSubstr("\ndot.mma_pipelined = 1\n"));
-  EXPECT_THAT(r.err, HasSubstr("\nmma-direct-epilogues = 1\n"));
+  EXPECT_THAT(r.err, HasSubstr("\nmma-staged-epilogues = 1\n"));  // the default 128x256 tile
   EXPECT_THAT(r.err, HasSubstr("\nthreads = 256\n"));
   // --emit ir with a cuda target still reports what the emitter would choose.
   Outcome ir = compile("matmul --dtype f32 --target cuda:sm_80 --stats");
