@@ -242,8 +242,22 @@ void Emitter::gather_into(const Value* r, const std::string& dst,
 // ---------------------------------------------------------------------------------------------
 
 void Emitter::emit_block(const Block& b) {
-  for (const auto& o : b.ops)
-    if (o->kind != OpKind::Yield) emit_op(*o);
+  for (size_t i = 0; i < b.ops.size(); ++i) {
+    const Op& o = *b.ops[i];
+    if (o.kind == OpKind::Yield) continue;
+    // Two independent reductions in a row share one exchange.
+    if (i + 1 < b.ops.size() && folds_with_next(o, *b.ops[i + 1])) {
+      const Op* saved = cur_;
+      cur_ = &o;
+      line("// " + text_of(o));
+      line("// " + text_of(*b.ops[i + 1]) + "  (folded with the reduction above in one exchange)");
+      emit_reduce(o, b.ops[i + 1].get());
+      cur_ = saved;
+      ++i;
+      continue;
+    }
+    emit_op(o);
+  }
 }
 
 const Op* Emitter::terminator(const Block& b, const Op& parent) const {

@@ -167,7 +167,22 @@ std::string Emitter::combine(const Op& op, const std::string& a, const std::stri
   return nm(y->operand(0));
 }
 
-void Emitter::emit_reduce(const Op& op) {
+bool Emitter::folds_with_next(const Op& a, const Op& b) const {
+  if (a.kind != OpKind::Reduce || b.kind != OpKind::Reduce || cluster_ > 1) return false;
+  const std::string& kind = a.attr_string("kind");
+  if (kind != b.attr_string("kind") || (kind != "sum" && kind != "prod" && kind != "max" && kind != "min")) return false;
+  const Value *x = a.operand(0), *y = b.operand(0);
+  if (y == a.result() || !x->type.is_tile() || !(x->type == y->type) || !(a.result()->type == b.result()->type) ||
+      a.attr_int("axis") != b.attr_int("axis") || !shape_is_static(x->type.shape))
+    return false;
+  std::vector<int64_t> S = static_shape(x->type.shape);
+  int64_t axis = a.attr_int("axis");
+  if (axis < 0 || axis >= static_cast<int64_t>(S.size())) return false;
+  const AxisSplit sp = split_at_axis(S, axis);
+  return sp.outer * sp.inner == 1 && !layout_of(x).replicated && T_ > 32;
+}
+
+void Emitter::emit_reduce(const Op& op, const Op* partner) {
   const Value* x = op.operand(0);
   const Value* r = op.result();
   std::vector<int64_t> S = shape_of(op, x);
@@ -180,6 +195,7 @@ void Emitter::emit_reduce(const Op& op) {
   std::string C = ctype(t);
   bool f = is_float(t);
   std::string res = declare(op, r);
+  const std::string partner_res = partner ? declare(*partner, partner->result()) : std::string();
   std::string kind = op.kind == OpKind::ReduceWith ? "with" : op.attr_string("kind");
   bool arg = kind == "argmax" || kind == "argmin";
   std::string Sx = std::to_string(L), Ix = std::to_string(I);
@@ -267,7 +283,12 @@ void Emitter::emit_reduce(const Op& op) {
     std::string Vs = std::to_string(V);
     int64_t per_out = P == 1 ? LX.slots : (L / TV) * V;
     std::vector<std::string> accs;
-    for (int64_t p = 0; p < P; ++p) {
+    // The partner's one value is folded as a second output (P == 1 for both: folds_with_next).
+    const int64_t outs = partner ? 2 : P;
+    for (int64_t p = 0; p < outs; ++p) {
+      const Value* src = partner && p == 1 ? partner->operand(0) : x;
+      const int64_t q = partner ? 0 : p;  // the output's place in the source's slots
+      if (partner && p == 1) cur_ = partner;
       // One partial per vector lane: VEC independent chains, folded pairwise.
       std::string a = fresh("racc");
       accs.push_back(a);
@@ -276,10 +297,10 @@ void Emitter::emit_reduce(const Op& op) {
       line("for (int v_ = 0; v_ < " + Vs + "; ++v_) " + a + "[v_] = " + ident + ";");
       std::string sv = fresh("s");
       line("#pragma unroll");
-      open("for (int " + sv + " = " + std::to_string(p * per_out) + "; " + sv + " < " + std::to_string((p + 1) * per_out) +
+      open("for (int " + sv + " = " + std::to_string(q * per_out) + "; " + sv + " < " + std::to_string((q + 1) * per_out) +
            "; ++" + sv + ") {");
       std::string ok = P == 1 ? valid_expr(LX, sv) : "true";
-      std::string upd = a + "[" + sv + " % " + Vs + "] = " + step(a + "[" + sv + " % " + Vs + "]", nm(x) + "[" + sv + "]") + ";";
+      std::string upd = a + "[" + sv + " % " + Vs + "] = " + step(a + "[" + sv + " % " + Vs + "]", nm(src) + "[" + sv + "]") + ";";
       line(ok == "true" ? upd : "if (" + ok + ") " + upd);
       close();
       for (int w = V / 2; w >= 1; w /= 2)
@@ -291,18 +312,26 @@ void Emitter::emit_reduce(const Op& op) {
       for (int m = 16; m >= 1; m /= 2)
         line(a + "[0] = " + step(a + "[0]", "tsr::shfl_xor(" + a + "[0], " + std::to_string(m) + ")") + ";");
     }
-    count("warp-reductions");
+    cur_ = &op;
+    count("warp-reductions", outs);
     int nw = T_ / 32;
-    if (nw > 1) exchange_warp_partials(op, C, P, accs, step);
+    if (nw > 1) exchange_warp_partials(op, C, outs, accs, step);
     if (cluster_ > 1) {
       if (P != 1) needs_no_cluster(op, "a reduction with several results");
       exchange_cluster_partials(op, C, accs[0], step);
     }
     for (int64_t p = 0; p < P; ++p) put(p, fin(accs[p] + "[0]"));
+    if (partner) {
+      const std::string v = fin(accs[1] + "[0]");
+      line(partner->result()->type.is_tile() ? partner_res + "[0] = " + v + ";" : partner_res + " = " + v + ";");
+      count("reductions");
+      count("folded-reductions");
+    }
     count("reductions");
     return;
   }
 
+  if (partner) fail(op, "internal: a folded reduction off the register path");
   needs_no_cluster(op, "a reduction of this shape or kind");
   // Stage the source; partial results follow it in the scratch.
   int64_t src_bytes = align16(N * cbytes(t));

@@ -303,7 +303,13 @@ class Emitter {
   std::vector<std::string> notes_;  // CudaEmission::notes
   int64_t pipe_frag_regs_ = 0;  // most accumulator registers per thread of a pipelined loop
   int64_t pipe_stage_elems_ = 0;  // most elements per thread one pipeline stage copies
-  void emit_reduce(const Op& op);
+  // `partner`: a reduce op right after `op` that folds_with_next() accepted; both fold in one
+  // exchange (one barrier for the two).
+  void emit_reduce(const Op& op, const Op* partner = nullptr);
+  // Whether reduce `a` and the op `b` right after it are two sum / prod / max / min reductions of
+  // the same kind, type and shape to one value each, with b's operand not a's result, over
+  // blocked tiles: their cross-warp steps can share one exchange (layernorm's sums of x and x^2).
+  bool folds_with_next(const Op& a, const Op& b) const;
   // The cross-warp step of a block reduction (EmitShape.cpp): one barrier, in shared words of
   // the reduction's own (a static __shared__ array; red_smem_ counts their bytes).
   void exchange_warp_partials(const Op& op, const std::string& C, int64_t P, const std::vector<std::string>& accs,

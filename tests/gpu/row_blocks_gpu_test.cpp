@@ -7,6 +7,7 @@
 #include "GpuTestUtil.h"
 #include "kernels/Library.h"
 #include "passes/Passes.h"
+#include "text/Text.h"
 
 namespace tessera::gputest {
 namespace {
@@ -67,6 +68,40 @@ TEST(RowBlocksGpu, RowKernelsMatchInterpreterWithEachSwitch) {
           ADD_FAILURE() << e.what();
         }
       }
+}
+
+// Two sums folded into one exchange (and a max on its own), with sum of squares, at a ragged
+// row length and with several warps: the same values as the interpreter.
+TEST(RowBlocksGpu, FoldedReductionsMatchInterpreter) {
+  REQUIRE_GPU();
+  auto m = parse_module(R"(kernel @k(%x: view<f32, [M, N]>, %y: view<f32, [M, 1]>) {
+  grid {
+    %m = dim %x {axis = 0} : i32
+    yield %m
+  }
+  %p = program_id {axis = 0} : i32
+  %c0 = const {value = 0} : i32
+  %t = load_tile %x, %p, %c0 : tile<f32, [1, 4096]>
+  %u = mul %t, %t : tile<f32, [1, 4096]>
+  %a = reduce %t {axis = 1, kind = "sum"} : tile<f32, [1]>
+  %b = reduce %u {axis = 1, kind = "sum"} : tile<f32, [1]>
+  %c = reduce %t {axis = 1, kind = "max"} : tile<f32, [1]>
+  %ab = mul %a, %b : tile<f32, [1]>
+  %s = add %ab, %c : tile<f32, [1]>
+  %s2 = expand_dims %s {axis = 1} : tile<f32, [1, 1]>
+  store_tile %y, %s2, %p, %c0
+}
+)",
+                        "fold.tile");
+  auto k = bind_constexprs(*m->kernels.at(0), {});
+  for (int64_t n : {4096, 3001}) {
+    SCOPED_TRACE("N=" + std::to_string(n));
+    try {
+      expect_gpu_matches_interp(*k, {{"M", 9}, {"N", n}}, 47);
+    } catch (const TesseraError& e) {
+      ADD_FAILURE() << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -133,6 +133,29 @@ std::vector<Case> cases() {
 INSTANTIATE_TEST_SUITE_P(All, LibraryKernels, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return case_name(info.param); });
 
+// layernorm's one-pass variance (sums around each row's first element) on rows far from 0:
+// x = 1000 + u, u in [-1, 1). E[x^2] - E[x]^2 in f32 would lose the variance (1/3) to rounding
+// of 10^6-sized sums; the shifted sums keep the output within the f32 tolerance, on the whole-row
+// branch (BLOCK_N >= N) and the loop branch alike.
+TEST(Library, LayerNormStaysAccurateOnRowsFarFromZero) {
+  const LibraryKernel* lk = find_library_kernel("layernorm");
+  for (int64_t block_n : {1024, 256}) {
+    SCOPED_TRACE("BLOCK_N=" + std::to_string(block_n));
+    auto k = bind_constexprs(*lk->build(ScalarKind::F32), {{"BLOCK_N", block_n}});
+    Sizes sizes{{"M", 6}, {"N", 1000}};
+    std::vector<Tensor> got = make_random_tensors(*k, sizes, 11);
+    for (int64_t i = 0; i < got[0].numel(); ++i) got[0].set(i, 1000.0 + got[0].get(i));
+    std::vector<Tensor> want = got;
+    auto ga = library_args(*lk, *k, got, sizes), wa = library_args(*lk, *k, want, sizes);
+    run_interp(*k, ga);
+    lk->reference(wa, sizes);
+    double worst = 0;
+    for (int64_t i = 0; i < got[3].numel(); ++i) worst = std::max(worst, std::fabs(got[3].get(i) - want[3].get(i)));
+    EXPECT_LT(worst, 2e-3);  // outputs are O(1); a lost variance gives errors of O(1)
+    EXPECT_GT(worst, 0.0);   // (not a copy of the reference)
+  }
+}
+
 TEST(Library, ListsTheV0Kernels) {
   std::vector<std::string> names;
   for (const auto& k : library()) names.push_back(k.name);
