@@ -1,9 +1,8 @@
 // Layer normalization of each row: y = (x - mean) / sqrt(var + eps) * w + b. One program per
 // BLOCK_M rows (default 1; more rows share each load of w and b). Rows that fit in one column
-// tile (BLOCK_N >= N) are read once and kept, their mean and variance from one pass of two
-// sums around the row's first element; otherwise three passes over column tiles: the mean, the
-// variance around it (padding masked off, since a padded 0 is not 0 away from the mean), then
-// the output. Rows past M (the last program's) are padding, never stored.
+// tile (BLOCK_N >= N) are read once and kept; otherwise three passes over column tiles: the
+// mean, the variance around it (padding masked off, since a padded 0 is not 0 away from the
+// mean), then the output. Rows past M (the last program's) are padding, never stored.
 #include <cmath>
 
 #include "kernels/Kernels.h"
@@ -38,21 +37,11 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
         auto t = x.tile({BM, BN}).load({rows, 0}).to(f32);
         auto g = w.tile({BN}).load({0}).to(f32);
         auto c = b.tile({BN}).load({0}).to(f32);
-        // One pass over the row: the sums of d = x - x0 and of d^2 around the row's first element
-        // x0 (the shifted-data formula var = E[d^2] - E[d]^2, which loses precision only as far
-        // as x0 lies from the mean; x0 being one of the row's values bounds the relative error
-        // of var by about N f32 roundings), two independent reductions that the cuda backend
-        // folds into one exchange. Padding is masked to d = 0.
-        auto x0 = x.tile({BM, 1}).load({rows, 0}).to(f32);  // tile<f32, [BLOCK_M, 1]>
+        auto mean = expand_dims(sum(t, 1) / nf, 1);  // tile<f32, [BLOCK_M, 1]>
+        // Padding counts as the mean: it adds nothing to the variance.
         auto in_row = expand_dims(arange(BN) < n, 0);
-        auto d = where(in_row, t - x0, 0.0);
-        auto dd = d * d;
-        auto s1 = sum(d, 1);
-        auto s2 = sum(dd, 1);
-        auto m1 = s1 / nf;  // E[d], tile<f32, [BLOCK_M]>
-        auto var = maximum(s2 / nf - m1 * m1, 0.0);
-        auto mean = expand_dims(m1, 1) + x0;  // tile<f32, [BLOCK_M, 1]>
-        auto inv = expand_dims(rsqrt(var + kEps), 1);
+        auto d = where(in_row, t, mean) - mean;
+        auto inv = expand_dims(rsqrt(sum(d * d, 1) / nf + kEps), 1);
         y.tile({BM, BN}).store({rows, 0}, ((t - mean) * inv * g + c).to(dt));
       },
       [&] {

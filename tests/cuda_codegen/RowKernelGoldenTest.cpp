@@ -39,13 +39,10 @@ TEST(CudaRowKernels, RowReductionsUseWarpShufflesAndOneBarrier) {
     int reductions = count(one, "reduce ");
     ASSERT_GE(reductions, 1) << name;
     // A butterfly of 5 shuffles per reduction, then one exchange across warps after one
-    // barrier (each reduction writes shared words of its own; layernorm's two sums share one);
-    // no staging of the row.
-    const int folded = name == std::string("layernorm") ? 1 : 0;
-    EXPECT_EQ(em.stats["folded-reductions"], folded) << name;
+    // barrier (each reduction writes shared words of its own); no staging of the row.
     EXPECT_EQ(count(one, "tsr::shfl_xor("), 5 * reductions) << name;
-    EXPECT_EQ(count(one, "__syncthreads();"), reductions - folded) << name << "\n" << one;
-    EXPECT_EQ(em.stats["block-exchanges"], count(em.source, "reduce ") - folded) << name;
+    EXPECT_EQ(count(one, "__syncthreads();"), reductions) << name << "\n" << one;
+    EXPECT_EQ(em.stats["block-exchanges"], count(em.source, "reduce ")) << name;
     EXPECT_EQ(em.stats["layout-conversions"], 0) << name;
     // One f32 per warp and reduction in static shared memory (two copies in the loops), no
     // dynamic scratch.
@@ -133,10 +130,7 @@ TEST(CudaRowKernels, NormsLoadWeightsBeforeTheirReductions) {
     ASSERT_NE(first_reduce, std::string::npos) << name;
     EXPECT_LT(one.find("load_tile %w"), first_reduce) << name;
     if (std::string(name) == "layernorm") EXPECT_LT(one.find("load_tile %b"), first_reduce) << name;
-    // Every row-sized load stays packed (layernorm's [1, 1] load of the row's first element is
-    // replicated, not packed).
-    const int small = name == std::string("layernorm") ? 1 : 0;
-    EXPECT_EQ(count(one, "tsr::Packed16<true, 32> "), count(one, "load_tile ") - small) << name;
+    EXPECT_EQ(count(one, "tsr::Packed16<true, 32> "), count(one, "load_tile ")) << name;
   }
 }
 
@@ -193,12 +187,10 @@ TEST(CudaRowKernels, SingleTileBranchReadsTheRowOnceWith16ByteVectors) {
     // x is parameter 0: one load of it (16-byte vectors of 8 bf16, kept packed as 4 words), one
     // store of y (8 values rounded two at a time into 4 words); layernorm (whole_tile_checks = 1)
     // has each in a whole-tile path and a chunk-by-chunk one.
-    // layernorm also loads the row's first element (a [1, 1] tile, no vector).
-    const bool ln = name == std::string("layernorm");
-    const int paths = ln ? 2 : 1;
-    EXPECT_EQ(count(one, "reinterpret_cast<const uint32_t*>("), paths * (count(one, "load_tile ") - ln)) << name;
+    const int paths = name == std::string("layernorm") ? 2 : 1;
+    EXPECT_EQ(count(one, "reinterpret_cast<const uint32_t*>("), paths * count(one, "load_tile ")) << name;
     EXPECT_EQ(count(one, "tsr::copy_vec<uint32_t, 4>(reinterpret_cast<uint32_t*>(tsr_p"), paths) << name;
-    EXPECT_EQ(count(one, "load_tile %x"), 1 + ln) << name;
+    EXPECT_EQ(count(one, "load_tile %x"), 1) << name;
     EXPECT_EQ(count(one, "store_tile %y"), 1) << name;
     EXPECT_NE(one.find("tsr::aligned_vec<uint16_t, 8>(tsr_p0"), std::string::npos) << name;
   }
