@@ -168,15 +168,7 @@ template <class To> TSR_D To f2i(double v, double lo, double hi, To lo_i, To hi_
 }
 
 // exp through the fast base-2 exponential (well within the f32 tolerance for |x| < 100).
-// e^x as 2^(x log2 e) on the special function unit, flushing results below 2^-126 to zero (an
-// absolute error under 1.2e-38): exp2f's path that keeps such results denormal scales the
-// argument and the result around the same instruction, several more instructions per element
-// in an exp-bound row kernel (softmax).
-TSR_D float fexp(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f));
-  return y;
-}
+TSR_D float fexp(float x) { return exp2f(x * 1.4426950408889634f); }
 
 // ---- vector copies of B bytes between global memory and registers ----
 template <int B> struct VecT;
