@@ -505,25 +505,14 @@ std::vector<ConstexprConfig> all_configs(const Kernel& k, size_t cap) {
 // TESSERA_BENCH_NO_PAIR_STORES=1 rounds 16-bit stores one value at a time from a rounded float
 // copy (pair_stores = 0). They show in the config column and carry over to the --tune variants.
 void add_row_knobs(Kernel& k) {
-  if (const char* e = std::getenv("TESSERA_BENCH_NO_PACK"); e && std::string(e) == "1")
-    k.constexprs.push_back({"pack_narrow_loads", 0, {0}, k.loc});
-  if (const char* e = std::getenv("TESSERA_BENCH_PREFETCH"); e && std::string(e) == "1")
-    k.constexprs.push_back({"prefetch_loads", 1, {1}, k.loc});
-  if (const char* e = std::getenv("TESSERA_BENCH_STREAM_STORES"); e && std::string(e) == "1")
-    k.constexprs.push_back({"stream_stores", 1, {1}, k.loc});
-  if (const char* e = std::getenv("TESSERA_BENCH_MIN_BLOCKS"); e && std::atoi(e) >= 1)
-    k.constexprs.push_back({"min_blocks", std::atoi(e), {std::atoi(e)}, k.loc});
-  if (const char* e = std::getenv("TESSERA_BENCH_WHOLE_TILE"); e && (std::string(e) == "1" || std::string(e) == "0")) {
-    // layernorm declares it (default 1): set its own; others get one.
-    const int64_t v = std::string(e) == "1";
-    if (auto it = std::find_if(k.constexprs.begin(), k.constexprs.end(), [](const ConstexprDecl& c) { return c.name == "whole_tile_checks"; });
-        it != k.constexprs.end())
-      it->value = v;
-    else
-      k.constexprs.push_back({"whole_tile_checks", v, {v}, k.loc});
-  }
-  if (const char* e = std::getenv("TESSERA_BENCH_NO_PAIR_STORES"); e && std::string(e) == "1")
-    k.constexprs.push_back({"pair_stores", 0, {0}, k.loc});
+  if (const char* e = std::getenv("TESSERA_BENCH_NO_PACK"); e && std::string(e) == "1") k.set_constexpr("pack_narrow_loads", 0);
+  if (const char* e = std::getenv("TESSERA_BENCH_PREFETCH"); e && std::string(e) == "1") k.set_constexpr("prefetch_loads", 1);
+  if (const char* e = std::getenv("TESSERA_BENCH_STREAM_STORES"); e && std::string(e) == "1") k.set_constexpr("stream_stores", 1);
+  if (const char* e = std::getenv("TESSERA_BENCH_MIN_BLOCKS"); e && std::atoi(e) >= 1) k.set_constexpr("min_blocks", std::atoi(e));
+  // (layernorm declares whole_tile_checks = 1; set_constexpr sets its own.)
+  if (const char* e = std::getenv("TESSERA_BENCH_WHOLE_TILE"); e && (std::string(e) == "1" || std::string(e) == "0"))
+    k.set_constexpr("whole_tile_checks", std::string(e) == "1");
+  if (const char* e = std::getenv("TESSERA_BENCH_NO_PAIR_STORES"); e && std::string(e) == "1") k.set_constexpr("pair_stores", 0);
 }
 
 // A row kernel's tuning space for --tune: every BLOCK_N candidate (those smaller than the row

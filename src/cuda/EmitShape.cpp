@@ -418,6 +418,13 @@ void Emitter::emit_reduce(const Op& op, const Op* partner) {
   count("reductions");
 }
 
+bool Emitter::runs_repeatedly(const Op& op) const {
+  if (persistent_) return true;
+  for (const Block* b = op.parent; b && b->parent; b = b->parent->parent)
+    if (b->parent->kind == OpKind::For || b->parent->kind == OpKind::While) return true;
+  return false;
+}
+
 // Folds each warp's value accs[p][0] (uniform within the warp) across the CTA's warps, leaving
 // the CTA's value, uniform, in every thread. One barrier per exchange: the partials go to
 // shared words of this reduction alone, so no later exchange can overwrite them while slower
@@ -430,9 +437,7 @@ void Emitter::exchange_warp_partials(const Op& op, const std::string& C, int64_t
                                      const std::function<std::string(const std::string&, const std::string&)>& step) {
   const int nw = T_ / 32;
   const int64_t words = int64_t(nw) * P;
-  bool looped = persistent_;
-  for (const Block* b = op.parent; b && b->parent && !looped; b = b->parent->parent)
-    looped = b->parent->kind == OpKind::For || b->parent->kind == OpKind::While;
+  const bool looped = runs_repeatedly(op);
   std::string part = fresh("tsr_red");
   line("__shared__ " + C + " " + part + "_mem[" + std::to_string(words * (looped ? 2 : 1)) + "];");
   red_smem_ += align16(words * (looped ? 2 : 1) * cbytes(op.operand(0)->type.elem));
@@ -475,9 +480,7 @@ void Emitter::exchange_warp_partials(const Op& op, const std::string& C, int64_t
 // passed. The kernel's last cluster barrier keeps each slot alive until its readers are done.
 void Emitter::exchange_cluster_partials(const Op& op, const std::string& C, const std::string& acc,
                                         const std::function<std::string(const std::string&, const std::string&)>& step) {
-  bool looped = false;
-  for (const Block* b = op.parent; b && b->parent && !looped; b = b->parent->parent)
-    looped = b->parent->kind == OpKind::For || b->parent->kind == OpKind::While;
+  const bool looped = runs_repeatedly(op);  // (cluster-split kernels are never persistent)
   std::string slot = fresh("tsr_cred");
   line("__shared__ unsigned long long " + slot + "_mem[" + (looped ? "2" : "1") + "];");
   red_smem_ += 16;

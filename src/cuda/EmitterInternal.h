@@ -306,6 +306,9 @@ class Emitter {
   // `partner`: a reduce op right after `op` that folds_with_next() accepted; both fold in one
   // exchange (one barrier for the two).
   void emit_reduce(const Op& op, const Op* partner = nullptr);
+  // Whether `op` runs again and again: inside a for / while, or anywhere in a persistent kernel
+  // (an exchange there alternates between two copies of its shared words).
+  bool runs_repeatedly(const Op& op) const;
   // Whether reduce `a` and the op `b` right after it are two sum / prod / max / min reductions of
   // the same kind, type and shape to one value each, with b's operand not a's result, over
   // blocked tiles: their cross-warp steps can share one exchange (layernorm's sums of x and x^2).

@@ -164,6 +164,14 @@ ConstexprDecl* Kernel::find_constexpr(std::string_view n) {
   return nullptr;
 }
 
+void Kernel::set_constexpr(std::string_view n, int64_t value) {
+  if (ConstexprDecl* d = find_constexpr(n)) {
+    d->value = value;
+    return;
+  }
+  constexprs.push_back({std::string(n), value, {value}, loc});
+}
+
 std::vector<Value*> Kernel::view_params() const {
   std::vector<Value*> out;
   for (Value* p : params)

@@ -106,6 +106,10 @@ struct Kernel {
 
   const ConstexprDecl* find_constexpr(std::string_view n) const;
   ConstexprDecl* find_constexpr(std::string_view n);
+  // Sets constexpr `n` to `value`: the kernel's own when it declares one, else a new one with that
+  // single candidate (codegen knobs such as num_warps or whole_tile_checks, which some kernels
+  // declare and others do not; a second declaration of a name would not compile).
+  void set_constexpr(std::string_view n, int64_t value);
   // Parameters that are views / scalars, in order.
   std::vector<Value*> view_params() const;
 

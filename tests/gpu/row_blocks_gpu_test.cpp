@@ -18,17 +18,6 @@ struct RowCase {
 // N = BLOCK_N (one full tile), N odd and N < BLOCK_N (one ragged tile), N > BLOCK_N (loops).
 constexpr RowCase kRowCases[] = {{4096, 4096}, {4095, 4096}, {1000, 1024}, {2048 * 3 + 77, 2048}};
 
-// Sets a codegen knob: the kernel's own constexpr when it declares one (layernorm declares
-// whole_tile_checks), else a new one.
-void set_knob(Kernel& k, const std::string& name, int64_t v) {
-  for (auto& c : k.constexprs)
-    if (c.name == name) {
-      c.value = v;
-      return;
-    }
-  k.constexprs.push_back({name, v, {v}, k.loc});
-}
-
 TEST(RowBlocksGpu, LayerNormBlockMMatchesInterpreter) {
   REQUIRE_GPU();
   for (ScalarKind dt : {ScalarKind::BF16, ScalarKind::F16})
@@ -40,8 +29,8 @@ TEST(RowBlocksGpu, LayerNormBlockMMatchesInterpreter) {
           SCOPED_TRACE("layernorm " + std::string(scalar_name(dt)) + " BLOCK_M=" + std::to_string(bm) + " N=" +
                        std::to_string(c.n) + " BLOCK_N=" + std::to_string(c.block_n) + " num_warps=" + std::to_string(warps));
           auto k = bind_constexprs(*find_library_kernel("layernorm")->build(dt), {{"BLOCK_N", c.block_n}, {"BLOCK_M", bm}});
-          set_knob(*k, "whole_tile_checks", warps ? 1 : 0);
-          if (warps) set_knob(*k, "num_warps", warps);
+          k->set_constexpr("whole_tile_checks", warps ? 1 : 0);
+          if (warps) k->set_constexpr("num_warps", warps);
           try {
             expect_gpu_matches_interp(*k, {{"M", 37}, {"N", c.n}}, 41);
           } catch (const TesseraError& e) {
@@ -61,7 +50,7 @@ TEST(RowBlocksGpu, RowKernelsMatchInterpreterWithEachSwitch) {
         auto k = bind_constexprs(*find_library_kernel(name)->build(ScalarKind::BF16), {{"BLOCK_N", c.block_n}});
         const ConstexprDecl* own = k->find_constexpr(knob);
         int64_t v = std::string(knob) == "min_blocks" ? 8 : std::string(knob) == "whole_tile_checks" ? !(own && own->value) : 0;
-        set_knob(*k, knob, v);
+        k->set_constexpr(knob, v);
         try {
           expect_gpu_matches_interp(*k, {{"M", 11}, {"N", c.n}}, 43);
         } catch (const TesseraError& e) {

@@ -2,6 +2,7 @@
 // reference loop: at tile multiples and ragged sizes, in f32 and bf16 (and f16 once).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -154,6 +155,25 @@ TEST(Library, LayerNormStaysAccurateOnRowsFarFromZero) {
     EXPECT_LT(worst, 2e-3);  // outputs are O(1); a lost variance gives errors of O(1)
     EXPECT_GT(worst, 0.0);   // (not a copy of the reference)
   }
+}
+
+// Codegen knobs: set_constexpr changes a kernel's own declaration (layernorm declares
+// whole_tile_checks) and adds one where there is none, never a second of the same name.
+TEST(Library, SetConstexprSetsTheKernelsOwnOrAddsOne) {
+  auto ln = find_library_kernel("layernorm")->build(ScalarKind::BF16);
+  size_t n = ln->constexprs.size();
+  ln->set_constexpr("whole_tile_checks", 0);
+  EXPECT_EQ(ln->constexprs.size(), n);
+  EXPECT_EQ(ln->find_constexpr("whole_tile_checks")->value, 0);
+  auto sm = find_library_kernel("softmax")->build(ScalarKind::BF16);
+  ASSERT_EQ(sm->find_constexpr("whole_tile_checks"), nullptr);
+  sm->set_constexpr("whole_tile_checks", 1);
+  sm->set_constexpr("whole_tile_checks", 0);
+  ASSERT_NE(sm->find_constexpr("whole_tile_checks"), nullptr);
+  EXPECT_EQ(sm->find_constexpr("whole_tile_checks")->value, 0);
+  EXPECT_EQ(std::count_if(sm->constexprs.begin(), sm->constexprs.end(),
+                          [](const ConstexprDecl& c) { return c.name == "whole_tile_checks"; }),
+            1);
 }
 
 TEST(Library, ListsTheV0Kernels) {
