@@ -503,7 +503,8 @@ std::vector<ConstexprConfig> all_configs(const Kernel& k, size_t cap) {
 // registers that fit B CTAs per SM (min_blocks); TESSERA_BENCH_WHOLE_TILE=1 tests bounds and
 // alignment once per tile instead of per 16-byte vector (whole_tile_checks = 1);
 // TESSERA_BENCH_NO_PAIR_STORES=1 rounds 16-bit stores one value at a time from a rounded float
-// copy (pair_stores = 0). They show in the config column and carry over to the --tune variants.
+// copy (pair_stores = 0); TESSERA_BENCH_PREFETCH_PROGRAMS=1 / 0 forces program prefetch on / off
+// (prefetch_programs: persistent CTAs that copy the next row while this one computes). They show in the config column and carry over to the --tune variants.
 void add_row_knobs(Kernel& k) {
   if (const char* e = std::getenv("TESSERA_BENCH_NO_PACK"); e && std::string(e) == "1") k.set_constexpr("pack_narrow_loads", 0);
   if (const char* e = std::getenv("TESSERA_BENCH_PREFETCH"); e && std::string(e) == "1") k.set_constexpr("prefetch_loads", 1);
@@ -513,6 +514,8 @@ void add_row_knobs(Kernel& k) {
   if (const char* e = std::getenv("TESSERA_BENCH_WHOLE_TILE"); e && (std::string(e) == "1" || std::string(e) == "0"))
     k.set_constexpr("whole_tile_checks", std::string(e) == "1");
   if (const char* e = std::getenv("TESSERA_BENCH_NO_PAIR_STORES"); e && std::string(e) == "1") k.set_constexpr("pair_stores", 0);
+  if (const char* e = std::getenv("TESSERA_BENCH_PREFETCH_PROGRAMS"); e && (std::string(e) == "1" || std::string(e) == "0"))
+    k.set_constexpr("prefetch_programs", std::string(e) == "1");
 }
 
 // A row kernel's tuning space for --tune: every BLOCK_N candidate (those smaller than the row

@@ -302,8 +302,8 @@ void Emitter::emit_op(const Op& op) {
                (op.kind == OpKind::ProgramId ? "tsr::cluster_id_x()" : "tsr::cluster_count_x()") + ");");
         else if ((split_k_ || persistent_ || grouped_) && axis == 2)  // these kernels' grids are 2-D
           line("const int32_t " + bind_new(r) + " = " + (op.kind == OpKind::ProgramId ? "0" : "1") + ";");
-        else if (persistent_ || grouped_)
-          line("const int32_t " + bind_new(r) + " = " + (op.kind == OpKind::ProgramId ? "tsr_pid" : "tsr_grid") +
+        else if (persistent_ || grouped_ || prog_persistent_)
+          line("const int32_t " + bind_new(r) + " = " + (op.kind == OpKind::ProgramId ? pid_prefix_ : "tsr_grid") +
                std::to_string(axis) + ";");
         else
           line("const int32_t " + bind_new(r) + " = int32_t(" + (op.kind == OpKind::ProgramId ? "blockIdx." : "gridDim.") +
@@ -932,6 +932,19 @@ CudaEmission Emitter::run() {
     count("grouped-order");
     notes_.push_back("grouped order: CTAs take the programs 8 rows of axis 0 at a time, for L2 reuse of the operand tiles");
   }
+  prog_persistent_ = !persistent_ && !grouped_ && !split_k_ && !wg_.ok && cluster_ == 1 && plan_program_prefetch();
+  if (prog_persistent_) {
+    info.persistent = true;
+    info.persistent_fill = true;
+    for (int axis = 0; axis < 3; ++axis) {
+      sig.push_back("int32_t tsr_grid" + std::to_string(axis));
+      info.params.push_back({CudaParam::Kind::GridSize, ScalarKind::I32, 4, "grid" + std::to_string(axis), axis});
+    }
+    count("prefetched-program-loads", static_cast<int64_t>(prog_pf_.size()));
+    notes_.push_back("program prefetch: persistent CTAs (as many as fit) loop over the programs; " +
+                     std::to_string(prog_pf_.size()) + " load(s) of " + std::to_string(prog_pf_bytes_) +
+                     " bytes are copied for the next program while this one computes");
+  }
   if (persistent_) {
     info.persistent = true;
     for (int axis = 0; axis < 2; ++axis) {
@@ -1011,6 +1024,8 @@ CudaEmission Emitter::run() {
     // The TMA stores must finish before the CTA's shared memory goes away.
     if (wg_.tma_store)
       line("if (tsr_tid < " + std::to_string(wg_.consumer_warps * 32) + " && tsr_tid % 128 == 0) tsr::bulk_wait_all();");
+  } else if (prog_persistent_) {
+    emit_program_loop(*k.body);
   } else if (grouped_) {
     // One CTA per program, in launch order (blockIdx.x fastest), renumbered into grouped order.
     line("const int32_t tsr_grid0 = int32_t(gridDim.x), tsr_grid1 = int32_t(gridDim.y);");
@@ -1029,6 +1044,15 @@ CudaEmission Emitter::run() {
   }
   place_struct_storage(struct_line);
 
+  if (prog_persistent_) {
+    // The two prefetch buffers follow the scratch that the ops share (emit_program_loop left the
+    // offset to fill in).
+    const int64_t at = align16(smem_);
+    for (auto& l : lines_)
+      if (size_t p = l.find(kProgramPrefetchOffset); p != std::string::npos)
+        l.replace(p, std::string(kProgramPrefetchOffset).size(), std::to_string(at));
+    smem_ = at + 2 * prog_pf_bytes_;
+  }
   int64_t smem = align16(smem_);
   if (smem + red_smem_ > smem_limit(tg_))
     throw TesseraError(k.loc, "cuda backend: kernel @" + k.name + " needs " + std::to_string(smem + red_smem_) +

@@ -86,6 +86,10 @@ struct CudaKernelInfo {
   // parameters (int32, param_index = axis). Its programs run in grouped order (8 rows of axis 0
   // at a time), so that concurrently running programs share operand tiles in L2.
   bool persistent = false;
+  // A persistent kernel of program prefetch (docs/cuda-backend.md): launch as many CTAs as fit
+  // on the device at once (multiprocessors x resident CTAs per SM), not one per SM, and pass
+  // the grid's x, y and z sizes; programs run in plain order (x fastest).
+  bool persistent_fill = false;
   // CTAs per program (a thread-block cluster along x, compiled in with __cluster_dims__):
   // launch gridDim.x = grid x size * cluster. 1: one CTA per program.
   int cluster = 1;

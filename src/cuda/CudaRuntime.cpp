@@ -194,13 +194,15 @@ class CudaKernelImpl : public CudaKernel {
         return;
       }
     }
-    // A persistent kernel loops over the programs itself: one CTA per multiprocessor.
+    // A persistent kernel loops over the programs itself: one CTA per multiprocessor (a
+    // program-prefetch kernel: as many as fit at once).
     std::array<int64_t, 3> launch_grid = grid;
     if (info.persistent) {
-      if (grid[0] * grid[1] > int64_t(INT32_MAX))
-        throw TesseraError(k.loc, "kernel " + kname(k) + ": " + std::to_string(grid[0] * grid[1]) +
+      if (grid[0] * grid[1] * grid[2] > int64_t(INT32_MAX))
+        throw TesseraError(k.loc, "kernel " + kname(k) + ": " + std::to_string(grid[0] * grid[1] * grid[2]) +
                                       " programs are more than a persistent kernel can count (2^31 - 1)");
-      launch_grid = {std::min<int64_t>(grid[0] * grid[1] * grid[2], dev.num_sms), 1, 1};
+      const int64_t ctas = int64_t(dev.num_sms) * (info.persistent_fill ? c_->ctas_per_sm : 1);
+      launch_grid = {std::min<int64_t>(grid[0] * grid[1] * grid[2], ctas), 1, 1};
     }
     if (info.split_k) launch_grid[2] = splits;
     if (info.cluster > 1) {

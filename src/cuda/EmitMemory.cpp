@@ -34,9 +34,17 @@ void Emitter::emit_load_store(const Op& op) {
   ScalarKind t = view->type.elem;
   std::string St = stype(t);
   if (load && prefetched_.count(&op)) return;  // taken over from the previous iteration
+  // Program prefetch (EmitProgramPrefetch.cpp): `issue` emits the next program's cp.async
+  // copies of this load's in-bounds aligned vectors instead of the load; otherwise a load with
+  // a prefetch reads those vectors from shared memory when its buffer holds this program's tile.
+  const bool issue = pf_mode_ == PfMode::Issue;
+  const ProgramPrefetch* pf = load ? program_prefetch_of(op) : nullptr;
+  if (issue && !pf) fail(op, "internal: program prefetch of a load without a plan");
   const bool packed = load && packs_load(op);
   std::string r;
-  if (packed && !load_into_.empty()) {
+  if (issue) {
+    // (no result: the copies only fill shared memory)
+  } else if (packed && !load_into_.empty()) {
     r = load_into_;
     name_[tile] = r;
   } else if (packed) {
@@ -49,6 +57,17 @@ void Emitter::emit_load_store(const Op& op) {
   }
   std::string pad = lit(t, op.has_attr("pad") ? op.attr_number("pad") : 0.0);
   Layout L = layout_of(tile);
+  std::string hit;  // this program's tile is in the prefetch buffer
+  if (pf && !issue) {
+    hit = fresh("hit");
+    line("const bool " + hit + " = " + pf->tag + " == tsr_t;");
+  }
+  // Chunk c in the prefetch buffer `buf` (the thread's own: no barrier needed).
+  const int64_t chunk_bytes = int64_t(L.vec) * scalar_bytes(t);
+  auto pf_slot = [&](const std::string& buf, const std::string& c) {
+    return buf + " + " + std::to_string(pf->offset) + " + (" + c + " * " + std::to_string(T_) + " + tsr_tid) * " +
+           std::to_string(chunk_bytes);
+  };
   open("{");
   std::vector<std::string> o(R);
   for (int d = 0; d < R; ++d) {
@@ -67,7 +86,7 @@ void Emitter::emit_load_store(const Op& op) {
   };
   bool vector_path = !L.replicated && L.vec > 1 && S[R - 1] % L.vec == 0;
   if (vector_path) {
-    count("vector-accesses");
+    if (!issue) count("vector-accesses");
     const std::string V = std::to_string(L.vec);
     // A 16-bit float tile stored straight from a cast of an f32 tile: round the f32 values once,
     // two at a time (cvt.rn.bf16x2 / f16x2), instead of rounding to a float array first and
@@ -88,6 +107,25 @@ void Emitter::emit_load_store(const Op& op) {
     // The in-bounds, aligned access of chunk `c` at element offset `off` (buffer `buf` for the
     // paths that convert after it).
     auto vector_body = [&](const std::string& c, const std::string& s0, const std::string& off, const std::string& buf) {
+      if (issue) {
+        for (int64_t piece = 0; piece < chunk_bytes; piece += 16) {
+          const std::string at = piece ? " + " + std::to_string(piece) : "";
+          line("tsr::cp_async_16(tsr::smem_u32(" + pf_slot("tsr_pf_nxt", c) + at + "), reinterpret_cast<const unsigned char*>(" +
+               vi.ptr + " + " + off + ")" + at + ");");
+        }
+        return;
+      }
+      if (!hit.empty()) {
+        open("if (" + hit + ") {");
+        if (packed)
+          line("tsr::copy_vec<uint32_t, " + std::to_string(L.vec / 2) + ">(" + r + ".w + " + c + " * " +
+               std::to_string(L.vec / 2) + ", reinterpret_cast<const uint32_t*>(" + pf_slot("tsr_pf_cur", c) + "));");
+        else
+          line("tsr::copy_vec<" + St + ", " + V + ">(" + buf + ", reinterpret_cast<const " + St + "*>(" +
+               pf_slot("tsr_pf_cur", c) + "));");
+        --ind_;
+        open("} else {");
+      }
       if (packed) {
         line("tsr::copy_vec<uint32_t, " + std::to_string(L.vec / 2) + ">(" + r + ".w + " + c + " * " +
              std::to_string(L.vec / 2) + ", reinterpret_cast<const uint32_t*>(" + vi.ptr + " + " + off + "));");
@@ -108,6 +146,7 @@ void Emitter::emit_load_store(const Op& op) {
         line("for (int v_ = 0; v_ < " + V + "; ++v_) " + buf + "[v_] = " + store_conv(t, src + "[" + s0 + " + v_]") + ";");
         line(store_fn + St + ", " + V + ">(" + vi.ptr + " + " + off + ", " + buf + ");");
       }
+      if (!hit.empty()) close();
     };
     // Opens the unrolled loop over chunks: the chunk's first element e0 (slot s0), its
     // coordinates in the view g and its offset.
@@ -159,11 +198,11 @@ void Emitter::emit_load_store(const Op& op) {
       {
         Chunk ch = open_chunk();
         std::string buf = fresh("buf");
-        if ((load && !packed) || (!load && !pair_store)) line(St + " " + buf + "[" + V + "];");
+        if ((load && !packed && !issue) || (!load && !pair_store)) line(St + " " + buf + "[" + V + "];");
         std::string valid = valid_expr(L, ch.s0);
         if (valid != "true") open("if (" + valid + ") {");
         vector_body(ch.c, ch.s0, ch.off, buf);
-        if (load && !packed) convert_buf(ch.s0, buf);
+        if (load && !packed && !issue) convert_buf(ch.s0, buf);
         if (valid != "true") close();
         close();
       }
@@ -183,6 +222,15 @@ void Emitter::emit_load_store(const Op& op) {
     std::string ok = rok + " && " + g[R - 1] + " >= 0 && " + g[R - 1] + " + " + V + " <= " + vi.dims[R - 1];
     ok += " && tsr::aligned_vec<" + St + ", " + V + ">(" + vi.ptr + " + " + off + ")";
     std::string buf = fresh("buf");
+    if (issue) {  // ragged or unaligned vectors are read at the load itself
+      open("if (" + ok + ") {");
+      vector_body(c, s0, off, buf);
+      close();
+      close();
+      if (whole_tile) close();
+      close();
+      return;
+    }
     if (!pair_store) line(St + " " + buf + "[" + V + "];");
     open("if (" + ok + ") {");
     vector_body(c, s0, off, buf);
@@ -211,6 +259,7 @@ void Emitter::emit_load_store(const Op& op) {
     close();
     if (whole_tile) close();
   } else {
+    if (issue) fail(op, "internal: program prefetch of a load off the vector path");
     slots(L, [&](const std::string& s) {
       std::string e = fresh("e");
       line("const int " + e + " = " + elem_expr(L, s) + ";");
@@ -218,6 +267,7 @@ void Emitter::emit_load_store(const Op& op) {
     });
   }
   close();
+  if (pf && !issue) issue_program_prefetch(*pf);
 }
 
 bool Emitter::packs_load(const Op& load) {

@@ -419,7 +419,7 @@ void Emitter::emit_reduce(const Op& op, const Op* partner) {
 }
 
 bool Emitter::runs_repeatedly(const Op& op) const {
-  if (persistent_) return true;
+  if (persistent_ || prog_persistent_) return true;
   for (const Block* b = op.parent; b && b->parent; b = b->parent->parent)
     if (b->parent->kind == OpKind::For || b->parent->kind == OpKind::While) return true;
   return false;

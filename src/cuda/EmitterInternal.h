@@ -299,6 +299,35 @@ class Emitter {
   // order (8 rows of axis 0 at a time): for kernels with a 2-D grid and a pipelined mma.sync
   // matmul loop at the top level, whose CTAs then share operand tiles in L2.
   bool grouped_ = false;
+  // Program prefetch (EmitProgramPrefetch.cpp): the kernel runs persistent, each CTA looping
+  // over programs t, t + gridDim.x, ... (as many CTAs as fit on the device), and each load_tile
+  // whose indices are computed from the program ids alone issues, right after this program's
+  // tile is read, the next program's tile as per-thread cp.async copies into shared memory. The
+  // next program then reads its tile from shared memory: the memory latency of a row kernel's
+  // load overlaps the previous row's reductions, barriers and stores instead of stalling the SM
+  // between CTAs. Each thread copies exactly the 16-byte chunks it later reads itself, so the
+  // buffers need no barrier; two buffers alternate between consecutive programs.
+  struct ProgramPrefetch {
+    const Op* load = nullptr;
+    std::vector<const Op*> chain;  // the pure scalar ops between the program ids and its indices, in order
+    int64_t offset = 0;            // its tile's bytes within one buffer
+    std::string tag;               // the program whose tile its buffer holds (-1: none)
+  };
+  std::vector<ProgramPrefetch> prog_pf_;
+  // Stands for the buffers' offset in shared memory until run() knows the scratch's size.
+  static constexpr const char* kProgramPrefetchOffset = "TSR_PF_OFFSET";
+  int64_t prog_pf_bytes_ = 0;  // one buffer: every prefetched tile
+  bool prog_persistent_ = false;
+  enum class PfMode { None, Issue } pf_mode_ = PfMode::None;
+  std::string pid_prefix_ = "tsr_pid";  // tsr_npid while issuing the next program's copies
+  // Finds the loads (and sets prog_pf_) when the kernel allows it and the constexpr
+  // prefetch_programs (default: tiles of at least kProgramPrefetchMinBytes) asks for it.
+  bool plan_program_prefetch();
+  const ProgramPrefetch* program_prefetch_of(const Op& load) const;
+  // After `load` (this program's tile read): the next program's copies of it, if any.
+  void issue_program_prefetch(const ProgramPrefetch& pf);
+  // The kernel body inside the persistent program loop.
+  void emit_program_loop(const Block& body);
   bool has_pipelined_mma_loop() const;
   std::vector<std::string> notes_;  // CudaEmission::notes
   int64_t pipe_frag_regs_ = 0;  // most accumulator registers per thread of a pipelined loop

@@ -1,0 +1,171 @@
+// Program prefetch: a row kernel (one program per row or block of rows) whose programs each read
+// a large tile spends, with one CTA per SM, the time from its loads' issue to their arrival with
+// nothing else in flight on that SM, and the time of its reductions, barriers and stores with no
+// loads in flight. Here the kernel runs persistent instead: gridDim.x CTAs (as many as fit at
+// once) loop over the programs t = blockIdx.x, blockIdx.x + gridDim.x, ...; right after program
+// t has read a prefetched tile, it issues program t + gridDim.x's tile as cp.async copies into
+// shared memory, so that the next row is in flight during this row's computation.
+//
+//   int tsr_pf_at = 0; int64_t tag_i = -1;           // which buffer; whose tile buffer i holds
+//   for (t = blockIdx.x; t < programs; t += gridDim.x) {
+//     pids of t, pids of t + gridDim.x (tsr_npid*); cur = buffer at, nxt = the other; at ^= 1
+//     cp.async.wait_all                                // the copies program t - gridDim.x issued
+//     ... body; at load i:  hit = tag_i == t
+//                           each in-bounds aligned 16-byte vector: hit ? from cur : from global
+//                           (ragged and unaligned vectors: from global, as without prefetch)
+//                           if t + gridDim.x < programs: the index arithmetic again with the next
+//                           pids, each such vector of that tile -> nxt (cp.async); commit;
+//                           tag_i = t + gridDim.x
+//   }
+//   cp.async.wait_all
+//
+// Each thread copies exactly the vectors it reads itself (chunk c's slot is c * T + tid, each
+// chunk one or more 16-byte copies),
+// so no barrier orders the copies with the reads; the two buffers alternate, so a copy never
+// lands in a buffer this program is still reading. The tag makes a load whose branch the
+// previous program did not take read from global memory. The reads of program t + gridDim.x
+// move earlier, to during program t: the kernel must not write what its programs read (a
+// prefetched view that the kernel also stores to is not prefetched).
+//
+// Chosen for loads at the top level or in branches (not in loops) whose indices are pure scalar
+// arithmetic on the program ids, constants and dims, over vectors of 16-byte multiples, in kernels without
+// dots, Struct or Raw ops (which own cp.async groups or may read blockIdx), not clustered. The
+// kernel constexpr prefetch_programs = 1 / 0 forces it on / off; by default it is on when the
+// prefetched tiles are at least kProgramPrefetchMinBytes per program (rows of one CTA per SM).
+#include <set>
+
+#include "cuda/EmitterInternal.h"
+
+namespace tessera::cudagen {
+
+namespace {
+
+// H200 (bench/RESULTS.md, session 6): the default threshold. Smaller tiles run several CTAs per
+// SM, which already overlap one CTA's loads with another's reductions.
+constexpr int64_t kProgramPrefetchMinBytes = 32768;
+
+bool in_loop(const Op& op) {
+  for (const Block* b = op.parent; b && b->parent; b = b->parent->parent)
+    if (b->parent->kind == OpKind::For || b->parent->kind == OpKind::While) return true;
+  return false;
+}
+
+}  // namespace
+
+bool Emitter::plan_program_prefetch() {
+  const ConstexprDecl* knob_decl = k_.find_constexpr("prefetch_programs");
+  if (knob_decl && knob_decl->value == 0) return false;
+  if (!k_.grid) return false;
+  bool allowed = true;
+  std::set<const Value*> written;
+  std::vector<const Op*> loads;
+  walk(*k_.body, [&](Op& o) {
+    const OpClass c = o.info().cls;
+    if (c == OpClass::Raw || c == OpClass::Struct || o.kind == OpKind::Dot) allowed = false;
+    if (c == OpClass::Memory && o.kind != OpKind::LoadTile && o.kind != OpKind::Gather && !o.operands.empty())
+      written.insert(o.operand(0));
+    if (o.kind == OpKind::LoadTile && !in_loop(o)) loads.push_back(&o);
+  });
+  if (!allowed) return false;
+  std::set<const Value*> params(k_.params.begin(), k_.params.end());
+  std::vector<ProgramPrefetch> plan;
+  int64_t bytes = 0;
+  for (const Op* l : loads) {
+    const Value* view = l->operand(0);
+    const Value* tile = l->result();
+    if (!views_.count(view) || written.count(view) || !tile->type.is_tile() || !shape_is_static(tile->type.shape)) continue;
+    const Layout L = layout_of(tile);
+    const std::vector<int64_t> S = static_shape(tile->type.shape);
+    const int64_t chunk_bytes = int64_t(L.vec) * scalar_bytes(view->type.elem);
+    if (L.replicated || L.vec < 2 || S.empty() || S.back() % L.vec != 0 || chunk_bytes % 16 != 0) continue;
+    // The ops between the program ids and the indices; any other source disqualifies the load.
+    std::set<const Op*> chain;
+    bool ok = true, on_pid = false;
+    std::function<bool(const Value*)> depends = [&](const Value* v) -> bool {
+      const Op* d = v->def;
+      if (!d) {
+        ok &= params.count(v) > 0;
+        return false;
+      }
+      if (!pure_scalar(*d)) {
+        ok = false;
+        return false;
+      }
+      bool dep = d->kind == OpKind::ProgramId;
+      for (const Value* x : d->operands) dep |= depends(x);
+      if (dep) chain.insert(d);
+      return dep;
+    };
+    for (size_t i = 1; i < l->operands.size(); ++i) on_pid |= depends(l->operand(i));
+    if (!ok || !on_pid) continue;
+    ProgramPrefetch pf;
+    pf.load = l;
+    walk(*k_.body, [&](Op& o) {
+      if (chain.count(&o)) pf.chain.push_back(&o);
+    });
+    pf.offset = bytes;
+    bytes += L.chunks * T_ * chunk_bytes;
+    plan.push_back(std::move(pf));
+  }
+  if (plan.empty()) return false;
+  const bool forced = knob_decl && knob_decl->value == 1;
+  // (By default, leave 32 KiB of shared memory to the ops' scratch.)
+  if (!forced && (bytes < kProgramPrefetchMinBytes || 2 * bytes > smem_limit(tg_) - 32768)) return false;
+  for (auto& pf : plan) pf.tag = fresh("tsr_pf_tag");
+  prog_pf_ = std::move(plan);
+  prog_pf_bytes_ = bytes;
+  return true;
+}
+
+const Emitter::ProgramPrefetch* Emitter::program_prefetch_of(const Op& load) const {
+  for (const auto& pf : prog_pf_)
+    if (pf.load == &load) return &pf;
+  return nullptr;
+}
+
+void Emitter::issue_program_prefetch(const ProgramPrefetch& pf) {
+  line("// the next program's copy of this tile");
+  open("if (tsr_tn < tsr_programs) {");
+  // The index arithmetic again, on the next program's ids, under fresh names.
+  std::unordered_map<const Value*, std::string> saved;
+  for (const Op* o : pf.chain)
+    for (const Value* r : o->results)
+      if (auto it = name_.find(r); it != name_.end()) saved[r] = it->second;
+  pf_mode_ = PfMode::Issue;
+  pid_prefix_ = "tsr_npid";
+  for (const Op* o : pf.chain) emit_op(*o);
+  emit_load_store(*pf.load);
+  pf_mode_ = PfMode::None;
+  pid_prefix_ = "tsr_pid";
+  for (const auto& [v, n] : saved) name_[v] = n;
+  line("tsr::cp_async_commit();");
+  line(pf.tag + " = tsr_tn;");
+  close();
+}
+
+void Emitter::emit_program_loop(const Block& body) {
+  const std::string B = std::to_string(prog_pf_bytes_);
+  line("const int64_t tsr_programs = int64_t(tsr_grid0) * int64_t(tsr_grid1) * int64_t(tsr_grid2);");
+  line(std::string("constexpr int tsr_pf_off = ") + kProgramPrefetchOffset + ";  // the prefetch buffers' offset in tsr_smem");
+  line("int tsr_pf_at = 0;  // the byte offset of the buffer this program's prefetched tiles are in");
+  for (const auto& pf : prog_pf_)
+    line("int64_t " + pf.tag + " = -1;  // the program whose tile of " + text_of(*pf.load).substr(0, 40) + "... is prefetched");
+  open("for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {");
+  auto ids = [&](const std::string& p, const std::string& t) {
+    line("const int32_t " + p + "0 = int32_t(" + t + " % tsr_grid0), " + p + "1 = int32_t(" + t + " / tsr_grid0 % tsr_grid1), " +
+         p + "2 = int32_t(" + t + " / tsr_grid0 / tsr_grid1);");
+    line("(void)" + p + "0; (void)" + p + "1; (void)" + p + "2;");
+  };
+  ids("tsr_pid", "tsr_t");
+  line("const int64_t tsr_tn = tsr_t + gridDim.x;  // the program this CTA runs next");
+  ids("tsr_npid", "tsr_tn");
+  line("unsigned char* const tsr_pf_cur = tsr_smem + tsr_pf_off + tsr_pf_at;");
+  line("unsigned char* const tsr_pf_nxt = tsr_smem + tsr_pf_off + (tsr_pf_at ^ " + B + ");");
+  line("tsr_pf_at ^= " + B + ";");
+  line("tsr::cp_async_wait<0>();  // the copies the previous program issued");
+  emit_block(body);
+  close();
+  line("tsr::cp_async_wait<0>();  // nothing in flight when the CTA exits");
+}
+
+}  // namespace tessera::cudagen

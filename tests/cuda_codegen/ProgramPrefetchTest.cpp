@@ -1,0 +1,133 @@
+// Program prefetch (src/cuda/EmitProgramPrefetch.cpp), without a GPU: which kernels and loads
+// get it, what the persistent loop and the copies look like, and NVRTC compiling them for sm_80
+// and sm_90a. The GPU checks are in tests/gpu/program_prefetch_gpu_test.cpp.
+#include <gtest/gtest.h>
+
+#include "CodegenTestUtil.h"
+#include "text/Text.h"
+
+namespace tessera {
+namespace {
+
+using codegentest::emit;
+using codegentest::expect_compiles;
+
+std::unique_ptr<Kernel> row_kernel(const char* name, int64_t block_n, ScalarKind dt = ScalarKind::BF16) {
+  return run_pipeline(*find_library_kernel(name)->build(dt), {.config = {{"BLOCK_N", block_n}}});
+}
+
+int count(const std::string& s, const std::string& what) {
+  int n = 0;
+  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+  return n;
+}
+
+// A whole row of 32768 bf16 (64 KiB, one 1024-thread CTA per SM) is prefetched by default: the
+// kernel loops over the programs, passes the grid's three sizes, and reads the row from the
+// buffer when the previous program copied it there. 4096 columns (8 KiB, several CTAs per SM)
+// are not, unless prefetch_programs = 1 asks.
+TEST(CudaProgramPrefetch, LongRowsByDefaultShortRowsWhenAsked) {
+  for (const char* name : {"softmax", "layernorm", "rmsnorm"}) {
+    SCOPED_TRACE(name);
+    CudaEmission em = emit(*row_kernel(name, 32768));
+    EXPECT_EQ(em.stats["prefetched-program-loads"], 1);  // x (layernorm's w and b are the same for every program)
+    EXPECT_TRUE(em.info.persistent);
+    EXPECT_TRUE(em.info.persistent_fill);
+    int grids = 0;
+    for (const CudaParam& p : em.info.params) grids += p.kind == CudaParam::Kind::GridSize;
+    EXPECT_EQ(grids, 3);
+    EXPECT_NE(em.source.find("for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x)"), std::string::npos);
+    // (in the chunk loop; layernorm's whole-tile test has a second copy of it)
+    EXPECT_EQ(count(em.source, "tsr::cp_async_16(tsr::smem_u32(tsr_pf_nxt"), std::string(name) == "layernorm" ? 2 : 1);
+    EXPECT_EQ(count(em.source, "tsr::cp_async_commit();"), 1);
+    EXPECT_NE(em.source.find("reinterpret_cast<const uint32_t*>(tsr_pf_cur"), std::string::npos);
+    EXPECT_EQ(em.source.find("TSR_PF_OFFSET"), std::string::npos);  // filled in
+    // Two buffers of the row after the reductions' scratch.
+    EXPECT_GE(em.info.dynamic_smem_bytes, 2 * 65536);
+
+    CudaEmission short_rows = emit(*row_kernel(name, 4096));
+    EXPECT_EQ(short_rows.stats.count("prefetched-program-loads"), 0u);
+    EXPECT_FALSE(short_rows.info.persistent);
+    auto asked = row_kernel(name, 4096);
+    asked->set_constexpr("prefetch_programs", 1);
+    CudaEmission on = emit(*asked);
+    EXPECT_EQ(on.stats["prefetched-program-loads"], 1);
+    EXPECT_EQ(on.info.dynamic_smem_bytes % 16, 0);
+    auto off = row_kernel(name, 32768);
+    off->set_constexpr("prefetch_programs", 0);
+    EXPECT_EQ(emit(*off).stats.count("prefetched-program-loads"), 0u);
+  }
+}
+
+TEST(CudaProgramPrefetch, RowKernelsCompile) {
+  for (const char* name : {"softmax", "layernorm", "rmsnorm"}) {
+    expect_compiles(*row_kernel(name, 32768), std::string(name) + " BLOCK_N=32768");
+    auto k = row_kernel(name, 1024, ScalarKind::F32);
+    k->set_constexpr("prefetch_programs", 1);
+    expect_compiles(*k, std::string(name) + " f32 BLOCK_N=1024 prefetch_programs=1");
+  }
+}
+
+std::unique_ptr<Kernel> parse_one(const std::string& src) {
+  auto m = parse_module(src, "prefetch.tile");
+  return bind_constexprs(*m->kernels.at(0), {});
+}
+
+// The loads' indices may be arithmetic on the program ids (recomputed for the next program);
+// a load inside a loop, one whose index comes from memory, and one from a view the kernel also
+// writes are not prefetched, even when asked.
+TEST(CudaProgramPrefetch, WhichLoads) {
+  auto k = parse_one(R"(kernel @k(%x: view<f32, [M, N]>, %z: view<f32, [M, N]>, %y: view<f32, [M, N]>) {
+  grid {
+    %m = dim %x {axis = 0} : i32
+    yield %m
+  }
+  %p = program_id {axis = 0} : i32
+  %c0 = const {value = 0} : i32
+  %c1 = const {value = 1} : i32
+  %c2 = const {value = 2} : i32
+  %q = add %p, %c1 : i32
+  %r = rem %q, %c2 : i32
+  %t = load_tile %x, %p, %c0 : tile<f32, [1, 4096]>
+  %u = load_tile %z, %r, %c0 : tile<f32, [1, 4096]>
+  %w = load_tile %y, %p, %c0 : tile<f32, [1, 4096]>
+  %s = add %t, %u : tile<f32, [1, 4096]>
+  %v = add %s, %w : tile<f32, [1, 4096]>
+  store_tile %y, %v, %p, %c0
+}
+)");
+  k->set_constexpr("prefetch_programs", 1);
+  CudaEmission em = emit(*k);
+  EXPECT_EQ(em.stats["prefetched-program-loads"], 2);  // x and z, not y
+  // z's row index (p + 1) % 2 again for the next program, from tsr_npid0.
+  EXPECT_EQ(count(em.source, "= tsr_npid0;"), 2) << em.source;
+  expect_compiles(*k, "x and z prefetched");
+
+  auto loop = parse_one(R"(kernel @k(%x: view<f32, [M, N]>, %y: view<f32, [M, N]>) {
+  grid {
+    %m = dim %x {axis = 0} : i32
+    yield %m
+  }
+  %p = program_id {axis = 0} : i32
+  %c0 = const {value = 0} : i32
+  %c1 = const {value = 1} : i32
+  %c2 = const {value = 2} : i32
+  %zero = const {value = 0.0} : f32
+  %acc0 = splat %zero : tile<f32, [1, 4096]>
+  %acc = for %c0, %c2, %c1, %acc0 : tile<f32, [1, 4096]> {
+    ^(%j: i32, %a: tile<f32, [1, 4096]>):
+    %t = load_tile %x, %p, %j : tile<f32, [1, 4096]>
+    %a1 = add %a, %t : tile<f32, [1, 4096]>
+    yield %a1
+  }
+  store_tile %y, %acc, %p, %c0
+}
+)");
+  loop->set_constexpr("prefetch_programs", 1);
+  CudaEmission lem = emit(*loop);
+  EXPECT_EQ(lem.stats.count("prefetched-program-loads"), 0u);
+  EXPECT_FALSE(lem.info.persistent);
+}
+
+}  // namespace
+}  // namespace tessera

@@ -1,0 +1,91 @@
+// Program prefetch (src/cuda/EmitProgramPrefetch.cpp) on a GPU against the interpreter (skips
+// without a device). Every CTA runs several programs: the row kernels at 32768 columns (one
+// 1024-thread CTA per SM, 270 rows), and kernels of short rows with prefetch asked for and more
+// rows than CTAs fit on the device. Rows of odd length make every other row's start unaligned
+// (those vectors are read from global memory, not copied), and the branch kernel's loads run
+// for some programs only (a program whose branch the CTA's previous program did not take finds
+// no copy of its tile).
+#include <gtest/gtest.h>
+
+#include "GpuTestUtil.h"
+#include "kernels/Library.h"
+#include "passes/Passes.h"
+#include "text/Text.h"
+
+namespace tessera::gputest {
+namespace {
+
+TEST(ProgramPrefetchGpu, LongRowKernelsMatchInterpreter) {
+  REQUIRE_GPU();
+  for (const char* name : {"softmax", "layernorm", "rmsnorm"})
+    for (int64_t n : {32768, 32767, 20000}) {
+      SCOPED_TRACE(std::string(name) + " N=" + std::to_string(n));
+      auto k = bind_constexprs(*find_library_kernel(name)->build(ScalarKind::BF16), {{"BLOCK_N", 32768}});
+      ASSERT_EQ(emit_cuda_with_info(*k, CudaTarget::parse("sm_80")).stats.count("prefetched-program-loads"), 1u);
+      try {
+        expect_gpu_matches_interp(*k, {{"M", 270}, {"N", n}}, 53);
+      } catch (const TesseraError& e) {
+        ADD_FAILURE() << e.what();
+      }
+    }
+}
+
+TEST(ProgramPrefetchGpu, ShortRowsAskedForMatchInterpreter) {
+  REQUIRE_GPU();
+  for (const char* name : {"softmax", "layernorm", "rmsnorm"})
+    for (ScalarKind dt : {ScalarKind::BF16, ScalarKind::F32})
+      for (int64_t n : {1024, 1001, 3000}) {  // 3000: the kernels' loop branch (nothing prefetched runs)
+        SCOPED_TRACE(std::string(name) + " " + std::string(scalar_name(dt)) + " N=" + std::to_string(n));
+        auto k = bind_constexprs(*find_library_kernel(name)->build(dt), {{"BLOCK_N", 1024}});
+        k->set_constexpr("prefetch_programs", 1);
+        try {
+          expect_gpu_matches_interp(*k, {{"M", 5000}, {"N", n}}, 59);
+        } catch (const TesseraError& e) {
+          ADD_FAILURE() << e.what();
+        }
+      }
+}
+
+TEST(ProgramPrefetchGpu, LoadsInBranchesMatchInterpreter) {
+  REQUIRE_GPU();
+  auto m = parse_module(R"(kernel @k(%x: view<f32, [M, N]>, %z: view<f32, [M, N]>, %y: view<f32, [M, N]>) {
+  grid {
+    %m = dim %x {axis = 0} : i32
+    yield %m
+  }
+  %p = program_id {axis = 0} : i32
+  %c0 = const {value = 0} : i32
+  %c2 = const {value = 2} : i32
+  %c5 = const {value = 5} : i32
+  %q = div %p, %c5 : i32
+  %r = rem %q, %c2 : i32
+  %even = cmp %r, %c0 {pred = "eq"} : i1
+  if %even {
+    %t = load_tile %x, %p, %c0 : tile<f32, [1, 1024]>
+    %s = mul %t, %t : tile<f32, [1, 1024]>
+    store_tile %y, %s, %p, %c0
+    yield
+  } else {
+    %u = load_tile %z, %p, %c0 : tile<f32, [1, 1024]>
+    %v = exp %u : tile<f32, [1, 1024]>
+    store_tile %y, %v, %p, %c0
+    yield
+  }
+}
+)",
+                        "branches.tile");
+  auto k = bind_constexprs(*m->kernels.at(0), {});
+  k->set_constexpr("prefetch_programs", 1);
+  ASSERT_EQ(emit_cuda_with_info(*k, CudaTarget::parse("sm_80")).stats["prefetched-program-loads"], 2);
+  for (int64_t n : {1024, 999}) {
+    SCOPED_TRACE("N=" + std::to_string(n));
+    try {
+      expect_gpu_matches_interp(*k, {{"M", 6000}, {"N", n}}, 61);
+    } catch (const TesseraError& e) {
+      ADD_FAILURE() << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessera::gputest
