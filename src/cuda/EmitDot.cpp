@@ -3,8 +3,11 @@
 //    (mma.sync m16n8k16). A is stored row-major and B transposed (n-major), each row padded by
 //    8 elements so that the 8 rows a fragment load touches fall in different banks. Warps tile
 //    the output in a wm x wn grid, each warp owning MT x NT mma tiles in registers.
-//  * everything else (f32, f64, i8/u8, f16 -> f16, f8, ragged shapes): one fused multiply-add
-//    chain per output element, in k order, rounded to the accumulator type.
+//  * f8e4m3 / f8e5m2 inputs (both one kind) with an f32 accumulator, M % 16, N % 8, K % 32 == 0,
+//    on sm_89 and newer: mma.sync m16n8k32, the same staging with rows in bytes (16 bytes of
+//    pad), warp grid and fragments (mma.cuh: an fp8 fragment is a 16-bit one of byte pairs).
+//  * everything else (f32, f64, i8/u8, f16 -> f16, f8 before sm_89, ragged shapes): one fused
+//    multiply-add chain per output element, in k order, rounded to the accumulator type.
 #include "cuda/EmitterInternal.h"
 
 namespace tessera::cudagen {
@@ -18,10 +21,26 @@ Emitter::MmaPlan Emitter::plan_mma(const Op& op) const {
   auto AS = static_shape(a->type.shape), RS = static_shape(r->type.shape);
   p.M = AS[0], p.K = AS[1], p.N = RS[1];
   ScalarKind in = a->type.elem;
-  if ((in != ScalarKind::BF16 && in != ScalarKind::F16) || r->type.elem != ScalarKind::F32) return p;
-  if (p.M % 16 || p.N % 8 || p.K % 16) return p;
-  p.bf16 = in == ScalarKind::BF16;
-  p.lda = p.K + 8;
+  if (in == ScalarKind::F8E4M3 || in == ScalarKind::F8E5M2) {
+    auto no = [&](const std::string& why) {
+      p.why = why;
+      return p;
+    };
+    std::string shape = std::to_string(p.M) + " x " + std::to_string(p.N) + " x " + std::to_string(p.K);
+    if (op.operand(1)->type.elem != in || r->type.elem != ScalarKind::F32)
+      return no("fp8 mma.sync takes two operands of one f8 kind into an f32 accumulator");
+    if (tg_.sm < 89) return no("fp8 mma.sync (m16n8k32) needs sm_89 or newer, the target is " + tg_.str());
+    if (p.M % 16 || p.N % 8 || p.K % 32)
+      return no("fp8 mma.sync needs M % 16, N % 8 and K % 32 == 0, the dot is " + shape + " (M x N x K)");
+    p.f8 = in == ScalarKind::F8E4M3 ? 1 : 2;
+    p.bf16 = false;
+    p.lda = p.K + 16;  // bytes: the 16 bytes of pad a 16-bit row has
+  } else {
+    if ((in != ScalarKind::BF16 && in != ScalarKind::F16) || r->type.elem != ScalarKind::F32) return p;
+    if (p.M % 16 || p.N % 8 || p.K % 16) return p;
+    p.bf16 = in == ScalarKind::BF16;
+    p.lda = p.K + 8;
+  }
   p.ldc = p.N + 4;
   // Warp grid wm x wn (idle warps allowed), each warp an MT x NT block of 16x8 tiles: use the
   // most warps, then the squarest warp block (fewest fragment loads per mma).
@@ -41,8 +60,16 @@ Emitter::MmaPlan Emitter::plan_mma(const Op& op) const {
 }
 
 namespace {
-std::string smem_c(const Emitter::MmaPlan& p) { return std::to_string(tessera::cudagen::Emitter::align16(p.M * p.lda * 2) + tessera::cudagen::Emitter::align16(p.N * p.lda * 2)); }
+std::string smem_c(const Emitter::MmaPlan& p) {
+  const int64_t eb = p.operand_bytes();
+  return std::to_string(Emitter::align16(p.M * p.lda * eb) + Emitter::align16(p.N * p.lda * eb));
+}
 }  // namespace
+
+std::string fp8_mma_note(const Op& dot, const Emitter::MmaPlan& p, const std::string& how) {
+  return "dot at " + dot.loc.str() + ": mma.sync m16n8k32 " + p.f8_name() + " " + how +
+         "; fp8 tensor-core sums may round below f32 precision (as fp8 wgmma's do), not an exact f32 sum";
+}
 
 // Per-warp fragment coordinates (inside a block the caller opens).
 void warp_coords(Emitter& e, const Emitter::MmaPlan& p) {
@@ -306,7 +333,18 @@ void Emitter::emit_dot(const Op& op) {
     uses_mma_ = true;
     count("mma-dots");
     count("dot.mma");
-    std::string sA = smem_ptr("uint16_t", 0, align16(M * p.lda * 2)), sB = smem_ptr("uint16_t", align16(M * p.lda * 2), align16(N * p.lda * 2));
+    const int64_t eb = p.operand_bytes();
+    const std::string et = p.f8 ? "uint8_t" : "uint16_t";
+    if (p.f8) {
+      count("mma-fp8-dots");
+      std::string how = "with operands staged through shared memory at each dot";
+      // In a `pipeline` loop: why it is not the cp.async ring.
+      if (const Op* loop = op.parent ? op.parent->parent : nullptr; loop && loop->kind == OpKind::For && loop->has_attr("pipeline"))
+        if (PipePlan pp = plan_pipeline(*loop, frag_carried(*loop)); !pp.ok && !pp.why.empty())
+          how += " (not the cp.async ring: " + pp.why + ")";
+      notes_.push_back(fp8_mma_note(op, p, how));
+    }
+    std::string sA = smem_ptr(et, 0, align16(M * p.lda * eb)), sB = smem_ptr(et, align16(M * p.lda * eb), align16(N * p.lda * eb));
     std::string K_ = std::to_string(K), N_ = std::to_string(N), LDA = std::to_string(p.lda);
     std::string frag;
     if (carried != frag_of_.end()) {
@@ -325,9 +363,9 @@ void Emitter::emit_dot(const Op& op) {
     open("{");
     warp_coords(*this, p);
     open("if (warp_ < " + std::to_string(p.wm * p.wn) + ") {");
-    line(std::string("tsr::warp_mma_block<") + (p.bf16 ? "true" : "false") + ", " + K_ + ", " + std::to_string(p.mt) + ", " +
-         std::to_string(p.nt) + ">(" + frag + ", " + sA + " + m0_ * " + LDA + ", " + LDA + ", " + sB + " + n0_ * " + LDA +
-         ", " + LDA + ", lane_);");
+    const std::string block = p.f8 ? "tsr::warp_mma_block_f8<" + std::to_string(p.f8) : std::string("tsr::warp_mma_block<") + (p.bf16 ? "true" : "false");
+    line(block + ", " + K_ + ", " + std::to_string(p.mt) + ", " + std::to_string(p.nt) + ">(" + frag + ", " + sA +
+         " + m0_ * " + LDA + ", " + LDA + ", " + sB + " + n0_ * " + LDA + ", " + LDA + ", lane_);");
     close();
     close();
     if (carried == frag_of_.end()) frags_to_tile(p, frag, r, res);
@@ -336,6 +374,7 @@ void Emitter::emit_dot(const Op& op) {
   // FMA path.
   count("fma-dots");
   count("dot.fma");
+  if (!p.why.empty()) notes_.push_back("dot at " + op.loc.str() + ": exact FMA dot (no tensor cores): " + p.why);
   std::string CI = ctype(in), CO = ctype(out);
   int64_t eb = scalar_bytes(in) > 4 ? 8 : 4;
   int64_t a_bytes = align16(M * K * eb), b_bytes = align16(K * N * eb);

@@ -182,6 +182,12 @@ class Emitter {
     bool ok = false;
     int64_t M = 0, N = 0, K = 0, wm = 0, wn = 0, mt = 0, nt = 0, lda = 0, ldc = 0;
     bool bf16 = true;
+    // fp8 operands (mma.sync m16n8k32, sm_89+): 1 e4m3, 2 e5m2 (mma.cuh's F8); 0: 16-bit. With
+    // fp8, K and lda count bytes. `why`: for an fp8 dot that cannot take it, the reason.
+    int f8 = 0;
+    std::string why;
+    int64_t operand_bytes() const { return f8 ? 1 : 2; }
+    const char* f8_name() const { return f8 == 1 ? "e4m3" : "e5m2"; }
   };
   MmaPlan plan_mma(const Op& dot) const;
   std::unordered_map<const Op*, std::string> frag_of_;  // dot -> fragment array name
@@ -239,7 +245,10 @@ class Emitter {
     int copy_parts = 1;
     bool mma_before_wait = false;
     const Op *dot = nullptr, *load_a = nullptr, *load_b = nullptr;
+    // fp8: B as the transpose of a load of an [N, K] view (the ring holds B^T, K-major).
+    const Op* perm_b = nullptr;
     MmaPlan mma;
+    std::string why;  // why the loop is not a ring (when !ok)
   };
   PipePlan plan_pipeline(const Op& for_op, const std::vector<std::pair<size_t, const Op*>>& frags) const;
   // The load_tile in `body` (pad 0, used once) of a 2-D `in` view that produces `v`, or null:
@@ -378,6 +387,9 @@ int uses_in(Block& b, const Value* v);
 
 // Per-warp fragment coordinates warp_, lane_, g_, t_, m0_, n0_ (inside a block the caller opens).
 void warp_coords(Emitter& e, const Emitter::MmaPlan& p);
+// The note of an fp8 dot on mma.sync m16n8k32: "dot at LOC: mma.sync m16n8k32 e4m3 " + how, and
+// what its accumulation means.
+std::string fp8_mma_note(const Op& dot, const Emitter::MmaPlan& p, const std::string& how);
 
 // Dynamic shared memory one CTA may use on the target.
 int64_t smem_limit(const CudaTarget& t);

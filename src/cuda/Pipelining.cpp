@@ -3,7 +3,7 @@
 // issued S-1 iterations ahead, and the dot reads its fragments from the stage with ldmatrix.
 //
 //   prologue:  stages 0..S-2 <- iterations 0..S-2 (one commit group each, empty past the end)
-//   iteration i over stage i%S, in k16 steps ks = 0 .. KS-1 (KS = BK/16), either
+//   iteration i over stage i%S, in k16 steps ks = 0 .. KS-1 (KS = BK/16; fp8 below), either
 //   - two CTAs per SM (128 registers): wait until group i is complete; barrier (stage i%S
 //     visible to all, and every warp done with stage (i-1)%S); issue iteration i+S-1 into
 //     stage (i-1)%S; commit; each step loads its fragments, then runs its mma; or
@@ -29,6 +29,13 @@
 // ordinary loop beside it cost ~30 registers per thread (ptxas allocates for the union of both
 // paths), the difference between one and two CTAs per SM. Out-of-bounds chunks are zero-filled
 // (cp.async src-size 0), which matches load_tile's padding only for pad = 0.
+//
+// fp8 dots (mma.sync m16n8k32, sm_89+) run the same schedule in k32 steps (KS = BK/32) over
+// stages of bytes: A [BM x BK] as for 16-bit, and B as loaded from an [N, K] view, [BN x BK]
+// (the dot reads its transpose, K-major), both read with ldmatrix without .trans, a pair of fp8
+// being one 16-bit element (mma.cuh, ldsm_frags_f8). A [K, N] fp8 B would need .trans on bytes,
+// which ldmatrix lacks: such a loop keeps the dot on mma.sync with its operands staged through
+// shared memory each iteration (emit_dot), and the note says why.
 #include "cuda/EmitterInternal.h"
 
 namespace tessera::cudagen {
@@ -84,22 +91,43 @@ Emitter::PipePlan Emitter::plan_pipeline(const Op& f, const std::vector<std::pai
   const Op* dot = frags[0].second;
   Block& body = f.region(0);
   MmaPlan p = plan_mma(*dot);
-  if (!p.ok || p.nt % 2 != 0) return pp;
+  auto no = [&](const std::string& why) {
+    pp.why = why;
+    return pp;
+  };
+  if (!p.ok) return pp;
+  if (p.nt % 2 != 0) return no("a warp's block has an odd number of 8-column mma tiles");
   // The swizzle keeps a chunk in its 128-byte line only for rows of fewer than 8 chunks or of
-  // whole lines (mma.cuh, swz).
-  for (int64_t cpr : {p.K / 8, p.N / 8})
-    if (cpr > 8 && cpr % 8 != 0) return pp;
+  // whole lines (mma.cuh, swz). Chunks are 16 bytes: 8 16-bit elements, 16 fp8.
+  // (fp8 B is K-major: its rows are K wide, as A's.)
+  const int64_t E = 16 / p.operand_bytes();
+  for (int64_t cpr : {p.K / E, p.f8 ? p.K / E : p.N / E})
+    if (cpr > 8 && cpr % 8 != 0) return no("operand rows of " + std::to_string(cpr) + " 16-byte chunks (the swizzle takes fewer than 8 or whole 128-byte lines)");
   ScalarKind in = dot->operand(0)->type.elem;
   const Op *la = ring_operand_load(body, dot->operand(0), in), *lb = ring_operand_load(body, dot->operand(1), in);
-  if (!la || !lb || la == lb) return pp;
+  // fp8 B is read K-major: the transpose of a load of an [N, K] view, held in the ring as loaded.
+  const Op* perm = nullptr;
+  if (const Op* t = dot->operand(1)->def; p.f8 && !lb && t && t->kind == OpKind::Permute && t->parent == &body &&
+                                          uses_in(body, dot->operand(1)) == 1 && t->attr_ints("dims") == std::vector<int64_t>{1, 0}) {
+    perm = t;
+    lb = ring_operand_load(body, t->operand(0), in);
+  } else if (p.f8 && lb) {
+    return no("b is a [K, N] (MN-major) fp8 tile, which ldmatrix cannot transpose (it moves 16-bit elements); give b as "
+              "[N, K] and transpose its tile in the dot");
+  }
+  if (!la || !lb || la == lb)
+    return no("the dot's operands are not loads (pad 0, used once) of 2-D views in the loop body");
   for (const auto& o : body.ops)
-    if (o.get() != dot && o.get() != la && o.get() != lb && o->kind != OpKind::Yield && !pure_scalar(*o)) return pp;
+    if (o.get() != dot && o.get() != la && o.get() != lb && o.get() != perm && o->kind != OpKind::Yield && !pure_scalar(*o))
+      return no("the loop body does more than index arithmetic, two loads and the dot");
   // Two CTAs per SM: deeper rings than ~96 KiB only cost occupancy. One CTA per SM (registers
   // decide that): the ring may take the SM's shared memory, less 16 KiB for other scratch
   // (128 x 256 x 64: 3 stages of 48 KiB on sm_80, 4 on sm_90).
-  int64_t stage_bytes = (p.M * p.K + p.K * p.N) * 2;
-  // Double buffers alternate within a stage, so a stage needs an even number of k16 steps.
-  pp.double_buffer = !pipe_fits_two_ctas(p.mt * p.nt * 4, stage_bytes / 2 / T_) && p.K % 32 == 0;
+  int64_t stage_bytes = (p.M * p.K + p.K * p.N) * p.operand_bytes();
+  // Double buffers alternate within a stage, so a stage needs an even number of k16 steps (k32
+  // for fp8: 32 bytes of K each way).
+  const int64_t ksteps = p.K * p.operand_bytes() / 32;
+  pp.double_buffer = !pipe_fits_two_ctas(p.mt * p.nt * 4, stage_bytes / 2 / T_) && ksteps % 2 == 0;
   int64_t budget = pp.double_buffer ? smem_limit(tg_) - 16 * 1024 : 96 * 1024;
   if (int64_t blocks = knob("min_blocks", 1); blocks >= 2 && blocks <= 32)
     budget = std::min(budget, smem_limit(tg_) / blocks - 1024);
@@ -109,9 +137,9 @@ Emitter::PipePlan Emitter::plan_pipeline(const Op& f, const std::vector<std::pai
   pp.stages = static_cast<int>(S);
   if (int64_t pf = knob("mma_l2_prefetch"); pf == 64 || pf == 128 || pf == 256) pp.l2_prefetch = static_cast<int>(pf);
   // One piece per k16 step but the last (whose wait needs this iteration's group committed).
-  if (knob("mma_spread_copies") == 1 && pp.double_buffer && p.K / 16 >= 3) pp.copy_parts = static_cast<int>(p.K / 16 - 1);
+  if (knob("mma_spread_copies") == 1 && pp.double_buffer && ksteps >= 3) pp.copy_parts = static_cast<int>(ksteps - 1);
   pp.mma_before_wait = knob("mma_early_last_step") == 1 && pp.double_buffer;
-  pp.dot = dot, pp.load_a = la, pp.load_b = lb;
+  pp.dot = dot, pp.load_a = la, pp.load_b = lb, pp.perm_b = perm;
   pp.mma = p;
   return pp;
 }
@@ -127,18 +155,26 @@ void Emitter::emit_pipelined(const Op& f, const PipePlan& pp, const std::string&
   count("dot.mma_pipelined");
   count("mma-dots");
   uses_mma_ = true;
+  // Elements here are those of the operands (bytes for fp8); pipe_stage_elems_ counts 16-bit ones.
+  const int64_t eb = p.operand_bytes(), E = 16 / eb;  // bytes per element, elements per 16-byte chunk
+  const std::string et = p.f8 ? "uint8_t" : "uint16_t", Es = std::to_string(E);
   pipe_frag_regs_ = std::max(pipe_frag_regs_, p.mt * p.nt * 4);
-  pipe_stage_elems_ = std::max(pipe_stage_elems_, (p.M * p.K + p.K * p.N) / T_);
+  pipe_stage_elems_ = std::max(pipe_stage_elems_, (p.M * p.K + p.K * p.N) * eb / 2 / T_);
   count("pipeline-stages", S);
   if (pp.l2_prefetch) count("mma-l2-prefetch", pp.l2_prefetch);
   if (pp.copy_parts > 1) count("mma-copy-pieces", pp.copy_parts);
   if (pp.mma_before_wait) count("mma-early-last-step");
+  if (p.f8) {
+    count("mma-fp8-dots");
+    notes_.push_back(fp8_mma_note(*pp.dot, p, "(B K-major) fed by a " + std::to_string(S) +
+                                                  "-stage cp.async ring with ldmatrix fragment loads"));
+  }
 
   std::string oka = fresh("vec_a"), okb = fresh("vec_b"), ring = fresh("ring");
   open("{");
-  line("const bool " + oka + " = tsr::aligned_vec<uint16_t, 8>(" + va.ptr + ") && " + va.strides[0] + " % 8 == 0;");
-  line("const bool " + okb + " = tsr::aligned_vec<uint16_t, 8>(" + vb.ptr + ") && " + vb.strides[0] + " % 8 == 0;");
-  line("uint16_t* const " + ring + " = " + smem_ptr("uint16_t", 0, S * (p.M * p.K + p.K * p.N) * 2) + ";");
+  line("const bool " + oka + " = tsr::aligned_vec<" + et + ", " + Es + ">(" + va.ptr + ") && " + va.strides[0] + " % " + Es + " == 0;");
+  line("const bool " + okb + " = tsr::aligned_vec<" + et + ", " + Es + ">(" + vb.ptr + ") && " + vb.strides[0] + " % " + Es + " == 0;");
+  line(et + "* const " + ring + " = " + smem_ptr(et, 0, S * (p.M * p.K + p.K * p.N) * eb) + ";");
   warp_coords(*this, p);
   // The fragments were just filled from shared memory that the ring overlaps.
   barrier();
@@ -151,18 +187,22 @@ void Emitter::emit_pipelined(const Op& f, const PipePlan& pp, const std::string&
     line("const int32_t " + ivn + " = int32_t(" + iv + ");");
     name_[body.args[0]] = ivn;
     for (const auto& o : body.ops)
-      if (o.get() != pp.dot && o.get() != pp.load_a && o.get() != pp.load_b && o->kind != OpKind::Yield) emit_op(*o);
+      if (o.get() != pp.dot && o.get() != pp.load_a && o.get() != pp.load_b && o.get() != pp.perm_b && o->kind != OpKind::Yield)
+        emit_op(*o);
     const Op &la = *pp.load_a, &lb = *pp.load_b;
     // Template arguments after NTHREADS, only where a knob is on (the default text is unchanged).
     std::string tail;
     if (pp.l2_prefetch || parts > 1) tail = ", " + std::to_string(pp.l2_prefetch);
     if (parts > 1) tail += ", " + std::to_string(part) + ", " + std::to_string(parts);
-    line("tsr::cp_tile_async<" + BM + ", " + std::to_string(p.K / 8) + ", " + T + tail + ">(" + ring + " + " + st + " * " + SE +
+    // B's tile as loaded: BK x BN, or BN x BK for K-major fp8 (B^T).
+    const std::string &rb = pp.perm_b ? BN : BK, &cb = pp.perm_b ? BK : BN;
+    const int64_t cb_n = pp.perm_b ? p.K : p.N;
+    line("tsr::cp_tile_async<" + BM + ", " + std::to_string(p.K / E) + ", " + T + tail + ">(" + ring + " + " + st + " * " + SE +
          ", " + va.ptr + ", int64_t(" + nm(la.operand(1)) + ") * " + BM + ", int64_t(" + nm(la.operand(2)) + ") * " + BK +
          ", " + va.dims[0] + ", " + va.dims[1] + ", " + va.strides[0] + ", tsr_tid, " + oka + ");");
-    line("tsr::cp_tile_async<" + BK + ", " + std::to_string(p.N / 8) + ", " + T + tail + ">(" + ring + " + " + st + " * " + SE +
-         " + " + AE + ", " + vb.ptr + ", int64_t(" + nm(lb.operand(1)) + ") * " + BK + ", int64_t(" + nm(lb.operand(2)) +
-         ") * " + BN + ", " + vb.dims[0] + ", " + vb.dims[1] + ", " + vb.strides[0] + ", tsr_tid, " + okb + ");");
+    line("tsr::cp_tile_async<" + rb + ", " + std::to_string(cb_n / E) + ", " + T + tail + ">(" + ring + " + " + st + " * " + SE +
+         " + " + AE + ", " + vb.ptr + ", int64_t(" + nm(lb.operand(1)) + ") * " + rb + ", int64_t(" + nm(lb.operand(2)) +
+         ") * " + cb + ", " + vb.dims[0] + ", " + vb.dims[1] + ", " + vb.strides[0] + ", tsr_tid, " + okb + ");");
     close();
   };
 
@@ -175,16 +215,19 @@ void Emitter::emit_pipelined(const Op& f, const PipePlan& pp, const std::string&
   line("tsr::cp_async_commit();");
   close();
 
-  const int KS = static_cast<int>(p.K / 16);
+  const int KS = static_cast<int>(p.K * eb / 32);  // k16 steps (k32 for fp8) per stage
+  const std::string kstep = p.f8 ? "k32" : "k16";
   std::string it = fresh("it"), cur = fresh("cur"), nxt = fresh("nxt"), pv2 = fresh("pv"), rs = fresh("ring_s");
   std::string fa = fresh("fa"), fb = fresh("fb");
-  std::string SEB = std::to_string((p.M * p.K + p.K * p.N) * 2), AEB = std::to_string(p.M * p.K * 2);
+  std::string SEB = std::to_string((p.M * p.K + p.K * p.N) * eb), AEB = std::to_string(p.M * p.K * eb);
   std::string mt = std::to_string(p.mt), nt = std::to_string(p.nt);
   const bool idle_warps = p.wm * p.wn != T_ / 32;
   std::string guard = idle_warps ? "if (warp_ < " + std::to_string(p.wm * p.wn) + ") {" : "{";
   auto load_frags = [&](int buf, int ks, const std::string& stage) {
     std::string base = stage == "0" ? rs : rs + " + uint32_t(" + stage + ") * " + SEB + "u";
-    line("tsr::ldsm_frags<" + BK + ", " + mt + ", " + nt + ", " + std::to_string(p.N / 8) + ">(" + fa + "[" +
+    const std::string frags = p.f8 ? "tsr::ldsm_frags_f8<" + BK + ", " + mt + ", " + nt
+                                   : "tsr::ldsm_frags<" + BK + ", " + mt + ", " + nt + ", " + std::to_string(p.N / 8);
+    line(frags + ">(" + fa + "[" +
          std::to_string(buf) + "], " + fb + "[" + std::to_string(buf) + "], " + base + ", " + base + " + " + AEB + "u, " +
          std::to_string(ks) + ", m0_, n0_, lane_);");
   };
@@ -201,7 +244,8 @@ void Emitter::emit_pipelined(const Op& f, const PipePlan& pp, const std::string&
     if (part == parts - 1) line("tsr::cp_async_commit();");
   };
   auto mma = [&](int buf) {
-    line(std::string("tsr::mma_tiles<") + (p.bf16 ? "true" : "false") + ">(" + frag + ", " + fa + "[" +
+    const std::string tiles = p.f8 ? "tsr::mma_tiles_f8<" + std::to_string(p.f8) : std::string("tsr::mma_tiles<") + (p.bf16 ? "true" : "false");
+    line(tiles + ">(" + frag + ", " + fa + "[" +
          std::to_string(buf) + "], " + fb + "[" + std::to_string(buf) + "]);");
   };
   auto advance = [&]() { line(cur + " = " + cur + " + 1 == " + std::to_string(S) + " ? 0 : " + cur + " + 1;"); };
@@ -236,7 +280,7 @@ void Emitter::emit_pipelined(const Op& f, const PipePlan& pp, const std::string&
     close();
     open("for (int64_t " + it + " = " + lo + "; " + step + " > 0 && " + it + " < " + hi + "; " + it + " += " + step + ") {");
     for (int ks = 0; ks < KS; ++ks) {
-      line("// k16 step " + std::to_string(ks) + " of " + std::to_string(KS));
+      line("// " + kstep + " step " + std::to_string(ks) + " of " + std::to_string(KS));
       if (ks == KS - 1 && pp.mma_before_wait) {
         // The last step's mma first (its fragments are in registers): warps reach the barrier
         // with two steps of mma queued; the next stage's first fragments load after it.

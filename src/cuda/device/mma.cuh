@@ -7,6 +7,13 @@
 //   B (16x8):  b[0] = B[2t..2t+1][g], b[1] = B[2t+8..2t+9][g]
 //   C (16x8):  c[0..1] = C[g][2t..2t+1], c[2..3] = C[g+8][2t..2t+1]
 // Each 32-bit register holds two 16-bit elements, the lower k in the low half.
+//
+// mma.sync m16n8k32 on 8-bit floats (e4m3, e5m2; sm_89+) has the same layout with K counted in
+// bytes ("Matrix fragments for mma.m16n8k32"): a[0] = A[g][4t..4t+3], a[1] = A[g+8][4t..],
+// a[2] = A[g][4t+16..], a[3] = A[g+8][4t+16..]; b[0] = B[4t..4t+3][g], b[1] = B[4t+16..][g]; C
+// as above. A register holds four elements, the lowest k in the low byte: a pair of fp8 is one
+// 16-bit element of the k16 layout, so the 16-bit fragment loads below serve fp8 unchanged with
+// K in byte pairs (the *_f8 wrappers).
 #pragma once
 
 #include "tessera/core.cuh"
@@ -28,17 +35,37 @@ TSR_D void mma_f16_16816(float* c, const uint32_t* a, const uint32_t* b) {
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// One warp, one k16 step: c[i][j] += A tile i * B tile j for its MT x NT mma tiles (the
-// warp_mma_block fragment order below). Shared by every fragment source.
-template <bool BF16, int MT, int NT>
+// F8 = 1: e4m3, 2: e5m2 (both operands of that kind).
+template <int F8>
+TSR_D void mma_f8_16832(float* c, const uint32_t* a, const uint32_t* b) {
+  static_assert(F8 == 1 || F8 == 2, "F8: 1 (e4m3) or 2 (e5m2)");
+#define TSR_MMA_F8(T)                                                                                    \
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.f32." T "." T ".f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, " \
+               "{%8, %9}, {%0, %1, %2, %3};"                                                               \
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                            \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
+  if constexpr (F8 == 1) TSR_MMA_F8("e4m3");
+  else TSR_MMA_F8("e5m2");
+#undef TSR_MMA_F8
+}
+
+// One warp, one k16 step (k32 for fp8): c[i][j] += A tile i * B tile j for its MT x NT mma
+// tiles (the warp_mma_block fragment order below). Shared by every fragment source. F8 = 0: the
+// 16-bit instruction BF16 picks; 1 / 2: fp8 e4m3 / e5m2 (mma_f8_16832).
+template <bool BF16, int MT, int NT, int F8 = 0>
 TSR_D void mma_tiles(float (&c)[MT][NT][4], const uint32_t (&a)[MT][4], const uint32_t (&b)[NT][2]) {
 #pragma unroll
   for (int i = 0; i < MT; ++i)
 #pragma unroll
     for (int j = 0; j < NT; ++j) {
-      if (BF16) mma_bf16_16816(c[i][j], a[i], b[j]);
+      if constexpr (F8 != 0) mma_f8_16832<F8>(c[i][j], a[i], b[j]);
+      else if (BF16) mma_bf16_16816(c[i][j], a[i], b[j]);
       else mma_f16_16816(c[i][j], a[i], b[j]);
     }
+}
+template <int F8, int MT, int NT>
+TSR_D void mma_tiles_f8(float (&c)[MT][NT][4], const uint32_t (&a)[MT][4], const uint32_t (&b)[NT][2]) {
+  mma_tiles<false, MT, NT, F8>(c, a, b);
 }
 
 }  // namespace tsr
@@ -48,7 +75,8 @@ namespace tsr {
 // One warp: a block of MT x NT mma tiles (16*MT rows, 8*NT columns) of C in registers,
 // c[i][j][0..3] in the accumulator fragment order above, += A[16*MT x K] * B[K x 8*NT].
 // A fragments are reused across the NT column tiles and B fragments across the MT row tiles.
-template <bool BF16, int K, int MT, int NT>
+// F8 != 0: the fp8 instruction (mma_tiles), with K, lda and ldb counted in byte pairs.
+template <bool BF16, int K, int MT, int NT, int F8 = 0>
 TSR_D void warp_mma_block(float (&c)[MT][NT][4], const uint16_t* a, int lda, const uint16_t* bt, int ldb, int lane) {
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll 2
@@ -68,8 +96,17 @@ TSR_D void warp_mma_block(float (&c)[MT][NT][4], const uint16_t* a, int lda, con
       bf[j][0] = *reinterpret_cast<const uint32_t*>(br);
       bf[j][1] = *reinterpret_cast<const uint32_t*>(br + 8);
     }
-    mma_tiles<BF16>(c, af, bf);
+    mma_tiles<BF16, MT, NT, F8>(c, af, bf);
   }
+}
+
+// fp8 (F8 = 1: e4m3, 2: e5m2): A [16MT x KB] and B^T [8NT x KB] row-major in bytes, row strides
+// lda, ldb bytes (even): each k32 step is a k16 step of byte pairs.
+template <int F8, int KB, int MT, int NT>
+TSR_D void warp_mma_block_f8(float (&c)[MT][NT][4], const uint8_t* a, int lda, const uint8_t* bt, int ldb, int lane) {
+  static_assert(KB % 32 == 0, "fp8 mma steps 32 bytes of K at a time");
+  warp_mma_block<false, KB / 2, MT, NT, F8>(c, reinterpret_cast<const uint16_t*>(a), lda / 2,
+                                            reinterpret_cast<const uint16_t*>(bt), ldb / 2, lane);
 }
 
 }  // namespace tsr
@@ -142,6 +179,13 @@ TSR_D void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
                : "r"(addr)
                : "memory");
 }
+// The same, each register named (the order a caller's fragments want).
+TSR_D void ldsm_x4(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3, uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr)
+               : "memory");
+}
 TSR_D void ldsm_x4_trans(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3, uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
@@ -149,8 +193,9 @@ TSR_D void ldsm_x4_trans(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3,
                : "memory");
 }
 
-// All NTHREADS threads: start copying the ROWS x (8*CPR) tile at (row0, col0) of a row-major
-// global matrix (nrows x ncols, row stride ld elements, col0 a multiple of 8) into the swizzled
+// All NTHREADS threads: start copying the ROWS x (E*CPR) tile at (row0, col0) of a row-major
+// global matrix of T (16-bit, or bytes for fp8: E = 16 / sizeof(T) elements per 16-byte chunk;
+// nrows x ncols, row stride ld elements, col0 a multiple of E) into the swizzled
 // stage `s`. Elements outside the matrix read as 0. `vec` (uniform): base and ld are 16-byte
 // aligned, so every chunk is one cp.async; otherwise the chunks that hold data are read element
 // by element and written with one 16-byte shared store (synchronous: visible after the barrier
@@ -166,21 +211,23 @@ TSR_D void ldsm_x4_trans(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3,
 // (chunk rounds PART * R / NPARTS up to (PART + 1) * R / NPARTS of its R), so that a stage's
 // copies can be issued in pieces between the k16 steps of the one before (the pipelined
 // matmul's mma_spread_copies); the NPARTS calls together copy the whole tile.
-template <int ROWS, int CPR, int NTHREADS, int L2PF = 0, int PART = 0, int NPARTS = 1>
-TSR_D void cp_tile_async(uint16_t* s, const uint16_t* g, int64_t row0, int64_t col0, int64_t nrows, int64_t ncols,
-                         int64_t ld, int tid, bool vec) {
+template <int ROWS, int CPR, int NTHREADS, int L2PF = 0, int PART = 0, int NPARTS = 1, class T>
+TSR_D void cp_tile_async(T* s, const T* g, int64_t row0, int64_t col0, int64_t nrows, int64_t ncols, int64_t ld,
+                         int tid, bool vec) {
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2, "16-bit or 8-bit elements");
+  constexpr int E = 16 / int(sizeof(T));
   constexpr int total = ROWS * CPR;
   constexpr int rounds = (total + NTHREADS - 1) / NTHREADS;
   constexpr int i_begin = rounds * PART / NPARTS, i_end = rounds * (PART + 1) / NPARTS;
   static_assert(PART >= 0 && PART < NPARTS, "part out of range");
   if constexpr (i_begin == i_end) return;
   const uint32_t base = smem_u32(s);
-  if (vec && row0 >= 0 && col0 >= 0 && row0 + ROWS <= nrows && col0 + 8 * CPR <= ncols) {
+  if (vec && row0 >= 0 && col0 >= 0 && row0 + ROWS <= nrows && col0 + E * CPR <= ncols) {
     // Chunk tid + i * NTHREADS is NTHREADS / CPR rows below chunk tid, in the same column...
     constexpr bool whole_rows = NTHREADS % CPR == 0;
     // ... and has the same XOR key (which depends on q / max(CPR, 8) mod 8 only).
     constexpr bool same_key = whole_rows && NTHREADS % 8 == 0 && (NTHREADS / (CPR >= 8 ? CPR : 8)) % 8 == 0;
-    const uint16_t* src0 = g + (row0 + tid / CPR) * ld + col0 + 8 * (tid % CPR);
+    const T* src0 = g + (row0 + tid / CPR) * ld + col0 + E * (tid % CPR);
     const uint32_t dst0 = base + uint32_t(swz<CPR>(tid)) * 16u;
     const int64_t step = int64_t(NTHREADS / CPR) * ld;
 #pragma unroll
@@ -188,7 +235,7 @@ TSR_D void cp_tile_async(uint16_t* s, const uint16_t* g, int64_t row0, int64_t c
       const int q = tid + i * NTHREADS;
       if (total % NTHREADS != 0 && q >= total) continue;
       const uint32_t dst = same_key ? dst0 + uint32_t(i * NTHREADS * 16) : base + uint32_t(swz<CPR>(q)) * 16u;
-      const uint16_t* src = whole_rows ? src0 + i * step : g + (row0 + q / CPR) * ld + col0 + 8 * (q % CPR);
+      const T* src = whole_rows ? src0 + i * step : g + (row0 + q / CPR) * ld + col0 + E * (q % CPR);
       cp_async_16<L2PF>(dst, src);
     }
     return;
@@ -199,25 +246,32 @@ TSR_D void cp_tile_async(uint16_t* s, const uint16_t* g, int64_t row0, int64_t c
   for (int i = i_begin; i < i_end; ++i) {
     const int q = tid + i * NTHREADS;
     if (total % NTHREADS == 0 || q < total) {
-      const int64_t gr = row0 + q / CPR, gc = col0 + 8 * (q % CPR);
+      const int64_t gr = row0 + q / CPR, gc = col0 + E * (q % CPR);
       const bool in = gr >= 0 && gr < nrows && gc >= 0 && gc < ncols;
       const uint32_t dst = base + uint32_t(swz<CPR>(q)) * 16u;
       if (vec || !in) {
         int bytes = 0;
-        const uint16_t* src = g;
+        const T* src = g;
         if (in) {
-          bytes = ncols - gc >= 8 ? 16 : int(ncols - gc) * 2;
+          bytes = ncols - gc >= E ? 16 : int(ncols - gc) * int(sizeof(T));
           src = g + gr * ld + gc;
         }
         cp_async_16<L2PF>(dst, src, bytes);
       } else {
-        const uint16_t* src = g + gr * ld + gc;
+        const T* src = g + gr * ld + gc;
         uint32_t w[4];
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const uint32_t lo = gc + 2 * e < ncols ? uint32_t(src[2 * e]) : 0u;
-          const uint32_t hi = gc + 2 * e + 1 < ncols ? uint32_t(src[2 * e + 1]) : 0u;
-          w[e] = lo | (hi << 16);
+          if constexpr (sizeof(T) == 2) {
+            const uint32_t lo = gc + 2 * e < ncols ? uint32_t(src[2 * e]) : 0u;
+            const uint32_t hi = gc + 2 * e + 1 < ncols ? uint32_t(src[2 * e + 1]) : 0u;
+            w[e] = lo | (hi << 16);
+          } else {
+            w[e] = 0u;
+#pragma unroll
+            for (int x = 0; x < 4; ++x)
+              if (gc + 4 * e + x < ncols) w[e] |= uint32_t(src[4 * e + x]) << (8 * x);
+          }
         }
         asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
                      : "memory");
@@ -233,7 +287,10 @@ TSR_D void cp_tile_async(uint16_t* s, const uint16_t* g, int64_t row0, int64_t c
 // A that is x4 = {rows 0-7, 8-15} x {k 0-7, 8-15} = a[i][0..3]; for B (rows are k) x4.trans =
 // {k 0-7, k 8-15} x {n 0-7, n 8-15} = b[j][0], b[j][1], b[j+1][0], b[j+1][1]. MT + NT/2
 // ldmatrix.x4 feed MT * NT mma: 8 per 32 for a 64 x 64 warp block.
-template <int BK, int MT, int NT, int CPRB>
+// B_KMAJOR: B is stored as B^T (row-major BN x BK, rows of A's width): its k runs along a row as
+// A's does, so a fragment is ldmatrix without .trans of rows n (lane l: row l % 16 of an n16
+// block, chunk l / 16 = {n 0-7, n 8-15} x {k 0-7, 8-15} = b[j][0], b[j+1][0], b[j][1], b[j+1][1]).
+template <int BK, int MT, int NT, int CPRB, bool B_KMAJOR = false>
 TSR_D void ldsm_frags(uint32_t (&a)[MT][4], uint32_t (&b)[NT][2], uint32_t sa, uint32_t sb, int ks, int m0, int n0,
                       int lane) {
   static_assert(NT % 2 == 0, "B fragments are loaded in pairs of n tiles");
@@ -242,9 +299,22 @@ TSR_D void ldsm_frags(uint32_t (&a)[MT][4], uint32_t (&b)[NT][2], uint32_t sa, u
 #pragma unroll
   for (int i = 0; i < MT; ++i) ldsm_x4(a[i], sa + uint32_t(swz_rc<CPRA>(m0 + 16 * i + r, 2 * ks + h)) * 16u);
 #pragma unroll
-  for (int j = 0; j < NT; j += 2)
-    ldsm_x4_trans(b[j][0], b[j][1], b[j + 1][0], b[j + 1][1],
-                  sb + uint32_t(swz_rc<CPRB>(16 * ks + r, n0 / 8 + j + h)) * 16u);
+  for (int j = 0; j < NT; j += 2) {
+    if constexpr (B_KMAJOR)
+      ldsm_x4(b[j][0], b[j + 1][0], b[j][1], b[j + 1][1], sb + uint32_t(swz_rc<CPRA>(n0 + 8 * j + r, 2 * ks + h)) * 16u);
+    else
+      ldsm_x4_trans(b[j][0], b[j][1], b[j + 1][0], b[j + 1][1],
+                    sb + uint32_t(swz_rc<CPRB>(16 * ks + r, n0 / 8 + j + h)) * 16u);
+  }
+}
+
+// fp8: the fragments of k32 step `ks` from stages of A (BM x BKB bytes) and B^T (BN x BKB
+// bytes, K-major: an [N, K] operand), both rows of BKB / 16 chunks; the k16 loads of byte pairs.
+// (A [K, N] fp8 B has no ldmatrix form: .trans moves 16-bit elements, not bytes.)
+template <int BKB, int MT, int NT>
+TSR_D void ldsm_frags_f8(uint32_t (&a)[MT][4], uint32_t (&b)[NT][2], uint32_t sa, uint32_t sb, int ks, int m0, int n0,
+                         int lane) {
+  ldsm_frags<BKB / 2, MT, NT, BKB / 16, true>(a, b, sa, sb, ks, m0, n0, lane);
 }
 
 }  // namespace tsr
