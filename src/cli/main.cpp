@@ -78,8 +78,9 @@ int main(int argc, char** argv) {
       "compile", "run the pass pipeline and print the result (stdout); dumps and --stats go to stderr");
   add_kernel_options(compile_cmd, comp.k, false);
   compile_cmd->add_option("--target,-t", comp.target,
-                          "cpu, cuda:sm_80, cuda:sm_90 (Hopper without wgmma: the mma.sync path) or cuda:sm_90a")
-      ->check(CLI::IsMember({"cpu", "cuda:sm_80", "cuda:sm_90", "cuda:sm_90a"}))
+                          "cpu, cuda:sm_80, cuda:sm_89 (Ada: fp8 mma.sync), cuda:sm_90 (Hopper without wgmma: the "
+                          "mma.sync path) or cuda:sm_90a")
+      ->check(CLI::IsMember({"cpu", "cuda:sm_80", "cuda:sm_89", "cuda:sm_90", "cuda:sm_90a"}))
       ->capture_default_str();
   compile_cmd->add_option("--emit,-e", comp.emit, "ir (after the pipeline), cpp (cpu), cuda or ptx")
       ->check(CLI::IsMember({"ir", "cpp", "cuda", "ptx"}))

@@ -135,6 +135,22 @@ TEST(CliCompileStats, ConfigOverridesTheTargetsDefault) {
   EXPECT_EQ(bound_tile(r.out), "64x128x64");
 }
 
+// fp8 below wgmma's tiles: m16n8k32 on sm_89 (the Ada target) and sm_90a at BLOCK_K = 64, the
+// FMA dot on sm_80; the note names the path either way.
+TEST(CliCompileStats, Fp8MatmulNotesItsMmaSyncPath) {
+  for (const char* t : {"sm_89", "sm_90a"}) {
+    Outcome r = compile(std::string("matmul_fp8 --target cuda:") + t + " --stats --config BLOCK_K=64");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("\ndot.mma_pipelined = 1\n")) << t;
+    EXPECT_THAT(r.err, HasSubstr("\nmma-fp8-dots = 1\n")) << t;
+    EXPECT_THAT(r.err, HasSubstr(": mma.sync m16n8k32 e4m3 (B K-major) fed by a ")) << t;
+  }
+  Outcome r = compile("matmul_fp8 --target cuda:sm_80 --stats");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("\ndot.fma = 1\n"));
+  EXPECT_THAT(r.err, HasSubstr("exact FMA dot (no tensor cores): fp8 mma.sync (m16n8k32) needs sm_89 or newer"));
+}
+
 TEST(CliCompileStats, CpuTargetHasNoEmitterSection) {
   Outcome r = compile("matmul --dtype f32 --stats");
   ASSERT_EQ(r.status, 0) << r.err;
