@@ -258,6 +258,7 @@ void Emitter::emit_block(const Block& b) {
     }
     emit_op(o);
   }
+  if (!pending_pf_.empty()) flush_program_prefetch(b);
 }
 
 const Op* Emitter::terminator(const Block& b, const Op& parent) const {
@@ -1051,7 +1052,7 @@ CudaEmission Emitter::run() {
     for (auto& l : lines_)
       if (size_t p = l.find(kProgramPrefetchOffset); p != std::string::npos)
         l.replace(p, std::string(kProgramPrefetchOffset).size(), std::to_string(at));
-    smem_ = at + 2 * prog_pf_bytes_;
+    smem_ = at + pf_buffers_ * prog_pf_bytes_;
   }
   int64_t smem = align16(smem_);
   if (smem + red_smem_ > smem_limit(tg_))

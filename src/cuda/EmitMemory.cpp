@@ -267,7 +267,10 @@ void Emitter::emit_load_store(const Op& op) {
     });
   }
   close();
-  if (pf && !issue) issue_program_prefetch(*pf);
+  if (pf && !issue) {
+    if (pf_buffers_ == 2) issue_program_prefetch(*pf);
+    else pending_pf_.push_back(pf);
+  }
 }
 
 bool Emitter::packs_load(const Op& load) {

@@ -6,32 +6,35 @@
 // t has read a prefetched tile, it issues program t + gridDim.x's tile as cp.async copies into
 // shared memory, so that the next row is in flight during this row's computation.
 //
-//   int tsr_pf_at = 0; int64_t tag_i = -1;           // which buffer; whose tile buffer i holds
+//   int64_t tag_i = -1;                              // whose tile buffer i holds
 //   for (t = blockIdx.x; t < programs; t += gridDim.x) {
-//     pids of t, pids of t + gridDim.x (tsr_npid*); cur = buffer at, nxt = the other; at ^= 1
+//     pids of t, pids of t + gridDim.x (tsr_npid*)
 //     cp.async.wait_all                                // the copies program t - gridDim.x issued
 //     ... body; at load i:  hit = tag_i == t
-//                           each in-bounds aligned 16-byte vector: hit ? from cur : from global
+//                           each in-bounds aligned vector: hit ? from the buffer : from global
 //                           (ragged and unaligned vectors: from global, as without prefetch)
-//                           if t + gridDim.x < programs: the index arithmetic again with the next
-//                           pids, each such vector of that tile -> nxt (cp.async); commit;
-//                           tag_i = t + gridDim.x
+//     ... at the first __syncthreads() after load i in its block (or one added at the block's
+//     end): if t + gridDim.x < programs: the index arithmetic again with the next pids, each
+//     such vector of that tile -> the buffer (cp.async); commit; tag_i = t + gridDim.x
 //   }
 //   cp.async.wait_all
 //
 // Each thread copies exactly the vectors it reads itself (chunk c's slot is c * T + tid, each
-// chunk one or more 16-byte copies),
-// so no barrier orders the copies with the reads; the two buffers alternate, so a copy never
-// lands in a buffer this program is still reading. The tag makes a load whose branch the
-// previous program did not take read from global memory. The reads of program t + gridDim.x
-// move earlier, to during program t: the kernel must not write what its programs read (a
-// prefetched view that the kernel also stores to is not prefetched).
+// chunk one or more 16-byte copies), and the barrier before the copies orders this program's
+// reads of the buffer (bar.sync performs the thread's prior memory accesses) before them. With
+// prefetch_buffers = 2 the copies go right after the load into a second buffer instead (the two
+// alternate); one buffer is the default: it leaves shared memory and L1 to the kernel's other
+// loads. The tag makes a load whose branch the previous program did not take (or whose copies
+// were never issued) read from global memory. The reads of program t + gridDim.x move earlier,
+// to during program t: the kernel must not write what its programs read (a prefetched view that
+// the kernel also stores to is not prefetched).
 //
 // Chosen for loads at the top level or in branches (not in loops) whose indices are pure scalar
-// arithmetic on the program ids, constants and dims, over vectors of 16-byte multiples, in kernels without
-// dots, Struct or Raw ops (which own cp.async groups or may read blockIdx), not clustered. The
-// kernel constexpr prefetch_programs = 1 / 0 forces it on / off; by default it is on when the
-// prefetched tiles are at least kProgramPrefetchMinBytes per program (rows of one CTA per SM).
+// arithmetic on the program ids, constants and dims, over vectors of 16-byte multiples, in
+// kernels without dots, Struct or Raw ops (which own cp.async groups or may read blockIdx), not
+// clustered. The kernel constexpr prefetch_programs = 1 / 0 forces it on / off; by default it
+// is on when the prefetched tiles are at least kProgramPrefetchMinBytes per program (rows of one
+// CTA per SM).
 #include <set>
 
 #include "cuda/EmitterInternal.h"
@@ -110,11 +113,40 @@ bool Emitter::plan_program_prefetch() {
   if (plan.empty()) return false;
   const bool forced = knob_decl && knob_decl->value == 1;
   // (By default, leave 32 KiB of shared memory to the ops' scratch.)
-  if (!forced && (bytes < kProgramPrefetchMinBytes || 2 * bytes > smem_limit(tg_) - 32768)) return false;
+  if (!forced && bytes < kProgramPrefetchMinBytes) return false;
+  if (const ConstexprDecl* d = k_.find_constexpr("prefetch_buffers")) {
+    if (d->value != 1 && d->value != 2)
+      throw TesseraError(d->loc, "cuda backend: constexpr prefetch_buffers of kernel @" + k_.name + " is " +
+                                     std::to_string(d->value) + "; it must be 1 or 2");
+    pf_buffers_ = static_cast<int>(d->value);
+  }
+  if (!forced && pf_buffers_ * bytes > smem_limit(tg_) - 32768) return false;
   for (auto& pf : plan) pf.tag = fresh("tsr_pf_tag");
   prog_pf_ = std::move(plan);
   prog_pf_bytes_ = bytes;
   return true;
+}
+
+void Emitter::barrier() {
+  line("__syncthreads();");
+  if (!pending_pf_.empty() && cur_) issue_pending_prefetches(cur_->parent);
+}
+
+void Emitter::issue_pending_prefetches(const Block* b) {
+  std::vector<const ProgramPrefetch*> later;
+  for (const ProgramPrefetch* pf : pending_pf_)
+    if (pf->load->parent == b) issue_program_prefetch(*pf);
+    else later.push_back(pf);
+  pending_pf_ = std::move(later);
+}
+
+void Emitter::flush_program_prefetch(const Block& b) {
+  for (const ProgramPrefetch* pf : pending_pf_)
+    if (pf->load->parent == &b) {
+      line("__syncthreads();  // this program's reads of the prefetch buffer are done");
+      issue_pending_prefetches(&b);
+      return;
+    }
 }
 
 const Emitter::ProgramPrefetch* Emitter::program_prefetch_of(const Op& load) const {
@@ -147,7 +179,7 @@ void Emitter::emit_program_loop(const Block& body) {
   const std::string B = std::to_string(prog_pf_bytes_);
   line("const int64_t tsr_programs = int64_t(tsr_grid0) * int64_t(tsr_grid1) * int64_t(tsr_grid2);");
   line(std::string("constexpr int tsr_pf_off = ") + kProgramPrefetchOffset + ";  // the prefetch buffers' offset in tsr_smem");
-  line("int tsr_pf_at = 0;  // the byte offset of the buffer this program's prefetched tiles are in");
+  if (pf_buffers_ == 2) line("int tsr_pf_at = 0;  // the byte offset of the buffer this program's prefetched tiles are in");
   for (const auto& pf : prog_pf_)
     line("int64_t " + pf.tag + " = -1;  // the program whose tile of " + text_of(*pf.load).substr(0, 40) + "... is prefetched");
   open("for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {");
@@ -159,9 +191,14 @@ void Emitter::emit_program_loop(const Block& body) {
   ids("tsr_pid", "tsr_t");
   line("const int64_t tsr_tn = tsr_t + gridDim.x;  // the program this CTA runs next");
   ids("tsr_npid", "tsr_tn");
-  line("unsigned char* const tsr_pf_cur = tsr_smem + tsr_pf_off + tsr_pf_at;");
-  line("unsigned char* const tsr_pf_nxt = tsr_smem + tsr_pf_off + (tsr_pf_at ^ " + B + ");");
-  line("tsr_pf_at ^= " + B + ";");
+  if (pf_buffers_ == 2) {
+    line("unsigned char* const tsr_pf_cur = tsr_smem + tsr_pf_off + tsr_pf_at;");
+    line("unsigned char* const tsr_pf_nxt = tsr_smem + tsr_pf_off + (tsr_pf_at ^ " + B + ");");
+    line("tsr_pf_at ^= " + B + ";");
+  } else {
+    line("unsigned char* const tsr_pf_cur = tsr_smem + tsr_pf_off;  // (one buffer: refilled after a barrier)");
+    line("unsigned char* const tsr_pf_nxt = tsr_pf_cur;");
+  }
   line("tsr::cp_async_wait<0>();  // the copies the previous program issued");
   emit_block(body);
   close();

@@ -133,7 +133,8 @@ class Emitter {
   // Multi-dim coordinate expressions of flat index `e` in static shape `S`.
   static std::vector<std::string> coords(const std::string& e, const std::vector<int64_t>& S);
   static std::string flat(const std::vector<std::string>& c, const std::vector<int64_t>& S);
-  void barrier() { line("__syncthreads();"); }
+  // __syncthreads(); then the program prefetch copies waiting for a barrier in this block.
+  void barrier();
   // The value of kernel constexpr `name` (a codegen knob), or `fallback` when it has none.
   int64_t knob(std::string_view name, int64_t fallback = 0) const {
     const ConstexprDecl* d = k_.find_constexpr(name);
@@ -337,6 +338,17 @@ class Emitter {
   void issue_program_prefetch(const ProgramPrefetch& pf);
   // The kernel body inside the persistent program loop.
   void emit_program_loop(const Block& body);
+  // One buffer (prefetch_buffers = 1, the default): the copies into it wait for the first CTA
+  // barrier after the load in the load's block (which orders this program's reads of the buffer
+  // before them), or for one added at the block's end; two: right after the load, into the
+  // other buffer. One buffer leaves the rest of the SM's shared memory / L1 to the kernel's
+  // other loads (layernorm's w and b are read by every row).
+  int pf_buffers_ = 1;
+  std::vector<const ProgramPrefetch*> pending_pf_;
+  // Issues the pending copies of loads in `b` (after the barrier that precedes the call).
+  void issue_pending_prefetches(const Block* b);
+  // At the end of block `b`: a barrier for the copies still pending there.
+  void flush_program_prefetch(const Block& b);
   bool has_pipelined_mma_loop() const;
   std::vector<std::string> notes_;  // CudaEmission::notes
   int64_t pipe_frag_regs_ = 0;  // most accumulator registers per thread of a pipelined loop

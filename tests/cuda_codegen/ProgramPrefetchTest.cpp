@@ -42,8 +42,21 @@ TEST(CudaProgramPrefetch, LongRowsByDefaultShortRowsWhenAsked) {
     EXPECT_EQ(count(em.source, "tsr::cp_async_commit();"), 1);
     EXPECT_NE(em.source.find("reinterpret_cast<const uint32_t*>(tsr_pf_cur"), std::string::npos);
     EXPECT_EQ(em.source.find("TSR_PF_OFFSET"), std::string::npos);  // filled in
-    // Two buffers of the row after the reductions' scratch.
-    EXPECT_GE(em.info.dynamic_smem_bytes, 2 * 65536);
+    // One buffer of the row after the reductions' scratch, refilled after the first barrier
+    // that follows the load (the max or sum reduction's exchange).
+    EXPECT_GE(em.info.dynamic_smem_bytes, 65536);
+    EXPECT_LT(em.info.dynamic_smem_bytes, 2 * 65536);
+    const size_t sync = em.source.find("__syncthreads();", em.source.find("const bool hit"));
+    EXPECT_LT(sync, em.source.find("the next program's copy of this tile"));
+    EXPECT_EQ(em.source.find("tsr_pf_at"), std::string::npos);
+    auto two = row_kernel(name, 32768);
+    two->set_constexpr("prefetch_buffers", 2);
+    CudaEmission em2 = emit(*two);
+    EXPECT_GE(em2.info.dynamic_smem_bytes, 2 * 65536);
+    EXPECT_NE(em2.source.find("tsr_pf_at ^= 65536;"), std::string::npos);
+    // Right after the load: no barrier between the read and the copies into the other buffer.
+    const size_t hit2 = em2.source.find("const bool hit");
+    EXPECT_GT(em2.source.find("__syncthreads();", hit2), em2.source.find("the next program's copy of this tile", hit2));
 
     CudaEmission short_rows = emit(*row_kernel(name, 4096));
     EXPECT_EQ(short_rows.stats.count("prefetched-program-loads"), 0u);
@@ -62,6 +75,9 @@ TEST(CudaProgramPrefetch, LongRowsByDefaultShortRowsWhenAsked) {
 TEST(CudaProgramPrefetch, RowKernelsCompile) {
   for (const char* name : {"softmax", "layernorm", "rmsnorm"}) {
     expect_compiles(*row_kernel(name, 32768), std::string(name) + " BLOCK_N=32768");
+    auto two = row_kernel(name, 32768);
+    two->set_constexpr("prefetch_buffers", 2);
+    expect_compiles(*two, std::string(name) + " BLOCK_N=32768 prefetch_buffers=2");
     auto k = row_kernel(name, 1024, ScalarKind::F32);
     k->set_constexpr("prefetch_programs", 1);
     expect_compiles(*k, std::string(name) + " f32 BLOCK_N=1024 prefetch_programs=1");
@@ -101,6 +117,9 @@ TEST(CudaProgramPrefetch, WhichLoads) {
   EXPECT_EQ(em.stats["prefetched-program-loads"], 2);  // x and z, not y
   // z's row index (p + 1) % 2 again for the next program, from tsr_npid0.
   EXPECT_EQ(count(em.source, "= tsr_npid0;"), 2) << em.source;
+  // No reduction: one barrier at the body's end, then both loads' copies.
+  EXPECT_EQ(count(em.source, "__syncthreads();  // this program's reads of the prefetch buffer are done"), 1) << em.source;
+  EXPECT_EQ(count(em.source, "the next program's copy of this tile"), 2);
   expect_compiles(*k, "x and z prefetched");
 
   auto loop = parse_one(R"(kernel @k(%x: view<f32, [M, N]>, %y: view<f32, [M, N]>) {
