@@ -505,7 +505,8 @@ std::vector<ConstexprConfig> all_configs(const Kernel& k, size_t cap) {
 // TESSERA_BENCH_NO_PAIR_STORES=1 rounds 16-bit stores one value at a time from a rounded float
 // copy (pair_stores = 0); TESSERA_BENCH_PREFETCH_PROGRAMS=1 / 0 forces program prefetch on / off
 // (prefetch_programs: persistent CTAs that copy the next row while this one computes);
-// TESSERA_BENCH_PREFETCH_BUFFERS=1 / 2 sets prefetch_buffers. They show in the config column and carry over to the --tune variants.
+// TESSERA_BENCH_PREFETCH_BUFFERS=1 / 2 sets prefetch_buffers, TESSERA_BENCH_PREFETCH_INVARIANT=0 / 1
+// prefetch_invariant (layernorm's w and b copied for each row too). They show in the config column and carry over to the --tune variants.
 void add_row_knobs(Kernel& k) {
   if (const char* e = std::getenv("TESSERA_BENCH_NO_PACK"); e && std::string(e) == "1") k.set_constexpr("pack_narrow_loads", 0);
   if (const char* e = std::getenv("TESSERA_BENCH_PREFETCH"); e && std::string(e) == "1") k.set_constexpr("prefetch_loads", 1);
@@ -519,6 +520,8 @@ void add_row_knobs(Kernel& k) {
     k.set_constexpr("prefetch_programs", std::string(e) == "1");
   if (const char* e = std::getenv("TESSERA_BENCH_PREFETCH_BUFFERS"); e && (std::string(e) == "1" || std::string(e) == "2"))
     k.set_constexpr("prefetch_buffers", std::atoi(e));
+  if (const char* e = std::getenv("TESSERA_BENCH_PREFETCH_INVARIANT"); e && (std::string(e) == "1" || std::string(e) == "0"))
+    k.set_constexpr("prefetch_invariant", std::atoi(e));
 }
 
 // A row kernel's tuning space for --tune: every BLOCK_N candidate (those smaller than the row

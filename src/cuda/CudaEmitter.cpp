@@ -941,7 +941,8 @@ CudaEmission Emitter::run() {
       sig.push_back("int32_t tsr_grid" + std::to_string(axis));
       info.params.push_back({CudaParam::Kind::GridSize, ScalarKind::I32, 4, "grid" + std::to_string(axis), axis});
     }
-    count("prefetched-program-loads", static_cast<int64_t>(prog_pf_.size()));
+    for (const auto& pf : prog_pf_)
+      if (!pf.invariant) count("prefetched-program-loads");
     notes_.push_back("program prefetch: persistent CTAs (as many as fit) loop over the programs; " +
                      std::to_string(prog_pf_.size()) + " load(s) of " + std::to_string(prog_pf_bytes_) +
                      " bytes are copied for the next program while this one computes");

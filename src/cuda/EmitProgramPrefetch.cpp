@@ -71,8 +71,12 @@ bool Emitter::plan_program_prefetch() {
   });
   if (!allowed) return false;
   std::set<const Value*> params(k_.params.begin(), k_.params.end());
-  std::vector<ProgramPrefetch> plan;
-  int64_t bytes = 0;
+  struct Candidate {
+    ProgramPrefetch pf;
+    int64_t bytes = 0;
+    bool on_pid = false;
+  };
+  std::vector<Candidate> cands;
   for (const Op* l : loads) {
     const Value* view = l->operand(0);
     const Value* tile = l->result();
@@ -100,28 +104,48 @@ bool Emitter::plan_program_prefetch() {
       return dep;
     };
     for (size_t i = 1; i < l->operands.size(); ++i) on_pid |= depends(l->operand(i));
-    if (!ok || !on_pid) continue;
-    ProgramPrefetch pf;
-    pf.load = l;
+    if (!ok) continue;
+    Candidate c;
+    c.pf.load = l;
+    c.pf.invariant = !on_pid;
     walk(*k_.body, [&](Op& o) {
-      if (chain.count(&o)) pf.chain.push_back(&o);
+      if (chain.count(&o)) c.pf.chain.push_back(&o);
     });
-    pf.offset = bytes;
-    bytes += L.chunks * T_ * chunk_bytes;
-    plan.push_back(std::move(pf));
+    c.bytes = L.chunks * T_ * chunk_bytes;
+    c.on_pid = on_pid;
+    cands.push_back(std::move(c));
   }
-  if (plan.empty()) return false;
+  int64_t program_bytes = 0;
+  for (const auto& c : cands) program_bytes += c.on_pid ? c.bytes : 0;
+  if (program_bytes == 0) return false;
   const bool forced = knob_decl && knob_decl->value == 1;
-  // (By default, leave 32 KiB of shared memory to the ops' scratch.)
-  if (!forced && bytes < kProgramPrefetchMinBytes) return false;
+  if (!forced && program_bytes < kProgramPrefetchMinBytes) return false;
   if (const ConstexprDecl* d = k_.find_constexpr("prefetch_buffers")) {
     if (d->value != 1 && d->value != 2)
       throw TesseraError(d->loc, "cuda backend: constexpr prefetch_buffers of kernel @" + k_.name + " is " +
                                      std::to_string(d->value) + "; it must be 1 or 2");
     pf_buffers_ = static_cast<int>(d->value);
   }
-  if (!forced && pf_buffers_ * bytes > smem_limit(tg_) - 32768) return false;
-  for (auto& pf : plan) pf.tag = fresh("tsr_pf_tag");
+  // By default, leave 32 KiB of shared memory to the ops' scratch.
+  const int64_t budget = smem_limit(tg_) - 32768;
+  if (!forced && pf_buffers_ * program_bytes > budget) return false;
+  // The loads of every program, then the same tile for every program (layernorm's w and b) while
+  // they fit: copied again for each program, so that their L2 latency too leaves the critical path.
+  const bool invariant = knob("prefetch_invariant", 1) != 0;
+  std::vector<ProgramPrefetch> plan;
+  int64_t bytes = 0;
+  for (int pass = 0; pass < 2; ++pass)
+    for (auto& c : cands) {
+      if (c.on_pid != (pass == 0)) continue;
+      if (pass == 1 && (!invariant || pf_buffers_ * (bytes + c.bytes) > budget)) continue;
+      c.pf.offset = bytes;
+      bytes += c.bytes;
+      plan.push_back(std::move(c.pf));
+    }
+  for (auto& pf : plan) {
+    pf.tag = fresh("tsr_pf_tag");
+    if (pf.invariant) count("prefetched-invariant-loads");
+  }
   prog_pf_ = std::move(plan);
   prog_pf_bytes_ = bytes;
   return true;

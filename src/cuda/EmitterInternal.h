@@ -322,6 +322,7 @@ class Emitter {
     std::vector<const Op*> chain;  // the pure scalar ops between the program ids and its indices, in order
     int64_t offset = 0;            // its tile's bytes within one buffer
     std::string tag;               // the program whose tile its buffer holds (-1: none)
+    bool invariant = false;        // the same tile for every program (indices not on the program ids)
   };
   std::vector<ProgramPrefetch> prog_pf_;
   // Stands for the buffers' offset in shared memory until run() knows the scratch's size.

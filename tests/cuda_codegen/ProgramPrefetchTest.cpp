@@ -30,22 +30,29 @@ TEST(CudaProgramPrefetch, LongRowsByDefaultShortRowsWhenAsked) {
   for (const char* name : {"softmax", "layernorm", "rmsnorm"}) {
     SCOPED_TRACE(name);
     CudaEmission em = emit(*row_kernel(name, 32768));
-    EXPECT_EQ(em.stats["prefetched-program-loads"], 1);  // x (layernorm's w and b are the same for every program)
+    EXPECT_EQ(em.stats["prefetched-program-loads"], 1);  // x
+    // layernorm's w and b (rmsnorm's w) are the same tile for every program: copied again for
+    // the next one all the same, while they fit.
+    const bool ln = std::string(name) == "layernorm", rms = std::string(name) == "rmsnorm";
+    EXPECT_EQ(em.stats["prefetched-invariant-loads"], ln ? 2 : rms ? 1 : 0);
     EXPECT_TRUE(em.info.persistent);
     EXPECT_TRUE(em.info.persistent_fill);
     int grids = 0;
     for (const CudaParam& p : em.info.params) grids += p.kind == CudaParam::Kind::GridSize;
     EXPECT_EQ(grids, 3);
     EXPECT_NE(em.source.find("for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x)"), std::string::npos);
-    // (in the chunk loop; layernorm's whole-tile test has a second copy of it)
-    EXPECT_EQ(count(em.source, "tsr::cp_async_16(tsr::smem_u32(tsr_pf_nxt"), std::string(name) == "layernorm" ? 2 : 1);
-    EXPECT_EQ(count(em.source, "tsr::cp_async_commit();"), 1);
+    // One copy per prefetched load in its chunk loop (layernorm's whole-tile test has a second
+    // chunk loop per load), one commit per load.
+    const int loads = 1 + (ln ? 2 : rms ? 1 : 0);
+    EXPECT_EQ(count(em.source, "tsr::cp_async_16(tsr::smem_u32(tsr_pf_nxt"), loads * (ln ? 2 : 1));
+    EXPECT_EQ(count(em.source, "tsr::cp_async_commit();"), loads);
     EXPECT_NE(em.source.find("reinterpret_cast<const uint32_t*>(tsr_pf_cur"), std::string::npos);
     EXPECT_EQ(em.source.find("TSR_PF_OFFSET"), std::string::npos);  // filled in
-    // One buffer of the row after the reductions' scratch, refilled after the first barrier
+    // One buffer of the tiles after the reductions' scratch, refilled after the first barrier
     // that follows the load (the max or sum reduction's exchange).
-    EXPECT_GE(em.info.dynamic_smem_bytes, 65536);
-    EXPECT_LT(em.info.dynamic_smem_bytes, 2 * 65536);
+    const int64_t tiles = 1 + em.stats["prefetched-invariant-loads"];
+    EXPECT_GE(em.info.dynamic_smem_bytes, tiles * 65536);
+    EXPECT_LT(em.info.dynamic_smem_bytes, (tiles + 1) * 65536);
     const size_t sync = em.source.find("__syncthreads();", em.source.find("const bool hit"));
     EXPECT_LT(sync, em.source.find("the next program's copy of this tile"));
     EXPECT_EQ(em.source.find("tsr_pf_at"), std::string::npos);
@@ -53,6 +60,11 @@ TEST(CudaProgramPrefetch, LongRowsByDefaultShortRowsWhenAsked) {
     two->set_constexpr("prefetch_buffers", 2);
     CudaEmission em2 = emit(*two);
     EXPECT_GE(em2.info.dynamic_smem_bytes, 2 * 65536);
+    // (two buffers leave no room for w and b in the default budget)
+    EXPECT_EQ(em2.stats.count("prefetched-invariant-loads"), 0u);
+    auto no_inv = row_kernel(name, 32768);
+    no_inv->set_constexpr("prefetch_invariant", 0);
+    EXPECT_EQ(emit(*no_inv).stats.count("prefetched-invariant-loads"), 0u);
     EXPECT_NE(em2.source.find("tsr_pf_at ^= 65536;"), std::string::npos);
     // Right after the load: no barrier between the read and the copies into the other buffer.
     const size_t hit2 = em2.source.find("const bool hit");
