@@ -32,27 +32,34 @@ TEST(CudaProgramPrefetch, LongRowsByDefaultShortRowsWhenAsked) {
     CudaEmission em = emit(*row_kernel(name, 32768));
     EXPECT_EQ(em.stats["prefetched-program-loads"], 1);  // x
     // layernorm's w and b (rmsnorm's w) are the same tile for every program: copied again for
-    // the next one all the same, while they fit.
+    // the next one only with prefetch_invariant = 1 (while they fit).
     const bool ln = std::string(name) == "layernorm", rms = std::string(name) == "rmsnorm";
-    EXPECT_EQ(em.stats["prefetched-invariant-loads"], ln ? 2 : rms ? 1 : 0);
+    EXPECT_EQ(em.stats.count("prefetched-invariant-loads"), 0u);
+    auto inv = row_kernel(name, 32768);
+    inv->set_constexpr("prefetch_invariant", 1);
+    CudaEmission emi = emit(*inv);
+    EXPECT_EQ(emi.stats["prefetched-invariant-loads"], ln ? 2 : rms ? 1 : 0);
+    const int loads_inv = 1 + emi.stats["prefetched-invariant-loads"];
+    EXPECT_EQ(count(emi.source, "tsr::cp_async_commit();"), loads_inv);
+    EXPECT_GE(emi.info.dynamic_smem_bytes, loads_inv * 65536);
+    // The whole tile's bounds and alignment are tested once (the per-chunk test stays for tiles
+    // at ragged or unaligned edges), unless the kernel says otherwise.
+    EXPECT_NE(em.source.find("const bool whole"), std::string::npos);
     EXPECT_TRUE(em.info.persistent);
     EXPECT_TRUE(em.info.persistent_fill);
     int grids = 0;
     for (const CudaParam& p : em.info.params) grids += p.kind == CudaParam::Kind::GridSize;
     EXPECT_EQ(grids, 3);
     EXPECT_NE(em.source.find("for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x)"), std::string::npos);
-    // One copy per prefetched load in its chunk loop (layernorm's whole-tile test has a second
-    // chunk loop per load), one commit per load.
-    const int loads = 1 + (ln ? 2 : rms ? 1 : 0);
-    EXPECT_EQ(count(em.source, "tsr::cp_async_16(tsr::smem_u32(tsr_pf_nxt"), loads * (ln ? 2 : 1));
-    EXPECT_EQ(count(em.source, "tsr::cp_async_commit();"), loads);
+    // One copy of x per chunk loop (the whole-tile test's and the chunk-by-chunk one), one commit.
+    EXPECT_EQ(count(em.source, "tsr::cp_async_16(tsr::smem_u32(tsr_pf_nxt"), 2);
+    EXPECT_EQ(count(em.source, "tsr::cp_async_commit();"), 1);
     EXPECT_NE(em.source.find("reinterpret_cast<const uint32_t*>(tsr_pf_cur"), std::string::npos);
     EXPECT_EQ(em.source.find("TSR_PF_OFFSET"), std::string::npos);  // filled in
-    // One buffer of the tiles after the reductions' scratch, refilled after the first barrier
+    // One buffer of the row after the reductions' scratch, refilled after the first barrier
     // that follows the load (the max or sum reduction's exchange).
-    const int64_t tiles = 1 + em.stats["prefetched-invariant-loads"];
-    EXPECT_GE(em.info.dynamic_smem_bytes, tiles * 65536);
-    EXPECT_LT(em.info.dynamic_smem_bytes, (tiles + 1) * 65536);
+    EXPECT_GE(em.info.dynamic_smem_bytes, 65536);
+    EXPECT_LT(em.info.dynamic_smem_bytes, 2 * 65536);
     const size_t sync = em.source.find("__syncthreads();", em.source.find("const bool hit"));
     EXPECT_LT(sync, em.source.find("the next program's copy of this tile"));
     EXPECT_EQ(em.source.find("tsr_pf_at"), std::string::npos);
@@ -62,9 +69,10 @@ TEST(CudaProgramPrefetch, LongRowsByDefaultShortRowsWhenAsked) {
     EXPECT_GE(em2.info.dynamic_smem_bytes, 2 * 65536);
     // (two buffers leave no room for w and b in the default budget)
     EXPECT_EQ(em2.stats.count("prefetched-invariant-loads"), 0u);
-    auto no_inv = row_kernel(name, 32768);
-    no_inv->set_constexpr("prefetch_invariant", 0);
-    EXPECT_EQ(emit(*no_inv).stats.count("prefetched-invariant-loads"), 0u);
+    auto two_inv = row_kernel(name, 32768);
+    two_inv->set_constexpr("prefetch_buffers", 2);
+    two_inv->set_constexpr("prefetch_invariant", 1);
+    EXPECT_EQ(emit(*two_inv).stats.count("prefetched-invariant-loads"), 0u);
     EXPECT_NE(em2.source.find("tsr_pf_at ^= 65536;"), std::string::npos);
     // Right after the load: no barrier between the read and the copies into the other buffer.
     const size_t hit2 = em2.source.find("const bool hit");
