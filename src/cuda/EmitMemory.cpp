@@ -60,7 +60,8 @@ void Emitter::emit_load_store(const Op& op) {
   std::string hit;  // this program's tile is in the prefetch buffer
   if (pf && !issue) {
     hit = fresh("hit");
-    line("const bool " + hit + " = " + pf->tag + " == tsr_t;");
+    // (a tile that is the same for every program stays valid once copied)
+    line("const bool " + hit + " = " + pf->tag + (pf->invariant ? " >= 0;" : " == tsr_t;"));
   }
   // Chunk c in the prefetch buffer `buf` (the thread's own: no barrier needed).
   const int64_t chunk_bytes = int64_t(L.vec) * scalar_bytes(t);

@@ -129,12 +129,13 @@ bool Emitter::plan_program_prefetch() {
   // By default, leave 32 KiB of shared memory to the ops' scratch.
   const int64_t budget = smem_limit(tg_) - 32768;
   if (!forced && pf_buffers_ * program_bytes > budget) return false;
-  // The loads of every program; with prefetch_invariant = 1 also the same tile for every program
-  // (layernorm's w and b) while they fit: copied again for each program, so that their L2
-  // latency too leaves the critical path. Off by default: on the H200 (4096x32768 bf16) layernorm
-  // lost 2% by it (3178 vs 3239 GB/s; the 192 KiB of buffers leave L1 little room), rmsnorm
-  // gained nothing (3720 vs 3707).
-  const bool invariant = knob("prefetch_invariant", 0) != 0;
+  // The loads of every program, then (one buffer only) the tiles that are the same for every
+  // program (layernorm's w and b) while they fit: copied once, by the CTA's first program, and
+  // read from shared memory by all later ones, instead of from L1 or L2 by every row (at 32768
+  // columns w and b are 128 KiB per row, as much L2 traffic as the row's own read and write).
+  // prefetch_invariant = 0 turns that off. (Copying them again for every program, an earlier
+  // version, cost layernorm 2% on the H200: the L2 traffic stayed and L1 shrank.)
+  const bool invariant = pf_buffers_ == 1 && knob("prefetch_invariant", 1) != 0;
   std::vector<ProgramPrefetch> plan;
   int64_t bytes = 0;
   for (int pass = 0; pass < 2; ++pass)
@@ -183,8 +184,13 @@ const Emitter::ProgramPrefetch* Emitter::program_prefetch_of(const Op& load) con
 }
 
 void Emitter::issue_program_prefetch(const ProgramPrefetch& pf) {
-  line("// the next program's copy of this tile");
-  open("if (tsr_tn < tsr_programs) {");
+  if (pf.invariant) {
+    line("// the copy of this tile (the same for every program) that the CTA's later programs read");
+    open("if (tsr_tn < tsr_programs && " + pf.tag + " < 0) {");
+  } else {
+    line("// the next program's copy of this tile");
+    open("if (tsr_tn < tsr_programs) {");
+  }
   // The index arithmetic again, on the next program's ids, under fresh names.
   std::unordered_map<const Value*, std::string> saved;
   for (const Op* o : pf.chain)

@@ -31,17 +31,22 @@ TEST(CudaProgramPrefetch, LongRowsByDefaultShortRowsWhenAsked) {
     SCOPED_TRACE(name);
     CudaEmission em = emit(*row_kernel(name, 32768));
     EXPECT_EQ(em.stats["prefetched-program-loads"], 1);  // x
-    // layernorm's w and b (rmsnorm's w) are the same tile for every program: copied again for
-    // the next one only with prefetch_invariant = 1 (while they fit).
+    // layernorm's w and b (rmsnorm's w) are the same tile for every program: copied once per
+    // CTA (while they fit), read from shared memory by its later programs; prefetch_invariant =
+    // 0 turns that off.
     const bool ln = std::string(name) == "layernorm", rms = std::string(name) == "rmsnorm";
-    EXPECT_EQ(em.stats.count("prefetched-invariant-loads"), 0u);
-    auto inv = row_kernel(name, 32768);
-    inv->set_constexpr("prefetch_invariant", 1);
-    CudaEmission emi = emit(*inv);
-    EXPECT_EQ(emi.stats["prefetched-invariant-loads"], ln ? 2 : rms ? 1 : 0);
-    const int loads_inv = 1 + emi.stats["prefetched-invariant-loads"];
-    EXPECT_EQ(count(emi.source, "tsr::cp_async_commit();"), loads_inv);
-    EXPECT_GE(emi.info.dynamic_smem_bytes, loads_inv * 65536);
+    const int64_t inv = em.stats["prefetched-invariant-loads"];
+    EXPECT_EQ(inv, ln ? 2 : rms ? 1 : 0);
+    EXPECT_EQ(count(em.source, "tsr::cp_async_commit();"), 1 + inv);
+    EXPECT_EQ(count(em.source, " >= 0;"), inv);  // their hit test
+    EXPECT_EQ(count(em.source, " < 0) {"), inv);  // their one copy
+    EXPECT_GE(em.info.dynamic_smem_bytes, (1 + inv) * 65536);
+    EXPECT_LT(em.info.dynamic_smem_bytes, (2 + inv) * 65536);
+    auto no_inv = row_kernel(name, 32768);
+    no_inv->set_constexpr("prefetch_invariant", 0);
+    CudaEmission emn = emit(*no_inv);
+    EXPECT_EQ(emn.stats.count("prefetched-invariant-loads"), 0u);
+    EXPECT_EQ(count(emn.source, "tsr::cp_async_commit();"), 1);
     // The whole tile's bounds and alignment are tested once (the per-chunk test stays for tiles
     // at ragged or unaligned edges), unless the kernel says otherwise.
     EXPECT_NE(em.source.find("const bool whole"), std::string::npos);
@@ -51,15 +56,12 @@ TEST(CudaProgramPrefetch, LongRowsByDefaultShortRowsWhenAsked) {
     for (const CudaParam& p : em.info.params) grids += p.kind == CudaParam::Kind::GridSize;
     EXPECT_EQ(grids, 3);
     EXPECT_NE(em.source.find("for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x)"), std::string::npos);
-    // One copy of x per chunk loop (the whole-tile test's and the chunk-by-chunk one), one commit.
-    EXPECT_EQ(count(em.source, "tsr::cp_async_16(tsr::smem_u32(tsr_pf_nxt"), 2);
-    EXPECT_EQ(count(em.source, "tsr::cp_async_commit();"), 1);
+    // One copy per prefetched tile and chunk loop (the whole-tile test's and the chunk-by-chunk one).
+    EXPECT_EQ(count(em.source, "tsr::cp_async_16(tsr::smem_u32(tsr_pf_nxt"), 2 * (1 + inv));
     EXPECT_NE(em.source.find("reinterpret_cast<const uint32_t*>(tsr_pf_cur"), std::string::npos);
     EXPECT_EQ(em.source.find("TSR_PF_OFFSET"), std::string::npos);  // filled in
     // One buffer of the row after the reductions' scratch, refilled after the first barrier
     // that follows the load (the max or sum reduction's exchange).
-    EXPECT_GE(em.info.dynamic_smem_bytes, 65536);
-    EXPECT_LT(em.info.dynamic_smem_bytes, 2 * 65536);
     const size_t sync = em.source.find("__syncthreads();", em.source.find("const bool hit"));
     EXPECT_LT(sync, em.source.find("the next program's copy of this tile"));
     EXPECT_EQ(em.source.find("tsr_pf_at"), std::string::npos);
@@ -69,10 +71,7 @@ TEST(CudaProgramPrefetch, LongRowsByDefaultShortRowsWhenAsked) {
     EXPECT_GE(em2.info.dynamic_smem_bytes, 2 * 65536);
     // (two buffers leave no room for w and b in the default budget)
     EXPECT_EQ(em2.stats.count("prefetched-invariant-loads"), 0u);
-    auto two_inv = row_kernel(name, 32768);
-    two_inv->set_constexpr("prefetch_buffers", 2);
-    two_inv->set_constexpr("prefetch_invariant", 1);
-    EXPECT_EQ(emit(*two_inv).stats.count("prefetched-invariant-loads"), 0u);
+
     EXPECT_NE(em2.source.find("tsr_pf_at ^= 65536;"), std::string::npos);
     // Right after the load: no barrier between the read and the copies into the other buffer.
     const size_t hit2 = em2.source.find("const bool hit");
