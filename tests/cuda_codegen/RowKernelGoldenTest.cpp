@@ -78,6 +78,16 @@ TEST(CudaRowKernels, ManyWarpsFoldTheirPartialsWithShuffles) {
   EXPECT_NE(one.find("[(tsr_tid & 7) * 1 + 0]"), std::string::npos) << one;
 }
 
+// About 32 elements per thread, up to 1024 threads; a whole row of 32768 that loads three such
+// tiles in one block (layernorm's x, w and b) gets 512 threads instead (128 registers each).
+TEST(CudaRowKernels, ThreadsPerRowTile) {
+  EXPECT_EQ(emit_row("softmax", 32768).info.block_threads, 1024);
+  EXPECT_EQ(emit_row("rmsnorm", 32768).info.block_threads, 1024);  // x and w
+  EXPECT_EQ(emit_row("layernorm", 32768).info.block_threads, 512);
+  EXPECT_EQ(emit_row("layernorm", 16384).info.block_threads, 512);
+  EXPECT_EQ(emit_row("layernorm", 4096).info.block_threads, 128);
+}
+
 // bf16 loads whose only uses are casts to f32 stay two elements per register; the casts become
 // views that convert at each use. A kernel constexpr pack_narrow_loads = 0 turns this off.
 TEST(CudaRowKernels, NarrowLoadsCastToF32StayPacked) {
