@@ -103,6 +103,35 @@ TEST(CudaProgramPrefetch, RowKernelsCompile) {
   }
 }
 
+// Bad knobs: a clear error naming the kernel and the limit, never a silent fallback.
+TEST(CudaProgramPrefetch, BadKnobsAreLocatedErrors) {
+  auto three = row_kernel("softmax", 32768);
+  three->set_constexpr("prefetch_buffers", 3);
+  try {
+    emit(*three);
+    ADD_FAILURE() << "prefetch_buffers = 3 accepted";
+  } catch (const TesseraError& e) {
+    EXPECT_NE(std::string(e.what()).find("prefetch_buffers of kernel @softmax is 3; it must be 1 or 2"), std::string::npos)
+        << e.what();
+  }
+  // Two buffers of a 128 KiB f32 row, asked for: more shared memory than an SM has.
+  auto big = row_kernel("softmax", 32768, ScalarKind::F32);
+  big->set_constexpr("prefetch_programs", 1);
+  big->set_constexpr("prefetch_buffers", 2);
+  try {
+    emit(*big);
+    ADD_FAILURE() << "two 128 KiB buffers accepted";
+  } catch (const TesseraError& e) {
+    EXPECT_NE(std::string(e.what()).find("kernel @softmax needs"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("bytes of shared memory; the limit on sm_90a is"), std::string::npos) << e.what();
+  }
+  // By default the f32 row (128 KiB, one buffer) still fits; two do not, so they are not chosen.
+  EXPECT_EQ(emit(*row_kernel("softmax", 32768, ScalarKind::F32)).stats["prefetched-program-loads"], 1);
+  auto two = row_kernel("softmax", 32768, ScalarKind::F32);
+  two->set_constexpr("prefetch_buffers", 2);
+  EXPECT_EQ(emit(*two).stats.count("prefetched-program-loads"), 0u);
+}
+
 std::unique_ptr<Kernel> parse_one(const std::string& src) {
   auto m = parse_module(src, "prefetch.tile");
   return bind_constexprs(*m->kernels.at(0), {});
