@@ -309,6 +309,9 @@ class Emitter {
   // order (8 rows of axis 0 at a time): for kernels with a 2-D grid and a pipelined mma.sync
   // matmul loop at the top level, whose CTAs then share operand tiles in L2.
   bool grouped_ = false;
+  // Rows of axis 0 per group in the grouped and persistent orders: the kernel constexpr GROUP_M
+  // (Triton's GROUP_SIZE_M; matmul declares it), else 8.
+  int64_t group_rows() const;
   // Program prefetch (EmitProgramPrefetch.cpp): the kernel runs persistent, each CTA looping
   // over programs t, t + gridDim.x, ... (as many CTAs as fit on the device), and each load_tile
   // whose indices are computed from the program ids alone issues, right after this program's
