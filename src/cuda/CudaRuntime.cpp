@@ -76,19 +76,29 @@ std::array<int64_t, 2> view_dims2(const Kernel& k, int j, const Sizes& sizes) {
   return d;
 }
 
-// Encodes the tensor map of a TensorMap parameter (CudaEmitter.h). False when TMA cannot
-// describe the operand (base not 16-byte aligned, row stride not a multiple of 16 bytes, no
-// cuTensorMapEncodeTiled in the driver, or the driver refuses it): the caller then uses the
-// kernel's compilation without TMA.
-bool encode_tensor_map(const Driver& d, const CudaParam& p, uint64_t base, const std::array<int64_t, 2>& dims,
-                       CUtensorMap& out) {
-  if (!d.cuTensorMapEncodeTiled) return false;
+// The driver's data type for a tensor map of TensorMap parameter p (CudaEmitter.h) at `base`
+// with `dims`, or -1 when TMA cannot describe the operand (base not 16-byte aligned, row stride
+// not a multiple of 16 bytes, an element type TMA does not copy, an empty matrix). The driver
+// may still refuse what passes.
+int tensor_map_type(const CudaParam& p, uint64_t base, const std::array<int64_t, 2>& dims) {
   int eb = scalar_bytes(p.elem);
   int type = p.elem == ScalarKind::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
              : p.elem == ScalarKind::F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
              : eb == 1                   ? CU_TENSOR_MAP_DATA_TYPE_UINT8
                                          : -1;
-  if (type < 0 || base % 16 != 0 || (dims[1] * eb) % 16 != 0 || dims[0] < 1 || dims[1] < 1) return false;
+  if (type < 0 || base % 16 != 0 || (dims[1] * eb) % 16 != 0 || dims[0] < 1 || dims[1] < 1) return -1;
+  return type;
+}
+
+// Encodes the tensor map of a TensorMap parameter. False when TMA cannot describe the operand
+// (tensor_map_type), there is no cuTensorMapEncodeTiled in the driver, or the driver refuses it:
+// the caller then uses the kernel's compilation without TMA.
+bool encode_tensor_map(const Driver& d, const CudaParam& p, uint64_t base, const std::array<int64_t, 2>& dims,
+                       CUtensorMap& out) {
+  if (!d.cuTensorMapEncodeTiled) return false;
+  int type = tensor_map_type(p, base, dims);
+  if (type < 0) return false;
+  int eb = scalar_bytes(p.elem);
   uint64_t gdim[2] = {static_cast<uint64_t>(dims[1]), static_cast<uint64_t>(dims[0])};
   uint64_t gstride[1] = {static_cast<uint64_t>(dims[1] * eb)};
   uint32_t box[2] = {static_cast<uint32_t>(p.box[0]), static_cast<uint32_t>(p.box[1])};
@@ -130,16 +140,46 @@ class CudaKernelImpl : public CudaKernel {
                                       "] on " + dev.name);
     }
     if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) return;  // nothing to run
-    launch_splits(args, ptrs, stream, sizes, grid, 1, std::move(key), this);
+    // Which compilation runs is decided before any tensor map is encoded: only the one launched
+    // encodes its maps (tens of microseconds each time the prepared launches miss).
+    const int splits = split_ways(ptrs, sizes, grid, dev);
+    CudaKernelImpl& run = splits > 1 ? split_variant() : *this;
+    run.launch_splits(args, ptrs, stream, sizes, grid, splits, std::move(key), *this);
   }
 
  private:
+  // How many CTAs share each program's K loop: more than 1 only for a split-K-capable
+  // compilation whose programs are too few to fill the device (split_k_factor), or as
+  // opts_.split_k asks, and only when TMA can describe the operands (else the compilation
+  // without TMA runs, unsplit, and the split one need not be compiled).
+  int split_ways(const std::vector<uint64_t>& ptrs, const Sizes& sizes, const std::array<int64_t, 3>& grid,
+                 const DeviceInfo& dev) {
+    const CudaKernelInfo& info = em_.info;
+    if (!info.split_k_capable || info.split_k || opts_.split_k == 1) return 1;
+    for (const CudaParam& p : info.params)
+      if (p.kind == CudaParam::Kind::TensorMap &&
+          tensor_map_type(p, ptrs.at(p.param_index), view_dims2(*k_, p.param_index, sizes)) < 0)
+        return 1;
+    if (opts_.split_k >= 2) return std::min(opts_.split_k, kMaxSplitK);
+    const int64_t programs = grid[0] * grid[1] * grid[2];
+    ensure_loaded(dev);
+    int s = split_k_factor(programs, int64_t(dev.num_sms) * c_->ctas_per_sm);
+    if (s < 2) return 1;
+    // The split compilation's deeper ring may hold fewer CTAs per SM: no more splits than its
+    // CTAs fit at once.
+    CudaKernelImpl& sv = split_variant();
+    sv.ensure_loaded(dev);
+    const int64_t fit = int64_t(dev.num_sms) * sv.c_->ctas_per_sm / programs;
+    return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(s, fit)));
+  }
+
   // The launch itself, for checked sizes and grid; `splits` CTAs per program (gridDim.z) when
   // this is a split-K compilation.
-  // `root` (the kernel the caller launched) keeps the prepared launch under `key`.
+  // `root` (the kernel the caller launched) keeps the prepared launch under `key`, counts the
+  // launch and provides the compilation without TMA.
   void launch_splits(const std::vector<KernelArg>& args, const std::vector<uint64_t>& ptrs, void* stream,
                      const Sizes& sizes, const std::array<int64_t, 3>& grid, int splits, std::vector<int64_t> key,
-                     CudaKernelImpl* root) {
+                     CudaKernelImpl& root) {
     const Kernel& k = *k_;
     const DeviceInfo& dev = device();
     ensure_loaded(dev);
@@ -151,8 +191,8 @@ class CudaKernelImpl : public CudaKernel {
       switch (p.kind) {
         case CudaParam::Kind::TensorMap:
           if (!encode_tensor_map(*driver(), p, ptrs.at(p.param_index), view_dims2(k, p.param_index, sizes), maps[i])) {
-            ++launches_without_tma;
-            without_tma().launch(args, ptrs, stream);
+            ++root.launches_without_tma;
+            root.without_tma().launch(args, ptrs, stream);
             return;
           }
           continue;
@@ -174,24 +214,6 @@ class CudaKernelImpl : public CudaKernel {
         case CudaParam::Kind::SplitWorkspace:
           slots[i] = split_workspace(stream, grid[0] * grid[1], splits);
           break;
-      }
-    }
-    // Too few programs to fill the device (the operands' tensor maps are known to be fine by now):
-    // the split-K compilation shares each program's K loop among several CTAs.
-    if (info.split_k_capable && !info.split_k && opts_.split_k != 1) {
-      const int64_t programs = grid[0] * grid[1] * grid[2];
-      int s = opts_.split_k >= 2 ? std::min(opts_.split_k, kMaxSplitK)
-                                 : split_k_factor(programs, int64_t(dev.num_sms) * c_->ctas_per_sm);
-      // The split compilation's deeper ring may hold fewer CTAs per SM: no more splits than
-      // its CTAs fit at once.
-      if (s > 1 && opts_.split_k == 0) {
-        CudaKernelImpl& sv = split_variant();
-        sv.ensure_loaded(dev);
-        s = static_cast<int>(std::min<int64_t>(s, int64_t(dev.num_sms) * sv.c_->ctas_per_sm / programs));
-      }
-      if (s > 1) {
-        split_variant().launch_splits(args, ptrs, stream, sizes, grid, s, std::move(key), root);
-        return;
       }
     }
     // A persistent kernel loops over the programs itself: one CTA per multiprocessor (a
@@ -225,10 +247,10 @@ class CudaKernelImpl : public CudaKernel {
     for (size_t i = 0; i < info.params.size(); ++i)
       p->params[i] = info.params[i].kind == CudaParam::Kind::TensorMap ? static_cast<void*>(&p->maps[i])
                                                                         : static_cast<void*>(&p->slots[i]);
-    std::lock_guard<std::mutex> lock(root->prepared_mu_);
-    root->relaunch(*p);
-    if (root->prepared_.size() >= kPreparedKept) root->prepared_.erase(root->prepared_.begin());
-    root->prepared_.push_back(std::move(p));
+    std::lock_guard<std::mutex> lock(root.prepared_mu_);
+    root.relaunch(*p);
+    if (root.prepared_.size() >= kPreparedKept) root.prepared_.erase(root.prepared_.begin());
+    root.prepared_.push_back(std::move(p));
   }
 
   // Launches repeated with the same arguments (device pointers, shapes, scalars, stream) reuse
