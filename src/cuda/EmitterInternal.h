@@ -214,8 +214,11 @@ class Emitter {
   };
   std::unordered_map<const Value*, FragTile> frag_tiles_;
   // The ops from loop result j to its store when they can run on the fragments (f32 mul, add or
-  // sub by a splat scalar, then an optional float cast, then the store), else empty.
-  std::vector<const Op*> frag_store_chain(const Op& for_op, size_t j) const;
+  // sub by a splat scalar, then an optional float cast, then the store), else empty. Found once
+  // per loop result (the wgmma loop's is asked for by can_be_persistent and again by emit_for).
+  const std::vector<const Op*>& frag_store_chain(const Op& for_op, size_t j) const;
+  std::vector<const Op*> find_frag_store_chain(const Op& for_op, size_t j) const;
+  mutable std::unordered_map<const Value*, std::vector<const Op*>> frag_store_chains_;
   bool fold_frag_binary(const Op& op);
   // emit_op's hooks: a cast of a fragment-held tile, a store of one (true when handled).
   bool fold_frag_cast(const Op& cast);
@@ -310,7 +313,8 @@ class Emitter {
   // matmul loop at the top level, whose CTAs then share operand tiles in L2.
   bool grouped_ = false;
   // Rows of axis 0 per group in the grouped and persistent orders: the kernel constexpr GROUP_M
-  // (Triton's GROUP_SIZE_M; matmul declares it), else 8.
+  // (Triton's GROUP_SIZE_M), else 8. The library matmul does not declare it: on the H200 groups
+  // of 4, 16 and 32 rows measured within the run-to-run spread of 8 (bench/RESULTS.md, session 6).
   int64_t group_rows() const;
   // Program prefetch (EmitProgramPrefetch.cpp): the kernel runs persistent, each CTA looping
   // over programs t, t + gridDim.x, ... (as many CTAs as fit on the device), and each load_tile

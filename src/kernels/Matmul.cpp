@@ -22,10 +22,6 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
   auto BM = k.constexpr_("BLOCK_M", {16, 32, 64, 128}, tc ? 128 : 64);
   auto BN = k.constexpr_("BLOCK_N", {16, 32, 64, 128, 256}, tc ? 256 : 64);
   auto BK = k.constexpr_("BLOCK_K", {16, 32, 64}, tc ? 64 : 32);
-  // A schedule hint (the cuda backend reads it; the others ignore it): programs are started
-  // GROUP_M rows of tiles at a time, so that the tiles running together share operand tiles in
-  // L2 (Triton's GROUP_SIZE_M).
-  k.constexpr_("GROUP_M", {4, 8, 16, 32}, 8);
   k.grid({cdiv(a.dim(0), BM), cdiv(b.dim(1), BN)});
   auto pm = program_id(0), pn = program_id(1);
 

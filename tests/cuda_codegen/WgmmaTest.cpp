@@ -75,6 +75,27 @@ TEST(CudaWgmma, LibraryMatmul128x256x64IsWarpSpecializedTmaWgmma) {
 }
 
 // A kernel that does more than the matmul loop and its store keeps one CTA per program.
+// The persistent (sm_90a) and grouped (mma.sync) orders take GROUP_M rows of tiles at a time
+// when the kernel declares that constexpr (else 8); a value below 1 is a located error.
+TEST(CudaWgmma, GroupRowsFromTheKernelsGroupM) {
+  auto with_group = [](int64_t g) {
+    auto k = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}});
+    k->set_constexpr("GROUP_M", g);
+    return k;
+  };
+  EXPECT_NE(emit(*lib_matmul(ScalarKind::BF16)).source.find("tsr_in_group = 8 * int64_t(tsr_grid1)"), std::string::npos);
+  EXPECT_NE(emit(*with_group(16)).source.find("tsr_in_group = 16 * int64_t(tsr_grid1)"), std::string::npos);
+  CudaEmission mma = emit(*with_group(4), "sm_90");
+  EXPECT_NE(mma.source.find("tsr_in_group = 4 * int64_t(tsr_grid1)"), std::string::npos);
+  EXPECT_NE(mma.source.find("tsr_first = tsr_t / tsr_in_group * 4"), std::string::npos);
+  try {
+    emit(*with_group(0));
+    ADD_FAILURE() << "GROUP_M = 0 accepted";
+  } catch (const TesseraError& e) {
+    EXPECT_NE(std::string(e.what()).find("GROUP_M of kernel @matmul is 0"), std::string::npos) << e.what();
+  }
+}
+
 TEST(CudaWgmma, OtherWorkAtTopLevelKeepsOneCtaPerProgram) {
   std::string t =
       "kernel @mm(%a: view<bf16, [M, K]>, %b: view<bf16, [K, N]>, %c: view<bf16, [M, N]>, %d: view<f32, [M]>) {\n"
