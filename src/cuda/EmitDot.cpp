@@ -175,7 +175,13 @@ bool scalar_epilogue_op(const Op& o, const Value* tile) {
 
 }  // namespace
 
-std::vector<const Op*> Emitter::frag_store_chain(const Op& f, size_t j) const {
+const std::vector<const Op*>& Emitter::frag_store_chain(const Op& f, size_t j) const {
+  auto [it, first] = frag_store_chains_.try_emplace(f.result(j));
+  if (first) it->second = find_frag_store_chain(f, j);
+  return it->second;
+}
+
+std::vector<const Op*> Emitter::find_frag_store_chain(const Op& f, size_t j) const {
   Block& top = const_cast<Block&>(*k_.body);
   std::vector<const Op*> chain;
   const Value* stored = f.result(j);

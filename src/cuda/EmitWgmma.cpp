@@ -126,7 +126,7 @@ bool Emitter::can_be_persistent() {
   if (!y || y->operands.size() > 2) return false;  // a 1-D or 2-D grid
   const Op* loop = wg_.loop;
   if (loop->parent != k_.body.get()) return false;
-  std::vector<const Op*> chain = frag_store_chain(*loop, 0);
+  const std::vector<const Op*>& chain = frag_store_chain(*loop, 0);
   if (chain.empty()) return false;
   const Op* init = loop->operand(3)->def;
   if (!init || init->kind != OpKind::Splat || !init->operand(0)->type.is_scalar()) return false;

@@ -214,8 +214,11 @@ class Emitter {
   };
   std::unordered_map<const Value*, FragTile> frag_tiles_;
   // The ops from loop result j to its store when they can run on the fragments (f32 mul, add or
-  // sub by a splat scalar, then an optional float cast, then the store), else empty.
-  std::vector<const Op*> frag_store_chain(const Op& for_op, size_t j) const;
+  // sub by a splat scalar, then an optional float cast, then the store), else empty. Found once
+  // per loop result (the wgmma loop's is asked for by can_be_persistent and again by emit_for).
+  const std::vector<const Op*>& frag_store_chain(const Op& for_op, size_t j) const;
+  std::vector<const Op*> find_frag_store_chain(const Op& for_op, size_t j) const;
+  mutable std::unordered_map<const Value*, std::vector<const Op*>> frag_store_chains_;
   bool fold_frag_binary(const Op& op);
   // emit_op's hooks: a cast of a fragment-held tile, a store of one (true when handled).
   bool fold_frag_cast(const Op& cast);
