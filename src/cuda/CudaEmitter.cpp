@@ -618,7 +618,7 @@ void Emitter::emit_for(const Op& op) {
   std::vector<std::pair<size_t, const Op*>> frags = frag_carried(op);
   std::vector<std::string> frag_names;
   for (auto& [j, dot] : frags) {
-    MmaPlan p = plan_mma(*dot);
+    MmaPlan p = fragment_plan(*dot);
     std::string fr = fresh("frag");
     line("float " + fr + "[" + std::to_string(p.mt) + "][" + std::to_string(p.nt) + "][4];");
     const Op* init = op.operand(3 + j)->def;
@@ -637,7 +637,7 @@ void Emitter::emit_for(const Op& op) {
   else if (pipe.ok) emit_pipelined(op, pipe, frag_names[0]);
   else emit_loop(op, vals, carried);
   for (size_t q = 0; q < frags.size(); ++q) {
-    MmaPlan p = plan_mma(*frags[q].second);
+    MmaPlan p = fragment_plan(*frags[q].second);
     if (!frag_store_chain(op, frags[q].first).empty())
       frag_tiles_[op.result(frags[q].first)] = FragTile{p, frag_names[q], ScalarKind::F32};
     else

@@ -12,8 +12,11 @@
 
 namespace tessera::cudagen {
 
+Emitter::MmaPlan Emitter::fragment_plan(const Op& dot) const {
+  return wg_.ok && &dot == wg_.dot ? wg_.mma : plan_mma(dot);
+}
+
 Emitter::MmaPlan Emitter::plan_mma(const Op& op) const {
-  if (wg_.ok && &op == wg_.dot) return wg_.mma;  // the wgmma accumulator layout (EmitWgmma.cpp)
   MmaPlan p;
   const Value *a = op.operand(0), *r = op.result();
   if (!a->type.is_tile() || !r->type.is_tile() || a->type.rank() != 2 || r->type.rank() != 2) return p;
@@ -311,7 +314,7 @@ std::vector<std::pair<size_t, const Op*>> Emitter::frag_carried(const Op& f) con
   std::vector<std::pair<size_t, const Op*>> out;
   const Block& body = f.region(0);
   for (size_t j = 0; j + 1 < body.args.size(); ++j)
-    if (const Op* dot = carried_dot(f, j); dot && plan_mma(*dot).ok) out.push_back({j, dot});
+    if (const Op* dot = carried_dot(f, j); dot && fragment_plan(*dot).ok) out.push_back({j, dot});
   return out;
 }
 

@@ -190,7 +190,11 @@ class Emitter {
     int64_t operand_bytes() const { return f8 ? 1 : 2; }
     const char* f8_name() const { return f8 == 1 ? "e4m3" : "e5m2"; }
   };
+  // The mma.sync plan of a dot (ok when tensor cores take it).
   MmaPlan plan_mma(const Op& dot) const;
+  // The layout of a fragment-carried dot's accumulator: the wgmma plan's (wg_.mma, one warpgroup
+  // row block per consumer warpgroup) for the wgmma dot, the mma.sync plan for any other.
+  MmaPlan fragment_plan(const Op& dot) const;
   std::unordered_map<const Op*, std::string> frag_of_;  // dot -> fragment array name
   // For `for` ops: carried index -> the dot whose accumulator it is (fragment-carried).
   std::vector<std::pair<size_t, const Op*>> frag_carried(const Op& for_op) const;
