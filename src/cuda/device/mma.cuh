@@ -322,6 +322,23 @@ TSR_D void ldsm_frags_f8(uint32_t (&a)[MT][4], uint32_t (&b)[NT][2], uint32_t sa
 // ---- epilogue: accumulator fragments straight to global memory ----
 namespace tsr {
 
+// A thread's two adjacent columns of one m16n8 accumulator fragment f, row half h (f[2h] and
+// f[2h + 1]), each through conv, side by side: one 2-element store of `pair`, or one of `s`
+// each at a ragged edge.
+template <class S>
+union FragPair {
+  typedef typename VecT<2 * sizeof(S)>::T P;
+  S s[2];
+  P pair;
+};
+template <class S, class Conv>
+TSR_D FragPair<S> frag_pair(const float (&f)[4], int h, Conv conv) {
+  FragPair<S> u;
+  u.s[0] = conv(f[2 * h]);
+  u.s[1] = conv(f[2 * h + 1]);
+  return u;
+}
+
 // One warp's c[MT][NT] (the warp_mma_block fragment order; the warp's block starts at row0, col0
 // of a row-major nrows x ncols matrix with row stride ld) -> memory, each value through conv.
 // A thread owns pairs of adjacent columns: one 2-element store per pair when `pair_ok` (base and
@@ -329,7 +346,7 @@ namespace tsr {
 template <class S, int MT, int NT, class Conv>
 TSR_D void store_frags(const float (&c)[MT][NT][4], S* g, int64_t row0, int64_t col0, int64_t nrows, int64_t ncols,
                        int64_t ld, bool pair_ok, int lane, Conv conv) {
-  typedef typename VecT<2 * sizeof(S)>::T P;
+  typedef typename FragPair<S>::P P;
   const int64_t r0 = row0 + (lane >> 2), c0 = col0 + 2 * (lane & 3);
 #pragma unroll
   for (int i = 0; i < MT; ++i)
@@ -341,14 +358,9 @@ TSR_D void store_frags(const float (&c)[MT][NT][4], S* g, int64_t row0, int64_t 
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
         const int64_t cc = c0 + 8 * j;
-        union {
-          S s[2];
-          P p;
-        } u;
-        u.s[0] = conv(c[i][j][2 * h]);
-        u.s[1] = conv(c[i][j][2 * h + 1]);
+        const FragPair<S> u = frag_pair<S>(c[i][j], h, conv);
         if (pair_ok && cc >= 0 && cc + 2 <= ncols) {
-          *reinterpret_cast<P*>(row + cc) = u.p;
+          *reinterpret_cast<P*>(row + cc) = u.pair;
         } else {
           if (cc >= 0 && cc < ncols) row[cc] = u.s[0];
           if (cc + 1 >= 0 && cc + 1 < ncols) row[cc + 1] = u.s[1];
@@ -370,7 +382,7 @@ TSR_D void store_frags(const float (&c)[MT][NT][4], S* g, int64_t row0, int64_t 
 template <class S, int BM, int BN, int NTHREADS, int MT, int NT, class Conv>
 TSR_D void store_frags_staged(const float (&c)[MT][NT][4], S* stile, int m0, int n0, bool active, S* g, int64_t row0,
                               int64_t col0, int64_t nrows, int64_t ncols, int64_t ld, bool vec_ok, int tid, Conv conv) {
-  typedef typename VecT<2 * sizeof(S)>::T P;
+  typedef typename FragPair<S>::P P;
   constexpr int E = 16 / int(sizeof(S));  // elements per chunk
   constexpr int LDS = BN + E;
   constexpr int CPR = BN / E;
@@ -384,15 +396,8 @@ TSR_D void store_frags_staged(const float (&c)[MT][NT][4], S* stile, int m0, int
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int j = 0; j < NT; ++j) {
-          union {
-            S s[2];
-            P p;
-          } u;
-          u.s[0] = conv(c[i][j][2 * h]);
-          u.s[1] = conv(c[i][j][2 * h + 1]);
-          *reinterpret_cast<P*>(w0 + (16 * i + 8 * h) * LDS + 8 * j) = u.p;
-        }
+        for (int j = 0; j < NT; ++j)
+          *reinterpret_cast<P*>(w0 + (16 * i + 8 * h) * LDS + 8 * j) = frag_pair<S>(c[i][j], h, conv).pair;
   }
   __syncthreads();
 #pragma unroll 4
