@@ -105,6 +105,24 @@ TEST(WgmmaGpu, OperandsTmaCannotDescribeRunTheMmaSyncCompilation) {
   EXPECT_EQ(run_and_compare(*k, {{"M", 130}, {"N", 99}, {"K", 64}}, 4), 1);
 }
 
+// Two programs would split over K, even more so when asked to; but the split compilation reads
+// its operands through tensor maps too, so operands TMA cannot describe run the compilation
+// without TMA unsplit, and the kernel launched counts it.
+TEST(WgmmaGpu, SplitKWithOperandsTmaCannotDescribeRunsTheMmaSyncCompilationUnsplit) {
+  REQUIRE_HOPPER();
+  auto k = matmul(ScalarKind::BF16, 128, 256, 64);
+  for (int split : {0, 4}) {
+    SCOPED_TRACE("split_k " + std::to_string(split));
+    CudaOptions o = test_options();
+    o.split_k = split;
+    auto ck = compile_cuda(*k, o);
+    run_compiled_and_compare(*ck, *k, {{"M", 130}, {"N", 96}, {"K", 77}}, 12);
+    EXPECT_EQ(ck->launches_without_tma, 1);
+    EXPECT_EQ(ck->launches_split_k, 0);
+    EXPECT_EQ(ck->last_splits, 1);
+  }
+}
+
 // Against the double-precision reference: a long K loop, and more programs than SMs (the
 // persistent loop runs several programs per CTA, carrying the ring's phases across them).
 void expect_matches_reference(const Sizes& s, int64_t bm, int64_t bn, int64_t bk) {
