@@ -5,6 +5,7 @@
 
 #include "CodegenTestUtil.h"
 #include "text/Text.h"
+#include "../common/PrefetchGrid2dText.h"
 
 namespace tessera {
 namespace {
@@ -135,6 +136,17 @@ TEST(CudaProgramPrefetch, BadKnobsAreLocatedErrors) {
 std::unique_ptr<Kernel> parse_one(const std::string& src) {
   auto m = parse_module(src, "prefetch.tile");
   return bind_constexprs(*m->kernels.at(0), {});
+}
+
+// A 2-D grid: the ids of this program and of the next come from one counter, x fastest.
+TEST(CudaProgramPrefetch, TwoDimensionalGrid) {
+  auto k = parse_one(testutil::kPrefetchGrid2dText);
+  CudaEmission em = emit(*k);
+  EXPECT_EQ(em.stats["prefetched-program-loads"], 1);
+  EXPECT_NE(em.source.find("tsr_npid1 = int32_t(tsr_tn / tsr_grid0 % tsr_grid1)"), std::string::npos);
+  EXPECT_NE(em.source.find("= tsr_npid0;"), std::string::npos);
+  EXPECT_NE(em.source.find("= tsr_npid1;"), std::string::npos);
+  expect_compiles(*k, "2-D grid");
 }
 
 // The loads' indices may be arithmetic on the program ids (recomputed for the next program);
