@@ -116,22 +116,23 @@ void Emitter::emit_load_store(const Op& op) {
         }
         return;
       }
-      if (!hit.empty()) {
-        open("if (" + hit + ") {");
+      // A load's vector from `from` (a pointer expression of the storage type): into the packed
+      // words or into the buffer.
+      auto load_vec = [&](const std::string& from) {
         if (packed)
           line("tsr::copy_vec<uint32_t, " + std::to_string(L.vec / 2) + ">(" + r + ".w + " + c + " * " +
-               std::to_string(L.vec / 2) + ", reinterpret_cast<const uint32_t*>(" + pf_slot("tsr_pf_cur", c) + "));");
+               std::to_string(L.vec / 2) + ", reinterpret_cast<const uint32_t*>(" + from + "));");
         else
-          line("tsr::copy_vec<" + St + ", " + V + ">(" + buf + ", reinterpret_cast<const " + St + "*>(" +
-               pf_slot("tsr_pf_cur", c) + "));");
+          line("tsr::copy_vec<" + St + ", " + V + ">(" + buf + ", " + from + ");");
+      };
+      if (!hit.empty()) {
+        open("if (" + hit + ") {");
+        load_vec(packed ? pf_slot("tsr_pf_cur", c) : "reinterpret_cast<const " + St + "*>(" + pf_slot("tsr_pf_cur", c) + ")");
         --ind_;
         open("} else {");
       }
-      if (packed) {
-        line("tsr::copy_vec<uint32_t, " + std::to_string(L.vec / 2) + ">(" + r + ".w + " + c + " * " +
-             std::to_string(L.vec / 2) + ", reinterpret_cast<const uint32_t*>(" + vi.ptr + " + " + off + "));");
-      } else if (load) {
-        line("tsr::copy_vec<" + St + ", " + V + ">(" + buf + ", " + vi.ptr + " + " + off + ");");
+      if (load) {
+        load_vec(vi.ptr + " + " + off);
       } else if (pair_store) {
         const std::string W = std::to_string(L.vec / 2);
         line("uint32_t " + buf + "w[" + W + "];");
