@@ -213,8 +213,11 @@ void Emitter::emit_program_loop(const Block& body) {
   line("const int64_t tsr_programs = int64_t(tsr_grid0) * int64_t(tsr_grid1) * int64_t(tsr_grid2);");
   line(std::string("constexpr int tsr_pf_off = ") + kProgramPrefetchOffset + ";  // the prefetch buffers' offset in tsr_smem");
   if (pf_buffers_ == 2) line("int tsr_pf_at = 0;  // the byte offset of the buffer this program's prefetched tiles are in");
-  for (const auto& pf : prog_pf_)
-    line("int64_t " + pf.tag + " = -1;  // the program whose tile of " + text_of(*pf.load).substr(0, 40) + "... is prefetched");
+  for (const auto& pf : prog_pf_) {
+    std::string what = text_of(*pf.load).substr(0, 40);
+    std::erase(what, '\\');  // (a backslash would continue the comment onto the next line)
+    line("int64_t " + pf.tag + " = -1;  // the program whose tile of " + what + "... is prefetched");
+  }
   open("for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {");
   auto ids = [&](const std::string& p, const std::string& t) {
     line("const int32_t " + p + "0 = int32_t(" + t + " % tsr_grid0), " + p + "1 = int32_t(" + t + " / tsr_grid0 % tsr_grid1), " +
