@@ -74,7 +74,6 @@ bool Emitter::plan_program_prefetch() {
   struct Candidate {
     ProgramPrefetch pf;
     int64_t bytes = 0;
-    bool on_pid = false;
   };
   std::vector<Candidate> cands;
   for (const Op* l : loads) {
@@ -112,11 +111,10 @@ bool Emitter::plan_program_prefetch() {
       if (chain.count(&o)) c.pf.chain.push_back(&o);
     });
     c.bytes = L.chunks * T_ * chunk_bytes;
-    c.on_pid = on_pid;
     cands.push_back(std::move(c));
   }
   int64_t program_bytes = 0;
-  for (const auto& c : cands) program_bytes += c.on_pid ? c.bytes : 0;
+  for (const auto& c : cands) program_bytes += c.pf.invariant ? 0 : c.bytes;
   if (program_bytes == 0) return false;
   const bool forced = knob_decl && knob_decl->value == 1;
   if (!forced && program_bytes < kProgramPrefetchMinBytes) return false;
@@ -140,16 +138,13 @@ bool Emitter::plan_program_prefetch() {
   int64_t bytes = 0;
   for (int pass = 0; pass < 2; ++pass)
     for (auto& c : cands) {
-      if (c.on_pid != (pass == 0)) continue;
+      if (c.pf.invariant != (pass == 1)) continue;
       if (pass == 1 && (!invariant || pf_buffers_ * (bytes + c.bytes) > budget)) continue;
       c.pf.offset = bytes;
       bytes += c.bytes;
       plan.push_back(std::move(c.pf));
     }
-  for (auto& pf : plan) {
-    pf.tag = fresh("tsr_pf_tag");
-    if (pf.invariant) count("prefetched-invariant-loads");
-  }
+  for (auto& pf : plan) pf.tag = fresh("tsr_pf_tag");
   prog_pf_ = std::move(plan);
   prog_pf_bytes_ = bytes;
   return true;
