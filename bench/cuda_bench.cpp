@@ -22,7 +22,7 @@
 // --mnk N or MxNxK: that one matmul shape instead of the list.
 //
 //   cuda_bench [--quick] [--json [FILE]] [--only NAME] [--tune] [--iters N] [--dump-cubin DIR]
-//              [--vec-n N] [--rows M --cols N] [--mnk N|MxNxK]
+//              [--vec-n N] [--rows M --cols N] [--mnk N|MxNxK] [--split-k N] [--stream-k]
 //
 // Without a GPU it still reports the compile and cache-hit times.
 #include <dlfcn.h>
@@ -65,6 +65,7 @@ struct Flags {
   std::string json_file, only, dump_cubin;
   int iters = 0;  // 0: adaptive
   int split_k = 0;  // CudaOptions::split_k: 0 automatic, 1 never, n >= 2 always n ways
+  bool stream_k = false;  // CudaTarget::stream_k (--stream-k: share the last partial wave's K work)
   int64_t vec_n = int64_t{1} << 28;
   std::vector<std::pair<int64_t, int64_t>> row_sizes = {{16384, 4096}, {4096, 32768}};
   // M, N, K of each matmul shape; the first is the one --tune searches.
@@ -80,6 +81,7 @@ struct Result {
   // over the median time (GB/s); 0 where not measured.
   double cublas = 0, cublas_ratio = 0, hbm_gbps = 0;
   double host_us = 0;  // host time per launch (submission), 0 where not measured
+  double back_to_back_ms = 0;  // matmuls with M <= 64: time per launch back to back
   std::string note;
 };
 
@@ -141,6 +143,27 @@ std::vector<float> time_launches(Launch&& launch, int iters_flag) {
   for (int i = 0; i < iters; ++i) check(d.cuEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]), "cuEventElapsedTime");
   for (auto& e : ev) d.cuEventDestroy(e);
   return ms;
+}
+
+// Launches back to back between one pair of events (iters launches, inputs rotated by the
+// caller): the time per launch when the GPU never waits for the next launch, as in a stream of
+// kernels or a CUDA graph. Reported beside the per-launch median for memory-bound matmuls,
+// where the gap between launches is a large part of the per-launch figure.
+template <class Launch>
+double time_back_to_back_ms(Launch&& launch, int iters) {
+  const Driver& d = *driver();
+  CUevent e0, e1;
+  check(d.cuEventCreate(&e0, 0), "cuEventCreate");
+  check(d.cuEventCreate(&e1, 0), "cuEventCreate");
+  check(d.cuEventRecord(e0, nullptr), "cuEventRecord");
+  for (int i = 0; i < iters; ++i) launch(i);
+  check(d.cuEventRecord(e1, nullptr), "cuEventRecord");
+  check(d.cuEventSynchronize(e1), "cuEventSynchronize");
+  float ms = 0;
+  check(d.cuEventElapsedTime(&ms, e0, e1), "cuEventElapsedTime");
+  d.cuEventDestroy(e0);
+  d.cuEventDestroy(e1);
+  return ms / iters;
 }
 
 double median(std::vector<float> v) {
@@ -220,6 +243,9 @@ void measure(const LibraryKernel& lk, const Kernel& k, CudaKernel& ck, const Siz
     r.figure = flops / (r.median_ms * 1e-3) / 1e12;
     r.unit = "TFLOP/s";
     r.hbm_gbps = bytes / (r.median_ms * 1e-3) / 1e9;
+    if (sizes.count("M") && sizes.at("M") <= 64)
+      r.back_to_back_ms = time_back_to_back_ms([&](int i) { ck.launch(b.args, ptrs[i % ptrs.size()], nullptr); },
+                                               static_cast<int>(ms.size()));
   } else {
     r.figure = bytes / (r.median_ms * 1e-3) / 1e9;
     r.unit = "GB/s";
@@ -348,12 +374,20 @@ void print_results(const std::vector<Result>& rs, const Flags& f, const std::str
   std::printf("\n%-12s %-5s %-26s %10s %12s %-8s %9s %7s %9s %8s %10s %9s %9s  %s\n", "kernel", "dtype", "sizes",
               "median_ms", "figure", "unit", "cuBLAS", "ratio", "hbm_GB/s", "host_us", "nvrtc_s", "mem_ms", "disk_ms",
               "config / note");
-  for (const auto& r : rs)
+  for (const auto& r : rs) {
+    std::string note = r.note;
+    if (r.back_to_back_ms > 0 && r.median_ms > 0) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "%sback to back %.1f us = %.0f GB/s", note.empty() ? "" : "; ",
+                    r.back_to_back_ms * 1e3, r.hbm_gbps * r.median_ms / r.back_to_back_ms);
+      note += buf;
+    }
     std::printf("%-12s %-5s %-26s %10.4f %12.2f %-8s %9s %7s %9s %8s %10.3f %9.3f %9.3f  %s %s\n", r.kernel.c_str(),
                 r.dtype.c_str(), r.sizes.c_str(), r.median_ms, r.figure, r.unit.c_str(),
                 or_dash(r.cublas, "%.1f").c_str(), or_dash(r.cublas_ratio, "%.3f").c_str(),
                 or_dash(r.hbm_gbps, "%.0f").c_str(), or_dash(r.host_us, "%.1f").c_str(), r.compile_s, r.memory_hit_ms, r.disk_hit_ms, r.config.c_str(),
-                r.note.c_str());
+                note.c_str());
+  }
   if (!f.json) return;
   std::ostringstream j;
   j << "{\n  \"device\": \"" << json_escape(device_desc) << "\",\n  \"results\": [\n";
@@ -363,7 +397,7 @@ void print_results(const std::vector<Result>& rs, const Flags& f, const std::str
       << "\", \"config\": \"" << r.config << "\", \"median_ms\": " << r.median_ms << ", \"figure\": " << r.figure
       << ", \"unit\": \"" << r.unit << "\", \"cublas_figure\": " << r.cublas << ", \"cublas_ratio\": " << r.cublas_ratio
       << ", \"hbm_GBps\": " << r.hbm_gbps << ", \"host_us\": " << r.host_us << ", \"nvrtc_s\": " << r.compile_s << ", \"memory_hit_ms\": " << r.memory_hit_ms
-      << ", \"disk_hit_ms\": " << r.disk_hit_ms << ", \"note\": \"" << json_escape(r.note) << "\"}"
+      << ", \"disk_hit_ms\": " << r.disk_hit_ms << ", \"back_to_back_ms\": " << r.back_to_back_ms << ", \"note\": \"" << json_escape(r.note) << "\"}"
       << (i + 1 < rs.size() ? ",\n" : "\n");
   }
   j << "  ]\n}\n";
@@ -394,6 +428,7 @@ Flags parse_flags(int argc, char** argv) {
     else if (a == "--dump-cubin") f.dump_cubin = need(i);
     else if (a == "--vec-n") f.vec_n = std::stoll(need(i));
     else if (a == "--split-k") f.split_k = std::stoi(need(i));
+    else if (a == "--stream-k") f.stream_k = true;
     else if (a == "--mnk") {
       // N (a cube) or MxNxK.
       std::string v = need(i);
@@ -410,7 +445,7 @@ Flags parse_flags(int argc, char** argv) {
     else if (a == "--cols") cols = std::stoll(need(i));
     else if (a == "-h" || a == "--help") {
       std::printf("usage: cuda_bench [--quick] [--json [FILE]] [--only NAME] [--tune] [--iters N] [--dump-cubin DIR]\n"
-                  "                  [--vec-n N] [--rows M] [--cols N] [--mnk N|MxNxK] [--split-k N]\n"
+                  "                  [--vec-n N] [--rows M] [--cols N] [--mnk N|MxNxK] [--split-k N] [--stream-k]\n"
                   "matmul (bf16) shapes: 4096^3 (the one --tune searches), 8192^3, 4096x14336x4096,\n"
                   "128x14336x4096, 16x4096x4096 (MxNxK), each beside cuBLAS; --quick: 2048^3 only;\n"
                   "--mnk: that one shape. --split-k: 0 (default) lets the runtime split small wgmma\n"
@@ -851,6 +886,11 @@ std::vector<Result> bench_matmul(const LibraryKernel& lk, const BenchCase& bc, c
       }
       c.host_us = (now_s() - t0) / 50 * 1e6;
       check(driver()->cuCtxSynchronize(), "cuCtxSynchronize");
+      if (M <= 64)
+        c.back_to_back_ms = time_back_to_back_ms([&](int i) {
+          auto& s = bufs.sets[i % bufs.sets.size()];
+          cublas_gemm(cb, bc.dt, M, N, K, s[0].get(), s[1].get(), cref.get());
+        }, static_cast<int>(ms.size()));
       c.figure = lk.flops(bc.sizes, bc.dt) / (c.median_ms * 1e-3) / 1e12;
       c.hbm_gbps = lk.bytes(bc.sizes, bc.dt) / (c.median_ms * 1e-3) / 1e9;
       c.cublas = c.figure;
@@ -943,6 +983,7 @@ int main(int argc, char** argv) {
   opts.target = cuda_target_for(opts);
   opts.target_from_device = false;
   opts.split_k = f.split_k;
+  opts.target.stream_k = f.stream_k;
   const std::string target = "cuda:" + opts.target.str();
   std::printf("cuda_bench: device %s; compiling for %s\n", device_desc.c_str(), opts.target.str().c_str());
 
@@ -959,6 +1000,10 @@ int main(int argc, char** argv) {
     try {
       auto unbound = lk->build(bc.dt);
       if (bc.kernel == "softmax" || bc.kernel == "layernorm" || bc.kernel == "rmsnorm") add_row_knobs(*unbound);
+      // TESSERA_BENCH_GROUP_M=G: rows of tiles per group in the persistent wgmma order (the
+      // emitter's GROUP_M, 8 where the kernel does not declare it), for the matmul rows.
+      if (const char* e = std::getenv("TESSERA_BENCH_GROUP_M"); e && std::atoi(e) >= 1 && bc.kernel == "matmul")
+        unbound->set_constexpr("GROUP_M", std::atoi(e));
       // The row kernels' tile for the row length, else the target's preferred config.
       auto k = bind_constexprs(*unbound, library_config(*lk, bc.dt, target, row_config(*unbound, bc)));
       r.config = config_str(*k);

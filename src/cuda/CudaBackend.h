@@ -27,6 +27,11 @@ struct CudaTarget {
   // K loop, and the last to finish sums the slices and runs the epilogue. The runtime compiles
   // and launches this variant when the programs alone would leave multiprocessors idle.
   bool split_k = false;
+  // sm_90a: a persistent wgmma kernel whose programs end in a partial wave of at least half the
+  // CTAs spreads that last wave's K loops evenly over all CTAs (stream-K): the CTA that began a
+  // tile adds the later parts, which other CTAs leave in a workspace. Off by default: on the
+  // H200 it measured slower at every benchmark shape (bench/RESULTS.md, session 7).
+  bool stream_k = false;
   static CudaTarget parse(const std::string& s);  // "cuda:sm_80", "sm_90a", "cuda" (= sm_90a)
   std::string str() const;                        // "sm_90a"
 };

@@ -945,14 +945,23 @@ CudaEmission Emitter::run() {
       }
     }
   }
-  if (split_k_) {
+  stream_k_ = persistent_ && tg_.stream_k;
+  if (split_k_ || stream_k_) {
     sig.push_back("unsigned char* __restrict__ tsr_ws");
     info.params.push_back({CudaParam::Kind::SplitWorkspace, ScalarKind::U8, 8, "split_workspace", -1});
-    info.split_k = true;
     info.split_slot_bytes = int64_t(wg_.consumer_warps) * 32 * (wg_.BN / 2) * 4;
+  }
+  if (split_k_) {
+    info.split_k = true;
     count("split-k");
     notes_.push_back("split-K: gridDim.z CTAs share each program's K loop; partial sums meet in a workspace and the "
                      "last CTA adds them in split order");
+  }
+  if (stream_k_) {
+    info.stream_k = true;
+    count("stream-k");
+    notes_.push_back("stream-K: a last partial wave of at least half the CTAs is cut into equal shares of K work, one "
+                     "per CTA; the CTA that began a tile adds the later parts in K order");
   }
   grouped_ = !persistent_ && !split_k_ && !wg_.ok && has_pipelined_mma_loop();
   if (grouped_) {
@@ -1050,7 +1059,26 @@ CudaEmission Emitter::run() {
     emit_wgmma_setup();
     line("const int64_t tsr_programs = int64_t(tsr_grid0) * int64_t(tsr_grid1), tsr_in_group = " +
          std::to_string(group_rows()) + " * int64_t(tsr_grid1);");
-    open("for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {");
+    if (stream_k_) {
+      // Whole tiles tsr_t = blockIdx.x, + gridDim.x, ... below tsr_dp; the last partial wave
+      // (tsr_L tiles, when at least half of gridDim.x, else none) as tsr_L * gridDim.x units of
+      // K work, gridDim.x per tile, of which CTA c takes units [c * tsr_L, (c + 1) * tsr_L):
+      // parts of at most two tiles. [tsr_pb, tsr_pe) is the item's part of its tile, in units.
+      line("const int32_t tsr_G = int32_t(gridDim.x), tsr_rem = int32_t(tsr_programs % tsr_G);");
+      line("const int32_t tsr_L = 2 * tsr_rem >= tsr_G ? tsr_rem : 0;");
+      line("const int64_t tsr_dp = tsr_programs - tsr_L;");
+      line("const int32_t tsr_u0 = int32_t(blockIdx.x) * tsr_L, tsr_u1 = tsr_u0 + tsr_L;");
+      line("const int32_t tsr_ndp = int64_t(blockIdx.x) < tsr_dp ? int32_t((tsr_dp - 1 - int64_t(blockIdx.x)) / tsr_G) + 1 : 0;");
+      line("const int32_t tsr_nsk = tsr_L > 0 ? (tsr_u1 - 1) / tsr_G - tsr_u0 / tsr_G + 1 : 0;");
+      open("for (int32_t tsr_i = 0; tsr_i < tsr_ndp + tsr_nsk; ++tsr_i) {");
+      line("const bool tsr_sk = tsr_i >= tsr_ndp;");
+      line("const int64_t tsr_t = tsr_sk ? tsr_dp + tsr_u0 / tsr_G + (tsr_i - tsr_ndp) : int64_t(blockIdx.x) + int64_t(tsr_i) * tsr_G;");
+      line("const int32_t tsr_tu = tsr_sk ? int32_t(tsr_t - tsr_dp) * tsr_G : 0;  // the tile's first unit (stream-K tiles)");
+      line("const int32_t tsr_pb = tsr_sk && tsr_u0 > tsr_tu ? tsr_u0 - tsr_tu : 0;");
+      line("const int32_t tsr_pe = tsr_sk && tsr_u1 < tsr_tu + tsr_G ? tsr_u1 - tsr_tu : tsr_G;");
+    } else {
+      open("for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {");
+    }
     grouped_ids();
     emit_block(*k.body);
     close();

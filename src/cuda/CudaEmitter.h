@@ -103,6 +103,10 @@ struct CudaKernelInfo {
   // zero again, so one workspace serves launch after launch in stream order.
   bool split_k = false;
   int64_t split_slot_bytes = 0;  // one CTA's partial accumulators
+  // A persistent kernel with stream-K (CudaTarget::stream_k): pass a SplitWorkspace of
+  // split_workspace_bytes(CTAs launched, 1) bytes, its counters (one flag per CTA) zero; the
+  // kernel leaves them zero again.
+  bool stream_k = false;
   int64_t split_workspace_bytes(int64_t programs, int64_t splits) const {
     return split_counter_bytes(programs) + programs * splits * split_slot_bytes;
   }

@@ -184,6 +184,18 @@ class CudaKernelImpl : public CudaKernel {
     const DeviceInfo& dev = device();
     ensure_loaded(dev);
     const CudaKernelInfo& info = em_.info;
+    // A persistent kernel loops over the programs itself: one CTA per multiprocessor (a
+    // program-prefetch kernel: as many as fit at once).
+    std::array<int64_t, 3> launch_grid = grid;
+    if (info.persistent) {
+      if (grid[0] * grid[1] * grid[2] > int64_t(INT32_MAX))
+        throw TesseraError(k.loc, "kernel " + kname(k) + ": " + std::to_string(grid[0] * grid[1] * grid[2]) +
+                                      " programs are more than a persistent kernel can count (2^31 - 1)");
+      const int64_t ctas = int64_t(dev.num_sms) * (info.persistent_fill ? c_->ctas_per_sm : 1);
+      const int64_t programs = grid[0] * grid[1] * grid[2];
+      // Stream-K spreads a wave of at least half the CTAs over all of them.
+      launch_grid = {info.stream_k && 2 * programs >= ctas ? ctas : std::min<int64_t>(programs, ctas), 1, 1};
+    }
     std::vector<uint64_t> slots(info.params.size());
     std::vector<CUtensorMap> maps(info.params.size());
     for (size_t i = 0; i < info.params.size(); ++i) {
@@ -212,19 +224,11 @@ class CudaKernelImpl : public CudaKernel {
           break;
         }
         case CudaParam::Kind::SplitWorkspace:
-          slots[i] = split_workspace(stream, grid[0] * grid[1], splits);
+          // Split-K: a slot per CTA of every program; stream-K: a slot and a flag per CTA.
+          slots[i] = info.stream_k ? split_workspace(stream, launch_grid[0], 1)
+                                   : split_workspace(stream, grid[0] * grid[1], splits);
           break;
       }
-    }
-    // A persistent kernel loops over the programs itself: one CTA per multiprocessor (a
-    // program-prefetch kernel: as many as fit at once).
-    std::array<int64_t, 3> launch_grid = grid;
-    if (info.persistent) {
-      if (grid[0] * grid[1] * grid[2] > int64_t(INT32_MAX))
-        throw TesseraError(k.loc, "kernel " + kname(k) + ": " + std::to_string(grid[0] * grid[1] * grid[2]) +
-                                      " programs are more than a persistent kernel can count (2^31 - 1)");
-      const int64_t ctas = int64_t(dev.num_sms) * (info.persistent_fill ? c_->ctas_per_sm : 1);
-      launch_grid = {std::min<int64_t>(grid[0] * grid[1] * grid[2], ctas), 1, 1};
     }
     if (info.split_k) launch_grid[2] = splits;
     if (info.cluster > 1) {
@@ -465,6 +469,7 @@ CudaTarget cuda_target_for(const CudaOptions& o) {
   // architecture, which is the device we are on.
   CudaTarget t{dev.sm, dev.sm == 90};
   t.tma = o.target.tma;
+  t.stream_k = o.target.stream_k;
   return t;
 }
 

@@ -195,7 +195,7 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
   if (!persistent_) emit_wgmma_setup();
   warp_coords(*this, w.mma);
   std::string trip = fresh("trip");
-  std::string all = split_k_ ? fresh("trip_all") : trip;
+  std::string all = split_k_ || stream_k_ ? fresh("trip_all") : trip;
   line("const int64_t " + all + " = " + step + " > 0 && int64_t(" + hi + ") > int64_t(" + lo + ") ? (int64_t(" + hi +
        ") - int64_t(" + lo + ") + " + step + " - 1) / " + step + " : 0;");
   // Split-K: CTA z of the program runs iterations [first_, first_ + trip) of the loop's `all`.
@@ -204,6 +204,11 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
     line("const int64_t chunk_ = (" + all + " + int64_t(gridDim.z) - 1) / int64_t(gridDim.z), first_ = int64_t(blockIdx.z) * chunk_;");
     line("const int64_t " + trip + " = first_ < " + all + " ? (" + all + " - first_ < chunk_ ? " + all +
          " - first_ : chunk_) : 0;");
+    first = "first_";
+  } else if (stream_k_) {
+    // Units [tsr_pb, tsr_pe) of the tile's tsr_G: the same rounding in every CTA, so that the
+    // parts of a tile cover its iterations exactly once.
+    line("const int64_t first_ = " + all + " * tsr_pb / tsr_G, " + trip + " = " + all + " * tsr_pe / tsr_G - first_;");
     first = "first_";
   }
   // Stage and phase of the ring's iteration `it` (int64 expression).
@@ -288,6 +293,43 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
   // the next program; otherwise the ring's memory may be reused after the loop.
   if (!persistent_) barrier();
   if (split_k_) emit_split_k_fixup(frag);
+  if (stream_k_) emit_stream_k_fixup(frag);
+  close();
+}
+
+void Emitter::emit_stream_k_fixup(const std::string& frag) {
+  const WgmmaPlan& w = wg_;
+  auto n = [](int64_t v) { return std::to_string(v); };
+  const std::string CW = n(w.consumer_warps), CT = n(int64_t(w.consumer_warps) * 32);
+  // Workspace (CudaKernelInfo::stream_k): a flag per CTA, then a slot per CTA. A CTA leaves a
+  // slot at most once per launch (only its first stream-K item can start inside a tile).
+  line("unsigned* const skflag_ = reinterpret_cast<unsigned*>(tsr_ws);");
+  line("float* const skslot_ = reinterpret_cast<float*>(tsr_ws + (tsr_G * 4 + 255) / 256 * 256);");
+  line("const int64_t skslot_n_ = " + n(int64_t(w.consumer_warps) * 32 * w.BN / 2) + ";");
+  open("if (tsr_pb > 0) {");
+  line("// stream-K, a later part of the tile: leave the partial sum for the CTA that began it.");
+  open("if (warp_ < " + CW + ") {");
+  line("tsr::frags_to_slot(" + frag + ", skslot_ + int64_t(blockIdx.x) * skslot_n_, tsr_tid, " + CT + ");");
+  line("__threadfence();");
+  line("tsr::named_barrier(8u, " + CT + "u);");
+  line("if (tsr_tid == 0) tsr::flag_release(skflag_ + blockIdx.x);");
+  close();
+  line("continue;");
+  close();
+  open("if (tsr_pe < tsr_G) {");
+  line("// stream-K, the tile's first part: add the later parts, CTA by CTA (K order), as they arrive.");
+  open("if (warp_ < " + CW + ") {");
+  open("for (int32_t c_ = int32_t(blockIdx.x) + 1; c_ * tsr_L < tsr_tu + tsr_G; ++c_) {");
+  line("if (tsr_tid == 0) tsr::flag_poll(skflag_ + c_);");
+  line("tsr::named_barrier(8u, " + CT + "u);");
+  line("(void)tsr::flag_acquire(skflag_ + c_);  // set: orders this thread's slot reads after it");
+  line("tsr::frags_add_slot(" + frag + ", skslot_ + int64_t(c_) * skslot_n_, tsr_tid, " + CT + ");");
+  close();
+  // Every thread has seen the flags: zero them for the next launch (stream order).
+  line("tsr::named_barrier(8u, " + CT + "u);");
+  line("if (tsr_tid == 0)");
+  line("  for (int32_t c_ = int32_t(blockIdx.x) + 1; c_ * tsr_L < tsr_tu + tsr_G; ++c_) skflag_[c_] = 0u;");
+  close();
   close();
 }
 
@@ -327,11 +369,12 @@ void Emitter::emit_split_k_fixup(const std::string& frag) {
   line("__threadfence();");
   // Zero again for the next launch, which stream order places after this one.
   line("if (tsr_tid == 0) cnt_[prog_] = 0u;");
-  // Slots loaded per round: as many as registers allow without spills (ptxas, sm_90a: one
-  // consumer warpgroup has 255 registers per thread; two or three share 168 or 128).
-  const bool one_wg = w.consumer_warps == 4;
-  const int q = w.BN >= 256 ? 1 : w.BN >= 128 ? (one_wg ? 4 : 2) : 4;
-  line("if (mine_) tsr::frags_sum_slots<" + n(q) + ">(" + frag + ", slots_ + prog_ * slot_, progs_ * slot_, int(gridDim.z), tsr_tid, " +
+  // Columns loaded per batch: as many as registers allow without spills (ptxas, sm_90a: one
+  // consumer warpgroup has 255 registers per thread beside BN / 2 accumulators; two or three
+  // share 168 or 128).
+  const int64_t nt = w.BN / 8;
+  const int64_t batch = std::min<int64_t>(nt, w.consumer_warps == 4 ? 16 : w.BN >= 256 ? 2 : 4);
+  line("if (mine_) tsr::frags_sum_slots<" + n(batch) + ">(" + frag + ", slots_ + prog_ * slot_, progs_ * slot_, int(gridDim.z), tsr_tid, " +
        n(CT) + ");");
   close();
 }

@@ -312,6 +312,12 @@ class Emitter {
   // picks a slice of the wgmma loop's iterations; emit_split_k_fixup then combines the slices.
   bool split_k_ = false;
   void emit_split_k_fixup(const std::string& frag);
+  // Stream-K in a persistent kernel (CudaTarget::stream_k): when the programs end in a partial
+  // wave of at least half the CTAs, that wave's tiles are cut into equal shares of K work, one
+  // per CTA (tsr_pb / tsr_pe: the part of tile tsr_t this item covers, in 1/gridDim.x of its
+  // K loop); emit_stream_k_fixup hands the later parts to the CTA that began the tile.
+  bool stream_k_ = false;
+  void emit_stream_k_fixup(const std::string& frag);
   // One CTA per program, but the programs renumbered into the persistent kernel's grouped
   // order (8 rows of axis 0 at a time): for kernels with a 2-D grid and a pipelined mma.sync
   // matmul loop at the top level, whose CTAs then share operand tiles in L2.

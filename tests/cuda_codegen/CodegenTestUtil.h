@@ -17,6 +17,13 @@ inline CudaEmission emit(const Kernel& k, const char* arch = "sm_90a") {
   return emit_cuda_with_info(k, CudaTarget::parse(arch));
 }
 
+// The emitter's notes (which path each dot took and why), one per line.
+inline std::string notes(const CudaEmission& em) {
+  std::string s;
+  for (const auto& n : em.notes) s += n + "\n";
+  return s;
+}
+
 // The library matmul for a dtype, its constexprs bound (defaults where `cfg` says nothing).
 inline std::unique_ptr<Kernel> lib_matmul(ScalarKind dt, const ConstexprConfig& cfg = {}) {
   return bind_constexprs(*find_library_kernel("matmul")->build(dt), cfg);

@@ -17,11 +17,7 @@ namespace {
 
 using codegentest::emit;
 
-std::string notes(const CudaEmission& em) {
-  std::string s;
-  for (const auto& n : em.notes) s += n + "\n";
-  return s;
-}
+using codegentest::notes;
 
 std::unique_ptr<Kernel> fp8_matmul(int64_t bm, int64_t bn, int64_t bk, ScalarKind out = ScalarKind::BF16) {
   return bind_constexprs(*find_library_kernel("matmul_fp8")->build(out), {{"BLOCK_M", bm}, {"BLOCK_N", bn}, {"BLOCK_K", bk}});

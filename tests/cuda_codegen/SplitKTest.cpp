@@ -46,13 +46,13 @@ TEST(CudaSplitK, LibraryMatmulIsCapableAndItsSplitCompilationCombinesSlots) {
   EXPECT_NE(em.source.find("tsr::frags_to_slot("), std::string::npos);
   EXPECT_NE(em.source.find("atomicAdd(cnt_ + prog_, 1u) == gridDim.z - 1u"), std::string::npos);
   EXPECT_NE(em.source.find("if (!tsr_last_) return;"), std::string::npos);
-  EXPECT_NE(em.source.find("tsr::frags_sum_slots<1>("), std::string::npos);
+  EXPECT_NE(em.source.find("tsr::frags_sum_slots<2>("), std::string::npos);
   EXPECT_NE(em.source.find("cnt_[prog_] = 0u"), std::string::npos);
   // The tensor maps are fetched while the barriers are set up.
   EXPECT_NE(em.source.find("tsr::prefetch_tensormap(&tsr_tma0);"), std::string::npos);
   EXPECT_NE(em.source.find("* 128 + m0_ < int64_t("), std::string::npos) << em.source;
   // The epilogue comes after the fixup.
-  EXPECT_LT(em.source.find("tsr::frags_sum_slots<1>("), em.source.find("tsr::store_frags("));
+  EXPECT_LT(em.source.find("tsr::frags_sum_slots<2>("), em.source.find("tsr::store_frags("));
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << why;
   NvrtcResult r = nvrtc_compile(em.source, split_target(), "split.cu", em.line_op);

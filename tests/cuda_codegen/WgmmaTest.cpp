@@ -17,11 +17,7 @@ namespace {
 using codegentest::emit;
 using codegentest::lib_matmul;
 
-std::string notes(const CudaEmission& em) {
-  std::string s;
-  for (const auto& n : em.notes) s += n + "\n";
-  return s;
-}
+using codegentest::notes;
 
 TEST(CudaWgmma, LibraryMatmul128x256x64IsWarpSpecializedTmaWgmma) {
   CudaEmission em = emit(*lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}}));

@@ -125,12 +125,14 @@ TEST(WgmmaGpu, SplitKWithOperandsTmaCannotDescribeRunsTheMmaSyncCompilationUnspl
 
 // Against the double-precision reference: a long K loop, and more programs than SMs (the
 // persistent loop runs several programs per CTA, carrying the ring's phases across them).
-void expect_matches_reference(const Sizes& s, int64_t bm, int64_t bn, int64_t bk) {
+void expect_matches_reference(const Sizes& s, int64_t bm, int64_t bn, int64_t bk, bool stream_k = false) {
   const LibraryKernel& lk = *find_library_kernel("matmul");
   auto k = matmul(ScalarKind::BF16, bm, bn, bk);
   std::vector<Tensor> got = make_random_tensors(*k, s, 5), want = got;
   auto ga = args_for(*k, got), wa = args_for(*k, want);
-  auto ck = compile_cuda(*k, test_options());
+  CudaOptions o = test_options();
+  o.target.stream_k = stream_k;
+  auto ck = compile_cuda(*k, o);
   ck->run_host(ga);
   EXPECT_EQ(ck->launches_without_tma, 0);
   lk.reference(wa, s);
@@ -205,6 +207,46 @@ TEST(WgmmaGpu, LongKLoopMatchesTheReference) {
   // 6 programs: split over K (16 CTAs each); the 16 x 4096 shape of the benchmark, 16 programs.
   expect_matches_reference({{"M", 384}, {"N", 512}, {"K", 4096}}, 128, 256, 64);
   expect_matches_reference({{"M", 16}, {"N", 4096}, {"K", 4096}}, 128, 256, 64);
+}
+
+// Stream-K: grids whose last wave holds at least half the SMs spread it over all of them (a
+// tile's K loop in two or three parts, the first CTA adding the later ones). Sizes are picked
+// from the device's SM count: fewer programs than SMs, more (a full wave first), K loops
+// shorter than the parts (empty parts), ragged edges. The same compiled kernel runs launch
+// after launch: the flags must be zero again each time. Then against the reference, stream-K
+// and whole tiles.
+TEST(WgmmaGpu, StreamKMatchesTheInterpreterLaunchAfterLaunch) {
+  REQUIRE_HOPPER();
+  const int64_t sms = cuda::device().num_sms;
+  auto k = matmul(ScalarKind::BF16, 64, 64, 64);
+  CudaOptions o = no_split_options();
+  o.target.stream_k = true;
+  auto ck = compile_cuda(*k, o);
+  // rows x cols programs of 64 x 64 with rows * cols % sms >= sms / 2.
+  auto sizes = [&](int64_t programs, int64_t kdim) {
+    const int64_t rows = 4, cols = (programs + rows - 1) / rows;
+    return Sizes{{"M", rows * 64 - 24}, {"N", cols * 64 - 8}, {"K", kdim}};
+  };
+  uint64_t seed = 41;
+  for (Sizes s : {sizes(sms * 3 / 4 + 1, 520), sizes(sms + sms * 3 / 4, 264), sizes(sms * 3 / 4 + 1, 40),
+                  sizes(sms * 3 / 4 + 1, 520)}) {
+    SCOPED_TRACE(sizes_str(s));
+    const int64_t programs = ((s.at("M") + 63) / 64) * ((s.at("N") + 63) / 64);
+    ASSERT_GE(2 * (programs % sms), sms) << "the sizes should leave a last wave of at least half the SMs";
+    run_compiled_and_compare(*ck, *k, s, seed++);
+  }
+  EXPECT_EQ(ck->launches_without_tma, 0);
+  EXPECT_EQ(ck->launches_split_k, 0);
+}
+
+TEST(WgmmaGpu, StreamKMatchesTheReference) {
+  REQUIRE_HOPPER();
+  const int64_t sms = cuda::device().num_sms;
+  // 128 x 256 tiles (two consumer warpgroups): about 0.85 and 1.85 waves of programs. K is
+  // short: the host reference is slow.
+  const int64_t p1 = sms * 85 / 100, p2 = sms + sms * 85 / 100;
+  expect_matches_reference({{"M", 128 * 8 - 40}, {"N", 256 * ((p1 + 7) / 8)}, {"K", 200}}, 128, 256, 64, true);
+  expect_matches_reference({{"M", 128 * 8}, {"N", 256 * ((p2 + 7) / 8) - 16}, {"K", 136}}, 128, 256, 64, true);
 }
 
 TEST(WgmmaGpu, ManyProgramsPerCtaMatchTheReference) {

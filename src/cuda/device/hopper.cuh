@@ -145,27 +145,54 @@ TSR_D float4 ld_cg_f4(const float* p) {
                : "memory");
   return v;
 }
-// d = the sum over s = 0 .. splits-1 of slot `first + s * stride`, added in that order. Q slots
-// per round: a column's Q loads are in flight together (the volatile loads keep their order;
-// ptxas moves the adds after them as registers allow), so the rounds of L2 latency are
-// splits / Q, without the register blow-up of unrolling every slot (with 128 accumulators per
-// thread, BLOCK_N = 256, even Q = 2 spills under the 168-register cap of 384 threads: Q = 1).
-template <int Q, int NT>
+// d = the sum over s = 0 .. splits-1 of slot `first + s * stride`, added in that order. Slot by
+// slot, B columns at a time: a batch's B loads are in flight together before any of them is
+// added, so the rounds of L2 latency are splits * NT / B (B = NT: one per slot; the loads one
+// column at a time, as ptxas scheduled them, cost a round per few columns: 3 us of the 16 x
+// 4096 x 4096 fixup). B is what registers allow beside the accumulators without spills.
+template <int B, int NT>
 TSR_D void frags_sum_slots(float (&d)[1][NT][4], const float* first, int64_t stride, int splits, int tid, int nthreads) {
+  static_assert(B >= 1 && NT % B == 0, "whole batches of columns");
 #pragma unroll
   for (int j = 0; j < NT; ++j)
 #pragma unroll
     for (int r = 0; r < 4; ++r) d[0][j][r] = 0.0f;
-  for (int s = 0; s < splits; s += Q) {
+  for (int s = 0; s < splits; ++s) {
 #pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      const float* p = first + s * stride + 4 * (int64_t(j) * nthreads + tid);
-      float4 v[Q];
+    for (int j0 = 0; j0 < NT; j0 += B) {
+      float4 v[B];
 #pragma unroll
-      for (int q = 0; q < Q; ++q) v[q] = s + q < splits ? ld_cg_f4(p + q * stride) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      for (int b = 0; b < B; ++b) v[b] = ld_cg_f4(first + s * stride + 4 * (int64_t(j0 + b) * nthreads + tid));
 #pragma unroll
-      for (int q = 0; q < Q; ++q) d[0][j][0] += v[q].x, d[0][j][1] += v[q].y, d[0][j][2] += v[q].z, d[0][j][3] += v[q].w;
+      for (int b = 0; b < B; ++b)
+        d[0][j0 + b][0] += v[b].x, d[0][j0 + b][1] += v[b].y, d[0][j0 + b][2] += v[b].z, d[0][j0 + b][3] += v[b].w;
     }
+  }
+}
+
+// Stream-K (src/cuda/EmitWgmma.cpp): a CTA that computed a later part of a tile's K loop leaves
+// its f32 fragments in its slot (frags_to_slot) and raises its flag with release semantics;
+// the CTA that began the tile waits for each flag (one thread polls, backing off, so that the
+// waiting CTAs do not flood L2 with loads), and after a barrier every thread takes the flag
+// with acquire semantics itself before it reads the slot, adding the slots in K order.
+TSR_D void flag_release(unsigned* flag) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(flag), "r"(1u) : "memory");
+}
+TSR_D unsigned flag_acquire(const unsigned* flag) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(flag) : "memory");
+  return v;
+}
+TSR_D void flag_poll(const unsigned* flag) {
+  for (unsigned ns = 32; flag_acquire(flag) == 0u; ns = ns < 1024 ? 2 * ns : ns) __nanosleep(ns);
+}
+// d += the slot that frags_to_slot wrote with the same tid and nthreads.
+template <int NT>
+TSR_D void frags_add_slot(float (&d)[1][NT][4], const float* slot, int tid, int nthreads) {
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    const float4 v = ld_cg_f4(slot + 4 * (int64_t(j) * nthreads + tid));
+    d[0][j][0] += v.x, d[0][j][1] += v.y, d[0][j][2] += v.z, d[0][j][3] += v.w;
   }
 }
 
