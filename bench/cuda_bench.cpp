@@ -7,9 +7,11 @@
 // matmul (bf16): 4096^3, 8192^3, M=4096 N=14336 K=4096, M=128 N=14336 K=4096 and M=16 N=4096
 // K=4096 (the shapes of .devdeps/bench/anchors_h200.py, named MxNxK there too), each against
 // cuBLAS's GEMM on the same buffers, with the ratio, and the achieved HBM bandwidth (bytes of
-// A + B + C over the time; the figure that matters for M = 16). Each shape also runs 2-4
-// alternative tiles (128x128x64, 64x256x64, and for small M 64x128x64, 64x64x64); the best of
-// those and the default is the `matmul_best` row, which names its config. Every matmul result
+// A + B + C over the time; the figure that matters for M = 16). The default tile is the
+// library's for the target and the shape (size_configs: 64-row tiles for few programs). Each
+// shape also runs 2-4 alternative tiles (128x256x64 where it is not the default, 128x128x64,
+// 64x256x64, and for small M 64x128x64, 64x64x64); the best of those and the default is the
+// `matmul_best` row, which names its config. Every matmul result
 // (cuBLAS's, alternatives and tuned configs included) is checked on sampled elements against
 // a double-precision product.
 // matmul_mma_sync (first shape, not --quick unless --tune): the portable mma.sync path (what sm_80
@@ -682,7 +684,8 @@ std::vector<ConstexprConfig> matmul_alternatives(const BenchCase& bc) {
   auto t = [](int64_t m, int64_t n, int64_t k) {
     return ConstexprConfig{{"BLOCK_M", m}, {"BLOCK_N", n}, {"BLOCK_K", k}};
   };
-  std::vector<ConstexprConfig> out = {t(128, 128, 64), t(64, 256, 64)};
+  // 128x256x64 is the sm_90a default where the sizes choose no other tile (size_configs).
+  std::vector<ConstexprConfig> out = {t(128, 256, 64), t(128, 128, 64), t(64, 256, 64)};
   if (bc.sizes.at("M") <= 128) {
     out.push_back(t(64, 128, 64));
     out.push_back(t(64, 64, 64));
@@ -1005,7 +1008,7 @@ int main(int argc, char** argv) {
       if (const char* e = std::getenv("TESSERA_BENCH_GROUP_M"); e && std::atoi(e) >= 1 && bc.kernel == "matmul")
         unbound->set_constexpr("GROUP_M", std::atoi(e));
       // The row kernels' tile for the row length, else the target's preferred config.
-      auto k = bind_constexprs(*unbound, library_config(*lk, bc.dt, target, row_config(*unbound, bc)));
+      auto k = bind_constexprs(*unbound, library_config(*lk, bc.dt, target, row_config(*unbound, bc), &bc.sizes));
       r.config = config_str(*k);
       std::shared_ptr<CudaKernel> ck;
       if (compiled.insert(bc.kernel + " " + r.dtype + " " + r.config).second) {

@@ -81,8 +81,8 @@ std::vector<KernelPlan> plan_kernels(const KernelSource& src, const KernelOption
                                      bool with_sizes);
 
 // A library kernel's preferred constexpr values for `target` (LibraryKernel::target_configs:
-// "cuda:sm_90a", "cpu", ...; "" for none) under each plan's config, where --config names no
-// value. A .tile file's kernels keep their own defaults.
+// "cuda:sm_90a", "cpu", ...; "" for none, and size_configs for the plan's sizes) under each
+// plan's config, where --config names no value. A .tile file's kernels keep their own defaults.
 void apply_target_configs(const KernelSource& src, std::vector<KernelPlan>& plans, const std::string& target);
 
 // A compact number for output lines: 0, 1.5e-07, 0.000244, 12.3.

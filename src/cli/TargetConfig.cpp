@@ -6,7 +6,7 @@ namespace tessera::cli {
 
 void apply_target_configs(const KernelSource& src, std::vector<KernelPlan>& plans, const std::string& target) {
   if (!src.lib) return;
-  for (KernelPlan& p : plans) p.config = library_config(*src.lib, src.dtype, target, p.config);
+  for (KernelPlan& p : plans) p.config = library_config(*src.lib, src.dtype, target, p.config, &p.sizes);
 }
 
 }  // namespace tessera::cli

@@ -31,6 +31,13 @@ struct LibraryKernel {
   // value must be a candidate of its constexpr (tests/kernels checks). Null, or no key for
   // the target: the kernel's own defaults.
   std::function<std::map<std::string, std::map<std::string, int64_t>>(ScalarKind dtype)> target_configs;
+  // Preferred values that depend on the problem's sizes too (a target key as above, a dtype and
+  // every symbolic dim), over target_configs' where both name a constexpr; the caller's own
+  // values still win. Applied where the sizes are known when the kernel is bound (`tessera
+  // run/bench`, bench/cuda_bench); `tessera compile` without sizes gets target_configs alone.
+  // Null, or an empty map: none. Every value must be a candidate of its constexpr.
+  std::function<std::map<std::string, int64_t>(ScalarKind dtype, const std::string& target, const Sizes& sizes)>
+      size_configs;
   // Build the kernel's IR (unbound: constexprs keep their candidates) for a dtype.
   std::function<std::unique_ptr<Kernel>(ScalarKind dtype)> build;
   // Compute the expected outputs in place: args hold the same inputs the kernel got; the
@@ -46,8 +53,10 @@ const LibraryKernel* find_library_kernel(const std::string& name);
 
 // The constexpr values (a ConstexprConfig, passes/Passes.h) to bind library kernel `k` with
 // for `target` (a target_configs key; "" for none): its preferred values for the target and
-// dtype, with `given` (the caller's own choices) taking precedence.
+// dtype (and for `sizes`, when given: size_configs first), with `given` (the caller's own
+// choices) taking precedence.
 std::map<std::string, int64_t> library_config(const LibraryKernel& k, ScalarKind dtype, const std::string& target,
-                                              const std::map<std::string, int64_t>& given = {});
+                                              const std::map<std::string, int64_t>& given = {},
+                                              const Sizes* sizes = nullptr);
 
 }  // namespace tessera

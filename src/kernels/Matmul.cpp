@@ -72,6 +72,20 @@ LibraryKernel matmul() {
     if (dt != ScalarKind::BF16 && dt != ScalarKind::F16) return {};
     return {{"cuda:sm_90a", {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}}}};
   };
+  // sm_90a, few programs: with M <= 64, 64-row tiles (wgmma's least), which split-K then
+  // spreads over the SMs: 16x4096x4096 ran at 30.7 TFLOP/s with 64x128x64 against 21 with
+  // 128x256x64. Fewer 128x256 tiles than half the SMs of an H100/H200 (132): 64x256 doubles the
+  // programs: 128x14336x4096 (56 tiles) 407-410 against 338 (bench/RESULTS.md, sessions 6-7).
+  k.size_configs = [](ScalarKind dt, const std::string& target,
+                      const Sizes& s) -> std::map<std::string, int64_t> {
+    if (target != "cuda:sm_90a" || (dt != ScalarKind::BF16 && dt != ScalarKind::F16)) return {};
+    auto m = s.find("M"), n = s.find("N");
+    if (m == s.end() || n == s.end() || m->second < 1 || n->second < 1) return {};
+    if (m->second <= 64) return {{"BLOCK_M", 64}, {"BLOCK_N", 128}};
+    const int64_t big_tiles = (m->second + 127) / 128 * ((n->second + 255) / 256);
+    if (2 * big_tiles < 132) return {{"BLOCK_M", 64}, {"BLOCK_N", 256}};
+    return {};
+  };
   k.bytes = [](const Sizes& s, ScalarKind dt) {
     return (1.0 * s.at("M") * s.at("K") + 1.0 * s.at("K") * s.at("N") + 1.0 * s.at("M") * s.at("N")) *
            scalar_bytes(dt);

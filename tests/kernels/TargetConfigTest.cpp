@@ -1,6 +1,6 @@
-// Per-target default configs of the library (LibraryKernel::target_configs): every entry names
-// a constexpr the kernel has and one of its candidates, the caller's values win, and matmul's
-// sm_90a entry is the one the wgmma path takes (bf16/f16 only).
+// Per-target default configs of the library (LibraryKernel::target_configs, size_configs):
+// every entry names a constexpr the kernel has and one of its candidates, the caller's values
+// win, and matmul's sm_90a entry is the one the wgmma path takes (bf16/f16 only).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -60,6 +60,37 @@ TEST(TargetConfigs, TheCallersValuesWin) {
   const LibraryKernel& va = *find_library_kernel("vector_add");
   EXPECT_EQ(library_config(va, ScalarKind::F32, "cuda:sm_90a", {{"BLOCK", 1024}}),
             (ConstexprConfig{{"BLOCK", 1024}}));
+}
+
+// Size-dependent configs (LibraryKernel::size_configs): candidates of the kernel's constexprs,
+// applied only with sizes, over the target's entry, under the caller's values.
+TEST(TargetConfigs, MatmulOnSm90aTakesSmallerTilesForFewPrograms) {
+  const LibraryKernel& mm = *find_library_kernel("matmul");
+  auto unbound = mm.build(ScalarKind::BF16);
+  const Sizes m16 = {{"M", 16}, {"N", 4096}, {"K", 4096}}, m128 = {{"M", 128}, {"N", 14336}, {"K", 4096}},
+              big = {{"M", 4096}, {"N", 4096}, {"K", 4096}};
+  for (const Sizes& s : {m16, m128, big})
+    for (const auto& [name, v] : mm.size_configs(ScalarKind::BF16, "cuda:sm_90a", s)) {
+      const ConstexprDecl* c = unbound->find_constexpr(name);
+      ASSERT_NE(c, nullptr) << name;
+      EXPECT_NE(std::find(c->candidates.begin(), c->candidates.end(), v), c->candidates.end()) << name << "=" << v;
+    }
+  // M <= 64: 64 x 128 tiles (split-K spreads them); 56 tiles of 128 x 256: 64 x 256; many: the
+  // target's 128 x 256.
+  EXPECT_EQ(library_config(mm, ScalarKind::BF16, "cuda:sm_90a", {}, &m16),
+            (ConstexprConfig{{"BLOCK_M", 64}, {"BLOCK_N", 128}, {"BLOCK_K", 64}}));
+  EXPECT_EQ(library_config(mm, ScalarKind::F16, "cuda:sm_90a", {}, &m128),
+            (ConstexprConfig{{"BLOCK_M", 64}, {"BLOCK_N", 256}, {"BLOCK_K", 64}}));
+  EXPECT_EQ(library_config(mm, ScalarKind::BF16, "cuda:sm_90a", {}, &big),
+            (ConstexprConfig{{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}}));
+  // Without sizes, on other targets and for f32: no size rule.
+  EXPECT_EQ(library_config(mm, ScalarKind::BF16, "cuda:sm_90a"),
+            (ConstexprConfig{{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}}));
+  EXPECT_TRUE(library_config(mm, ScalarKind::BF16, "cuda:sm_80", {}, &m16).empty());
+  EXPECT_TRUE(library_config(mm, ScalarKind::F32, "cuda:sm_90a", {}, &m16).empty());
+  // The caller's values win over the size rule.
+  EXPECT_EQ(library_config(mm, ScalarKind::BF16, "cuda:sm_90a", {{"BLOCK_N", 64}}, &m16),
+            (ConstexprConfig{{"BLOCK_M", 64}, {"BLOCK_N", 64}, {"BLOCK_K", 64}}));
 }
 
 // The sm_90a matmul tile on the interpreter against the reference: ragged in every dim (two
