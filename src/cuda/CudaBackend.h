@@ -30,7 +30,8 @@ struct CudaTarget {
   // sm_90a: a persistent wgmma kernel whose programs end in a partial wave of at least half the
   // CTAs spreads that last wave's K loops evenly over all CTAs (stream-K): the CTA that began a
   // tile adds the later parts, which other CTAs leave in a workspace. Off by default: on the
-  // H200 it measured slower at every benchmark shape (bench/RESULTS.md, session 7).
+  // H200 it measured slower at 4096^3 and 128x14336x4096, level at 8192^3 (bench/RESULTS.md,
+  // session 7).
   bool stream_k = false;
   static CudaTarget parse(const std::string& s);  // "cuda:sm_80", "sm_90a", "cuda" (= sm_90a)
   std::string str() const;                        // "sm_90a"
