@@ -188,11 +188,11 @@ class CudaKernelImpl : public CudaKernel {
     // program-prefetch kernel: as many as fit at once).
     std::array<int64_t, 3> launch_grid = grid;
     if (info.persistent) {
-      if (grid[0] * grid[1] * grid[2] > int64_t(INT32_MAX))
-        throw TesseraError(k.loc, "kernel " + kname(k) + ": " + std::to_string(grid[0] * grid[1] * grid[2]) +
+      const int64_t programs = grid[0] * grid[1] * grid[2];
+      if (programs > int64_t(INT32_MAX))
+        throw TesseraError(k.loc, "kernel " + kname(k) + ": " + std::to_string(programs) +
                                       " programs are more than a persistent kernel can count (2^31 - 1)");
       const int64_t ctas = int64_t(dev.num_sms) * (info.persistent_fill ? c_->ctas_per_sm : 1);
-      const int64_t programs = grid[0] * grid[1] * grid[2];
       // Stream-K spreads a wave of at least half the CTAs over all of them.
       launch_grid = {info.stream_k && 2 * programs >= ctas ? ctas : std::min<int64_t>(programs, ctas), 1, 1};
     }

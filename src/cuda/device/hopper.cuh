@@ -145,29 +145,33 @@ TSR_D float4 ld_cg_f4(const float* p) {
                : "memory");
   return v;
 }
-// d = the sum over s = 0 .. splits-1 of slot `first + s * stride`, added in that order. Slot by
-// slot, B columns at a time: a batch's B loads are in flight together before any of them is
-// added, so the rounds of L2 latency are splits * NT / B (B = NT: one per slot; the loads one
-// column at a time, as ptxas scheduled them, cost a round per few columns: 3 us of the 16 x
-// 4096 x 4096 fixup). B is what registers allow beside the accumulators without spills.
+// d += the slot that frags_to_slot wrote with the same tid and nthreads, B columns at a time:
+// a batch's B loads are in flight together before any of them is added (B is what registers
+// allow beside the accumulators without spills).
+template <int B, int NT>
+TSR_D void frags_add_slot_batched(float (&d)[1][NT][4], const float* slot, int tid, int nthreads) {
+  static_assert(B >= 1 && NT % B == 0, "whole batches of columns");
+#pragma unroll
+  for (int j0 = 0; j0 < NT; j0 += B) {
+    float4 v[B];
+#pragma unroll
+    for (int b = 0; b < B; ++b) v[b] = ld_cg_f4(slot + 4 * (int64_t(j0 + b) * nthreads + tid));
+#pragma unroll
+    for (int b = 0; b < B; ++b)
+      d[0][j0 + b][0] += v[b].x, d[0][j0 + b][1] += v[b].y, d[0][j0 + b][2] += v[b].z, d[0][j0 + b][3] += v[b].w;
+  }
+}
+// d = the sum over s = 0 .. splits-1 of slot `first + s * stride`, added in that order, slot by
+// slot, B columns at a time: the rounds of L2 latency are splits * NT / B (B = NT: one per slot;
+// the loads one column at a time, as ptxas scheduled them, cost a round per few columns: 3 us
+// of the 16 x 4096 x 4096 fixup).
 template <int B, int NT>
 TSR_D void frags_sum_slots(float (&d)[1][NT][4], const float* first, int64_t stride, int splits, int tid, int nthreads) {
-  static_assert(B >= 1 && NT % B == 0, "whole batches of columns");
 #pragma unroll
   for (int j = 0; j < NT; ++j)
 #pragma unroll
     for (int r = 0; r < 4; ++r) d[0][j][r] = 0.0f;
-  for (int s = 0; s < splits; ++s) {
-#pragma unroll
-    for (int j0 = 0; j0 < NT; j0 += B) {
-      float4 v[B];
-#pragma unroll
-      for (int b = 0; b < B; ++b) v[b] = ld_cg_f4(first + s * stride + 4 * (int64_t(j0 + b) * nthreads + tid));
-#pragma unroll
-      for (int b = 0; b < B; ++b)
-        d[0][j0 + b][0] += v[b].x, d[0][j0 + b][1] += v[b].y, d[0][j0 + b][2] += v[b].z, d[0][j0 + b][3] += v[b].w;
-    }
-  }
+  for (int s = 0; s < splits; ++s) frags_add_slot_batched<B>(d, first + s * stride, tid, nthreads);
 }
 
 // Stream-K (src/cuda/EmitWgmma.cpp): a CTA that computed a later part of a tile's K loop leaves
@@ -186,14 +190,10 @@ TSR_D unsigned flag_acquire(const unsigned* flag) {
 TSR_D void flag_poll(const unsigned* flag) {
   for (unsigned ns = 32; flag_acquire(flag) == 0u; ns = ns < 1024 ? 2 * ns : ns) __nanosleep(ns);
 }
-// d += the slot that frags_to_slot wrote with the same tid and nthreads.
+// d += the slot that frags_to_slot wrote (stream-K: one slot per tile, one column at a time).
 template <int NT>
 TSR_D void frags_add_slot(float (&d)[1][NT][4], const float* slot, int tid, int nthreads) {
-#pragma unroll
-  for (int j = 0; j < NT; ++j) {
-    const float4 v = ld_cg_f4(slot + 4 * (int64_t(j) * nthreads + tid));
-    d[0][j][0] += v.x, d[0][j][1] += v.y, d[0][j][2] += v.z, d[0][j][3] += v.w;
-  }
+  frags_add_slot_batched<1>(d, slot, tid, nthreads);
 }
 
 // Register reallocation between warpgroups (sm_90a): producers give registers back, consumers
