@@ -123,6 +123,28 @@ TSR_D void wgmma_fence_regs(float (&d)[1][NT][4]) {
     for (int r = 0; r < 4; ++r) asm volatile("" : "+f"(d[0][j][r])::"memory");
 }
 
+// The RS A fragment (wgmma.cuh, "RS") of thread `tid` (0..127) of the warpgroup, from a row-major
+// 64 x 16 tile of 16-bit elements at `a` (row stride lda elements, even; `a` 4-byte aligned), in
+// shared or global memory: warp tid / 32 reads its 16 rows as mma.cuh's m16n8k16 A fragment.
+TSR_D void wgmma_load_a(uint32_t (&f)[4], const uint16_t* a, int lda, int tid) {
+  const uint16_t* p = a + (16 * (tid >> 5) + ((tid & 31) >> 2)) * lda + 2 * (tid & 3);
+  f[0] = *reinterpret_cast<const uint32_t*>(p);
+  f[1] = *reinterpret_cast<const uint32_t*>(p + 8 * lda);
+  f[2] = *reinterpret_cast<const uint32_t*>(p + 8);
+  f[3] = *reinterpret_cast<const uint32_t*>(p + 8 * lda + 8);
+}
+// fp8 (k32): a row-major 64 x 32 tile of bytes (lda bytes, a multiple of 4): the 16-bit load of
+// byte pairs, as mma.cuh's warp_mma_block_f8 does.
+TSR_D void wgmma_load_a_f8(uint32_t (&f)[4], const uint8_t* a, int lda, int tid) {
+  wgmma_load_a(f, reinterpret_cast<const uint16_t*>(a), lda / 2, tid);
+}
+// As wgmma_fence_regs, for an RS A fragment: its registers stay untouched until the wait that
+// this follows (the wgmma reads them asynchronously).
+TSR_D void wgmma_fence_a(uint32_t (&f)[4]) {
+#pragma unroll
+  for (int r = 0; r < 4; ++r) asm volatile("" : "+r"(f[r])::"memory");
+}
+
 // Split-K (src/cuda/EmitWgmma.cpp): the CTAs that share one output tile each add a slice of K,
 // leave their f32 fragments in a global workspace slot, and the last of them to finish adds
 // all slots in split order (deterministic) and runs the epilogue. A slot holds one 16-byte
