@@ -23,8 +23,14 @@
 // --quick: small row shapes and one matmul shape (2048^3) without alternatives.
 // --mnk N or MxNxK: that one matmul shape instead of the list.
 //
+// Timing (--timing): `dobench` (the default) times each launch as Triton's do_bench times the
+// anchors (L2 flushed before each launch, 25 ms of warm-up, 100 ms of launches, median);
+// `stream` times launches back to back without flushes. The default matmul tile and cuBLAS
+// are timed in alternating rounds (--rounds R, default 3; 1 with --quick), median of rounds.
+//
 //   cuda_bench [--quick] [--json [FILE]] [--only NAME] [--tune] [--iters N] [--dump-cubin DIR]
 //              [--vec-n N] [--rows M --cols N] [--mnk N|MxNxK] [--split-k N] [--stream-k]
+//              [--timing dobench|stream] [--rounds R]
 //
 // Without a GPU it still reports the compile and cache-hit times.
 #include <dlfcn.h>
@@ -68,6 +74,8 @@ struct Flags {
   int iters = 0;  // 0: adaptive
   int split_k = 0;  // CudaOptions::split_k: 0 automatic, 1 never, n >= 2 always n ways
   bool stream_k = false;  // CudaTarget::stream_k (--stream-k: share the last partial wave's K work)
+  // Rounds of the default matmul tile and cuBLAS timed alternately (--rounds; 0: 3, 1 with --quick).
+  int rounds = 0;
   int64_t vec_n = int64_t{1} << 28;
   std::vector<std::pair<int64_t, int64_t>> row_sizes = {{16384, 4096}, {4096, 32768}};
   // M, N, K of each matmul shape; the first is the one --tune searches.
@@ -103,17 +111,20 @@ std::string config_str(const Kernel& k) {
   return out;
 }
 
-// Fill a device buffer with values uniform in [-1, 1) of the dtype, from one host chunk.
+// Fill a device buffer from one host chunk: floats standard normal (torch.randn, as the
+// anchors' inputs: the values a tensor core multiplies change its power draw, and so the clock
+// a long GEMM runs at), integers small and positive.
 void fill_random(const DeviceBuffer& buf, ScalarKind dt, uint64_t seed) {
   size_t esz = scalar_bytes(dt);
   size_t chunk = std::min<size_t>(buf.bytes(), size_t{8} << 20) / esz * esz;
   if (chunk == 0) return;
   std::vector<uint8_t> host(chunk);
   std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
   std::uniform_real_distribution<double> u(-1.0, 1.0);
   for (size_t i = 0; i < chunk / esz; ++i) {
-    double v = u(rng);
-    uint64_t bits = is_float(dt) ? float_to_bits(dt, v) : static_cast<uint64_t>(static_cast<int64_t>(v * 8) + 9);
+    uint64_t bits = is_float(dt) ? float_to_bits(dt, normal(rng))
+                                 : static_cast<uint64_t>(static_cast<int64_t>(u(rng) * 8) + 9);
     std::memcpy(host.data() + i * esz, &bits, esz);  // little-endian: the low bytes
   }
   for (size_t off = 0; off < buf.bytes(); off += chunk) {
@@ -122,20 +133,73 @@ void fill_random(const DeviceBuffer& buf, ScalarKind dt, uint64_t seed) {
   }
 }
 
-// Per-launch CUDA event times (ms) of `iters` back-to-back launches after warm-up.
+// How per-launch times are taken (--timing). kDoBench, the default, is Triton's `do_bench`,
+// which times every anchor in .devdeps/bench/anchors_h200.py: estimate one launch from 5
+// (each after an L2 flush), warm up back to back for 25 ms, then for 100 ms of launches flush
+// L2 (a 256 MB memset) and record an event pair around the launch alone. kStream is this
+// bench's former way: launches back to back, an event pair around each, no flush. The two
+// differ by several percent on long GEMMs (bench/RESULTS.md, session 8): back to back the GPU
+// runs at its power limit throughout and lowers its clock, while the flushes between do_bench's
+// launches are memory-bound memsets drawing less power. A ratio to an anchor is only fair when
+// both sides are timed the same way.
+enum class Timing { kDoBench, kStream };
+Timing g_timing = Timing::kDoBench;
+
+// Milliseconds between an event pair around what `enqueue` puts on the default stream.
+template <class Enqueue>
+double events_ms(Enqueue&& enqueue) {
+  const Driver& d = *driver();
+  CUevent e0, e1;
+  check(d.cuEventCreate(&e0, 0), "cuEventCreate");
+  check(d.cuEventCreate(&e1, 0), "cuEventCreate");
+  check(d.cuEventRecord(e0, nullptr), "cuEventRecord");
+  enqueue();
+  check(d.cuEventRecord(e1, nullptr), "cuEventRecord");
+  check(d.cuEventSynchronize(e1), "cuEventSynchronize");
+  float ms = 0;
+  check(d.cuEventElapsedTime(&ms, e0, e1), "cuEventElapsedTime");
+  d.cuEventDestroy(e0);
+  d.cuEventDestroy(e1);
+  return ms;
+}
+
+// do_bench's L2 flush: zero 256 MB (Triton's get_empty_cache_for_benchmark: 256e6 bytes).
+void flush_l2() {
+  static DeviceBuffer flush(size_t{256'000'000});
+  check(driver()->cuMemsetD32Async(flush.get(), 0, flush.bytes() / 4, nullptr), "cuMemsetD32Async");
+}
+
+// Per-launch CUDA event times (ms) after warm-up, under g_timing; `iters_flag` > 0 fixes the
+// number of timed launches (else kDoBench's 100 ms or kStream's 0.5 s worth, 10..200).
 template <class Launch>
 std::vector<float> time_launches(Launch&& launch, int iters_flag) {
   const Driver& d = *driver();
+  const bool dobench = g_timing == Timing::kDoBench;
   for (int i = 0; i < 3; ++i) launch(i);
   check(d.cuCtxSynchronize(), "cuCtxSynchronize");
-  double t0 = now_s();
-  launch(0);
-  check(d.cuCtxSynchronize(), "cuCtxSynchronize");
-  double one = std::max(now_s() - t0, 1e-6);
-  int iters = iters_flag > 0 ? iters_flag : static_cast<int>(std::clamp(0.5 / one, 10.0, 200.0));
+  int iters = 0;
+  if (dobench) {
+    double five = events_ms([&] {
+      for (int i = 0; i < 5; ++i) {
+        flush_l2();
+        launch(i);
+      }
+    });
+    double estimate = std::max(five / 5.0, 1e-4);
+    int warmup = std::max(1, static_cast<int>(25 / estimate));
+    iters = iters_flag > 0 ? iters_flag : std::max(1, static_cast<int>(100 / estimate));
+    for (int i = 0; i < warmup; ++i) launch(i);
+  } else {
+    double t0 = now_s();
+    launch(0);
+    check(d.cuCtxSynchronize(), "cuCtxSynchronize");
+    double one = std::max(now_s() - t0, 1e-6);
+    iters = iters_flag > 0 ? iters_flag : static_cast<int>(std::clamp(0.5 / one, 10.0, 200.0));
+  }
   std::vector<CUevent> ev(2 * iters);
   for (auto& e : ev) check(d.cuEventCreate(&e, 0), "cuEventCreate");
   for (int i = 0; i < iters; ++i) {
+    if (dobench) flush_l2();
     check(d.cuEventRecord(ev[2 * i], nullptr), "cuEventRecord");
     launch(i);
     check(d.cuEventRecord(ev[2 * i + 1], nullptr), "cuEventRecord");
@@ -153,22 +217,13 @@ std::vector<float> time_launches(Launch&& launch, int iters_flag) {
 // where the gap between launches is a large part of the per-launch figure.
 template <class Launch>
 double time_back_to_back_ms(Launch&& launch, int iters) {
-  const Driver& d = *driver();
-  CUevent e0, e1;
-  check(d.cuEventCreate(&e0, 0), "cuEventCreate");
-  check(d.cuEventCreate(&e1, 0), "cuEventCreate");
-  check(d.cuEventRecord(e0, nullptr), "cuEventRecord");
-  for (int i = 0; i < iters; ++i) launch(i);
-  check(d.cuEventRecord(e1, nullptr), "cuEventRecord");
-  check(d.cuEventSynchronize(e1), "cuEventSynchronize");
-  float ms = 0;
-  check(d.cuEventElapsedTime(&ms, e0, e1), "cuEventElapsedTime");
-  d.cuEventDestroy(e0);
-  d.cuEventDestroy(e1);
-  return ms / iters;
+  return events_ms([&] {
+    for (int i = 0; i < iters; ++i) launch(i);
+  }) / iters;
 }
 
-double median(std::vector<float> v) {
+template <class T>
+double median(std::vector<T> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
 }
@@ -392,7 +447,8 @@ void print_results(const std::vector<Result>& rs, const Flags& f, const std::str
   }
   if (!f.json) return;
   std::ostringstream j;
-  j << "{\n  \"device\": \"" << json_escape(device_desc) << "\",\n  \"results\": [\n";
+  j << "{\n  \"device\": \"" << json_escape(device_desc) << "\",\n  \"timing\": \""
+    << (g_timing == Timing::kDoBench ? "dobench" : "stream") << "\",\n  \"results\": [\n";
   for (size_t i = 0; i < rs.size(); ++i) {
     const Result& r = rs[i];
     j << "    {\"kernel\": \"" << r.kernel << "\", \"dtype\": \"" << r.dtype << "\", \"sizes\": \"" << r.sizes
@@ -431,6 +487,15 @@ Flags parse_flags(int argc, char** argv) {
     else if (a == "--vec-n") f.vec_n = std::stoll(need(i));
     else if (a == "--split-k") f.split_k = std::stoi(need(i));
     else if (a == "--stream-k") f.stream_k = true;
+    else if (a == "--rounds") f.rounds = std::max(1, std::stoi(need(i)));
+    else if (a == "--timing") {
+      std::string v = need(i);
+      if (v != "dobench" && v != "stream") {
+        std::fprintf(stderr, "cuda_bench: --timing wants dobench or stream, got %s\n", v.c_str());
+        std::exit(2);
+      }
+      g_timing = v == "dobench" ? Timing::kDoBench : Timing::kStream;
+    }
     else if (a == "--mnk") {
       // N (a cube) or MxNxK.
       std::string v = need(i);
@@ -448,6 +513,10 @@ Flags parse_flags(int argc, char** argv) {
     else if (a == "-h" || a == "--help") {
       std::printf("usage: cuda_bench [--quick] [--json [FILE]] [--only NAME] [--tune] [--iters N] [--dump-cubin DIR]\n"
                   "                  [--vec-n N] [--rows M] [--cols N] [--mnk N|MxNxK] [--split-k N] [--stream-k]\n"
+                  "                  [--timing dobench|stream] [--rounds R]\n"
+                  "--timing: dobench (default) flushes L2 before each timed launch as Triton's do_bench\n"
+                  "does for the anchors; stream times launches back to back. --rounds R: the default\n"
+                  "matmul tile and cuBLAS timed alternately R times (default 3, 1 with --quick).\n"
                   "matmul (bf16) shapes: 4096^3 (the one --tune searches), 8192^3, 4096x14336x4096,\n"
                   "128x14336x4096, 16x4096x4096 (MxNxK), each beside cuBLAS; --quick: 2048^3 only;\n"
                   "--mnk: that one shape. --split-k: 0 (default) lets the runtime split small wgmma\n"
@@ -468,6 +537,7 @@ Flags parse_flags(int argc, char** argv) {
   if (rows || cols) f.row_sizes = {{rows ? rows : 4096, cols ? cols : 4096}};
   f.default_rows = !f.quick && !rows && !cols;
   f.matmul_alternatives = !f.quick;
+  if (f.rounds == 0) f.rounds = f.quick ? 1 : 3;
   return f;
 }
 
@@ -840,6 +910,13 @@ std::vector<Result> time_mma_sync(const LibraryKernel& lk, const BenchCase& bc, 
   return {best};
 }
 
+// A matmul row's median time and the figures from it (TFLOP/s, bytes of A + B + C per second).
+void set_matmul_time(const LibraryKernel& lk, const BenchCase& bc, Result& x, double ms) {
+  x.median_ms = ms;
+  x.figure = lk.flops(bc.sizes, bc.dt) / (ms * 1e-3) / 1e12;
+  x.hbm_gbps = lk.bytes(bc.sizes, bc.dt) / (ms * 1e-3) / 1e9;
+}
+
 // The matmul rows beyond the default's `r` (already timed on `bufs`): the default checked,
 // cuBLAS on the same buffers (figure and ratio into r), the best of the alternative tiles,
 // and with --tune at the first shape the best of the whole constexpr space.
@@ -869,10 +946,12 @@ std::vector<Result> bench_matmul(const LibraryKernel& lk, const BenchCase& bc, c
   c.dtype = r.dtype;
   c.sizes = r.sizes;
   c.unit = "TFLOP/s";
+  std::unique_ptr<DeviceBuffer> cref_keep;
   if (!cb.why.empty()) {
     c.note = cb.why;
   } else {
-    DeviceBuffer cref(static_cast<size_t>(M * N) * scalar_bytes(bc.dt));
+    cref_keep = std::make_unique<DeviceBuffer>(static_cast<size_t>(M * N) * scalar_bytes(bc.dt));
+    DeviceBuffer& cref = *cref_keep;
     int st = cublas_gemm(cb, bc.dt, M, N, K, set[0].get(), set[1].get(), cref.get());
     if (st != 0) {
       c.note = "cublasGemmEx status " + std::to_string(st);
@@ -894,8 +973,7 @@ std::vector<Result> bench_matmul(const LibraryKernel& lk, const BenchCase& bc, c
           auto& s = bufs.sets[i % bufs.sets.size()];
           cublas_gemm(cb, bc.dt, M, N, K, s[0].get(), s[1].get(), cref.get());
         }, static_cast<int>(ms.size()));
-      c.figure = lk.flops(bc.sizes, bc.dt) / (c.median_ms * 1e-3) / 1e12;
-      c.hbm_gbps = lk.bytes(bc.sizes, bc.dt) / (c.median_ms * 1e-3) / 1e9;
+      set_matmul_time(lk, bc, c, c.median_ms);
       c.cublas = c.figure;
       c.cublas_ratio = 1;
       cublas_gemm(cb, bc.dt, M, N, K, set[0].get(), set[1].get(), cref.get());
@@ -908,6 +986,34 @@ std::vector<Result> bench_matmul(const LibraryKernel& lk, const BenchCase& bc, c
       }
       if (bufs.sets.size() > 1) note(c, "rotating " + std::to_string(bufs.sets.size()) + " buffer sets");
     }
+  }
+  // More rounds: the default tile and cuBLAS timed alternately, f.rounds times each in all
+  // (the first above); each figure is the median of its rounds' medians, so that the clock's
+  // drift over a run (temperature, power) favours neither the one timed first nor the last.
+  if (f.rounds > 1 && c.median_ms > 0) {
+    std::vector<std::vector<uint64_t>> ptrs;
+    for (size_t s = 0; s < bufs.sets.size(); ++s) ptrs.push_back(ptrs_for(k, bufs, s));
+    std::vector<double> ours{r.median_ms}, theirs{c.median_ms};
+    for (int round = 1; round < f.rounds; ++round) {
+      ours.push_back(median(time_launches([&](int i) { ck.launch(bufs.args, ptrs[i % ptrs.size()], nullptr); }, f.iters)));
+      theirs.push_back(median(time_launches([&](int i) {
+        auto& s = bufs.sets[i % bufs.sets.size()];
+        cublas_gemm(cb, bc.dt, M, N, K, s[0].get(), s[1].get(), cref_keep->get());
+      }, f.iters)));
+    }
+    auto list = [](const std::vector<double>& v) {
+      std::string out;
+      for (double x : v) {
+        char b[32];
+        std::snprintf(b, sizeof b, "%s%.4f", out.empty() ? "" : "/", x);
+        out += b;
+      }
+      return out;
+    };
+    note(r, "ms per round " + list(ours) + ", cuBLAS " + list(theirs));
+    set_matmul_time(lk, bc, r, median(ours));
+    set_matmul_time(lk, bc, c, median(theirs));
+    c.cublas = c.figure;
   }
   auto vs_cublas = [&](Result& x) {
     if (c.figure <= 0) return;
@@ -1007,6 +1113,12 @@ int main(int argc, char** argv) {
       // emitter's GROUP_M, 8 where the kernel does not declare it), for the matmul rows.
       if (const char* e = std::getenv("TESSERA_BENCH_GROUP_M"); e && std::atoi(e) >= 1 && bc.kernel == "matmul")
         unbound->set_constexpr("GROUP_M", std::atoi(e));
+      // TESSERA_BENCH_TMA_HINT_A / _B = 1 (evict_first) or 2 (evict_last): the L2 cache hint of
+      // the wgmma matmuls' TMA copies of A / B (knobs tma_hint_a / tma_hint_b).
+      for (const char* op : {"A", "B"})
+        if (const char* e = std::getenv((std::string("TESSERA_BENCH_TMA_HINT_") + op).c_str());
+            e && bc.kernel.rfind("matmul", 0) == 0 && (std::atoi(e) == 1 || std::atoi(e) == 2))
+          unbound->set_constexpr(std::string("tma_hint_") + char(std::tolower(op[0])), std::atoi(e));
       // The row kernels' tile for the row length, else the target's preferred config.
       auto k = bind_constexprs(*unbound, library_config(*lk, bc.dt, target, row_config(*unbound, bc), &bc.sizes));
       r.config = config_str(*k);

@@ -64,6 +64,7 @@ Loaded load() {
   ok &= sym(d.cuMemcpyHtoD, {"cuMemcpyHtoD_v2"});
   ok &= sym(d.cuMemcpyDtoH, {"cuMemcpyDtoH_v2"});
   ok &= sym(d.cuMemsetD8, {"cuMemsetD8_v2"});
+  ok &= sym(d.cuMemsetD32Async, {"cuMemsetD32Async"});
   ok &= sym(d.cuEventCreate, {"cuEventCreate"});
   ok &= sym(d.cuEventDestroy, {"cuEventDestroy_v2", "cuEventDestroy"});
   ok &= sym(d.cuEventRecord, {"cuEventRecord"});

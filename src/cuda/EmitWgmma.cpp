@@ -219,6 +219,36 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
   // Producer: one thread of the last warpgroup.
   open("if (warp_ >= " + n(CW) + ") {");
   open("if (tsr_tid == " + n(CW * 32) + ") {");
+  // The L2 policy of the A and B copies. A tile that at most two programs read (B's when the
+  // grid has at most two rows of tiles, A's when at most two columns) goes through L2 with
+  // evict_first: it then replaces lines of its own kind rather than lines that other programs
+  // will read again or dirty lines that must first be written back (bench/RESULTS.md,
+  // session 8: +10% at 16x4096x4096 and 128x14336x4096 when L2 starts full of another
+  // kernel's writes, as under do_bench; no change at the large shapes). Others stay
+  // evict_normal. The knobs tma_hint_a / tma_hint_b fix it: 1 evict_first, 2 evict_last,
+  // 3 no hint (the plain copy).
+  auto policy = [&](const char* operand, const std::string& readers) {
+    int64_t h = knob(std::string("tma_hint_") + operand);
+    if (h == 3) return std::string();
+    std::string pol = std::string("pol_") + operand + "_";
+    if (h == 1 || h == 2) {
+      line("const uint64_t " + pol + " = tsr::l2_policy_" + (h == 1 ? "evict_first" : "evict_last") + "();");
+    } else {
+      line("const uint64_t " + pol + " = " + readers +
+           " <= 2 ? tsr::l2_policy_evict_first() : tsr::l2_policy_evict_normal();");
+      count("tma-l2-policy-auto");
+    }
+    return pol;
+  };
+  auto tiles = [&](const std::string& extent, int64_t block) {
+    return "(" + extent + " + " + n(block - 1) + ") / " + n(block);
+  };
+  const Op &la = *w.load_a, &lb = *w.load_b;
+  const ViewInfo &va = view_of(la, la.operand(0)), &vb = view_of(lb, lb.operand(0));
+  const std::string pol_a = policy("a", tiles(w.b_kmajor ? vb.dims[0] : vb.dims[1], w.BN));
+  const std::string pol_b = policy("b", tiles(va.dims[0], w.BM));
+  auto load = [&](const std::string& pol) { return std::string(pol.empty() ? "tsr::tma_load_2d(" : "tsr::tma_load_2d_hint("); };
+  auto hint_arg = [&](const std::string& pol) { return pol.empty() ? std::string() : ", " + pol; };
   open("for (int64_t i_ = 0; i_ < " + trip + "; ++i_) {");
   slot("ring_it_ + i_");
   line("tsr::mbar_wait(empty_ + 8u * s_, ph_ ^ 1u);");
@@ -230,26 +260,23 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
     if (o.get() != w.dot && o.get() != w.load_a && o.get() != w.load_b && o.get() != w.perm_b && o->kind != OpKind::Yield)
       emit_op(*o);
   line("const uint32_t sa_ = ring_ + s_ * " + n(stage) + "u, bar_ = full_ + 8u * s_;");
-  const Op &la = *w.load_a, &lb = *w.load_b;
-  // A: BK / atom boxes of BM rows x 128 bytes. B MN-major: BN / 64 boxes of BK rows x 128
-  // bytes; B K-major ([N, K] view): BK / atom boxes of BN rows x 128 bytes.
   std::string arow = "int(int64_t(" + nm(la.operand(1)) + ") * " + n(w.BM) + ")";
   std::string acol = "int64_t(" + nm(la.operand(2)) + ") * " + n(w.BK);
   for (int64_t c = 0; c < w.BK / atom; ++c)
-    line("tsr::tma_load_2d(sa_ + " + n(c * w.BM * 128) + "u, &" + w.tma_a + ", int(" + acol + " + " + n(atom * c) + "), " +
-         arow + ", bar_);");
+    line(load(pol_a) + "sa_ + " + n(c * w.BM * 128) + "u, &" + w.tma_a + ", int(" + acol + " + " + n(atom * c) + "), " +
+         arow + ", bar_" + hint_arg(pol_a) + ");");
   if (w.b_kmajor) {
     std::string brow = "int(int64_t(" + nm(lb.operand(1)) + ") * " + n(w.BN) + ")";
     std::string bcol = "int64_t(" + nm(lb.operand(2)) + ") * " + n(w.BK);
     for (int64_t c = 0; c < w.BK / atom; ++c)
-      line("tsr::tma_load_2d(sa_ + " + n(a_bytes + c * w.BN * 128) + "u, &" + w.tma_b + ", int(" + bcol + " + " +
-           n(atom * c) + "), " + brow + ", bar_);");
+      line(load(pol_b) + "sa_ + " + n(a_bytes + c * w.BN * 128) + "u, &" + w.tma_b + ", int(" + bcol + " + " +
+           n(atom * c) + "), " + brow + ", bar_" + hint_arg(pol_b) + ");");
   } else {
     std::string brow = "int(int64_t(" + nm(lb.operand(1)) + ") * " + n(w.BK) + ")";
     std::string bcol = "int64_t(" + nm(lb.operand(2)) + ") * " + n(w.BN);
     for (int64_t j = 0; j < w.BN / 64; ++j)
-      line("tsr::tma_load_2d(sa_ + " + n(a_bytes + j * w.BK * 128) + "u, &" + w.tma_b + ", int(" + bcol + " + " +
-           n(64 * j) + "), " + brow + ", bar_);");
+      line(load(pol_b) + "sa_ + " + n(a_bytes + j * w.BK * 128) + "u, &" + w.tma_b + ", int(" + bcol + " + " +
+           n(64 * j) + "), " + brow + ", bar_" + hint_arg(pol_b) + ");");
   }
   close();
   close();

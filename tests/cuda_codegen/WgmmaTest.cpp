@@ -32,9 +32,9 @@ TEST(CudaWgmma, LibraryMatmul128x256x64IsWarpSpecializedTmaWgmma) {
   EXPECT_EQ(em.info.dynamic_smem_bytes, 1024 + 4 * 49152 + 2 * 16384 + 64);
   EXPECT_NE(em.source.find("__launch_bounds__(384, 1)"), std::string::npos);
   EXPECT_NE(em.source.find("tsr::wgmma_m64n256k16_bf16<1>"), std::string::npos) << em.source;
-  // One A box and four 64-column B boxes per stage.
+  // One A box and four 64-column B boxes per stage, each with its L2 policy.
   size_t tma = 0;
-  for (size_t at = 0; (at = em.source.find("tsr::tma_load_2d(", at)) != std::string::npos; ++at) ++tma;
+  for (size_t at = 0; (at = em.source.find("tsr::tma_load_2d_hint(", at)) != std::string::npos; ++at) ++tma;
   EXPECT_EQ(tma, 5u);
   // After the scalars come the tensor maps, a (box 64 x 128), b (box 64 x 64) and c (box 64 x 64,
   // the TMA-store epilogue), then the persistent kernel's grid sizes.
@@ -89,6 +89,52 @@ TEST(CudaWgmma, GroupRowsFromTheKernelsGroupM) {
     ADD_FAILURE() << "GROUP_M = 0 accepted";
   } catch (const TesseraError& e) {
     EXPECT_NE(std::string(e.what()).find("GROUP_M of kernel @matmul is 0"), std::string::npos) << e.what();
+  }
+}
+
+// The TMA copies' L2 policy: evict_first for an operand whose tiles at most two programs read
+// (B with at most two rows of 128-row tiles, A with at most two columns of 256-column ones),
+// decided at run time from the dims; the knobs tma_hint_a / tma_hint_b fix it (1 evict_first,
+// 2 evict_last, 3 the unhinted copy), and the kernel still compiles with each.
+TEST(CudaWgmma, StreamedOperandsGoThroughL2EvictFirst) {
+  auto with = [](int64_t a, int64_t b) {
+    auto k = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}});
+    if (a) k->set_constexpr("tma_hint_a", a);
+    if (b) k->set_constexpr("tma_hint_b", b);
+    return k;
+  };
+  auto count = [](const std::string& src, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = 0; (at = src.find(what, at)) != std::string::npos; ++at) ++n;
+    return n;
+  };
+  CudaEmission em = emit(*with(0, 0));
+  EXPECT_EQ(em.stats["tma-l2-policy-auto"], 2);
+  EXPECT_NE(em.source.find("const uint64_t pol_a_ = (int64_t(tsr_dim_N) + 255) / 256 <= 2 ? tsr::l2_policy_evict_first() : "
+                           "tsr::l2_policy_evict_normal();"),
+            std::string::npos)
+      << em.source;
+  EXPECT_NE(em.source.find("const uint64_t pol_b_ = (int64_t(tsr_dim_M) + 127) / 128 <= 2 ? tsr::l2_policy_evict_first() : "
+                           "tsr::l2_policy_evict_normal();"),
+            std::string::npos);
+  EXPECT_EQ(count(em.source, ", bar_, pol_a_);"), 1u);
+  EXPECT_EQ(count(em.source, ", bar_, pol_b_);"), 4u);
+
+  em = emit(*with(2, 1));
+  EXPECT_EQ(em.stats["tma-l2-policy-auto"], 0);
+  EXPECT_NE(em.source.find("const uint64_t pol_a_ = tsr::l2_policy_evict_last();"), std::string::npos);
+  EXPECT_NE(em.source.find("const uint64_t pol_b_ = tsr::l2_policy_evict_first();"), std::string::npos);
+
+  em = emit(*with(3, 3));
+  EXPECT_EQ(em.source.find("pol_"), std::string::npos);
+  EXPECT_EQ(count(em.source, "tsr::tma_load_2d("), 5u);
+
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  for (auto [a, b] : {std::pair<int64_t, int64_t>{0, 0}, {2, 1}, {1, 2}, {3, 0}}) {
+    SCOPED_TRACE(std::to_string(a) + " " + std::to_string(b));
+    em = emit(*with(a, b));
+    EXPECT_FALSE(nvrtc_compile(em.source, CudaTarget::parse("sm_90a"), "hint.cu", em.line_op).cubin.empty());
   }
 }
 
@@ -179,7 +225,7 @@ TEST(CudaWgmma, TransposedBIsKMajorAndFp8UsesK32Instructions) {
   EXPECT_TRUE(em.info.persistent);
   // One A box and one B box (128 rows of K) per stage; B's tensor map box is 64 x BN.
   size_t tma = 0;
-  for (size_t at = 0; (at = em.source.find("tsr::tma_load_2d(", at)) != std::string::npos; ++at) ++tma;
+  for (size_t at = 0; (at = em.source.find("tsr::tma_load_2d_hint(", at)) != std::string::npos; ++at) ++tma;
   EXPECT_EQ(tma, 2u);
   ASSERT_NE(map_of(em, 1), nullptr);
   EXPECT_EQ(map_of(em, 1)->box[1], 256);

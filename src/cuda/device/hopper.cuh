@@ -69,6 +69,34 @@ TSR_D void tma_load_2d(uint32_t dst, const TmaDesc* map, int c0, int c1, uint32_
       : "memory");
 }
 
+// L2 eviction policies (createpolicy) for the cache-hinted TMA load below: evict_first for
+// data read once (its lines are replaced before any other, so streaming it does not push
+// out what is resident, e.g. dirty lines that would then have to be written back),
+// evict_last for data many CTAs read again; evict_normal is what an unhinted copy does.
+TSR_D uint64_t l2_policy_evict_first() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+  return p;
+}
+TSR_D uint64_t l2_policy_evict_normal() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(p));
+  return p;
+}
+TSR_D uint64_t l2_policy_evict_last() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(p));
+  return p;
+}
+// tma_load_2d with an L2 cache policy from l2_policy_*.
+TSR_D void tma_load_2d_hint(uint32_t dst, const TmaDesc* map, int c0, int c1, uint32_t bar, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, %3}], "
+      "[%4], %5;\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar), "l"(policy)
+      : "memory");
+}
+
 // Starts fetching a tensor map into the TMA unit's descriptor cache, so that the first copy
 // does not wait for it (a __grid_constant__ parameter's generic address).
 TSR_D void prefetch_tensormap(const TmaDesc* map) {
