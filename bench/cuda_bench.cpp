@@ -1113,11 +1113,11 @@ int main(int argc, char** argv) {
       // emitter's GROUP_M, 8 where the kernel does not declare it), for the matmul rows.
       if (const char* e = std::getenv("TESSERA_BENCH_GROUP_M"); e && std::atoi(e) >= 1 && bc.kernel == "matmul")
         unbound->set_constexpr("GROUP_M", std::atoi(e));
-      // TESSERA_BENCH_TMA_HINT_A / _B = 1 (evict_first) or 2 (evict_last): the L2 cache hint of
-      // the wgmma matmuls' TMA copies of A / B (knobs tma_hint_a / tma_hint_b).
+      // TESSERA_BENCH_TMA_HINT_A / _B = 1 (evict_first), 2 (evict_last) or 3 (no hint): the L2
+      // cache hint of the wgmma matmuls' TMA copies of A / B (knobs tma_hint_a / tma_hint_b).
       for (const char* op : {"A", "B"})
         if (const char* e = std::getenv((std::string("TESSERA_BENCH_TMA_HINT_") + op).c_str());
-            e && bc.kernel.rfind("matmul", 0) == 0 && (std::atoi(e) == 1 || std::atoi(e) == 2))
+            e && bc.kernel.rfind("matmul", 0) == 0 && std::atoi(e) >= 1 && std::atoi(e) <= 3)
           unbound->set_constexpr(std::string("tma_hint_") + char(std::tolower(op[0])), std::atoi(e));
       // The row kernels' tile for the row length, else the target's preferred config.
       auto k = bind_constexprs(*unbound, library_config(*lk, bc.dt, target, row_config(*unbound, bc), &bc.sizes));

@@ -32,7 +32,7 @@ TEST(CudaWgmma, LibraryMatmul128x256x64IsWarpSpecializedTmaWgmma) {
   EXPECT_EQ(em.info.dynamic_smem_bytes, 1024 + 4 * 49152 + 2 * 16384 + 64);
   EXPECT_NE(em.source.find("__launch_bounds__(384, 1)"), std::string::npos);
   EXPECT_NE(em.source.find("tsr::wgmma_m64n256k16_bf16<1>"), std::string::npos) << em.source;
-  // One A box and four 64-column B boxes per stage, each with its L2 policy.
+  // One A box and four 64-column B boxes per stage (each copied with or without an L2 hint).
   size_t tma = 0;
   for (size_t at = 0; (at = em.source.find("tsr::tma_load_2d_hint(", at)) != std::string::npos; ++at) ++tma;
   EXPECT_EQ(tma, 5u);
@@ -94,8 +94,8 @@ TEST(CudaWgmma, GroupRowsFromTheKernelsGroupM) {
 
 // The TMA copies' L2 policy: evict_first for an operand whose tiles at most two programs read
 // (B with at most two rows of 128-row tiles, A with at most two columns of 256-column ones),
-// decided at run time from the dims; the knobs tma_hint_a / tma_hint_b fix it (1 evict_first,
-// 2 evict_last, 3 the unhinted copy), and the kernel still compiles with each.
+// decided at run time from the dims, else the unhinted copy; the knobs tma_hint_a /
+// tma_hint_b fix it (1 evict_first, 2 evict_last, 3 never a hint), and NVRTC takes each.
 TEST(CudaWgmma, StreamedOperandsGoThroughL2EvictFirst) {
   auto with = [](int64_t a, int64_t b) {
     auto k = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}});
@@ -110,20 +110,20 @@ TEST(CudaWgmma, StreamedOperandsGoThroughL2EvictFirst) {
   };
   CudaEmission em = emit(*with(0, 0));
   EXPECT_EQ(em.stats["tma-l2-policy-auto"], 2);
-  EXPECT_NE(em.source.find("const uint64_t pol_a_ = (int64_t(tsr_dim_N) + 255) / 256 <= 2 ? tsr::l2_policy_evict_first() : "
-                           "tsr::l2_policy_evict_normal();"),
-            std::string::npos)
+  EXPECT_NE(em.source.find("const bool stream_a_ = (int64_t(tsr_dim_N) + 255) / 256 <= 2;"), std::string::npos)
       << em.source;
-  EXPECT_NE(em.source.find("const uint64_t pol_b_ = (int64_t(tsr_dim_M) + 127) / 128 <= 2 ? tsr::l2_policy_evict_first() : "
-                           "tsr::l2_policy_evict_normal();"),
-            std::string::npos);
-  EXPECT_EQ(count(em.source, ", bar_, pol_a_);"), 1u);
-  EXPECT_EQ(count(em.source, ", bar_, pol_b_);"), 4u);
+  EXPECT_NE(em.source.find("const bool stream_b_ = (int64_t(tsr_dim_M) + 127) / 128 <= 2;"), std::string::npos);
+  EXPECT_EQ(count(em.source, "const uint64_t pol_first_ = tsr::l2_policy_evict_first();"), 1u);
+  // One A box and four B boxes, each hinted or not by its operand's flag.
+  EXPECT_EQ(count(em.source, "if (stream_a_) tsr::tma_load_2d_hint("), 1u);
+  EXPECT_EQ(count(em.source, "if (stream_b_) tsr::tma_load_2d_hint("), 4u);
+  EXPECT_EQ(count(em.source, ", bar_, pol_first_); else tsr::tma_load_2d("), 5u);
 
   em = emit(*with(2, 1));
   EXPECT_EQ(em.stats["tma-l2-policy-auto"], 0);
-  EXPECT_NE(em.source.find("const uint64_t pol_a_ = tsr::l2_policy_evict_last();"), std::string::npos);
-  EXPECT_NE(em.source.find("const uint64_t pol_b_ = tsr::l2_policy_evict_first();"), std::string::npos);
+  EXPECT_EQ(em.source.find("stream_"), std::string::npos);
+  EXPECT_EQ(count(em.source, ", bar_, pol_last_);"), 1u);
+  EXPECT_EQ(count(em.source, ", bar_, pol_first_);"), 4u);
 
   em = emit(*with(3, 3));
   EXPECT_EQ(em.source.find("pol_"), std::string::npos);
