@@ -1119,6 +1119,14 @@ int main(int argc, char** argv) {
         if (const char* e = std::getenv((std::string("TESSERA_BENCH_TMA_HINT_") + op).c_str());
             e && bc.kernel.rfind("matmul", 0) == 0 && std::atoi(e) >= 1 && std::atoi(e) <= 3)
           unbound->set_constexpr(std::string("tma_hint_") + char(std::tolower(op[0])), std::atoi(e));
+      // TESSERA_BENCH_TMA_STORE=0: the persistent wgmma matmuls store their fragments directly
+      // (knob tma_store_epilogue = 0) instead of through shared memory and TMA stores.
+      if (const char* e = std::getenv("TESSERA_BENCH_TMA_STORE"); e && std::string(e) == "0" && bc.kernel.rfind("matmul", 0) == 0)
+        unbound->set_constexpr("tma_store_epilogue", 0);
+      // TESSERA_BENCH_EPILOGUE_BUFFERS=4: four 8 KiB epilogue buffers per consumer warpgroup
+      // in the persistent wgmma matmuls (knob epilogue_buffers; the ring loses a stage).
+      if (const char* e = std::getenv("TESSERA_BENCH_EPILOGUE_BUFFERS"); e && std::string(e) == "4" && bc.kernel.rfind("matmul", 0) == 0)
+        unbound->set_constexpr("epilogue_buffers", 4);
       // The row kernels' tile for the row length, else the target's preferred config.
       auto k = bind_constexprs(*unbound, library_config(*lk, bc.dt, target, row_config(*unbound, bc), &bc.sizes));
       r.config = config_str(*k);

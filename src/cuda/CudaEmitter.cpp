@@ -939,7 +939,10 @@ CudaEmission Emitter::run() {
     if (persistent_ && tg_.split_k) split_k_ = true, persistent_ = false;
     if (persistent_) {
       const Value* out = wg_.store->operand(0);
-      if (out->type.rank() == 2 && (out->type.elem == ScalarKind::BF16 || out->type.elem == ScalarKind::F16)) {
+      // Knob tma_store_epilogue = 0: the consumers store their fragments straight to global
+      // memory instead (no staging, no barriers between the boxes).
+      if (out->type.rank() == 2 && (out->type.elem == ScalarKind::BF16 || out->type.elem == ScalarKind::F16) &&
+          knob("tma_store_epilogue", 1) != 0) {
         wg_.tma_store = true;
         wg_.tma_c = add_map(out, 64, 64);
       }

@@ -92,7 +92,8 @@ Emitter::WgmmaPlan Emitter::plan_wgmma() const {
     if (o.get() != dot && o.get() != la && o.get() != lb && o.get() != perm && o->kind != OpKind::Yield &&
         !pure_scalar(*o))
       return no("the loop body does more than index arithmetic, two loads and the dot");
-  int64_t stage = (BM * BK + BK * BN) * eb, staging = 16384 * (BM / 64);
+  w.epilogue_buffers = knob("epilogue_buffers", 2) == 4 ? 4 : 2;
+  int64_t stage = (BM * BK + BK * BN) * eb, staging = w.staging_bytes_for(BM);
   int64_t S = std::min<int64_t>(std::get<int64_t>(*loop->find_attr("pipeline")), 8);
   // A split-K compilation runs for grids too small to fill the GPU: each CTA streams its slice
   // of K with nothing else on its SM to hide the memory latency, so its ring is as deep as
@@ -424,16 +425,17 @@ void Emitter::emit_wgmma_tma_store(const Op& st, const FragTile& ft) {
   warp_coords(*this, ft.p);
   open("if (warp_ < " + n(w.consumer_warps) + ") {");
   line("const uint32_t wg_ = uint32_t(warp_) / 4u, v_ = uint32_t(warp_) % 4u;");
-  line("const uint32_t stg_ = ring_ + " + n(w.ring_bytes()) + "u + wg_ * 16384u;");
+  const int64_t bufs = w.epilogue_buffers;
+  line("const uint32_t stg_ = ring_ + " + n(w.ring_bytes()) + "u + wg_ * " + n(8192 * bufs) + "u;");
   line("const bool lead_ = tsr_tid % 128 == 0;");
   line("const int row0_ = int(int64_t(" + nm(st.operand(2)) + ") * " + n(w.BM) + ") + int(wg_) * 64;");
   line("const int col0_ = int(int64_t(" + nm(st.operand(3)) + ") * " + n(w.BN) + ");");
   line("#pragma unroll");
   open("for (int c_ = 0; c_ < " + n(w.BN / 64) + "; ++c_) {");
-  // The buffer this box uses was last read by the store two boxes ago.
-  line("if (lead_) tsr::bulk_wait_read<1>();");
+  // The buffer this box uses was last read by the store `bufs` boxes ago.
+  line("if (lead_) tsr::bulk_wait_read<" + n(bufs - 1) + ">();");
   line("tsr::named_barrier(1u + wg_, 128u);");
-  line("const uint32_t buf_ = stg_ + uint32_t(c_ & 1) * 8192u;");
+  line("const uint32_t buf_ = stg_ + uint32_t(c_ & " + n(bufs - 1) + ") * 8192u;");
   line("#pragma unroll");
   open("for (int j_ = 0; j_ < 8; ++j_) {");
   line("#pragma unroll");

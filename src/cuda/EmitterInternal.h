@@ -286,14 +286,18 @@ class Emitter {
     MmaPlan mma;
     std::string tma_a, tma_b;  // kernel parameter names of the tensor maps
     // Persistent kernels with a 16-bit output: the epilogue stages each consumer warpgroup's
-    // 64 x BN block in 64-column boxes through two swizzled 8 KiB buffers and stores them with
+    // 64 x BN block in 64-column boxes through swizzled 8 KiB buffers and stores them with
     // TMA, so the consumers return to the ring while the copy engine writes.
     const Op* store = nullptr;
     bool tma_store = false;
     std::string tma_c;
     int64_t stage_bytes() const { return (BM * BK + BK * BN) * eb; }
     int64_t ring_bytes() const { return int64_t(stages) * stage_bytes(); }
-    int64_t staging_bytes() const { return 16384 * (BM / 64); }
+    // Buffers of 8 KiB per consumer warpgroup (knob epilogue_buffers: 2, or 4 so that no box
+    // waits for an earlier box's store; the ring then has a stage less).
+    int epilogue_buffers = 2;
+    int64_t staging_bytes() const { return staging_bytes_for(BM); }
+    int64_t staging_bytes_for(int64_t bm) const { return 8192 * epilogue_buffers * (bm / 64); }
   };
   WgmmaPlan wg_;
   WgmmaPlan plan_wgmma() const;

@@ -138,6 +138,34 @@ TEST(CudaWgmma, StreamedOperandsGoThroughL2EvictFirst) {
   }
 }
 
+// Knob epilogue_buffers = 4: each consumer warpgroup stages its four 64-column boxes in four
+// 8 KiB buffers (no box waits for an earlier box's store), and the ring has one stage less to
+// make room; tma_store_epilogue = 0 stores the fragments directly.
+TEST(CudaWgmma, EpilogueKnobs) {
+  auto k = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}});
+  CudaEmission two = emit(*k);
+  EXPECT_EQ(two.stats["pipeline-stages"], 4);
+  EXPECT_NE(two.source.find("if (lead_) tsr::bulk_wait_read<1>();"), std::string::npos);
+  EXPECT_NE(two.source.find("const uint32_t buf_ = stg_ + uint32_t(c_ & 1) * 8192u;"), std::string::npos);
+  k->set_constexpr("epilogue_buffers", 4);
+  CudaEmission four = emit(*k);
+  EXPECT_EQ(four.stats["pipeline-stages"], 3);
+  EXPECT_EQ(four.info.dynamic_smem_bytes, 1024 + 3 * 49152 + 2 * 32768 + 48);
+  EXPECT_NE(four.source.find("const uint32_t stg_ = ring_ + 147456u + wg_ * 32768u;"), std::string::npos) << four.source;
+  EXPECT_NE(four.source.find("if (lead_) tsr::bulk_wait_read<3>();"), std::string::npos);
+  EXPECT_NE(four.source.find("const uint32_t buf_ = stg_ + uint32_t(c_ & 3) * 8192u;"), std::string::npos);
+  k->set_constexpr("epilogue_buffers", 2);
+  k->set_constexpr("tma_store_epilogue", 0);
+  CudaEmission direct = emit(*k);
+  EXPECT_EQ(direct.stats["tma-store-epilogues"], 0);
+  EXPECT_EQ(direct.stats["mma-direct-epilogues"], 1);
+  EXPECT_NE(direct.source.find("tsr::store_frags("), std::string::npos);
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  EXPECT_FALSE(nvrtc_compile(four.source, CudaTarget::parse("sm_90a"), "four.cu", four.line_op).cubin.empty());
+  EXPECT_FALSE(nvrtc_compile(direct.source, CudaTarget::parse("sm_90a"), "direct.cu", direct.line_op).cubin.empty());
+}
+
 TEST(CudaWgmma, OtherWorkAtTopLevelKeepsOneCtaPerProgram) {
   std::string t =
       "kernel @mm(%a: view<bf16, [M, K]>, %b: view<bf16, [K, N]>, %c: view<bf16, [M, N]>, %d: view<f32, [M]>) {\n"

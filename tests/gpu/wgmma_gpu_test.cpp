@@ -256,5 +256,32 @@ TEST(WgmmaGpu, ManyProgramsPerCtaMatchTheReference) {
   expect_matches_reference({{"M", 2040}, {"N", 2056}, {"K", 328}}, 128, 256, 64);
 }
 
+// The persistent kernel's codegen knobs against the interpreter, with several programs per CTA
+// (so that epilogue buffers and the ring's phases carry from tile to tile): four epilogue
+// buffers per consumer warpgroup (a ring stage less), the copies' L2 hints forced each way
+// and never, and the direct (not TMA-store) epilogue. Then the automatic hint's streamed
+// case: B read by one row of tiles.
+TEST(WgmmaGpu, PersistentKnobsMatchTheInterpreter) {
+  REQUIRE_HOPPER();
+  const Sizes many{{"M", 128 * 12 - 24}, {"N", 256 * 12 - 8}, {"K", 136}};  // 144 programs
+  uint64_t seed = 61;
+  for (ConstexprConfig knobs : {ConstexprConfig{{"epilogue_buffers", 4}}, ConstexprConfig{{"tma_hint_a", 1}, {"tma_hint_b", 2}},
+                                ConstexprConfig{{"tma_hint_a", 3}, {"tma_hint_b", 3}},
+                                ConstexprConfig{{"tma_store_epilogue", 0}}}) {
+    auto k = matmul(ScalarKind::BF16, 128, 256, 64);
+    std::string what;
+    for (const auto& [name, v] : knobs) {
+      k->set_constexpr(name, v);
+      what += name + "=" + std::to_string(v) + " ";
+    }
+    SCOPED_TRACE(what);
+    auto ck = compile_cuda(*k, no_split_options());
+    run_compiled_and_compare(*ck, *k, many, seed++);
+    EXPECT_EQ(ck->launches_without_tma, 0);
+  }
+  auto k = matmul(ScalarKind::BF16, 64, 256, 64);
+  EXPECT_EQ(run_and_compare(*k, {{"M", 100}, {"N", 256 * 40 - 8}, {"K", 264}}, seed++, no_split_options()), 0);
+}
+
 }  // namespace
 }  // namespace tessera::gputest
