@@ -940,7 +940,8 @@ CudaEmission Emitter::run() {
     if (persistent_) {
       const Value* out = wg_.store->operand(0);
       // Knob tma_store_epilogue = 0: the consumers store their fragments straight to global
-      // memory instead (no staging, no barriers between the boxes).
+      // memory instead (no staging, no barriers between the boxes; plan_wgmma has already
+      // sized the ring with the staging buffers' shared memory, which then stays unused).
       if (out->type.rank() == 2 && (out->type.elem == ScalarKind::BF16 || out->type.elem == ScalarKind::F16) &&
           knob("tma_store_epilogue", 1) != 0) {
         wg_.tma_store = true;

@@ -92,7 +92,10 @@ Emitter::WgmmaPlan Emitter::plan_wgmma() const {
     if (o.get() != dot && o.get() != la && o.get() != lb && o.get() != perm && o->kind != OpKind::Yield &&
         !pure_scalar(*o))
       return no("the loop body does more than index arithmetic, two loads and the dot");
-  w.epilogue_buffers = knob("epilogue_buffers", 2) == 4 ? 4 : 2;
+  if (int64_t bufs = knob("epilogue_buffers", 2); bufs == 2 || bufs == 4)
+    w.epilogue_buffers = static_cast<int>(bufs);
+  else
+    fail(*dot, "knob epilogue_buffers = " + std::to_string(bufs) + ": 2 (the default) or 4");
   int64_t stage = (BM * BK + BK * BN) * eb, staging = w.staging_bytes_for(BM);
   int64_t S = std::min<int64_t>(std::get<int64_t>(*loop->find_attr("pipeline")), 8);
   // A split-K compilation runs for grids too small to fill the GPU: each CTA streams its slice
@@ -225,9 +228,11 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
   // evict_first hint: it then replaces lines of its own kind rather than lines that other
   // programs will read again or dirty lines that must first be written back (bench/RESULTS.md,
   // session 8: +10% at 16x4096x4096 and 128x14336x4096 when L2 starts full of another
-  // kernel's writes, as under do_bench). Other tiles take the unhinted copy: an explicit
-  // evict_normal policy measured 3-8% slower than no hint. Decided at run time from the dims.
-  // The knobs tma_hint_a / tma_hint_b fix it: 1 evict_first, 2 evict_last, 3 never a hint.
+  // kernel's writes, as under do_bench). Other tiles take the unhinted copy: with an explicit
+  // evict_normal policy for them a gpu-check measured every wgmma tile 8-20% slower (not A/B
+  // tested in one run; bench/RESULTS.md, session 8). Decided at run time from the dims.
+  // The knobs tma_hint_a / tma_hint_b fix it: 1 evict_first, 2 evict_last, 3 never a hint
+  // (0 or none: the rule above; any other value is an error).
   auto tiles = [&](const std::string& extent, int64_t block) {
     return "(" + extent + " + " + n(block - 1) + ") / " + n(block);
   };
@@ -238,6 +243,9 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
   bool need_first = false, need_last = false;
   auto hint_of = [&](const char* operand, const std::string& readers) {
     int64_t h = knob(std::string("tma_hint_") + operand);
+    if (h < 0 || h > 3)
+      fail(*w.dot, "knob tma_hint_" + std::string(operand) + " = " + std::to_string(h) +
+                       ": 0 (automatic), 1 (evict_first), 2 (evict_last) or 3 (no hint)");
     if (h == 3) return std::string();
     if (h == 1 || h == 2) {
       (h == 1 ? need_first : need_last) = true;
@@ -271,6 +279,8 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
     if (o.get() != w.dot && o.get() != w.load_a && o.get() != w.load_b && o.get() != w.perm_b && o->kind != OpKind::Yield)
       emit_op(*o);
   line("const uint32_t sa_ = ring_ + s_ * " + n(stage) + "u, bar_ = full_ + 8u * s_;");
+  // A: BK / atom boxes of BM rows x 128 bytes. B MN-major: BN / 64 boxes of BK rows x 128
+  // bytes; B K-major ([N, K] view): BK / atom boxes of BN rows x 128 bytes.
   std::string arow = "int(int64_t(" + nm(la.operand(1)) + ") * " + n(w.BM) + ")";
   std::string acol = "int64_t(" + nm(la.operand(2)) + ") * " + n(w.BK);
   for (int64_t c = 0; c < w.BK / atom; ++c)
@@ -426,13 +436,21 @@ void Emitter::emit_wgmma_tma_store(const Op& st, const FragTile& ft) {
   open("if (warp_ < " + n(w.consumer_warps) + ") {");
   line("const uint32_t wg_ = uint32_t(warp_) / 4u, v_ = uint32_t(warp_) % 4u;");
   const int64_t bufs = w.epilogue_buffers;
+  // Box c_ uses buffer c_ % bufs. The wait below lets the `bufs - 1` latest stores run on, so
+  // it protects the buffer only when its last store was `bufs` boxes back, which across tiles
+  // holds only when a tile has a multiple of `bufs` boxes (BN / 64): four buffers need
+  // BN = 256. (Two buffers at BN = 64 or 192, one or three boxes, fall short the same way; a
+  // box count running across the tiles would pick the buffer and fix both.)
+  if (bufs == 4 && (w.BN / 64) % bufs != 0)
+    fail(st, "knob epilogue_buffers = 4 needs BLOCK_N = 256 (four 64-column boxes a tile), not " + n(w.BN) +
+                 ": with fewer, a tile's box would overwrite a buffer that an earlier tile's store may still read");
   line("const uint32_t stg_ = ring_ + " + n(w.ring_bytes()) + "u + wg_ * " + n(8192 * bufs) + "u;");
   line("const bool lead_ = tsr_tid % 128 == 0;");
   line("const int row0_ = int(int64_t(" + nm(st.operand(2)) + ") * " + n(w.BM) + ") + int(wg_) * 64;");
   line("const int col0_ = int(int64_t(" + nm(st.operand(3)) + ") * " + n(w.BN) + ");");
   line("#pragma unroll");
   open("for (int c_ = 0; c_ < " + n(w.BN / 64) + "; ++c_) {");
-  // The buffer this box uses was last read by the store `bufs` boxes ago.
+  // The buffer this box uses was last read by the store `bufs` boxes ago (see above).
   line("if (lead_) tsr::bulk_wait_read<" + n(bufs - 1) + ">();");
   line("tsr::named_barrier(1u + wg_, 128u);");
   line("const uint32_t buf_ = stg_ + uint32_t(c_ & " + n(bufs - 1) + ") * 8192u;");

@@ -294,7 +294,9 @@ class Emitter {
     int64_t stage_bytes() const { return (BM * BK + BK * BN) * eb; }
     int64_t ring_bytes() const { return int64_t(stages) * stage_bytes(); }
     // Buffers of 8 KiB per consumer warpgroup (knob epilogue_buffers: 2, or 4 so that no box
-    // waits for an earlier box's store; the ring then has a stage less).
+    // waits for an earlier box's store; the ring then has a stage less). Reserved in shared
+    // memory for every wgmma plan, before it is known whether the kernel is persistent with a
+    // TMA-store epilogue (split-K, f32 outputs and tma_store_epilogue = 0 leave them unused).
     int epilogue_buffers = 2;
     int64_t staging_bytes() const { return staging_bytes_for(BM); }
     int64_t staging_bytes_for(int64_t bm) const { return 8192 * epilogue_buffers * (bm / 64); }

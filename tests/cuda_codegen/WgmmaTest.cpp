@@ -166,6 +166,30 @@ TEST(CudaWgmma, EpilogueKnobs) {
   EXPECT_FALSE(nvrtc_compile(direct.source, CudaTarget::parse("sm_90a"), "direct.cu", direct.line_op).cubin.empty());
 }
 
+// A knob value the emitter gives no meaning is an error, not quietly the default; so is
+// epilogue_buffers = 4 on a tile of fewer than four 64-column boxes, where a box would rewrite
+// a buffer that an earlier tile's store may still be reading.
+TEST(CudaWgmma, KnobValuesWithoutAMeaningAreErrors) {
+  auto error = [](int64_t bn, const std::string& knob, int64_t v) {
+    auto k = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", bn}, {"BLOCK_K", 64}});
+    k->set_constexpr(knob, v);
+    try {
+      emit(*k);
+    } catch (const TesseraError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error(256, "tma_hint_a", 4).find("knob tma_hint_a = 4: 0 (automatic)"), std::string::npos);
+  EXPECT_NE(error(256, "tma_hint_b", -1).find("knob tma_hint_b = -1: 0 (automatic)"), std::string::npos);
+  EXPECT_NE(error(256, "epilogue_buffers", 3).find("knob epilogue_buffers = 3: 2 (the default) or 4"),
+            std::string::npos);
+  EXPECT_NE(error(128, "epilogue_buffers", 4).find("epilogue_buffers = 4 needs BLOCK_N = 256"), std::string::npos);
+  EXPECT_EQ(error(256, "epilogue_buffers", 4), "");
+  EXPECT_EQ(error(128, "epilogue_buffers", 2), "");
+  EXPECT_EQ(error(256, "tma_hint_a", 0), "");
+}
+
 TEST(CudaWgmma, OtherWorkAtTopLevelKeepsOneCtaPerProgram) {
   std::string t =
       "kernel @mm(%a: view<bf16, [M, K]>, %b: view<bf16, [K, N]>, %c: view<bf16, [M, N]>, %d: view<f32, [M]>) {\n"
