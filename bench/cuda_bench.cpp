@@ -38,6 +38,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
@@ -48,6 +49,7 @@
 #include <fstream>
 #include <future>
 #include <map>
+#include <memory>
 #include <optional>
 #include <random>
 #include <set>
@@ -145,21 +147,48 @@ void fill_random(const DeviceBuffer& buf, ScalarKind dt, uint64_t seed) {
 enum class Timing { kDoBench, kStream };
 Timing g_timing = Timing::kDoBench;
 
+// `n` CUDA events, destroyed with the scope: a failed check throws, main reports the case and
+// goes on to the next, and the events must not stay behind.
+class Events {
+ public:
+  explicit Events(size_t n) {
+    try {
+      ev_.reserve(n);
+      for (size_t i = 0; i < n; ++i) {
+        CUevent e = nullptr;
+        check(driver()->cuEventCreate(&e, 0), "cuEventCreate");
+        ev_.push_back(e);
+      }
+    } catch (...) {
+      destroy();
+      throw;
+    }
+  }
+  ~Events() { destroy(); }
+  Events(const Events&) = delete;
+  Events& operator=(const Events&) = delete;
+  CUevent operator[](size_t i) const { return ev_[i]; }
+  CUevent back() const { return ev_.back(); }
+
+ private:
+  void destroy() {
+    for (CUevent e : ev_) driver()->cuEventDestroy(e);
+    ev_.clear();
+  }
+  std::vector<CUevent> ev_;
+};
+
 // Milliseconds between an event pair around what `enqueue` puts on the default stream.
 template <class Enqueue>
 double events_ms(Enqueue&& enqueue) {
   const Driver& d = *driver();
-  CUevent e0, e1;
-  check(d.cuEventCreate(&e0, 0), "cuEventCreate");
-  check(d.cuEventCreate(&e1, 0), "cuEventCreate");
-  check(d.cuEventRecord(e0, nullptr), "cuEventRecord");
+  Events ev(2);
+  check(d.cuEventRecord(ev[0], nullptr), "cuEventRecord");
   enqueue();
-  check(d.cuEventRecord(e1, nullptr), "cuEventRecord");
-  check(d.cuEventSynchronize(e1), "cuEventSynchronize");
+  check(d.cuEventRecord(ev[1], nullptr), "cuEventRecord");
+  check(d.cuEventSynchronize(ev[1]), "cuEventSynchronize");
   float ms = 0;
-  check(d.cuEventElapsedTime(&ms, e0, e1), "cuEventElapsedTime");
-  d.cuEventDestroy(e0);
-  d.cuEventDestroy(e1);
+  check(d.cuEventElapsedTime(&ms, ev[0], ev[1]), "cuEventElapsedTime");
   return ms;
 }
 
@@ -170,7 +199,8 @@ void flush_l2() {
 }
 
 // Per-launch CUDA event times (ms) after warm-up, under g_timing; `iters_flag` > 0 fixes the
-// number of timed launches (else kDoBench's 100 ms or kStream's 0.5 s worth, 10..200).
+// number of timed launches (else kDoBench's 100 ms worth, as do_bench, unclamped; or kStream's
+// 0.5 s worth within 10..200).
 template <class Launch>
 std::vector<float> time_launches(Launch&& launch, int iters_flag) {
   const Driver& d = *driver();
@@ -196,8 +226,7 @@ std::vector<float> time_launches(Launch&& launch, int iters_flag) {
     double one = std::max(now_s() - t0, 1e-6);
     iters = iters_flag > 0 ? iters_flag : static_cast<int>(std::clamp(0.5 / one, 10.0, 200.0));
   }
-  std::vector<CUevent> ev(2 * iters);
-  for (auto& e : ev) check(d.cuEventCreate(&e, 0), "cuEventCreate");
+  Events ev(2 * static_cast<size_t>(iters));
   for (int i = 0; i < iters; ++i) {
     if (dobench) flush_l2();
     check(d.cuEventRecord(ev[2 * i], nullptr), "cuEventRecord");
@@ -207,7 +236,6 @@ std::vector<float> time_launches(Launch&& launch, int iters_flag) {
   check(d.cuEventSynchronize(ev.back()), "cuEventSynchronize");
   std::vector<float> ms(iters);
   for (int i = 0; i < iters; ++i) check(d.cuEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]), "cuEventElapsedTime");
-  for (auto& e : ev) d.cuEventDestroy(e);
   return ms;
 }
 
@@ -222,6 +250,7 @@ double time_back_to_back_ms(Launch&& launch, int iters) {
   }) / iters;
 }
 
+// The middle value; of an even count the upper of the two middle ones (--rounds 2: the slower).
 template <class T>
 double median(std::vector<T> v) {
   std::sort(v.begin(), v.end());
@@ -487,7 +516,13 @@ Flags parse_flags(int argc, char** argv) {
     else if (a == "--vec-n") f.vec_n = std::stoll(need(i));
     else if (a == "--split-k") f.split_k = std::stoi(need(i));
     else if (a == "--stream-k") f.stream_k = true;
-    else if (a == "--rounds") f.rounds = std::max(1, std::stoi(need(i)));
+    else if (a == "--rounds") {
+      f.rounds = std::stoi(need(i));
+      if (f.rounds < 1) {
+        std::fprintf(stderr, "cuda_bench: --rounds wants 1 or more, got %d\n", f.rounds);
+        std::exit(2);
+      }
+    }
     else if (a == "--timing") {
       std::string v = need(i);
       if (v != "dobench" && v != "stream") {
@@ -946,7 +981,13 @@ std::vector<Result> bench_matmul(const LibraryKernel& lk, const BenchCase& bc, c
   c.dtype = r.dtype;
   c.sizes = r.sizes;
   c.unit = "TFLOP/s";
+  // cuBLAS's C, kept for the rounds below.
   std::unique_ptr<DeviceBuffer> cref_keep;
+  // cuBLAS's launch `i`, on the buffer sets in rotation as the default's launches.
+  auto cublas_launch = [&](int i) {
+    auto& s = bufs.sets[i % bufs.sets.size()];
+    cublas_gemm(cb, bc.dt, M, N, K, s[0].get(), s[1].get(), cref_keep->get());
+  };
   if (!cb.why.empty()) {
     c.note = cb.why;
   } else {
@@ -956,23 +997,13 @@ std::vector<Result> bench_matmul(const LibraryKernel& lk, const BenchCase& bc, c
     if (st != 0) {
       c.note = "cublasGemmEx status " + std::to_string(st);
     } else {
-      auto ms = time_launches([&](int i) {
-        auto& s = bufs.sets[i % bufs.sets.size()];
-        cublas_gemm(cb, bc.dt, M, N, K, s[0].get(), s[1].get(), cref.get());
-      }, f.iters);
+      auto ms = time_launches(cublas_launch, f.iters);
       c.median_ms = median(ms);
       double t0 = now_s();
-      for (int i = 0; i < 50; ++i) {
-        auto& s = bufs.sets[i % bufs.sets.size()];
-        cublas_gemm(cb, bc.dt, M, N, K, s[0].get(), s[1].get(), cref.get());
-      }
+      for (int i = 0; i < 50; ++i) cublas_launch(i);
       c.host_us = (now_s() - t0) / 50 * 1e6;
       check(driver()->cuCtxSynchronize(), "cuCtxSynchronize");
-      if (M <= 64)
-        c.back_to_back_ms = time_back_to_back_ms([&](int i) {
-          auto& s = bufs.sets[i % bufs.sets.size()];
-          cublas_gemm(cb, bc.dt, M, N, K, s[0].get(), s[1].get(), cref.get());
-        }, static_cast<int>(ms.size()));
+      if (M <= 64) c.back_to_back_ms = time_back_to_back_ms(cublas_launch, static_cast<int>(ms.size()));
       set_matmul_time(lk, bc, c, c.median_ms);
       c.cublas = c.figure;
       c.cublas_ratio = 1;
@@ -996,10 +1027,7 @@ std::vector<Result> bench_matmul(const LibraryKernel& lk, const BenchCase& bc, c
     std::vector<double> ours{r.median_ms}, theirs{c.median_ms};
     for (int round = 1; round < f.rounds; ++round) {
       ours.push_back(median(time_launches([&](int i) { ck.launch(bufs.args, ptrs[i % ptrs.size()], nullptr); }, f.iters)));
-      theirs.push_back(median(time_launches([&](int i) {
-        auto& s = bufs.sets[i % bufs.sets.size()];
-        cublas_gemm(cb, bc.dt, M, N, K, s[0].get(), s[1].get(), cref_keep->get());
-      }, f.iters)));
+      theirs.push_back(median(time_launches(cublas_launch, f.iters)));
     }
     auto list = [](const std::vector<double>& v) {
       std::string out;
