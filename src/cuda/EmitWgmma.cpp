@@ -436,22 +436,21 @@ void Emitter::emit_wgmma_tma_store(const Op& st, const FragTile& ft) {
   open("if (warp_ < " + n(w.consumer_warps) + ") {");
   line("const uint32_t wg_ = uint32_t(warp_) / 4u, v_ = uint32_t(warp_) % 4u;");
   const int64_t bufs = w.epilogue_buffers;
-  // Box c_ uses buffer c_ % bufs. The wait below lets the `bufs - 1` latest stores run on, so
-  // it protects the buffer only when its last store was `bufs` boxes back, which across tiles
-  // holds only when a tile has a multiple of `bufs` boxes (BN / 64): four buffers need
-  // BN = 256. (Two buffers at BN = 64 or 192, one or three boxes, fall short the same way; a
-  // box count running across the tiles would pick the buffer and fix both.)
-  if (bufs == 4 && (w.BN / 64) % bufs != 0)
-    fail(st, "knob epilogue_buffers = 4 needs BLOCK_N = 256 (four 64-column boxes a tile), not " + n(w.BN) +
-                 ": with fewer, a tile's box would overwrite a buffer that an earlier tile's store may still read");
+  // Box c_ uses buffer c_ % bufs. Waiting until at most `bufs - 1` stores still read lets the
+  // latest stores run on while this box is written; it protects the buffer only when that
+  // buffer's last store was `bufs` boxes back, which across tiles holds only when a tile has
+  // a multiple of `bufs` boxes (BN / 64: 128 and 256 with two buffers, 256 with four). Other
+  // widths (64 and 192, or four buffers below 256) wait for every earlier store instead.
+  const int64_t boxes = w.BN / 64;
+  const int64_t in_flight = boxes % bufs == 0 ? bufs - 1 : 0;
   line("const uint32_t stg_ = ring_ + " + n(w.ring_bytes()) + "u + wg_ * " + n(8192 * bufs) + "u;");
   line("const bool lead_ = tsr_tid % 128 == 0;");
   line("const int row0_ = int(int64_t(" + nm(st.operand(2)) + ") * " + n(w.BM) + ") + int(wg_) * 64;");
   line("const int col0_ = int(int64_t(" + nm(st.operand(3)) + ") * " + n(w.BN) + ");");
   line("#pragma unroll");
-  open("for (int c_ = 0; c_ < " + n(w.BN / 64) + "; ++c_) {");
-  // The buffer this box uses was last read by the store `bufs` boxes ago (see above).
-  line("if (lead_) tsr::bulk_wait_read<" + n(bufs - 1) + ">();");
+  open("for (int c_ = 0; c_ < " + n(boxes) + "; ++c_) {");
+  // The buffer this box uses is free once at most `in_flight` stores still read (see above).
+  line("if (lead_) tsr::bulk_wait_read<" + n(in_flight) + ">();");
   line("tsr::named_barrier(1u + wg_, 128u);");
   line("const uint32_t buf_ = stg_ + uint32_t(c_ & " + n(bufs - 1) + ") * 8192u;");
   line("#pragma unroll");

@@ -184,10 +184,32 @@ TEST(CudaWgmma, KnobValuesWithoutAMeaningAreErrors) {
   EXPECT_NE(error(256, "tma_hint_b", -1).find("knob tma_hint_b = -1: 0 (automatic)"), std::string::npos);
   EXPECT_NE(error(256, "epilogue_buffers", 3).find("knob epilogue_buffers = 3: 2 (the default) or 4"),
             std::string::npos);
-  EXPECT_NE(error(128, "epilogue_buffers", 4).find("epilogue_buffers = 4 needs BLOCK_N = 256"), std::string::npos);
+  EXPECT_EQ(error(128, "epilogue_buffers", 4), "");
   EXPECT_EQ(error(256, "epilogue_buffers", 4), "");
   EXPECT_EQ(error(128, "epilogue_buffers", 2), "");
   EXPECT_EQ(error(256, "tma_hint_a", 0), "");
+}
+
+// The TMA-store epilogue's wait before each box: the earlier stores may run on only when a
+// tile's 64-column boxes are a multiple of the buffers, so that the buffer's last store was
+// that many boxes back even across tiles; otherwise (one box at BLOCK_N = 64, two boxes on
+// four buffers) every earlier store must have finished reading first.
+TEST(CudaWgmma, EpilogueWaitsForEveryStoreWhenBoxesDoNotRotate) {
+  auto wait = [](int64_t bn, int64_t bufs) {
+    auto k = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", bn}, {"BLOCK_K", 64}});
+    k->set_constexpr("epilogue_buffers", bufs);
+    CudaEmission em = emit(*k);
+    EXPECT_EQ(em.stats["tma-store-epilogues"], 1) << bn << " " << bufs;
+    for (int n : {0, 1, 3})
+      if (em.source.find("if (lead_) tsr::bulk_wait_read<" + std::to_string(n) + ">();") != std::string::npos) return n;
+    return -1;
+  };
+  EXPECT_EQ(wait(256, 2), 1);
+  EXPECT_EQ(wait(128, 2), 1);
+  EXPECT_EQ(wait(64, 2), 0);
+  EXPECT_EQ(wait(256, 4), 3);
+  EXPECT_EQ(wait(128, 4), 0);
+  EXPECT_EQ(wait(64, 4), 0);
 }
 
 TEST(CudaWgmma, OtherWorkAtTopLevelKeepsOneCtaPerProgram) {

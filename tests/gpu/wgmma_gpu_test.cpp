@@ -260,7 +260,7 @@ TEST(WgmmaGpu, ManyProgramsPerCtaMatchTheReference) {
 // (so that epilogue buffers and the ring's phases carry from tile to tile): four epilogue
 // buffers per consumer warpgroup (a ring stage less), the copies' L2 hints forced each way
 // and never, and the direct (not TMA-store) epilogue. Then the automatic hint's streamed
-// case: B read by one row of tiles.
+// case (B read by one row of tiles) and tiles whose boxes do not rotate through the buffers.
 TEST(WgmmaGpu, PersistentKnobsMatchTheInterpreter) {
   REQUIRE_HOPPER();
   const Sizes many{{"M", 128 * 12 - 24}, {"N", 256 * 12 - 8}, {"K", 136}};  // 144 programs
@@ -281,6 +281,17 @@ TEST(WgmmaGpu, PersistentKnobsMatchTheInterpreter) {
   }
   auto k = matmul(ScalarKind::BF16, 64, 256, 64);
   EXPECT_EQ(run_and_compare(*k, {{"M", 100}, {"N", 256 * 40 - 8}, {"K", 264}}, seed++, no_split_options()), 0);
+  // One 64-column box a tile (BLOCK_N = 64), and two on four buffers: each box waits for every
+  // earlier store (before session 8 the next tile's box could overwrite a buffer still being
+  // stored). 288 programs: two or three tiles per CTA, back to back.
+  for (int64_t bufs : {2, 4}) {
+    SCOPED_TRACE("epilogue_buffers " + std::to_string(bufs));
+    auto narrow = matmul(ScalarKind::BF16, 128, bufs == 2 ? 64 : 128, 64);
+    narrow->set_constexpr("epilogue_buffers", bufs);
+    const int64_t bn = bufs == 2 ? 64 : 128;
+    EXPECT_EQ(run_and_compare(*narrow, {{"M", 128 * 12 - 24}, {"N", bn * 24 - 8}, {"K", 136}}, seed++, no_split_options()),
+              0);
+  }
 }
 
 }  // namespace
