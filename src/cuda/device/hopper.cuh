@@ -72,17 +72,12 @@ TSR_D void tma_load_2d(uint32_t dst, const TmaDesc* map, int c0, int c1, uint32_
 // L2 eviction policies (createpolicy) for the cache-hinted TMA load below: evict_first for
 // data read once (its lines are replaced before any other, so streaming it does not push
 // out what is resident, e.g. dirty lines that would then have to be written back),
-// evict_last for data many CTAs read again. evict_normal is the PTX default priority; the
-// emitter copies without a hint instead of with this policy (the wgmma tiles measured 8-20%
-// slower with it in one gpu-check: bench/RESULTS.md, session 8), so nothing uses it now.
+// evict_last for data many CTAs read again. (For the rest the emitter copies without a hint:
+// an explicit evict_normal policy coincided with 8-20% slower wgmma tiles in one gpu-check,
+// bench/RESULTS.md, session 8.)
 TSR_D uint64_t l2_policy_evict_first() {
   uint64_t p;
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
-  return p;
-}
-TSR_D uint64_t l2_policy_evict_normal() {
-  uint64_t p;
-  asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(p));
   return p;
 }
 TSR_D uint64_t l2_policy_evict_last() {
