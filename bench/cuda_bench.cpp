@@ -30,7 +30,7 @@
 //
 //   cuda_bench [--quick] [--json [FILE]] [--only NAME] [--tune] [--iters N] [--dump-cubin DIR]
 //              [--vec-n N] [--rows M --cols N] [--mnk N|MxNxK] [--split-k N] [--stream-k]
-//              [--timing dobench|stream] [--rounds R]
+//              [--timing dobench|stream] [--rounds R] [--set NAME=V ...]
 //
 // Without a GPU it still reports the compile and cache-hit times.
 #include <dlfcn.h>
@@ -76,6 +76,7 @@ struct Flags {
   int iters = 0;  // 0: adaptive
   int split_k = 0;  // CudaOptions::split_k: 0 automatic, 1 never, n >= 2 always n ways
   bool stream_k = false;  // CudaTarget::stream_k (--stream-k: share the last partial wave's K work)
+  std::vector<std::pair<std::string, int64_t>> sets;  // --set NAME=V, in order
   // Rounds of the default matmul tile and cuBLAS timed alternately (--rounds; 0: 3, 1 with --quick).
   int rounds = 0;
   int64_t vec_n = int64_t{1} << 28;
@@ -516,6 +517,17 @@ Flags parse_flags(int argc, char** argv) {
     else if (a == "--vec-n") f.vec_n = std::stoll(need(i));
     else if (a == "--split-k") f.split_k = std::stoi(need(i));
     else if (a == "--stream-k") f.stream_k = true;
+    else if (a == "--set") {
+      std::string v = need(i);
+      size_t eq = v.find('=');
+      char* end = nullptr;
+      long long x = eq == std::string::npos ? 0 : std::strtoll(v.c_str() + eq + 1, &end, 10);
+      if (eq == std::string::npos || eq == 0 || end == v.c_str() + eq + 1 || *end != '\0') {
+        std::fprintf(stderr, "cuda_bench: --set wants NAME=INTEGER, got %s\n", v.c_str());
+        std::exit(2);
+      }
+      f.sets.emplace_back(v.substr(0, eq), static_cast<int64_t>(x));
+    }
     else if (a == "--rounds") {
       f.rounds = std::stoi(need(i));
       if (f.rounds < 1) {
@@ -548,7 +560,9 @@ Flags parse_flags(int argc, char** argv) {
     else if (a == "-h" || a == "--help") {
       std::printf("usage: cuda_bench [--quick] [--json [FILE]] [--only NAME] [--tune] [--iters N] [--dump-cubin DIR]\n"
                   "                  [--vec-n N] [--rows M] [--cols N] [--mnk N|MxNxK] [--split-k N] [--stream-k]\n"
-                  "                  [--timing dobench|stream] [--rounds R]\n"
+                  "                  [--timing dobench|stream] [--rounds R] [--set NAME=V ...]\n"
+                  "--set NAME=V: a constexpr (tile or codegen knob, e.g. tma_hint_b=3) over the kernel's\n"
+                  "and the target's choice, for every kernel benchmarked (use with --only).\n"
                   "--timing: dobench (default) flushes L2 before each timed launch as Triton's do_bench\n"
                   "does for the anchors; stream times launches back to back. --rounds R: the default\n"
                   "matmul tile and cuBLAS timed alternately R times (default 3, 1 with --quick).\n"
@@ -1141,22 +1155,13 @@ int main(int argc, char** argv) {
       // emitter's GROUP_M, 8 where the kernel does not declare it), for the matmul rows.
       if (const char* e = std::getenv("TESSERA_BENCH_GROUP_M"); e && std::atoi(e) >= 1 && bc.kernel == "matmul")
         unbound->set_constexpr("GROUP_M", std::atoi(e));
-      // TESSERA_BENCH_TMA_HINT_A / _B = 1 (evict_first), 2 (evict_last) or 3 (no hint): the L2
-      // cache hint of the wgmma matmuls' TMA copies of A / B (knobs tma_hint_a / tma_hint_b).
-      for (const char* op : {"A", "B"})
-        if (const char* e = std::getenv((std::string("TESSERA_BENCH_TMA_HINT_") + op).c_str());
-            e && bc.kernel.rfind("matmul", 0) == 0 && std::atoi(e) >= 1 && std::atoi(e) <= 3)
-          unbound->set_constexpr(std::string("tma_hint_") + char(std::tolower(op[0])), std::atoi(e));
-      // TESSERA_BENCH_TMA_STORE=0: the persistent wgmma matmuls store their fragments directly
-      // (knob tma_store_epilogue = 0) instead of through shared memory and TMA stores.
-      if (const char* e = std::getenv("TESSERA_BENCH_TMA_STORE"); e && std::string(e) == "0" && bc.kernel.rfind("matmul", 0) == 0)
-        unbound->set_constexpr("tma_store_epilogue", 0);
-      // TESSERA_BENCH_EPILOGUE_BUFFERS=4: four 8 KiB epilogue buffers per consumer warpgroup
-      // in the persistent wgmma matmuls (knob epilogue_buffers; the ring loses a stage).
-      if (const char* e = std::getenv("TESSERA_BENCH_EPILOGUE_BUFFERS"); e && std::string(e) == "4" && bc.kernel.rfind("matmul", 0) == 0)
-        unbound->set_constexpr("epilogue_buffers", 4);
+      // --set NAME=V: constexprs (tiles or codegen knobs such as tma_hint_a, epilogue_buffers,
+      // tma_store_epilogue) over whatever the kernel and the target choose.
+      for (const auto& [name, v] : f.sets) unbound->set_constexpr(name, v);
       // The row kernels' tile for the row length, else the target's preferred config.
-      auto k = bind_constexprs(*unbound, library_config(*lk, bc.dt, target, row_config(*unbound, bc), &bc.sizes));
+      ConstexprConfig cfg = library_config(*lk, bc.dt, target, row_config(*unbound, bc), &bc.sizes);
+      for (const auto& [name, v] : f.sets) cfg[name] = v;
+      auto k = bind_constexprs(*unbound, cfg);
       r.config = config_str(*k);
       std::shared_ptr<CudaKernel> ck;
       if (compiled.insert(bc.kernel + " " + r.dtype + " " + r.config).second) {
