@@ -8,6 +8,25 @@
 //    elements t, t + T, ... with the load_tile bounds check and pad. Every write into a buffer
 //    or a ring is bracketed by __syncthreads(), so async_wait has nothing left to wait for
 //    (it stays a barrier) and a read never needs one of its own.
+//  - Knob struct_cp_async = 1 (a kernel constexpr; absent or 0: the plain copies above):
+//    async_copy becomes real asynchronous copies on sm_80+: a barrier (other threads may still
+//    be reading the slot: write-after-read), then each thread issues cp.async for its 16-byte
+//    chunks of the tile (the slot's rows, which must be whole chunks, so that every chunk is
+//    16-byte aligned in shared memory: regions are 128-byte aligned), one commit group, and no
+//    barrier after; async_wait becomes cp.async.wait_group 0 (this thread's copies are done)
+//    and __syncthreads() (so everyone's are, and visible to every thread). This is right for
+//    every program the interpreter accepts: reading, writing or copying into a slot element
+//    while a copy into it is in flight is an interpreter error (docs/semantics.md, "Struct"),
+//    so a valid program touches the slot only after the async_wait that ends the copy, and
+//    that wait is the barrier the plain copy had after it. Chunks that are partly out of
+//    bounds read only their in-bounds bytes (src-size; the hardware zero-fills the rest), so
+//    this holds only for pad 0 (+0.0): another pad, rows that are not whole 16-byte chunks or
+//    an element size that does not divide 16 keep the plain copy for that op. Chunks wholly
+//    out of bounds, or whose global address is not 16-byte aligned (a runtime check), are
+//    written with plain stores (tsr::struct_copy_chunk), published by the same barrier. The
+//    commit groups do not disturb the other cp.async users: program prefetch is off in
+//    kernels with Struct ops, and the matmul ring's wait_group counts only ever wait for
+//    more (an older group of ours) than they need; none of its loops holds an async_copy.
 //  - A pipe is a ring of STAGES slots with a head and a count that every thread keeps alike
 //    (scalars are uniform); a push onto a full ring or a pop from an empty one traps, as does
 //    a slot index out of range: the interpreter reports these as located errors.
@@ -17,6 +36,8 @@
 //    pops in program order never overflow or underflow a pipe.
 #include "cuda/EmitterInternal.h"
 #include "ir/Struct.h"
+
+#include <cmath>
 
 namespace tessera::cudagen {
 
@@ -102,6 +123,62 @@ void Emitter::emit_struct(const Op& op) {
     close();
     barrier();
   };
+  // Knob struct_cp_async (the file comment): async_copy as cp.async, async_wait as a wait.
+  const int64_t cp_async_knob = knob("struct_cp_async");
+  if ((op.kind == OpKind::AsyncCopy || op.kind == OpKind::AsyncWait) && cp_async_knob != 0 && cp_async_knob != 1)
+    fail(op, "struct_cp_async is " + std::to_string(cp_async_knob) + "; it takes 0 (plain copies) or 1 (cp.async)");
+  const bool cp_async = cp_async_knob == 1 && tg_.sm >= 80;
+  // The cp.async form of copy_from_view, or false (nothing emitted) where it does not apply:
+  // a thread copies 16-byte chunks q = t, t + T, ... of the slot (row r = q / CPR, element
+  // q * E of the slot), then commits; no barrier after.
+  auto cp_async_from_view = [&](size_t view_i, size_t first, const std::vector<int64_t>& S, const std::string& dst) {
+    const Value* view = op.operand(view_i);
+    const ViewInfo& vi = view_of(op, view);
+    const int64_t sz = scalar_bytes(view->type.elem);
+    const double pad = op.has_attr("pad") ? op.attr_number("pad") : 0.0;
+    const int R = view->type.rank();
+    if (R < 1 || static_cast<int>(S.size()) != R || sz < 1 || 16 % sz != 0 || pad != 0.0 || std::signbit(pad))
+      return false;
+    const int64_t E = 16 / sz, W = S[R - 1];
+    if (W % E != 0) return false;
+    int64_t rows = 1;
+    for (int d = 0; d + 1 < R; ++d) rows *= S[d];
+    const int64_t cpr = W / E;
+    barrier();  // write-after-read: other threads may still be reading the slot
+    open("{  // cp.async, " + std::to_string(cpr) + " chunks of 16 bytes a row; async_wait ends it");
+    std::vector<std::string> o(R);
+    for (int d = 0; d < R; ++d) {
+      o[d] = fresh("o");
+      line("const int64_t " + o[d] + " = int64_t(" + nm(op.operand(first + d)) + ") * " + i64(S[d]) + ";");
+    }
+    std::string q = fresh("q");
+    open("for (int64_t " + q + " = tsr_tid; " + q + " < " + i64(rows * cpr) + "; " + q + " += tsr_nthreads) {");
+    std::string ok = "true", off;
+    if (R > 1) {
+      std::string r = fresh("r");
+      std::vector<std::string> c = coords(r, std::vector<int64_t>(S.begin(), S.end() - 1));
+      if (rows > 1) line("const int64_t " + r + " = " + q + " / " + i64(cpr) + ";  // the chunk's row of the slot");
+      for (int d = 0; d + 1 < R; ++d) {
+        std::string g = "(" + o[d] + " + " + c[d] + ")";
+        ok += " && " + g + " >= 0 && " + g + " < " + vi.dims[d];
+        off += g + " * " + vi.strides[d] + " + ";
+      }
+    }
+    // The chunk's first column is a multiple of E (so is the tile's), so a chunk that starts
+    // below 0 lies wholly below 0.
+    std::string gc = fresh("gc"), nv = fresh("nv");
+    line("const int64_t " + gc + " = " + o[R - 1] + " + (" + q + " % " + i64(cpr) + ") * " + i64(E) + ";");
+    line("const int64_t " + nv + " = (" + ok + " && " + gc + " >= 0) ? " + vi.dims[R - 1] + " - " + gc +
+         " : 0LL;  // elements in bounds (<= 0: none)");
+    const std::string& st = vi.strides[R - 1];
+    line("tsr::struct_copy_chunk(" + dst + " + " + q + " * " + i64(E) + ", " + nv + " > 0 ? " + vi.ptr + " + (" + off +
+         gc + " * " + st + ") : " + vi.ptr + ", " + nv + ", " + st + ");");
+    close();
+    close();
+    line("tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait");
+    count("struct-cp-async-copies");
+    return true;
+  };
   // Every thread writes the elements of register tile `v` it owns into `dst`; barriers on both
   // sides.
   auto copy_from_tile = [&](const Value* v, const std::string& dst) {
@@ -132,6 +209,7 @@ void Emitter::emit_struct(const Op& op) {
       return;
     }
     case OpKind::AsyncWait:
+      if (cp_async) line("tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible");
       barrier();
       return;
     case OpKind::AsyncCopy: {
@@ -142,7 +220,8 @@ void Emitter::emit_struct(const Op& op) {
       open("{");
       std::string dst = fresh("dst");
       line(stype(buf->type.elem) + "* const " + dst + " = " + nm(buf) + " + " + off + ";");
-      copy_from_view(1, 2 + nslots, static_shape(struct_slot_shape(buf->type, rank)), dst);
+      std::vector<int64_t> S = static_shape(struct_slot_shape(buf->type, rank));
+      if (!cp_async || !cp_async_from_view(1, 2 + nslots, S, dst)) copy_from_view(1, 2 + nslots, S, dst);
       close();
       return;
     }

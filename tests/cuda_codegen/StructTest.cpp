@@ -1,12 +1,14 @@
 // The cuda backend's generic lowering of the Struct layer, without a GPU: buffers and pipe rings
 // in shared memory after the scratch, cooperative copies between barriers, traps for the faults
 // the interpreter reports, warp_role regions in program order; NVRTC accepts it for sm_80 and
-// sm_90a at every stage count. (tests/gpu runs the library's matmul_struct and the corpus.)
+// sm_90a at every stage count. The knob struct_cp_async (async_copy as cp.async). (tests/gpu
+// runs the library's matmul_struct, the corpus and the knob's kernels.)
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <stdexcept>
 
 #include "cuda/CudaBackend.h"
 #include "cuda/CudaEmitter.h"
@@ -17,12 +19,31 @@
 namespace tessera {
 namespace {
 
-std::unique_ptr<Kernel> corpus_kernel(const std::string& name, const ConstexprConfig& cfg = {}) {
-  std::ifstream in(std::string(TESSERA_SOURCE_DIR) + "/tests/text/data/struct.tile");
+std::string read_text(const std::string& rel) {
+  std::ifstream in(std::string(TESSERA_SOURCE_DIR) + "/" + rel);
   std::stringstream ss;
   ss << in.rdbuf();
-  auto m = parse_module(ss.str(), "struct.tile");
+  return ss.str();
+}
+
+std::unique_ptr<Kernel> corpus_kernel(const std::string& name, const ConstexprConfig& cfg = {}) {
+  auto m = parse_module(read_text("tests/text/data/struct.tile"), "struct.tile");
   return bind_constexprs(*m->find(name), cfg);
+}
+
+// struct.tile's double_buffered_rows with `from` replaced by `to` in its text.
+std::unique_ptr<Kernel> rows_kernel_with(const std::string& from, const std::string& to) {
+  std::string text = read_text("tests/text/data/struct.tile");
+  size_t at = text.find(from);
+  if (at == std::string::npos) throw std::runtime_error("no '" + from + "' in struct.tile");
+  text.replace(at, from.size(), to);
+  return bind_constexprs(*parse_module(text, "struct.tile")->find("double_buffered_rows"), {});
+}
+
+// tests/cuda_codegen/data/struct_cp_async.tile: 2-D bf16 tiles, knob struct_cp_async = 1.
+std::unique_ptr<Kernel> tiles_kernel(const ConstexprConfig& cfg = {}) {
+  auto m = parse_module(read_text("tests/cuda_codegen/data/struct_cp_async.tile"), "struct_cp_async.tile");
+  return bind_constexprs(*m->find("double_buffered_tiles"), cfg);
 }
 
 std::unique_ptr<Kernel> matmul_struct(ScalarKind dt, const ConstexprConfig& cfg = {}) {
@@ -114,6 +135,89 @@ TEST(CudaStruct, RingsThatDoNotFitSharedMemoryAreALocatedError) {
         << e.what();
     EXPECT_TRUE(e.loc().known());
   }
+}
+
+// Knob struct_cp_async = 1: each async_copy is a barrier, then cp.async chunks and a commit
+// group with no barrier after; async_wait is cp.async.wait_group 0 and then a barrier.
+TEST(CudaStruct, CpAsyncKnobCopiesAsynchronously) {
+  auto k = corpus_kernel("double_buffered_rows");
+  k->set_constexpr("struct_cp_async", 1);
+  CudaEmission em = emit_cuda_with_info(*k, CudaTarget::parse("sm_80"));
+  const std::string& s = em.source;
+  EXPECT_EQ(em.stats.at("struct-cp-async-copies"), 2);
+  EXPECT_EQ(count(s, "tsr::struct_copy_chunk(dst"), 2);
+  EXPECT_EQ(count(s, ": float(0x0p+0f);"), 0);  // no plain copy left
+  const std::string commit = "tsr::cp_async_commit();";
+  ASSERT_EQ(count(s, commit), 2);
+  for (size_t p = s.find(commit); p != std::string::npos; p = s.find(commit, p + 1)) {
+    // Up to the next op's comment line: no barrier after the copy.
+    size_t eol = s.find('\n', p);
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(s.begin() + static_cast<std::ptrdiff_t>(eol), s.end(), m, std::regex("\n *// ")));
+    std::string after = s.substr(eol, static_cast<size_t>(m.position(0)));
+    EXPECT_EQ(after.find("__syncthreads"), std::string::npos) << after;
+  }
+  // The copy's barrier before it (write-after-read) ...
+  EXPECT_EQ(count(s, "__syncthreads();\n    {  // cp.async, 8 chunks of 16 bytes a row"), 1);
+  // ... and the one async_wait: wait for this thread's copies, then a barrier.
+  std::regex wait("tsr::cp_async_wait<0>\\(\\);[^\n]*\n *__syncthreads\\(\\);");
+  EXPECT_EQ(std::distance(std::sregex_iterator(s.begin(), s.end(), wait), std::sregex_iterator()), 1);
+}
+
+// Absent or 0, the knob leaves the code as it was: the same source but for the constexpr line.
+TEST(CudaStruct, CpAsyncKnobOffIsThePlainCopy) {
+  auto plain = corpus_kernel("double_buffered_rows"), off = corpus_kernel("double_buffered_rows");
+  off->set_constexpr("struct_cp_async", 0);
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    std::string a = emit_cuda_with_info(*plain, CudaTarget::parse(arch)).source;
+    std::string b = emit_cuda_with_info(*off, CudaTarget::parse(arch)).source;
+    const std::string decl = "  [[maybe_unused]] constexpr int64_t struct_cp_async = 0LL;\n";
+    ASSERT_EQ(count(b, decl), 1);
+    b.erase(b.find(decl), decl.size());
+    EXPECT_EQ(a, b) << arch;
+    EXPECT_EQ(a.find("tsr::cp_async"), std::string::npos);
+  }
+  CudaEmission tiles = emit_cuda_with_info(*tiles_kernel({{"struct_cp_async", 0}}), CudaTarget::parse("sm_80"));
+  EXPECT_EQ(tiles.source.find("tsr::cp_async"), std::string::npos);
+  EXPECT_EQ(tiles.stats.count("struct-cp-async-copies"), 0u);
+}
+
+// Zero-filling chunks matches only pad +0.0: another pad keeps that op's plain copy.
+TEST(CudaStruct, CpAsyncFallsBackForOtherPads) {
+  for (const char* pad : {"1.5", "-0.0"}) {
+    SCOPED_TRACE(pad);
+    auto k = rows_kernel_with("{pad = 0.0}", std::string("{pad = ") + pad + "}");
+    k->set_constexpr("struct_cp_async", 1);
+    CudaEmission em = emit_cuda_with_info(*k, CudaTarget::parse("sm_80"));
+    EXPECT_EQ(em.stats.at("struct-cp-async-copies"), 1);  // the copy in the loop (no pad: 0)
+    EXPECT_EQ(count(em.source, "tsr::struct_copy_chunk(dst"), 1);
+    EXPECT_EQ(count(em.source, "+= tsr_nthreads) {"), 2);  // one plain copy, one cp.async loop
+  }
+}
+
+TEST(CudaStruct, CpAsyncKnobValuesOtherThanZeroOrOneAreErrors) {
+  auto k = corpus_kernel("double_buffered_rows");
+  k->set_constexpr("struct_cp_async", 2);
+  try {
+    emit_cuda_with_info(*k, CudaTarget::parse("sm_80"));
+    FAIL() << "no error";
+  } catch (const TesseraError& e) {
+    EXPECT_NE(std::string(e.what()).find("struct_cp_async is 2"), std::string::npos) << e.what();
+  }
+}
+
+// 2-D tiles are copied row by row (8 bf16 chunks a row); NVRTC accepts both kernels.
+TEST(CudaStruct, CpAsyncKernelsCompile) {
+  for (int64_t bm : {8, 16}) {
+    auto k = tiles_kernel({{"BM", bm}});
+    CudaEmission em = emit_cuda_with_info(*k, CudaTarget::parse("sm_80"));
+    EXPECT_EQ(em.stats.at("struct-cp-async-copies"), 2);
+    EXPECT_EQ(count(em.source, "// the chunk's row of the slot"), 2);
+    expect_nvrtc_accepts(*k, "double_buffered_tiles BM=" + std::to_string(bm));
+  }
+  auto rows = corpus_kernel("double_buffered_rows", {{"BLOCK", 64}});
+  rows->set_constexpr("struct_cp_async", 1);
+  expect_nvrtc_accepts(*rows, "double_buffered_rows struct_cp_async=1");
 }
 
 }  // namespace

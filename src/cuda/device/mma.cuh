@@ -173,6 +173,26 @@ TSR_D void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+// One thread's 16-byte chunk of a Struct async_copy (cuda/EmitStruct.cpp, knob struct_cp_async):
+// the first n elements of the chunk come from src[0], src[stride], ..., the rest are zeros (pad
+// 0). dst is 16-byte aligned shared memory. With stride 1, n > 0 and a 16-byte aligned source it
+// is one cp.async, whose src-size makes the hardware zero-fill what it does not read (the caller
+// commits the group); otherwise plain stores, visible after the barrier of the async_wait that
+// ends the copy, as the cp.async data is.
+template <class T>
+TSR_D void struct_copy_chunk(T* dst, const T* src, int64_t n, int64_t stride) {
+  static_assert(16 % sizeof(T) == 0, "whole elements in a 16-byte chunk");
+  constexpr int E = 16 / int(sizeof(T));
+  if (n > E) n = E;
+  if (n > 0 && stride == 1 && aligned_vec<T, E>(src)) {
+    if (n == E) cp_async_16(smem_u32(dst), src);
+    else cp_async_16(smem_u32(dst), src, int(n) * int(sizeof(T)));
+    return;
+  }
+  *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
+  for (int e = 0; e < n; ++e) dst[e] = src[e * stride];
+}
+
 TSR_D void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
