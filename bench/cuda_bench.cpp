@@ -139,11 +139,11 @@ void fill_random(const DeviceBuffer& buf, ScalarKind dt, uint64_t seed) {
 // How per-launch times are taken (--timing). kDoBench, the default, is Triton's `do_bench`,
 // which times every anchor in .devdeps/bench/anchors_h200.py: estimate one launch from 5
 // (each after an L2 flush), warm up back to back for 25 ms, then for 100 ms of launches flush
-// L2 (a 256 MB memset) and record an event pair around the launch alone. kStream is this
-// bench's former way: launches back to back, an event pair around each, no flush. The two
-// differ by several percent on long GEMMs (bench/RESULTS.md, session 8): back to back the GPU
-// runs at its power limit throughout and lowers its clock, while the flushes between do_bench's
-// launches are memory-bound memsets drawing less power. A ratio to an anchor is only fair when
+// L2 (a 256 MiB memset) and record an event pair around the launch alone. kStream is this
+// bench's former way: launches back to back, an event pair around each, no flush. They differ
+// most for memory-bound kernels (bench/RESULTS.md, session 8: 16x4096x4096 20.4 against 17.5
+// us, 128x14336x4096 -16%; the large GEMMs within 1%): after the memset L2 is full of dirty
+// lines, which a kernel's reads must first write back. A ratio to an anchor is only fair when
 // both sides are timed the same way.
 enum class Timing { kDoBench, kStream };
 Timing g_timing = Timing::kDoBench;
@@ -193,9 +193,9 @@ double events_ms(Enqueue&& enqueue) {
   return ms;
 }
 
-// do_bench's L2 flush: zero 256 MB (Triton's get_empty_cache_for_benchmark: 256e6 bytes).
+// do_bench's L2 flush: zero 256 MiB (Triton 3.6's get_empty_cache_for_benchmark).
 void flush_l2() {
-  static DeviceBuffer flush(size_t{256'000'000});
+  static DeviceBuffer flush(size_t{256} << 20);
   check(driver()->cuMemsetD32Async(flush.get(), 0, flush.bytes() / 4, nullptr), "cuMemsetD32Async");
 }
 
