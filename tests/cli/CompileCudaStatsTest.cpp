@@ -42,6 +42,22 @@ Outcome compile(const std::string& args) {
   return r;
 }
 
+// Without --stats, a dot that could have taken the sm_90a wgmma path and did not still says why
+// on stderr (the library matmul is f32 unless --dtype says otherwise); stdout stays the code.
+TEST(CliCompileStats, Sm90aDotOffTheWgmmaPathSaysWhy) {
+  Outcome f32 = compile("matmul --target cuda:sm_90a --emit cuda");
+  ASSERT_EQ(f32.status, 0) << f32.err;
+  EXPECT_THAT(f32.err, HasSubstr(": not wgmma: wgmma here takes bf16, f16 or f8 operands"));
+  EXPECT_THAT(f32.err, HasSubstr("(--stats: every choice)\n"));
+  EXPECT_THAT(f32.out, Not(HasSubstr("not wgmma")));
+  Outcome bf16 = compile("matmul --dtype bf16 --target cuda:sm_90a --emit cuda");
+  ASSERT_EQ(bf16.status, 0) << bf16.err;
+  EXPECT_THAT(bf16.out, HasSubstr("tsr::wgmma_m64n256k16_bf16<1>"));
+  EXPECT_EQ(bf16.err, "");
+  // sm_80 has no wgmma path to miss.
+  EXPECT_EQ(compile("matmul --target cuda:sm_80 --emit cuda").err, "");
+}
+
 TEST(CliCompileStats, CudaTargetPrintsTheEmittersStatistics) {
   Outcome r = compile("matmul --dtype bf16 --target cuda:sm_80 --emit cuda --stats");
   ASSERT_EQ(r.status, 0) << r.err;
