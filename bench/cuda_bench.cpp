@@ -305,6 +305,21 @@ std::vector<uint64_t> ptrs_for(const Kernel& k, const Buffers& b, size_t set) {
   return ptrs;
 }
 
+// ptrs_for of every buffer set, for launches that rotate through them.
+std::vector<std::vector<uint64_t>> ptrs_for_all(const Kernel& k, const Buffers& b) {
+  std::vector<std::vector<uint64_t>> ptrs;
+  for (size_t s = 0; s < b.sets.size(); ++s) ptrs.push_back(ptrs_for(k, b, s));
+  return ptrs;
+}
+
+// A matmul row's median time and the figures from it (TFLOP/s, bytes of A + B + C per second).
+void set_matmul_time(const LibraryKernel& lk, const Sizes& sizes, ScalarKind dt, Result& x, double ms) {
+  x.median_ms = ms;
+  x.unit = "TFLOP/s";
+  x.figure = lk.flops(sizes, dt) / (ms * 1e-3) / 1e12;
+  x.hbm_gbps = lk.bytes(sizes, dt) / (ms * 1e-3) / 1e9;
+}
+
 // Time one compiled kernel on the device; fills median and figure.
 void measure(const LibraryKernel& lk, const Kernel& k, CudaKernel& ck, const Sizes& sizes, ScalarKind dt,
              Result& r, const Flags& f, Buffers* keep = nullptr) {
@@ -312,8 +327,7 @@ void measure(const LibraryKernel& lk, const Kernel& k, CudaKernel& ck, const Siz
   Buffers local;
   Buffers& b = keep ? *keep : local;
   if (b.sets.empty()) b = make_buffers(k, sizes, static_cast<uint64_t>(dev.l2_bytes));
-  std::vector<std::vector<uint64_t>> ptrs;
-  for (size_t s = 0; s < b.sets.size(); ++s) ptrs.push_back(ptrs_for(k, b, s));
+  const auto ptrs = ptrs_for_all(k, b);
   auto ms = time_launches([&](int i) { ck.launch(b.args, ptrs[i % ptrs.size()], nullptr); }, f.iters);
   r.median_ms = median(ms);
   // Host time per launch (submission only; the GPU runs behind): when it approaches the kernel's
@@ -327,9 +341,7 @@ void measure(const LibraryKernel& lk, const Kernel& k, CudaKernel& ck, const Siz
   }
   double flops = lk.flops ? lk.flops(sizes, dt) : 0, bytes = lk.bytes ? lk.bytes(sizes, dt) : 0;
   if (lk.name.rfind("matmul", 0) == 0 && flops > 0) {
-    r.figure = flops / (r.median_ms * 1e-3) / 1e12;
-    r.unit = "TFLOP/s";
-    r.hbm_gbps = bytes / (r.median_ms * 1e-3) / 1e9;
+    set_matmul_time(lk, sizes, dt, r, r.median_ms);
     if (sizes.count("M") && sizes.at("M") <= 64)
       r.back_to_back_ms = time_back_to_back_ms([&](int i) { ck.launch(b.args, ptrs[i % ptrs.size()], nullptr); },
                                                static_cast<int>(ms.size()));
@@ -959,13 +971,6 @@ std::vector<Result> time_mma_sync(const LibraryKernel& lk, const BenchCase& bc, 
   return {best};
 }
 
-// A matmul row's median time and the figures from it (TFLOP/s, bytes of A + B + C per second).
-void set_matmul_time(const LibraryKernel& lk, const BenchCase& bc, Result& x, double ms) {
-  x.median_ms = ms;
-  x.figure = lk.flops(bc.sizes, bc.dt) / (ms * 1e-3) / 1e12;
-  x.hbm_gbps = lk.bytes(bc.sizes, bc.dt) / (ms * 1e-3) / 1e9;
-}
-
 // The matmul rows beyond the default's `r` (already timed on `bufs`): the default checked,
 // cuBLAS on the same buffers (figure and ratio into r), the best of the alternative tiles,
 // and with --tune at the first shape the best of the whole constexpr space.
@@ -1018,7 +1023,7 @@ std::vector<Result> bench_matmul(const LibraryKernel& lk, const BenchCase& bc, c
       c.host_us = (now_s() - t0) / 50 * 1e6;
       check(driver()->cuCtxSynchronize(), "cuCtxSynchronize");
       if (M <= 64) c.back_to_back_ms = time_back_to_back_ms(cublas_launch, static_cast<int>(ms.size()));
-      set_matmul_time(lk, bc, c, c.median_ms);
+      set_matmul_time(lk, bc.sizes, bc.dt, c, c.median_ms);
       c.cublas = c.figure;
       c.cublas_ratio = 1;
       cublas_gemm(cb, bc.dt, M, N, K, set[0].get(), set[1].get(), cref.get());
@@ -1036,8 +1041,7 @@ std::vector<Result> bench_matmul(const LibraryKernel& lk, const BenchCase& bc, c
   // (the first above); each figure is the median of its rounds' medians, so that the clock's
   // drift over a run (temperature, power) favours neither the one timed first nor the last.
   if (f.rounds > 1 && c.median_ms > 0) {
-    std::vector<std::vector<uint64_t>> ptrs;
-    for (size_t s = 0; s < bufs.sets.size(); ++s) ptrs.push_back(ptrs_for(k, bufs, s));
+    const auto ptrs = ptrs_for_all(k, bufs);
     std::vector<double> ours{r.median_ms}, theirs{c.median_ms};
     for (int round = 1; round < f.rounds; ++round) {
       ours.push_back(median(time_launches([&](int i) { ck.launch(bufs.args, ptrs[i % ptrs.size()], nullptr); }, f.iters)));
@@ -1053,8 +1057,8 @@ std::vector<Result> bench_matmul(const LibraryKernel& lk, const BenchCase& bc, c
       return out;
     };
     note(r, "ms per round " + list(ours) + ", cuBLAS " + list(theirs));
-    set_matmul_time(lk, bc, r, median(ours));
-    set_matmul_time(lk, bc, c, median(theirs));
+    set_matmul_time(lk, bc.sizes, bc.dt, r, median(ours));
+    set_matmul_time(lk, bc.sizes, bc.dt, c, median(theirs));
     c.cublas = c.figure;
   }
   auto vs_cublas = [&](Result& x) {

@@ -96,7 +96,8 @@ Emitter::WgmmaPlan Emitter::plan_wgmma() const {
     w.epilogue_buffers = static_cast<int>(bufs);
   else
     fail(*dot, "knob epilogue_buffers = " + std::to_string(bufs) + ": 2 (the default) or 4");
-  int64_t stage = (BM * BK + BK * BN) * eb, staging = w.staging_bytes_for(BM);
+  w.BM = BM, w.BN = BN, w.BK = BK, w.eb = eb;  // (the plan stays !ok until the end)
+  const int64_t stage = w.stage_bytes(), staging = w.staging_bytes();
   int64_t S = std::min<int64_t>(std::get<int64_t>(*loop->find_attr("pipeline")), 8);
   // A split-K compilation runs for grids too small to fill the GPU: each CTA streams its slice
   // of K with nothing else on its SM to hide the memory latency, so its ring is as deep as
@@ -105,14 +106,12 @@ Emitter::WgmmaPlan Emitter::plan_wgmma() const {
   while (S > 2 && S * (stage + 16) + 1024 + staging > kMaxSmem) --S;
   if (S < 2 || S * (stage + 16) + 1024 + staging > kMaxSmem)
     return no("two stages of " + std::to_string(stage) + " bytes do not fit in shared memory");
-  w.eb = eb;
   w.type = kTypes.at(in);
   w.b_kmajor = perm != nullptr;
   w.perm_b = perm;
   w.ok = true;
   w.loop = loop, w.dot = dot, w.load_a = la, w.load_b = lb;
   w.stages = static_cast<int>(S);
-  w.BM = BM, w.BN = BN, w.BK = BK;
   w.bf16 = in == ScalarKind::BF16;  // (mma plan only)
   w.consumer_warps = static_cast<int>(BM / 16);
   MmaPlan& p = w.mma;

@@ -298,8 +298,7 @@ class Emitter {
     // memory for every wgmma plan, before it is known whether the kernel is persistent with a
     // TMA-store epilogue (split-K, f32 outputs and tma_store_epilogue = 0 leave them unused).
     int epilogue_buffers = 2;
-    int64_t staging_bytes() const { return staging_bytes_for(BM); }
-    int64_t staging_bytes_for(int64_t bm) const { return 8192 * epilogue_buffers * (bm / 64); }
+    int64_t staging_bytes() const { return 8192 * epilogue_buffers * (BM / 64); }
   };
   WgmmaPlan wg_;
   WgmmaPlan plan_wgmma() const;
