@@ -932,11 +932,14 @@ CudaEmission Emitter::run() {
       return n;
     };
     const int64_t atom = 128 / wg_.eb;  // a box row is one 128-byte swizzle atom
-    wg_.tma_a = add_map(wg_.load_a->operand(0), atom, wg_.BM);
-    wg_.tma_b = add_map(wg_.load_b->operand(0), atom, wg_.b_kmajor ? wg_.BN : wg_.BK);
     persistent_ = can_be_persistent();
     info.split_k_capable = persistent_;
     if (persistent_ && tg_.split_k) split_k_ = true, persistent_ = false;
+    wg_.cluster_m = plan_wgmma_cluster();
+    info.persistent_cluster = wg_.cluster_m;
+    wg_.tma_a = add_map(wg_.load_a->operand(0), atom, wg_.BM);
+    // (Under multicast each CTA of the pair copies half of B's box rows.)
+    wg_.tma_b = add_map(wg_.load_b->operand(0), atom, (wg_.b_kmajor ? wg_.BN : wg_.BK) / wg_.cluster_m);
     if (persistent_) {
       const Value* out = wg_.store->operand(0);
       // Knob tma_store_epilogue = 0: the consumers store their fragments straight to global
@@ -1011,6 +1014,10 @@ CudaEmission Emitter::run() {
                      " CTAs, each holding 1/" + std::to_string(cluster_) +
                      " of every tile; reductions meet through distributed shared memory");
   }
+  if (wg_.cluster_m > 1) {
+    line("#include \"tessera/cluster.cuh\"");
+    out.headers.push_back("tessera/cluster.cuh");
+  }
   if (wg_.ok) {
     line("#include \"tessera/hopper.cuh\"");
     line("#include \"tessera/wgmma.cuh\"");
@@ -1021,7 +1028,9 @@ CudaEmission Emitter::run() {
   // A warp-specialized kernel runs one CTA per SM (its ring takes most of shared memory): the
   // 1 lets ptxas use 65536 / T_ registers per thread.
   std::string s = "extern \"C\" __global__ void " +
-                  (cluster_ > 1 ? "__cluster_dims__(" + std::to_string(cluster_) + ", 1, 1) " : std::string()) +
+                  (cluster_ > 1 || wg_.cluster_m > 1
+                       ? "__cluster_dims__(" + std::to_string(std::max(cluster_, wg_.cluster_m)) + ", 1, 1) "
+                       : std::string()) +
                   "__launch_bounds__(" + std::to_string(T_) + (wg_.ok ? ", 1" : "") + ") " + info.symbol + "(";
   for (size_t i = 0; i < sig.size(); ++i) s += (i ? ", " : "") + sig[i];
   const size_t sig_line = lines_.size();
@@ -1051,18 +1060,33 @@ CudaEmission Emitter::run() {
     line("[[maybe_unused]] constexpr int64_t " + c.name + " = " + std::to_string(c.value) + "LL;");
   // Grouped order: the t-th program started is (tsr_pid0, tsr_pid1), taking 8 values of pid0
   // for each pid1 in turn, so that programs running together share operand tiles in L2.
+  // A persistent kernel with cluster_m = 2 numbers pairs of axis-0 programs instead (rows
+  // tsr_grid0p = ceil(tsr_grid0 / 2)); CTA rank r of the pair takes program 2q + r of pair row q
+  // (with an odd tsr_grid0 the last pair's second program lies past the grid: its loads read
+  // zeros and its stores write nothing, but it keeps its partner's multicast protocol).
+  const bool pairs = persistent_ && wg_.cluster_m > 1;
   auto grouped_ids = [&] {
-    const std::string G = std::to_string(group_rows());
-    line("const int64_t tsr_first = tsr_t / tsr_in_group * " + G + ", tsr_rows = tsr_grid0 - tsr_first < " + G +
-         " ? tsr_grid0 - tsr_first : " + G + ";");
-    line("const int32_t tsr_pid0 = int32_t(tsr_first + tsr_t % tsr_in_group % tsr_rows);");
+    const std::string G = std::to_string(pairs ? std::max<int64_t>(1, group_rows() / 2) : group_rows());
+    const std::string G0 = pairs ? "tsr_grid0p" : "tsr_grid0";
+    line("const int64_t tsr_first = tsr_t / tsr_in_group * " + G + ", tsr_rows = " + G0 + " - tsr_first < " + G +
+         " ? " + G0 + " - tsr_first : " + G + ";");
+    if (pairs)
+      line("const int32_t tsr_pid0 = int32_t(2 * (tsr_first + tsr_t % tsr_in_group % tsr_rows) + int64_t(tsr::cluster_rank()));");
+    else
+      line("const int32_t tsr_pid0 = int32_t(tsr_first + tsr_t % tsr_in_group % tsr_rows);");
     line("const int32_t tsr_pid1 = int32_t(tsr_t % tsr_in_group / tsr_rows);");
     line("(void)tsr_pid0; (void)tsr_pid1;");
   };
   if (persistent_) {
     emit_wgmma_setup();
-    line("const int64_t tsr_programs = int64_t(tsr_grid0) * int64_t(tsr_grid1), tsr_in_group = " +
-         std::to_string(group_rows()) + " * int64_t(tsr_grid1);");
+    if (pairs) {
+      line("const int64_t tsr_grid0p = (int64_t(tsr_grid0) + 1) / 2;");
+      line("const int64_t tsr_programs = tsr_grid0p * int64_t(tsr_grid1), tsr_in_group = " +
+           std::to_string(std::max<int64_t>(1, group_rows() / 2)) + " * int64_t(tsr_grid1);");
+    } else {
+      line("const int64_t tsr_programs = int64_t(tsr_grid0) * int64_t(tsr_grid1), tsr_in_group = " +
+           std::to_string(group_rows()) + " * int64_t(tsr_grid1);");
+    }
     if (stream_k_) {
       // Whole tiles tsr_t = blockIdx.x, + gridDim.x, ... below tsr_dp; the last partial wave
       // (tsr_L tiles, when at least half of gridDim.x, else none) as tsr_L * gridDim.x units of
@@ -1080,6 +1104,9 @@ CudaEmission Emitter::run() {
       line("const int32_t tsr_tu = tsr_sk ? int32_t(tsr_t - tsr_dp) * tsr_G : 0;  // the tile's first unit (stream-K tiles)");
       line("const int32_t tsr_pb = tsr_sk && tsr_u0 > tsr_tu ? tsr_u0 - tsr_tu : 0;");
       line("const int32_t tsr_pe = tsr_sk && tsr_u1 < tsr_tu + tsr_G ? tsr_u1 - tsr_tu : tsr_G;");
+    } else if (pairs) {
+      // Both CTAs of a cluster take the same pair of programs.
+      open("for (int64_t tsr_t = blockIdx.x / 2; tsr_t < tsr_programs; tsr_t += gridDim.x / 2) {");
     } else {
       open("for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {");
     }
@@ -1089,6 +1116,8 @@ CudaEmission Emitter::run() {
     // The TMA stores must finish before the CTA's shared memory goes away.
     if (wg_.tma_store)
       line("if (tsr_tid < " + std::to_string(wg_.consumer_warps * 32) + " && tsr_tid % 128 == 0) tsr::bulk_wait_all();");
+    // Neither CTA of a pair leaves while its partner may still arrive on its barriers.
+    if (pairs) line("tsr::cluster_sync();");
   } else if (prog_persistent_) {
     emit_program_loop(*k.body);
   } else if (grouped_) {

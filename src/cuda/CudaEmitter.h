@@ -93,6 +93,10 @@ struct CudaKernelInfo {
   // CTAs per program (a thread-block cluster along x, compiled in with __cluster_dims__):
   // launch gridDim.x = grid x size * cluster. 1: one CTA per program.
   int cluster = 1;
+  // A persistent wgmma kernel whose CTAs run in clusters of this many along x (cluster_m = 2:
+  // pairs of programs sharing B tiles through TMA multicast; compiled in with
+  // __cluster_dims__): launch gridDim.x as a multiple of it. 1: no clusters.
+  int persistent_cluster = 1;
   // The kernel's wgmma loop could be split over K (its top level is what a persistent kernel
   // allows): when programs are too few to fill the device, the runtime launches the kernel's
   // split-K compilation (CudaTarget::split_k) instead.

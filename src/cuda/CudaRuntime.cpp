@@ -195,6 +195,12 @@ class CudaKernelImpl : public CudaKernel {
       const int64_t ctas = int64_t(dev.num_sms) * (info.persistent_fill ? c_->ctas_per_sm : 1);
       // Stream-K spreads a wave of at least half the CTAs over all of them.
       launch_grid = {info.stream_k && 2 * programs >= ctas ? ctas : std::min<int64_t>(programs, ctas), 1, 1};
+      if (const int64_t c = info.persistent_cluster; c > 1) {
+        // Clusters of c CTAs each take c programs of axis 0 (the last group of a row partly
+        // past the grid): whole clusters, no more than the multiprocessors hold at once.
+        const int64_t groups = (grid[0] + c - 1) / c * grid[1] * grid[2];
+        launch_grid[0] = std::min(groups, ctas / c) * c;
+      }
     }
     std::vector<uint64_t> slots(info.params.size());
     std::vector<CUtensorMap> maps(info.params.size());

@@ -147,6 +147,48 @@ bool Emitter::can_be_persistent() {
   return true;
 }
 
+namespace {
+
+// Whether the value varies with program_id axis 0 (through the index arithmetic that computes
+// it; block arguments such as the loop's induction variable and kernel parameters do not).
+bool varies_with_axis0(const Value* v) {
+  const Op* d = v->def;
+  if (!d) return false;
+  if (d->kind == OpKind::ProgramId) return d->attr_int("axis") == 0;
+  for (const Value* o : d->operands)
+    if (varies_with_axis0(o)) return true;
+  return false;
+}
+
+}  // namespace
+
+int Emitter::plan_wgmma_cluster() {
+  const int64_t c = knob("cluster_m", 1);
+  if (c != 1 && c != 2)
+    fail(*wg_.dot, "knob cluster_m = " + std::to_string(c) +
+                       ": 1 (one CTA per program, the default) or 2 (CTA pairs along axis 0 sharing B tiles)");
+  if (c == 1 || tg_.split_k) return 1;  // (the split-K compilation is never persistent)
+  auto no = [&](const std::string& why) {
+    notes_.push_back("dot at " + wg_.dot->loc.str() + ": cluster_m = 2 not taken: " + why);
+    return 1;
+  };
+  if (!persistent_) return no("the kernel is not persistent");
+  if (tg_.stream_k) return no("stream-K compilations run one CTA per program part");
+  if (cluster_ > 1) return no("the kernel already runs each program on a cluster (cluster_size)");
+  // The pair's two programs must copy the same B tile at every iteration, and run the same
+  // number of iterations (each CTA's producer fills half of both rings).
+  const Op& lb = *wg_.load_b;
+  for (size_t i = 1; i < lb.operands.size(); ++i)
+    if (varies_with_axis0(lb.operand(i))) return no("B's tile index depends on program_id axis 0");
+  for (int i = 0; i < 3; ++i)
+    if (varies_with_axis0(wg_.loop->operand(i))) return no("the loop's bounds depend on program_id axis 0");
+  count("tma-multicast");
+  notes_.push_back("dot at " + wg_.dot->loc.str() +
+                   ": clusters of 2 CTAs take programs (2q, n) and (2q + 1, n); each copies half of every B tile "
+                   "into both rings with TMA multicast");
+  return 2;
+}
+
 void Emitter::emit_wgmma_setup() {
   const WgmmaPlan& w = wg_;
   const int S = w.stages, CW = w.consumer_warps;
@@ -167,11 +209,16 @@ void Emitter::emit_wgmma_setup() {
     if (!m->empty()) line("tsr::prefetch_tensormap(&" + *m + ");");
   open("for (int s_ = 0; s_ < " + n(S) + "; ++s_) {");
   line("tsr::mbar_init(full_ + 8u * s_, 1);");
-  line("tsr::mbar_init(empty_ + 8u * s_, " + n(CW) + ");");
+  // A stage is free for a new copy once every consumer warp that reads it (those of both CTAs
+  // of a multicast pair) has released it.
+  line("tsr::mbar_init(empty_ + 8u * s_, " + n(CW * w.cluster_m) + ");");
   close();
   line("tsr::mbar_init_fence();");
   close();
-  barrier();
+  // The pair's barriers are initialised before either CTA multicasts into the other or arrives
+  // on its barriers.
+  if (w.cluster_m > 1) line("tsr::cluster_sync();");
+  else barrier();
 }
 
 void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
@@ -261,11 +308,24 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
   if (need_first) line("const uint64_t pol_first_ = tsr::l2_policy_evict_first();");
   if (need_last) line("const uint64_t pol_last_ = tsr::l2_policy_evict_last();");
   // One box copy: dst, tensor map, c0, c1 (as C++ expressions) under the operand's hint.
-  auto copy = [&](const std::string& hint, const std::string& args) {
-    std::string plain = "tsr::tma_load_2d(" + args + ", bar_);";
+  // `multicast`: into both CTAs of the pair (mask 0b11; cluster_m = 2).
+  auto copy = [&](const std::string& hint, const std::string& args, bool multicast = false) {
+    const std::string fn = multicast ? "tsr::tma_load_2d_multicast" : "tsr::tma_load_2d";
+    const std::string bar = multicast ? ", bar_, 3" : ", bar_";
+    std::string plain = fn + "(" + args + bar + ");";
     if (hint.empty()) return line(plain);
-    if (hint[0] != '?') return line("tsr::tma_load_2d_hint(" + args + ", bar_, " + hint + ");");
-    line("if (" + hint.substr(1) + ") tsr::tma_load_2d_hint(" + args + ", bar_, pol_first_); else " + plain);
+    if (hint[0] != '?') return line(fn + "_hint(" + args + bar + ", " + hint + ");");
+    line("if (" + hint.substr(1) + ") " + fn + "_hint(" + args + bar + ", pol_first_); else " + plain);
+  };
+  // cluster_m = 2: this CTA copies rows [rank * h, rank * h + h) of every B box (h = half the
+  // box's rows; the tensor map's box is that high) into both rings.
+  const bool mc = w.cluster_m > 1;
+  const int64_t b_rows = w.b_kmajor ? w.BN : w.BK;
+  if (mc) line("const uint32_t mc_rank_ = tsr::cluster_rank();");
+  auto b_half = [&](const std::string& row) {
+    return mc ? std::make_pair(" + mc_rank_ * " + n(b_rows / 2 * 128) + "u", "int(" + row + " + int64_t(mc_rank_) * " +
+                                                                             n(b_rows / 2) + ")")
+              : std::make_pair(std::string(), row);
   };
   open("for (int64_t i_ = 0; i_ < " + trip + "; ++i_) {");
   slot("ring_it_ + i_");
@@ -285,17 +345,19 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
   for (int64_t c = 0; c < w.BK / atom; ++c)
     copy(hint_a, "sa_ + " + n(c * w.BM * 128) + "u, &" + w.tma_a + ", int(" + acol + " + " + n(atom * c) + "), " + arow);
   if (w.b_kmajor) {
-    std::string brow = "int(int64_t(" + nm(lb.operand(1)) + ") * " + n(w.BN) + ")";
+    auto [off, brow] = b_half("int64_t(" + nm(lb.operand(1)) + ") * " + n(w.BN));
+    if (!mc) brow = "int(" + brow + ")";
     std::string bcol = "int64_t(" + nm(lb.operand(2)) + ") * " + n(w.BK);
     for (int64_t c = 0; c < w.BK / atom; ++c)
-      copy(hint_b, "sa_ + " + n(a_bytes + c * w.BN * 128) + "u, &" + w.tma_b + ", int(" + bcol + " + " + n(atom * c) +
-                       "), " + brow);
+      copy(hint_b, "sa_ + " + n(a_bytes + c * w.BN * 128) + "u" + off + ", &" + w.tma_b + ", int(" + bcol + " + " +
+                       n(atom * c) + "), " + brow, mc);
   } else {
-    std::string brow = "int(int64_t(" + nm(lb.operand(1)) + ") * " + n(w.BK) + ")";
+    auto [off, brow] = b_half("int64_t(" + nm(lb.operand(1)) + ") * " + n(w.BK));
+    if (!mc) brow = "int(" + brow + ")";
     std::string bcol = "int64_t(" + nm(lb.operand(2)) + ") * " + n(w.BN);
     for (int64_t j = 0; j < w.BN / 64; ++j)
-      copy(hint_b, "sa_ + " + n(a_bytes + j * w.BK * 128) + "u, &" + w.tma_b + ", int(" + bcol + " + " + n(64 * j) +
-                       "), " + brow);
+      copy(hint_b, "sa_ + " + n(a_bytes + j * w.BK * 128) + "u" + off + ", &" + w.tma_b + ", int(" + bcol + " + " +
+                       n(64 * j) + "), " + brow, mc);
   }
   close();
   close();
@@ -303,6 +365,7 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
   line("} else {");  // consumers
   ++ind_;
   line("const uint32_t wg_ = uint32_t(warp_) / 4u;");
+  if (mc) line("const uint32_t mc_peer_ = tsr::cluster_rank() ^ 1u;");
   line("tsr::wgmma_fence_regs(" + frag + ");");
   open("for (int64_t i_ = 0; i_ < " + trip + "; ++i_) {");
   slot("ring_it_ + i_");
@@ -325,13 +388,18 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
   line("tsr::wgmma_commit();");
   // At most one group in flight: the previous iteration's stage is no longer read.
   line("tsr::wgmma_wait<1>();");
-  line("if (i_ > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * uint32_t((ring_it_ + i_ - 1) % " + n(S) + "));");
+  // (cluster_m = 2: to both CTAs' producers, since each fills half of both rings.)
+  auto release = [&](const std::string& bar) {
+    return mc ? "{ tsr::mbar_arrive(" + bar + "); tsr::mbar_arrive_cluster(" + bar + ", mc_peer_); }"
+              : "tsr::mbar_arrive(" + bar + ");";
+  };
+  line("if (i_ > 0 && lane_ == 0) " + release("empty_ + 8u * uint32_t((ring_it_ + i_ - 1) % " + n(S) + ")"));
   close();
   line("tsr::wgmma_wait<0>();");
   line("tsr::wgmma_fence_regs(" + frag + ");");
   // The last stage is released too: a persistent kernel's producer reuses it for the next program.
-  line("if (" + trip + " > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * uint32_t((ring_it_ + " + trip + " - 1) % " +
-       n(S) + "));");
+  line("if (" + trip + " > 0 && lane_ == 0) " +
+       release("empty_ + 8u * uint32_t((ring_it_ + " + trip + " - 1) % " + n(S) + ")"));
   --ind_;
   line("}");
   line("ring_it_ += " + trip + ";");

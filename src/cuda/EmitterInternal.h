@@ -299,9 +299,17 @@ class Emitter {
     // TMA-store epilogue (split-K, f32 outputs and tma_store_epilogue = 0 leave them unused).
     int epilogue_buffers = 2;
     int64_t staging_bytes() const { return 8192 * epilogue_buffers * (BM / 64); }
+    // Knob cluster_m = 2 (persistent kernels): CTA pairs of a thread-block cluster take the
+    // programs (2q, n) and (2q + 1, n) together; each copies half of the B tile (its rows, a
+    // box of half height) into both CTAs' rings with TMA multicast, and each consumer warp
+    // releases a stage to both CTAs' producers. 1: one CTA per program.
+    int cluster_m = 1;
   };
   WgmmaPlan wg_;
   WgmmaPlan plan_wgmma() const;
+  // cluster_m for the wgmma plan of a persistent kernel (knob cluster_m; a note says why not
+  // when it was asked for and cannot be had).
+  int plan_wgmma_cluster();
   // The ring's shared memory, barriers and iteration counter (ring_, full_, empty_, ring_it_):
   // at kernel scope before the program loop of a persistent kernel, else just before the loop.
   void emit_wgmma_setup();

@@ -212,6 +212,80 @@ TEST(CudaWgmma, EpilogueWaitsForEveryStoreWhenBoxesDoNotRotate) {
   EXPECT_EQ(wait(64, 4), 0);
 }
 
+// Knob cluster_m = 2: the persistent kernel runs in clusters of two CTAs, which take programs
+// (2q, n) and (2q + 1, n); each CTA copies half the rows of every B box (the tensor map's box
+// is half as high) into both rings with TMA multicast, each consumer warp releases a stage to
+// both CTAs' producers (so a stage's "empty" barrier counts the consumer warps of both), and
+// both CTAs pass a cluster barrier after setting up their barriers and before leaving.
+TEST(CudaWgmma, ClusterPairsMulticastBTiles) {
+  auto count = [](const std::string& src, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = 0; (at = src.find(what, at)) != std::string::npos; ++at) ++n;
+    return n;
+  };
+  auto k = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}});
+  k->set_constexpr("cluster_m", 2);
+  CudaEmission em = emit(*k);
+  EXPECT_EQ(em.stats["tma-multicast"], 1) << notes(em);
+  EXPECT_EQ(em.info.persistent_cluster, 2);
+  EXPECT_EQ(em.info.cluster, 1);  // (not a program split over a cluster)
+  EXPECT_NE(em.source.find("__cluster_dims__(2, 1, 1) __launch_bounds__(384, 1)"), std::string::npos) << em.source;
+  EXPECT_NE(em.source.find("tsr::mbar_init(empty_ + 8u * s_, 16);"), std::string::npos);
+  EXPECT_EQ(count(em.source, "tsr::cluster_sync();"), 2u);
+  EXPECT_NE(em.source.find("for (int64_t tsr_t = blockIdx.x / 2; tsr_t < tsr_programs; tsr_t += gridDim.x / 2)"),
+            std::string::npos);
+  EXPECT_NE(em.source.find("const int32_t tsr_pid0 = int32_t(2 * (tsr_first + tsr_t % tsr_in_group % tsr_rows) + "
+                           "int64_t(tsr::cluster_rank()));"),
+            std::string::npos);
+  // A: one box of this CTA's own; B: four 64-column boxes, rows [32 r, 32 r + 32) of each.
+  EXPECT_EQ(count(em.source, "tsr::tma_load_2d_multicast_hint(sa_ + 16384u + mc_rank_ * 4096u, &tsr_tma1, "
+                             "int(int64_t(v2) * 256 + 0), int(int64_t(ivp16) * 64 + int64_t(mc_rank_) * 32), bar_, 3, "
+                             "pol_first_)"),
+            1u)
+      << em.source;
+  EXPECT_EQ(count(em.source, "tsr::tma_load_2d_multicast("), 4u);
+  EXPECT_EQ(count(em.source, "tsr::tma_load_2d_hint(sa_ + 0u, &tsr_tma0"), 1u);
+  EXPECT_EQ(em.info.params[7].box[1], 32);
+  EXPECT_EQ(count(em.source, "tsr::mbar_arrive_cluster(empty_ + 8u * uint32_t("), 2u);
+  EXPECT_NE(em.source.find("const uint32_t mc_peer_ = tsr::cluster_rank() ^ 1u;"), std::string::npos);
+  // Without the knob: one CTA per program, whole B boxes.
+  CudaEmission one = emit(*lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}}));
+  EXPECT_EQ(one.info.persistent_cluster, 1);
+  EXPECT_EQ(one.source.find("cluster"), std::string::npos);
+  EXPECT_EQ(one.info.params[7].box[1], 64);
+
+  // Not taken, with a note: a stream-K compilation; an error: a value without a meaning.
+  CudaTarget sk = CudaTarget::parse("sm_90a");
+  sk.stream_k = true;
+  CudaEmission streamk = emit_cuda_with_info(*k, sk);
+  EXPECT_EQ(streamk.info.persistent_cluster, 1);
+  EXPECT_NE(notes(streamk).find("cluster_m = 2 not taken: stream-K"), std::string::npos) << notes(streamk);
+  k->set_constexpr("cluster_m", 3);
+  EXPECT_THROW(emit(*k), TesseraError);
+
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  EXPECT_FALSE(nvrtc_compile(em.source, CudaTarget::parse("sm_90a"), "pairs.cu", em.line_op).cubin.empty());
+  // Narrower tiles, and B as [N, K] (K-major: half of each box's BLOCK_N rows) in bf16 and fp8.
+  for (int64_t bn : {64, 128}) {
+    auto n = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 64}, {"BLOCK_N", bn}, {"BLOCK_K", 64}});
+    n->set_constexpr("cluster_m", 2);
+    CudaEmission e = emit(*n);
+    EXPECT_EQ(e.stats["tma-multicast"], 1);
+    EXPECT_FALSE(nvrtc_compile(e.source, CudaTarget::parse("sm_90a"), "pairs_n.cu", e.line_op).cubin.empty());
+  }
+  for (std::string in : {"bf16", "f8e4m3"}) {
+    auto nt = bind_constexprs(
+        *parse_module(testutil::nt_matmul_text(in, "bf16", 128, 256, in == "bf16" ? 64 : 128), "nt.tile")->kernels.at(0),
+        {});
+    nt->set_constexpr("cluster_m", 2);
+    CudaEmission e = emit(*nt);
+    EXPECT_EQ(e.stats["tma-multicast"], 1) << notes(e);
+    EXPECT_NE(e.source.find("+ mc_rank_ * 16384u"), std::string::npos) << e.source;  // 128 of 256 rows
+    EXPECT_FALSE(nvrtc_compile(e.source, CudaTarget::parse("sm_90a"), "pairs_nt.cu", e.line_op).cubin.empty());
+  }
+}
+
 TEST(CudaWgmma, OtherWorkAtTopLevelKeepsOneCtaPerProgram) {
   std::string t =
       "kernel @mm(%a: view<bf16, [M, K]>, %b: view<bf16, [K, N]>, %c: view<bf16, [M, N]>, %d: view<f32, [M]>) {\n"

@@ -94,6 +94,36 @@ TSR_D void tma_load_2d_hint(uint32_t dst, const TmaDesc* map, int c0, int c1, ui
       : "memory");
 }
 
+// TMA multicast within a thread-block cluster (the wgmma ring's `cluster_m = 2`,
+// src/cuda/EmitWgmma.cpp): the box lands at the same shared offset `dst` in every CTA whose
+// bit is set in `mask` (cluster ranks) and completes its bytes on the mbarrier at the same
+// offset `bar` in each of them.
+TSR_D void tma_load_2d_multicast(uint32_t dst, const TmaDesc* map, int c0, int c1, uint32_t bar, uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
+      "%3}], [%4], %5;\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
+      : "memory");
+}
+TSR_D void tma_load_2d_multicast_hint(uint32_t dst, const TmaDesc* map, int c0, int c1, uint32_t bar, uint16_t mask,
+                                      uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster.L2::cache_hint "
+      "[%0], [%1, {%2, %3}], [%4], %5, %6;\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar), "h"(mask), "l"(policy)
+      : "memory");
+}
+// One arrival on the mbarrier at this CTA's shared offset `bar`, but in the shared memory of
+// cluster CTA `rank`. The arrival has the default semantics (release at CTA scope), as
+// CUTLASS's cluster barriers do: what it publishes is that this warp's wgmma groups have
+// finished reading a stage, which wgmma.wait_group already made complete. (An arrival with
+// release at cluster scope made each consumer warp wait for a cluster-wide fence every
+// iteration: twice the time per tile, bench/RESULTS.md, session 9.)
+TSR_D void mbar_arrive_cluster(uint32_t bar, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+}
 // Starts fetching a tensor map into the TMA unit's descriptor cache, so that the first copy
 // does not wait for it (a __grid_constant__ parameter's generic address).
 TSR_D void prefetch_tensormap(const TmaDesc* map) {
