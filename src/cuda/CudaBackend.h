@@ -19,8 +19,9 @@ namespace tessera {
 struct CudaTarget {
   int sm = 90;          // compute capability major*10 + minor: 80, 86, 89, 90
   bool arch_specific = false;  // sm_90a: wgmma, setmaxnreg
-  // sm_90a: pipelined matmul loops may use TMA + wgmma. The runtime compiles a variant with
-  // tma = false (the mma.sync path) for operands a tensor map cannot describe.
+  // sm_90a: pipelined matmul loops may use TMA + wgmma, and Struct async_copy TMA boxes (knob
+  // struct_tma). The runtime compiles a variant with tma = false (the mma.sync path, the other
+  // copies) for views a tensor map cannot describe.
   bool tma = true;
   // sm_90a: a kernel whose wgmma loop may be split over K (CudaKernelInfo::split_k_capable) is
   // compiled as its split-K variant: gridDim.z CTAs share each program, each adds a slice of the

@@ -856,6 +856,28 @@ int64_t smem_limit(const CudaTarget& t) {
   return 99 * 1024;
 }
 
+std::string Emitter::add_tensor_map(std::vector<std::string>& sig, CudaKernelInfo& info, const Value* view,
+                                    int64_t box_cols, int64_t box_rows, int swizzle) {
+  int j = -1;
+  for (size_t i = 0; i < k_.params.size(); ++i)
+    if (k_.params[i] == view) j = static_cast<int>(i);
+  // One map per view, box and swizzle: the first of a view is tsr_tmaJ, later ones tsr_tmaJ_N.
+  auto name = [&](int nth) { return "tsr_tma" + std::to_string(j) + (nth ? "_" + std::to_string(nth) : ""); };
+  int of_view = 0;
+  for (const CudaParam& q : info.params) {
+    if (q.kind != CudaParam::Kind::TensorMap || q.param_index != j) continue;
+    if (q.box[0] == box_cols && q.box[1] == box_rows && q.swizzle == swizzle) return name(of_view);
+    ++of_view;
+  }
+  std::string n = name(of_view);
+  sig.push_back("const __grid_constant__ tsr::TmaDesc " + n);
+  CudaParam q{CudaParam::Kind::TensorMap, view->type.elem, 128, view->name, j};
+  q.box[0] = static_cast<int>(box_cols), q.box[1] = static_cast<int>(box_rows);
+  q.swizzle = swizzle;
+  info.params.push_back(q);
+  return n;
+}
+
 CudaEmission Emitter::run() {
   const Kernel& k = k_;
   T_ = pick_threads(k, cluster_);
@@ -917,19 +939,7 @@ CudaEmission Emitter::run() {
   // Tensor maps of the wgmma pipeline's operand views, last (CudaEmitter.h, parameter ABI).
   if (wg_.ok) {
     auto add_map = [&](const Value* view, int64_t box_cols, int64_t box_rows) {
-      int j = -1;
-      for (size_t i = 0; i < k.params.size(); ++i)
-        if (k.params[i] == view) j = static_cast<int>(i);
-      std::string n = "tsr_tma" + std::to_string(j);
-      bool seen = false;
-      for (const CudaParam& q : info.params) seen |= q.kind == CudaParam::Kind::TensorMap && q.param_index == j;
-      if (!seen) {
-        sig.push_back("const __grid_constant__ tsr::TmaDesc " + n);
-        CudaParam q{CudaParam::Kind::TensorMap, view->type.elem, 128, view->name, j};
-        q.box[0] = static_cast<int>(box_cols), q.box[1] = static_cast<int>(box_rows);
-        info.params.push_back(q);
-      }
-      return n;
+      return add_tensor_map(sig, info, view, box_cols, box_rows, 128);
     };
     const int64_t atom = 128 / wg_.eb;  // a box row is one 128-byte swizzle atom
     persistent_ = can_be_persistent();
@@ -952,6 +962,8 @@ CudaEmission Emitter::run() {
       }
     }
   }
+  // Then those of Struct async_copy ops taken by TMA (knob struct_tma; EmitStruct.cpp).
+  plan_struct_tma(sig, info);
   stream_k_ = persistent_ && tg_.stream_k;
   if (split_k_ || stream_k_) {
     sig.push_back("unsigned char* __restrict__ tsr_ws");
@@ -1023,6 +1035,9 @@ CudaEmission Emitter::run() {
     line("#include \"tessera/wgmma.cuh\"");
     out.headers.push_back("tessera/hopper.cuh");
     out.headers.push_back("tessera/wgmma.cuh");
+  } else if (!struct_tma_.empty()) {
+    line("#include \"tessera/hopper.cuh\"");
+    out.headers.push_back("tessera/hopper.cuh");
   }
   line("");
   // A warp-specialized kernel runs one CTA per SM (its ring takes most of shared memory): the
@@ -1132,6 +1147,7 @@ CudaEmission Emitter::run() {
     // No CTA of a cluster leaves while another may still read its shared memory.
     if (cluster_ > 1) line("tsr::cluster_sync();");
   }
+  if (!struct_tma_.empty()) drain_struct_tma();
   close();
   for (size_t i = prologue_.size(); i-- > 0;) {
     lines_.insert(lines_.begin() + static_cast<std::ptrdiff_t>(struct_line), "  " + prologue_[i]);

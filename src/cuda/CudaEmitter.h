@@ -25,7 +25,8 @@
 //     3. every scalar parameter by value, in signature order: i1/u8 as uint8_t, i8 as int8_t,
 //        16/32/64-bit integers as their own C type, f32 and the narrow floats (f16, bf16, f8:
 //        already rounded to the type) as float, f64 as double;
-//     4. (sm_90a TMA kernels) one tensor map per operand view of the wgmma pipeline (TensorMap);
+//     4. (sm_90a TMA kernels) one tensor map per operand view of the wgmma pipeline, then one
+//        per view, box and swizzle of the Struct async_copy ops taken by TMA (TensorMap);
 //     5. (persistent kernels) the grid's x and y sizes as int32 (GridSize).
 //     6. (split-K variants) the device address of the split workspace (SplitWorkspace).
 //   The kernel is `extern "C" __global__`, named info.symbol.
@@ -69,10 +70,13 @@ struct CudaParam {
   int param_index = -1;               // index into Kernel::params (Pointer, Scalar, TensorMap); -1 for Dim
   // TensorMap: a 128-byte CUtensorMap by value (a __grid_constant__ tsr::TmaDesc) for the 2-D
   // view param_index, encoded at launch: dims {cols, rows}, row stride in bytes, box {box[0]
-  // columns, box[1] rows}, 128-byte swizzle, zero fill out of bounds. The view's base must be
+  // columns, box[1] rows}, `swizzle`, zero fill out of bounds. The view's base must be
   // 16-byte aligned and its row stride a multiple of 16 bytes; when not, the launch uses the
   // kernel compiled without TMA (CudaTarget::tma = false) instead.
   int box[2] = {0, 0};
+  // TensorMap: 128 (the 128-byte swizzle of the wgmma ring and the TMA-store epilogue) or 0 (none:
+  // a Struct async_copy's row-major slot).
+  int swizzle = 128;
 };
 
 struct CudaKernelInfo {

@@ -79,12 +79,16 @@ std::array<int64_t, 2> view_dims2(const Kernel& k, int j, const Sizes& sizes) {
 // The driver's data type for a tensor map of TensorMap parameter p (CudaEmitter.h) at `base`
 // with `dims`, or -1 when TMA cannot describe the operand (base not 16-byte aligned, row stride
 // not a multiple of 16 bytes, an element type TMA does not copy, an empty matrix). The driver
-// may still refuse what passes.
+// may still refuse what passes. Other elements than bf16 / f16 are copied as unsigned integers
+// of their size (the copies convert nothing; zero fill is all bits zero, +0.0 for floats).
 int tensor_map_type(const CudaParam& p, uint64_t base, const std::array<int64_t, 2>& dims) {
   int eb = scalar_bytes(p.elem);
   int type = p.elem == ScalarKind::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
              : p.elem == ScalarKind::F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
              : eb == 1                   ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+             : eb == 2                   ? CU_TENSOR_MAP_DATA_TYPE_UINT16
+             : eb == 4                   ? CU_TENSOR_MAP_DATA_TYPE_UINT32
+             : eb == 8                   ? CU_TENSOR_MAP_DATA_TYPE_UINT64
                                          : -1;
   if (type < 0 || base % 16 != 0 || (dims[1] * eb) % 16 != 0 || dims[0] < 1 || dims[1] < 1) return -1;
   return type;
@@ -104,7 +108,8 @@ bool encode_tensor_map(const Driver& d, const CudaParam& p, uint64_t base, const
   uint32_t box[2] = {static_cast<uint32_t>(p.box[0]), static_cast<uint32_t>(p.box[1])};
   uint32_t estride[2] = {1, 1};
   return d.cuTensorMapEncodeTiled(&out, type, 2, reinterpret_cast<void*>(base), gdim, gstride, box, estride,
-                                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                  CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                  p.swizzle == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
                                   CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 

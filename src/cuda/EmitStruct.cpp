@@ -27,6 +27,30 @@
 //    commit groups do not disturb the other cp.async users: program prefetch is off in
 //    kernels with Struct ops, and the matmul ring's wait_group counts only ever wait for
 //    more (an older group of ours) than they need; none of its loops holds an async_copy.
+//  - Knob struct_tma = 1 (a kernel constexpr; absent or 0: the copies above) on sm_90a with TMA
+//    (CudaTarget::tma): an async_copy is one TMA box (cp.async.bulk.tensor.2d) when
+//    struct_tma_why_not accepts it: a 2-D tile of a 2-D view (a kernel parameter), pad 0 (+0.0:
+//    TMA zero-fills what lies outside the view), elements of 1, 2, 4 or 8 bytes, at most 256 rows
+//    and 256 columns, rows a multiple of 16 bytes, and slots that all start 128-byte aligned
+//    (a buffer of one slot, or slots of a multiple of 128 bytes). Any other async_copy keeps the
+//    lowering it had (cp.async with struct_cp_async = 1 where that applies, else the plain copy)
+//    and `tessera compile --stats` prints a note saying why. The slot is written unswizzled,
+//    row-major, as buffer_read reads it (a buffer's `layout` is a hint every backend ignores).
+//    Each copy's view, box and swizzle (none) is a tensor map, a kernel parameter the runtime
+//    encodes at launch; where it cannot (base not 16-byte aligned, rows not a multiple of 16
+//    bytes) the runtime launches the compilation with tma = false, which has no TMA copies. One
+//    mbarrier (first in the struct storage, whose base is rounded up to 128 bytes at run time)
+//    takes them all: the copy is a proxy fence and a barrier (write-after-read, as for
+//    cp.async), then thread 0 announces the box's bytes (mbarrier.expect_tx, no arrival) and
+//    issues the box; async_wait is the barrier's one arrival (thread 0), every thread's wait on
+//    the phase's parity, the parity flipped, then __syncthreads() (so that no thread arrives
+//    for the next phase before all have waited on this one). So a phase holds any number of
+//    copies and ends at exactly one async_wait, whatever the loops and branches (every thread
+//    runs every async_wait: scalars are uniform), and a loop that copies into the same slot
+//    again and again waits on a new phase each time. A tile wholly outside the view (its origin
+//    is a multiple of its shape, so one starting below 0 lies wholly below 0) is zeros stored by
+//    the threads instead, which async_wait's barrier publishes. At the kernel's end thread 0
+//    waits for copies no async_wait ended, so that none lands after the CTA has exited.
 //  - A pipe is a ring of STAGES slots with a head and a count that every thread keeps alike
 //    (scalars are uniform); a push onto a full ring or a pop from an empty one traps, as does
 //    a slot index out of range: the interpreter reports these as located errors.
@@ -37,7 +61,9 @@
 #include "cuda/EmitterInternal.h"
 #include "ir/Struct.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 
 namespace tessera::cudagen {
 
@@ -51,12 +77,79 @@ void Emitter::place_struct_storage(size_t at) {
   if (struct_smem_ == 0) return;
   // After the scratch, 128-byte aligned (what vector and async-copy paths assume of a base).
   int64_t base = (smem_ + 127) / 128 * 128;
-  lines_.insert(lines_.begin() + static_cast<std::ptrdiff_t>(at),
-                std::string(static_cast<size_t>(ind_ + 1) * 2, ' ') + "constexpr int64_t tsr_struct_base = " +
-                    i64(base) + ";  // buffers and pipe rings, after the scratch");
+  std::string decl = "constexpr int64_t tsr_struct_base = " + i64(base) + ";  // buffers and pipe rings, after the scratch";
+  if (!struct_tma_.empty()) {
+    // TMA boxes land at 128-byte aligned shared addresses, and the dynamic shared memory is
+    // only 16-byte aligned (static arrays may precede it): the base is rounded up at run time,
+    // within 128 bytes reserved for that.
+    decl = "const int64_t tsr_struct_base = " + i64(base) + " + int64_t((0u - tsr::smem_u32(tsr_smem + " + i64(base) +
+           ")) & 127u);  // the TMA barrier, buffers and pipe rings, after the scratch, 128-byte aligned in shared memory";
+    base += 128;
+  }
+  lines_.insert(lines_.begin() + static_cast<std::ptrdiff_t>(at), std::string(static_cast<size_t>(ind_ + 1) * 2, ' ') + decl);
   line_op_.insert(line_op_.begin() + static_cast<std::ptrdiff_t>(at), nullptr);
   smem_ = base + struct_smem_;
   stats_["struct-smem-bytes"] = struct_smem_;
+}
+
+std::string Emitter::struct_tma_why_not(const Op& copy) const {
+  if (tg_.sm != 90 || !tg_.arch_specific) return "TMA copies need sm_90a (this is " + tg_.str() + ")";
+  if (!tg_.tma) return "TMA is disabled for this compilation (a view a tensor map cannot describe)";
+  const Value *buf = copy.operand(0), *view = copy.operand(1);
+  const int R = view->type.rank();
+  if (R != 2) return "the view is " + std::to_string(R) + "-D (a TMA copy here is a 2-D box)";
+  if (!views_.count(view)) return "the view is not a kernel parameter";
+  const double pad = copy.has_attr("pad") ? copy.attr_number("pad") : 0.0;
+  if (pad != 0.0 || std::signbit(pad))
+    return "pad " + attr_str(*copy.find_attr("pad")) + " (TMA fills out-of-bounds elements with +0)";
+  if (!shape_is_static(buf->type.shape)) return "the buffer's shape is not static";
+  const std::vector<int64_t> S = static_shape(struct_slot_shape(buf->type, R));
+  const int64_t eb = scalar_bytes(view->type.elem), row = S[1] * eb, slot = S[0] * row;
+  if (eb != 1 && eb != 2 && eb != 4 && eb != 8) return "elements of " + std::to_string(eb) + " bytes";
+  if (S[0] > 256 || S[1] > 256)
+    return "the tile is " + std::to_string(S[0]) + " x " + std::to_string(S[1]) + " (a box has at most 256 rows and columns)";
+  if (row % 16 != 0) return "a tile row is " + std::to_string(row) + " bytes (TMA boxes need a multiple of 16)";
+  if (slot % 128 != 0 && shape_numel(buf->type.shape) * eb != slot)
+    return "slots of " + std::to_string(slot) + " bytes do not all start 128-byte aligned";
+  return "";
+}
+
+void Emitter::plan_struct_tma(std::vector<std::string>& sig, CudaKernelInfo& info) {
+  if (knob("struct_tma") != 1) return;  // a value other than 0 or 1 is an error at the copies
+  std::vector<std::string> maps;  // in order of first use
+  std::function<void(const Block&)> visit = [&](const Block& b) {
+    for (const auto& o : b.ops) {
+      if (o->kind == OpKind::AsyncCopy && struct_tma_why_not(*o).empty()) {
+        std::vector<int64_t> S = static_shape(struct_slot_shape(o->operand(0)->type, 2));
+        std::string m = add_tensor_map(sig, info, o->operand(1), S[1], S[0], 0);
+        struct_tma_[o.get()] = m;
+        if (std::find(maps.begin(), maps.end(), m) == maps.end()) maps.push_back(m);
+      }
+      for (const auto& r : o->regions) visit(*r);
+    }
+  };
+  visit(*k_.body);
+  if (maps.empty()) return;
+  // The barrier first in the struct storage (128 bytes, so that the buffers stay aligned). One
+  // arrival a phase, async_wait's: the copies before it only add bytes (mbar_expect_tx), so any
+  // number of them, in any control flow, complete in the phase that the next async_wait ends.
+  // Every thread executes every async_wait (scalars are uniform), so each keeps the parity.
+  struct_smem_ = 128;
+  prologue_.push_back("const uint32_t tsr_tma_bar = tsr::smem_u32(tsr_smem + tsr_struct_base);  // Struct TMA copies complete here");
+  prologue_.push_back("uint32_t tsr_tma_phase = 0u;  // the parity of its phase (one phase per async_wait)");
+  prologue_.push_back("if (tsr_tid == 0) {");
+  for (const std::string& m : maps) prologue_.push_back("  tsr::prefetch_tensormap(&" + m + ");");
+  prologue_.push_back("  tsr::mbar_init(tsr_tma_bar, 1);");
+  prologue_.push_back("  tsr::mbar_init_fence();");
+  prologue_.push_back("}");
+  prologue_.push_back("__syncthreads();");
+}
+
+void Emitter::drain_struct_tma() {
+  open("if (tsr_tid == 0) {  // Struct TMA copies that no async_wait ended land before the CTA exits");
+  line("tsr::mbar_arrive(tsr_tma_bar);");
+  line("tsr::mbar_wait(tsr_tma_bar, tsr_tma_phase);");
+  close();
 }
 
 void Emitter::emit_struct(const Op& op) {
@@ -73,6 +166,8 @@ void Emitter::emit_struct(const Op& op) {
     struct_smem_ += (bytes + 127) / 128 * 128;
     return n;
   };
+  // Constant `v` of kind t as the storage type holds it.
+  auto stored = [&](ScalarKind t, double v) { return stype(t) + "(" + store_conv(t, lit(t, v)) + ")"; };
   auto trap_unless = [&](const std::string& cond, const char* why) {
     line("if (!(" + cond + ")) __trap();  // " + why);
   };
@@ -99,7 +194,7 @@ void Emitter::emit_struct(const Op& op) {
     const ViewInfo& vi = view_of(op, view);
     ScalarKind t = view->type.elem;
     int R = view->type.rank();
-    std::string pad = stype(t) + "(" + store_conv(t, lit(t, op.has_attr("pad") ? op.attr_number("pad") : 0.0)) + ")";
+    std::string pad = stored(t, op.has_attr("pad") ? op.attr_number("pad") : 0.0);
     int64_t n = 1;
     for (int64_t d : S) n *= d;
     barrier();
@@ -179,6 +274,42 @@ void Emitter::emit_struct(const Op& op) {
     count("struct-cp-async-copies");
     return true;
   };
+  // Knob struct_tma (the file comment): async_copy as one TMA box, async_wait as an mbarrier wait.
+  const int64_t tma_knob = knob("struct_tma");
+  if ((op.kind == OpKind::AsyncCopy || op.kind == OpKind::AsyncWait) && tma_knob != 0 && tma_knob != 1)
+    fail(op, "struct_tma is " + std::to_string(tma_knob) + "; it takes 0 (no TMA) or 1 (TMA copies on sm_90a)");
+  // The TMA form of copy_from_view for tile (operands first...) of view operand 1, with tensor
+  // map `map` (plan_struct_tma took the op): a barrier, then thread 0 announces the box's bytes
+  // on tsr_tma_bar and issues the copy; no barrier after. A tile wholly outside the view (its
+  // origin is a multiple of its shape, so one starting below 0 lies wholly below 0) is zeros,
+  // written by every thread, which async_wait's barrier publishes as it does the box.
+  auto tma_from_view = [&](size_t first, const std::vector<int64_t>& S, const std::string& dst, const std::string& map) {
+    const Value* view = op.operand(1);
+    const ViewInfo& vi = view_of(op, view);
+    const ScalarKind t = view->type.elem;
+    // This thread's earlier accesses of the slot (reads, buffer_write's stores, zeros) come
+    // before the TMA's writes; the barrier then orders everyone's (write-after-read).
+    line("tsr::fence_proxy_async();");
+    barrier();
+    open("{  // TMA: one " + std::to_string(S[0]) + " x " + std::to_string(S[1]) + " box; async_wait ends it");
+    std::string o[2];
+    for (int d = 0; d < 2; ++d) {
+      o[d] = fresh("o");
+      line("const int64_t " + o[d] + " = int64_t(" + nm(op.operand(first + d)) + ") * " + i64(S[d]) + ";");
+    }
+    open("if (" + o[0] + " < 0 || " + o[0] + " >= " + vi.dims[0] + " || " + o[1] + " < 0 || " + o[1] + " >= " +
+         vi.dims[1] + ") {  // wholly outside the view: zeros");
+    std::string e = fresh("e");
+    line("for (int64_t " + e + " = tsr_tid; " + e + " < " + i64(S[0] * S[1]) + "; " + e + " += tsr_nthreads) " + dst + "[" +
+         e + "] = " + stored(t, 0.0) + ";");
+    --ind_;
+    open("} else if (tsr_tid == 0) {");
+    line("tsr::mbar_expect_tx(tsr_tma_bar, " + std::to_string(S[0] * S[1] * scalar_bytes(t)) + "u);");
+    line("tsr::tma_load_2d(tsr::smem_u32(" + dst + "), &" + map + ", int(" + o[1] + "), int(" + o[0] + "), tsr_tma_bar);");
+    close();
+    close();
+    count("struct-tma-copies");
+  };
   // Every thread writes the elements of register tile `v` it owns into `dst`; barriers on both
   // sides.
   auto copy_from_tile = [&](const Value* v, const std::string& dst) {
@@ -210,6 +341,13 @@ void Emitter::emit_struct(const Op& op) {
     }
     case OpKind::AsyncWait:
       if (cp_async) line("tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible");
+      if (!struct_tma_.empty()) {
+        // The one arrival ends the phase once every byte announced in it has landed; the
+        // barrier after keeps a thread from arriving for the next phase before all have waited.
+        line("if (tsr_tid == 0) tsr::mbar_arrive(tsr_tma_bar);");
+        line("tsr::mbar_wait(tsr_tma_bar, tsr_tma_phase);  // the TMA copies since the last async_wait");
+        line("tsr_tma_phase ^= 1u;");
+      }
       barrier();
       return;
     case OpKind::AsyncCopy: {
@@ -221,7 +359,15 @@ void Emitter::emit_struct(const Op& op) {
       std::string dst = fresh("dst");
       line(stype(buf->type.elem) + "* const " + dst + " = " + nm(buf) + " + " + off + ";");
       std::vector<int64_t> S = static_shape(struct_slot_shape(buf->type, rank));
-      if (!cp_async || !cp_async_from_view(1, 2 + nslots, S, dst)) copy_from_view(1, 2 + nslots, S, dst);
+      if (auto it = struct_tma_.find(&op); it != struct_tma_.end()) {
+        tma_from_view(2 + nslots, S, dst, it->second);
+      } else {
+        const bool as_cp_async = cp_async && cp_async_from_view(1, 2 + nslots, S, dst);
+        if (!as_cp_async) copy_from_view(1, 2 + nslots, S, dst);
+        if (tma_knob == 1)
+          notes_.push_back("async_copy at " + op.loc.str() + ": not TMA: " + struct_tma_why_not(op) + "; " +
+                           (as_cp_async ? "cp.async copies" : "a plain copy"));
+      }
       close();
       return;
     }

@@ -417,6 +417,20 @@ class Emitter {
   void emit_struct(const Op& op);
   void place_struct_storage(size_t at);
   int64_t struct_smem_ = 0;  // bytes of buffers and pipe rings
+  // Knob struct_tma = 1 on sm_90a (EmitStruct.cpp, the file comment): the async_copy ops that
+  // struct_tma_why_not accepts are one TMA box each, completing on one mbarrier that async_wait
+  // waits on. Planned before the body is emitted (each copy's tensor map is a kernel parameter):
+  // the copy -> its map's parameter name; a note for each copy not taken.
+  std::unordered_map<const Op*, std::string> struct_tma_;
+  void plan_struct_tma(std::vector<std::string>& sig, CudaKernelInfo& info);
+  std::string struct_tma_why_not(const Op& copy) const;  // empty when TMA can take the copy
+  // At the kernel's end: thread 0 waits for the copies no async_wait ended (none may still
+  // write into shared memory once the CTA has exited).
+  void drain_struct_tma();
+  // Adds a TensorMap parameter (CudaEmitter.h) for 2-D kernel parameter `view` with this box
+  // and swizzle (128 or 0) unless one exists; returns its name.
+  std::string add_tensor_map(std::vector<std::string>& sig, CudaKernelInfo& info, const Value* view,
+                             int64_t box_cols, int64_t box_rows, int swizzle);
   void copy_value(const Value* v, const std::string& dst, const std::string& src);
   void assign_carried(const Op& y, const std::vector<const Value*>& vals, const std::vector<std::string>& carried);
   std::string combine(const Op& op, const std::string& a, const std::string& b);

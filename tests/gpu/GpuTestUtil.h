@@ -34,6 +34,15 @@ inline CudaOptions test_options() {
 
 using testutil::args_for;
 
+// Kernel `name` of the .tile file `rel` (relative to the source tree), bound with `cfg`, with
+// the codegen knob `knob` (a kernel constexpr) set to 1.
+inline std::unique_ptr<Kernel> knob_kernel(const std::string& rel, const std::string& name, const ConstexprConfig& cfg,
+                                           const std::string& knob) {
+  auto k = bind_constexprs(*parse_file(std::string(TESSERA_SOURCE_DIR) + "/" + rel)->find(name), cfg);
+  k->set_constexpr(knob, 1);
+  return k;
+}
+
 // Every symbolic view dim of `k` gets `base + step * i` (i counts the dims), unless given.
 inline Sizes sizes_for(const Kernel& k, int64_t base, int64_t step) {
   Sizes s;

@@ -10,20 +10,17 @@
 namespace tessera::gputest {
 namespace {
 
-std::unique_ptr<Kernel> knob_kernel(const std::string& rel, const std::string& name, const ConstexprConfig& cfg) {
-  auto m = parse_file(std::string(TESSERA_SOURCE_DIR) + "/" + rel);
-  auto k = bind_constexprs(*m->find(name), cfg);
-  k->set_constexpr("struct_cp_async", 1);
-  return k;
+std::unique_ptr<Kernel> cp_async_kernel(const std::string& rel, const std::string& name, const ConstexprConfig& cfg) {
+  return knob_kernel(rel, name, cfg, "struct_cp_async");
 }
 
 TEST(StructCpAsyncGpu, MatchesInterpreterAtRaggedSizes) {
   REQUIRE_GPU();
   std::vector<std::unique_ptr<Kernel>> ks;
   for (int64_t block : {16, 32, 64})
-    ks.push_back(knob_kernel("tests/text/data/struct.tile", "double_buffered_rows", {{"BLOCK", block}}));
+    ks.push_back(cp_async_kernel("tests/text/data/struct.tile", "double_buffered_rows", {{"BLOCK", block}}));
   for (int64_t bm : {8, 16})
-    ks.push_back(knob_kernel("tests/cuda_codegen/data/struct_cp_async.tile", "double_buffered_tiles", {{"BM", bm}}));
+    ks.push_back(cp_async_kernel("tests/cuda_codegen/data/struct_cp_async.tile", "double_buffered_tiles", {{"BM", bm}}));
   // N = 150 and 1001: partial chunks, every other row (150 f32) or most rows (1001 bf16)
   // unaligned; 996: bf16 rows of 1992 bytes, every other one aligned, partial chunks; 1024:
   // whole tiles and chunks, every row aligned; M ragged against every BM.
@@ -44,7 +41,7 @@ TEST(StructCpAsyncGpu, MatchesInterpreterAtRaggedSizes) {
 
 // The generated source has the cp.async copies this test means to run.
 TEST(StructCpAsyncGpu, KernelsUseCpAsync) {
-  auto k = knob_kernel("tests/cuda_codegen/data/struct_cp_async.tile", "double_buffered_tiles", {});
+  auto k = cp_async_kernel("tests/cuda_codegen/data/struct_cp_async.tile", "double_buffered_tiles", {});
   EXPECT_EQ(emit_cuda_with_info(*k, CudaTarget::parse("sm_80")).stats.at("struct-cp-async-copies"), 2);
 }
 

@@ -38,6 +38,12 @@ TSR_D void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
   asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(bar), "r"(bytes)
                : "memory");
 }
+// Announces `bytes` more bytes to come from async copies in the current phase, without an
+// arrival (the Struct TMA copies, src/cuda/EmitStruct.cpp: any number of copies per phase, whose
+// one arrival is async_wait's).
+TSR_D void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
 TSR_D bool mbar_try_wait(uint32_t bar, uint32_t parity) {
   uint32_t ok;
   asm volatile(
