@@ -326,6 +326,15 @@ void Emitter::emit_op(const Op& op) {
       }
       break;
     case OpClass::Memory:
+      if (persistent_ && wg_.cluster_m > 1 && &op == wg_.store) {
+        // cluster_m = 2 with an odd number of program rows: the last pair's second program
+        // (tsr_pid0 = tsr_grid0) only keeps its partner's multicast protocol; it lies outside
+        // the kernel's grid, and its store, which may still fall inside the view, is not made.
+        open("if (tsr_pid0 < tsr_grid0) {  // not the program past an odd grid of the CTA pairs");
+        if (!store_frag_tile(op)) emit_load_store(op);
+        close();
+        break;
+      }
       if (op.kind == OpKind::StoreTile && store_frag_tile(op)) break;
       if (op.kind == OpKind::LoadTile || op.kind == OpKind::StoreTile) {
         emit_load_store(op);
@@ -1077,8 +1086,8 @@ CudaEmission Emitter::run() {
   // for each pid1 in turn, so that programs running together share operand tiles in L2.
   // A persistent kernel with cluster_m = 2 numbers pairs of axis-0 programs instead (rows
   // tsr_grid0p = ceil(tsr_grid0 / 2)); CTA rank r of the pair takes program 2q + r of pair row q
-  // (with an odd tsr_grid0 the last pair's second program lies past the grid: its loads read
-  // zeros and its stores write nothing, but it keeps its partner's multicast protocol).
+  // (with an odd tsr_grid0 the last pair's second program lies past the grid: it keeps its
+  // partner's multicast protocol, and its store is skipped, emit_op).
   const bool pairs = persistent_ && wg_.cluster_m > 1;
   auto grouped_ids = [&] {
     const std::string G = std::to_string(pairs ? std::max<int64_t>(1, group_rows() / 2) : group_rows());

@@ -286,6 +286,40 @@ TEST(CudaWgmma, ClusterPairsMulticastBTiles) {
   }
 }
 
+// cluster_m = 2 with an odd number of program rows: the last pair's second CTA runs program
+// row tsr_grid0, outside the kernel's grid, only to keep its partner's multicast protocol. A grid
+// need not cover the whole output (here floor(M / 128) rows of tiles: the interpreter writes
+// nothing past them), so that program's store is skipped, whichever epilogue makes it.
+TEST(CudaWgmma, ClusterPairsProgramPastAnOddGridStoresNothing) {
+  std::string t = testutil::nt_matmul_text("bf16", "bf16", 128, 256, 64);
+  const std::string ceil_rows = "%gm = div %mr, %bm : i32";
+  ASSERT_NE(t.find(ceil_rows), std::string::npos);
+  t.replace(t.find(ceil_rows), ceil_rows.size(), "%gm = div %m, %bm : i32");
+  for (int64_t tma_store : {1, 0}) {
+    SCOPED_TRACE("tma_store_epilogue = " + std::to_string(tma_store));
+    auto k = bind_constexprs(*parse_module(t, "floor_rows.tile")->kernels.at(0), {});
+    k->set_constexpr("cluster_m", 2);
+    k->set_constexpr("tma_store_epilogue", tma_store);
+    CudaEmission em = emit(*k);
+    ASSERT_EQ(em.info.persistent_cluster, 2) << notes(em);
+    EXPECT_EQ(em.stats["tma-store-epilogues"], tma_store);
+    const std::string guard = "if (tsr_pid0 < tsr_grid0) {";
+    const size_t at = em.source.find(guard);
+    ASSERT_NE(at, std::string::npos) << em.source;
+    EXPECT_EQ(em.source.find(guard, at + 1), std::string::npos);
+    // The store is inside it: after the guard, and nothing but the store's own block between.
+    const std::string store = tma_store ? "tsr::tma_store_2d(&tsr_tma3" : "tsr::store_frags(";
+    EXPECT_LT(at, em.source.find(store)) << em.source;
+    EXPECT_NE(em.source.find("// store_tile %c, %out, %pm, %pn\n    " + guard), std::string::npos) << em.source;
+    // One CTA per program: no such guard.
+    k->set_constexpr("cluster_m", 1);
+    EXPECT_EQ(emit(*k).source.find("tsr_pid0 < tsr_grid0"), std::string::npos);
+    std::string why;
+    if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+    EXPECT_FALSE(nvrtc_compile(em.source, CudaTarget::parse("sm_90a"), "floor_rows.cu", em.line_op).cubin.empty());
+  }
+}
+
 TEST(CudaWgmma, OtherWorkAtTopLevelKeepsOneCtaPerProgram) {
   std::string t =
       "kernel @mm(%a: view<bf16, [M, K]>, %b: view<bf16, [K, N]>, %c: view<bf16, [M, N]>, %d: view<f32, [M]>) {\n"

@@ -329,5 +329,26 @@ TEST(WgmmaGpu, ClusterPairsMatchTheInterpreter) {
   }
 }
 
+// cluster_m = 2 with an odd number of program rows in a grid that covers only whole tiles
+// (floor(M / 128) rows: the interpreter leaves the output's last 64 rows as they were): the last
+// pair's second CTA, past the grid, must not store its tile into those rows, with either epilogue.
+TEST(WgmmaGpu, ClusterPairsProgramPastAnOddGridStoresNothing) {
+  REQUIRE_HOPPER();
+  std::string t = testutil::nt_matmul_text("bf16", "bf16", 128, 256, 64);
+  const std::string ceil_rows = "%gm = div %mr, %bm : i32";
+  ASSERT_NE(t.find(ceil_rows), std::string::npos);
+  t.replace(t.find(ceil_rows), ceil_rows.size(), "%gm = div %m, %bm : i32");
+  uint64_t seed = 91;
+  for (int64_t tma_store : {1, 0}) {
+    SCOPED_TRACE("tma_store_epilogue = " + std::to_string(tma_store));
+    auto k = bind_constexprs(*parse_module(t, "floor_rows.tile")->kernels.at(0), {});
+    k->set_constexpr("cluster_m", 2);
+    k->set_constexpr("tma_store_epilogue", tma_store);
+    auto ck = compile_cuda(*k, no_split_options());
+    run_compiled_and_compare(*ck, *k, {{"M", 128 * 13 + 64}, {"N", 256 * 5 - 8}, {"K", 136}}, seed++);
+    EXPECT_EQ(ck->launches_without_tma, 0);
+  }
+}
+
 }  // namespace
 }  // namespace tessera::gputest
