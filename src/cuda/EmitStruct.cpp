@@ -31,8 +31,10 @@
 //    (CudaTarget::tma): an async_copy is one TMA box (cp.async.bulk.tensor.2d) when
 //    struct_tma_why_not accepts it: a 2-D tile of a 2-D view (a kernel parameter), pad 0 (+0.0:
 //    TMA zero-fills what lies outside the view), elements of 1, 2, 4 or 8 bytes, at most 256 rows
-//    and 256 columns, rows a multiple of 16 bytes, and slots that all start 128-byte aligned
-//    (a buffer of one slot, or slots of a multiple of 128 bytes). Any other async_copy keeps the
+//    and 256 columns, rows a multiple of 16 bytes, slots that all start 128-byte aligned (a
+//    buffer of one slot, or slots of a multiple of 128 bytes), and a view the kernel does not
+//    write (no store, scatter or atomic into it, no raw ops: the threads' stores are not ordered
+//    with the TMA's async-proxy reads by the copy's barrier). Any other async_copy keeps the
 //    lowering it had (cp.async with struct_cp_async = 1 where that applies, else the plain copy)
 //    and `tessera compile --stats` prints a note saying why. The slot is written unswizzled,
 //    row-major, as buffer_read reads it (a buffer's `layout` is a hint every backend ignores).
@@ -111,6 +113,17 @@ std::string Emitter::struct_tma_why_not(const Op& copy) const {
   if (row % 16 != 0) return "a tile row is " + std::to_string(row) + " bytes (TMA boxes need a multiple of 16)";
   if (slot % 128 != 0 && shape_numel(buf->type.shape) * eb != slot)
     return "slots of " + std::to_string(slot) + " bytes do not all start 128-byte aligned";
+  // The box is read through the async proxy, which the threads' ordinary stores to the view
+  // are not ordered with (the barrier before the copy orders them for the generic proxy only).
+  bool written = false, raw = false;
+  walk(const_cast<Block&>(*k_.body), [&](Op& o) {
+    const OpClass c = o.info().cls;
+    raw |= c == OpClass::Raw;
+    written |= c == OpClass::Memory && o.kind != OpKind::LoadTile && o.kind != OpKind::Gather && !o.operands.empty() &&
+               o.operand(0) == view;
+  });
+  if (written) return "the kernel also writes the view (the TMA would read it through the async proxy, unordered)";
+  if (raw) return "the kernel has raw ops, which may write the view (the TMA would read it through the async proxy)";
   return "";
 }
 

@@ -403,6 +403,10 @@ TEST(CudaStructTma, CopiesTmaCannotTakeKeepTheirLoweringAndSayWhy) {
                    3, 0, "a tile row is 24 bytes (TMA boxes need a multiple of 16)"});
   cases.push_back({"512 columns", tma_kernel("tma_pair", {{"BN", 512}}, {{"constexpr BN = 32 in [32, 64]", "constexpr BN = 32"}}),
                    4, 0, "the tile is 8 x 512 (a box has at most 256 rows and columns)"});
+  // Stores into the view the copies read (tma_shift made in place): ordinary stores and TMA
+  // reads of global memory are not ordered by the copy's barrier.
+  cases.push_back({"written view", tma_kernel("tma_shift", {}, {{"tile<i32, [BM, BN]>\n    store_tile %y, ", "tile<i32, [BM, BN]>\n    store_tile %x, "}}), 3, 0,
+                   "the kernel also writes the view (the TMA would read it through the async proxy, unordered)"});
   const std::string one_d = R"(
 kernel @one_d(%x: view<f32, [N]>, %y: view<f32, [N]>) {
   constexpr BLOCK = 64
