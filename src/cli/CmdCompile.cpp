@@ -79,9 +79,8 @@ int cmd_compile(const CompileOptions& o) {
     // A dot that could have taken the Hopper path (wgmma + TMA) and did not says why, --stats
     // or not: `compile matmul --target cuda:sm_90a` is f32 unless --dtype says otherwise, and
     // f32 dots run on the mma.sync path.
-    if (em && !o.stats)
-      for (const std::string& n : em->notes)
-        if (n.find(": not wgmma: ") != std::string::npos) std::cerr << "note: " << n << " (--stats: every choice)\n";
+    if (em && !o.stats && !em->wgmma_not_taken.empty())
+      std::cerr << "note: " << em->wgmma_not_taken << " (--stats: every choice)\n";
     if (o.stats) {
       std::cerr << "// ----- statistics for " << k->name << " -----\n";
       for (const auto& [name, value] : stats) std::cerr << name << " = " << value << "\n";

@@ -943,7 +943,10 @@ CudaEmission Emitter::run() {
   }
   wg_ = plan_wgmma();  // needs views_
   if (wg_.ok) T_ = 32 * (wg_.consumer_warps + 4);  // consumer warpgroups + one producer warpgroup
-  else if (!wg_.why.empty()) notes_.push_back("dot at " + wg_.dot->loc.str() + ": not wgmma: " + wg_.why);
+  else if (!wg_.why.empty()) {
+    wgmma_not_taken_ = "dot at " + wg_.dot->loc.str() + ": not wgmma: " + wg_.why;
+    notes_.push_back(wgmma_not_taken_);
+  }
   info.block_threads = T_;
   // Tensor maps of the wgmma pipeline's operand views, last (CudaEmitter.h, parameter ABI).
   if (wg_.ok) {
@@ -1215,6 +1218,7 @@ CudaEmission Emitter::run() {
   out.line_op = std::move(line_op_);
   out.stats = stats_;
   out.notes = notes_;
+  out.wgmma_not_taken = wgmma_not_taken_;
   return out;
 }
 

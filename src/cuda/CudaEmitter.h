@@ -130,6 +130,10 @@ struct CudaEmission {
   // Decisions worth telling the user, one sentence each (`tessera compile --stats` prints them):
   // which path a dot took and why not a faster one.
   std::vector<std::string> notes;
+  // The one of `notes` that says why a dot that could have taken the sm_90a wgmma path did
+  // not ("dot at LOC: not wgmma: ..."; `tessera compile` prints it without --stats); empty when
+  // the kernel has no such dot or the dot took the path.
+  std::string wgmma_not_taken;
 };
 
 CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& target);

@@ -382,6 +382,7 @@ class Emitter {
   void flush_program_prefetch(const Block& b);
   bool has_pipelined_mma_loop() const;
   std::vector<std::string> notes_;  // CudaEmission::notes
+  std::string wgmma_not_taken_;     // CudaEmission::wgmma_not_taken (also in notes_)
   int64_t pipe_frag_regs_ = 0;  // most accumulator registers per thread of a pipelined loop
   int64_t pipe_stage_elems_ = 0;  // most elements per thread one pipeline stage copies
   // `partner`: a reduce op right after `op` that folds_with_next() accepted; both fold in one

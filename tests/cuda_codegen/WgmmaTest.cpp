@@ -3,6 +3,8 @@
 // loop did not take it, and that NVRTC accepts every shape the planner allows.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "cuda/CudaBackend.h"
 #include "cuda/CudaEmitter.h"
 #include "CodegenTestUtil.h"
@@ -365,6 +367,10 @@ TEST(CudaWgmma, ShapesTheRingCannotTakeStayOnMmaSyncWithAReason) {
   EXPECT_EQ(em.stats["dot.wgmma_tma"], 0);
   EXPECT_EQ(em.stats["dot.mma_pipelined"], 1);
   EXPECT_NE(notes(em).find("not wgmma: BLOCK_K = 32"), std::string::npos) << notes(em);
+  // That note, on its own too (what `tessera compile` prints without --stats).
+  EXPECT_NE(em.wgmma_not_taken.find(": not wgmma: BLOCK_K = 32"), std::string::npos) << em.wgmma_not_taken;
+  EXPECT_EQ(std::count(em.notes.begin(), em.notes.end(), em.wgmma_not_taken), 1);
+  EXPECT_EQ(emit(*lib_matmul(ScalarKind::BF16)).wgmma_not_taken, "");
   // BLOCK_M = 32: below one warpgroup's 64 rows.
   em = emit(*lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 32}, {"BLOCK_N", 128}, {"BLOCK_K", 64}}));
   EXPECT_EQ(em.stats["dot.wgmma_tma"], 0);
