@@ -203,6 +203,10 @@ class CudaKernelImpl : public CudaKernel {
       if (const int64_t c = info.persistent_cluster; c > 1) {
         // Clusters of c CTAs each take c programs of axis 0 (the last group of a row partly
         // past the grid): whole clusters, no more than the multiprocessors hold at once.
+        if (ctas < c)
+          throw TesseraError(k.loc, "kernel " + kname(k) + ": cluster_m = " + std::to_string(c) + " needs " +
+                                        std::to_string(c) + " multiprocessors at once; " + dev.name + " has " +
+                                        std::to_string(dev.num_sms) + " (compile without the knob)");
         const int64_t groups = (grid[0] + c - 1) / c * grid[1] * grid[2];
         launch_grid[0] = std::min(groups, ctas / c) * c;
       }
