@@ -200,6 +200,15 @@ void Emitter::emit_struct(const Op& op) {
     if (nslots) trap_unless(ok, "slot index out of range");
     return "(" + flat + ") * " + i64(slot);
   };
+  // The view coordinates of tile (operands first...)'s first element, one int64 per dim of S.
+  auto tile_origin = [&](size_t first, const std::vector<int64_t>& S) {
+    std::vector<std::string> o(S.size());
+    for (size_t d = 0; d < S.size(); ++d) {
+      o[d] = fresh("o");
+      line("const int64_t " + o[d] + " = int64_t(" + nm(op.operand(first + d)) + ") * " + i64(S[d]) + ";");
+    }
+    return o;
+  };
   // Thread t copies elements t, t + T, ... of tile (operands first...) of view operand
   // `view_i` into `dst` (storage type), padding as load_tile does; barriers on both sides.
   auto copy_from_view = [&](size_t view_i, size_t first, const std::vector<int64_t>& S, const std::string& dst) {
@@ -212,11 +221,7 @@ void Emitter::emit_struct(const Op& op) {
     for (int64_t d : S) n *= d;
     barrier();
     open("{");
-    std::vector<std::string> o(R);
-    for (int d = 0; d < R; ++d) {
-      o[d] = fresh("o");
-      line("const int64_t " + o[d] + " = int64_t(" + nm(op.operand(first + d)) + ") * " + i64(S[d]) + ";");
-    }
+    const std::vector<std::string> o = tile_origin(first, S);
     std::string e = fresh("e");
     open("for (int64_t " + e + " = tsr_tid; " + e + " < " + i64(n) + "; " + e + " += tsr_nthreads) {");
     std::vector<std::string> c = coords(e, S);
@@ -254,11 +259,7 @@ void Emitter::emit_struct(const Op& op) {
     const int64_t cpr = W / E;
     barrier();  // write-after-read: other threads may still be reading the slot
     open("{  // cp.async, " + std::to_string(cpr) + " chunks of 16 bytes a row; async_wait ends it");
-    std::vector<std::string> o(R);
-    for (int d = 0; d < R; ++d) {
-      o[d] = fresh("o");
-      line("const int64_t " + o[d] + " = int64_t(" + nm(op.operand(first + d)) + ") * " + i64(S[d]) + ";");
-    }
+    const std::vector<std::string> o = tile_origin(first, S);
     std::string q = fresh("q");
     open("for (int64_t " + q + " = tsr_tid; " + q + " < " + i64(rows * cpr) + "; " + q + " += tsr_nthreads) {");
     std::string ok = "true", off;
@@ -305,11 +306,7 @@ void Emitter::emit_struct(const Op& op) {
     line("tsr::fence_proxy_async();");
     barrier();
     open("{  // TMA: one " + std::to_string(S[0]) + " x " + std::to_string(S[1]) + " box; async_wait ends it");
-    std::string o[2];
-    for (int d = 0; d < 2; ++d) {
-      o[d] = fresh("o");
-      line("const int64_t " + o[d] + " = int64_t(" + nm(op.operand(first + d)) + ") * " + i64(S[d]) + ";");
-    }
+    const std::vector<std::string> o = tile_origin(first, S);
     open("if (" + o[0] + " < 0 || " + o[0] + " >= " + vi.dims[0] + " || " + o[1] + " < 0 || " + o[1] + " >= " +
          vi.dims[1] + ") {  // wholly outside the view: zeros");
     std::string e = fresh("e");
