@@ -1092,8 +1092,8 @@ CudaEmission Emitter::run() {
   // (with an odd tsr_grid0 the last pair's second program lies past the grid: it keeps its
   // partner's multicast protocol, and its store is skipped, emit_op).
   const bool pairs = persistent_ && wg_.cluster_m > 1;
+  const std::string G = std::to_string(pairs ? std::max<int64_t>(1, group_rows() / 2) : group_rows());
   auto grouped_ids = [&] {
-    const std::string G = std::to_string(pairs ? std::max<int64_t>(1, group_rows() / 2) : group_rows());
     const std::string G0 = pairs ? "tsr_grid0p" : "tsr_grid0";
     line("const int64_t tsr_first = tsr_t / tsr_in_group * " + G + ", tsr_rows = " + G0 + " - tsr_first < " + G +
          " ? " + G0 + " - tsr_first : " + G + ";");
@@ -1106,14 +1106,9 @@ CudaEmission Emitter::run() {
   };
   if (persistent_) {
     emit_wgmma_setup();
-    if (pairs) {
-      line("const int64_t tsr_grid0p = (int64_t(tsr_grid0) + 1) / 2;");
-      line("const int64_t tsr_programs = tsr_grid0p * int64_t(tsr_grid1), tsr_in_group = " +
-           std::to_string(std::max<int64_t>(1, group_rows() / 2)) + " * int64_t(tsr_grid1);");
-    } else {
-      line("const int64_t tsr_programs = int64_t(tsr_grid0) * int64_t(tsr_grid1), tsr_in_group = " +
-           std::to_string(group_rows()) + " * int64_t(tsr_grid1);");
-    }
+    if (pairs) line("const int64_t tsr_grid0p = (int64_t(tsr_grid0) + 1) / 2;");
+    line("const int64_t tsr_programs = " + std::string(pairs ? "tsr_grid0p" : "int64_t(tsr_grid0)") +
+         " * int64_t(tsr_grid1), tsr_in_group = " + G + " * int64_t(tsr_grid1);");
     if (stream_k_) {
       // Whole tiles tsr_t = blockIdx.x, + gridDim.x, ... below tsr_dp; the last partial wave
       // (tsr_L tiles, when at least half of gridDim.x, else none) as tsr_L * gridDim.x units of
@@ -1151,7 +1146,7 @@ CudaEmission Emitter::run() {
     // One CTA per program, in launch order (blockIdx.x fastest), renumbered into grouped order.
     line("const int32_t tsr_grid0 = int32_t(gridDim.x), tsr_grid1 = int32_t(gridDim.y);");
     line("const int64_t tsr_t = int64_t(blockIdx.y) * gridDim.x + blockIdx.x, tsr_in_group = " +
-         std::to_string(group_rows()) + " * int64_t(tsr_grid1);");
+         G + " * int64_t(tsr_grid1);");
     grouped_ids();
     emit_block(*k.body);
   } else {

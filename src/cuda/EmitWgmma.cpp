@@ -325,7 +325,7 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
   auto b_half = [&](const std::string& row) {
     return mc ? std::make_pair(" + mc_rank_ * " + n(b_rows / 2 * 128) + "u", "int(" + row + " + int64_t(mc_rank_) * " +
                                                                              n(b_rows / 2) + ")")
-              : std::make_pair(std::string(), row);
+              : std::make_pair(std::string(), "int(" + row + ")");
   };
   open("for (int64_t i_ = 0; i_ < " + trip + "; ++i_) {");
   slot("ring_it_ + i_");
@@ -345,15 +345,13 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
   for (int64_t c = 0; c < w.BK / atom; ++c)
     copy(hint_a, "sa_ + " + n(c * w.BM * 128) + "u, &" + w.tma_a + ", int(" + acol + " + " + n(atom * c) + "), " + arow);
   if (w.b_kmajor) {
-    auto [off, brow] = b_half("int64_t(" + nm(lb.operand(1)) + ") * " + n(w.BN));
-    if (!mc) brow = "int(" + brow + ")";
+    const auto [off, brow] = b_half("int64_t(" + nm(lb.operand(1)) + ") * " + n(w.BN));
     std::string bcol = "int64_t(" + nm(lb.operand(2)) + ") * " + n(w.BK);
     for (int64_t c = 0; c < w.BK / atom; ++c)
       copy(hint_b, "sa_ + " + n(a_bytes + c * w.BN * 128) + "u" + off + ", &" + w.tma_b + ", int(" + bcol + " + " +
                        n(atom * c) + "), " + brow, mc);
   } else {
-    auto [off, brow] = b_half("int64_t(" + nm(lb.operand(1)) + ") * " + n(w.BK));
-    if (!mc) brow = "int(" + brow + ")";
+    const auto [off, brow] = b_half("int64_t(" + nm(lb.operand(1)) + ") * " + n(w.BK));
     std::string bcol = "int64_t(" + nm(lb.operand(2)) + ") * " + n(w.BN);
     for (int64_t j = 0; j < w.BN / 64; ++j)
       copy(hint_b, "sa_ + " + n(a_bytes + j * w.BK * 128) + "u" + off + ", &" + w.tma_b + ", int(" + bcol + " + " +
