@@ -973,6 +973,7 @@ CudaEmission Emitter::run() {
         wg_.tma_c = add_map(out, 64, 64);
       }
     }
+    plan_epilogue_overlap();
   }
   // Then those of Struct async_copy ops taken by TMA (knob struct_tma; EmitStruct.cpp).
   plan_struct_tma(sig, info);
@@ -1109,32 +1110,37 @@ CudaEmission Emitter::run() {
     if (pairs) line("const int64_t tsr_grid0p = (int64_t(tsr_grid0) + 1) / 2;");
     line("const int64_t tsr_programs = " + std::string(pairs ? "tsr_grid0p" : "int64_t(tsr_grid0)") +
          " * int64_t(tsr_grid1), tsr_in_group = " + G + " * int64_t(tsr_grid1);");
-    if (stream_k_) {
-      // Whole tiles tsr_t = blockIdx.x, + gridDim.x, ... below tsr_dp; the last partial wave
-      // (tsr_L tiles, when at least half of gridDim.x, else none) as tsr_L * gridDim.x units of
-      // K work, gridDim.x per tile, of which CTA c takes units [c * tsr_L, (c + 1) * tsr_L):
-      // parts of at most two tiles. [tsr_pb, tsr_pe) is the item's part of its tile, in units.
-      line("const int32_t tsr_G = int32_t(gridDim.x), tsr_rem = int32_t(tsr_programs % tsr_G);");
-      line("const int32_t tsr_L = 2 * tsr_rem >= tsr_G ? tsr_rem : 0;");
-      line("const int64_t tsr_dp = tsr_programs - tsr_L;");
-      line("const int32_t tsr_u0 = int32_t(blockIdx.x) * tsr_L, tsr_u1 = tsr_u0 + tsr_L;");
-      line("const int32_t tsr_ndp = int64_t(blockIdx.x) < tsr_dp ? int32_t((tsr_dp - 1 - int64_t(blockIdx.x)) / tsr_G) + 1 : 0;");
-      line("const int32_t tsr_nsk = tsr_L > 0 ? (tsr_u1 - 1) / tsr_G - tsr_u0 / tsr_G + 1 : 0;");
-      open("for (int32_t tsr_i = 0; tsr_i < tsr_ndp + tsr_nsk; ++tsr_i) {");
-      line("const bool tsr_sk = tsr_i >= tsr_ndp;");
-      line("const int64_t tsr_t = tsr_sk ? tsr_dp + tsr_u0 / tsr_G + (tsr_i - tsr_ndp) : int64_t(blockIdx.x) + int64_t(tsr_i) * tsr_G;");
-      line("const int32_t tsr_tu = tsr_sk ? int32_t(tsr_t - tsr_dp) * tsr_G : 0;  // the tile's first unit (stream-K tiles)");
-      line("const int32_t tsr_pb = tsr_sk && tsr_u0 > tsr_tu ? tsr_u0 - tsr_tu : 0;");
-      line("const int32_t tsr_pe = tsr_sk && tsr_u1 < tsr_tu + tsr_G ? tsr_u1 - tsr_tu : tsr_G;");
-    } else if (pairs) {
-      // Both CTAs of a cluster take the same pair of programs.
-      open("for (int64_t tsr_t = blockIdx.x / 2; tsr_t < tsr_programs; tsr_t += gridDim.x / 2) {");
-    } else {
-      open("for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {");
-    }
-    grouped_ids();
-    emit_block(*k.body);
-    close();
+    // The loop over the programs, each running the kernel's body.
+    auto program_loop = [&] {
+      if (stream_k_) {
+        // Whole tiles tsr_t = blockIdx.x, + gridDim.x, ... below tsr_dp; the last partial wave
+        // (tsr_L tiles, when at least half of gridDim.x, else none) as tsr_L * gridDim.x units of
+        // K work, gridDim.x per tile, of which CTA c takes units [c * tsr_L, (c + 1) * tsr_L):
+        // parts of at most two tiles. [tsr_pb, tsr_pe) is the item's part of its tile, in units.
+        line("const int32_t tsr_G = int32_t(gridDim.x), tsr_rem = int32_t(tsr_programs % tsr_G);");
+        line("const int32_t tsr_L = 2 * tsr_rem >= tsr_G ? tsr_rem : 0;");
+        line("const int64_t tsr_dp = tsr_programs - tsr_L;");
+        line("const int32_t tsr_u0 = int32_t(blockIdx.x) * tsr_L, tsr_u1 = tsr_u0 + tsr_L;");
+        line("const int32_t tsr_ndp = int64_t(blockIdx.x) < tsr_dp ? int32_t((tsr_dp - 1 - int64_t(blockIdx.x)) / tsr_G) + 1 : 0;");
+        line("const int32_t tsr_nsk = tsr_L > 0 ? (tsr_u1 - 1) / tsr_G - tsr_u0 / tsr_G + 1 : 0;");
+        open("for (int32_t tsr_i = 0; tsr_i < tsr_ndp + tsr_nsk; ++tsr_i) {");
+        line("const bool tsr_sk = tsr_i >= tsr_ndp;");
+        line("const int64_t tsr_t = tsr_sk ? tsr_dp + tsr_u0 / tsr_G + (tsr_i - tsr_ndp) : int64_t(blockIdx.x) + int64_t(tsr_i) * tsr_G;");
+        line("const int32_t tsr_tu = tsr_sk ? int32_t(tsr_t - tsr_dp) * tsr_G : 0;  // the tile's first unit (stream-K tiles)");
+        line("const int32_t tsr_pb = tsr_sk && tsr_u0 > tsr_tu ? tsr_u0 - tsr_tu : 0;");
+        line("const int32_t tsr_pe = tsr_sk && tsr_u1 < tsr_tu + tsr_G ? tsr_u1 - tsr_tu : tsr_G;");
+      } else if (pairs) {
+        // Both CTAs of a cluster take the same pair of programs.
+        open("for (int64_t tsr_t = blockIdx.x / 2; tsr_t < tsr_programs; tsr_t += gridDim.x / 2) {");
+      } else {
+        open("for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {");
+      }
+      grouped_ids();
+      emit_block(*k.body);
+      close();
+    };
+    if (wg_.overlap) emit_role_loops(program_loop);
+    else program_loop();
     // The TMA stores must finish before the CTA's shared memory goes away.
     if (wg_.tma_store)
       line("if (tsr_tid < " + std::to_string(wg_.consumer_warps * 32) + " && tsr_tid % 128 == 0) tsr::bulk_wait_all();");

@@ -189,6 +189,83 @@ int Emitter::plan_wgmma_cluster() {
   return 2;
 }
 
+void Emitter::plan_epilogue_overlap() {
+  const int64_t o = knob("epilogue_overlap", 0);
+  if (o != 0 && o != 1)
+    fail(*wg_.dot, "knob epilogue_overlap = " + std::to_string(o) +
+                       ": 0 (the consumers store each block before the next program) or 1 (during the next "
+                       "program's first iterations)");
+  if (o == 0 || tg_.split_k) return;  // (the split-K compilation is never persistent)
+  auto no = [&](const std::string& why) {
+    notes_.push_back("dot at " + wg_.dot->loc.str() + ": epilogue_overlap = 1 not taken: " + why);
+  };
+  if (!persistent_) return no("the kernel is not persistent");
+  if (!wg_.tma_store)
+    return no("the epilogue is not staged through shared memory and TMA stores (a 2-D bf16 or f16 output, "
+              "tma_store_epilogue = 1)");
+  if (tg_.stream_k) return no("stream-K compilations store some blocks through a workspace");
+  if (wg_.cluster_m > 1) return no("cluster_m = 2 kernels run their programs in pairs");
+  // Registers: one CTA per SM has 65536. With more than one consumer warpgroup ptxas caps
+  // every thread at 65536 / threads (168 at 384); setmaxnreg gives the producer warpgroup's
+  // share (it needs few: one thread issues copies) to the consumers, 232 each at 384 threads
+  // (CUTLASS's split). One consumer warpgroup (256 threads) has 255 already.
+  const int CW = wg_.consumer_warps;
+  int prod = 0, cons = 0;
+  if (CW > 4) prod = 40, cons = std::min(240, (65536 - 128 * prod) / (CW * 32) / 8 * 8);
+  const int64_t acc = wg_.BN / 2, packed = wg_.BN / 4, room = cons ? cons : 255;
+  // Besides the two blocks: descriptors, addresses, loop and program state (about 40).
+  if (acc + packed + 40 > room)
+    return no(std::to_string(acc) + " accumulator and " + std::to_string(packed) +
+              " packed registers per consumer thread do not fit beside the loop's in " + std::to_string(room));
+  wg_.overlap = true;
+  wg_.producer_regs = prod, wg_.consumer_regs = cons;
+  count("epilogue-overlap");
+  notes_.push_back("dot at " + wg_.dot->loc.str() +
+                   ": epilogue overlapped: the producer and consumer warpgroups run their own program loops" +
+                   (cons ? " (setmaxnreg " + std::to_string(prod) + " / " + std::to_string(cons) + ")" : std::string()) +
+                   "; the consumers store box c of each block during iteration c of the next program's loop");
+}
+
+void Emitter::emit_role_loops(const std::function<void()>& program_loop) {
+  const WgmmaPlan& w = wg_;
+  auto n = [](int64_t v) { return std::to_string(v); };
+  const std::string CT = n(int64_t(w.consumer_warps) * 32);
+  open("if (tsr_tid >= " + CT + ") {  // the producer warpgroup: one thread issues the copies");
+  if (w.producer_regs) line("tsr::setmaxnreg_dec<" + n(w.producer_regs) + ">();");
+  open("if (tsr_tid == " + CT + ") {");
+  role_ = Role::Producer;
+  program_loop();
+  close();
+  --ind_;
+  line("} else {  // the consumer warpgroups");
+  ++ind_;
+  if (w.consumer_regs) line("tsr::setmaxnreg_inc<" + n(w.consumer_regs) + ">();");
+  // The previous program's block, packed, with its origin: stored during this program's loop.
+  line("uint32_t pk_[" + n(w.BN / 4) + "];");
+  line("int prow_ = 0, pcol_ = 0;");
+  line("bool pend_ = false;");
+  line("const uint32_t epi_buf_ = ring_ + " + n(w.ring_bytes()) + "u + uint32_t(tsr_tid / 128) * " +
+       n(8192 * w.epilogue_buffers) + "u;");
+  role_ = Role::Consumer;
+  program_loop();
+  open("if (pend_) {  // the last program's block");
+  for (int64_t c = 0; c < w.BN / 64; ++c) line(pending_box(c));
+  close();
+  role_ = Role::Both;
+  close();
+}
+
+std::string Emitter::pending_box(int64_t c) const {
+  const WgmmaPlan& w = wg_;
+  auto n = [](int64_t v) { return std::to_string(v); };
+  const int64_t bufs = w.epilogue_buffers, boxes = w.BN / 64;
+  // As in emit_wgmma_tma_store: box c uses buffer c % bufs, whose last store was `bufs` boxes
+  // back (across blocks too) only when a block has a multiple of `bufs` boxes.
+  const int64_t in_flight = boxes % bufs == 0 ? bufs - 1 : 0;
+  return "tsr::epilogue_box_sw128<" + n(c) + ", " + n(in_flight) + ">(&" + w.tma_c + ", epi_buf_ + " +
+         n((c % bufs) * 8192) + "u, pk_, pcol_, prow_);";
+}
+
 void Emitter::emit_wgmma_setup() {
   const WgmmaPlan& w = wg_;
   const int S = w.stages, CW = w.consumer_warps;
@@ -223,11 +300,7 @@ void Emitter::emit_wgmma_setup() {
 
 void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
   const WgmmaPlan& w = wg_;
-  const Block& body = f.region(0);
   const int S = w.stages, CW = w.consumer_warps;
-  const int64_t a_bytes = w.BM * w.BK * w.eb, stage = w.stage_bytes();
-  const int64_t atom = 128 / w.eb;            // elements in one 128-byte swizzled row
-  const int64_t ksteps = w.BK * w.eb / 32;    // wgmma instructions per stage (32 bytes of K each)
   auto n = [](int64_t v) { return std::to_string(v); };
   std::string lo = nm(f.operand(0)), hi = nm(f.operand(1)), step = nm(f.operand(2));
   count("dot.wgmma_tma");
@@ -261,14 +334,46 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
     line("const int64_t first_ = " + all + " * tsr_pb / tsr_G, " + trip + " = " + all + " * tsr_pe / tsr_G - first_;");
     first = "first_";
   }
-  // Stage and phase of the ring's iteration `it` (int64 expression).
-  auto slot = [&](const std::string& it) {
-    line("const uint32_t s_ = uint32_t((" + it + ") % " + n(S) + "), ph_ = uint32_t((" + it + ") / " + n(S) + ") & 1u;");
-  };
+  // Producer: one thread of the last warpgroup; consumers: the warpgroups before it. Under
+  // epilogue_overlap each runs in its own branch (emit_role_loops), which decides the role.
+  const bool both = role_ == Role::Both;
+  if (both) {
+    open("if (warp_ >= " + n(CW) + ") {");
+    open("if (tsr_tid == " + n(CW * 32) + ") {");
+  }
+  if (role_ != Role::Consumer) emit_wgmma_producer(f, trip, first);
+  if (both) {
+    close();
+    --ind_;
+    line("} else {");
+    ++ind_;
+  }
+  if (role_ != Role::Producer) emit_wgmma_consumer(frag, trip);
+  if (both) close();
+  line("ring_it_ += " + trip + ";");
+  // A persistent kernel's epilogue needs no shared memory, so the producer may run ahead into
+  // the next program; otherwise the ring's memory may be reused after the loop.
+  if (!persistent_) barrier();
+  if (split_k_) emit_split_k_fixup(frag);
+  if (stream_k_) emit_stream_k_fixup(frag);
+  close();
+}
 
-  // Producer: one thread of the last warpgroup.
-  open("if (warp_ >= " + n(CW) + ") {");
-  open("if (tsr_tid == " + n(CW * 32) + ") {");
+// Stage and phase of the ring's iteration `it` (int64 expression).
+static std::string ring_slot(int S, const std::string& it) {
+  const std::string n = std::to_string(S);
+  return "const uint32_t s_ = uint32_t((" + it + ") % " + n + "), ph_ = uint32_t((" + it + ") / " + n + ") & 1u;";
+}
+
+void Emitter::emit_wgmma_producer(const Op& f, const std::string& trip, const std::string& first) {
+  const WgmmaPlan& w = wg_;
+  const Block& body = f.region(0);
+  const int S = w.stages;
+  const int64_t a_bytes = w.BM * w.BK * w.eb, stage = w.stage_bytes();
+  const int64_t atom = 128 / w.eb;  // elements in one 128-byte swizzled row
+  auto n = [](int64_t v) { return std::to_string(v); };
+  std::string lo = nm(f.operand(0)), step = nm(f.operand(2));
+  auto slot = [&](const std::string& it) { line(ring_slot(S, it)); };
   // The L2 policy of the A and B copies. A tile that at most two programs read (B's when the
   // grid has at most two rows of tiles, A's when at most two columns) is copied with the
   // evict_first hint: it then replaces lines of its own kind rather than lines that other
@@ -358,10 +463,17 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
                        n(64 * j) + "), " + brow, mc);
   }
   close();
-  close();
-  --ind_;
-  line("} else {");  // consumers
-  ++ind_;
+}
+
+void Emitter::emit_wgmma_consumer(const std::string& frag, const std::string& trip) {
+  const WgmmaPlan& w = wg_;
+  const int S = w.stages;
+  const int64_t a_bytes = w.BM * w.BK * w.eb, stage = w.stage_bytes();
+  const int64_t ksteps = w.BK * w.eb / 32;  // wgmma instructions per stage (32 bytes of K each)
+  const bool mc = w.cluster_m > 1;
+  auto n = [](int64_t v) { return std::to_string(v); };
+  auto slot = [&](const std::string& it) { line(ring_slot(S, it)); };
+  const std::string kk = w.eb == 2 ? "16" : "32";
   line("const uint32_t wg_ = uint32_t(warp_) / 4u;");
   if (mc) line("const uint32_t mc_peer_ = tsr::cluster_rank() ^ 1u;");
   line("tsr::wgmma_fence_regs(" + frag + ");");
@@ -384,6 +496,12 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
     line(fn + "(" + frag + ", " + da + ", " + db + ");");
   }
   line("tsr::wgmma_commit();");
+  if (w.overlap) {
+    // The previous program's block leaves box by box while this program's first groups run.
+    open("if (pend_) {");
+    for (int64_t c = 0; c < w.BN / 64; ++c) line(std::string(c ? "else " : "") + "if (i_ == " + n(c) + ") " + pending_box(c));
+    close();
+  }
   // At most one group in flight: the previous iteration's stage is no longer read.
   line("tsr::wgmma_wait<1>();");
   // (cluster_m = 2: to both CTAs' producers, since each fills half of both rings.)
@@ -398,15 +516,11 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
   // The last stage is released too: a persistent kernel's producer reuses it for the next program.
   line("if (" + trip + " > 0 && lane_ == 0) " +
        release("empty_ + 8u * uint32_t((ring_it_ + " + trip + " - 1) % " + n(S) + ")"));
-  --ind_;
-  line("}");
-  line("ring_it_ += " + trip + ";");
-  // A persistent kernel's epilogue needs no shared memory, so the producer may run ahead into
-  // the next program; otherwise the ring's memory may be reused after the loop.
-  if (!persistent_) barrier();
-  if (split_k_) emit_split_k_fixup(frag);
-  if (stream_k_) emit_stream_k_fixup(frag);
-  close();
+  if (w.overlap) {
+    open("if (pend_) {  // boxes the loop had too few iterations for");
+    for (int64_t c = 0; c < w.BN / 64; ++c) line("if (" + trip + " <= " + n(c) + ") " + pending_box(c));
+    close();
+  }
 }
 
 void Emitter::emit_stream_k_fixup(const std::string& frag) {
@@ -495,7 +609,23 @@ void Emitter::emit_wgmma_tma_store(const Op& st, const FragTile& ft) {
   const WgmmaPlan& w = wg_;
   auto n = [](int64_t v) { return std::to_string(v); };
   ScalarKind vt = st.operand(0)->type.elem;
+  if (role_ == Role::Producer) return;
   count("tma-store-epilogues");
+  if (w.overlap) {
+    // Packed now; box c leaves during iteration c of the next program's loop (or after it).
+    open("{");
+    line("auto cv_ = [=](float x_) -> uint32_t { return uint32_t(" + frag_store_conv(ft, vt) + "); };");
+    line("#pragma unroll");
+    open("for (int j_ = 0; j_ < " + n(w.BN / 8) + "; ++j_) {");
+    line("pk_[2 * j_] = cv_(" + ft.frag + "[0][j_][0]) | (cv_(" + ft.frag + "[0][j_][1]) << 16);");
+    line("pk_[2 * j_ + 1] = cv_(" + ft.frag + "[0][j_][2]) | (cv_(" + ft.frag + "[0][j_][3]) << 16);");
+    close();
+    line("prow_ = int(int64_t(" + nm(st.operand(2)) + ") * " + n(w.BM) + ") + (tsr_tid / 128) * 64;");
+    line("pcol_ = int(int64_t(" + nm(st.operand(3)) + ") * " + n(w.BN) + ");");
+    line("pend_ = true;");
+    close();
+    return;
+  }
   open("{");
   warp_coords(*this, ft.p);
   open("if (warp_ < " + n(w.consumer_warps) + ") {");

@@ -304,16 +304,41 @@ class Emitter {
     // box of half height) into both CTAs' rings with TMA multicast, and each consumer warp
     // releases a stage to both CTAs' producers. 1: one CTA per program.
     int cluster_m = 1;
+    // Knob epilogue_overlap = 1 (persistent kernels with the TMA-store epilogue): the producer
+    // and consumer warpgroups run separate program loops, and setmaxnreg moves registers from
+    // the producer warpgroup to the consumers (targets below; 0 when the kernel has registers
+    // enough without). A consumer packs its finished block into 16-bit pairs (BN / 4 registers)
+    // and stores box c of it during iteration c of the next program's loop, while that
+    // program's first wgmma groups run, instead of stopping the tensor cores for it.
+    bool overlap = false;
+    int producer_regs = 0, consumer_regs = 0;
   };
   WgmmaPlan wg_;
   WgmmaPlan plan_wgmma() const;
   // cluster_m for the wgmma plan of a persistent kernel (knob cluster_m; a note says why not
   // when it was asked for and cannot be had).
   int plan_wgmma_cluster();
+  // wg_.overlap and its register targets (knob epilogue_overlap; a note says why not when it
+  // was asked for and cannot be had). Needs persistent_, wg_.tma_store and wg_.cluster_m.
+  void plan_epilogue_overlap();
+  // Which warpgroups the code being emitted runs on: both (one program loop whose wgmma loop
+  // branches on the warp), or, under wg_.overlap, the producer's or the consumers' own loop.
+  enum class Role { Both, Producer, Consumer };
+  Role role_ = Role::Both;
+  // Under wg_.overlap: the kernel's program loop (emitted by program_loop) once in the producer
+  // warpgroup's branch and once in the consumers', each with its setmaxnreg, the consumers'
+  // pending-block state before theirs and the last block's boxes after it.
+  void emit_role_loops(const std::function<void()>& program_loop);
+  // Under wg_.overlap: the statement that stages and stores box c of the pending block.
+  std::string pending_box(int64_t c) const;
   // The ring's shared memory, barriers and iteration counter (ring_, full_, empty_, ring_it_):
   // at kernel scope before the program loop of a persistent kernel, else just before the loop.
   void emit_wgmma_setup();
   void emit_wgmma_loop(const Op& for_op, const std::string& frag);
+  // Its two sides: the producer thread's copies and the consumer warpgroups' wgmma, for `trip`
+  // iterations from iteration `first` of the loop.
+  void emit_wgmma_producer(const Op& for_op, const std::string& trip, const std::string& first);
+  void emit_wgmma_consumer(const std::string& frag, const std::string& trip);
   // Persistent: the kernel body runs in a loop over the programs (tsr_pid0/1 instead of
   // blockIdx), with the wgmma ring and its phases carried from one program to the next, so the
   // producer loads the next program's tiles while the consumers store this one's. Only for

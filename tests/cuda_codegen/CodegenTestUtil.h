@@ -1,7 +1,14 @@
 // Helpers shared by the cuda codegen tests (no GPU needed).
 #pragma once
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <regex>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -43,6 +50,36 @@ inline void expect_compiles(const Kernel& k, const std::string& what) {
       ADD_FAILURE() << what << " " << arch << ":\n" << e.what() << "\n--- source ---\n" << em.source;
     }
   }
+}
+
+// ptxas -v's report on the PTX NVRTC makes of `source` for `arch` (registers, spills), or
+// why there is none: "" when it ran, else the reason to skip (no NVRTC, no toolkit ptxas).
+struct PtxasReport {
+  std::string out, skip;
+  int registers() const {
+    std::smatch m;
+    return std::regex_search(out, m, std::regex("Used ([0-9]+) registers")) ? std::stoi(m[1].str()) : -1;
+  }
+  bool spills() const { return out.find(" 0 bytes spill stores, 0 bytes spill loads") == std::string::npos; }
+};
+inline PtxasReport ptxas_report(const std::string& source, const char* arch) {
+  PtxasReport r;
+  if (!nvrtc_available(&r.skip)) return r;
+  const char* home = std::getenv("CUDA_HOME");
+  std::filesystem::path ptxas = std::filesystem::path(home ? home : "/usr/local/cuda") / "bin" / "ptxas";
+  if (!std::filesystem::exists(ptxas)) return r.skip = "no " + ptxas.string(), r;
+  std::filesystem::path dir = std::filesystem::temp_directory_path() / ("tessera_ptxas_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::filesystem::path ptx = dir / "k.ptx";
+  std::ofstream(ptx) << nvrtc_compile(source, CudaTarget::parse(arch), "k.cu").ptx;
+  std::string cmd = ptxas.string() + " -arch=" + arch + " -v " + ptx.string() + " -o /dev/null 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return r.skip = "popen failed", r;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, p)) r.out += buf;
+  if (::pclose(p) != 0) r.out = "ptxas failed:\n" + r.out;
+  std::filesystem::remove_all(dir);
+  return r;
 }
 
 }  // namespace tessera::codegentest

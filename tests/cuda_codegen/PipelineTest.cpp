@@ -2,12 +2,6 @@
 // loads, the runtime fallback for unaligned operands, and the loops that must keep the plain path.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <regex>
 
 #include "cuda/CudaBackend.h"
@@ -189,13 +183,6 @@ TEST(CudaPipeline, RingDepthAndFragmentBuffersFollowTheTile) {
 // ptxas -v on the PTX of the mma.sync tiles: no spills, and the register cap each runs under
 // (two CTAs per SM: 128; one: 255). Skips where the toolkit's ptxas is not installed.
 TEST(CudaPipeline, MmaSyncTilesCompileWithoutSpills) {
-  std::string why;
-  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
-  const char* home = std::getenv("CUDA_HOME");
-  std::filesystem::path ptxas = std::filesystem::path(home ? home : "/usr/local/cuda") / "bin" / "ptxas";
-  if (!std::filesystem::exists(ptxas)) GTEST_SKIP() << "no " << ptxas;
-  std::filesystem::path dir = std::filesystem::temp_directory_path() / ("tessera_ptxas_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
   struct Case {
     ConstexprConfig cfg;
     const char* arch;
@@ -207,21 +194,12 @@ TEST(CudaPipeline, MmaSyncTilesCompileWithoutSpills) {
                        std::to_string(c.cfg.at("BLOCK_K")) + " " + c.arch;
     CudaEmission em = emit(*lib_matmul(ScalarKind::BF16, c.cfg), c.arch);
     ASSERT_EQ(em.stats["dot.mma_pipelined"], 1) << what;
-    std::filesystem::path ptx = dir / "mm.ptx";
-    std::ofstream(ptx) << nvrtc_compile(em.source, CudaTarget::parse(c.arch), "mm.cu").ptx;
-    std::string cmd = ptxas.string() + " -arch=" + c.arch + " -v " + ptx.string() + " -o /dev/null 2>&1";
-    std::string out;
-    FILE* p = ::popen(cmd.c_str(), "r");
-    ASSERT_NE(p, nullptr);
-    char buf[512];
-    while (std::fgets(buf, sizeof buf, p)) out += buf;
-    ASSERT_EQ(::pclose(p), 0) << what << "\n" << out;
-    std::smatch m;
-    ASSERT_TRUE(std::regex_search(out, m, std::regex("Used ([0-9]+) registers"))) << what << "\n" << out;
-    EXPECT_LE(std::stoi(m[1].str()), c.max_regs) << what;
-    EXPECT_NE(out.find(" 0 bytes spill stores, 0 bytes spill loads"), std::string::npos) << what << "\n" << out;
+    codegentest::PtxasReport r = codegentest::ptxas_report(em.source, c.arch);
+    if (!r.skip.empty()) GTEST_SKIP() << r.skip;
+    ASSERT_GT(r.registers(), 0) << what << "\n" << r.out;
+    EXPECT_LE(r.registers(), c.max_regs) << what;
+    EXPECT_FALSE(r.spills()) << what << "\n" << r.out;
   }
-  std::filesystem::remove_all(dir);
 }
 
 TEST(CudaPipeline, UnalignedOperandsAreReadElementByElementIntoTheSameRing) {

@@ -288,6 +288,121 @@ TEST(CudaWgmma, ClusterPairsMulticastBTiles) {
   }
 }
 
+// Knob epilogue_overlap = 1: the producer warpgroup and the consumer warpgroups run their own
+// loops over the programs (setmaxnreg moves registers to the consumers); a consumer packs its
+// finished block into 16-bit pairs and stores box c of it during iteration c of the next
+// program's wgmma loop, the boxes the loop had too few iterations for after it, and the last
+// program's block after its program loop.
+TEST(CudaWgmma, EpilogueOverlapStoresEachBlockDuringTheNextProgramsLoop) {
+  auto count = [](const std::string& src, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = 0; (at = src.find(what, at)) != std::string::npos; ++at) ++n;
+    return n;
+  };
+  auto k = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}});
+  k->set_constexpr("epilogue_overlap", 1);
+  CudaEmission em = emit(*k);
+  const std::string& src = em.source;
+  EXPECT_EQ(em.stats["epilogue-overlap"], 1) << notes(em);
+  EXPECT_NE(notes(em).find("epilogue overlapped"), std::string::npos) << notes(em);
+  // The roles' branches, each with its register target and its own program loop.
+  const size_t prod = src.find("if (tsr_tid >= 256) {"), cons = src.find("} else {  // the consumer warpgroups");
+  ASSERT_NE(prod, std::string::npos) << src;
+  ASSERT_NE(cons, std::string::npos) << src;
+  EXPECT_LT(prod, src.find("tsr::setmaxnreg_dec<40>();"));
+  EXPECT_LT(cons, src.find("tsr::setmaxnreg_inc<232>();"));
+  EXPECT_EQ(count(src, "for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {"), 2u);
+  EXPECT_EQ(src.find("if (warp_ >= 8)"), std::string::npos);
+  // The producer's loop copies and stores nothing; the consumers' loop runs the wgmma.
+  const std::string producer = src.substr(prod, cons - prod), consumer = src.substr(cons);
+  EXPECT_EQ(count(producer, "tsr::tma_load_2d_hint("), 5u);
+  EXPECT_EQ(producer.find("wgmma"), std::string::npos);
+  EXPECT_EQ(producer.find("epilogue_box"), std::string::npos);
+  EXPECT_EQ(consumer.find("tma_load"), std::string::npos);
+  // Packed at the store; box c in iteration c, after the loop when it ran fewer, at the end.
+  EXPECT_NE(consumer.find("uint32_t pk_[64];"), std::string::npos);
+  EXPECT_NE(consumer.find("[0][j_][2]) | (cv_(frag"), std::string::npos) << consumer;
+  EXPECT_NE(consumer.find("pk_[2 * j_ + 1] = cv_(frag"), std::string::npos);
+  EXPECT_NE(consumer.find(" * 128) + (tsr_tid / 128) * 64;"), std::string::npos);
+  EXPECT_NE(consumer.find("pcol_ = int(int64_t(v"), std::string::npos);
+  const std::string box3 = "tsr::epilogue_box_sw128<3, 1>(&tsr_tma2, epi_buf_ + 8192u, pk_, pcol_, prow_);";
+  EXPECT_NE(consumer.find("else if (i_ == 3) " + box3), std::string::npos) << consumer;
+  EXPECT_NE(consumer.find(" <= 3) " + box3), std::string::npos);
+  EXPECT_EQ(count(consumer, "tsr::epilogue_box_sw128<"), 12u);
+  EXPECT_EQ(count(consumer, "tsr::tma_store_2d"), 0u);  // (only inside epilogue_box_sw128)
+  // In iteration i_, the box goes between the group's commit and the wait for the one before.
+  const size_t commit = consumer.find("tsr::wgmma_commit();");
+  EXPECT_LT(commit, consumer.find("if (i_ == 0) tsr::epilogue_box_sw128<0, 1>"));
+  EXPECT_LT(consumer.find("if (i_ == 0) tsr::epilogue_box_sw128<0, 1>"), consumer.find("tsr::wgmma_wait<1>();"));
+  // Without the knob, one program loop and no register targets.
+  CudaEmission plain = emit(*lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}}));
+  EXPECT_EQ(plain.source.find("setmaxnreg"), std::string::npos);
+  EXPECT_EQ(plain.source.find("pk_"), std::string::npos);
+  EXPECT_EQ(plain.stats.count("epilogue-overlap"), 0u);
+
+  // Not taken, each with a note: stream-K, cluster pairs, a direct (non-TMA) epilogue, and a
+  // block whose accumulators and packed copy need more registers than a consumer can have
+  // (192 x 256: three consumer warpgroups share 152 each). An error: a value without a meaning.
+  auto nt = [](int64_t bm, int64_t bn) {
+    return bind_constexprs(
+        *parse_module(testutil::nt_matmul_text("bf16", "bf16", bm, bn, 64), "nt.tile")->kernels.at(0), {});
+  };
+  auto note_for = [&](auto&& adjust, bool stream_k = false, int64_t bm = 128) {
+    auto n = nt(bm, 256);
+    n->set_constexpr("epilogue_overlap", 1);
+    adjust(*n);
+    CudaTarget t = CudaTarget::parse("sm_90a");
+    t.stream_k = stream_k;
+    CudaEmission e = emit_cuda_with_info(*n, t);
+    EXPECT_EQ(e.stats.count("epilogue-overlap"), 0u) << notes(e);
+    return notes(e);
+  };
+  EXPECT_NE(note_for([](Kernel&) {}, true).find("epilogue_overlap = 1 not taken: stream-K"), std::string::npos);
+  EXPECT_NE(note_for([](Kernel& n) { n.set_constexpr("cluster_m", 2); }).find("not taken: cluster_m = 2"),
+            std::string::npos);
+  EXPECT_NE(note_for([](Kernel& n) { n.set_constexpr("tma_store_epilogue", 0); }).find("not taken: the epilogue is not staged"),
+            std::string::npos);
+  EXPECT_NE(note_for([](Kernel&) {}, false, 192).find("128 accumulator and 64 packed registers"), std::string::npos);
+  k->set_constexpr("epilogue_overlap", 2);
+  EXPECT_THROW(emit(*k), TesseraError);
+
+  // NVRTC compiles every overlapped shape; ptxas fits the default one without spills (the
+  // consumer side needs more than the 168 registers a thread has without setmaxnreg).
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  EXPECT_FALSE(nvrtc_compile(src, CudaTarget::parse("sm_90a"), "overlap.cu", em.line_op).cubin.empty());
+  codegentest::PtxasReport r = codegentest::ptxas_report(src, "sm_90a");
+  if (r.skip.empty()) EXPECT_FALSE(r.spills()) << r.out;
+  struct Shape {
+    int64_t bm, bn;
+    const char* setmaxnreg;  // the consumers' target, or "" where they need none
+  };
+  // (B as [N, K], K-major in shared memory, through the NT matmul.)
+  for (const Shape& sh : {Shape{64, 64, ""}, Shape{64, 256, ""}, Shape{128, 64, "<232>"}, Shape{128, 192, "<232>"},
+                          Shape{192, 128, "<152>"}}) {
+    SCOPED_TRACE(std::to_string(sh.bm) + " x " + std::to_string(sh.bn));
+    auto n = nt(sh.bm, sh.bn);
+    n->set_constexpr("epilogue_overlap", 1);
+    CudaEmission e = emit(*n);
+    ASSERT_EQ(e.stats["epilogue-overlap"], 1) << notes(e);
+    EXPECT_EQ(e.source.find("setmaxnreg_inc") != std::string::npos, *sh.setmaxnreg != 0);
+    if (*sh.setmaxnreg) EXPECT_NE(e.source.find(std::string("setmaxnreg_inc") + sh.setmaxnreg), std::string::npos);
+    // An odd number of 64-column boxes waits for every earlier store (see emit_wgmma_tma_store).
+    EXPECT_NE(e.source.find("tsr::epilogue_box_sw128<0, " + std::string(sh.bn / 64 % 2 ? "0" : "1") + ">"),
+              std::string::npos);
+    EXPECT_FALSE(nvrtc_compile(e.source, CudaTarget::parse("sm_90a"), "overlap_n.cu", e.line_op).cubin.empty());
+  }
+  // fp8 with per-tensor scales (the epilogue's scalar chain is applied as the block is packed).
+  auto f8 = bind_constexprs(*find_library_kernel("matmul_fp8")->build(ScalarKind::BF16),
+                            {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 128}});
+  f8->set_constexpr("epilogue_overlap", 1);
+  CudaEmission e8 = emit(*f8);
+  ASSERT_EQ(e8.stats["epilogue-overlap"], 1) << notes(e8);
+  EXPECT_FALSE(nvrtc_compile(e8.source, CudaTarget::parse("sm_90a"), "overlap_fp8.cu", e8.line_op).cubin.empty());
+  codegentest::PtxasReport r8 = codegentest::ptxas_report(e8.source, "sm_90a");
+  if (r8.skip.empty()) EXPECT_FALSE(r8.spills()) << r8.out;
+}
+
 // cluster_m = 2 with an odd number of program rows: the last pair's second CTA runs program
 // row tsr_grid0, outside the kernel's grid, only to keep its partner's multicast protocol. A grid
 // need not cover the whole output (here floor(M / 128) rows of tiles: the interpreter writes

@@ -294,6 +294,43 @@ TEST(WgmmaGpu, PersistentKnobsMatchTheInterpreter) {
   }
 }
 
+// epilogue_overlap = 1: each block is packed into registers and stored box by box during the
+// next program's first loop iterations. More programs than CTAs (blocks carried from program
+// to program), K loops shorter than a block's boxes (1 and 3 iterations: the rest after the
+// loop) and longer, ragged M, N and K, one box per block (BLOCK_N = 64, each box waiting for
+// every earlier store), one consumer warpgroup (no setmaxnreg), B as [N, K], and fp8 with its
+// scale applied as the block is packed.
+TEST(WgmmaGpu, EpilogueOverlapMatchesTheInterpreter) {
+  REQUIRE_HOPPER();
+  uint64_t seed = 81;
+  struct Case {
+    int64_t bm, bn;
+    Sizes s;
+  };
+  for (const Case& c : {Case{128, 256, {{"M", 128 * 12 - 24}, {"N", 256 * 12 - 8}, {"K", 136}}},
+                        Case{128, 256, {{"M", 128 * 13 - 40}, {"N", 256 * 11 - 8}, {"K", 264}}},
+                        Case{128, 256, {{"M", 128 * 20 - 3}, {"N", 256 * 14 - 8}, {"K", 40}}},
+                        Case{128, 64, {{"M", 128 * 15 - 8}, {"N", 64 * 21 - 8}, {"K", 72}}},
+                        Case{64, 256, {{"M", 100}, {"N", 256 * 40 - 8}, {"K", 264}}}}) {
+    auto k = matmul(ScalarKind::BF16, c.bm, c.bn, 64);
+    k->set_constexpr("epilogue_overlap", 1);
+    SCOPED_TRACE(std::to_string(c.bm) + "x" + std::to_string(c.bn) + " at " + sizes_str(c.s));
+    auto ck = compile_cuda(*k, no_split_options());
+    run_compiled_and_compare(*ck, *k, c.s, seed++);
+    EXPECT_EQ(ck->launches_without_tma, 0);
+  }
+  for (std::string in : {"bf16", "f8e4m3"}) {
+    auto k = bind_constexprs(
+        *parse_module(testutil::nt_matmul_text(in, "bf16", 128, 256, in == "bf16" ? 64 : 128), "nt.tile")->kernels.at(0),
+        {});
+    k->set_constexpr("epilogue_overlap", 1);
+    SCOPED_TRACE(in + " NT");
+    auto ck = compile_cuda(*k, no_split_options());
+    run_compiled_and_compare(*ck, *k, {{"M", 128 * 11 - 8}, {"N", 256 * 13 - 16}, {"K", 272}}, seed++);
+    EXPECT_EQ(ck->launches_without_tma, 0);
+  }
+}
+
 // cluster_m = 2: CTA pairs take programs (2q, n) and (2q + 1, n) and multicast half of each B
 // tile into both rings. An even and an odd number of program rows (the last pair's second
 // program lies past the grid), more pairs than clusters (the rings' phases and the epilogue

@@ -162,6 +162,40 @@ TSR_D void st_shared_u32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
 
+// One 64 x 64 box of a persistent wgmma kernel's overlapped epilogue (EmitWgmma.cpp,
+// knob epilogue_overlap). pk holds this thread's share of its warpgroup's 64-row block as
+// 16-bit pairs in the m64nNk16 accumulator layout: pk[2j + h] is columns 8j + 2t, +1 of row
+// 16v + g + 8h (v the warp in the warpgroup, g = lane / 4, t = lane % 4). Box C (columns
+// 64C .. 64C + 63) goes into the 8 KiB buffer `buf` under the 128-byte swizzle the tensor map
+// names (row r's 16-byte chunk q at chunk q ^ (r % 8)); then the warpgroup's first thread
+// stores it to (c0 + 64C, c1) with TMA, (c0, c1) being the block's first column and row.
+// InFlight: how many of that thread's earlier stores may still read their buffers when this
+// one is written (the emitter picks it so that `buf`'s last store is not among them).
+// Barrier 1 + warpgroup orders the warpgroup's writes and the copy's read.
+template <int C, int InFlight, int N>
+TSR_D void epilogue_box_sw128(const TmaDesc* map, uint32_t buf, const uint32_t (&pk)[N], int c0, int c1) {
+  static_assert(N % 16 == 0 && C < N / 16, "box C of a row of N / 16 boxes");
+  const uint32_t tid = threadIdx.x % 128u, wg = threadIdx.x / 128u;
+  const uint32_t v = tid / 32u, g = tid % 32u / 4u, t = tid % 4u;
+  const bool lead = tid == 0;
+  if (lead) bulk_wait_read<InFlight>();
+  named_barrier(1u + wg, 128u);
+#pragma unroll
+  for (uint32_t j = 0; j < 8; ++j)
+#pragma unroll
+    for (uint32_t h = 0; h < 2; ++h) {
+      const uint32_t r = 16u * v + g + 8u * h;
+      st_shared_u32(buf + r * 128u + ((j ^ (r & 7u)) << 4) + 4u * t, pk[16 * C + 2 * j + h]);
+    }
+  // The copy engine reads what ordinary stores wrote: each writer fences, then the barrier.
+  fence_proxy_async();
+  named_barrier(1u + wg, 128u);
+  if (lead) {
+    tma_store_2d(map, buf, c0 + 64 * C, c1);
+    bulk_commit();
+  }
+}
+
 // A wgmma shared-memory matrix descriptor: 128-byte swizzle, offsets in bytes.
 TSR_D uint64_t wgmma_desc_sw128(uint32_t addr, uint32_t lbo, uint32_t sbo) {
   return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t((lbo >> 4) & 0x3FFF) << 16) |
