@@ -304,12 +304,13 @@ class Emitter {
     // box of half height) into both CTAs' rings with TMA multicast, and each consumer warp
     // releases a stage to both CTAs' producers. 1: one CTA per program.
     int cluster_m = 1;
-    // Knob epilogue_overlap = 1 (persistent kernels with the TMA-store epilogue): the producer
-    // and consumer warpgroups run separate program loops, and setmaxnreg moves registers from
-    // the producer warpgroup to the consumers (targets below; 0 when the kernel has registers
-    // enough without). A consumer packs its finished block into 16-bit pairs (BN / 4 registers)
-    // and stores box c of it during iteration c of the next program's loop, while that
-    // program's first wgmma groups run, instead of stopping the tensor cores for it.
+    // Knob epilogue_overlap (1, the default, in persistent kernels with the TMA-store epilogue;
+    // 0 turns it off): the producer and consumer warpgroups run separate program loops, and
+    // setmaxnreg moves registers from the producer warpgroup to the consumers (targets below;
+    // 0 when the kernel has registers enough without). A consumer packs its finished block
+    // into 16-bit pairs (BN / 4 registers) and stores box c of it during iteration c of the
+    // next program's loop, while that program's first wgmma groups run, instead of stopping
+    // the tensor cores for it.
     bool overlap = false;
     int producer_regs = 0, consumer_regs = 0;
   };

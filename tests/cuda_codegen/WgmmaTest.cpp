@@ -63,11 +63,13 @@ TEST(CudaWgmma, LibraryMatmul128x256x64IsWarpSpecializedTmaWgmma) {
   EXPECT_EQ(em.source.find("blockIdx.y"), std::string::npos);
   EXPECT_NE(em.source.find("ring_it_ += "), std::string::npos);
   // The epilogue goes from the wgmma fragments through swizzled shared memory to TMA stores,
-  // consumer warps only, and the CTA waits for them before it exits.
+  // consumer warps only (overlapped with the next program's loop), and the CTA waits for them
+  // before it exits.
   EXPECT_EQ(em.stats["tma-store-epilogues"], 1);
   EXPECT_EQ(em.stats["mma-direct-epilogues"], 0);
-  EXPECT_NE(em.source.find("if (warp_ < 8)"), std::string::npos);
-  EXPECT_NE(em.source.find("tsr::tma_store_2d(&tsr_tma2"), std::string::npos);
+  EXPECT_EQ(em.stats["epilogue-overlap"], 1);
+  EXPECT_NE(em.source.find("} else {  // the consumer warpgroups"), std::string::npos);
+  EXPECT_NE(em.source.find("tsr::epilogue_box_sw128<0, 1>(&tsr_tma2"), std::string::npos);
   EXPECT_NE(em.source.find("tsr::bulk_wait_all()"), std::string::npos);
   EXPECT_NE(notes(em).find("wgmma m64n256k16"), std::string::npos) << notes(em);
 }
@@ -142,9 +144,11 @@ TEST(CudaWgmma, StreamedOperandsGoThroughL2EvictFirst) {
 
 // Knob epilogue_buffers = 4: each consumer warpgroup stages its four 64-column boxes in four
 // 8 KiB buffers (no box waits for an earlier box's store), and the ring has one stage less to
-// make room; tma_store_epilogue = 0 stores the fragments directly.
+// make room; tma_store_epilogue = 0 stores the fragments directly. (The epilogue after each
+// program's loop, epilogue_overlap = 0; the overlapped one uses the same buffers.)
 TEST(CudaWgmma, EpilogueKnobs) {
   auto k = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}});
+  k->set_constexpr("epilogue_overlap", 0);
   CudaEmission two = emit(*k);
   EXPECT_EQ(two.stats["pipeline-stages"], 4);
   EXPECT_NE(two.source.find("if (lead_) tsr::bulk_wait_read<1>();"), std::string::npos);
@@ -156,6 +160,13 @@ TEST(CudaWgmma, EpilogueKnobs) {
   EXPECT_NE(four.source.find("const uint32_t stg_ = ring_ + 147456u + wg_ * 32768u;"), std::string::npos) << four.source;
   EXPECT_NE(four.source.find("if (lead_) tsr::bulk_wait_read<3>();"), std::string::npos);
   EXPECT_NE(four.source.find("const uint32_t buf_ = stg_ + uint32_t(c_ & 3) * 8192u;"), std::string::npos);
+  k->set_constexpr("epilogue_overlap", 1);
+  CudaEmission four_overlap = emit(*k);
+  EXPECT_NE(four_overlap.source.find("const uint32_t epi_buf_ = ring_ + 147456u + uint32_t(tsr_tid / 128) * 32768u;"),
+            std::string::npos)
+      << four_overlap.source;
+  EXPECT_NE(four_overlap.source.find("tsr::epilogue_box_sw128<3, 3>(&tsr_tma2, epi_buf_ + 24576u, pk_, pcol_, prow_);"),
+            std::string::npos);
   k->set_constexpr("epilogue_buffers", 2);
   k->set_constexpr("tma_store_epilogue", 0);
   CudaEmission direct = emit(*k);
@@ -165,6 +176,8 @@ TEST(CudaWgmma, EpilogueKnobs) {
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << why;
   EXPECT_FALSE(nvrtc_compile(four.source, CudaTarget::parse("sm_90a"), "four.cu", four.line_op).cubin.empty());
+  EXPECT_FALSE(
+      nvrtc_compile(four_overlap.source, CudaTarget::parse("sm_90a"), "four_o.cu", four_overlap.line_op).cubin.empty());
   EXPECT_FALSE(nvrtc_compile(direct.source, CudaTarget::parse("sm_90a"), "direct.cu", direct.line_op).cubin.empty());
 }
 
@@ -195,23 +208,33 @@ TEST(CudaWgmma, KnobValuesWithoutAMeaningAreErrors) {
 // The TMA-store epilogue's wait before each box: the earlier stores may run on only when a
 // tile's 64-column boxes are a multiple of the buffers, so that the buffer's last store was
 // that many boxes back even across tiles; otherwise (one box at BLOCK_N = 64, two boxes on
-// four buffers) every earlier store must have finished reading first.
+// four buffers) every earlier store must have finished reading first. The same in the
+// overlapped epilogue (epilogue_box_sw128's second argument), where a block's boxes follow the
+// previous block's as they do here.
 TEST(CudaWgmma, EpilogueWaitsForEveryStoreWhenBoxesDoNotRotate) {
-  auto wait = [](int64_t bn, int64_t bufs) {
-    auto k = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", bn}, {"BLOCK_K", 64}});
-    k->set_constexpr("epilogue_buffers", bufs);
-    CudaEmission em = emit(*k);
-    EXPECT_EQ(em.stats["tma-store-epilogues"], 1) << bn << " " << bufs;
-    for (int n : {0, 1, 3})
-      if (em.source.find("if (lead_) tsr::bulk_wait_read<" + std::to_string(n) + ">();") != std::string::npos) return n;
-    return -1;
-  };
-  EXPECT_EQ(wait(256, 2), 1);
-  EXPECT_EQ(wait(128, 2), 1);
-  EXPECT_EQ(wait(64, 2), 0);
-  EXPECT_EQ(wait(256, 4), 3);
-  EXPECT_EQ(wait(128, 4), 0);
-  EXPECT_EQ(wait(64, 4), 0);
+  for (int64_t overlap : {0, 1}) {
+    SCOPED_TRACE("epilogue_overlap " + std::to_string(overlap));
+    auto wait = [&](int64_t bn, int64_t bufs) {
+      auto k = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", bn}, {"BLOCK_K", 64}});
+      k->set_constexpr("epilogue_buffers", bufs);
+      k->set_constexpr("epilogue_overlap", overlap);
+      CudaEmission em = emit(*k);
+      EXPECT_EQ(em.stats["tma-store-epilogues"], 1) << bn << " " << bufs;
+      EXPECT_EQ(em.stats["epilogue-overlap"], overlap);
+      for (int n : {0, 1, 3}) {
+        const std::string w = overlap ? "tsr::epilogue_box_sw128<0, " + std::to_string(n) + ">("
+                                      : "if (lead_) tsr::bulk_wait_read<" + std::to_string(n) + ">();";
+        if (em.source.find(w) != std::string::npos) return n;
+      }
+      return -1;
+    };
+    EXPECT_EQ(wait(256, 2), 1);
+    EXPECT_EQ(wait(128, 2), 1);
+    EXPECT_EQ(wait(64, 2), 0);
+    EXPECT_EQ(wait(256, 4), 3);
+    EXPECT_EQ(wait(128, 4), 0);
+    EXPECT_EQ(wait(64, 4), 0);
+  }
 }
 
 // Knob cluster_m = 2: the persistent kernel runs in clusters of two CTAs, which take programs
@@ -288,8 +311,8 @@ TEST(CudaWgmma, ClusterPairsMulticastBTiles) {
   }
 }
 
-// Knob epilogue_overlap = 1: the producer warpgroup and the consumer warpgroups run their own
-// loops over the programs (setmaxnreg moves registers to the consumers); a consumer packs its
+// Knob epilogue_overlap = 1 (the default): the producer warpgroup and the consumer warpgroups
+// run their own loops over the programs (setmaxnreg moves registers to the consumers); a consumer packs its
 // finished block into 16-bit pairs and stores box c of it during iteration c of the next
 // program's wgmma loop, the boxes the loop had too few iterations for after it, and the last
 // program's block after its program loop.
@@ -334,8 +357,11 @@ TEST(CudaWgmma, EpilogueOverlapStoresEachBlockDuringTheNextProgramsLoop) {
   const size_t commit = consumer.find("tsr::wgmma_commit();");
   EXPECT_LT(commit, consumer.find("if (i_ == 0) tsr::epilogue_box_sw128<0, 1>"));
   EXPECT_LT(consumer.find("if (i_ == 0) tsr::epilogue_box_sw128<0, 1>"), consumer.find("tsr::wgmma_wait<1>();"));
-  // Without the knob, one program loop and no register targets.
-  CudaEmission plain = emit(*lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}}));
+  // It is the default; turned off, one program loop and no register targets.
+  EXPECT_EQ(emit(*lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}})).stats["epilogue-overlap"], 1);
+  k->set_constexpr("epilogue_overlap", 0);
+  CudaEmission plain = emit(*k);
+  k->set_constexpr("epilogue_overlap", 1);
   EXPECT_EQ(plain.source.find("setmaxnreg"), std::string::npos);
   EXPECT_EQ(plain.source.find("pk_"), std::string::npos);
   EXPECT_EQ(plain.stats.count("epilogue-overlap"), 0u);
@@ -363,6 +389,10 @@ TEST(CudaWgmma, EpilogueOverlapStoresEachBlockDuringTheNextProgramsLoop) {
   EXPECT_NE(note_for([](Kernel& n) { n.set_constexpr("tma_store_epilogue", 0); }).find("not taken: the epilogue is not staged"),
             std::string::npos);
   EXPECT_NE(note_for([](Kernel&) {}, false, 192).find("128 accumulator and 64 packed registers"), std::string::npos);
+  // By default (the knob not set) a kernel that cannot have it takes the plain epilogue quietly.
+  CudaEmission quiet = emit(*nt(192, 256));
+  EXPECT_EQ(quiet.stats.count("epilogue-overlap"), 0u);
+  EXPECT_EQ(notes(quiet).find("epilogue_overlap"), std::string::npos) << notes(quiet);
   k->set_constexpr("epilogue_overlap", 2);
   EXPECT_THROW(emit(*k), TesseraError);
 
