@@ -358,7 +358,12 @@ struct Cublas {
   int (*destroy)(void*) = nullptr;
   int (*gemm_ex)(void*, int, int, int, int, int, const void*, const void*, int, int, const void*, int, int,
                  const void*, void*, int, int, int, int) = nullptr;
+  int (*set_workspace)(void*, void*, size_t) = nullptr;
   void* handle = nullptr;
+  // The workspace torch gives cuBLAS on Hopper (32 MiB, its getChosenWorkspaceSize), so that
+  // cuBLAS's heuristic may pick the kernels it picks under torch, the anchors' cuBLAS. Never
+  // freed: the handle uses it until the process exits.
+  DeviceBuffer* workspace = nullptr;
   std::string why;
 };
 
@@ -379,7 +384,16 @@ Cublas load_cublas() {
     c.why = "libcublas lacks cublasCreate_v2/cublasGemmEx";
     return c;
   }
-  if (int s = c.create(&c.handle); s != 0) c.why = "cublasCreate failed with status " + std::to_string(s);
+  if (int s = c.create(&c.handle); s != 0) {
+    c.why = "cublasCreate failed with status " + std::to_string(s);
+    return c;
+  }
+  c.set_workspace = reinterpret_cast<decltype(c.set_workspace)>(::dlsym(h, "cublasSetWorkspace_v2"));
+  if (c.set_workspace) {
+    c.workspace = new DeviceBuffer(size_t(32) << 20);
+    if (int s = c.set_workspace(c.handle, reinterpret_cast<void*>(c.workspace->get()), c.workspace->bytes()); s != 0)
+      c.why = "cublasSetWorkspace failed with status " + std::to_string(s);
+  }
   return c;
 }
 
