@@ -17,6 +17,11 @@
 //              iteration i - 1's stage is no longer read, and release it.
 //   after:     all groups complete; a CTA barrier (the fragments are then ordinary registers
 //              and the ring's shared memory may be reused).
+//   persistent: one CTA per SM loops over the programs (the ring's phases carry on) and, by
+//              default, the producer and consumers run their own program loops: a consumer
+//              packs each finished block into registers and stores it box by box (staged in
+//              shared memory, TMA store) during the next program's first iterations
+//              (emit_role_loops, knob epilogue_overlap).
 //
 // TMA zero-fills out-of-bounds boxes, which is load_tile's padding for pad = 0, so ragged M, N
 // and K need no masks. The tensor maps are encoded at launch (CudaRuntime.cpp); a base or row
@@ -272,12 +277,8 @@ void Emitter::emit_role_loops(const std::function<void()>& program_loop) {
 std::string Emitter::pending_box(int64_t c) const {
   const WgmmaPlan& w = wg_;
   auto n = [](int64_t v) { return std::to_string(v); };
-  const int64_t bufs = w.epilogue_buffers, boxes = w.BN / 64;
-  // As in emit_wgmma_tma_store: box c uses buffer c % bufs, whose last store was `bufs` boxes
-  // back (across blocks too) only when a block has a multiple of `bufs` boxes.
-  const int64_t in_flight = boxes % bufs == 0 ? bufs - 1 : 0;
-  return "tsr::epilogue_box_sw128<" + n(c) + ", " + n(in_flight) + ">(&" + w.tma_c + ", epi_buf_ + " +
-         n((c % bufs) * 8192) + "u, pk_, pcol_, prow_);";
+  return "tsr::epilogue_box_sw128<" + n(c) + ", " + n(w.epilogue_in_flight()) + ">(&" + w.tma_c + ", epi_buf_ + " +
+         n((c % w.epilogue_buffers) * 8192) + "u, pk_, pcol_, prow_);";
 }
 
 void Emitter::emit_wgmma_setup() {
@@ -644,14 +645,7 @@ void Emitter::emit_wgmma_tma_store(const Op& st, const FragTile& ft) {
   warp_coords(*this, ft.p);
   open("if (warp_ < " + n(w.consumer_warps) + ") {");
   line("const uint32_t wg_ = uint32_t(warp_) / 4u, v_ = uint32_t(warp_) % 4u;");
-  const int64_t bufs = w.epilogue_buffers;
-  // Box c_ uses buffer c_ % bufs. Waiting until at most `bufs - 1` stores still read lets the
-  // latest stores run on while this box is written; it protects the buffer only when that
-  // buffer's last store was `bufs` boxes back, which across tiles holds only when a tile has
-  // a multiple of `bufs` boxes (BN / 64: 128 and 256 with two buffers, 256 with four). Other
-  // widths (64 and 192, or four buffers below 256) wait for every earlier store instead.
-  const int64_t boxes = w.BN / 64;
-  const int64_t in_flight = boxes % bufs == 0 ? bufs - 1 : 0;
+  const int64_t bufs = w.epilogue_buffers, boxes = w.BN / 64, in_flight = w.epilogue_in_flight();
   line("const uint32_t stg_ = ring_ + " + n(w.ring_bytes()) + "u + wg_ * " + n(8192 * bufs) + "u;");
   line("const bool lead_ = tsr_tid % 128 == 0;");
   line("const int row0_ = int(int64_t(" + nm(st.operand(2)) + ") * " + n(w.BM) + ") + int(wg_) * 64;");

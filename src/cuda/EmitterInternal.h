@@ -299,6 +299,15 @@ class Emitter {
     // TMA-store epilogue (split-K, f32 outputs and tma_store_epilogue = 0 leave them unused).
     int epilogue_buffers = 2;
     int64_t staging_bytes() const { return 8192 * epilogue_buffers * (BM / 64); }
+    // How many earlier box stores may still read their buffers when a box is staged. Box c
+    // uses buffer c % epilogue_buffers; letting `epilogue_buffers - 1` stores run on protects
+    // that buffer only when its last store was that many boxes back, which across blocks holds
+    // only when a block has a multiple of epilogue_buffers boxes (BN / 64: 128 and 256 with
+    // two buffers, 256 with four). Other widths (64 and 192, or four buffers below 256) wait
+    // for every earlier store instead.
+    int64_t epilogue_in_flight() const {
+      return (BN / 64) % epilogue_buffers == 0 ? epilogue_buffers - 1 : 0;
+    }
     // Knob cluster_m = 2 (persistent kernels): CTA pairs of a thread-block cluster take the
     // programs (2q, n) and (2q + 1, n) together; each copies half of the B tile (its rows, a
     // box of half height) into both CTAs' rings with TMA multicast, and each consumer warp
