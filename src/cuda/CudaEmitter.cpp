@@ -326,12 +326,20 @@ void Emitter::emit_op(const Op& op) {
       }
       break;
     case OpClass::Memory:
+      if (role_ == Role::Producer && &op == wg_.store) break;  // (the consumers' loop stores)
       if (persistent_ && wg_.cluster_m > 1 && &op == wg_.store) {
         // cluster_m = 2 with an odd number of program rows: the last pair's second program
         // (tsr_pid0 = tsr_grid0) only keeps its partner's multicast protocol; it lies outside
         // the kernel's grid, and its store, which may still fall inside the view, is not made.
         open("if (tsr_pid0 < tsr_grid0) {  // not the program past an odd grid of the CTA pairs");
         if (!store_frag_tile(op)) emit_load_store(op);
+        if (wg_.overlap) {
+          // Its loop has stored the previous block: nothing is pending after it.
+          --ind_;
+          line("} else {");
+          ++ind_;
+          line("pend_ = false;");
+        }
         close();
         break;
       }

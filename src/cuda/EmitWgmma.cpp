@@ -212,7 +212,6 @@ void Emitter::plan_epilogue_overlap() {
     return no("the epilogue is not staged through shared memory and TMA stores (a 2-D bf16 or f16 output, "
               "tma_store_epilogue = 1)");
   if (tg_.stream_k) return no("stream-K compilations store some blocks through a workspace");
-  if (wg_.cluster_m > 1) return no("cluster_m = 2 kernels run their programs in pairs");
   // Registers: one CTA per SM has 65536. With more than one consumer warpgroup ptxas caps
   // every thread at 65536 / threads (168 at 384); setmaxnreg gives the producer warpgroup's
   // share (it needs few: one thread issues copies) to the consumers, 232 each at 384 threads
@@ -624,7 +623,6 @@ void Emitter::emit_wgmma_tma_store(const Op& st, const FragTile& ft) {
   const WgmmaPlan& w = wg_;
   auto n = [](int64_t v) { return std::to_string(v); };
   ScalarKind vt = st.operand(0)->type.elem;
-  if (role_ == Role::Producer) return;
   count("tma-store-epilogues");
   if (w.overlap) {
     // Packed now; box c leaves during iteration c of the next program's loop (or after it).

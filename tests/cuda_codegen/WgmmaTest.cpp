@@ -366,7 +366,7 @@ TEST(CudaWgmma, EpilogueOverlapStoresEachBlockDuringTheNextProgramsLoop) {
   EXPECT_EQ(plain.source.find("pk_"), std::string::npos);
   EXPECT_EQ(plain.stats.count("epilogue-overlap"), 0u);
 
-  // Not taken, each with a note: stream-K, cluster pairs, a direct (non-TMA) epilogue, and a
+  // Not taken, each with a note: stream-K, a direct (non-TMA) epilogue, and a
   // block whose accumulators and packed copy need more registers than a consumer can have
   // (192 x 256: three consumer warpgroups share 152 each). An error: a value without a meaning.
   auto nt = [](int64_t bm, int64_t bn) {
@@ -384,8 +384,6 @@ TEST(CudaWgmma, EpilogueOverlapStoresEachBlockDuringTheNextProgramsLoop) {
     return notes(e);
   };
   EXPECT_NE(note_for([](Kernel&) {}, true).find("epilogue_overlap = 1 not taken: stream-K"), std::string::npos);
-  EXPECT_NE(note_for([](Kernel& n) { n.set_constexpr("cluster_m", 2); }).find("not taken: cluster_m = 2"),
-            std::string::npos);
   EXPECT_NE(note_for([](Kernel& n) { n.set_constexpr("tma_store_epilogue", 0); }).find("not taken: the epilogue is not staged"),
             std::string::npos);
   EXPECT_NE(note_for([](Kernel&) {}, false, 192).find("128 accumulator and 64 packed registers"), std::string::npos);
@@ -403,6 +401,14 @@ TEST(CudaWgmma, EpilogueOverlapStoresEachBlockDuringTheNextProgramsLoop) {
   EXPECT_FALSE(nvrtc_compile(src, CudaTarget::parse("sm_90a"), "overlap.cu", em.line_op).cubin.empty());
   codegentest::PtxasReport r = codegentest::ptxas_report(src, "sm_90a");
   if (r.skip.empty()) EXPECT_FALSE(r.spills()) << r.out;
+  // With cluster pairs (TMA multicast of B) too.
+  auto pairs = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}});
+  pairs->set_constexpr("cluster_m", 2);
+  CudaEmission ep = emit(*pairs);
+  EXPECT_EQ(ep.stats["epilogue-overlap"], 1) << notes(ep);
+  EXPECT_EQ(ep.stats["tma-multicast"], 1);
+  codegentest::PtxasReport rp = codegentest::ptxas_report(ep.source, "sm_90a");
+  if (rp.skip.empty()) EXPECT_FALSE(rp.spills()) << rp.out;
   struct Shape {
     int64_t bm, bn;
     const char* setmaxnreg;  // the consumers' target, or "" where they need none
@@ -436,28 +442,41 @@ TEST(CudaWgmma, EpilogueOverlapStoresEachBlockDuringTheNextProgramsLoop) {
 // cluster_m = 2 with an odd number of program rows: the last pair's second CTA runs program
 // row tsr_grid0, outside the kernel's grid, only to keep its partner's multicast protocol. A grid
 // need not cover the whole output (here floor(M / 128) rows of tiles: the interpreter writes
-// nothing past them), so that program's store is skipped, whichever epilogue makes it.
+// nothing past them), so that program's store is skipped, whichever epilogue makes it (the
+// overlapped one packs nothing and leaves nothing pending: its loop stored the block before).
 TEST(CudaWgmma, ClusterPairsProgramPastAnOddGridStoresNothing) {
   std::string t = testutil::nt_matmul_text("bf16", "bf16", 128, 256, 64);
   const std::string ceil_rows = "%gm = div %mr, %bm : i32";
   ASSERT_NE(t.find(ceil_rows), std::string::npos);
   t.replace(t.find(ceil_rows), ceil_rows.size(), "%gm = div %m, %bm : i32");
-  for (int64_t tma_store : {1, 0}) {
-    SCOPED_TRACE("tma_store_epilogue = " + std::to_string(tma_store));
+  struct Case {
+    int64_t tma_store, overlap;
+    const char* store;
+  };
+  for (const Case& c : {Case{1, 1, "pend_ = true;"}, Case{1, 0, "tsr::tma_store_2d(&tsr_tma3"},
+                        Case{0, 0, "tsr::store_frags("}}) {
+    SCOPED_TRACE("tma_store_epilogue = " + std::to_string(c.tma_store) + ", epilogue_overlap = " +
+                 std::to_string(c.overlap));
     auto k = bind_constexprs(*parse_module(t, "floor_rows.tile")->kernels.at(0), {});
     k->set_constexpr("cluster_m", 2);
-    k->set_constexpr("tma_store_epilogue", tma_store);
+    k->set_constexpr("tma_store_epilogue", c.tma_store);
+    k->set_constexpr("epilogue_overlap", c.overlap);
     CudaEmission em = emit(*k);
     ASSERT_EQ(em.info.persistent_cluster, 2) << notes(em);
-    EXPECT_EQ(em.stats["tma-store-epilogues"], tma_store);
+    EXPECT_EQ(em.stats["tma-store-epilogues"], c.tma_store);
+    EXPECT_EQ(em.stats["epilogue-overlap"], c.overlap);
     const std::string guard = "if (tsr_pid0 < tsr_grid0) {";
     const size_t at = em.source.find(guard);
     ASSERT_NE(at, std::string::npos) << em.source;
     EXPECT_EQ(em.source.find(guard, at + 1), std::string::npos);
     // The store is inside it: after the guard, and nothing but the store's own block between.
-    const std::string store = tma_store ? "tsr::tma_store_2d(&tsr_tma3" : "tsr::store_frags(";
-    EXPECT_LT(at, em.source.find(store)) << em.source;
-    EXPECT_NE(em.source.find("// store_tile %c, %out, %pm, %pn\n    " + guard), std::string::npos) << em.source;
+    EXPECT_LT(at, em.source.find(c.store)) << em.source;
+    const std::string comment = "// store_tile %c, %out, %pm, %pn\n";
+    const size_t cm = em.source.rfind(comment, at);  // (the producer's loop has the comment too)
+    ASSERT_NE(cm, std::string::npos);
+    EXPECT_EQ(em.source.find_first_not_of(' ', cm + comment.size()), at) << em.source;
+    if (c.overlap) EXPECT_NE(em.source.find("} else {\n", at), em.source.find("pend_ = false;", at)) << em.source;
+    EXPECT_EQ(em.source.find("pend_ = false;") != std::string::npos, c.overlap == 1);
     // One CTA per program: no such guard.
     k->set_constexpr("cluster_m", 1);
     EXPECT_EQ(emit(*k).source.find("tsr_pid0 < tsr_grid0"), std::string::npos);
