@@ -197,7 +197,9 @@ int Emitter::plan_wgmma_cluster() {
 // On by default wherever it can be had: on the H200 it measured +2% at 4096^3 and +3% at
 // 4096x14336x4096, level at 8192^3 and 128x14336x4096 (bench/RESULTS.md, session 10).
 void Emitter::plan_epilogue_overlap() {
-  const int64_t asked = knob("epilogue_overlap", -1), o = asked < 0 ? 1 : asked;
+  // (Any declared value is checked: a negative one is an error, not the default.)
+  const bool asked = k_.find_constexpr("epilogue_overlap") != nullptr;
+  const int64_t o = knob("epilogue_overlap", 1);
   if (o != 0 && o != 1)
     fail(*wg_.dot, "knob epilogue_overlap = " + std::to_string(o) +
                        ": 0 (the consumers store each block before the next program) or 1 (the default: during "
@@ -205,7 +207,7 @@ void Emitter::plan_epilogue_overlap() {
   if (o == 0 || tg_.split_k) return;  // (the split-K compilation is never persistent)
   // Why not, in a note when the knob asked for it (by default it is simply not taken).
   auto no = [&](const std::string& why) {
-    if (asked == 1) notes_.push_back("dot at " + wg_.dot->loc.str() + ": epilogue_overlap = 1 not taken: " + why);
+    if (asked) notes_.push_back("dot at " + wg_.dot->loc.str() + ": epilogue_overlap = 1 not taken: " + why);
   };
   if (!persistent_) return no("the kernel is not persistent");
   if (!wg_.tma_store)

@@ -329,7 +329,7 @@ class Emitter {
   // when it was asked for and cannot be had).
   int plan_wgmma_cluster();
   // wg_.overlap and its register targets (knob epilogue_overlap; a note says why not when it
-  // was asked for and cannot be had). Needs persistent_, wg_.tma_store and wg_.cluster_m.
+  // was asked for and cannot be had). Needs persistent_ and wg_.tma_store.
   void plan_epilogue_overlap();
   // Which warpgroups the code being emitted runs on: both (one program loop whose wgmma loop
   // branches on the warp), or, under wg_.overlap, the producer's or the consumers' own loop.

@@ -199,6 +199,11 @@ TEST(CudaWgmma, KnobValuesWithoutAMeaningAreErrors) {
   EXPECT_NE(error(256, "tma_hint_b", -1).find("knob tma_hint_b = -1: 0 (automatic)"), std::string::npos);
   EXPECT_NE(error(256, "epilogue_buffers", 3).find("knob epilogue_buffers = 3: 2 (the default) or 4"),
             std::string::npos);
+  // (Negative values too: not the default in disguise.)
+  EXPECT_NE(error(256, "epilogue_overlap", 2).find("knob epilogue_overlap = 2: 0 (the consumers"), std::string::npos);
+  EXPECT_NE(error(256, "epilogue_overlap", -1).find("knob epilogue_overlap = -1: 0 (the consumers"), std::string::npos);
+  EXPECT_EQ(error(256, "epilogue_overlap", 0), "");
+  EXPECT_EQ(error(256, "epilogue_overlap", 1), "");
   EXPECT_EQ(error(128, "epilogue_buffers", 4), "");
   EXPECT_EQ(error(256, "epilogue_buffers", 4), "");
   EXPECT_EQ(error(128, "epilogue_buffers", 2), "");
@@ -475,8 +480,15 @@ TEST(CudaWgmma, ClusterPairsProgramPastAnOddGridStoresNothing) {
     const size_t cm = em.source.rfind(comment, at);  // (the producer's loop has the comment too)
     ASSERT_NE(cm, std::string::npos);
     EXPECT_EQ(em.source.find_first_not_of(' ', cm + comment.size()), at) << em.source;
-    if (c.overlap) EXPECT_NE(em.source.find("} else {\n", at), em.source.find("pend_ = false;", at)) << em.source;
-    EXPECT_EQ(em.source.find("pend_ = false;") != std::string::npos, c.overlap == 1);
+    // The overlapped epilogue: the guard's else clears pend_ ("bool pend_ = false;" before the
+    // program loop would match a bare search for the statement).
+    const size_t els = em.source.find("} else {", at);
+    if (c.overlap) {
+      ASSERT_NE(els, std::string::npos) << em.source;
+      EXPECT_EQ(em.source.find_first_not_of(" \n", els + 8), em.source.find("pend_ = false;", els)) << em.source;
+    } else {
+      EXPECT_EQ(em.source.find("pend_"), std::string::npos);
+    }
     // One CTA per program: no such guard.
     k->set_constexpr("cluster_m", 1);
     EXPECT_EQ(emit(*k).source.find("tsr_pid0 < tsr_grid0"), std::string::npos);
