@@ -268,7 +268,7 @@ void Emitter::emit_role_loops(const std::function<void()>& program_loop) {
   close();
   role_ = Role::Both;
   close();
-  for (const auto& [stat, n] : producer_stats) stats_[stat] = std::max(stats_[stat], n);
+  for (const auto& [stat, v] : producer_stats) stats_[stat] = std::max(stats_[stat], v);
   for (size_t i = notes_.size(); i-- > first_note;)
     if (std::find(notes_.begin() + static_cast<std::ptrdiff_t>(first_note), notes_.begin() + static_cast<std::ptrdiff_t>(i),
                   notes_[i]) != notes_.begin() + static_cast<std::ptrdiff_t>(i))

@@ -298,8 +298,8 @@ TEST(WgmmaGpu, PersistentKnobsMatchTheInterpreter) {
 // next program's first loop iterations. More programs than CTAs (blocks carried from program
 // to program), K loops shorter than a block's boxes (1 and 3 iterations: the rest after the
 // loop) and longer, ragged M, N and K, one box per block (BLOCK_N = 64, each box waiting for
-// every earlier store), one consumer warpgroup (no setmaxnreg), B as [N, K], and fp8 with its
-// scale applied as the block is packed.
+// every earlier store), one consumer warpgroup (no setmaxnreg), three, B as [N, K], and fp8
+// with its scale applied as the block is packed.
 TEST(WgmmaGpu, EpilogueOverlapMatchesTheInterpreter) {
   REQUIRE_HOPPER();
   uint64_t seed = 81;
@@ -315,6 +315,24 @@ TEST(WgmmaGpu, EpilogueOverlapMatchesTheInterpreter) {
     auto k = matmul(ScalarKind::BF16, c.bm, c.bn, 64);
     k->set_constexpr("epilogue_overlap", 1);
     SCOPED_TRACE(std::to_string(c.bm) + "x" + std::to_string(c.bn) + " at " + sizes_str(c.s));
+    auto ck = compile_cuda(*k, no_split_options());
+    run_compiled_and_compare(*ck, *k, c.s, seed++);
+    EXPECT_EQ(ck->launches_without_tma, 0);
+  }
+  // B as [N, K]; three consumer warpgroups (192 rows: 512 threads, setmaxnreg 40 / 152,
+  // barriers 1..3), and three boxes a block (192 columns: each waits for every earlier store),
+  // with K loops of 1 and 3 iterations and more programs than CTAs.
+  struct Nt {
+    int64_t bm, bn;
+    Sizes s;
+  };
+  for (const Nt& c : {Nt{192, 128, {{"M", 192 * 9 - 5}, {"N", 128 * 17 - 8}, {"K", 48}}},
+                      Nt{192, 128, {{"M", 192 * 5 + 7}, {"N", 128 * 30 - 8}, {"K", 176}}},
+                      Nt{128, 192, {{"M", 128 * 13 - 9}, {"N", 192 * 12 - 8}, {"K", 136}}},
+                      Nt{128, 192, {{"M", 100}, {"N", 192 * 3 + 8}, {"K", 40}}}}) {
+    auto k = bind_constexprs(
+        *parse_module(testutil::nt_matmul_text("bf16", "bf16", c.bm, c.bn, 64), "nt.tile")->kernels.at(0), {});
+    SCOPED_TRACE("NT " + std::to_string(c.bm) + "x" + std::to_string(c.bn) + " at " + sizes_str(c.s));
     auto ck = compile_cuda(*k, no_split_options());
     run_compiled_and_compare(*ck, *k, c.s, seed++);
     EXPECT_EQ(ck->launches_without_tma, 0);
