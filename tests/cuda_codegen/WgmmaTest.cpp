@@ -405,7 +405,9 @@ TEST(CudaWgmma, EpilogueOverlapStoresEachBlockDuringTheNextProgramsLoop) {
   if (!nvrtc_available(&why)) GTEST_SKIP() << why;
   EXPECT_FALSE(nvrtc_compile(src, CudaTarget::parse("sm_90a"), "overlap.cu", em.line_op).cubin.empty());
   codegentest::PtxasReport r = codegentest::ptxas_report(src, "sm_90a");
-  if (r.skip.empty()) EXPECT_FALSE(r.spills()) << r.out;
+  if (r.skip.empty()) {
+    EXPECT_FALSE(r.spills()) << r.out;
+  }
   // With cluster pairs (TMA multicast of B) too.
   auto pairs = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}});
   pairs->set_constexpr("cluster_m", 2);
@@ -413,7 +415,9 @@ TEST(CudaWgmma, EpilogueOverlapStoresEachBlockDuringTheNextProgramsLoop) {
   EXPECT_EQ(ep.stats["epilogue-overlap"], 1) << notes(ep);
   EXPECT_EQ(ep.stats["tma-multicast"], 1);
   codegentest::PtxasReport rp = codegentest::ptxas_report(ep.source, "sm_90a");
-  if (rp.skip.empty()) EXPECT_FALSE(rp.spills()) << rp.out;
+  if (rp.skip.empty()) {
+    EXPECT_FALSE(rp.spills()) << rp.out;
+  }
   struct Shape {
     int64_t bm, bn;
     const char* setmaxnreg;  // the consumers' target, or "" where they need none
@@ -427,7 +431,9 @@ TEST(CudaWgmma, EpilogueOverlapStoresEachBlockDuringTheNextProgramsLoop) {
     CudaEmission e = emit(*n);
     ASSERT_EQ(e.stats["epilogue-overlap"], 1) << notes(e);
     EXPECT_EQ(e.source.find("setmaxnreg_inc") != std::string::npos, *sh.setmaxnreg != 0);
-    if (*sh.setmaxnreg) EXPECT_NE(e.source.find(std::string("setmaxnreg_inc") + sh.setmaxnreg), std::string::npos);
+    if (*sh.setmaxnreg) {
+      EXPECT_NE(e.source.find(std::string("setmaxnreg_inc") + sh.setmaxnreg), std::string::npos);
+    }
     // An odd number of 64-column boxes waits for every earlier store (see emit_wgmma_tma_store).
     EXPECT_NE(e.source.find("tsr::epilogue_box_sw128<0, " + std::string(sh.bn / 64 % 2 ? "0" : "1") + ">"),
               std::string::npos);
@@ -441,7 +447,9 @@ TEST(CudaWgmma, EpilogueOverlapStoresEachBlockDuringTheNextProgramsLoop) {
   ASSERT_EQ(e8.stats["epilogue-overlap"], 1) << notes(e8);
   EXPECT_FALSE(nvrtc_compile(e8.source, CudaTarget::parse("sm_90a"), "overlap_fp8.cu", e8.line_op).cubin.empty());
   codegentest::PtxasReport r8 = codegentest::ptxas_report(e8.source, "sm_90a");
-  if (r8.skip.empty()) EXPECT_FALSE(r8.spills()) << r8.out;
+  if (r8.skip.empty()) {
+    EXPECT_FALSE(r8.spills()) << r8.out;
+  }
 }
 
 // cluster_m = 2 with an odd number of program rows: the last pair's second CTA runs program
