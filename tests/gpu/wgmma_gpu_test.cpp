@@ -259,7 +259,8 @@ TEST(WgmmaGpu, ManyProgramsPerCtaMatchTheReference) {
 // The persistent kernel's codegen knobs against the interpreter, with several programs per CTA
 // (so that epilogue buffers and the ring's phases carry from tile to tile): four epilogue
 // buffers per consumer warpgroup (a ring stage less), the copies' L2 hints forced each way
-// and never, and the direct (not TMA-store) epilogue. Then the automatic hint's streamed
+// and never, the direct (not TMA-store) epilogue, and the TMA-store epilogue after each
+// program's loop instead of under the next one (epilogue_overlap = 0). Then the automatic hint's streamed
 // case (B read by one row of tiles) and tiles whose boxes do not rotate through the buffers.
 TEST(WgmmaGpu, PersistentKnobsMatchTheInterpreter) {
   REQUIRE_HOPPER();
@@ -267,7 +268,9 @@ TEST(WgmmaGpu, PersistentKnobsMatchTheInterpreter) {
   uint64_t seed = 61;
   for (ConstexprConfig knobs : {ConstexprConfig{{"epilogue_buffers", 4}}, ConstexprConfig{{"tma_hint_a", 1}, {"tma_hint_b", 2}},
                                 ConstexprConfig{{"tma_hint_a", 3}, {"tma_hint_b", 3}},
-                                ConstexprConfig{{"tma_store_epilogue", 0}}}) {
+                                ConstexprConfig{{"tma_store_epilogue", 0}},
+                                ConstexprConfig{{"epilogue_overlap", 0}},
+                                ConstexprConfig{{"epilogue_overlap", 0}, {"epilogue_buffers", 4}}}) {
     auto k = matmul(ScalarKind::BF16, 128, 256, 64);
     std::string what;
     for (const auto& [name, v] : knobs) {
