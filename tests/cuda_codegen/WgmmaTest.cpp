@@ -21,6 +21,13 @@ using codegentest::lib_matmul;
 
 using codegentest::notes;
 
+// How many times `what` occurs in `src`.
+size_t count(const std::string& src, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = 0; (at = src.find(what, at)) != std::string::npos; ++at) ++n;
+  return n;
+}
+
 TEST(CudaWgmma, LibraryMatmul128x256x64IsWarpSpecializedTmaWgmma) {
   CudaEmission em = emit(*lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}}));
   EXPECT_EQ(em.stats["dot.wgmma_tma"], 1) << notes(em);
@@ -106,11 +113,6 @@ TEST(CudaWgmma, StreamedOperandsGoThroughL2EvictFirst) {
     if (a) k->set_constexpr("tma_hint_a", a);
     if (b) k->set_constexpr("tma_hint_b", b);
     return k;
-  };
-  auto count = [](const std::string& src, const std::string& what) {
-    size_t n = 0;
-    for (size_t at = 0; (at = src.find(what, at)) != std::string::npos; ++at) ++n;
-    return n;
   };
   CudaEmission em = emit(*with(0, 0));
   EXPECT_EQ(em.stats["tma-l2-policy-auto"], 2);
@@ -248,11 +250,6 @@ TEST(CudaWgmma, EpilogueWaitsForEveryStoreWhenBoxesDoNotRotate) {
 // both CTAs' producers (so a stage's "empty" barrier counts the consumer warps of both), and
 // both CTAs pass a cluster barrier after setting up their barriers and before leaving.
 TEST(CudaWgmma, ClusterPairsMulticastBTiles) {
-  auto count = [](const std::string& src, const std::string& what) {
-    size_t n = 0;
-    for (size_t at = 0; (at = src.find(what, at)) != std::string::npos; ++at) ++n;
-    return n;
-  };
   auto k = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}});
   k->set_constexpr("cluster_m", 2);
   CudaEmission em = emit(*k);
@@ -322,11 +319,6 @@ TEST(CudaWgmma, ClusterPairsMulticastBTiles) {
 // program's wgmma loop, the boxes the loop had too few iterations for after it, and the last
 // program's block after its program loop.
 TEST(CudaWgmma, EpilogueOverlapStoresEachBlockDuringTheNextProgramsLoop) {
-  auto count = [](const std::string& src, const std::string& what) {
-    size_t n = 0;
-    for (size_t at = 0; (at = src.find(what, at)) != std::string::npos; ++at) ++n;
-    return n;
-  };
   auto k = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}});
   k->set_constexpr("epilogue_overlap", 1);
   CudaEmission em = emit(*k);

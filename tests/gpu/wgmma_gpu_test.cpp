@@ -278,9 +278,7 @@ TEST(WgmmaGpu, PersistentKnobsMatchTheInterpreter) {
       what += name + "=" + std::to_string(v) + " ";
     }
     SCOPED_TRACE(what);
-    auto ck = compile_cuda(*k, no_split_options());
-    run_compiled_and_compare(*ck, *k, many, seed++);
-    EXPECT_EQ(ck->launches_without_tma, 0);
+    EXPECT_EQ(run_and_compare(*k, many, seed++, no_split_options()), 0);
   }
   auto k = matmul(ScalarKind::BF16, 64, 256, 64);
   EXPECT_EQ(run_and_compare(*k, {{"M", 100}, {"N", 256 * 40 - 8}, {"K", 264}}, seed++, no_split_options()), 0);
@@ -318,9 +316,7 @@ TEST(WgmmaGpu, EpilogueOverlapMatchesTheInterpreter) {
     auto k = matmul(ScalarKind::BF16, c.bm, c.bn, 64);
     k->set_constexpr("epilogue_overlap", 1);
     SCOPED_TRACE(std::to_string(c.bm) + "x" + std::to_string(c.bn) + " at " + sizes_str(c.s));
-    auto ck = compile_cuda(*k, no_split_options());
-    run_compiled_and_compare(*ck, *k, c.s, seed++);
-    EXPECT_EQ(ck->launches_without_tma, 0);
+    EXPECT_EQ(run_and_compare(*k, c.s, seed++, no_split_options()), 0);
   }
   // B as [N, K]; three consumer warpgroups (192 rows: 512 threads, setmaxnreg 40 / 152,
   // barriers 1..3), and three boxes a block (192 columns: each waits for every earlier store),
@@ -336,9 +332,7 @@ TEST(WgmmaGpu, EpilogueOverlapMatchesTheInterpreter) {
     auto k = bind_constexprs(
         *parse_module(testutil::nt_matmul_text("bf16", "bf16", c.bm, c.bn, 64), "nt.tile")->kernels.at(0), {});
     SCOPED_TRACE("NT " + std::to_string(c.bm) + "x" + std::to_string(c.bn) + " at " + sizes_str(c.s));
-    auto ck = compile_cuda(*k, no_split_options());
-    run_compiled_and_compare(*ck, *k, c.s, seed++);
-    EXPECT_EQ(ck->launches_without_tma, 0);
+    EXPECT_EQ(run_and_compare(*k, c.s, seed++, no_split_options()), 0);
   }
   for (std::string in : {"bf16", "f8e4m3"}) {
     auto k = bind_constexprs(
@@ -346,9 +340,7 @@ TEST(WgmmaGpu, EpilogueOverlapMatchesTheInterpreter) {
         {});
     k->set_constexpr("epilogue_overlap", 1);
     SCOPED_TRACE(in + " NT");
-    auto ck = compile_cuda(*k, no_split_options());
-    run_compiled_and_compare(*ck, *k, {{"M", 128 * 11 - 8}, {"N", 256 * 13 - 16}, {"K", 272}}, seed++);
-    EXPECT_EQ(ck->launches_without_tma, 0);
+    EXPECT_EQ(run_and_compare(*k, {{"M", 128 * 11 - 8}, {"N", 256 * 13 - 16}, {"K", 272}}, seed++, no_split_options()), 0);
   }
 }
 
@@ -371,9 +363,7 @@ TEST(WgmmaGpu, ClusterPairsMatchTheInterpreter) {
     auto k = matmul(ScalarKind::BF16, c.bm, c.bn, 64);
     k->set_constexpr("cluster_m", 2);
     SCOPED_TRACE(std::to_string(c.bm) + "x" + std::to_string(c.bn) + " at " + sizes_str(c.s));
-    auto ck = compile_cuda(*k, no_split_options());
-    run_compiled_and_compare(*ck, *k, c.s, seed++);
-    EXPECT_EQ(ck->launches_without_tma, 0);
+    EXPECT_EQ(run_and_compare(*k, c.s, seed++, no_split_options()), 0);
   }
   for (std::string in : {"bf16", "f8e4m3"}) {
     auto k = bind_constexprs(
@@ -381,9 +371,7 @@ TEST(WgmmaGpu, ClusterPairsMatchTheInterpreter) {
         {});
     k->set_constexpr("cluster_m", 2);
     SCOPED_TRACE(in + " NT");
-    auto ck = compile_cuda(*k, no_split_options());
-    run_compiled_and_compare(*ck, *k, {{"M", 128 * 11 - 8}, {"N", 256 * 13 - 16}, {"K", 272}}, seed++);
-    EXPECT_EQ(ck->launches_without_tma, 0);
+    EXPECT_EQ(run_and_compare(*k, {{"M", 128 * 11 - 8}, {"N", 256 * 13 - 16}, {"K", 272}}, seed++, no_split_options()), 0);
   }
 }
 
@@ -402,9 +390,7 @@ TEST(WgmmaGpu, ClusterPairsProgramPastAnOddGridStoresNothing) {
     auto k = bind_constexprs(*parse_module(t, "floor_rows.tile")->kernels.at(0), {});
     k->set_constexpr("cluster_m", 2);
     k->set_constexpr("tma_store_epilogue", tma_store);
-    auto ck = compile_cuda(*k, no_split_options());
-    run_compiled_and_compare(*ck, *k, {{"M", 128 * 13 + 64}, {"N", 256 * 5 - 8}, {"K", 136}}, seed++);
-    EXPECT_EQ(ck->launches_without_tma, 0);
+    EXPECT_EQ(run_and_compare(*k, {{"M", 128 * 13 + 64}, {"N", 256 * 5 - 8}, {"K", 136}}, seed++, no_split_options()), 0);
   }
 }
 
