@@ -3,7 +3,11 @@
 // GPU tests of the sm_90a K-major wgmma path and of fp8 mma.sync.
 #pragma once
 
+#include <memory>
 #include <string>
+
+#include "passes/Passes.h"
+#include "text/Text.h"
 
 namespace tessera::testutil {
 
@@ -51,6 +55,13 @@ inline std::string nt_matmul_text(const std::string& in, const std::string& out,
          "  %out = cast %scaled : tile<" + out + ", [" + s(bm) + ", " + s(bn) + "]>\n"
          "  store_tile %c, %out, %pm, %pn\n"
          "}\n";
+}
+
+// That kernel, parsed, its constexprs bound.
+inline std::unique_ptr<Kernel> nt_matmul(const std::string& in, const std::string& out, int bm, int bn, int bk,
+                                         int stages = 4, bool b_kn = false) {
+  return bind_constexprs(
+      *parse_module(nt_matmul_text(in, out, bm, bn, bk, stages, b_kn), "nt.tile")->kernels.at(0), {});
 }
 
 }  // namespace tessera::testutil

@@ -25,8 +25,7 @@ std::unique_ptr<Kernel> fp8_matmul(int64_t bm, int64_t bn, int64_t bk, ScalarKin
 
 // `in` x `in` -> f32, scaled, cast to bf16; B as [N, K] (K-major) or, with b_kn, [K, N].
 std::unique_ptr<Kernel> text_matmul(const std::string& in, int bm, int bn, int bk, bool b_kn = false) {
-  return bind_constexprs(
-      *parse_module(testutil::nt_matmul_text(in, "bf16", bm, bn, bk, 4, b_kn), "mm.tile")->kernels.at(0), {});
+  return testutil::nt_matmul(in, "bf16", bm, bn, bk, 4, b_kn);
 }
 
 size_t count_of(const std::string& s, const std::string& what) {

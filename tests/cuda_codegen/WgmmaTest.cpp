@@ -302,9 +302,7 @@ TEST(CudaWgmma, ClusterPairsMulticastBTiles) {
     EXPECT_FALSE(nvrtc_compile(e.source, CudaTarget::parse("sm_90a"), "pairs_n.cu", e.line_op).cubin.empty());
   }
   for (std::string in : {"bf16", "f8e4m3"}) {
-    auto nt = bind_constexprs(
-        *parse_module(testutil::nt_matmul_text(in, "bf16", 128, 256, in == "bf16" ? 64 : 128), "nt.tile")->kernels.at(0),
-        {});
+    auto nt = testutil::nt_matmul(in, "bf16", 128, 256, in == "bf16" ? 64 : 128);
     nt->set_constexpr("cluster_m", 2);
     CudaEmission e = emit(*nt);
     EXPECT_EQ(e.stats["tma-multicast"], 1) << notes(e);
@@ -366,10 +364,7 @@ TEST(CudaWgmma, EpilogueOverlapStoresEachBlockDuringTheNextProgramsLoop) {
   // Not taken, each with a note: stream-K, a direct (non-TMA) epilogue, and a
   // block whose accumulators and packed copy need more registers than a consumer can have
   // (192 x 256: three consumer warpgroups share 152 each). An error: a value without a meaning.
-  auto nt = [](int64_t bm, int64_t bn) {
-    return bind_constexprs(
-        *parse_module(testutil::nt_matmul_text("bf16", "bf16", bm, bn, 64), "nt.tile")->kernels.at(0), {});
-  };
+  auto nt = [](int bm, int bn) { return testutil::nt_matmul("bf16", "bf16", bm, bn, 64); };
   auto note_for = [&](auto&& adjust, bool stream_k = false, int64_t bm = 128) {
     auto n = nt(bm, 256);
     n->set_constexpr("epilogue_overlap", 1);
@@ -574,14 +569,10 @@ const CudaParam* map_of(const CudaEmission& em, int view) {
   return nullptr;
 }
 
-std::unique_ptr<Kernel> nt(const std::string& in, const std::string& out, int bm, int bn, int bk) {
-  return bind_constexprs(*parse_module(testutil::nt_matmul_text(in, out, bm, bn, bk), "nt.tile")->kernels.at(0), {});
-}
-
 // B as [N, K] with a transposed tile: K-major B in shared memory (the only layout fp8 wgmma
 // reads), and the scale multiply folded into the TMA-store epilogue.
 TEST(CudaWgmma, TransposedBIsKMajorAndFp8UsesK32Instructions) {
-  CudaEmission em = emit(*nt("bf16", "bf16", 128, 256, 64));
+  CudaEmission em = emit(*testutil::nt_matmul("bf16", "bf16", 128, 256, 64));
   EXPECT_EQ(em.stats["dot.wgmma_tma"], 1) << notes(em);
   EXPECT_NE(em.source.find("tsr::wgmma_m64n256k16_bf16<0>"), std::string::npos);
   EXPECT_EQ(em.stats["tma-store-epilogues"], 1);
@@ -595,7 +586,7 @@ TEST(CudaWgmma, TransposedBIsKMajorAndFp8UsesK32Instructions) {
   EXPECT_EQ(map_of(em, 1)->box[1], 256);
   EXPECT_NE(notes(em).find("B K-major"), std::string::npos) << notes(em);
 
-  em = emit(*nt("f8e4m3", "bf16", 128, 256, 128));
+  em = emit(*testutil::nt_matmul("f8e4m3", "bf16", 128, 256, 128));
   EXPECT_EQ(em.stats["dot.wgmma_tma"], 1) << notes(em);
   EXPECT_NE(em.source.find("tsr::wgmma_m64n256k32_e4m3("), std::string::npos);
   // 128 fp8 of K = one 128-byte row: 4 k32 instructions per stage; box 128 x rows.
@@ -603,7 +594,7 @@ TEST(CudaWgmma, TransposedBIsKMajorAndFp8UsesK32Instructions) {
   EXPECT_EQ(map_of(em, 1)->box[0], 128);
   EXPECT_EQ(em.stats["pipeline-stages"], 4);
   // fp8 rows must be whole 128-byte atoms: BLOCK_K = 64 is refused with the reason.
-  em = emit(*nt("f8e4m3", "bf16", 128, 256, 64));
+  em = emit(*testutil::nt_matmul("f8e4m3", "bf16", 128, 256, 64));
   EXPECT_EQ(em.stats["dot.wgmma_tma"], 0);
   EXPECT_NE(notes(em).find("BLOCK_K = 64 (wgmma + TMA needs 128 or 256 for f8e4m3)"), std::string::npos) << notes(em);
 }
@@ -613,7 +604,7 @@ TEST(CudaWgmma, NvrtcCompilesTransposedAndFp8Kernels) {
   if (!nvrtc_available(&why)) GTEST_SKIP() << why;
   for (auto [in, bk] : {std::pair<std::string, int>{"bf16", 64}, {"f16", 128}, {"f8e4m3", 128}, {"f8e5m2", 128}}) {
     SCOPED_TRACE(in);
-    CudaEmission em = emit(*nt(in, "bf16", 128, 128, bk));
+    CudaEmission em = emit(*testutil::nt_matmul(in, "bf16", 128, 128, bk));
     ASSERT_EQ(em.stats["dot.wgmma_tma"], 1) << notes(em);
     NvrtcResult r = nvrtc_compile(em.source, CudaTarget::parse("sm_90a"), "nt.cu", em.line_op);
     EXPECT_FALSE(r.cubin.empty());
@@ -622,7 +613,7 @@ TEST(CudaWgmma, NvrtcCompilesTransposedAndFp8Kernels) {
     // scale then runs in the mma.sync path's epilogue).
     CudaTarget no_tma = CudaTarget::parse("sm_90a");
     no_tma.tma = false;
-    CudaEmission fb = emit_cuda_with_info(*nt(in, "bf16", 128, 128, bk), no_tma);
+    CudaEmission fb = emit_cuda_with_info(*testutil::nt_matmul(in, "bf16", 128, 128, bk), no_tma);
     EXPECT_FALSE(nvrtc_compile(fb.source, no_tma, "nt_fallback.cu", fb.line_op).cubin.empty());
   }
 }

@@ -36,8 +36,7 @@ std::unique_ptr<Kernel> fp8_matmul(ScalarKind out, int64_t bm, int64_t bn, int64
 }
 
 std::unique_ptr<Kernel> text_matmul(const std::string& in, int bm, int bn, int bk, bool b_kn) {
-  return bind_constexprs(
-      *parse_module(testutil::nt_matmul_text(in, "f32", bm, bn, bk, 4, b_kn), "mm.tile")->kernels.at(0), {});
+  return testutil::nt_matmul(in, "f32", bm, bn, bk, 4, b_kn);
 }
 
 const std::vector<Sizes> kSizes = {

@@ -83,8 +83,7 @@ TEST(WgmmaGpu, TransposedBAndFp8MatchTheInterpreter) {
   };
   for (Cfg c : {Cfg{"bf16", 128, 256, 64}, Cfg{"f16", 64, 128, 128}, Cfg{"f8e4m3", 128, 256, 128},
                 Cfg{"f8e4m3", 128, 128, 256}, Cfg{"f8e5m2", 64, 64, 128}}) {
-    auto k = bind_constexprs(
-        *parse_module(testutil::nt_matmul_text(c.in, "bf16", c.bm, c.bn, c.bk), "nt.tile")->kernels.at(0), {});
+    auto k = testutil::nt_matmul(c.in, "bf16", c.bm, c.bn, c.bk);
     SCOPED_TRACE(c.in + " " + std::to_string(c.bm) + "x" + std::to_string(c.bn) + "x" + std::to_string(c.bk));
     // Tile multiples; partial tiles everywhere with rows still multiples of 16 bytes; one row.
     for (Sizes s : {Sizes{{"M", 256}, {"N", 256}, {"K", 256}}, Sizes{{"M", 200}, {"N", 264}, {"K", 272}},
@@ -329,15 +328,12 @@ TEST(WgmmaGpu, EpilogueOverlapMatchesTheInterpreter) {
                       Nt{192, 128, {{"M", 192 * 5 + 7}, {"N", 128 * 30 - 8}, {"K", 176}}},
                       Nt{128, 192, {{"M", 128 * 13 - 9}, {"N", 192 * 12 - 8}, {"K", 136}}},
                       Nt{128, 192, {{"M", 100}, {"N", 192 * 3 + 8}, {"K", 40}}}}) {
-    auto k = bind_constexprs(
-        *parse_module(testutil::nt_matmul_text("bf16", "bf16", c.bm, c.bn, 64), "nt.tile")->kernels.at(0), {});
+    auto k = testutil::nt_matmul("bf16", "bf16", c.bm, c.bn, 64);
     SCOPED_TRACE("NT " + std::to_string(c.bm) + "x" + std::to_string(c.bn) + " at " + sizes_str(c.s));
     EXPECT_EQ(run_and_compare(*k, c.s, seed++, no_split_options()), 0);
   }
   for (std::string in : {"bf16", "f8e4m3"}) {
-    auto k = bind_constexprs(
-        *parse_module(testutil::nt_matmul_text(in, "bf16", 128, 256, in == "bf16" ? 64 : 128), "nt.tile")->kernels.at(0),
-        {});
+    auto k = testutil::nt_matmul(in, "bf16", 128, 256, in == "bf16" ? 64 : 128);
     k->set_constexpr("epilogue_overlap", 1);
     SCOPED_TRACE(in + " NT");
     EXPECT_EQ(run_and_compare(*k, {{"M", 128 * 11 - 8}, {"N", 256 * 13 - 16}, {"K", 272}}, seed++, no_split_options()), 0);
@@ -366,9 +362,7 @@ TEST(WgmmaGpu, ClusterPairsMatchTheInterpreter) {
     EXPECT_EQ(run_and_compare(*k, c.s, seed++, no_split_options()), 0);
   }
   for (std::string in : {"bf16", "f8e4m3"}) {
-    auto k = bind_constexprs(
-        *parse_module(testutil::nt_matmul_text(in, "bf16", 128, 256, in == "bf16" ? 64 : 128), "nt.tile")->kernels.at(0),
-        {});
+    auto k = testutil::nt_matmul(in, "bf16", 128, 256, in == "bf16" ? 64 : 128);
     k->set_constexpr("cluster_m", 2);
     SCOPED_TRACE(in + " NT");
     EXPECT_EQ(run_and_compare(*k, {{"M", 128 * 11 - 8}, {"N", 256 * 13 - 16}, {"K", 272}}, seed++, no_split_options()), 0);
