@@ -1253,6 +1253,22 @@ static int pick_cluster(const Kernel& k, const CudaTarget& t, std::string& why_n
   return static_cast<int>(d->value);
 }
 
+namespace {
+
+// The first op with a result whose type names a layout encoding or a convert_layout (null: none).
+const Op* first_layout_op(const Block& b) {
+  for (const auto& op : b.ops) {
+    if (op->kind == OpKind::ConvertLayout) return op.get();
+    for (const Value* r : op->results)
+      if (r && !r->type.layout.empty()) return op.get();
+    for (const auto& region : op->regions)
+      if (const Op* inner = region ? first_layout_op(*region) : nullptr) return inner;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& target) {
   std::string why_not;
   int cluster = pick_cluster(bound_kernel, target, why_not);
@@ -1265,6 +1281,10 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
   }
   CudaEmission out = cudagen::Emitter(bound_kernel, target).run();
   if (!why_not.empty()) out.notes.push_back(why_not);
+  if (const Op* op = first_layout_op(*bound_kernel.body))
+    out.notes.push_back("layout encodings in the IR (the first at " + op->loc.str() +
+                        ") are not yet honored by the cuda emitter: it picks its own, and convert_layout is a copy "
+                        "(same results)");
   return out;
 }
 

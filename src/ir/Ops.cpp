@@ -65,7 +65,8 @@ Extra extra(OpKind k) {
     case OpKind::Cmp: return {{req("pred", A::String)}, "comparison eq/ne/lt/le/gt/ge, result i1"};
     case OpKind::Fma: return {{}, "a * b + c with one rounding"};
     case OpKind::Where: return {{}, "cond ? a : b elementwise (cond is i1)"};
-    case OpKind::Cast: return {{}, "convert to the result element type"};
+    case OpKind::Cast: return {{}, "convert to the result element type (layout and space stay)"};
+    case OpKind::ConvertLayout: return {{}, "the same tile in the result's layout and memory space"};
     case OpKind::Broadcast: return {{}, "expand size-1 dims (or a scalar) to the result shape"};
     case OpKind::ExpandDims: return {{req("axis", A::Int)}, "insert a size-1 dim at axis"};
     case OpKind::Reshape: return {{}, "same elements in row-major order, new shape"};

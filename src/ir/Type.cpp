@@ -108,7 +108,7 @@ std::string Type::str() const {
     case Kind::Pipe: {
       std::string out = std::string(kind == Kind::Tile ? "tile" : kind == Kind::Buffer ? "buffer" : "pipe") +
                         "<" + e + ", " + shape_str(shape);
-      if (!layout.empty()) out += ", layout = \"" + layout + "\"";
+      if (!layout.empty()) out += ", layout = " + layout.str();
       if (!space.empty()) out += ", space = \"" + space + "\"";
       return out + ">";
     }

@@ -2,6 +2,7 @@
 // pipes.
 //
 // Text forms:  i32   bf16   tile<f32, [1, BLOCK_N]>   view<bf16, [M, 4096]>   ptr<f32>
+//              tile<f32, [64, 64], layout = blocked<...>, space = "registers">
 //              buffer<bf16, [2, BM, BK], space = "shared">   pipe<bf16, [STAGES, BM, BK]>
 // Tile dims are static: an integer, or the name of a kernel constexpr that the
 // bind-constexprs step replaces by its value. View dims are an integer or a symbolic name
@@ -16,6 +17,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "ir/Layout.h"
 
 namespace tessera {
 
@@ -83,9 +86,9 @@ struct Type {
   Kind kind = Kind::None;
   ScalarKind elem = ScalarKind::F32;
   Shape shape;  // tile or view shape; empty for scalars and pointers
-  // Struct layer (optional): the layout and memory space of a tile or buffer, e.g. "blocked",
-  // "shared".
-  std::string layout;
+  // Optional: the layout encoding of a tile or buffer (Layout.h) and its memory space
+  // ("global", "shared" or "registers"). Backends that do not lower to threads ignore both.
+  Layout layout;
   std::string space;
 
   static Type none() { return {}; }

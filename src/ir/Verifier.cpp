@@ -53,10 +53,16 @@ bool dims_may_equal(const Dim& a, const Dim& b) {
 }
 
 // The type a value of `t` has after removing dim `axis` (a scalar when t is 1-D).
+// A reduction's result: the axis gone, and a distributed layout sliced along it (the threads
+// that held the reduced dim now hold the same value).
 Type drop_axis(const Type& t, int axis, ScalarKind elem) {
   if (t.rank() <= 1) return Type::scalar(elem);
   Type r = Type::tile(elem, t.shape);
   r.shape.erase(r.shape.begin() + axis);
+  if (t.layout.is_distributed()) {
+    r.layout = Layout::slice(t.layout, axis);
+    r.space = t.space;
+  }
   return r;
 }
 
@@ -410,7 +416,40 @@ class Verifier {
         ok = false;
       }
     }
-    return ok;
+    return ok && check_type_encoding(t, what);
+  }
+
+  // A layout fits its shape (Layout.h's rules; unbound dims are not checked) and its memory
+  // space: register layouts in registers, shared layouts in shared memory; buffers and pipes
+  // are shared memory and take a shared layout or none.
+  bool check_type_encoding(const Type& t, const std::string& what) {
+    const std::string& sp = t.space;
+    if (t.is_tile() && !sp.empty() && sp != "global" && sp != "shared" && sp != "registers") {
+      fail(what + " " + t.str() + ": space must be \"global\", \"shared\" or \"registers\"");
+      return false;
+    }
+    if (t.layout.empty()) return true;
+    std::vector<int64_t> shape;
+    for (const Dim& d : t.shape) shape.push_back(d.is_static() ? d.value : -1);
+    if (std::string m = layout_misfit(t.layout, shape); !m.empty()) {
+      fail(what + " " + t.str() + ": " + m);
+      return false;
+    }
+    const bool shared_layout = t.layout.kind == Layout::Kind::Shared;
+    if (!t.is_tile() && !shared_layout) {
+      fail(what + " " + t.str() + ": a buffer or pipe is shared memory and takes a shared layout");
+      return false;
+    }
+    if (t.is_tile() && shared_layout && sp != "shared") {
+      fail(what + " " + t.str() + ": a shared layout needs space = \"shared\"");
+      return false;
+    }
+    if (t.is_tile() && !shared_layout && !sp.empty() && sp != "registers") {
+      fail(what + " " + t.str() + ": a " + layout_kind_name(t.layout.kind) +
+           " layout spreads the tile over the threads' registers, so its space is \"registers\" (or none)");
+      return false;
+    }
+    return true;
   }
 
   bool check_result_types(const Op& op) {
@@ -767,9 +806,19 @@ class Verifier {
 
   void check_cast(const Op& op) {
     const Type& a = ot(0);
+    if (op.kind == OpKind::ConvertLayout) {
+      if (!a.is_tile()) return fail("operand must be a tile, got " + a.str());
+      if (!rt().is_tile() || rt().elem != a.elem || rt().shape != a.shape)
+        fail("result must be the operand's tile type in another layout or space, got " + rt().str() + " for " +
+             a.str());
+      return;
+    }
     if (!a.is_value()) return fail("operand must be a scalar or a tile, got " + a.str());
     if (rt().kind != a.kind || rt().shape != a.shape)
-      fail("result type must have the operand's shape, got " + rt().str() + " for " + a.str());
+      return fail("result type must have the operand's shape, got " + rt().str() + " for " + a.str());
+    if (rt().layout != a.layout || rt().space != a.space)
+      fail("a cast keeps the operand's layout and space (convert_layout changes them), got " + rt().str() +
+           " for " + a.str());
   }
 
   void check_shape(const Op& op) {
@@ -885,6 +934,21 @@ class Verifier {
     if (!allowed_dot(a.elem, acc.elem))
       return fail("does not support " + std::string(scalar_name(a.elem)) + " inputs with a " +
                   std::string(scalar_name(acc.elem)) + " accumulator");
+    // An operand is read from shared memory (a shared layout, wgmma's SS form), from registers
+    // in the dot's operand layout for this result, or has no layout yet.
+    for (int64_t i = 0; i < 2; ++i) {
+      const Layout& l = ot(i).layout;
+      if (l.empty() || l.kind == Layout::Kind::Shared) continue;
+      const std::string which = std::string("operand ") + names[i];
+      if (l.kind != Layout::Kind::DotOperand)
+        return fail(which + " must have a dot_operand or shared layout, got " + l.str());
+      if (l.operand != i)
+        return fail(which + " has a dot_operand layout for operand " + std::to_string(l.operand) + ", not " +
+                    std::to_string(i));
+      if (acc.layout.empty() || *l.parent != acc.layout)
+        return fail(which + "'s dot_operand parent " + l.parent->str() + " is not the result's layout" +
+                    (acc.layout.empty() ? std::string(" (it has none)") : " " + acc.layout.str()));
+    }
     expect_result(acc);
   }
 

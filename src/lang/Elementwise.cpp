@@ -206,6 +206,14 @@ Val cast(const Operand& x, ScalarKind dt, SrcLoc loc) {
 
 Val Val::to(ScalarKind dt, SrcLoc loc) const { return cast(*this, dt, loc); }
 
+Val convert_layout(const Val& t, const Layout& layout, const std::string& space, SrcLoc loc) {
+  if (!t.type().is_tile()) throw TesseraError(detail::to_loc(loc), "convert_layout needs a tile, got " + t.type().str());
+  Type r = t.type();
+  r.layout = layout;
+  r.space = space;
+  return detail::kb(loc).emit(OpKind::ConvertLayout, {t}, r, {}, loc);
+}
+
 Val eq(const Operand& a, const Operand& b, SrcLoc loc) { return compare("eq", a, b, loc); }
 Val ne(const Operand& a, const Operand& b, SrcLoc loc) { return compare("ne", a, b, loc); }
 

@@ -329,6 +329,8 @@ Val pow(const Operand& a, const Operand& b, TESSERA_HERE);  // floats; broadcast
 Val fma(const Operand& a, const Operand& b, const Operand& c, TESSERA_HERE);
 Val where(const Operand& cond, const Operand& a, const Operand& b, TESSERA_HERE);
 Val cast(const Operand& x, ScalarKind dt, TESSERA_HERE);
+// The same tile in another layout encoding and memory space (ir/Layout.h); the values stay.
+Val convert_layout(const Val& t, const Layout& layout, const std::string& space = "", TESSERA_HERE);
 Val eq(const Operand& a, const Operand& b, TESSERA_HERE);
 Val ne(const Operand& a, const Operand& b, TESSERA_HERE);
 
@@ -467,7 +469,7 @@ class Buffer {
  private:
   tessera::Value* v_;
 };
-Buffer alloc_shared(ScalarKind dt, Shape shape, const std::string& layout = "", TESSERA_HERE);
+Buffer alloc_shared(ScalarKind dt, Shape shape, const Layout& layout = {}, TESSERA_HERE);
 // Wait for this program's async copies (Buffer::copy).
 void async_wait(TESSERA_HERE);
 

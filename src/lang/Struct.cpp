@@ -39,7 +39,7 @@ std::vector<Val> slot_indices(const Value* buf, const std::vector<Operand>& slot
 
 }  // namespace
 
-Buffer alloc_shared(ScalarKind dt, Shape shape, const std::string& layout, SrcLoc loc) {
+Buffer alloc_shared(ScalarKind dt, Shape shape, const Layout& layout, SrcLoc loc) {
   KernelBuilder& b = kb(loc);
   require_top_level(b, "alloc_shared", loc);
   check_shape(shape, "alloc_shared", loc);

@@ -239,9 +239,13 @@ class Parser {
         if (seen) fail(key, "duplicate " + quote(key.text) + " in a " + kind_word + " type");
         seen = true;
         expect_punct('=', "after " + quote(key.text));
+        if (is_layout) {
+          tile.layout = layout();
+          continue;
+        }
         Token v = take();
         if (v.kind != Tok::String) expected(v, "a string after " + quote(key.text) + " =");
-        (is_layout ? tile.layout : tile.space) = v.str;
+        tile.space = v.str;
       }
       expect_punct('>', "to close the " + kind_word + " type");
       return tile;
@@ -249,6 +253,80 @@ class Parser {
     auto s = scalar_from_name(t.text);
     if (!s) fail(t, "unknown type " + quote(t.text));
     return Type::scalar(*s);
+  }
+
+  // A layout encoding (ir/Layout.h): a kind, then its fields in the printed order.
+  Layout layout() {
+    Token w = take();
+    if (w.kind == Tok::String)
+      fail(w, "a layout is an encoding (replicated, blocked<...>, mma<...>, dot_operand<...>, slice<...> or "
+              "shared<...>), not a string");
+    Layout::Kind kind = w.kind == Tok::Ident ? layout_kind_from_name(std::string(w.text)) : Layout::Kind::None;
+    if (kind == Layout::Kind::None)
+      expected(w, "a layout encoding (replicated, blocked, mma, dot_operand, slice or shared)");
+    if (kind == Layout::Kind::Replicated) return Layout::replicated();
+    const std::string what = quote(std::string(w.text)) + " layout";
+    expect_punct('<', "after " + what);
+    int fields = 0;  // read so far
+    auto field = [&](std::string_view name) {
+      if (fields++) expect_punct(',', "between the fields of a " + what);
+      Token f = take();
+      if (!f.is_word(name)) expected(f, quote(std::string(name)) + " in a " + what);
+      expect_punct('=', "after " + quote(std::string(name)));
+    };
+    auto ints = [&](std::string_view name) {
+      field(name);
+      expect_punct('[', "to open the list " + quote(std::string(name)));
+      std::vector<int64_t> v;
+      if (peek().is(']')) return take(), v;
+      for (;;) {
+        v.push_back(expect_int("an integer in " + quote(std::string(name))));
+        Token sep = take();
+        if (sep.is(']')) return v;
+        if (!sep.is(',')) expected(sep, "',' or ']' in " + quote(std::string(name)));
+      }
+    };
+    auto one = [&](std::string_view name) {
+      field(name);
+      return expect_int("an integer for " + quote(std::string(name)));
+    };
+    auto parent = [&](std::string_view name) {
+      field(name);
+      return layout();
+    };
+    Layout l;
+    switch (kind) {
+      case Layout::Kind::Blocked: {
+        auto pt = ints("per_thread"), th = ints("threads"), wp = ints("warps"), ord = ints("order");
+        l = Layout::blocked(pt, th, wp, ord);
+        break;
+      }
+      case Layout::Kind::Mma: {
+        int64_t v = one("version");
+        auto wp = ints("warps"), in = ints("instr");
+        l = Layout::mma(v, wp, in);
+        break;
+      }
+      case Layout::Kind::DotOperand: {
+        int64_t op = one("operand"), kw = one("k_width");
+        Layout p = parent("parent");
+        l = Layout::dot_operand(p, op, kw);
+        break;
+      }
+      case Layout::Kind::Slice: {
+        int64_t d = one("dim");
+        Layout p = parent("parent");
+        l = Layout::slice(p, d);
+        break;
+      }
+      default: {
+        int64_t sw = one("swizzle"), pad = one("pad");
+        l = Layout::shared(sw, pad);
+        break;
+      }
+    }
+    expect_punct('>', "to close the " + what);
+    return l;
   }
 
   // --- regions and ops ---

@@ -154,7 +154,7 @@ std::string print_type(const Type& t) {
   if (!t.has_static_dims()) return t.str();
   const char* kw = t.is_tile() ? "tile" : t.is_buffer() ? "buffer" : "pipe";
   std::string out = kw + ("<" + std::string(scalar_name(t.elem))) + ", " + shape_str(t.shape);
-  if (!t.layout.empty()) out += ", layout = " + text::escape_string(t.layout);
+  if (!t.layout.empty()) out += ", layout = " + t.layout.str();
   if (!t.space.empty()) out += ", space = " + text::escape_string(t.space);
   return out + ">";
 }

@@ -33,7 +33,7 @@ std::unique_ptr<Kernel> rows_exp(bool structured) {
     for_range(0, tiles, 1, [&](Val j) { y.tile({1, B}).store({row, j}, exp(x.tile({1, B}).load({row, j}))); });
     return k.finish();
   }
-  Buffer buf = alloc_shared(f32, {2, 1, B}, "row").named("buf");
+  Buffer buf = alloc_shared(f32, {2, 1, B}, Layout::shared(0, 4)).named("buf");
   buf.copy({0}, x.tile({1, B}), {row, 0});
   for_range(0, tiles, 1, [&](Val j) {
     async_wait();
@@ -73,7 +73,7 @@ std::vector<Tensor> run(const Kernel& k, const Sizes& s, uint64_t seed) {
 TEST(LangStruct, DoubleBufferedKernelBuildsTheStructOps) {
   auto k = rows_exp(true);
   std::string text = print_kernel(*k);
-  for (const char* want : {"%buf = alloc : buffer<f32, [2, 1, BLOCK], layout = \"row\", space = \"shared\">",
+  for (const char* want : {"%buf = alloc : buffer<f32, [2, 1, BLOCK], layout = shared<swizzle = 0, pad = 4>, space = \"shared\">",
                            "async_copy %", "async_wait", "buffer_read %", "buffer_write %"})
     EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
   auto again = parse_module(text, "k.tile");

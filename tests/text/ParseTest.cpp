@@ -85,7 +85,7 @@ TEST(Parse, StructureOfParsedKernel) {
   EXPECT_EQ(r.args[0]->name, "kk");
   EXPECT_EQ(r.args[0]->block, &r);
   EXPECT_EQ(r.parent, loop);
-  EXPECT_EQ(r.args[1]->type.layout, "mma");
+  EXPECT_EQ(r.args[1]->type.layout, Layout::mma(2, {2, 2}, {16, 8}));
   EXPECT_EQ(r.args[1]->type.space, "registers");
   // The loop reads the kernel parameter %a from inside its region.
   const Op& lt = *r.ops[1];

@@ -140,18 +140,43 @@ TEST(RoundTrip, StringAttributesWithAnyBytesReadBackExactly) {
   }
 }
 
-TEST(RoundTrip, TileTypeStringsAreEscaped) {
+TEST(RoundTrip, TileTypeSpaceStringsAreEscaped) {
   Type t = Type::tile(ScalarKind::BF16, {"BM", 64});
-  t.layout = "mma\"v2";
-  t.space = "shared";
-  std::string s = print_type(t);
-  EXPECT_EQ(s, "tile<bf16, [BM, 64], layout = \"mma\\\"v2\", space = \"shared\">");
-  Kernel k;
-  k.name = "tt";
-  k.add_param(Type::view(ScalarKind::BF16, {"M"}), "v");
-  k.create_op(*k.body, OpKind::Splat, {k.params[0]}, {t});
-  auto m = parse_module(print_kernel(k), "tt");
-  EXPECT_EQ(m->kernels[0]->body->ops[0]->result()->type, t);
+  t.space = "sh\"ared";
+  EXPECT_EQ(print_type(t), "tile<bf16, [BM, 64], space = \"sh\\\"ared\">");
+}
+
+// Every layout encoding prints every field and parses back to the same type.
+TEST(RoundTrip, LayoutEncodings) {
+  const Layout mma2 = Layout::mma(2, {4, 2}, {16, 8});
+  const Layout blocked = Layout::blocked({1, 4}, {8, 4}, {4, 1}, {1, 0});
+  const std::vector<std::pair<Layout, std::string>> cases = {
+      {Layout::replicated(), "replicated"},
+      {blocked, "blocked<per_thread = [1, 4], threads = [8, 4], warps = [4, 1], order = [1, 0]>"},
+      {mma2, "mma<version = 2, warps = [4, 2], instr = [16, 8]>"},
+      {Layout::mma(3, {8, 1}, {64, 128}), "mma<version = 3, warps = [8, 1], instr = [64, 128]>"},
+      {Layout::dot_operand(mma2, 1, 2),
+       "dot_operand<operand = 1, k_width = 2, parent = mma<version = 2, warps = [4, 2], instr = [16, 8]>>"},
+      {Layout::slice(blocked, 1),
+       "slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [8, 4], warps = [4, 1], order = [1, 0]>>"},
+      {Layout::shared(128, 0), "shared<swizzle = 128, pad = 0>"},
+  };
+  for (const auto& [layout, text] : cases) {
+    EXPECT_EQ(layout.str(), text);
+    Type t = Type::tile(ScalarKind::F32, {128, 64});
+    t.layout = layout;
+    Kernel k;
+    k.name = "tt";
+    k.add_param(Type::view(ScalarKind::F32, {"M"}), "v");
+    k.create_op(*k.body, OpKind::Splat, {k.params[0]}, {t});
+    const std::string printed = print_kernel(k);
+    EXPECT_NE(printed.find("layout = " + text + ">"), std::string::npos) << printed;
+    auto m = parse_module(printed, "tt");
+    EXPECT_EQ(m->kernels[0]->body->ops[0]->result()->type, t) << text;
+    EXPECT_EQ(print_module(*m), printed);
+  }
+  EXPECT_NE(Layout::slice(blocked, 0), Layout::slice(blocked, 1));
+  EXPECT_NE(Layout::dot_operand(mma2, 0, 2), Layout::dot_operand(Layout::mma(2, {2, 2}, {16, 8}), 0, 2));
 }
 
 TEST(RoundTrip, EmptyModule) {

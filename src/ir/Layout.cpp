@@ -1,0 +1,222 @@
+// Layout encodings: construction, text form, and the rules of fit (Layout.h).
+#include "ir/Layout.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace tessera {
+
+Layout Layout::blocked(std::vector<int64_t> per_thread, std::vector<int64_t> threads, std::vector<int64_t> warps,
+                       std::vector<int64_t> order) {
+  Layout l{Kind::Blocked};
+  l.per_thread = std::move(per_thread);
+  l.threads = std::move(threads);
+  l.warps = std::move(warps);
+  l.order = std::move(order);
+  return l;
+}
+
+Layout Layout::mma(int64_t version, std::vector<int64_t> warps, std::vector<int64_t> instr) {
+  Layout l{Kind::Mma};
+  l.version = version;
+  l.warps = std::move(warps);
+  l.instr = std::move(instr);
+  return l;
+}
+
+Layout Layout::dot_operand(const Layout& parent, int64_t operand, int64_t k_width) {
+  Layout l{Kind::DotOperand};
+  l.parent = std::make_shared<const Layout>(parent);
+  l.operand = operand;
+  l.k_width = k_width;
+  return l;
+}
+
+Layout Layout::slice(const Layout& parent, int64_t dim) {
+  Layout l{Kind::Slice};
+  l.parent = std::make_shared<const Layout>(parent);
+  l.dim = dim;
+  return l;
+}
+
+Layout Layout::shared(int64_t swizzle, int64_t pad) {
+  Layout l{Kind::Shared};
+  l.swizzle = swizzle;
+  l.pad = pad;
+  return l;
+}
+
+const char* layout_kind_name(Layout::Kind k) {
+  switch (k) {
+    case Layout::Kind::None: return "none";
+    case Layout::Kind::Replicated: return "replicated";
+    case Layout::Kind::Blocked: return "blocked";
+    case Layout::Kind::Mma: return "mma";
+    case Layout::Kind::DotOperand: return "dot_operand";
+    case Layout::Kind::Slice: return "slice";
+    case Layout::Kind::Shared: return "shared";
+  }
+  return "none";
+}
+
+Layout::Kind layout_kind_from_name(const std::string& s) {
+  for (Layout::Kind k : {Layout::Kind::Replicated, Layout::Kind::Blocked, Layout::Kind::Mma,
+                         Layout::Kind::DotOperand, Layout::Kind::Slice, Layout::Kind::Shared})
+    if (s == layout_kind_name(k)) return k;
+  return Layout::Kind::None;
+}
+
+namespace {
+
+std::string list(const std::vector<int64_t>& v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  return out + "]";
+}
+
+int64_t product(const std::vector<int64_t>& v) {
+  return std::accumulate(v.begin(), v.end(), int64_t{1}, [](int64_t a, int64_t b) { return a * b; });
+}
+
+bool all_positive(const std::vector<int64_t>& v) {
+  return std::all_of(v.begin(), v.end(), [](int64_t x) { return x >= 1; });
+}
+
+// "" when `extent` (-1: not static yet) is a multiple of `cover` (the pattern repeats over the
+// tile) or divides it (a smaller dim, e.g. the size-1 dim of an expanded reduction: threads
+// beyond it hold copies), else the misfit.
+std::string divides(const char* what, int64_t cover, size_t dim, int64_t extent) {
+  if (extent < 0 || (cover > 0 && (extent % cover == 0 || cover % extent == 0))) return "";
+  return std::string(what) + " covers " + std::to_string(cover) + " elements along dim " + std::to_string(dim) +
+         ", and the tile's " + std::to_string(extent) + " is neither a multiple nor a divisor of it";
+}
+
+// The rows and columns one repetition of an mma accumulator covers.
+std::pair<int64_t, int64_t> mma_cover(const Layout& l) {
+  if (l.version == 3) return {l.instr[0] * (l.warps[0] / 4), l.instr[1]};
+  return {l.instr[0] * l.warps[0], l.instr[1] * l.warps[1]};
+}
+
+std::string mma_rules(const Layout& l) {
+  if (l.version != 2 && l.version != 3)
+    return "mma layout version must be 2 (mma.sync) or 3 (wgmma), got " + std::to_string(l.version);
+  if (l.warps.size() != 2 || !all_positive(l.warps)) return "mma layout warps must be two positive counts, got " + list(l.warps);
+  if (l.instr.size() != 2) return "mma layout instr must be [m, n], got " + list(l.instr);
+  if (l.version == 2 && l.instr != std::vector<int64_t>{16, 8})
+    return "mma layout version 2 (mma.sync) has instr [16, 8], got " + list(l.instr);
+  if (l.version == 3) {
+    if (l.instr[0] != 64 || l.instr[1] < 8 || l.instr[1] > 256 || l.instr[1] % 8)
+      return "mma layout version 3 (wgmma) has instr [64, N] with N a multiple of 8 up to 256, got " + list(l.instr);
+    if (l.warps[0] % 4 || l.warps[1] != 1)
+      return "mma layout version 3 (wgmma) spreads warpgroups of 4 warps along the rows: warps [4 * G, 1], got " +
+             list(l.warps);
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string Layout::str() const {
+  switch (kind) {
+    case Kind::None: return "";
+    case Kind::Replicated: return "replicated";
+    case Kind::Blocked:
+      return "blocked<per_thread = " + list(per_thread) + ", threads = " + list(threads) + ", warps = " + list(warps) +
+             ", order = " + list(order) + ">";
+    case Kind::Mma:
+      return "mma<version = " + std::to_string(version) + ", warps = " + list(warps) + ", instr = " + list(instr) + ">";
+    case Kind::DotOperand:
+      return "dot_operand<operand = " + std::to_string(operand) + ", k_width = " + std::to_string(k_width) +
+             ", parent = " + (parent ? parent->str() : "") + ">";
+    case Kind::Slice:
+      return "slice<dim = " + std::to_string(dim) + ", parent = " + (parent ? parent->str() : "") + ">";
+    case Kind::Shared:
+      return "shared<swizzle = " + std::to_string(swizzle) + ", pad = " + std::to_string(pad) + ">";
+  }
+  return "";
+}
+
+bool Layout::operator==(const Layout& o) const {
+  if (kind != o.kind || per_thread != o.per_thread || threads != o.threads || warps != o.warps || order != o.order ||
+      version != o.version || instr != o.instr || operand != o.operand || k_width != o.k_width || dim != o.dim ||
+      swizzle != o.swizzle || pad != o.pad)
+    return false;
+  if (!parent || !o.parent) return !parent && !o.parent;
+  return *parent == *o.parent;
+}
+
+std::string layout_misfit(const Layout& l, const std::vector<int64_t>& shape) {
+  const size_t rank = shape.size();
+  switch (l.kind) {
+    case Layout::Kind::None:
+    case Layout::Kind::Replicated:
+      return "";
+    case Layout::Kind::Blocked: {
+      for (const auto* v : {&l.per_thread, &l.threads, &l.warps, &l.order})
+        if (v->size() != rank)
+          return "blocked layout has " + std::to_string(v->size()) + " entries per field for a tile of rank " +
+                 std::to_string(rank);
+      if (!all_positive(l.per_thread) || !all_positive(l.threads) || !all_positive(l.warps))
+        return "blocked layout counts must be positive";
+      if (product(l.threads) != 32)
+        return "blocked layout threads " + list(l.threads) + " must multiply to a warp's 32, not " +
+               std::to_string(product(l.threads));
+      std::vector<int64_t> sorted = l.order;
+      std::sort(sorted.begin(), sorted.end());
+      for (size_t d = 0; d < rank; ++d)
+        if (sorted[d] != static_cast<int64_t>(d)) return "blocked layout order " + list(l.order) + " is not a permutation of the dims";
+      for (size_t d = 0; d < rank; ++d)
+        if (auto m = divides("blocked layout", l.per_thread[d] * l.threads[d] * l.warps[d], d, shape[d]); !m.empty())
+          return m;
+      return "";
+    }
+    case Layout::Kind::Mma: {
+      if (auto m = mma_rules(l); !m.empty()) return m;
+      if (rank != 2) return "an mma layout is for 2-D tiles, not rank " + std::to_string(rank);
+      auto [rows, cols] = mma_cover(l);
+      if (auto m = divides("mma layout", rows, 0, shape[0]); !m.empty()) return m;
+      return divides("mma layout", cols, 1, shape[1]);
+    }
+    case Layout::Kind::DotOperand: {
+      if (!l.parent || (l.parent->kind != Layout::Kind::Mma && l.parent->kind != Layout::Kind::Blocked))
+        return "a dot_operand layout's parent must be an mma or blocked layout (the dot result's), got " +
+               (l.parent ? std::string(layout_kind_name(l.parent->kind)) : std::string("none"));
+      if (l.operand != 0 && l.operand != 1) return "dot_operand operand must be 0 (A) or 1 (B), got " + std::to_string(l.operand);
+      if (l.k_width < 1 || l.k_width > 16 || (l.k_width & (l.k_width - 1)))
+        return "dot_operand k_width must be a power of two from 1 to 16, got " + std::to_string(l.k_width);
+      if (rank != 2) return "a dot_operand layout is for 2-D tiles, not rank " + std::to_string(rank);
+      if (l.parent->kind == Layout::Kind::Blocked) {
+        if (l.parent->per_thread.size() != 2) return "a dot_operand layout's blocked parent must be 2-D";
+      } else if (auto m = mma_rules(*l.parent); !m.empty()) {
+        return m;
+      } else {
+        // A's rows are the result's rows, B's columns the result's columns; k is split in
+        // k_width-element steps.
+        auto [rows, cols] = mma_cover(*l.parent);
+        const size_t mn = l.operand == 0 ? 0 : 1, k = l.operand == 0 ? 1 : 0;
+        if (auto m = divides("dot_operand's parent", l.operand == 0 ? rows : cols, mn, shape[mn]); !m.empty()) return m;
+        if (auto m = divides("dot_operand's k_width", l.k_width, k, shape[k]); !m.empty()) return m;
+      }
+      return "";
+    }
+    case Layout::Kind::Slice: {
+      if (!l.parent || l.parent->kind == Layout::Kind::Shared || l.parent->kind == Layout::Kind::None)
+        return "a slice layout's parent must be a distributed layout";
+      if (l.dim < 0 || l.dim > static_cast<int64_t>(rank))
+        return "slice dim " + std::to_string(l.dim) + " is out of range for a tile of rank " + std::to_string(rank);
+      std::vector<int64_t> parent_shape = shape;
+      parent_shape.insert(parent_shape.begin() + l.dim, -1);
+      if (auto m = layout_misfit(*l.parent, parent_shape); !m.empty()) return "slice parent: " + m;
+      return "";
+    }
+    case Layout::Kind::Shared:
+      if (l.swizzle != 0 && l.swizzle != 32 && l.swizzle != 64 && l.swizzle != 128)
+        return "shared layout swizzle must be 0, 32, 64 or 128 bytes, got " + std::to_string(l.swizzle);
+      if (l.pad < 0) return "shared layout pad must not be negative, got " + std::to_string(l.pad);
+      if (l.swizzle && l.pad) return "a shared layout is swizzled or padded, not both";
+      return "";
+  }
+  return "";
+}
+
+}  // namespace tessera
