@@ -44,6 +44,9 @@ void pipes_to_loads(Kernel& k, PassStats& stats);
 void canonicalize(Kernel& k, PassStats& stats);  // folds scalar arithmetic on constants
 void cse(Kernel& k, PassStats& stats);           // merges identical pure ops
 void dce(Kernel& k, PassStats& stats);           // removes pure ops whose results are unused
+// Moves ops of a `for` body that compute the same value every iteration (and cannot fail or
+// write) in front of the loop: LoopInvariantCodeMotion.cpp.
+void licm(Kernel& k, PassStats& stats);
 
 // The pipeline's passes in order, as (name, run) pairs.
 std::vector<Pass> pipeline_passes(const ConstexprConfig& config);

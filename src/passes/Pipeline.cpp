@@ -15,6 +15,7 @@ std::vector<Pass> pipeline_passes(const ConstexprConfig& config) {
       {"pipes-to-loads", pipes_to_loads},
       {"canonicalize", canonicalize},
       {"cse", cse},
+      {"licm", licm},
       {"dce", dce},
       {"verify-bound",
        [](Kernel& k, PassStats&) {
