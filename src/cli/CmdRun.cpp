@@ -5,8 +5,8 @@
 
 #include "cli/Args.h"
 #include "cli/Backend.h"
-#include "cli/Check.h"
 #include "cli/Commands.h"
+#include "check/Compare.h"
 #include "interp/Interpreter.h"
 
 namespace tessera::cli {
@@ -49,14 +49,20 @@ bool run_one(const KernelSource& src, const KernelPlan& plan, const RunOptions& 
 
   std::vector<Tensor> want = inputs;
   std::vector<KernelArg> ref_args = make_args(*bound, want, o.k.seed, plan.scalars);
-  if (src.lib)
+  // Beyond the dtype's tolerance, what the reductions may round (docs/checking.md): the
+  // library reference's own bounds, or for a .tile file the rule of tile_error_bounds.
+  ErrorBounds bounds;
+  if (src.lib) {
     src.lib->reference(ref_args, sizes);
-  else if (o.backend == "interp")
+    if (src.lib->error_bounds) bounds = src.lib->error_bounds(ref_args, sizes);
+  } else if (o.backend == "interp") {
     want = got;  // the interpreter is the reference: nothing to compare with itself
-  else
+  } else {
     run_reference_interp(*bound, ref_args);
+    bounds = tile_error_bounds(*bound, sizes, want);
+  }
 
-  Comparison c = compare_outputs(*bound, got, want);
+  Comparison c = compare_outputs(*bound, got, want, bounds);
   std::cout << (c.ok() ? "PASS " : "FAIL ") << what << " max_abs_err=" << fmt_num(c.max_abs_err)
             << " max_rel_err=" << fmt_num(c.max_rel_err) << dtype;
   if (!c.ok())

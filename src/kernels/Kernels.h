@@ -18,6 +18,11 @@ LibraryKernel matmul_struct();
 // reference of the matmul kernels.
 void matmul_reference(const Tensor& a, const Tensor& b, Tensor& c, const Sizes& sizes,
                       double scale = 1, bool b_is_nk = false);
+// The error bound of c (same arguments): gamma_(K + extra_roundings) * |scale| * (|a| @ |b|)
+// per element, for a dot over K accumulated in f32 in any order and `extra_roundings` more
+// roundings of the result (a scaling), in double. Tolerance.h says why.
+std::vector<double> matmul_error_bound(const Tensor& a, const Tensor& b, const Sizes& sizes, double scale = 1,
+                                       bool b_is_nk = false, int64_t extra_roundings = 0);
 
 // The dtypes every library kernel takes; the first is the default.
 inline std::vector<ScalarKind> float_dtypes() {

@@ -68,19 +68,40 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
   return k.finish();
 }
 
-void reference(std::vector<KernelArg>& args, const Sizes& sizes) {
-  const Tensor &x = *args[0].tensor, &w = *args[1].tensor, &b = *args[2].tensor;
-  Tensor& y = *args[3].tensor;
+// Calls out(flat index, exact y, bound) for every element of layernorm(x, w, b), computed in
+// double. The bound: the f32 mean of N terms is off by at most gamma_N * mean|x|, which moves
+// y by |w| * inv times that; the variance, a sum of N squares (positive terms), is within
+// gamma_N of itself, and the reciprocal square root halves that: |x - mean| * |w| * inv *
+// gamma_N / 2 more.
+template <class Out>
+void layernorm_rows(const Tensor& x, const Tensor& w, const Tensor& b, const Sizes& sizes, Out out) {
   int64_t M = sizes.at("M"), N = sizes.at("N");
+  double g = gamma_n(N);
   for (int64_t i = 0; i < M; ++i) {
-    double mean = 0, var = 0;
-    for (int64_t j = 0; j < N; ++j) mean += x.get(i * N + j);
+    double mean = 0, var = 0, mean_abs = 0;
+    for (int64_t j = 0; j < N; ++j) mean += x.get(i * N + j), mean_abs += std::fabs(x.get(i * N + j));
     mean /= static_cast<double>(N);
+    mean_abs /= static_cast<double>(N);
     for (int64_t j = 0; j < N; ++j) var += (x.get(i * N + j) - mean) * (x.get(i * N + j) - mean);
     double inv = 1.0 / std::sqrt(var / static_cast<double>(N) + kEps);
-    for (int64_t j = 0; j < N; ++j)
-      y.set(i * N + j, (x.get(i * N + j) - mean) * inv * w.get(j) + b.get(j));
+    for (int64_t j = 0; j < N; ++j) {
+      double d = x.get(i * N + j) - mean;
+      out(i * N + j, d * inv * w.get(j) + b.get(j), g * std::fabs(w.get(j)) * inv * (mean_abs + std::fabs(d) / 2));
+    }
   }
+}
+
+void reference(std::vector<KernelArg>& args, const Sizes& sizes) {
+  Tensor& y = *args[3].tensor;
+  layernorm_rows(*args[0].tensor, *args[1].tensor, *args[2].tensor, sizes,
+                 [&](int64_t i, double v, double) { y.set(i, v); });
+}
+
+ErrorBounds error_bounds(const std::vector<KernelArg>& args, const Sizes& sizes) {
+  std::vector<double> y(static_cast<size_t>(args[3].tensor->numel()));
+  layernorm_rows(*args[0].tensor, *args[1].tensor, *args[2].tensor, sizes,
+                 [&](int64_t i, double, double bound) { y[static_cast<size_t>(i)] = bound; });
+  return {{}, {}, {}, y};
 }
 
 }  // namespace
@@ -93,6 +114,7 @@ LibraryKernel layernorm() {
   k.default_sizes = {{"M", 1024}, {"N", 1024}};
   k.build = build;
   k.reference = reference;
+  k.error_bounds = error_bounds;
   k.bytes = [](const Sizes& s, ScalarKind dt) {
     return (2.0 * s.at("M") * s.at("N") + 2.0 * s.at("N")) * scalar_bytes(dt);
   };

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ir/IR.h"
+#include "kernels/Tolerance.h"
 #include "runtime/Tensor.h"
 
 namespace tessera {
@@ -43,6 +44,12 @@ struct LibraryKernel {
   // Compute the expected outputs in place: args hold the same inputs the kernel got; the
   // reference overwrites the output tensors (in double precision, rounded to their dtype).
   std::function<void(std::vector<KernelArg>& args, const Sizes& sizes)> reference;
+  // How far a correct kernel's outputs may lie from the reference's because it rounds its
+  // reductions (sums over a row, dots over K) in f32, in an order of its own: one bound per
+  // element of each output, computed from the same inputs as the reference (args as the kernel
+  // got them), which a check adds to the dtype's tolerance (Tolerance.h, docs/checking.md).
+  // Null, or an empty entry: the dtype's tolerance alone.
+  std::function<ErrorBounds(const std::vector<KernelArg>& args, const Sizes& sizes)> error_bounds;
   // Bytes moved and floating-point operations for the given sizes (for bench figures).
   std::function<double(const Sizes&, ScalarKind)> bytes;
   std::function<double(const Sizes&, ScalarKind)> flops;

@@ -39,12 +39,20 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
 
 // The scales are the f32 values the kernel receives; the rest is exact in double (products of
 // e4m3 values are exact, and the sums of short K loops nearly so), rounded once to c's dtype.
+// A scalar argument as the kernel sees it (an f32 parameter).
+double f32_scalar(const KernelArg& s) {
+  return std::visit([](auto v) { return static_cast<double>(static_cast<float>(v)); }, s.scalar);
+}
+
 void reference(std::vector<KernelArg>& args, const Sizes& sizes) {
-  auto f32_of = [](const KernelArg& s) {
-    return std::visit([](auto v) { return static_cast<double>(static_cast<float>(v)); }, s.scalar);
-  };
-  double scale = f32_of(args[2]) * f32_of(args[3]);
+  double scale = f32_scalar(args[2]) * f32_scalar(args[3]);
   matmul_reference(*args[0].tensor, *args[1].tensor, *args[4].tensor, sizes, scale, /*b_is_nk=*/true);
+}
+
+// The dot over K in f32, then two more roundings: of scale_a * scale_b and of acc * that.
+ErrorBounds error_bounds(const std::vector<KernelArg>& args, const Sizes& sizes) {
+  double scale = f32_scalar(args[2]) * f32_scalar(args[3]);
+  return {{}, {}, matmul_error_bound(*args[0].tensor, *args[1].tensor, sizes, scale, /*b_is_nk=*/true, 2)};
 }
 
 }  // namespace
@@ -61,6 +69,7 @@ LibraryKernel matmul_fp8() {
   k.scalars = {{"scale_a", 0.37}, {"scale_b", 1.9}};
   k.build = build;
   k.reference = reference;
+  k.error_bounds = error_bounds;
   k.target_configs = [](ScalarKind dt) -> std::map<std::string, std::map<std::string, int64_t>> {
     if (dt == ScalarKind::F32) return {};  // a 128x256 f32 tile has no TMA-store epilogue
     return {{"cuda:sm_90a", {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 128}}}};

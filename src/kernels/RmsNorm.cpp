@@ -47,16 +47,31 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
   return k.finish();
 }
 
-void reference(std::vector<KernelArg>& args, const Sizes& sizes) {
-  const Tensor &x = *args[0].tensor, &w = *args[1].tensor;
-  Tensor& y = *args[2].tensor;
+// Calls out(flat index, exact y) for every element of rmsnorm(x, w), computed in double.
+template <class Out>
+void rmsnorm_rows(const Tensor& x, const Tensor& w, const Sizes& sizes, Out out) {
   int64_t M = sizes.at("M"), N = sizes.at("N");
   for (int64_t i = 0; i < M; ++i) {
     double ss = 0;
     for (int64_t j = 0; j < N; ++j) ss += x.get(i * N + j) * x.get(i * N + j);
     double inv = 1.0 / std::sqrt(ss / static_cast<double>(N) + kEps);
-    for (int64_t j = 0; j < N; ++j) y.set(i * N + j, x.get(i * N + j) * inv * w.get(j));
+    for (int64_t j = 0; j < N; ++j) out(i * N + j, x.get(i * N + j) * inv * w.get(j));
   }
+}
+
+void reference(std::vector<KernelArg>& args, const Sizes& sizes) {
+  Tensor& y = *args[2].tensor;
+  rmsnorm_rows(*args[0].tensor, *args[1].tensor, sizes, [&](int64_t i, double v) { y.set(i, v); });
+}
+
+// The f32 sum of the row's N squares (positive terms) is within gamma_N of itself; the
+// reciprocal square root halves a relative error: y within gamma_N / 2 * |y|.
+ErrorBounds error_bounds(const std::vector<KernelArg>& args, const Sizes& sizes) {
+  std::vector<double> y(static_cast<size_t>(args[2].tensor->numel()));
+  double g = gamma_n(sizes.at("N")) / 2;
+  rmsnorm_rows(*args[0].tensor, *args[1].tensor, sizes,
+               [&](int64_t i, double v) { y[static_cast<size_t>(i)] = g * std::fabs(v); });
+  return {{}, {}, y};
 }
 
 }  // namespace
@@ -69,6 +84,7 @@ LibraryKernel rmsnorm() {
   k.default_sizes = {{"M", 1024}, {"N", 1024}};
   k.build = build;
   k.reference = reference;
+  k.error_bounds = error_bounds;
   k.bytes = [](const Sizes& s, ScalarKind dt) {
     return (2.0 * s.at("M") * s.at("N") + s.at("N")) * scalar_bytes(dt);
   };

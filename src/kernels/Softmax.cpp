@@ -45,16 +45,32 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
   return k.finish();
 }
 
-void reference(std::vector<KernelArg>& args, const Sizes& sizes) {
-  const Tensor& x = *args[0].tensor;
-  Tensor& y = *args[1].tensor;
+// Calls out(flat index, exact y) for every element of softmax(x), computed in double.
+template <class Out>
+void softmax_rows(const Tensor& x, const Sizes& sizes, Out out) {
   int64_t M = sizes.at("M"), N = sizes.at("N");
   for (int64_t i = 0; i < M; ++i) {
     double mx = -INFINITY, sum = 0;
     for (int64_t j = 0; j < N; ++j) mx = std::max(mx, x.get(i * N + j));
     for (int64_t j = 0; j < N; ++j) sum += std::exp(x.get(i * N + j) - mx);
-    for (int64_t j = 0; j < N; ++j) y.set(i * N + j, std::exp(x.get(i * N + j) - mx) / sum);
+    for (int64_t j = 0; j < N; ++j) out(i * N + j, std::exp(x.get(i * N + j) - mx) / sum);
   }
+}
+
+void reference(std::vector<KernelArg>& args, const Sizes& sizes) {
+  Tensor& y = *args[1].tensor;
+  softmax_rows(*args[0].tensor, sizes, [&](int64_t i, double v) { y.set(i, v); });
+}
+
+// y = e / s with s the f32 sum of a row's N terms e >= 0: s is within gamma_N * s (the terms
+// are positive, so sum |e| = s), and the online loop's rescalings of s (one per column tile,
+// at most N) add at most N more roundings: y within gamma_2N * y. The exp of each element is
+// one op, within the dtype's rtol.
+ErrorBounds error_bounds(const std::vector<KernelArg>& args, const Sizes& sizes) {
+  std::vector<double> y(static_cast<size_t>(args[1].tensor->numel()));
+  double g = gamma_n(2 * sizes.at("N"));
+  softmax_rows(*args[0].tensor, sizes, [&](int64_t i, double v) { y[static_cast<size_t>(i)] = g * v; });
+  return {{}, y};
 }
 
 }  // namespace
@@ -67,6 +83,7 @@ LibraryKernel softmax() {
   k.default_sizes = {{"M", 1024}, {"N", 1024}};
   k.build = build;
   k.reference = reference;
+  k.error_bounds = error_bounds;
   k.bytes = [](const Sizes& s, ScalarKind dt) {
     return 2.0 * s.at("M") * s.at("N") * scalar_bytes(dt);
   };

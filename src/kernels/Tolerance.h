@@ -1,15 +1,27 @@
-// How closely a kernel's outputs must match its reference, per element type: the one place
-// that tests and `tessera run --check` read. An element passes when
-// |got - want| <= atol + rtol * |want| (NaN matches NaN, an infinity the same infinity).
+// How closely a kernel's outputs must match its reference: the one place that tests and
+// `tessera run --check` read. An element passes when
+//   |got - want| <= atol + rtol * |want| + bound
+// (NaN matches NaN, an infinity the same infinity). atol and rtol are per element type
+// (tolerance_for); `bound` is per element and covers the reductions (docs/checking.md).
 //
-// The reference computes in double and rounds once to the output type; kernels compute in f32
-// and may sum in another order, so the bounds allow about one unit in the last place of the
-// output type plus f32 accumulation error, and are still tight enough to catch a wrong element.
+// atol and rtol: the reference computes in double and rounds once to the output type; kernels
+// compute in f32, so these allow about one unit in the last place of the output type plus the
+// rounding of a few elementwise ops, and are still tight enough to catch a wrong element.
 // The type is the output's: matmul_fp8 (f8e4m3 inputs, f32 accumulation, scaled in f32, c in
-// bf16) is held to the bf16 row: beyond the final rounding it only has f32 roundings (of a sum
-// of exact products, of the product of the scales, of the scaling): far below a bf16 ulp
-// except where a sum cancels, which atol covers.
+// bf16) is held to the bf16 row plus its dot's bound.
+//
+// bound: a sum or dot of n terms rounded in f32 (in any order, blocked, pairwise or
+// sequential, with or without FMA) lies within gamma_n * sum |term| of the exact sum, where
+// gamma_n = n u / (1 - n u) and u is the accumulator's unit roundoff (Higham, Accuracy and
+// Stability of Numerical Algorithms, 2nd ed., section 3.1). A library kernel's reference
+// reports that bound for each output element (LibraryKernel::error_bounds: for matmul gamma_K
+// * (|a| @ |b|)); a .tile file checked against the interpreter gets the rule of
+// tile_error_bounds (check/Compare.h), which estimates the magnitude from the outputs.
 #pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
 
 #include "ir/Type.h"
 
@@ -31,5 +43,33 @@ inline Tolerance tolerance_for(ScalarKind k) {
     default: return {0, 0};  // integers are exact
   }
 }
+
+// Half the distance from 1 to the next number of the float type: 2^-24 for f32, 2^-53 for
+// f64, 2^-11 for f16, 2^-8 for bf16 (0 for integers, which are exact).
+inline double unit_roundoff(ScalarKind k) {
+  switch (k) {
+    case ScalarKind::F64: return std::ldexp(1.0, -53);
+    case ScalarKind::F32: return std::ldexp(1.0, -24);
+    case ScalarKind::F16: return std::ldexp(1.0, -11);
+    case ScalarKind::BF16: return std::ldexp(1.0, -8);
+    case ScalarKind::F8E4M3: return std::ldexp(1.0, -4);
+    case ScalarKind::F8E5M2: return std::ldexp(1.0, -3);
+    default: return 0;
+  }
+}
+
+// gamma_n = n u / (1 - n u) for n roundings in the accumulator type `acc` (f32 for every
+// library kernel: narrow inputs accumulate in f32). Infinite when n u >= 1: no bound holds then
+// (an f16 accumulator over 2048 terms may be wrong in every digit), and a check says so by
+// accepting any value rather than pretending.
+inline double gamma_n(int64_t n, ScalarKind acc = ScalarKind::F32) {
+  double nu = static_cast<double>(n < 0 ? 0 : n) * unit_roundoff(acc);
+  return nu < 1 ? nu / (1 - nu) : INFINITY;
+}
+
+// Per-element bounds for a kernel's view tensors, in the order of Kernel::view_params(): an
+// empty vector for a tensor with no bound (inputs, outputs without reductions), else one
+// bound per element, added to the dtype's atol + rtol * |want|.
+using ErrorBounds = std::vector<std::vector<double>>;
 
 }  // namespace tessera

@@ -1,18 +1,19 @@
-// The comparison behind `tessera run --check`, tested directly: it lives in the CLI binary, so
-// its one source file is compiled into this test too.
+// The comparison behind `tessera run --check` (src/check/Compare.h), tested directly.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <random>
+#include <sstream>
 
-#include "cli/Check.cpp"  // NOLINT: the CLI is an executable, not a library
+#include "check/Compare.h"
 #include "text/Text.h"
 
 namespace {
 
 using tessera::ScalarKind;
 using tessera::Tensor;
-using tessera::cli::compare_outputs;
+using tessera::compare_outputs;
 
 // A kernel whose only role here is to name its views (x, y) for the messages.
 std::unique_ptr<tessera::Kernel> two_views(ScalarKind dt) {
@@ -89,6 +90,53 @@ TEST(Check, IntegersAreExact) {
   auto c = compare_outputs(*k, got, want);
   EXPECT_FALSE(c.ok());
   EXPECT_EQ(c.first_mismatch.rfind("x[1, 1]: got 1029 want 1028", 0), 0u) << c.first_mismatch;
+}
+
+// A per-element bound widens what one element may differ by, and the message shows it.
+TEST(Check, BoundWidensEachElementAndIsNamed) {
+  auto k = two_views(ScalarKind::F32);
+  auto want = random_pair(ScalarKind::F32, 50, 5);
+  auto got = want;
+  got[1].set(7, want[1].get(7) + 0.01);
+  tessera::ErrorBounds bounds{{}, std::vector<double>(50, 0.0)};
+  bounds[1][7] = 0.02;
+  EXPECT_TRUE(compare_outputs(*k, got, want, bounds).ok());
+  bounds[1][7] = 0.005;
+  auto c = compare_outputs(*k, got, want, bounds);
+  EXPECT_EQ(c.mismatches, 1);
+  EXPECT_GT(c.worst_fraction, 1);
+  EXPECT_NE(c.first_mismatch.find("y[7]: got "), std::string::npos) << c.first_mismatch;
+  EXPECT_NE(c.first_mismatch.find(" bound=0.005)"), std::string::npos) << c.first_mismatch;
+  bounds[1].pop_back();
+  EXPECT_THROW(compare_outputs(*k, got, want, bounds), tessera::TesseraError);
+}
+
+std::unique_ptr<tessera::Module> corpus_module(const std::string& rel) {
+  std::ifstream in(std::string(TESSERA_SOURCE_DIR) + "/" + rel);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return tessera::parse_module(ss.str(), rel);
+}
+
+// The rule for a .tile file against the interpreter: 2 * gamma_L * max |want| per float
+// tensor for a kernel with a rounded reduction (matmul.tile: a dot into f32 over K), L its
+// largest view dim; nothing for one without (gelu.tile).
+TEST(Check, TileBoundsScaleWithTheLongestDim) {
+  auto mm = corpus_module("tests/text/data/matmul.tile");
+  tessera::Sizes sizes{{"M", 64}, {"N", 128}, {"K", 4000}};
+  auto want = tessera::make_random_tensors(*mm->kernels[0], sizes, 3);
+  double mag = 0;
+  for (int64_t i = 0; i < want[2].numel(); ++i) mag = std::max(mag, std::fabs(want[2].get(i)));
+  tessera::ErrorBounds b = tessera::tile_error_bounds(*mm->kernels[0], sizes, want);
+  ASSERT_EQ(b.size(), 3u);
+  ASSERT_EQ(static_cast<int64_t>(b[2].size()), want[2].numel());
+  EXPECT_DOUBLE_EQ(b[2][5], 2 * tessera::gamma_n(4000) * mag);
+  sizes["K"] = 8000;
+  EXPECT_NEAR(tessera::tile_error_bounds(*mm->kernels[0], sizes, want)[2][5], 2 * b[2][5], 1e-3 * b[2][5]);
+
+  auto gelu = corpus_module("tests/cli/data/gelu.tile");
+  auto g = tessera::make_random_tensors(*gelu->kernels[0], {{"N", 5000}}, 3);
+  EXPECT_TRUE(tessera::tile_error_bounds(*gelu->kernels[0], {{"N", 5000}}, g).empty());
 }
 
 }  // namespace

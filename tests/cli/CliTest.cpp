@@ -155,6 +155,21 @@ void expect_pass(const std::string& kernel) {
   EXPECT_TRUE(std::regex_match(r.out, line)) << r.out << r.err;
 }
 
+// Issue 17: an f32 matmul over K = 1000 or 4000 rounds by more than the dtype's 1e-5; the
+// check allows its dot's bound (gamma_K * (|a| @ |b|)) and passes, on interp and cpu.
+TEST_F(Cli, RunMatmulAtLongKPassesWithinItsBound) {
+  for (const char* backend : {"interp", "cpu"})
+    for (const char* K : {"1000", "4000"}) {
+      Result r = tessera(std::string("run matmul --check --backend ") + backend + " --size M=64,N=128,K=" + K);
+      EXPECT_EQ(r.status, 0) << r.out << r.err;
+      EXPECT_THAT(r.out, StartsWith(std::string("PASS matmul ") + backend + " M=64,K=" + K + ",N=128 max_abs_err="));
+    }
+  // A .tile file on cpu against the interpreter, under the .tile rule.
+  Result r = tessera("run tests/text/data/matmul.tile --backend cpu --check --size M=64,N=128,K=4000");
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, StartsWith("PASS matmul cpu M=64,K=4000,N=128 "));
+}
+
 TEST_F(Cli, RunVectorAddChecksOnInterp) { expect_pass("vector_add"); }
 TEST_F(Cli, RunSoftmaxChecksOnInterp) { expect_pass("softmax"); }
 TEST_F(Cli, RunMatmulFp8ChecksOnInterp) { expect_pass("matmul_fp8"); }
