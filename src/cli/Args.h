@@ -85,6 +85,13 @@ std::vector<KernelPlan> plan_kernels(const KernelSource& src, const KernelOption
 // plan's config, where --config names no value. A .tile file's kernels keep their own defaults.
 void apply_target_configs(const KernelSource& src, std::vector<KernelPlan>& plans, const std::string& target);
 
+// --check-passes for one kernel of a plan: the pipeline's passes, bound with the plan's
+// config, checked on the interpreter at `sizes` for `seeds` (check/PassCheck.h), scalars from
+// the plan's --scalar items (else random from the first seed, as make_args draws them). Prints
+// one line on stderr, `check-passes: PASS ...` or `check-passes: FAIL ...`, and returns whether
+// it passed. A kernel the interpreter cannot run on any seed is a TesseraError (nothing checked).
+bool check_pipeline_passes(const KernelPlan& plan, const Sizes& sizes, const std::vector<uint64_t>& seeds);
+
 // A compact number for output lines: 0, 1.5e-07, 0.000244, 12.3.
 std::string fmt_num(double v);
 

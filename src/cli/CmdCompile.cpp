@@ -5,6 +5,7 @@
 
 #include "cli/Args.h"
 #include "cli/Commands.h"
+#include "check/PassCheck.h"
 #include "cpu/CpuBackend.h"
 #include "cuda/CudaBackend.h"
 #include "cuda/CudaEmitter.h"
@@ -54,7 +55,7 @@ int cmd_compile(const CompileOptions& o) {
     if (!ir.empty() && ir.back() != '\n') std::cerr << "\n";
   };
 
-  bool first = true;
+  bool first = true, passes_ok = true;
   for (const KernelPlan& plan : plans) {
     const Kernel* k = plan.kernel;
     po.config = plan.config;
@@ -90,8 +91,11 @@ int cmd_compile(const CompileOptions& o) {
         for (const std::string& n : em->notes) std::cerr << "note: " << n << "\n";
       }
     }
+    if (o.check_passes)
+      passes_ok &= check_pipeline_passes(plan, ragged_check_sizes(*k, src->lib ? src->lib->default_sizes : Sizes{}),
+                                         {1, 2, 3});
   }
-  return 0;
+  return passes_ok ? 0 : 1;
 }
 
 }  // namespace tessera::cli

@@ -79,7 +79,10 @@ int cmd_run(const RunOptions& o) {
   std::vector<KernelPlan> plans = plan_kernels(*src, o.k, true);
   apply_target_configs(*src, plans, backend_target(o.backend));
   bool ok = true;
-  for (const KernelPlan& p : plans) ok &= run_one(*src, p, o);
+  for (const KernelPlan& p : plans) {
+    if (o.check_passes) ok &= check_pipeline_passes(p, p.sizes, {o.k.seed, o.k.seed + 1, o.k.seed + 2});
+    ok &= run_one(*src, p, o);
+  }
   return ok ? 0 : 1;
 }
 

@@ -24,6 +24,7 @@ struct RunOptions {
   KernelOptions k;
   std::string backend = "interp";
   bool check = false;
+  bool check_passes = false;  // --check-passes at the run's sizes (docs/checking.md)
 };
 
 struct CompileOptions {
@@ -32,6 +33,7 @@ struct CompileOptions {
   std::string emit = "ir";
   std::string dump_after;
   bool stats = false;
+  bool check_passes = false;  // --check-passes at small ragged sizes
   bool split_k = false;  // cuda:sm_90a: the split-K compilation the runtime uses for few programs
 };
 

@@ -72,6 +72,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"interp", "cpu", "cuda"}))
       ->capture_default_str();
   run_cmd->add_flag("--check", run.check, "compare every view tensor with the reference");
+  run_cmd->add_flag("--check-passes", run.check_passes,
+                    "also run the kernel on the interpreter before and after each pass (at these sizes, "
+                    "seeds --seed, +1, +2) and name the first pass that changes its output (stderr)");
 
   CompileOptions comp;
   auto* compile_cmd = app.add_subcommand(
@@ -88,6 +91,9 @@ int main(int argc, char** argv) {
   compile_cmd->add_option("--dump-after", comp.dump_after,
                           "print the IR after this pass, or after every pass with `all` (stderr)");
   compile_cmd->add_flag("--stats", comp.stats, "print the passes' statistics (stderr)");
+  compile_cmd->add_flag("--check-passes", comp.check_passes,
+                        "run the kernel on the interpreter before and after each pass (small ragged sizes, "
+                        "seeds 1, 2, 3) and name the first pass that changes its output (stderr)");
   compile_cmd->add_flag("--split-k", comp.split_k,
                         "cuda:sm_90a: emit the split-K compilation, which the runtime launches when a wgmma "
                         "matmul has too few programs to fill the GPU");

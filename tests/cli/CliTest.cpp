@@ -170,6 +170,28 @@ TEST_F(Cli, RunMatmulAtLongKPassesWithinItsBound) {
   EXPECT_THAT(r.out, StartsWith("PASS matmul cpu M=64,K=4000,N=128 "));
 }
 
+// --check-passes: one line on stderr per kernel; stdout keeps its contract (the run's one line,
+// the compiled output); a kernel the interpreter cannot run is an error.
+TEST_F(Cli, CheckPassesReportsOnStderr) {
+  Result r = tessera("run matmul --check --check-passes --size M=33,N=17,K=40");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, StartsWith("PASS matmul interp M=33,K=40,N=17 "));
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  EXPECT_EQ(r.err, "check-passes: PASS matmul sizes M=33,K=40,N=17 seeds 1,2,3 passes that changed the IR: cse\n");
+  r = tessera("compile layernorm --check-passes --config BLOCK_N=256");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, StartsWith("kernel @layernorm("));
+  EXPECT_EQ(r.err, "check-passes: PASS layernorm sizes M=97,N=127 seeds 1,2,3 passes that changed the IR: "
+                   "canonicalize,cse,dce\n");
+  r = tessera("compile tests/cli/data/two_kernels.tile --check-passes --emit cpp");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 2) << r.err;
+  r = tessera("compile tests/text/data/raw.tile --check-passes");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, StartsWith("tests/text/data/raw.tile:1:1: error: --check-passes: kernel 'raw_popcount' does "
+                                "not run on the interpreter with random inputs, so nothing can be checked (seed 1: "));
+}
+
 TEST_F(Cli, RunVectorAddChecksOnInterp) { expect_pass("vector_add"); }
 TEST_F(Cli, RunSoftmaxChecksOnInterp) { expect_pass("softmax"); }
 TEST_F(Cli, RunMatmulFp8ChecksOnInterp) { expect_pass("matmul_fp8"); }

@@ -1,0 +1,107 @@
+#include "check/PassCheck.h"
+
+#include <algorithm>
+
+#include "check/Compare.h"
+#include "interp/Interpreter.h"
+#include "text/Text.h"
+
+namespace tessera {
+
+namespace {
+
+std::string sizes_str(const Sizes& s) {
+  std::string out;
+  for (const auto& [n, v] : s) out += (out.empty() ? "" : ",") + n + "=" + std::to_string(v);
+  return out.empty() ? "-" : out;
+}
+
+// Runs `bound` on copies of `inputs`; the outputs, or the interpreter's error.
+std::vector<Tensor> run_on(const Kernel& bound, const std::vector<Tensor>& inputs, const PassCheckOptions& o) {
+  std::vector<Tensor> ts = inputs;
+  std::vector<KernelArg> args = make_args(bound, ts);
+  for (size_t i = 0; i < bound.params.size() && i < args.size(); ++i) {
+    auto it = o.scalars.find(bound.params[i]->name);
+    if (it != o.scalars.end() && !bound.params[i]->type.is_view())
+      args[i].scalar = std::visit([](auto v) { return std::variant<int64_t, double>(v); }, it->second);
+  }
+  run_interp(bound, args);
+  return ts;
+}
+
+}  // namespace
+
+Sizes ragged_check_sizes(const Kernel& k, const Sizes& caps) {
+  Sizes s;
+  int64_t next = 97;
+  for (const Value* p : k.view_params())
+    for (const Dim& d : p->type.shape) {
+      if (d.is_static() || s.count(d.symbol)) continue;
+      auto cap = caps.find(d.symbol);
+      s[d.symbol] = cap != caps.end() ? std::min(next, cap->second) : next;
+      next += 30;
+    }
+  return s;
+}
+
+PassCheckResult check_passes(const Kernel& k, const std::vector<Pass>& passes, const PassCheckOptions& o) {
+  PassCheckResult r;
+  std::unique_ptr<Kernel> before = bind_constexprs(k, o.config);
+  std::string before_text = print_kernel(*before);
+
+  // Inputs per seed, made once from the kernel as given; outputs of the latest state.
+  std::vector<std::vector<Tensor>> inputs, outputs;
+  for (uint64_t seed : o.seeds) {
+    std::vector<Tensor> in = make_random_tensors(*before, o.sizes, seed);
+    try {
+      outputs.push_back(run_on(*before, in, o));
+    } catch (const TesseraError& e) {
+      if (r.unchecked.empty()) r.unchecked = "seed " + std::to_string(seed) + ": " + e.what();
+      continue;
+    }
+    inputs.push_back(std::move(in));
+    r.seeds_checked.push_back(seed);
+  }
+  if (r.seeds_checked.empty()) return r;
+
+  std::unique_ptr<Kernel> state = k.clone();
+  PassStats stats;
+  for (const Pass& p : passes) {
+    p.run(*state, stats);
+    std::string where = "pass '" + p.name + "' on kernel '" + k.name + "'";
+    auto fail = [&](uint64_t seed, const std::string& what) {
+      r.failed_pass = p.name;
+      r.message = where + (seed ? " (seed " + std::to_string(seed) + ", sizes " + sizes_str(o.sizes) + ")" : "") +
+                  ": " + what;
+      return r;
+    };
+    std::unique_ptr<Kernel> after;
+    try {
+      after = bind_constexprs(*state, o.config);
+    } catch (const TesseraError& e) {
+      return fail(0, std::string("its output no longer binds: ") + e.what());
+    }
+    std::string after_text = print_kernel(*after);
+    if (after_text == before_text) continue;  // the same program: the same outputs
+    r.passes_run.push_back(p.name);
+    for (size_t s = 0; s < inputs.size(); ++s) {
+      uint64_t seed = r.seeds_checked[s];
+      std::vector<Tensor> out;
+      try {
+        out = run_on(*after, inputs[s], o);
+      } catch (const TesseraError& e) {
+        return fail(seed, std::string("the kernel no longer runs on the interpreter: ") + e.what());
+      }
+      Comparison c = compare_outputs(*after, out, outputs[s], tile_error_bounds(*after, o.sizes, outputs[s]));
+      if (!c.ok())
+        return fail(seed, "the output differs in " + std::to_string(c.mismatches) + " of " +
+                              std::to_string(c.elements) + " elements; first " + c.first_mismatch +
+                              " (got: after the pass, want: before)");
+      outputs[s] = std::move(out);
+    }
+    before_text = std::move(after_text);
+  }
+  return r;
+}
+
+}  // namespace tessera
