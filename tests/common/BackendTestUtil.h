@@ -55,9 +55,10 @@ inline std::vector<KernelArg> args_for(const Kernel& k, std::vector<Tensor>& ts)
 // and naming `backend`. Returns the number of elements compared.
 // `floor`: a looser bound to use where it is looser than the dtype's (a hardware path whose
 // documented accuracy is below the interpreter's, e.g. fp8 tensor-core accumulation).
+// `bounds`: per-element error bounds added to the tolerance (tile_error_bounds, check/Compare.h).
 inline int64_t expect_tensors_match(const std::vector<Tensor>& want, const std::vector<Tensor>& got,
                                     const std::string& what, const std::string& backend,
-                                    Tolerance floor = {}) {
+                                    Tolerance floor = {}, const ErrorBounds& bounds = {}) {
   int64_t compared = 0;
   for (size_t t = 0; t < want.size(); ++t) {
     ScalarKind dt = want[t].dtype;
@@ -68,7 +69,9 @@ inline int64_t expect_tensors_match(const std::vector<Tensor>& want, const std::
     for (int64_t i = 0; i < want[t].numel() && bad < 5; ++i, ++compared) {
       if (is_float(dt)) {
         double w = want[t].get(i), g = got[t].get(i);
-        bool ok = (std::isnan(w) && std::isnan(g)) || w == g || std::fabs(w - g) <= tol.atol + tol.rtol * std::fabs(w);
+        double bound = t < bounds.size() && !bounds[t].empty() ? bounds[t].at(static_cast<size_t>(i)) : 0;
+        bool ok = (std::isnan(w) && std::isnan(g)) || w == g ||
+                  std::fabs(w - g) <= tol.atol + tol.rtol * std::fabs(w) + bound;
         if (!ok) {
           ++bad;
           ADD_FAILURE() << what << " tensor " << t << " element " << i << ": " << backend << " " << g << " interp " << w;

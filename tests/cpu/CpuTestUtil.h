@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "check/Compare.h"
 #include "cpu/CpuBackend.h"
 #include "interp/Interpreter.h"
 #include "kernels/Tolerance.h"
@@ -41,8 +42,8 @@ inline Sizes sizes_for(const Kernel& k, const Sizes& given) {
 }
 
 // Runs `k` on the interpreter and on the cpu backend from the same random inputs and compares
-// every tensor (exact for integers, tolerance_for() for floats). Returns the number of elements
-// compared.
+// every tensor (exact for integers, tolerance_for() plus the .tile rule's bound for floats:
+// docs/checking.md). Returns the number of elements compared.
 inline int64_t expect_same_as_interp(const Kernel& k, const Sizes& sizes, uint64_t seed,
                                      std::shared_ptr<CpuKernel> compiled = nullptr) {
   std::vector<Tensor> want = make_random_tensors(k, sizes, seed);
@@ -51,7 +52,7 @@ inline int64_t expect_same_as_interp(const Kernel& k, const Sizes& sizes, uint64
   run_interp(k, wa);
   if (!compiled) compiled = compile_cpu(k, test_options());
   compiled->run(ga);
-  return testutil::expect_tensors_match(want, got, k.name, "cpu");
+  return testutil::expect_tensors_match(want, got, k.name, "cpu", {}, tile_error_bounds(k, sizes, want));
 }
 
 }  // namespace tessera::cputest
