@@ -152,5 +152,20 @@ TEST(CheckPasses, NamesABrokenPassWithKernelSeedAndElement) {
   }
 }
 
+// A pass after which the kernel cannot be bound with the config any more (it dropped the
+// constexpr declarations) is named too, with what broke.
+TEST(CheckPasses, NamesAPassWhoseOutputNoLongerBinds) {
+  const LibCase& c = kLibCases[4];  // matmul
+  const LibraryKernel* lk = find_library_kernel(c.kernel);
+  auto k = lk->build(ScalarKind::F32);
+  std::vector<Pass> passes = pipeline_passes(c.config);
+  passes.insert(passes.begin() + 1, Pass{"drop-constexprs", [](Kernel& k, PassStats&) { k.constexprs.clear(); }});
+  PassCheckResult r = check_passes(*k, passes, options_for(*lk, c.sizes, c.config));
+  EXPECT_EQ(r.failed_pass, "drop-constexprs");
+  EXPECT_EQ(r.message.rfind("pass 'drop-constexprs' on kernel 'matmul': its output no longer binds: ", 0), 0u)
+      << r.message;
+  EXPECT_NE(r.message.find("unknown constexpr 'BLOCK_K'"), std::string::npos) << r.message;
+}
+
 }  // namespace
 }  // namespace tessera
