@@ -15,13 +15,18 @@ namespace tessera::cli {
 
 namespace {
 
-void check_dump_after(const std::string& name) {
+void check_dump_after(const std::string& name, bool cuda_target) {
   if (name.empty() || name == "all") return;
-  auto names = pipeline_pass_names();
+  auto names = pipeline_pass_names(), lowering = gpu_lowering_pass_names();
   if (std::find(names.begin(), names.end(), name) != names.end()) return;
-  std::string list;
+  const bool lowering_pass = std::find(lowering.begin(), lowering.end(), name) != lowering.end();
+  if (lowering_pass && cuda_target) return;
+  if (lowering_pass) throw TesseraError("--dump-after " + name + " is a GPU lowering pass: it needs a cuda target (--target cuda:sm_90a)");
+  std::string list, more;
   for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-  throw TesseraError("unknown pass '" + name + "' for --dump-after (passes: " + list + ", or all)");
+  for (const auto& n : lowering) more += (more.empty() ? "" : ", ") + n;
+  throw TesseraError("unknown pass '" + name + "' for --dump-after (passes: " + list + ", or all; with a cuda target also " +
+                     more + ")");
 }
 
 }  // namespace
@@ -35,7 +40,7 @@ int cmd_compile(const CompileOptions& o) {
   std::string why;
   if (o.emit == "ptx" && !nvrtc_available(&why))
     throw TesseraError("--emit ptx needs NVRTC, which is not available here: " + why);
-  check_dump_after(o.dump_after);
+  check_dump_after(o.dump_after, cuda_target);
 
   auto src = resolve_kernel(o.k.what, o.k.dtype, o.k.kernel);
   if (!src) return 1;
@@ -61,6 +66,12 @@ int cmd_compile(const CompileOptions& o) {
     po.config = plan.config;
     PassStats stats;
     std::unique_ptr<Kernel> bound = run_pipeline(*k, po, &stats);
+    // The GPU lowering passes run beside the emitter, which does not read their output yet:
+    // for their dumps and statistics.
+    const auto lowering = gpu_lowering_pass_names();
+    if (cuda_target && (o.stats || o.dump_after == "all" ||
+                        std::find(lowering.begin(), lowering.end(), o.dump_after) != lowering.end()))
+      run_gpu_lowering(*bound, {target.sm, target.arch_specific && target.tma}, po, &stats);
     if (!first) std::cout << "\n";
     first = false;
     // With --stats a cuda target also reports what its emitter chose (dot paths, conversions),

@@ -48,6 +48,33 @@ void dce(Kernel& k, PassStats& stats);           // removes pure ops whose resul
 // write) in front of the loop: LoopInvariantCodeMotion.cpp.
 void licm(Kernel& k, PassStats& stats);
 
+// --- GPU lowering (a second list, after the pipeline, for cuda targets) ---
+struct GpuLoweringOptions {
+  int sm = 90;         // compute capability, major * 10 + minor
+  bool wgmma = false;  // sm_90a: wgmma accumulators, operands in shared memory
+};
+// The warps of a program: the kernel's `num_warps` constexpr, else 8 for a kernel with a tile
+// of 8192 elements or a dot of 128 x 128, else 4 (the cuda emitter's rule).
+int default_num_warps(const Kernel& k);
+// The blocked layout a tile of this static shape starts in: 16 bytes per thread along the
+// fastest dim, the warp's threads fastest dim first, the warps slowest dim first (replicated
+// when no blocked layout fits).
+Layout default_blocked_layout(const std::vector<int64_t>& shape, int elem_bytes, int num_warps);
+// Every tile gets a layout, every exchange an explicit convert_layout (AssignLayouts.cpp).
+void assign_layouts(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
+// Removes the conversions the program can do without (RemoveLayoutConversions.cpp).
+void remove_layout_conversions(Kernel& k, PassStats& stats);
+// The kernel's convert_layout ops: how many, and their bytes times the trip counts of the
+// loops around them (a trip count that is not a constant counts as 16).
+std::pair<int64_t, int64_t> layout_conversion_cost(const Kernel& k);
+// The GPU lowering passes in order. The cuda emitter does not read their output yet: they run
+// for `tessera compile --target cuda:... --dump-after PASS|all` and `--stats`.
+std::vector<Pass> gpu_lowering_passes(const GpuLoweringOptions& o);
+std::vector<std::string> gpu_lowering_pass_names();
+// Run them on a copy of a bound kernel (dumps and stats as run_pipeline's).
+std::unique_ptr<Kernel> run_gpu_lowering(const Kernel& bound, const GpuLoweringOptions& o,
+                                         const PipelineOptions& opts, PassStats* stats = nullptr);
+
 // The pipeline's passes in order, as (name, run) pairs.
 std::vector<Pass> pipeline_passes(const ConstexprConfig& config);
 

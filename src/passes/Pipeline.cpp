@@ -8,6 +8,17 @@
 
 namespace tessera {
 
+namespace {
+
+// The verifier, now requiring static tile shapes.
+void verify_bound(Kernel& k, PassStats&) {
+  VerifyOptions o;
+  o.require_bound = true;
+  verify_or_throw(k, o);
+}
+
+}  // namespace
+
 std::vector<Pass> pipeline_passes(const ConstexprConfig& config) {
   return {
       {"verify", [](Kernel& k, PassStats&) { verify_or_throw(k); }},
@@ -17,13 +28,37 @@ std::vector<Pass> pipeline_passes(const ConstexprConfig& config) {
       {"cse", cse},
       {"licm", licm},
       {"dce", dce},
-      {"verify-bound",
-       [](Kernel& k, PassStats&) {
-         VerifyOptions o;
-         o.require_bound = true;
-         verify_or_throw(k, o);
-       }},
+      {"verify-bound", verify_bound},
   };
+}
+
+std::vector<Pass> gpu_lowering_passes(const GpuLoweringOptions& o) {
+  return {
+      {"assign-layouts", [o](Kernel& k, PassStats& st) { assign_layouts(k, o, st); }},
+      {"remove-layout-conversions", remove_layout_conversions},
+      {"verify-lowered", verify_bound},
+  };
+}
+
+std::vector<std::string> gpu_lowering_pass_names() {
+  std::vector<std::string> names;
+  for (const Pass& p : gpu_lowering_passes({})) names.push_back(p.name);
+  return names;
+}
+
+std::unique_ptr<Kernel> run_gpu_lowering(const Kernel& bound, const GpuLoweringOptions& o, const PipelineOptions& opts,
+                                         PassStats* stats) {
+  auto dump = opts.dump ? opts.dump : [](const std::string& pass, const std::string& ir) {
+    std::cerr << "// ----- IR after " << pass << " -----\n" << ir;
+  };
+  PassStats local;
+  PassStats& st = stats ? *stats : local;
+  auto out = bound.clone();
+  for (const Pass& p : gpu_lowering_passes(o)) {
+    p.run(*out, st);
+    if (opts.dump_after == "all" || opts.dump_after == p.name) dump(p.name, print_kernel(*out));
+  }
+  return out;
 }
 
 std::vector<std::string> pipeline_pass_names() {
@@ -41,6 +76,7 @@ std::unique_ptr<Kernel> run_pipeline(const Kernel& k, const PipelineOptions& opt
       known = known || p.name == opts.dump_after;
       valid += p.name + ", ";
     }
+    for (const std::string& n : gpu_lowering_pass_names()) known = known || n == opts.dump_after;
     if (!known) throw TesseraError("unknown pass '" + opts.dump_after + "' for --dump-after (valid: " + valid + "all)");
   }
   auto dump = opts.dump ? opts.dump : [](const std::string& pass, const std::string& ir) {

@@ -1,0 +1,310 @@
+// assign-layouts (GPU lowering): every tile value gets a layout encoding, and every place where a
+// value meets an op that needs it in another layout gets an explicit convert_layout. The choice
+// is deliberately local, as Triton's first step is: loads, elementwise and shape ops take the
+// default blocked layout of their shape; a dot's result takes a tensor-core accumulator layout
+// (mma v3 for 16-bit and f8 dots on sm_90a when the tile allows wgmma, else v2 where mma.sync
+// applies, else blocked for an FMA dot) and its operands the dot's operand layout (shared memory
+// for wgmma's SS form); a reduction's result is its operand's layout sliced along the axis;
+// carried values keep their initial value's layout. remove-layout-conversions then removes
+// what it can, so what the pair leaves is what the kernel really exchanges.
+//
+// Kernels with Struct or raw ops, or tiles carried through `while` loops, are left as they are
+// (stat assign-layouts.skipped): their tiles have storage of their own.
+#include <algorithm>
+#include <unordered_map>
+
+#include "ir/IR.h"
+#include "passes/Passes.h"
+
+namespace tessera {
+
+namespace {
+
+int64_t pow2_floor(int64_t x) {
+  int64_t p = 1;
+  while (p * 2 <= x) p *= 2;
+  return p;
+}
+
+// The largest power of two <= `limit` that divides `n` (1 at least).
+int64_t pow2_dividing(int64_t n, int64_t limit) {
+  int64_t p = 1;
+  while (p * 2 <= limit && n % (p * 2) == 0) p *= 2;
+  return p;
+}
+
+}  // namespace
+
+int default_num_warps(const Kernel& k) {
+  if (const ConstexprDecl* d = k.find_constexpr("num_warps"); d && d->value >= 1) return static_cast<int>(d->value);
+  bool big = false;
+  walk(*k.body, [&](Op& op) {
+    for (const Value* r : op.results)
+      if (r->type.is_tile() && shape_is_static(r->type.shape) && shape_numel(r->type.shape) >= 8192) big = true;
+    if (op.kind == OpKind::Dot && shape_numel(op.result()->type.shape) >= 128 * 128) big = true;
+  });
+  return big ? 8 : 4;
+}
+
+Layout default_blocked_layout(const std::vector<int64_t>& shape, int elem_bytes, int num_warps) {
+  const size_t r = shape.size();
+  std::vector<int64_t> pt(r, 1), th(r, 1), wp(r, 1), order(r);
+  for (size_t i = 0; i < r; ++i) order[i] = static_cast<int64_t>(r - 1 - i);
+  // 16 bytes per thread along the fastest dim, then the warp's threads fastest dim first, then
+  // the warps slowest dim first; what is left over replicates along dim 0 / the last dim.
+  pt[r - 1] = pow2_dividing(shape[r - 1], std::max(1, 16 / std::max(1, elem_bytes)));
+  int64_t threads = 32;
+  for (size_t i = r; i-- > 0 && threads > 1;) {
+    th[i] = pow2_dividing(shape[i] / pt[i], threads);
+    threads /= th[i];
+  }
+  th[r - 1] *= threads;
+  int64_t warps = pow2_floor(std::max(1, num_warps));
+  for (size_t i = 0; i < r && warps > 1; ++i) {
+    wp[i] = pow2_dividing(std::max<int64_t>(1, shape[i] / (pt[i] * th[i])), warps);
+    warps /= wp[i];
+  }
+  wp[0] *= warps;
+  Layout l = Layout::blocked(pt, th, wp, order);
+  return layout_misfit(l, shape).empty() ? l : Layout::replicated();
+}
+
+namespace {
+
+std::vector<int64_t> dims(const Type& t) { return static_shape(t.shape); }
+
+class Assign {
+ public:
+  Assign(Kernel& k, const GpuLoweringOptions& o) : k_(k), o_(o), warps_(default_num_warps(k)) {}
+
+  int64_t run() {
+    block(*k_.body);
+    return inserted_;
+  }
+
+ private:
+  Kernel& k_;
+  const GpuLoweringOptions& o_;
+  int warps_;
+  int64_t inserted_ = 0;
+
+  // One default per shape, whatever the element type (four elements per thread along the
+  // fastest dim: 16 bytes of the f32 the row kernels compute in), so that a bf16 load, its f32
+  // cast and an i1 mask of the same shape agree; the width of memory accesses is a later
+  // decision of the memory ops.
+  Layout blocked(const Type& t) const { return default_blocked_layout(dims(t), 4, warps_); }
+
+  // `v` as op `user`'s operand `i` in layout `want` (and space): the value itself, or a new
+  // convert_layout in front of `user`.
+  void require(Op& user, size_t i, const Layout& want, const std::string& space = "") {
+    Value* v = user.operands[i];
+    if (!v->type.is_tile() || (v->type.layout == want && v->type.space == space)) return;
+    Type t = v->type;
+    t.layout = want;
+    t.space = space;
+    Op* c = k_.create_op(*user.parent, OpKind::ConvertLayout, {v}, {t}, {}, user.loc, 0, &user);
+    user.operands[i] = c->result();
+    ++inserted_;
+  }
+
+  static void set(Value* v, const Layout& l, const std::string& space = "") {
+    v->type.layout = l;
+    v->type.space = space;
+  }
+
+  // The dot's accumulator layout, and the operand layouts that go with it (with their space).
+  struct DotLayouts {
+    Layout result, a, b;
+    std::string operand_space;
+  };
+  DotLayouts dot_layouts(const Op& dot) const {
+    const Type& a = dot.operand(0)->type;
+    const std::vector<int64_t> c = dims(dot.result()->type), ad = dims(a);
+    const int64_t M = c[0], N = c[1], K = ad[1];
+    const bool narrow = scalar_bits(a.elem) <= 16 && is_float(a.elem);
+    const int64_t kw = std::max<int64_t>(1, 32 / scalar_bits(a.elem));
+    if (narrow && o_.wgmma && M % 64 == 0 && warps_ >= 4 && N % 8 == 0) {
+      Layout acc = Layout::mma(3, {4 * std::max(1, warps_ / 4), 1}, {64, std::min<int64_t>(N, 256)});
+      if (layout_misfit(acc, c).empty()) {
+        Layout s = Layout::shared(128, 0);
+        return {acc, s, s, "shared"};
+      }
+    }
+    if (narrow && o_.sm >= 80 && M % 16 == 0 && N % 8 == 0 && K % 16 == 0) {
+      int64_t wm = pow2_dividing(M / 16, warps_), wn = std::max<int64_t>(1, warps_ / wm);
+      Layout acc = Layout::mma(2, {wm, wn}, {16, 8});
+      if (layout_misfit(acc, c).empty())
+        return {acc, Layout::dot_operand(acc, 0, kw), Layout::dot_operand(acc, 1, kw), ""};
+    }
+    Layout acc = blocked(dot.result()->type);
+    return {acc, Layout::dot_operand(acc, 0, 1), Layout::dot_operand(acc, 1, 1), ""};
+  }
+
+  void op(Op& op) {
+    switch (op.info().cls) {
+      case OpClass::Dot: {
+        DotLayouts d = dot_layouts(op);
+        require(op, 0, d.a, d.operand_space);
+        require(op, 1, d.b, d.operand_space);
+        require(op, 2, d.result);
+        set(op.result(), d.result);
+        // Everything else starts blocked: the accumulator goes back at once (the exchange
+        // remove-layout-conversions takes away where the users can take the accumulator's
+        // layout).
+        if (Layout l = blocked(op.result()->type); l != d.result) {
+          Block& b = *op.parent;
+          auto at = std::find_if(b.ops.begin(), b.ops.end(), [&](const auto& o) { return o.get() == &op; });
+          const Op* next = std::next(at) == b.ops.end() ? nullptr : std::next(at)->get();
+          Type t = op.result()->type;
+          t.layout = l;
+          Op* c = k_.create_op(b, OpKind::ConvertLayout, {op.result()}, {t}, {}, op.loc, 0, next);
+          replace_all_uses(k_, op.result(), c->result());
+          c->operands[0] = op.result();
+          ++inserted_;
+        }
+        return;
+      }
+      case OpClass::Reduce:
+      case OpClass::Scan: {
+        const Type& t = op.operand(0)->type;
+        if (!op.result()->type.is_tile()) return;
+        if (op.info().cls == OpClass::Scan) return set(op.result(), t.layout);
+        return set(op.result(), Layout::slice(t.layout, op.attr_int("axis")));
+      }
+      case OpClass::Unary:
+      case OpClass::Binary:
+      case OpClass::Compare:
+      case OpClass::Ternary:
+      case OpClass::Cast: {
+        if (!op.result()->type.is_tile() || op.kind == OpKind::ConvertLayout) return;
+        // The first tile operand's layout flows on (a cast from f32 to bf16 keeps it), so that
+        // the operands' producers decide.
+        Layout l = blocked(op.result()->type);
+        for (const Value* v : op.operands)
+          if (v->type.is_tile() && !v->type.layout.empty()) {
+            l = v->type.layout;
+            break;
+          }
+        for (size_t i = 0; i < op.operands.size(); ++i) require(op, i, l);
+        return set(op.result(), l);
+      }
+      case OpClass::Shape:
+        return shape_op(op);
+      case OpClass::Memory:
+      case OpClass::Create:
+        for (Value* r : op.results)
+          if (r->type.is_tile()) set(r, blocked(r->type));
+        return;
+      default:
+        return;
+    }
+  }
+
+  void shape_op(Op& op) {
+    Value* r = op.result();
+    const Type& a = op.operand(0)->type;
+    const Layout l = blocked(r->type);
+    if (op.kind == OpKind::ExpandDims) {
+      // The inverse of a reduction: a slice along the new axis expands to its parent.
+      const int64_t axis = op.attr_int("axis");
+      Layout want = Layout::slice(l, axis);
+      if (a.layout.kind == Layout::Kind::Slice && a.layout.dim == axis && layout_misfit(*a.layout.parent, dims(r->type)).empty())
+        return set(r, *a.layout.parent);
+      require(op, 0, want);
+      return set(r, l);
+    }
+    if (op.kind == OpKind::Broadcast) {
+      // The result's layout holds the smaller operand too (its size-1 dims divide the coverage).
+      if (a.is_tile()) require(op, 0, l);
+      return set(r, l);
+    }
+    if (op.kind == OpKind::Permute && a.layout.kind == Layout::Kind::Blocked) {
+      const auto& p = op.attr_ints("dims");
+      Layout out = a.layout;
+      std::vector<int64_t> inverse(p.size());
+      for (size_t i = 0; i < p.size(); ++i) {
+        out.per_thread[i] = a.layout.per_thread[p[i]];
+        out.threads[i] = a.layout.threads[p[i]];
+        out.warps[i] = a.layout.warps[p[i]];
+        inverse[p[i]] = static_cast<int64_t>(i);
+      }
+      for (size_t i = 0; i < p.size(); ++i) out.order[i] = inverse[a.layout.order[i]];
+      if (layout_misfit(out, dims(r->type)).empty()) return set(r, out);
+    }
+    // Reshape, extract and insert (and a permute of anything else): the operands in the
+    // default layout of their shapes, an exchange where they are not.
+    for (size_t i = 0; i < op.operands.size(); ++i)
+      if (op.operands[i]->type.is_tile()) require(op, i, blocked(op.operands[i]->type));
+    set(r, l);
+  }
+
+  // Carried values take their initial value's layout; a yield converts to it.
+  void control(Op& op) {
+    if (op.kind == OpKind::For) {
+      Block& body = op.region(0);
+      for (size_t i = 0; i + 3 < op.operands.size(); ++i) {
+        const Type& init = op.operand(3 + i)->type;
+        set(body.args[1 + i], init.layout, init.space);
+        set(op.results[i], init.layout, init.space);
+      }
+      block(body);
+      yields_to(body, op.results);
+      return;
+    }
+    // if: the then branch decides, the else branch converts.
+    for (auto& r : op.regions) block(*r);
+    if (const Op* y = op.region(0).terminator())
+      for (size_t i = 0; i < op.results.size() && i < y->operands.size(); ++i)
+        set(op.results[i], y->operand(i)->type.layout, y->operand(i)->type.space);
+    for (auto& r : op.regions) yields_to(*r, op.results);
+  }
+
+  void yields_to(Block& b, const std::vector<Value*>& want) {
+    Op* y = b.terminator();
+    if (!y) return;
+    for (size_t i = 0; i < y->operands.size() && i < want.size(); ++i)
+      require(*y, i, want[i]->type.layout, want[i]->type.space);
+  }
+
+  void block(Block& b) {
+    for (size_t i = 0; i < b.ops.size(); ++i) {
+      Op* cur = b.ops[i].get();
+      if (cur->kind == OpKind::For || cur->kind == OpKind::If) {
+        control(*cur);
+      } else {
+        op(*cur);
+      }
+      // Converts inserted in front of `cur` moved it: step to it again.
+      while (b.ops[i].get() != cur) ++i;
+    }
+  }
+};
+
+// Kernels whose tiles have storage of their own are not assigned layouts: why, or "".
+std::string unassignable(Kernel& k) {
+  std::string why;
+  walk(*k.body, [&](Op& op) {
+    if (!why.empty()) return;
+    if (op.info().cls == OpClass::Struct) why = "Struct ops";
+    if (op.kind == OpKind::Raw) why = "raw ops";
+    if (op.kind == OpKind::ReduceWith || op.kind == OpKind::ScanWith) why = "combiner regions";
+    if (op.kind == OpKind::While)
+      for (const Value* r : op.results)
+        if (r->type.is_tile()) why = "tiles carried through while";
+    for (const Value* r : op.results)
+      if (r->type.is_tile() && !r->type.layout.empty()) why = "layouts written by hand";
+  });
+  return why;
+}
+
+}  // namespace
+
+void assign_layouts(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
+  if (!unassignable(k).empty()) {
+    stats["assign-layouts.skipped"] += 1;
+    return;
+  }
+  stats["assign-layouts.conversions"] += Assign(k, o).run();
+}
+
+}  // namespace tessera
