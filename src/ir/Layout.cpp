@@ -219,4 +219,85 @@ std::string layout_misfit(const Layout& l, const std::vector<int64_t>& shape) {
   return "";
 }
 
+namespace {
+
+using ThreadSet = std::vector<bool>;  // one flag per thread of the program
+
+// The threads that hold element `e` (one index per dim of `shape`) in `l`; false when `l` is not
+// a kind this can place.
+bool holders(const Layout& l, const std::vector<int64_t>& shape, const std::vector<int64_t>& e, int num_warps,
+             ThreadSet& out) {
+  const size_t threads = static_cast<size_t>(32 * num_warps);
+  if (l.kind == Layout::Kind::Replicated) {
+    out.assign(threads, true);
+    return true;
+  }
+  if (l.kind == Layout::Kind::Slice) {
+    // A reduced dim: every thread along it holds the result, so the element is held by the
+    // parent's holders of every position of one repetition along that dim.
+    if (!l.parent || l.parent->kind != Layout::Kind::Blocked) return false;
+    const Layout& p = *l.parent;
+    const size_t d = static_cast<size_t>(l.dim);
+    const int64_t cover = p.per_thread[d] * p.threads[d] * p.warps[d];
+    std::vector<int64_t> ps = shape, pe = e;
+    ps.insert(ps.begin() + l.dim, cover);
+    pe.insert(pe.begin() + l.dim, 0);
+    out.assign(threads, false);
+    ThreadSet one;
+    for (int64_t j = 0; j < cover; ++j) {
+      pe[d] = j;
+      if (!holders(p, ps, pe, num_warps, one)) return false;
+      for (size_t t = 0; t < threads; ++t) out[t] = out[t] || one[t];
+    }
+    return true;
+  }
+  if (l.kind != Layout::Kind::Blocked || product(l.warps) != num_warps) return false;
+  const size_t r = shape.size();
+  // Per dim, the positions of one repetition that hold e[d]: e[d] mod cover when the tile is a
+  // multiple of the cover, and every position congruent to e[d] when the tile is smaller.
+  std::vector<std::vector<int64_t>> pos(r);
+  for (size_t d = 0; d < r; ++d) {
+    const int64_t cover = l.per_thread[d] * l.threads[d] * l.warps[d];
+    if (shape[d] >= cover) {
+      pos[d].push_back(e[d] % cover);
+    } else {
+      for (int64_t c = e[d]; c < cover; c += shape[d]) pos[d].push_back(c);
+    }
+  }
+  out.assign(threads, false);
+  std::vector<size_t> at(r, 0);
+  for (;;) {
+    int64_t lane = 0, warp = 0, lane_stride = 1, warp_stride = 1;
+    for (int64_t d : l.order) {
+      const int64_t c = pos[d][at[d]];
+      lane += (c / l.per_thread[d]) % l.threads[d] * lane_stride;
+      warp += c / (l.per_thread[d] * l.threads[d]) * warp_stride;
+      lane_stride *= l.threads[d];
+      warp_stride *= l.warps[d];
+    }
+    out[static_cast<size_t>(warp * 32 + lane)] = true;
+    size_t d = 0;
+    while (d < r && ++at[d] == pos[d].size()) at[d++] = 0;
+    if (d == r) return true;
+  }
+}
+
+}  // namespace
+
+bool layouts_place_alike(const Layout& a, const Layout& b, const std::vector<int64_t>& shape, int num_warps) {
+  if (a == b) return true;
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  if (numel > 4096 || num_warps < 1 || !layout_misfit(a, shape).empty() || !layout_misfit(b, shape).empty())
+    return false;
+  std::vector<int64_t> e(shape.size(), 0);
+  ThreadSet ha, hb;
+  for (int64_t i = 0; i < numel; ++i) {
+    int64_t rest = i;
+    for (size_t d = shape.size(); d-- > 0;) e[d] = rest % shape[d], rest /= shape[d];
+    if (!holders(a, shape, e, num_warps, ha) || !holders(b, shape, e, num_warps, hb) || ha != hb) return false;
+  }
+  return true;
+}
+
 }  // namespace tessera

@@ -73,4 +73,11 @@ Layout::Kind layout_kind_from_name(const std::string& s);
 // that are not yet static (constexpr names before binding) are given as -1 and not checked.
 std::string layout_misfit(const Layout& l, const std::vector<int64_t>& shape);
 
+// Do `a` and `b` put every element of a tile of this static shape in the same threads of a
+// program of `num_warps` warps? Then a conversion between them moves nothing between threads
+// (at most a renaming of registers). Decided for replicated, blocked and slice-of-blocked
+// layouts of tiles up to 4096 elements; false for anything else (a tensor-core or shared
+// layout, or a larger tile), which is the safe answer.
+bool layouts_place_alike(const Layout& a, const Layout& b, const std::vector<int64_t>& shape, int num_warps);
+
 }  // namespace tessera

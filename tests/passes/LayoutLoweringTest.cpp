@@ -77,5 +77,23 @@ TEST(LayoutLowering, LibraryKernelsMeanTheSame) {
       }
 }
 
+// layouts_place_alike: which conversions move nothing between threads.
+TEST(LayoutLowering, LayoutsThatPlaceElementsInTheSameThreads) {
+  const Layout row4 = Layout::blocked({1, 4}, {1, 32}, {1, 4}, {1, 0});
+  const Layout row8 = Layout::blocked({1, 8}, {1, 32}, {1, 4}, {1, 0});
+  const Layout col = Layout::blocked({1, 1}, {1, 32}, {4, 1}, {1, 0});
+  EXPECT_TRUE(layouts_place_alike(row4, row4, {1, 1024}, 4));
+  // Element 4 of a row: thread 1 holds it in row4, thread 0 in row8.
+  EXPECT_FALSE(layouts_place_alike(row4, row8, {1, 1024}, 4));
+  // A row's reduced statistic (a [1] tile) is held by every thread either way.
+  EXPECT_TRUE(layouts_place_alike(Layout::slice(row4, 1), Layout::slice(col, 0), {1}, 4));
+  EXPECT_TRUE(layouts_place_alike(Layout::slice(row4, 1), Layout::replicated(), {1}, 4));
+  // ... but a [4] slice along dim 1 of a layout with warps along dim 0 is split over the warps.
+  EXPECT_FALSE(layouts_place_alike(Layout::slice(col, 1), Layout::replicated(), {4}, 4));
+  // Tensor-core layouts are not decided: the safe answer.
+  const Layout mma = Layout::mma(2, {2, 2}, {16, 8});
+  EXPECT_FALSE(layouts_place_alike(mma, Layout::blocked({1, 4}, {4, 8}, {2, 2}, {1, 0}), {32, 32}, 4));
+}
+
 }  // namespace
 }  // namespace tessera
