@@ -83,6 +83,11 @@ class Emitter {
     lines_.push_back(std::string(static_cast<size_t>(ind_) * 2, ' ') + s);
     line_op_.push_back(cur_);
   }
+  // Unindented lines of no op, inserted before line `at` (0-based) once the rest is written.
+  void insert_lines(size_t at, const std::vector<std::string>& ls) {
+    lines_.insert(lines_.begin() + static_cast<std::ptrdiff_t>(at), ls.begin(), ls.end());
+    line_op_.insert(line_op_.begin() + static_cast<std::ptrdiff_t>(at), ls.size(), nullptr);
+  }
   // Each op's line as `tessera compile --emit ir` prints it (same value names).
   std::unordered_map<const Op*, std::string> op_texts_;
   std::string text_of(const Op& op) const {
@@ -125,7 +130,7 @@ class Emitter {
     std::string n = bind_new(v, hint);
     if (v->type.is_tile()) {
       shape_of(op, v);
-      line("alignas(64) " + ctype(v->type.elem) + " " + n + "[" + std::to_string(numel(v)) + "];");
+      declare_array(op, v->type.elem, n, numel(v));
     } else if (v->type.is_scalar()) {
       line(ctype(v->type.elem) + " " + n + ";");
     } else {
@@ -373,6 +378,15 @@ class Emitter {
   std::string slot_offset(const Op& op, size_t first, int tile_rank);
   std::vector<const Op*> pipes_;  // top-level pipe ops, checked empty when the program ends
   bool has_struct_ = false;
+  bool has_faults_ = false;  // some op can fault (fault_unless): the fault code is emitted
+  bool in_grid_ = false;     // emitting grid_fn
+  // Tile arrays live on the stack while their bytes in one program instance stay within
+  // kStackTileBytes; the rest go to the heap (tsr::HeapTile), so a large tile never overflows
+  // a thread's stack.
+  static constexpr int64_t kStackTileBytes = int64_t{1} << 20;
+  int64_t stack_bytes_ = 0;
+  // `alignas(64) T name[n];` on the stack, or the same array on the heap past the budget.
+  void declare_array(const Op& op, ScalarKind elem, const std::string& n, int64_t count);
   void emit_gather_scatter(const Op& op);
   void emit_atomic(const Op& op);
   // Element `i` of an indexed access (gather, scatter, atomics) of view parameter `j`: the
@@ -640,7 +654,7 @@ void Emitter::emit_load_store(const Op& op, const LoadInto* into) {
   } else if (in_place) {
     r = bind_new(tile);
     rbuf = r + "_pad";
-    line("alignas(64) " + ctype(t) + " " + rbuf + "[" + std::to_string(numel(tile)) + "];");
+    declare_array(op, t, rbuf, numel(tile));
     line("const " + ctype(t) + "* " + r + " = " + rbuf + ";");
   } else if (load) {
     r = rbuf = declare(op, tile);
@@ -1104,7 +1118,7 @@ void Emitter::assign_carried(const Op& y, const std::vector<const Value*>& carri
       if (q != j && src[j] == carried[q]) {
         std::string tmp = fresh("t");
         if (v->type.is_tile()) {
-          line("alignas(64) " + ctype(v->type.elem) + " " + tmp + "[" + std::to_string(numel(v)) + "];");
+          declare_array(y, v->type.elem, tmp, numel(v));
           line("std::memcpy(" + tmp + ", " + src[j] + ", sizeof(" + tmp + "));");
         } else {
           line("const " + ctype(v->type.elem) + " " + tmp + " = " + src[j] + ";");
@@ -1238,7 +1252,21 @@ void Emitter::emit_raw(const Op& op) {
 // interpreter reports (pipe full / empty / not empty at the end, slot out of range) end the
 // program instance and come back as tessera_run's result (src/ir/Struct.h codes).
 
+void Emitter::declare_array(const Op& op, ScalarKind elem, const std::string& n, int64_t count) {
+  const std::string T = ctype(elem), N = std::to_string(count);
+  int64_t bytes = count * (is_narrow(elem) ? 4 : scalar_bytes(elem));  // the compute type's size
+  if (stack_bytes_ + bytes <= kStackTileBytes) {
+    stack_bytes_ += bytes;
+    line("alignas(64) " + T + " " + n + "[" + N + "];");
+    return;
+  }
+  line("tsr::HeapTile<" + T + ", " + N + "> " + n + "_heap;  // " + std::to_string(bytes) + " bytes: on the heap");
+  fault_unless(op, n + "_heap.p", StructFault::TileAlloc);
+  line(T + " (&" + n + ")[" + N + "] = *" + n + "_heap.p;");
+}
+
 void Emitter::fault_unless(const Op& op, const std::string& cond, StructFault f) {
+  has_faults_ = true;
   line("if (!(" + cond + ")) { tsr_fault(" + std::to_string(struct_fault_code(k_, op, f)) + "); return; }");
 }
 
@@ -1268,7 +1296,7 @@ void Emitter::emit_struct(const Op& op) {
       const Value* r = op.result();
       auto S = storage_shape(r);
       std::string n = bind_new(r, "buf");
-      line("alignas(64) " + ctype(r->type.elem) + " " + n + "[" + std::to_string(shape_numel(r->type.shape)) + "];");
+      declare_array(op, r->type.elem, n, shape_numel(r->type.shape));
       (void)S;
       return;
     }
@@ -1276,7 +1304,7 @@ void Emitter::emit_struct(const Op& op) {
       const Value* r = op.result();
       auto S = storage_shape(r);
       std::string n = bind_new(r, "pipe");
-      line("alignas(64) " + ctype(r->type.elem) + " " + n + "[" + std::to_string(shape_numel(r->type.shape)) + "];");
+      declare_array(op, r->type.elem, n, shape_numel(r->type.shape));
       line("int64_t " + n + "_head = 0, " + n + "_count = 0;  // " + std::to_string(S[0]) + " stages");
       pipes_.push_back(&op);
       return;
@@ -1364,16 +1392,13 @@ EmittedCpp Emitter::run() {
   line("// Generated by Tessera (" + std::string(kCodegenVersion) + ") from kernel @" + k.name + ".");
   line("#include \"tessera_cpu.h\"");
   walk(const_cast<Kernel&>(k), [&](Op& o) { has_struct_ |= o.info().cls == OpClass::Struct; });
-  if (has_struct_) line("#include <atomic>");
+  // Whether any op can fault is known once the program is emitted: the fault code's lines are
+  // inserted here then (Struct kernels always have them).
+  const size_t atomic_at = lines_.size();
   line("");
   line("namespace {");
   line("");
-  if (has_struct_) {
-    // The first Struct fault of a run (src/ir/Struct.h code); tessera_run returns it.
-    line("std::atomic<int> tsr_fault_code{0};");
-    line("void tsr_fault(int code) { int none = 0; tsr_fault_code.compare_exchange_strong(none, code); }");
-    line("");
-  }
+  const size_t fault_at = lines_.size();
   // Arguments: view pointers with dims and row-major strides, scalar values.
   auto count = [&](Op& o) {
     for (const Value* v : o.operands) users_[v].push_back(&o);
@@ -1449,6 +1474,7 @@ EmittedCpp Emitter::run() {
   // One program instance.
   line("void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np0, int32_t np1, int32_t np2) {");
   ++ind_;
+  stack_bytes_ = 0;
   line("(void)A; (void)pid0; (void)pid1; (void)pid2; (void)np0; (void)np1; (void)np2;");
   // Constexprs by name, for raw bodies.
   for (const auto& c : k.constexprs)
@@ -1478,9 +1504,17 @@ EmittedCpp Emitter::run() {
   line("for (int32_t z = 0; z < g2; ++z)");
   line("  for (int32_t y = 0; y < g1; ++y)");
   line("    for (int32_t x = 0; x < g0; ++x) program(A, x, y, z, g0, g1, g2);");
-  line(has_struct_ ? "return tsr_fault_code.exchange(0);" : "return 0;");
+  const bool faults = has_struct_ || has_faults_;
+  line(faults ? "return tsr_fault_code.exchange(0);" : "return 0;");
   --ind_;
   line("}");
+  if (faults) {
+    // The first fault of a run (src/ir/Struct.h code); tessera_run returns it.
+    insert_lines(fault_at, {"std::atomic<int> tsr_fault_code{0};",
+                            "void tsr_fault(int code) { int none = 0; tsr_fault_code.compare_exchange_strong(none, code); }",
+                            ""});
+    insert_lines(atomic_at, {"#include <atomic>"});
+  }
 
   EmittedCpp out;
   for (auto& l : lines_) {
