@@ -1497,13 +1497,20 @@ EmittedCpp Emitter::run() {
   line("const Args A = unpack(buf, dims, is, fs);");
   line("int32_t g[3] = {1, 1, 1};");
   line("grid_fn(A, g);");
-  line("const int32_t g0 = g[0], g1 = g[1], g2 = g[2];");
+  // The programs are counted in 64 bits (OpenMP counts a collapsed loop in its variables'
+  // type); a grid of more than 2^63 - 1 programs is an error, never a count that wraps.
+  line("const int64_t g0 = g[0], g1 = g[1], g2 = g[2];");
   line("if (g0 <= 0 || g1 <= 0 || g2 <= 0) return 0;");
+  if (gy->operands.size() == 3) {  // two i32 sizes multiply without overflow
+    line("int64_t programs_ = 0;");
+    line("if (__builtin_mul_overflow(g0 * g1, g2, &programs_)) return " +
+         std::to_string(struct_fault_code(k, *gy, StructFault::GridTooLarge)) + ";  // " + grid_too_large_message(k));
+  }
   line("if (nt <= 0) nt = omp_get_max_threads();");
   line("#pragma omp parallel for collapse(3) schedule(static) num_threads(nt)");
-  line("for (int32_t z = 0; z < g2; ++z)");
-  line("  for (int32_t y = 0; y < g1; ++y)");
-  line("    for (int32_t x = 0; x < g0; ++x) program(A, x, y, z, g0, g1, g2);");
+  line("for (int64_t z = 0; z < g2; ++z)");
+  line("  for (int64_t y = 0; y < g1; ++y)");
+  line("    for (int64_t x = 0; x < g0; ++x) program(A, int32_t(x), int32_t(y), int32_t(z), g[0], g[1], g[2]);");
   const bool faults = has_struct_ || has_faults_;
   line(faults ? "return tsr_fault_code.exchange(0);" : "return 0;");
   --ind_;

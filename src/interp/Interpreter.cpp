@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "interp/Exec.h"
+#include "ir/Struct.h"
 #include "support/Float.h"
 
 namespace tessera {
@@ -295,6 +296,9 @@ void Machine::run() {
                                      "' is not positive");
     nprog_[a] = n;
   }
+  int64_t programs = 0;
+  if (__builtin_mul_overflow(nprog_[0] * nprog_[1], nprog_[2], &programs))
+    throw TesseraError(k_.grid->terminator()->loc, grid_too_large_message(k_));
   for (int64_t z = 0; z < nprog_[2]; ++z)
     for (int64_t y = 0; y < nprog_[1]; ++y)
       for (int64_t x = 0; x < nprog_[0]; ++x) {
