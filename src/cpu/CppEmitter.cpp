@@ -380,6 +380,7 @@ class Emitter {
   bool has_struct_ = false;
   bool has_faults_ = false;  // some op can fault (fault_unless): the fault code is emitted
   bool in_grid_ = false;     // emitting grid_fn
+  bool grid_faults_ = false; // grid_fn can fault (a division by a value that may be 0)
   // Tile arrays live on the stack while their bytes in one program instance stay within
   // kStackTileBytes; the rest go to the heap (tsr::HeapTile), so a large tile never overflows
   // a thread's stack.
@@ -563,6 +564,11 @@ void Emitter::emit_binary(const Op& op) {
   ScalarKind t = op.operand(0)->type.elem;
   const std::string T = ctype(t);
   bool f = is_float(t), b1 = t == ScalarKind::I1;
+  // An integer division by zero in the grid is an error (docs/semantics.md, "Grid").
+  if (in_grid_ && !f && (op.kind == OpKind::Div || op.kind == OpKind::Rem)) {
+    std::optional<int64_t> d = const_int(op.operand(1));
+    if (!d || *d == 0) fault_unless(op, nm(op.operand(1)) + " != 0", StructFault::GridDivZero);
+  }
   auto wrap1 = [&](const std::string& e) { return b1 ? "uint8_t((" + e + ") & 1)" : e; };
   auto arith = [&](char c, const char* ifn) {
     elementwise(op, [&](const std::vector<std::string>& a) {
@@ -1151,6 +1157,8 @@ void Emitter::emit_for(const Op& op) {
     vals.push_back(op.result(j));
     name_[body.args[j + 1]] = c;
   }
+  // A step of 0 or below is an error (docs/semantics.md); a constant positive step needs no check.
+  if (!const_positive(op.operand(2))) fault_unless(op, nm(op.operand(2)) + " > 0", StructFault::ForStep);
   std::string iv = fresh("iv");
   line("for (int64_t " + iv + "_ = " + nm(op.operand(0)) + "; " + nm(op.operand(2)) + " > 0 && " + iv + "_ < " +
        nm(op.operand(1)) + "; " + iv + "_ += " + nm(op.operand(2)) + ") {");
@@ -1204,8 +1212,12 @@ void Emitter::emit_while(const Op& op) {
     name_[cond.args[j]] = c;
     name_[body.args[j]] = c;
   }
-  line("for (;;) {");
+  // A loop still running after kMaxWhileIterations iterations is an error, as on the
+  // interpreter (docs/semantics.md), never a hang.
+  std::string w = fresh("w");
+  line("for (int64_t " + w + " = 0;; ++" + w + ") {");
   ++ind_;
+  fault_unless(op, w + " < INT64_C(" + std::to_string(kMaxWhileIterations) + ")", StructFault::WhileLimit);
   emit_block(cond);
   const Op* cy = terminator(cond, op);
   if (cy->operands.size() != 1) fail(op, "the condition region yields one i1");
@@ -1459,7 +1471,10 @@ EmittedCpp Emitter::run() {
   line("void grid_fn(const Args& A, int32_t* g) {");
   ++ind_;
   if (!k.grid) throw TesseraError(k.loc, "cpu backend: kernel has no grid");
+  in_grid_ = true;
   emit_block(*k.grid);
+  in_grid_ = false;
+  grid_faults_ = has_faults_;
   const Op* gy = k.grid->terminator();
   if (!gy || gy->operands.empty() || gy->operands.size() > 3)
     throw TesseraError(k.loc, "cpu backend: the grid must yield 1 to 3 sizes");
@@ -1497,10 +1512,15 @@ EmittedCpp Emitter::run() {
   line("const Args A = unpack(buf, dims, is, fs);");
   line("int32_t g[3] = {1, 1, 1};");
   line("grid_fn(A, g);");
+  if (grid_faults_) line("if (const int f = tsr_fault_code.exchange(0)) return f;");
   // The programs are counted in 64 bits (OpenMP counts a collapsed loop in its variables'
   // type); a grid of more than 2^63 - 1 programs is an error, never a count that wraps.
   line("const int64_t g0 = g[0], g1 = g[1], g2 = g[2];");
-  line("if (g0 <= 0 || g1 <= 0 || g2 <= 0) return 0;");
+  for (size_t i = 0; i < gy->operands.size(); ++i)
+    line("if (g" + std::to_string(i) + " < 0) return " +
+         std::to_string(struct_fault_code(k, *gy, static_cast<StructFault>(static_cast<int>(StructFault::GridNegative) + static_cast<int>(i)))) +
+         ";  // " + grid_negative_message(k, static_cast<int>(i)));
+  line("if (g0 == 0 || g1 == 0 || g2 == 0) return 0;  // no programs");
   if (gy->operands.size() == 3) {  // two i32 sizes multiply without overflow
     line("int64_t programs_ = 0;");
     line("if (__builtin_mul_overflow(g0 * g1, g2, &programs_)) return " +

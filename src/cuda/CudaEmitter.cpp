@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "cuda/EmitterInternal.h"
+#include "ir/Struct.h"
 #include "support/Float.h"
 #include "text/Text.h"
 
@@ -666,6 +667,8 @@ void Emitter::emit_loop(const Op& op, const std::vector<const Value*>& vals, con
   const Block& body = op.region(0);
   std::vector<const Op*> ahead = begin_prefetch(op);
   std::string iv = fresh("iv");
+  // A step of 0 or below is an error (docs/semantics.md): the kernel traps, the launch fails.
+  if (!const_positive(op.operand(2))) line("if (!(" + nm(op.operand(2)) + " > 0)) __trap();  // 'for' step is not positive");
   // 64-bit induction: iv + step never overflows before the test.
   open("for (int64_t " + iv + "_ = " + nm(op.operand(0)) + "; " + nm(op.operand(2)) + " > 0 && " + iv + "_ < " +
        nm(op.operand(1)) + "; " + iv + "_ += " + nm(op.operand(2)) + ") {");
@@ -721,7 +724,10 @@ void Emitter::emit_while(const Op& op) {
     name_[cond.args[j]] = c;
     name_[body.args[j]] = c;
   }
-  open("for (;;) {");
+  // Past kMaxWhileIterations iterations the kernel traps (docs/semantics.md), never hangs.
+  std::string w = fresh("w");
+  open("for (long long " + w + " = 0;; ++" + w + ") {");
+  line("if (" + w + " >= " + std::to_string(kMaxWhileIterations) + "LL) __trap();  // " + while_limit_message(kMaxWhileIterations));
   emit_block(cond);
   const Op* cy = terminator(cond, op);
   if (cy->operands.size() != 1) fail(op, "the condition region yields one i1");

@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "cuda/CudaEmitter.h"
+#include "ir/Struct.h"
 #include "support/Float.h"
 
 namespace tessera {
@@ -49,7 +50,10 @@ std::array<int64_t, 3> cuda_grid_size(const Kernel& k, const std::vector<KernelA
       std::array<int64_t, 3> g{1, 1, 1};
       if (op.operands.empty() || op.operands.size() > 3)
         throw TesseraError(op.loc, "cuda backend: the grid must yield 1 to 3 sizes");
-      for (size_t i = 0; i < op.operands.size(); ++i) g[i] = get(op, i).as_i();
+      for (size_t i = 0; i < op.operands.size(); ++i) {
+        g[i] = get(op, i).as_i();
+        if (g[i] < 0) throw TesseraError(op.loc, grid_negative_message(k, static_cast<int>(i)));  // 0: no programs
+      }
       return g;
     }
     if (op.results.size() != 1) throw TesseraError(op.loc, "cuda backend: unsupported op in the grid");
@@ -102,7 +106,7 @@ std::array<int64_t, 3> cuda_grid_size(const Kernel& k, const std::vector<KernelA
         } else {
           int64_t x = a.as_i(), y = b.as_i(), z = 0;
           if ((op.kind == OpKind::Div || op.kind == OpKind::Rem) && y == 0)
-            throw TesseraError(op.loc, "cuda backend: division by zero in the grid");
+            throw TesseraError(op.loc, struct_fault_message(op, StructFault::GridDivZero));
           switch (op.kind) {
             case OpKind::Add: z = static_cast<int64_t>(static_cast<uint64_t>(x) + static_cast<uint64_t>(y)); break;
             case OpKind::Sub: z = static_cast<int64_t>(static_cast<uint64_t>(x) - static_cast<uint64_t>(y)); break;

@@ -176,7 +176,7 @@ RValue binary_int(const Op& op, const RValue& a, const RValue& b) {
     case OpKind::Rem:
       for (size_t j = 0; j < n; ++j) {
         if (y[j] == 0)
-          fail(op, std::string(op.name()) + " by zero at element " + index_str(a.shape, j));
+          fail(op, std::string(op.name()) + " by zero" + (a.shape.empty() ? "" : " at element " + index_str(a.shape, j)));
         bool div = op.kind == OpKind::Div;
         if (uns) {
           o[j] = W(div ? U(x[j]) / U(y[j]) : U(x[j]) % U(y[j]));

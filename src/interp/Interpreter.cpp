@@ -236,8 +236,7 @@ void Machine::exec_control(const Op& op) {
     case OpKind::For: {
       int64_t lb = scalar_int(*this, op, 0), ub = scalar_int(*this, op, 1),
               step = scalar_int(*this, op, 2);
-      if (step <= 0)
-        throw TesseraError(op.loc, "for step " + std::to_string(step) + " is not positive");
+      if (step <= 0) throw TesseraError(op.loc, struct_fault_message(op, StructFault::ForStep));
       std::vector<RValue> carried;
       for (size_t i = 3; i < op.operands.size(); ++i) carried.push_back(val(op, op.operand(i)));
       const Block& body = op.region(0);
@@ -265,8 +264,7 @@ void Machine::exec_control(const Op& op) {
       // A loop that never ends would hang `tessera run`: past the limit it is reported.
       for (int64_t iter = 0;; ++iter) {
         if (iter == opts_.max_while_iterations)
-          throw TesseraError(op.loc, "while loop did not end after " +
-                                         std::to_string(iter) + " iterations (the interpreter's limit)");
+          throw TesseraError(op.loc, while_limit_message(iter));
         auto cond = run_region(op.region(0), carried);
         if (cond.size() != 1 || cond[0].floats() || cond[0].numel() != 1)
           throw TesseraError(op.loc, "while condition region must yield one i1 scalar");
@@ -289,11 +287,8 @@ void Machine::run() {
   for (size_t a = 0; a < g.size(); ++a) {
     if (g[a].floats() || g[a].numel() != 1)
       throw TesseraError(k_.loc, "grid size " + std::to_string(a) + " is not an integer scalar");
-    int64_t n = g[a].i[0];
-    if (n <= 0)
-      throw TesseraError(k_.loc, "grid size " + std::to_string(n) + " on axis " +
-                                     std::to_string(a) + " of kernel '" + k_.name +
-                                     "' is not positive");
+    int64_t n = g[a].i[0];  // 0: no programs run
+    if (n < 0) throw TesseraError(k_.grid->terminator()->loc, grid_negative_message(k_, static_cast<int>(a)));
     nprog_[a] = n;
   }
   int64_t programs = 0;

@@ -10,13 +10,16 @@
 #include <vector>
 
 #include "ir/IR.h"
+#include "ir/Struct.h"
 #include "runtime/Tensor.h"
 
 namespace tessera {
 
 struct InterpOptions {
-  // A `while` that runs longer than this is reported as an error instead of hanging.
-  int64_t max_while_iterations = int64_t{1} << 26;
+  // A `while` that runs longer than this is reported as an error instead of hanging; the
+  // default is every backend's limit (kMaxWhileIterations, src/ir/Struct.h), smaller values are
+  // for tests.
+  int64_t max_while_iterations = kMaxWhileIterations;
 };
 
 void run_interp(const Kernel& bound_kernel, std::vector<KernelArg>& args,

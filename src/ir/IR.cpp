@@ -238,4 +238,16 @@ void replace_all_uses(Kernel& k, Value* from, Value* to) {
   });
 }
 
+std::optional<int64_t> const_int(const Value* v) {
+  if (!v || !v->def || v->def->kind != OpKind::Const || !v->type.is_scalar() || is_float(v->type.elem)) return std::nullopt;
+  const Attr* a = v->def->find_attr("value");
+  if (!a || !std::holds_alternative<int64_t>(*a)) return std::nullopt;
+  return std::get<int64_t>(*a);
+}
+
+bool const_positive(const Value* v) {
+  std::optional<int64_t> c = const_int(v);
+  return c && *c > 0;
+}
+
 }  // namespace tessera

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -131,5 +132,10 @@ void walk(Kernel& k, const std::function<void(Op&)>& fn);  // grid, then body
 
 // Replace every use of `from` by `to` in the kernel.
 void replace_all_uses(Kernel& k, Value* from, Value* to);
+
+// The value of an integer scalar that a `const` op defines, else nullopt; const_positive: such
+// a value > 0 (a `for` step that needs no run-time check).
+std::optional<int64_t> const_int(const Value* v);
+bool const_positive(const Value* v);
 
 }  // namespace tessera

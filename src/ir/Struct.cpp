@@ -45,7 +45,7 @@ std::string struct_fault_message(const Op& op, StructFault f) {
     case StructFault::ForStep:
       return "'for' step is not positive: a step of 0 or below is an error";
     case StructFault::WhileLimit: return while_limit_message(kMaxWhileIterations);
-    case StructFault::GridDivZero: return name + " by zero in the grid";
+    case StructFault::GridDivZero: return std::string(op.name()) + " by zero";
     case StructFault::TileAlloc: return "the cpu backend found no memory for a tile of " + name + " (kept on the heap)";
     default: break;  // the grid's faults name the kernel: struct_fault_error
   }

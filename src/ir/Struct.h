@@ -27,7 +27,7 @@ enum class StructFault : uint8_t {
   // The run-time rules of every kernel, Struct or not (reported at the op named):
   ForStep = 5,       // a `for` whose step is 0 or negative
   WhileLimit = 6,    // a `while` still running after kMaxWhileIterations iterations
-  GridDivZero = 7,   // an integer `div` / `rem` by zero in the grid block
+  GridDivZero = 7,   // an integer `div` / `rem` by zero in the grid block (the interpreter: anywhere)
   GridNegative = 8,  // a negative grid size, at the grid's yield: 8 + axis (8, 9, 10)
   GridTooLarge = 11, // more than kMaxPrograms programs in all, at the grid's yield
   TileAlloc = 12,    // the cpu backend found no memory for a tile it keeps on the heap

@@ -260,6 +260,9 @@ class Verifier {
       if (!usable(v)) continue;
       if (!is_i32_scalar(v->type))
         error(y->loc, "grid size " + std::to_string(i) + " must be i32, got " + v->type.str());
+      else if (std::optional<int64_t> c = const_int(v); c && *c < 0)
+        error(y->loc, "grid size " + std::to_string(i) + " is " + std::to_string(*c) +
+                          ": a size of 0 runs no programs, a negative size is an error");
     }
   }
 

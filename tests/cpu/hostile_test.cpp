@@ -117,5 +117,70 @@ TEST(CpuHostile, GridCountsInSixtyFourBits) {
   EXPECT_EQ(cpu, interp);
 }
 
+// A kernel over %y with the scalar %n (3 in args_for): GRID are the grid block's ops ending in
+// `yield`, BODY the body's.
+std::string rule_kernel(const std::string& grid, const std::string& body) {
+  return "kernel @r(%y: view<i32, [N]>, %n: i32) {\n  grid {\n" + grid + "  }\n" +
+         "  %c0 = const {value = 0} : i32\n  %c7 = const {value = 7} : i32\n" + body +
+         "  %t = splat %c7 : tile<i32, [1]>\n  store_tile %y, %t, %c0\n}\n";
+}
+
+// docs/semantics.md, "Grid" and "Control flow": each rule gives the same located error on the
+// interpreter and the cpu backend; a grid of 0 programs runs nothing and is not an error.
+TEST(CpuHostile, RunTimeRulesAreTheInterpretersOnCpu) {
+  const std::string zero = "    %z = sub %n, %n : i32\n";
+  struct Case {
+    std::string text, error;
+  } cases[] = {
+      {rule_kernel("    %k0 = const {value = 0} : i32\n    %g = sub %k0, %n : i32\n    yield %n, %g\n", ""),
+       "t.tile:5:5: error: grid size on axis 1 of kernel 'r' is negative (a size of 0 runs no programs; a negative "
+       "size is an error)"},
+      {rule_kernel(zero + "    %g = div %n, %z : i32\n    yield %g\n", ""), "t.tile:4:5: error: div by zero"},
+      {rule_kernel(zero + "    %g = rem %n, %z : i32\n    yield %g\n", ""), "t.tile:4:5: error: rem by zero"},
+      {rule_kernel("    yield %n\n", "  %z = sub %n, %n : i32\n  for %c0, %c7, %z {\n  ^(%i: i32):\n    yield\n  }\n"),
+       "t.tile:8:3: error: 'for' step is not positive: a step of 0 or below is an error"},
+      {rule_kernel("    yield %n\n", "  %z = sub %c0, %n : i32\n  for %c0, %c7, %z {\n  ^(%i: i32):\n    yield\n  }\n"),
+       "t.tile:8:3: error: 'for' step is not positive: a step of 0 or below is an error"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    auto [interp, cpu] = errors_of(c.text, {{"N", 1}});
+    EXPECT_EQ(interp, c.error);
+    EXPECT_EQ(cpu, interp);
+  }
+  // No programs: nothing runs, nothing fails, on either backend.
+  auto k = bound(rule_kernel(zero + "    yield %n, %z\n", ""));
+  for (int b = 0; b < 2; ++b) {
+    std::vector<Tensor> ts = make_random_tensors(*k, {{"N", 1}}, 3);
+    ts[0].set_int(0, 123);
+    auto args = args_for(*k, ts);
+    if (b == 0) run_interp(*k, args);
+    else compile_cpu(*k, test_options())->run(args);
+    EXPECT_EQ(ts[0].get_int(0), 123) << (b ? "cpu" : "interp");
+  }
+}
+
+// An endless `while` ends in the interpreter's located error after kMaxWhileIterations
+// iterations (2^26: about a tenth of a second here), instead of hanging.
+TEST(CpuHostile, EndlessWhileStopsAtTheLimit) {
+  std::string text = rule_kernel("    yield %n\n",
+                                 "  %c1 = const {value = 1} : i32\n"
+                                 "  %r = while %c0 : i32 {\n  ^(%a: i32):\n    %t = cmp %n, %c0 {pred = \"gt\"} : i1\n"
+                                 "    yield %t\n  } do {\n  ^(%b: i32):\n    %s = add %b, %c1 : i32\n    yield %s\n  }\n");
+  auto k = bound(text);
+  std::vector<Tensor> ts = make_random_tensors(*k, {{"N", 1}}, 3);
+  auto args = args_for(*k, ts);
+  try {
+    compile_cpu(*k, test_options())->run(args);
+    FAIL() << "an endless while loop ran to completion";
+  } catch (const TesseraError& e) {
+    EXPECT_EQ(std::string(e.what()), "t.tile:8:3: error: while loop did not end after 67108864 iterations (the limit on every backend)");
+  }
+  // The same loop with an end runs to it.
+  text = std::regex_replace(text, std::regex("cmp %n, %c0"), "cmp %a, %c7");
+  text = std::regex_replace(text, std::regex("pred = \"gt\""), "pred = \"lt\"");
+  EXPECT_GT(expect_same_as_interp(*bound(text), {{"N", 1}}, 4), 0);
+}
+
 }  // namespace
 }  // namespace tessera::cputest
