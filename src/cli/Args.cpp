@@ -357,6 +357,8 @@ std::vector<KernelPlan> plan_kernels(const KernelSource& src, const KernelOption
       const ConstexprDecl* c = k->find_constexpr(name);
       if (!c) continue;
       // The pass would say the same, but located in Tessera's own C++ for a library kernel.
+      if (std::string range = constexpr_range_error(name, v); !range.empty())
+        throw TesseraError(src.lib ? Loc{} : c->loc, range);
       if (!c->candidates.empty() &&
           std::find(c->candidates.begin(), c->candidates.end(), v) == c->candidates.end()) {
         std::string list;

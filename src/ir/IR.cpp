@@ -250,4 +250,10 @@ bool const_positive(const Value* v) {
   return c && *c > 0;
 }
 
+std::string constexpr_range_error(const std::string& name, int64_t value) {
+  if (value >= INT32_MIN && value <= INT32_MAX) return {};
+  return "constexpr " + name + " = " + std::to_string(value) +
+         " is outside the i32 range [-2147483648, 2147483647] that constexprs take";
+}
+
 }  // namespace tessera

@@ -133,6 +133,13 @@ void walk(Kernel& k, const std::function<void(Op&)>& fn);  // grid, then body
 // Replace every use of `from` by `to` in the kernel.
 void replace_all_uses(Kernel& k, Value* from, Value* to);
 
+// Limits every kernel is checked against (docs/semantics.md): a constexpr's value (and each
+// candidate) is an i32, since constexprs become i32 constants and tile dims; a tile, buffer or
+// pipe holds at most kMaxTileElements elements.
+inline constexpr int64_t kMaxTileElements = int64_t{1} << 24;
+// Empty when `value` is a valid constexpr value, else the message (naming the limit).
+std::string constexpr_range_error(const std::string& name, int64_t value);
+
 // The value of an integer scalar that a `const` op defines, else nullopt; const_positive: such
 // a value > 0 (a `for` step that needs no run-time check).
 std::optional<int64_t> const_int(const Value* v);

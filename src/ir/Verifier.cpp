@@ -180,6 +180,13 @@ class Verifier {
         error(loc, "constexpr " + c.name + " is declared twice");
         continue;
       }
+      std::string range = constexpr_range_error(c.name, c.value);
+      for (int64_t v : c.candidates)
+        if (range.empty()) range = constexpr_range_error(c.name + " candidate", v);
+      if (!range.empty()) {
+        error(loc, range);
+        continue;
+      }
       if (!c.candidates.empty() &&
           std::find(c.candidates.begin(), c.candidates.end(), c.value) == c.candidates.end())
         error(loc, "constexpr " + c.name + " = " + std::to_string(c.value) +
@@ -417,6 +424,18 @@ class Verifier {
       } else if (opts_.require_bound) {
         fail(what + " " + t.str() + " has unbound constexpr dim " + q(d.symbol));
         ok = false;
+      }
+    }
+    // The element count (constexpr dims at their current values), without overflowing.
+    int64_t n = 1;
+    for (const Dim& d : t.shape) {
+      const ConstexprDecl* c = d.is_static() ? nullptr : k_.find_constexpr(d.symbol);
+      int64_t v = d.is_static() ? d.value : c ? c->value : 1;
+      if (!ok || v <= 0) break;
+      if (__builtin_mul_overflow(n, v, &n) || n > kMaxTileElements) {
+        fail(what + " " + t.str() + " has more than " + std::to_string(kMaxTileElements) +
+             " elements (2^24), the limit for a tile, buffer or pipe");
+        return false;
       }
     }
     return ok && check_type_encoding(t, what);

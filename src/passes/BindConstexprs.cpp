@@ -53,6 +53,8 @@ void bind_constexprs_in_place(Kernel& k, const ConstexprConfig& config) {
       throw TesseraError(k.loc, "unknown constexpr '" + name + "' for kernel '" + k.name + "' (it has: " +
                                     (have.empty() ? "none" : have) + ")");
     }
+    if (std::string range = constexpr_range_error(name, value); !range.empty())
+      throw TesseraError(c->loc.known() ? c->loc : k.loc, range);
     if (!c->candidates.empty() && std::find(c->candidates.begin(), c->candidates.end(), value) == c->candidates.end())
       throw TesseraError(c->loc.known() ? c->loc : k.loc, "constexpr " + name + " = " + std::to_string(value) +
                                                                " is not one of its candidates " + list_str(c->candidates));

@@ -132,6 +132,10 @@ TEST(CliUserKernels, FileInputErrors) {
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.err, "error: --dtype applies to library kernels; the types of 'tests/cli/data/gelu.tile' "
                    "are written in the file\n");
+  r = tessera("run softmax --backend interp --config BLOCK_N=2147483648");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "error: constexpr BLOCK_N = 2147483648 is outside the i32 range [-2147483648, 2147483647] that "
+                   "constexprs take\n");
   r = tessera("run softmax --size M=2147483647,N=2147483647");
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.err, "error: the tensors of 'softmax' at M=2147483647,N=2147483647 need 3.44e+10 GiB; "
