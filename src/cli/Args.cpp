@@ -11,7 +11,9 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ir/Verifier.h"
 #include "text/Text.h"
@@ -42,15 +44,38 @@ std::string join(const std::vector<std::string>& v, const std::string& sep = ", 
 }  // namespace
 
 std::string read_source_file(const std::string& path) {
+  // Regular files only (a FIFO or a device such as /dev/zero never ends), and at most
+  // kMaxSourceBytes of them, read through one descriptor: O_NONBLOCK so that opening a FIFO
+  // does not wait for a writer before fstat says what it is.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw TesseraError("cannot open '" + path + "': " + std::strerror(errno));
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0)
-    throw TesseraError("cannot open '" + path + "': " + std::strerror(errno));
-  if (S_ISDIR(st.st_mode)) throw TesseraError("cannot open '" + path + "': is a directory");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw TesseraError("cannot open '" + path + "': " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  std::string text = ss.str();
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw TesseraError("cannot open '" + path + "': " + (S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file"));
+  }
+  const std::string too_large = "cannot read '" + path + "': larger than the limit of " +
+                                std::to_string(kMaxSourceBytes >> 20) + " MiB for a .tile file";
+  if (static_cast<uint64_t>(st.st_size) > kMaxSourceBytes) {
+    ::close(fd);
+    throw TesseraError(too_large);
+  }
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int e = errno;
+      ::close(fd);
+      throw TesseraError("cannot read '" + path + "': " + std::strerror(e));
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > kMaxSourceBytes) break;
+  }
+  ::close(fd);
+  if (text.size() > kMaxSourceBytes) throw TesseraError(too_large);  // it grew while read
 
   bool blank = true;
   int line = 1, col = 1;
@@ -242,7 +267,7 @@ std::string sizes_str(const Kernel& k, const Sizes& sizes) {
   return out.empty() ? "-" : out;
 }
 
-void check_tensor_budget(const Kernel& k, const Sizes& sizes) {
+void check_tensor_budget(const Kernel& k, const Sizes& sizes, int copies) {
   // Well above any test, well below what makes a host swap instead of failing cleanly.
   constexpr double kMaxBytes = 16.0 * (1ull << 30);
   double total = 0;
@@ -253,11 +278,13 @@ void check_tensor_budget(const Kernel& k, const Sizes& sizes) {
       auto it = d.is_static() ? sizes.end() : sizes.find(d.symbol);
       n *= d.is_static() ? static_cast<double>(d.value) : (it == sizes.end() ? 1.0 : double(it->second));
     }
-    total += n;
+    total += n * copies;
   }
   if (total > kMaxBytes)
     throw TesseraError("the tensors of '" + k.name + "' at " + sizes_str(k, sizes) + " need " +
-                       fmt_num(total / (1ull << 30)) + " GiB; the limit is 16 GiB");
+                       fmt_num(total / (1ull << 30)) + " GiB" +
+                       (copies > 1 ? " (" + std::to_string(copies) + " copies: the inputs are kept for the reference)" : "") +
+                       "; the limit is 16 GiB");
 }
 
 std::vector<KernelArg> make_args(const Kernel& k, std::vector<Tensor>& tensors, uint64_t seed,
@@ -320,8 +347,8 @@ std::string unknown_name_error(const KernelSource& src, const std::string& what,
 
 }  // namespace
 
-std::vector<KernelPlan> plan_kernels(const KernelSource& src, const KernelOptions& o,
-                                     bool with_sizes) {
+std::vector<KernelPlan> plan_kernels(const KernelSource& src, const KernelOptions& o, int copies) {
+  const bool with_sizes = copies > 0;
   // In first-use order, as the kernels declare them.
   std::vector<std::string> dims, constexprs, scalars;
   auto add = [](std::vector<std::string>& v, const std::string& n) {
@@ -386,7 +413,7 @@ std::vector<KernelPlan> plan_kernels(const KernelSource& src, const KernelOption
       for (const auto& [name, v] : size_items)
         if (std::find(kdims.begin(), kdims.end(), name) != kdims.end()) mine.push_back(name + "=" + v);
       p.sizes = resolve_sizes(*k, src.lib, mine);
-      check_tensor_budget(*k, p.sizes);
+      check_tensor_budget(*k, p.sizes, copies);
     }
     plans.push_back(std::move(p));
   }

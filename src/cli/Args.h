@@ -26,8 +26,12 @@ struct KernelSource {
   ScalarKind dtype = ScalarKind::F32;      // the library kernel's dtype
 };
 
+// The largest .tile file the CLI reads.
+inline constexpr size_t kMaxSourceBytes = size_t{16} << 20;
+
 // The whole file as text. Throws a located TesseraError for a missing, unreadable, empty or
-// binary file, so that the parser only ever sees text.
+// binary file, one that is not a regular file (a FIFO, a device) or one larger than
+// kMaxSourceBytes, so that the parser only ever sees text.
 std::string read_source_file(const std::string& path);
 
 // Parse and verify a file. Returns the module, or prints every error (stderr) and returns null.
@@ -58,8 +62,9 @@ std::vector<std::string> symbolic_dims(const Kernel& k);
 // "M=1000,N=999", in the kernel's dim order ("-" when it has none).
 std::string sizes_str(const Kernel& k, const Sizes& sizes);
 
-// Throws when a view tensor would be too large to allocate sensibly on this host.
-void check_tensor_budget(const Kernel& k, const Sizes& sizes);
+// Throws when the view tensors, `copies` times over (what the command holds at once), would be
+// too large to allocate sensibly on this host (more than 16 GiB).
+void check_tensor_budget(const Kernel& k, const Sizes& sizes, int copies);
 
 // Kernel arguments over `tensors` (one per view parameter, in order) and a value for every
 // scalar parameter: `--scalar NAME=VALUE`, else random from `seed` (nonzero, small), so that
@@ -77,8 +82,9 @@ struct KernelPlan {
   ConstexprConfig config;
   std::vector<std::string> scalars;  // NAME=VALUE items of this kernel's scalar parameters
 };
-std::vector<KernelPlan> plan_kernels(const KernelSource& src, const KernelOptions& o,
-                                     bool with_sizes);
+// `copies`: 0 when the command takes no sizes, else how many copies of the tensors it holds
+// (check_tensor_budget).
+std::vector<KernelPlan> plan_kernels(const KernelSource& src, const KernelOptions& o, int copies);
 
 // A library kernel's preferred constexpr values for `target` (LibraryKernel::target_configs:
 // "cuda:sm_90a", "cpu", ...; "" for none, and size_configs for the plan's sizes) under each

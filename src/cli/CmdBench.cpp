@@ -58,7 +58,7 @@ int cmd_bench(const BenchOptions& o) {
   auto src = resolve_kernel(o.k.what, o.k.dtype, o.k.kernel);
   if (!src) return 1;
 
-  std::vector<KernelPlan> plans = plan_kernels(*src, o.k, true);
+  std::vector<KernelPlan> plans = plan_kernels(*src, o.k, 1);
   apply_target_configs(*src, plans, backend_target(o.backend));
   for (const KernelPlan& plan : plans) {
     const Kernel* k = plan.kernel;

@@ -44,7 +44,7 @@ int cmd_compile(const CompileOptions& o) {
 
   auto src = resolve_kernel(o.k.what, o.k.dtype, o.k.kernel);
   if (!src) return 1;
-  std::vector<KernelPlan> plans = plan_kernels(*src, o.k, false);
+  std::vector<KernelPlan> plans = plan_kernels(*src, o.k, 0);
   if (o.split_k && !cuda_target) throw TesseraError("--split-k needs a cuda target (--target cuda:sm_90a)");
   CudaTarget target;
   if (cuda_target) {

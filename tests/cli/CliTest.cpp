@@ -2,6 +2,7 @@
 // the contracts in DESIGN.md and `tessera --help` state them.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -114,6 +115,37 @@ TEST_F(Cli, CheckBinaryFileNamesTheFirstControlByte) {
   Result r = tessera("check '" + path + "'");
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.err, path + ":2:3: error: not a text file (byte 0x7f)\n");
+}
+
+// A source that never ends (a device, a FIFO) is refused without reading it, and a file past
+// the size limit without parsing it.
+TEST_F(Cli, CheckRefusesNonRegularAndOversizedFiles) {
+  Result r = tessera("check /dev/zero");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "error: cannot open '/dev/zero': not a regular file\n");
+  std::string fifo = testing::TempDir() + "/tessera_cli_fifo.tile";
+  ::unlink(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  r = tessera("check '" + fifo + "'");  // would wait for a writer if it were opened blocking
+  ::unlink(fifo.c_str());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "error: cannot open '" + fifo + "': not a regular file\n");
+  // A sparse file of 17 MiB: refused by its size, before its bytes are read.
+  std::string big = write_temp("big.tile", "kernel @k");
+  ASSERT_EQ(::truncate(big.c_str(), 17 << 20), 0);
+  r = tessera("check '" + big + "'");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "error: cannot read '" + big + "': larger than the limit of 16 MiB for a .tile file\n");
+  ::unlink(big.c_str());
+}
+
+// --check keeps the inputs for the reference: two copies of the tensors count against the
+// budget (10 GiB of tensors are 20 GiB held). Refused before anything is allocated.
+TEST_F(Cli, RunCheckCountsTheReferencesCopy) {
+  Result r = tessera("run softmax --backend interp --check --size M=40960,N=32768");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "error: the tensors of 'softmax' at M=40960,N=32768 need 20 GiB (2 copies: the inputs are kept "
+                   "for the reference); the limit is 16 GiB\n");
 }
 
 // The sizes field of a PASS line, in the order the kernel's views first name the dims.
