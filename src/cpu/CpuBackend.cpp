@@ -151,8 +151,16 @@ std::shared_ptr<CpuKernel> compile_cpu(const Kernel& k, const CpuOptions& opts) 
   std::optional<DiskCache> disk;
   if (opts.disk_cache) {
     disk.emplace(cpu_cache_dir(opts), "tessera-cpu-cache", ".so");
+    std::shared_ptr<SharedObject> so;
     if (disk->lookup(key)) {
-      auto so = load_shared(disk->artifact_path(key));
+      // The entry may go (or change) between the check and dlopen: then it is rebuilt.
+      try {
+        so = load_shared(disk->artifact_path(key));
+      } catch (const TesseraError&) {
+        disk->remove(key);
+      }
+    }
+    if (so) {
       {
         std::lock_guard<std::mutex> lock(g_mu);
         g_memory[key] = so;
@@ -171,12 +179,8 @@ std::shared_ptr<CpuKernel> compile_cpu(const Kernel& k, const CpuOptions& opts) 
     std::string out = work + "/kernel.so";
     CompileResult r = run_compiler(cxx, flags, work + "/kernel.cpp", out, work);
     if (!r.ok) compile_failed(cxx, r.diagnostics, src);
-    std::string path = out;
-    if (disk) {
-      disk->store(key, read_file(out));
-      path = disk->artifact_path(key);
-    }
-    so = load_shared(path);
+    if (disk) disk->store(key, read_file(out));
+    so = load_shared(out);  // this build's own file: the entry may be replaced or removed meanwhile
   } catch (...) {
     remove_tree(work);
     throw;

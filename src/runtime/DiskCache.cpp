@@ -2,6 +2,7 @@
 #include "runtime/DiskCache.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -68,14 +69,38 @@ std::string default_cache_dir(const std::string& override_dir) {
 
 namespace {
 
-bool read_all(const std::string& path, std::string& out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  out = ss.str();
-  return true;
+// The bytes of a regular file of at most `max_bytes`, opened without following a symlink and
+// without blocking (a FIFO or a device planted in the cache is never read); false otherwise.
+bool read_regular(const std::string& path, uint64_t max_bytes, std::string& out) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return false;
+  struct stat st {};
+  bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) <= max_bytes;
+  out.clear();
+  char buf[65536];
+  while (ok) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ok = n == 0;
+      break;
+    }
+    out.append(buf, static_cast<size_t>(n));
+    ok = out.size() <= max_bytes;
+  }
+  ::close(fd);
+  return ok;
 }
+
+// The sidecar's checksum binds the artifact to its key: another key's entry copied under this
+// key's names does not verify.
+std::string entry_hash(const std::string& key, std::string_view bytes) {
+  std::string in = key + "\n";
+  in += bytes;
+  return content_hash(in);
+}
+
+constexpr uint64_t kMaxMetaBytes = 4096;
 
 // Write, fsync and rename into place; the temporary is removed on failure.
 void write_atomic(const std::string& final_path, const std::string& tmp_path, std::string_view data) {
@@ -106,24 +131,32 @@ DiskCache::DiskCache(std::string dir, std::string magic, std::string ext)
 
 std::optional<std::string> DiskCache::lookup(const std::string& key) const {
   std::string meta, bytes;
-  if (!read_all(meta_path(key), meta)) return std::nullopt;
-  bool have = read_all(artifact_path(key), bytes);
-  std::istringstream in(meta);
-  std::string magic, hash;
+  struct stat st {};
+  if (::lstat(meta_path(key).c_str(), &st) != 0) return std::nullopt;  // no entry
+  std::string magic, hash, stored_key;
   int version = 0;
   uint64_t size = 0;
-  in >> magic >> version >> size >> hash;
-  if (have && magic == magic_ && version == 1 && bytes.size() == size && content_hash(bytes) == hash) return bytes;
+  if (read_regular(meta_path(key), kMaxMetaBytes, meta)) {
+    std::istringstream in(meta);
+    in >> magic >> version >> size >> hash >> stored_key;
+  }
+  if (magic == magic_ && version == 2 && stored_key == key && read_regular(artifact_path(key), size, bytes) &&
+      bytes.size() == size && entry_hash(key, bytes) == hash)
+    return bytes;
+  remove(key);  // broken, foreign or not a regular file: rebuilt by the caller
+  return std::nullopt;
+}
+
+void DiskCache::remove(const std::string& key) const {
   ::unlink(meta_path(key).c_str());
   ::unlink(artifact_path(key).c_str());
-  return std::nullopt;
 }
 
 void DiskCache::store(const std::string& key, std::string_view bytes) const {
   std::string tmp = dir_ + "/.tmp-" + key + "-" + unique_suffix();
   write_atomic(artifact_path(key), tmp + ext_, bytes);
   std::ostringstream m;
-  m << magic_ << " 1 " << bytes.size() << " " << content_hash(bytes) << "\n";
+  m << magic_ << " 2 " << bytes.size() << " " << entry_hash(key, bytes) << " " << key << "\n";
   try {
     write_atomic(meta_path(key), tmp + ".meta", m.str());
   } catch (...) {

@@ -1,10 +1,13 @@
 // A content-addressed on-disk cache of compiled artifacts, shared by the backends.
 //
 // Used by the cpu backend (shared objects) and the cuda backend (cubins): an entry is <key><ext> plus
-// <key>.meta holding "<magic> 1 <size> <hash>"; both are written under temporary names, fsynced
-// and renamed, the artifact first, so a reader that finds a .meta can trust its artifact was
-// complete when the .meta was written; an artifact whose size or hash disagrees (truncated,
-// overwritten) is removed and reported as a miss so that it is rebuilt.
+// <key>.meta holding "<magic> 2 <size> <hash> <key>", the hash taken over the key and the
+// artifact, so an entry proves which key it is for; both are written under temporary names,
+// fsynced and renamed, the artifact first, so a reader that finds a .meta can trust its artifact
+// was complete when the .meta was written. Only regular files are read (no symlink is followed,
+// a FIFO or device is never opened blocking, nothing beyond the size the .meta names). An
+// entry that does not verify (truncated, overwritten, another key's, not a regular file) is
+// removed and reported as a miss so that it is rebuilt.
 #pragma once
 
 #include <optional>
@@ -32,6 +35,9 @@ class DiskCache {
 
   // The verified bytes of an entry, or nullopt (a broken entry is removed).
   std::optional<std::string> lookup(const std::string& key) const;
+  // Remove an entry (one that verified but could not be used, e.g. a shared object that no
+  // longer loads), so that it is rebuilt.
+  void remove(const std::string& key) const;
   // Store atomically; a concurrent writer of the same key wins or loses as a whole.
   void store(const std::string& key, std::string_view bytes) const;
 

@@ -5,6 +5,7 @@
 
 #include "CpuTestUtil.h"
 #include "kernels/Library.h"
+#include "runtime/DiskCache.h"
 
 namespace tessera::cputest {
 namespace {
@@ -84,6 +85,28 @@ TEST(CpuCache, MemoryThenDiskThenCorruptRebuilt) {
   // No temporary files are left behind.
   for (auto& e : fs::directory_iterator(dir)) EXPECT_EQ(e.path().filename().string().rfind(".tmp", 0), std::string::npos) << e.path();
   clear_cpu_memory_cache();
+}
+
+// An entry that verifies but does not load (here: its object replaced, sidecar and all, by a
+// verified non-ELF file, as when the entry goes between the check and dlopen) is rebuilt.
+TEST(CpuCache, EntryThatNoLongerLoadsIsRebuilt) {
+  std::string dir = test_cache_dir() + "/cache-unloadable";
+  CpuOptions o;
+  o.cache_dir = dir;
+  auto k = bound(kScale);
+  compile_cpu(*k, o);
+  auto metas = files_with_ext(dir, ".meta");
+  ASSERT_EQ(metas.size(), 1u);
+  std::string key = metas[0].stem().string();
+  DiskCache(dir, "tessera-cpu-cache", ".so").store(key, "not an ELF object, but its sidecar is right");
+  clear_cpu_memory_cache();
+  auto again = compile_cpu(*k, o);
+  EXPECT_FALSE(again->from_disk_cache);
+  EXPECT_GT(again->compile_seconds, 0);
+  check_scale(*again, *k);
+  clear_cpu_memory_cache();
+  EXPECT_TRUE(compile_cpu(*k, o)->from_disk_cache);  // the rebuilt entry is used
+  clear_cpu_memory_cache();  // later tests expect kScale not to be loaded
 }
 
 TEST(CpuCache, BrokenCompilerIsAClearError) {

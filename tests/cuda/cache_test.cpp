@@ -1,6 +1,7 @@
 // The cubin disk cache: atomic entries with a checksum, corruption detected and rebuilt, and
 // compile_cuda's memory and disk caches (no GPU needed: modules load at the first launch).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -65,6 +66,45 @@ TEST(DiskCache, TruncatedOrAlteredEntryIsDroppedAndRebuilt) {
     f.seekp(1234);
     f.put(static_cast<char>(bytes[1234] ^ 0x40));
   }
+  EXPECT_FALSE(c.lookup("k").has_value());
+  c.store("k", bytes);
+  EXPECT_EQ(c.lookup("k").value_or(""), bytes);
+}
+
+// Another key's valid entry copied under this key's names is a miss (and removed), since the
+// sidecar names its key and hashes it with the bytes.
+TEST(DiskCache, AnotherKeysEntryIsAMiss) {
+  TempDir d;
+  DiskCache c(d.path, "tessera-test-cache", ".bin");
+  std::string bytes = random_bytes(3000, 4);
+  c.store("other", bytes);
+  fs::copy_file(c.artifact_path("other"), c.artifact_path("mine"));
+  fs::copy_file(c.meta_path("other"), c.meta_path("mine"));
+  EXPECT_FALSE(c.lookup("mine").has_value());
+  EXPECT_FALSE(fs::exists(c.meta_path("mine")));
+  EXPECT_FALSE(fs::exists(c.artifact_path("mine")));
+  EXPECT_EQ(c.lookup("other").value_or(""), bytes);  // the original is untouched
+}
+
+// Files that never end or are not the cache's own are never read: a symlink to /dev/zero and
+// a FIFO (opening it blocking would wait for a writer) are misses, removed.
+TEST(DiskCache, SymlinksAndFifosAreMissesNotReads) {
+  TempDir d;
+  DiskCache c(d.path, "tessera-test-cache", ".bin");
+  std::string bytes = random_bytes(2000, 5);
+  c.store("k", bytes);
+  fs::remove(c.artifact_path("k"));
+  fs::create_symlink("/dev/zero", c.artifact_path("k"));
+  EXPECT_FALSE(c.lookup("k").has_value());
+  EXPECT_FALSE(fs::is_symlink(fs::symlink_status(c.artifact_path("k"))));
+  c.store("k", bytes);
+  fs::remove(c.meta_path("k"));
+  ASSERT_EQ(::mkfifo(c.meta_path("k").c_str(), 0600), 0);
+  EXPECT_FALSE(c.lookup("k").has_value());
+  EXPECT_FALSE(fs::exists(fs::symlink_status(c.meta_path("k"))));
+  c.store("k", bytes);
+  fs::remove(c.meta_path("k"));
+  fs::create_symlink("/dev/zero", c.meta_path("k"));
   EXPECT_FALSE(c.lookup("k").has_value());
   c.store("k", bytes);
   EXPECT_EQ(c.lookup("k").value_or(""), bytes);
