@@ -16,8 +16,9 @@
 //    that a kernel that does nothing, or computes only zeros, fails;
 //  - is unchanged by every pass of the pipeline (check_passes, `--check-passes`) at its sizes.
 // Below them, the kernels are checked against plain double references of what their headers
-// say (attention in its four forms, decode split + merge composed, cross-entropy, int4
-// dequantization, argmax, MoE counts, softmax, norms, RoPE, the matmul epilogues, transpose).
+// say (attention in its five forms, decode split + merge composed, cross-entropy with and
+// without the linear layer, int4 dequantization, argmax, MoE counts, softmax, norms, RoPE, the
+// matmul epilogues, transpose).
 #include <filesystem>
 #include <random>
 #include <set>
@@ -352,6 +353,39 @@ TEST(CorpusReference, CrossEntropy) {
   }
   EXPECT_GT(ignored, 0);  // the ignore index is exercised
   expect_close(ts[2], want, 1e-5, 1e-5, "loss");
+}
+
+TEST(CorpusReference, AttentionThreeLoops) {
+  const int64_t H = 2, S = 100, T = 150, DH = 64;
+  std::vector<Tensor> ts{random_tensor(ScalarKind::F32, {H, S, DH}, -1, 1, 58),
+                         random_tensor(ScalarKind::F32, {H, T, DH}, -1, 1, 59),
+                         random_tensor(ScalarKind::F32, {H, T, DH}, -1, 1, 60),
+                         random_tensor(ScalarKind::F32, {H, S, DH}, -1, 1, 61)};
+  run_kernel("attention_three_loops.tile", "attention_three_loops", ts);
+  expect_close(ts[3], attention_ref(ts[0], ts[1], ts[2], H, S, T, DH, false), 1e-5, 1e-4, "o");
+}
+
+TEST(CorpusReference, LinearCrossEntropy) {
+  const int64_t M = 37, HID = 100, V = 300;
+  std::vector<Tensor> ts{random_tensor(ScalarKind::F32, {M, HID}, -1, 1, 62), random_tensor(ScalarKind::F32, {V, HID}, -1, 1, 63),
+                         random_tensor(ScalarKind::I32, {M}, 0, V - 1, 64), random_tensor(ScalarKind::F32, {M}, -1, 1, 65)};
+  ts[2].set_int(5, -1);  // ignore indices
+  ts[2].set_int(20, V);
+  run_kernel("linear_cross_entropy.tile", "linear_cross_entropy", ts);
+  std::vector<double> want(M);
+  for (int64_t r = 0; r < M; ++r) {
+    int64_t t = ts[2].get_int(r);
+    if (t < 0 || t >= V) continue;
+    std::vector<double> logit(V);
+    double mx = -INFINITY, sum = 0;
+    for (int64_t c = 0; c < V; ++c) {
+      for (int64_t h = 0; h < HID; ++h) logit[c] += ts[0].get(r * HID + h) * ts[1].get(c * HID + h);
+      mx = std::max(mx, logit[c]);
+    }
+    for (int64_t c = 0; c < V; ++c) sum += std::exp(logit[c] - mx);
+    want[r] = mx + std::log(sum) - logit[t];
+  }
+  expect_close(ts[3], want, 1e-5, 1e-5, "loss");
 }
 
 TEST(CorpusReference, Int4DequantMatmul) {
