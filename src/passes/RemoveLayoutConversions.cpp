@@ -4,6 +4,7 @@
 // onto fewer or smaller tiles, or out of a loop, so the cost (bytes converted, times the trip
 // count of the loops around) never grows:
 // - identity: a conversion to the layout the value has goes;
+// - loop-invariant conversions (of a value from outside the loop) move in front of the loop;
 // - chains: a conversion of a conversion converts the original value;
 // - rematerialization: a converted splat or arange is made in the wanted layout instead, and
 //   a converted broadcast or expand_dims converts its (smaller) operand;
@@ -100,6 +101,13 @@ class Remove {
       if (u.op != keep) u.op->operands[u.index] = to;
   }
 
+  // Is `v` defined in `b` or in a region nested in it?
+  static bool defined_in(const Value* v, const Block& b) {
+    for (const Block* at = v->def ? v->def->parent : v->block; at; at = at->parent ? at->parent->parent : nullptr)
+      if (at == &b) return true;
+    return false;
+  }
+
   static bool same_place(const Type& a, const Type& b) { return a.layout == b.layout && a.space == b.space; }
 
   static bool rematerializable(const Value* v) {
@@ -114,6 +122,20 @@ class Remove {
     if (same_place(x->type, y->type)) {
       replace_all_uses(k_, y, x);
       erase(c);
+      return true;
+    }
+    // loop-invariant: a conversion of a value from outside the loop it sits in runs once,
+    // in front of the loop
+    if (Op* loop = c.parent->parent; loop && loop->kind == OpKind::For && !defined_in(x, *c.parent)) {
+      std::unique_ptr<Op> owned;
+      auto& ops = c.parent->ops;
+      auto at = std::find_if(ops.begin(), ops.end(), [&](const auto& o) { return o.get() == &c; });
+      owned = std::move(*at);
+      ops.erase(at);
+      Block& outer = *loop->parent;
+      auto lp = std::find_if(outer.ops.begin(), outer.ops.end(), [&](const auto& o) { return o.get() == loop; });
+      owned->parent = &outer;
+      outer.ops.insert(lp, std::move(owned));
       return true;
     }
     // chains
