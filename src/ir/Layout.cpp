@@ -2,7 +2,7 @@
 #include "ir/Layout.h"
 
 #include <algorithm>
-#include <numeric>
+#include <cstdint>
 
 namespace tessera {
 
@@ -74,8 +74,12 @@ std::string list(const std::vector<int64_t>& v) {
   return out + "]";
 }
 
+// Saturates at INT64_MAX instead of wrapping (the counts are checked after).
 int64_t product(const std::vector<int64_t>& v) {
-  return std::accumulate(v.begin(), v.end(), int64_t{1}, [](int64_t a, int64_t b) { return a * b; });
+  int64_t p = 1;
+  for (int64_t x : v)
+    if (__builtin_mul_overflow(p, x, &p)) return INT64_MAX;
+  return p;
 }
 
 bool all_positive(const std::vector<int64_t>& v) {
@@ -100,7 +104,8 @@ std::pair<int64_t, int64_t> mma_cover(const Layout& l) {
 std::string mma_rules(const Layout& l) {
   if (l.version != 2 && l.version != 3)
     return "mma layout version must be 2 (mma.sync) or 3 (wgmma), got " + std::to_string(l.version);
-  if (l.warps.size() != 2 || !all_positive(l.warps)) return "mma layout warps must be two positive counts, got " + list(l.warps);
+  if (l.warps.size() != 2 || !all_positive(l.warps) || l.warps[0] > 32 || l.warps[1] > 32 || l.warps[0] * l.warps[1] > 32)
+    return "mma layout warps must be two positive counts of at most 32 warps in all, got " + list(l.warps);
   if (l.instr.size() != 2) return "mma layout instr must be [m, n], got " + list(l.instr);
   if (l.version == 2 && l.instr != std::vector<int64_t>{16, 8})
     return "mma layout version 2 (mma.sync) has instr [16, 8], got " + list(l.instr);
@@ -158,6 +163,13 @@ std::string layout_misfit(const Layout& l, const std::vector<int64_t>& shape) {
                  std::to_string(rank);
       if (!all_positive(l.per_thread) || !all_positive(l.threads) || !all_positive(l.warps))
         return "blocked layout counts must be positive";
+      // Bounded before anything is multiplied: a warp has 32 threads, a program at most 32 warps,
+      // and a thread at most kMaxLayoutPerThread elements per dim.
+      for (size_t d = 0; d < rank; ++d)
+        if (l.threads[d] > 32 || l.warps[d] > 32 || l.per_thread[d] > kMaxLayoutPerThread)
+          return "blocked layout entries are at most 32 threads, 32 warps and " + std::to_string(kMaxLayoutPerThread) +
+                 " elements per thread along a dim";
+      if (product(l.warps) > 32) return "blocked layout warps " + list(l.warps) + " exceed the 32 warps of a program";
       if (product(l.threads) != 32)
         return "blocked layout threads " + list(l.threads) + " must multiply to a warp's 32, not " +
                std::to_string(product(l.threads));
@@ -186,7 +198,9 @@ std::string layout_misfit(const Layout& l, const std::vector<int64_t>& shape) {
         return "dot_operand k_width must be a power of two from 1 to 16, got " + std::to_string(l.k_width);
       if (rank != 2) return "a dot_operand layout is for 2-D tiles, not rank " + std::to_string(rank);
       if (l.parent->kind == Layout::Kind::Blocked) {
-        if (l.parent->per_thread.size() != 2) return "a dot_operand layout's blocked parent must be 2-D";
+        // The parent is the result's layout: A shares its rows, B its columns.
+        std::vector<int64_t> result = l.operand == 0 ? std::vector<int64_t>{shape[0], -1} : std::vector<int64_t>{-1, shape[1]};
+        if (auto m = layout_misfit(*l.parent, result); !m.empty()) return "dot_operand's parent: " + m;
       } else if (auto m = mma_rules(*l.parent); !m.empty()) {
         return m;
       } else {
@@ -288,8 +302,16 @@ bool layouts_place_alike(const Layout& a, const Layout& b, const std::vector<int
   if (a == b) return true;
   int64_t numel = 1;
   for (int64_t d : shape) numel *= d;
-  if (numel > 4096 || num_warps < 1 || !layout_misfit(a, shape).empty() || !layout_misfit(b, shape).empty())
+  if (numel > 4096 || num_warps < 1 || num_warps > 32 || !layout_misfit(a, shape).empty() ||
+      !layout_misfit(b, shape).empty())
     return false;
+  // Enumerating one repetition of each layout must stay small.
+  for (const Layout* l : {&a, &b}) {
+    const Layout* blocked = l->kind == Layout::Kind::Slice ? l->parent.get() : l;
+    if (blocked && blocked->kind == Layout::Kind::Blocked)
+      for (size_t d = 0; d < blocked->per_thread.size(); ++d)
+        if (blocked->per_thread[d] * blocked->threads[d] * blocked->warps[d] > 4096) return false;
+  }
   std::vector<int64_t> e(shape.size(), 0);
   ThreadSet ha, hb;
   for (int64_t i = 0; i < numel; ++i) {

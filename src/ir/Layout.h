@@ -32,6 +32,10 @@
 
 namespace tessera {
 
+// The most elements a blocked layout gives one thread along one dim (the verifier's bound, so
+// that no product of a layout's counts overflows).
+inline constexpr int64_t kMaxLayoutPerThread = int64_t{1} << 16;
+
 struct Layout {
   enum class Kind : uint8_t { None, Replicated, Blocked, Mma, DotOperand, Slice, Shared };
 

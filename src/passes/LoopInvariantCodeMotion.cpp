@@ -5,9 +5,10 @@
 // Which ops may move: moving an op ahead of its loop makes it run even when the loop runs zero
 // times, so only ops that cannot fail or write anything move (a failing op moved out of a loop
 // that never runs would fail where the program did not):
-// - pure ops without regions: constants, indices, creation, elementwise, casts, shape ops,
-//   dots, reductions and scans without a combiner region; but not an integer division or
-//   remainder (it fails on a zero divisor) unless the divisor is a nonzero constant;
+// - pure ops without regions: constants, indices, creation, elementwise, casts, shape ops
+//   but extract_tile and insert_tile (a sub-tile index out of range fails), dots, reductions
+//   and scans without a combiner region; but not an integer division or remainder (it fails
+//   on a zero divisor) unless the divisor is a nonzero constant;
 // - `load_tile` of a view that nothing in the kernel writes (no store, scatter, atomic or raw
 //   op names it): out-of-bounds elements read the pad, so a load never fails, and no write
 //   can change what it reads between iterations. `gather` may fail (an index out of bounds)
@@ -73,6 +74,8 @@ class Licm {
     if (op.kind == OpKind::Splat || op.kind == OpKind::Broadcast || op.kind == OpKind::ExpandDims ||
         op.kind == OpKind::Arange)
       return false;
+    // A sub-tile index out of range is an error (docs/semantics.md).
+    if (op.kind == OpKind::ExtractTile || op.kind == OpKind::InsertTile) return false;
     switch (op.info().cls) {
       case OpClass::Memory:
         return op.kind == OpKind::LoadTile && !written_.count(op.operand(0));

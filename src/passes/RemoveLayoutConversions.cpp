@@ -210,6 +210,9 @@ class Remove {
     }
     if (ys.size() != 1) return false;
     Op& user = *ys[0].op;
+    // (the rules below move the conversion to the user: only within one block, never into a
+    // loop)
+    if (user.parent != c.parent) return carried(c);
     // reductions
     if (user.kind == OpKind::Reduce && x->type.layout.is_distributed()) {
       user.operands[0] = x;

@@ -256,8 +256,9 @@ class Parser {
   }
 
   // A layout encoding (ir/Layout.h): a kind, then its fields in the printed order.
-  Layout layout() {
+  Layout layout(int depth = 0) {
     Token w = take();
+    if (depth > 8) fail(w, "layouts nested deeper than 8 parents");
     if (w.kind == Tok::String)
       fail(w, "a layout is an encoding (replicated, blocked<...>, mma<...>, dot_operand<...>, slice<...> or "
               "shared<...>), not a string");
@@ -292,7 +293,7 @@ class Parser {
     };
     auto parent = [&](std::string_view name) {
       field(name);
-      return layout();
+      return layout(depth + 1);
     };
     Layout l;
     switch (kind) {
