@@ -8,7 +8,7 @@ namespace tessera {
 
 Layout Layout::blocked(std::vector<int64_t> per_thread, std::vector<int64_t> threads, std::vector<int64_t> warps,
                        std::vector<int64_t> order) {
-  Layout l{Kind::Blocked};
+  Layout l = of(Kind::Blocked);
   l.per_thread = std::move(per_thread);
   l.threads = std::move(threads);
   l.warps = std::move(warps);
@@ -17,7 +17,7 @@ Layout Layout::blocked(std::vector<int64_t> per_thread, std::vector<int64_t> thr
 }
 
 Layout Layout::mma(int64_t version, std::vector<int64_t> warps, std::vector<int64_t> instr) {
-  Layout l{Kind::Mma};
+  Layout l = of(Kind::Mma);
   l.version = version;
   l.warps = std::move(warps);
   l.instr = std::move(instr);
@@ -25,7 +25,7 @@ Layout Layout::mma(int64_t version, std::vector<int64_t> warps, std::vector<int6
 }
 
 Layout Layout::dot_operand(const Layout& parent, int64_t operand, int64_t k_width) {
-  Layout l{Kind::DotOperand};
+  Layout l = of(Kind::DotOperand);
   l.parent = std::make_shared<const Layout>(parent);
   l.operand = operand;
   l.k_width = k_width;
@@ -33,14 +33,14 @@ Layout Layout::dot_operand(const Layout& parent, int64_t operand, int64_t k_widt
 }
 
 Layout Layout::slice(const Layout& parent, int64_t dim) {
-  Layout l{Kind::Slice};
+  Layout l = of(Kind::Slice);
   l.parent = std::make_shared<const Layout>(parent);
   l.dim = dim;
   return l;
 }
 
 Layout Layout::shared(int64_t swizzle, int64_t pad) {
-  Layout l{Kind::Shared};
+  Layout l = of(Kind::Shared);
   l.swizzle = swizzle;
   l.pad = pad;
   return l;

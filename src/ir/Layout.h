@@ -51,13 +51,19 @@ struct Layout {
   int64_t dim = 0;                   // Slice
   int64_t swizzle = 0, pad = 0;      // Shared
 
-  static Layout replicated() { return Layout{Kind::Replicated}; }
+  static Layout replicated() { return of(Kind::Replicated); }
   static Layout blocked(std::vector<int64_t> per_thread, std::vector<int64_t> threads, std::vector<int64_t> warps,
                         std::vector<int64_t> order);
   static Layout mma(int64_t version, std::vector<int64_t> warps, std::vector<int64_t> instr);
   static Layout dot_operand(const Layout& parent, int64_t operand, int64_t k_width);
   static Layout slice(const Layout& parent, int64_t dim);
   static Layout shared(int64_t swizzle, int64_t pad);
+
+  static Layout of(Kind k) {
+    Layout l;
+    l.kind = k;
+    return l;
+  }
 
   bool empty() const { return kind == Kind::None; }
   bool is_distributed() const { return kind != Kind::None && kind != Kind::Shared; }

@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "ir/IR.h"
+#include "passes/BlockEdit.h"
 #include "passes/Passes.h"
 
 namespace tessera {
@@ -153,8 +154,7 @@ class Assign {
         // layout).
         if (Layout l = blocked(op.result()->type); l != d.result) {
           Block& b = *op.parent;
-          auto at = std::find_if(b.ops.begin(), b.ops.end(), [&](const auto& o) { return o.get() == &op; });
-          const Op* next = std::next(at) == b.ops.end() ? nullptr : std::next(at)->get();
+          const Op* next = next_op(op);
           Type t = op.result()->type;
           t.layout = l;
           Op* c = k_.create_op(b, OpKind::ConvertLayout, {op.result()}, {t}, {}, op.loc, 0, next);

@@ -21,6 +21,7 @@
 #include <unordered_set>
 
 #include "ir/IR.h"
+#include "passes/BlockEdit.h"
 #include "passes/Passes.h"
 
 namespace tessera {
@@ -106,13 +107,13 @@ class Licm {
     for (size_t i = 0; i < b.ops.size(); ++i) {
       Op& op = *b.ops[i];
       for (auto& r : op.regions) block(*r);
-      if (op.kind == OpKind::For) i += hoist_from(op, b, i);
+      if (op.kind == OpKind::For) i += hoist_from(op);
     }
   }
 
-  // Moves the invariant ops of loop `loop` (at index `at` of `parent`) in front of it, in
-  // their order; returns how many moved.
-  size_t hoist_from(Op& loop, Block& parent, size_t at) {
+  // Moves the invariant ops of loop `loop` in front of it, in their order; returns how many
+  // moved.
+  size_t hoist_from(Op& loop) {
     Block& body = loop.region(0);
     std::unordered_set<const Value*> inside;
     defined_in(body, inside);
@@ -126,10 +127,7 @@ class Licm {
         continue;
       }
       for (const Value* r : op.results) inside.erase(r);
-      std::unique_ptr<Op> owned = std::move(body.ops[j]);
-      body.ops.erase(body.ops.begin() + static_cast<std::ptrdiff_t>(j));
-      owned->parent = &parent;
-      parent.ops.insert(parent.ops.begin() + static_cast<std::ptrdiff_t>(at + moved), std::move(owned));
+      move_before(op, loop);  // after the ops moved before it: their order stays
       ++moved;
     }
     hoisted_ += static_cast<int64_t>(moved);

@@ -29,6 +29,7 @@
 #include <functional>
 
 #include "ir/IR.h"
+#include "passes/BlockEdit.h"
 #include "passes/Passes.h"
 
 namespace tessera {
@@ -68,10 +69,7 @@ class Remove {
     return out;
   }
 
-  static void erase(Op& op) {
-    auto& ops = op.parent->ops;
-    ops.erase(std::find_if(ops.begin(), ops.end(), [&](const auto& o) { return o.get() == &op; }));
-  }
+  static void erase(Op& op) { op.parent->ops.erase(op_position(op)); }
 
   // Erase `op` if none of its results is used (a pure op left behind by a rewrite).
   void erase_if_unused(Op* op) {
@@ -79,12 +77,6 @@ class Remove {
     for (const Value* r : op->results)
       if (!uses(r).empty()) return;
     erase(*op);
-  }
-
-  static const Op* next_of(const Op& op) {
-    auto& ops = op.parent->ops;
-    auto at = std::find_if(ops.begin(), ops.end(), [&](const auto& o) { return o.get() == &op; });
-    return std::next(at) == ops.end() ? nullptr : std::next(at)->get();
   }
 
   // A convert of `v` to `t`'s layout and space, in front of `before` (null: at the end of `b`).
@@ -127,15 +119,7 @@ class Remove {
     // loop-invariant: a conversion of a value from outside the loop it sits in runs once,
     // in front of the loop
     if (Op* loop = c.parent->parent; loop && loop->kind == OpKind::For && !defined_in(x, *c.parent)) {
-      std::unique_ptr<Op> owned;
-      auto& ops = c.parent->ops;
-      auto at = std::find_if(ops.begin(), ops.end(), [&](const auto& o) { return o.get() == &c; });
-      owned = std::move(*at);
-      ops.erase(at);
-      Block& outer = *loop->parent;
-      auto lp = std::find_if(outer.ops.begin(), outer.ops.end(), [&](const auto& o) { return o.get() == loop; });
-      owned->parent = &outer;
-      outer.ops.insert(lp, std::move(owned));
+      move_before(c, *loop);
       return true;
     }
     // chains
@@ -224,7 +208,7 @@ class Remove {
       const Type old = r->type;
       r->type.layout = Layout::slice(x->type.layout, user.attr_int("axis"));
       r->type.space = x->type.space;
-      Value* back = convert(r, old, *user.parent, next_of(user), user.loc);
+      Value* back = convert(r, old, *user.parent, next_op(user), user.loc);
       redirect(r, back, back->def);
       erase(c);
       return true;
@@ -268,7 +252,7 @@ class Remove {
     const Type old = r->type;
     r->type.layout = from.layout;
     r->type.space = from.space;
-    Value* back = convert(r, old, *e.parent, next_of(e), e.loc);
+    Value* back = convert(r, old, *e.parent, next_op(e), e.loc);
     redirect(r, back, back->def);
     for (Op* g : gone) erase(*g);
     return true;
@@ -303,7 +287,7 @@ class Remove {
     loop->operands[3 + i] = convert(loop->operand(3 + i), want, *loop->parent, loop, loop->loc);
     result->type.layout = want.layout;
     result->type.space = want.space;
-    Value* back = convert(result, old, *loop->parent, next_of(*loop), loop->loc);
+    Value* back = convert(result, old, *loop->parent, next_op(*loop), loop->loc);
     redirect(result, back, back->def);
     return true;
   }

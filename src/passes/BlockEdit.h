@@ -1,0 +1,34 @@
+// Small edits of a block's op list that the passes share: where an op stands in its block,
+// the op after it, and moving an op in front of another.
+#pragma once
+
+#include <algorithm>
+#include <memory>
+
+#include "ir/IR.h"
+
+namespace tessera {
+
+// The position of `op` in its block's op list (the op must be in it).
+inline std::vector<std::unique_ptr<Op>>::iterator op_position(const Op& op) {
+  auto& ops = op.parent->ops;
+  return std::find_if(ops.begin(), ops.end(), [&](const auto& o) { return o.get() == &op; });
+}
+
+// The op after `op` in its block, or null for the last.
+inline const Op* next_op(const Op& op) {
+  auto at = std::next(op_position(op));
+  return at == op.parent->ops.end() ? nullptr : at->get();
+}
+
+// Moves `op` out of its block to just in front of `anchor` (in anchor's block).
+inline void move_before(Op& op, const Op& anchor) {
+  auto at = op_position(op);
+  std::unique_ptr<Op> owned = std::move(*at);
+  op.parent->ops.erase(at);
+  Block& to = *anchor.parent;
+  owned->parent = &to;
+  to.ops.insert(op_position(anchor), std::move(owned));
+}
+
+}  // namespace tessera
