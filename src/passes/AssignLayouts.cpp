@@ -210,6 +210,11 @@ class Assign {
       Layout want = Layout::slice(l, axis);
       if (a.layout.kind == Layout::Kind::Slice && a.layout.dim == axis && layout_misfit(*a.layout.parent, dims(r->type)).empty())
         return set(r, *a.layout.parent);
+      // A tile of one element that every thread holds (a row's statistic reduced along another
+      // axis) expands into any layout that holds it everywhere too: the slice's parent.
+      if (a.is_tile() && a.layout.kind == Layout::Kind::Slice && held_everywhere(a, a.layout) &&
+          held_everywhere(r->type, *a.layout.parent))
+        return set(r, *a.layout.parent);
       require(op, 0, want);
       return set(r, l);
     }
@@ -236,6 +241,13 @@ class Assign {
     for (size_t i = 0; i < op.operands.size(); ++i)
       if (op.operands[i]->type.is_tile()) require(op, i, blocked(op.operands[i]->type));
     set(r, l);
+  }
+
+  // Does every thread of the program hold the one element of a tile of type `t` in layout
+  // `l`? Then shape ops on it need no exchange.
+  bool held_everywhere(const Type& t, const Layout& l) const {
+    return shape_is_static(t.shape) && shape_numel(t.shape) == 1 &&
+           layouts_place_alike(l, Layout::replicated(), dims(t), warps_);
   }
 
   // Carried values take their initial value's layout; a yield converts to it.

@@ -27,6 +27,7 @@
 // same threads, as for the 1-element row statistics of the row kernels).
 #include <algorithm>
 #include <functional>
+#include <optional>
 
 #include "ir/IR.h"
 #include "passes/BlockEdit.h"
@@ -37,6 +38,11 @@ namespace tessera {
 namespace {
 
 constexpr int64_t kNominalTrips = 16;
+// How far up its producers a converted value is made again in the wanted layout: without
+// loads (a few cheap ops instead of an exchange: the local rule), and with loads (judged by
+// the search's cost).
+constexpr int kRematerializeDepth = 4;
+constexpr int kBackwardDepth = 6;
 
 struct Use {
   Op* op;
@@ -45,7 +51,7 @@ struct Use {
 
 class Remove {
  public:
-  explicit Remove(Kernel& k) : k_(k) {}
+  explicit Remove(Kernel& k) : k_(k), warps_(default_num_warps(k)) {}
 
   bool step() {
     std::vector<Op*> converts;
@@ -59,6 +65,7 @@ class Remove {
 
  private:
   Kernel& k_;
+  int warps_;
 
   std::vector<Use> uses(const Value* v) {
     std::vector<Use> out;
@@ -102,6 +109,27 @@ class Remove {
 
   static bool same_place(const Type& a, const Type& b) { return a.layout == b.layout && a.space == b.space; }
 
+  // Does every thread hold the one element of tile `v`? (Then shape ops read it in any such
+  // layout.)
+  bool held_everywhere(const Value& v) const {
+    return v.type.is_tile() && shape_is_static(v.type.shape) && shape_numel(v.type.shape) == 1 &&
+           v.type.space.empty() && layouts_place_alike(v.type.layout, Layout::replicated(), static_shape(v.type.shape), warps_);
+  }
+
+  // An operand layout of a dot computed with FMAs (its parent is blocked): each thread holds
+  // the rows or columns of the operand its part of the result needs, which a load can give
+  // directly (the repeated reads are served by the L1 cache, as reads from shared memory would
+  // be); a tensor-core operand instead goes through shared memory (ldmatrix, wgmma).
+  static bool fma_operand(const Layout& l) {
+    return l.kind == Layout::Kind::DotOperand && l.parent && l.parent->kind == Layout::Kind::Blocked;
+  }
+
+  // Layouts a load gives directly: the plain ones and FMA operands.
+  static bool loadable(const Layout& l) {
+    return l.kind == Layout::Kind::Blocked || l.kind == Layout::Kind::Slice || l.kind == Layout::Kind::Replicated ||
+           fma_operand(l);
+  }
+
   static bool rematerializable(const Value* v) {
     return v->def && (v->def->kind == OpKind::Splat || v->def->kind == OpKind::Arange) && v->type.is_tile();
   }
@@ -122,11 +150,30 @@ class Remove {
       move_before(c, *loop);
       return true;
     }
+    // duplicates: an earlier conversion of the same value to the same place in this block
+    for (const auto& o : c.parent->ops) {
+      if (o.get() == &c) break;
+      if (o->kind == OpKind::ConvertLayout && o->operand(0) == x && same_place(o->result()->type, y->type)) {
+        replace_all_uses(k_, y, o->result());
+        erase(c);
+        return true;
+      }
+    }
     // chains
     if (src && src->kind == OpKind::ConvertLayout) {
       c.operands[0] = src->operand(0);
       erase_if_unused(src);
       return true;
+    }
+    // one element held by every thread: an expand_dims or broadcast reads it in either layout
+    if (held_everywhere(*x) && held_everywhere(*y)) {
+      bool changed = false;
+      for (Use u : uses(y))
+        if (u.op->kind == OpKind::ExpandDims || u.op->kind == OpKind::Broadcast) u.op->operands[u.index] = x, changed = true;
+      if (changed) {
+        if (uses(y).empty()) erase(c);
+        return true;
+      }
     }
     // backward through broadcast and expand_dims: convert the smaller operand instead
     if (src && (src->kind == OpKind::Broadcast || src->kind == OpKind::ExpandDims) && uses(x).size() == 1 &&
@@ -144,10 +191,9 @@ class Remove {
         return true;
       }
     }
-    // Loads and one-operand ops take plain layouts only: a tensor-core operand is loaded
-    // through shared memory, and that exchange stays.
-    const Layout::Kind yk = y->type.layout.kind;
-    const bool plain = yk == Layout::Kind::Blocked || yk == Layout::Kind::Slice || yk == Layout::Kind::Replicated;
+    // Loads and one-operand ops take plain layouts and FMA operands only: a tensor-core
+    // operand is loaded through shared memory, and that exchange stays.
+    const bool plain = loadable(y->type.layout);
     // backward through a one-operand elementwise op (a widening cast) whose operand is smaller:
     // convert the operand instead (strictly smaller, so that the forward rule below, which
     // moves a conversion past an op whose result is no larger, never undoes it)
@@ -174,6 +220,17 @@ class Remove {
       replace_all_uses(k_, y, made->result());
       erase(c);
       erase_if_unused(src);
+      return true;
+    }
+    // backward rematerialization: a converted value computed by elementwise ops from splats,
+    // aranges and scalars alone (a mask of column indices) is computed again in the wanted
+    // layout: a few cheap ops instead of an exchange
+    if (src && y->type.layout.is_distributed() && y->type.space.empty() &&
+        backward_reaches(x, /*load_ok=*/false, kRematerializeDepth)) {
+      Value* made = remade(x, y->type, c);
+      replace_all_uses(k_, y, made);
+      erase(c);
+      erase_dead_tree(src);
       return true;
     }
     std::vector<Use> ys = uses(y);
@@ -217,11 +274,25 @@ class Remove {
     return carried(c);
   }
 
-  bool elementwise_forward(Op& c, Op& e) {
+  // Erases `op` if unused, then the producers of its operands that this left unused.
+  void erase_dead_tree(Op* op) {
+    if (!op || !op->regions.empty() || op->info().cls == OpClass::Memory || op->results.size() != 1) return;
+    if (!uses(op->result()).empty()) return;
+    std::vector<Op*> producers;
+    for (Value* o : op->operands)
+      if (o->def) producers.push_back(o->def);
+    erase(*op);
+    for (Op* p : producers) erase_dead_tree(p);
+  }
+
+  static bool elementwise(const Op& e) {
     const OpClass cls = e.info().cls;
-    const bool elementwise = cls == OpClass::Unary || cls == OpClass::Binary || cls == OpClass::Compare ||
-                             cls == OpClass::Ternary || (cls == OpClass::Cast && e.kind != OpKind::ConvertLayout);
-    if (!elementwise || !e.result()->type.is_tile()) return false;
+    return cls == OpClass::Unary || cls == OpClass::Binary || cls == OpClass::Compare || cls == OpClass::Ternary ||
+           (cls == OpClass::Cast && e.kind != OpKind::ConvertLayout);
+  }
+
+  bool elementwise_forward(Op& c, Op& e) {
+    if (!elementwise(e) || !e.result()->type.is_tile()) return false;
     const Type& from = c.operand(0)->type;
     int64_t removed_bytes = 0;
     for (const Value* v : e.operands) {
@@ -256,6 +327,149 @@ class Remove {
     redirect(r, back, back->def);
     for (Op* g : gone) erase(*g);
     return true;
+  }
+
+ public:
+  // The layouts worth trying for the `i`th value `loop` carries: those that conversions of
+  // tiles of its shape, in the loop or of its result, convert from or to (the layouts the
+  // program computes such tiles in).
+  std::vector<Layout> carried_candidates(Op& loop, size_t i) {
+    const Type& t = loop.results[i]->type;
+    std::vector<Layout> out;
+    auto add = [&](const Type& c) {
+      if (c.shape == t.shape && c.layout.is_distributed() && c.layout != t.layout &&
+          std::find(out.begin(), out.end(), c.layout) == out.end())
+        out.push_back(c.layout);
+    };
+    auto look = [&](Op& op) {
+      if (op.kind != OpKind::ConvertLayout) return;
+      add(op.operand(0)->type);
+      add(op.result()->type);
+    };
+    walk(loop.region(0), look);
+    for (Use u : uses(loop.results[i])) look(*u.op);
+    return out;
+  }
+
+  // `loop` carries its `i`th value in layout `l` instead: the initial value and the yielded one
+  // are converted to it, and each use in the body and after the loop converts back, so the
+  // program means the same; the local rewrites then take away what they can.
+  void retype_carried(Op& loop, size_t i, const Layout& l) {
+    Block& body = loop.region(0);
+    Value* arg = body.args[1 + i];
+    Value* res = loop.results[i];
+    const Type old = arg->type;
+    Type want = old;
+    want.layout = l;
+    want.space = "";
+    loop.operands[3 + i] = convert(loop.operand(3 + i), want, *loop.parent, &loop, loop.loc);
+    Op* y = body.terminator();
+    y->operands[i] = convert(y->operand(i), want, body, y, y->loc);
+    for (Value* v : {arg, res}) {
+      std::vector<Use> us = uses(v);
+      v->type.layout = l;
+      v->type.space = "";
+      for (Use u : us) {
+        if (u.op == y && v == arg && u.index == i) continue;  // the yield converts on its own
+        u.op->operands[u.index] = convert(v, old, *u.op->parent, u.op, u.op->loc);
+      }
+    }
+  }
+
+  // Forward propagation: the elementwise ops that read `c`'s result, and those that read
+  // theirs, in `c`'s block, compute in `c`'s source layout instead. What they read from
+  // elsewhere is converted to it, and what they give to other ops is converted back, so the
+  // program means the same; the local rewrites then take away what they can (a converted
+  // bias pushed back to its load, a converted splat made again; what the ops read is made in
+  // the new layout up its producers where `propagate_backward` can).
+  void propagate_forward(Op& c) {
+    const Type from = c.operand(0)->type;
+    Block& b = *c.parent;
+    std::vector<Op*> set;
+    std::vector<const Value*> inside = {c.result()};
+    auto is_inside = [&](const Value* v) { return std::find(inside.begin(), inside.end(), v) != inside.end(); };
+    for (auto it = std::next(op_position(c)); it != b.ops.end(); ++it) {
+      Op& op = **it;
+      if (!elementwise(op) || op.results.size() != 1 || !op.result()->type.is_tile()) continue;
+      if (std::none_of(op.operands.begin(), op.operands.end(), is_inside)) continue;
+      set.push_back(&op);
+      inside.push_back(op.result());
+    }
+    std::vector<std::pair<Value*, Type>> old;
+    std::vector<Op*> pulled;  // the conversions of what the set reads from elsewhere
+    for (Op* op : set) {
+      for (Value*& v : op->operands) {
+        if (v == c.result()) v = c.operand(0);
+        else if (v->type.is_tile() && !is_inside(v)) v = convert(v, from, b, op, op->loc), pulled.push_back(v->def);
+      }
+      old.push_back({op->result(), op->result()->type});
+    }
+    for (auto& [r, type] : old) {
+      std::vector<Use> us = uses(r);
+      r->type.layout = from.layout;
+      r->type.space = from.space;
+      for (Use u : us)
+        if (std::find(set.begin(), set.end(), u.op) == set.end())
+          u.op->operands[u.index] = convert(r, type, *u.op->parent, u.op, u.op->loc);
+    }
+    if (uses(c.result()).empty()) erase(c);
+    // What the set reads is made in the new layout where its producers allow (a gathered
+    // value, and the indices it was gathered with).
+    for (Op* p : pulled) propagate_backward(*p);
+  }
+
+  // Backward propagation: `c`'s operand is made in `c`'s layout instead, and so on up its
+  // producers (elementwise ops, made again in the new layout; a load or a gather, which reads
+  // in it, the rest of its uses converting back; splats and aranges, made again), as far as
+  // kBackwardDepth ops.
+  // False (and nothing changed) when the producers are of another kind.
+  bool propagate_backward(Op& c) {
+    if (!c.result()->type.layout.is_distributed() || !c.result()->type.space.empty() ||
+        !backward_reaches(c.operand(0), loadable(c.result()->type.layout), kBackwardDepth))
+      return false;
+    Value* made = remade(c.operand(0), c.result()->type, c);
+    replace_all_uses(k_, c.result(), made);
+    Op* src = c.operand(0)->def;
+    erase(c);
+    erase_dead_tree(src);
+    return true;
+  }
+
+ private:
+  // Can `v` be made in another layout from its producers, up to `depth` ops: elementwise ops
+  // down to splats, aranges and (when `load_ok`) loads?
+  static bool backward_reaches(const Value* v, bool load_ok, int depth) {
+    if (!v->type.is_tile() || rematerializable(v)) return v->type.is_tile();
+    if (depth == 0 || !v->def) return false;
+    if (v->def->kind == OpKind::LoadTile || v->def->kind == OpKind::Gather) return load_ok;
+    if (!elementwise(*v->def)) return false;
+    for (const Value* o : v->def->operands)
+      if (o->type.is_tile() && !backward_reaches(o, load_ok, depth - 1)) return false;
+    return true;
+  }
+
+  // `v` in `want`'s layout, for `propagate_backward`.
+  Value* remade(Value* v, const Type& want, Op& before) {
+    Type t = v->type;
+    t.layout = want.layout;
+    t.space = want.space;
+    if (same_place(v->type, t)) return v;
+    Op* d = v->def;
+    if (d->kind == OpKind::LoadTile || d->kind == OpKind::Gather) {
+      // Memory is read where it was (a store may come between it and `before`); a gather's
+      // indices and mask are converted too: they have its result's layout.
+      const Type old = v->type;
+      std::vector<Use> others = uses(v);
+      v->type = t;
+      for (Use u : others) u.op->operands[u.index] = convert(v, old, *u.op->parent, u.op, u.op->loc);
+      for (Value*& o : d->operands)
+        if (o->type.is_tile()) o = convert(o, t, *d->parent, d, d->loc);
+      return v;
+    }
+    std::vector<Value*> operands = d->operands;
+    for (Value*& o : operands)
+      if (o->type.is_tile()) o = remade(o, want, before);
+    return k_.create_op(*before.parent, d->kind, operands, {t}, d->attrs, d->loc, 0, &before)->result();
   }
 
   // The yield of a `for` reads `c`'s result: carry the unconverted value when every use of the
@@ -342,11 +556,120 @@ int64_t free_conversions(const Kernel& k) {
 
 std::pair<int64_t, int64_t> layout_conversion_cost(const Kernel& k) { return conversion_cost(*k.body, 1); }
 
-void remove_layout_conversions(Kernel& k, PassStats& stats) {
-  auto [n0, b0] = layout_conversion_cost(k);
+namespace {
+
+// The local rewrites, repeated until none applies; how many were made.
+int64_t rewrite_to_fixpoint(Kernel& k) {
   Remove r(k);
   int64_t rewrites = 0;
   while (rewrites < 10000 && r.step()) ++rewrites;
+  return rewrites;
+}
+
+std::vector<Op*> for_loops(Kernel& k) {
+  std::vector<Op*> out;
+  walk(*k.body, [&](Op& op) {
+    if (op.kind == OpKind::For) out.push_back(&op);
+  });
+  return out;
+}
+
+// The cost the search minimizes: bytes moved times trips, then the number of conversions.
+std::pair<int64_t, int64_t> search_cost(const Kernel& k) {
+  auto [n, bytes] = layout_conversion_cost(k);
+  return {bytes, n};
+}
+
+std::vector<Op*> conversions(Kernel& k) {
+  std::vector<Op*> out;
+  walk(*k.body, [&](Op& op) {
+    if (op.kind == OpKind::ConvertLayout) out.push_back(&op);
+  });
+  return out;
+}
+
+// A change the search tries: retype carried values `which` of loop number `index` to
+// `layout`, or propagate conversion number `index`'s source layout forward.
+struct Move {
+  enum Kind { Carried, Forward, Backward } kind;
+  size_t index;
+  std::vector<size_t> which;
+  Layout layout;
+};
+
+void apply(Kernel& k, const Move& m) {
+  if (m.kind == Move::Carried)
+    for (size_t i : m.which) Remove(k).retype_carried(*for_loops(k)[m.index], i, m.layout);
+  else if (m.kind == Move::Forward)
+    Remove(k).propagate_forward(*conversions(k)[m.index]);
+  else
+    Remove(k).propagate_backward(*conversions(k)[m.index]);
+  rewrite_to_fixpoint(k);
+}
+
+// The moves worth trying now.
+// - Carried: a loop carries each value in the layout of its initial value, which is often
+//   not the layout the body computes it in (a running max carried as a rank-1 tile while the
+//   reduction that updates it gives a slice of the scores' layout): every layout the
+//   conversions of tiles of its shape name, for the value alone and together with the loop's
+//   other carried tiles of its shape and layout (a running sum is rescaled by a factor
+//   computed from the running max: neither moves alone).
+// - Forward: each conversion from a register layout, its source layout pushed through the
+//   elementwise ops after it (an epilogue computed in the accumulator's layout).
+std::vector<Move> moves(Kernel& k) {
+  std::vector<Move> out;
+  const std::vector<Op*> loops = for_loops(k);
+  for (size_t li = 0; li < loops.size(); ++li) {
+    Op* loop = loops[li];
+    for (size_t i = 0; i < loop->results.size(); ++i) {
+      const Type& t = loop->results[i]->type;
+      if (!t.is_tile() || !t.layout.is_distributed()) continue;
+      std::vector<size_t> alike;
+      for (size_t j = 0; j < loop->results.size(); ++j)
+        if (loop->results[j]->type.shape == t.shape && loop->results[j]->type.layout == t.layout) alike.push_back(j);
+      for (const Layout& l : Remove(k).carried_candidates(*loop, i)) {
+        out.push_back({Move::Carried, li, {i}, l});
+        if (alike.size() > 1) out.push_back({Move::Carried, li, alike, l});
+      }
+    }
+  }
+  const std::vector<Op*> cs = conversions(k);
+  for (size_t ci = 0; ci < cs.size(); ++ci) {
+    const Type& from = cs[ci]->operand(0)->type;
+    if (from.is_tile() && from.layout.is_distributed() && from.space.empty()) out.push_back({Move::Forward, ci, {}, {}});
+    out.push_back({Move::Backward, ci, {}, {}});
+  }
+  return out;
+}
+
+// The search: try each move on a copy of the kernel, run the local rewrites, and make the
+// first move that lowers the cost; repeat until none does. How many moves were made.
+int64_t search_moves(Kernel& k) {
+  int64_t made = 0;
+  for (int round = 0; round < 64; ++round) {
+    const auto now = search_cost(k);
+    bool improved = false;
+    for (const Move& m : moves(k)) {
+      auto trial = k.clone();
+      apply(*trial, m);
+      if (search_cost(*trial) < now) {
+        apply(k, m);
+        improved = true;
+        ++made;
+        break;
+      }
+    }
+    if (!improved) break;
+  }
+  return made;
+}
+
+}  // namespace
+
+void remove_layout_conversions(Kernel& k, PassStats& stats) {
+  auto [n0, b0] = layout_conversion_cost(k);
+  int64_t rewrites = rewrite_to_fixpoint(k);
+  stats["remove-layout-conversions.searched-moves"] += search_moves(k);
   stats["remove-layout-conversions.rewrites"] += rewrites;
   auto [n1, b1] = layout_conversion_cost(k);
   stats["remove-layout-conversions.before"] += n0;

@@ -205,6 +205,24 @@ TEST_P(CorpusFile, EveryPassKeepsTheResults) {
   }
 }
 
+// The GPU lowering (layouts, then the conversion removal's rewrites and search) keeps every
+// kernel's results, for the wgmma and the mma.sync targets.
+TEST_P(CorpusFile, GpuLoweringKeepsTheResults) {
+  std::string raw = read_text(GetParam());
+  PassCheckOptions o;
+  for (const auto& [name, v] : directive(raw, "sizes")) o.sizes[name] = std::stoll(v);
+  o.seeds = {3};
+  auto m = parse_module(strip_comments(raw), GetParam());
+  for (auto& k : m->kernels) {
+    auto optimized = run_pipeline(*k, {});
+    for (GpuLoweringOptions target : {GpuLoweringOptions{90, true}, GpuLoweringOptions{80, false}}) {
+      PassCheckResult r = check_passes(*optimized, gpu_lowering_passes(target), o);
+      EXPECT_TRUE(r.ok()) << "sm_" << target.sm << ": " << r.message;
+      EXPECT_EQ(r.seeds_checked, o.seeds) << k->name << ": " << r.unchecked;
+    }
+  }
+}
+
 // ---- References: what each header says, in double, on the interpreter's results ----
 
 // Runs kernel `name` of corpus file `file` (constexprs at their defaults) on the interpreter

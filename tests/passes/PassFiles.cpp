@@ -2,12 +2,14 @@
 //   // run: PASS[, PASS...]          the passes to run, in order
 //   // config: NAME=VALUE ...        optional, for bind-constexprs
 //   // stats: KEY=VALUE ...          optional, statistics the passes must report
+//   // target: sm_90a | sm_80          optional, for the GPU lowering passes (default sm_90a)
 //   <input kernel>
 //   // ----- expect
 //   <the kernel after the passes, exactly as print_kernel writes it>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -51,8 +53,11 @@ std::pair<std::string, int64_t> key_value(const std::string& kv) {
   return {kv.substr(0, eq), std::stoll(kv.substr(eq + 1))};
 }
 
-void run_pass(const std::string& name, Kernel& k, const ConstexprConfig& config, PassStats& stats) {
+void run_pass(const std::string& name, Kernel& k, const ConstexprConfig& config, const GpuLoweringOptions& target,
+              PassStats& stats) {
   for (const Pass& p : pipeline_passes(config))
+    if (p.name == name) return p.run(k, stats);
+  for (const Pass& p : gpu_lowering_passes(target))
     if (p.name == name) return p.run(k, stats);
   FAIL() << "unknown pass " << name;
 }
@@ -74,14 +79,25 @@ TEST_P(PassFile, OutputMatches) {
   for (const auto& kv : directive(input, "config")) config.insert(key_value(kv));
   auto passes = directive(input, "run");
   ASSERT_FALSE(passes.empty());
+  GpuLoweringOptions target{90, true};
+  for (const auto& t : directive(input, "target")) {
+    ASSERT_TRUE(t == "sm_90a" || t == "sm_80") << "target " << t;
+    if (t == "sm_80") target = {80, false};
+  }
 
   auto m = parse_module(input, GetParam());
   ASSERT_EQ(m->kernels.size(), 1u);
   Kernel& k = *m->kernels[0];
   verify_or_throw(k);
   PassStats stats;
-  for (const auto& p : passes) run_pass(p, k, config, stats);
+  for (const auto& p : passes) run_pass(p, k, config, target, stats);
   EXPECT_EQ(verify(k).size(), 0u) << "the output does not verify";
+  // TESSERA_UPDATE_PASS_FILES=1 writes what the passes give as the expected output (read the
+  // diff before committing it).
+  if (const char* u = std::getenv("TESSERA_UPDATE_PASS_FILES"); u && std::string(u) == "1") {
+    std::ofstream(kDir / GetParam()) << input << marker << print_kernel(k);
+    return;
+  }
   EXPECT_EQ(print_kernel(k), expect);
   for (const auto& kv : directive(input, "stats")) {
     auto [key, value] = key_value(kv);
