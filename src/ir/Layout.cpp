@@ -39,10 +39,11 @@ Layout Layout::slice(const Layout& parent, int64_t dim) {
   return l;
 }
 
-Layout Layout::shared(int64_t swizzle, int64_t pad) {
+Layout Layout::shared(int64_t swizzle, int64_t pad, std::vector<int64_t> order) {
   Layout l = of(Kind::Shared);
   l.swizzle = swizzle;
   l.pad = pad;
+  l.order = std::move(order);
   return l;
 }
 
@@ -136,7 +137,8 @@ std::string Layout::str() const {
     case Kind::Slice:
       return "slice<dim = " + std::to_string(dim) + ", parent = " + (parent ? parent->str() : "") + ">";
     case Kind::Shared:
-      return "shared<swizzle = " + std::to_string(swizzle) + ", pad = " + std::to_string(pad) + ">";
+      return "shared<swizzle = " + std::to_string(swizzle) + ", pad = " + std::to_string(pad) +
+             (order.empty() ? std::string() : ", order = " + list(order)) + ">";
   }
   return "";
 }
@@ -149,6 +151,19 @@ bool Layout::operator==(const Layout& o) const {
   if (!parent || !o.parent) return !parent && !o.parent;
   return *parent == *o.parent;
 }
+
+namespace {
+
+// Is `order` a permutation of 0..rank-1?
+bool is_dims_permutation(std::vector<int64_t> order, size_t rank) {
+  if (order.size() != rank) return false;
+  std::sort(order.begin(), order.end());
+  for (size_t d = 0; d < rank; ++d)
+    if (order[d] != static_cast<int64_t>(d)) return false;
+  return true;
+}
+
+}  // namespace
 
 std::string layout_misfit(const Layout& l, const std::vector<int64_t>& shape) {
   const size_t rank = shape.size();
@@ -173,10 +188,7 @@ std::string layout_misfit(const Layout& l, const std::vector<int64_t>& shape) {
       if (product(l.threads) != 32)
         return "blocked layout threads " + list(l.threads) + " must multiply to a warp's 32, not " +
                std::to_string(product(l.threads));
-      std::vector<int64_t> sorted = l.order;
-      std::sort(sorted.begin(), sorted.end());
-      for (size_t d = 0; d < rank; ++d)
-        if (sorted[d] != static_cast<int64_t>(d)) return "blocked layout order " + list(l.order) + " is not a permutation of the dims";
+      if (!is_dims_permutation(l.order, rank)) return "blocked layout order " + list(l.order) + " is not a permutation of the dims";
       for (size_t d = 0; d < rank; ++d)
         if (auto m = divides("blocked layout", l.per_thread[d] * l.threads[d] * l.warps[d], d, shape[d]); !m.empty())
           return m;
@@ -228,6 +240,9 @@ std::string layout_misfit(const Layout& l, const std::vector<int64_t>& shape) {
         return "shared layout swizzle must be 0, 32, 64 or 128 bytes, got " + std::to_string(l.swizzle);
       if (l.pad < 0) return "shared layout pad must not be negative, got " + std::to_string(l.pad);
       if (l.swizzle && l.pad) return "a shared layout is swizzled or padded, not both";
+      if (!l.order.empty() && !is_dims_permutation(l.order, rank))
+        return "shared layout order " + list(l.order) + " is not a permutation of the tile's " + std::to_string(rank) +
+               " dims";
       return "";
   }
   return "";

@@ -20,9 +20,11 @@
 //       k elements per thread
 //   slice<dim = 1, parent = blocked<...>>
 //       the parent layout with dim `dim` removed (a reduction's result)
-//   shared<swizzle = 128, pad = 0>
+//   shared<swizzle = 128, pad = 0>   shared<swizzle = 128, pad = 0, order = [0, 1]>
 //       a tile in shared memory: rows swizzled in `swizzle`-byte atoms (0, 32, 64, 128) or
-//       padded by `pad` elements (not both)
+//       padded by `pad` elements (not both); `order` lists the dims from fastest-varying in
+//       memory (printed only when given: without it, row-major, the last dim fastest). A
+//       permute of a tile in shared memory is a view of the same bytes in another order.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +42,7 @@ struct Layout {
   enum class Kind : uint8_t { None, Replicated, Blocked, Mma, DotOperand, Slice, Shared };
 
   Kind kind = Kind::None;
-  // Blocked: one entry per tile dim.
+  // Blocked: one entry per tile dim (`order` also for Shared, where it may be empty).
   std::vector<int64_t> per_thread, threads, warps, order;
   // Mma: the version (2 mma.sync, 3 wgmma), `warps` (above) and the instruction's [m, n].
   int64_t version = 0;
@@ -57,7 +59,7 @@ struct Layout {
   static Layout mma(int64_t version, std::vector<int64_t> warps, std::vector<int64_t> instr);
   static Layout dot_operand(const Layout& parent, int64_t operand, int64_t k_width);
   static Layout slice(const Layout& parent, int64_t dim);
-  static Layout shared(int64_t swizzle, int64_t pad);
+  static Layout shared(int64_t swizzle, int64_t pad, std::vector<int64_t> order = {});
 
   static Layout of(Kind k) {
     Layout l;

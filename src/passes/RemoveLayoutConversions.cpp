@@ -130,6 +130,11 @@ class Remove {
            fma_operand(l);
   }
 
+  bool only_dots_read(const Value* v) {
+    std::vector<Use> us = uses(v);
+    return !us.empty() && std::all_of(us.begin(), us.end(), [](Use u) { return u.op->kind == OpKind::Dot; });
+  }
+
   static bool rematerializable(const Value* v) {
     return v->def && (v->def->kind == OpKind::Splat || v->def->kind == OpKind::Arange) && v->type.is_tile();
   }
@@ -231,6 +236,29 @@ class Remove {
       replace_all_uses(k_, y, made);
       erase(c);
       erase_dead_tree(src);
+      return true;
+    }
+    // a permute into shared memory that only dots read: the permute's operand goes into
+    // shared memory in its own order, and the permute is a view of those bytes in the permuted
+    // order (a dot reads a shared operand in either order: wgmma's K- or MN-major)
+    if (src && src->kind == OpKind::Permute && y->type.layout.kind == Layout::Kind::Shared && uses(x).size() == 1 &&
+        src->operand(0)->type.is_tile() && only_dots_read(y)) {
+      const Layout& want = y->type.layout;
+      Type shared = src->operand(0)->type;
+      shared.layout = Layout::shared(want.swizzle, want.pad);
+      shared.space = "shared";
+      src->operands[0] = convert(src->operand(0), shared, *src->parent, src, src->loc);
+      // Result dim i is operand dim dims[i]: the operand's dims from fastest (last first), as
+      // result dims.
+      const std::vector<int64_t>& dims = src->attr_ints("dims");
+      std::vector<int64_t> order;
+      for (size_t j = dims.size(); j-- > 0;)
+        order.push_back(std::find(dims.begin(), dims.end(), static_cast<int64_t>(j)) - dims.begin());
+      if (std::is_sorted(order.rbegin(), order.rend())) order.clear();  // row-major after all
+      x->type.layout = Layout::shared(want.swizzle, want.pad, order);
+      x->type.space = "shared";
+      replace_all_uses(k_, y, x);
+      erase(c);
       return true;
     }
     std::vector<Use> ys = uses(y);

@@ -322,7 +322,7 @@ class Parser {
       }
       default: {
         int64_t sw = one("swizzle"), pad = one("pad");
-        l = Layout::shared(sw, pad);
+        l = Layout::shared(sw, pad, peek().is(',') ? ints("order") : std::vector<int64_t>{});
         break;
       }
     }

@@ -160,6 +160,7 @@ TEST(RoundTrip, LayoutEncodings) {
       {Layout::slice(blocked, 1),
        "slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [8, 4], warps = [4, 1], order = [1, 0]>>"},
       {Layout::shared(128, 0), "shared<swizzle = 128, pad = 0>"},
+      {Layout::shared(64, 0, {0, 1}), "shared<swizzle = 64, pad = 0, order = [0, 1]>"},
   };
   for (const auto& [layout, text] : cases) {
     EXPECT_EQ(layout.str(), text);
@@ -176,6 +177,7 @@ TEST(RoundTrip, LayoutEncodings) {
     EXPECT_EQ(print_module(*m), printed);
   }
   EXPECT_NE(Layout::slice(blocked, 0), Layout::slice(blocked, 1));
+  EXPECT_NE(Layout::shared(128, 0), Layout::shared(128, 0, {0, 1}));
   EXPECT_NE(Layout::dot_operand(mma2, 0, 2), Layout::dot_operand(Layout::mma(2, {2, 2}, {16, 8}), 0, 2));
 }
 
