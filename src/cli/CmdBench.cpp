@@ -65,6 +65,8 @@ int cmd_bench(const BenchOptions& o) {
     const Sizes& sizes = plan.sizes;
     PipelineOptions po;
     po.config = plan.config;
+  po.disabled = o.k.disable_passes;
+    po.disabled = o.k.disable_passes;
     std::unique_ptr<Kernel> bound = run_pipeline(*k, po);
     auto runner = make_runner(o.backend, *bound);
     std::vector<Tensor> tensors = make_random_tensors(*bound, sizes, o.k.seed);

@@ -55,6 +55,7 @@ int cmd_compile(const CompileOptions& o) {
   apply_target_configs(*src, plans, cuda_target ? "cuda:" + CudaTarget::parse(o.target).str() : o.target);
   PipelineOptions po;
   po.dump_after = o.dump_after;
+  po.disabled = o.k.disable_passes;
   po.dump = [](const std::string& pass, const std::string& ir) {
     std::cerr << "// ----- IR after " << pass << " -----\n" << ir;
     if (!ir.empty() && ir.back() != '\n') std::cerr << "\n";
@@ -96,6 +97,7 @@ int cmd_compile(const CompileOptions& o) {
     if (o.stats) {
       std::cerr << "// ----- statistics for " << k->name << " -----\n";
       for (const auto& [name, value] : stats) std::cerr << name << " = " << value << "\n";
+      for (const std::string& n : stats.notes) std::cerr << "note: " << n << "\n";
       if (em) {
         std::cerr << "// ----- cuda emitter statistics for " << k->name << " (" << o.target << ") -----\n";
         for (const auto& [name, value] : em->stats) std::cerr << name << " = " << value << "\n";

@@ -29,6 +29,7 @@ bool run_one(const KernelSource& src, const KernelPlan& plan, const RunOptions& 
   const Sizes& sizes = plan.sizes;
   PipelineOptions po;
   po.config = plan.config;
+  po.disabled = o.k.disable_passes;
   std::unique_ptr<Kernel> bound = run_pipeline(k, po);
   auto runner = make_runner(o.backend, *bound);
 

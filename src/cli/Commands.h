@@ -18,6 +18,7 @@ struct KernelOptions {
   std::vector<std::string> config;   // --config NAME=VALUE
   std::vector<std::string> scalars;  // --scalar NAME=VALUE
   uint64_t seed = 1;
+  std::vector<std::string> disable_passes;  // --disable-pass NAME: pipeline passes not to run
 };
 
 struct RunOptions {

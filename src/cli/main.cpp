@@ -24,6 +24,10 @@ void add_kernel_options(CLI::App* cmd, KernelOptions& k, bool sizes) {
                              "f8e5m2", "f16", "bf16", "f32", "f64"}));
   cmd->add_option("--config", k.config, "constexpr value, NAME=VALUE (repeatable)")
       ->allow_extra_args(false);
+  cmd->add_option("--disable-pass", k.disable_passes,
+                  "leave this pass out of the pipeline, e.g. repair-reductions for a before/after figure "
+                  "(repeatable; not verify, bind-constexprs or verify-bound)")
+      ->allow_extra_args(false);
   if (!sizes) return;
   cmd->add_option("--size", k.sizes,
                   "size of a symbolic dim, NAME=VALUE or M=1,N=2 (repeatable; library kernels "

@@ -20,8 +20,11 @@ using ConstexprConfig = std::map<std::string, int64_t>;
 // the candidate set.
 std::unique_ptr<Kernel> bind_constexprs(const Kernel& k, const ConstexprConfig& config);
 
-// Statistics a pass reports (`--stats`): name -> count.
-using PassStats = std::map<std::string, int64_t>;
+// Statistics a pass reports (`--stats`): name -> count, and notes (one line each) saying why
+// a pass left something as written (`tessera compile --stats` prints them).
+struct PassStats : std::map<std::string, int64_t> {
+  std::vector<std::string> notes;
+};
 
 struct Pass {
   std::string name;  // as used by --dump-after
@@ -33,7 +36,14 @@ struct PipelineOptions {
   std::string dump_after;  // a pass name, "all", or empty
   // Where dumps go (default: stderr). Called with the pass name and the printed IR.
   std::function<void(const std::string& pass, const std::string& ir)> dump;
+  // Passes not to run (`--disable-pass NAME`, for before/after figures); only the optional
+  // ones (disableable_pass).
+  std::vector<std::string> disabled;
 };
+
+// Whether a pass may be left out of the pipeline: not verify, bind-constexprs or verify-bound,
+// which every backend relies on.
+bool disableable_pass(const std::string& name);
 
 // The passes one by one, in place (tests and tools that run a single pass). Each counts what
 // it changed in `stats` ("cse.removed", "dce.removed", "canonicalize.folded", ...).
@@ -47,6 +57,10 @@ void dce(Kernel& k, PassStats& stats);           // removes pure ops whose resul
 // Moves ops of a `for` body that compute the same value every iteration (and cannot fail or
 // write) in front of the loop: LoopInvariantCodeMotion.cpp.
 void licm(Kernel& k, PassStats& stats);
+// Fuses a running-max loop and the loops that need its final value (sum of exp(x - max),
+// exp-weighted dots, division by the sum) into one loop with the FlashAttention repair:
+// RepairReductions.cpp, docs/passes.md.
+void repair_reductions(Kernel& k, PassStats& stats);
 
 // --- GPU lowering (a second list, after the pipeline, for cuda targets) ---
 struct GpuLoweringOptions {

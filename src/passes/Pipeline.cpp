@@ -1,5 +1,6 @@
 // The pass pipeline: one straight list, read top to bottom. Each pass can be dumped
 // (--dump-after=NAME or all) and reports statistics.
+#include <algorithm>
 #include <iostream>
 
 #include "ir/Verifier.h"
@@ -27,6 +28,9 @@ std::vector<Pass> pipeline_passes(const ConstexprConfig& config) {
       {"canonicalize", canonicalize},
       {"cse", cse},
       {"licm", licm},
+      // After licm, so that the loops hold only what varies; before dce, which removes the
+      // spreads of the old results that only the fused loops read.
+      {"repair-reductions", repair_reductions},
       {"dce", dce},
       {"verify-bound", verify_bound},
   };
@@ -61,6 +65,10 @@ std::unique_ptr<Kernel> run_gpu_lowering(const Kernel& bound, const GpuLoweringO
   return out;
 }
 
+bool disableable_pass(const std::string& name) {
+  return name != "verify" && name != "bind-constexprs" && name != "verify-bound";
+}
+
 std::vector<std::string> pipeline_pass_names() {
   std::vector<std::string> names;
   for (const Pass& p : pipeline_passes({})) names.push_back(p.name);
@@ -69,6 +77,16 @@ std::vector<std::string> pipeline_pass_names() {
 
 std::unique_ptr<Kernel> run_pipeline(const Kernel& k, const PipelineOptions& opts, PassStats* stats) {
   auto passes = pipeline_passes(opts.config);
+  for (const std::string& d : opts.disabled) {
+    auto names = pipeline_pass_names();
+    if (std::find(names.begin(), names.end(), d) == names.end() || !disableable_pass(d)) {
+      std::string valid;
+      for (const std::string& n : names)
+        if (disableable_pass(n)) valid += (valid.empty() ? "" : ", ") + n;
+      throw TesseraError("--disable-pass " + d + ": not a pass that can be left out (" + valid + ")");
+    }
+    std::erase_if(passes, [&](const Pass& p) { return p.name == d; });
+  }
   if (!opts.dump_after.empty() && opts.dump_after != "all") {
     bool known = false;
     std::string valid;

@@ -22,6 +22,7 @@
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 class Cli : public ::testing::Test {
@@ -341,6 +342,30 @@ TEST_F(Cli, CompileDumpsAfterEveryPass) {
   EXPECT_EQ(r.status, 0) << r.err;
   for (const auto& pass : tessera::pipeline_pass_names())
     EXPECT_THAT(r.err, HasSubstr("// ----- IR after " + pass + " -----\n")) << pass;
+}
+
+// repair-reductions fuses the corpus's three-loop attention (one score dot left), reports it
+// under --stats, and leaves it alone with --disable-pass; a chain it refuses gets a note.
+TEST_F(Cli, RepairReductionsStatsNotesAndDisable) {
+  Result r = tessera("compile tests/corpus/attention_three_loops.tile --stats");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("repair-reductions.fused = 1\nrepair-reductions.loops-fused = 3\n"));
+  auto dots = [](const std::string& ir) {
+    size_t n = 0;
+    for (size_t at = ir.find("= dot %qs"); at != std::string::npos; at = ir.find("= dot %qs", at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(dots(r.out), 1u) << r.out;
+  r = tessera("compile tests/corpus/attention_three_loops.tile --stats --disable-pass repair-reductions");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.err, Not(HasSubstr("repair-reductions")));
+  EXPECT_EQ(dots(r.out), 3u) << r.out;
+  r = tessera("compile tests/corpus/softmax_looped.tile --stats");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("note: repair-reductions: tests/corpus/softmax_looped.tile:43:3: loop left as written: "));
+  r = tessera("compile softmax --disable-pass verify");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, StartsWith("error: --disable-pass verify: not a pass that can be left out (pipes-to-loads, canonicalize"));
 }
 
 TEST_F(Cli, CompileUnknownPass) {

@@ -3,6 +3,7 @@
 //   // config: NAME=VALUE ...        optional, for bind-constexprs
 //   // stats: KEY=VALUE ...          optional, statistics the passes must report
 //   // target: sm_90a | sm_80          optional, for the GPU lowering passes (default sm_90a)
+//   // note: TEXT                    optional, repeatable: a note some pass gave contains TEXT
 //   <input kernel>
 //   // ----- expect
 //   <the kernel after the passes, exactly as print_kernel writes it>
@@ -102,6 +103,14 @@ TEST_P(PassFile, OutputMatches) {
   for (const auto& kv : directive(input, "stats")) {
     auto [key, value] = key_value(kv);
     EXPECT_EQ(stats[key], value) << key;
+  }
+  std::istringstream lines(input);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("// note: ", 0) != 0) continue;
+    std::string want = line.substr(9);
+    bool found = std::any_of(stats.notes.begin(), stats.notes.end(),
+                             [&](const std::string& n) { return n.find(want) != std::string::npos; });
+    EXPECT_TRUE(found) << "no note contains '" << want << "'";
   }
 }
 

@@ -43,7 +43,7 @@ std::unique_ptr<Kernel> softmax() {
 
 TEST(Pipeline, PassNamesInOrder) {
   EXPECT_EQ(pipeline_pass_names(),
-            (std::vector<std::string>{"verify", "bind-constexprs", "pipes-to-loads", "canonicalize", "cse", "licm", "dce", "verify-bound"}));
+            (std::vector<std::string>{"verify", "bind-constexprs", "pipes-to-loads", "canonicalize", "cse", "licm", "repair-reductions", "dce", "verify-bound"}));
 }
 
 TEST(Pipeline, SoftmaxBindsFoldsAndCleansUp) {
@@ -72,7 +72,7 @@ TEST(Pipeline, RandomCandidatesBindEverywhere) {
   const int64_t cands[] = {256, 512, 1024, 2048};
   for (int trial = 0; trial < 4; ++trial) {
     int64_t v = cands[rng() % 4];
-    auto out = run_pipeline(*softmax(), PipelineOptions{{{"BLOCK_N", v}}, "", nullptr});
+    auto out = run_pipeline(*softmax(), PipelineOptions{{{"BLOCK_N", v}}, "", nullptr, {}});
     EXPECT_EQ(out->find_constexpr("BLOCK_N")->value, v);
     std::string text = print_kernel(*out);
     EXPECT_NE(text.find("tile<f32, [1, " + std::to_string(v) + "]>"), std::string::npos) << text;
@@ -103,8 +103,31 @@ TEST(Pipeline, UnknownDumpAfterNameListsValidNames) {
     FAIL() << "no error";
   } catch (const TesseraError& e) {
     EXPECT_EQ(e.message(),
-              "unknown pass 'fold' for --dump-after (valid: verify, bind-constexprs, pipes-to-loads, canonicalize, cse, licm, dce, "
+              "unknown pass 'fold' for --dump-after (valid: verify, bind-constexprs, pipes-to-loads, canonicalize, cse, licm, repair-reductions, dce, "
               "verify-bound, all)");
+  }
+}
+
+// --disable-pass: an optional pass is left out (no statistics of it); verify and
+// bind-constexprs are not optional.
+TEST(Pipeline, DisabledPassDoesNotRun) {
+  PipelineOptions opts;
+  opts.config = {{"BLOCK_N", 512}};
+  opts.disabled = {"dce"};
+  PassStats stats;
+  run_pipeline(*softmax(), opts, &stats);
+  EXPECT_EQ(stats.count("dce.removed"), 0u);
+  EXPECT_EQ(stats.count("cse.removed"), 1u);
+  for (const char* name : {"verify", "bind-constexprs", "fold"}) {
+    opts.disabled = {name};
+    try {
+      run_pipeline(*softmax(), opts);
+      FAIL() << "no error for " << name;
+    } catch (const TesseraError& e) {
+      EXPECT_NE(e.message().find("--disable-pass " + std::string(name) + ": not a pass that can be left out"),
+                std::string::npos)
+          << e.message();
+    }
   }
 }
 
