@@ -399,6 +399,16 @@ class Verifier {
     return ok;
   }
 
+  // " (with HD = 63)": the constexpr values an expression dim was evaluated with.
+  std::string constexpr_values(const Dim& d) const {
+    if (!d.is_expr()) return "";
+    std::string out;
+    for (const std::string& n : dim_names(d))
+      if (const ConstexprDecl* c = k_.find_constexpr(n))
+        out += (out.empty() ? " (with " : ", ") + n + " = " + std::to_string(c->value);
+    return out.empty() ? out : out + ")";
+  }
+
   // Tile shapes: positive dims, symbols naming constexprs, static when bound.
   bool check_type_dims(const Type& t, const std::string& what) {
     if (!t.has_static_dims()) return true;
@@ -411,27 +421,37 @@ class Verifier {
       fail(what + " " + t.str() + " needs a number of stages and at least one slot dim");
       return false;
     }
+    // Each dim's value with the constexprs at their current values (bound or default): an
+    // expression must evaluate (known names, `/` dividing evenly) to a positive size.
+    std::vector<int64_t> values;
     for (const Dim& d : t.shape) {
-      if (d.is_static()) {
-        if (d.value <= 0) {
-          fail(what + " " + t.str() + " has a non-positive dim " + std::to_string(d.value));
-          ok = false;
-        }
-      } else if (!k_.find_constexpr(d.symbol)) {
-        fail(what + " " + t.str() + " names " + q(d.symbol) + ", which is not a constexpr of kernel " +
-             q(k_.name));
+      DimValue v = eval_dim(d, [&](const std::string& n) -> std::optional<int64_t> {
+        if (const ConstexprDecl* c = k_.find_constexpr(n)) return c->value;
+        return std::nullopt;
+      });
+      if (v.unknown_name) {
+        std::string name;
+        for (const std::string& n : dim_names(d))
+          if (!k_.find_constexpr(n) && name.empty()) name = n;
+        fail(what + " " + t.str() + " names " + q(name) + ", which is not a constexpr of kernel " + q(k_.name));
         ok = false;
-      } else if (opts_.require_bound) {
+      } else if (!v.error.empty()) {
+        fail(what + " " + t.str() + ": " + v.error + constexpr_values(d));
+        ok = false;
+      } else if (v.value <= 0) {
+        fail(what + " " + t.str() + " has a non-positive dim " +
+             (d.is_static() ? std::to_string(v.value) : d.symbol + " = " + std::to_string(v.value) + constexpr_values(d)));
+        ok = false;
+      } else if (opts_.require_bound && !d.is_static()) {
         fail(what + " " + t.str() + " has unbound constexpr dim " + q(d.symbol));
         ok = false;
       }
+      values.push_back(v.value);
     }
-    // The element count (constexpr dims at their current values), without overflowing.
+    // The element count, without overflowing.
     int64_t n = 1;
-    for (const Dim& d : t.shape) {
-      const ConstexprDecl* c = d.is_static() ? nullptr : k_.find_constexpr(d.symbol);
-      int64_t v = d.is_static() ? d.value : c ? c->value : 1;
-      if (!ok || v <= 0) break;
+    for (int64_t v : values) {
+      if (!ok) break;
       if (__builtin_mul_overflow(n, v, &n) || n > kMaxTileElements) {
         fail(what + " " + t.str() + " has more than " + std::to_string(kMaxTileElements) +
              " elements (2^24), the limit for a tile, buffer or pipe");
