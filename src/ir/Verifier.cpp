@@ -1009,6 +1009,10 @@ class Verifier {
       if (!ok)
         return fail("kind \"" + kind + "\" is not one of " +
                     (scan ? "sum, prod, max, min" : "sum, prod, max, min, argmax, argmin"));
+      // An i1 sum would wrap to a parity (and a product is an `and`): a count needs i32.
+      if (t.elem == ScalarKind::I1 && (kind == "sum" || kind == "prod"))
+        return fail("kind \"" + kind + "\" over an i1 tile is not defined (it would wrap modulo 2): cast to i32 "
+                    "first (`cast` to " + t.with_elem(ScalarKind::I32).str() + ") to count");
       if (arg) elem = ScalarKind::I32;
     } else {
       const Block& r = op.region(0);
