@@ -392,7 +392,11 @@ class Verifier {
       }
       if (it->second == nullptr || visible_.count(v)) continue;
       bool enclosing = std::find(open_blocks_.begin(), open_blocks_.end(), it->second) != open_blocks_.end();
-      fail(operand_desc(i, v) + (enclosing ? " is used before its definition"
+      if (it->second == k_.grid.get())
+        fail(operand_desc(i, v) + " is a value of the grid block: grid values are visible only in the grid block "
+                                  "(compute it again in the body, e.g. with dim or program_id)");
+      else
+        fail(operand_desc(i, v) + (enclosing ? " is used before its definition"
                                            : " is defined in another region and is not visible here"));
       ok = false;
     }

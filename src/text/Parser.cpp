@@ -4,6 +4,7 @@
 #include <deque>
 #include <limits>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "text/Lexer.h"
 #include "text/Syntax.h"
@@ -96,6 +97,9 @@ class Parser {
   }
   Value* use(const Token& t) {
     Value* v = lookup(t.name());
+    if (!v && grid_names_.count(std::string(t.name())))
+      fail(t, "use of undefined value " + quote(t.text) + ": it is a value of the grid block, and grid values are "
+              "visible only in the grid block (compute it again in the body, e.g. with dim or program_id)");
     if (!v) fail(t, "use of undefined value " + quote(t.text));
     return v;
   }
@@ -105,6 +109,7 @@ class Parser {
   void define(const Token& t, Value* v) {
     check_fresh(t);
     scopes_.back().emplace(std::string(t.name()), v);
+    if (in_grid_) grid_names_.insert(std::string(t.name()));
   }
 
   // --- kernels ---
@@ -144,7 +149,10 @@ class Parser {
     Token g = take();
     if (!g.is_word("grid")) expected(g, "'grid'");
     if (!peek().is('{')) expected(peek(), "'{' after 'grid'");
+    grid_names_.clear();
+    in_grid_ = true;
     region(*k->grid, 1);
+    in_grid_ = false;
     scopes_.emplace_back();
     ops_until_close(*k->body, 0);
     scopes_.pop_back();
@@ -275,6 +283,9 @@ class Parser {
     return t.text == "cdiv" ? cdiv(a, b) : t.text == "min" ? min(a, b) : max(a, b);
   }
   // Bounds that keep the tree's printer and evaluator (recursive) far from the stack's end.
+  // The grid block's value names, for the message when the body uses one.
+  bool in_grid_ = false;
+  std::unordered_set<std::string> grid_names_;
   static constexpr int kMaxDimDepth = 64;
   static constexpr int kMaxDimOps = 256;
   int dim_ops_ = 0;
