@@ -813,6 +813,7 @@ class Verifier {
         break;
       case OpKind::Shl:
       case OpKind::Shr:
+      case OpKind::Cdiv:
         if (!is_int(e) || is_bool(e)) return fail("needs integer operands (not i1), got " + a.str());
         break;
       case OpKind::Pow:
