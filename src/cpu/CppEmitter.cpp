@@ -565,7 +565,7 @@ void Emitter::emit_binary(const Op& op) {
   const std::string T = ctype(t);
   bool f = is_float(t), b1 = t == ScalarKind::I1;
   // An integer division by zero in the grid is an error (docs/semantics.md, "Grid").
-  if (in_grid_ && !f && (op.kind == OpKind::Div || op.kind == OpKind::Rem)) {
+  if (in_grid_ && !f && (op.kind == OpKind::Div || op.kind == OpKind::Rem || op.kind == OpKind::Cdiv)) {
     std::optional<int64_t> d = const_int(op.operand(1));
     if (!d || *d == 0) fault_unless(op, nm(op.operand(1)) + " != 0", StructFault::GridDivZero);
   }
@@ -585,6 +585,11 @@ void Emitter::emit_binary(const Op& op) {
     case OpKind::Sub: arith('-', "wsub"); break;
     case OpKind::Mul: arith('*', "wmul"); break;
     case OpKind::Div: arith('/', "idiv"); break;
+    case OpKind::Cdiv:  // (a + b - 1) / b, the sum wrapping (docs/semantics.md)
+      elementwise(op, [&](const std::vector<std::string>& a) {
+        return "tsr::idiv(tsr::wsub(tsr::wadd(" + a[0] + ", " + a[1] + "), " + T + "(1)), " + a[1] + ")";
+      });
+      break;
     case OpKind::Rem:
       elementwise(op, [&](const std::vector<std::string>& a) {
         return f ? fround(t, "std::fmod(" + a[0] + ", " + a[1] + ")") : "tsr::irem(" + a[0] + ", " + a[1] + ")";

@@ -505,6 +505,11 @@ void Emitter::emit_binary(const Op& op) {
         return b1 ? "uint8_t((" + e + ") & 1)" : e;
       });
       break;
+    case OpKind::Cdiv:  // (a + b - 1) / b, the sum wrapping (docs/semantics.md)
+      elementwise(op, [&](const std::vector<std::string>& a) {
+        return "tsr::idiv<" + T + ">(" + T + "(" + U + "(" + a[0] + ") + " + U + "(" + a[1] + ") - " + U + "(1)), " + a[1] + ")";
+      });
+      break;
     case OpKind::Rem:
       elementwise(op, [&](const std::vector<std::string>& a) {
         if (f) return fround(t, std::string(t == ScalarKind::F64 ? "fmod(" : "fmodf(") + a[0] + ", " + a[1] + ")");

@@ -89,7 +89,7 @@ std::array<int64_t, 3> cuda_grid_size(const Kernel& k, const std::vector<KernelA
         break;
       }
       case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Rem:
-      case OpKind::Min: case OpKind::Max: {
+      case OpKind::Cdiv: case OpKind::Min: case OpKind::Max: {
         Num a = get(op, 0), b = get(op, 1);
         if (f) {
           double x = a.as_d(), y = b.as_d(), z = 0;
@@ -105,13 +105,19 @@ std::array<int64_t, 3> cuda_grid_size(const Kernel& k, const std::vector<KernelA
           r = Num{true, 0, z};
         } else {
           int64_t x = a.as_i(), y = b.as_i(), z = 0;
-          if ((op.kind == OpKind::Div || op.kind == OpKind::Rem) && y == 0)
+          if ((op.kind == OpKind::Div || op.kind == OpKind::Rem || op.kind == OpKind::Cdiv) && y == 0)
             throw TesseraError(op.loc, struct_fault_message(op, StructFault::GridDivZero));
           switch (op.kind) {
             case OpKind::Add: z = static_cast<int64_t>(static_cast<uint64_t>(x) + static_cast<uint64_t>(y)); break;
             case OpKind::Sub: z = static_cast<int64_t>(static_cast<uint64_t>(x) - static_cast<uint64_t>(y)); break;
             case OpKind::Mul: z = static_cast<int64_t>(static_cast<uint64_t>(x) * static_cast<uint64_t>(y)); break;
             case OpKind::Div: z = y == -1 ? -x : x / y; break;
+            case OpKind::Cdiv: {
+              // The sum wraps in the element type first, as in the interpreter.
+              int64_t s = wrap_int(t, static_cast<int64_t>(static_cast<uint64_t>(x) + static_cast<uint64_t>(y) - 1));
+              z = y == -1 ? -s : s / y;
+              break;
+            }
             case OpKind::Rem: z = y == -1 ? 0 : x % y; break;
             case OpKind::Min: z = std::min(x, y); break;
             default: z = std::max(x, y); break;

@@ -174,16 +174,20 @@ RValue binary_int(const Op& op, const RValue& a, const RValue& b) {
     case OpKind::Mul: for (size_t j = 0; j < n; ++j) o[j] = W(U(x[j]) * U(y[j])); break;
     case OpKind::Div:
     case OpKind::Rem:
+    case OpKind::Cdiv:
       for (size_t j = 0; j < n; ++j) {
         if (y[j] == 0)
           fail(op, std::string(op.name()) + " by zero" + (a.shape.empty() ? "" : " at element " + index_str(a.shape, j)));
-        bool div = op.kind == OpKind::Div;
+        bool div = op.kind != OpKind::Rem;
+        // cdiv is (a + b - 1) / b with the sum wrapping in the element type, as the builder
+        // writes it with add, sub and div.
+        int64_t xj = op.kind == OpKind::Cdiv ? W(U(x[j]) + U(y[j]) - 1) : x[j];
         if (uns) {
-          o[j] = W(div ? U(x[j]) / U(y[j]) : U(x[j]) % U(y[j]));
+          o[j] = W(div ? U(xj) / U(y[j]) : U(xj) % U(y[j]));
         } else if (y[j] == -1) {  // INT64_MIN / -1 overflows in C++; the wrapped answer is -x
-          o[j] = div ? W(uint64_t{0} - U(x[j])) : 0;
+          o[j] = div ? W(uint64_t{0} - U(xj)) : 0;
         } else {
-          o[j] = W(U(div ? x[j] / y[j] : x[j] % y[j]));
+          o[j] = W(U(div ? xj / y[j] : xj % y[j]));
         }
       }
       break;

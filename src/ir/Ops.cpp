@@ -53,6 +53,7 @@ Extra extra(OpKind k) {
     case OpKind::Sub: return {{}, "a - b (integers wrap around)"};
     case OpKind::Mul: return {{}, "a * b (integers wrap around)"};
     case OpKind::Div: return {{}, "a / b (integers round toward zero; division by zero is an error)"};
+    case OpKind::Cdiv: return {{}, "ceiling division of integers: (a + b - 1) / b, + and - wrapping, / as div (ceil(a / b) for a >= 0, b > 0)"};
     case OpKind::Rem: return {{}, "remainder with the sign of a (C fmod / %)"};
     case OpKind::Min: return {{}, "minimum (NaN if either is NaN)"};
     case OpKind::Max: return {{}, "maximum (NaN if either is NaN)"};

@@ -1,6 +1,8 @@
 #include "ir/Type.h"
 
+#include <algorithm>
 #include <cassert>
+#include <climits>
 
 namespace tessera {
 
@@ -114,6 +116,157 @@ std::string Type::str() const {
     }
   }
   return "none";
+}
+
+}  // namespace tessera
+
+namespace tessera {
+
+namespace {
+
+using DOp = DimExpr::Op;
+
+// Binding strength in the canonical text: calls and leaves bind tightest.
+int precedence(DOp op) {
+  switch (op) {
+    case DOp::Add:
+    case DOp::Sub: return 1;
+    case DOp::Mul:
+    case DOp::Div: return 2;
+    default: return 3;
+  }
+}
+
+const char* op_text(DOp op) {
+  switch (op) {
+    case DOp::Add: return "+";
+    case DOp::Sub: return "-";
+    case DOp::Mul: return "*";
+    case DOp::Div: return "/";
+    case DOp::Cdiv: return "cdiv";
+    case DOp::Min: return "min";
+    case DOp::Max: return "max";
+    default: return "?";
+  }
+}
+
+}  // namespace
+
+Dim::Dim(std::shared_ptr<const DimExpr> e) : expr(std::move(e)) { symbol = expr->str(); }
+
+std::shared_ptr<const DimExpr> DimExpr::leaf(const Dim& d) {
+  if (d.expr) return d.expr;
+  auto e = std::make_shared<DimExpr>();
+  if (d.is_static()) {
+    e->op = Op::Int;
+    e->value = d.value;
+  } else {
+    e->op = Op::Name;
+    e->name = d.symbol;
+  }
+  return e;
+}
+
+std::shared_ptr<const DimExpr> DimExpr::make(Op op, const Dim& a, const Dim& b) {
+  auto e = std::make_shared<DimExpr>();
+  e->op = op;
+  e->lhs = leaf(a);
+  e->rhs = leaf(b);
+  return e;
+}
+
+std::string DimExpr::str() const {
+  switch (op) {
+    case Op::Int: return std::to_string(value);
+    case Op::Name: return name;
+    case Op::Cdiv:
+    case Op::Min:
+    case Op::Max: return std::string(op_text(op)) + "(" + lhs->str() + ", " + rhs->str() + ")";
+    default: break;
+  }
+  // Operators are left-associative: a right operand of the same strength keeps its
+  // parentheses (a - (b - c)), a left one does not need them ((a - b) - c is a - b - c).
+  int p = precedence(op);
+  auto side = [&](const DimExpr& e, bool right) {
+    int q = precedence(e.op);
+    return q < p || (right && q == p) ? "(" + e.str() + ")" : e.str();
+  };
+  return side(*lhs, false) + " " + op_text(op) + " " + side(*rhs, true);
+}
+
+Dim dim_expr(DimExpr::Op op, const Dim& a, const Dim& b) { return Dim(DimExpr::make(op, a, b)); }
+Dim operator+(const Dim& a, const Dim& b) { return dim_expr(DOp::Add, a, b); }
+Dim operator-(const Dim& a, const Dim& b) { return dim_expr(DOp::Sub, a, b); }
+Dim operator*(const Dim& a, const Dim& b) { return dim_expr(DOp::Mul, a, b); }
+Dim operator/(const Dim& a, const Dim& b) { return dim_expr(DOp::Div, a, b); }
+Dim cdiv(const Dim& a, const Dim& b) { return dim_expr(DOp::Cdiv, a, b); }
+Dim min(const Dim& a, const Dim& b) { return dim_expr(DOp::Min, a, b); }
+Dim max(const Dim& a, const Dim& b) { return dim_expr(DOp::Max, a, b); }
+
+std::vector<std::string> dim_names(const Dim& d) {
+  std::vector<std::string> out;
+  std::function<void(const DimExpr&)> walk = [&](const DimExpr& e) {
+    if (e.op == DOp::Name) {
+      if (std::find(out.begin(), out.end(), e.name) == out.end()) out.push_back(e.name);
+    } else if (e.lhs) {
+      walk(*e.lhs);
+      walk(*e.rhs);
+    }
+  };
+  if (d.expr) walk(*d.expr);
+  else if (!d.is_static()) out.push_back(d.symbol);
+  return out;
+}
+
+DimValue eval_dim(const Dim& d, const std::function<std::optional<int64_t>(const std::string&)>& lookup) {
+  DimValue r;
+  std::function<std::optional<int64_t>(const DimExpr&)> ev = [&](const DimExpr& e) -> std::optional<int64_t> {
+    if (e.op == DOp::Int) return e.value;
+    if (e.op == DOp::Name) {
+      if (auto v = lookup(e.name)) return v;
+      r.error = "names '" + e.name + "', which is not a constexpr";
+      r.unknown_name = true;
+      return std::nullopt;
+    }
+    auto a = ev(*e.lhs);
+    if (!a) return std::nullopt;
+    auto b = ev(*e.rhs);
+    if (!b) return std::nullopt;
+    int64_t x = *a, y = *b, z = 0;
+    auto say = [&](const std::string& why) {
+      r.error = e.str() + " is " + std::to_string(x) + " " + op_text(e.op) + " " + std::to_string(y) + ": " + why;
+      if (e.op >= DOp::Cdiv)
+        r.error = e.str() + " is " + op_text(e.op) + "(" + std::to_string(x) + ", " + std::to_string(y) + "): " + why;
+      return std::nullopt;
+    };
+    bool overflow = false;
+    switch (e.op) {
+      case DOp::Add: overflow = __builtin_add_overflow(x, y, &z); break;
+      case DOp::Sub: overflow = __builtin_sub_overflow(x, y, &z); break;
+      case DOp::Mul: overflow = __builtin_mul_overflow(x, y, &z); break;
+      case DOp::Div:
+        if (y == 0) return say("division by zero");
+        if (x % y != 0) return say("'/' in a shape must divide evenly (cdiv rounds up)");
+        if (x == INT64_MIN && y == -1) overflow = true;
+        else z = x / y;
+        break;
+      case DOp::Cdiv:
+        if (y <= 0) return say("cdiv needs a positive divisor");
+        z = x / y + (x % y > 0 ? 1 : 0);
+        break;
+      case DOp::Min: z = std::min(x, y); break;
+      case DOp::Max: z = std::max(x, y); break;
+      default: break;
+    }
+    if (overflow) return say("overflows int64");
+    return z;
+  };
+  if (d.is_static()) {
+    r.value = d.value;
+  } else if (auto v = ev(*DimExpr::leaf(d))) {
+    r.value = *v;
+  }
+  return r;
 }
 
 }  // namespace tessera

@@ -13,6 +13,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -57,22 +59,66 @@ bool is_unsigned_int(ScalarKind k);
 bool is_bool(ScalarKind k);
 const std::vector<ScalarKind>& all_scalar_kinds();
 
+struct DimExpr;
+
 // One dimension of a tile or view shape: a static size, or a symbol (a constexpr name in a
-// tile shape; a runtime dim name in a view shape).
+// tile shape; a runtime dim name in a view shape), or in a tile shape an expression over
+// constexprs and integers (`HD / 2`, `cdiv(N, BK)`), folded when the constexprs bind.
 struct Dim {
   int64_t value = 0;
-  std::string symbol;  // non-empty: symbolic
+  std::string symbol;  // non-empty: symbolic; an expression's canonical text (what prints)
+  std::shared_ptr<const DimExpr> expr;  // set only for an expression, not for a plain name
 
   Dim() = default;
   Dim(int64_t v) : value(v) {}  // NOLINT: implicit so that shapes read {1, 1024}
   Dim(int v) : value(v) {}      // NOLINT
   Dim(std::string s) : symbol(std::move(s)) {}  // NOLINT
   Dim(const char* s) : symbol(s) {}              // NOLINT
+  explicit Dim(std::shared_ptr<const DimExpr> e);
 
   bool is_static() const { return symbol.empty(); }
+  bool is_expr() const { return expr != nullptr; }
   std::string str() const { return is_static() ? std::to_string(value) : symbol; }
+  // The text is canonical (one spelling per tree), so comparing it compares the trees.
   bool operator==(const Dim& o) const { return value == o.value && symbol == o.symbol; }
 };
+
+// A shape expression's tree. Leaves are integers and names; operators are the four
+// arithmetic ones (`/` must divide evenly) and the calls cdiv, min, max.
+struct DimExpr {
+  enum class Op : uint8_t { Int, Name, Add, Sub, Mul, Div, Cdiv, Min, Max };
+  Op op = Op::Int;
+  int64_t value = 0;  // Int
+  std::string name;   // Name
+  std::shared_ptr<const DimExpr> lhs, rhs;
+
+  static std::shared_ptr<const DimExpr> leaf(const Dim& d);  // an integer, a name or a subtree
+  static std::shared_ptr<const DimExpr> make(Op op, const Dim& a, const Dim& b);
+  std::string str() const;  // canonical text: `a - (b + c)`, `cdiv(N, 2) * 4`
+};
+
+// `a op b` as a shape dim (an expression; nothing is folded before binding).
+Dim dim_expr(DimExpr::Op op, const Dim& a, const Dim& b);
+Dim operator+(const Dim& a, const Dim& b);
+Dim operator-(const Dim& a, const Dim& b);
+Dim operator*(const Dim& a, const Dim& b);
+Dim operator/(const Dim& a, const Dim& b);
+Dim cdiv(const Dim& a, const Dim& b);
+Dim min(const Dim& a, const Dim& b);
+Dim max(const Dim& a, const Dim& b);
+
+// The names a dim reads (a plain name, or an expression's leaves), in order, once each.
+std::vector<std::string> dim_names(const Dim& d);
+
+// A dim's value with every name looked up: the value, or why there is none (an unknown name,
+// a `/` that does not divide evenly, a zero divisor, an overflow). Positivity is the caller's.
+struct DimValue {
+  int64_t value = 0;
+  std::string error;  // empty: value holds
+  bool unknown_name = false;  // the error is a name that `lookup` does not know
+};
+DimValue eval_dim(const Dim& d, const std::function<std::optional<int64_t>(const std::string&)>& lookup);
+
 using Shape = std::vector<Dim>;
 
 std::string shape_str(const Shape& s);  // "[1, BLOCK_N]"

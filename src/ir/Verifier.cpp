@@ -392,11 +392,25 @@ class Verifier {
       }
       if (it->second == nullptr || visible_.count(v)) continue;
       bool enclosing = std::find(open_blocks_.begin(), open_blocks_.end(), it->second) != open_blocks_.end();
-      fail(operand_desc(i, v) + (enclosing ? " is used before its definition"
+      if (it->second == k_.grid.get())
+        fail(operand_desc(i, v) + " is a value of the grid block: grid values are visible only in the grid block "
+                                  "(compute it again in the body, e.g. with dim or program_id)");
+      else
+        fail(operand_desc(i, v) + (enclosing ? " is used before its definition"
                                            : " is defined in another region and is not visible here"));
       ok = false;
     }
     return ok;
+  }
+
+  // " (with HD = 63)": the constexpr values an expression dim was evaluated with.
+  std::string constexpr_values(const Dim& d) const {
+    if (!d.is_expr()) return "";
+    std::string out;
+    for (const std::string& n : dim_names(d))
+      if (const ConstexprDecl* c = k_.find_constexpr(n))
+        out += (out.empty() ? " (with " : ", ") + n + " = " + std::to_string(c->value);
+    return out.empty() ? out : out + ")";
   }
 
   // Tile shapes: positive dims, symbols naming constexprs, static when bound.
@@ -411,27 +425,37 @@ class Verifier {
       fail(what + " " + t.str() + " needs a number of stages and at least one slot dim");
       return false;
     }
+    // Each dim's value with the constexprs at their current values (bound or default): an
+    // expression must evaluate (known names, `/` dividing evenly) to a positive size.
+    std::vector<int64_t> values;
     for (const Dim& d : t.shape) {
-      if (d.is_static()) {
-        if (d.value <= 0) {
-          fail(what + " " + t.str() + " has a non-positive dim " + std::to_string(d.value));
-          ok = false;
-        }
-      } else if (!k_.find_constexpr(d.symbol)) {
-        fail(what + " " + t.str() + " names " + q(d.symbol) + ", which is not a constexpr of kernel " +
-             q(k_.name));
+      DimValue v = eval_dim(d, [&](const std::string& n) -> std::optional<int64_t> {
+        if (const ConstexprDecl* c = k_.find_constexpr(n)) return c->value;
+        return std::nullopt;
+      });
+      if (v.unknown_name) {
+        std::string name;
+        for (const std::string& n : dim_names(d))
+          if (!k_.find_constexpr(n) && name.empty()) name = n;
+        fail(what + " " + t.str() + " names " + q(name) + ", which is not a constexpr of kernel " + q(k_.name));
         ok = false;
-      } else if (opts_.require_bound) {
+      } else if (!v.error.empty()) {
+        fail(what + " " + t.str() + ": " + v.error + constexpr_values(d));
+        ok = false;
+      } else if (v.value <= 0) {
+        fail(what + " " + t.str() + " has a non-positive dim " +
+             (d.is_static() ? std::to_string(v.value) : d.symbol + " = " + std::to_string(v.value) + constexpr_values(d)));
+        ok = false;
+      } else if (opts_.require_bound && !d.is_static()) {
         fail(what + " " + t.str() + " has unbound constexpr dim " + q(d.symbol));
         ok = false;
       }
+      values.push_back(v.value);
     }
-    // The element count (constexpr dims at their current values), without overflowing.
+    // The element count, without overflowing.
     int64_t n = 1;
-    for (const Dim& d : t.shape) {
-      const ConstexprDecl* c = d.is_static() ? nullptr : k_.find_constexpr(d.symbol);
-      int64_t v = d.is_static() ? d.value : c ? c->value : 1;
-      if (!ok || v <= 0) break;
+    for (int64_t v : values) {
+      if (!ok) break;
       if (__builtin_mul_overflow(n, v, &n) || n > kMaxTileElements) {
         fail(what + " " + t.str() + " has more than " + std::to_string(kMaxTileElements) +
              " elements (2^24), the limit for a tile, buffer or pipe");
@@ -789,6 +813,7 @@ class Verifier {
         break;
       case OpKind::Shl:
       case OpKind::Shr:
+      case OpKind::Cdiv:
         if (!is_int(e) || is_bool(e)) return fail("needs integer operands (not i1), got " + a.str());
         break;
       case OpKind::Pow:
@@ -989,6 +1014,10 @@ class Verifier {
       if (!ok)
         return fail("kind \"" + kind + "\" is not one of " +
                     (scan ? "sum, prod, max, min" : "sum, prod, max, min, argmax, argmin"));
+      // An i1 sum would wrap to a parity (and a product is an `and`): a count needs i32.
+      if (t.elem == ScalarKind::I1 && (kind == "sum" || kind == "prod"))
+        return fail("kind \"" + kind + "\" over an i1 tile is not defined (it would wrap modulo 2): cast to i32 "
+                    "first (`cast` to " + t.with_elem(ScalarKind::I32).str() + ") to count");
       if (arg) elem = ScalarKind::I32;
     } else {
       const Block& r = op.region(0);

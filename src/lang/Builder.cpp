@@ -58,9 +58,13 @@ View KernelBuilder::view(const std::string& name, ScalarKind dt, Shape dims, Src
   for (Value* p : kernel_->params)
     if (p->name == name) fail(loc, "parameter '" + name + "' is declared twice");
   if (dims.empty()) fail(loc, "view '" + name + "' needs at least one dim");
-  for (const Dim& d : dims)
+  for (const Dim& d : dims) {
     if (d.is_static() && d.value <= 0)
       fail(loc, "view '" + name + "' has a non-positive dim " + d.str());
+    if (d.is_expr())
+      fail(loc, "view '" + name + "' has the dim " + d.str() +
+                    ": a view dim is an integer or a name, a runtime size (shape expressions are for tile dims)");
+  }
   return View(kernel_->add_param(Type::view(dt, std::move(dims)), name));
 }
 

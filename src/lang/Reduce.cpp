@@ -18,7 +18,8 @@ Val reduce_kind(const char* kind, const Operand& x, int axis, const SrcLoc& loc)
   Val v = tile_arg(x, what, loc);
   int a = detail::normalize_axis(axis, v.rank(), what, loc);
   if (is_bool(v.dtype()))
-    fail(loc, what + " needs numeric operands, got " + v.type().str() + " (convert with .to(i32))");
+    fail(loc, what + " needs numeric operands, got " + v.type().str() +
+                  " (cast to i32 first with .to(i32); an i1 sum would wrap modulo 2)");
   Shape s = v.shape();
   s.erase(s.begin() + a);
   bool arg = what == "argmax" || what == "argmin";
@@ -31,7 +32,8 @@ Val reduce_kind(const char* kind, const Operand& x, int axis, const SrcLoc& loc)
 Val scan_kind(const char* kind, const char* what, const Operand& x, int axis, const SrcLoc& loc) {
   Val v = tile_arg(x, what, loc);
   int a = detail::normalize_axis(axis, v.rank(), what, loc);
-  if (is_bool(v.dtype())) fail(loc, std::string(what) + " needs numeric operands, got " + v.type().str());
+  if (is_bool(v.dtype()))
+    fail(loc, std::string(what) + " needs numeric operands, got " + v.type().str() + " (cast to i32 first with .to(i32))");
   return detail::kb(loc).emit(OpKind::Scan, {v}, v.type(),
                               {{"axis", int64_t{a}}, {"kind", std::string(kind)}}, loc);
 }

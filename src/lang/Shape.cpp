@@ -39,8 +39,9 @@ Val reshape(const Operand& x, Shape shape, SrcLoc loc) {
       shape_numel(shape) != shape_numel(v.shape()))
     fail(loc, "reshape of " + v.type().str() + " to " + shape_str(shape) +
                   " changes the number of elements");
-  if (!shape_is_static(shape) || !shape_is_static(v.shape())) {
-    // Symbolic dims: the multisets of symbols must agree and the static parts must match.
+  auto has_expr = [](const Shape& s) { return std::any_of(s.begin(), s.end(), [](const Dim& d) { return d.is_expr(); }); };
+  if ((!shape_is_static(shape) || !shape_is_static(v.shape())) && !has_expr(shape) && !has_expr(v.shape())) {
+    // Symbolic dims (shape expressions are checked once the constexprs bind): the multisets of symbols must agree and the static parts must match.
     auto split = [](const Shape& s, std::vector<std::string>& syms) {
       int64_t n = 1;
       for (const Dim& d : s) d.is_static() ? void(n *= d.value) : syms.push_back(d.symbol);

@@ -101,8 +101,8 @@ Pipe pipe(ScalarKind dt, Shape slot_shape, Dim stages, SrcLoc loc) {
   require_top_level(b, "pipe", loc);
   check_shape(slot_shape, "pipe slot shape", loc);
   if (stages.is_static() && stages.value <= 0) fail(loc, "pipe needs at least one stage, got " + stages.str());
-  if (!stages.is_static() && !b.kernel().find_constexpr(stages.symbol))
-    fail(loc, "pipe stages '" + stages.symbol + "' is not a constexpr of this kernel");
+  for (const std::string& n : dim_names(stages))
+    if (!b.kernel().find_constexpr(n)) fail(loc, "pipe stages '" + stages.symbol + "' names '" + n + "', which is not a constexpr of this kernel");
   Shape s = {stages};
   s.insert(s.end(), slot_shape.begin(), slot_shape.end());
   return Pipe(b.emit(OpKind::Pipe, {}, Type::pipe(dt, std::move(s)), {}, loc).ir());

@@ -11,22 +11,40 @@ namespace {
 
 std::string list_str(const std::vector<int64_t>& v) { return attr_str(v); }
 
-void bind_type(const Kernel& k, Type& t) {
+// Folds each constexpr dim and shape expression to its value. A name that is not a
+// constexpr is left for the verifier to report; an expression that has no value (a `/` that
+// does not divide evenly, a zero divisor) or a non-positive one is an error at `loc`: with the
+// expression folded away, the verifier could no longer say where the size came from.
+void bind_type(const Kernel& k, Type& t, const Loc& loc) {
   // View dims are runtime sizes, not constexprs: only tiles, buffers and pipes carry
   // constexpr dims.
   if (!t.has_static_dims()) return;
-  for (Dim& d : t.shape)
-    if (!d.is_static())
-      if (const ConstexprDecl* c = k.find_constexpr(d.symbol)) d = Dim(c->value);
+  for (Dim& d : t.shape) {
+    if (d.is_static()) continue;
+    DimValue v = eval_dim(d, [&](const std::string& n) -> std::optional<int64_t> {
+      if (const ConstexprDecl* c = k.find_constexpr(n)) return c->value;
+      return std::nullopt;
+    });
+    if (v.unknown_name) continue;
+    std::string with;
+    for (const std::string& n : dim_names(d))
+      with += (with.empty() ? " with " : ", ") + n + " = " + std::to_string(k.find_constexpr(n)->value);
+    if (!v.error.empty())
+      throw TesseraError(loc, "tile dim " + d.symbol + with + ": " + v.error);
+    if (v.value <= 0)
+      throw TesseraError(loc, "tile dim " + d.symbol + " is " + std::to_string(v.value) + with +
+                                  "; tile dims must be positive");
+    d = Dim(v.value);
+  }
 }
 
-void bind_block(Kernel& k, Block& b) {
+void bind_block(Kernel& k, Block& b, const Loc& loc) {
   for (Value* a : b.args)
-    if (a) bind_type(k, a->type);
+    if (a) bind_type(k, a->type, loc);
   for (auto& op : b.ops) {
     if (!op) continue;
     for (Value* r : op->results)
-      if (r) bind_type(k, r->type);
+      if (r) bind_type(k, r->type, op->loc);
     if (op->kind == OpKind::Param) {
       const Attr* n = op->find_attr("name");
       const ConstexprDecl* c =
@@ -38,7 +56,7 @@ void bind_block(Kernel& k, Block& b) {
       op->attrs = {NamedAttr{"value", c->value}};
     }
     for (auto& r : op->regions)
-      if (r) bind_block(k, *r);
+      if (r) bind_block(k, *r, op->loc);
   }
 }
 
@@ -65,8 +83,8 @@ void bind_constexprs_in_place(Kernel& k, const ConstexprConfig& config) {
     if (!c.candidates.empty() && std::find(c.candidates.begin(), c.candidates.end(), c.value) == c.candidates.end())
       throw TesseraError(c.loc.known() ? c.loc : k.loc, "constexpr " + c.name + " = " + std::to_string(c.value) +
                                                              " is not one of its candidates " + list_str(c.candidates));
-  if (k.grid) bind_block(k, *k.grid);
-  if (k.body) bind_block(k, *k.body);
+  if (k.grid) bind_block(k, *k.grid, k.loc);
+  if (k.body) bind_block(k, *k.body, k.loc);
 }
 
 std::unique_ptr<Kernel> bind_constexprs(const Kernel& k, const ConstexprConfig& config) {

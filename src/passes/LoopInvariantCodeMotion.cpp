@@ -86,7 +86,8 @@ class Licm {
       case OpClass::Struct:
         return false;
       case OpClass::Binary:
-        if ((op.kind == OpKind::Div || op.kind == OpKind::Rem) && !is_float(op.result()->type.elem))
+        if ((op.kind == OpKind::Div || op.kind == OpKind::Rem || op.kind == OpKind::Cdiv) &&
+            !is_float(op.result()->type.elem))
           return nonzero_constant(op.operand(1));
         return true;
       default:

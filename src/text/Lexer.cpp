@@ -110,7 +110,7 @@ Token Lexer::next() {
     t.kind = Tok::Ident;
   } else if (c == '"') {
     return lex_string(std::move(t));
-  } else if (std::string_view("(){}[]<>,:=^").find(c) != std::string_view::npos) {
+  } else if (std::string_view("(){}[]<>,:=^+-*/").find(c) != std::string_view::npos) {
     advance();
     t.kind = Tok::Punct;
   } else {

@@ -20,7 +20,7 @@ enum class Tok : uint8_t {
   Int,
   Float,
   String,
-  Punct,   // one of ( ) { } [ ] < > , : = ^
+  Punct,   // one of ( ) { } [ ] < > , : = ^ + - * /  (the last four in shape expressions)
 };
 
 struct Token {

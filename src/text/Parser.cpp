@@ -4,6 +4,7 @@
 #include <deque>
 #include <limits>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "text/Lexer.h"
 #include "text/Syntax.h"
@@ -96,6 +97,9 @@ class Parser {
   }
   Value* use(const Token& t) {
     Value* v = lookup(t.name());
+    if (!v && grid_names_.count(std::string(t.name())))
+      fail(t, "use of undefined value " + quote(t.text) + ": it is a value of the grid block, and grid values are "
+              "visible only in the grid block (compute it again in the body, e.g. with dim or program_id)");
     if (!v) fail(t, "use of undefined value " + quote(t.text));
     return v;
   }
@@ -105,6 +109,7 @@ class Parser {
   void define(const Token& t, Value* v) {
     check_fresh(t);
     scopes_.back().emplace(std::string(t.name()), v);
+    if (in_grid_) grid_names_.insert(std::string(t.name()));
   }
 
   // --- kernels ---
@@ -144,7 +149,10 @@ class Parser {
     Token g = take();
     if (!g.is_word("grid")) expected(g, "'grid'");
     if (!peek().is('{')) expected(peek(), "'{' after 'grid'");
+    grid_names_.clear();
+    in_grid_ = true;
     region(*k->grid, 1);
+    in_grid_ = false;
     scopes_.emplace_back();
     ops_until_close(*k->body, 0);
     scopes_.pop_back();
@@ -189,7 +197,9 @@ class Parser {
     return *s;
   }
 
-  Shape shape() {
+  // A shape. Tile, buffer and pipe dims may be expressions over constexprs and integers
+  // (`HD / 2`); a view's dims are runtime sizes, so they are an integer or a name only.
+  Shape shape(bool exprs) {
     expect_punct('[', "to open a shape");
     Shape s;
     if (peek().is(']')) {
@@ -197,14 +207,90 @@ class Parser {
       return s;
     }
     for (;;) {
-      Token d = take();
-      if (d.kind == Tok::Int) s.emplace_back(d.int_value);
-      else if (d.kind == Tok::Ident) s.emplace_back(std::string(d.text));
-      else expected(d, "a dimension (an integer or a name)");
+      if (exprs) {
+        dim_ops_ = 0;
+        s.push_back(dim_sum(0));
+      } else {
+        Token d = take();
+        if (d.kind == Tok::Int) s.emplace_back(d.int_value);
+        else if (d.kind == Tok::Ident) s.emplace_back(std::string(d.text));
+        else expected(d, "a dimension (an integer or a name)");
+        if (is_operator(peek()))
+          fail(peek(), "a view dim is an integer or a name: it is a runtime size (shape expressions are "
+                       "for tile, buffer and pipe dims)");
+      }
       Token sep = take();
       if (sep.is(']')) return s;
       if (!sep.is(',')) expected(sep, "',' or ']' in a shape");
     }
+  }
+
+  // `-` right after an operand: `HD-2` lexes as HD and the integer -2.
+  static bool is_glued_minus(const Token& t) { return t.kind == Tok::Int && t.text.size() > 1 && t.text[0] == '-'; }
+  static bool is_operator(const Token& t) {
+    return t.is('+') || t.is('-') || t.is('*') || t.is('/') || is_glued_minus(t);
+  }
+
+  // Shape expressions: sum := term (('+' | '-') term)*, term := atom (('*' | '/') atom)*,
+  // atom := INT | NAME | ('cdiv' | 'min' | 'max') '(' sum ',' sum ')' | '(' sum ')'.
+  Dim dim_sum(int depth) {
+    Dim d = dim_term(depth);
+    for (;;) {
+      const Token& t = peek();
+      if (is_glued_minus(t)) {
+        Token n = take();
+        count_dim_op(n);
+        if (n.int_value == std::numeric_limits<int64_t>::min()) fail(n, "integer literal " + quote(n.text.substr(1)) + " is out of range");
+        d = d - Dim(-n.int_value);
+      } else if (t.is('+') || t.is('-')) {
+        Token o = take();
+        count_dim_op(o);
+        bool plus = o.is('+');
+        Dim r = dim_term(depth);
+        d = plus ? d + r : d - r;
+      } else {
+        return d;
+      }
+    }
+  }
+  Dim dim_term(int depth) {
+    Dim d = dim_atom(depth);
+    while (peek().is('*') || peek().is('/')) {
+      Token o = take();
+      count_dim_op(o);
+      bool mul = o.is('*');
+      Dim r = dim_atom(depth);
+      d = mul ? d * r : d / r;
+    }
+    return d;
+  }
+  Dim dim_atom(int depth) {
+    Token t = take();
+    if (depth > kMaxDimDepth) fail(t, "shape expression nested deeper than " + std::to_string(kMaxDimDepth) + " levels");
+    if (t.kind == Tok::Int) return Dim(t.int_value);
+    if (t.is('(')) {
+      Dim d = dim_sum(depth + 1);
+      expect_punct(')', "to close the parenthesis in a shape expression");
+      return d;
+    }
+    if (t.kind != Tok::Ident) expected(t, "a dimension (an integer, a constexpr name or an expression)");
+    if (!peek().is('(') || !(t.text == "cdiv" || t.text == "min" || t.text == "max")) return Dim(std::string(t.text));
+    count_dim_op(take());
+    Dim a = dim_sum(depth + 1);
+    expect_punct(',', "between the operands of " + quote(t.text));
+    Dim b = dim_sum(depth + 1);
+    expect_punct(')', "to close " + quote(t.text));
+    return t.text == "cdiv" ? cdiv(a, b) : t.text == "min" ? min(a, b) : max(a, b);
+  }
+  // Bounds that keep the tree's printer and evaluator (recursive) far from the stack's end.
+  // The grid block's value names, for the message when the body uses one.
+  bool in_grid_ = false;
+  std::unordered_set<std::string> grid_names_;
+  static constexpr int kMaxDimDepth = 64;
+  static constexpr int kMaxDimOps = 256;
+  int dim_ops_ = 0;
+  void count_dim_op(const Token& t) {
+    if (++dim_ops_ > kMaxDimOps) fail(t, "shape expression has more than " + std::to_string(kMaxDimOps) + " operators");
   }
 
   Type type() {
@@ -218,7 +304,7 @@ class Parser {
         return Type::ptr(e);
       }
       expect_punct(',', "after the element type");
-      Shape s = shape();
+      Shape s = shape(t.text != "view");
       if (t.text == "view") {
         expect_punct('>', "to close the view type");
         return Type::view(e, std::move(s));

@@ -165,7 +165,7 @@ TEST(CpuConformance, IntegerArithmeticWrapsAndDivRemOfMin) {
       auto k = bound(binary(op, T, T));
       check(*k, tensors_for(*k, seed++), true, std::string(op) + " " + T);
     }
-    for (const char* op : {"div", "rem"}) {
+    for (const char* op : {"div", "rem", "cdiv"}) {
       auto k = bound(binary(op, T, T));
       auto ts = tensors_for(*k, seed++);
       for (int i = 0; i < kN; ++i) {

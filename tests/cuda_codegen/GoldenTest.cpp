@@ -162,5 +162,31 @@ TEST(CudaGolden, GridSizeIsEvaluatedOnTheHost) {
   EXPECT_EQ(g[2], 1);
 }
 
+// The text format's cdiv op in a grid, evaluated on the host like the interpreter does: a
+// ragged 75 rows in tiles of 16 is 5 programs, in twos 38; a zero divisor is an error.
+TEST(CudaGolden, GridCdivIsEvaluatedOnTheHost) {
+  auto m = parse_module(R"(kernel @g(%x: view<f32, [M]>, %d: i32) {
+  constexpr B = 16
+  grid {
+    %n = dim %x {axis = 0} : i32
+    %b = param {name = "B"} : i32
+    %g0 = cdiv %n, %b : i32
+    %g1 = cdiv %n, %d : i32
+    yield %g0, %g1
+  }
+}
+)", "g.tile");
+  auto k = bind_constexprs(*m->kernels.at(0), {});
+  Tensor x(ScalarKind::F32, {75});
+  std::vector<KernelArg> args(2);
+  args[0].tensor = &x;
+  args[1].scalar = int64_t{2};
+  auto g = cuda_grid_size(*k, args);
+  EXPECT_EQ(g[0], 5);
+  EXPECT_EQ(g[1], 38);
+  args[1].scalar = int64_t{0};
+  EXPECT_THROW(cuda_grid_size(*k, args), TesseraError);  // cdiv by zero in the grid
+}
+
 }  // namespace
 }  // namespace tessera

@@ -97,6 +97,10 @@ TEST(Conformance, DivRemTruncateAndMinByMinusOneWraps) {
   expect_ints(run1("i32", "i32", xs, "  %r = div %a, %b : " + tile("i32", 6), ys),
               {INT32_MIN, INT32_MIN, -3, -3, 3, -2147483647}, "div");
   expect_ints(run1("i32", "i32", xs, "  %r = rem %a, %b : " + tile("i32", 6), ys), {0, 0, -1, 1, -1, 0}, "rem");
+  // cdiv is (a + b - 1) / b with the sum wrapping: ceil for a >= 0, b > 0 (the grid's use).
+  expect_ints(run1("i32", "i32", {75, 64, 0, -7, 7, 2147483647}, "  %r = cdiv %a, %b : " + tile("i32", 6),
+                   {16, 16, 16, 2, -2, 2}),
+              {5, 4, 0, -3, -2, -1073741824}, "cdiv");
   expect_ints(run1("i8", "i8", {-128, -128}, "  %r = neg %a : " + tile("i8", 2)), {-128, -128}, "neg i8");
   expect_ints(run1("i8", "i8", {-128, 127}, "  %r = add %a, %b : " + tile("i8", 2), {-1, 1}), {127, -128}, "add wraps");
 }

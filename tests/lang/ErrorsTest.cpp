@@ -241,7 +241,8 @@ TEST(BuilderErrors, FillValuesOfIntegerTypesAreIntegers) {
 TEST(BuilderErrors, ReductionsOfFlagsSayHowToCount) {
   Env e;
   auto flags = e.x.tile({1, 16}).load({0, 0}) > 0.0;
-  expect_error(__LINE__ + 1, "sum needs numeric operands, got tile<i1, [1, 16]> (convert with .to(i32))",
+  expect_error(__LINE__ + 2,
+               "sum needs numeric operands, got tile<i1, [1, 16]> (cast to i32 first with .to(i32); an i1 sum would wrap modulo 2)",
                [&] { sum(flags, 1); });
 }
 

@@ -184,7 +184,7 @@ TEST(Parse, InlineErrors) {
   EXPECT_EQ(error_of("  %a = const {value = 1} : i32\n  %b = neg %a : i32\n"),
             "t.tile:8:1: error: unexpected end of input, expected '}'");
   EXPECT_EQ(error_of("  %a = const {value = -} : i32\n}\n"),
-            "t.tile:6:23: error: unexpected character '-'");
+            "t.tile:6:23: error: attribute 'value' of 'const' must be a number");
   EXPECT_EQ(error_of("  %a = const {value = 1.} : i32\n}\n"),
             "t.tile:6:23: error: invalid number '1.'");
   EXPECT_EQ(error_of("  %a = const {value = -9223372036854775809} : i64\n}\n"),
@@ -281,6 +281,76 @@ TEST(Parse, PathologicalInputs) {
   std::string wide = std::string(kHeader) + "  %a = const {value = 1} : i32\n  yield %a";
   for (int i = 0; i < 20000; ++i) wide += ", %a";
   expect_clean_outcome(wide + "\n}\n");
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// The printed type of `%t = arange : tile<i32, [SHAPE]>` with constexprs A, B, C declared.
+std::string printed_shape(const std::string& shape) {
+  std::string text = "kernel @k(%x: view<f32, [M, N]>) {\n  constexpr A = 8\n  constexpr B = 4\n  constexpr C = 2\n"
+                     "  grid {\n    %m = dim %x {axis = 0} : i32\n    yield %m\n  }\n"
+                     "  %t = arange : tile<i32, [" + shape + "]>\n}\n";
+  auto m = parse_module(text, "t.tile");
+  return shape_str(m->kernels[0]->body->ops[0]->result()->type.shape);
+}
+
+TEST(Parse, ShapeExpressionsPrintCanonicallyAndReadBack) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"A/2", "[A / 2]"},
+      {"A-2", "[A - 2]"},
+      {"A -2", "[A - 2]"},
+      {"A - -2", "[A - -2]"},
+      {"(A+B)*C", "[(A + B) * C]"},
+      {"A-(B-C)", "[A - (B - C)]"},
+      {"(A-B)-C", "[A - B - C]"},
+      {"A*(B/C)", "[A * (B / C)]"},
+      {"A*B/C", "[A * B / C]"},
+      {"A+B*C", "[A + B * C]"},
+      {"cdiv(A,3)*2", "[cdiv(A, 3) * 2]"},
+      {"min(A, max(B, C + 1))", "[min(A, max(B, C + 1))]"},
+      {"((A))", "[A]"},
+      {"4, A / B", "[4, A / B]"},
+  };
+  for (const auto& [in, out] : cases) {
+    SCOPED_TRACE(in);
+    EXPECT_EQ(printed_shape(in), out);
+    std::string canonical(out);
+    EXPECT_EQ(printed_shape(canonical.substr(1, canonical.size() - 2)), out);
+  }
+  // The builder's operators give the same trees, so the same text.
+  Dim a("A"), b("B"), c("C");
+  EXPECT_EQ((a - (b - c)).str(), "A - (B - C)");
+  EXPECT_EQ(((a + b) * c).str(), "(A + B) * C");
+  EXPECT_EQ((cdiv(a, 3) * 2).str(), "cdiv(A, 3) * 2");
+  EXPECT_EQ(min(a, max(b, c + 1)).str(), "min(A, max(B, C + 1))");
+  EXPECT_EQ(a / 2, Dim("A") / Dim(2));
+}
+
+TEST(Parse, ShapeExpressionErrors) {
+  auto shape_error = [](const std::string& shape) {
+    try {
+      printed_shape(shape);
+    } catch (const TesseraError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(shape_error("A /"), "t.tile:9:31: error: expected a dimension (an integer, a constexpr name or an expression)");
+  EXPECT_EQ(shape_error("min(A)"), "t.tile:9:33: error: expected ',' between the operands of 'min'");
+  EXPECT_EQ(shape_error("A * 2.5"), "t.tile:9:32: error: expected a dimension (an integer, a constexpr name or an expression)");
+  EXPECT_EQ(shape_error("A - -9223372036854775808"), "");
+  EXPECT_EQ(shape_error("A -9223372036854775808"),
+            "t.tile:9:30: error: integer literal '9223372036854775808' is out of range");
+  std::string deep(70, '(');
+  EXPECT_EQ(shape_error(deep + "A" + std::string(70, ')')),
+            "t.tile:9:93: error: shape expression nested deeper than 64 levels");
+  std::string chain = "A";
+  for (int i = 0; i < 300; ++i) chain += " + 1";
+  EXPECT_NE(shape_error(chain).find("shape expression has more than 256 operators"), std::string::npos);
 }
 
 }  // namespace

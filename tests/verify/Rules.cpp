@@ -73,7 +73,9 @@ TEST(Verify, ValueFromGridIsNotVisibleInBody) {
   Value* m = f.k.grid->ops[0]->result();
   m->name = "m";
   f.add(OpKind::Add, {m, m}, {Type::scalar(S::I32)});
-  EXPECT_EQ(f.first(), "t.tile:10:3: error: 'add' operand 0 (%m) is defined in another region and is not visible here");
+  EXPECT_EQ(f.first(),
+            "t.tile:10:3: error: 'add' operand 0 (%m) is a value of the grid block: grid values are visible only in the "
+            "grid block (compute it again in the body, e.g. with dim or program_id)");
 }
 
 TEST(Verify, UseBeforeDefinition) {
