@@ -1,11 +1,13 @@
-// `tessera run`: build, lower, run on random inputs, and with --check compare with the
-// reference (the library kernel's own C++ loops, or the interpreter for a .tile file).
+// `tessera run`: build, lower, run on random inputs (or --input files), write the views with
+// --output, and with --check compare with the reference (the library kernel's own C++ loops, or
+// the interpreter for a .tile file) and with --reference against given data.
 #include <chrono>
 #include <iostream>
 
 #include "cli/Args.h"
 #include "cli/Backend.h"
 #include "cli/Commands.h"
+#include "cli/TensorIO.h"
 #include "check/Compare.h"
 #include "interp/Interpreter.h"
 
@@ -23,8 +25,10 @@ void run_reference_interp(const Kernel& k, std::vector<KernelArg>& args) {
   }
 }
 
-// Run one kernel; prints its line and returns whether it passed.
-bool run_one(const KernelSource& src, const KernelPlan& plan, const RunOptions& o) {
+// Run one kernel; prints its line and returns whether it passed. `inputs` and `refs` hold the
+// --input and --reference data (one entry per view, empty when none).
+bool run_one(const KernelSource& src, const KernelPlan& plan, const RunOptions& o, const ViewFiles& inputs,
+             const ViewFiles& refs) {
   const Kernel& k = *plan.kernel;
   const Sizes& sizes = plan.sizes;
   PipelineOptions po;
@@ -36,9 +40,15 @@ bool run_one(const KernelSource& src, const KernelPlan& plan, const RunOptions& 
   // One copy of the tensors, two with --check (the reference's, taken before the backend writes
   // them; a .tile file on the interpreter is its own reference): what plan_kernels budgets.
   const bool self_reference = !src.lib && o.backend == "interp";
+  std::string ref_names;  // the views checked against --reference data
+  for (size_t i = 0; i < refs.size(); ++i)
+    if (refs[i]) ref_names += (ref_names.empty() ? "" : ",") + bound->view_params()[i]->name;
+  const bool check = o.check || !ref_names.empty();
   std::vector<Tensor> got = make_random_tensors(*bound, sizes, o.k.seed);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i]) got[i] = *inputs[i];
   std::vector<Tensor> want;
-  if (o.check && !self_reference) want = got;
+  if (check && !self_reference) want = got;
   std::vector<KernelArg> args = make_args(*bound, got, o.k.seed, plan.scalars);
   auto t0 = std::chrono::steady_clock::now();
   runner->run(args);
@@ -47,7 +57,8 @@ bool run_one(const KernelSource& src, const KernelPlan& plan, const RunOptions& 
   std::string what = k.name + " " + o.backend + " " + sizes_str(k, sizes);
   // The dtype goes last so that the contract's fields keep their positions.
   std::string dtype = src.lib ? " dtype=" + std::string(scalar_name(src.dtype)) : "";
-  if (!o.check) {
+  if (!o.output_dir.empty()) write_view_files(*bound, got, o.output_dir);
+  if (!check) {
     std::cout << "RAN " << what << " time_ms=" << fmt_num(ms) << dtype << "\n";
     return true;
   }
@@ -65,9 +76,19 @@ bool run_one(const KernelSource& src, const KernelPlan& plan, const RunOptions& 
       bounds = tile_error_bounds(*bound, sizes, want);
     }
   }
-  Comparison c = compare_outputs(*bound, got, self_reference ? got : want, bounds);
+  // Given data replaces the reference's view; on the interpreter a .tile file's bounds then
+  // take their magnitudes from it (there is no other reference).
+  if (self_reference && !ref_names.empty()) want = got;
+  for (size_t i = 0; i < refs.size(); ++i)
+    if (refs[i]) want[i] = *refs[i];
+  if (self_reference && !ref_names.empty()) bounds = tile_error_bounds(*bound, sizes, want);
+  Comparison c = compare_outputs(*bound, got, want.empty() ? got : want, bounds);
+  // After the dtype, so that the contract's fields keep their positions: absent when every view
+  // has an independent reference, `self` when none has (nothing was checked), else the views
+  // checked against --reference data.
+  std::string reference = !ref_names.empty() ? " reference=npy:" + ref_names : self_reference ? " reference=self" : "";
   std::cout << (c.ok() ? "PASS " : "FAIL ") << what << " max_abs_err=" << fmt_num(c.max_abs_err)
-            << " max_rel_err=" << fmt_num(c.max_rel_err) << dtype;
+            << " max_rel_err=" << fmt_num(c.max_rel_err) << dtype << reference;
   if (!c.ok())
     std::cout << " mismatches=" << c.mismatches << "/" << c.elements << " first: " << c.first_mismatch;
   std::cout << "\n";
@@ -79,12 +100,28 @@ bool run_one(const KernelSource& src, const KernelPlan& plan, const RunOptions& 
 int cmd_run(const RunOptions& o) {
   auto src = resolve_kernel(o.k.what, o.k.dtype, o.k.kernel);
   if (!src) return 1;
-  std::vector<KernelPlan> plans = plan_kernels(*src, o.k, o.check && (src->lib || o.backend != "interp") ? 2 : 1);
+  const bool files = !o.inputs.empty() || !o.references.empty() || !o.output_dir.empty();
+  const bool check = o.check || !o.references.empty();
+  // Copies held at once: the tensors, the reference's, and the data read from files.
+  std::vector<KernelPlan> plans =
+      plan_kernels(*src, o.k, 1 + (check && (src->lib || o.backend != "interp" || !o.references.empty())) + files);
+  if (files && plans.size() > 1) {
+    std::string names;
+    for (const KernelPlan& p : plans) names += (names.empty() ? "" : ", ") + p.kernel->name;
+    throw TesseraError("--input, --output and --reference name the views of one kernel, and " + src->file +
+                       " has several (" + names + "): pick one with --kernel");
+  }
   apply_target_configs(*src, plans, backend_target(o.backend));
+  // Read before anything runs, so that a bad file gives one message and no output.
+  ViewFiles inputs, refs;
+  if (files) {
+    inputs = read_view_files(*plans[0].kernel, plans[0].sizes, o.inputs, "--input");
+    refs = read_view_files(*plans[0].kernel, plans[0].sizes, o.references, "--reference");
+  }
   bool ok = true;
   for (const KernelPlan& p : plans) {
     if (o.check_passes) ok &= check_pipeline_passes(p, p.sizes, {o.k.seed, o.k.seed + 1, o.k.seed + 2});
-    ok &= run_one(*src, p, o);
+    ok &= run_one(*src, p, o, inputs, refs);
   }
   return ok ? 0 : 1;
 }

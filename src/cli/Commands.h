@@ -26,6 +26,9 @@ struct RunOptions {
   std::string backend = "interp";
   bool check = false;
   bool check_passes = false;  // --check-passes at the run's sizes (docs/checking.md)
+  std::vector<std::string> inputs;      // --input NAME=FILE.npy
+  std::vector<std::string> references;  // --reference NAME=FILE.npy (implies --check)
+  std::string output_dir;               // --output DIR
 };
 
 struct CompileOptions {

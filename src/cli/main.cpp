@@ -69,13 +69,24 @@ int main(int argc, char** argv) {
 
   RunOptions run;
   auto* run_cmd = app.add_subcommand(
-      "run", "run a kernel on random inputs; with --check compare with the reference and print "
-             "PASS/FAIL <kernel> <backend> <sizes> max_abs_err=.. max_rel_err=..");
+      "run", "run a kernel on random inputs (or --input files); with --check compare with the reference and "
+             "print PASS/FAIL <kernel> <backend> <sizes> max_abs_err=.. max_rel_err=.. [dtype=..] [reference=..]; "
+             "reference=self: a .tile file on interp, which has no independent reference, so the line only "
+             "shows that it ran");
   add_kernel_options(run_cmd, run.k, true);
   run_cmd->add_option("--backend,-b", run.backend, "interp, cpu or cuda")
       ->check(CLI::IsMember({"interp", "cpu", "cuda"}))
       ->capture_default_str();
   run_cmd->add_flag("--check", run.check, "compare every view tensor with the reference");
+  run_cmd->add_option("--input", run.inputs,
+                      "NAME=FILE.npy: view NAME's data from a NumPy file of its dtype and shape (repeatable; "
+                      "the other views random; bf16 and f8 as raw bits, '<u2' and '|u1')")
+      ->allow_extra_args(false);
+  run_cmd->add_option("--output", run.output_dir, "write every view as DIR/NAME.npy after the run (creates DIR)");
+  run_cmd->add_option("--reference", run.references,
+                      "NAME=FILE.npy: check view NAME against this data, under --check's tolerances "
+                      "(repeatable; implies --check; the line then says reference=npy:NAMES)")
+      ->allow_extra_args(false);
   run_cmd->add_flag("--check-passes", run.check_passes,
                     "also run the kernel on the interpreter before and after each pass (at these sizes, "
                     "seeds --seed, +1, +2) and name the first pass that changes its output (stderr)");

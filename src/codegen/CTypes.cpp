@@ -82,4 +82,13 @@ std::string dround(ScalarKind k, const std::string& e) {
   }
 }
 
+std::string bitcast_expr(ScalarKind from, ScalarKind to, const std::string& e) {
+  const std::string U = "uint" + std::to_string(scalar_bits(from)) + "_t";
+  std::string bits = is_float(from) ? "tsr::" + std::string(scalar_name(from)) + "_bits(" + e + ")" : U + "(" + e + ")";
+  if (!is_float(to)) return ctype(to) + "(" + bits + ")";
+  if (to == ScalarKind::F32) return "tsr::f32_of_bits(" + bits + ")";
+  if (to == ScalarKind::F64) return "tsr::f64_of_bits(" + bits + ")";
+  return load_conv(to, bits);  // the narrow formats' storage word
+}
+
 }  // namespace tessera::codegen

@@ -22,5 +22,9 @@ std::string store_conv(ScalarKind k, const std::string& compute_expr);
 std::string fround(ScalarKind k, const std::string& e);
 // A double expression rounded once to float kind `k` (casts from f64 and from integers).
 std::string dround(ScalarKind k, const std::string& e);
+// `bitcast` of compute value `e` of kind `from` to kind `to` of the same width, as a compute
+// value of `to`: through the unsigned word of that width, a float's NaN made canonical
+// (docs/semantics.md) by the runtimes' tsr::<kind>_bits.
+std::string bitcast_expr(ScalarKind from, ScalarKind to, const std::string& e);
 
 }  // namespace tessera::codegen

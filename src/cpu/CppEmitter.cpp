@@ -633,6 +633,7 @@ void Emitter::emit_cast(const Op& op) {
   const std::string To = ctype(to);
   elementwise(op, [&](const std::vector<std::string>& a) -> std::string {
     const std::string& x = a[0];
+    if (op.kind == OpKind::Bitcast) return bitcast_expr(from, to, x);
     if (to == ScalarKind::I1) return "uint8_t(" + x + " != 0)";
     if (is_float(from) && !is_float(to)) return "tsr::fcast_int<" + To + ">(" + x + ")";
     if (!is_float(to)) return To + "(" + x + ")";  // int -> int wraps (C++20)

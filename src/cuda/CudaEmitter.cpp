@@ -371,7 +371,8 @@ void Emitter::emit_op(const Op& op) {
       }
       break;
     case OpClass::Cast:
-      if (!fold_frag_cast(op) && !alias_packed_cast(op)) emit_cast(op);
+      // A fragment or a packed pair converts its values at each use: not what a bitcast means.
+      if (op.kind == OpKind::Bitcast || (!fold_frag_cast(op) && !alias_packed_cast(op))) emit_cast(op);
       break;
     case OpClass::Shape: emit_shape(op); break;
     case OpClass::Dot:
@@ -569,6 +570,7 @@ void Emitter::emit_cast(const Op& op) {
   const std::string To = ctype(to);
   elementwise(op, [&](const std::vector<std::string>& a) -> std::string {
     const std::string& x = a[0];
+    if (op.kind == OpKind::Bitcast) return bitcast_expr(from, to, x);
     if (to == ScalarKind::I1) return "uint8_t(" + x + " != 0)";
     if (is_float(from) && !is_float(to)) {
       auto [lo, hi] = int_limits(to);

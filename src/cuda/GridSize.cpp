@@ -148,6 +148,17 @@ std::array<int64_t, 3> cuda_grid_size(const Kernel& k, const std::vector<KernelA
         else r = fin(a);
         break;
       }
+      case OpKind::Bitcast: {
+        Num a = get(op, 0);
+        ScalarKind from = op.operand(0)->type.elem;
+        if (scalar_bits(from) != scalar_bits(t) || from == ScalarKind::I1 || t == ScalarKind::I1)
+          throw TesseraError(op.loc, "bitcast needs element types of the same width");
+        double d = 0;
+        int64_t i = 0;
+        bitcast_scalar(from, t, a.as_d(), a.as_i(), &d, &i);
+        r = f ? fin(Num{true, 0, d}) : Num{false, i, 0};
+        break;
+      }
       case OpKind::Neg: r = fin(get(op, 0).f ? Num{true, 0, -get(op, 0).d} : Num{false, -get(op, 0).i, 0}); break;
       default:
         throw TesseraError(op.loc, "cuda backend: op '" + std::string(op.name()) + "' cannot be evaluated in the grid");

@@ -252,6 +252,20 @@ RValue cast(const Op& op, const RValue& a, ScalarKind to) {
   return r;
 }
 
+// The same bits as another element type of the same width (the verifier checks the widths).
+RValue bitcast(const RValue& a, ScalarKind to) {
+  RValue r = like(a, to);
+  size_t n = static_cast<size_t>(a.numel());
+  double f = 0;
+  int64_t i = 0;
+  for (size_t j = 0; j < n; ++j) {
+    bitcast_scalar(a.elem, to, a.floats() ? a.f[j] : 0.0, a.floats() ? 0 : a.i[j], &f, &i);
+    if (r.floats()) r.f[j] = f;
+    else r.i[j] = i;
+  }
+  return r;
+}
+
 }  // namespace
 
 void exec_elementwise(Machine& m, const Op& op) {
@@ -271,7 +285,13 @@ void exec_elementwise(Machine& m, const Op& op) {
       m.set(op.result(), cmp(op, a, b));
       return;
     }
-    case OpClass::Cast: m.set(op.result(), cast(op, m.val(op, op.operand(0)), rt.elem)); return;
+    case OpClass::Cast: {
+      const RValue& a = m.val(op, op.operand(0));
+      if (op.kind == OpKind::Bitcast && scalar_bits(a.elem) != scalar_bits(rt.elem))
+        fail(op, "bitcast needs element types of the same width");
+      m.set(op.result(), op.kind == OpKind::Bitcast ? bitcast(a, rt.elem) : cast(op, a, rt.elem));
+      return;
+    }
     default: break;
   }
   const RValue &c = m.val(op, op.operand(0)), &a = m.val(op, op.operand(1)),

@@ -68,6 +68,7 @@ Extra extra(OpKind k) {
     case OpKind::Where: return {{}, "cond ? a : b elementwise (cond is i1)"};
     case OpKind::Cast: return {{}, "convert to the result element type (layout and space stay)"};
     case OpKind::ConvertLayout: return {{}, "the same tile in the result's layout and memory space"};
+    case OpKind::Bitcast: return {{}, "the same bits as the result element type, of the same width (a NaN: the canonical NaN's bits)"};
     case OpKind::Broadcast: return {{}, "expand size-1 dims (or a scalar) to the result shape"};
     case OpKind::ExpandDims: return {{req("axis", A::Int)}, "insert a size-1 dim at axis"};
     case OpKind::Reshape: return {{}, "same elements in row-major order, new shape"};

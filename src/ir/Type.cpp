@@ -61,6 +61,17 @@ const std::vector<ScalarKind>& all_scalar_kinds() {
   return all;
 }
 
+std::string bitcast_type_error(ScalarKind from, ScalarKind to) {
+  auto name = [](ScalarKind k) { return std::string(scalar_name(k)); };
+  // i1 is one bit held in a byte: it has no bits to reinterpret.
+  if (from == ScalarKind::I1 || to == ScalarKind::I1)
+    return "has no i1 form (use cast), got " + name(from) + " to " + name(to);
+  if (scalar_bits(from) != scalar_bits(to))
+    return "needs element types of the same width, got " + name(from) + " (" + std::to_string(scalar_bits(from)) +
+           " bits) to " + name(to) + " (" + std::to_string(scalar_bits(to)) + " bits)";
+  return "";
+}
+
 std::string shape_str(const Shape& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) {

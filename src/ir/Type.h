@@ -58,6 +58,9 @@ bool is_signed_int(ScalarKind k);
 bool is_unsigned_int(ScalarKind k);
 bool is_bool(ScalarKind k);
 const std::vector<ScalarKind>& all_scalar_kinds();
+// Why `bitcast` cannot go from `from` to `to` ("needs element types of the same width, got
+// ..."), or "" when it can: the verifier's and the builder's message.
+std::string bitcast_type_error(ScalarKind from, ScalarKind to);
 
 struct DimExpr;
 

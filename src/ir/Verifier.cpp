@@ -864,8 +864,10 @@ class Verifier {
     if (rt().kind != a.kind || rt().shape != a.shape)
       return fail("result type must have the operand's shape, got " + rt().str() + " for " + a.str());
     if (rt().layout != a.layout || rt().space != a.space)
-      fail("a cast keeps the operand's layout and space (convert_layout changes them), got " + rt().str() +
-           " for " + a.str());
+      return fail("a " + std::string(op.name()) + " keeps the operand's layout and space (convert_layout changes them), got " +
+                  rt().str() + " for " + a.str());
+    if (op.kind == OpKind::Bitcast)
+      if (std::string why = bitcast_type_error(a.elem, rt().elem); !why.empty()) fail(why);
   }
 
   void check_shape(const Op& op) {

@@ -204,6 +204,13 @@ Val cast(const Operand& x, ScalarKind dt, SrcLoc loc) {
   return detail::kb(loc).emit(OpKind::Cast, {v}, v.type().with_elem(dt), {}, loc);
 }
 
+Val bitcast(const Operand& x, ScalarKind dt, SrcLoc loc) {
+  Val v = detail::value_of(x, std::nullopt, loc);
+  if (std::string why = bitcast_type_error(v.dtype(), dt); !why.empty())
+    throw TesseraError(detail::to_loc(loc), "bitcast " + why);
+  return detail::kb(loc).emit(OpKind::Bitcast, {v}, v.type().with_elem(dt), {}, loc);
+}
+
 Val Val::to(ScalarKind dt, SrcLoc loc) const { return cast(*this, dt, loc); }
 
 Val convert_layout(const Val& t, const Layout& layout, const std::string& space, SrcLoc loc) {

@@ -329,6 +329,9 @@ Val pow(const Operand& a, const Operand& b, TESSERA_HERE);  // floats; broadcast
 Val fma(const Operand& a, const Operand& b, const Operand& c, TESSERA_HERE);
 Val where(const Operand& cond, const Operand& a, const Operand& b, TESSERA_HERE);
 Val cast(const Operand& x, ScalarKind dt, TESSERA_HERE);
+// The same bits as `dt`, which must have x's width (f32 <-> i32/u32, bf16/f16 <-> i16/u16,
+// f8 <-> i8/u8, ...); a float NaN gives its positive canonical bits (docs/semantics.md).
+Val bitcast(const Operand& x, ScalarKind dt, TESSERA_HERE);
 // The same tile in another layout encoding and memory space (ir/Layout.h); the values stay.
 Val convert_layout(const Val& t, const Layout& layout, const std::string& space = "", TESSERA_HERE);
 Val eq(const Operand& a, const Operand& b, TESSERA_HERE);

@@ -136,26 +136,30 @@ Sizes bind_dims(const Kernel& k, const std::vector<KernelArg>& args) {
   return sizes;
 }
 
+std::vector<int64_t> view_shape(const Kernel& k, const Value& view, const Sizes& sizes) {
+  std::vector<int64_t> shape;
+  for (const Dim& d : view.type.shape) {
+    if (d.is_static()) {
+      shape.push_back(d.value);
+      continue;
+    }
+    auto it = sizes.find(d.symbol);
+    if (it == sizes.end())
+      throw TesseraError(k.loc, "no size given for dim '" + d.symbol + "' of view '" + view.name +
+                                    "' of kernel '" + k.name + "'");
+    if (it->second < 0)
+      throw TesseraError(k.loc, "dim '" + d.symbol + "' has negative size " +
+                                    std::to_string(it->second));
+    shape.push_back(it->second);
+  }
+  return shape;
+}
+
 std::vector<Tensor> make_random_tensors(const Kernel& k, const Sizes& sizes, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<Tensor> out;
   for (const Value* p : k.view_params()) {
-    std::vector<int64_t> shape;
-    for (const Dim& d : p->type.shape) {
-      if (d.is_static()) {
-        shape.push_back(d.value);
-        continue;
-      }
-      auto it = sizes.find(d.symbol);
-      if (it == sizes.end())
-        throw TesseraError(k.loc, "no size given for dim '" + d.symbol + "' of view '" + p->name +
-                                      "' of kernel '" + k.name + "'");
-      if (it->second < 0)
-        throw TesseraError(k.loc, "dim '" + d.symbol + "' has negative size " +
-                                      std::to_string(it->second));
-      shape.push_back(it->second);
-    }
-    Tensor t(p->type.elem, shape);
+    Tensor t(p->type.elem, view_shape(k, *p, sizes));
     ScalarKind dt = t.dtype;
     int64_t n = t.numel();
     std::uniform_real_distribution<double> uni(-1.0, 1.0);

@@ -45,6 +45,10 @@ using Sizes = std::map<std::string, int64_t>;
 // when two views disagree on a dim.
 Sizes bind_dims(const Kernel& k, const std::vector<KernelArg>& args);
 
+// The shape of view parameter `view` of `k` at `sizes`. Throws when a dim is missing from
+// `sizes` or negative.
+std::vector<int64_t> view_shape(const Kernel& k, const Value& view, const Sizes& sizes);
+
 // Random tensors for every view parameter (shapes from `sizes`; uniform in [-1, 1) for floats,
 // small nonzero-heavy integers for ints, never all zeros) and defaults for scalars. Throws when
 // a dim is missing from `sizes`.

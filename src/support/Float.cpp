@@ -115,6 +115,23 @@ double float_from_bits(ScalarKind k, uint64_t bits) {
   return 0;
 }
 
+uint64_t float_bits_canonical(ScalarKind k, double v) {
+  if (std::isnan(v)) {
+    if (k == ScalarKind::F32) return 0x7FC00000u;
+    if (k == ScalarKind::F64) return 0x7FF8000000000000u;
+    if (const Format* f = format_of(k)) return f->nan_bits;
+  }
+  return float_to_bits(k, v);
+}
+
+void bitcast_scalar(ScalarKind from, ScalarKind to, double v, int64_t i, double* f, int64_t* i_out) {
+  const int w = scalar_bits(from);
+  const uint64_t mask = w == 64 ? ~uint64_t{0} : (uint64_t{1} << w) - 1;
+  const uint64_t bits = is_float(from) ? float_bits_canonical(from, v) : static_cast<uint64_t>(i) & mask;
+  if (is_float(to)) *f = float_from_bits(to, bits);
+  else *i_out = wrap_int(to, static_cast<int64_t>(bits));
+}
+
 double round_to_float(ScalarKind k, double v) {
   switch (k) {
     case ScalarKind::F64: return v;

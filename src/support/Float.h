@@ -18,6 +18,14 @@ namespace tessera {
 uint64_t float_to_bits(ScalarKind k, double v);
 // The value of bit pattern `bits` of float kind `k`.
 double float_from_bits(ScalarKind k, uint64_t bits);
+// The bits of `v`, a value of float kind `k`, as `bitcast` defines them (docs/semantics.md): a
+// NaN gives k's positive canonical quiet NaN, since no backend keeps a NaN's payload or sign
+// through loads, arithmetic and stores (x86's invalid-operation NaN is negative, PTX's cvt
+// drops the sign).
+uint64_t float_bits_canonical(ScalarKind k, double v);
+// `bitcast` of one element: `v` (a float of kind `from`) or `i` (an integer of kind `from`,
+// held wrapped) reinterpreted as kind `to` of the same width; the result in `*f` or `*i_out`.
+void bitcast_scalar(ScalarKind from, ScalarKind to, double v, int64_t i, double* f, int64_t* i_out);
 // `v` rounded to float kind `k` (float_from_bits(k, float_to_bits(k, v))).
 double round_to_float(ScalarKind k, double v);
 // `v` wrapped (two's complement) to integer kind `k` (i1: v & 1).

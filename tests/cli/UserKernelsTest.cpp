@@ -51,8 +51,8 @@ TEST(CliUserKernels, TwoKernelsInAFileShareTheOptions) {
                      "two_kernels.tile --backend interp --check --size N=300,M=3 --config BLOCK=64 --scalar s=2");
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out,
-            "PASS scale interp N=300 max_abs_err=0 max_rel_err=0\n"
-            "PASS row_max interp M=3,N=300 max_abs_err=0 max_rel_err=0\n");
+            "PASS scale interp N=300 max_abs_err=0 max_rel_err=0 reference=self\n"
+            "PASS row_max interp M=3,N=300 max_abs_err=0 max_rel_err=0 reference=self\n");
   r = tessera(std::string("compile ") + kData + "two_kernels.tile --config BLOCK=64");
   EXPECT_EQ(r.status, 0) << r.err;
 }

@@ -99,4 +99,14 @@ inline void expect_abi_matches(const CudaEmission& em, const NvrtcResult& r, con
   }
 }
 
+// NVRTC compiles the emitted source to a cubin; a rejection is a test failure with NVRTC's log.
+inline void expect_nvrtc_accepts(const CudaEmission& em, const CudaTarget& t) {
+  try {
+    NvrtcResult r = nvrtc_compile(em.source, t, "kernel.cu", em.line_op);
+    EXPECT_FALSE(r.cubin.empty());
+  } catch (const TesseraError& e) {
+    ADD_FAILURE() << "NVRTC rejected the generated code:\n" << e.what();
+  }
+}
+
 }  // namespace tessera::cudatest

@@ -2,6 +2,7 @@
 // for broadcasting, literal promotion, Vars in loops and branches, and locations.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 #include "interp/Interpreter.h"
@@ -59,6 +60,31 @@ TEST(Builder, VectorAddPrintsExpectedIR) {
   store_tile %y, %12, %pid
 }
 )");
+}
+
+// The radix-select key of a float (docs/semantics.md): its bits as u32, negatives flipped whole,
+// the rest by the sign bit, so that the keys order as the floats do. Printed as text, and run.
+TEST(Builder, BitcastMakesOrderedKeys) {
+  KernelBuilder k("keys");
+  auto x = k.view("x", f32, {"N"}), y = k.view("y", u32, {"N"});
+  k.grid({1});
+  auto b = bitcast(x.tile({8}).load({0}), u32);
+  auto neg = bitcast(b, i32) < 0;
+  y.tile({8}).store({0}, where(neg, b ^ 0xFFFFFFFFu, b ^ 0x80000000u));
+  auto kernel = k.finish();
+  const std::string text = print_kernel(*kernel);
+  EXPECT_NE(text.find(" = bitcast %"), std::string::npos) << text;
+  EXPECT_EQ(print_kernel(*parse_module(text, "k.tile")->kernels.at(0)), text);
+  Tensor xs(ScalarKind::F32, {8}), ys(ScalarKind::U32, {8});
+  const double v[8] = {-2.5, -0.0, 0.0, 1e-45, 3.0, -1e30, 1.0, -1e-45};
+  for (int i = 0; i < 8; ++i) xs.set(i, v[i]);
+  std::vector<KernelArg> args{{&xs}, {&ys}};
+  run_interp(*kernel, args);
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 8; ++j) {
+      if (v[i] < v[j] || (v[i] == v[j] && std::signbit(v[i]) && !std::signbit(v[j])))
+        EXPECT_LT(ys.get_int(i), ys.get_int(j)) << v[i] << " " << v[j];
+    }
 }
 
 TEST(Builder, OpsRecordTheUsersCallSite) {

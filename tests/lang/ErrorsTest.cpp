@@ -49,6 +49,15 @@ TEST(BuilderErrors, BitwiseOnFloats) {
   expect_error(__LINE__, "and needs integer or i1 operands, got tile<f32, [4]>", [&] { t & t; });
 }
 
+TEST(BuilderErrors, BitcastBetweenWidths) {
+  Env e;
+  auto t = zeros({4}, f32);
+  expect_error(__LINE__, "bitcast needs element types of the same width, got f32 (32 bits) to i16 (16 bits)",
+               [&] { bitcast(t, i16); });
+  auto b = zeros({4}, i1);
+  expect_error(__LINE__, "bitcast has no i1 form (use cast), got i1 to u8", [&] { bitcast(b, u8); });
+}
+
 TEST(BuilderErrors, FloatLiteralWithIntegerOperand) {
   Env e;
   auto pid = program_id(0);

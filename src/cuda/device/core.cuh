@@ -117,6 +117,18 @@ TSR_D uint8_t f2e5m2(float f) { return f8_bits<5, 2, true>(f); }
 TSR_D float rf8e4m3(float f) { return e4m32f(f2e4m3(f)); }
 TSR_D float rf8e5m2(float f) { return e5m22f(f2e5m2(f)); }
 
+// ---- bitcast: a value's bits, a NaN as its format's positive canonical quiet NaN (cvt makes
+// 0x7fff of a bf16 or f16 NaN and drops its sign), and back ----
+TSR_D uint32_t f32_bits(float f) { return f != f ? 0x7fc00000u : __float_as_uint(f); }
+TSR_D uint64_t f64_bits(double d) { return d != d ? 0x7ff8000000000000ull : uint64_t(__double_as_longlong(d)); }
+TSR_D float f32_of_bits(uint32_t u) { return __uint_as_float(u); }
+TSR_D double f64_of_bits(uint64_t u) { return __longlong_as_double((long long)u); }
+// A bf16 or f16 compute value is exact in its format, so its bits are exact too.
+TSR_D uint16_t bf16_bits(float f) { return f != f ? uint16_t(0x7fc0u) : uint16_t(__float_as_uint(f) >> 16); }
+TSR_D uint16_t f16_bits(float f) { return f != f ? uint16_t(0x7e00u) : f2h(f); }
+TSR_D uint8_t f8e4m3_bits(float f) { return f != f ? uint8_t(0x7fu) : f2e4m3(f); }
+TSR_D uint8_t f8e5m2_bits(float f) { return f != f ? uint8_t(0x7eu) : f2e5m2(f); }
+
 // ---- integers: division and shifts defined for every input ----
 // Division by zero is undefined on hardware backends; 0 keeps the kernel running.
 template <class T> TSR_D T idiv(T a, T b) {
