@@ -1057,13 +1057,17 @@ void Emitter::emit_reduce(const Op& op) {
     --ind_;
     line("}");
   } else {
-    line("for (int64_t o_ = 0; o_ < " + O + "; ++o_) {");
+    // One scalar accumulator per column, the column loop outside. An array of I accumulators
+    // updated row by row (l_ outside, n_ inside) is miscompiled by gcc 12 at -O3 with 512-bit
+    // vectors (AVX-512, e.g. -march=native on Zen 4): for I = 8 int32 columns it vectorizes the
+    // rows with 16-lane vectors and a following use of the result sees half the rows summed
+    // (tests/cpu/CpuReduceColumnsTest.cpp, tests/corpus/moe_count.tile).
+    line("for (int64_t o_ = 0; o_ < " + O + "; ++o_)");
+    line("for (int64_t n_ = 0; n_ < " + I + "; ++n_) {");
     ++ind_;
-    line(C + " acc_[" + I + "];");
-    line("for (int64_t n_ = 0; n_ < " + I + "; ++n_) acc_[n_] = " + init + ";");
-    line("for (int64_t l_ = 0; l_ < " + L + "; ++l_)");
-    line("  for (int64_t n_ = 0; n_ < " + I + "; ++n_) acc_[n_] = " + step("acc_[n_]", src("o_", "l_", "n_")) + ";");
-    line("for (int64_t n_ = 0; n_ < " + I + "; ++n_) " + out("o_", "n_") + " = " + fin("acc_[n_]") + ";");
+    line(C + " acc_ = " + init + ";");
+    line("for (int64_t l_ = 0; l_ < " + L + "; ++l_) acc_ = " + step("acc_", src("o_", "l_", "n_")) + ";");
+    line(out("o_", "n_") + " = " + fin("acc_") + ";");
     --ind_;
     line("}");
   }
