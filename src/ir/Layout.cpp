@@ -43,7 +43,12 @@ Layout Layout::shared(int64_t swizzle, int64_t pad, std::vector<int64_t> order) 
   Layout l = of(Kind::Shared);
   l.swizzle = swizzle;
   l.pad = pad;
-  l.order = std::move(order);
+  // Row-major (the last dim fastest) is the default, spelled without `order` (Layout.h's
+  // "printed only when given" means when not row-major): one spelling, so that equal layouts
+  // compare equal.
+  bool row_major = true;
+  for (size_t i = 0; i < order.size(); ++i) row_major = row_major && order[i] == static_cast<int64_t>(order.size() - 1 - i);
+  if (!row_major) l.order = std::move(order);
   return l;
 }
 

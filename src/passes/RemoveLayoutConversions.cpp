@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <functional>
 #include <optional>
+#include <set>
 
 #include "ir/IR.h"
 #include "passes/BlockEdit.h"
@@ -43,6 +44,8 @@ constexpr int64_t kNominalTrips = 16;
 // the search's cost).
 constexpr int kRematerializeDepth = 4;
 constexpr int kBackwardDepth = 6;
+// The most moves the search makes (each lowers the cost, so it ends well before on real kernels).
+constexpr int kMaxSearchMoves = 1024;
 
 struct Use {
   Op* op;
@@ -130,9 +133,14 @@ class Remove {
            fma_operand(l);
   }
 
-  bool only_dots_read(const Value* v) {
+  // Do only dots read `v` (a 2-D tile), each able to read it transposed in shared memory
+  // (order = [0, 1])? wgmma reads B [K, N] K-major (that order) for every element type, and A
+  // [M, K] M-major (that order) only for 16-bit ones: 8-bit and tf32 operands are K-major only.
+  bool dots_read_transposed(const Value* v) {
     std::vector<Use> us = uses(v);
-    return !us.empty() && std::all_of(us.begin(), us.end(), [](Use u) { return u.op->kind == OpKind::Dot; });
+    return !us.empty() && v->type.rank() == 2 && std::all_of(us.begin(), us.end(), [&](Use u) {
+             return u.op->kind == OpKind::Dot && (u.index == 1 || (u.index == 0 && scalar_bits(v->type.elem) == 16));
+           });
   }
 
   static bool rematerializable(const Value* v) {
@@ -238,11 +246,12 @@ class Remove {
       erase_dead_tree(src);
       return true;
     }
-    // a permute into shared memory that only dots read: the permute's operand goes into
-    // shared memory in its own order, and the permute is a view of those bytes in the permuted
-    // order (a dot reads a shared operand in either order: wgmma's K- or MN-major)
-    if (src && src->kind == OpKind::Permute && y->type.layout.kind == Layout::Kind::Shared && uses(x).size() == 1 &&
-        src->operand(0)->type.is_tile() && only_dots_read(y)) {
+    // a permute into shared memory that only dots read, transposed (dots_read_transposed):
+    // the permute's operand goes into shared memory in its own order, and the permute is a
+    // view of those bytes in the permuted order
+    if (src && src->kind == OpKind::Permute && y->type.layout.kind == Layout::Kind::Shared &&
+        y->type.layout.order.empty() && uses(x).size() == 1 && src->operand(0)->type.is_tile() &&
+        dots_read_transposed(y)) {
       const Layout& want = y->type.layout;
       Type shared = src->operand(0)->type;
       shared.layout = Layout::shared(want.swizzle, want.pad);
@@ -254,7 +263,6 @@ class Remove {
       std::vector<int64_t> order;
       for (size_t j = dims.size(); j-- > 0;)
         order.push_back(std::find(dims.begin(), dims.end(), static_cast<int64_t>(j)) - dims.begin());
-      if (std::is_sorted(order.rbegin(), order.rend())) order.clear();  // row-major after all
       x->type.layout = Layout::shared(want.swizzle, want.pad, order);
       x->type.space = "shared";
       replace_all_uses(k_, y, x);
@@ -302,15 +310,23 @@ class Remove {
     return carried(c);
   }
 
-  // Erases `op` if unused, then the producers of its operands that this left unused.
-  void erase_dead_tree(Op* op) {
-    if (!op || !op->regions.empty() || op->info().cls == OpClass::Memory || op->results.size() != 1) return;
-    if (!uses(op->result()).empty()) return;
-    std::vector<Op*> producers;
-    for (Value* o : op->operands)
-      if (o->def) producers.push_back(o->def);
-    erase(*op);
-    for (Op* p : producers) erase_dead_tree(p);
+  // Erases `root` if unused, then the producers of its operands that this left unused. An op
+  // may feed several operands (mul %e, %e) or several producers: each is looked at by pointer
+  // against those already erased before it is read.
+  void erase_dead_tree(Op* root) {
+    std::vector<Op*> work = {root};
+    std::set<const Op*> erased;
+    while (!work.empty()) {
+      Op* op = work.back();
+      work.pop_back();
+      if (!op || erased.count(op) || !op->regions.empty() || op->info().cls == OpClass::Memory ||
+          op->results.size() != 1 || !uses(op->result()).empty())
+        continue;
+      for (Value* o : op->operands)
+        if (o->def) work.push_back(o->def);
+      erased.insert(op);
+      erase(*op);
+    }
   }
 
   static bool elementwise(const Op& e) {
@@ -672,19 +688,26 @@ std::vector<Move> moves(Kernel& k) {
 
 // The search: try each move on a copy of the kernel, run the local rewrites, and make the
 // first move that lowers the cost; repeat until none does. How many moves were made.
+//
+// Each round starts where the last kept move was (the moves before it did not lower the cost
+// a moment ago), so a kernel with many independent loops takes about one pass over its moves,
+// not one pass per kept move.
 int64_t search_moves(Kernel& k) {
   int64_t made = 0;
-  for (int round = 0; round < 64; ++round) {
+  size_t start = 0;
+  for (int round = 0; round < kMaxSearchMoves; ++round) {
     const auto now = search_cost(k);
+    const std::vector<Move> ms = moves(k);
     bool improved = false;
-    for (const Move& m : moves(k)) {
+    for (size_t n = 0; n < ms.size() && !improved; ++n) {
+      const size_t at = (start + n) % ms.size();
       auto trial = k.clone();
-      apply(*trial, m);
+      apply(*trial, ms[at]);
       if (search_cost(*trial) < now) {
-        apply(k, m);
+        apply(k, ms[at]);
         improved = true;
+        start = at;
         ++made;
-        break;
       }
     }
     if (!improved) break;
