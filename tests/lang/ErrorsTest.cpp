@@ -52,8 +52,8 @@ TEST(BuilderErrors, BitwiseOnFloats) {
 TEST(BuilderErrors, BitcastBetweenWidths) {
   Env e;
   auto t = zeros({4}, f32);
-  expect_error(__LINE__, "bitcast needs element types of the same width, got f32 (32 bits) to i16 (16 bits)",
-               [&] { bitcast(t, i16); });
+  const char* widths = "bitcast needs element types of the same width, got f32 (32 bits) to i16 (16 bits)";
+  expect_error(__LINE__, widths, [&] { bitcast(t, i16); });
   auto b = zeros({4}, i1);
   expect_error(__LINE__, "bitcast has no i1 form (use cast), got i1 to u8", [&] { bitcast(b, u8); });
 }
