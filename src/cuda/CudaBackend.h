@@ -34,6 +34,11 @@ struct CudaTarget {
   // H200 it measured slower at 4096^3 and 128x14336x4096, level at 8192^3 (bench/RESULTS.md,
   // session 7).
   bool stream_k = false;
+  // Print the kernel from the GPU lowering's IR (the layout emitter, EmitLowered.cpp): each op
+  // in the layout the passes gave it, with mma.sync dots (no wgmma yet). A kernel it cannot
+  // print yet is emitted as without, with a note that says why. Off by default; parse() turns
+  // it on when the environment has TESSERA_CUDA_FROM_LAYOUTS=1.
+  bool from_layouts = false;
   static CudaTarget parse(const std::string& s);  // "cuda:sm_80", "sm_90a", "cuda" (= sm_90a)
   std::string str() const;                        // "sm_90a"
 };

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "cuda/EmitterInternal.h"
+#include "passes/Passes.h"
 #include "ir/Struct.h"
 #include "support/Float.h"
 #include "text/Text.h"
@@ -131,6 +132,16 @@ Layout Emitter::layout(int64_t n) const {
 }
 
 Layout Emitter::layout_of(const Value* v) const {
+  if (lowered_ && v->type.is_tile()) {
+    const Dist& d = dist_of(v);
+    Layout L;
+    L.replicated = false;
+    L.numel = L.part = shape_numel(v->type.shape);
+    L.slots = static_cast<int>(d.slots());
+    L.chunks = L.slots;
+    L.dist = &d;
+    return L;
+  }
   return layout(v->type.is_tile() && shape_is_static(v->type.shape) ? shape_numel(v->type.shape) : 1);
 }
 
@@ -143,16 +154,19 @@ std::string Emitter::local_elem_expr(const Layout& L, const std::string& s) cons
 }
 
 std::string Emitter::elem_expr(const Layout& L, const std::string& s) const {
+  if (L.dist) return L.dist->flat_expr(s);
   if (L.replicated || cluster_ == 1) return local_elem_expr(L, s);
   return "(tsr_crank * " + std::to_string(L.part) + " + " + local_elem_expr(L, s) + ")";
 }
 
 std::string Emitter::valid_expr(const Layout& L, const std::string& s) const {
+  if (L.dist) return "true";
   if (L.replicated || L.part % (int64_t(L.vec) * T_) == 0) return "true";
   return "(" + local_elem_expr(L, s) + " < " + std::to_string(L.part) + ")";
 }
 
 std::string Emitter::owner_expr(const Layout& L, const std::string& s) const {
+  if (L.dist) return L.dist->owner_expr();
   // A replicated tile's side effects: one thread per element, on the cluster's first CTA.
   if (L.replicated)
     return "(" + s + " % " + std::to_string(T_) + " == tsr_tid" + (cluster_ > 1 ? " && tsr_crank == 0" : "") + ")";
@@ -247,7 +261,7 @@ void Emitter::emit_block(const Block& b) {
     const Op& o = *b.ops[i];
     if (o.kind == OpKind::Yield) continue;
     // Two independent reductions in a row share one exchange.
-    if (i + 1 < b.ops.size() && folds_with_next(o, *b.ops[i + 1])) {
+    if (!lowered_ && i + 1 < b.ops.size() && folds_with_next(o, *b.ops[i + 1])) {
       const Op* saved = cur_;
       cur_ = &o;
       line("// " + text_of(o));
@@ -272,6 +286,10 @@ void Emitter::emit_op(const Op& op) {
   const Op* saved = cur_;
   cur_ = &op;
   line("// " + text_of(op));
+  if (lowered_ && emit_lowered(op)) {
+    cur_ = saved;
+    return;
+  }
   switch (op.info().cls) {
     case OpClass::Constant: {
       const Value* r = op.result();
@@ -640,7 +658,8 @@ void Emitter::emit_for(const Op& op) {
   }
   // Accumulators that stay in mma fragments for the whole loop: converted once before and once
   // after it instead of twice per iteration.
-  std::vector<std::pair<size_t, const Op*>> frags = frag_carried(op);
+  std::vector<std::pair<size_t, const Op*>> frags;
+  if (!lowered_) frags = frag_carried(op);
   std::vector<std::string> frag_names;
   for (auto& [j, dot] : frags) {
     MmaPlan p = fragment_plan(*dot);
@@ -657,10 +676,10 @@ void Emitter::emit_for(const Op& op) {
     count("mma-carried-accumulators");
   }
   // A matmul-shaped pipeline loop: a cp.async ring instead of this loop.
-  PipePlan pipe = wg_.ok && &op == wg_.loop ? PipePlan{} : plan_pipeline(op, frags);
+  PipePlan pipe = lowered_ || (wg_.ok && &op == wg_.loop) ? PipePlan{} : plan_pipeline(op, frags);
   if (wg_.ok && &op == wg_.loop) emit_wgmma_loop(op, frag_names[0]);
   else if (pipe.ok) emit_pipelined(op, pipe, frag_names[0]);
-  else emit_loop(op, vals, carried);
+  else if (!(lowered_ && emit_ring_loop(op, vals, carried))) emit_loop(op, vals, carried);
   for (size_t q = 0; q < frags.size(); ++q) {
     MmaPlan p = fragment_plan(*frags[q].second);
     if (!frag_store_chain(op, frags[q].first).empty())
@@ -670,7 +689,8 @@ void Emitter::emit_for(const Op& op) {
   }
 }
 
-void Emitter::emit_loop(const Op& op, const std::vector<const Value*>& vals, const std::vector<std::string>& carried) {
+void Emitter::emit_loop(const Op& op, const std::vector<const Value*>& vals, const std::vector<std::string>& carried,
+                        const std::function<void(const std::string&)>& top, const std::function<void()>& end) {
   const Block& body = op.region(0);
   std::vector<const Op*> ahead = begin_prefetch(op);
   std::string iv = fresh("iv");
@@ -682,12 +702,14 @@ void Emitter::emit_loop(const Op& op, const std::vector<const Value*>& vals, con
   line("const int32_t " + iv + " = int32_t(" + iv + "_);");
   name_[body.args[0]] = iv;
   prefetch_next(op, ahead, iv);
+  if (top) top(iv);
   emit_block(body);
   const Op* y = terminator(body, op);
   cur_ = y;
   line("// " + text_of(*y));
   assign_carried(*y, vals, carried);
   cur_ = &op;
+  if (end) end();
   close();
 }
 
@@ -910,7 +932,7 @@ std::string Emitter::add_tensor_map(std::vector<std::string>& sig, CudaKernelInf
 
 CudaEmission Emitter::run() {
   const Kernel& k = k_;
-  T_ = pick_threads(k, cluster_);
+  T_ = lowered_ ? 32 * warps_ : pick_threads(k, cluster_);
   CudaEmission out;
   CudaKernelInfo& info = out.info;
   info.symbol = "tessera_" + sanitize(k.name);
@@ -962,7 +984,7 @@ CudaEmission Emitter::run() {
     info.params.push_back({CudaParam::Kind::Scalar, p->type.elem, bytes, p->name, static_cast<int>(j)});
     name_[p] = n;
   }
-  wg_ = plan_wgmma();  // needs views_
+  if (!lowered_) wg_ = plan_wgmma();  // needs views_
   if (wg_.ok) T_ = 32 * (wg_.consumer_warps + 4);  // consumer warpgroups + one producer warpgroup
   else if (!wg_.why.empty()) {
     wgmma_not_taken_ = "dot at " + wg_.dot->loc.str() + ": not wgmma: " + wg_.why;
@@ -1016,7 +1038,7 @@ CudaEmission Emitter::run() {
     notes_.push_back("stream-K: a last partial wave of at least half the CTAs is cut into equal shares of K work, one "
                      "per CTA; the CTA that began a tile adds the later parts in K order");
   }
-  grouped_ = !persistent_ && !split_k_ && !wg_.ok && has_pipelined_mma_loop();
+  grouped_ = !lowered_ && !persistent_ && !split_k_ && !wg_.ok && has_pipelined_mma_loop();
   if (grouped_) {
     count("grouped-order");
     notes_.push_back("grouped order: CTAs take the programs " + std::to_string(group_rows()) +
@@ -1029,7 +1051,7 @@ CudaEmission Emitter::run() {
       info.params.push_back({CudaParam::Kind::GridSize, ScalarKind::I32, 4, "grid" + std::to_string(axis), axis});
     }
   };
-  prog_persistent_ = !persistent_ && !grouped_ && !split_k_ && !wg_.ok && cluster_ == 1 && plan_program_prefetch();
+  prog_persistent_ = !lowered_ && !persistent_ && !grouped_ && !split_k_ && !wg_.ok && cluster_ == 1 && plan_program_prefetch();
   if (prog_persistent_) {
     info.persistent = true;
     info.persistent_fill = true;
@@ -1088,6 +1110,7 @@ CudaEmission Emitter::run() {
   line("const int tsr_tid = int(threadIdx.x);");
   line("constexpr int tsr_nthreads = " + std::to_string(T_) + ";");
   line("(void)tsr_tid; (void)tsr_smem;");
+  if (lowered_) line("const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;  (void)tsr_lane; (void)tsr_warp;");
   if (cluster_ > 1) line("const int tsr_crank = int(tsr::cluster_rank());  // this CTA's part of every tile");
   const size_t struct_line = lines_.size();
   // Row-major strides of every view, in 64 bits.
@@ -1198,6 +1221,13 @@ CudaEmission Emitter::run() {
         l.replace(p, std::string(kProgramPrefetchOffset).size(), std::to_string(at));
     smem_ = at + pf_buffers_ * prog_pf_bytes_;
   }
+  if (lowered_) {
+    // The staged operands' buffers follow the scratch the exchanges share.
+    const int64_t at = align16(smem_);
+    for (auto& l : lines_)
+      if (size_t p = l.find(kLoweredBase); p != std::string::npos) l.replace(p, std::string(kLoweredBase).size(), std::to_string(at));
+    if (lowered_smem_ > 0) smem_ = at + lowered_smem_;
+  }
   int64_t smem = align16(smem_);
   if (smem + red_smem_ > smem_limit(tg_))
     throw TesseraError(k.loc, "cuda backend: kernel @" + k.name + " needs " + std::to_string(smem + red_smem_) +
@@ -1283,7 +1313,22 @@ const Op* first_layout_op(const Block& b) {
 }  // namespace
 
 CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& target) {
-  std::string why_not;
+  std::string why_not, layouts_note;
+  if (target.from_layouts) {
+    // mma.sync layouts only: the layout emitter does not print wgmma yet.
+    std::shared_ptr<Kernel> lowered = run_gpu_lowering(bound_kernel, {target.sm, false}, {}, nullptr);
+    try {
+      cudagen::Emitter e(*lowered, target);
+      e.lowered_ = true;
+      e.warps_ = default_num_warps(*lowered);
+      CudaEmission out = e.run();
+      out.notes.push_back("printed from the GPU lowering's layouts (the layout emitter)");
+      out.lowered = std::move(lowered);
+      return out;
+    } catch (const cudagen::NotLowerable& e) {
+      layouts_note = "the layout emitter cannot print this kernel yet (" + e.why + "): the planning emitter made it";
+    }
+  }
   int cluster = pick_cluster(bound_kernel, target, why_not);
   if (cluster > 1) {
     try {
@@ -1294,6 +1339,7 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
   }
   CudaEmission out = cudagen::Emitter(bound_kernel, target).run();
   if (!why_not.empty()) out.notes.push_back(why_not);
+  if (!layouts_note.empty()) out.notes.push_back(layouts_note);
   if (const Op* op = first_layout_op(*bound_kernel.body))
     out.notes.push_back("layout encodings in the IR (the first at " + op->loc.str() +
                         ") are not yet honored by the cuda emitter: it picks its own, and convert_layout is a copy "

@@ -45,6 +45,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -134,6 +135,9 @@ struct CudaEmission {
   // not ("dot at LOC: not wgmma: ..."; `tessera compile` prints it without --stats); empty when
   // the kernel has no such dot or the dot took the path.
   std::string wgmma_not_taken;
+  // The GPU lowering's output the source was printed from (CudaTarget::from_layouts), which
+  // line_op points into; null when the source was printed from the kernel given.
+  std::shared_ptr<const Kernel> lowered;
 };
 
 CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& target);

@@ -478,13 +478,17 @@ int cuda::split_k_factor(int64_t programs, int64_t capacity) {
 }
 
 CudaTarget cuda_target_for(const CudaOptions& o) {
-  if (!o.target_from_device || !cuda_device_available()) return o.target;
-  const DeviceInfo& dev = device();
-  // The arch-specific variant unlocks wgmma/setmaxnreg on Hopper; it only runs on that exact
-  // architecture, which is the device we are on.
-  CudaTarget t{dev.sm, dev.sm == 90};
-  t.tma = o.target.tma;
-  t.stream_k = o.target.stream_k;
+  CudaTarget t = o.target;
+  if (o.target_from_device && cuda_device_available()) {
+    const DeviceInfo& dev = device();
+    // The arch-specific variant unlocks wgmma/setmaxnreg on Hopper; it only runs on that exact
+    // architecture, which is the device we are on.
+    t.sm = dev.sm;
+    t.arch_specific = dev.sm == 90;
+    t.split_k = false;  // (the runtime asks for its split-K compilation itself)
+  }
+  // TESSERA_CUDA_FROM_LAYOUTS=1 reaches every compilation, whatever made its options.
+  t.from_layouts = t.from_layouts || CudaTarget::parse(t.str()).from_layouts;
   return t;
 }
 

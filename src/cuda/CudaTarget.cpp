@@ -1,14 +1,22 @@
 // Parsing and printing CUDA targets ("cuda:sm_80", "sm_90a").
 #include <cctype>
+#include <cstdlib>
 
 #include "cuda/CudaBackend.h"
 
 namespace tessera {
 
+// TESSERA_CUDA_FROM_LAYOUTS=1: print kernels from the GPU lowering's layouts (from_layouts).
+static CudaTarget with_environment(CudaTarget t) {
+  const char* e = std::getenv("TESSERA_CUDA_FROM_LAYOUTS");
+  t.from_layouts = e && std::string(e) == "1";
+  return t;
+}
+
 CudaTarget CudaTarget::parse(const std::string& text) {
   std::string s = text;
   if (s.rfind("cuda:", 0) == 0) s = s.substr(5);
-  if (s == "cuda" || s.empty()) return CudaTarget{90, true};
+  if (s == "cuda" || s.empty()) return with_environment(CudaTarget{90, true});
   auto bad = [&]() {
     return TesseraError("unknown CUDA target '" + text +
                         "': expected cuda, cuda:sm_XY or sm_XY[a] with XY >= 70 (e.g. sm_80, sm_90a)");
@@ -25,7 +33,7 @@ CudaTarget CudaTarget::parse(const std::string& text) {
     if (!std::isdigit(static_cast<unsigned char>(c))) throw bad();
   t.sm = std::stoi(num);
   if (t.sm < 70) throw bad();
-  return t;
+  return with_environment(t);
 }
 
 std::string CudaTarget::str() const { return "sm_" + std::to_string(sm) + (arch_specific ? "a" : ""); }

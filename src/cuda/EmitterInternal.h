@@ -29,6 +29,7 @@
 #include "codegen/CTypes.h"
 #include "codegen/Shapes.h"
 #include "cuda/CudaEmitter.h"
+#include "cuda/DistLayout.h"
 
 namespace tessera::cudagen {
 
@@ -43,6 +44,9 @@ struct Layout {
   int vec = 1;
   int64_t chunks = 1;
   int slots = 1;  // register slots per thread
+  // The layout emitter: the tile's IR layout encoding placed (slot s holds the element
+  // dist->flat_expr(s); copies are written by the threads dist->owner_expr() names).
+  const Dist* dist = nullptr;
 };
 
 // ctype, stype, load_conv, store_conv, fround, is_narrow: shared with the cpu emitter.
@@ -69,6 +73,63 @@ class Emitter {
   Emitter(const Kernel& k, const CudaTarget& t, int cluster = 1);
   CudaEmission run();
 
+  // The layout emitter (EmitLowered.cpp): the kernel is the GPU lowering's output, every tile
+  // carries a layout encoding, and each op is printed in the layouts it has: no planning. Set
+  // before run(); what it cannot print throws NotLowerable.
+  bool lowered_ = false;
+  int warps_ = 4;
+  mutable std::unordered_map<const Value*, Dist> dists_;
+  const Dist& dist_of(const Value* v) const;
+  bool emit_lowered(const Op& op);  // true when it printed `op`
+  void lowered_convert(const Op& op);
+  void lowered_load_store(const Op& op);
+  void lowered_shape(const Op& op);
+  void lowered_reduce(const Op& op);
+  void lowered_dot(const Op& op);
+  // Result `r` of `op` gathered through shared memory from `x`: element e of r is element
+  // src_flat(e) of x (flat row-major indices, C++ expressions).
+  void lowered_exchange(const Op& op, const Value* x, const Value* r,
+                        const std::function<std::string(const std::string&)>& src_flat);
+  // An mma operand kept in shared memory for the dots that read it (16-bit elements, rows of
+  // `ld` elements; `dim0_fastest`: stored transposed, dim 0 contiguous).
+  struct StagedOperand {
+    std::string base;  // shared-space address (uint32_t expression)
+    int64_t ld = 0;
+    bool dim0_fastest = false;
+  };
+  std::unordered_map<const Value*, StagedOperand> staged_;
+  // A tile in a shared layout: 16-bit elements at `ptr` (a uint16_t* expression), element
+  // (c0, c1, ...) at sum c_d * strides[d]. The fastest dim's rows are padded by 8 elements.
+  struct SharedView {
+    std::string ptr;
+    std::vector<int64_t> strides;
+  };
+  std::unordered_map<const Value*, SharedView> shared_;
+  // A buffer for a tile of `v`'s shape in `order` (dims from fastest; empty: row-major);
+  // `stages` such buffers back to back for a ring (*stage_elems: the distance between them).
+  SharedView alloc_shared(const Value* v, const std::vector<int64_t>& order, int64_t stages = 1,
+                          int64_t* stage_elems = nullptr);
+  // The cp.async copies of load_tile `load` into the buffer at `dst` (a uint16_t* expression)
+  // laid out with `strides`, at the indices the load's operands now name.
+  void issue_shared_copies(const Op& load, const std::string& dst, const std::vector<int64_t>& strides);
+  // Loops with `pipeline` >= 2 (the pipeline-loops pass) whose body loads into shared memory:
+  // each such load gets a ring of that many buffers; iteration i + S - 1's copies go out at
+  // the top of iteration i. False when the loop is not one (emit_loop prints it).
+  struct Ring {
+    SharedView view;
+    int64_t stage_elems = 0;
+    std::string stage;  // the variable holding this iteration's stage
+  };
+  std::unordered_map<const Op*, Ring> rings_;
+  bool emit_ring_loop(const Op& op, const std::vector<const Value*>& vals, const std::vector<std::string>& carried);
+  // Every element of register tile `x` written to the view (its owners write; barriers around).
+  void store_to_shared(const Value* x, const SharedView& sv);
+  // A load_tile into a shared layout: cp.async copies of 16 bytes (zero-filled past the view).
+  void lowered_load_shared(const Op& op);
+  // The 2-D view as a staged mma operand.
+  StagedOperand staged_from(const Op& op, const SharedView& sv) const;
+  int64_t lowered_smem_ = 0;  // bytes of the staged operands' buffers, after the scratch
+  static constexpr const char* kLoweredBase = "TSR_LO_BASE";
   // --- output ---
   const Kernel& k_;
   CudaTarget tg_;
@@ -440,8 +501,11 @@ class Emitter {
   std::vector<std::string> prologue_;
   void emit_scan(const Op& op);
   void emit_for(const Op& op);
-  // The ordinary loop of a `for` (carried values in `carried`).
-  void emit_loop(const Op& op, const std::vector<const Value*>& vals, const std::vector<std::string>& carried);
+  // The ordinary loop of a `for` (carried values in `carried`); `top` runs at the top of the
+  // body (given the induction variable's name; its 64-bit value is that name + "_"), `end`
+  // after the carried values are assigned.
+  void emit_loop(const Op& op, const std::vector<const Value*>& vals, const std::vector<std::string>& carried,
+                 const std::function<void(const std::string&)>& top = {}, const std::function<void()>& end = {});
   void emit_if(const Op& op);
   // Region `reg` of `op`, then its yield's values copied into the result arrays `res`.
   void emit_region_into(const Op& op, int reg, const std::vector<std::string>& res);

@@ -37,24 +37,11 @@
 // which ldmatrix lacks: such a loop keeps the dot on mma.sync with its operands staged through
 // shared memory each iteration (emit_dot), and the note says why.
 #include "cuda/EmitterInternal.h"
+#include "passes/Passes.h"
 
 namespace tessera::cudagen {
 
-bool pure_scalar(const Op& o) {
-  if (!o.regions.empty()) return false;
-  for (const Value* r : o.results)
-    if (!r->type.is_scalar()) return false;
-  switch (o.info().cls) {
-    case OpClass::Constant:
-    case OpClass::Index:
-    case OpClass::Unary:
-    case OpClass::Binary:
-    case OpClass::Compare:
-    case OpClass::Cast:
-    case OpClass::Ternary: return true;
-    default: return false;
-  }
-}
+bool pure_scalar(const Op& o) { return pure_scalar_op(o); }
 
 int uses_in(Block& b, const Value* v) {
   int n = 0;

@@ -78,6 +78,17 @@ Layout default_blocked_layout(const std::vector<int64_t>& shape, int elem_bytes,
 void assign_layouts(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
 // Removes the conversions the program can do without (RemoveLayoutConversions.cpp).
 void remove_layout_conversions(Kernel& k, PassStats& stats);
+// mma.sync operands that must cross threads go through shared tiles; loads write them
+// directly (StageMmaOperands.cpp).
+void stage_mma_operands(Kernel& k, PassStats& stats);
+// A loop whose body loads tiles into shared memory at indices computable one iteration ahead
+// gets `pipeline = 2` unless it has a `pipeline` (PipelineLoops.cpp).
+void pipeline_loops(Kernel& k, PassStats& stats);
+// Those loads of `loop` (top level of its body, in order); `chain` gets the body's pure
+// scalar ops that their indices may use, in order (to compute them for another iteration).
+std::vector<const Op*> ring_loads(const Op& loop, std::vector<const Op*>* chain);
+// An op without regions whose results are all scalars, of a class without side effects.
+bool pure_scalar_op(const Op& o);
 // The kernel's convert_layout ops: how many, and their bytes times the trip counts of the
 // loops around them (a trip count that is not a constant counts as 16).
 std::pair<int64_t, int64_t> layout_conversion_cost(const Kernel& k);

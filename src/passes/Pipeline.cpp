@@ -40,6 +40,8 @@ std::vector<Pass> gpu_lowering_passes(const GpuLoweringOptions& o) {
   return {
       {"assign-layouts", [o](Kernel& k, PassStats& st) { assign_layouts(k, o, st); }},
       {"remove-layout-conversions", remove_layout_conversions},
+      {"stage-mma-operands", stage_mma_operands},
+      {"pipeline-loops", pipeline_loops},
       {"verify-lowered", verify_bound},
   };
 }

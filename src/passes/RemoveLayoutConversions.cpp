@@ -420,6 +420,20 @@ class Remove {
     }
   }
 
+  // The Carried move: `loop` carries its values `which` in layout `l` (retype_carried), and
+  // the body computes in it from the carried values on: the conversions back to the old
+  // layout that their readers got are pushed forward through them (an accumulator carried in
+  // the dot's layout is rescaled in it), or the move could not pay on its own.
+  void carry_in(Op& loop, const std::vector<size_t>& which, const Layout& l) {
+    for (size_t i : which) retype_carried(loop, i, l);
+    for (size_t i : which) {
+      std::vector<Op*> back;
+      for (Use u : uses(loop.region(0).args[1 + i]))
+        if (u.op->kind == OpKind::ConvertLayout && u.op->parent == &loop.region(0)) back.push_back(u.op);
+      for (Op* c : back) propagate_forward(*c);
+    }
+  }
+
   // Forward propagation: the elementwise ops that read `c`'s result, and those that read
   // theirs, in `c`'s block, compute in `c`'s source layout instead. What they read from
   // elsewhere is converted to it, and what they give to other ops is converted back, so the
@@ -643,7 +657,7 @@ struct Move {
 
 void apply(Kernel& k, const Move& m) {
   if (m.kind == Move::Carried)
-    for (size_t i : m.which) Remove(k).retype_carried(*for_loops(k)[m.index], i, m.layout);
+    Remove(k).carry_in(*for_loops(k)[m.index], m.which, m.layout);
   else if (m.kind == Move::Forward)
     Remove(k).propagate_forward(*conversions(k)[m.index]);
   else

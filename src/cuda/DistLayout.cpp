@@ -1,0 +1,260 @@
+// Placements of distributed layouts (DistLayout.h).
+#include "cuda/DistLayout.h"
+
+#include <unordered_map>
+
+namespace tessera::cudagen {
+
+namespace {
+
+int log2_exact(int64_t x) {
+  int b = 0;
+  while ((int64_t{1} << b) < x) ++b;
+  return (int64_t{1} << b) == x ? b : -1;
+}
+
+std::string num(int64_t v) { return std::to_string(v); }
+
+// A digit of `radix` values feeding dim `dim` with coefficient `coef`, cut to the tile: a digit
+// whose values all fall past the dim's extent wraps onto the first values (the layout covers
+// more than the tile, and the copies need no slot of their own).
+void add_digit(Dist& d, int dim, int64_t coef, int64_t radix) {
+  if (radix <= 1) return;
+  const int64_t S = d.shape[dim];
+  if (coef >= S) return;
+  if (coef * radix > S) {
+    if (S % coef != 0) throw NotLowerable{"a layout that wraps a dim of " + num(S) + " unevenly"};
+    radix = S / coef;
+  }
+  d.digits.push_back({radix, dim, coef});
+}
+
+Dist::Bit bit(const Dist& d, int dim, int64_t coef) {
+  if (coef >= d.shape[dim]) return {};  // past the extent: these threads hold copies
+  return {dim, coef};
+}
+
+void blocked(Dist& d, const Layout& l) {
+  const int R = d.rank();
+  if (static_cast<int>(l.per_thread.size()) != R || static_cast<int>(l.order.size()) != R)
+    throw NotLowerable{"a blocked layout of another rank than its tile"};
+  for (int64_t o : l.order) add_digit(d, static_cast<int>(o), 1, l.per_thread[o]);
+  for (int64_t o : l.order) {
+    const int64_t C = l.per_thread[o] * l.threads[o] * l.warps[o];
+    if (d.shape[o] > C) {
+      if (d.shape[o] % C != 0) throw NotLowerable{"a blocked layout that does not divide its tile"};
+      add_digit(d, static_cast<int>(o), C, d.shape[o] / C);
+    }
+  }
+  int lb = 0, wb = 0;
+  for (int64_t o : l.order) {
+    const int tb = log2_exact(l.threads[o]), wbits = log2_exact(l.warps[o]);
+    if (tb < 0 || wbits < 0) throw NotLowerable{"a blocked layout with threads or warps not powers of two"};
+    for (int j = 0; j < tb; ++j) d.lane_bits.at(lb++) = bit(d, static_cast<int>(o), l.per_thread[o] << j);
+    for (int j = 0; j < wbits; ++j)
+      d.warp_bits.at(wb++) = bit(d, static_cast<int>(o), l.per_thread[o] * l.threads[o] << j);
+  }
+  if (lb != 5 || wb != static_cast<int>(d.warp_bits.size()))
+    throw NotLowerable{"a blocked layout whose threads or warps are not the program's"};
+}
+
+// mma.sync (v2, m16n8) accumulators and 16-bit operands; warp w is (w / wn, w % wn) of the
+// warp grid [wm, wn].
+void mma_v2(Dist& d, const Layout& acc, int operand) {
+  if (acc.version != 2) throw NotLowerable{"wgmma (mma v3) layouts"};
+  const int64_t wm = acc.warps.at(0), wn = acc.warps.at(1);
+  const int wmb = log2_exact(wm), wnb = log2_exact(wn);
+  if (wmb < 0 || wnb < 0 || wmb + wnb != static_cast<int>(d.warp_bits.size()))
+    throw NotLowerable{"an mma warp grid that is not the program's warps"};
+  const int64_t R0 = d.shape[0], R1 = d.shape[1];
+  if (operand < 0) {  // the accumulator [M, N]
+    add_digit(d, 1, 1, 2);
+    add_digit(d, 0, 8, 2);
+    add_digit(d, 1, 8 * wn, R1 / (8 * wn));
+    add_digit(d, 0, 16 * wm, R0 / (16 * wm));
+    d.lane_bits = {bit(d, 1, 2), bit(d, 1, 4), bit(d, 0, 1), bit(d, 0, 2), bit(d, 0, 4)};
+    for (int j = 0; j < wnb; ++j) d.warp_bits[j] = bit(d, 1, int64_t{8} << j);
+    for (int j = 0; j < wmb; ++j) d.warp_bits[wnb + j] = bit(d, 0, int64_t{16} << j);
+  } else if (operand == 0) {  // A [M, K]
+    if (R1 % 16 != 0) throw NotLowerable{"an mma A operand whose K is not a multiple of 16"};
+    add_digit(d, 1, 1, 2);
+    add_digit(d, 0, 8, 2);
+    add_digit(d, 1, 8, 2);
+    add_digit(d, 1, 16, R1 / 16);
+    add_digit(d, 0, 16 * wm, R0 / (16 * wm));
+    d.lane_bits = {bit(d, 1, 2), bit(d, 1, 4), bit(d, 0, 1), bit(d, 0, 2), bit(d, 0, 4)};
+    for (int j = 0; j < wmb; ++j) d.warp_bits[wnb + j] = bit(d, 0, int64_t{16} << j);
+  } else {  // B [K, N]
+    if (R0 % 16 != 0) throw NotLowerable{"an mma B operand whose K is not a multiple of 16"};
+    add_digit(d, 0, 1, 2);
+    add_digit(d, 0, 8, 2);
+    add_digit(d, 0, 16, R0 / 16);
+    add_digit(d, 1, 8 * wn, R1 / (8 * wn));
+    d.lane_bits = {bit(d, 0, 2), bit(d, 0, 4), bit(d, 1, 1), bit(d, 1, 2), bit(d, 1, 4)};
+    for (int j = 0; j < wnb; ++j) d.warp_bits[j] = bit(d, 1, int64_t{8} << j);
+  }
+}
+
+}  // namespace
+
+int64_t Dist::slots() const {
+  int64_t n = 1;
+  for (const Digit& g : digits) n *= g.radix;
+  return n;
+}
+
+std::vector<int64_t> Dist::digit_values(int64_t s) const {
+  std::vector<int64_t> v;
+  for (const Digit& g : digits) {
+    v.push_back(s % g.radix);
+    s /= g.radix;
+  }
+  return v;
+}
+
+std::vector<int64_t> Dist::coord(int64_t s, int lane, int warp) const {
+  std::vector<int64_t> c(shape.size(), 0);
+  std::vector<int64_t> v = digit_values(s);
+  for (size_t i = 0; i < digits.size(); ++i) c[digits[i].dim] += v[i] * digits[i].coef;
+  for (size_t b = 0; b < lane_bits.size(); ++b)
+    if (lane_bits[b].dim >= 0 && (lane >> b & 1)) c[lane_bits[b].dim] += lane_bits[b].coef;
+  for (size_t b = 0; b < warp_bits.size(); ++b)
+    if (warp_bits[b].dim >= 0 && (warp >> b & 1)) c[warp_bits[b].dim] += warp_bits[b].coef;
+  return c;
+}
+
+std::string Dist::const_expr(int d, const std::string& s) const {
+  std::string e;
+  int64_t stride = 1;
+  for (const Digit& g : digits) {
+    if (g.dim == d) {
+      std::string v = stride == 1 ? s : "(" + s + ") / " + num(stride);
+      v = "((" + v + ") % " + num(g.radix) + ")";
+      e += (e.empty() ? "" : " + ") + (g.coef == 1 ? v : v + " * " + num(g.coef));
+    }
+    stride *= g.radix;
+  }
+  return e.empty() ? "0" : "(" + e + ")";
+}
+
+static std::string bit_terms(const std::vector<Dist::Bit>& bits, int d, const std::string& var) {
+  std::string e;
+  for (size_t b = 0; b < bits.size();) {
+    if (bits[b].dim != d) {
+      ++b;
+      continue;
+    }
+    // A run of bits b.. whose coefficients double: one shift, mask and multiply.
+    size_t n = 1;
+    while (b + n < bits.size() && bits[b + n].dim == d && bits[b + n].coef == bits[b].coef << n) ++n;
+    std::string t = "((" + var + " >> " + num(static_cast<int64_t>(b)) + ") & " + num((int64_t{1} << n) - 1) + ")";
+    if (bits[b].coef != 1) t += " * " + num(bits[b].coef);
+    e += (e.empty() ? "" : " + ") + t;
+    b += n;
+  }
+  return e;
+}
+
+std::string Dist::thread_expr(int d) const {
+  std::string l = bit_terms(lane_bits, d, "tsr_lane"), w = bit_terms(warp_bits, d, "tsr_warp");
+  if (l.empty() && w.empty()) return "0";
+  return "(" + l + (l.empty() || w.empty() ? "" : " + ") + w + ")";
+}
+
+std::string Dist::owner_expr() const {
+  int64_t lm = 0, wm = 0;
+  for (size_t b = 0; b < lane_bits.size(); ++b)
+    if (lane_bits[b].dim < 0) lm |= int64_t{1} << b;
+  for (size_t b = 0; b < warp_bits.size(); ++b)
+    if (warp_bits[b].dim < 0) wm |= int64_t{1} << b;
+  std::string e;
+  if (lm) e = "(tsr_lane & " + num(lm) + ") == 0";
+  if (wm) e += (e.empty() ? "" : " && ") + std::string("(tsr_warp & ") + num(wm) + ") == 0";
+  return e.empty() ? "true" : "(" + e + ")";
+}
+
+std::string Dist::flat_expr(const std::string& s) const {
+  std::string e;
+  int64_t stride = 1;
+  for (int d = rank() - 1; d >= 0; --d) {
+    std::string c = "(" + const_expr(d, s) + " + " + thread_expr(d) + ")";
+    e = (e.empty() ? "" : e + " + ") + (stride == 1 ? c : c + " * " + num(stride));
+    stride *= shape[d];
+  }
+  return e.empty() ? "0" : "(" + e + ")";
+}
+
+Dist make_dist(const Layout& l, const std::vector<int64_t>& shape, int warps) {
+  const int wb = log2_exact(warps);
+  if (wb < 0) throw NotLowerable{"a program of " + num(warps) + " warps (not a power of two)"};
+  Dist d;
+  d.shape = shape;
+  d.lane_bits.assign(5, {});
+  d.warp_bits.assign(wb, {});
+  for (int64_t e : shape)
+    if (e < 1) throw NotLowerable{"a tile without a static shape"};
+  switch (l.kind) {
+    case Layout::Kind::Replicated:
+      for (int i = d.rank() - 1; i >= 0; --i) add_digit(d, i, 1, shape[i]);
+      break;
+    case Layout::Kind::Blocked: blocked(d, l); break;
+    case Layout::Kind::Mma:
+      if (d.rank() != 2) throw NotLowerable{"an mma layout on a tile of rank other than 2"};
+      mma_v2(d, l, -1);
+      break;
+    case Layout::Kind::DotOperand:
+      if (!l.parent || l.parent->kind != Layout::Kind::Mma) throw NotLowerable{"FMA dot operands"};
+      if (l.k_width != 2) throw NotLowerable{"mma operands of other than 16-bit elements"};
+      if (d.rank() != 2) throw NotLowerable{"a dot operand of rank other than 2"};
+      mma_v2(d, *l.parent, static_cast<int>(l.operand));
+      break;
+    case Layout::Kind::Slice: {
+      std::vector<int64_t> ps = shape;
+      ps.insert(ps.begin() + l.dim, 1);
+      Dist p = make_dist(*l.parent, ps, warps);
+      d.digits.clear();
+      for (Dist::Digit g : p.digits) {
+        if (g.dim == l.dim) continue;
+        if (g.dim > l.dim) --g.dim;
+        d.digits.push_back(g);
+      }
+      auto cut = [&](std::vector<Dist::Bit>& out, const std::vector<Dist::Bit>& in) {
+        for (size_t b = 0; b < in.size(); ++b) {
+          Dist::Bit x = in[b];
+          if (x.dim == l.dim) x = {};
+          else if (x.dim > l.dim) --x.dim;
+          out[b] = x;
+        }
+      };
+      cut(d.lane_bits, p.lane_bits);
+      cut(d.warp_bits, p.warp_bits);
+      break;
+    }
+    default: throw NotLowerable{"tiles in shared memory or without a layout"};
+  }
+  return d;
+}
+
+std::vector<int64_t> same_thread_slots(const Dist& from, const Dist& to, int threads,
+                                       const std::function<std::vector<int64_t>(const std::vector<int64_t>&)>& src_coord) {
+  auto flat = [&](const std::vector<int64_t>& c) {
+    int64_t f = 0;
+    for (size_t d = 0; d < c.size(); ++d) f = f * from.shape[d] + c[d];
+    return f;
+  };
+  std::vector<int64_t> out(to.slots(), -1);
+  std::unordered_map<int64_t, int64_t> held;
+  for (int th = 0; th < threads; ++th) {
+    held.clear();
+    for (int64_t s = 0; s < from.slots(); ++s) held.emplace(flat(from.coord(s, th & 31, th >> 5)), s);
+    for (int64_t s = 0; s < to.slots(); ++s) {
+      auto it = held.find(flat(src_coord(to.coord(s, th & 31, th >> 5))));
+      if (it == held.end()) return {};
+      if (th == 0) out[s] = it->second;
+      else if (out[s] != it->second) return {};
+    }
+  }
+  return out;
+}
+
+}  // namespace tessera::cudagen

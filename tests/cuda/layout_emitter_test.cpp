@@ -1,0 +1,136 @@
+// The layout emitter (src/cuda/EmitLowered.cpp, DistLayout.h) without a GPU: where layouts put
+// elements (checked against the PTX ISA's mma.m16n8k16 fragment tables), which corpus kernels
+// it prints, and that NVRTC compiles the bf16 FlashAttention it prints into two mma.sync dots
+// fed by ldmatrix from a cp.async ring. tests/gpu/layout_emitter_gpu_test.cpp runs them against the interpreter.
+#include <filesystem>
+
+#include "CudaTestUtil.h"
+#include "cuda/DistLayout.h"
+
+namespace tessera::cudatest {
+namespace {
+
+using cudagen::Dist;
+using cudagen::make_dist;
+using cudagen::same_thread_slots;
+
+std::vector<int64_t> at(const Dist& d, int64_t slot, int lane, int warp = 0) { return d.coord(slot, lane, warp); }
+
+TEST(DistLayout, MmaAccumulatorIsThePtxFragment) {
+  // c0, c1 = C[g][2t, 2t + 1], c2, c3 = C[g + 8][...], g = lane / 4, t = lane % 4; then the n8
+  // tiles, then the m16 tiles (here 2 x 2 tiles per warp, warps [2, 2]).
+  Layout acc = Layout::mma(2, {2, 2}, {16, 8});
+  Dist d = make_dist(acc, {64, 32}, 4);
+  ASSERT_EQ(d.slots(), 16);
+  const int lane = 4 * 5 + 3;  // g = 5, t = 3
+  EXPECT_EQ(at(d, 0, lane), (std::vector<int64_t>{5, 6}));
+  EXPECT_EQ(at(d, 1, lane), (std::vector<int64_t>{5, 7}));
+  EXPECT_EQ(at(d, 2, lane), (std::vector<int64_t>{13, 6}));
+  EXPECT_EQ(at(d, 4, lane), (std::vector<int64_t>{5, 6 + 16}));   // next n8 tile: past wn = 2 warps
+  EXPECT_EQ(at(d, 8, lane), (std::vector<int64_t>{5 + 32, 6}));  // next m16 tile: past wm = 2 warps
+  EXPECT_EQ(at(d, 0, lane, 1), (std::vector<int64_t>{5, 6 + 8}));   // warp 1 = (0, 1)
+  EXPECT_EQ(at(d, 0, lane, 2), (std::vector<int64_t>{5 + 16, 6}));  // warp 2 = (1, 0)
+}
+
+TEST(DistLayout, MmaOperandsAreThePtxFragments) {
+  Layout acc = Layout::mma(2, {4, 1}, {16, 8});
+  const int lane = 4 * 2 + 1;  // g = 2, t = 1
+  // A: a0 = A[g][2t..], a1 = A[g + 8][2t..], a2 = A[g][2t + 8..], a3 = A[g + 8][2t + 8..].
+  Dist a = make_dist(Layout::dot_operand(acc, 0, 2), {64, 32}, 4);
+  EXPECT_EQ(a.slots(), 16);
+  EXPECT_EQ(at(a, 0, lane), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(at(a, 3, lane), (std::vector<int64_t>{10, 3}));
+  EXPECT_EQ(at(a, 5, lane), (std::vector<int64_t>{2, 11}));
+  EXPECT_EQ(at(a, 8, lane), (std::vector<int64_t>{2, 18}));  // the next k16 step
+  EXPECT_EQ(at(a, 0, lane, 3), (std::vector<int64_t>{50, 2}));
+  // B: b0 = B[2t..][g], b1 = B[2t + 8..][g]; every warp holds all of B (wn = 1).
+  Dist b = make_dist(Layout::dot_operand(acc, 1, 2), {32, 16}, 4);
+  EXPECT_EQ(b.slots(), 16);
+  EXPECT_EQ(at(b, 1, lane), (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(at(b, 2, lane), (std::vector<int64_t>{10, 2}));
+  EXPECT_EQ(at(b, 4, lane), (std::vector<int64_t>{18, 2}));  // the next k16 step
+  EXPECT_EQ(at(b, 8, lane), (std::vector<int64_t>{2, 10}));  // the next n8 tile
+  EXPECT_EQ(at(b, 1, lane, 3), at(b, 1, lane, 0));
+  EXPECT_EQ(b.owner_expr(), "((tsr_warp & 3) == 0)");
+}
+
+TEST(DistLayout, AccumulatorFeedsTheNextDotFromRegisters) {
+  // FlashAttention's P: the scores' accumulator layout is the A operand's, thread by thread.
+  Layout acc = Layout::mma(2, {4, 1}, {16, 8});
+  Dist c = make_dist(acc, {64, 64}, 4), a = make_dist(Layout::dot_operand(acc, 0, 2), {64, 64}, 4);
+  auto id = [](const std::vector<int64_t>& x) { return x; };
+  EXPECT_EQ(same_thread_slots(c, a, 128, id).size(), size_t(a.slots()));
+  // B needs other threads' elements.
+  Dist b = make_dist(Layout::dot_operand(acc, 1, 2), {64, 64}, 4);
+  EXPECT_TRUE(same_thread_slots(c, b, 128, id).empty());
+}
+
+TEST(DistLayout, SliceOfBlockedAndWrap) {
+  Layout bl = Layout::blocked({1, 4}, {2, 16}, {4, 1}, {1, 0});
+  Dist d = make_dist(bl, {64, 64}, 4);  // covers [8, 64]: 8 repeats along dim 0
+  EXPECT_EQ(d.slots(), 32);
+  // slot 5: column 1, repeat 1 (row 8); lane 17: column + 4, row + 1; warp 2: row + 4.
+  EXPECT_EQ(at(d, 5, 17, 2), (std::vector<int64_t>{13, 5}));
+  Dist s = make_dist(Layout::slice(bl, 1), {64}, 4);
+  EXPECT_EQ(s.slots(), 8);
+  EXPECT_EQ(s.owner_expr(), "((tsr_lane & 15) == 0)");  // lanes along the sliced dim hold copies
+  // A tile smaller than the layout: the warps past it hold copies.
+  Dist w = make_dist(bl, {2, 64}, 4);
+  EXPECT_EQ(w.slots(), 4);
+  EXPECT_EQ(w.owner_expr(), "((tsr_warp & 3) == 0)");
+}
+
+// Which corpus kernels the layout emitter prints for sm_80 (the others fall back with a note).
+TEST(LayoutEmitter, PrintsTheCorpusKernelsItCan) {
+  CudaTarget t = CudaTarget::parse("sm_80");
+  t.from_layouts = true;
+  std::vector<std::string> printed;
+  for (auto& e : std::filesystem::directory_iterator(std::string(TESSERA_SOURCE_DIR) + "/tests/corpus")) {
+    if (e.path().extension() != ".tile") continue;
+    auto m = parse_file(e.path().string());
+    for (auto& k : m->kernels) {
+      CudaEmission em = emit_cuda_with_info(*run_pipeline(*bind_constexprs(*k, {}), {}), t);
+      bool by_layouts = false, note = false;
+      for (const std::string& n : em.notes) {
+        by_layouts |= n.find("printed from the GPU lowering") != std::string::npos;
+        note |= n.find("layout emitter cannot print") != std::string::npos;
+      }
+      EXPECT_NE(by_layouts, note) << k->name << ": one note says which emitter made it";
+      if (by_layouts) printed.push_back(k->name);
+    }
+  }
+  std::sort(printed.begin(), printed.end());
+  for (const char* want : {"flash_attention_bf16", "masked_rows", "matmul_bias_gelu", "moe_count_reduce", "rope",
+                           "swiglu", "transpose"})
+    EXPECT_NE(std::find(printed.begin(), printed.end(), want), printed.end()) << want;
+}
+
+TEST(LayoutEmitter, FlashAttentionBf16IsTwoMmaDotsOnLdmatrix) {
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  auto m = parse_file(std::string(TESSERA_SOURCE_DIR) + "/tests/corpus/flash_attention_bf16.tile");
+  auto k = run_pipeline(*bind_constexprs(*m->find("flash_attention_bf16"), {}), {});
+  CudaTarget t = CudaTarget::parse("sm_80");
+  t.from_layouts = true;
+  CudaEmission em = emit_cuda_with_info(*k, t);
+  EXPECT_EQ(em.stats["mma-dots"], 2);
+  EXPECT_EQ(em.stats["loads-into-shared"], 1);     // Q, before the loop
+  EXPECT_EQ(em.stats["ring-loops"], 1);            // K and V through a 2-stage cp.async ring
+  EXPECT_EQ(em.stats["register-conversions"], 1);  // P: the scores' accumulator is A
+  EXPECT_EQ(em.stats["layout-exchanges"], 1);      // the output, after the loop
+  NvrtcResult r = nvrtc_compile(em.source, t, "fa.cu", em.line_op);
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t p = r.ptx.find(what); p != std::string::npos; p = r.ptx.find(what, p + 1)) ++n;
+    return n;
+  };
+  // 2 dots x 4 k16 steps x 8 n8 tiles per warp (BM = BN = D = 64, 4 warps of 16 rows).
+  EXPECT_EQ(count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"), 64u);
+  EXPECT_GT(count("ldmatrix.sync.aligned.m8n8.x4"), 0u);
+  EXPECT_GT(count("cp.async.cg.shared.global"), 0u);
+  // Q's copy (2), the loop (2 per iteration) and the output's exchange (2).
+  EXPECT_EQ(count("bar.sync"), 6u);
+}
+
+}  // namespace
+}  // namespace tessera::cudatest
