@@ -29,6 +29,7 @@ struct RunOptions {
   std::vector<std::string> inputs;      // --input NAME=FILE.npy
   std::vector<std::string> references;  // --reference NAME=FILE.npy (implies --check)
   std::string output_dir;               // --output DIR
+  int64_t split = 0;  // --split N: the split schedule of the kernel's rolling reduction, N runs
 };
 
 struct CompileOptions {

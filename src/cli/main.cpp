@@ -87,6 +87,10 @@ int main(int argc, char** argv) {
                       "NAME=FILE.npy: check view NAME against this data, under --check's tolerances "
                       "(repeatable; implies --check; the line then says reference=npy:NAMES)")
       ->allow_extra_args(false);
+  run_cmd->add_option("--split", run.split,
+                      "N: run the split schedule (FlashDecoding) of the kernel's rolling reduction: a partial "
+                      "kernel over N runs of the loop per program, then the merge kernel (docs/passes.md); "
+                      "--check compares with the interpreter on the kernel as written");
   run_cmd->add_flag("--check-passes", run.check_passes,
                     "also run the kernel on the interpreter before and after each pass (at these sizes, "
                     "seeds --seed, +1, +2) and name the first pass that changes its output (stderr)");
