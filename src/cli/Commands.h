@@ -40,6 +40,7 @@ struct CompileOptions {
   bool stats = false;
   bool check_passes = false;  // --check-passes at small ragged sizes
   bool split_k = false;  // cuda:sm_90a: the split-K compilation the runtime uses for few programs
+  bool split = false;    // --split: print split_reduction's partial and merge kernels instead
 };
 
 struct BenchOptions {

@@ -110,6 +110,9 @@ int main(int argc, char** argv) {
   compile_cmd->add_option("--dump-after", comp.dump_after,
                           "print the IR after this pass, or after every pass with `all` (stderr)");
   compile_cmd->add_flag("--stats", comp.stats, "print the passes' statistics (stderr)");
+  compile_cmd->add_flag("--split", comp.split,
+                        "the split schedule (FlashDecoding) of the kernel's rolling reduction: its partial and "
+                        "merge kernels, emitted one after the other (docs/passes.md)");
   compile_cmd->add_flag("--check-passes", comp.check_passes,
                         "run the kernel on the interpreter before and after each pass (small ragged sizes, "
                         "seeds 1, 2, 3) and name the first pass that changes its output (stderr)");
