@@ -16,7 +16,9 @@ namespace {
 
 // Options shared by run, compile and bench.
 void add_kernel_options(CLI::App* cmd, KernelOptions& k, bool sizes) {
-  cmd->add_option("kernel", k.what, "a library kernel (see `tessera list`) or a .tile file")
+  // Named apart from --kernel: CLI11 2.4 (Ubuntu 24.04) refuses a positional and an option of
+  // the same name, and the binary aborted at startup there.
+  cmd->add_option("KERNEL", k.what, "a library kernel (see `tessera list`) or a .tile file")
       ->required();
   cmd->add_option("--kernel", k.kernel, "only this kernel of a .tile file");
   cmd->add_option("--dtype", k.dtype, "element type of a library kernel (default: its first)")
