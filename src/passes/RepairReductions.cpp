@@ -1117,6 +1117,16 @@ SplitKernels split_reduction(const Kernel& k, PassStats& stats) {
   if (!k.grid || !k.grid->terminator() || k.grid->terminator()->operands.size() > 2)
     return refuse("its grid has 3 axes (the runs need a grid axis of their own)");
   const int grid_rank = static_cast<int>(k.grid->terminator()->operands.size());
+  // The runs take grid axis grid_rank: a program that reads that axis (always 0 in its own grid)
+  // would read the run instead.
+  std::string reads_axis;
+  walk(*k.body, [&](Op& op) {
+    if ((op.kind == OpKind::ProgramId || op.kind == OpKind::NumPrograms) && op.attr_int("axis") >= grid_rank &&
+        reads_axis.empty())
+      reads_axis = loc_of(op) + "'" + std::string(op.name()) + "' reads grid axis " + std::to_string(op.attr_int("axis")) +
+                   ", which the runs would take";
+  });
+  if (!reads_axis.empty()) return refuse(reads_axis);
   for (const Value* p : k.params)
     for (const Dim& d : p->type.shape)
       if (d.symbol == "SPLIT_P" || d.symbol == "SPLIT_N") return refuse("it already names a dim " + d.symbol);
