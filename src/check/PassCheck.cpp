@@ -1,6 +1,7 @@
 #include "check/PassCheck.h"
 
 #include <algorithm>
+#include <random>
 
 #include "check/Compare.h"
 #include "interp/Interpreter.h"
@@ -102,6 +103,31 @@ PassCheckResult check_passes(const Kernel& k, const std::vector<Pass>& passes, c
     before_text = std::move(after_text);
   }
   return r;
+}
+
+int64_t run_split(const Kernel& bound, const SplitKernels& s, std::vector<KernelArg> args, int64_t runs, uint64_t seed,
+                  const std::function<void(const Kernel&, std::vector<KernelArg>&)>& run) {
+  if (!s.partial || !s.merge) throw TesseraError(bound.loc, "kernel '" + bound.name + "' was not split: " + s.why);
+  if (runs < 1) throw TesseraError("the number of runs of a split reduction must be at least 1, not " + std::to_string(runs));
+  std::array<int64_t, 3> g = interp_grid(bound, args);
+  const int64_t programs = g[0] * g[1] * g[2];
+  // The partial views follow the kernel's own parameters, one per carried value.
+  std::vector<Tensor> partials;
+  partials.reserve(s.partial->params.size() - bound.params.size());
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> uniform(-1, 1);
+  for (size_t i = bound.params.size(); i < s.partial->params.size(); ++i) {
+    const Type& t = s.partial->params[i]->type;
+    std::vector<int64_t> shape{programs, runs};
+    for (size_t d = 2; d < t.shape.size(); ++d) shape.push_back(t.shape[d].value);
+    partials.emplace_back(t.elem, shape);
+    for (int64_t e = 0; e < partials.back().numel(); ++e) partials.back().set(e, uniform(rng));
+  }
+  for (Tensor& t : partials) args.push_back({&t, int64_t{0}});
+  std::vector<KernelArg> merge_args = args;
+  run(*s.partial, args);
+  run(*s.merge, merge_args);
+  return programs * runs;
 }
 
 }  // namespace tessera

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <variant>
@@ -43,6 +44,14 @@ struct PassCheckResult {
 // TesseraError of a pass itself propagates (the pipeline would fail the same way); so does
 // one binding `k` with the config.
 PassCheckResult check_passes(const Kernel& k, const std::vector<Pass>& passes, const PassCheckOptions& o);
+
+// split_reduction's two kernels run in turn, `run` running each (the interpreter, a backend),
+// on `args` (`bound`'s arguments: its view tensors end as `bound` would leave them) followed
+// by partial tensors of their own: SPLIT_P = the programs of `bound`'s grid at these arguments,
+// SPLIT_N = `runs`, random contents from `seed` (so that a run that stores nothing shows).
+// Returns the number of programs the partial kernel ran (SPLIT_P * runs).
+int64_t run_split(const Kernel& bound, const SplitKernels& s, std::vector<KernelArg> args, int64_t runs, uint64_t seed,
+                  const std::function<void(const Kernel&, std::vector<KernelArg>&)>& run);
 
 // Small ragged sizes for `k`'s symbolic view dims, in first-use order: 97, 127, 157, ... (the
 // value in `caps` when that is smaller), so that tiles have partial edges.

@@ -73,21 +73,31 @@ int cmd_compile(const CompileOptions& o) {
     if (cuda_target && (o.stats || o.dump_after == "all" ||
                         std::find(lowering.begin(), lowering.end(), o.dump_after) != lowering.end()))
       run_gpu_lowering(*bound, {target.sm, target.arch_specific && target.tma}, po, &stats);
-    if (!first) std::cout << "\n";
-    first = false;
+    // --split: the split schedule's two kernels take the bound kernel's place.
+    std::vector<const Kernel*> outs{bound.get()};
+    SplitKernels split;
+    if (o.split) {
+      split = split_reduction(*bound, stats);
+      if (!split.partial) throw TesseraError(k->loc, "--split: kernel '" + k->name + "' has no reduction to split: " + split.why);
+      outs = {split.partial.get(), split.merge.get()};
+    }
     // With --stats a cuda target also reports what its emitter chose (dot paths, conversions),
     // whatever is emitted.
     std::optional<CudaEmission> em;
-    if (cuda_target && (o.emit == "cuda" || o.emit == "ptx" || o.stats))
-      em = emit_cuda_with_info(*bound, target);
-    if (o.emit == "ir")
-      std::cout << print_kernel(*bound);
-    else if (o.emit == "cpp")
-      std::cout << emit_cpp(*bound);
-    else if (o.emit == "cuda")
-      std::cout << em->source;
-    else
-      std::cout << nvrtc_compile(em->source, target, k->name + ".cu").ptx;
+    for (const Kernel* out : outs) {
+      if (!first) std::cout << "\n";
+      first = false;
+      if (cuda_target && (o.emit == "cuda" || o.emit == "ptx" || o.stats))
+        em = emit_cuda_with_info(*out, target);
+      if (o.emit == "ir")
+        std::cout << print_kernel(*out);
+      else if (o.emit == "cpp")
+        std::cout << emit_cpp(*out);
+      else if (o.emit == "cuda")
+        std::cout << em->source;
+      else
+        std::cout << nvrtc_compile(em->source, target, out->name + ".cu").ptx;
+    }
     std::cout.flush();
     // A dot that could have taken the Hopper path (wgmma + TMA) and did not says why, --stats
     // or not: `compile matmul --target cuda:sm_90a` is f32 unless --dtype says otherwise, and

@@ -9,6 +9,7 @@
 #include "cli/Commands.h"
 #include "cli/TensorIO.h"
 #include "check/Compare.h"
+#include "check/PassCheck.h"
 #include "interp/Interpreter.h"
 
 namespace tessera::cli {
@@ -95,6 +96,48 @@ bool run_one(const KernelSource& src, const KernelPlan& plan, const RunOptions& 
   return c.ok();
 }
 
+// --split N: the kernel after the pipeline, split by split_reduction into a partial and a
+// merge kernel, both run on the backend; --check compares with the interpreter on the kernel as
+// written (constexprs bound, no other pass), the plain program the split is derived from.
+bool run_split_one(const KernelPlan& plan, const RunOptions& o) {
+  const Kernel& k = *plan.kernel;
+  PipelineOptions po;
+  po.config = plan.config;
+  po.disabled = o.k.disable_passes;
+  std::unique_ptr<Kernel> bound = run_pipeline(k, po);
+  PassStats stats;
+  SplitKernels s = split_reduction(*bound, stats);
+  if (!s.partial) throw TesseraError(k.loc, "--split: kernel '" + k.name + "' has no reduction to split: " + s.why);
+  auto partial = make_runner(o.backend, *s.partial);
+  auto merge = make_runner(o.backend, *s.merge);
+  std::vector<Tensor> got = make_random_tensors(*bound, plan.sizes, o.k.seed);
+  std::vector<Tensor> want;
+  if (o.check) want = got;
+  std::vector<KernelArg> args = make_args(*bound, got, o.k.seed, plan.scalars);
+  auto t0 = std::chrono::steady_clock::now();
+  int64_t programs = run_split(*bound, s, args, o.split, o.k.seed, [&](const Kernel& kk, std::vector<KernelArg>& a) {
+    (&kk == s.partial.get() ? partial : merge)->run(a);
+  });
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  // After the contract's fields, so that they keep their positions.
+  std::string what = k.name + " " + o.backend + " " + sizes_str(k, plan.sizes);
+  std::string split = " split=" + std::to_string(o.split) + " programs=" + std::to_string(programs);
+  if (!o.check) {
+    std::cout << "RAN " << what << " time_ms=" << fmt_num(ms) << split << "\n";
+    return true;
+  }
+  std::unique_ptr<Kernel> plain = bind_constexprs(k, plan.config);
+  std::vector<KernelArg> ref_args = make_args(*plain, want, o.k.seed, plan.scalars);
+  run_reference_interp(*plain, ref_args);
+  Comparison c = compare_outputs(*bound, got, want, tile_error_bounds(*plain, plan.sizes, want));
+  std::cout << (c.ok() ? "PASS " : "FAIL ") << what << " max_abs_err=" << fmt_num(c.max_abs_err)
+            << " max_rel_err=" << fmt_num(c.max_rel_err) << split << " reference=interp-plain";
+  if (!c.ok())
+    std::cout << " mismatches=" << c.mismatches << "/" << c.elements << " first: " << c.first_mismatch;
+  std::cout << "\n";
+  return c.ok();
+}
+
 }  // namespace
 
 int cmd_run(const RunOptions& o) {
@@ -121,6 +164,11 @@ int cmd_run(const RunOptions& o) {
   bool ok = true;
   for (const KernelPlan& p : plans) {
     if (o.check_passes) ok &= check_pipeline_passes(p, p.sizes, {o.k.seed, o.k.seed + 1, o.k.seed + 2});
+    if (o.split) {
+      if (files) throw TesseraError("--split does not take --input, --output or --reference");
+      ok &= run_split_one(p, o);
+      continue;
+    }
     ok &= run_one(*src, p, o, inputs, refs);
   }
   return ok ? 0 : 1;

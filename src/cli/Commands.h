@@ -29,6 +29,7 @@ struct RunOptions {
   std::vector<std::string> inputs;      // --input NAME=FILE.npy
   std::vector<std::string> references;  // --reference NAME=FILE.npy (implies --check)
   std::string output_dir;               // --output DIR
+  int64_t split = 0;  // --split N: the split schedule of the kernel's rolling reduction, N runs
 };
 
 struct CompileOptions {
@@ -39,6 +40,7 @@ struct CompileOptions {
   bool stats = false;
   bool check_passes = false;  // --check-passes at small ragged sizes
   bool split_k = false;  // cuda:sm_90a: the split-K compilation the runtime uses for few programs
+  bool split = false;    // --split: print split_reduction's partial and merge kernels instead
 };
 
 struct BenchOptions {

@@ -16,7 +16,9 @@ namespace {
 
 // Options shared by run, compile and bench.
 void add_kernel_options(CLI::App* cmd, KernelOptions& k, bool sizes) {
-  cmd->add_option("kernel", k.what, "a library kernel (see `tessera list`) or a .tile file")
+  // Named apart from --kernel: CLI11 2.4 (Ubuntu 24.04) refuses a positional and an option of
+  // the same name, and the binary aborted at startup there.
+  cmd->add_option("KERNEL", k.what, "a library kernel (see `tessera list`) or a .tile file")
       ->required();
   cmd->add_option("--kernel", k.kernel, "only this kernel of a .tile file");
   cmd->add_option("--dtype", k.dtype, "element type of a library kernel (default: its first)")
@@ -87,6 +89,10 @@ int main(int argc, char** argv) {
                       "NAME=FILE.npy: check view NAME against this data, under --check's tolerances "
                       "(repeatable; implies --check; the line then says reference=npy:NAMES)")
       ->allow_extra_args(false);
+  run_cmd->add_option("--split", run.split,
+                      "N: run the split schedule (FlashDecoding) of the kernel's rolling reduction: a partial "
+                      "kernel over N runs of the loop per program, then the merge kernel (docs/passes.md); "
+                      "--check compares with the interpreter on the kernel as written");
   run_cmd->add_flag("--check-passes", run.check_passes,
                     "also run the kernel on the interpreter before and after each pass (at these sizes, "
                     "seeds --seed, +1, +2) and name the first pass that changes its output (stderr)");
@@ -106,6 +112,9 @@ int main(int argc, char** argv) {
   compile_cmd->add_option("--dump-after", comp.dump_after,
                           "print the IR after this pass, or after every pass with `all` (stderr)");
   compile_cmd->add_flag("--stats", comp.stats, "print the passes' statistics (stderr)");
+  compile_cmd->add_flag("--split", comp.split,
+                        "the split schedule (FlashDecoding) of the kernel's rolling reduction: its partial and "
+                        "merge kernels, emitted one after the other (docs/passes.md)");
   compile_cmd->add_flag("--check-passes", comp.check_passes,
                         "run the kernel on the interpreter before and after each pass (small ragged sizes, "
                         "seeds 1, 2, 3) and name the first pass that changes its output (stderr)");

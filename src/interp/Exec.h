@@ -2,6 +2,7 @@
 // evaluators (each concern lives in its own .cpp file).
 #pragma once
 
+#include <array>
 #include <deque>
 #include <string>
 #include <unordered_map>
@@ -43,6 +44,8 @@ class Machine {
  public:
   Machine(const Kernel& k, std::vector<KernelArg>& args, const InterpOptions& opts);
   void run();
+  // The grid's sizes (1 for the axes it does not yield), evaluated as run() does.
+  std::array<int64_t, 3> grid();
 
   // --- used by the evaluators ---
   const RValue& val(const Op& op, const Value* v) const;

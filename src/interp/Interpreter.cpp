@@ -278,7 +278,7 @@ void Machine::exec_control(const Op& op) {
   }
 }
 
-void Machine::run() {
+std::array<int64_t, 3> Machine::grid() {
   // The grid block: its yields are the grid sizes.
   std::vector<RValue> g = run_region(*k_.grid, {});
   if (g.empty() || g.size() > 3)
@@ -291,6 +291,11 @@ void Machine::run() {
     if (n < 0) throw TesseraError(k_.grid->terminator()->loc, grid_negative_message(k_, static_cast<int>(a)));
     nprog_[a] = n;
   }
+  return {nprog_[0], nprog_[1], nprog_[2]};
+}
+
+void Machine::run() {
+  grid();
   int64_t programs = 0;
   if (__builtin_mul_overflow(nprog_[0] * nprog_[1], nprog_[2], &programs))
     throw TesseraError(k_.grid->terminator()->loc, grid_too_large_message(k_));
@@ -310,6 +315,11 @@ void Machine::run() {
 void run_interp(const Kernel& bound_kernel, std::vector<KernelArg>& args, const InterpOptions& opts) {
   interp::Machine m(bound_kernel, args, opts);
   m.run();
+}
+
+std::array<int64_t, 3> interp_grid(const Kernel& bound_kernel, std::vector<KernelArg>& args) {
+  interp::Machine m(bound_kernel, args, {});
+  return m.grid();
 }
 
 }  // namespace tessera

@@ -6,6 +6,7 @@
 // by zero, a Raw op) throw TesseraError naming the op's location and the offending index.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -24,5 +25,9 @@ struct InterpOptions {
 
 void run_interp(const Kernel& bound_kernel, std::vector<KernelArg>& args,
                 const InterpOptions& opts = {});
+
+// The sizes of the kernel's grid for these arguments (1 for an axis the grid does not yield):
+// how many programs run_interp would run; the grid block's own errors are thrown as there.
+std::array<int64_t, 3> interp_grid(const Kernel& bound_kernel, std::vector<KernelArg>& args);
 
 }  // namespace tessera

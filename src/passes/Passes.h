@@ -61,6 +61,23 @@ void licm(Kernel& k, PassStats& stats);
 // exp-weighted dots, division by the sum) into one loop with the FlashAttention repair:
 // RepairReductions.cpp, docs/passes.md.
 void repair_reductions(Kernel& k, PassStats& stats);
+// The split schedule (FlashDecoding) of a rolling reduction: a loop of the kernel body carrying
+// a running max and sums rescaled by exp(m_old - m_new) (what repair_reductions writes) becomes
+// two kernels with the parameters of `k` followed by one partial view per carried value,
+// `split_<name>: view<T, [SPLIT_P, SPLIT_N, dims of the value]>`:
+//  - `<k>_partial`, its grid `k`'s plus an axis of SPLIT_N programs: program (p, s) runs the
+//    s-th of SPLIT_N runs of the loop's iterations from -inf and 0 and stores its (m, sums) at
+//    [p, s] (p: the program's row-major number in `k`'s grid, < SPLIT_P);
+//  - `<k>_merge`, `k`'s grid: merges the runs' partials (M = max m_s, S = sum S_s exp(m_s - M))
+//    and runs what followed the loop, so it writes what `k` writes.
+// Running the first, then the second, on the same tensors computes what `k` does (up to
+// rounding). Refused (both null, `why` and a note say why): no such loop, a grid of 3 axes, a
+// write before the loop, unbound shapes. docs/passes.md states the rule.
+struct SplitKernels {
+  std::unique_ptr<Kernel> partial, merge;
+  std::string why;
+};
+SplitKernels split_reduction(const Kernel& bound, PassStats& stats);
 
 // --- GPU lowering (a second list, after the pipeline, for cuda targets) ---
 struct GpuLoweringOptions {

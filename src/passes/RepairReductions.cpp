@@ -132,7 +132,7 @@ class Repair {
 
   void run() { block(*k_.body); }
 
- private:
+ protected:
   Kernel& k_;
   PassStats& stats_;
   std::unordered_set<const Value*> written_;
@@ -757,8 +757,403 @@ class Repair {
   }
 };
 
+// --- the split schedule (FlashDecoding) ---
+//
+// A rolling loop (the one repair-reductions writes, or one written by hand) carries a running
+// max m and sums S, each either rescaled, S' = S * alpha + f with alpha = exp(m - shift(m'))
+// and f = exp(-shift(m')) * g (g free of the max), or plain, S' = S + f with f free of the max.
+// Then after the loop S = exp(-shift(M)) * sum_t g_t, so the loop's iterations may be split in
+// runs, each run's (m_s, S_s) computed from -inf and 0 by its own program, and merged by
+//   M = max_s m_s,  S = sum_s S_s * exp(m_s - shift(M))   (plain sums: S = sum_s S_s)
+// which is the same loop once more, over the runs instead of the tiles.
+
+// One carried sum of a rolling loop.
+struct RollingSum {
+  size_t index = 0;        // carried value number (>= 1)
+  bool rescaled = false;   // S * alpha + f; else S + f with f free of the max
+  std::vector<int> rows;   // rescaled: the axes of S along which alpha lies
+};
+
+class Rolling : public Repair {
+ public:
+  using Repair::Repair;
+
+  Op* loop = nullptr;
+  std::vector<RollingSum> sums;
+
+  // The first loop of the kernel body that is a rolling reduction: "" when found, else why
+  // none is (the last candidate's reason).
+  std::string find() {
+    std::string why = "no loop of the kernel body carries a running max (yield max(m, r)) and sums";
+    for (auto& own : k_.body->ops) {
+      Op& op = *own;
+      if (op.kind != OpKind::For || op.results.size() < 2) continue;
+      std::string w = match(op);
+      if (w.empty()) {
+        loop = &op;
+        return "";
+      }
+      why = loc_of(op) + w;
+    }
+    return why;
+  }
+
+  // Does v (computed in the loop body) depend on x?
+  bool depends(const Value* v, const Value* x, std::unordered_set<const Value*>& seen) const {
+    if (v == x) return true;
+    if (!seen.insert(v).second || !v->def) return false;
+    bool d = false;
+    for (const Value* o : v->def->operands) d = d || depends(o, x, seen);
+    for (const auto& r : v->def->regions)
+      walk(*r, [&](Op& inner) {
+        for (const Value* o : inner.operands) d = d || depends(o, x, seen);
+      });
+    return d;
+  }
+
+  static int uses(Block& b, const Value* v) {
+    int n = 0;
+    walk(b, [&](Op& o) {
+      for (const Value* x : o.operands) n += x == v;
+    });
+    return n;
+  }
+
+  std::string match(Op& l) {
+    info_.clear();
+    sums.clear();
+    Block& body = l.region(0);
+    Op* y = body.terminator();
+    Value* mc = body.args.at(1);
+    if (!y || !mc->type.is_value() || !is_float(mc->type.elem)) return "its first carried value is not a float";
+    Value* mnew = y->operand(0);
+    Op* mx = mnew->def;
+    if (!mx || mx->parent != &body || mx->kind != OpKind::Max) return "its first carried value is not a running max";
+    Value* r = mx->operand(0) == mc ? mx->operand(1) : mx->operand(1) == mc ? mx->operand(0) : nullptr;
+    std::unordered_set<const Value*> seen;
+    if (!r || depends(r, mc, seen)) return "its max is not max(m, r) with r independent of m";
+    if (!is_float_const(l.operand(3), -INFINITY)) return "the running max does not start from -inf";
+    if (std::string w = body_problem(l); !w.empty()) return w;
+
+    std::unordered_set<const Op*> skip{mx, y};
+    // The safe shift where(m' == -inf, 0, m'), if the loop uses one.
+    Value* shift = mnew;
+    for (auto& o : body.ops)
+      if (o->kind == OpKind::Where && o->operand(2) == mnew && is_float_const(o->operand(1), 0)) {
+        Op* c = o->operand(0)->def;
+        if (c && c->kind == OpKind::Cmp && c->attr_string("pred") == "eq" && c->operand(0) == mnew &&
+            is_float_const(c->operand(1), -INFINITY) && uses(body, c->result()) == 1) {
+          shift = o->result();
+          skip.insert(o.get());
+          skip.insert(c);
+        }
+      }
+    // alpha = exp(m - shift) (or exp(m - m')); m has no other use.
+    std::unordered_map<const Value*, std::vector<int>> spread_rows;  // alpha and its spreads
+    int mc_uses = 0;
+    for (auto& o : body.ops) {
+      for (const Value* v : o->operands) mc_uses += v == mc;
+      if (o->kind != OpKind::Sub || o->operand(0) != mc || (o->operand(1) != shift && o->operand(1) != mnew)) continue;
+      for (auto& e : body.ops)
+        if (e->kind == OpKind::Exp && e->operand(0) == o->result()) {
+          spread_rows[e->result()] = iota(mc->type.rank());
+          skip.insert(e.get());
+        }
+      skip.insert(o.get());
+    }
+    if (uses(body, mc) != mc_uses) return "the running max is used inside a nested region";
+    for (auto& o : body.ops)
+      if (o->operands.size() > 0 && std::count(o->operands.begin(), o->operands.end(), mc) && !skip.count(o.get()))
+        return "the running max is used other than by max(m, r) and exp(m - m')";
+    // Spreads of alpha: splat / expand_dims / broadcast, in program order.
+    for (auto& o : body.ops) {
+      if (o->operands.empty() || !spread_rows.count(o->operand(0))) continue;
+      std::vector<int> rows = spread_rows.at(o->operand(0));
+      if (o->kind == OpKind::ExpandDims) {
+        int64_t axis = o->attr_int("axis");
+        for (int& d : rows) d += d >= axis;
+      } else if (o->kind != OpKind::Broadcast && o->kind != OpKind::Splat) {
+        if (o->kind != OpKind::Mul) return "the repair factor exp(m - m') is used other than to rescale a sum";
+        continue;  // a rescale, judged with its sum below
+      }
+      spread_rows[o->result()] = rows;
+      skip.insert(o.get());
+    }
+
+    // The sums.
+    for (size_t c = 1; c < l.results.size(); ++c) {
+      Value* arg = body.args.at(c + 1);
+      Value* yv = y->operand(c);
+      Op* u = yv->def;
+      if (!u || u->parent != &body || uses(body, arg) != 1 || uses(body, yv) != 1)
+        return "carried value " + std::to_string(c) + " is not a sum its loop updates once";
+      if (!is_float(arg->type.elem)) return "carried value " + std::to_string(c) + " is not a float";
+      if (!is_float_const(l.operand(3 + c), 0)) return "carried value " + std::to_string(c) + " does not start from 0";
+      // The accumulator side of the update: the carried value itself, or it times alpha.
+      auto acc_side = [&](Value* v, RollingSum& s) {
+        if (v == arg) return true;
+        Op* m = v->def;
+        if (!m || m->kind != OpKind::Mul || m->parent != &body || uses(body, v) != 1) return false;
+        Value* other = m->operand(0) == arg ? m->operand(1) : m->operand(1) == arg ? m->operand(0) : nullptr;
+        if (!other || !spread_rows.count(other)) return false;
+        s.rescaled = true;
+        s.rows = spread_rows.at(other);
+        skip.insert(m);
+        return true;
+      };
+      RollingSum s;
+      s.index = c;
+      Value* term = nullptr;
+      if (u->kind == OpKind::Add && acc_side(u->operand(0), s)) {
+        term = u->operand(1);
+      } else if (u->kind == OpKind::Add && acc_side(u->operand(1), s)) {
+        term = u->operand(0);
+      } else if (u->kind == OpKind::Dot && u->operand(0) != arg && u->operand(1) != arg && acc_side(u->operand(2), s)) {
+      } else {
+        return "carried value " + std::to_string(c) + " is updated by '" + std::string(u->name()) +
+               "' (only sums, S * alpha + f, and dot accumulations are split)";
+      }
+      skip.insert(u);
+      sums.push_back(s);
+      update_terms_.push_back({u, term});
+    }
+    // What the repair factor computes (exp(m - m'), its spreads, the rescaled sums) is known
+    // only to the ops judged above: any other use would escape the algebra below.
+    std::unordered_set<const Value*> internal;
+    for (const Op* o : skip)
+      if (o != mx && o != y && o->results.size() == 1 && o->result() != shift) internal.insert(o->result());
+    for (auto& [v, rows] : spread_rows) internal.insert(v);
+    std::string escape;
+    walk(body, [&](Op& o) {
+      for (const Value* v : o.operands)
+        if (internal.count(v) && !skip.count(&o) && escape.empty())
+          escape = loc_of(o) + "'" + std::string(o.name()) + "' uses the repair factor exp(m - m') other than to rescale a sum";
+    });
+    if (!escape.empty()) return escape;
+    // The terms, by repair-reductions' algebra with the running shift as the max.
+    info_[shift] = of(Dep::MaxRow, iota(mc->type.rank()));
+    info_[mnew] = info_[shift];
+    std::vector<Op*> ops;
+    for (auto& o : body.ops) ops.push_back(o.get());
+    std::string w = analyze(ops, skip, true);
+    std::vector<std::pair<Op*, Value*>> terms;
+    terms.swap(update_terms_);
+    if (!w.empty()) return w;
+    for (size_t i = 0; i < sums.size(); ++i) {
+      Info t = terms[i].second ? get(terms[i].second) : transfer_dot(*terms[i].first);
+      if (t.dep == Dep::Bad) return loc_of(*terms[i].first) + t.why;
+      const std::string which = "carried value " + std::to_string(sums[i].index);
+      if (sums[i].rescaled) {
+        if (t.dep != Dep::Factor || t.dm != 1 || !t.dl.empty() || t.rows != sums[i].rows)
+          return which + " is rescaled by exp(m - m') but its term is not exp(x - m') times a max-free value along the same rows";
+      } else if (t.dep != Dep::Indep) {
+        return which + " adds a term that depends on the max without being rescaled";
+      }
+    }
+    return "";
+  }
+
+  // --- building the two kernels ---
+
+  Value* scalar_op(Block& b, const Op* before, OpKind kind, std::vector<Value*> ops, std::vector<NamedAttr> attrs = {},
+                   const char* name = "") {
+    return make(b, before, kind, std::move(ops), Type::scalar(ScalarKind::I32), std::move(attrs), name);
+  }
+
+  // The program's number in the kernel's own grid (rank <= 2), row-major over (y, x).
+  Value* linear_program(Block& b, const Op* before, int grid_rank) {
+    Value* x = scalar_op(b, before, OpKind::ProgramId, {}, {{"axis", int64_t{0}}}, "split_px");
+    if (grid_rank == 1) return x;
+    Value* yv = scalar_op(b, before, OpKind::ProgramId, {}, {{"axis", int64_t{1}}}, "split_py");
+    Value* nx = scalar_op(b, before, OpKind::NumPrograms, {}, {{"axis", int64_t{0}}}, "split_nx");
+    Value* t = scalar_op(b, before, OpKind::Mul, {yv, nx});
+    return scalar_op(b, before, OpKind::Add, {t, x}, {}, "split_prog");
+  }
+
+  // The partial views, one per carried value: [SPLIT_P, SPLIT_N, the value's dims].
+  std::vector<Value*> add_partial_views() {
+    std::vector<Value*> views;
+    for (size_t c = 0; c < loop->results.size(); ++c) {
+      const Type& t = loop->result(c)->type;
+      Shape shape{Dim("SPLIT_P"), Dim("SPLIT_N")};
+      for (const Dim& d : t.shape) shape.push_back(d);
+      std::string n = loop->result(c)->name.empty() ? std::to_string(c) : loop->result(c)->name;
+      views.push_back(k_.add_param(Type::view(t.elem, shape), "split_" + n));
+    }
+    return views;
+  }
+
+  // [1, 1, dims] index operands: the program, the run, zeros.
+  std::vector<Value*> partial_index(Value* prog, Value* run, Value* zero, const Type& t) {
+    std::vector<Value*> idx{prog, run};
+    for (int i = 0; i < t.rank(); ++i) idx.push_back(zero);
+    return idx;
+  }
+
+  static Type partial_tile(const Type& t) {
+    Shape s{Dim(1), Dim(1)};
+    for (const Dim& d : t.shape) s.push_back(d);
+    return Type::tile(t.elem, s);
+  }
+
+  // The kernel whose program (p, s) runs the s-th of SPLIT_N runs of the loop's iterations and
+  // stores its carried values to the partial views.
+  void make_partial(int grid_rank) {
+    std::vector<Value*> views = add_partial_views();
+    Op* gy = k_.grid->terminator();
+    Value* nsg = make(*k_.grid, gy, OpKind::Dim, {views[0]}, Type::scalar(ScalarKind::I32), {{"axis", int64_t{1}}}, "split_n");
+    gy->operands.push_back(nsg);
+
+    Block& b = *k_.body;
+    const Op* at = loop;
+    Value* prog = linear_program(b, at, grid_rank);
+    Value* run = scalar_op(b, at, OpKind::ProgramId, {}, {{"axis", int64_t{grid_rank}}}, "split_run");
+    Value* nruns = scalar_op(b, at, OpKind::NumPrograms, {}, {{"axis", int64_t{grid_rank}}}, "split_runs");
+    Value* zero = scalar_op(b, at, OpKind::Const, {}, {{"value", int64_t{0}}});
+    Value *lo = loop->operand(0), *hi = loop->operand(1), *step = loop->operand(2);
+    // Iterations cdiv(max(hi - lo, 0), step), cdiv(that, runs) per run.
+    Value* span = scalar_op(b, at, OpKind::Max, {scalar_op(b, at, OpKind::Sub, {hi, lo}), zero});
+    Value* trips = scalar_op(b, at, OpKind::Cdiv, {span, step}, {}, "split_trips");
+    Value* per = scalar_op(b, at, OpKind::Cdiv, {trips, nruns}, {}, "split_per");
+    Value* width = scalar_op(b, at, OpKind::Mul, {per, step});
+    Value* nlo = scalar_op(b, at, OpKind::Add, {lo, scalar_op(b, at, OpKind::Mul, {run, width})}, {}, "split_lo");
+    Value* nhi = scalar_op(b, at, OpKind::Min, {scalar_op(b, at, OpKind::Add, {nlo, width}), hi}, {}, "split_hi");
+    loop->operands[0] = nlo;
+    loop->operands[1] = nhi;
+
+    // What followed the loop is the merge kernel's; here the carried values are stored.
+    while (b.ops.back().get() != loop) b.ops.pop_back();
+    for (size_t c = 0; c < loop->results.size(); ++c) {
+      Value* v = loop->result(c);
+      Type pt = partial_tile(v->type);
+      Value* tile = make(b, nullptr, v->type.is_scalar() ? OpKind::Splat : OpKind::Reshape, {v}, pt);
+      std::vector<Value*> ops{views[c], tile};
+      for (Value* i : partial_index(prog, run, zero, v->type)) ops.push_back(i);
+      k_.create_op(b, OpKind::StoreTile, ops, {}, {}, loop->loc);
+    }
+  }
+
+  // A partial value of run `run` as the carried value's type.
+  Value* load_partial(Block& b, Value* view, Value* prog, Value* run, Value* zero, const Type& t) {
+    std::vector<Value*> ops{view};
+    for (Value* i : partial_index(prog, run, zero, t)) ops.push_back(i);
+    Value* tile = make(b, nullptr, OpKind::LoadTile, ops, partial_tile(t));
+    if (!t.is_scalar()) return make(b, nullptr, OpKind::Reshape, {tile}, t);
+    Value* one = make(b, nullptr, OpKind::Reshape, {tile}, Type::tile(t.elem, {Dim(1)}));
+    return make(b, nullptr, OpKind::Reduce, {one}, t, {{"axis", int64_t{0}}, {"kind", std::string("max")}});
+  }
+
+  // The kernel whose program p merges the SPLIT_N partials of its loop, then runs what
+  // followed the loop.
+  void make_merge(int grid_rank) {
+    std::vector<Value*> views = add_partial_views();
+    Block& b = *k_.body;
+    const Op* at = loop;
+    Value* prog = linear_program(b, at, grid_rank);
+    Value* zero = scalar_op(b, at, OpKind::Const, {}, {{"value", int64_t{0}}});
+    Value* one = scalar_op(b, at, OpKind::Const, {}, {{"value", int64_t{1}}});
+    Value* nruns = make(b, at, OpKind::Dim, {views[0]}, Type::scalar(ScalarKind::I32), {{"axis", int64_t{1}}}, "split_runs");
+    const Type& mt = loop->result(0)->type;
+    Value* ninf = float_const(b, at, mt, -INFINITY, "");
+    Value* fzero = float_const(b, at, mt, 0.0, "");
+    std::vector<Value*> operands{zero, nruns, one, ninf};
+    std::vector<Type> types{mt};
+    for (const RollingSum& s : sums) {
+      const Type& t = loop->result(s.index)->type;
+      operands.push_back(float_const(b, at, t, 0.0, ""));
+      types.push_back(t);
+    }
+    Op* merged = k_.create_op(b, OpKind::For, operands, types, {}, loop->loc, 1, loop);
+    Block& body = merged->region(0);
+    Value* run = k_.add_block_arg(body, Type::scalar(ScalarKind::I32), "split_run");
+    Value* mc = k_.add_block_arg(body, mt, "m_run");
+    std::vector<Value*> acc;
+    for (const RollingSum& s : sums) acc.push_back(k_.add_block_arg(body, loop->result(s.index)->type, "s_run"));
+    Value* ms = load_partial(body, views[0], prog, run, zero, mt);
+    Value* mn = make(body, nullptr, OpKind::Max, {mc, ms}, mt, {}, "m_new");
+    Value* none = make(body, nullptr, OpKind::Cmp, {mn, ninf}, mt.with_elem(ScalarKind::I1), {{"pred", std::string("eq")}}, "m_none");
+    Value* shift = make(body, nullptr, OpKind::Where, {none, fzero, mn}, mt, {}, "m_shift");
+    Value* a_run = make(body, nullptr, OpKind::Exp, {make(body, nullptr, OpKind::Sub, {mc, shift}, mt)}, mt, {}, "alpha");
+    Value* a_part = make(body, nullptr, OpKind::Exp, {make(body, nullptr, OpKind::Sub, {ms, shift}, mt)}, mt, {}, "beta");
+    std::vector<Value*> yields{mn};
+    for (size_t i = 0; i < sums.size(); ++i) {
+      const Type& t = acc[i]->type;
+      Value* part = load_partial(body, views[sums[i].index], prog, run, zero, t);
+      Value* next;
+      if (sums[i].rescaled) {
+        Value* x = make(body, nullptr, OpKind::Mul, {acc[i], spread(body, nullptr, a_run, t, sums[i].rows)}, t);
+        Value* p = make(body, nullptr, OpKind::Mul, {part, spread(body, nullptr, a_part, t, sums[i].rows)}, t);
+        next = make(body, nullptr, OpKind::Add, {x, p}, t);
+      } else {
+        next = make(body, nullptr, OpKind::Add, {acc[i], part}, t);
+      }
+      yields.push_back(next);
+    }
+    k_.create_op(body, OpKind::Yield, yields, {}, {}, loop->loc);
+    for (size_t c = 0; c < loop->results.size(); ++c) {
+      merged->result(c)->name = loop->result(c)->name;
+      replace_all_uses(k_, loop->result(c), merged->result(c));
+    }
+    b.ops.erase(op_position(*loop));
+    loop = merged;
+  }
+
+ private:
+  std::vector<std::pair<Op*, Value*>> update_terms_;  // per sum: its update and its term (null for a dot)
+};
+
 }  // namespace
 
 void repair_reductions(Kernel& k, PassStats& stats) { Repair(k, stats).run(); }
+
+SplitKernels split_reduction(const Kernel& k, PassStats& stats) {
+  SplitKernels out;
+  auto refuse = [&](const std::string& why) {
+    ++stats["split-reduction.skipped"];
+    stats.notes.push_back("split-reduction: kernel '" + k.name + "' left as written: " + why);
+    out.why = why;
+    return std::move(out);
+  };
+  if (!k.grid || !k.grid->terminator() || k.grid->terminator()->operands.size() > 2)
+    return refuse("its grid has 3 axes (the runs need a grid axis of their own)");
+  const int grid_rank = static_cast<int>(k.grid->terminator()->operands.size());
+  // The runs take grid axis grid_rank: a program that reads that axis (always 0 in its own grid)
+  // would read the run instead.
+  std::string reads_axis;
+  walk(*k.body, [&](Op& op) {
+    if ((op.kind == OpKind::ProgramId || op.kind == OpKind::NumPrograms) && op.attr_int("axis") >= grid_rank &&
+        reads_axis.empty())
+      reads_axis = loc_of(op) + "'" + std::string(op.name()) + "' reads grid axis " + std::to_string(op.attr_int("axis")) +
+                   ", which the runs would take";
+  });
+  if (!reads_axis.empty()) return refuse(reads_axis);
+  for (const Value* p : k.params)
+    for (const Dim& d : p->type.shape)
+      if (d.symbol == "SPLIT_P" || d.symbol == "SPLIT_N") return refuse("it already names a dim " + d.symbol);
+  std::unique_ptr<Kernel> part = k.clone(), merge = k.clone();
+  PassStats unused;
+  Rolling a(*part, unused), b(*merge, unused);
+  if (std::string why = a.find(); !why.empty()) return refuse(why);
+  b.find();
+  for (const Value* r : a.loop->results)
+    if (!shape_is_static(r->type.shape)) return refuse("its carried values' shapes are not bound (run the pipeline first)");
+  if (!const_positive(a.loop->operand(2))) return refuse("the loop's step is not a positive constant");
+  for (auto& op : part->body->ops) {
+    if (op.get() == a.loop) break;
+    if (writes_any(*op)) return refuse(loc_of(*op) + "'" + std::string(op->name()) + "' before the loop writes memory (each run would write it again)");
+  }
+  a.make_partial(grid_rank);
+  b.make_merge(grid_rank);
+  part->name = k.name + "_partial";
+  merge->name = k.name + "_merge";
+  for (Kernel* x : {part.get(), merge.get()}) {
+    cse(*x, unused);  // the program ids and constants the kernel already had
+    dce(*x, unused);  // the partial kernel's epilogue, the merge kernel's loop inputs
+  }
+  ++stats["split-reduction.split"];
+  out.partial = std::move(part);
+  out.merge = std::move(merge);
+  return out;
+}
 
 }  // namespace tessera

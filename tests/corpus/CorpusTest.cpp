@@ -205,6 +205,73 @@ TEST_P(CorpusFile, EveryPassKeepsTheResults) {
   }
 }
 
+// The split schedule (split_reduction, `tessera run --split`) of every kernel it applies to,
+// run as its partial then its merge kernel on the interpreter, gives what the kernel as written
+// gives, for runs that divide the loop unevenly and for more runs than iterations (empty runs).
+TEST_P(CorpusFile, SplitScheduleKeepsTheResults) {
+  std::string raw = read_text(GetParam());
+  Sizes sizes;
+  for (const auto& [name, v] : directive(raw, "sizes")) sizes[name] = std::stoll(v);
+  auto ranges = ranges_of(raw);
+  auto m = parse_module(strip_comments(raw), GetParam());
+  for (auto& k : m->kernels) {
+    SCOPED_TRACE(k->name);
+    auto bound = bind_constexprs(*k, {});
+    auto optimized = run_pipeline(*k, {});
+    PassStats stats;
+    SplitKernels s = split_reduction(*optimized, stats);
+    if (!s.partial) continue;
+    for (int64_t runs : {3, 40}) {
+      SCOPED_TRACE("runs " + std::to_string(runs));
+      std::vector<Tensor> inputs = make_random_tensors(*bound, sizes, 1);
+      apply_ranges(*bound, inputs, ranges, 1);
+      std::vector<Tensor> want = inputs, got = inputs;
+      auto wa = args_for(*bound, want);
+      run_interp(*bound, wa);
+      run_split(*optimized, s, args_for(*optimized, got), runs, 1,
+                [](const Kernel& x, std::vector<KernelArg>& a) { run_interp(x, a); });
+      EXPECT_GT(testutil::expect_tensors_match(want, got, k->name, "split", {}, tile_error_bounds(*bound, sizes, want)), 0);
+    }
+  }
+}
+
+// Which kernels the split schedule applies to (so that the test above cannot pass by splitting
+// nothing), and the plain decode attention's split compiled for the cpu backend: 8 runs over a
+// ragged KV length, against the interpreter on the kernel as written.
+TEST(CorpusSplit, DerivedFromPlainPrograms) {
+  std::set<std::string> split;
+  for (const std::string& f : corpus_files()) {
+    auto m = parse_module(strip_comments(read_text(f)), f);
+    for (auto& k : m->kernels) {
+      PassStats stats;
+      if (split_reduction(*run_pipeline(*k, {}), stats).partial) split.insert(k->name);
+    }
+  }
+  for (const char* k : {"decode_attention", "attention_three_loops", "linear_cross_entropy", "flash_attention_fwd",
+                        "flash_attention_causal"})
+    EXPECT_TRUE(split.count(k)) << k << " was not split";
+  EXPECT_FALSE(split.count("matmul_bias_gelu"));  // no running max
+
+  auto m = parse_module(strip_comments(read_text("decode_attention.tile")), "decode_attention.tile");
+  const Kernel& k = *m->kernels[0];
+  auto bound = bind_constexprs(k, {});
+  auto optimized = run_pipeline(k, {});
+  PassStats stats;
+  SplitKernels s = split_reduction(*optimized, stats);
+  ASSERT_TRUE(s.partial) << s.why;
+  auto partial = compile_cpu(*s.partial, test_options());
+  auto merge = compile_cpu(*s.merge, test_options());
+  Sizes sizes{{"H", 2}, {"T", 1000}, {"DH", 64}};
+  std::vector<Tensor> want = make_random_tensors(*bound, sizes, 5), got = want;
+  auto wa = args_for(*bound, want);
+  run_interp(*bound, wa);
+  int64_t programs = run_split(*optimized, s, args_for(*optimized, got), 8, 5, [&](const Kernel& x, std::vector<KernelArg>& a) {
+    (&x == s.partial.get() ? partial : merge)->run(a);
+  });
+  EXPECT_EQ(programs, 16);
+  EXPECT_GT(testutil::expect_tensors_match(want, got, k.name, "cpu split", {}, tile_error_bounds(*bound, sizes, want)), 0);
+}
+
 // The GPU lowering (layouts, then the conversion removal's rewrites and search) keeps every
 // kernel's results, for the wgmma and the mma.sync targets.
 TEST_P(CorpusFile, GpuLoweringKeepsTheResults) {
@@ -383,6 +450,26 @@ TEST(CorpusReference, AttentionThreeLoops) {
   expect_close(ts[3], attention_ref(ts[0], ts[1], ts[2], H, S, T, DH, false), 1e-5, 1e-4, "o");
 }
 
+// Per row of x [M, HID] against w [V, HID]: logsumexp(x w^T) - (x w^T)[target], 0 for a
+// target outside [0, V).
+std::vector<double> linear_cross_entropy_ref(const Tensor& x, const Tensor& w, const Tensor& tgt, int64_t M, int64_t HID,
+                                             int64_t V) {
+  std::vector<double> want(M);
+  for (int64_t r = 0; r < M; ++r) {
+    int64_t t = tgt.get_int(r);
+    if (t < 0 || t >= V) continue;
+    std::vector<double> logit(V);
+    double mx = -INFINITY, sum = 0;
+    for (int64_t c = 0; c < V; ++c) {
+      for (int64_t h = 0; h < HID; ++h) logit[c] += x.get(r * HID + h) * w.get(c * HID + h);
+      mx = std::max(mx, logit[c]);
+    }
+    for (int64_t c = 0; c < V; ++c) sum += std::exp(logit[c] - mx);
+    want[r] = mx + std::log(sum) - logit[t];
+  }
+  return want;
+}
+
 TEST(CorpusReference, LinearCrossEntropy) {
   const int64_t M = 37, HID = 100, V = 300;
   std::vector<Tensor> ts{random_tensor(ScalarKind::F32, {M, HID}, -1, 1, 62), random_tensor(ScalarKind::F32, {V, HID}, -1, 1, 63),
@@ -390,20 +477,15 @@ TEST(CorpusReference, LinearCrossEntropy) {
   ts[2].set_int(5, -1);  // ignore indices
   ts[2].set_int(20, V);
   run_kernel("linear_cross_entropy.tile", "linear_cross_entropy", ts);
-  std::vector<double> want(M);
-  for (int64_t r = 0; r < M; ++r) {
-    int64_t t = ts[2].get_int(r);
-    if (t < 0 || t >= V) continue;
-    std::vector<double> logit(V);
-    double mx = -INFINITY, sum = 0;
-    for (int64_t c = 0; c < V; ++c) {
-      for (int64_t h = 0; h < HID; ++h) logit[c] += ts[0].get(r * HID + h) * ts[1].get(c * HID + h);
-      mx = std::max(mx, logit[c]);
-    }
-    for (int64_t c = 0; c < V; ++c) sum += std::exp(logit[c] - mx);
-    want[r] = mx + std::log(sum) - logit[t];
-  }
+  std::vector<double> want = linear_cross_entropy_ref(ts[0], ts[1], ts[2], M, HID, V);
   expect_close(ts[3], want, 1e-5, 1e-5, "loss");
+  // The baseline of the memory figure (bench/RESULTS.md): the logits stored by one kernel and
+  // read by the other give the same loss.
+  std::vector<Tensor> lin{ts[0], ts[1], random_tensor(ScalarKind::F32, {M, V}, -1, 1, 66)};
+  run_kernel("linear_cross_entropy_materialized.tile", "linear_logits", lin);
+  std::vector<Tensor> ce{lin[2], ts[2], random_tensor(ScalarKind::F32, {M}, -1, 1, 67)};
+  run_kernel("linear_cross_entropy_materialized.tile", "logits_cross_entropy", ce);
+  expect_close(ce[2], want, 1e-5, 1e-5, "loss (materialized)");
 }
 
 TEST(CorpusReference, Int4DequantMatmul) {

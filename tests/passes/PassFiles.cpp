@@ -1,5 +1,8 @@
 // Textual IR in, IR out: each tests/passes/data/*.tile file holds
-//   // run: PASS[, PASS...]          the passes to run, in order
+//   // run: PASS[, PASS...]          the passes to run, in order; the last may be
+//                                   split-reduction (the split schedule): the expected output
+//                                   is then its partial and merge kernels, or the kernel as
+//                                   it was when it refused
 //   // config: NAME=VALUE ...        optional, for bind-constexprs
 //   // stats: KEY=VALUE ...          optional, statistics the passes must report
 //   // target: sm_90a | sm_80          optional, for the GPU lowering passes (default sm_90a)
@@ -91,15 +94,26 @@ TEST_P(PassFile, OutputMatches) {
   Kernel& k = *m->kernels[0];
   verify_or_throw(k);
   PassStats stats;
+  const bool split_schedule = passes.back() == "split-reduction";
+  if (split_schedule) passes.pop_back();
   for (const auto& p : passes) run_pass(p, k, config, target, stats);
   EXPECT_EQ(verify(k).size(), 0u) << "the output does not verify";
+  std::string got = print_kernel(k);
+  if (split_schedule) {
+    SplitKernels s = split_reduction(k, stats);
+    if (s.partial) {
+      EXPECT_EQ(verify(*s.partial, {true}).size(), 0u) << "the partial kernel does not verify";
+      EXPECT_EQ(verify(*s.merge, {true}).size(), 0u) << "the merge kernel does not verify";
+      got = print_kernel(*s.partial) + "\n" + print_kernel(*s.merge);
+    }
+  }
   // TESSERA_UPDATE_PASS_FILES=1 writes what the passes give as the expected output (read the
   // diff before committing it).
   if (const char* u = std::getenv("TESSERA_UPDATE_PASS_FILES"); u && std::string(u) == "1") {
-    std::ofstream(kDir / GetParam()) << input << marker << print_kernel(k);
+    std::ofstream(kDir / GetParam()) << input << marker << got;
     return;
   }
-  EXPECT_EQ(print_kernel(k), expect);
+  EXPECT_EQ(got, expect);
   for (const auto& kv : directive(input, "stats")) {
     auto [key, value] = key_value(kv);
     EXPECT_EQ(stats[key], value) << key;
