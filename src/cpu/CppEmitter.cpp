@@ -62,6 +62,40 @@ std::string flat_index(const std::vector<std::string>& idx, const std::vector<in
   return e;
 }
 
+// Roughly how many element operations one program instance does: the elements of every tile
+// its ops produce (a dot: M * N * K), a loop's body counted kLoopGuess times unless its trip
+// count is constant, an `if` as its larger branch. Saturates at 2^40.
+constexpr int64_t kLoopGuess = 4;
+int64_t work_estimate(const Block& b) {
+  auto sat = [](int64_t a, int64_t m) { return (a > (int64_t{1} << 40) / std::max<int64_t>(m, 1)) ? (int64_t{1} << 40) : a * m; };
+  int64_t w = 0;
+  for (const auto& o : b.ops) {
+    int64_t here = 1;
+    for (const Value* r : o->results)
+      if (r->type.is_tile() && shape_is_static(r->type.shape)) here = std::max(here, shape_numel(r->type.shape));
+    if (o->kind == OpKind::Dot && o->operands.size() >= 2 && o->operand(0)->type.is_tile() &&
+        shape_is_static(o->operand(0)->type.shape) && o->operand(0)->type.rank() == 2)
+      here = sat(here, static_shape(o->operand(0)->type.shape)[1]);
+    int64_t inner = 0;
+    if (o->kind == OpKind::If) {
+      for (const auto& r : o->regions) inner = std::max(inner, work_estimate(*r));
+    } else {
+      int64_t trips = 1;
+      if (o->kind == OpKind::While) trips = kLoopGuess;
+      if (o->kind == OpKind::For) {
+        auto lb = const_int(o->operand(0)), ub = const_int(o->operand(1)), st = const_int(o->operand(2));
+        trips = lb && ub && st && *st > 0 ? std::max<int64_t>(0, (*ub - *lb + *st - 1) / *st) : kLoopGuess;
+      }
+      for (const auto& r : o->regions) inner += sat(work_estimate(*r), trips);
+    }
+    w = std::min(int64_t{1} << 40, w + here + inner);
+  }
+  return w;
+}
+
+// Grids doing at most this many element ops in all run without OpenMP (about 0.2 ms of work).
+constexpr int64_t kSerialWork = int64_t{1} << 19;
+
 class Emitter {
  public:
   explicit Emitter(const Kernel& k) : k_(k), op_texts_(print_op_lines(k)) {}
@@ -1542,11 +1576,23 @@ EmittedCpp Emitter::run() {
     line("if (__builtin_mul_overflow(g0 * g1, g2, &programs_)) return " +
          std::to_string(struct_fault_code(k, *gy, StructFault::GridTooLarge)) + ";  // " + grid_too_large_message(k));
   }
+  // A grid with little work runs on the calling thread: waking OpenMP's team (the first time,
+  // creating it) costs more than such a run (a warm cache hit of a tiny kernel: 2-12 ms).
+  const int64_t work = work_estimate(*k.body);
   line("if (nt <= 0) nt = omp_get_max_threads();");
-  line("#pragma omp parallel for collapse(3) schedule(static) num_threads(nt)");
-  line("for (int64_t z = 0; z < g2; ++z)");
-  line("  for (int64_t y = 0; y < g1; ++y)");
-  line("    for (int64_t x = 0; x < g0; ++x) program(A, int32_t(x), int32_t(y), int32_t(z), g[0], g[1], g[2]);");
+  line("if (" + std::string(gy->operands.size() == 3 ? "programs_" : "g0 * g1 * g2") + " <= INT64_C(" +
+       std::to_string(kSerialWork) + ") / INT64_C(" + std::to_string(std::max<int64_t>(work, 1)) +
+       ")) nt = 1;  // about " + std::to_string(work) + " element ops per program");
+  line("if (nt == 1) {");
+  line("  for (int64_t z = 0; z < g2; ++z)");
+  line("    for (int64_t y = 0; y < g1; ++y)");
+  line("      for (int64_t x = 0; x < g0; ++x) program(A, int32_t(x), int32_t(y), int32_t(z), g[0], g[1], g[2]);");
+  line("} else {");
+  line("  #pragma omp parallel for collapse(3) schedule(static) num_threads(nt)");
+  line("  for (int64_t z = 0; z < g2; ++z)");
+  line("    for (int64_t y = 0; y < g1; ++y)");
+  line("      for (int64_t x = 0; x < g0; ++x) program(A, int32_t(x), int32_t(y), int32_t(z), g[0], g[1], g[2]);");
+  line("}");
   const bool faults = has_struct_ || has_faults_;
   line(faults ? "return __atomic_exchange_n(&tsr_fault_code, 0, __ATOMIC_SEQ_CST);" : "return 0;");
   --ind_;

@@ -43,8 +43,13 @@ EmittedCpp emit_cpp_detailed(const Kernel& k);
 namespace tessera::cpu {
 
 // `CXX --version` output, memoized per compiler. Throws TesseraError naming the compiler when it
-// cannot be run.
+// cannot be run. Run only before a compile (a cache miss): a fork + exec per process cost a
+// warm cache hit ~5 ms.
 const std::string& compiler_version(const std::string& cxx);
+// What the cache key knows of the compiler without running it: the binary `cxx` resolves to
+// ($PATH, symlinks) with its size, mtime and inode, so an upgraded or switched compiler misses
+// the cache. Memoized per compiler; throws TesseraError ("not found") when there is none.
+const std::string& compiler_identity(const std::string& cxx);
 
 struct CompileResult {
   bool ok = false;
