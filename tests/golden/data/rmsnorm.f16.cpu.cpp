@@ -301,9 +301,16 @@ extern "C" int tessera_run(void** buf, const int64_t* dims, const int64_t* is, c
   if (g0 < 0) return 24;  // grid size on axis 0 of kernel 'rmsnorm' is negative (a size of 0 runs no programs; a negative size is an error)
   if (g0 == 0 || g1 == 0 || g2 == 0) return 0;  // no programs
   if (nt <= 0) nt = omp_get_max_threads();
-  #pragma omp parallel for collapse(3) schedule(static) num_threads(nt)
-  for (int64_t z = 0; z < g2; ++z)
-    for (int64_t y = 0; y < g1; ++y)
-      for (int64_t x = 0; x < g0; ++x) program(A, int32_t(x), int32_t(y), int32_t(z), g[0], g[1], g[2]);
+  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(49198)) nt = 1;  // about 49198 element ops per program
+  if (nt == 1) {
+    for (int64_t z = 0; z < g2; ++z)
+      for (int64_t y = 0; y < g1; ++y)
+        for (int64_t x = 0; x < g0; ++x) program(A, int32_t(x), int32_t(y), int32_t(z), g[0], g[1], g[2]);
+  } else {
+    #pragma omp parallel for collapse(3) schedule(static) num_threads(nt)
+    for (int64_t z = 0; z < g2; ++z)
+      for (int64_t y = 0; y < g1; ++y)
+        for (int64_t x = 0; x < g0; ++x) program(A, int32_t(x), int32_t(y), int32_t(z), g[0], g[1], g[2]);
+  }
   return 0;
 }
