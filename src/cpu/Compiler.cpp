@@ -80,19 +80,15 @@ const std::string& compiler_version(const std::string& cxx) {
   return memo[cxx] = out;
 }
 
-const std::string& compiler_identity(const std::string& cxx) {
-  static std::mutex mu;
-  static std::map<std::string, std::string> memo;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = memo.find(cxx);
-  if (it != memo.end()) return it->second;
+std::string compiler_identity(const std::string& cxx) {
   // The program execvp would run: cxx itself when it names a path, else the first executable
-  // regular file of that name on $PATH.
-  std::string found;
+  // regular file of that name on $PATH. stat only (a few microseconds), so a compiler replaced
+  // while the process runs is seen.
   auto runnable = [](const std::string& p) {
     struct stat st;
     return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
   };
+  std::string found;
   if (cxx.find('/') != std::string::npos) {
     if (runnable(cxx)) found = cxx;
   } else if (const char* path = std::getenv("PATH")) {
@@ -115,9 +111,8 @@ const std::string& compiler_identity(const std::string& cxx) {
   struct stat st;
   if (!::realpath(found.c_str(), real) || ::stat(real, &st) != 0)
     throw TesseraError("cpu backend: cannot read the C++ compiler '" + found + "': " + std::strerror(errno));
-  return memo[cxx] = std::string(real) + " size=" + std::to_string(st.st_size) + " mtime=" +
-                     std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) +
-                     " inode=" + std::to_string(st.st_ino);
+  return std::string(real) + " size=" + std::to_string(st.st_size) + " mtime=" + std::to_string(st.st_mtim.tv_sec) +
+         "." + std::to_string(st.st_mtim.tv_nsec) + " inode=" + std::to_string(st.st_ino);
 }
 
 CompileResult run_compiler(const std::string& cxx, const std::vector<std::string>& flags,

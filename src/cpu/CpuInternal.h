@@ -48,8 +48,8 @@ namespace tessera::cpu {
 const std::string& compiler_version(const std::string& cxx);
 // What the cache key knows of the compiler without running it: the binary `cxx` resolves to
 // ($PATH, symlinks) with its size, mtime and inode, so an upgraded or switched compiler misses
-// the cache. Memoized per compiler; throws TesseraError ("not found") when there is none.
-const std::string& compiler_identity(const std::string& cxx);
+// the cache. Not memoized (stat only); throws TesseraError ("not found") when there is none.
+std::string compiler_identity(const std::string& cxx);
 
 struct CompileResult {
   bool ok = false;
