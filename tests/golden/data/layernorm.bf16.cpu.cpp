@@ -99,104 +99,101 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       }
     }
     // %16 = cast %15 : tile<f32, [1, 1024]>
-    alignas(64) float v22[1024];
-    for (int64_t i23 = 0; i23 < 1024; ++i23) v22[i23] = float(v15[i23]);
+    // (the same array as its operand: exact in the compute type)
     // %17 = load_tile %w, %14 : tile<bf16, [1024]>
-    alignas(64) float v24[1024];
+    alignas(64) float v22[1024];
     {
-      const int64_t o25 = int64_t(v14) * 1024;
-      if (o25 >= 0 && o25 + 1024 <= A.d1_0) {
-        for (int64_t i26 = 0; i26 < 1024; ++i26) v24[0 + i26] = tsr::bf2f(A.p1[o25 + i26]);
+      const int64_t o23 = int64_t(v14) * 1024;
+      if (o23 >= 0 && o23 + 1024 <= A.d1_0) {
+        for (int64_t i24 = 0; i24 < 1024; ++i24) v22[0 + i24] = tsr::bf2f(A.p1[o23 + i24]);
       } else {
-        for (int64_t i27 = 0; i27 < 1024; ++i27) {
-          v24[i27] = ((o25 + i27) >= 0 && (o25 + i27) < A.d1_0) ? tsr::bf2f(A.p1[(o25 + i27) * A.s1_0]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+        for (int64_t i25 = 0; i25 < 1024; ++i25) {
+          v22[i25] = ((o23 + i25) >= 0 && (o23 + i25) < A.d1_0) ? tsr::bf2f(A.p1[(o23 + i25) * A.s1_0]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
         }
       }
     }
     // %18 = cast %17 : tile<f32, [1024]>
-    alignas(64) float v28[1024];
-    for (int64_t i29 = 0; i29 < 1024; ++i29) v28[i29] = float(v24[i29]);
+    // (the same array as its operand: exact in the compute type)
     // %19 = load_tile %b, %14 : tile<bf16, [1024]>
-    alignas(64) float v30[1024];
+    alignas(64) float v26[1024];
     {
-      const int64_t o31 = int64_t(v14) * 1024;
-      if (o31 >= 0 && o31 + 1024 <= A.d2_0) {
-        for (int64_t i32 = 0; i32 < 1024; ++i32) v30[0 + i32] = tsr::bf2f(A.p2[o31 + i32]);
+      const int64_t o27 = int64_t(v14) * 1024;
+      if (o27 >= 0 && o27 + 1024 <= A.d2_0) {
+        for (int64_t i28 = 0; i28 < 1024; ++i28) v26[0 + i28] = tsr::bf2f(A.p2[o27 + i28]);
       } else {
-        for (int64_t i33 = 0; i33 < 1024; ++i33) {
-          v30[i33] = ((o31 + i33) >= 0 && (o31 + i33) < A.d2_0) ? tsr::bf2f(A.p2[(o31 + i33) * A.s2_0]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+        for (int64_t i29 = 0; i29 < 1024; ++i29) {
+          v26[i29] = ((o27 + i29) >= 0 && (o27 + i29) < A.d2_0) ? tsr::bf2f(A.p2[(o27 + i29) * A.s2_0]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
         }
       }
     }
     // %20 = cast %19 : tile<f32, [1024]>
-    alignas(64) float v34[1024];
-    for (int64_t i35 = 0; i35 < 1024; ++i35) v34[i35] = float(v30[i35]);
+    // (the same array as its operand: exact in the compute type)
     // %21 = reduce %16 {axis = 1, kind = "sum"} : tile<f32, [1]>
-    alignas(64) float v36[1];
+    alignas(64) float v30[1];
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       float acc_ = float(0);
       int nan_ = 0;
       #pragma omp simd reduction(+:acc_)
       for (int64_t l_ = 0; l_ < 1024; ++l_) {
-        const float x_ = v22[o_ * 1024 + l_];
+        const float x_ = v15[o_ * 1024 + l_];
         acc_ += x_;
       }
-      v36[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
+      v30[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
     }
     // %22 = splat %12 : tile<f32, [1]>
-    alignas(64) float v37[1];
-    for (int64_t i38 = 0; i38 < 1; ++i38) v37[i38] = v12;
+    alignas(64) float v31[1];
+    for (int64_t i32 = 0; i32 < 1; ++i32) v31[i32] = v12;
     // %23 = div %21, %22 : tile<f32, [1]>
-    alignas(64) float v39[1];
-    for (int64_t i40 = 0; i40 < 1; ++i40) v39[i40] = float(v36[i40] / v12);
+    alignas(64) float v33[1];
+    for (int64_t i34 = 0; i34 < 1; ++i34) v33[i34] = float(v30[i34] / v12);
     // %24 = expand_dims %23 {axis = 1} : tile<f32, [1, 1]>
     // %25 = arange : tile<i32, [1024]>
     // (computed inside its user)
     // %26 = splat %7 : tile<i32, [1024]>
     // (computed inside its user)
     // %27 = cmp %25, %26 {pred = "lt"} : tile<i1, [1024]>
-    alignas(64) uint8_t v41[1024];
-    for (int64_t i42 = 0; i42 < 1024; ++i42) v41[i42] = uint8_t((int32_t(0 + i42)) < (v7));
+    alignas(64) uint8_t v35[1024];
+    for (int64_t i36 = 0; i36 < 1024; ++i36) v35[i36] = uint8_t((int32_t(0 + i36)) < (v7));
     // %28 = expand_dims %27 {axis = 0} : tile<i1, [1, 1024]>
     // %29 = broadcast %24 : tile<f32, [1, 1024]>
-    alignas(64) float v43[1024];
-    for (int64_t i_ = 0; i_ < 1024; ++i_) v43[i_] = v39[0];
+    alignas(64) float v37[1024];
+    for (int64_t i_ = 0; i_ < 1024; ++i_) v37[i_] = v33[0];
     // %30 = where %28, %16, %29 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %31 = sub %30, %29 : tile<f32, [1, 1024]>
-    alignas(64) float v44[1024];
-    for (int64_t i45 = 0; i45 < 1024; ++i45) v44[i45] = float(((v41[i45] ? v22[i45] : v39[0])) - v39[0]);
+    alignas(64) float v38[1024];
+    for (int64_t i39 = 0; i39 < 1024; ++i39) v38[i39] = float(((v35[i39] ? v15[i39] : v33[0])) - v33[0]);
     // %32 = mul %31, %31 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %33 = reduce %32 {axis = 1, kind = "sum"} : tile<f32, [1]>
-    alignas(64) float v46[1];
+    alignas(64) float v40[1];
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       float acc_ = float(0);
       int nan_ = 0;
       #pragma omp simd reduction(+:acc_)
       for (int64_t l_ = 0; l_ < 1024; ++l_) {
-        const float x_ = (float(v44[o_ * 1024 + l_] * v44[o_ * 1024 + l_]));
+        const float x_ = (float(v38[o_ * 1024 + l_] * v38[o_ * 1024 + l_]));
         acc_ += x_;
       }
-      v46[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
+      v40[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
     }
     // %34 = div %33, %22 : tile<f32, [1]>
     // (computed inside its user)
     // %35 = const {value = 1e-05} : f32
-    const float v47 = float(0x1.4f8b588e368f1p-17);
+    const float v41 = float(0x1.4f8b588e368f1p-17);
     // %36 = splat %35 : tile<f32, [1]>
     // (computed inside its user)
     // %37 = add %34, %36 : tile<f32, [1]>
     // (computed inside its user)
     // %38 = rsqrt %37 : tile<f32, [1]>
-    alignas(64) float v48[1];
-    for (int64_t i49 = 0; i49 < 1; ++i49) v48[i49] = float(1.0f / tsr::sqrt((float((float(v46[i49] / v12)) + (v47)))));
+    alignas(64) float v42[1];
+    for (int64_t i43 = 0; i43 < 1; ++i43) v42[i43] = float(1.0f / tsr::sqrt((float((float(v40[i43] / v12)) + (v41)))));
     // %39 = expand_dims %38 {axis = 1} : tile<f32, [1, 1]>
     // %40 = sub %16, %29 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %41 = broadcast %39 : tile<f32, [1, 1024]>
-    alignas(64) float v50[1024];
-    for (int64_t i_ = 0; i_ < 1024; ++i_) v50[i_] = v48[0];
+    alignas(64) float v44[1024];
+    for (int64_t i_ = 0; i_ < 1024; ++i_) v44[i_] = v42[0];
     // %42 = mul %40, %41 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %43 = expand_dims %18 {axis = 0} : tile<f32, [1, 1024]>
@@ -209,16 +206,16 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // (computed inside its user)
     // store_tile %y, %47, %6, %14
     {
-      const int64_t o51 = int64_t(v6) * 1;
-      const int64_t o52 = int64_t(v14) * 1024;
-      if (o51 >= 0 && o51 + 1 <= A.d3_0 && o52 >= 0 && o52 + 1024 <= A.d3_1) {
-        for (int64_t i53 = 0; i53 < 1; ++i53) {
-          for (int64_t i54 = 0; i54 < 1024; ++i54) A.p3[(o51 + i53) * A.s3_0 + o52 + i54] = tsr::f2bf((tsr::rbf16(float((float((float((float((float(v22[(i53) * 1024 + i54] - v39[0])) * v48[0])) * v28[(i53) * 1024 + i54])) + v34[(i53) * 1024 + i54]))))));
+      const int64_t o45 = int64_t(v6) * 1;
+      const int64_t o46 = int64_t(v14) * 1024;
+      if (o45 >= 0 && o45 + 1 <= A.d3_0 && o46 >= 0 && o46 + 1024 <= A.d3_1) {
+        for (int64_t i47 = 0; i47 < 1; ++i47) {
+          for (int64_t i48 = 0; i48 < 1024; ++i48) A.p3[(o45 + i47) * A.s3_0 + o46 + i48] = tsr::f2bf((float((float((float((float((float(v15[(i47) * 1024 + i48] - v33[0])) * v42[0])) * v22[(i47) * 1024 + i48])) + v26[(i47) * 1024 + i48])))));
         }
       } else {
-        for (int64_t i55 = 0; i55 < 1; ++i55) {
-          for (int64_t i56 = 0; i56 < 1024; ++i56) {
-            if ((o51 + i55) >= 0 && (o51 + i55) < A.d3_0 && (o52 + i56) >= 0 && (o52 + i56) < A.d3_1) A.p3[(o51 + i55) * A.s3_0 + (o52 + i56) * A.s3_1] = tsr::f2bf((tsr::rbf16(float((float((float((float((float(v22[(i55)*1024 + i56] - v39[0])) * v48[0])) * v28[(i55)*1024 + i56])) + v34[(i55)*1024 + i56]))))));
+        for (int64_t i49 = 0; i49 < 1; ++i49) {
+          for (int64_t i50 = 0; i50 < 1024; ++i50) {
+            if ((o45 + i49) >= 0 && (o45 + i49) < A.d3_0 && (o46 + i50) >= 0 && (o46 + i50) < A.d3_1) A.p3[(o45 + i49) * A.s3_0 + (o46 + i50) * A.s3_1] = tsr::f2bf((float((float((float((float((float(v15[(i49)*1024 + i50] - v33[0])) * v42[0])) * v22[(i49)*1024 + i50])) + v26[(i49)*1024 + i50])))));
           }
         }
       }
@@ -226,30 +223,30 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // yield
   } else {
     // %48 = const {value = 0.0} : f32
-    const float v57 = float(0x0p+0);
+    const float v51 = float(0x0p+0);
     // %49 = splat %48 : tile<f32, [1]>
-    alignas(64) float v58[1];
-    for (int64_t i59 = 0; i59 < 1; ++i59) v58[i59] = v57;
+    alignas(64) float v52[1];
+    for (int64_t i53 = 0; i53 < 1; ++i53) v52[i53] = v51;
     // %50 = const {value = 0} : i32
-    const int32_t v60 = int32_t(INT64_C(0));
+    const int32_t v54 = int32_t(INT64_C(0));
     // %51 = for %50, %11, %5, %49 : tile<f32, [1]> {...}
-    alignas(64) float c61[1];
-    __builtin_memcpy(c61, v58, sizeof(c61));
-    for (int64_t iv62_ = v60; v5 > 0 && iv62_ < v11; iv62_ += v5) {
-      const int32_t iv62 = int32_t(iv62_);
+    alignas(64) float c55[1];
+    __builtin_memcpy(c55, v52, sizeof(c55));
+    for (int64_t iv56_ = v54; v5 > 0 && iv56_ < v11; iv56_ += v5) {
+      const int32_t iv56 = int32_t(iv56_);
       // %54 = load_tile %x, %6, %52 : tile<bf16, [1, 1024]>
-      alignas(64) float v63[1024];
+      alignas(64) float v57[1024];
       {
-        const int64_t o64 = int64_t(v6) * 1;
-        const int64_t o65 = int64_t(iv62) * 1024;
-        if (o64 >= 0 && o64 + 1 <= A.d0_0 && o65 >= 0 && o65 + 1024 <= A.d0_1) {
-          for (int64_t i66 = 0; i66 < 1; ++i66) {
-            for (int64_t i67 = 0; i67 < 1024; ++i67) v63[(i66) * 1024 + i67] = tsr::bf2f(A.p0[(o64 + i66) * A.s0_0 + o65 + i67]);
+        const int64_t o58 = int64_t(v6) * 1;
+        const int64_t o59 = int64_t(iv56) * 1024;
+        if (o58 >= 0 && o58 + 1 <= A.d0_0 && o59 >= 0 && o59 + 1024 <= A.d0_1) {
+          for (int64_t i60 = 0; i60 < 1; ++i60) {
+            for (int64_t i61 = 0; i61 < 1024; ++i61) v57[(i60) * 1024 + i61] = tsr::bf2f(A.p0[(o58 + i60) * A.s0_0 + o59 + i61]);
           }
         } else {
-          for (int64_t i68 = 0; i68 < 1; ++i68) {
-            for (int64_t i69 = 0; i69 < 1024; ++i69) {
-              v63[(i68)*1024 + i69] = ((o64 + i68) >= 0 && (o64 + i68) < A.d0_0 && (o65 + i69) >= 0 && (o65 + i69) < A.d0_1) ? tsr::bf2f(A.p0[(o64 + i68) * A.s0_0 + (o65 + i69) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+          for (int64_t i62 = 0; i62 < 1; ++i62) {
+            for (int64_t i63 = 0; i63 < 1024; ++i63) {
+              v57[(i62)*1024 + i63] = ((o58 + i62) >= 0 && (o58 + i62) < A.d0_0 && (o59 + i63) >= 0 && (o59 + i63) < A.d0_1) ? tsr::bf2f(A.p0[(o58 + i62) * A.s0_0 + (o59 + i63) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
             }
           }
         }
@@ -257,47 +254,47 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %55 = cast %54 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %56 = reduce %55 {axis = 1, kind = "sum"} : tile<f32, [1]>
-      alignas(64) float v70[1];
+      alignas(64) float v64[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float acc_ = float(0);
         int nan_ = 0;
         #pragma omp simd reduction(+:acc_)
         for (int64_t l_ = 0; l_ < 1024; ++l_) {
-          const float x_ = (float(v63[o_ * 1024 + l_]));
+          const float x_ = (float(v57[o_ * 1024 + l_]));
           acc_ += x_;
         }
-        v70[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
+        v64[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
       }
       // %57 = add %53, %56 : tile<f32, [1]>
-      // (written into the carried c61)
-      for (int64_t i71 = 0; i71 < 1; ++i71) c61[i71] = float(c61[i71] + v70[i71]);
+      // (written into the carried c55)
+      for (int64_t i65 = 0; i65 < 1; ++i65) c55[i65] = float(c55[i65] + v64[i65]);
       // yield %57
     }
     // %58 = splat %12 : tile<f32, [1]>
-    alignas(64) float v72[1];
-    for (int64_t i73 = 0; i73 < 1; ++i73) v72[i73] = v12;
+    alignas(64) float v66[1];
+    for (int64_t i67 = 0; i67 < 1; ++i67) v66[i67] = v12;
     // %59 = div %51, %58 : tile<f32, [1]>
-    alignas(64) float v74[1];
-    for (int64_t i75 = 0; i75 < 1; ++i75) v74[i75] = float(c61[i75] / v12);
+    alignas(64) float v68[1];
+    for (int64_t i69 = 0; i69 < 1; ++i69) v68[i69] = float(c55[i69] / v12);
     // %60 = expand_dims %59 {axis = 1} : tile<f32, [1, 1]>
     // %61 = for %50, %11, %5, %49 : tile<f32, [1]> {...}
-    alignas(64) float c76[1];
-    __builtin_memcpy(c76, v58, sizeof(c76));
-    for (int64_t iv77_ = v60; v5 > 0 && iv77_ < v11; iv77_ += v5) {
-      const int32_t iv77 = int32_t(iv77_);
+    alignas(64) float c70[1];
+    __builtin_memcpy(c70, v52, sizeof(c70));
+    for (int64_t iv71_ = v54; v5 > 0 && iv71_ < v11; iv71_ += v5) {
+      const int32_t iv71 = int32_t(iv71_);
       // %64 = load_tile %x, %6, %62 : tile<bf16, [1, 1024]>
-      alignas(64) float v78[1024];
+      alignas(64) float v72[1024];
       {
-        const int64_t o79 = int64_t(v6) * 1;
-        const int64_t o80 = int64_t(iv77) * 1024;
-        if (o79 >= 0 && o79 + 1 <= A.d0_0 && o80 >= 0 && o80 + 1024 <= A.d0_1) {
-          for (int64_t i81 = 0; i81 < 1; ++i81) {
-            for (int64_t i82 = 0; i82 < 1024; ++i82) v78[(i81) * 1024 + i82] = tsr::bf2f(A.p0[(o79 + i81) * A.s0_0 + o80 + i82]);
+        const int64_t o73 = int64_t(v6) * 1;
+        const int64_t o74 = int64_t(iv71) * 1024;
+        if (o73 >= 0 && o73 + 1 <= A.d0_0 && o74 >= 0 && o74 + 1024 <= A.d0_1) {
+          for (int64_t i75 = 0; i75 < 1; ++i75) {
+            for (int64_t i76 = 0; i76 < 1024; ++i76) v72[(i75) * 1024 + i76] = tsr::bf2f(A.p0[(o73 + i75) * A.s0_0 + o74 + i76]);
           }
         } else {
-          for (int64_t i83 = 0; i83 < 1; ++i83) {
-            for (int64_t i84 = 0; i84 < 1024; ++i84) {
-              v78[(i83)*1024 + i84] = ((o79 + i83) >= 0 && (o79 + i83) < A.d0_0 && (o80 + i84) >= 0 && (o80 + i84) < A.d0_1) ? tsr::bf2f(A.p0[(o79 + i83) * A.s0_0 + (o80 + i84) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+          for (int64_t i77 = 0; i77 < 1; ++i77) {
+            for (int64_t i78 = 0; i78 < 1024; ++i78) {
+              v72[(i77)*1024 + i78] = ((o73 + i77) >= 0 && (o73 + i77) < A.d0_0 && (o74 + i78) >= 0 && (o74 + i78) < A.d0_1) ? tsr::bf2f(A.p0[(o73 + i77) * A.s0_0 + (o74 + i78) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
             }
           }
         }
@@ -305,15 +302,15 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %65 = cast %64 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %66 = broadcast %60 : tile<f32, [1, 1024]>
-      alignas(64) float v85[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v85[i_] = v74[0];
+      alignas(64) float v79[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v79[i_] = v68[0];
       // %67 = sub %65, %66 : tile<f32, [1, 1024]>
-      alignas(64) float v86[1024];
-      for (int64_t i87 = 0; i87 < 1024; ++i87) v86[i87] = float((float(v78[i87])) - v74[0]);
+      alignas(64) float v80[1024];
+      for (int64_t i81 = 0; i81 < 1024; ++i81) v80[i81] = float((float(v72[i81])) - v68[0]);
       // %68 = arange : tile<i32, [1024]>
       // (computed inside its user)
       // %69 = mul %62, %8 : i32
-      const int32_t v88 = tsr::wmul(iv77, v8);
+      const int32_t v82 = tsr::wmul(iv71, v8);
       // %70 = splat %69 : tile<i32, [1024]>
       // (computed inside its user)
       // %71 = add %70, %68 : tile<i32, [1024]>
@@ -321,8 +318,8 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %72 = splat %7 : tile<i32, [1024]>
       // (computed inside its user)
       // %73 = cmp %71, %72 {pred = "lt"} : tile<i1, [1024]>
-      alignas(64) uint8_t v89[1024];
-      for (int64_t i90 = 0; i90 < 1024; ++i90) v89[i90] = uint8_t((tsr::wadd((v88), (int32_t(0 + i90)))) < (v7));
+      alignas(64) uint8_t v83[1024];
+      for (int64_t i84 = 0; i84 < 1024; ++i84) v83[i84] = uint8_t((tsr::wadd((v82), (int32_t(0 + i84)))) < (v7));
       // %74 = expand_dims %73 {axis = 0} : tile<i1, [1, 1024]>
       // %75 = mul %67, %67 : tile<f32, [1, 1024]>
       // (computed inside its user)
@@ -331,50 +328,50 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %77 = where %74, %75, %76 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %78 = reduce %77 {axis = 1, kind = "sum"} : tile<f32, [1]>
-      alignas(64) float v91[1];
+      alignas(64) float v85[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float acc_ = float(0);
         int nan_ = 0;
         #pragma omp simd reduction(+:acc_)
         for (int64_t l_ = 0; l_ < 1024; ++l_) {
-          const float x_ = ((v89[o_ * 1024 + l_] ? (float(v86[o_ * 1024 + l_] * v86[o_ * 1024 + l_])) : (v57)));
+          const float x_ = ((v83[o_ * 1024 + l_] ? (float(v80[o_ * 1024 + l_] * v80[o_ * 1024 + l_])) : (v51)));
           acc_ += x_;
         }
-        v91[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
+        v85[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
       }
       // %79 = add %63, %78 : tile<f32, [1]>
-      // (written into the carried c76)
-      for (int64_t i92 = 0; i92 < 1; ++i92) c76[i92] = float(c76[i92] + v91[i92]);
+      // (written into the carried c70)
+      for (int64_t i86 = 0; i86 < 1; ++i86) c70[i86] = float(c70[i86] + v85[i86]);
       // yield %79
     }
     // %80 = div %61, %58 : tile<f32, [1]>
     // (computed inside its user)
     // %81 = const {value = 1e-05} : f32
-    const float v93 = float(0x1.4f8b588e368f1p-17);
+    const float v87 = float(0x1.4f8b588e368f1p-17);
     // %82 = splat %81 : tile<f32, [1]>
     // (computed inside its user)
     // %83 = add %80, %82 : tile<f32, [1]>
     // (computed inside its user)
     // %84 = rsqrt %83 : tile<f32, [1]>
-    alignas(64) float v94[1];
-    for (int64_t i95 = 0; i95 < 1; ++i95) v94[i95] = float(1.0f / tsr::sqrt((float((float(c76[i95] / v12)) + (v93)))));
+    alignas(64) float v88[1];
+    for (int64_t i89 = 0; i89 < 1; ++i89) v88[i89] = float(1.0f / tsr::sqrt((float((float(c70[i89] / v12)) + (v87)))));
     // %85 = expand_dims %84 {axis = 1} : tile<f32, [1, 1]>
     // for %50, %11, %5 {...}
-    for (int64_t iv96_ = v60; v5 > 0 && iv96_ < v11; iv96_ += v5) {
-      const int32_t iv96 = int32_t(iv96_);
+    for (int64_t iv90_ = v54; v5 > 0 && iv90_ < v11; iv90_ += v5) {
+      const int32_t iv90 = int32_t(iv90_);
       // %87 = load_tile %x, %6, %86 : tile<bf16, [1, 1024]>
-      alignas(64) float v97[1024];
+      alignas(64) float v91[1024];
       {
-        const int64_t o98 = int64_t(v6) * 1;
-        const int64_t o99 = int64_t(iv96) * 1024;
-        if (o98 >= 0 && o98 + 1 <= A.d0_0 && o99 >= 0 && o99 + 1024 <= A.d0_1) {
-          for (int64_t i100 = 0; i100 < 1; ++i100) {
-            for (int64_t i101 = 0; i101 < 1024; ++i101) v97[(i100) * 1024 + i101] = tsr::bf2f(A.p0[(o98 + i100) * A.s0_0 + o99 + i101]);
+        const int64_t o92 = int64_t(v6) * 1;
+        const int64_t o93 = int64_t(iv90) * 1024;
+        if (o92 >= 0 && o92 + 1 <= A.d0_0 && o93 >= 0 && o93 + 1024 <= A.d0_1) {
+          for (int64_t i94 = 0; i94 < 1; ++i94) {
+            for (int64_t i95 = 0; i95 < 1024; ++i95) v91[(i94) * 1024 + i95] = tsr::bf2f(A.p0[(o92 + i94) * A.s0_0 + o93 + i95]);
           }
         } else {
-          for (int64_t i102 = 0; i102 < 1; ++i102) {
-            for (int64_t i103 = 0; i103 < 1024; ++i103) {
-              v97[(i102)*1024 + i103] = ((o98 + i102) >= 0 && (o98 + i102) < A.d0_0 && (o99 + i103) >= 0 && (o99 + i103) < A.d0_1) ? tsr::bf2f(A.p0[(o98 + i102) * A.s0_0 + (o99 + i103) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+          for (int64_t i96 = 0; i96 < 1; ++i96) {
+            for (int64_t i97 = 0; i97 < 1024; ++i97) {
+              v91[(i96)*1024 + i97] = ((o92 + i96) >= 0 && (o92 + i96) < A.d0_0 && (o93 + i97) >= 0 && (o93 + i97) < A.d0_1) ? tsr::bf2f(A.p0[(o92 + i96) * A.s0_0 + (o93 + i97) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
             }
           }
         }
@@ -382,43 +379,41 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %88 = cast %87 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %89 = load_tile %w, %86 : tile<bf16, [1024]>
-      alignas(64) float v104[1024];
+      alignas(64) float v98[1024];
       {
-        const int64_t o105 = int64_t(iv96) * 1024;
-        if (o105 >= 0 && o105 + 1024 <= A.d1_0) {
-          for (int64_t i106 = 0; i106 < 1024; ++i106) v104[0 + i106] = tsr::bf2f(A.p1[o105 + i106]);
+        const int64_t o99 = int64_t(iv90) * 1024;
+        if (o99 >= 0 && o99 + 1024 <= A.d1_0) {
+          for (int64_t i100 = 0; i100 < 1024; ++i100) v98[0 + i100] = tsr::bf2f(A.p1[o99 + i100]);
         } else {
-          for (int64_t i107 = 0; i107 < 1024; ++i107) {
-            v104[i107] = ((o105 + i107) >= 0 && (o105 + i107) < A.d1_0) ? tsr::bf2f(A.p1[(o105 + i107) * A.s1_0]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+          for (int64_t i101 = 0; i101 < 1024; ++i101) {
+            v98[i101] = ((o99 + i101) >= 0 && (o99 + i101) < A.d1_0) ? tsr::bf2f(A.p1[(o99 + i101) * A.s1_0]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
           }
         }
       }
       // %90 = cast %89 : tile<f32, [1024]>
-      alignas(64) float v108[1024];
-      for (int64_t i109 = 0; i109 < 1024; ++i109) v108[i109] = float(v104[i109]);
+      // (the same array as its operand: exact in the compute type)
       // %91 = load_tile %b, %86 : tile<bf16, [1024]>
-      alignas(64) float v110[1024];
+      alignas(64) float v102[1024];
       {
-        const int64_t o111 = int64_t(iv96) * 1024;
-        if (o111 >= 0 && o111 + 1024 <= A.d2_0) {
-          for (int64_t i112 = 0; i112 < 1024; ++i112) v110[0 + i112] = tsr::bf2f(A.p2[o111 + i112]);
+        const int64_t o103 = int64_t(iv90) * 1024;
+        if (o103 >= 0 && o103 + 1024 <= A.d2_0) {
+          for (int64_t i104 = 0; i104 < 1024; ++i104) v102[0 + i104] = tsr::bf2f(A.p2[o103 + i104]);
         } else {
-          for (int64_t i113 = 0; i113 < 1024; ++i113) {
-            v110[i113] = ((o111 + i113) >= 0 && (o111 + i113) < A.d2_0) ? tsr::bf2f(A.p2[(o111 + i113) * A.s2_0]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+          for (int64_t i105 = 0; i105 < 1024; ++i105) {
+            v102[i105] = ((o103 + i105) >= 0 && (o103 + i105) < A.d2_0) ? tsr::bf2f(A.p2[(o103 + i105) * A.s2_0]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
           }
         }
       }
       // %92 = cast %91 : tile<f32, [1024]>
-      alignas(64) float v114[1024];
-      for (int64_t i115 = 0; i115 < 1024; ++i115) v114[i115] = float(v110[i115]);
+      // (the same array as its operand: exact in the compute type)
       // %93 = broadcast %60 : tile<f32, [1, 1024]>
-      alignas(64) float v116[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v116[i_] = v74[0];
+      alignas(64) float v106[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v106[i_] = v68[0];
       // %94 = sub %88, %93 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %95 = broadcast %85 : tile<f32, [1, 1024]>
-      alignas(64) float v117[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v117[i_] = v94[0];
+      alignas(64) float v107[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v107[i_] = v88[0];
       // %96 = mul %94, %95 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %97 = expand_dims %90 {axis = 0} : tile<f32, [1, 1024]>
@@ -431,16 +426,16 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // (computed inside its user)
       // store_tile %y, %101, %6, %86
       {
-        const int64_t o118 = int64_t(v6) * 1;
-        const int64_t o119 = int64_t(iv96) * 1024;
-        if (o118 >= 0 && o118 + 1 <= A.d3_0 && o119 >= 0 && o119 + 1024 <= A.d3_1) {
-          for (int64_t i120 = 0; i120 < 1; ++i120) {
-            for (int64_t i121 = 0; i121 < 1024; ++i121) A.p3[(o118 + i120) * A.s3_0 + o119 + i121] = tsr::f2bf((tsr::rbf16(float((float((float((float((float((float(v97[(i120) * 1024 + i121])) - v74[0])) * v94[0])) * v108[(i120) * 1024 + i121])) + v114[(i120) * 1024 + i121]))))));
+        const int64_t o108 = int64_t(v6) * 1;
+        const int64_t o109 = int64_t(iv90) * 1024;
+        if (o108 >= 0 && o108 + 1 <= A.d3_0 && o109 >= 0 && o109 + 1024 <= A.d3_1) {
+          for (int64_t i110 = 0; i110 < 1; ++i110) {
+            for (int64_t i111 = 0; i111 < 1024; ++i111) A.p3[(o108 + i110) * A.s3_0 + o109 + i111] = tsr::f2bf((float((float((float((float((float((float(v91[(i110) * 1024 + i111])) - v68[0])) * v88[0])) * v98[(i110) * 1024 + i111])) + v102[(i110) * 1024 + i111])))));
           }
         } else {
-          for (int64_t i122 = 0; i122 < 1; ++i122) {
-            for (int64_t i123 = 0; i123 < 1024; ++i123) {
-              if ((o118 + i122) >= 0 && (o118 + i122) < A.d3_0 && (o119 + i123) >= 0 && (o119 + i123) < A.d3_1) A.p3[(o118 + i122) * A.s3_0 + (o119 + i123) * A.s3_1] = tsr::f2bf((tsr::rbf16(float((float((float((float((float((float(v97[(i122)*1024 + i123])) - v74[0])) * v94[0])) * v108[(i122)*1024 + i123])) + v114[(i122)*1024 + i123]))))));
+          for (int64_t i112 = 0; i112 < 1; ++i112) {
+            for (int64_t i113 = 0; i113 < 1024; ++i113) {
+              if ((o108 + i112) >= 0 && (o108 + i112) < A.d3_0 && (o109 + i113) >= 0 && (o109 + i113) < A.d3_1) A.p3[(o108 + i112) * A.s3_0 + (o109 + i113) * A.s3_1] = tsr::f2bf((float((float((float((float((float((float(v91[(i112)*1024 + i113])) - v68[0])) * v88[0])) * v98[(i112)*1024 + i113])) + v102[(i112)*1024 + i113])))));
             }
           }
         }

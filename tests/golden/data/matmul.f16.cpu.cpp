@@ -133,26 +133,24 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       }
     }
     // %27 = dot %25, %26, %24 : tile<f32, [128, 256]>
-    alignas(64) float v39[32768];
-    __builtin_memcpy(v39, c23, sizeof(v39));
-    tsr::dot_f32<128, 256, 64>(v25, v32, v39);
+    // (accumulated in place into the carried c23)
+    tsr::dot_f32<128, 256, 64>(v25, v32, c23);
     // yield %27
-    __builtin_memcpy(c23, v39, sizeof(c23));
   }
   // %28 = cast %22 : tile<f16, [128, 256]>
   // (computed inside its user)
   // store_tile %c, %28, %12, %13
   {
-    const int64_t o40 = int64_t(v12) * 128;
-    const int64_t o41 = int64_t(v13) * 256;
-    if (o40 >= 0 && o40 + 128 <= A.d2_0 && o41 >= 0 && o41 + 256 <= A.d2_1) {
-      for (int64_t i42 = 0; i42 < 128; ++i42) {
-        for (int64_t i43 = 0; i43 < 256; ++i43) A.p2[(o40 + i42) * A.s2_0 + o41 + i43] = tsr::f2h((tsr::rf16(float(c23[(i42) * 256 + i43]))));
+    const int64_t o39 = int64_t(v12) * 128;
+    const int64_t o40 = int64_t(v13) * 256;
+    if (o39 >= 0 && o39 + 128 <= A.d2_0 && o40 >= 0 && o40 + 256 <= A.d2_1) {
+      for (int64_t i41 = 0; i41 < 128; ++i41) {
+        for (int64_t i42 = 0; i42 < 256; ++i42) A.p2[(o39 + i41) * A.s2_0 + o40 + i42] = tsr::f2h((float(c23[(i41) * 256 + i42])));
       }
     } else {
-      for (int64_t i44 = 0; i44 < 128; ++i44) {
-        for (int64_t i45 = 0; i45 < 256; ++i45) {
-          if ((o40 + i44) >= 0 && (o40 + i44) < A.d2_0 && (o41 + i45) >= 0 && (o41 + i45) < A.d2_1) A.p2[(o40 + i44) * A.s2_0 + (o41 + i45) * A.s2_1] = tsr::f2h((tsr::rf16(float(c23[(i44)*256 + i45]))));
+      for (int64_t i43 = 0; i43 < 128; ++i43) {
+        for (int64_t i44 = 0; i44 < 256; ++i44) {
+          if ((o39 + i43) >= 0 && (o39 + i43) < A.d2_0 && (o40 + i44) >= 0 && (o40 + i44) < A.d2_1) A.p2[(o39 + i43) * A.s2_0 + (o40 + i44) * A.s2_1] = tsr::f2h((float(c23[(i43)*256 + i44])));
         }
       }
     }

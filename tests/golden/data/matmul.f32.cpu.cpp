@@ -67,7 +67,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   (void)A; (void)pid0; (void)pid1; (void)pid2; (void)np0; (void)np1; (void)np2;
   [[maybe_unused]] constexpr int64_t BLOCK_M = INT64_C(64);
   [[maybe_unused]] constexpr int64_t BLOCK_N = INT64_C(64);
-  [[maybe_unused]] constexpr int64_t BLOCK_K = INT64_C(32);
+  [[maybe_unused]] constexpr int64_t BLOCK_K = INT64_C(64);
   // %10 = const {value = 1} : i32
   const int32_t v10 = int32_t(INT64_C(1));
   // %11 = program_id {axis = 0} : i32
@@ -81,8 +81,8 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   for (int64_t i15 = 0; i15 < 4096; ++i15) v14[i15] = v13;
   // %15 = dim %a {axis = 1} : i32
   const int32_t v16 = int32_t(A.d0_1);
-  // %16 = const {value = 32} : i32
-  const int32_t v17 = int32_t(INT64_C(32));
+  // %16 = const {value = 64} : i32
+  const int32_t v17 = int32_t(INT64_C(64));
   // %17 = add %15, %16 : i32
   const int32_t v18 = tsr::wadd(v16, v17);
   // %18 = sub %17, %10 : i32
@@ -96,34 +96,34 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   __builtin_memcpy(c22, v14, sizeof(c22));
   for (int64_t iv23_ = v21; v10 > 0 && iv23_ < v20; iv23_ += v10) {
     const int32_t iv23 = int32_t(iv23_);
-    // %24 = load_tile %a, %11, %22 : tile<f32, [64, 32]>
-    alignas(64) float v24[2048];
+    // %24 = load_tile %a, %11, %22 : tile<f32, [64, 64]>
+    alignas(64) float v24[4096];
     {
       const int64_t o25 = int64_t(v11) * 64;
-      const int64_t o26 = int64_t(iv23) * 32;
-      if (o25 >= 0 && o25 + 64 <= A.d0_0 && o26 >= 0 && o26 + 32 <= A.d0_1) {
+      const int64_t o26 = int64_t(iv23) * 64;
+      if (o25 >= 0 && o25 + 64 <= A.d0_0 && o26 >= 0 && o26 + 64 <= A.d0_1) {
         for (int64_t i27 = 0; i27 < 64; ++i27) {
-          for (int64_t i28 = 0; i28 < 32; ++i28) v24[(i27) * 32 + i28] = A.p0[(o25 + i27) * A.s0_0 + o26 + i28];
+          for (int64_t i28 = 0; i28 < 64; ++i28) v24[(i27) * 64 + i28] = A.p0[(o25 + i27) * A.s0_0 + o26 + i28];
         }
       } else {
         for (int64_t i29 = 0; i29 < 64; ++i29) {
-          for (int64_t i30 = 0; i30 < 32; ++i30) {
-            v24[(i29)*32 + i30] = ((o25 + i29) >= 0 && (o25 + i29) < A.d0_0 && (o26 + i30) >= 0 && (o26 + i30) < A.d0_1) ? A.p0[(o25 + i29) * A.s0_0 + (o26 + i30) * A.s0_1] : float(0x0p+0);
+          for (int64_t i30 = 0; i30 < 64; ++i30) {
+            v24[(i29)*64 + i30] = ((o25 + i29) >= 0 && (o25 + i29) < A.d0_0 && (o26 + i30) >= 0 && (o26 + i30) < A.d0_1) ? A.p0[(o25 + i29) * A.s0_0 + (o26 + i30) * A.s0_1] : float(0x0p+0);
           }
         }
       }
     }
-    // %25 = load_tile %b, %22, %12 : tile<f32, [32, 64]>
-    alignas(64) float v31[2048];
+    // %25 = load_tile %b, %22, %12 : tile<f32, [64, 64]>
+    alignas(64) float v31[4096];
     {
-      const int64_t o32 = int64_t(iv23) * 32;
+      const int64_t o32 = int64_t(iv23) * 64;
       const int64_t o33 = int64_t(v12) * 64;
-      if (o32 >= 0 && o32 + 32 <= A.d1_0 && o33 >= 0 && o33 + 64 <= A.d1_1) {
-        for (int64_t i34 = 0; i34 < 32; ++i34) {
+      if (o32 >= 0 && o32 + 64 <= A.d1_0 && o33 >= 0 && o33 + 64 <= A.d1_1) {
+        for (int64_t i34 = 0; i34 < 64; ++i34) {
           for (int64_t i35 = 0; i35 < 64; ++i35) v31[(i34) * 64 + i35] = A.p1[(o32 + i34) * A.s1_0 + o33 + i35];
         }
       } else {
-        for (int64_t i36 = 0; i36 < 32; ++i36) {
+        for (int64_t i36 = 0; i36 < 64; ++i36) {
           for (int64_t i37 = 0; i37 < 64; ++i37) {
             v31[(i36)*64 + i37] = ((o32 + i36) >= 0 && (o32 + i36) < A.d1_0 && (o33 + i37) >= 0 && (o33 + i37) < A.d1_1) ? A.p1[(o32 + i36) * A.s1_0 + (o33 + i37) * A.s1_1] : float(0x0p+0);
           }
@@ -131,24 +131,22 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       }
     }
     // %26 = dot %24, %25, %23 : tile<f32, [64, 64]>
-    alignas(64) float v38[4096];
-    __builtin_memcpy(v38, c22, sizeof(v38));
-    tsr::dot_f32<64, 64, 32>(v24, v31, v38);
+    // (accumulated in place into the carried c22)
+    tsr::dot_f32<64, 64, 64>(v24, v31, c22);
     // yield %26
-    __builtin_memcpy(c22, v38, sizeof(c22));
   }
   // store_tile %c, %21, %11, %12
   {
-    const int64_t o39 = int64_t(v11) * 64;
-    const int64_t o40 = int64_t(v12) * 64;
-    if (o39 >= 0 && o39 + 64 <= A.d2_0 && o40 >= 0 && o40 + 64 <= A.d2_1) {
-      for (int64_t i41 = 0; i41 < 64; ++i41) {
-        for (int64_t i42 = 0; i42 < 64; ++i42) A.p2[(o39 + i41) * A.s2_0 + o40 + i42] = c22[(i41) * 64 + i42];
+    const int64_t o38 = int64_t(v11) * 64;
+    const int64_t o39 = int64_t(v12) * 64;
+    if (o38 >= 0 && o38 + 64 <= A.d2_0 && o39 >= 0 && o39 + 64 <= A.d2_1) {
+      for (int64_t i40 = 0; i40 < 64; ++i40) {
+        for (int64_t i41 = 0; i41 < 64; ++i41) A.p2[(o38 + i40) * A.s2_0 + o39 + i41] = c22[(i40) * 64 + i41];
       }
     } else {
-      for (int64_t i43 = 0; i43 < 64; ++i43) {
-        for (int64_t i44 = 0; i44 < 64; ++i44) {
-          if ((o39 + i43) >= 0 && (o39 + i43) < A.d2_0 && (o40 + i44) >= 0 && (o40 + i44) < A.d2_1) A.p2[(o39 + i43) * A.s2_0 + (o40 + i44) * A.s2_1] = c22[(i43)*64 + i44];
+      for (int64_t i42 = 0; i42 < 64; ++i42) {
+        for (int64_t i43 = 0; i43 < 64; ++i43) {
+          if ((o38 + i42) >= 0 && (o38 + i42) < A.d2_0 && (o39 + i43) >= 0 && (o39 + i43) < A.d2_1) A.p2[(o38 + i42) * A.s2_0 + (o39 + i43) * A.s2_1] = c22[(i42)*64 + i43];
         }
       }
     }
@@ -166,7 +164,7 @@ extern "C" int tessera_run(void** buf, const int64_t* dims, const int64_t* is, c
   if (g1 < 0) return 169;  // grid size on axis 1 of kernel 'matmul' is negative (a size of 0 runs no programs; a negative size is an error)
   if (g0 == 0 || g1 == 0 || g2 == 0) return 0;  // no programs
   if (nt <= 0) nt = omp_get_max_threads();
-  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(548879)) nt = 1;  // about 548879 element ops per program
+  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(1089551)) nt = 1;  // about 1089551 element ops per program
   if (nt == 1) {
     for (int64_t z = 0; z < g2; ++z)
       for (int64_t y = 0; y < g1; ++y)

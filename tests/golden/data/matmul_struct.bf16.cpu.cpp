@@ -132,26 +132,24 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       }
     }
     // %26 = dot %24, %25, %23 : tile<f32, [64, 64]>
-    alignas(64) float v38[4096];
-    __builtin_memcpy(v38, c22, sizeof(v38));
-    tsr::dot_f32<64, 64, 32>(v24, v31, v38);
+    // (accumulated in place into the carried c22)
+    tsr::dot_f32<64, 64, 32>(v24, v31, c22);
     // yield %26
-    __builtin_memcpy(c22, v38, sizeof(c22));
   }
   // %27 = cast %21 : tile<bf16, [64, 64]>
   // (computed inside its user)
   // store_tile %c, %27, %11, %12
   {
-    const int64_t o39 = int64_t(v11) * 64;
-    const int64_t o40 = int64_t(v12) * 64;
-    if (o39 >= 0 && o39 + 64 <= A.d2_0 && o40 >= 0 && o40 + 64 <= A.d2_1) {
-      for (int64_t i41 = 0; i41 < 64; ++i41) {
-        for (int64_t i42 = 0; i42 < 64; ++i42) A.p2[(o39 + i41) * A.s2_0 + o40 + i42] = tsr::f2bf((tsr::rbf16(float(c22[(i41) * 64 + i42]))));
+    const int64_t o38 = int64_t(v11) * 64;
+    const int64_t o39 = int64_t(v12) * 64;
+    if (o38 >= 0 && o38 + 64 <= A.d2_0 && o39 >= 0 && o39 + 64 <= A.d2_1) {
+      for (int64_t i40 = 0; i40 < 64; ++i40) {
+        for (int64_t i41 = 0; i41 < 64; ++i41) A.p2[(o38 + i40) * A.s2_0 + o39 + i41] = tsr::f2bf((float(c22[(i40) * 64 + i41])));
       }
     } else {
-      for (int64_t i43 = 0; i43 < 64; ++i43) {
-        for (int64_t i44 = 0; i44 < 64; ++i44) {
-          if ((o39 + i43) >= 0 && (o39 + i43) < A.d2_0 && (o40 + i44) >= 0 && (o40 + i44) < A.d2_1) A.p2[(o39 + i43) * A.s2_0 + (o40 + i44) * A.s2_1] = tsr::f2bf((tsr::rbf16(float(c22[(i43)*64 + i44]))));
+      for (int64_t i42 = 0; i42 < 64; ++i42) {
+        for (int64_t i43 = 0; i43 < 64; ++i43) {
+          if ((o38 + i42) >= 0 && (o38 + i42) < A.d2_0 && (o39 + i43) >= 0 && (o39 + i43) < A.d2_1) A.p2[(o38 + i42) * A.s2_0 + (o39 + i43) * A.s2_1] = tsr::f2bf((float(c22[(i42)*64 + i43])));
         }
       }
     }

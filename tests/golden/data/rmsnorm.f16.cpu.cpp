@@ -84,54 +84,52 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       }
     }
     // %12 = cast %11 : tile<f32, [1, 1024]>
-    alignas(64) float v18[1024];
-    for (int64_t i19 = 0; i19 < 1024; ++i19) v18[i19] = float(v11[i19]);
+    // (the same array as its operand: exact in the compute type)
     // %13 = load_tile %w, %10 : tile<f16, [1024]>
-    alignas(64) float v20[1024];
+    alignas(64) float v18[1024];
     {
-      const int64_t o21 = int64_t(v10) * 1024;
-      if (o21 >= 0 && o21 + 1024 <= A.d1_0) {
-        for (int64_t i22 = 0; i22 < 1024; ++i22) v20[0 + i22] = tsr::h2f(A.p1[o21 + i22]);
+      const int64_t o19 = int64_t(v10) * 1024;
+      if (o19 >= 0 && o19 + 1024 <= A.d1_0) {
+        for (int64_t i20 = 0; i20 < 1024; ++i20) v18[0 + i20] = tsr::h2f(A.p1[o19 + i20]);
       } else {
-        for (int64_t i23 = 0; i23 < 1024; ++i23) {
-          v20[i23] = ((o21 + i23) >= 0 && (o21 + i23) < A.d1_0) ? tsr::h2f(A.p1[(o21 + i23) * A.s1_0]) : tsr::h2f(tsr::f2h(0x0p+0));
+        for (int64_t i21 = 0; i21 < 1024; ++i21) {
+          v18[i21] = ((o19 + i21) >= 0 && (o19 + i21) < A.d1_0) ? tsr::h2f(A.p1[(o19 + i21) * A.s1_0]) : tsr::h2f(tsr::f2h(0x0p+0));
         }
       }
     }
     // %14 = cast %13 : tile<f32, [1024]>
-    alignas(64) float v24[1024];
-    for (int64_t i25 = 0; i25 < 1024; ++i25) v24[i25] = float(v20[i25]);
+    // (the same array as its operand: exact in the compute type)
     // %15 = mul %12, %12 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %16 = reduce %15 {axis = 1, kind = "sum"} : tile<f32, [1]>
-    alignas(64) float v26[1];
+    alignas(64) float v22[1];
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       float acc_ = float(0);
       int nan_ = 0;
       #pragma omp simd reduction(+:acc_)
       for (int64_t l_ = 0; l_ < 1024; ++l_) {
-        const float x_ = (float(v18[o_ * 1024 + l_] * v18[o_ * 1024 + l_]));
+        const float x_ = (float(v11[o_ * 1024 + l_] * v11[o_ * 1024 + l_]));
         acc_ += x_;
       }
-      v26[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
+      v22[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
     }
     // %17 = splat %8 : tile<f32, [1]>
     // (computed inside its user)
     // %18 = div %16, %17 : tile<f32, [1]>
     // (computed inside its user)
     // %19 = const {value = 1e-05} : f32
-    const float v27 = float(0x1.4f8b588e368f1p-17);
+    const float v23 = float(0x1.4f8b588e368f1p-17);
     // %20 = splat %19 : tile<f32, [1]>
     // (computed inside its user)
     // %21 = add %18, %20 : tile<f32, [1]>
     // (computed inside its user)
     // %22 = rsqrt %21 : tile<f32, [1]>
-    alignas(64) float v28[1];
-    for (int64_t i29 = 0; i29 < 1; ++i29) v28[i29] = float(1.0f / tsr::sqrt((float((float(v26[i29] / (v8))) + (v27)))));
+    alignas(64) float v24[1];
+    for (int64_t i25 = 0; i25 < 1; ++i25) v24[i25] = float(1.0f / tsr::sqrt((float((float(v22[i25] / (v8))) + (v23)))));
     // %23 = expand_dims %22 {axis = 0} : tile<f32, [1, 1]>
     // %24 = broadcast %23 : tile<f32, [1, 1024]>
-    alignas(64) float v30[1024];
-    for (int64_t i_ = 0; i_ < 1024; ++i_) v30[i_] = v28[0];
+    alignas(64) float v26[1024];
+    for (int64_t i_ = 0; i_ < 1024; ++i_) v26[i_] = v24[0];
     // %25 = mul %12, %24 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %26 = expand_dims %14 {axis = 0} : tile<f32, [1, 1024]>
@@ -141,16 +139,16 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // (computed inside its user)
     // store_tile %y, %28, %1, %10
     {
-      const int64_t o31 = int64_t(v1) * 1;
-      const int64_t o32 = int64_t(v10) * 1024;
-      if (o31 >= 0 && o31 + 1 <= A.d2_0 && o32 >= 0 && o32 + 1024 <= A.d2_1) {
-        for (int64_t i33 = 0; i33 < 1; ++i33) {
-          for (int64_t i34 = 0; i34 < 1024; ++i34) A.p2[(o31 + i33) * A.s2_0 + o32 + i34] = tsr::f2h((tsr::rf16(float((float((float(v18[(i33) * 1024 + i34] * v28[0])) * v24[(i33) * 1024 + i34]))))));
+      const int64_t o27 = int64_t(v1) * 1;
+      const int64_t o28 = int64_t(v10) * 1024;
+      if (o27 >= 0 && o27 + 1 <= A.d2_0 && o28 >= 0 && o28 + 1024 <= A.d2_1) {
+        for (int64_t i29 = 0; i29 < 1; ++i29) {
+          for (int64_t i30 = 0; i30 < 1024; ++i30) A.p2[(o27 + i29) * A.s2_0 + o28 + i30] = tsr::f2h((float((float((float(v11[(i29) * 1024 + i30] * v24[0])) * v18[(i29) * 1024 + i30])))));
         }
       } else {
-        for (int64_t i35 = 0; i35 < 1; ++i35) {
-          for (int64_t i36 = 0; i36 < 1024; ++i36) {
-            if ((o31 + i35) >= 0 && (o31 + i35) < A.d2_0 && (o32 + i36) >= 0 && (o32 + i36) < A.d2_1) A.p2[(o31 + i35) * A.s2_0 + (o32 + i36) * A.s2_1] = tsr::f2h((tsr::rf16(float((float((float(v18[(i35)*1024 + i36] * v28[0])) * v24[(i35)*1024 + i36]))))));
+        for (int64_t i31 = 0; i31 < 1; ++i31) {
+          for (int64_t i32 = 0; i32 < 1024; ++i32) {
+            if ((o27 + i31) >= 0 && (o27 + i31) < A.d2_0 && (o28 + i32) >= 0 && (o28 + i32) < A.d2_1) A.p2[(o27 + i31) * A.s2_0 + (o28 + i32) * A.s2_1] = tsr::f2h((float((float((float(v11[(i31)*1024 + i32] * v24[0])) * v18[(i31)*1024 + i32])))));
           }
         }
       }
@@ -158,54 +156,53 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // yield
   } else {
     // %29 = const {value = 0.0} : f32
-    const float v37 = float(0x0p+0);
+    const float v33 = float(0x0p+0);
     // %30 = splat %29 : tile<f32, [1]>
-    alignas(64) float v38[1];
-    for (int64_t i39 = 0; i39 < 1; ++i39) v38[i39] = v37;
+    alignas(64) float v34[1];
+    for (int64_t i35 = 0; i35 < 1; ++i35) v34[i35] = v33;
     // %31 = const {value = 0} : i32
-    const int32_t v40 = int32_t(INT64_C(0));
+    const int32_t v36 = int32_t(INT64_C(0));
     // %32 = for %31, %7, %4, %30 : tile<f32, [1]> {...}
-    alignas(64) float c41[1];
-    __builtin_memcpy(c41, v38, sizeof(c41));
-    for (int64_t iv42_ = v40; v4 > 0 && iv42_ < v7; iv42_ += v4) {
-      const int32_t iv42 = int32_t(iv42_);
+    alignas(64) float c37[1];
+    __builtin_memcpy(c37, v34, sizeof(c37));
+    for (int64_t iv38_ = v36; v4 > 0 && iv38_ < v7; iv38_ += v4) {
+      const int32_t iv38 = int32_t(iv38_);
       // %35 = load_tile %x, %1, %33 : tile<f16, [1, 1024]>
-      alignas(64) float v43[1024];
+      alignas(64) float v39[1024];
       {
-        const int64_t o44 = int64_t(v1) * 1;
-        const int64_t o45 = int64_t(iv42) * 1024;
-        if (o44 >= 0 && o44 + 1 <= A.d0_0 && o45 >= 0 && o45 + 1024 <= A.d0_1) {
-          for (int64_t i46 = 0; i46 < 1; ++i46) {
-            for (int64_t i47 = 0; i47 < 1024; ++i47) v43[(i46) * 1024 + i47] = tsr::h2f(A.p0[(o44 + i46) * A.s0_0 + o45 + i47]);
+        const int64_t o40 = int64_t(v1) * 1;
+        const int64_t o41 = int64_t(iv38) * 1024;
+        if (o40 >= 0 && o40 + 1 <= A.d0_0 && o41 >= 0 && o41 + 1024 <= A.d0_1) {
+          for (int64_t i42 = 0; i42 < 1; ++i42) {
+            for (int64_t i43 = 0; i43 < 1024; ++i43) v39[(i42) * 1024 + i43] = tsr::h2f(A.p0[(o40 + i42) * A.s0_0 + o41 + i43]);
           }
         } else {
-          for (int64_t i48 = 0; i48 < 1; ++i48) {
-            for (int64_t i49 = 0; i49 < 1024; ++i49) {
-              v43[(i48)*1024 + i49] = ((o44 + i48) >= 0 && (o44 + i48) < A.d0_0 && (o45 + i49) >= 0 && (o45 + i49) < A.d0_1) ? tsr::h2f(A.p0[(o44 + i48) * A.s0_0 + (o45 + i49) * A.s0_1]) : tsr::h2f(tsr::f2h(0x0p+0));
+          for (int64_t i44 = 0; i44 < 1; ++i44) {
+            for (int64_t i45 = 0; i45 < 1024; ++i45) {
+              v39[(i44)*1024 + i45] = ((o40 + i44) >= 0 && (o40 + i44) < A.d0_0 && (o41 + i45) >= 0 && (o41 + i45) < A.d0_1) ? tsr::h2f(A.p0[(o40 + i44) * A.s0_0 + (o41 + i45) * A.s0_1]) : tsr::h2f(tsr::f2h(0x0p+0));
             }
           }
         }
       }
       // %36 = cast %35 : tile<f32, [1, 1024]>
-      alignas(64) float v50[1024];
-      for (int64_t i51 = 0; i51 < 1024; ++i51) v50[i51] = float(v43[i51]);
+      // (the same array as its operand: exact in the compute type)
       // %37 = mul %36, %36 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %38 = reduce %37 {axis = 1, kind = "sum"} : tile<f32, [1]>
-      alignas(64) float v52[1];
+      alignas(64) float v46[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float acc_ = float(0);
         int nan_ = 0;
         #pragma omp simd reduction(+:acc_)
         for (int64_t l_ = 0; l_ < 1024; ++l_) {
-          const float x_ = (float(v50[o_ * 1024 + l_] * v50[o_ * 1024 + l_]));
+          const float x_ = (float(v39[o_ * 1024 + l_] * v39[o_ * 1024 + l_]));
           acc_ += x_;
         }
-        v52[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
+        v46[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
       }
       // %39 = add %34, %38 : tile<f32, [1]>
-      // (written into the carried c41)
-      for (int64_t i53 = 0; i53 < 1; ++i53) c41[i53] = float(c41[i53] + v52[i53]);
+      // (written into the carried c37)
+      for (int64_t i47 = 0; i47 < 1; ++i47) c37[i47] = float(c37[i47] + v46[i47]);
       // yield %39
     }
     // %40 = splat %8 : tile<f32, [1]>
@@ -213,30 +210,30 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %41 = div %32, %40 : tile<f32, [1]>
     // (computed inside its user)
     // %42 = const {value = 1e-05} : f32
-    const float v54 = float(0x1.4f8b588e368f1p-17);
+    const float v48 = float(0x1.4f8b588e368f1p-17);
     // %43 = splat %42 : tile<f32, [1]>
     // (computed inside its user)
     // %44 = add %41, %43 : tile<f32, [1]>
     // (computed inside its user)
     // %45 = rsqrt %44 : tile<f32, [1]>
-    alignas(64) float v55[1];
-    for (int64_t i56 = 0; i56 < 1; ++i56) v55[i56] = float(1.0f / tsr::sqrt((float((float(c41[i56] / (v8))) + (v54)))));
+    alignas(64) float v49[1];
+    for (int64_t i50 = 0; i50 < 1; ++i50) v49[i50] = float(1.0f / tsr::sqrt((float((float(c37[i50] / (v8))) + (v48)))));
     // for %31, %7, %4 {...}
-    for (int64_t iv57_ = v40; v4 > 0 && iv57_ < v7; iv57_ += v4) {
-      const int32_t iv57 = int32_t(iv57_);
+    for (int64_t iv51_ = v36; v4 > 0 && iv51_ < v7; iv51_ += v4) {
+      const int32_t iv51 = int32_t(iv51_);
       // %47 = load_tile %x, %1, %46 : tile<f16, [1, 1024]>
-      alignas(64) float v58[1024];
+      alignas(64) float v52[1024];
       {
-        const int64_t o59 = int64_t(v1) * 1;
-        const int64_t o60 = int64_t(iv57) * 1024;
-        if (o59 >= 0 && o59 + 1 <= A.d0_0 && o60 >= 0 && o60 + 1024 <= A.d0_1) {
-          for (int64_t i61 = 0; i61 < 1; ++i61) {
-            for (int64_t i62 = 0; i62 < 1024; ++i62) v58[(i61) * 1024 + i62] = tsr::h2f(A.p0[(o59 + i61) * A.s0_0 + o60 + i62]);
+        const int64_t o53 = int64_t(v1) * 1;
+        const int64_t o54 = int64_t(iv51) * 1024;
+        if (o53 >= 0 && o53 + 1 <= A.d0_0 && o54 >= 0 && o54 + 1024 <= A.d0_1) {
+          for (int64_t i55 = 0; i55 < 1; ++i55) {
+            for (int64_t i56 = 0; i56 < 1024; ++i56) v52[(i55) * 1024 + i56] = tsr::h2f(A.p0[(o53 + i55) * A.s0_0 + o54 + i56]);
           }
         } else {
-          for (int64_t i63 = 0; i63 < 1; ++i63) {
-            for (int64_t i64 = 0; i64 < 1024; ++i64) {
-              v58[(i63)*1024 + i64] = ((o59 + i63) >= 0 && (o59 + i63) < A.d0_0 && (o60 + i64) >= 0 && (o60 + i64) < A.d0_1) ? tsr::h2f(A.p0[(o59 + i63) * A.s0_0 + (o60 + i64) * A.s0_1]) : tsr::h2f(tsr::f2h(0x0p+0));
+          for (int64_t i57 = 0; i57 < 1; ++i57) {
+            for (int64_t i58 = 0; i58 < 1024; ++i58) {
+              v52[(i57)*1024 + i58] = ((o53 + i57) >= 0 && (o53 + i57) < A.d0_0 && (o54 + i58) >= 0 && (o54 + i58) < A.d0_1) ? tsr::h2f(A.p0[(o53 + i57) * A.s0_0 + (o54 + i58) * A.s0_1]) : tsr::h2f(tsr::f2h(0x0p+0));
             }
           }
         }
@@ -244,24 +241,23 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %48 = cast %47 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %49 = load_tile %w, %46 : tile<f16, [1024]>
-      alignas(64) float v65[1024];
+      alignas(64) float v59[1024];
       {
-        const int64_t o66 = int64_t(iv57) * 1024;
-        if (o66 >= 0 && o66 + 1024 <= A.d1_0) {
-          for (int64_t i67 = 0; i67 < 1024; ++i67) v65[0 + i67] = tsr::h2f(A.p1[o66 + i67]);
+        const int64_t o60 = int64_t(iv51) * 1024;
+        if (o60 >= 0 && o60 + 1024 <= A.d1_0) {
+          for (int64_t i61 = 0; i61 < 1024; ++i61) v59[0 + i61] = tsr::h2f(A.p1[o60 + i61]);
         } else {
-          for (int64_t i68 = 0; i68 < 1024; ++i68) {
-            v65[i68] = ((o66 + i68) >= 0 && (o66 + i68) < A.d1_0) ? tsr::h2f(A.p1[(o66 + i68) * A.s1_0]) : tsr::h2f(tsr::f2h(0x0p+0));
+          for (int64_t i62 = 0; i62 < 1024; ++i62) {
+            v59[i62] = ((o60 + i62) >= 0 && (o60 + i62) < A.d1_0) ? tsr::h2f(A.p1[(o60 + i62) * A.s1_0]) : tsr::h2f(tsr::f2h(0x0p+0));
           }
         }
       }
       // %50 = cast %49 : tile<f32, [1024]>
-      alignas(64) float v69[1024];
-      for (int64_t i70 = 0; i70 < 1024; ++i70) v69[i70] = float(v65[i70]);
+      // (the same array as its operand: exact in the compute type)
       // %51 = expand_dims %45 {axis = 0} : tile<f32, [1, 1]>
       // %52 = broadcast %51 : tile<f32, [1, 1024]>
-      alignas(64) float v71[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v71[i_] = v55[0];
+      alignas(64) float v63[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v63[i_] = v49[0];
       // %53 = mul %48, %52 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %54 = expand_dims %50 {axis = 0} : tile<f32, [1, 1024]>
@@ -271,16 +267,16 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // (computed inside its user)
       // store_tile %y, %56, %1, %46
       {
-        const int64_t o72 = int64_t(v1) * 1;
-        const int64_t o73 = int64_t(iv57) * 1024;
-        if (o72 >= 0 && o72 + 1 <= A.d2_0 && o73 >= 0 && o73 + 1024 <= A.d2_1) {
-          for (int64_t i74 = 0; i74 < 1; ++i74) {
-            for (int64_t i75 = 0; i75 < 1024; ++i75) A.p2[(o72 + i74) * A.s2_0 + o73 + i75] = tsr::f2h((tsr::rf16(float((float((float((float(v58[(i74) * 1024 + i75])) * v55[0])) * v69[(i74) * 1024 + i75]))))));
+        const int64_t o64 = int64_t(v1) * 1;
+        const int64_t o65 = int64_t(iv51) * 1024;
+        if (o64 >= 0 && o64 + 1 <= A.d2_0 && o65 >= 0 && o65 + 1024 <= A.d2_1) {
+          for (int64_t i66 = 0; i66 < 1; ++i66) {
+            for (int64_t i67 = 0; i67 < 1024; ++i67) A.p2[(o64 + i66) * A.s2_0 + o65 + i67] = tsr::f2h((float((float((float((float(v52[(i66) * 1024 + i67])) * v49[0])) * v59[(i66) * 1024 + i67])))));
           }
         } else {
-          for (int64_t i76 = 0; i76 < 1; ++i76) {
-            for (int64_t i77 = 0; i77 < 1024; ++i77) {
-              if ((o72 + i76) >= 0 && (o72 + i76) < A.d2_0 && (o73 + i77) >= 0 && (o73 + i77) < A.d2_1) A.p2[(o72 + i76) * A.s2_0 + (o73 + i77) * A.s2_1] = tsr::f2h((tsr::rf16(float((float((float((float(v58[(i76)*1024 + i77])) * v55[0])) * v69[(i76)*1024 + i77]))))));
+          for (int64_t i68 = 0; i68 < 1; ++i68) {
+            for (int64_t i69 = 0; i69 < 1024; ++i69) {
+              if ((o64 + i68) >= 0 && (o64 + i68) < A.d2_0 && (o65 + i69) >= 0 && (o65 + i69) < A.d2_1) A.p2[(o64 + i68) * A.s2_0 + (o65 + i69) * A.s2_1] = tsr::f2h((float((float((float((float(v52[(i68)*1024 + i69])) * v49[0])) * v59[(i68)*1024 + i69])))));
             }
           }
         }

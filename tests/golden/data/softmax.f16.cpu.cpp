@@ -77,69 +77,68 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       }
     }
     // %11 = cast %10 : tile<f32, [1, 1024]>
-    alignas(64) float v17[1024];
-    for (int64_t i18 = 0; i18 < 1024; ++i18) v17[i18] = float(v10[i18]);
+    // (the same array as its operand: exact in the compute type)
     // %12 = reduce %11 {axis = 1, kind = "max"} : tile<f32, [1]>
-    alignas(64) float v19[1];
+    alignas(64) float v17[1];
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       float acc_ = float(-INFINITY);
       int nan_ = 0;
       #pragma omp simd reduction(max:acc_) reduction(|:nan_)
       for (int64_t l_ = 0; l_ < 1024; ++l_) {
-        const float x_ = v17[o_ * 1024 + l_];
+        const float x_ = v10[o_ * 1024 + l_];
         acc_ = x_ > acc_ ? x_ : acc_;
         nan_ |= (x_ != x_);
       }
-      v19[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
+      v17[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
     }
     // %13 = expand_dims %12 {axis = 0} : tile<f32, [1, 1]>
     // %14 = broadcast %13 : tile<f32, [1, 1024]>
-    alignas(64) float v20[1024];
-    for (int64_t i_ = 0; i_ < 1024; ++i_) v20[i_] = v19[0];
+    alignas(64) float v18[1024];
+    for (int64_t i_ = 0; i_ < 1024; ++i_) v18[i_] = v17[0];
     // %15 = sub %11, %14 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %16 = exp %15 : tile<f32, [1, 1024]>
-    alignas(64) float v21[1024];
-    for (int64_t i22 = 0; i22 < 1024; ++i22) v21[i22] = float(tsr::fast_expf((float(v17[i22] - v19[0]))));
+    alignas(64) float v19[1024];
+    for (int64_t i20 = 0; i20 < 1024; ++i20) v19[i20] = float(tsr::fast_expf((float(v10[i20] - v17[0]))));
     // %17 = reduce %16 {axis = 1, kind = "sum"} : tile<f32, [1]>
-    alignas(64) float v23[1];
+    alignas(64) float v21[1];
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       float acc_ = float(0);
       int nan_ = 0;
       #pragma omp simd reduction(+:acc_)
       for (int64_t l_ = 0; l_ < 1024; ++l_) {
-        const float x_ = v21[o_ * 1024 + l_];
+        const float x_ = v19[o_ * 1024 + l_];
         acc_ += x_;
       }
-      v23[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
+      v21[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
     }
     // %18 = const {value = 1.0} : f32
-    const float v24 = float(0x1p+0);
+    const float v22 = float(0x1p+0);
     // %19 = splat %18 : tile<f32, [1]>
     // (computed inside its user)
     // %20 = div %19, %17 : tile<f32, [1]>
-    alignas(64) float v25[1];
-    for (int64_t i26 = 0; i26 < 1; ++i26) v25[i26] = float((v24) / v23[i26]);
+    alignas(64) float v23[1];
+    for (int64_t i24 = 0; i24 < 1; ++i24) v23[i24] = float((v22) / v21[i24]);
     // %21 = expand_dims %20 {axis = 0} : tile<f32, [1, 1]>
     // %22 = broadcast %21 : tile<f32, [1, 1024]>
-    alignas(64) float v27[1024];
-    for (int64_t i_ = 0; i_ < 1024; ++i_) v27[i_] = v25[0];
+    alignas(64) float v25[1024];
+    for (int64_t i_ = 0; i_ < 1024; ++i_) v25[i_] = v23[0];
     // %23 = mul %16, %22 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %24 = cast %23 : tile<f16, [1, 1024]>
     // (computed inside its user)
     // store_tile %y, %24, %1, %9
     {
-      const int64_t o28 = int64_t(v1) * 1;
-      const int64_t o29 = int64_t(v9) * 1024;
-      if (o28 >= 0 && o28 + 1 <= A.d1_0 && o29 >= 0 && o29 + 1024 <= A.d1_1) {
-        for (int64_t i30 = 0; i30 < 1; ++i30) {
-          for (int64_t i31 = 0; i31 < 1024; ++i31) A.p1[(o28 + i30) * A.s1_0 + o29 + i31] = tsr::f2h((tsr::rf16(float((float(v21[(i30) * 1024 + i31] * v25[0]))))));
+      const int64_t o26 = int64_t(v1) * 1;
+      const int64_t o27 = int64_t(v9) * 1024;
+      if (o26 >= 0 && o26 + 1 <= A.d1_0 && o27 >= 0 && o27 + 1024 <= A.d1_1) {
+        for (int64_t i28 = 0; i28 < 1; ++i28) {
+          for (int64_t i29 = 0; i29 < 1024; ++i29) A.p1[(o26 + i28) * A.s1_0 + o27 + i29] = tsr::f2h((float((float(v19[(i28) * 1024 + i29] * v23[0])))));
         }
       } else {
-        for (int64_t i32 = 0; i32 < 1; ++i32) {
-          for (int64_t i33 = 0; i33 < 1024; ++i33) {
-            if ((o28 + i32) >= 0 && (o28 + i32) < A.d1_0 && (o29 + i33) >= 0 && (o29 + i33) < A.d1_1) A.p1[(o28 + i32) * A.s1_0 + (o29 + i33) * A.s1_1] = tsr::f2h((tsr::rf16(float((float(v21[(i32)*1024 + i33] * v25[0]))))));
+        for (int64_t i30 = 0; i30 < 1; ++i30) {
+          for (int64_t i31 = 0; i31 < 1024; ++i31) {
+            if ((o26 + i30) >= 0 && (o26 + i30) < A.d1_0 && (o27 + i31) >= 0 && (o27 + i31) < A.d1_1) A.p1[(o26 + i30) * A.s1_0 + (o27 + i31) * A.s1_1] = tsr::f2h((float((float(v19[(i30)*1024 + i31] * v23[0])))));
           }
         }
       }
@@ -147,79 +146,78 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // yield
   } else {
     // %25 = const {value = -inf} : f32
-    const float v34 = float(double(-INFINITY));
+    const float v32 = float(double(-INFINITY));
     // %26 = splat %25 : tile<f32, [1]>
-    alignas(64) float v35[1];
-    for (int64_t i36 = 0; i36 < 1; ++i36) v35[i36] = v34;
+    alignas(64) float v33[1];
+    for (int64_t i34 = 0; i34 < 1; ++i34) v33[i34] = v32;
     // %27 = const {value = 0.0} : f32
-    const float v37 = float(0x0p+0);
+    const float v35 = float(0x0p+0);
     // %28 = splat %27 : tile<f32, [1]>
-    alignas(64) float v38[1];
-    for (int64_t i39 = 0; i39 < 1; ++i39) v38[i39] = v37;
+    alignas(64) float v36[1];
+    for (int64_t i37 = 0; i37 < 1; ++i37) v36[i37] = v35;
     // %29 = const {value = 0} : i32
-    const int32_t v40 = int32_t(INT64_C(0));
+    const int32_t v38 = int32_t(INT64_C(0));
     // %30, %31 = for %29, %7, %4, %26, %28 : tile<f32, [1]>, tile<f32, [1]> {...}
-    alignas(64) float c41[1];
-    __builtin_memcpy(c41, v35, sizeof(c41));
-    alignas(64) float c42[1];
-    __builtin_memcpy(c42, v38, sizeof(c42));
-    for (int64_t iv43_ = v40; v4 > 0 && iv43_ < v7; iv43_ += v4) {
-      const int32_t iv43 = int32_t(iv43_);
+    alignas(64) float c39[1];
+    __builtin_memcpy(c39, v33, sizeof(c39));
+    alignas(64) float c40[1];
+    __builtin_memcpy(c40, v36, sizeof(c40));
+    for (int64_t iv41_ = v38; v4 > 0 && iv41_ < v7; iv41_ += v4) {
+      const int32_t iv41 = int32_t(iv41_);
       // %35 = load_tile %x, %1, %32 {pad = -inf} : tile<f16, [1, 1024]>
-      alignas(64) float v44[1024];
+      alignas(64) float v42[1024];
       {
-        const int64_t o45 = int64_t(v1) * 1;
-        const int64_t o46 = int64_t(iv43) * 1024;
-        if (o45 >= 0 && o45 + 1 <= A.d0_0 && o46 >= 0 && o46 + 1024 <= A.d0_1) {
-          for (int64_t i47 = 0; i47 < 1; ++i47) {
-            for (int64_t i48 = 0; i48 < 1024; ++i48) v44[(i47) * 1024 + i48] = tsr::h2f(A.p0[(o45 + i47) * A.s0_0 + o46 + i48]);
+        const int64_t o43 = int64_t(v1) * 1;
+        const int64_t o44 = int64_t(iv41) * 1024;
+        if (o43 >= 0 && o43 + 1 <= A.d0_0 && o44 >= 0 && o44 + 1024 <= A.d0_1) {
+          for (int64_t i45 = 0; i45 < 1; ++i45) {
+            for (int64_t i46 = 0; i46 < 1024; ++i46) v42[(i45) * 1024 + i46] = tsr::h2f(A.p0[(o43 + i45) * A.s0_0 + o44 + i46]);
           }
         } else {
-          for (int64_t i49 = 0; i49 < 1; ++i49) {
-            for (int64_t i50 = 0; i50 < 1024; ++i50) {
-              v44[(i49)*1024 + i50] = ((o45 + i49) >= 0 && (o45 + i49) < A.d0_0 && (o46 + i50) >= 0 && (o46 + i50) < A.d0_1) ? tsr::h2f(A.p0[(o45 + i49) * A.s0_0 + (o46 + i50) * A.s0_1]) : tsr::h2f(tsr::f2h(double(-INFINITY)));
+          for (int64_t i47 = 0; i47 < 1; ++i47) {
+            for (int64_t i48 = 0; i48 < 1024; ++i48) {
+              v42[(i47)*1024 + i48] = ((o43 + i47) >= 0 && (o43 + i47) < A.d0_0 && (o44 + i48) >= 0 && (o44 + i48) < A.d0_1) ? tsr::h2f(A.p0[(o43 + i47) * A.s0_0 + (o44 + i48) * A.s0_1]) : tsr::h2f(tsr::f2h(double(-INFINITY)));
             }
           }
         }
       }
       // %36 = cast %35 : tile<f32, [1, 1024]>
-      alignas(64) float v51[1024];
-      for (int64_t i52 = 0; i52 < 1024; ++i52) v51[i52] = float(v44[i52]);
+      // (the same array as its operand: exact in the compute type)
       // %37 = reduce %36 {axis = 1, kind = "max"} : tile<f32, [1]>
-      alignas(64) float v53[1];
+      alignas(64) float v49[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float acc_ = float(-INFINITY);
         int nan_ = 0;
         #pragma omp simd reduction(max:acc_) reduction(|:nan_)
         for (int64_t l_ = 0; l_ < 1024; ++l_) {
-          const float x_ = v51[o_ * 1024 + l_];
+          const float x_ = v42[o_ * 1024 + l_];
           acc_ = x_ > acc_ ? x_ : acc_;
           nan_ |= (x_ != x_);
         }
-        v53[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
+        v49[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
       }
       // %38 = max %33, %37 : tile<f32, [1]>
-      alignas(64) float v54[1];
-      for (int64_t i55 = 0; i55 < 1; ++i55) v54[i55] = tsr::fmax_nan(c41[i55], v53[i55]);
+      alignas(64) float v50[1];
+      for (int64_t i51 = 0; i51 < 1; ++i51) v50[i51] = tsr::fmax_nan(c39[i51], v49[i51]);
       // %39 = expand_dims %38 {axis = 0} : tile<f32, [1, 1]>
       // %40 = broadcast %39 : tile<f32, [1, 1024]>
-      alignas(64) float v56[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v56[i_] = v54[0];
+      alignas(64) float v52[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v52[i_] = v50[0];
       // %41 = sub %36, %40 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %42 = exp %41 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %43 = reduce %42 {axis = 1, kind = "sum"} : tile<f32, [1]>
-      alignas(64) float v57[1];
+      alignas(64) float v53[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float acc_ = float(0);
         int nan_ = 0;
         #pragma omp simd reduction(+:acc_)
         for (int64_t l_ = 0; l_ < 1024; ++l_) {
-          const float x_ = (float(tsr::fast_expf((float(v51[o_ * 1024 + l_] - v54[0])))));
+          const float x_ = (float(tsr::fast_expf((float(v42[o_ * 1024 + l_] - v50[0])))));
           acc_ += x_;
         }
-        v57[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
+        v53[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
       }
       // %44 = sub %33, %38 : tile<f32, [1]>
       // (computed inside its user)
@@ -228,34 +226,34 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %46 = mul %34, %45 : tile<f32, [1]>
       // (computed inside its user)
       // %47 = add %46, %43 : tile<f32, [1]>
-      // (written into the carried c42)
-      for (int64_t i58 = 0; i58 < 1; ++i58) c42[i58] = float((float(c42[i58] * (float(tsr::fast_expf((float(c41[i58] - v54[i58]))))))) + v57[i58]);
+      // (written into the carried c40)
+      for (int64_t i54 = 0; i54 < 1; ++i54) c40[i54] = float((float(c40[i54] * (float(tsr::fast_expf((float(c39[i54] - v50[i54]))))))) + v53[i54]);
       // yield %38, %47
-      __builtin_memcpy(c41, v54, sizeof(c41));
+      __builtin_memcpy(c39, v50, sizeof(c39));
     }
     // %48 = const {value = 1.0} : f32
-    const float v59 = float(0x1p+0);
+    const float v55 = float(0x1p+0);
     // %49 = splat %48 : tile<f32, [1]>
     // (computed inside its user)
     // %50 = div %49, %31 : tile<f32, [1]>
-    alignas(64) float v60[1];
-    for (int64_t i61 = 0; i61 < 1; ++i61) v60[i61] = float((v59) / c42[i61]);
+    alignas(64) float v56[1];
+    for (int64_t i57 = 0; i57 < 1; ++i57) v56[i57] = float((v55) / c40[i57]);
     // for %29, %7, %4 {...}
-    for (int64_t iv62_ = v40; v4 > 0 && iv62_ < v7; iv62_ += v4) {
-      const int32_t iv62 = int32_t(iv62_);
+    for (int64_t iv58_ = v38; v4 > 0 && iv58_ < v7; iv58_ += v4) {
+      const int32_t iv58 = int32_t(iv58_);
       // %52 = load_tile %x, %1, %51 {pad = -inf} : tile<f16, [1, 1024]>
-      alignas(64) float v63[1024];
+      alignas(64) float v59[1024];
       {
-        const int64_t o64 = int64_t(v1) * 1;
-        const int64_t o65 = int64_t(iv62) * 1024;
-        if (o64 >= 0 && o64 + 1 <= A.d0_0 && o65 >= 0 && o65 + 1024 <= A.d0_1) {
-          for (int64_t i66 = 0; i66 < 1; ++i66) {
-            for (int64_t i67 = 0; i67 < 1024; ++i67) v63[(i66) * 1024 + i67] = tsr::h2f(A.p0[(o64 + i66) * A.s0_0 + o65 + i67]);
+        const int64_t o60 = int64_t(v1) * 1;
+        const int64_t o61 = int64_t(iv58) * 1024;
+        if (o60 >= 0 && o60 + 1 <= A.d0_0 && o61 >= 0 && o61 + 1024 <= A.d0_1) {
+          for (int64_t i62 = 0; i62 < 1; ++i62) {
+            for (int64_t i63 = 0; i63 < 1024; ++i63) v59[(i62) * 1024 + i63] = tsr::h2f(A.p0[(o60 + i62) * A.s0_0 + o61 + i63]);
           }
         } else {
-          for (int64_t i68 = 0; i68 < 1; ++i68) {
-            for (int64_t i69 = 0; i69 < 1024; ++i69) {
-              v63[(i68)*1024 + i69] = ((o64 + i68) >= 0 && (o64 + i68) < A.d0_0 && (o65 + i69) >= 0 && (o65 + i69) < A.d0_1) ? tsr::h2f(A.p0[(o64 + i68) * A.s0_0 + (o65 + i69) * A.s0_1]) : tsr::h2f(tsr::f2h(double(-INFINITY)));
+          for (int64_t i64 = 0; i64 < 1; ++i64) {
+            for (int64_t i65 = 0; i65 < 1024; ++i65) {
+              v59[(i64)*1024 + i65] = ((o60 + i64) >= 0 && (o60 + i64) < A.d0_0 && (o61 + i65) >= 0 && (o61 + i65) < A.d0_1) ? tsr::h2f(A.p0[(o60 + i64) * A.s0_0 + (o61 + i65) * A.s0_1]) : tsr::h2f(tsr::f2h(double(-INFINITY)));
             }
           }
         }
@@ -264,32 +262,32 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // (computed inside its user)
       // %54 = expand_dims %30 {axis = 0} : tile<f32, [1, 1]>
       // %55 = broadcast %54 : tile<f32, [1, 1024]>
-      alignas(64) float v70[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v70[i_] = c41[0];
+      alignas(64) float v66[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v66[i_] = c39[0];
       // %56 = sub %53, %55 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %57 = exp %56 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %58 = expand_dims %50 {axis = 0} : tile<f32, [1, 1]>
       // %59 = broadcast %58 : tile<f32, [1, 1024]>
-      alignas(64) float v71[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v71[i_] = v60[0];
+      alignas(64) float v67[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v67[i_] = v56[0];
       // %60 = mul %57, %59 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %61 = cast %60 : tile<f16, [1, 1024]>
       // (computed inside its user)
       // store_tile %y, %61, %1, %51
       {
-        const int64_t o72 = int64_t(v1) * 1;
-        const int64_t o73 = int64_t(iv62) * 1024;
-        if (o72 >= 0 && o72 + 1 <= A.d1_0 && o73 >= 0 && o73 + 1024 <= A.d1_1) {
-          for (int64_t i74 = 0; i74 < 1; ++i74) {
-            for (int64_t i75 = 0; i75 < 1024; ++i75) A.p1[(o72 + i74) * A.s1_0 + o73 + i75] = tsr::f2h((tsr::rf16(float((float((float(tsr::fast_expf((float((float(v63[(i74) * 1024 + i75])) - c41[0]))))) * v60[0]))))));
+        const int64_t o68 = int64_t(v1) * 1;
+        const int64_t o69 = int64_t(iv58) * 1024;
+        if (o68 >= 0 && o68 + 1 <= A.d1_0 && o69 >= 0 && o69 + 1024 <= A.d1_1) {
+          for (int64_t i70 = 0; i70 < 1; ++i70) {
+            for (int64_t i71 = 0; i71 < 1024; ++i71) A.p1[(o68 + i70) * A.s1_0 + o69 + i71] = tsr::f2h((float((float((float(tsr::fast_expf((float((float(v59[(i70) * 1024 + i71])) - c39[0]))))) * v56[0])))));
           }
         } else {
-          for (int64_t i76 = 0; i76 < 1; ++i76) {
-            for (int64_t i77 = 0; i77 < 1024; ++i77) {
-              if ((o72 + i76) >= 0 && (o72 + i76) < A.d1_0 && (o73 + i77) >= 0 && (o73 + i77) < A.d1_1) A.p1[(o72 + i76) * A.s1_0 + (o73 + i77) * A.s1_1] = tsr::f2h((tsr::rf16(float((float((float(tsr::fast_expf((float((float(v63[(i76)*1024 + i77])) - c41[0]))))) * v60[0]))))));
+          for (int64_t i72 = 0; i72 < 1; ++i72) {
+            for (int64_t i73 = 0; i73 < 1024; ++i73) {
+              if ((o68 + i72) >= 0 && (o68 + i72) < A.d1_0 && (o69 + i73) >= 0 && (o69 + i73) < A.d1_1) A.p1[(o68 + i72) * A.s1_0 + (o69 + i73) * A.s1_1] = tsr::f2h((float((float((float(tsr::fast_expf((float((float(v59[(i72)*1024 + i73])) - c39[0]))))) * v56[0])))));
             }
           }
         }

@@ -86,10 +86,10 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   {
     const int64_t o15 = int64_t(v6) * 1024;
     if (o15 >= 0 && o15 + 1024 <= A.d2_0) {
-      for (int64_t i16 = 0; i16 < 1024; ++i16) A.p2[o15 + i16] = tsr::f2bf((tsr::rbf16(float((float((float(v7[0 + i16])) + (float(v11[0 + i16]))))))));
+      for (int64_t i16 = 0; i16 < 1024; ++i16) A.p2[o15 + i16] = tsr::f2bf((float((float((float(v7[0 + i16])) + (float(v11[0 + i16])))))));
     } else {
       for (int64_t i17 = 0; i17 < 1024; ++i17) {
-        if ((o15 + i17) >= 0 && (o15 + i17) < A.d2_0) A.p2[(o15 + i17) * A.s2_0] = tsr::f2bf((tsr::rbf16(float((float((float(v7[i17])) + (float(v11[i17]))))))));
+        if ((o15 + i17) >= 0 && (o15 + i17) < A.d2_0) A.p2[(o15 + i17) * A.s2_0] = tsr::f2bf((float((float((float(v7[i17])) + (float(v11[i17])))))));
       }
     }
   }
