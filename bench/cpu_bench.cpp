@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -92,7 +93,9 @@ int main(int argc, char** argv) {
     std::fputs(emit_cpp(*run_pipeline(*lk->build(*dt), {})).c_str(), stdout);
     return 0;
   }
-  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // $TESSERA_BENCH_THREADS: fewer threads than cores (a 2-core figure on a larger machine).
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (const char* e = std::getenv("TESSERA_BENCH_THREADS"); e && std::atoi(e) > 0) threads = std::atoi(e);
   std::printf("tessera cpu bench (%d threads)\n\n", threads);
 
   // memcpy bandwidth over 4096x4096 f32 buffers, one copy per thread over its half.
