@@ -1,10 +1,14 @@
 // Running the system C++ compiler and loading what it builds.
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -74,6 +78,41 @@ const std::string& compiler_version(const std::string& cxx) {
                        std::to_string(rc) + (out.empty() ? "" : ": " + out.substr(0, 400)) +
                        " (set TESSERA_CXX or CpuOptions::compiler to a working compiler)");
   return memo[cxx] = out;
+}
+
+std::string compiler_identity(const std::string& cxx) {
+  // The program execvp would run: cxx itself when it names a path, else the first executable
+  // regular file of that name on $PATH. stat only (a few microseconds), so a compiler replaced
+  // while the process runs is seen.
+  auto runnable = [](const std::string& p) {
+    struct stat st;
+    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
+  };
+  std::string found;
+  if (cxx.find('/') != std::string::npos) {
+    if (runnable(cxx)) found = cxx;
+  } else if (const char* path = std::getenv("PATH")) {
+    std::string all = path;
+    for (size_t b = 0; b <= all.size();) {
+      size_t e = all.find(':', b);
+      if (e == std::string::npos) e = all.size();
+      std::string dir = e > b ? all.substr(b, e - b) : ".";
+      if (runnable(dir + "/" + cxx)) {
+        found = dir + "/" + cxx;
+        break;
+      }
+      b = e + 1;
+    }
+  }
+  if (found.empty())
+    throw TesseraError("cpu backend: C++ compiler '" + cxx +
+                       "' not found (set TESSERA_CXX or CpuOptions::compiler to a working compiler)");
+  char real[PATH_MAX];
+  struct stat st;
+  if (!::realpath(found.c_str(), real) || ::stat(real, &st) != 0)
+    throw TesseraError("cpu backend: cannot read the C++ compiler '" + found + "': " + std::strerror(errno));
+  return std::string(real) + " size=" + std::to_string(st.st_size) + " mtime=" + std::to_string(st.st_mtim.tv_sec) +
+         "." + std::to_string(st.st_mtim.tv_nsec) + " inode=" + std::to_string(st.st_ino);
 }
 
 CompileResult run_compiler(const std::string& cxx, const std::vector<std::string>& flags,

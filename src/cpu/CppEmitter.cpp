@@ -62,6 +62,40 @@ std::string flat_index(const std::vector<std::string>& idx, const std::vector<in
   return e;
 }
 
+// Roughly how many element operations one program instance does: the elements of every tile
+// its ops produce (a dot: M * N * K), a loop's body counted kLoopGuess times unless its trip
+// count is constant, an `if` as its larger branch. Saturates at 2^40.
+constexpr int64_t kLoopGuess = 4;
+int64_t work_estimate(const Block& b) {
+  auto sat = [](int64_t a, int64_t m) { return (a > (int64_t{1} << 40) / std::max<int64_t>(m, 1)) ? (int64_t{1} << 40) : a * m; };
+  int64_t w = 0;
+  for (const auto& o : b.ops) {
+    int64_t here = 1;
+    for (const Value* r : o->results)
+      if (r->type.is_tile() && shape_is_static(r->type.shape)) here = std::max(here, shape_numel(r->type.shape));
+    if (o->kind == OpKind::Dot && o->operands.size() >= 2 && o->operand(0)->type.is_tile() &&
+        shape_is_static(o->operand(0)->type.shape) && o->operand(0)->type.rank() == 2)
+      here = sat(here, static_shape(o->operand(0)->type.shape)[1]);
+    int64_t inner = 0;
+    if (o->kind == OpKind::If) {
+      for (const auto& r : o->regions) inner = std::max(inner, work_estimate(*r));
+    } else {
+      int64_t trips = 1;
+      if (o->kind == OpKind::While) trips = kLoopGuess;
+      if (o->kind == OpKind::For) {
+        auto lb = const_int(o->operand(0)), ub = const_int(o->operand(1)), st = const_int(o->operand(2));
+        trips = lb && ub && st && *st > 0 ? std::max<int64_t>(0, (*ub - *lb + *st - 1) / *st) : kLoopGuess;
+      }
+      for (const auto& r : o->regions) inner += sat(work_estimate(*r), trips);
+    }
+    w = std::min(int64_t{1} << 40, w + here + inner);
+  }
+  return w;
+}
+
+// Grids doing at most this many element ops in all run without OpenMP (about 0.2 ms of work).
+constexpr int64_t kSerialWork = int64_t{1} << 19;
+
 class Emitter {
  public:
   explicit Emitter(const Kernel& k) : k_(k), op_texts_(print_op_lines(k)) {}
@@ -174,6 +208,13 @@ class Emitter {
   // last read of the tile (a deferred expression is read where its user is emitted); a final
   // store_tile that reads the tile element by element as it writes is fine unless views
   // partially overlap, which kernels do not do.
+  // A cast that changes no value in the compute type: the same kind, or a narrow float to f32.
+  static bool is_alias_cast(const Op& o) {
+    if (o.kind != OpKind::Cast || o.operands.size() != 1 || o.results.size() != 1) return false;
+    const Type &f = o.operand(0)->type, &t = o.result()->type;
+    if (!f.is_tile() || !t.is_tile() || !is_float(f.elem)) return false;
+    return f.elem == t.elem || (is_narrow(f.elem) && t.elem == ScalarKind::F32);
+  }
   static bool writes_memory(const Op& o) {
     bool w = o.info().cls == OpClass::Raw ||
              (o.info().cls == OpClass::Memory && o.kind != OpKind::LoadTile && o.kind != OpKind::Gather);
@@ -199,7 +240,7 @@ class Emitter {
       auto it = users_.find(w);
       if (it == users_.end()) continue;
       for (const Op* u : it->second) {
-        if (u->kind == OpKind::ExpandDims || u->kind == OpKind::Reshape) {
+        if (u->kind == OpKind::ExpandDims || u->kind == OpKind::Reshape || is_alias_cast(*u)) {
           work.push_back(u->result());  // same storage, new name
           continue;
         }
@@ -292,7 +333,7 @@ class Emitter {
   }
   void copy_value(const Value* dst_v, const std::string& dst, const Value* src) {
     if (dst_v->type.is_tile())
-      line("std::memcpy(" + dst + ", " + nm(src) + ", sizeof(" + dst + "));");
+      line("__builtin_memcpy(" + dst + ", " + nm(src) + ", sizeof(" + dst + "));");
     else
       line(dst + " = " + nm(src) + ";");
   }
@@ -481,7 +522,7 @@ void Emitter::emit_op(const Op& op) {
         ScalarKind t = op.result()->type.elem;
         if (!is_float(t)) fail(op, "fma needs a float type");
         elementwise(op, [&](const std::vector<std::string>& a) {
-          return fround(t, "std::fma(" + a[0] + ", " + a[1] + ", " + a[2] + ")");
+          return fround(t, "tsr::fma(" + a[0] + ", " + a[1] + ", " + a[2] + ")");
         });
       }
       break;
@@ -511,7 +552,7 @@ void Emitter::emit_unary(const Op& op) {
   };
   auto math = [&](const char* fn) {
     need_float();
-    elementwise(op, [&](const std::vector<std::string>& a) { return fround(t, std::string("std::") + fn + "(" + a[0] + ")"); });
+    elementwise(op, [&](const std::vector<std::string>& a) { return fround(t, std::string("tsr::") + fn + "(" + a[0] + ")"); });
   };
   switch (op.kind) {
     case OpKind::Neg:
@@ -526,7 +567,7 @@ void Emitter::emit_unary(const Op& op) {
     case OpKind::Exp:
       need_float();
       elementwise(op, [&](const std::vector<std::string>& a) {
-        return d ? "std::exp(" + a[0] + ")" : fround(t, "tsr::fast_expf(" + a[0] + ")");
+        return d ? "tsr::exp(" + a[0] + ")" : fround(t, "tsr::fast_expf(" + a[0] + ")");
       });
       break;
     case OpKind::Exp2: math("exp2"); break;
@@ -544,17 +585,17 @@ void Emitter::emit_unary(const Op& op) {
     case OpKind::Rsqrt:
       need_float();
       elementwise(op, [&](const std::vector<std::string>& a) {
-        return fround(t, d ? "1.0 / std::sqrt(" + a[0] + ")" : "1.0f / std::sqrt(" + a[0] + ")");
+        return fround(t, d ? "1.0 / tsr::sqrt(" + a[0] + ")" : "1.0f / tsr::sqrt(" + a[0] + ")");
       });
       break;
     case OpKind::Sigmoid:
       need_float();
       elementwise(op, [&](const std::vector<std::string>& a) {
-        return fround(t, d ? "1.0 / (1.0 + std::exp(-" + a[0] + "))" : "1.0f / (1.0f + tsr::fast_expf(-" + a[0] + "))");
+        return fround(t, d ? "1.0 / (1.0 + tsr::exp(-" + a[0] + "))" : "1.0f / (1.0f + tsr::fast_expf(-" + a[0] + "))");
       });
       break;
     case OpKind::Abs:
-      elementwise(op, [&](const std::vector<std::string>& a) { return f ? T + "(std::fabs(" + a[0] + "))" : "tsr::iabs(" + a[0] + ")"; });
+      elementwise(op, [&](const std::vector<std::string>& a) { return f ? T + "(tsr::fabs(" + a[0] + "))" : "tsr::iabs(" + a[0] + ")"; });
       break;
     default: fail(op, "not a unary op");
   }
@@ -592,7 +633,7 @@ void Emitter::emit_binary(const Op& op) {
       break;
     case OpKind::Rem:
       elementwise(op, [&](const std::vector<std::string>& a) {
-        return f ? fround(t, "std::fmod(" + a[0] + ", " + a[1] + ")") : "tsr::irem(" + a[0] + ", " + a[1] + ")";
+        return f ? fround(t, "tsr::fmod(" + a[0] + ", " + a[1] + ")") : "tsr::irem(" + a[0] + ", " + a[1] + ")";
       });
       break;
     case OpKind::Min:
@@ -604,7 +645,7 @@ void Emitter::emit_binary(const Op& op) {
     case OpKind::Pow:
       if (!f) fail(op, "pow needs a float type");
       elementwise(op, [&](const std::vector<std::string>& a) {
-        return fround(t, "std::pow(" + a[0] + ", " + a[1] + ")");
+        return fround(t, "tsr::pow(" + a[0] + ", " + a[1] + ")");
       });
       break;
     case OpKind::And: bits("&"); break;
@@ -631,8 +672,27 @@ void Emitter::emit_binary(const Op& op) {
 void Emitter::emit_cast(const Op& op) {
   ScalarKind from = op.operand(0)->type.elem, to = op.result()->type.elem;
   const std::string To = ctype(to);
+  const Value* src = op.operand(0);
+  const Value* r = op.result();
+  // An exact cast within one compute type (bf16 -> f32: both float here) is a new name for
+  // the operand's array; a copy would be one more pass over the row per use.
+  if (is_alias_cast(op) && !can_defer(op) && !expr_.count(src)) {
+    name_[r] = nm(src);
+    if (auto it = uniform_.find(src); it != uniform_.end()) uniform_[r] = it->second;
+    line("// (the same array as its operand: exact in the compute type)");
+    return;
+  }
+  // A cast to a narrow float that only a store_tile reads is rounded by the store's own
+  // conversion (round to nearest even from float, the same rounding): rounding twice costs
+  // the bf16 row kernels a third of their time.
+  bool store_rounds = false;
+  if (op.kind == OpKind::Cast && is_narrow(to) && is_float(from) && from != ScalarKind::F64 && can_defer(op)) {
+    const Op* u = users_.at(r)[0];
+    store_rounds = u->kind == OpKind::StoreTile && u->operand(1) == r && u->operand(0)->type.elem == to;
+  }
   elementwise(op, [&](const std::vector<std::string>& a) -> std::string {
     const std::string& x = a[0];
+    if (store_rounds) return "float(" + x + ")";
     if (op.kind == OpKind::Bitcast) return bitcast_expr(from, to, x);
     if (to == ScalarKind::I1) return "uint8_t(" + x + " != 0)";
     if (is_float(from) && !is_float(to)) return "tsr::fcast_int<" + To + ">(" + x + ")";
@@ -804,7 +864,7 @@ void Emitter::emit_atomic(const Op& op) {
       // Bit patterns are compared, as the interpreter and a hardware CAS do: -0 != +0, and a
       // NaN matches the same NaN.
       line("const " + S + " cs_ = " + store_conv(t, elem(op.operand(1), i)) + ";");
-      line("if (std::memcmp(&o_, &cs_, sizeof o_) != 0) break;");
+      line("if (__builtin_memcmp(&o_, &cs_, sizeof o_) != 0) break;");
       line(S + " ns_ = " + store_conv(t, val) + ";");
     } else {
       std::string nv;
@@ -885,7 +945,7 @@ void Emitter::emit_shape(const Op& op) {
       size_t first = ext ? 1 : 2;
       if (op.operands.size() != first + Big.size()) fail(op, "needs one index per dim");
       std::string n = declare(op, res);
-      if (!ext) line("std::memcpy(" + n + ", " + nm(src) + ", sizeof(" + n + "));");
+      if (!ext) line("__builtin_memcpy(" + n + ", " + nm(src) + ", sizeof(" + n + "));");
       std::vector<std::string> o;
       for (size_t d = 0; d < Big.size(); ++d) {
         o.push_back(fresh("o"));
@@ -911,8 +971,18 @@ void Emitter::emit_dot(const Op& op) {
     fail(op, "dot needs a [M, K], b [K, N], acc [M, N]");
   int64_t M = As[0], K = As[1], N = Bs[1];
   ScalarKind in = a->type.elem, at = acc->type.elem;
-  std::string r = declare(op, op.result());
-  line("std::memcpy(" + r + ", " + nm(acc) + ", sizeof(" + r + "));");
+  // acc = dot(a, b, acc) in a loop accumulates straight into the carried array when nothing
+  // reads the carried value after the dot (carried_target), and a and b are not that array:
+  // two 16 KB copies per k step less for a 64x64 f32 tile.
+  std::string r = carried_target(op);
+  if (!r.empty() && r != nm(a) && r != nm(b)) {
+    name_[op.result()] = r;
+    if (r != nm(acc)) line("__builtin_memcpy(" + r + ", " + nm(acc) + ", sizeof(" + r + "));");
+    else line("// (accumulated in place into the carried " + r + ")");
+  } else {
+    r = declare(op, op.result());
+    line("__builtin_memcpy(" + r + ", " + nm(acc) + ", sizeof(" + r + "));");
+  }
   std::string Ms = std::to_string(M), Ns = std::to_string(N), Ks = std::to_string(K);
   if (at == ScalarKind::F32 && is_float(in) && in != ScalarKind::F64) {
     line("tsr::dot_f32<" + Ms + ", " + Ns + ", " + Ks + ">(" + nm(a) + ", " + nm(b) + ", " + r + ");");
@@ -920,7 +990,7 @@ void Emitter::emit_dot(const Op& op) {
   }
   std::string upd;
   std::string av = nm(a) + "[m_ * " + Ks + " + k_]", bv = nm(b) + "[k_ * " + Ns + " + n_]", cv = r + "[m_ * " + Ns + " + n_]";
-  if (is_float(at)) upd = fround(at, "std::fma(" + ctype(at) + "(" + av + "), " + ctype(at) + "(" + bv + "), " + cv + ")");
+  if (is_float(at)) upd = fround(at, "tsr::fma(" + ctype(at) + "(" + av + "), " + ctype(at) + "(" + bv + "), " + cv + ")");
   else upd = "tsr::wadd(" + cv + ", tsr::wmul(" + ctype(at) + "(" + av + "), " + ctype(at) + "(" + bv + ")))";
   line("for (int64_t m_ = 0; m_ < " + Ms + "; ++m_)");
   line("  for (int64_t k_ = 0; k_ < " + Ks + "; ++k_)");
@@ -1014,7 +1084,7 @@ void Emitter::emit_reduce(const Op& op) {
     step = [&](const std::string& a, const std::string& b) { return f ? a + " * " + b : "tsr::wmul(" + a + ", " + b + ")"; };
   } else if (kind == "max" || kind == "min") {
     bool mx = kind == "max";
-    init = f ? C + (mx ? "(-INFINITY)" : "(INFINITY)") : "std::numeric_limits<" + C + ">::" + (mx ? "lowest()" : "max()");
+    init = f ? C + (mx ? "(-INFINITY)" : "(INFINITY)") : "tsr::lim<" + C + ">::" + (mx ? "lowest()" : "max()");
     std::string fn = std::string(f ? "tsr::f" : "tsr::i") + kind + (f ? "_nan" : "");
     step = [fn](const std::string& a, const std::string& b) { return fn + "(" + a + ", " + b + ")"; };
   } else {
@@ -1135,7 +1205,7 @@ void Emitter::assign_carried(const Op& y, const std::vector<const Value*>& carri
         std::string tmp = fresh("t");
         if (v->type.is_tile()) {
           declare_array(y, v->type.elem, tmp, numel(v));
-          line("std::memcpy(" + tmp + ", " + src[j] + ", sizeof(" + tmp + "));");
+          line("__builtin_memcpy(" + tmp + ", " + src[j] + ", sizeof(" + tmp + "));");
         } else {
           line("const " + ctype(v->type.elem) + " " + tmp + " = " + src[j] + ";");
         }
@@ -1146,7 +1216,7 @@ void Emitter::assign_carried(const Op& y, const std::vector<const Value*>& carri
   for (size_t j = 0; j < carried.size(); ++j) {
     if (src[j] == carried[j]) continue;
     if (carried_vals[j]->type.is_tile())
-      line("std::memcpy(" + carried[j] + ", " + src[j] + ", sizeof(" + carried[j] + "));");
+      line("__builtin_memcpy(" + carried[j] + ", " + src[j] + ", sizeof(" + carried[j] + "));");
     else
       line(carried[j] + " = " + src[j] + ";");
   }
@@ -1353,13 +1423,13 @@ void Emitter::emit_struct(const Op& op) {
       const Value* r = op.result();
       std::string off = slot_offset(op, 1, r->type.rank());
       std::string n = declare(op, r);
-      line("std::memcpy(" + n + ", " + nm(op.operand(0)) + " + " + off + ", sizeof(" + n + "));");
+      line("__builtin_memcpy(" + n + ", " + nm(op.operand(0)) + " + " + off + ", sizeof(" + n + "));");
       return;
     }
     case OpKind::BufferWrite: {
       const Value* v = op.operand(1);
       std::string off = slot_offset(op, 2, v->type.rank());
-      line("std::memcpy(" + nm(op.operand(0)) + " + " + off + ", " + nm(v) + ", sizeof(" + nm(v) + "));");
+      line("__builtin_memcpy(" + nm(op.operand(0)) + " + " + off + ", " + nm(v) + ", sizeof(" + nm(v) + "));");
       return;
     }
     case OpKind::PipePush:
@@ -1371,7 +1441,7 @@ void Emitter::emit_struct(const Op& op) {
       if (op.kind == OpKind::PipePop) {
         fault_unless(op, n + "_count > 0", StructFault::PipeEmpty);
         std::string r = declare(op, op.result());
-        line("std::memcpy(" + r + ", " + n + " + " + n + "_head * " + sl + ", sizeof(" + r + "));");
+        line("__builtin_memcpy(" + r + ", " + n + " + " + n + "_head * " + sl + ", sizeof(" + r + "));");
         line(n + "_head = (" + n + "_head + 1) % " + st + ";");
         line("--" + n + "_count;");
         return;
@@ -1387,7 +1457,7 @@ void Emitter::emit_struct(const Op& op) {
         LoadInto into{1, 2, static_shape(struct_slot_shape(p->type, 0)), dst};
         emit_load_store(op, &into);
       } else {
-        line("std::memcpy(" + dst + ", " + nm(src) + ", sizeof(" + nm(src) + "));");
+        line("__builtin_memcpy(" + dst + ", " + nm(src) + ", sizeof(" + nm(src) + "));");
       }
       --ind_;
       line("}");
@@ -1412,11 +1482,17 @@ void Emitter::emit_struct(const Op& op) {
 EmittedCpp Emitter::run() {
   const Kernel& k = k_;
   line("// Generated by Tessera (" + std::string(kCodegenVersion) + ") from kernel @" + k.name + ".");
+  bool has_raw = false;
+  walk(const_cast<Kernel&>(k), [&](Op& o) {
+    has_struct_ |= o.info().cls == OpClass::Struct;
+    has_raw |= o.info().cls == OpClass::Raw;
+  });
+  // The runtime header includes no standard header (compile time); a raw op's C++ body may
+  // use them (std::sqrt, std::memcpy, ...).
+  if (has_raw)
+    for (const char* h : {"<cmath>", "<cstdint>", "<cstdlib>", "<cstring>", "<limits>", "<type_traits>"})
+      line(std::string("#include ") + h);
   line("#include \"tessera_cpu.h\"");
-  walk(const_cast<Kernel&>(k), [&](Op& o) { has_struct_ |= o.info().cls == OpClass::Struct; });
-  // Whether any op can fault is known once the program is emitted: the fault code's lines are
-  // inserted here then (Struct kernels always have them).
-  const size_t atomic_at = lines_.size();
   line("");
   line("namespace {");
   line("");
@@ -1522,7 +1598,7 @@ EmittedCpp Emitter::run() {
   line("const Args A = unpack(buf, dims, is, fs);");
   line("int32_t g[3] = {1, 1, 1};");
   line("grid_fn(A, g);");
-  if (grid_faults_) line("if (const int f = tsr_fault_code.exchange(0)) return f;");
+  if (grid_faults_) line("if (const int f = __atomic_exchange_n(&tsr_fault_code, 0, __ATOMIC_SEQ_CST)) return f;");
   // The programs are counted in 64 bits (OpenMP counts a collapsed loop in its variables'
   // type); a grid of more than 2^63 - 1 programs is an error, never a count that wraps.
   line("const int64_t g0 = g[0], g1 = g[1], g2 = g[2];");
@@ -1536,21 +1612,36 @@ EmittedCpp Emitter::run() {
     line("if (__builtin_mul_overflow(g0 * g1, g2, &programs_)) return " +
          std::to_string(struct_fault_code(k, *gy, StructFault::GridTooLarge)) + ";  // " + grid_too_large_message(k));
   }
+  // A grid with little work runs on the calling thread: waking OpenMP's team (the first time,
+  // creating it) costs more than such a run (a warm cache hit of a tiny kernel: 2-12 ms).
+  const int64_t work = work_estimate(*k.body);
   line("if (nt <= 0) nt = omp_get_max_threads();");
-  line("#pragma omp parallel for collapse(3) schedule(static) num_threads(nt)");
-  line("for (int64_t z = 0; z < g2; ++z)");
-  line("  for (int64_t y = 0; y < g1; ++y)");
-  line("    for (int64_t x = 0; x < g0; ++x) program(A, int32_t(x), int32_t(y), int32_t(z), g[0], g[1], g[2]);");
+  line("if (" + std::string(gy->operands.size() == 3 ? "programs_" : "g0 * g1 * g2") + " <= INT64_C(" +
+       std::to_string(kSerialWork) + ") / INT64_C(" + std::to_string(std::max<int64_t>(work, 1)) +
+       ")) nt = 1;  // about " + std::to_string(work) + " element ops per program");
+  line("if (nt == 1) {");
+  line("  for (int64_t z = 0; z < g2; ++z)");
+  line("    for (int64_t y = 0; y < g1; ++y)");
+  line("      for (int64_t x = 0; x < g0; ++x) program(A, int32_t(x), int32_t(y), int32_t(z), g[0], g[1], g[2]);");
+  line("} else {");
+  line("  #pragma omp parallel for collapse(3) schedule(static) num_threads(nt)");
+  line("  for (int64_t z = 0; z < g2; ++z)");
+  line("    for (int64_t y = 0; y < g1; ++y)");
+  line("      for (int64_t x = 0; x < g0; ++x) program(A, int32_t(x), int32_t(y), int32_t(z), g[0], g[1], g[2]);");
+  line("}");
   const bool faults = has_struct_ || has_faults_;
-  line(faults ? "return tsr_fault_code.exchange(0);" : "return 0;");
+  line(faults ? "return __atomic_exchange_n(&tsr_fault_code, 0, __ATOMIC_SEQ_CST);" : "return 0;");
   --ind_;
   line("}");
   if (faults) {
     // The first fault of a run (src/ir/Struct.h code); tessera_run returns it.
-    insert_lines(fault_at, {"std::atomic<int> tsr_fault_code{0};",
-                            "void tsr_fault(int code) { int none = 0; tsr_fault_code.compare_exchange_strong(none, code); }",
+    // (GCC atomic builtins: <atomic> alone costs a third of a second of compile time.)
+    insert_lines(fault_at, {"int tsr_fault_code = 0;",
+                            "void tsr_fault(int code) {",
+                            "  int none = 0;",
+                            "  __atomic_compare_exchange_n(&tsr_fault_code, &none, code, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);",
+                            "}",
                             ""});
-    insert_lines(atomic_at, {"#include <atomic>"});
   }
 
   EmittedCpp out;

@@ -127,8 +127,7 @@ std::shared_ptr<CpuKernel> compile_cpu(const Kernel& k, const CpuOptions& opts) 
   EmittedCpp src = emit_cpp_detailed(k);
   std::string cxx = resolve_compiler(opts);
   std::vector<std::string> flags = resolve_flags(opts);
-  const std::string& version = compiler_version(cxx);
-  std::string keyin = std::string(kCodegenVersion) + "\n" + cxx + "\n" + version + "\n";
+  std::string keyin = std::string(kCodegenVersion) + "\n" + cxx + "\n" + compiler_identity(cxx) + "\n";
   for (const auto& f : flags) keyin += f + "\n";
   keyin += kRuntimeHeader;
   keyin += src.source;
@@ -171,6 +170,7 @@ std::shared_ptr<CpuKernel> compile_cpu(const Kernel& k, const CpuOptions& opts) 
     }
   }
   auto t0 = std::chrono::steady_clock::now();
+  compiler_version(cxx);  // a compiler that does not run is a clear error, before any build
   std::string work = make_work_dir(disk ? disk->dir() : env_or("TMPDIR", "/tmp"));
   std::shared_ptr<SharedObject> so;
   try {

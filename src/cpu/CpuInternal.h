@@ -14,7 +14,7 @@
 namespace tessera::cpu {
 
 // Bumped whenever the generated code changes meaning, so old disk cache entries are not reused.
-inline constexpr const char* kCodegenVersion = "tessera-cpu-codegen-5";
+inline constexpr const char* kCodegenVersion = "tessera-cpu-codegen-6";
 
 // The runtime header the generated code includes as "tessera_cpu.h" (embedded at build time).
 extern const char* const kRuntimeHeader;
@@ -43,8 +43,13 @@ EmittedCpp emit_cpp_detailed(const Kernel& k);
 namespace tessera::cpu {
 
 // `CXX --version` output, memoized per compiler. Throws TesseraError naming the compiler when it
-// cannot be run.
+// cannot be run. Run only before a compile (a cache miss): a fork + exec per process cost a
+// warm cache hit ~5 ms.
 const std::string& compiler_version(const std::string& cxx);
+// What the cache key knows of the compiler without running it: the binary `cxx` resolves to
+// ($PATH, symlinks) with its size, mtime and inode, so an upgraded or switched compiler misses
+// the cache. Not memoized (stat only); throws TesseraError ("not found") when there is none.
+std::string compiler_identity(const std::string& cxx);
 
 struct CompileResult {
   bool ok = false;

@@ -1,4 +1,5 @@
 // Per-target default configs of library kernels (LibraryKernel::target_configs).
+#include "kernels/Kernels.h"
 #include "kernels/Library.h"
 
 namespace tessera {
@@ -17,5 +18,17 @@ std::map<std::string, int64_t> library_config(const LibraryKernel& k, ScalarKind
   for (const auto& [name, v] : it->second) out.insert({name, v});
   return out;
 }
+
+namespace kernels {
+
+std::map<std::string, int64_t> cpu_whole_row_config(const std::string& target, const Sizes& sizes) {
+  auto n = sizes.find("N");
+  if (target != "cpu" || n == sizes.end() || n->second < 1 || n->second > 8192) return {};
+  int64_t bn = 256;  // the least BLOCK_N candidate
+  while (bn < n->second) bn *= 2;
+  return {{"BLOCK_N", bn}};
+}
+
+}  // namespace kernels
 
 }  // namespace tessera

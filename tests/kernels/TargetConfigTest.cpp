@@ -93,6 +93,32 @@ TEST(TargetConfigs, MatmulOnSm90aTakesSmallerTilesForFewPrograms) {
             (ConstexprConfig{{"BLOCK_M", 64}, {"BLOCK_N", 64}, {"BLOCK_K", 64}}));
 }
 
+// cpu: row kernels take the one-tile path for rows of up to 8192 elements; f32 matmul 64-deep k.
+TEST(TargetConfigs, CpuRowKernelsHoldTheWholeRow) {
+  for (const char* name : {"softmax", "layernorm", "rmsnorm"}) {
+    const LibraryKernel& lk = *find_library_kernel(name);
+    auto unbound = lk.build(ScalarKind::BF16);
+    const ConstexprDecl* bn = unbound->find_constexpr("BLOCK_N");
+    ASSERT_NE(bn, nullptr);
+    for (int64_t n : {1, 100, 256, 257, 4096, 5000, 8192}) {
+      Sizes s = {{"M", 3}, {"N", n}};
+      ConstexprConfig got = library_config(lk, ScalarKind::BF16, "cpu", {}, &s);
+      ASSERT_EQ(got.count("BLOCK_N"), 1u) << name << " N=" << n;
+      int64_t v = got.at("BLOCK_N");
+      EXPECT_GE(v, n);
+      EXPECT_TRUE(v == 256 || v / 2 < n) << name << " N=" << n << ": " << v << " is not the least";
+      EXPECT_NE(std::find(bn->candidates.begin(), bn->candidates.end(), v), bn->candidates.end()) << v;
+    }
+    Sizes wide = {{"M", 3}, {"N", 8193}};
+    EXPECT_TRUE(library_config(lk, ScalarKind::F32, "cpu", {}, &wide).empty()) << name;
+    Sizes s = {{"M", 3}, {"N", 100}};
+    EXPECT_TRUE(library_config(lk, ScalarKind::F32, "cuda:sm_90", {}, &s).empty()) << name;
+    EXPECT_EQ(library_config(lk, ScalarKind::F32, "cpu", {{"BLOCK_N", 1024}}, &s).at("BLOCK_N"), 1024);
+  }
+  const LibraryKernel& mm = *find_library_kernel("matmul");
+  EXPECT_EQ(library_config(mm, ScalarKind::F32, "cpu"), (ConstexprConfig{{"BLOCK_K", 64}}));
+}
+
 // The sm_90a matmul tile on the interpreter against the reference: ragged in every dim (two
 // tiles in N and two K steps, one partial), so the bound kernel itself is right at that shape.
 TEST(TargetConfigs, MatmulSm90aTileMatchesTheReference) {

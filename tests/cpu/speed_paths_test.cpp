@@ -1,0 +1,240 @@
+// The cpu emitter's speed paths (issue 19), each against the interpreter: exact casts that
+// alias their operand, narrow casts rounded once by the store, dots accumulated in place into
+// the carried array, small grids run without OpenMP, and a warm cache hit that runs no
+// process.
+#include <sys/stat.h>
+#include <sys/time.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "CpuTestUtil.h"
+
+namespace tessera::cputest {
+namespace {
+
+std::unique_ptr<Kernel> bound(const std::string& text) {
+  auto m = parse_module(text, "t.tile");
+  return bind_constexprs(*m->kernels.at(0), {});
+}
+
+// %c is an exact cast of the carried %a (the same array): it is read after %n is computed, so
+// %n must not be written into the carried array.
+const char* kAliasOfCarried = R"(kernel @aliascarried(%x: view<f32, [M, N]>, %y: view<f32, [M, N]>, %s: view<f32, [M, 32]>) {
+  grid {
+    %m = dim %x {axis = 0} : i32
+    yield %m
+  }
+  %pid = program_id {axis = 0} : i32
+  %c0 = const {value = 0} : i32
+  %c1 = const {value = 1} : i32
+  %nn = dim %x {axis = 1} : i32
+  %cb = const {value = 32} : i32
+  %tiles = cdiv %nn, %cb : i32
+  %z = const {value = 0.0} : f32
+  %acc0 = splat %z : tile<f32, [1, 32]>
+  %acc = for %c0, %tiles, %c1, %acc0 : tile<f32, [1, 32]> {
+    ^(%j: i32, %a: tile<f32, [1, 32]>):
+    %t = load_tile %x, %pid, %j : tile<f32, [1, 32]>
+    %c = cast %a : tile<f32, [1, 32]>
+    %n = add %a, %t : tile<f32, [1, 32]>
+    %d = mul %c, %c : tile<f32, [1, 32]>
+    %e = add %d, %c : tile<f32, [1, 32]>
+    store_tile %y, %e, %pid, %j
+    yield %n
+  }
+  store_tile %s, %acc, %pid, %c0
+}
+)";
+
+TEST(CpuSpeedPaths, ExactCastAliasesItsOperandAndKeepsTheCarriedValue) {
+  auto k = bound(kAliasOfCarried);
+  std::string src = emit_cpp(*k);
+  EXPECT_NE(src.find("the same array as its operand"), std::string::npos) << src;
+  EXPECT_EQ(src.find("written into the carried"), std::string::npos) << src;
+  expect_same_as_interp(*k, {{"M", 3}, {"N", 100}}, 41);
+}
+
+// bf16 row kernels: the bf16 -> f32 cast is the loaded array itself (ragged rows).
+TEST(CpuSpeedPaths, Bf16SoftmaxRaggedRows) {
+  auto m = parse_module(R"(kernel @rows(%x: view<bf16, [M, N]>, %y: view<bf16, [M, N]>) {
+  grid {
+    %m = dim %x {axis = 0} : i32
+    yield %m
+  }
+  %pid = program_id {axis = 0} : i32
+  %c0 = const {value = 0} : i32
+  %t = load_tile %x, %pid, %c0 {pad = -inf} : tile<bf16, [1, 128]>
+  %f = cast %t : tile<f32, [1, 128]>
+  %mx = reduce %f {axis = 1, kind = "max"} : tile<f32, [1]>
+  %e1 = expand_dims %mx {axis = 0} : tile<f32, [1, 1]>
+  %b = broadcast %e1 : tile<f32, [1, 128]>
+  %d = sub %f, %b : tile<f32, [1, 128]>
+  %h = cast %d : tile<bf16, [1, 128]>
+  store_tile %y, %h, %pid, %c0
+}
+)", "t.tile");
+  auto k = bind_constexprs(*m->kernels.at(0), {});
+  EXPECT_NE(emit_cpp(*k).find("the same array as its operand"), std::string::npos);
+  expect_same_as_interp(*k, {{"M", 5}, {"N", 100}}, 42);
+  expect_same_as_interp(*k, {{"M", 2}, {"N", 128}}, 43);
+}
+
+// f32 values stored as a narrow float through a cast that only the store reads: one rounding
+// (the store's), bit for bit the interpreter's on ties to even, just beside ties, NaN, inf,
+// overflow, -0 and subnormals.
+std::string narrow_store_kernel(const char* dt) {
+  return std::string(R"(kernel @narrow(%x: view<f32, [N]>, %y: view<)") + dt + R"(, [N]>) {
+  grid {
+    %n = dim %x {axis = 0} : i32
+    %c = const {value = 64} : i32
+    %g = cdiv %n, %c : i32
+    yield %g
+  }
+  %pid = program_id {axis = 0} : i32
+  %t = load_tile %x, %pid : tile<f32, [64]>
+  %h = cast %t : tile<)" + dt + R"(, [64]>
+  store_tile %y, %h, %pid
+}
+)";
+}
+
+TEST(CpuSpeedPaths, NarrowCastRoundedOnceByTheStoreOnTies) {
+  const std::vector<uint32_t> bits = {
+      0x3f808000u, 0x3f818000u, 0x3f808001u, 0x3f807fffu, 0xbf808000u, 0xbf818000u,  // ties, beside
+      0x7f7fffffu, 0xff7fffffu, 0x7f7f8000u, 0x7f800000u, 0xff800000u,              // max, inf
+      0x7fc00001u, 0xffc12345u, 0x7f800001u, 0x80000000u, 0x00000000u,              // NaN, -0, 0
+      0x00008000u, 0x00018000u, 0x80008000u, 0x00000001u, 0x007fffffu, 0x00800000u,  // subnormals
+      0x3a001000u, 0x38800000u, 0x33800000u, 0x477fe000u, 0x477ff000u, 0x43f00000u,  // f16/f8 ties
+  };
+  for (const char* dt : {"bf16", "f16", "f8e4m3"}) {
+    auto k = bound(narrow_store_kernel(dt));
+    std::string src = emit_cpp(*k);
+    EXPECT_EQ(src.find("tsr::rbf16"), std::string::npos) << dt << ": rounded twice\n" << src;
+    EXPECT_EQ(src.find("tsr::rf16"), std::string::npos) << dt;
+    const int64_t n = 100;  // a second, partial tile
+    std::vector<Tensor> want = make_random_tensors(*k, {{"N", n}}, 44);
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t b = bits[static_cast<size_t>(i) % bits.size()] ^ (i >= static_cast<int64_t>(bits.size()) ? 0x10000u * (i % 3) : 0);
+      std::memcpy(want[0].data.data() + 4 * i, &b, 4);
+    }
+    std::vector<Tensor> got = want;
+    auto wa = args_for(*k, want), ga = args_for(*k, got);
+    run_interp(*k, wa);
+    compile_cpu(*k, test_options())->run(ga);
+    ASSERT_EQ(want[1].data.size(), got[1].data.size());
+    for (size_t i = 0; i < got[1].data.size(); ++i)
+      EXPECT_EQ(int(want[1].data[i]), int(got[1].data[i])) << dt << " byte " << i;
+  }
+}
+
+// acc = dot(a, b, acc) over a K loop: into the carried array in place; with the carried value
+// as an operand of the dot itself, a copy (reading and writing one array would be wrong).
+std::string dot_loop(bool acc_is_operand) {
+  return std::string(R"(kernel @dotloop(%a: view<f32, [M, K]>, %b: view<f32, [K, N]>, %c: view<f32, [M, N]>) {
+  grid {
+    %m = dim %a {axis = 0} : i32
+    %c16 = const {value = 16} : i32
+    %g = cdiv %m, %c16 : i32
+    yield %g
+  }
+  %pid = program_id {axis = 0} : i32
+  %c0 = const {value = 0} : i32
+  %c1 = const {value = 1} : i32
+  %kk = dim %a {axis = 1} : i32
+  %c16 = const {value = 16} : i32
+  %tiles = cdiv %kk, %c16 : i32
+  %z = const {value = 0.0} : f32
+  %acc0 = splat %z : tile<f32, [16, 16]>
+  %acc = for %c0, %tiles, %c1, %acc0 : tile<f32, [16, 16]> {
+    ^(%j: i32, %r: tile<f32, [16, 16]>):
+    %at = load_tile %a, %pid, %j : tile<f32, [16, 16]>
+    %bt = load_tile %b, %j, %c0 : tile<f32, [16, 16]>
+    %n = dot )") + (acc_is_operand ? "%r" : "%at") + R"(, %bt, %r : tile<f32, [16, 16]>
+    yield %n
+  }
+  store_tile %c, %acc, %pid, %c0
+}
+)";
+}
+
+TEST(CpuSpeedPaths, DotAccumulatesIntoTheCarriedArray) {
+  auto k = bound(dot_loop(false));
+  EXPECT_NE(emit_cpp(*k).find("accumulated in place into the carried"), std::string::npos);
+  expect_same_as_interp(*k, {{"M", 37}, {"K", 45}, {"N", 16}}, 45);
+  auto k2 = bound(dot_loop(true));
+  EXPECT_EQ(emit_cpp(*k2).find("accumulated in place"), std::string::npos);
+  expect_same_as_interp(*k2, {{"M", 37}, {"K", 16}, {"N", 16}}, 46);  // K = 16: the dot of %r runs once
+}
+
+// A raw op reports how many threads run the program: 1 for a grid of little work (no OpenMP
+// team is woken), the requested 2 for a grid of many programs.
+TEST(CpuSpeedPaths, SmallGridsRunOnTheCallingThread) {
+  auto k = bound(R"(kernel @threads(%y: view<i32, [N]>) {
+  grid {
+    %n = dim %y {axis = 0} : i32
+    yield %n
+  }
+  %pid = program_id {axis = 0} : i32
+  %z = const {value = 0} : i32
+  %r = raw %z {name = "threads", cpp = "out0 = omp_get_num_threads();"} : i32
+  %t = splat %r : tile<i32, [1]>
+  store_tile %y, %t, %pid
+}
+)");
+  CpuOptions o = test_options();
+  o.num_threads = 2;
+  auto ck = compile_cpu(*k, o);
+  for (int64_t n : {int64_t{3}, int64_t{1} << 20}) {
+    std::vector<Tensor> ts = make_random_tensors(*k, {{"N", n}}, 47);
+    auto args = args_for(*k, ts);
+    ck->run(args);
+    int64_t most = 0;
+    for (int64_t i = 0; i < n; ++i) most = std::max<int64_t>(most, static_cast<int64_t>(ts[0].get(i)));
+    EXPECT_EQ(most, n == 3 ? 1 : 2) << "N = " << n;
+  }
+}
+
+// A compiler wrapper that logs its arguments: a warm hit runs it not at all; a compiler whose
+// binary changed (its mtime) misses the cache.
+TEST(CpuSpeedPaths, WarmHitRunsNoProcessAndACompilerChangeMisses) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::path(test_cache_dir()) / "cxx-wrapper";
+  fs::create_directories(dir);
+  fs::path log = dir / "calls.log", cxx = dir / "cxx";
+  fs::remove(log);
+  {
+    std::ofstream w(cxx);
+    w << "#!/bin/sh\necho \"$1\" >> '" << log.string() << "'\nexec c++ \"$@\"\n";
+  }
+  fs::permissions(cxx, fs::perms::owner_all);
+  auto calls = [&] {
+    std::ifstream in(log);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  auto k = bound(kAliasOfCarried);
+  CpuOptions o = test_options();
+  o.cache_dir = (dir / "cache").string();
+  o.compiler = cxx.string();
+  clear_cpu_memory_cache();
+  auto first = compile_cpu(*k, o);
+  EXPECT_FALSE(first->from_disk_cache);
+  std::string after_build = calls();
+  EXPECT_NE(after_build.find("--version"), std::string::npos) << after_build;
+  clear_cpu_memory_cache();
+  EXPECT_TRUE(compile_cpu(*k, o)->from_disk_cache);
+  EXPECT_EQ(calls(), after_build) << "a warm hit ran the compiler";
+  struct timeval tv[2] = {{1000000000, 0}, {1000000000, 0}};  // another mtime: another compiler
+  ASSERT_EQ(::utimes(cxx.c_str(), tv), 0);
+  clear_cpu_memory_cache();
+  auto again = compile_cpu(*k, o);
+  EXPECT_FALSE(again->from_disk_cache);
+  expect_same_as_interp(*k, {{"M", 2}, {"N", 40}}, 48, again);
+  clear_cpu_memory_cache();
+}
+
+}  // namespace
+}  // namespace tessera::cputest
