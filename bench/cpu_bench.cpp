@@ -141,6 +141,18 @@ int main(int argc, char** argv) {
     }
   }
 
+  // top-k of 64 rows of 131072 at k = 64 (the shape issue 18 compares with torch.topk on the GPU).
+  if (const LibraryKernel* lk = find_library_kernel("topk")) {
+    Sizes s{{"M", 64}, {"N", 131072}, {"K", 64}};
+    auto k = bind_constexprs(*lk->build(ScalarKind::F32), library_config(*lk, ScalarKind::F32, "cpu", {}, &s));
+    std::vector<Tensor> ts = make_random_tensors(*k, s, 3);
+    auto args = args_for(*k, ts);
+    auto ck = compile_cpu(*k, opts);
+    ck->run(args);
+    double t = median_time([&] { ck->run(args); }, 5);
+    row("topk 64x131072 k=64 f32 cpu", fmt("%.3f ms", t * 1e3), fmt("%.2f GB/s", lk->bytes(s, ScalarKind::F32) / t / 1e9));
+  }
+
   // Matmul vs OpenBLAS.
   if (const LibraryKernel* lk = find_library_kernel("matmul")) {
     auto k = bind_constexprs(*lk->build(ScalarKind::F32), {});

@@ -439,6 +439,7 @@ class Emitter {
   // that must outlive a loop iteration of the code that declares it.
   std::vector<std::string> prologue_;
   void emit_scan(const Op& op);
+  void emit_sort(const Op& op);
   void emit_for(const Op& op);
   // The ordinary loop of a `for` (carried values in `carried`).
   void emit_loop(const Op& op, const std::vector<const Value*>& vals, const std::vector<std::string>& carried);
