@@ -20,6 +20,10 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
   auto values = k.view("values", dt, {"M", "N"});
   auto indices = k.view("indices", ScalarKind::I32, {"M", "N"});
   auto BN = k.constexpr_("BLOCK_N", {32, 64, 128, 256, 512, 1024, 2048, 4096}, 1024);
+  // cuda: the sort network's steps are spread over the CTA's threads (one barrier each), so a
+  // wide CTA takes fewer rounds per step; the heuristic's 4 warps for a 4096-element tile are
+  // few (not measured yet: a knob for the bench).
+  k.constexpr_("num_warps", {4, 8, 16, 32}, 16);
   k.grid({x.dim(0)});
   auto row = program_id(0);
   Sorted s = sort_indexed(x.tile({1, BN}).load({row, 0}, NAN), 1);

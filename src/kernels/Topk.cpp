@@ -27,6 +27,10 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
   // K is the output's width: any value from 1 (the size_configs bind it from the sizes).
   auto K = k.constexpr_("K", {}, 64);
   auto BN = k.constexpr_("BLOCK_N", {256, 512, 1024, 2048, 4096}, 1024);
+  // cuda: the sort network's steps are spread over the CTA's threads (one barrier each), so a
+  // wide CTA takes fewer rounds per step; the heuristic's 4 warps for a 4096-element tile are
+  // few (not measured yet: a knob for the bench).
+  k.constexpr_("num_warps", {4, 8, 16, 32}, 16);
   k.grid({x.dim(0)});
   auto row = program_id(0);
   auto tiles = cdiv(x.dim(1), BN);
