@@ -47,6 +47,7 @@ void grid_fn(const Args& A, int32_t* g) {
 void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np0, int32_t np1, int32_t np2) {
   (void)A; (void)pid0; (void)pid1; (void)pid2; (void)np0; (void)np1; (void)np2;
   [[maybe_unused]] constexpr int64_t BLOCK_N = INT64_C(1024);
+  [[maybe_unused]] constexpr int64_t num_warps = INT64_C(16);
   // %1 = program_id {axis = 0} : i32
   const int32_t v1 = pid0;
   // %2 = const {value = 0} : i32

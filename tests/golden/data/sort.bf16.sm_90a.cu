@@ -2,10 +2,10 @@
 #include "tessera/core.cuh"
 #include "tessera/mma.cuh"
 
-extern "C" __global__ void __launch_bounds__(128) tessera_sort(uint16_t* tsr_p0, uint16_t* tsr_p1, int32_t* tsr_p2, int32_t tsr_dim_M, int32_t tsr_dim_N) {
+extern "C" __global__ void __launch_bounds__(512) tessera_sort(uint16_t* tsr_p0, uint16_t* tsr_p1, int32_t* tsr_p2, int32_t tsr_dim_M, int32_t tsr_dim_N) {
   extern __shared__ __align__(16) unsigned char tsr_smem[];
   const int tsr_tid = int(threadIdx.x);
-  constexpr int tsr_nthreads = 128;
+  constexpr int tsr_nthreads = 512;
   (void)tsr_tid; (void)tsr_smem;
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
@@ -20,46 +20,47 @@ extern "C" __global__ void __launch_bounds__(128) tessera_sort(uint16_t* tsr_p0,
   const int64_t tsr_p2_s0 = tsr_p2_s1 * int64_t(tsr_dim_N);
   (void)tsr_p2_s0;
   [[maybe_unused]] constexpr int64_t BLOCK_N = 1024LL;
+  [[maybe_unused]] constexpr int64_t num_warps = 16LL;
   // %1 = program_id {axis = 0} : i32
   const int32_t v0 = int32_t(blockIdx.x);
   // %2 = const {value = 0} : i32
   const int32_t v1 = int32_t(0LL);
   // %3 = load_tile %x, %1, %2 {pad = nan} : tile<bf16, [1, 1024]>
-  float v2[8];
+  float v2[2];
   {
     const int64_t o3 = int64_t(v0) * 1;
     const int64_t o4 = int64_t(v1) * 1024;
     #pragma unroll
     for (int c5 = 0; c5 < 1; ++c5) {
-      const int e6 = ((c5 * 8 / 8) * 1024 + tsr_tid * 8 + (c5 * 8 % 8));
+      const int e6 = ((c5 * 2 / 2) * 1024 + tsr_tid * 2 + (c5 * 2 % 2));
       const int64_t g7 = o3 + 0;
       const int64_t g8 = o4 + (e6);
       const int64_t off9 = g7 * tsr_p0_s0 + g8 * tsr_p0_s1;
       const bool rok10 = true && g7 >= 0 && g7 < int64_t(tsr_dim_M);
-      uint16_t buf11[8];
-      if (rok10 && g8 >= 0 && g8 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + off9)) {
-        tsr::copy_vec<uint16_t, 8>(buf11, tsr_p0 + off9);
+      uint16_t buf11[2];
+      if (rok10 && g8 >= 0 && g8 + 2 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p0 + off9)) {
+        tsr::copy_vec<uint16_t, 2>(buf11, tsr_p0 + off9);
       } else {
         #pragma unroll
-        for (int v_ = 0; v_ < 8; ++v_) {
+        for (int v_ = 0; v_ < 2; ++v_) {
           const int64_t gc12 = g8 + v_;
           buf11[v_] = (rok10 && gc12 >= 0 && gc12 < int64_t(tsr_dim_N)) ? tsr_p0[off9 + v_ * tsr_p0_s1] : uint16_t(tsr::f2bf(tsr::nan_f()));
         }
       }
       #pragma unroll
-      for (int v_ = 0; v_ < 8; ++v_) v2[c5 * 8 + v_] = tsr::bf2f(buf11[v_]);
+      for (int v_ = 0; v_ < 2; ++v_) v2[c5 * 2 + v_] = tsr::bf2f(buf11[v_]);
     }
   }
   // %4, %5 = sort %3 {axis = 1} : tile<bf16, [1, 1024]>, tile<i32, [1, 1024]>
-  float v13[8];
-  int32_t v14[8];
+  float v13[2];
+  int32_t v14[2];
   __syncthreads();
   #pragma unroll
-  for (int s15 = 0; s15 < 8; ++s15) {
-    if (true) reinterpret_cast<float*>(tsr_smem + 0)[((s15 / 8) * 1024 + tsr_tid * 8 + (s15 % 8))] = v2[s15];
+  for (int s15 = 0; s15 < 2; ++s15) {
+    if (true) reinterpret_cast<float*>(tsr_smem + 0)[((s15 / 2) * 1024 + tsr_tid * 2 + (s15 % 2))] = v2[s15];
   }
   __syncthreads();
-  for (int p_ = tsr_tid; p_ < 1024; p_ += 128) {
+  for (int p_ = tsr_tid; p_ < 1024; p_ += 512) {
     const int ln_ = p_ / 1024, l_ = p_ % 1024;
     const int o_ = ln_ / 1, i_ = ln_ % 1;
     reinterpret_cast<uint32_t*>(tsr_smem + 4096)[p_] = l_ < 1024 ? uint32_t(tsr::sort_key(reinterpret_cast<float*>(tsr_smem + 0)[(o_ * 1024 + l_) * 1 + i_])) : ~uint32_t(0);
@@ -68,7 +69,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_sort(uint16_t* tsr_p0,
   __syncthreads();
   for (int k_ = 2; k_ <= 1024; k_ <<= 1) {
     for (int j_ = k_ >> 1; j_ > 0; j_ >>= 1) {
-      for (int q_ = tsr_tid; q_ < 512; q_ += 128) {
+      for (int q_ = tsr_tid; q_ < 512; q_ += 512) {
         const int h_ = q_ % 512;
         const int a_ = (q_ / 512) * 1024 + ((h_ & ~(j_ - 1)) << 1) + (h_ & (j_ - 1)), b_ = a_ + j_;
         const uint32_t ka_ = reinterpret_cast<uint32_t*>(tsr_smem + 4096)[a_], kb_ = reinterpret_cast<uint32_t*>(tsr_smem + 4096)[b_];
@@ -82,13 +83,13 @@ extern "C" __global__ void __launch_bounds__(128) tessera_sort(uint16_t* tsr_p0,
     }
   }
   #pragma unroll
-  for (int s16 = 0; s16 < 8; ++s16) {
-    const int e17 = ((s16 / 8) * 1024 + tsr_tid * 8 + (s16 % 8));
+  for (int s16 = 0; s16 < 2; ++s16) {
+    const int e17 = ((s16 / 2) * 1024 + tsr_tid * 2 + (s16 % 2));
     v13[s16] = reinterpret_cast<float*>(tsr_smem + 0)[(((e17) / 1024) * 1024 + reinterpret_cast<int32_t*>(tsr_smem + 8192)[(((e17) / 1024) * 1 + ((e17) % 1)) * 1024 + (((e17) / 1) % 1024)]) * 1 + ((e17) % 1)];
   }
   #pragma unroll
-  for (int s18 = 0; s18 < 8; ++s18) {
-    const int e19 = ((s18 / 8) * 1024 + tsr_tid * 8 + (s18 % 8));
+  for (int s18 = 0; s18 < 2; ++s18) {
+    const int e19 = ((s18 / 2) * 1024 + tsr_tid * 2 + (s18 % 2));
     v14[s18] = reinterpret_cast<int32_t*>(tsr_smem + 8192)[(((e19) / 1024) * 1 + ((e19) % 1)) * 1024 + (((e19) / 1) % 1024)];
   }
   // store_tile %values, %4, %1, %2
@@ -97,21 +98,21 @@ extern "C" __global__ void __launch_bounds__(128) tessera_sort(uint16_t* tsr_p0,
     const int64_t o21 = int64_t(v1) * 1024;
     #pragma unroll
     for (int c22 = 0; c22 < 1; ++c22) {
-      const int e23 = ((c22 * 8 / 8) * 1024 + tsr_tid * 8 + (c22 * 8 % 8));
+      const int e23 = ((c22 * 2 / 2) * 1024 + tsr_tid * 2 + (c22 * 2 % 2));
       const int64_t g24 = o20 + 0;
       const int64_t g25 = o21 + (e23);
       const int64_t off26 = g24 * tsr_p1_s0 + g25 * tsr_p1_s1;
       const bool rok27 = true && g24 >= 0 && g24 < int64_t(tsr_dim_M);
-      if (rok27 && g25 >= 0 && g25 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + off26)) {
-        uint32_t buf28w[4];
+      if (rok27 && g25 >= 0 && g25 + 2 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p1 + off26)) {
+        uint32_t buf28w[1];
         #pragma unroll
-        for (int v_ = 0; v_ < 4; ++v_) buf28w[v_] = tsr::f2bf2(v13[c22 * 8 + 2 * v_], v13[c22 * 8 + 2 * v_ + 1]);
-        tsr::copy_vec<uint32_t, 4>(reinterpret_cast<uint32_t*>(tsr_p1 + off26), buf28w);
+        for (int v_ = 0; v_ < 1; ++v_) buf28w[v_] = tsr::f2bf2(v13[c22 * 2 + 2 * v_], v13[c22 * 2 + 2 * v_ + 1]);
+        tsr::copy_vec<uint32_t, 1>(reinterpret_cast<uint32_t*>(tsr_p1 + off26), buf28w);
       } else {
         #pragma unroll
-        for (int v_ = 0; v_ < 8; ++v_) {
+        for (int v_ = 0; v_ < 2; ++v_) {
           const int64_t gc29 = g25 + v_;
-          if ((rok27 && gc29 >= 0 && gc29 < int64_t(tsr_dim_N))) tsr_p1[off26 + v_ * tsr_p1_s1] = tsr::f2bf(v13[c22 * 8 + v_]);
+          if ((rok27 && gc29 >= 0 && gc29 < int64_t(tsr_dim_N))) tsr_p1[off26 + v_ * tsr_p1_s1] = tsr::f2bf(v13[c22 * 2 + v_]);
         }
       }
     }
@@ -122,21 +123,21 @@ extern "C" __global__ void __launch_bounds__(128) tessera_sort(uint16_t* tsr_p0,
     const int64_t o31 = int64_t(v1) * 1024;
     #pragma unroll
     for (int c32 = 0; c32 < 1; ++c32) {
-      const int e33 = ((c32 * 8 / 8) * 1024 + tsr_tid * 8 + (c32 * 8 % 8));
+      const int e33 = ((c32 * 2 / 2) * 1024 + tsr_tid * 2 + (c32 * 2 % 2));
       const int64_t g34 = o30 + 0;
       const int64_t g35 = o31 + (e33);
       const int64_t off36 = g34 * tsr_p2_s0 + g35 * tsr_p2_s1;
       const bool rok37 = true && g34 >= 0 && g34 < int64_t(tsr_dim_M);
-      int32_t buf38[8];
-      if (rok37 && g35 >= 0 && g35 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<int32_t, 8>(tsr_p2 + off36)) {
+      int32_t buf38[2];
+      if (rok37 && g35 >= 0 && g35 + 2 <= int64_t(tsr_dim_N) && tsr::aligned_vec<int32_t, 2>(tsr_p2 + off36)) {
         #pragma unroll
-        for (int v_ = 0; v_ < 8; ++v_) buf38[v_] = v14[c32 * 8 + v_];
-        tsr::copy_vec<int32_t, 8>(tsr_p2 + off36, buf38);
+        for (int v_ = 0; v_ < 2; ++v_) buf38[v_] = v14[c32 * 2 + v_];
+        tsr::copy_vec<int32_t, 2>(tsr_p2 + off36, buf38);
       } else {
         #pragma unroll
-        for (int v_ = 0; v_ < 8; ++v_) {
+        for (int v_ = 0; v_ < 2; ++v_) {
           const int64_t gc39 = g35 + v_;
-          if ((rok37 && gc39 >= 0 && gc39 < int64_t(tsr_dim_N))) tsr_p2[off36 + v_ * tsr_p2_s1] = v14[c32 * 8 + v_];
+          if ((rok37 && gc39 >= 0 && gc39 < int64_t(tsr_dim_N))) tsr_p2[off36 + v_ * tsr_p2_s1] = v14[c32 * 2 + v_];
         }
       }
     }
@@ -144,7 +145,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_sort(uint16_t* tsr_p0,
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_sort, block_threads 128, static_smem 0, dynamic_smem 12288
+// symbol tessera_sort, block_threads 512, static_smem 0, dynamic_smem 12288
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer x bf16 bytes 8 index 0
 // param pointer values bf16 bytes 8 index 1
@@ -155,5 +156,5 @@ extern "C" __global__ void __launch_bounds__(128) tessera_sort(uint16_t* tsr_p0,
 // header tessera/mma.cuh
 // stat smem-bytes = 12288
 // stat sorts = 1
-// stat threads = 128
+// stat threads = 512
 // stat vector-accesses = 3

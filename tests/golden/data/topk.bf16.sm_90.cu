@@ -2,10 +2,10 @@
 #include "tessera/core.cuh"
 #include "tessera/mma.cuh"
 
-extern "C" __global__ void __launch_bounds__(128) tessera_topk(uint16_t* tsr_p0, uint16_t* tsr_p1, int32_t* tsr_p2, int32_t tsr_dim_M, int32_t tsr_dim_N, int32_t tsr_dim_K) {
+extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0, uint16_t* tsr_p1, int32_t* tsr_p2, int32_t tsr_dim_M, int32_t tsr_dim_N, int32_t tsr_dim_K) {
   extern __shared__ __align__(16) unsigned char tsr_smem[];
   const int tsr_tid = int(threadIdx.x);
-  constexpr int tsr_nthreads = 128;
+  constexpr int tsr_nthreads = 512;
   (void)tsr_tid; (void)tsr_smem;
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
@@ -21,6 +21,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_topk(uint16_t* tsr_p0,
   (void)tsr_p2_s0;
   [[maybe_unused]] constexpr int64_t K = 64LL;
   [[maybe_unused]] constexpr int64_t BLOCK_N = 1024LL;
+  [[maybe_unused]] constexpr int64_t num_warps = 16LL;
   // %1 = program_id {axis = 0} : i32
   const int32_t v0 = int32_t(blockIdx.x);
   // %2 = dim %x {axis = 1} : i32
@@ -38,29 +39,29 @@ extern "C" __global__ void __launch_bounds__(128) tessera_topk(uint16_t* tsr_p0,
   // %8 = const {value = 0} : i32
   const int32_t v7 = int32_t(0LL);
   // %9 = load_tile %x, %1, %8 {pad = -inf} : tile<bf16, [1, 1024]>
-  float v8[8];
+  float v8[2];
   {
     const int64_t o9 = int64_t(v0) * 1;
     const int64_t o10 = int64_t(v7) * 1024;
     #pragma unroll
     for (int c11 = 0; c11 < 1; ++c11) {
-      const int e12 = ((c11 * 8 / 8) * 1024 + tsr_tid * 8 + (c11 * 8 % 8));
+      const int e12 = ((c11 * 2 / 2) * 1024 + tsr_tid * 2 + (c11 * 2 % 2));
       const int64_t g13 = o9 + 0;
       const int64_t g14 = o10 + (e12);
       const int64_t off15 = g13 * tsr_p0_s0 + g14 * tsr_p0_s1;
       const bool rok16 = true && g13 >= 0 && g13 < int64_t(tsr_dim_M);
-      uint16_t buf17[8];
-      if (rok16 && g14 >= 0 && g14 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + off15)) {
-        tsr::copy_vec<uint16_t, 8>(buf17, tsr_p0 + off15);
+      uint16_t buf17[2];
+      if (rok16 && g14 >= 0 && g14 + 2 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p0 + off15)) {
+        tsr::copy_vec<uint16_t, 2>(buf17, tsr_p0 + off15);
       } else {
         #pragma unroll
-        for (int v_ = 0; v_ < 8; ++v_) {
+        for (int v_ = 0; v_ < 2; ++v_) {
           const int64_t gc18 = g14 + v_;
           buf17[v_] = (rok16 && gc18 >= 0 && gc18 < int64_t(tsr_dim_N)) ? tsr_p0[off15 + v_ * tsr_p0_s1] : uint16_t(tsr::f2bf((-tsr::inf_f())));
         }
       }
       #pragma unroll
-      for (int v_ = 0; v_ < 8; ++v_) v8[c11 * 8 + v_] = tsr::bf2f(buf17[v_]);
+      for (int v_ = 0; v_ < 2; ++v_) v8[c11 * 2 + v_] = tsr::bf2f(buf17[v_]);
     }
   }
   // %10, %11 = topk %9 {axis = 1} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
@@ -68,11 +69,11 @@ extern "C" __global__ void __launch_bounds__(128) tessera_topk(uint16_t* tsr_p0,
   int32_t v20[1];
   __syncthreads();
   #pragma unroll
-  for (int s21 = 0; s21 < 8; ++s21) {
-    if (true) reinterpret_cast<float*>(tsr_smem + 0)[((s21 / 8) * 1024 + tsr_tid * 8 + (s21 % 8))] = v8[s21];
+  for (int s21 = 0; s21 < 2; ++s21) {
+    if (true) reinterpret_cast<float*>(tsr_smem + 0)[((s21 / 2) * 1024 + tsr_tid * 2 + (s21 % 2))] = v8[s21];
   }
   __syncthreads();
-  for (int p_ = tsr_tid; p_ < 1024; p_ += 128) {
+  for (int p_ = tsr_tid; p_ < 1024; p_ += 512) {
     const int ln_ = p_ / 1024, l_ = p_ % 1024;
     const int o_ = ln_ / 1, i_ = ln_ % 1;
     reinterpret_cast<uint32_t*>(tsr_smem + 4096)[p_] = l_ < 1024 ? uint32_t(~tsr::sort_key(reinterpret_cast<float*>(tsr_smem + 0)[(o_ * 1024 + l_) * 1 + i_])) : ~uint32_t(0);
@@ -81,7 +82,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_topk(uint16_t* tsr_p0,
   __syncthreads();
   for (int k_ = 2; k_ <= 1024; k_ <<= 1) {
     for (int j_ = k_ >> 1; j_ > 0; j_ >>= 1) {
-      for (int q_ = tsr_tid; q_ < 512; q_ += 128) {
+      for (int q_ = tsr_tid; q_ < 512; q_ += 512) {
         const int h_ = q_ % 512;
         const int a_ = (q_ / 512) * 1024 + ((h_ & ~(j_ - 1)) << 1) + (h_ & (j_ - 1)), b_ = a_ + j_;
         const uint32_t ka_ = reinterpret_cast<uint32_t*>(tsr_smem + 4096)[a_], kb_ = reinterpret_cast<uint32_t*>(tsr_smem + 4096)[b_];
@@ -96,13 +97,13 @@ extern "C" __global__ void __launch_bounds__(128) tessera_topk(uint16_t* tsr_p0,
   }
   #pragma unroll
   for (int s22 = 0; s22 < 1; ++s22) {
-    const int e23 = (s22 * 128 + tsr_tid);
-    v19[s22] = ((s22 * 128 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e23) / 64) * 1024 + reinterpret_cast<int32_t*>(tsr_smem + 8192)[(((e23) / 64) * 1 + ((e23) % 1)) * 1024 + (((e23) / 1) % 64)]) * 1 + ((e23) % 1)]) : float(0);
+    const int e23 = (s22 * 512 + tsr_tid);
+    v19[s22] = ((s22 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e23) / 64) * 1024 + reinterpret_cast<int32_t*>(tsr_smem + 8192)[(((e23) / 64) * 1 + ((e23) % 1)) * 1024 + (((e23) / 1) % 64)]) * 1 + ((e23) % 1)]) : float(0);
   }
   #pragma unroll
   for (int s24 = 0; s24 < 1; ++s24) {
-    const int e25 = (s24 * 128 + tsr_tid);
-    v20[s24] = ((s24 * 128 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 8192)[(((e25) / 64) * 1 + ((e25) % 1)) * 1024 + (((e25) / 1) % 64)]) : int32_t(0);
+    const int e25 = (s24 * 512 + tsr_tid);
+    v20[s24] = ((s24 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 8192)[(((e25) / 64) * 1 + ((e25) % 1)) * 1024 + (((e25) / 1) % 64)]) : int32_t(0);
   }
   // %12 = const {value = 0.0} : bf16
   const float v26 = 0x0p+0f;
@@ -120,29 +121,29 @@ extern "C" __global__ void __launch_bounds__(128) tessera_topk(uint16_t* tsr_p0,
   for (int64_t iv31_ = v3; v3 > 0 && iv31_ < v6; iv31_ += v3) {
     const int32_t iv31 = int32_t(iv31_);
     // %18 = load_tile %x, %1, %15 {pad = -inf} : tile<bf16, [1, 1024]>
-    float v32[8];
+    float v32[2];
     {
       const int64_t o33 = int64_t(v0) * 1;
       const int64_t o34 = int64_t(iv31) * 1024;
       #pragma unroll
       for (int c35 = 0; c35 < 1; ++c35) {
-        const int e36 = ((c35 * 8 / 8) * 1024 + tsr_tid * 8 + (c35 * 8 % 8));
+        const int e36 = ((c35 * 2 / 2) * 1024 + tsr_tid * 2 + (c35 * 2 % 2));
         const int64_t g37 = o33 + 0;
         const int64_t g38 = o34 + (e36);
         const int64_t off39 = g37 * tsr_p0_s0 + g38 * tsr_p0_s1;
         const bool rok40 = true && g37 >= 0 && g37 < int64_t(tsr_dim_M);
-        uint16_t buf41[8];
-        if (rok40 && g38 >= 0 && g38 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + off39)) {
-          tsr::copy_vec<uint16_t, 8>(buf41, tsr_p0 + off39);
+        uint16_t buf41[2];
+        if (rok40 && g38 >= 0 && g38 + 2 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p0 + off39)) {
+          tsr::copy_vec<uint16_t, 2>(buf41, tsr_p0 + off39);
         } else {
           #pragma unroll
-          for (int v_ = 0; v_ < 8; ++v_) {
+          for (int v_ = 0; v_ < 2; ++v_) {
             const int64_t gc42 = g38 + v_;
             buf41[v_] = (rok40 && gc42 >= 0 && gc42 < int64_t(tsr_dim_N)) ? tsr_p0[off39 + v_ * tsr_p0_s1] : uint16_t(tsr::f2bf((-tsr::inf_f())));
           }
         }
         #pragma unroll
-        for (int v_ = 0; v_ < 8; ++v_) v32[c35 * 8 + v_] = tsr::bf2f(buf41[v_]);
+        for (int v_ = 0; v_ < 2; ++v_) v32[c35 * 2 + v_] = tsr::bf2f(buf41[v_]);
       }
     }
     // %19, %20 = topk %18 {axis = 1} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
@@ -150,11 +151,11 @@ extern "C" __global__ void __launch_bounds__(128) tessera_topk(uint16_t* tsr_p0,
     int32_t v44[1];
     __syncthreads();
     #pragma unroll
-    for (int s45 = 0; s45 < 8; ++s45) {
-      if (true) reinterpret_cast<float*>(tsr_smem + 0)[((s45 / 8) * 1024 + tsr_tid * 8 + (s45 % 8))] = v32[s45];
+    for (int s45 = 0; s45 < 2; ++s45) {
+      if (true) reinterpret_cast<float*>(tsr_smem + 0)[((s45 / 2) * 1024 + tsr_tid * 2 + (s45 % 2))] = v32[s45];
     }
     __syncthreads();
-    for (int p_ = tsr_tid; p_ < 1024; p_ += 128) {
+    for (int p_ = tsr_tid; p_ < 1024; p_ += 512) {
       const int ln_ = p_ / 1024, l_ = p_ % 1024;
       const int o_ = ln_ / 1, i_ = ln_ % 1;
       reinterpret_cast<uint32_t*>(tsr_smem + 4096)[p_] = l_ < 1024 ? uint32_t(~tsr::sort_key(reinterpret_cast<float*>(tsr_smem + 0)[(o_ * 1024 + l_) * 1 + i_])) : ~uint32_t(0);
@@ -163,7 +164,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_topk(uint16_t* tsr_p0,
     __syncthreads();
     for (int k_ = 2; k_ <= 1024; k_ <<= 1) {
       for (int j_ = k_ >> 1; j_ > 0; j_ >>= 1) {
-        for (int q_ = tsr_tid; q_ < 512; q_ += 128) {
+        for (int q_ = tsr_tid; q_ < 512; q_ += 512) {
           const int h_ = q_ % 512;
           const int a_ = (q_ / 512) * 1024 + ((h_ & ~(j_ - 1)) << 1) + (h_ & (j_ - 1)), b_ = a_ + j_;
           const uint32_t ka_ = reinterpret_cast<uint32_t*>(tsr_smem + 4096)[a_], kb_ = reinterpret_cast<uint32_t*>(tsr_smem + 4096)[b_];
@@ -178,13 +179,13 @@ extern "C" __global__ void __launch_bounds__(128) tessera_topk(uint16_t* tsr_p0,
     }
     #pragma unroll
     for (int s46 = 0; s46 < 1; ++s46) {
-      const int e47 = (s46 * 128 + tsr_tid);
-      v43[s46] = ((s46 * 128 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e47) / 64) * 1024 + reinterpret_cast<int32_t*>(tsr_smem + 8192)[(((e47) / 64) * 1 + ((e47) % 1)) * 1024 + (((e47) / 1) % 64)]) * 1 + ((e47) % 1)]) : float(0);
+      const int e47 = (s46 * 512 + tsr_tid);
+      v43[s46] = ((s46 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e47) / 64) * 1024 + reinterpret_cast<int32_t*>(tsr_smem + 8192)[(((e47) / 64) * 1 + ((e47) % 1)) * 1024 + (((e47) / 1) % 64)]) * 1 + ((e47) % 1)]) : float(0);
     }
     #pragma unroll
     for (int s48 = 0; s48 < 1; ++s48) {
-      const int e49 = (s48 * 128 + tsr_tid);
-      v44[s48] = ((s48 * 128 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 8192)[(((e49) / 64) * 1 + ((e49) % 1)) * 1024 + (((e49) / 1) % 64)]) : int32_t(0);
+      const int e49 = (s48 * 512 + tsr_tid);
+      v44[s48] = ((s48 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 8192)[(((e49) / 64) * 1 + ((e49) % 1)) * 1024 + (((e49) / 1) % 64)]) : int32_t(0);
     }
     // %21 = splat %12 : tile<bf16, [1, 128]>
     float v50[1];
@@ -197,26 +198,26 @@ extern "C" __global__ void __launch_bounds__(128) tessera_topk(uint16_t* tsr_p0,
     __syncthreads();
     #pragma unroll
     for (int s53 = 0; s53 < 1; ++s53) {
-      if (((s53 * 128 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s53 * 128 + tsr_tid)] = c27[s53];
+      if (((s53 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s53 * 512 + tsr_tid)] = c27[s53];
     }
     __syncthreads();
     #pragma unroll
     for (int s54 = 0; s54 < 1; ++s54) {
-      const int e55 = (s54 * 128 + tsr_tid);
-      v52[s54] = (true && 0 >= (v7 * 1) && 0 < (v7 * 1) + 1 && (e55) >= (v7 * 64) && (e55) < (v7 * 64) + 64) ? reinterpret_cast<float*>(tsr_smem + 0)[(((0 - (v7 * 1))) * 64 + ((e55) - (v7 * 64)))] : v50[s54];
+      const int e55 = (s54 * 512 + tsr_tid);
+      v52[s54] = (((s54 * 512 + tsr_tid) < 128) && 0 >= (v7 * 1) && 0 < (v7 * 1) + 1 && (e55) >= (v7 * 64) && (e55) < (v7 * 64) + 64) ? reinterpret_cast<float*>(tsr_smem + 0)[(((0 - (v7 * 1))) * 64 + ((e55) - (v7 * 64)))] : v50[s54];
     }
     // %23 = insert_tile %22, %19, %8, %4 : tile<bf16, [1, 128]>
     float v56[1];
     __syncthreads();
     #pragma unroll
     for (int s57 = 0; s57 < 1; ++s57) {
-      if (((s57 * 128 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s57 * 128 + tsr_tid)] = v43[s57];
+      if (((s57 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s57 * 512 + tsr_tid)] = v43[s57];
     }
     __syncthreads();
     #pragma unroll
     for (int s58 = 0; s58 < 1; ++s58) {
-      const int e59 = (s58 * 128 + tsr_tid);
-      v56[s58] = (true && 0 >= (v7 * 1) && 0 < (v7 * 1) + 1 && (e59) >= (v3 * 64) && (e59) < (v3 * 64) + 64) ? reinterpret_cast<float*>(tsr_smem + 0)[(((0 - (v7 * 1))) * 64 + ((e59) - (v3 * 64)))] : v52[s58];
+      const int e59 = (s58 * 512 + tsr_tid);
+      v56[s58] = (((s58 * 512 + tsr_tid) < 128) && 0 >= (v7 * 1) && 0 < (v7 * 1) + 1 && (e59) >= (v3 * 64) && (e59) < (v3 * 64) + 64) ? reinterpret_cast<float*>(tsr_smem + 0)[(((0 - (v7 * 1))) * 64 + ((e59) - (v3 * 64)))] : v52[s58];
     }
     // %24 = mul %15, %3 : i32
     const int32_t v60 = int32_t(uint32_t(iv31) * uint32_t(v2));
@@ -243,26 +244,26 @@ extern "C" __global__ void __launch_bounds__(128) tessera_topk(uint16_t* tsr_p0,
     __syncthreads();
     #pragma unroll
     for (int s68 = 0; s68 < 1; ++s68) {
-      if (((s68 * 128 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(s68 * 128 + tsr_tid)] = c29[s68];
+      if (((s68 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(s68 * 512 + tsr_tid)] = c29[s68];
     }
     __syncthreads();
     #pragma unroll
     for (int s69 = 0; s69 < 1; ++s69) {
-      const int e70 = (s69 * 128 + tsr_tid);
-      v67[s69] = (true && 0 >= (v7 * 1) && 0 < (v7 * 1) + 1 && (e70) >= (v7 * 64) && (e70) < (v7 * 64) + 64) ? reinterpret_cast<int32_t*>(tsr_smem + 0)[(((0 - (v7 * 1))) * 64 + ((e70) - (v7 * 64)))] : v65[s69];
+      const int e70 = (s69 * 512 + tsr_tid);
+      v67[s69] = (((s69 * 512 + tsr_tid) < 128) && 0 >= (v7 * 1) && 0 < (v7 * 1) + 1 && (e70) >= (v7 * 64) && (e70) < (v7 * 64) + 64) ? reinterpret_cast<int32_t*>(tsr_smem + 0)[(((0 - (v7 * 1))) * 64 + ((e70) - (v7 * 64)))] : v65[s69];
     }
     // %29 = insert_tile %28, %26, %8, %4 : tile<i32, [1, 128]>
     int32_t v71[1];
     __syncthreads();
     #pragma unroll
     for (int s72 = 0; s72 < 1; ++s72) {
-      if (((s72 * 128 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(s72 * 128 + tsr_tid)] = v63[s72];
+      if (((s72 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(s72 * 512 + tsr_tid)] = v63[s72];
     }
     __syncthreads();
     #pragma unroll
     for (int s73 = 0; s73 < 1; ++s73) {
-      const int e74 = (s73 * 128 + tsr_tid);
-      v71[s73] = (true && 0 >= (v7 * 1) && 0 < (v7 * 1) + 1 && (e74) >= (v3 * 64) && (e74) < (v3 * 64) + 64) ? reinterpret_cast<int32_t*>(tsr_smem + 0)[(((0 - (v7 * 1))) * 64 + ((e74) - (v3 * 64)))] : v67[s73];
+      const int e74 = (s73 * 512 + tsr_tid);
+      v71[s73] = (((s73 * 512 + tsr_tid) < 128) && 0 >= (v7 * 1) && 0 < (v7 * 1) + 1 && (e74) >= (v3 * 64) && (e74) < (v3 * 64) + 64) ? reinterpret_cast<int32_t*>(tsr_smem + 0)[(((0 - (v7 * 1))) * 64 + ((e74) - (v3 * 64)))] : v67[s73];
     }
     // %30, %31 = topk %23, %29 {axis = 1} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
     float v75[1];
@@ -270,15 +271,15 @@ extern "C" __global__ void __launch_bounds__(128) tessera_topk(uint16_t* tsr_p0,
     __syncthreads();
     #pragma unroll
     for (int s77 = 0; s77 < 1; ++s77) {
-      if (true) reinterpret_cast<float*>(tsr_smem + 0)[(s77 * 128 + tsr_tid)] = v56[s77];
+      if (((s77 * 512 + tsr_tid) < 128)) reinterpret_cast<float*>(tsr_smem + 0)[(s77 * 512 + tsr_tid)] = v56[s77];
     }
     __syncthreads();
     #pragma unroll
     for (int s78 = 0; s78 < 1; ++s78) {
-      if (true) reinterpret_cast<int32_t*>(tsr_smem + 512)[(s78 * 128 + tsr_tid)] = v71[s78];
+      if (((s78 * 512 + tsr_tid) < 128)) reinterpret_cast<int32_t*>(tsr_smem + 512)[(s78 * 512 + tsr_tid)] = v71[s78];
     }
     __syncthreads();
-    for (int p_ = tsr_tid; p_ < 128; p_ += 128) {
+    for (int p_ = tsr_tid; p_ < 128; p_ += 512) {
       const int ln_ = p_ / 128, l_ = p_ % 128;
       const int o_ = ln_ / 1, i_ = ln_ % 1;
       reinterpret_cast<uint32_t*>(tsr_smem + 1024)[p_] = l_ < 128 ? uint32_t(~tsr::sort_key(reinterpret_cast<float*>(tsr_smem + 0)[(o_ * 128 + l_) * 1 + i_])) : ~uint32_t(0);
@@ -287,7 +288,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_topk(uint16_t* tsr_p0,
     __syncthreads();
     for (int k_ = 2; k_ <= 128; k_ <<= 1) {
       for (int j_ = k_ >> 1; j_ > 0; j_ >>= 1) {
-        for (int q_ = tsr_tid; q_ < 64; q_ += 128) {
+        for (int q_ = tsr_tid; q_ < 64; q_ += 512) {
           const int h_ = q_ % 64;
           const int a_ = (q_ / 64) * 128 + ((h_ & ~(j_ - 1)) << 1) + (h_ & (j_ - 1)), b_ = a_ + j_;
           const uint32_t ka_ = reinterpret_cast<uint32_t*>(tsr_smem + 1024)[a_], kb_ = reinterpret_cast<uint32_t*>(tsr_smem + 1024)[b_];
@@ -302,13 +303,13 @@ extern "C" __global__ void __launch_bounds__(128) tessera_topk(uint16_t* tsr_p0,
     }
     #pragma unroll
     for (int s79 = 0; s79 < 1; ++s79) {
-      const int e80 = (s79 * 128 + tsr_tid);
-      v75[s79] = ((s79 * 128 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e80) / 64) * 128 + reinterpret_cast<int32_t*>(tsr_smem + 1536)[(((e80) / 64) * 1 + ((e80) % 1)) * 128 + (((e80) / 1) % 64)]) * 1 + ((e80) % 1)]) : float(0);
+      const int e80 = (s79 * 512 + tsr_tid);
+      v75[s79] = ((s79 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e80) / 64) * 128 + reinterpret_cast<int32_t*>(tsr_smem + 1536)[(((e80) / 64) * 1 + ((e80) % 1)) * 128 + (((e80) / 1) % 64)]) * 1 + ((e80) % 1)]) : float(0);
     }
     #pragma unroll
     for (int s81 = 0; s81 < 1; ++s81) {
-      const int e82 = (s81 * 128 + tsr_tid);
-      v76[s81] = ((s81 * 128 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 512)[(((e82) / 64) * 128 + reinterpret_cast<int32_t*>(tsr_smem + 1536)[(((e82) / 64) * 1 + ((e82) % 1)) * 128 + (((e82) / 1) % 64)]) * 1 + ((e82) % 1)]) : int32_t(0);
+      const int e82 = (s81 * 512 + tsr_tid);
+      v76[s81] = ((s81 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 512)[(((e82) / 64) * 128 + reinterpret_cast<int32_t*>(tsr_smem + 1536)[(((e82) / 64) * 1 + ((e82) % 1)) * 128 + (((e82) / 1) % 64)]) * 1 + ((e82) % 1)]) : int32_t(0);
     }
     // yield %30, %31
     #pragma unroll
@@ -326,8 +327,8 @@ extern "C" __global__ void __launch_bounds__(128) tessera_topk(uint16_t* tsr_p0,
     const int64_t o86 = int64_t(v7) * 64;
     #pragma unroll
     for (int s87 = 0; s87 < 1; ++s87) {
-      const int e88 = (s87 * 128 + tsr_tid);
-      if (((s87 * 128 + tsr_tid) < 64) && ((o85 + 0) >= 0 && (o85 + 0) < int64_t(tsr_dim_M) && (o86 + (e88)) >= 0 && (o86 + (e88)) < int64_t(tsr_dim_K))) tsr_p1[(o85 + 0) * tsr_p1_s0 + (o86 + (e88)) * tsr_p1_s1] = tsr::f2bf(c27[s87]);
+      const int e88 = (s87 * 512 + tsr_tid);
+      if (((s87 * 512 + tsr_tid) < 64) && ((o85 + 0) >= 0 && (o85 + 0) < int64_t(tsr_dim_M) && (o86 + (e88)) >= 0 && (o86 + (e88)) < int64_t(tsr_dim_K))) tsr_p1[(o85 + 0) * tsr_p1_s0 + (o86 + (e88)) * tsr_p1_s1] = tsr::f2bf(c27[s87]);
     }
   }
   // store_tile %indices, %14, %1, %8
@@ -336,14 +337,14 @@ extern "C" __global__ void __launch_bounds__(128) tessera_topk(uint16_t* tsr_p0,
     const int64_t o90 = int64_t(v7) * 64;
     #pragma unroll
     for (int s91 = 0; s91 < 1; ++s91) {
-      const int e92 = (s91 * 128 + tsr_tid);
-      if (((s91 * 128 + tsr_tid) < 64) && ((o89 + 0) >= 0 && (o89 + 0) < int64_t(tsr_dim_M) && (o90 + (e92)) >= 0 && (o90 + (e92)) < int64_t(tsr_dim_K))) tsr_p2[(o89 + 0) * tsr_p2_s0 + (o90 + (e92)) * tsr_p2_s1] = c29[s91];
+      const int e92 = (s91 * 512 + tsr_tid);
+      if (((s91 * 512 + tsr_tid) < 64) && ((o89 + 0) >= 0 && (o89 + 0) < int64_t(tsr_dim_M) && (o90 + (e92)) >= 0 && (o90 + (e92)) < int64_t(tsr_dim_K))) tsr_p2[(o89 + 0) * tsr_p2_s0 + (o90 + (e92)) * tsr_p2_s1] = c29[s91];
     }
   }
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_topk, block_threads 128, static_smem 0, dynamic_smem 12288
+// symbol tessera_topk, block_threads 512, static_smem 0, dynamic_smem 12288
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer x bf16 bytes 8 index 0
 // param pointer values bf16 bytes 8 index 1
@@ -356,5 +357,5 @@ extern "C" __global__ void __launch_bounds__(128) tessera_topk(uint16_t* tsr_p0,
 // stat layout-conversions = 4
 // stat smem-bytes = 12288
 // stat sorts = 3
-// stat threads = 128
+// stat threads = 512
 // stat vector-accesses = 2
