@@ -20,7 +20,7 @@
 // --tune: matmul over its whole constexpr space at the first shape only (4096^3; 2048^3 with
 // --quick); softmax/layernorm/rmsnorm over every BLOCK_N (the loop branch included) and CTA
 // size, each checked against the default's output.
-// topk (f32): 64 x 131072 at k = 64, 256 and 1024; sort (f32): 4096 x 4096, one tile a row. The
+// topk (f32): 64 x 131072 at k = 64, 256 and 1024, and 1 x 2^24 at k = 1024; sort (f32): 4096 x 4096, one tile a row. The
 // anchors time torch.topk / torch.sort at the same shapes (compare the `topk` rows' ms).
 // --quick: small row shapes and one matmul shape (2048^3) without alternatives.
 // --mnk N or MxNxK: that one matmul shape instead of the list.
@@ -645,6 +645,8 @@ std::vector<BenchCase> bench_cases(const Flags& f) {
   // same call (issue 18).
   if (!f.quick || f.only == "topk")
     for (int64_t k : {64, 256, 1024}) c.push_back({"topk", ScalarKind::F32, {{"M", 64}, {"N", 131072}, {"K", k}}, false});
+  // One row of 2^24 at k = 1024 (one program: the issue's long-row figure).
+  if (!f.quick) c.push_back({"topk", ScalarKind::F32, {{"M", 1}, {"N", int64_t{1} << 24}, {"K", 1024}}, false});
   if (!f.quick || f.only == "sort") c.push_back({"sort", ScalarKind::F32, {{"M", 4096}, {"N", 4096}}, false});
   std::vector<BenchCase> out;
   for (auto& x : c)
