@@ -1126,7 +1126,8 @@ void Emitter::emit_scan(const Op& op) {
 }
 
 // sort / topk: the runtime's tsr::sort_lines, which orders by bit keys with the position as the
-// tie-break (the interpreter sorts values directly).
+// tie-break (the interpreter sorts values directly), in scratch arrays declared here (the stack,
+// or the heap with a fault when there is none).
 void Emitter::emit_sort(const Op& op) {
   const Value* x = op.operand(0);
   std::vector<int64_t> S = shape_of(op, x);
@@ -1141,9 +1142,12 @@ void Emitter::emit_sort(const Op& op) {
   std::string v = declare(op, op.result(0));
   std::string ix = op.results.size() > 1 ? declare(op, op.result(1)) : std::string("(int32_t*)nullptr");
   std::string idx = op.operands.size() > 1 ? nm(op.operand(1)) : std::string("(const int32_t*)nullptr");
+  std::string keys = fresh("sk"), pos = fresh("sp");
+  declare_array(op, ScalarKind::U64, keys, 2 * sp.len);
+  declare_array(op, ScalarKind::I32, pos, 2 * sp.len);
   line("tsr::sort_lines(" + nm(x) + ", " + idx + ", " + v + ", " + ix + ", " + std::to_string(sp.outer) + ", " +
        std::to_string(sp.len) + ", " + std::to_string(sp.inner) + ", " + std::to_string(k) + ", " +
-       (desc ? "true" : "false") + ");");
+       (desc ? "true" : "false") + ", " + keys + ", " + pos + ");");
 }
 
 void Emitter::assign_carried(const Op& y, const std::vector<const Value*>& carried_vals,
