@@ -72,35 +72,37 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   // %4, %5 = sort %3 {axis = 1} : tile<bf16, [1, 1024]>, tile<i32, [1, 1024]>
   alignas(64) float v10[1024];
   alignas(64) int32_t v11[1024];
-  tsr::sort_lines(v3, (const int32_t*)nullptr, v10, v11, 1, 1024, 1, 1024, false);
+  alignas(64) uint64_t sk12[2048];
+  alignas(64) int32_t sp13[2048];
+  tsr::sort_lines(v3, (const int32_t*)nullptr, v10, v11, 1, 1024, 1, 1024, false, sk12, sp13);
   // store_tile %values, %4, %1, %2
   {
-    const int64_t o12 = int64_t(v1) * 1;
-    const int64_t o13 = int64_t(v2) * 1024;
-    if (o12 >= 0 && o12 + 1 <= A.d1_0 && o13 >= 0 && o13 + 1024 <= A.d1_1) {
-      for (int64_t i14 = 0; i14 < 1; ++i14) {
-        for (int64_t i15 = 0; i15 < 1024; ++i15) A.p1[(o12 + i14) * A.s1_0 + o13 + i15] = tsr::f2bf(v10[(i14) * 1024 + i15]);
+    const int64_t o14 = int64_t(v1) * 1;
+    const int64_t o15 = int64_t(v2) * 1024;
+    if (o14 >= 0 && o14 + 1 <= A.d1_0 && o15 >= 0 && o15 + 1024 <= A.d1_1) {
+      for (int64_t i16 = 0; i16 < 1; ++i16) {
+        for (int64_t i17 = 0; i17 < 1024; ++i17) A.p1[(o14 + i16) * A.s1_0 + o15 + i17] = tsr::f2bf(v10[(i16) * 1024 + i17]);
       }
     } else {
-      for (int64_t i16 = 0; i16 < 1; ++i16) {
-        for (int64_t i17 = 0; i17 < 1024; ++i17) {
-          if ((o12 + i16) >= 0 && (o12 + i16) < A.d1_0 && (o13 + i17) >= 0 && (o13 + i17) < A.d1_1) A.p1[(o12 + i16) * A.s1_0 + (o13 + i17) * A.s1_1] = tsr::f2bf(v10[(i16)*1024 + i17]);
+      for (int64_t i18 = 0; i18 < 1; ++i18) {
+        for (int64_t i19 = 0; i19 < 1024; ++i19) {
+          if ((o14 + i18) >= 0 && (o14 + i18) < A.d1_0 && (o15 + i19) >= 0 && (o15 + i19) < A.d1_1) A.p1[(o14 + i18) * A.s1_0 + (o15 + i19) * A.s1_1] = tsr::f2bf(v10[(i18)*1024 + i19]);
         }
       }
     }
   }
   // store_tile %indices, %5, %1, %2
   {
-    const int64_t o18 = int64_t(v1) * 1;
-    const int64_t o19 = int64_t(v2) * 1024;
-    if (o18 >= 0 && o18 + 1 <= A.d2_0 && o19 >= 0 && o19 + 1024 <= A.d2_1) {
-      for (int64_t i20 = 0; i20 < 1; ++i20) {
-        for (int64_t i21 = 0; i21 < 1024; ++i21) A.p2[(o18 + i20) * A.s2_0 + o19 + i21] = v11[(i20) * 1024 + i21];
+    const int64_t o20 = int64_t(v1) * 1;
+    const int64_t o21 = int64_t(v2) * 1024;
+    if (o20 >= 0 && o20 + 1 <= A.d2_0 && o21 >= 0 && o21 + 1024 <= A.d2_1) {
+      for (int64_t i22 = 0; i22 < 1; ++i22) {
+        for (int64_t i23 = 0; i23 < 1024; ++i23) A.p2[(o20 + i22) * A.s2_0 + o21 + i23] = v11[(i22) * 1024 + i23];
       }
     } else {
-      for (int64_t i22 = 0; i22 < 1; ++i22) {
-        for (int64_t i23 = 0; i23 < 1024; ++i23) {
-          if ((o18 + i22) >= 0 && (o18 + i22) < A.d2_0 && (o19 + i23) >= 0 && (o19 + i23) < A.d2_1) A.p2[(o18 + i22) * A.s2_0 + (o19 + i23) * A.s2_1] = v11[(i22)*1024 + i23];
+      for (int64_t i24 = 0; i24 < 1; ++i24) {
+        for (int64_t i25 = 0; i25 < 1024; ++i25) {
+          if ((o20 + i24) >= 0 && (o20 + i24) < A.d2_0 && (o21 + i25) >= 0 && (o21 + i25) < A.d2_1) A.p2[(o20 + i24) * A.s2_0 + (o21 + i25) * A.s2_1] = v11[(i24)*1024 + i25];
         }
       }
     }

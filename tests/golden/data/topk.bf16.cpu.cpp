@@ -85,126 +85,132 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   // %10, %11 = topk %9 {axis = 1} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
   alignas(64) float v16[64];
   alignas(64) int32_t v17[64];
-  tsr::sort_lines(v9, (const int32_t*)nullptr, v16, v17, 1, 1024, 1, 64, true);
+  alignas(64) uint64_t sk18[2048];
+  alignas(64) int32_t sp19[2048];
+  tsr::sort_lines(v9, (const int32_t*)nullptr, v16, v17, 1, 1024, 1, 64, true, sk18, sp19);
   // %12 = const {value = 0.0} : bf16
-  const float v18 = tsr::bf2f(tsr::f2bf_d(0x0p+0));
+  const float v20 = tsr::bf2f(tsr::f2bf_d(0x0p+0));
   // %13, %14 = for %4, %7, %4, %10, %11 : tile<bf16, [1, 64]>, tile<i32, [1, 64]> {...}
-  alignas(64) float c19[64];
-  std::memcpy(c19, v16, sizeof(c19));
-  alignas(64) int32_t c20[64];
-  std::memcpy(c20, v17, sizeof(c20));
-  for (int64_t iv21_ = v4; v4 > 0 && iv21_ < v7; iv21_ += v4) {
-    const int32_t iv21 = int32_t(iv21_);
+  alignas(64) float c21[64];
+  std::memcpy(c21, v16, sizeof(c21));
+  alignas(64) int32_t c22[64];
+  std::memcpy(c22, v17, sizeof(c22));
+  for (int64_t iv23_ = v4; v4 > 0 && iv23_ < v7; iv23_ += v4) {
+    const int32_t iv23 = int32_t(iv23_);
     // %18 = load_tile %x, %1, %15 {pad = -inf} : tile<bf16, [1, 1024]>
-    alignas(64) float v22[1024];
+    alignas(64) float v24[1024];
     {
-      const int64_t o23 = int64_t(v1) * 1;
-      const int64_t o24 = int64_t(iv21) * 1024;
-      if (o23 >= 0 && o23 + 1 <= A.d0_0 && o24 >= 0 && o24 + 1024 <= A.d0_1) {
-        for (int64_t i25 = 0; i25 < 1; ++i25) {
-          for (int64_t i26 = 0; i26 < 1024; ++i26) v22[(i25) * 1024 + i26] = tsr::bf2f(A.p0[(o23 + i25) * A.s0_0 + o24 + i26]);
+      const int64_t o25 = int64_t(v1) * 1;
+      const int64_t o26 = int64_t(iv23) * 1024;
+      if (o25 >= 0 && o25 + 1 <= A.d0_0 && o26 >= 0 && o26 + 1024 <= A.d0_1) {
+        for (int64_t i27 = 0; i27 < 1; ++i27) {
+          for (int64_t i28 = 0; i28 < 1024; ++i28) v24[(i27) * 1024 + i28] = tsr::bf2f(A.p0[(o25 + i27) * A.s0_0 + o26 + i28]);
         }
       } else {
-        for (int64_t i27 = 0; i27 < 1; ++i27) {
-          for (int64_t i28 = 0; i28 < 1024; ++i28) {
-            v22[(i27)*1024 + i28] = ((o23 + i27) >= 0 && (o23 + i27) < A.d0_0 && (o24 + i28) >= 0 && (o24 + i28) < A.d0_1) ? tsr::bf2f(A.p0[(o23 + i27) * A.s0_0 + (o24 + i28) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(double(-INFINITY)));
+        for (int64_t i29 = 0; i29 < 1; ++i29) {
+          for (int64_t i30 = 0; i30 < 1024; ++i30) {
+            v24[(i29)*1024 + i30] = ((o25 + i29) >= 0 && (o25 + i29) < A.d0_0 && (o26 + i30) >= 0 && (o26 + i30) < A.d0_1) ? tsr::bf2f(A.p0[(o25 + i29) * A.s0_0 + (o26 + i30) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(double(-INFINITY)));
           }
         }
       }
     }
     // %19, %20 = topk %18 {axis = 1} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
-    alignas(64) float v29[64];
-    alignas(64) int32_t v30[64];
-    tsr::sort_lines(v22, (const int32_t*)nullptr, v29, v30, 1, 1024, 1, 64, true);
+    alignas(64) float v31[64];
+    alignas(64) int32_t v32[64];
+    alignas(64) uint64_t sk33[2048];
+    alignas(64) int32_t sp34[2048];
+    tsr::sort_lines(v24, (const int32_t*)nullptr, v31, v32, 1, 1024, 1, 64, true, sk33, sp34);
     // %21 = splat %12 : tile<bf16, [1, 128]>
-    alignas(64) float v31[128];
-    for (int64_t i32 = 0; i32 < 128; ++i32) v31[i32] = v18;
+    alignas(64) float v35[128];
+    for (int64_t i36 = 0; i36 < 128; ++i36) v35[i36] = v20;
     // %22 = insert_tile %21, %16, %8, %8 : tile<bf16, [1, 128]>
-    alignas(64) float v33[128];
-    std::memcpy(v33, v31, sizeof(v33));
-    const int64_t o34 = int64_t(v8) * 1;
-    const int64_t o35 = int64_t(v8) * 64;
-    for (int64_t i36 = 0; i36 < 1; ++i36) {
-      for (int64_t i37 = 0; i37 < 64; ++i37) {
-        v33[(o34 + i36)*128 + o35 + i37] = c19[(i36)*64 + i37];
+    alignas(64) float v37[128];
+    std::memcpy(v37, v35, sizeof(v37));
+    const int64_t o38 = int64_t(v8) * 1;
+    const int64_t o39 = int64_t(v8) * 64;
+    for (int64_t i40 = 0; i40 < 1; ++i40) {
+      for (int64_t i41 = 0; i41 < 64; ++i41) {
+        v37[(o38 + i40)*128 + o39 + i41] = c21[(i40)*64 + i41];
       }
     }
     // %23 = insert_tile %22, %19, %8, %4 : tile<bf16, [1, 128]>
-    alignas(64) float v38[128];
-    std::memcpy(v38, v33, sizeof(v38));
-    const int64_t o39 = int64_t(v8) * 1;
-    const int64_t o40 = int64_t(v4) * 64;
-    for (int64_t i41 = 0; i41 < 1; ++i41) {
-      for (int64_t i42 = 0; i42 < 64; ++i42) {
-        v38[(o39 + i41)*128 + o40 + i42] = v29[(i41)*64 + i42];
+    alignas(64) float v42[128];
+    std::memcpy(v42, v37, sizeof(v42));
+    const int64_t o43 = int64_t(v8) * 1;
+    const int64_t o44 = int64_t(v4) * 64;
+    for (int64_t i45 = 0; i45 < 1; ++i45) {
+      for (int64_t i46 = 0; i46 < 64; ++i46) {
+        v42[(o43 + i45)*128 + o44 + i46] = v31[(i45)*64 + i46];
       }
     }
     // %24 = mul %15, %3 : i32
-    const int32_t v43 = tsr::wmul(iv21, v3);
+    const int32_t v47 = tsr::wmul(iv23, v3);
     // %25 = splat %24 : tile<i32, [1, 64]>
     // (computed inside its user)
     // %26 = add %20, %25 : tile<i32, [1, 64]>
-    alignas(64) int32_t v44[64];
-    for (int64_t i45 = 0; i45 < 64; ++i45) v44[i45] = tsr::wadd(v30[i45], (v43));
+    alignas(64) int32_t v48[64];
+    for (int64_t i49 = 0; i49 < 64; ++i49) v48[i49] = tsr::wadd(v32[i49], (v47));
     // %27 = splat %8 : tile<i32, [1, 128]>
-    alignas(64) int32_t v46[128];
-    for (int64_t i47 = 0; i47 < 128; ++i47) v46[i47] = v8;
+    alignas(64) int32_t v50[128];
+    for (int64_t i51 = 0; i51 < 128; ++i51) v50[i51] = v8;
     // %28 = insert_tile %27, %17, %8, %8 : tile<i32, [1, 128]>
-    alignas(64) int32_t v48[128];
-    std::memcpy(v48, v46, sizeof(v48));
-    const int64_t o49 = int64_t(v8) * 1;
-    const int64_t o50 = int64_t(v8) * 64;
-    for (int64_t i51 = 0; i51 < 1; ++i51) {
-      for (int64_t i52 = 0; i52 < 64; ++i52) {
-        v48[(o49 + i51)*128 + o50 + i52] = c20[(i51)*64 + i52];
+    alignas(64) int32_t v52[128];
+    std::memcpy(v52, v50, sizeof(v52));
+    const int64_t o53 = int64_t(v8) * 1;
+    const int64_t o54 = int64_t(v8) * 64;
+    for (int64_t i55 = 0; i55 < 1; ++i55) {
+      for (int64_t i56 = 0; i56 < 64; ++i56) {
+        v52[(o53 + i55)*128 + o54 + i56] = c22[(i55)*64 + i56];
       }
     }
     // %29 = insert_tile %28, %26, %8, %4 : tile<i32, [1, 128]>
-    alignas(64) int32_t v53[128];
-    std::memcpy(v53, v48, sizeof(v53));
-    const int64_t o54 = int64_t(v8) * 1;
-    const int64_t o55 = int64_t(v4) * 64;
-    for (int64_t i56 = 0; i56 < 1; ++i56) {
-      for (int64_t i57 = 0; i57 < 64; ++i57) {
-        v53[(o54 + i56)*128 + o55 + i57] = v44[(i56)*64 + i57];
+    alignas(64) int32_t v57[128];
+    std::memcpy(v57, v52, sizeof(v57));
+    const int64_t o58 = int64_t(v8) * 1;
+    const int64_t o59 = int64_t(v4) * 64;
+    for (int64_t i60 = 0; i60 < 1; ++i60) {
+      for (int64_t i61 = 0; i61 < 64; ++i61) {
+        v57[(o58 + i60)*128 + o59 + i61] = v48[(i60)*64 + i61];
       }
     }
     // %30, %31 = topk %23, %29 {axis = 1} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
-    alignas(64) float v58[64];
-    alignas(64) int32_t v59[64];
-    tsr::sort_lines(v38, v53, v58, v59, 1, 128, 1, 64, true);
+    alignas(64) float v62[64];
+    alignas(64) int32_t v63[64];
+    alignas(64) uint64_t sk64[256];
+    alignas(64) int32_t sp65[256];
+    tsr::sort_lines(v42, v57, v62, v63, 1, 128, 1, 64, true, sk64, sp65);
     // yield %30, %31
-    std::memcpy(c19, v58, sizeof(c19));
-    std::memcpy(c20, v59, sizeof(c20));
+    std::memcpy(c21, v62, sizeof(c21));
+    std::memcpy(c22, v63, sizeof(c22));
   }
   // store_tile %values, %13, %1, %8
   {
-    const int64_t o60 = int64_t(v1) * 1;
-    const int64_t o61 = int64_t(v8) * 64;
-    if (o60 >= 0 && o60 + 1 <= A.d1_0 && o61 >= 0 && o61 + 64 <= A.d1_1) {
-      for (int64_t i62 = 0; i62 < 1; ++i62) {
-        for (int64_t i63 = 0; i63 < 64; ++i63) A.p1[(o60 + i62) * A.s1_0 + o61 + i63] = tsr::f2bf(c19[(i62) * 64 + i63]);
+    const int64_t o66 = int64_t(v1) * 1;
+    const int64_t o67 = int64_t(v8) * 64;
+    if (o66 >= 0 && o66 + 1 <= A.d1_0 && o67 >= 0 && o67 + 64 <= A.d1_1) {
+      for (int64_t i68 = 0; i68 < 1; ++i68) {
+        for (int64_t i69 = 0; i69 < 64; ++i69) A.p1[(o66 + i68) * A.s1_0 + o67 + i69] = tsr::f2bf(c21[(i68) * 64 + i69]);
       }
     } else {
-      for (int64_t i64 = 0; i64 < 1; ++i64) {
-        for (int64_t i65 = 0; i65 < 64; ++i65) {
-          if ((o60 + i64) >= 0 && (o60 + i64) < A.d1_0 && (o61 + i65) >= 0 && (o61 + i65) < A.d1_1) A.p1[(o60 + i64) * A.s1_0 + (o61 + i65) * A.s1_1] = tsr::f2bf(c19[(i64)*64 + i65]);
+      for (int64_t i70 = 0; i70 < 1; ++i70) {
+        for (int64_t i71 = 0; i71 < 64; ++i71) {
+          if ((o66 + i70) >= 0 && (o66 + i70) < A.d1_0 && (o67 + i71) >= 0 && (o67 + i71) < A.d1_1) A.p1[(o66 + i70) * A.s1_0 + (o67 + i71) * A.s1_1] = tsr::f2bf(c21[(i70)*64 + i71]);
         }
       }
     }
   }
   // store_tile %indices, %14, %1, %8
   {
-    const int64_t o66 = int64_t(v1) * 1;
-    const int64_t o67 = int64_t(v8) * 64;
-    if (o66 >= 0 && o66 + 1 <= A.d2_0 && o67 >= 0 && o67 + 64 <= A.d2_1) {
-      for (int64_t i68 = 0; i68 < 1; ++i68) {
-        for (int64_t i69 = 0; i69 < 64; ++i69) A.p2[(o66 + i68) * A.s2_0 + o67 + i69] = c20[(i68) * 64 + i69];
+    const int64_t o72 = int64_t(v1) * 1;
+    const int64_t o73 = int64_t(v8) * 64;
+    if (o72 >= 0 && o72 + 1 <= A.d2_0 && o73 >= 0 && o73 + 64 <= A.d2_1) {
+      for (int64_t i74 = 0; i74 < 1; ++i74) {
+        for (int64_t i75 = 0; i75 < 64; ++i75) A.p2[(o72 + i74) * A.s2_0 + o73 + i75] = c22[(i74) * 64 + i75];
       }
     } else {
-      for (int64_t i70 = 0; i70 < 1; ++i70) {
-        for (int64_t i71 = 0; i71 < 64; ++i71) {
-          if ((o66 + i70) >= 0 && (o66 + i70) < A.d2_0 && (o67 + i71) >= 0 && (o67 + i71) < A.d2_1) A.p2[(o66 + i70) * A.s2_0 + (o67 + i71) * A.s2_1] = c20[(i70)*64 + i71];
+      for (int64_t i76 = 0; i76 < 1; ++i76) {
+        for (int64_t i77 = 0; i77 < 64; ++i77) {
+          if ((o72 + i76) >= 0 && (o72 + i76) < A.d2_0 && (o73 + i77) >= 0 && (o73 + i77) < A.d2_1) A.p2[(o72 + i76) * A.s2_0 + (o73 + i77) * A.s2_1] = c22[(i76)*64 + i77];
         }
       }
     }
