@@ -155,6 +155,18 @@ int main(int argc, char** argv) {
       }
     }
 
+  // top-k of 64 rows of 131072 at k = 64 (the shape issue 18 compares with torch.topk on the GPU).
+  if (const LibraryKernel* lk = find_library_kernel("topk")) {
+    Sizes s{{"M", 64}, {"N", 131072}, {"K", 64}};
+    auto k = bind_for_cpu(*lk, ScalarKind::F32, s);
+    std::vector<Tensor> ts = make_random_tensors(*k, s, 3);
+    auto args = args_for(*k, ts);
+    auto ck = compile_cpu(*k, opts);
+    ck->run(args);
+    double t = median_time([&] { ck->run(args); }, 5);
+    row("topk 64x131072 k=64 f32 cpu", fmt("%.3f ms", t * 1e3), fmt("%.2f GB/s", lk->bytes(s, ScalarKind::F32) / t / 1e9));
+  }
+
   // Matmul vs OpenBLAS, at 1024^3 and 2048^3.
   if (const LibraryKernel* lk = find_library_kernel("matmul"))
     for (int64_t n : {1024, 2048}) {

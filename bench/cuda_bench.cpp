@@ -20,6 +20,8 @@
 // --tune: matmul over its whole constexpr space at the first shape only (4096^3; 2048^3 with
 // --quick); softmax/layernorm/rmsnorm over every BLOCK_N (the loop branch included) and CTA
 // size, each checked against the default's output.
+// topk (f32): 64 x 131072 at k = 64, 256 and 1024, and 1 x 2^24 at k = 1024; sort (f32): 4096 x 4096, one tile a row. The
+// anchors time torch.topk / torch.sort at the same shapes (compare the `topk` rows' ms).
 // --quick: small row shapes and one matmul shape (2048^3) without alternatives.
 // --mnk N or MxNxK: that one matmul shape instead of the list.
 //
@@ -638,6 +640,14 @@ std::vector<BenchCase> bench_cases(const Flags& f) {
   // fp8 e4m3 (b as [N, K], per-tensor scales, bf16 c) at the anchors' cuBLASLt shapes.
   if (!f.quick)
     for (int64_t n : {4096, 8192}) c.push_back({"matmul_fp8", ScalarKind::BF16, {{"M", n}, {"N", n}, {"K", n}}, false});
+  // top-k of 64 rows of 131072 at k = 64, 256, 1024, and a one-tile sort: entries `topk` /
+  // `sort` with these sizes, for the anchors' torch.topk / torch.sort at the same shapes in the
+  // same call (issue 18).
+  if (!f.quick || f.only == "topk")
+    for (int64_t k : {64, 256, 1024}) c.push_back({"topk", ScalarKind::F32, {{"M", 64}, {"N", 131072}, {"K", k}}, false});
+  // One row of 2^24 at k = 1024 (one program: the issue's long-row figure).
+  if (!f.quick) c.push_back({"topk", ScalarKind::F32, {{"M", 1}, {"N", int64_t{1} << 24}, {"K", 1024}}, false});
+  if (!f.quick || f.only == "sort") c.push_back({"sort", ScalarKind::F32, {{"M", 4096}, {"N", 4096}}, false});
   std::vector<BenchCase> out;
   for (auto& x : c)
     if (f.only.empty() || f.only == x.kernel) out.push_back(x);

@@ -441,6 +441,7 @@ class Emitter {
   void emit_dot(const Op& op);
   void emit_reduce(const Op& op);
   void emit_scan(const Op& op);
+  void emit_sort(const Op& op);
   void emit_for(const Op& op);
   void emit_if(const Op& op);
   // The ops of region `b` of `op`, then its yield copied into the result variables `res`.
@@ -531,6 +532,7 @@ void Emitter::emit_op(const Op& op) {
     case OpClass::Dot: emit_dot(op); break;
     case OpClass::Reduce: emit_reduce(op); break;
     case OpClass::Scan: emit_scan(op); break;
+    case OpClass::Sort: emit_sort(op); break;
     case OpClass::Control:
       if (op.kind == OpKind::For) emit_for(op);
       else if (op.kind == OpKind::If) emit_if(op);
@@ -1191,6 +1193,31 @@ void Emitter::emit_scan(const Op& op) {
   line("}");
   --ind_;
   line("}");
+}
+
+// sort / topk: the runtime's tsr::sort_lines, which orders by bit keys with the position as the
+// tie-break (the interpreter sorts values directly), in scratch arrays declared here (the stack,
+// or the heap with a fault when there is none).
+void Emitter::emit_sort(const Op& op) {
+  const Value* x = op.operand(0);
+  std::vector<int64_t> S = shape_of(op, x);
+  int64_t axis = op.attr_int("axis");
+  if (axis < 0 || axis >= static_cast<int64_t>(S.size())) fail(op, "axis out of range");
+  const AxisSplit sp = split_at_axis(S, axis);
+  std::vector<int64_t> R = shape_of(op, op.result(0));
+  if (R.size() != S.size()) fail(op, "result rank differs from the operand's");
+  int64_t k = R[static_cast<size_t>(axis)];
+  bool desc = op.kind == OpKind::Topk ? !op.has_attr("largest") || op.attr_bool("largest")
+                                      : op.has_attr("descending") && op.attr_bool("descending");
+  std::string v = declare(op, op.result(0));
+  std::string ix = op.results.size() > 1 ? declare(op, op.result(1)) : std::string("(int32_t*)nullptr");
+  std::string idx = op.operands.size() > 1 ? nm(op.operand(1)) : std::string("(const int32_t*)nullptr");
+  std::string keys = fresh("sk"), pos = fresh("sp");
+  declare_array(op, ScalarKind::U64, keys, 2 * sp.len);
+  declare_array(op, ScalarKind::I32, pos, 2 * sp.len);
+  line("tsr::sort_lines(" + nm(x) + ", " + idx + ", " + v + ", " + ix + ", " + std::to_string(sp.outer) + ", " +
+       std::to_string(sp.len) + ", " + std::to_string(sp.inner) + ", " + std::to_string(k) + ", " +
+       (desc ? "true" : "false") + ", " + keys + ", " + pos + ");");
 }
 
 void Emitter::assign_carried(const Op& y, const std::vector<const Value*>& carried_vals,

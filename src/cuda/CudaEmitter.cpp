@@ -402,6 +402,10 @@ void Emitter::emit_op(const Op& op) {
       needs_no_cluster(op, "a scan");
       emit_scan(op);
       break;
+    case OpClass::Sort:
+      needs_no_cluster(op, "a sort");
+      emit_sort(op);
+      break;
     case OpClass::Control:
       if (op.kind == OpKind::For) emit_for(op);
       else if (op.kind == OpKind::If) emit_if(op);

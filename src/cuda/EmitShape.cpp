@@ -546,4 +546,90 @@ void Emitter::emit_scan(const Op& op) {
   gather_into(r, res, [&](const std::string& e) { return src + "[" + e + "]"; });
 }
 
+// sort / topk: one bitonic network in shared memory over every line of the tile at once. The
+// operand (and the index operand) are staged flat; each line [o, :, i] gets Lp = the next power
+// of two >= its length of (key, position) pairs, the padding keyed past every real element
+// (the largest key, at positions >= len). Pairs compare by key, then position: a total order,
+// so the network's result is the stable sort's (ties keep the smaller position first). A
+// descending order sorts the complemented keys. Each result element reads its source through
+// the sorted positions.
+void Emitter::emit_sort(const Op& op) {
+  const Value* x = op.operand(0);
+  std::vector<int64_t> S = shape_of(op, x), R = shape_of(op, op.result(0));
+  int64_t axis = op.attr_int("axis");
+  if (axis < 0 || axis >= static_cast<int64_t>(S.size()) || R.size() != S.size()) fail(op, "axis out of range");
+  const AxisSplit sp = split_at_axis(S, axis);
+  const int64_t O = sp.outer, L = sp.len, I = sp.inner, K = R[static_cast<size_t>(axis)];
+  int64_t Lp = 1;
+  while (Lp < L) Lp *= 2;
+  const int64_t lines = O * I, pairs = lines * Lp / 2;
+  const bool desc = op.kind == OpKind::Topk ? !op.has_attr("largest") || op.attr_bool("largest")
+                                            : op.has_attr("descending") && op.attr_bool("descending");
+  const bool with_index = op.operands.size() > 1;
+  ScalarKind t = x->type.elem;
+  const std::string C = ctype(t), KT = scalar_bits(t) > 32 ? "uint64_t" : "uint32_t";
+  const int64_t kbytes = scalar_bits(t) > 32 ? 8 : 4;
+  std::string v = declare(op, op.result(0));
+  std::string ix = op.results.size() > 1 ? declare(op, op.result(1)) : std::string();
+  int64_t off = 0;
+  auto take = [&](const std::string& type, int64_t bytes) {
+    std::string p = smem_ptr(type, off, bytes);
+    off += align16(bytes);
+    return p;
+  };
+  std::string src = take(C, O * L * I * cbytes(t));
+  std::string isrc = with_index ? take("int32_t", O * L * I * 4) : std::string();
+  std::string keys = take(KT, lines * Lp * kbytes), pos = take("int32_t", lines * Lp * 4);
+  stage(x, src);
+  if (with_index) {
+    // stage() opens with a barrier, which is harmless here: nothing reads the scratch yet.
+    stage(op.operand(1), isrc);
+  }
+  barrier();
+  const std::string Ls = std::to_string(L), Is = std::to_string(I), Lps = std::to_string(Lp), Ts = std::to_string(T_);
+  open("for (int p_ = tsr_tid; p_ < " + std::to_string(lines * Lp) + "; p_ += " + Ts + ") {");
+  line("const int ln_ = p_ / " + Lps + ", l_ = p_ % " + Lps + ";");
+  line("const int o_ = ln_ / " + Is + ", i_ = ln_ % " + Is + ";");
+  std::string key = "tsr::sort_key(" + src + "[(o_ * " + Ls + " + l_) * " + Is + " + i_])";
+  if (desc) key = "~" + key;
+  line(keys + "[p_] = l_ < " + Ls + " ? " + KT + "(" + key + ") : ~" + KT + "(0);");
+  line(pos + "[p_] = l_;");
+  close();
+  barrier();
+  if (Lp > 1) {
+    const std::string H = std::to_string(Lp / 2);
+    open("for (int k_ = 2; k_ <= " + Lps + "; k_ <<= 1) {");
+    open("for (int j_ = k_ >> 1; j_ > 0; j_ >>= 1) {");
+    open("for (int q_ = tsr_tid; q_ < " + std::to_string(pairs) + "; q_ += " + Ts + ") {");
+    line("const int h_ = q_ % " + H + ";");
+    line("const int a_ = (q_ / " + H + ") * " + Lps + " + ((h_ & ~(j_ - 1)) << 1) + (h_ & (j_ - 1)), b_ = a_ + j_;");
+    line("const " + KT + " ka_ = " + keys + "[a_], kb_ = " + keys + "[b_];");
+    line("const int pa_ = " + pos + "[a_], pb_ = " + pos + "[b_];");
+    // a_ is in the lower half of its k_-block: that block sorts up when its k_ bit is clear.
+    line("const bool up_ = ((a_ % " + Lps + ") & k_) == 0;");
+    open("if ((ka_ > kb_ || (ka_ == kb_ && pa_ > pb_)) == up_) {");
+    line(keys + "[a_] = kb_; " + keys + "[b_] = ka_; " + pos + "[a_] = pb_; " + pos + "[b_] = pa_;");
+    close();
+    close();
+    line("__syncthreads();");
+    close();
+    close();
+  }
+  // Result element e of [O, K, I]: the element of its line at sorted rank r.
+  const std::string Ks = std::to_string(K);
+  auto source = [&](const std::string& e) {
+    std::string o = "((" + e + ") / " + std::to_string(K * I) + ")", r = "(((" + e + ") / " + Is + ") % " + Ks + ")",
+                i = "((" + e + ") % " + Is + ")";
+    std::string p = pos + "[(" + o + " * " + Is + " + " + i + ") * " + Lps + " + " + r + "]";
+    return std::make_pair("(" + o + " * " + Ls + " + " + p + ") * " + Is + " + " + i, p);
+  };
+  gather_into(op.result(0), v, [&](const std::string& e) { return src + "[" + source(e).first + "]"; });
+  if (!ix.empty())
+    gather_into(op.result(1), ix, [&](const std::string& e) {
+      auto [at, p] = source(e);
+      return with_index ? isrc + "[" + at + "]" : p;
+    });
+  count("sorts");
+}
+
 }  // namespace tessera::cudagen

@@ -500,6 +500,7 @@ class Emitter {
   // that must outlive a loop iteration of the code that declares it.
   std::vector<std::string> prologue_;
   void emit_scan(const Op& op);
+  void emit_sort(const Op& op);
   void emit_for(const Op& op);
   // The ordinary loop of a `for` (carried values in `carried`); `top` runs at the top of the
   // body (given the induction variable's name; its 64-bit value is that name + "_"), `end`

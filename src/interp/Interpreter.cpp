@@ -172,6 +172,7 @@ void Machine::exec(const Op& op) {
     case OpClass::Dot:
     case OpClass::Reduce:
     case OpClass::Scan: exec_reduce(*this, op); return;
+    case OpClass::Sort: exec_sort(*this, op); return;
     case OpClass::Control: exec_control(op); return;
     case OpClass::Struct: exec_struct(*this, op); return;
     case OpClass::Raw: {

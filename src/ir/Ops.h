@@ -16,7 +16,7 @@ enum class OpKind : uint16_t {
 
 enum class OpClass : uint8_t {
   Constant, Index, Create, Memory, Unary, Binary, Compare, Ternary, Cast, Shape, Dot, Reduce,
-  Scan, Control, Terminator, Raw, Struct
+  Scan, Sort, Control, Terminator, Raw, Struct
 };
 
 // The kinds of attribute values. Number accepts an integer or a float literal.

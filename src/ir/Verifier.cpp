@@ -609,6 +609,7 @@ class Verifier {
       case OpClass::Dot: return check_dot(op);
       case OpClass::Reduce:
       case OpClass::Scan: return check_reduce(op);
+      case OpClass::Sort: return check_sort(op);
       case OpClass::Control: return check_control(op);
       case OpClass::Terminator: return;  // checked by the parent
       case OpClass::Raw: return check_raw(op);
@@ -1037,6 +1038,53 @@ class Verifier {
       return expect_result(want);
     }
     expect_result(drop_axis(t, static_cast<int>(axis), elem));
+  }
+
+  // sort / topk: keys (a numeric tile) and an optional i32 index tile of the same shape; results
+  // values and, optionally, indices, of the keys' shape with the axis dim k for topk (the
+  // result's own dim: a constexpr until binding, then 1 <= k <= the axis size). Layouts and
+  // spaces are not compared: the results take their own (AssignLayouts).
+  void check_sort(const Op& op) {
+    const Type& t = ot(0);
+    if (!t.is_tile()) return fail("operand 0 (the keys) must be a tile, got " + t.str());
+    if (is_bool(t.elem)) return fail("keys must be a numeric tile, got " + t.str() + " (cast i1 to i8 first)");
+    int64_t axis = op.attr_int("axis");
+    check_axis(axis, 0, t.rank() - 1, " for " + t.str());
+    if (cur_failed_) return;
+    bool with_index = op.operands.size() == 2;
+    if (with_index) {
+      const Type& ix = ot(1);
+      if (!ix.is_tile() || ix.elem != ScalarKind::I32 || ix.shape != t.shape)
+        return fail("operand 1 (the indices) must be an i32 tile of the keys' shape " + shape_str(t.shape) + ", got " +
+                    ix.str());
+    }
+    size_t n = op.results.size();
+    if (n != 1 && n != 2)
+      return fail("has 1 result (values) or 2 (values, indices), got " + std::to_string(n));
+    if (with_index && n != 2)
+      return fail("with an index operand has 2 results (values, indices), got 1");
+    Shape want = t.shape;
+    const char* what = "the keys' shape";
+    if (op.kind == OpKind::Topk) {
+      if (!rt().is_tile() || rt().rank() != t.rank())
+        return fail("result 0 must be a tile of rank " + std::to_string(t.rank()) + " (the keys' shape with k along axis " +
+                    std::to_string(axis) + "), got " + rt().str());
+      const Dim& k = rt().shape[static_cast<size_t>(axis)];
+      const Dim& len = t.shape[static_cast<size_t>(axis)];
+      if (k.is_static() && len.is_static() && (k.value < 1 || k.value > len.value))
+        return fail("k = " + std::to_string(k.value) + " (result 0's dim " + std::to_string(axis) +
+                    ") must be in [1, " + std::to_string(len.value) + "], the keys' size along axis " +
+                    std::to_string(axis));
+      want[static_cast<size_t>(axis)] = k;
+      what = "the keys' shape with k along the axis";
+    }
+    for (size_t i = 0; i < n; ++i) {
+      ScalarKind e = i == 0 ? t.elem : ScalarKind::I32;
+      const Type& r = rt(i);
+      if (!r.is_tile() || r.elem != e || r.shape != want)
+        return fail("result " + std::to_string(i) + " must be a tile<" + std::string(scalar_name(e)) + ", " +
+                    shape_str(want) + "> (" + what + "), got " + r.str());
+    }
   }
 
   std::vector<Type> operand_types(size_t first) const {

@@ -12,6 +12,13 @@ LibraryKernel rmsnorm();
 LibraryKernel matmul();
 LibraryKernel matmul_fp8();
 LibraryKernel matmul_struct();
+LibraryKernel topk();
+LibraryKernel sort();
+
+// The top-k and sort references (Topk.cpp): args x [M, N], values [M, width], indices
+// [M, width] get each row's first `width` elements in sort order (docs/semantics.md) and
+// their columns.
+void sorted_rows_reference(std::vector<KernelArg>& args, int64_t M, int64_t N, int64_t width, bool descending);
 
 // c = scale * (a @ b) for row-major a [M, K] and b [K, N] (or b [N, K] read transposed when
 // b_is_nk), M, N, K from `sizes`, summed in double and rounded once to c's dtype: the

@@ -7,7 +7,7 @@ namespace tessera {
 const std::vector<LibraryKernel>& library() {
   static const std::vector<LibraryKernel> all = {
       kernels::vector_add(), kernels::softmax(), kernels::layernorm(), kernels::rmsnorm(),
-      kernels::matmul(), kernels::matmul_fp8(), kernels::matmul_struct(),
+      kernels::matmul(), kernels::matmul_fp8(), kernels::matmul_struct(), kernels::topk(), kernels::sort(),
   };
   return all;
 }

@@ -387,6 +387,22 @@ Val cummax(const Operand& x, int axis, TESSERA_HERE);
 Val cummin(const Operand& x, int axis, TESSERA_HERE);
 Val scan(const Operand& x, int axis, const std::function<Val(Val, Val)>& combine, TESSERA_HERE);
 
+// --- sorting (docs/semantics.md: NaN above +inf, -0 below +0, ties by smaller position) ---
+struct Sorted {
+  Val values;
+  Val indices;  // i32: positions along the axis, or the index operand's elements
+};
+// Stable sort along `axis`: values only, values with their positions, or values with an i32
+// index tile of the same shape moved alike.
+Val sort(const Operand& x, int axis, bool descending = false, TESSERA_HERE);
+Sorted sort_indexed(const Operand& x, int axis, bool descending = false, TESSERA_HERE);
+Sorted sort_pairs(const Operand& x, const Operand& idx, int axis, bool descending = false, TESSERA_HERE);
+// The k largest (smallest unless `largest`) along `axis`, best first, ties by smaller
+// position; k a number or a constexpr (1 <= k <= the axis size, checked once bound). Indices:
+// positions along the axis, or (topk_pairs) the elements of `idx` at those positions.
+Sorted topk(const Operand& x, Dim k, int axis, bool largest = true, TESSERA_HERE);
+Sorted topk_pairs(const Operand& x, const Operand& idx, Dim k, int axis, bool largest = true, TESSERA_HERE);
+
 // --- control flow ---
 // for iv in [lb, ub) step `step`: Vars assigned in the body are carried automatically.
 inline void for_range(const Operand& lb, const Operand& ub, const Operand& step,

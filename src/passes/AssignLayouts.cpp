@@ -4,7 +4,7 @@
 // default blocked layout of their shape; a dot's result takes a tensor-core accumulator layout
 // (mma v3 for 16-bit and f8 dots on sm_90a when the tile allows wgmma, else v2 where mma.sync
 // applies, else blocked for an FMA dot) and its operands the dot's operand layout (shared memory
-// for wgmma's SS form); a reduction's result is its operand's layout sliced along the axis;
+// for wgmma's SS form); sort and topk results take the blocked layout; a reduction's result is its operand's layout sliced along the axis;
 // carried values keep their initial value's layout. remove-layout-conversions then removes
 // what it can, so what the pair leaves is what the kernel really exchanges.
 //
@@ -192,6 +192,9 @@ class Assign {
         return shape_op(op);
       case OpClass::Memory:
       case OpClass::Create:
+      // sort / topk read their operands through shared memory in whatever layout they have
+      // (so they require none) and write blocked results.
+      case OpClass::Sort:
         for (Value* r : op.results)
           if (r->type.is_tile()) set(r, blocked(r->type));
         return;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <set>
 
 #include "check/Compare.h"
@@ -119,6 +120,16 @@ std::vector<Case> cases() {
   }
   out.push_back({"matmul", ScalarKind::F16, {{"M", 33}, {"N", 17}, {"K", 40}},
                  {{"BLOCK_M", 16}, {"BLOCK_N", 16}, {"BLOCK_K", 16}}});
+  // top-k: one tile, several with a ragged last one, k = BLOCK_N, k = 1, and bf16's many ties
+  // (random values in [-1, 1) rounded to 8 bits: ties by smaller column decide the indices).
+  for (ScalarKind dt : {ScalarKind::F32, ScalarKind::BF16}) {
+    out.push_back({"topk", dt, {{"M", 3}, {"N", 200}, {"K", 10}}, {{"K", 10}, {"BLOCK_N", 256}}});
+    out.push_back({"topk", dt, {{"M", 4}, {"N", 1000}, {"K", 37}}, {{"K", 37}, {"BLOCK_N", 256}}});
+    out.push_back({"sort", dt, {{"M", 5}, {"N", 300}}, {{"BLOCK_N", 512}}});
+  }
+  out.push_back({"topk", ScalarKind::BF16, {{"M", 2}, {"N", 777}, {"K", 256}}, {{"K", 256}, {"BLOCK_N", 256}}});
+  out.push_back({"topk", ScalarKind::F32, {{"M", 3}, {"N", 333}, {"K", 1}}, {{"K", 1}, {"BLOCK_N", 256}}});
+  out.push_back({"sort", ScalarKind::F32, {{"M", 2}, {"N", 32}}, {{"BLOCK_N", 32}}});
   return out;
 }
 
@@ -167,11 +178,35 @@ TEST(Library, SetConstexprSetsTheKernelsOwnOrAddsOne) {
             1);
 }
 
+// top-k and sort on rows with NaN, infinities, both zeros and many ties (values from a handful),
+// across several column tiles: the interpreter's indices and values equal the reference's
+// exactly (compare_outputs takes NaN as equal to NaN; the indices decide the ties).
+TEST(Library, TopkAndSortOrderNaNAndTiesAsTheReference) {
+  const double few[] = {-1.5, -0.0, 0.0, 2, INFINITY, -INFINITY, NAN};
+  for (const char* name : {"topk", "sort"}) {
+    SCOPED_TRACE(name);
+    const LibraryKernel* lk = find_library_kernel(name);
+    Sizes sizes = std::string(name) == "topk" ? Sizes{{"M", 3}, {"N", 700}, {"K", 40}} : Sizes{{"M", 3}, {"N", 200}};
+    ConstexprConfig cfg = std::string(name) == "topk" ? ConstexprConfig{{"K", 40}, {"BLOCK_N", 256}} : ConstexprConfig{{"BLOCK_N", 256}};
+    auto k = bind_constexprs(*lk->build(ScalarKind::F32), cfg);
+    std::vector<Tensor> got = make_random_tensors(*k, sizes, 5);
+    std::mt19937 rng(9);
+    for (int64_t i = 0; i < got[0].numel(); ++i) got[0].set(i, few[rng() % 7]);
+    std::vector<Tensor> want = got;
+    auto ga = library_args(*lk, *k, got, sizes), wa = library_args(*lk, *k, want, sizes);
+    run_interp(*k, ga);
+    lk->reference(wa, sizes);
+    Comparison c = compare_outputs(*k, got, want);
+    EXPECT_TRUE(c.ok()) << c.first_mismatch;
+    EXPECT_TRUE(std::isnan(got[1].get(0)) == (std::string(name) == "topk")) << "NaN is the largest";
+  }
+}
+
 TEST(Library, ListsTheV0Kernels) {
   std::vector<std::string> names;
   for (const auto& k : library()) names.push_back(k.name);
   EXPECT_EQ(names, (std::vector<std::string>{"vector_add", "softmax", "layernorm", "rmsnorm",
-                                             "matmul", "matmul_fp8", "matmul_struct"}));
+                                             "matmul", "matmul_fp8", "matmul_struct", "topk", "sort"}));
   EXPECT_EQ(find_library_kernel("nope"), nullptr);
 }
 

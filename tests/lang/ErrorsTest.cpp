@@ -58,6 +58,17 @@ TEST(BuilderErrors, BitcastBetweenWidths) {
   expect_error(__LINE__, "bitcast has no i1 form (use cast), got i1 to u8", [&] { bitcast(b, u8); });
 }
 
+TEST(BuilderErrors, TopkAndSortOperands) {
+  Env e;
+  auto t = zeros({4, 16}, f32);
+  expect_error(__LINE__, "topk k = 32 must be in [1, 16], the size of axis 1 of tile<f32, [4, 16]>", [&] { topk(t, 32, 1); });
+  auto f = zeros({4, 16}, f32);
+  const char* idx = "sort_pairs needs an i32 index tile of the keys' shape [4, 16], got tile<f32, [4, 16]>";
+  expect_error(__LINE__, idx, [&] { sort_pairs(t, f, 1); });
+  auto b = zeros({4}, i1);
+  expect_error(__LINE__, "sort needs numeric keys, got tile<i1, [4]> (cast to i8 first)", [&] { sort(b, 0); });
+}
+
 TEST(BuilderErrors, FloatLiteralWithIntegerOperand) {
   Env e;
   auto pid = program_id(0);

@@ -303,4 +303,27 @@ TSR_D S atomic_rmw(S* p, F f) {
   }
 }
 
+// ---- sort / topk (docs/semantics.md): an unsigned key whose order is the sort order ----
+// Floats: -inf < ... < -0 < +0 < ... < +inf < NaN (every NaN the largest key); signed integers
+// offset by 2^(bits-1); 8- and 16-bit integers widen to 32 bits. 32-bit keys for 32-bit and
+// narrower types (narrow floats are held as float), 64-bit keys for 64-bit types.
+TSR_D uint32_t sort_key(float v) {
+  const uint32_t u = __float_as_uint(v);
+  return v != v ? 0xffffffffu : (u >> 31) ? ~u : (u | 0x80000000u);
+}
+TSR_D uint64_t sort_key(double v) {
+  const uint64_t u = uint64_t(__double_as_longlong(v));
+  return v != v ? ~0ull : (u >> 63) ? ~u : (u | (1ull << 63));
+}
+TSR_D uint32_t sort_key(signed char v) { return uint32_t(int(v)) ^ 0x80000000u; }
+TSR_D uint32_t sort_key(short v) { return uint32_t(int(v)) ^ 0x80000000u; }
+TSR_D uint32_t sort_key(int v) { return uint32_t(v) ^ 0x80000000u; }
+TSR_D uint64_t sort_key(long v) { return uint64_t(v) ^ (1ull << 63); }
+TSR_D uint64_t sort_key(long long v) { return uint64_t(v) ^ (1ull << 63); }
+TSR_D uint32_t sort_key(unsigned char v) { return v; }
+TSR_D uint32_t sort_key(unsigned short v) { return v; }
+TSR_D uint32_t sort_key(unsigned v) { return v; }
+TSR_D uint64_t sort_key(unsigned long v) { return v; }
+TSR_D uint64_t sort_key(unsigned long long v) { return v; }
+
 }  // namespace tsr

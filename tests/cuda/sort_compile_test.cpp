@@ -1,0 +1,27 @@
+// sort and topk on the cuda backend: the shared test kernel (tests/common/SortKernel.h) emits a
+// bitonic network per op and NVRTC compiles it, for a 32-bit and a 64-bit key type (no GPU
+// needed; tests/cpu/sort_test.cpp checks the values, the GPU tests run them).
+#include "CudaTestUtil.h"
+#include "../common/SortKernel.h"
+
+namespace tessera::cudatest {
+namespace {
+
+TEST(CudaSort, EmitsANetworkPerOpAndCompiles) {
+  std::string why;
+  bool nvrtc = nvrtc_available(&why);
+  for (const char* type : {"bf16", "i64"}) {
+    SCOPED_TRACE(type);
+    auto m = parse_module(testutil::sort_kernel(type), "t.tile");
+    auto k = bind_constexprs(*m->kernels.at(0), {});
+    CudaTarget t = CudaTarget::parse("sm_90a");
+    CudaEmission em = emit_cuda_with_info(*k, t);
+    EXPECT_EQ(em.stats["sorts"], 5);
+    EXPECT_NE(em.source.find("tsr::sort_key("), std::string::npos);
+    if (nvrtc) expect_nvrtc_accepts(em, t);
+  }
+  if (!nvrtc) GTEST_SKIP() << "emitted text checked; not compiled: " << why;
+}
+
+}  // namespace
+}  // namespace tessera::cudatest
