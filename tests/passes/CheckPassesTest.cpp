@@ -44,6 +44,8 @@ const std::vector<LibCase> kLibCases = {
     {"matmul_fp8", {{"M", 37}, {"N", 23}, {"K", 40}}, {{"BLOCK_M", 16}, {"BLOCK_N", 16}, {"BLOCK_K", 16}}},
     {"matmul_struct", {{"M", 37}, {"N", 23}, {"K", 40}},
      {{"BLOCK_M", 16}, {"BLOCK_N", 16}, {"BLOCK_K", 16}, {"STAGES", 2}}},
+    {"sort", {{"M", 5}, {"N", 300}}, {{"BLOCK_N", 512}}},
+    {"topk", {{"M", 5}, {"N", 700}, {"K", 7}}, {{"K", 7}, {"BLOCK_N", 256}}},
 };
 
 TEST(CheckPasses, EveryLibraryKernelIsUnchangedByEveryPass) {

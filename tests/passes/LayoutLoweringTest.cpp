@@ -65,7 +65,9 @@ TEST(LayoutLowering, LibraryKernelsMeanTheSame) {
         EXPECT_LE(l.stats["remove-layout-conversions.after"], l.stats["remove-layout-conversions.before"]) << what;
         EXPECT_LE(l.stats["remove-layout-conversions.bytes-after"], l.stats["remove-layout-conversions.bytes-before"])
             << what;
-        if (lib.name != "vector_add") EXPECT_GT(converts(*l.after) + l.stats["assign-layouts.conversions"], 0) << what;
+        // (vector_add, sort and topk keep every tile in one blocked layout: nothing to convert.)
+        if (lib.name != "vector_add" && lib.name != "sort" && lib.name != "topk")
+          EXPECT_GT(converts(*l.after) + l.stats["assign-layouts.conversions"], 0) << what;
         Sizes s = lib.default_sizes;
         for (auto& [n, v] : s) v = n == "K" ? 70 : n == "N" ? 300 : 37;
         std::vector<Tensor> a = make_random_tensors(*l.before, s, 5), b = a;
