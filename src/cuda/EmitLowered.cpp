@@ -186,7 +186,9 @@ Emitter::SharedView Emitter::alloc_shared(const Value* v, const std::vector<int6
   int64_t stride = 1;
   for (size_t i = 0; i < order.size(); ++i) {
     sv.strides[order[i]] = stride;
-    stride *= S[order[i]] + (i == 0 ? 8 : 0);  // rows padded by 16 bytes
+    // Rows of whole 16-byte chunks, padded by one more (vector stores and ldmatrix rows stay
+    // aligned; eight rows of an ldmatrix phase fall in different banks).
+    stride *= i == 0 ? (S[order[i]] + 7) / 8 * 8 + 8 : S[order[i]];
   }
   const int64_t off = lowered_smem_, bytes = align16(stride * 2);
   lowered_smem_ += stages * bytes;
