@@ -44,6 +44,13 @@ int64_t vector_width(const Dist& d, int dim, int elem_bytes) {
   return v;
 }
 
+// Whether every reader of `v` in `b` is a dot that takes it as operand A or B (and there is one).
+bool read_only_by_dots(const Block& b, const Value* v) {
+  std::vector<std::pair<const Op*, size_t>> rs;
+  readers(b, v, rs);
+  return !rs.empty() && std::all_of(rs.begin(), rs.end(), [](const auto& u) { return u.first->kind == OpKind::Dot && u.second < 2; });
+}
+
 }  // namespace
 
 const Dist& Emitter::dist_of(const Value* v) const {
@@ -122,11 +129,7 @@ void Emitter::lowered_convert(const Op& op) {
     return;
   }
   if (auto it = shared_.find(x); it != shared_.end()) {  // a shared tile -> registers
-    std::vector<std::pair<const Op*, size_t>> rs;
-    readers(*k_.body, r, rs);
-    bool dots_only = !rs.empty();
-    for (auto& [u, i] : rs) dots_only = dots_only && u->kind == OpKind::Dot && i < 2;
-    if (dots_only && r->type.layout.kind == tessera::Layout::Kind::DotOperand) {
+    if (r->type.layout.kind == tessera::Layout::Kind::DotOperand && read_only_by_dots(*k_.body, r)) {
       staged_[r] = staged_from(op, it->second);  // the dots load their fragments (ldmatrix)
       name_[r] = it->second.ptr;
       return;
@@ -153,11 +156,7 @@ void Emitter::lowered_convert(const Op& op) {
   }
   // An mma operand that only dots read stays in shared memory; the dots load its fragments.
   if (r->type.layout.kind == tessera::Layout::Kind::DotOperand && scalar_bits(r->type.elem) == 16) {
-    std::vector<std::pair<const Op*, size_t>> rs;
-    readers(*k_.body, r, rs);
-    bool dots_only = !rs.empty();
-    for (auto& [u, i] : rs) dots_only = dots_only && u->kind == OpKind::Dot && i < 2;
-    if (dots_only) {
+    if (read_only_by_dots(*k_.body, r)) {
       // Stored with the source's contiguous dim fastest, so that each thread's run lands side
       // by side.
       const bool dim0 = x->type.layout.kind == tessera::Layout::Kind::Blocked && !x->type.layout.order.empty() &&
@@ -531,30 +530,17 @@ void Emitter::lowered_reduce(const Op& op) {
   const ScalarKind t = r->type.elem;
   const bool f = is_float(t);
   const std::string kind = op.kind == OpKind::ReduceWith ? "with" : op.attr_string("kind");
-  const std::string T = ctype(t), U = scalar_bits(t) > 32 ? "uint64_t" : "uint32_t";
-  std::function<std::string(const std::string&, const std::string&)> fold;
-  if (kind == "sum" || kind == "prod") {
-    const std::string o = kind == "sum" ? " + " : " * ";
-    fold = [=](const std::string& a, const std::string& b) {
-      return f ? T + "(" + a + o + b + ")" : T + "(" + U + "(" + a + ")" + o + U + "(" + b + "))";
-    };
-  } else if (kind == "max" || kind == "min") {
-    const std::string fn = t == ScalarKind::F32 ? "tsr::" + kind + "_nan_f32"
-                                                : std::string(f ? "tsr::f" : "tsr::i") + kind + (f ? "_nan<" : "<") + T + ">";
-    fold = [=](const std::string& a, const std::string& b) { return fn + "(" + a + ", " + b + ")"; };
-  } else if (kind == "with") {
-    fold = [&](const std::string& a, const std::string& b) { return combine(op, a, b); };
-  } else {
-    throw NotLowerable{"a reduction of kind " + kind};
-  }
-  auto combine = [&](const Op&, const std::string& a, const std::string& b) { return fold(a, b); };
+  const std::string T = ctype(t);
+  std::function<std::string(const std::string&, const std::string&)> fold = reduce_fold(kind, t);
+  if (kind == "with") fold = [&](const std::string& a, const std::string& b) { return combine(op, a, b); };
+  if (!fold) throw NotLowerable{"a reduction of kind " + kind};
   const std::string n = declare(op, r);
   std::vector<bool> seen(Y.slots(), false);
   for (int64_t s = 0; s < X.slots(); ++s) {
     const int64_t y = into[s];
     const std::string e = nm(x) + "[" + num(s) + "]", acc = n + "[" + num(y) + "]";
     if (!seen[y]) line(acc + " = " + e + ";");
-    else line(acc + " = " + combine(op, acc, e) + ";");
+    else line(acc + " = " + fold(acc, e) + ";");
     seen[y] = true;
   }
   // Along the lanes the axis is spread over: a butterfly of shuffles.
@@ -566,7 +552,7 @@ void Emitter::lowered_reduce(const Op& op) {
       const std::string v = narrow_int ? "int(" + acc + ")" : acc;
       std::string sh = "__shfl_xor_sync(0xffffffffu, " + v + ", " + num(int64_t{1} << b) + ")";
       line("const " + T + " " + o + " = " + (narrow_int ? T + "(" + sh + ")" : sh) + ";");
-      line(acc + " = " + combine(op, acc, o) + ";");
+      line(acc + " = " + fold(acc, o) + ";");
     }
     count("reduction-shuffles");
   }
@@ -600,7 +586,7 @@ void Emitter::lowered_reduce(const Op& op) {
   slots(layout_of(r), [&](const std::string& s) {
     const std::string at = Y.flat_expr(s), acc = n + "[" + s + "]";
     line(acc + " = " + ptr + "[" + at + "];");
-    for (int64_t q = 1; q < G; ++q) line(acc + " = " + combine(op, acc, ptr + "[" + num(q * numel) + " + " + at + "]") + ";");
+    for (int64_t q = 1; q < G; ++q) line(acc + " = " + fold(acc, ptr + "[" + num(q * numel) + " + " + at + "]") + ";");
   });
   count("reduction-warp-exchanges");
   finish();

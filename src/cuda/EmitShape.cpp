@@ -156,6 +156,24 @@ void Emitter::emit_shape(const Op& op) {
   fail(op, "unsupported shape op");
 }
 
+std::function<std::string(const std::string&, const std::string&)> reduce_fold(const std::string& kind, ScalarKind t) {
+  const std::string C = ctype(t), U = scalar_bits(t) > 32 ? "uint64_t" : "uint32_t";
+  const bool f = is_float(t);
+  if (kind == "sum" || kind == "prod") {
+    const std::string o = kind == "sum" ? " + " : " * ";
+    return [=](const std::string& a, const std::string& b) {
+      return f ? C + "(" + a + o + b + ")" : C + "(" + U + "(" + a + ")" + o + U + "(" + b + "))";
+    };
+  }
+  if (kind == "max" || kind == "min") {
+    // f32: max.NaN / min.NaN, one instruction instead of a compare, a NaN test and a select.
+    const std::string fn = t == ScalarKind::F32 ? "tsr::" + kind + "_nan_f32"
+                                                : std::string(f ? "tsr::f" : "tsr::i") + kind + (f ? "_nan<" : "<") + C + ">";
+    return [=](const std::string& a, const std::string& b) { return fn + "(" + a + ", " + b + ")"; };
+  }
+  return {};
+}
+
 std::string Emitter::combine(const Op& op, const std::string& a, const std::string& b) {
   const Block& body = op.region(0);
   if (body.args.size() != 2) fail(op, "the combiner region takes two arguments");
@@ -200,26 +218,11 @@ void Emitter::emit_reduce(const Op& op, const Op* partner) {
   bool arg = kind == "argmax" || kind == "argmin";
   std::string Sx = std::to_string(L), Ix = std::to_string(I);
   // The reduced value is in the compute type (sums of narrow floats accumulate in f32).
-  std::string init, U = scalar_bits(t) > 32 ? "uint64_t" : "uint32_t";
-  std::function<std::string(const std::string&, const std::string&)> step;
-  if (kind == "sum") {
-    init = C + "(0)";
-    step = [&](const std::string& a, const std::string& b) {
-      return f ? C + "(" + a + " + " + b + ")" : C + "(" + U + "(" + a + ") + " + U + "(" + b + "))";
-    };
-  } else if (kind == "prod") {
-    init = C + "(1)";
-    step = [&](const std::string& a, const std::string& b) {
-      return f ? C + "(" + a + " * " + b + ")" : C + "(" + U + "(" + a + ") * " + U + "(" + b + "))";
-    };
-  } else if (kind == "max" || kind == "min") {
-    // f32: max.NaN / min.NaN, one instruction instead of a compare, a NaN test and a select.
-    std::string fn = t == ScalarKind::F32 ? "tsr::" + kind + "_nan_f32"
-                                          : std::string(f ? "tsr::f" : "tsr::i") + kind + (f ? "_nan<" : "<") + C + ">";
-    step = [fn](const std::string& a, const std::string& b) { return fn + "(" + a + ", " + b + ")"; };
-  } else if (!arg && kind != "with") {
-    fail(op, "unknown reduce kind '" + kind + "'");
-  }
+  std::string init;
+  std::function<std::string(const std::string&, const std::string&)> step = reduce_fold(kind, t);
+  if (kind == "sum") init = C + "(0)";
+  else if (kind == "prod") init = C + "(1)";
+  else if (!step && !arg && kind != "with") fail(op, "unknown reduce kind '" + kind + "'");
   auto fin = [&](const std::string& e) {
     if (f && (kind == "sum" || kind == "prod")) return fround(t, e);
     if (t == ScalarKind::I1 && (kind == "sum" || kind == "prod")) return "uint8_t((" + e + ") & 1)";

@@ -543,6 +543,10 @@ bool pure_scalar(const Op& o);
 // How many operands of ops in `b` (nested regions included) are `v`.
 int uses_in(Block& b, const Value* v);
 
+// The fold of a sum, prod, max or min reduction of `t` values in their compute type (empty
+// for other kinds), shared by both emitters' reductions.
+std::function<std::string(const std::string&, const std::string&)> reduce_fold(const std::string& kind, ScalarKind t);
+
 // Per-warp fragment coordinates warp_, lane_, g_, t_, m0_, n0_ (inside a block the caller opens).
 void warp_coords(Emitter& e, const Emitter::MmaPlan& p);
 // The note of an fp8 dot on mma.sync m16n8k32: "dot at LOC: mma.sync m16n8k32 e4m3 " + how, and
