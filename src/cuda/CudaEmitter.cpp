@@ -914,6 +914,11 @@ int64_t smem_limit(const CudaTarget& t) {
 
 std::string Emitter::add_tensor_map(std::vector<std::string>& sig, CudaKernelInfo& info, const Value* view,
                                     int64_t box_cols, int64_t box_rows, int swizzle) {
+  return add_tensor_map(sig, info, view, std::vector<int64_t>{box_cols, box_rows}, swizzle);
+}
+
+std::string Emitter::add_tensor_map(std::vector<std::string>& sig, CudaKernelInfo& info, const Value* view,
+                                    const std::vector<int64_t>& box, int swizzle) {
   int j = -1;
   for (size_t i = 0; i < k_.params.size(); ++i)
     if (k_.params[i] == view) j = static_cast<int>(i);
@@ -922,13 +927,16 @@ std::string Emitter::add_tensor_map(std::vector<std::string>& sig, CudaKernelInf
   int of_view = 0;
   for (const CudaParam& q : info.params) {
     if (q.kind != CudaParam::Kind::TensorMap || q.param_index != j) continue;
-    if (q.box[0] == box_cols && q.box[1] == box_rows && q.swizzle == swizzle) return name(of_view);
+    bool same = q.rank == static_cast<int>(box.size()) && q.swizzle == swizzle;
+    for (size_t i = 0; same && i < box.size(); ++i) same = q.box[i] == box[i];
+    if (same) return name(of_view);
     ++of_view;
   }
   std::string n = name(of_view);
   sig.push_back("const __grid_constant__ tsr::TmaDesc " + n);
   CudaParam q{CudaParam::Kind::TensorMap, view->type.elem, 128, view->name, j};
-  q.box[0] = static_cast<int>(box_cols), q.box[1] = static_cast<int>(box_rows);
+  q.rank = static_cast<int>(box.size());
+  for (size_t i = 0; i < box.size(); ++i) q.box[i] = static_cast<int>(box[i]);
   q.swizzle = swizzle;
   info.params.push_back(q);
   return n;
@@ -1024,6 +1032,7 @@ CudaEmission Emitter::run() {
   }
   // Then those of Struct async_copy ops taken by TMA (knob struct_tma; EmitStruct.cpp).
   plan_struct_tma(sig, info);
+  if (lowered_) plan_tma_rings(sig, info);
   stream_k_ = persistent_ && tg_.stream_k;
   if (split_k_ || stream_k_) {
     sig.push_back("unsigned char* __restrict__ tsr_ws");
@@ -1090,7 +1099,7 @@ CudaEmission Emitter::run() {
     line("#include \"tessera/cluster.cuh\"");
     out.headers.push_back("tessera/cluster.cuh");
   }
-  if (wg_.ok) {
+  if (wg_.ok || lowered_wgmma_ || !tma_loads_.empty()) {
     line("#include \"tessera/hopper.cuh\"");
     line("#include \"tessera/wgmma.cuh\"");
     out.headers.push_back("tessera/hopper.cuh");
@@ -1230,7 +1239,7 @@ CudaEmission Emitter::run() {
     const int64_t at = align16(smem_);
     for (auto& l : lines_)
       if (size_t p = l.find(kLoweredBase); p != std::string::npos) l.replace(p, std::string(kLoweredBase).size(), std::to_string(at));
-    if (lowered_smem_ > 0) smem_ = at + lowered_smem_;
+    if (lowered_smem_ > 0) smem_ = at + lowered_smem_ + (lowered_wgmma_ ? 1024 : 0);
   }
   int64_t smem = align16(smem_);
   if (smem + red_smem_ > smem_limit(tg_))
@@ -1319,12 +1328,18 @@ const Op* first_layout_op(const Block& b) {
 CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& target) {
   std::string why_not, layouts_note;
   if (target.from_layouts) {
-    // mma.sync layouts only: the layout emitter does not print wgmma yet.
-    std::shared_ptr<Kernel> lowered = run_gpu_lowering(bound_kernel, {target.sm, false}, {}, nullptr);
+    // wgmma where the target has it (sm_90a), as `tessera compile --dump-after` shows.
+    std::shared_ptr<Kernel> lowered =
+        run_gpu_lowering(bound_kernel, {target.sm, target.arch_specific && target.tma}, {}, nullptr);
     try {
       cudagen::Emitter e(*lowered, target);
       e.lowered_ = true;
       e.warps_ = default_num_warps(*lowered);
+      walk(*lowered->body, [&](Op& op) {
+        if (op.kind == OpKind::Dot && op.result()->type.layout.kind == Layout::Kind::Mma &&
+            op.result()->type.layout.version == 3)
+          e.lowered_wgmma_ = true;
+      });
       CudaEmission out = e.run();
       out.notes.push_back("printed from the GPU lowering's layouts (the layout emitter)");
       out.lowered = std::move(lowered);

@@ -74,7 +74,11 @@ struct CudaParam {
   // columns, box[1] rows}, `swizzle`, zero fill out of bounds. The view's base must be
   // 16-byte aligned and its row stride a multiple of 16 bytes; when not, the launch uses the
   // kernel compiled without TMA (CudaTarget::tma = false) instead.
-  int box[2] = {0, 0};
+  int box[5] = {0, 0, 1, 1, 1};
+  // TensorMap: the view's rank (2 for the wgmma ring and Struct copies; the layout emitter's
+  // rings take views up to rank 5): dims and box are then innermost first, box[2..] the box's
+  // extents along the outer dims, the strides those of the dense row-major view.
+  int rank = 2;
   // TensorMap: 128 (the 128-byte swizzle of the wgmma ring and the TMA-store epilogue) or 0 (none:
   // a Struct async_copy's row-major slot).
   int swizzle = 128;

@@ -69,10 +69,10 @@ void put_scalar(uint64_t& slot, ScalarKind t, const KernelArg& a) {
 }
 
 // The view dims (rows, cols) of 2-D view parameter j for these sizes.
-std::array<int64_t, 2> view_dims2(const Kernel& k, int j, const Sizes& sizes) {
-  std::array<int64_t, 2> d{0, 0};
+std::vector<int64_t> view_dims(const Kernel& k, int j, const Sizes& sizes) {
   const Shape& sh = k.params.at(static_cast<size_t>(j))->type.shape;
-  for (size_t i = 0; i < 2 && i < sh.size(); ++i) d[i] = sh[i].is_static() ? sh[i].value : sizes.at(sh[i].symbol);
+  std::vector<int64_t> d;
+  for (const Dim& x : sh) d.push_back(x.is_static() ? x.value : sizes.at(x.symbol));
   return d;
 }
 
@@ -81,7 +81,7 @@ std::array<int64_t, 2> view_dims2(const Kernel& k, int j, const Sizes& sizes) {
 // not a multiple of 16 bytes, an element type TMA does not copy, an empty matrix). The driver
 // may still refuse what passes. Other elements than bf16 / f16 are copied as unsigned integers
 // of their size (the copies convert nothing; zero fill is all bits zero, +0.0 for floats).
-int tensor_map_type(const CudaParam& p, uint64_t base, const std::array<int64_t, 2>& dims) {
+int tensor_map_type(const CudaParam& p, uint64_t base, const std::vector<int64_t>& dims) {
   int eb = scalar_bytes(p.elem);
   int type = p.elem == ScalarKind::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
              : p.elem == ScalarKind::F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
@@ -90,24 +90,36 @@ int tensor_map_type(const CudaParam& p, uint64_t base, const std::array<int64_t,
              : eb == 4                   ? CU_TENSOR_MAP_DATA_TYPE_UINT32
              : eb == 8                   ? CU_TENSOR_MAP_DATA_TYPE_UINT64
                                          : -1;
-  if (type < 0 || base % 16 != 0 || (dims[1] * eb) % 16 != 0 || dims[0] < 1 || dims[1] < 1) return -1;
+  if (type < 0 || base % 16 != 0 || static_cast<int>(dims.size()) < p.rank || p.rank < 2 || p.rank > 5) return -1;
+  if ((dims[p.rank - 1] * eb) % 16 != 0) return -1;
+  for (int i = 0; i < p.rank; ++i)
+    if (dims[i] < 1) return -1;
   return type;
 }
 
 // Encodes the tensor map of a TensorMap parameter. False when TMA cannot describe the operand
 // (tensor_map_type), there is no cuTensorMapEncodeTiled in the driver, or the driver refuses it:
 // the caller then uses the kernel's compilation without TMA.
-bool encode_tensor_map(const Driver& d, const CudaParam& p, uint64_t base, const std::array<int64_t, 2>& dims,
+bool encode_tensor_map(const Driver& d, const CudaParam& p, uint64_t base, const std::vector<int64_t>& dims,
                        CUtensorMap& out) {
   if (!d.cuTensorMapEncodeTiled) return false;
   int type = tensor_map_type(p, base, dims);
   if (type < 0) return false;
-  int eb = scalar_bytes(p.elem);
-  uint64_t gdim[2] = {static_cast<uint64_t>(dims[1]), static_cast<uint64_t>(dims[0])};
-  uint64_t gstride[1] = {static_cast<uint64_t>(dims[1] * eb)};
-  uint32_t box[2] = {static_cast<uint32_t>(p.box[0]), static_cast<uint32_t>(p.box[1])};
-  uint32_t estride[2] = {1, 1};
-  return d.cuTensorMapEncodeTiled(&out, type, 2, reinterpret_cast<void*>(base), gdim, gstride, box, estride,
+  const int r = p.rank;
+  const int64_t eb = scalar_bytes(p.elem);
+  // Innermost first; the view is dense and row-major.
+  uint64_t gdim[5], gstride[4];
+  uint32_t box[5], estride[5];
+  int64_t stride = eb;
+  for (int i = 0; i < r; ++i) {
+    gdim[i] = static_cast<uint64_t>(dims[r - 1 - i]);
+    box[i] = static_cast<uint32_t>(p.box[i]);
+    estride[i] = 1;
+    if (i > 0) gstride[i - 1] = static_cast<uint64_t>(stride);
+    stride *= dims[r - 1 - i];
+  }
+  return d.cuTensorMapEncodeTiled(&out, type, static_cast<unsigned>(r), reinterpret_cast<void*>(base), gdim, gstride,
+                                  box, estride,
                                   CU_TENSOR_MAP_INTERLEAVE_NONE,
                                   p.swizzle == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
                                   CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
@@ -163,7 +175,7 @@ class CudaKernelImpl : public CudaKernel {
     if (!info.split_k_capable || info.split_k || opts_.split_k == 1) return 1;
     for (const CudaParam& p : info.params)
       if (p.kind == CudaParam::Kind::TensorMap &&
-          tensor_map_type(p, ptrs.at(p.param_index), view_dims2(*k_, p.param_index, sizes)) < 0)
+          tensor_map_type(p, ptrs.at(p.param_index), view_dims(*k_, p.param_index, sizes)) < 0)
         return 1;
     if (opts_.split_k >= 2) return std::min(opts_.split_k, kMaxSplitK);
     const int64_t programs = grid[0] * grid[1] * grid[2];
@@ -217,7 +229,7 @@ class CudaKernelImpl : public CudaKernel {
       const CudaParam& p = info.params[i];
       switch (p.kind) {
         case CudaParam::Kind::TensorMap:
-          if (!encode_tensor_map(*driver(), p, ptrs.at(p.param_index), view_dims2(k, p.param_index, sizes), maps[i])) {
+          if (!encode_tensor_map(*driver(), p, ptrs.at(p.param_index), view_dims(k, p.param_index, sizes), maps[i])) {
             ++root.launches_without_tma;
             root.without_tma().launch(args, ptrs, stream);
             return;

@@ -59,9 +59,16 @@ void blocked(Dist& d, const Layout& l) {
 }
 
 // mma.sync (v2, m16n8) accumulators and 16-bit operands; warp w is (w / wn, w % wn) of the
-// warp grid [wm, wn].
+// warp grid [wm, wn]. A wgmma (v3, m64nN) accumulator is the same placement with the warps all
+// along M (wgmma.cuh: warp v of a warpgroup holds the m16n8 fragments of rows 16v .. 16v + 15,
+// over the N / 8 column blocks), and so is its register A operand (the RS form).
 void mma_v2(Dist& d, const Layout& acc, int operand) {
-  if (acc.version != 2) throw NotLowerable{"wgmma (mma v3) layouts"};
+  if (acc.version == 3) {
+    if (acc.warps.at(1) != 1 || acc.instr.at(0) != 64) throw NotLowerable{"a wgmma layout with warps along N"};
+    if (operand == 1) throw NotLowerable{"a wgmma B operand in registers"};
+  } else if (acc.version != 2) {
+    throw NotLowerable{"an mma layout of version " + num(acc.version)};
+  }
   const int64_t wm = acc.warps.at(0), wn = acc.warps.at(1);
   const int wmb = log2_exact(wm), wnb = log2_exact(wn);
   if (wmb < 0 || wnb < 0 || wmb + wnb != static_cast<int>(d.warp_bits.size()))
@@ -199,6 +206,19 @@ Dist make_dist(const Layout& l, const std::vector<int64_t>& shape, int warps) {
       break;
     case Layout::Kind::Blocked: blocked(d, l); break;
     case Layout::Kind::Mma:
+      if (d.rank() > 2) {  // leading unit dims (ir/Layout.h): the last two dims' placement
+        const int lead = d.rank() - 2;
+        for (int i = 0; i < lead; ++i)
+          if (shape[i] != 1) throw NotLowerable{"an mma layout on a tile whose leading dims are not 1"};
+        Dist two = make_dist(l, {shape[lead], shape[lead + 1]}, warps);
+        for (Dist::Digit g : two.digits) d.digits.push_back({g.radix, g.dim + lead, g.coef});
+        auto shift = [&](std::vector<Dist::Bit>& out, const std::vector<Dist::Bit>& in) {
+          for (size_t b = 0; b < in.size(); ++b) out[b] = in[b].dim < 0 ? in[b] : Dist::Bit{in[b].dim + lead, in[b].coef};
+        };
+        shift(d.lane_bits, two.lane_bits);
+        shift(d.warp_bits, two.warp_bits);
+        break;
+      }
       if (d.rank() != 2) throw NotLowerable{"an mma layout on a tile of rank other than 2"};
       mma_v2(d, l, -1);
       break;

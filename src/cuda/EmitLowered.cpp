@@ -62,6 +62,20 @@ const Dist& Emitter::dist_of(const Value* v) const {
   return dists_.emplace(v, make_dist(v->type.layout, static_shape(v->type.shape), warps_)).first->second;
 }
 
+std::string Emitter::shared_index(const SharedView& sv, const std::vector<std::string>& c) {
+  if (sv.rows == 0) {
+    std::string at;
+    for (size_t d = 0; d < c.size(); ++d) at += (d ? " + " : "") + std::string("(") + c[d] + ") * " + num(sv.strides[d]);
+    return at;
+  }
+  std::string row, col;
+  for (size_t d = 0; d < c.size(); ++d) {
+    if (sv.strides[d] == 1) col = c[d];
+    else if (sv.strides[d] != 0) row += (row.empty() ? "" : " + ") + std::string("(") + c[d] + ") * " + num(sv.strides[d] / 64);
+  }
+  return "tsr::sw128_index(int(" + (row.empty() ? "0" : row) + "), int(" + col + "), " + num(sv.rows) + ")";
+}
+
 bool Emitter::emit_lowered(const Op& op) {
   switch (op.kind) {
     case OpKind::ConvertLayout: lowered_convert(op); return true;
@@ -72,7 +86,12 @@ bool Emitter::emit_lowered(const Op& op) {
     case OpKind::ExpandDims:
     case OpKind::Broadcast: lowered_shape(op); return true;
     case OpKind::Reduce: lowered_reduce(op); return true;
-    case OpKind::Dot: lowered_dot(op); return true;
+    case OpKind::Dot:
+      if (op.result()->type.layout.kind == tessera::Layout::Kind::Mma && op.result()->type.layout.version == 3)
+        lowered_wgmma(op);
+      else
+        lowered_dot(op);
+      return true;
     case OpKind::Arange: {
       const Value* r = op.result();
       const Dist& d = dist_of(r);
@@ -107,13 +126,38 @@ bool Emitter::emit_lowered(const Op& op) {
 
 void Emitter::lowered_exchange(const Op& op, const Value* x, const Value* r,
                                const std::function<std::string(const std::string&)>& src_flat) {
-  const int64_t bytes = shape_numel(x->type.shape) * std::max(4, scalar_bytes(x->type.elem));
-  const std::string ptr = smem_ptr(ctype(x->type.elem), 0, bytes);
-  stage(x, ptr);  // (a barrier first: the last exchange's readers are done)
-  barrier();
-  const std::string n = declare(op, r);
-  gather_into(r, n, [&](const std::string& e) { return ptr + "[" + src_flat(e) + "]"; });
+  const int64_t numel = shape_numel(x->type.shape), eb = std::max(4, scalar_bytes(x->type.elem));
   count("layout-exchanges");
+  if (numel * eb <= kExchangeBytes) {
+    const std::string ptr = smem_ptr(ctype(x->type.elem), 0, numel * eb);
+    stage(x, ptr);  // (a barrier first: the last exchange's readers are done)
+    barrier();
+    const std::string n = declare(op, r);
+    gather_into(r, n, [&](const std::string& e) { return ptr + "[" + src_flat(e) + "]"; });
+    return;
+  }
+  // A large tile goes through in parts of kExchangeBytes (elements [lo, lo + part) of x's flat
+  // index each): what shared memory the exchange holds is then not what a kernel's other
+  // buffers (a FlashAttention's rings) cannot spare.
+  const int64_t part = kExchangeBytes / eb;
+  const std::string ptr = smem_ptr(ctype(x->type.elem), 0, part * eb);
+  const Dist &X = dist_of(x), &Y = dist_of(r);
+  const std::string n = declare(op, r), own = X.owner_expr();
+  for (int64_t lo = 0; lo < numel; lo += part) {
+    const std::string L = num(lo), H = num(lo + part);
+    barrier();  // the last part's (or exchange's) readers are done
+    slots(layout_of(x), [&](const std::string& sl) {
+      const std::string e = fresh("e");
+      line("{ const int " + e + " = " + X.flat_expr(sl) + "; if (" + (own == "true" ? "" : own + " && ") + e + " >= " + L +
+           " && " + e + " < " + H + ") " + ptr + "[" + e + " - " + L + "] = " + nm(x) + "[" + sl + "]; }");
+    });
+    barrier();
+    slots(layout_of(r), [&](const std::string& sl) {
+      const std::string f = fresh("f");
+      line("{ const int " + f + " = " + src_flat(Y.flat_expr(sl)) + "; if (" + f + " >= " + L + " && " + f + " < " + H +
+           ") " + n + "[" + sl + "] = " + ptr + "[" + f + " - " + L + "]; }");
+    });
+  }
 }
 
 void Emitter::lowered_convert(const Op& op) {
@@ -138,10 +182,7 @@ void Emitter::lowered_convert(const Op& op) {
     const std::vector<int64_t> S = static_shape(r->type.shape);
     const std::string n = declare(op, r);
     gather_into(r, n, [&](const std::string& e) {
-      std::vector<std::string> c = coords(e, S);
-      std::string at;
-      for (size_t d = 0; d < c.size(); ++d) at += (d ? " + " : "") + std::string("(") + c[d] + ") * " + num(sv.strides[d]);
-      return load_conv(r->type.elem, sv.ptr + "[" + at + "]");
+      return load_conv(r->type.elem, sv.ptr + "[" + shared_index(sv, coords(e, S)) + "]");
     });
     count("loads-from-shared");
     return;
@@ -172,6 +213,11 @@ void Emitter::lowered_convert(const Op& op) {
   lowered_exchange(op, x, r, [](const std::string& e) { return e; });
 }
 
+std::string Emitter::lowered_base() const {
+  const std::string b = std::string("tsr_smem + ") + kLoweredBase;
+  return lowered_wgmma_ ? "tsr::align_smem_1024(" + b + ")" : "(" + b + ")";
+}
+
 Emitter::SharedView Emitter::alloc_shared(const Value* v, const std::vector<int64_t>& order_in, int64_t stages,
                                           int64_t* stage_elems) {
   const std::vector<int64_t> S = static_shape(v->type.shape);
@@ -182,6 +228,29 @@ Emitter::SharedView Emitter::alloc_shared(const Value* v, const std::vector<int6
   if (scalar_bits(v->type.elem) != 16) throw NotLowerable{"a shared tile of other than 16-bit elements"};
   SharedView sv;
   sv.strides.assign(R, 0);
+  sv.ptr = fresh("sh");
+  const tessera::Layout& L = v->type.layout;
+  if (L.kind == tessera::Layout::Kind::Shared && L.swizzle != 0) {
+    if (L.swizzle != 128 || L.pad != 0) throw NotLowerable{"a shared tile swizzled other than in 128-byte rows"};
+    const int64_t F = order[0];
+    if (S[F] % 64 != 0) throw NotLowerable{"a 128-byte swizzled tile whose fastest dim is not a multiple of 64"};
+    sv.strides[F] = 1;
+    int64_t stride = 64;
+    for (size_t i = 1; i < order.size(); ++i) {
+      sv.strides[order[i]] = S[order[i]] == 1 ? 0 : stride;
+      stride *= S[order[i]];
+    }
+    sv.rows = stride / 64;
+    if (sv.rows % 8 != 0) throw NotLowerable{"a 128-byte swizzled tile of other than whole 8-row atoms"};
+    // 1024-byte aligned (the swizzle pattern is of the address bits): the buffer's offset from
+    // the lowered base is, and so is that base (lowered_base).
+    if (!lowered_wgmma_) throw NotLowerable{"a 128-byte swizzled tile without wgmma"};
+    const int64_t off = (lowered_smem_ + 1023) / 1024 * 1024, bytes = sv.rows * S[F] * 2;
+    lowered_smem_ = off + stages * bytes;
+    if (stage_elems) *stage_elems = bytes / 2;
+    line("uint16_t* const " + sv.ptr + " = reinterpret_cast<uint16_t*>(" + lowered_base() + " + " + num(off) + ");");
+    return sv;
+  }
   int64_t stride = 1;
   for (size_t i = 0; i < order.size(); ++i) {
     sv.strides[order[i]] = stride;
@@ -192,8 +261,7 @@ Emitter::SharedView Emitter::alloc_shared(const Value* v, const std::vector<int6
   const int64_t off = lowered_smem_, bytes = align16(stride * 2);
   lowered_smem_ += stages * bytes;
   if (stage_elems) *stage_elems = bytes / 2;
-  sv.ptr = fresh("sh");
-  line("uint16_t* const " + sv.ptr + " = reinterpret_cast<uint16_t*>(tsr_smem + " + kLoweredBase + " + " + num(off) + ");");
+  line("uint16_t* const " + sv.ptr + " = reinterpret_cast<uint16_t*>(" + lowered_base() + " + " + num(off) + ");");
   return sv;
 }
 
@@ -201,10 +269,9 @@ void Emitter::store_to_shared(const Value* x, const SharedView& sv) {
   const Dist& d = dist_of(x);
   const std::string own = d.owner_expr();
   auto at = [&](const std::string& s) {
-    std::string e;
-    for (int q = 0; q < d.rank(); ++q)
-      e += (q ? " + " : "") + std::string("(") + d.const_expr(q, s) + " + " + d.thread_expr(q) + ") * " + num(sv.strides[q]);
-    return e;
+    std::vector<std::string> c;
+    for (int q = 0; q < d.rank(); ++q) c.push_back(d.const_expr(q, s) + " + " + d.thread_expr(q));
+    return shared_index(sv, c);
   };
   int fastest = 0;
   for (int q = 0; q < d.rank(); ++q)
@@ -222,17 +289,19 @@ void Emitter::store_to_shared(const Value* x, const SharedView& sv) {
   line((own == "true" ? "" : "if (" + own + ") ") + "tsr::copy_vec<uint16_t, " + num(V) + ">(" + sv.ptr + " + " + at(s0) +
        ", " + w + ");");
   close();
+  if (lowered_wgmma_) line("tsr::fence_proxy_async();  // wgmma reads what ordinary stores wrote");
   barrier();
 }
 
 Emitter::StagedOperand Emitter::staged_from(const Op& op, const SharedView& sv) const {
   if (sv.strides.size() != 2) fail(op, "internal: an mma operand view of rank other than 2");
+  if (sv.rows != 0) throw NotLowerable{"an mma.sync operand in a swizzled shared tile"};
   if (sv.strides[1] == 1) return {"tsr::smem_u32(" + sv.ptr + ")", sv.strides[0], false};
   if (sv.strides[0] == 1) return {"tsr::smem_u32(" + sv.ptr + ")", sv.strides[1], true};
   throw NotLowerable{"an mma operand in shared memory with neither dim contiguous"};
 }
 
-void Emitter::issue_shared_copies(const Op& op, const std::string& dst_ptr, const std::vector<int64_t>& strides) {
+void Emitter::issue_shared_copies(const Op& op, const SharedView& dst_view) {
   const Value* view = op.operand(0);
   const ViewInfo& vi = view_of(op, view);
   const Value* tile = op.result();
@@ -254,18 +323,18 @@ void Emitter::issue_shared_copies(const Op& op, const std::string& dst_ptr, cons
   line("const int " + q + " = " + i + " * " + num(T_) + " + tsr_tid;");
   if (chunks % T_ != 0) line("if (" + q + " >= " + num(chunks) + ") break;");
   std::vector<std::string> c = coords(q + " * 8", S), g(R);
-  std::string rows_ok = "true", at_g, at_s;
+  std::string rows_ok = "true", at_g;
   for (int d = 0; d < R; ++d) {
     g[d] = "(" + o[d] + " + " + c[d] + ")";
     if (d < R - 1) rows_ok += " && " + g[d] + " < " + vi.dims[d];
     at_g += (d ? " + " : "") + g[d] + " * " + vi.strides[d];
-    at_s += (d ? " + " : "") + std::string("(") + c[d] + ") * " + num(strides[d]);
   }
+  const std::string at_s = shared_index(dst_view, c);
   const std::string n = fresh("n"), src = fresh("src"), dst = fresh("dst");
   const std::string left = "(" + vi.dims[R - 1] + " - " + g[R - 1] + ")";
   line("const int64_t " + n + " = !(" + rows_ok + ") || " + left + " <= 0 ? 0 : " + left + " < 8 ? " + left + " : 8;");
   line("const " + stype(t) + "* " + src + " = " + vi.ptr + " + (" + n + " > 0 ? " + at_g + " : 0);");
-  line("uint16_t* const " + dst + " = " + dst_ptr + " + " + at_s + ";");
+  line("uint16_t* const " + dst + " = " + dst_view.ptr + " + " + at_s + ";");
   // Past the view's end the chunk reads fewer bytes (none) and the copy zero-fills the rest.
   open("if (tsr::aligned_vec<" + stype(t) + ", 8>(" + src + ")) {");
   line("tsr::cp_async_16(tsr::smem_u32(" + dst + "), " + src + ", int(" + n + ") * 2);");
@@ -281,7 +350,8 @@ void Emitter::lowered_load_shared(const Op& op) {
   const Value* tile = op.result();
   if (auto it = rings_.find(&op); it != rings_.end()) {  // this iteration's stage of its ring
     const Ring& ring = it->second;
-    shared_[tile] = {"(" + ring.view.ptr + " + " + ring.stage + " * " + num(ring.stage_elems) + ")", ring.view.strides};
+    shared_[tile] = {"(" + ring.view.ptr + " + " + ring.stage + " * " + num(ring.stage_elems) + ")", ring.view.strides,
+                     ring.view.rows};
     name_[tile] = shared_[tile].ptr;
     return;
   }
@@ -293,9 +363,10 @@ void Emitter::lowered_load_shared(const Op& op) {
   shared_[tile] = sv;
   name_[tile] = sv.ptr;
   barrier();  // the readers of the last contents are done
-  issue_shared_copies(op, sv.ptr, sv.strides);
+  issue_shared_copies(op, sv);
   line("tsr::cp_async_commit();");
   line("tsr::cp_async_wait<0>();");
+  if (lowered_wgmma_) line("tsr::fence_proxy_async();  // for wgmma's reads");
   barrier();
   count("loads-into-shared");
 }
@@ -317,6 +388,10 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
     ring.stage = stage;
     rings_[l] = ring;
   }
+  if (std::all_of(loads.begin(), loads.end(), [&](const Op* l) { return tma_loads_.count(l) != 0; })) {
+    emit_tma_ring_loop(op, vals, carried, loads, chain, S);
+    return true;
+  }
   const std::string lb = nm(op.operand(0)), ub = nm(op.operand(1)), step = nm(op.operand(2));
   // The copies of the iteration whose induction value is `iv` into stage `st`, when it runs.
   auto issue = [&](const std::string& iv, const std::string& st) {
@@ -328,7 +403,9 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
     for (const Op* c : chain) emit_op(*c);
     for (const Op* l : loads) {
       const Ring& ring = rings_.at(l);
-      issue_shared_copies(*l, "(" + ring.view.ptr + " + (" + st + ") * " + num(ring.stage_elems) + ")", ring.view.strides);
+      SharedView dst = ring.view;
+      dst.ptr = "(" + ring.view.ptr + " + (" + st + ") * " + num(ring.stage_elems) + ")";
+      issue_shared_copies(*l, dst);
     }
     name_ = saved;
     close();
@@ -341,6 +418,7 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
               issue("(" + iv + "_ + " + num(S - 1) + " * int64_t(" + step + "))",
                     "(" + stage + " + " + num(S - 1) + ") % " + num(S));
               line("tsr::cp_async_wait<" + num(S - 1) + ">();  // this iteration's copies are in");
+              if (lowered_wgmma_) line("tsr::fence_proxy_async();  // for wgmma's reads");
               barrier();
             },
             [&] {
@@ -350,6 +428,106 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
   line("tsr::cp_async_wait<0>();");
   count("ring-loops");
   return true;
+}
+
+void Emitter::plan_tma_rings(std::vector<std::string>& sig, CudaKernelInfo& info) {
+  if (!tg_.arch_specific || !tg_.tma || tg_.sm < 90) return;
+  walk(const_cast<Block&>(*k_.body), [&](Op& loop) {
+    if (loop.kind != OpKind::For || !loop.has_attr("pipeline") || loop.attr_int("pipeline") < 2) return;
+    std::vector<std::pair<const Op*, std::vector<int64_t>>> maps;  // each load and its box
+    for (const Op* l : ring_loads(loop, nullptr)) {
+      const Value *t = l->result(), *view = l->operand(0);
+      const tessera::Layout& L = t->type.layout;
+      const int R = t->type.rank();
+      if (L.swizzle != 128 || scalar_bits(t->type.elem) != 16 || (l->has_attr("pad") && l->attr_number("pad") != 0.0) ||
+          std::find(k_.params.begin(), k_.params.end(), view) == k_.params.end() || R < 2 || R > 3 ||
+          view->type.rank() != R)
+        return;
+      for (int i = 0; i < static_cast<int>(L.order.size()); ++i)
+        if (L.order[i] != R - 1 - i) return;  // row-major, as the TMA writes a box
+      const std::vector<int64_t> S = static_shape(t->type.shape);
+      if (S[R - 1] % 64 != 0) return;
+      std::vector<int64_t> box = {64};  // one 128-byte swizzle atom wide, a copy per 64 columns
+      for (int d = R - 2; d >= 0; --d) {
+        if (S[d] > 256) return;
+        box.push_back(S[d]);
+      }
+      maps.push_back({l, box});
+    }
+    for (const auto& [l, box] : maps) tma_loads_[l] = add_tensor_map(sig, info, l->operand(0), box, 128);
+  });
+}
+
+void Emitter::emit_tma_ring_loop(const Op& op, const std::vector<const Value*>& vals,
+                                 const std::vector<std::string>& carried, const std::vector<const Op*>& loads,
+                                 const std::vector<const Op*>& chain, int64_t S) {
+  const Block& body = op.region(0);
+  const std::string stage = rings_.at(loads[0]).stage, SS = num(S) + "u";
+  // 2 S mbarriers after the buffers: "full" s at bars + 8 s (one arrival, with the stage's
+  // bytes), "empty" s at bars + 8 (S + s) (one arrival per warp).
+  const int64_t off = (lowered_smem_ + 7) / 8 * 8;
+  lowered_smem_ = off + 16 * S;
+  const std::string bars = fresh("mb"), rn = fresh("rn");
+  line("const uint32_t " + bars + " = tsr::smem_u32(" + lowered_base() + " + " + num(off) + ");");
+  open("if (tsr_tid == 0) {");
+  line("for (uint32_t s_ = 0; s_ < " + SS + "; ++s_) {");
+  line("  tsr::mbar_init(" + bars + " + 8u * s_, 1);");
+  line("  tsr::mbar_init(" + bars + " + 8u * (" + SS + " + s_), " + num(warps_) + ");");
+  line("}");
+  line("tsr::mbar_init_fence();");
+  close();
+  barrier();
+  int64_t bytes = 0;
+  for (const Op* l : loads) bytes += rings_.at(l).stage_elems * 2;
+  const std::string lb = nm(op.operand(0)), ub = nm(op.operand(1)), step = nm(op.operand(2));
+  // Thread 0 issues the copies of the iteration numbered `it` (induction value `iv`) into its
+  // stage once the warps have released what the stage held S iterations before.
+  auto issue = [&](const std::string& iv, const std::string& it) {
+    open("if (tsr_tid == 0 && " + iv + " < int64_t(" + ub + ")) {");
+    const std::string nv = fresh("nx"), st = fresh("st");
+    line("const int32_t " + nv + " = int32_t(" + iv + ");");
+    line("const uint32_t " + st + " = (" + it + ") % " + SS + ";");
+    line("if ((" + it + ") >= " + SS + ") tsr::mbar_wait(" + bars + " + 8u * (" + SS + " + " + st + "), ((" + it + ") / " +
+         SS + " - 1u) & 1u);");
+    line("tsr::mbar_arrive_expect_tx(" + bars + " + 8u * " + st + ", " + num(bytes) + "u);");
+    auto saved = name_;
+    name_[body.args[0]] = nv;
+    for (const Op* c : chain) emit_op(*c);
+    for (const Op* l : loads) {
+      const Ring& ring = rings_.at(l);
+      const std::vector<int64_t> Sh = static_shape(l->result()->type.shape);
+      const int R = static_cast<int>(Sh.size());
+      std::vector<std::string> o(R);
+      for (int d = 0; d < R; ++d) o[d] = "int(" + nm(l->operand(1 + d)) + ") * " + num(Sh[d]);
+      for (int64_t b = 0; b < Sh[R - 1] / 64; ++b) {
+        std::string at = "tsr::smem_u32(" + ring.view.ptr + ") + " + st + " * " + num(ring.stage_elems * 2) + "u + " +
+                         num(b * ring.view.rows * 128) + "u";
+        std::string coords = o[R - 1] + " + " + num(64 * b);
+        for (int d = R - 2; d >= 0; --d) coords += ", " + o[d];
+        line("tsr::tma_load_" + num(R) + "d(" + at + ", &" + tma_loads_.at(l) + ", " + coords + ", " + bars + " + 8u * " + st +
+             ");");
+      }
+    }
+    name_ = saved;
+    close();
+  };
+  line("int " + stage + " = 0;");
+  line("uint32_t " + rn + " = 0;  // iterations begun");
+  for (int64_t p = 0; p + 1 < S; ++p) issue("(int64_t(" + lb + ") + " + num(p) + " * int64_t(" + step + "))", num(p) + "u");
+  emit_loop(op, vals, carried,
+            [&](const std::string& iv) {
+              issue("(" + iv + "_ + " + num(S - 1) + " * int64_t(" + step + "))", rn + " + " + num(S - 1) + "u");
+              line("tsr::mbar_wait(" + bars + " + 8u * (" + rn + " % " + SS + "), (" + rn + " / " + SS +
+                   ") & 1u);  // this iteration's copies are in");
+            },
+            [&] {
+              // The warp's reads of the stage are done (the dots waited for their groups).
+              line("__syncwarp();");
+              line("if (tsr_lane == 0) tsr::mbar_arrive(" + bars + " + 8u * (" + SS + " + " + rn + " % " + SS + "));");
+              line("++" + rn + ";");
+              line(stage + " = (" + stage + " + 1) % " + num(S) + ";");
+            });
+  count("tma-ring-loops");
 }
 
 void Emitter::lowered_load_store(const Op& op) {
@@ -434,6 +612,7 @@ void Emitter::lowered_shape(const Op& op) {
     // unit dims keeps the others'.
     SharedView sv;
     sv.ptr = it->second.ptr;
+    sv.rows = it->second.rows;
     if (op.kind == OpKind::Permute) {
       for (int64_t d : op.attr_ints("dims")) sv.strides.push_back(it->second.strides[d]);
     } else if (op.kind == OpKind::Reshape) {
@@ -665,6 +844,106 @@ void Emitter::lowered_dot(const Op& op) {
   close();
   close();
   count("mma-dots");
+}
+
+// A dot with a wgmma accumulator (mma v3, sm_90a): each warpgroup issues m64nNk16 over its
+// 64-row blocks, B (and A in the SS form) read from 128-byte swizzled shared tiles through
+// matrix descriptors, A in the RS form from the registers that computed it. The accumulator
+// slots of a 64-row block are the instruction's fragment array as it is (DistLayout.cpp: the
+// n8 blocks' quads in order); the group is waited for at once.
+void Emitter::lowered_wgmma(const Op& op) {
+  const Value *a = op.operand(0), *b = op.operand(1), *c = op.operand(2), *r = op.result();
+  const tessera::Layout& L = r->type.layout;
+  const ScalarKind ab = a->type.elem;
+  if ((ab != ScalarKind::BF16 && ab != ScalarKind::F16) || b->type.elem != ab || r->type.elem != ScalarKind::F32 ||
+      c->type.layout != L)
+    throw NotLowerable{"a wgmma dot at " + op.loc.str() + " other than 16-bit operands into an f32 accumulator"};
+  const std::vector<int64_t> SR = static_shape(r->type.shape), SA = static_shape(a->type.shape);
+  const int64_t M = SR[0], N = SR[1], K = SA[1], W = L.warps[0], G = W / 4, IN = L.instr[1];
+  if (W % 4 != 0 || M % (64 * G) != 0 || N % IN != 0 || K % 16 != 0)
+    throw NotLowerable{"a wgmma tile that its warpgroups do not divide"};
+  if (IN % 8 != 0 || IN > 256 || (IN > 64 && IN % 32 != 0 && IN != 96))
+    throw NotLowerable{"a wgmma instruction of N = " + num(IN)};
+  const int64_t MT = M / (64 * G), NB = N / IN, KT = K / 16;
+  auto swizzled = [&](const Value* v, const char* what) -> const SharedView& {
+    auto it = shared_.find(v);
+    if (it == shared_.end() || it->second.rows == 0 || it->second.strides.size() != 2)
+      throw NotLowerable{std::string("a wgmma ") + what + " operand not in a 128-byte swizzled shared tile"};
+    return it->second;
+  };
+  // B [K, N]: K-major (K contiguous: rows are n) or MN-major (N contiguous: rows are k).
+  const SharedView& sb = swizzled(b, "B");
+  const bool b_kmajor = sb.strides[0] == 1;
+  if (sb.strides[b_kmajor ? 1 : 0] != 64 || (!b_kmajor && NB > 1 && IN % 64 != 0))
+    throw NotLowerable{"a wgmma B operand view of other than one row per index"};
+  const bool ss = shared_.count(a) != 0;
+  if (ss) {
+    const SharedView& sa = swizzled(a, "A");
+    if (sa.strides[1] != 1 || sa.strides[0] != 64) throw NotLowerable{"a wgmma A operand in shared memory not K-major"};
+  } else {
+    const tessera::Layout& la = a->type.layout;
+    if (la.kind != tessera::Layout::Kind::DotOperand || la.operand != 0 || !la.parent || la.parent->kind != L.kind ||
+        la.parent->version != 3 || la.parent->warps != L.warps)
+      throw NotLowerable{"a wgmma A operand in registers of another layout"};
+    (void)dist_of(a);
+  }
+  (void)dist_of(c);
+  const std::string n = declare(op, r);
+  copy_value(r, n, nm(c));
+  const std::string ty = ab == ScalarKind::BF16 ? "bf16" : "f16";
+  const std::string fn = "tsr::wgmma_m64n" + num(IN) + "k16_" + ty + (ss ? "" : "_rs") + (b_kmajor ? "<0>" : "<1>");
+  auto acc = [&](int64_t mt, int64_t nb) {
+    return "*reinterpret_cast<float(*)[1][" + num(IN / 8) + "][4]>(&" + n + "[" + num(mt * N / 2 + nb * IN / 2) + "])";
+  };
+  open("{");
+  line("const uint32_t wg_ = uint32_t(tsr_warp) / 4u;");
+  line("(void)wg_;");
+  if (!ss) {
+    // The RS fragments: slots 8 * (ks + KT * mt) .. + 7 of the A layout, packed in pairs.
+    const std::string pack = ab == ScalarKind::BF16 ? "tsr::f2bf2(" : "tsr::f2h2(";
+    line("uint32_t fa_[" + num(MT) + "][" + num(KT) + "][4];");
+    for (int64_t mt = 0; mt < MT; ++mt)
+      for (int64_t ks = 0; ks < KT; ++ks)
+        for (int q = 0; q < 4; ++q) {
+          const int64_t s0 = 8 * (ks + KT * mt) + 2 * q;
+          line("fa_[" + num(mt) + "][" + num(ks) + "][" + num(q) + "] = " + pack + nm(a) + "[" + num(s0) + "], " + nm(a) +
+               "[" + num(s0 + 1) + "]);");
+        }
+  } else {
+    line("const uint32_t sa_ = tsr::smem_u32(" + shared_.at(a).ptr + ");");
+  }
+  line("const uint32_t sb_ = tsr::smem_u32(" + sb.ptr + ");");
+  const int64_t ra = ss ? shared_.at(a).rows : 0, rb = sb.rows;
+  line("tsr::wgmma_fence();");
+  for (int64_t mt = 0; mt < MT; ++mt)
+    for (int64_t nb = 0; nb < NB; ++nb)
+      for (int64_t ks = 0; ks < KT; ++ks) {
+        // K-major tiles: a k16 step is 32 bytes inside a 128-byte row, the next 64-column block
+        // after four; 8-row groups 1024 bytes apart. MN-major B: a k16 step is 16 rows, the
+        // 64-column blocks rows * 128 bytes apart (the leading offset).
+        const int64_t kel = 16 * ks;
+        std::string fa;
+        if (ss)
+          fa = "tsr::wgmma_desc_sw128(sa_ + " + num((kel / 64) * ra * 128 + (kel % 64) * 2 + 64 * mt * G * 128) +
+               "u + wg_ * " + num(64 * 128) + "u, 16u, 1024u)";
+        else
+          fa = "fa_[" + num(mt) + "][" + num(ks) + "]";
+        const std::string db =
+            b_kmajor ? "tsr::wgmma_desc_sw128(sb_ + " + num((kel / 64) * rb * 128 + nb * IN * 128 + (kel % 64) * 2) +
+                           "u, 16u, 1024u)"
+                     : "tsr::wgmma_desc_sw128(sb_ + " + num((nb * IN / 64) * rb * 128 + kel * 128) + "u, " +
+                           num(rb * 128) + "u, 1024u)";
+        line(fn + "(" + acc(mt, nb) + ", " + fa + ", " + db + ");");
+      }
+  line("tsr::wgmma_commit();");
+  line("tsr::wgmma_wait<0>();");
+  for (int64_t mt = 0; mt < MT; ++mt)
+    for (int64_t nb = 0; nb < NB; ++nb) line("tsr::wgmma_fence_regs(" + acc(mt, nb) + ");");
+  if (!ss)
+    for (int64_t mt = 0; mt < MT; ++mt)
+      for (int64_t ks = 0; ks < KT; ++ks) line("tsr::wgmma_fence_a(fa_[" + num(mt) + "][" + num(ks) + "]);");
+  close();
+  count("wgmma-dots");
 }
 
 }  // namespace tessera::cudagen

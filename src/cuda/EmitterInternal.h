@@ -86,10 +86,15 @@ class Emitter {
   void lowered_shape(const Op& op);
   void lowered_reduce(const Op& op);
   void lowered_dot(const Op& op);
+  void lowered_wgmma(const Op& op);  // a dot with a wgmma (mma v3) accumulator, sm_90a
+  bool lowered_wgmma_ = false;       // the kernel has one (then shared tiles that wgmma reads get
+                                     // a proxy fence after they are written)
   // Result `r` of `op` gathered through shared memory from `x`: element e of r is element
   // src_flat(e) of x (flat row-major indices, C++ expressions).
   void lowered_exchange(const Op& op, const Value* x, const Value* r,
                         const std::function<std::string(const std::string&)>& src_flat);
+  // The most shared memory one exchange takes at a time (larger tiles go in parts).
+  static constexpr int64_t kExchangeBytes = 8192;
   // An mma operand kept in shared memory for the dots that read it (16-bit elements, rows of
   // `ld` elements; `dim0_fastest`: stored transposed, dim 0 contiguous).
   struct StagedOperand {
@@ -100,18 +105,25 @@ class Emitter {
   std::unordered_map<const Value*, StagedOperand> staged_;
   // A tile in a shared layout: 16-bit elements at `ptr` (a uint16_t* expression), element
   // (c0, c1, ...) at sum c_d * strides[d]. The fastest dim's rows are padded by 8 elements.
+  // Swizzled (`rows` > 0, shared<swizzle = 128>, as wgmma reads and TMA writes): the fastest
+  // dim (stride 1) is cut into 64-element blocks of `rows` rows x 128 bytes each, the others'
+  // strides count 64 elements per row, and a row's 16-byte chunks are permuted
+  // (tsr::sw128_index); the tile starts at a 1024-byte boundary.
   struct SharedView {
     std::string ptr;
     std::vector<int64_t> strides;
+    int64_t rows = 0;
   };
+  // The element index (a C++ expression) of the element at coordinates `c` of view `sv`.
+  static std::string shared_index(const SharedView& sv, const std::vector<std::string>& c);
   std::unordered_map<const Value*, SharedView> shared_;
   // A buffer for a tile of `v`'s shape in `order` (dims from fastest; empty: row-major);
   // `stages` such buffers back to back for a ring (*stage_elems: the distance between them).
   SharedView alloc_shared(const Value* v, const std::vector<int64_t>& order, int64_t stages = 1,
                           int64_t* stage_elems = nullptr);
-  // The cp.async copies of load_tile `load` into the buffer at `dst` (a uint16_t* expression)
-  // laid out with `strides`, at the indices the load's operands now name.
-  void issue_shared_copies(const Op& load, const std::string& dst, const std::vector<int64_t>& strides);
+  // The cp.async copies of load_tile `load` into the buffer `dst`, at the indices the load's
+  // operands now name.
+  void issue_shared_copies(const Op& load, const SharedView& dst);
   // Loops with `pipeline` >= 2 (the pipeline-loops pass) whose body loads into shared memory:
   // each such load gets a ring of that many buffers; iteration i + S - 1's copies go out at
   // the top of iteration i. False when the loop is not one (emit_loop prints it).
@@ -129,6 +141,10 @@ class Emitter {
   // The 2-D view as a staged mma operand.
   StagedOperand staged_from(const Op& op, const SharedView& sv) const;
   int64_t lowered_smem_ = 0;  // bytes of the staged operands' buffers, after the scratch
+  // Where those buffers begin (a pointer expression): after the scratch, rounded up to a
+  // 1024-byte boundary of the shared window in a wgmma kernel (its swizzled tiles need one;
+  // 1024 more bytes are reserved for the rounding).
+  std::string lowered_base() const;
   static constexpr const char* kLoweredBase = "TSR_LO_BASE";
   // --- output ---
   const Kernel& k_;
@@ -532,6 +548,18 @@ class Emitter {
   // and swizzle (128 or 0) unless one exists; returns its name.
   std::string add_tensor_map(std::vector<std::string>& sig, CudaKernelInfo& info, const Value* view,
                              int64_t box_cols, int64_t box_rows, int swizzle);
+  // The same for a view of any rank up to 5, `box` innermost first (one entry per view dim).
+  std::string add_tensor_map(std::vector<std::string>& sig, CudaKernelInfo& info, const Value* view,
+                             const std::vector<int64_t>& box, int swizzle);
+  // The layout emitter's TMA rings (sm_90a): each ring load whose tile TMA can write (a
+  // 128-byte swizzled tile of a kernel parameter's view) and its tensor map; plan_tma_rings
+  // adds the maps to the signature before the body is printed.
+  std::unordered_map<const Op*, std::string> tma_loads_;
+  void plan_tma_rings(std::vector<std::string>& sig, CudaKernelInfo& info);
+  // A ring loop whose loads all have maps: one thread issues each stage's copies on a "full"
+  // mbarrier; the warps wait for it, and release the stage on an "empty" one when done.
+  void emit_tma_ring_loop(const Op& op, const std::vector<const Value*>& vals, const std::vector<std::string>& carried,
+                          const std::vector<const Op*>& loads, const std::vector<const Op*>& chain, int64_t S);
   void copy_value(const Value* v, const std::string& dst, const std::string& src);
   void assign_carried(const Op& y, const std::vector<const Value*>& vals, const std::vector<std::string>& carried);
   std::string combine(const Op& op, const std::string& a, const std::string& b);

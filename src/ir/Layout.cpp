@@ -201,10 +201,15 @@ std::string layout_misfit(const Layout& l, const std::vector<int64_t>& shape) {
     }
     case Layout::Kind::Mma: {
       if (auto m = mma_rules(l); !m.empty()) return m;
-      if (rank != 2) return "an mma layout is for 2-D tiles, not rank " + std::to_string(rank);
+      // A tile of higher rank whose leading dims are 1 (a reshape's unit dims, for a store to
+      // a view of that rank) is placed as its last two dims are.
+      if (rank < 2) return "an mma layout is for 2-D tiles, not rank " + std::to_string(rank);
+      for (size_t d = 0; d + 2 < rank; ++d)
+        if (shape[d] != 1 && shape[d] >= 0)
+          return "an mma layout on a tile of rank " + std::to_string(rank) + " needs its leading dims to be 1";
       auto [rows, cols] = mma_cover(l);
-      if (auto m = divides("mma layout", rows, 0, shape[0]); !m.empty()) return m;
-      return divides("mma layout", cols, 1, shape[1]);
+      if (auto m = divides("mma layout", rows, rank - 2, shape[rank - 2]); !m.empty()) return m;
+      return divides("mma layout", cols, rank - 1, shape[rank - 1]);
     }
     case Layout::Kind::DotOperand: {
       if (!l.parent || (l.parent->kind != Layout::Kind::Mma && l.parent->kind != Layout::Kind::Blocked))

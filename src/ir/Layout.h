@@ -14,7 +14,8 @@
 //       that divides it is held in copies by the threads beyond it
 //   mma<version = 2, warps = [4, 2], instr = [16, 8]>
 //       a tensor-core accumulator: version 2 is mma.sync (instr [16, 8]), 3 is wgmma
-//       (instr [64, N], N a multiple of 8 up to 256); warps is the warp grid
+//       (instr [64, N], N a multiple of 8 up to 256); warps is the warp grid. A tile of higher
+//       rank whose leading dims are 1 is placed as its last two dims are
 //   dot_operand<operand = 0, k_width = 2, parent = mma<...>>
 //       operand 0 (A) or 1 (B) of a dot whose result has layout `parent`, k_width consecutive
 //       k elements per thread

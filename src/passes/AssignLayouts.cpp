@@ -3,9 +3,10 @@
 // is deliberately local, as Triton's first step is: loads, elementwise and shape ops take the
 // default blocked layout of their shape; a dot's result takes a tensor-core accumulator layout
 // (mma v3 for 16-bit and f8 dots on sm_90a when the tile allows wgmma, else v2 where mma.sync
-// applies, else blocked for an FMA dot) and its operands the dot's operand layout (shared memory
-// for wgmma's SS form); sort and topk results take the blocked layout; a reduction's result is its operand's layout sliced along the axis;
-// carried values keep their initial value's layout. remove-layout-conversions then removes
+// applies, else blocked for an FMA dot) and its operands the dot's operand layout (for wgmma,
+// shared memory for B, and for A where it is loaded: SS; else A stays in registers: RS); sort
+// and topk results take the blocked layout; a reduction's result is its operand's layout sliced
+// along the axis; carried values keep their initial value's layout. remove-layout-conversions then removes
 // what it can, so what the pair leaves is what the kernel really exchanges.
 //
 // Kernels with Struct or raw ops, or tiles carried through `while` loops, are left as they are
@@ -116,7 +117,7 @@ class Assign {
   // The dot's accumulator layout, and the operand layouts that go with it (with their space).
   struct DotLayouts {
     Layout result, a, b;
-    std::string operand_space;
+    std::string b_space, a_space;
   };
   DotLayouts dot_layouts(const Op& dot) const {
     const Type& a = dot.operand(0)->type;
@@ -124,29 +125,41 @@ class Assign {
     const int64_t M = c[0], N = c[1], K = ad[1];
     const bool narrow = scalar_bits(a.elem) <= 16 && is_float(a.elem);
     const int64_t kw = std::max<int64_t>(1, 32 / scalar_bits(a.elem));
-    if (narrow && o_.wgmma && M % 64 == 0 && warps_ >= 4 && N % 8 == 0) {
-      Layout acc = Layout::mma(3, {4 * std::max(1, warps_ / 4), 1}, {64, std::min<int64_t>(N, 256)});
+    // Each warpgroup takes whole 64-row blocks, and the operands' tiles are whole swizzle
+    // atoms of 64 elements along K and N (smaller tiles leave it to mma.sync).
+    const int64_t wgs = std::max(1, warps_ / 4);
+    if (narrow && o_.wgmma && M % (64 * wgs) == 0 && warps_ >= 4 && N % 64 == 0 && K % 64 == 0) {
+      Layout acc = Layout::mma(3, {4 * wgs, 1}, {64, std::min<int64_t>(N, 256)});
       if (layout_misfit(acc, c).empty()) {
+        // B from shared memory always (SS or RS); A too where it comes from memory, else from
+        // the registers that computed it (RS: FlashAttention's P needs no round trip).
         Layout s = Layout::shared(128, 0);
-        return {acc, s, s, "shared"};
+        if (!loaded(dot.operand(0)) && scalar_bits(a.elem) == 16 && K % 16 == 0) return {acc, Layout::dot_operand(acc, 0, kw), s, "shared", ""};
+        return {acc, s, s, "shared", "shared"};
       }
     }
     if (narrow && o_.sm >= 80 && M % 16 == 0 && N % 8 == 0 && K % 16 == 0) {
       int64_t wm = pow2_dividing(M / 16, warps_), wn = std::max<int64_t>(1, warps_ / wm);
       Layout acc = Layout::mma(2, {wm, wn}, {16, 8});
       if (layout_misfit(acc, c).empty())
-        return {acc, Layout::dot_operand(acc, 0, kw), Layout::dot_operand(acc, 1, kw), ""};
+        return {acc, Layout::dot_operand(acc, 0, kw), Layout::dot_operand(acc, 1, kw), "", ""};
     }
     Layout acc = blocked(dot.result()->type);
-    return {acc, Layout::dot_operand(acc, 0, 1), Layout::dot_operand(acc, 1, 1), ""};
+    return {acc, Layout::dot_operand(acc, 0, 1), Layout::dot_operand(acc, 1, 1), "", ""};
+  }
+
+  // Is `v` a load, through shape ops that move no data between memory and registers?
+  static bool loaded(const Value* v) {
+    while (v->def && (v->def->kind == OpKind::Reshape || v->def->kind == OpKind::Permute)) v = v->def->operand(0);
+    return v->def && v->def->kind == OpKind::LoadTile;
   }
 
   void op(Op& op) {
     switch (op.info().cls) {
       case OpClass::Dot: {
         DotLayouts d = dot_layouts(op);
-        require(op, 0, d.a, d.operand_space);
-        require(op, 1, d.b, d.operand_space);
+        require(op, 0, d.a, d.a_space);
+        require(op, 1, d.b, d.b_space);
         require(op, 2, d.result);
         set(op.result(), d.result);
         // Everything else starts blocked: the accumulator goes back at once (the exchange

@@ -12,7 +12,9 @@
 //   shared one: what cp.async and TMA do), and a conversion of a one-operand elementwise op
 //   whose operand is smaller (a widening cast) converts the operand instead, so that it can
 //   reach the load;
-// - stores: a store writes the unconverted value (a store takes any layout);
+// - stores: a store writes the unconverted value (a store takes any layout), and a reshape
+//   that only adds or drops leading unit dims of an accumulator keeps its layout (the
+//   conversion moves past it, to the store);
 // - forward through elementwise ops: an op whose tile operands are all conversions from one
 //   layout (or rematerializable) runs in that layout, with one conversion of its result, when
 //   that result has no more bytes than the conversions it replaces;
@@ -306,8 +308,36 @@ class Remove {
       erase(c);
       return true;
     }
+    // reshapes of leading unit dims of an accumulator (for a store to a view of higher rank):
+    // the reshape keeps the accumulator's layout (ir/Layout.h), and the conversion moves past it
+    // (where the store rule above takes it away)
+    if (user.kind == OpKind::Reshape && x->type.layout.kind == Layout::Kind::Mma &&
+        leading_units_only(x->type, user.result()->type) &&
+        layout_misfit(x->type.layout, static_shape(user.result()->type.shape)).empty()) {
+      user.operands[0] = x;
+      Value* r = user.result();
+      const Type old = r->type;
+      r->type.layout = x->type.layout;
+      r->type.space = x->type.space;
+      Value* back = convert(r, old, *user.parent, next_op(user), user.loc);
+      redirect(r, back, back->def);
+      erase(c);
+      return true;
+    }
     if (elementwise_forward(c, user)) return true;
     return carried(c);
+  }
+
+  // Do `from` and `to` (static shapes) differ only in leading dims of extent 1?
+  static bool leading_units_only(const Type& from, const Type& to) {
+    if (!shape_is_static(from.shape) || !shape_is_static(to.shape)) return false;
+    auto core = [](const Type& t) {
+      std::vector<int64_t> d = static_shape(t.shape);
+      size_t i = 0;
+      while (i + 2 < d.size() && d[i] == 1) ++i;
+      return std::vector<int64_t>(d.begin() + static_cast<std::ptrdiff_t>(i), d.end());
+    };
+    return core(from) == core(to);
   }
 
   // Erases `root` if unused, then the producers of its operands that this left unused. An op

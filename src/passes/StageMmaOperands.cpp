@@ -11,6 +11,10 @@
 //
 // Left in registers: FlashAttention's P, an accumulator converted to the A operand of a dot
 // whose accumulator layout is the same (mma.sync's accumulator fragment is its A fragment).
+//
+// wgmma operands (sm_90a) are shared tiles already (assign-layouts: 128-byte swizzled); where
+// one is a load, the same rewrite makes the load write the swizzled tile itself, and the
+// conversion goes.
 #include "ir/IR.h"
 #include "passes/BlockEdit.h"
 #include "passes/Passes.h"
@@ -55,6 +59,16 @@ class Stage {
     for (Op* c : cs) {
       const Type& rt = c->result()->type;
       const Layout& l = rt.layout;
+      if (l.kind == Layout::Kind::Shared && c->operand(0)->type.layout.kind != Layout::Kind::Shared) {
+        // A wgmma operand (assign-layouts gives them shared tiles directly): where it is a
+        // load, the load writes the swizzled tile and the conversion goes.
+        if (scalar_bits(rt.elem) == 16 && load_into_shared(*c, l.swizzle, l.pad)) {
+          ++stats["stage-mma-operands.loads-into-shared"];
+          replace_all_uses(k_, c->result(), c->operand(0));
+          c->parent->ops.erase(op_position(*c));
+        }
+        continue;
+      }
       if (l.kind != Layout::Kind::DotOperand || !l.parent || l.parent->kind != Layout::Kind::Mma ||
           l.parent->version != 2 || scalar_bits(rt.elem) != 16)
         continue;
@@ -62,7 +76,7 @@ class Stage {
       if (x->type.layout.kind == Layout::Kind::Shared) continue;
       if (l.operand == 0 && x->type.layout == *l.parent) continue;  // the accumulator is the A fragment
       ++stats["stage-mma-operands.staged"];
-      if (load_into_shared(*c)) {
+      if (load_into_shared(*c, 0, 8)) {
         ++stats["stage-mma-operands.loads-into-shared"];
         continue;
       }
@@ -78,7 +92,7 @@ class Stage {
 
   // `c`'s operand is a load (through unit-dim reshapes and permutes read by nothing else):
   // the load produces the shared tile, the ops after it views of it.
-  bool load_into_shared(Op& c) {
+  bool load_into_shared(Op& c, int64_t swizzle, int64_t pad) {
     std::vector<Op*> chain;  // from c's operand's producer back to the load
     Value* v = c.operand(0);
     while (true) {
@@ -100,7 +114,7 @@ class Stage {
     // reorders them.
     std::vector<int64_t> order = row_major(lt.rank());
     auto set = [&](Value* r, const std::vector<int64_t>& o) {
-      r->type.layout = Layout::shared(0, 8, o);
+      r->type.layout = Layout::shared(swizzle, pad, o);
       r->type.space = "shared";
     };
     set(load.result(), order);

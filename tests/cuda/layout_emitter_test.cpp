@@ -1,8 +1,10 @@
 // The layout emitter (src/cuda/EmitLowered.cpp, DistLayout.h) without a GPU: where layouts put
 // elements (checked against the PTX ISA's mma.m16n8k16 fragment tables), which corpus kernels
 // it prints, and that NVRTC compiles the bf16 FlashAttention it prints into two mma.sync dots
-// fed by ldmatrix from a cp.async ring. tests/gpu/layout_emitter_gpu_test.cpp runs them against the interpreter.
+// fed by ldmatrix from a cp.async ring (sm_80), or into wgmma dots fed by a TMA ring (sm_90a).
+// tests/gpu/layout_emitter_gpu_test.cpp runs them against the interpreter.
 #include <filesystem>
+#include <map>
 
 #include "CudaTestUtil.h"
 #include "cuda/DistLayout.h"
@@ -105,31 +107,71 @@ TEST(LayoutEmitter, PrintsTheCorpusKernelsItCan) {
     EXPECT_NE(std::find(printed.begin(), printed.end(), want), printed.end()) << want;
 }
 
+// The corpus's bf16 FlashAttention at these constexprs, printed by the layout emitter for
+// `target`, and its PTX.
+struct FlashAttentionPtx {
+  CudaEmission em;
+  std::string ptx;
+  size_t count(const std::string& what) const {
+    size_t n = 0;
+    for (size_t p = ptx.find(what); p != std::string::npos; p = ptx.find(what, p + 1)) ++n;
+    return n;
+  }
+};
+FlashAttentionPtx flash_attention_ptx(const std::string& target, const std::map<std::string, int64_t>& config) {
+  auto m = parse_file(std::string(TESSERA_SOURCE_DIR) + "/tests/corpus/flash_attention_bf16.tile");
+  auto k = run_pipeline(*bind_constexprs(*m->find("flash_attention_bf16"), config), {});
+  CudaTarget t = CudaTarget::parse(target);
+  t.from_layouts = true;
+  FlashAttentionPtx out{emit_cuda_with_info(*k, t), ""};
+  out.ptx = nvrtc_compile(out.em.source, t, "fa.cu", out.em.line_op).ptx;
+  return out;
+}
+
 TEST(LayoutEmitter, FlashAttentionBf16IsTwoMmaDotsOnLdmatrix) {
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << why;
-  auto m = parse_file(std::string(TESSERA_SOURCE_DIR) + "/tests/corpus/flash_attention_bf16.tile");
-  auto k = run_pipeline(*bind_constexprs(*m->find("flash_attention_bf16"), {}), {});
-  CudaTarget t = CudaTarget::parse("sm_80");
-  t.from_layouts = true;
-  CudaEmission em = emit_cuda_with_info(*k, t);
-  EXPECT_EQ(em.stats["mma-dots"], 2);
-  EXPECT_EQ(em.stats["loads-into-shared"], 1);     // Q, before the loop
-  EXPECT_EQ(em.stats["ring-loops"], 1);            // K and V through a 2-stage cp.async ring
-  EXPECT_EQ(em.stats["register-conversions"], 1);  // P: the scores' accumulator is A
-  EXPECT_EQ(em.stats["layout-exchanges"], 1);      // the output, after the loop
-  NvrtcResult r = nvrtc_compile(em.source, t, "fa.cu", em.line_op);
-  auto count = [&](const std::string& what) {
-    size_t n = 0;
-    for (size_t p = r.ptx.find(what); p != std::string::npos; p = r.ptx.find(what, p + 1)) ++n;
-    return n;
-  };
+  FlashAttentionPtx fa = flash_attention_ptx("sm_80", {});
+  auto& st = fa.em.stats;
+  EXPECT_EQ(st["mma-dots"], 2);
+  EXPECT_EQ(st["loads-into-shared"], 1);     // Q, before the loop
+  EXPECT_EQ(st["ring-loops"], 1);            // K and V through a 2-stage cp.async ring
+  EXPECT_EQ(st["register-conversions"], 1);  // P: the scores' accumulator is A
+  EXPECT_EQ(st["layout-exchanges"], 0);      // the output is stored from the accumulator's layout
   // 2 dots x 4 k16 steps x 8 n8 tiles per warp (BM = BN = D = 64, 4 warps of 16 rows).
-  EXPECT_EQ(count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"), 64u);
-  EXPECT_GT(count("ldmatrix.sync.aligned.m8n8.x4"), 0u);
-  EXPECT_GT(count("cp.async.cg.shared.global"), 0u);
-  // Q's copy (2), the loop (2 per iteration) and the output's exchange (2).
-  EXPECT_EQ(count("bar.sync"), 6u);
+  EXPECT_EQ(fa.count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"), 64u);
+  EXPECT_GT(fa.count("ldmatrix.sync.aligned.m8n8.x4"), 0u);
+  EXPECT_GT(fa.count("cp.async.cg.shared.global"), 0u);
+  // Q's copy (2) and the loop (2 per iteration).
+  EXPECT_EQ(fa.count("bar.sync"), 4u);
+}
+
+TEST(LayoutEmitter, FlashAttentionBf16OnSm90aIsWgmmaSsThenRs) {
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  FlashAttentionPtx fa = flash_attention_ptx("sm_90a", {{"BM", 128}, {"D", 128}});
+  auto& st = fa.em.stats;
+  EXPECT_EQ(st["wgmma-dots"], 2);
+  EXPECT_EQ(st["mma-dots"], 0);
+  EXPECT_EQ(st["tma-ring-loops"], 1);    // K and V: TMA into swizzled tiles, an mbarrier ring
+  EXPECT_EQ(st["staged-operands"], 0);   // no operand goes through shared memory but loads
+  EXPECT_EQ(st["layout-exchanges"], 0);  // the output is stored from the accumulator's layout
+  // K's and V's 3-D views get tensor maps, boxes of 64 columns x BN rows x 1 head.
+  int maps = 0;
+  for (const CudaParam& p : fa.em.info.params)
+    if (p.kind == CudaParam::Kind::TensorMap) maps += p.rank == 3 && p.box[0] == 64 && p.box[1] == 64 && p.box[2] == 1;
+  EXPECT_EQ(maps, 2);
+  // QK^T: Q and K from shared memory (SS), 8 k16 steps of m64n64 per warpgroup; P@V: P from
+  // registers (RS, four 32-bit A registers), 4 k16 steps of m64n128 with V MN-major.
+  EXPECT_EQ(fa.count("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "), 8u);
+  EXPECT_EQ(fa.count("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "), 4u);
+  EXPECT_EQ(fa.count("ldmatrix"), 0u);
+  EXPECT_EQ(fa.count("mma.sync"), 0u);
+  // Two boxes of 64 columns each for K and V, in the prologue and in the loop.
+  EXPECT_EQ(fa.count("cp.async.bulk.tensor.3d"), 8u);
+  // Q's copy (2) and the barriers' initialisation (1): none in the loop, whose warps meet only
+  // at the ring's mbarriers.
+  EXPECT_EQ(fa.count("bar.sync"), 3u);
 }
 
 }  // namespace

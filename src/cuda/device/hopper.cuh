@@ -75,6 +75,15 @@ TSR_D void tma_load_2d(uint32_t dst, const TmaDesc* map, int c0, int c1, uint32_
       : "memory");
 }
 
+// The same for a 3-D tensor map: the box at (c0 innermost, c1, c2).
+TSR_D void tma_load_3d(uint32_t dst, const TmaDesc* map, int c0, int c1, int c2, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(
+          dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      : "memory");
+}
+
 // L2 eviction policies (createpolicy) for the cache-hinted TMA load below: evict_first for
 // data read once (its lines are replaced before any other, so streaming it does not push
 // out what is resident, e.g. dirty lines that would then have to be written back),

@@ -141,6 +141,17 @@ TSR_D uint32_t smem_u32(const void* p) {
   return a;
 }
 
+// The layout emitter's 128-byte swizzled shared tiles of 16-bit elements (the layout the TMA
+// writes with a 128-byte swizzle and wgmma's descriptors read, hopper.cuh): the fastest dim in
+// blocks of 64 columns, each block `rows` rows of 128 bytes, row r's 16-byte chunk q stored at
+// chunk q ^ (r % 8). The element index of (row, col).
+TSR_D int sw128_index(int row, int col, int rows) {
+  return (col >> 6) * rows * 64 + row * 64 + ((((col >> 3) & 7) ^ (row & 7)) << 3) + (col & 7);
+}
+// `p` rounded up to the next 1024-byte boundary of the shared window (the swizzle pattern is
+// of address bits 4-9, so a swizzled tile starts on one).
+TSR_D unsigned char* align_smem_1024(unsigned char* p) { return p + ((1024u - (smem_u32(p) & 1023u)) & 1023u); }
+
 // 16 bytes global -> shared, bypassing L1; bytes < 16 reads only that many and zero-fills the rest
 // (0: nothing is read, the chunk is all zeros). Without `bytes`: all 16. L2PF (64, 128 or 256;
 // 0: none) asks L2 to fetch that many bytes around the chunk from memory at once (the
