@@ -2,8 +2,8 @@
 # One GPU call for the attention work (run on the H200 from the repo root, after
 # `source .devdeps/setup.sh`): builds (Release), runs the corpus on the GPU with the layout
 # emitter (TESSERA_CUDA_FROM_LAYOUTS=1) against the interpreter, checks the bf16
-# FlashAttention at ragged sizes (D 64 and 128), and times it with and without the layout
-# emitter beside torch SDPA's FlashAttention-2 and cuDNN in the same call.
+# FlashAttention at ragged sizes (D 64 and 128), and times it with the layout emitter (and,
+# with PLANNING=1, without) beside torch SDPA's FlashAttention-2 and cuDNN in the same call.
 set -uo pipefail
 B=${BUILD:-build-gpu}
 cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null &&
@@ -19,20 +19,28 @@ TESSERA_CUDA_FROM_LAYOUTS=1 timeout 240 "$B/bin/tessera_gpu_tests" --gtest_filte
   grep -E "FAILED|PASSED|Failure" | head -20
 echo "=== FlashAttention bf16 against the interpreter, layout emitter"
 for d in 64 128; do
-  for sz in H=2,S=100,T=150 H=3,S=257,T=333; do
-    TESSERA_CUDA_FROM_LAYOUTS=1 timeout 60 "$T" run "$FA" -b cuda --check --size "$sz,DH=$d" --config D=$d 2>&1 | tail -1
+  for bm in "BM=64 BN=64" "BM=128 BN=64" "BM=128 BN=128"; do
+    set -- $bm
+    for sz in H=2,S=100,T=150 H=3,S=257,T=333; do
+      echo -n "D=$d $bm $sz: "
+      TESSERA_CUDA_FROM_LAYOUTS=1 timeout 60 "$T" run "$FA" -b cuda --check --size "$sz,DH=$d" --config D=$d \
+        --config "$1" --config "$2" 2>&1 | tail -1
+    done
   done
 done
 echo "=== FlashAttention bf16 timing (4 x 32 heads, S = T = 4096, D = 128; 8 x 16 heads, S = T = 8192, D = 64)"
-for cfg in "BM=64 BN=64" "BM=128 BN=64"; do
+for cfg in "BM=64 BN=64" "BM=128 BN=64" "BM=128 BN=128"; do
   set -- $cfg
-  for lay in 1 0; do
-    echo "--- layout emitter=$lay $cfg D=128"
-    TESSERA_CUDA_FROM_LAYOUTS=$lay timeout 120 "$T" bench "$FA" -b cuda --size H=128,S=4096,T=4096,DH=128 \
-      --config D=128 --config "$1" --config "$2" --reps 5 2>&1 | tail -2
-  done
-  echo "--- layout emitter=1 $cfg D=64"
+  echo "--- layout emitter $cfg D=128"
+  TESSERA_CUDA_FROM_LAYOUTS=1 timeout 120 "$T" bench "$FA" -b cuda --size H=128,S=4096,T=4096,DH=128 \
+    --config D=128 --config "$1" --config "$2" --reps 5 2>&1 | tail -2
+  echo "--- layout emitter $cfg D=64"
   TESSERA_CUDA_FROM_LAYOUTS=1 timeout 120 "$T" bench "$FA" -b cuda --size H=128,S=8192,T=8192,DH=64 \
     --config D=64 --config "$1" --config "$2" --reps 5 2>&1 | tail -2
 done
+if [ -n "${PLANNING:-}" ]; then
+  echo "--- planning emitter BM=128 BN=64 D=128"
+  timeout 120 "$T" bench "$FA" -b cuda --size H=128,S=4096,T=4096,DH=128 --config D=128 --config BM=128 \
+    --config BN=64 --reps 5 2>&1 | tail -2
+fi
 python3 bench/sdpa_anchor.py 4,32,4096,128 8,16,8192,64
