@@ -1328,24 +1328,35 @@ const Op* first_layout_op(const Block& b) {
 CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& target) {
   std::string why_not, layouts_note;
   if (target.from_layouts) {
-    // wgmma where the target has it (sm_90a), as `tessera compile --dump-after` shows.
-    std::shared_ptr<Kernel> lowered =
-        run_gpu_lowering(bound_kernel, {target.sm, target.arch_specific && target.tma}, {}, nullptr);
-    try {
-      cudagen::Emitter e(*lowered, target);
-      e.lowered_ = true;
-      e.warps_ = default_num_warps(*lowered);
-      walk(*lowered->body, [&](Op& op) {
-        if (op.kind == OpKind::Dot && op.result()->type.layout.kind == Layout::Kind::Mma &&
-            op.result()->type.layout.version == 3)
-          e.lowered_wgmma_ = true;
-      });
-      CudaEmission out = e.run();
-      out.notes.push_back("printed from the GPU lowering's layouts (the layout emitter)");
-      out.lowered = std::move(lowered);
-      return out;
-    } catch (const cudagen::NotLowerable& e) {
-      layouts_note = "the layout emitter cannot print this kernel yet (" + e.why + "): the planning emitter made it";
+    // wgmma where the target has it (sm_90a), as `tessera compile --dump-after` shows; what
+    // the layout emitter cannot print with wgmma (a tile narrower than a 128-byte swizzle
+    // atom, say) it tries again lowered for mma.sync.
+    std::string wgmma_note;
+    for (bool wgmma : {true, false}) {
+      if (wgmma && !(target.arch_specific && target.tma)) continue;
+      std::shared_ptr<Kernel> lowered = run_gpu_lowering(bound_kernel, {target.sm, wgmma}, {}, nullptr);
+      try {
+        cudagen::Emitter e(*lowered, target);
+        e.lowered_ = true;
+        e.warps_ = default_num_warps(*lowered);
+        walk(*lowered->body, [&](Op& op) {
+          if (op.kind == OpKind::Dot && op.result()->type.layout.kind == Layout::Kind::Mma &&
+              op.result()->type.layout.version == 3)
+            e.lowered_wgmma_ = true;
+        });
+        if (wgmma && !e.lowered_wgmma_) wgmma = false;  // nothing to retry without it
+        CudaEmission out = e.run();
+        out.notes.push_back("printed from the GPU lowering's layouts (the layout emitter)");
+        if (!wgmma_note.empty()) out.notes.push_back(wgmma_note);
+        out.lowered = std::move(lowered);
+        return out;
+      } catch (const cudagen::NotLowerable& e) {
+        if (wgmma) {
+          wgmma_note = "not on wgmma (" + e.why + "): lowered for mma.sync";
+          continue;
+        }
+        layouts_note = "the layout emitter cannot print this kernel yet (" + e.why + "): the planning emitter made it";
+      }
     }
   }
   int cluster = pick_cluster(bound_kernel, target, why_not);

@@ -125,10 +125,9 @@ class Assign {
     const int64_t M = c[0], N = c[1], K = ad[1];
     const bool narrow = scalar_bits(a.elem) <= 16 && is_float(a.elem);
     const int64_t kw = std::max<int64_t>(1, 32 / scalar_bits(a.elem));
-    // Each warpgroup takes whole 64-row blocks, and the operands' tiles are whole swizzle
-    // atoms of 64 elements along K and N (smaller tiles leave it to mma.sync).
+    // Each warpgroup takes whole 64-row blocks (a smaller M leaves it to mma.sync).
     const int64_t wgs = std::max(1, warps_ / 4);
-    if (narrow && o_.wgmma && M % (64 * wgs) == 0 && warps_ >= 4 && N % 64 == 0 && K % 64 == 0) {
+    if (narrow && o_.wgmma && M % (64 * wgs) == 0 && warps_ >= 4 && N % 8 == 0) {
       Layout acc = Layout::mma(3, {4 * wgs, 1}, {64, std::min<int64_t>(N, 256)});
       if (layout_misfit(acc, c).empty()) {
         // B from shared memory always (SS or RS); A too where it comes from memory, else from
