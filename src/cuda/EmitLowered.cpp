@@ -692,8 +692,53 @@ void Emitter::lowered_shape(const Op& op) {
   });
 }
 
+// A reduction of a whole tile to a scalar: every thread folds its slots, the lanes and then the
+// warps that hold different elements meet (shuffles, then shared memory in warp order), and
+// every thread ends with the value.
+void Emitter::lowered_reduce_to_scalar(const Op& op) {
+  const Value *x = op.operand(0), *r = op.result();
+  const Dist& X = dist_of(x);
+  const ScalarKind t = r->type.elem;
+  const std::string kind = op.attr_string("kind"), T = ctype(t);
+  std::function<std::string(const std::string&, const std::string&)> fold = reduce_fold(kind, t);
+  if (!fold) throw NotLowerable{"a reduction of kind " + kind};
+  const std::string n = bind_new(r);
+  line(T + " " + n + " = " + nm(x) + "[0];");
+  for (int64_t s = 1; s < X.slots(); ++s) line(n + " = " + fold(n, nm(x) + "[" + num(s) + "]") + ";");
+  const bool narrow_int = !is_float(t) && scalar_bits(t) < 32;
+  for (size_t b = 0; b < X.lane_bits.size(); ++b) {
+    if (X.lane_bits[b].dim < 0) continue;  // lanes holding copies
+    const std::string o = fresh("sh"), v = narrow_int ? "int(" + n + ")" : n;
+    const std::string sh = "__shfl_xor_sync(0xffffffffu, " + v + ", " + num(int64_t{1} << b) + ")";
+    line("const " + T + " " + o + " = " + (narrow_int ? T + "(" + sh + ")" : sh) + ";");
+    line(n + " = " + fold(n, o) + ";");
+    count("reduction-shuffles");
+  }
+  std::vector<size_t> wa;
+  for (size_t b = 0; b < X.warp_bits.size(); ++b)
+    if (X.warp_bits[b].dim >= 0) wa.push_back(b);
+  if (!wa.empty()) {
+    const int64_t G = int64_t{1} << wa.size();
+    const std::string ptr = smem_ptr(T, 0, G * std::max(4, scalar_bytes(t)));
+    std::string widx;
+    for (size_t j = 0; j < wa.size(); ++j)
+      widx += (j ? " + " : "") + std::string("(((tsr_warp >> ") + num(int64_t(wa[j])) + ") & 1) << " + num(int64_t(j)) + ")";
+    barrier();
+    line("if (tsr_lane == 0) " + ptr + "[" + widx + "] = " + n + ";");
+    barrier();
+    line(n + " = " + ptr + "[0];");
+    for (int64_t q = 1; q < G; ++q) line(n + " = " + fold(n, ptr + "[" + num(q) + "]") + ";");
+    count("reduction-warp-exchanges");
+  }
+  if ((is_float(t) && is_narrow(t) && (kind == "sum" || kind == "prod")) ||
+      (t == ScalarKind::I1 && kind != "max" && kind != "min"))
+    line(n + " = " + (is_float(t) ? fround(t, n) : "uint8_t((" + n + ") & 1)") + ";");
+}
+
 void Emitter::lowered_reduce(const Op& op) {
   const Value *x = op.operand(0), *r = op.result();
+  if (op.kind == OpKind::Reduce && op.results.size() == 1 && !r->type.is_tile() && x->type.rank() == 1)
+    return lowered_reduce_to_scalar(op);
   if (op.results.size() != 1 || !r->type.is_tile()) throw NotLowerable{"a reduction to a scalar or to two results"};
   const int64_t axis = op.attr_int("axis");
   const Dist &X = dist_of(x), &Y = dist_of(r);

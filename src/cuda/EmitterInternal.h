@@ -85,6 +85,7 @@ class Emitter {
   void lowered_load_store(const Op& op);
   void lowered_shape(const Op& op);
   void lowered_reduce(const Op& op);
+  void lowered_reduce_to_scalar(const Op& op);
   void lowered_dot(const Op& op);
   void lowered_wgmma(const Op& op);  // a dot with a wgmma (mma v3) accumulator, sm_90a
   bool lowered_wgmma_ = false;       // the kernel has one (then shared tiles that wgmma reads get

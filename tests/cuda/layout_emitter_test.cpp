@@ -82,9 +82,12 @@ TEST(DistLayout, SliceOfBlockedAndWrap) {
   EXPECT_EQ(w.owner_expr(), "((tsr_warp & 3) == 0)");
 }
 
-// Which corpus kernels the layout emitter prints for sm_80 (the others fall back with a note).
+// Which corpus kernels the layout emitter prints for sm_80 and sm_90a (the others fall back
+// with a note).
 TEST(LayoutEmitter, PrintsTheCorpusKernelsItCan) {
-  CudaTarget t = CudaTarget::parse("sm_80");
+  for (const char* target : {"sm_80", "sm_90a"}) {
+  SCOPED_TRACE(target);
+  CudaTarget t = CudaTarget::parse(target);
   t.from_layouts = true;
   std::vector<std::string> printed;
   for (auto& e : std::filesystem::directory_iterator(std::string(TESSERA_SOURCE_DIR) + "/tests/corpus")) {
@@ -102,9 +105,30 @@ TEST(LayoutEmitter, PrintsTheCorpusKernelsItCan) {
     }
   }
   std::sort(printed.begin(), printed.end());
-  for (const char* want : {"flash_attention_bf16", "masked_rows", "matmul_bias_gelu", "moe_count_reduce", "rope",
-                           "swiglu", "transpose"})
+  for (const char* want : {"decode_attention", "decode_attention_merge", "decode_attention_split",
+                           "flash_attention_bf16", "layernorm", "masked_rows", "matmul_bias_gelu", "moe_count_reduce",
+                           "rmsnorm_residual", "rope", "softmax_looped", "swiglu", "transpose"})
     EXPECT_NE(std::find(printed.begin(), printed.end(), want), printed.end()) << want;
+  }
+}
+
+// Reductions of a whole tile to a scalar (a row's statistic in layernorm, decode attention's
+// running max and sum): folds, shuffles over the lanes that hold different elements, then one
+// exchange over the warps; NVRTC compiles what the layout emitter prints.
+TEST(LayoutEmitter, ScalarReductionsCompile) {
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  for (const char* file : {"layernorm", "decode_attention"}) {
+    auto m = parse_file(std::string(TESSERA_SOURCE_DIR) + "/tests/corpus/" + file + ".tile");
+    CudaTarget t = CudaTarget::parse("sm_90a");
+    t.from_layouts = true;
+    CudaEmission em = emit_cuda_with_info(*run_pipeline(*bind_constexprs(*m->kernels.at(0), {}), {}), t);
+    EXPECT_NE(em.notes.at(0).find("printed from the GPU lowering"), std::string::npos) << file;
+    EXPECT_GT(em.stats["reduction-shuffles"], 0) << file;
+    if (std::string(file) == "decode_attention") EXPECT_GT(em.stats["reduction-warp-exchanges"], 0);
+    NvrtcResult r = nvrtc_compile(em.source, t, std::string(file) + ".cu", em.line_op);
+    EXPECT_NE(r.ptx.find("shfl.sync.bfly"), std::string::npos) << file;
+  }
 }
 
 // The corpus's bf16 FlashAttention at these constexprs, printed by the layout emitter for
