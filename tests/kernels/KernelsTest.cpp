@@ -129,6 +129,7 @@ std::vector<Case> cases() {
   }
   out.push_back({"topk", ScalarKind::BF16, {{"M", 2}, {"N", 777}, {"K", 256}}, {{"K", 256}, {"BLOCK_N", 256}}});
   out.push_back({"topk", ScalarKind::F32, {{"M", 3}, {"N", 333}, {"K", 1}}, {{"K", 1}, {"BLOCK_N", 256}}});
+  out.push_back({"topk", ScalarKind::F32, {{"M", 2}, {"N", 300}, {"K", 300}}, {{"K", 300}, {"BLOCK_N", 256}}});  // k = N
   out.push_back({"sort", ScalarKind::F32, {{"M", 2}, {"N", 32}}, {{"BLOCK_N", 32}}});
   return out;
 }
