@@ -47,14 +47,14 @@ void grid_fn(const Args& A, int32_t* g) {
 void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np0, int32_t np1, int32_t np2) {
   (void)A; (void)pid0; (void)pid1; (void)pid2; (void)np0; (void)np1; (void)np2;
   [[maybe_unused]] constexpr int64_t K = INT64_C(64);
-  [[maybe_unused]] constexpr int64_t BLOCK_N = INT64_C(1024);
+  [[maybe_unused]] constexpr int64_t BLOCK_N = INT64_C(4096);
   [[maybe_unused]] constexpr int64_t num_warps = INT64_C(16);
   // %1 = program_id {axis = 0} : i32
   const int32_t v1 = pid0;
   // %2 = dim %x {axis = 1} : i32
   const int32_t v2 = int32_t(A.d0_1);
-  // %3 = const {value = 1024} : i32
-  const int32_t v3 = int32_t(INT64_C(1024));
+  // %3 = const {value = 4096} : i32
+  const int32_t v3 = int32_t(INT64_C(4096));
   // %4 = const {value = 1} : i32
   const int32_t v4 = int32_t(INT64_C(1));
   // %5 = add %2, %3 : i32
@@ -63,154 +63,563 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   const int32_t v6 = tsr::wsub(v5, v4);
   // %7 = div %6, %3 : i32
   const int32_t v7 = tsr::idiv(v6, v3);
-  // %8 = const {value = 0} : i32
-  const int32_t v8 = int32_t(INT64_C(0));
-  // %9 = load_tile %x, %1, %8 {pad = -inf} : tile<bf16, [1, 1024]>
-  alignas(64) float v9[1024];
-  {
-    const int64_t o10 = int64_t(v1) * 1;
-    const int64_t o11 = int64_t(v8) * 1024;
-    if (o10 >= 0 && o10 + 1 <= A.d0_0 && o11 >= 0 && o11 + 1024 <= A.d0_1) {
-      for (int64_t i12 = 0; i12 < 1; ++i12) {
-        for (int64_t i13 = 0; i13 < 1024; ++i13) v9[(i12) * 1024 + i13] = tsr::bf2f(A.p0[(o10 + i12) * A.s0_0 + o11 + i13]);
-      }
-    } else {
-      for (int64_t i14 = 0; i14 < 1; ++i14) {
-        for (int64_t i15 = 0; i15 < 1024; ++i15) {
-          v9[(i14)*1024 + i15] = ((o10 + i14) >= 0 && (o10 + i14) < A.d0_0 && (o11 + i15) >= 0 && (o11 + i15) < A.d0_1) ? tsr::bf2f(A.p0[(o10 + i14) * A.s0_0 + (o11 + i15) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(double(-INFINITY)));
-        }
-      }
-    }
-  }
-  // %10, %11 = topk %9 {axis = 1} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
-  alignas(64) float v16[64];
-  alignas(64) int32_t v17[64];
-  alignas(64) uint64_t sk18[2048];
-  alignas(64) int32_t sp19[2048];
-  tsr::sort_lines(v9, (const int32_t*)nullptr, v16, v17, 1, 1024, 1, 64, true, sk18, sp19);
-  // %12 = const {value = 0.0} : bf16
-  const float v20 = tsr::bf2f(tsr::f2bf_d(0x0p+0));
-  // %13, %14 = for %4, %7, %4, %10, %11 : tile<bf16, [1, 64]>, tile<i32, [1, 64]> {...}
-  alignas(64) float c21[64];
-  __builtin_memcpy(c21, v16, sizeof(c21));
-  alignas(64) int32_t c22[64];
-  __builtin_memcpy(c22, v17, sizeof(c22));
-  for (int64_t iv23_ = v4; v4 > 0 && iv23_ < v7; iv23_ += v4) {
-    const int32_t iv23 = int32_t(iv23_);
-    // %18 = load_tile %x, %1, %15 {pad = -inf} : tile<bf16, [1, 1024]>
-    alignas(64) float v24[1024];
+  // %8 = const {value = 0} : u32
+  const uint32_t v8 = uint32_t(INT64_C(0));
+  // %9 = const {value = 64} : i32
+  const int32_t v9 = int32_t(INT64_C(64));
+  // %10 = const {value = 0} : i32
+  const int32_t v10 = int32_t(INT64_C(0));
+  // %11 = splat %10 : tile<i32, [256]>
+  alignas(64) int32_t v11[256];
+  for (int64_t i12 = 0; i12 < 256; ++i12) v11[i12] = v10;
+  // %12 = const {value = 32767} : u32
+  const uint32_t v13 = uint32_t(INT64_C(32767));
+  // %13 = const {value = 15} : u32
+  const uint32_t v14 = uint32_t(INT64_C(15));
+  // %14 = const {value = 8} : u32
+  const uint32_t v15 = uint32_t(INT64_C(8));
+  // %15 = const {value = 255} : u32
+  const uint32_t v16 = uint32_t(INT64_C(255));
+  // %16 = for %10, %7, %4, %11 : tile<i32, [256]> {...}
+  alignas(64) int32_t c17[256];
+  __builtin_memcpy(c17, v11, sizeof(c17));
+  for (int64_t iv18_ = v10; v4 > 0 && iv18_ < v7; iv18_ += v4) {
+    const int32_t iv18 = int32_t(iv18_);
+    // %19 = load_tile %x, %1, %17 {pad = -inf} : tile<bf16, [1, 4096]>
+    alignas(64) float v19[4096];
     {
-      const int64_t o25 = int64_t(v1) * 1;
-      const int64_t o26 = int64_t(iv23) * 1024;
-      if (o25 >= 0 && o25 + 1 <= A.d0_0 && o26 >= 0 && o26 + 1024 <= A.d0_1) {
-        for (int64_t i27 = 0; i27 < 1; ++i27) {
-          for (int64_t i28 = 0; i28 < 1024; ++i28) v24[(i27) * 1024 + i28] = tsr::bf2f(A.p0[(o25 + i27) * A.s0_0 + o26 + i28]);
+      const int64_t o20 = int64_t(v1) * 1;
+      const int64_t o21 = int64_t(iv18) * 4096;
+      if (o20 >= 0 && o20 + 1 <= A.d0_0 && o21 >= 0 && o21 + 4096 <= A.d0_1) {
+        for (int64_t i22 = 0; i22 < 1; ++i22) {
+          for (int64_t i23 = 0; i23 < 4096; ++i23) v19[(i22) * 4096 + i23] = tsr::bf2f(A.p0[(o20 + i22) * A.s0_0 + o21 + i23]);
         }
       } else {
-        for (int64_t i29 = 0; i29 < 1; ++i29) {
-          for (int64_t i30 = 0; i30 < 1024; ++i30) {
-            v24[(i29)*1024 + i30] = ((o25 + i29) >= 0 && (o25 + i29) < A.d0_0 && (o26 + i30) >= 0 && (o26 + i30) < A.d0_1) ? tsr::bf2f(A.p0[(o25 + i29) * A.s0_0 + (o26 + i30) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(double(-INFINITY)));
+        for (int64_t i24 = 0; i24 < 1; ++i24) {
+          for (int64_t i25 = 0; i25 < 4096; ++i25) {
+            v19[(i24)*4096 + i25] = ((o20 + i24) >= 0 && (o20 + i24) < A.d0_0 && (o21 + i25) >= 0 && (o21 + i25) < A.d0_1) ? tsr::bf2f(A.p0[(o20 + i24) * A.s0_0 + (o21 + i25) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(double(-INFINITY)));
           }
         }
       }
     }
-    // %19, %20 = topk %18 {axis = 1} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
-    alignas(64) float v31[64];
-    alignas(64) int32_t v32[64];
-    alignas(64) uint64_t sk33[2048];
-    alignas(64) int32_t sp34[2048];
-    tsr::sort_lines(v24, (const int32_t*)nullptr, v31, v32, 1, 1024, 1, 64, true, sk33, sp34);
-    // %21 = splat %12 : tile<bf16, [1, 128]>
-    alignas(64) float v35[128];
-    for (int64_t i36 = 0; i36 < 128; ++i36) v35[i36] = v20;
-    // %22 = insert_tile %21, %16, %8, %8 : tile<bf16, [1, 128]>
-    alignas(64) float v37[128];
-    __builtin_memcpy(v37, v35, sizeof(v37));
-    const int64_t o38 = int64_t(v8) * 1;
-    const int64_t o39 = int64_t(v8) * 64;
-    for (int64_t i40 = 0; i40 < 1; ++i40) {
-      for (int64_t i41 = 0; i41 < 64; ++i41) {
-        v37[(o38 + i40)*128 + o39 + i41] = c21[(i40)*64 + i41];
-      }
-    }
-    // %23 = insert_tile %22, %19, %8, %4 : tile<bf16, [1, 128]>
-    alignas(64) float v42[128];
-    __builtin_memcpy(v42, v37, sizeof(v42));
-    const int64_t o43 = int64_t(v8) * 1;
-    const int64_t o44 = int64_t(v4) * 64;
-    for (int64_t i45 = 0; i45 < 1; ++i45) {
-      for (int64_t i46 = 0; i46 < 64; ++i46) {
-        v42[(o43 + i45)*128 + o44 + i46] = v31[(i45)*64 + i46];
-      }
-    }
-    // %24 = mul %15, %3 : i32
-    const int32_t v47 = tsr::wmul(iv23, v3);
-    // %25 = splat %24 : tile<i32, [1, 64]>
+    // %20 = reshape %19 : tile<bf16, [4096]>
+    // %21 = bitcast %20 : tile<u16, [4096]>
     // (computed inside its user)
-    // %26 = add %20, %25 : tile<i32, [1, 64]>
-    alignas(64) int32_t v48[64];
-    for (int64_t i49 = 0; i49 < 64; ++i49) v48[i49] = tsr::wadd(v32[i49], (v47));
-    // %27 = splat %8 : tile<i32, [1, 128]>
-    alignas(64) int32_t v50[128];
-    for (int64_t i51 = 0; i51 < 128; ++i51) v50[i51] = v8;
-    // %28 = insert_tile %27, %17, %8, %8 : tile<i32, [1, 128]>
-    alignas(64) int32_t v52[128];
-    __builtin_memcpy(v52, v50, sizeof(v52));
-    const int64_t o53 = int64_t(v8) * 1;
-    const int64_t o54 = int64_t(v8) * 64;
-    for (int64_t i55 = 0; i55 < 1; ++i55) {
-      for (int64_t i56 = 0; i56 < 64; ++i56) {
-        v52[(o53 + i55)*128 + o54 + i56] = c22[(i55)*64 + i56];
-      }
-    }
-    // %29 = insert_tile %28, %26, %8, %4 : tile<i32, [1, 128]>
-    alignas(64) int32_t v57[128];
-    __builtin_memcpy(v57, v52, sizeof(v57));
-    const int64_t o58 = int64_t(v8) * 1;
-    const int64_t o59 = int64_t(v4) * 64;
-    for (int64_t i60 = 0; i60 < 1; ++i60) {
-      for (int64_t i61 = 0; i61 < 64; ++i61) {
-        v57[(o58 + i60)*128 + o59 + i61] = v48[(i60)*64 + i61];
-      }
-    }
-    // %30, %31 = topk %23, %29 {axis = 1} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
-    alignas(64) float v62[64];
-    alignas(64) int32_t v63[64];
-    alignas(64) uint64_t sk64[256];
-    alignas(64) int32_t sp65[256];
-    tsr::sort_lines(v42, v57, v62, v63, 1, 128, 1, 64, true, sk64, sp65);
-    // yield %30, %31
-    __builtin_memcpy(c21, v62, sizeof(c21));
-    __builtin_memcpy(c22, v63, sizeof(c22));
+    // %22 = cast %21 : tile<u32, [4096]>
+    alignas(64) uint32_t v26[4096];
+    for (int64_t i27 = 0; i27 < 4096; ++i27) v26[i27] = uint32_t((uint16_t(tsr::bf16_bits(v19[i27]))));
+    // %23 = splat %12 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %24 = xor %22, %23 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %25 = splat %13 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %26 = shr %22, %25 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %27 = splat %8 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %28 = cmp %26, %27 {pred = "eq"} : tile<i1, [4096]>
+    // (computed inside its user)
+    // %29 = where %28, %24, %22 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %30 = splat %14 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %31 = shr %29, %30 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %32 = splat %15 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %33 = and %31, %32 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %34 = cast %33 : tile<i32, [4096]>
+    alignas(64) int32_t v28[4096];
+    for (int64_t i29 = 0; i29 < 4096; ++i29) v28[i29] = int32_t((uint32_t((tsr::ishr((((uint8_t((tsr::ishr(v26[i29], (v14))) == (v8))) ? (uint32_t(v26[i29] ^ (v13))) : v26[i29])), (v15))) & (v16))));
+    // %35 = histogram %34 : tile<i32, [256]>
+    alignas(64) int32_t v30[256];
+    tsr::histogram(v28, 4096, v30, 256);
+    // %36 = add %18, %35 : tile<i32, [256]>
+    // (written into the carried c17)
+    for (int64_t i31 = 0; i31 < 256; ++i31) c17[i31] = tsr::wadd(c17[i31], v30[i31]);
+    // yield %36
   }
-  // store_tile %values, %13, %1, %8
+  // %37 = scan %16 {axis = 0, kind = "sum"} : tile<i32, [256]>
+  alignas(64) int32_t v32[256];
+  for (int64_t o_ = 0; o_ < 1; ++o_)
+  for (int64_t n_ = 0; n_ < 1; ++n_) {
+    int32_t acc33 = c17[(o_ * 256 + 0) * 1 + n_];
+    v32[(o_ * 256 + 0) * 1 + n_] = acc33;
+    for (int64_t l34 = 1; l34 < 256; ++l34) {
+      acc33 = tsr::wadd(acc33, c17[(o_ * 256 + l34) * 1 + n_]);
+      v32[(o_ * 256 + l34) * 1 + n_] = acc33;
+    }
+  }
+  // %38 = splat %9 : tile<i32, [256]>
+  // (computed inside its user)
+  // %39 = cmp %37, %38 {pred = "lt"} : tile<i1, [256]>
+  alignas(64) uint8_t v35[256];
+  for (int64_t i36 = 0; i36 < 256; ++i36) v35[i36] = uint8_t(v32[i36] < (v9));
+  // %40 = cast %39 : tile<i32, [256]>
+  alignas(64) int32_t v37[256];
+  for (int64_t i38 = 0; i38 < 256; ++i38) v37[i38] = int32_t(v35[i38]);
+  // %41 = reduce %40 {axis = 0, kind = "sum"} : i32
+  int32_t v39;
+  for (int64_t o_ = 0; o_ < 1; ++o_) {
+    int32_t ln_[16];
+    for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+    for (int64_t l_ = 0; l_ < 256; l_ += 16)
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v37[o_ * 256 + l_ + q_]);
+    int32_t acc_ = ln_[0];
+    for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+    v39 = acc_;
+  }
+  // %42 = arange : tile<i32, [256]>
+  alignas(64) int32_t v40[256];
+  for (int64_t i41 = 0; i41 < 256; ++i41) v40[i41] = int32_t(0 + i41);
+  // %43 = splat %41 : tile<i32, [256]>
+  // (computed inside its user)
+  // %44 = cmp %42, %43 {pred = "eq"} : tile<i1, [256]>
+  // (computed inside its user)
+  // %45 = where %44, %16, %11 : tile<i32, [256]>
+  alignas(64) int32_t v42[256];
+  for (int64_t i43 = 0; i43 < 256; ++i43) v42[i43] = ((uint8_t(v40[i43] == (v39))) ? c17[i43] : v10);
+  // %46 = reduce %45 {axis = 0, kind = "sum"} : i32
+  int32_t v44;
+  for (int64_t o_ = 0; o_ < 1; ++o_) {
+    int32_t ln_[16];
+    for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+    for (int64_t l_ = 0; l_ < 256; l_ += 16)
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v42[o_ * 256 + l_ + q_]);
+    int32_t acc_ = ln_[0];
+    for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+    v44 = acc_;
+  }
+  // %47 = where %39, %16, %11 : tile<i32, [256]>
+  alignas(64) int32_t v45[256];
+  for (int64_t i46 = 0; i46 < 256; ++i46) v45[i46] = (v35[i46] ? c17[i46] : v10);
+  // %48 = reduce %47 {axis = 0, kind = "sum"} : i32
+  int32_t v47;
+  for (int64_t o_ = 0; o_ < 1; ++o_) {
+    int32_t ln_[16];
+    for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+    for (int64_t l_ = 0; l_ < 256; l_ += 16)
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v45[o_ * 256 + l_ + q_]);
+    int32_t acc_ = ln_[0];
+    for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+    v47 = acc_;
+  }
+  // %49 = sub %9, %48 : i32
+  const int32_t v48 = tsr::wsub(v9, v47);
+  // %50 = cast %41 : u32
+  const uint32_t v49 = uint32_t(v39);
+  // %51 = const {value = 8} : u32
+  const uint32_t v50 = uint32_t(INT64_C(8));
+  // %52 = shl %50, %51 : u32
+  const uint32_t v51 = tsr::ishl(v49, v50);
+  // %53 = or %8, %52 : u32
+  const uint32_t v52 = uint32_t(v8 | v51);
+  // %54 = cmp %46, %49 {pred = "ne"} : i1
+  const uint8_t v53 = uint8_t(v44 != v48);
+  // %55, %56, %57, %58 = if %54 : u32, i32, u32, i1 {...}
+  uint32_t v54;
+  int32_t v55;
+  uint32_t v56;
+  uint8_t v57;
+  if (v53) {
+    // %59 = const {value = 32767} : u32
+    const uint32_t v58 = uint32_t(INT64_C(32767));
+    // %60 = const {value = 15} : u32
+    const uint32_t v59 = uint32_t(INT64_C(15));
+    // %61 = const {value = 255} : u32
+    const uint32_t v60 = uint32_t(INT64_C(255));
+    // %62 = shr %53, %51 : u32
+    const uint32_t v61 = tsr::ishr(v52, v50);
+    // %63 = const {value = -1} : i32
+    const int32_t v62 = int32_t(INT64_C(-1));
+    // %64 = for %10, %7, %4, %11 : tile<i32, [256]> {...}
+    alignas(64) int32_t c63[256];
+    __builtin_memcpy(c63, v11, sizeof(c63));
+    for (int64_t iv64_ = v10; v4 > 0 && iv64_ < v7; iv64_ += v4) {
+      const int32_t iv64 = int32_t(iv64_);
+      // %67 = load_tile %x, %1, %65 {pad = -inf} : tile<bf16, [1, 4096]>
+      alignas(64) float v65[4096];
+      {
+        const int64_t o66 = int64_t(v1) * 1;
+        const int64_t o67 = int64_t(iv64) * 4096;
+        if (o66 >= 0 && o66 + 1 <= A.d0_0 && o67 >= 0 && o67 + 4096 <= A.d0_1) {
+          for (int64_t i68 = 0; i68 < 1; ++i68) {
+            for (int64_t i69 = 0; i69 < 4096; ++i69) v65[(i68) * 4096 + i69] = tsr::bf2f(A.p0[(o66 + i68) * A.s0_0 + o67 + i69]);
+          }
+        } else {
+          for (int64_t i70 = 0; i70 < 1; ++i70) {
+            for (int64_t i71 = 0; i71 < 4096; ++i71) {
+              v65[(i70)*4096 + i71] = ((o66 + i70) >= 0 && (o66 + i70) < A.d0_0 && (o67 + i71) >= 0 && (o67 + i71) < A.d0_1) ? tsr::bf2f(A.p0[(o66 + i70) * A.s0_0 + (o67 + i71) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(double(-INFINITY)));
+            }
+          }
+        }
+      }
+      // %68 = reshape %67 : tile<bf16, [4096]>
+      // %69 = bitcast %68 : tile<u16, [4096]>
+      // (computed inside its user)
+      // %70 = cast %69 : tile<u32, [4096]>
+      alignas(64) uint32_t v72[4096];
+      for (int64_t i73 = 0; i73 < 4096; ++i73) v72[i73] = uint32_t((uint16_t(tsr::bf16_bits(v65[i73]))));
+      // %71 = splat %59 : tile<u32, [4096]>
+      // (computed inside its user)
+      // %72 = xor %70, %71 : tile<u32, [4096]>
+      // (computed inside its user)
+      // %73 = splat %60 : tile<u32, [4096]>
+      // (computed inside its user)
+      // %74 = shr %70, %73 : tile<u32, [4096]>
+      // (computed inside its user)
+      // %75 = splat %8 : tile<u32, [4096]>
+      alignas(64) uint32_t v74[4096];
+      for (int64_t i75 = 0; i75 < 4096; ++i75) v74[i75] = v8;
+      // %76 = cmp %74, %75 {pred = "eq"} : tile<i1, [4096]>
+      // (computed inside its user)
+      // %77 = where %76, %72, %70 : tile<u32, [4096]>
+      alignas(64) uint32_t v76[4096];
+      for (int64_t i77 = 0; i77 < 4096; ++i77) v76[i77] = ((uint8_t((tsr::ishr(v72[i77], (v59))) == v8)) ? (uint32_t(v72[i77] ^ (v58))) : v72[i77]);
+      // %78 = shr %77, %75 : tile<u32, [4096]>
+      // (computed inside its user)
+      // %79 = splat %61 : tile<u32, [4096]>
+      // (computed inside its user)
+      // %80 = and %78, %79 : tile<u32, [4096]>
+      // (computed inside its user)
+      // %81 = cast %80 : tile<i32, [4096]>
+      // (computed inside its user)
+      // %82 = splat %51 : tile<u32, [4096]>
+      // (computed inside its user)
+      // %83 = shr %77, %82 : tile<u32, [4096]>
+      // (computed inside its user)
+      // %84 = splat %62 : tile<u32, [4096]>
+      // (computed inside its user)
+      // %85 = cmp %83, %84 {pred = "eq"} : tile<i1, [4096]>
+      // (computed inside its user)
+      // %86 = splat %63 : tile<i32, [4096]>
+      // (computed inside its user)
+      // %87 = where %85, %81, %86 : tile<i32, [4096]>
+      alignas(64) int32_t v78[4096];
+      for (int64_t i79 = 0; i79 < 4096; ++i79) v78[i79] = ((uint8_t((tsr::ishr(v76[i79], (v50))) == (v61))) ? (int32_t((uint32_t((tsr::ishr(v76[i79], v8)) & (v60))))) : (v62));
+      // %88 = histogram %87 : tile<i32, [256]>
+      alignas(64) int32_t v80[256];
+      tsr::histogram(v78, 4096, v80, 256);
+      // %89 = add %66, %88 : tile<i32, [256]>
+      // (written into the carried c63)
+      for (int64_t i81 = 0; i81 < 256; ++i81) c63[i81] = tsr::wadd(c63[i81], v80[i81]);
+      // yield %89
+    }
+    // %90 = scan %64 {axis = 0, kind = "sum"} : tile<i32, [256]>
+    alignas(64) int32_t v82[256];
+    for (int64_t o_ = 0; o_ < 1; ++o_)
+    for (int64_t n_ = 0; n_ < 1; ++n_) {
+      int32_t acc83 = c63[(o_ * 256 + 0) * 1 + n_];
+      v82[(o_ * 256 + 0) * 1 + n_] = acc83;
+      for (int64_t l84 = 1; l84 < 256; ++l84) {
+        acc83 = tsr::wadd(acc83, c63[(o_ * 256 + l84) * 1 + n_]);
+        v82[(o_ * 256 + l84) * 1 + n_] = acc83;
+      }
+    }
+    // %91 = splat %49 : tile<i32, [256]>
+    // (computed inside its user)
+    // %92 = cmp %90, %91 {pred = "lt"} : tile<i1, [256]>
+    alignas(64) uint8_t v85[256];
+    for (int64_t i86 = 0; i86 < 256; ++i86) v85[i86] = uint8_t(v82[i86] < (v48));
+    // %93 = cast %92 : tile<i32, [256]>
+    alignas(64) int32_t v87[256];
+    for (int64_t i88 = 0; i88 < 256; ++i88) v87[i88] = int32_t(v85[i88]);
+    // %94 = reduce %93 {axis = 0, kind = "sum"} : i32
+    int32_t v89;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 256; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v87[o_ * 256 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v89 = acc_;
+    }
+    // %95 = splat %94 : tile<i32, [256]>
+    // (computed inside its user)
+    // %96 = cmp %42, %95 {pred = "eq"} : tile<i1, [256]>
+    // (computed inside its user)
+    // %97 = where %96, %64, %11 : tile<i32, [256]>
+    alignas(64) int32_t v90[256];
+    for (int64_t i91 = 0; i91 < 256; ++i91) v90[i91] = ((uint8_t(v40[i91] == (v89))) ? c63[i91] : v10);
+    // %98 = reduce %97 {axis = 0, kind = "sum"} : i32
+    int32_t v92;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 256; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v90[o_ * 256 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v92 = acc_;
+    }
+    // %99 = where %92, %64, %11 : tile<i32, [256]>
+    alignas(64) int32_t v93[256];
+    for (int64_t i94 = 0; i94 < 256; ++i94) v93[i94] = (v85[i94] ? c63[i94] : v10);
+    // %100 = reduce %99 {axis = 0, kind = "sum"} : i32
+    int32_t v95;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 256; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v93[o_ * 256 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v95 = acc_;
+    }
+    // %101 = sub %49, %100 : i32
+    const int32_t v96 = tsr::wsub(v48, v95);
+    // %102 = cast %94 : u32
+    const uint32_t v97 = uint32_t(v89);
+    // %103 = shl %102, %8 : u32
+    const uint32_t v98 = tsr::ishl(v97, v8);
+    // %104 = or %53, %103 : u32
+    const uint32_t v99 = uint32_t(v52 | v98);
+    // %105 = cmp %98, %101 {pred = "ne"} : i1
+    const uint8_t v100 = uint8_t(v92 != v96);
+    // yield %104, %101, %8, %105
+    v54 = v99;
+    v55 = v96;
+    v56 = v8;
+    v57 = v100;
+  } else {
+    // yield %53, %49, %51, %54
+    v54 = v52;
+    v55 = v48;
+    v56 = v50;
+    v57 = v53;
+  }
+  // %106 = shr %55, %57 : u32
+  const uint32_t v101 = tsr::ishr(v54, v56);
+  // %107 = const {value = 32767} : u32
+  const uint32_t v102 = uint32_t(INT64_C(32767));
+  // %108 = const {value = 15} : u32
+  const uint32_t v103 = uint32_t(INT64_C(15));
+  // %109, %110 = for %10, %7, %4, %10, %10 : i32, i32 {...}
+  int32_t c104;
+  c104 = v10;
+  int32_t c105;
+  c105 = v10;
+  for (int64_t iv106_ = v10; v4 > 0 && iv106_ < v7; iv106_ += v4) {
+    const int32_t iv106 = int32_t(iv106_);
+    // %114 = load_tile %x, %1, %111 {pad = -inf} : tile<bf16, [1, 4096]>
+    alignas(64) float v107[4096];
+    {
+      const int64_t o108 = int64_t(v1) * 1;
+      const int64_t o109 = int64_t(iv106) * 4096;
+      if (o108 >= 0 && o108 + 1 <= A.d0_0 && o109 >= 0 && o109 + 4096 <= A.d0_1) {
+        for (int64_t i110 = 0; i110 < 1; ++i110) {
+          for (int64_t i111 = 0; i111 < 4096; ++i111) v107[(i110) * 4096 + i111] = tsr::bf2f(A.p0[(o108 + i110) * A.s0_0 + o109 + i111]);
+        }
+      } else {
+        for (int64_t i112 = 0; i112 < 1; ++i112) {
+          for (int64_t i113 = 0; i113 < 4096; ++i113) {
+            v107[(i112)*4096 + i113] = ((o108 + i112) >= 0 && (o108 + i112) < A.d0_0 && (o109 + i113) >= 0 && (o109 + i113) < A.d0_1) ? tsr::bf2f(A.p0[(o108 + i112) * A.s0_0 + (o109 + i113) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(double(-INFINITY)));
+          }
+        }
+      }
+    }
+    // %115 = reshape %114 : tile<bf16, [4096]>
+    // %116 = bitcast %115 : tile<u16, [4096]>
+    // (computed inside its user)
+    // %117 = cast %116 : tile<u32, [4096]>
+    alignas(64) uint32_t v114[4096];
+    for (int64_t i115 = 0; i115 < 4096; ++i115) v114[i115] = uint32_t((uint16_t(tsr::bf16_bits(v107[i115]))));
+    // %118 = splat %107 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %119 = xor %117, %118 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %120 = splat %108 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %121 = shr %117, %120 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %122 = splat %8 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %123 = cmp %121, %122 {pred = "eq"} : tile<i1, [4096]>
+    // (computed inside its user)
+    // %124 = where %123, %119, %117 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %125 = splat %57 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %126 = shr %124, %125 : tile<u32, [4096]>
+    alignas(64) uint32_t v116[4096];
+    for (int64_t i117 = 0; i117 < 4096; ++i117) v116[i117] = tsr::ishr((((uint8_t((tsr::ishr(v114[i117], (v103))) == (v8))) ? (uint32_t(v114[i117] ^ (v102))) : v114[i117])), (v56));
+    // %127 = splat %106 : tile<u32, [4096]>
+    alignas(64) uint32_t v118[4096];
+    for (int64_t i119 = 0; i119 < 4096; ++i119) v118[i119] = v101;
+    // %128 = cmp %126, %127 {pred = "eq"} : tile<i1, [4096]>
+    alignas(64) uint8_t v120[4096];
+    for (int64_t i121 = 0; i121 < 4096; ++i121) v120[i121] = uint8_t(v116[i121] == v101);
+    // %129 = cast %128 : tile<i32, [4096]>
+    alignas(64) int32_t v122[4096];
+    for (int64_t i123 = 0; i123 < 4096; ++i123) v122[i123] = int32_t(v120[i123]);
+    // %130 = scan %129 {axis = 0, kind = "sum"} : tile<i32, [4096]>
+    alignas(64) int32_t v124[4096];
+    for (int64_t o_ = 0; o_ < 1; ++o_)
+    for (int64_t n_ = 0; n_ < 1; ++n_) {
+      int32_t acc125 = v122[(o_ * 4096 + 0) * 1 + n_];
+      v124[(o_ * 4096 + 0) * 1 + n_] = acc125;
+      for (int64_t l126 = 1; l126 < 4096; ++l126) {
+        acc125 = tsr::wadd(acc125, v122[(o_ * 4096 + l126) * 1 + n_]);
+        v124[(o_ * 4096 + l126) * 1 + n_] = acc125;
+      }
+    }
+    // %131 = splat %113 : tile<i32, [4096]>
+    // (computed inside its user)
+    // %132 = add %130, %131 : tile<i32, [4096]>
+    // (computed inside its user)
+    // %133 = splat %56 : tile<i32, [4096]>
+    // (computed inside its user)
+    // %134 = cmp %132, %133 {pred = "le"} : tile<i1, [4096]>
+    // (computed inside its user)
+    // %135 = and %128, %134 : tile<i1, [4096]>
+    // (computed inside its user)
+    // %136 = cmp %126, %127 {pred = "lt"} : tile<i1, [4096]>
+    // (computed inside its user)
+    // %137 = or %136, %135 : tile<i1, [4096]>
+    alignas(64) uint8_t v127[4096];
+    for (int64_t i128 = 0; i128 < 4096; ++i128) v127[i128] = uint8_t((uint8_t(v116[i128] < v101)) | (uint8_t(v120[i128] & (uint8_t((tsr::wadd(v124[i128], (c105))) <= (v55))))));
+    // %138 = sub %112, %4 : i32
+    const int32_t v129 = tsr::wsub(c104, v4);
+    // %139 = cast %137 : tile<i32, [4096]>
+    alignas(64) int32_t v130[4096];
+    for (int64_t i131 = 0; i131 < 4096; ++i131) v130[i131] = int32_t(v127[i131]);
+    // %140 = scan %139 {axis = 0, kind = "sum"} : tile<i32, [4096]>
+    alignas(64) int32_t v132[4096];
+    for (int64_t o_ = 0; o_ < 1; ++o_)
+    for (int64_t n_ = 0; n_ < 1; ++n_) {
+      int32_t acc133 = v130[(o_ * 4096 + 0) * 1 + n_];
+      v132[(o_ * 4096 + 0) * 1 + n_] = acc133;
+      for (int64_t l134 = 1; l134 < 4096; ++l134) {
+        acc133 = tsr::wadd(acc133, v130[(o_ * 4096 + l134) * 1 + n_]);
+        v132[(o_ * 4096 + l134) * 1 + n_] = acc133;
+      }
+    }
+    // %141 = splat %138 : tile<i32, [4096]>
+    // (computed inside its user)
+    // %142 = add %140, %141 : tile<i32, [4096]>
+    alignas(64) int32_t v135[4096];
+    for (int64_t i136 = 0; i136 < 4096; ++i136) v135[i136] = tsr::wadd(v132[i136], (v129));
+    // %143 = splat %1 : tile<i32, [4096]>
+    alignas(64) int32_t v137[4096];
+    for (int64_t i138 = 0; i138 < 4096; ++i138) v137[i138] = v1;
+    // scatter %values, %115, %143, %142, %137
+    for (int64_t i139 = 0; i139 < 4096; ++i139) {
+      if ((v127[i139] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v135[i139]) >= 0 && int64_t(v135[i139]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v135[i139]) * A.s1_1] = tsr::f2bf(v107[i139]);
+    }
+    // %144 = mul %111, %3 : i32
+    const int32_t v140 = tsr::wmul(iv106, v3);
+    // %145 = arange : tile<i32, [4096]>
+    // (computed inside its user)
+    // %146 = splat %144 : tile<i32, [4096]>
+    // (computed inside its user)
+    // %147 = add %145, %146 : tile<i32, [4096]>
+    alignas(64) int32_t v141[4096];
+    for (int64_t i142 = 0; i142 < 4096; ++i142) v141[i142] = tsr::wadd((int32_t(0 + i142)), (v140));
+    // scatter %indices, %147, %143, %142, %137
+    for (int64_t i143 = 0; i143 < 4096; ++i143) {
+      if ((v127[i143] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v135[i143]) >= 0 && int64_t(v135[i143]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v135[i143]) * A.s2_1] = v141[i143];
+    }
+    // %148 = reduce %129 {axis = 0, kind = "sum"} : i32
+    int32_t v144;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 4096; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v122[o_ * 4096 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v144 = acc_;
+    }
+    // %149 = add %113, %148 : i32
+    const int32_t v145 = tsr::wadd(c105, v144);
+    // %150 = reduce %139 {axis = 0, kind = "sum"} : i32
+    int32_t v146;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 4096; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v130[o_ * 4096 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v146 = acc_;
+    }
+    // %151 = add %112, %150 : i32
+    const int32_t v147 = tsr::wadd(c104, v146);
+    // yield %151, %149
+    c104 = v147;
+    c105 = v145;
+  }
+  // %152 = load_tile %indices, %1, %10 : tile<i32, [1, 64]>
+  alignas(64) int32_t v148[64];
   {
-    const int64_t o66 = int64_t(v1) * 1;
-    const int64_t o67 = int64_t(v8) * 64;
-    if (o66 >= 0 && o66 + 1 <= A.d1_0 && o67 >= 0 && o67 + 64 <= A.d1_1) {
-      for (int64_t i68 = 0; i68 < 1; ++i68) {
-        for (int64_t i69 = 0; i69 < 64; ++i69) A.p1[(o66 + i68) * A.s1_0 + o67 + i69] = tsr::f2bf(c21[(i68) * 64 + i69]);
+    const int64_t o149 = int64_t(v1) * 1;
+    const int64_t o150 = int64_t(v10) * 64;
+    if (o149 >= 0 && o149 + 1 <= A.d2_0 && o150 >= 0 && o150 + 64 <= A.d2_1) {
+      for (int64_t i151 = 0; i151 < 1; ++i151) {
+        for (int64_t i152 = 0; i152 < 64; ++i152) v148[(i151) * 64 + i152] = A.p2[(o149 + i151) * A.s2_0 + o150 + i152];
       }
     } else {
-      for (int64_t i70 = 0; i70 < 1; ++i70) {
-        for (int64_t i71 = 0; i71 < 64; ++i71) {
-          if ((o66 + i70) >= 0 && (o66 + i70) < A.d1_0 && (o67 + i71) >= 0 && (o67 + i71) < A.d1_1) A.p1[(o66 + i70) * A.s1_0 + (o67 + i71) * A.s1_1] = tsr::f2bf(c21[(i70)*64 + i71]);
+      for (int64_t i153 = 0; i153 < 1; ++i153) {
+        for (int64_t i154 = 0; i154 < 64; ++i154) {
+          v148[(i153)*64 + i154] = ((o149 + i153) >= 0 && (o149 + i153) < A.d2_0 && (o150 + i154) >= 0 && (o150 + i154) < A.d2_1) ? A.p2[(o149 + i153) * A.s2_0 + (o150 + i154) * A.s2_1] : int32_t(INT64_C(0));
         }
       }
     }
   }
-  // store_tile %indices, %14, %1, %8
+  // %153 = load_tile %values, %1, %10 : tile<bf16, [1, 64]>
+  alignas(64) float v155[64];
   {
-    const int64_t o72 = int64_t(v1) * 1;
-    const int64_t o73 = int64_t(v8) * 64;
-    if (o72 >= 0 && o72 + 1 <= A.d2_0 && o73 >= 0 && o73 + 64 <= A.d2_1) {
-      for (int64_t i74 = 0; i74 < 1; ++i74) {
-        for (int64_t i75 = 0; i75 < 64; ++i75) A.p2[(o72 + i74) * A.s2_0 + o73 + i75] = c22[(i74) * 64 + i75];
+    const int64_t o156 = int64_t(v1) * 1;
+    const int64_t o157 = int64_t(v10) * 64;
+    if (o156 >= 0 && o156 + 1 <= A.d1_0 && o157 >= 0 && o157 + 64 <= A.d1_1) {
+      for (int64_t i158 = 0; i158 < 1; ++i158) {
+        for (int64_t i159 = 0; i159 < 64; ++i159) v155[(i158) * 64 + i159] = tsr::bf2f(A.p1[(o156 + i158) * A.s1_0 + o157 + i159]);
       }
     } else {
-      for (int64_t i76 = 0; i76 < 1; ++i76) {
-        for (int64_t i77 = 0; i77 < 64; ++i77) {
-          if ((o72 + i76) >= 0 && (o72 + i76) < A.d2_0 && (o73 + i77) >= 0 && (o73 + i77) < A.d2_1) A.p2[(o72 + i76) * A.s2_0 + (o73 + i77) * A.s2_1] = c22[(i76)*64 + i77];
+      for (int64_t i160 = 0; i160 < 1; ++i160) {
+        for (int64_t i161 = 0; i161 < 64; ++i161) {
+          v155[(i160)*64 + i161] = ((o156 + i160) >= 0 && (o156 + i160) < A.d1_0 && (o157 + i161) >= 0 && (o157 + i161) < A.d1_1) ? tsr::bf2f(A.p1[(o156 + i160) * A.s1_0 + (o157 + i161) * A.s1_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+        }
+      }
+    }
+  }
+  // %154, %155 = sort %153, %152 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
+  alignas(64) float v162[64];
+  alignas(64) int32_t v163[64];
+  alignas(64) uint64_t sk164[128];
+  alignas(64) int32_t sp165[128];
+  tsr::sort_lines(v155, v148, v162, v163, 1, 64, 1, 64, true, sk164, sp165);
+  // store_tile %values, %154, %1, %10
+  {
+    const int64_t o166 = int64_t(v1) * 1;
+    const int64_t o167 = int64_t(v10) * 64;
+    if (o166 >= 0 && o166 + 1 <= A.d1_0 && o167 >= 0 && o167 + 64 <= A.d1_1) {
+      for (int64_t i168 = 0; i168 < 1; ++i168) {
+        for (int64_t i169 = 0; i169 < 64; ++i169) A.p1[(o166 + i168) * A.s1_0 + o167 + i169] = tsr::f2bf(v162[(i168) * 64 + i169]);
+      }
+    } else {
+      for (int64_t i170 = 0; i170 < 1; ++i170) {
+        for (int64_t i171 = 0; i171 < 64; ++i171) {
+          if ((o166 + i170) >= 0 && (o166 + i170) < A.d1_0 && (o167 + i171) >= 0 && (o167 + i171) < A.d1_1) A.p1[(o166 + i170) * A.s1_0 + (o167 + i171) * A.s1_1] = tsr::f2bf(v162[(i170)*64 + i171]);
+        }
+      }
+    }
+  }
+  // store_tile %indices, %155, %1, %10
+  {
+    const int64_t o172 = int64_t(v1) * 1;
+    const int64_t o173 = int64_t(v10) * 64;
+    if (o172 >= 0 && o172 + 1 <= A.d2_0 && o173 >= 0 && o173 + 64 <= A.d2_1) {
+      for (int64_t i174 = 0; i174 < 1; ++i174) {
+        for (int64_t i175 = 0; i175 < 64; ++i175) A.p2[(o172 + i174) * A.s2_0 + o173 + i175] = v163[(i174) * 64 + i175];
+      }
+    } else {
+      for (int64_t i176 = 0; i176 < 1; ++i176) {
+        for (int64_t i177 = 0; i177 < 64; ++i177) {
+          if ((o172 + i176) >= 0 && (o172 + i176) < A.d2_0 && (o173 + i177) >= 0 && (o173 + i177) < A.d2_1) A.p2[(o172 + i176) * A.s2_0 + (o173 + i177) * A.s2_1] = v163[(i176)*64 + i177];
         }
       }
     }
@@ -227,7 +636,7 @@ extern "C" int tessera_run(void** buf, const int64_t* dims, const int64_t* is, c
   if (g0 < 0) return 24;  // grid size on axis 0 of kernel 'topk' is negative (a size of 0 runs no programs; a negative size is an error)
   if (g0 == 0 || g1 == 0 || g2 == 0) return 0;  // no programs
   if (nt <= 0) nt = omp_get_max_threads();
-  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(9363)) nt = 1;  // about 9363 element ops per program
+  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(1139992)) nt = 1;  // about 1139992 element ops per program
   if (nt == 1) {
     for (int64_t z = 0; z < g2; ++z)
       for (int64_t y = 0; y < g1; ++y)

@@ -7,6 +7,8 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
   const int tsr_tid = int(threadIdx.x);
   constexpr int tsr_nthreads = 512;
   (void)tsr_tid; (void)tsr_smem;
+  int tsr_red304_at = 0;  // the copy of tsr_red304_mem the next exchange uses
+  int tsr_red309_at = 0;  // the copy of tsr_red309_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_N);
@@ -20,14 +22,14 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
   const int64_t tsr_p2_s0 = tsr_p2_s1 * int64_t(tsr_dim_K);
   (void)tsr_p2_s0;
   [[maybe_unused]] constexpr int64_t K = 64LL;
-  [[maybe_unused]] constexpr int64_t BLOCK_N = 1024LL;
+  [[maybe_unused]] constexpr int64_t BLOCK_N = 4096LL;
   [[maybe_unused]] constexpr int64_t num_warps = 16LL;
   // %1 = program_id {axis = 0} : i32
   const int32_t v0 = int32_t(blockIdx.x);
   // %2 = dim %x {axis = 1} : i32
   const int32_t v1 = int32_t(int64_t(tsr_dim_N));
-  // %3 = const {value = 1024} : i32
-  const int32_t v2 = int32_t(1024LL);
+  // %3 = const {value = 4096} : i32
+  const int32_t v2 = int32_t(4096LL);
   // %4 = const {value = 1} : i32
   const int32_t v3 = int32_t(1LL);
   // %5 = add %2, %3 : i32
@@ -36,315 +38,1118 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
   const int32_t v5 = int32_t(uint32_t(v4) - uint32_t(v3));
   // %7 = div %6, %3 : i32
   const int32_t v6 = tsr::idiv<int32_t>(v5, v2);
-  // %8 = const {value = 0} : i32
-  const int32_t v7 = int32_t(0LL);
-  // %9 = load_tile %x, %1, %8 {pad = -inf} : tile<bf16, [1, 1024]>
-  float v8[2];
-  {
-    const int64_t o9 = int64_t(v0) * 1;
-    const int64_t o10 = int64_t(v7) * 1024;
-    #pragma unroll
-    for (int c11 = 0; c11 < 1; ++c11) {
-      const int e12 = ((c11 * 2 / 2) * 1024 + tsr_tid * 2 + (c11 * 2 % 2));
-      const int64_t g13 = o9 + 0;
-      const int64_t g14 = o10 + (e12);
-      const int64_t off15 = g13 * tsr_p0_s0 + g14 * tsr_p0_s1;
-      const bool rok16 = true && g13 >= 0 && g13 < int64_t(tsr_dim_M);
-      uint16_t buf17[2];
-      if (rok16 && g14 >= 0 && g14 + 2 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p0 + off15)) {
-        tsr::copy_vec<uint16_t, 2>(buf17, tsr_p0 + off15);
-      } else {
-        #pragma unroll
-        for (int v_ = 0; v_ < 2; ++v_) {
-          const int64_t gc18 = g14 + v_;
-          buf17[v_] = (rok16 && gc18 >= 0 && gc18 < int64_t(tsr_dim_N)) ? tsr_p0[off15 + v_ * tsr_p0_s1] : uint16_t(tsr::f2bf((-tsr::inf_f())));
-        }
-      }
+  // %8 = const {value = 0} : u32
+  const uint32_t v7 = uint32_t(0LL);
+  // %9 = const {value = 64} : i32
+  const int32_t v8 = int32_t(64LL);
+  // %10 = const {value = 0} : i32
+  const int32_t v9 = int32_t(0LL);
+  // %11 = splat %10 : tile<i32, [256]>
+  int32_t v10[1];
+  #pragma unroll
+  for (int s11 = 0; s11 < 1; ++s11) {
+    v10[s11] = v9;
+  }
+  // %12 = const {value = 32767} : u32
+  const uint32_t v12 = uint32_t(32767LL);
+  // %13 = const {value = 15} : u32
+  const uint32_t v13 = uint32_t(15LL);
+  // %14 = const {value = 8} : u32
+  const uint32_t v14 = uint32_t(8LL);
+  // %15 = const {value = 255} : u32
+  const uint32_t v15 = uint32_t(255LL);
+  // %16 = for %10, %7, %4, %11 : tile<i32, [256]> {...}
+  int32_t c16[1];
+  #pragma unroll
+  for (int s17 = 0; s17 < 1; ++s17) {
+    c16[s17] = v10[s17];
+  }
+  for (int64_t iv18_ = v9; v3 > 0 && iv18_ < v6; iv18_ += v3) {
+    const int32_t iv18 = int32_t(iv18_);
+    // %19 = load_tile %x, %1, %17 {pad = -inf} : tile<bf16, [1, 4096]>
+    float v19[8];
+    {
+      const int64_t o20 = int64_t(v0) * 1;
+      const int64_t o21 = int64_t(iv18) * 4096;
       #pragma unroll
-      for (int v_ = 0; v_ < 2; ++v_) v8[c11 * 2 + v_] = tsr::bf2f(buf17[v_]);
+      for (int c22 = 0; c22 < 1; ++c22) {
+        const int e23 = ((c22 * 8 / 8) * 4096 + tsr_tid * 8 + (c22 * 8 % 8));
+        const int64_t g24 = o20 + 0;
+        const int64_t g25 = o21 + (e23);
+        const int64_t off26 = g24 * tsr_p0_s0 + g25 * tsr_p0_s1;
+        const bool rok27 = true && g24 >= 0 && g24 < int64_t(tsr_dim_M);
+        uint16_t buf28[8];
+        if (rok27 && g25 >= 0 && g25 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + off26)) {
+          tsr::copy_vec<uint16_t, 8>(buf28, tsr_p0 + off26);
+        } else {
+          #pragma unroll
+          for (int v_ = 0; v_ < 8; ++v_) {
+            const int64_t gc29 = g25 + v_;
+            buf28[v_] = (rok27 && gc29 >= 0 && gc29 < int64_t(tsr_dim_N)) ? tsr_p0[off26 + v_ * tsr_p0_s1] : uint16_t(tsr::f2bf((-tsr::inf_f())));
+          }
+        }
+        #pragma unroll
+        for (int v_ = 0; v_ < 8; ++v_) v19[c22 * 8 + v_] = tsr::bf2f(buf28[v_]);
+      }
+    }
+    // %20 = reshape %19 : tile<bf16, [4096]>
+    float v30[8];
+    #pragma unroll
+    for (int s31 = 0; s31 < 8; ++s31) {
+      v30[s31] = v19[s31];
+    }
+    // %21 = bitcast %20 : tile<u16, [4096]>
+    uint16_t v32[8];
+    #pragma unroll
+    for (int s33 = 0; s33 < 8; ++s33) {
+      v32[s33] = uint16_t(tsr::bf16_bits(v30[s33]));
+    }
+    // %22 = cast %21 : tile<u32, [4096]>
+    uint32_t v34[8];
+    #pragma unroll
+    for (int s35 = 0; s35 < 8; ++s35) {
+      v34[s35] = uint32_t(v32[s35]);
+    }
+    // %23 = splat %12 : tile<u32, [4096]>
+    uint32_t v36[8];
+    #pragma unroll
+    for (int s37 = 0; s37 < 8; ++s37) {
+      v36[s37] = v12;
+    }
+    // %24 = xor %22, %23 : tile<u32, [4096]>
+    uint32_t v38[8];
+    #pragma unroll
+    for (int s39 = 0; s39 < 8; ++s39) {
+      v38[s39] = uint32_t(v34[s39] ^ v36[s39]);
+    }
+    // %25 = splat %13 : tile<u32, [4096]>
+    uint32_t v40[8];
+    #pragma unroll
+    for (int s41 = 0; s41 < 8; ++s41) {
+      v40[s41] = v13;
+    }
+    // %26 = shr %22, %25 : tile<u32, [4096]>
+    uint32_t v42[8];
+    #pragma unroll
+    for (int s43 = 0; s43 < 8; ++s43) {
+      v42[s43] = tsr::ishr<uint32_t>(v34[s43], v40[s43]);
+    }
+    // %27 = splat %8 : tile<u32, [4096]>
+    uint32_t v44[8];
+    #pragma unroll
+    for (int s45 = 0; s45 < 8; ++s45) {
+      v44[s45] = v7;
+    }
+    // %28 = cmp %26, %27 {pred = "eq"} : tile<i1, [4096]>
+    uint8_t v46[8];
+    #pragma unroll
+    for (int s47 = 0; s47 < 8; ++s47) {
+      v46[s47] = uint8_t(v42[s47] == v44[s47]);
+    }
+    // %29 = where %28, %24, %22 : tile<u32, [4096]>
+    uint32_t v48[8];
+    #pragma unroll
+    for (int s49 = 0; s49 < 8; ++s49) {
+      v48[s49] = (v46[s49] ? v38[s49] : v34[s49]);
+    }
+    // %30 = splat %14 : tile<u32, [4096]>
+    uint32_t v50[8];
+    #pragma unroll
+    for (int s51 = 0; s51 < 8; ++s51) {
+      v50[s51] = v14;
+    }
+    // %31 = shr %29, %30 : tile<u32, [4096]>
+    uint32_t v52[8];
+    #pragma unroll
+    for (int s53 = 0; s53 < 8; ++s53) {
+      v52[s53] = tsr::ishr<uint32_t>(v48[s53], v50[s53]);
+    }
+    // %32 = splat %15 : tile<u32, [4096]>
+    uint32_t v54[8];
+    #pragma unroll
+    for (int s55 = 0; s55 < 8; ++s55) {
+      v54[s55] = v15;
+    }
+    // %33 = and %31, %32 : tile<u32, [4096]>
+    uint32_t v56[8];
+    #pragma unroll
+    for (int s57 = 0; s57 < 8; ++s57) {
+      v56[s57] = uint32_t(v52[s57] & v54[s57]);
+    }
+    // %34 = cast %33 : tile<i32, [4096]>
+    int32_t v58[8];
+    #pragma unroll
+    for (int s59 = 0; s59 < 8; ++s59) {
+      v58[s59] = int32_t(v56[s59]);
+    }
+    // %35 = histogram %34 : tile<i32, [256]>
+    int32_t v60[1];
+    __syncthreads();
+    for (int b_ = tsr_tid; b_ < 256; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
+    __syncthreads();
+    #pragma unroll
+    for (int s61 = 0; s61 < 8; ++s61) {
+      tsr::hist_add(reinterpret_cast<unsigned*>(tsr_smem + 0), (long long)(v58[s61]), 256);
+    }
+    __syncthreads();
+    #pragma unroll
+    for (int s62 = 0; s62 < 1; ++s62) {
+      const int e63 = (s62 * 512 + tsr_tid);
+      v60[s62] = ((s62 * 512 + tsr_tid) < 256) ? int32_t(int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e63])) : int32_t(0);
+    }
+    // %36 = add %18, %35 : tile<i32, [256]>
+    int32_t v64[1];
+    #pragma unroll
+    for (int s65 = 0; s65 < 1; ++s65) {
+      v64[s65] = int32_t(uint32_t(c16[s65]) + uint32_t(v60[s65]));
+    }
+    // yield %36
+    #pragma unroll
+    for (int s66 = 0; s66 < 1; ++s66) {
+      c16[s66] = v64[s66];
     }
   }
-  // %10, %11 = topk %9 {axis = 1} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
-  float v19[1];
-  int32_t v20[1];
+  // %37 = scan %16 {axis = 0, kind = "sum"} : tile<i32, [256]>
+  int32_t v67[1];
+  uint32_t run68 = uint32_t(0);
+  uint32_t acc69_0 = uint32_t(0);
+  if (((0 * 512 + tsr_tid) < 256)) acc69_0 += uint32_t(c16[0]); v67[0] = int32_t(acc69_0);
+  __syncthreads();
+  uint32_t tot71_0;
+  const uint32_t off70_0 = run68 + tsr::block_exclusive_sum<16>(acc69_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot71_0);
+  v67[0] = int32_t(uint32_t(v67[0]) + off70_0);
+  run68 += tot71_0;
+  // %38 = splat %9 : tile<i32, [256]>
+  int32_t v72[1];
+  #pragma unroll
+  for (int s73 = 0; s73 < 1; ++s73) {
+    v72[s73] = v8;
+  }
+  // %39 = cmp %37, %38 {pred = "lt"} : tile<i1, [256]>
+  uint8_t v74[1];
+  #pragma unroll
+  for (int s75 = 0; s75 < 1; ++s75) {
+    v74[s75] = uint8_t(v67[s75] < v72[s75]);
+  }
+  // %40 = cast %39 : tile<i32, [256]>
+  int32_t v76[1];
+  #pragma unroll
+  for (int s77 = 0; s77 < 1; ++s77) {
+    v76[s77] = int32_t(v74[s77]);
+  }
+  // %41 = reduce %40 {axis = 0, kind = "sum"} : i32
+  int32_t v78;
+  int32_t racc79[1];
+  #pragma unroll
+  for (int v_ = 0; v_ < 1; ++v_) racc79[v_] = int32_t(0);
+  #pragma unroll
+  for (int s80 = 0; s80 < 1; ++s80) {
+    if (((s80 * 512 + tsr_tid) < 256)) racc79[s80 % 1] = int32_t(uint32_t(racc79[s80 % 1]) + uint32_t(v76[s80]));
+  }
+  racc79[0] = int32_t(uint32_t(racc79[0]) + uint32_t(tsr::shfl_xor(racc79[0], 16)));
+  racc79[0] = int32_t(uint32_t(racc79[0]) + uint32_t(tsr::shfl_xor(racc79[0], 8)));
+  racc79[0] = int32_t(uint32_t(racc79[0]) + uint32_t(tsr::shfl_xor(racc79[0], 4)));
+  racc79[0] = int32_t(uint32_t(racc79[0]) + uint32_t(tsr::shfl_xor(racc79[0], 2)));
+  racc79[0] = int32_t(uint32_t(racc79[0]) + uint32_t(tsr::shfl_xor(racc79[0], 1)));
+  __shared__ int32_t tsr_red81_mem[16];
+  int32_t* const tsr_red81 = tsr_red81_mem;
+  if ((tsr_tid & 31) == 0) {
+    tsr_red81[(tsr_tid >> 5) * 1 + 0] = racc79[0];
+  }
+  __syncthreads();
+  racc79[0] = tsr_red81[(tsr_tid & 15) * 1 + 0];
+  racc79[0] = int32_t(uint32_t(racc79[0]) + uint32_t(tsr::shfl_xor(racc79[0], 8)));
+  racc79[0] = int32_t(uint32_t(racc79[0]) + uint32_t(tsr::shfl_xor(racc79[0], 4)));
+  racc79[0] = int32_t(uint32_t(racc79[0]) + uint32_t(tsr::shfl_xor(racc79[0], 2)));
+  racc79[0] = int32_t(uint32_t(racc79[0]) + uint32_t(tsr::shfl_xor(racc79[0], 1)));
+  v78 = racc79[0];
+  // %42 = arange : tile<i32, [256]>
+  int32_t v82[1];
+  #pragma unroll
+  for (int s83 = 0; s83 < 1; ++s83) {
+    v82[s83] = int32_t(0 + (s83 * 512 + tsr_tid));
+  }
+  // %43 = splat %41 : tile<i32, [256]>
+  int32_t v84[1];
+  #pragma unroll
+  for (int s85 = 0; s85 < 1; ++s85) {
+    v84[s85] = v78;
+  }
+  // %44 = cmp %42, %43 {pred = "eq"} : tile<i1, [256]>
+  uint8_t v86[1];
+  #pragma unroll
+  for (int s87 = 0; s87 < 1; ++s87) {
+    v86[s87] = uint8_t(v82[s87] == v84[s87]);
+  }
+  // %45 = where %44, %16, %11 : tile<i32, [256]>
+  int32_t v88[1];
+  #pragma unroll
+  for (int s89 = 0; s89 < 1; ++s89) {
+    v88[s89] = (v86[s89] ? c16[s89] : v10[s89]);
+  }
+  // %46 = reduce %45 {axis = 0, kind = "sum"} : i32
+  int32_t v90;
+  int32_t racc91[1];
+  #pragma unroll
+  for (int v_ = 0; v_ < 1; ++v_) racc91[v_] = int32_t(0);
+  #pragma unroll
+  for (int s92 = 0; s92 < 1; ++s92) {
+    if (((s92 * 512 + tsr_tid) < 256)) racc91[s92 % 1] = int32_t(uint32_t(racc91[s92 % 1]) + uint32_t(v88[s92]));
+  }
+  racc91[0] = int32_t(uint32_t(racc91[0]) + uint32_t(tsr::shfl_xor(racc91[0], 16)));
+  racc91[0] = int32_t(uint32_t(racc91[0]) + uint32_t(tsr::shfl_xor(racc91[0], 8)));
+  racc91[0] = int32_t(uint32_t(racc91[0]) + uint32_t(tsr::shfl_xor(racc91[0], 4)));
+  racc91[0] = int32_t(uint32_t(racc91[0]) + uint32_t(tsr::shfl_xor(racc91[0], 2)));
+  racc91[0] = int32_t(uint32_t(racc91[0]) + uint32_t(tsr::shfl_xor(racc91[0], 1)));
+  __shared__ int32_t tsr_red93_mem[16];
+  int32_t* const tsr_red93 = tsr_red93_mem;
+  if ((tsr_tid & 31) == 0) {
+    tsr_red93[(tsr_tid >> 5) * 1 + 0] = racc91[0];
+  }
+  __syncthreads();
+  racc91[0] = tsr_red93[(tsr_tid & 15) * 1 + 0];
+  racc91[0] = int32_t(uint32_t(racc91[0]) + uint32_t(tsr::shfl_xor(racc91[0], 8)));
+  racc91[0] = int32_t(uint32_t(racc91[0]) + uint32_t(tsr::shfl_xor(racc91[0], 4)));
+  racc91[0] = int32_t(uint32_t(racc91[0]) + uint32_t(tsr::shfl_xor(racc91[0], 2)));
+  racc91[0] = int32_t(uint32_t(racc91[0]) + uint32_t(tsr::shfl_xor(racc91[0], 1)));
+  v90 = racc91[0];
+  // %47 = where %39, %16, %11 : tile<i32, [256]>
+  int32_t v94[1];
+  #pragma unroll
+  for (int s95 = 0; s95 < 1; ++s95) {
+    v94[s95] = (v74[s95] ? c16[s95] : v10[s95]);
+  }
+  // %48 = reduce %47 {axis = 0, kind = "sum"} : i32
+  int32_t v96;
+  int32_t racc97[1];
+  #pragma unroll
+  for (int v_ = 0; v_ < 1; ++v_) racc97[v_] = int32_t(0);
+  #pragma unroll
+  for (int s98 = 0; s98 < 1; ++s98) {
+    if (((s98 * 512 + tsr_tid) < 256)) racc97[s98 % 1] = int32_t(uint32_t(racc97[s98 % 1]) + uint32_t(v94[s98]));
+  }
+  racc97[0] = int32_t(uint32_t(racc97[0]) + uint32_t(tsr::shfl_xor(racc97[0], 16)));
+  racc97[0] = int32_t(uint32_t(racc97[0]) + uint32_t(tsr::shfl_xor(racc97[0], 8)));
+  racc97[0] = int32_t(uint32_t(racc97[0]) + uint32_t(tsr::shfl_xor(racc97[0], 4)));
+  racc97[0] = int32_t(uint32_t(racc97[0]) + uint32_t(tsr::shfl_xor(racc97[0], 2)));
+  racc97[0] = int32_t(uint32_t(racc97[0]) + uint32_t(tsr::shfl_xor(racc97[0], 1)));
+  __shared__ int32_t tsr_red99_mem[16];
+  int32_t* const tsr_red99 = tsr_red99_mem;
+  if ((tsr_tid & 31) == 0) {
+    tsr_red99[(tsr_tid >> 5) * 1 + 0] = racc97[0];
+  }
+  __syncthreads();
+  racc97[0] = tsr_red99[(tsr_tid & 15) * 1 + 0];
+  racc97[0] = int32_t(uint32_t(racc97[0]) + uint32_t(tsr::shfl_xor(racc97[0], 8)));
+  racc97[0] = int32_t(uint32_t(racc97[0]) + uint32_t(tsr::shfl_xor(racc97[0], 4)));
+  racc97[0] = int32_t(uint32_t(racc97[0]) + uint32_t(tsr::shfl_xor(racc97[0], 2)));
+  racc97[0] = int32_t(uint32_t(racc97[0]) + uint32_t(tsr::shfl_xor(racc97[0], 1)));
+  v96 = racc97[0];
+  // %49 = sub %9, %48 : i32
+  const int32_t v100 = int32_t(uint32_t(v8) - uint32_t(v96));
+  // %50 = cast %41 : u32
+  const uint32_t v101 = uint32_t(v78);
+  // %51 = const {value = 8} : u32
+  const uint32_t v102 = uint32_t(8LL);
+  // %52 = shl %50, %51 : u32
+  const uint32_t v103 = tsr::ishl<uint32_t>(v101, v102);
+  // %53 = or %8, %52 : u32
+  const uint32_t v104 = uint32_t(v7 | v103);
+  // %54 = cmp %46, %49 {pred = "ne"} : i1
+  const uint8_t v105 = uint8_t(v90 != v100);
+  // %55, %56, %57, %58 = if %54 : u32, i32, u32, i1 {...}
+  uint32_t v106;
+  int32_t v107;
+  uint32_t v108;
+  uint8_t v109;
+  if (v105) {
+    // %59 = const {value = 32767} : u32
+    const uint32_t v110 = uint32_t(32767LL);
+    // %60 = const {value = 15} : u32
+    const uint32_t v111 = uint32_t(15LL);
+    // %61 = const {value = 255} : u32
+    const uint32_t v112 = uint32_t(255LL);
+    // %62 = shr %53, %51 : u32
+    const uint32_t v113 = tsr::ishr<uint32_t>(v104, v102);
+    // %63 = const {value = -1} : i32
+    const int32_t v114 = int32_t(-1LL);
+    // %64 = for %10, %7, %4, %11 : tile<i32, [256]> {...}
+    int32_t c115[1];
+    #pragma unroll
+    for (int s116 = 0; s116 < 1; ++s116) {
+      c115[s116] = v10[s116];
+    }
+    for (int64_t iv117_ = v9; v3 > 0 && iv117_ < v6; iv117_ += v3) {
+      const int32_t iv117 = int32_t(iv117_);
+      // %67 = load_tile %x, %1, %65 {pad = -inf} : tile<bf16, [1, 4096]>
+      float v118[8];
+      {
+        const int64_t o119 = int64_t(v0) * 1;
+        const int64_t o120 = int64_t(iv117) * 4096;
+        #pragma unroll
+        for (int c121 = 0; c121 < 1; ++c121) {
+          const int e122 = ((c121 * 8 / 8) * 4096 + tsr_tid * 8 + (c121 * 8 % 8));
+          const int64_t g123 = o119 + 0;
+          const int64_t g124 = o120 + (e122);
+          const int64_t off125 = g123 * tsr_p0_s0 + g124 * tsr_p0_s1;
+          const bool rok126 = true && g123 >= 0 && g123 < int64_t(tsr_dim_M);
+          uint16_t buf127[8];
+          if (rok126 && g124 >= 0 && g124 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + off125)) {
+            tsr::copy_vec<uint16_t, 8>(buf127, tsr_p0 + off125);
+          } else {
+            #pragma unroll
+            for (int v_ = 0; v_ < 8; ++v_) {
+              const int64_t gc128 = g124 + v_;
+              buf127[v_] = (rok126 && gc128 >= 0 && gc128 < int64_t(tsr_dim_N)) ? tsr_p0[off125 + v_ * tsr_p0_s1] : uint16_t(tsr::f2bf((-tsr::inf_f())));
+            }
+          }
+          #pragma unroll
+          for (int v_ = 0; v_ < 8; ++v_) v118[c121 * 8 + v_] = tsr::bf2f(buf127[v_]);
+        }
+      }
+      // %68 = reshape %67 : tile<bf16, [4096]>
+      float v129[8];
+      #pragma unroll
+      for (int s130 = 0; s130 < 8; ++s130) {
+        v129[s130] = v118[s130];
+      }
+      // %69 = bitcast %68 : tile<u16, [4096]>
+      uint16_t v131[8];
+      #pragma unroll
+      for (int s132 = 0; s132 < 8; ++s132) {
+        v131[s132] = uint16_t(tsr::bf16_bits(v129[s132]));
+      }
+      // %70 = cast %69 : tile<u32, [4096]>
+      uint32_t v133[8];
+      #pragma unroll
+      for (int s134 = 0; s134 < 8; ++s134) {
+        v133[s134] = uint32_t(v131[s134]);
+      }
+      // %71 = splat %59 : tile<u32, [4096]>
+      uint32_t v135[8];
+      #pragma unroll
+      for (int s136 = 0; s136 < 8; ++s136) {
+        v135[s136] = v110;
+      }
+      // %72 = xor %70, %71 : tile<u32, [4096]>
+      uint32_t v137[8];
+      #pragma unroll
+      for (int s138 = 0; s138 < 8; ++s138) {
+        v137[s138] = uint32_t(v133[s138] ^ v135[s138]);
+      }
+      // %73 = splat %60 : tile<u32, [4096]>
+      uint32_t v139[8];
+      #pragma unroll
+      for (int s140 = 0; s140 < 8; ++s140) {
+        v139[s140] = v111;
+      }
+      // %74 = shr %70, %73 : tile<u32, [4096]>
+      uint32_t v141[8];
+      #pragma unroll
+      for (int s142 = 0; s142 < 8; ++s142) {
+        v141[s142] = tsr::ishr<uint32_t>(v133[s142], v139[s142]);
+      }
+      // %75 = splat %8 : tile<u32, [4096]>
+      uint32_t v143[8];
+      #pragma unroll
+      for (int s144 = 0; s144 < 8; ++s144) {
+        v143[s144] = v7;
+      }
+      // %76 = cmp %74, %75 {pred = "eq"} : tile<i1, [4096]>
+      uint8_t v145[8];
+      #pragma unroll
+      for (int s146 = 0; s146 < 8; ++s146) {
+        v145[s146] = uint8_t(v141[s146] == v143[s146]);
+      }
+      // %77 = where %76, %72, %70 : tile<u32, [4096]>
+      uint32_t v147[8];
+      #pragma unroll
+      for (int s148 = 0; s148 < 8; ++s148) {
+        v147[s148] = (v145[s148] ? v137[s148] : v133[s148]);
+      }
+      // %78 = shr %77, %75 : tile<u32, [4096]>
+      uint32_t v149[8];
+      #pragma unroll
+      for (int s150 = 0; s150 < 8; ++s150) {
+        v149[s150] = tsr::ishr<uint32_t>(v147[s150], v143[s150]);
+      }
+      // %79 = splat %61 : tile<u32, [4096]>
+      uint32_t v151[8];
+      #pragma unroll
+      for (int s152 = 0; s152 < 8; ++s152) {
+        v151[s152] = v112;
+      }
+      // %80 = and %78, %79 : tile<u32, [4096]>
+      uint32_t v153[8];
+      #pragma unroll
+      for (int s154 = 0; s154 < 8; ++s154) {
+        v153[s154] = uint32_t(v149[s154] & v151[s154]);
+      }
+      // %81 = cast %80 : tile<i32, [4096]>
+      int32_t v155[8];
+      #pragma unroll
+      for (int s156 = 0; s156 < 8; ++s156) {
+        v155[s156] = int32_t(v153[s156]);
+      }
+      // %82 = splat %51 : tile<u32, [4096]>
+      uint32_t v157[8];
+      #pragma unroll
+      for (int s158 = 0; s158 < 8; ++s158) {
+        v157[s158] = v102;
+      }
+      // %83 = shr %77, %82 : tile<u32, [4096]>
+      uint32_t v159[8];
+      #pragma unroll
+      for (int s160 = 0; s160 < 8; ++s160) {
+        v159[s160] = tsr::ishr<uint32_t>(v147[s160], v157[s160]);
+      }
+      // %84 = splat %62 : tile<u32, [4096]>
+      uint32_t v161[8];
+      #pragma unroll
+      for (int s162 = 0; s162 < 8; ++s162) {
+        v161[s162] = v113;
+      }
+      // %85 = cmp %83, %84 {pred = "eq"} : tile<i1, [4096]>
+      uint8_t v163[8];
+      #pragma unroll
+      for (int s164 = 0; s164 < 8; ++s164) {
+        v163[s164] = uint8_t(v159[s164] == v161[s164]);
+      }
+      // %86 = splat %63 : tile<i32, [4096]>
+      int32_t v165[8];
+      #pragma unroll
+      for (int s166 = 0; s166 < 8; ++s166) {
+        v165[s166] = v114;
+      }
+      // %87 = where %85, %81, %86 : tile<i32, [4096]>
+      int32_t v167[8];
+      #pragma unroll
+      for (int s168 = 0; s168 < 8; ++s168) {
+        v167[s168] = (v163[s168] ? v155[s168] : v165[s168]);
+      }
+      // %88 = histogram %87 : tile<i32, [256]>
+      int32_t v169[1];
+      __syncthreads();
+      for (int b_ = tsr_tid; b_ < 256; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
+      __syncthreads();
+      #pragma unroll
+      for (int s170 = 0; s170 < 8; ++s170) {
+        tsr::hist_add(reinterpret_cast<unsigned*>(tsr_smem + 0), (long long)(v167[s170]), 256);
+      }
+      __syncthreads();
+      #pragma unroll
+      for (int s171 = 0; s171 < 1; ++s171) {
+        const int e172 = (s171 * 512 + tsr_tid);
+        v169[s171] = ((s171 * 512 + tsr_tid) < 256) ? int32_t(int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e172])) : int32_t(0);
+      }
+      // %89 = add %66, %88 : tile<i32, [256]>
+      int32_t v173[1];
+      #pragma unroll
+      for (int s174 = 0; s174 < 1; ++s174) {
+        v173[s174] = int32_t(uint32_t(c115[s174]) + uint32_t(v169[s174]));
+      }
+      // yield %89
+      #pragma unroll
+      for (int s175 = 0; s175 < 1; ++s175) {
+        c115[s175] = v173[s175];
+      }
+    }
+    // %90 = scan %64 {axis = 0, kind = "sum"} : tile<i32, [256]>
+    int32_t v176[1];
+    uint32_t run177 = uint32_t(0);
+    uint32_t acc178_0 = uint32_t(0);
+    if (((0 * 512 + tsr_tid) < 256)) acc178_0 += uint32_t(c115[0]); v176[0] = int32_t(acc178_0);
+    __syncthreads();
+    uint32_t tot180_0;
+    const uint32_t off179_0 = run177 + tsr::block_exclusive_sum<16>(acc178_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot180_0);
+    v176[0] = int32_t(uint32_t(v176[0]) + off179_0);
+    run177 += tot180_0;
+    // %91 = splat %49 : tile<i32, [256]>
+    int32_t v181[1];
+    #pragma unroll
+    for (int s182 = 0; s182 < 1; ++s182) {
+      v181[s182] = v100;
+    }
+    // %92 = cmp %90, %91 {pred = "lt"} : tile<i1, [256]>
+    uint8_t v183[1];
+    #pragma unroll
+    for (int s184 = 0; s184 < 1; ++s184) {
+      v183[s184] = uint8_t(v176[s184] < v181[s184]);
+    }
+    // %93 = cast %92 : tile<i32, [256]>
+    int32_t v185[1];
+    #pragma unroll
+    for (int s186 = 0; s186 < 1; ++s186) {
+      v185[s186] = int32_t(v183[s186]);
+    }
+    // %94 = reduce %93 {axis = 0, kind = "sum"} : i32
+    int32_t v187;
+    int32_t racc188[1];
+    #pragma unroll
+    for (int v_ = 0; v_ < 1; ++v_) racc188[v_] = int32_t(0);
+    #pragma unroll
+    for (int s189 = 0; s189 < 1; ++s189) {
+      if (((s189 * 512 + tsr_tid) < 256)) racc188[s189 % 1] = int32_t(uint32_t(racc188[s189 % 1]) + uint32_t(v185[s189]));
+    }
+    racc188[0] = int32_t(uint32_t(racc188[0]) + uint32_t(tsr::shfl_xor(racc188[0], 16)));
+    racc188[0] = int32_t(uint32_t(racc188[0]) + uint32_t(tsr::shfl_xor(racc188[0], 8)));
+    racc188[0] = int32_t(uint32_t(racc188[0]) + uint32_t(tsr::shfl_xor(racc188[0], 4)));
+    racc188[0] = int32_t(uint32_t(racc188[0]) + uint32_t(tsr::shfl_xor(racc188[0], 2)));
+    racc188[0] = int32_t(uint32_t(racc188[0]) + uint32_t(tsr::shfl_xor(racc188[0], 1)));
+    __shared__ int32_t tsr_red190_mem[16];
+    int32_t* const tsr_red190 = tsr_red190_mem;
+    if ((tsr_tid & 31) == 0) {
+      tsr_red190[(tsr_tid >> 5) * 1 + 0] = racc188[0];
+    }
+    __syncthreads();
+    racc188[0] = tsr_red190[(tsr_tid & 15) * 1 + 0];
+    racc188[0] = int32_t(uint32_t(racc188[0]) + uint32_t(tsr::shfl_xor(racc188[0], 8)));
+    racc188[0] = int32_t(uint32_t(racc188[0]) + uint32_t(tsr::shfl_xor(racc188[0], 4)));
+    racc188[0] = int32_t(uint32_t(racc188[0]) + uint32_t(tsr::shfl_xor(racc188[0], 2)));
+    racc188[0] = int32_t(uint32_t(racc188[0]) + uint32_t(tsr::shfl_xor(racc188[0], 1)));
+    v187 = racc188[0];
+    // %95 = splat %94 : tile<i32, [256]>
+    int32_t v191[1];
+    #pragma unroll
+    for (int s192 = 0; s192 < 1; ++s192) {
+      v191[s192] = v187;
+    }
+    // %96 = cmp %42, %95 {pred = "eq"} : tile<i1, [256]>
+    uint8_t v193[1];
+    #pragma unroll
+    for (int s194 = 0; s194 < 1; ++s194) {
+      v193[s194] = uint8_t(v82[s194] == v191[s194]);
+    }
+    // %97 = where %96, %64, %11 : tile<i32, [256]>
+    int32_t v195[1];
+    #pragma unroll
+    for (int s196 = 0; s196 < 1; ++s196) {
+      v195[s196] = (v193[s196] ? c115[s196] : v10[s196]);
+    }
+    // %98 = reduce %97 {axis = 0, kind = "sum"} : i32
+    int32_t v197;
+    int32_t racc198[1];
+    #pragma unroll
+    for (int v_ = 0; v_ < 1; ++v_) racc198[v_] = int32_t(0);
+    #pragma unroll
+    for (int s199 = 0; s199 < 1; ++s199) {
+      if (((s199 * 512 + tsr_tid) < 256)) racc198[s199 % 1] = int32_t(uint32_t(racc198[s199 % 1]) + uint32_t(v195[s199]));
+    }
+    racc198[0] = int32_t(uint32_t(racc198[0]) + uint32_t(tsr::shfl_xor(racc198[0], 16)));
+    racc198[0] = int32_t(uint32_t(racc198[0]) + uint32_t(tsr::shfl_xor(racc198[0], 8)));
+    racc198[0] = int32_t(uint32_t(racc198[0]) + uint32_t(tsr::shfl_xor(racc198[0], 4)));
+    racc198[0] = int32_t(uint32_t(racc198[0]) + uint32_t(tsr::shfl_xor(racc198[0], 2)));
+    racc198[0] = int32_t(uint32_t(racc198[0]) + uint32_t(tsr::shfl_xor(racc198[0], 1)));
+    __shared__ int32_t tsr_red200_mem[16];
+    int32_t* const tsr_red200 = tsr_red200_mem;
+    if ((tsr_tid & 31) == 0) {
+      tsr_red200[(tsr_tid >> 5) * 1 + 0] = racc198[0];
+    }
+    __syncthreads();
+    racc198[0] = tsr_red200[(tsr_tid & 15) * 1 + 0];
+    racc198[0] = int32_t(uint32_t(racc198[0]) + uint32_t(tsr::shfl_xor(racc198[0], 8)));
+    racc198[0] = int32_t(uint32_t(racc198[0]) + uint32_t(tsr::shfl_xor(racc198[0], 4)));
+    racc198[0] = int32_t(uint32_t(racc198[0]) + uint32_t(tsr::shfl_xor(racc198[0], 2)));
+    racc198[0] = int32_t(uint32_t(racc198[0]) + uint32_t(tsr::shfl_xor(racc198[0], 1)));
+    v197 = racc198[0];
+    // %99 = where %92, %64, %11 : tile<i32, [256]>
+    int32_t v201[1];
+    #pragma unroll
+    for (int s202 = 0; s202 < 1; ++s202) {
+      v201[s202] = (v183[s202] ? c115[s202] : v10[s202]);
+    }
+    // %100 = reduce %99 {axis = 0, kind = "sum"} : i32
+    int32_t v203;
+    int32_t racc204[1];
+    #pragma unroll
+    for (int v_ = 0; v_ < 1; ++v_) racc204[v_] = int32_t(0);
+    #pragma unroll
+    for (int s205 = 0; s205 < 1; ++s205) {
+      if (((s205 * 512 + tsr_tid) < 256)) racc204[s205 % 1] = int32_t(uint32_t(racc204[s205 % 1]) + uint32_t(v201[s205]));
+    }
+    racc204[0] = int32_t(uint32_t(racc204[0]) + uint32_t(tsr::shfl_xor(racc204[0], 16)));
+    racc204[0] = int32_t(uint32_t(racc204[0]) + uint32_t(tsr::shfl_xor(racc204[0], 8)));
+    racc204[0] = int32_t(uint32_t(racc204[0]) + uint32_t(tsr::shfl_xor(racc204[0], 4)));
+    racc204[0] = int32_t(uint32_t(racc204[0]) + uint32_t(tsr::shfl_xor(racc204[0], 2)));
+    racc204[0] = int32_t(uint32_t(racc204[0]) + uint32_t(tsr::shfl_xor(racc204[0], 1)));
+    __shared__ int32_t tsr_red206_mem[16];
+    int32_t* const tsr_red206 = tsr_red206_mem;
+    if ((tsr_tid & 31) == 0) {
+      tsr_red206[(tsr_tid >> 5) * 1 + 0] = racc204[0];
+    }
+    __syncthreads();
+    racc204[0] = tsr_red206[(tsr_tid & 15) * 1 + 0];
+    racc204[0] = int32_t(uint32_t(racc204[0]) + uint32_t(tsr::shfl_xor(racc204[0], 8)));
+    racc204[0] = int32_t(uint32_t(racc204[0]) + uint32_t(tsr::shfl_xor(racc204[0], 4)));
+    racc204[0] = int32_t(uint32_t(racc204[0]) + uint32_t(tsr::shfl_xor(racc204[0], 2)));
+    racc204[0] = int32_t(uint32_t(racc204[0]) + uint32_t(tsr::shfl_xor(racc204[0], 1)));
+    v203 = racc204[0];
+    // %101 = sub %49, %100 : i32
+    const int32_t v207 = int32_t(uint32_t(v100) - uint32_t(v203));
+    // %102 = cast %94 : u32
+    const uint32_t v208 = uint32_t(v187);
+    // %103 = shl %102, %8 : u32
+    const uint32_t v209 = tsr::ishl<uint32_t>(v208, v7);
+    // %104 = or %53, %103 : u32
+    const uint32_t v210 = uint32_t(v104 | v209);
+    // %105 = cmp %98, %101 {pred = "ne"} : i1
+    const uint8_t v211 = uint8_t(v197 != v207);
+    // yield %104, %101, %8, %105
+    v106 = v210;
+    v107 = v207;
+    v108 = v7;
+    v109 = v211;
+  } else {
+    // yield %53, %49, %51, %54
+    v106 = v104;
+    v107 = v100;
+    v108 = v102;
+    v109 = v105;
+  }
+  // %106 = shr %55, %57 : u32
+  const uint32_t v212 = tsr::ishr<uint32_t>(v106, v108);
+  // %107 = const {value = 32767} : u32
+  const uint32_t v213 = uint32_t(32767LL);
+  // %108 = const {value = 15} : u32
+  const uint32_t v214 = uint32_t(15LL);
+  // %109, %110 = for %10, %7, %4, %10, %10 : i32, i32 {...}
+  int32_t c215;
+  c215 = v9;
+  int32_t c216;
+  c216 = v9;
+  for (int64_t iv217_ = v9; v3 > 0 && iv217_ < v6; iv217_ += v3) {
+    const int32_t iv217 = int32_t(iv217_);
+    // %114 = load_tile %x, %1, %111 {pad = -inf} : tile<bf16, [1, 4096]>
+    float v218[8];
+    {
+      const int64_t o219 = int64_t(v0) * 1;
+      const int64_t o220 = int64_t(iv217) * 4096;
+      #pragma unroll
+      for (int c221 = 0; c221 < 1; ++c221) {
+        const int e222 = ((c221 * 8 / 8) * 4096 + tsr_tid * 8 + (c221 * 8 % 8));
+        const int64_t g223 = o219 + 0;
+        const int64_t g224 = o220 + (e222);
+        const int64_t off225 = g223 * tsr_p0_s0 + g224 * tsr_p0_s1;
+        const bool rok226 = true && g223 >= 0 && g223 < int64_t(tsr_dim_M);
+        uint16_t buf227[8];
+        if (rok226 && g224 >= 0 && g224 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + off225)) {
+          tsr::copy_vec<uint16_t, 8>(buf227, tsr_p0 + off225);
+        } else {
+          #pragma unroll
+          for (int v_ = 0; v_ < 8; ++v_) {
+            const int64_t gc228 = g224 + v_;
+            buf227[v_] = (rok226 && gc228 >= 0 && gc228 < int64_t(tsr_dim_N)) ? tsr_p0[off225 + v_ * tsr_p0_s1] : uint16_t(tsr::f2bf((-tsr::inf_f())));
+          }
+        }
+        #pragma unroll
+        for (int v_ = 0; v_ < 8; ++v_) v218[c221 * 8 + v_] = tsr::bf2f(buf227[v_]);
+      }
+    }
+    // %115 = reshape %114 : tile<bf16, [4096]>
+    float v229[8];
+    #pragma unroll
+    for (int s230 = 0; s230 < 8; ++s230) {
+      v229[s230] = v218[s230];
+    }
+    // %116 = bitcast %115 : tile<u16, [4096]>
+    uint16_t v231[8];
+    #pragma unroll
+    for (int s232 = 0; s232 < 8; ++s232) {
+      v231[s232] = uint16_t(tsr::bf16_bits(v229[s232]));
+    }
+    // %117 = cast %116 : tile<u32, [4096]>
+    uint32_t v233[8];
+    #pragma unroll
+    for (int s234 = 0; s234 < 8; ++s234) {
+      v233[s234] = uint32_t(v231[s234]);
+    }
+    // %118 = splat %107 : tile<u32, [4096]>
+    uint32_t v235[8];
+    #pragma unroll
+    for (int s236 = 0; s236 < 8; ++s236) {
+      v235[s236] = v213;
+    }
+    // %119 = xor %117, %118 : tile<u32, [4096]>
+    uint32_t v237[8];
+    #pragma unroll
+    for (int s238 = 0; s238 < 8; ++s238) {
+      v237[s238] = uint32_t(v233[s238] ^ v235[s238]);
+    }
+    // %120 = splat %108 : tile<u32, [4096]>
+    uint32_t v239[8];
+    #pragma unroll
+    for (int s240 = 0; s240 < 8; ++s240) {
+      v239[s240] = v214;
+    }
+    // %121 = shr %117, %120 : tile<u32, [4096]>
+    uint32_t v241[8];
+    #pragma unroll
+    for (int s242 = 0; s242 < 8; ++s242) {
+      v241[s242] = tsr::ishr<uint32_t>(v233[s242], v239[s242]);
+    }
+    // %122 = splat %8 : tile<u32, [4096]>
+    uint32_t v243[8];
+    #pragma unroll
+    for (int s244 = 0; s244 < 8; ++s244) {
+      v243[s244] = v7;
+    }
+    // %123 = cmp %121, %122 {pred = "eq"} : tile<i1, [4096]>
+    uint8_t v245[8];
+    #pragma unroll
+    for (int s246 = 0; s246 < 8; ++s246) {
+      v245[s246] = uint8_t(v241[s246] == v243[s246]);
+    }
+    // %124 = where %123, %119, %117 : tile<u32, [4096]>
+    uint32_t v247[8];
+    #pragma unroll
+    for (int s248 = 0; s248 < 8; ++s248) {
+      v247[s248] = (v245[s248] ? v237[s248] : v233[s248]);
+    }
+    // %125 = splat %57 : tile<u32, [4096]>
+    uint32_t v249[8];
+    #pragma unroll
+    for (int s250 = 0; s250 < 8; ++s250) {
+      v249[s250] = v108;
+    }
+    // %126 = shr %124, %125 : tile<u32, [4096]>
+    uint32_t v251[8];
+    #pragma unroll
+    for (int s252 = 0; s252 < 8; ++s252) {
+      v251[s252] = tsr::ishr<uint32_t>(v247[s252], v249[s252]);
+    }
+    // %127 = splat %106 : tile<u32, [4096]>
+    uint32_t v253[8];
+    #pragma unroll
+    for (int s254 = 0; s254 < 8; ++s254) {
+      v253[s254] = v212;
+    }
+    // %128 = cmp %126, %127 {pred = "eq"} : tile<i1, [4096]>
+    uint8_t v255[8];
+    #pragma unroll
+    for (int s256 = 0; s256 < 8; ++s256) {
+      v255[s256] = uint8_t(v251[s256] == v253[s256]);
+    }
+    // %129 = cast %128 : tile<i32, [4096]>
+    int32_t v257[8];
+    #pragma unroll
+    for (int s258 = 0; s258 < 8; ++s258) {
+      v257[s258] = int32_t(v255[s258]);
+    }
+    // %130 = scan %129 {axis = 0, kind = "sum"} : tile<i32, [4096]>
+    int32_t v259[8];
+    uint32_t run260 = uint32_t(0);
+    uint32_t acc261_0 = uint32_t(0);
+    acc261_0 += uint32_t(v257[0]); v259[0] = int32_t(acc261_0);
+    acc261_0 += uint32_t(v257[1]); v259[1] = int32_t(acc261_0);
+    acc261_0 += uint32_t(v257[2]); v259[2] = int32_t(acc261_0);
+    acc261_0 += uint32_t(v257[3]); v259[3] = int32_t(acc261_0);
+    acc261_0 += uint32_t(v257[4]); v259[4] = int32_t(acc261_0);
+    acc261_0 += uint32_t(v257[5]); v259[5] = int32_t(acc261_0);
+    acc261_0 += uint32_t(v257[6]); v259[6] = int32_t(acc261_0);
+    acc261_0 += uint32_t(v257[7]); v259[7] = int32_t(acc261_0);
+    __syncthreads();
+    uint32_t tot263_0;
+    const uint32_t off262_0 = run260 + tsr::block_exclusive_sum<16>(acc261_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot263_0);
+    v259[0] = int32_t(uint32_t(v259[0]) + off262_0);
+    v259[1] = int32_t(uint32_t(v259[1]) + off262_0);
+    v259[2] = int32_t(uint32_t(v259[2]) + off262_0);
+    v259[3] = int32_t(uint32_t(v259[3]) + off262_0);
+    v259[4] = int32_t(uint32_t(v259[4]) + off262_0);
+    v259[5] = int32_t(uint32_t(v259[5]) + off262_0);
+    v259[6] = int32_t(uint32_t(v259[6]) + off262_0);
+    v259[7] = int32_t(uint32_t(v259[7]) + off262_0);
+    run260 += tot263_0;
+    // %131 = splat %113 : tile<i32, [4096]>
+    int32_t v264[8];
+    #pragma unroll
+    for (int s265 = 0; s265 < 8; ++s265) {
+      v264[s265] = c216;
+    }
+    // %132 = add %130, %131 : tile<i32, [4096]>
+    int32_t v266[8];
+    #pragma unroll
+    for (int s267 = 0; s267 < 8; ++s267) {
+      v266[s267] = int32_t(uint32_t(v259[s267]) + uint32_t(v264[s267]));
+    }
+    // %133 = splat %56 : tile<i32, [4096]>
+    int32_t v268[8];
+    #pragma unroll
+    for (int s269 = 0; s269 < 8; ++s269) {
+      v268[s269] = v107;
+    }
+    // %134 = cmp %132, %133 {pred = "le"} : tile<i1, [4096]>
+    uint8_t v270[8];
+    #pragma unroll
+    for (int s271 = 0; s271 < 8; ++s271) {
+      v270[s271] = uint8_t(v266[s271] <= v268[s271]);
+    }
+    // %135 = and %128, %134 : tile<i1, [4096]>
+    uint8_t v272[8];
+    #pragma unroll
+    for (int s273 = 0; s273 < 8; ++s273) {
+      v272[s273] = uint8_t(v255[s273] & v270[s273]);
+    }
+    // %136 = cmp %126, %127 {pred = "lt"} : tile<i1, [4096]>
+    uint8_t v274[8];
+    #pragma unroll
+    for (int s275 = 0; s275 < 8; ++s275) {
+      v274[s275] = uint8_t(v251[s275] < v253[s275]);
+    }
+    // %137 = or %136, %135 : tile<i1, [4096]>
+    uint8_t v276[8];
+    #pragma unroll
+    for (int s277 = 0; s277 < 8; ++s277) {
+      v276[s277] = uint8_t(v274[s277] | v272[s277]);
+    }
+    // %138 = sub %112, %4 : i32
+    const int32_t v278 = int32_t(uint32_t(c215) - uint32_t(v3));
+    // %139 = cast %137 : tile<i32, [4096]>
+    int32_t v279[8];
+    #pragma unroll
+    for (int s280 = 0; s280 < 8; ++s280) {
+      v279[s280] = int32_t(v276[s280]);
+    }
+    // %140 = scan %139 {axis = 0, kind = "sum"} : tile<i32, [4096]>
+    int32_t v281[8];
+    uint32_t run282 = uint32_t(0);
+    uint32_t acc283_0 = uint32_t(0);
+    acc283_0 += uint32_t(v279[0]); v281[0] = int32_t(acc283_0);
+    acc283_0 += uint32_t(v279[1]); v281[1] = int32_t(acc283_0);
+    acc283_0 += uint32_t(v279[2]); v281[2] = int32_t(acc283_0);
+    acc283_0 += uint32_t(v279[3]); v281[3] = int32_t(acc283_0);
+    acc283_0 += uint32_t(v279[4]); v281[4] = int32_t(acc283_0);
+    acc283_0 += uint32_t(v279[5]); v281[5] = int32_t(acc283_0);
+    acc283_0 += uint32_t(v279[6]); v281[6] = int32_t(acc283_0);
+    acc283_0 += uint32_t(v279[7]); v281[7] = int32_t(acc283_0);
+    __syncthreads();
+    uint32_t tot285_0;
+    const uint32_t off284_0 = run282 + tsr::block_exclusive_sum<16>(acc283_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot285_0);
+    v281[0] = int32_t(uint32_t(v281[0]) + off284_0);
+    v281[1] = int32_t(uint32_t(v281[1]) + off284_0);
+    v281[2] = int32_t(uint32_t(v281[2]) + off284_0);
+    v281[3] = int32_t(uint32_t(v281[3]) + off284_0);
+    v281[4] = int32_t(uint32_t(v281[4]) + off284_0);
+    v281[5] = int32_t(uint32_t(v281[5]) + off284_0);
+    v281[6] = int32_t(uint32_t(v281[6]) + off284_0);
+    v281[7] = int32_t(uint32_t(v281[7]) + off284_0);
+    run282 += tot285_0;
+    // %141 = splat %138 : tile<i32, [4096]>
+    int32_t v286[8];
+    #pragma unroll
+    for (int s287 = 0; s287 < 8; ++s287) {
+      v286[s287] = v278;
+    }
+    // %142 = add %140, %141 : tile<i32, [4096]>
+    int32_t v288[8];
+    #pragma unroll
+    for (int s289 = 0; s289 < 8; ++s289) {
+      v288[s289] = int32_t(uint32_t(v281[s289]) + uint32_t(v286[s289]));
+    }
+    // %143 = splat %1 : tile<i32, [4096]>
+    int32_t v290[8];
+    #pragma unroll
+    for (int s291 = 0; s291 < 8; ++s291) {
+      v290[s291] = v0;
+    }
+    // scatter %values, %115, %143, %142, %137
+    #pragma unroll
+    for (int s292 = 0; s292 < 8; ++s292) {
+      if ((v276[s292] != 0) && (int64_t(v290[s292]) >= 0 && int64_t(v290[s292]) < int64_t(tsr_dim_M) && int64_t(v288[s292]) >= 0 && int64_t(v288[s292]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v290[s292]) * tsr_p1_s0 + int64_t(v288[s292]) * tsr_p1_s1] = tsr::f2bf(v229[s292]);
+    }
+    // %144 = mul %111, %3 : i32
+    const int32_t v293 = int32_t(uint32_t(iv217) * uint32_t(v2));
+    // %145 = arange : tile<i32, [4096]>
+    int32_t v294[8];
+    #pragma unroll
+    for (int s295 = 0; s295 < 8; ++s295) {
+      v294[s295] = int32_t(0 + ((s295 / 8) * 4096 + tsr_tid * 8 + (s295 % 8)));
+    }
+    // %146 = splat %144 : tile<i32, [4096]>
+    int32_t v296[8];
+    #pragma unroll
+    for (int s297 = 0; s297 < 8; ++s297) {
+      v296[s297] = v293;
+    }
+    // %147 = add %145, %146 : tile<i32, [4096]>
+    int32_t v298[8];
+    #pragma unroll
+    for (int s299 = 0; s299 < 8; ++s299) {
+      v298[s299] = int32_t(uint32_t(v294[s299]) + uint32_t(v296[s299]));
+    }
+    // scatter %indices, %147, %143, %142, %137
+    #pragma unroll
+    for (int s300 = 0; s300 < 8; ++s300) {
+      if ((v276[s300] != 0) && (int64_t(v290[s300]) >= 0 && int64_t(v290[s300]) < int64_t(tsr_dim_M) && int64_t(v288[s300]) >= 0 && int64_t(v288[s300]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v290[s300]) * tsr_p2_s0 + int64_t(v288[s300]) * tsr_p2_s1] = v298[s300];
+    }
+    // %148 = reduce %129 {axis = 0, kind = "sum"} : i32
+    int32_t v301;
+    int32_t racc302[8];
+    #pragma unroll
+    for (int v_ = 0; v_ < 8; ++v_) racc302[v_] = int32_t(0);
+    #pragma unroll
+    for (int s303 = 0; s303 < 8; ++s303) {
+      racc302[s303 % 8] = int32_t(uint32_t(racc302[s303 % 8]) + uint32_t(v257[s303]));
+    }
+    racc302[0] = int32_t(uint32_t(racc302[0]) + uint32_t(racc302[4]));
+    racc302[1] = int32_t(uint32_t(racc302[1]) + uint32_t(racc302[5]));
+    racc302[2] = int32_t(uint32_t(racc302[2]) + uint32_t(racc302[6]));
+    racc302[3] = int32_t(uint32_t(racc302[3]) + uint32_t(racc302[7]));
+    racc302[0] = int32_t(uint32_t(racc302[0]) + uint32_t(racc302[2]));
+    racc302[1] = int32_t(uint32_t(racc302[1]) + uint32_t(racc302[3]));
+    racc302[0] = int32_t(uint32_t(racc302[0]) + uint32_t(racc302[1]));
+    racc302[0] = int32_t(uint32_t(racc302[0]) + uint32_t(tsr::shfl_xor(racc302[0], 16)));
+    racc302[0] = int32_t(uint32_t(racc302[0]) + uint32_t(tsr::shfl_xor(racc302[0], 8)));
+    racc302[0] = int32_t(uint32_t(racc302[0]) + uint32_t(tsr::shfl_xor(racc302[0], 4)));
+    racc302[0] = int32_t(uint32_t(racc302[0]) + uint32_t(tsr::shfl_xor(racc302[0], 2)));
+    racc302[0] = int32_t(uint32_t(racc302[0]) + uint32_t(tsr::shfl_xor(racc302[0], 1)));
+    __shared__ int32_t tsr_red304_mem[32];
+    int32_t* const tsr_red304 = tsr_red304_mem + tsr_red304_at;
+    tsr_red304_at ^= 16;
+    if ((tsr_tid & 31) == 0) {
+      tsr_red304[(tsr_tid >> 5) * 1 + 0] = racc302[0];
+    }
+    __syncthreads();
+    racc302[0] = tsr_red304[(tsr_tid & 15) * 1 + 0];
+    racc302[0] = int32_t(uint32_t(racc302[0]) + uint32_t(tsr::shfl_xor(racc302[0], 8)));
+    racc302[0] = int32_t(uint32_t(racc302[0]) + uint32_t(tsr::shfl_xor(racc302[0], 4)));
+    racc302[0] = int32_t(uint32_t(racc302[0]) + uint32_t(tsr::shfl_xor(racc302[0], 2)));
+    racc302[0] = int32_t(uint32_t(racc302[0]) + uint32_t(tsr::shfl_xor(racc302[0], 1)));
+    v301 = racc302[0];
+    // %149 = add %113, %148 : i32
+    const int32_t v305 = int32_t(uint32_t(c216) + uint32_t(v301));
+    // %150 = reduce %139 {axis = 0, kind = "sum"} : i32
+    int32_t v306;
+    int32_t racc307[8];
+    #pragma unroll
+    for (int v_ = 0; v_ < 8; ++v_) racc307[v_] = int32_t(0);
+    #pragma unroll
+    for (int s308 = 0; s308 < 8; ++s308) {
+      racc307[s308 % 8] = int32_t(uint32_t(racc307[s308 % 8]) + uint32_t(v279[s308]));
+    }
+    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(racc307[4]));
+    racc307[1] = int32_t(uint32_t(racc307[1]) + uint32_t(racc307[5]));
+    racc307[2] = int32_t(uint32_t(racc307[2]) + uint32_t(racc307[6]));
+    racc307[3] = int32_t(uint32_t(racc307[3]) + uint32_t(racc307[7]));
+    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(racc307[2]));
+    racc307[1] = int32_t(uint32_t(racc307[1]) + uint32_t(racc307[3]));
+    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(racc307[1]));
+    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 16)));
+    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 8)));
+    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 4)));
+    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 2)));
+    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 1)));
+    __shared__ int32_t tsr_red309_mem[32];
+    int32_t* const tsr_red309 = tsr_red309_mem + tsr_red309_at;
+    tsr_red309_at ^= 16;
+    if ((tsr_tid & 31) == 0) {
+      tsr_red309[(tsr_tid >> 5) * 1 + 0] = racc307[0];
+    }
+    __syncthreads();
+    racc307[0] = tsr_red309[(tsr_tid & 15) * 1 + 0];
+    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 8)));
+    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 4)));
+    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 2)));
+    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 1)));
+    v306 = racc307[0];
+    // %151 = add %112, %150 : i32
+    const int32_t v310 = int32_t(uint32_t(c215) + uint32_t(v306));
+    // yield %151, %149
+    c215 = v310;
+    c216 = v305;
+  }
+  // %152 = load_tile %indices, %1, %10 : tile<i32, [1, 64]>
+  __syncthreads();
+  int32_t v311[1];
+  {
+    const int64_t o312 = int64_t(v0) * 1;
+    const int64_t o313 = int64_t(v9) * 64;
+    #pragma unroll
+    for (int s314 = 0; s314 < 1; ++s314) {
+      const int e315 = (s314 * 512 + tsr_tid);
+      v311[s314] = ((s314 * 512 + tsr_tid) < 64) && ((o312 + 0) >= 0 && (o312 + 0) < int64_t(tsr_dim_M) && (o313 + (e315)) >= 0 && (o313 + (e315)) < int64_t(tsr_dim_K)) ? tsr_p2[(o312 + 0) * tsr_p2_s0 + (o313 + (e315)) * tsr_p2_s1] : int32_t(0LL);
+    }
+  }
+  // %153 = load_tile %values, %1, %10 : tile<bf16, [1, 64]>
+  float v316[1];
+  {
+    const int64_t o317 = int64_t(v0) * 1;
+    const int64_t o318 = int64_t(v9) * 64;
+    #pragma unroll
+    for (int s319 = 0; s319 < 1; ++s319) {
+      const int e320 = (s319 * 512 + tsr_tid);
+      v316[s319] = ((s319 * 512 + tsr_tid) < 64) && ((o317 + 0) >= 0 && (o317 + 0) < int64_t(tsr_dim_M) && (o318 + (e320)) >= 0 && (o318 + (e320)) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p1[(o317 + 0) * tsr_p1_s0 + (o318 + (e320)) * tsr_p1_s1]) : 0x0p+0f;
+    }
+  }
+  // %154, %155 = sort %153, %152 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
+  float v321[1];
+  int32_t v322[1];
   __syncthreads();
   #pragma unroll
-  for (int s21 = 0; s21 < 2; ++s21) {
-    if (true) reinterpret_cast<float*>(tsr_smem + 0)[((s21 / 2) * 1024 + tsr_tid * 2 + (s21 % 2))] = v8[s21];
+  for (int s323 = 0; s323 < 1; ++s323) {
+    if (((s323 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s323 * 512 + tsr_tid)] = v316[s323];
   }
   __syncthreads();
-  for (int p_ = tsr_tid; p_ < 1024; p_ += 512) {
-    const int ln_ = p_ / 1024, l_ = p_ % 1024;
+  #pragma unroll
+  for (int s324 = 0; s324 < 1; ++s324) {
+    if (((s324 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s324 * 512 + tsr_tid)] = v311[s324];
+  }
+  __syncthreads();
+  for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
+    const int ln_ = p_ / 64, l_ = p_ % 64;
     const int o_ = ln_ / 1, i_ = ln_ % 1;
-    reinterpret_cast<uint32_t*>(tsr_smem + 4096)[p_] = l_ < 1024 ? uint32_t(~tsr::sort_key(reinterpret_cast<float*>(tsr_smem + 0)[(o_ * 1024 + l_) * 1 + i_])) : ~uint32_t(0);
-    reinterpret_cast<int32_t*>(tsr_smem + 8192)[p_] = l_;
+    reinterpret_cast<uint32_t*>(tsr_smem + 512)[p_] = l_ < 64 ? uint32_t(~tsr::sort_key(reinterpret_cast<float*>(tsr_smem + 0)[(o_ * 64 + l_) * 1 + i_])) : ~uint32_t(0);
+    reinterpret_cast<int32_t*>(tsr_smem + 768)[p_] = l_;
   }
   __syncthreads();
-  for (int k_ = 2; k_ <= 1024; k_ <<= 1) {
+  for (int k_ = 2; k_ <= 64; k_ <<= 1) {
     for (int j_ = k_ >> 1; j_ > 0; j_ >>= 1) {
-      for (int q_ = tsr_tid; q_ < 512; q_ += 512) {
-        const int h_ = q_ % 512;
-        const int a_ = (q_ / 512) * 1024 + ((h_ & ~(j_ - 1)) << 1) + (h_ & (j_ - 1)), b_ = a_ + j_;
-        const uint32_t ka_ = reinterpret_cast<uint32_t*>(tsr_smem + 4096)[a_], kb_ = reinterpret_cast<uint32_t*>(tsr_smem + 4096)[b_];
-        const int pa_ = reinterpret_cast<int32_t*>(tsr_smem + 8192)[a_], pb_ = reinterpret_cast<int32_t*>(tsr_smem + 8192)[b_];
-        const bool up_ = ((a_ % 1024) & k_) == 0;
+      for (int q_ = tsr_tid; q_ < 32; q_ += 512) {
+        const int h_ = q_ % 32;
+        const int a_ = (q_ / 32) * 64 + ((h_ & ~(j_ - 1)) << 1) + (h_ & (j_ - 1)), b_ = a_ + j_;
+        const uint32_t ka_ = reinterpret_cast<uint32_t*>(tsr_smem + 512)[a_], kb_ = reinterpret_cast<uint32_t*>(tsr_smem + 512)[b_];
+        const int pa_ = reinterpret_cast<int32_t*>(tsr_smem + 768)[a_], pb_ = reinterpret_cast<int32_t*>(tsr_smem + 768)[b_];
+        const bool up_ = ((a_ % 64) & k_) == 0;
         if ((ka_ > kb_ || (ka_ == kb_ && pa_ > pb_)) == up_) {
-          reinterpret_cast<uint32_t*>(tsr_smem + 4096)[a_] = kb_; reinterpret_cast<uint32_t*>(tsr_smem + 4096)[b_] = ka_; reinterpret_cast<int32_t*>(tsr_smem + 8192)[a_] = pb_; reinterpret_cast<int32_t*>(tsr_smem + 8192)[b_] = pa_;
+          reinterpret_cast<uint32_t*>(tsr_smem + 512)[a_] = kb_; reinterpret_cast<uint32_t*>(tsr_smem + 512)[b_] = ka_; reinterpret_cast<int32_t*>(tsr_smem + 768)[a_] = pb_; reinterpret_cast<int32_t*>(tsr_smem + 768)[b_] = pa_;
         }
       }
       __syncthreads();
     }
   }
   #pragma unroll
-  for (int s22 = 0; s22 < 1; ++s22) {
-    const int e23 = (s22 * 512 + tsr_tid);
-    v19[s22] = ((s22 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e23) / 64) * 1024 + reinterpret_cast<int32_t*>(tsr_smem + 8192)[(((e23) / 64) * 1 + ((e23) % 1)) * 1024 + (((e23) / 1) % 64)]) * 1 + ((e23) % 1)]) : float(0);
+  for (int s325 = 0; s325 < 1; ++s325) {
+    const int e326 = (s325 * 512 + tsr_tid);
+    v321[s325] = ((s325 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e326) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e326) / 64) * 1 + ((e326) % 1)) * 64 + (((e326) / 1) % 64)]) * 1 + ((e326) % 1)]) : float(0);
   }
   #pragma unroll
-  for (int s24 = 0; s24 < 1; ++s24) {
-    const int e25 = (s24 * 512 + tsr_tid);
-    v20[s24] = ((s24 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 8192)[(((e25) / 64) * 1 + ((e25) % 1)) * 1024 + (((e25) / 1) % 64)]) : int32_t(0);
+  for (int s327 = 0; s327 < 1; ++s327) {
+    const int e328 = (s327 * 512 + tsr_tid);
+    v322[s327] = ((s327 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e328) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e328) / 64) * 1 + ((e328) % 1)) * 64 + (((e328) / 1) % 64)]) * 1 + ((e328) % 1)]) : int32_t(0);
   }
-  // %12 = const {value = 0.0} : bf16
-  const float v26 = 0x0p+0f;
-  // %13, %14 = for %4, %7, %4, %10, %11 : tile<bf16, [1, 64]>, tile<i32, [1, 64]> {...}
-  float c27[1];
-  #pragma unroll
-  for (int s28 = 0; s28 < 1; ++s28) {
-    c27[s28] = v19[s28];
-  }
-  int32_t c29[1];
-  #pragma unroll
-  for (int s30 = 0; s30 < 1; ++s30) {
-    c29[s30] = v20[s30];
-  }
-  for (int64_t iv31_ = v3; v3 > 0 && iv31_ < v6; iv31_ += v3) {
-    const int32_t iv31 = int32_t(iv31_);
-    // %18 = load_tile %x, %1, %15 {pad = -inf} : tile<bf16, [1, 1024]>
-    float v32[2];
-    {
-      const int64_t o33 = int64_t(v0) * 1;
-      const int64_t o34 = int64_t(iv31) * 1024;
-      #pragma unroll
-      for (int c35 = 0; c35 < 1; ++c35) {
-        const int e36 = ((c35 * 2 / 2) * 1024 + tsr_tid * 2 + (c35 * 2 % 2));
-        const int64_t g37 = o33 + 0;
-        const int64_t g38 = o34 + (e36);
-        const int64_t off39 = g37 * tsr_p0_s0 + g38 * tsr_p0_s1;
-        const bool rok40 = true && g37 >= 0 && g37 < int64_t(tsr_dim_M);
-        uint16_t buf41[2];
-        if (rok40 && g38 >= 0 && g38 + 2 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p0 + off39)) {
-          tsr::copy_vec<uint16_t, 2>(buf41, tsr_p0 + off39);
-        } else {
-          #pragma unroll
-          for (int v_ = 0; v_ < 2; ++v_) {
-            const int64_t gc42 = g38 + v_;
-            buf41[v_] = (rok40 && gc42 >= 0 && gc42 < int64_t(tsr_dim_N)) ? tsr_p0[off39 + v_ * tsr_p0_s1] : uint16_t(tsr::f2bf((-tsr::inf_f())));
-          }
-        }
-        #pragma unroll
-        for (int v_ = 0; v_ < 2; ++v_) v32[c35 * 2 + v_] = tsr::bf2f(buf41[v_]);
-      }
-    }
-    // %19, %20 = topk %18 {axis = 1} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
-    float v43[1];
-    int32_t v44[1];
-    __syncthreads();
-    #pragma unroll
-    for (int s45 = 0; s45 < 2; ++s45) {
-      if (true) reinterpret_cast<float*>(tsr_smem + 0)[((s45 / 2) * 1024 + tsr_tid * 2 + (s45 % 2))] = v32[s45];
-    }
-    __syncthreads();
-    for (int p_ = tsr_tid; p_ < 1024; p_ += 512) {
-      const int ln_ = p_ / 1024, l_ = p_ % 1024;
-      const int o_ = ln_ / 1, i_ = ln_ % 1;
-      reinterpret_cast<uint32_t*>(tsr_smem + 4096)[p_] = l_ < 1024 ? uint32_t(~tsr::sort_key(reinterpret_cast<float*>(tsr_smem + 0)[(o_ * 1024 + l_) * 1 + i_])) : ~uint32_t(0);
-      reinterpret_cast<int32_t*>(tsr_smem + 8192)[p_] = l_;
-    }
-    __syncthreads();
-    for (int k_ = 2; k_ <= 1024; k_ <<= 1) {
-      for (int j_ = k_ >> 1; j_ > 0; j_ >>= 1) {
-        for (int q_ = tsr_tid; q_ < 512; q_ += 512) {
-          const int h_ = q_ % 512;
-          const int a_ = (q_ / 512) * 1024 + ((h_ & ~(j_ - 1)) << 1) + (h_ & (j_ - 1)), b_ = a_ + j_;
-          const uint32_t ka_ = reinterpret_cast<uint32_t*>(tsr_smem + 4096)[a_], kb_ = reinterpret_cast<uint32_t*>(tsr_smem + 4096)[b_];
-          const int pa_ = reinterpret_cast<int32_t*>(tsr_smem + 8192)[a_], pb_ = reinterpret_cast<int32_t*>(tsr_smem + 8192)[b_];
-          const bool up_ = ((a_ % 1024) & k_) == 0;
-          if ((ka_ > kb_ || (ka_ == kb_ && pa_ > pb_)) == up_) {
-            reinterpret_cast<uint32_t*>(tsr_smem + 4096)[a_] = kb_; reinterpret_cast<uint32_t*>(tsr_smem + 4096)[b_] = ka_; reinterpret_cast<int32_t*>(tsr_smem + 8192)[a_] = pb_; reinterpret_cast<int32_t*>(tsr_smem + 8192)[b_] = pa_;
-          }
-        }
-        __syncthreads();
-      }
-    }
-    #pragma unroll
-    for (int s46 = 0; s46 < 1; ++s46) {
-      const int e47 = (s46 * 512 + tsr_tid);
-      v43[s46] = ((s46 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e47) / 64) * 1024 + reinterpret_cast<int32_t*>(tsr_smem + 8192)[(((e47) / 64) * 1 + ((e47) % 1)) * 1024 + (((e47) / 1) % 64)]) * 1 + ((e47) % 1)]) : float(0);
-    }
-    #pragma unroll
-    for (int s48 = 0; s48 < 1; ++s48) {
-      const int e49 = (s48 * 512 + tsr_tid);
-      v44[s48] = ((s48 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 8192)[(((e49) / 64) * 1 + ((e49) % 1)) * 1024 + (((e49) / 1) % 64)]) : int32_t(0);
-    }
-    // %21 = splat %12 : tile<bf16, [1, 128]>
-    float v50[1];
-    #pragma unroll
-    for (int s51 = 0; s51 < 1; ++s51) {
-      v50[s51] = v26;
-    }
-    // %22 = insert_tile %21, %16, %8, %8 : tile<bf16, [1, 128]>
-    float v52[1];
-    __syncthreads();
-    #pragma unroll
-    for (int s53 = 0; s53 < 1; ++s53) {
-      if (((s53 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s53 * 512 + tsr_tid)] = c27[s53];
-    }
-    __syncthreads();
-    #pragma unroll
-    for (int s54 = 0; s54 < 1; ++s54) {
-      const int e55 = (s54 * 512 + tsr_tid);
-      v52[s54] = (((s54 * 512 + tsr_tid) < 128) && 0 >= (v7 * 1) && 0 < (v7 * 1) + 1 && (e55) >= (v7 * 64) && (e55) < (v7 * 64) + 64) ? reinterpret_cast<float*>(tsr_smem + 0)[(((0 - (v7 * 1))) * 64 + ((e55) - (v7 * 64)))] : v50[s54];
-    }
-    // %23 = insert_tile %22, %19, %8, %4 : tile<bf16, [1, 128]>
-    float v56[1];
-    __syncthreads();
-    #pragma unroll
-    for (int s57 = 0; s57 < 1; ++s57) {
-      if (((s57 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s57 * 512 + tsr_tid)] = v43[s57];
-    }
-    __syncthreads();
-    #pragma unroll
-    for (int s58 = 0; s58 < 1; ++s58) {
-      const int e59 = (s58 * 512 + tsr_tid);
-      v56[s58] = (((s58 * 512 + tsr_tid) < 128) && 0 >= (v7 * 1) && 0 < (v7 * 1) + 1 && (e59) >= (v3 * 64) && (e59) < (v3 * 64) + 64) ? reinterpret_cast<float*>(tsr_smem + 0)[(((0 - (v7 * 1))) * 64 + ((e59) - (v3 * 64)))] : v52[s58];
-    }
-    // %24 = mul %15, %3 : i32
-    const int32_t v60 = int32_t(uint32_t(iv31) * uint32_t(v2));
-    // %25 = splat %24 : tile<i32, [1, 64]>
-    int32_t v61[1];
-    #pragma unroll
-    for (int s62 = 0; s62 < 1; ++s62) {
-      v61[s62] = v60;
-    }
-    // %26 = add %20, %25 : tile<i32, [1, 64]>
-    int32_t v63[1];
-    #pragma unroll
-    for (int s64 = 0; s64 < 1; ++s64) {
-      v63[s64] = int32_t(uint32_t(v44[s64]) + uint32_t(v61[s64]));
-    }
-    // %27 = splat %8 : tile<i32, [1, 128]>
-    int32_t v65[1];
-    #pragma unroll
-    for (int s66 = 0; s66 < 1; ++s66) {
-      v65[s66] = v7;
-    }
-    // %28 = insert_tile %27, %17, %8, %8 : tile<i32, [1, 128]>
-    int32_t v67[1];
-    __syncthreads();
-    #pragma unroll
-    for (int s68 = 0; s68 < 1; ++s68) {
-      if (((s68 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(s68 * 512 + tsr_tid)] = c29[s68];
-    }
-    __syncthreads();
-    #pragma unroll
-    for (int s69 = 0; s69 < 1; ++s69) {
-      const int e70 = (s69 * 512 + tsr_tid);
-      v67[s69] = (((s69 * 512 + tsr_tid) < 128) && 0 >= (v7 * 1) && 0 < (v7 * 1) + 1 && (e70) >= (v7 * 64) && (e70) < (v7 * 64) + 64) ? reinterpret_cast<int32_t*>(tsr_smem + 0)[(((0 - (v7 * 1))) * 64 + ((e70) - (v7 * 64)))] : v65[s69];
-    }
-    // %29 = insert_tile %28, %26, %8, %4 : tile<i32, [1, 128]>
-    int32_t v71[1];
-    __syncthreads();
-    #pragma unroll
-    for (int s72 = 0; s72 < 1; ++s72) {
-      if (((s72 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(s72 * 512 + tsr_tid)] = v63[s72];
-    }
-    __syncthreads();
-    #pragma unroll
-    for (int s73 = 0; s73 < 1; ++s73) {
-      const int e74 = (s73 * 512 + tsr_tid);
-      v71[s73] = (((s73 * 512 + tsr_tid) < 128) && 0 >= (v7 * 1) && 0 < (v7 * 1) + 1 && (e74) >= (v3 * 64) && (e74) < (v3 * 64) + 64) ? reinterpret_cast<int32_t*>(tsr_smem + 0)[(((0 - (v7 * 1))) * 64 + ((e74) - (v3 * 64)))] : v67[s73];
-    }
-    // %30, %31 = topk %23, %29 {axis = 1} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
-    float v75[1];
-    int32_t v76[1];
-    __syncthreads();
-    #pragma unroll
-    for (int s77 = 0; s77 < 1; ++s77) {
-      if (((s77 * 512 + tsr_tid) < 128)) reinterpret_cast<float*>(tsr_smem + 0)[(s77 * 512 + tsr_tid)] = v56[s77];
-    }
-    __syncthreads();
-    #pragma unroll
-    for (int s78 = 0; s78 < 1; ++s78) {
-      if (((s78 * 512 + tsr_tid) < 128)) reinterpret_cast<int32_t*>(tsr_smem + 512)[(s78 * 512 + tsr_tid)] = v71[s78];
-    }
-    __syncthreads();
-    for (int p_ = tsr_tid; p_ < 128; p_ += 512) {
-      const int ln_ = p_ / 128, l_ = p_ % 128;
-      const int o_ = ln_ / 1, i_ = ln_ % 1;
-      reinterpret_cast<uint32_t*>(tsr_smem + 1024)[p_] = l_ < 128 ? uint32_t(~tsr::sort_key(reinterpret_cast<float*>(tsr_smem + 0)[(o_ * 128 + l_) * 1 + i_])) : ~uint32_t(0);
-      reinterpret_cast<int32_t*>(tsr_smem + 1536)[p_] = l_;
-    }
-    __syncthreads();
-    for (int k_ = 2; k_ <= 128; k_ <<= 1) {
-      for (int j_ = k_ >> 1; j_ > 0; j_ >>= 1) {
-        for (int q_ = tsr_tid; q_ < 64; q_ += 512) {
-          const int h_ = q_ % 64;
-          const int a_ = (q_ / 64) * 128 + ((h_ & ~(j_ - 1)) << 1) + (h_ & (j_ - 1)), b_ = a_ + j_;
-          const uint32_t ka_ = reinterpret_cast<uint32_t*>(tsr_smem + 1024)[a_], kb_ = reinterpret_cast<uint32_t*>(tsr_smem + 1024)[b_];
-          const int pa_ = reinterpret_cast<int32_t*>(tsr_smem + 1536)[a_], pb_ = reinterpret_cast<int32_t*>(tsr_smem + 1536)[b_];
-          const bool up_ = ((a_ % 128) & k_) == 0;
-          if ((ka_ > kb_ || (ka_ == kb_ && pa_ > pb_)) == up_) {
-            reinterpret_cast<uint32_t*>(tsr_smem + 1024)[a_] = kb_; reinterpret_cast<uint32_t*>(tsr_smem + 1024)[b_] = ka_; reinterpret_cast<int32_t*>(tsr_smem + 1536)[a_] = pb_; reinterpret_cast<int32_t*>(tsr_smem + 1536)[b_] = pa_;
-          }
-        }
-        __syncthreads();
-      }
-    }
-    #pragma unroll
-    for (int s79 = 0; s79 < 1; ++s79) {
-      const int e80 = (s79 * 512 + tsr_tid);
-      v75[s79] = ((s79 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e80) / 64) * 128 + reinterpret_cast<int32_t*>(tsr_smem + 1536)[(((e80) / 64) * 1 + ((e80) % 1)) * 128 + (((e80) / 1) % 64)]) * 1 + ((e80) % 1)]) : float(0);
-    }
-    #pragma unroll
-    for (int s81 = 0; s81 < 1; ++s81) {
-      const int e82 = (s81 * 512 + tsr_tid);
-      v76[s81] = ((s81 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 512)[(((e82) / 64) * 128 + reinterpret_cast<int32_t*>(tsr_smem + 1536)[(((e82) / 64) * 1 + ((e82) % 1)) * 128 + (((e82) / 1) % 64)]) * 1 + ((e82) % 1)]) : int32_t(0);
-    }
-    // yield %30, %31
-    #pragma unroll
-    for (int s83 = 0; s83 < 1; ++s83) {
-      c27[s83] = v75[s83];
-    }
-    #pragma unroll
-    for (int s84 = 0; s84 < 1; ++s84) {
-      c29[s84] = v76[s84];
-    }
-  }
-  // store_tile %values, %13, %1, %8
+  // store_tile %values, %154, %1, %10
   {
-    const int64_t o85 = int64_t(v0) * 1;
-    const int64_t o86 = int64_t(v7) * 64;
+    const int64_t o329 = int64_t(v0) * 1;
+    const int64_t o330 = int64_t(v9) * 64;
     #pragma unroll
-    for (int s87 = 0; s87 < 1; ++s87) {
-      const int e88 = (s87 * 512 + tsr_tid);
-      if (((s87 * 512 + tsr_tid) < 64) && ((o85 + 0) >= 0 && (o85 + 0) < int64_t(tsr_dim_M) && (o86 + (e88)) >= 0 && (o86 + (e88)) < int64_t(tsr_dim_K))) tsr_p1[(o85 + 0) * tsr_p1_s0 + (o86 + (e88)) * tsr_p1_s1] = tsr::f2bf(c27[s87]);
+    for (int s331 = 0; s331 < 1; ++s331) {
+      const int e332 = (s331 * 512 + tsr_tid);
+      if (((s331 * 512 + tsr_tid) < 64) && ((o329 + 0) >= 0 && (o329 + 0) < int64_t(tsr_dim_M) && (o330 + (e332)) >= 0 && (o330 + (e332)) < int64_t(tsr_dim_K))) tsr_p1[(o329 + 0) * tsr_p1_s0 + (o330 + (e332)) * tsr_p1_s1] = tsr::f2bf(v321[s331]);
     }
   }
-  // store_tile %indices, %14, %1, %8
+  // store_tile %indices, %155, %1, %10
   {
-    const int64_t o89 = int64_t(v0) * 1;
-    const int64_t o90 = int64_t(v7) * 64;
+    const int64_t o333 = int64_t(v0) * 1;
+    const int64_t o334 = int64_t(v9) * 64;
     #pragma unroll
-    for (int s91 = 0; s91 < 1; ++s91) {
-      const int e92 = (s91 * 512 + tsr_tid);
-      if (((s91 * 512 + tsr_tid) < 64) && ((o89 + 0) >= 0 && (o89 + 0) < int64_t(tsr_dim_M) && (o90 + (e92)) >= 0 && (o90 + (e92)) < int64_t(tsr_dim_K))) tsr_p2[(o89 + 0) * tsr_p2_s0 + (o90 + (e92)) * tsr_p2_s1] = c29[s91];
+    for (int s335 = 0; s335 < 1; ++s335) {
+      const int e336 = (s335 * 512 + tsr_tid);
+      if (((s335 * 512 + tsr_tid) < 64) && ((o333 + 0) >= 0 && (o333 + 0) < int64_t(tsr_dim_M) && (o334 + (e336)) >= 0 && (o334 + (e336)) < int64_t(tsr_dim_K))) tsr_p2[(o333 + 0) * tsr_p2_s0 + (o334 + (e336)) * tsr_p2_s1] = v322[s335];
     }
   }
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_topk, block_threads 512, static_smem 0, dynamic_smem 12288
+// symbol tessera_topk, block_threads 512, static_smem 640, dynamic_smem 1024
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer x bf16 bytes 8 index 0
 // param pointer values bf16 bytes 8 index 1
@@ -354,8 +1159,13 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
 // param dim K i32 bytes 4 index -1
 // header tessera/core.cuh
 // header tessera/mma.cuh
-// stat layout-conversions = 4
-// stat smem-bytes = 12288
-// stat sorts = 3
+// stat block-exchanges = 8
+// stat block-scans = 4
+// stat histograms = 2
+// stat reductions = 8
+// stat smem-bytes = 1024
+// stat sorts = 1
 // stat threads = 512
-// stat vector-accesses = 2
+// stat vector-accesses = 3
+// stat warp-reductions = 8
+// stat write-read-barriers = 1

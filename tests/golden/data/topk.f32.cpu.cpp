@@ -47,14 +47,14 @@ void grid_fn(const Args& A, int32_t* g) {
 void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np0, int32_t np1, int32_t np2) {
   (void)A; (void)pid0; (void)pid1; (void)pid2; (void)np0; (void)np1; (void)np2;
   [[maybe_unused]] constexpr int64_t K = INT64_C(64);
-  [[maybe_unused]] constexpr int64_t BLOCK_N = INT64_C(1024);
+  [[maybe_unused]] constexpr int64_t BLOCK_N = INT64_C(4096);
   [[maybe_unused]] constexpr int64_t num_warps = INT64_C(16);
   // %1 = program_id {axis = 0} : i32
   const int32_t v1 = pid0;
   // %2 = dim %x {axis = 1} : i32
   const int32_t v2 = int32_t(A.d0_1);
-  // %3 = const {value = 1024} : i32
-  const int32_t v3 = int32_t(INT64_C(1024));
+  // %3 = const {value = 4096} : i32
+  const int32_t v3 = int32_t(INT64_C(4096));
   // %4 = const {value = 1} : i32
   const int32_t v4 = int32_t(INT64_C(1));
   // %5 = add %2, %3 : i32
@@ -63,154 +63,743 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   const int32_t v6 = tsr::wsub(v5, v4);
   // %7 = div %6, %3 : i32
   const int32_t v7 = tsr::idiv(v6, v3);
-  // %8 = const {value = 0} : i32
-  const int32_t v8 = int32_t(INT64_C(0));
-  // %9 = load_tile %x, %1, %8 {pad = -inf} : tile<f32, [1, 1024]>
-  alignas(64) float v9[1024];
-  {
-    const int64_t o10 = int64_t(v1) * 1;
-    const int64_t o11 = int64_t(v8) * 1024;
-    if (o10 >= 0 && o10 + 1 <= A.d0_0 && o11 >= 0 && o11 + 1024 <= A.d0_1) {
-      for (int64_t i12 = 0; i12 < 1; ++i12) {
-        for (int64_t i13 = 0; i13 < 1024; ++i13) v9[(i12) * 1024 + i13] = A.p0[(o10 + i12) * A.s0_0 + o11 + i13];
-      }
-    } else {
-      for (int64_t i14 = 0; i14 < 1; ++i14) {
-        for (int64_t i15 = 0; i15 < 1024; ++i15) {
-          v9[(i14)*1024 + i15] = ((o10 + i14) >= 0 && (o10 + i14) < A.d0_0 && (o11 + i15) >= 0 && (o11 + i15) < A.d0_1) ? A.p0[(o10 + i14) * A.s0_0 + (o11 + i15) * A.s0_1] : float(double(-INFINITY));
-        }
-      }
-    }
-  }
-  // %10, %11 = topk %9 {axis = 1} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
-  alignas(64) float v16[64];
-  alignas(64) int32_t v17[64];
-  alignas(64) uint64_t sk18[2048];
-  alignas(64) int32_t sp19[2048];
-  tsr::sort_lines(v9, (const int32_t*)nullptr, v16, v17, 1, 1024, 1, 64, true, sk18, sp19);
-  // %12 = const {value = 0.0} : f32
-  const float v20 = float(0x0p+0);
-  // %13, %14 = for %4, %7, %4, %10, %11 : tile<f32, [1, 64]>, tile<i32, [1, 64]> {...}
-  alignas(64) float c21[64];
-  __builtin_memcpy(c21, v16, sizeof(c21));
-  alignas(64) int32_t c22[64];
-  __builtin_memcpy(c22, v17, sizeof(c22));
-  for (int64_t iv23_ = v4; v4 > 0 && iv23_ < v7; iv23_ += v4) {
-    const int32_t iv23 = int32_t(iv23_);
-    // %18 = load_tile %x, %1, %15 {pad = -inf} : tile<f32, [1, 1024]>
-    alignas(64) float v24[1024];
+  // %8 = const {value = 0} : u32
+  const uint32_t v8 = uint32_t(INT64_C(0));
+  // %9 = const {value = 64} : i32
+  const int32_t v9 = int32_t(INT64_C(64));
+  // %10 = const {value = 0} : i32
+  const int32_t v10 = int32_t(INT64_C(0));
+  // %11 = splat %10 : tile<i32, [2048]>
+  alignas(64) int32_t v11[2048];
+  for (int64_t i12 = 0; i12 < 2048; ++i12) v11[i12] = v10;
+  // %12 = const {value = 2147483647} : u32
+  const uint32_t v13 = uint32_t(INT64_C(2147483647));
+  // %13 = const {value = 31} : u32
+  const uint32_t v14 = uint32_t(INT64_C(31));
+  // %14 = const {value = 21} : u32
+  const uint32_t v15 = uint32_t(INT64_C(21));
+  // %15 = const {value = 2047} : u32
+  const uint32_t v16 = uint32_t(INT64_C(2047));
+  // %16 = for %10, %7, %4, %11 : tile<i32, [2048]> {...}
+  alignas(64) int32_t c17[2048];
+  __builtin_memcpy(c17, v11, sizeof(c17));
+  for (int64_t iv18_ = v10; v4 > 0 && iv18_ < v7; iv18_ += v4) {
+    const int32_t iv18 = int32_t(iv18_);
+    // %19 = load_tile %x, %1, %17 {pad = -inf} : tile<f32, [1, 4096]>
+    alignas(64) float v19_pad[4096];
+    const float* v19 = v19_pad;
     {
-      const int64_t o25 = int64_t(v1) * 1;
-      const int64_t o26 = int64_t(iv23) * 1024;
-      if (o25 >= 0 && o25 + 1 <= A.d0_0 && o26 >= 0 && o26 + 1024 <= A.d0_1) {
-        for (int64_t i27 = 0; i27 < 1; ++i27) {
-          for (int64_t i28 = 0; i28 < 1024; ++i28) v24[(i27) * 1024 + i28] = A.p0[(o25 + i27) * A.s0_0 + o26 + i28];
+      const int64_t o20 = int64_t(v1) * 1;
+      const int64_t o21 = int64_t(iv18) * 4096;
+      if (o20 >= 0 && o20 + 1 <= A.d0_0 && o21 >= 0 && o21 + 4096 <= A.d0_1) {
+        for (int64_t i22 = 0; i22 < 1; ++i22) {
+          v19 = A.p0 + (o20 + i22) * A.s0_0 + o21;
         }
       } else {
-        for (int64_t i29 = 0; i29 < 1; ++i29) {
-          for (int64_t i30 = 0; i30 < 1024; ++i30) {
-            v24[(i29)*1024 + i30] = ((o25 + i29) >= 0 && (o25 + i29) < A.d0_0 && (o26 + i30) >= 0 && (o26 + i30) < A.d0_1) ? A.p0[(o25 + i29) * A.s0_0 + (o26 + i30) * A.s0_1] : float(double(-INFINITY));
+        for (int64_t i24 = 0; i24 < 1; ++i24) {
+          for (int64_t i25 = 0; i25 < 4096; ++i25) {
+            v19_pad[(i24)*4096 + i25] = ((o20 + i24) >= 0 && (o20 + i24) < A.d0_0 && (o21 + i25) >= 0 && (o21 + i25) < A.d0_1) ? A.p0[(o20 + i24) * A.s0_0 + (o21 + i25) * A.s0_1] : float(double(-INFINITY));
           }
         }
       }
     }
-    // %19, %20 = topk %18 {axis = 1} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
-    alignas(64) float v31[64];
-    alignas(64) int32_t v32[64];
-    alignas(64) uint64_t sk33[2048];
-    alignas(64) int32_t sp34[2048];
-    tsr::sort_lines(v24, (const int32_t*)nullptr, v31, v32, 1, 1024, 1, 64, true, sk33, sp34);
-    // %21 = splat %12 : tile<f32, [1, 128]>
-    alignas(64) float v35[128];
-    for (int64_t i36 = 0; i36 < 128; ++i36) v35[i36] = v20;
-    // %22 = insert_tile %21, %16, %8, %8 : tile<f32, [1, 128]>
-    alignas(64) float v37[128];
-    __builtin_memcpy(v37, v35, sizeof(v37));
-    const int64_t o38 = int64_t(v8) * 1;
-    const int64_t o39 = int64_t(v8) * 64;
-    for (int64_t i40 = 0; i40 < 1; ++i40) {
-      for (int64_t i41 = 0; i41 < 64; ++i41) {
-        v37[(o38 + i40)*128 + o39 + i41] = c21[(i40)*64 + i41];
-      }
-    }
-    // %23 = insert_tile %22, %19, %8, %4 : tile<f32, [1, 128]>
-    alignas(64) float v42[128];
-    __builtin_memcpy(v42, v37, sizeof(v42));
-    const int64_t o43 = int64_t(v8) * 1;
-    const int64_t o44 = int64_t(v4) * 64;
-    for (int64_t i45 = 0; i45 < 1; ++i45) {
-      for (int64_t i46 = 0; i46 < 64; ++i46) {
-        v42[(o43 + i45)*128 + o44 + i46] = v31[(i45)*64 + i46];
-      }
-    }
-    // %24 = mul %15, %3 : i32
-    const int32_t v47 = tsr::wmul(iv23, v3);
-    // %25 = splat %24 : tile<i32, [1, 64]>
+    // %20 = reshape %19 : tile<f32, [4096]>
+    // %21 = bitcast %20 : tile<u32, [4096]>
+    alignas(64) uint32_t v26[4096];
+    for (int64_t i27 = 0; i27 < 4096; ++i27) v26[i27] = uint32_t(tsr::f32_bits(v19[i27]));
+    // %22 = splat %12 : tile<u32, [4096]>
     // (computed inside its user)
-    // %26 = add %20, %25 : tile<i32, [1, 64]>
-    alignas(64) int32_t v48[64];
-    for (int64_t i49 = 0; i49 < 64; ++i49) v48[i49] = tsr::wadd(v32[i49], (v47));
-    // %27 = splat %8 : tile<i32, [1, 128]>
-    alignas(64) int32_t v50[128];
-    for (int64_t i51 = 0; i51 < 128; ++i51) v50[i51] = v8;
-    // %28 = insert_tile %27, %17, %8, %8 : tile<i32, [1, 128]>
-    alignas(64) int32_t v52[128];
-    __builtin_memcpy(v52, v50, sizeof(v52));
-    const int64_t o53 = int64_t(v8) * 1;
-    const int64_t o54 = int64_t(v8) * 64;
-    for (int64_t i55 = 0; i55 < 1; ++i55) {
-      for (int64_t i56 = 0; i56 < 64; ++i56) {
-        v52[(o53 + i55)*128 + o54 + i56] = c22[(i55)*64 + i56];
-      }
-    }
-    // %29 = insert_tile %28, %26, %8, %4 : tile<i32, [1, 128]>
-    alignas(64) int32_t v57[128];
-    __builtin_memcpy(v57, v52, sizeof(v57));
-    const int64_t o58 = int64_t(v8) * 1;
-    const int64_t o59 = int64_t(v4) * 64;
-    for (int64_t i60 = 0; i60 < 1; ++i60) {
-      for (int64_t i61 = 0; i61 < 64; ++i61) {
-        v57[(o58 + i60)*128 + o59 + i61] = v48[(i60)*64 + i61];
-      }
-    }
-    // %30, %31 = topk %23, %29 {axis = 1} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
-    alignas(64) float v62[64];
-    alignas(64) int32_t v63[64];
-    alignas(64) uint64_t sk64[256];
-    alignas(64) int32_t sp65[256];
-    tsr::sort_lines(v42, v57, v62, v63, 1, 128, 1, 64, true, sk64, sp65);
-    // yield %30, %31
-    __builtin_memcpy(c21, v62, sizeof(c21));
-    __builtin_memcpy(c22, v63, sizeof(c22));
+    // %23 = xor %21, %22 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %24 = splat %13 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %25 = shr %21, %24 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %26 = splat %8 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %27 = cmp %25, %26 {pred = "eq"} : tile<i1, [4096]>
+    // (computed inside its user)
+    // %28 = where %27, %23, %21 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %29 = splat %14 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %30 = shr %28, %29 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %31 = splat %15 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %32 = and %30, %31 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %33 = cast %32 : tile<i32, [4096]>
+    alignas(64) int32_t v28[4096];
+    for (int64_t i29 = 0; i29 < 4096; ++i29) v28[i29] = int32_t((uint32_t((tsr::ishr((((uint8_t((tsr::ishr(v26[i29], (v14))) == (v8))) ? (uint32_t(v26[i29] ^ (v13))) : v26[i29])), (v15))) & (v16))));
+    // %34 = histogram %33 : tile<i32, [2048]>
+    alignas(64) int32_t v30[2048];
+    tsr::histogram(v28, 4096, v30, 2048);
+    // %35 = add %18, %34 : tile<i32, [2048]>
+    // (written into the carried c17)
+    for (int64_t i31 = 0; i31 < 2048; ++i31) c17[i31] = tsr::wadd(c17[i31], v30[i31]);
+    // yield %35
   }
-  // store_tile %values, %13, %1, %8
+  // %36 = scan %16 {axis = 0, kind = "sum"} : tile<i32, [2048]>
+  alignas(64) int32_t v32[2048];
+  for (int64_t o_ = 0; o_ < 1; ++o_)
+  for (int64_t n_ = 0; n_ < 1; ++n_) {
+    int32_t acc33 = c17[(o_ * 2048 + 0) * 1 + n_];
+    v32[(o_ * 2048 + 0) * 1 + n_] = acc33;
+    for (int64_t l34 = 1; l34 < 2048; ++l34) {
+      acc33 = tsr::wadd(acc33, c17[(o_ * 2048 + l34) * 1 + n_]);
+      v32[(o_ * 2048 + l34) * 1 + n_] = acc33;
+    }
+  }
+  // %37 = splat %9 : tile<i32, [2048]>
+  // (computed inside its user)
+  // %38 = cmp %36, %37 {pred = "lt"} : tile<i1, [2048]>
+  alignas(64) uint8_t v35[2048];
+  for (int64_t i36 = 0; i36 < 2048; ++i36) v35[i36] = uint8_t(v32[i36] < (v9));
+  // %39 = cast %38 : tile<i32, [2048]>
+  alignas(64) int32_t v37[2048];
+  for (int64_t i38 = 0; i38 < 2048; ++i38) v37[i38] = int32_t(v35[i38]);
+  // %40 = reduce %39 {axis = 0, kind = "sum"} : i32
+  int32_t v39;
+  for (int64_t o_ = 0; o_ < 1; ++o_) {
+    int32_t ln_[16];
+    for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+    for (int64_t l_ = 0; l_ < 2048; l_ += 16)
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v37[o_ * 2048 + l_ + q_]);
+    int32_t acc_ = ln_[0];
+    for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+    v39 = acc_;
+  }
+  // %41 = arange : tile<i32, [2048]>
+  alignas(64) int32_t v40[2048];
+  for (int64_t i41 = 0; i41 < 2048; ++i41) v40[i41] = int32_t(0 + i41);
+  // %42 = splat %40 : tile<i32, [2048]>
+  // (computed inside its user)
+  // %43 = cmp %41, %42 {pred = "eq"} : tile<i1, [2048]>
+  // (computed inside its user)
+  // %44 = where %43, %16, %11 : tile<i32, [2048]>
+  alignas(64) int32_t v42[2048];
+  for (int64_t i43 = 0; i43 < 2048; ++i43) v42[i43] = ((uint8_t(v40[i43] == (v39))) ? c17[i43] : v10);
+  // %45 = reduce %44 {axis = 0, kind = "sum"} : i32
+  int32_t v44;
+  for (int64_t o_ = 0; o_ < 1; ++o_) {
+    int32_t ln_[16];
+    for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+    for (int64_t l_ = 0; l_ < 2048; l_ += 16)
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v42[o_ * 2048 + l_ + q_]);
+    int32_t acc_ = ln_[0];
+    for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+    v44 = acc_;
+  }
+  // %46 = where %38, %16, %11 : tile<i32, [2048]>
+  alignas(64) int32_t v45[2048];
+  for (int64_t i46 = 0; i46 < 2048; ++i46) v45[i46] = (v35[i46] ? c17[i46] : v10);
+  // %47 = reduce %46 {axis = 0, kind = "sum"} : i32
+  int32_t v47;
+  for (int64_t o_ = 0; o_ < 1; ++o_) {
+    int32_t ln_[16];
+    for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+    for (int64_t l_ = 0; l_ < 2048; l_ += 16)
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v45[o_ * 2048 + l_ + q_]);
+    int32_t acc_ = ln_[0];
+    for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+    v47 = acc_;
+  }
+  // %48 = sub %9, %47 : i32
+  const int32_t v48 = tsr::wsub(v9, v47);
+  // %49 = cast %40 : u32
+  const uint32_t v49 = uint32_t(v39);
+  // %50 = const {value = 21} : u32
+  const uint32_t v50 = uint32_t(INT64_C(21));
+  // %51 = shl %49, %50 : u32
+  const uint32_t v51 = tsr::ishl(v49, v50);
+  // %52 = or %8, %51 : u32
+  const uint32_t v52 = uint32_t(v8 | v51);
+  // %53 = cmp %45, %48 {pred = "ne"} : i1
+  const uint8_t v53 = uint8_t(v44 != v48);
+  // %54, %55, %56, %57 = if %53 : u32, i32, u32, i1 {...}
+  uint32_t v54;
+  int32_t v55;
+  uint32_t v56;
+  uint8_t v57;
+  if (v53) {
+    // %58 = const {value = 2147483647} : u32
+    const uint32_t v58 = uint32_t(INT64_C(2147483647));
+    // %59 = const {value = 31} : u32
+    const uint32_t v59 = uint32_t(INT64_C(31));
+    // %60 = const {value = 10} : u32
+    const uint32_t v60 = uint32_t(INT64_C(10));
+    // %61 = const {value = 2047} : u32
+    const uint32_t v61 = uint32_t(INT64_C(2047));
+    // %62 = shr %52, %50 : u32
+    const uint32_t v62 = tsr::ishr(v52, v50);
+    // %63 = const {value = -1} : i32
+    const int32_t v63 = int32_t(INT64_C(-1));
+    // %64 = for %10, %7, %4, %11 : tile<i32, [2048]> {...}
+    alignas(64) int32_t c64[2048];
+    __builtin_memcpy(c64, v11, sizeof(c64));
+    for (int64_t iv65_ = v10; v4 > 0 && iv65_ < v7; iv65_ += v4) {
+      const int32_t iv65 = int32_t(iv65_);
+      // %67 = load_tile %x, %1, %65 {pad = -inf} : tile<f32, [1, 4096]>
+      alignas(64) float v66_pad[4096];
+      const float* v66 = v66_pad;
+      {
+        const int64_t o67 = int64_t(v1) * 1;
+        const int64_t o68 = int64_t(iv65) * 4096;
+        if (o67 >= 0 && o67 + 1 <= A.d0_0 && o68 >= 0 && o68 + 4096 <= A.d0_1) {
+          for (int64_t i69 = 0; i69 < 1; ++i69) {
+            v66 = A.p0 + (o67 + i69) * A.s0_0 + o68;
+          }
+        } else {
+          for (int64_t i71 = 0; i71 < 1; ++i71) {
+            for (int64_t i72 = 0; i72 < 4096; ++i72) {
+              v66_pad[(i71)*4096 + i72] = ((o67 + i71) >= 0 && (o67 + i71) < A.d0_0 && (o68 + i72) >= 0 && (o68 + i72) < A.d0_1) ? A.p0[(o67 + i71) * A.s0_0 + (o68 + i72) * A.s0_1] : float(double(-INFINITY));
+            }
+          }
+        }
+      }
+      // %68 = reshape %67 : tile<f32, [4096]>
+      // %69 = bitcast %68 : tile<u32, [4096]>
+      alignas(64) uint32_t v73[4096];
+      for (int64_t i74 = 0; i74 < 4096; ++i74) v73[i74] = uint32_t(tsr::f32_bits(v66[i74]));
+      // %70 = splat %58 : tile<u32, [4096]>
+      // (computed inside its user)
+      // %71 = xor %69, %70 : tile<u32, [4096]>
+      // (computed inside its user)
+      // %72 = splat %59 : tile<u32, [4096]>
+      // (computed inside its user)
+      // %73 = shr %69, %72 : tile<u32, [4096]>
+      // (computed inside its user)
+      // %74 = splat %8 : tile<u32, [4096]>
+      // (computed inside its user)
+      // %75 = cmp %73, %74 {pred = "eq"} : tile<i1, [4096]>
+      // (computed inside its user)
+      // %76 = where %75, %71, %69 : tile<u32, [4096]>
+      alignas(64) uint32_t v75[4096];
+      for (int64_t i76 = 0; i76 < 4096; ++i76) v75[i76] = ((uint8_t((tsr::ishr(v73[i76], (v59))) == (v8))) ? (uint32_t(v73[i76] ^ (v58))) : v73[i76]);
+      // %77 = splat %60 : tile<u32, [4096]>
+      // (computed inside its user)
+      // %78 = shr %76, %77 : tile<u32, [4096]>
+      // (computed inside its user)
+      // %79 = splat %61 : tile<u32, [4096]>
+      // (computed inside its user)
+      // %80 = and %78, %79 : tile<u32, [4096]>
+      // (computed inside its user)
+      // %81 = cast %80 : tile<i32, [4096]>
+      // (computed inside its user)
+      // %82 = splat %50 : tile<u32, [4096]>
+      // (computed inside its user)
+      // %83 = shr %76, %82 : tile<u32, [4096]>
+      // (computed inside its user)
+      // %84 = splat %62 : tile<u32, [4096]>
+      // (computed inside its user)
+      // %85 = cmp %83, %84 {pred = "eq"} : tile<i1, [4096]>
+      // (computed inside its user)
+      // %86 = splat %63 : tile<i32, [4096]>
+      // (computed inside its user)
+      // %87 = where %85, %81, %86 : tile<i32, [4096]>
+      alignas(64) int32_t v77[4096];
+      for (int64_t i78 = 0; i78 < 4096; ++i78) v77[i78] = ((uint8_t((tsr::ishr(v75[i78], (v50))) == (v62))) ? (int32_t((uint32_t((tsr::ishr(v75[i78], (v60))) & (v61))))) : (v63));
+      // %88 = histogram %87 : tile<i32, [2048]>
+      alignas(64) int32_t v79[2048];
+      tsr::histogram(v77, 4096, v79, 2048);
+      // %89 = add %66, %88 : tile<i32, [2048]>
+      // (written into the carried c64)
+      for (int64_t i80 = 0; i80 < 2048; ++i80) c64[i80] = tsr::wadd(c64[i80], v79[i80]);
+      // yield %89
+    }
+    // %90 = scan %64 {axis = 0, kind = "sum"} : tile<i32, [2048]>
+    alignas(64) int32_t v81[2048];
+    for (int64_t o_ = 0; o_ < 1; ++o_)
+    for (int64_t n_ = 0; n_ < 1; ++n_) {
+      int32_t acc82 = c64[(o_ * 2048 + 0) * 1 + n_];
+      v81[(o_ * 2048 + 0) * 1 + n_] = acc82;
+      for (int64_t l83 = 1; l83 < 2048; ++l83) {
+        acc82 = tsr::wadd(acc82, c64[(o_ * 2048 + l83) * 1 + n_]);
+        v81[(o_ * 2048 + l83) * 1 + n_] = acc82;
+      }
+    }
+    // %91 = splat %48 : tile<i32, [2048]>
+    // (computed inside its user)
+    // %92 = cmp %90, %91 {pred = "lt"} : tile<i1, [2048]>
+    alignas(64) uint8_t v84[2048];
+    for (int64_t i85 = 0; i85 < 2048; ++i85) v84[i85] = uint8_t(v81[i85] < (v48));
+    // %93 = cast %92 : tile<i32, [2048]>
+    alignas(64) int32_t v86[2048];
+    for (int64_t i87 = 0; i87 < 2048; ++i87) v86[i87] = int32_t(v84[i87]);
+    // %94 = reduce %93 {axis = 0, kind = "sum"} : i32
+    int32_t v88;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 2048; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v86[o_ * 2048 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v88 = acc_;
+    }
+    // %95 = splat %94 : tile<i32, [2048]>
+    // (computed inside its user)
+    // %96 = cmp %41, %95 {pred = "eq"} : tile<i1, [2048]>
+    // (computed inside its user)
+    // %97 = where %96, %64, %11 : tile<i32, [2048]>
+    alignas(64) int32_t v89[2048];
+    for (int64_t i90 = 0; i90 < 2048; ++i90) v89[i90] = ((uint8_t(v40[i90] == (v88))) ? c64[i90] : v10);
+    // %98 = reduce %97 {axis = 0, kind = "sum"} : i32
+    int32_t v91;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 2048; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v89[o_ * 2048 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v91 = acc_;
+    }
+    // %99 = where %92, %64, %11 : tile<i32, [2048]>
+    alignas(64) int32_t v92[2048];
+    for (int64_t i93 = 0; i93 < 2048; ++i93) v92[i93] = (v84[i93] ? c64[i93] : v10);
+    // %100 = reduce %99 {axis = 0, kind = "sum"} : i32
+    int32_t v94;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 2048; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v92[o_ * 2048 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v94 = acc_;
+    }
+    // %101 = sub %48, %100 : i32
+    const int32_t v95 = tsr::wsub(v48, v94);
+    // %102 = cast %94 : u32
+    const uint32_t v96 = uint32_t(v88);
+    // %103 = const {value = 10} : u32
+    const uint32_t v97 = uint32_t(INT64_C(10));
+    // %104 = shl %102, %103 : u32
+    const uint32_t v98 = tsr::ishl(v96, v97);
+    // %105 = or %52, %104 : u32
+    const uint32_t v99 = uint32_t(v52 | v98);
+    // %106 = cmp %98, %101 {pred = "ne"} : i1
+    const uint8_t v100 = uint8_t(v91 != v95);
+    // yield %105, %101, %103, %106
+    v54 = v99;
+    v55 = v95;
+    v56 = v97;
+    v57 = v100;
+  } else {
+    // yield %52, %48, %50, %53
+    v54 = v52;
+    v55 = v48;
+    v56 = v50;
+    v57 = v53;
+  }
+  // %107, %108, %109, %110 = if %57 : u32, i32, u32, i1 {...}
+  uint32_t v101;
+  int32_t v102;
+  uint32_t v103;
+  uint8_t v104;
+  if (v57) {
+    // %111 = splat %10 : tile<i32, [1024]>
+    alignas(64) int32_t v105[1024];
+    for (int64_t i106 = 0; i106 < 1024; ++i106) v105[i106] = v10;
+    // %112 = const {value = 2147483647} : u32
+    const uint32_t v107 = uint32_t(INT64_C(2147483647));
+    // %113 = const {value = 31} : u32
+    const uint32_t v108 = uint32_t(INT64_C(31));
+    // %114 = const {value = 1023} : u32
+    const uint32_t v109 = uint32_t(INT64_C(1023));
+    // %115 = const {value = 10} : u32
+    const uint32_t v110 = uint32_t(INT64_C(10));
+    // %116 = shr %54, %115 : u32
+    const uint32_t v111 = tsr::ishr(v54, v110);
+    // %117 = const {value = -1} : i32
+    const int32_t v112 = int32_t(INT64_C(-1));
+    // %118 = for %10, %7, %4, %111 : tile<i32, [1024]> {...}
+    alignas(64) int32_t c113[1024];
+    __builtin_memcpy(c113, v105, sizeof(c113));
+    for (int64_t iv114_ = v10; v4 > 0 && iv114_ < v7; iv114_ += v4) {
+      const int32_t iv114 = int32_t(iv114_);
+      // %121 = load_tile %x, %1, %119 {pad = -inf} : tile<f32, [1, 4096]>
+      alignas(64) float v115_pad[4096];
+      const float* v115 = v115_pad;
+      {
+        const int64_t o116 = int64_t(v1) * 1;
+        const int64_t o117 = int64_t(iv114) * 4096;
+        if (o116 >= 0 && o116 + 1 <= A.d0_0 && o117 >= 0 && o117 + 4096 <= A.d0_1) {
+          for (int64_t i118 = 0; i118 < 1; ++i118) {
+            v115 = A.p0 + (o116 + i118) * A.s0_0 + o117;
+          }
+        } else {
+          for (int64_t i120 = 0; i120 < 1; ++i120) {
+            for (int64_t i121 = 0; i121 < 4096; ++i121) {
+              v115_pad[(i120)*4096 + i121] = ((o116 + i120) >= 0 && (o116 + i120) < A.d0_0 && (o117 + i121) >= 0 && (o117 + i121) < A.d0_1) ? A.p0[(o116 + i120) * A.s0_0 + (o117 + i121) * A.s0_1] : float(double(-INFINITY));
+            }
+          }
+        }
+      }
+      // %122 = reshape %121 : tile<f32, [4096]>
+      // %123 = bitcast %122 : tile<u32, [4096]>
+      alignas(64) uint32_t v122[4096];
+      for (int64_t i123 = 0; i123 < 4096; ++i123) v122[i123] = uint32_t(tsr::f32_bits(v115[i123]));
+      // %124 = splat %112 : tile<u32, [4096]>
+      // (computed inside its user)
+      // %125 = xor %123, %124 : tile<u32, [4096]>
+      // (computed inside its user)
+      // %126 = splat %113 : tile<u32, [4096]>
+      // (computed inside its user)
+      // %127 = shr %123, %126 : tile<u32, [4096]>
+      // (computed inside its user)
+      // %128 = splat %8 : tile<u32, [4096]>
+      alignas(64) uint32_t v124[4096];
+      for (int64_t i125 = 0; i125 < 4096; ++i125) v124[i125] = v8;
+      // %129 = cmp %127, %128 {pred = "eq"} : tile<i1, [4096]>
+      // (computed inside its user)
+      // %130 = where %129, %125, %123 : tile<u32, [4096]>
+      alignas(64) uint32_t v126[4096];
+      for (int64_t i127 = 0; i127 < 4096; ++i127) v126[i127] = ((uint8_t((tsr::ishr(v122[i127], (v108))) == v8)) ? (uint32_t(v122[i127] ^ (v107))) : v122[i127]);
+      // %131 = shr %130, %128 : tile<u32, [4096]>
+      // (computed inside its user)
+      // %132 = splat %114 : tile<u32, [4096]>
+      // (computed inside its user)
+      // %133 = and %131, %132 : tile<u32, [4096]>
+      // (computed inside its user)
+      // %134 = cast %133 : tile<i32, [4096]>
+      // (computed inside its user)
+      // %135 = splat %115 : tile<u32, [4096]>
+      // (computed inside its user)
+      // %136 = shr %130, %135 : tile<u32, [4096]>
+      // (computed inside its user)
+      // %137 = splat %116 : tile<u32, [4096]>
+      // (computed inside its user)
+      // %138 = cmp %136, %137 {pred = "eq"} : tile<i1, [4096]>
+      // (computed inside its user)
+      // %139 = splat %117 : tile<i32, [4096]>
+      // (computed inside its user)
+      // %140 = where %138, %134, %139 : tile<i32, [4096]>
+      alignas(64) int32_t v128[4096];
+      for (int64_t i129 = 0; i129 < 4096; ++i129) v128[i129] = ((uint8_t((tsr::ishr(v126[i129], (v110))) == (v111))) ? (int32_t((uint32_t((tsr::ishr(v126[i129], v8)) & (v109))))) : (v112));
+      // %141 = histogram %140 : tile<i32, [1024]>
+      alignas(64) int32_t v130[1024];
+      tsr::histogram(v128, 4096, v130, 1024);
+      // %142 = add %120, %141 : tile<i32, [1024]>
+      // (written into the carried c113)
+      for (int64_t i131 = 0; i131 < 1024; ++i131) c113[i131] = tsr::wadd(c113[i131], v130[i131]);
+      // yield %142
+    }
+    // %143 = scan %118 {axis = 0, kind = "sum"} : tile<i32, [1024]>
+    alignas(64) int32_t v132[1024];
+    for (int64_t o_ = 0; o_ < 1; ++o_)
+    for (int64_t n_ = 0; n_ < 1; ++n_) {
+      int32_t acc133 = c113[(o_ * 1024 + 0) * 1 + n_];
+      v132[(o_ * 1024 + 0) * 1 + n_] = acc133;
+      for (int64_t l134 = 1; l134 < 1024; ++l134) {
+        acc133 = tsr::wadd(acc133, c113[(o_ * 1024 + l134) * 1 + n_]);
+        v132[(o_ * 1024 + l134) * 1 + n_] = acc133;
+      }
+    }
+    // %144 = splat %55 : tile<i32, [1024]>
+    // (computed inside its user)
+    // %145 = cmp %143, %144 {pred = "lt"} : tile<i1, [1024]>
+    alignas(64) uint8_t v135[1024];
+    for (int64_t i136 = 0; i136 < 1024; ++i136) v135[i136] = uint8_t(v132[i136] < (v55));
+    // %146 = cast %145 : tile<i32, [1024]>
+    alignas(64) int32_t v137[1024];
+    for (int64_t i138 = 0; i138 < 1024; ++i138) v137[i138] = int32_t(v135[i138]);
+    // %147 = reduce %146 {axis = 0, kind = "sum"} : i32
+    int32_t v139;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 1024; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v137[o_ * 1024 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v139 = acc_;
+    }
+    // %148 = arange : tile<i32, [1024]>
+    // (computed inside its user)
+    // %149 = splat %147 : tile<i32, [1024]>
+    // (computed inside its user)
+    // %150 = cmp %148, %149 {pred = "eq"} : tile<i1, [1024]>
+    // (computed inside its user)
+    // %151 = where %150, %118, %111 : tile<i32, [1024]>
+    alignas(64) int32_t v140[1024];
+    for (int64_t i141 = 0; i141 < 1024; ++i141) v140[i141] = ((uint8_t((int32_t(0 + i141)) == (v139))) ? c113[i141] : v10);
+    // %152 = reduce %151 {axis = 0, kind = "sum"} : i32
+    int32_t v142;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 1024; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v140[o_ * 1024 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v142 = acc_;
+    }
+    // %153 = where %145, %118, %111 : tile<i32, [1024]>
+    alignas(64) int32_t v143[1024];
+    for (int64_t i144 = 0; i144 < 1024; ++i144) v143[i144] = (v135[i144] ? c113[i144] : v10);
+    // %154 = reduce %153 {axis = 0, kind = "sum"} : i32
+    int32_t v145;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 1024; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v143[o_ * 1024 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v145 = acc_;
+    }
+    // %155 = sub %55, %154 : i32
+    const int32_t v146 = tsr::wsub(v55, v145);
+    // %156 = cast %147 : u32
+    const uint32_t v147 = uint32_t(v139);
+    // %157 = shl %156, %8 : u32
+    const uint32_t v148 = tsr::ishl(v147, v8);
+    // %158 = or %54, %157 : u32
+    const uint32_t v149 = uint32_t(v54 | v148);
+    // %159 = cmp %152, %155 {pred = "ne"} : i1
+    const uint8_t v150 = uint8_t(v142 != v146);
+    // yield %158, %155, %8, %159
+    v101 = v149;
+    v102 = v146;
+    v103 = v8;
+    v104 = v150;
+  } else {
+    // yield %54, %55, %56, %57
+    v101 = v54;
+    v102 = v55;
+    v103 = v56;
+    v104 = v57;
+  }
+  // %160 = shr %107, %109 : u32
+  const uint32_t v151 = tsr::ishr(v101, v103);
+  // %161 = const {value = 2147483647} : u32
+  const uint32_t v152 = uint32_t(INT64_C(2147483647));
+  // %162 = const {value = 31} : u32
+  const uint32_t v153 = uint32_t(INT64_C(31));
+  // %163, %164 = for %10, %7, %4, %10, %10 : i32, i32 {...}
+  int32_t c154;
+  c154 = v10;
+  int32_t c155;
+  c155 = v10;
+  for (int64_t iv156_ = v10; v4 > 0 && iv156_ < v7; iv156_ += v4) {
+    const int32_t iv156 = int32_t(iv156_);
+    // %168 = load_tile %x, %1, %165 {pad = -inf} : tile<f32, [1, 4096]>
+    alignas(64) float v157[4096];
+    {
+      const int64_t o158 = int64_t(v1) * 1;
+      const int64_t o159 = int64_t(iv156) * 4096;
+      if (o158 >= 0 && o158 + 1 <= A.d0_0 && o159 >= 0 && o159 + 4096 <= A.d0_1) {
+        for (int64_t i160 = 0; i160 < 1; ++i160) {
+          for (int64_t i161 = 0; i161 < 4096; ++i161) v157[(i160) * 4096 + i161] = A.p0[(o158 + i160) * A.s0_0 + o159 + i161];
+        }
+      } else {
+        for (int64_t i162 = 0; i162 < 1; ++i162) {
+          for (int64_t i163 = 0; i163 < 4096; ++i163) {
+            v157[(i162)*4096 + i163] = ((o158 + i162) >= 0 && (o158 + i162) < A.d0_0 && (o159 + i163) >= 0 && (o159 + i163) < A.d0_1) ? A.p0[(o158 + i162) * A.s0_0 + (o159 + i163) * A.s0_1] : float(double(-INFINITY));
+          }
+        }
+      }
+    }
+    // %169 = reshape %168 : tile<f32, [4096]>
+    // %170 = bitcast %169 : tile<u32, [4096]>
+    alignas(64) uint32_t v164[4096];
+    for (int64_t i165 = 0; i165 < 4096; ++i165) v164[i165] = uint32_t(tsr::f32_bits(v157[i165]));
+    // %171 = splat %161 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %172 = xor %170, %171 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %173 = splat %162 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %174 = shr %170, %173 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %175 = splat %8 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %176 = cmp %174, %175 {pred = "eq"} : tile<i1, [4096]>
+    // (computed inside its user)
+    // %177 = where %176, %172, %170 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %178 = splat %109 : tile<u32, [4096]>
+    // (computed inside its user)
+    // %179 = shr %177, %178 : tile<u32, [4096]>
+    alignas(64) uint32_t v166[4096];
+    for (int64_t i167 = 0; i167 < 4096; ++i167) v166[i167] = tsr::ishr((((uint8_t((tsr::ishr(v164[i167], (v153))) == (v8))) ? (uint32_t(v164[i167] ^ (v152))) : v164[i167])), (v103));
+    // %180 = splat %160 : tile<u32, [4096]>
+    alignas(64) uint32_t v168[4096];
+    for (int64_t i169 = 0; i169 < 4096; ++i169) v168[i169] = v151;
+    // %181 = cmp %179, %180 {pred = "eq"} : tile<i1, [4096]>
+    alignas(64) uint8_t v170[4096];
+    for (int64_t i171 = 0; i171 < 4096; ++i171) v170[i171] = uint8_t(v166[i171] == v151);
+    // %182 = cast %181 : tile<i32, [4096]>
+    alignas(64) int32_t v172[4096];
+    for (int64_t i173 = 0; i173 < 4096; ++i173) v172[i173] = int32_t(v170[i173]);
+    // %183 = scan %182 {axis = 0, kind = "sum"} : tile<i32, [4096]>
+    alignas(64) int32_t v174[4096];
+    for (int64_t o_ = 0; o_ < 1; ++o_)
+    for (int64_t n_ = 0; n_ < 1; ++n_) {
+      int32_t acc175 = v172[(o_ * 4096 + 0) * 1 + n_];
+      v174[(o_ * 4096 + 0) * 1 + n_] = acc175;
+      for (int64_t l176 = 1; l176 < 4096; ++l176) {
+        acc175 = tsr::wadd(acc175, v172[(o_ * 4096 + l176) * 1 + n_]);
+        v174[(o_ * 4096 + l176) * 1 + n_] = acc175;
+      }
+    }
+    // %184 = splat %167 : tile<i32, [4096]>
+    // (computed inside its user)
+    // %185 = add %183, %184 : tile<i32, [4096]>
+    // (computed inside its user)
+    // %186 = splat %108 : tile<i32, [4096]>
+    // (computed inside its user)
+    // %187 = cmp %185, %186 {pred = "le"} : tile<i1, [4096]>
+    // (computed inside its user)
+    // %188 = and %181, %187 : tile<i1, [4096]>
+    // (computed inside its user)
+    // %189 = cmp %179, %180 {pred = "lt"} : tile<i1, [4096]>
+    // (computed inside its user)
+    // %190 = or %189, %188 : tile<i1, [4096]>
+    alignas(64) uint8_t v177[4096];
+    for (int64_t i178 = 0; i178 < 4096; ++i178) v177[i178] = uint8_t((uint8_t(v166[i178] < v151)) | (uint8_t(v170[i178] & (uint8_t((tsr::wadd(v174[i178], (c155))) <= (v102))))));
+    // %191 = sub %166, %4 : i32
+    const int32_t v179 = tsr::wsub(c154, v4);
+    // %192 = cast %190 : tile<i32, [4096]>
+    alignas(64) int32_t v180[4096];
+    for (int64_t i181 = 0; i181 < 4096; ++i181) v180[i181] = int32_t(v177[i181]);
+    // %193 = scan %192 {axis = 0, kind = "sum"} : tile<i32, [4096]>
+    alignas(64) int32_t v182[4096];
+    for (int64_t o_ = 0; o_ < 1; ++o_)
+    for (int64_t n_ = 0; n_ < 1; ++n_) {
+      int32_t acc183 = v180[(o_ * 4096 + 0) * 1 + n_];
+      v182[(o_ * 4096 + 0) * 1 + n_] = acc183;
+      for (int64_t l184 = 1; l184 < 4096; ++l184) {
+        acc183 = tsr::wadd(acc183, v180[(o_ * 4096 + l184) * 1 + n_]);
+        v182[(o_ * 4096 + l184) * 1 + n_] = acc183;
+      }
+    }
+    // %194 = splat %191 : tile<i32, [4096]>
+    // (computed inside its user)
+    // %195 = add %193, %194 : tile<i32, [4096]>
+    alignas(64) int32_t v185[4096];
+    for (int64_t i186 = 0; i186 < 4096; ++i186) v185[i186] = tsr::wadd(v182[i186], (v179));
+    // %196 = splat %1 : tile<i32, [4096]>
+    alignas(64) int32_t v187[4096];
+    for (int64_t i188 = 0; i188 < 4096; ++i188) v187[i188] = v1;
+    // scatter %values, %169, %196, %195, %190
+    for (int64_t i189 = 0; i189 < 4096; ++i189) {
+      if ((v177[i189] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v185[i189]) >= 0 && int64_t(v185[i189]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v185[i189]) * A.s1_1] = v157[i189];
+    }
+    // %197 = mul %165, %3 : i32
+    const int32_t v190 = tsr::wmul(iv156, v3);
+    // %198 = arange : tile<i32, [4096]>
+    // (computed inside its user)
+    // %199 = splat %197 : tile<i32, [4096]>
+    // (computed inside its user)
+    // %200 = add %198, %199 : tile<i32, [4096]>
+    alignas(64) int32_t v191[4096];
+    for (int64_t i192 = 0; i192 < 4096; ++i192) v191[i192] = tsr::wadd((int32_t(0 + i192)), (v190));
+    // scatter %indices, %200, %196, %195, %190
+    for (int64_t i193 = 0; i193 < 4096; ++i193) {
+      if ((v177[i193] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v185[i193]) >= 0 && int64_t(v185[i193]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v185[i193]) * A.s2_1] = v191[i193];
+    }
+    // %201 = reduce %182 {axis = 0, kind = "sum"} : i32
+    int32_t v194;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 4096; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v172[o_ * 4096 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v194 = acc_;
+    }
+    // %202 = add %167, %201 : i32
+    const int32_t v195 = tsr::wadd(c155, v194);
+    // %203 = reduce %192 {axis = 0, kind = "sum"} : i32
+    int32_t v196;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 4096; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v180[o_ * 4096 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v196 = acc_;
+    }
+    // %204 = add %166, %203 : i32
+    const int32_t v197 = tsr::wadd(c154, v196);
+    // yield %204, %202
+    c154 = v197;
+    c155 = v195;
+  }
+  // %205 = load_tile %indices, %1, %10 : tile<i32, [1, 64]>
+  alignas(64) int32_t v198[64];
   {
-    const int64_t o66 = int64_t(v1) * 1;
-    const int64_t o67 = int64_t(v8) * 64;
-    if (o66 >= 0 && o66 + 1 <= A.d1_0 && o67 >= 0 && o67 + 64 <= A.d1_1) {
-      for (int64_t i68 = 0; i68 < 1; ++i68) {
-        for (int64_t i69 = 0; i69 < 64; ++i69) A.p1[(o66 + i68) * A.s1_0 + o67 + i69] = c21[(i68) * 64 + i69];
+    const int64_t o199 = int64_t(v1) * 1;
+    const int64_t o200 = int64_t(v10) * 64;
+    if (o199 >= 0 && o199 + 1 <= A.d2_0 && o200 >= 0 && o200 + 64 <= A.d2_1) {
+      for (int64_t i201 = 0; i201 < 1; ++i201) {
+        for (int64_t i202 = 0; i202 < 64; ++i202) v198[(i201) * 64 + i202] = A.p2[(o199 + i201) * A.s2_0 + o200 + i202];
       }
     } else {
-      for (int64_t i70 = 0; i70 < 1; ++i70) {
-        for (int64_t i71 = 0; i71 < 64; ++i71) {
-          if ((o66 + i70) >= 0 && (o66 + i70) < A.d1_0 && (o67 + i71) >= 0 && (o67 + i71) < A.d1_1) A.p1[(o66 + i70) * A.s1_0 + (o67 + i71) * A.s1_1] = c21[(i70)*64 + i71];
+      for (int64_t i203 = 0; i203 < 1; ++i203) {
+        for (int64_t i204 = 0; i204 < 64; ++i204) {
+          v198[(i203)*64 + i204] = ((o199 + i203) >= 0 && (o199 + i203) < A.d2_0 && (o200 + i204) >= 0 && (o200 + i204) < A.d2_1) ? A.p2[(o199 + i203) * A.s2_0 + (o200 + i204) * A.s2_1] : int32_t(INT64_C(0));
         }
       }
     }
   }
-  // store_tile %indices, %14, %1, %8
+  // %206 = load_tile %values, %1, %10 : tile<f32, [1, 64]>
+  alignas(64) float v205[64];
   {
-    const int64_t o72 = int64_t(v1) * 1;
-    const int64_t o73 = int64_t(v8) * 64;
-    if (o72 >= 0 && o72 + 1 <= A.d2_0 && o73 >= 0 && o73 + 64 <= A.d2_1) {
-      for (int64_t i74 = 0; i74 < 1; ++i74) {
-        for (int64_t i75 = 0; i75 < 64; ++i75) A.p2[(o72 + i74) * A.s2_0 + o73 + i75] = c22[(i74) * 64 + i75];
+    const int64_t o206 = int64_t(v1) * 1;
+    const int64_t o207 = int64_t(v10) * 64;
+    if (o206 >= 0 && o206 + 1 <= A.d1_0 && o207 >= 0 && o207 + 64 <= A.d1_1) {
+      for (int64_t i208 = 0; i208 < 1; ++i208) {
+        for (int64_t i209 = 0; i209 < 64; ++i209) v205[(i208) * 64 + i209] = A.p1[(o206 + i208) * A.s1_0 + o207 + i209];
       }
     } else {
-      for (int64_t i76 = 0; i76 < 1; ++i76) {
-        for (int64_t i77 = 0; i77 < 64; ++i77) {
-          if ((o72 + i76) >= 0 && (o72 + i76) < A.d2_0 && (o73 + i77) >= 0 && (o73 + i77) < A.d2_1) A.p2[(o72 + i76) * A.s2_0 + (o73 + i77) * A.s2_1] = c22[(i76)*64 + i77];
+      for (int64_t i210 = 0; i210 < 1; ++i210) {
+        for (int64_t i211 = 0; i211 < 64; ++i211) {
+          v205[(i210)*64 + i211] = ((o206 + i210) >= 0 && (o206 + i210) < A.d1_0 && (o207 + i211) >= 0 && (o207 + i211) < A.d1_1) ? A.p1[(o206 + i210) * A.s1_0 + (o207 + i211) * A.s1_1] : float(0x0p+0);
+        }
+      }
+    }
+  }
+  // %207, %208 = sort %206, %205 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
+  alignas(64) float v212[64];
+  alignas(64) int32_t v213[64];
+  alignas(64) uint64_t sk214[128];
+  alignas(64) int32_t sp215[128];
+  tsr::sort_lines(v205, v198, v212, v213, 1, 64, 1, 64, true, sk214, sp215);
+  // store_tile %values, %207, %1, %10
+  {
+    const int64_t o216 = int64_t(v1) * 1;
+    const int64_t o217 = int64_t(v10) * 64;
+    if (o216 >= 0 && o216 + 1 <= A.d1_0 && o217 >= 0 && o217 + 64 <= A.d1_1) {
+      for (int64_t i218 = 0; i218 < 1; ++i218) {
+        for (int64_t i219 = 0; i219 < 64; ++i219) A.p1[(o216 + i218) * A.s1_0 + o217 + i219] = v212[(i218) * 64 + i219];
+      }
+    } else {
+      for (int64_t i220 = 0; i220 < 1; ++i220) {
+        for (int64_t i221 = 0; i221 < 64; ++i221) {
+          if ((o216 + i220) >= 0 && (o216 + i220) < A.d1_0 && (o217 + i221) >= 0 && (o217 + i221) < A.d1_1) A.p1[(o216 + i220) * A.s1_0 + (o217 + i221) * A.s1_1] = v212[(i220)*64 + i221];
+        }
+      }
+    }
+  }
+  // store_tile %indices, %208, %1, %10
+  {
+    const int64_t o222 = int64_t(v1) * 1;
+    const int64_t o223 = int64_t(v10) * 64;
+    if (o222 >= 0 && o222 + 1 <= A.d2_0 && o223 >= 0 && o223 + 64 <= A.d2_1) {
+      for (int64_t i224 = 0; i224 < 1; ++i224) {
+        for (int64_t i225 = 0; i225 < 64; ++i225) A.p2[(o222 + i224) * A.s2_0 + o223 + i225] = v213[(i224) * 64 + i225];
+      }
+    } else {
+      for (int64_t i226 = 0; i226 < 1; ++i226) {
+        for (int64_t i227 = 0; i227 < 64; ++i227) {
+          if ((o222 + i226) >= 0 && (o222 + i226) < A.d2_0 && (o223 + i227) >= 0 && (o223 + i227) < A.d2_1) A.p2[(o222 + i226) * A.s2_0 + (o223 + i227) * A.s2_1] = v213[(i226)*64 + i227];
         }
       }
     }
@@ -227,7 +816,7 @@ extern "C" int tessera_run(void** buf, const int64_t* dims, const int64_t* is, c
   if (g0 < 0) return 24;  // grid size on axis 0 of kernel 'topk' is negative (a size of 0 runs no programs; a negative size is an error)
   if (g0 == 0 || g1 == 0 || g2 == 0) return 0;  // no programs
   if (nt <= 0) nt = omp_get_max_threads();
-  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(9363)) nt = 1;  // about 9363 element ops per program
+  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(1518894)) nt = 1;  // about 1518894 element ops per program
   if (nt == 1) {
     for (int64_t z = 0; z < g2; ++z)
       for (int64_t y = 0; y < g1; ++y)

@@ -7,6 +7,8 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
   const int tsr_tid = int(threadIdx.x);
   constexpr int tsr_nthreads = 512;
   (void)tsr_tid; (void)tsr_smem;
+  int tsr_red411_at = 0;  // the copy of tsr_red411_mem the next exchange uses
+  int tsr_red416_at = 0;  // the copy of tsr_red416_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_N);
@@ -20,14 +22,14 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
   const int64_t tsr_p2_s0 = tsr_p2_s1 * int64_t(tsr_dim_K);
   (void)tsr_p2_s0;
   [[maybe_unused]] constexpr int64_t K = 64LL;
-  [[maybe_unused]] constexpr int64_t BLOCK_N = 1024LL;
+  [[maybe_unused]] constexpr int64_t BLOCK_N = 4096LL;
   [[maybe_unused]] constexpr int64_t num_warps = 16LL;
   // %1 = program_id {axis = 0} : i32
   const int32_t v0 = int32_t(blockIdx.x);
   // %2 = dim %x {axis = 1} : i32
   const int32_t v1 = int32_t(int64_t(tsr_dim_N));
-  // %3 = const {value = 1024} : i32
-  const int32_t v2 = int32_t(1024LL);
+  // %3 = const {value = 4096} : i32
+  const int32_t v2 = int32_t(4096LL);
   // %4 = const {value = 1} : i32
   const int32_t v3 = int32_t(1LL);
   // %5 = add %2, %3 : i32
@@ -36,315 +38,1502 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
   const int32_t v5 = int32_t(uint32_t(v4) - uint32_t(v3));
   // %7 = div %6, %3 : i32
   const int32_t v6 = tsr::idiv<int32_t>(v5, v2);
-  // %8 = const {value = 0} : i32
-  const int32_t v7 = int32_t(0LL);
-  // %9 = load_tile %x, %1, %8 {pad = -inf} : tile<f32, [1, 1024]>
-  float v8[2];
-  {
-    const int64_t o9 = int64_t(v0) * 1;
-    const int64_t o10 = int64_t(v7) * 1024;
-    #pragma unroll
-    for (int c11 = 0; c11 < 1; ++c11) {
-      const int e12 = ((c11 * 2 / 2) * 1024 + tsr_tid * 2 + (c11 * 2 % 2));
-      const int64_t g13 = o9 + 0;
-      const int64_t g14 = o10 + (e12);
-      const int64_t off15 = g13 * tsr_p0_s0 + g14 * tsr_p0_s1;
-      const bool rok16 = true && g13 >= 0 && g13 < int64_t(tsr_dim_M);
-      float buf17[2];
-      if (rok16 && g14 >= 0 && g14 + 2 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p0 + off15)) {
-        tsr::copy_vec<float, 2>(buf17, tsr_p0 + off15);
-      } else {
-        #pragma unroll
-        for (int v_ = 0; v_ < 2; ++v_) {
-          const int64_t gc18 = g14 + v_;
-          buf17[v_] = (rok16 && gc18 >= 0 && gc18 < int64_t(tsr_dim_N)) ? tsr_p0[off15 + v_ * tsr_p0_s1] : float((-tsr::inf_f()));
-        }
-      }
+  // %8 = const {value = 0} : u32
+  const uint32_t v7 = uint32_t(0LL);
+  // %9 = const {value = 64} : i32
+  const int32_t v8 = int32_t(64LL);
+  // %10 = const {value = 0} : i32
+  const int32_t v9 = int32_t(0LL);
+  // %11 = splat %10 : tile<i32, [2048]>
+  int32_t v10[4];
+  #pragma unroll
+  for (int s11 = 0; s11 < 4; ++s11) {
+    v10[s11] = v9;
+  }
+  // %12 = const {value = 2147483647} : u32
+  const uint32_t v12 = uint32_t(2147483647LL);
+  // %13 = const {value = 31} : u32
+  const uint32_t v13 = uint32_t(31LL);
+  // %14 = const {value = 21} : u32
+  const uint32_t v14 = uint32_t(21LL);
+  // %15 = const {value = 2047} : u32
+  const uint32_t v15 = uint32_t(2047LL);
+  // %16 = for %10, %7, %4, %11 : tile<i32, [2048]> {...}
+  int32_t c16[4];
+  #pragma unroll
+  for (int s17 = 0; s17 < 4; ++s17) {
+    c16[s17] = v10[s17];
+  }
+  for (int64_t iv18_ = v9; v3 > 0 && iv18_ < v6; iv18_ += v3) {
+    const int32_t iv18 = int32_t(iv18_);
+    // %19 = load_tile %x, %1, %17 {pad = -inf} : tile<f32, [1, 4096]>
+    float v19[8];
+    {
+      const int64_t o20 = int64_t(v0) * 1;
+      const int64_t o21 = int64_t(iv18) * 4096;
       #pragma unroll
-      for (int v_ = 0; v_ < 2; ++v_) v8[c11 * 2 + v_] = buf17[v_];
+      for (int c22 = 0; c22 < 1; ++c22) {
+        const int e23 = ((c22 * 8 / 8) * 4096 + tsr_tid * 8 + (c22 * 8 % 8));
+        const int64_t g24 = o20 + 0;
+        const int64_t g25 = o21 + (e23);
+        const int64_t off26 = g24 * tsr_p0_s0 + g25 * tsr_p0_s1;
+        const bool rok27 = true && g24 >= 0 && g24 < int64_t(tsr_dim_M);
+        float buf28[8];
+        if (rok27 && g25 >= 0 && g25 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 8>(tsr_p0 + off26)) {
+          tsr::copy_vec<float, 8>(buf28, tsr_p0 + off26);
+        } else {
+          #pragma unroll
+          for (int v_ = 0; v_ < 8; ++v_) {
+            const int64_t gc29 = g25 + v_;
+            buf28[v_] = (rok27 && gc29 >= 0 && gc29 < int64_t(tsr_dim_N)) ? tsr_p0[off26 + v_ * tsr_p0_s1] : float((-tsr::inf_f()));
+          }
+        }
+        #pragma unroll
+        for (int v_ = 0; v_ < 8; ++v_) v19[c22 * 8 + v_] = buf28[v_];
+      }
+    }
+    // %20 = reshape %19 : tile<f32, [4096]>
+    float v30[8];
+    #pragma unroll
+    for (int s31 = 0; s31 < 8; ++s31) {
+      v30[s31] = v19[s31];
+    }
+    // %21 = bitcast %20 : tile<u32, [4096]>
+    uint32_t v32[8];
+    #pragma unroll
+    for (int s33 = 0; s33 < 8; ++s33) {
+      v32[s33] = uint32_t(tsr::f32_bits(v30[s33]));
+    }
+    // %22 = splat %12 : tile<u32, [4096]>
+    uint32_t v34[8];
+    #pragma unroll
+    for (int s35 = 0; s35 < 8; ++s35) {
+      v34[s35] = v12;
+    }
+    // %23 = xor %21, %22 : tile<u32, [4096]>
+    uint32_t v36[8];
+    #pragma unroll
+    for (int s37 = 0; s37 < 8; ++s37) {
+      v36[s37] = uint32_t(v32[s37] ^ v34[s37]);
+    }
+    // %24 = splat %13 : tile<u32, [4096]>
+    uint32_t v38[8];
+    #pragma unroll
+    for (int s39 = 0; s39 < 8; ++s39) {
+      v38[s39] = v13;
+    }
+    // %25 = shr %21, %24 : tile<u32, [4096]>
+    uint32_t v40[8];
+    #pragma unroll
+    for (int s41 = 0; s41 < 8; ++s41) {
+      v40[s41] = tsr::ishr<uint32_t>(v32[s41], v38[s41]);
+    }
+    // %26 = splat %8 : tile<u32, [4096]>
+    uint32_t v42[8];
+    #pragma unroll
+    for (int s43 = 0; s43 < 8; ++s43) {
+      v42[s43] = v7;
+    }
+    // %27 = cmp %25, %26 {pred = "eq"} : tile<i1, [4096]>
+    uint8_t v44[8];
+    #pragma unroll
+    for (int s45 = 0; s45 < 8; ++s45) {
+      v44[s45] = uint8_t(v40[s45] == v42[s45]);
+    }
+    // %28 = where %27, %23, %21 : tile<u32, [4096]>
+    uint32_t v46[8];
+    #pragma unroll
+    for (int s47 = 0; s47 < 8; ++s47) {
+      v46[s47] = (v44[s47] ? v36[s47] : v32[s47]);
+    }
+    // %29 = splat %14 : tile<u32, [4096]>
+    uint32_t v48[8];
+    #pragma unroll
+    for (int s49 = 0; s49 < 8; ++s49) {
+      v48[s49] = v14;
+    }
+    // %30 = shr %28, %29 : tile<u32, [4096]>
+    uint32_t v50[8];
+    #pragma unroll
+    for (int s51 = 0; s51 < 8; ++s51) {
+      v50[s51] = tsr::ishr<uint32_t>(v46[s51], v48[s51]);
+    }
+    // %31 = splat %15 : tile<u32, [4096]>
+    uint32_t v52[8];
+    #pragma unroll
+    for (int s53 = 0; s53 < 8; ++s53) {
+      v52[s53] = v15;
+    }
+    // %32 = and %30, %31 : tile<u32, [4096]>
+    uint32_t v54[8];
+    #pragma unroll
+    for (int s55 = 0; s55 < 8; ++s55) {
+      v54[s55] = uint32_t(v50[s55] & v52[s55]);
+    }
+    // %33 = cast %32 : tile<i32, [4096]>
+    int32_t v56[8];
+    #pragma unroll
+    for (int s57 = 0; s57 < 8; ++s57) {
+      v56[s57] = int32_t(v54[s57]);
+    }
+    // %34 = histogram %33 : tile<i32, [2048]>
+    int32_t v58[4];
+    __syncthreads();
+    for (int b_ = tsr_tid; b_ < 2048; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
+    __syncthreads();
+    #pragma unroll
+    for (int s59 = 0; s59 < 8; ++s59) {
+      tsr::hist_add(reinterpret_cast<unsigned*>(tsr_smem + 0), (long long)(v56[s59]), 2048);
+    }
+    __syncthreads();
+    #pragma unroll
+    for (int s60 = 0; s60 < 4; ++s60) {
+      const int e61 = ((s60 / 4) * 2048 + tsr_tid * 4 + (s60 % 4));
+      v58[s60] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e61]);
+    }
+    // %35 = add %18, %34 : tile<i32, [2048]>
+    int32_t v62[4];
+    #pragma unroll
+    for (int s63 = 0; s63 < 4; ++s63) {
+      v62[s63] = int32_t(uint32_t(c16[s63]) + uint32_t(v58[s63]));
+    }
+    // yield %35
+    #pragma unroll
+    for (int s64 = 0; s64 < 4; ++s64) {
+      c16[s64] = v62[s64];
     }
   }
-  // %10, %11 = topk %9 {axis = 1} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
-  float v19[1];
-  int32_t v20[1];
+  // %36 = scan %16 {axis = 0, kind = "sum"} : tile<i32, [2048]>
+  int32_t v65[4];
+  uint32_t run66 = uint32_t(0);
+  uint32_t acc67_0 = uint32_t(0);
+  acc67_0 += uint32_t(c16[0]); v65[0] = int32_t(acc67_0);
+  acc67_0 += uint32_t(c16[1]); v65[1] = int32_t(acc67_0);
+  acc67_0 += uint32_t(c16[2]); v65[2] = int32_t(acc67_0);
+  acc67_0 += uint32_t(c16[3]); v65[3] = int32_t(acc67_0);
+  __syncthreads();
+  uint32_t tot69_0;
+  const uint32_t off68_0 = run66 + tsr::block_exclusive_sum<16>(acc67_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot69_0);
+  v65[0] = int32_t(uint32_t(v65[0]) + off68_0);
+  v65[1] = int32_t(uint32_t(v65[1]) + off68_0);
+  v65[2] = int32_t(uint32_t(v65[2]) + off68_0);
+  v65[3] = int32_t(uint32_t(v65[3]) + off68_0);
+  run66 += tot69_0;
+  // %37 = splat %9 : tile<i32, [2048]>
+  int32_t v70[4];
+  #pragma unroll
+  for (int s71 = 0; s71 < 4; ++s71) {
+    v70[s71] = v8;
+  }
+  // %38 = cmp %36, %37 {pred = "lt"} : tile<i1, [2048]>
+  uint8_t v72[4];
+  #pragma unroll
+  for (int s73 = 0; s73 < 4; ++s73) {
+    v72[s73] = uint8_t(v65[s73] < v70[s73]);
+  }
+  // %39 = cast %38 : tile<i32, [2048]>
+  int32_t v74[4];
+  #pragma unroll
+  for (int s75 = 0; s75 < 4; ++s75) {
+    v74[s75] = int32_t(v72[s75]);
+  }
+  // %40 = reduce %39 {axis = 0, kind = "sum"} : i32
+  int32_t v76;
+  int32_t racc77[4];
+  #pragma unroll
+  for (int v_ = 0; v_ < 4; ++v_) racc77[v_] = int32_t(0);
+  #pragma unroll
+  for (int s78 = 0; s78 < 4; ++s78) {
+    racc77[s78 % 4] = int32_t(uint32_t(racc77[s78 % 4]) + uint32_t(v74[s78]));
+  }
+  racc77[0] = int32_t(uint32_t(racc77[0]) + uint32_t(racc77[2]));
+  racc77[1] = int32_t(uint32_t(racc77[1]) + uint32_t(racc77[3]));
+  racc77[0] = int32_t(uint32_t(racc77[0]) + uint32_t(racc77[1]));
+  racc77[0] = int32_t(uint32_t(racc77[0]) + uint32_t(tsr::shfl_xor(racc77[0], 16)));
+  racc77[0] = int32_t(uint32_t(racc77[0]) + uint32_t(tsr::shfl_xor(racc77[0], 8)));
+  racc77[0] = int32_t(uint32_t(racc77[0]) + uint32_t(tsr::shfl_xor(racc77[0], 4)));
+  racc77[0] = int32_t(uint32_t(racc77[0]) + uint32_t(tsr::shfl_xor(racc77[0], 2)));
+  racc77[0] = int32_t(uint32_t(racc77[0]) + uint32_t(tsr::shfl_xor(racc77[0], 1)));
+  __shared__ int32_t tsr_red79_mem[16];
+  int32_t* const tsr_red79 = tsr_red79_mem;
+  if ((tsr_tid & 31) == 0) {
+    tsr_red79[(tsr_tid >> 5) * 1 + 0] = racc77[0];
+  }
+  __syncthreads();
+  racc77[0] = tsr_red79[(tsr_tid & 15) * 1 + 0];
+  racc77[0] = int32_t(uint32_t(racc77[0]) + uint32_t(tsr::shfl_xor(racc77[0], 8)));
+  racc77[0] = int32_t(uint32_t(racc77[0]) + uint32_t(tsr::shfl_xor(racc77[0], 4)));
+  racc77[0] = int32_t(uint32_t(racc77[0]) + uint32_t(tsr::shfl_xor(racc77[0], 2)));
+  racc77[0] = int32_t(uint32_t(racc77[0]) + uint32_t(tsr::shfl_xor(racc77[0], 1)));
+  v76 = racc77[0];
+  // %41 = arange : tile<i32, [2048]>
+  int32_t v80[4];
+  #pragma unroll
+  for (int s81 = 0; s81 < 4; ++s81) {
+    v80[s81] = int32_t(0 + ((s81 / 4) * 2048 + tsr_tid * 4 + (s81 % 4)));
+  }
+  // %42 = splat %40 : tile<i32, [2048]>
+  int32_t v82[4];
+  #pragma unroll
+  for (int s83 = 0; s83 < 4; ++s83) {
+    v82[s83] = v76;
+  }
+  // %43 = cmp %41, %42 {pred = "eq"} : tile<i1, [2048]>
+  uint8_t v84[4];
+  #pragma unroll
+  for (int s85 = 0; s85 < 4; ++s85) {
+    v84[s85] = uint8_t(v80[s85] == v82[s85]);
+  }
+  // %44 = where %43, %16, %11 : tile<i32, [2048]>
+  int32_t v86[4];
+  #pragma unroll
+  for (int s87 = 0; s87 < 4; ++s87) {
+    v86[s87] = (v84[s87] ? c16[s87] : v10[s87]);
+  }
+  // %45 = reduce %44 {axis = 0, kind = "sum"} : i32
+  int32_t v88;
+  int32_t racc89[4];
+  #pragma unroll
+  for (int v_ = 0; v_ < 4; ++v_) racc89[v_] = int32_t(0);
+  #pragma unroll
+  for (int s90 = 0; s90 < 4; ++s90) {
+    racc89[s90 % 4] = int32_t(uint32_t(racc89[s90 % 4]) + uint32_t(v86[s90]));
+  }
+  racc89[0] = int32_t(uint32_t(racc89[0]) + uint32_t(racc89[2]));
+  racc89[1] = int32_t(uint32_t(racc89[1]) + uint32_t(racc89[3]));
+  racc89[0] = int32_t(uint32_t(racc89[0]) + uint32_t(racc89[1]));
+  racc89[0] = int32_t(uint32_t(racc89[0]) + uint32_t(tsr::shfl_xor(racc89[0], 16)));
+  racc89[0] = int32_t(uint32_t(racc89[0]) + uint32_t(tsr::shfl_xor(racc89[0], 8)));
+  racc89[0] = int32_t(uint32_t(racc89[0]) + uint32_t(tsr::shfl_xor(racc89[0], 4)));
+  racc89[0] = int32_t(uint32_t(racc89[0]) + uint32_t(tsr::shfl_xor(racc89[0], 2)));
+  racc89[0] = int32_t(uint32_t(racc89[0]) + uint32_t(tsr::shfl_xor(racc89[0], 1)));
+  __shared__ int32_t tsr_red91_mem[16];
+  int32_t* const tsr_red91 = tsr_red91_mem;
+  if ((tsr_tid & 31) == 0) {
+    tsr_red91[(tsr_tid >> 5) * 1 + 0] = racc89[0];
+  }
+  __syncthreads();
+  racc89[0] = tsr_red91[(tsr_tid & 15) * 1 + 0];
+  racc89[0] = int32_t(uint32_t(racc89[0]) + uint32_t(tsr::shfl_xor(racc89[0], 8)));
+  racc89[0] = int32_t(uint32_t(racc89[0]) + uint32_t(tsr::shfl_xor(racc89[0], 4)));
+  racc89[0] = int32_t(uint32_t(racc89[0]) + uint32_t(tsr::shfl_xor(racc89[0], 2)));
+  racc89[0] = int32_t(uint32_t(racc89[0]) + uint32_t(tsr::shfl_xor(racc89[0], 1)));
+  v88 = racc89[0];
+  // %46 = where %38, %16, %11 : tile<i32, [2048]>
+  int32_t v92[4];
+  #pragma unroll
+  for (int s93 = 0; s93 < 4; ++s93) {
+    v92[s93] = (v72[s93] ? c16[s93] : v10[s93]);
+  }
+  // %47 = reduce %46 {axis = 0, kind = "sum"} : i32
+  int32_t v94;
+  int32_t racc95[4];
+  #pragma unroll
+  for (int v_ = 0; v_ < 4; ++v_) racc95[v_] = int32_t(0);
+  #pragma unroll
+  for (int s96 = 0; s96 < 4; ++s96) {
+    racc95[s96 % 4] = int32_t(uint32_t(racc95[s96 % 4]) + uint32_t(v92[s96]));
+  }
+  racc95[0] = int32_t(uint32_t(racc95[0]) + uint32_t(racc95[2]));
+  racc95[1] = int32_t(uint32_t(racc95[1]) + uint32_t(racc95[3]));
+  racc95[0] = int32_t(uint32_t(racc95[0]) + uint32_t(racc95[1]));
+  racc95[0] = int32_t(uint32_t(racc95[0]) + uint32_t(tsr::shfl_xor(racc95[0], 16)));
+  racc95[0] = int32_t(uint32_t(racc95[0]) + uint32_t(tsr::shfl_xor(racc95[0], 8)));
+  racc95[0] = int32_t(uint32_t(racc95[0]) + uint32_t(tsr::shfl_xor(racc95[0], 4)));
+  racc95[0] = int32_t(uint32_t(racc95[0]) + uint32_t(tsr::shfl_xor(racc95[0], 2)));
+  racc95[0] = int32_t(uint32_t(racc95[0]) + uint32_t(tsr::shfl_xor(racc95[0], 1)));
+  __shared__ int32_t tsr_red97_mem[16];
+  int32_t* const tsr_red97 = tsr_red97_mem;
+  if ((tsr_tid & 31) == 0) {
+    tsr_red97[(tsr_tid >> 5) * 1 + 0] = racc95[0];
+  }
+  __syncthreads();
+  racc95[0] = tsr_red97[(tsr_tid & 15) * 1 + 0];
+  racc95[0] = int32_t(uint32_t(racc95[0]) + uint32_t(tsr::shfl_xor(racc95[0], 8)));
+  racc95[0] = int32_t(uint32_t(racc95[0]) + uint32_t(tsr::shfl_xor(racc95[0], 4)));
+  racc95[0] = int32_t(uint32_t(racc95[0]) + uint32_t(tsr::shfl_xor(racc95[0], 2)));
+  racc95[0] = int32_t(uint32_t(racc95[0]) + uint32_t(tsr::shfl_xor(racc95[0], 1)));
+  v94 = racc95[0];
+  // %48 = sub %9, %47 : i32
+  const int32_t v98 = int32_t(uint32_t(v8) - uint32_t(v94));
+  // %49 = cast %40 : u32
+  const uint32_t v99 = uint32_t(v76);
+  // %50 = const {value = 21} : u32
+  const uint32_t v100 = uint32_t(21LL);
+  // %51 = shl %49, %50 : u32
+  const uint32_t v101 = tsr::ishl<uint32_t>(v99, v100);
+  // %52 = or %8, %51 : u32
+  const uint32_t v102 = uint32_t(v7 | v101);
+  // %53 = cmp %45, %48 {pred = "ne"} : i1
+  const uint8_t v103 = uint8_t(v88 != v98);
+  // %54, %55, %56, %57 = if %53 : u32, i32, u32, i1 {...}
+  uint32_t v104;
+  int32_t v105;
+  uint32_t v106;
+  uint8_t v107;
+  if (v103) {
+    // %58 = const {value = 2147483647} : u32
+    const uint32_t v108 = uint32_t(2147483647LL);
+    // %59 = const {value = 31} : u32
+    const uint32_t v109 = uint32_t(31LL);
+    // %60 = const {value = 10} : u32
+    const uint32_t v110 = uint32_t(10LL);
+    // %61 = const {value = 2047} : u32
+    const uint32_t v111 = uint32_t(2047LL);
+    // %62 = shr %52, %50 : u32
+    const uint32_t v112 = tsr::ishr<uint32_t>(v102, v100);
+    // %63 = const {value = -1} : i32
+    const int32_t v113 = int32_t(-1LL);
+    // %64 = for %10, %7, %4, %11 : tile<i32, [2048]> {...}
+    int32_t c114[4];
+    #pragma unroll
+    for (int s115 = 0; s115 < 4; ++s115) {
+      c114[s115] = v10[s115];
+    }
+    for (int64_t iv116_ = v9; v3 > 0 && iv116_ < v6; iv116_ += v3) {
+      const int32_t iv116 = int32_t(iv116_);
+      // %67 = load_tile %x, %1, %65 {pad = -inf} : tile<f32, [1, 4096]>
+      float v117[8];
+      {
+        const int64_t o118 = int64_t(v0) * 1;
+        const int64_t o119 = int64_t(iv116) * 4096;
+        #pragma unroll
+        for (int c120 = 0; c120 < 1; ++c120) {
+          const int e121 = ((c120 * 8 / 8) * 4096 + tsr_tid * 8 + (c120 * 8 % 8));
+          const int64_t g122 = o118 + 0;
+          const int64_t g123 = o119 + (e121);
+          const int64_t off124 = g122 * tsr_p0_s0 + g123 * tsr_p0_s1;
+          const bool rok125 = true && g122 >= 0 && g122 < int64_t(tsr_dim_M);
+          float buf126[8];
+          if (rok125 && g123 >= 0 && g123 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 8>(tsr_p0 + off124)) {
+            tsr::copy_vec<float, 8>(buf126, tsr_p0 + off124);
+          } else {
+            #pragma unroll
+            for (int v_ = 0; v_ < 8; ++v_) {
+              const int64_t gc127 = g123 + v_;
+              buf126[v_] = (rok125 && gc127 >= 0 && gc127 < int64_t(tsr_dim_N)) ? tsr_p0[off124 + v_ * tsr_p0_s1] : float((-tsr::inf_f()));
+            }
+          }
+          #pragma unroll
+          for (int v_ = 0; v_ < 8; ++v_) v117[c120 * 8 + v_] = buf126[v_];
+        }
+      }
+      // %68 = reshape %67 : tile<f32, [4096]>
+      float v128[8];
+      #pragma unroll
+      for (int s129 = 0; s129 < 8; ++s129) {
+        v128[s129] = v117[s129];
+      }
+      // %69 = bitcast %68 : tile<u32, [4096]>
+      uint32_t v130[8];
+      #pragma unroll
+      for (int s131 = 0; s131 < 8; ++s131) {
+        v130[s131] = uint32_t(tsr::f32_bits(v128[s131]));
+      }
+      // %70 = splat %58 : tile<u32, [4096]>
+      uint32_t v132[8];
+      #pragma unroll
+      for (int s133 = 0; s133 < 8; ++s133) {
+        v132[s133] = v108;
+      }
+      // %71 = xor %69, %70 : tile<u32, [4096]>
+      uint32_t v134[8];
+      #pragma unroll
+      for (int s135 = 0; s135 < 8; ++s135) {
+        v134[s135] = uint32_t(v130[s135] ^ v132[s135]);
+      }
+      // %72 = splat %59 : tile<u32, [4096]>
+      uint32_t v136[8];
+      #pragma unroll
+      for (int s137 = 0; s137 < 8; ++s137) {
+        v136[s137] = v109;
+      }
+      // %73 = shr %69, %72 : tile<u32, [4096]>
+      uint32_t v138[8];
+      #pragma unroll
+      for (int s139 = 0; s139 < 8; ++s139) {
+        v138[s139] = tsr::ishr<uint32_t>(v130[s139], v136[s139]);
+      }
+      // %74 = splat %8 : tile<u32, [4096]>
+      uint32_t v140[8];
+      #pragma unroll
+      for (int s141 = 0; s141 < 8; ++s141) {
+        v140[s141] = v7;
+      }
+      // %75 = cmp %73, %74 {pred = "eq"} : tile<i1, [4096]>
+      uint8_t v142[8];
+      #pragma unroll
+      for (int s143 = 0; s143 < 8; ++s143) {
+        v142[s143] = uint8_t(v138[s143] == v140[s143]);
+      }
+      // %76 = where %75, %71, %69 : tile<u32, [4096]>
+      uint32_t v144[8];
+      #pragma unroll
+      for (int s145 = 0; s145 < 8; ++s145) {
+        v144[s145] = (v142[s145] ? v134[s145] : v130[s145]);
+      }
+      // %77 = splat %60 : tile<u32, [4096]>
+      uint32_t v146[8];
+      #pragma unroll
+      for (int s147 = 0; s147 < 8; ++s147) {
+        v146[s147] = v110;
+      }
+      // %78 = shr %76, %77 : tile<u32, [4096]>
+      uint32_t v148[8];
+      #pragma unroll
+      for (int s149 = 0; s149 < 8; ++s149) {
+        v148[s149] = tsr::ishr<uint32_t>(v144[s149], v146[s149]);
+      }
+      // %79 = splat %61 : tile<u32, [4096]>
+      uint32_t v150[8];
+      #pragma unroll
+      for (int s151 = 0; s151 < 8; ++s151) {
+        v150[s151] = v111;
+      }
+      // %80 = and %78, %79 : tile<u32, [4096]>
+      uint32_t v152[8];
+      #pragma unroll
+      for (int s153 = 0; s153 < 8; ++s153) {
+        v152[s153] = uint32_t(v148[s153] & v150[s153]);
+      }
+      // %81 = cast %80 : tile<i32, [4096]>
+      int32_t v154[8];
+      #pragma unroll
+      for (int s155 = 0; s155 < 8; ++s155) {
+        v154[s155] = int32_t(v152[s155]);
+      }
+      // %82 = splat %50 : tile<u32, [4096]>
+      uint32_t v156[8];
+      #pragma unroll
+      for (int s157 = 0; s157 < 8; ++s157) {
+        v156[s157] = v100;
+      }
+      // %83 = shr %76, %82 : tile<u32, [4096]>
+      uint32_t v158[8];
+      #pragma unroll
+      for (int s159 = 0; s159 < 8; ++s159) {
+        v158[s159] = tsr::ishr<uint32_t>(v144[s159], v156[s159]);
+      }
+      // %84 = splat %62 : tile<u32, [4096]>
+      uint32_t v160[8];
+      #pragma unroll
+      for (int s161 = 0; s161 < 8; ++s161) {
+        v160[s161] = v112;
+      }
+      // %85 = cmp %83, %84 {pred = "eq"} : tile<i1, [4096]>
+      uint8_t v162[8];
+      #pragma unroll
+      for (int s163 = 0; s163 < 8; ++s163) {
+        v162[s163] = uint8_t(v158[s163] == v160[s163]);
+      }
+      // %86 = splat %63 : tile<i32, [4096]>
+      int32_t v164[8];
+      #pragma unroll
+      for (int s165 = 0; s165 < 8; ++s165) {
+        v164[s165] = v113;
+      }
+      // %87 = where %85, %81, %86 : tile<i32, [4096]>
+      int32_t v166[8];
+      #pragma unroll
+      for (int s167 = 0; s167 < 8; ++s167) {
+        v166[s167] = (v162[s167] ? v154[s167] : v164[s167]);
+      }
+      // %88 = histogram %87 : tile<i32, [2048]>
+      int32_t v168[4];
+      __syncthreads();
+      for (int b_ = tsr_tid; b_ < 2048; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
+      __syncthreads();
+      #pragma unroll
+      for (int s169 = 0; s169 < 8; ++s169) {
+        tsr::hist_add(reinterpret_cast<unsigned*>(tsr_smem + 0), (long long)(v166[s169]), 2048);
+      }
+      __syncthreads();
+      #pragma unroll
+      for (int s170 = 0; s170 < 4; ++s170) {
+        const int e171 = ((s170 / 4) * 2048 + tsr_tid * 4 + (s170 % 4));
+        v168[s170] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e171]);
+      }
+      // %89 = add %66, %88 : tile<i32, [2048]>
+      int32_t v172[4];
+      #pragma unroll
+      for (int s173 = 0; s173 < 4; ++s173) {
+        v172[s173] = int32_t(uint32_t(c114[s173]) + uint32_t(v168[s173]));
+      }
+      // yield %89
+      #pragma unroll
+      for (int s174 = 0; s174 < 4; ++s174) {
+        c114[s174] = v172[s174];
+      }
+    }
+    // %90 = scan %64 {axis = 0, kind = "sum"} : tile<i32, [2048]>
+    int32_t v175[4];
+    uint32_t run176 = uint32_t(0);
+    uint32_t acc177_0 = uint32_t(0);
+    acc177_0 += uint32_t(c114[0]); v175[0] = int32_t(acc177_0);
+    acc177_0 += uint32_t(c114[1]); v175[1] = int32_t(acc177_0);
+    acc177_0 += uint32_t(c114[2]); v175[2] = int32_t(acc177_0);
+    acc177_0 += uint32_t(c114[3]); v175[3] = int32_t(acc177_0);
+    __syncthreads();
+    uint32_t tot179_0;
+    const uint32_t off178_0 = run176 + tsr::block_exclusive_sum<16>(acc177_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot179_0);
+    v175[0] = int32_t(uint32_t(v175[0]) + off178_0);
+    v175[1] = int32_t(uint32_t(v175[1]) + off178_0);
+    v175[2] = int32_t(uint32_t(v175[2]) + off178_0);
+    v175[3] = int32_t(uint32_t(v175[3]) + off178_0);
+    run176 += tot179_0;
+    // %91 = splat %48 : tile<i32, [2048]>
+    int32_t v180[4];
+    #pragma unroll
+    for (int s181 = 0; s181 < 4; ++s181) {
+      v180[s181] = v98;
+    }
+    // %92 = cmp %90, %91 {pred = "lt"} : tile<i1, [2048]>
+    uint8_t v182[4];
+    #pragma unroll
+    for (int s183 = 0; s183 < 4; ++s183) {
+      v182[s183] = uint8_t(v175[s183] < v180[s183]);
+    }
+    // %93 = cast %92 : tile<i32, [2048]>
+    int32_t v184[4];
+    #pragma unroll
+    for (int s185 = 0; s185 < 4; ++s185) {
+      v184[s185] = int32_t(v182[s185]);
+    }
+    // %94 = reduce %93 {axis = 0, kind = "sum"} : i32
+    int32_t v186;
+    int32_t racc187[4];
+    #pragma unroll
+    for (int v_ = 0; v_ < 4; ++v_) racc187[v_] = int32_t(0);
+    #pragma unroll
+    for (int s188 = 0; s188 < 4; ++s188) {
+      racc187[s188 % 4] = int32_t(uint32_t(racc187[s188 % 4]) + uint32_t(v184[s188]));
+    }
+    racc187[0] = int32_t(uint32_t(racc187[0]) + uint32_t(racc187[2]));
+    racc187[1] = int32_t(uint32_t(racc187[1]) + uint32_t(racc187[3]));
+    racc187[0] = int32_t(uint32_t(racc187[0]) + uint32_t(racc187[1]));
+    racc187[0] = int32_t(uint32_t(racc187[0]) + uint32_t(tsr::shfl_xor(racc187[0], 16)));
+    racc187[0] = int32_t(uint32_t(racc187[0]) + uint32_t(tsr::shfl_xor(racc187[0], 8)));
+    racc187[0] = int32_t(uint32_t(racc187[0]) + uint32_t(tsr::shfl_xor(racc187[0], 4)));
+    racc187[0] = int32_t(uint32_t(racc187[0]) + uint32_t(tsr::shfl_xor(racc187[0], 2)));
+    racc187[0] = int32_t(uint32_t(racc187[0]) + uint32_t(tsr::shfl_xor(racc187[0], 1)));
+    __shared__ int32_t tsr_red189_mem[16];
+    int32_t* const tsr_red189 = tsr_red189_mem;
+    if ((tsr_tid & 31) == 0) {
+      tsr_red189[(tsr_tid >> 5) * 1 + 0] = racc187[0];
+    }
+    __syncthreads();
+    racc187[0] = tsr_red189[(tsr_tid & 15) * 1 + 0];
+    racc187[0] = int32_t(uint32_t(racc187[0]) + uint32_t(tsr::shfl_xor(racc187[0], 8)));
+    racc187[0] = int32_t(uint32_t(racc187[0]) + uint32_t(tsr::shfl_xor(racc187[0], 4)));
+    racc187[0] = int32_t(uint32_t(racc187[0]) + uint32_t(tsr::shfl_xor(racc187[0], 2)));
+    racc187[0] = int32_t(uint32_t(racc187[0]) + uint32_t(tsr::shfl_xor(racc187[0], 1)));
+    v186 = racc187[0];
+    // %95 = splat %94 : tile<i32, [2048]>
+    int32_t v190[4];
+    #pragma unroll
+    for (int s191 = 0; s191 < 4; ++s191) {
+      v190[s191] = v186;
+    }
+    // %96 = cmp %41, %95 {pred = "eq"} : tile<i1, [2048]>
+    uint8_t v192[4];
+    #pragma unroll
+    for (int s193 = 0; s193 < 4; ++s193) {
+      v192[s193] = uint8_t(v80[s193] == v190[s193]);
+    }
+    // %97 = where %96, %64, %11 : tile<i32, [2048]>
+    int32_t v194[4];
+    #pragma unroll
+    for (int s195 = 0; s195 < 4; ++s195) {
+      v194[s195] = (v192[s195] ? c114[s195] : v10[s195]);
+    }
+    // %98 = reduce %97 {axis = 0, kind = "sum"} : i32
+    int32_t v196;
+    int32_t racc197[4];
+    #pragma unroll
+    for (int v_ = 0; v_ < 4; ++v_) racc197[v_] = int32_t(0);
+    #pragma unroll
+    for (int s198 = 0; s198 < 4; ++s198) {
+      racc197[s198 % 4] = int32_t(uint32_t(racc197[s198 % 4]) + uint32_t(v194[s198]));
+    }
+    racc197[0] = int32_t(uint32_t(racc197[0]) + uint32_t(racc197[2]));
+    racc197[1] = int32_t(uint32_t(racc197[1]) + uint32_t(racc197[3]));
+    racc197[0] = int32_t(uint32_t(racc197[0]) + uint32_t(racc197[1]));
+    racc197[0] = int32_t(uint32_t(racc197[0]) + uint32_t(tsr::shfl_xor(racc197[0], 16)));
+    racc197[0] = int32_t(uint32_t(racc197[0]) + uint32_t(tsr::shfl_xor(racc197[0], 8)));
+    racc197[0] = int32_t(uint32_t(racc197[0]) + uint32_t(tsr::shfl_xor(racc197[0], 4)));
+    racc197[0] = int32_t(uint32_t(racc197[0]) + uint32_t(tsr::shfl_xor(racc197[0], 2)));
+    racc197[0] = int32_t(uint32_t(racc197[0]) + uint32_t(tsr::shfl_xor(racc197[0], 1)));
+    __shared__ int32_t tsr_red199_mem[16];
+    int32_t* const tsr_red199 = tsr_red199_mem;
+    if ((tsr_tid & 31) == 0) {
+      tsr_red199[(tsr_tid >> 5) * 1 + 0] = racc197[0];
+    }
+    __syncthreads();
+    racc197[0] = tsr_red199[(tsr_tid & 15) * 1 + 0];
+    racc197[0] = int32_t(uint32_t(racc197[0]) + uint32_t(tsr::shfl_xor(racc197[0], 8)));
+    racc197[0] = int32_t(uint32_t(racc197[0]) + uint32_t(tsr::shfl_xor(racc197[0], 4)));
+    racc197[0] = int32_t(uint32_t(racc197[0]) + uint32_t(tsr::shfl_xor(racc197[0], 2)));
+    racc197[0] = int32_t(uint32_t(racc197[0]) + uint32_t(tsr::shfl_xor(racc197[0], 1)));
+    v196 = racc197[0];
+    // %99 = where %92, %64, %11 : tile<i32, [2048]>
+    int32_t v200[4];
+    #pragma unroll
+    for (int s201 = 0; s201 < 4; ++s201) {
+      v200[s201] = (v182[s201] ? c114[s201] : v10[s201]);
+    }
+    // %100 = reduce %99 {axis = 0, kind = "sum"} : i32
+    int32_t v202;
+    int32_t racc203[4];
+    #pragma unroll
+    for (int v_ = 0; v_ < 4; ++v_) racc203[v_] = int32_t(0);
+    #pragma unroll
+    for (int s204 = 0; s204 < 4; ++s204) {
+      racc203[s204 % 4] = int32_t(uint32_t(racc203[s204 % 4]) + uint32_t(v200[s204]));
+    }
+    racc203[0] = int32_t(uint32_t(racc203[0]) + uint32_t(racc203[2]));
+    racc203[1] = int32_t(uint32_t(racc203[1]) + uint32_t(racc203[3]));
+    racc203[0] = int32_t(uint32_t(racc203[0]) + uint32_t(racc203[1]));
+    racc203[0] = int32_t(uint32_t(racc203[0]) + uint32_t(tsr::shfl_xor(racc203[0], 16)));
+    racc203[0] = int32_t(uint32_t(racc203[0]) + uint32_t(tsr::shfl_xor(racc203[0], 8)));
+    racc203[0] = int32_t(uint32_t(racc203[0]) + uint32_t(tsr::shfl_xor(racc203[0], 4)));
+    racc203[0] = int32_t(uint32_t(racc203[0]) + uint32_t(tsr::shfl_xor(racc203[0], 2)));
+    racc203[0] = int32_t(uint32_t(racc203[0]) + uint32_t(tsr::shfl_xor(racc203[0], 1)));
+    __shared__ int32_t tsr_red205_mem[16];
+    int32_t* const tsr_red205 = tsr_red205_mem;
+    if ((tsr_tid & 31) == 0) {
+      tsr_red205[(tsr_tid >> 5) * 1 + 0] = racc203[0];
+    }
+    __syncthreads();
+    racc203[0] = tsr_red205[(tsr_tid & 15) * 1 + 0];
+    racc203[0] = int32_t(uint32_t(racc203[0]) + uint32_t(tsr::shfl_xor(racc203[0], 8)));
+    racc203[0] = int32_t(uint32_t(racc203[0]) + uint32_t(tsr::shfl_xor(racc203[0], 4)));
+    racc203[0] = int32_t(uint32_t(racc203[0]) + uint32_t(tsr::shfl_xor(racc203[0], 2)));
+    racc203[0] = int32_t(uint32_t(racc203[0]) + uint32_t(tsr::shfl_xor(racc203[0], 1)));
+    v202 = racc203[0];
+    // %101 = sub %48, %100 : i32
+    const int32_t v206 = int32_t(uint32_t(v98) - uint32_t(v202));
+    // %102 = cast %94 : u32
+    const uint32_t v207 = uint32_t(v186);
+    // %103 = const {value = 10} : u32
+    const uint32_t v208 = uint32_t(10LL);
+    // %104 = shl %102, %103 : u32
+    const uint32_t v209 = tsr::ishl<uint32_t>(v207, v208);
+    // %105 = or %52, %104 : u32
+    const uint32_t v210 = uint32_t(v102 | v209);
+    // %106 = cmp %98, %101 {pred = "ne"} : i1
+    const uint8_t v211 = uint8_t(v196 != v206);
+    // yield %105, %101, %103, %106
+    v104 = v210;
+    v105 = v206;
+    v106 = v208;
+    v107 = v211;
+  } else {
+    // yield %52, %48, %50, %53
+    v104 = v102;
+    v105 = v98;
+    v106 = v100;
+    v107 = v103;
+  }
+  // %107, %108, %109, %110 = if %57 : u32, i32, u32, i1 {...}
+  uint32_t v212;
+  int32_t v213;
+  uint32_t v214;
+  uint8_t v215;
+  if (v107) {
+    // %111 = splat %10 : tile<i32, [1024]>
+    int32_t v216[2];
+    #pragma unroll
+    for (int s217 = 0; s217 < 2; ++s217) {
+      v216[s217] = v9;
+    }
+    // %112 = const {value = 2147483647} : u32
+    const uint32_t v218 = uint32_t(2147483647LL);
+    // %113 = const {value = 31} : u32
+    const uint32_t v219 = uint32_t(31LL);
+    // %114 = const {value = 1023} : u32
+    const uint32_t v220 = uint32_t(1023LL);
+    // %115 = const {value = 10} : u32
+    const uint32_t v221 = uint32_t(10LL);
+    // %116 = shr %54, %115 : u32
+    const uint32_t v222 = tsr::ishr<uint32_t>(v104, v221);
+    // %117 = const {value = -1} : i32
+    const int32_t v223 = int32_t(-1LL);
+    // %118 = for %10, %7, %4, %111 : tile<i32, [1024]> {...}
+    int32_t c224[2];
+    #pragma unroll
+    for (int s225 = 0; s225 < 2; ++s225) {
+      c224[s225] = v216[s225];
+    }
+    for (int64_t iv226_ = v9; v3 > 0 && iv226_ < v6; iv226_ += v3) {
+      const int32_t iv226 = int32_t(iv226_);
+      // %121 = load_tile %x, %1, %119 {pad = -inf} : tile<f32, [1, 4096]>
+      float v227[8];
+      {
+        const int64_t o228 = int64_t(v0) * 1;
+        const int64_t o229 = int64_t(iv226) * 4096;
+        #pragma unroll
+        for (int c230 = 0; c230 < 1; ++c230) {
+          const int e231 = ((c230 * 8 / 8) * 4096 + tsr_tid * 8 + (c230 * 8 % 8));
+          const int64_t g232 = o228 + 0;
+          const int64_t g233 = o229 + (e231);
+          const int64_t off234 = g232 * tsr_p0_s0 + g233 * tsr_p0_s1;
+          const bool rok235 = true && g232 >= 0 && g232 < int64_t(tsr_dim_M);
+          float buf236[8];
+          if (rok235 && g233 >= 0 && g233 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 8>(tsr_p0 + off234)) {
+            tsr::copy_vec<float, 8>(buf236, tsr_p0 + off234);
+          } else {
+            #pragma unroll
+            for (int v_ = 0; v_ < 8; ++v_) {
+              const int64_t gc237 = g233 + v_;
+              buf236[v_] = (rok235 && gc237 >= 0 && gc237 < int64_t(tsr_dim_N)) ? tsr_p0[off234 + v_ * tsr_p0_s1] : float((-tsr::inf_f()));
+            }
+          }
+          #pragma unroll
+          for (int v_ = 0; v_ < 8; ++v_) v227[c230 * 8 + v_] = buf236[v_];
+        }
+      }
+      // %122 = reshape %121 : tile<f32, [4096]>
+      float v238[8];
+      #pragma unroll
+      for (int s239 = 0; s239 < 8; ++s239) {
+        v238[s239] = v227[s239];
+      }
+      // %123 = bitcast %122 : tile<u32, [4096]>
+      uint32_t v240[8];
+      #pragma unroll
+      for (int s241 = 0; s241 < 8; ++s241) {
+        v240[s241] = uint32_t(tsr::f32_bits(v238[s241]));
+      }
+      // %124 = splat %112 : tile<u32, [4096]>
+      uint32_t v242[8];
+      #pragma unroll
+      for (int s243 = 0; s243 < 8; ++s243) {
+        v242[s243] = v218;
+      }
+      // %125 = xor %123, %124 : tile<u32, [4096]>
+      uint32_t v244[8];
+      #pragma unroll
+      for (int s245 = 0; s245 < 8; ++s245) {
+        v244[s245] = uint32_t(v240[s245] ^ v242[s245]);
+      }
+      // %126 = splat %113 : tile<u32, [4096]>
+      uint32_t v246[8];
+      #pragma unroll
+      for (int s247 = 0; s247 < 8; ++s247) {
+        v246[s247] = v219;
+      }
+      // %127 = shr %123, %126 : tile<u32, [4096]>
+      uint32_t v248[8];
+      #pragma unroll
+      for (int s249 = 0; s249 < 8; ++s249) {
+        v248[s249] = tsr::ishr<uint32_t>(v240[s249], v246[s249]);
+      }
+      // %128 = splat %8 : tile<u32, [4096]>
+      uint32_t v250[8];
+      #pragma unroll
+      for (int s251 = 0; s251 < 8; ++s251) {
+        v250[s251] = v7;
+      }
+      // %129 = cmp %127, %128 {pred = "eq"} : tile<i1, [4096]>
+      uint8_t v252[8];
+      #pragma unroll
+      for (int s253 = 0; s253 < 8; ++s253) {
+        v252[s253] = uint8_t(v248[s253] == v250[s253]);
+      }
+      // %130 = where %129, %125, %123 : tile<u32, [4096]>
+      uint32_t v254[8];
+      #pragma unroll
+      for (int s255 = 0; s255 < 8; ++s255) {
+        v254[s255] = (v252[s255] ? v244[s255] : v240[s255]);
+      }
+      // %131 = shr %130, %128 : tile<u32, [4096]>
+      uint32_t v256[8];
+      #pragma unroll
+      for (int s257 = 0; s257 < 8; ++s257) {
+        v256[s257] = tsr::ishr<uint32_t>(v254[s257], v250[s257]);
+      }
+      // %132 = splat %114 : tile<u32, [4096]>
+      uint32_t v258[8];
+      #pragma unroll
+      for (int s259 = 0; s259 < 8; ++s259) {
+        v258[s259] = v220;
+      }
+      // %133 = and %131, %132 : tile<u32, [4096]>
+      uint32_t v260[8];
+      #pragma unroll
+      for (int s261 = 0; s261 < 8; ++s261) {
+        v260[s261] = uint32_t(v256[s261] & v258[s261]);
+      }
+      // %134 = cast %133 : tile<i32, [4096]>
+      int32_t v262[8];
+      #pragma unroll
+      for (int s263 = 0; s263 < 8; ++s263) {
+        v262[s263] = int32_t(v260[s263]);
+      }
+      // %135 = splat %115 : tile<u32, [4096]>
+      uint32_t v264[8];
+      #pragma unroll
+      for (int s265 = 0; s265 < 8; ++s265) {
+        v264[s265] = v221;
+      }
+      // %136 = shr %130, %135 : tile<u32, [4096]>
+      uint32_t v266[8];
+      #pragma unroll
+      for (int s267 = 0; s267 < 8; ++s267) {
+        v266[s267] = tsr::ishr<uint32_t>(v254[s267], v264[s267]);
+      }
+      // %137 = splat %116 : tile<u32, [4096]>
+      uint32_t v268[8];
+      #pragma unroll
+      for (int s269 = 0; s269 < 8; ++s269) {
+        v268[s269] = v222;
+      }
+      // %138 = cmp %136, %137 {pred = "eq"} : tile<i1, [4096]>
+      uint8_t v270[8];
+      #pragma unroll
+      for (int s271 = 0; s271 < 8; ++s271) {
+        v270[s271] = uint8_t(v266[s271] == v268[s271]);
+      }
+      // %139 = splat %117 : tile<i32, [4096]>
+      int32_t v272[8];
+      #pragma unroll
+      for (int s273 = 0; s273 < 8; ++s273) {
+        v272[s273] = v223;
+      }
+      // %140 = where %138, %134, %139 : tile<i32, [4096]>
+      int32_t v274[8];
+      #pragma unroll
+      for (int s275 = 0; s275 < 8; ++s275) {
+        v274[s275] = (v270[s275] ? v262[s275] : v272[s275]);
+      }
+      // %141 = histogram %140 : tile<i32, [1024]>
+      int32_t v276[2];
+      __syncthreads();
+      for (int b_ = tsr_tid; b_ < 1024; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
+      __syncthreads();
+      #pragma unroll
+      for (int s277 = 0; s277 < 8; ++s277) {
+        tsr::hist_add(reinterpret_cast<unsigned*>(tsr_smem + 0), (long long)(v274[s277]), 1024);
+      }
+      __syncthreads();
+      #pragma unroll
+      for (int s278 = 0; s278 < 2; ++s278) {
+        const int e279 = ((s278 / 2) * 1024 + tsr_tid * 2 + (s278 % 2));
+        v276[s278] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e279]);
+      }
+      // %142 = add %120, %141 : tile<i32, [1024]>
+      int32_t v280[2];
+      #pragma unroll
+      for (int s281 = 0; s281 < 2; ++s281) {
+        v280[s281] = int32_t(uint32_t(c224[s281]) + uint32_t(v276[s281]));
+      }
+      // yield %142
+      #pragma unroll
+      for (int s282 = 0; s282 < 2; ++s282) {
+        c224[s282] = v280[s282];
+      }
+    }
+    // %143 = scan %118 {axis = 0, kind = "sum"} : tile<i32, [1024]>
+    int32_t v283[2];
+    uint32_t run284 = uint32_t(0);
+    uint32_t acc285_0 = uint32_t(0);
+    acc285_0 += uint32_t(c224[0]); v283[0] = int32_t(acc285_0);
+    acc285_0 += uint32_t(c224[1]); v283[1] = int32_t(acc285_0);
+    __syncthreads();
+    uint32_t tot287_0;
+    const uint32_t off286_0 = run284 + tsr::block_exclusive_sum<16>(acc285_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot287_0);
+    v283[0] = int32_t(uint32_t(v283[0]) + off286_0);
+    v283[1] = int32_t(uint32_t(v283[1]) + off286_0);
+    run284 += tot287_0;
+    // %144 = splat %55 : tile<i32, [1024]>
+    int32_t v288[2];
+    #pragma unroll
+    for (int s289 = 0; s289 < 2; ++s289) {
+      v288[s289] = v105;
+    }
+    // %145 = cmp %143, %144 {pred = "lt"} : tile<i1, [1024]>
+    uint8_t v290[2];
+    #pragma unroll
+    for (int s291 = 0; s291 < 2; ++s291) {
+      v290[s291] = uint8_t(v283[s291] < v288[s291]);
+    }
+    // %146 = cast %145 : tile<i32, [1024]>
+    int32_t v292[2];
+    #pragma unroll
+    for (int s293 = 0; s293 < 2; ++s293) {
+      v292[s293] = int32_t(v290[s293]);
+    }
+    // %147 = reduce %146 {axis = 0, kind = "sum"} : i32
+    int32_t v294;
+    int32_t racc295[2];
+    #pragma unroll
+    for (int v_ = 0; v_ < 2; ++v_) racc295[v_] = int32_t(0);
+    #pragma unroll
+    for (int s296 = 0; s296 < 2; ++s296) {
+      racc295[s296 % 2] = int32_t(uint32_t(racc295[s296 % 2]) + uint32_t(v292[s296]));
+    }
+    racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(racc295[1]));
+    racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 16)));
+    racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 8)));
+    racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 4)));
+    racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 2)));
+    racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 1)));
+    __shared__ int32_t tsr_red297_mem[16];
+    int32_t* const tsr_red297 = tsr_red297_mem;
+    if ((tsr_tid & 31) == 0) {
+      tsr_red297[(tsr_tid >> 5) * 1 + 0] = racc295[0];
+    }
+    __syncthreads();
+    racc295[0] = tsr_red297[(tsr_tid & 15) * 1 + 0];
+    racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 8)));
+    racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 4)));
+    racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 2)));
+    racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 1)));
+    v294 = racc295[0];
+    // %148 = arange : tile<i32, [1024]>
+    int32_t v298[2];
+    #pragma unroll
+    for (int s299 = 0; s299 < 2; ++s299) {
+      v298[s299] = int32_t(0 + ((s299 / 2) * 1024 + tsr_tid * 2 + (s299 % 2)));
+    }
+    // %149 = splat %147 : tile<i32, [1024]>
+    int32_t v300[2];
+    #pragma unroll
+    for (int s301 = 0; s301 < 2; ++s301) {
+      v300[s301] = v294;
+    }
+    // %150 = cmp %148, %149 {pred = "eq"} : tile<i1, [1024]>
+    uint8_t v302[2];
+    #pragma unroll
+    for (int s303 = 0; s303 < 2; ++s303) {
+      v302[s303] = uint8_t(v298[s303] == v300[s303]);
+    }
+    // %151 = where %150, %118, %111 : tile<i32, [1024]>
+    int32_t v304[2];
+    #pragma unroll
+    for (int s305 = 0; s305 < 2; ++s305) {
+      v304[s305] = (v302[s305] ? c224[s305] : v216[s305]);
+    }
+    // %152 = reduce %151 {axis = 0, kind = "sum"} : i32
+    int32_t v306;
+    int32_t racc307[2];
+    #pragma unroll
+    for (int v_ = 0; v_ < 2; ++v_) racc307[v_] = int32_t(0);
+    #pragma unroll
+    for (int s308 = 0; s308 < 2; ++s308) {
+      racc307[s308 % 2] = int32_t(uint32_t(racc307[s308 % 2]) + uint32_t(v304[s308]));
+    }
+    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(racc307[1]));
+    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 16)));
+    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 8)));
+    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 4)));
+    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 2)));
+    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 1)));
+    __shared__ int32_t tsr_red309_mem[16];
+    int32_t* const tsr_red309 = tsr_red309_mem;
+    if ((tsr_tid & 31) == 0) {
+      tsr_red309[(tsr_tid >> 5) * 1 + 0] = racc307[0];
+    }
+    __syncthreads();
+    racc307[0] = tsr_red309[(tsr_tid & 15) * 1 + 0];
+    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 8)));
+    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 4)));
+    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 2)));
+    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 1)));
+    v306 = racc307[0];
+    // %153 = where %145, %118, %111 : tile<i32, [1024]>
+    int32_t v310[2];
+    #pragma unroll
+    for (int s311 = 0; s311 < 2; ++s311) {
+      v310[s311] = (v290[s311] ? c224[s311] : v216[s311]);
+    }
+    // %154 = reduce %153 {axis = 0, kind = "sum"} : i32
+    int32_t v312;
+    int32_t racc313[2];
+    #pragma unroll
+    for (int v_ = 0; v_ < 2; ++v_) racc313[v_] = int32_t(0);
+    #pragma unroll
+    for (int s314 = 0; s314 < 2; ++s314) {
+      racc313[s314 % 2] = int32_t(uint32_t(racc313[s314 % 2]) + uint32_t(v310[s314]));
+    }
+    racc313[0] = int32_t(uint32_t(racc313[0]) + uint32_t(racc313[1]));
+    racc313[0] = int32_t(uint32_t(racc313[0]) + uint32_t(tsr::shfl_xor(racc313[0], 16)));
+    racc313[0] = int32_t(uint32_t(racc313[0]) + uint32_t(tsr::shfl_xor(racc313[0], 8)));
+    racc313[0] = int32_t(uint32_t(racc313[0]) + uint32_t(tsr::shfl_xor(racc313[0], 4)));
+    racc313[0] = int32_t(uint32_t(racc313[0]) + uint32_t(tsr::shfl_xor(racc313[0], 2)));
+    racc313[0] = int32_t(uint32_t(racc313[0]) + uint32_t(tsr::shfl_xor(racc313[0], 1)));
+    __shared__ int32_t tsr_red315_mem[16];
+    int32_t* const tsr_red315 = tsr_red315_mem;
+    if ((tsr_tid & 31) == 0) {
+      tsr_red315[(tsr_tid >> 5) * 1 + 0] = racc313[0];
+    }
+    __syncthreads();
+    racc313[0] = tsr_red315[(tsr_tid & 15) * 1 + 0];
+    racc313[0] = int32_t(uint32_t(racc313[0]) + uint32_t(tsr::shfl_xor(racc313[0], 8)));
+    racc313[0] = int32_t(uint32_t(racc313[0]) + uint32_t(tsr::shfl_xor(racc313[0], 4)));
+    racc313[0] = int32_t(uint32_t(racc313[0]) + uint32_t(tsr::shfl_xor(racc313[0], 2)));
+    racc313[0] = int32_t(uint32_t(racc313[0]) + uint32_t(tsr::shfl_xor(racc313[0], 1)));
+    v312 = racc313[0];
+    // %155 = sub %55, %154 : i32
+    const int32_t v316 = int32_t(uint32_t(v105) - uint32_t(v312));
+    // %156 = cast %147 : u32
+    const uint32_t v317 = uint32_t(v294);
+    // %157 = shl %156, %8 : u32
+    const uint32_t v318 = tsr::ishl<uint32_t>(v317, v7);
+    // %158 = or %54, %157 : u32
+    const uint32_t v319 = uint32_t(v104 | v318);
+    // %159 = cmp %152, %155 {pred = "ne"} : i1
+    const uint8_t v320 = uint8_t(v306 != v316);
+    // yield %158, %155, %8, %159
+    v212 = v319;
+    v213 = v316;
+    v214 = v7;
+    v215 = v320;
+  } else {
+    // yield %54, %55, %56, %57
+    v212 = v104;
+    v213 = v105;
+    v214 = v106;
+    v215 = v107;
+  }
+  // %160 = shr %107, %109 : u32
+  const uint32_t v321 = tsr::ishr<uint32_t>(v212, v214);
+  // %161 = const {value = 2147483647} : u32
+  const uint32_t v322 = uint32_t(2147483647LL);
+  // %162 = const {value = 31} : u32
+  const uint32_t v323 = uint32_t(31LL);
+  // %163, %164 = for %10, %7, %4, %10, %10 : i32, i32 {...}
+  int32_t c324;
+  c324 = v9;
+  int32_t c325;
+  c325 = v9;
+  for (int64_t iv326_ = v9; v3 > 0 && iv326_ < v6; iv326_ += v3) {
+    const int32_t iv326 = int32_t(iv326_);
+    // %168 = load_tile %x, %1, %165 {pad = -inf} : tile<f32, [1, 4096]>
+    float v327[8];
+    {
+      const int64_t o328 = int64_t(v0) * 1;
+      const int64_t o329 = int64_t(iv326) * 4096;
+      #pragma unroll
+      for (int c330 = 0; c330 < 1; ++c330) {
+        const int e331 = ((c330 * 8 / 8) * 4096 + tsr_tid * 8 + (c330 * 8 % 8));
+        const int64_t g332 = o328 + 0;
+        const int64_t g333 = o329 + (e331);
+        const int64_t off334 = g332 * tsr_p0_s0 + g333 * tsr_p0_s1;
+        const bool rok335 = true && g332 >= 0 && g332 < int64_t(tsr_dim_M);
+        float buf336[8];
+        if (rok335 && g333 >= 0 && g333 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 8>(tsr_p0 + off334)) {
+          tsr::copy_vec<float, 8>(buf336, tsr_p0 + off334);
+        } else {
+          #pragma unroll
+          for (int v_ = 0; v_ < 8; ++v_) {
+            const int64_t gc337 = g333 + v_;
+            buf336[v_] = (rok335 && gc337 >= 0 && gc337 < int64_t(tsr_dim_N)) ? tsr_p0[off334 + v_ * tsr_p0_s1] : float((-tsr::inf_f()));
+          }
+        }
+        #pragma unroll
+        for (int v_ = 0; v_ < 8; ++v_) v327[c330 * 8 + v_] = buf336[v_];
+      }
+    }
+    // %169 = reshape %168 : tile<f32, [4096]>
+    float v338[8];
+    #pragma unroll
+    for (int s339 = 0; s339 < 8; ++s339) {
+      v338[s339] = v327[s339];
+    }
+    // %170 = bitcast %169 : tile<u32, [4096]>
+    uint32_t v340[8];
+    #pragma unroll
+    for (int s341 = 0; s341 < 8; ++s341) {
+      v340[s341] = uint32_t(tsr::f32_bits(v338[s341]));
+    }
+    // %171 = splat %161 : tile<u32, [4096]>
+    uint32_t v342[8];
+    #pragma unroll
+    for (int s343 = 0; s343 < 8; ++s343) {
+      v342[s343] = v322;
+    }
+    // %172 = xor %170, %171 : tile<u32, [4096]>
+    uint32_t v344[8];
+    #pragma unroll
+    for (int s345 = 0; s345 < 8; ++s345) {
+      v344[s345] = uint32_t(v340[s345] ^ v342[s345]);
+    }
+    // %173 = splat %162 : tile<u32, [4096]>
+    uint32_t v346[8];
+    #pragma unroll
+    for (int s347 = 0; s347 < 8; ++s347) {
+      v346[s347] = v323;
+    }
+    // %174 = shr %170, %173 : tile<u32, [4096]>
+    uint32_t v348[8];
+    #pragma unroll
+    for (int s349 = 0; s349 < 8; ++s349) {
+      v348[s349] = tsr::ishr<uint32_t>(v340[s349], v346[s349]);
+    }
+    // %175 = splat %8 : tile<u32, [4096]>
+    uint32_t v350[8];
+    #pragma unroll
+    for (int s351 = 0; s351 < 8; ++s351) {
+      v350[s351] = v7;
+    }
+    // %176 = cmp %174, %175 {pred = "eq"} : tile<i1, [4096]>
+    uint8_t v352[8];
+    #pragma unroll
+    for (int s353 = 0; s353 < 8; ++s353) {
+      v352[s353] = uint8_t(v348[s353] == v350[s353]);
+    }
+    // %177 = where %176, %172, %170 : tile<u32, [4096]>
+    uint32_t v354[8];
+    #pragma unroll
+    for (int s355 = 0; s355 < 8; ++s355) {
+      v354[s355] = (v352[s355] ? v344[s355] : v340[s355]);
+    }
+    // %178 = splat %109 : tile<u32, [4096]>
+    uint32_t v356[8];
+    #pragma unroll
+    for (int s357 = 0; s357 < 8; ++s357) {
+      v356[s357] = v214;
+    }
+    // %179 = shr %177, %178 : tile<u32, [4096]>
+    uint32_t v358[8];
+    #pragma unroll
+    for (int s359 = 0; s359 < 8; ++s359) {
+      v358[s359] = tsr::ishr<uint32_t>(v354[s359], v356[s359]);
+    }
+    // %180 = splat %160 : tile<u32, [4096]>
+    uint32_t v360[8];
+    #pragma unroll
+    for (int s361 = 0; s361 < 8; ++s361) {
+      v360[s361] = v321;
+    }
+    // %181 = cmp %179, %180 {pred = "eq"} : tile<i1, [4096]>
+    uint8_t v362[8];
+    #pragma unroll
+    for (int s363 = 0; s363 < 8; ++s363) {
+      v362[s363] = uint8_t(v358[s363] == v360[s363]);
+    }
+    // %182 = cast %181 : tile<i32, [4096]>
+    int32_t v364[8];
+    #pragma unroll
+    for (int s365 = 0; s365 < 8; ++s365) {
+      v364[s365] = int32_t(v362[s365]);
+    }
+    // %183 = scan %182 {axis = 0, kind = "sum"} : tile<i32, [4096]>
+    int32_t v366[8];
+    uint32_t run367 = uint32_t(0);
+    uint32_t acc368_0 = uint32_t(0);
+    acc368_0 += uint32_t(v364[0]); v366[0] = int32_t(acc368_0);
+    acc368_0 += uint32_t(v364[1]); v366[1] = int32_t(acc368_0);
+    acc368_0 += uint32_t(v364[2]); v366[2] = int32_t(acc368_0);
+    acc368_0 += uint32_t(v364[3]); v366[3] = int32_t(acc368_0);
+    acc368_0 += uint32_t(v364[4]); v366[4] = int32_t(acc368_0);
+    acc368_0 += uint32_t(v364[5]); v366[5] = int32_t(acc368_0);
+    acc368_0 += uint32_t(v364[6]); v366[6] = int32_t(acc368_0);
+    acc368_0 += uint32_t(v364[7]); v366[7] = int32_t(acc368_0);
+    __syncthreads();
+    uint32_t tot370_0;
+    const uint32_t off369_0 = run367 + tsr::block_exclusive_sum<16>(acc368_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot370_0);
+    v366[0] = int32_t(uint32_t(v366[0]) + off369_0);
+    v366[1] = int32_t(uint32_t(v366[1]) + off369_0);
+    v366[2] = int32_t(uint32_t(v366[2]) + off369_0);
+    v366[3] = int32_t(uint32_t(v366[3]) + off369_0);
+    v366[4] = int32_t(uint32_t(v366[4]) + off369_0);
+    v366[5] = int32_t(uint32_t(v366[5]) + off369_0);
+    v366[6] = int32_t(uint32_t(v366[6]) + off369_0);
+    v366[7] = int32_t(uint32_t(v366[7]) + off369_0);
+    run367 += tot370_0;
+    // %184 = splat %167 : tile<i32, [4096]>
+    int32_t v371[8];
+    #pragma unroll
+    for (int s372 = 0; s372 < 8; ++s372) {
+      v371[s372] = c325;
+    }
+    // %185 = add %183, %184 : tile<i32, [4096]>
+    int32_t v373[8];
+    #pragma unroll
+    for (int s374 = 0; s374 < 8; ++s374) {
+      v373[s374] = int32_t(uint32_t(v366[s374]) + uint32_t(v371[s374]));
+    }
+    // %186 = splat %108 : tile<i32, [4096]>
+    int32_t v375[8];
+    #pragma unroll
+    for (int s376 = 0; s376 < 8; ++s376) {
+      v375[s376] = v213;
+    }
+    // %187 = cmp %185, %186 {pred = "le"} : tile<i1, [4096]>
+    uint8_t v377[8];
+    #pragma unroll
+    for (int s378 = 0; s378 < 8; ++s378) {
+      v377[s378] = uint8_t(v373[s378] <= v375[s378]);
+    }
+    // %188 = and %181, %187 : tile<i1, [4096]>
+    uint8_t v379[8];
+    #pragma unroll
+    for (int s380 = 0; s380 < 8; ++s380) {
+      v379[s380] = uint8_t(v362[s380] & v377[s380]);
+    }
+    // %189 = cmp %179, %180 {pred = "lt"} : tile<i1, [4096]>
+    uint8_t v381[8];
+    #pragma unroll
+    for (int s382 = 0; s382 < 8; ++s382) {
+      v381[s382] = uint8_t(v358[s382] < v360[s382]);
+    }
+    // %190 = or %189, %188 : tile<i1, [4096]>
+    uint8_t v383[8];
+    #pragma unroll
+    for (int s384 = 0; s384 < 8; ++s384) {
+      v383[s384] = uint8_t(v381[s384] | v379[s384]);
+    }
+    // %191 = sub %166, %4 : i32
+    const int32_t v385 = int32_t(uint32_t(c324) - uint32_t(v3));
+    // %192 = cast %190 : tile<i32, [4096]>
+    int32_t v386[8];
+    #pragma unroll
+    for (int s387 = 0; s387 < 8; ++s387) {
+      v386[s387] = int32_t(v383[s387]);
+    }
+    // %193 = scan %192 {axis = 0, kind = "sum"} : tile<i32, [4096]>
+    int32_t v388[8];
+    uint32_t run389 = uint32_t(0);
+    uint32_t acc390_0 = uint32_t(0);
+    acc390_0 += uint32_t(v386[0]); v388[0] = int32_t(acc390_0);
+    acc390_0 += uint32_t(v386[1]); v388[1] = int32_t(acc390_0);
+    acc390_0 += uint32_t(v386[2]); v388[2] = int32_t(acc390_0);
+    acc390_0 += uint32_t(v386[3]); v388[3] = int32_t(acc390_0);
+    acc390_0 += uint32_t(v386[4]); v388[4] = int32_t(acc390_0);
+    acc390_0 += uint32_t(v386[5]); v388[5] = int32_t(acc390_0);
+    acc390_0 += uint32_t(v386[6]); v388[6] = int32_t(acc390_0);
+    acc390_0 += uint32_t(v386[7]); v388[7] = int32_t(acc390_0);
+    __syncthreads();
+    uint32_t tot392_0;
+    const uint32_t off391_0 = run389 + tsr::block_exclusive_sum<16>(acc390_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot392_0);
+    v388[0] = int32_t(uint32_t(v388[0]) + off391_0);
+    v388[1] = int32_t(uint32_t(v388[1]) + off391_0);
+    v388[2] = int32_t(uint32_t(v388[2]) + off391_0);
+    v388[3] = int32_t(uint32_t(v388[3]) + off391_0);
+    v388[4] = int32_t(uint32_t(v388[4]) + off391_0);
+    v388[5] = int32_t(uint32_t(v388[5]) + off391_0);
+    v388[6] = int32_t(uint32_t(v388[6]) + off391_0);
+    v388[7] = int32_t(uint32_t(v388[7]) + off391_0);
+    run389 += tot392_0;
+    // %194 = splat %191 : tile<i32, [4096]>
+    int32_t v393[8];
+    #pragma unroll
+    for (int s394 = 0; s394 < 8; ++s394) {
+      v393[s394] = v385;
+    }
+    // %195 = add %193, %194 : tile<i32, [4096]>
+    int32_t v395[8];
+    #pragma unroll
+    for (int s396 = 0; s396 < 8; ++s396) {
+      v395[s396] = int32_t(uint32_t(v388[s396]) + uint32_t(v393[s396]));
+    }
+    // %196 = splat %1 : tile<i32, [4096]>
+    int32_t v397[8];
+    #pragma unroll
+    for (int s398 = 0; s398 < 8; ++s398) {
+      v397[s398] = v0;
+    }
+    // scatter %values, %169, %196, %195, %190
+    #pragma unroll
+    for (int s399 = 0; s399 < 8; ++s399) {
+      if ((v383[s399] != 0) && (int64_t(v397[s399]) >= 0 && int64_t(v397[s399]) < int64_t(tsr_dim_M) && int64_t(v395[s399]) >= 0 && int64_t(v395[s399]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v397[s399]) * tsr_p1_s0 + int64_t(v395[s399]) * tsr_p1_s1] = v338[s399];
+    }
+    // %197 = mul %165, %3 : i32
+    const int32_t v400 = int32_t(uint32_t(iv326) * uint32_t(v2));
+    // %198 = arange : tile<i32, [4096]>
+    int32_t v401[8];
+    #pragma unroll
+    for (int s402 = 0; s402 < 8; ++s402) {
+      v401[s402] = int32_t(0 + ((s402 / 8) * 4096 + tsr_tid * 8 + (s402 % 8)));
+    }
+    // %199 = splat %197 : tile<i32, [4096]>
+    int32_t v403[8];
+    #pragma unroll
+    for (int s404 = 0; s404 < 8; ++s404) {
+      v403[s404] = v400;
+    }
+    // %200 = add %198, %199 : tile<i32, [4096]>
+    int32_t v405[8];
+    #pragma unroll
+    for (int s406 = 0; s406 < 8; ++s406) {
+      v405[s406] = int32_t(uint32_t(v401[s406]) + uint32_t(v403[s406]));
+    }
+    // scatter %indices, %200, %196, %195, %190
+    #pragma unroll
+    for (int s407 = 0; s407 < 8; ++s407) {
+      if ((v383[s407] != 0) && (int64_t(v397[s407]) >= 0 && int64_t(v397[s407]) < int64_t(tsr_dim_M) && int64_t(v395[s407]) >= 0 && int64_t(v395[s407]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v397[s407]) * tsr_p2_s0 + int64_t(v395[s407]) * tsr_p2_s1] = v405[s407];
+    }
+    // %201 = reduce %182 {axis = 0, kind = "sum"} : i32
+    int32_t v408;
+    int32_t racc409[8];
+    #pragma unroll
+    for (int v_ = 0; v_ < 8; ++v_) racc409[v_] = int32_t(0);
+    #pragma unroll
+    for (int s410 = 0; s410 < 8; ++s410) {
+      racc409[s410 % 8] = int32_t(uint32_t(racc409[s410 % 8]) + uint32_t(v364[s410]));
+    }
+    racc409[0] = int32_t(uint32_t(racc409[0]) + uint32_t(racc409[4]));
+    racc409[1] = int32_t(uint32_t(racc409[1]) + uint32_t(racc409[5]));
+    racc409[2] = int32_t(uint32_t(racc409[2]) + uint32_t(racc409[6]));
+    racc409[3] = int32_t(uint32_t(racc409[3]) + uint32_t(racc409[7]));
+    racc409[0] = int32_t(uint32_t(racc409[0]) + uint32_t(racc409[2]));
+    racc409[1] = int32_t(uint32_t(racc409[1]) + uint32_t(racc409[3]));
+    racc409[0] = int32_t(uint32_t(racc409[0]) + uint32_t(racc409[1]));
+    racc409[0] = int32_t(uint32_t(racc409[0]) + uint32_t(tsr::shfl_xor(racc409[0], 16)));
+    racc409[0] = int32_t(uint32_t(racc409[0]) + uint32_t(tsr::shfl_xor(racc409[0], 8)));
+    racc409[0] = int32_t(uint32_t(racc409[0]) + uint32_t(tsr::shfl_xor(racc409[0], 4)));
+    racc409[0] = int32_t(uint32_t(racc409[0]) + uint32_t(tsr::shfl_xor(racc409[0], 2)));
+    racc409[0] = int32_t(uint32_t(racc409[0]) + uint32_t(tsr::shfl_xor(racc409[0], 1)));
+    __shared__ int32_t tsr_red411_mem[32];
+    int32_t* const tsr_red411 = tsr_red411_mem + tsr_red411_at;
+    tsr_red411_at ^= 16;
+    if ((tsr_tid & 31) == 0) {
+      tsr_red411[(tsr_tid >> 5) * 1 + 0] = racc409[0];
+    }
+    __syncthreads();
+    racc409[0] = tsr_red411[(tsr_tid & 15) * 1 + 0];
+    racc409[0] = int32_t(uint32_t(racc409[0]) + uint32_t(tsr::shfl_xor(racc409[0], 8)));
+    racc409[0] = int32_t(uint32_t(racc409[0]) + uint32_t(tsr::shfl_xor(racc409[0], 4)));
+    racc409[0] = int32_t(uint32_t(racc409[0]) + uint32_t(tsr::shfl_xor(racc409[0], 2)));
+    racc409[0] = int32_t(uint32_t(racc409[0]) + uint32_t(tsr::shfl_xor(racc409[0], 1)));
+    v408 = racc409[0];
+    // %202 = add %167, %201 : i32
+    const int32_t v412 = int32_t(uint32_t(c325) + uint32_t(v408));
+    // %203 = reduce %192 {axis = 0, kind = "sum"} : i32
+    int32_t v413;
+    int32_t racc414[8];
+    #pragma unroll
+    for (int v_ = 0; v_ < 8; ++v_) racc414[v_] = int32_t(0);
+    #pragma unroll
+    for (int s415 = 0; s415 < 8; ++s415) {
+      racc414[s415 % 8] = int32_t(uint32_t(racc414[s415 % 8]) + uint32_t(v386[s415]));
+    }
+    racc414[0] = int32_t(uint32_t(racc414[0]) + uint32_t(racc414[4]));
+    racc414[1] = int32_t(uint32_t(racc414[1]) + uint32_t(racc414[5]));
+    racc414[2] = int32_t(uint32_t(racc414[2]) + uint32_t(racc414[6]));
+    racc414[3] = int32_t(uint32_t(racc414[3]) + uint32_t(racc414[7]));
+    racc414[0] = int32_t(uint32_t(racc414[0]) + uint32_t(racc414[2]));
+    racc414[1] = int32_t(uint32_t(racc414[1]) + uint32_t(racc414[3]));
+    racc414[0] = int32_t(uint32_t(racc414[0]) + uint32_t(racc414[1]));
+    racc414[0] = int32_t(uint32_t(racc414[0]) + uint32_t(tsr::shfl_xor(racc414[0], 16)));
+    racc414[0] = int32_t(uint32_t(racc414[0]) + uint32_t(tsr::shfl_xor(racc414[0], 8)));
+    racc414[0] = int32_t(uint32_t(racc414[0]) + uint32_t(tsr::shfl_xor(racc414[0], 4)));
+    racc414[0] = int32_t(uint32_t(racc414[0]) + uint32_t(tsr::shfl_xor(racc414[0], 2)));
+    racc414[0] = int32_t(uint32_t(racc414[0]) + uint32_t(tsr::shfl_xor(racc414[0], 1)));
+    __shared__ int32_t tsr_red416_mem[32];
+    int32_t* const tsr_red416 = tsr_red416_mem + tsr_red416_at;
+    tsr_red416_at ^= 16;
+    if ((tsr_tid & 31) == 0) {
+      tsr_red416[(tsr_tid >> 5) * 1 + 0] = racc414[0];
+    }
+    __syncthreads();
+    racc414[0] = tsr_red416[(tsr_tid & 15) * 1 + 0];
+    racc414[0] = int32_t(uint32_t(racc414[0]) + uint32_t(tsr::shfl_xor(racc414[0], 8)));
+    racc414[0] = int32_t(uint32_t(racc414[0]) + uint32_t(tsr::shfl_xor(racc414[0], 4)));
+    racc414[0] = int32_t(uint32_t(racc414[0]) + uint32_t(tsr::shfl_xor(racc414[0], 2)));
+    racc414[0] = int32_t(uint32_t(racc414[0]) + uint32_t(tsr::shfl_xor(racc414[0], 1)));
+    v413 = racc414[0];
+    // %204 = add %166, %203 : i32
+    const int32_t v417 = int32_t(uint32_t(c324) + uint32_t(v413));
+    // yield %204, %202
+    c324 = v417;
+    c325 = v412;
+  }
+  // %205 = load_tile %indices, %1, %10 : tile<i32, [1, 64]>
+  __syncthreads();
+  int32_t v418[1];
+  {
+    const int64_t o419 = int64_t(v0) * 1;
+    const int64_t o420 = int64_t(v9) * 64;
+    #pragma unroll
+    for (int s421 = 0; s421 < 1; ++s421) {
+      const int e422 = (s421 * 512 + tsr_tid);
+      v418[s421] = ((s421 * 512 + tsr_tid) < 64) && ((o419 + 0) >= 0 && (o419 + 0) < int64_t(tsr_dim_M) && (o420 + (e422)) >= 0 && (o420 + (e422)) < int64_t(tsr_dim_K)) ? tsr_p2[(o419 + 0) * tsr_p2_s0 + (o420 + (e422)) * tsr_p2_s1] : int32_t(0LL);
+    }
+  }
+  // %206 = load_tile %values, %1, %10 : tile<f32, [1, 64]>
+  float v423[1];
+  {
+    const int64_t o424 = int64_t(v0) * 1;
+    const int64_t o425 = int64_t(v9) * 64;
+    #pragma unroll
+    for (int s426 = 0; s426 < 1; ++s426) {
+      const int e427 = (s426 * 512 + tsr_tid);
+      v423[s426] = ((s426 * 512 + tsr_tid) < 64) && ((o424 + 0) >= 0 && (o424 + 0) < int64_t(tsr_dim_M) && (o425 + (e427)) >= 0 && (o425 + (e427)) < int64_t(tsr_dim_K)) ? tsr_p1[(o424 + 0) * tsr_p1_s0 + (o425 + (e427)) * tsr_p1_s1] : 0x0p+0f;
+    }
+  }
+  // %207, %208 = sort %206, %205 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
+  float v428[1];
+  int32_t v429[1];
   __syncthreads();
   #pragma unroll
-  for (int s21 = 0; s21 < 2; ++s21) {
-    if (true) reinterpret_cast<float*>(tsr_smem + 0)[((s21 / 2) * 1024 + tsr_tid * 2 + (s21 % 2))] = v8[s21];
+  for (int s430 = 0; s430 < 1; ++s430) {
+    if (((s430 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s430 * 512 + tsr_tid)] = v423[s430];
   }
   __syncthreads();
-  for (int p_ = tsr_tid; p_ < 1024; p_ += 512) {
-    const int ln_ = p_ / 1024, l_ = p_ % 1024;
+  #pragma unroll
+  for (int s431 = 0; s431 < 1; ++s431) {
+    if (((s431 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s431 * 512 + tsr_tid)] = v418[s431];
+  }
+  __syncthreads();
+  for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
+    const int ln_ = p_ / 64, l_ = p_ % 64;
     const int o_ = ln_ / 1, i_ = ln_ % 1;
-    reinterpret_cast<uint32_t*>(tsr_smem + 4096)[p_] = l_ < 1024 ? uint32_t(~tsr::sort_key(reinterpret_cast<float*>(tsr_smem + 0)[(o_ * 1024 + l_) * 1 + i_])) : ~uint32_t(0);
-    reinterpret_cast<int32_t*>(tsr_smem + 8192)[p_] = l_;
+    reinterpret_cast<uint32_t*>(tsr_smem + 512)[p_] = l_ < 64 ? uint32_t(~tsr::sort_key(reinterpret_cast<float*>(tsr_smem + 0)[(o_ * 64 + l_) * 1 + i_])) : ~uint32_t(0);
+    reinterpret_cast<int32_t*>(tsr_smem + 768)[p_] = l_;
   }
   __syncthreads();
-  for (int k_ = 2; k_ <= 1024; k_ <<= 1) {
+  for (int k_ = 2; k_ <= 64; k_ <<= 1) {
     for (int j_ = k_ >> 1; j_ > 0; j_ >>= 1) {
-      for (int q_ = tsr_tid; q_ < 512; q_ += 512) {
-        const int h_ = q_ % 512;
-        const int a_ = (q_ / 512) * 1024 + ((h_ & ~(j_ - 1)) << 1) + (h_ & (j_ - 1)), b_ = a_ + j_;
-        const uint32_t ka_ = reinterpret_cast<uint32_t*>(tsr_smem + 4096)[a_], kb_ = reinterpret_cast<uint32_t*>(tsr_smem + 4096)[b_];
-        const int pa_ = reinterpret_cast<int32_t*>(tsr_smem + 8192)[a_], pb_ = reinterpret_cast<int32_t*>(tsr_smem + 8192)[b_];
-        const bool up_ = ((a_ % 1024) & k_) == 0;
+      for (int q_ = tsr_tid; q_ < 32; q_ += 512) {
+        const int h_ = q_ % 32;
+        const int a_ = (q_ / 32) * 64 + ((h_ & ~(j_ - 1)) << 1) + (h_ & (j_ - 1)), b_ = a_ + j_;
+        const uint32_t ka_ = reinterpret_cast<uint32_t*>(tsr_smem + 512)[a_], kb_ = reinterpret_cast<uint32_t*>(tsr_smem + 512)[b_];
+        const int pa_ = reinterpret_cast<int32_t*>(tsr_smem + 768)[a_], pb_ = reinterpret_cast<int32_t*>(tsr_smem + 768)[b_];
+        const bool up_ = ((a_ % 64) & k_) == 0;
         if ((ka_ > kb_ || (ka_ == kb_ && pa_ > pb_)) == up_) {
-          reinterpret_cast<uint32_t*>(tsr_smem + 4096)[a_] = kb_; reinterpret_cast<uint32_t*>(tsr_smem + 4096)[b_] = ka_; reinterpret_cast<int32_t*>(tsr_smem + 8192)[a_] = pb_; reinterpret_cast<int32_t*>(tsr_smem + 8192)[b_] = pa_;
+          reinterpret_cast<uint32_t*>(tsr_smem + 512)[a_] = kb_; reinterpret_cast<uint32_t*>(tsr_smem + 512)[b_] = ka_; reinterpret_cast<int32_t*>(tsr_smem + 768)[a_] = pb_; reinterpret_cast<int32_t*>(tsr_smem + 768)[b_] = pa_;
         }
       }
       __syncthreads();
     }
   }
   #pragma unroll
-  for (int s22 = 0; s22 < 1; ++s22) {
-    const int e23 = (s22 * 512 + tsr_tid);
-    v19[s22] = ((s22 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e23) / 64) * 1024 + reinterpret_cast<int32_t*>(tsr_smem + 8192)[(((e23) / 64) * 1 + ((e23) % 1)) * 1024 + (((e23) / 1) % 64)]) * 1 + ((e23) % 1)]) : float(0);
+  for (int s432 = 0; s432 < 1; ++s432) {
+    const int e433 = (s432 * 512 + tsr_tid);
+    v428[s432] = ((s432 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e433) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e433) / 64) * 1 + ((e433) % 1)) * 64 + (((e433) / 1) % 64)]) * 1 + ((e433) % 1)]) : float(0);
   }
   #pragma unroll
-  for (int s24 = 0; s24 < 1; ++s24) {
-    const int e25 = (s24 * 512 + tsr_tid);
-    v20[s24] = ((s24 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 8192)[(((e25) / 64) * 1 + ((e25) % 1)) * 1024 + (((e25) / 1) % 64)]) : int32_t(0);
+  for (int s434 = 0; s434 < 1; ++s434) {
+    const int e435 = (s434 * 512 + tsr_tid);
+    v429[s434] = ((s434 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e435) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e435) / 64) * 1 + ((e435) % 1)) * 64 + (((e435) / 1) % 64)]) * 1 + ((e435) % 1)]) : int32_t(0);
   }
-  // %12 = const {value = 0.0} : f32
-  const float v26 = 0x0p+0f;
-  // %13, %14 = for %4, %7, %4, %10, %11 : tile<f32, [1, 64]>, tile<i32, [1, 64]> {...}
-  float c27[1];
-  #pragma unroll
-  for (int s28 = 0; s28 < 1; ++s28) {
-    c27[s28] = v19[s28];
-  }
-  int32_t c29[1];
-  #pragma unroll
-  for (int s30 = 0; s30 < 1; ++s30) {
-    c29[s30] = v20[s30];
-  }
-  for (int64_t iv31_ = v3; v3 > 0 && iv31_ < v6; iv31_ += v3) {
-    const int32_t iv31 = int32_t(iv31_);
-    // %18 = load_tile %x, %1, %15 {pad = -inf} : tile<f32, [1, 1024]>
-    float v32[2];
-    {
-      const int64_t o33 = int64_t(v0) * 1;
-      const int64_t o34 = int64_t(iv31) * 1024;
-      #pragma unroll
-      for (int c35 = 0; c35 < 1; ++c35) {
-        const int e36 = ((c35 * 2 / 2) * 1024 + tsr_tid * 2 + (c35 * 2 % 2));
-        const int64_t g37 = o33 + 0;
-        const int64_t g38 = o34 + (e36);
-        const int64_t off39 = g37 * tsr_p0_s0 + g38 * tsr_p0_s1;
-        const bool rok40 = true && g37 >= 0 && g37 < int64_t(tsr_dim_M);
-        float buf41[2];
-        if (rok40 && g38 >= 0 && g38 + 2 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p0 + off39)) {
-          tsr::copy_vec<float, 2>(buf41, tsr_p0 + off39);
-        } else {
-          #pragma unroll
-          for (int v_ = 0; v_ < 2; ++v_) {
-            const int64_t gc42 = g38 + v_;
-            buf41[v_] = (rok40 && gc42 >= 0 && gc42 < int64_t(tsr_dim_N)) ? tsr_p0[off39 + v_ * tsr_p0_s1] : float((-tsr::inf_f()));
-          }
-        }
-        #pragma unroll
-        for (int v_ = 0; v_ < 2; ++v_) v32[c35 * 2 + v_] = buf41[v_];
-      }
-    }
-    // %19, %20 = topk %18 {axis = 1} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
-    float v43[1];
-    int32_t v44[1];
-    __syncthreads();
-    #pragma unroll
-    for (int s45 = 0; s45 < 2; ++s45) {
-      if (true) reinterpret_cast<float*>(tsr_smem + 0)[((s45 / 2) * 1024 + tsr_tid * 2 + (s45 % 2))] = v32[s45];
-    }
-    __syncthreads();
-    for (int p_ = tsr_tid; p_ < 1024; p_ += 512) {
-      const int ln_ = p_ / 1024, l_ = p_ % 1024;
-      const int o_ = ln_ / 1, i_ = ln_ % 1;
-      reinterpret_cast<uint32_t*>(tsr_smem + 4096)[p_] = l_ < 1024 ? uint32_t(~tsr::sort_key(reinterpret_cast<float*>(tsr_smem + 0)[(o_ * 1024 + l_) * 1 + i_])) : ~uint32_t(0);
-      reinterpret_cast<int32_t*>(tsr_smem + 8192)[p_] = l_;
-    }
-    __syncthreads();
-    for (int k_ = 2; k_ <= 1024; k_ <<= 1) {
-      for (int j_ = k_ >> 1; j_ > 0; j_ >>= 1) {
-        for (int q_ = tsr_tid; q_ < 512; q_ += 512) {
-          const int h_ = q_ % 512;
-          const int a_ = (q_ / 512) * 1024 + ((h_ & ~(j_ - 1)) << 1) + (h_ & (j_ - 1)), b_ = a_ + j_;
-          const uint32_t ka_ = reinterpret_cast<uint32_t*>(tsr_smem + 4096)[a_], kb_ = reinterpret_cast<uint32_t*>(tsr_smem + 4096)[b_];
-          const int pa_ = reinterpret_cast<int32_t*>(tsr_smem + 8192)[a_], pb_ = reinterpret_cast<int32_t*>(tsr_smem + 8192)[b_];
-          const bool up_ = ((a_ % 1024) & k_) == 0;
-          if ((ka_ > kb_ || (ka_ == kb_ && pa_ > pb_)) == up_) {
-            reinterpret_cast<uint32_t*>(tsr_smem + 4096)[a_] = kb_; reinterpret_cast<uint32_t*>(tsr_smem + 4096)[b_] = ka_; reinterpret_cast<int32_t*>(tsr_smem + 8192)[a_] = pb_; reinterpret_cast<int32_t*>(tsr_smem + 8192)[b_] = pa_;
-          }
-        }
-        __syncthreads();
-      }
-    }
-    #pragma unroll
-    for (int s46 = 0; s46 < 1; ++s46) {
-      const int e47 = (s46 * 512 + tsr_tid);
-      v43[s46] = ((s46 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e47) / 64) * 1024 + reinterpret_cast<int32_t*>(tsr_smem + 8192)[(((e47) / 64) * 1 + ((e47) % 1)) * 1024 + (((e47) / 1) % 64)]) * 1 + ((e47) % 1)]) : float(0);
-    }
-    #pragma unroll
-    for (int s48 = 0; s48 < 1; ++s48) {
-      const int e49 = (s48 * 512 + tsr_tid);
-      v44[s48] = ((s48 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 8192)[(((e49) / 64) * 1 + ((e49) % 1)) * 1024 + (((e49) / 1) % 64)]) : int32_t(0);
-    }
-    // %21 = splat %12 : tile<f32, [1, 128]>
-    float v50[1];
-    #pragma unroll
-    for (int s51 = 0; s51 < 1; ++s51) {
-      v50[s51] = v26;
-    }
-    // %22 = insert_tile %21, %16, %8, %8 : tile<f32, [1, 128]>
-    float v52[1];
-    __syncthreads();
-    #pragma unroll
-    for (int s53 = 0; s53 < 1; ++s53) {
-      if (((s53 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s53 * 512 + tsr_tid)] = c27[s53];
-    }
-    __syncthreads();
-    #pragma unroll
-    for (int s54 = 0; s54 < 1; ++s54) {
-      const int e55 = (s54 * 512 + tsr_tid);
-      v52[s54] = (((s54 * 512 + tsr_tid) < 128) && 0 >= (v7 * 1) && 0 < (v7 * 1) + 1 && (e55) >= (v7 * 64) && (e55) < (v7 * 64) + 64) ? reinterpret_cast<float*>(tsr_smem + 0)[(((0 - (v7 * 1))) * 64 + ((e55) - (v7 * 64)))] : v50[s54];
-    }
-    // %23 = insert_tile %22, %19, %8, %4 : tile<f32, [1, 128]>
-    float v56[1];
-    __syncthreads();
-    #pragma unroll
-    for (int s57 = 0; s57 < 1; ++s57) {
-      if (((s57 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s57 * 512 + tsr_tid)] = v43[s57];
-    }
-    __syncthreads();
-    #pragma unroll
-    for (int s58 = 0; s58 < 1; ++s58) {
-      const int e59 = (s58 * 512 + tsr_tid);
-      v56[s58] = (((s58 * 512 + tsr_tid) < 128) && 0 >= (v7 * 1) && 0 < (v7 * 1) + 1 && (e59) >= (v3 * 64) && (e59) < (v3 * 64) + 64) ? reinterpret_cast<float*>(tsr_smem + 0)[(((0 - (v7 * 1))) * 64 + ((e59) - (v3 * 64)))] : v52[s58];
-    }
-    // %24 = mul %15, %3 : i32
-    const int32_t v60 = int32_t(uint32_t(iv31) * uint32_t(v2));
-    // %25 = splat %24 : tile<i32, [1, 64]>
-    int32_t v61[1];
-    #pragma unroll
-    for (int s62 = 0; s62 < 1; ++s62) {
-      v61[s62] = v60;
-    }
-    // %26 = add %20, %25 : tile<i32, [1, 64]>
-    int32_t v63[1];
-    #pragma unroll
-    for (int s64 = 0; s64 < 1; ++s64) {
-      v63[s64] = int32_t(uint32_t(v44[s64]) + uint32_t(v61[s64]));
-    }
-    // %27 = splat %8 : tile<i32, [1, 128]>
-    int32_t v65[1];
-    #pragma unroll
-    for (int s66 = 0; s66 < 1; ++s66) {
-      v65[s66] = v7;
-    }
-    // %28 = insert_tile %27, %17, %8, %8 : tile<i32, [1, 128]>
-    int32_t v67[1];
-    __syncthreads();
-    #pragma unroll
-    for (int s68 = 0; s68 < 1; ++s68) {
-      if (((s68 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(s68 * 512 + tsr_tid)] = c29[s68];
-    }
-    __syncthreads();
-    #pragma unroll
-    for (int s69 = 0; s69 < 1; ++s69) {
-      const int e70 = (s69 * 512 + tsr_tid);
-      v67[s69] = (((s69 * 512 + tsr_tid) < 128) && 0 >= (v7 * 1) && 0 < (v7 * 1) + 1 && (e70) >= (v7 * 64) && (e70) < (v7 * 64) + 64) ? reinterpret_cast<int32_t*>(tsr_smem + 0)[(((0 - (v7 * 1))) * 64 + ((e70) - (v7 * 64)))] : v65[s69];
-    }
-    // %29 = insert_tile %28, %26, %8, %4 : tile<i32, [1, 128]>
-    int32_t v71[1];
-    __syncthreads();
-    #pragma unroll
-    for (int s72 = 0; s72 < 1; ++s72) {
-      if (((s72 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(s72 * 512 + tsr_tid)] = v63[s72];
-    }
-    __syncthreads();
-    #pragma unroll
-    for (int s73 = 0; s73 < 1; ++s73) {
-      const int e74 = (s73 * 512 + tsr_tid);
-      v71[s73] = (((s73 * 512 + tsr_tid) < 128) && 0 >= (v7 * 1) && 0 < (v7 * 1) + 1 && (e74) >= (v3 * 64) && (e74) < (v3 * 64) + 64) ? reinterpret_cast<int32_t*>(tsr_smem + 0)[(((0 - (v7 * 1))) * 64 + ((e74) - (v3 * 64)))] : v67[s73];
-    }
-    // %30, %31 = topk %23, %29 {axis = 1} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
-    float v75[1];
-    int32_t v76[1];
-    __syncthreads();
-    #pragma unroll
-    for (int s77 = 0; s77 < 1; ++s77) {
-      if (((s77 * 512 + tsr_tid) < 128)) reinterpret_cast<float*>(tsr_smem + 0)[(s77 * 512 + tsr_tid)] = v56[s77];
-    }
-    __syncthreads();
-    #pragma unroll
-    for (int s78 = 0; s78 < 1; ++s78) {
-      if (((s78 * 512 + tsr_tid) < 128)) reinterpret_cast<int32_t*>(tsr_smem + 512)[(s78 * 512 + tsr_tid)] = v71[s78];
-    }
-    __syncthreads();
-    for (int p_ = tsr_tid; p_ < 128; p_ += 512) {
-      const int ln_ = p_ / 128, l_ = p_ % 128;
-      const int o_ = ln_ / 1, i_ = ln_ % 1;
-      reinterpret_cast<uint32_t*>(tsr_smem + 1024)[p_] = l_ < 128 ? uint32_t(~tsr::sort_key(reinterpret_cast<float*>(tsr_smem + 0)[(o_ * 128 + l_) * 1 + i_])) : ~uint32_t(0);
-      reinterpret_cast<int32_t*>(tsr_smem + 1536)[p_] = l_;
-    }
-    __syncthreads();
-    for (int k_ = 2; k_ <= 128; k_ <<= 1) {
-      for (int j_ = k_ >> 1; j_ > 0; j_ >>= 1) {
-        for (int q_ = tsr_tid; q_ < 64; q_ += 512) {
-          const int h_ = q_ % 64;
-          const int a_ = (q_ / 64) * 128 + ((h_ & ~(j_ - 1)) << 1) + (h_ & (j_ - 1)), b_ = a_ + j_;
-          const uint32_t ka_ = reinterpret_cast<uint32_t*>(tsr_smem + 1024)[a_], kb_ = reinterpret_cast<uint32_t*>(tsr_smem + 1024)[b_];
-          const int pa_ = reinterpret_cast<int32_t*>(tsr_smem + 1536)[a_], pb_ = reinterpret_cast<int32_t*>(tsr_smem + 1536)[b_];
-          const bool up_ = ((a_ % 128) & k_) == 0;
-          if ((ka_ > kb_ || (ka_ == kb_ && pa_ > pb_)) == up_) {
-            reinterpret_cast<uint32_t*>(tsr_smem + 1024)[a_] = kb_; reinterpret_cast<uint32_t*>(tsr_smem + 1024)[b_] = ka_; reinterpret_cast<int32_t*>(tsr_smem + 1536)[a_] = pb_; reinterpret_cast<int32_t*>(tsr_smem + 1536)[b_] = pa_;
-          }
-        }
-        __syncthreads();
-      }
-    }
-    #pragma unroll
-    for (int s79 = 0; s79 < 1; ++s79) {
-      const int e80 = (s79 * 512 + tsr_tid);
-      v75[s79] = ((s79 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e80) / 64) * 128 + reinterpret_cast<int32_t*>(tsr_smem + 1536)[(((e80) / 64) * 1 + ((e80) % 1)) * 128 + (((e80) / 1) % 64)]) * 1 + ((e80) % 1)]) : float(0);
-    }
-    #pragma unroll
-    for (int s81 = 0; s81 < 1; ++s81) {
-      const int e82 = (s81 * 512 + tsr_tid);
-      v76[s81] = ((s81 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 512)[(((e82) / 64) * 128 + reinterpret_cast<int32_t*>(tsr_smem + 1536)[(((e82) / 64) * 1 + ((e82) % 1)) * 128 + (((e82) / 1) % 64)]) * 1 + ((e82) % 1)]) : int32_t(0);
-    }
-    // yield %30, %31
-    #pragma unroll
-    for (int s83 = 0; s83 < 1; ++s83) {
-      c27[s83] = v75[s83];
-    }
-    #pragma unroll
-    for (int s84 = 0; s84 < 1; ++s84) {
-      c29[s84] = v76[s84];
-    }
-  }
-  // store_tile %values, %13, %1, %8
+  // store_tile %values, %207, %1, %10
   {
-    const int64_t o85 = int64_t(v0) * 1;
-    const int64_t o86 = int64_t(v7) * 64;
+    const int64_t o436 = int64_t(v0) * 1;
+    const int64_t o437 = int64_t(v9) * 64;
     #pragma unroll
-    for (int s87 = 0; s87 < 1; ++s87) {
-      const int e88 = (s87 * 512 + tsr_tid);
-      if (((s87 * 512 + tsr_tid) < 64) && ((o85 + 0) >= 0 && (o85 + 0) < int64_t(tsr_dim_M) && (o86 + (e88)) >= 0 && (o86 + (e88)) < int64_t(tsr_dim_K))) tsr_p1[(o85 + 0) * tsr_p1_s0 + (o86 + (e88)) * tsr_p1_s1] = c27[s87];
+    for (int s438 = 0; s438 < 1; ++s438) {
+      const int e439 = (s438 * 512 + tsr_tid);
+      if (((s438 * 512 + tsr_tid) < 64) && ((o436 + 0) >= 0 && (o436 + 0) < int64_t(tsr_dim_M) && (o437 + (e439)) >= 0 && (o437 + (e439)) < int64_t(tsr_dim_K))) tsr_p1[(o436 + 0) * tsr_p1_s0 + (o437 + (e439)) * tsr_p1_s1] = v428[s438];
     }
   }
-  // store_tile %indices, %14, %1, %8
+  // store_tile %indices, %208, %1, %10
   {
-    const int64_t o89 = int64_t(v0) * 1;
-    const int64_t o90 = int64_t(v7) * 64;
+    const int64_t o440 = int64_t(v0) * 1;
+    const int64_t o441 = int64_t(v9) * 64;
     #pragma unroll
-    for (int s91 = 0; s91 < 1; ++s91) {
-      const int e92 = (s91 * 512 + tsr_tid);
-      if (((s91 * 512 + tsr_tid) < 64) && ((o89 + 0) >= 0 && (o89 + 0) < int64_t(tsr_dim_M) && (o90 + (e92)) >= 0 && (o90 + (e92)) < int64_t(tsr_dim_K))) tsr_p2[(o89 + 0) * tsr_p2_s0 + (o90 + (e92)) * tsr_p2_s1] = c29[s91];
+    for (int s442 = 0; s442 < 1; ++s442) {
+      const int e443 = (s442 * 512 + tsr_tid);
+      if (((s442 * 512 + tsr_tid) < 64) && ((o440 + 0) >= 0 && (o440 + 0) < int64_t(tsr_dim_M) && (o441 + (e443)) >= 0 && (o441 + (e443)) < int64_t(tsr_dim_K))) tsr_p2[(o440 + 0) * tsr_p2_s0 + (o441 + (e443)) * tsr_p2_s1] = v429[s442];
     }
   }
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_topk, block_threads 512, static_smem 0, dynamic_smem 12288
+// symbol tessera_topk, block_threads 512, static_smem 832, dynamic_smem 8192
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer x f32 bytes 8 index 0
 // param pointer values f32 bytes 8 index 1
@@ -354,8 +1543,13 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
 // param dim K i32 bytes 4 index -1
 // header tessera/core.cuh
 // header tessera/mma.cuh
-// stat layout-conversions = 4
-// stat smem-bytes = 12288
-// stat sorts = 3
+// stat block-exchanges = 11
+// stat block-scans = 5
+// stat histograms = 3
+// stat reductions = 11
+// stat smem-bytes = 8192
+// stat sorts = 1
 // stat threads = 512
-// stat vector-accesses = 2
+// stat vector-accesses = 4
+// stat warp-reductions = 11
+// stat write-read-barriers = 1
