@@ -23,6 +23,7 @@
 // 2^24 columns (i32 columns and counts).
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 
 #include "kernels/Kernels.h"
@@ -40,9 +41,13 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
   auto indices = k.view("indices", ScalarKind::I32, {"M", "K"});
   // K is the output's width: any value from 1 (the size_configs bind it from the sizes).
   auto K = k.constexpr_("K", {}, 64);
-  auto BN = k.constexpr_("BLOCK_N", {256, 512, 1024, 2048, 4096, 8192}, 4096);
-  // cuda: a wide CTA keeps more of the row's loads in flight (one program per row).
+  // cuda: one program (CTA) per row; each column tile costs a few barriers (the histogram's),
+  // so tiles are long, and a wide CTA keeps more of the row's loads in flight.
+  auto BN = k.constexpr_("BLOCK_N", {256, 512, 1024, 2048, 4096, 8192, 16384}, 8192);
   k.constexpr_("num_warps", {4, 8, 16, 32}, 16);
+  // cuda: the program prefetch (docs/cuda-backend.md) would copy only each pass's first tile
+  // of the next row, into 32 KiB of shared memory a tile: off (1 for a comparison).
+  k.constexpr_("prefetch_programs", {0, 1}, 0);
   k.grid({x.dim(0)});
   auto row = program_id(0);
   auto tiles = cdiv(x.dim(1), BN);
@@ -50,7 +55,18 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
   const int key_bits = f32 ? 32 : 16;
   const std::vector<int> digits = f32 ? std::vector<int>{11, 11, 10} : std::vector<int>{8, 8};
   // Column tile j of the row (padding -inf) and its keys.
-  auto load = [&](Val j) { return reshape(x.tile({1, BN}).load({row, j}, -inf), {BN}); };
+  auto load = [&](const Operand& j) { return reshape(x.tile({1, BN}).load({row, j}, -inf), {BN}); };
+  // A loop over the row's column tiles: body(j, tile j). Tile j + 1 is loaded before tile j is
+  // worked on (a carried Var), so that its memory latency overlaps the work and barriers of
+  // tile j (the last one reads only padding).
+  auto over_row = [&](const std::function<void(Val, Val)>& body) {
+    Var next = load(0);
+    for_range(0, tiles, 1, [&](Val j) {
+      Val t = next;
+      next = load(j + 1);
+      body(j, t);
+    });
+  };
   auto key = [&](Val t) {
     if (f32) {
       Val u = bitcast(t, ScalarKind::U32);
@@ -71,8 +87,8 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
     const int64_t bins = int64_t(1) << d;
     auto pass = [&] {
       Var hist = zeros({bins}, ScalarKind::I32);
-      for_range(0, tiles, 1, [&](Val j) {
-        Val kk = key(load(j));
+      over_row([&](Val, Val t) {
+        Val kk = key(t);
         Val digit = ((kk >> shift) & (bins - 1)).to(ScalarKind::I32);
         if (p > 0) digit = where(eq(kk >> high, prefix >> high), digit, -1);
         hist = hist + histogram(digit, bins);
@@ -92,8 +108,7 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
   // Keep the keys below T and the first `wanted` equal to it (at the resolved digits).
   Val T = prefix >> resolved;
   Var kept = 0, kept_equal = 0;
-  for_range(0, tiles, 1, [&](Val j) {
-    Val t = load(j);
+  over_row([&](Val j, Val t) {
     Val kk = key(t) >> resolved;
     Val equal = eq(kk, T);
     Val rank = cumsum(equal.to(ScalarKind::I32), 0) + kept_equal;  // 1-based among the equal keys

@@ -328,12 +328,17 @@ TSR_D uint64_t sort_key(unsigned long long v) { return v; }
 
 // ---- histogram (docs/semantics.md) and sums across the CTA ----
 // Adds one to bin b of the shared counts h when 0 <= b < bins. Called by every lane of a fully
-// active warp (b = -1 for a lane with nothing to count): lanes holding the same bin add
-// together, one atomic per distinct bin, so a skewed input does not queue on one address.
+// active warp (b = -1 for a lane with nothing to count). A warp whose lanes all hold one bin
+// adds 32 once (a constant or padded stretch of a row would otherwise queue 32 atomics on one
+// address); other lanes add one each.
 TSR_D void hist_add(unsigned* h, long long b, long long bins) {
   const bool in = b >= 0 && b < bins;
-  const unsigned peers = __match_any_sync(0xffffffffu, in ? unsigned(b) : 0xffffffffu);
-  if (in && __ffs(peers) - 1 == int(threadIdx.x & 31)) atomicAdd(h + b, unsigned(__popc(peers)));
+  const long long first = __shfl_sync(0xffffffffu, b, 0);
+  if (__all_sync(0xffffffffu, in && b == first)) {
+    if ((threadIdx.x & 31) == 0) atomicAdd(h + first, 32u);
+  } else if (in) {
+    atomicAdd(h + b, 1u);
+  }
 }
 template <class T> TSR_D T shfl_up(T v, int d) {
   if constexpr (sizeof(T) == 8) return bitcast<T>(__shfl_up_sync(0xffffffffu, bitcast<unsigned long long>(v), d));
