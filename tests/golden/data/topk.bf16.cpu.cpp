@@ -47,14 +47,15 @@ void grid_fn(const Args& A, int32_t* g) {
 void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np0, int32_t np1, int32_t np2) {
   (void)A; (void)pid0; (void)pid1; (void)pid2; (void)np0; (void)np1; (void)np2;
   [[maybe_unused]] constexpr int64_t K = INT64_C(64);
-  [[maybe_unused]] constexpr int64_t BLOCK_N = INT64_C(4096);
+  [[maybe_unused]] constexpr int64_t BLOCK_N = INT64_C(8192);
   [[maybe_unused]] constexpr int64_t num_warps = INT64_C(16);
+  [[maybe_unused]] constexpr int64_t prefetch_programs = INT64_C(0);
   // %1 = program_id {axis = 0} : i32
   const int32_t v1 = pid0;
   // %2 = dim %x {axis = 1} : i32
   const int32_t v2 = int32_t(A.d0_1);
-  // %3 = const {value = 4096} : i32
-  const int32_t v3 = int32_t(INT64_C(4096));
+  // %3 = const {value = 8192} : i32
+  const int32_t v3 = int32_t(INT64_C(8192));
   // %4 = const {value = 1} : i32
   const int32_t v4 = int32_t(INT64_C(1));
   // %5 = add %2, %3 : i32
@@ -72,554 +73,623 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   // %11 = splat %10 : tile<i32, [256]>
   alignas(64) int32_t v11[256];
   for (int64_t i12 = 0; i12 < 256; ++i12) v11[i12] = v10;
-  // %12 = const {value = 32767} : u32
-  const uint32_t v13 = uint32_t(INT64_C(32767));
-  // %13 = const {value = 15} : u32
-  const uint32_t v14 = uint32_t(INT64_C(15));
-  // %14 = const {value = 8} : u32
-  const uint32_t v15 = uint32_t(INT64_C(8));
-  // %15 = const {value = 255} : u32
-  const uint32_t v16 = uint32_t(INT64_C(255));
-  // %16 = for %10, %7, %4, %11 : tile<i32, [256]> {...}
-  alignas(64) int32_t c17[256];
-  __builtin_memcpy(c17, v11, sizeof(c17));
-  for (int64_t iv18_ = v10; v4 > 0 && iv18_ < v7; iv18_ += v4) {
-    const int32_t iv18 = int32_t(iv18_);
-    // %19 = load_tile %x, %1, %17 {pad = -inf} : tile<bf16, [1, 4096]>
-    alignas(64) float v19[4096];
+  // %12 = load_tile %x, %1, %10 {pad = -inf} : tile<bf16, [1, 8192]>
+  alignas(64) float v13[8192];
+  {
+    const int64_t o14 = int64_t(v1) * 1;
+    const int64_t o15 = int64_t(v10) * 8192;
+    if (o14 >= 0 && o14 + 1 <= A.d0_0 && o15 >= 0 && o15 + 8192 <= A.d0_1) {
+      for (int64_t i16 = 0; i16 < 1; ++i16) {
+        for (int64_t i17 = 0; i17 < 8192; ++i17) v13[(i16) * 8192 + i17] = tsr::bf2f(A.p0[(o14 + i16) * A.s0_0 + o15 + i17]);
+      }
+    } else {
+      for (int64_t i18 = 0; i18 < 1; ++i18) {
+        for (int64_t i19 = 0; i19 < 8192; ++i19) {
+          v13[(i18)*8192 + i19] = ((o14 + i18) >= 0 && (o14 + i18) < A.d0_0 && (o15 + i19) >= 0 && (o15 + i19) < A.d0_1) ? tsr::bf2f(A.p0[(o14 + i18) * A.s0_0 + (o15 + i19) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(double(-INFINITY)));
+        }
+      }
+    }
+  }
+  // %13 = reshape %12 : tile<bf16, [8192]>
+  // %14 = const {value = 32767} : u32
+  const uint32_t v20 = uint32_t(INT64_C(32767));
+  // %15 = const {value = 15} : u32
+  const uint32_t v21 = uint32_t(INT64_C(15));
+  // %16 = const {value = 8} : u32
+  const uint32_t v22 = uint32_t(INT64_C(8));
+  // %17 = const {value = 255} : u32
+  const uint32_t v23 = uint32_t(INT64_C(255));
+  // %18, %19 = for %10, %7, %4, %11, %13 : tile<i32, [256]>, tile<bf16, [8192]> {...}
+  alignas(64) int32_t c24[256];
+  __builtin_memcpy(c24, v11, sizeof(c24));
+  alignas(64) float c25[8192];
+  __builtin_memcpy(c25, v13, sizeof(c25));
+  for (int64_t iv26_ = v10; v4 > 0 && iv26_ < v7; iv26_ += v4) {
+    const int32_t iv26 = int32_t(iv26_);
+    // %23 = add %20, %4 : i32
+    const int32_t v27 = tsr::wadd(iv26, v4);
+    // %24 = load_tile %x, %1, %23 {pad = -inf} : tile<bf16, [1, 8192]>
+    alignas(64) float v28[8192];
     {
-      const int64_t o20 = int64_t(v1) * 1;
-      const int64_t o21 = int64_t(iv18) * 4096;
-      if (o20 >= 0 && o20 + 1 <= A.d0_0 && o21 >= 0 && o21 + 4096 <= A.d0_1) {
-        for (int64_t i22 = 0; i22 < 1; ++i22) {
-          for (int64_t i23 = 0; i23 < 4096; ++i23) v19[(i22) * 4096 + i23] = tsr::bf2f(A.p0[(o20 + i22) * A.s0_0 + o21 + i23]);
+      const int64_t o29 = int64_t(v1) * 1;
+      const int64_t o30 = int64_t(v27) * 8192;
+      if (o29 >= 0 && o29 + 1 <= A.d0_0 && o30 >= 0 && o30 + 8192 <= A.d0_1) {
+        for (int64_t i31 = 0; i31 < 1; ++i31) {
+          for (int64_t i32 = 0; i32 < 8192; ++i32) v28[(i31) * 8192 + i32] = tsr::bf2f(A.p0[(o29 + i31) * A.s0_0 + o30 + i32]);
         }
       } else {
-        for (int64_t i24 = 0; i24 < 1; ++i24) {
-          for (int64_t i25 = 0; i25 < 4096; ++i25) {
-            v19[(i24)*4096 + i25] = ((o20 + i24) >= 0 && (o20 + i24) < A.d0_0 && (o21 + i25) >= 0 && (o21 + i25) < A.d0_1) ? tsr::bf2f(A.p0[(o20 + i24) * A.s0_0 + (o21 + i25) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(double(-INFINITY)));
+        for (int64_t i33 = 0; i33 < 1; ++i33) {
+          for (int64_t i34 = 0; i34 < 8192; ++i34) {
+            v28[(i33)*8192 + i34] = ((o29 + i33) >= 0 && (o29 + i33) < A.d0_0 && (o30 + i34) >= 0 && (o30 + i34) < A.d0_1) ? tsr::bf2f(A.p0[(o29 + i33) * A.s0_0 + (o30 + i34) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(double(-INFINITY)));
           }
         }
       }
     }
-    // %20 = reshape %19 : tile<bf16, [4096]>
-    // %21 = bitcast %20 : tile<u16, [4096]>
+    // %25 = reshape %24 : tile<bf16, [8192]>
+    // %26 = bitcast %22 : tile<u16, [8192]>
     // (computed inside its user)
-    // %22 = cast %21 : tile<u32, [4096]>
-    alignas(64) uint32_t v26[4096];
-    for (int64_t i27 = 0; i27 < 4096; ++i27) v26[i27] = uint32_t((uint16_t(tsr::bf16_bits(v19[i27]))));
-    // %23 = splat %12 : tile<u32, [4096]>
+    // %27 = cast %26 : tile<u32, [8192]>
+    alignas(64) uint32_t v35[8192];
+    for (int64_t i36 = 0; i36 < 8192; ++i36) v35[i36] = uint32_t((uint16_t(tsr::bf16_bits(c25[i36]))));
+    // %28 = splat %14 : tile<u32, [8192]>
     // (computed inside its user)
-    // %24 = xor %22, %23 : tile<u32, [4096]>
+    // %29 = xor %27, %28 : tile<u32, [8192]>
     // (computed inside its user)
-    // %25 = splat %13 : tile<u32, [4096]>
+    // %30 = splat %15 : tile<u32, [8192]>
     // (computed inside its user)
-    // %26 = shr %22, %25 : tile<u32, [4096]>
+    // %31 = shr %27, %30 : tile<u32, [8192]>
     // (computed inside its user)
-    // %27 = splat %8 : tile<u32, [4096]>
+    // %32 = splat %8 : tile<u32, [8192]>
     // (computed inside its user)
-    // %28 = cmp %26, %27 {pred = "eq"} : tile<i1, [4096]>
+    // %33 = cmp %31, %32 {pred = "eq"} : tile<i1, [8192]>
     // (computed inside its user)
-    // %29 = where %28, %24, %22 : tile<u32, [4096]>
+    // %34 = where %33, %29, %27 : tile<u32, [8192]>
     // (computed inside its user)
-    // %30 = splat %14 : tile<u32, [4096]>
+    // %35 = splat %16 : tile<u32, [8192]>
     // (computed inside its user)
-    // %31 = shr %29, %30 : tile<u32, [4096]>
+    // %36 = shr %34, %35 : tile<u32, [8192]>
     // (computed inside its user)
-    // %32 = splat %15 : tile<u32, [4096]>
+    // %37 = splat %17 : tile<u32, [8192]>
     // (computed inside its user)
-    // %33 = and %31, %32 : tile<u32, [4096]>
+    // %38 = and %36, %37 : tile<u32, [8192]>
     // (computed inside its user)
-    // %34 = cast %33 : tile<i32, [4096]>
-    alignas(64) int32_t v28[4096];
-    for (int64_t i29 = 0; i29 < 4096; ++i29) v28[i29] = int32_t((uint32_t((tsr::ishr((((uint8_t((tsr::ishr(v26[i29], (v14))) == (v8))) ? (uint32_t(v26[i29] ^ (v13))) : v26[i29])), (v15))) & (v16))));
-    // %35 = histogram %34 : tile<i32, [256]>
-    alignas(64) int32_t v30[256];
-    tsr::histogram(v28, 4096, v30, 256);
-    // %36 = add %18, %35 : tile<i32, [256]>
-    // (written into the carried c17)
-    for (int64_t i31 = 0; i31 < 256; ++i31) c17[i31] = tsr::wadd(c17[i31], v30[i31]);
-    // yield %36
+    // %39 = cast %38 : tile<i32, [8192]>
+    alignas(64) int32_t v37[8192];
+    for (int64_t i38 = 0; i38 < 8192; ++i38) v37[i38] = int32_t((uint32_t((tsr::ishr((((uint8_t((tsr::ishr(v35[i38], (v21))) == (v8))) ? (uint32_t(v35[i38] ^ (v20))) : v35[i38])), (v22))) & (v23))));
+    // %40 = histogram %39 : tile<i32, [256]>
+    alignas(64) int32_t v39[256];
+    tsr::histogram(v37, 8192, v39, 256);
+    // %41 = add %21, %40 : tile<i32, [256]>
+    // (written into the carried c24)
+    for (int64_t i40 = 0; i40 < 256; ++i40) c24[i40] = tsr::wadd(c24[i40], v39[i40]);
+    // yield %41, %25
+    __builtin_memcpy(c25, v28, sizeof(c25));
   }
-  // %37 = scan %16 {axis = 0, kind = "sum"} : tile<i32, [256]>
-  alignas(64) int32_t v32[256];
+  // %42 = scan %18 {axis = 0, kind = "sum"} : tile<i32, [256]>
+  alignas(64) int32_t v41[256];
   for (int64_t o_ = 0; o_ < 1; ++o_)
   for (int64_t n_ = 0; n_ < 1; ++n_) {
-    int32_t acc33 = c17[(o_ * 256 + 0) * 1 + n_];
-    v32[(o_ * 256 + 0) * 1 + n_] = acc33;
-    for (int64_t l34 = 1; l34 < 256; ++l34) {
-      acc33 = tsr::wadd(acc33, c17[(o_ * 256 + l34) * 1 + n_]);
-      v32[(o_ * 256 + l34) * 1 + n_] = acc33;
+    int32_t acc42 = c24[(o_ * 256 + 0) * 1 + n_];
+    v41[(o_ * 256 + 0) * 1 + n_] = acc42;
+    for (int64_t l43 = 1; l43 < 256; ++l43) {
+      acc42 = tsr::wadd(acc42, c24[(o_ * 256 + l43) * 1 + n_]);
+      v41[(o_ * 256 + l43) * 1 + n_] = acc42;
     }
   }
-  // %38 = splat %9 : tile<i32, [256]>
+  // %43 = splat %9 : tile<i32, [256]>
   // (computed inside its user)
-  // %39 = cmp %37, %38 {pred = "lt"} : tile<i1, [256]>
-  alignas(64) uint8_t v35[256];
-  for (int64_t i36 = 0; i36 < 256; ++i36) v35[i36] = uint8_t(v32[i36] < (v9));
-  // %40 = cast %39 : tile<i32, [256]>
-  alignas(64) int32_t v37[256];
-  for (int64_t i38 = 0; i38 < 256; ++i38) v37[i38] = int32_t(v35[i38]);
-  // %41 = reduce %40 {axis = 0, kind = "sum"} : i32
-  int32_t v39;
-  for (int64_t o_ = 0; o_ < 1; ++o_) {
-    int32_t ln_[16];
-    for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-    for (int64_t l_ = 0; l_ < 256; l_ += 16)
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v37[o_ * 256 + l_ + q_]);
-    int32_t acc_ = ln_[0];
-    for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-    v39 = acc_;
-  }
-  // %42 = arange : tile<i32, [256]>
-  alignas(64) int32_t v40[256];
-  for (int64_t i41 = 0; i41 < 256; ++i41) v40[i41] = int32_t(0 + i41);
-  // %43 = splat %41 : tile<i32, [256]>
-  // (computed inside its user)
-  // %44 = cmp %42, %43 {pred = "eq"} : tile<i1, [256]>
-  // (computed inside its user)
-  // %45 = where %44, %16, %11 : tile<i32, [256]>
-  alignas(64) int32_t v42[256];
-  for (int64_t i43 = 0; i43 < 256; ++i43) v42[i43] = ((uint8_t(v40[i43] == (v39))) ? c17[i43] : v10);
+  // %44 = cmp %42, %43 {pred = "lt"} : tile<i1, [256]>
+  alignas(64) uint8_t v44[256];
+  for (int64_t i45 = 0; i45 < 256; ++i45) v44[i45] = uint8_t(v41[i45] < (v9));
+  // %45 = cast %44 : tile<i32, [256]>
+  alignas(64) int32_t v46[256];
+  for (int64_t i47 = 0; i47 < 256; ++i47) v46[i47] = int32_t(v44[i47]);
   // %46 = reduce %45 {axis = 0, kind = "sum"} : i32
-  int32_t v44;
+  int32_t v48;
   for (int64_t o_ = 0; o_ < 1; ++o_) {
     int32_t ln_[16];
     for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
     for (int64_t l_ = 0; l_ < 256; l_ += 16)
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v42[o_ * 256 + l_ + q_]);
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v46[o_ * 256 + l_ + q_]);
     int32_t acc_ = ln_[0];
     for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-    v44 = acc_;
+    v48 = acc_;
   }
-  // %47 = where %39, %16, %11 : tile<i32, [256]>
-  alignas(64) int32_t v45[256];
-  for (int64_t i46 = 0; i46 < 256; ++i46) v45[i46] = (v35[i46] ? c17[i46] : v10);
-  // %48 = reduce %47 {axis = 0, kind = "sum"} : i32
-  int32_t v47;
+  // %47 = arange : tile<i32, [256]>
+  alignas(64) int32_t v49[256];
+  for (int64_t i50 = 0; i50 < 256; ++i50) v49[i50] = int32_t(0 + i50);
+  // %48 = splat %46 : tile<i32, [256]>
+  // (computed inside its user)
+  // %49 = cmp %47, %48 {pred = "eq"} : tile<i1, [256]>
+  // (computed inside its user)
+  // %50 = where %49, %18, %11 : tile<i32, [256]>
+  alignas(64) int32_t v51[256];
+  for (int64_t i52 = 0; i52 < 256; ++i52) v51[i52] = ((uint8_t(v49[i52] == (v48))) ? c24[i52] : v10);
+  // %51 = reduce %50 {axis = 0, kind = "sum"} : i32
+  int32_t v53;
   for (int64_t o_ = 0; o_ < 1; ++o_) {
     int32_t ln_[16];
     for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
     for (int64_t l_ = 0; l_ < 256; l_ += 16)
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v45[o_ * 256 + l_ + q_]);
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v51[o_ * 256 + l_ + q_]);
     int32_t acc_ = ln_[0];
     for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-    v47 = acc_;
+    v53 = acc_;
   }
-  // %49 = sub %9, %48 : i32
-  const int32_t v48 = tsr::wsub(v9, v47);
-  // %50 = cast %41 : u32
-  const uint32_t v49 = uint32_t(v39);
-  // %51 = const {value = 8} : u32
-  const uint32_t v50 = uint32_t(INT64_C(8));
-  // %52 = shl %50, %51 : u32
-  const uint32_t v51 = tsr::ishl(v49, v50);
-  // %53 = or %8, %52 : u32
-  const uint32_t v52 = uint32_t(v8 | v51);
-  // %54 = cmp %46, %49 {pred = "ne"} : i1
-  const uint8_t v53 = uint8_t(v44 != v48);
-  // %55, %56, %57, %58 = if %54 : u32, i32, u32, i1 {...}
-  uint32_t v54;
-  int32_t v55;
-  uint32_t v56;
-  uint8_t v57;
-  if (v53) {
-    // %59 = const {value = 32767} : u32
-    const uint32_t v58 = uint32_t(INT64_C(32767));
-    // %60 = const {value = 15} : u32
-    const uint32_t v59 = uint32_t(INT64_C(15));
-    // %61 = const {value = 255} : u32
-    const uint32_t v60 = uint32_t(INT64_C(255));
-    // %62 = shr %53, %51 : u32
-    const uint32_t v61 = tsr::ishr(v52, v50);
-    // %63 = const {value = -1} : i32
-    const int32_t v62 = int32_t(INT64_C(-1));
-    // %64 = for %10, %7, %4, %11 : tile<i32, [256]> {...}
-    alignas(64) int32_t c63[256];
-    __builtin_memcpy(c63, v11, sizeof(c63));
-    for (int64_t iv64_ = v10; v4 > 0 && iv64_ < v7; iv64_ += v4) {
-      const int32_t iv64 = int32_t(iv64_);
-      // %67 = load_tile %x, %1, %65 {pad = -inf} : tile<bf16, [1, 4096]>
-      alignas(64) float v65[4096];
+  // %52 = where %44, %18, %11 : tile<i32, [256]>
+  alignas(64) int32_t v54[256];
+  for (int64_t i55 = 0; i55 < 256; ++i55) v54[i55] = (v44[i55] ? c24[i55] : v10);
+  // %53 = reduce %52 {axis = 0, kind = "sum"} : i32
+  int32_t v56;
+  for (int64_t o_ = 0; o_ < 1; ++o_) {
+    int32_t ln_[16];
+    for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+    for (int64_t l_ = 0; l_ < 256; l_ += 16)
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v54[o_ * 256 + l_ + q_]);
+    int32_t acc_ = ln_[0];
+    for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+    v56 = acc_;
+  }
+  // %54 = sub %9, %53 : i32
+  const int32_t v57 = tsr::wsub(v9, v56);
+  // %55 = cast %46 : u32
+  const uint32_t v58 = uint32_t(v48);
+  // %56 = const {value = 8} : u32
+  const uint32_t v59 = uint32_t(INT64_C(8));
+  // %57 = shl %55, %56 : u32
+  const uint32_t v60 = tsr::ishl(v58, v59);
+  // %58 = or %8, %57 : u32
+  const uint32_t v61 = uint32_t(v8 | v60);
+  // %59 = cmp %51, %54 {pred = "ne"} : i1
+  const uint8_t v62 = uint8_t(v53 != v57);
+  // %60, %61, %62, %63 = if %59 : u32, i32, u32, i1 {...}
+  uint32_t v63;
+  int32_t v64;
+  uint32_t v65;
+  uint8_t v66;
+  if (v62) {
+    // %64 = load_tile %x, %1, %10 {pad = -inf} : tile<bf16, [1, 8192]>
+    alignas(64) float v67[8192];
+    {
+      const int64_t o68 = int64_t(v1) * 1;
+      const int64_t o69 = int64_t(v10) * 8192;
+      if (o68 >= 0 && o68 + 1 <= A.d0_0 && o69 >= 0 && o69 + 8192 <= A.d0_1) {
+        for (int64_t i70 = 0; i70 < 1; ++i70) {
+          for (int64_t i71 = 0; i71 < 8192; ++i71) v67[(i70) * 8192 + i71] = tsr::bf2f(A.p0[(o68 + i70) * A.s0_0 + o69 + i71]);
+        }
+      } else {
+        for (int64_t i72 = 0; i72 < 1; ++i72) {
+          for (int64_t i73 = 0; i73 < 8192; ++i73) {
+            v67[(i72)*8192 + i73] = ((o68 + i72) >= 0 && (o68 + i72) < A.d0_0 && (o69 + i73) >= 0 && (o69 + i73) < A.d0_1) ? tsr::bf2f(A.p0[(o68 + i72) * A.s0_0 + (o69 + i73) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(double(-INFINITY)));
+          }
+        }
+      }
+    }
+    // %65 = reshape %64 : tile<bf16, [8192]>
+    // %66 = const {value = 32767} : u32
+    const uint32_t v74 = uint32_t(INT64_C(32767));
+    // %67 = const {value = 15} : u32
+    const uint32_t v75 = uint32_t(INT64_C(15));
+    // %68 = const {value = 255} : u32
+    const uint32_t v76 = uint32_t(INT64_C(255));
+    // %69 = shr %58, %56 : u32
+    const uint32_t v77 = tsr::ishr(v61, v59);
+    // %70 = const {value = -1} : i32
+    const int32_t v78 = int32_t(INT64_C(-1));
+    // %71, %72 = for %10, %7, %4, %11, %65 : tile<i32, [256]>, tile<bf16, [8192]> {...}
+    alignas(64) int32_t c79[256];
+    __builtin_memcpy(c79, v11, sizeof(c79));
+    alignas(64) float c80[8192];
+    __builtin_memcpy(c80, v67, sizeof(c80));
+    for (int64_t iv81_ = v10; v4 > 0 && iv81_ < v7; iv81_ += v4) {
+      const int32_t iv81 = int32_t(iv81_);
+      // %76 = add %73, %4 : i32
+      const int32_t v82 = tsr::wadd(iv81, v4);
+      // %77 = load_tile %x, %1, %76 {pad = -inf} : tile<bf16, [1, 8192]>
+      alignas(64) float v83[8192];
       {
-        const int64_t o66 = int64_t(v1) * 1;
-        const int64_t o67 = int64_t(iv64) * 4096;
-        if (o66 >= 0 && o66 + 1 <= A.d0_0 && o67 >= 0 && o67 + 4096 <= A.d0_1) {
-          for (int64_t i68 = 0; i68 < 1; ++i68) {
-            for (int64_t i69 = 0; i69 < 4096; ++i69) v65[(i68) * 4096 + i69] = tsr::bf2f(A.p0[(o66 + i68) * A.s0_0 + o67 + i69]);
+        const int64_t o84 = int64_t(v1) * 1;
+        const int64_t o85 = int64_t(v82) * 8192;
+        if (o84 >= 0 && o84 + 1 <= A.d0_0 && o85 >= 0 && o85 + 8192 <= A.d0_1) {
+          for (int64_t i86 = 0; i86 < 1; ++i86) {
+            for (int64_t i87 = 0; i87 < 8192; ++i87) v83[(i86) * 8192 + i87] = tsr::bf2f(A.p0[(o84 + i86) * A.s0_0 + o85 + i87]);
           }
         } else {
-          for (int64_t i70 = 0; i70 < 1; ++i70) {
-            for (int64_t i71 = 0; i71 < 4096; ++i71) {
-              v65[(i70)*4096 + i71] = ((o66 + i70) >= 0 && (o66 + i70) < A.d0_0 && (o67 + i71) >= 0 && (o67 + i71) < A.d0_1) ? tsr::bf2f(A.p0[(o66 + i70) * A.s0_0 + (o67 + i71) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(double(-INFINITY)));
+          for (int64_t i88 = 0; i88 < 1; ++i88) {
+            for (int64_t i89 = 0; i89 < 8192; ++i89) {
+              v83[(i88)*8192 + i89] = ((o84 + i88) >= 0 && (o84 + i88) < A.d0_0 && (o85 + i89) >= 0 && (o85 + i89) < A.d0_1) ? tsr::bf2f(A.p0[(o84 + i88) * A.s0_0 + (o85 + i89) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(double(-INFINITY)));
             }
           }
         }
       }
-      // %68 = reshape %67 : tile<bf16, [4096]>
-      // %69 = bitcast %68 : tile<u16, [4096]>
+      // %78 = reshape %77 : tile<bf16, [8192]>
+      // %79 = bitcast %75 : tile<u16, [8192]>
       // (computed inside its user)
-      // %70 = cast %69 : tile<u32, [4096]>
-      alignas(64) uint32_t v72[4096];
-      for (int64_t i73 = 0; i73 < 4096; ++i73) v72[i73] = uint32_t((uint16_t(tsr::bf16_bits(v65[i73]))));
-      // %71 = splat %59 : tile<u32, [4096]>
+      // %80 = cast %79 : tile<u32, [8192]>
+      alignas(64) uint32_t v90[8192];
+      for (int64_t i91 = 0; i91 < 8192; ++i91) v90[i91] = uint32_t((uint16_t(tsr::bf16_bits(c80[i91]))));
+      // %81 = splat %66 : tile<u32, [8192]>
       // (computed inside its user)
-      // %72 = xor %70, %71 : tile<u32, [4096]>
+      // %82 = xor %80, %81 : tile<u32, [8192]>
       // (computed inside its user)
-      // %73 = splat %60 : tile<u32, [4096]>
+      // %83 = splat %67 : tile<u32, [8192]>
       // (computed inside its user)
-      // %74 = shr %70, %73 : tile<u32, [4096]>
+      // %84 = shr %80, %83 : tile<u32, [8192]>
       // (computed inside its user)
-      // %75 = splat %8 : tile<u32, [4096]>
-      alignas(64) uint32_t v74[4096];
-      for (int64_t i75 = 0; i75 < 4096; ++i75) v74[i75] = v8;
-      // %76 = cmp %74, %75 {pred = "eq"} : tile<i1, [4096]>
+      // %85 = splat %8 : tile<u32, [8192]>
+      alignas(64) uint32_t v92[8192];
+      for (int64_t i93 = 0; i93 < 8192; ++i93) v92[i93] = v8;
+      // %86 = cmp %84, %85 {pred = "eq"} : tile<i1, [8192]>
       // (computed inside its user)
-      // %77 = where %76, %72, %70 : tile<u32, [4096]>
-      alignas(64) uint32_t v76[4096];
-      for (int64_t i77 = 0; i77 < 4096; ++i77) v76[i77] = ((uint8_t((tsr::ishr(v72[i77], (v59))) == v8)) ? (uint32_t(v72[i77] ^ (v58))) : v72[i77]);
-      // %78 = shr %77, %75 : tile<u32, [4096]>
+      // %87 = where %86, %82, %80 : tile<u32, [8192]>
+      alignas(64) uint32_t v94[8192];
+      for (int64_t i95 = 0; i95 < 8192; ++i95) v94[i95] = ((uint8_t((tsr::ishr(v90[i95], (v75))) == v8)) ? (uint32_t(v90[i95] ^ (v74))) : v90[i95]);
+      // %88 = shr %87, %85 : tile<u32, [8192]>
       // (computed inside its user)
-      // %79 = splat %61 : tile<u32, [4096]>
+      // %89 = splat %68 : tile<u32, [8192]>
       // (computed inside its user)
-      // %80 = and %78, %79 : tile<u32, [4096]>
+      // %90 = and %88, %89 : tile<u32, [8192]>
       // (computed inside its user)
-      // %81 = cast %80 : tile<i32, [4096]>
+      // %91 = cast %90 : tile<i32, [8192]>
       // (computed inside its user)
-      // %82 = splat %51 : tile<u32, [4096]>
+      // %92 = splat %56 : tile<u32, [8192]>
       // (computed inside its user)
-      // %83 = shr %77, %82 : tile<u32, [4096]>
+      // %93 = shr %87, %92 : tile<u32, [8192]>
       // (computed inside its user)
-      // %84 = splat %62 : tile<u32, [4096]>
+      // %94 = splat %69 : tile<u32, [8192]>
       // (computed inside its user)
-      // %85 = cmp %83, %84 {pred = "eq"} : tile<i1, [4096]>
+      // %95 = cmp %93, %94 {pred = "eq"} : tile<i1, [8192]>
       // (computed inside its user)
-      // %86 = splat %63 : tile<i32, [4096]>
+      // %96 = splat %70 : tile<i32, [8192]>
       // (computed inside its user)
-      // %87 = where %85, %81, %86 : tile<i32, [4096]>
-      alignas(64) int32_t v78[4096];
-      for (int64_t i79 = 0; i79 < 4096; ++i79) v78[i79] = ((uint8_t((tsr::ishr(v76[i79], (v50))) == (v61))) ? (int32_t((uint32_t((tsr::ishr(v76[i79], v8)) & (v60))))) : (v62));
-      // %88 = histogram %87 : tile<i32, [256]>
-      alignas(64) int32_t v80[256];
-      tsr::histogram(v78, 4096, v80, 256);
-      // %89 = add %66, %88 : tile<i32, [256]>
-      // (written into the carried c63)
-      for (int64_t i81 = 0; i81 < 256; ++i81) c63[i81] = tsr::wadd(c63[i81], v80[i81]);
-      // yield %89
+      // %97 = where %95, %91, %96 : tile<i32, [8192]>
+      alignas(64) int32_t v96[8192];
+      for (int64_t i97 = 0; i97 < 8192; ++i97) v96[i97] = ((uint8_t((tsr::ishr(v94[i97], (v59))) == (v77))) ? (int32_t((uint32_t((tsr::ishr(v94[i97], v8)) & (v76))))) : (v78));
+      // %98 = histogram %97 : tile<i32, [256]>
+      alignas(64) int32_t v98[256];
+      tsr::histogram(v96, 8192, v98, 256);
+      // %99 = add %74, %98 : tile<i32, [256]>
+      // (written into the carried c79)
+      for (int64_t i99 = 0; i99 < 256; ++i99) c79[i99] = tsr::wadd(c79[i99], v98[i99]);
+      // yield %99, %78
+      __builtin_memcpy(c80, v83, sizeof(c80));
     }
-    // %90 = scan %64 {axis = 0, kind = "sum"} : tile<i32, [256]>
-    alignas(64) int32_t v82[256];
+    // %100 = scan %71 {axis = 0, kind = "sum"} : tile<i32, [256]>
+    alignas(64) int32_t v100[256];
     for (int64_t o_ = 0; o_ < 1; ++o_)
     for (int64_t n_ = 0; n_ < 1; ++n_) {
-      int32_t acc83 = c63[(o_ * 256 + 0) * 1 + n_];
-      v82[(o_ * 256 + 0) * 1 + n_] = acc83;
-      for (int64_t l84 = 1; l84 < 256; ++l84) {
-        acc83 = tsr::wadd(acc83, c63[(o_ * 256 + l84) * 1 + n_]);
-        v82[(o_ * 256 + l84) * 1 + n_] = acc83;
+      int32_t acc101 = c79[(o_ * 256 + 0) * 1 + n_];
+      v100[(o_ * 256 + 0) * 1 + n_] = acc101;
+      for (int64_t l102 = 1; l102 < 256; ++l102) {
+        acc101 = tsr::wadd(acc101, c79[(o_ * 256 + l102) * 1 + n_]);
+        v100[(o_ * 256 + l102) * 1 + n_] = acc101;
       }
     }
-    // %91 = splat %49 : tile<i32, [256]>
+    // %101 = splat %54 : tile<i32, [256]>
     // (computed inside its user)
-    // %92 = cmp %90, %91 {pred = "lt"} : tile<i1, [256]>
-    alignas(64) uint8_t v85[256];
-    for (int64_t i86 = 0; i86 < 256; ++i86) v85[i86] = uint8_t(v82[i86] < (v48));
-    // %93 = cast %92 : tile<i32, [256]>
-    alignas(64) int32_t v87[256];
-    for (int64_t i88 = 0; i88 < 256; ++i88) v87[i88] = int32_t(v85[i88]);
-    // %94 = reduce %93 {axis = 0, kind = "sum"} : i32
-    int32_t v89;
+    // %102 = cmp %100, %101 {pred = "lt"} : tile<i1, [256]>
+    alignas(64) uint8_t v103[256];
+    for (int64_t i104 = 0; i104 < 256; ++i104) v103[i104] = uint8_t(v100[i104] < (v57));
+    // %103 = cast %102 : tile<i32, [256]>
+    alignas(64) int32_t v105[256];
+    for (int64_t i106 = 0; i106 < 256; ++i106) v105[i106] = int32_t(v103[i106]);
+    // %104 = reduce %103 {axis = 0, kind = "sum"} : i32
+    int32_t v107;
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       int32_t ln_[16];
       for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
       for (int64_t l_ = 0; l_ < 256; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v87[o_ * 256 + l_ + q_]);
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v105[o_ * 256 + l_ + q_]);
       int32_t acc_ = ln_[0];
       for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v89 = acc_;
+      v107 = acc_;
     }
-    // %95 = splat %94 : tile<i32, [256]>
+    // %105 = splat %104 : tile<i32, [256]>
     // (computed inside its user)
-    // %96 = cmp %42, %95 {pred = "eq"} : tile<i1, [256]>
+    // %106 = cmp %47, %105 {pred = "eq"} : tile<i1, [256]>
     // (computed inside its user)
-    // %97 = where %96, %64, %11 : tile<i32, [256]>
-    alignas(64) int32_t v90[256];
-    for (int64_t i91 = 0; i91 < 256; ++i91) v90[i91] = ((uint8_t(v40[i91] == (v89))) ? c63[i91] : v10);
-    // %98 = reduce %97 {axis = 0, kind = "sum"} : i32
-    int32_t v92;
+    // %107 = where %106, %71, %11 : tile<i32, [256]>
+    alignas(64) int32_t v108[256];
+    for (int64_t i109 = 0; i109 < 256; ++i109) v108[i109] = ((uint8_t(v49[i109] == (v107))) ? c79[i109] : v10);
+    // %108 = reduce %107 {axis = 0, kind = "sum"} : i32
+    int32_t v110;
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       int32_t ln_[16];
       for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
       for (int64_t l_ = 0; l_ < 256; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v90[o_ * 256 + l_ + q_]);
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v108[o_ * 256 + l_ + q_]);
       int32_t acc_ = ln_[0];
       for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v92 = acc_;
+      v110 = acc_;
     }
-    // %99 = where %92, %64, %11 : tile<i32, [256]>
-    alignas(64) int32_t v93[256];
-    for (int64_t i94 = 0; i94 < 256; ++i94) v93[i94] = (v85[i94] ? c63[i94] : v10);
-    // %100 = reduce %99 {axis = 0, kind = "sum"} : i32
-    int32_t v95;
+    // %109 = where %102, %71, %11 : tile<i32, [256]>
+    alignas(64) int32_t v111[256];
+    for (int64_t i112 = 0; i112 < 256; ++i112) v111[i112] = (v103[i112] ? c79[i112] : v10);
+    // %110 = reduce %109 {axis = 0, kind = "sum"} : i32
+    int32_t v113;
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       int32_t ln_[16];
       for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
       for (int64_t l_ = 0; l_ < 256; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v93[o_ * 256 + l_ + q_]);
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v111[o_ * 256 + l_ + q_]);
       int32_t acc_ = ln_[0];
       for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v95 = acc_;
+      v113 = acc_;
     }
-    // %101 = sub %49, %100 : i32
-    const int32_t v96 = tsr::wsub(v48, v95);
-    // %102 = cast %94 : u32
-    const uint32_t v97 = uint32_t(v89);
-    // %103 = shl %102, %8 : u32
-    const uint32_t v98 = tsr::ishl(v97, v8);
-    // %104 = or %53, %103 : u32
-    const uint32_t v99 = uint32_t(v52 | v98);
-    // %105 = cmp %98, %101 {pred = "ne"} : i1
-    const uint8_t v100 = uint8_t(v92 != v96);
-    // yield %104, %101, %8, %105
-    v54 = v99;
-    v55 = v96;
-    v56 = v8;
-    v57 = v100;
+    // %111 = sub %54, %110 : i32
+    const int32_t v114 = tsr::wsub(v57, v113);
+    // %112 = cast %104 : u32
+    const uint32_t v115 = uint32_t(v107);
+    // %113 = shl %112, %8 : u32
+    const uint32_t v116 = tsr::ishl(v115, v8);
+    // %114 = or %58, %113 : u32
+    const uint32_t v117 = uint32_t(v61 | v116);
+    // %115 = cmp %108, %111 {pred = "ne"} : i1
+    const uint8_t v118 = uint8_t(v110 != v114);
+    // yield %114, %111, %8, %115
+    v63 = v117;
+    v64 = v114;
+    v65 = v8;
+    v66 = v118;
   } else {
-    // yield %53, %49, %51, %54
-    v54 = v52;
-    v55 = v48;
-    v56 = v50;
-    v57 = v53;
+    // yield %58, %54, %56, %59
+    v63 = v61;
+    v64 = v57;
+    v65 = v59;
+    v66 = v62;
   }
-  // %106 = shr %55, %57 : u32
-  const uint32_t v101 = tsr::ishr(v54, v56);
-  // %107 = const {value = 32767} : u32
-  const uint32_t v102 = uint32_t(INT64_C(32767));
-  // %108 = const {value = 15} : u32
-  const uint32_t v103 = uint32_t(INT64_C(15));
-  // %109, %110 = for %10, %7, %4, %10, %10 : i32, i32 {...}
-  int32_t c104;
-  c104 = v10;
-  int32_t c105;
-  c105 = v10;
-  for (int64_t iv106_ = v10; v4 > 0 && iv106_ < v7; iv106_ += v4) {
-    const int32_t iv106 = int32_t(iv106_);
-    // %114 = load_tile %x, %1, %111 {pad = -inf} : tile<bf16, [1, 4096]>
-    alignas(64) float v107[4096];
+  // %116 = shr %60, %62 : u32
+  const uint32_t v119 = tsr::ishr(v63, v65);
+  // %117 = load_tile %x, %1, %10 {pad = -inf} : tile<bf16, [1, 8192]>
+  alignas(64) float v120[8192];
+  {
+    const int64_t o121 = int64_t(v1) * 1;
+    const int64_t o122 = int64_t(v10) * 8192;
+    if (o121 >= 0 && o121 + 1 <= A.d0_0 && o122 >= 0 && o122 + 8192 <= A.d0_1) {
+      for (int64_t i123 = 0; i123 < 1; ++i123) {
+        for (int64_t i124 = 0; i124 < 8192; ++i124) v120[(i123) * 8192 + i124] = tsr::bf2f(A.p0[(o121 + i123) * A.s0_0 + o122 + i124]);
+      }
+    } else {
+      for (int64_t i125 = 0; i125 < 1; ++i125) {
+        for (int64_t i126 = 0; i126 < 8192; ++i126) {
+          v120[(i125)*8192 + i126] = ((o121 + i125) >= 0 && (o121 + i125) < A.d0_0 && (o122 + i126) >= 0 && (o122 + i126) < A.d0_1) ? tsr::bf2f(A.p0[(o121 + i125) * A.s0_0 + (o122 + i126) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(double(-INFINITY)));
+        }
+      }
+    }
+  }
+  // %118 = reshape %117 : tile<bf16, [8192]>
+  // %119 = const {value = 32767} : u32
+  const uint32_t v127 = uint32_t(INT64_C(32767));
+  // %120 = const {value = 15} : u32
+  const uint32_t v128 = uint32_t(INT64_C(15));
+  // %121, %122, %123 = for %10, %7, %4, %10, %10, %118 : i32, i32, tile<bf16, [8192]> {...}
+  int32_t c129;
+  c129 = v10;
+  int32_t c130;
+  c130 = v10;
+  alignas(64) float c131[8192];
+  __builtin_memcpy(c131, v120, sizeof(c131));
+  for (int64_t iv132_ = v10; v4 > 0 && iv132_ < v7; iv132_ += v4) {
+    const int32_t iv132 = int32_t(iv132_);
+    // %128 = add %124, %4 : i32
+    const int32_t v133 = tsr::wadd(iv132, v4);
+    // %129 = load_tile %x, %1, %128 {pad = -inf} : tile<bf16, [1, 8192]>
+    alignas(64) float v134[8192];
     {
-      const int64_t o108 = int64_t(v1) * 1;
-      const int64_t o109 = int64_t(iv106) * 4096;
-      if (o108 >= 0 && o108 + 1 <= A.d0_0 && o109 >= 0 && o109 + 4096 <= A.d0_1) {
-        for (int64_t i110 = 0; i110 < 1; ++i110) {
-          for (int64_t i111 = 0; i111 < 4096; ++i111) v107[(i110) * 4096 + i111] = tsr::bf2f(A.p0[(o108 + i110) * A.s0_0 + o109 + i111]);
+      const int64_t o135 = int64_t(v1) * 1;
+      const int64_t o136 = int64_t(v133) * 8192;
+      if (o135 >= 0 && o135 + 1 <= A.d0_0 && o136 >= 0 && o136 + 8192 <= A.d0_1) {
+        for (int64_t i137 = 0; i137 < 1; ++i137) {
+          for (int64_t i138 = 0; i138 < 8192; ++i138) v134[(i137) * 8192 + i138] = tsr::bf2f(A.p0[(o135 + i137) * A.s0_0 + o136 + i138]);
         }
       } else {
-        for (int64_t i112 = 0; i112 < 1; ++i112) {
-          for (int64_t i113 = 0; i113 < 4096; ++i113) {
-            v107[(i112)*4096 + i113] = ((o108 + i112) >= 0 && (o108 + i112) < A.d0_0 && (o109 + i113) >= 0 && (o109 + i113) < A.d0_1) ? tsr::bf2f(A.p0[(o108 + i112) * A.s0_0 + (o109 + i113) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(double(-INFINITY)));
+        for (int64_t i139 = 0; i139 < 1; ++i139) {
+          for (int64_t i140 = 0; i140 < 8192; ++i140) {
+            v134[(i139)*8192 + i140] = ((o135 + i139) >= 0 && (o135 + i139) < A.d0_0 && (o136 + i140) >= 0 && (o136 + i140) < A.d0_1) ? tsr::bf2f(A.p0[(o135 + i139) * A.s0_0 + (o136 + i140) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(double(-INFINITY)));
           }
         }
       }
     }
-    // %115 = reshape %114 : tile<bf16, [4096]>
-    // %116 = bitcast %115 : tile<u16, [4096]>
+    // %130 = reshape %129 : tile<bf16, [8192]>
+    // %131 = bitcast %127 : tile<u16, [8192]>
     // (computed inside its user)
-    // %117 = cast %116 : tile<u32, [4096]>
-    alignas(64) uint32_t v114[4096];
-    for (int64_t i115 = 0; i115 < 4096; ++i115) v114[i115] = uint32_t((uint16_t(tsr::bf16_bits(v107[i115]))));
-    // %118 = splat %107 : tile<u32, [4096]>
+    // %132 = cast %131 : tile<u32, [8192]>
+    alignas(64) uint32_t v141[8192];
+    for (int64_t i142 = 0; i142 < 8192; ++i142) v141[i142] = uint32_t((uint16_t(tsr::bf16_bits(c131[i142]))));
+    // %133 = splat %119 : tile<u32, [8192]>
     // (computed inside its user)
-    // %119 = xor %117, %118 : tile<u32, [4096]>
+    // %134 = xor %132, %133 : tile<u32, [8192]>
     // (computed inside its user)
-    // %120 = splat %108 : tile<u32, [4096]>
+    // %135 = splat %120 : tile<u32, [8192]>
     // (computed inside its user)
-    // %121 = shr %117, %120 : tile<u32, [4096]>
+    // %136 = shr %132, %135 : tile<u32, [8192]>
     // (computed inside its user)
-    // %122 = splat %8 : tile<u32, [4096]>
+    // %137 = splat %8 : tile<u32, [8192]>
     // (computed inside its user)
-    // %123 = cmp %121, %122 {pred = "eq"} : tile<i1, [4096]>
+    // %138 = cmp %136, %137 {pred = "eq"} : tile<i1, [8192]>
     // (computed inside its user)
-    // %124 = where %123, %119, %117 : tile<u32, [4096]>
+    // %139 = where %138, %134, %132 : tile<u32, [8192]>
     // (computed inside its user)
-    // %125 = splat %57 : tile<u32, [4096]>
+    // %140 = splat %62 : tile<u32, [8192]>
     // (computed inside its user)
-    // %126 = shr %124, %125 : tile<u32, [4096]>
-    alignas(64) uint32_t v116[4096];
-    for (int64_t i117 = 0; i117 < 4096; ++i117) v116[i117] = tsr::ishr((((uint8_t((tsr::ishr(v114[i117], (v103))) == (v8))) ? (uint32_t(v114[i117] ^ (v102))) : v114[i117])), (v56));
-    // %127 = splat %106 : tile<u32, [4096]>
-    alignas(64) uint32_t v118[4096];
-    for (int64_t i119 = 0; i119 < 4096; ++i119) v118[i119] = v101;
-    // %128 = cmp %126, %127 {pred = "eq"} : tile<i1, [4096]>
-    alignas(64) uint8_t v120[4096];
-    for (int64_t i121 = 0; i121 < 4096; ++i121) v120[i121] = uint8_t(v116[i121] == v101);
-    // %129 = cast %128 : tile<i32, [4096]>
-    alignas(64) int32_t v122[4096];
-    for (int64_t i123 = 0; i123 < 4096; ++i123) v122[i123] = int32_t(v120[i123]);
-    // %130 = scan %129 {axis = 0, kind = "sum"} : tile<i32, [4096]>
-    alignas(64) int32_t v124[4096];
+    // %141 = shr %139, %140 : tile<u32, [8192]>
+    alignas(64) uint32_t v143[8192];
+    for (int64_t i144 = 0; i144 < 8192; ++i144) v143[i144] = tsr::ishr((((uint8_t((tsr::ishr(v141[i144], (v128))) == (v8))) ? (uint32_t(v141[i144] ^ (v127))) : v141[i144])), (v65));
+    // %142 = splat %116 : tile<u32, [8192]>
+    alignas(64) uint32_t v145[8192];
+    for (int64_t i146 = 0; i146 < 8192; ++i146) v145[i146] = v119;
+    // %143 = cmp %141, %142 {pred = "eq"} : tile<i1, [8192]>
+    alignas(64) uint8_t v147[8192];
+    for (int64_t i148 = 0; i148 < 8192; ++i148) v147[i148] = uint8_t(v143[i148] == v119);
+    // %144 = cast %143 : tile<i32, [8192]>
+    alignas(64) int32_t v149[8192];
+    for (int64_t i150 = 0; i150 < 8192; ++i150) v149[i150] = int32_t(v147[i150]);
+    // %145 = scan %144 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+    alignas(64) int32_t v151[8192];
     for (int64_t o_ = 0; o_ < 1; ++o_)
     for (int64_t n_ = 0; n_ < 1; ++n_) {
-      int32_t acc125 = v122[(o_ * 4096 + 0) * 1 + n_];
-      v124[(o_ * 4096 + 0) * 1 + n_] = acc125;
-      for (int64_t l126 = 1; l126 < 4096; ++l126) {
-        acc125 = tsr::wadd(acc125, v122[(o_ * 4096 + l126) * 1 + n_]);
-        v124[(o_ * 4096 + l126) * 1 + n_] = acc125;
+      int32_t acc152 = v149[(o_ * 8192 + 0) * 1 + n_];
+      v151[(o_ * 8192 + 0) * 1 + n_] = acc152;
+      for (int64_t l153 = 1; l153 < 8192; ++l153) {
+        acc152 = tsr::wadd(acc152, v149[(o_ * 8192 + l153) * 1 + n_]);
+        v151[(o_ * 8192 + l153) * 1 + n_] = acc152;
       }
     }
-    // %131 = splat %113 : tile<i32, [4096]>
+    // %146 = splat %126 : tile<i32, [8192]>
     // (computed inside its user)
-    // %132 = add %130, %131 : tile<i32, [4096]>
+    // %147 = add %145, %146 : tile<i32, [8192]>
     // (computed inside its user)
-    // %133 = splat %56 : tile<i32, [4096]>
+    // %148 = splat %61 : tile<i32, [8192]>
     // (computed inside its user)
-    // %134 = cmp %132, %133 {pred = "le"} : tile<i1, [4096]>
+    // %149 = cmp %147, %148 {pred = "le"} : tile<i1, [8192]>
     // (computed inside its user)
-    // %135 = and %128, %134 : tile<i1, [4096]>
+    // %150 = and %143, %149 : tile<i1, [8192]>
     // (computed inside its user)
-    // %136 = cmp %126, %127 {pred = "lt"} : tile<i1, [4096]>
+    // %151 = cmp %141, %142 {pred = "lt"} : tile<i1, [8192]>
     // (computed inside its user)
-    // %137 = or %136, %135 : tile<i1, [4096]>
-    alignas(64) uint8_t v127[4096];
-    for (int64_t i128 = 0; i128 < 4096; ++i128) v127[i128] = uint8_t((uint8_t(v116[i128] < v101)) | (uint8_t(v120[i128] & (uint8_t((tsr::wadd(v124[i128], (c105))) <= (v55))))));
-    // %138 = sub %112, %4 : i32
-    const int32_t v129 = tsr::wsub(c104, v4);
-    // %139 = cast %137 : tile<i32, [4096]>
-    alignas(64) int32_t v130[4096];
-    for (int64_t i131 = 0; i131 < 4096; ++i131) v130[i131] = int32_t(v127[i131]);
-    // %140 = scan %139 {axis = 0, kind = "sum"} : tile<i32, [4096]>
-    alignas(64) int32_t v132[4096];
+    // %152 = or %151, %150 : tile<i1, [8192]>
+    alignas(64) uint8_t v154[8192];
+    for (int64_t i155 = 0; i155 < 8192; ++i155) v154[i155] = uint8_t((uint8_t(v143[i155] < v119)) | (uint8_t(v147[i155] & (uint8_t((tsr::wadd(v151[i155], (c130))) <= (v64))))));
+    // %153 = sub %125, %4 : i32
+    const int32_t v156 = tsr::wsub(c129, v4);
+    // %154 = cast %152 : tile<i32, [8192]>
+    alignas(64) int32_t v157[8192];
+    for (int64_t i158 = 0; i158 < 8192; ++i158) v157[i158] = int32_t(v154[i158]);
+    // %155 = scan %154 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+    alignas(64) int32_t v159[8192];
     for (int64_t o_ = 0; o_ < 1; ++o_)
     for (int64_t n_ = 0; n_ < 1; ++n_) {
-      int32_t acc133 = v130[(o_ * 4096 + 0) * 1 + n_];
-      v132[(o_ * 4096 + 0) * 1 + n_] = acc133;
-      for (int64_t l134 = 1; l134 < 4096; ++l134) {
-        acc133 = tsr::wadd(acc133, v130[(o_ * 4096 + l134) * 1 + n_]);
-        v132[(o_ * 4096 + l134) * 1 + n_] = acc133;
+      int32_t acc160 = v157[(o_ * 8192 + 0) * 1 + n_];
+      v159[(o_ * 8192 + 0) * 1 + n_] = acc160;
+      for (int64_t l161 = 1; l161 < 8192; ++l161) {
+        acc160 = tsr::wadd(acc160, v157[(o_ * 8192 + l161) * 1 + n_]);
+        v159[(o_ * 8192 + l161) * 1 + n_] = acc160;
       }
     }
-    // %141 = splat %138 : tile<i32, [4096]>
+    // %156 = splat %153 : tile<i32, [8192]>
     // (computed inside its user)
-    // %142 = add %140, %141 : tile<i32, [4096]>
-    alignas(64) int32_t v135[4096];
-    for (int64_t i136 = 0; i136 < 4096; ++i136) v135[i136] = tsr::wadd(v132[i136], (v129));
-    // %143 = splat %1 : tile<i32, [4096]>
-    alignas(64) int32_t v137[4096];
-    for (int64_t i138 = 0; i138 < 4096; ++i138) v137[i138] = v1;
-    // scatter %values, %115, %143, %142, %137
-    for (int64_t i139 = 0; i139 < 4096; ++i139) {
-      if ((v127[i139] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v135[i139]) >= 0 && int64_t(v135[i139]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v135[i139]) * A.s1_1] = tsr::f2bf(v107[i139]);
+    // %157 = add %155, %156 : tile<i32, [8192]>
+    alignas(64) int32_t v162[8192];
+    for (int64_t i163 = 0; i163 < 8192; ++i163) v162[i163] = tsr::wadd(v159[i163], (v156));
+    // %158 = splat %1 : tile<i32, [8192]>
+    alignas(64) int32_t v164[8192];
+    for (int64_t i165 = 0; i165 < 8192; ++i165) v164[i165] = v1;
+    // scatter %values, %127, %158, %157, %152
+    for (int64_t i166 = 0; i166 < 8192; ++i166) {
+      if ((v154[i166] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v162[i166]) >= 0 && int64_t(v162[i166]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v162[i166]) * A.s1_1] = tsr::f2bf(c131[i166]);
     }
-    // %144 = mul %111, %3 : i32
-    const int32_t v140 = tsr::wmul(iv106, v3);
-    // %145 = arange : tile<i32, [4096]>
+    // %159 = mul %124, %3 : i32
+    const int32_t v167 = tsr::wmul(iv132, v3);
+    // %160 = arange : tile<i32, [8192]>
     // (computed inside its user)
-    // %146 = splat %144 : tile<i32, [4096]>
+    // %161 = splat %159 : tile<i32, [8192]>
     // (computed inside its user)
-    // %147 = add %145, %146 : tile<i32, [4096]>
-    alignas(64) int32_t v141[4096];
-    for (int64_t i142 = 0; i142 < 4096; ++i142) v141[i142] = tsr::wadd((int32_t(0 + i142)), (v140));
-    // scatter %indices, %147, %143, %142, %137
-    for (int64_t i143 = 0; i143 < 4096; ++i143) {
-      if ((v127[i143] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v135[i143]) >= 0 && int64_t(v135[i143]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v135[i143]) * A.s2_1] = v141[i143];
+    // %162 = add %160, %161 : tile<i32, [8192]>
+    alignas(64) int32_t v168[8192];
+    for (int64_t i169 = 0; i169 < 8192; ++i169) v168[i169] = tsr::wadd((int32_t(0 + i169)), (v167));
+    // scatter %indices, %162, %158, %157, %152
+    for (int64_t i170 = 0; i170 < 8192; ++i170) {
+      if ((v154[i170] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v162[i170]) >= 0 && int64_t(v162[i170]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v162[i170]) * A.s2_1] = v168[i170];
     }
-    // %148 = reduce %129 {axis = 0, kind = "sum"} : i32
-    int32_t v144;
+    // %163 = reduce %144 {axis = 0, kind = "sum"} : i32
+    int32_t v171;
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       int32_t ln_[16];
       for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 4096; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v122[o_ * 4096 + l_ + q_]);
+      for (int64_t l_ = 0; l_ < 8192; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v149[o_ * 8192 + l_ + q_]);
       int32_t acc_ = ln_[0];
       for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v144 = acc_;
+      v171 = acc_;
     }
-    // %149 = add %113, %148 : i32
-    const int32_t v145 = tsr::wadd(c105, v144);
-    // %150 = reduce %139 {axis = 0, kind = "sum"} : i32
-    int32_t v146;
+    // %164 = add %126, %163 : i32
+    const int32_t v172 = tsr::wadd(c130, v171);
+    // %165 = reduce %154 {axis = 0, kind = "sum"} : i32
+    int32_t v173;
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       int32_t ln_[16];
       for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 4096; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v130[o_ * 4096 + l_ + q_]);
+      for (int64_t l_ = 0; l_ < 8192; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v157[o_ * 8192 + l_ + q_]);
       int32_t acc_ = ln_[0];
       for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v146 = acc_;
+      v173 = acc_;
     }
-    // %151 = add %112, %150 : i32
-    const int32_t v147 = tsr::wadd(c104, v146);
-    // yield %151, %149
-    c104 = v147;
-    c105 = v145;
+    // %166 = add %125, %165 : i32
+    const int32_t v174 = tsr::wadd(c129, v173);
+    // yield %166, %164, %130
+    c129 = v174;
+    c130 = v172;
+    __builtin_memcpy(c131, v134, sizeof(c131));
   }
-  // %152 = load_tile %indices, %1, %10 : tile<i32, [1, 64]>
-  alignas(64) int32_t v148[64];
+  // %167 = load_tile %indices, %1, %10 : tile<i32, [1, 64]>
+  alignas(64) int32_t v175[64];
   {
-    const int64_t o149 = int64_t(v1) * 1;
-    const int64_t o150 = int64_t(v10) * 64;
-    if (o149 >= 0 && o149 + 1 <= A.d2_0 && o150 >= 0 && o150 + 64 <= A.d2_1) {
-      for (int64_t i151 = 0; i151 < 1; ++i151) {
-        for (int64_t i152 = 0; i152 < 64; ++i152) v148[(i151) * 64 + i152] = A.p2[(o149 + i151) * A.s2_0 + o150 + i152];
+    const int64_t o176 = int64_t(v1) * 1;
+    const int64_t o177 = int64_t(v10) * 64;
+    if (o176 >= 0 && o176 + 1 <= A.d2_0 && o177 >= 0 && o177 + 64 <= A.d2_1) {
+      for (int64_t i178 = 0; i178 < 1; ++i178) {
+        for (int64_t i179 = 0; i179 < 64; ++i179) v175[(i178) * 64 + i179] = A.p2[(o176 + i178) * A.s2_0 + o177 + i179];
       }
     } else {
-      for (int64_t i153 = 0; i153 < 1; ++i153) {
-        for (int64_t i154 = 0; i154 < 64; ++i154) {
-          v148[(i153)*64 + i154] = ((o149 + i153) >= 0 && (o149 + i153) < A.d2_0 && (o150 + i154) >= 0 && (o150 + i154) < A.d2_1) ? A.p2[(o149 + i153) * A.s2_0 + (o150 + i154) * A.s2_1] : int32_t(INT64_C(0));
+      for (int64_t i180 = 0; i180 < 1; ++i180) {
+        for (int64_t i181 = 0; i181 < 64; ++i181) {
+          v175[(i180)*64 + i181] = ((o176 + i180) >= 0 && (o176 + i180) < A.d2_0 && (o177 + i181) >= 0 && (o177 + i181) < A.d2_1) ? A.p2[(o176 + i180) * A.s2_0 + (o177 + i181) * A.s2_1] : int32_t(INT64_C(0));
         }
       }
     }
   }
-  // %153 = load_tile %values, %1, %10 : tile<bf16, [1, 64]>
-  alignas(64) float v155[64];
+  // %168 = load_tile %values, %1, %10 : tile<bf16, [1, 64]>
+  alignas(64) float v182[64];
   {
-    const int64_t o156 = int64_t(v1) * 1;
-    const int64_t o157 = int64_t(v10) * 64;
-    if (o156 >= 0 && o156 + 1 <= A.d1_0 && o157 >= 0 && o157 + 64 <= A.d1_1) {
-      for (int64_t i158 = 0; i158 < 1; ++i158) {
-        for (int64_t i159 = 0; i159 < 64; ++i159) v155[(i158) * 64 + i159] = tsr::bf2f(A.p1[(o156 + i158) * A.s1_0 + o157 + i159]);
+    const int64_t o183 = int64_t(v1) * 1;
+    const int64_t o184 = int64_t(v10) * 64;
+    if (o183 >= 0 && o183 + 1 <= A.d1_0 && o184 >= 0 && o184 + 64 <= A.d1_1) {
+      for (int64_t i185 = 0; i185 < 1; ++i185) {
+        for (int64_t i186 = 0; i186 < 64; ++i186) v182[(i185) * 64 + i186] = tsr::bf2f(A.p1[(o183 + i185) * A.s1_0 + o184 + i186]);
       }
     } else {
-      for (int64_t i160 = 0; i160 < 1; ++i160) {
-        for (int64_t i161 = 0; i161 < 64; ++i161) {
-          v155[(i160)*64 + i161] = ((o156 + i160) >= 0 && (o156 + i160) < A.d1_0 && (o157 + i161) >= 0 && (o157 + i161) < A.d1_1) ? tsr::bf2f(A.p1[(o156 + i160) * A.s1_0 + (o157 + i161) * A.s1_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+      for (int64_t i187 = 0; i187 < 1; ++i187) {
+        for (int64_t i188 = 0; i188 < 64; ++i188) {
+          v182[(i187)*64 + i188] = ((o183 + i187) >= 0 && (o183 + i187) < A.d1_0 && (o184 + i188) >= 0 && (o184 + i188) < A.d1_1) ? tsr::bf2f(A.p1[(o183 + i187) * A.s1_0 + (o184 + i188) * A.s1_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
         }
       }
     }
   }
-  // %154, %155 = sort %153, %152 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
-  alignas(64) float v162[64];
-  alignas(64) int32_t v163[64];
-  alignas(64) uint64_t sk164[128];
-  alignas(64) int32_t sp165[128];
-  tsr::sort_lines(v155, v148, v162, v163, 1, 64, 1, 64, true, sk164, sp165);
-  // store_tile %values, %154, %1, %10
+  // %169, %170 = sort %168, %167 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
+  alignas(64) float v189[64];
+  alignas(64) int32_t v190[64];
+  alignas(64) uint64_t sk191[128];
+  alignas(64) int32_t sp192[128];
+  tsr::sort_lines(v182, v175, v189, v190, 1, 64, 1, 64, true, sk191, sp192);
+  // store_tile %values, %169, %1, %10
   {
-    const int64_t o166 = int64_t(v1) * 1;
-    const int64_t o167 = int64_t(v10) * 64;
-    if (o166 >= 0 && o166 + 1 <= A.d1_0 && o167 >= 0 && o167 + 64 <= A.d1_1) {
-      for (int64_t i168 = 0; i168 < 1; ++i168) {
-        for (int64_t i169 = 0; i169 < 64; ++i169) A.p1[(o166 + i168) * A.s1_0 + o167 + i169] = tsr::f2bf(v162[(i168) * 64 + i169]);
+    const int64_t o193 = int64_t(v1) * 1;
+    const int64_t o194 = int64_t(v10) * 64;
+    if (o193 >= 0 && o193 + 1 <= A.d1_0 && o194 >= 0 && o194 + 64 <= A.d1_1) {
+      for (int64_t i195 = 0; i195 < 1; ++i195) {
+        for (int64_t i196 = 0; i196 < 64; ++i196) A.p1[(o193 + i195) * A.s1_0 + o194 + i196] = tsr::f2bf(v189[(i195) * 64 + i196]);
       }
     } else {
-      for (int64_t i170 = 0; i170 < 1; ++i170) {
-        for (int64_t i171 = 0; i171 < 64; ++i171) {
-          if ((o166 + i170) >= 0 && (o166 + i170) < A.d1_0 && (o167 + i171) >= 0 && (o167 + i171) < A.d1_1) A.p1[(o166 + i170) * A.s1_0 + (o167 + i171) * A.s1_1] = tsr::f2bf(v162[(i170)*64 + i171]);
+      for (int64_t i197 = 0; i197 < 1; ++i197) {
+        for (int64_t i198 = 0; i198 < 64; ++i198) {
+          if ((o193 + i197) >= 0 && (o193 + i197) < A.d1_0 && (o194 + i198) >= 0 && (o194 + i198) < A.d1_1) A.p1[(o193 + i197) * A.s1_0 + (o194 + i198) * A.s1_1] = tsr::f2bf(v189[(i197)*64 + i198]);
         }
       }
     }
   }
-  // store_tile %indices, %155, %1, %10
+  // store_tile %indices, %170, %1, %10
   {
-    const int64_t o172 = int64_t(v1) * 1;
-    const int64_t o173 = int64_t(v10) * 64;
-    if (o172 >= 0 && o172 + 1 <= A.d2_0 && o173 >= 0 && o173 + 64 <= A.d2_1) {
-      for (int64_t i174 = 0; i174 < 1; ++i174) {
-        for (int64_t i175 = 0; i175 < 64; ++i175) A.p2[(o172 + i174) * A.s2_0 + o173 + i175] = v163[(i174) * 64 + i175];
+    const int64_t o199 = int64_t(v1) * 1;
+    const int64_t o200 = int64_t(v10) * 64;
+    if (o199 >= 0 && o199 + 1 <= A.d2_0 && o200 >= 0 && o200 + 64 <= A.d2_1) {
+      for (int64_t i201 = 0; i201 < 1; ++i201) {
+        for (int64_t i202 = 0; i202 < 64; ++i202) A.p2[(o199 + i201) * A.s2_0 + o200 + i202] = v190[(i201) * 64 + i202];
       }
     } else {
-      for (int64_t i176 = 0; i176 < 1; ++i176) {
-        for (int64_t i177 = 0; i177 < 64; ++i177) {
-          if ((o172 + i176) >= 0 && (o172 + i176) < A.d2_0 && (o173 + i177) >= 0 && (o173 + i177) < A.d2_1) A.p2[(o172 + i176) * A.s2_0 + (o173 + i177) * A.s2_1] = v163[(i176)*64 + i177];
+      for (int64_t i203 = 0; i203 < 1; ++i203) {
+        for (int64_t i204 = 0; i204 < 64; ++i204) {
+          if ((o199 + i203) >= 0 && (o199 + i203) < A.d2_0 && (o200 + i204) >= 0 && (o200 + i204) < A.d2_1) A.p2[(o199 + i203) * A.s2_0 + (o200 + i204) * A.s2_1] = v190[(i203)*64 + i204];
         }
       }
     }
@@ -636,7 +706,7 @@ extern "C" int tessera_run(void** buf, const int64_t* dims, const int64_t* is, c
   if (g0 < 0) return 24;  // grid size on axis 0 of kernel 'topk' is negative (a size of 0 runs no programs; a negative size is an error)
   if (g0 == 0 || g1 == 0 || g2 == 0) return 0;  // no programs
   if (nt <= 0) nt = omp_get_max_threads();
-  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(1139992)) nt = 1;  // about 1139992 element ops per program
+  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(2343715)) nt = 1;  // about 2343715 element ops per program
   if (nt == 1) {
     for (int64_t z = 0; z < g2; ++z)
       for (int64_t y = 0; y < g1; ++y)

@@ -7,8 +7,8 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
   const int tsr_tid = int(threadIdx.x);
   constexpr int tsr_nthreads = 512;
   (void)tsr_tid; (void)tsr_smem;
-  int tsr_red304_at = 0;  // the copy of tsr_red304_mem the next exchange uses
-  int tsr_red309_at = 0;  // the copy of tsr_red309_mem the next exchange uses
+  int tsr_red354_at = 0;  // the copy of tsr_red354_mem the next exchange uses
+  int tsr_red359_at = 0;  // the copy of tsr_red359_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_N);
@@ -22,14 +22,15 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
   const int64_t tsr_p2_s0 = tsr_p2_s1 * int64_t(tsr_dim_K);
   (void)tsr_p2_s0;
   [[maybe_unused]] constexpr int64_t K = 64LL;
-  [[maybe_unused]] constexpr int64_t BLOCK_N = 4096LL;
+  [[maybe_unused]] constexpr int64_t BLOCK_N = 8192LL;
   [[maybe_unused]] constexpr int64_t num_warps = 16LL;
+  [[maybe_unused]] constexpr int64_t prefetch_programs = 0LL;
   // %1 = program_id {axis = 0} : i32
   const int32_t v0 = int32_t(blockIdx.x);
   // %2 = dim %x {axis = 1} : i32
   const int32_t v1 = int32_t(int64_t(tsr_dim_N));
-  // %3 = const {value = 4096} : i32
-  const int32_t v2 = int32_t(4096LL);
+  // %3 = const {value = 8192} : i32
+  const int32_t v2 = int32_t(8192LL);
   // %4 = const {value = 1} : i32
   const int32_t v3 = int32_t(1LL);
   // %5 = add %2, %3 : i32
@@ -50,1048 +51,1219 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
   for (int s11 = 0; s11 < 1; ++s11) {
     v10[s11] = v9;
   }
-  // %12 = const {value = 32767} : u32
-  const uint32_t v12 = uint32_t(32767LL);
-  // %13 = const {value = 15} : u32
-  const uint32_t v13 = uint32_t(15LL);
-  // %14 = const {value = 8} : u32
-  const uint32_t v14 = uint32_t(8LL);
-  // %15 = const {value = 255} : u32
-  const uint32_t v15 = uint32_t(255LL);
-  // %16 = for %10, %7, %4, %11 : tile<i32, [256]> {...}
-  int32_t c16[1];
-  #pragma unroll
-  for (int s17 = 0; s17 < 1; ++s17) {
-    c16[s17] = v10[s17];
-  }
-  for (int64_t iv18_ = v9; v3 > 0 && iv18_ < v6; iv18_ += v3) {
-    const int32_t iv18 = int32_t(iv18_);
-    // %19 = load_tile %x, %1, %17 {pad = -inf} : tile<bf16, [1, 4096]>
-    float v19[8];
-    {
-      const int64_t o20 = int64_t(v0) * 1;
-      const int64_t o21 = int64_t(iv18) * 4096;
+  // %12 = load_tile %x, %1, %10 {pad = -inf} : tile<bf16, [1, 8192]>
+  float v12[16];
+  {
+    const int64_t o13 = int64_t(v0) * 1;
+    const int64_t o14 = int64_t(v9) * 8192;
+    #pragma unroll
+    for (int c15 = 0; c15 < 2; ++c15) {
+      const int e16 = ((c15 * 8 / 8) * 4096 + tsr_tid * 8 + (c15 * 8 % 8));
+      const int64_t g17 = o13 + 0;
+      const int64_t g18 = o14 + (e16);
+      const int64_t off19 = g17 * tsr_p0_s0 + g18 * tsr_p0_s1;
+      const bool rok20 = true && g17 >= 0 && g17 < int64_t(tsr_dim_M);
+      uint16_t buf21[8];
+      if (rok20 && g18 >= 0 && g18 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + off19)) {
+        tsr::copy_vec<uint16_t, 8>(buf21, tsr_p0 + off19);
+      } else {
+        #pragma unroll
+        for (int v_ = 0; v_ < 8; ++v_) {
+          const int64_t gc22 = g18 + v_;
+          buf21[v_] = (rok20 && gc22 >= 0 && gc22 < int64_t(tsr_dim_N)) ? tsr_p0[off19 + v_ * tsr_p0_s1] : uint16_t(tsr::f2bf((-tsr::inf_f())));
+        }
+      }
       #pragma unroll
-      for (int c22 = 0; c22 < 1; ++c22) {
-        const int e23 = ((c22 * 8 / 8) * 4096 + tsr_tid * 8 + (c22 * 8 % 8));
-        const int64_t g24 = o20 + 0;
-        const int64_t g25 = o21 + (e23);
-        const int64_t off26 = g24 * tsr_p0_s0 + g25 * tsr_p0_s1;
-        const bool rok27 = true && g24 >= 0 && g24 < int64_t(tsr_dim_M);
-        uint16_t buf28[8];
-        if (rok27 && g25 >= 0 && g25 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + off26)) {
-          tsr::copy_vec<uint16_t, 8>(buf28, tsr_p0 + off26);
+      for (int v_ = 0; v_ < 8; ++v_) v12[c15 * 8 + v_] = tsr::bf2f(buf21[v_]);
+    }
+  }
+  // %13 = reshape %12 : tile<bf16, [8192]>
+  float v23[16];
+  #pragma unroll
+  for (int s24 = 0; s24 < 16; ++s24) {
+    v23[s24] = v12[s24];
+  }
+  // %14 = const {value = 32767} : u32
+  const uint32_t v25 = uint32_t(32767LL);
+  // %15 = const {value = 15} : u32
+  const uint32_t v26 = uint32_t(15LL);
+  // %16 = const {value = 8} : u32
+  const uint32_t v27 = uint32_t(8LL);
+  // %17 = const {value = 255} : u32
+  const uint32_t v28 = uint32_t(255LL);
+  // %18, %19 = for %10, %7, %4, %11, %13 : tile<i32, [256]>, tile<bf16, [8192]> {...}
+  int32_t c29[1];
+  #pragma unroll
+  for (int s30 = 0; s30 < 1; ++s30) {
+    c29[s30] = v10[s30];
+  }
+  float c31[16];
+  #pragma unroll
+  for (int s32 = 0; s32 < 16; ++s32) {
+    c31[s32] = v23[s32];
+  }
+  for (int64_t iv33_ = v9; v3 > 0 && iv33_ < v6; iv33_ += v3) {
+    const int32_t iv33 = int32_t(iv33_);
+    // %23 = add %20, %4 : i32
+    const int32_t v34 = int32_t(uint32_t(iv33) + uint32_t(v3));
+    // %24 = load_tile %x, %1, %23 {pad = -inf} : tile<bf16, [1, 8192]>
+    float v35[16];
+    {
+      const int64_t o36 = int64_t(v0) * 1;
+      const int64_t o37 = int64_t(v34) * 8192;
+      #pragma unroll
+      for (int c38 = 0; c38 < 2; ++c38) {
+        const int e39 = ((c38 * 8 / 8) * 4096 + tsr_tid * 8 + (c38 * 8 % 8));
+        const int64_t g40 = o36 + 0;
+        const int64_t g41 = o37 + (e39);
+        const int64_t off42 = g40 * tsr_p0_s0 + g41 * tsr_p0_s1;
+        const bool rok43 = true && g40 >= 0 && g40 < int64_t(tsr_dim_M);
+        uint16_t buf44[8];
+        if (rok43 && g41 >= 0 && g41 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + off42)) {
+          tsr::copy_vec<uint16_t, 8>(buf44, tsr_p0 + off42);
         } else {
           #pragma unroll
           for (int v_ = 0; v_ < 8; ++v_) {
-            const int64_t gc29 = g25 + v_;
-            buf28[v_] = (rok27 && gc29 >= 0 && gc29 < int64_t(tsr_dim_N)) ? tsr_p0[off26 + v_ * tsr_p0_s1] : uint16_t(tsr::f2bf((-tsr::inf_f())));
+            const int64_t gc45 = g41 + v_;
+            buf44[v_] = (rok43 && gc45 >= 0 && gc45 < int64_t(tsr_dim_N)) ? tsr_p0[off42 + v_ * tsr_p0_s1] : uint16_t(tsr::f2bf((-tsr::inf_f())));
           }
         }
         #pragma unroll
-        for (int v_ = 0; v_ < 8; ++v_) v19[c22 * 8 + v_] = tsr::bf2f(buf28[v_]);
+        for (int v_ = 0; v_ < 8; ++v_) v35[c38 * 8 + v_] = tsr::bf2f(buf44[v_]);
       }
     }
-    // %20 = reshape %19 : tile<bf16, [4096]>
-    float v30[8];
+    // %25 = reshape %24 : tile<bf16, [8192]>
+    float v46[16];
     #pragma unroll
-    for (int s31 = 0; s31 < 8; ++s31) {
-      v30[s31] = v19[s31];
+    for (int s47 = 0; s47 < 16; ++s47) {
+      v46[s47] = v35[s47];
     }
-    // %21 = bitcast %20 : tile<u16, [4096]>
-    uint16_t v32[8];
+    // %26 = bitcast %22 : tile<u16, [8192]>
+    uint16_t v48[16];
     #pragma unroll
-    for (int s33 = 0; s33 < 8; ++s33) {
-      v32[s33] = uint16_t(tsr::bf16_bits(v30[s33]));
+    for (int s49 = 0; s49 < 16; ++s49) {
+      v48[s49] = uint16_t(tsr::bf16_bits(c31[s49]));
     }
-    // %22 = cast %21 : tile<u32, [4096]>
-    uint32_t v34[8];
+    // %27 = cast %26 : tile<u32, [8192]>
+    uint32_t v50[16];
     #pragma unroll
-    for (int s35 = 0; s35 < 8; ++s35) {
-      v34[s35] = uint32_t(v32[s35]);
+    for (int s51 = 0; s51 < 16; ++s51) {
+      v50[s51] = uint32_t(v48[s51]);
     }
-    // %23 = splat %12 : tile<u32, [4096]>
-    uint32_t v36[8];
+    // %28 = splat %14 : tile<u32, [8192]>
+    uint32_t v52[16];
     #pragma unroll
-    for (int s37 = 0; s37 < 8; ++s37) {
-      v36[s37] = v12;
+    for (int s53 = 0; s53 < 16; ++s53) {
+      v52[s53] = v25;
     }
-    // %24 = xor %22, %23 : tile<u32, [4096]>
-    uint32_t v38[8];
+    // %29 = xor %27, %28 : tile<u32, [8192]>
+    uint32_t v54[16];
     #pragma unroll
-    for (int s39 = 0; s39 < 8; ++s39) {
-      v38[s39] = uint32_t(v34[s39] ^ v36[s39]);
+    for (int s55 = 0; s55 < 16; ++s55) {
+      v54[s55] = uint32_t(v50[s55] ^ v52[s55]);
     }
-    // %25 = splat %13 : tile<u32, [4096]>
-    uint32_t v40[8];
+    // %30 = splat %15 : tile<u32, [8192]>
+    uint32_t v56[16];
     #pragma unroll
-    for (int s41 = 0; s41 < 8; ++s41) {
-      v40[s41] = v13;
+    for (int s57 = 0; s57 < 16; ++s57) {
+      v56[s57] = v26;
     }
-    // %26 = shr %22, %25 : tile<u32, [4096]>
-    uint32_t v42[8];
+    // %31 = shr %27, %30 : tile<u32, [8192]>
+    uint32_t v58[16];
     #pragma unroll
-    for (int s43 = 0; s43 < 8; ++s43) {
-      v42[s43] = tsr::ishr<uint32_t>(v34[s43], v40[s43]);
+    for (int s59 = 0; s59 < 16; ++s59) {
+      v58[s59] = tsr::ishr<uint32_t>(v50[s59], v56[s59]);
     }
-    // %27 = splat %8 : tile<u32, [4096]>
-    uint32_t v44[8];
+    // %32 = splat %8 : tile<u32, [8192]>
+    uint32_t v60[16];
     #pragma unroll
-    for (int s45 = 0; s45 < 8; ++s45) {
-      v44[s45] = v7;
+    for (int s61 = 0; s61 < 16; ++s61) {
+      v60[s61] = v7;
     }
-    // %28 = cmp %26, %27 {pred = "eq"} : tile<i1, [4096]>
-    uint8_t v46[8];
+    // %33 = cmp %31, %32 {pred = "eq"} : tile<i1, [8192]>
+    uint8_t v62[16];
     #pragma unroll
-    for (int s47 = 0; s47 < 8; ++s47) {
-      v46[s47] = uint8_t(v42[s47] == v44[s47]);
+    for (int s63 = 0; s63 < 16; ++s63) {
+      v62[s63] = uint8_t(v58[s63] == v60[s63]);
     }
-    // %29 = where %28, %24, %22 : tile<u32, [4096]>
-    uint32_t v48[8];
+    // %34 = where %33, %29, %27 : tile<u32, [8192]>
+    uint32_t v64[16];
     #pragma unroll
-    for (int s49 = 0; s49 < 8; ++s49) {
-      v48[s49] = (v46[s49] ? v38[s49] : v34[s49]);
+    for (int s65 = 0; s65 < 16; ++s65) {
+      v64[s65] = (v62[s65] ? v54[s65] : v50[s65]);
     }
-    // %30 = splat %14 : tile<u32, [4096]>
-    uint32_t v50[8];
+    // %35 = splat %16 : tile<u32, [8192]>
+    uint32_t v66[16];
     #pragma unroll
-    for (int s51 = 0; s51 < 8; ++s51) {
-      v50[s51] = v14;
+    for (int s67 = 0; s67 < 16; ++s67) {
+      v66[s67] = v27;
     }
-    // %31 = shr %29, %30 : tile<u32, [4096]>
-    uint32_t v52[8];
+    // %36 = shr %34, %35 : tile<u32, [8192]>
+    uint32_t v68[16];
     #pragma unroll
-    for (int s53 = 0; s53 < 8; ++s53) {
-      v52[s53] = tsr::ishr<uint32_t>(v48[s53], v50[s53]);
+    for (int s69 = 0; s69 < 16; ++s69) {
+      v68[s69] = tsr::ishr<uint32_t>(v64[s69], v66[s69]);
     }
-    // %32 = splat %15 : tile<u32, [4096]>
-    uint32_t v54[8];
+    // %37 = splat %17 : tile<u32, [8192]>
+    uint32_t v70[16];
     #pragma unroll
-    for (int s55 = 0; s55 < 8; ++s55) {
-      v54[s55] = v15;
+    for (int s71 = 0; s71 < 16; ++s71) {
+      v70[s71] = v28;
     }
-    // %33 = and %31, %32 : tile<u32, [4096]>
-    uint32_t v56[8];
+    // %38 = and %36, %37 : tile<u32, [8192]>
+    uint32_t v72[16];
     #pragma unroll
-    for (int s57 = 0; s57 < 8; ++s57) {
-      v56[s57] = uint32_t(v52[s57] & v54[s57]);
+    for (int s73 = 0; s73 < 16; ++s73) {
+      v72[s73] = uint32_t(v68[s73] & v70[s73]);
     }
-    // %34 = cast %33 : tile<i32, [4096]>
-    int32_t v58[8];
+    // %39 = cast %38 : tile<i32, [8192]>
+    int32_t v74[16];
     #pragma unroll
-    for (int s59 = 0; s59 < 8; ++s59) {
-      v58[s59] = int32_t(v56[s59]);
+    for (int s75 = 0; s75 < 16; ++s75) {
+      v74[s75] = int32_t(v72[s75]);
     }
-    // %35 = histogram %34 : tile<i32, [256]>
-    int32_t v60[1];
+    // %40 = histogram %39 : tile<i32, [256]>
+    int32_t v76[1];
     __syncthreads();
     for (int b_ = tsr_tid; b_ < 256; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
     __syncthreads();
     #pragma unroll
-    for (int s61 = 0; s61 < 8; ++s61) {
-      tsr::hist_add(reinterpret_cast<unsigned*>(tsr_smem + 0), (long long)(v58[s61]), 256);
+    for (int s77 = 0; s77 < 16; ++s77) {
+      tsr::hist_add(reinterpret_cast<unsigned*>(tsr_smem + 0), (long long)(v74[s77]), 256);
     }
     __syncthreads();
     #pragma unroll
-    for (int s62 = 0; s62 < 1; ++s62) {
-      const int e63 = (s62 * 512 + tsr_tid);
-      v60[s62] = ((s62 * 512 + tsr_tid) < 256) ? int32_t(int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e63])) : int32_t(0);
+    for (int s78 = 0; s78 < 1; ++s78) {
+      const int e79 = (s78 * 512 + tsr_tid);
+      v76[s78] = ((s78 * 512 + tsr_tid) < 256) ? int32_t(int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e79])) : int32_t(0);
     }
-    // %36 = add %18, %35 : tile<i32, [256]>
-    int32_t v64[1];
+    // %41 = add %21, %40 : tile<i32, [256]>
+    int32_t v80[1];
     #pragma unroll
-    for (int s65 = 0; s65 < 1; ++s65) {
-      v64[s65] = int32_t(uint32_t(c16[s65]) + uint32_t(v60[s65]));
+    for (int s81 = 0; s81 < 1; ++s81) {
+      v80[s81] = int32_t(uint32_t(c29[s81]) + uint32_t(v76[s81]));
     }
-    // yield %36
+    // yield %41, %25
     #pragma unroll
-    for (int s66 = 0; s66 < 1; ++s66) {
-      c16[s66] = v64[s66];
+    for (int s82 = 0; s82 < 1; ++s82) {
+      c29[s82] = v80[s82];
+    }
+    #pragma unroll
+    for (int s83 = 0; s83 < 16; ++s83) {
+      c31[s83] = v46[s83];
     }
   }
-  // %37 = scan %16 {axis = 0, kind = "sum"} : tile<i32, [256]>
-  int32_t v67[1];
-  uint32_t run68 = uint32_t(0);
-  uint32_t acc69_0 = uint32_t(0);
-  if (((0 * 512 + tsr_tid) < 256)) acc69_0 += uint32_t(c16[0]); v67[0] = int32_t(acc69_0);
-  __syncthreads();
-  uint32_t tot71_0;
-  const uint32_t off70_0 = run68 + tsr::block_exclusive_sum<16>(acc69_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot71_0);
-  v67[0] = int32_t(uint32_t(v67[0]) + off70_0);
-  run68 += tot71_0;
-  // %38 = splat %9 : tile<i32, [256]>
-  int32_t v72[1];
-  #pragma unroll
-  for (int s73 = 0; s73 < 1; ++s73) {
-    v72[s73] = v8;
-  }
-  // %39 = cmp %37, %38 {pred = "lt"} : tile<i1, [256]>
-  uint8_t v74[1];
-  #pragma unroll
-  for (int s75 = 0; s75 < 1; ++s75) {
-    v74[s75] = uint8_t(v67[s75] < v72[s75]);
-  }
-  // %40 = cast %39 : tile<i32, [256]>
-  int32_t v76[1];
-  #pragma unroll
-  for (int s77 = 0; s77 < 1; ++s77) {
-    v76[s77] = int32_t(v74[s77]);
-  }
-  // %41 = reduce %40 {axis = 0, kind = "sum"} : i32
-  int32_t v78;
-  int32_t racc79[1];
-  #pragma unroll
-  for (int v_ = 0; v_ < 1; ++v_) racc79[v_] = int32_t(0);
-  #pragma unroll
-  for (int s80 = 0; s80 < 1; ++s80) {
-    if (((s80 * 512 + tsr_tid) < 256)) racc79[s80 % 1] = int32_t(uint32_t(racc79[s80 % 1]) + uint32_t(v76[s80]));
-  }
-  racc79[0] = int32_t(uint32_t(racc79[0]) + uint32_t(tsr::shfl_xor(racc79[0], 16)));
-  racc79[0] = int32_t(uint32_t(racc79[0]) + uint32_t(tsr::shfl_xor(racc79[0], 8)));
-  racc79[0] = int32_t(uint32_t(racc79[0]) + uint32_t(tsr::shfl_xor(racc79[0], 4)));
-  racc79[0] = int32_t(uint32_t(racc79[0]) + uint32_t(tsr::shfl_xor(racc79[0], 2)));
-  racc79[0] = int32_t(uint32_t(racc79[0]) + uint32_t(tsr::shfl_xor(racc79[0], 1)));
-  __shared__ int32_t tsr_red81_mem[16];
-  int32_t* const tsr_red81 = tsr_red81_mem;
-  if ((tsr_tid & 31) == 0) {
-    tsr_red81[(tsr_tid >> 5) * 1 + 0] = racc79[0];
-  }
-  __syncthreads();
-  racc79[0] = tsr_red81[(tsr_tid & 15) * 1 + 0];
-  racc79[0] = int32_t(uint32_t(racc79[0]) + uint32_t(tsr::shfl_xor(racc79[0], 8)));
-  racc79[0] = int32_t(uint32_t(racc79[0]) + uint32_t(tsr::shfl_xor(racc79[0], 4)));
-  racc79[0] = int32_t(uint32_t(racc79[0]) + uint32_t(tsr::shfl_xor(racc79[0], 2)));
-  racc79[0] = int32_t(uint32_t(racc79[0]) + uint32_t(tsr::shfl_xor(racc79[0], 1)));
-  v78 = racc79[0];
-  // %42 = arange : tile<i32, [256]>
-  int32_t v82[1];
-  #pragma unroll
-  for (int s83 = 0; s83 < 1; ++s83) {
-    v82[s83] = int32_t(0 + (s83 * 512 + tsr_tid));
-  }
-  // %43 = splat %41 : tile<i32, [256]>
+  // %42 = scan %18 {axis = 0, kind = "sum"} : tile<i32, [256]>
   int32_t v84[1];
+  uint32_t run85 = uint32_t(0);
+  uint32_t acc86_0 = uint32_t(0);
+  if (((0 * 512 + tsr_tid) < 256)) acc86_0 += uint32_t(c29[0]); v84[0] = int32_t(acc86_0);
+  __syncthreads();
+  uint32_t tot88_0;
+  const uint32_t off87_0 = run85 + tsr::block_exclusive_sum<16>(acc86_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot88_0);
+  v84[0] = int32_t(uint32_t(v84[0]) + off87_0);
+  run85 += tot88_0;
+  // %43 = splat %9 : tile<i32, [256]>
+  int32_t v89[1];
   #pragma unroll
-  for (int s85 = 0; s85 < 1; ++s85) {
-    v84[s85] = v78;
+  for (int s90 = 0; s90 < 1; ++s90) {
+    v89[s90] = v8;
   }
-  // %44 = cmp %42, %43 {pred = "eq"} : tile<i1, [256]>
-  uint8_t v86[1];
-  #pragma unroll
-  for (int s87 = 0; s87 < 1; ++s87) {
-    v86[s87] = uint8_t(v82[s87] == v84[s87]);
-  }
-  // %45 = where %44, %16, %11 : tile<i32, [256]>
-  int32_t v88[1];
-  #pragma unroll
-  for (int s89 = 0; s89 < 1; ++s89) {
-    v88[s89] = (v86[s89] ? c16[s89] : v10[s89]);
-  }
-  // %46 = reduce %45 {axis = 0, kind = "sum"} : i32
-  int32_t v90;
-  int32_t racc91[1];
-  #pragma unroll
-  for (int v_ = 0; v_ < 1; ++v_) racc91[v_] = int32_t(0);
+  // %44 = cmp %42, %43 {pred = "lt"} : tile<i1, [256]>
+  uint8_t v91[1];
   #pragma unroll
   for (int s92 = 0; s92 < 1; ++s92) {
-    if (((s92 * 512 + tsr_tid) < 256)) racc91[s92 % 1] = int32_t(uint32_t(racc91[s92 % 1]) + uint32_t(v88[s92]));
+    v91[s92] = uint8_t(v84[s92] < v89[s92]);
   }
-  racc91[0] = int32_t(uint32_t(racc91[0]) + uint32_t(tsr::shfl_xor(racc91[0], 16)));
-  racc91[0] = int32_t(uint32_t(racc91[0]) + uint32_t(tsr::shfl_xor(racc91[0], 8)));
-  racc91[0] = int32_t(uint32_t(racc91[0]) + uint32_t(tsr::shfl_xor(racc91[0], 4)));
-  racc91[0] = int32_t(uint32_t(racc91[0]) + uint32_t(tsr::shfl_xor(racc91[0], 2)));
-  racc91[0] = int32_t(uint32_t(racc91[0]) + uint32_t(tsr::shfl_xor(racc91[0], 1)));
-  __shared__ int32_t tsr_red93_mem[16];
-  int32_t* const tsr_red93 = tsr_red93_mem;
+  // %45 = cast %44 : tile<i32, [256]>
+  int32_t v93[1];
+  #pragma unroll
+  for (int s94 = 0; s94 < 1; ++s94) {
+    v93[s94] = int32_t(v91[s94]);
+  }
+  // %46 = reduce %45 {axis = 0, kind = "sum"} : i32
+  int32_t v95;
+  int32_t racc96[1];
+  #pragma unroll
+  for (int v_ = 0; v_ < 1; ++v_) racc96[v_] = int32_t(0);
+  #pragma unroll
+  for (int s97 = 0; s97 < 1; ++s97) {
+    if (((s97 * 512 + tsr_tid) < 256)) racc96[s97 % 1] = int32_t(uint32_t(racc96[s97 % 1]) + uint32_t(v93[s97]));
+  }
+  racc96[0] = int32_t(uint32_t(racc96[0]) + uint32_t(tsr::shfl_xor(racc96[0], 16)));
+  racc96[0] = int32_t(uint32_t(racc96[0]) + uint32_t(tsr::shfl_xor(racc96[0], 8)));
+  racc96[0] = int32_t(uint32_t(racc96[0]) + uint32_t(tsr::shfl_xor(racc96[0], 4)));
+  racc96[0] = int32_t(uint32_t(racc96[0]) + uint32_t(tsr::shfl_xor(racc96[0], 2)));
+  racc96[0] = int32_t(uint32_t(racc96[0]) + uint32_t(tsr::shfl_xor(racc96[0], 1)));
+  __shared__ int32_t tsr_red98_mem[16];
+  int32_t* const tsr_red98 = tsr_red98_mem;
   if ((tsr_tid & 31) == 0) {
-    tsr_red93[(tsr_tid >> 5) * 1 + 0] = racc91[0];
+    tsr_red98[(tsr_tid >> 5) * 1 + 0] = racc96[0];
   }
   __syncthreads();
-  racc91[0] = tsr_red93[(tsr_tid & 15) * 1 + 0];
-  racc91[0] = int32_t(uint32_t(racc91[0]) + uint32_t(tsr::shfl_xor(racc91[0], 8)));
-  racc91[0] = int32_t(uint32_t(racc91[0]) + uint32_t(tsr::shfl_xor(racc91[0], 4)));
-  racc91[0] = int32_t(uint32_t(racc91[0]) + uint32_t(tsr::shfl_xor(racc91[0], 2)));
-  racc91[0] = int32_t(uint32_t(racc91[0]) + uint32_t(tsr::shfl_xor(racc91[0], 1)));
-  v90 = racc91[0];
-  // %47 = where %39, %16, %11 : tile<i32, [256]>
-  int32_t v94[1];
+  racc96[0] = tsr_red98[(tsr_tid & 15) * 1 + 0];
+  racc96[0] = int32_t(uint32_t(racc96[0]) + uint32_t(tsr::shfl_xor(racc96[0], 8)));
+  racc96[0] = int32_t(uint32_t(racc96[0]) + uint32_t(tsr::shfl_xor(racc96[0], 4)));
+  racc96[0] = int32_t(uint32_t(racc96[0]) + uint32_t(tsr::shfl_xor(racc96[0], 2)));
+  racc96[0] = int32_t(uint32_t(racc96[0]) + uint32_t(tsr::shfl_xor(racc96[0], 1)));
+  v95 = racc96[0];
+  // %47 = arange : tile<i32, [256]>
+  int32_t v99[1];
   #pragma unroll
-  for (int s95 = 0; s95 < 1; ++s95) {
-    v94[s95] = (v74[s95] ? c16[s95] : v10[s95]);
+  for (int s100 = 0; s100 < 1; ++s100) {
+    v99[s100] = int32_t(0 + (s100 * 512 + tsr_tid));
   }
-  // %48 = reduce %47 {axis = 0, kind = "sum"} : i32
-  int32_t v96;
-  int32_t racc97[1];
+  // %48 = splat %46 : tile<i32, [256]>
+  int32_t v101[1];
   #pragma unroll
-  for (int v_ = 0; v_ < 1; ++v_) racc97[v_] = int32_t(0);
+  for (int s102 = 0; s102 < 1; ++s102) {
+    v101[s102] = v95;
+  }
+  // %49 = cmp %47, %48 {pred = "eq"} : tile<i1, [256]>
+  uint8_t v103[1];
   #pragma unroll
-  for (int s98 = 0; s98 < 1; ++s98) {
-    if (((s98 * 512 + tsr_tid) < 256)) racc97[s98 % 1] = int32_t(uint32_t(racc97[s98 % 1]) + uint32_t(v94[s98]));
+  for (int s104 = 0; s104 < 1; ++s104) {
+    v103[s104] = uint8_t(v99[s104] == v101[s104]);
   }
-  racc97[0] = int32_t(uint32_t(racc97[0]) + uint32_t(tsr::shfl_xor(racc97[0], 16)));
-  racc97[0] = int32_t(uint32_t(racc97[0]) + uint32_t(tsr::shfl_xor(racc97[0], 8)));
-  racc97[0] = int32_t(uint32_t(racc97[0]) + uint32_t(tsr::shfl_xor(racc97[0], 4)));
-  racc97[0] = int32_t(uint32_t(racc97[0]) + uint32_t(tsr::shfl_xor(racc97[0], 2)));
-  racc97[0] = int32_t(uint32_t(racc97[0]) + uint32_t(tsr::shfl_xor(racc97[0], 1)));
-  __shared__ int32_t tsr_red99_mem[16];
-  int32_t* const tsr_red99 = tsr_red99_mem;
-  if ((tsr_tid & 31) == 0) {
-    tsr_red99[(tsr_tid >> 5) * 1 + 0] = racc97[0];
+  // %50 = where %49, %18, %11 : tile<i32, [256]>
+  int32_t v105[1];
+  #pragma unroll
+  for (int s106 = 0; s106 < 1; ++s106) {
+    v105[s106] = (v103[s106] ? c29[s106] : v10[s106]);
   }
-  __syncthreads();
-  racc97[0] = tsr_red99[(tsr_tid & 15) * 1 + 0];
-  racc97[0] = int32_t(uint32_t(racc97[0]) + uint32_t(tsr::shfl_xor(racc97[0], 8)));
-  racc97[0] = int32_t(uint32_t(racc97[0]) + uint32_t(tsr::shfl_xor(racc97[0], 4)));
-  racc97[0] = int32_t(uint32_t(racc97[0]) + uint32_t(tsr::shfl_xor(racc97[0], 2)));
-  racc97[0] = int32_t(uint32_t(racc97[0]) + uint32_t(tsr::shfl_xor(racc97[0], 1)));
-  v96 = racc97[0];
-  // %49 = sub %9, %48 : i32
-  const int32_t v100 = int32_t(uint32_t(v8) - uint32_t(v96));
-  // %50 = cast %41 : u32
-  const uint32_t v101 = uint32_t(v78);
-  // %51 = const {value = 8} : u32
-  const uint32_t v102 = uint32_t(8LL);
-  // %52 = shl %50, %51 : u32
-  const uint32_t v103 = tsr::ishl<uint32_t>(v101, v102);
-  // %53 = or %8, %52 : u32
-  const uint32_t v104 = uint32_t(v7 | v103);
-  // %54 = cmp %46, %49 {pred = "ne"} : i1
-  const uint8_t v105 = uint8_t(v90 != v100);
-  // %55, %56, %57, %58 = if %54 : u32, i32, u32, i1 {...}
-  uint32_t v106;
+  // %51 = reduce %50 {axis = 0, kind = "sum"} : i32
   int32_t v107;
-  uint32_t v108;
-  uint8_t v109;
-  if (v105) {
-    // %59 = const {value = 32767} : u32
-    const uint32_t v110 = uint32_t(32767LL);
-    // %60 = const {value = 15} : u32
-    const uint32_t v111 = uint32_t(15LL);
-    // %61 = const {value = 255} : u32
-    const uint32_t v112 = uint32_t(255LL);
-    // %62 = shr %53, %51 : u32
-    const uint32_t v113 = tsr::ishr<uint32_t>(v104, v102);
-    // %63 = const {value = -1} : i32
-    const int32_t v114 = int32_t(-1LL);
-    // %64 = for %10, %7, %4, %11 : tile<i32, [256]> {...}
-    int32_t c115[1];
-    #pragma unroll
-    for (int s116 = 0; s116 < 1; ++s116) {
-      c115[s116] = v10[s116];
-    }
-    for (int64_t iv117_ = v9; v3 > 0 && iv117_ < v6; iv117_ += v3) {
-      const int32_t iv117 = int32_t(iv117_);
-      // %67 = load_tile %x, %1, %65 {pad = -inf} : tile<bf16, [1, 4096]>
-      float v118[8];
-      {
-        const int64_t o119 = int64_t(v0) * 1;
-        const int64_t o120 = int64_t(iv117) * 4096;
+  int32_t racc108[1];
+  #pragma unroll
+  for (int v_ = 0; v_ < 1; ++v_) racc108[v_] = int32_t(0);
+  #pragma unroll
+  for (int s109 = 0; s109 < 1; ++s109) {
+    if (((s109 * 512 + tsr_tid) < 256)) racc108[s109 % 1] = int32_t(uint32_t(racc108[s109 % 1]) + uint32_t(v105[s109]));
+  }
+  racc108[0] = int32_t(uint32_t(racc108[0]) + uint32_t(tsr::shfl_xor(racc108[0], 16)));
+  racc108[0] = int32_t(uint32_t(racc108[0]) + uint32_t(tsr::shfl_xor(racc108[0], 8)));
+  racc108[0] = int32_t(uint32_t(racc108[0]) + uint32_t(tsr::shfl_xor(racc108[0], 4)));
+  racc108[0] = int32_t(uint32_t(racc108[0]) + uint32_t(tsr::shfl_xor(racc108[0], 2)));
+  racc108[0] = int32_t(uint32_t(racc108[0]) + uint32_t(tsr::shfl_xor(racc108[0], 1)));
+  __shared__ int32_t tsr_red110_mem[16];
+  int32_t* const tsr_red110 = tsr_red110_mem;
+  if ((tsr_tid & 31) == 0) {
+    tsr_red110[(tsr_tid >> 5) * 1 + 0] = racc108[0];
+  }
+  __syncthreads();
+  racc108[0] = tsr_red110[(tsr_tid & 15) * 1 + 0];
+  racc108[0] = int32_t(uint32_t(racc108[0]) + uint32_t(tsr::shfl_xor(racc108[0], 8)));
+  racc108[0] = int32_t(uint32_t(racc108[0]) + uint32_t(tsr::shfl_xor(racc108[0], 4)));
+  racc108[0] = int32_t(uint32_t(racc108[0]) + uint32_t(tsr::shfl_xor(racc108[0], 2)));
+  racc108[0] = int32_t(uint32_t(racc108[0]) + uint32_t(tsr::shfl_xor(racc108[0], 1)));
+  v107 = racc108[0];
+  // %52 = where %44, %18, %11 : tile<i32, [256]>
+  int32_t v111[1];
+  #pragma unroll
+  for (int s112 = 0; s112 < 1; ++s112) {
+    v111[s112] = (v91[s112] ? c29[s112] : v10[s112]);
+  }
+  // %53 = reduce %52 {axis = 0, kind = "sum"} : i32
+  int32_t v113;
+  int32_t racc114[1];
+  #pragma unroll
+  for (int v_ = 0; v_ < 1; ++v_) racc114[v_] = int32_t(0);
+  #pragma unroll
+  for (int s115 = 0; s115 < 1; ++s115) {
+    if (((s115 * 512 + tsr_tid) < 256)) racc114[s115 % 1] = int32_t(uint32_t(racc114[s115 % 1]) + uint32_t(v111[s115]));
+  }
+  racc114[0] = int32_t(uint32_t(racc114[0]) + uint32_t(tsr::shfl_xor(racc114[0], 16)));
+  racc114[0] = int32_t(uint32_t(racc114[0]) + uint32_t(tsr::shfl_xor(racc114[0], 8)));
+  racc114[0] = int32_t(uint32_t(racc114[0]) + uint32_t(tsr::shfl_xor(racc114[0], 4)));
+  racc114[0] = int32_t(uint32_t(racc114[0]) + uint32_t(tsr::shfl_xor(racc114[0], 2)));
+  racc114[0] = int32_t(uint32_t(racc114[0]) + uint32_t(tsr::shfl_xor(racc114[0], 1)));
+  __shared__ int32_t tsr_red116_mem[16];
+  int32_t* const tsr_red116 = tsr_red116_mem;
+  if ((tsr_tid & 31) == 0) {
+    tsr_red116[(tsr_tid >> 5) * 1 + 0] = racc114[0];
+  }
+  __syncthreads();
+  racc114[0] = tsr_red116[(tsr_tid & 15) * 1 + 0];
+  racc114[0] = int32_t(uint32_t(racc114[0]) + uint32_t(tsr::shfl_xor(racc114[0], 8)));
+  racc114[0] = int32_t(uint32_t(racc114[0]) + uint32_t(tsr::shfl_xor(racc114[0], 4)));
+  racc114[0] = int32_t(uint32_t(racc114[0]) + uint32_t(tsr::shfl_xor(racc114[0], 2)));
+  racc114[0] = int32_t(uint32_t(racc114[0]) + uint32_t(tsr::shfl_xor(racc114[0], 1)));
+  v113 = racc114[0];
+  // %54 = sub %9, %53 : i32
+  const int32_t v117 = int32_t(uint32_t(v8) - uint32_t(v113));
+  // %55 = cast %46 : u32
+  const uint32_t v118 = uint32_t(v95);
+  // %56 = const {value = 8} : u32
+  const uint32_t v119 = uint32_t(8LL);
+  // %57 = shl %55, %56 : u32
+  const uint32_t v120 = tsr::ishl<uint32_t>(v118, v119);
+  // %58 = or %8, %57 : u32
+  const uint32_t v121 = uint32_t(v7 | v120);
+  // %59 = cmp %51, %54 {pred = "ne"} : i1
+  const uint8_t v122 = uint8_t(v107 != v117);
+  // %60, %61, %62, %63 = if %59 : u32, i32, u32, i1 {...}
+  uint32_t v123;
+  int32_t v124;
+  uint32_t v125;
+  uint8_t v126;
+  if (v122) {
+    // %64 = load_tile %x, %1, %10 {pad = -inf} : tile<bf16, [1, 8192]>
+    float v127[16];
+    {
+      const int64_t o128 = int64_t(v0) * 1;
+      const int64_t o129 = int64_t(v9) * 8192;
+      #pragma unroll
+      for (int c130 = 0; c130 < 2; ++c130) {
+        const int e131 = ((c130 * 8 / 8) * 4096 + tsr_tid * 8 + (c130 * 8 % 8));
+        const int64_t g132 = o128 + 0;
+        const int64_t g133 = o129 + (e131);
+        const int64_t off134 = g132 * tsr_p0_s0 + g133 * tsr_p0_s1;
+        const bool rok135 = true && g132 >= 0 && g132 < int64_t(tsr_dim_M);
+        uint16_t buf136[8];
+        if (rok135 && g133 >= 0 && g133 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + off134)) {
+          tsr::copy_vec<uint16_t, 8>(buf136, tsr_p0 + off134);
+        } else {
+          #pragma unroll
+          for (int v_ = 0; v_ < 8; ++v_) {
+            const int64_t gc137 = g133 + v_;
+            buf136[v_] = (rok135 && gc137 >= 0 && gc137 < int64_t(tsr_dim_N)) ? tsr_p0[off134 + v_ * tsr_p0_s1] : uint16_t(tsr::f2bf((-tsr::inf_f())));
+          }
+        }
         #pragma unroll
-        for (int c121 = 0; c121 < 1; ++c121) {
-          const int e122 = ((c121 * 8 / 8) * 4096 + tsr_tid * 8 + (c121 * 8 % 8));
-          const int64_t g123 = o119 + 0;
-          const int64_t g124 = o120 + (e122);
-          const int64_t off125 = g123 * tsr_p0_s0 + g124 * tsr_p0_s1;
-          const bool rok126 = true && g123 >= 0 && g123 < int64_t(tsr_dim_M);
-          uint16_t buf127[8];
-          if (rok126 && g124 >= 0 && g124 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + off125)) {
-            tsr::copy_vec<uint16_t, 8>(buf127, tsr_p0 + off125);
+        for (int v_ = 0; v_ < 8; ++v_) v127[c130 * 8 + v_] = tsr::bf2f(buf136[v_]);
+      }
+    }
+    // %65 = reshape %64 : tile<bf16, [8192]>
+    float v138[16];
+    #pragma unroll
+    for (int s139 = 0; s139 < 16; ++s139) {
+      v138[s139] = v127[s139];
+    }
+    // %66 = const {value = 32767} : u32
+    const uint32_t v140 = uint32_t(32767LL);
+    // %67 = const {value = 15} : u32
+    const uint32_t v141 = uint32_t(15LL);
+    // %68 = const {value = 255} : u32
+    const uint32_t v142 = uint32_t(255LL);
+    // %69 = shr %58, %56 : u32
+    const uint32_t v143 = tsr::ishr<uint32_t>(v121, v119);
+    // %70 = const {value = -1} : i32
+    const int32_t v144 = int32_t(-1LL);
+    // %71, %72 = for %10, %7, %4, %11, %65 : tile<i32, [256]>, tile<bf16, [8192]> {...}
+    int32_t c145[1];
+    #pragma unroll
+    for (int s146 = 0; s146 < 1; ++s146) {
+      c145[s146] = v10[s146];
+    }
+    float c147[16];
+    #pragma unroll
+    for (int s148 = 0; s148 < 16; ++s148) {
+      c147[s148] = v138[s148];
+    }
+    for (int64_t iv149_ = v9; v3 > 0 && iv149_ < v6; iv149_ += v3) {
+      const int32_t iv149 = int32_t(iv149_);
+      // %76 = add %73, %4 : i32
+      const int32_t v150 = int32_t(uint32_t(iv149) + uint32_t(v3));
+      // %77 = load_tile %x, %1, %76 {pad = -inf} : tile<bf16, [1, 8192]>
+      float v151[16];
+      {
+        const int64_t o152 = int64_t(v0) * 1;
+        const int64_t o153 = int64_t(v150) * 8192;
+        #pragma unroll
+        for (int c154 = 0; c154 < 2; ++c154) {
+          const int e155 = ((c154 * 8 / 8) * 4096 + tsr_tid * 8 + (c154 * 8 % 8));
+          const int64_t g156 = o152 + 0;
+          const int64_t g157 = o153 + (e155);
+          const int64_t off158 = g156 * tsr_p0_s0 + g157 * tsr_p0_s1;
+          const bool rok159 = true && g156 >= 0 && g156 < int64_t(tsr_dim_M);
+          uint16_t buf160[8];
+          if (rok159 && g157 >= 0 && g157 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + off158)) {
+            tsr::copy_vec<uint16_t, 8>(buf160, tsr_p0 + off158);
           } else {
             #pragma unroll
             for (int v_ = 0; v_ < 8; ++v_) {
-              const int64_t gc128 = g124 + v_;
-              buf127[v_] = (rok126 && gc128 >= 0 && gc128 < int64_t(tsr_dim_N)) ? tsr_p0[off125 + v_ * tsr_p0_s1] : uint16_t(tsr::f2bf((-tsr::inf_f())));
+              const int64_t gc161 = g157 + v_;
+              buf160[v_] = (rok159 && gc161 >= 0 && gc161 < int64_t(tsr_dim_N)) ? tsr_p0[off158 + v_ * tsr_p0_s1] : uint16_t(tsr::f2bf((-tsr::inf_f())));
             }
           }
           #pragma unroll
-          for (int v_ = 0; v_ < 8; ++v_) v118[c121 * 8 + v_] = tsr::bf2f(buf127[v_]);
+          for (int v_ = 0; v_ < 8; ++v_) v151[c154 * 8 + v_] = tsr::bf2f(buf160[v_]);
         }
       }
-      // %68 = reshape %67 : tile<bf16, [4096]>
-      float v129[8];
+      // %78 = reshape %77 : tile<bf16, [8192]>
+      float v162[16];
       #pragma unroll
-      for (int s130 = 0; s130 < 8; ++s130) {
-        v129[s130] = v118[s130];
+      for (int s163 = 0; s163 < 16; ++s163) {
+        v162[s163] = v151[s163];
       }
-      // %69 = bitcast %68 : tile<u16, [4096]>
-      uint16_t v131[8];
+      // %79 = bitcast %75 : tile<u16, [8192]>
+      uint16_t v164[16];
       #pragma unroll
-      for (int s132 = 0; s132 < 8; ++s132) {
-        v131[s132] = uint16_t(tsr::bf16_bits(v129[s132]));
+      for (int s165 = 0; s165 < 16; ++s165) {
+        v164[s165] = uint16_t(tsr::bf16_bits(c147[s165]));
       }
-      // %70 = cast %69 : tile<u32, [4096]>
-      uint32_t v133[8];
+      // %80 = cast %79 : tile<u32, [8192]>
+      uint32_t v166[16];
       #pragma unroll
-      for (int s134 = 0; s134 < 8; ++s134) {
-        v133[s134] = uint32_t(v131[s134]);
+      for (int s167 = 0; s167 < 16; ++s167) {
+        v166[s167] = uint32_t(v164[s167]);
       }
-      // %71 = splat %59 : tile<u32, [4096]>
-      uint32_t v135[8];
+      // %81 = splat %66 : tile<u32, [8192]>
+      uint32_t v168[16];
       #pragma unroll
-      for (int s136 = 0; s136 < 8; ++s136) {
-        v135[s136] = v110;
+      for (int s169 = 0; s169 < 16; ++s169) {
+        v168[s169] = v140;
       }
-      // %72 = xor %70, %71 : tile<u32, [4096]>
-      uint32_t v137[8];
+      // %82 = xor %80, %81 : tile<u32, [8192]>
+      uint32_t v170[16];
       #pragma unroll
-      for (int s138 = 0; s138 < 8; ++s138) {
-        v137[s138] = uint32_t(v133[s138] ^ v135[s138]);
+      for (int s171 = 0; s171 < 16; ++s171) {
+        v170[s171] = uint32_t(v166[s171] ^ v168[s171]);
       }
-      // %73 = splat %60 : tile<u32, [4096]>
-      uint32_t v139[8];
+      // %83 = splat %67 : tile<u32, [8192]>
+      uint32_t v172[16];
       #pragma unroll
-      for (int s140 = 0; s140 < 8; ++s140) {
-        v139[s140] = v111;
+      for (int s173 = 0; s173 < 16; ++s173) {
+        v172[s173] = v141;
       }
-      // %74 = shr %70, %73 : tile<u32, [4096]>
-      uint32_t v141[8];
+      // %84 = shr %80, %83 : tile<u32, [8192]>
+      uint32_t v174[16];
       #pragma unroll
-      for (int s142 = 0; s142 < 8; ++s142) {
-        v141[s142] = tsr::ishr<uint32_t>(v133[s142], v139[s142]);
+      for (int s175 = 0; s175 < 16; ++s175) {
+        v174[s175] = tsr::ishr<uint32_t>(v166[s175], v172[s175]);
       }
-      // %75 = splat %8 : tile<u32, [4096]>
-      uint32_t v143[8];
+      // %85 = splat %8 : tile<u32, [8192]>
+      uint32_t v176[16];
       #pragma unroll
-      for (int s144 = 0; s144 < 8; ++s144) {
-        v143[s144] = v7;
+      for (int s177 = 0; s177 < 16; ++s177) {
+        v176[s177] = v7;
       }
-      // %76 = cmp %74, %75 {pred = "eq"} : tile<i1, [4096]>
-      uint8_t v145[8];
+      // %86 = cmp %84, %85 {pred = "eq"} : tile<i1, [8192]>
+      uint8_t v178[16];
       #pragma unroll
-      for (int s146 = 0; s146 < 8; ++s146) {
-        v145[s146] = uint8_t(v141[s146] == v143[s146]);
+      for (int s179 = 0; s179 < 16; ++s179) {
+        v178[s179] = uint8_t(v174[s179] == v176[s179]);
       }
-      // %77 = where %76, %72, %70 : tile<u32, [4096]>
-      uint32_t v147[8];
+      // %87 = where %86, %82, %80 : tile<u32, [8192]>
+      uint32_t v180[16];
       #pragma unroll
-      for (int s148 = 0; s148 < 8; ++s148) {
-        v147[s148] = (v145[s148] ? v137[s148] : v133[s148]);
+      for (int s181 = 0; s181 < 16; ++s181) {
+        v180[s181] = (v178[s181] ? v170[s181] : v166[s181]);
       }
-      // %78 = shr %77, %75 : tile<u32, [4096]>
-      uint32_t v149[8];
+      // %88 = shr %87, %85 : tile<u32, [8192]>
+      uint32_t v182[16];
       #pragma unroll
-      for (int s150 = 0; s150 < 8; ++s150) {
-        v149[s150] = tsr::ishr<uint32_t>(v147[s150], v143[s150]);
+      for (int s183 = 0; s183 < 16; ++s183) {
+        v182[s183] = tsr::ishr<uint32_t>(v180[s183], v176[s183]);
       }
-      // %79 = splat %61 : tile<u32, [4096]>
-      uint32_t v151[8];
+      // %89 = splat %68 : tile<u32, [8192]>
+      uint32_t v184[16];
       #pragma unroll
-      for (int s152 = 0; s152 < 8; ++s152) {
-        v151[s152] = v112;
+      for (int s185 = 0; s185 < 16; ++s185) {
+        v184[s185] = v142;
       }
-      // %80 = and %78, %79 : tile<u32, [4096]>
-      uint32_t v153[8];
+      // %90 = and %88, %89 : tile<u32, [8192]>
+      uint32_t v186[16];
       #pragma unroll
-      for (int s154 = 0; s154 < 8; ++s154) {
-        v153[s154] = uint32_t(v149[s154] & v151[s154]);
+      for (int s187 = 0; s187 < 16; ++s187) {
+        v186[s187] = uint32_t(v182[s187] & v184[s187]);
       }
-      // %81 = cast %80 : tile<i32, [4096]>
-      int32_t v155[8];
+      // %91 = cast %90 : tile<i32, [8192]>
+      int32_t v188[16];
       #pragma unroll
-      for (int s156 = 0; s156 < 8; ++s156) {
-        v155[s156] = int32_t(v153[s156]);
+      for (int s189 = 0; s189 < 16; ++s189) {
+        v188[s189] = int32_t(v186[s189]);
       }
-      // %82 = splat %51 : tile<u32, [4096]>
-      uint32_t v157[8];
+      // %92 = splat %56 : tile<u32, [8192]>
+      uint32_t v190[16];
       #pragma unroll
-      for (int s158 = 0; s158 < 8; ++s158) {
-        v157[s158] = v102;
+      for (int s191 = 0; s191 < 16; ++s191) {
+        v190[s191] = v119;
       }
-      // %83 = shr %77, %82 : tile<u32, [4096]>
-      uint32_t v159[8];
+      // %93 = shr %87, %92 : tile<u32, [8192]>
+      uint32_t v192[16];
       #pragma unroll
-      for (int s160 = 0; s160 < 8; ++s160) {
-        v159[s160] = tsr::ishr<uint32_t>(v147[s160], v157[s160]);
+      for (int s193 = 0; s193 < 16; ++s193) {
+        v192[s193] = tsr::ishr<uint32_t>(v180[s193], v190[s193]);
       }
-      // %84 = splat %62 : tile<u32, [4096]>
-      uint32_t v161[8];
+      // %94 = splat %69 : tile<u32, [8192]>
+      uint32_t v194[16];
       #pragma unroll
-      for (int s162 = 0; s162 < 8; ++s162) {
-        v161[s162] = v113;
+      for (int s195 = 0; s195 < 16; ++s195) {
+        v194[s195] = v143;
       }
-      // %85 = cmp %83, %84 {pred = "eq"} : tile<i1, [4096]>
-      uint8_t v163[8];
+      // %95 = cmp %93, %94 {pred = "eq"} : tile<i1, [8192]>
+      uint8_t v196[16];
       #pragma unroll
-      for (int s164 = 0; s164 < 8; ++s164) {
-        v163[s164] = uint8_t(v159[s164] == v161[s164]);
+      for (int s197 = 0; s197 < 16; ++s197) {
+        v196[s197] = uint8_t(v192[s197] == v194[s197]);
       }
-      // %86 = splat %63 : tile<i32, [4096]>
-      int32_t v165[8];
+      // %96 = splat %70 : tile<i32, [8192]>
+      int32_t v198[16];
       #pragma unroll
-      for (int s166 = 0; s166 < 8; ++s166) {
-        v165[s166] = v114;
+      for (int s199 = 0; s199 < 16; ++s199) {
+        v198[s199] = v144;
       }
-      // %87 = where %85, %81, %86 : tile<i32, [4096]>
-      int32_t v167[8];
+      // %97 = where %95, %91, %96 : tile<i32, [8192]>
+      int32_t v200[16];
       #pragma unroll
-      for (int s168 = 0; s168 < 8; ++s168) {
-        v167[s168] = (v163[s168] ? v155[s168] : v165[s168]);
+      for (int s201 = 0; s201 < 16; ++s201) {
+        v200[s201] = (v196[s201] ? v188[s201] : v198[s201]);
       }
-      // %88 = histogram %87 : tile<i32, [256]>
-      int32_t v169[1];
+      // %98 = histogram %97 : tile<i32, [256]>
+      int32_t v202[1];
       __syncthreads();
       for (int b_ = tsr_tid; b_ < 256; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
       __syncthreads();
       #pragma unroll
-      for (int s170 = 0; s170 < 8; ++s170) {
-        tsr::hist_add(reinterpret_cast<unsigned*>(tsr_smem + 0), (long long)(v167[s170]), 256);
+      for (int s203 = 0; s203 < 16; ++s203) {
+        tsr::hist_add(reinterpret_cast<unsigned*>(tsr_smem + 0), (long long)(v200[s203]), 256);
       }
       __syncthreads();
       #pragma unroll
-      for (int s171 = 0; s171 < 1; ++s171) {
-        const int e172 = (s171 * 512 + tsr_tid);
-        v169[s171] = ((s171 * 512 + tsr_tid) < 256) ? int32_t(int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e172])) : int32_t(0);
+      for (int s204 = 0; s204 < 1; ++s204) {
+        const int e205 = (s204 * 512 + tsr_tid);
+        v202[s204] = ((s204 * 512 + tsr_tid) < 256) ? int32_t(int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e205])) : int32_t(0);
       }
-      // %89 = add %66, %88 : tile<i32, [256]>
-      int32_t v173[1];
+      // %99 = add %74, %98 : tile<i32, [256]>
+      int32_t v206[1];
       #pragma unroll
-      for (int s174 = 0; s174 < 1; ++s174) {
-        v173[s174] = int32_t(uint32_t(c115[s174]) + uint32_t(v169[s174]));
+      for (int s207 = 0; s207 < 1; ++s207) {
+        v206[s207] = int32_t(uint32_t(c145[s207]) + uint32_t(v202[s207]));
       }
-      // yield %89
+      // yield %99, %78
       #pragma unroll
-      for (int s175 = 0; s175 < 1; ++s175) {
-        c115[s175] = v173[s175];
+      for (int s208 = 0; s208 < 1; ++s208) {
+        c145[s208] = v206[s208];
+      }
+      #pragma unroll
+      for (int s209 = 0; s209 < 16; ++s209) {
+        c147[s209] = v162[s209];
       }
     }
-    // %90 = scan %64 {axis = 0, kind = "sum"} : tile<i32, [256]>
-    int32_t v176[1];
-    uint32_t run177 = uint32_t(0);
-    uint32_t acc178_0 = uint32_t(0);
-    if (((0 * 512 + tsr_tid) < 256)) acc178_0 += uint32_t(c115[0]); v176[0] = int32_t(acc178_0);
+    // %100 = scan %71 {axis = 0, kind = "sum"} : tile<i32, [256]>
+    int32_t v210[1];
+    uint32_t run211 = uint32_t(0);
+    uint32_t acc212_0 = uint32_t(0);
+    if (((0 * 512 + tsr_tid) < 256)) acc212_0 += uint32_t(c145[0]); v210[0] = int32_t(acc212_0);
     __syncthreads();
-    uint32_t tot180_0;
-    const uint32_t off179_0 = run177 + tsr::block_exclusive_sum<16>(acc178_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot180_0);
-    v176[0] = int32_t(uint32_t(v176[0]) + off179_0);
-    run177 += tot180_0;
-    // %91 = splat %49 : tile<i32, [256]>
-    int32_t v181[1];
+    uint32_t tot214_0;
+    const uint32_t off213_0 = run211 + tsr::block_exclusive_sum<16>(acc212_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot214_0);
+    v210[0] = int32_t(uint32_t(v210[0]) + off213_0);
+    run211 += tot214_0;
+    // %101 = splat %54 : tile<i32, [256]>
+    int32_t v215[1];
     #pragma unroll
-    for (int s182 = 0; s182 < 1; ++s182) {
-      v181[s182] = v100;
+    for (int s216 = 0; s216 < 1; ++s216) {
+      v215[s216] = v117;
     }
-    // %92 = cmp %90, %91 {pred = "lt"} : tile<i1, [256]>
-    uint8_t v183[1];
+    // %102 = cmp %100, %101 {pred = "lt"} : tile<i1, [256]>
+    uint8_t v217[1];
     #pragma unroll
-    for (int s184 = 0; s184 < 1; ++s184) {
-      v183[s184] = uint8_t(v176[s184] < v181[s184]);
+    for (int s218 = 0; s218 < 1; ++s218) {
+      v217[s218] = uint8_t(v210[s218] < v215[s218]);
     }
-    // %93 = cast %92 : tile<i32, [256]>
-    int32_t v185[1];
+    // %103 = cast %102 : tile<i32, [256]>
+    int32_t v219[1];
     #pragma unroll
-    for (int s186 = 0; s186 < 1; ++s186) {
-      v185[s186] = int32_t(v183[s186]);
+    for (int s220 = 0; s220 < 1; ++s220) {
+      v219[s220] = int32_t(v217[s220]);
     }
-    // %94 = reduce %93 {axis = 0, kind = "sum"} : i32
-    int32_t v187;
-    int32_t racc188[1];
+    // %104 = reduce %103 {axis = 0, kind = "sum"} : i32
+    int32_t v221;
+    int32_t racc222[1];
     #pragma unroll
-    for (int v_ = 0; v_ < 1; ++v_) racc188[v_] = int32_t(0);
+    for (int v_ = 0; v_ < 1; ++v_) racc222[v_] = int32_t(0);
     #pragma unroll
-    for (int s189 = 0; s189 < 1; ++s189) {
-      if (((s189 * 512 + tsr_tid) < 256)) racc188[s189 % 1] = int32_t(uint32_t(racc188[s189 % 1]) + uint32_t(v185[s189]));
+    for (int s223 = 0; s223 < 1; ++s223) {
+      if (((s223 * 512 + tsr_tid) < 256)) racc222[s223 % 1] = int32_t(uint32_t(racc222[s223 % 1]) + uint32_t(v219[s223]));
     }
-    racc188[0] = int32_t(uint32_t(racc188[0]) + uint32_t(tsr::shfl_xor(racc188[0], 16)));
-    racc188[0] = int32_t(uint32_t(racc188[0]) + uint32_t(tsr::shfl_xor(racc188[0], 8)));
-    racc188[0] = int32_t(uint32_t(racc188[0]) + uint32_t(tsr::shfl_xor(racc188[0], 4)));
-    racc188[0] = int32_t(uint32_t(racc188[0]) + uint32_t(tsr::shfl_xor(racc188[0], 2)));
-    racc188[0] = int32_t(uint32_t(racc188[0]) + uint32_t(tsr::shfl_xor(racc188[0], 1)));
-    __shared__ int32_t tsr_red190_mem[16];
-    int32_t* const tsr_red190 = tsr_red190_mem;
+    racc222[0] = int32_t(uint32_t(racc222[0]) + uint32_t(tsr::shfl_xor(racc222[0], 16)));
+    racc222[0] = int32_t(uint32_t(racc222[0]) + uint32_t(tsr::shfl_xor(racc222[0], 8)));
+    racc222[0] = int32_t(uint32_t(racc222[0]) + uint32_t(tsr::shfl_xor(racc222[0], 4)));
+    racc222[0] = int32_t(uint32_t(racc222[0]) + uint32_t(tsr::shfl_xor(racc222[0], 2)));
+    racc222[0] = int32_t(uint32_t(racc222[0]) + uint32_t(tsr::shfl_xor(racc222[0], 1)));
+    __shared__ int32_t tsr_red224_mem[16];
+    int32_t* const tsr_red224 = tsr_red224_mem;
     if ((tsr_tid & 31) == 0) {
-      tsr_red190[(tsr_tid >> 5) * 1 + 0] = racc188[0];
+      tsr_red224[(tsr_tid >> 5) * 1 + 0] = racc222[0];
     }
     __syncthreads();
-    racc188[0] = tsr_red190[(tsr_tid & 15) * 1 + 0];
-    racc188[0] = int32_t(uint32_t(racc188[0]) + uint32_t(tsr::shfl_xor(racc188[0], 8)));
-    racc188[0] = int32_t(uint32_t(racc188[0]) + uint32_t(tsr::shfl_xor(racc188[0], 4)));
-    racc188[0] = int32_t(uint32_t(racc188[0]) + uint32_t(tsr::shfl_xor(racc188[0], 2)));
-    racc188[0] = int32_t(uint32_t(racc188[0]) + uint32_t(tsr::shfl_xor(racc188[0], 1)));
-    v187 = racc188[0];
-    // %95 = splat %94 : tile<i32, [256]>
-    int32_t v191[1];
+    racc222[0] = tsr_red224[(tsr_tid & 15) * 1 + 0];
+    racc222[0] = int32_t(uint32_t(racc222[0]) + uint32_t(tsr::shfl_xor(racc222[0], 8)));
+    racc222[0] = int32_t(uint32_t(racc222[0]) + uint32_t(tsr::shfl_xor(racc222[0], 4)));
+    racc222[0] = int32_t(uint32_t(racc222[0]) + uint32_t(tsr::shfl_xor(racc222[0], 2)));
+    racc222[0] = int32_t(uint32_t(racc222[0]) + uint32_t(tsr::shfl_xor(racc222[0], 1)));
+    v221 = racc222[0];
+    // %105 = splat %104 : tile<i32, [256]>
+    int32_t v225[1];
     #pragma unroll
-    for (int s192 = 0; s192 < 1; ++s192) {
-      v191[s192] = v187;
+    for (int s226 = 0; s226 < 1; ++s226) {
+      v225[s226] = v221;
     }
-    // %96 = cmp %42, %95 {pred = "eq"} : tile<i1, [256]>
-    uint8_t v193[1];
+    // %106 = cmp %47, %105 {pred = "eq"} : tile<i1, [256]>
+    uint8_t v227[1];
     #pragma unroll
-    for (int s194 = 0; s194 < 1; ++s194) {
-      v193[s194] = uint8_t(v82[s194] == v191[s194]);
+    for (int s228 = 0; s228 < 1; ++s228) {
+      v227[s228] = uint8_t(v99[s228] == v225[s228]);
     }
-    // %97 = where %96, %64, %11 : tile<i32, [256]>
-    int32_t v195[1];
+    // %107 = where %106, %71, %11 : tile<i32, [256]>
+    int32_t v229[1];
     #pragma unroll
-    for (int s196 = 0; s196 < 1; ++s196) {
-      v195[s196] = (v193[s196] ? c115[s196] : v10[s196]);
+    for (int s230 = 0; s230 < 1; ++s230) {
+      v229[s230] = (v227[s230] ? c145[s230] : v10[s230]);
     }
-    // %98 = reduce %97 {axis = 0, kind = "sum"} : i32
-    int32_t v197;
-    int32_t racc198[1];
+    // %108 = reduce %107 {axis = 0, kind = "sum"} : i32
+    int32_t v231;
+    int32_t racc232[1];
     #pragma unroll
-    for (int v_ = 0; v_ < 1; ++v_) racc198[v_] = int32_t(0);
+    for (int v_ = 0; v_ < 1; ++v_) racc232[v_] = int32_t(0);
     #pragma unroll
-    for (int s199 = 0; s199 < 1; ++s199) {
-      if (((s199 * 512 + tsr_tid) < 256)) racc198[s199 % 1] = int32_t(uint32_t(racc198[s199 % 1]) + uint32_t(v195[s199]));
+    for (int s233 = 0; s233 < 1; ++s233) {
+      if (((s233 * 512 + tsr_tid) < 256)) racc232[s233 % 1] = int32_t(uint32_t(racc232[s233 % 1]) + uint32_t(v229[s233]));
     }
-    racc198[0] = int32_t(uint32_t(racc198[0]) + uint32_t(tsr::shfl_xor(racc198[0], 16)));
-    racc198[0] = int32_t(uint32_t(racc198[0]) + uint32_t(tsr::shfl_xor(racc198[0], 8)));
-    racc198[0] = int32_t(uint32_t(racc198[0]) + uint32_t(tsr::shfl_xor(racc198[0], 4)));
-    racc198[0] = int32_t(uint32_t(racc198[0]) + uint32_t(tsr::shfl_xor(racc198[0], 2)));
-    racc198[0] = int32_t(uint32_t(racc198[0]) + uint32_t(tsr::shfl_xor(racc198[0], 1)));
-    __shared__ int32_t tsr_red200_mem[16];
-    int32_t* const tsr_red200 = tsr_red200_mem;
+    racc232[0] = int32_t(uint32_t(racc232[0]) + uint32_t(tsr::shfl_xor(racc232[0], 16)));
+    racc232[0] = int32_t(uint32_t(racc232[0]) + uint32_t(tsr::shfl_xor(racc232[0], 8)));
+    racc232[0] = int32_t(uint32_t(racc232[0]) + uint32_t(tsr::shfl_xor(racc232[0], 4)));
+    racc232[0] = int32_t(uint32_t(racc232[0]) + uint32_t(tsr::shfl_xor(racc232[0], 2)));
+    racc232[0] = int32_t(uint32_t(racc232[0]) + uint32_t(tsr::shfl_xor(racc232[0], 1)));
+    __shared__ int32_t tsr_red234_mem[16];
+    int32_t* const tsr_red234 = tsr_red234_mem;
     if ((tsr_tid & 31) == 0) {
-      tsr_red200[(tsr_tid >> 5) * 1 + 0] = racc198[0];
+      tsr_red234[(tsr_tid >> 5) * 1 + 0] = racc232[0];
     }
     __syncthreads();
-    racc198[0] = tsr_red200[(tsr_tid & 15) * 1 + 0];
-    racc198[0] = int32_t(uint32_t(racc198[0]) + uint32_t(tsr::shfl_xor(racc198[0], 8)));
-    racc198[0] = int32_t(uint32_t(racc198[0]) + uint32_t(tsr::shfl_xor(racc198[0], 4)));
-    racc198[0] = int32_t(uint32_t(racc198[0]) + uint32_t(tsr::shfl_xor(racc198[0], 2)));
-    racc198[0] = int32_t(uint32_t(racc198[0]) + uint32_t(tsr::shfl_xor(racc198[0], 1)));
-    v197 = racc198[0];
-    // %99 = where %92, %64, %11 : tile<i32, [256]>
-    int32_t v201[1];
+    racc232[0] = tsr_red234[(tsr_tid & 15) * 1 + 0];
+    racc232[0] = int32_t(uint32_t(racc232[0]) + uint32_t(tsr::shfl_xor(racc232[0], 8)));
+    racc232[0] = int32_t(uint32_t(racc232[0]) + uint32_t(tsr::shfl_xor(racc232[0], 4)));
+    racc232[0] = int32_t(uint32_t(racc232[0]) + uint32_t(tsr::shfl_xor(racc232[0], 2)));
+    racc232[0] = int32_t(uint32_t(racc232[0]) + uint32_t(tsr::shfl_xor(racc232[0], 1)));
+    v231 = racc232[0];
+    // %109 = where %102, %71, %11 : tile<i32, [256]>
+    int32_t v235[1];
     #pragma unroll
-    for (int s202 = 0; s202 < 1; ++s202) {
-      v201[s202] = (v183[s202] ? c115[s202] : v10[s202]);
+    for (int s236 = 0; s236 < 1; ++s236) {
+      v235[s236] = (v217[s236] ? c145[s236] : v10[s236]);
     }
-    // %100 = reduce %99 {axis = 0, kind = "sum"} : i32
-    int32_t v203;
-    int32_t racc204[1];
+    // %110 = reduce %109 {axis = 0, kind = "sum"} : i32
+    int32_t v237;
+    int32_t racc238[1];
     #pragma unroll
-    for (int v_ = 0; v_ < 1; ++v_) racc204[v_] = int32_t(0);
+    for (int v_ = 0; v_ < 1; ++v_) racc238[v_] = int32_t(0);
     #pragma unroll
-    for (int s205 = 0; s205 < 1; ++s205) {
-      if (((s205 * 512 + tsr_tid) < 256)) racc204[s205 % 1] = int32_t(uint32_t(racc204[s205 % 1]) + uint32_t(v201[s205]));
+    for (int s239 = 0; s239 < 1; ++s239) {
+      if (((s239 * 512 + tsr_tid) < 256)) racc238[s239 % 1] = int32_t(uint32_t(racc238[s239 % 1]) + uint32_t(v235[s239]));
     }
-    racc204[0] = int32_t(uint32_t(racc204[0]) + uint32_t(tsr::shfl_xor(racc204[0], 16)));
-    racc204[0] = int32_t(uint32_t(racc204[0]) + uint32_t(tsr::shfl_xor(racc204[0], 8)));
-    racc204[0] = int32_t(uint32_t(racc204[0]) + uint32_t(tsr::shfl_xor(racc204[0], 4)));
-    racc204[0] = int32_t(uint32_t(racc204[0]) + uint32_t(tsr::shfl_xor(racc204[0], 2)));
-    racc204[0] = int32_t(uint32_t(racc204[0]) + uint32_t(tsr::shfl_xor(racc204[0], 1)));
-    __shared__ int32_t tsr_red206_mem[16];
-    int32_t* const tsr_red206 = tsr_red206_mem;
+    racc238[0] = int32_t(uint32_t(racc238[0]) + uint32_t(tsr::shfl_xor(racc238[0], 16)));
+    racc238[0] = int32_t(uint32_t(racc238[0]) + uint32_t(tsr::shfl_xor(racc238[0], 8)));
+    racc238[0] = int32_t(uint32_t(racc238[0]) + uint32_t(tsr::shfl_xor(racc238[0], 4)));
+    racc238[0] = int32_t(uint32_t(racc238[0]) + uint32_t(tsr::shfl_xor(racc238[0], 2)));
+    racc238[0] = int32_t(uint32_t(racc238[0]) + uint32_t(tsr::shfl_xor(racc238[0], 1)));
+    __shared__ int32_t tsr_red240_mem[16];
+    int32_t* const tsr_red240 = tsr_red240_mem;
     if ((tsr_tid & 31) == 0) {
-      tsr_red206[(tsr_tid >> 5) * 1 + 0] = racc204[0];
+      tsr_red240[(tsr_tid >> 5) * 1 + 0] = racc238[0];
     }
     __syncthreads();
-    racc204[0] = tsr_red206[(tsr_tid & 15) * 1 + 0];
-    racc204[0] = int32_t(uint32_t(racc204[0]) + uint32_t(tsr::shfl_xor(racc204[0], 8)));
-    racc204[0] = int32_t(uint32_t(racc204[0]) + uint32_t(tsr::shfl_xor(racc204[0], 4)));
-    racc204[0] = int32_t(uint32_t(racc204[0]) + uint32_t(tsr::shfl_xor(racc204[0], 2)));
-    racc204[0] = int32_t(uint32_t(racc204[0]) + uint32_t(tsr::shfl_xor(racc204[0], 1)));
-    v203 = racc204[0];
-    // %101 = sub %49, %100 : i32
-    const int32_t v207 = int32_t(uint32_t(v100) - uint32_t(v203));
-    // %102 = cast %94 : u32
-    const uint32_t v208 = uint32_t(v187);
-    // %103 = shl %102, %8 : u32
-    const uint32_t v209 = tsr::ishl<uint32_t>(v208, v7);
-    // %104 = or %53, %103 : u32
-    const uint32_t v210 = uint32_t(v104 | v209);
-    // %105 = cmp %98, %101 {pred = "ne"} : i1
-    const uint8_t v211 = uint8_t(v197 != v207);
-    // yield %104, %101, %8, %105
-    v106 = v210;
-    v107 = v207;
-    v108 = v7;
-    v109 = v211;
+    racc238[0] = tsr_red240[(tsr_tid & 15) * 1 + 0];
+    racc238[0] = int32_t(uint32_t(racc238[0]) + uint32_t(tsr::shfl_xor(racc238[0], 8)));
+    racc238[0] = int32_t(uint32_t(racc238[0]) + uint32_t(tsr::shfl_xor(racc238[0], 4)));
+    racc238[0] = int32_t(uint32_t(racc238[0]) + uint32_t(tsr::shfl_xor(racc238[0], 2)));
+    racc238[0] = int32_t(uint32_t(racc238[0]) + uint32_t(tsr::shfl_xor(racc238[0], 1)));
+    v237 = racc238[0];
+    // %111 = sub %54, %110 : i32
+    const int32_t v241 = int32_t(uint32_t(v117) - uint32_t(v237));
+    // %112 = cast %104 : u32
+    const uint32_t v242 = uint32_t(v221);
+    // %113 = shl %112, %8 : u32
+    const uint32_t v243 = tsr::ishl<uint32_t>(v242, v7);
+    // %114 = or %58, %113 : u32
+    const uint32_t v244 = uint32_t(v121 | v243);
+    // %115 = cmp %108, %111 {pred = "ne"} : i1
+    const uint8_t v245 = uint8_t(v231 != v241);
+    // yield %114, %111, %8, %115
+    v123 = v244;
+    v124 = v241;
+    v125 = v7;
+    v126 = v245;
   } else {
-    // yield %53, %49, %51, %54
-    v106 = v104;
-    v107 = v100;
-    v108 = v102;
-    v109 = v105;
+    // yield %58, %54, %56, %59
+    v123 = v121;
+    v124 = v117;
+    v125 = v119;
+    v126 = v122;
   }
-  // %106 = shr %55, %57 : u32
-  const uint32_t v212 = tsr::ishr<uint32_t>(v106, v108);
-  // %107 = const {value = 32767} : u32
-  const uint32_t v213 = uint32_t(32767LL);
-  // %108 = const {value = 15} : u32
-  const uint32_t v214 = uint32_t(15LL);
-  // %109, %110 = for %10, %7, %4, %10, %10 : i32, i32 {...}
-  int32_t c215;
-  c215 = v9;
-  int32_t c216;
-  c216 = v9;
-  for (int64_t iv217_ = v9; v3 > 0 && iv217_ < v6; iv217_ += v3) {
-    const int32_t iv217 = int32_t(iv217_);
-    // %114 = load_tile %x, %1, %111 {pad = -inf} : tile<bf16, [1, 4096]>
-    float v218[8];
-    {
-      const int64_t o219 = int64_t(v0) * 1;
-      const int64_t o220 = int64_t(iv217) * 4096;
+  // %116 = shr %60, %62 : u32
+  const uint32_t v246 = tsr::ishr<uint32_t>(v123, v125);
+  // %117 = load_tile %x, %1, %10 {pad = -inf} : tile<bf16, [1, 8192]>
+  float v247[16];
+  {
+    const int64_t o248 = int64_t(v0) * 1;
+    const int64_t o249 = int64_t(v9) * 8192;
+    #pragma unroll
+    for (int c250 = 0; c250 < 2; ++c250) {
+      const int e251 = ((c250 * 8 / 8) * 4096 + tsr_tid * 8 + (c250 * 8 % 8));
+      const int64_t g252 = o248 + 0;
+      const int64_t g253 = o249 + (e251);
+      const int64_t off254 = g252 * tsr_p0_s0 + g253 * tsr_p0_s1;
+      const bool rok255 = true && g252 >= 0 && g252 < int64_t(tsr_dim_M);
+      uint16_t buf256[8];
+      if (rok255 && g253 >= 0 && g253 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + off254)) {
+        tsr::copy_vec<uint16_t, 8>(buf256, tsr_p0 + off254);
+      } else {
+        #pragma unroll
+        for (int v_ = 0; v_ < 8; ++v_) {
+          const int64_t gc257 = g253 + v_;
+          buf256[v_] = (rok255 && gc257 >= 0 && gc257 < int64_t(tsr_dim_N)) ? tsr_p0[off254 + v_ * tsr_p0_s1] : uint16_t(tsr::f2bf((-tsr::inf_f())));
+        }
+      }
       #pragma unroll
-      for (int c221 = 0; c221 < 1; ++c221) {
-        const int e222 = ((c221 * 8 / 8) * 4096 + tsr_tid * 8 + (c221 * 8 % 8));
-        const int64_t g223 = o219 + 0;
-        const int64_t g224 = o220 + (e222);
-        const int64_t off225 = g223 * tsr_p0_s0 + g224 * tsr_p0_s1;
-        const bool rok226 = true && g223 >= 0 && g223 < int64_t(tsr_dim_M);
-        uint16_t buf227[8];
-        if (rok226 && g224 >= 0 && g224 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + off225)) {
-          tsr::copy_vec<uint16_t, 8>(buf227, tsr_p0 + off225);
+      for (int v_ = 0; v_ < 8; ++v_) v247[c250 * 8 + v_] = tsr::bf2f(buf256[v_]);
+    }
+  }
+  // %118 = reshape %117 : tile<bf16, [8192]>
+  float v258[16];
+  #pragma unroll
+  for (int s259 = 0; s259 < 16; ++s259) {
+    v258[s259] = v247[s259];
+  }
+  // %119 = const {value = 32767} : u32
+  const uint32_t v260 = uint32_t(32767LL);
+  // %120 = const {value = 15} : u32
+  const uint32_t v261 = uint32_t(15LL);
+  // %121, %122, %123 = for %10, %7, %4, %10, %10, %118 : i32, i32, tile<bf16, [8192]> {...}
+  int32_t c262;
+  c262 = v9;
+  int32_t c263;
+  c263 = v9;
+  float c264[16];
+  #pragma unroll
+  for (int s265 = 0; s265 < 16; ++s265) {
+    c264[s265] = v258[s265];
+  }
+  for (int64_t iv266_ = v9; v3 > 0 && iv266_ < v6; iv266_ += v3) {
+    const int32_t iv266 = int32_t(iv266_);
+    // %128 = add %124, %4 : i32
+    const int32_t v267 = int32_t(uint32_t(iv266) + uint32_t(v3));
+    // %129 = load_tile %x, %1, %128 {pad = -inf} : tile<bf16, [1, 8192]>
+    float v268[16];
+    {
+      const int64_t o269 = int64_t(v0) * 1;
+      const int64_t o270 = int64_t(v267) * 8192;
+      #pragma unroll
+      for (int c271 = 0; c271 < 2; ++c271) {
+        const int e272 = ((c271 * 8 / 8) * 4096 + tsr_tid * 8 + (c271 * 8 % 8));
+        const int64_t g273 = o269 + 0;
+        const int64_t g274 = o270 + (e272);
+        const int64_t off275 = g273 * tsr_p0_s0 + g274 * tsr_p0_s1;
+        const bool rok276 = true && g273 >= 0 && g273 < int64_t(tsr_dim_M);
+        uint16_t buf277[8];
+        if (rok276 && g274 >= 0 && g274 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + off275)) {
+          tsr::copy_vec<uint16_t, 8>(buf277, tsr_p0 + off275);
         } else {
           #pragma unroll
           for (int v_ = 0; v_ < 8; ++v_) {
-            const int64_t gc228 = g224 + v_;
-            buf227[v_] = (rok226 && gc228 >= 0 && gc228 < int64_t(tsr_dim_N)) ? tsr_p0[off225 + v_ * tsr_p0_s1] : uint16_t(tsr::f2bf((-tsr::inf_f())));
+            const int64_t gc278 = g274 + v_;
+            buf277[v_] = (rok276 && gc278 >= 0 && gc278 < int64_t(tsr_dim_N)) ? tsr_p0[off275 + v_ * tsr_p0_s1] : uint16_t(tsr::f2bf((-tsr::inf_f())));
           }
         }
         #pragma unroll
-        for (int v_ = 0; v_ < 8; ++v_) v218[c221 * 8 + v_] = tsr::bf2f(buf227[v_]);
+        for (int v_ = 0; v_ < 8; ++v_) v268[c271 * 8 + v_] = tsr::bf2f(buf277[v_]);
       }
     }
-    // %115 = reshape %114 : tile<bf16, [4096]>
-    float v229[8];
+    // %130 = reshape %129 : tile<bf16, [8192]>
+    float v279[16];
     #pragma unroll
-    for (int s230 = 0; s230 < 8; ++s230) {
-      v229[s230] = v218[s230];
+    for (int s280 = 0; s280 < 16; ++s280) {
+      v279[s280] = v268[s280];
     }
-    // %116 = bitcast %115 : tile<u16, [4096]>
-    uint16_t v231[8];
+    // %131 = bitcast %127 : tile<u16, [8192]>
+    uint16_t v281[16];
     #pragma unroll
-    for (int s232 = 0; s232 < 8; ++s232) {
-      v231[s232] = uint16_t(tsr::bf16_bits(v229[s232]));
+    for (int s282 = 0; s282 < 16; ++s282) {
+      v281[s282] = uint16_t(tsr::bf16_bits(c264[s282]));
     }
-    // %117 = cast %116 : tile<u32, [4096]>
-    uint32_t v233[8];
+    // %132 = cast %131 : tile<u32, [8192]>
+    uint32_t v283[16];
     #pragma unroll
-    for (int s234 = 0; s234 < 8; ++s234) {
-      v233[s234] = uint32_t(v231[s234]);
+    for (int s284 = 0; s284 < 16; ++s284) {
+      v283[s284] = uint32_t(v281[s284]);
     }
-    // %118 = splat %107 : tile<u32, [4096]>
-    uint32_t v235[8];
+    // %133 = splat %119 : tile<u32, [8192]>
+    uint32_t v285[16];
     #pragma unroll
-    for (int s236 = 0; s236 < 8; ++s236) {
-      v235[s236] = v213;
+    for (int s286 = 0; s286 < 16; ++s286) {
+      v285[s286] = v260;
     }
-    // %119 = xor %117, %118 : tile<u32, [4096]>
-    uint32_t v237[8];
+    // %134 = xor %132, %133 : tile<u32, [8192]>
+    uint32_t v287[16];
     #pragma unroll
-    for (int s238 = 0; s238 < 8; ++s238) {
-      v237[s238] = uint32_t(v233[s238] ^ v235[s238]);
+    for (int s288 = 0; s288 < 16; ++s288) {
+      v287[s288] = uint32_t(v283[s288] ^ v285[s288]);
     }
-    // %120 = splat %108 : tile<u32, [4096]>
-    uint32_t v239[8];
+    // %135 = splat %120 : tile<u32, [8192]>
+    uint32_t v289[16];
     #pragma unroll
-    for (int s240 = 0; s240 < 8; ++s240) {
-      v239[s240] = v214;
+    for (int s290 = 0; s290 < 16; ++s290) {
+      v289[s290] = v261;
     }
-    // %121 = shr %117, %120 : tile<u32, [4096]>
-    uint32_t v241[8];
+    // %136 = shr %132, %135 : tile<u32, [8192]>
+    uint32_t v291[16];
     #pragma unroll
-    for (int s242 = 0; s242 < 8; ++s242) {
-      v241[s242] = tsr::ishr<uint32_t>(v233[s242], v239[s242]);
+    for (int s292 = 0; s292 < 16; ++s292) {
+      v291[s292] = tsr::ishr<uint32_t>(v283[s292], v289[s292]);
     }
-    // %122 = splat %8 : tile<u32, [4096]>
-    uint32_t v243[8];
+    // %137 = splat %8 : tile<u32, [8192]>
+    uint32_t v293[16];
     #pragma unroll
-    for (int s244 = 0; s244 < 8; ++s244) {
-      v243[s244] = v7;
+    for (int s294 = 0; s294 < 16; ++s294) {
+      v293[s294] = v7;
     }
-    // %123 = cmp %121, %122 {pred = "eq"} : tile<i1, [4096]>
-    uint8_t v245[8];
+    // %138 = cmp %136, %137 {pred = "eq"} : tile<i1, [8192]>
+    uint8_t v295[16];
     #pragma unroll
-    for (int s246 = 0; s246 < 8; ++s246) {
-      v245[s246] = uint8_t(v241[s246] == v243[s246]);
+    for (int s296 = 0; s296 < 16; ++s296) {
+      v295[s296] = uint8_t(v291[s296] == v293[s296]);
     }
-    // %124 = where %123, %119, %117 : tile<u32, [4096]>
-    uint32_t v247[8];
+    // %139 = where %138, %134, %132 : tile<u32, [8192]>
+    uint32_t v297[16];
     #pragma unroll
-    for (int s248 = 0; s248 < 8; ++s248) {
-      v247[s248] = (v245[s248] ? v237[s248] : v233[s248]);
+    for (int s298 = 0; s298 < 16; ++s298) {
+      v297[s298] = (v295[s298] ? v287[s298] : v283[s298]);
     }
-    // %125 = splat %57 : tile<u32, [4096]>
-    uint32_t v249[8];
+    // %140 = splat %62 : tile<u32, [8192]>
+    uint32_t v299[16];
     #pragma unroll
-    for (int s250 = 0; s250 < 8; ++s250) {
-      v249[s250] = v108;
+    for (int s300 = 0; s300 < 16; ++s300) {
+      v299[s300] = v125;
     }
-    // %126 = shr %124, %125 : tile<u32, [4096]>
-    uint32_t v251[8];
+    // %141 = shr %139, %140 : tile<u32, [8192]>
+    uint32_t v301[16];
     #pragma unroll
-    for (int s252 = 0; s252 < 8; ++s252) {
-      v251[s252] = tsr::ishr<uint32_t>(v247[s252], v249[s252]);
+    for (int s302 = 0; s302 < 16; ++s302) {
+      v301[s302] = tsr::ishr<uint32_t>(v297[s302], v299[s302]);
     }
-    // %127 = splat %106 : tile<u32, [4096]>
-    uint32_t v253[8];
+    // %142 = splat %116 : tile<u32, [8192]>
+    uint32_t v303[16];
     #pragma unroll
-    for (int s254 = 0; s254 < 8; ++s254) {
-      v253[s254] = v212;
+    for (int s304 = 0; s304 < 16; ++s304) {
+      v303[s304] = v246;
     }
-    // %128 = cmp %126, %127 {pred = "eq"} : tile<i1, [4096]>
-    uint8_t v255[8];
+    // %143 = cmp %141, %142 {pred = "eq"} : tile<i1, [8192]>
+    uint8_t v305[16];
     #pragma unroll
-    for (int s256 = 0; s256 < 8; ++s256) {
-      v255[s256] = uint8_t(v251[s256] == v253[s256]);
+    for (int s306 = 0; s306 < 16; ++s306) {
+      v305[s306] = uint8_t(v301[s306] == v303[s306]);
     }
-    // %129 = cast %128 : tile<i32, [4096]>
-    int32_t v257[8];
+    // %144 = cast %143 : tile<i32, [8192]>
+    int32_t v307[16];
     #pragma unroll
-    for (int s258 = 0; s258 < 8; ++s258) {
-      v257[s258] = int32_t(v255[s258]);
+    for (int s308 = 0; s308 < 16; ++s308) {
+      v307[s308] = int32_t(v305[s308]);
     }
-    // %130 = scan %129 {axis = 0, kind = "sum"} : tile<i32, [4096]>
-    int32_t v259[8];
-    uint32_t run260 = uint32_t(0);
-    uint32_t acc261_0 = uint32_t(0);
-    acc261_0 += uint32_t(v257[0]); v259[0] = int32_t(acc261_0);
-    acc261_0 += uint32_t(v257[1]); v259[1] = int32_t(acc261_0);
-    acc261_0 += uint32_t(v257[2]); v259[2] = int32_t(acc261_0);
-    acc261_0 += uint32_t(v257[3]); v259[3] = int32_t(acc261_0);
-    acc261_0 += uint32_t(v257[4]); v259[4] = int32_t(acc261_0);
-    acc261_0 += uint32_t(v257[5]); v259[5] = int32_t(acc261_0);
-    acc261_0 += uint32_t(v257[6]); v259[6] = int32_t(acc261_0);
-    acc261_0 += uint32_t(v257[7]); v259[7] = int32_t(acc261_0);
+    // %145 = scan %144 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+    int32_t v309[16];
+    uint32_t run310 = uint32_t(0);
+    uint32_t acc311_0 = uint32_t(0);
+    acc311_0 += uint32_t(v307[0]); v309[0] = int32_t(acc311_0);
+    acc311_0 += uint32_t(v307[1]); v309[1] = int32_t(acc311_0);
+    acc311_0 += uint32_t(v307[2]); v309[2] = int32_t(acc311_0);
+    acc311_0 += uint32_t(v307[3]); v309[3] = int32_t(acc311_0);
+    acc311_0 += uint32_t(v307[4]); v309[4] = int32_t(acc311_0);
+    acc311_0 += uint32_t(v307[5]); v309[5] = int32_t(acc311_0);
+    acc311_0 += uint32_t(v307[6]); v309[6] = int32_t(acc311_0);
+    acc311_0 += uint32_t(v307[7]); v309[7] = int32_t(acc311_0);
     __syncthreads();
-    uint32_t tot263_0;
-    const uint32_t off262_0 = run260 + tsr::block_exclusive_sum<16>(acc261_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot263_0);
-    v259[0] = int32_t(uint32_t(v259[0]) + off262_0);
-    v259[1] = int32_t(uint32_t(v259[1]) + off262_0);
-    v259[2] = int32_t(uint32_t(v259[2]) + off262_0);
-    v259[3] = int32_t(uint32_t(v259[3]) + off262_0);
-    v259[4] = int32_t(uint32_t(v259[4]) + off262_0);
-    v259[5] = int32_t(uint32_t(v259[5]) + off262_0);
-    v259[6] = int32_t(uint32_t(v259[6]) + off262_0);
-    v259[7] = int32_t(uint32_t(v259[7]) + off262_0);
-    run260 += tot263_0;
-    // %131 = splat %113 : tile<i32, [4096]>
-    int32_t v264[8];
-    #pragma unroll
-    for (int s265 = 0; s265 < 8; ++s265) {
-      v264[s265] = c216;
-    }
-    // %132 = add %130, %131 : tile<i32, [4096]>
-    int32_t v266[8];
-    #pragma unroll
-    for (int s267 = 0; s267 < 8; ++s267) {
-      v266[s267] = int32_t(uint32_t(v259[s267]) + uint32_t(v264[s267]));
-    }
-    // %133 = splat %56 : tile<i32, [4096]>
-    int32_t v268[8];
-    #pragma unroll
-    for (int s269 = 0; s269 < 8; ++s269) {
-      v268[s269] = v107;
-    }
-    // %134 = cmp %132, %133 {pred = "le"} : tile<i1, [4096]>
-    uint8_t v270[8];
-    #pragma unroll
-    for (int s271 = 0; s271 < 8; ++s271) {
-      v270[s271] = uint8_t(v266[s271] <= v268[s271]);
-    }
-    // %135 = and %128, %134 : tile<i1, [4096]>
-    uint8_t v272[8];
-    #pragma unroll
-    for (int s273 = 0; s273 < 8; ++s273) {
-      v272[s273] = uint8_t(v255[s273] & v270[s273]);
-    }
-    // %136 = cmp %126, %127 {pred = "lt"} : tile<i1, [4096]>
-    uint8_t v274[8];
-    #pragma unroll
-    for (int s275 = 0; s275 < 8; ++s275) {
-      v274[s275] = uint8_t(v251[s275] < v253[s275]);
-    }
-    // %137 = or %136, %135 : tile<i1, [4096]>
-    uint8_t v276[8];
-    #pragma unroll
-    for (int s277 = 0; s277 < 8; ++s277) {
-      v276[s277] = uint8_t(v274[s277] | v272[s277]);
-    }
-    // %138 = sub %112, %4 : i32
-    const int32_t v278 = int32_t(uint32_t(c215) - uint32_t(v3));
-    // %139 = cast %137 : tile<i32, [4096]>
-    int32_t v279[8];
-    #pragma unroll
-    for (int s280 = 0; s280 < 8; ++s280) {
-      v279[s280] = int32_t(v276[s280]);
-    }
-    // %140 = scan %139 {axis = 0, kind = "sum"} : tile<i32, [4096]>
-    int32_t v281[8];
-    uint32_t run282 = uint32_t(0);
-    uint32_t acc283_0 = uint32_t(0);
-    acc283_0 += uint32_t(v279[0]); v281[0] = int32_t(acc283_0);
-    acc283_0 += uint32_t(v279[1]); v281[1] = int32_t(acc283_0);
-    acc283_0 += uint32_t(v279[2]); v281[2] = int32_t(acc283_0);
-    acc283_0 += uint32_t(v279[3]); v281[3] = int32_t(acc283_0);
-    acc283_0 += uint32_t(v279[4]); v281[4] = int32_t(acc283_0);
-    acc283_0 += uint32_t(v279[5]); v281[5] = int32_t(acc283_0);
-    acc283_0 += uint32_t(v279[6]); v281[6] = int32_t(acc283_0);
-    acc283_0 += uint32_t(v279[7]); v281[7] = int32_t(acc283_0);
+    uint32_t tot313_0;
+    const uint32_t off312_0 = run310 + tsr::block_exclusive_sum<16>(acc311_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot313_0);
+    v309[0] = int32_t(uint32_t(v309[0]) + off312_0);
+    v309[1] = int32_t(uint32_t(v309[1]) + off312_0);
+    v309[2] = int32_t(uint32_t(v309[2]) + off312_0);
+    v309[3] = int32_t(uint32_t(v309[3]) + off312_0);
+    v309[4] = int32_t(uint32_t(v309[4]) + off312_0);
+    v309[5] = int32_t(uint32_t(v309[5]) + off312_0);
+    v309[6] = int32_t(uint32_t(v309[6]) + off312_0);
+    v309[7] = int32_t(uint32_t(v309[7]) + off312_0);
+    run310 += tot313_0;
+    uint32_t acc311_1 = uint32_t(0);
+    acc311_1 += uint32_t(v307[8]); v309[8] = int32_t(acc311_1);
+    acc311_1 += uint32_t(v307[9]); v309[9] = int32_t(acc311_1);
+    acc311_1 += uint32_t(v307[10]); v309[10] = int32_t(acc311_1);
+    acc311_1 += uint32_t(v307[11]); v309[11] = int32_t(acc311_1);
+    acc311_1 += uint32_t(v307[12]); v309[12] = int32_t(acc311_1);
+    acc311_1 += uint32_t(v307[13]); v309[13] = int32_t(acc311_1);
+    acc311_1 += uint32_t(v307[14]); v309[14] = int32_t(acc311_1);
+    acc311_1 += uint32_t(v307[15]); v309[15] = int32_t(acc311_1);
     __syncthreads();
-    uint32_t tot285_0;
-    const uint32_t off284_0 = run282 + tsr::block_exclusive_sum<16>(acc283_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot285_0);
-    v281[0] = int32_t(uint32_t(v281[0]) + off284_0);
-    v281[1] = int32_t(uint32_t(v281[1]) + off284_0);
-    v281[2] = int32_t(uint32_t(v281[2]) + off284_0);
-    v281[3] = int32_t(uint32_t(v281[3]) + off284_0);
-    v281[4] = int32_t(uint32_t(v281[4]) + off284_0);
-    v281[5] = int32_t(uint32_t(v281[5]) + off284_0);
-    v281[6] = int32_t(uint32_t(v281[6]) + off284_0);
-    v281[7] = int32_t(uint32_t(v281[7]) + off284_0);
-    run282 += tot285_0;
-    // %141 = splat %138 : tile<i32, [4096]>
-    int32_t v286[8];
+    uint32_t tot313_1;
+    const uint32_t off312_1 = run310 + tsr::block_exclusive_sum<16>(acc311_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot313_1);
+    v309[8] = int32_t(uint32_t(v309[8]) + off312_1);
+    v309[9] = int32_t(uint32_t(v309[9]) + off312_1);
+    v309[10] = int32_t(uint32_t(v309[10]) + off312_1);
+    v309[11] = int32_t(uint32_t(v309[11]) + off312_1);
+    v309[12] = int32_t(uint32_t(v309[12]) + off312_1);
+    v309[13] = int32_t(uint32_t(v309[13]) + off312_1);
+    v309[14] = int32_t(uint32_t(v309[14]) + off312_1);
+    v309[15] = int32_t(uint32_t(v309[15]) + off312_1);
+    run310 += tot313_1;
+    // %146 = splat %126 : tile<i32, [8192]>
+    int32_t v314[16];
     #pragma unroll
-    for (int s287 = 0; s287 < 8; ++s287) {
-      v286[s287] = v278;
+    for (int s315 = 0; s315 < 16; ++s315) {
+      v314[s315] = c263;
     }
-    // %142 = add %140, %141 : tile<i32, [4096]>
-    int32_t v288[8];
+    // %147 = add %145, %146 : tile<i32, [8192]>
+    int32_t v316[16];
     #pragma unroll
-    for (int s289 = 0; s289 < 8; ++s289) {
-      v288[s289] = int32_t(uint32_t(v281[s289]) + uint32_t(v286[s289]));
+    for (int s317 = 0; s317 < 16; ++s317) {
+      v316[s317] = int32_t(uint32_t(v309[s317]) + uint32_t(v314[s317]));
     }
-    // %143 = splat %1 : tile<i32, [4096]>
-    int32_t v290[8];
+    // %148 = splat %61 : tile<i32, [8192]>
+    int32_t v318[16];
     #pragma unroll
-    for (int s291 = 0; s291 < 8; ++s291) {
-      v290[s291] = v0;
+    for (int s319 = 0; s319 < 16; ++s319) {
+      v318[s319] = v124;
     }
-    // scatter %values, %115, %143, %142, %137
+    // %149 = cmp %147, %148 {pred = "le"} : tile<i1, [8192]>
+    uint8_t v320[16];
     #pragma unroll
-    for (int s292 = 0; s292 < 8; ++s292) {
-      if ((v276[s292] != 0) && (int64_t(v290[s292]) >= 0 && int64_t(v290[s292]) < int64_t(tsr_dim_M) && int64_t(v288[s292]) >= 0 && int64_t(v288[s292]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v290[s292]) * tsr_p1_s0 + int64_t(v288[s292]) * tsr_p1_s1] = tsr::f2bf(v229[s292]);
+    for (int s321 = 0; s321 < 16; ++s321) {
+      v320[s321] = uint8_t(v316[s321] <= v318[s321]);
     }
-    // %144 = mul %111, %3 : i32
-    const int32_t v293 = int32_t(uint32_t(iv217) * uint32_t(v2));
-    // %145 = arange : tile<i32, [4096]>
-    int32_t v294[8];
+    // %150 = and %143, %149 : tile<i1, [8192]>
+    uint8_t v322[16];
     #pragma unroll
-    for (int s295 = 0; s295 < 8; ++s295) {
-      v294[s295] = int32_t(0 + ((s295 / 8) * 4096 + tsr_tid * 8 + (s295 % 8)));
+    for (int s323 = 0; s323 < 16; ++s323) {
+      v322[s323] = uint8_t(v305[s323] & v320[s323]);
     }
-    // %146 = splat %144 : tile<i32, [4096]>
-    int32_t v296[8];
+    // %151 = cmp %141, %142 {pred = "lt"} : tile<i1, [8192]>
+    uint8_t v324[16];
     #pragma unroll
-    for (int s297 = 0; s297 < 8; ++s297) {
-      v296[s297] = v293;
+    for (int s325 = 0; s325 < 16; ++s325) {
+      v324[s325] = uint8_t(v301[s325] < v303[s325]);
     }
-    // %147 = add %145, %146 : tile<i32, [4096]>
-    int32_t v298[8];
+    // %152 = or %151, %150 : tile<i1, [8192]>
+    uint8_t v326[16];
     #pragma unroll
-    for (int s299 = 0; s299 < 8; ++s299) {
-      v298[s299] = int32_t(uint32_t(v294[s299]) + uint32_t(v296[s299]));
+    for (int s327 = 0; s327 < 16; ++s327) {
+      v326[s327] = uint8_t(v324[s327] | v322[s327]);
     }
-    // scatter %indices, %147, %143, %142, %137
+    // %153 = sub %125, %4 : i32
+    const int32_t v328 = int32_t(uint32_t(c262) - uint32_t(v3));
+    // %154 = cast %152 : tile<i32, [8192]>
+    int32_t v329[16];
     #pragma unroll
-    for (int s300 = 0; s300 < 8; ++s300) {
-      if ((v276[s300] != 0) && (int64_t(v290[s300]) >= 0 && int64_t(v290[s300]) < int64_t(tsr_dim_M) && int64_t(v288[s300]) >= 0 && int64_t(v288[s300]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v290[s300]) * tsr_p2_s0 + int64_t(v288[s300]) * tsr_p2_s1] = v298[s300];
+    for (int s330 = 0; s330 < 16; ++s330) {
+      v329[s330] = int32_t(v326[s330]);
     }
-    // %148 = reduce %129 {axis = 0, kind = "sum"} : i32
-    int32_t v301;
-    int32_t racc302[8];
+    // %155 = scan %154 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+    int32_t v331[16];
+    uint32_t run332 = uint32_t(0);
+    uint32_t acc333_0 = uint32_t(0);
+    acc333_0 += uint32_t(v329[0]); v331[0] = int32_t(acc333_0);
+    acc333_0 += uint32_t(v329[1]); v331[1] = int32_t(acc333_0);
+    acc333_0 += uint32_t(v329[2]); v331[2] = int32_t(acc333_0);
+    acc333_0 += uint32_t(v329[3]); v331[3] = int32_t(acc333_0);
+    acc333_0 += uint32_t(v329[4]); v331[4] = int32_t(acc333_0);
+    acc333_0 += uint32_t(v329[5]); v331[5] = int32_t(acc333_0);
+    acc333_0 += uint32_t(v329[6]); v331[6] = int32_t(acc333_0);
+    acc333_0 += uint32_t(v329[7]); v331[7] = int32_t(acc333_0);
+    __syncthreads();
+    uint32_t tot335_0;
+    const uint32_t off334_0 = run332 + tsr::block_exclusive_sum<16>(acc333_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot335_0);
+    v331[0] = int32_t(uint32_t(v331[0]) + off334_0);
+    v331[1] = int32_t(uint32_t(v331[1]) + off334_0);
+    v331[2] = int32_t(uint32_t(v331[2]) + off334_0);
+    v331[3] = int32_t(uint32_t(v331[3]) + off334_0);
+    v331[4] = int32_t(uint32_t(v331[4]) + off334_0);
+    v331[5] = int32_t(uint32_t(v331[5]) + off334_0);
+    v331[6] = int32_t(uint32_t(v331[6]) + off334_0);
+    v331[7] = int32_t(uint32_t(v331[7]) + off334_0);
+    run332 += tot335_0;
+    uint32_t acc333_1 = uint32_t(0);
+    acc333_1 += uint32_t(v329[8]); v331[8] = int32_t(acc333_1);
+    acc333_1 += uint32_t(v329[9]); v331[9] = int32_t(acc333_1);
+    acc333_1 += uint32_t(v329[10]); v331[10] = int32_t(acc333_1);
+    acc333_1 += uint32_t(v329[11]); v331[11] = int32_t(acc333_1);
+    acc333_1 += uint32_t(v329[12]); v331[12] = int32_t(acc333_1);
+    acc333_1 += uint32_t(v329[13]); v331[13] = int32_t(acc333_1);
+    acc333_1 += uint32_t(v329[14]); v331[14] = int32_t(acc333_1);
+    acc333_1 += uint32_t(v329[15]); v331[15] = int32_t(acc333_1);
+    __syncthreads();
+    uint32_t tot335_1;
+    const uint32_t off334_1 = run332 + tsr::block_exclusive_sum<16>(acc333_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot335_1);
+    v331[8] = int32_t(uint32_t(v331[8]) + off334_1);
+    v331[9] = int32_t(uint32_t(v331[9]) + off334_1);
+    v331[10] = int32_t(uint32_t(v331[10]) + off334_1);
+    v331[11] = int32_t(uint32_t(v331[11]) + off334_1);
+    v331[12] = int32_t(uint32_t(v331[12]) + off334_1);
+    v331[13] = int32_t(uint32_t(v331[13]) + off334_1);
+    v331[14] = int32_t(uint32_t(v331[14]) + off334_1);
+    v331[15] = int32_t(uint32_t(v331[15]) + off334_1);
+    run332 += tot335_1;
+    // %156 = splat %153 : tile<i32, [8192]>
+    int32_t v336[16];
     #pragma unroll
-    for (int v_ = 0; v_ < 8; ++v_) racc302[v_] = int32_t(0);
-    #pragma unroll
-    for (int s303 = 0; s303 < 8; ++s303) {
-      racc302[s303 % 8] = int32_t(uint32_t(racc302[s303 % 8]) + uint32_t(v257[s303]));
+    for (int s337 = 0; s337 < 16; ++s337) {
+      v336[s337] = v328;
     }
-    racc302[0] = int32_t(uint32_t(racc302[0]) + uint32_t(racc302[4]));
-    racc302[1] = int32_t(uint32_t(racc302[1]) + uint32_t(racc302[5]));
-    racc302[2] = int32_t(uint32_t(racc302[2]) + uint32_t(racc302[6]));
-    racc302[3] = int32_t(uint32_t(racc302[3]) + uint32_t(racc302[7]));
-    racc302[0] = int32_t(uint32_t(racc302[0]) + uint32_t(racc302[2]));
-    racc302[1] = int32_t(uint32_t(racc302[1]) + uint32_t(racc302[3]));
-    racc302[0] = int32_t(uint32_t(racc302[0]) + uint32_t(racc302[1]));
-    racc302[0] = int32_t(uint32_t(racc302[0]) + uint32_t(tsr::shfl_xor(racc302[0], 16)));
-    racc302[0] = int32_t(uint32_t(racc302[0]) + uint32_t(tsr::shfl_xor(racc302[0], 8)));
-    racc302[0] = int32_t(uint32_t(racc302[0]) + uint32_t(tsr::shfl_xor(racc302[0], 4)));
-    racc302[0] = int32_t(uint32_t(racc302[0]) + uint32_t(tsr::shfl_xor(racc302[0], 2)));
-    racc302[0] = int32_t(uint32_t(racc302[0]) + uint32_t(tsr::shfl_xor(racc302[0], 1)));
-    __shared__ int32_t tsr_red304_mem[32];
-    int32_t* const tsr_red304 = tsr_red304_mem + tsr_red304_at;
-    tsr_red304_at ^= 16;
+    // %157 = add %155, %156 : tile<i32, [8192]>
+    int32_t v338[16];
+    #pragma unroll
+    for (int s339 = 0; s339 < 16; ++s339) {
+      v338[s339] = int32_t(uint32_t(v331[s339]) + uint32_t(v336[s339]));
+    }
+    // %158 = splat %1 : tile<i32, [8192]>
+    int32_t v340[16];
+    #pragma unroll
+    for (int s341 = 0; s341 < 16; ++s341) {
+      v340[s341] = v0;
+    }
+    // scatter %values, %127, %158, %157, %152
+    #pragma unroll
+    for (int s342 = 0; s342 < 16; ++s342) {
+      if ((v326[s342] != 0) && (int64_t(v340[s342]) >= 0 && int64_t(v340[s342]) < int64_t(tsr_dim_M) && int64_t(v338[s342]) >= 0 && int64_t(v338[s342]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v340[s342]) * tsr_p1_s0 + int64_t(v338[s342]) * tsr_p1_s1] = tsr::f2bf(c264[s342]);
+    }
+    // %159 = mul %124, %3 : i32
+    const int32_t v343 = int32_t(uint32_t(iv266) * uint32_t(v2));
+    // %160 = arange : tile<i32, [8192]>
+    int32_t v344[16];
+    #pragma unroll
+    for (int s345 = 0; s345 < 16; ++s345) {
+      v344[s345] = int32_t(0 + ((s345 / 8) * 4096 + tsr_tid * 8 + (s345 % 8)));
+    }
+    // %161 = splat %159 : tile<i32, [8192]>
+    int32_t v346[16];
+    #pragma unroll
+    for (int s347 = 0; s347 < 16; ++s347) {
+      v346[s347] = v343;
+    }
+    // %162 = add %160, %161 : tile<i32, [8192]>
+    int32_t v348[16];
+    #pragma unroll
+    for (int s349 = 0; s349 < 16; ++s349) {
+      v348[s349] = int32_t(uint32_t(v344[s349]) + uint32_t(v346[s349]));
+    }
+    // scatter %indices, %162, %158, %157, %152
+    #pragma unroll
+    for (int s350 = 0; s350 < 16; ++s350) {
+      if ((v326[s350] != 0) && (int64_t(v340[s350]) >= 0 && int64_t(v340[s350]) < int64_t(tsr_dim_M) && int64_t(v338[s350]) >= 0 && int64_t(v338[s350]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v340[s350]) * tsr_p2_s0 + int64_t(v338[s350]) * tsr_p2_s1] = v348[s350];
+    }
+    // %163 = reduce %144 {axis = 0, kind = "sum"} : i32
+    int32_t v351;
+    int32_t racc352[8];
+    #pragma unroll
+    for (int v_ = 0; v_ < 8; ++v_) racc352[v_] = int32_t(0);
+    #pragma unroll
+    for (int s353 = 0; s353 < 16; ++s353) {
+      racc352[s353 % 8] = int32_t(uint32_t(racc352[s353 % 8]) + uint32_t(v307[s353]));
+    }
+    racc352[0] = int32_t(uint32_t(racc352[0]) + uint32_t(racc352[4]));
+    racc352[1] = int32_t(uint32_t(racc352[1]) + uint32_t(racc352[5]));
+    racc352[2] = int32_t(uint32_t(racc352[2]) + uint32_t(racc352[6]));
+    racc352[3] = int32_t(uint32_t(racc352[3]) + uint32_t(racc352[7]));
+    racc352[0] = int32_t(uint32_t(racc352[0]) + uint32_t(racc352[2]));
+    racc352[1] = int32_t(uint32_t(racc352[1]) + uint32_t(racc352[3]));
+    racc352[0] = int32_t(uint32_t(racc352[0]) + uint32_t(racc352[1]));
+    racc352[0] = int32_t(uint32_t(racc352[0]) + uint32_t(tsr::shfl_xor(racc352[0], 16)));
+    racc352[0] = int32_t(uint32_t(racc352[0]) + uint32_t(tsr::shfl_xor(racc352[0], 8)));
+    racc352[0] = int32_t(uint32_t(racc352[0]) + uint32_t(tsr::shfl_xor(racc352[0], 4)));
+    racc352[0] = int32_t(uint32_t(racc352[0]) + uint32_t(tsr::shfl_xor(racc352[0], 2)));
+    racc352[0] = int32_t(uint32_t(racc352[0]) + uint32_t(tsr::shfl_xor(racc352[0], 1)));
+    __shared__ int32_t tsr_red354_mem[32];
+    int32_t* const tsr_red354 = tsr_red354_mem + tsr_red354_at;
+    tsr_red354_at ^= 16;
     if ((tsr_tid & 31) == 0) {
-      tsr_red304[(tsr_tid >> 5) * 1 + 0] = racc302[0];
+      tsr_red354[(tsr_tid >> 5) * 1 + 0] = racc352[0];
     }
     __syncthreads();
-    racc302[0] = tsr_red304[(tsr_tid & 15) * 1 + 0];
-    racc302[0] = int32_t(uint32_t(racc302[0]) + uint32_t(tsr::shfl_xor(racc302[0], 8)));
-    racc302[0] = int32_t(uint32_t(racc302[0]) + uint32_t(tsr::shfl_xor(racc302[0], 4)));
-    racc302[0] = int32_t(uint32_t(racc302[0]) + uint32_t(tsr::shfl_xor(racc302[0], 2)));
-    racc302[0] = int32_t(uint32_t(racc302[0]) + uint32_t(tsr::shfl_xor(racc302[0], 1)));
-    v301 = racc302[0];
-    // %149 = add %113, %148 : i32
-    const int32_t v305 = int32_t(uint32_t(c216) + uint32_t(v301));
-    // %150 = reduce %139 {axis = 0, kind = "sum"} : i32
-    int32_t v306;
-    int32_t racc307[8];
+    racc352[0] = tsr_red354[(tsr_tid & 15) * 1 + 0];
+    racc352[0] = int32_t(uint32_t(racc352[0]) + uint32_t(tsr::shfl_xor(racc352[0], 8)));
+    racc352[0] = int32_t(uint32_t(racc352[0]) + uint32_t(tsr::shfl_xor(racc352[0], 4)));
+    racc352[0] = int32_t(uint32_t(racc352[0]) + uint32_t(tsr::shfl_xor(racc352[0], 2)));
+    racc352[0] = int32_t(uint32_t(racc352[0]) + uint32_t(tsr::shfl_xor(racc352[0], 1)));
+    v351 = racc352[0];
+    // %164 = add %126, %163 : i32
+    const int32_t v355 = int32_t(uint32_t(c263) + uint32_t(v351));
+    // %165 = reduce %154 {axis = 0, kind = "sum"} : i32
+    int32_t v356;
+    int32_t racc357[8];
     #pragma unroll
-    for (int v_ = 0; v_ < 8; ++v_) racc307[v_] = int32_t(0);
+    for (int v_ = 0; v_ < 8; ++v_) racc357[v_] = int32_t(0);
     #pragma unroll
-    for (int s308 = 0; s308 < 8; ++s308) {
-      racc307[s308 % 8] = int32_t(uint32_t(racc307[s308 % 8]) + uint32_t(v279[s308]));
+    for (int s358 = 0; s358 < 16; ++s358) {
+      racc357[s358 % 8] = int32_t(uint32_t(racc357[s358 % 8]) + uint32_t(v329[s358]));
     }
-    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(racc307[4]));
-    racc307[1] = int32_t(uint32_t(racc307[1]) + uint32_t(racc307[5]));
-    racc307[2] = int32_t(uint32_t(racc307[2]) + uint32_t(racc307[6]));
-    racc307[3] = int32_t(uint32_t(racc307[3]) + uint32_t(racc307[7]));
-    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(racc307[2]));
-    racc307[1] = int32_t(uint32_t(racc307[1]) + uint32_t(racc307[3]));
-    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(racc307[1]));
-    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 16)));
-    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 8)));
-    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 4)));
-    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 2)));
-    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 1)));
-    __shared__ int32_t tsr_red309_mem[32];
-    int32_t* const tsr_red309 = tsr_red309_mem + tsr_red309_at;
-    tsr_red309_at ^= 16;
+    racc357[0] = int32_t(uint32_t(racc357[0]) + uint32_t(racc357[4]));
+    racc357[1] = int32_t(uint32_t(racc357[1]) + uint32_t(racc357[5]));
+    racc357[2] = int32_t(uint32_t(racc357[2]) + uint32_t(racc357[6]));
+    racc357[3] = int32_t(uint32_t(racc357[3]) + uint32_t(racc357[7]));
+    racc357[0] = int32_t(uint32_t(racc357[0]) + uint32_t(racc357[2]));
+    racc357[1] = int32_t(uint32_t(racc357[1]) + uint32_t(racc357[3]));
+    racc357[0] = int32_t(uint32_t(racc357[0]) + uint32_t(racc357[1]));
+    racc357[0] = int32_t(uint32_t(racc357[0]) + uint32_t(tsr::shfl_xor(racc357[0], 16)));
+    racc357[0] = int32_t(uint32_t(racc357[0]) + uint32_t(tsr::shfl_xor(racc357[0], 8)));
+    racc357[0] = int32_t(uint32_t(racc357[0]) + uint32_t(tsr::shfl_xor(racc357[0], 4)));
+    racc357[0] = int32_t(uint32_t(racc357[0]) + uint32_t(tsr::shfl_xor(racc357[0], 2)));
+    racc357[0] = int32_t(uint32_t(racc357[0]) + uint32_t(tsr::shfl_xor(racc357[0], 1)));
+    __shared__ int32_t tsr_red359_mem[32];
+    int32_t* const tsr_red359 = tsr_red359_mem + tsr_red359_at;
+    tsr_red359_at ^= 16;
     if ((tsr_tid & 31) == 0) {
-      tsr_red309[(tsr_tid >> 5) * 1 + 0] = racc307[0];
+      tsr_red359[(tsr_tid >> 5) * 1 + 0] = racc357[0];
     }
     __syncthreads();
-    racc307[0] = tsr_red309[(tsr_tid & 15) * 1 + 0];
-    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 8)));
-    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 4)));
-    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 2)));
-    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 1)));
-    v306 = racc307[0];
-    // %151 = add %112, %150 : i32
-    const int32_t v310 = int32_t(uint32_t(c215) + uint32_t(v306));
-    // yield %151, %149
-    c215 = v310;
-    c216 = v305;
+    racc357[0] = tsr_red359[(tsr_tid & 15) * 1 + 0];
+    racc357[0] = int32_t(uint32_t(racc357[0]) + uint32_t(tsr::shfl_xor(racc357[0], 8)));
+    racc357[0] = int32_t(uint32_t(racc357[0]) + uint32_t(tsr::shfl_xor(racc357[0], 4)));
+    racc357[0] = int32_t(uint32_t(racc357[0]) + uint32_t(tsr::shfl_xor(racc357[0], 2)));
+    racc357[0] = int32_t(uint32_t(racc357[0]) + uint32_t(tsr::shfl_xor(racc357[0], 1)));
+    v356 = racc357[0];
+    // %166 = add %125, %165 : i32
+    const int32_t v360 = int32_t(uint32_t(c262) + uint32_t(v356));
+    // yield %166, %164, %130
+    c262 = v360;
+    c263 = v355;
+    #pragma unroll
+    for (int s361 = 0; s361 < 16; ++s361) {
+      c264[s361] = v279[s361];
+    }
   }
-  // %152 = load_tile %indices, %1, %10 : tile<i32, [1, 64]>
+  // %167 = load_tile %indices, %1, %10 : tile<i32, [1, 64]>
   __syncthreads();
-  int32_t v311[1];
+  int32_t v362[1];
   {
-    const int64_t o312 = int64_t(v0) * 1;
-    const int64_t o313 = int64_t(v9) * 64;
+    const int64_t o363 = int64_t(v0) * 1;
+    const int64_t o364 = int64_t(v9) * 64;
     #pragma unroll
-    for (int s314 = 0; s314 < 1; ++s314) {
-      const int e315 = (s314 * 512 + tsr_tid);
-      v311[s314] = ((s314 * 512 + tsr_tid) < 64) && ((o312 + 0) >= 0 && (o312 + 0) < int64_t(tsr_dim_M) && (o313 + (e315)) >= 0 && (o313 + (e315)) < int64_t(tsr_dim_K)) ? tsr_p2[(o312 + 0) * tsr_p2_s0 + (o313 + (e315)) * tsr_p2_s1] : int32_t(0LL);
+    for (int s365 = 0; s365 < 1; ++s365) {
+      const int e366 = (s365 * 512 + tsr_tid);
+      v362[s365] = ((s365 * 512 + tsr_tid) < 64) && ((o363 + 0) >= 0 && (o363 + 0) < int64_t(tsr_dim_M) && (o364 + (e366)) >= 0 && (o364 + (e366)) < int64_t(tsr_dim_K)) ? tsr_p2[(o363 + 0) * tsr_p2_s0 + (o364 + (e366)) * tsr_p2_s1] : int32_t(0LL);
     }
   }
-  // %153 = load_tile %values, %1, %10 : tile<bf16, [1, 64]>
-  float v316[1];
+  // %168 = load_tile %values, %1, %10 : tile<bf16, [1, 64]>
+  float v367[1];
   {
-    const int64_t o317 = int64_t(v0) * 1;
-    const int64_t o318 = int64_t(v9) * 64;
+    const int64_t o368 = int64_t(v0) * 1;
+    const int64_t o369 = int64_t(v9) * 64;
     #pragma unroll
-    for (int s319 = 0; s319 < 1; ++s319) {
-      const int e320 = (s319 * 512 + tsr_tid);
-      v316[s319] = ((s319 * 512 + tsr_tid) < 64) && ((o317 + 0) >= 0 && (o317 + 0) < int64_t(tsr_dim_M) && (o318 + (e320)) >= 0 && (o318 + (e320)) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p1[(o317 + 0) * tsr_p1_s0 + (o318 + (e320)) * tsr_p1_s1]) : 0x0p+0f;
+    for (int s370 = 0; s370 < 1; ++s370) {
+      const int e371 = (s370 * 512 + tsr_tid);
+      v367[s370] = ((s370 * 512 + tsr_tid) < 64) && ((o368 + 0) >= 0 && (o368 + 0) < int64_t(tsr_dim_M) && (o369 + (e371)) >= 0 && (o369 + (e371)) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p1[(o368 + 0) * tsr_p1_s0 + (o369 + (e371)) * tsr_p1_s1]) : 0x0p+0f;
     }
   }
-  // %154, %155 = sort %153, %152 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
-  float v321[1];
-  int32_t v322[1];
+  // %169, %170 = sort %168, %167 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
+  float v372[1];
+  int32_t v373[1];
   __syncthreads();
   #pragma unroll
-  for (int s323 = 0; s323 < 1; ++s323) {
-    if (((s323 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s323 * 512 + tsr_tid)] = v316[s323];
+  for (int s374 = 0; s374 < 1; ++s374) {
+    if (((s374 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s374 * 512 + tsr_tid)] = v367[s374];
   }
   __syncthreads();
   #pragma unroll
-  for (int s324 = 0; s324 < 1; ++s324) {
-    if (((s324 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s324 * 512 + tsr_tid)] = v311[s324];
+  for (int s375 = 0; s375 < 1; ++s375) {
+    if (((s375 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s375 * 512 + tsr_tid)] = v362[s375];
   }
   __syncthreads();
   for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
@@ -1117,33 +1289,33 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
     }
   }
   #pragma unroll
-  for (int s325 = 0; s325 < 1; ++s325) {
-    const int e326 = (s325 * 512 + tsr_tid);
-    v321[s325] = ((s325 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e326) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e326) / 64) * 1 + ((e326) % 1)) * 64 + (((e326) / 1) % 64)]) * 1 + ((e326) % 1)]) : float(0);
+  for (int s376 = 0; s376 < 1; ++s376) {
+    const int e377 = (s376 * 512 + tsr_tid);
+    v372[s376] = ((s376 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e377) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e377) / 64) * 1 + ((e377) % 1)) * 64 + (((e377) / 1) % 64)]) * 1 + ((e377) % 1)]) : float(0);
   }
   #pragma unroll
-  for (int s327 = 0; s327 < 1; ++s327) {
-    const int e328 = (s327 * 512 + tsr_tid);
-    v322[s327] = ((s327 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e328) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e328) / 64) * 1 + ((e328) % 1)) * 64 + (((e328) / 1) % 64)]) * 1 + ((e328) % 1)]) : int32_t(0);
+  for (int s378 = 0; s378 < 1; ++s378) {
+    const int e379 = (s378 * 512 + tsr_tid);
+    v373[s378] = ((s378 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e379) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e379) / 64) * 1 + ((e379) % 1)) * 64 + (((e379) / 1) % 64)]) * 1 + ((e379) % 1)]) : int32_t(0);
   }
-  // store_tile %values, %154, %1, %10
+  // store_tile %values, %169, %1, %10
   {
-    const int64_t o329 = int64_t(v0) * 1;
-    const int64_t o330 = int64_t(v9) * 64;
+    const int64_t o380 = int64_t(v0) * 1;
+    const int64_t o381 = int64_t(v9) * 64;
     #pragma unroll
-    for (int s331 = 0; s331 < 1; ++s331) {
-      const int e332 = (s331 * 512 + tsr_tid);
-      if (((s331 * 512 + tsr_tid) < 64) && ((o329 + 0) >= 0 && (o329 + 0) < int64_t(tsr_dim_M) && (o330 + (e332)) >= 0 && (o330 + (e332)) < int64_t(tsr_dim_K))) tsr_p1[(o329 + 0) * tsr_p1_s0 + (o330 + (e332)) * tsr_p1_s1] = tsr::f2bf(v321[s331]);
+    for (int s382 = 0; s382 < 1; ++s382) {
+      const int e383 = (s382 * 512 + tsr_tid);
+      if (((s382 * 512 + tsr_tid) < 64) && ((o380 + 0) >= 0 && (o380 + 0) < int64_t(tsr_dim_M) && (o381 + (e383)) >= 0 && (o381 + (e383)) < int64_t(tsr_dim_K))) tsr_p1[(o380 + 0) * tsr_p1_s0 + (o381 + (e383)) * tsr_p1_s1] = tsr::f2bf(v372[s382]);
     }
   }
-  // store_tile %indices, %155, %1, %10
+  // store_tile %indices, %170, %1, %10
   {
-    const int64_t o333 = int64_t(v0) * 1;
-    const int64_t o334 = int64_t(v9) * 64;
+    const int64_t o384 = int64_t(v0) * 1;
+    const int64_t o385 = int64_t(v9) * 64;
     #pragma unroll
-    for (int s335 = 0; s335 < 1; ++s335) {
-      const int e336 = (s335 * 512 + tsr_tid);
-      if (((s335 * 512 + tsr_tid) < 64) && ((o333 + 0) >= 0 && (o333 + 0) < int64_t(tsr_dim_M) && (o334 + (e336)) >= 0 && (o334 + (e336)) < int64_t(tsr_dim_K))) tsr_p2[(o333 + 0) * tsr_p2_s0 + (o334 + (e336)) * tsr_p2_s1] = v322[s335];
+    for (int s386 = 0; s386 < 1; ++s386) {
+      const int e387 = (s386 * 512 + tsr_tid);
+      if (((s386 * 512 + tsr_tid) < 64) && ((o384 + 0) >= 0 && (o384 + 0) < int64_t(tsr_dim_M) && (o385 + (e387)) >= 0 && (o385 + (e387)) < int64_t(tsr_dim_K))) tsr_p2[(o384 + 0) * tsr_p2_s0 + (o385 + (e387)) * tsr_p2_s1] = v373[s386];
     }
   }
 }
@@ -1166,6 +1338,6 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
 // stat smem-bytes = 1024
 // stat sorts = 1
 // stat threads = 512
-// stat vector-accesses = 3
+// stat vector-accesses = 6
 // stat warp-reductions = 8
 // stat write-read-barriers = 1

@@ -3,6 +3,12 @@
 
 namespace {
 
+int tsr_fault_code = 0;
+void tsr_fault(int code) {
+  int none = 0;
+  __atomic_compare_exchange_n(&tsr_fault_code, &none, code, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
 struct Args {
   float* p0;  // %x
   int64_t d0_0, s0_0;
@@ -47,14 +53,15 @@ void grid_fn(const Args& A, int32_t* g) {
 void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np0, int32_t np1, int32_t np2) {
   (void)A; (void)pid0; (void)pid1; (void)pid2; (void)np0; (void)np1; (void)np2;
   [[maybe_unused]] constexpr int64_t K = INT64_C(64);
-  [[maybe_unused]] constexpr int64_t BLOCK_N = INT64_C(4096);
+  [[maybe_unused]] constexpr int64_t BLOCK_N = INT64_C(8192);
   [[maybe_unused]] constexpr int64_t num_warps = INT64_C(16);
+  [[maybe_unused]] constexpr int64_t prefetch_programs = INT64_C(0);
   // %1 = program_id {axis = 0} : i32
   const int32_t v1 = pid0;
   // %2 = dim %x {axis = 1} : i32
   const int32_t v2 = int32_t(A.d0_1);
-  // %3 = const {value = 4096} : i32
-  const int32_t v3 = int32_t(INT64_C(4096));
+  // %3 = const {value = 8192} : i32
+  const int32_t v3 = int32_t(INT64_C(8192));
   // %4 = const {value = 1} : i32
   const int32_t v4 = int32_t(INT64_C(1));
   // %5 = add %2, %3 : i32
@@ -72,734 +79,839 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   // %11 = splat %10 : tile<i32, [2048]>
   alignas(64) int32_t v11[2048];
   for (int64_t i12 = 0; i12 < 2048; ++i12) v11[i12] = v10;
-  // %12 = const {value = 2147483647} : u32
-  const uint32_t v13 = uint32_t(INT64_C(2147483647));
-  // %13 = const {value = 31} : u32
-  const uint32_t v14 = uint32_t(INT64_C(31));
-  // %14 = const {value = 21} : u32
-  const uint32_t v15 = uint32_t(INT64_C(21));
-  // %15 = const {value = 2047} : u32
-  const uint32_t v16 = uint32_t(INT64_C(2047));
-  // %16 = for %10, %7, %4, %11 : tile<i32, [2048]> {...}
-  alignas(64) int32_t c17[2048];
-  __builtin_memcpy(c17, v11, sizeof(c17));
-  for (int64_t iv18_ = v10; v4 > 0 && iv18_ < v7; iv18_ += v4) {
-    const int32_t iv18 = int32_t(iv18_);
-    // %19 = load_tile %x, %1, %17 {pad = -inf} : tile<f32, [1, 4096]>
-    alignas(64) float v19_pad[4096];
-    const float* v19 = v19_pad;
+  // %12 = load_tile %x, %1, %10 {pad = -inf} : tile<f32, [1, 8192]>
+  alignas(64) float v13_pad[8192];
+  const float* v13 = v13_pad;
+  {
+    const int64_t o14 = int64_t(v1) * 1;
+    const int64_t o15 = int64_t(v10) * 8192;
+    if (o14 >= 0 && o14 + 1 <= A.d0_0 && o15 >= 0 && o15 + 8192 <= A.d0_1) {
+      for (int64_t i16 = 0; i16 < 1; ++i16) {
+        v13 = A.p0 + (o14 + i16) * A.s0_0 + o15;
+      }
+    } else {
+      for (int64_t i18 = 0; i18 < 1; ++i18) {
+        for (int64_t i19 = 0; i19 < 8192; ++i19) {
+          v13_pad[(i18)*8192 + i19] = ((o14 + i18) >= 0 && (o14 + i18) < A.d0_0 && (o15 + i19) >= 0 && (o15 + i19) < A.d0_1) ? A.p0[(o14 + i18) * A.s0_0 + (o15 + i19) * A.s0_1] : float(double(-INFINITY));
+        }
+      }
+    }
+  }
+  // %13 = reshape %12 : tile<f32, [8192]>
+  // %14 = const {value = 2147483647} : u32
+  const uint32_t v20 = uint32_t(INT64_C(2147483647));
+  // %15 = const {value = 31} : u32
+  const uint32_t v21 = uint32_t(INT64_C(31));
+  // %16 = const {value = 21} : u32
+  const uint32_t v22 = uint32_t(INT64_C(21));
+  // %17 = const {value = 2047} : u32
+  const uint32_t v23 = uint32_t(INT64_C(2047));
+  // %18, %19 = for %10, %7, %4, %11, %13 : tile<i32, [2048]>, tile<f32, [8192]> {...}
+  alignas(64) int32_t c24[2048];
+  __builtin_memcpy(c24, v11, sizeof(c24));
+  alignas(64) float c25[8192];
+  __builtin_memcpy(c25, v13, sizeof(c25));
+  for (int64_t iv26_ = v10; v4 > 0 && iv26_ < v7; iv26_ += v4) {
+    const int32_t iv26 = int32_t(iv26_);
+    // %23 = add %20, %4 : i32
+    const int32_t v27 = tsr::wadd(iv26, v4);
+    // %24 = load_tile %x, %1, %23 {pad = -inf} : tile<f32, [1, 8192]>
+    alignas(64) float v28_pad[8192];
+    const float* v28 = v28_pad;
     {
-      const int64_t o20 = int64_t(v1) * 1;
-      const int64_t o21 = int64_t(iv18) * 4096;
-      if (o20 >= 0 && o20 + 1 <= A.d0_0 && o21 >= 0 && o21 + 4096 <= A.d0_1) {
-        for (int64_t i22 = 0; i22 < 1; ++i22) {
-          v19 = A.p0 + (o20 + i22) * A.s0_0 + o21;
+      const int64_t o29 = int64_t(v1) * 1;
+      const int64_t o30 = int64_t(v27) * 8192;
+      if (o29 >= 0 && o29 + 1 <= A.d0_0 && o30 >= 0 && o30 + 8192 <= A.d0_1) {
+        for (int64_t i31 = 0; i31 < 1; ++i31) {
+          v28 = A.p0 + (o29 + i31) * A.s0_0 + o30;
         }
       } else {
-        for (int64_t i24 = 0; i24 < 1; ++i24) {
-          for (int64_t i25 = 0; i25 < 4096; ++i25) {
-            v19_pad[(i24)*4096 + i25] = ((o20 + i24) >= 0 && (o20 + i24) < A.d0_0 && (o21 + i25) >= 0 && (o21 + i25) < A.d0_1) ? A.p0[(o20 + i24) * A.s0_0 + (o21 + i25) * A.s0_1] : float(double(-INFINITY));
+        for (int64_t i33 = 0; i33 < 1; ++i33) {
+          for (int64_t i34 = 0; i34 < 8192; ++i34) {
+            v28_pad[(i33)*8192 + i34] = ((o29 + i33) >= 0 && (o29 + i33) < A.d0_0 && (o30 + i34) >= 0 && (o30 + i34) < A.d0_1) ? A.p0[(o29 + i33) * A.s0_0 + (o30 + i34) * A.s0_1] : float(double(-INFINITY));
           }
         }
       }
     }
-    // %20 = reshape %19 : tile<f32, [4096]>
-    // %21 = bitcast %20 : tile<u32, [4096]>
-    alignas(64) uint32_t v26[4096];
-    for (int64_t i27 = 0; i27 < 4096; ++i27) v26[i27] = uint32_t(tsr::f32_bits(v19[i27]));
-    // %22 = splat %12 : tile<u32, [4096]>
+    // %25 = reshape %24 : tile<f32, [8192]>
+    // %26 = bitcast %22 : tile<u32, [8192]>
+    alignas(64) uint32_t v35[8192];
+    for (int64_t i36 = 0; i36 < 8192; ++i36) v35[i36] = uint32_t(tsr::f32_bits(c25[i36]));
+    // %27 = splat %14 : tile<u32, [8192]>
     // (computed inside its user)
-    // %23 = xor %21, %22 : tile<u32, [4096]>
+    // %28 = xor %26, %27 : tile<u32, [8192]>
     // (computed inside its user)
-    // %24 = splat %13 : tile<u32, [4096]>
+    // %29 = splat %15 : tile<u32, [8192]>
     // (computed inside its user)
-    // %25 = shr %21, %24 : tile<u32, [4096]>
+    // %30 = shr %26, %29 : tile<u32, [8192]>
     // (computed inside its user)
-    // %26 = splat %8 : tile<u32, [4096]>
+    // %31 = splat %8 : tile<u32, [8192]>
     // (computed inside its user)
-    // %27 = cmp %25, %26 {pred = "eq"} : tile<i1, [4096]>
+    // %32 = cmp %30, %31 {pred = "eq"} : tile<i1, [8192]>
     // (computed inside its user)
-    // %28 = where %27, %23, %21 : tile<u32, [4096]>
+    // %33 = where %32, %28, %26 : tile<u32, [8192]>
     // (computed inside its user)
-    // %29 = splat %14 : tile<u32, [4096]>
+    // %34 = splat %16 : tile<u32, [8192]>
     // (computed inside its user)
-    // %30 = shr %28, %29 : tile<u32, [4096]>
+    // %35 = shr %33, %34 : tile<u32, [8192]>
     // (computed inside its user)
-    // %31 = splat %15 : tile<u32, [4096]>
+    // %36 = splat %17 : tile<u32, [8192]>
     // (computed inside its user)
-    // %32 = and %30, %31 : tile<u32, [4096]>
+    // %37 = and %35, %36 : tile<u32, [8192]>
     // (computed inside its user)
-    // %33 = cast %32 : tile<i32, [4096]>
-    alignas(64) int32_t v28[4096];
-    for (int64_t i29 = 0; i29 < 4096; ++i29) v28[i29] = int32_t((uint32_t((tsr::ishr((((uint8_t((tsr::ishr(v26[i29], (v14))) == (v8))) ? (uint32_t(v26[i29] ^ (v13))) : v26[i29])), (v15))) & (v16))));
-    // %34 = histogram %33 : tile<i32, [2048]>
-    alignas(64) int32_t v30[2048];
-    tsr::histogram(v28, 4096, v30, 2048);
-    // %35 = add %18, %34 : tile<i32, [2048]>
-    // (written into the carried c17)
-    for (int64_t i31 = 0; i31 < 2048; ++i31) c17[i31] = tsr::wadd(c17[i31], v30[i31]);
-    // yield %35
+    // %38 = cast %37 : tile<i32, [8192]>
+    alignas(64) int32_t v37[8192];
+    for (int64_t i38 = 0; i38 < 8192; ++i38) v37[i38] = int32_t((uint32_t((tsr::ishr((((uint8_t((tsr::ishr(v35[i38], (v21))) == (v8))) ? (uint32_t(v35[i38] ^ (v20))) : v35[i38])), (v22))) & (v23))));
+    // %39 = histogram %38 : tile<i32, [2048]>
+    alignas(64) int32_t v39[2048];
+    tsr::histogram(v37, 8192, v39, 2048);
+    // %40 = add %21, %39 : tile<i32, [2048]>
+    // (written into the carried c24)
+    for (int64_t i40 = 0; i40 < 2048; ++i40) c24[i40] = tsr::wadd(c24[i40], v39[i40]);
+    // yield %40, %25
+    __builtin_memcpy(c25, v28, sizeof(c25));
   }
-  // %36 = scan %16 {axis = 0, kind = "sum"} : tile<i32, [2048]>
-  alignas(64) int32_t v32[2048];
+  // %41 = scan %18 {axis = 0, kind = "sum"} : tile<i32, [2048]>
+  alignas(64) int32_t v41[2048];
   for (int64_t o_ = 0; o_ < 1; ++o_)
   for (int64_t n_ = 0; n_ < 1; ++n_) {
-    int32_t acc33 = c17[(o_ * 2048 + 0) * 1 + n_];
-    v32[(o_ * 2048 + 0) * 1 + n_] = acc33;
-    for (int64_t l34 = 1; l34 < 2048; ++l34) {
-      acc33 = tsr::wadd(acc33, c17[(o_ * 2048 + l34) * 1 + n_]);
-      v32[(o_ * 2048 + l34) * 1 + n_] = acc33;
+    int32_t acc42 = c24[(o_ * 2048 + 0) * 1 + n_];
+    v41[(o_ * 2048 + 0) * 1 + n_] = acc42;
+    for (int64_t l43 = 1; l43 < 2048; ++l43) {
+      acc42 = tsr::wadd(acc42, c24[(o_ * 2048 + l43) * 1 + n_]);
+      v41[(o_ * 2048 + l43) * 1 + n_] = acc42;
     }
   }
-  // %37 = splat %9 : tile<i32, [2048]>
+  // %42 = splat %9 : tile<i32, [2048]>
   // (computed inside its user)
-  // %38 = cmp %36, %37 {pred = "lt"} : tile<i1, [2048]>
-  alignas(64) uint8_t v35[2048];
-  for (int64_t i36 = 0; i36 < 2048; ++i36) v35[i36] = uint8_t(v32[i36] < (v9));
-  // %39 = cast %38 : tile<i32, [2048]>
-  alignas(64) int32_t v37[2048];
-  for (int64_t i38 = 0; i38 < 2048; ++i38) v37[i38] = int32_t(v35[i38]);
-  // %40 = reduce %39 {axis = 0, kind = "sum"} : i32
-  int32_t v39;
-  for (int64_t o_ = 0; o_ < 1; ++o_) {
-    int32_t ln_[16];
-    for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-    for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v37[o_ * 2048 + l_ + q_]);
-    int32_t acc_ = ln_[0];
-    for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-    v39 = acc_;
-  }
-  // %41 = arange : tile<i32, [2048]>
-  alignas(64) int32_t v40[2048];
-  for (int64_t i41 = 0; i41 < 2048; ++i41) v40[i41] = int32_t(0 + i41);
-  // %42 = splat %40 : tile<i32, [2048]>
-  // (computed inside its user)
-  // %43 = cmp %41, %42 {pred = "eq"} : tile<i1, [2048]>
-  // (computed inside its user)
-  // %44 = where %43, %16, %11 : tile<i32, [2048]>
-  alignas(64) int32_t v42[2048];
-  for (int64_t i43 = 0; i43 < 2048; ++i43) v42[i43] = ((uint8_t(v40[i43] == (v39))) ? c17[i43] : v10);
+  // %43 = cmp %41, %42 {pred = "lt"} : tile<i1, [2048]>
+  alignas(64) uint8_t v44[2048];
+  for (int64_t i45 = 0; i45 < 2048; ++i45) v44[i45] = uint8_t(v41[i45] < (v9));
+  // %44 = cast %43 : tile<i32, [2048]>
+  alignas(64) int32_t v46[2048];
+  for (int64_t i47 = 0; i47 < 2048; ++i47) v46[i47] = int32_t(v44[i47]);
   // %45 = reduce %44 {axis = 0, kind = "sum"} : i32
-  int32_t v44;
+  int32_t v48;
   for (int64_t o_ = 0; o_ < 1; ++o_) {
     int32_t ln_[16];
     for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
     for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v42[o_ * 2048 + l_ + q_]);
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v46[o_ * 2048 + l_ + q_]);
     int32_t acc_ = ln_[0];
     for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-    v44 = acc_;
+    v48 = acc_;
   }
-  // %46 = where %38, %16, %11 : tile<i32, [2048]>
-  alignas(64) int32_t v45[2048];
-  for (int64_t i46 = 0; i46 < 2048; ++i46) v45[i46] = (v35[i46] ? c17[i46] : v10);
-  // %47 = reduce %46 {axis = 0, kind = "sum"} : i32
-  int32_t v47;
+  // %46 = arange : tile<i32, [2048]>
+  alignas(64) int32_t v49[2048];
+  for (int64_t i50 = 0; i50 < 2048; ++i50) v49[i50] = int32_t(0 + i50);
+  // %47 = splat %45 : tile<i32, [2048]>
+  // (computed inside its user)
+  // %48 = cmp %46, %47 {pred = "eq"} : tile<i1, [2048]>
+  // (computed inside its user)
+  // %49 = where %48, %18, %11 : tile<i32, [2048]>
+  alignas(64) int32_t v51[2048];
+  for (int64_t i52 = 0; i52 < 2048; ++i52) v51[i52] = ((uint8_t(v49[i52] == (v48))) ? c24[i52] : v10);
+  // %50 = reduce %49 {axis = 0, kind = "sum"} : i32
+  int32_t v53;
   for (int64_t o_ = 0; o_ < 1; ++o_) {
     int32_t ln_[16];
     for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
     for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v45[o_ * 2048 + l_ + q_]);
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v51[o_ * 2048 + l_ + q_]);
     int32_t acc_ = ln_[0];
     for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-    v47 = acc_;
+    v53 = acc_;
   }
-  // %48 = sub %9, %47 : i32
-  const int32_t v48 = tsr::wsub(v9, v47);
-  // %49 = cast %40 : u32
-  const uint32_t v49 = uint32_t(v39);
-  // %50 = const {value = 21} : u32
-  const uint32_t v50 = uint32_t(INT64_C(21));
-  // %51 = shl %49, %50 : u32
-  const uint32_t v51 = tsr::ishl(v49, v50);
-  // %52 = or %8, %51 : u32
-  const uint32_t v52 = uint32_t(v8 | v51);
-  // %53 = cmp %45, %48 {pred = "ne"} : i1
-  const uint8_t v53 = uint8_t(v44 != v48);
-  // %54, %55, %56, %57 = if %53 : u32, i32, u32, i1 {...}
-  uint32_t v54;
-  int32_t v55;
-  uint32_t v56;
-  uint8_t v57;
-  if (v53) {
-    // %58 = const {value = 2147483647} : u32
-    const uint32_t v58 = uint32_t(INT64_C(2147483647));
-    // %59 = const {value = 31} : u32
-    const uint32_t v59 = uint32_t(INT64_C(31));
-    // %60 = const {value = 10} : u32
-    const uint32_t v60 = uint32_t(INT64_C(10));
-    // %61 = const {value = 2047} : u32
-    const uint32_t v61 = uint32_t(INT64_C(2047));
-    // %62 = shr %52, %50 : u32
-    const uint32_t v62 = tsr::ishr(v52, v50);
-    // %63 = const {value = -1} : i32
-    const int32_t v63 = int32_t(INT64_C(-1));
-    // %64 = for %10, %7, %4, %11 : tile<i32, [2048]> {...}
-    alignas(64) int32_t c64[2048];
-    __builtin_memcpy(c64, v11, sizeof(c64));
-    for (int64_t iv65_ = v10; v4 > 0 && iv65_ < v7; iv65_ += v4) {
-      const int32_t iv65 = int32_t(iv65_);
-      // %67 = load_tile %x, %1, %65 {pad = -inf} : tile<f32, [1, 4096]>
-      alignas(64) float v66_pad[4096];
-      const float* v66 = v66_pad;
-      {
-        const int64_t o67 = int64_t(v1) * 1;
-        const int64_t o68 = int64_t(iv65) * 4096;
-        if (o67 >= 0 && o67 + 1 <= A.d0_0 && o68 >= 0 && o68 + 4096 <= A.d0_1) {
-          for (int64_t i69 = 0; i69 < 1; ++i69) {
-            v66 = A.p0 + (o67 + i69) * A.s0_0 + o68;
-          }
-        } else {
-          for (int64_t i71 = 0; i71 < 1; ++i71) {
-            for (int64_t i72 = 0; i72 < 4096; ++i72) {
-              v66_pad[(i71)*4096 + i72] = ((o67 + i71) >= 0 && (o67 + i71) < A.d0_0 && (o68 + i72) >= 0 && (o68 + i72) < A.d0_1) ? A.p0[(o67 + i71) * A.s0_0 + (o68 + i72) * A.s0_1] : float(double(-INFINITY));
-            }
-          }
-        }
-      }
-      // %68 = reshape %67 : tile<f32, [4096]>
-      // %69 = bitcast %68 : tile<u32, [4096]>
-      alignas(64) uint32_t v73[4096];
-      for (int64_t i74 = 0; i74 < 4096; ++i74) v73[i74] = uint32_t(tsr::f32_bits(v66[i74]));
-      // %70 = splat %58 : tile<u32, [4096]>
-      // (computed inside its user)
-      // %71 = xor %69, %70 : tile<u32, [4096]>
-      // (computed inside its user)
-      // %72 = splat %59 : tile<u32, [4096]>
-      // (computed inside its user)
-      // %73 = shr %69, %72 : tile<u32, [4096]>
-      // (computed inside its user)
-      // %74 = splat %8 : tile<u32, [4096]>
-      // (computed inside its user)
-      // %75 = cmp %73, %74 {pred = "eq"} : tile<i1, [4096]>
-      // (computed inside its user)
-      // %76 = where %75, %71, %69 : tile<u32, [4096]>
-      alignas(64) uint32_t v75[4096];
-      for (int64_t i76 = 0; i76 < 4096; ++i76) v75[i76] = ((uint8_t((tsr::ishr(v73[i76], (v59))) == (v8))) ? (uint32_t(v73[i76] ^ (v58))) : v73[i76]);
-      // %77 = splat %60 : tile<u32, [4096]>
-      // (computed inside its user)
-      // %78 = shr %76, %77 : tile<u32, [4096]>
-      // (computed inside its user)
-      // %79 = splat %61 : tile<u32, [4096]>
-      // (computed inside its user)
-      // %80 = and %78, %79 : tile<u32, [4096]>
-      // (computed inside its user)
-      // %81 = cast %80 : tile<i32, [4096]>
-      // (computed inside its user)
-      // %82 = splat %50 : tile<u32, [4096]>
-      // (computed inside its user)
-      // %83 = shr %76, %82 : tile<u32, [4096]>
-      // (computed inside its user)
-      // %84 = splat %62 : tile<u32, [4096]>
-      // (computed inside its user)
-      // %85 = cmp %83, %84 {pred = "eq"} : tile<i1, [4096]>
-      // (computed inside its user)
-      // %86 = splat %63 : tile<i32, [4096]>
-      // (computed inside its user)
-      // %87 = where %85, %81, %86 : tile<i32, [4096]>
-      alignas(64) int32_t v77[4096];
-      for (int64_t i78 = 0; i78 < 4096; ++i78) v77[i78] = ((uint8_t((tsr::ishr(v75[i78], (v50))) == (v62))) ? (int32_t((uint32_t((tsr::ishr(v75[i78], (v60))) & (v61))))) : (v63));
-      // %88 = histogram %87 : tile<i32, [2048]>
-      alignas(64) int32_t v79[2048];
-      tsr::histogram(v77, 4096, v79, 2048);
-      // %89 = add %66, %88 : tile<i32, [2048]>
-      // (written into the carried c64)
-      for (int64_t i80 = 0; i80 < 2048; ++i80) c64[i80] = tsr::wadd(c64[i80], v79[i80]);
-      // yield %89
-    }
-    // %90 = scan %64 {axis = 0, kind = "sum"} : tile<i32, [2048]>
-    alignas(64) int32_t v81[2048];
-    for (int64_t o_ = 0; o_ < 1; ++o_)
-    for (int64_t n_ = 0; n_ < 1; ++n_) {
-      int32_t acc82 = c64[(o_ * 2048 + 0) * 1 + n_];
-      v81[(o_ * 2048 + 0) * 1 + n_] = acc82;
-      for (int64_t l83 = 1; l83 < 2048; ++l83) {
-        acc82 = tsr::wadd(acc82, c64[(o_ * 2048 + l83) * 1 + n_]);
-        v81[(o_ * 2048 + l83) * 1 + n_] = acc82;
-      }
-    }
-    // %91 = splat %48 : tile<i32, [2048]>
-    // (computed inside its user)
-    // %92 = cmp %90, %91 {pred = "lt"} : tile<i1, [2048]>
-    alignas(64) uint8_t v84[2048];
-    for (int64_t i85 = 0; i85 < 2048; ++i85) v84[i85] = uint8_t(v81[i85] < (v48));
-    // %93 = cast %92 : tile<i32, [2048]>
-    alignas(64) int32_t v86[2048];
-    for (int64_t i87 = 0; i87 < 2048; ++i87) v86[i87] = int32_t(v84[i87]);
-    // %94 = reduce %93 {axis = 0, kind = "sum"} : i32
-    int32_t v88;
-    for (int64_t o_ = 0; o_ < 1; ++o_) {
-      int32_t ln_[16];
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v86[o_ * 2048 + l_ + q_]);
-      int32_t acc_ = ln_[0];
-      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v88 = acc_;
-    }
-    // %95 = splat %94 : tile<i32, [2048]>
-    // (computed inside its user)
-    // %96 = cmp %41, %95 {pred = "eq"} : tile<i1, [2048]>
-    // (computed inside its user)
-    // %97 = where %96, %64, %11 : tile<i32, [2048]>
-    alignas(64) int32_t v89[2048];
-    for (int64_t i90 = 0; i90 < 2048; ++i90) v89[i90] = ((uint8_t(v40[i90] == (v88))) ? c64[i90] : v10);
-    // %98 = reduce %97 {axis = 0, kind = "sum"} : i32
-    int32_t v91;
-    for (int64_t o_ = 0; o_ < 1; ++o_) {
-      int32_t ln_[16];
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v89[o_ * 2048 + l_ + q_]);
-      int32_t acc_ = ln_[0];
-      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v91 = acc_;
-    }
-    // %99 = where %92, %64, %11 : tile<i32, [2048]>
-    alignas(64) int32_t v92[2048];
-    for (int64_t i93 = 0; i93 < 2048; ++i93) v92[i93] = (v84[i93] ? c64[i93] : v10);
-    // %100 = reduce %99 {axis = 0, kind = "sum"} : i32
-    int32_t v94;
-    for (int64_t o_ = 0; o_ < 1; ++o_) {
-      int32_t ln_[16];
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v92[o_ * 2048 + l_ + q_]);
-      int32_t acc_ = ln_[0];
-      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v94 = acc_;
-    }
-    // %101 = sub %48, %100 : i32
-    const int32_t v95 = tsr::wsub(v48, v94);
-    // %102 = cast %94 : u32
-    const uint32_t v96 = uint32_t(v88);
-    // %103 = const {value = 10} : u32
-    const uint32_t v97 = uint32_t(INT64_C(10));
-    // %104 = shl %102, %103 : u32
-    const uint32_t v98 = tsr::ishl(v96, v97);
-    // %105 = or %52, %104 : u32
-    const uint32_t v99 = uint32_t(v52 | v98);
-    // %106 = cmp %98, %101 {pred = "ne"} : i1
-    const uint8_t v100 = uint8_t(v91 != v95);
-    // yield %105, %101, %103, %106
-    v54 = v99;
-    v55 = v95;
-    v56 = v97;
-    v57 = v100;
-  } else {
-    // yield %52, %48, %50, %53
-    v54 = v52;
-    v55 = v48;
-    v56 = v50;
-    v57 = v53;
+  // %51 = where %43, %18, %11 : tile<i32, [2048]>
+  alignas(64) int32_t v54[2048];
+  for (int64_t i55 = 0; i55 < 2048; ++i55) v54[i55] = (v44[i55] ? c24[i55] : v10);
+  // %52 = reduce %51 {axis = 0, kind = "sum"} : i32
+  int32_t v56;
+  for (int64_t o_ = 0; o_ < 1; ++o_) {
+    int32_t ln_[16];
+    for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+    for (int64_t l_ = 0; l_ < 2048; l_ += 16)
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v54[o_ * 2048 + l_ + q_]);
+    int32_t acc_ = ln_[0];
+    for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+    v56 = acc_;
   }
-  // %107, %108, %109, %110 = if %57 : u32, i32, u32, i1 {...}
-  uint32_t v101;
-  int32_t v102;
-  uint32_t v103;
-  uint8_t v104;
-  if (v57) {
-    // %111 = splat %10 : tile<i32, [1024]>
-    alignas(64) int32_t v105[1024];
-    for (int64_t i106 = 0; i106 < 1024; ++i106) v105[i106] = v10;
-    // %112 = const {value = 2147483647} : u32
-    const uint32_t v107 = uint32_t(INT64_C(2147483647));
-    // %113 = const {value = 31} : u32
-    const uint32_t v108 = uint32_t(INT64_C(31));
-    // %114 = const {value = 1023} : u32
-    const uint32_t v109 = uint32_t(INT64_C(1023));
-    // %115 = const {value = 10} : u32
-    const uint32_t v110 = uint32_t(INT64_C(10));
-    // %116 = shr %54, %115 : u32
-    const uint32_t v111 = tsr::ishr(v54, v110);
-    // %117 = const {value = -1} : i32
-    const int32_t v112 = int32_t(INT64_C(-1));
-    // %118 = for %10, %7, %4, %111 : tile<i32, [1024]> {...}
-    alignas(64) int32_t c113[1024];
-    __builtin_memcpy(c113, v105, sizeof(c113));
-    for (int64_t iv114_ = v10; v4 > 0 && iv114_ < v7; iv114_ += v4) {
-      const int32_t iv114 = int32_t(iv114_);
-      // %121 = load_tile %x, %1, %119 {pad = -inf} : tile<f32, [1, 4096]>
-      alignas(64) float v115_pad[4096];
-      const float* v115 = v115_pad;
-      {
-        const int64_t o116 = int64_t(v1) * 1;
-        const int64_t o117 = int64_t(iv114) * 4096;
-        if (o116 >= 0 && o116 + 1 <= A.d0_0 && o117 >= 0 && o117 + 4096 <= A.d0_1) {
-          for (int64_t i118 = 0; i118 < 1; ++i118) {
-            v115 = A.p0 + (o116 + i118) * A.s0_0 + o117;
-          }
-        } else {
-          for (int64_t i120 = 0; i120 < 1; ++i120) {
-            for (int64_t i121 = 0; i121 < 4096; ++i121) {
-              v115_pad[(i120)*4096 + i121] = ((o116 + i120) >= 0 && (o116 + i120) < A.d0_0 && (o117 + i121) >= 0 && (o117 + i121) < A.d0_1) ? A.p0[(o116 + i120) * A.s0_0 + (o117 + i121) * A.s0_1] : float(double(-INFINITY));
-            }
-          }
-        }
-      }
-      // %122 = reshape %121 : tile<f32, [4096]>
-      // %123 = bitcast %122 : tile<u32, [4096]>
-      alignas(64) uint32_t v122[4096];
-      for (int64_t i123 = 0; i123 < 4096; ++i123) v122[i123] = uint32_t(tsr::f32_bits(v115[i123]));
-      // %124 = splat %112 : tile<u32, [4096]>
-      // (computed inside its user)
-      // %125 = xor %123, %124 : tile<u32, [4096]>
-      // (computed inside its user)
-      // %126 = splat %113 : tile<u32, [4096]>
-      // (computed inside its user)
-      // %127 = shr %123, %126 : tile<u32, [4096]>
-      // (computed inside its user)
-      // %128 = splat %8 : tile<u32, [4096]>
-      alignas(64) uint32_t v124[4096];
-      for (int64_t i125 = 0; i125 < 4096; ++i125) v124[i125] = v8;
-      // %129 = cmp %127, %128 {pred = "eq"} : tile<i1, [4096]>
-      // (computed inside its user)
-      // %130 = where %129, %125, %123 : tile<u32, [4096]>
-      alignas(64) uint32_t v126[4096];
-      for (int64_t i127 = 0; i127 < 4096; ++i127) v126[i127] = ((uint8_t((tsr::ishr(v122[i127], (v108))) == v8)) ? (uint32_t(v122[i127] ^ (v107))) : v122[i127]);
-      // %131 = shr %130, %128 : tile<u32, [4096]>
-      // (computed inside its user)
-      // %132 = splat %114 : tile<u32, [4096]>
-      // (computed inside its user)
-      // %133 = and %131, %132 : tile<u32, [4096]>
-      // (computed inside its user)
-      // %134 = cast %133 : tile<i32, [4096]>
-      // (computed inside its user)
-      // %135 = splat %115 : tile<u32, [4096]>
-      // (computed inside its user)
-      // %136 = shr %130, %135 : tile<u32, [4096]>
-      // (computed inside its user)
-      // %137 = splat %116 : tile<u32, [4096]>
-      // (computed inside its user)
-      // %138 = cmp %136, %137 {pred = "eq"} : tile<i1, [4096]>
-      // (computed inside its user)
-      // %139 = splat %117 : tile<i32, [4096]>
-      // (computed inside its user)
-      // %140 = where %138, %134, %139 : tile<i32, [4096]>
-      alignas(64) int32_t v128[4096];
-      for (int64_t i129 = 0; i129 < 4096; ++i129) v128[i129] = ((uint8_t((tsr::ishr(v126[i129], (v110))) == (v111))) ? (int32_t((uint32_t((tsr::ishr(v126[i129], v8)) & (v109))))) : (v112));
-      // %141 = histogram %140 : tile<i32, [1024]>
-      alignas(64) int32_t v130[1024];
-      tsr::histogram(v128, 4096, v130, 1024);
-      // %142 = add %120, %141 : tile<i32, [1024]>
-      // (written into the carried c113)
-      for (int64_t i131 = 0; i131 < 1024; ++i131) c113[i131] = tsr::wadd(c113[i131], v130[i131]);
-      // yield %142
-    }
-    // %143 = scan %118 {axis = 0, kind = "sum"} : tile<i32, [1024]>
-    alignas(64) int32_t v132[1024];
-    for (int64_t o_ = 0; o_ < 1; ++o_)
-    for (int64_t n_ = 0; n_ < 1; ++n_) {
-      int32_t acc133 = c113[(o_ * 1024 + 0) * 1 + n_];
-      v132[(o_ * 1024 + 0) * 1 + n_] = acc133;
-      for (int64_t l134 = 1; l134 < 1024; ++l134) {
-        acc133 = tsr::wadd(acc133, c113[(o_ * 1024 + l134) * 1 + n_]);
-        v132[(o_ * 1024 + l134) * 1 + n_] = acc133;
-      }
-    }
-    // %144 = splat %55 : tile<i32, [1024]>
-    // (computed inside its user)
-    // %145 = cmp %143, %144 {pred = "lt"} : tile<i1, [1024]>
-    alignas(64) uint8_t v135[1024];
-    for (int64_t i136 = 0; i136 < 1024; ++i136) v135[i136] = uint8_t(v132[i136] < (v55));
-    // %146 = cast %145 : tile<i32, [1024]>
-    alignas(64) int32_t v137[1024];
-    for (int64_t i138 = 0; i138 < 1024; ++i138) v137[i138] = int32_t(v135[i138]);
-    // %147 = reduce %146 {axis = 0, kind = "sum"} : i32
-    int32_t v139;
-    for (int64_t o_ = 0; o_ < 1; ++o_) {
-      int32_t ln_[16];
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 1024; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v137[o_ * 1024 + l_ + q_]);
-      int32_t acc_ = ln_[0];
-      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v139 = acc_;
-    }
-    // %148 = arange : tile<i32, [1024]>
-    // (computed inside its user)
-    // %149 = splat %147 : tile<i32, [1024]>
-    // (computed inside its user)
-    // %150 = cmp %148, %149 {pred = "eq"} : tile<i1, [1024]>
-    // (computed inside its user)
-    // %151 = where %150, %118, %111 : tile<i32, [1024]>
-    alignas(64) int32_t v140[1024];
-    for (int64_t i141 = 0; i141 < 1024; ++i141) v140[i141] = ((uint8_t((int32_t(0 + i141)) == (v139))) ? c113[i141] : v10);
-    // %152 = reduce %151 {axis = 0, kind = "sum"} : i32
-    int32_t v142;
-    for (int64_t o_ = 0; o_ < 1; ++o_) {
-      int32_t ln_[16];
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 1024; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v140[o_ * 1024 + l_ + q_]);
-      int32_t acc_ = ln_[0];
-      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v142 = acc_;
-    }
-    // %153 = where %145, %118, %111 : tile<i32, [1024]>
-    alignas(64) int32_t v143[1024];
-    for (int64_t i144 = 0; i144 < 1024; ++i144) v143[i144] = (v135[i144] ? c113[i144] : v10);
-    // %154 = reduce %153 {axis = 0, kind = "sum"} : i32
-    int32_t v145;
-    for (int64_t o_ = 0; o_ < 1; ++o_) {
-      int32_t ln_[16];
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 1024; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v143[o_ * 1024 + l_ + q_]);
-      int32_t acc_ = ln_[0];
-      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v145 = acc_;
-    }
-    // %155 = sub %55, %154 : i32
-    const int32_t v146 = tsr::wsub(v55, v145);
-    // %156 = cast %147 : u32
-    const uint32_t v147 = uint32_t(v139);
-    // %157 = shl %156, %8 : u32
-    const uint32_t v148 = tsr::ishl(v147, v8);
-    // %158 = or %54, %157 : u32
-    const uint32_t v149 = uint32_t(v54 | v148);
-    // %159 = cmp %152, %155 {pred = "ne"} : i1
-    const uint8_t v150 = uint8_t(v142 != v146);
-    // yield %158, %155, %8, %159
-    v101 = v149;
-    v102 = v146;
-    v103 = v8;
-    v104 = v150;
-  } else {
-    // yield %54, %55, %56, %57
-    v101 = v54;
-    v102 = v55;
-    v103 = v56;
-    v104 = v57;
-  }
-  // %160 = shr %107, %109 : u32
-  const uint32_t v151 = tsr::ishr(v101, v103);
-  // %161 = const {value = 2147483647} : u32
-  const uint32_t v152 = uint32_t(INT64_C(2147483647));
-  // %162 = const {value = 31} : u32
-  const uint32_t v153 = uint32_t(INT64_C(31));
-  // %163, %164 = for %10, %7, %4, %10, %10 : i32, i32 {...}
-  int32_t c154;
-  c154 = v10;
-  int32_t c155;
-  c155 = v10;
-  for (int64_t iv156_ = v10; v4 > 0 && iv156_ < v7; iv156_ += v4) {
-    const int32_t iv156 = int32_t(iv156_);
-    // %168 = load_tile %x, %1, %165 {pad = -inf} : tile<f32, [1, 4096]>
-    alignas(64) float v157[4096];
+  // %53 = sub %9, %52 : i32
+  const int32_t v57 = tsr::wsub(v9, v56);
+  // %54 = cast %45 : u32
+  const uint32_t v58 = uint32_t(v48);
+  // %55 = const {value = 21} : u32
+  const uint32_t v59 = uint32_t(INT64_C(21));
+  // %56 = shl %54, %55 : u32
+  const uint32_t v60 = tsr::ishl(v58, v59);
+  // %57 = or %8, %56 : u32
+  const uint32_t v61 = uint32_t(v8 | v60);
+  // %58 = cmp %50, %53 {pred = "ne"} : i1
+  const uint8_t v62 = uint8_t(v53 != v57);
+  // %59, %60, %61, %62 = if %58 : u32, i32, u32, i1 {...}
+  uint32_t v63;
+  int32_t v64;
+  uint32_t v65;
+  uint8_t v66;
+  if (v62) {
+    // %63 = load_tile %x, %1, %10 {pad = -inf} : tile<f32, [1, 8192]>
+    alignas(64) float v67_pad[8192];
+    const float* v67 = v67_pad;
     {
-      const int64_t o158 = int64_t(v1) * 1;
-      const int64_t o159 = int64_t(iv156) * 4096;
-      if (o158 >= 0 && o158 + 1 <= A.d0_0 && o159 >= 0 && o159 + 4096 <= A.d0_1) {
-        for (int64_t i160 = 0; i160 < 1; ++i160) {
-          for (int64_t i161 = 0; i161 < 4096; ++i161) v157[(i160) * 4096 + i161] = A.p0[(o158 + i160) * A.s0_0 + o159 + i161];
+      const int64_t o68 = int64_t(v1) * 1;
+      const int64_t o69 = int64_t(v10) * 8192;
+      if (o68 >= 0 && o68 + 1 <= A.d0_0 && o69 >= 0 && o69 + 8192 <= A.d0_1) {
+        for (int64_t i70 = 0; i70 < 1; ++i70) {
+          v67 = A.p0 + (o68 + i70) * A.s0_0 + o69;
         }
       } else {
-        for (int64_t i162 = 0; i162 < 1; ++i162) {
-          for (int64_t i163 = 0; i163 < 4096; ++i163) {
-            v157[(i162)*4096 + i163] = ((o158 + i162) >= 0 && (o158 + i162) < A.d0_0 && (o159 + i163) >= 0 && (o159 + i163) < A.d0_1) ? A.p0[(o158 + i162) * A.s0_0 + (o159 + i163) * A.s0_1] : float(double(-INFINITY));
+        for (int64_t i72 = 0; i72 < 1; ++i72) {
+          for (int64_t i73 = 0; i73 < 8192; ++i73) {
+            v67_pad[(i72)*8192 + i73] = ((o68 + i72) >= 0 && (o68 + i72) < A.d0_0 && (o69 + i73) >= 0 && (o69 + i73) < A.d0_1) ? A.p0[(o68 + i72) * A.s0_0 + (o69 + i73) * A.s0_1] : float(double(-INFINITY));
           }
         }
       }
     }
-    // %169 = reshape %168 : tile<f32, [4096]>
-    // %170 = bitcast %169 : tile<u32, [4096]>
-    alignas(64) uint32_t v164[4096];
-    for (int64_t i165 = 0; i165 < 4096; ++i165) v164[i165] = uint32_t(tsr::f32_bits(v157[i165]));
-    // %171 = splat %161 : tile<u32, [4096]>
-    // (computed inside its user)
-    // %172 = xor %170, %171 : tile<u32, [4096]>
-    // (computed inside its user)
-    // %173 = splat %162 : tile<u32, [4096]>
-    // (computed inside its user)
-    // %174 = shr %170, %173 : tile<u32, [4096]>
-    // (computed inside its user)
-    // %175 = splat %8 : tile<u32, [4096]>
-    // (computed inside its user)
-    // %176 = cmp %174, %175 {pred = "eq"} : tile<i1, [4096]>
-    // (computed inside its user)
-    // %177 = where %176, %172, %170 : tile<u32, [4096]>
-    // (computed inside its user)
-    // %178 = splat %109 : tile<u32, [4096]>
-    // (computed inside its user)
-    // %179 = shr %177, %178 : tile<u32, [4096]>
-    alignas(64) uint32_t v166[4096];
-    for (int64_t i167 = 0; i167 < 4096; ++i167) v166[i167] = tsr::ishr((((uint8_t((tsr::ishr(v164[i167], (v153))) == (v8))) ? (uint32_t(v164[i167] ^ (v152))) : v164[i167])), (v103));
-    // %180 = splat %160 : tile<u32, [4096]>
-    alignas(64) uint32_t v168[4096];
-    for (int64_t i169 = 0; i169 < 4096; ++i169) v168[i169] = v151;
-    // %181 = cmp %179, %180 {pred = "eq"} : tile<i1, [4096]>
-    alignas(64) uint8_t v170[4096];
-    for (int64_t i171 = 0; i171 < 4096; ++i171) v170[i171] = uint8_t(v166[i171] == v151);
-    // %182 = cast %181 : tile<i32, [4096]>
-    alignas(64) int32_t v172[4096];
-    for (int64_t i173 = 0; i173 < 4096; ++i173) v172[i173] = int32_t(v170[i173]);
-    // %183 = scan %182 {axis = 0, kind = "sum"} : tile<i32, [4096]>
-    alignas(64) int32_t v174[4096];
+    // %64 = reshape %63 : tile<f32, [8192]>
+    // %65 = const {value = 2147483647} : u32
+    const uint32_t v74 = uint32_t(INT64_C(2147483647));
+    // %66 = const {value = 31} : u32
+    const uint32_t v75 = uint32_t(INT64_C(31));
+    // %67 = const {value = 10} : u32
+    const uint32_t v76 = uint32_t(INT64_C(10));
+    // %68 = const {value = 2047} : u32
+    const uint32_t v77 = uint32_t(INT64_C(2047));
+    // %69 = shr %57, %55 : u32
+    const uint32_t v78 = tsr::ishr(v61, v59);
+    // %70 = const {value = -1} : i32
+    const int32_t v79 = int32_t(INT64_C(-1));
+    // %71, %72 = for %10, %7, %4, %11, %64 : tile<i32, [2048]>, tile<f32, [8192]> {...}
+    alignas(64) int32_t c80[2048];
+    __builtin_memcpy(c80, v11, sizeof(c80));
+    alignas(64) float c81[8192];
+    __builtin_memcpy(c81, v67, sizeof(c81));
+    for (int64_t iv82_ = v10; v4 > 0 && iv82_ < v7; iv82_ += v4) {
+      const int32_t iv82 = int32_t(iv82_);
+      // %76 = add %73, %4 : i32
+      const int32_t v83 = tsr::wadd(iv82, v4);
+      // %77 = load_tile %x, %1, %76 {pad = -inf} : tile<f32, [1, 8192]>
+      alignas(64) float v84_pad[8192];
+      const float* v84 = v84_pad;
+      {
+        const int64_t o85 = int64_t(v1) * 1;
+        const int64_t o86 = int64_t(v83) * 8192;
+        if (o85 >= 0 && o85 + 1 <= A.d0_0 && o86 >= 0 && o86 + 8192 <= A.d0_1) {
+          for (int64_t i87 = 0; i87 < 1; ++i87) {
+            v84 = A.p0 + (o85 + i87) * A.s0_0 + o86;
+          }
+        } else {
+          for (int64_t i89 = 0; i89 < 1; ++i89) {
+            for (int64_t i90 = 0; i90 < 8192; ++i90) {
+              v84_pad[(i89)*8192 + i90] = ((o85 + i89) >= 0 && (o85 + i89) < A.d0_0 && (o86 + i90) >= 0 && (o86 + i90) < A.d0_1) ? A.p0[(o85 + i89) * A.s0_0 + (o86 + i90) * A.s0_1] : float(double(-INFINITY));
+            }
+          }
+        }
+      }
+      // %78 = reshape %77 : tile<f32, [8192]>
+      // %79 = bitcast %75 : tile<u32, [8192]>
+      alignas(64) uint32_t v91[8192];
+      for (int64_t i92 = 0; i92 < 8192; ++i92) v91[i92] = uint32_t(tsr::f32_bits(c81[i92]));
+      // %80 = splat %65 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %81 = xor %79, %80 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %82 = splat %66 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %83 = shr %79, %82 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %84 = splat %8 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %85 = cmp %83, %84 {pred = "eq"} : tile<i1, [8192]>
+      // (computed inside its user)
+      // %86 = where %85, %81, %79 : tile<u32, [8192]>
+      alignas(64) uint32_t v93[8192];
+      for (int64_t i94 = 0; i94 < 8192; ++i94) v93[i94] = ((uint8_t((tsr::ishr(v91[i94], (v75))) == (v8))) ? (uint32_t(v91[i94] ^ (v74))) : v91[i94]);
+      // %87 = splat %67 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %88 = shr %86, %87 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %89 = splat %68 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %90 = and %88, %89 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %91 = cast %90 : tile<i32, [8192]>
+      // (computed inside its user)
+      // %92 = splat %55 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %93 = shr %86, %92 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %94 = splat %69 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %95 = cmp %93, %94 {pred = "eq"} : tile<i1, [8192]>
+      // (computed inside its user)
+      // %96 = splat %70 : tile<i32, [8192]>
+      // (computed inside its user)
+      // %97 = where %95, %91, %96 : tile<i32, [8192]>
+      alignas(64) int32_t v95[8192];
+      for (int64_t i96 = 0; i96 < 8192; ++i96) v95[i96] = ((uint8_t((tsr::ishr(v93[i96], (v59))) == (v78))) ? (int32_t((uint32_t((tsr::ishr(v93[i96], (v76))) & (v77))))) : (v79));
+      // %98 = histogram %97 : tile<i32, [2048]>
+      alignas(64) int32_t v97[2048];
+      tsr::histogram(v95, 8192, v97, 2048);
+      // %99 = add %74, %98 : tile<i32, [2048]>
+      // (written into the carried c80)
+      for (int64_t i98 = 0; i98 < 2048; ++i98) c80[i98] = tsr::wadd(c80[i98], v97[i98]);
+      // yield %99, %78
+      __builtin_memcpy(c81, v84, sizeof(c81));
+    }
+    // %100 = scan %71 {axis = 0, kind = "sum"} : tile<i32, [2048]>
+    alignas(64) int32_t v99[2048];
     for (int64_t o_ = 0; o_ < 1; ++o_)
     for (int64_t n_ = 0; n_ < 1; ++n_) {
-      int32_t acc175 = v172[(o_ * 4096 + 0) * 1 + n_];
-      v174[(o_ * 4096 + 0) * 1 + n_] = acc175;
-      for (int64_t l176 = 1; l176 < 4096; ++l176) {
-        acc175 = tsr::wadd(acc175, v172[(o_ * 4096 + l176) * 1 + n_]);
-        v174[(o_ * 4096 + l176) * 1 + n_] = acc175;
+      int32_t acc100 = c80[(o_ * 2048 + 0) * 1 + n_];
+      v99[(o_ * 2048 + 0) * 1 + n_] = acc100;
+      for (int64_t l101 = 1; l101 < 2048; ++l101) {
+        acc100 = tsr::wadd(acc100, c80[(o_ * 2048 + l101) * 1 + n_]);
+        v99[(o_ * 2048 + l101) * 1 + n_] = acc100;
       }
     }
-    // %184 = splat %167 : tile<i32, [4096]>
+    // %101 = splat %53 : tile<i32, [2048]>
     // (computed inside its user)
-    // %185 = add %183, %184 : tile<i32, [4096]>
-    // (computed inside its user)
-    // %186 = splat %108 : tile<i32, [4096]>
-    // (computed inside its user)
-    // %187 = cmp %185, %186 {pred = "le"} : tile<i1, [4096]>
-    // (computed inside its user)
-    // %188 = and %181, %187 : tile<i1, [4096]>
-    // (computed inside its user)
-    // %189 = cmp %179, %180 {pred = "lt"} : tile<i1, [4096]>
-    // (computed inside its user)
-    // %190 = or %189, %188 : tile<i1, [4096]>
-    alignas(64) uint8_t v177[4096];
-    for (int64_t i178 = 0; i178 < 4096; ++i178) v177[i178] = uint8_t((uint8_t(v166[i178] < v151)) | (uint8_t(v170[i178] & (uint8_t((tsr::wadd(v174[i178], (c155))) <= (v102))))));
-    // %191 = sub %166, %4 : i32
-    const int32_t v179 = tsr::wsub(c154, v4);
-    // %192 = cast %190 : tile<i32, [4096]>
-    alignas(64) int32_t v180[4096];
-    for (int64_t i181 = 0; i181 < 4096; ++i181) v180[i181] = int32_t(v177[i181]);
-    // %193 = scan %192 {axis = 0, kind = "sum"} : tile<i32, [4096]>
-    alignas(64) int32_t v182[4096];
-    for (int64_t o_ = 0; o_ < 1; ++o_)
-    for (int64_t n_ = 0; n_ < 1; ++n_) {
-      int32_t acc183 = v180[(o_ * 4096 + 0) * 1 + n_];
-      v182[(o_ * 4096 + 0) * 1 + n_] = acc183;
-      for (int64_t l184 = 1; l184 < 4096; ++l184) {
-        acc183 = tsr::wadd(acc183, v180[(o_ * 4096 + l184) * 1 + n_]);
-        v182[(o_ * 4096 + l184) * 1 + n_] = acc183;
-      }
-    }
-    // %194 = splat %191 : tile<i32, [4096]>
-    // (computed inside its user)
-    // %195 = add %193, %194 : tile<i32, [4096]>
-    alignas(64) int32_t v185[4096];
-    for (int64_t i186 = 0; i186 < 4096; ++i186) v185[i186] = tsr::wadd(v182[i186], (v179));
-    // %196 = splat %1 : tile<i32, [4096]>
-    alignas(64) int32_t v187[4096];
-    for (int64_t i188 = 0; i188 < 4096; ++i188) v187[i188] = v1;
-    // scatter %values, %169, %196, %195, %190
-    for (int64_t i189 = 0; i189 < 4096; ++i189) {
-      if ((v177[i189] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v185[i189]) >= 0 && int64_t(v185[i189]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v185[i189]) * A.s1_1] = v157[i189];
-    }
-    // %197 = mul %165, %3 : i32
-    const int32_t v190 = tsr::wmul(iv156, v3);
-    // %198 = arange : tile<i32, [4096]>
-    // (computed inside its user)
-    // %199 = splat %197 : tile<i32, [4096]>
-    // (computed inside its user)
-    // %200 = add %198, %199 : tile<i32, [4096]>
-    alignas(64) int32_t v191[4096];
-    for (int64_t i192 = 0; i192 < 4096; ++i192) v191[i192] = tsr::wadd((int32_t(0 + i192)), (v190));
-    // scatter %indices, %200, %196, %195, %190
-    for (int64_t i193 = 0; i193 < 4096; ++i193) {
-      if ((v177[i193] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v185[i193]) >= 0 && int64_t(v185[i193]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v185[i193]) * A.s2_1] = v191[i193];
-    }
-    // %201 = reduce %182 {axis = 0, kind = "sum"} : i32
-    int32_t v194;
+    // %102 = cmp %100, %101 {pred = "lt"} : tile<i1, [2048]>
+    alignas(64) uint8_t v102[2048];
+    for (int64_t i103 = 0; i103 < 2048; ++i103) v102[i103] = uint8_t(v99[i103] < (v57));
+    // %103 = cast %102 : tile<i32, [2048]>
+    alignas(64) int32_t v104[2048];
+    for (int64_t i105 = 0; i105 < 2048; ++i105) v104[i105] = int32_t(v102[i105]);
+    // %104 = reduce %103 {axis = 0, kind = "sum"} : i32
+    int32_t v106;
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       int32_t ln_[16];
       for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 4096; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v172[o_ * 4096 + l_ + q_]);
+      for (int64_t l_ = 0; l_ < 2048; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v104[o_ * 2048 + l_ + q_]);
       int32_t acc_ = ln_[0];
       for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v194 = acc_;
+      v106 = acc_;
     }
-    // %202 = add %167, %201 : i32
-    const int32_t v195 = tsr::wadd(c155, v194);
-    // %203 = reduce %192 {axis = 0, kind = "sum"} : i32
-    int32_t v196;
+    // %105 = splat %104 : tile<i32, [2048]>
+    // (computed inside its user)
+    // %106 = cmp %46, %105 {pred = "eq"} : tile<i1, [2048]>
+    // (computed inside its user)
+    // %107 = where %106, %71, %11 : tile<i32, [2048]>
+    alignas(64) int32_t v107[2048];
+    for (int64_t i108 = 0; i108 < 2048; ++i108) v107[i108] = ((uint8_t(v49[i108] == (v106))) ? c80[i108] : v10);
+    // %108 = reduce %107 {axis = 0, kind = "sum"} : i32
+    int32_t v109;
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       int32_t ln_[16];
       for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 4096; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v180[o_ * 4096 + l_ + q_]);
+      for (int64_t l_ = 0; l_ < 2048; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v107[o_ * 2048 + l_ + q_]);
       int32_t acc_ = ln_[0];
       for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v196 = acc_;
+      v109 = acc_;
     }
-    // %204 = add %166, %203 : i32
-    const int32_t v197 = tsr::wadd(c154, v196);
-    // yield %204, %202
-    c154 = v197;
-    c155 = v195;
+    // %109 = where %102, %71, %11 : tile<i32, [2048]>
+    alignas(64) int32_t v110[2048];
+    for (int64_t i111 = 0; i111 < 2048; ++i111) v110[i111] = (v102[i111] ? c80[i111] : v10);
+    // %110 = reduce %109 {axis = 0, kind = "sum"} : i32
+    int32_t v112;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 2048; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v110[o_ * 2048 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v112 = acc_;
+    }
+    // %111 = sub %53, %110 : i32
+    const int32_t v113 = tsr::wsub(v57, v112);
+    // %112 = cast %104 : u32
+    const uint32_t v114 = uint32_t(v106);
+    // %113 = const {value = 10} : u32
+    const uint32_t v115 = uint32_t(INT64_C(10));
+    // %114 = shl %112, %113 : u32
+    const uint32_t v116 = tsr::ishl(v114, v115);
+    // %115 = or %57, %114 : u32
+    const uint32_t v117 = uint32_t(v61 | v116);
+    // %116 = cmp %108, %111 {pred = "ne"} : i1
+    const uint8_t v118 = uint8_t(v109 != v113);
+    // yield %115, %111, %113, %116
+    v63 = v117;
+    v64 = v113;
+    v65 = v115;
+    v66 = v118;
+  } else {
+    // yield %57, %53, %55, %58
+    v63 = v61;
+    v64 = v57;
+    v65 = v59;
+    v66 = v62;
   }
-  // %205 = load_tile %indices, %1, %10 : tile<i32, [1, 64]>
-  alignas(64) int32_t v198[64];
+  // %117, %118, %119, %120 = if %62 : u32, i32, u32, i1 {...}
+  uint32_t v119;
+  int32_t v120;
+  uint32_t v121;
+  uint8_t v122;
+  if (v66) {
+    // %121 = splat %10 : tile<i32, [1024]>
+    alignas(64) int32_t v123[1024];
+    for (int64_t i124 = 0; i124 < 1024; ++i124) v123[i124] = v10;
+    // %122 = load_tile %x, %1, %10 {pad = -inf} : tile<f32, [1, 8192]>
+    alignas(64) float v125_pad[8192];
+    const float* v125 = v125_pad;
+    {
+      const int64_t o126 = int64_t(v1) * 1;
+      const int64_t o127 = int64_t(v10) * 8192;
+      if (o126 >= 0 && o126 + 1 <= A.d0_0 && o127 >= 0 && o127 + 8192 <= A.d0_1) {
+        for (int64_t i128 = 0; i128 < 1; ++i128) {
+          v125 = A.p0 + (o126 + i128) * A.s0_0 + o127;
+        }
+      } else {
+        for (int64_t i130 = 0; i130 < 1; ++i130) {
+          for (int64_t i131 = 0; i131 < 8192; ++i131) {
+            v125_pad[(i130)*8192 + i131] = ((o126 + i130) >= 0 && (o126 + i130) < A.d0_0 && (o127 + i131) >= 0 && (o127 + i131) < A.d0_1) ? A.p0[(o126 + i130) * A.s0_0 + (o127 + i131) * A.s0_1] : float(double(-INFINITY));
+          }
+        }
+      }
+    }
+    // %123 = reshape %122 : tile<f32, [8192]>
+    // %124 = const {value = 2147483647} : u32
+    const uint32_t v132 = uint32_t(INT64_C(2147483647));
+    // %125 = const {value = 31} : u32
+    const uint32_t v133 = uint32_t(INT64_C(31));
+    // %126 = const {value = 1023} : u32
+    const uint32_t v134 = uint32_t(INT64_C(1023));
+    // %127 = const {value = 10} : u32
+    const uint32_t v135 = uint32_t(INT64_C(10));
+    // %128 = shr %59, %127 : u32
+    const uint32_t v136 = tsr::ishr(v63, v135);
+    // %129 = const {value = -1} : i32
+    const int32_t v137 = int32_t(INT64_C(-1));
+    // %130, %131 = for %10, %7, %4, %121, %123 : tile<i32, [1024]>, tile<f32, [8192]> {...}
+    alignas(64) int32_t c138[1024];
+    __builtin_memcpy(c138, v123, sizeof(c138));
+    alignas(64) float c139[8192];
+    __builtin_memcpy(c139, v125, sizeof(c139));
+    for (int64_t iv140_ = v10; v4 > 0 && iv140_ < v7; iv140_ += v4) {
+      const int32_t iv140 = int32_t(iv140_);
+      // %135 = add %132, %4 : i32
+      const int32_t v141 = tsr::wadd(iv140, v4);
+      // %136 = load_tile %x, %1, %135 {pad = -inf} : tile<f32, [1, 8192]>
+      alignas(64) float v142_pad[8192];
+      const float* v142 = v142_pad;
+      {
+        const int64_t o143 = int64_t(v1) * 1;
+        const int64_t o144 = int64_t(v141) * 8192;
+        if (o143 >= 0 && o143 + 1 <= A.d0_0 && o144 >= 0 && o144 + 8192 <= A.d0_1) {
+          for (int64_t i145 = 0; i145 < 1; ++i145) {
+            v142 = A.p0 + (o143 + i145) * A.s0_0 + o144;
+          }
+        } else {
+          for (int64_t i147 = 0; i147 < 1; ++i147) {
+            for (int64_t i148 = 0; i148 < 8192; ++i148) {
+              v142_pad[(i147)*8192 + i148] = ((o143 + i147) >= 0 && (o143 + i147) < A.d0_0 && (o144 + i148) >= 0 && (o144 + i148) < A.d0_1) ? A.p0[(o143 + i147) * A.s0_0 + (o144 + i148) * A.s0_1] : float(double(-INFINITY));
+            }
+          }
+        }
+      }
+      // %137 = reshape %136 : tile<f32, [8192]>
+      // %138 = bitcast %134 : tile<u32, [8192]>
+      alignas(64) uint32_t v149[8192];
+      for (int64_t i150 = 0; i150 < 8192; ++i150) v149[i150] = uint32_t(tsr::f32_bits(c139[i150]));
+      // %139 = splat %124 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %140 = xor %138, %139 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %141 = splat %125 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %142 = shr %138, %141 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %143 = splat %8 : tile<u32, [8192]>
+      alignas(64) uint32_t v151[8192];
+      for (int64_t i152 = 0; i152 < 8192; ++i152) v151[i152] = v8;
+      // %144 = cmp %142, %143 {pred = "eq"} : tile<i1, [8192]>
+      // (computed inside its user)
+      // %145 = where %144, %140, %138 : tile<u32, [8192]>
+      alignas(64) uint32_t v153[8192];
+      for (int64_t i154 = 0; i154 < 8192; ++i154) v153[i154] = ((uint8_t((tsr::ishr(v149[i154], (v133))) == v8)) ? (uint32_t(v149[i154] ^ (v132))) : v149[i154]);
+      // %146 = shr %145, %143 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %147 = splat %126 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %148 = and %146, %147 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %149 = cast %148 : tile<i32, [8192]>
+      // (computed inside its user)
+      // %150 = splat %127 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %151 = shr %145, %150 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %152 = splat %128 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %153 = cmp %151, %152 {pred = "eq"} : tile<i1, [8192]>
+      // (computed inside its user)
+      // %154 = splat %129 : tile<i32, [8192]>
+      // (computed inside its user)
+      // %155 = where %153, %149, %154 : tile<i32, [8192]>
+      alignas(64) int32_t v155[8192];
+      for (int64_t i156 = 0; i156 < 8192; ++i156) v155[i156] = ((uint8_t((tsr::ishr(v153[i156], (v135))) == (v136))) ? (int32_t((uint32_t((tsr::ishr(v153[i156], v8)) & (v134))))) : (v137));
+      // %156 = histogram %155 : tile<i32, [1024]>
+      alignas(64) int32_t v157[1024];
+      tsr::histogram(v155, 8192, v157, 1024);
+      // %157 = add %133, %156 : tile<i32, [1024]>
+      // (written into the carried c138)
+      for (int64_t i158 = 0; i158 < 1024; ++i158) c138[i158] = tsr::wadd(c138[i158], v157[i158]);
+      // yield %157, %137
+      __builtin_memcpy(c139, v142, sizeof(c139));
+    }
+    // %158 = scan %130 {axis = 0, kind = "sum"} : tile<i32, [1024]>
+    alignas(64) int32_t v159[1024];
+    for (int64_t o_ = 0; o_ < 1; ++o_)
+    for (int64_t n_ = 0; n_ < 1; ++n_) {
+      int32_t acc160 = c138[(o_ * 1024 + 0) * 1 + n_];
+      v159[(o_ * 1024 + 0) * 1 + n_] = acc160;
+      for (int64_t l161 = 1; l161 < 1024; ++l161) {
+        acc160 = tsr::wadd(acc160, c138[(o_ * 1024 + l161) * 1 + n_]);
+        v159[(o_ * 1024 + l161) * 1 + n_] = acc160;
+      }
+    }
+    // %159 = splat %60 : tile<i32, [1024]>
+    // (computed inside its user)
+    // %160 = cmp %158, %159 {pred = "lt"} : tile<i1, [1024]>
+    alignas(64) uint8_t v162[1024];
+    for (int64_t i163 = 0; i163 < 1024; ++i163) v162[i163] = uint8_t(v159[i163] < (v64));
+    // %161 = cast %160 : tile<i32, [1024]>
+    alignas(64) int32_t v164[1024];
+    for (int64_t i165 = 0; i165 < 1024; ++i165) v164[i165] = int32_t(v162[i165]);
+    // %162 = reduce %161 {axis = 0, kind = "sum"} : i32
+    int32_t v166;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 1024; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v164[o_ * 1024 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v166 = acc_;
+    }
+    // %163 = arange : tile<i32, [1024]>
+    // (computed inside its user)
+    // %164 = splat %162 : tile<i32, [1024]>
+    // (computed inside its user)
+    // %165 = cmp %163, %164 {pred = "eq"} : tile<i1, [1024]>
+    // (computed inside its user)
+    // %166 = where %165, %130, %121 : tile<i32, [1024]>
+    alignas(64) int32_t v167[1024];
+    for (int64_t i168 = 0; i168 < 1024; ++i168) v167[i168] = ((uint8_t((int32_t(0 + i168)) == (v166))) ? c138[i168] : v10);
+    // %167 = reduce %166 {axis = 0, kind = "sum"} : i32
+    int32_t v169;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 1024; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v167[o_ * 1024 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v169 = acc_;
+    }
+    // %168 = where %160, %130, %121 : tile<i32, [1024]>
+    alignas(64) int32_t v170[1024];
+    for (int64_t i171 = 0; i171 < 1024; ++i171) v170[i171] = (v162[i171] ? c138[i171] : v10);
+    // %169 = reduce %168 {axis = 0, kind = "sum"} : i32
+    int32_t v172;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 1024; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v170[o_ * 1024 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v172 = acc_;
+    }
+    // %170 = sub %60, %169 : i32
+    const int32_t v173 = tsr::wsub(v64, v172);
+    // %171 = cast %162 : u32
+    const uint32_t v174 = uint32_t(v166);
+    // %172 = shl %171, %8 : u32
+    const uint32_t v175 = tsr::ishl(v174, v8);
+    // %173 = or %59, %172 : u32
+    const uint32_t v176 = uint32_t(v63 | v175);
+    // %174 = cmp %167, %170 {pred = "ne"} : i1
+    const uint8_t v177 = uint8_t(v169 != v173);
+    // yield %173, %170, %8, %174
+    v119 = v176;
+    v120 = v173;
+    v121 = v8;
+    v122 = v177;
+  } else {
+    // yield %59, %60, %61, %62
+    v119 = v63;
+    v120 = v64;
+    v121 = v65;
+    v122 = v66;
+  }
+  // %175 = shr %117, %119 : u32
+  const uint32_t v178 = tsr::ishr(v119, v121);
+  // %176 = load_tile %x, %1, %10 {pad = -inf} : tile<f32, [1, 8192]>
+  alignas(64) float v179[8192];
   {
-    const int64_t o199 = int64_t(v1) * 1;
-    const int64_t o200 = int64_t(v10) * 64;
-    if (o199 >= 0 && o199 + 1 <= A.d2_0 && o200 >= 0 && o200 + 64 <= A.d2_1) {
-      for (int64_t i201 = 0; i201 < 1; ++i201) {
-        for (int64_t i202 = 0; i202 < 64; ++i202) v198[(i201) * 64 + i202] = A.p2[(o199 + i201) * A.s2_0 + o200 + i202];
+    const int64_t o180 = int64_t(v1) * 1;
+    const int64_t o181 = int64_t(v10) * 8192;
+    if (o180 >= 0 && o180 + 1 <= A.d0_0 && o181 >= 0 && o181 + 8192 <= A.d0_1) {
+      for (int64_t i182 = 0; i182 < 1; ++i182) {
+        for (int64_t i183 = 0; i183 < 8192; ++i183) v179[(i182) * 8192 + i183] = A.p0[(o180 + i182) * A.s0_0 + o181 + i183];
       }
     } else {
-      for (int64_t i203 = 0; i203 < 1; ++i203) {
-        for (int64_t i204 = 0; i204 < 64; ++i204) {
-          v198[(i203)*64 + i204] = ((o199 + i203) >= 0 && (o199 + i203) < A.d2_0 && (o200 + i204) >= 0 && (o200 + i204) < A.d2_1) ? A.p2[(o199 + i203) * A.s2_0 + (o200 + i204) * A.s2_1] : int32_t(INT64_C(0));
+      for (int64_t i184 = 0; i184 < 1; ++i184) {
+        for (int64_t i185 = 0; i185 < 8192; ++i185) {
+          v179[(i184)*8192 + i185] = ((o180 + i184) >= 0 && (o180 + i184) < A.d0_0 && (o181 + i185) >= 0 && (o181 + i185) < A.d0_1) ? A.p0[(o180 + i184) * A.s0_0 + (o181 + i185) * A.s0_1] : float(double(-INFINITY));
         }
       }
     }
   }
-  // %206 = load_tile %values, %1, %10 : tile<f32, [1, 64]>
-  alignas(64) float v205[64];
+  // %177 = reshape %176 : tile<f32, [8192]>
+  // %178 = const {value = 2147483647} : u32
+  const uint32_t v186 = uint32_t(INT64_C(2147483647));
+  // %179 = const {value = 31} : u32
+  const uint32_t v187 = uint32_t(INT64_C(31));
+  // %180, %181, %182 = for %10, %7, %4, %10, %10, %177 : i32, i32, tile<f32, [8192]> {...}
+  int32_t c188;
+  c188 = v10;
+  int32_t c189;
+  c189 = v10;
+  alignas(64) float c190[8192];
+  __builtin_memcpy(c190, v179, sizeof(c190));
+  for (int64_t iv191_ = v10; v4 > 0 && iv191_ < v7; iv191_ += v4) {
+    const int32_t iv191 = int32_t(iv191_);
+    // %187 = add %183, %4 : i32
+    const int32_t v192 = tsr::wadd(iv191, v4);
+    // %188 = load_tile %x, %1, %187 {pad = -inf} : tile<f32, [1, 8192]>
+    alignas(64) float v193[8192];
+    {
+      const int64_t o194 = int64_t(v1) * 1;
+      const int64_t o195 = int64_t(v192) * 8192;
+      if (o194 >= 0 && o194 + 1 <= A.d0_0 && o195 >= 0 && o195 + 8192 <= A.d0_1) {
+        for (int64_t i196 = 0; i196 < 1; ++i196) {
+          for (int64_t i197 = 0; i197 < 8192; ++i197) v193[(i196) * 8192 + i197] = A.p0[(o194 + i196) * A.s0_0 + o195 + i197];
+        }
+      } else {
+        for (int64_t i198 = 0; i198 < 1; ++i198) {
+          for (int64_t i199 = 0; i199 < 8192; ++i199) {
+            v193[(i198)*8192 + i199] = ((o194 + i198) >= 0 && (o194 + i198) < A.d0_0 && (o195 + i199) >= 0 && (o195 + i199) < A.d0_1) ? A.p0[(o194 + i198) * A.s0_0 + (o195 + i199) * A.s0_1] : float(double(-INFINITY));
+          }
+        }
+      }
+    }
+    // %189 = reshape %188 : tile<f32, [8192]>
+    // %190 = bitcast %186 : tile<u32, [8192]>
+    alignas(64) uint32_t v200[8192];
+    for (int64_t i201 = 0; i201 < 8192; ++i201) v200[i201] = uint32_t(tsr::f32_bits(c190[i201]));
+    // %191 = splat %178 : tile<u32, [8192]>
+    // (computed inside its user)
+    // %192 = xor %190, %191 : tile<u32, [8192]>
+    // (computed inside its user)
+    // %193 = splat %179 : tile<u32, [8192]>
+    // (computed inside its user)
+    // %194 = shr %190, %193 : tile<u32, [8192]>
+    // (computed inside its user)
+    // %195 = splat %8 : tile<u32, [8192]>
+    // (computed inside its user)
+    // %196 = cmp %194, %195 {pred = "eq"} : tile<i1, [8192]>
+    // (computed inside its user)
+    // %197 = where %196, %192, %190 : tile<u32, [8192]>
+    // (computed inside its user)
+    // %198 = splat %119 : tile<u32, [8192]>
+    // (computed inside its user)
+    // %199 = shr %197, %198 : tile<u32, [8192]>
+    alignas(64) uint32_t v202[8192];
+    for (int64_t i203 = 0; i203 < 8192; ++i203) v202[i203] = tsr::ishr((((uint8_t((tsr::ishr(v200[i203], (v187))) == (v8))) ? (uint32_t(v200[i203] ^ (v186))) : v200[i203])), (v121));
+    // %200 = splat %175 : tile<u32, [8192]>
+    alignas(64) uint32_t v204[8192];
+    for (int64_t i205 = 0; i205 < 8192; ++i205) v204[i205] = v178;
+    // %201 = cmp %199, %200 {pred = "eq"} : tile<i1, [8192]>
+    alignas(64) uint8_t v206[8192];
+    for (int64_t i207 = 0; i207 < 8192; ++i207) v206[i207] = uint8_t(v202[i207] == v178);
+    // %202 = cast %201 : tile<i32, [8192]>
+    alignas(64) int32_t v208[8192];
+    for (int64_t i209 = 0; i209 < 8192; ++i209) v208[i209] = int32_t(v206[i209]);
+    // %203 = scan %202 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+    alignas(64) int32_t v210[8192];
+    for (int64_t o_ = 0; o_ < 1; ++o_)
+    for (int64_t n_ = 0; n_ < 1; ++n_) {
+      int32_t acc211 = v208[(o_ * 8192 + 0) * 1 + n_];
+      v210[(o_ * 8192 + 0) * 1 + n_] = acc211;
+      for (int64_t l212 = 1; l212 < 8192; ++l212) {
+        acc211 = tsr::wadd(acc211, v208[(o_ * 8192 + l212) * 1 + n_]);
+        v210[(o_ * 8192 + l212) * 1 + n_] = acc211;
+      }
+    }
+    // %204 = splat %185 : tile<i32, [8192]>
+    // (computed inside its user)
+    // %205 = add %203, %204 : tile<i32, [8192]>
+    // (computed inside its user)
+    // %206 = splat %118 : tile<i32, [8192]>
+    // (computed inside its user)
+    // %207 = cmp %205, %206 {pred = "le"} : tile<i1, [8192]>
+    // (computed inside its user)
+    // %208 = and %201, %207 : tile<i1, [8192]>
+    // (computed inside its user)
+    // %209 = cmp %199, %200 {pred = "lt"} : tile<i1, [8192]>
+    // (computed inside its user)
+    // %210 = or %209, %208 : tile<i1, [8192]>
+    alignas(64) uint8_t v213[8192];
+    for (int64_t i214 = 0; i214 < 8192; ++i214) v213[i214] = uint8_t((uint8_t(v202[i214] < v178)) | (uint8_t(v206[i214] & (uint8_t((tsr::wadd(v210[i214], (c189))) <= (v120))))));
+    // %211 = sub %184, %4 : i32
+    const int32_t v215 = tsr::wsub(c188, v4);
+    // %212 = cast %210 : tile<i32, [8192]>
+    tsr::HeapTile<int32_t, 8192> v216_heap;  // 32768 bytes: on the heap
+    if (!(v216_heap.p)) { tsr_fault(3148); return; }
+    int32_t (&v216)[8192] = *v216_heap.p;
+    for (int64_t i217 = 0; i217 < 8192; ++i217) v216[i217] = int32_t(v213[i217]);
+    // %213 = scan %212 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+    tsr::HeapTile<int32_t, 8192> v218_heap;  // 32768 bytes: on the heap
+    if (!(v218_heap.p)) { tsr_fault(3164); return; }
+    int32_t (&v218)[8192] = *v218_heap.p;
+    for (int64_t o_ = 0; o_ < 1; ++o_)
+    for (int64_t n_ = 0; n_ < 1; ++n_) {
+      int32_t acc219 = v216[(o_ * 8192 + 0) * 1 + n_];
+      v218[(o_ * 8192 + 0) * 1 + n_] = acc219;
+      for (int64_t l220 = 1; l220 < 8192; ++l220) {
+        acc219 = tsr::wadd(acc219, v216[(o_ * 8192 + l220) * 1 + n_]);
+        v218[(o_ * 8192 + l220) * 1 + n_] = acc219;
+      }
+    }
+    // %214 = splat %211 : tile<i32, [8192]>
+    // (computed inside its user)
+    // %215 = add %213, %214 : tile<i32, [8192]>
+    tsr::HeapTile<int32_t, 8192> v221_heap;  // 32768 bytes: on the heap
+    if (!(v221_heap.p)) { tsr_fault(3196); return; }
+    int32_t (&v221)[8192] = *v221_heap.p;
+    for (int64_t i222 = 0; i222 < 8192; ++i222) v221[i222] = tsr::wadd(v218[i222], (v215));
+    // %216 = splat %1 : tile<i32, [8192]>
+    tsr::HeapTile<int32_t, 8192> v223_heap;  // 32768 bytes: on the heap
+    if (!(v223_heap.p)) { tsr_fault(3212); return; }
+    int32_t (&v223)[8192] = *v223_heap.p;
+    for (int64_t i224 = 0; i224 < 8192; ++i224) v223[i224] = v1;
+    // scatter %values, %186, %216, %215, %210
+    for (int64_t i225 = 0; i225 < 8192; ++i225) {
+      if ((v213[i225] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v221[i225]) >= 0 && int64_t(v221[i225]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v221[i225]) * A.s1_1] = c190[i225];
+    }
+    // %217 = mul %183, %3 : i32
+    const int32_t v226 = tsr::wmul(iv191, v3);
+    // %218 = arange : tile<i32, [8192]>
+    // (computed inside its user)
+    // %219 = splat %217 : tile<i32, [8192]>
+    // (computed inside its user)
+    // %220 = add %218, %219 : tile<i32, [8192]>
+    tsr::HeapTile<int32_t, 8192> v227_heap;  // 32768 bytes: on the heap
+    if (!(v227_heap.p)) { tsr_fault(3292); return; }
+    int32_t (&v227)[8192] = *v227_heap.p;
+    for (int64_t i228 = 0; i228 < 8192; ++i228) v227[i228] = tsr::wadd((int32_t(0 + i228)), (v226));
+    // scatter %indices, %220, %216, %215, %210
+    for (int64_t i229 = 0; i229 < 8192; ++i229) {
+      if ((v213[i229] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v221[i229]) >= 0 && int64_t(v221[i229]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v221[i229]) * A.s2_1] = v227[i229];
+    }
+    // %221 = reduce %202 {axis = 0, kind = "sum"} : i32
+    int32_t v230;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 8192; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v208[o_ * 8192 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v230 = acc_;
+    }
+    // %222 = add %185, %221 : i32
+    const int32_t v231 = tsr::wadd(c189, v230);
+    // %223 = reduce %212 {axis = 0, kind = "sum"} : i32
+    int32_t v232;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 8192; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v216[o_ * 8192 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v232 = acc_;
+    }
+    // %224 = add %184, %223 : i32
+    const int32_t v233 = tsr::wadd(c188, v232);
+    // yield %224, %222, %189
+    c188 = v233;
+    c189 = v231;
+    __builtin_memcpy(c190, v193, sizeof(c190));
+  }
+  // %225 = load_tile %indices, %1, %10 : tile<i32, [1, 64]>
+  alignas(64) int32_t v234[64];
   {
-    const int64_t o206 = int64_t(v1) * 1;
-    const int64_t o207 = int64_t(v10) * 64;
-    if (o206 >= 0 && o206 + 1 <= A.d1_0 && o207 >= 0 && o207 + 64 <= A.d1_1) {
-      for (int64_t i208 = 0; i208 < 1; ++i208) {
-        for (int64_t i209 = 0; i209 < 64; ++i209) v205[(i208) * 64 + i209] = A.p1[(o206 + i208) * A.s1_0 + o207 + i209];
+    const int64_t o235 = int64_t(v1) * 1;
+    const int64_t o236 = int64_t(v10) * 64;
+    if (o235 >= 0 && o235 + 1 <= A.d2_0 && o236 >= 0 && o236 + 64 <= A.d2_1) {
+      for (int64_t i237 = 0; i237 < 1; ++i237) {
+        for (int64_t i238 = 0; i238 < 64; ++i238) v234[(i237) * 64 + i238] = A.p2[(o235 + i237) * A.s2_0 + o236 + i238];
       }
     } else {
-      for (int64_t i210 = 0; i210 < 1; ++i210) {
-        for (int64_t i211 = 0; i211 < 64; ++i211) {
-          v205[(i210)*64 + i211] = ((o206 + i210) >= 0 && (o206 + i210) < A.d1_0 && (o207 + i211) >= 0 && (o207 + i211) < A.d1_1) ? A.p1[(o206 + i210) * A.s1_0 + (o207 + i211) * A.s1_1] : float(0x0p+0);
+      for (int64_t i239 = 0; i239 < 1; ++i239) {
+        for (int64_t i240 = 0; i240 < 64; ++i240) {
+          v234[(i239)*64 + i240] = ((o235 + i239) >= 0 && (o235 + i239) < A.d2_0 && (o236 + i240) >= 0 && (o236 + i240) < A.d2_1) ? A.p2[(o235 + i239) * A.s2_0 + (o236 + i240) * A.s2_1] : int32_t(INT64_C(0));
         }
       }
     }
   }
-  // %207, %208 = sort %206, %205 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
-  alignas(64) float v212[64];
-  alignas(64) int32_t v213[64];
-  alignas(64) uint64_t sk214[128];
-  alignas(64) int32_t sp215[128];
-  tsr::sort_lines(v205, v198, v212, v213, 1, 64, 1, 64, true, sk214, sp215);
-  // store_tile %values, %207, %1, %10
+  // %226 = load_tile %values, %1, %10 : tile<f32, [1, 64]>
+  alignas(64) float v241[64];
   {
-    const int64_t o216 = int64_t(v1) * 1;
-    const int64_t o217 = int64_t(v10) * 64;
-    if (o216 >= 0 && o216 + 1 <= A.d1_0 && o217 >= 0 && o217 + 64 <= A.d1_1) {
-      for (int64_t i218 = 0; i218 < 1; ++i218) {
-        for (int64_t i219 = 0; i219 < 64; ++i219) A.p1[(o216 + i218) * A.s1_0 + o217 + i219] = v212[(i218) * 64 + i219];
+    const int64_t o242 = int64_t(v1) * 1;
+    const int64_t o243 = int64_t(v10) * 64;
+    if (o242 >= 0 && o242 + 1 <= A.d1_0 && o243 >= 0 && o243 + 64 <= A.d1_1) {
+      for (int64_t i244 = 0; i244 < 1; ++i244) {
+        for (int64_t i245 = 0; i245 < 64; ++i245) v241[(i244) * 64 + i245] = A.p1[(o242 + i244) * A.s1_0 + o243 + i245];
       }
     } else {
-      for (int64_t i220 = 0; i220 < 1; ++i220) {
-        for (int64_t i221 = 0; i221 < 64; ++i221) {
-          if ((o216 + i220) >= 0 && (o216 + i220) < A.d1_0 && (o217 + i221) >= 0 && (o217 + i221) < A.d1_1) A.p1[(o216 + i220) * A.s1_0 + (o217 + i221) * A.s1_1] = v212[(i220)*64 + i221];
+      for (int64_t i246 = 0; i246 < 1; ++i246) {
+        for (int64_t i247 = 0; i247 < 64; ++i247) {
+          v241[(i246)*64 + i247] = ((o242 + i246) >= 0 && (o242 + i246) < A.d1_0 && (o243 + i247) >= 0 && (o243 + i247) < A.d1_1) ? A.p1[(o242 + i246) * A.s1_0 + (o243 + i247) * A.s1_1] : float(0x0p+0);
         }
       }
     }
   }
-  // store_tile %indices, %208, %1, %10
+  // %227, %228 = sort %226, %225 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
+  alignas(64) float v248[64];
+  alignas(64) int32_t v249[64];
+  alignas(64) uint64_t sk250[128];
+  alignas(64) int32_t sp251[128];
+  tsr::sort_lines(v241, v234, v248, v249, 1, 64, 1, 64, true, sk250, sp251);
+  // store_tile %values, %227, %1, %10
   {
-    const int64_t o222 = int64_t(v1) * 1;
-    const int64_t o223 = int64_t(v10) * 64;
-    if (o222 >= 0 && o222 + 1 <= A.d2_0 && o223 >= 0 && o223 + 64 <= A.d2_1) {
-      for (int64_t i224 = 0; i224 < 1; ++i224) {
-        for (int64_t i225 = 0; i225 < 64; ++i225) A.p2[(o222 + i224) * A.s2_0 + o223 + i225] = v213[(i224) * 64 + i225];
+    const int64_t o252 = int64_t(v1) * 1;
+    const int64_t o253 = int64_t(v10) * 64;
+    if (o252 >= 0 && o252 + 1 <= A.d1_0 && o253 >= 0 && o253 + 64 <= A.d1_1) {
+      for (int64_t i254 = 0; i254 < 1; ++i254) {
+        for (int64_t i255 = 0; i255 < 64; ++i255) A.p1[(o252 + i254) * A.s1_0 + o253 + i255] = v248[(i254) * 64 + i255];
       }
     } else {
-      for (int64_t i226 = 0; i226 < 1; ++i226) {
-        for (int64_t i227 = 0; i227 < 64; ++i227) {
-          if ((o222 + i226) >= 0 && (o222 + i226) < A.d2_0 && (o223 + i227) >= 0 && (o223 + i227) < A.d2_1) A.p2[(o222 + i226) * A.s2_0 + (o223 + i227) * A.s2_1] = v213[(i226)*64 + i227];
+      for (int64_t i256 = 0; i256 < 1; ++i256) {
+        for (int64_t i257 = 0; i257 < 64; ++i257) {
+          if ((o252 + i256) >= 0 && (o252 + i256) < A.d1_0 && (o253 + i257) >= 0 && (o253 + i257) < A.d1_1) A.p1[(o252 + i256) * A.s1_0 + (o253 + i257) * A.s1_1] = v248[(i256)*64 + i257];
+        }
+      }
+    }
+  }
+  // store_tile %indices, %228, %1, %10
+  {
+    const int64_t o258 = int64_t(v1) * 1;
+    const int64_t o259 = int64_t(v10) * 64;
+    if (o258 >= 0 && o258 + 1 <= A.d2_0 && o259 >= 0 && o259 + 64 <= A.d2_1) {
+      for (int64_t i260 = 0; i260 < 1; ++i260) {
+        for (int64_t i261 = 0; i261 < 64; ++i261) A.p2[(o258 + i260) * A.s2_0 + o259 + i261] = v249[(i260) * 64 + i261];
+      }
+    } else {
+      for (int64_t i262 = 0; i262 < 1; ++i262) {
+        for (int64_t i263 = 0; i263 < 64; ++i263) {
+          if ((o258 + i262) >= 0 && (o258 + i262) < A.d2_0 && (o259 + i263) >= 0 && (o259 + i263) < A.d2_1) A.p2[(o258 + i262) * A.s2_0 + (o259 + i263) * A.s2_1] = v249[(i262)*64 + i263];
         }
       }
     }
@@ -816,7 +928,7 @@ extern "C" int tessera_run(void** buf, const int64_t* dims, const int64_t* is, c
   if (g0 < 0) return 24;  // grid size on axis 0 of kernel 'topk' is negative (a size of 0 runs no programs; a negative size is an error)
   if (g0 == 0 || g1 == 0 || g2 == 0) return 0;  // no programs
   if (nt <= 0) nt = omp_get_max_threads();
-  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(1518894)) nt = 1;  // about 1518894 element ops per program
+  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(3037501)) nt = 1;  // about 3037501 element ops per program
   if (nt == 1) {
     for (int64_t z = 0; z < g2; ++z)
       for (int64_t y = 0; y < g1; ++y)
@@ -827,5 +939,5 @@ extern "C" int tessera_run(void** buf, const int64_t* dims, const int64_t* is, c
       for (int64_t y = 0; y < g1; ++y)
         for (int64_t x = 0; x < g0; ++x) program(A, int32_t(x), int32_t(y), int32_t(z), g[0], g[1], g[2]);
   }
-  return 0;
+  return __atomic_exchange_n(&tsr_fault_code, 0, __ATOMIC_SEQ_CST);
 }

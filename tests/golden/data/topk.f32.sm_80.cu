@@ -7,8 +7,8 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
   const int tsr_tid = int(threadIdx.x);
   constexpr int tsr_nthreads = 512;
   (void)tsr_tid; (void)tsr_smem;
-  int tsr_red411_at = 0;  // the copy of tsr_red411_mem the next exchange uses
-  int tsr_red416_at = 0;  // the copy of tsr_red416_mem the next exchange uses
+  int tsr_red478_at = 0;  // the copy of tsr_red478_mem the next exchange uses
+  int tsr_red483_at = 0;  // the copy of tsr_red483_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_N);
@@ -22,14 +22,15 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
   const int64_t tsr_p2_s0 = tsr_p2_s1 * int64_t(tsr_dim_K);
   (void)tsr_p2_s0;
   [[maybe_unused]] constexpr int64_t K = 64LL;
-  [[maybe_unused]] constexpr int64_t BLOCK_N = 4096LL;
+  [[maybe_unused]] constexpr int64_t BLOCK_N = 8192LL;
   [[maybe_unused]] constexpr int64_t num_warps = 16LL;
+  [[maybe_unused]] constexpr int64_t prefetch_programs = 0LL;
   // %1 = program_id {axis = 0} : i32
   const int32_t v0 = int32_t(blockIdx.x);
   // %2 = dim %x {axis = 1} : i32
   const int32_t v1 = int32_t(int64_t(tsr_dim_N));
-  // %3 = const {value = 4096} : i32
-  const int32_t v2 = int32_t(4096LL);
+  // %3 = const {value = 8192} : i32
+  const int32_t v2 = int32_t(8192LL);
   // %4 = const {value = 1} : i32
   const int32_t v3 = int32_t(1LL);
   // %5 = add %2, %3 : i32
@@ -50,1432 +51,1646 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
   for (int s11 = 0; s11 < 4; ++s11) {
     v10[s11] = v9;
   }
-  // %12 = const {value = 2147483647} : u32
-  const uint32_t v12 = uint32_t(2147483647LL);
-  // %13 = const {value = 31} : u32
-  const uint32_t v13 = uint32_t(31LL);
-  // %14 = const {value = 21} : u32
-  const uint32_t v14 = uint32_t(21LL);
-  // %15 = const {value = 2047} : u32
-  const uint32_t v15 = uint32_t(2047LL);
-  // %16 = for %10, %7, %4, %11 : tile<i32, [2048]> {...}
-  int32_t c16[4];
-  #pragma unroll
-  for (int s17 = 0; s17 < 4; ++s17) {
-    c16[s17] = v10[s17];
-  }
-  for (int64_t iv18_ = v9; v3 > 0 && iv18_ < v6; iv18_ += v3) {
-    const int32_t iv18 = int32_t(iv18_);
-    // %19 = load_tile %x, %1, %17 {pad = -inf} : tile<f32, [1, 4096]>
-    float v19[8];
-    {
-      const int64_t o20 = int64_t(v0) * 1;
-      const int64_t o21 = int64_t(iv18) * 4096;
+  // %12 = load_tile %x, %1, %10 {pad = -inf} : tile<f32, [1, 8192]>
+  float v12[16];
+  {
+    const int64_t o13 = int64_t(v0) * 1;
+    const int64_t o14 = int64_t(v9) * 8192;
+    #pragma unroll
+    for (int c15 = 0; c15 < 2; ++c15) {
+      const int e16 = ((c15 * 8 / 8) * 4096 + tsr_tid * 8 + (c15 * 8 % 8));
+      const int64_t g17 = o13 + 0;
+      const int64_t g18 = o14 + (e16);
+      const int64_t off19 = g17 * tsr_p0_s0 + g18 * tsr_p0_s1;
+      const bool rok20 = true && g17 >= 0 && g17 < int64_t(tsr_dim_M);
+      float buf21[8];
+      if (rok20 && g18 >= 0 && g18 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 8>(tsr_p0 + off19)) {
+        tsr::copy_vec<float, 8>(buf21, tsr_p0 + off19);
+      } else {
+        #pragma unroll
+        for (int v_ = 0; v_ < 8; ++v_) {
+          const int64_t gc22 = g18 + v_;
+          buf21[v_] = (rok20 && gc22 >= 0 && gc22 < int64_t(tsr_dim_N)) ? tsr_p0[off19 + v_ * tsr_p0_s1] : float((-tsr::inf_f()));
+        }
+      }
       #pragma unroll
-      for (int c22 = 0; c22 < 1; ++c22) {
-        const int e23 = ((c22 * 8 / 8) * 4096 + tsr_tid * 8 + (c22 * 8 % 8));
-        const int64_t g24 = o20 + 0;
-        const int64_t g25 = o21 + (e23);
-        const int64_t off26 = g24 * tsr_p0_s0 + g25 * tsr_p0_s1;
-        const bool rok27 = true && g24 >= 0 && g24 < int64_t(tsr_dim_M);
-        float buf28[8];
-        if (rok27 && g25 >= 0 && g25 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 8>(tsr_p0 + off26)) {
-          tsr::copy_vec<float, 8>(buf28, tsr_p0 + off26);
+      for (int v_ = 0; v_ < 8; ++v_) v12[c15 * 8 + v_] = buf21[v_];
+    }
+  }
+  // %13 = reshape %12 : tile<f32, [8192]>
+  float v23[16];
+  #pragma unroll
+  for (int s24 = 0; s24 < 16; ++s24) {
+    v23[s24] = v12[s24];
+  }
+  // %14 = const {value = 2147483647} : u32
+  const uint32_t v25 = uint32_t(2147483647LL);
+  // %15 = const {value = 31} : u32
+  const uint32_t v26 = uint32_t(31LL);
+  // %16 = const {value = 21} : u32
+  const uint32_t v27 = uint32_t(21LL);
+  // %17 = const {value = 2047} : u32
+  const uint32_t v28 = uint32_t(2047LL);
+  // %18, %19 = for %10, %7, %4, %11, %13 : tile<i32, [2048]>, tile<f32, [8192]> {...}
+  int32_t c29[4];
+  #pragma unroll
+  for (int s30 = 0; s30 < 4; ++s30) {
+    c29[s30] = v10[s30];
+  }
+  float c31[16];
+  #pragma unroll
+  for (int s32 = 0; s32 < 16; ++s32) {
+    c31[s32] = v23[s32];
+  }
+  for (int64_t iv33_ = v9; v3 > 0 && iv33_ < v6; iv33_ += v3) {
+    const int32_t iv33 = int32_t(iv33_);
+    // %23 = add %20, %4 : i32
+    const int32_t v34 = int32_t(uint32_t(iv33) + uint32_t(v3));
+    // %24 = load_tile %x, %1, %23 {pad = -inf} : tile<f32, [1, 8192]>
+    float v35[16];
+    {
+      const int64_t o36 = int64_t(v0) * 1;
+      const int64_t o37 = int64_t(v34) * 8192;
+      #pragma unroll
+      for (int c38 = 0; c38 < 2; ++c38) {
+        const int e39 = ((c38 * 8 / 8) * 4096 + tsr_tid * 8 + (c38 * 8 % 8));
+        const int64_t g40 = o36 + 0;
+        const int64_t g41 = o37 + (e39);
+        const int64_t off42 = g40 * tsr_p0_s0 + g41 * tsr_p0_s1;
+        const bool rok43 = true && g40 >= 0 && g40 < int64_t(tsr_dim_M);
+        float buf44[8];
+        if (rok43 && g41 >= 0 && g41 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 8>(tsr_p0 + off42)) {
+          tsr::copy_vec<float, 8>(buf44, tsr_p0 + off42);
         } else {
           #pragma unroll
           for (int v_ = 0; v_ < 8; ++v_) {
-            const int64_t gc29 = g25 + v_;
-            buf28[v_] = (rok27 && gc29 >= 0 && gc29 < int64_t(tsr_dim_N)) ? tsr_p0[off26 + v_ * tsr_p0_s1] : float((-tsr::inf_f()));
+            const int64_t gc45 = g41 + v_;
+            buf44[v_] = (rok43 && gc45 >= 0 && gc45 < int64_t(tsr_dim_N)) ? tsr_p0[off42 + v_ * tsr_p0_s1] : float((-tsr::inf_f()));
           }
         }
         #pragma unroll
-        for (int v_ = 0; v_ < 8; ++v_) v19[c22 * 8 + v_] = buf28[v_];
+        for (int v_ = 0; v_ < 8; ++v_) v35[c38 * 8 + v_] = buf44[v_];
       }
     }
-    // %20 = reshape %19 : tile<f32, [4096]>
-    float v30[8];
+    // %25 = reshape %24 : tile<f32, [8192]>
+    float v46[16];
     #pragma unroll
-    for (int s31 = 0; s31 < 8; ++s31) {
-      v30[s31] = v19[s31];
+    for (int s47 = 0; s47 < 16; ++s47) {
+      v46[s47] = v35[s47];
     }
-    // %21 = bitcast %20 : tile<u32, [4096]>
-    uint32_t v32[8];
+    // %26 = bitcast %22 : tile<u32, [8192]>
+    uint32_t v48[16];
     #pragma unroll
-    for (int s33 = 0; s33 < 8; ++s33) {
-      v32[s33] = uint32_t(tsr::f32_bits(v30[s33]));
+    for (int s49 = 0; s49 < 16; ++s49) {
+      v48[s49] = uint32_t(tsr::f32_bits(c31[s49]));
     }
-    // %22 = splat %12 : tile<u32, [4096]>
-    uint32_t v34[8];
+    // %27 = splat %14 : tile<u32, [8192]>
+    uint32_t v50[16];
     #pragma unroll
-    for (int s35 = 0; s35 < 8; ++s35) {
-      v34[s35] = v12;
+    for (int s51 = 0; s51 < 16; ++s51) {
+      v50[s51] = v25;
     }
-    // %23 = xor %21, %22 : tile<u32, [4096]>
-    uint32_t v36[8];
+    // %28 = xor %26, %27 : tile<u32, [8192]>
+    uint32_t v52[16];
     #pragma unroll
-    for (int s37 = 0; s37 < 8; ++s37) {
-      v36[s37] = uint32_t(v32[s37] ^ v34[s37]);
+    for (int s53 = 0; s53 < 16; ++s53) {
+      v52[s53] = uint32_t(v48[s53] ^ v50[s53]);
     }
-    // %24 = splat %13 : tile<u32, [4096]>
-    uint32_t v38[8];
+    // %29 = splat %15 : tile<u32, [8192]>
+    uint32_t v54[16];
     #pragma unroll
-    for (int s39 = 0; s39 < 8; ++s39) {
-      v38[s39] = v13;
+    for (int s55 = 0; s55 < 16; ++s55) {
+      v54[s55] = v26;
     }
-    // %25 = shr %21, %24 : tile<u32, [4096]>
-    uint32_t v40[8];
+    // %30 = shr %26, %29 : tile<u32, [8192]>
+    uint32_t v56[16];
     #pragma unroll
-    for (int s41 = 0; s41 < 8; ++s41) {
-      v40[s41] = tsr::ishr<uint32_t>(v32[s41], v38[s41]);
+    for (int s57 = 0; s57 < 16; ++s57) {
+      v56[s57] = tsr::ishr<uint32_t>(v48[s57], v54[s57]);
     }
-    // %26 = splat %8 : tile<u32, [4096]>
-    uint32_t v42[8];
+    // %31 = splat %8 : tile<u32, [8192]>
+    uint32_t v58[16];
     #pragma unroll
-    for (int s43 = 0; s43 < 8; ++s43) {
-      v42[s43] = v7;
+    for (int s59 = 0; s59 < 16; ++s59) {
+      v58[s59] = v7;
     }
-    // %27 = cmp %25, %26 {pred = "eq"} : tile<i1, [4096]>
-    uint8_t v44[8];
+    // %32 = cmp %30, %31 {pred = "eq"} : tile<i1, [8192]>
+    uint8_t v60[16];
     #pragma unroll
-    for (int s45 = 0; s45 < 8; ++s45) {
-      v44[s45] = uint8_t(v40[s45] == v42[s45]);
+    for (int s61 = 0; s61 < 16; ++s61) {
+      v60[s61] = uint8_t(v56[s61] == v58[s61]);
     }
-    // %28 = where %27, %23, %21 : tile<u32, [4096]>
-    uint32_t v46[8];
+    // %33 = where %32, %28, %26 : tile<u32, [8192]>
+    uint32_t v62[16];
     #pragma unroll
-    for (int s47 = 0; s47 < 8; ++s47) {
-      v46[s47] = (v44[s47] ? v36[s47] : v32[s47]);
+    for (int s63 = 0; s63 < 16; ++s63) {
+      v62[s63] = (v60[s63] ? v52[s63] : v48[s63]);
     }
-    // %29 = splat %14 : tile<u32, [4096]>
-    uint32_t v48[8];
+    // %34 = splat %16 : tile<u32, [8192]>
+    uint32_t v64[16];
     #pragma unroll
-    for (int s49 = 0; s49 < 8; ++s49) {
-      v48[s49] = v14;
+    for (int s65 = 0; s65 < 16; ++s65) {
+      v64[s65] = v27;
     }
-    // %30 = shr %28, %29 : tile<u32, [4096]>
-    uint32_t v50[8];
+    // %35 = shr %33, %34 : tile<u32, [8192]>
+    uint32_t v66[16];
     #pragma unroll
-    for (int s51 = 0; s51 < 8; ++s51) {
-      v50[s51] = tsr::ishr<uint32_t>(v46[s51], v48[s51]);
+    for (int s67 = 0; s67 < 16; ++s67) {
+      v66[s67] = tsr::ishr<uint32_t>(v62[s67], v64[s67]);
     }
-    // %31 = splat %15 : tile<u32, [4096]>
-    uint32_t v52[8];
+    // %36 = splat %17 : tile<u32, [8192]>
+    uint32_t v68[16];
     #pragma unroll
-    for (int s53 = 0; s53 < 8; ++s53) {
-      v52[s53] = v15;
+    for (int s69 = 0; s69 < 16; ++s69) {
+      v68[s69] = v28;
     }
-    // %32 = and %30, %31 : tile<u32, [4096]>
-    uint32_t v54[8];
+    // %37 = and %35, %36 : tile<u32, [8192]>
+    uint32_t v70[16];
     #pragma unroll
-    for (int s55 = 0; s55 < 8; ++s55) {
-      v54[s55] = uint32_t(v50[s55] & v52[s55]);
+    for (int s71 = 0; s71 < 16; ++s71) {
+      v70[s71] = uint32_t(v66[s71] & v68[s71]);
     }
-    // %33 = cast %32 : tile<i32, [4096]>
-    int32_t v56[8];
+    // %38 = cast %37 : tile<i32, [8192]>
+    int32_t v72[16];
     #pragma unroll
-    for (int s57 = 0; s57 < 8; ++s57) {
-      v56[s57] = int32_t(v54[s57]);
+    for (int s73 = 0; s73 < 16; ++s73) {
+      v72[s73] = int32_t(v70[s73]);
     }
-    // %34 = histogram %33 : tile<i32, [2048]>
-    int32_t v58[4];
+    // %39 = histogram %38 : tile<i32, [2048]>
+    int32_t v74[4];
     __syncthreads();
     for (int b_ = tsr_tid; b_ < 2048; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
     __syncthreads();
     #pragma unroll
-    for (int s59 = 0; s59 < 8; ++s59) {
-      tsr::hist_add(reinterpret_cast<unsigned*>(tsr_smem + 0), (long long)(v56[s59]), 2048);
+    for (int s75 = 0; s75 < 16; ++s75) {
+      tsr::hist_add(reinterpret_cast<unsigned*>(tsr_smem + 0), (long long)(v72[s75]), 2048);
     }
     __syncthreads();
     #pragma unroll
-    for (int s60 = 0; s60 < 4; ++s60) {
-      const int e61 = ((s60 / 4) * 2048 + tsr_tid * 4 + (s60 % 4));
-      v58[s60] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e61]);
+    for (int s76 = 0; s76 < 4; ++s76) {
+      const int e77 = ((s76 / 4) * 2048 + tsr_tid * 4 + (s76 % 4));
+      v74[s76] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e77]);
     }
-    // %35 = add %18, %34 : tile<i32, [2048]>
-    int32_t v62[4];
+    // %40 = add %21, %39 : tile<i32, [2048]>
+    int32_t v78[4];
     #pragma unroll
-    for (int s63 = 0; s63 < 4; ++s63) {
-      v62[s63] = int32_t(uint32_t(c16[s63]) + uint32_t(v58[s63]));
+    for (int s79 = 0; s79 < 4; ++s79) {
+      v78[s79] = int32_t(uint32_t(c29[s79]) + uint32_t(v74[s79]));
     }
-    // yield %35
+    // yield %40, %25
     #pragma unroll
-    for (int s64 = 0; s64 < 4; ++s64) {
-      c16[s64] = v62[s64];
+    for (int s80 = 0; s80 < 4; ++s80) {
+      c29[s80] = v78[s80];
+    }
+    #pragma unroll
+    for (int s81 = 0; s81 < 16; ++s81) {
+      c31[s81] = v46[s81];
     }
   }
-  // %36 = scan %16 {axis = 0, kind = "sum"} : tile<i32, [2048]>
-  int32_t v65[4];
-  uint32_t run66 = uint32_t(0);
-  uint32_t acc67_0 = uint32_t(0);
-  acc67_0 += uint32_t(c16[0]); v65[0] = int32_t(acc67_0);
-  acc67_0 += uint32_t(c16[1]); v65[1] = int32_t(acc67_0);
-  acc67_0 += uint32_t(c16[2]); v65[2] = int32_t(acc67_0);
-  acc67_0 += uint32_t(c16[3]); v65[3] = int32_t(acc67_0);
-  __syncthreads();
-  uint32_t tot69_0;
-  const uint32_t off68_0 = run66 + tsr::block_exclusive_sum<16>(acc67_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot69_0);
-  v65[0] = int32_t(uint32_t(v65[0]) + off68_0);
-  v65[1] = int32_t(uint32_t(v65[1]) + off68_0);
-  v65[2] = int32_t(uint32_t(v65[2]) + off68_0);
-  v65[3] = int32_t(uint32_t(v65[3]) + off68_0);
-  run66 += tot69_0;
-  // %37 = splat %9 : tile<i32, [2048]>
-  int32_t v70[4];
-  #pragma unroll
-  for (int s71 = 0; s71 < 4; ++s71) {
-    v70[s71] = v8;
-  }
-  // %38 = cmp %36, %37 {pred = "lt"} : tile<i1, [2048]>
-  uint8_t v72[4];
-  #pragma unroll
-  for (int s73 = 0; s73 < 4; ++s73) {
-    v72[s73] = uint8_t(v65[s73] < v70[s73]);
-  }
-  // %39 = cast %38 : tile<i32, [2048]>
-  int32_t v74[4];
-  #pragma unroll
-  for (int s75 = 0; s75 < 4; ++s75) {
-    v74[s75] = int32_t(v72[s75]);
-  }
-  // %40 = reduce %39 {axis = 0, kind = "sum"} : i32
-  int32_t v76;
-  int32_t racc77[4];
-  #pragma unroll
-  for (int v_ = 0; v_ < 4; ++v_) racc77[v_] = int32_t(0);
-  #pragma unroll
-  for (int s78 = 0; s78 < 4; ++s78) {
-    racc77[s78 % 4] = int32_t(uint32_t(racc77[s78 % 4]) + uint32_t(v74[s78]));
-  }
-  racc77[0] = int32_t(uint32_t(racc77[0]) + uint32_t(racc77[2]));
-  racc77[1] = int32_t(uint32_t(racc77[1]) + uint32_t(racc77[3]));
-  racc77[0] = int32_t(uint32_t(racc77[0]) + uint32_t(racc77[1]));
-  racc77[0] = int32_t(uint32_t(racc77[0]) + uint32_t(tsr::shfl_xor(racc77[0], 16)));
-  racc77[0] = int32_t(uint32_t(racc77[0]) + uint32_t(tsr::shfl_xor(racc77[0], 8)));
-  racc77[0] = int32_t(uint32_t(racc77[0]) + uint32_t(tsr::shfl_xor(racc77[0], 4)));
-  racc77[0] = int32_t(uint32_t(racc77[0]) + uint32_t(tsr::shfl_xor(racc77[0], 2)));
-  racc77[0] = int32_t(uint32_t(racc77[0]) + uint32_t(tsr::shfl_xor(racc77[0], 1)));
-  __shared__ int32_t tsr_red79_mem[16];
-  int32_t* const tsr_red79 = tsr_red79_mem;
-  if ((tsr_tid & 31) == 0) {
-    tsr_red79[(tsr_tid >> 5) * 1 + 0] = racc77[0];
-  }
-  __syncthreads();
-  racc77[0] = tsr_red79[(tsr_tid & 15) * 1 + 0];
-  racc77[0] = int32_t(uint32_t(racc77[0]) + uint32_t(tsr::shfl_xor(racc77[0], 8)));
-  racc77[0] = int32_t(uint32_t(racc77[0]) + uint32_t(tsr::shfl_xor(racc77[0], 4)));
-  racc77[0] = int32_t(uint32_t(racc77[0]) + uint32_t(tsr::shfl_xor(racc77[0], 2)));
-  racc77[0] = int32_t(uint32_t(racc77[0]) + uint32_t(tsr::shfl_xor(racc77[0], 1)));
-  v76 = racc77[0];
-  // %41 = arange : tile<i32, [2048]>
-  int32_t v80[4];
-  #pragma unroll
-  for (int s81 = 0; s81 < 4; ++s81) {
-    v80[s81] = int32_t(0 + ((s81 / 4) * 2048 + tsr_tid * 4 + (s81 % 4)));
-  }
-  // %42 = splat %40 : tile<i32, [2048]>
+  // %41 = scan %18 {axis = 0, kind = "sum"} : tile<i32, [2048]>
   int32_t v82[4];
+  uint32_t run83 = uint32_t(0);
+  uint32_t acc84_0 = uint32_t(0);
+  acc84_0 += uint32_t(c29[0]); v82[0] = int32_t(acc84_0);
+  acc84_0 += uint32_t(c29[1]); v82[1] = int32_t(acc84_0);
+  acc84_0 += uint32_t(c29[2]); v82[2] = int32_t(acc84_0);
+  acc84_0 += uint32_t(c29[3]); v82[3] = int32_t(acc84_0);
+  __syncthreads();
+  uint32_t tot86_0;
+  const uint32_t off85_0 = run83 + tsr::block_exclusive_sum<16>(acc84_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot86_0);
+  v82[0] = int32_t(uint32_t(v82[0]) + off85_0);
+  v82[1] = int32_t(uint32_t(v82[1]) + off85_0);
+  v82[2] = int32_t(uint32_t(v82[2]) + off85_0);
+  v82[3] = int32_t(uint32_t(v82[3]) + off85_0);
+  run83 += tot86_0;
+  // %42 = splat %9 : tile<i32, [2048]>
+  int32_t v87[4];
   #pragma unroll
-  for (int s83 = 0; s83 < 4; ++s83) {
-    v82[s83] = v76;
+  for (int s88 = 0; s88 < 4; ++s88) {
+    v87[s88] = v8;
   }
-  // %43 = cmp %41, %42 {pred = "eq"} : tile<i1, [2048]>
-  uint8_t v84[4];
-  #pragma unroll
-  for (int s85 = 0; s85 < 4; ++s85) {
-    v84[s85] = uint8_t(v80[s85] == v82[s85]);
-  }
-  // %44 = where %43, %16, %11 : tile<i32, [2048]>
-  int32_t v86[4];
-  #pragma unroll
-  for (int s87 = 0; s87 < 4; ++s87) {
-    v86[s87] = (v84[s87] ? c16[s87] : v10[s87]);
-  }
-  // %45 = reduce %44 {axis = 0, kind = "sum"} : i32
-  int32_t v88;
-  int32_t racc89[4];
-  #pragma unroll
-  for (int v_ = 0; v_ < 4; ++v_) racc89[v_] = int32_t(0);
+  // %43 = cmp %41, %42 {pred = "lt"} : tile<i1, [2048]>
+  uint8_t v89[4];
   #pragma unroll
   for (int s90 = 0; s90 < 4; ++s90) {
-    racc89[s90 % 4] = int32_t(uint32_t(racc89[s90 % 4]) + uint32_t(v86[s90]));
+    v89[s90] = uint8_t(v82[s90] < v87[s90]);
   }
-  racc89[0] = int32_t(uint32_t(racc89[0]) + uint32_t(racc89[2]));
-  racc89[1] = int32_t(uint32_t(racc89[1]) + uint32_t(racc89[3]));
-  racc89[0] = int32_t(uint32_t(racc89[0]) + uint32_t(racc89[1]));
-  racc89[0] = int32_t(uint32_t(racc89[0]) + uint32_t(tsr::shfl_xor(racc89[0], 16)));
-  racc89[0] = int32_t(uint32_t(racc89[0]) + uint32_t(tsr::shfl_xor(racc89[0], 8)));
-  racc89[0] = int32_t(uint32_t(racc89[0]) + uint32_t(tsr::shfl_xor(racc89[0], 4)));
-  racc89[0] = int32_t(uint32_t(racc89[0]) + uint32_t(tsr::shfl_xor(racc89[0], 2)));
-  racc89[0] = int32_t(uint32_t(racc89[0]) + uint32_t(tsr::shfl_xor(racc89[0], 1)));
-  __shared__ int32_t tsr_red91_mem[16];
-  int32_t* const tsr_red91 = tsr_red91_mem;
+  // %44 = cast %43 : tile<i32, [2048]>
+  int32_t v91[4];
+  #pragma unroll
+  for (int s92 = 0; s92 < 4; ++s92) {
+    v91[s92] = int32_t(v89[s92]);
+  }
+  // %45 = reduce %44 {axis = 0, kind = "sum"} : i32
+  int32_t v93;
+  int32_t racc94[4];
+  #pragma unroll
+  for (int v_ = 0; v_ < 4; ++v_) racc94[v_] = int32_t(0);
+  #pragma unroll
+  for (int s95 = 0; s95 < 4; ++s95) {
+    racc94[s95 % 4] = int32_t(uint32_t(racc94[s95 % 4]) + uint32_t(v91[s95]));
+  }
+  racc94[0] = int32_t(uint32_t(racc94[0]) + uint32_t(racc94[2]));
+  racc94[1] = int32_t(uint32_t(racc94[1]) + uint32_t(racc94[3]));
+  racc94[0] = int32_t(uint32_t(racc94[0]) + uint32_t(racc94[1]));
+  racc94[0] = int32_t(uint32_t(racc94[0]) + uint32_t(tsr::shfl_xor(racc94[0], 16)));
+  racc94[0] = int32_t(uint32_t(racc94[0]) + uint32_t(tsr::shfl_xor(racc94[0], 8)));
+  racc94[0] = int32_t(uint32_t(racc94[0]) + uint32_t(tsr::shfl_xor(racc94[0], 4)));
+  racc94[0] = int32_t(uint32_t(racc94[0]) + uint32_t(tsr::shfl_xor(racc94[0], 2)));
+  racc94[0] = int32_t(uint32_t(racc94[0]) + uint32_t(tsr::shfl_xor(racc94[0], 1)));
+  __shared__ int32_t tsr_red96_mem[16];
+  int32_t* const tsr_red96 = tsr_red96_mem;
   if ((tsr_tid & 31) == 0) {
-    tsr_red91[(tsr_tid >> 5) * 1 + 0] = racc89[0];
+    tsr_red96[(tsr_tid >> 5) * 1 + 0] = racc94[0];
   }
   __syncthreads();
-  racc89[0] = tsr_red91[(tsr_tid & 15) * 1 + 0];
-  racc89[0] = int32_t(uint32_t(racc89[0]) + uint32_t(tsr::shfl_xor(racc89[0], 8)));
-  racc89[0] = int32_t(uint32_t(racc89[0]) + uint32_t(tsr::shfl_xor(racc89[0], 4)));
-  racc89[0] = int32_t(uint32_t(racc89[0]) + uint32_t(tsr::shfl_xor(racc89[0], 2)));
-  racc89[0] = int32_t(uint32_t(racc89[0]) + uint32_t(tsr::shfl_xor(racc89[0], 1)));
-  v88 = racc89[0];
-  // %46 = where %38, %16, %11 : tile<i32, [2048]>
-  int32_t v92[4];
+  racc94[0] = tsr_red96[(tsr_tid & 15) * 1 + 0];
+  racc94[0] = int32_t(uint32_t(racc94[0]) + uint32_t(tsr::shfl_xor(racc94[0], 8)));
+  racc94[0] = int32_t(uint32_t(racc94[0]) + uint32_t(tsr::shfl_xor(racc94[0], 4)));
+  racc94[0] = int32_t(uint32_t(racc94[0]) + uint32_t(tsr::shfl_xor(racc94[0], 2)));
+  racc94[0] = int32_t(uint32_t(racc94[0]) + uint32_t(tsr::shfl_xor(racc94[0], 1)));
+  v93 = racc94[0];
+  // %46 = arange : tile<i32, [2048]>
+  int32_t v97[4];
   #pragma unroll
-  for (int s93 = 0; s93 < 4; ++s93) {
-    v92[s93] = (v72[s93] ? c16[s93] : v10[s93]);
+  for (int s98 = 0; s98 < 4; ++s98) {
+    v97[s98] = int32_t(0 + ((s98 / 4) * 2048 + tsr_tid * 4 + (s98 % 4)));
   }
-  // %47 = reduce %46 {axis = 0, kind = "sum"} : i32
-  int32_t v94;
-  int32_t racc95[4];
+  // %47 = splat %45 : tile<i32, [2048]>
+  int32_t v99[4];
   #pragma unroll
-  for (int v_ = 0; v_ < 4; ++v_) racc95[v_] = int32_t(0);
+  for (int s100 = 0; s100 < 4; ++s100) {
+    v99[s100] = v93;
+  }
+  // %48 = cmp %46, %47 {pred = "eq"} : tile<i1, [2048]>
+  uint8_t v101[4];
   #pragma unroll
-  for (int s96 = 0; s96 < 4; ++s96) {
-    racc95[s96 % 4] = int32_t(uint32_t(racc95[s96 % 4]) + uint32_t(v92[s96]));
+  for (int s102 = 0; s102 < 4; ++s102) {
+    v101[s102] = uint8_t(v97[s102] == v99[s102]);
   }
-  racc95[0] = int32_t(uint32_t(racc95[0]) + uint32_t(racc95[2]));
-  racc95[1] = int32_t(uint32_t(racc95[1]) + uint32_t(racc95[3]));
-  racc95[0] = int32_t(uint32_t(racc95[0]) + uint32_t(racc95[1]));
-  racc95[0] = int32_t(uint32_t(racc95[0]) + uint32_t(tsr::shfl_xor(racc95[0], 16)));
-  racc95[0] = int32_t(uint32_t(racc95[0]) + uint32_t(tsr::shfl_xor(racc95[0], 8)));
-  racc95[0] = int32_t(uint32_t(racc95[0]) + uint32_t(tsr::shfl_xor(racc95[0], 4)));
-  racc95[0] = int32_t(uint32_t(racc95[0]) + uint32_t(tsr::shfl_xor(racc95[0], 2)));
-  racc95[0] = int32_t(uint32_t(racc95[0]) + uint32_t(tsr::shfl_xor(racc95[0], 1)));
-  __shared__ int32_t tsr_red97_mem[16];
-  int32_t* const tsr_red97 = tsr_red97_mem;
-  if ((tsr_tid & 31) == 0) {
-    tsr_red97[(tsr_tid >> 5) * 1 + 0] = racc95[0];
+  // %49 = where %48, %18, %11 : tile<i32, [2048]>
+  int32_t v103[4];
+  #pragma unroll
+  for (int s104 = 0; s104 < 4; ++s104) {
+    v103[s104] = (v101[s104] ? c29[s104] : v10[s104]);
   }
-  __syncthreads();
-  racc95[0] = tsr_red97[(tsr_tid & 15) * 1 + 0];
-  racc95[0] = int32_t(uint32_t(racc95[0]) + uint32_t(tsr::shfl_xor(racc95[0], 8)));
-  racc95[0] = int32_t(uint32_t(racc95[0]) + uint32_t(tsr::shfl_xor(racc95[0], 4)));
-  racc95[0] = int32_t(uint32_t(racc95[0]) + uint32_t(tsr::shfl_xor(racc95[0], 2)));
-  racc95[0] = int32_t(uint32_t(racc95[0]) + uint32_t(tsr::shfl_xor(racc95[0], 1)));
-  v94 = racc95[0];
-  // %48 = sub %9, %47 : i32
-  const int32_t v98 = int32_t(uint32_t(v8) - uint32_t(v94));
-  // %49 = cast %40 : u32
-  const uint32_t v99 = uint32_t(v76);
-  // %50 = const {value = 21} : u32
-  const uint32_t v100 = uint32_t(21LL);
-  // %51 = shl %49, %50 : u32
-  const uint32_t v101 = tsr::ishl<uint32_t>(v99, v100);
-  // %52 = or %8, %51 : u32
-  const uint32_t v102 = uint32_t(v7 | v101);
-  // %53 = cmp %45, %48 {pred = "ne"} : i1
-  const uint8_t v103 = uint8_t(v88 != v98);
-  // %54, %55, %56, %57 = if %53 : u32, i32, u32, i1 {...}
-  uint32_t v104;
+  // %50 = reduce %49 {axis = 0, kind = "sum"} : i32
   int32_t v105;
-  uint32_t v106;
-  uint8_t v107;
-  if (v103) {
-    // %58 = const {value = 2147483647} : u32
-    const uint32_t v108 = uint32_t(2147483647LL);
-    // %59 = const {value = 31} : u32
-    const uint32_t v109 = uint32_t(31LL);
-    // %60 = const {value = 10} : u32
-    const uint32_t v110 = uint32_t(10LL);
-    // %61 = const {value = 2047} : u32
-    const uint32_t v111 = uint32_t(2047LL);
-    // %62 = shr %52, %50 : u32
-    const uint32_t v112 = tsr::ishr<uint32_t>(v102, v100);
-    // %63 = const {value = -1} : i32
-    const int32_t v113 = int32_t(-1LL);
-    // %64 = for %10, %7, %4, %11 : tile<i32, [2048]> {...}
-    int32_t c114[4];
-    #pragma unroll
-    for (int s115 = 0; s115 < 4; ++s115) {
-      c114[s115] = v10[s115];
-    }
-    for (int64_t iv116_ = v9; v3 > 0 && iv116_ < v6; iv116_ += v3) {
-      const int32_t iv116 = int32_t(iv116_);
-      // %67 = load_tile %x, %1, %65 {pad = -inf} : tile<f32, [1, 4096]>
-      float v117[8];
-      {
-        const int64_t o118 = int64_t(v0) * 1;
-        const int64_t o119 = int64_t(iv116) * 4096;
+  int32_t racc106[4];
+  #pragma unroll
+  for (int v_ = 0; v_ < 4; ++v_) racc106[v_] = int32_t(0);
+  #pragma unroll
+  for (int s107 = 0; s107 < 4; ++s107) {
+    racc106[s107 % 4] = int32_t(uint32_t(racc106[s107 % 4]) + uint32_t(v103[s107]));
+  }
+  racc106[0] = int32_t(uint32_t(racc106[0]) + uint32_t(racc106[2]));
+  racc106[1] = int32_t(uint32_t(racc106[1]) + uint32_t(racc106[3]));
+  racc106[0] = int32_t(uint32_t(racc106[0]) + uint32_t(racc106[1]));
+  racc106[0] = int32_t(uint32_t(racc106[0]) + uint32_t(tsr::shfl_xor(racc106[0], 16)));
+  racc106[0] = int32_t(uint32_t(racc106[0]) + uint32_t(tsr::shfl_xor(racc106[0], 8)));
+  racc106[0] = int32_t(uint32_t(racc106[0]) + uint32_t(tsr::shfl_xor(racc106[0], 4)));
+  racc106[0] = int32_t(uint32_t(racc106[0]) + uint32_t(tsr::shfl_xor(racc106[0], 2)));
+  racc106[0] = int32_t(uint32_t(racc106[0]) + uint32_t(tsr::shfl_xor(racc106[0], 1)));
+  __shared__ int32_t tsr_red108_mem[16];
+  int32_t* const tsr_red108 = tsr_red108_mem;
+  if ((tsr_tid & 31) == 0) {
+    tsr_red108[(tsr_tid >> 5) * 1 + 0] = racc106[0];
+  }
+  __syncthreads();
+  racc106[0] = tsr_red108[(tsr_tid & 15) * 1 + 0];
+  racc106[0] = int32_t(uint32_t(racc106[0]) + uint32_t(tsr::shfl_xor(racc106[0], 8)));
+  racc106[0] = int32_t(uint32_t(racc106[0]) + uint32_t(tsr::shfl_xor(racc106[0], 4)));
+  racc106[0] = int32_t(uint32_t(racc106[0]) + uint32_t(tsr::shfl_xor(racc106[0], 2)));
+  racc106[0] = int32_t(uint32_t(racc106[0]) + uint32_t(tsr::shfl_xor(racc106[0], 1)));
+  v105 = racc106[0];
+  // %51 = where %43, %18, %11 : tile<i32, [2048]>
+  int32_t v109[4];
+  #pragma unroll
+  for (int s110 = 0; s110 < 4; ++s110) {
+    v109[s110] = (v89[s110] ? c29[s110] : v10[s110]);
+  }
+  // %52 = reduce %51 {axis = 0, kind = "sum"} : i32
+  int32_t v111;
+  int32_t racc112[4];
+  #pragma unroll
+  for (int v_ = 0; v_ < 4; ++v_) racc112[v_] = int32_t(0);
+  #pragma unroll
+  for (int s113 = 0; s113 < 4; ++s113) {
+    racc112[s113 % 4] = int32_t(uint32_t(racc112[s113 % 4]) + uint32_t(v109[s113]));
+  }
+  racc112[0] = int32_t(uint32_t(racc112[0]) + uint32_t(racc112[2]));
+  racc112[1] = int32_t(uint32_t(racc112[1]) + uint32_t(racc112[3]));
+  racc112[0] = int32_t(uint32_t(racc112[0]) + uint32_t(racc112[1]));
+  racc112[0] = int32_t(uint32_t(racc112[0]) + uint32_t(tsr::shfl_xor(racc112[0], 16)));
+  racc112[0] = int32_t(uint32_t(racc112[0]) + uint32_t(tsr::shfl_xor(racc112[0], 8)));
+  racc112[0] = int32_t(uint32_t(racc112[0]) + uint32_t(tsr::shfl_xor(racc112[0], 4)));
+  racc112[0] = int32_t(uint32_t(racc112[0]) + uint32_t(tsr::shfl_xor(racc112[0], 2)));
+  racc112[0] = int32_t(uint32_t(racc112[0]) + uint32_t(tsr::shfl_xor(racc112[0], 1)));
+  __shared__ int32_t tsr_red114_mem[16];
+  int32_t* const tsr_red114 = tsr_red114_mem;
+  if ((tsr_tid & 31) == 0) {
+    tsr_red114[(tsr_tid >> 5) * 1 + 0] = racc112[0];
+  }
+  __syncthreads();
+  racc112[0] = tsr_red114[(tsr_tid & 15) * 1 + 0];
+  racc112[0] = int32_t(uint32_t(racc112[0]) + uint32_t(tsr::shfl_xor(racc112[0], 8)));
+  racc112[0] = int32_t(uint32_t(racc112[0]) + uint32_t(tsr::shfl_xor(racc112[0], 4)));
+  racc112[0] = int32_t(uint32_t(racc112[0]) + uint32_t(tsr::shfl_xor(racc112[0], 2)));
+  racc112[0] = int32_t(uint32_t(racc112[0]) + uint32_t(tsr::shfl_xor(racc112[0], 1)));
+  v111 = racc112[0];
+  // %53 = sub %9, %52 : i32
+  const int32_t v115 = int32_t(uint32_t(v8) - uint32_t(v111));
+  // %54 = cast %45 : u32
+  const uint32_t v116 = uint32_t(v93);
+  // %55 = const {value = 21} : u32
+  const uint32_t v117 = uint32_t(21LL);
+  // %56 = shl %54, %55 : u32
+  const uint32_t v118 = tsr::ishl<uint32_t>(v116, v117);
+  // %57 = or %8, %56 : u32
+  const uint32_t v119 = uint32_t(v7 | v118);
+  // %58 = cmp %50, %53 {pred = "ne"} : i1
+  const uint8_t v120 = uint8_t(v105 != v115);
+  // %59, %60, %61, %62 = if %58 : u32, i32, u32, i1 {...}
+  uint32_t v121;
+  int32_t v122;
+  uint32_t v123;
+  uint8_t v124;
+  if (v120) {
+    // %63 = load_tile %x, %1, %10 {pad = -inf} : tile<f32, [1, 8192]>
+    float v125[16];
+    {
+      const int64_t o126 = int64_t(v0) * 1;
+      const int64_t o127 = int64_t(v9) * 8192;
+      #pragma unroll
+      for (int c128 = 0; c128 < 2; ++c128) {
+        const int e129 = ((c128 * 8 / 8) * 4096 + tsr_tid * 8 + (c128 * 8 % 8));
+        const int64_t g130 = o126 + 0;
+        const int64_t g131 = o127 + (e129);
+        const int64_t off132 = g130 * tsr_p0_s0 + g131 * tsr_p0_s1;
+        const bool rok133 = true && g130 >= 0 && g130 < int64_t(tsr_dim_M);
+        float buf134[8];
+        if (rok133 && g131 >= 0 && g131 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 8>(tsr_p0 + off132)) {
+          tsr::copy_vec<float, 8>(buf134, tsr_p0 + off132);
+        } else {
+          #pragma unroll
+          for (int v_ = 0; v_ < 8; ++v_) {
+            const int64_t gc135 = g131 + v_;
+            buf134[v_] = (rok133 && gc135 >= 0 && gc135 < int64_t(tsr_dim_N)) ? tsr_p0[off132 + v_ * tsr_p0_s1] : float((-tsr::inf_f()));
+          }
+        }
         #pragma unroll
-        for (int c120 = 0; c120 < 1; ++c120) {
-          const int e121 = ((c120 * 8 / 8) * 4096 + tsr_tid * 8 + (c120 * 8 % 8));
-          const int64_t g122 = o118 + 0;
-          const int64_t g123 = o119 + (e121);
-          const int64_t off124 = g122 * tsr_p0_s0 + g123 * tsr_p0_s1;
-          const bool rok125 = true && g122 >= 0 && g122 < int64_t(tsr_dim_M);
-          float buf126[8];
-          if (rok125 && g123 >= 0 && g123 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 8>(tsr_p0 + off124)) {
-            tsr::copy_vec<float, 8>(buf126, tsr_p0 + off124);
+        for (int v_ = 0; v_ < 8; ++v_) v125[c128 * 8 + v_] = buf134[v_];
+      }
+    }
+    // %64 = reshape %63 : tile<f32, [8192]>
+    float v136[16];
+    #pragma unroll
+    for (int s137 = 0; s137 < 16; ++s137) {
+      v136[s137] = v125[s137];
+    }
+    // %65 = const {value = 2147483647} : u32
+    const uint32_t v138 = uint32_t(2147483647LL);
+    // %66 = const {value = 31} : u32
+    const uint32_t v139 = uint32_t(31LL);
+    // %67 = const {value = 10} : u32
+    const uint32_t v140 = uint32_t(10LL);
+    // %68 = const {value = 2047} : u32
+    const uint32_t v141 = uint32_t(2047LL);
+    // %69 = shr %57, %55 : u32
+    const uint32_t v142 = tsr::ishr<uint32_t>(v119, v117);
+    // %70 = const {value = -1} : i32
+    const int32_t v143 = int32_t(-1LL);
+    // %71, %72 = for %10, %7, %4, %11, %64 : tile<i32, [2048]>, tile<f32, [8192]> {...}
+    int32_t c144[4];
+    #pragma unroll
+    for (int s145 = 0; s145 < 4; ++s145) {
+      c144[s145] = v10[s145];
+    }
+    float c146[16];
+    #pragma unroll
+    for (int s147 = 0; s147 < 16; ++s147) {
+      c146[s147] = v136[s147];
+    }
+    for (int64_t iv148_ = v9; v3 > 0 && iv148_ < v6; iv148_ += v3) {
+      const int32_t iv148 = int32_t(iv148_);
+      // %76 = add %73, %4 : i32
+      const int32_t v149 = int32_t(uint32_t(iv148) + uint32_t(v3));
+      // %77 = load_tile %x, %1, %76 {pad = -inf} : tile<f32, [1, 8192]>
+      float v150[16];
+      {
+        const int64_t o151 = int64_t(v0) * 1;
+        const int64_t o152 = int64_t(v149) * 8192;
+        #pragma unroll
+        for (int c153 = 0; c153 < 2; ++c153) {
+          const int e154 = ((c153 * 8 / 8) * 4096 + tsr_tid * 8 + (c153 * 8 % 8));
+          const int64_t g155 = o151 + 0;
+          const int64_t g156 = o152 + (e154);
+          const int64_t off157 = g155 * tsr_p0_s0 + g156 * tsr_p0_s1;
+          const bool rok158 = true && g155 >= 0 && g155 < int64_t(tsr_dim_M);
+          float buf159[8];
+          if (rok158 && g156 >= 0 && g156 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 8>(tsr_p0 + off157)) {
+            tsr::copy_vec<float, 8>(buf159, tsr_p0 + off157);
           } else {
             #pragma unroll
             for (int v_ = 0; v_ < 8; ++v_) {
-              const int64_t gc127 = g123 + v_;
-              buf126[v_] = (rok125 && gc127 >= 0 && gc127 < int64_t(tsr_dim_N)) ? tsr_p0[off124 + v_ * tsr_p0_s1] : float((-tsr::inf_f()));
+              const int64_t gc160 = g156 + v_;
+              buf159[v_] = (rok158 && gc160 >= 0 && gc160 < int64_t(tsr_dim_N)) ? tsr_p0[off157 + v_ * tsr_p0_s1] : float((-tsr::inf_f()));
             }
           }
           #pragma unroll
-          for (int v_ = 0; v_ < 8; ++v_) v117[c120 * 8 + v_] = buf126[v_];
+          for (int v_ = 0; v_ < 8; ++v_) v150[c153 * 8 + v_] = buf159[v_];
         }
       }
-      // %68 = reshape %67 : tile<f32, [4096]>
-      float v128[8];
+      // %78 = reshape %77 : tile<f32, [8192]>
+      float v161[16];
       #pragma unroll
-      for (int s129 = 0; s129 < 8; ++s129) {
-        v128[s129] = v117[s129];
+      for (int s162 = 0; s162 < 16; ++s162) {
+        v161[s162] = v150[s162];
       }
-      // %69 = bitcast %68 : tile<u32, [4096]>
-      uint32_t v130[8];
+      // %79 = bitcast %75 : tile<u32, [8192]>
+      uint32_t v163[16];
       #pragma unroll
-      for (int s131 = 0; s131 < 8; ++s131) {
-        v130[s131] = uint32_t(tsr::f32_bits(v128[s131]));
+      for (int s164 = 0; s164 < 16; ++s164) {
+        v163[s164] = uint32_t(tsr::f32_bits(c146[s164]));
       }
-      // %70 = splat %58 : tile<u32, [4096]>
-      uint32_t v132[8];
+      // %80 = splat %65 : tile<u32, [8192]>
+      uint32_t v165[16];
       #pragma unroll
-      for (int s133 = 0; s133 < 8; ++s133) {
-        v132[s133] = v108;
+      for (int s166 = 0; s166 < 16; ++s166) {
+        v165[s166] = v138;
       }
-      // %71 = xor %69, %70 : tile<u32, [4096]>
-      uint32_t v134[8];
+      // %81 = xor %79, %80 : tile<u32, [8192]>
+      uint32_t v167[16];
       #pragma unroll
-      for (int s135 = 0; s135 < 8; ++s135) {
-        v134[s135] = uint32_t(v130[s135] ^ v132[s135]);
+      for (int s168 = 0; s168 < 16; ++s168) {
+        v167[s168] = uint32_t(v163[s168] ^ v165[s168]);
       }
-      // %72 = splat %59 : tile<u32, [4096]>
-      uint32_t v136[8];
+      // %82 = splat %66 : tile<u32, [8192]>
+      uint32_t v169[16];
       #pragma unroll
-      for (int s137 = 0; s137 < 8; ++s137) {
-        v136[s137] = v109;
+      for (int s170 = 0; s170 < 16; ++s170) {
+        v169[s170] = v139;
       }
-      // %73 = shr %69, %72 : tile<u32, [4096]>
-      uint32_t v138[8];
+      // %83 = shr %79, %82 : tile<u32, [8192]>
+      uint32_t v171[16];
       #pragma unroll
-      for (int s139 = 0; s139 < 8; ++s139) {
-        v138[s139] = tsr::ishr<uint32_t>(v130[s139], v136[s139]);
+      for (int s172 = 0; s172 < 16; ++s172) {
+        v171[s172] = tsr::ishr<uint32_t>(v163[s172], v169[s172]);
       }
-      // %74 = splat %8 : tile<u32, [4096]>
-      uint32_t v140[8];
+      // %84 = splat %8 : tile<u32, [8192]>
+      uint32_t v173[16];
       #pragma unroll
-      for (int s141 = 0; s141 < 8; ++s141) {
-        v140[s141] = v7;
+      for (int s174 = 0; s174 < 16; ++s174) {
+        v173[s174] = v7;
       }
-      // %75 = cmp %73, %74 {pred = "eq"} : tile<i1, [4096]>
-      uint8_t v142[8];
+      // %85 = cmp %83, %84 {pred = "eq"} : tile<i1, [8192]>
+      uint8_t v175[16];
       #pragma unroll
-      for (int s143 = 0; s143 < 8; ++s143) {
-        v142[s143] = uint8_t(v138[s143] == v140[s143]);
+      for (int s176 = 0; s176 < 16; ++s176) {
+        v175[s176] = uint8_t(v171[s176] == v173[s176]);
       }
-      // %76 = where %75, %71, %69 : tile<u32, [4096]>
-      uint32_t v144[8];
+      // %86 = where %85, %81, %79 : tile<u32, [8192]>
+      uint32_t v177[16];
       #pragma unroll
-      for (int s145 = 0; s145 < 8; ++s145) {
-        v144[s145] = (v142[s145] ? v134[s145] : v130[s145]);
+      for (int s178 = 0; s178 < 16; ++s178) {
+        v177[s178] = (v175[s178] ? v167[s178] : v163[s178]);
       }
-      // %77 = splat %60 : tile<u32, [4096]>
-      uint32_t v146[8];
+      // %87 = splat %67 : tile<u32, [8192]>
+      uint32_t v179[16];
       #pragma unroll
-      for (int s147 = 0; s147 < 8; ++s147) {
-        v146[s147] = v110;
+      for (int s180 = 0; s180 < 16; ++s180) {
+        v179[s180] = v140;
       }
-      // %78 = shr %76, %77 : tile<u32, [4096]>
-      uint32_t v148[8];
+      // %88 = shr %86, %87 : tile<u32, [8192]>
+      uint32_t v181[16];
       #pragma unroll
-      for (int s149 = 0; s149 < 8; ++s149) {
-        v148[s149] = tsr::ishr<uint32_t>(v144[s149], v146[s149]);
+      for (int s182 = 0; s182 < 16; ++s182) {
+        v181[s182] = tsr::ishr<uint32_t>(v177[s182], v179[s182]);
       }
-      // %79 = splat %61 : tile<u32, [4096]>
-      uint32_t v150[8];
+      // %89 = splat %68 : tile<u32, [8192]>
+      uint32_t v183[16];
       #pragma unroll
-      for (int s151 = 0; s151 < 8; ++s151) {
-        v150[s151] = v111;
+      for (int s184 = 0; s184 < 16; ++s184) {
+        v183[s184] = v141;
       }
-      // %80 = and %78, %79 : tile<u32, [4096]>
-      uint32_t v152[8];
+      // %90 = and %88, %89 : tile<u32, [8192]>
+      uint32_t v185[16];
       #pragma unroll
-      for (int s153 = 0; s153 < 8; ++s153) {
-        v152[s153] = uint32_t(v148[s153] & v150[s153]);
+      for (int s186 = 0; s186 < 16; ++s186) {
+        v185[s186] = uint32_t(v181[s186] & v183[s186]);
       }
-      // %81 = cast %80 : tile<i32, [4096]>
-      int32_t v154[8];
+      // %91 = cast %90 : tile<i32, [8192]>
+      int32_t v187[16];
       #pragma unroll
-      for (int s155 = 0; s155 < 8; ++s155) {
-        v154[s155] = int32_t(v152[s155]);
+      for (int s188 = 0; s188 < 16; ++s188) {
+        v187[s188] = int32_t(v185[s188]);
       }
-      // %82 = splat %50 : tile<u32, [4096]>
-      uint32_t v156[8];
+      // %92 = splat %55 : tile<u32, [8192]>
+      uint32_t v189[16];
       #pragma unroll
-      for (int s157 = 0; s157 < 8; ++s157) {
-        v156[s157] = v100;
+      for (int s190 = 0; s190 < 16; ++s190) {
+        v189[s190] = v117;
       }
-      // %83 = shr %76, %82 : tile<u32, [4096]>
-      uint32_t v158[8];
+      // %93 = shr %86, %92 : tile<u32, [8192]>
+      uint32_t v191[16];
       #pragma unroll
-      for (int s159 = 0; s159 < 8; ++s159) {
-        v158[s159] = tsr::ishr<uint32_t>(v144[s159], v156[s159]);
+      for (int s192 = 0; s192 < 16; ++s192) {
+        v191[s192] = tsr::ishr<uint32_t>(v177[s192], v189[s192]);
       }
-      // %84 = splat %62 : tile<u32, [4096]>
-      uint32_t v160[8];
+      // %94 = splat %69 : tile<u32, [8192]>
+      uint32_t v193[16];
       #pragma unroll
-      for (int s161 = 0; s161 < 8; ++s161) {
-        v160[s161] = v112;
+      for (int s194 = 0; s194 < 16; ++s194) {
+        v193[s194] = v142;
       }
-      // %85 = cmp %83, %84 {pred = "eq"} : tile<i1, [4096]>
-      uint8_t v162[8];
+      // %95 = cmp %93, %94 {pred = "eq"} : tile<i1, [8192]>
+      uint8_t v195[16];
       #pragma unroll
-      for (int s163 = 0; s163 < 8; ++s163) {
-        v162[s163] = uint8_t(v158[s163] == v160[s163]);
+      for (int s196 = 0; s196 < 16; ++s196) {
+        v195[s196] = uint8_t(v191[s196] == v193[s196]);
       }
-      // %86 = splat %63 : tile<i32, [4096]>
-      int32_t v164[8];
+      // %96 = splat %70 : tile<i32, [8192]>
+      int32_t v197[16];
       #pragma unroll
-      for (int s165 = 0; s165 < 8; ++s165) {
-        v164[s165] = v113;
+      for (int s198 = 0; s198 < 16; ++s198) {
+        v197[s198] = v143;
       }
-      // %87 = where %85, %81, %86 : tile<i32, [4096]>
-      int32_t v166[8];
+      // %97 = where %95, %91, %96 : tile<i32, [8192]>
+      int32_t v199[16];
       #pragma unroll
-      for (int s167 = 0; s167 < 8; ++s167) {
-        v166[s167] = (v162[s167] ? v154[s167] : v164[s167]);
+      for (int s200 = 0; s200 < 16; ++s200) {
+        v199[s200] = (v195[s200] ? v187[s200] : v197[s200]);
       }
-      // %88 = histogram %87 : tile<i32, [2048]>
-      int32_t v168[4];
+      // %98 = histogram %97 : tile<i32, [2048]>
+      int32_t v201[4];
       __syncthreads();
       for (int b_ = tsr_tid; b_ < 2048; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
       __syncthreads();
       #pragma unroll
-      for (int s169 = 0; s169 < 8; ++s169) {
-        tsr::hist_add(reinterpret_cast<unsigned*>(tsr_smem + 0), (long long)(v166[s169]), 2048);
+      for (int s202 = 0; s202 < 16; ++s202) {
+        tsr::hist_add(reinterpret_cast<unsigned*>(tsr_smem + 0), (long long)(v199[s202]), 2048);
       }
       __syncthreads();
       #pragma unroll
-      for (int s170 = 0; s170 < 4; ++s170) {
-        const int e171 = ((s170 / 4) * 2048 + tsr_tid * 4 + (s170 % 4));
-        v168[s170] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e171]);
+      for (int s203 = 0; s203 < 4; ++s203) {
+        const int e204 = ((s203 / 4) * 2048 + tsr_tid * 4 + (s203 % 4));
+        v201[s203] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e204]);
       }
-      // %89 = add %66, %88 : tile<i32, [2048]>
-      int32_t v172[4];
+      // %99 = add %74, %98 : tile<i32, [2048]>
+      int32_t v205[4];
       #pragma unroll
-      for (int s173 = 0; s173 < 4; ++s173) {
-        v172[s173] = int32_t(uint32_t(c114[s173]) + uint32_t(v168[s173]));
+      for (int s206 = 0; s206 < 4; ++s206) {
+        v205[s206] = int32_t(uint32_t(c144[s206]) + uint32_t(v201[s206]));
       }
-      // yield %89
+      // yield %99, %78
       #pragma unroll
-      for (int s174 = 0; s174 < 4; ++s174) {
-        c114[s174] = v172[s174];
+      for (int s207 = 0; s207 < 4; ++s207) {
+        c144[s207] = v205[s207];
+      }
+      #pragma unroll
+      for (int s208 = 0; s208 < 16; ++s208) {
+        c146[s208] = v161[s208];
       }
     }
-    // %90 = scan %64 {axis = 0, kind = "sum"} : tile<i32, [2048]>
-    int32_t v175[4];
-    uint32_t run176 = uint32_t(0);
-    uint32_t acc177_0 = uint32_t(0);
-    acc177_0 += uint32_t(c114[0]); v175[0] = int32_t(acc177_0);
-    acc177_0 += uint32_t(c114[1]); v175[1] = int32_t(acc177_0);
-    acc177_0 += uint32_t(c114[2]); v175[2] = int32_t(acc177_0);
-    acc177_0 += uint32_t(c114[3]); v175[3] = int32_t(acc177_0);
+    // %100 = scan %71 {axis = 0, kind = "sum"} : tile<i32, [2048]>
+    int32_t v209[4];
+    uint32_t run210 = uint32_t(0);
+    uint32_t acc211_0 = uint32_t(0);
+    acc211_0 += uint32_t(c144[0]); v209[0] = int32_t(acc211_0);
+    acc211_0 += uint32_t(c144[1]); v209[1] = int32_t(acc211_0);
+    acc211_0 += uint32_t(c144[2]); v209[2] = int32_t(acc211_0);
+    acc211_0 += uint32_t(c144[3]); v209[3] = int32_t(acc211_0);
     __syncthreads();
-    uint32_t tot179_0;
-    const uint32_t off178_0 = run176 + tsr::block_exclusive_sum<16>(acc177_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot179_0);
-    v175[0] = int32_t(uint32_t(v175[0]) + off178_0);
-    v175[1] = int32_t(uint32_t(v175[1]) + off178_0);
-    v175[2] = int32_t(uint32_t(v175[2]) + off178_0);
-    v175[3] = int32_t(uint32_t(v175[3]) + off178_0);
-    run176 += tot179_0;
-    // %91 = splat %48 : tile<i32, [2048]>
-    int32_t v180[4];
+    uint32_t tot213_0;
+    const uint32_t off212_0 = run210 + tsr::block_exclusive_sum<16>(acc211_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot213_0);
+    v209[0] = int32_t(uint32_t(v209[0]) + off212_0);
+    v209[1] = int32_t(uint32_t(v209[1]) + off212_0);
+    v209[2] = int32_t(uint32_t(v209[2]) + off212_0);
+    v209[3] = int32_t(uint32_t(v209[3]) + off212_0);
+    run210 += tot213_0;
+    // %101 = splat %53 : tile<i32, [2048]>
+    int32_t v214[4];
     #pragma unroll
-    for (int s181 = 0; s181 < 4; ++s181) {
-      v180[s181] = v98;
+    for (int s215 = 0; s215 < 4; ++s215) {
+      v214[s215] = v115;
     }
-    // %92 = cmp %90, %91 {pred = "lt"} : tile<i1, [2048]>
-    uint8_t v182[4];
+    // %102 = cmp %100, %101 {pred = "lt"} : tile<i1, [2048]>
+    uint8_t v216[4];
     #pragma unroll
-    for (int s183 = 0; s183 < 4; ++s183) {
-      v182[s183] = uint8_t(v175[s183] < v180[s183]);
+    for (int s217 = 0; s217 < 4; ++s217) {
+      v216[s217] = uint8_t(v209[s217] < v214[s217]);
     }
-    // %93 = cast %92 : tile<i32, [2048]>
-    int32_t v184[4];
+    // %103 = cast %102 : tile<i32, [2048]>
+    int32_t v218[4];
     #pragma unroll
-    for (int s185 = 0; s185 < 4; ++s185) {
-      v184[s185] = int32_t(v182[s185]);
+    for (int s219 = 0; s219 < 4; ++s219) {
+      v218[s219] = int32_t(v216[s219]);
     }
-    // %94 = reduce %93 {axis = 0, kind = "sum"} : i32
-    int32_t v186;
-    int32_t racc187[4];
+    // %104 = reduce %103 {axis = 0, kind = "sum"} : i32
+    int32_t v220;
+    int32_t racc221[4];
     #pragma unroll
-    for (int v_ = 0; v_ < 4; ++v_) racc187[v_] = int32_t(0);
+    for (int v_ = 0; v_ < 4; ++v_) racc221[v_] = int32_t(0);
     #pragma unroll
-    for (int s188 = 0; s188 < 4; ++s188) {
-      racc187[s188 % 4] = int32_t(uint32_t(racc187[s188 % 4]) + uint32_t(v184[s188]));
+    for (int s222 = 0; s222 < 4; ++s222) {
+      racc221[s222 % 4] = int32_t(uint32_t(racc221[s222 % 4]) + uint32_t(v218[s222]));
     }
-    racc187[0] = int32_t(uint32_t(racc187[0]) + uint32_t(racc187[2]));
-    racc187[1] = int32_t(uint32_t(racc187[1]) + uint32_t(racc187[3]));
-    racc187[0] = int32_t(uint32_t(racc187[0]) + uint32_t(racc187[1]));
-    racc187[0] = int32_t(uint32_t(racc187[0]) + uint32_t(tsr::shfl_xor(racc187[0], 16)));
-    racc187[0] = int32_t(uint32_t(racc187[0]) + uint32_t(tsr::shfl_xor(racc187[0], 8)));
-    racc187[0] = int32_t(uint32_t(racc187[0]) + uint32_t(tsr::shfl_xor(racc187[0], 4)));
-    racc187[0] = int32_t(uint32_t(racc187[0]) + uint32_t(tsr::shfl_xor(racc187[0], 2)));
-    racc187[0] = int32_t(uint32_t(racc187[0]) + uint32_t(tsr::shfl_xor(racc187[0], 1)));
-    __shared__ int32_t tsr_red189_mem[16];
-    int32_t* const tsr_red189 = tsr_red189_mem;
+    racc221[0] = int32_t(uint32_t(racc221[0]) + uint32_t(racc221[2]));
+    racc221[1] = int32_t(uint32_t(racc221[1]) + uint32_t(racc221[3]));
+    racc221[0] = int32_t(uint32_t(racc221[0]) + uint32_t(racc221[1]));
+    racc221[0] = int32_t(uint32_t(racc221[0]) + uint32_t(tsr::shfl_xor(racc221[0], 16)));
+    racc221[0] = int32_t(uint32_t(racc221[0]) + uint32_t(tsr::shfl_xor(racc221[0], 8)));
+    racc221[0] = int32_t(uint32_t(racc221[0]) + uint32_t(tsr::shfl_xor(racc221[0], 4)));
+    racc221[0] = int32_t(uint32_t(racc221[0]) + uint32_t(tsr::shfl_xor(racc221[0], 2)));
+    racc221[0] = int32_t(uint32_t(racc221[0]) + uint32_t(tsr::shfl_xor(racc221[0], 1)));
+    __shared__ int32_t tsr_red223_mem[16];
+    int32_t* const tsr_red223 = tsr_red223_mem;
     if ((tsr_tid & 31) == 0) {
-      tsr_red189[(tsr_tid >> 5) * 1 + 0] = racc187[0];
+      tsr_red223[(tsr_tid >> 5) * 1 + 0] = racc221[0];
     }
     __syncthreads();
-    racc187[0] = tsr_red189[(tsr_tid & 15) * 1 + 0];
-    racc187[0] = int32_t(uint32_t(racc187[0]) + uint32_t(tsr::shfl_xor(racc187[0], 8)));
-    racc187[0] = int32_t(uint32_t(racc187[0]) + uint32_t(tsr::shfl_xor(racc187[0], 4)));
-    racc187[0] = int32_t(uint32_t(racc187[0]) + uint32_t(tsr::shfl_xor(racc187[0], 2)));
-    racc187[0] = int32_t(uint32_t(racc187[0]) + uint32_t(tsr::shfl_xor(racc187[0], 1)));
-    v186 = racc187[0];
-    // %95 = splat %94 : tile<i32, [2048]>
-    int32_t v190[4];
+    racc221[0] = tsr_red223[(tsr_tid & 15) * 1 + 0];
+    racc221[0] = int32_t(uint32_t(racc221[0]) + uint32_t(tsr::shfl_xor(racc221[0], 8)));
+    racc221[0] = int32_t(uint32_t(racc221[0]) + uint32_t(tsr::shfl_xor(racc221[0], 4)));
+    racc221[0] = int32_t(uint32_t(racc221[0]) + uint32_t(tsr::shfl_xor(racc221[0], 2)));
+    racc221[0] = int32_t(uint32_t(racc221[0]) + uint32_t(tsr::shfl_xor(racc221[0], 1)));
+    v220 = racc221[0];
+    // %105 = splat %104 : tile<i32, [2048]>
+    int32_t v224[4];
     #pragma unroll
-    for (int s191 = 0; s191 < 4; ++s191) {
-      v190[s191] = v186;
+    for (int s225 = 0; s225 < 4; ++s225) {
+      v224[s225] = v220;
     }
-    // %96 = cmp %41, %95 {pred = "eq"} : tile<i1, [2048]>
-    uint8_t v192[4];
+    // %106 = cmp %46, %105 {pred = "eq"} : tile<i1, [2048]>
+    uint8_t v226[4];
     #pragma unroll
-    for (int s193 = 0; s193 < 4; ++s193) {
-      v192[s193] = uint8_t(v80[s193] == v190[s193]);
+    for (int s227 = 0; s227 < 4; ++s227) {
+      v226[s227] = uint8_t(v97[s227] == v224[s227]);
     }
-    // %97 = where %96, %64, %11 : tile<i32, [2048]>
-    int32_t v194[4];
+    // %107 = where %106, %71, %11 : tile<i32, [2048]>
+    int32_t v228[4];
     #pragma unroll
-    for (int s195 = 0; s195 < 4; ++s195) {
-      v194[s195] = (v192[s195] ? c114[s195] : v10[s195]);
+    for (int s229 = 0; s229 < 4; ++s229) {
+      v228[s229] = (v226[s229] ? c144[s229] : v10[s229]);
     }
-    // %98 = reduce %97 {axis = 0, kind = "sum"} : i32
-    int32_t v196;
-    int32_t racc197[4];
+    // %108 = reduce %107 {axis = 0, kind = "sum"} : i32
+    int32_t v230;
+    int32_t racc231[4];
     #pragma unroll
-    for (int v_ = 0; v_ < 4; ++v_) racc197[v_] = int32_t(0);
+    for (int v_ = 0; v_ < 4; ++v_) racc231[v_] = int32_t(0);
     #pragma unroll
-    for (int s198 = 0; s198 < 4; ++s198) {
-      racc197[s198 % 4] = int32_t(uint32_t(racc197[s198 % 4]) + uint32_t(v194[s198]));
+    for (int s232 = 0; s232 < 4; ++s232) {
+      racc231[s232 % 4] = int32_t(uint32_t(racc231[s232 % 4]) + uint32_t(v228[s232]));
     }
-    racc197[0] = int32_t(uint32_t(racc197[0]) + uint32_t(racc197[2]));
-    racc197[1] = int32_t(uint32_t(racc197[1]) + uint32_t(racc197[3]));
-    racc197[0] = int32_t(uint32_t(racc197[0]) + uint32_t(racc197[1]));
-    racc197[0] = int32_t(uint32_t(racc197[0]) + uint32_t(tsr::shfl_xor(racc197[0], 16)));
-    racc197[0] = int32_t(uint32_t(racc197[0]) + uint32_t(tsr::shfl_xor(racc197[0], 8)));
-    racc197[0] = int32_t(uint32_t(racc197[0]) + uint32_t(tsr::shfl_xor(racc197[0], 4)));
-    racc197[0] = int32_t(uint32_t(racc197[0]) + uint32_t(tsr::shfl_xor(racc197[0], 2)));
-    racc197[0] = int32_t(uint32_t(racc197[0]) + uint32_t(tsr::shfl_xor(racc197[0], 1)));
-    __shared__ int32_t tsr_red199_mem[16];
-    int32_t* const tsr_red199 = tsr_red199_mem;
+    racc231[0] = int32_t(uint32_t(racc231[0]) + uint32_t(racc231[2]));
+    racc231[1] = int32_t(uint32_t(racc231[1]) + uint32_t(racc231[3]));
+    racc231[0] = int32_t(uint32_t(racc231[0]) + uint32_t(racc231[1]));
+    racc231[0] = int32_t(uint32_t(racc231[0]) + uint32_t(tsr::shfl_xor(racc231[0], 16)));
+    racc231[0] = int32_t(uint32_t(racc231[0]) + uint32_t(tsr::shfl_xor(racc231[0], 8)));
+    racc231[0] = int32_t(uint32_t(racc231[0]) + uint32_t(tsr::shfl_xor(racc231[0], 4)));
+    racc231[0] = int32_t(uint32_t(racc231[0]) + uint32_t(tsr::shfl_xor(racc231[0], 2)));
+    racc231[0] = int32_t(uint32_t(racc231[0]) + uint32_t(tsr::shfl_xor(racc231[0], 1)));
+    __shared__ int32_t tsr_red233_mem[16];
+    int32_t* const tsr_red233 = tsr_red233_mem;
     if ((tsr_tid & 31) == 0) {
-      tsr_red199[(tsr_tid >> 5) * 1 + 0] = racc197[0];
+      tsr_red233[(tsr_tid >> 5) * 1 + 0] = racc231[0];
     }
     __syncthreads();
-    racc197[0] = tsr_red199[(tsr_tid & 15) * 1 + 0];
-    racc197[0] = int32_t(uint32_t(racc197[0]) + uint32_t(tsr::shfl_xor(racc197[0], 8)));
-    racc197[0] = int32_t(uint32_t(racc197[0]) + uint32_t(tsr::shfl_xor(racc197[0], 4)));
-    racc197[0] = int32_t(uint32_t(racc197[0]) + uint32_t(tsr::shfl_xor(racc197[0], 2)));
-    racc197[0] = int32_t(uint32_t(racc197[0]) + uint32_t(tsr::shfl_xor(racc197[0], 1)));
-    v196 = racc197[0];
-    // %99 = where %92, %64, %11 : tile<i32, [2048]>
-    int32_t v200[4];
+    racc231[0] = tsr_red233[(tsr_tid & 15) * 1 + 0];
+    racc231[0] = int32_t(uint32_t(racc231[0]) + uint32_t(tsr::shfl_xor(racc231[0], 8)));
+    racc231[0] = int32_t(uint32_t(racc231[0]) + uint32_t(tsr::shfl_xor(racc231[0], 4)));
+    racc231[0] = int32_t(uint32_t(racc231[0]) + uint32_t(tsr::shfl_xor(racc231[0], 2)));
+    racc231[0] = int32_t(uint32_t(racc231[0]) + uint32_t(tsr::shfl_xor(racc231[0], 1)));
+    v230 = racc231[0];
+    // %109 = where %102, %71, %11 : tile<i32, [2048]>
+    int32_t v234[4];
     #pragma unroll
-    for (int s201 = 0; s201 < 4; ++s201) {
-      v200[s201] = (v182[s201] ? c114[s201] : v10[s201]);
+    for (int s235 = 0; s235 < 4; ++s235) {
+      v234[s235] = (v216[s235] ? c144[s235] : v10[s235]);
     }
-    // %100 = reduce %99 {axis = 0, kind = "sum"} : i32
-    int32_t v202;
-    int32_t racc203[4];
+    // %110 = reduce %109 {axis = 0, kind = "sum"} : i32
+    int32_t v236;
+    int32_t racc237[4];
     #pragma unroll
-    for (int v_ = 0; v_ < 4; ++v_) racc203[v_] = int32_t(0);
+    for (int v_ = 0; v_ < 4; ++v_) racc237[v_] = int32_t(0);
     #pragma unroll
-    for (int s204 = 0; s204 < 4; ++s204) {
-      racc203[s204 % 4] = int32_t(uint32_t(racc203[s204 % 4]) + uint32_t(v200[s204]));
+    for (int s238 = 0; s238 < 4; ++s238) {
+      racc237[s238 % 4] = int32_t(uint32_t(racc237[s238 % 4]) + uint32_t(v234[s238]));
     }
-    racc203[0] = int32_t(uint32_t(racc203[0]) + uint32_t(racc203[2]));
-    racc203[1] = int32_t(uint32_t(racc203[1]) + uint32_t(racc203[3]));
-    racc203[0] = int32_t(uint32_t(racc203[0]) + uint32_t(racc203[1]));
-    racc203[0] = int32_t(uint32_t(racc203[0]) + uint32_t(tsr::shfl_xor(racc203[0], 16)));
-    racc203[0] = int32_t(uint32_t(racc203[0]) + uint32_t(tsr::shfl_xor(racc203[0], 8)));
-    racc203[0] = int32_t(uint32_t(racc203[0]) + uint32_t(tsr::shfl_xor(racc203[0], 4)));
-    racc203[0] = int32_t(uint32_t(racc203[0]) + uint32_t(tsr::shfl_xor(racc203[0], 2)));
-    racc203[0] = int32_t(uint32_t(racc203[0]) + uint32_t(tsr::shfl_xor(racc203[0], 1)));
-    __shared__ int32_t tsr_red205_mem[16];
-    int32_t* const tsr_red205 = tsr_red205_mem;
+    racc237[0] = int32_t(uint32_t(racc237[0]) + uint32_t(racc237[2]));
+    racc237[1] = int32_t(uint32_t(racc237[1]) + uint32_t(racc237[3]));
+    racc237[0] = int32_t(uint32_t(racc237[0]) + uint32_t(racc237[1]));
+    racc237[0] = int32_t(uint32_t(racc237[0]) + uint32_t(tsr::shfl_xor(racc237[0], 16)));
+    racc237[0] = int32_t(uint32_t(racc237[0]) + uint32_t(tsr::shfl_xor(racc237[0], 8)));
+    racc237[0] = int32_t(uint32_t(racc237[0]) + uint32_t(tsr::shfl_xor(racc237[0], 4)));
+    racc237[0] = int32_t(uint32_t(racc237[0]) + uint32_t(tsr::shfl_xor(racc237[0], 2)));
+    racc237[0] = int32_t(uint32_t(racc237[0]) + uint32_t(tsr::shfl_xor(racc237[0], 1)));
+    __shared__ int32_t tsr_red239_mem[16];
+    int32_t* const tsr_red239 = tsr_red239_mem;
     if ((tsr_tid & 31) == 0) {
-      tsr_red205[(tsr_tid >> 5) * 1 + 0] = racc203[0];
+      tsr_red239[(tsr_tid >> 5) * 1 + 0] = racc237[0];
     }
     __syncthreads();
-    racc203[0] = tsr_red205[(tsr_tid & 15) * 1 + 0];
-    racc203[0] = int32_t(uint32_t(racc203[0]) + uint32_t(tsr::shfl_xor(racc203[0], 8)));
-    racc203[0] = int32_t(uint32_t(racc203[0]) + uint32_t(tsr::shfl_xor(racc203[0], 4)));
-    racc203[0] = int32_t(uint32_t(racc203[0]) + uint32_t(tsr::shfl_xor(racc203[0], 2)));
-    racc203[0] = int32_t(uint32_t(racc203[0]) + uint32_t(tsr::shfl_xor(racc203[0], 1)));
-    v202 = racc203[0];
-    // %101 = sub %48, %100 : i32
-    const int32_t v206 = int32_t(uint32_t(v98) - uint32_t(v202));
-    // %102 = cast %94 : u32
-    const uint32_t v207 = uint32_t(v186);
-    // %103 = const {value = 10} : u32
-    const uint32_t v208 = uint32_t(10LL);
-    // %104 = shl %102, %103 : u32
-    const uint32_t v209 = tsr::ishl<uint32_t>(v207, v208);
-    // %105 = or %52, %104 : u32
-    const uint32_t v210 = uint32_t(v102 | v209);
-    // %106 = cmp %98, %101 {pred = "ne"} : i1
-    const uint8_t v211 = uint8_t(v196 != v206);
-    // yield %105, %101, %103, %106
-    v104 = v210;
-    v105 = v206;
-    v106 = v208;
-    v107 = v211;
+    racc237[0] = tsr_red239[(tsr_tid & 15) * 1 + 0];
+    racc237[0] = int32_t(uint32_t(racc237[0]) + uint32_t(tsr::shfl_xor(racc237[0], 8)));
+    racc237[0] = int32_t(uint32_t(racc237[0]) + uint32_t(tsr::shfl_xor(racc237[0], 4)));
+    racc237[0] = int32_t(uint32_t(racc237[0]) + uint32_t(tsr::shfl_xor(racc237[0], 2)));
+    racc237[0] = int32_t(uint32_t(racc237[0]) + uint32_t(tsr::shfl_xor(racc237[0], 1)));
+    v236 = racc237[0];
+    // %111 = sub %53, %110 : i32
+    const int32_t v240 = int32_t(uint32_t(v115) - uint32_t(v236));
+    // %112 = cast %104 : u32
+    const uint32_t v241 = uint32_t(v220);
+    // %113 = const {value = 10} : u32
+    const uint32_t v242 = uint32_t(10LL);
+    // %114 = shl %112, %113 : u32
+    const uint32_t v243 = tsr::ishl<uint32_t>(v241, v242);
+    // %115 = or %57, %114 : u32
+    const uint32_t v244 = uint32_t(v119 | v243);
+    // %116 = cmp %108, %111 {pred = "ne"} : i1
+    const uint8_t v245 = uint8_t(v230 != v240);
+    // yield %115, %111, %113, %116
+    v121 = v244;
+    v122 = v240;
+    v123 = v242;
+    v124 = v245;
   } else {
-    // yield %52, %48, %50, %53
-    v104 = v102;
-    v105 = v98;
-    v106 = v100;
-    v107 = v103;
+    // yield %57, %53, %55, %58
+    v121 = v119;
+    v122 = v115;
+    v123 = v117;
+    v124 = v120;
   }
-  // %107, %108, %109, %110 = if %57 : u32, i32, u32, i1 {...}
-  uint32_t v212;
-  int32_t v213;
-  uint32_t v214;
-  uint8_t v215;
-  if (v107) {
-    // %111 = splat %10 : tile<i32, [1024]>
-    int32_t v216[2];
+  // %117, %118, %119, %120 = if %62 : u32, i32, u32, i1 {...}
+  uint32_t v246;
+  int32_t v247;
+  uint32_t v248;
+  uint8_t v249;
+  if (v124) {
+    // %121 = splat %10 : tile<i32, [1024]>
+    int32_t v250[2];
     #pragma unroll
-    for (int s217 = 0; s217 < 2; ++s217) {
-      v216[s217] = v9;
+    for (int s251 = 0; s251 < 2; ++s251) {
+      v250[s251] = v9;
     }
-    // %112 = const {value = 2147483647} : u32
-    const uint32_t v218 = uint32_t(2147483647LL);
-    // %113 = const {value = 31} : u32
-    const uint32_t v219 = uint32_t(31LL);
-    // %114 = const {value = 1023} : u32
-    const uint32_t v220 = uint32_t(1023LL);
-    // %115 = const {value = 10} : u32
-    const uint32_t v221 = uint32_t(10LL);
-    // %116 = shr %54, %115 : u32
-    const uint32_t v222 = tsr::ishr<uint32_t>(v104, v221);
-    // %117 = const {value = -1} : i32
-    const int32_t v223 = int32_t(-1LL);
-    // %118 = for %10, %7, %4, %111 : tile<i32, [1024]> {...}
-    int32_t c224[2];
-    #pragma unroll
-    for (int s225 = 0; s225 < 2; ++s225) {
-      c224[s225] = v216[s225];
-    }
-    for (int64_t iv226_ = v9; v3 > 0 && iv226_ < v6; iv226_ += v3) {
-      const int32_t iv226 = int32_t(iv226_);
-      // %121 = load_tile %x, %1, %119 {pad = -inf} : tile<f32, [1, 4096]>
-      float v227[8];
-      {
-        const int64_t o228 = int64_t(v0) * 1;
-        const int64_t o229 = int64_t(iv226) * 4096;
+    // %122 = load_tile %x, %1, %10 {pad = -inf} : tile<f32, [1, 8192]>
+    float v252[16];
+    {
+      const int64_t o253 = int64_t(v0) * 1;
+      const int64_t o254 = int64_t(v9) * 8192;
+      #pragma unroll
+      for (int c255 = 0; c255 < 2; ++c255) {
+        const int e256 = ((c255 * 8 / 8) * 4096 + tsr_tid * 8 + (c255 * 8 % 8));
+        const int64_t g257 = o253 + 0;
+        const int64_t g258 = o254 + (e256);
+        const int64_t off259 = g257 * tsr_p0_s0 + g258 * tsr_p0_s1;
+        const bool rok260 = true && g257 >= 0 && g257 < int64_t(tsr_dim_M);
+        float buf261[8];
+        if (rok260 && g258 >= 0 && g258 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 8>(tsr_p0 + off259)) {
+          tsr::copy_vec<float, 8>(buf261, tsr_p0 + off259);
+        } else {
+          #pragma unroll
+          for (int v_ = 0; v_ < 8; ++v_) {
+            const int64_t gc262 = g258 + v_;
+            buf261[v_] = (rok260 && gc262 >= 0 && gc262 < int64_t(tsr_dim_N)) ? tsr_p0[off259 + v_ * tsr_p0_s1] : float((-tsr::inf_f()));
+          }
+        }
         #pragma unroll
-        for (int c230 = 0; c230 < 1; ++c230) {
-          const int e231 = ((c230 * 8 / 8) * 4096 + tsr_tid * 8 + (c230 * 8 % 8));
-          const int64_t g232 = o228 + 0;
-          const int64_t g233 = o229 + (e231);
-          const int64_t off234 = g232 * tsr_p0_s0 + g233 * tsr_p0_s1;
-          const bool rok235 = true && g232 >= 0 && g232 < int64_t(tsr_dim_M);
-          float buf236[8];
-          if (rok235 && g233 >= 0 && g233 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 8>(tsr_p0 + off234)) {
-            tsr::copy_vec<float, 8>(buf236, tsr_p0 + off234);
+        for (int v_ = 0; v_ < 8; ++v_) v252[c255 * 8 + v_] = buf261[v_];
+      }
+    }
+    // %123 = reshape %122 : tile<f32, [8192]>
+    float v263[16];
+    #pragma unroll
+    for (int s264 = 0; s264 < 16; ++s264) {
+      v263[s264] = v252[s264];
+    }
+    // %124 = const {value = 2147483647} : u32
+    const uint32_t v265 = uint32_t(2147483647LL);
+    // %125 = const {value = 31} : u32
+    const uint32_t v266 = uint32_t(31LL);
+    // %126 = const {value = 1023} : u32
+    const uint32_t v267 = uint32_t(1023LL);
+    // %127 = const {value = 10} : u32
+    const uint32_t v268 = uint32_t(10LL);
+    // %128 = shr %59, %127 : u32
+    const uint32_t v269 = tsr::ishr<uint32_t>(v121, v268);
+    // %129 = const {value = -1} : i32
+    const int32_t v270 = int32_t(-1LL);
+    // %130, %131 = for %10, %7, %4, %121, %123 : tile<i32, [1024]>, tile<f32, [8192]> {...}
+    int32_t c271[2];
+    #pragma unroll
+    for (int s272 = 0; s272 < 2; ++s272) {
+      c271[s272] = v250[s272];
+    }
+    float c273[16];
+    #pragma unroll
+    for (int s274 = 0; s274 < 16; ++s274) {
+      c273[s274] = v263[s274];
+    }
+    for (int64_t iv275_ = v9; v3 > 0 && iv275_ < v6; iv275_ += v3) {
+      const int32_t iv275 = int32_t(iv275_);
+      // %135 = add %132, %4 : i32
+      const int32_t v276 = int32_t(uint32_t(iv275) + uint32_t(v3));
+      // %136 = load_tile %x, %1, %135 {pad = -inf} : tile<f32, [1, 8192]>
+      float v277[16];
+      {
+        const int64_t o278 = int64_t(v0) * 1;
+        const int64_t o279 = int64_t(v276) * 8192;
+        #pragma unroll
+        for (int c280 = 0; c280 < 2; ++c280) {
+          const int e281 = ((c280 * 8 / 8) * 4096 + tsr_tid * 8 + (c280 * 8 % 8));
+          const int64_t g282 = o278 + 0;
+          const int64_t g283 = o279 + (e281);
+          const int64_t off284 = g282 * tsr_p0_s0 + g283 * tsr_p0_s1;
+          const bool rok285 = true && g282 >= 0 && g282 < int64_t(tsr_dim_M);
+          float buf286[8];
+          if (rok285 && g283 >= 0 && g283 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 8>(tsr_p0 + off284)) {
+            tsr::copy_vec<float, 8>(buf286, tsr_p0 + off284);
           } else {
             #pragma unroll
             for (int v_ = 0; v_ < 8; ++v_) {
-              const int64_t gc237 = g233 + v_;
-              buf236[v_] = (rok235 && gc237 >= 0 && gc237 < int64_t(tsr_dim_N)) ? tsr_p0[off234 + v_ * tsr_p0_s1] : float((-tsr::inf_f()));
+              const int64_t gc287 = g283 + v_;
+              buf286[v_] = (rok285 && gc287 >= 0 && gc287 < int64_t(tsr_dim_N)) ? tsr_p0[off284 + v_ * tsr_p0_s1] : float((-tsr::inf_f()));
             }
           }
           #pragma unroll
-          for (int v_ = 0; v_ < 8; ++v_) v227[c230 * 8 + v_] = buf236[v_];
+          for (int v_ = 0; v_ < 8; ++v_) v277[c280 * 8 + v_] = buf286[v_];
         }
       }
-      // %122 = reshape %121 : tile<f32, [4096]>
-      float v238[8];
+      // %137 = reshape %136 : tile<f32, [8192]>
+      float v288[16];
       #pragma unroll
-      for (int s239 = 0; s239 < 8; ++s239) {
-        v238[s239] = v227[s239];
+      for (int s289 = 0; s289 < 16; ++s289) {
+        v288[s289] = v277[s289];
       }
-      // %123 = bitcast %122 : tile<u32, [4096]>
-      uint32_t v240[8];
+      // %138 = bitcast %134 : tile<u32, [8192]>
+      uint32_t v290[16];
       #pragma unroll
-      for (int s241 = 0; s241 < 8; ++s241) {
-        v240[s241] = uint32_t(tsr::f32_bits(v238[s241]));
+      for (int s291 = 0; s291 < 16; ++s291) {
+        v290[s291] = uint32_t(tsr::f32_bits(c273[s291]));
       }
-      // %124 = splat %112 : tile<u32, [4096]>
-      uint32_t v242[8];
+      // %139 = splat %124 : tile<u32, [8192]>
+      uint32_t v292[16];
       #pragma unroll
-      for (int s243 = 0; s243 < 8; ++s243) {
-        v242[s243] = v218;
+      for (int s293 = 0; s293 < 16; ++s293) {
+        v292[s293] = v265;
       }
-      // %125 = xor %123, %124 : tile<u32, [4096]>
-      uint32_t v244[8];
+      // %140 = xor %138, %139 : tile<u32, [8192]>
+      uint32_t v294[16];
       #pragma unroll
-      for (int s245 = 0; s245 < 8; ++s245) {
-        v244[s245] = uint32_t(v240[s245] ^ v242[s245]);
+      for (int s295 = 0; s295 < 16; ++s295) {
+        v294[s295] = uint32_t(v290[s295] ^ v292[s295]);
       }
-      // %126 = splat %113 : tile<u32, [4096]>
-      uint32_t v246[8];
+      // %141 = splat %125 : tile<u32, [8192]>
+      uint32_t v296[16];
       #pragma unroll
-      for (int s247 = 0; s247 < 8; ++s247) {
-        v246[s247] = v219;
+      for (int s297 = 0; s297 < 16; ++s297) {
+        v296[s297] = v266;
       }
-      // %127 = shr %123, %126 : tile<u32, [4096]>
-      uint32_t v248[8];
+      // %142 = shr %138, %141 : tile<u32, [8192]>
+      uint32_t v298[16];
       #pragma unroll
-      for (int s249 = 0; s249 < 8; ++s249) {
-        v248[s249] = tsr::ishr<uint32_t>(v240[s249], v246[s249]);
+      for (int s299 = 0; s299 < 16; ++s299) {
+        v298[s299] = tsr::ishr<uint32_t>(v290[s299], v296[s299]);
       }
-      // %128 = splat %8 : tile<u32, [4096]>
-      uint32_t v250[8];
+      // %143 = splat %8 : tile<u32, [8192]>
+      uint32_t v300[16];
       #pragma unroll
-      for (int s251 = 0; s251 < 8; ++s251) {
-        v250[s251] = v7;
+      for (int s301 = 0; s301 < 16; ++s301) {
+        v300[s301] = v7;
       }
-      // %129 = cmp %127, %128 {pred = "eq"} : tile<i1, [4096]>
-      uint8_t v252[8];
+      // %144 = cmp %142, %143 {pred = "eq"} : tile<i1, [8192]>
+      uint8_t v302[16];
       #pragma unroll
-      for (int s253 = 0; s253 < 8; ++s253) {
-        v252[s253] = uint8_t(v248[s253] == v250[s253]);
+      for (int s303 = 0; s303 < 16; ++s303) {
+        v302[s303] = uint8_t(v298[s303] == v300[s303]);
       }
-      // %130 = where %129, %125, %123 : tile<u32, [4096]>
-      uint32_t v254[8];
+      // %145 = where %144, %140, %138 : tile<u32, [8192]>
+      uint32_t v304[16];
       #pragma unroll
-      for (int s255 = 0; s255 < 8; ++s255) {
-        v254[s255] = (v252[s255] ? v244[s255] : v240[s255]);
+      for (int s305 = 0; s305 < 16; ++s305) {
+        v304[s305] = (v302[s305] ? v294[s305] : v290[s305]);
       }
-      // %131 = shr %130, %128 : tile<u32, [4096]>
-      uint32_t v256[8];
+      // %146 = shr %145, %143 : tile<u32, [8192]>
+      uint32_t v306[16];
       #pragma unroll
-      for (int s257 = 0; s257 < 8; ++s257) {
-        v256[s257] = tsr::ishr<uint32_t>(v254[s257], v250[s257]);
+      for (int s307 = 0; s307 < 16; ++s307) {
+        v306[s307] = tsr::ishr<uint32_t>(v304[s307], v300[s307]);
       }
-      // %132 = splat %114 : tile<u32, [4096]>
-      uint32_t v258[8];
+      // %147 = splat %126 : tile<u32, [8192]>
+      uint32_t v308[16];
       #pragma unroll
-      for (int s259 = 0; s259 < 8; ++s259) {
-        v258[s259] = v220;
+      for (int s309 = 0; s309 < 16; ++s309) {
+        v308[s309] = v267;
       }
-      // %133 = and %131, %132 : tile<u32, [4096]>
-      uint32_t v260[8];
+      // %148 = and %146, %147 : tile<u32, [8192]>
+      uint32_t v310[16];
       #pragma unroll
-      for (int s261 = 0; s261 < 8; ++s261) {
-        v260[s261] = uint32_t(v256[s261] & v258[s261]);
+      for (int s311 = 0; s311 < 16; ++s311) {
+        v310[s311] = uint32_t(v306[s311] & v308[s311]);
       }
-      // %134 = cast %133 : tile<i32, [4096]>
-      int32_t v262[8];
+      // %149 = cast %148 : tile<i32, [8192]>
+      int32_t v312[16];
       #pragma unroll
-      for (int s263 = 0; s263 < 8; ++s263) {
-        v262[s263] = int32_t(v260[s263]);
+      for (int s313 = 0; s313 < 16; ++s313) {
+        v312[s313] = int32_t(v310[s313]);
       }
-      // %135 = splat %115 : tile<u32, [4096]>
-      uint32_t v264[8];
+      // %150 = splat %127 : tile<u32, [8192]>
+      uint32_t v314[16];
       #pragma unroll
-      for (int s265 = 0; s265 < 8; ++s265) {
-        v264[s265] = v221;
+      for (int s315 = 0; s315 < 16; ++s315) {
+        v314[s315] = v268;
       }
-      // %136 = shr %130, %135 : tile<u32, [4096]>
-      uint32_t v266[8];
+      // %151 = shr %145, %150 : tile<u32, [8192]>
+      uint32_t v316[16];
       #pragma unroll
-      for (int s267 = 0; s267 < 8; ++s267) {
-        v266[s267] = tsr::ishr<uint32_t>(v254[s267], v264[s267]);
+      for (int s317 = 0; s317 < 16; ++s317) {
+        v316[s317] = tsr::ishr<uint32_t>(v304[s317], v314[s317]);
       }
-      // %137 = splat %116 : tile<u32, [4096]>
-      uint32_t v268[8];
+      // %152 = splat %128 : tile<u32, [8192]>
+      uint32_t v318[16];
       #pragma unroll
-      for (int s269 = 0; s269 < 8; ++s269) {
-        v268[s269] = v222;
+      for (int s319 = 0; s319 < 16; ++s319) {
+        v318[s319] = v269;
       }
-      // %138 = cmp %136, %137 {pred = "eq"} : tile<i1, [4096]>
-      uint8_t v270[8];
+      // %153 = cmp %151, %152 {pred = "eq"} : tile<i1, [8192]>
+      uint8_t v320[16];
       #pragma unroll
-      for (int s271 = 0; s271 < 8; ++s271) {
-        v270[s271] = uint8_t(v266[s271] == v268[s271]);
+      for (int s321 = 0; s321 < 16; ++s321) {
+        v320[s321] = uint8_t(v316[s321] == v318[s321]);
       }
-      // %139 = splat %117 : tile<i32, [4096]>
-      int32_t v272[8];
+      // %154 = splat %129 : tile<i32, [8192]>
+      int32_t v322[16];
       #pragma unroll
-      for (int s273 = 0; s273 < 8; ++s273) {
-        v272[s273] = v223;
+      for (int s323 = 0; s323 < 16; ++s323) {
+        v322[s323] = v270;
       }
-      // %140 = where %138, %134, %139 : tile<i32, [4096]>
-      int32_t v274[8];
+      // %155 = where %153, %149, %154 : tile<i32, [8192]>
+      int32_t v324[16];
       #pragma unroll
-      for (int s275 = 0; s275 < 8; ++s275) {
-        v274[s275] = (v270[s275] ? v262[s275] : v272[s275]);
+      for (int s325 = 0; s325 < 16; ++s325) {
+        v324[s325] = (v320[s325] ? v312[s325] : v322[s325]);
       }
-      // %141 = histogram %140 : tile<i32, [1024]>
-      int32_t v276[2];
+      // %156 = histogram %155 : tile<i32, [1024]>
+      int32_t v326[2];
       __syncthreads();
       for (int b_ = tsr_tid; b_ < 1024; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
       __syncthreads();
       #pragma unroll
-      for (int s277 = 0; s277 < 8; ++s277) {
-        tsr::hist_add(reinterpret_cast<unsigned*>(tsr_smem + 0), (long long)(v274[s277]), 1024);
+      for (int s327 = 0; s327 < 16; ++s327) {
+        tsr::hist_add(reinterpret_cast<unsigned*>(tsr_smem + 0), (long long)(v324[s327]), 1024);
       }
       __syncthreads();
       #pragma unroll
-      for (int s278 = 0; s278 < 2; ++s278) {
-        const int e279 = ((s278 / 2) * 1024 + tsr_tid * 2 + (s278 % 2));
-        v276[s278] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e279]);
+      for (int s328 = 0; s328 < 2; ++s328) {
+        const int e329 = ((s328 / 2) * 1024 + tsr_tid * 2 + (s328 % 2));
+        v326[s328] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e329]);
       }
-      // %142 = add %120, %141 : tile<i32, [1024]>
-      int32_t v280[2];
+      // %157 = add %133, %156 : tile<i32, [1024]>
+      int32_t v330[2];
       #pragma unroll
-      for (int s281 = 0; s281 < 2; ++s281) {
-        v280[s281] = int32_t(uint32_t(c224[s281]) + uint32_t(v276[s281]));
+      for (int s331 = 0; s331 < 2; ++s331) {
+        v330[s331] = int32_t(uint32_t(c271[s331]) + uint32_t(v326[s331]));
       }
-      // yield %142
+      // yield %157, %137
       #pragma unroll
-      for (int s282 = 0; s282 < 2; ++s282) {
-        c224[s282] = v280[s282];
+      for (int s332 = 0; s332 < 2; ++s332) {
+        c271[s332] = v330[s332];
+      }
+      #pragma unroll
+      for (int s333 = 0; s333 < 16; ++s333) {
+        c273[s333] = v288[s333];
       }
     }
-    // %143 = scan %118 {axis = 0, kind = "sum"} : tile<i32, [1024]>
-    int32_t v283[2];
-    uint32_t run284 = uint32_t(0);
-    uint32_t acc285_0 = uint32_t(0);
-    acc285_0 += uint32_t(c224[0]); v283[0] = int32_t(acc285_0);
-    acc285_0 += uint32_t(c224[1]); v283[1] = int32_t(acc285_0);
+    // %158 = scan %130 {axis = 0, kind = "sum"} : tile<i32, [1024]>
+    int32_t v334[2];
+    uint32_t run335 = uint32_t(0);
+    uint32_t acc336_0 = uint32_t(0);
+    acc336_0 += uint32_t(c271[0]); v334[0] = int32_t(acc336_0);
+    acc336_0 += uint32_t(c271[1]); v334[1] = int32_t(acc336_0);
     __syncthreads();
-    uint32_t tot287_0;
-    const uint32_t off286_0 = run284 + tsr::block_exclusive_sum<16>(acc285_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot287_0);
-    v283[0] = int32_t(uint32_t(v283[0]) + off286_0);
-    v283[1] = int32_t(uint32_t(v283[1]) + off286_0);
-    run284 += tot287_0;
-    // %144 = splat %55 : tile<i32, [1024]>
-    int32_t v288[2];
+    uint32_t tot338_0;
+    const uint32_t off337_0 = run335 + tsr::block_exclusive_sum<16>(acc336_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot338_0);
+    v334[0] = int32_t(uint32_t(v334[0]) + off337_0);
+    v334[1] = int32_t(uint32_t(v334[1]) + off337_0);
+    run335 += tot338_0;
+    // %159 = splat %60 : tile<i32, [1024]>
+    int32_t v339[2];
     #pragma unroll
-    for (int s289 = 0; s289 < 2; ++s289) {
-      v288[s289] = v105;
+    for (int s340 = 0; s340 < 2; ++s340) {
+      v339[s340] = v122;
     }
-    // %145 = cmp %143, %144 {pred = "lt"} : tile<i1, [1024]>
-    uint8_t v290[2];
+    // %160 = cmp %158, %159 {pred = "lt"} : tile<i1, [1024]>
+    uint8_t v341[2];
     #pragma unroll
-    for (int s291 = 0; s291 < 2; ++s291) {
-      v290[s291] = uint8_t(v283[s291] < v288[s291]);
+    for (int s342 = 0; s342 < 2; ++s342) {
+      v341[s342] = uint8_t(v334[s342] < v339[s342]);
     }
-    // %146 = cast %145 : tile<i32, [1024]>
-    int32_t v292[2];
+    // %161 = cast %160 : tile<i32, [1024]>
+    int32_t v343[2];
     #pragma unroll
-    for (int s293 = 0; s293 < 2; ++s293) {
-      v292[s293] = int32_t(v290[s293]);
+    for (int s344 = 0; s344 < 2; ++s344) {
+      v343[s344] = int32_t(v341[s344]);
     }
-    // %147 = reduce %146 {axis = 0, kind = "sum"} : i32
-    int32_t v294;
-    int32_t racc295[2];
+    // %162 = reduce %161 {axis = 0, kind = "sum"} : i32
+    int32_t v345;
+    int32_t racc346[2];
     #pragma unroll
-    for (int v_ = 0; v_ < 2; ++v_) racc295[v_] = int32_t(0);
+    for (int v_ = 0; v_ < 2; ++v_) racc346[v_] = int32_t(0);
     #pragma unroll
-    for (int s296 = 0; s296 < 2; ++s296) {
-      racc295[s296 % 2] = int32_t(uint32_t(racc295[s296 % 2]) + uint32_t(v292[s296]));
+    for (int s347 = 0; s347 < 2; ++s347) {
+      racc346[s347 % 2] = int32_t(uint32_t(racc346[s347 % 2]) + uint32_t(v343[s347]));
     }
-    racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(racc295[1]));
-    racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 16)));
-    racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 8)));
-    racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 4)));
-    racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 2)));
-    racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 1)));
-    __shared__ int32_t tsr_red297_mem[16];
-    int32_t* const tsr_red297 = tsr_red297_mem;
+    racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(racc346[1]));
+    racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 16)));
+    racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 8)));
+    racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 4)));
+    racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 2)));
+    racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 1)));
+    __shared__ int32_t tsr_red348_mem[16];
+    int32_t* const tsr_red348 = tsr_red348_mem;
     if ((tsr_tid & 31) == 0) {
-      tsr_red297[(tsr_tid >> 5) * 1 + 0] = racc295[0];
+      tsr_red348[(tsr_tid >> 5) * 1 + 0] = racc346[0];
     }
     __syncthreads();
-    racc295[0] = tsr_red297[(tsr_tid & 15) * 1 + 0];
-    racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 8)));
-    racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 4)));
-    racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 2)));
-    racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 1)));
-    v294 = racc295[0];
-    // %148 = arange : tile<i32, [1024]>
-    int32_t v298[2];
+    racc346[0] = tsr_red348[(tsr_tid & 15) * 1 + 0];
+    racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 8)));
+    racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 4)));
+    racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 2)));
+    racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 1)));
+    v345 = racc346[0];
+    // %163 = arange : tile<i32, [1024]>
+    int32_t v349[2];
     #pragma unroll
-    for (int s299 = 0; s299 < 2; ++s299) {
-      v298[s299] = int32_t(0 + ((s299 / 2) * 1024 + tsr_tid * 2 + (s299 % 2)));
+    for (int s350 = 0; s350 < 2; ++s350) {
+      v349[s350] = int32_t(0 + ((s350 / 2) * 1024 + tsr_tid * 2 + (s350 % 2)));
     }
-    // %149 = splat %147 : tile<i32, [1024]>
-    int32_t v300[2];
+    // %164 = splat %162 : tile<i32, [1024]>
+    int32_t v351[2];
     #pragma unroll
-    for (int s301 = 0; s301 < 2; ++s301) {
-      v300[s301] = v294;
+    for (int s352 = 0; s352 < 2; ++s352) {
+      v351[s352] = v345;
     }
-    // %150 = cmp %148, %149 {pred = "eq"} : tile<i1, [1024]>
-    uint8_t v302[2];
+    // %165 = cmp %163, %164 {pred = "eq"} : tile<i1, [1024]>
+    uint8_t v353[2];
     #pragma unroll
-    for (int s303 = 0; s303 < 2; ++s303) {
-      v302[s303] = uint8_t(v298[s303] == v300[s303]);
+    for (int s354 = 0; s354 < 2; ++s354) {
+      v353[s354] = uint8_t(v349[s354] == v351[s354]);
     }
-    // %151 = where %150, %118, %111 : tile<i32, [1024]>
-    int32_t v304[2];
+    // %166 = where %165, %130, %121 : tile<i32, [1024]>
+    int32_t v355[2];
     #pragma unroll
-    for (int s305 = 0; s305 < 2; ++s305) {
-      v304[s305] = (v302[s305] ? c224[s305] : v216[s305]);
+    for (int s356 = 0; s356 < 2; ++s356) {
+      v355[s356] = (v353[s356] ? c271[s356] : v250[s356]);
     }
-    // %152 = reduce %151 {axis = 0, kind = "sum"} : i32
-    int32_t v306;
-    int32_t racc307[2];
+    // %167 = reduce %166 {axis = 0, kind = "sum"} : i32
+    int32_t v357;
+    int32_t racc358[2];
     #pragma unroll
-    for (int v_ = 0; v_ < 2; ++v_) racc307[v_] = int32_t(0);
+    for (int v_ = 0; v_ < 2; ++v_) racc358[v_] = int32_t(0);
     #pragma unroll
-    for (int s308 = 0; s308 < 2; ++s308) {
-      racc307[s308 % 2] = int32_t(uint32_t(racc307[s308 % 2]) + uint32_t(v304[s308]));
+    for (int s359 = 0; s359 < 2; ++s359) {
+      racc358[s359 % 2] = int32_t(uint32_t(racc358[s359 % 2]) + uint32_t(v355[s359]));
     }
-    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(racc307[1]));
-    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 16)));
-    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 8)));
-    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 4)));
-    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 2)));
-    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 1)));
-    __shared__ int32_t tsr_red309_mem[16];
-    int32_t* const tsr_red309 = tsr_red309_mem;
+    racc358[0] = int32_t(uint32_t(racc358[0]) + uint32_t(racc358[1]));
+    racc358[0] = int32_t(uint32_t(racc358[0]) + uint32_t(tsr::shfl_xor(racc358[0], 16)));
+    racc358[0] = int32_t(uint32_t(racc358[0]) + uint32_t(tsr::shfl_xor(racc358[0], 8)));
+    racc358[0] = int32_t(uint32_t(racc358[0]) + uint32_t(tsr::shfl_xor(racc358[0], 4)));
+    racc358[0] = int32_t(uint32_t(racc358[0]) + uint32_t(tsr::shfl_xor(racc358[0], 2)));
+    racc358[0] = int32_t(uint32_t(racc358[0]) + uint32_t(tsr::shfl_xor(racc358[0], 1)));
+    __shared__ int32_t tsr_red360_mem[16];
+    int32_t* const tsr_red360 = tsr_red360_mem;
     if ((tsr_tid & 31) == 0) {
-      tsr_red309[(tsr_tid >> 5) * 1 + 0] = racc307[0];
+      tsr_red360[(tsr_tid >> 5) * 1 + 0] = racc358[0];
     }
     __syncthreads();
-    racc307[0] = tsr_red309[(tsr_tid & 15) * 1 + 0];
-    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 8)));
-    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 4)));
-    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 2)));
-    racc307[0] = int32_t(uint32_t(racc307[0]) + uint32_t(tsr::shfl_xor(racc307[0], 1)));
-    v306 = racc307[0];
-    // %153 = where %145, %118, %111 : tile<i32, [1024]>
-    int32_t v310[2];
+    racc358[0] = tsr_red360[(tsr_tid & 15) * 1 + 0];
+    racc358[0] = int32_t(uint32_t(racc358[0]) + uint32_t(tsr::shfl_xor(racc358[0], 8)));
+    racc358[0] = int32_t(uint32_t(racc358[0]) + uint32_t(tsr::shfl_xor(racc358[0], 4)));
+    racc358[0] = int32_t(uint32_t(racc358[0]) + uint32_t(tsr::shfl_xor(racc358[0], 2)));
+    racc358[0] = int32_t(uint32_t(racc358[0]) + uint32_t(tsr::shfl_xor(racc358[0], 1)));
+    v357 = racc358[0];
+    // %168 = where %160, %130, %121 : tile<i32, [1024]>
+    int32_t v361[2];
     #pragma unroll
-    for (int s311 = 0; s311 < 2; ++s311) {
-      v310[s311] = (v290[s311] ? c224[s311] : v216[s311]);
+    for (int s362 = 0; s362 < 2; ++s362) {
+      v361[s362] = (v341[s362] ? c271[s362] : v250[s362]);
     }
-    // %154 = reduce %153 {axis = 0, kind = "sum"} : i32
-    int32_t v312;
-    int32_t racc313[2];
+    // %169 = reduce %168 {axis = 0, kind = "sum"} : i32
+    int32_t v363;
+    int32_t racc364[2];
     #pragma unroll
-    for (int v_ = 0; v_ < 2; ++v_) racc313[v_] = int32_t(0);
+    for (int v_ = 0; v_ < 2; ++v_) racc364[v_] = int32_t(0);
     #pragma unroll
-    for (int s314 = 0; s314 < 2; ++s314) {
-      racc313[s314 % 2] = int32_t(uint32_t(racc313[s314 % 2]) + uint32_t(v310[s314]));
+    for (int s365 = 0; s365 < 2; ++s365) {
+      racc364[s365 % 2] = int32_t(uint32_t(racc364[s365 % 2]) + uint32_t(v361[s365]));
     }
-    racc313[0] = int32_t(uint32_t(racc313[0]) + uint32_t(racc313[1]));
-    racc313[0] = int32_t(uint32_t(racc313[0]) + uint32_t(tsr::shfl_xor(racc313[0], 16)));
-    racc313[0] = int32_t(uint32_t(racc313[0]) + uint32_t(tsr::shfl_xor(racc313[0], 8)));
-    racc313[0] = int32_t(uint32_t(racc313[0]) + uint32_t(tsr::shfl_xor(racc313[0], 4)));
-    racc313[0] = int32_t(uint32_t(racc313[0]) + uint32_t(tsr::shfl_xor(racc313[0], 2)));
-    racc313[0] = int32_t(uint32_t(racc313[0]) + uint32_t(tsr::shfl_xor(racc313[0], 1)));
-    __shared__ int32_t tsr_red315_mem[16];
-    int32_t* const tsr_red315 = tsr_red315_mem;
+    racc364[0] = int32_t(uint32_t(racc364[0]) + uint32_t(racc364[1]));
+    racc364[0] = int32_t(uint32_t(racc364[0]) + uint32_t(tsr::shfl_xor(racc364[0], 16)));
+    racc364[0] = int32_t(uint32_t(racc364[0]) + uint32_t(tsr::shfl_xor(racc364[0], 8)));
+    racc364[0] = int32_t(uint32_t(racc364[0]) + uint32_t(tsr::shfl_xor(racc364[0], 4)));
+    racc364[0] = int32_t(uint32_t(racc364[0]) + uint32_t(tsr::shfl_xor(racc364[0], 2)));
+    racc364[0] = int32_t(uint32_t(racc364[0]) + uint32_t(tsr::shfl_xor(racc364[0], 1)));
+    __shared__ int32_t tsr_red366_mem[16];
+    int32_t* const tsr_red366 = tsr_red366_mem;
     if ((tsr_tid & 31) == 0) {
-      tsr_red315[(tsr_tid >> 5) * 1 + 0] = racc313[0];
+      tsr_red366[(tsr_tid >> 5) * 1 + 0] = racc364[0];
     }
     __syncthreads();
-    racc313[0] = tsr_red315[(tsr_tid & 15) * 1 + 0];
-    racc313[0] = int32_t(uint32_t(racc313[0]) + uint32_t(tsr::shfl_xor(racc313[0], 8)));
-    racc313[0] = int32_t(uint32_t(racc313[0]) + uint32_t(tsr::shfl_xor(racc313[0], 4)));
-    racc313[0] = int32_t(uint32_t(racc313[0]) + uint32_t(tsr::shfl_xor(racc313[0], 2)));
-    racc313[0] = int32_t(uint32_t(racc313[0]) + uint32_t(tsr::shfl_xor(racc313[0], 1)));
-    v312 = racc313[0];
-    // %155 = sub %55, %154 : i32
-    const int32_t v316 = int32_t(uint32_t(v105) - uint32_t(v312));
-    // %156 = cast %147 : u32
-    const uint32_t v317 = uint32_t(v294);
-    // %157 = shl %156, %8 : u32
-    const uint32_t v318 = tsr::ishl<uint32_t>(v317, v7);
-    // %158 = or %54, %157 : u32
-    const uint32_t v319 = uint32_t(v104 | v318);
-    // %159 = cmp %152, %155 {pred = "ne"} : i1
-    const uint8_t v320 = uint8_t(v306 != v316);
-    // yield %158, %155, %8, %159
-    v212 = v319;
-    v213 = v316;
-    v214 = v7;
-    v215 = v320;
+    racc364[0] = tsr_red366[(tsr_tid & 15) * 1 + 0];
+    racc364[0] = int32_t(uint32_t(racc364[0]) + uint32_t(tsr::shfl_xor(racc364[0], 8)));
+    racc364[0] = int32_t(uint32_t(racc364[0]) + uint32_t(tsr::shfl_xor(racc364[0], 4)));
+    racc364[0] = int32_t(uint32_t(racc364[0]) + uint32_t(tsr::shfl_xor(racc364[0], 2)));
+    racc364[0] = int32_t(uint32_t(racc364[0]) + uint32_t(tsr::shfl_xor(racc364[0], 1)));
+    v363 = racc364[0];
+    // %170 = sub %60, %169 : i32
+    const int32_t v367 = int32_t(uint32_t(v122) - uint32_t(v363));
+    // %171 = cast %162 : u32
+    const uint32_t v368 = uint32_t(v345);
+    // %172 = shl %171, %8 : u32
+    const uint32_t v369 = tsr::ishl<uint32_t>(v368, v7);
+    // %173 = or %59, %172 : u32
+    const uint32_t v370 = uint32_t(v121 | v369);
+    // %174 = cmp %167, %170 {pred = "ne"} : i1
+    const uint8_t v371 = uint8_t(v357 != v367);
+    // yield %173, %170, %8, %174
+    v246 = v370;
+    v247 = v367;
+    v248 = v7;
+    v249 = v371;
   } else {
-    // yield %54, %55, %56, %57
-    v212 = v104;
-    v213 = v105;
-    v214 = v106;
-    v215 = v107;
+    // yield %59, %60, %61, %62
+    v246 = v121;
+    v247 = v122;
+    v248 = v123;
+    v249 = v124;
   }
-  // %160 = shr %107, %109 : u32
-  const uint32_t v321 = tsr::ishr<uint32_t>(v212, v214);
-  // %161 = const {value = 2147483647} : u32
-  const uint32_t v322 = uint32_t(2147483647LL);
-  // %162 = const {value = 31} : u32
-  const uint32_t v323 = uint32_t(31LL);
-  // %163, %164 = for %10, %7, %4, %10, %10 : i32, i32 {...}
-  int32_t c324;
-  c324 = v9;
-  int32_t c325;
-  c325 = v9;
-  for (int64_t iv326_ = v9; v3 > 0 && iv326_ < v6; iv326_ += v3) {
-    const int32_t iv326 = int32_t(iv326_);
-    // %168 = load_tile %x, %1, %165 {pad = -inf} : tile<f32, [1, 4096]>
-    float v327[8];
-    {
-      const int64_t o328 = int64_t(v0) * 1;
-      const int64_t o329 = int64_t(iv326) * 4096;
+  // %175 = shr %117, %119 : u32
+  const uint32_t v372 = tsr::ishr<uint32_t>(v246, v248);
+  // %176 = load_tile %x, %1, %10 {pad = -inf} : tile<f32, [1, 8192]>
+  float v373[16];
+  {
+    const int64_t o374 = int64_t(v0) * 1;
+    const int64_t o375 = int64_t(v9) * 8192;
+    #pragma unroll
+    for (int c376 = 0; c376 < 2; ++c376) {
+      const int e377 = ((c376 * 8 / 8) * 4096 + tsr_tid * 8 + (c376 * 8 % 8));
+      const int64_t g378 = o374 + 0;
+      const int64_t g379 = o375 + (e377);
+      const int64_t off380 = g378 * tsr_p0_s0 + g379 * tsr_p0_s1;
+      const bool rok381 = true && g378 >= 0 && g378 < int64_t(tsr_dim_M);
+      float buf382[8];
+      if (rok381 && g379 >= 0 && g379 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 8>(tsr_p0 + off380)) {
+        tsr::copy_vec<float, 8>(buf382, tsr_p0 + off380);
+      } else {
+        #pragma unroll
+        for (int v_ = 0; v_ < 8; ++v_) {
+          const int64_t gc383 = g379 + v_;
+          buf382[v_] = (rok381 && gc383 >= 0 && gc383 < int64_t(tsr_dim_N)) ? tsr_p0[off380 + v_ * tsr_p0_s1] : float((-tsr::inf_f()));
+        }
+      }
       #pragma unroll
-      for (int c330 = 0; c330 < 1; ++c330) {
-        const int e331 = ((c330 * 8 / 8) * 4096 + tsr_tid * 8 + (c330 * 8 % 8));
-        const int64_t g332 = o328 + 0;
-        const int64_t g333 = o329 + (e331);
-        const int64_t off334 = g332 * tsr_p0_s0 + g333 * tsr_p0_s1;
-        const bool rok335 = true && g332 >= 0 && g332 < int64_t(tsr_dim_M);
-        float buf336[8];
-        if (rok335 && g333 >= 0 && g333 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 8>(tsr_p0 + off334)) {
-          tsr::copy_vec<float, 8>(buf336, tsr_p0 + off334);
+      for (int v_ = 0; v_ < 8; ++v_) v373[c376 * 8 + v_] = buf382[v_];
+    }
+  }
+  // %177 = reshape %176 : tile<f32, [8192]>
+  float v384[16];
+  #pragma unroll
+  for (int s385 = 0; s385 < 16; ++s385) {
+    v384[s385] = v373[s385];
+  }
+  // %178 = const {value = 2147483647} : u32
+  const uint32_t v386 = uint32_t(2147483647LL);
+  // %179 = const {value = 31} : u32
+  const uint32_t v387 = uint32_t(31LL);
+  // %180, %181, %182 = for %10, %7, %4, %10, %10, %177 : i32, i32, tile<f32, [8192]> {...}
+  int32_t c388;
+  c388 = v9;
+  int32_t c389;
+  c389 = v9;
+  float c390[16];
+  #pragma unroll
+  for (int s391 = 0; s391 < 16; ++s391) {
+    c390[s391] = v384[s391];
+  }
+  for (int64_t iv392_ = v9; v3 > 0 && iv392_ < v6; iv392_ += v3) {
+    const int32_t iv392 = int32_t(iv392_);
+    // %187 = add %183, %4 : i32
+    const int32_t v393 = int32_t(uint32_t(iv392) + uint32_t(v3));
+    // %188 = load_tile %x, %1, %187 {pad = -inf} : tile<f32, [1, 8192]>
+    float v394[16];
+    {
+      const int64_t o395 = int64_t(v0) * 1;
+      const int64_t o396 = int64_t(v393) * 8192;
+      #pragma unroll
+      for (int c397 = 0; c397 < 2; ++c397) {
+        const int e398 = ((c397 * 8 / 8) * 4096 + tsr_tid * 8 + (c397 * 8 % 8));
+        const int64_t g399 = o395 + 0;
+        const int64_t g400 = o396 + (e398);
+        const int64_t off401 = g399 * tsr_p0_s0 + g400 * tsr_p0_s1;
+        const bool rok402 = true && g399 >= 0 && g399 < int64_t(tsr_dim_M);
+        float buf403[8];
+        if (rok402 && g400 >= 0 && g400 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 8>(tsr_p0 + off401)) {
+          tsr::copy_vec<float, 8>(buf403, tsr_p0 + off401);
         } else {
           #pragma unroll
           for (int v_ = 0; v_ < 8; ++v_) {
-            const int64_t gc337 = g333 + v_;
-            buf336[v_] = (rok335 && gc337 >= 0 && gc337 < int64_t(tsr_dim_N)) ? tsr_p0[off334 + v_ * tsr_p0_s1] : float((-tsr::inf_f()));
+            const int64_t gc404 = g400 + v_;
+            buf403[v_] = (rok402 && gc404 >= 0 && gc404 < int64_t(tsr_dim_N)) ? tsr_p0[off401 + v_ * tsr_p0_s1] : float((-tsr::inf_f()));
           }
         }
         #pragma unroll
-        for (int v_ = 0; v_ < 8; ++v_) v327[c330 * 8 + v_] = buf336[v_];
+        for (int v_ = 0; v_ < 8; ++v_) v394[c397 * 8 + v_] = buf403[v_];
       }
     }
-    // %169 = reshape %168 : tile<f32, [4096]>
-    float v338[8];
+    // %189 = reshape %188 : tile<f32, [8192]>
+    float v405[16];
     #pragma unroll
-    for (int s339 = 0; s339 < 8; ++s339) {
-      v338[s339] = v327[s339];
+    for (int s406 = 0; s406 < 16; ++s406) {
+      v405[s406] = v394[s406];
     }
-    // %170 = bitcast %169 : tile<u32, [4096]>
-    uint32_t v340[8];
+    // %190 = bitcast %186 : tile<u32, [8192]>
+    uint32_t v407[16];
     #pragma unroll
-    for (int s341 = 0; s341 < 8; ++s341) {
-      v340[s341] = uint32_t(tsr::f32_bits(v338[s341]));
+    for (int s408 = 0; s408 < 16; ++s408) {
+      v407[s408] = uint32_t(tsr::f32_bits(c390[s408]));
     }
-    // %171 = splat %161 : tile<u32, [4096]>
-    uint32_t v342[8];
+    // %191 = splat %178 : tile<u32, [8192]>
+    uint32_t v409[16];
     #pragma unroll
-    for (int s343 = 0; s343 < 8; ++s343) {
-      v342[s343] = v322;
+    for (int s410 = 0; s410 < 16; ++s410) {
+      v409[s410] = v386;
     }
-    // %172 = xor %170, %171 : tile<u32, [4096]>
-    uint32_t v344[8];
+    // %192 = xor %190, %191 : tile<u32, [8192]>
+    uint32_t v411[16];
     #pragma unroll
-    for (int s345 = 0; s345 < 8; ++s345) {
-      v344[s345] = uint32_t(v340[s345] ^ v342[s345]);
+    for (int s412 = 0; s412 < 16; ++s412) {
+      v411[s412] = uint32_t(v407[s412] ^ v409[s412]);
     }
-    // %173 = splat %162 : tile<u32, [4096]>
-    uint32_t v346[8];
+    // %193 = splat %179 : tile<u32, [8192]>
+    uint32_t v413[16];
     #pragma unroll
-    for (int s347 = 0; s347 < 8; ++s347) {
-      v346[s347] = v323;
+    for (int s414 = 0; s414 < 16; ++s414) {
+      v413[s414] = v387;
     }
-    // %174 = shr %170, %173 : tile<u32, [4096]>
-    uint32_t v348[8];
+    // %194 = shr %190, %193 : tile<u32, [8192]>
+    uint32_t v415[16];
     #pragma unroll
-    for (int s349 = 0; s349 < 8; ++s349) {
-      v348[s349] = tsr::ishr<uint32_t>(v340[s349], v346[s349]);
+    for (int s416 = 0; s416 < 16; ++s416) {
+      v415[s416] = tsr::ishr<uint32_t>(v407[s416], v413[s416]);
     }
-    // %175 = splat %8 : tile<u32, [4096]>
-    uint32_t v350[8];
+    // %195 = splat %8 : tile<u32, [8192]>
+    uint32_t v417[16];
     #pragma unroll
-    for (int s351 = 0; s351 < 8; ++s351) {
-      v350[s351] = v7;
+    for (int s418 = 0; s418 < 16; ++s418) {
+      v417[s418] = v7;
     }
-    // %176 = cmp %174, %175 {pred = "eq"} : tile<i1, [4096]>
-    uint8_t v352[8];
+    // %196 = cmp %194, %195 {pred = "eq"} : tile<i1, [8192]>
+    uint8_t v419[16];
     #pragma unroll
-    for (int s353 = 0; s353 < 8; ++s353) {
-      v352[s353] = uint8_t(v348[s353] == v350[s353]);
+    for (int s420 = 0; s420 < 16; ++s420) {
+      v419[s420] = uint8_t(v415[s420] == v417[s420]);
     }
-    // %177 = where %176, %172, %170 : tile<u32, [4096]>
-    uint32_t v354[8];
+    // %197 = where %196, %192, %190 : tile<u32, [8192]>
+    uint32_t v421[16];
     #pragma unroll
-    for (int s355 = 0; s355 < 8; ++s355) {
-      v354[s355] = (v352[s355] ? v344[s355] : v340[s355]);
+    for (int s422 = 0; s422 < 16; ++s422) {
+      v421[s422] = (v419[s422] ? v411[s422] : v407[s422]);
     }
-    // %178 = splat %109 : tile<u32, [4096]>
-    uint32_t v356[8];
+    // %198 = splat %119 : tile<u32, [8192]>
+    uint32_t v423[16];
     #pragma unroll
-    for (int s357 = 0; s357 < 8; ++s357) {
-      v356[s357] = v214;
+    for (int s424 = 0; s424 < 16; ++s424) {
+      v423[s424] = v248;
     }
-    // %179 = shr %177, %178 : tile<u32, [4096]>
-    uint32_t v358[8];
+    // %199 = shr %197, %198 : tile<u32, [8192]>
+    uint32_t v425[16];
     #pragma unroll
-    for (int s359 = 0; s359 < 8; ++s359) {
-      v358[s359] = tsr::ishr<uint32_t>(v354[s359], v356[s359]);
+    for (int s426 = 0; s426 < 16; ++s426) {
+      v425[s426] = tsr::ishr<uint32_t>(v421[s426], v423[s426]);
     }
-    // %180 = splat %160 : tile<u32, [4096]>
-    uint32_t v360[8];
+    // %200 = splat %175 : tile<u32, [8192]>
+    uint32_t v427[16];
     #pragma unroll
-    for (int s361 = 0; s361 < 8; ++s361) {
-      v360[s361] = v321;
+    for (int s428 = 0; s428 < 16; ++s428) {
+      v427[s428] = v372;
     }
-    // %181 = cmp %179, %180 {pred = "eq"} : tile<i1, [4096]>
-    uint8_t v362[8];
+    // %201 = cmp %199, %200 {pred = "eq"} : tile<i1, [8192]>
+    uint8_t v429[16];
     #pragma unroll
-    for (int s363 = 0; s363 < 8; ++s363) {
-      v362[s363] = uint8_t(v358[s363] == v360[s363]);
+    for (int s430 = 0; s430 < 16; ++s430) {
+      v429[s430] = uint8_t(v425[s430] == v427[s430]);
     }
-    // %182 = cast %181 : tile<i32, [4096]>
-    int32_t v364[8];
+    // %202 = cast %201 : tile<i32, [8192]>
+    int32_t v431[16];
     #pragma unroll
-    for (int s365 = 0; s365 < 8; ++s365) {
-      v364[s365] = int32_t(v362[s365]);
+    for (int s432 = 0; s432 < 16; ++s432) {
+      v431[s432] = int32_t(v429[s432]);
     }
-    // %183 = scan %182 {axis = 0, kind = "sum"} : tile<i32, [4096]>
-    int32_t v366[8];
-    uint32_t run367 = uint32_t(0);
-    uint32_t acc368_0 = uint32_t(0);
-    acc368_0 += uint32_t(v364[0]); v366[0] = int32_t(acc368_0);
-    acc368_0 += uint32_t(v364[1]); v366[1] = int32_t(acc368_0);
-    acc368_0 += uint32_t(v364[2]); v366[2] = int32_t(acc368_0);
-    acc368_0 += uint32_t(v364[3]); v366[3] = int32_t(acc368_0);
-    acc368_0 += uint32_t(v364[4]); v366[4] = int32_t(acc368_0);
-    acc368_0 += uint32_t(v364[5]); v366[5] = int32_t(acc368_0);
-    acc368_0 += uint32_t(v364[6]); v366[6] = int32_t(acc368_0);
-    acc368_0 += uint32_t(v364[7]); v366[7] = int32_t(acc368_0);
+    // %203 = scan %202 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+    int32_t v433[16];
+    uint32_t run434 = uint32_t(0);
+    uint32_t acc435_0 = uint32_t(0);
+    acc435_0 += uint32_t(v431[0]); v433[0] = int32_t(acc435_0);
+    acc435_0 += uint32_t(v431[1]); v433[1] = int32_t(acc435_0);
+    acc435_0 += uint32_t(v431[2]); v433[2] = int32_t(acc435_0);
+    acc435_0 += uint32_t(v431[3]); v433[3] = int32_t(acc435_0);
+    acc435_0 += uint32_t(v431[4]); v433[4] = int32_t(acc435_0);
+    acc435_0 += uint32_t(v431[5]); v433[5] = int32_t(acc435_0);
+    acc435_0 += uint32_t(v431[6]); v433[6] = int32_t(acc435_0);
+    acc435_0 += uint32_t(v431[7]); v433[7] = int32_t(acc435_0);
     __syncthreads();
-    uint32_t tot370_0;
-    const uint32_t off369_0 = run367 + tsr::block_exclusive_sum<16>(acc368_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot370_0);
-    v366[0] = int32_t(uint32_t(v366[0]) + off369_0);
-    v366[1] = int32_t(uint32_t(v366[1]) + off369_0);
-    v366[2] = int32_t(uint32_t(v366[2]) + off369_0);
-    v366[3] = int32_t(uint32_t(v366[3]) + off369_0);
-    v366[4] = int32_t(uint32_t(v366[4]) + off369_0);
-    v366[5] = int32_t(uint32_t(v366[5]) + off369_0);
-    v366[6] = int32_t(uint32_t(v366[6]) + off369_0);
-    v366[7] = int32_t(uint32_t(v366[7]) + off369_0);
-    run367 += tot370_0;
-    // %184 = splat %167 : tile<i32, [4096]>
-    int32_t v371[8];
-    #pragma unroll
-    for (int s372 = 0; s372 < 8; ++s372) {
-      v371[s372] = c325;
-    }
-    // %185 = add %183, %184 : tile<i32, [4096]>
-    int32_t v373[8];
-    #pragma unroll
-    for (int s374 = 0; s374 < 8; ++s374) {
-      v373[s374] = int32_t(uint32_t(v366[s374]) + uint32_t(v371[s374]));
-    }
-    // %186 = splat %108 : tile<i32, [4096]>
-    int32_t v375[8];
-    #pragma unroll
-    for (int s376 = 0; s376 < 8; ++s376) {
-      v375[s376] = v213;
-    }
-    // %187 = cmp %185, %186 {pred = "le"} : tile<i1, [4096]>
-    uint8_t v377[8];
-    #pragma unroll
-    for (int s378 = 0; s378 < 8; ++s378) {
-      v377[s378] = uint8_t(v373[s378] <= v375[s378]);
-    }
-    // %188 = and %181, %187 : tile<i1, [4096]>
-    uint8_t v379[8];
-    #pragma unroll
-    for (int s380 = 0; s380 < 8; ++s380) {
-      v379[s380] = uint8_t(v362[s380] & v377[s380]);
-    }
-    // %189 = cmp %179, %180 {pred = "lt"} : tile<i1, [4096]>
-    uint8_t v381[8];
-    #pragma unroll
-    for (int s382 = 0; s382 < 8; ++s382) {
-      v381[s382] = uint8_t(v358[s382] < v360[s382]);
-    }
-    // %190 = or %189, %188 : tile<i1, [4096]>
-    uint8_t v383[8];
-    #pragma unroll
-    for (int s384 = 0; s384 < 8; ++s384) {
-      v383[s384] = uint8_t(v381[s384] | v379[s384]);
-    }
-    // %191 = sub %166, %4 : i32
-    const int32_t v385 = int32_t(uint32_t(c324) - uint32_t(v3));
-    // %192 = cast %190 : tile<i32, [4096]>
-    int32_t v386[8];
-    #pragma unroll
-    for (int s387 = 0; s387 < 8; ++s387) {
-      v386[s387] = int32_t(v383[s387]);
-    }
-    // %193 = scan %192 {axis = 0, kind = "sum"} : tile<i32, [4096]>
-    int32_t v388[8];
-    uint32_t run389 = uint32_t(0);
-    uint32_t acc390_0 = uint32_t(0);
-    acc390_0 += uint32_t(v386[0]); v388[0] = int32_t(acc390_0);
-    acc390_0 += uint32_t(v386[1]); v388[1] = int32_t(acc390_0);
-    acc390_0 += uint32_t(v386[2]); v388[2] = int32_t(acc390_0);
-    acc390_0 += uint32_t(v386[3]); v388[3] = int32_t(acc390_0);
-    acc390_0 += uint32_t(v386[4]); v388[4] = int32_t(acc390_0);
-    acc390_0 += uint32_t(v386[5]); v388[5] = int32_t(acc390_0);
-    acc390_0 += uint32_t(v386[6]); v388[6] = int32_t(acc390_0);
-    acc390_0 += uint32_t(v386[7]); v388[7] = int32_t(acc390_0);
+    uint32_t tot437_0;
+    const uint32_t off436_0 = run434 + tsr::block_exclusive_sum<16>(acc435_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot437_0);
+    v433[0] = int32_t(uint32_t(v433[0]) + off436_0);
+    v433[1] = int32_t(uint32_t(v433[1]) + off436_0);
+    v433[2] = int32_t(uint32_t(v433[2]) + off436_0);
+    v433[3] = int32_t(uint32_t(v433[3]) + off436_0);
+    v433[4] = int32_t(uint32_t(v433[4]) + off436_0);
+    v433[5] = int32_t(uint32_t(v433[5]) + off436_0);
+    v433[6] = int32_t(uint32_t(v433[6]) + off436_0);
+    v433[7] = int32_t(uint32_t(v433[7]) + off436_0);
+    run434 += tot437_0;
+    uint32_t acc435_1 = uint32_t(0);
+    acc435_1 += uint32_t(v431[8]); v433[8] = int32_t(acc435_1);
+    acc435_1 += uint32_t(v431[9]); v433[9] = int32_t(acc435_1);
+    acc435_1 += uint32_t(v431[10]); v433[10] = int32_t(acc435_1);
+    acc435_1 += uint32_t(v431[11]); v433[11] = int32_t(acc435_1);
+    acc435_1 += uint32_t(v431[12]); v433[12] = int32_t(acc435_1);
+    acc435_1 += uint32_t(v431[13]); v433[13] = int32_t(acc435_1);
+    acc435_1 += uint32_t(v431[14]); v433[14] = int32_t(acc435_1);
+    acc435_1 += uint32_t(v431[15]); v433[15] = int32_t(acc435_1);
     __syncthreads();
-    uint32_t tot392_0;
-    const uint32_t off391_0 = run389 + tsr::block_exclusive_sum<16>(acc390_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot392_0);
-    v388[0] = int32_t(uint32_t(v388[0]) + off391_0);
-    v388[1] = int32_t(uint32_t(v388[1]) + off391_0);
-    v388[2] = int32_t(uint32_t(v388[2]) + off391_0);
-    v388[3] = int32_t(uint32_t(v388[3]) + off391_0);
-    v388[4] = int32_t(uint32_t(v388[4]) + off391_0);
-    v388[5] = int32_t(uint32_t(v388[5]) + off391_0);
-    v388[6] = int32_t(uint32_t(v388[6]) + off391_0);
-    v388[7] = int32_t(uint32_t(v388[7]) + off391_0);
-    run389 += tot392_0;
-    // %194 = splat %191 : tile<i32, [4096]>
-    int32_t v393[8];
+    uint32_t tot437_1;
+    const uint32_t off436_1 = run434 + tsr::block_exclusive_sum<16>(acc435_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot437_1);
+    v433[8] = int32_t(uint32_t(v433[8]) + off436_1);
+    v433[9] = int32_t(uint32_t(v433[9]) + off436_1);
+    v433[10] = int32_t(uint32_t(v433[10]) + off436_1);
+    v433[11] = int32_t(uint32_t(v433[11]) + off436_1);
+    v433[12] = int32_t(uint32_t(v433[12]) + off436_1);
+    v433[13] = int32_t(uint32_t(v433[13]) + off436_1);
+    v433[14] = int32_t(uint32_t(v433[14]) + off436_1);
+    v433[15] = int32_t(uint32_t(v433[15]) + off436_1);
+    run434 += tot437_1;
+    // %204 = splat %185 : tile<i32, [8192]>
+    int32_t v438[16];
     #pragma unroll
-    for (int s394 = 0; s394 < 8; ++s394) {
-      v393[s394] = v385;
+    for (int s439 = 0; s439 < 16; ++s439) {
+      v438[s439] = c389;
     }
-    // %195 = add %193, %194 : tile<i32, [4096]>
-    int32_t v395[8];
+    // %205 = add %203, %204 : tile<i32, [8192]>
+    int32_t v440[16];
     #pragma unroll
-    for (int s396 = 0; s396 < 8; ++s396) {
-      v395[s396] = int32_t(uint32_t(v388[s396]) + uint32_t(v393[s396]));
+    for (int s441 = 0; s441 < 16; ++s441) {
+      v440[s441] = int32_t(uint32_t(v433[s441]) + uint32_t(v438[s441]));
     }
-    // %196 = splat %1 : tile<i32, [4096]>
-    int32_t v397[8];
+    // %206 = splat %118 : tile<i32, [8192]>
+    int32_t v442[16];
     #pragma unroll
-    for (int s398 = 0; s398 < 8; ++s398) {
-      v397[s398] = v0;
+    for (int s443 = 0; s443 < 16; ++s443) {
+      v442[s443] = v247;
     }
-    // scatter %values, %169, %196, %195, %190
+    // %207 = cmp %205, %206 {pred = "le"} : tile<i1, [8192]>
+    uint8_t v444[16];
     #pragma unroll
-    for (int s399 = 0; s399 < 8; ++s399) {
-      if ((v383[s399] != 0) && (int64_t(v397[s399]) >= 0 && int64_t(v397[s399]) < int64_t(tsr_dim_M) && int64_t(v395[s399]) >= 0 && int64_t(v395[s399]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v397[s399]) * tsr_p1_s0 + int64_t(v395[s399]) * tsr_p1_s1] = v338[s399];
+    for (int s445 = 0; s445 < 16; ++s445) {
+      v444[s445] = uint8_t(v440[s445] <= v442[s445]);
     }
-    // %197 = mul %165, %3 : i32
-    const int32_t v400 = int32_t(uint32_t(iv326) * uint32_t(v2));
-    // %198 = arange : tile<i32, [4096]>
-    int32_t v401[8];
+    // %208 = and %201, %207 : tile<i1, [8192]>
+    uint8_t v446[16];
     #pragma unroll
-    for (int s402 = 0; s402 < 8; ++s402) {
-      v401[s402] = int32_t(0 + ((s402 / 8) * 4096 + tsr_tid * 8 + (s402 % 8)));
+    for (int s447 = 0; s447 < 16; ++s447) {
+      v446[s447] = uint8_t(v429[s447] & v444[s447]);
     }
-    // %199 = splat %197 : tile<i32, [4096]>
-    int32_t v403[8];
+    // %209 = cmp %199, %200 {pred = "lt"} : tile<i1, [8192]>
+    uint8_t v448[16];
     #pragma unroll
-    for (int s404 = 0; s404 < 8; ++s404) {
-      v403[s404] = v400;
+    for (int s449 = 0; s449 < 16; ++s449) {
+      v448[s449] = uint8_t(v425[s449] < v427[s449]);
     }
-    // %200 = add %198, %199 : tile<i32, [4096]>
-    int32_t v405[8];
+    // %210 = or %209, %208 : tile<i1, [8192]>
+    uint8_t v450[16];
     #pragma unroll
-    for (int s406 = 0; s406 < 8; ++s406) {
-      v405[s406] = int32_t(uint32_t(v401[s406]) + uint32_t(v403[s406]));
+    for (int s451 = 0; s451 < 16; ++s451) {
+      v450[s451] = uint8_t(v448[s451] | v446[s451]);
     }
-    // scatter %indices, %200, %196, %195, %190
+    // %211 = sub %184, %4 : i32
+    const int32_t v452 = int32_t(uint32_t(c388) - uint32_t(v3));
+    // %212 = cast %210 : tile<i32, [8192]>
+    int32_t v453[16];
     #pragma unroll
-    for (int s407 = 0; s407 < 8; ++s407) {
-      if ((v383[s407] != 0) && (int64_t(v397[s407]) >= 0 && int64_t(v397[s407]) < int64_t(tsr_dim_M) && int64_t(v395[s407]) >= 0 && int64_t(v395[s407]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v397[s407]) * tsr_p2_s0 + int64_t(v395[s407]) * tsr_p2_s1] = v405[s407];
+    for (int s454 = 0; s454 < 16; ++s454) {
+      v453[s454] = int32_t(v450[s454]);
     }
-    // %201 = reduce %182 {axis = 0, kind = "sum"} : i32
-    int32_t v408;
-    int32_t racc409[8];
+    // %213 = scan %212 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+    int32_t v455[16];
+    uint32_t run456 = uint32_t(0);
+    uint32_t acc457_0 = uint32_t(0);
+    acc457_0 += uint32_t(v453[0]); v455[0] = int32_t(acc457_0);
+    acc457_0 += uint32_t(v453[1]); v455[1] = int32_t(acc457_0);
+    acc457_0 += uint32_t(v453[2]); v455[2] = int32_t(acc457_0);
+    acc457_0 += uint32_t(v453[3]); v455[3] = int32_t(acc457_0);
+    acc457_0 += uint32_t(v453[4]); v455[4] = int32_t(acc457_0);
+    acc457_0 += uint32_t(v453[5]); v455[5] = int32_t(acc457_0);
+    acc457_0 += uint32_t(v453[6]); v455[6] = int32_t(acc457_0);
+    acc457_0 += uint32_t(v453[7]); v455[7] = int32_t(acc457_0);
+    __syncthreads();
+    uint32_t tot459_0;
+    const uint32_t off458_0 = run456 + tsr::block_exclusive_sum<16>(acc457_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot459_0);
+    v455[0] = int32_t(uint32_t(v455[0]) + off458_0);
+    v455[1] = int32_t(uint32_t(v455[1]) + off458_0);
+    v455[2] = int32_t(uint32_t(v455[2]) + off458_0);
+    v455[3] = int32_t(uint32_t(v455[3]) + off458_0);
+    v455[4] = int32_t(uint32_t(v455[4]) + off458_0);
+    v455[5] = int32_t(uint32_t(v455[5]) + off458_0);
+    v455[6] = int32_t(uint32_t(v455[6]) + off458_0);
+    v455[7] = int32_t(uint32_t(v455[7]) + off458_0);
+    run456 += tot459_0;
+    uint32_t acc457_1 = uint32_t(0);
+    acc457_1 += uint32_t(v453[8]); v455[8] = int32_t(acc457_1);
+    acc457_1 += uint32_t(v453[9]); v455[9] = int32_t(acc457_1);
+    acc457_1 += uint32_t(v453[10]); v455[10] = int32_t(acc457_1);
+    acc457_1 += uint32_t(v453[11]); v455[11] = int32_t(acc457_1);
+    acc457_1 += uint32_t(v453[12]); v455[12] = int32_t(acc457_1);
+    acc457_1 += uint32_t(v453[13]); v455[13] = int32_t(acc457_1);
+    acc457_1 += uint32_t(v453[14]); v455[14] = int32_t(acc457_1);
+    acc457_1 += uint32_t(v453[15]); v455[15] = int32_t(acc457_1);
+    __syncthreads();
+    uint32_t tot459_1;
+    const uint32_t off458_1 = run456 + tsr::block_exclusive_sum<16>(acc457_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot459_1);
+    v455[8] = int32_t(uint32_t(v455[8]) + off458_1);
+    v455[9] = int32_t(uint32_t(v455[9]) + off458_1);
+    v455[10] = int32_t(uint32_t(v455[10]) + off458_1);
+    v455[11] = int32_t(uint32_t(v455[11]) + off458_1);
+    v455[12] = int32_t(uint32_t(v455[12]) + off458_1);
+    v455[13] = int32_t(uint32_t(v455[13]) + off458_1);
+    v455[14] = int32_t(uint32_t(v455[14]) + off458_1);
+    v455[15] = int32_t(uint32_t(v455[15]) + off458_1);
+    run456 += tot459_1;
+    // %214 = splat %211 : tile<i32, [8192]>
+    int32_t v460[16];
     #pragma unroll
-    for (int v_ = 0; v_ < 8; ++v_) racc409[v_] = int32_t(0);
-    #pragma unroll
-    for (int s410 = 0; s410 < 8; ++s410) {
-      racc409[s410 % 8] = int32_t(uint32_t(racc409[s410 % 8]) + uint32_t(v364[s410]));
+    for (int s461 = 0; s461 < 16; ++s461) {
+      v460[s461] = v452;
     }
-    racc409[0] = int32_t(uint32_t(racc409[0]) + uint32_t(racc409[4]));
-    racc409[1] = int32_t(uint32_t(racc409[1]) + uint32_t(racc409[5]));
-    racc409[2] = int32_t(uint32_t(racc409[2]) + uint32_t(racc409[6]));
-    racc409[3] = int32_t(uint32_t(racc409[3]) + uint32_t(racc409[7]));
-    racc409[0] = int32_t(uint32_t(racc409[0]) + uint32_t(racc409[2]));
-    racc409[1] = int32_t(uint32_t(racc409[1]) + uint32_t(racc409[3]));
-    racc409[0] = int32_t(uint32_t(racc409[0]) + uint32_t(racc409[1]));
-    racc409[0] = int32_t(uint32_t(racc409[0]) + uint32_t(tsr::shfl_xor(racc409[0], 16)));
-    racc409[0] = int32_t(uint32_t(racc409[0]) + uint32_t(tsr::shfl_xor(racc409[0], 8)));
-    racc409[0] = int32_t(uint32_t(racc409[0]) + uint32_t(tsr::shfl_xor(racc409[0], 4)));
-    racc409[0] = int32_t(uint32_t(racc409[0]) + uint32_t(tsr::shfl_xor(racc409[0], 2)));
-    racc409[0] = int32_t(uint32_t(racc409[0]) + uint32_t(tsr::shfl_xor(racc409[0], 1)));
-    __shared__ int32_t tsr_red411_mem[32];
-    int32_t* const tsr_red411 = tsr_red411_mem + tsr_red411_at;
-    tsr_red411_at ^= 16;
+    // %215 = add %213, %214 : tile<i32, [8192]>
+    int32_t v462[16];
+    #pragma unroll
+    for (int s463 = 0; s463 < 16; ++s463) {
+      v462[s463] = int32_t(uint32_t(v455[s463]) + uint32_t(v460[s463]));
+    }
+    // %216 = splat %1 : tile<i32, [8192]>
+    int32_t v464[16];
+    #pragma unroll
+    for (int s465 = 0; s465 < 16; ++s465) {
+      v464[s465] = v0;
+    }
+    // scatter %values, %186, %216, %215, %210
+    #pragma unroll
+    for (int s466 = 0; s466 < 16; ++s466) {
+      if ((v450[s466] != 0) && (int64_t(v464[s466]) >= 0 && int64_t(v464[s466]) < int64_t(tsr_dim_M) && int64_t(v462[s466]) >= 0 && int64_t(v462[s466]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v464[s466]) * tsr_p1_s0 + int64_t(v462[s466]) * tsr_p1_s1] = c390[s466];
+    }
+    // %217 = mul %183, %3 : i32
+    const int32_t v467 = int32_t(uint32_t(iv392) * uint32_t(v2));
+    // %218 = arange : tile<i32, [8192]>
+    int32_t v468[16];
+    #pragma unroll
+    for (int s469 = 0; s469 < 16; ++s469) {
+      v468[s469] = int32_t(0 + ((s469 / 8) * 4096 + tsr_tid * 8 + (s469 % 8)));
+    }
+    // %219 = splat %217 : tile<i32, [8192]>
+    int32_t v470[16];
+    #pragma unroll
+    for (int s471 = 0; s471 < 16; ++s471) {
+      v470[s471] = v467;
+    }
+    // %220 = add %218, %219 : tile<i32, [8192]>
+    int32_t v472[16];
+    #pragma unroll
+    for (int s473 = 0; s473 < 16; ++s473) {
+      v472[s473] = int32_t(uint32_t(v468[s473]) + uint32_t(v470[s473]));
+    }
+    // scatter %indices, %220, %216, %215, %210
+    #pragma unroll
+    for (int s474 = 0; s474 < 16; ++s474) {
+      if ((v450[s474] != 0) && (int64_t(v464[s474]) >= 0 && int64_t(v464[s474]) < int64_t(tsr_dim_M) && int64_t(v462[s474]) >= 0 && int64_t(v462[s474]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v464[s474]) * tsr_p2_s0 + int64_t(v462[s474]) * tsr_p2_s1] = v472[s474];
+    }
+    // %221 = reduce %202 {axis = 0, kind = "sum"} : i32
+    int32_t v475;
+    int32_t racc476[8];
+    #pragma unroll
+    for (int v_ = 0; v_ < 8; ++v_) racc476[v_] = int32_t(0);
+    #pragma unroll
+    for (int s477 = 0; s477 < 16; ++s477) {
+      racc476[s477 % 8] = int32_t(uint32_t(racc476[s477 % 8]) + uint32_t(v431[s477]));
+    }
+    racc476[0] = int32_t(uint32_t(racc476[0]) + uint32_t(racc476[4]));
+    racc476[1] = int32_t(uint32_t(racc476[1]) + uint32_t(racc476[5]));
+    racc476[2] = int32_t(uint32_t(racc476[2]) + uint32_t(racc476[6]));
+    racc476[3] = int32_t(uint32_t(racc476[3]) + uint32_t(racc476[7]));
+    racc476[0] = int32_t(uint32_t(racc476[0]) + uint32_t(racc476[2]));
+    racc476[1] = int32_t(uint32_t(racc476[1]) + uint32_t(racc476[3]));
+    racc476[0] = int32_t(uint32_t(racc476[0]) + uint32_t(racc476[1]));
+    racc476[0] = int32_t(uint32_t(racc476[0]) + uint32_t(tsr::shfl_xor(racc476[0], 16)));
+    racc476[0] = int32_t(uint32_t(racc476[0]) + uint32_t(tsr::shfl_xor(racc476[0], 8)));
+    racc476[0] = int32_t(uint32_t(racc476[0]) + uint32_t(tsr::shfl_xor(racc476[0], 4)));
+    racc476[0] = int32_t(uint32_t(racc476[0]) + uint32_t(tsr::shfl_xor(racc476[0], 2)));
+    racc476[0] = int32_t(uint32_t(racc476[0]) + uint32_t(tsr::shfl_xor(racc476[0], 1)));
+    __shared__ int32_t tsr_red478_mem[32];
+    int32_t* const tsr_red478 = tsr_red478_mem + tsr_red478_at;
+    tsr_red478_at ^= 16;
     if ((tsr_tid & 31) == 0) {
-      tsr_red411[(tsr_tid >> 5) * 1 + 0] = racc409[0];
+      tsr_red478[(tsr_tid >> 5) * 1 + 0] = racc476[0];
     }
     __syncthreads();
-    racc409[0] = tsr_red411[(tsr_tid & 15) * 1 + 0];
-    racc409[0] = int32_t(uint32_t(racc409[0]) + uint32_t(tsr::shfl_xor(racc409[0], 8)));
-    racc409[0] = int32_t(uint32_t(racc409[0]) + uint32_t(tsr::shfl_xor(racc409[0], 4)));
-    racc409[0] = int32_t(uint32_t(racc409[0]) + uint32_t(tsr::shfl_xor(racc409[0], 2)));
-    racc409[0] = int32_t(uint32_t(racc409[0]) + uint32_t(tsr::shfl_xor(racc409[0], 1)));
-    v408 = racc409[0];
-    // %202 = add %167, %201 : i32
-    const int32_t v412 = int32_t(uint32_t(c325) + uint32_t(v408));
-    // %203 = reduce %192 {axis = 0, kind = "sum"} : i32
-    int32_t v413;
-    int32_t racc414[8];
+    racc476[0] = tsr_red478[(tsr_tid & 15) * 1 + 0];
+    racc476[0] = int32_t(uint32_t(racc476[0]) + uint32_t(tsr::shfl_xor(racc476[0], 8)));
+    racc476[0] = int32_t(uint32_t(racc476[0]) + uint32_t(tsr::shfl_xor(racc476[0], 4)));
+    racc476[0] = int32_t(uint32_t(racc476[0]) + uint32_t(tsr::shfl_xor(racc476[0], 2)));
+    racc476[0] = int32_t(uint32_t(racc476[0]) + uint32_t(tsr::shfl_xor(racc476[0], 1)));
+    v475 = racc476[0];
+    // %222 = add %185, %221 : i32
+    const int32_t v479 = int32_t(uint32_t(c389) + uint32_t(v475));
+    // %223 = reduce %212 {axis = 0, kind = "sum"} : i32
+    int32_t v480;
+    int32_t racc481[8];
     #pragma unroll
-    for (int v_ = 0; v_ < 8; ++v_) racc414[v_] = int32_t(0);
+    for (int v_ = 0; v_ < 8; ++v_) racc481[v_] = int32_t(0);
     #pragma unroll
-    for (int s415 = 0; s415 < 8; ++s415) {
-      racc414[s415 % 8] = int32_t(uint32_t(racc414[s415 % 8]) + uint32_t(v386[s415]));
+    for (int s482 = 0; s482 < 16; ++s482) {
+      racc481[s482 % 8] = int32_t(uint32_t(racc481[s482 % 8]) + uint32_t(v453[s482]));
     }
-    racc414[0] = int32_t(uint32_t(racc414[0]) + uint32_t(racc414[4]));
-    racc414[1] = int32_t(uint32_t(racc414[1]) + uint32_t(racc414[5]));
-    racc414[2] = int32_t(uint32_t(racc414[2]) + uint32_t(racc414[6]));
-    racc414[3] = int32_t(uint32_t(racc414[3]) + uint32_t(racc414[7]));
-    racc414[0] = int32_t(uint32_t(racc414[0]) + uint32_t(racc414[2]));
-    racc414[1] = int32_t(uint32_t(racc414[1]) + uint32_t(racc414[3]));
-    racc414[0] = int32_t(uint32_t(racc414[0]) + uint32_t(racc414[1]));
-    racc414[0] = int32_t(uint32_t(racc414[0]) + uint32_t(tsr::shfl_xor(racc414[0], 16)));
-    racc414[0] = int32_t(uint32_t(racc414[0]) + uint32_t(tsr::shfl_xor(racc414[0], 8)));
-    racc414[0] = int32_t(uint32_t(racc414[0]) + uint32_t(tsr::shfl_xor(racc414[0], 4)));
-    racc414[0] = int32_t(uint32_t(racc414[0]) + uint32_t(tsr::shfl_xor(racc414[0], 2)));
-    racc414[0] = int32_t(uint32_t(racc414[0]) + uint32_t(tsr::shfl_xor(racc414[0], 1)));
-    __shared__ int32_t tsr_red416_mem[32];
-    int32_t* const tsr_red416 = tsr_red416_mem + tsr_red416_at;
-    tsr_red416_at ^= 16;
+    racc481[0] = int32_t(uint32_t(racc481[0]) + uint32_t(racc481[4]));
+    racc481[1] = int32_t(uint32_t(racc481[1]) + uint32_t(racc481[5]));
+    racc481[2] = int32_t(uint32_t(racc481[2]) + uint32_t(racc481[6]));
+    racc481[3] = int32_t(uint32_t(racc481[3]) + uint32_t(racc481[7]));
+    racc481[0] = int32_t(uint32_t(racc481[0]) + uint32_t(racc481[2]));
+    racc481[1] = int32_t(uint32_t(racc481[1]) + uint32_t(racc481[3]));
+    racc481[0] = int32_t(uint32_t(racc481[0]) + uint32_t(racc481[1]));
+    racc481[0] = int32_t(uint32_t(racc481[0]) + uint32_t(tsr::shfl_xor(racc481[0], 16)));
+    racc481[0] = int32_t(uint32_t(racc481[0]) + uint32_t(tsr::shfl_xor(racc481[0], 8)));
+    racc481[0] = int32_t(uint32_t(racc481[0]) + uint32_t(tsr::shfl_xor(racc481[0], 4)));
+    racc481[0] = int32_t(uint32_t(racc481[0]) + uint32_t(tsr::shfl_xor(racc481[0], 2)));
+    racc481[0] = int32_t(uint32_t(racc481[0]) + uint32_t(tsr::shfl_xor(racc481[0], 1)));
+    __shared__ int32_t tsr_red483_mem[32];
+    int32_t* const tsr_red483 = tsr_red483_mem + tsr_red483_at;
+    tsr_red483_at ^= 16;
     if ((tsr_tid & 31) == 0) {
-      tsr_red416[(tsr_tid >> 5) * 1 + 0] = racc414[0];
+      tsr_red483[(tsr_tid >> 5) * 1 + 0] = racc481[0];
     }
     __syncthreads();
-    racc414[0] = tsr_red416[(tsr_tid & 15) * 1 + 0];
-    racc414[0] = int32_t(uint32_t(racc414[0]) + uint32_t(tsr::shfl_xor(racc414[0], 8)));
-    racc414[0] = int32_t(uint32_t(racc414[0]) + uint32_t(tsr::shfl_xor(racc414[0], 4)));
-    racc414[0] = int32_t(uint32_t(racc414[0]) + uint32_t(tsr::shfl_xor(racc414[0], 2)));
-    racc414[0] = int32_t(uint32_t(racc414[0]) + uint32_t(tsr::shfl_xor(racc414[0], 1)));
-    v413 = racc414[0];
-    // %204 = add %166, %203 : i32
-    const int32_t v417 = int32_t(uint32_t(c324) + uint32_t(v413));
-    // yield %204, %202
-    c324 = v417;
-    c325 = v412;
+    racc481[0] = tsr_red483[(tsr_tid & 15) * 1 + 0];
+    racc481[0] = int32_t(uint32_t(racc481[0]) + uint32_t(tsr::shfl_xor(racc481[0], 8)));
+    racc481[0] = int32_t(uint32_t(racc481[0]) + uint32_t(tsr::shfl_xor(racc481[0], 4)));
+    racc481[0] = int32_t(uint32_t(racc481[0]) + uint32_t(tsr::shfl_xor(racc481[0], 2)));
+    racc481[0] = int32_t(uint32_t(racc481[0]) + uint32_t(tsr::shfl_xor(racc481[0], 1)));
+    v480 = racc481[0];
+    // %224 = add %184, %223 : i32
+    const int32_t v484 = int32_t(uint32_t(c388) + uint32_t(v480));
+    // yield %224, %222, %189
+    c388 = v484;
+    c389 = v479;
+    #pragma unroll
+    for (int s485 = 0; s485 < 16; ++s485) {
+      c390[s485] = v405[s485];
+    }
   }
-  // %205 = load_tile %indices, %1, %10 : tile<i32, [1, 64]>
+  // %225 = load_tile %indices, %1, %10 : tile<i32, [1, 64]>
   __syncthreads();
-  int32_t v418[1];
+  int32_t v486[1];
   {
-    const int64_t o419 = int64_t(v0) * 1;
-    const int64_t o420 = int64_t(v9) * 64;
+    const int64_t o487 = int64_t(v0) * 1;
+    const int64_t o488 = int64_t(v9) * 64;
     #pragma unroll
-    for (int s421 = 0; s421 < 1; ++s421) {
-      const int e422 = (s421 * 512 + tsr_tid);
-      v418[s421] = ((s421 * 512 + tsr_tid) < 64) && ((o419 + 0) >= 0 && (o419 + 0) < int64_t(tsr_dim_M) && (o420 + (e422)) >= 0 && (o420 + (e422)) < int64_t(tsr_dim_K)) ? tsr_p2[(o419 + 0) * tsr_p2_s0 + (o420 + (e422)) * tsr_p2_s1] : int32_t(0LL);
+    for (int s489 = 0; s489 < 1; ++s489) {
+      const int e490 = (s489 * 512 + tsr_tid);
+      v486[s489] = ((s489 * 512 + tsr_tid) < 64) && ((o487 + 0) >= 0 && (o487 + 0) < int64_t(tsr_dim_M) && (o488 + (e490)) >= 0 && (o488 + (e490)) < int64_t(tsr_dim_K)) ? tsr_p2[(o487 + 0) * tsr_p2_s0 + (o488 + (e490)) * tsr_p2_s1] : int32_t(0LL);
     }
   }
-  // %206 = load_tile %values, %1, %10 : tile<f32, [1, 64]>
-  float v423[1];
+  // %226 = load_tile %values, %1, %10 : tile<f32, [1, 64]>
+  float v491[1];
   {
-    const int64_t o424 = int64_t(v0) * 1;
-    const int64_t o425 = int64_t(v9) * 64;
+    const int64_t o492 = int64_t(v0) * 1;
+    const int64_t o493 = int64_t(v9) * 64;
     #pragma unroll
-    for (int s426 = 0; s426 < 1; ++s426) {
-      const int e427 = (s426 * 512 + tsr_tid);
-      v423[s426] = ((s426 * 512 + tsr_tid) < 64) && ((o424 + 0) >= 0 && (o424 + 0) < int64_t(tsr_dim_M) && (o425 + (e427)) >= 0 && (o425 + (e427)) < int64_t(tsr_dim_K)) ? tsr_p1[(o424 + 0) * tsr_p1_s0 + (o425 + (e427)) * tsr_p1_s1] : 0x0p+0f;
+    for (int s494 = 0; s494 < 1; ++s494) {
+      const int e495 = (s494 * 512 + tsr_tid);
+      v491[s494] = ((s494 * 512 + tsr_tid) < 64) && ((o492 + 0) >= 0 && (o492 + 0) < int64_t(tsr_dim_M) && (o493 + (e495)) >= 0 && (o493 + (e495)) < int64_t(tsr_dim_K)) ? tsr_p1[(o492 + 0) * tsr_p1_s0 + (o493 + (e495)) * tsr_p1_s1] : 0x0p+0f;
     }
   }
-  // %207, %208 = sort %206, %205 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
-  float v428[1];
-  int32_t v429[1];
+  // %227, %228 = sort %226, %225 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
+  float v496[1];
+  int32_t v497[1];
   __syncthreads();
   #pragma unroll
-  for (int s430 = 0; s430 < 1; ++s430) {
-    if (((s430 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s430 * 512 + tsr_tid)] = v423[s430];
+  for (int s498 = 0; s498 < 1; ++s498) {
+    if (((s498 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s498 * 512 + tsr_tid)] = v491[s498];
   }
   __syncthreads();
   #pragma unroll
-  for (int s431 = 0; s431 < 1; ++s431) {
-    if (((s431 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s431 * 512 + tsr_tid)] = v418[s431];
+  for (int s499 = 0; s499 < 1; ++s499) {
+    if (((s499 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s499 * 512 + tsr_tid)] = v486[s499];
   }
   __syncthreads();
   for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
@@ -1501,33 +1716,33 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
     }
   }
   #pragma unroll
-  for (int s432 = 0; s432 < 1; ++s432) {
-    const int e433 = (s432 * 512 + tsr_tid);
-    v428[s432] = ((s432 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e433) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e433) / 64) * 1 + ((e433) % 1)) * 64 + (((e433) / 1) % 64)]) * 1 + ((e433) % 1)]) : float(0);
+  for (int s500 = 0; s500 < 1; ++s500) {
+    const int e501 = (s500 * 512 + tsr_tid);
+    v496[s500] = ((s500 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e501) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e501) / 64) * 1 + ((e501) % 1)) * 64 + (((e501) / 1) % 64)]) * 1 + ((e501) % 1)]) : float(0);
   }
   #pragma unroll
-  for (int s434 = 0; s434 < 1; ++s434) {
-    const int e435 = (s434 * 512 + tsr_tid);
-    v429[s434] = ((s434 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e435) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e435) / 64) * 1 + ((e435) % 1)) * 64 + (((e435) / 1) % 64)]) * 1 + ((e435) % 1)]) : int32_t(0);
+  for (int s502 = 0; s502 < 1; ++s502) {
+    const int e503 = (s502 * 512 + tsr_tid);
+    v497[s502] = ((s502 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e503) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e503) / 64) * 1 + ((e503) % 1)) * 64 + (((e503) / 1) % 64)]) * 1 + ((e503) % 1)]) : int32_t(0);
   }
-  // store_tile %values, %207, %1, %10
+  // store_tile %values, %227, %1, %10
   {
-    const int64_t o436 = int64_t(v0) * 1;
-    const int64_t o437 = int64_t(v9) * 64;
+    const int64_t o504 = int64_t(v0) * 1;
+    const int64_t o505 = int64_t(v9) * 64;
     #pragma unroll
-    for (int s438 = 0; s438 < 1; ++s438) {
-      const int e439 = (s438 * 512 + tsr_tid);
-      if (((s438 * 512 + tsr_tid) < 64) && ((o436 + 0) >= 0 && (o436 + 0) < int64_t(tsr_dim_M) && (o437 + (e439)) >= 0 && (o437 + (e439)) < int64_t(tsr_dim_K))) tsr_p1[(o436 + 0) * tsr_p1_s0 + (o437 + (e439)) * tsr_p1_s1] = v428[s438];
+    for (int s506 = 0; s506 < 1; ++s506) {
+      const int e507 = (s506 * 512 + tsr_tid);
+      if (((s506 * 512 + tsr_tid) < 64) && ((o504 + 0) >= 0 && (o504 + 0) < int64_t(tsr_dim_M) && (o505 + (e507)) >= 0 && (o505 + (e507)) < int64_t(tsr_dim_K))) tsr_p1[(o504 + 0) * tsr_p1_s0 + (o505 + (e507)) * tsr_p1_s1] = v496[s506];
     }
   }
-  // store_tile %indices, %208, %1, %10
+  // store_tile %indices, %228, %1, %10
   {
-    const int64_t o440 = int64_t(v0) * 1;
-    const int64_t o441 = int64_t(v9) * 64;
+    const int64_t o508 = int64_t(v0) * 1;
+    const int64_t o509 = int64_t(v9) * 64;
     #pragma unroll
-    for (int s442 = 0; s442 < 1; ++s442) {
-      const int e443 = (s442 * 512 + tsr_tid);
-      if (((s442 * 512 + tsr_tid) < 64) && ((o440 + 0) >= 0 && (o440 + 0) < int64_t(tsr_dim_M) && (o441 + (e443)) >= 0 && (o441 + (e443)) < int64_t(tsr_dim_K))) tsr_p2[(o440 + 0) * tsr_p2_s0 + (o441 + (e443)) * tsr_p2_s1] = v429[s442];
+    for (int s510 = 0; s510 < 1; ++s510) {
+      const int e511 = (s510 * 512 + tsr_tid);
+      if (((s510 * 512 + tsr_tid) < 64) && ((o508 + 0) >= 0 && (o508 + 0) < int64_t(tsr_dim_M) && (o509 + (e511)) >= 0 && (o509 + (e511)) < int64_t(tsr_dim_K))) tsr_p2[(o508 + 0) * tsr_p2_s0 + (o509 + (e511)) * tsr_p2_s1] = v497[s510];
     }
   }
 }
@@ -1550,6 +1765,6 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
 // stat smem-bytes = 8192
 // stat sorts = 1
 // stat threads = 512
-// stat vector-accesses = 4
+// stat vector-accesses = 8
 // stat warp-reductions = 11
 // stat write-read-barriers = 1
