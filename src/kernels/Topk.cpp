@@ -13,8 +13,9 @@
 //   keys lie in the bins before it (all wanted). When T's bin holds exactly the number still
 //   wanted, every key in it is taken and the passes stop early.
 // - A last pass keeps each key below T (at the digits resolved) and, of the keys equal to T,
-//   the first ones by column, as many as still wanted: prefix sums of the flags give each kept
-//   element its place in the output row, where it is scattered with its column (in column order).
+//   the first ones by column, as many as still wanted (ranked by a prefix sum only in a tile
+//   where they run past that number): prefix sums of the keep flags give each kept element
+//   its place in the output row, where it is scattered with its column (in column order).
 // - The k kept elements are loaded back and sorted descending with their columns (a stable
 //   sort: equal values stay in column order).
 //
@@ -111,12 +112,20 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
   over_row([&](Val j, Val t) {
     Val kk = key(t) >> resolved;
     Val equal = eq(kk, T);
-    Val rank = cumsum(equal.to(ScalarKind::I32), 0) + kept_equal;  // 1-based among the equal keys
-    Val keep = (kk < T) | (equal & (rank <= wanted));
+    Val below = kk < T;
+    Val n_equal = sum(equal.to(ScalarKind::I32), 0);
+    // Usually every equal key of the tile is wanted (always when the passes stopped early);
+    // only a tile where the equal keys run past `wanted` ranks them.
+    Val keep = if_(
+        kept_equal + n_equal <= wanted, [&] { return below | equal; },
+        [&] {
+          Val rank = cumsum(equal.to(ScalarKind::I32), 0) + kept_equal;  // 1-based among the equal keys
+          return below | (equal & (rank <= wanted));
+        });
     Val at = cumsum(keep.to(ScalarKind::I32), 0) + (kept - 1);
     scatter(values, t, {row, at}, keep);
     scatter(indices, arange(BN) + j * BN, {row, at}, keep);
-    kept_equal = kept_equal + sum(equal.to(ScalarKind::I32), 0);
+    kept_equal = kept_equal + n_equal;
     kept = kept + sum(keep.to(ScalarKind::I32), 0);
   });
   Sorted best = sort_pairs(values.tile({1, K}).load({row, 0}), indices.tile({1, K}).load({row, 0}), 1, true);
