@@ -521,175 +521,190 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %143 = cmp %141, %142 {pred = "eq"} : tile<i1, [8192]>
     alignas(64) uint8_t v147[8192];
     for (int64_t i148 = 0; i148 < 8192; ++i148) v147[i148] = uint8_t(v143[i148] == v119);
-    // %144 = cast %143 : tile<i32, [8192]>
-    alignas(64) int32_t v149[8192];
-    for (int64_t i150 = 0; i150 < 8192; ++i150) v149[i150] = int32_t(v147[i150]);
-    // %145 = scan %144 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+    // %144 = cmp %141, %142 {pred = "lt"} : tile<i1, [8192]>
+    alignas(64) uint8_t v149[8192];
+    for (int64_t i150 = 0; i150 < 8192; ++i150) v149[i150] = uint8_t(v143[i150] < v119);
+    // %145 = cast %143 : tile<i32, [8192]>
     alignas(64) int32_t v151[8192];
+    for (int64_t i152 = 0; i152 < 8192; ++i152) v151[i152] = int32_t(v147[i152]);
+    // %146 = reduce %145 {axis = 0, kind = "sum"} : i32
+    int32_t v153;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 8192; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v151[o_ * 8192 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v153 = acc_;
+    }
+    // %147 = add %126, %146 : i32
+    const int32_t v154 = tsr::wadd(c130, v153);
+    // %148 = cmp %147, %61 {pred = "le"} : i1
+    const uint8_t v155 = uint8_t(v154 <= v64);
+    // %149 = if %148 : tile<i1, [8192]> {...}
+    alignas(64) uint8_t v156[8192];
+    if (v155) {
+      // %150 = or %144, %143 : tile<i1, [8192]>
+      alignas(64) uint8_t v157[8192];
+      for (int64_t i158 = 0; i158 < 8192; ++i158) v157[i158] = uint8_t(v149[i158] | v147[i158]);
+      // yield %150
+      __builtin_memcpy(v156, v157, sizeof(v156));
+    } else {
+      // %151 = scan %145 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+      alignas(64) int32_t v159[8192];
+      for (int64_t o_ = 0; o_ < 1; ++o_)
+      for (int64_t n_ = 0; n_ < 1; ++n_) {
+        int32_t acc160 = v151[(o_ * 8192 + 0) * 1 + n_];
+        v159[(o_ * 8192 + 0) * 1 + n_] = acc160;
+        for (int64_t l161 = 1; l161 < 8192; ++l161) {
+          acc160 = tsr::wadd(acc160, v151[(o_ * 8192 + l161) * 1 + n_]);
+          v159[(o_ * 8192 + l161) * 1 + n_] = acc160;
+        }
+      }
+      // %152 = splat %126 : tile<i32, [8192]>
+      // (computed inside its user)
+      // %153 = add %151, %152 : tile<i32, [8192]>
+      // (computed inside its user)
+      // %154 = splat %61 : tile<i32, [8192]>
+      // (computed inside its user)
+      // %155 = cmp %153, %154 {pred = "le"} : tile<i1, [8192]>
+      // (computed inside its user)
+      // %156 = and %143, %155 : tile<i1, [8192]>
+      // (computed inside its user)
+      // %157 = or %144, %156 : tile<i1, [8192]>
+      alignas(64) uint8_t v162[8192];
+      for (int64_t i163 = 0; i163 < 8192; ++i163) v162[i163] = uint8_t(v149[i163] | (uint8_t(v147[i163] & (uint8_t((tsr::wadd(v159[i163], (c130))) <= (v64))))));
+      // yield %157
+      __builtin_memcpy(v156, v162, sizeof(v156));
+    }
+    // %158 = sub %125, %4 : i32
+    const int32_t v164 = tsr::wsub(c129, v4);
+    // %159 = cast %149 : tile<i32, [8192]>
+    alignas(64) int32_t v165[8192];
+    for (int64_t i166 = 0; i166 < 8192; ++i166) v165[i166] = int32_t(v156[i166]);
+    // %160 = scan %159 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+    alignas(64) int32_t v167[8192];
     for (int64_t o_ = 0; o_ < 1; ++o_)
     for (int64_t n_ = 0; n_ < 1; ++n_) {
-      int32_t acc152 = v149[(o_ * 8192 + 0) * 1 + n_];
-      v151[(o_ * 8192 + 0) * 1 + n_] = acc152;
-      for (int64_t l153 = 1; l153 < 8192; ++l153) {
-        acc152 = tsr::wadd(acc152, v149[(o_ * 8192 + l153) * 1 + n_]);
-        v151[(o_ * 8192 + l153) * 1 + n_] = acc152;
+      int32_t acc168 = v165[(o_ * 8192 + 0) * 1 + n_];
+      v167[(o_ * 8192 + 0) * 1 + n_] = acc168;
+      for (int64_t l169 = 1; l169 < 8192; ++l169) {
+        acc168 = tsr::wadd(acc168, v165[(o_ * 8192 + l169) * 1 + n_]);
+        v167[(o_ * 8192 + l169) * 1 + n_] = acc168;
       }
     }
-    // %146 = splat %126 : tile<i32, [8192]>
-    // (computed inside its user)
-    // %147 = add %145, %146 : tile<i32, [8192]>
-    // (computed inside its user)
-    // %148 = splat %61 : tile<i32, [8192]>
-    // (computed inside its user)
-    // %149 = cmp %147, %148 {pred = "le"} : tile<i1, [8192]>
-    // (computed inside its user)
-    // %150 = and %143, %149 : tile<i1, [8192]>
-    // (computed inside its user)
-    // %151 = cmp %141, %142 {pred = "lt"} : tile<i1, [8192]>
-    // (computed inside its user)
-    // %152 = or %151, %150 : tile<i1, [8192]>
-    alignas(64) uint8_t v154[8192];
-    for (int64_t i155 = 0; i155 < 8192; ++i155) v154[i155] = uint8_t((uint8_t(v143[i155] < v119)) | (uint8_t(v147[i155] & (uint8_t((tsr::wadd(v151[i155], (c130))) <= (v64))))));
-    // %153 = sub %125, %4 : i32
-    const int32_t v156 = tsr::wsub(c129, v4);
-    // %154 = cast %152 : tile<i32, [8192]>
-    alignas(64) int32_t v157[8192];
-    for (int64_t i158 = 0; i158 < 8192; ++i158) v157[i158] = int32_t(v154[i158]);
-    // %155 = scan %154 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-    alignas(64) int32_t v159[8192];
-    for (int64_t o_ = 0; o_ < 1; ++o_)
-    for (int64_t n_ = 0; n_ < 1; ++n_) {
-      int32_t acc160 = v157[(o_ * 8192 + 0) * 1 + n_];
-      v159[(o_ * 8192 + 0) * 1 + n_] = acc160;
-      for (int64_t l161 = 1; l161 < 8192; ++l161) {
-        acc160 = tsr::wadd(acc160, v157[(o_ * 8192 + l161) * 1 + n_]);
-        v159[(o_ * 8192 + l161) * 1 + n_] = acc160;
-      }
-    }
-    // %156 = splat %153 : tile<i32, [8192]>
-    // (computed inside its user)
-    // %157 = add %155, %156 : tile<i32, [8192]>
-    alignas(64) int32_t v162[8192];
-    for (int64_t i163 = 0; i163 < 8192; ++i163) v162[i163] = tsr::wadd(v159[i163], (v156));
-    // %158 = splat %1 : tile<i32, [8192]>
-    alignas(64) int32_t v164[8192];
-    for (int64_t i165 = 0; i165 < 8192; ++i165) v164[i165] = v1;
-    // scatter %values, %127, %158, %157, %152
-    for (int64_t i166 = 0; i166 < 8192; ++i166) {
-      if ((v154[i166] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v162[i166]) >= 0 && int64_t(v162[i166]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v162[i166]) * A.s1_1] = tsr::f2bf(c131[i166]);
-    }
-    // %159 = mul %124, %3 : i32
-    const int32_t v167 = tsr::wmul(iv132, v3);
-    // %160 = arange : tile<i32, [8192]>
-    // (computed inside its user)
-    // %161 = splat %159 : tile<i32, [8192]>
+    // %161 = splat %158 : tile<i32, [8192]>
     // (computed inside its user)
     // %162 = add %160, %161 : tile<i32, [8192]>
-    alignas(64) int32_t v168[8192];
-    for (int64_t i169 = 0; i169 < 8192; ++i169) v168[i169] = tsr::wadd((int32_t(0 + i169)), (v167));
-    // scatter %indices, %162, %158, %157, %152
-    for (int64_t i170 = 0; i170 < 8192; ++i170) {
-      if ((v154[i170] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v162[i170]) >= 0 && int64_t(v162[i170]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v162[i170]) * A.s2_1] = v168[i170];
+    alignas(64) int32_t v170[8192];
+    for (int64_t i171 = 0; i171 < 8192; ++i171) v170[i171] = tsr::wadd(v167[i171], (v164));
+    // %163 = splat %1 : tile<i32, [8192]>
+    alignas(64) int32_t v172[8192];
+    for (int64_t i173 = 0; i173 < 8192; ++i173) v172[i173] = v1;
+    // scatter %values, %127, %163, %162, %149
+    for (int64_t i174 = 0; i174 < 8192; ++i174) {
+      if ((v156[i174] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v170[i174]) >= 0 && int64_t(v170[i174]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v170[i174]) * A.s1_1] = tsr::f2bf(c131[i174]);
     }
-    // %163 = reduce %144 {axis = 0, kind = "sum"} : i32
-    int32_t v171;
+    // %164 = mul %124, %3 : i32
+    const int32_t v175 = tsr::wmul(iv132, v3);
+    // %165 = arange : tile<i32, [8192]>
+    // (computed inside its user)
+    // %166 = splat %164 : tile<i32, [8192]>
+    // (computed inside its user)
+    // %167 = add %165, %166 : tile<i32, [8192]>
+    alignas(64) int32_t v176[8192];
+    for (int64_t i177 = 0; i177 < 8192; ++i177) v176[i177] = tsr::wadd((int32_t(0 + i177)), (v175));
+    // scatter %indices, %167, %163, %162, %149
+    for (int64_t i178 = 0; i178 < 8192; ++i178) {
+      if ((v156[i178] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v170[i178]) >= 0 && int64_t(v170[i178]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v170[i178]) * A.s2_1] = v176[i178];
+    }
+    // %168 = reduce %159 {axis = 0, kind = "sum"} : i32
+    int32_t v179;
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       int32_t ln_[16];
       for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
       for (int64_t l_ = 0; l_ < 8192; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v149[o_ * 8192 + l_ + q_]);
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v165[o_ * 8192 + l_ + q_]);
       int32_t acc_ = ln_[0];
       for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v171 = acc_;
+      v179 = acc_;
     }
-    // %164 = add %126, %163 : i32
-    const int32_t v172 = tsr::wadd(c130, v171);
-    // %165 = reduce %154 {axis = 0, kind = "sum"} : i32
-    int32_t v173;
-    for (int64_t o_ = 0; o_ < 1; ++o_) {
-      int32_t ln_[16];
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 8192; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v157[o_ * 8192 + l_ + q_]);
-      int32_t acc_ = ln_[0];
-      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v173 = acc_;
-    }
-    // %166 = add %125, %165 : i32
-    const int32_t v174 = tsr::wadd(c129, v173);
-    // yield %166, %164, %130
-    c129 = v174;
-    c130 = v172;
+    // %169 = add %125, %168 : i32
+    const int32_t v180 = tsr::wadd(c129, v179);
+    // yield %169, %147, %130
+    c129 = v180;
+    c130 = v154;
     __builtin_memcpy(c131, v134, sizeof(c131));
   }
-  // %167 = load_tile %indices, %1, %10 : tile<i32, [1, 64]>
-  alignas(64) int32_t v175[64];
+  // %170 = load_tile %indices, %1, %10 : tile<i32, [1, 64]>
+  alignas(64) int32_t v181[64];
   {
-    const int64_t o176 = int64_t(v1) * 1;
-    const int64_t o177 = int64_t(v10) * 64;
-    if (o176 >= 0 && o176 + 1 <= A.d2_0 && o177 >= 0 && o177 + 64 <= A.d2_1) {
-      for (int64_t i178 = 0; i178 < 1; ++i178) {
-        for (int64_t i179 = 0; i179 < 64; ++i179) v175[(i178) * 64 + i179] = A.p2[(o176 + i178) * A.s2_0 + o177 + i179];
+    const int64_t o182 = int64_t(v1) * 1;
+    const int64_t o183 = int64_t(v10) * 64;
+    if (o182 >= 0 && o182 + 1 <= A.d2_0 && o183 >= 0 && o183 + 64 <= A.d2_1) {
+      for (int64_t i184 = 0; i184 < 1; ++i184) {
+        for (int64_t i185 = 0; i185 < 64; ++i185) v181[(i184) * 64 + i185] = A.p2[(o182 + i184) * A.s2_0 + o183 + i185];
       }
     } else {
-      for (int64_t i180 = 0; i180 < 1; ++i180) {
-        for (int64_t i181 = 0; i181 < 64; ++i181) {
-          v175[(i180)*64 + i181] = ((o176 + i180) >= 0 && (o176 + i180) < A.d2_0 && (o177 + i181) >= 0 && (o177 + i181) < A.d2_1) ? A.p2[(o176 + i180) * A.s2_0 + (o177 + i181) * A.s2_1] : int32_t(INT64_C(0));
+      for (int64_t i186 = 0; i186 < 1; ++i186) {
+        for (int64_t i187 = 0; i187 < 64; ++i187) {
+          v181[(i186)*64 + i187] = ((o182 + i186) >= 0 && (o182 + i186) < A.d2_0 && (o183 + i187) >= 0 && (o183 + i187) < A.d2_1) ? A.p2[(o182 + i186) * A.s2_0 + (o183 + i187) * A.s2_1] : int32_t(INT64_C(0));
         }
       }
     }
   }
-  // %168 = load_tile %values, %1, %10 : tile<bf16, [1, 64]>
-  alignas(64) float v182[64];
+  // %171 = load_tile %values, %1, %10 : tile<bf16, [1, 64]>
+  alignas(64) float v188[64];
   {
-    const int64_t o183 = int64_t(v1) * 1;
-    const int64_t o184 = int64_t(v10) * 64;
-    if (o183 >= 0 && o183 + 1 <= A.d1_0 && o184 >= 0 && o184 + 64 <= A.d1_1) {
-      for (int64_t i185 = 0; i185 < 1; ++i185) {
-        for (int64_t i186 = 0; i186 < 64; ++i186) v182[(i185) * 64 + i186] = tsr::bf2f(A.p1[(o183 + i185) * A.s1_0 + o184 + i186]);
+    const int64_t o189 = int64_t(v1) * 1;
+    const int64_t o190 = int64_t(v10) * 64;
+    if (o189 >= 0 && o189 + 1 <= A.d1_0 && o190 >= 0 && o190 + 64 <= A.d1_1) {
+      for (int64_t i191 = 0; i191 < 1; ++i191) {
+        for (int64_t i192 = 0; i192 < 64; ++i192) v188[(i191) * 64 + i192] = tsr::bf2f(A.p1[(o189 + i191) * A.s1_0 + o190 + i192]);
       }
     } else {
-      for (int64_t i187 = 0; i187 < 1; ++i187) {
-        for (int64_t i188 = 0; i188 < 64; ++i188) {
-          v182[(i187)*64 + i188] = ((o183 + i187) >= 0 && (o183 + i187) < A.d1_0 && (o184 + i188) >= 0 && (o184 + i188) < A.d1_1) ? tsr::bf2f(A.p1[(o183 + i187) * A.s1_0 + (o184 + i188) * A.s1_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+      for (int64_t i193 = 0; i193 < 1; ++i193) {
+        for (int64_t i194 = 0; i194 < 64; ++i194) {
+          v188[(i193)*64 + i194] = ((o189 + i193) >= 0 && (o189 + i193) < A.d1_0 && (o190 + i194) >= 0 && (o190 + i194) < A.d1_1) ? tsr::bf2f(A.p1[(o189 + i193) * A.s1_0 + (o190 + i194) * A.s1_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
         }
       }
     }
   }
-  // %169, %170 = sort %168, %167 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
-  alignas(64) float v189[64];
-  alignas(64) int32_t v190[64];
-  alignas(64) uint64_t sk191[128];
-  alignas(64) int32_t sp192[128];
-  tsr::sort_lines(v182, v175, v189, v190, 1, 64, 1, 64, true, sk191, sp192);
-  // store_tile %values, %169, %1, %10
-  {
-    const int64_t o193 = int64_t(v1) * 1;
-    const int64_t o194 = int64_t(v10) * 64;
-    if (o193 >= 0 && o193 + 1 <= A.d1_0 && o194 >= 0 && o194 + 64 <= A.d1_1) {
-      for (int64_t i195 = 0; i195 < 1; ++i195) {
-        for (int64_t i196 = 0; i196 < 64; ++i196) A.p1[(o193 + i195) * A.s1_0 + o194 + i196] = tsr::f2bf(v189[(i195) * 64 + i196]);
-      }
-    } else {
-      for (int64_t i197 = 0; i197 < 1; ++i197) {
-        for (int64_t i198 = 0; i198 < 64; ++i198) {
-          if ((o193 + i197) >= 0 && (o193 + i197) < A.d1_0 && (o194 + i198) >= 0 && (o194 + i198) < A.d1_1) A.p1[(o193 + i197) * A.s1_0 + (o194 + i198) * A.s1_1] = tsr::f2bf(v189[(i197)*64 + i198]);
-        }
-      }
-    }
-  }
-  // store_tile %indices, %170, %1, %10
+  // %172, %173 = sort %171, %170 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
+  alignas(64) float v195[64];
+  alignas(64) int32_t v196[64];
+  alignas(64) uint64_t sk197[128];
+  alignas(64) int32_t sp198[128];
+  tsr::sort_lines(v188, v181, v195, v196, 1, 64, 1, 64, true, sk197, sp198);
+  // store_tile %values, %172, %1, %10
   {
     const int64_t o199 = int64_t(v1) * 1;
     const int64_t o200 = int64_t(v10) * 64;
-    if (o199 >= 0 && o199 + 1 <= A.d2_0 && o200 >= 0 && o200 + 64 <= A.d2_1) {
+    if (o199 >= 0 && o199 + 1 <= A.d1_0 && o200 >= 0 && o200 + 64 <= A.d1_1) {
       for (int64_t i201 = 0; i201 < 1; ++i201) {
-        for (int64_t i202 = 0; i202 < 64; ++i202) A.p2[(o199 + i201) * A.s2_0 + o200 + i202] = v190[(i201) * 64 + i202];
+        for (int64_t i202 = 0; i202 < 64; ++i202) A.p1[(o199 + i201) * A.s1_0 + o200 + i202] = tsr::f2bf(v195[(i201) * 64 + i202]);
       }
     } else {
       for (int64_t i203 = 0; i203 < 1; ++i203) {
         for (int64_t i204 = 0; i204 < 64; ++i204) {
-          if ((o199 + i203) >= 0 && (o199 + i203) < A.d2_0 && (o200 + i204) >= 0 && (o200 + i204) < A.d2_1) A.p2[(o199 + i203) * A.s2_0 + (o200 + i204) * A.s2_1] = v190[(i203)*64 + i204];
+          if ((o199 + i203) >= 0 && (o199 + i203) < A.d1_0 && (o200 + i204) >= 0 && (o200 + i204) < A.d1_1) A.p1[(o199 + i203) * A.s1_0 + (o200 + i204) * A.s1_1] = tsr::f2bf(v195[(i203)*64 + i204]);
+        }
+      }
+    }
+  }
+  // store_tile %indices, %173, %1, %10
+  {
+    const int64_t o205 = int64_t(v1) * 1;
+    const int64_t o206 = int64_t(v10) * 64;
+    if (o205 >= 0 && o205 + 1 <= A.d2_0 && o206 >= 0 && o206 + 64 <= A.d2_1) {
+      for (int64_t i207 = 0; i207 < 1; ++i207) {
+        for (int64_t i208 = 0; i208 < 64; ++i208) A.p2[(o205 + i207) * A.s2_0 + o206 + i208] = v196[(i207) * 64 + i208];
+      }
+    } else {
+      for (int64_t i209 = 0; i209 < 1; ++i209) {
+        for (int64_t i210 = 0; i210 < 64; ++i210) {
+          if ((o205 + i209) >= 0 && (o205 + i209) < A.d2_0 && (o206 + i210) >= 0 && (o206 + i210) < A.d2_1) A.p2[(o205 + i209) * A.s2_0 + (o206 + i210) * A.s2_1] = v196[(i209)*64 + i210];
         }
       }
     }
@@ -706,7 +721,7 @@ extern "C" int tessera_run(void** buf, const int64_t* dims, const int64_t* is, c
   if (g0 < 0) return 24;  // grid size on axis 0 of kernel 'topk' is negative (a size of 0 runs no programs; a negative size is an error)
   if (g0 == 0 || g1 == 0 || g2 == 0) return 0;  // no programs
   if (nt <= 0) nt = omp_get_max_threads();
-  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(2343715)) nt = 1;  // about 2343715 element ops per program
+  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(2376491)) nt = 1;  // about 2376491 element ops per program
   if (nt == 1) {
     for (int64_t z = 0; z < g2; ++z)
       for (int64_t y = 0; y < g1; ++y)

@@ -7,8 +7,8 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
   const int tsr_tid = int(threadIdx.x);
   constexpr int tsr_nthreads = 512;
   (void)tsr_tid; (void)tsr_smem;
-  int tsr_red354_at = 0;  // the copy of tsr_red354_mem the next exchange uses
-  int tsr_red359_at = 0;  // the copy of tsr_red359_mem the next exchange uses
+  int tsr_red314_at = 0;  // the copy of tsr_red314_mem the next exchange uses
+  int tsr_red365_at = 0;  // the copy of tsr_red365_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_N);
@@ -955,315 +955,338 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
     for (int s306 = 0; s306 < 16; ++s306) {
       v305[s306] = uint8_t(v301[s306] == v303[s306]);
     }
-    // %144 = cast %143 : tile<i32, [8192]>
-    int32_t v307[16];
+    // %144 = cmp %141, %142 {pred = "lt"} : tile<i1, [8192]>
+    uint8_t v307[16];
     #pragma unroll
     for (int s308 = 0; s308 < 16; ++s308) {
-      v307[s308] = int32_t(v305[s308]);
+      v307[s308] = uint8_t(v301[s308] < v303[s308]);
     }
-    // %145 = scan %144 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+    // %145 = cast %143 : tile<i32, [8192]>
     int32_t v309[16];
-    uint32_t run310 = uint32_t(0);
-    uint32_t acc311_0 = uint32_t(0);
-    acc311_0 += uint32_t(v307[0]); v309[0] = int32_t(acc311_0);
-    acc311_0 += uint32_t(v307[1]); v309[1] = int32_t(acc311_0);
-    acc311_0 += uint32_t(v307[2]); v309[2] = int32_t(acc311_0);
-    acc311_0 += uint32_t(v307[3]); v309[3] = int32_t(acc311_0);
-    acc311_0 += uint32_t(v307[4]); v309[4] = int32_t(acc311_0);
-    acc311_0 += uint32_t(v307[5]); v309[5] = int32_t(acc311_0);
-    acc311_0 += uint32_t(v307[6]); v309[6] = int32_t(acc311_0);
-    acc311_0 += uint32_t(v307[7]); v309[7] = int32_t(acc311_0);
+    #pragma unroll
+    for (int s310 = 0; s310 < 16; ++s310) {
+      v309[s310] = int32_t(v305[s310]);
+    }
+    // %146 = reduce %145 {axis = 0, kind = "sum"} : i32
+    int32_t v311;
+    int32_t racc312[8];
+    #pragma unroll
+    for (int v_ = 0; v_ < 8; ++v_) racc312[v_] = int32_t(0);
+    #pragma unroll
+    for (int s313 = 0; s313 < 16; ++s313) {
+      racc312[s313 % 8] = int32_t(uint32_t(racc312[s313 % 8]) + uint32_t(v309[s313]));
+    }
+    racc312[0] = int32_t(uint32_t(racc312[0]) + uint32_t(racc312[4]));
+    racc312[1] = int32_t(uint32_t(racc312[1]) + uint32_t(racc312[5]));
+    racc312[2] = int32_t(uint32_t(racc312[2]) + uint32_t(racc312[6]));
+    racc312[3] = int32_t(uint32_t(racc312[3]) + uint32_t(racc312[7]));
+    racc312[0] = int32_t(uint32_t(racc312[0]) + uint32_t(racc312[2]));
+    racc312[1] = int32_t(uint32_t(racc312[1]) + uint32_t(racc312[3]));
+    racc312[0] = int32_t(uint32_t(racc312[0]) + uint32_t(racc312[1]));
+    racc312[0] = int32_t(uint32_t(racc312[0]) + uint32_t(tsr::shfl_xor(racc312[0], 16)));
+    racc312[0] = int32_t(uint32_t(racc312[0]) + uint32_t(tsr::shfl_xor(racc312[0], 8)));
+    racc312[0] = int32_t(uint32_t(racc312[0]) + uint32_t(tsr::shfl_xor(racc312[0], 4)));
+    racc312[0] = int32_t(uint32_t(racc312[0]) + uint32_t(tsr::shfl_xor(racc312[0], 2)));
+    racc312[0] = int32_t(uint32_t(racc312[0]) + uint32_t(tsr::shfl_xor(racc312[0], 1)));
+    __shared__ int32_t tsr_red314_mem[32];
+    int32_t* const tsr_red314 = tsr_red314_mem + tsr_red314_at;
+    tsr_red314_at ^= 16;
+    if ((tsr_tid & 31) == 0) {
+      tsr_red314[(tsr_tid >> 5) * 1 + 0] = racc312[0];
+    }
     __syncthreads();
-    uint32_t tot313_0;
-    const uint32_t off312_0 = run310 + tsr::block_exclusive_sum<16>(acc311_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot313_0);
-    v309[0] = int32_t(uint32_t(v309[0]) + off312_0);
-    v309[1] = int32_t(uint32_t(v309[1]) + off312_0);
-    v309[2] = int32_t(uint32_t(v309[2]) + off312_0);
-    v309[3] = int32_t(uint32_t(v309[3]) + off312_0);
-    v309[4] = int32_t(uint32_t(v309[4]) + off312_0);
-    v309[5] = int32_t(uint32_t(v309[5]) + off312_0);
-    v309[6] = int32_t(uint32_t(v309[6]) + off312_0);
-    v309[7] = int32_t(uint32_t(v309[7]) + off312_0);
-    run310 += tot313_0;
-    uint32_t acc311_1 = uint32_t(0);
-    acc311_1 += uint32_t(v307[8]); v309[8] = int32_t(acc311_1);
-    acc311_1 += uint32_t(v307[9]); v309[9] = int32_t(acc311_1);
-    acc311_1 += uint32_t(v307[10]); v309[10] = int32_t(acc311_1);
-    acc311_1 += uint32_t(v307[11]); v309[11] = int32_t(acc311_1);
-    acc311_1 += uint32_t(v307[12]); v309[12] = int32_t(acc311_1);
-    acc311_1 += uint32_t(v307[13]); v309[13] = int32_t(acc311_1);
-    acc311_1 += uint32_t(v307[14]); v309[14] = int32_t(acc311_1);
-    acc311_1 += uint32_t(v307[15]); v309[15] = int32_t(acc311_1);
-    __syncthreads();
-    uint32_t tot313_1;
-    const uint32_t off312_1 = run310 + tsr::block_exclusive_sum<16>(acc311_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot313_1);
-    v309[8] = int32_t(uint32_t(v309[8]) + off312_1);
-    v309[9] = int32_t(uint32_t(v309[9]) + off312_1);
-    v309[10] = int32_t(uint32_t(v309[10]) + off312_1);
-    v309[11] = int32_t(uint32_t(v309[11]) + off312_1);
-    v309[12] = int32_t(uint32_t(v309[12]) + off312_1);
-    v309[13] = int32_t(uint32_t(v309[13]) + off312_1);
-    v309[14] = int32_t(uint32_t(v309[14]) + off312_1);
-    v309[15] = int32_t(uint32_t(v309[15]) + off312_1);
-    run310 += tot313_1;
-    // %146 = splat %126 : tile<i32, [8192]>
-    int32_t v314[16];
-    #pragma unroll
-    for (int s315 = 0; s315 < 16; ++s315) {
-      v314[s315] = c263;
+    racc312[0] = tsr_red314[(tsr_tid & 15) * 1 + 0];
+    racc312[0] = int32_t(uint32_t(racc312[0]) + uint32_t(tsr::shfl_xor(racc312[0], 8)));
+    racc312[0] = int32_t(uint32_t(racc312[0]) + uint32_t(tsr::shfl_xor(racc312[0], 4)));
+    racc312[0] = int32_t(uint32_t(racc312[0]) + uint32_t(tsr::shfl_xor(racc312[0], 2)));
+    racc312[0] = int32_t(uint32_t(racc312[0]) + uint32_t(tsr::shfl_xor(racc312[0], 1)));
+    v311 = racc312[0];
+    // %147 = add %126, %146 : i32
+    const int32_t v315 = int32_t(uint32_t(c263) + uint32_t(v311));
+    // %148 = cmp %147, %61 {pred = "le"} : i1
+    const uint8_t v316 = uint8_t(v315 <= v124);
+    // %149 = if %148 : tile<i1, [8192]> {...}
+    uint8_t v317[16];
+    if (v316) {
+      // %150 = or %144, %143 : tile<i1, [8192]>
+      uint8_t v318[16];
+      #pragma unroll
+      for (int s319 = 0; s319 < 16; ++s319) {
+        v318[s319] = uint8_t(v307[s319] | v305[s319]);
+      }
+      // yield %150
+      #pragma unroll
+      for (int s320 = 0; s320 < 16; ++s320) {
+        v317[s320] = v318[s320];
+      }
+    } else {
+      // %151 = scan %145 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+      int32_t v321[16];
+      uint32_t run322 = uint32_t(0);
+      uint32_t acc323_0 = uint32_t(0);
+      acc323_0 += uint32_t(v309[0]); v321[0] = int32_t(acc323_0);
+      acc323_0 += uint32_t(v309[1]); v321[1] = int32_t(acc323_0);
+      acc323_0 += uint32_t(v309[2]); v321[2] = int32_t(acc323_0);
+      acc323_0 += uint32_t(v309[3]); v321[3] = int32_t(acc323_0);
+      acc323_0 += uint32_t(v309[4]); v321[4] = int32_t(acc323_0);
+      acc323_0 += uint32_t(v309[5]); v321[5] = int32_t(acc323_0);
+      acc323_0 += uint32_t(v309[6]); v321[6] = int32_t(acc323_0);
+      acc323_0 += uint32_t(v309[7]); v321[7] = int32_t(acc323_0);
+      __syncthreads();
+      uint32_t tot325_0;
+      const uint32_t off324_0 = run322 + tsr::block_exclusive_sum<16>(acc323_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot325_0);
+      v321[0] = int32_t(uint32_t(v321[0]) + off324_0);
+      v321[1] = int32_t(uint32_t(v321[1]) + off324_0);
+      v321[2] = int32_t(uint32_t(v321[2]) + off324_0);
+      v321[3] = int32_t(uint32_t(v321[3]) + off324_0);
+      v321[4] = int32_t(uint32_t(v321[4]) + off324_0);
+      v321[5] = int32_t(uint32_t(v321[5]) + off324_0);
+      v321[6] = int32_t(uint32_t(v321[6]) + off324_0);
+      v321[7] = int32_t(uint32_t(v321[7]) + off324_0);
+      run322 += tot325_0;
+      uint32_t acc323_1 = uint32_t(0);
+      acc323_1 += uint32_t(v309[8]); v321[8] = int32_t(acc323_1);
+      acc323_1 += uint32_t(v309[9]); v321[9] = int32_t(acc323_1);
+      acc323_1 += uint32_t(v309[10]); v321[10] = int32_t(acc323_1);
+      acc323_1 += uint32_t(v309[11]); v321[11] = int32_t(acc323_1);
+      acc323_1 += uint32_t(v309[12]); v321[12] = int32_t(acc323_1);
+      acc323_1 += uint32_t(v309[13]); v321[13] = int32_t(acc323_1);
+      acc323_1 += uint32_t(v309[14]); v321[14] = int32_t(acc323_1);
+      acc323_1 += uint32_t(v309[15]); v321[15] = int32_t(acc323_1);
+      __syncthreads();
+      uint32_t tot325_1;
+      const uint32_t off324_1 = run322 + tsr::block_exclusive_sum<16>(acc323_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot325_1);
+      v321[8] = int32_t(uint32_t(v321[8]) + off324_1);
+      v321[9] = int32_t(uint32_t(v321[9]) + off324_1);
+      v321[10] = int32_t(uint32_t(v321[10]) + off324_1);
+      v321[11] = int32_t(uint32_t(v321[11]) + off324_1);
+      v321[12] = int32_t(uint32_t(v321[12]) + off324_1);
+      v321[13] = int32_t(uint32_t(v321[13]) + off324_1);
+      v321[14] = int32_t(uint32_t(v321[14]) + off324_1);
+      v321[15] = int32_t(uint32_t(v321[15]) + off324_1);
+      run322 += tot325_1;
+      // %152 = splat %126 : tile<i32, [8192]>
+      int32_t v326[16];
+      #pragma unroll
+      for (int s327 = 0; s327 < 16; ++s327) {
+        v326[s327] = c263;
+      }
+      // %153 = add %151, %152 : tile<i32, [8192]>
+      int32_t v328[16];
+      #pragma unroll
+      for (int s329 = 0; s329 < 16; ++s329) {
+        v328[s329] = int32_t(uint32_t(v321[s329]) + uint32_t(v326[s329]));
+      }
+      // %154 = splat %61 : tile<i32, [8192]>
+      int32_t v330[16];
+      #pragma unroll
+      for (int s331 = 0; s331 < 16; ++s331) {
+        v330[s331] = v124;
+      }
+      // %155 = cmp %153, %154 {pred = "le"} : tile<i1, [8192]>
+      uint8_t v332[16];
+      #pragma unroll
+      for (int s333 = 0; s333 < 16; ++s333) {
+        v332[s333] = uint8_t(v328[s333] <= v330[s333]);
+      }
+      // %156 = and %143, %155 : tile<i1, [8192]>
+      uint8_t v334[16];
+      #pragma unroll
+      for (int s335 = 0; s335 < 16; ++s335) {
+        v334[s335] = uint8_t(v305[s335] & v332[s335]);
+      }
+      // %157 = or %144, %156 : tile<i1, [8192]>
+      uint8_t v336[16];
+      #pragma unroll
+      for (int s337 = 0; s337 < 16; ++s337) {
+        v336[s337] = uint8_t(v307[s337] | v334[s337]);
+      }
+      // yield %157
+      #pragma unroll
+      for (int s338 = 0; s338 < 16; ++s338) {
+        v317[s338] = v336[s338];
+      }
     }
-    // %147 = add %145, %146 : tile<i32, [8192]>
-    int32_t v316[16];
-    #pragma unroll
-    for (int s317 = 0; s317 < 16; ++s317) {
-      v316[s317] = int32_t(uint32_t(v309[s317]) + uint32_t(v314[s317]));
-    }
-    // %148 = splat %61 : tile<i32, [8192]>
-    int32_t v318[16];
-    #pragma unroll
-    for (int s319 = 0; s319 < 16; ++s319) {
-      v318[s319] = v124;
-    }
-    // %149 = cmp %147, %148 {pred = "le"} : tile<i1, [8192]>
-    uint8_t v320[16];
-    #pragma unroll
-    for (int s321 = 0; s321 < 16; ++s321) {
-      v320[s321] = uint8_t(v316[s321] <= v318[s321]);
-    }
-    // %150 = and %143, %149 : tile<i1, [8192]>
-    uint8_t v322[16];
-    #pragma unroll
-    for (int s323 = 0; s323 < 16; ++s323) {
-      v322[s323] = uint8_t(v305[s323] & v320[s323]);
-    }
-    // %151 = cmp %141, %142 {pred = "lt"} : tile<i1, [8192]>
-    uint8_t v324[16];
-    #pragma unroll
-    for (int s325 = 0; s325 < 16; ++s325) {
-      v324[s325] = uint8_t(v301[s325] < v303[s325]);
-    }
-    // %152 = or %151, %150 : tile<i1, [8192]>
-    uint8_t v326[16];
-    #pragma unroll
-    for (int s327 = 0; s327 < 16; ++s327) {
-      v326[s327] = uint8_t(v324[s327] | v322[s327]);
-    }
-    // %153 = sub %125, %4 : i32
-    const int32_t v328 = int32_t(uint32_t(c262) - uint32_t(v3));
-    // %154 = cast %152 : tile<i32, [8192]>
-    int32_t v329[16];
-    #pragma unroll
-    for (int s330 = 0; s330 < 16; ++s330) {
-      v329[s330] = int32_t(v326[s330]);
-    }
-    // %155 = scan %154 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-    int32_t v331[16];
-    uint32_t run332 = uint32_t(0);
-    uint32_t acc333_0 = uint32_t(0);
-    acc333_0 += uint32_t(v329[0]); v331[0] = int32_t(acc333_0);
-    acc333_0 += uint32_t(v329[1]); v331[1] = int32_t(acc333_0);
-    acc333_0 += uint32_t(v329[2]); v331[2] = int32_t(acc333_0);
-    acc333_0 += uint32_t(v329[3]); v331[3] = int32_t(acc333_0);
-    acc333_0 += uint32_t(v329[4]); v331[4] = int32_t(acc333_0);
-    acc333_0 += uint32_t(v329[5]); v331[5] = int32_t(acc333_0);
-    acc333_0 += uint32_t(v329[6]); v331[6] = int32_t(acc333_0);
-    acc333_0 += uint32_t(v329[7]); v331[7] = int32_t(acc333_0);
-    __syncthreads();
-    uint32_t tot335_0;
-    const uint32_t off334_0 = run332 + tsr::block_exclusive_sum<16>(acc333_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot335_0);
-    v331[0] = int32_t(uint32_t(v331[0]) + off334_0);
-    v331[1] = int32_t(uint32_t(v331[1]) + off334_0);
-    v331[2] = int32_t(uint32_t(v331[2]) + off334_0);
-    v331[3] = int32_t(uint32_t(v331[3]) + off334_0);
-    v331[4] = int32_t(uint32_t(v331[4]) + off334_0);
-    v331[5] = int32_t(uint32_t(v331[5]) + off334_0);
-    v331[6] = int32_t(uint32_t(v331[6]) + off334_0);
-    v331[7] = int32_t(uint32_t(v331[7]) + off334_0);
-    run332 += tot335_0;
-    uint32_t acc333_1 = uint32_t(0);
-    acc333_1 += uint32_t(v329[8]); v331[8] = int32_t(acc333_1);
-    acc333_1 += uint32_t(v329[9]); v331[9] = int32_t(acc333_1);
-    acc333_1 += uint32_t(v329[10]); v331[10] = int32_t(acc333_1);
-    acc333_1 += uint32_t(v329[11]); v331[11] = int32_t(acc333_1);
-    acc333_1 += uint32_t(v329[12]); v331[12] = int32_t(acc333_1);
-    acc333_1 += uint32_t(v329[13]); v331[13] = int32_t(acc333_1);
-    acc333_1 += uint32_t(v329[14]); v331[14] = int32_t(acc333_1);
-    acc333_1 += uint32_t(v329[15]); v331[15] = int32_t(acc333_1);
-    __syncthreads();
-    uint32_t tot335_1;
-    const uint32_t off334_1 = run332 + tsr::block_exclusive_sum<16>(acc333_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot335_1);
-    v331[8] = int32_t(uint32_t(v331[8]) + off334_1);
-    v331[9] = int32_t(uint32_t(v331[9]) + off334_1);
-    v331[10] = int32_t(uint32_t(v331[10]) + off334_1);
-    v331[11] = int32_t(uint32_t(v331[11]) + off334_1);
-    v331[12] = int32_t(uint32_t(v331[12]) + off334_1);
-    v331[13] = int32_t(uint32_t(v331[13]) + off334_1);
-    v331[14] = int32_t(uint32_t(v331[14]) + off334_1);
-    v331[15] = int32_t(uint32_t(v331[15]) + off334_1);
-    run332 += tot335_1;
-    // %156 = splat %153 : tile<i32, [8192]>
-    int32_t v336[16];
-    #pragma unroll
-    for (int s337 = 0; s337 < 16; ++s337) {
-      v336[s337] = v328;
-    }
-    // %157 = add %155, %156 : tile<i32, [8192]>
-    int32_t v338[16];
-    #pragma unroll
-    for (int s339 = 0; s339 < 16; ++s339) {
-      v338[s339] = int32_t(uint32_t(v331[s339]) + uint32_t(v336[s339]));
-    }
-    // %158 = splat %1 : tile<i32, [8192]>
+    // %158 = sub %125, %4 : i32
+    const int32_t v339 = int32_t(uint32_t(c262) - uint32_t(v3));
+    // %159 = cast %149 : tile<i32, [8192]>
     int32_t v340[16];
     #pragma unroll
     for (int s341 = 0; s341 < 16; ++s341) {
-      v340[s341] = v0;
+      v340[s341] = int32_t(v317[s341]);
     }
-    // scatter %values, %127, %158, %157, %152
+    // %160 = scan %159 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+    int32_t v342[16];
+    uint32_t run343 = uint32_t(0);
+    uint32_t acc344_0 = uint32_t(0);
+    acc344_0 += uint32_t(v340[0]); v342[0] = int32_t(acc344_0);
+    acc344_0 += uint32_t(v340[1]); v342[1] = int32_t(acc344_0);
+    acc344_0 += uint32_t(v340[2]); v342[2] = int32_t(acc344_0);
+    acc344_0 += uint32_t(v340[3]); v342[3] = int32_t(acc344_0);
+    acc344_0 += uint32_t(v340[4]); v342[4] = int32_t(acc344_0);
+    acc344_0 += uint32_t(v340[5]); v342[5] = int32_t(acc344_0);
+    acc344_0 += uint32_t(v340[6]); v342[6] = int32_t(acc344_0);
+    acc344_0 += uint32_t(v340[7]); v342[7] = int32_t(acc344_0);
+    __syncthreads();
+    uint32_t tot346_0;
+    const uint32_t off345_0 = run343 + tsr::block_exclusive_sum<16>(acc344_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot346_0);
+    v342[0] = int32_t(uint32_t(v342[0]) + off345_0);
+    v342[1] = int32_t(uint32_t(v342[1]) + off345_0);
+    v342[2] = int32_t(uint32_t(v342[2]) + off345_0);
+    v342[3] = int32_t(uint32_t(v342[3]) + off345_0);
+    v342[4] = int32_t(uint32_t(v342[4]) + off345_0);
+    v342[5] = int32_t(uint32_t(v342[5]) + off345_0);
+    v342[6] = int32_t(uint32_t(v342[6]) + off345_0);
+    v342[7] = int32_t(uint32_t(v342[7]) + off345_0);
+    run343 += tot346_0;
+    uint32_t acc344_1 = uint32_t(0);
+    acc344_1 += uint32_t(v340[8]); v342[8] = int32_t(acc344_1);
+    acc344_1 += uint32_t(v340[9]); v342[9] = int32_t(acc344_1);
+    acc344_1 += uint32_t(v340[10]); v342[10] = int32_t(acc344_1);
+    acc344_1 += uint32_t(v340[11]); v342[11] = int32_t(acc344_1);
+    acc344_1 += uint32_t(v340[12]); v342[12] = int32_t(acc344_1);
+    acc344_1 += uint32_t(v340[13]); v342[13] = int32_t(acc344_1);
+    acc344_1 += uint32_t(v340[14]); v342[14] = int32_t(acc344_1);
+    acc344_1 += uint32_t(v340[15]); v342[15] = int32_t(acc344_1);
+    __syncthreads();
+    uint32_t tot346_1;
+    const uint32_t off345_1 = run343 + tsr::block_exclusive_sum<16>(acc344_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot346_1);
+    v342[8] = int32_t(uint32_t(v342[8]) + off345_1);
+    v342[9] = int32_t(uint32_t(v342[9]) + off345_1);
+    v342[10] = int32_t(uint32_t(v342[10]) + off345_1);
+    v342[11] = int32_t(uint32_t(v342[11]) + off345_1);
+    v342[12] = int32_t(uint32_t(v342[12]) + off345_1);
+    v342[13] = int32_t(uint32_t(v342[13]) + off345_1);
+    v342[14] = int32_t(uint32_t(v342[14]) + off345_1);
+    v342[15] = int32_t(uint32_t(v342[15]) + off345_1);
+    run343 += tot346_1;
+    // %161 = splat %158 : tile<i32, [8192]>
+    int32_t v347[16];
     #pragma unroll
-    for (int s342 = 0; s342 < 16; ++s342) {
-      if ((v326[s342] != 0) && (int64_t(v340[s342]) >= 0 && int64_t(v340[s342]) < int64_t(tsr_dim_M) && int64_t(v338[s342]) >= 0 && int64_t(v338[s342]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v340[s342]) * tsr_p1_s0 + int64_t(v338[s342]) * tsr_p1_s1] = tsr::f2bf(c264[s342]);
-    }
-    // %159 = mul %124, %3 : i32
-    const int32_t v343 = int32_t(uint32_t(iv266) * uint32_t(v2));
-    // %160 = arange : tile<i32, [8192]>
-    int32_t v344[16];
-    #pragma unroll
-    for (int s345 = 0; s345 < 16; ++s345) {
-      v344[s345] = int32_t(0 + ((s345 / 8) * 4096 + tsr_tid * 8 + (s345 % 8)));
-    }
-    // %161 = splat %159 : tile<i32, [8192]>
-    int32_t v346[16];
-    #pragma unroll
-    for (int s347 = 0; s347 < 16; ++s347) {
-      v346[s347] = v343;
+    for (int s348 = 0; s348 < 16; ++s348) {
+      v347[s348] = v339;
     }
     // %162 = add %160, %161 : tile<i32, [8192]>
-    int32_t v348[16];
-    #pragma unroll
-    for (int s349 = 0; s349 < 16; ++s349) {
-      v348[s349] = int32_t(uint32_t(v344[s349]) + uint32_t(v346[s349]));
-    }
-    // scatter %indices, %162, %158, %157, %152
+    int32_t v349[16];
     #pragma unroll
     for (int s350 = 0; s350 < 16; ++s350) {
-      if ((v326[s350] != 0) && (int64_t(v340[s350]) >= 0 && int64_t(v340[s350]) < int64_t(tsr_dim_M) && int64_t(v338[s350]) >= 0 && int64_t(v338[s350]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v340[s350]) * tsr_p2_s0 + int64_t(v338[s350]) * tsr_p2_s1] = v348[s350];
+      v349[s350] = int32_t(uint32_t(v342[s350]) + uint32_t(v347[s350]));
     }
-    // %163 = reduce %144 {axis = 0, kind = "sum"} : i32
-    int32_t v351;
-    int32_t racc352[8];
+    // %163 = splat %1 : tile<i32, [8192]>
+    int32_t v351[16];
     #pragma unroll
-    for (int v_ = 0; v_ < 8; ++v_) racc352[v_] = int32_t(0);
+    for (int s352 = 0; s352 < 16; ++s352) {
+      v351[s352] = v0;
+    }
+    // scatter %values, %127, %163, %162, %149
     #pragma unroll
     for (int s353 = 0; s353 < 16; ++s353) {
-      racc352[s353 % 8] = int32_t(uint32_t(racc352[s353 % 8]) + uint32_t(v307[s353]));
+      if ((v317[s353] != 0) && (int64_t(v351[s353]) >= 0 && int64_t(v351[s353]) < int64_t(tsr_dim_M) && int64_t(v349[s353]) >= 0 && int64_t(v349[s353]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v351[s353]) * tsr_p1_s0 + int64_t(v349[s353]) * tsr_p1_s1] = tsr::f2bf(c264[s353]);
     }
-    racc352[0] = int32_t(uint32_t(racc352[0]) + uint32_t(racc352[4]));
-    racc352[1] = int32_t(uint32_t(racc352[1]) + uint32_t(racc352[5]));
-    racc352[2] = int32_t(uint32_t(racc352[2]) + uint32_t(racc352[6]));
-    racc352[3] = int32_t(uint32_t(racc352[3]) + uint32_t(racc352[7]));
-    racc352[0] = int32_t(uint32_t(racc352[0]) + uint32_t(racc352[2]));
-    racc352[1] = int32_t(uint32_t(racc352[1]) + uint32_t(racc352[3]));
-    racc352[0] = int32_t(uint32_t(racc352[0]) + uint32_t(racc352[1]));
-    racc352[0] = int32_t(uint32_t(racc352[0]) + uint32_t(tsr::shfl_xor(racc352[0], 16)));
-    racc352[0] = int32_t(uint32_t(racc352[0]) + uint32_t(tsr::shfl_xor(racc352[0], 8)));
-    racc352[0] = int32_t(uint32_t(racc352[0]) + uint32_t(tsr::shfl_xor(racc352[0], 4)));
-    racc352[0] = int32_t(uint32_t(racc352[0]) + uint32_t(tsr::shfl_xor(racc352[0], 2)));
-    racc352[0] = int32_t(uint32_t(racc352[0]) + uint32_t(tsr::shfl_xor(racc352[0], 1)));
-    __shared__ int32_t tsr_red354_mem[32];
-    int32_t* const tsr_red354 = tsr_red354_mem + tsr_red354_at;
-    tsr_red354_at ^= 16;
-    if ((tsr_tid & 31) == 0) {
-      tsr_red354[(tsr_tid >> 5) * 1 + 0] = racc352[0];
-    }
-    __syncthreads();
-    racc352[0] = tsr_red354[(tsr_tid & 15) * 1 + 0];
-    racc352[0] = int32_t(uint32_t(racc352[0]) + uint32_t(tsr::shfl_xor(racc352[0], 8)));
-    racc352[0] = int32_t(uint32_t(racc352[0]) + uint32_t(tsr::shfl_xor(racc352[0], 4)));
-    racc352[0] = int32_t(uint32_t(racc352[0]) + uint32_t(tsr::shfl_xor(racc352[0], 2)));
-    racc352[0] = int32_t(uint32_t(racc352[0]) + uint32_t(tsr::shfl_xor(racc352[0], 1)));
-    v351 = racc352[0];
-    // %164 = add %126, %163 : i32
-    const int32_t v355 = int32_t(uint32_t(c263) + uint32_t(v351));
-    // %165 = reduce %154 {axis = 0, kind = "sum"} : i32
-    int32_t v356;
-    int32_t racc357[8];
+    // %164 = mul %124, %3 : i32
+    const int32_t v354 = int32_t(uint32_t(iv266) * uint32_t(v2));
+    // %165 = arange : tile<i32, [8192]>
+    int32_t v355[16];
     #pragma unroll
-    for (int v_ = 0; v_ < 8; ++v_) racc357[v_] = int32_t(0);
+    for (int s356 = 0; s356 < 16; ++s356) {
+      v355[s356] = int32_t(0 + ((s356 / 8) * 4096 + tsr_tid * 8 + (s356 % 8)));
+    }
+    // %166 = splat %164 : tile<i32, [8192]>
+    int32_t v357[16];
     #pragma unroll
     for (int s358 = 0; s358 < 16; ++s358) {
-      racc357[s358 % 8] = int32_t(uint32_t(racc357[s358 % 8]) + uint32_t(v329[s358]));
+      v357[s358] = v354;
     }
-    racc357[0] = int32_t(uint32_t(racc357[0]) + uint32_t(racc357[4]));
-    racc357[1] = int32_t(uint32_t(racc357[1]) + uint32_t(racc357[5]));
-    racc357[2] = int32_t(uint32_t(racc357[2]) + uint32_t(racc357[6]));
-    racc357[3] = int32_t(uint32_t(racc357[3]) + uint32_t(racc357[7]));
-    racc357[0] = int32_t(uint32_t(racc357[0]) + uint32_t(racc357[2]));
-    racc357[1] = int32_t(uint32_t(racc357[1]) + uint32_t(racc357[3]));
-    racc357[0] = int32_t(uint32_t(racc357[0]) + uint32_t(racc357[1]));
-    racc357[0] = int32_t(uint32_t(racc357[0]) + uint32_t(tsr::shfl_xor(racc357[0], 16)));
-    racc357[0] = int32_t(uint32_t(racc357[0]) + uint32_t(tsr::shfl_xor(racc357[0], 8)));
-    racc357[0] = int32_t(uint32_t(racc357[0]) + uint32_t(tsr::shfl_xor(racc357[0], 4)));
-    racc357[0] = int32_t(uint32_t(racc357[0]) + uint32_t(tsr::shfl_xor(racc357[0], 2)));
-    racc357[0] = int32_t(uint32_t(racc357[0]) + uint32_t(tsr::shfl_xor(racc357[0], 1)));
-    __shared__ int32_t tsr_red359_mem[32];
-    int32_t* const tsr_red359 = tsr_red359_mem + tsr_red359_at;
-    tsr_red359_at ^= 16;
-    if ((tsr_tid & 31) == 0) {
-      tsr_red359[(tsr_tid >> 5) * 1 + 0] = racc357[0];
+    // %167 = add %165, %166 : tile<i32, [8192]>
+    int32_t v359[16];
+    #pragma unroll
+    for (int s360 = 0; s360 < 16; ++s360) {
+      v359[s360] = int32_t(uint32_t(v355[s360]) + uint32_t(v357[s360]));
     }
-    __syncthreads();
-    racc357[0] = tsr_red359[(tsr_tid & 15) * 1 + 0];
-    racc357[0] = int32_t(uint32_t(racc357[0]) + uint32_t(tsr::shfl_xor(racc357[0], 8)));
-    racc357[0] = int32_t(uint32_t(racc357[0]) + uint32_t(tsr::shfl_xor(racc357[0], 4)));
-    racc357[0] = int32_t(uint32_t(racc357[0]) + uint32_t(tsr::shfl_xor(racc357[0], 2)));
-    racc357[0] = int32_t(uint32_t(racc357[0]) + uint32_t(tsr::shfl_xor(racc357[0], 1)));
-    v356 = racc357[0];
-    // %166 = add %125, %165 : i32
-    const int32_t v360 = int32_t(uint32_t(c262) + uint32_t(v356));
-    // yield %166, %164, %130
-    c262 = v360;
-    c263 = v355;
+    // scatter %indices, %167, %163, %162, %149
     #pragma unroll
     for (int s361 = 0; s361 < 16; ++s361) {
-      c264[s361] = v279[s361];
+      if ((v317[s361] != 0) && (int64_t(v351[s361]) >= 0 && int64_t(v351[s361]) < int64_t(tsr_dim_M) && int64_t(v349[s361]) >= 0 && int64_t(v349[s361]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v351[s361]) * tsr_p2_s0 + int64_t(v349[s361]) * tsr_p2_s1] = v359[s361];
+    }
+    // %168 = reduce %159 {axis = 0, kind = "sum"} : i32
+    int32_t v362;
+    int32_t racc363[8];
+    #pragma unroll
+    for (int v_ = 0; v_ < 8; ++v_) racc363[v_] = int32_t(0);
+    #pragma unroll
+    for (int s364 = 0; s364 < 16; ++s364) {
+      racc363[s364 % 8] = int32_t(uint32_t(racc363[s364 % 8]) + uint32_t(v340[s364]));
+    }
+    racc363[0] = int32_t(uint32_t(racc363[0]) + uint32_t(racc363[4]));
+    racc363[1] = int32_t(uint32_t(racc363[1]) + uint32_t(racc363[5]));
+    racc363[2] = int32_t(uint32_t(racc363[2]) + uint32_t(racc363[6]));
+    racc363[3] = int32_t(uint32_t(racc363[3]) + uint32_t(racc363[7]));
+    racc363[0] = int32_t(uint32_t(racc363[0]) + uint32_t(racc363[2]));
+    racc363[1] = int32_t(uint32_t(racc363[1]) + uint32_t(racc363[3]));
+    racc363[0] = int32_t(uint32_t(racc363[0]) + uint32_t(racc363[1]));
+    racc363[0] = int32_t(uint32_t(racc363[0]) + uint32_t(tsr::shfl_xor(racc363[0], 16)));
+    racc363[0] = int32_t(uint32_t(racc363[0]) + uint32_t(tsr::shfl_xor(racc363[0], 8)));
+    racc363[0] = int32_t(uint32_t(racc363[0]) + uint32_t(tsr::shfl_xor(racc363[0], 4)));
+    racc363[0] = int32_t(uint32_t(racc363[0]) + uint32_t(tsr::shfl_xor(racc363[0], 2)));
+    racc363[0] = int32_t(uint32_t(racc363[0]) + uint32_t(tsr::shfl_xor(racc363[0], 1)));
+    __shared__ int32_t tsr_red365_mem[32];
+    int32_t* const tsr_red365 = tsr_red365_mem + tsr_red365_at;
+    tsr_red365_at ^= 16;
+    if ((tsr_tid & 31) == 0) {
+      tsr_red365[(tsr_tid >> 5) * 1 + 0] = racc363[0];
+    }
+    __syncthreads();
+    racc363[0] = tsr_red365[(tsr_tid & 15) * 1 + 0];
+    racc363[0] = int32_t(uint32_t(racc363[0]) + uint32_t(tsr::shfl_xor(racc363[0], 8)));
+    racc363[0] = int32_t(uint32_t(racc363[0]) + uint32_t(tsr::shfl_xor(racc363[0], 4)));
+    racc363[0] = int32_t(uint32_t(racc363[0]) + uint32_t(tsr::shfl_xor(racc363[0], 2)));
+    racc363[0] = int32_t(uint32_t(racc363[0]) + uint32_t(tsr::shfl_xor(racc363[0], 1)));
+    v362 = racc363[0];
+    // %169 = add %125, %168 : i32
+    const int32_t v366 = int32_t(uint32_t(c262) + uint32_t(v362));
+    // yield %169, %147, %130
+    c262 = v366;
+    c263 = v315;
+    #pragma unroll
+    for (int s367 = 0; s367 < 16; ++s367) {
+      c264[s367] = v279[s367];
     }
   }
-  // %167 = load_tile %indices, %1, %10 : tile<i32, [1, 64]>
+  // %170 = load_tile %indices, %1, %10 : tile<i32, [1, 64]>
   __syncthreads();
-  int32_t v362[1];
+  int32_t v368[1];
   {
-    const int64_t o363 = int64_t(v0) * 1;
-    const int64_t o364 = int64_t(v9) * 64;
+    const int64_t o369 = int64_t(v0) * 1;
+    const int64_t o370 = int64_t(v9) * 64;
     #pragma unroll
-    for (int s365 = 0; s365 < 1; ++s365) {
-      const int e366 = (s365 * 512 + tsr_tid);
-      v362[s365] = ((s365 * 512 + tsr_tid) < 64) && ((o363 + 0) >= 0 && (o363 + 0) < int64_t(tsr_dim_M) && (o364 + (e366)) >= 0 && (o364 + (e366)) < int64_t(tsr_dim_K)) ? tsr_p2[(o363 + 0) * tsr_p2_s0 + (o364 + (e366)) * tsr_p2_s1] : int32_t(0LL);
+    for (int s371 = 0; s371 < 1; ++s371) {
+      const int e372 = (s371 * 512 + tsr_tid);
+      v368[s371] = ((s371 * 512 + tsr_tid) < 64) && ((o369 + 0) >= 0 && (o369 + 0) < int64_t(tsr_dim_M) && (o370 + (e372)) >= 0 && (o370 + (e372)) < int64_t(tsr_dim_K)) ? tsr_p2[(o369 + 0) * tsr_p2_s0 + (o370 + (e372)) * tsr_p2_s1] : int32_t(0LL);
     }
   }
-  // %168 = load_tile %values, %1, %10 : tile<bf16, [1, 64]>
-  float v367[1];
+  // %171 = load_tile %values, %1, %10 : tile<bf16, [1, 64]>
+  float v373[1];
   {
-    const int64_t o368 = int64_t(v0) * 1;
-    const int64_t o369 = int64_t(v9) * 64;
+    const int64_t o374 = int64_t(v0) * 1;
+    const int64_t o375 = int64_t(v9) * 64;
     #pragma unroll
-    for (int s370 = 0; s370 < 1; ++s370) {
-      const int e371 = (s370 * 512 + tsr_tid);
-      v367[s370] = ((s370 * 512 + tsr_tid) < 64) && ((o368 + 0) >= 0 && (o368 + 0) < int64_t(tsr_dim_M) && (o369 + (e371)) >= 0 && (o369 + (e371)) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p1[(o368 + 0) * tsr_p1_s0 + (o369 + (e371)) * tsr_p1_s1]) : 0x0p+0f;
+    for (int s376 = 0; s376 < 1; ++s376) {
+      const int e377 = (s376 * 512 + tsr_tid);
+      v373[s376] = ((s376 * 512 + tsr_tid) < 64) && ((o374 + 0) >= 0 && (o374 + 0) < int64_t(tsr_dim_M) && (o375 + (e377)) >= 0 && (o375 + (e377)) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p1[(o374 + 0) * tsr_p1_s0 + (o375 + (e377)) * tsr_p1_s1]) : 0x0p+0f;
     }
   }
-  // %169, %170 = sort %168, %167 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
-  float v372[1];
-  int32_t v373[1];
+  // %172, %173 = sort %171, %170 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
+  float v378[1];
+  int32_t v379[1];
   __syncthreads();
   #pragma unroll
-  for (int s374 = 0; s374 < 1; ++s374) {
-    if (((s374 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s374 * 512 + tsr_tid)] = v367[s374];
+  for (int s380 = 0; s380 < 1; ++s380) {
+    if (((s380 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s380 * 512 + tsr_tid)] = v373[s380];
   }
   __syncthreads();
   #pragma unroll
-  for (int s375 = 0; s375 < 1; ++s375) {
-    if (((s375 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s375 * 512 + tsr_tid)] = v362[s375];
+  for (int s381 = 0; s381 < 1; ++s381) {
+    if (((s381 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s381 * 512 + tsr_tid)] = v368[s381];
   }
   __syncthreads();
   for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
@@ -1289,33 +1312,33 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
     }
   }
   #pragma unroll
-  for (int s376 = 0; s376 < 1; ++s376) {
-    const int e377 = (s376 * 512 + tsr_tid);
-    v372[s376] = ((s376 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e377) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e377) / 64) * 1 + ((e377) % 1)) * 64 + (((e377) / 1) % 64)]) * 1 + ((e377) % 1)]) : float(0);
+  for (int s382 = 0; s382 < 1; ++s382) {
+    const int e383 = (s382 * 512 + tsr_tid);
+    v378[s382] = ((s382 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e383) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e383) / 64) * 1 + ((e383) % 1)) * 64 + (((e383) / 1) % 64)]) * 1 + ((e383) % 1)]) : float(0);
   }
   #pragma unroll
-  for (int s378 = 0; s378 < 1; ++s378) {
-    const int e379 = (s378 * 512 + tsr_tid);
-    v373[s378] = ((s378 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e379) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e379) / 64) * 1 + ((e379) % 1)) * 64 + (((e379) / 1) % 64)]) * 1 + ((e379) % 1)]) : int32_t(0);
+  for (int s384 = 0; s384 < 1; ++s384) {
+    const int e385 = (s384 * 512 + tsr_tid);
+    v379[s384] = ((s384 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e385) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e385) / 64) * 1 + ((e385) % 1)) * 64 + (((e385) / 1) % 64)]) * 1 + ((e385) % 1)]) : int32_t(0);
   }
-  // store_tile %values, %169, %1, %10
+  // store_tile %values, %172, %1, %10
   {
-    const int64_t o380 = int64_t(v0) * 1;
-    const int64_t o381 = int64_t(v9) * 64;
+    const int64_t o386 = int64_t(v0) * 1;
+    const int64_t o387 = int64_t(v9) * 64;
     #pragma unroll
-    for (int s382 = 0; s382 < 1; ++s382) {
-      const int e383 = (s382 * 512 + tsr_tid);
-      if (((s382 * 512 + tsr_tid) < 64) && ((o380 + 0) >= 0 && (o380 + 0) < int64_t(tsr_dim_M) && (o381 + (e383)) >= 0 && (o381 + (e383)) < int64_t(tsr_dim_K))) tsr_p1[(o380 + 0) * tsr_p1_s0 + (o381 + (e383)) * tsr_p1_s1] = tsr::f2bf(v372[s382]);
+    for (int s388 = 0; s388 < 1; ++s388) {
+      const int e389 = (s388 * 512 + tsr_tid);
+      if (((s388 * 512 + tsr_tid) < 64) && ((o386 + 0) >= 0 && (o386 + 0) < int64_t(tsr_dim_M) && (o387 + (e389)) >= 0 && (o387 + (e389)) < int64_t(tsr_dim_K))) tsr_p1[(o386 + 0) * tsr_p1_s0 + (o387 + (e389)) * tsr_p1_s1] = tsr::f2bf(v378[s388]);
     }
   }
-  // store_tile %indices, %170, %1, %10
+  // store_tile %indices, %173, %1, %10
   {
-    const int64_t o384 = int64_t(v0) * 1;
-    const int64_t o385 = int64_t(v9) * 64;
+    const int64_t o390 = int64_t(v0) * 1;
+    const int64_t o391 = int64_t(v9) * 64;
     #pragma unroll
-    for (int s386 = 0; s386 < 1; ++s386) {
-      const int e387 = (s386 * 512 + tsr_tid);
-      if (((s386 * 512 + tsr_tid) < 64) && ((o384 + 0) >= 0 && (o384 + 0) < int64_t(tsr_dim_M) && (o385 + (e387)) >= 0 && (o385 + (e387)) < int64_t(tsr_dim_K))) tsr_p2[(o384 + 0) * tsr_p2_s0 + (o385 + (e387)) * tsr_p2_s1] = v373[s386];
+    for (int s392 = 0; s392 < 1; ++s392) {
+      const int e393 = (s392 * 512 + tsr_tid);
+      if (((s392 * 512 + tsr_tid) < 64) && ((o390 + 0) >= 0 && (o390 + 0) < int64_t(tsr_dim_M) && (o391 + (e393)) >= 0 && (o391 + (e393)) < int64_t(tsr_dim_K))) tsr_p2[(o390 + 0) * tsr_p2_s0 + (o391 + (e393)) * tsr_p2_s1] = v379[s392];
     }
   }
 }

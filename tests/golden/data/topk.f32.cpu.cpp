@@ -733,185 +733,200 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %201 = cmp %199, %200 {pred = "eq"} : tile<i1, [8192]>
     alignas(64) uint8_t v206[8192];
     for (int64_t i207 = 0; i207 < 8192; ++i207) v206[i207] = uint8_t(v202[i207] == v178);
-    // %202 = cast %201 : tile<i32, [8192]>
-    alignas(64) int32_t v208[8192];
-    for (int64_t i209 = 0; i209 < 8192; ++i209) v208[i209] = int32_t(v206[i209]);
-    // %203 = scan %202 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+    // %202 = cmp %199, %200 {pred = "lt"} : tile<i1, [8192]>
+    alignas(64) uint8_t v208[8192];
+    for (int64_t i209 = 0; i209 < 8192; ++i209) v208[i209] = uint8_t(v202[i209] < v178);
+    // %203 = cast %201 : tile<i32, [8192]>
     alignas(64) int32_t v210[8192];
+    for (int64_t i211 = 0; i211 < 8192; ++i211) v210[i211] = int32_t(v206[i211]);
+    // %204 = reduce %203 {axis = 0, kind = "sum"} : i32
+    int32_t v212;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 8192; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v210[o_ * 8192 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v212 = acc_;
+    }
+    // %205 = add %185, %204 : i32
+    const int32_t v213 = tsr::wadd(c189, v212);
+    // %206 = cmp %205, %118 {pred = "le"} : i1
+    const uint8_t v214 = uint8_t(v213 <= v120);
+    // %207 = if %206 : tile<i1, [8192]> {...}
+    alignas(64) uint8_t v215[8192];
+    if (v214) {
+      // %208 = or %202, %201 : tile<i1, [8192]>
+      alignas(64) uint8_t v216[8192];
+      for (int64_t i217 = 0; i217 < 8192; ++i217) v216[i217] = uint8_t(v208[i217] | v206[i217]);
+      // yield %208
+      __builtin_memcpy(v215, v216, sizeof(v215));
+    } else {
+      // %209 = scan %203 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+      alignas(64) int32_t v218[8192];
+      for (int64_t o_ = 0; o_ < 1; ++o_)
+      for (int64_t n_ = 0; n_ < 1; ++n_) {
+        int32_t acc219 = v210[(o_ * 8192 + 0) * 1 + n_];
+        v218[(o_ * 8192 + 0) * 1 + n_] = acc219;
+        for (int64_t l220 = 1; l220 < 8192; ++l220) {
+          acc219 = tsr::wadd(acc219, v210[(o_ * 8192 + l220) * 1 + n_]);
+          v218[(o_ * 8192 + l220) * 1 + n_] = acc219;
+        }
+      }
+      // %210 = splat %185 : tile<i32, [8192]>
+      // (computed inside its user)
+      // %211 = add %209, %210 : tile<i32, [8192]>
+      // (computed inside its user)
+      // %212 = splat %118 : tile<i32, [8192]>
+      // (computed inside its user)
+      // %213 = cmp %211, %212 {pred = "le"} : tile<i1, [8192]>
+      // (computed inside its user)
+      // %214 = and %201, %213 : tile<i1, [8192]>
+      // (computed inside its user)
+      // %215 = or %202, %214 : tile<i1, [8192]>
+      alignas(64) uint8_t v221[8192];
+      for (int64_t i222 = 0; i222 < 8192; ++i222) v221[i222] = uint8_t(v208[i222] | (uint8_t(v206[i222] & (uint8_t((tsr::wadd(v218[i222], (c189))) <= (v120))))));
+      // yield %215
+      __builtin_memcpy(v215, v221, sizeof(v215));
+    }
+    // %216 = sub %184, %4 : i32
+    const int32_t v223 = tsr::wsub(c188, v4);
+    // %217 = cast %207 : tile<i32, [8192]>
+    tsr::HeapTile<int32_t, 8192> v224_heap;  // 32768 bytes: on the heap
+    if (!(v224_heap.p)) { tsr_fault(3260); return; }
+    int32_t (&v224)[8192] = *v224_heap.p;
+    for (int64_t i225 = 0; i225 < 8192; ++i225) v224[i225] = int32_t(v215[i225]);
+    // %218 = scan %217 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+    tsr::HeapTile<int32_t, 8192> v226_heap;  // 32768 bytes: on the heap
+    if (!(v226_heap.p)) { tsr_fault(3276); return; }
+    int32_t (&v226)[8192] = *v226_heap.p;
     for (int64_t o_ = 0; o_ < 1; ++o_)
     for (int64_t n_ = 0; n_ < 1; ++n_) {
-      int32_t acc211 = v208[(o_ * 8192 + 0) * 1 + n_];
-      v210[(o_ * 8192 + 0) * 1 + n_] = acc211;
-      for (int64_t l212 = 1; l212 < 8192; ++l212) {
-        acc211 = tsr::wadd(acc211, v208[(o_ * 8192 + l212) * 1 + n_]);
-        v210[(o_ * 8192 + l212) * 1 + n_] = acc211;
+      int32_t acc227 = v224[(o_ * 8192 + 0) * 1 + n_];
+      v226[(o_ * 8192 + 0) * 1 + n_] = acc227;
+      for (int64_t l228 = 1; l228 < 8192; ++l228) {
+        acc227 = tsr::wadd(acc227, v224[(o_ * 8192 + l228) * 1 + n_]);
+        v226[(o_ * 8192 + l228) * 1 + n_] = acc227;
       }
     }
-    // %204 = splat %185 : tile<i32, [8192]>
-    // (computed inside its user)
-    // %205 = add %203, %204 : tile<i32, [8192]>
-    // (computed inside its user)
-    // %206 = splat %118 : tile<i32, [8192]>
-    // (computed inside its user)
-    // %207 = cmp %205, %206 {pred = "le"} : tile<i1, [8192]>
-    // (computed inside its user)
-    // %208 = and %201, %207 : tile<i1, [8192]>
-    // (computed inside its user)
-    // %209 = cmp %199, %200 {pred = "lt"} : tile<i1, [8192]>
-    // (computed inside its user)
-    // %210 = or %209, %208 : tile<i1, [8192]>
-    alignas(64) uint8_t v213[8192];
-    for (int64_t i214 = 0; i214 < 8192; ++i214) v213[i214] = uint8_t((uint8_t(v202[i214] < v178)) | (uint8_t(v206[i214] & (uint8_t((tsr::wadd(v210[i214], (c189))) <= (v120))))));
-    // %211 = sub %184, %4 : i32
-    const int32_t v215 = tsr::wsub(c188, v4);
-    // %212 = cast %210 : tile<i32, [8192]>
-    tsr::HeapTile<int32_t, 8192> v216_heap;  // 32768 bytes: on the heap
-    if (!(v216_heap.p)) { tsr_fault(3148); return; }
-    int32_t (&v216)[8192] = *v216_heap.p;
-    for (int64_t i217 = 0; i217 < 8192; ++i217) v216[i217] = int32_t(v213[i217]);
-    // %213 = scan %212 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-    tsr::HeapTile<int32_t, 8192> v218_heap;  // 32768 bytes: on the heap
-    if (!(v218_heap.p)) { tsr_fault(3164); return; }
-    int32_t (&v218)[8192] = *v218_heap.p;
-    for (int64_t o_ = 0; o_ < 1; ++o_)
-    for (int64_t n_ = 0; n_ < 1; ++n_) {
-      int32_t acc219 = v216[(o_ * 8192 + 0) * 1 + n_];
-      v218[(o_ * 8192 + 0) * 1 + n_] = acc219;
-      for (int64_t l220 = 1; l220 < 8192; ++l220) {
-        acc219 = tsr::wadd(acc219, v216[(o_ * 8192 + l220) * 1 + n_]);
-        v218[(o_ * 8192 + l220) * 1 + n_] = acc219;
-      }
-    }
-    // %214 = splat %211 : tile<i32, [8192]>
-    // (computed inside its user)
-    // %215 = add %213, %214 : tile<i32, [8192]>
-    tsr::HeapTile<int32_t, 8192> v221_heap;  // 32768 bytes: on the heap
-    if (!(v221_heap.p)) { tsr_fault(3196); return; }
-    int32_t (&v221)[8192] = *v221_heap.p;
-    for (int64_t i222 = 0; i222 < 8192; ++i222) v221[i222] = tsr::wadd(v218[i222], (v215));
-    // %216 = splat %1 : tile<i32, [8192]>
-    tsr::HeapTile<int32_t, 8192> v223_heap;  // 32768 bytes: on the heap
-    if (!(v223_heap.p)) { tsr_fault(3212); return; }
-    int32_t (&v223)[8192] = *v223_heap.p;
-    for (int64_t i224 = 0; i224 < 8192; ++i224) v223[i224] = v1;
-    // scatter %values, %186, %216, %215, %210
-    for (int64_t i225 = 0; i225 < 8192; ++i225) {
-      if ((v213[i225] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v221[i225]) >= 0 && int64_t(v221[i225]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v221[i225]) * A.s1_1] = c190[i225];
-    }
-    // %217 = mul %183, %3 : i32
-    const int32_t v226 = tsr::wmul(iv191, v3);
-    // %218 = arange : tile<i32, [8192]>
-    // (computed inside its user)
-    // %219 = splat %217 : tile<i32, [8192]>
+    // %219 = splat %216 : tile<i32, [8192]>
     // (computed inside its user)
     // %220 = add %218, %219 : tile<i32, [8192]>
-    tsr::HeapTile<int32_t, 8192> v227_heap;  // 32768 bytes: on the heap
-    if (!(v227_heap.p)) { tsr_fault(3292); return; }
-    int32_t (&v227)[8192] = *v227_heap.p;
-    for (int64_t i228 = 0; i228 < 8192; ++i228) v227[i228] = tsr::wadd((int32_t(0 + i228)), (v226));
-    // scatter %indices, %220, %216, %215, %210
-    for (int64_t i229 = 0; i229 < 8192; ++i229) {
-      if ((v213[i229] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v221[i229]) >= 0 && int64_t(v221[i229]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v221[i229]) * A.s2_1] = v227[i229];
+    tsr::HeapTile<int32_t, 8192> v229_heap;  // 32768 bytes: on the heap
+    if (!(v229_heap.p)) { tsr_fault(3308); return; }
+    int32_t (&v229)[8192] = *v229_heap.p;
+    for (int64_t i230 = 0; i230 < 8192; ++i230) v229[i230] = tsr::wadd(v226[i230], (v223));
+    // %221 = splat %1 : tile<i32, [8192]>
+    tsr::HeapTile<int32_t, 8192> v231_heap;  // 32768 bytes: on the heap
+    if (!(v231_heap.p)) { tsr_fault(3324); return; }
+    int32_t (&v231)[8192] = *v231_heap.p;
+    for (int64_t i232 = 0; i232 < 8192; ++i232) v231[i232] = v1;
+    // scatter %values, %186, %221, %220, %207
+    for (int64_t i233 = 0; i233 < 8192; ++i233) {
+      if ((v215[i233] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v229[i233]) >= 0 && int64_t(v229[i233]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v229[i233]) * A.s1_1] = c190[i233];
     }
-    // %221 = reduce %202 {axis = 0, kind = "sum"} : i32
-    int32_t v230;
+    // %222 = mul %183, %3 : i32
+    const int32_t v234 = tsr::wmul(iv191, v3);
+    // %223 = arange : tile<i32, [8192]>
+    // (computed inside its user)
+    // %224 = splat %222 : tile<i32, [8192]>
+    // (computed inside its user)
+    // %225 = add %223, %224 : tile<i32, [8192]>
+    tsr::HeapTile<int32_t, 8192> v235_heap;  // 32768 bytes: on the heap
+    if (!(v235_heap.p)) { tsr_fault(3404); return; }
+    int32_t (&v235)[8192] = *v235_heap.p;
+    for (int64_t i236 = 0; i236 < 8192; ++i236) v235[i236] = tsr::wadd((int32_t(0 + i236)), (v234));
+    // scatter %indices, %225, %221, %220, %207
+    for (int64_t i237 = 0; i237 < 8192; ++i237) {
+      if ((v215[i237] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v229[i237]) >= 0 && int64_t(v229[i237]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v229[i237]) * A.s2_1] = v235[i237];
+    }
+    // %226 = reduce %217 {axis = 0, kind = "sum"} : i32
+    int32_t v238;
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       int32_t ln_[16];
       for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
       for (int64_t l_ = 0; l_ < 8192; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v208[o_ * 8192 + l_ + q_]);
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v224[o_ * 8192 + l_ + q_]);
       int32_t acc_ = ln_[0];
       for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v230 = acc_;
+      v238 = acc_;
     }
-    // %222 = add %185, %221 : i32
-    const int32_t v231 = tsr::wadd(c189, v230);
-    // %223 = reduce %212 {axis = 0, kind = "sum"} : i32
-    int32_t v232;
-    for (int64_t o_ = 0; o_ < 1; ++o_) {
-      int32_t ln_[16];
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 8192; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v216[o_ * 8192 + l_ + q_]);
-      int32_t acc_ = ln_[0];
-      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v232 = acc_;
-    }
-    // %224 = add %184, %223 : i32
-    const int32_t v233 = tsr::wadd(c188, v232);
-    // yield %224, %222, %189
-    c188 = v233;
-    c189 = v231;
+    // %227 = add %184, %226 : i32
+    const int32_t v239 = tsr::wadd(c188, v238);
+    // yield %227, %205, %189
+    c188 = v239;
+    c189 = v213;
     __builtin_memcpy(c190, v193, sizeof(c190));
   }
-  // %225 = load_tile %indices, %1, %10 : tile<i32, [1, 64]>
-  alignas(64) int32_t v234[64];
+  // %228 = load_tile %indices, %1, %10 : tile<i32, [1, 64]>
+  alignas(64) int32_t v240[64];
   {
-    const int64_t o235 = int64_t(v1) * 1;
-    const int64_t o236 = int64_t(v10) * 64;
-    if (o235 >= 0 && o235 + 1 <= A.d2_0 && o236 >= 0 && o236 + 64 <= A.d2_1) {
-      for (int64_t i237 = 0; i237 < 1; ++i237) {
-        for (int64_t i238 = 0; i238 < 64; ++i238) v234[(i237) * 64 + i238] = A.p2[(o235 + i237) * A.s2_0 + o236 + i238];
+    const int64_t o241 = int64_t(v1) * 1;
+    const int64_t o242 = int64_t(v10) * 64;
+    if (o241 >= 0 && o241 + 1 <= A.d2_0 && o242 >= 0 && o242 + 64 <= A.d2_1) {
+      for (int64_t i243 = 0; i243 < 1; ++i243) {
+        for (int64_t i244 = 0; i244 < 64; ++i244) v240[(i243) * 64 + i244] = A.p2[(o241 + i243) * A.s2_0 + o242 + i244];
       }
     } else {
-      for (int64_t i239 = 0; i239 < 1; ++i239) {
-        for (int64_t i240 = 0; i240 < 64; ++i240) {
-          v234[(i239)*64 + i240] = ((o235 + i239) >= 0 && (o235 + i239) < A.d2_0 && (o236 + i240) >= 0 && (o236 + i240) < A.d2_1) ? A.p2[(o235 + i239) * A.s2_0 + (o236 + i240) * A.s2_1] : int32_t(INT64_C(0));
+      for (int64_t i245 = 0; i245 < 1; ++i245) {
+        for (int64_t i246 = 0; i246 < 64; ++i246) {
+          v240[(i245)*64 + i246] = ((o241 + i245) >= 0 && (o241 + i245) < A.d2_0 && (o242 + i246) >= 0 && (o242 + i246) < A.d2_1) ? A.p2[(o241 + i245) * A.s2_0 + (o242 + i246) * A.s2_1] : int32_t(INT64_C(0));
         }
       }
     }
   }
-  // %226 = load_tile %values, %1, %10 : tile<f32, [1, 64]>
-  alignas(64) float v241[64];
+  // %229 = load_tile %values, %1, %10 : tile<f32, [1, 64]>
+  alignas(64) float v247[64];
   {
-    const int64_t o242 = int64_t(v1) * 1;
-    const int64_t o243 = int64_t(v10) * 64;
-    if (o242 >= 0 && o242 + 1 <= A.d1_0 && o243 >= 0 && o243 + 64 <= A.d1_1) {
-      for (int64_t i244 = 0; i244 < 1; ++i244) {
-        for (int64_t i245 = 0; i245 < 64; ++i245) v241[(i244) * 64 + i245] = A.p1[(o242 + i244) * A.s1_0 + o243 + i245];
+    const int64_t o248 = int64_t(v1) * 1;
+    const int64_t o249 = int64_t(v10) * 64;
+    if (o248 >= 0 && o248 + 1 <= A.d1_0 && o249 >= 0 && o249 + 64 <= A.d1_1) {
+      for (int64_t i250 = 0; i250 < 1; ++i250) {
+        for (int64_t i251 = 0; i251 < 64; ++i251) v247[(i250) * 64 + i251] = A.p1[(o248 + i250) * A.s1_0 + o249 + i251];
       }
     } else {
-      for (int64_t i246 = 0; i246 < 1; ++i246) {
-        for (int64_t i247 = 0; i247 < 64; ++i247) {
-          v241[(i246)*64 + i247] = ((o242 + i246) >= 0 && (o242 + i246) < A.d1_0 && (o243 + i247) >= 0 && (o243 + i247) < A.d1_1) ? A.p1[(o242 + i246) * A.s1_0 + (o243 + i247) * A.s1_1] : float(0x0p+0);
+      for (int64_t i252 = 0; i252 < 1; ++i252) {
+        for (int64_t i253 = 0; i253 < 64; ++i253) {
+          v247[(i252)*64 + i253] = ((o248 + i252) >= 0 && (o248 + i252) < A.d1_0 && (o249 + i253) >= 0 && (o249 + i253) < A.d1_1) ? A.p1[(o248 + i252) * A.s1_0 + (o249 + i253) * A.s1_1] : float(0x0p+0);
         }
       }
     }
   }
-  // %227, %228 = sort %226, %225 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
-  alignas(64) float v248[64];
-  alignas(64) int32_t v249[64];
-  alignas(64) uint64_t sk250[128];
-  alignas(64) int32_t sp251[128];
-  tsr::sort_lines(v241, v234, v248, v249, 1, 64, 1, 64, true, sk250, sp251);
-  // store_tile %values, %227, %1, %10
-  {
-    const int64_t o252 = int64_t(v1) * 1;
-    const int64_t o253 = int64_t(v10) * 64;
-    if (o252 >= 0 && o252 + 1 <= A.d1_0 && o253 >= 0 && o253 + 64 <= A.d1_1) {
-      for (int64_t i254 = 0; i254 < 1; ++i254) {
-        for (int64_t i255 = 0; i255 < 64; ++i255) A.p1[(o252 + i254) * A.s1_0 + o253 + i255] = v248[(i254) * 64 + i255];
-      }
-    } else {
-      for (int64_t i256 = 0; i256 < 1; ++i256) {
-        for (int64_t i257 = 0; i257 < 64; ++i257) {
-          if ((o252 + i256) >= 0 && (o252 + i256) < A.d1_0 && (o253 + i257) >= 0 && (o253 + i257) < A.d1_1) A.p1[(o252 + i256) * A.s1_0 + (o253 + i257) * A.s1_1] = v248[(i256)*64 + i257];
-        }
-      }
-    }
-  }
-  // store_tile %indices, %228, %1, %10
+  // %230, %231 = sort %229, %228 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
+  alignas(64) float v254[64];
+  alignas(64) int32_t v255[64];
+  alignas(64) uint64_t sk256[128];
+  alignas(64) int32_t sp257[128];
+  tsr::sort_lines(v247, v240, v254, v255, 1, 64, 1, 64, true, sk256, sp257);
+  // store_tile %values, %230, %1, %10
   {
     const int64_t o258 = int64_t(v1) * 1;
     const int64_t o259 = int64_t(v10) * 64;
-    if (o258 >= 0 && o258 + 1 <= A.d2_0 && o259 >= 0 && o259 + 64 <= A.d2_1) {
+    if (o258 >= 0 && o258 + 1 <= A.d1_0 && o259 >= 0 && o259 + 64 <= A.d1_1) {
       for (int64_t i260 = 0; i260 < 1; ++i260) {
-        for (int64_t i261 = 0; i261 < 64; ++i261) A.p2[(o258 + i260) * A.s2_0 + o259 + i261] = v249[(i260) * 64 + i261];
+        for (int64_t i261 = 0; i261 < 64; ++i261) A.p1[(o258 + i260) * A.s1_0 + o259 + i261] = v254[(i260) * 64 + i261];
       }
     } else {
       for (int64_t i262 = 0; i262 < 1; ++i262) {
         for (int64_t i263 = 0; i263 < 64; ++i263) {
-          if ((o258 + i262) >= 0 && (o258 + i262) < A.d2_0 && (o259 + i263) >= 0 && (o259 + i263) < A.d2_1) A.p2[(o258 + i262) * A.s2_0 + (o259 + i263) * A.s2_1] = v249[(i262)*64 + i263];
+          if ((o258 + i262) >= 0 && (o258 + i262) < A.d1_0 && (o259 + i263) >= 0 && (o259 + i263) < A.d1_1) A.p1[(o258 + i262) * A.s1_0 + (o259 + i263) * A.s1_1] = v254[(i262)*64 + i263];
+        }
+      }
+    }
+  }
+  // store_tile %indices, %231, %1, %10
+  {
+    const int64_t o264 = int64_t(v1) * 1;
+    const int64_t o265 = int64_t(v10) * 64;
+    if (o264 >= 0 && o264 + 1 <= A.d2_0 && o265 >= 0 && o265 + 64 <= A.d2_1) {
+      for (int64_t i266 = 0; i266 < 1; ++i266) {
+        for (int64_t i267 = 0; i267 < 64; ++i267) A.p2[(o264 + i266) * A.s2_0 + o265 + i267] = v255[(i266) * 64 + i267];
+      }
+    } else {
+      for (int64_t i268 = 0; i268 < 1; ++i268) {
+        for (int64_t i269 = 0; i269 < 64; ++i269) {
+          if ((o264 + i268) >= 0 && (o264 + i268) < A.d2_0 && (o265 + i269) >= 0 && (o265 + i269) < A.d2_1) A.p2[(o264 + i268) * A.s2_0 + (o265 + i269) * A.s2_1] = v255[(i268)*64 + i269];
         }
       }
     }
@@ -928,7 +943,7 @@ extern "C" int tessera_run(void** buf, const int64_t* dims, const int64_t* is, c
   if (g0 < 0) return 24;  // grid size on axis 0 of kernel 'topk' is negative (a size of 0 runs no programs; a negative size is an error)
   if (g0 == 0 || g1 == 0 || g2 == 0) return 0;  // no programs
   if (nt <= 0) nt = omp_get_max_threads();
-  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(3037501)) nt = 1;  // about 3037501 element ops per program
+  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(3070277)) nt = 1;  // about 3070277 element ops per program
   if (nt == 1) {
     for (int64_t z = 0; z < g2; ++z)
       for (int64_t y = 0; y < g1; ++y)

@@ -7,8 +7,8 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
   const int tsr_tid = int(threadIdx.x);
   constexpr int tsr_nthreads = 512;
   (void)tsr_tid; (void)tsr_smem;
-  int tsr_red478_at = 0;  // the copy of tsr_red478_mem the next exchange uses
-  int tsr_red483_at = 0;  // the copy of tsr_red483_mem the next exchange uses
+  int tsr_red438_at = 0;  // the copy of tsr_red438_mem the next exchange uses
+  int tsr_red489_at = 0;  // the copy of tsr_red489_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_N);
@@ -1382,315 +1382,338 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
     for (int s430 = 0; s430 < 16; ++s430) {
       v429[s430] = uint8_t(v425[s430] == v427[s430]);
     }
-    // %202 = cast %201 : tile<i32, [8192]>
-    int32_t v431[16];
+    // %202 = cmp %199, %200 {pred = "lt"} : tile<i1, [8192]>
+    uint8_t v431[16];
     #pragma unroll
     for (int s432 = 0; s432 < 16; ++s432) {
-      v431[s432] = int32_t(v429[s432]);
+      v431[s432] = uint8_t(v425[s432] < v427[s432]);
     }
-    // %203 = scan %202 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+    // %203 = cast %201 : tile<i32, [8192]>
     int32_t v433[16];
-    uint32_t run434 = uint32_t(0);
-    uint32_t acc435_0 = uint32_t(0);
-    acc435_0 += uint32_t(v431[0]); v433[0] = int32_t(acc435_0);
-    acc435_0 += uint32_t(v431[1]); v433[1] = int32_t(acc435_0);
-    acc435_0 += uint32_t(v431[2]); v433[2] = int32_t(acc435_0);
-    acc435_0 += uint32_t(v431[3]); v433[3] = int32_t(acc435_0);
-    acc435_0 += uint32_t(v431[4]); v433[4] = int32_t(acc435_0);
-    acc435_0 += uint32_t(v431[5]); v433[5] = int32_t(acc435_0);
-    acc435_0 += uint32_t(v431[6]); v433[6] = int32_t(acc435_0);
-    acc435_0 += uint32_t(v431[7]); v433[7] = int32_t(acc435_0);
+    #pragma unroll
+    for (int s434 = 0; s434 < 16; ++s434) {
+      v433[s434] = int32_t(v429[s434]);
+    }
+    // %204 = reduce %203 {axis = 0, kind = "sum"} : i32
+    int32_t v435;
+    int32_t racc436[8];
+    #pragma unroll
+    for (int v_ = 0; v_ < 8; ++v_) racc436[v_] = int32_t(0);
+    #pragma unroll
+    for (int s437 = 0; s437 < 16; ++s437) {
+      racc436[s437 % 8] = int32_t(uint32_t(racc436[s437 % 8]) + uint32_t(v433[s437]));
+    }
+    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(racc436[4]));
+    racc436[1] = int32_t(uint32_t(racc436[1]) + uint32_t(racc436[5]));
+    racc436[2] = int32_t(uint32_t(racc436[2]) + uint32_t(racc436[6]));
+    racc436[3] = int32_t(uint32_t(racc436[3]) + uint32_t(racc436[7]));
+    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(racc436[2]));
+    racc436[1] = int32_t(uint32_t(racc436[1]) + uint32_t(racc436[3]));
+    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(racc436[1]));
+    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 16)));
+    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 8)));
+    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 4)));
+    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 2)));
+    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 1)));
+    __shared__ int32_t tsr_red438_mem[32];
+    int32_t* const tsr_red438 = tsr_red438_mem + tsr_red438_at;
+    tsr_red438_at ^= 16;
+    if ((tsr_tid & 31) == 0) {
+      tsr_red438[(tsr_tid >> 5) * 1 + 0] = racc436[0];
+    }
     __syncthreads();
-    uint32_t tot437_0;
-    const uint32_t off436_0 = run434 + tsr::block_exclusive_sum<16>(acc435_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot437_0);
-    v433[0] = int32_t(uint32_t(v433[0]) + off436_0);
-    v433[1] = int32_t(uint32_t(v433[1]) + off436_0);
-    v433[2] = int32_t(uint32_t(v433[2]) + off436_0);
-    v433[3] = int32_t(uint32_t(v433[3]) + off436_0);
-    v433[4] = int32_t(uint32_t(v433[4]) + off436_0);
-    v433[5] = int32_t(uint32_t(v433[5]) + off436_0);
-    v433[6] = int32_t(uint32_t(v433[6]) + off436_0);
-    v433[7] = int32_t(uint32_t(v433[7]) + off436_0);
-    run434 += tot437_0;
-    uint32_t acc435_1 = uint32_t(0);
-    acc435_1 += uint32_t(v431[8]); v433[8] = int32_t(acc435_1);
-    acc435_1 += uint32_t(v431[9]); v433[9] = int32_t(acc435_1);
-    acc435_1 += uint32_t(v431[10]); v433[10] = int32_t(acc435_1);
-    acc435_1 += uint32_t(v431[11]); v433[11] = int32_t(acc435_1);
-    acc435_1 += uint32_t(v431[12]); v433[12] = int32_t(acc435_1);
-    acc435_1 += uint32_t(v431[13]); v433[13] = int32_t(acc435_1);
-    acc435_1 += uint32_t(v431[14]); v433[14] = int32_t(acc435_1);
-    acc435_1 += uint32_t(v431[15]); v433[15] = int32_t(acc435_1);
-    __syncthreads();
-    uint32_t tot437_1;
-    const uint32_t off436_1 = run434 + tsr::block_exclusive_sum<16>(acc435_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot437_1);
-    v433[8] = int32_t(uint32_t(v433[8]) + off436_1);
-    v433[9] = int32_t(uint32_t(v433[9]) + off436_1);
-    v433[10] = int32_t(uint32_t(v433[10]) + off436_1);
-    v433[11] = int32_t(uint32_t(v433[11]) + off436_1);
-    v433[12] = int32_t(uint32_t(v433[12]) + off436_1);
-    v433[13] = int32_t(uint32_t(v433[13]) + off436_1);
-    v433[14] = int32_t(uint32_t(v433[14]) + off436_1);
-    v433[15] = int32_t(uint32_t(v433[15]) + off436_1);
-    run434 += tot437_1;
-    // %204 = splat %185 : tile<i32, [8192]>
-    int32_t v438[16];
-    #pragma unroll
-    for (int s439 = 0; s439 < 16; ++s439) {
-      v438[s439] = c389;
+    racc436[0] = tsr_red438[(tsr_tid & 15) * 1 + 0];
+    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 8)));
+    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 4)));
+    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 2)));
+    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 1)));
+    v435 = racc436[0];
+    // %205 = add %185, %204 : i32
+    const int32_t v439 = int32_t(uint32_t(c389) + uint32_t(v435));
+    // %206 = cmp %205, %118 {pred = "le"} : i1
+    const uint8_t v440 = uint8_t(v439 <= v247);
+    // %207 = if %206 : tile<i1, [8192]> {...}
+    uint8_t v441[16];
+    if (v440) {
+      // %208 = or %202, %201 : tile<i1, [8192]>
+      uint8_t v442[16];
+      #pragma unroll
+      for (int s443 = 0; s443 < 16; ++s443) {
+        v442[s443] = uint8_t(v431[s443] | v429[s443]);
+      }
+      // yield %208
+      #pragma unroll
+      for (int s444 = 0; s444 < 16; ++s444) {
+        v441[s444] = v442[s444];
+      }
+    } else {
+      // %209 = scan %203 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+      int32_t v445[16];
+      uint32_t run446 = uint32_t(0);
+      uint32_t acc447_0 = uint32_t(0);
+      acc447_0 += uint32_t(v433[0]); v445[0] = int32_t(acc447_0);
+      acc447_0 += uint32_t(v433[1]); v445[1] = int32_t(acc447_0);
+      acc447_0 += uint32_t(v433[2]); v445[2] = int32_t(acc447_0);
+      acc447_0 += uint32_t(v433[3]); v445[3] = int32_t(acc447_0);
+      acc447_0 += uint32_t(v433[4]); v445[4] = int32_t(acc447_0);
+      acc447_0 += uint32_t(v433[5]); v445[5] = int32_t(acc447_0);
+      acc447_0 += uint32_t(v433[6]); v445[6] = int32_t(acc447_0);
+      acc447_0 += uint32_t(v433[7]); v445[7] = int32_t(acc447_0);
+      __syncthreads();
+      uint32_t tot449_0;
+      const uint32_t off448_0 = run446 + tsr::block_exclusive_sum<16>(acc447_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot449_0);
+      v445[0] = int32_t(uint32_t(v445[0]) + off448_0);
+      v445[1] = int32_t(uint32_t(v445[1]) + off448_0);
+      v445[2] = int32_t(uint32_t(v445[2]) + off448_0);
+      v445[3] = int32_t(uint32_t(v445[3]) + off448_0);
+      v445[4] = int32_t(uint32_t(v445[4]) + off448_0);
+      v445[5] = int32_t(uint32_t(v445[5]) + off448_0);
+      v445[6] = int32_t(uint32_t(v445[6]) + off448_0);
+      v445[7] = int32_t(uint32_t(v445[7]) + off448_0);
+      run446 += tot449_0;
+      uint32_t acc447_1 = uint32_t(0);
+      acc447_1 += uint32_t(v433[8]); v445[8] = int32_t(acc447_1);
+      acc447_1 += uint32_t(v433[9]); v445[9] = int32_t(acc447_1);
+      acc447_1 += uint32_t(v433[10]); v445[10] = int32_t(acc447_1);
+      acc447_1 += uint32_t(v433[11]); v445[11] = int32_t(acc447_1);
+      acc447_1 += uint32_t(v433[12]); v445[12] = int32_t(acc447_1);
+      acc447_1 += uint32_t(v433[13]); v445[13] = int32_t(acc447_1);
+      acc447_1 += uint32_t(v433[14]); v445[14] = int32_t(acc447_1);
+      acc447_1 += uint32_t(v433[15]); v445[15] = int32_t(acc447_1);
+      __syncthreads();
+      uint32_t tot449_1;
+      const uint32_t off448_1 = run446 + tsr::block_exclusive_sum<16>(acc447_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot449_1);
+      v445[8] = int32_t(uint32_t(v445[8]) + off448_1);
+      v445[9] = int32_t(uint32_t(v445[9]) + off448_1);
+      v445[10] = int32_t(uint32_t(v445[10]) + off448_1);
+      v445[11] = int32_t(uint32_t(v445[11]) + off448_1);
+      v445[12] = int32_t(uint32_t(v445[12]) + off448_1);
+      v445[13] = int32_t(uint32_t(v445[13]) + off448_1);
+      v445[14] = int32_t(uint32_t(v445[14]) + off448_1);
+      v445[15] = int32_t(uint32_t(v445[15]) + off448_1);
+      run446 += tot449_1;
+      // %210 = splat %185 : tile<i32, [8192]>
+      int32_t v450[16];
+      #pragma unroll
+      for (int s451 = 0; s451 < 16; ++s451) {
+        v450[s451] = c389;
+      }
+      // %211 = add %209, %210 : tile<i32, [8192]>
+      int32_t v452[16];
+      #pragma unroll
+      for (int s453 = 0; s453 < 16; ++s453) {
+        v452[s453] = int32_t(uint32_t(v445[s453]) + uint32_t(v450[s453]));
+      }
+      // %212 = splat %118 : tile<i32, [8192]>
+      int32_t v454[16];
+      #pragma unroll
+      for (int s455 = 0; s455 < 16; ++s455) {
+        v454[s455] = v247;
+      }
+      // %213 = cmp %211, %212 {pred = "le"} : tile<i1, [8192]>
+      uint8_t v456[16];
+      #pragma unroll
+      for (int s457 = 0; s457 < 16; ++s457) {
+        v456[s457] = uint8_t(v452[s457] <= v454[s457]);
+      }
+      // %214 = and %201, %213 : tile<i1, [8192]>
+      uint8_t v458[16];
+      #pragma unroll
+      for (int s459 = 0; s459 < 16; ++s459) {
+        v458[s459] = uint8_t(v429[s459] & v456[s459]);
+      }
+      // %215 = or %202, %214 : tile<i1, [8192]>
+      uint8_t v460[16];
+      #pragma unroll
+      for (int s461 = 0; s461 < 16; ++s461) {
+        v460[s461] = uint8_t(v431[s461] | v458[s461]);
+      }
+      // yield %215
+      #pragma unroll
+      for (int s462 = 0; s462 < 16; ++s462) {
+        v441[s462] = v460[s462];
+      }
     }
-    // %205 = add %203, %204 : tile<i32, [8192]>
-    int32_t v440[16];
-    #pragma unroll
-    for (int s441 = 0; s441 < 16; ++s441) {
-      v440[s441] = int32_t(uint32_t(v433[s441]) + uint32_t(v438[s441]));
-    }
-    // %206 = splat %118 : tile<i32, [8192]>
-    int32_t v442[16];
-    #pragma unroll
-    for (int s443 = 0; s443 < 16; ++s443) {
-      v442[s443] = v247;
-    }
-    // %207 = cmp %205, %206 {pred = "le"} : tile<i1, [8192]>
-    uint8_t v444[16];
-    #pragma unroll
-    for (int s445 = 0; s445 < 16; ++s445) {
-      v444[s445] = uint8_t(v440[s445] <= v442[s445]);
-    }
-    // %208 = and %201, %207 : tile<i1, [8192]>
-    uint8_t v446[16];
-    #pragma unroll
-    for (int s447 = 0; s447 < 16; ++s447) {
-      v446[s447] = uint8_t(v429[s447] & v444[s447]);
-    }
-    // %209 = cmp %199, %200 {pred = "lt"} : tile<i1, [8192]>
-    uint8_t v448[16];
-    #pragma unroll
-    for (int s449 = 0; s449 < 16; ++s449) {
-      v448[s449] = uint8_t(v425[s449] < v427[s449]);
-    }
-    // %210 = or %209, %208 : tile<i1, [8192]>
-    uint8_t v450[16];
-    #pragma unroll
-    for (int s451 = 0; s451 < 16; ++s451) {
-      v450[s451] = uint8_t(v448[s451] | v446[s451]);
-    }
-    // %211 = sub %184, %4 : i32
-    const int32_t v452 = int32_t(uint32_t(c388) - uint32_t(v3));
-    // %212 = cast %210 : tile<i32, [8192]>
-    int32_t v453[16];
-    #pragma unroll
-    for (int s454 = 0; s454 < 16; ++s454) {
-      v453[s454] = int32_t(v450[s454]);
-    }
-    // %213 = scan %212 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-    int32_t v455[16];
-    uint32_t run456 = uint32_t(0);
-    uint32_t acc457_0 = uint32_t(0);
-    acc457_0 += uint32_t(v453[0]); v455[0] = int32_t(acc457_0);
-    acc457_0 += uint32_t(v453[1]); v455[1] = int32_t(acc457_0);
-    acc457_0 += uint32_t(v453[2]); v455[2] = int32_t(acc457_0);
-    acc457_0 += uint32_t(v453[3]); v455[3] = int32_t(acc457_0);
-    acc457_0 += uint32_t(v453[4]); v455[4] = int32_t(acc457_0);
-    acc457_0 += uint32_t(v453[5]); v455[5] = int32_t(acc457_0);
-    acc457_0 += uint32_t(v453[6]); v455[6] = int32_t(acc457_0);
-    acc457_0 += uint32_t(v453[7]); v455[7] = int32_t(acc457_0);
-    __syncthreads();
-    uint32_t tot459_0;
-    const uint32_t off458_0 = run456 + tsr::block_exclusive_sum<16>(acc457_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot459_0);
-    v455[0] = int32_t(uint32_t(v455[0]) + off458_0);
-    v455[1] = int32_t(uint32_t(v455[1]) + off458_0);
-    v455[2] = int32_t(uint32_t(v455[2]) + off458_0);
-    v455[3] = int32_t(uint32_t(v455[3]) + off458_0);
-    v455[4] = int32_t(uint32_t(v455[4]) + off458_0);
-    v455[5] = int32_t(uint32_t(v455[5]) + off458_0);
-    v455[6] = int32_t(uint32_t(v455[6]) + off458_0);
-    v455[7] = int32_t(uint32_t(v455[7]) + off458_0);
-    run456 += tot459_0;
-    uint32_t acc457_1 = uint32_t(0);
-    acc457_1 += uint32_t(v453[8]); v455[8] = int32_t(acc457_1);
-    acc457_1 += uint32_t(v453[9]); v455[9] = int32_t(acc457_1);
-    acc457_1 += uint32_t(v453[10]); v455[10] = int32_t(acc457_1);
-    acc457_1 += uint32_t(v453[11]); v455[11] = int32_t(acc457_1);
-    acc457_1 += uint32_t(v453[12]); v455[12] = int32_t(acc457_1);
-    acc457_1 += uint32_t(v453[13]); v455[13] = int32_t(acc457_1);
-    acc457_1 += uint32_t(v453[14]); v455[14] = int32_t(acc457_1);
-    acc457_1 += uint32_t(v453[15]); v455[15] = int32_t(acc457_1);
-    __syncthreads();
-    uint32_t tot459_1;
-    const uint32_t off458_1 = run456 + tsr::block_exclusive_sum<16>(acc457_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot459_1);
-    v455[8] = int32_t(uint32_t(v455[8]) + off458_1);
-    v455[9] = int32_t(uint32_t(v455[9]) + off458_1);
-    v455[10] = int32_t(uint32_t(v455[10]) + off458_1);
-    v455[11] = int32_t(uint32_t(v455[11]) + off458_1);
-    v455[12] = int32_t(uint32_t(v455[12]) + off458_1);
-    v455[13] = int32_t(uint32_t(v455[13]) + off458_1);
-    v455[14] = int32_t(uint32_t(v455[14]) + off458_1);
-    v455[15] = int32_t(uint32_t(v455[15]) + off458_1);
-    run456 += tot459_1;
-    // %214 = splat %211 : tile<i32, [8192]>
-    int32_t v460[16];
-    #pragma unroll
-    for (int s461 = 0; s461 < 16; ++s461) {
-      v460[s461] = v452;
-    }
-    // %215 = add %213, %214 : tile<i32, [8192]>
-    int32_t v462[16];
-    #pragma unroll
-    for (int s463 = 0; s463 < 16; ++s463) {
-      v462[s463] = int32_t(uint32_t(v455[s463]) + uint32_t(v460[s463]));
-    }
-    // %216 = splat %1 : tile<i32, [8192]>
+    // %216 = sub %184, %4 : i32
+    const int32_t v463 = int32_t(uint32_t(c388) - uint32_t(v3));
+    // %217 = cast %207 : tile<i32, [8192]>
     int32_t v464[16];
     #pragma unroll
     for (int s465 = 0; s465 < 16; ++s465) {
-      v464[s465] = v0;
+      v464[s465] = int32_t(v441[s465]);
     }
-    // scatter %values, %186, %216, %215, %210
+    // %218 = scan %217 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+    int32_t v466[16];
+    uint32_t run467 = uint32_t(0);
+    uint32_t acc468_0 = uint32_t(0);
+    acc468_0 += uint32_t(v464[0]); v466[0] = int32_t(acc468_0);
+    acc468_0 += uint32_t(v464[1]); v466[1] = int32_t(acc468_0);
+    acc468_0 += uint32_t(v464[2]); v466[2] = int32_t(acc468_0);
+    acc468_0 += uint32_t(v464[3]); v466[3] = int32_t(acc468_0);
+    acc468_0 += uint32_t(v464[4]); v466[4] = int32_t(acc468_0);
+    acc468_0 += uint32_t(v464[5]); v466[5] = int32_t(acc468_0);
+    acc468_0 += uint32_t(v464[6]); v466[6] = int32_t(acc468_0);
+    acc468_0 += uint32_t(v464[7]); v466[7] = int32_t(acc468_0);
+    __syncthreads();
+    uint32_t tot470_0;
+    const uint32_t off469_0 = run467 + tsr::block_exclusive_sum<16>(acc468_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot470_0);
+    v466[0] = int32_t(uint32_t(v466[0]) + off469_0);
+    v466[1] = int32_t(uint32_t(v466[1]) + off469_0);
+    v466[2] = int32_t(uint32_t(v466[2]) + off469_0);
+    v466[3] = int32_t(uint32_t(v466[3]) + off469_0);
+    v466[4] = int32_t(uint32_t(v466[4]) + off469_0);
+    v466[5] = int32_t(uint32_t(v466[5]) + off469_0);
+    v466[6] = int32_t(uint32_t(v466[6]) + off469_0);
+    v466[7] = int32_t(uint32_t(v466[7]) + off469_0);
+    run467 += tot470_0;
+    uint32_t acc468_1 = uint32_t(0);
+    acc468_1 += uint32_t(v464[8]); v466[8] = int32_t(acc468_1);
+    acc468_1 += uint32_t(v464[9]); v466[9] = int32_t(acc468_1);
+    acc468_1 += uint32_t(v464[10]); v466[10] = int32_t(acc468_1);
+    acc468_1 += uint32_t(v464[11]); v466[11] = int32_t(acc468_1);
+    acc468_1 += uint32_t(v464[12]); v466[12] = int32_t(acc468_1);
+    acc468_1 += uint32_t(v464[13]); v466[13] = int32_t(acc468_1);
+    acc468_1 += uint32_t(v464[14]); v466[14] = int32_t(acc468_1);
+    acc468_1 += uint32_t(v464[15]); v466[15] = int32_t(acc468_1);
+    __syncthreads();
+    uint32_t tot470_1;
+    const uint32_t off469_1 = run467 + tsr::block_exclusive_sum<16>(acc468_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot470_1);
+    v466[8] = int32_t(uint32_t(v466[8]) + off469_1);
+    v466[9] = int32_t(uint32_t(v466[9]) + off469_1);
+    v466[10] = int32_t(uint32_t(v466[10]) + off469_1);
+    v466[11] = int32_t(uint32_t(v466[11]) + off469_1);
+    v466[12] = int32_t(uint32_t(v466[12]) + off469_1);
+    v466[13] = int32_t(uint32_t(v466[13]) + off469_1);
+    v466[14] = int32_t(uint32_t(v466[14]) + off469_1);
+    v466[15] = int32_t(uint32_t(v466[15]) + off469_1);
+    run467 += tot470_1;
+    // %219 = splat %216 : tile<i32, [8192]>
+    int32_t v471[16];
     #pragma unroll
-    for (int s466 = 0; s466 < 16; ++s466) {
-      if ((v450[s466] != 0) && (int64_t(v464[s466]) >= 0 && int64_t(v464[s466]) < int64_t(tsr_dim_M) && int64_t(v462[s466]) >= 0 && int64_t(v462[s466]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v464[s466]) * tsr_p1_s0 + int64_t(v462[s466]) * tsr_p1_s1] = c390[s466];
-    }
-    // %217 = mul %183, %3 : i32
-    const int32_t v467 = int32_t(uint32_t(iv392) * uint32_t(v2));
-    // %218 = arange : tile<i32, [8192]>
-    int32_t v468[16];
-    #pragma unroll
-    for (int s469 = 0; s469 < 16; ++s469) {
-      v468[s469] = int32_t(0 + ((s469 / 8) * 4096 + tsr_tid * 8 + (s469 % 8)));
-    }
-    // %219 = splat %217 : tile<i32, [8192]>
-    int32_t v470[16];
-    #pragma unroll
-    for (int s471 = 0; s471 < 16; ++s471) {
-      v470[s471] = v467;
+    for (int s472 = 0; s472 < 16; ++s472) {
+      v471[s472] = v463;
     }
     // %220 = add %218, %219 : tile<i32, [8192]>
-    int32_t v472[16];
-    #pragma unroll
-    for (int s473 = 0; s473 < 16; ++s473) {
-      v472[s473] = int32_t(uint32_t(v468[s473]) + uint32_t(v470[s473]));
-    }
-    // scatter %indices, %220, %216, %215, %210
+    int32_t v473[16];
     #pragma unroll
     for (int s474 = 0; s474 < 16; ++s474) {
-      if ((v450[s474] != 0) && (int64_t(v464[s474]) >= 0 && int64_t(v464[s474]) < int64_t(tsr_dim_M) && int64_t(v462[s474]) >= 0 && int64_t(v462[s474]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v464[s474]) * tsr_p2_s0 + int64_t(v462[s474]) * tsr_p2_s1] = v472[s474];
+      v473[s474] = int32_t(uint32_t(v466[s474]) + uint32_t(v471[s474]));
     }
-    // %221 = reduce %202 {axis = 0, kind = "sum"} : i32
-    int32_t v475;
-    int32_t racc476[8];
+    // %221 = splat %1 : tile<i32, [8192]>
+    int32_t v475[16];
     #pragma unroll
-    for (int v_ = 0; v_ < 8; ++v_) racc476[v_] = int32_t(0);
+    for (int s476 = 0; s476 < 16; ++s476) {
+      v475[s476] = v0;
+    }
+    // scatter %values, %186, %221, %220, %207
     #pragma unroll
     for (int s477 = 0; s477 < 16; ++s477) {
-      racc476[s477 % 8] = int32_t(uint32_t(racc476[s477 % 8]) + uint32_t(v431[s477]));
+      if ((v441[s477] != 0) && (int64_t(v475[s477]) >= 0 && int64_t(v475[s477]) < int64_t(tsr_dim_M) && int64_t(v473[s477]) >= 0 && int64_t(v473[s477]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v475[s477]) * tsr_p1_s0 + int64_t(v473[s477]) * tsr_p1_s1] = c390[s477];
     }
-    racc476[0] = int32_t(uint32_t(racc476[0]) + uint32_t(racc476[4]));
-    racc476[1] = int32_t(uint32_t(racc476[1]) + uint32_t(racc476[5]));
-    racc476[2] = int32_t(uint32_t(racc476[2]) + uint32_t(racc476[6]));
-    racc476[3] = int32_t(uint32_t(racc476[3]) + uint32_t(racc476[7]));
-    racc476[0] = int32_t(uint32_t(racc476[0]) + uint32_t(racc476[2]));
-    racc476[1] = int32_t(uint32_t(racc476[1]) + uint32_t(racc476[3]));
-    racc476[0] = int32_t(uint32_t(racc476[0]) + uint32_t(racc476[1]));
-    racc476[0] = int32_t(uint32_t(racc476[0]) + uint32_t(tsr::shfl_xor(racc476[0], 16)));
-    racc476[0] = int32_t(uint32_t(racc476[0]) + uint32_t(tsr::shfl_xor(racc476[0], 8)));
-    racc476[0] = int32_t(uint32_t(racc476[0]) + uint32_t(tsr::shfl_xor(racc476[0], 4)));
-    racc476[0] = int32_t(uint32_t(racc476[0]) + uint32_t(tsr::shfl_xor(racc476[0], 2)));
-    racc476[0] = int32_t(uint32_t(racc476[0]) + uint32_t(tsr::shfl_xor(racc476[0], 1)));
-    __shared__ int32_t tsr_red478_mem[32];
-    int32_t* const tsr_red478 = tsr_red478_mem + tsr_red478_at;
-    tsr_red478_at ^= 16;
-    if ((tsr_tid & 31) == 0) {
-      tsr_red478[(tsr_tid >> 5) * 1 + 0] = racc476[0];
-    }
-    __syncthreads();
-    racc476[0] = tsr_red478[(tsr_tid & 15) * 1 + 0];
-    racc476[0] = int32_t(uint32_t(racc476[0]) + uint32_t(tsr::shfl_xor(racc476[0], 8)));
-    racc476[0] = int32_t(uint32_t(racc476[0]) + uint32_t(tsr::shfl_xor(racc476[0], 4)));
-    racc476[0] = int32_t(uint32_t(racc476[0]) + uint32_t(tsr::shfl_xor(racc476[0], 2)));
-    racc476[0] = int32_t(uint32_t(racc476[0]) + uint32_t(tsr::shfl_xor(racc476[0], 1)));
-    v475 = racc476[0];
-    // %222 = add %185, %221 : i32
-    const int32_t v479 = int32_t(uint32_t(c389) + uint32_t(v475));
-    // %223 = reduce %212 {axis = 0, kind = "sum"} : i32
-    int32_t v480;
-    int32_t racc481[8];
+    // %222 = mul %183, %3 : i32
+    const int32_t v478 = int32_t(uint32_t(iv392) * uint32_t(v2));
+    // %223 = arange : tile<i32, [8192]>
+    int32_t v479[16];
     #pragma unroll
-    for (int v_ = 0; v_ < 8; ++v_) racc481[v_] = int32_t(0);
+    for (int s480 = 0; s480 < 16; ++s480) {
+      v479[s480] = int32_t(0 + ((s480 / 8) * 4096 + tsr_tid * 8 + (s480 % 8)));
+    }
+    // %224 = splat %222 : tile<i32, [8192]>
+    int32_t v481[16];
     #pragma unroll
     for (int s482 = 0; s482 < 16; ++s482) {
-      racc481[s482 % 8] = int32_t(uint32_t(racc481[s482 % 8]) + uint32_t(v453[s482]));
+      v481[s482] = v478;
     }
-    racc481[0] = int32_t(uint32_t(racc481[0]) + uint32_t(racc481[4]));
-    racc481[1] = int32_t(uint32_t(racc481[1]) + uint32_t(racc481[5]));
-    racc481[2] = int32_t(uint32_t(racc481[2]) + uint32_t(racc481[6]));
-    racc481[3] = int32_t(uint32_t(racc481[3]) + uint32_t(racc481[7]));
-    racc481[0] = int32_t(uint32_t(racc481[0]) + uint32_t(racc481[2]));
-    racc481[1] = int32_t(uint32_t(racc481[1]) + uint32_t(racc481[3]));
-    racc481[0] = int32_t(uint32_t(racc481[0]) + uint32_t(racc481[1]));
-    racc481[0] = int32_t(uint32_t(racc481[0]) + uint32_t(tsr::shfl_xor(racc481[0], 16)));
-    racc481[0] = int32_t(uint32_t(racc481[0]) + uint32_t(tsr::shfl_xor(racc481[0], 8)));
-    racc481[0] = int32_t(uint32_t(racc481[0]) + uint32_t(tsr::shfl_xor(racc481[0], 4)));
-    racc481[0] = int32_t(uint32_t(racc481[0]) + uint32_t(tsr::shfl_xor(racc481[0], 2)));
-    racc481[0] = int32_t(uint32_t(racc481[0]) + uint32_t(tsr::shfl_xor(racc481[0], 1)));
-    __shared__ int32_t tsr_red483_mem[32];
-    int32_t* const tsr_red483 = tsr_red483_mem + tsr_red483_at;
-    tsr_red483_at ^= 16;
-    if ((tsr_tid & 31) == 0) {
-      tsr_red483[(tsr_tid >> 5) * 1 + 0] = racc481[0];
+    // %225 = add %223, %224 : tile<i32, [8192]>
+    int32_t v483[16];
+    #pragma unroll
+    for (int s484 = 0; s484 < 16; ++s484) {
+      v483[s484] = int32_t(uint32_t(v479[s484]) + uint32_t(v481[s484]));
     }
-    __syncthreads();
-    racc481[0] = tsr_red483[(tsr_tid & 15) * 1 + 0];
-    racc481[0] = int32_t(uint32_t(racc481[0]) + uint32_t(tsr::shfl_xor(racc481[0], 8)));
-    racc481[0] = int32_t(uint32_t(racc481[0]) + uint32_t(tsr::shfl_xor(racc481[0], 4)));
-    racc481[0] = int32_t(uint32_t(racc481[0]) + uint32_t(tsr::shfl_xor(racc481[0], 2)));
-    racc481[0] = int32_t(uint32_t(racc481[0]) + uint32_t(tsr::shfl_xor(racc481[0], 1)));
-    v480 = racc481[0];
-    // %224 = add %184, %223 : i32
-    const int32_t v484 = int32_t(uint32_t(c388) + uint32_t(v480));
-    // yield %224, %222, %189
-    c388 = v484;
-    c389 = v479;
+    // scatter %indices, %225, %221, %220, %207
     #pragma unroll
     for (int s485 = 0; s485 < 16; ++s485) {
-      c390[s485] = v405[s485];
+      if ((v441[s485] != 0) && (int64_t(v475[s485]) >= 0 && int64_t(v475[s485]) < int64_t(tsr_dim_M) && int64_t(v473[s485]) >= 0 && int64_t(v473[s485]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v475[s485]) * tsr_p2_s0 + int64_t(v473[s485]) * tsr_p2_s1] = v483[s485];
+    }
+    // %226 = reduce %217 {axis = 0, kind = "sum"} : i32
+    int32_t v486;
+    int32_t racc487[8];
+    #pragma unroll
+    for (int v_ = 0; v_ < 8; ++v_) racc487[v_] = int32_t(0);
+    #pragma unroll
+    for (int s488 = 0; s488 < 16; ++s488) {
+      racc487[s488 % 8] = int32_t(uint32_t(racc487[s488 % 8]) + uint32_t(v464[s488]));
+    }
+    racc487[0] = int32_t(uint32_t(racc487[0]) + uint32_t(racc487[4]));
+    racc487[1] = int32_t(uint32_t(racc487[1]) + uint32_t(racc487[5]));
+    racc487[2] = int32_t(uint32_t(racc487[2]) + uint32_t(racc487[6]));
+    racc487[3] = int32_t(uint32_t(racc487[3]) + uint32_t(racc487[7]));
+    racc487[0] = int32_t(uint32_t(racc487[0]) + uint32_t(racc487[2]));
+    racc487[1] = int32_t(uint32_t(racc487[1]) + uint32_t(racc487[3]));
+    racc487[0] = int32_t(uint32_t(racc487[0]) + uint32_t(racc487[1]));
+    racc487[0] = int32_t(uint32_t(racc487[0]) + uint32_t(tsr::shfl_xor(racc487[0], 16)));
+    racc487[0] = int32_t(uint32_t(racc487[0]) + uint32_t(tsr::shfl_xor(racc487[0], 8)));
+    racc487[0] = int32_t(uint32_t(racc487[0]) + uint32_t(tsr::shfl_xor(racc487[0], 4)));
+    racc487[0] = int32_t(uint32_t(racc487[0]) + uint32_t(tsr::shfl_xor(racc487[0], 2)));
+    racc487[0] = int32_t(uint32_t(racc487[0]) + uint32_t(tsr::shfl_xor(racc487[0], 1)));
+    __shared__ int32_t tsr_red489_mem[32];
+    int32_t* const tsr_red489 = tsr_red489_mem + tsr_red489_at;
+    tsr_red489_at ^= 16;
+    if ((tsr_tid & 31) == 0) {
+      tsr_red489[(tsr_tid >> 5) * 1 + 0] = racc487[0];
+    }
+    __syncthreads();
+    racc487[0] = tsr_red489[(tsr_tid & 15) * 1 + 0];
+    racc487[0] = int32_t(uint32_t(racc487[0]) + uint32_t(tsr::shfl_xor(racc487[0], 8)));
+    racc487[0] = int32_t(uint32_t(racc487[0]) + uint32_t(tsr::shfl_xor(racc487[0], 4)));
+    racc487[0] = int32_t(uint32_t(racc487[0]) + uint32_t(tsr::shfl_xor(racc487[0], 2)));
+    racc487[0] = int32_t(uint32_t(racc487[0]) + uint32_t(tsr::shfl_xor(racc487[0], 1)));
+    v486 = racc487[0];
+    // %227 = add %184, %226 : i32
+    const int32_t v490 = int32_t(uint32_t(c388) + uint32_t(v486));
+    // yield %227, %205, %189
+    c388 = v490;
+    c389 = v439;
+    #pragma unroll
+    for (int s491 = 0; s491 < 16; ++s491) {
+      c390[s491] = v405[s491];
     }
   }
-  // %225 = load_tile %indices, %1, %10 : tile<i32, [1, 64]>
+  // %228 = load_tile %indices, %1, %10 : tile<i32, [1, 64]>
   __syncthreads();
-  int32_t v486[1];
+  int32_t v492[1];
   {
-    const int64_t o487 = int64_t(v0) * 1;
-    const int64_t o488 = int64_t(v9) * 64;
+    const int64_t o493 = int64_t(v0) * 1;
+    const int64_t o494 = int64_t(v9) * 64;
     #pragma unroll
-    for (int s489 = 0; s489 < 1; ++s489) {
-      const int e490 = (s489 * 512 + tsr_tid);
-      v486[s489] = ((s489 * 512 + tsr_tid) < 64) && ((o487 + 0) >= 0 && (o487 + 0) < int64_t(tsr_dim_M) && (o488 + (e490)) >= 0 && (o488 + (e490)) < int64_t(tsr_dim_K)) ? tsr_p2[(o487 + 0) * tsr_p2_s0 + (o488 + (e490)) * tsr_p2_s1] : int32_t(0LL);
+    for (int s495 = 0; s495 < 1; ++s495) {
+      const int e496 = (s495 * 512 + tsr_tid);
+      v492[s495] = ((s495 * 512 + tsr_tid) < 64) && ((o493 + 0) >= 0 && (o493 + 0) < int64_t(tsr_dim_M) && (o494 + (e496)) >= 0 && (o494 + (e496)) < int64_t(tsr_dim_K)) ? tsr_p2[(o493 + 0) * tsr_p2_s0 + (o494 + (e496)) * tsr_p2_s1] : int32_t(0LL);
     }
   }
-  // %226 = load_tile %values, %1, %10 : tile<f32, [1, 64]>
-  float v491[1];
+  // %229 = load_tile %values, %1, %10 : tile<f32, [1, 64]>
+  float v497[1];
   {
-    const int64_t o492 = int64_t(v0) * 1;
-    const int64_t o493 = int64_t(v9) * 64;
+    const int64_t o498 = int64_t(v0) * 1;
+    const int64_t o499 = int64_t(v9) * 64;
     #pragma unroll
-    for (int s494 = 0; s494 < 1; ++s494) {
-      const int e495 = (s494 * 512 + tsr_tid);
-      v491[s494] = ((s494 * 512 + tsr_tid) < 64) && ((o492 + 0) >= 0 && (o492 + 0) < int64_t(tsr_dim_M) && (o493 + (e495)) >= 0 && (o493 + (e495)) < int64_t(tsr_dim_K)) ? tsr_p1[(o492 + 0) * tsr_p1_s0 + (o493 + (e495)) * tsr_p1_s1] : 0x0p+0f;
+    for (int s500 = 0; s500 < 1; ++s500) {
+      const int e501 = (s500 * 512 + tsr_tid);
+      v497[s500] = ((s500 * 512 + tsr_tid) < 64) && ((o498 + 0) >= 0 && (o498 + 0) < int64_t(tsr_dim_M) && (o499 + (e501)) >= 0 && (o499 + (e501)) < int64_t(tsr_dim_K)) ? tsr_p1[(o498 + 0) * tsr_p1_s0 + (o499 + (e501)) * tsr_p1_s1] : 0x0p+0f;
     }
   }
-  // %227, %228 = sort %226, %225 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
-  float v496[1];
-  int32_t v497[1];
+  // %230, %231 = sort %229, %228 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
+  float v502[1];
+  int32_t v503[1];
   __syncthreads();
   #pragma unroll
-  for (int s498 = 0; s498 < 1; ++s498) {
-    if (((s498 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s498 * 512 + tsr_tid)] = v491[s498];
+  for (int s504 = 0; s504 < 1; ++s504) {
+    if (((s504 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s504 * 512 + tsr_tid)] = v497[s504];
   }
   __syncthreads();
   #pragma unroll
-  for (int s499 = 0; s499 < 1; ++s499) {
-    if (((s499 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s499 * 512 + tsr_tid)] = v486[s499];
+  for (int s505 = 0; s505 < 1; ++s505) {
+    if (((s505 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s505 * 512 + tsr_tid)] = v492[s505];
   }
   __syncthreads();
   for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
@@ -1716,33 +1739,33 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
     }
   }
   #pragma unroll
-  for (int s500 = 0; s500 < 1; ++s500) {
-    const int e501 = (s500 * 512 + tsr_tid);
-    v496[s500] = ((s500 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e501) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e501) / 64) * 1 + ((e501) % 1)) * 64 + (((e501) / 1) % 64)]) * 1 + ((e501) % 1)]) : float(0);
+  for (int s506 = 0; s506 < 1; ++s506) {
+    const int e507 = (s506 * 512 + tsr_tid);
+    v502[s506] = ((s506 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e507) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e507) / 64) * 1 + ((e507) % 1)) * 64 + (((e507) / 1) % 64)]) * 1 + ((e507) % 1)]) : float(0);
   }
   #pragma unroll
-  for (int s502 = 0; s502 < 1; ++s502) {
-    const int e503 = (s502 * 512 + tsr_tid);
-    v497[s502] = ((s502 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e503) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e503) / 64) * 1 + ((e503) % 1)) * 64 + (((e503) / 1) % 64)]) * 1 + ((e503) % 1)]) : int32_t(0);
+  for (int s508 = 0; s508 < 1; ++s508) {
+    const int e509 = (s508 * 512 + tsr_tid);
+    v503[s508] = ((s508 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e509) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e509) / 64) * 1 + ((e509) % 1)) * 64 + (((e509) / 1) % 64)]) * 1 + ((e509) % 1)]) : int32_t(0);
   }
-  // store_tile %values, %227, %1, %10
+  // store_tile %values, %230, %1, %10
   {
-    const int64_t o504 = int64_t(v0) * 1;
-    const int64_t o505 = int64_t(v9) * 64;
+    const int64_t o510 = int64_t(v0) * 1;
+    const int64_t o511 = int64_t(v9) * 64;
     #pragma unroll
-    for (int s506 = 0; s506 < 1; ++s506) {
-      const int e507 = (s506 * 512 + tsr_tid);
-      if (((s506 * 512 + tsr_tid) < 64) && ((o504 + 0) >= 0 && (o504 + 0) < int64_t(tsr_dim_M) && (o505 + (e507)) >= 0 && (o505 + (e507)) < int64_t(tsr_dim_K))) tsr_p1[(o504 + 0) * tsr_p1_s0 + (o505 + (e507)) * tsr_p1_s1] = v496[s506];
+    for (int s512 = 0; s512 < 1; ++s512) {
+      const int e513 = (s512 * 512 + tsr_tid);
+      if (((s512 * 512 + tsr_tid) < 64) && ((o510 + 0) >= 0 && (o510 + 0) < int64_t(tsr_dim_M) && (o511 + (e513)) >= 0 && (o511 + (e513)) < int64_t(tsr_dim_K))) tsr_p1[(o510 + 0) * tsr_p1_s0 + (o511 + (e513)) * tsr_p1_s1] = v502[s512];
     }
   }
-  // store_tile %indices, %228, %1, %10
+  // store_tile %indices, %231, %1, %10
   {
-    const int64_t o508 = int64_t(v0) * 1;
-    const int64_t o509 = int64_t(v9) * 64;
+    const int64_t o514 = int64_t(v0) * 1;
+    const int64_t o515 = int64_t(v9) * 64;
     #pragma unroll
-    for (int s510 = 0; s510 < 1; ++s510) {
-      const int e511 = (s510 * 512 + tsr_tid);
-      if (((s510 * 512 + tsr_tid) < 64) && ((o508 + 0) >= 0 && (o508 + 0) < int64_t(tsr_dim_M) && (o509 + (e511)) >= 0 && (o509 + (e511)) < int64_t(tsr_dim_K))) tsr_p2[(o508 + 0) * tsr_p2_s0 + (o509 + (e511)) * tsr_p2_s1] = v497[s510];
+    for (int s516 = 0; s516 < 1; ++s516) {
+      const int e517 = (s516 * 512 + tsr_tid);
+      if (((s516 * 512 + tsr_tid) < 64) && ((o514 + 0) >= 0 && (o514 + 0) < int64_t(tsr_dim_M) && (o515 + (e517)) >= 0 && (o515 + (e517)) < int64_t(tsr_dim_K))) tsr_p2[(o514 + 0) * tsr_p2_s0 + (o515 + (e517)) * tsr_p2_s1] = v503[s516];
     }
   }
 }
