@@ -19,8 +19,12 @@
 // - The k kept elements are loaded back and sorted descending with their columns (a stable
 //   sort: equal values stay in column order).
 //
-// Padding past N reads -inf, whose key is the largest any element has and comes after every
-// real element of equal key by column, so with k <= N it is never kept. Exact for rows up to
+// Every pass reads the row through a shared-memory ring of asynchronous copies (Struct:
+// alloc_shared, copy, async_wait; cp.async on cuda), two groups of two column tiles, so that
+// the next group's bytes are in flight while this group is worked on.
+//
+// Padding past N gets a key past every real key and comes after every real element by column,
+// so with k <= N it is never kept. Exact for rows up to
 // 2^24 columns (i32 columns and counts).
 #include <algorithm>
 #include <cmath>
@@ -43,31 +47,18 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
   // K is the output's width: any value from 1 (the size_configs bind it from the sizes).
   auto K = k.constexpr_("K", {}, 64);
   // cuda: one program (CTA) per row; each column tile costs a few barriers (the histogram's),
-  // so tiles are long, and a wide CTA keeps more of the row's loads in flight.
-  auto BN = k.constexpr_("BLOCK_N", {256, 512, 1024, 2048, 4096, 8192, 16384}, 8192);
+  // so tiles are long (registers bound them: 8192 f32 at 16 warps).
+  auto BN = k.constexpr_("BLOCK_N", {256, 512, 1024, 2048, 4096, 8192}, 8192);
   k.constexpr_("num_warps", {4, 8, 16, 32}, 16);
-  // cuda: the program prefetch (docs/cuda-backend.md) would copy only each pass's first tile
-  // of the next row, into 32 KiB of shared memory a tile: off (1 for a comparison).
-  k.constexpr_("prefetch_programs", {0, 1}, 0);
+  // cuda: the ring's copies as cp.async (0: plain copies, each waited for at once).
+  k.constexpr_("struct_cp_async", {0, 1}, 1);
   k.grid({x.dim(0)});
   auto row = program_id(0);
-  auto tiles = cdiv(x.dim(1), BN);
+  auto n = x.dim(1);
+  auto tiles = cdiv(n, BN);
   const bool f32 = dt == ScalarKind::F32;
   const int key_bits = f32 ? 32 : 16;
   const std::vector<int> digits = f32 ? std::vector<int>{11, 11, 10} : std::vector<int>{8, 8};
-  // Column tile j of the row (padding -inf) and its keys.
-  auto load = [&](const Operand& j) { return reshape(x.tile({1, BN}).load({row, j}, -inf), {BN}); };
-  // A loop over the row's column tiles: body(j, tile j). Tile j + 1 is loaded before tile j is
-  // worked on (a carried Var), so that its memory latency overlaps the work and barriers of
-  // tile j (the last one reads only padding).
-  auto over_row = [&](const std::function<void(Val, Val)>& body) {
-    Var next = load(0);
-    for_range(0, tiles, 1, [&](Val j) {
-      Val t = next;
-      next = load(j + 1);
-      body(j, t);
-    });
-  };
   auto key = [&](Val t) {
     if (f32) {
       Val u = bitcast(t, ScalarKind::U32);
@@ -75,6 +66,34 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
     }
     Val u = bitcast(t, ScalarKind::U16).to(ScalarKind::U32);
     return where(eq(u >> 15, 0), u ^ 0x7FFF, u);
+  };
+  // Past every real key (-inf's is 0xFF800000, or 0xFF80 for bf16): the padding's.
+  Val pad_key = full({}, f32 ? 4294967295.0 : 65535.0, ScalarKind::U32);
+  // The row's column tiles reach shared memory through a ring of asynchronous copies, two
+  // groups of G slots: while the G tiles of one group are worked on, the next group's copies
+  // are in flight, more bytes than registers could hold (G * BLOCK_N elements). A loop over
+  // the row: body(j, tile j, its keys). The copies pad with 0 (cp.async zero-fills), so the
+  // last tile's columns past N get pad_key.
+  const int G = 2;
+  Buffer ring = alloc_shared(dt, {2 * G, 1, BN});
+  auto groups = cdiv(tiles, G);
+  auto over_row = [&](const std::function<void(Val, Val, Val)>& body) {
+    for (int i = 0; i < G; ++i) ring.copy({i}, x.tile({1, BN}), {row, i});
+    for_range(0, groups, 1, [&](Val g) {
+      async_wait();
+      Val half = (g % 2) * G;
+      if_(g + 1 < groups, [&] {
+        for (int i = 0; i < G; ++i) ring.copy({(G - half) + i}, x.tile({1, BN}), {row, (g + 1) * G + i});
+      });
+      for_range(0, minimum(G, tiles - g * G), 1, [&](Val i) {
+        Val j = g * G + i;
+        Val t = reshape(ring.read({half + i}), {BN});
+        Val kk = key(t);
+        kk = if_(
+            eq(j, tiles - 1), [&] { return where(arange(BN) + j * BN < n, kk, pad_key); }, [&] { return kk; });
+        body(j, t, kk);
+      });
+    });
   };
 
   Var prefix = zeros({}, ScalarKind::U32);  // T's digits found so far (the rest 0)
@@ -88,8 +107,7 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
     const int64_t bins = int64_t(1) << d;
     auto pass = [&] {
       Var hist = zeros({bins}, ScalarKind::I32);
-      over_row([&](Val, Val t) {
-        Val kk = key(t);
+      over_row([&](Val, Val, Val kk) {
         Val digit = ((kk >> shift) & (bins - 1)).to(ScalarKind::I32);
         if (p > 0) digit = where(eq(kk >> high, prefix >> high), digit, -1);
         hist = hist + histogram(digit, bins);
@@ -109,8 +127,8 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
   // Keep the keys below T and the first `wanted` equal to it (at the resolved digits).
   Val T = prefix >> resolved;
   Var kept = 0, kept_equal = 0;
-  over_row([&](Val j, Val t) {
-    Val kk = key(t) >> resolved;
+  over_row([&](Val j, Val t, Val keys) {
+    Val kk = keys >> resolved;
     Val equal = eq(kk, T);
     Val below = kk < T;
     Val n_equal = sum(equal.to(ScalarKind::I32), 0);

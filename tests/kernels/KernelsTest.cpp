@@ -203,6 +203,25 @@ TEST(Library, TopkAndSortOrderNaNAndTiesAsTheReference) {
   }
 }
 
+// topk of rows of negatives only, k near N, N not a multiple of BLOCK_N and an odd number of
+// column tiles: the last tile's columns past N (copied as zeros, above every negative) must
+// never be kept.
+TEST(Library, TopkOfNegativeRowsKeepsNoPadding) {
+  const LibraryKernel* lk = find_library_kernel("topk");
+  for (int64_t k : {699, 700}) {
+    Sizes sizes{{"M", 2}, {"N", 700}, {"K", k}};
+    auto kern = bind_constexprs(*lk->build(ScalarKind::F32), {{"K", k}, {"BLOCK_N", 256}});
+    std::vector<Tensor> got = make_random_tensors(*kern, sizes, 3);
+    for (int64_t i = 0; i < got[0].numel(); ++i) got[0].set(i, -1.0 - static_cast<double>((i * 37) % 50) / 8);
+    std::vector<Tensor> want = got;
+    auto ga = library_args(*lk, *kern, got, sizes), wa = library_args(*lk, *kern, want, sizes);
+    run_interp(*kern, ga);
+    lk->reference(wa, sizes);
+    Comparison c = compare_outputs(*kern, got, want);
+    EXPECT_TRUE(c.ok()) << "k = " << k << ": " << c.first_mismatch;
+  }
+}
+
 TEST(Library, ListsTheV0Kernels) {
   std::vector<std::string> names;
   for (const auto& k : library()) names.push_back(k.name);
