@@ -3,6 +3,12 @@
 
 namespace {
 
+int tsr_fault_code = 0;
+void tsr_fault(int code) {
+  int none = 0;
+  __atomic_compare_exchange_n(&tsr_fault_code, &none, code, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
 struct Args {
   uint16_t* p0;  // %x
   int64_t d0_0, s0_0;
@@ -49,7 +55,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   [[maybe_unused]] constexpr int64_t K = INT64_C(64);
   [[maybe_unused]] constexpr int64_t BLOCK_N = INT64_C(8192);
   [[maybe_unused]] constexpr int64_t num_warps = INT64_C(16);
-  [[maybe_unused]] constexpr int64_t prefetch_programs = INT64_C(0);
+  [[maybe_unused]] constexpr int64_t struct_cp_async = INT64_C(1);
   // %1 = program_id {axis = 0} : i32
   const int32_t v1 = pid0;
   // %2 = dim %x {axis = 1} : i32
@@ -64,647 +70,1026 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   const int32_t v6 = tsr::wsub(v5, v4);
   // %7 = div %6, %3 : i32
   const int32_t v7 = tsr::idiv(v6, v3);
-  // %8 = const {value = 0} : u32
-  const uint32_t v8 = uint32_t(INT64_C(0));
-  // %9 = const {value = 64} : i32
-  const int32_t v9 = int32_t(INT64_C(64));
-  // %10 = const {value = 0} : i32
-  const int32_t v10 = int32_t(INT64_C(0));
-  // %11 = splat %10 : tile<i32, [256]>
-  alignas(64) int32_t v11[256];
-  for (int64_t i12 = 0; i12 < 256; ++i12) v11[i12] = v10;
-  // %12 = load_tile %x, %1, %10 {pad = -inf} : tile<bf16, [1, 8192]>
-  alignas(64) float v13[8192];
+  // %8 = const {value = 65535} : u32
+  const uint32_t v8 = uint32_t(INT64_C(65535));
+  // %9 = alloc : buffer<bf16, [4, 1, 8192], space = "shared">
+  alignas(64) float buf9[32768];
+  // %10 = const {value = 2} : i32
+  const int32_t v10 = int32_t(INT64_C(2));
+  // %11 = add %7, %10 : i32
+  const int32_t v11 = tsr::wadd(v7, v10);
+  // %12 = sub %11, %4 : i32
+  const int32_t v12 = tsr::wsub(v11, v4);
+  // %13 = div %12, %10 : i32
+  const int32_t v13 = tsr::idiv(v12, v10);
+  // %14 = const {value = 0} : u32
+  const uint32_t v14 = uint32_t(INT64_C(0));
+  // %15 = const {value = 64} : i32
+  const int32_t v15 = int32_t(INT64_C(64));
+  // %16 = const {value = 0} : i32
+  const int32_t v16 = int32_t(INT64_C(0));
+  // %17 = splat %16 : tile<i32, [256]>
+  alignas(64) int32_t v17[256];
+  for (int64_t i18 = 0; i18 < 256; ++i18) v17[i18] = v16;
+  // async_copy %9, %x, %16, %1, %16
+  if (!(true && int64_t(v16) >= 0 && int64_t(v16) < 4)) { tsr_fault(308); return; }
   {
-    const int64_t o14 = int64_t(v1) * 1;
-    const int64_t o15 = int64_t(v10) * 8192;
-    if (o14 >= 0 && o14 + 1 <= A.d0_0 && o15 >= 0 && o15 + 8192 <= A.d0_1) {
-      for (int64_t i16 = 0; i16 < 1; ++i16) {
-        for (int64_t i17 = 0; i17 < 8192; ++i17) v13[(i16) * 8192 + i17] = tsr::bf2f(A.p0[(o14 + i16) * A.s0_0 + o15 + i17]);
-      }
-    } else {
-      for (int64_t i18 = 0; i18 < 1; ++i18) {
-        for (int64_t i19 = 0; i19 < 8192; ++i19) {
-          v13[(i18)*8192 + i19] = ((o14 + i18) >= 0 && (o14 + i18) < A.d0_0 && (o15 + i19) >= 0 && (o15 + i19) < A.d0_1) ? tsr::bf2f(A.p0[(o14 + i18) * A.s0_0 + (o15 + i19) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(double(-INFINITY)));
+    float* const dst19 = buf9 + ((0) * 4 + int64_t(v16)) * 8192;
+    {
+      const int64_t o20 = int64_t(v1) * 1;
+      const int64_t o21 = int64_t(v16) * 8192;
+      if (o20 >= 0 && o20 + 1 <= A.d0_0 && o21 >= 0 && o21 + 8192 <= A.d0_1) {
+        for (int64_t i22 = 0; i22 < 1; ++i22) {
+          for (int64_t i23 = 0; i23 < 8192; ++i23) dst19[(i22) * 8192 + i23] = tsr::bf2f(A.p0[(o20 + i22) * A.s0_0 + o21 + i23]);
+        }
+      } else {
+        for (int64_t i24 = 0; i24 < 1; ++i24) {
+          for (int64_t i25 = 0; i25 < 8192; ++i25) {
+            dst19[(i24)*8192 + i25] = ((o20 + i24) >= 0 && (o20 + i24) < A.d0_0 && (o21 + i25) >= 0 && (o21 + i25) < A.d0_1) ? tsr::bf2f(A.p0[(o20 + i24) * A.s0_0 + (o21 + i25) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+          }
         }
       }
     }
   }
-  // %13 = reshape %12 : tile<bf16, [8192]>
-  // %14 = const {value = 32767} : u32
-  const uint32_t v20 = uint32_t(INT64_C(32767));
-  // %15 = const {value = 15} : u32
-  const uint32_t v21 = uint32_t(INT64_C(15));
-  // %16 = const {value = 8} : u32
-  const uint32_t v22 = uint32_t(INT64_C(8));
-  // %17 = const {value = 255} : u32
-  const uint32_t v23 = uint32_t(INT64_C(255));
-  // %18, %19 = for %10, %7, %4, %11, %13 : tile<i32, [256]>, tile<bf16, [8192]> {...}
-  alignas(64) int32_t c24[256];
-  __builtin_memcpy(c24, v11, sizeof(c24));
-  alignas(64) float c25[8192];
-  __builtin_memcpy(c25, v13, sizeof(c25));
-  for (int64_t iv26_ = v10; v4 > 0 && iv26_ < v7; iv26_ += v4) {
-    const int32_t iv26 = int32_t(iv26_);
-    // %23 = add %20, %4 : i32
-    const int32_t v27 = tsr::wadd(iv26, v4);
-    // %24 = load_tile %x, %1, %23 {pad = -inf} : tile<bf16, [1, 8192]>
-    alignas(64) float v28[8192];
+  // async_copy %9, %x, %4, %1, %4
+  if (!(true && int64_t(v4) >= 0 && int64_t(v4) < 4)) { tsr_fault(324); return; }
+  {
+    float* const dst26 = buf9 + ((0) * 4 + int64_t(v4)) * 8192;
     {
-      const int64_t o29 = int64_t(v1) * 1;
-      const int64_t o30 = int64_t(v27) * 8192;
-      if (o29 >= 0 && o29 + 1 <= A.d0_0 && o30 >= 0 && o30 + 8192 <= A.d0_1) {
+      const int64_t o27 = int64_t(v1) * 1;
+      const int64_t o28 = int64_t(v4) * 8192;
+      if (o27 >= 0 && o27 + 1 <= A.d0_0 && o28 >= 0 && o28 + 8192 <= A.d0_1) {
+        for (int64_t i29 = 0; i29 < 1; ++i29) {
+          for (int64_t i30 = 0; i30 < 8192; ++i30) dst26[(i29) * 8192 + i30] = tsr::bf2f(A.p0[(o27 + i29) * A.s0_0 + o28 + i30]);
+        }
+      } else {
         for (int64_t i31 = 0; i31 < 1; ++i31) {
-          for (int64_t i32 = 0; i32 < 8192; ++i32) v28[(i31) * 8192 + i32] = tsr::bf2f(A.p0[(o29 + i31) * A.s0_0 + o30 + i32]);
-        }
-      } else {
-        for (int64_t i33 = 0; i33 < 1; ++i33) {
-          for (int64_t i34 = 0; i34 < 8192; ++i34) {
-            v28[(i33)*8192 + i34] = ((o29 + i33) >= 0 && (o29 + i33) < A.d0_0 && (o30 + i34) >= 0 && (o30 + i34) < A.d0_1) ? tsr::bf2f(A.p0[(o29 + i33) * A.s0_0 + (o30 + i34) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(double(-INFINITY)));
+          for (int64_t i32 = 0; i32 < 8192; ++i32) {
+            dst26[(i31)*8192 + i32] = ((o27 + i31) >= 0 && (o27 + i31) < A.d0_0 && (o28 + i32) >= 0 && (o28 + i32) < A.d0_1) ? tsr::bf2f(A.p0[(o27 + i31) * A.s0_0 + (o28 + i32) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
           }
         }
       }
     }
-    // %25 = reshape %24 : tile<bf16, [8192]>
-    // %26 = bitcast %22 : tile<u16, [8192]>
-    // (computed inside its user)
-    // %27 = cast %26 : tile<u32, [8192]>
-    alignas(64) uint32_t v35[8192];
-    for (int64_t i36 = 0; i36 < 8192; ++i36) v35[i36] = uint32_t((uint16_t(tsr::bf16_bits(c25[i36]))));
-    // %28 = splat %14 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %29 = xor %27, %28 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %30 = splat %15 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %31 = shr %27, %30 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %32 = splat %8 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %33 = cmp %31, %32 {pred = "eq"} : tile<i1, [8192]>
-    // (computed inside its user)
-    // %34 = where %33, %29, %27 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %35 = splat %16 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %36 = shr %34, %35 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %37 = splat %17 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %38 = and %36, %37 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %39 = cast %38 : tile<i32, [8192]>
-    alignas(64) int32_t v37[8192];
-    for (int64_t i38 = 0; i38 < 8192; ++i38) v37[i38] = int32_t((uint32_t((tsr::ishr((((uint8_t((tsr::ishr(v35[i38], (v21))) == (v8))) ? (uint32_t(v35[i38] ^ (v20))) : v35[i38])), (v22))) & (v23))));
-    // %40 = histogram %39 : tile<i32, [256]>
-    alignas(64) int32_t v39[256];
-    tsr::histogram(v37, 8192, v39, 256);
-    // %41 = add %21, %40 : tile<i32, [256]>
-    // (written into the carried c24)
-    for (int64_t i40 = 0; i40 < 256; ++i40) c24[i40] = tsr::wadd(c24[i40], v39[i40]);
-    // yield %41, %25
-    __builtin_memcpy(c25, v28, sizeof(c25));
   }
-  // %42 = scan %18 {axis = 0, kind = "sum"} : tile<i32, [256]>
-  alignas(64) int32_t v41[256];
-  for (int64_t o_ = 0; o_ < 1; ++o_)
-  for (int64_t n_ = 0; n_ < 1; ++n_) {
-    int32_t acc42 = c24[(o_ * 256 + 0) * 1 + n_];
-    v41[(o_ * 256 + 0) * 1 + n_] = acc42;
-    for (int64_t l43 = 1; l43 < 256; ++l43) {
-      acc42 = tsr::wadd(acc42, c24[(o_ * 256 + l43) * 1 + n_]);
-      v41[(o_ * 256 + l43) * 1 + n_] = acc42;
-    }
-  }
-  // %43 = splat %9 : tile<i32, [256]>
-  // (computed inside its user)
-  // %44 = cmp %42, %43 {pred = "lt"} : tile<i1, [256]>
-  alignas(64) uint8_t v44[256];
-  for (int64_t i45 = 0; i45 < 256; ++i45) v44[i45] = uint8_t(v41[i45] < (v9));
-  // %45 = cast %44 : tile<i32, [256]>
-  alignas(64) int32_t v46[256];
-  for (int64_t i47 = 0; i47 < 256; ++i47) v46[i47] = int32_t(v44[i47]);
-  // %46 = reduce %45 {axis = 0, kind = "sum"} : i32
-  int32_t v48;
-  for (int64_t o_ = 0; o_ < 1; ++o_) {
-    int32_t ln_[16];
-    for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-    for (int64_t l_ = 0; l_ < 256; l_ += 16)
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v46[o_ * 256 + l_ + q_]);
-    int32_t acc_ = ln_[0];
-    for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-    v48 = acc_;
-  }
-  // %47 = arange : tile<i32, [256]>
-  alignas(64) int32_t v49[256];
-  for (int64_t i50 = 0; i50 < 256; ++i50) v49[i50] = int32_t(0 + i50);
-  // %48 = splat %46 : tile<i32, [256]>
-  // (computed inside its user)
-  // %49 = cmp %47, %48 {pred = "eq"} : tile<i1, [256]>
-  // (computed inside its user)
-  // %50 = where %49, %18, %11 : tile<i32, [256]>
-  alignas(64) int32_t v51[256];
-  for (int64_t i52 = 0; i52 < 256; ++i52) v51[i52] = ((uint8_t(v49[i52] == (v48))) ? c24[i52] : v10);
-  // %51 = reduce %50 {axis = 0, kind = "sum"} : i32
-  int32_t v53;
-  for (int64_t o_ = 0; o_ < 1; ++o_) {
-    int32_t ln_[16];
-    for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-    for (int64_t l_ = 0; l_ < 256; l_ += 16)
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v51[o_ * 256 + l_ + q_]);
-    int32_t acc_ = ln_[0];
-    for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-    v53 = acc_;
-  }
-  // %52 = where %44, %18, %11 : tile<i32, [256]>
-  alignas(64) int32_t v54[256];
-  for (int64_t i55 = 0; i55 < 256; ++i55) v54[i55] = (v44[i55] ? c24[i55] : v10);
-  // %53 = reduce %52 {axis = 0, kind = "sum"} : i32
-  int32_t v56;
-  for (int64_t o_ = 0; o_ < 1; ++o_) {
-    int32_t ln_[16];
-    for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-    for (int64_t l_ = 0; l_ < 256; l_ += 16)
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v54[o_ * 256 + l_ + q_]);
-    int32_t acc_ = ln_[0];
-    for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-    v56 = acc_;
-  }
-  // %54 = sub %9, %53 : i32
-  const int32_t v57 = tsr::wsub(v9, v56);
-  // %55 = cast %46 : u32
-  const uint32_t v58 = uint32_t(v48);
-  // %56 = const {value = 8} : u32
-  const uint32_t v59 = uint32_t(INT64_C(8));
-  // %57 = shl %55, %56 : u32
-  const uint32_t v60 = tsr::ishl(v58, v59);
-  // %58 = or %8, %57 : u32
-  const uint32_t v61 = uint32_t(v8 | v60);
-  // %59 = cmp %51, %54 {pred = "ne"} : i1
-  const uint8_t v62 = uint8_t(v53 != v57);
-  // %60, %61, %62, %63 = if %59 : u32, i32, u32, i1 {...}
-  uint32_t v63;
-  int32_t v64;
-  uint32_t v65;
-  uint8_t v66;
-  if (v62) {
-    // %64 = load_tile %x, %1, %10 {pad = -inf} : tile<bf16, [1, 8192]>
-    alignas(64) float v67[8192];
-    {
-      const int64_t o68 = int64_t(v1) * 1;
-      const int64_t o69 = int64_t(v10) * 8192;
-      if (o68 >= 0 && o68 + 1 <= A.d0_0 && o69 >= 0 && o69 + 8192 <= A.d0_1) {
-        for (int64_t i70 = 0; i70 < 1; ++i70) {
-          for (int64_t i71 = 0; i71 < 8192; ++i71) v67[(i70) * 8192 + i71] = tsr::bf2f(A.p0[(o68 + i70) * A.s0_0 + o69 + i71]);
-        }
-      } else {
-        for (int64_t i72 = 0; i72 < 1; ++i72) {
-          for (int64_t i73 = 0; i73 < 8192; ++i73) {
-            v67[(i72)*8192 + i73] = ((o68 + i72) >= 0 && (o68 + i72) < A.d0_0 && (o69 + i73) >= 0 && (o69 + i73) < A.d0_1) ? tsr::bf2f(A.p0[(o68 + i72) * A.s0_0 + (o69 + i73) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(double(-INFINITY)));
-          }
-        }
-      }
-    }
-    // %65 = reshape %64 : tile<bf16, [8192]>
-    // %66 = const {value = 32767} : u32
-    const uint32_t v74 = uint32_t(INT64_C(32767));
-    // %67 = const {value = 15} : u32
-    const uint32_t v75 = uint32_t(INT64_C(15));
-    // %68 = const {value = 255} : u32
-    const uint32_t v76 = uint32_t(INT64_C(255));
-    // %69 = shr %58, %56 : u32
-    const uint32_t v77 = tsr::ishr(v61, v59);
-    // %70 = const {value = -1} : i32
-    const int32_t v78 = int32_t(INT64_C(-1));
-    // %71, %72 = for %10, %7, %4, %11, %65 : tile<i32, [256]>, tile<bf16, [8192]> {...}
-    alignas(64) int32_t c79[256];
-    __builtin_memcpy(c79, v11, sizeof(c79));
-    alignas(64) float c80[8192];
-    __builtin_memcpy(c80, v67, sizeof(c80));
-    for (int64_t iv81_ = v10; v4 > 0 && iv81_ < v7; iv81_ += v4) {
-      const int32_t iv81 = int32_t(iv81_);
-      // %76 = add %73, %4 : i32
-      const int32_t v82 = tsr::wadd(iv81, v4);
-      // %77 = load_tile %x, %1, %76 {pad = -inf} : tile<bf16, [1, 8192]>
-      alignas(64) float v83[8192];
+  // %18 = const {value = 32767} : u32
+  const uint32_t v33 = uint32_t(INT64_C(32767));
+  // %19 = const {value = 15} : u32
+  const uint32_t v34 = uint32_t(INT64_C(15));
+  // %20 = sub %7, %4 : i32
+  const int32_t v35 = tsr::wsub(v7, v4);
+  // %21 = const {value = 8} : u32
+  const uint32_t v36 = uint32_t(INT64_C(8));
+  // %22 = const {value = 255} : u32
+  const uint32_t v37 = uint32_t(INT64_C(255));
+  // %23 = for %16, %13, %4, %17 : tile<i32, [256]> {...}
+  alignas(64) int32_t c38[256];
+  __builtin_memcpy(c38, v17, sizeof(c38));
+  for (int64_t iv39_ = v16; v4 > 0 && iv39_ < v13; iv39_ += v4) {
+    const int32_t iv39 = int32_t(iv39_);
+    // async_wait
+    // (copies are synchronous here: nothing to wait for)
+    // %26 = rem %24, %10 : i32
+    const int32_t v40 = tsr::irem(iv39, v10);
+    // %27 = mul %26, %10 : i32
+    const int32_t v41 = tsr::wmul(v40, v10);
+    // %28 = add %24, %4 : i32
+    const int32_t v42 = tsr::wadd(iv39, v4);
+    // %29 = cmp %28, %13 {pred = "lt"} : i1
+    const uint8_t v43 = uint8_t(v42 < v13);
+    // if %29 {...}
+    if (v43) {
+      // %30 = mul %28, %10 : i32
+      const int32_t v44 = tsr::wmul(v42, v10);
+      // %31 = add %30, %16 : i32
+      const int32_t v45 = tsr::wadd(v44, v16);
+      // %32 = sub %10, %27 : i32
+      const int32_t v46 = tsr::wsub(v10, v41);
+      // %33 = add %32, %16 : i32
+      const int32_t v47 = tsr::wadd(v46, v16);
+      // async_copy %9, %x, %33, %1, %31
+      if (!(true && int64_t(v47) >= 0 && int64_t(v47) < 4)) { tsr_fault(596); return; }
       {
-        const int64_t o84 = int64_t(v1) * 1;
-        const int64_t o85 = int64_t(v82) * 8192;
-        if (o84 >= 0 && o84 + 1 <= A.d0_0 && o85 >= 0 && o85 + 8192 <= A.d0_1) {
-          for (int64_t i86 = 0; i86 < 1; ++i86) {
-            for (int64_t i87 = 0; i87 < 8192; ++i87) v83[(i86) * 8192 + i87] = tsr::bf2f(A.p0[(o84 + i86) * A.s0_0 + o85 + i87]);
-          }
-        } else {
-          for (int64_t i88 = 0; i88 < 1; ++i88) {
-            for (int64_t i89 = 0; i89 < 8192; ++i89) {
-              v83[(i88)*8192 + i89] = ((o84 + i88) >= 0 && (o84 + i88) < A.d0_0 && (o85 + i89) >= 0 && (o85 + i89) < A.d0_1) ? tsr::bf2f(A.p0[(o84 + i88) * A.s0_0 + (o85 + i89) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(double(-INFINITY)));
+        float* const dst48 = buf9 + ((0) * 4 + int64_t(v47)) * 8192;
+        {
+          const int64_t o49 = int64_t(v1) * 1;
+          const int64_t o50 = int64_t(v45) * 8192;
+          if (o49 >= 0 && o49 + 1 <= A.d0_0 && o50 >= 0 && o50 + 8192 <= A.d0_1) {
+            for (int64_t i51 = 0; i51 < 1; ++i51) {
+              for (int64_t i52 = 0; i52 < 8192; ++i52) dst48[(i51) * 8192 + i52] = tsr::bf2f(A.p0[(o49 + i51) * A.s0_0 + o50 + i52]);
+            }
+          } else {
+            for (int64_t i53 = 0; i53 < 1; ++i53) {
+              for (int64_t i54 = 0; i54 < 8192; ++i54) {
+                dst48[(i53)*8192 + i54] = ((o49 + i53) >= 0 && (o49 + i53) < A.d0_0 && (o50 + i54) >= 0 && (o50 + i54) < A.d0_1) ? tsr::bf2f(A.p0[(o49 + i53) * A.s0_0 + (o50 + i54) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+              }
             }
           }
         }
       }
-      // %78 = reshape %77 : tile<bf16, [8192]>
-      // %79 = bitcast %75 : tile<u16, [8192]>
-      // (computed inside its user)
-      // %80 = cast %79 : tile<u32, [8192]>
-      alignas(64) uint32_t v90[8192];
-      for (int64_t i91 = 0; i91 < 8192; ++i91) v90[i91] = uint32_t((uint16_t(tsr::bf16_bits(c80[i91]))));
-      // %81 = splat %66 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %82 = xor %80, %81 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %83 = splat %67 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %84 = shr %80, %83 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %85 = splat %8 : tile<u32, [8192]>
-      alignas(64) uint32_t v92[8192];
-      for (int64_t i93 = 0; i93 < 8192; ++i93) v92[i93] = v8;
-      // %86 = cmp %84, %85 {pred = "eq"} : tile<i1, [8192]>
-      // (computed inside its user)
-      // %87 = where %86, %82, %80 : tile<u32, [8192]>
-      alignas(64) uint32_t v94[8192];
-      for (int64_t i95 = 0; i95 < 8192; ++i95) v94[i95] = ((uint8_t((tsr::ishr(v90[i95], (v75))) == v8)) ? (uint32_t(v90[i95] ^ (v74))) : v90[i95]);
-      // %88 = shr %87, %85 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %89 = splat %68 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %90 = and %88, %89 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %91 = cast %90 : tile<i32, [8192]>
-      // (computed inside its user)
-      // %92 = splat %56 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %93 = shr %87, %92 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %94 = splat %69 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %95 = cmp %93, %94 {pred = "eq"} : tile<i1, [8192]>
-      // (computed inside its user)
-      // %96 = splat %70 : tile<i32, [8192]>
-      // (computed inside its user)
-      // %97 = where %95, %91, %96 : tile<i32, [8192]>
-      alignas(64) int32_t v96[8192];
-      for (int64_t i97 = 0; i97 < 8192; ++i97) v96[i97] = ((uint8_t((tsr::ishr(v94[i97], (v59))) == (v77))) ? (int32_t((uint32_t((tsr::ishr(v94[i97], v8)) & (v76))))) : (v78));
-      // %98 = histogram %97 : tile<i32, [256]>
-      alignas(64) int32_t v98[256];
-      tsr::histogram(v96, 8192, v98, 256);
-      // %99 = add %74, %98 : tile<i32, [256]>
-      // (written into the carried c79)
-      for (int64_t i99 = 0; i99 < 256; ++i99) c79[i99] = tsr::wadd(c79[i99], v98[i99]);
-      // yield %99, %78
-      __builtin_memcpy(c80, v83, sizeof(c80));
-    }
-    // %100 = scan %71 {axis = 0, kind = "sum"} : tile<i32, [256]>
-    alignas(64) int32_t v100[256];
-    for (int64_t o_ = 0; o_ < 1; ++o_)
-    for (int64_t n_ = 0; n_ < 1; ++n_) {
-      int32_t acc101 = c79[(o_ * 256 + 0) * 1 + n_];
-      v100[(o_ * 256 + 0) * 1 + n_] = acc101;
-      for (int64_t l102 = 1; l102 < 256; ++l102) {
-        acc101 = tsr::wadd(acc101, c79[(o_ * 256 + l102) * 1 + n_]);
-        v100[(o_ * 256 + l102) * 1 + n_] = acc101;
+      // %34 = add %30, %4 : i32
+      const int32_t v55 = tsr::wadd(v44, v4);
+      // %35 = add %32, %4 : i32
+      const int32_t v56 = tsr::wadd(v46, v4);
+      // async_copy %9, %x, %35, %1, %34
+      if (!(true && int64_t(v56) >= 0 && int64_t(v56) < 4)) { tsr_fault(644); return; }
+      {
+        float* const dst57 = buf9 + ((0) * 4 + int64_t(v56)) * 8192;
+        {
+          const int64_t o58 = int64_t(v1) * 1;
+          const int64_t o59 = int64_t(v55) * 8192;
+          if (o58 >= 0 && o58 + 1 <= A.d0_0 && o59 >= 0 && o59 + 8192 <= A.d0_1) {
+            for (int64_t i60 = 0; i60 < 1; ++i60) {
+              for (int64_t i61 = 0; i61 < 8192; ++i61) dst57[(i60) * 8192 + i61] = tsr::bf2f(A.p0[(o58 + i60) * A.s0_0 + o59 + i61]);
+            }
+          } else {
+            for (int64_t i62 = 0; i62 < 1; ++i62) {
+              for (int64_t i63 = 0; i63 < 8192; ++i63) {
+                dst57[(i62)*8192 + i63] = ((o58 + i62) >= 0 && (o58 + i62) < A.d0_0 && (o59 + i63) >= 0 && (o59 + i63) < A.d0_1) ? tsr::bf2f(A.p0[(o58 + i62) * A.s0_0 + (o59 + i63) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+              }
+            }
+          }
+        }
       }
-    }
-    // %101 = splat %54 : tile<i32, [256]>
-    // (computed inside its user)
-    // %102 = cmp %100, %101 {pred = "lt"} : tile<i1, [256]>
-    alignas(64) uint8_t v103[256];
-    for (int64_t i104 = 0; i104 < 256; ++i104) v103[i104] = uint8_t(v100[i104] < (v57));
-    // %103 = cast %102 : tile<i32, [256]>
-    alignas(64) int32_t v105[256];
-    for (int64_t i106 = 0; i106 < 256; ++i106) v105[i106] = int32_t(v103[i106]);
-    // %104 = reduce %103 {axis = 0, kind = "sum"} : i32
-    int32_t v107;
-    for (int64_t o_ = 0; o_ < 1; ++o_) {
-      int32_t ln_[16];
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 256; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v105[o_ * 256 + l_ + q_]);
-      int32_t acc_ = ln_[0];
-      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v107 = acc_;
-    }
-    // %105 = splat %104 : tile<i32, [256]>
-    // (computed inside its user)
-    // %106 = cmp %47, %105 {pred = "eq"} : tile<i1, [256]>
-    // (computed inside its user)
-    // %107 = where %106, %71, %11 : tile<i32, [256]>
-    alignas(64) int32_t v108[256];
-    for (int64_t i109 = 0; i109 < 256; ++i109) v108[i109] = ((uint8_t(v49[i109] == (v107))) ? c79[i109] : v10);
-    // %108 = reduce %107 {axis = 0, kind = "sum"} : i32
-    int32_t v110;
-    for (int64_t o_ = 0; o_ < 1; ++o_) {
-      int32_t ln_[16];
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 256; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v108[o_ * 256 + l_ + q_]);
-      int32_t acc_ = ln_[0];
-      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v110 = acc_;
-    }
-    // %109 = where %102, %71, %11 : tile<i32, [256]>
-    alignas(64) int32_t v111[256];
-    for (int64_t i112 = 0; i112 < 256; ++i112) v111[i112] = (v103[i112] ? c79[i112] : v10);
-    // %110 = reduce %109 {axis = 0, kind = "sum"} : i32
-    int32_t v113;
-    for (int64_t o_ = 0; o_ < 1; ++o_) {
-      int32_t ln_[16];
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 256; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v111[o_ * 256 + l_ + q_]);
-      int32_t acc_ = ln_[0];
-      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v113 = acc_;
-    }
-    // %111 = sub %54, %110 : i32
-    const int32_t v114 = tsr::wsub(v57, v113);
-    // %112 = cast %104 : u32
-    const uint32_t v115 = uint32_t(v107);
-    // %113 = shl %112, %8 : u32
-    const uint32_t v116 = tsr::ishl(v115, v8);
-    // %114 = or %58, %113 : u32
-    const uint32_t v117 = uint32_t(v61 | v116);
-    // %115 = cmp %108, %111 {pred = "ne"} : i1
-    const uint8_t v118 = uint8_t(v110 != v114);
-    // yield %114, %111, %8, %115
-    v63 = v117;
-    v64 = v114;
-    v65 = v8;
-    v66 = v118;
-  } else {
-    // yield %58, %54, %56, %59
-    v63 = v61;
-    v64 = v57;
-    v65 = v59;
-    v66 = v62;
-  }
-  // %116 = shr %60, %62 : u32
-  const uint32_t v119 = tsr::ishr(v63, v65);
-  // %117 = load_tile %x, %1, %10 {pad = -inf} : tile<bf16, [1, 8192]>
-  alignas(64) float v120[8192];
-  {
-    const int64_t o121 = int64_t(v1) * 1;
-    const int64_t o122 = int64_t(v10) * 8192;
-    if (o121 >= 0 && o121 + 1 <= A.d0_0 && o122 >= 0 && o122 + 8192 <= A.d0_1) {
-      for (int64_t i123 = 0; i123 < 1; ++i123) {
-        for (int64_t i124 = 0; i124 < 8192; ++i124) v120[(i123) * 8192 + i124] = tsr::bf2f(A.p0[(o121 + i123) * A.s0_0 + o122 + i124]);
-      }
+      // yield
     } else {
-      for (int64_t i125 = 0; i125 < 1; ++i125) {
-        for (int64_t i126 = 0; i126 < 8192; ++i126) {
-          v120[(i125)*8192 + i126] = ((o121 + i125) >= 0 && (o121 + i125) < A.d0_0 && (o122 + i126) >= 0 && (o122 + i126) < A.d0_1) ? tsr::bf2f(A.p0[(o121 + i125) * A.s0_0 + (o122 + i126) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(double(-INFINITY)));
-        }
+      // yield
+    }
+    // %36 = mul %24, %10 : i32
+    const int32_t v64 = tsr::wmul(iv39, v10);
+    // %37 = sub %7, %36 : i32
+    const int32_t v65 = tsr::wsub(v7, v64);
+    // %38 = min %10, %37 : i32
+    const int32_t v66 = tsr::imin(v10, v65);
+    // %39 = for %16, %38, %4, %25 : tile<i32, [256]> {...}
+    alignas(64) int32_t c67[256];
+    __builtin_memcpy(c67, c38, sizeof(c67));
+    for (int64_t iv68_ = v16; v4 > 0 && iv68_ < v66; iv68_ += v4) {
+      const int32_t iv68 = int32_t(iv68_);
+      // %42 = add %36, %40 : i32
+      const int32_t v69 = tsr::wadd(v64, iv68);
+      // %43 = add %27, %40 : i32
+      const int32_t v70 = tsr::wadd(v41, iv68);
+      // %44 = buffer_read %9, %43 : tile<bf16, [1, 8192]>
+      if (!(true && int64_t(v70) >= 0 && int64_t(v70) < 4)) { tsr_fault(788); return; }
+      alignas(64) float v71[8192];
+      __builtin_memcpy(v71, buf9 + ((0) * 4 + int64_t(v70)) * 8192, sizeof(v71));
+      // %45 = reshape %44 : tile<bf16, [8192]>
+      // %46 = bitcast %45 : tile<u16, [8192]>
+      // (computed inside its user)
+      // %47 = cast %46 : tile<u32, [8192]>
+      alignas(64) uint32_t v72[8192];
+      for (int64_t i73 = 0; i73 < 8192; ++i73) v72[i73] = uint32_t((uint16_t(tsr::bf16_bits(v71[i73]))));
+      // %48 = splat %18 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %49 = xor %47, %48 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %50 = splat %19 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %51 = shr %47, %50 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %52 = splat %14 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %53 = cmp %51, %52 {pred = "eq"} : tile<i1, [8192]>
+      // (computed inside its user)
+      // %54 = where %53, %49, %47 : tile<u32, [8192]>
+      alignas(64) uint32_t v74[8192];
+      for (int64_t i75 = 0; i75 < 8192; ++i75) v74[i75] = ((uint8_t((tsr::ishr(v72[i75], (v34))) == (v14))) ? (uint32_t(v72[i75] ^ (v33))) : v72[i75]);
+      // %55 = cmp %42, %20 {pred = "eq"} : i1
+      const uint8_t v76 = uint8_t(v69 == v35);
+      // %56 = if %55 : tile<u32, [8192]> {...}
+      alignas(64) uint32_t v77[8192];
+      if (v76) {
+        // %57 = mul %42, %3 : i32
+        const int32_t v78 = tsr::wmul(v69, v3);
+        // %58 = arange : tile<i32, [8192]>
+        // (computed inside its user)
+        // %59 = splat %57 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %60 = add %58, %59 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %61 = splat %2 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %62 = cmp %60, %61 {pred = "lt"} : tile<i1, [8192]>
+        // (computed inside its user)
+        // %63 = splat %8 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %64 = where %62, %54, %63 : tile<u32, [8192]>
+        alignas(64) uint32_t v79[8192];
+        for (int64_t i80 = 0; i80 < 8192; ++i80) v79[i80] = ((uint8_t((tsr::wadd((int32_t(0 + i80)), (v78))) < (v2))) ? v74[i80] : (v8));
+        // yield %64
+        __builtin_memcpy(v77, v79, sizeof(v77));
+      } else {
+        // yield %54
+        __builtin_memcpy(v77, v74, sizeof(v77));
       }
+      // %65 = splat %21 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %66 = shr %56, %65 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %67 = splat %22 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %68 = and %66, %67 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %69 = cast %68 : tile<i32, [8192]>
+      alignas(64) int32_t v81[8192];
+      for (int64_t i82 = 0; i82 < 8192; ++i82) v81[i82] = int32_t((uint32_t((tsr::ishr(v77[i82], (v36))) & (v37))));
+      // %70 = histogram %69 : tile<i32, [256]>
+      alignas(64) int32_t v83[256];
+      tsr::histogram(v81, 8192, v83, 256);
+      // %71 = add %41, %70 : tile<i32, [256]>
+      // (written into the carried c67)
+      for (int64_t i84 = 0; i84 < 256; ++i84) c67[i84] = tsr::wadd(c67[i84], v83[i84]);
+      // yield %71
+    }
+    // yield %39
+    __builtin_memcpy(c38, c67, sizeof(c38));
+  }
+  // %72 = scan %23 {axis = 0, kind = "sum"} : tile<i32, [256]>
+  alignas(64) int32_t v85[256];
+  for (int64_t o_ = 0; o_ < 1; ++o_)
+  for (int64_t n_ = 0; n_ < 1; ++n_) {
+    int32_t acc86 = c38[(o_ * 256 + 0) * 1 + n_];
+    v85[(o_ * 256 + 0) * 1 + n_] = acc86;
+    for (int64_t l87 = 1; l87 < 256; ++l87) {
+      acc86 = tsr::wadd(acc86, c38[(o_ * 256 + l87) * 1 + n_]);
+      v85[(o_ * 256 + l87) * 1 + n_] = acc86;
     }
   }
-  // %118 = reshape %117 : tile<bf16, [8192]>
-  // %119 = const {value = 32767} : u32
-  const uint32_t v127 = uint32_t(INT64_C(32767));
-  // %120 = const {value = 15} : u32
-  const uint32_t v128 = uint32_t(INT64_C(15));
-  // %121, %122, %123 = for %10, %7, %4, %10, %10, %118 : i32, i32, tile<bf16, [8192]> {...}
-  int32_t c129;
-  c129 = v10;
-  int32_t c130;
-  c130 = v10;
-  alignas(64) float c131[8192];
-  __builtin_memcpy(c131, v120, sizeof(c131));
-  for (int64_t iv132_ = v10; v4 > 0 && iv132_ < v7; iv132_ += v4) {
-    const int32_t iv132 = int32_t(iv132_);
-    // %128 = add %124, %4 : i32
-    const int32_t v133 = tsr::wadd(iv132, v4);
-    // %129 = load_tile %x, %1, %128 {pad = -inf} : tile<bf16, [1, 8192]>
-    alignas(64) float v134[8192];
+  // %73 = splat %15 : tile<i32, [256]>
+  // (computed inside its user)
+  // %74 = cmp %72, %73 {pred = "lt"} : tile<i1, [256]>
+  alignas(64) uint8_t v88[256];
+  for (int64_t i89 = 0; i89 < 256; ++i89) v88[i89] = uint8_t(v85[i89] < (v15));
+  // %75 = cast %74 : tile<i32, [256]>
+  alignas(64) int32_t v90[256];
+  for (int64_t i91 = 0; i91 < 256; ++i91) v90[i91] = int32_t(v88[i91]);
+  // %76 = reduce %75 {axis = 0, kind = "sum"} : i32
+  int32_t v92;
+  for (int64_t o_ = 0; o_ < 1; ++o_) {
+    int32_t ln_[16];
+    for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+    for (int64_t l_ = 0; l_ < 256; l_ += 16)
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v90[o_ * 256 + l_ + q_]);
+    int32_t acc_ = ln_[0];
+    for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+    v92 = acc_;
+  }
+  // %77 = arange : tile<i32, [256]>
+  alignas(64) int32_t v93[256];
+  for (int64_t i94 = 0; i94 < 256; ++i94) v93[i94] = int32_t(0 + i94);
+  // %78 = splat %76 : tile<i32, [256]>
+  // (computed inside its user)
+  // %79 = cmp %77, %78 {pred = "eq"} : tile<i1, [256]>
+  // (computed inside its user)
+  // %80 = where %79, %23, %17 : tile<i32, [256]>
+  alignas(64) int32_t v95[256];
+  for (int64_t i96 = 0; i96 < 256; ++i96) v95[i96] = ((uint8_t(v93[i96] == (v92))) ? c38[i96] : v16);
+  // %81 = reduce %80 {axis = 0, kind = "sum"} : i32
+  int32_t v97;
+  for (int64_t o_ = 0; o_ < 1; ++o_) {
+    int32_t ln_[16];
+    for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+    for (int64_t l_ = 0; l_ < 256; l_ += 16)
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v95[o_ * 256 + l_ + q_]);
+    int32_t acc_ = ln_[0];
+    for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+    v97 = acc_;
+  }
+  // %82 = where %74, %23, %17 : tile<i32, [256]>
+  alignas(64) int32_t v98[256];
+  for (int64_t i99 = 0; i99 < 256; ++i99) v98[i99] = (v88[i99] ? c38[i99] : v16);
+  // %83 = reduce %82 {axis = 0, kind = "sum"} : i32
+  int32_t v100;
+  for (int64_t o_ = 0; o_ < 1; ++o_) {
+    int32_t ln_[16];
+    for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+    for (int64_t l_ = 0; l_ < 256; l_ += 16)
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v98[o_ * 256 + l_ + q_]);
+    int32_t acc_ = ln_[0];
+    for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+    v100 = acc_;
+  }
+  // %84 = sub %15, %83 : i32
+  const int32_t v101 = tsr::wsub(v15, v100);
+  // %85 = cast %76 : u32
+  const uint32_t v102 = uint32_t(v92);
+  // %86 = const {value = 8} : u32
+  const uint32_t v103 = uint32_t(INT64_C(8));
+  // %87 = shl %85, %86 : u32
+  const uint32_t v104 = tsr::ishl(v102, v103);
+  // %88 = or %14, %87 : u32
+  const uint32_t v105 = uint32_t(v14 | v104);
+  // %89 = cmp %81, %84 {pred = "ne"} : i1
+  const uint8_t v106 = uint8_t(v97 != v101);
+  // %90, %91, %92, %93 = if %89 : u32, i32, u32, i1 {...}
+  uint32_t v107;
+  int32_t v108;
+  uint32_t v109;
+  uint8_t v110;
+  if (v106) {
+    // async_copy %9, %x, %16, %1, %16
+    if (!(true && int64_t(v16) >= 0 && int64_t(v16) < 4)) { tsr_fault(1604); return; }
     {
-      const int64_t o135 = int64_t(v1) * 1;
-      const int64_t o136 = int64_t(v133) * 8192;
-      if (o135 >= 0 && o135 + 1 <= A.d0_0 && o136 >= 0 && o136 + 8192 <= A.d0_1) {
-        for (int64_t i137 = 0; i137 < 1; ++i137) {
-          for (int64_t i138 = 0; i138 < 8192; ++i138) v134[(i137) * 8192 + i138] = tsr::bf2f(A.p0[(o135 + i137) * A.s0_0 + o136 + i138]);
-        }
-      } else {
-        for (int64_t i139 = 0; i139 < 1; ++i139) {
-          for (int64_t i140 = 0; i140 < 8192; ++i140) {
-            v134[(i139)*8192 + i140] = ((o135 + i139) >= 0 && (o135 + i139) < A.d0_0 && (o136 + i140) >= 0 && (o136 + i140) < A.d0_1) ? tsr::bf2f(A.p0[(o135 + i139) * A.s0_0 + (o136 + i140) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(double(-INFINITY)));
+      float* const dst111 = buf9 + ((0) * 4 + int64_t(v16)) * 8192;
+      {
+        const int64_t o112 = int64_t(v1) * 1;
+        const int64_t o113 = int64_t(v16) * 8192;
+        if (o112 >= 0 && o112 + 1 <= A.d0_0 && o113 >= 0 && o113 + 8192 <= A.d0_1) {
+          for (int64_t i114 = 0; i114 < 1; ++i114) {
+            for (int64_t i115 = 0; i115 < 8192; ++i115) dst111[(i114) * 8192 + i115] = tsr::bf2f(A.p0[(o112 + i114) * A.s0_0 + o113 + i115]);
+          }
+        } else {
+          for (int64_t i116 = 0; i116 < 1; ++i116) {
+            for (int64_t i117 = 0; i117 < 8192; ++i117) {
+              dst111[(i116)*8192 + i117] = ((o112 + i116) >= 0 && (o112 + i116) < A.d0_0 && (o113 + i117) >= 0 && (o113 + i117) < A.d0_1) ? tsr::bf2f(A.p0[(o112 + i116) * A.s0_0 + (o113 + i117) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+            }
           }
         }
       }
     }
-    // %130 = reshape %129 : tile<bf16, [8192]>
-    // %131 = bitcast %127 : tile<u16, [8192]>
-    // (computed inside its user)
-    // %132 = cast %131 : tile<u32, [8192]>
-    alignas(64) uint32_t v141[8192];
-    for (int64_t i142 = 0; i142 < 8192; ++i142) v141[i142] = uint32_t((uint16_t(tsr::bf16_bits(c131[i142]))));
-    // %133 = splat %119 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %134 = xor %132, %133 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %135 = splat %120 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %136 = shr %132, %135 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %137 = splat %8 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %138 = cmp %136, %137 {pred = "eq"} : tile<i1, [8192]>
-    // (computed inside its user)
-    // %139 = where %138, %134, %132 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %140 = splat %62 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %141 = shr %139, %140 : tile<u32, [8192]>
-    alignas(64) uint32_t v143[8192];
-    for (int64_t i144 = 0; i144 < 8192; ++i144) v143[i144] = tsr::ishr((((uint8_t((tsr::ishr(v141[i144], (v128))) == (v8))) ? (uint32_t(v141[i144] ^ (v127))) : v141[i144])), (v65));
-    // %142 = splat %116 : tile<u32, [8192]>
-    alignas(64) uint32_t v145[8192];
-    for (int64_t i146 = 0; i146 < 8192; ++i146) v145[i146] = v119;
-    // %143 = cmp %141, %142 {pred = "eq"} : tile<i1, [8192]>
-    alignas(64) uint8_t v147[8192];
-    for (int64_t i148 = 0; i148 < 8192; ++i148) v147[i148] = uint8_t(v143[i148] == v119);
-    // %144 = cmp %141, %142 {pred = "lt"} : tile<i1, [8192]>
-    alignas(64) uint8_t v149[8192];
-    for (int64_t i150 = 0; i150 < 8192; ++i150) v149[i150] = uint8_t(v143[i150] < v119);
-    // %145 = cast %143 : tile<i32, [8192]>
-    alignas(64) int32_t v151[8192];
-    for (int64_t i152 = 0; i152 < 8192; ++i152) v151[i152] = int32_t(v147[i152]);
-    // %146 = reduce %145 {axis = 0, kind = "sum"} : i32
-    int32_t v153;
-    for (int64_t o_ = 0; o_ < 1; ++o_) {
-      int32_t ln_[16];
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 8192; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v151[o_ * 8192 + l_ + q_]);
-      int32_t acc_ = ln_[0];
-      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v153 = acc_;
-    }
-    // %147 = add %126, %146 : i32
-    const int32_t v154 = tsr::wadd(c130, v153);
-    // %148 = cmp %147, %61 {pred = "le"} : i1
-    const uint8_t v155 = uint8_t(v154 <= v64);
-    // %149 = if %148 : tile<i1, [8192]> {...}
-    alignas(64) uint8_t v156[8192];
-    if (v155) {
-      // %150 = or %144, %143 : tile<i1, [8192]>
-      alignas(64) uint8_t v157[8192];
-      for (int64_t i158 = 0; i158 < 8192; ++i158) v157[i158] = uint8_t(v149[i158] | v147[i158]);
-      // yield %150
-      __builtin_memcpy(v156, v157, sizeof(v156));
-    } else {
-      // %151 = scan %145 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-      alignas(64) int32_t v159[8192];
-      for (int64_t o_ = 0; o_ < 1; ++o_)
-      for (int64_t n_ = 0; n_ < 1; ++n_) {
-        int32_t acc160 = v151[(o_ * 8192 + 0) * 1 + n_];
-        v159[(o_ * 8192 + 0) * 1 + n_] = acc160;
-        for (int64_t l161 = 1; l161 < 8192; ++l161) {
-          acc160 = tsr::wadd(acc160, v151[(o_ * 8192 + l161) * 1 + n_]);
-          v159[(o_ * 8192 + l161) * 1 + n_] = acc160;
+    // async_copy %9, %x, %4, %1, %4
+    if (!(true && int64_t(v4) >= 0 && int64_t(v4) < 4)) { tsr_fault(1620); return; }
+    {
+      float* const dst118 = buf9 + ((0) * 4 + int64_t(v4)) * 8192;
+      {
+        const int64_t o119 = int64_t(v1) * 1;
+        const int64_t o120 = int64_t(v4) * 8192;
+        if (o119 >= 0 && o119 + 1 <= A.d0_0 && o120 >= 0 && o120 + 8192 <= A.d0_1) {
+          for (int64_t i121 = 0; i121 < 1; ++i121) {
+            for (int64_t i122 = 0; i122 < 8192; ++i122) dst118[(i121) * 8192 + i122] = tsr::bf2f(A.p0[(o119 + i121) * A.s0_0 + o120 + i122]);
+          }
+        } else {
+          for (int64_t i123 = 0; i123 < 1; ++i123) {
+            for (int64_t i124 = 0; i124 < 8192; ++i124) {
+              dst118[(i123)*8192 + i124] = ((o119 + i123) >= 0 && (o119 + i123) < A.d0_0 && (o120 + i124) >= 0 && (o120 + i124) < A.d0_1) ? tsr::bf2f(A.p0[(o119 + i123) * A.s0_0 + (o120 + i124) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+            }
+          }
         }
       }
-      // %152 = splat %126 : tile<i32, [8192]>
-      // (computed inside its user)
-      // %153 = add %151, %152 : tile<i32, [8192]>
-      // (computed inside its user)
-      // %154 = splat %61 : tile<i32, [8192]>
-      // (computed inside its user)
-      // %155 = cmp %153, %154 {pred = "le"} : tile<i1, [8192]>
-      // (computed inside its user)
-      // %156 = and %143, %155 : tile<i1, [8192]>
-      // (computed inside its user)
-      // %157 = or %144, %156 : tile<i1, [8192]>
-      alignas(64) uint8_t v162[8192];
-      for (int64_t i163 = 0; i163 < 8192; ++i163) v162[i163] = uint8_t(v149[i163] | (uint8_t(v147[i163] & (uint8_t((tsr::wadd(v159[i163], (c130))) <= (v64))))));
-      // yield %157
-      __builtin_memcpy(v156, v162, sizeof(v156));
     }
-    // %158 = sub %125, %4 : i32
-    const int32_t v164 = tsr::wsub(c129, v4);
-    // %159 = cast %149 : tile<i32, [8192]>
-    alignas(64) int32_t v165[8192];
-    for (int64_t i166 = 0; i166 < 8192; ++i166) v165[i166] = int32_t(v156[i166]);
-    // %160 = scan %159 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-    alignas(64) int32_t v167[8192];
+    // %94 = const {value = 32767} : u32
+    const uint32_t v125 = uint32_t(INT64_C(32767));
+    // %95 = const {value = 15} : u32
+    const uint32_t v126 = uint32_t(INT64_C(15));
+    // %96 = sub %7, %4 : i32
+    const int32_t v127 = tsr::wsub(v7, v4);
+    // %97 = const {value = 255} : u32
+    const uint32_t v128 = uint32_t(INT64_C(255));
+    // %98 = shr %88, %86 : u32
+    const uint32_t v129 = tsr::ishr(v105, v103);
+    // %99 = const {value = -1} : i32
+    const int32_t v130 = int32_t(INT64_C(-1));
+    // %100 = for %16, %13, %4, %17 : tile<i32, [256]> {...}
+    alignas(64) int32_t c131[256];
+    __builtin_memcpy(c131, v17, sizeof(c131));
+    for (int64_t iv132_ = v16; v4 > 0 && iv132_ < v13; iv132_ += v4) {
+      const int32_t iv132 = int32_t(iv132_);
+      // async_wait
+      // (copies are synchronous here: nothing to wait for)
+      // %103 = rem %101, %10 : i32
+      const int32_t v133 = tsr::irem(iv132, v10);
+      // %104 = mul %103, %10 : i32
+      const int32_t v134 = tsr::wmul(v133, v10);
+      // %105 = add %101, %4 : i32
+      const int32_t v135 = tsr::wadd(iv132, v4);
+      // %106 = cmp %105, %13 {pred = "lt"} : i1
+      const uint8_t v136 = uint8_t(v135 < v13);
+      // if %106 {...}
+      if (v136) {
+        // %107 = mul %105, %10 : i32
+        const int32_t v137 = tsr::wmul(v135, v10);
+        // %108 = add %107, %16 : i32
+        const int32_t v138 = tsr::wadd(v137, v16);
+        // %109 = sub %10, %104 : i32
+        const int32_t v139 = tsr::wsub(v10, v134);
+        // %110 = add %109, %16 : i32
+        const int32_t v140 = tsr::wadd(v139, v16);
+        // async_copy %9, %x, %110, %1, %108
+        if (!(true && int64_t(v140) >= 0 && int64_t(v140) < 4)) { tsr_fault(1908); return; }
+        {
+          float* const dst141 = buf9 + ((0) * 4 + int64_t(v140)) * 8192;
+          {
+            const int64_t o142 = int64_t(v1) * 1;
+            const int64_t o143 = int64_t(v138) * 8192;
+            if (o142 >= 0 && o142 + 1 <= A.d0_0 && o143 >= 0 && o143 + 8192 <= A.d0_1) {
+              for (int64_t i144 = 0; i144 < 1; ++i144) {
+                for (int64_t i145 = 0; i145 < 8192; ++i145) dst141[(i144) * 8192 + i145] = tsr::bf2f(A.p0[(o142 + i144) * A.s0_0 + o143 + i145]);
+              }
+            } else {
+              for (int64_t i146 = 0; i146 < 1; ++i146) {
+                for (int64_t i147 = 0; i147 < 8192; ++i147) {
+                  dst141[(i146)*8192 + i147] = ((o142 + i146) >= 0 && (o142 + i146) < A.d0_0 && (o143 + i147) >= 0 && (o143 + i147) < A.d0_1) ? tsr::bf2f(A.p0[(o142 + i146) * A.s0_0 + (o143 + i147) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+                }
+              }
+            }
+          }
+        }
+        // %111 = add %107, %4 : i32
+        const int32_t v148 = tsr::wadd(v137, v4);
+        // %112 = add %109, %4 : i32
+        const int32_t v149 = tsr::wadd(v139, v4);
+        // async_copy %9, %x, %112, %1, %111
+        if (!(true && int64_t(v149) >= 0 && int64_t(v149) < 4)) { tsr_fault(1956); return; }
+        {
+          float* const dst150 = buf9 + ((0) * 4 + int64_t(v149)) * 8192;
+          {
+            const int64_t o151 = int64_t(v1) * 1;
+            const int64_t o152 = int64_t(v148) * 8192;
+            if (o151 >= 0 && o151 + 1 <= A.d0_0 && o152 >= 0 && o152 + 8192 <= A.d0_1) {
+              for (int64_t i153 = 0; i153 < 1; ++i153) {
+                for (int64_t i154 = 0; i154 < 8192; ++i154) dst150[(i153) * 8192 + i154] = tsr::bf2f(A.p0[(o151 + i153) * A.s0_0 + o152 + i154]);
+              }
+            } else {
+              for (int64_t i155 = 0; i155 < 1; ++i155) {
+                for (int64_t i156 = 0; i156 < 8192; ++i156) {
+                  dst150[(i155)*8192 + i156] = ((o151 + i155) >= 0 && (o151 + i155) < A.d0_0 && (o152 + i156) >= 0 && (o152 + i156) < A.d0_1) ? tsr::bf2f(A.p0[(o151 + i155) * A.s0_0 + (o152 + i156) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+                }
+              }
+            }
+          }
+        }
+        // yield
+      } else {
+        // yield
+      }
+      // %113 = mul %101, %10 : i32
+      const int32_t v157 = tsr::wmul(iv132, v10);
+      // %114 = sub %7, %113 : i32
+      const int32_t v158 = tsr::wsub(v7, v157);
+      // %115 = min %10, %114 : i32
+      const int32_t v159 = tsr::imin(v10, v158);
+      // %116 = for %16, %115, %4, %102 : tile<i32, [256]> {...}
+      alignas(64) int32_t c160[256];
+      __builtin_memcpy(c160, c131, sizeof(c160));
+      for (int64_t iv161_ = v16; v4 > 0 && iv161_ < v159; iv161_ += v4) {
+        const int32_t iv161 = int32_t(iv161_);
+        // %119 = add %113, %117 : i32
+        const int32_t v162 = tsr::wadd(v157, iv161);
+        // %120 = add %104, %117 : i32
+        const int32_t v163 = tsr::wadd(v134, iv161);
+        // %121 = buffer_read %9, %120 : tile<bf16, [1, 8192]>
+        if (!(true && int64_t(v163) >= 0 && int64_t(v163) < 4)) { tsr_fault(2100); return; }
+        alignas(64) float v164[8192];
+        __builtin_memcpy(v164, buf9 + ((0) * 4 + int64_t(v163)) * 8192, sizeof(v164));
+        // %122 = reshape %121 : tile<bf16, [8192]>
+        // %123 = bitcast %122 : tile<u16, [8192]>
+        // (computed inside its user)
+        // %124 = cast %123 : tile<u32, [8192]>
+        alignas(64) uint32_t v165[8192];
+        for (int64_t i166 = 0; i166 < 8192; ++i166) v165[i166] = uint32_t((uint16_t(tsr::bf16_bits(v164[i166]))));
+        // %125 = splat %94 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %126 = xor %124, %125 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %127 = splat %95 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %128 = shr %124, %127 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %129 = splat %14 : tile<u32, [8192]>
+        alignas(64) uint32_t v167[8192];
+        for (int64_t i168 = 0; i168 < 8192; ++i168) v167[i168] = v14;
+        // %130 = cmp %128, %129 {pred = "eq"} : tile<i1, [8192]>
+        // (computed inside its user)
+        // %131 = where %130, %126, %124 : tile<u32, [8192]>
+        alignas(64) uint32_t v169[8192];
+        for (int64_t i170 = 0; i170 < 8192; ++i170) v169[i170] = ((uint8_t((tsr::ishr(v165[i170], (v126))) == v14)) ? (uint32_t(v165[i170] ^ (v125))) : v165[i170]);
+        // %132 = cmp %119, %96 {pred = "eq"} : i1
+        const uint8_t v171 = uint8_t(v162 == v127);
+        // %133 = if %132 : tile<u32, [8192]> {...}
+        alignas(64) uint32_t v172[8192];
+        if (v171) {
+          // %134 = mul %119, %3 : i32
+          const int32_t v173 = tsr::wmul(v162, v3);
+          // %135 = arange : tile<i32, [8192]>
+          // (computed inside its user)
+          // %136 = splat %134 : tile<i32, [8192]>
+          // (computed inside its user)
+          // %137 = add %135, %136 : tile<i32, [8192]>
+          // (computed inside its user)
+          // %138 = splat %2 : tile<i32, [8192]>
+          // (computed inside its user)
+          // %139 = cmp %137, %138 {pred = "lt"} : tile<i1, [8192]>
+          // (computed inside its user)
+          // %140 = splat %8 : tile<u32, [8192]>
+          // (computed inside its user)
+          // %141 = where %139, %131, %140 : tile<u32, [8192]>
+          alignas(64) uint32_t v174[8192];
+          for (int64_t i175 = 0; i175 < 8192; ++i175) v174[i175] = ((uint8_t((tsr::wadd((int32_t(0 + i175)), (v173))) < (v2))) ? v169[i175] : (v8));
+          // yield %141
+          __builtin_memcpy(v172, v174, sizeof(v172));
+        } else {
+          // yield %131
+          __builtin_memcpy(v172, v169, sizeof(v172));
+        }
+        // %142 = shr %133, %129 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %143 = splat %97 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %144 = and %142, %143 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %145 = cast %144 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %146 = splat %86 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %147 = shr %133, %146 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %148 = splat %98 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %149 = cmp %147, %148 {pred = "eq"} : tile<i1, [8192]>
+        // (computed inside its user)
+        // %150 = splat %99 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %151 = where %149, %145, %150 : tile<i32, [8192]>
+        alignas(64) int32_t v176[8192];
+        for (int64_t i177 = 0; i177 < 8192; ++i177) v176[i177] = ((uint8_t((tsr::ishr(v172[i177], (v103))) == (v129))) ? (int32_t((uint32_t((tsr::ishr(v172[i177], v14)) & (v128))))) : (v130));
+        // %152 = histogram %151 : tile<i32, [256]>
+        alignas(64) int32_t v178[256];
+        tsr::histogram(v176, 8192, v178, 256);
+        // %153 = add %118, %152 : tile<i32, [256]>
+        // (written into the carried c160)
+        for (int64_t i179 = 0; i179 < 256; ++i179) c160[i179] = tsr::wadd(c160[i179], v178[i179]);
+        // yield %153
+      }
+      // yield %116
+      __builtin_memcpy(c131, c160, sizeof(c131));
+    }
+    // %154 = scan %100 {axis = 0, kind = "sum"} : tile<i32, [256]>
+    alignas(64) int32_t v180[256];
     for (int64_t o_ = 0; o_ < 1; ++o_)
     for (int64_t n_ = 0; n_ < 1; ++n_) {
-      int32_t acc168 = v165[(o_ * 8192 + 0) * 1 + n_];
-      v167[(o_ * 8192 + 0) * 1 + n_] = acc168;
-      for (int64_t l169 = 1; l169 < 8192; ++l169) {
-        acc168 = tsr::wadd(acc168, v165[(o_ * 8192 + l169) * 1 + n_]);
-        v167[(o_ * 8192 + l169) * 1 + n_] = acc168;
+      int32_t acc181 = c131[(o_ * 256 + 0) * 1 + n_];
+      v180[(o_ * 256 + 0) * 1 + n_] = acc181;
+      for (int64_t l182 = 1; l182 < 256; ++l182) {
+        acc181 = tsr::wadd(acc181, c131[(o_ * 256 + l182) * 1 + n_]);
+        v180[(o_ * 256 + l182) * 1 + n_] = acc181;
       }
     }
-    // %161 = splat %158 : tile<i32, [8192]>
+    // %155 = splat %84 : tile<i32, [256]>
     // (computed inside its user)
-    // %162 = add %160, %161 : tile<i32, [8192]>
-    alignas(64) int32_t v170[8192];
-    for (int64_t i171 = 0; i171 < 8192; ++i171) v170[i171] = tsr::wadd(v167[i171], (v164));
-    // %163 = splat %1 : tile<i32, [8192]>
-    alignas(64) int32_t v172[8192];
-    for (int64_t i173 = 0; i173 < 8192; ++i173) v172[i173] = v1;
-    // scatter %values, %127, %163, %162, %149
-    for (int64_t i174 = 0; i174 < 8192; ++i174) {
-      if ((v156[i174] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v170[i174]) >= 0 && int64_t(v170[i174]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v170[i174]) * A.s1_1] = tsr::f2bf(c131[i174]);
-    }
-    // %164 = mul %124, %3 : i32
-    const int32_t v175 = tsr::wmul(iv132, v3);
-    // %165 = arange : tile<i32, [8192]>
-    // (computed inside its user)
-    // %166 = splat %164 : tile<i32, [8192]>
-    // (computed inside its user)
-    // %167 = add %165, %166 : tile<i32, [8192]>
-    alignas(64) int32_t v176[8192];
-    for (int64_t i177 = 0; i177 < 8192; ++i177) v176[i177] = tsr::wadd((int32_t(0 + i177)), (v175));
-    // scatter %indices, %167, %163, %162, %149
-    for (int64_t i178 = 0; i178 < 8192; ++i178) {
-      if ((v156[i178] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v170[i178]) >= 0 && int64_t(v170[i178]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v170[i178]) * A.s2_1] = v176[i178];
-    }
-    // %168 = reduce %159 {axis = 0, kind = "sum"} : i32
-    int32_t v179;
+    // %156 = cmp %154, %155 {pred = "lt"} : tile<i1, [256]>
+    alignas(64) uint8_t v183[256];
+    for (int64_t i184 = 0; i184 < 256; ++i184) v183[i184] = uint8_t(v180[i184] < (v101));
+    // %157 = cast %156 : tile<i32, [256]>
+    alignas(64) int32_t v185[256];
+    for (int64_t i186 = 0; i186 < 256; ++i186) v185[i186] = int32_t(v183[i186]);
+    // %158 = reduce %157 {axis = 0, kind = "sum"} : i32
+    int32_t v187;
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       int32_t ln_[16];
       for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 8192; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v165[o_ * 8192 + l_ + q_]);
+      for (int64_t l_ = 0; l_ < 256; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v185[o_ * 256 + l_ + q_]);
       int32_t acc_ = ln_[0];
       for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v179 = acc_;
+      v187 = acc_;
     }
-    // %169 = add %125, %168 : i32
-    const int32_t v180 = tsr::wadd(c129, v179);
-    // yield %169, %147, %130
-    c129 = v180;
-    c130 = v154;
-    __builtin_memcpy(c131, v134, sizeof(c131));
+    // %159 = splat %158 : tile<i32, [256]>
+    // (computed inside its user)
+    // %160 = cmp %77, %159 {pred = "eq"} : tile<i1, [256]>
+    // (computed inside its user)
+    // %161 = where %160, %100, %17 : tile<i32, [256]>
+    alignas(64) int32_t v188[256];
+    for (int64_t i189 = 0; i189 < 256; ++i189) v188[i189] = ((uint8_t(v93[i189] == (v187))) ? c131[i189] : v16);
+    // %162 = reduce %161 {axis = 0, kind = "sum"} : i32
+    int32_t v190;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 256; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v188[o_ * 256 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v190 = acc_;
+    }
+    // %163 = where %156, %100, %17 : tile<i32, [256]>
+    alignas(64) int32_t v191[256];
+    for (int64_t i192 = 0; i192 < 256; ++i192) v191[i192] = (v183[i192] ? c131[i192] : v16);
+    // %164 = reduce %163 {axis = 0, kind = "sum"} : i32
+    int32_t v193;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 256; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v191[o_ * 256 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v193 = acc_;
+    }
+    // %165 = sub %84, %164 : i32
+    const int32_t v194 = tsr::wsub(v101, v193);
+    // %166 = cast %158 : u32
+    const uint32_t v195 = uint32_t(v187);
+    // %167 = shl %166, %14 : u32
+    const uint32_t v196 = tsr::ishl(v195, v14);
+    // %168 = or %88, %167 : u32
+    const uint32_t v197 = uint32_t(v105 | v196);
+    // %169 = cmp %162, %165 {pred = "ne"} : i1
+    const uint8_t v198 = uint8_t(v190 != v194);
+    // yield %168, %165, %14, %169
+    v107 = v197;
+    v108 = v194;
+    v109 = v14;
+    v110 = v198;
+  } else {
+    // yield %88, %84, %86, %89
+    v107 = v105;
+    v108 = v101;
+    v109 = v103;
+    v110 = v106;
   }
-  // %170 = load_tile %indices, %1, %10 : tile<i32, [1, 64]>
-  alignas(64) int32_t v181[64];
+  // %170 = shr %90, %92 : u32
+  const uint32_t v199 = tsr::ishr(v107, v109);
+  // async_copy %9, %x, %16, %1, %16
+  if (!(true && int64_t(v16) >= 0 && int64_t(v16) < 4)) { tsr_fault(2996); return; }
   {
-    const int64_t o182 = int64_t(v1) * 1;
-    const int64_t o183 = int64_t(v10) * 64;
-    if (o182 >= 0 && o182 + 1 <= A.d2_0 && o183 >= 0 && o183 + 64 <= A.d2_1) {
-      for (int64_t i184 = 0; i184 < 1; ++i184) {
-        for (int64_t i185 = 0; i185 < 64; ++i185) v181[(i184) * 64 + i185] = A.p2[(o182 + i184) * A.s2_0 + o183 + i185];
-      }
-    } else {
-      for (int64_t i186 = 0; i186 < 1; ++i186) {
-        for (int64_t i187 = 0; i187 < 64; ++i187) {
-          v181[(i186)*64 + i187] = ((o182 + i186) >= 0 && (o182 + i186) < A.d2_0 && (o183 + i187) >= 0 && (o183 + i187) < A.d2_1) ? A.p2[(o182 + i186) * A.s2_0 + (o183 + i187) * A.s2_1] : int32_t(INT64_C(0));
+    float* const dst200 = buf9 + ((0) * 4 + int64_t(v16)) * 8192;
+    {
+      const int64_t o201 = int64_t(v1) * 1;
+      const int64_t o202 = int64_t(v16) * 8192;
+      if (o201 >= 0 && o201 + 1 <= A.d0_0 && o202 >= 0 && o202 + 8192 <= A.d0_1) {
+        for (int64_t i203 = 0; i203 < 1; ++i203) {
+          for (int64_t i204 = 0; i204 < 8192; ++i204) dst200[(i203) * 8192 + i204] = tsr::bf2f(A.p0[(o201 + i203) * A.s0_0 + o202 + i204]);
+        }
+      } else {
+        for (int64_t i205 = 0; i205 < 1; ++i205) {
+          for (int64_t i206 = 0; i206 < 8192; ++i206) {
+            dst200[(i205)*8192 + i206] = ((o201 + i205) >= 0 && (o201 + i205) < A.d0_0 && (o202 + i206) >= 0 && (o202 + i206) < A.d0_1) ? tsr::bf2f(A.p0[(o201 + i205) * A.s0_0 + (o202 + i206) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+          }
         }
       }
     }
   }
-  // %171 = load_tile %values, %1, %10 : tile<bf16, [1, 64]>
-  alignas(64) float v188[64];
+  // async_copy %9, %x, %4, %1, %4
+  if (!(true && int64_t(v4) >= 0 && int64_t(v4) < 4)) { tsr_fault(3012); return; }
   {
-    const int64_t o189 = int64_t(v1) * 1;
-    const int64_t o190 = int64_t(v10) * 64;
-    if (o189 >= 0 && o189 + 1 <= A.d1_0 && o190 >= 0 && o190 + 64 <= A.d1_1) {
-      for (int64_t i191 = 0; i191 < 1; ++i191) {
-        for (int64_t i192 = 0; i192 < 64; ++i192) v188[(i191) * 64 + i192] = tsr::bf2f(A.p1[(o189 + i191) * A.s1_0 + o190 + i192]);
-      }
-    } else {
-      for (int64_t i193 = 0; i193 < 1; ++i193) {
-        for (int64_t i194 = 0; i194 < 64; ++i194) {
-          v188[(i193)*64 + i194] = ((o189 + i193) >= 0 && (o189 + i193) < A.d1_0 && (o190 + i194) >= 0 && (o190 + i194) < A.d1_1) ? tsr::bf2f(A.p1[(o189 + i193) * A.s1_0 + (o190 + i194) * A.s1_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+    float* const dst207 = buf9 + ((0) * 4 + int64_t(v4)) * 8192;
+    {
+      const int64_t o208 = int64_t(v1) * 1;
+      const int64_t o209 = int64_t(v4) * 8192;
+      if (o208 >= 0 && o208 + 1 <= A.d0_0 && o209 >= 0 && o209 + 8192 <= A.d0_1) {
+        for (int64_t i210 = 0; i210 < 1; ++i210) {
+          for (int64_t i211 = 0; i211 < 8192; ++i211) dst207[(i210) * 8192 + i211] = tsr::bf2f(A.p0[(o208 + i210) * A.s0_0 + o209 + i211]);
+        }
+      } else {
+        for (int64_t i212 = 0; i212 < 1; ++i212) {
+          for (int64_t i213 = 0; i213 < 8192; ++i213) {
+            dst207[(i212)*8192 + i213] = ((o208 + i212) >= 0 && (o208 + i212) < A.d0_0 && (o209 + i213) >= 0 && (o209 + i213) < A.d0_1) ? tsr::bf2f(A.p0[(o208 + i212) * A.s0_0 + (o209 + i213) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+          }
         }
       }
     }
   }
-  // %172, %173 = sort %171, %170 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
-  alignas(64) float v195[64];
-  alignas(64) int32_t v196[64];
-  alignas(64) uint64_t sk197[128];
-  alignas(64) int32_t sp198[128];
-  tsr::sort_lines(v188, v181, v195, v196, 1, 64, 1, 64, true, sk197, sp198);
-  // store_tile %values, %172, %1, %10
+  // %171 = const {value = 32767} : u32
+  const uint32_t v214 = uint32_t(INT64_C(32767));
+  // %172 = const {value = 15} : u32
+  const uint32_t v215 = uint32_t(INT64_C(15));
+  // %173 = sub %7, %4 : i32
+  const int32_t v216 = tsr::wsub(v7, v4);
+  // %174, %175 = for %16, %13, %4, %16, %16 : i32, i32 {...}
+  int32_t c217;
+  c217 = v16;
+  int32_t c218;
+  c218 = v16;
+  for (int64_t iv219_ = v16; v4 > 0 && iv219_ < v13; iv219_ += v4) {
+    const int32_t iv219 = int32_t(iv219_);
+    // async_wait
+    // (copies are synchronous here: nothing to wait for)
+    // %179 = rem %176, %10 : i32
+    const int32_t v220 = tsr::irem(iv219, v10);
+    // %180 = mul %179, %10 : i32
+    const int32_t v221 = tsr::wmul(v220, v10);
+    // %181 = add %176, %4 : i32
+    const int32_t v222 = tsr::wadd(iv219, v4);
+    // %182 = cmp %181, %13 {pred = "lt"} : i1
+    const uint8_t v223 = uint8_t(v222 < v13);
+    // if %182 {...}
+    if (v223) {
+      // %183 = mul %181, %10 : i32
+      const int32_t v224 = tsr::wmul(v222, v10);
+      // %184 = add %183, %16 : i32
+      const int32_t v225 = tsr::wadd(v224, v16);
+      // %185 = sub %10, %180 : i32
+      const int32_t v226 = tsr::wsub(v10, v221);
+      // %186 = add %185, %16 : i32
+      const int32_t v227 = tsr::wadd(v226, v16);
+      // async_copy %9, %x, %186, %1, %184
+      if (!(true && int64_t(v227) >= 0 && int64_t(v227) < 4)) { tsr_fault(3252); return; }
+      {
+        float* const dst228 = buf9 + ((0) * 4 + int64_t(v227)) * 8192;
+        {
+          const int64_t o229 = int64_t(v1) * 1;
+          const int64_t o230 = int64_t(v225) * 8192;
+          if (o229 >= 0 && o229 + 1 <= A.d0_0 && o230 >= 0 && o230 + 8192 <= A.d0_1) {
+            for (int64_t i231 = 0; i231 < 1; ++i231) {
+              for (int64_t i232 = 0; i232 < 8192; ++i232) dst228[(i231) * 8192 + i232] = tsr::bf2f(A.p0[(o229 + i231) * A.s0_0 + o230 + i232]);
+            }
+          } else {
+            for (int64_t i233 = 0; i233 < 1; ++i233) {
+              for (int64_t i234 = 0; i234 < 8192; ++i234) {
+                dst228[(i233)*8192 + i234] = ((o229 + i233) >= 0 && (o229 + i233) < A.d0_0 && (o230 + i234) >= 0 && (o230 + i234) < A.d0_1) ? tsr::bf2f(A.p0[(o229 + i233) * A.s0_0 + (o230 + i234) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+              }
+            }
+          }
+        }
+      }
+      // %187 = add %183, %4 : i32
+      const int32_t v235 = tsr::wadd(v224, v4);
+      // %188 = add %185, %4 : i32
+      const int32_t v236 = tsr::wadd(v226, v4);
+      // async_copy %9, %x, %188, %1, %187
+      if (!(true && int64_t(v236) >= 0 && int64_t(v236) < 4)) { tsr_fault(3300); return; }
+      {
+        float* const dst237 = buf9 + ((0) * 4 + int64_t(v236)) * 8192;
+        {
+          const int64_t o238 = int64_t(v1) * 1;
+          const int64_t o239 = int64_t(v235) * 8192;
+          if (o238 >= 0 && o238 + 1 <= A.d0_0 && o239 >= 0 && o239 + 8192 <= A.d0_1) {
+            for (int64_t i240 = 0; i240 < 1; ++i240) {
+              for (int64_t i241 = 0; i241 < 8192; ++i241) dst237[(i240) * 8192 + i241] = tsr::bf2f(A.p0[(o238 + i240) * A.s0_0 + o239 + i241]);
+            }
+          } else {
+            for (int64_t i242 = 0; i242 < 1; ++i242) {
+              for (int64_t i243 = 0; i243 < 8192; ++i243) {
+                dst237[(i242)*8192 + i243] = ((o238 + i242) >= 0 && (o238 + i242) < A.d0_0 && (o239 + i243) >= 0 && (o239 + i243) < A.d0_1) ? tsr::bf2f(A.p0[(o238 + i242) * A.s0_0 + (o239 + i243) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+              }
+            }
+          }
+        }
+      }
+      // yield
+    } else {
+      // yield
+    }
+    // %189 = mul %176, %10 : i32
+    const int32_t v244 = tsr::wmul(iv219, v10);
+    // %190 = sub %7, %189 : i32
+    const int32_t v245 = tsr::wsub(v7, v244);
+    // %191 = min %10, %190 : i32
+    const int32_t v246 = tsr::imin(v10, v245);
+    // %192, %193 = for %16, %191, %4, %177, %178 : i32, i32 {...}
+    int32_t c247;
+    c247 = c217;
+    int32_t c248;
+    c248 = c218;
+    for (int64_t iv249_ = v16; v4 > 0 && iv249_ < v246; iv249_ += v4) {
+      const int32_t iv249 = int32_t(iv249_);
+      // %197 = add %189, %194 : i32
+      const int32_t v250 = tsr::wadd(v244, iv249);
+      // %198 = add %180, %194 : i32
+      const int32_t v251 = tsr::wadd(v221, iv249);
+      // %199 = buffer_read %9, %198 : tile<bf16, [1, 8192]>
+      if (!(true && int64_t(v251) >= 0 && int64_t(v251) < 4)) { tsr_fault(3444); return; }
+      alignas(64) float v252[8192];
+      __builtin_memcpy(v252, buf9 + ((0) * 4 + int64_t(v251)) * 8192, sizeof(v252));
+      // %200 = reshape %199 : tile<bf16, [8192]>
+      // %201 = bitcast %200 : tile<u16, [8192]>
+      // (computed inside its user)
+      // %202 = cast %201 : tile<u32, [8192]>
+      alignas(64) uint32_t v253[8192];
+      for (int64_t i254 = 0; i254 < 8192; ++i254) v253[i254] = uint32_t((uint16_t(tsr::bf16_bits(v252[i254]))));
+      // %203 = splat %171 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %204 = xor %202, %203 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %205 = splat %172 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %206 = shr %202, %205 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %207 = splat %14 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %208 = cmp %206, %207 {pred = "eq"} : tile<i1, [8192]>
+      // (computed inside its user)
+      // %209 = where %208, %204, %202 : tile<u32, [8192]>
+      alignas(64) uint32_t v255[8192];
+      for (int64_t i256 = 0; i256 < 8192; ++i256) v255[i256] = ((uint8_t((tsr::ishr(v253[i256], (v215))) == (v14))) ? (uint32_t(v253[i256] ^ (v214))) : v253[i256]);
+      // %210 = cmp %197, %173 {pred = "eq"} : i1
+      const uint8_t v257 = uint8_t(v250 == v216);
+      // %211 = if %210 : tile<u32, [8192]> {...}
+      alignas(64) uint32_t v258[8192];
+      if (v257) {
+        // %212 = mul %197, %3 : i32
+        const int32_t v259 = tsr::wmul(v250, v3);
+        // %213 = arange : tile<i32, [8192]>
+        // (computed inside its user)
+        // %214 = splat %212 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %215 = add %213, %214 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %216 = splat %2 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %217 = cmp %215, %216 {pred = "lt"} : tile<i1, [8192]>
+        // (computed inside its user)
+        // %218 = splat %8 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %219 = where %217, %209, %218 : tile<u32, [8192]>
+        alignas(64) uint32_t v260[8192];
+        for (int64_t i261 = 0; i261 < 8192; ++i261) v260[i261] = ((uint8_t((tsr::wadd((int32_t(0 + i261)), (v259))) < (v2))) ? v255[i261] : (v8));
+        // yield %219
+        __builtin_memcpy(v258, v260, sizeof(v258));
+      } else {
+        // yield %209
+        __builtin_memcpy(v258, v255, sizeof(v258));
+      }
+      // %220 = splat %92 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %221 = shr %211, %220 : tile<u32, [8192]>
+      alignas(64) uint32_t v262[8192];
+      for (int64_t i263 = 0; i263 < 8192; ++i263) v262[i263] = tsr::ishr(v258[i263], (v109));
+      // %222 = splat %170 : tile<u32, [8192]>
+      alignas(64) uint32_t v264[8192];
+      for (int64_t i265 = 0; i265 < 8192; ++i265) v264[i265] = v199;
+      // %223 = cmp %221, %222 {pred = "eq"} : tile<i1, [8192]>
+      alignas(64) uint8_t v266[8192];
+      for (int64_t i267 = 0; i267 < 8192; ++i267) v266[i267] = uint8_t(v262[i267] == v199);
+      // %224 = cmp %221, %222 {pred = "lt"} : tile<i1, [8192]>
+      alignas(64) uint8_t v268[8192];
+      for (int64_t i269 = 0; i269 < 8192; ++i269) v268[i269] = uint8_t(v262[i269] < v199);
+      // %225 = cast %223 : tile<i32, [8192]>
+      alignas(64) int32_t v270[8192];
+      for (int64_t i271 = 0; i271 < 8192; ++i271) v270[i271] = int32_t(v266[i271]);
+      // %226 = reduce %225 {axis = 0, kind = "sum"} : i32
+      int32_t v272;
+      for (int64_t o_ = 0; o_ < 1; ++o_) {
+        int32_t ln_[16];
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+        for (int64_t l_ = 0; l_ < 8192; l_ += 16)
+          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v270[o_ * 8192 + l_ + q_]);
+        int32_t acc_ = ln_[0];
+        for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+        v272 = acc_;
+      }
+      // %227 = add %196, %226 : i32
+      const int32_t v273 = tsr::wadd(c248, v272);
+      // %228 = cmp %227, %91 {pred = "le"} : i1
+      const uint8_t v274 = uint8_t(v273 <= v108);
+      // %229 = if %228 : tile<i1, [8192]> {...}
+      alignas(64) uint8_t v275[8192];
+      if (v274) {
+        // %230 = or %224, %223 : tile<i1, [8192]>
+        alignas(64) uint8_t v276[8192];
+        for (int64_t i277 = 0; i277 < 8192; ++i277) v276[i277] = uint8_t(v268[i277] | v266[i277]);
+        // yield %230
+        __builtin_memcpy(v275, v276, sizeof(v275));
+      } else {
+        // %231 = scan %225 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+        alignas(64) int32_t v278[8192];
+        for (int64_t o_ = 0; o_ < 1; ++o_)
+        for (int64_t n_ = 0; n_ < 1; ++n_) {
+          int32_t acc279 = v270[(o_ * 8192 + 0) * 1 + n_];
+          v278[(o_ * 8192 + 0) * 1 + n_] = acc279;
+          for (int64_t l280 = 1; l280 < 8192; ++l280) {
+            acc279 = tsr::wadd(acc279, v270[(o_ * 8192 + l280) * 1 + n_]);
+            v278[(o_ * 8192 + l280) * 1 + n_] = acc279;
+          }
+        }
+        // %232 = splat %196 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %233 = add %231, %232 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %234 = splat %91 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %235 = cmp %233, %234 {pred = "le"} : tile<i1, [8192]>
+        // (computed inside its user)
+        // %236 = and %223, %235 : tile<i1, [8192]>
+        // (computed inside its user)
+        // %237 = or %224, %236 : tile<i1, [8192]>
+        alignas(64) uint8_t v281[8192];
+        for (int64_t i282 = 0; i282 < 8192; ++i282) v281[i282] = uint8_t(v268[i282] | (uint8_t(v266[i282] & (uint8_t((tsr::wadd(v278[i282], (c248))) <= (v108))))));
+        // yield %237
+        __builtin_memcpy(v275, v281, sizeof(v275));
+      }
+      // %238 = sub %195, %4 : i32
+      const int32_t v283 = tsr::wsub(c247, v4);
+      // %239 = cast %229 : tile<i32, [8192]>
+      alignas(64) int32_t v284[8192];
+      for (int64_t i285 = 0; i285 < 8192; ++i285) v284[i285] = int32_t(v275[i285]);
+      // %240 = scan %239 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+      alignas(64) int32_t v286[8192];
+      for (int64_t o_ = 0; o_ < 1; ++o_)
+      for (int64_t n_ = 0; n_ < 1; ++n_) {
+        int32_t acc287 = v284[(o_ * 8192 + 0) * 1 + n_];
+        v286[(o_ * 8192 + 0) * 1 + n_] = acc287;
+        for (int64_t l288 = 1; l288 < 8192; ++l288) {
+          acc287 = tsr::wadd(acc287, v284[(o_ * 8192 + l288) * 1 + n_]);
+          v286[(o_ * 8192 + l288) * 1 + n_] = acc287;
+        }
+      }
+      // %241 = splat %238 : tile<i32, [8192]>
+      // (computed inside its user)
+      // %242 = add %240, %241 : tile<i32, [8192]>
+      alignas(64) int32_t v289[8192];
+      for (int64_t i290 = 0; i290 < 8192; ++i290) v289[i290] = tsr::wadd(v286[i290], (v283));
+      // %243 = splat %1 : tile<i32, [8192]>
+      alignas(64) int32_t v291[8192];
+      for (int64_t i292 = 0; i292 < 8192; ++i292) v291[i292] = v1;
+      // scatter %values, %200, %243, %242, %229
+      for (int64_t i293 = 0; i293 < 8192; ++i293) {
+        if ((v275[i293] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v289[i293]) >= 0 && int64_t(v289[i293]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v289[i293]) * A.s1_1] = tsr::f2bf(v252[i293]);
+      }
+      // %244 = mul %197, %3 : i32
+      const int32_t v294 = tsr::wmul(v250, v3);
+      // %245 = arange : tile<i32, [8192]>
+      // (computed inside its user)
+      // %246 = splat %244 : tile<i32, [8192]>
+      // (computed inside its user)
+      // %247 = add %245, %246 : tile<i32, [8192]>
+      tsr::HeapTile<int32_t, 8192> v295_heap;  // 32768 bytes: on the heap
+      if (!(v295_heap.p)) { tsr_fault(4300); return; }
+      int32_t (&v295)[8192] = *v295_heap.p;
+      for (int64_t i296 = 0; i296 < 8192; ++i296) v295[i296] = tsr::wadd((int32_t(0 + i296)), (v294));
+      // scatter %indices, %247, %243, %242, %229
+      for (int64_t i297 = 0; i297 < 8192; ++i297) {
+        if ((v275[i297] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v289[i297]) >= 0 && int64_t(v289[i297]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v289[i297]) * A.s2_1] = v295[i297];
+      }
+      // %248 = reduce %239 {axis = 0, kind = "sum"} : i32
+      int32_t v298;
+      for (int64_t o_ = 0; o_ < 1; ++o_) {
+        int32_t ln_[16];
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+        for (int64_t l_ = 0; l_ < 8192; l_ += 16)
+          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v284[o_ * 8192 + l_ + q_]);
+        int32_t acc_ = ln_[0];
+        for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+        v298 = acc_;
+      }
+      // %249 = add %195, %248 : i32
+      const int32_t v299 = tsr::wadd(c247, v298);
+      // yield %249, %227
+      c247 = v299;
+      c248 = v273;
+    }
+    // yield %192, %193
+    c217 = c247;
+    c218 = c248;
+  }
+  // %250 = load_tile %indices, %1, %16 : tile<i32, [1, 64]>
+  alignas(64) int32_t v300[64];
   {
-    const int64_t o199 = int64_t(v1) * 1;
-    const int64_t o200 = int64_t(v10) * 64;
-    if (o199 >= 0 && o199 + 1 <= A.d1_0 && o200 >= 0 && o200 + 64 <= A.d1_1) {
-      for (int64_t i201 = 0; i201 < 1; ++i201) {
-        for (int64_t i202 = 0; i202 < 64; ++i202) A.p1[(o199 + i201) * A.s1_0 + o200 + i202] = tsr::f2bf(v195[(i201) * 64 + i202]);
+    const int64_t o301 = int64_t(v1) * 1;
+    const int64_t o302 = int64_t(v16) * 64;
+    if (o301 >= 0 && o301 + 1 <= A.d2_0 && o302 >= 0 && o302 + 64 <= A.d2_1) {
+      for (int64_t i303 = 0; i303 < 1; ++i303) {
+        for (int64_t i304 = 0; i304 < 64; ++i304) v300[(i303) * 64 + i304] = A.p2[(o301 + i303) * A.s2_0 + o302 + i304];
       }
     } else {
-      for (int64_t i203 = 0; i203 < 1; ++i203) {
-        for (int64_t i204 = 0; i204 < 64; ++i204) {
-          if ((o199 + i203) >= 0 && (o199 + i203) < A.d1_0 && (o200 + i204) >= 0 && (o200 + i204) < A.d1_1) A.p1[(o199 + i203) * A.s1_0 + (o200 + i204) * A.s1_1] = tsr::f2bf(v195[(i203)*64 + i204]);
+      for (int64_t i305 = 0; i305 < 1; ++i305) {
+        for (int64_t i306 = 0; i306 < 64; ++i306) {
+          v300[(i305)*64 + i306] = ((o301 + i305) >= 0 && (o301 + i305) < A.d2_0 && (o302 + i306) >= 0 && (o302 + i306) < A.d2_1) ? A.p2[(o301 + i305) * A.s2_0 + (o302 + i306) * A.s2_1] : int32_t(INT64_C(0));
         }
       }
     }
   }
-  // store_tile %indices, %173, %1, %10
+  // %251 = load_tile %values, %1, %16 : tile<bf16, [1, 64]>
+  alignas(64) float v307[64];
   {
-    const int64_t o205 = int64_t(v1) * 1;
-    const int64_t o206 = int64_t(v10) * 64;
-    if (o205 >= 0 && o205 + 1 <= A.d2_0 && o206 >= 0 && o206 + 64 <= A.d2_1) {
-      for (int64_t i207 = 0; i207 < 1; ++i207) {
-        for (int64_t i208 = 0; i208 < 64; ++i208) A.p2[(o205 + i207) * A.s2_0 + o206 + i208] = v196[(i207) * 64 + i208];
+    const int64_t o308 = int64_t(v1) * 1;
+    const int64_t o309 = int64_t(v16) * 64;
+    if (o308 >= 0 && o308 + 1 <= A.d1_0 && o309 >= 0 && o309 + 64 <= A.d1_1) {
+      for (int64_t i310 = 0; i310 < 1; ++i310) {
+        for (int64_t i311 = 0; i311 < 64; ++i311) v307[(i310) * 64 + i311] = tsr::bf2f(A.p1[(o308 + i310) * A.s1_0 + o309 + i311]);
       }
     } else {
-      for (int64_t i209 = 0; i209 < 1; ++i209) {
-        for (int64_t i210 = 0; i210 < 64; ++i210) {
-          if ((o205 + i209) >= 0 && (o205 + i209) < A.d2_0 && (o206 + i210) >= 0 && (o206 + i210) < A.d2_1) A.p2[(o205 + i209) * A.s2_0 + (o206 + i210) * A.s2_1] = v196[(i209)*64 + i210];
+      for (int64_t i312 = 0; i312 < 1; ++i312) {
+        for (int64_t i313 = 0; i313 < 64; ++i313) {
+          v307[(i312)*64 + i313] = ((o308 + i312) >= 0 && (o308 + i312) < A.d1_0 && (o309 + i313) >= 0 && (o309 + i313) < A.d1_1) ? tsr::bf2f(A.p1[(o308 + i312) * A.s1_0 + (o309 + i313) * A.s1_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+        }
+      }
+    }
+  }
+  // %252, %253 = sort %251, %250 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
+  alignas(64) float v314[64];
+  alignas(64) int32_t v315[64];
+  alignas(64) uint64_t sk316[128];
+  alignas(64) int32_t sp317[128];
+  tsr::sort_lines(v307, v300, v314, v315, 1, 64, 1, 64, true, sk316, sp317);
+  // store_tile %values, %252, %1, %16
+  {
+    const int64_t o318 = int64_t(v1) * 1;
+    const int64_t o319 = int64_t(v16) * 64;
+    if (o318 >= 0 && o318 + 1 <= A.d1_0 && o319 >= 0 && o319 + 64 <= A.d1_1) {
+      for (int64_t i320 = 0; i320 < 1; ++i320) {
+        for (int64_t i321 = 0; i321 < 64; ++i321) A.p1[(o318 + i320) * A.s1_0 + o319 + i321] = tsr::f2bf(v314[(i320) * 64 + i321]);
+      }
+    } else {
+      for (int64_t i322 = 0; i322 < 1; ++i322) {
+        for (int64_t i323 = 0; i323 < 64; ++i323) {
+          if ((o318 + i322) >= 0 && (o318 + i322) < A.d1_0 && (o319 + i323) >= 0 && (o319 + i323) < A.d1_1) A.p1[(o318 + i322) * A.s1_0 + (o319 + i323) * A.s1_1] = tsr::f2bf(v314[(i322)*64 + i323]);
+        }
+      }
+    }
+  }
+  // store_tile %indices, %253, %1, %16
+  {
+    const int64_t o324 = int64_t(v1) * 1;
+    const int64_t o325 = int64_t(v16) * 64;
+    if (o324 >= 0 && o324 + 1 <= A.d2_0 && o325 >= 0 && o325 + 64 <= A.d2_1) {
+      for (int64_t i326 = 0; i326 < 1; ++i326) {
+        for (int64_t i327 = 0; i327 < 64; ++i327) A.p2[(o324 + i326) * A.s2_0 + o325 + i327] = v315[(i326) * 64 + i327];
+      }
+    } else {
+      for (int64_t i328 = 0; i328 < 1; ++i328) {
+        for (int64_t i329 = 0; i329 < 64; ++i329) {
+          if ((o324 + i328) >= 0 && (o324 + i328) < A.d2_0 && (o325 + i329) >= 0 && (o325 + i329) < A.d2_1) A.p2[(o324 + i328) * A.s2_0 + (o325 + i329) * A.s2_1] = v315[(i328)*64 + i329];
         }
       }
     }
@@ -721,7 +1106,7 @@ extern "C" int tessera_run(void** buf, const int64_t* dims, const int64_t* is, c
   if (g0 < 0) return 24;  // grid size on axis 0 of kernel 'topk' is negative (a size of 0 runs no programs; a negative size is an error)
   if (g0 == 0 || g1 == 0 || g2 == 0) return 0;  // no programs
   if (nt <= 0) nt = omp_get_max_threads();
-  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(2376491)) nt = 1;  // about 2376491 element ops per program
+  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(12345251)) nt = 1;  // about 12345251 element ops per program
   if (nt == 1) {
     for (int64_t z = 0; z < g2; ++z)
       for (int64_t y = 0; y < g1; ++y)
@@ -732,5 +1117,5 @@ extern "C" int tessera_run(void** buf, const int64_t* dims, const int64_t* is, c
       for (int64_t y = 0; y < g1; ++y)
         for (int64_t x = 0; x < g0; ++x) program(A, int32_t(x), int32_t(y), int32_t(z), g[0], g[1], g[2]);
   }
-  return 0;
+  return __atomic_exchange_n(&tsr_fault_code, 0, __ATOMIC_SEQ_CST);
 }

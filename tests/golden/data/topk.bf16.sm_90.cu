@@ -7,8 +7,9 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
   const int tsr_tid = int(threadIdx.x);
   constexpr int tsr_nthreads = 512;
   (void)tsr_tid; (void)tsr_smem;
-  int tsr_red314_at = 0;  // the copy of tsr_red314_mem the next exchange uses
-  int tsr_red365_at = 0;  // the copy of tsr_red365_mem the next exchange uses
+  constexpr int64_t tsr_struct_base = 1024LL;  // buffers and pipe rings, after the scratch
+  int tsr_red446_at = 0;  // the copy of tsr_red446_mem the next exchange uses
+  int tsr_red497_at = 0;  // the copy of tsr_red497_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_N);
@@ -24,7 +25,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
   [[maybe_unused]] constexpr int64_t K = 64LL;
   [[maybe_unused]] constexpr int64_t BLOCK_N = 8192LL;
   [[maybe_unused]] constexpr int64_t num_warps = 16LL;
-  [[maybe_unused]] constexpr int64_t prefetch_programs = 0LL;
+  [[maybe_unused]] constexpr int64_t struct_cp_async = 1LL;
   // %1 = program_id {axis = 0} : i32
   const int32_t v0 = int32_t(blockIdx.x);
   // %2 = dim %x {axis = 1} : i32
@@ -39,958 +40,908 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
   const int32_t v5 = int32_t(uint32_t(v4) - uint32_t(v3));
   // %7 = div %6, %3 : i32
   const int32_t v6 = tsr::idiv<int32_t>(v5, v2);
-  // %8 = const {value = 0} : u32
-  const uint32_t v7 = uint32_t(0LL);
-  // %9 = const {value = 64} : i32
-  const int32_t v8 = int32_t(64LL);
-  // %10 = const {value = 0} : i32
-  const int32_t v9 = int32_t(0LL);
-  // %11 = splat %10 : tile<i32, [256]>
-  int32_t v10[1];
+  // %8 = const {value = 65535} : u32
+  const uint32_t v7 = uint32_t(65535LL);
+  // %9 = alloc : buffer<bf16, [4, 1, 8192], space = "shared">
+  uint16_t* const buf8 = reinterpret_cast<uint16_t*>(tsr_smem + tsr_struct_base + 0LL);
+  // %10 = const {value = 2} : i32
+  const int32_t v9 = int32_t(2LL);
+  // %11 = add %7, %10 : i32
+  const int32_t v10 = int32_t(uint32_t(v6) + uint32_t(v9));
+  // %12 = sub %11, %4 : i32
+  const int32_t v11 = int32_t(uint32_t(v10) - uint32_t(v3));
+  // %13 = div %12, %10 : i32
+  const int32_t v12 = tsr::idiv<int32_t>(v11, v9);
+  // %14 = const {value = 0} : u32
+  const uint32_t v13 = uint32_t(0LL);
+  // %15 = const {value = 64} : i32
+  const int32_t v14 = int32_t(64LL);
+  // %16 = const {value = 0} : i32
+  const int32_t v15 = int32_t(0LL);
+  // %17 = splat %16 : tile<i32, [256]>
+  int32_t v16[1];
   #pragma unroll
-  for (int s11 = 0; s11 < 1; ++s11) {
-    v10[s11] = v9;
+  for (int s17 = 0; s17 < 1; ++s17) {
+    v16[s17] = v15;
   }
-  // %12 = load_tile %x, %1, %10 {pad = -inf} : tile<bf16, [1, 8192]>
-  float v12[16];
+  // async_copy %9, %x, %16, %1, %16
+  if (!(true && int64_t(v15) >= 0 && int64_t(v15) < 4LL)) __trap();  // slot index out of range
   {
-    const int64_t o13 = int64_t(v0) * 1;
-    const int64_t o14 = int64_t(v9) * 8192;
-    #pragma unroll
-    for (int c15 = 0; c15 < 2; ++c15) {
-      const int e16 = ((c15 * 8 / 8) * 4096 + tsr_tid * 8 + (c15 * 8 % 8));
-      const int64_t g17 = o13 + 0;
-      const int64_t g18 = o14 + (e16);
-      const int64_t off19 = g17 * tsr_p0_s0 + g18 * tsr_p0_s1;
-      const bool rok20 = true && g17 >= 0 && g17 < int64_t(tsr_dim_M);
-      uint16_t buf21[8];
-      if (rok20 && g18 >= 0 && g18 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + off19)) {
-        tsr::copy_vec<uint16_t, 8>(buf21, tsr_p0 + off19);
-      } else {
-        #pragma unroll
-        for (int v_ = 0; v_ < 8; ++v_) {
-          const int64_t gc22 = g18 + v_;
-          buf21[v_] = (rok20 && gc22 >= 0 && gc22 < int64_t(tsr_dim_N)) ? tsr_p0[off19 + v_ * tsr_p0_s1] : uint16_t(tsr::f2bf((-tsr::inf_f())));
-        }
-      }
-      #pragma unroll
-      for (int v_ = 0; v_ < 8; ++v_) v12[c15 * 8 + v_] = tsr::bf2f(buf21[v_]);
-    }
-  }
-  // %13 = reshape %12 : tile<bf16, [8192]>
-  float v23[16];
-  #pragma unroll
-  for (int s24 = 0; s24 < 16; ++s24) {
-    v23[s24] = v12[s24];
-  }
-  // %14 = const {value = 32767} : u32
-  const uint32_t v25 = uint32_t(32767LL);
-  // %15 = const {value = 15} : u32
-  const uint32_t v26 = uint32_t(15LL);
-  // %16 = const {value = 8} : u32
-  const uint32_t v27 = uint32_t(8LL);
-  // %17 = const {value = 255} : u32
-  const uint32_t v28 = uint32_t(255LL);
-  // %18, %19 = for %10, %7, %4, %11, %13 : tile<i32, [256]>, tile<bf16, [8192]> {...}
-  int32_t c29[1];
-  #pragma unroll
-  for (int s30 = 0; s30 < 1; ++s30) {
-    c29[s30] = v10[s30];
-  }
-  float c31[16];
-  #pragma unroll
-  for (int s32 = 0; s32 < 16; ++s32) {
-    c31[s32] = v23[s32];
-  }
-  for (int64_t iv33_ = v9; v3 > 0 && iv33_ < v6; iv33_ += v3) {
-    const int32_t iv33 = int32_t(iv33_);
-    // %23 = add %20, %4 : i32
-    const int32_t v34 = int32_t(uint32_t(iv33) + uint32_t(v3));
-    // %24 = load_tile %x, %1, %23 {pad = -inf} : tile<bf16, [1, 8192]>
-    float v35[16];
-    {
-      const int64_t o36 = int64_t(v0) * 1;
-      const int64_t o37 = int64_t(v34) * 8192;
-      #pragma unroll
-      for (int c38 = 0; c38 < 2; ++c38) {
-        const int e39 = ((c38 * 8 / 8) * 4096 + tsr_tid * 8 + (c38 * 8 % 8));
-        const int64_t g40 = o36 + 0;
-        const int64_t g41 = o37 + (e39);
-        const int64_t off42 = g40 * tsr_p0_s0 + g41 * tsr_p0_s1;
-        const bool rok43 = true && g40 >= 0 && g40 < int64_t(tsr_dim_M);
-        uint16_t buf44[8];
-        if (rok43 && g41 >= 0 && g41 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + off42)) {
-          tsr::copy_vec<uint16_t, 8>(buf44, tsr_p0 + off42);
-        } else {
-          #pragma unroll
-          for (int v_ = 0; v_ < 8; ++v_) {
-            const int64_t gc45 = g41 + v_;
-            buf44[v_] = (rok43 && gc45 >= 0 && gc45 < int64_t(tsr_dim_N)) ? tsr_p0[off42 + v_ * tsr_p0_s1] : uint16_t(tsr::f2bf((-tsr::inf_f())));
-          }
-        }
-        #pragma unroll
-        for (int v_ = 0; v_ < 8; ++v_) v35[c38 * 8 + v_] = tsr::bf2f(buf44[v_]);
+    uint16_t* const dst18 = buf8 + ((0LL) * 4LL + int64_t(v15)) * 8192LL;
+    __syncthreads();
+    {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
+      const int64_t o19 = int64_t(v0) * 1LL;
+      const int64_t o20 = int64_t(v15) * 8192LL;
+      for (int64_t q21 = tsr_tid; q21 < 1024LL; q21 += tsr_nthreads) {
+        const int64_t gc23 = o20 + (q21 % 1024LL) * 8LL;
+        const int64_t nv24 = (true && (o19 + 0) >= 0 && (o19 + 0) < int64_t(tsr_dim_M) && gc23 >= 0) ? int64_t(tsr_dim_N) - gc23 : 0LL;  // elements in bounds (<= 0: none)
+        tsr::struct_copy_chunk(dst18 + q21 * 8LL, nv24 > 0 ? tsr_p0 + ((o19 + 0) * tsr_p0_s0 + gc23 * tsr_p0_s1) : tsr_p0, nv24, tsr_p0_s1);
       }
     }
-    // %25 = reshape %24 : tile<bf16, [8192]>
-    float v46[16];
-    #pragma unroll
-    for (int s47 = 0; s47 < 16; ++s47) {
-      v46[s47] = v35[s47];
-    }
-    // %26 = bitcast %22 : tile<u16, [8192]>
-    uint16_t v48[16];
-    #pragma unroll
-    for (int s49 = 0; s49 < 16; ++s49) {
-      v48[s49] = uint16_t(tsr::bf16_bits(c31[s49]));
-    }
-    // %27 = cast %26 : tile<u32, [8192]>
-    uint32_t v50[16];
-    #pragma unroll
-    for (int s51 = 0; s51 < 16; ++s51) {
-      v50[s51] = uint32_t(v48[s51]);
-    }
-    // %28 = splat %14 : tile<u32, [8192]>
-    uint32_t v52[16];
-    #pragma unroll
-    for (int s53 = 0; s53 < 16; ++s53) {
-      v52[s53] = v25;
-    }
-    // %29 = xor %27, %28 : tile<u32, [8192]>
-    uint32_t v54[16];
-    #pragma unroll
-    for (int s55 = 0; s55 < 16; ++s55) {
-      v54[s55] = uint32_t(v50[s55] ^ v52[s55]);
-    }
-    // %30 = splat %15 : tile<u32, [8192]>
-    uint32_t v56[16];
-    #pragma unroll
-    for (int s57 = 0; s57 < 16; ++s57) {
-      v56[s57] = v26;
-    }
-    // %31 = shr %27, %30 : tile<u32, [8192]>
-    uint32_t v58[16];
-    #pragma unroll
-    for (int s59 = 0; s59 < 16; ++s59) {
-      v58[s59] = tsr::ishr<uint32_t>(v50[s59], v56[s59]);
-    }
-    // %32 = splat %8 : tile<u32, [8192]>
-    uint32_t v60[16];
-    #pragma unroll
-    for (int s61 = 0; s61 < 16; ++s61) {
-      v60[s61] = v7;
-    }
-    // %33 = cmp %31, %32 {pred = "eq"} : tile<i1, [8192]>
-    uint8_t v62[16];
-    #pragma unroll
-    for (int s63 = 0; s63 < 16; ++s63) {
-      v62[s63] = uint8_t(v58[s63] == v60[s63]);
-    }
-    // %34 = where %33, %29, %27 : tile<u32, [8192]>
-    uint32_t v64[16];
-    #pragma unroll
-    for (int s65 = 0; s65 < 16; ++s65) {
-      v64[s65] = (v62[s65] ? v54[s65] : v50[s65]);
-    }
-    // %35 = splat %16 : tile<u32, [8192]>
-    uint32_t v66[16];
-    #pragma unroll
-    for (int s67 = 0; s67 < 16; ++s67) {
-      v66[s67] = v27;
-    }
-    // %36 = shr %34, %35 : tile<u32, [8192]>
-    uint32_t v68[16];
-    #pragma unroll
-    for (int s69 = 0; s69 < 16; ++s69) {
-      v68[s69] = tsr::ishr<uint32_t>(v64[s69], v66[s69]);
-    }
-    // %37 = splat %17 : tile<u32, [8192]>
-    uint32_t v70[16];
-    #pragma unroll
-    for (int s71 = 0; s71 < 16; ++s71) {
-      v70[s71] = v28;
-    }
-    // %38 = and %36, %37 : tile<u32, [8192]>
-    uint32_t v72[16];
-    #pragma unroll
-    for (int s73 = 0; s73 < 16; ++s73) {
-      v72[s73] = uint32_t(v68[s73] & v70[s73]);
-    }
-    // %39 = cast %38 : tile<i32, [8192]>
-    int32_t v74[16];
-    #pragma unroll
-    for (int s75 = 0; s75 < 16; ++s75) {
-      v74[s75] = int32_t(v72[s75]);
-    }
-    // %40 = histogram %39 : tile<i32, [256]>
-    int32_t v76[1];
+    tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+  }
+  // async_copy %9, %x, %4, %1, %4
+  if (!(true && int64_t(v3) >= 0 && int64_t(v3) < 4LL)) __trap();  // slot index out of range
+  {
+    uint16_t* const dst25 = buf8 + ((0LL) * 4LL + int64_t(v3)) * 8192LL;
     __syncthreads();
-    for (int b_ = tsr_tid; b_ < 256; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
-    __syncthreads();
-    #pragma unroll
-    for (int s77 = 0; s77 < 16; ++s77) {
-      tsr::hist_add(reinterpret_cast<unsigned*>(tsr_smem + 0), (long long)(v74[s77]), 256);
-    }
-    __syncthreads();
-    #pragma unroll
-    for (int s78 = 0; s78 < 1; ++s78) {
-      const int e79 = (s78 * 512 + tsr_tid);
-      v76[s78] = ((s78 * 512 + tsr_tid) < 256) ? int32_t(int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e79])) : int32_t(0);
-    }
-    // %41 = add %21, %40 : tile<i32, [256]>
-    int32_t v80[1];
-    #pragma unroll
-    for (int s81 = 0; s81 < 1; ++s81) {
-      v80[s81] = int32_t(uint32_t(c29[s81]) + uint32_t(v76[s81]));
-    }
-    // yield %41, %25
-    #pragma unroll
-    for (int s82 = 0; s82 < 1; ++s82) {
-      c29[s82] = v80[s82];
-    }
-    #pragma unroll
-    for (int s83 = 0; s83 < 16; ++s83) {
-      c31[s83] = v46[s83];
-    }
-  }
-  // %42 = scan %18 {axis = 0, kind = "sum"} : tile<i32, [256]>
-  int32_t v84[1];
-  uint32_t run85 = uint32_t(0);
-  uint32_t acc86_0 = uint32_t(0);
-  if (((0 * 512 + tsr_tid) < 256)) acc86_0 += uint32_t(c29[0]); v84[0] = int32_t(acc86_0);
-  __syncthreads();
-  uint32_t tot88_0;
-  const uint32_t off87_0 = run85 + tsr::block_exclusive_sum<16>(acc86_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot88_0);
-  v84[0] = int32_t(uint32_t(v84[0]) + off87_0);
-  run85 += tot88_0;
-  // %43 = splat %9 : tile<i32, [256]>
-  int32_t v89[1];
-  #pragma unroll
-  for (int s90 = 0; s90 < 1; ++s90) {
-    v89[s90] = v8;
-  }
-  // %44 = cmp %42, %43 {pred = "lt"} : tile<i1, [256]>
-  uint8_t v91[1];
-  #pragma unroll
-  for (int s92 = 0; s92 < 1; ++s92) {
-    v91[s92] = uint8_t(v84[s92] < v89[s92]);
-  }
-  // %45 = cast %44 : tile<i32, [256]>
-  int32_t v93[1];
-  #pragma unroll
-  for (int s94 = 0; s94 < 1; ++s94) {
-    v93[s94] = int32_t(v91[s94]);
-  }
-  // %46 = reduce %45 {axis = 0, kind = "sum"} : i32
-  int32_t v95;
-  int32_t racc96[1];
-  #pragma unroll
-  for (int v_ = 0; v_ < 1; ++v_) racc96[v_] = int32_t(0);
-  #pragma unroll
-  for (int s97 = 0; s97 < 1; ++s97) {
-    if (((s97 * 512 + tsr_tid) < 256)) racc96[s97 % 1] = int32_t(uint32_t(racc96[s97 % 1]) + uint32_t(v93[s97]));
-  }
-  racc96[0] = int32_t(uint32_t(racc96[0]) + uint32_t(tsr::shfl_xor(racc96[0], 16)));
-  racc96[0] = int32_t(uint32_t(racc96[0]) + uint32_t(tsr::shfl_xor(racc96[0], 8)));
-  racc96[0] = int32_t(uint32_t(racc96[0]) + uint32_t(tsr::shfl_xor(racc96[0], 4)));
-  racc96[0] = int32_t(uint32_t(racc96[0]) + uint32_t(tsr::shfl_xor(racc96[0], 2)));
-  racc96[0] = int32_t(uint32_t(racc96[0]) + uint32_t(tsr::shfl_xor(racc96[0], 1)));
-  __shared__ int32_t tsr_red98_mem[16];
-  int32_t* const tsr_red98 = tsr_red98_mem;
-  if ((tsr_tid & 31) == 0) {
-    tsr_red98[(tsr_tid >> 5) * 1 + 0] = racc96[0];
-  }
-  __syncthreads();
-  racc96[0] = tsr_red98[(tsr_tid & 15) * 1 + 0];
-  racc96[0] = int32_t(uint32_t(racc96[0]) + uint32_t(tsr::shfl_xor(racc96[0], 8)));
-  racc96[0] = int32_t(uint32_t(racc96[0]) + uint32_t(tsr::shfl_xor(racc96[0], 4)));
-  racc96[0] = int32_t(uint32_t(racc96[0]) + uint32_t(tsr::shfl_xor(racc96[0], 2)));
-  racc96[0] = int32_t(uint32_t(racc96[0]) + uint32_t(tsr::shfl_xor(racc96[0], 1)));
-  v95 = racc96[0];
-  // %47 = arange : tile<i32, [256]>
-  int32_t v99[1];
-  #pragma unroll
-  for (int s100 = 0; s100 < 1; ++s100) {
-    v99[s100] = int32_t(0 + (s100 * 512 + tsr_tid));
-  }
-  // %48 = splat %46 : tile<i32, [256]>
-  int32_t v101[1];
-  #pragma unroll
-  for (int s102 = 0; s102 < 1; ++s102) {
-    v101[s102] = v95;
-  }
-  // %49 = cmp %47, %48 {pred = "eq"} : tile<i1, [256]>
-  uint8_t v103[1];
-  #pragma unroll
-  for (int s104 = 0; s104 < 1; ++s104) {
-    v103[s104] = uint8_t(v99[s104] == v101[s104]);
-  }
-  // %50 = where %49, %18, %11 : tile<i32, [256]>
-  int32_t v105[1];
-  #pragma unroll
-  for (int s106 = 0; s106 < 1; ++s106) {
-    v105[s106] = (v103[s106] ? c29[s106] : v10[s106]);
-  }
-  // %51 = reduce %50 {axis = 0, kind = "sum"} : i32
-  int32_t v107;
-  int32_t racc108[1];
-  #pragma unroll
-  for (int v_ = 0; v_ < 1; ++v_) racc108[v_] = int32_t(0);
-  #pragma unroll
-  for (int s109 = 0; s109 < 1; ++s109) {
-    if (((s109 * 512 + tsr_tid) < 256)) racc108[s109 % 1] = int32_t(uint32_t(racc108[s109 % 1]) + uint32_t(v105[s109]));
-  }
-  racc108[0] = int32_t(uint32_t(racc108[0]) + uint32_t(tsr::shfl_xor(racc108[0], 16)));
-  racc108[0] = int32_t(uint32_t(racc108[0]) + uint32_t(tsr::shfl_xor(racc108[0], 8)));
-  racc108[0] = int32_t(uint32_t(racc108[0]) + uint32_t(tsr::shfl_xor(racc108[0], 4)));
-  racc108[0] = int32_t(uint32_t(racc108[0]) + uint32_t(tsr::shfl_xor(racc108[0], 2)));
-  racc108[0] = int32_t(uint32_t(racc108[0]) + uint32_t(tsr::shfl_xor(racc108[0], 1)));
-  __shared__ int32_t tsr_red110_mem[16];
-  int32_t* const tsr_red110 = tsr_red110_mem;
-  if ((tsr_tid & 31) == 0) {
-    tsr_red110[(tsr_tid >> 5) * 1 + 0] = racc108[0];
-  }
-  __syncthreads();
-  racc108[0] = tsr_red110[(tsr_tid & 15) * 1 + 0];
-  racc108[0] = int32_t(uint32_t(racc108[0]) + uint32_t(tsr::shfl_xor(racc108[0], 8)));
-  racc108[0] = int32_t(uint32_t(racc108[0]) + uint32_t(tsr::shfl_xor(racc108[0], 4)));
-  racc108[0] = int32_t(uint32_t(racc108[0]) + uint32_t(tsr::shfl_xor(racc108[0], 2)));
-  racc108[0] = int32_t(uint32_t(racc108[0]) + uint32_t(tsr::shfl_xor(racc108[0], 1)));
-  v107 = racc108[0];
-  // %52 = where %44, %18, %11 : tile<i32, [256]>
-  int32_t v111[1];
-  #pragma unroll
-  for (int s112 = 0; s112 < 1; ++s112) {
-    v111[s112] = (v91[s112] ? c29[s112] : v10[s112]);
-  }
-  // %53 = reduce %52 {axis = 0, kind = "sum"} : i32
-  int32_t v113;
-  int32_t racc114[1];
-  #pragma unroll
-  for (int v_ = 0; v_ < 1; ++v_) racc114[v_] = int32_t(0);
-  #pragma unroll
-  for (int s115 = 0; s115 < 1; ++s115) {
-    if (((s115 * 512 + tsr_tid) < 256)) racc114[s115 % 1] = int32_t(uint32_t(racc114[s115 % 1]) + uint32_t(v111[s115]));
-  }
-  racc114[0] = int32_t(uint32_t(racc114[0]) + uint32_t(tsr::shfl_xor(racc114[0], 16)));
-  racc114[0] = int32_t(uint32_t(racc114[0]) + uint32_t(tsr::shfl_xor(racc114[0], 8)));
-  racc114[0] = int32_t(uint32_t(racc114[0]) + uint32_t(tsr::shfl_xor(racc114[0], 4)));
-  racc114[0] = int32_t(uint32_t(racc114[0]) + uint32_t(tsr::shfl_xor(racc114[0], 2)));
-  racc114[0] = int32_t(uint32_t(racc114[0]) + uint32_t(tsr::shfl_xor(racc114[0], 1)));
-  __shared__ int32_t tsr_red116_mem[16];
-  int32_t* const tsr_red116 = tsr_red116_mem;
-  if ((tsr_tid & 31) == 0) {
-    tsr_red116[(tsr_tid >> 5) * 1 + 0] = racc114[0];
-  }
-  __syncthreads();
-  racc114[0] = tsr_red116[(tsr_tid & 15) * 1 + 0];
-  racc114[0] = int32_t(uint32_t(racc114[0]) + uint32_t(tsr::shfl_xor(racc114[0], 8)));
-  racc114[0] = int32_t(uint32_t(racc114[0]) + uint32_t(tsr::shfl_xor(racc114[0], 4)));
-  racc114[0] = int32_t(uint32_t(racc114[0]) + uint32_t(tsr::shfl_xor(racc114[0], 2)));
-  racc114[0] = int32_t(uint32_t(racc114[0]) + uint32_t(tsr::shfl_xor(racc114[0], 1)));
-  v113 = racc114[0];
-  // %54 = sub %9, %53 : i32
-  const int32_t v117 = int32_t(uint32_t(v8) - uint32_t(v113));
-  // %55 = cast %46 : u32
-  const uint32_t v118 = uint32_t(v95);
-  // %56 = const {value = 8} : u32
-  const uint32_t v119 = uint32_t(8LL);
-  // %57 = shl %55, %56 : u32
-  const uint32_t v120 = tsr::ishl<uint32_t>(v118, v119);
-  // %58 = or %8, %57 : u32
-  const uint32_t v121 = uint32_t(v7 | v120);
-  // %59 = cmp %51, %54 {pred = "ne"} : i1
-  const uint8_t v122 = uint8_t(v107 != v117);
-  // %60, %61, %62, %63 = if %59 : u32, i32, u32, i1 {...}
-  uint32_t v123;
-  int32_t v124;
-  uint32_t v125;
-  uint8_t v126;
-  if (v122) {
-    // %64 = load_tile %x, %1, %10 {pad = -inf} : tile<bf16, [1, 8192]>
-    float v127[16];
-    {
-      const int64_t o128 = int64_t(v0) * 1;
-      const int64_t o129 = int64_t(v9) * 8192;
-      #pragma unroll
-      for (int c130 = 0; c130 < 2; ++c130) {
-        const int e131 = ((c130 * 8 / 8) * 4096 + tsr_tid * 8 + (c130 * 8 % 8));
-        const int64_t g132 = o128 + 0;
-        const int64_t g133 = o129 + (e131);
-        const int64_t off134 = g132 * tsr_p0_s0 + g133 * tsr_p0_s1;
-        const bool rok135 = true && g132 >= 0 && g132 < int64_t(tsr_dim_M);
-        uint16_t buf136[8];
-        if (rok135 && g133 >= 0 && g133 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + off134)) {
-          tsr::copy_vec<uint16_t, 8>(buf136, tsr_p0 + off134);
-        } else {
-          #pragma unroll
-          for (int v_ = 0; v_ < 8; ++v_) {
-            const int64_t gc137 = g133 + v_;
-            buf136[v_] = (rok135 && gc137 >= 0 && gc137 < int64_t(tsr_dim_N)) ? tsr_p0[off134 + v_ * tsr_p0_s1] : uint16_t(tsr::f2bf((-tsr::inf_f())));
-          }
-        }
-        #pragma unroll
-        for (int v_ = 0; v_ < 8; ++v_) v127[c130 * 8 + v_] = tsr::bf2f(buf136[v_]);
+    {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
+      const int64_t o26 = int64_t(v0) * 1LL;
+      const int64_t o27 = int64_t(v3) * 8192LL;
+      for (int64_t q28 = tsr_tid; q28 < 1024LL; q28 += tsr_nthreads) {
+        const int64_t gc30 = o27 + (q28 % 1024LL) * 8LL;
+        const int64_t nv31 = (true && (o26 + 0) >= 0 && (o26 + 0) < int64_t(tsr_dim_M) && gc30 >= 0) ? int64_t(tsr_dim_N) - gc30 : 0LL;  // elements in bounds (<= 0: none)
+        tsr::struct_copy_chunk(dst25 + q28 * 8LL, nv31 > 0 ? tsr_p0 + ((o26 + 0) * tsr_p0_s0 + gc30 * tsr_p0_s1) : tsr_p0, nv31, tsr_p0_s1);
       }
     }
-    // %65 = reshape %64 : tile<bf16, [8192]>
-    float v138[16];
-    #pragma unroll
-    for (int s139 = 0; s139 < 16; ++s139) {
-      v138[s139] = v127[s139];
-    }
-    // %66 = const {value = 32767} : u32
-    const uint32_t v140 = uint32_t(32767LL);
-    // %67 = const {value = 15} : u32
-    const uint32_t v141 = uint32_t(15LL);
-    // %68 = const {value = 255} : u32
-    const uint32_t v142 = uint32_t(255LL);
-    // %69 = shr %58, %56 : u32
-    const uint32_t v143 = tsr::ishr<uint32_t>(v121, v119);
-    // %70 = const {value = -1} : i32
-    const int32_t v144 = int32_t(-1LL);
-    // %71, %72 = for %10, %7, %4, %11, %65 : tile<i32, [256]>, tile<bf16, [8192]> {...}
-    int32_t c145[1];
-    #pragma unroll
-    for (int s146 = 0; s146 < 1; ++s146) {
-      c145[s146] = v10[s146];
-    }
-    float c147[16];
-    #pragma unroll
-    for (int s148 = 0; s148 < 16; ++s148) {
-      c147[s148] = v138[s148];
-    }
-    for (int64_t iv149_ = v9; v3 > 0 && iv149_ < v6; iv149_ += v3) {
-      const int32_t iv149 = int32_t(iv149_);
-      // %76 = add %73, %4 : i32
-      const int32_t v150 = int32_t(uint32_t(iv149) + uint32_t(v3));
-      // %77 = load_tile %x, %1, %76 {pad = -inf} : tile<bf16, [1, 8192]>
-      float v151[16];
+    tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+  }
+  // %18 = const {value = 32767} : u32
+  const uint32_t v32 = uint32_t(32767LL);
+  // %19 = const {value = 15} : u32
+  const uint32_t v33 = uint32_t(15LL);
+  // %20 = sub %7, %4 : i32
+  const int32_t v34 = int32_t(uint32_t(v6) - uint32_t(v3));
+  // %21 = const {value = 8} : u32
+  const uint32_t v35 = uint32_t(8LL);
+  // %22 = const {value = 255} : u32
+  const uint32_t v36 = uint32_t(255LL);
+  // %23 = for %16, %13, %4, %17 : tile<i32, [256]> {...}
+  int32_t c37[1];
+  #pragma unroll
+  for (int s38 = 0; s38 < 1; ++s38) {
+    c37[s38] = v16[s38];
+  }
+  for (int64_t iv39_ = v15; v3 > 0 && iv39_ < v12; iv39_ += v3) {
+    const int32_t iv39 = int32_t(iv39_);
+    // async_wait
+    tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible
+    __syncthreads();
+    // %26 = rem %24, %10 : i32
+    const int32_t v40 = tsr::irem<int32_t>(iv39, v9);
+    // %27 = mul %26, %10 : i32
+    const int32_t v41 = int32_t(uint32_t(v40) * uint32_t(v9));
+    // %28 = add %24, %4 : i32
+    const int32_t v42 = int32_t(uint32_t(iv39) + uint32_t(v3));
+    // %29 = cmp %28, %13 {pred = "lt"} : i1
+    const uint8_t v43 = uint8_t(v42 < v12);
+    // if %29 {...}
+    if (v43) {
+      // %30 = mul %28, %10 : i32
+      const int32_t v44 = int32_t(uint32_t(v42) * uint32_t(v9));
+      // %31 = add %30, %16 : i32
+      const int32_t v45 = int32_t(uint32_t(v44) + uint32_t(v15));
+      // %32 = sub %10, %27 : i32
+      const int32_t v46 = int32_t(uint32_t(v9) - uint32_t(v41));
+      // %33 = add %32, %16 : i32
+      const int32_t v47 = int32_t(uint32_t(v46) + uint32_t(v15));
+      // async_copy %9, %x, %33, %1, %31
+      if (!(true && int64_t(v47) >= 0 && int64_t(v47) < 4LL)) __trap();  // slot index out of range
       {
-        const int64_t o152 = int64_t(v0) * 1;
-        const int64_t o153 = int64_t(v150) * 8192;
-        #pragma unroll
-        for (int c154 = 0; c154 < 2; ++c154) {
-          const int e155 = ((c154 * 8 / 8) * 4096 + tsr_tid * 8 + (c154 * 8 % 8));
-          const int64_t g156 = o152 + 0;
-          const int64_t g157 = o153 + (e155);
-          const int64_t off158 = g156 * tsr_p0_s0 + g157 * tsr_p0_s1;
-          const bool rok159 = true && g156 >= 0 && g156 < int64_t(tsr_dim_M);
-          uint16_t buf160[8];
-          if (rok159 && g157 >= 0 && g157 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + off158)) {
-            tsr::copy_vec<uint16_t, 8>(buf160, tsr_p0 + off158);
-          } else {
-            #pragma unroll
-            for (int v_ = 0; v_ < 8; ++v_) {
-              const int64_t gc161 = g157 + v_;
-              buf160[v_] = (rok159 && gc161 >= 0 && gc161 < int64_t(tsr_dim_N)) ? tsr_p0[off158 + v_ * tsr_p0_s1] : uint16_t(tsr::f2bf((-tsr::inf_f())));
-            }
+        uint16_t* const dst48 = buf8 + ((0LL) * 4LL + int64_t(v47)) * 8192LL;
+        __syncthreads();
+        {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
+          const int64_t o49 = int64_t(v0) * 1LL;
+          const int64_t o50 = int64_t(v45) * 8192LL;
+          for (int64_t q51 = tsr_tid; q51 < 1024LL; q51 += tsr_nthreads) {
+            const int64_t gc53 = o50 + (q51 % 1024LL) * 8LL;
+            const int64_t nv54 = (true && (o49 + 0) >= 0 && (o49 + 0) < int64_t(tsr_dim_M) && gc53 >= 0) ? int64_t(tsr_dim_N) - gc53 : 0LL;  // elements in bounds (<= 0: none)
+            tsr::struct_copy_chunk(dst48 + q51 * 8LL, nv54 > 0 ? tsr_p0 + ((o49 + 0) * tsr_p0_s0 + gc53 * tsr_p0_s1) : tsr_p0, nv54, tsr_p0_s1);
           }
-          #pragma unroll
-          for (int v_ = 0; v_ < 8; ++v_) v151[c154 * 8 + v_] = tsr::bf2f(buf160[v_]);
+        }
+        tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+      }
+      // %34 = add %30, %4 : i32
+      const int32_t v55 = int32_t(uint32_t(v44) + uint32_t(v3));
+      // %35 = add %32, %4 : i32
+      const int32_t v56 = int32_t(uint32_t(v46) + uint32_t(v3));
+      // async_copy %9, %x, %35, %1, %34
+      if (!(true && int64_t(v56) >= 0 && int64_t(v56) < 4LL)) __trap();  // slot index out of range
+      {
+        uint16_t* const dst57 = buf8 + ((0LL) * 4LL + int64_t(v56)) * 8192LL;
+        __syncthreads();
+        {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
+          const int64_t o58 = int64_t(v0) * 1LL;
+          const int64_t o59 = int64_t(v55) * 8192LL;
+          for (int64_t q60 = tsr_tid; q60 < 1024LL; q60 += tsr_nthreads) {
+            const int64_t gc62 = o59 + (q60 % 1024LL) * 8LL;
+            const int64_t nv63 = (true && (o58 + 0) >= 0 && (o58 + 0) < int64_t(tsr_dim_M) && gc62 >= 0) ? int64_t(tsr_dim_N) - gc62 : 0LL;  // elements in bounds (<= 0: none)
+            tsr::struct_copy_chunk(dst57 + q60 * 8LL, nv63 > 0 ? tsr_p0 + ((o58 + 0) * tsr_p0_s0 + gc62 * tsr_p0_s1) : tsr_p0, nv63, tsr_p0_s1);
+          }
+        }
+        tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+      }
+      // yield
+    } else {
+      // yield
+    }
+    // %36 = mul %24, %10 : i32
+    const int32_t v64 = int32_t(uint32_t(iv39) * uint32_t(v9));
+    // %37 = sub %7, %36 : i32
+    const int32_t v65 = int32_t(uint32_t(v6) - uint32_t(v64));
+    // %38 = min %10, %37 : i32
+    const int32_t v66 = tsr::imin<int32_t>(v9, v65);
+    // %39 = for %16, %38, %4, %25 : tile<i32, [256]> {...}
+    int32_t c67[1];
+    #pragma unroll
+    for (int s68 = 0; s68 < 1; ++s68) {
+      c67[s68] = c37[s68];
+    }
+    for (int64_t iv69_ = v15; v3 > 0 && iv69_ < v66; iv69_ += v3) {
+      const int32_t iv69 = int32_t(iv69_);
+      // %42 = add %36, %40 : i32
+      const int32_t v70 = int32_t(uint32_t(v64) + uint32_t(iv69));
+      // %43 = add %27, %40 : i32
+      const int32_t v71 = int32_t(uint32_t(v41) + uint32_t(iv69));
+      // %44 = buffer_read %9, %43 : tile<bf16, [1, 8192]>
+      if (!(true && int64_t(v71) >= 0 && int64_t(v71) < 4LL)) __trap();  // slot index out of range
+      const uint16_t* const src72 = buf8 + ((0LL) * 4LL + int64_t(v71)) * 8192LL;
+      float v73[16];
+      #pragma unroll
+      for (int c74 = 0; c74 < 2; ++c74) {
+        uint16_t v_[8];
+        tsr::copy_vec<uint16_t, 8>(v_, src72 + c74 * 4096 + tsr_tid * 8);
+        #pragma unroll
+        for (int l_ = 0; l_ < 8; ++l_) v73[c74 * 8 + l_] = tsr::bf2f(v_[l_]);
+      }
+      // %45 = reshape %44 : tile<bf16, [8192]>
+      float v75[16];
+      #pragma unroll
+      for (int s76 = 0; s76 < 16; ++s76) {
+        v75[s76] = v73[s76];
+      }
+      // %46 = bitcast %45 : tile<u16, [8192]>
+      uint16_t v77[16];
+      #pragma unroll
+      for (int s78 = 0; s78 < 16; ++s78) {
+        v77[s78] = uint16_t(tsr::bf16_bits(v75[s78]));
+      }
+      // %47 = cast %46 : tile<u32, [8192]>
+      uint32_t v79[16];
+      #pragma unroll
+      for (int s80 = 0; s80 < 16; ++s80) {
+        v79[s80] = uint32_t(v77[s80]);
+      }
+      // %48 = splat %18 : tile<u32, [8192]>
+      uint32_t v81[16];
+      #pragma unroll
+      for (int s82 = 0; s82 < 16; ++s82) {
+        v81[s82] = v32;
+      }
+      // %49 = xor %47, %48 : tile<u32, [8192]>
+      uint32_t v83[16];
+      #pragma unroll
+      for (int s84 = 0; s84 < 16; ++s84) {
+        v83[s84] = uint32_t(v79[s84] ^ v81[s84]);
+      }
+      // %50 = splat %19 : tile<u32, [8192]>
+      uint32_t v85[16];
+      #pragma unroll
+      for (int s86 = 0; s86 < 16; ++s86) {
+        v85[s86] = v33;
+      }
+      // %51 = shr %47, %50 : tile<u32, [8192]>
+      uint32_t v87[16];
+      #pragma unroll
+      for (int s88 = 0; s88 < 16; ++s88) {
+        v87[s88] = tsr::ishr<uint32_t>(v79[s88], v85[s88]);
+      }
+      // %52 = splat %14 : tile<u32, [8192]>
+      uint32_t v89[16];
+      #pragma unroll
+      for (int s90 = 0; s90 < 16; ++s90) {
+        v89[s90] = v13;
+      }
+      // %53 = cmp %51, %52 {pred = "eq"} : tile<i1, [8192]>
+      uint8_t v91[16];
+      #pragma unroll
+      for (int s92 = 0; s92 < 16; ++s92) {
+        v91[s92] = uint8_t(v87[s92] == v89[s92]);
+      }
+      // %54 = where %53, %49, %47 : tile<u32, [8192]>
+      uint32_t v93[16];
+      #pragma unroll
+      for (int s94 = 0; s94 < 16; ++s94) {
+        v93[s94] = (v91[s94] ? v83[s94] : v79[s94]);
+      }
+      // %55 = cmp %42, %20 {pred = "eq"} : i1
+      const uint8_t v95 = uint8_t(v70 == v34);
+      // %56 = if %55 : tile<u32, [8192]> {...}
+      uint32_t v96[16];
+      if (v95) {
+        // %57 = mul %42, %3 : i32
+        const int32_t v97 = int32_t(uint32_t(v70) * uint32_t(v2));
+        // %58 = arange : tile<i32, [8192]>
+        int32_t v98[16];
+        #pragma unroll
+        for (int s99 = 0; s99 < 16; ++s99) {
+          v98[s99] = int32_t(0 + ((s99 / 8) * 4096 + tsr_tid * 8 + (s99 % 8)));
+        }
+        // %59 = splat %57 : tile<i32, [8192]>
+        int32_t v100[16];
+        #pragma unroll
+        for (int s101 = 0; s101 < 16; ++s101) {
+          v100[s101] = v97;
+        }
+        // %60 = add %58, %59 : tile<i32, [8192]>
+        int32_t v102[16];
+        #pragma unroll
+        for (int s103 = 0; s103 < 16; ++s103) {
+          v102[s103] = int32_t(uint32_t(v98[s103]) + uint32_t(v100[s103]));
+        }
+        // %61 = splat %2 : tile<i32, [8192]>
+        int32_t v104[16];
+        #pragma unroll
+        for (int s105 = 0; s105 < 16; ++s105) {
+          v104[s105] = v1;
+        }
+        // %62 = cmp %60, %61 {pred = "lt"} : tile<i1, [8192]>
+        uint8_t v106[16];
+        #pragma unroll
+        for (int s107 = 0; s107 < 16; ++s107) {
+          v106[s107] = uint8_t(v102[s107] < v104[s107]);
+        }
+        // %63 = splat %8 : tile<u32, [8192]>
+        uint32_t v108[16];
+        #pragma unroll
+        for (int s109 = 0; s109 < 16; ++s109) {
+          v108[s109] = v7;
+        }
+        // %64 = where %62, %54, %63 : tile<u32, [8192]>
+        uint32_t v110[16];
+        #pragma unroll
+        for (int s111 = 0; s111 < 16; ++s111) {
+          v110[s111] = (v106[s111] ? v93[s111] : v108[s111]);
+        }
+        // yield %64
+        #pragma unroll
+        for (int s112 = 0; s112 < 16; ++s112) {
+          v96[s112] = v110[s112];
+        }
+      } else {
+        // yield %54
+        #pragma unroll
+        for (int s113 = 0; s113 < 16; ++s113) {
+          v96[s113] = v93[s113];
         }
       }
-      // %78 = reshape %77 : tile<bf16, [8192]>
-      float v162[16];
+      // %65 = splat %21 : tile<u32, [8192]>
+      uint32_t v114[16];
       #pragma unroll
-      for (int s163 = 0; s163 < 16; ++s163) {
-        v162[s163] = v151[s163];
+      for (int s115 = 0; s115 < 16; ++s115) {
+        v114[s115] = v35;
       }
-      // %79 = bitcast %75 : tile<u16, [8192]>
-      uint16_t v164[16];
+      // %66 = shr %56, %65 : tile<u32, [8192]>
+      uint32_t v116[16];
       #pragma unroll
-      for (int s165 = 0; s165 < 16; ++s165) {
-        v164[s165] = uint16_t(tsr::bf16_bits(c147[s165]));
+      for (int s117 = 0; s117 < 16; ++s117) {
+        v116[s117] = tsr::ishr<uint32_t>(v96[s117], v114[s117]);
       }
-      // %80 = cast %79 : tile<u32, [8192]>
-      uint32_t v166[16];
+      // %67 = splat %22 : tile<u32, [8192]>
+      uint32_t v118[16];
       #pragma unroll
-      for (int s167 = 0; s167 < 16; ++s167) {
-        v166[s167] = uint32_t(v164[s167]);
+      for (int s119 = 0; s119 < 16; ++s119) {
+        v118[s119] = v36;
       }
-      // %81 = splat %66 : tile<u32, [8192]>
-      uint32_t v168[16];
+      // %68 = and %66, %67 : tile<u32, [8192]>
+      uint32_t v120[16];
       #pragma unroll
-      for (int s169 = 0; s169 < 16; ++s169) {
-        v168[s169] = v140;
+      for (int s121 = 0; s121 < 16; ++s121) {
+        v120[s121] = uint32_t(v116[s121] & v118[s121]);
       }
-      // %82 = xor %80, %81 : tile<u32, [8192]>
-      uint32_t v170[16];
+      // %69 = cast %68 : tile<i32, [8192]>
+      int32_t v122[16];
       #pragma unroll
-      for (int s171 = 0; s171 < 16; ++s171) {
-        v170[s171] = uint32_t(v166[s171] ^ v168[s171]);
+      for (int s123 = 0; s123 < 16; ++s123) {
+        v122[s123] = int32_t(v120[s123]);
       }
-      // %83 = splat %67 : tile<u32, [8192]>
-      uint32_t v172[16];
-      #pragma unroll
-      for (int s173 = 0; s173 < 16; ++s173) {
-        v172[s173] = v141;
-      }
-      // %84 = shr %80, %83 : tile<u32, [8192]>
-      uint32_t v174[16];
-      #pragma unroll
-      for (int s175 = 0; s175 < 16; ++s175) {
-        v174[s175] = tsr::ishr<uint32_t>(v166[s175], v172[s175]);
-      }
-      // %85 = splat %8 : tile<u32, [8192]>
-      uint32_t v176[16];
-      #pragma unroll
-      for (int s177 = 0; s177 < 16; ++s177) {
-        v176[s177] = v7;
-      }
-      // %86 = cmp %84, %85 {pred = "eq"} : tile<i1, [8192]>
-      uint8_t v178[16];
-      #pragma unroll
-      for (int s179 = 0; s179 < 16; ++s179) {
-        v178[s179] = uint8_t(v174[s179] == v176[s179]);
-      }
-      // %87 = where %86, %82, %80 : tile<u32, [8192]>
-      uint32_t v180[16];
-      #pragma unroll
-      for (int s181 = 0; s181 < 16; ++s181) {
-        v180[s181] = (v178[s181] ? v170[s181] : v166[s181]);
-      }
-      // %88 = shr %87, %85 : tile<u32, [8192]>
-      uint32_t v182[16];
-      #pragma unroll
-      for (int s183 = 0; s183 < 16; ++s183) {
-        v182[s183] = tsr::ishr<uint32_t>(v180[s183], v176[s183]);
-      }
-      // %89 = splat %68 : tile<u32, [8192]>
-      uint32_t v184[16];
-      #pragma unroll
-      for (int s185 = 0; s185 < 16; ++s185) {
-        v184[s185] = v142;
-      }
-      // %90 = and %88, %89 : tile<u32, [8192]>
-      uint32_t v186[16];
-      #pragma unroll
-      for (int s187 = 0; s187 < 16; ++s187) {
-        v186[s187] = uint32_t(v182[s187] & v184[s187]);
-      }
-      // %91 = cast %90 : tile<i32, [8192]>
-      int32_t v188[16];
-      #pragma unroll
-      for (int s189 = 0; s189 < 16; ++s189) {
-        v188[s189] = int32_t(v186[s189]);
-      }
-      // %92 = splat %56 : tile<u32, [8192]>
-      uint32_t v190[16];
-      #pragma unroll
-      for (int s191 = 0; s191 < 16; ++s191) {
-        v190[s191] = v119;
-      }
-      // %93 = shr %87, %92 : tile<u32, [8192]>
-      uint32_t v192[16];
-      #pragma unroll
-      for (int s193 = 0; s193 < 16; ++s193) {
-        v192[s193] = tsr::ishr<uint32_t>(v180[s193], v190[s193]);
-      }
-      // %94 = splat %69 : tile<u32, [8192]>
-      uint32_t v194[16];
-      #pragma unroll
-      for (int s195 = 0; s195 < 16; ++s195) {
-        v194[s195] = v143;
-      }
-      // %95 = cmp %93, %94 {pred = "eq"} : tile<i1, [8192]>
-      uint8_t v196[16];
-      #pragma unroll
-      for (int s197 = 0; s197 < 16; ++s197) {
-        v196[s197] = uint8_t(v192[s197] == v194[s197]);
-      }
-      // %96 = splat %70 : tile<i32, [8192]>
-      int32_t v198[16];
-      #pragma unroll
-      for (int s199 = 0; s199 < 16; ++s199) {
-        v198[s199] = v144;
-      }
-      // %97 = where %95, %91, %96 : tile<i32, [8192]>
-      int32_t v200[16];
-      #pragma unroll
-      for (int s201 = 0; s201 < 16; ++s201) {
-        v200[s201] = (v196[s201] ? v188[s201] : v198[s201]);
-      }
-      // %98 = histogram %97 : tile<i32, [256]>
-      int32_t v202[1];
+      // %70 = histogram %69 : tile<i32, [256]>
+      int32_t v124[1];
       __syncthreads();
       for (int b_ = tsr_tid; b_ < 256; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
       __syncthreads();
       #pragma unroll
-      for (int s203 = 0; s203 < 16; ++s203) {
-        tsr::hist_add(reinterpret_cast<unsigned*>(tsr_smem + 0), (long long)(v200[s203]), 256);
+      for (int s125 = 0; s125 < 16; ++s125) {
+        tsr::hist_add(reinterpret_cast<unsigned*>(tsr_smem + 0), (long long)(v122[s125]), 256);
       }
       __syncthreads();
       #pragma unroll
-      for (int s204 = 0; s204 < 1; ++s204) {
-        const int e205 = (s204 * 512 + tsr_tid);
-        v202[s204] = ((s204 * 512 + tsr_tid) < 256) ? int32_t(int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e205])) : int32_t(0);
+      for (int s126 = 0; s126 < 1; ++s126) {
+        const int e127 = (s126 * 512 + tsr_tid);
+        v124[s126] = ((s126 * 512 + tsr_tid) < 256) ? int32_t(int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e127])) : int32_t(0);
       }
-      // %99 = add %74, %98 : tile<i32, [256]>
-      int32_t v206[1];
+      // %71 = add %41, %70 : tile<i32, [256]>
+      int32_t v128[1];
       #pragma unroll
-      for (int s207 = 0; s207 < 1; ++s207) {
-        v206[s207] = int32_t(uint32_t(c145[s207]) + uint32_t(v202[s207]));
+      for (int s129 = 0; s129 < 1; ++s129) {
+        v128[s129] = int32_t(uint32_t(c67[s129]) + uint32_t(v124[s129]));
       }
-      // yield %99, %78
+      // yield %71
       #pragma unroll
-      for (int s208 = 0; s208 < 1; ++s208) {
-        c145[s208] = v206[s208];
-      }
-      #pragma unroll
-      for (int s209 = 0; s209 < 16; ++s209) {
-        c147[s209] = v162[s209];
+      for (int s130 = 0; s130 < 1; ++s130) {
+        c67[s130] = v128[s130];
       }
     }
-    // %100 = scan %71 {axis = 0, kind = "sum"} : tile<i32, [256]>
-    int32_t v210[1];
-    uint32_t run211 = uint32_t(0);
-    uint32_t acc212_0 = uint32_t(0);
-    if (((0 * 512 + tsr_tid) < 256)) acc212_0 += uint32_t(c145[0]); v210[0] = int32_t(acc212_0);
-    __syncthreads();
-    uint32_t tot214_0;
-    const uint32_t off213_0 = run211 + tsr::block_exclusive_sum<16>(acc212_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot214_0);
-    v210[0] = int32_t(uint32_t(v210[0]) + off213_0);
-    run211 += tot214_0;
-    // %101 = splat %54 : tile<i32, [256]>
-    int32_t v215[1];
+    // yield %39
     #pragma unroll
-    for (int s216 = 0; s216 < 1; ++s216) {
-      v215[s216] = v117;
+    for (int s131 = 0; s131 < 1; ++s131) {
+      c37[s131] = c67[s131];
     }
-    // %102 = cmp %100, %101 {pred = "lt"} : tile<i1, [256]>
-    uint8_t v217[1];
-    #pragma unroll
-    for (int s218 = 0; s218 < 1; ++s218) {
-      v217[s218] = uint8_t(v210[s218] < v215[s218]);
-    }
-    // %103 = cast %102 : tile<i32, [256]>
-    int32_t v219[1];
-    #pragma unroll
-    for (int s220 = 0; s220 < 1; ++s220) {
-      v219[s220] = int32_t(v217[s220]);
-    }
-    // %104 = reduce %103 {axis = 0, kind = "sum"} : i32
-    int32_t v221;
-    int32_t racc222[1];
-    #pragma unroll
-    for (int v_ = 0; v_ < 1; ++v_) racc222[v_] = int32_t(0);
-    #pragma unroll
-    for (int s223 = 0; s223 < 1; ++s223) {
-      if (((s223 * 512 + tsr_tid) < 256)) racc222[s223 % 1] = int32_t(uint32_t(racc222[s223 % 1]) + uint32_t(v219[s223]));
-    }
-    racc222[0] = int32_t(uint32_t(racc222[0]) + uint32_t(tsr::shfl_xor(racc222[0], 16)));
-    racc222[0] = int32_t(uint32_t(racc222[0]) + uint32_t(tsr::shfl_xor(racc222[0], 8)));
-    racc222[0] = int32_t(uint32_t(racc222[0]) + uint32_t(tsr::shfl_xor(racc222[0], 4)));
-    racc222[0] = int32_t(uint32_t(racc222[0]) + uint32_t(tsr::shfl_xor(racc222[0], 2)));
-    racc222[0] = int32_t(uint32_t(racc222[0]) + uint32_t(tsr::shfl_xor(racc222[0], 1)));
-    __shared__ int32_t tsr_red224_mem[16];
-    int32_t* const tsr_red224 = tsr_red224_mem;
-    if ((tsr_tid & 31) == 0) {
-      tsr_red224[(tsr_tid >> 5) * 1 + 0] = racc222[0];
-    }
-    __syncthreads();
-    racc222[0] = tsr_red224[(tsr_tid & 15) * 1 + 0];
-    racc222[0] = int32_t(uint32_t(racc222[0]) + uint32_t(tsr::shfl_xor(racc222[0], 8)));
-    racc222[0] = int32_t(uint32_t(racc222[0]) + uint32_t(tsr::shfl_xor(racc222[0], 4)));
-    racc222[0] = int32_t(uint32_t(racc222[0]) + uint32_t(tsr::shfl_xor(racc222[0], 2)));
-    racc222[0] = int32_t(uint32_t(racc222[0]) + uint32_t(tsr::shfl_xor(racc222[0], 1)));
-    v221 = racc222[0];
-    // %105 = splat %104 : tile<i32, [256]>
-    int32_t v225[1];
-    #pragma unroll
-    for (int s226 = 0; s226 < 1; ++s226) {
-      v225[s226] = v221;
-    }
-    // %106 = cmp %47, %105 {pred = "eq"} : tile<i1, [256]>
-    uint8_t v227[1];
-    #pragma unroll
-    for (int s228 = 0; s228 < 1; ++s228) {
-      v227[s228] = uint8_t(v99[s228] == v225[s228]);
-    }
-    // %107 = where %106, %71, %11 : tile<i32, [256]>
-    int32_t v229[1];
-    #pragma unroll
-    for (int s230 = 0; s230 < 1; ++s230) {
-      v229[s230] = (v227[s230] ? c145[s230] : v10[s230]);
-    }
-    // %108 = reduce %107 {axis = 0, kind = "sum"} : i32
-    int32_t v231;
-    int32_t racc232[1];
-    #pragma unroll
-    for (int v_ = 0; v_ < 1; ++v_) racc232[v_] = int32_t(0);
-    #pragma unroll
-    for (int s233 = 0; s233 < 1; ++s233) {
-      if (((s233 * 512 + tsr_tid) < 256)) racc232[s233 % 1] = int32_t(uint32_t(racc232[s233 % 1]) + uint32_t(v229[s233]));
-    }
-    racc232[0] = int32_t(uint32_t(racc232[0]) + uint32_t(tsr::shfl_xor(racc232[0], 16)));
-    racc232[0] = int32_t(uint32_t(racc232[0]) + uint32_t(tsr::shfl_xor(racc232[0], 8)));
-    racc232[0] = int32_t(uint32_t(racc232[0]) + uint32_t(tsr::shfl_xor(racc232[0], 4)));
-    racc232[0] = int32_t(uint32_t(racc232[0]) + uint32_t(tsr::shfl_xor(racc232[0], 2)));
-    racc232[0] = int32_t(uint32_t(racc232[0]) + uint32_t(tsr::shfl_xor(racc232[0], 1)));
-    __shared__ int32_t tsr_red234_mem[16];
-    int32_t* const tsr_red234 = tsr_red234_mem;
-    if ((tsr_tid & 31) == 0) {
-      tsr_red234[(tsr_tid >> 5) * 1 + 0] = racc232[0];
-    }
-    __syncthreads();
-    racc232[0] = tsr_red234[(tsr_tid & 15) * 1 + 0];
-    racc232[0] = int32_t(uint32_t(racc232[0]) + uint32_t(tsr::shfl_xor(racc232[0], 8)));
-    racc232[0] = int32_t(uint32_t(racc232[0]) + uint32_t(tsr::shfl_xor(racc232[0], 4)));
-    racc232[0] = int32_t(uint32_t(racc232[0]) + uint32_t(tsr::shfl_xor(racc232[0], 2)));
-    racc232[0] = int32_t(uint32_t(racc232[0]) + uint32_t(tsr::shfl_xor(racc232[0], 1)));
-    v231 = racc232[0];
-    // %109 = where %102, %71, %11 : tile<i32, [256]>
-    int32_t v235[1];
-    #pragma unroll
-    for (int s236 = 0; s236 < 1; ++s236) {
-      v235[s236] = (v217[s236] ? c145[s236] : v10[s236]);
-    }
-    // %110 = reduce %109 {axis = 0, kind = "sum"} : i32
-    int32_t v237;
-    int32_t racc238[1];
-    #pragma unroll
-    for (int v_ = 0; v_ < 1; ++v_) racc238[v_] = int32_t(0);
-    #pragma unroll
-    for (int s239 = 0; s239 < 1; ++s239) {
-      if (((s239 * 512 + tsr_tid) < 256)) racc238[s239 % 1] = int32_t(uint32_t(racc238[s239 % 1]) + uint32_t(v235[s239]));
-    }
-    racc238[0] = int32_t(uint32_t(racc238[0]) + uint32_t(tsr::shfl_xor(racc238[0], 16)));
-    racc238[0] = int32_t(uint32_t(racc238[0]) + uint32_t(tsr::shfl_xor(racc238[0], 8)));
-    racc238[0] = int32_t(uint32_t(racc238[0]) + uint32_t(tsr::shfl_xor(racc238[0], 4)));
-    racc238[0] = int32_t(uint32_t(racc238[0]) + uint32_t(tsr::shfl_xor(racc238[0], 2)));
-    racc238[0] = int32_t(uint32_t(racc238[0]) + uint32_t(tsr::shfl_xor(racc238[0], 1)));
-    __shared__ int32_t tsr_red240_mem[16];
-    int32_t* const tsr_red240 = tsr_red240_mem;
-    if ((tsr_tid & 31) == 0) {
-      tsr_red240[(tsr_tid >> 5) * 1 + 0] = racc238[0];
-    }
-    __syncthreads();
-    racc238[0] = tsr_red240[(tsr_tid & 15) * 1 + 0];
-    racc238[0] = int32_t(uint32_t(racc238[0]) + uint32_t(tsr::shfl_xor(racc238[0], 8)));
-    racc238[0] = int32_t(uint32_t(racc238[0]) + uint32_t(tsr::shfl_xor(racc238[0], 4)));
-    racc238[0] = int32_t(uint32_t(racc238[0]) + uint32_t(tsr::shfl_xor(racc238[0], 2)));
-    racc238[0] = int32_t(uint32_t(racc238[0]) + uint32_t(tsr::shfl_xor(racc238[0], 1)));
-    v237 = racc238[0];
-    // %111 = sub %54, %110 : i32
-    const int32_t v241 = int32_t(uint32_t(v117) - uint32_t(v237));
-    // %112 = cast %104 : u32
-    const uint32_t v242 = uint32_t(v221);
-    // %113 = shl %112, %8 : u32
-    const uint32_t v243 = tsr::ishl<uint32_t>(v242, v7);
-    // %114 = or %58, %113 : u32
-    const uint32_t v244 = uint32_t(v121 | v243);
-    // %115 = cmp %108, %111 {pred = "ne"} : i1
-    const uint8_t v245 = uint8_t(v231 != v241);
-    // yield %114, %111, %8, %115
-    v123 = v244;
-    v124 = v241;
-    v125 = v7;
-    v126 = v245;
-  } else {
-    // yield %58, %54, %56, %59
-    v123 = v121;
-    v124 = v117;
-    v125 = v119;
-    v126 = v122;
   }
-  // %116 = shr %60, %62 : u32
-  const uint32_t v246 = tsr::ishr<uint32_t>(v123, v125);
-  // %117 = load_tile %x, %1, %10 {pad = -inf} : tile<bf16, [1, 8192]>
-  float v247[16];
-  {
-    const int64_t o248 = int64_t(v0) * 1;
-    const int64_t o249 = int64_t(v9) * 8192;
-    #pragma unroll
-    for (int c250 = 0; c250 < 2; ++c250) {
-      const int e251 = ((c250 * 8 / 8) * 4096 + tsr_tid * 8 + (c250 * 8 % 8));
-      const int64_t g252 = o248 + 0;
-      const int64_t g253 = o249 + (e251);
-      const int64_t off254 = g252 * tsr_p0_s0 + g253 * tsr_p0_s1;
-      const bool rok255 = true && g252 >= 0 && g252 < int64_t(tsr_dim_M);
-      uint16_t buf256[8];
-      if (rok255 && g253 >= 0 && g253 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + off254)) {
-        tsr::copy_vec<uint16_t, 8>(buf256, tsr_p0 + off254);
-      } else {
-        #pragma unroll
-        for (int v_ = 0; v_ < 8; ++v_) {
-          const int64_t gc257 = g253 + v_;
-          buf256[v_] = (rok255 && gc257 >= 0 && gc257 < int64_t(tsr_dim_N)) ? tsr_p0[off254 + v_ * tsr_p0_s1] : uint16_t(tsr::f2bf((-tsr::inf_f())));
+  // %72 = scan %23 {axis = 0, kind = "sum"} : tile<i32, [256]>
+  int32_t v132[1];
+  uint32_t run133 = uint32_t(0);
+  uint32_t acc134_0 = uint32_t(0);
+  if (((0 * 512 + tsr_tid) < 256)) acc134_0 += uint32_t(c37[0]); v132[0] = int32_t(acc134_0);
+  __syncthreads();
+  uint32_t tot136_0;
+  const uint32_t off135_0 = run133 + tsr::block_exclusive_sum<16>(acc134_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot136_0);
+  v132[0] = int32_t(uint32_t(v132[0]) + off135_0);
+  run133 += tot136_0;
+  // %73 = splat %15 : tile<i32, [256]>
+  int32_t v137[1];
+  #pragma unroll
+  for (int s138 = 0; s138 < 1; ++s138) {
+    v137[s138] = v14;
+  }
+  // %74 = cmp %72, %73 {pred = "lt"} : tile<i1, [256]>
+  uint8_t v139[1];
+  #pragma unroll
+  for (int s140 = 0; s140 < 1; ++s140) {
+    v139[s140] = uint8_t(v132[s140] < v137[s140]);
+  }
+  // %75 = cast %74 : tile<i32, [256]>
+  int32_t v141[1];
+  #pragma unroll
+  for (int s142 = 0; s142 < 1; ++s142) {
+    v141[s142] = int32_t(v139[s142]);
+  }
+  // %76 = reduce %75 {axis = 0, kind = "sum"} : i32
+  int32_t v143;
+  int32_t racc144[1];
+  #pragma unroll
+  for (int v_ = 0; v_ < 1; ++v_) racc144[v_] = int32_t(0);
+  #pragma unroll
+  for (int s145 = 0; s145 < 1; ++s145) {
+    if (((s145 * 512 + tsr_tid) < 256)) racc144[s145 % 1] = int32_t(uint32_t(racc144[s145 % 1]) + uint32_t(v141[s145]));
+  }
+  racc144[0] = int32_t(uint32_t(racc144[0]) + uint32_t(tsr::shfl_xor(racc144[0], 16)));
+  racc144[0] = int32_t(uint32_t(racc144[0]) + uint32_t(tsr::shfl_xor(racc144[0], 8)));
+  racc144[0] = int32_t(uint32_t(racc144[0]) + uint32_t(tsr::shfl_xor(racc144[0], 4)));
+  racc144[0] = int32_t(uint32_t(racc144[0]) + uint32_t(tsr::shfl_xor(racc144[0], 2)));
+  racc144[0] = int32_t(uint32_t(racc144[0]) + uint32_t(tsr::shfl_xor(racc144[0], 1)));
+  __shared__ int32_t tsr_red146_mem[16];
+  int32_t* const tsr_red146 = tsr_red146_mem;
+  if ((tsr_tid & 31) == 0) {
+    tsr_red146[(tsr_tid >> 5) * 1 + 0] = racc144[0];
+  }
+  __syncthreads();
+  racc144[0] = tsr_red146[(tsr_tid & 15) * 1 + 0];
+  racc144[0] = int32_t(uint32_t(racc144[0]) + uint32_t(tsr::shfl_xor(racc144[0], 8)));
+  racc144[0] = int32_t(uint32_t(racc144[0]) + uint32_t(tsr::shfl_xor(racc144[0], 4)));
+  racc144[0] = int32_t(uint32_t(racc144[0]) + uint32_t(tsr::shfl_xor(racc144[0], 2)));
+  racc144[0] = int32_t(uint32_t(racc144[0]) + uint32_t(tsr::shfl_xor(racc144[0], 1)));
+  v143 = racc144[0];
+  // %77 = arange : tile<i32, [256]>
+  int32_t v147[1];
+  #pragma unroll
+  for (int s148 = 0; s148 < 1; ++s148) {
+    v147[s148] = int32_t(0 + (s148 * 512 + tsr_tid));
+  }
+  // %78 = splat %76 : tile<i32, [256]>
+  int32_t v149[1];
+  #pragma unroll
+  for (int s150 = 0; s150 < 1; ++s150) {
+    v149[s150] = v143;
+  }
+  // %79 = cmp %77, %78 {pred = "eq"} : tile<i1, [256]>
+  uint8_t v151[1];
+  #pragma unroll
+  for (int s152 = 0; s152 < 1; ++s152) {
+    v151[s152] = uint8_t(v147[s152] == v149[s152]);
+  }
+  // %80 = where %79, %23, %17 : tile<i32, [256]>
+  int32_t v153[1];
+  #pragma unroll
+  for (int s154 = 0; s154 < 1; ++s154) {
+    v153[s154] = (v151[s154] ? c37[s154] : v16[s154]);
+  }
+  // %81 = reduce %80 {axis = 0, kind = "sum"} : i32
+  int32_t v155;
+  int32_t racc156[1];
+  #pragma unroll
+  for (int v_ = 0; v_ < 1; ++v_) racc156[v_] = int32_t(0);
+  #pragma unroll
+  for (int s157 = 0; s157 < 1; ++s157) {
+    if (((s157 * 512 + tsr_tid) < 256)) racc156[s157 % 1] = int32_t(uint32_t(racc156[s157 % 1]) + uint32_t(v153[s157]));
+  }
+  racc156[0] = int32_t(uint32_t(racc156[0]) + uint32_t(tsr::shfl_xor(racc156[0], 16)));
+  racc156[0] = int32_t(uint32_t(racc156[0]) + uint32_t(tsr::shfl_xor(racc156[0], 8)));
+  racc156[0] = int32_t(uint32_t(racc156[0]) + uint32_t(tsr::shfl_xor(racc156[0], 4)));
+  racc156[0] = int32_t(uint32_t(racc156[0]) + uint32_t(tsr::shfl_xor(racc156[0], 2)));
+  racc156[0] = int32_t(uint32_t(racc156[0]) + uint32_t(tsr::shfl_xor(racc156[0], 1)));
+  __shared__ int32_t tsr_red158_mem[16];
+  int32_t* const tsr_red158 = tsr_red158_mem;
+  if ((tsr_tid & 31) == 0) {
+    tsr_red158[(tsr_tid >> 5) * 1 + 0] = racc156[0];
+  }
+  __syncthreads();
+  racc156[0] = tsr_red158[(tsr_tid & 15) * 1 + 0];
+  racc156[0] = int32_t(uint32_t(racc156[0]) + uint32_t(tsr::shfl_xor(racc156[0], 8)));
+  racc156[0] = int32_t(uint32_t(racc156[0]) + uint32_t(tsr::shfl_xor(racc156[0], 4)));
+  racc156[0] = int32_t(uint32_t(racc156[0]) + uint32_t(tsr::shfl_xor(racc156[0], 2)));
+  racc156[0] = int32_t(uint32_t(racc156[0]) + uint32_t(tsr::shfl_xor(racc156[0], 1)));
+  v155 = racc156[0];
+  // %82 = where %74, %23, %17 : tile<i32, [256]>
+  int32_t v159[1];
+  #pragma unroll
+  for (int s160 = 0; s160 < 1; ++s160) {
+    v159[s160] = (v139[s160] ? c37[s160] : v16[s160]);
+  }
+  // %83 = reduce %82 {axis = 0, kind = "sum"} : i32
+  int32_t v161;
+  int32_t racc162[1];
+  #pragma unroll
+  for (int v_ = 0; v_ < 1; ++v_) racc162[v_] = int32_t(0);
+  #pragma unroll
+  for (int s163 = 0; s163 < 1; ++s163) {
+    if (((s163 * 512 + tsr_tid) < 256)) racc162[s163 % 1] = int32_t(uint32_t(racc162[s163 % 1]) + uint32_t(v159[s163]));
+  }
+  racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 16)));
+  racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 8)));
+  racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 4)));
+  racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 2)));
+  racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 1)));
+  __shared__ int32_t tsr_red164_mem[16];
+  int32_t* const tsr_red164 = tsr_red164_mem;
+  if ((tsr_tid & 31) == 0) {
+    tsr_red164[(tsr_tid >> 5) * 1 + 0] = racc162[0];
+  }
+  __syncthreads();
+  racc162[0] = tsr_red164[(tsr_tid & 15) * 1 + 0];
+  racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 8)));
+  racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 4)));
+  racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 2)));
+  racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 1)));
+  v161 = racc162[0];
+  // %84 = sub %15, %83 : i32
+  const int32_t v165 = int32_t(uint32_t(v14) - uint32_t(v161));
+  // %85 = cast %76 : u32
+  const uint32_t v166 = uint32_t(v143);
+  // %86 = const {value = 8} : u32
+  const uint32_t v167 = uint32_t(8LL);
+  // %87 = shl %85, %86 : u32
+  const uint32_t v168 = tsr::ishl<uint32_t>(v166, v167);
+  // %88 = or %14, %87 : u32
+  const uint32_t v169 = uint32_t(v13 | v168);
+  // %89 = cmp %81, %84 {pred = "ne"} : i1
+  const uint8_t v170 = uint8_t(v155 != v165);
+  // %90, %91, %92, %93 = if %89 : u32, i32, u32, i1 {...}
+  uint32_t v171;
+  int32_t v172;
+  uint32_t v173;
+  uint8_t v174;
+  if (v170) {
+    // async_copy %9, %x, %16, %1, %16
+    if (!(true && int64_t(v15) >= 0 && int64_t(v15) < 4LL)) __trap();  // slot index out of range
+    {
+      uint16_t* const dst175 = buf8 + ((0LL) * 4LL + int64_t(v15)) * 8192LL;
+      __syncthreads();
+      {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
+        const int64_t o176 = int64_t(v0) * 1LL;
+        const int64_t o177 = int64_t(v15) * 8192LL;
+        for (int64_t q178 = tsr_tid; q178 < 1024LL; q178 += tsr_nthreads) {
+          const int64_t gc180 = o177 + (q178 % 1024LL) * 8LL;
+          const int64_t nv181 = (true && (o176 + 0) >= 0 && (o176 + 0) < int64_t(tsr_dim_M) && gc180 >= 0) ? int64_t(tsr_dim_N) - gc180 : 0LL;  // elements in bounds (<= 0: none)
+          tsr::struct_copy_chunk(dst175 + q178 * 8LL, nv181 > 0 ? tsr_p0 + ((o176 + 0) * tsr_p0_s0 + gc180 * tsr_p0_s1) : tsr_p0, nv181, tsr_p0_s1);
         }
       }
-      #pragma unroll
-      for (int v_ = 0; v_ < 8; ++v_) v247[c250 * 8 + v_] = tsr::bf2f(buf256[v_]);
+      tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
     }
-  }
-  // %118 = reshape %117 : tile<bf16, [8192]>
-  float v258[16];
-  #pragma unroll
-  for (int s259 = 0; s259 < 16; ++s259) {
-    v258[s259] = v247[s259];
-  }
-  // %119 = const {value = 32767} : u32
-  const uint32_t v260 = uint32_t(32767LL);
-  // %120 = const {value = 15} : u32
-  const uint32_t v261 = uint32_t(15LL);
-  // %121, %122, %123 = for %10, %7, %4, %10, %10, %118 : i32, i32, tile<bf16, [8192]> {...}
-  int32_t c262;
-  c262 = v9;
-  int32_t c263;
-  c263 = v9;
-  float c264[16];
-  #pragma unroll
-  for (int s265 = 0; s265 < 16; ++s265) {
-    c264[s265] = v258[s265];
-  }
-  for (int64_t iv266_ = v9; v3 > 0 && iv266_ < v6; iv266_ += v3) {
-    const int32_t iv266 = int32_t(iv266_);
-    // %128 = add %124, %4 : i32
-    const int32_t v267 = int32_t(uint32_t(iv266) + uint32_t(v3));
-    // %129 = load_tile %x, %1, %128 {pad = -inf} : tile<bf16, [1, 8192]>
-    float v268[16];
+    // async_copy %9, %x, %4, %1, %4
+    if (!(true && int64_t(v3) >= 0 && int64_t(v3) < 4LL)) __trap();  // slot index out of range
     {
-      const int64_t o269 = int64_t(v0) * 1;
-      const int64_t o270 = int64_t(v267) * 8192;
+      uint16_t* const dst182 = buf8 + ((0LL) * 4LL + int64_t(v3)) * 8192LL;
+      __syncthreads();
+      {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
+        const int64_t o183 = int64_t(v0) * 1LL;
+        const int64_t o184 = int64_t(v3) * 8192LL;
+        for (int64_t q185 = tsr_tid; q185 < 1024LL; q185 += tsr_nthreads) {
+          const int64_t gc187 = o184 + (q185 % 1024LL) * 8LL;
+          const int64_t nv188 = (true && (o183 + 0) >= 0 && (o183 + 0) < int64_t(tsr_dim_M) && gc187 >= 0) ? int64_t(tsr_dim_N) - gc187 : 0LL;  // elements in bounds (<= 0: none)
+          tsr::struct_copy_chunk(dst182 + q185 * 8LL, nv188 > 0 ? tsr_p0 + ((o183 + 0) * tsr_p0_s0 + gc187 * tsr_p0_s1) : tsr_p0, nv188, tsr_p0_s1);
+        }
+      }
+      tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+    }
+    // %94 = const {value = 32767} : u32
+    const uint32_t v189 = uint32_t(32767LL);
+    // %95 = const {value = 15} : u32
+    const uint32_t v190 = uint32_t(15LL);
+    // %96 = sub %7, %4 : i32
+    const int32_t v191 = int32_t(uint32_t(v6) - uint32_t(v3));
+    // %97 = const {value = 255} : u32
+    const uint32_t v192 = uint32_t(255LL);
+    // %98 = shr %88, %86 : u32
+    const uint32_t v193 = tsr::ishr<uint32_t>(v169, v167);
+    // %99 = const {value = -1} : i32
+    const int32_t v194 = int32_t(-1LL);
+    // %100 = for %16, %13, %4, %17 : tile<i32, [256]> {...}
+    int32_t c195[1];
+    #pragma unroll
+    for (int s196 = 0; s196 < 1; ++s196) {
+      c195[s196] = v16[s196];
+    }
+    for (int64_t iv197_ = v15; v3 > 0 && iv197_ < v12; iv197_ += v3) {
+      const int32_t iv197 = int32_t(iv197_);
+      // async_wait
+      tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible
+      __syncthreads();
+      // %103 = rem %101, %10 : i32
+      const int32_t v198 = tsr::irem<int32_t>(iv197, v9);
+      // %104 = mul %103, %10 : i32
+      const int32_t v199 = int32_t(uint32_t(v198) * uint32_t(v9));
+      // %105 = add %101, %4 : i32
+      const int32_t v200 = int32_t(uint32_t(iv197) + uint32_t(v3));
+      // %106 = cmp %105, %13 {pred = "lt"} : i1
+      const uint8_t v201 = uint8_t(v200 < v12);
+      // if %106 {...}
+      if (v201) {
+        // %107 = mul %105, %10 : i32
+        const int32_t v202 = int32_t(uint32_t(v200) * uint32_t(v9));
+        // %108 = add %107, %16 : i32
+        const int32_t v203 = int32_t(uint32_t(v202) + uint32_t(v15));
+        // %109 = sub %10, %104 : i32
+        const int32_t v204 = int32_t(uint32_t(v9) - uint32_t(v199));
+        // %110 = add %109, %16 : i32
+        const int32_t v205 = int32_t(uint32_t(v204) + uint32_t(v15));
+        // async_copy %9, %x, %110, %1, %108
+        if (!(true && int64_t(v205) >= 0 && int64_t(v205) < 4LL)) __trap();  // slot index out of range
+        {
+          uint16_t* const dst206 = buf8 + ((0LL) * 4LL + int64_t(v205)) * 8192LL;
+          __syncthreads();
+          {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
+            const int64_t o207 = int64_t(v0) * 1LL;
+            const int64_t o208 = int64_t(v203) * 8192LL;
+            for (int64_t q209 = tsr_tid; q209 < 1024LL; q209 += tsr_nthreads) {
+              const int64_t gc211 = o208 + (q209 % 1024LL) * 8LL;
+              const int64_t nv212 = (true && (o207 + 0) >= 0 && (o207 + 0) < int64_t(tsr_dim_M) && gc211 >= 0) ? int64_t(tsr_dim_N) - gc211 : 0LL;  // elements in bounds (<= 0: none)
+              tsr::struct_copy_chunk(dst206 + q209 * 8LL, nv212 > 0 ? tsr_p0 + ((o207 + 0) * tsr_p0_s0 + gc211 * tsr_p0_s1) : tsr_p0, nv212, tsr_p0_s1);
+            }
+          }
+          tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+        }
+        // %111 = add %107, %4 : i32
+        const int32_t v213 = int32_t(uint32_t(v202) + uint32_t(v3));
+        // %112 = add %109, %4 : i32
+        const int32_t v214 = int32_t(uint32_t(v204) + uint32_t(v3));
+        // async_copy %9, %x, %112, %1, %111
+        if (!(true && int64_t(v214) >= 0 && int64_t(v214) < 4LL)) __trap();  // slot index out of range
+        {
+          uint16_t* const dst215 = buf8 + ((0LL) * 4LL + int64_t(v214)) * 8192LL;
+          __syncthreads();
+          {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
+            const int64_t o216 = int64_t(v0) * 1LL;
+            const int64_t o217 = int64_t(v213) * 8192LL;
+            for (int64_t q218 = tsr_tid; q218 < 1024LL; q218 += tsr_nthreads) {
+              const int64_t gc220 = o217 + (q218 % 1024LL) * 8LL;
+              const int64_t nv221 = (true && (o216 + 0) >= 0 && (o216 + 0) < int64_t(tsr_dim_M) && gc220 >= 0) ? int64_t(tsr_dim_N) - gc220 : 0LL;  // elements in bounds (<= 0: none)
+              tsr::struct_copy_chunk(dst215 + q218 * 8LL, nv221 > 0 ? tsr_p0 + ((o216 + 0) * tsr_p0_s0 + gc220 * tsr_p0_s1) : tsr_p0, nv221, tsr_p0_s1);
+            }
+          }
+          tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+        }
+        // yield
+      } else {
+        // yield
+      }
+      // %113 = mul %101, %10 : i32
+      const int32_t v222 = int32_t(uint32_t(iv197) * uint32_t(v9));
+      // %114 = sub %7, %113 : i32
+      const int32_t v223 = int32_t(uint32_t(v6) - uint32_t(v222));
+      // %115 = min %10, %114 : i32
+      const int32_t v224 = tsr::imin<int32_t>(v9, v223);
+      // %116 = for %16, %115, %4, %102 : tile<i32, [256]> {...}
+      int32_t c225[1];
       #pragma unroll
-      for (int c271 = 0; c271 < 2; ++c271) {
-        const int e272 = ((c271 * 8 / 8) * 4096 + tsr_tid * 8 + (c271 * 8 % 8));
-        const int64_t g273 = o269 + 0;
-        const int64_t g274 = o270 + (e272);
-        const int64_t off275 = g273 * tsr_p0_s0 + g274 * tsr_p0_s1;
-        const bool rok276 = true && g273 >= 0 && g273 < int64_t(tsr_dim_M);
-        uint16_t buf277[8];
-        if (rok276 && g274 >= 0 && g274 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + off275)) {
-          tsr::copy_vec<uint16_t, 8>(buf277, tsr_p0 + off275);
-        } else {
+      for (int s226 = 0; s226 < 1; ++s226) {
+        c225[s226] = c195[s226];
+      }
+      for (int64_t iv227_ = v15; v3 > 0 && iv227_ < v224; iv227_ += v3) {
+        const int32_t iv227 = int32_t(iv227_);
+        // %119 = add %113, %117 : i32
+        const int32_t v228 = int32_t(uint32_t(v222) + uint32_t(iv227));
+        // %120 = add %104, %117 : i32
+        const int32_t v229 = int32_t(uint32_t(v199) + uint32_t(iv227));
+        // %121 = buffer_read %9, %120 : tile<bf16, [1, 8192]>
+        if (!(true && int64_t(v229) >= 0 && int64_t(v229) < 4LL)) __trap();  // slot index out of range
+        const uint16_t* const src230 = buf8 + ((0LL) * 4LL + int64_t(v229)) * 8192LL;
+        float v231[16];
+        #pragma unroll
+        for (int c232 = 0; c232 < 2; ++c232) {
+          uint16_t v_[8];
+          tsr::copy_vec<uint16_t, 8>(v_, src230 + c232 * 4096 + tsr_tid * 8);
           #pragma unroll
-          for (int v_ = 0; v_ < 8; ++v_) {
-            const int64_t gc278 = g274 + v_;
-            buf277[v_] = (rok276 && gc278 >= 0 && gc278 < int64_t(tsr_dim_N)) ? tsr_p0[off275 + v_ * tsr_p0_s1] : uint16_t(tsr::f2bf((-tsr::inf_f())));
+          for (int l_ = 0; l_ < 8; ++l_) v231[c232 * 8 + l_] = tsr::bf2f(v_[l_]);
+        }
+        // %122 = reshape %121 : tile<bf16, [8192]>
+        float v233[16];
+        #pragma unroll
+        for (int s234 = 0; s234 < 16; ++s234) {
+          v233[s234] = v231[s234];
+        }
+        // %123 = bitcast %122 : tile<u16, [8192]>
+        uint16_t v235[16];
+        #pragma unroll
+        for (int s236 = 0; s236 < 16; ++s236) {
+          v235[s236] = uint16_t(tsr::bf16_bits(v233[s236]));
+        }
+        // %124 = cast %123 : tile<u32, [8192]>
+        uint32_t v237[16];
+        #pragma unroll
+        for (int s238 = 0; s238 < 16; ++s238) {
+          v237[s238] = uint32_t(v235[s238]);
+        }
+        // %125 = splat %94 : tile<u32, [8192]>
+        uint32_t v239[16];
+        #pragma unroll
+        for (int s240 = 0; s240 < 16; ++s240) {
+          v239[s240] = v189;
+        }
+        // %126 = xor %124, %125 : tile<u32, [8192]>
+        uint32_t v241[16];
+        #pragma unroll
+        for (int s242 = 0; s242 < 16; ++s242) {
+          v241[s242] = uint32_t(v237[s242] ^ v239[s242]);
+        }
+        // %127 = splat %95 : tile<u32, [8192]>
+        uint32_t v243[16];
+        #pragma unroll
+        for (int s244 = 0; s244 < 16; ++s244) {
+          v243[s244] = v190;
+        }
+        // %128 = shr %124, %127 : tile<u32, [8192]>
+        uint32_t v245[16];
+        #pragma unroll
+        for (int s246 = 0; s246 < 16; ++s246) {
+          v245[s246] = tsr::ishr<uint32_t>(v237[s246], v243[s246]);
+        }
+        // %129 = splat %14 : tile<u32, [8192]>
+        uint32_t v247[16];
+        #pragma unroll
+        for (int s248 = 0; s248 < 16; ++s248) {
+          v247[s248] = v13;
+        }
+        // %130 = cmp %128, %129 {pred = "eq"} : tile<i1, [8192]>
+        uint8_t v249[16];
+        #pragma unroll
+        for (int s250 = 0; s250 < 16; ++s250) {
+          v249[s250] = uint8_t(v245[s250] == v247[s250]);
+        }
+        // %131 = where %130, %126, %124 : tile<u32, [8192]>
+        uint32_t v251[16];
+        #pragma unroll
+        for (int s252 = 0; s252 < 16; ++s252) {
+          v251[s252] = (v249[s252] ? v241[s252] : v237[s252]);
+        }
+        // %132 = cmp %119, %96 {pred = "eq"} : i1
+        const uint8_t v253 = uint8_t(v228 == v191);
+        // %133 = if %132 : tile<u32, [8192]> {...}
+        uint32_t v254[16];
+        if (v253) {
+          // %134 = mul %119, %3 : i32
+          const int32_t v255 = int32_t(uint32_t(v228) * uint32_t(v2));
+          // %135 = arange : tile<i32, [8192]>
+          int32_t v256[16];
+          #pragma unroll
+          for (int s257 = 0; s257 < 16; ++s257) {
+            v256[s257] = int32_t(0 + ((s257 / 8) * 4096 + tsr_tid * 8 + (s257 % 8)));
+          }
+          // %136 = splat %134 : tile<i32, [8192]>
+          int32_t v258[16];
+          #pragma unroll
+          for (int s259 = 0; s259 < 16; ++s259) {
+            v258[s259] = v255;
+          }
+          // %137 = add %135, %136 : tile<i32, [8192]>
+          int32_t v260[16];
+          #pragma unroll
+          for (int s261 = 0; s261 < 16; ++s261) {
+            v260[s261] = int32_t(uint32_t(v256[s261]) + uint32_t(v258[s261]));
+          }
+          // %138 = splat %2 : tile<i32, [8192]>
+          int32_t v262[16];
+          #pragma unroll
+          for (int s263 = 0; s263 < 16; ++s263) {
+            v262[s263] = v1;
+          }
+          // %139 = cmp %137, %138 {pred = "lt"} : tile<i1, [8192]>
+          uint8_t v264[16];
+          #pragma unroll
+          for (int s265 = 0; s265 < 16; ++s265) {
+            v264[s265] = uint8_t(v260[s265] < v262[s265]);
+          }
+          // %140 = splat %8 : tile<u32, [8192]>
+          uint32_t v266[16];
+          #pragma unroll
+          for (int s267 = 0; s267 < 16; ++s267) {
+            v266[s267] = v7;
+          }
+          // %141 = where %139, %131, %140 : tile<u32, [8192]>
+          uint32_t v268[16];
+          #pragma unroll
+          for (int s269 = 0; s269 < 16; ++s269) {
+            v268[s269] = (v264[s269] ? v251[s269] : v266[s269]);
+          }
+          // yield %141
+          #pragma unroll
+          for (int s270 = 0; s270 < 16; ++s270) {
+            v254[s270] = v268[s270];
+          }
+        } else {
+          // yield %131
+          #pragma unroll
+          for (int s271 = 0; s271 < 16; ++s271) {
+            v254[s271] = v251[s271];
           }
         }
+        // %142 = shr %133, %129 : tile<u32, [8192]>
+        uint32_t v272[16];
         #pragma unroll
-        for (int v_ = 0; v_ < 8; ++v_) v268[c271 * 8 + v_] = tsr::bf2f(buf277[v_]);
+        for (int s273 = 0; s273 < 16; ++s273) {
+          v272[s273] = tsr::ishr<uint32_t>(v254[s273], v247[s273]);
+        }
+        // %143 = splat %97 : tile<u32, [8192]>
+        uint32_t v274[16];
+        #pragma unroll
+        for (int s275 = 0; s275 < 16; ++s275) {
+          v274[s275] = v192;
+        }
+        // %144 = and %142, %143 : tile<u32, [8192]>
+        uint32_t v276[16];
+        #pragma unroll
+        for (int s277 = 0; s277 < 16; ++s277) {
+          v276[s277] = uint32_t(v272[s277] & v274[s277]);
+        }
+        // %145 = cast %144 : tile<i32, [8192]>
+        int32_t v278[16];
+        #pragma unroll
+        for (int s279 = 0; s279 < 16; ++s279) {
+          v278[s279] = int32_t(v276[s279]);
+        }
+        // %146 = splat %86 : tile<u32, [8192]>
+        uint32_t v280[16];
+        #pragma unroll
+        for (int s281 = 0; s281 < 16; ++s281) {
+          v280[s281] = v167;
+        }
+        // %147 = shr %133, %146 : tile<u32, [8192]>
+        uint32_t v282[16];
+        #pragma unroll
+        for (int s283 = 0; s283 < 16; ++s283) {
+          v282[s283] = tsr::ishr<uint32_t>(v254[s283], v280[s283]);
+        }
+        // %148 = splat %98 : tile<u32, [8192]>
+        uint32_t v284[16];
+        #pragma unroll
+        for (int s285 = 0; s285 < 16; ++s285) {
+          v284[s285] = v193;
+        }
+        // %149 = cmp %147, %148 {pred = "eq"} : tile<i1, [8192]>
+        uint8_t v286[16];
+        #pragma unroll
+        for (int s287 = 0; s287 < 16; ++s287) {
+          v286[s287] = uint8_t(v282[s287] == v284[s287]);
+        }
+        // %150 = splat %99 : tile<i32, [8192]>
+        int32_t v288[16];
+        #pragma unroll
+        for (int s289 = 0; s289 < 16; ++s289) {
+          v288[s289] = v194;
+        }
+        // %151 = where %149, %145, %150 : tile<i32, [8192]>
+        int32_t v290[16];
+        #pragma unroll
+        for (int s291 = 0; s291 < 16; ++s291) {
+          v290[s291] = (v286[s291] ? v278[s291] : v288[s291]);
+        }
+        // %152 = histogram %151 : tile<i32, [256]>
+        int32_t v292[1];
+        __syncthreads();
+        for (int b_ = tsr_tid; b_ < 256; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
+        __syncthreads();
+        #pragma unroll
+        for (int s293 = 0; s293 < 16; ++s293) {
+          tsr::hist_add(reinterpret_cast<unsigned*>(tsr_smem + 0), (long long)(v290[s293]), 256);
+        }
+        __syncthreads();
+        #pragma unroll
+        for (int s294 = 0; s294 < 1; ++s294) {
+          const int e295 = (s294 * 512 + tsr_tid);
+          v292[s294] = ((s294 * 512 + tsr_tid) < 256) ? int32_t(int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e295])) : int32_t(0);
+        }
+        // %153 = add %118, %152 : tile<i32, [256]>
+        int32_t v296[1];
+        #pragma unroll
+        for (int s297 = 0; s297 < 1; ++s297) {
+          v296[s297] = int32_t(uint32_t(c225[s297]) + uint32_t(v292[s297]));
+        }
+        // yield %153
+        #pragma unroll
+        for (int s298 = 0; s298 < 1; ++s298) {
+          c225[s298] = v296[s298];
+        }
+      }
+      // yield %116
+      #pragma unroll
+      for (int s299 = 0; s299 < 1; ++s299) {
+        c195[s299] = c225[s299];
       }
     }
-    // %130 = reshape %129 : tile<bf16, [8192]>
-    float v279[16];
+    // %154 = scan %100 {axis = 0, kind = "sum"} : tile<i32, [256]>
+    int32_t v300[1];
+    uint32_t run301 = uint32_t(0);
+    uint32_t acc302_0 = uint32_t(0);
+    if (((0 * 512 + tsr_tid) < 256)) acc302_0 += uint32_t(c195[0]); v300[0] = int32_t(acc302_0);
+    __syncthreads();
+    uint32_t tot304_0;
+    const uint32_t off303_0 = run301 + tsr::block_exclusive_sum<16>(acc302_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot304_0);
+    v300[0] = int32_t(uint32_t(v300[0]) + off303_0);
+    run301 += tot304_0;
+    // %155 = splat %84 : tile<i32, [256]>
+    int32_t v305[1];
     #pragma unroll
-    for (int s280 = 0; s280 < 16; ++s280) {
-      v279[s280] = v268[s280];
+    for (int s306 = 0; s306 < 1; ++s306) {
+      v305[s306] = v165;
     }
-    // %131 = bitcast %127 : tile<u16, [8192]>
-    uint16_t v281[16];
+    // %156 = cmp %154, %155 {pred = "lt"} : tile<i1, [256]>
+    uint8_t v307[1];
     #pragma unroll
-    for (int s282 = 0; s282 < 16; ++s282) {
-      v281[s282] = uint16_t(tsr::bf16_bits(c264[s282]));
+    for (int s308 = 0; s308 < 1; ++s308) {
+      v307[s308] = uint8_t(v300[s308] < v305[s308]);
     }
-    // %132 = cast %131 : tile<u32, [8192]>
-    uint32_t v283[16];
+    // %157 = cast %156 : tile<i32, [256]>
+    int32_t v309[1];
     #pragma unroll
-    for (int s284 = 0; s284 < 16; ++s284) {
-      v283[s284] = uint32_t(v281[s284]);
+    for (int s310 = 0; s310 < 1; ++s310) {
+      v309[s310] = int32_t(v307[s310]);
     }
-    // %133 = splat %119 : tile<u32, [8192]>
-    uint32_t v285[16];
-    #pragma unroll
-    for (int s286 = 0; s286 < 16; ++s286) {
-      v285[s286] = v260;
-    }
-    // %134 = xor %132, %133 : tile<u32, [8192]>
-    uint32_t v287[16];
-    #pragma unroll
-    for (int s288 = 0; s288 < 16; ++s288) {
-      v287[s288] = uint32_t(v283[s288] ^ v285[s288]);
-    }
-    // %135 = splat %120 : tile<u32, [8192]>
-    uint32_t v289[16];
-    #pragma unroll
-    for (int s290 = 0; s290 < 16; ++s290) {
-      v289[s290] = v261;
-    }
-    // %136 = shr %132, %135 : tile<u32, [8192]>
-    uint32_t v291[16];
-    #pragma unroll
-    for (int s292 = 0; s292 < 16; ++s292) {
-      v291[s292] = tsr::ishr<uint32_t>(v283[s292], v289[s292]);
-    }
-    // %137 = splat %8 : tile<u32, [8192]>
-    uint32_t v293[16];
-    #pragma unroll
-    for (int s294 = 0; s294 < 16; ++s294) {
-      v293[s294] = v7;
-    }
-    // %138 = cmp %136, %137 {pred = "eq"} : tile<i1, [8192]>
-    uint8_t v295[16];
-    #pragma unroll
-    for (int s296 = 0; s296 < 16; ++s296) {
-      v295[s296] = uint8_t(v291[s296] == v293[s296]);
-    }
-    // %139 = where %138, %134, %132 : tile<u32, [8192]>
-    uint32_t v297[16];
-    #pragma unroll
-    for (int s298 = 0; s298 < 16; ++s298) {
-      v297[s298] = (v295[s298] ? v287[s298] : v283[s298]);
-    }
-    // %140 = splat %62 : tile<u32, [8192]>
-    uint32_t v299[16];
-    #pragma unroll
-    for (int s300 = 0; s300 < 16; ++s300) {
-      v299[s300] = v125;
-    }
-    // %141 = shr %139, %140 : tile<u32, [8192]>
-    uint32_t v301[16];
-    #pragma unroll
-    for (int s302 = 0; s302 < 16; ++s302) {
-      v301[s302] = tsr::ishr<uint32_t>(v297[s302], v299[s302]);
-    }
-    // %142 = splat %116 : tile<u32, [8192]>
-    uint32_t v303[16];
-    #pragma unroll
-    for (int s304 = 0; s304 < 16; ++s304) {
-      v303[s304] = v246;
-    }
-    // %143 = cmp %141, %142 {pred = "eq"} : tile<i1, [8192]>
-    uint8_t v305[16];
-    #pragma unroll
-    for (int s306 = 0; s306 < 16; ++s306) {
-      v305[s306] = uint8_t(v301[s306] == v303[s306]);
-    }
-    // %144 = cmp %141, %142 {pred = "lt"} : tile<i1, [8192]>
-    uint8_t v307[16];
-    #pragma unroll
-    for (int s308 = 0; s308 < 16; ++s308) {
-      v307[s308] = uint8_t(v301[s308] < v303[s308]);
-    }
-    // %145 = cast %143 : tile<i32, [8192]>
-    int32_t v309[16];
-    #pragma unroll
-    for (int s310 = 0; s310 < 16; ++s310) {
-      v309[s310] = int32_t(v305[s310]);
-    }
-    // %146 = reduce %145 {axis = 0, kind = "sum"} : i32
+    // %158 = reduce %157 {axis = 0, kind = "sum"} : i32
     int32_t v311;
-    int32_t racc312[8];
+    int32_t racc312[1];
     #pragma unroll
-    for (int v_ = 0; v_ < 8; ++v_) racc312[v_] = int32_t(0);
+    for (int v_ = 0; v_ < 1; ++v_) racc312[v_] = int32_t(0);
     #pragma unroll
-    for (int s313 = 0; s313 < 16; ++s313) {
-      racc312[s313 % 8] = int32_t(uint32_t(racc312[s313 % 8]) + uint32_t(v309[s313]));
+    for (int s313 = 0; s313 < 1; ++s313) {
+      if (((s313 * 512 + tsr_tid) < 256)) racc312[s313 % 1] = int32_t(uint32_t(racc312[s313 % 1]) + uint32_t(v309[s313]));
     }
-    racc312[0] = int32_t(uint32_t(racc312[0]) + uint32_t(racc312[4]));
-    racc312[1] = int32_t(uint32_t(racc312[1]) + uint32_t(racc312[5]));
-    racc312[2] = int32_t(uint32_t(racc312[2]) + uint32_t(racc312[6]));
-    racc312[3] = int32_t(uint32_t(racc312[3]) + uint32_t(racc312[7]));
-    racc312[0] = int32_t(uint32_t(racc312[0]) + uint32_t(racc312[2]));
-    racc312[1] = int32_t(uint32_t(racc312[1]) + uint32_t(racc312[3]));
-    racc312[0] = int32_t(uint32_t(racc312[0]) + uint32_t(racc312[1]));
     racc312[0] = int32_t(uint32_t(racc312[0]) + uint32_t(tsr::shfl_xor(racc312[0], 16)));
     racc312[0] = int32_t(uint32_t(racc312[0]) + uint32_t(tsr::shfl_xor(racc312[0], 8)));
     racc312[0] = int32_t(uint32_t(racc312[0]) + uint32_t(tsr::shfl_xor(racc312[0], 4)));
     racc312[0] = int32_t(uint32_t(racc312[0]) + uint32_t(tsr::shfl_xor(racc312[0], 2)));
     racc312[0] = int32_t(uint32_t(racc312[0]) + uint32_t(tsr::shfl_xor(racc312[0], 1)));
-    __shared__ int32_t tsr_red314_mem[32];
-    int32_t* const tsr_red314 = tsr_red314_mem + tsr_red314_at;
-    tsr_red314_at ^= 16;
+    __shared__ int32_t tsr_red314_mem[16];
+    int32_t* const tsr_red314 = tsr_red314_mem;
     if ((tsr_tid & 31) == 0) {
       tsr_red314[(tsr_tid >> 5) * 1 + 0] = racc312[0];
     }
@@ -1001,292 +952,717 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
     racc312[0] = int32_t(uint32_t(racc312[0]) + uint32_t(tsr::shfl_xor(racc312[0], 2)));
     racc312[0] = int32_t(uint32_t(racc312[0]) + uint32_t(tsr::shfl_xor(racc312[0], 1)));
     v311 = racc312[0];
-    // %147 = add %126, %146 : i32
-    const int32_t v315 = int32_t(uint32_t(c263) + uint32_t(v311));
-    // %148 = cmp %147, %61 {pred = "le"} : i1
-    const uint8_t v316 = uint8_t(v315 <= v124);
-    // %149 = if %148 : tile<i1, [8192]> {...}
-    uint8_t v317[16];
-    if (v316) {
-      // %150 = or %144, %143 : tile<i1, [8192]>
-      uint8_t v318[16];
-      #pragma unroll
-      for (int s319 = 0; s319 < 16; ++s319) {
-        v318[s319] = uint8_t(v307[s319] | v305[s319]);
-      }
-      // yield %150
-      #pragma unroll
-      for (int s320 = 0; s320 < 16; ++s320) {
-        v317[s320] = v318[s320];
-      }
-    } else {
-      // %151 = scan %145 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-      int32_t v321[16];
-      uint32_t run322 = uint32_t(0);
-      uint32_t acc323_0 = uint32_t(0);
-      acc323_0 += uint32_t(v309[0]); v321[0] = int32_t(acc323_0);
-      acc323_0 += uint32_t(v309[1]); v321[1] = int32_t(acc323_0);
-      acc323_0 += uint32_t(v309[2]); v321[2] = int32_t(acc323_0);
-      acc323_0 += uint32_t(v309[3]); v321[3] = int32_t(acc323_0);
-      acc323_0 += uint32_t(v309[4]); v321[4] = int32_t(acc323_0);
-      acc323_0 += uint32_t(v309[5]); v321[5] = int32_t(acc323_0);
-      acc323_0 += uint32_t(v309[6]); v321[6] = int32_t(acc323_0);
-      acc323_0 += uint32_t(v309[7]); v321[7] = int32_t(acc323_0);
-      __syncthreads();
-      uint32_t tot325_0;
-      const uint32_t off324_0 = run322 + tsr::block_exclusive_sum<16>(acc323_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot325_0);
-      v321[0] = int32_t(uint32_t(v321[0]) + off324_0);
-      v321[1] = int32_t(uint32_t(v321[1]) + off324_0);
-      v321[2] = int32_t(uint32_t(v321[2]) + off324_0);
-      v321[3] = int32_t(uint32_t(v321[3]) + off324_0);
-      v321[4] = int32_t(uint32_t(v321[4]) + off324_0);
-      v321[5] = int32_t(uint32_t(v321[5]) + off324_0);
-      v321[6] = int32_t(uint32_t(v321[6]) + off324_0);
-      v321[7] = int32_t(uint32_t(v321[7]) + off324_0);
-      run322 += tot325_0;
-      uint32_t acc323_1 = uint32_t(0);
-      acc323_1 += uint32_t(v309[8]); v321[8] = int32_t(acc323_1);
-      acc323_1 += uint32_t(v309[9]); v321[9] = int32_t(acc323_1);
-      acc323_1 += uint32_t(v309[10]); v321[10] = int32_t(acc323_1);
-      acc323_1 += uint32_t(v309[11]); v321[11] = int32_t(acc323_1);
-      acc323_1 += uint32_t(v309[12]); v321[12] = int32_t(acc323_1);
-      acc323_1 += uint32_t(v309[13]); v321[13] = int32_t(acc323_1);
-      acc323_1 += uint32_t(v309[14]); v321[14] = int32_t(acc323_1);
-      acc323_1 += uint32_t(v309[15]); v321[15] = int32_t(acc323_1);
-      __syncthreads();
-      uint32_t tot325_1;
-      const uint32_t off324_1 = run322 + tsr::block_exclusive_sum<16>(acc323_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot325_1);
-      v321[8] = int32_t(uint32_t(v321[8]) + off324_1);
-      v321[9] = int32_t(uint32_t(v321[9]) + off324_1);
-      v321[10] = int32_t(uint32_t(v321[10]) + off324_1);
-      v321[11] = int32_t(uint32_t(v321[11]) + off324_1);
-      v321[12] = int32_t(uint32_t(v321[12]) + off324_1);
-      v321[13] = int32_t(uint32_t(v321[13]) + off324_1);
-      v321[14] = int32_t(uint32_t(v321[14]) + off324_1);
-      v321[15] = int32_t(uint32_t(v321[15]) + off324_1);
-      run322 += tot325_1;
-      // %152 = splat %126 : tile<i32, [8192]>
-      int32_t v326[16];
-      #pragma unroll
-      for (int s327 = 0; s327 < 16; ++s327) {
-        v326[s327] = c263;
-      }
-      // %153 = add %151, %152 : tile<i32, [8192]>
-      int32_t v328[16];
-      #pragma unroll
-      for (int s329 = 0; s329 < 16; ++s329) {
-        v328[s329] = int32_t(uint32_t(v321[s329]) + uint32_t(v326[s329]));
-      }
-      // %154 = splat %61 : tile<i32, [8192]>
-      int32_t v330[16];
-      #pragma unroll
-      for (int s331 = 0; s331 < 16; ++s331) {
-        v330[s331] = v124;
-      }
-      // %155 = cmp %153, %154 {pred = "le"} : tile<i1, [8192]>
-      uint8_t v332[16];
-      #pragma unroll
-      for (int s333 = 0; s333 < 16; ++s333) {
-        v332[s333] = uint8_t(v328[s333] <= v330[s333]);
-      }
-      // %156 = and %143, %155 : tile<i1, [8192]>
-      uint8_t v334[16];
-      #pragma unroll
-      for (int s335 = 0; s335 < 16; ++s335) {
-        v334[s335] = uint8_t(v305[s335] & v332[s335]);
-      }
-      // %157 = or %144, %156 : tile<i1, [8192]>
-      uint8_t v336[16];
-      #pragma unroll
-      for (int s337 = 0; s337 < 16; ++s337) {
-        v336[s337] = uint8_t(v307[s337] | v334[s337]);
-      }
-      // yield %157
-      #pragma unroll
-      for (int s338 = 0; s338 < 16; ++s338) {
-        v317[s338] = v336[s338];
-      }
-    }
-    // %158 = sub %125, %4 : i32
-    const int32_t v339 = int32_t(uint32_t(c262) - uint32_t(v3));
-    // %159 = cast %149 : tile<i32, [8192]>
-    int32_t v340[16];
+    // %159 = splat %158 : tile<i32, [256]>
+    int32_t v315[1];
     #pragma unroll
-    for (int s341 = 0; s341 < 16; ++s341) {
-      v340[s341] = int32_t(v317[s341]);
+    for (int s316 = 0; s316 < 1; ++s316) {
+      v315[s316] = v311;
     }
-    // %160 = scan %159 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-    int32_t v342[16];
-    uint32_t run343 = uint32_t(0);
-    uint32_t acc344_0 = uint32_t(0);
-    acc344_0 += uint32_t(v340[0]); v342[0] = int32_t(acc344_0);
-    acc344_0 += uint32_t(v340[1]); v342[1] = int32_t(acc344_0);
-    acc344_0 += uint32_t(v340[2]); v342[2] = int32_t(acc344_0);
-    acc344_0 += uint32_t(v340[3]); v342[3] = int32_t(acc344_0);
-    acc344_0 += uint32_t(v340[4]); v342[4] = int32_t(acc344_0);
-    acc344_0 += uint32_t(v340[5]); v342[5] = int32_t(acc344_0);
-    acc344_0 += uint32_t(v340[6]); v342[6] = int32_t(acc344_0);
-    acc344_0 += uint32_t(v340[7]); v342[7] = int32_t(acc344_0);
-    __syncthreads();
-    uint32_t tot346_0;
-    const uint32_t off345_0 = run343 + tsr::block_exclusive_sum<16>(acc344_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot346_0);
-    v342[0] = int32_t(uint32_t(v342[0]) + off345_0);
-    v342[1] = int32_t(uint32_t(v342[1]) + off345_0);
-    v342[2] = int32_t(uint32_t(v342[2]) + off345_0);
-    v342[3] = int32_t(uint32_t(v342[3]) + off345_0);
-    v342[4] = int32_t(uint32_t(v342[4]) + off345_0);
-    v342[5] = int32_t(uint32_t(v342[5]) + off345_0);
-    v342[6] = int32_t(uint32_t(v342[6]) + off345_0);
-    v342[7] = int32_t(uint32_t(v342[7]) + off345_0);
-    run343 += tot346_0;
-    uint32_t acc344_1 = uint32_t(0);
-    acc344_1 += uint32_t(v340[8]); v342[8] = int32_t(acc344_1);
-    acc344_1 += uint32_t(v340[9]); v342[9] = int32_t(acc344_1);
-    acc344_1 += uint32_t(v340[10]); v342[10] = int32_t(acc344_1);
-    acc344_1 += uint32_t(v340[11]); v342[11] = int32_t(acc344_1);
-    acc344_1 += uint32_t(v340[12]); v342[12] = int32_t(acc344_1);
-    acc344_1 += uint32_t(v340[13]); v342[13] = int32_t(acc344_1);
-    acc344_1 += uint32_t(v340[14]); v342[14] = int32_t(acc344_1);
-    acc344_1 += uint32_t(v340[15]); v342[15] = int32_t(acc344_1);
-    __syncthreads();
-    uint32_t tot346_1;
-    const uint32_t off345_1 = run343 + tsr::block_exclusive_sum<16>(acc344_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot346_1);
-    v342[8] = int32_t(uint32_t(v342[8]) + off345_1);
-    v342[9] = int32_t(uint32_t(v342[9]) + off345_1);
-    v342[10] = int32_t(uint32_t(v342[10]) + off345_1);
-    v342[11] = int32_t(uint32_t(v342[11]) + off345_1);
-    v342[12] = int32_t(uint32_t(v342[12]) + off345_1);
-    v342[13] = int32_t(uint32_t(v342[13]) + off345_1);
-    v342[14] = int32_t(uint32_t(v342[14]) + off345_1);
-    v342[15] = int32_t(uint32_t(v342[15]) + off345_1);
-    run343 += tot346_1;
-    // %161 = splat %158 : tile<i32, [8192]>
-    int32_t v347[16];
+    // %160 = cmp %77, %159 {pred = "eq"} : tile<i1, [256]>
+    uint8_t v317[1];
     #pragma unroll
-    for (int s348 = 0; s348 < 16; ++s348) {
-      v347[s348] = v339;
+    for (int s318 = 0; s318 < 1; ++s318) {
+      v317[s318] = uint8_t(v147[s318] == v315[s318]);
     }
-    // %162 = add %160, %161 : tile<i32, [8192]>
-    int32_t v349[16];
+    // %161 = where %160, %100, %17 : tile<i32, [256]>
+    int32_t v319[1];
     #pragma unroll
-    for (int s350 = 0; s350 < 16; ++s350) {
-      v349[s350] = int32_t(uint32_t(v342[s350]) + uint32_t(v347[s350]));
+    for (int s320 = 0; s320 < 1; ++s320) {
+      v319[s320] = (v317[s320] ? c195[s320] : v16[s320]);
     }
-    // %163 = splat %1 : tile<i32, [8192]>
-    int32_t v351[16];
+    // %162 = reduce %161 {axis = 0, kind = "sum"} : i32
+    int32_t v321;
+    int32_t racc322[1];
     #pragma unroll
-    for (int s352 = 0; s352 < 16; ++s352) {
-      v351[s352] = v0;
+    for (int v_ = 0; v_ < 1; ++v_) racc322[v_] = int32_t(0);
+    #pragma unroll
+    for (int s323 = 0; s323 < 1; ++s323) {
+      if (((s323 * 512 + tsr_tid) < 256)) racc322[s323 % 1] = int32_t(uint32_t(racc322[s323 % 1]) + uint32_t(v319[s323]));
     }
-    // scatter %values, %127, %163, %162, %149
-    #pragma unroll
-    for (int s353 = 0; s353 < 16; ++s353) {
-      if ((v317[s353] != 0) && (int64_t(v351[s353]) >= 0 && int64_t(v351[s353]) < int64_t(tsr_dim_M) && int64_t(v349[s353]) >= 0 && int64_t(v349[s353]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v351[s353]) * tsr_p1_s0 + int64_t(v349[s353]) * tsr_p1_s1] = tsr::f2bf(c264[s353]);
-    }
-    // %164 = mul %124, %3 : i32
-    const int32_t v354 = int32_t(uint32_t(iv266) * uint32_t(v2));
-    // %165 = arange : tile<i32, [8192]>
-    int32_t v355[16];
-    #pragma unroll
-    for (int s356 = 0; s356 < 16; ++s356) {
-      v355[s356] = int32_t(0 + ((s356 / 8) * 4096 + tsr_tid * 8 + (s356 % 8)));
-    }
-    // %166 = splat %164 : tile<i32, [8192]>
-    int32_t v357[16];
-    #pragma unroll
-    for (int s358 = 0; s358 < 16; ++s358) {
-      v357[s358] = v354;
-    }
-    // %167 = add %165, %166 : tile<i32, [8192]>
-    int32_t v359[16];
-    #pragma unroll
-    for (int s360 = 0; s360 < 16; ++s360) {
-      v359[s360] = int32_t(uint32_t(v355[s360]) + uint32_t(v357[s360]));
-    }
-    // scatter %indices, %167, %163, %162, %149
-    #pragma unroll
-    for (int s361 = 0; s361 < 16; ++s361) {
-      if ((v317[s361] != 0) && (int64_t(v351[s361]) >= 0 && int64_t(v351[s361]) < int64_t(tsr_dim_M) && int64_t(v349[s361]) >= 0 && int64_t(v349[s361]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v351[s361]) * tsr_p2_s0 + int64_t(v349[s361]) * tsr_p2_s1] = v359[s361];
-    }
-    // %168 = reduce %159 {axis = 0, kind = "sum"} : i32
-    int32_t v362;
-    int32_t racc363[8];
-    #pragma unroll
-    for (int v_ = 0; v_ < 8; ++v_) racc363[v_] = int32_t(0);
-    #pragma unroll
-    for (int s364 = 0; s364 < 16; ++s364) {
-      racc363[s364 % 8] = int32_t(uint32_t(racc363[s364 % 8]) + uint32_t(v340[s364]));
-    }
-    racc363[0] = int32_t(uint32_t(racc363[0]) + uint32_t(racc363[4]));
-    racc363[1] = int32_t(uint32_t(racc363[1]) + uint32_t(racc363[5]));
-    racc363[2] = int32_t(uint32_t(racc363[2]) + uint32_t(racc363[6]));
-    racc363[3] = int32_t(uint32_t(racc363[3]) + uint32_t(racc363[7]));
-    racc363[0] = int32_t(uint32_t(racc363[0]) + uint32_t(racc363[2]));
-    racc363[1] = int32_t(uint32_t(racc363[1]) + uint32_t(racc363[3]));
-    racc363[0] = int32_t(uint32_t(racc363[0]) + uint32_t(racc363[1]));
-    racc363[0] = int32_t(uint32_t(racc363[0]) + uint32_t(tsr::shfl_xor(racc363[0], 16)));
-    racc363[0] = int32_t(uint32_t(racc363[0]) + uint32_t(tsr::shfl_xor(racc363[0], 8)));
-    racc363[0] = int32_t(uint32_t(racc363[0]) + uint32_t(tsr::shfl_xor(racc363[0], 4)));
-    racc363[0] = int32_t(uint32_t(racc363[0]) + uint32_t(tsr::shfl_xor(racc363[0], 2)));
-    racc363[0] = int32_t(uint32_t(racc363[0]) + uint32_t(tsr::shfl_xor(racc363[0], 1)));
-    __shared__ int32_t tsr_red365_mem[32];
-    int32_t* const tsr_red365 = tsr_red365_mem + tsr_red365_at;
-    tsr_red365_at ^= 16;
+    racc322[0] = int32_t(uint32_t(racc322[0]) + uint32_t(tsr::shfl_xor(racc322[0], 16)));
+    racc322[0] = int32_t(uint32_t(racc322[0]) + uint32_t(tsr::shfl_xor(racc322[0], 8)));
+    racc322[0] = int32_t(uint32_t(racc322[0]) + uint32_t(tsr::shfl_xor(racc322[0], 4)));
+    racc322[0] = int32_t(uint32_t(racc322[0]) + uint32_t(tsr::shfl_xor(racc322[0], 2)));
+    racc322[0] = int32_t(uint32_t(racc322[0]) + uint32_t(tsr::shfl_xor(racc322[0], 1)));
+    __shared__ int32_t tsr_red324_mem[16];
+    int32_t* const tsr_red324 = tsr_red324_mem;
     if ((tsr_tid & 31) == 0) {
-      tsr_red365[(tsr_tid >> 5) * 1 + 0] = racc363[0];
+      tsr_red324[(tsr_tid >> 5) * 1 + 0] = racc322[0];
     }
     __syncthreads();
-    racc363[0] = tsr_red365[(tsr_tid & 15) * 1 + 0];
-    racc363[0] = int32_t(uint32_t(racc363[0]) + uint32_t(tsr::shfl_xor(racc363[0], 8)));
-    racc363[0] = int32_t(uint32_t(racc363[0]) + uint32_t(tsr::shfl_xor(racc363[0], 4)));
-    racc363[0] = int32_t(uint32_t(racc363[0]) + uint32_t(tsr::shfl_xor(racc363[0], 2)));
-    racc363[0] = int32_t(uint32_t(racc363[0]) + uint32_t(tsr::shfl_xor(racc363[0], 1)));
-    v362 = racc363[0];
-    // %169 = add %125, %168 : i32
-    const int32_t v366 = int32_t(uint32_t(c262) + uint32_t(v362));
-    // yield %169, %147, %130
-    c262 = v366;
-    c263 = v315;
+    racc322[0] = tsr_red324[(tsr_tid & 15) * 1 + 0];
+    racc322[0] = int32_t(uint32_t(racc322[0]) + uint32_t(tsr::shfl_xor(racc322[0], 8)));
+    racc322[0] = int32_t(uint32_t(racc322[0]) + uint32_t(tsr::shfl_xor(racc322[0], 4)));
+    racc322[0] = int32_t(uint32_t(racc322[0]) + uint32_t(tsr::shfl_xor(racc322[0], 2)));
+    racc322[0] = int32_t(uint32_t(racc322[0]) + uint32_t(tsr::shfl_xor(racc322[0], 1)));
+    v321 = racc322[0];
+    // %163 = where %156, %100, %17 : tile<i32, [256]>
+    int32_t v325[1];
     #pragma unroll
-    for (int s367 = 0; s367 < 16; ++s367) {
-      c264[s367] = v279[s367];
+    for (int s326 = 0; s326 < 1; ++s326) {
+      v325[s326] = (v307[s326] ? c195[s326] : v16[s326]);
     }
+    // %164 = reduce %163 {axis = 0, kind = "sum"} : i32
+    int32_t v327;
+    int32_t racc328[1];
+    #pragma unroll
+    for (int v_ = 0; v_ < 1; ++v_) racc328[v_] = int32_t(0);
+    #pragma unroll
+    for (int s329 = 0; s329 < 1; ++s329) {
+      if (((s329 * 512 + tsr_tid) < 256)) racc328[s329 % 1] = int32_t(uint32_t(racc328[s329 % 1]) + uint32_t(v325[s329]));
+    }
+    racc328[0] = int32_t(uint32_t(racc328[0]) + uint32_t(tsr::shfl_xor(racc328[0], 16)));
+    racc328[0] = int32_t(uint32_t(racc328[0]) + uint32_t(tsr::shfl_xor(racc328[0], 8)));
+    racc328[0] = int32_t(uint32_t(racc328[0]) + uint32_t(tsr::shfl_xor(racc328[0], 4)));
+    racc328[0] = int32_t(uint32_t(racc328[0]) + uint32_t(tsr::shfl_xor(racc328[0], 2)));
+    racc328[0] = int32_t(uint32_t(racc328[0]) + uint32_t(tsr::shfl_xor(racc328[0], 1)));
+    __shared__ int32_t tsr_red330_mem[16];
+    int32_t* const tsr_red330 = tsr_red330_mem;
+    if ((tsr_tid & 31) == 0) {
+      tsr_red330[(tsr_tid >> 5) * 1 + 0] = racc328[0];
+    }
+    __syncthreads();
+    racc328[0] = tsr_red330[(tsr_tid & 15) * 1 + 0];
+    racc328[0] = int32_t(uint32_t(racc328[0]) + uint32_t(tsr::shfl_xor(racc328[0], 8)));
+    racc328[0] = int32_t(uint32_t(racc328[0]) + uint32_t(tsr::shfl_xor(racc328[0], 4)));
+    racc328[0] = int32_t(uint32_t(racc328[0]) + uint32_t(tsr::shfl_xor(racc328[0], 2)));
+    racc328[0] = int32_t(uint32_t(racc328[0]) + uint32_t(tsr::shfl_xor(racc328[0], 1)));
+    v327 = racc328[0];
+    // %165 = sub %84, %164 : i32
+    const int32_t v331 = int32_t(uint32_t(v165) - uint32_t(v327));
+    // %166 = cast %158 : u32
+    const uint32_t v332 = uint32_t(v311);
+    // %167 = shl %166, %14 : u32
+    const uint32_t v333 = tsr::ishl<uint32_t>(v332, v13);
+    // %168 = or %88, %167 : u32
+    const uint32_t v334 = uint32_t(v169 | v333);
+    // %169 = cmp %162, %165 {pred = "ne"} : i1
+    const uint8_t v335 = uint8_t(v321 != v331);
+    // yield %168, %165, %14, %169
+    v171 = v334;
+    v172 = v331;
+    v173 = v13;
+    v174 = v335;
+  } else {
+    // yield %88, %84, %86, %89
+    v171 = v169;
+    v172 = v165;
+    v173 = v167;
+    v174 = v170;
   }
-  // %170 = load_tile %indices, %1, %10 : tile<i32, [1, 64]>
+  // %170 = shr %90, %92 : u32
+  const uint32_t v336 = tsr::ishr<uint32_t>(v171, v173);
+  // async_copy %9, %x, %16, %1, %16
+  if (!(true && int64_t(v15) >= 0 && int64_t(v15) < 4LL)) __trap();  // slot index out of range
+  {
+    uint16_t* const dst337 = buf8 + ((0LL) * 4LL + int64_t(v15)) * 8192LL;
+    __syncthreads();
+    {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
+      const int64_t o338 = int64_t(v0) * 1LL;
+      const int64_t o339 = int64_t(v15) * 8192LL;
+      for (int64_t q340 = tsr_tid; q340 < 1024LL; q340 += tsr_nthreads) {
+        const int64_t gc342 = o339 + (q340 % 1024LL) * 8LL;
+        const int64_t nv343 = (true && (o338 + 0) >= 0 && (o338 + 0) < int64_t(tsr_dim_M) && gc342 >= 0) ? int64_t(tsr_dim_N) - gc342 : 0LL;  // elements in bounds (<= 0: none)
+        tsr::struct_copy_chunk(dst337 + q340 * 8LL, nv343 > 0 ? tsr_p0 + ((o338 + 0) * tsr_p0_s0 + gc342 * tsr_p0_s1) : tsr_p0, nv343, tsr_p0_s1);
+      }
+    }
+    tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+  }
+  // async_copy %9, %x, %4, %1, %4
+  if (!(true && int64_t(v3) >= 0 && int64_t(v3) < 4LL)) __trap();  // slot index out of range
+  {
+    uint16_t* const dst344 = buf8 + ((0LL) * 4LL + int64_t(v3)) * 8192LL;
+    __syncthreads();
+    {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
+      const int64_t o345 = int64_t(v0) * 1LL;
+      const int64_t o346 = int64_t(v3) * 8192LL;
+      for (int64_t q347 = tsr_tid; q347 < 1024LL; q347 += tsr_nthreads) {
+        const int64_t gc349 = o346 + (q347 % 1024LL) * 8LL;
+        const int64_t nv350 = (true && (o345 + 0) >= 0 && (o345 + 0) < int64_t(tsr_dim_M) && gc349 >= 0) ? int64_t(tsr_dim_N) - gc349 : 0LL;  // elements in bounds (<= 0: none)
+        tsr::struct_copy_chunk(dst344 + q347 * 8LL, nv350 > 0 ? tsr_p0 + ((o345 + 0) * tsr_p0_s0 + gc349 * tsr_p0_s1) : tsr_p0, nv350, tsr_p0_s1);
+      }
+    }
+    tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+  }
+  // %171 = const {value = 32767} : u32
+  const uint32_t v351 = uint32_t(32767LL);
+  // %172 = const {value = 15} : u32
+  const uint32_t v352 = uint32_t(15LL);
+  // %173 = sub %7, %4 : i32
+  const int32_t v353 = int32_t(uint32_t(v6) - uint32_t(v3));
+  // %174, %175 = for %16, %13, %4, %16, %16 : i32, i32 {...}
+  int32_t c354;
+  c354 = v15;
+  int32_t c355;
+  c355 = v15;
+  for (int64_t iv356_ = v15; v3 > 0 && iv356_ < v12; iv356_ += v3) {
+    const int32_t iv356 = int32_t(iv356_);
+    // async_wait
+    tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible
+    __syncthreads();
+    // %179 = rem %176, %10 : i32
+    const int32_t v357 = tsr::irem<int32_t>(iv356, v9);
+    // %180 = mul %179, %10 : i32
+    const int32_t v358 = int32_t(uint32_t(v357) * uint32_t(v9));
+    // %181 = add %176, %4 : i32
+    const int32_t v359 = int32_t(uint32_t(iv356) + uint32_t(v3));
+    // %182 = cmp %181, %13 {pred = "lt"} : i1
+    const uint8_t v360 = uint8_t(v359 < v12);
+    // if %182 {...}
+    if (v360) {
+      // %183 = mul %181, %10 : i32
+      const int32_t v361 = int32_t(uint32_t(v359) * uint32_t(v9));
+      // %184 = add %183, %16 : i32
+      const int32_t v362 = int32_t(uint32_t(v361) + uint32_t(v15));
+      // %185 = sub %10, %180 : i32
+      const int32_t v363 = int32_t(uint32_t(v9) - uint32_t(v358));
+      // %186 = add %185, %16 : i32
+      const int32_t v364 = int32_t(uint32_t(v363) + uint32_t(v15));
+      // async_copy %9, %x, %186, %1, %184
+      if (!(true && int64_t(v364) >= 0 && int64_t(v364) < 4LL)) __trap();  // slot index out of range
+      {
+        uint16_t* const dst365 = buf8 + ((0LL) * 4LL + int64_t(v364)) * 8192LL;
+        __syncthreads();
+        {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
+          const int64_t o366 = int64_t(v0) * 1LL;
+          const int64_t o367 = int64_t(v362) * 8192LL;
+          for (int64_t q368 = tsr_tid; q368 < 1024LL; q368 += tsr_nthreads) {
+            const int64_t gc370 = o367 + (q368 % 1024LL) * 8LL;
+            const int64_t nv371 = (true && (o366 + 0) >= 0 && (o366 + 0) < int64_t(tsr_dim_M) && gc370 >= 0) ? int64_t(tsr_dim_N) - gc370 : 0LL;  // elements in bounds (<= 0: none)
+            tsr::struct_copy_chunk(dst365 + q368 * 8LL, nv371 > 0 ? tsr_p0 + ((o366 + 0) * tsr_p0_s0 + gc370 * tsr_p0_s1) : tsr_p0, nv371, tsr_p0_s1);
+          }
+        }
+        tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+      }
+      // %187 = add %183, %4 : i32
+      const int32_t v372 = int32_t(uint32_t(v361) + uint32_t(v3));
+      // %188 = add %185, %4 : i32
+      const int32_t v373 = int32_t(uint32_t(v363) + uint32_t(v3));
+      // async_copy %9, %x, %188, %1, %187
+      if (!(true && int64_t(v373) >= 0 && int64_t(v373) < 4LL)) __trap();  // slot index out of range
+      {
+        uint16_t* const dst374 = buf8 + ((0LL) * 4LL + int64_t(v373)) * 8192LL;
+        __syncthreads();
+        {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
+          const int64_t o375 = int64_t(v0) * 1LL;
+          const int64_t o376 = int64_t(v372) * 8192LL;
+          for (int64_t q377 = tsr_tid; q377 < 1024LL; q377 += tsr_nthreads) {
+            const int64_t gc379 = o376 + (q377 % 1024LL) * 8LL;
+            const int64_t nv380 = (true && (o375 + 0) >= 0 && (o375 + 0) < int64_t(tsr_dim_M) && gc379 >= 0) ? int64_t(tsr_dim_N) - gc379 : 0LL;  // elements in bounds (<= 0: none)
+            tsr::struct_copy_chunk(dst374 + q377 * 8LL, nv380 > 0 ? tsr_p0 + ((o375 + 0) * tsr_p0_s0 + gc379 * tsr_p0_s1) : tsr_p0, nv380, tsr_p0_s1);
+          }
+        }
+        tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+      }
+      // yield
+    } else {
+      // yield
+    }
+    // %189 = mul %176, %10 : i32
+    const int32_t v381 = int32_t(uint32_t(iv356) * uint32_t(v9));
+    // %190 = sub %7, %189 : i32
+    const int32_t v382 = int32_t(uint32_t(v6) - uint32_t(v381));
+    // %191 = min %10, %190 : i32
+    const int32_t v383 = tsr::imin<int32_t>(v9, v382);
+    // %192, %193 = for %16, %191, %4, %177, %178 : i32, i32 {...}
+    int32_t c384;
+    c384 = c354;
+    int32_t c385;
+    c385 = c355;
+    for (int64_t iv386_ = v15; v3 > 0 && iv386_ < v383; iv386_ += v3) {
+      const int32_t iv386 = int32_t(iv386_);
+      // %197 = add %189, %194 : i32
+      const int32_t v387 = int32_t(uint32_t(v381) + uint32_t(iv386));
+      // %198 = add %180, %194 : i32
+      const int32_t v388 = int32_t(uint32_t(v358) + uint32_t(iv386));
+      // %199 = buffer_read %9, %198 : tile<bf16, [1, 8192]>
+      if (!(true && int64_t(v388) >= 0 && int64_t(v388) < 4LL)) __trap();  // slot index out of range
+      const uint16_t* const src389 = buf8 + ((0LL) * 4LL + int64_t(v388)) * 8192LL;
+      float v390[16];
+      #pragma unroll
+      for (int c391 = 0; c391 < 2; ++c391) {
+        uint16_t v_[8];
+        tsr::copy_vec<uint16_t, 8>(v_, src389 + c391 * 4096 + tsr_tid * 8);
+        #pragma unroll
+        for (int l_ = 0; l_ < 8; ++l_) v390[c391 * 8 + l_] = tsr::bf2f(v_[l_]);
+      }
+      // %200 = reshape %199 : tile<bf16, [8192]>
+      float v392[16];
+      #pragma unroll
+      for (int s393 = 0; s393 < 16; ++s393) {
+        v392[s393] = v390[s393];
+      }
+      // %201 = bitcast %200 : tile<u16, [8192]>
+      uint16_t v394[16];
+      #pragma unroll
+      for (int s395 = 0; s395 < 16; ++s395) {
+        v394[s395] = uint16_t(tsr::bf16_bits(v392[s395]));
+      }
+      // %202 = cast %201 : tile<u32, [8192]>
+      uint32_t v396[16];
+      #pragma unroll
+      for (int s397 = 0; s397 < 16; ++s397) {
+        v396[s397] = uint32_t(v394[s397]);
+      }
+      // %203 = splat %171 : tile<u32, [8192]>
+      uint32_t v398[16];
+      #pragma unroll
+      for (int s399 = 0; s399 < 16; ++s399) {
+        v398[s399] = v351;
+      }
+      // %204 = xor %202, %203 : tile<u32, [8192]>
+      uint32_t v400[16];
+      #pragma unroll
+      for (int s401 = 0; s401 < 16; ++s401) {
+        v400[s401] = uint32_t(v396[s401] ^ v398[s401]);
+      }
+      // %205 = splat %172 : tile<u32, [8192]>
+      uint32_t v402[16];
+      #pragma unroll
+      for (int s403 = 0; s403 < 16; ++s403) {
+        v402[s403] = v352;
+      }
+      // %206 = shr %202, %205 : tile<u32, [8192]>
+      uint32_t v404[16];
+      #pragma unroll
+      for (int s405 = 0; s405 < 16; ++s405) {
+        v404[s405] = tsr::ishr<uint32_t>(v396[s405], v402[s405]);
+      }
+      // %207 = splat %14 : tile<u32, [8192]>
+      uint32_t v406[16];
+      #pragma unroll
+      for (int s407 = 0; s407 < 16; ++s407) {
+        v406[s407] = v13;
+      }
+      // %208 = cmp %206, %207 {pred = "eq"} : tile<i1, [8192]>
+      uint8_t v408[16];
+      #pragma unroll
+      for (int s409 = 0; s409 < 16; ++s409) {
+        v408[s409] = uint8_t(v404[s409] == v406[s409]);
+      }
+      // %209 = where %208, %204, %202 : tile<u32, [8192]>
+      uint32_t v410[16];
+      #pragma unroll
+      for (int s411 = 0; s411 < 16; ++s411) {
+        v410[s411] = (v408[s411] ? v400[s411] : v396[s411]);
+      }
+      // %210 = cmp %197, %173 {pred = "eq"} : i1
+      const uint8_t v412 = uint8_t(v387 == v353);
+      // %211 = if %210 : tile<u32, [8192]> {...}
+      uint32_t v413[16];
+      if (v412) {
+        // %212 = mul %197, %3 : i32
+        const int32_t v414 = int32_t(uint32_t(v387) * uint32_t(v2));
+        // %213 = arange : tile<i32, [8192]>
+        int32_t v415[16];
+        #pragma unroll
+        for (int s416 = 0; s416 < 16; ++s416) {
+          v415[s416] = int32_t(0 + ((s416 / 8) * 4096 + tsr_tid * 8 + (s416 % 8)));
+        }
+        // %214 = splat %212 : tile<i32, [8192]>
+        int32_t v417[16];
+        #pragma unroll
+        for (int s418 = 0; s418 < 16; ++s418) {
+          v417[s418] = v414;
+        }
+        // %215 = add %213, %214 : tile<i32, [8192]>
+        int32_t v419[16];
+        #pragma unroll
+        for (int s420 = 0; s420 < 16; ++s420) {
+          v419[s420] = int32_t(uint32_t(v415[s420]) + uint32_t(v417[s420]));
+        }
+        // %216 = splat %2 : tile<i32, [8192]>
+        int32_t v421[16];
+        #pragma unroll
+        for (int s422 = 0; s422 < 16; ++s422) {
+          v421[s422] = v1;
+        }
+        // %217 = cmp %215, %216 {pred = "lt"} : tile<i1, [8192]>
+        uint8_t v423[16];
+        #pragma unroll
+        for (int s424 = 0; s424 < 16; ++s424) {
+          v423[s424] = uint8_t(v419[s424] < v421[s424]);
+        }
+        // %218 = splat %8 : tile<u32, [8192]>
+        uint32_t v425[16];
+        #pragma unroll
+        for (int s426 = 0; s426 < 16; ++s426) {
+          v425[s426] = v7;
+        }
+        // %219 = where %217, %209, %218 : tile<u32, [8192]>
+        uint32_t v427[16];
+        #pragma unroll
+        for (int s428 = 0; s428 < 16; ++s428) {
+          v427[s428] = (v423[s428] ? v410[s428] : v425[s428]);
+        }
+        // yield %219
+        #pragma unroll
+        for (int s429 = 0; s429 < 16; ++s429) {
+          v413[s429] = v427[s429];
+        }
+      } else {
+        // yield %209
+        #pragma unroll
+        for (int s430 = 0; s430 < 16; ++s430) {
+          v413[s430] = v410[s430];
+        }
+      }
+      // %220 = splat %92 : tile<u32, [8192]>
+      uint32_t v431[16];
+      #pragma unroll
+      for (int s432 = 0; s432 < 16; ++s432) {
+        v431[s432] = v173;
+      }
+      // %221 = shr %211, %220 : tile<u32, [8192]>
+      uint32_t v433[16];
+      #pragma unroll
+      for (int s434 = 0; s434 < 16; ++s434) {
+        v433[s434] = tsr::ishr<uint32_t>(v413[s434], v431[s434]);
+      }
+      // %222 = splat %170 : tile<u32, [8192]>
+      uint32_t v435[16];
+      #pragma unroll
+      for (int s436 = 0; s436 < 16; ++s436) {
+        v435[s436] = v336;
+      }
+      // %223 = cmp %221, %222 {pred = "eq"} : tile<i1, [8192]>
+      uint8_t v437[16];
+      #pragma unroll
+      for (int s438 = 0; s438 < 16; ++s438) {
+        v437[s438] = uint8_t(v433[s438] == v435[s438]);
+      }
+      // %224 = cmp %221, %222 {pred = "lt"} : tile<i1, [8192]>
+      uint8_t v439[16];
+      #pragma unroll
+      for (int s440 = 0; s440 < 16; ++s440) {
+        v439[s440] = uint8_t(v433[s440] < v435[s440]);
+      }
+      // %225 = cast %223 : tile<i32, [8192]>
+      int32_t v441[16];
+      #pragma unroll
+      for (int s442 = 0; s442 < 16; ++s442) {
+        v441[s442] = int32_t(v437[s442]);
+      }
+      // %226 = reduce %225 {axis = 0, kind = "sum"} : i32
+      int32_t v443;
+      int32_t racc444[8];
+      #pragma unroll
+      for (int v_ = 0; v_ < 8; ++v_) racc444[v_] = int32_t(0);
+      #pragma unroll
+      for (int s445 = 0; s445 < 16; ++s445) {
+        racc444[s445 % 8] = int32_t(uint32_t(racc444[s445 % 8]) + uint32_t(v441[s445]));
+      }
+      racc444[0] = int32_t(uint32_t(racc444[0]) + uint32_t(racc444[4]));
+      racc444[1] = int32_t(uint32_t(racc444[1]) + uint32_t(racc444[5]));
+      racc444[2] = int32_t(uint32_t(racc444[2]) + uint32_t(racc444[6]));
+      racc444[3] = int32_t(uint32_t(racc444[3]) + uint32_t(racc444[7]));
+      racc444[0] = int32_t(uint32_t(racc444[0]) + uint32_t(racc444[2]));
+      racc444[1] = int32_t(uint32_t(racc444[1]) + uint32_t(racc444[3]));
+      racc444[0] = int32_t(uint32_t(racc444[0]) + uint32_t(racc444[1]));
+      racc444[0] = int32_t(uint32_t(racc444[0]) + uint32_t(tsr::shfl_xor(racc444[0], 16)));
+      racc444[0] = int32_t(uint32_t(racc444[0]) + uint32_t(tsr::shfl_xor(racc444[0], 8)));
+      racc444[0] = int32_t(uint32_t(racc444[0]) + uint32_t(tsr::shfl_xor(racc444[0], 4)));
+      racc444[0] = int32_t(uint32_t(racc444[0]) + uint32_t(tsr::shfl_xor(racc444[0], 2)));
+      racc444[0] = int32_t(uint32_t(racc444[0]) + uint32_t(tsr::shfl_xor(racc444[0], 1)));
+      __shared__ int32_t tsr_red446_mem[32];
+      int32_t* const tsr_red446 = tsr_red446_mem + tsr_red446_at;
+      tsr_red446_at ^= 16;
+      if ((tsr_tid & 31) == 0) {
+        tsr_red446[(tsr_tid >> 5) * 1 + 0] = racc444[0];
+      }
+      __syncthreads();
+      racc444[0] = tsr_red446[(tsr_tid & 15) * 1 + 0];
+      racc444[0] = int32_t(uint32_t(racc444[0]) + uint32_t(tsr::shfl_xor(racc444[0], 8)));
+      racc444[0] = int32_t(uint32_t(racc444[0]) + uint32_t(tsr::shfl_xor(racc444[0], 4)));
+      racc444[0] = int32_t(uint32_t(racc444[0]) + uint32_t(tsr::shfl_xor(racc444[0], 2)));
+      racc444[0] = int32_t(uint32_t(racc444[0]) + uint32_t(tsr::shfl_xor(racc444[0], 1)));
+      v443 = racc444[0];
+      // %227 = add %196, %226 : i32
+      const int32_t v447 = int32_t(uint32_t(c385) + uint32_t(v443));
+      // %228 = cmp %227, %91 {pred = "le"} : i1
+      const uint8_t v448 = uint8_t(v447 <= v172);
+      // %229 = if %228 : tile<i1, [8192]> {...}
+      uint8_t v449[16];
+      if (v448) {
+        // %230 = or %224, %223 : tile<i1, [8192]>
+        uint8_t v450[16];
+        #pragma unroll
+        for (int s451 = 0; s451 < 16; ++s451) {
+          v450[s451] = uint8_t(v439[s451] | v437[s451]);
+        }
+        // yield %230
+        #pragma unroll
+        for (int s452 = 0; s452 < 16; ++s452) {
+          v449[s452] = v450[s452];
+        }
+      } else {
+        // %231 = scan %225 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+        int32_t v453[16];
+        uint32_t run454 = uint32_t(0);
+        uint32_t acc455_0 = uint32_t(0);
+        acc455_0 += uint32_t(v441[0]); v453[0] = int32_t(acc455_0);
+        acc455_0 += uint32_t(v441[1]); v453[1] = int32_t(acc455_0);
+        acc455_0 += uint32_t(v441[2]); v453[2] = int32_t(acc455_0);
+        acc455_0 += uint32_t(v441[3]); v453[3] = int32_t(acc455_0);
+        acc455_0 += uint32_t(v441[4]); v453[4] = int32_t(acc455_0);
+        acc455_0 += uint32_t(v441[5]); v453[5] = int32_t(acc455_0);
+        acc455_0 += uint32_t(v441[6]); v453[6] = int32_t(acc455_0);
+        acc455_0 += uint32_t(v441[7]); v453[7] = int32_t(acc455_0);
+        __syncthreads();
+        uint32_t tot457_0;
+        const uint32_t off456_0 = run454 + tsr::block_exclusive_sum<16>(acc455_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot457_0);
+        v453[0] = int32_t(uint32_t(v453[0]) + off456_0);
+        v453[1] = int32_t(uint32_t(v453[1]) + off456_0);
+        v453[2] = int32_t(uint32_t(v453[2]) + off456_0);
+        v453[3] = int32_t(uint32_t(v453[3]) + off456_0);
+        v453[4] = int32_t(uint32_t(v453[4]) + off456_0);
+        v453[5] = int32_t(uint32_t(v453[5]) + off456_0);
+        v453[6] = int32_t(uint32_t(v453[6]) + off456_0);
+        v453[7] = int32_t(uint32_t(v453[7]) + off456_0);
+        run454 += tot457_0;
+        uint32_t acc455_1 = uint32_t(0);
+        acc455_1 += uint32_t(v441[8]); v453[8] = int32_t(acc455_1);
+        acc455_1 += uint32_t(v441[9]); v453[9] = int32_t(acc455_1);
+        acc455_1 += uint32_t(v441[10]); v453[10] = int32_t(acc455_1);
+        acc455_1 += uint32_t(v441[11]); v453[11] = int32_t(acc455_1);
+        acc455_1 += uint32_t(v441[12]); v453[12] = int32_t(acc455_1);
+        acc455_1 += uint32_t(v441[13]); v453[13] = int32_t(acc455_1);
+        acc455_1 += uint32_t(v441[14]); v453[14] = int32_t(acc455_1);
+        acc455_1 += uint32_t(v441[15]); v453[15] = int32_t(acc455_1);
+        __syncthreads();
+        uint32_t tot457_1;
+        const uint32_t off456_1 = run454 + tsr::block_exclusive_sum<16>(acc455_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot457_1);
+        v453[8] = int32_t(uint32_t(v453[8]) + off456_1);
+        v453[9] = int32_t(uint32_t(v453[9]) + off456_1);
+        v453[10] = int32_t(uint32_t(v453[10]) + off456_1);
+        v453[11] = int32_t(uint32_t(v453[11]) + off456_1);
+        v453[12] = int32_t(uint32_t(v453[12]) + off456_1);
+        v453[13] = int32_t(uint32_t(v453[13]) + off456_1);
+        v453[14] = int32_t(uint32_t(v453[14]) + off456_1);
+        v453[15] = int32_t(uint32_t(v453[15]) + off456_1);
+        run454 += tot457_1;
+        // %232 = splat %196 : tile<i32, [8192]>
+        int32_t v458[16];
+        #pragma unroll
+        for (int s459 = 0; s459 < 16; ++s459) {
+          v458[s459] = c385;
+        }
+        // %233 = add %231, %232 : tile<i32, [8192]>
+        int32_t v460[16];
+        #pragma unroll
+        for (int s461 = 0; s461 < 16; ++s461) {
+          v460[s461] = int32_t(uint32_t(v453[s461]) + uint32_t(v458[s461]));
+        }
+        // %234 = splat %91 : tile<i32, [8192]>
+        int32_t v462[16];
+        #pragma unroll
+        for (int s463 = 0; s463 < 16; ++s463) {
+          v462[s463] = v172;
+        }
+        // %235 = cmp %233, %234 {pred = "le"} : tile<i1, [8192]>
+        uint8_t v464[16];
+        #pragma unroll
+        for (int s465 = 0; s465 < 16; ++s465) {
+          v464[s465] = uint8_t(v460[s465] <= v462[s465]);
+        }
+        // %236 = and %223, %235 : tile<i1, [8192]>
+        uint8_t v466[16];
+        #pragma unroll
+        for (int s467 = 0; s467 < 16; ++s467) {
+          v466[s467] = uint8_t(v437[s467] & v464[s467]);
+        }
+        // %237 = or %224, %236 : tile<i1, [8192]>
+        uint8_t v468[16];
+        #pragma unroll
+        for (int s469 = 0; s469 < 16; ++s469) {
+          v468[s469] = uint8_t(v439[s469] | v466[s469]);
+        }
+        // yield %237
+        #pragma unroll
+        for (int s470 = 0; s470 < 16; ++s470) {
+          v449[s470] = v468[s470];
+        }
+      }
+      // %238 = sub %195, %4 : i32
+      const int32_t v471 = int32_t(uint32_t(c384) - uint32_t(v3));
+      // %239 = cast %229 : tile<i32, [8192]>
+      int32_t v472[16];
+      #pragma unroll
+      for (int s473 = 0; s473 < 16; ++s473) {
+        v472[s473] = int32_t(v449[s473]);
+      }
+      // %240 = scan %239 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+      int32_t v474[16];
+      uint32_t run475 = uint32_t(0);
+      uint32_t acc476_0 = uint32_t(0);
+      acc476_0 += uint32_t(v472[0]); v474[0] = int32_t(acc476_0);
+      acc476_0 += uint32_t(v472[1]); v474[1] = int32_t(acc476_0);
+      acc476_0 += uint32_t(v472[2]); v474[2] = int32_t(acc476_0);
+      acc476_0 += uint32_t(v472[3]); v474[3] = int32_t(acc476_0);
+      acc476_0 += uint32_t(v472[4]); v474[4] = int32_t(acc476_0);
+      acc476_0 += uint32_t(v472[5]); v474[5] = int32_t(acc476_0);
+      acc476_0 += uint32_t(v472[6]); v474[6] = int32_t(acc476_0);
+      acc476_0 += uint32_t(v472[7]); v474[7] = int32_t(acc476_0);
+      __syncthreads();
+      uint32_t tot478_0;
+      const uint32_t off477_0 = run475 + tsr::block_exclusive_sum<16>(acc476_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot478_0);
+      v474[0] = int32_t(uint32_t(v474[0]) + off477_0);
+      v474[1] = int32_t(uint32_t(v474[1]) + off477_0);
+      v474[2] = int32_t(uint32_t(v474[2]) + off477_0);
+      v474[3] = int32_t(uint32_t(v474[3]) + off477_0);
+      v474[4] = int32_t(uint32_t(v474[4]) + off477_0);
+      v474[5] = int32_t(uint32_t(v474[5]) + off477_0);
+      v474[6] = int32_t(uint32_t(v474[6]) + off477_0);
+      v474[7] = int32_t(uint32_t(v474[7]) + off477_0);
+      run475 += tot478_0;
+      uint32_t acc476_1 = uint32_t(0);
+      acc476_1 += uint32_t(v472[8]); v474[8] = int32_t(acc476_1);
+      acc476_1 += uint32_t(v472[9]); v474[9] = int32_t(acc476_1);
+      acc476_1 += uint32_t(v472[10]); v474[10] = int32_t(acc476_1);
+      acc476_1 += uint32_t(v472[11]); v474[11] = int32_t(acc476_1);
+      acc476_1 += uint32_t(v472[12]); v474[12] = int32_t(acc476_1);
+      acc476_1 += uint32_t(v472[13]); v474[13] = int32_t(acc476_1);
+      acc476_1 += uint32_t(v472[14]); v474[14] = int32_t(acc476_1);
+      acc476_1 += uint32_t(v472[15]); v474[15] = int32_t(acc476_1);
+      __syncthreads();
+      uint32_t tot478_1;
+      const uint32_t off477_1 = run475 + tsr::block_exclusive_sum<16>(acc476_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot478_1);
+      v474[8] = int32_t(uint32_t(v474[8]) + off477_1);
+      v474[9] = int32_t(uint32_t(v474[9]) + off477_1);
+      v474[10] = int32_t(uint32_t(v474[10]) + off477_1);
+      v474[11] = int32_t(uint32_t(v474[11]) + off477_1);
+      v474[12] = int32_t(uint32_t(v474[12]) + off477_1);
+      v474[13] = int32_t(uint32_t(v474[13]) + off477_1);
+      v474[14] = int32_t(uint32_t(v474[14]) + off477_1);
+      v474[15] = int32_t(uint32_t(v474[15]) + off477_1);
+      run475 += tot478_1;
+      // %241 = splat %238 : tile<i32, [8192]>
+      int32_t v479[16];
+      #pragma unroll
+      for (int s480 = 0; s480 < 16; ++s480) {
+        v479[s480] = v471;
+      }
+      // %242 = add %240, %241 : tile<i32, [8192]>
+      int32_t v481[16];
+      #pragma unroll
+      for (int s482 = 0; s482 < 16; ++s482) {
+        v481[s482] = int32_t(uint32_t(v474[s482]) + uint32_t(v479[s482]));
+      }
+      // %243 = splat %1 : tile<i32, [8192]>
+      int32_t v483[16];
+      #pragma unroll
+      for (int s484 = 0; s484 < 16; ++s484) {
+        v483[s484] = v0;
+      }
+      // scatter %values, %200, %243, %242, %229
+      #pragma unroll
+      for (int s485 = 0; s485 < 16; ++s485) {
+        if ((v449[s485] != 0) && (int64_t(v483[s485]) >= 0 && int64_t(v483[s485]) < int64_t(tsr_dim_M) && int64_t(v481[s485]) >= 0 && int64_t(v481[s485]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v483[s485]) * tsr_p1_s0 + int64_t(v481[s485]) * tsr_p1_s1] = tsr::f2bf(v392[s485]);
+      }
+      // %244 = mul %197, %3 : i32
+      const int32_t v486 = int32_t(uint32_t(v387) * uint32_t(v2));
+      // %245 = arange : tile<i32, [8192]>
+      int32_t v487[16];
+      #pragma unroll
+      for (int s488 = 0; s488 < 16; ++s488) {
+        v487[s488] = int32_t(0 + ((s488 / 8) * 4096 + tsr_tid * 8 + (s488 % 8)));
+      }
+      // %246 = splat %244 : tile<i32, [8192]>
+      int32_t v489[16];
+      #pragma unroll
+      for (int s490 = 0; s490 < 16; ++s490) {
+        v489[s490] = v486;
+      }
+      // %247 = add %245, %246 : tile<i32, [8192]>
+      int32_t v491[16];
+      #pragma unroll
+      for (int s492 = 0; s492 < 16; ++s492) {
+        v491[s492] = int32_t(uint32_t(v487[s492]) + uint32_t(v489[s492]));
+      }
+      // scatter %indices, %247, %243, %242, %229
+      #pragma unroll
+      for (int s493 = 0; s493 < 16; ++s493) {
+        if ((v449[s493] != 0) && (int64_t(v483[s493]) >= 0 && int64_t(v483[s493]) < int64_t(tsr_dim_M) && int64_t(v481[s493]) >= 0 && int64_t(v481[s493]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v483[s493]) * tsr_p2_s0 + int64_t(v481[s493]) * tsr_p2_s1] = v491[s493];
+      }
+      // %248 = reduce %239 {axis = 0, kind = "sum"} : i32
+      int32_t v494;
+      int32_t racc495[8];
+      #pragma unroll
+      for (int v_ = 0; v_ < 8; ++v_) racc495[v_] = int32_t(0);
+      #pragma unroll
+      for (int s496 = 0; s496 < 16; ++s496) {
+        racc495[s496 % 8] = int32_t(uint32_t(racc495[s496 % 8]) + uint32_t(v472[s496]));
+      }
+      racc495[0] = int32_t(uint32_t(racc495[0]) + uint32_t(racc495[4]));
+      racc495[1] = int32_t(uint32_t(racc495[1]) + uint32_t(racc495[5]));
+      racc495[2] = int32_t(uint32_t(racc495[2]) + uint32_t(racc495[6]));
+      racc495[3] = int32_t(uint32_t(racc495[3]) + uint32_t(racc495[7]));
+      racc495[0] = int32_t(uint32_t(racc495[0]) + uint32_t(racc495[2]));
+      racc495[1] = int32_t(uint32_t(racc495[1]) + uint32_t(racc495[3]));
+      racc495[0] = int32_t(uint32_t(racc495[0]) + uint32_t(racc495[1]));
+      racc495[0] = int32_t(uint32_t(racc495[0]) + uint32_t(tsr::shfl_xor(racc495[0], 16)));
+      racc495[0] = int32_t(uint32_t(racc495[0]) + uint32_t(tsr::shfl_xor(racc495[0], 8)));
+      racc495[0] = int32_t(uint32_t(racc495[0]) + uint32_t(tsr::shfl_xor(racc495[0], 4)));
+      racc495[0] = int32_t(uint32_t(racc495[0]) + uint32_t(tsr::shfl_xor(racc495[0], 2)));
+      racc495[0] = int32_t(uint32_t(racc495[0]) + uint32_t(tsr::shfl_xor(racc495[0], 1)));
+      __shared__ int32_t tsr_red497_mem[32];
+      int32_t* const tsr_red497 = tsr_red497_mem + tsr_red497_at;
+      tsr_red497_at ^= 16;
+      if ((tsr_tid & 31) == 0) {
+        tsr_red497[(tsr_tid >> 5) * 1 + 0] = racc495[0];
+      }
+      __syncthreads();
+      racc495[0] = tsr_red497[(tsr_tid & 15) * 1 + 0];
+      racc495[0] = int32_t(uint32_t(racc495[0]) + uint32_t(tsr::shfl_xor(racc495[0], 8)));
+      racc495[0] = int32_t(uint32_t(racc495[0]) + uint32_t(tsr::shfl_xor(racc495[0], 4)));
+      racc495[0] = int32_t(uint32_t(racc495[0]) + uint32_t(tsr::shfl_xor(racc495[0], 2)));
+      racc495[0] = int32_t(uint32_t(racc495[0]) + uint32_t(tsr::shfl_xor(racc495[0], 1)));
+      v494 = racc495[0];
+      // %249 = add %195, %248 : i32
+      const int32_t v498 = int32_t(uint32_t(c384) + uint32_t(v494));
+      // yield %249, %227
+      c384 = v498;
+      c385 = v447;
+    }
+    // yield %192, %193
+    c354 = c384;
+    c355 = c385;
+  }
+  // %250 = load_tile %indices, %1, %16 : tile<i32, [1, 64]>
   __syncthreads();
-  int32_t v368[1];
+  int32_t v499[1];
   {
-    const int64_t o369 = int64_t(v0) * 1;
-    const int64_t o370 = int64_t(v9) * 64;
+    const int64_t o500 = int64_t(v0) * 1;
+    const int64_t o501 = int64_t(v15) * 64;
     #pragma unroll
-    for (int s371 = 0; s371 < 1; ++s371) {
-      const int e372 = (s371 * 512 + tsr_tid);
-      v368[s371] = ((s371 * 512 + tsr_tid) < 64) && ((o369 + 0) >= 0 && (o369 + 0) < int64_t(tsr_dim_M) && (o370 + (e372)) >= 0 && (o370 + (e372)) < int64_t(tsr_dim_K)) ? tsr_p2[(o369 + 0) * tsr_p2_s0 + (o370 + (e372)) * tsr_p2_s1] : int32_t(0LL);
+    for (int s502 = 0; s502 < 1; ++s502) {
+      const int e503 = (s502 * 512 + tsr_tid);
+      v499[s502] = ((s502 * 512 + tsr_tid) < 64) && ((o500 + 0) >= 0 && (o500 + 0) < int64_t(tsr_dim_M) && (o501 + (e503)) >= 0 && (o501 + (e503)) < int64_t(tsr_dim_K)) ? tsr_p2[(o500 + 0) * tsr_p2_s0 + (o501 + (e503)) * tsr_p2_s1] : int32_t(0LL);
     }
   }
-  // %171 = load_tile %values, %1, %10 : tile<bf16, [1, 64]>
-  float v373[1];
+  // %251 = load_tile %values, %1, %16 : tile<bf16, [1, 64]>
+  float v504[1];
   {
-    const int64_t o374 = int64_t(v0) * 1;
-    const int64_t o375 = int64_t(v9) * 64;
+    const int64_t o505 = int64_t(v0) * 1;
+    const int64_t o506 = int64_t(v15) * 64;
     #pragma unroll
-    for (int s376 = 0; s376 < 1; ++s376) {
-      const int e377 = (s376 * 512 + tsr_tid);
-      v373[s376] = ((s376 * 512 + tsr_tid) < 64) && ((o374 + 0) >= 0 && (o374 + 0) < int64_t(tsr_dim_M) && (o375 + (e377)) >= 0 && (o375 + (e377)) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p1[(o374 + 0) * tsr_p1_s0 + (o375 + (e377)) * tsr_p1_s1]) : 0x0p+0f;
+    for (int s507 = 0; s507 < 1; ++s507) {
+      const int e508 = (s507 * 512 + tsr_tid);
+      v504[s507] = ((s507 * 512 + tsr_tid) < 64) && ((o505 + 0) >= 0 && (o505 + 0) < int64_t(tsr_dim_M) && (o506 + (e508)) >= 0 && (o506 + (e508)) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p1[(o505 + 0) * tsr_p1_s0 + (o506 + (e508)) * tsr_p1_s1]) : 0x0p+0f;
     }
   }
-  // %172, %173 = sort %171, %170 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
-  float v378[1];
-  int32_t v379[1];
+  // %252, %253 = sort %251, %250 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
+  float v509[1];
+  int32_t v510[1];
   __syncthreads();
   #pragma unroll
-  for (int s380 = 0; s380 < 1; ++s380) {
-    if (((s380 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s380 * 512 + tsr_tid)] = v373[s380];
+  for (int s511 = 0; s511 < 1; ++s511) {
+    if (((s511 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s511 * 512 + tsr_tid)] = v504[s511];
   }
   __syncthreads();
   #pragma unroll
-  for (int s381 = 0; s381 < 1; ++s381) {
-    if (((s381 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s381 * 512 + tsr_tid)] = v368[s381];
+  for (int s512 = 0; s512 < 1; ++s512) {
+    if (((s512 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s512 * 512 + tsr_tid)] = v499[s512];
   }
   __syncthreads();
   for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
@@ -1312,39 +1688,39 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
     }
   }
   #pragma unroll
-  for (int s382 = 0; s382 < 1; ++s382) {
-    const int e383 = (s382 * 512 + tsr_tid);
-    v378[s382] = ((s382 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e383) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e383) / 64) * 1 + ((e383) % 1)) * 64 + (((e383) / 1) % 64)]) * 1 + ((e383) % 1)]) : float(0);
+  for (int s513 = 0; s513 < 1; ++s513) {
+    const int e514 = (s513 * 512 + tsr_tid);
+    v509[s513] = ((s513 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e514) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e514) / 64) * 1 + ((e514) % 1)) * 64 + (((e514) / 1) % 64)]) * 1 + ((e514) % 1)]) : float(0);
   }
   #pragma unroll
-  for (int s384 = 0; s384 < 1; ++s384) {
-    const int e385 = (s384 * 512 + tsr_tid);
-    v379[s384] = ((s384 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e385) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e385) / 64) * 1 + ((e385) % 1)) * 64 + (((e385) / 1) % 64)]) * 1 + ((e385) % 1)]) : int32_t(0);
+  for (int s515 = 0; s515 < 1; ++s515) {
+    const int e516 = (s515 * 512 + tsr_tid);
+    v510[s515] = ((s515 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e516) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e516) / 64) * 1 + ((e516) % 1)) * 64 + (((e516) / 1) % 64)]) * 1 + ((e516) % 1)]) : int32_t(0);
   }
-  // store_tile %values, %172, %1, %10
+  // store_tile %values, %252, %1, %16
   {
-    const int64_t o386 = int64_t(v0) * 1;
-    const int64_t o387 = int64_t(v9) * 64;
+    const int64_t o517 = int64_t(v0) * 1;
+    const int64_t o518 = int64_t(v15) * 64;
     #pragma unroll
-    for (int s388 = 0; s388 < 1; ++s388) {
-      const int e389 = (s388 * 512 + tsr_tid);
-      if (((s388 * 512 + tsr_tid) < 64) && ((o386 + 0) >= 0 && (o386 + 0) < int64_t(tsr_dim_M) && (o387 + (e389)) >= 0 && (o387 + (e389)) < int64_t(tsr_dim_K))) tsr_p1[(o386 + 0) * tsr_p1_s0 + (o387 + (e389)) * tsr_p1_s1] = tsr::f2bf(v378[s388]);
+    for (int s519 = 0; s519 < 1; ++s519) {
+      const int e520 = (s519 * 512 + tsr_tid);
+      if (((s519 * 512 + tsr_tid) < 64) && ((o517 + 0) >= 0 && (o517 + 0) < int64_t(tsr_dim_M) && (o518 + (e520)) >= 0 && (o518 + (e520)) < int64_t(tsr_dim_K))) tsr_p1[(o517 + 0) * tsr_p1_s0 + (o518 + (e520)) * tsr_p1_s1] = tsr::f2bf(v509[s519]);
     }
   }
-  // store_tile %indices, %173, %1, %10
+  // store_tile %indices, %253, %1, %16
   {
-    const int64_t o390 = int64_t(v0) * 1;
-    const int64_t o391 = int64_t(v9) * 64;
+    const int64_t o521 = int64_t(v0) * 1;
+    const int64_t o522 = int64_t(v15) * 64;
     #pragma unroll
-    for (int s392 = 0; s392 < 1; ++s392) {
-      const int e393 = (s392 * 512 + tsr_tid);
-      if (((s392 * 512 + tsr_tid) < 64) && ((o390 + 0) >= 0 && (o390 + 0) < int64_t(tsr_dim_M) && (o391 + (e393)) >= 0 && (o391 + (e393)) < int64_t(tsr_dim_K))) tsr_p2[(o390 + 0) * tsr_p2_s0 + (o391 + (e393)) * tsr_p2_s1] = v379[s392];
+    for (int s523 = 0; s523 < 1; ++s523) {
+      const int e524 = (s523 * 512 + tsr_tid);
+      if (((s523 * 512 + tsr_tid) < 64) && ((o521 + 0) >= 0 && (o521 + 0) < int64_t(tsr_dim_M) && (o522 + (e524)) >= 0 && (o522 + (e524)) < int64_t(tsr_dim_K))) tsr_p2[(o521 + 0) * tsr_p2_s0 + (o522 + (e524)) * tsr_p2_s1] = v510[s523];
     }
   }
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_topk, block_threads 512, static_smem 640, dynamic_smem 1024
+// symbol tessera_topk, block_threads 512, static_smem 640, dynamic_smem 66560
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer x bf16 bytes 8 index 0
 // param pointer values bf16 bytes 8 index 1
@@ -1358,9 +1734,11 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
 // stat block-scans = 4
 // stat histograms = 2
 // stat reductions = 8
-// stat smem-bytes = 1024
+// stat smem-bytes = 66560
 // stat sorts = 1
+// stat struct-cp-async-copies = 12
+// stat struct-smem-bytes = 65536
 // stat threads = 512
-// stat vector-accesses = 6
+// stat vector-buffer-reads = 3
 // stat warp-reductions = 8
 // stat write-read-barriers = 1

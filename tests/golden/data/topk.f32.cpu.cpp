@@ -55,7 +55,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   [[maybe_unused]] constexpr int64_t K = INT64_C(64);
   [[maybe_unused]] constexpr int64_t BLOCK_N = INT64_C(8192);
   [[maybe_unused]] constexpr int64_t num_warps = INT64_C(16);
-  [[maybe_unused]] constexpr int64_t prefetch_programs = INT64_C(0);
+  [[maybe_unused]] constexpr int64_t struct_cp_async = INT64_C(1);
   // %1 = program_id {axis = 0} : i32
   const int32_t v1 = pid0;
   // %2 = dim %x {axis = 1} : i32
@@ -70,863 +70,1370 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   const int32_t v6 = tsr::wsub(v5, v4);
   // %7 = div %6, %3 : i32
   const int32_t v7 = tsr::idiv(v6, v3);
-  // %8 = const {value = 0} : u32
-  const uint32_t v8 = uint32_t(INT64_C(0));
-  // %9 = const {value = 64} : i32
-  const int32_t v9 = int32_t(INT64_C(64));
-  // %10 = const {value = 0} : i32
-  const int32_t v10 = int32_t(INT64_C(0));
-  // %11 = splat %10 : tile<i32, [2048]>
-  alignas(64) int32_t v11[2048];
-  for (int64_t i12 = 0; i12 < 2048; ++i12) v11[i12] = v10;
-  // %12 = load_tile %x, %1, %10 {pad = -inf} : tile<f32, [1, 8192]>
-  alignas(64) float v13_pad[8192];
-  const float* v13 = v13_pad;
+  // %8 = const {value = 4294967295} : u32
+  const uint32_t v8 = uint32_t(INT64_C(4294967295));
+  // %9 = alloc : buffer<f32, [4, 1, 8192], space = "shared">
+  alignas(64) float buf9[32768];
+  // %10 = const {value = 2} : i32
+  const int32_t v10 = int32_t(INT64_C(2));
+  // %11 = add %7, %10 : i32
+  const int32_t v11 = tsr::wadd(v7, v10);
+  // %12 = sub %11, %4 : i32
+  const int32_t v12 = tsr::wsub(v11, v4);
+  // %13 = div %12, %10 : i32
+  const int32_t v13 = tsr::idiv(v12, v10);
+  // %14 = const {value = 0} : u32
+  const uint32_t v14 = uint32_t(INT64_C(0));
+  // %15 = const {value = 64} : i32
+  const int32_t v15 = int32_t(INT64_C(64));
+  // %16 = const {value = 0} : i32
+  const int32_t v16 = int32_t(INT64_C(0));
+  // %17 = splat %16 : tile<i32, [2048]>
+  alignas(64) int32_t v17[2048];
+  for (int64_t i18 = 0; i18 < 2048; ++i18) v17[i18] = v16;
+  // async_copy %9, %x, %16, %1, %16
+  if (!(true && int64_t(v16) >= 0 && int64_t(v16) < 4)) { tsr_fault(308); return; }
   {
-    const int64_t o14 = int64_t(v1) * 1;
-    const int64_t o15 = int64_t(v10) * 8192;
-    if (o14 >= 0 && o14 + 1 <= A.d0_0 && o15 >= 0 && o15 + 8192 <= A.d0_1) {
-      for (int64_t i16 = 0; i16 < 1; ++i16) {
-        v13 = A.p0 + (o14 + i16) * A.s0_0 + o15;
-      }
-    } else {
-      for (int64_t i18 = 0; i18 < 1; ++i18) {
-        for (int64_t i19 = 0; i19 < 8192; ++i19) {
-          v13_pad[(i18)*8192 + i19] = ((o14 + i18) >= 0 && (o14 + i18) < A.d0_0 && (o15 + i19) >= 0 && (o15 + i19) < A.d0_1) ? A.p0[(o14 + i18) * A.s0_0 + (o15 + i19) * A.s0_1] : float(double(-INFINITY));
-        }
-      }
-    }
-  }
-  // %13 = reshape %12 : tile<f32, [8192]>
-  // %14 = const {value = 2147483647} : u32
-  const uint32_t v20 = uint32_t(INT64_C(2147483647));
-  // %15 = const {value = 31} : u32
-  const uint32_t v21 = uint32_t(INT64_C(31));
-  // %16 = const {value = 21} : u32
-  const uint32_t v22 = uint32_t(INT64_C(21));
-  // %17 = const {value = 2047} : u32
-  const uint32_t v23 = uint32_t(INT64_C(2047));
-  // %18, %19 = for %10, %7, %4, %11, %13 : tile<i32, [2048]>, tile<f32, [8192]> {...}
-  alignas(64) int32_t c24[2048];
-  __builtin_memcpy(c24, v11, sizeof(c24));
-  alignas(64) float c25[8192];
-  __builtin_memcpy(c25, v13, sizeof(c25));
-  for (int64_t iv26_ = v10; v4 > 0 && iv26_ < v7; iv26_ += v4) {
-    const int32_t iv26 = int32_t(iv26_);
-    // %23 = add %20, %4 : i32
-    const int32_t v27 = tsr::wadd(iv26, v4);
-    // %24 = load_tile %x, %1, %23 {pad = -inf} : tile<f32, [1, 8192]>
-    alignas(64) float v28_pad[8192];
-    const float* v28 = v28_pad;
+    float* const dst19 = buf9 + ((0) * 4 + int64_t(v16)) * 8192;
     {
-      const int64_t o29 = int64_t(v1) * 1;
-      const int64_t o30 = int64_t(v27) * 8192;
-      if (o29 >= 0 && o29 + 1 <= A.d0_0 && o30 >= 0 && o30 + 8192 <= A.d0_1) {
-        for (int64_t i31 = 0; i31 < 1; ++i31) {
-          v28 = A.p0 + (o29 + i31) * A.s0_0 + o30;
+      const int64_t o20 = int64_t(v1) * 1;
+      const int64_t o21 = int64_t(v16) * 8192;
+      if (o20 >= 0 && o20 + 1 <= A.d0_0 && o21 >= 0 && o21 + 8192 <= A.d0_1) {
+        for (int64_t i22 = 0; i22 < 1; ++i22) {
+          for (int64_t i23 = 0; i23 < 8192; ++i23) dst19[(i22) * 8192 + i23] = A.p0[(o20 + i22) * A.s0_0 + o21 + i23];
         }
       } else {
-        for (int64_t i33 = 0; i33 < 1; ++i33) {
-          for (int64_t i34 = 0; i34 < 8192; ++i34) {
-            v28_pad[(i33)*8192 + i34] = ((o29 + i33) >= 0 && (o29 + i33) < A.d0_0 && (o30 + i34) >= 0 && (o30 + i34) < A.d0_1) ? A.p0[(o29 + i33) * A.s0_0 + (o30 + i34) * A.s0_1] : float(double(-INFINITY));
+        for (int64_t i24 = 0; i24 < 1; ++i24) {
+          for (int64_t i25 = 0; i25 < 8192; ++i25) {
+            dst19[(i24)*8192 + i25] = ((o20 + i24) >= 0 && (o20 + i24) < A.d0_0 && (o21 + i25) >= 0 && (o21 + i25) < A.d0_1) ? A.p0[(o20 + i24) * A.s0_0 + (o21 + i25) * A.s0_1] : float(0x0p+0);
           }
         }
       }
     }
-    // %25 = reshape %24 : tile<f32, [8192]>
-    // %26 = bitcast %22 : tile<u32, [8192]>
-    alignas(64) uint32_t v35[8192];
-    for (int64_t i36 = 0; i36 < 8192; ++i36) v35[i36] = uint32_t(tsr::f32_bits(c25[i36]));
-    // %27 = splat %14 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %28 = xor %26, %27 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %29 = splat %15 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %30 = shr %26, %29 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %31 = splat %8 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %32 = cmp %30, %31 {pred = "eq"} : tile<i1, [8192]>
-    // (computed inside its user)
-    // %33 = where %32, %28, %26 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %34 = splat %16 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %35 = shr %33, %34 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %36 = splat %17 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %37 = and %35, %36 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %38 = cast %37 : tile<i32, [8192]>
-    alignas(64) int32_t v37[8192];
-    for (int64_t i38 = 0; i38 < 8192; ++i38) v37[i38] = int32_t((uint32_t((tsr::ishr((((uint8_t((tsr::ishr(v35[i38], (v21))) == (v8))) ? (uint32_t(v35[i38] ^ (v20))) : v35[i38])), (v22))) & (v23))));
-    // %39 = histogram %38 : tile<i32, [2048]>
-    alignas(64) int32_t v39[2048];
-    tsr::histogram(v37, 8192, v39, 2048);
-    // %40 = add %21, %39 : tile<i32, [2048]>
-    // (written into the carried c24)
-    for (int64_t i40 = 0; i40 < 2048; ++i40) c24[i40] = tsr::wadd(c24[i40], v39[i40]);
-    // yield %40, %25
-    __builtin_memcpy(c25, v28, sizeof(c25));
   }
-  // %41 = scan %18 {axis = 0, kind = "sum"} : tile<i32, [2048]>
-  alignas(64) int32_t v41[2048];
+  // async_copy %9, %x, %4, %1, %4
+  if (!(true && int64_t(v4) >= 0 && int64_t(v4) < 4)) { tsr_fault(324); return; }
+  {
+    float* const dst26 = buf9 + ((0) * 4 + int64_t(v4)) * 8192;
+    {
+      const int64_t o27 = int64_t(v1) * 1;
+      const int64_t o28 = int64_t(v4) * 8192;
+      if (o27 >= 0 && o27 + 1 <= A.d0_0 && o28 >= 0 && o28 + 8192 <= A.d0_1) {
+        for (int64_t i29 = 0; i29 < 1; ++i29) {
+          for (int64_t i30 = 0; i30 < 8192; ++i30) dst26[(i29) * 8192 + i30] = A.p0[(o27 + i29) * A.s0_0 + o28 + i30];
+        }
+      } else {
+        for (int64_t i31 = 0; i31 < 1; ++i31) {
+          for (int64_t i32 = 0; i32 < 8192; ++i32) {
+            dst26[(i31)*8192 + i32] = ((o27 + i31) >= 0 && (o27 + i31) < A.d0_0 && (o28 + i32) >= 0 && (o28 + i32) < A.d0_1) ? A.p0[(o27 + i31) * A.s0_0 + (o28 + i32) * A.s0_1] : float(0x0p+0);
+          }
+        }
+      }
+    }
+  }
+  // %18 = const {value = 2147483647} : u32
+  const uint32_t v33 = uint32_t(INT64_C(2147483647));
+  // %19 = const {value = 31} : u32
+  const uint32_t v34 = uint32_t(INT64_C(31));
+  // %20 = sub %7, %4 : i32
+  const int32_t v35 = tsr::wsub(v7, v4);
+  // %21 = const {value = 21} : u32
+  const uint32_t v36 = uint32_t(INT64_C(21));
+  // %22 = const {value = 2047} : u32
+  const uint32_t v37 = uint32_t(INT64_C(2047));
+  // %23 = for %16, %13, %4, %17 : tile<i32, [2048]> {...}
+  alignas(64) int32_t c38[2048];
+  __builtin_memcpy(c38, v17, sizeof(c38));
+  for (int64_t iv39_ = v16; v4 > 0 && iv39_ < v13; iv39_ += v4) {
+    const int32_t iv39 = int32_t(iv39_);
+    // async_wait
+    // (copies are synchronous here: nothing to wait for)
+    // %26 = rem %24, %10 : i32
+    const int32_t v40 = tsr::irem(iv39, v10);
+    // %27 = mul %26, %10 : i32
+    const int32_t v41 = tsr::wmul(v40, v10);
+    // %28 = add %24, %4 : i32
+    const int32_t v42 = tsr::wadd(iv39, v4);
+    // %29 = cmp %28, %13 {pred = "lt"} : i1
+    const uint8_t v43 = uint8_t(v42 < v13);
+    // if %29 {...}
+    if (v43) {
+      // %30 = mul %28, %10 : i32
+      const int32_t v44 = tsr::wmul(v42, v10);
+      // %31 = add %30, %16 : i32
+      const int32_t v45 = tsr::wadd(v44, v16);
+      // %32 = sub %10, %27 : i32
+      const int32_t v46 = tsr::wsub(v10, v41);
+      // %33 = add %32, %16 : i32
+      const int32_t v47 = tsr::wadd(v46, v16);
+      // async_copy %9, %x, %33, %1, %31
+      if (!(true && int64_t(v47) >= 0 && int64_t(v47) < 4)) { tsr_fault(596); return; }
+      {
+        float* const dst48 = buf9 + ((0) * 4 + int64_t(v47)) * 8192;
+        {
+          const int64_t o49 = int64_t(v1) * 1;
+          const int64_t o50 = int64_t(v45) * 8192;
+          if (o49 >= 0 && o49 + 1 <= A.d0_0 && o50 >= 0 && o50 + 8192 <= A.d0_1) {
+            for (int64_t i51 = 0; i51 < 1; ++i51) {
+              for (int64_t i52 = 0; i52 < 8192; ++i52) dst48[(i51) * 8192 + i52] = A.p0[(o49 + i51) * A.s0_0 + o50 + i52];
+            }
+          } else {
+            for (int64_t i53 = 0; i53 < 1; ++i53) {
+              for (int64_t i54 = 0; i54 < 8192; ++i54) {
+                dst48[(i53)*8192 + i54] = ((o49 + i53) >= 0 && (o49 + i53) < A.d0_0 && (o50 + i54) >= 0 && (o50 + i54) < A.d0_1) ? A.p0[(o49 + i53) * A.s0_0 + (o50 + i54) * A.s0_1] : float(0x0p+0);
+              }
+            }
+          }
+        }
+      }
+      // %34 = add %30, %4 : i32
+      const int32_t v55 = tsr::wadd(v44, v4);
+      // %35 = add %32, %4 : i32
+      const int32_t v56 = tsr::wadd(v46, v4);
+      // async_copy %9, %x, %35, %1, %34
+      if (!(true && int64_t(v56) >= 0 && int64_t(v56) < 4)) { tsr_fault(644); return; }
+      {
+        float* const dst57 = buf9 + ((0) * 4 + int64_t(v56)) * 8192;
+        {
+          const int64_t o58 = int64_t(v1) * 1;
+          const int64_t o59 = int64_t(v55) * 8192;
+          if (o58 >= 0 && o58 + 1 <= A.d0_0 && o59 >= 0 && o59 + 8192 <= A.d0_1) {
+            for (int64_t i60 = 0; i60 < 1; ++i60) {
+              for (int64_t i61 = 0; i61 < 8192; ++i61) dst57[(i60) * 8192 + i61] = A.p0[(o58 + i60) * A.s0_0 + o59 + i61];
+            }
+          } else {
+            for (int64_t i62 = 0; i62 < 1; ++i62) {
+              for (int64_t i63 = 0; i63 < 8192; ++i63) {
+                dst57[(i62)*8192 + i63] = ((o58 + i62) >= 0 && (o58 + i62) < A.d0_0 && (o59 + i63) >= 0 && (o59 + i63) < A.d0_1) ? A.p0[(o58 + i62) * A.s0_0 + (o59 + i63) * A.s0_1] : float(0x0p+0);
+              }
+            }
+          }
+        }
+      }
+      // yield
+    } else {
+      // yield
+    }
+    // %36 = mul %24, %10 : i32
+    const int32_t v64 = tsr::wmul(iv39, v10);
+    // %37 = sub %7, %36 : i32
+    const int32_t v65 = tsr::wsub(v7, v64);
+    // %38 = min %10, %37 : i32
+    const int32_t v66 = tsr::imin(v10, v65);
+    // %39 = for %16, %38, %4, %25 : tile<i32, [2048]> {...}
+    alignas(64) int32_t c67[2048];
+    __builtin_memcpy(c67, c38, sizeof(c67));
+    for (int64_t iv68_ = v16; v4 > 0 && iv68_ < v66; iv68_ += v4) {
+      const int32_t iv68 = int32_t(iv68_);
+      // %42 = add %36, %40 : i32
+      const int32_t v69 = tsr::wadd(v64, iv68);
+      // %43 = add %27, %40 : i32
+      const int32_t v70 = tsr::wadd(v41, iv68);
+      // %44 = buffer_read %9, %43 : tile<f32, [1, 8192]>
+      if (!(true && int64_t(v70) >= 0 && int64_t(v70) < 4)) { tsr_fault(788); return; }
+      alignas(64) float v71[8192];
+      __builtin_memcpy(v71, buf9 + ((0) * 4 + int64_t(v70)) * 8192, sizeof(v71));
+      // %45 = reshape %44 : tile<f32, [8192]>
+      // %46 = bitcast %45 : tile<u32, [8192]>
+      alignas(64) uint32_t v72[8192];
+      for (int64_t i73 = 0; i73 < 8192; ++i73) v72[i73] = uint32_t(tsr::f32_bits(v71[i73]));
+      // %47 = splat %18 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %48 = xor %46, %47 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %49 = splat %19 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %50 = shr %46, %49 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %51 = splat %14 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %52 = cmp %50, %51 {pred = "eq"} : tile<i1, [8192]>
+      // (computed inside its user)
+      // %53 = where %52, %48, %46 : tile<u32, [8192]>
+      alignas(64) uint32_t v74[8192];
+      for (int64_t i75 = 0; i75 < 8192; ++i75) v74[i75] = ((uint8_t((tsr::ishr(v72[i75], (v34))) == (v14))) ? (uint32_t(v72[i75] ^ (v33))) : v72[i75]);
+      // %54 = cmp %42, %20 {pred = "eq"} : i1
+      const uint8_t v76 = uint8_t(v69 == v35);
+      // %55 = if %54 : tile<u32, [8192]> {...}
+      alignas(64) uint32_t v77[8192];
+      if (v76) {
+        // %56 = mul %42, %3 : i32
+        const int32_t v78 = tsr::wmul(v69, v3);
+        // %57 = arange : tile<i32, [8192]>
+        // (computed inside its user)
+        // %58 = splat %56 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %59 = add %57, %58 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %60 = splat %2 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %61 = cmp %59, %60 {pred = "lt"} : tile<i1, [8192]>
+        // (computed inside its user)
+        // %62 = splat %8 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %63 = where %61, %53, %62 : tile<u32, [8192]>
+        alignas(64) uint32_t v79[8192];
+        for (int64_t i80 = 0; i80 < 8192; ++i80) v79[i80] = ((uint8_t((tsr::wadd((int32_t(0 + i80)), (v78))) < (v2))) ? v74[i80] : (v8));
+        // yield %63
+        __builtin_memcpy(v77, v79, sizeof(v77));
+      } else {
+        // yield %53
+        __builtin_memcpy(v77, v74, sizeof(v77));
+      }
+      // %64 = splat %21 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %65 = shr %55, %64 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %66 = splat %22 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %67 = and %65, %66 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %68 = cast %67 : tile<i32, [8192]>
+      alignas(64) int32_t v81[8192];
+      for (int64_t i82 = 0; i82 < 8192; ++i82) v81[i82] = int32_t((uint32_t((tsr::ishr(v77[i82], (v36))) & (v37))));
+      // %69 = histogram %68 : tile<i32, [2048]>
+      alignas(64) int32_t v83[2048];
+      tsr::histogram(v81, 8192, v83, 2048);
+      // %70 = add %41, %69 : tile<i32, [2048]>
+      // (written into the carried c67)
+      for (int64_t i84 = 0; i84 < 2048; ++i84) c67[i84] = tsr::wadd(c67[i84], v83[i84]);
+      // yield %70
+    }
+    // yield %39
+    __builtin_memcpy(c38, c67, sizeof(c38));
+  }
+  // %71 = scan %23 {axis = 0, kind = "sum"} : tile<i32, [2048]>
+  alignas(64) int32_t v85[2048];
   for (int64_t o_ = 0; o_ < 1; ++o_)
   for (int64_t n_ = 0; n_ < 1; ++n_) {
-    int32_t acc42 = c24[(o_ * 2048 + 0) * 1 + n_];
-    v41[(o_ * 2048 + 0) * 1 + n_] = acc42;
-    for (int64_t l43 = 1; l43 < 2048; ++l43) {
-      acc42 = tsr::wadd(acc42, c24[(o_ * 2048 + l43) * 1 + n_]);
-      v41[(o_ * 2048 + l43) * 1 + n_] = acc42;
+    int32_t acc86 = c38[(o_ * 2048 + 0) * 1 + n_];
+    v85[(o_ * 2048 + 0) * 1 + n_] = acc86;
+    for (int64_t l87 = 1; l87 < 2048; ++l87) {
+      acc86 = tsr::wadd(acc86, c38[(o_ * 2048 + l87) * 1 + n_]);
+      v85[(o_ * 2048 + l87) * 1 + n_] = acc86;
     }
   }
-  // %42 = splat %9 : tile<i32, [2048]>
+  // %72 = splat %15 : tile<i32, [2048]>
   // (computed inside its user)
-  // %43 = cmp %41, %42 {pred = "lt"} : tile<i1, [2048]>
-  alignas(64) uint8_t v44[2048];
-  for (int64_t i45 = 0; i45 < 2048; ++i45) v44[i45] = uint8_t(v41[i45] < (v9));
-  // %44 = cast %43 : tile<i32, [2048]>
-  alignas(64) int32_t v46[2048];
-  for (int64_t i47 = 0; i47 < 2048; ++i47) v46[i47] = int32_t(v44[i47]);
-  // %45 = reduce %44 {axis = 0, kind = "sum"} : i32
-  int32_t v48;
+  // %73 = cmp %71, %72 {pred = "lt"} : tile<i1, [2048]>
+  alignas(64) uint8_t v88[2048];
+  for (int64_t i89 = 0; i89 < 2048; ++i89) v88[i89] = uint8_t(v85[i89] < (v15));
+  // %74 = cast %73 : tile<i32, [2048]>
+  alignas(64) int32_t v90[2048];
+  for (int64_t i91 = 0; i91 < 2048; ++i91) v90[i91] = int32_t(v88[i91]);
+  // %75 = reduce %74 {axis = 0, kind = "sum"} : i32
+  int32_t v92;
   for (int64_t o_ = 0; o_ < 1; ++o_) {
     int32_t ln_[16];
     for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
     for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v46[o_ * 2048 + l_ + q_]);
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v90[o_ * 2048 + l_ + q_]);
     int32_t acc_ = ln_[0];
     for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-    v48 = acc_;
+    v92 = acc_;
   }
-  // %46 = arange : tile<i32, [2048]>
-  alignas(64) int32_t v49[2048];
-  for (int64_t i50 = 0; i50 < 2048; ++i50) v49[i50] = int32_t(0 + i50);
-  // %47 = splat %45 : tile<i32, [2048]>
+  // %76 = arange : tile<i32, [2048]>
+  alignas(64) int32_t v93[2048];
+  for (int64_t i94 = 0; i94 < 2048; ++i94) v93[i94] = int32_t(0 + i94);
+  // %77 = splat %75 : tile<i32, [2048]>
   // (computed inside its user)
-  // %48 = cmp %46, %47 {pred = "eq"} : tile<i1, [2048]>
+  // %78 = cmp %76, %77 {pred = "eq"} : tile<i1, [2048]>
   // (computed inside its user)
-  // %49 = where %48, %18, %11 : tile<i32, [2048]>
-  alignas(64) int32_t v51[2048];
-  for (int64_t i52 = 0; i52 < 2048; ++i52) v51[i52] = ((uint8_t(v49[i52] == (v48))) ? c24[i52] : v10);
-  // %50 = reduce %49 {axis = 0, kind = "sum"} : i32
-  int32_t v53;
+  // %79 = where %78, %23, %17 : tile<i32, [2048]>
+  alignas(64) int32_t v95[2048];
+  for (int64_t i96 = 0; i96 < 2048; ++i96) v95[i96] = ((uint8_t(v93[i96] == (v92))) ? c38[i96] : v16);
+  // %80 = reduce %79 {axis = 0, kind = "sum"} : i32
+  int32_t v97;
   for (int64_t o_ = 0; o_ < 1; ++o_) {
     int32_t ln_[16];
     for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
     for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v51[o_ * 2048 + l_ + q_]);
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v95[o_ * 2048 + l_ + q_]);
     int32_t acc_ = ln_[0];
     for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-    v53 = acc_;
+    v97 = acc_;
   }
-  // %51 = where %43, %18, %11 : tile<i32, [2048]>
-  alignas(64) int32_t v54[2048];
-  for (int64_t i55 = 0; i55 < 2048; ++i55) v54[i55] = (v44[i55] ? c24[i55] : v10);
-  // %52 = reduce %51 {axis = 0, kind = "sum"} : i32
-  int32_t v56;
+  // %81 = where %73, %23, %17 : tile<i32, [2048]>
+  alignas(64) int32_t v98[2048];
+  for (int64_t i99 = 0; i99 < 2048; ++i99) v98[i99] = (v88[i99] ? c38[i99] : v16);
+  // %82 = reduce %81 {axis = 0, kind = "sum"} : i32
+  int32_t v100;
   for (int64_t o_ = 0; o_ < 1; ++o_) {
     int32_t ln_[16];
     for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
     for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v54[o_ * 2048 + l_ + q_]);
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v98[o_ * 2048 + l_ + q_]);
     int32_t acc_ = ln_[0];
     for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-    v56 = acc_;
+    v100 = acc_;
   }
-  // %53 = sub %9, %52 : i32
-  const int32_t v57 = tsr::wsub(v9, v56);
-  // %54 = cast %45 : u32
-  const uint32_t v58 = uint32_t(v48);
-  // %55 = const {value = 21} : u32
-  const uint32_t v59 = uint32_t(INT64_C(21));
-  // %56 = shl %54, %55 : u32
-  const uint32_t v60 = tsr::ishl(v58, v59);
-  // %57 = or %8, %56 : u32
-  const uint32_t v61 = uint32_t(v8 | v60);
-  // %58 = cmp %50, %53 {pred = "ne"} : i1
-  const uint8_t v62 = uint8_t(v53 != v57);
-  // %59, %60, %61, %62 = if %58 : u32, i32, u32, i1 {...}
-  uint32_t v63;
-  int32_t v64;
-  uint32_t v65;
-  uint8_t v66;
-  if (v62) {
-    // %63 = load_tile %x, %1, %10 {pad = -inf} : tile<f32, [1, 8192]>
-    alignas(64) float v67_pad[8192];
-    const float* v67 = v67_pad;
+  // %83 = sub %15, %82 : i32
+  const int32_t v101 = tsr::wsub(v15, v100);
+  // %84 = cast %75 : u32
+  const uint32_t v102 = uint32_t(v92);
+  // %85 = const {value = 21} : u32
+  const uint32_t v103 = uint32_t(INT64_C(21));
+  // %86 = shl %84, %85 : u32
+  const uint32_t v104 = tsr::ishl(v102, v103);
+  // %87 = or %14, %86 : u32
+  const uint32_t v105 = uint32_t(v14 | v104);
+  // %88 = cmp %80, %83 {pred = "ne"} : i1
+  const uint8_t v106 = uint8_t(v97 != v101);
+  // %89, %90, %91, %92 = if %88 : u32, i32, u32, i1 {...}
+  uint32_t v107;
+  int32_t v108;
+  uint32_t v109;
+  uint8_t v110;
+  if (v106) {
+    // async_copy %9, %x, %16, %1, %16
+    if (!(true && int64_t(v16) >= 0 && int64_t(v16) < 4)) { tsr_fault(1588); return; }
     {
-      const int64_t o68 = int64_t(v1) * 1;
-      const int64_t o69 = int64_t(v10) * 8192;
-      if (o68 >= 0 && o68 + 1 <= A.d0_0 && o69 >= 0 && o69 + 8192 <= A.d0_1) {
-        for (int64_t i70 = 0; i70 < 1; ++i70) {
-          v67 = A.p0 + (o68 + i70) * A.s0_0 + o69;
-        }
-      } else {
-        for (int64_t i72 = 0; i72 < 1; ++i72) {
-          for (int64_t i73 = 0; i73 < 8192; ++i73) {
-            v67_pad[(i72)*8192 + i73] = ((o68 + i72) >= 0 && (o68 + i72) < A.d0_0 && (o69 + i73) >= 0 && (o69 + i73) < A.d0_1) ? A.p0[(o68 + i72) * A.s0_0 + (o69 + i73) * A.s0_1] : float(double(-INFINITY));
-          }
-        }
-      }
-    }
-    // %64 = reshape %63 : tile<f32, [8192]>
-    // %65 = const {value = 2147483647} : u32
-    const uint32_t v74 = uint32_t(INT64_C(2147483647));
-    // %66 = const {value = 31} : u32
-    const uint32_t v75 = uint32_t(INT64_C(31));
-    // %67 = const {value = 10} : u32
-    const uint32_t v76 = uint32_t(INT64_C(10));
-    // %68 = const {value = 2047} : u32
-    const uint32_t v77 = uint32_t(INT64_C(2047));
-    // %69 = shr %57, %55 : u32
-    const uint32_t v78 = tsr::ishr(v61, v59);
-    // %70 = const {value = -1} : i32
-    const int32_t v79 = int32_t(INT64_C(-1));
-    // %71, %72 = for %10, %7, %4, %11, %64 : tile<i32, [2048]>, tile<f32, [8192]> {...}
-    alignas(64) int32_t c80[2048];
-    __builtin_memcpy(c80, v11, sizeof(c80));
-    alignas(64) float c81[8192];
-    __builtin_memcpy(c81, v67, sizeof(c81));
-    for (int64_t iv82_ = v10; v4 > 0 && iv82_ < v7; iv82_ += v4) {
-      const int32_t iv82 = int32_t(iv82_);
-      // %76 = add %73, %4 : i32
-      const int32_t v83 = tsr::wadd(iv82, v4);
-      // %77 = load_tile %x, %1, %76 {pad = -inf} : tile<f32, [1, 8192]>
-      alignas(64) float v84_pad[8192];
-      const float* v84 = v84_pad;
+      float* const dst111 = buf9 + ((0) * 4 + int64_t(v16)) * 8192;
       {
-        const int64_t o85 = int64_t(v1) * 1;
-        const int64_t o86 = int64_t(v83) * 8192;
-        if (o85 >= 0 && o85 + 1 <= A.d0_0 && o86 >= 0 && o86 + 8192 <= A.d0_1) {
-          for (int64_t i87 = 0; i87 < 1; ++i87) {
-            v84 = A.p0 + (o85 + i87) * A.s0_0 + o86;
+        const int64_t o112 = int64_t(v1) * 1;
+        const int64_t o113 = int64_t(v16) * 8192;
+        if (o112 >= 0 && o112 + 1 <= A.d0_0 && o113 >= 0 && o113 + 8192 <= A.d0_1) {
+          for (int64_t i114 = 0; i114 < 1; ++i114) {
+            for (int64_t i115 = 0; i115 < 8192; ++i115) dst111[(i114) * 8192 + i115] = A.p0[(o112 + i114) * A.s0_0 + o113 + i115];
           }
         } else {
-          for (int64_t i89 = 0; i89 < 1; ++i89) {
-            for (int64_t i90 = 0; i90 < 8192; ++i90) {
-              v84_pad[(i89)*8192 + i90] = ((o85 + i89) >= 0 && (o85 + i89) < A.d0_0 && (o86 + i90) >= 0 && (o86 + i90) < A.d0_1) ? A.p0[(o85 + i89) * A.s0_0 + (o86 + i90) * A.s0_1] : float(double(-INFINITY));
+          for (int64_t i116 = 0; i116 < 1; ++i116) {
+            for (int64_t i117 = 0; i117 < 8192; ++i117) {
+              dst111[(i116)*8192 + i117] = ((o112 + i116) >= 0 && (o112 + i116) < A.d0_0 && (o113 + i117) >= 0 && (o113 + i117) < A.d0_1) ? A.p0[(o112 + i116) * A.s0_0 + (o113 + i117) * A.s0_1] : float(0x0p+0);
             }
           }
         }
       }
-      // %78 = reshape %77 : tile<f32, [8192]>
-      // %79 = bitcast %75 : tile<u32, [8192]>
-      alignas(64) uint32_t v91[8192];
-      for (int64_t i92 = 0; i92 < 8192; ++i92) v91[i92] = uint32_t(tsr::f32_bits(c81[i92]));
-      // %80 = splat %65 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %81 = xor %79, %80 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %82 = splat %66 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %83 = shr %79, %82 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %84 = splat %8 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %85 = cmp %83, %84 {pred = "eq"} : tile<i1, [8192]>
-      // (computed inside its user)
-      // %86 = where %85, %81, %79 : tile<u32, [8192]>
-      alignas(64) uint32_t v93[8192];
-      for (int64_t i94 = 0; i94 < 8192; ++i94) v93[i94] = ((uint8_t((tsr::ishr(v91[i94], (v75))) == (v8))) ? (uint32_t(v91[i94] ^ (v74))) : v91[i94]);
-      // %87 = splat %67 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %88 = shr %86, %87 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %89 = splat %68 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %90 = and %88, %89 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %91 = cast %90 : tile<i32, [8192]>
-      // (computed inside its user)
-      // %92 = splat %55 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %93 = shr %86, %92 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %94 = splat %69 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %95 = cmp %93, %94 {pred = "eq"} : tile<i1, [8192]>
-      // (computed inside its user)
-      // %96 = splat %70 : tile<i32, [8192]>
-      // (computed inside its user)
-      // %97 = where %95, %91, %96 : tile<i32, [8192]>
-      alignas(64) int32_t v95[8192];
-      for (int64_t i96 = 0; i96 < 8192; ++i96) v95[i96] = ((uint8_t((tsr::ishr(v93[i96], (v59))) == (v78))) ? (int32_t((uint32_t((tsr::ishr(v93[i96], (v76))) & (v77))))) : (v79));
-      // %98 = histogram %97 : tile<i32, [2048]>
-      alignas(64) int32_t v97[2048];
-      tsr::histogram(v95, 8192, v97, 2048);
-      // %99 = add %74, %98 : tile<i32, [2048]>
-      // (written into the carried c80)
-      for (int64_t i98 = 0; i98 < 2048; ++i98) c80[i98] = tsr::wadd(c80[i98], v97[i98]);
-      // yield %99, %78
-      __builtin_memcpy(c81, v84, sizeof(c81));
     }
-    // %100 = scan %71 {axis = 0, kind = "sum"} : tile<i32, [2048]>
-    alignas(64) int32_t v99[2048];
-    for (int64_t o_ = 0; o_ < 1; ++o_)
-    for (int64_t n_ = 0; n_ < 1; ++n_) {
-      int32_t acc100 = c80[(o_ * 2048 + 0) * 1 + n_];
-      v99[(o_ * 2048 + 0) * 1 + n_] = acc100;
-      for (int64_t l101 = 1; l101 < 2048; ++l101) {
-        acc100 = tsr::wadd(acc100, c80[(o_ * 2048 + l101) * 1 + n_]);
-        v99[(o_ * 2048 + l101) * 1 + n_] = acc100;
-      }
-    }
-    // %101 = splat %53 : tile<i32, [2048]>
-    // (computed inside its user)
-    // %102 = cmp %100, %101 {pred = "lt"} : tile<i1, [2048]>
-    alignas(64) uint8_t v102[2048];
-    for (int64_t i103 = 0; i103 < 2048; ++i103) v102[i103] = uint8_t(v99[i103] < (v57));
-    // %103 = cast %102 : tile<i32, [2048]>
-    alignas(64) int32_t v104[2048];
-    for (int64_t i105 = 0; i105 < 2048; ++i105) v104[i105] = int32_t(v102[i105]);
-    // %104 = reduce %103 {axis = 0, kind = "sum"} : i32
-    int32_t v106;
-    for (int64_t o_ = 0; o_ < 1; ++o_) {
-      int32_t ln_[16];
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v104[o_ * 2048 + l_ + q_]);
-      int32_t acc_ = ln_[0];
-      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v106 = acc_;
-    }
-    // %105 = splat %104 : tile<i32, [2048]>
-    // (computed inside its user)
-    // %106 = cmp %46, %105 {pred = "eq"} : tile<i1, [2048]>
-    // (computed inside its user)
-    // %107 = where %106, %71, %11 : tile<i32, [2048]>
-    alignas(64) int32_t v107[2048];
-    for (int64_t i108 = 0; i108 < 2048; ++i108) v107[i108] = ((uint8_t(v49[i108] == (v106))) ? c80[i108] : v10);
-    // %108 = reduce %107 {axis = 0, kind = "sum"} : i32
-    int32_t v109;
-    for (int64_t o_ = 0; o_ < 1; ++o_) {
-      int32_t ln_[16];
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v107[o_ * 2048 + l_ + q_]);
-      int32_t acc_ = ln_[0];
-      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v109 = acc_;
-    }
-    // %109 = where %102, %71, %11 : tile<i32, [2048]>
-    alignas(64) int32_t v110[2048];
-    for (int64_t i111 = 0; i111 < 2048; ++i111) v110[i111] = (v102[i111] ? c80[i111] : v10);
-    // %110 = reduce %109 {axis = 0, kind = "sum"} : i32
-    int32_t v112;
-    for (int64_t o_ = 0; o_ < 1; ++o_) {
-      int32_t ln_[16];
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v110[o_ * 2048 + l_ + q_]);
-      int32_t acc_ = ln_[0];
-      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v112 = acc_;
-    }
-    // %111 = sub %53, %110 : i32
-    const int32_t v113 = tsr::wsub(v57, v112);
-    // %112 = cast %104 : u32
-    const uint32_t v114 = uint32_t(v106);
-    // %113 = const {value = 10} : u32
-    const uint32_t v115 = uint32_t(INT64_C(10));
-    // %114 = shl %112, %113 : u32
-    const uint32_t v116 = tsr::ishl(v114, v115);
-    // %115 = or %57, %114 : u32
-    const uint32_t v117 = uint32_t(v61 | v116);
-    // %116 = cmp %108, %111 {pred = "ne"} : i1
-    const uint8_t v118 = uint8_t(v109 != v113);
-    // yield %115, %111, %113, %116
-    v63 = v117;
-    v64 = v113;
-    v65 = v115;
-    v66 = v118;
-  } else {
-    // yield %57, %53, %55, %58
-    v63 = v61;
-    v64 = v57;
-    v65 = v59;
-    v66 = v62;
-  }
-  // %117, %118, %119, %120 = if %62 : u32, i32, u32, i1 {...}
-  uint32_t v119;
-  int32_t v120;
-  uint32_t v121;
-  uint8_t v122;
-  if (v66) {
-    // %121 = splat %10 : tile<i32, [1024]>
-    alignas(64) int32_t v123[1024];
-    for (int64_t i124 = 0; i124 < 1024; ++i124) v123[i124] = v10;
-    // %122 = load_tile %x, %1, %10 {pad = -inf} : tile<f32, [1, 8192]>
-    alignas(64) float v125_pad[8192];
-    const float* v125 = v125_pad;
+    // async_copy %9, %x, %4, %1, %4
+    if (!(true && int64_t(v4) >= 0 && int64_t(v4) < 4)) { tsr_fault(1604); return; }
     {
-      const int64_t o126 = int64_t(v1) * 1;
-      const int64_t o127 = int64_t(v10) * 8192;
-      if (o126 >= 0 && o126 + 1 <= A.d0_0 && o127 >= 0 && o127 + 8192 <= A.d0_1) {
-        for (int64_t i128 = 0; i128 < 1; ++i128) {
-          v125 = A.p0 + (o126 + i128) * A.s0_0 + o127;
-        }
-      } else {
-        for (int64_t i130 = 0; i130 < 1; ++i130) {
-          for (int64_t i131 = 0; i131 < 8192; ++i131) {
-            v125_pad[(i130)*8192 + i131] = ((o126 + i130) >= 0 && (o126 + i130) < A.d0_0 && (o127 + i131) >= 0 && (o127 + i131) < A.d0_1) ? A.p0[(o126 + i130) * A.s0_0 + (o127 + i131) * A.s0_1] : float(double(-INFINITY));
-          }
-        }
-      }
-    }
-    // %123 = reshape %122 : tile<f32, [8192]>
-    // %124 = const {value = 2147483647} : u32
-    const uint32_t v132 = uint32_t(INT64_C(2147483647));
-    // %125 = const {value = 31} : u32
-    const uint32_t v133 = uint32_t(INT64_C(31));
-    // %126 = const {value = 1023} : u32
-    const uint32_t v134 = uint32_t(INT64_C(1023));
-    // %127 = const {value = 10} : u32
-    const uint32_t v135 = uint32_t(INT64_C(10));
-    // %128 = shr %59, %127 : u32
-    const uint32_t v136 = tsr::ishr(v63, v135);
-    // %129 = const {value = -1} : i32
-    const int32_t v137 = int32_t(INT64_C(-1));
-    // %130, %131 = for %10, %7, %4, %121, %123 : tile<i32, [1024]>, tile<f32, [8192]> {...}
-    alignas(64) int32_t c138[1024];
-    __builtin_memcpy(c138, v123, sizeof(c138));
-    alignas(64) float c139[8192];
-    __builtin_memcpy(c139, v125, sizeof(c139));
-    for (int64_t iv140_ = v10; v4 > 0 && iv140_ < v7; iv140_ += v4) {
-      const int32_t iv140 = int32_t(iv140_);
-      // %135 = add %132, %4 : i32
-      const int32_t v141 = tsr::wadd(iv140, v4);
-      // %136 = load_tile %x, %1, %135 {pad = -inf} : tile<f32, [1, 8192]>
-      alignas(64) float v142_pad[8192];
-      const float* v142 = v142_pad;
+      float* const dst118 = buf9 + ((0) * 4 + int64_t(v4)) * 8192;
       {
-        const int64_t o143 = int64_t(v1) * 1;
-        const int64_t o144 = int64_t(v141) * 8192;
-        if (o143 >= 0 && o143 + 1 <= A.d0_0 && o144 >= 0 && o144 + 8192 <= A.d0_1) {
-          for (int64_t i145 = 0; i145 < 1; ++i145) {
-            v142 = A.p0 + (o143 + i145) * A.s0_0 + o144;
+        const int64_t o119 = int64_t(v1) * 1;
+        const int64_t o120 = int64_t(v4) * 8192;
+        if (o119 >= 0 && o119 + 1 <= A.d0_0 && o120 >= 0 && o120 + 8192 <= A.d0_1) {
+          for (int64_t i121 = 0; i121 < 1; ++i121) {
+            for (int64_t i122 = 0; i122 < 8192; ++i122) dst118[(i121) * 8192 + i122] = A.p0[(o119 + i121) * A.s0_0 + o120 + i122];
           }
         } else {
-          for (int64_t i147 = 0; i147 < 1; ++i147) {
-            for (int64_t i148 = 0; i148 < 8192; ++i148) {
-              v142_pad[(i147)*8192 + i148] = ((o143 + i147) >= 0 && (o143 + i147) < A.d0_0 && (o144 + i148) >= 0 && (o144 + i148) < A.d0_1) ? A.p0[(o143 + i147) * A.s0_0 + (o144 + i148) * A.s0_1] : float(double(-INFINITY));
+          for (int64_t i123 = 0; i123 < 1; ++i123) {
+            for (int64_t i124 = 0; i124 < 8192; ++i124) {
+              dst118[(i123)*8192 + i124] = ((o119 + i123) >= 0 && (o119 + i123) < A.d0_0 && (o120 + i124) >= 0 && (o120 + i124) < A.d0_1) ? A.p0[(o119 + i123) * A.s0_0 + (o120 + i124) * A.s0_1] : float(0x0p+0);
             }
           }
         }
       }
-      // %137 = reshape %136 : tile<f32, [8192]>
-      // %138 = bitcast %134 : tile<u32, [8192]>
-      alignas(64) uint32_t v149[8192];
-      for (int64_t i150 = 0; i150 < 8192; ++i150) v149[i150] = uint32_t(tsr::f32_bits(c139[i150]));
-      // %139 = splat %124 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %140 = xor %138, %139 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %141 = splat %125 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %142 = shr %138, %141 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %143 = splat %8 : tile<u32, [8192]>
-      alignas(64) uint32_t v151[8192];
-      for (int64_t i152 = 0; i152 < 8192; ++i152) v151[i152] = v8;
-      // %144 = cmp %142, %143 {pred = "eq"} : tile<i1, [8192]>
-      // (computed inside its user)
-      // %145 = where %144, %140, %138 : tile<u32, [8192]>
-      alignas(64) uint32_t v153[8192];
-      for (int64_t i154 = 0; i154 < 8192; ++i154) v153[i154] = ((uint8_t((tsr::ishr(v149[i154], (v133))) == v8)) ? (uint32_t(v149[i154] ^ (v132))) : v149[i154]);
-      // %146 = shr %145, %143 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %147 = splat %126 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %148 = and %146, %147 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %149 = cast %148 : tile<i32, [8192]>
-      // (computed inside its user)
-      // %150 = splat %127 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %151 = shr %145, %150 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %152 = splat %128 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %153 = cmp %151, %152 {pred = "eq"} : tile<i1, [8192]>
-      // (computed inside its user)
-      // %154 = splat %129 : tile<i32, [8192]>
-      // (computed inside its user)
-      // %155 = where %153, %149, %154 : tile<i32, [8192]>
-      alignas(64) int32_t v155[8192];
-      for (int64_t i156 = 0; i156 < 8192; ++i156) v155[i156] = ((uint8_t((tsr::ishr(v153[i156], (v135))) == (v136))) ? (int32_t((uint32_t((tsr::ishr(v153[i156], v8)) & (v134))))) : (v137));
-      // %156 = histogram %155 : tile<i32, [1024]>
-      alignas(64) int32_t v157[1024];
-      tsr::histogram(v155, 8192, v157, 1024);
-      // %157 = add %133, %156 : tile<i32, [1024]>
-      // (written into the carried c138)
-      for (int64_t i158 = 0; i158 < 1024; ++i158) c138[i158] = tsr::wadd(c138[i158], v157[i158]);
-      // yield %157, %137
-      __builtin_memcpy(c139, v142, sizeof(c139));
     }
-    // %158 = scan %130 {axis = 0, kind = "sum"} : tile<i32, [1024]>
-    alignas(64) int32_t v159[1024];
+    // %93 = const {value = 2147483647} : u32
+    const uint32_t v125 = uint32_t(INT64_C(2147483647));
+    // %94 = const {value = 31} : u32
+    const uint32_t v126 = uint32_t(INT64_C(31));
+    // %95 = sub %7, %4 : i32
+    const int32_t v127 = tsr::wsub(v7, v4);
+    // %96 = const {value = 10} : u32
+    const uint32_t v128 = uint32_t(INT64_C(10));
+    // %97 = const {value = 2047} : u32
+    const uint32_t v129 = uint32_t(INT64_C(2047));
+    // %98 = shr %87, %85 : u32
+    const uint32_t v130 = tsr::ishr(v105, v103);
+    // %99 = const {value = -1} : i32
+    const int32_t v131 = int32_t(INT64_C(-1));
+    // %100 = for %16, %13, %4, %17 : tile<i32, [2048]> {...}
+    alignas(64) int32_t c132[2048];
+    __builtin_memcpy(c132, v17, sizeof(c132));
+    for (int64_t iv133_ = v16; v4 > 0 && iv133_ < v13; iv133_ += v4) {
+      const int32_t iv133 = int32_t(iv133_);
+      // async_wait
+      // (copies are synchronous here: nothing to wait for)
+      // %103 = rem %101, %10 : i32
+      const int32_t v134 = tsr::irem(iv133, v10);
+      // %104 = mul %103, %10 : i32
+      const int32_t v135 = tsr::wmul(v134, v10);
+      // %105 = add %101, %4 : i32
+      const int32_t v136 = tsr::wadd(iv133, v4);
+      // %106 = cmp %105, %13 {pred = "lt"} : i1
+      const uint8_t v137 = uint8_t(v136 < v13);
+      // if %106 {...}
+      if (v137) {
+        // %107 = mul %105, %10 : i32
+        const int32_t v138 = tsr::wmul(v136, v10);
+        // %108 = add %107, %16 : i32
+        const int32_t v139 = tsr::wadd(v138, v16);
+        // %109 = sub %10, %104 : i32
+        const int32_t v140 = tsr::wsub(v10, v135);
+        // %110 = add %109, %16 : i32
+        const int32_t v141 = tsr::wadd(v140, v16);
+        // async_copy %9, %x, %110, %1, %108
+        if (!(true && int64_t(v141) >= 0 && int64_t(v141) < 4)) { tsr_fault(1908); return; }
+        {
+          float* const dst142 = buf9 + ((0) * 4 + int64_t(v141)) * 8192;
+          {
+            const int64_t o143 = int64_t(v1) * 1;
+            const int64_t o144 = int64_t(v139) * 8192;
+            if (o143 >= 0 && o143 + 1 <= A.d0_0 && o144 >= 0 && o144 + 8192 <= A.d0_1) {
+              for (int64_t i145 = 0; i145 < 1; ++i145) {
+                for (int64_t i146 = 0; i146 < 8192; ++i146) dst142[(i145) * 8192 + i146] = A.p0[(o143 + i145) * A.s0_0 + o144 + i146];
+              }
+            } else {
+              for (int64_t i147 = 0; i147 < 1; ++i147) {
+                for (int64_t i148 = 0; i148 < 8192; ++i148) {
+                  dst142[(i147)*8192 + i148] = ((o143 + i147) >= 0 && (o143 + i147) < A.d0_0 && (o144 + i148) >= 0 && (o144 + i148) < A.d0_1) ? A.p0[(o143 + i147) * A.s0_0 + (o144 + i148) * A.s0_1] : float(0x0p+0);
+                }
+              }
+            }
+          }
+        }
+        // %111 = add %107, %4 : i32
+        const int32_t v149 = tsr::wadd(v138, v4);
+        // %112 = add %109, %4 : i32
+        const int32_t v150 = tsr::wadd(v140, v4);
+        // async_copy %9, %x, %112, %1, %111
+        if (!(true && int64_t(v150) >= 0 && int64_t(v150) < 4)) { tsr_fault(1956); return; }
+        {
+          float* const dst151 = buf9 + ((0) * 4 + int64_t(v150)) * 8192;
+          {
+            const int64_t o152 = int64_t(v1) * 1;
+            const int64_t o153 = int64_t(v149) * 8192;
+            if (o152 >= 0 && o152 + 1 <= A.d0_0 && o153 >= 0 && o153 + 8192 <= A.d0_1) {
+              for (int64_t i154 = 0; i154 < 1; ++i154) {
+                for (int64_t i155 = 0; i155 < 8192; ++i155) dst151[(i154) * 8192 + i155] = A.p0[(o152 + i154) * A.s0_0 + o153 + i155];
+              }
+            } else {
+              for (int64_t i156 = 0; i156 < 1; ++i156) {
+                for (int64_t i157 = 0; i157 < 8192; ++i157) {
+                  dst151[(i156)*8192 + i157] = ((o152 + i156) >= 0 && (o152 + i156) < A.d0_0 && (o153 + i157) >= 0 && (o153 + i157) < A.d0_1) ? A.p0[(o152 + i156) * A.s0_0 + (o153 + i157) * A.s0_1] : float(0x0p+0);
+                }
+              }
+            }
+          }
+        }
+        // yield
+      } else {
+        // yield
+      }
+      // %113 = mul %101, %10 : i32
+      const int32_t v158 = tsr::wmul(iv133, v10);
+      // %114 = sub %7, %113 : i32
+      const int32_t v159 = tsr::wsub(v7, v158);
+      // %115 = min %10, %114 : i32
+      const int32_t v160 = tsr::imin(v10, v159);
+      // %116 = for %16, %115, %4, %102 : tile<i32, [2048]> {...}
+      alignas(64) int32_t c161[2048];
+      __builtin_memcpy(c161, c132, sizeof(c161));
+      for (int64_t iv162_ = v16; v4 > 0 && iv162_ < v160; iv162_ += v4) {
+        const int32_t iv162 = int32_t(iv162_);
+        // %119 = add %113, %117 : i32
+        const int32_t v163 = tsr::wadd(v158, iv162);
+        // %120 = add %104, %117 : i32
+        const int32_t v164 = tsr::wadd(v135, iv162);
+        // %121 = buffer_read %9, %120 : tile<f32, [1, 8192]>
+        if (!(true && int64_t(v164) >= 0 && int64_t(v164) < 4)) { tsr_fault(2100); return; }
+        alignas(64) float v165[8192];
+        __builtin_memcpy(v165, buf9 + ((0) * 4 + int64_t(v164)) * 8192, sizeof(v165));
+        // %122 = reshape %121 : tile<f32, [8192]>
+        // %123 = bitcast %122 : tile<u32, [8192]>
+        alignas(64) uint32_t v166[8192];
+        for (int64_t i167 = 0; i167 < 8192; ++i167) v166[i167] = uint32_t(tsr::f32_bits(v165[i167]));
+        // %124 = splat %93 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %125 = xor %123, %124 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %126 = splat %94 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %127 = shr %123, %126 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %128 = splat %14 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %129 = cmp %127, %128 {pred = "eq"} : tile<i1, [8192]>
+        // (computed inside its user)
+        // %130 = where %129, %125, %123 : tile<u32, [8192]>
+        alignas(64) uint32_t v168[8192];
+        for (int64_t i169 = 0; i169 < 8192; ++i169) v168[i169] = ((uint8_t((tsr::ishr(v166[i169], (v126))) == (v14))) ? (uint32_t(v166[i169] ^ (v125))) : v166[i169]);
+        // %131 = cmp %119, %95 {pred = "eq"} : i1
+        const uint8_t v170 = uint8_t(v163 == v127);
+        // %132 = if %131 : tile<u32, [8192]> {...}
+        alignas(64) uint32_t v171[8192];
+        if (v170) {
+          // %133 = mul %119, %3 : i32
+          const int32_t v172 = tsr::wmul(v163, v3);
+          // %134 = arange : tile<i32, [8192]>
+          // (computed inside its user)
+          // %135 = splat %133 : tile<i32, [8192]>
+          // (computed inside its user)
+          // %136 = add %134, %135 : tile<i32, [8192]>
+          // (computed inside its user)
+          // %137 = splat %2 : tile<i32, [8192]>
+          // (computed inside its user)
+          // %138 = cmp %136, %137 {pred = "lt"} : tile<i1, [8192]>
+          // (computed inside its user)
+          // %139 = splat %8 : tile<u32, [8192]>
+          // (computed inside its user)
+          // %140 = where %138, %130, %139 : tile<u32, [8192]>
+          alignas(64) uint32_t v173[8192];
+          for (int64_t i174 = 0; i174 < 8192; ++i174) v173[i174] = ((uint8_t((tsr::wadd((int32_t(0 + i174)), (v172))) < (v2))) ? v168[i174] : (v8));
+          // yield %140
+          __builtin_memcpy(v171, v173, sizeof(v171));
+        } else {
+          // yield %130
+          __builtin_memcpy(v171, v168, sizeof(v171));
+        }
+        // %141 = splat %96 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %142 = shr %132, %141 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %143 = splat %97 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %144 = and %142, %143 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %145 = cast %144 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %146 = splat %85 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %147 = shr %132, %146 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %148 = splat %98 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %149 = cmp %147, %148 {pred = "eq"} : tile<i1, [8192]>
+        // (computed inside its user)
+        // %150 = splat %99 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %151 = where %149, %145, %150 : tile<i32, [8192]>
+        alignas(64) int32_t v175[8192];
+        for (int64_t i176 = 0; i176 < 8192; ++i176) v175[i176] = ((uint8_t((tsr::ishr(v171[i176], (v103))) == (v130))) ? (int32_t((uint32_t((tsr::ishr(v171[i176], (v128))) & (v129))))) : (v131));
+        // %152 = histogram %151 : tile<i32, [2048]>
+        alignas(64) int32_t v177[2048];
+        tsr::histogram(v175, 8192, v177, 2048);
+        // %153 = add %118, %152 : tile<i32, [2048]>
+        // (written into the carried c161)
+        for (int64_t i178 = 0; i178 < 2048; ++i178) c161[i178] = tsr::wadd(c161[i178], v177[i178]);
+        // yield %153
+      }
+      // yield %116
+      __builtin_memcpy(c132, c161, sizeof(c132));
+    }
+    // %154 = scan %100 {axis = 0, kind = "sum"} : tile<i32, [2048]>
+    alignas(64) int32_t v179[2048];
     for (int64_t o_ = 0; o_ < 1; ++o_)
     for (int64_t n_ = 0; n_ < 1; ++n_) {
-      int32_t acc160 = c138[(o_ * 1024 + 0) * 1 + n_];
-      v159[(o_ * 1024 + 0) * 1 + n_] = acc160;
-      for (int64_t l161 = 1; l161 < 1024; ++l161) {
-        acc160 = tsr::wadd(acc160, c138[(o_ * 1024 + l161) * 1 + n_]);
-        v159[(o_ * 1024 + l161) * 1 + n_] = acc160;
+      int32_t acc180 = c132[(o_ * 2048 + 0) * 1 + n_];
+      v179[(o_ * 2048 + 0) * 1 + n_] = acc180;
+      for (int64_t l181 = 1; l181 < 2048; ++l181) {
+        acc180 = tsr::wadd(acc180, c132[(o_ * 2048 + l181) * 1 + n_]);
+        v179[(o_ * 2048 + l181) * 1 + n_] = acc180;
       }
     }
-    // %159 = splat %60 : tile<i32, [1024]>
+    // %155 = splat %83 : tile<i32, [2048]>
     // (computed inside its user)
-    // %160 = cmp %158, %159 {pred = "lt"} : tile<i1, [1024]>
-    alignas(64) uint8_t v162[1024];
-    for (int64_t i163 = 0; i163 < 1024; ++i163) v162[i163] = uint8_t(v159[i163] < (v64));
-    // %161 = cast %160 : tile<i32, [1024]>
-    alignas(64) int32_t v164[1024];
-    for (int64_t i165 = 0; i165 < 1024; ++i165) v164[i165] = int32_t(v162[i165]);
+    // %156 = cmp %154, %155 {pred = "lt"} : tile<i1, [2048]>
+    alignas(64) uint8_t v182[2048];
+    for (int64_t i183 = 0; i183 < 2048; ++i183) v182[i183] = uint8_t(v179[i183] < (v101));
+    // %157 = cast %156 : tile<i32, [2048]>
+    alignas(64) int32_t v184[2048];
+    for (int64_t i185 = 0; i185 < 2048; ++i185) v184[i185] = int32_t(v182[i185]);
+    // %158 = reduce %157 {axis = 0, kind = "sum"} : i32
+    int32_t v186;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 2048; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v184[o_ * 2048 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v186 = acc_;
+    }
+    // %159 = splat %158 : tile<i32, [2048]>
+    // (computed inside its user)
+    // %160 = cmp %76, %159 {pred = "eq"} : tile<i1, [2048]>
+    // (computed inside its user)
+    // %161 = where %160, %100, %17 : tile<i32, [2048]>
+    alignas(64) int32_t v187[2048];
+    for (int64_t i188 = 0; i188 < 2048; ++i188) v187[i188] = ((uint8_t(v93[i188] == (v186))) ? c132[i188] : v16);
     // %162 = reduce %161 {axis = 0, kind = "sum"} : i32
-    int32_t v166;
+    int32_t v189;
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       int32_t ln_[16];
       for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 1024; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v164[o_ * 1024 + l_ + q_]);
+      for (int64_t l_ = 0; l_ < 2048; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v187[o_ * 2048 + l_ + q_]);
       int32_t acc_ = ln_[0];
       for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v166 = acc_;
+      v189 = acc_;
     }
-    // %163 = arange : tile<i32, [1024]>
-    // (computed inside its user)
-    // %164 = splat %162 : tile<i32, [1024]>
-    // (computed inside its user)
-    // %165 = cmp %163, %164 {pred = "eq"} : tile<i1, [1024]>
-    // (computed inside its user)
-    // %166 = where %165, %130, %121 : tile<i32, [1024]>
-    alignas(64) int32_t v167[1024];
-    for (int64_t i168 = 0; i168 < 1024; ++i168) v167[i168] = ((uint8_t((int32_t(0 + i168)) == (v166))) ? c138[i168] : v10);
-    // %167 = reduce %166 {axis = 0, kind = "sum"} : i32
-    int32_t v169;
+    // %163 = where %156, %100, %17 : tile<i32, [2048]>
+    alignas(64) int32_t v190[2048];
+    for (int64_t i191 = 0; i191 < 2048; ++i191) v190[i191] = (v182[i191] ? c132[i191] : v16);
+    // %164 = reduce %163 {axis = 0, kind = "sum"} : i32
+    int32_t v192;
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       int32_t ln_[16];
       for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 1024; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v167[o_ * 1024 + l_ + q_]);
+      for (int64_t l_ = 0; l_ < 2048; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v190[o_ * 2048 + l_ + q_]);
       int32_t acc_ = ln_[0];
       for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v169 = acc_;
+      v192 = acc_;
     }
-    // %168 = where %160, %130, %121 : tile<i32, [1024]>
-    alignas(64) int32_t v170[1024];
-    for (int64_t i171 = 0; i171 < 1024; ++i171) v170[i171] = (v162[i171] ? c138[i171] : v10);
-    // %169 = reduce %168 {axis = 0, kind = "sum"} : i32
-    int32_t v172;
-    for (int64_t o_ = 0; o_ < 1; ++o_) {
-      int32_t ln_[16];
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 1024; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v170[o_ * 1024 + l_ + q_]);
-      int32_t acc_ = ln_[0];
-      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v172 = acc_;
-    }
-    // %170 = sub %60, %169 : i32
-    const int32_t v173 = tsr::wsub(v64, v172);
-    // %171 = cast %162 : u32
-    const uint32_t v174 = uint32_t(v166);
-    // %172 = shl %171, %8 : u32
-    const uint32_t v175 = tsr::ishl(v174, v8);
-    // %173 = or %59, %172 : u32
-    const uint32_t v176 = uint32_t(v63 | v175);
-    // %174 = cmp %167, %170 {pred = "ne"} : i1
-    const uint8_t v177 = uint8_t(v169 != v173);
-    // yield %173, %170, %8, %174
-    v119 = v176;
-    v120 = v173;
-    v121 = v8;
-    v122 = v177;
+    // %165 = sub %83, %164 : i32
+    const int32_t v193 = tsr::wsub(v101, v192);
+    // %166 = cast %158 : u32
+    const uint32_t v194 = uint32_t(v186);
+    // %167 = const {value = 10} : u32
+    const uint32_t v195 = uint32_t(INT64_C(10));
+    // %168 = shl %166, %167 : u32
+    const uint32_t v196 = tsr::ishl(v194, v195);
+    // %169 = or %87, %168 : u32
+    const uint32_t v197 = uint32_t(v105 | v196);
+    // %170 = cmp %162, %165 {pred = "ne"} : i1
+    const uint8_t v198 = uint8_t(v189 != v193);
+    // yield %169, %165, %167, %170
+    v107 = v197;
+    v108 = v193;
+    v109 = v195;
+    v110 = v198;
   } else {
-    // yield %59, %60, %61, %62
-    v119 = v63;
-    v120 = v64;
-    v121 = v65;
-    v122 = v66;
+    // yield %87, %83, %85, %88
+    v107 = v105;
+    v108 = v101;
+    v109 = v103;
+    v110 = v106;
   }
-  // %175 = shr %117, %119 : u32
-  const uint32_t v178 = tsr::ishr(v119, v121);
-  // %176 = load_tile %x, %1, %10 {pad = -inf} : tile<f32, [1, 8192]>
-  alignas(64) float v179[8192];
-  {
-    const int64_t o180 = int64_t(v1) * 1;
-    const int64_t o181 = int64_t(v10) * 8192;
-    if (o180 >= 0 && o180 + 1 <= A.d0_0 && o181 >= 0 && o181 + 8192 <= A.d0_1) {
-      for (int64_t i182 = 0; i182 < 1; ++i182) {
-        for (int64_t i183 = 0; i183 < 8192; ++i183) v179[(i182) * 8192 + i183] = A.p0[(o180 + i182) * A.s0_0 + o181 + i183];
-      }
-    } else {
-      for (int64_t i184 = 0; i184 < 1; ++i184) {
-        for (int64_t i185 = 0; i185 < 8192; ++i185) {
-          v179[(i184)*8192 + i185] = ((o180 + i184) >= 0 && (o180 + i184) < A.d0_0 && (o181 + i185) >= 0 && (o181 + i185) < A.d0_1) ? A.p0[(o180 + i184) * A.s0_0 + (o181 + i185) * A.s0_1] : float(double(-INFINITY));
-        }
-      }
-    }
-  }
-  // %177 = reshape %176 : tile<f32, [8192]>
-  // %178 = const {value = 2147483647} : u32
-  const uint32_t v186 = uint32_t(INT64_C(2147483647));
-  // %179 = const {value = 31} : u32
-  const uint32_t v187 = uint32_t(INT64_C(31));
-  // %180, %181, %182 = for %10, %7, %4, %10, %10, %177 : i32, i32, tile<f32, [8192]> {...}
-  int32_t c188;
-  c188 = v10;
-  int32_t c189;
-  c189 = v10;
-  alignas(64) float c190[8192];
-  __builtin_memcpy(c190, v179, sizeof(c190));
-  for (int64_t iv191_ = v10; v4 > 0 && iv191_ < v7; iv191_ += v4) {
-    const int32_t iv191 = int32_t(iv191_);
-    // %187 = add %183, %4 : i32
-    const int32_t v192 = tsr::wadd(iv191, v4);
-    // %188 = load_tile %x, %1, %187 {pad = -inf} : tile<f32, [1, 8192]>
-    alignas(64) float v193[8192];
+  // %171, %172, %173, %174 = if %92 : u32, i32, u32, i1 {...}
+  uint32_t v199;
+  int32_t v200;
+  uint32_t v201;
+  uint8_t v202;
+  if (v110) {
+    // %175 = splat %16 : tile<i32, [1024]>
+    alignas(64) int32_t v203[1024];
+    for (int64_t i204 = 0; i204 < 1024; ++i204) v203[i204] = v16;
+    // async_copy %9, %x, %16, %1, %16
+    if (!(true && int64_t(v16) >= 0 && int64_t(v16) < 4)) { tsr_fault(3028); return; }
     {
-      const int64_t o194 = int64_t(v1) * 1;
-      const int64_t o195 = int64_t(v192) * 8192;
-      if (o194 >= 0 && o194 + 1 <= A.d0_0 && o195 >= 0 && o195 + 8192 <= A.d0_1) {
-        for (int64_t i196 = 0; i196 < 1; ++i196) {
-          for (int64_t i197 = 0; i197 < 8192; ++i197) v193[(i196) * 8192 + i197] = A.p0[(o194 + i196) * A.s0_0 + o195 + i197];
-        }
-      } else {
-        for (int64_t i198 = 0; i198 < 1; ++i198) {
-          for (int64_t i199 = 0; i199 < 8192; ++i199) {
-            v193[(i198)*8192 + i199] = ((o194 + i198) >= 0 && (o194 + i198) < A.d0_0 && (o195 + i199) >= 0 && (o195 + i199) < A.d0_1) ? A.p0[(o194 + i198) * A.s0_0 + (o195 + i199) * A.s0_1] : float(double(-INFINITY));
+      float* const dst205 = buf9 + ((0) * 4 + int64_t(v16)) * 8192;
+      {
+        const int64_t o206 = int64_t(v1) * 1;
+        const int64_t o207 = int64_t(v16) * 8192;
+        if (o206 >= 0 && o206 + 1 <= A.d0_0 && o207 >= 0 && o207 + 8192 <= A.d0_1) {
+          for (int64_t i208 = 0; i208 < 1; ++i208) {
+            for (int64_t i209 = 0; i209 < 8192; ++i209) dst205[(i208) * 8192 + i209] = A.p0[(o206 + i208) * A.s0_0 + o207 + i209];
+          }
+        } else {
+          for (int64_t i210 = 0; i210 < 1; ++i210) {
+            for (int64_t i211 = 0; i211 < 8192; ++i211) {
+              dst205[(i210)*8192 + i211] = ((o206 + i210) >= 0 && (o206 + i210) < A.d0_0 && (o207 + i211) >= 0 && (o207 + i211) < A.d0_1) ? A.p0[(o206 + i210) * A.s0_0 + (o207 + i211) * A.s0_1] : float(0x0p+0);
+            }
           }
         }
       }
     }
-    // %189 = reshape %188 : tile<f32, [8192]>
-    // %190 = bitcast %186 : tile<u32, [8192]>
-    alignas(64) uint32_t v200[8192];
-    for (int64_t i201 = 0; i201 < 8192; ++i201) v200[i201] = uint32_t(tsr::f32_bits(c190[i201]));
-    // %191 = splat %178 : tile<u32, [8192]>
+    // async_copy %9, %x, %4, %1, %4
+    if (!(true && int64_t(v4) >= 0 && int64_t(v4) < 4)) { tsr_fault(3044); return; }
+    {
+      float* const dst212 = buf9 + ((0) * 4 + int64_t(v4)) * 8192;
+      {
+        const int64_t o213 = int64_t(v1) * 1;
+        const int64_t o214 = int64_t(v4) * 8192;
+        if (o213 >= 0 && o213 + 1 <= A.d0_0 && o214 >= 0 && o214 + 8192 <= A.d0_1) {
+          for (int64_t i215 = 0; i215 < 1; ++i215) {
+            for (int64_t i216 = 0; i216 < 8192; ++i216) dst212[(i215) * 8192 + i216] = A.p0[(o213 + i215) * A.s0_0 + o214 + i216];
+          }
+        } else {
+          for (int64_t i217 = 0; i217 < 1; ++i217) {
+            for (int64_t i218 = 0; i218 < 8192; ++i218) {
+              dst212[(i217)*8192 + i218] = ((o213 + i217) >= 0 && (o213 + i217) < A.d0_0 && (o214 + i218) >= 0 && (o214 + i218) < A.d0_1) ? A.p0[(o213 + i217) * A.s0_0 + (o214 + i218) * A.s0_1] : float(0x0p+0);
+            }
+          }
+        }
+      }
+    }
+    // %176 = const {value = 2147483647} : u32
+    const uint32_t v219 = uint32_t(INT64_C(2147483647));
+    // %177 = const {value = 31} : u32
+    const uint32_t v220 = uint32_t(INT64_C(31));
+    // %178 = sub %7, %4 : i32
+    const int32_t v221 = tsr::wsub(v7, v4);
+    // %179 = const {value = 1023} : u32
+    const uint32_t v222 = uint32_t(INT64_C(1023));
+    // %180 = const {value = 10} : u32
+    const uint32_t v223 = uint32_t(INT64_C(10));
+    // %181 = shr %89, %180 : u32
+    const uint32_t v224 = tsr::ishr(v107, v223);
+    // %182 = const {value = -1} : i32
+    const int32_t v225 = int32_t(INT64_C(-1));
+    // %183 = for %16, %13, %4, %175 : tile<i32, [1024]> {...}
+    alignas(64) int32_t c226[1024];
+    __builtin_memcpy(c226, v203, sizeof(c226));
+    for (int64_t iv227_ = v16; v4 > 0 && iv227_ < v13; iv227_ += v4) {
+      const int32_t iv227 = int32_t(iv227_);
+      // async_wait
+      // (copies are synchronous here: nothing to wait for)
+      // %186 = rem %184, %10 : i32
+      const int32_t v228 = tsr::irem(iv227, v10);
+      // %187 = mul %186, %10 : i32
+      const int32_t v229 = tsr::wmul(v228, v10);
+      // %188 = add %184, %4 : i32
+      const int32_t v230 = tsr::wadd(iv227, v4);
+      // %189 = cmp %188, %13 {pred = "lt"} : i1
+      const uint8_t v231 = uint8_t(v230 < v13);
+      // if %189 {...}
+      if (v231) {
+        // %190 = mul %188, %10 : i32
+        const int32_t v232 = tsr::wmul(v230, v10);
+        // %191 = add %190, %16 : i32
+        const int32_t v233 = tsr::wadd(v232, v16);
+        // %192 = sub %10, %187 : i32
+        const int32_t v234 = tsr::wsub(v10, v229);
+        // %193 = add %192, %16 : i32
+        const int32_t v235 = tsr::wadd(v234, v16);
+        // async_copy %9, %x, %193, %1, %191
+        if (!(true && int64_t(v235) >= 0 && int64_t(v235) < 4)) { tsr_fault(3348); return; }
+        {
+          float* const dst236 = buf9 + ((0) * 4 + int64_t(v235)) * 8192;
+          {
+            const int64_t o237 = int64_t(v1) * 1;
+            const int64_t o238 = int64_t(v233) * 8192;
+            if (o237 >= 0 && o237 + 1 <= A.d0_0 && o238 >= 0 && o238 + 8192 <= A.d0_1) {
+              for (int64_t i239 = 0; i239 < 1; ++i239) {
+                for (int64_t i240 = 0; i240 < 8192; ++i240) dst236[(i239) * 8192 + i240] = A.p0[(o237 + i239) * A.s0_0 + o238 + i240];
+              }
+            } else {
+              for (int64_t i241 = 0; i241 < 1; ++i241) {
+                for (int64_t i242 = 0; i242 < 8192; ++i242) {
+                  dst236[(i241)*8192 + i242] = ((o237 + i241) >= 0 && (o237 + i241) < A.d0_0 && (o238 + i242) >= 0 && (o238 + i242) < A.d0_1) ? A.p0[(o237 + i241) * A.s0_0 + (o238 + i242) * A.s0_1] : float(0x0p+0);
+                }
+              }
+            }
+          }
+        }
+        // %194 = add %190, %4 : i32
+        const int32_t v243 = tsr::wadd(v232, v4);
+        // %195 = add %192, %4 : i32
+        const int32_t v244 = tsr::wadd(v234, v4);
+        // async_copy %9, %x, %195, %1, %194
+        if (!(true && int64_t(v244) >= 0 && int64_t(v244) < 4)) { tsr_fault(3396); return; }
+        {
+          float* const dst245 = buf9 + ((0) * 4 + int64_t(v244)) * 8192;
+          {
+            const int64_t o246 = int64_t(v1) * 1;
+            const int64_t o247 = int64_t(v243) * 8192;
+            if (o246 >= 0 && o246 + 1 <= A.d0_0 && o247 >= 0 && o247 + 8192 <= A.d0_1) {
+              for (int64_t i248 = 0; i248 < 1; ++i248) {
+                for (int64_t i249 = 0; i249 < 8192; ++i249) dst245[(i248) * 8192 + i249] = A.p0[(o246 + i248) * A.s0_0 + o247 + i249];
+              }
+            } else {
+              for (int64_t i250 = 0; i250 < 1; ++i250) {
+                for (int64_t i251 = 0; i251 < 8192; ++i251) {
+                  dst245[(i250)*8192 + i251] = ((o246 + i250) >= 0 && (o246 + i250) < A.d0_0 && (o247 + i251) >= 0 && (o247 + i251) < A.d0_1) ? A.p0[(o246 + i250) * A.s0_0 + (o247 + i251) * A.s0_1] : float(0x0p+0);
+                }
+              }
+            }
+          }
+        }
+        // yield
+      } else {
+        // yield
+      }
+      // %196 = mul %184, %10 : i32
+      const int32_t v252 = tsr::wmul(iv227, v10);
+      // %197 = sub %7, %196 : i32
+      const int32_t v253 = tsr::wsub(v7, v252);
+      // %198 = min %10, %197 : i32
+      const int32_t v254 = tsr::imin(v10, v253);
+      // %199 = for %16, %198, %4, %185 : tile<i32, [1024]> {...}
+      alignas(64) int32_t c255[1024];
+      __builtin_memcpy(c255, c226, sizeof(c255));
+      for (int64_t iv256_ = v16; v4 > 0 && iv256_ < v254; iv256_ += v4) {
+        const int32_t iv256 = int32_t(iv256_);
+        // %202 = add %196, %200 : i32
+        const int32_t v257 = tsr::wadd(v252, iv256);
+        // %203 = add %187, %200 : i32
+        const int32_t v258 = tsr::wadd(v229, iv256);
+        // %204 = buffer_read %9, %203 : tile<f32, [1, 8192]>
+        if (!(true && int64_t(v258) >= 0 && int64_t(v258) < 4)) { tsr_fault(3540); return; }
+        alignas(64) float v259[8192];
+        __builtin_memcpy(v259, buf9 + ((0) * 4 + int64_t(v258)) * 8192, sizeof(v259));
+        // %205 = reshape %204 : tile<f32, [8192]>
+        // %206 = bitcast %205 : tile<u32, [8192]>
+        alignas(64) uint32_t v260[8192];
+        for (int64_t i261 = 0; i261 < 8192; ++i261) v260[i261] = uint32_t(tsr::f32_bits(v259[i261]));
+        // %207 = splat %176 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %208 = xor %206, %207 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %209 = splat %177 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %210 = shr %206, %209 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %211 = splat %14 : tile<u32, [8192]>
+        alignas(64) uint32_t v262[8192];
+        for (int64_t i263 = 0; i263 < 8192; ++i263) v262[i263] = v14;
+        // %212 = cmp %210, %211 {pred = "eq"} : tile<i1, [8192]>
+        // (computed inside its user)
+        // %213 = where %212, %208, %206 : tile<u32, [8192]>
+        alignas(64) uint32_t v264[8192];
+        for (int64_t i265 = 0; i265 < 8192; ++i265) v264[i265] = ((uint8_t((tsr::ishr(v260[i265], (v220))) == v14)) ? (uint32_t(v260[i265] ^ (v219))) : v260[i265]);
+        // %214 = cmp %202, %178 {pred = "eq"} : i1
+        const uint8_t v266 = uint8_t(v257 == v221);
+        // %215 = if %214 : tile<u32, [8192]> {...}
+        alignas(64) uint32_t v267[8192];
+        if (v266) {
+          // %216 = mul %202, %3 : i32
+          const int32_t v268 = tsr::wmul(v257, v3);
+          // %217 = arange : tile<i32, [8192]>
+          // (computed inside its user)
+          // %218 = splat %216 : tile<i32, [8192]>
+          // (computed inside its user)
+          // %219 = add %217, %218 : tile<i32, [8192]>
+          // (computed inside its user)
+          // %220 = splat %2 : tile<i32, [8192]>
+          // (computed inside its user)
+          // %221 = cmp %219, %220 {pred = "lt"} : tile<i1, [8192]>
+          // (computed inside its user)
+          // %222 = splat %8 : tile<u32, [8192]>
+          // (computed inside its user)
+          // %223 = where %221, %213, %222 : tile<u32, [8192]>
+          alignas(64) uint32_t v269[8192];
+          for (int64_t i270 = 0; i270 < 8192; ++i270) v269[i270] = ((uint8_t((tsr::wadd((int32_t(0 + i270)), (v268))) < (v2))) ? v264[i270] : (v8));
+          // yield %223
+          __builtin_memcpy(v267, v269, sizeof(v267));
+        } else {
+          // yield %213
+          __builtin_memcpy(v267, v264, sizeof(v267));
+        }
+        // %224 = shr %215, %211 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %225 = splat %179 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %226 = and %224, %225 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %227 = cast %226 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %228 = splat %180 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %229 = shr %215, %228 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %230 = splat %181 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %231 = cmp %229, %230 {pred = "eq"} : tile<i1, [8192]>
+        // (computed inside its user)
+        // %232 = splat %182 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %233 = where %231, %227, %232 : tile<i32, [8192]>
+        alignas(64) int32_t v271[8192];
+        for (int64_t i272 = 0; i272 < 8192; ++i272) v271[i272] = ((uint8_t((tsr::ishr(v267[i272], (v223))) == (v224))) ? (int32_t((uint32_t((tsr::ishr(v267[i272], v14)) & (v222))))) : (v225));
+        // %234 = histogram %233 : tile<i32, [1024]>
+        alignas(64) int32_t v273[1024];
+        tsr::histogram(v271, 8192, v273, 1024);
+        // %235 = add %201, %234 : tile<i32, [1024]>
+        // (written into the carried c255)
+        for (int64_t i274 = 0; i274 < 1024; ++i274) c255[i274] = tsr::wadd(c255[i274], v273[i274]);
+        // yield %235
+      }
+      // yield %199
+      __builtin_memcpy(c226, c255, sizeof(c226));
+    }
+    // %236 = scan %183 {axis = 0, kind = "sum"} : tile<i32, [1024]>
+    alignas(64) int32_t v275[1024];
+    for (int64_t o_ = 0; o_ < 1; ++o_)
+    for (int64_t n_ = 0; n_ < 1; ++n_) {
+      int32_t acc276 = c226[(o_ * 1024 + 0) * 1 + n_];
+      v275[(o_ * 1024 + 0) * 1 + n_] = acc276;
+      for (int64_t l277 = 1; l277 < 1024; ++l277) {
+        acc276 = tsr::wadd(acc276, c226[(o_ * 1024 + l277) * 1 + n_]);
+        v275[(o_ * 1024 + l277) * 1 + n_] = acc276;
+      }
+    }
+    // %237 = splat %90 : tile<i32, [1024]>
     // (computed inside its user)
-    // %192 = xor %190, %191 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %193 = splat %179 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %194 = shr %190, %193 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %195 = splat %8 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %196 = cmp %194, %195 {pred = "eq"} : tile<i1, [8192]>
-    // (computed inside its user)
-    // %197 = where %196, %192, %190 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %198 = splat %119 : tile<u32, [8192]>
-    // (computed inside its user)
-    // %199 = shr %197, %198 : tile<u32, [8192]>
-    alignas(64) uint32_t v202[8192];
-    for (int64_t i203 = 0; i203 < 8192; ++i203) v202[i203] = tsr::ishr((((uint8_t((tsr::ishr(v200[i203], (v187))) == (v8))) ? (uint32_t(v200[i203] ^ (v186))) : v200[i203])), (v121));
-    // %200 = splat %175 : tile<u32, [8192]>
-    alignas(64) uint32_t v204[8192];
-    for (int64_t i205 = 0; i205 < 8192; ++i205) v204[i205] = v178;
-    // %201 = cmp %199, %200 {pred = "eq"} : tile<i1, [8192]>
-    alignas(64) uint8_t v206[8192];
-    for (int64_t i207 = 0; i207 < 8192; ++i207) v206[i207] = uint8_t(v202[i207] == v178);
-    // %202 = cmp %199, %200 {pred = "lt"} : tile<i1, [8192]>
-    alignas(64) uint8_t v208[8192];
-    for (int64_t i209 = 0; i209 < 8192; ++i209) v208[i209] = uint8_t(v202[i209] < v178);
-    // %203 = cast %201 : tile<i32, [8192]>
-    alignas(64) int32_t v210[8192];
-    for (int64_t i211 = 0; i211 < 8192; ++i211) v210[i211] = int32_t(v206[i211]);
-    // %204 = reduce %203 {axis = 0, kind = "sum"} : i32
-    int32_t v212;
+    // %238 = cmp %236, %237 {pred = "lt"} : tile<i1, [1024]>
+    alignas(64) uint8_t v278[1024];
+    for (int64_t i279 = 0; i279 < 1024; ++i279) v278[i279] = uint8_t(v275[i279] < (v108));
+    // %239 = cast %238 : tile<i32, [1024]>
+    alignas(64) int32_t v280[1024];
+    for (int64_t i281 = 0; i281 < 1024; ++i281) v280[i281] = int32_t(v278[i281]);
+    // %240 = reduce %239 {axis = 0, kind = "sum"} : i32
+    int32_t v282;
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       int32_t ln_[16];
       for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 8192; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v210[o_ * 8192 + l_ + q_]);
+      for (int64_t l_ = 0; l_ < 1024; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v280[o_ * 1024 + l_ + q_]);
       int32_t acc_ = ln_[0];
       for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v212 = acc_;
+      v282 = acc_;
     }
-    // %205 = add %185, %204 : i32
-    const int32_t v213 = tsr::wadd(c189, v212);
-    // %206 = cmp %205, %118 {pred = "le"} : i1
-    const uint8_t v214 = uint8_t(v213 <= v120);
-    // %207 = if %206 : tile<i1, [8192]> {...}
-    alignas(64) uint8_t v215[8192];
-    if (v214) {
-      // %208 = or %202, %201 : tile<i1, [8192]>
-      alignas(64) uint8_t v216[8192];
-      for (int64_t i217 = 0; i217 < 8192; ++i217) v216[i217] = uint8_t(v208[i217] | v206[i217]);
-      // yield %208
-      __builtin_memcpy(v215, v216, sizeof(v215));
+    // %241 = arange : tile<i32, [1024]>
+    // (computed inside its user)
+    // %242 = splat %240 : tile<i32, [1024]>
+    // (computed inside its user)
+    // %243 = cmp %241, %242 {pred = "eq"} : tile<i1, [1024]>
+    // (computed inside its user)
+    // %244 = where %243, %183, %175 : tile<i32, [1024]>
+    alignas(64) int32_t v283[1024];
+    for (int64_t i284 = 0; i284 < 1024; ++i284) v283[i284] = ((uint8_t((int32_t(0 + i284)) == (v282))) ? c226[i284] : v16);
+    // %245 = reduce %244 {axis = 0, kind = "sum"} : i32
+    int32_t v285;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 1024; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v283[o_ * 1024 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v285 = acc_;
+    }
+    // %246 = where %238, %183, %175 : tile<i32, [1024]>
+    alignas(64) int32_t v286[1024];
+    for (int64_t i287 = 0; i287 < 1024; ++i287) v286[i287] = (v278[i287] ? c226[i287] : v16);
+    // %247 = reduce %246 {axis = 0, kind = "sum"} : i32
+    int32_t v288;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 1024; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v286[o_ * 1024 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v288 = acc_;
+    }
+    // %248 = sub %90, %247 : i32
+    const int32_t v289 = tsr::wsub(v108, v288);
+    // %249 = cast %240 : u32
+    const uint32_t v290 = uint32_t(v282);
+    // %250 = shl %249, %14 : u32
+    const uint32_t v291 = tsr::ishl(v290, v14);
+    // %251 = or %89, %250 : u32
+    const uint32_t v292 = uint32_t(v107 | v291);
+    // %252 = cmp %245, %248 {pred = "ne"} : i1
+    const uint8_t v293 = uint8_t(v285 != v289);
+    // yield %251, %248, %14, %252
+    v199 = v292;
+    v200 = v289;
+    v201 = v14;
+    v202 = v293;
+  } else {
+    // yield %89, %90, %91, %92
+    v199 = v107;
+    v200 = v108;
+    v201 = v109;
+    v202 = v110;
+  }
+  // %253 = shr %171, %173 : u32
+  const uint32_t v294 = tsr::ishr(v199, v201);
+  // async_copy %9, %x, %16, %1, %16
+  if (!(true && int64_t(v16) >= 0 && int64_t(v16) < 4)) { tsr_fault(4436); return; }
+  {
+    float* const dst295 = buf9 + ((0) * 4 + int64_t(v16)) * 8192;
+    {
+      const int64_t o296 = int64_t(v1) * 1;
+      const int64_t o297 = int64_t(v16) * 8192;
+      if (o296 >= 0 && o296 + 1 <= A.d0_0 && o297 >= 0 && o297 + 8192 <= A.d0_1) {
+        for (int64_t i298 = 0; i298 < 1; ++i298) {
+          for (int64_t i299 = 0; i299 < 8192; ++i299) dst295[(i298) * 8192 + i299] = A.p0[(o296 + i298) * A.s0_0 + o297 + i299];
+        }
+      } else {
+        for (int64_t i300 = 0; i300 < 1; ++i300) {
+          for (int64_t i301 = 0; i301 < 8192; ++i301) {
+            dst295[(i300)*8192 + i301] = ((o296 + i300) >= 0 && (o296 + i300) < A.d0_0 && (o297 + i301) >= 0 && (o297 + i301) < A.d0_1) ? A.p0[(o296 + i300) * A.s0_0 + (o297 + i301) * A.s0_1] : float(0x0p+0);
+          }
+        }
+      }
+    }
+  }
+  // async_copy %9, %x, %4, %1, %4
+  if (!(true && int64_t(v4) >= 0 && int64_t(v4) < 4)) { tsr_fault(4452); return; }
+  {
+    float* const dst302 = buf9 + ((0) * 4 + int64_t(v4)) * 8192;
+    {
+      const int64_t o303 = int64_t(v1) * 1;
+      const int64_t o304 = int64_t(v4) * 8192;
+      if (o303 >= 0 && o303 + 1 <= A.d0_0 && o304 >= 0 && o304 + 8192 <= A.d0_1) {
+        for (int64_t i305 = 0; i305 < 1; ++i305) {
+          for (int64_t i306 = 0; i306 < 8192; ++i306) dst302[(i305) * 8192 + i306] = A.p0[(o303 + i305) * A.s0_0 + o304 + i306];
+        }
+      } else {
+        for (int64_t i307 = 0; i307 < 1; ++i307) {
+          for (int64_t i308 = 0; i308 < 8192; ++i308) {
+            dst302[(i307)*8192 + i308] = ((o303 + i307) >= 0 && (o303 + i307) < A.d0_0 && (o304 + i308) >= 0 && (o304 + i308) < A.d0_1) ? A.p0[(o303 + i307) * A.s0_0 + (o304 + i308) * A.s0_1] : float(0x0p+0);
+          }
+        }
+      }
+    }
+  }
+  // %254 = const {value = 2147483647} : u32
+  const uint32_t v309 = uint32_t(INT64_C(2147483647));
+  // %255 = const {value = 31} : u32
+  const uint32_t v310 = uint32_t(INT64_C(31));
+  // %256 = sub %7, %4 : i32
+  const int32_t v311 = tsr::wsub(v7, v4);
+  // %257, %258 = for %16, %13, %4, %16, %16 : i32, i32 {...}
+  int32_t c312;
+  c312 = v16;
+  int32_t c313;
+  c313 = v16;
+  for (int64_t iv314_ = v16; v4 > 0 && iv314_ < v13; iv314_ += v4) {
+    const int32_t iv314 = int32_t(iv314_);
+    // async_wait
+    // (copies are synchronous here: nothing to wait for)
+    // %262 = rem %259, %10 : i32
+    const int32_t v315 = tsr::irem(iv314, v10);
+    // %263 = mul %262, %10 : i32
+    const int32_t v316 = tsr::wmul(v315, v10);
+    // %264 = add %259, %4 : i32
+    const int32_t v317 = tsr::wadd(iv314, v4);
+    // %265 = cmp %264, %13 {pred = "lt"} : i1
+    const uint8_t v318 = uint8_t(v317 < v13);
+    // if %265 {...}
+    if (v318) {
+      // %266 = mul %264, %10 : i32
+      const int32_t v319 = tsr::wmul(v317, v10);
+      // %267 = add %266, %16 : i32
+      const int32_t v320 = tsr::wadd(v319, v16);
+      // %268 = sub %10, %263 : i32
+      const int32_t v321 = tsr::wsub(v10, v316);
+      // %269 = add %268, %16 : i32
+      const int32_t v322 = tsr::wadd(v321, v16);
+      // async_copy %9, %x, %269, %1, %267
+      if (!(true && int64_t(v322) >= 0 && int64_t(v322) < 4)) { tsr_fault(4692); return; }
+      {
+        float* const dst323 = buf9 + ((0) * 4 + int64_t(v322)) * 8192;
+        {
+          const int64_t o324 = int64_t(v1) * 1;
+          const int64_t o325 = int64_t(v320) * 8192;
+          if (o324 >= 0 && o324 + 1 <= A.d0_0 && o325 >= 0 && o325 + 8192 <= A.d0_1) {
+            for (int64_t i326 = 0; i326 < 1; ++i326) {
+              for (int64_t i327 = 0; i327 < 8192; ++i327) dst323[(i326) * 8192 + i327] = A.p0[(o324 + i326) * A.s0_0 + o325 + i327];
+            }
+          } else {
+            for (int64_t i328 = 0; i328 < 1; ++i328) {
+              for (int64_t i329 = 0; i329 < 8192; ++i329) {
+                dst323[(i328)*8192 + i329] = ((o324 + i328) >= 0 && (o324 + i328) < A.d0_0 && (o325 + i329) >= 0 && (o325 + i329) < A.d0_1) ? A.p0[(o324 + i328) * A.s0_0 + (o325 + i329) * A.s0_1] : float(0x0p+0);
+              }
+            }
+          }
+        }
+      }
+      // %270 = add %266, %4 : i32
+      const int32_t v330 = tsr::wadd(v319, v4);
+      // %271 = add %268, %4 : i32
+      const int32_t v331 = tsr::wadd(v321, v4);
+      // async_copy %9, %x, %271, %1, %270
+      if (!(true && int64_t(v331) >= 0 && int64_t(v331) < 4)) { tsr_fault(4740); return; }
+      {
+        float* const dst332 = buf9 + ((0) * 4 + int64_t(v331)) * 8192;
+        {
+          const int64_t o333 = int64_t(v1) * 1;
+          const int64_t o334 = int64_t(v330) * 8192;
+          if (o333 >= 0 && o333 + 1 <= A.d0_0 && o334 >= 0 && o334 + 8192 <= A.d0_1) {
+            for (int64_t i335 = 0; i335 < 1; ++i335) {
+              for (int64_t i336 = 0; i336 < 8192; ++i336) dst332[(i335) * 8192 + i336] = A.p0[(o333 + i335) * A.s0_0 + o334 + i336];
+            }
+          } else {
+            for (int64_t i337 = 0; i337 < 1; ++i337) {
+              for (int64_t i338 = 0; i338 < 8192; ++i338) {
+                dst332[(i337)*8192 + i338] = ((o333 + i337) >= 0 && (o333 + i337) < A.d0_0 && (o334 + i338) >= 0 && (o334 + i338) < A.d0_1) ? A.p0[(o333 + i337) * A.s0_0 + (o334 + i338) * A.s0_1] : float(0x0p+0);
+              }
+            }
+          }
+        }
+      }
+      // yield
     } else {
-      // %209 = scan %203 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-      alignas(64) int32_t v218[8192];
+      // yield
+    }
+    // %272 = mul %259, %10 : i32
+    const int32_t v339 = tsr::wmul(iv314, v10);
+    // %273 = sub %7, %272 : i32
+    const int32_t v340 = tsr::wsub(v7, v339);
+    // %274 = min %10, %273 : i32
+    const int32_t v341 = tsr::imin(v10, v340);
+    // %275, %276 = for %16, %274, %4, %260, %261 : i32, i32 {...}
+    int32_t c342;
+    c342 = c312;
+    int32_t c343;
+    c343 = c313;
+    for (int64_t iv344_ = v16; v4 > 0 && iv344_ < v341; iv344_ += v4) {
+      const int32_t iv344 = int32_t(iv344_);
+      // %280 = add %272, %277 : i32
+      const int32_t v345 = tsr::wadd(v339, iv344);
+      // %281 = add %263, %277 : i32
+      const int32_t v346 = tsr::wadd(v316, iv344);
+      // %282 = buffer_read %9, %281 : tile<f32, [1, 8192]>
+      if (!(true && int64_t(v346) >= 0 && int64_t(v346) < 4)) { tsr_fault(4884); return; }
+      alignas(64) float v347[8192];
+      __builtin_memcpy(v347, buf9 + ((0) * 4 + int64_t(v346)) * 8192, sizeof(v347));
+      // %283 = reshape %282 : tile<f32, [8192]>
+      // %284 = bitcast %283 : tile<u32, [8192]>
+      alignas(64) uint32_t v348[8192];
+      for (int64_t i349 = 0; i349 < 8192; ++i349) v348[i349] = uint32_t(tsr::f32_bits(v347[i349]));
+      // %285 = splat %254 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %286 = xor %284, %285 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %287 = splat %255 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %288 = shr %284, %287 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %289 = splat %14 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %290 = cmp %288, %289 {pred = "eq"} : tile<i1, [8192]>
+      // (computed inside its user)
+      // %291 = where %290, %286, %284 : tile<u32, [8192]>
+      alignas(64) uint32_t v350[8192];
+      for (int64_t i351 = 0; i351 < 8192; ++i351) v350[i351] = ((uint8_t((tsr::ishr(v348[i351], (v310))) == (v14))) ? (uint32_t(v348[i351] ^ (v309))) : v348[i351]);
+      // %292 = cmp %280, %256 {pred = "eq"} : i1
+      const uint8_t v352 = uint8_t(v345 == v311);
+      // %293 = if %292 : tile<u32, [8192]> {...}
+      tsr::HeapTile<uint32_t, 8192> v353_heap;  // 32768 bytes: on the heap
+      if (!(v353_heap.p)) { tsr_fault(5068); return; }
+      uint32_t (&v353)[8192] = *v353_heap.p;
+      if (v352) {
+        // %294 = mul %280, %3 : i32
+        const int32_t v354 = tsr::wmul(v345, v3);
+        // %295 = arange : tile<i32, [8192]>
+        // (computed inside its user)
+        // %296 = splat %294 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %297 = add %295, %296 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %298 = splat %2 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %299 = cmp %297, %298 {pred = "lt"} : tile<i1, [8192]>
+        // (computed inside its user)
+        // %300 = splat %8 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %301 = where %299, %291, %300 : tile<u32, [8192]>
+        tsr::HeapTile<uint32_t, 8192> v355_heap;  // 32768 bytes: on the heap
+        if (!(v355_heap.p)) { tsr_fault(5196); return; }
+        uint32_t (&v355)[8192] = *v355_heap.p;
+        for (int64_t i356 = 0; i356 < 8192; ++i356) v355[i356] = ((uint8_t((tsr::wadd((int32_t(0 + i356)), (v354))) < (v2))) ? v350[i356] : (v8));
+        // yield %301
+        __builtin_memcpy(v353, v355, sizeof(v353));
+      } else {
+        // yield %291
+        __builtin_memcpy(v353, v350, sizeof(v353));
+      }
+      // %302 = splat %173 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %303 = shr %293, %302 : tile<u32, [8192]>
+      tsr::HeapTile<uint32_t, 8192> v357_heap;  // 32768 bytes: on the heap
+      if (!(v357_heap.p)) { tsr_fault(5260); return; }
+      uint32_t (&v357)[8192] = *v357_heap.p;
+      for (int64_t i358 = 0; i358 < 8192; ++i358) v357[i358] = tsr::ishr(v353[i358], (v201));
+      // %304 = splat %253 : tile<u32, [8192]>
+      tsr::HeapTile<uint32_t, 8192> v359_heap;  // 32768 bytes: on the heap
+      if (!(v359_heap.p)) { tsr_fault(5276); return; }
+      uint32_t (&v359)[8192] = *v359_heap.p;
+      for (int64_t i360 = 0; i360 < 8192; ++i360) v359[i360] = v294;
+      // %305 = cmp %303, %304 {pred = "eq"} : tile<i1, [8192]>
+      alignas(64) uint8_t v361[8192];
+      for (int64_t i362 = 0; i362 < 8192; ++i362) v361[i362] = uint8_t(v357[i362] == v294);
+      // %306 = cmp %303, %304 {pred = "lt"} : tile<i1, [8192]>
+      alignas(64) uint8_t v363[8192];
+      for (int64_t i364 = 0; i364 < 8192; ++i364) v363[i364] = uint8_t(v357[i364] < v294);
+      // %307 = cast %305 : tile<i32, [8192]>
+      tsr::HeapTile<int32_t, 8192> v365_heap;  // 32768 bytes: on the heap
+      if (!(v365_heap.p)) { tsr_fault(5324); return; }
+      int32_t (&v365)[8192] = *v365_heap.p;
+      for (int64_t i366 = 0; i366 < 8192; ++i366) v365[i366] = int32_t(v361[i366]);
+      // %308 = reduce %307 {axis = 0, kind = "sum"} : i32
+      int32_t v367;
+      for (int64_t o_ = 0; o_ < 1; ++o_) {
+        int32_t ln_[16];
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+        for (int64_t l_ = 0; l_ < 8192; l_ += 16)
+          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v365[o_ * 8192 + l_ + q_]);
+        int32_t acc_ = ln_[0];
+        for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+        v367 = acc_;
+      }
+      // %309 = add %279, %308 : i32
+      const int32_t v368 = tsr::wadd(c343, v367);
+      // %310 = cmp %309, %172 {pred = "le"} : i1
+      const uint8_t v369 = uint8_t(v368 <= v200);
+      // %311 = if %310 : tile<i1, [8192]> {...}
+      alignas(64) uint8_t v370[8192];
+      if (v369) {
+        // %312 = or %306, %305 : tile<i1, [8192]>
+        tsr::HeapTile<uint8_t, 8192> v371_heap;  // 8192 bytes: on the heap
+        if (!(v371_heap.p)) { tsr_fault(5404); return; }
+        uint8_t (&v371)[8192] = *v371_heap.p;
+        for (int64_t i372 = 0; i372 < 8192; ++i372) v371[i372] = uint8_t(v363[i372] | v361[i372]);
+        // yield %312
+        __builtin_memcpy(v370, v371, sizeof(v370));
+      } else {
+        // %313 = scan %307 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+        tsr::HeapTile<int32_t, 8192> v373_heap;  // 32768 bytes: on the heap
+        if (!(v373_heap.p)) { tsr_fault(5436); return; }
+        int32_t (&v373)[8192] = *v373_heap.p;
+        for (int64_t o_ = 0; o_ < 1; ++o_)
+        for (int64_t n_ = 0; n_ < 1; ++n_) {
+          int32_t acc374 = v365[(o_ * 8192 + 0) * 1 + n_];
+          v373[(o_ * 8192 + 0) * 1 + n_] = acc374;
+          for (int64_t l375 = 1; l375 < 8192; ++l375) {
+            acc374 = tsr::wadd(acc374, v365[(o_ * 8192 + l375) * 1 + n_]);
+            v373[(o_ * 8192 + l375) * 1 + n_] = acc374;
+          }
+        }
+        // %314 = splat %279 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %315 = add %313, %314 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %316 = splat %172 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %317 = cmp %315, %316 {pred = "le"} : tile<i1, [8192]>
+        // (computed inside its user)
+        // %318 = and %305, %317 : tile<i1, [8192]>
+        // (computed inside its user)
+        // %319 = or %306, %318 : tile<i1, [8192]>
+        tsr::HeapTile<uint8_t, 8192> v376_heap;  // 8192 bytes: on the heap
+        if (!(v376_heap.p)) { tsr_fault(5532); return; }
+        uint8_t (&v376)[8192] = *v376_heap.p;
+        for (int64_t i377 = 0; i377 < 8192; ++i377) v376[i377] = uint8_t(v363[i377] | (uint8_t(v361[i377] & (uint8_t((tsr::wadd(v373[i377], (c343))) <= (v200))))));
+        // yield %319
+        __builtin_memcpy(v370, v376, sizeof(v370));
+      }
+      // %320 = sub %278, %4 : i32
+      const int32_t v378 = tsr::wsub(c342, v4);
+      // %321 = cast %311 : tile<i32, [8192]>
+      tsr::HeapTile<int32_t, 8192> v379_heap;  // 32768 bytes: on the heap
+      if (!(v379_heap.p)) { tsr_fault(5580); return; }
+      int32_t (&v379)[8192] = *v379_heap.p;
+      for (int64_t i380 = 0; i380 < 8192; ++i380) v379[i380] = int32_t(v370[i380]);
+      // %322 = scan %321 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+      tsr::HeapTile<int32_t, 8192> v381_heap;  // 32768 bytes: on the heap
+      if (!(v381_heap.p)) { tsr_fault(5596); return; }
+      int32_t (&v381)[8192] = *v381_heap.p;
       for (int64_t o_ = 0; o_ < 1; ++o_)
       for (int64_t n_ = 0; n_ < 1; ++n_) {
-        int32_t acc219 = v210[(o_ * 8192 + 0) * 1 + n_];
-        v218[(o_ * 8192 + 0) * 1 + n_] = acc219;
-        for (int64_t l220 = 1; l220 < 8192; ++l220) {
-          acc219 = tsr::wadd(acc219, v210[(o_ * 8192 + l220) * 1 + n_]);
-          v218[(o_ * 8192 + l220) * 1 + n_] = acc219;
+        int32_t acc382 = v379[(o_ * 8192 + 0) * 1 + n_];
+        v381[(o_ * 8192 + 0) * 1 + n_] = acc382;
+        for (int64_t l383 = 1; l383 < 8192; ++l383) {
+          acc382 = tsr::wadd(acc382, v379[(o_ * 8192 + l383) * 1 + n_]);
+          v381[(o_ * 8192 + l383) * 1 + n_] = acc382;
         }
       }
-      // %210 = splat %185 : tile<i32, [8192]>
+      // %323 = splat %320 : tile<i32, [8192]>
       // (computed inside its user)
-      // %211 = add %209, %210 : tile<i32, [8192]>
-      // (computed inside its user)
-      // %212 = splat %118 : tile<i32, [8192]>
-      // (computed inside its user)
-      // %213 = cmp %211, %212 {pred = "le"} : tile<i1, [8192]>
-      // (computed inside its user)
-      // %214 = and %201, %213 : tile<i1, [8192]>
-      // (computed inside its user)
-      // %215 = or %202, %214 : tile<i1, [8192]>
-      alignas(64) uint8_t v221[8192];
-      for (int64_t i222 = 0; i222 < 8192; ++i222) v221[i222] = uint8_t(v208[i222] | (uint8_t(v206[i222] & (uint8_t((tsr::wadd(v218[i222], (c189))) <= (v120))))));
-      // yield %215
-      __builtin_memcpy(v215, v221, sizeof(v215));
-    }
-    // %216 = sub %184, %4 : i32
-    const int32_t v223 = tsr::wsub(c188, v4);
-    // %217 = cast %207 : tile<i32, [8192]>
-    tsr::HeapTile<int32_t, 8192> v224_heap;  // 32768 bytes: on the heap
-    if (!(v224_heap.p)) { tsr_fault(3260); return; }
-    int32_t (&v224)[8192] = *v224_heap.p;
-    for (int64_t i225 = 0; i225 < 8192; ++i225) v224[i225] = int32_t(v215[i225]);
-    // %218 = scan %217 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-    tsr::HeapTile<int32_t, 8192> v226_heap;  // 32768 bytes: on the heap
-    if (!(v226_heap.p)) { tsr_fault(3276); return; }
-    int32_t (&v226)[8192] = *v226_heap.p;
-    for (int64_t o_ = 0; o_ < 1; ++o_)
-    for (int64_t n_ = 0; n_ < 1; ++n_) {
-      int32_t acc227 = v224[(o_ * 8192 + 0) * 1 + n_];
-      v226[(o_ * 8192 + 0) * 1 + n_] = acc227;
-      for (int64_t l228 = 1; l228 < 8192; ++l228) {
-        acc227 = tsr::wadd(acc227, v224[(o_ * 8192 + l228) * 1 + n_]);
-        v226[(o_ * 8192 + l228) * 1 + n_] = acc227;
+      // %324 = add %322, %323 : tile<i32, [8192]>
+      tsr::HeapTile<int32_t, 8192> v384_heap;  // 32768 bytes: on the heap
+      if (!(v384_heap.p)) { tsr_fault(5628); return; }
+      int32_t (&v384)[8192] = *v384_heap.p;
+      for (int64_t i385 = 0; i385 < 8192; ++i385) v384[i385] = tsr::wadd(v381[i385], (v378));
+      // %325 = splat %1 : tile<i32, [8192]>
+      tsr::HeapTile<int32_t, 8192> v386_heap;  // 32768 bytes: on the heap
+      if (!(v386_heap.p)) { tsr_fault(5644); return; }
+      int32_t (&v386)[8192] = *v386_heap.p;
+      for (int64_t i387 = 0; i387 < 8192; ++i387) v386[i387] = v1;
+      // scatter %values, %283, %325, %324, %311
+      for (int64_t i388 = 0; i388 < 8192; ++i388) {
+        if ((v370[i388] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v384[i388]) >= 0 && int64_t(v384[i388]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v384[i388]) * A.s1_1] = v347[i388];
       }
+      // %326 = mul %280, %3 : i32
+      const int32_t v389 = tsr::wmul(v345, v3);
+      // %327 = arange : tile<i32, [8192]>
+      // (computed inside its user)
+      // %328 = splat %326 : tile<i32, [8192]>
+      // (computed inside its user)
+      // %329 = add %327, %328 : tile<i32, [8192]>
+      tsr::HeapTile<int32_t, 8192> v390_heap;  // 32768 bytes: on the heap
+      if (!(v390_heap.p)) { tsr_fault(5724); return; }
+      int32_t (&v390)[8192] = *v390_heap.p;
+      for (int64_t i391 = 0; i391 < 8192; ++i391) v390[i391] = tsr::wadd((int32_t(0 + i391)), (v389));
+      // scatter %indices, %329, %325, %324, %311
+      for (int64_t i392 = 0; i392 < 8192; ++i392) {
+        if ((v370[i392] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v384[i392]) >= 0 && int64_t(v384[i392]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v384[i392]) * A.s2_1] = v390[i392];
+      }
+      // %330 = reduce %321 {axis = 0, kind = "sum"} : i32
+      int32_t v393;
+      for (int64_t o_ = 0; o_ < 1; ++o_) {
+        int32_t ln_[16];
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+        for (int64_t l_ = 0; l_ < 8192; l_ += 16)
+          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v379[o_ * 8192 + l_ + q_]);
+        int32_t acc_ = ln_[0];
+        for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+        v393 = acc_;
+      }
+      // %331 = add %278, %330 : i32
+      const int32_t v394 = tsr::wadd(c342, v393);
+      // yield %331, %309
+      c342 = v394;
+      c343 = v368;
     }
-    // %219 = splat %216 : tile<i32, [8192]>
-    // (computed inside its user)
-    // %220 = add %218, %219 : tile<i32, [8192]>
-    tsr::HeapTile<int32_t, 8192> v229_heap;  // 32768 bytes: on the heap
-    if (!(v229_heap.p)) { tsr_fault(3308); return; }
-    int32_t (&v229)[8192] = *v229_heap.p;
-    for (int64_t i230 = 0; i230 < 8192; ++i230) v229[i230] = tsr::wadd(v226[i230], (v223));
-    // %221 = splat %1 : tile<i32, [8192]>
-    tsr::HeapTile<int32_t, 8192> v231_heap;  // 32768 bytes: on the heap
-    if (!(v231_heap.p)) { tsr_fault(3324); return; }
-    int32_t (&v231)[8192] = *v231_heap.p;
-    for (int64_t i232 = 0; i232 < 8192; ++i232) v231[i232] = v1;
-    // scatter %values, %186, %221, %220, %207
-    for (int64_t i233 = 0; i233 < 8192; ++i233) {
-      if ((v215[i233] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v229[i233]) >= 0 && int64_t(v229[i233]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v229[i233]) * A.s1_1] = c190[i233];
-    }
-    // %222 = mul %183, %3 : i32
-    const int32_t v234 = tsr::wmul(iv191, v3);
-    // %223 = arange : tile<i32, [8192]>
-    // (computed inside its user)
-    // %224 = splat %222 : tile<i32, [8192]>
-    // (computed inside its user)
-    // %225 = add %223, %224 : tile<i32, [8192]>
-    tsr::HeapTile<int32_t, 8192> v235_heap;  // 32768 bytes: on the heap
-    if (!(v235_heap.p)) { tsr_fault(3404); return; }
-    int32_t (&v235)[8192] = *v235_heap.p;
-    for (int64_t i236 = 0; i236 < 8192; ++i236) v235[i236] = tsr::wadd((int32_t(0 + i236)), (v234));
-    // scatter %indices, %225, %221, %220, %207
-    for (int64_t i237 = 0; i237 < 8192; ++i237) {
-      if ((v215[i237] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v229[i237]) >= 0 && int64_t(v229[i237]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v229[i237]) * A.s2_1] = v235[i237];
-    }
-    // %226 = reduce %217 {axis = 0, kind = "sum"} : i32
-    int32_t v238;
-    for (int64_t o_ = 0; o_ < 1; ++o_) {
-      int32_t ln_[16];
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 8192; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v224[o_ * 8192 + l_ + q_]);
-      int32_t acc_ = ln_[0];
-      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v238 = acc_;
-    }
-    // %227 = add %184, %226 : i32
-    const int32_t v239 = tsr::wadd(c188, v238);
-    // yield %227, %205, %189
-    c188 = v239;
-    c189 = v213;
-    __builtin_memcpy(c190, v193, sizeof(c190));
+    // yield %275, %276
+    c312 = c342;
+    c313 = c343;
   }
-  // %228 = load_tile %indices, %1, %10 : tile<i32, [1, 64]>
-  alignas(64) int32_t v240[64];
+  // %332 = load_tile %indices, %1, %16 : tile<i32, [1, 64]>
+  alignas(64) int32_t v395[64];
   {
-    const int64_t o241 = int64_t(v1) * 1;
-    const int64_t o242 = int64_t(v10) * 64;
-    if (o241 >= 0 && o241 + 1 <= A.d2_0 && o242 >= 0 && o242 + 64 <= A.d2_1) {
-      for (int64_t i243 = 0; i243 < 1; ++i243) {
-        for (int64_t i244 = 0; i244 < 64; ++i244) v240[(i243) * 64 + i244] = A.p2[(o241 + i243) * A.s2_0 + o242 + i244];
+    const int64_t o396 = int64_t(v1) * 1;
+    const int64_t o397 = int64_t(v16) * 64;
+    if (o396 >= 0 && o396 + 1 <= A.d2_0 && o397 >= 0 && o397 + 64 <= A.d2_1) {
+      for (int64_t i398 = 0; i398 < 1; ++i398) {
+        for (int64_t i399 = 0; i399 < 64; ++i399) v395[(i398) * 64 + i399] = A.p2[(o396 + i398) * A.s2_0 + o397 + i399];
       }
     } else {
-      for (int64_t i245 = 0; i245 < 1; ++i245) {
-        for (int64_t i246 = 0; i246 < 64; ++i246) {
-          v240[(i245)*64 + i246] = ((o241 + i245) >= 0 && (o241 + i245) < A.d2_0 && (o242 + i246) >= 0 && (o242 + i246) < A.d2_1) ? A.p2[(o241 + i245) * A.s2_0 + (o242 + i246) * A.s2_1] : int32_t(INT64_C(0));
+      for (int64_t i400 = 0; i400 < 1; ++i400) {
+        for (int64_t i401 = 0; i401 < 64; ++i401) {
+          v395[(i400)*64 + i401] = ((o396 + i400) >= 0 && (o396 + i400) < A.d2_0 && (o397 + i401) >= 0 && (o397 + i401) < A.d2_1) ? A.p2[(o396 + i400) * A.s2_0 + (o397 + i401) * A.s2_1] : int32_t(INT64_C(0));
         }
       }
     }
   }
-  // %229 = load_tile %values, %1, %10 : tile<f32, [1, 64]>
-  alignas(64) float v247[64];
+  // %333 = load_tile %values, %1, %16 : tile<f32, [1, 64]>
+  alignas(64) float v402[64];
   {
-    const int64_t o248 = int64_t(v1) * 1;
-    const int64_t o249 = int64_t(v10) * 64;
-    if (o248 >= 0 && o248 + 1 <= A.d1_0 && o249 >= 0 && o249 + 64 <= A.d1_1) {
-      for (int64_t i250 = 0; i250 < 1; ++i250) {
-        for (int64_t i251 = 0; i251 < 64; ++i251) v247[(i250) * 64 + i251] = A.p1[(o248 + i250) * A.s1_0 + o249 + i251];
+    const int64_t o403 = int64_t(v1) * 1;
+    const int64_t o404 = int64_t(v16) * 64;
+    if (o403 >= 0 && o403 + 1 <= A.d1_0 && o404 >= 0 && o404 + 64 <= A.d1_1) {
+      for (int64_t i405 = 0; i405 < 1; ++i405) {
+        for (int64_t i406 = 0; i406 < 64; ++i406) v402[(i405) * 64 + i406] = A.p1[(o403 + i405) * A.s1_0 + o404 + i406];
       }
     } else {
-      for (int64_t i252 = 0; i252 < 1; ++i252) {
-        for (int64_t i253 = 0; i253 < 64; ++i253) {
-          v247[(i252)*64 + i253] = ((o248 + i252) >= 0 && (o248 + i252) < A.d1_0 && (o249 + i253) >= 0 && (o249 + i253) < A.d1_1) ? A.p1[(o248 + i252) * A.s1_0 + (o249 + i253) * A.s1_1] : float(0x0p+0);
+      for (int64_t i407 = 0; i407 < 1; ++i407) {
+        for (int64_t i408 = 0; i408 < 64; ++i408) {
+          v402[(i407)*64 + i408] = ((o403 + i407) >= 0 && (o403 + i407) < A.d1_0 && (o404 + i408) >= 0 && (o404 + i408) < A.d1_1) ? A.p1[(o403 + i407) * A.s1_0 + (o404 + i408) * A.s1_1] : float(0x0p+0);
         }
       }
     }
   }
-  // %230, %231 = sort %229, %228 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
-  alignas(64) float v254[64];
-  alignas(64) int32_t v255[64];
-  alignas(64) uint64_t sk256[128];
-  alignas(64) int32_t sp257[128];
-  tsr::sort_lines(v247, v240, v254, v255, 1, 64, 1, 64, true, sk256, sp257);
-  // store_tile %values, %230, %1, %10
+  // %334, %335 = sort %333, %332 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
+  alignas(64) float v409[64];
+  alignas(64) int32_t v410[64];
+  alignas(64) uint64_t sk411[128];
+  alignas(64) int32_t sp412[128];
+  tsr::sort_lines(v402, v395, v409, v410, 1, 64, 1, 64, true, sk411, sp412);
+  // store_tile %values, %334, %1, %16
   {
-    const int64_t o258 = int64_t(v1) * 1;
-    const int64_t o259 = int64_t(v10) * 64;
-    if (o258 >= 0 && o258 + 1 <= A.d1_0 && o259 >= 0 && o259 + 64 <= A.d1_1) {
-      for (int64_t i260 = 0; i260 < 1; ++i260) {
-        for (int64_t i261 = 0; i261 < 64; ++i261) A.p1[(o258 + i260) * A.s1_0 + o259 + i261] = v254[(i260) * 64 + i261];
+    const int64_t o413 = int64_t(v1) * 1;
+    const int64_t o414 = int64_t(v16) * 64;
+    if (o413 >= 0 && o413 + 1 <= A.d1_0 && o414 >= 0 && o414 + 64 <= A.d1_1) {
+      for (int64_t i415 = 0; i415 < 1; ++i415) {
+        for (int64_t i416 = 0; i416 < 64; ++i416) A.p1[(o413 + i415) * A.s1_0 + o414 + i416] = v409[(i415) * 64 + i416];
       }
     } else {
-      for (int64_t i262 = 0; i262 < 1; ++i262) {
-        for (int64_t i263 = 0; i263 < 64; ++i263) {
-          if ((o258 + i262) >= 0 && (o258 + i262) < A.d1_0 && (o259 + i263) >= 0 && (o259 + i263) < A.d1_1) A.p1[(o258 + i262) * A.s1_0 + (o259 + i263) * A.s1_1] = v254[(i262)*64 + i263];
+      for (int64_t i417 = 0; i417 < 1; ++i417) {
+        for (int64_t i418 = 0; i418 < 64; ++i418) {
+          if ((o413 + i417) >= 0 && (o413 + i417) < A.d1_0 && (o414 + i418) >= 0 && (o414 + i418) < A.d1_1) A.p1[(o413 + i417) * A.s1_0 + (o414 + i418) * A.s1_1] = v409[(i417)*64 + i418];
         }
       }
     }
   }
-  // store_tile %indices, %231, %1, %10
+  // store_tile %indices, %335, %1, %16
   {
-    const int64_t o264 = int64_t(v1) * 1;
-    const int64_t o265 = int64_t(v10) * 64;
-    if (o264 >= 0 && o264 + 1 <= A.d2_0 && o265 >= 0 && o265 + 64 <= A.d2_1) {
-      for (int64_t i266 = 0; i266 < 1; ++i266) {
-        for (int64_t i267 = 0; i267 < 64; ++i267) A.p2[(o264 + i266) * A.s2_0 + o265 + i267] = v255[(i266) * 64 + i267];
+    const int64_t o419 = int64_t(v1) * 1;
+    const int64_t o420 = int64_t(v16) * 64;
+    if (o419 >= 0 && o419 + 1 <= A.d2_0 && o420 >= 0 && o420 + 64 <= A.d2_1) {
+      for (int64_t i421 = 0; i421 < 1; ++i421) {
+        for (int64_t i422 = 0; i422 < 64; ++i422) A.p2[(o419 + i421) * A.s2_0 + o420 + i422] = v410[(i421) * 64 + i422];
       }
     } else {
-      for (int64_t i268 = 0; i268 < 1; ++i268) {
-        for (int64_t i269 = 0; i269 < 64; ++i269) {
-          if ((o264 + i268) >= 0 && (o264 + i268) < A.d2_0 && (o265 + i269) >= 0 && (o265 + i269) < A.d2_1) A.p2[(o264 + i268) * A.s2_0 + (o265 + i269) * A.s2_1] = v255[(i268)*64 + i269];
+      for (int64_t i423 = 0; i423 < 1; ++i423) {
+        for (int64_t i424 = 0; i424 < 64; ++i424) {
+          if ((o419 + i423) >= 0 && (o419 + i423) < A.d2_0 && (o420 + i424) >= 0 && (o420 + i424) < A.d2_1) A.p2[(o419 + i423) * A.s2_0 + (o420 + i424) * A.s2_1] = v410[(i423)*64 + i424];
         }
       }
     }
@@ -943,7 +1450,7 @@ extern "C" int tessera_run(void** buf, const int64_t* dims, const int64_t* is, c
   if (g0 < 0) return 24;  // grid size on axis 0 of kernel 'topk' is negative (a size of 0 runs no programs; a negative size is an error)
   if (g0 == 0 || g1 == 0 || g2 == 0) return 0;  // no programs
   if (nt <= 0) nt = omp_get_max_threads();
-  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(3070277)) nt = 1;  // about 3070277 element ops per program
+  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(15966308)) nt = 1;  // about 15966308 element ops per program
   if (nt == 1) {
     for (int64_t z = 0; z < g2; ++z)
       for (int64_t y = 0; y < g1; ++y)

@@ -7,8 +7,9 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
   const int tsr_tid = int(threadIdx.x);
   constexpr int tsr_nthreads = 512;
   (void)tsr_tid; (void)tsr_smem;
-  int tsr_red438_at = 0;  // the copy of tsr_red438_mem the next exchange uses
-  int tsr_red489_at = 0;  // the copy of tsr_red489_mem the next exchange uses
+  constexpr int64_t tsr_struct_base = 8192LL;  // buffers and pipe rings, after the scratch
+  int tsr_red612_at = 0;  // the copy of tsr_red612_mem the next exchange uses
+  int tsr_red663_at = 0;  // the copy of tsr_red663_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_N);
@@ -24,7 +25,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
   [[maybe_unused]] constexpr int64_t K = 64LL;
   [[maybe_unused]] constexpr int64_t BLOCK_N = 8192LL;
   [[maybe_unused]] constexpr int64_t num_warps = 16LL;
-  [[maybe_unused]] constexpr int64_t prefetch_programs = 0LL;
+  [[maybe_unused]] constexpr int64_t struct_cp_async = 1LL;
   // %1 = program_id {axis = 0} : i32
   const int32_t v0 = int32_t(blockIdx.x);
   // %2 = dim %x {axis = 1} : i32
@@ -39,1681 +40,2178 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
   const int32_t v5 = int32_t(uint32_t(v4) - uint32_t(v3));
   // %7 = div %6, %3 : i32
   const int32_t v6 = tsr::idiv<int32_t>(v5, v2);
-  // %8 = const {value = 0} : u32
-  const uint32_t v7 = uint32_t(0LL);
-  // %9 = const {value = 64} : i32
-  const int32_t v8 = int32_t(64LL);
-  // %10 = const {value = 0} : i32
-  const int32_t v9 = int32_t(0LL);
-  // %11 = splat %10 : tile<i32, [2048]>
-  int32_t v10[4];
+  // %8 = const {value = 4294967295} : u32
+  const uint32_t v7 = uint32_t(4294967295LL);
+  // %9 = alloc : buffer<f32, [4, 1, 8192], space = "shared">
+  float* const buf8 = reinterpret_cast<float*>(tsr_smem + tsr_struct_base + 0LL);
+  // %10 = const {value = 2} : i32
+  const int32_t v9 = int32_t(2LL);
+  // %11 = add %7, %10 : i32
+  const int32_t v10 = int32_t(uint32_t(v6) + uint32_t(v9));
+  // %12 = sub %11, %4 : i32
+  const int32_t v11 = int32_t(uint32_t(v10) - uint32_t(v3));
+  // %13 = div %12, %10 : i32
+  const int32_t v12 = tsr::idiv<int32_t>(v11, v9);
+  // %14 = const {value = 0} : u32
+  const uint32_t v13 = uint32_t(0LL);
+  // %15 = const {value = 64} : i32
+  const int32_t v14 = int32_t(64LL);
+  // %16 = const {value = 0} : i32
+  const int32_t v15 = int32_t(0LL);
+  // %17 = splat %16 : tile<i32, [2048]>
+  int32_t v16[4];
   #pragma unroll
-  for (int s11 = 0; s11 < 4; ++s11) {
-    v10[s11] = v9;
+  for (int s17 = 0; s17 < 4; ++s17) {
+    v16[s17] = v15;
   }
-  // %12 = load_tile %x, %1, %10 {pad = -inf} : tile<f32, [1, 8192]>
-  float v12[16];
+  // async_copy %9, %x, %16, %1, %16
+  if (!(true && int64_t(v15) >= 0 && int64_t(v15) < 4LL)) __trap();  // slot index out of range
   {
-    const int64_t o13 = int64_t(v0) * 1;
-    const int64_t o14 = int64_t(v9) * 8192;
-    #pragma unroll
-    for (int c15 = 0; c15 < 2; ++c15) {
-      const int e16 = ((c15 * 8 / 8) * 4096 + tsr_tid * 8 + (c15 * 8 % 8));
-      const int64_t g17 = o13 + 0;
-      const int64_t g18 = o14 + (e16);
-      const int64_t off19 = g17 * tsr_p0_s0 + g18 * tsr_p0_s1;
-      const bool rok20 = true && g17 >= 0 && g17 < int64_t(tsr_dim_M);
-      float buf21[8];
-      if (rok20 && g18 >= 0 && g18 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 8>(tsr_p0 + off19)) {
-        tsr::copy_vec<float, 8>(buf21, tsr_p0 + off19);
-      } else {
-        #pragma unroll
-        for (int v_ = 0; v_ < 8; ++v_) {
-          const int64_t gc22 = g18 + v_;
-          buf21[v_] = (rok20 && gc22 >= 0 && gc22 < int64_t(tsr_dim_N)) ? tsr_p0[off19 + v_ * tsr_p0_s1] : float((-tsr::inf_f()));
-        }
-      }
-      #pragma unroll
-      for (int v_ = 0; v_ < 8; ++v_) v12[c15 * 8 + v_] = buf21[v_];
-    }
-  }
-  // %13 = reshape %12 : tile<f32, [8192]>
-  float v23[16];
-  #pragma unroll
-  for (int s24 = 0; s24 < 16; ++s24) {
-    v23[s24] = v12[s24];
-  }
-  // %14 = const {value = 2147483647} : u32
-  const uint32_t v25 = uint32_t(2147483647LL);
-  // %15 = const {value = 31} : u32
-  const uint32_t v26 = uint32_t(31LL);
-  // %16 = const {value = 21} : u32
-  const uint32_t v27 = uint32_t(21LL);
-  // %17 = const {value = 2047} : u32
-  const uint32_t v28 = uint32_t(2047LL);
-  // %18, %19 = for %10, %7, %4, %11, %13 : tile<i32, [2048]>, tile<f32, [8192]> {...}
-  int32_t c29[4];
-  #pragma unroll
-  for (int s30 = 0; s30 < 4; ++s30) {
-    c29[s30] = v10[s30];
-  }
-  float c31[16];
-  #pragma unroll
-  for (int s32 = 0; s32 < 16; ++s32) {
-    c31[s32] = v23[s32];
-  }
-  for (int64_t iv33_ = v9; v3 > 0 && iv33_ < v6; iv33_ += v3) {
-    const int32_t iv33 = int32_t(iv33_);
-    // %23 = add %20, %4 : i32
-    const int32_t v34 = int32_t(uint32_t(iv33) + uint32_t(v3));
-    // %24 = load_tile %x, %1, %23 {pad = -inf} : tile<f32, [1, 8192]>
-    float v35[16];
-    {
-      const int64_t o36 = int64_t(v0) * 1;
-      const int64_t o37 = int64_t(v34) * 8192;
-      #pragma unroll
-      for (int c38 = 0; c38 < 2; ++c38) {
-        const int e39 = ((c38 * 8 / 8) * 4096 + tsr_tid * 8 + (c38 * 8 % 8));
-        const int64_t g40 = o36 + 0;
-        const int64_t g41 = o37 + (e39);
-        const int64_t off42 = g40 * tsr_p0_s0 + g41 * tsr_p0_s1;
-        const bool rok43 = true && g40 >= 0 && g40 < int64_t(tsr_dim_M);
-        float buf44[8];
-        if (rok43 && g41 >= 0 && g41 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 8>(tsr_p0 + off42)) {
-          tsr::copy_vec<float, 8>(buf44, tsr_p0 + off42);
-        } else {
-          #pragma unroll
-          for (int v_ = 0; v_ < 8; ++v_) {
-            const int64_t gc45 = g41 + v_;
-            buf44[v_] = (rok43 && gc45 >= 0 && gc45 < int64_t(tsr_dim_N)) ? tsr_p0[off42 + v_ * tsr_p0_s1] : float((-tsr::inf_f()));
-          }
-        }
-        #pragma unroll
-        for (int v_ = 0; v_ < 8; ++v_) v35[c38 * 8 + v_] = buf44[v_];
+    float* const dst18 = buf8 + ((0LL) * 4LL + int64_t(v15)) * 8192LL;
+    __syncthreads();
+    {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
+      const int64_t o19 = int64_t(v0) * 1LL;
+      const int64_t o20 = int64_t(v15) * 8192LL;
+      for (int64_t q21 = tsr_tid; q21 < 2048LL; q21 += tsr_nthreads) {
+        const int64_t gc23 = o20 + (q21 % 2048LL) * 4LL;
+        const int64_t nv24 = (true && (o19 + 0) >= 0 && (o19 + 0) < int64_t(tsr_dim_M) && gc23 >= 0) ? int64_t(tsr_dim_N) - gc23 : 0LL;  // elements in bounds (<= 0: none)
+        tsr::struct_copy_chunk(dst18 + q21 * 4LL, nv24 > 0 ? tsr_p0 + ((o19 + 0) * tsr_p0_s0 + gc23 * tsr_p0_s1) : tsr_p0, nv24, tsr_p0_s1);
       }
     }
-    // %25 = reshape %24 : tile<f32, [8192]>
-    float v46[16];
-    #pragma unroll
-    for (int s47 = 0; s47 < 16; ++s47) {
-      v46[s47] = v35[s47];
-    }
-    // %26 = bitcast %22 : tile<u32, [8192]>
-    uint32_t v48[16];
-    #pragma unroll
-    for (int s49 = 0; s49 < 16; ++s49) {
-      v48[s49] = uint32_t(tsr::f32_bits(c31[s49]));
-    }
-    // %27 = splat %14 : tile<u32, [8192]>
-    uint32_t v50[16];
-    #pragma unroll
-    for (int s51 = 0; s51 < 16; ++s51) {
-      v50[s51] = v25;
-    }
-    // %28 = xor %26, %27 : tile<u32, [8192]>
-    uint32_t v52[16];
-    #pragma unroll
-    for (int s53 = 0; s53 < 16; ++s53) {
-      v52[s53] = uint32_t(v48[s53] ^ v50[s53]);
-    }
-    // %29 = splat %15 : tile<u32, [8192]>
-    uint32_t v54[16];
-    #pragma unroll
-    for (int s55 = 0; s55 < 16; ++s55) {
-      v54[s55] = v26;
-    }
-    // %30 = shr %26, %29 : tile<u32, [8192]>
-    uint32_t v56[16];
-    #pragma unroll
-    for (int s57 = 0; s57 < 16; ++s57) {
-      v56[s57] = tsr::ishr<uint32_t>(v48[s57], v54[s57]);
-    }
-    // %31 = splat %8 : tile<u32, [8192]>
-    uint32_t v58[16];
-    #pragma unroll
-    for (int s59 = 0; s59 < 16; ++s59) {
-      v58[s59] = v7;
-    }
-    // %32 = cmp %30, %31 {pred = "eq"} : tile<i1, [8192]>
-    uint8_t v60[16];
-    #pragma unroll
-    for (int s61 = 0; s61 < 16; ++s61) {
-      v60[s61] = uint8_t(v56[s61] == v58[s61]);
-    }
-    // %33 = where %32, %28, %26 : tile<u32, [8192]>
-    uint32_t v62[16];
-    #pragma unroll
-    for (int s63 = 0; s63 < 16; ++s63) {
-      v62[s63] = (v60[s63] ? v52[s63] : v48[s63]);
-    }
-    // %34 = splat %16 : tile<u32, [8192]>
-    uint32_t v64[16];
-    #pragma unroll
-    for (int s65 = 0; s65 < 16; ++s65) {
-      v64[s65] = v27;
-    }
-    // %35 = shr %33, %34 : tile<u32, [8192]>
-    uint32_t v66[16];
-    #pragma unroll
-    for (int s67 = 0; s67 < 16; ++s67) {
-      v66[s67] = tsr::ishr<uint32_t>(v62[s67], v64[s67]);
-    }
-    // %36 = splat %17 : tile<u32, [8192]>
-    uint32_t v68[16];
-    #pragma unroll
-    for (int s69 = 0; s69 < 16; ++s69) {
-      v68[s69] = v28;
-    }
-    // %37 = and %35, %36 : tile<u32, [8192]>
-    uint32_t v70[16];
-    #pragma unroll
-    for (int s71 = 0; s71 < 16; ++s71) {
-      v70[s71] = uint32_t(v66[s71] & v68[s71]);
-    }
-    // %38 = cast %37 : tile<i32, [8192]>
-    int32_t v72[16];
-    #pragma unroll
-    for (int s73 = 0; s73 < 16; ++s73) {
-      v72[s73] = int32_t(v70[s73]);
-    }
-    // %39 = histogram %38 : tile<i32, [2048]>
-    int32_t v74[4];
+    tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+  }
+  // async_copy %9, %x, %4, %1, %4
+  if (!(true && int64_t(v3) >= 0 && int64_t(v3) < 4LL)) __trap();  // slot index out of range
+  {
+    float* const dst25 = buf8 + ((0LL) * 4LL + int64_t(v3)) * 8192LL;
     __syncthreads();
-    for (int b_ = tsr_tid; b_ < 2048; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
-    __syncthreads();
-    #pragma unroll
-    for (int s75 = 0; s75 < 16; ++s75) {
-      tsr::hist_add(reinterpret_cast<unsigned*>(tsr_smem + 0), (long long)(v72[s75]), 2048);
-    }
-    __syncthreads();
-    #pragma unroll
-    for (int s76 = 0; s76 < 4; ++s76) {
-      const int e77 = ((s76 / 4) * 2048 + tsr_tid * 4 + (s76 % 4));
-      v74[s76] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e77]);
-    }
-    // %40 = add %21, %39 : tile<i32, [2048]>
-    int32_t v78[4];
-    #pragma unroll
-    for (int s79 = 0; s79 < 4; ++s79) {
-      v78[s79] = int32_t(uint32_t(c29[s79]) + uint32_t(v74[s79]));
-    }
-    // yield %40, %25
-    #pragma unroll
-    for (int s80 = 0; s80 < 4; ++s80) {
-      c29[s80] = v78[s80];
-    }
-    #pragma unroll
-    for (int s81 = 0; s81 < 16; ++s81) {
-      c31[s81] = v46[s81];
-    }
-  }
-  // %41 = scan %18 {axis = 0, kind = "sum"} : tile<i32, [2048]>
-  int32_t v82[4];
-  uint32_t run83 = uint32_t(0);
-  uint32_t acc84_0 = uint32_t(0);
-  acc84_0 += uint32_t(c29[0]); v82[0] = int32_t(acc84_0);
-  acc84_0 += uint32_t(c29[1]); v82[1] = int32_t(acc84_0);
-  acc84_0 += uint32_t(c29[2]); v82[2] = int32_t(acc84_0);
-  acc84_0 += uint32_t(c29[3]); v82[3] = int32_t(acc84_0);
-  __syncthreads();
-  uint32_t tot86_0;
-  const uint32_t off85_0 = run83 + tsr::block_exclusive_sum<16>(acc84_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot86_0);
-  v82[0] = int32_t(uint32_t(v82[0]) + off85_0);
-  v82[1] = int32_t(uint32_t(v82[1]) + off85_0);
-  v82[2] = int32_t(uint32_t(v82[2]) + off85_0);
-  v82[3] = int32_t(uint32_t(v82[3]) + off85_0);
-  run83 += tot86_0;
-  // %42 = splat %9 : tile<i32, [2048]>
-  int32_t v87[4];
-  #pragma unroll
-  for (int s88 = 0; s88 < 4; ++s88) {
-    v87[s88] = v8;
-  }
-  // %43 = cmp %41, %42 {pred = "lt"} : tile<i1, [2048]>
-  uint8_t v89[4];
-  #pragma unroll
-  for (int s90 = 0; s90 < 4; ++s90) {
-    v89[s90] = uint8_t(v82[s90] < v87[s90]);
-  }
-  // %44 = cast %43 : tile<i32, [2048]>
-  int32_t v91[4];
-  #pragma unroll
-  for (int s92 = 0; s92 < 4; ++s92) {
-    v91[s92] = int32_t(v89[s92]);
-  }
-  // %45 = reduce %44 {axis = 0, kind = "sum"} : i32
-  int32_t v93;
-  int32_t racc94[4];
-  #pragma unroll
-  for (int v_ = 0; v_ < 4; ++v_) racc94[v_] = int32_t(0);
-  #pragma unroll
-  for (int s95 = 0; s95 < 4; ++s95) {
-    racc94[s95 % 4] = int32_t(uint32_t(racc94[s95 % 4]) + uint32_t(v91[s95]));
-  }
-  racc94[0] = int32_t(uint32_t(racc94[0]) + uint32_t(racc94[2]));
-  racc94[1] = int32_t(uint32_t(racc94[1]) + uint32_t(racc94[3]));
-  racc94[0] = int32_t(uint32_t(racc94[0]) + uint32_t(racc94[1]));
-  racc94[0] = int32_t(uint32_t(racc94[0]) + uint32_t(tsr::shfl_xor(racc94[0], 16)));
-  racc94[0] = int32_t(uint32_t(racc94[0]) + uint32_t(tsr::shfl_xor(racc94[0], 8)));
-  racc94[0] = int32_t(uint32_t(racc94[0]) + uint32_t(tsr::shfl_xor(racc94[0], 4)));
-  racc94[0] = int32_t(uint32_t(racc94[0]) + uint32_t(tsr::shfl_xor(racc94[0], 2)));
-  racc94[0] = int32_t(uint32_t(racc94[0]) + uint32_t(tsr::shfl_xor(racc94[0], 1)));
-  __shared__ int32_t tsr_red96_mem[16];
-  int32_t* const tsr_red96 = tsr_red96_mem;
-  if ((tsr_tid & 31) == 0) {
-    tsr_red96[(tsr_tid >> 5) * 1 + 0] = racc94[0];
-  }
-  __syncthreads();
-  racc94[0] = tsr_red96[(tsr_tid & 15) * 1 + 0];
-  racc94[0] = int32_t(uint32_t(racc94[0]) + uint32_t(tsr::shfl_xor(racc94[0], 8)));
-  racc94[0] = int32_t(uint32_t(racc94[0]) + uint32_t(tsr::shfl_xor(racc94[0], 4)));
-  racc94[0] = int32_t(uint32_t(racc94[0]) + uint32_t(tsr::shfl_xor(racc94[0], 2)));
-  racc94[0] = int32_t(uint32_t(racc94[0]) + uint32_t(tsr::shfl_xor(racc94[0], 1)));
-  v93 = racc94[0];
-  // %46 = arange : tile<i32, [2048]>
-  int32_t v97[4];
-  #pragma unroll
-  for (int s98 = 0; s98 < 4; ++s98) {
-    v97[s98] = int32_t(0 + ((s98 / 4) * 2048 + tsr_tid * 4 + (s98 % 4)));
-  }
-  // %47 = splat %45 : tile<i32, [2048]>
-  int32_t v99[4];
-  #pragma unroll
-  for (int s100 = 0; s100 < 4; ++s100) {
-    v99[s100] = v93;
-  }
-  // %48 = cmp %46, %47 {pred = "eq"} : tile<i1, [2048]>
-  uint8_t v101[4];
-  #pragma unroll
-  for (int s102 = 0; s102 < 4; ++s102) {
-    v101[s102] = uint8_t(v97[s102] == v99[s102]);
-  }
-  // %49 = where %48, %18, %11 : tile<i32, [2048]>
-  int32_t v103[4];
-  #pragma unroll
-  for (int s104 = 0; s104 < 4; ++s104) {
-    v103[s104] = (v101[s104] ? c29[s104] : v10[s104]);
-  }
-  // %50 = reduce %49 {axis = 0, kind = "sum"} : i32
-  int32_t v105;
-  int32_t racc106[4];
-  #pragma unroll
-  for (int v_ = 0; v_ < 4; ++v_) racc106[v_] = int32_t(0);
-  #pragma unroll
-  for (int s107 = 0; s107 < 4; ++s107) {
-    racc106[s107 % 4] = int32_t(uint32_t(racc106[s107 % 4]) + uint32_t(v103[s107]));
-  }
-  racc106[0] = int32_t(uint32_t(racc106[0]) + uint32_t(racc106[2]));
-  racc106[1] = int32_t(uint32_t(racc106[1]) + uint32_t(racc106[3]));
-  racc106[0] = int32_t(uint32_t(racc106[0]) + uint32_t(racc106[1]));
-  racc106[0] = int32_t(uint32_t(racc106[0]) + uint32_t(tsr::shfl_xor(racc106[0], 16)));
-  racc106[0] = int32_t(uint32_t(racc106[0]) + uint32_t(tsr::shfl_xor(racc106[0], 8)));
-  racc106[0] = int32_t(uint32_t(racc106[0]) + uint32_t(tsr::shfl_xor(racc106[0], 4)));
-  racc106[0] = int32_t(uint32_t(racc106[0]) + uint32_t(tsr::shfl_xor(racc106[0], 2)));
-  racc106[0] = int32_t(uint32_t(racc106[0]) + uint32_t(tsr::shfl_xor(racc106[0], 1)));
-  __shared__ int32_t tsr_red108_mem[16];
-  int32_t* const tsr_red108 = tsr_red108_mem;
-  if ((tsr_tid & 31) == 0) {
-    tsr_red108[(tsr_tid >> 5) * 1 + 0] = racc106[0];
-  }
-  __syncthreads();
-  racc106[0] = tsr_red108[(tsr_tid & 15) * 1 + 0];
-  racc106[0] = int32_t(uint32_t(racc106[0]) + uint32_t(tsr::shfl_xor(racc106[0], 8)));
-  racc106[0] = int32_t(uint32_t(racc106[0]) + uint32_t(tsr::shfl_xor(racc106[0], 4)));
-  racc106[0] = int32_t(uint32_t(racc106[0]) + uint32_t(tsr::shfl_xor(racc106[0], 2)));
-  racc106[0] = int32_t(uint32_t(racc106[0]) + uint32_t(tsr::shfl_xor(racc106[0], 1)));
-  v105 = racc106[0];
-  // %51 = where %43, %18, %11 : tile<i32, [2048]>
-  int32_t v109[4];
-  #pragma unroll
-  for (int s110 = 0; s110 < 4; ++s110) {
-    v109[s110] = (v89[s110] ? c29[s110] : v10[s110]);
-  }
-  // %52 = reduce %51 {axis = 0, kind = "sum"} : i32
-  int32_t v111;
-  int32_t racc112[4];
-  #pragma unroll
-  for (int v_ = 0; v_ < 4; ++v_) racc112[v_] = int32_t(0);
-  #pragma unroll
-  for (int s113 = 0; s113 < 4; ++s113) {
-    racc112[s113 % 4] = int32_t(uint32_t(racc112[s113 % 4]) + uint32_t(v109[s113]));
-  }
-  racc112[0] = int32_t(uint32_t(racc112[0]) + uint32_t(racc112[2]));
-  racc112[1] = int32_t(uint32_t(racc112[1]) + uint32_t(racc112[3]));
-  racc112[0] = int32_t(uint32_t(racc112[0]) + uint32_t(racc112[1]));
-  racc112[0] = int32_t(uint32_t(racc112[0]) + uint32_t(tsr::shfl_xor(racc112[0], 16)));
-  racc112[0] = int32_t(uint32_t(racc112[0]) + uint32_t(tsr::shfl_xor(racc112[0], 8)));
-  racc112[0] = int32_t(uint32_t(racc112[0]) + uint32_t(tsr::shfl_xor(racc112[0], 4)));
-  racc112[0] = int32_t(uint32_t(racc112[0]) + uint32_t(tsr::shfl_xor(racc112[0], 2)));
-  racc112[0] = int32_t(uint32_t(racc112[0]) + uint32_t(tsr::shfl_xor(racc112[0], 1)));
-  __shared__ int32_t tsr_red114_mem[16];
-  int32_t* const tsr_red114 = tsr_red114_mem;
-  if ((tsr_tid & 31) == 0) {
-    tsr_red114[(tsr_tid >> 5) * 1 + 0] = racc112[0];
-  }
-  __syncthreads();
-  racc112[0] = tsr_red114[(tsr_tid & 15) * 1 + 0];
-  racc112[0] = int32_t(uint32_t(racc112[0]) + uint32_t(tsr::shfl_xor(racc112[0], 8)));
-  racc112[0] = int32_t(uint32_t(racc112[0]) + uint32_t(tsr::shfl_xor(racc112[0], 4)));
-  racc112[0] = int32_t(uint32_t(racc112[0]) + uint32_t(tsr::shfl_xor(racc112[0], 2)));
-  racc112[0] = int32_t(uint32_t(racc112[0]) + uint32_t(tsr::shfl_xor(racc112[0], 1)));
-  v111 = racc112[0];
-  // %53 = sub %9, %52 : i32
-  const int32_t v115 = int32_t(uint32_t(v8) - uint32_t(v111));
-  // %54 = cast %45 : u32
-  const uint32_t v116 = uint32_t(v93);
-  // %55 = const {value = 21} : u32
-  const uint32_t v117 = uint32_t(21LL);
-  // %56 = shl %54, %55 : u32
-  const uint32_t v118 = tsr::ishl<uint32_t>(v116, v117);
-  // %57 = or %8, %56 : u32
-  const uint32_t v119 = uint32_t(v7 | v118);
-  // %58 = cmp %50, %53 {pred = "ne"} : i1
-  const uint8_t v120 = uint8_t(v105 != v115);
-  // %59, %60, %61, %62 = if %58 : u32, i32, u32, i1 {...}
-  uint32_t v121;
-  int32_t v122;
-  uint32_t v123;
-  uint8_t v124;
-  if (v120) {
-    // %63 = load_tile %x, %1, %10 {pad = -inf} : tile<f32, [1, 8192]>
-    float v125[16];
-    {
-      const int64_t o126 = int64_t(v0) * 1;
-      const int64_t o127 = int64_t(v9) * 8192;
-      #pragma unroll
-      for (int c128 = 0; c128 < 2; ++c128) {
-        const int e129 = ((c128 * 8 / 8) * 4096 + tsr_tid * 8 + (c128 * 8 % 8));
-        const int64_t g130 = o126 + 0;
-        const int64_t g131 = o127 + (e129);
-        const int64_t off132 = g130 * tsr_p0_s0 + g131 * tsr_p0_s1;
-        const bool rok133 = true && g130 >= 0 && g130 < int64_t(tsr_dim_M);
-        float buf134[8];
-        if (rok133 && g131 >= 0 && g131 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 8>(tsr_p0 + off132)) {
-          tsr::copy_vec<float, 8>(buf134, tsr_p0 + off132);
-        } else {
-          #pragma unroll
-          for (int v_ = 0; v_ < 8; ++v_) {
-            const int64_t gc135 = g131 + v_;
-            buf134[v_] = (rok133 && gc135 >= 0 && gc135 < int64_t(tsr_dim_N)) ? tsr_p0[off132 + v_ * tsr_p0_s1] : float((-tsr::inf_f()));
-          }
-        }
-        #pragma unroll
-        for (int v_ = 0; v_ < 8; ++v_) v125[c128 * 8 + v_] = buf134[v_];
+    {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
+      const int64_t o26 = int64_t(v0) * 1LL;
+      const int64_t o27 = int64_t(v3) * 8192LL;
+      for (int64_t q28 = tsr_tid; q28 < 2048LL; q28 += tsr_nthreads) {
+        const int64_t gc30 = o27 + (q28 % 2048LL) * 4LL;
+        const int64_t nv31 = (true && (o26 + 0) >= 0 && (o26 + 0) < int64_t(tsr_dim_M) && gc30 >= 0) ? int64_t(tsr_dim_N) - gc30 : 0LL;  // elements in bounds (<= 0: none)
+        tsr::struct_copy_chunk(dst25 + q28 * 4LL, nv31 > 0 ? tsr_p0 + ((o26 + 0) * tsr_p0_s0 + gc30 * tsr_p0_s1) : tsr_p0, nv31, tsr_p0_s1);
       }
     }
-    // %64 = reshape %63 : tile<f32, [8192]>
-    float v136[16];
-    #pragma unroll
-    for (int s137 = 0; s137 < 16; ++s137) {
-      v136[s137] = v125[s137];
-    }
-    // %65 = const {value = 2147483647} : u32
-    const uint32_t v138 = uint32_t(2147483647LL);
-    // %66 = const {value = 31} : u32
-    const uint32_t v139 = uint32_t(31LL);
-    // %67 = const {value = 10} : u32
-    const uint32_t v140 = uint32_t(10LL);
-    // %68 = const {value = 2047} : u32
-    const uint32_t v141 = uint32_t(2047LL);
-    // %69 = shr %57, %55 : u32
-    const uint32_t v142 = tsr::ishr<uint32_t>(v119, v117);
-    // %70 = const {value = -1} : i32
-    const int32_t v143 = int32_t(-1LL);
-    // %71, %72 = for %10, %7, %4, %11, %64 : tile<i32, [2048]>, tile<f32, [8192]> {...}
-    int32_t c144[4];
-    #pragma unroll
-    for (int s145 = 0; s145 < 4; ++s145) {
-      c144[s145] = v10[s145];
-    }
-    float c146[16];
-    #pragma unroll
-    for (int s147 = 0; s147 < 16; ++s147) {
-      c146[s147] = v136[s147];
-    }
-    for (int64_t iv148_ = v9; v3 > 0 && iv148_ < v6; iv148_ += v3) {
-      const int32_t iv148 = int32_t(iv148_);
-      // %76 = add %73, %4 : i32
-      const int32_t v149 = int32_t(uint32_t(iv148) + uint32_t(v3));
-      // %77 = load_tile %x, %1, %76 {pad = -inf} : tile<f32, [1, 8192]>
-      float v150[16];
+    tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+  }
+  // %18 = const {value = 2147483647} : u32
+  const uint32_t v32 = uint32_t(2147483647LL);
+  // %19 = const {value = 31} : u32
+  const uint32_t v33 = uint32_t(31LL);
+  // %20 = sub %7, %4 : i32
+  const int32_t v34 = int32_t(uint32_t(v6) - uint32_t(v3));
+  // %21 = const {value = 21} : u32
+  const uint32_t v35 = uint32_t(21LL);
+  // %22 = const {value = 2047} : u32
+  const uint32_t v36 = uint32_t(2047LL);
+  // %23 = for %16, %13, %4, %17 : tile<i32, [2048]> {...}
+  int32_t c37[4];
+  #pragma unroll
+  for (int s38 = 0; s38 < 4; ++s38) {
+    c37[s38] = v16[s38];
+  }
+  for (int64_t iv39_ = v15; v3 > 0 && iv39_ < v12; iv39_ += v3) {
+    const int32_t iv39 = int32_t(iv39_);
+    // async_wait
+    tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible
+    __syncthreads();
+    // %26 = rem %24, %10 : i32
+    const int32_t v40 = tsr::irem<int32_t>(iv39, v9);
+    // %27 = mul %26, %10 : i32
+    const int32_t v41 = int32_t(uint32_t(v40) * uint32_t(v9));
+    // %28 = add %24, %4 : i32
+    const int32_t v42 = int32_t(uint32_t(iv39) + uint32_t(v3));
+    // %29 = cmp %28, %13 {pred = "lt"} : i1
+    const uint8_t v43 = uint8_t(v42 < v12);
+    // if %29 {...}
+    if (v43) {
+      // %30 = mul %28, %10 : i32
+      const int32_t v44 = int32_t(uint32_t(v42) * uint32_t(v9));
+      // %31 = add %30, %16 : i32
+      const int32_t v45 = int32_t(uint32_t(v44) + uint32_t(v15));
+      // %32 = sub %10, %27 : i32
+      const int32_t v46 = int32_t(uint32_t(v9) - uint32_t(v41));
+      // %33 = add %32, %16 : i32
+      const int32_t v47 = int32_t(uint32_t(v46) + uint32_t(v15));
+      // async_copy %9, %x, %33, %1, %31
+      if (!(true && int64_t(v47) >= 0 && int64_t(v47) < 4LL)) __trap();  // slot index out of range
       {
-        const int64_t o151 = int64_t(v0) * 1;
-        const int64_t o152 = int64_t(v149) * 8192;
-        #pragma unroll
-        for (int c153 = 0; c153 < 2; ++c153) {
-          const int e154 = ((c153 * 8 / 8) * 4096 + tsr_tid * 8 + (c153 * 8 % 8));
-          const int64_t g155 = o151 + 0;
-          const int64_t g156 = o152 + (e154);
-          const int64_t off157 = g155 * tsr_p0_s0 + g156 * tsr_p0_s1;
-          const bool rok158 = true && g155 >= 0 && g155 < int64_t(tsr_dim_M);
-          float buf159[8];
-          if (rok158 && g156 >= 0 && g156 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 8>(tsr_p0 + off157)) {
-            tsr::copy_vec<float, 8>(buf159, tsr_p0 + off157);
-          } else {
-            #pragma unroll
-            for (int v_ = 0; v_ < 8; ++v_) {
-              const int64_t gc160 = g156 + v_;
-              buf159[v_] = (rok158 && gc160 >= 0 && gc160 < int64_t(tsr_dim_N)) ? tsr_p0[off157 + v_ * tsr_p0_s1] : float((-tsr::inf_f()));
-            }
+        float* const dst48 = buf8 + ((0LL) * 4LL + int64_t(v47)) * 8192LL;
+        __syncthreads();
+        {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
+          const int64_t o49 = int64_t(v0) * 1LL;
+          const int64_t o50 = int64_t(v45) * 8192LL;
+          for (int64_t q51 = tsr_tid; q51 < 2048LL; q51 += tsr_nthreads) {
+            const int64_t gc53 = o50 + (q51 % 2048LL) * 4LL;
+            const int64_t nv54 = (true && (o49 + 0) >= 0 && (o49 + 0) < int64_t(tsr_dim_M) && gc53 >= 0) ? int64_t(tsr_dim_N) - gc53 : 0LL;  // elements in bounds (<= 0: none)
+            tsr::struct_copy_chunk(dst48 + q51 * 4LL, nv54 > 0 ? tsr_p0 + ((o49 + 0) * tsr_p0_s0 + gc53 * tsr_p0_s1) : tsr_p0, nv54, tsr_p0_s1);
           }
-          #pragma unroll
-          for (int v_ = 0; v_ < 8; ++v_) v150[c153 * 8 + v_] = buf159[v_];
+        }
+        tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+      }
+      // %34 = add %30, %4 : i32
+      const int32_t v55 = int32_t(uint32_t(v44) + uint32_t(v3));
+      // %35 = add %32, %4 : i32
+      const int32_t v56 = int32_t(uint32_t(v46) + uint32_t(v3));
+      // async_copy %9, %x, %35, %1, %34
+      if (!(true && int64_t(v56) >= 0 && int64_t(v56) < 4LL)) __trap();  // slot index out of range
+      {
+        float* const dst57 = buf8 + ((0LL) * 4LL + int64_t(v56)) * 8192LL;
+        __syncthreads();
+        {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
+          const int64_t o58 = int64_t(v0) * 1LL;
+          const int64_t o59 = int64_t(v55) * 8192LL;
+          for (int64_t q60 = tsr_tid; q60 < 2048LL; q60 += tsr_nthreads) {
+            const int64_t gc62 = o59 + (q60 % 2048LL) * 4LL;
+            const int64_t nv63 = (true && (o58 + 0) >= 0 && (o58 + 0) < int64_t(tsr_dim_M) && gc62 >= 0) ? int64_t(tsr_dim_N) - gc62 : 0LL;  // elements in bounds (<= 0: none)
+            tsr::struct_copy_chunk(dst57 + q60 * 4LL, nv63 > 0 ? tsr_p0 + ((o58 + 0) * tsr_p0_s0 + gc62 * tsr_p0_s1) : tsr_p0, nv63, tsr_p0_s1);
+          }
+        }
+        tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+      }
+      // yield
+    } else {
+      // yield
+    }
+    // %36 = mul %24, %10 : i32
+    const int32_t v64 = int32_t(uint32_t(iv39) * uint32_t(v9));
+    // %37 = sub %7, %36 : i32
+    const int32_t v65 = int32_t(uint32_t(v6) - uint32_t(v64));
+    // %38 = min %10, %37 : i32
+    const int32_t v66 = tsr::imin<int32_t>(v9, v65);
+    // %39 = for %16, %38, %4, %25 : tile<i32, [2048]> {...}
+    int32_t c67[4];
+    #pragma unroll
+    for (int s68 = 0; s68 < 4; ++s68) {
+      c67[s68] = c37[s68];
+    }
+    for (int64_t iv69_ = v15; v3 > 0 && iv69_ < v66; iv69_ += v3) {
+      const int32_t iv69 = int32_t(iv69_);
+      // %42 = add %36, %40 : i32
+      const int32_t v70 = int32_t(uint32_t(v64) + uint32_t(iv69));
+      // %43 = add %27, %40 : i32
+      const int32_t v71 = int32_t(uint32_t(v41) + uint32_t(iv69));
+      // %44 = buffer_read %9, %43 : tile<f32, [1, 8192]>
+      if (!(true && int64_t(v71) >= 0 && int64_t(v71) < 4LL)) __trap();  // slot index out of range
+      const float* const src72 = buf8 + ((0LL) * 4LL + int64_t(v71)) * 8192LL;
+      float v73[16];
+      #pragma unroll
+      for (int c74 = 0; c74 < 2; ++c74) {
+        float v_[8];
+        tsr::copy_vec<float, 8>(v_, src72 + c74 * 4096 + tsr_tid * 8);
+        #pragma unroll
+        for (int l_ = 0; l_ < 8; ++l_) v73[c74 * 8 + l_] = v_[l_];
+      }
+      // %45 = reshape %44 : tile<f32, [8192]>
+      float v75[16];
+      #pragma unroll
+      for (int s76 = 0; s76 < 16; ++s76) {
+        v75[s76] = v73[s76];
+      }
+      // %46 = bitcast %45 : tile<u32, [8192]>
+      uint32_t v77[16];
+      #pragma unroll
+      for (int s78 = 0; s78 < 16; ++s78) {
+        v77[s78] = uint32_t(tsr::f32_bits(v75[s78]));
+      }
+      // %47 = splat %18 : tile<u32, [8192]>
+      uint32_t v79[16];
+      #pragma unroll
+      for (int s80 = 0; s80 < 16; ++s80) {
+        v79[s80] = v32;
+      }
+      // %48 = xor %46, %47 : tile<u32, [8192]>
+      uint32_t v81[16];
+      #pragma unroll
+      for (int s82 = 0; s82 < 16; ++s82) {
+        v81[s82] = uint32_t(v77[s82] ^ v79[s82]);
+      }
+      // %49 = splat %19 : tile<u32, [8192]>
+      uint32_t v83[16];
+      #pragma unroll
+      for (int s84 = 0; s84 < 16; ++s84) {
+        v83[s84] = v33;
+      }
+      // %50 = shr %46, %49 : tile<u32, [8192]>
+      uint32_t v85[16];
+      #pragma unroll
+      for (int s86 = 0; s86 < 16; ++s86) {
+        v85[s86] = tsr::ishr<uint32_t>(v77[s86], v83[s86]);
+      }
+      // %51 = splat %14 : tile<u32, [8192]>
+      uint32_t v87[16];
+      #pragma unroll
+      for (int s88 = 0; s88 < 16; ++s88) {
+        v87[s88] = v13;
+      }
+      // %52 = cmp %50, %51 {pred = "eq"} : tile<i1, [8192]>
+      uint8_t v89[16];
+      #pragma unroll
+      for (int s90 = 0; s90 < 16; ++s90) {
+        v89[s90] = uint8_t(v85[s90] == v87[s90]);
+      }
+      // %53 = where %52, %48, %46 : tile<u32, [8192]>
+      uint32_t v91[16];
+      #pragma unroll
+      for (int s92 = 0; s92 < 16; ++s92) {
+        v91[s92] = (v89[s92] ? v81[s92] : v77[s92]);
+      }
+      // %54 = cmp %42, %20 {pred = "eq"} : i1
+      const uint8_t v93 = uint8_t(v70 == v34);
+      // %55 = if %54 : tile<u32, [8192]> {...}
+      uint32_t v94[16];
+      if (v93) {
+        // %56 = mul %42, %3 : i32
+        const int32_t v95 = int32_t(uint32_t(v70) * uint32_t(v2));
+        // %57 = arange : tile<i32, [8192]>
+        int32_t v96[16];
+        #pragma unroll
+        for (int s97 = 0; s97 < 16; ++s97) {
+          v96[s97] = int32_t(0 + ((s97 / 8) * 4096 + tsr_tid * 8 + (s97 % 8)));
+        }
+        // %58 = splat %56 : tile<i32, [8192]>
+        int32_t v98[16];
+        #pragma unroll
+        for (int s99 = 0; s99 < 16; ++s99) {
+          v98[s99] = v95;
+        }
+        // %59 = add %57, %58 : tile<i32, [8192]>
+        int32_t v100[16];
+        #pragma unroll
+        for (int s101 = 0; s101 < 16; ++s101) {
+          v100[s101] = int32_t(uint32_t(v96[s101]) + uint32_t(v98[s101]));
+        }
+        // %60 = splat %2 : tile<i32, [8192]>
+        int32_t v102[16];
+        #pragma unroll
+        for (int s103 = 0; s103 < 16; ++s103) {
+          v102[s103] = v1;
+        }
+        // %61 = cmp %59, %60 {pred = "lt"} : tile<i1, [8192]>
+        uint8_t v104[16];
+        #pragma unroll
+        for (int s105 = 0; s105 < 16; ++s105) {
+          v104[s105] = uint8_t(v100[s105] < v102[s105]);
+        }
+        // %62 = splat %8 : tile<u32, [8192]>
+        uint32_t v106[16];
+        #pragma unroll
+        for (int s107 = 0; s107 < 16; ++s107) {
+          v106[s107] = v7;
+        }
+        // %63 = where %61, %53, %62 : tile<u32, [8192]>
+        uint32_t v108[16];
+        #pragma unroll
+        for (int s109 = 0; s109 < 16; ++s109) {
+          v108[s109] = (v104[s109] ? v91[s109] : v106[s109]);
+        }
+        // yield %63
+        #pragma unroll
+        for (int s110 = 0; s110 < 16; ++s110) {
+          v94[s110] = v108[s110];
+        }
+      } else {
+        // yield %53
+        #pragma unroll
+        for (int s111 = 0; s111 < 16; ++s111) {
+          v94[s111] = v91[s111];
         }
       }
-      // %78 = reshape %77 : tile<f32, [8192]>
-      float v161[16];
+      // %64 = splat %21 : tile<u32, [8192]>
+      uint32_t v112[16];
       #pragma unroll
-      for (int s162 = 0; s162 < 16; ++s162) {
-        v161[s162] = v150[s162];
+      for (int s113 = 0; s113 < 16; ++s113) {
+        v112[s113] = v35;
       }
-      // %79 = bitcast %75 : tile<u32, [8192]>
-      uint32_t v163[16];
+      // %65 = shr %55, %64 : tile<u32, [8192]>
+      uint32_t v114[16];
       #pragma unroll
-      for (int s164 = 0; s164 < 16; ++s164) {
-        v163[s164] = uint32_t(tsr::f32_bits(c146[s164]));
+      for (int s115 = 0; s115 < 16; ++s115) {
+        v114[s115] = tsr::ishr<uint32_t>(v94[s115], v112[s115]);
       }
-      // %80 = splat %65 : tile<u32, [8192]>
-      uint32_t v165[16];
+      // %66 = splat %22 : tile<u32, [8192]>
+      uint32_t v116[16];
       #pragma unroll
-      for (int s166 = 0; s166 < 16; ++s166) {
-        v165[s166] = v138;
+      for (int s117 = 0; s117 < 16; ++s117) {
+        v116[s117] = v36;
       }
-      // %81 = xor %79, %80 : tile<u32, [8192]>
-      uint32_t v167[16];
+      // %67 = and %65, %66 : tile<u32, [8192]>
+      uint32_t v118[16];
       #pragma unroll
-      for (int s168 = 0; s168 < 16; ++s168) {
-        v167[s168] = uint32_t(v163[s168] ^ v165[s168]);
+      for (int s119 = 0; s119 < 16; ++s119) {
+        v118[s119] = uint32_t(v114[s119] & v116[s119]);
       }
-      // %82 = splat %66 : tile<u32, [8192]>
-      uint32_t v169[16];
+      // %68 = cast %67 : tile<i32, [8192]>
+      int32_t v120[16];
       #pragma unroll
-      for (int s170 = 0; s170 < 16; ++s170) {
-        v169[s170] = v139;
+      for (int s121 = 0; s121 < 16; ++s121) {
+        v120[s121] = int32_t(v118[s121]);
       }
-      // %83 = shr %79, %82 : tile<u32, [8192]>
-      uint32_t v171[16];
-      #pragma unroll
-      for (int s172 = 0; s172 < 16; ++s172) {
-        v171[s172] = tsr::ishr<uint32_t>(v163[s172], v169[s172]);
-      }
-      // %84 = splat %8 : tile<u32, [8192]>
-      uint32_t v173[16];
-      #pragma unroll
-      for (int s174 = 0; s174 < 16; ++s174) {
-        v173[s174] = v7;
-      }
-      // %85 = cmp %83, %84 {pred = "eq"} : tile<i1, [8192]>
-      uint8_t v175[16];
-      #pragma unroll
-      for (int s176 = 0; s176 < 16; ++s176) {
-        v175[s176] = uint8_t(v171[s176] == v173[s176]);
-      }
-      // %86 = where %85, %81, %79 : tile<u32, [8192]>
-      uint32_t v177[16];
-      #pragma unroll
-      for (int s178 = 0; s178 < 16; ++s178) {
-        v177[s178] = (v175[s178] ? v167[s178] : v163[s178]);
-      }
-      // %87 = splat %67 : tile<u32, [8192]>
-      uint32_t v179[16];
-      #pragma unroll
-      for (int s180 = 0; s180 < 16; ++s180) {
-        v179[s180] = v140;
-      }
-      // %88 = shr %86, %87 : tile<u32, [8192]>
-      uint32_t v181[16];
-      #pragma unroll
-      for (int s182 = 0; s182 < 16; ++s182) {
-        v181[s182] = tsr::ishr<uint32_t>(v177[s182], v179[s182]);
-      }
-      // %89 = splat %68 : tile<u32, [8192]>
-      uint32_t v183[16];
-      #pragma unroll
-      for (int s184 = 0; s184 < 16; ++s184) {
-        v183[s184] = v141;
-      }
-      // %90 = and %88, %89 : tile<u32, [8192]>
-      uint32_t v185[16];
-      #pragma unroll
-      for (int s186 = 0; s186 < 16; ++s186) {
-        v185[s186] = uint32_t(v181[s186] & v183[s186]);
-      }
-      // %91 = cast %90 : tile<i32, [8192]>
-      int32_t v187[16];
-      #pragma unroll
-      for (int s188 = 0; s188 < 16; ++s188) {
-        v187[s188] = int32_t(v185[s188]);
-      }
-      // %92 = splat %55 : tile<u32, [8192]>
-      uint32_t v189[16];
-      #pragma unroll
-      for (int s190 = 0; s190 < 16; ++s190) {
-        v189[s190] = v117;
-      }
-      // %93 = shr %86, %92 : tile<u32, [8192]>
-      uint32_t v191[16];
-      #pragma unroll
-      for (int s192 = 0; s192 < 16; ++s192) {
-        v191[s192] = tsr::ishr<uint32_t>(v177[s192], v189[s192]);
-      }
-      // %94 = splat %69 : tile<u32, [8192]>
-      uint32_t v193[16];
-      #pragma unroll
-      for (int s194 = 0; s194 < 16; ++s194) {
-        v193[s194] = v142;
-      }
-      // %95 = cmp %93, %94 {pred = "eq"} : tile<i1, [8192]>
-      uint8_t v195[16];
-      #pragma unroll
-      for (int s196 = 0; s196 < 16; ++s196) {
-        v195[s196] = uint8_t(v191[s196] == v193[s196]);
-      }
-      // %96 = splat %70 : tile<i32, [8192]>
-      int32_t v197[16];
-      #pragma unroll
-      for (int s198 = 0; s198 < 16; ++s198) {
-        v197[s198] = v143;
-      }
-      // %97 = where %95, %91, %96 : tile<i32, [8192]>
-      int32_t v199[16];
-      #pragma unroll
-      for (int s200 = 0; s200 < 16; ++s200) {
-        v199[s200] = (v195[s200] ? v187[s200] : v197[s200]);
-      }
-      // %98 = histogram %97 : tile<i32, [2048]>
-      int32_t v201[4];
+      // %69 = histogram %68 : tile<i32, [2048]>
+      int32_t v122[4];
       __syncthreads();
       for (int b_ = tsr_tid; b_ < 2048; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
       __syncthreads();
       #pragma unroll
-      for (int s202 = 0; s202 < 16; ++s202) {
-        tsr::hist_add(reinterpret_cast<unsigned*>(tsr_smem + 0), (long long)(v199[s202]), 2048);
+      for (int s123 = 0; s123 < 16; ++s123) {
+        tsr::hist_add(reinterpret_cast<unsigned*>(tsr_smem + 0), (long long)(v120[s123]), 2048);
       }
       __syncthreads();
       #pragma unroll
-      for (int s203 = 0; s203 < 4; ++s203) {
-        const int e204 = ((s203 / 4) * 2048 + tsr_tid * 4 + (s203 % 4));
-        v201[s203] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e204]);
+      for (int s124 = 0; s124 < 4; ++s124) {
+        const int e125 = ((s124 / 4) * 2048 + tsr_tid * 4 + (s124 % 4));
+        v122[s124] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e125]);
       }
-      // %99 = add %74, %98 : tile<i32, [2048]>
-      int32_t v205[4];
+      // %70 = add %41, %69 : tile<i32, [2048]>
+      int32_t v126[4];
       #pragma unroll
-      for (int s206 = 0; s206 < 4; ++s206) {
-        v205[s206] = int32_t(uint32_t(c144[s206]) + uint32_t(v201[s206]));
+      for (int s127 = 0; s127 < 4; ++s127) {
+        v126[s127] = int32_t(uint32_t(c67[s127]) + uint32_t(v122[s127]));
       }
-      // yield %99, %78
+      // yield %70
       #pragma unroll
-      for (int s207 = 0; s207 < 4; ++s207) {
-        c144[s207] = v205[s207];
-      }
-      #pragma unroll
-      for (int s208 = 0; s208 < 16; ++s208) {
-        c146[s208] = v161[s208];
+      for (int s128 = 0; s128 < 4; ++s128) {
+        c67[s128] = v126[s128];
       }
     }
-    // %100 = scan %71 {axis = 0, kind = "sum"} : tile<i32, [2048]>
-    int32_t v209[4];
-    uint32_t run210 = uint32_t(0);
-    uint32_t acc211_0 = uint32_t(0);
-    acc211_0 += uint32_t(c144[0]); v209[0] = int32_t(acc211_0);
-    acc211_0 += uint32_t(c144[1]); v209[1] = int32_t(acc211_0);
-    acc211_0 += uint32_t(c144[2]); v209[2] = int32_t(acc211_0);
-    acc211_0 += uint32_t(c144[3]); v209[3] = int32_t(acc211_0);
-    __syncthreads();
-    uint32_t tot213_0;
-    const uint32_t off212_0 = run210 + tsr::block_exclusive_sum<16>(acc211_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot213_0);
-    v209[0] = int32_t(uint32_t(v209[0]) + off212_0);
-    v209[1] = int32_t(uint32_t(v209[1]) + off212_0);
-    v209[2] = int32_t(uint32_t(v209[2]) + off212_0);
-    v209[3] = int32_t(uint32_t(v209[3]) + off212_0);
-    run210 += tot213_0;
-    // %101 = splat %53 : tile<i32, [2048]>
-    int32_t v214[4];
+    // yield %39
     #pragma unroll
-    for (int s215 = 0; s215 < 4; ++s215) {
-      v214[s215] = v115;
+    for (int s129 = 0; s129 < 4; ++s129) {
+      c37[s129] = c67[s129];
     }
-    // %102 = cmp %100, %101 {pred = "lt"} : tile<i1, [2048]>
-    uint8_t v216[4];
-    #pragma unroll
-    for (int s217 = 0; s217 < 4; ++s217) {
-      v216[s217] = uint8_t(v209[s217] < v214[s217]);
-    }
-    // %103 = cast %102 : tile<i32, [2048]>
-    int32_t v218[4];
-    #pragma unroll
-    for (int s219 = 0; s219 < 4; ++s219) {
-      v218[s219] = int32_t(v216[s219]);
-    }
-    // %104 = reduce %103 {axis = 0, kind = "sum"} : i32
-    int32_t v220;
-    int32_t racc221[4];
-    #pragma unroll
-    for (int v_ = 0; v_ < 4; ++v_) racc221[v_] = int32_t(0);
-    #pragma unroll
-    for (int s222 = 0; s222 < 4; ++s222) {
-      racc221[s222 % 4] = int32_t(uint32_t(racc221[s222 % 4]) + uint32_t(v218[s222]));
-    }
-    racc221[0] = int32_t(uint32_t(racc221[0]) + uint32_t(racc221[2]));
-    racc221[1] = int32_t(uint32_t(racc221[1]) + uint32_t(racc221[3]));
-    racc221[0] = int32_t(uint32_t(racc221[0]) + uint32_t(racc221[1]));
-    racc221[0] = int32_t(uint32_t(racc221[0]) + uint32_t(tsr::shfl_xor(racc221[0], 16)));
-    racc221[0] = int32_t(uint32_t(racc221[0]) + uint32_t(tsr::shfl_xor(racc221[0], 8)));
-    racc221[0] = int32_t(uint32_t(racc221[0]) + uint32_t(tsr::shfl_xor(racc221[0], 4)));
-    racc221[0] = int32_t(uint32_t(racc221[0]) + uint32_t(tsr::shfl_xor(racc221[0], 2)));
-    racc221[0] = int32_t(uint32_t(racc221[0]) + uint32_t(tsr::shfl_xor(racc221[0], 1)));
-    __shared__ int32_t tsr_red223_mem[16];
-    int32_t* const tsr_red223 = tsr_red223_mem;
-    if ((tsr_tid & 31) == 0) {
-      tsr_red223[(tsr_tid >> 5) * 1 + 0] = racc221[0];
-    }
-    __syncthreads();
-    racc221[0] = tsr_red223[(tsr_tid & 15) * 1 + 0];
-    racc221[0] = int32_t(uint32_t(racc221[0]) + uint32_t(tsr::shfl_xor(racc221[0], 8)));
-    racc221[0] = int32_t(uint32_t(racc221[0]) + uint32_t(tsr::shfl_xor(racc221[0], 4)));
-    racc221[0] = int32_t(uint32_t(racc221[0]) + uint32_t(tsr::shfl_xor(racc221[0], 2)));
-    racc221[0] = int32_t(uint32_t(racc221[0]) + uint32_t(tsr::shfl_xor(racc221[0], 1)));
-    v220 = racc221[0];
-    // %105 = splat %104 : tile<i32, [2048]>
-    int32_t v224[4];
-    #pragma unroll
-    for (int s225 = 0; s225 < 4; ++s225) {
-      v224[s225] = v220;
-    }
-    // %106 = cmp %46, %105 {pred = "eq"} : tile<i1, [2048]>
-    uint8_t v226[4];
-    #pragma unroll
-    for (int s227 = 0; s227 < 4; ++s227) {
-      v226[s227] = uint8_t(v97[s227] == v224[s227]);
-    }
-    // %107 = where %106, %71, %11 : tile<i32, [2048]>
-    int32_t v228[4];
-    #pragma unroll
-    for (int s229 = 0; s229 < 4; ++s229) {
-      v228[s229] = (v226[s229] ? c144[s229] : v10[s229]);
-    }
-    // %108 = reduce %107 {axis = 0, kind = "sum"} : i32
-    int32_t v230;
-    int32_t racc231[4];
-    #pragma unroll
-    for (int v_ = 0; v_ < 4; ++v_) racc231[v_] = int32_t(0);
-    #pragma unroll
-    for (int s232 = 0; s232 < 4; ++s232) {
-      racc231[s232 % 4] = int32_t(uint32_t(racc231[s232 % 4]) + uint32_t(v228[s232]));
-    }
-    racc231[0] = int32_t(uint32_t(racc231[0]) + uint32_t(racc231[2]));
-    racc231[1] = int32_t(uint32_t(racc231[1]) + uint32_t(racc231[3]));
-    racc231[0] = int32_t(uint32_t(racc231[0]) + uint32_t(racc231[1]));
-    racc231[0] = int32_t(uint32_t(racc231[0]) + uint32_t(tsr::shfl_xor(racc231[0], 16)));
-    racc231[0] = int32_t(uint32_t(racc231[0]) + uint32_t(tsr::shfl_xor(racc231[0], 8)));
-    racc231[0] = int32_t(uint32_t(racc231[0]) + uint32_t(tsr::shfl_xor(racc231[0], 4)));
-    racc231[0] = int32_t(uint32_t(racc231[0]) + uint32_t(tsr::shfl_xor(racc231[0], 2)));
-    racc231[0] = int32_t(uint32_t(racc231[0]) + uint32_t(tsr::shfl_xor(racc231[0], 1)));
-    __shared__ int32_t tsr_red233_mem[16];
-    int32_t* const tsr_red233 = tsr_red233_mem;
-    if ((tsr_tid & 31) == 0) {
-      tsr_red233[(tsr_tid >> 5) * 1 + 0] = racc231[0];
-    }
-    __syncthreads();
-    racc231[0] = tsr_red233[(tsr_tid & 15) * 1 + 0];
-    racc231[0] = int32_t(uint32_t(racc231[0]) + uint32_t(tsr::shfl_xor(racc231[0], 8)));
-    racc231[0] = int32_t(uint32_t(racc231[0]) + uint32_t(tsr::shfl_xor(racc231[0], 4)));
-    racc231[0] = int32_t(uint32_t(racc231[0]) + uint32_t(tsr::shfl_xor(racc231[0], 2)));
-    racc231[0] = int32_t(uint32_t(racc231[0]) + uint32_t(tsr::shfl_xor(racc231[0], 1)));
-    v230 = racc231[0];
-    // %109 = where %102, %71, %11 : tile<i32, [2048]>
-    int32_t v234[4];
-    #pragma unroll
-    for (int s235 = 0; s235 < 4; ++s235) {
-      v234[s235] = (v216[s235] ? c144[s235] : v10[s235]);
-    }
-    // %110 = reduce %109 {axis = 0, kind = "sum"} : i32
-    int32_t v236;
-    int32_t racc237[4];
-    #pragma unroll
-    for (int v_ = 0; v_ < 4; ++v_) racc237[v_] = int32_t(0);
-    #pragma unroll
-    for (int s238 = 0; s238 < 4; ++s238) {
-      racc237[s238 % 4] = int32_t(uint32_t(racc237[s238 % 4]) + uint32_t(v234[s238]));
-    }
-    racc237[0] = int32_t(uint32_t(racc237[0]) + uint32_t(racc237[2]));
-    racc237[1] = int32_t(uint32_t(racc237[1]) + uint32_t(racc237[3]));
-    racc237[0] = int32_t(uint32_t(racc237[0]) + uint32_t(racc237[1]));
-    racc237[0] = int32_t(uint32_t(racc237[0]) + uint32_t(tsr::shfl_xor(racc237[0], 16)));
-    racc237[0] = int32_t(uint32_t(racc237[0]) + uint32_t(tsr::shfl_xor(racc237[0], 8)));
-    racc237[0] = int32_t(uint32_t(racc237[0]) + uint32_t(tsr::shfl_xor(racc237[0], 4)));
-    racc237[0] = int32_t(uint32_t(racc237[0]) + uint32_t(tsr::shfl_xor(racc237[0], 2)));
-    racc237[0] = int32_t(uint32_t(racc237[0]) + uint32_t(tsr::shfl_xor(racc237[0], 1)));
-    __shared__ int32_t tsr_red239_mem[16];
-    int32_t* const tsr_red239 = tsr_red239_mem;
-    if ((tsr_tid & 31) == 0) {
-      tsr_red239[(tsr_tid >> 5) * 1 + 0] = racc237[0];
-    }
-    __syncthreads();
-    racc237[0] = tsr_red239[(tsr_tid & 15) * 1 + 0];
-    racc237[0] = int32_t(uint32_t(racc237[0]) + uint32_t(tsr::shfl_xor(racc237[0], 8)));
-    racc237[0] = int32_t(uint32_t(racc237[0]) + uint32_t(tsr::shfl_xor(racc237[0], 4)));
-    racc237[0] = int32_t(uint32_t(racc237[0]) + uint32_t(tsr::shfl_xor(racc237[0], 2)));
-    racc237[0] = int32_t(uint32_t(racc237[0]) + uint32_t(tsr::shfl_xor(racc237[0], 1)));
-    v236 = racc237[0];
-    // %111 = sub %53, %110 : i32
-    const int32_t v240 = int32_t(uint32_t(v115) - uint32_t(v236));
-    // %112 = cast %104 : u32
-    const uint32_t v241 = uint32_t(v220);
-    // %113 = const {value = 10} : u32
-    const uint32_t v242 = uint32_t(10LL);
-    // %114 = shl %112, %113 : u32
-    const uint32_t v243 = tsr::ishl<uint32_t>(v241, v242);
-    // %115 = or %57, %114 : u32
-    const uint32_t v244 = uint32_t(v119 | v243);
-    // %116 = cmp %108, %111 {pred = "ne"} : i1
-    const uint8_t v245 = uint8_t(v230 != v240);
-    // yield %115, %111, %113, %116
-    v121 = v244;
-    v122 = v240;
-    v123 = v242;
-    v124 = v245;
-  } else {
-    // yield %57, %53, %55, %58
-    v121 = v119;
-    v122 = v115;
-    v123 = v117;
-    v124 = v120;
   }
-  // %117, %118, %119, %120 = if %62 : u32, i32, u32, i1 {...}
-  uint32_t v246;
-  int32_t v247;
-  uint32_t v248;
-  uint8_t v249;
-  if (v124) {
-    // %121 = splat %10 : tile<i32, [1024]>
-    int32_t v250[2];
-    #pragma unroll
-    for (int s251 = 0; s251 < 2; ++s251) {
-      v250[s251] = v9;
-    }
-    // %122 = load_tile %x, %1, %10 {pad = -inf} : tile<f32, [1, 8192]>
-    float v252[16];
+  // %71 = scan %23 {axis = 0, kind = "sum"} : tile<i32, [2048]>
+  int32_t v130[4];
+  uint32_t run131 = uint32_t(0);
+  uint32_t acc132_0 = uint32_t(0);
+  acc132_0 += uint32_t(c37[0]); v130[0] = int32_t(acc132_0);
+  acc132_0 += uint32_t(c37[1]); v130[1] = int32_t(acc132_0);
+  acc132_0 += uint32_t(c37[2]); v130[2] = int32_t(acc132_0);
+  acc132_0 += uint32_t(c37[3]); v130[3] = int32_t(acc132_0);
+  __syncthreads();
+  uint32_t tot134_0;
+  const uint32_t off133_0 = run131 + tsr::block_exclusive_sum<16>(acc132_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot134_0);
+  v130[0] = int32_t(uint32_t(v130[0]) + off133_0);
+  v130[1] = int32_t(uint32_t(v130[1]) + off133_0);
+  v130[2] = int32_t(uint32_t(v130[2]) + off133_0);
+  v130[3] = int32_t(uint32_t(v130[3]) + off133_0);
+  run131 += tot134_0;
+  // %72 = splat %15 : tile<i32, [2048]>
+  int32_t v135[4];
+  #pragma unroll
+  for (int s136 = 0; s136 < 4; ++s136) {
+    v135[s136] = v14;
+  }
+  // %73 = cmp %71, %72 {pred = "lt"} : tile<i1, [2048]>
+  uint8_t v137[4];
+  #pragma unroll
+  for (int s138 = 0; s138 < 4; ++s138) {
+    v137[s138] = uint8_t(v130[s138] < v135[s138]);
+  }
+  // %74 = cast %73 : tile<i32, [2048]>
+  int32_t v139[4];
+  #pragma unroll
+  for (int s140 = 0; s140 < 4; ++s140) {
+    v139[s140] = int32_t(v137[s140]);
+  }
+  // %75 = reduce %74 {axis = 0, kind = "sum"} : i32
+  int32_t v141;
+  int32_t racc142[4];
+  #pragma unroll
+  for (int v_ = 0; v_ < 4; ++v_) racc142[v_] = int32_t(0);
+  #pragma unroll
+  for (int s143 = 0; s143 < 4; ++s143) {
+    racc142[s143 % 4] = int32_t(uint32_t(racc142[s143 % 4]) + uint32_t(v139[s143]));
+  }
+  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(racc142[2]));
+  racc142[1] = int32_t(uint32_t(racc142[1]) + uint32_t(racc142[3]));
+  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(racc142[1]));
+  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 16)));
+  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 8)));
+  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 4)));
+  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 2)));
+  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 1)));
+  __shared__ int32_t tsr_red144_mem[16];
+  int32_t* const tsr_red144 = tsr_red144_mem;
+  if ((tsr_tid & 31) == 0) {
+    tsr_red144[(tsr_tid >> 5) * 1 + 0] = racc142[0];
+  }
+  __syncthreads();
+  racc142[0] = tsr_red144[(tsr_tid & 15) * 1 + 0];
+  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 8)));
+  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 4)));
+  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 2)));
+  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 1)));
+  v141 = racc142[0];
+  // %76 = arange : tile<i32, [2048]>
+  int32_t v145[4];
+  #pragma unroll
+  for (int s146 = 0; s146 < 4; ++s146) {
+    v145[s146] = int32_t(0 + ((s146 / 4) * 2048 + tsr_tid * 4 + (s146 % 4)));
+  }
+  // %77 = splat %75 : tile<i32, [2048]>
+  int32_t v147[4];
+  #pragma unroll
+  for (int s148 = 0; s148 < 4; ++s148) {
+    v147[s148] = v141;
+  }
+  // %78 = cmp %76, %77 {pred = "eq"} : tile<i1, [2048]>
+  uint8_t v149[4];
+  #pragma unroll
+  for (int s150 = 0; s150 < 4; ++s150) {
+    v149[s150] = uint8_t(v145[s150] == v147[s150]);
+  }
+  // %79 = where %78, %23, %17 : tile<i32, [2048]>
+  int32_t v151[4];
+  #pragma unroll
+  for (int s152 = 0; s152 < 4; ++s152) {
+    v151[s152] = (v149[s152] ? c37[s152] : v16[s152]);
+  }
+  // %80 = reduce %79 {axis = 0, kind = "sum"} : i32
+  int32_t v153;
+  int32_t racc154[4];
+  #pragma unroll
+  for (int v_ = 0; v_ < 4; ++v_) racc154[v_] = int32_t(0);
+  #pragma unroll
+  for (int s155 = 0; s155 < 4; ++s155) {
+    racc154[s155 % 4] = int32_t(uint32_t(racc154[s155 % 4]) + uint32_t(v151[s155]));
+  }
+  racc154[0] = int32_t(uint32_t(racc154[0]) + uint32_t(racc154[2]));
+  racc154[1] = int32_t(uint32_t(racc154[1]) + uint32_t(racc154[3]));
+  racc154[0] = int32_t(uint32_t(racc154[0]) + uint32_t(racc154[1]));
+  racc154[0] = int32_t(uint32_t(racc154[0]) + uint32_t(tsr::shfl_xor(racc154[0], 16)));
+  racc154[0] = int32_t(uint32_t(racc154[0]) + uint32_t(tsr::shfl_xor(racc154[0], 8)));
+  racc154[0] = int32_t(uint32_t(racc154[0]) + uint32_t(tsr::shfl_xor(racc154[0], 4)));
+  racc154[0] = int32_t(uint32_t(racc154[0]) + uint32_t(tsr::shfl_xor(racc154[0], 2)));
+  racc154[0] = int32_t(uint32_t(racc154[0]) + uint32_t(tsr::shfl_xor(racc154[0], 1)));
+  __shared__ int32_t tsr_red156_mem[16];
+  int32_t* const tsr_red156 = tsr_red156_mem;
+  if ((tsr_tid & 31) == 0) {
+    tsr_red156[(tsr_tid >> 5) * 1 + 0] = racc154[0];
+  }
+  __syncthreads();
+  racc154[0] = tsr_red156[(tsr_tid & 15) * 1 + 0];
+  racc154[0] = int32_t(uint32_t(racc154[0]) + uint32_t(tsr::shfl_xor(racc154[0], 8)));
+  racc154[0] = int32_t(uint32_t(racc154[0]) + uint32_t(tsr::shfl_xor(racc154[0], 4)));
+  racc154[0] = int32_t(uint32_t(racc154[0]) + uint32_t(tsr::shfl_xor(racc154[0], 2)));
+  racc154[0] = int32_t(uint32_t(racc154[0]) + uint32_t(tsr::shfl_xor(racc154[0], 1)));
+  v153 = racc154[0];
+  // %81 = where %73, %23, %17 : tile<i32, [2048]>
+  int32_t v157[4];
+  #pragma unroll
+  for (int s158 = 0; s158 < 4; ++s158) {
+    v157[s158] = (v137[s158] ? c37[s158] : v16[s158]);
+  }
+  // %82 = reduce %81 {axis = 0, kind = "sum"} : i32
+  int32_t v159;
+  int32_t racc160[4];
+  #pragma unroll
+  for (int v_ = 0; v_ < 4; ++v_) racc160[v_] = int32_t(0);
+  #pragma unroll
+  for (int s161 = 0; s161 < 4; ++s161) {
+    racc160[s161 % 4] = int32_t(uint32_t(racc160[s161 % 4]) + uint32_t(v157[s161]));
+  }
+  racc160[0] = int32_t(uint32_t(racc160[0]) + uint32_t(racc160[2]));
+  racc160[1] = int32_t(uint32_t(racc160[1]) + uint32_t(racc160[3]));
+  racc160[0] = int32_t(uint32_t(racc160[0]) + uint32_t(racc160[1]));
+  racc160[0] = int32_t(uint32_t(racc160[0]) + uint32_t(tsr::shfl_xor(racc160[0], 16)));
+  racc160[0] = int32_t(uint32_t(racc160[0]) + uint32_t(tsr::shfl_xor(racc160[0], 8)));
+  racc160[0] = int32_t(uint32_t(racc160[0]) + uint32_t(tsr::shfl_xor(racc160[0], 4)));
+  racc160[0] = int32_t(uint32_t(racc160[0]) + uint32_t(tsr::shfl_xor(racc160[0], 2)));
+  racc160[0] = int32_t(uint32_t(racc160[0]) + uint32_t(tsr::shfl_xor(racc160[0], 1)));
+  __shared__ int32_t tsr_red162_mem[16];
+  int32_t* const tsr_red162 = tsr_red162_mem;
+  if ((tsr_tid & 31) == 0) {
+    tsr_red162[(tsr_tid >> 5) * 1 + 0] = racc160[0];
+  }
+  __syncthreads();
+  racc160[0] = tsr_red162[(tsr_tid & 15) * 1 + 0];
+  racc160[0] = int32_t(uint32_t(racc160[0]) + uint32_t(tsr::shfl_xor(racc160[0], 8)));
+  racc160[0] = int32_t(uint32_t(racc160[0]) + uint32_t(tsr::shfl_xor(racc160[0], 4)));
+  racc160[0] = int32_t(uint32_t(racc160[0]) + uint32_t(tsr::shfl_xor(racc160[0], 2)));
+  racc160[0] = int32_t(uint32_t(racc160[0]) + uint32_t(tsr::shfl_xor(racc160[0], 1)));
+  v159 = racc160[0];
+  // %83 = sub %15, %82 : i32
+  const int32_t v163 = int32_t(uint32_t(v14) - uint32_t(v159));
+  // %84 = cast %75 : u32
+  const uint32_t v164 = uint32_t(v141);
+  // %85 = const {value = 21} : u32
+  const uint32_t v165 = uint32_t(21LL);
+  // %86 = shl %84, %85 : u32
+  const uint32_t v166 = tsr::ishl<uint32_t>(v164, v165);
+  // %87 = or %14, %86 : u32
+  const uint32_t v167 = uint32_t(v13 | v166);
+  // %88 = cmp %80, %83 {pred = "ne"} : i1
+  const uint8_t v168 = uint8_t(v153 != v163);
+  // %89, %90, %91, %92 = if %88 : u32, i32, u32, i1 {...}
+  uint32_t v169;
+  int32_t v170;
+  uint32_t v171;
+  uint8_t v172;
+  if (v168) {
+    // async_copy %9, %x, %16, %1, %16
+    if (!(true && int64_t(v15) >= 0 && int64_t(v15) < 4LL)) __trap();  // slot index out of range
     {
-      const int64_t o253 = int64_t(v0) * 1;
-      const int64_t o254 = int64_t(v9) * 8192;
-      #pragma unroll
-      for (int c255 = 0; c255 < 2; ++c255) {
-        const int e256 = ((c255 * 8 / 8) * 4096 + tsr_tid * 8 + (c255 * 8 % 8));
-        const int64_t g257 = o253 + 0;
-        const int64_t g258 = o254 + (e256);
-        const int64_t off259 = g257 * tsr_p0_s0 + g258 * tsr_p0_s1;
-        const bool rok260 = true && g257 >= 0 && g257 < int64_t(tsr_dim_M);
-        float buf261[8];
-        if (rok260 && g258 >= 0 && g258 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 8>(tsr_p0 + off259)) {
-          tsr::copy_vec<float, 8>(buf261, tsr_p0 + off259);
-        } else {
-          #pragma unroll
-          for (int v_ = 0; v_ < 8; ++v_) {
-            const int64_t gc262 = g258 + v_;
-            buf261[v_] = (rok260 && gc262 >= 0 && gc262 < int64_t(tsr_dim_N)) ? tsr_p0[off259 + v_ * tsr_p0_s1] : float((-tsr::inf_f()));
-          }
+      float* const dst173 = buf8 + ((0LL) * 4LL + int64_t(v15)) * 8192LL;
+      __syncthreads();
+      {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
+        const int64_t o174 = int64_t(v0) * 1LL;
+        const int64_t o175 = int64_t(v15) * 8192LL;
+        for (int64_t q176 = tsr_tid; q176 < 2048LL; q176 += tsr_nthreads) {
+          const int64_t gc178 = o175 + (q176 % 2048LL) * 4LL;
+          const int64_t nv179 = (true && (o174 + 0) >= 0 && (o174 + 0) < int64_t(tsr_dim_M) && gc178 >= 0) ? int64_t(tsr_dim_N) - gc178 : 0LL;  // elements in bounds (<= 0: none)
+          tsr::struct_copy_chunk(dst173 + q176 * 4LL, nv179 > 0 ? tsr_p0 + ((o174 + 0) * tsr_p0_s0 + gc178 * tsr_p0_s1) : tsr_p0, nv179, tsr_p0_s1);
         }
-        #pragma unroll
-        for (int v_ = 0; v_ < 8; ++v_) v252[c255 * 8 + v_] = buf261[v_];
       }
+      tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
     }
-    // %123 = reshape %122 : tile<f32, [8192]>
-    float v263[16];
+    // async_copy %9, %x, %4, %1, %4
+    if (!(true && int64_t(v3) >= 0 && int64_t(v3) < 4LL)) __trap();  // slot index out of range
+    {
+      float* const dst180 = buf8 + ((0LL) * 4LL + int64_t(v3)) * 8192LL;
+      __syncthreads();
+      {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
+        const int64_t o181 = int64_t(v0) * 1LL;
+        const int64_t o182 = int64_t(v3) * 8192LL;
+        for (int64_t q183 = tsr_tid; q183 < 2048LL; q183 += tsr_nthreads) {
+          const int64_t gc185 = o182 + (q183 % 2048LL) * 4LL;
+          const int64_t nv186 = (true && (o181 + 0) >= 0 && (o181 + 0) < int64_t(tsr_dim_M) && gc185 >= 0) ? int64_t(tsr_dim_N) - gc185 : 0LL;  // elements in bounds (<= 0: none)
+          tsr::struct_copy_chunk(dst180 + q183 * 4LL, nv186 > 0 ? tsr_p0 + ((o181 + 0) * tsr_p0_s0 + gc185 * tsr_p0_s1) : tsr_p0, nv186, tsr_p0_s1);
+        }
+      }
+      tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+    }
+    // %93 = const {value = 2147483647} : u32
+    const uint32_t v187 = uint32_t(2147483647LL);
+    // %94 = const {value = 31} : u32
+    const uint32_t v188 = uint32_t(31LL);
+    // %95 = sub %7, %4 : i32
+    const int32_t v189 = int32_t(uint32_t(v6) - uint32_t(v3));
+    // %96 = const {value = 10} : u32
+    const uint32_t v190 = uint32_t(10LL);
+    // %97 = const {value = 2047} : u32
+    const uint32_t v191 = uint32_t(2047LL);
+    // %98 = shr %87, %85 : u32
+    const uint32_t v192 = tsr::ishr<uint32_t>(v167, v165);
+    // %99 = const {value = -1} : i32
+    const int32_t v193 = int32_t(-1LL);
+    // %100 = for %16, %13, %4, %17 : tile<i32, [2048]> {...}
+    int32_t c194[4];
     #pragma unroll
-    for (int s264 = 0; s264 < 16; ++s264) {
-      v263[s264] = v252[s264];
+    for (int s195 = 0; s195 < 4; ++s195) {
+      c194[s195] = v16[s195];
     }
-    // %124 = const {value = 2147483647} : u32
-    const uint32_t v265 = uint32_t(2147483647LL);
-    // %125 = const {value = 31} : u32
-    const uint32_t v266 = uint32_t(31LL);
-    // %126 = const {value = 1023} : u32
-    const uint32_t v267 = uint32_t(1023LL);
-    // %127 = const {value = 10} : u32
-    const uint32_t v268 = uint32_t(10LL);
-    // %128 = shr %59, %127 : u32
-    const uint32_t v269 = tsr::ishr<uint32_t>(v121, v268);
-    // %129 = const {value = -1} : i32
-    const int32_t v270 = int32_t(-1LL);
-    // %130, %131 = for %10, %7, %4, %121, %123 : tile<i32, [1024]>, tile<f32, [8192]> {...}
-    int32_t c271[2];
-    #pragma unroll
-    for (int s272 = 0; s272 < 2; ++s272) {
-      c271[s272] = v250[s272];
-    }
-    float c273[16];
-    #pragma unroll
-    for (int s274 = 0; s274 < 16; ++s274) {
-      c273[s274] = v263[s274];
-    }
-    for (int64_t iv275_ = v9; v3 > 0 && iv275_ < v6; iv275_ += v3) {
-      const int32_t iv275 = int32_t(iv275_);
-      // %135 = add %132, %4 : i32
-      const int32_t v276 = int32_t(uint32_t(iv275) + uint32_t(v3));
-      // %136 = load_tile %x, %1, %135 {pad = -inf} : tile<f32, [1, 8192]>
-      float v277[16];
-      {
-        const int64_t o278 = int64_t(v0) * 1;
-        const int64_t o279 = int64_t(v276) * 8192;
-        #pragma unroll
-        for (int c280 = 0; c280 < 2; ++c280) {
-          const int e281 = ((c280 * 8 / 8) * 4096 + tsr_tid * 8 + (c280 * 8 % 8));
-          const int64_t g282 = o278 + 0;
-          const int64_t g283 = o279 + (e281);
-          const int64_t off284 = g282 * tsr_p0_s0 + g283 * tsr_p0_s1;
-          const bool rok285 = true && g282 >= 0 && g282 < int64_t(tsr_dim_M);
-          float buf286[8];
-          if (rok285 && g283 >= 0 && g283 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 8>(tsr_p0 + off284)) {
-            tsr::copy_vec<float, 8>(buf286, tsr_p0 + off284);
-          } else {
-            #pragma unroll
-            for (int v_ = 0; v_ < 8; ++v_) {
-              const int64_t gc287 = g283 + v_;
-              buf286[v_] = (rok285 && gc287 >= 0 && gc287 < int64_t(tsr_dim_N)) ? tsr_p0[off284 + v_ * tsr_p0_s1] : float((-tsr::inf_f()));
+    for (int64_t iv196_ = v15; v3 > 0 && iv196_ < v12; iv196_ += v3) {
+      const int32_t iv196 = int32_t(iv196_);
+      // async_wait
+      tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible
+      __syncthreads();
+      // %103 = rem %101, %10 : i32
+      const int32_t v197 = tsr::irem<int32_t>(iv196, v9);
+      // %104 = mul %103, %10 : i32
+      const int32_t v198 = int32_t(uint32_t(v197) * uint32_t(v9));
+      // %105 = add %101, %4 : i32
+      const int32_t v199 = int32_t(uint32_t(iv196) + uint32_t(v3));
+      // %106 = cmp %105, %13 {pred = "lt"} : i1
+      const uint8_t v200 = uint8_t(v199 < v12);
+      // if %106 {...}
+      if (v200) {
+        // %107 = mul %105, %10 : i32
+        const int32_t v201 = int32_t(uint32_t(v199) * uint32_t(v9));
+        // %108 = add %107, %16 : i32
+        const int32_t v202 = int32_t(uint32_t(v201) + uint32_t(v15));
+        // %109 = sub %10, %104 : i32
+        const int32_t v203 = int32_t(uint32_t(v9) - uint32_t(v198));
+        // %110 = add %109, %16 : i32
+        const int32_t v204 = int32_t(uint32_t(v203) + uint32_t(v15));
+        // async_copy %9, %x, %110, %1, %108
+        if (!(true && int64_t(v204) >= 0 && int64_t(v204) < 4LL)) __trap();  // slot index out of range
+        {
+          float* const dst205 = buf8 + ((0LL) * 4LL + int64_t(v204)) * 8192LL;
+          __syncthreads();
+          {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
+            const int64_t o206 = int64_t(v0) * 1LL;
+            const int64_t o207 = int64_t(v202) * 8192LL;
+            for (int64_t q208 = tsr_tid; q208 < 2048LL; q208 += tsr_nthreads) {
+              const int64_t gc210 = o207 + (q208 % 2048LL) * 4LL;
+              const int64_t nv211 = (true && (o206 + 0) >= 0 && (o206 + 0) < int64_t(tsr_dim_M) && gc210 >= 0) ? int64_t(tsr_dim_N) - gc210 : 0LL;  // elements in bounds (<= 0: none)
+              tsr::struct_copy_chunk(dst205 + q208 * 4LL, nv211 > 0 ? tsr_p0 + ((o206 + 0) * tsr_p0_s0 + gc210 * tsr_p0_s1) : tsr_p0, nv211, tsr_p0_s1);
             }
           }
-          #pragma unroll
-          for (int v_ = 0; v_ < 8; ++v_) v277[c280 * 8 + v_] = buf286[v_];
+          tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
         }
-      }
-      // %137 = reshape %136 : tile<f32, [8192]>
-      float v288[16];
-      #pragma unroll
-      for (int s289 = 0; s289 < 16; ++s289) {
-        v288[s289] = v277[s289];
-      }
-      // %138 = bitcast %134 : tile<u32, [8192]>
-      uint32_t v290[16];
-      #pragma unroll
-      for (int s291 = 0; s291 < 16; ++s291) {
-        v290[s291] = uint32_t(tsr::f32_bits(c273[s291]));
-      }
-      // %139 = splat %124 : tile<u32, [8192]>
-      uint32_t v292[16];
-      #pragma unroll
-      for (int s293 = 0; s293 < 16; ++s293) {
-        v292[s293] = v265;
-      }
-      // %140 = xor %138, %139 : tile<u32, [8192]>
-      uint32_t v294[16];
-      #pragma unroll
-      for (int s295 = 0; s295 < 16; ++s295) {
-        v294[s295] = uint32_t(v290[s295] ^ v292[s295]);
-      }
-      // %141 = splat %125 : tile<u32, [8192]>
-      uint32_t v296[16];
-      #pragma unroll
-      for (int s297 = 0; s297 < 16; ++s297) {
-        v296[s297] = v266;
-      }
-      // %142 = shr %138, %141 : tile<u32, [8192]>
-      uint32_t v298[16];
-      #pragma unroll
-      for (int s299 = 0; s299 < 16; ++s299) {
-        v298[s299] = tsr::ishr<uint32_t>(v290[s299], v296[s299]);
-      }
-      // %143 = splat %8 : tile<u32, [8192]>
-      uint32_t v300[16];
-      #pragma unroll
-      for (int s301 = 0; s301 < 16; ++s301) {
-        v300[s301] = v7;
-      }
-      // %144 = cmp %142, %143 {pred = "eq"} : tile<i1, [8192]>
-      uint8_t v302[16];
-      #pragma unroll
-      for (int s303 = 0; s303 < 16; ++s303) {
-        v302[s303] = uint8_t(v298[s303] == v300[s303]);
-      }
-      // %145 = where %144, %140, %138 : tile<u32, [8192]>
-      uint32_t v304[16];
-      #pragma unroll
-      for (int s305 = 0; s305 < 16; ++s305) {
-        v304[s305] = (v302[s305] ? v294[s305] : v290[s305]);
-      }
-      // %146 = shr %145, %143 : tile<u32, [8192]>
-      uint32_t v306[16];
-      #pragma unroll
-      for (int s307 = 0; s307 < 16; ++s307) {
-        v306[s307] = tsr::ishr<uint32_t>(v304[s307], v300[s307]);
-      }
-      // %147 = splat %126 : tile<u32, [8192]>
-      uint32_t v308[16];
-      #pragma unroll
-      for (int s309 = 0; s309 < 16; ++s309) {
-        v308[s309] = v267;
-      }
-      // %148 = and %146, %147 : tile<u32, [8192]>
-      uint32_t v310[16];
-      #pragma unroll
-      for (int s311 = 0; s311 < 16; ++s311) {
-        v310[s311] = uint32_t(v306[s311] & v308[s311]);
-      }
-      // %149 = cast %148 : tile<i32, [8192]>
-      int32_t v312[16];
-      #pragma unroll
-      for (int s313 = 0; s313 < 16; ++s313) {
-        v312[s313] = int32_t(v310[s313]);
-      }
-      // %150 = splat %127 : tile<u32, [8192]>
-      uint32_t v314[16];
-      #pragma unroll
-      for (int s315 = 0; s315 < 16; ++s315) {
-        v314[s315] = v268;
-      }
-      // %151 = shr %145, %150 : tile<u32, [8192]>
-      uint32_t v316[16];
-      #pragma unroll
-      for (int s317 = 0; s317 < 16; ++s317) {
-        v316[s317] = tsr::ishr<uint32_t>(v304[s317], v314[s317]);
-      }
-      // %152 = splat %128 : tile<u32, [8192]>
-      uint32_t v318[16];
-      #pragma unroll
-      for (int s319 = 0; s319 < 16; ++s319) {
-        v318[s319] = v269;
-      }
-      // %153 = cmp %151, %152 {pred = "eq"} : tile<i1, [8192]>
-      uint8_t v320[16];
-      #pragma unroll
-      for (int s321 = 0; s321 < 16; ++s321) {
-        v320[s321] = uint8_t(v316[s321] == v318[s321]);
-      }
-      // %154 = splat %129 : tile<i32, [8192]>
-      int32_t v322[16];
-      #pragma unroll
-      for (int s323 = 0; s323 < 16; ++s323) {
-        v322[s323] = v270;
-      }
-      // %155 = where %153, %149, %154 : tile<i32, [8192]>
-      int32_t v324[16];
-      #pragma unroll
-      for (int s325 = 0; s325 < 16; ++s325) {
-        v324[s325] = (v320[s325] ? v312[s325] : v322[s325]);
-      }
-      // %156 = histogram %155 : tile<i32, [1024]>
-      int32_t v326[2];
-      __syncthreads();
-      for (int b_ = tsr_tid; b_ < 1024; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
-      __syncthreads();
-      #pragma unroll
-      for (int s327 = 0; s327 < 16; ++s327) {
-        tsr::hist_add(reinterpret_cast<unsigned*>(tsr_smem + 0), (long long)(v324[s327]), 1024);
-      }
-      __syncthreads();
-      #pragma unroll
-      for (int s328 = 0; s328 < 2; ++s328) {
-        const int e329 = ((s328 / 2) * 1024 + tsr_tid * 2 + (s328 % 2));
-        v326[s328] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e329]);
-      }
-      // %157 = add %133, %156 : tile<i32, [1024]>
-      int32_t v330[2];
-      #pragma unroll
-      for (int s331 = 0; s331 < 2; ++s331) {
-        v330[s331] = int32_t(uint32_t(c271[s331]) + uint32_t(v326[s331]));
-      }
-      // yield %157, %137
-      #pragma unroll
-      for (int s332 = 0; s332 < 2; ++s332) {
-        c271[s332] = v330[s332];
-      }
-      #pragma unroll
-      for (int s333 = 0; s333 < 16; ++s333) {
-        c273[s333] = v288[s333];
-      }
-    }
-    // %158 = scan %130 {axis = 0, kind = "sum"} : tile<i32, [1024]>
-    int32_t v334[2];
-    uint32_t run335 = uint32_t(0);
-    uint32_t acc336_0 = uint32_t(0);
-    acc336_0 += uint32_t(c271[0]); v334[0] = int32_t(acc336_0);
-    acc336_0 += uint32_t(c271[1]); v334[1] = int32_t(acc336_0);
-    __syncthreads();
-    uint32_t tot338_0;
-    const uint32_t off337_0 = run335 + tsr::block_exclusive_sum<16>(acc336_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot338_0);
-    v334[0] = int32_t(uint32_t(v334[0]) + off337_0);
-    v334[1] = int32_t(uint32_t(v334[1]) + off337_0);
-    run335 += tot338_0;
-    // %159 = splat %60 : tile<i32, [1024]>
-    int32_t v339[2];
-    #pragma unroll
-    for (int s340 = 0; s340 < 2; ++s340) {
-      v339[s340] = v122;
-    }
-    // %160 = cmp %158, %159 {pred = "lt"} : tile<i1, [1024]>
-    uint8_t v341[2];
-    #pragma unroll
-    for (int s342 = 0; s342 < 2; ++s342) {
-      v341[s342] = uint8_t(v334[s342] < v339[s342]);
-    }
-    // %161 = cast %160 : tile<i32, [1024]>
-    int32_t v343[2];
-    #pragma unroll
-    for (int s344 = 0; s344 < 2; ++s344) {
-      v343[s344] = int32_t(v341[s344]);
-    }
-    // %162 = reduce %161 {axis = 0, kind = "sum"} : i32
-    int32_t v345;
-    int32_t racc346[2];
-    #pragma unroll
-    for (int v_ = 0; v_ < 2; ++v_) racc346[v_] = int32_t(0);
-    #pragma unroll
-    for (int s347 = 0; s347 < 2; ++s347) {
-      racc346[s347 % 2] = int32_t(uint32_t(racc346[s347 % 2]) + uint32_t(v343[s347]));
-    }
-    racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(racc346[1]));
-    racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 16)));
-    racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 8)));
-    racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 4)));
-    racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 2)));
-    racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 1)));
-    __shared__ int32_t tsr_red348_mem[16];
-    int32_t* const tsr_red348 = tsr_red348_mem;
-    if ((tsr_tid & 31) == 0) {
-      tsr_red348[(tsr_tid >> 5) * 1 + 0] = racc346[0];
-    }
-    __syncthreads();
-    racc346[0] = tsr_red348[(tsr_tid & 15) * 1 + 0];
-    racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 8)));
-    racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 4)));
-    racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 2)));
-    racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 1)));
-    v345 = racc346[0];
-    // %163 = arange : tile<i32, [1024]>
-    int32_t v349[2];
-    #pragma unroll
-    for (int s350 = 0; s350 < 2; ++s350) {
-      v349[s350] = int32_t(0 + ((s350 / 2) * 1024 + tsr_tid * 2 + (s350 % 2)));
-    }
-    // %164 = splat %162 : tile<i32, [1024]>
-    int32_t v351[2];
-    #pragma unroll
-    for (int s352 = 0; s352 < 2; ++s352) {
-      v351[s352] = v345;
-    }
-    // %165 = cmp %163, %164 {pred = "eq"} : tile<i1, [1024]>
-    uint8_t v353[2];
-    #pragma unroll
-    for (int s354 = 0; s354 < 2; ++s354) {
-      v353[s354] = uint8_t(v349[s354] == v351[s354]);
-    }
-    // %166 = where %165, %130, %121 : tile<i32, [1024]>
-    int32_t v355[2];
-    #pragma unroll
-    for (int s356 = 0; s356 < 2; ++s356) {
-      v355[s356] = (v353[s356] ? c271[s356] : v250[s356]);
-    }
-    // %167 = reduce %166 {axis = 0, kind = "sum"} : i32
-    int32_t v357;
-    int32_t racc358[2];
-    #pragma unroll
-    for (int v_ = 0; v_ < 2; ++v_) racc358[v_] = int32_t(0);
-    #pragma unroll
-    for (int s359 = 0; s359 < 2; ++s359) {
-      racc358[s359 % 2] = int32_t(uint32_t(racc358[s359 % 2]) + uint32_t(v355[s359]));
-    }
-    racc358[0] = int32_t(uint32_t(racc358[0]) + uint32_t(racc358[1]));
-    racc358[0] = int32_t(uint32_t(racc358[0]) + uint32_t(tsr::shfl_xor(racc358[0], 16)));
-    racc358[0] = int32_t(uint32_t(racc358[0]) + uint32_t(tsr::shfl_xor(racc358[0], 8)));
-    racc358[0] = int32_t(uint32_t(racc358[0]) + uint32_t(tsr::shfl_xor(racc358[0], 4)));
-    racc358[0] = int32_t(uint32_t(racc358[0]) + uint32_t(tsr::shfl_xor(racc358[0], 2)));
-    racc358[0] = int32_t(uint32_t(racc358[0]) + uint32_t(tsr::shfl_xor(racc358[0], 1)));
-    __shared__ int32_t tsr_red360_mem[16];
-    int32_t* const tsr_red360 = tsr_red360_mem;
-    if ((tsr_tid & 31) == 0) {
-      tsr_red360[(tsr_tid >> 5) * 1 + 0] = racc358[0];
-    }
-    __syncthreads();
-    racc358[0] = tsr_red360[(tsr_tid & 15) * 1 + 0];
-    racc358[0] = int32_t(uint32_t(racc358[0]) + uint32_t(tsr::shfl_xor(racc358[0], 8)));
-    racc358[0] = int32_t(uint32_t(racc358[0]) + uint32_t(tsr::shfl_xor(racc358[0], 4)));
-    racc358[0] = int32_t(uint32_t(racc358[0]) + uint32_t(tsr::shfl_xor(racc358[0], 2)));
-    racc358[0] = int32_t(uint32_t(racc358[0]) + uint32_t(tsr::shfl_xor(racc358[0], 1)));
-    v357 = racc358[0];
-    // %168 = where %160, %130, %121 : tile<i32, [1024]>
-    int32_t v361[2];
-    #pragma unroll
-    for (int s362 = 0; s362 < 2; ++s362) {
-      v361[s362] = (v341[s362] ? c271[s362] : v250[s362]);
-    }
-    // %169 = reduce %168 {axis = 0, kind = "sum"} : i32
-    int32_t v363;
-    int32_t racc364[2];
-    #pragma unroll
-    for (int v_ = 0; v_ < 2; ++v_) racc364[v_] = int32_t(0);
-    #pragma unroll
-    for (int s365 = 0; s365 < 2; ++s365) {
-      racc364[s365 % 2] = int32_t(uint32_t(racc364[s365 % 2]) + uint32_t(v361[s365]));
-    }
-    racc364[0] = int32_t(uint32_t(racc364[0]) + uint32_t(racc364[1]));
-    racc364[0] = int32_t(uint32_t(racc364[0]) + uint32_t(tsr::shfl_xor(racc364[0], 16)));
-    racc364[0] = int32_t(uint32_t(racc364[0]) + uint32_t(tsr::shfl_xor(racc364[0], 8)));
-    racc364[0] = int32_t(uint32_t(racc364[0]) + uint32_t(tsr::shfl_xor(racc364[0], 4)));
-    racc364[0] = int32_t(uint32_t(racc364[0]) + uint32_t(tsr::shfl_xor(racc364[0], 2)));
-    racc364[0] = int32_t(uint32_t(racc364[0]) + uint32_t(tsr::shfl_xor(racc364[0], 1)));
-    __shared__ int32_t tsr_red366_mem[16];
-    int32_t* const tsr_red366 = tsr_red366_mem;
-    if ((tsr_tid & 31) == 0) {
-      tsr_red366[(tsr_tid >> 5) * 1 + 0] = racc364[0];
-    }
-    __syncthreads();
-    racc364[0] = tsr_red366[(tsr_tid & 15) * 1 + 0];
-    racc364[0] = int32_t(uint32_t(racc364[0]) + uint32_t(tsr::shfl_xor(racc364[0], 8)));
-    racc364[0] = int32_t(uint32_t(racc364[0]) + uint32_t(tsr::shfl_xor(racc364[0], 4)));
-    racc364[0] = int32_t(uint32_t(racc364[0]) + uint32_t(tsr::shfl_xor(racc364[0], 2)));
-    racc364[0] = int32_t(uint32_t(racc364[0]) + uint32_t(tsr::shfl_xor(racc364[0], 1)));
-    v363 = racc364[0];
-    // %170 = sub %60, %169 : i32
-    const int32_t v367 = int32_t(uint32_t(v122) - uint32_t(v363));
-    // %171 = cast %162 : u32
-    const uint32_t v368 = uint32_t(v345);
-    // %172 = shl %171, %8 : u32
-    const uint32_t v369 = tsr::ishl<uint32_t>(v368, v7);
-    // %173 = or %59, %172 : u32
-    const uint32_t v370 = uint32_t(v121 | v369);
-    // %174 = cmp %167, %170 {pred = "ne"} : i1
-    const uint8_t v371 = uint8_t(v357 != v367);
-    // yield %173, %170, %8, %174
-    v246 = v370;
-    v247 = v367;
-    v248 = v7;
-    v249 = v371;
-  } else {
-    // yield %59, %60, %61, %62
-    v246 = v121;
-    v247 = v122;
-    v248 = v123;
-    v249 = v124;
-  }
-  // %175 = shr %117, %119 : u32
-  const uint32_t v372 = tsr::ishr<uint32_t>(v246, v248);
-  // %176 = load_tile %x, %1, %10 {pad = -inf} : tile<f32, [1, 8192]>
-  float v373[16];
-  {
-    const int64_t o374 = int64_t(v0) * 1;
-    const int64_t o375 = int64_t(v9) * 8192;
-    #pragma unroll
-    for (int c376 = 0; c376 < 2; ++c376) {
-      const int e377 = ((c376 * 8 / 8) * 4096 + tsr_tid * 8 + (c376 * 8 % 8));
-      const int64_t g378 = o374 + 0;
-      const int64_t g379 = o375 + (e377);
-      const int64_t off380 = g378 * tsr_p0_s0 + g379 * tsr_p0_s1;
-      const bool rok381 = true && g378 >= 0 && g378 < int64_t(tsr_dim_M);
-      float buf382[8];
-      if (rok381 && g379 >= 0 && g379 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 8>(tsr_p0 + off380)) {
-        tsr::copy_vec<float, 8>(buf382, tsr_p0 + off380);
+        // %111 = add %107, %4 : i32
+        const int32_t v212 = int32_t(uint32_t(v201) + uint32_t(v3));
+        // %112 = add %109, %4 : i32
+        const int32_t v213 = int32_t(uint32_t(v203) + uint32_t(v3));
+        // async_copy %9, %x, %112, %1, %111
+        if (!(true && int64_t(v213) >= 0 && int64_t(v213) < 4LL)) __trap();  // slot index out of range
+        {
+          float* const dst214 = buf8 + ((0LL) * 4LL + int64_t(v213)) * 8192LL;
+          __syncthreads();
+          {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
+            const int64_t o215 = int64_t(v0) * 1LL;
+            const int64_t o216 = int64_t(v212) * 8192LL;
+            for (int64_t q217 = tsr_tid; q217 < 2048LL; q217 += tsr_nthreads) {
+              const int64_t gc219 = o216 + (q217 % 2048LL) * 4LL;
+              const int64_t nv220 = (true && (o215 + 0) >= 0 && (o215 + 0) < int64_t(tsr_dim_M) && gc219 >= 0) ? int64_t(tsr_dim_N) - gc219 : 0LL;  // elements in bounds (<= 0: none)
+              tsr::struct_copy_chunk(dst214 + q217 * 4LL, nv220 > 0 ? tsr_p0 + ((o215 + 0) * tsr_p0_s0 + gc219 * tsr_p0_s1) : tsr_p0, nv220, tsr_p0_s1);
+            }
+          }
+          tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+        }
+        // yield
       } else {
-        #pragma unroll
-        for (int v_ = 0; v_ < 8; ++v_) {
-          const int64_t gc383 = g379 + v_;
-          buf382[v_] = (rok381 && gc383 >= 0 && gc383 < int64_t(tsr_dim_N)) ? tsr_p0[off380 + v_ * tsr_p0_s1] : float((-tsr::inf_f()));
-        }
+        // yield
       }
+      // %113 = mul %101, %10 : i32
+      const int32_t v221 = int32_t(uint32_t(iv196) * uint32_t(v9));
+      // %114 = sub %7, %113 : i32
+      const int32_t v222 = int32_t(uint32_t(v6) - uint32_t(v221));
+      // %115 = min %10, %114 : i32
+      const int32_t v223 = tsr::imin<int32_t>(v9, v222);
+      // %116 = for %16, %115, %4, %102 : tile<i32, [2048]> {...}
+      int32_t c224[4];
       #pragma unroll
-      for (int v_ = 0; v_ < 8; ++v_) v373[c376 * 8 + v_] = buf382[v_];
-    }
-  }
-  // %177 = reshape %176 : tile<f32, [8192]>
-  float v384[16];
-  #pragma unroll
-  for (int s385 = 0; s385 < 16; ++s385) {
-    v384[s385] = v373[s385];
-  }
-  // %178 = const {value = 2147483647} : u32
-  const uint32_t v386 = uint32_t(2147483647LL);
-  // %179 = const {value = 31} : u32
-  const uint32_t v387 = uint32_t(31LL);
-  // %180, %181, %182 = for %10, %7, %4, %10, %10, %177 : i32, i32, tile<f32, [8192]> {...}
-  int32_t c388;
-  c388 = v9;
-  int32_t c389;
-  c389 = v9;
-  float c390[16];
-  #pragma unroll
-  for (int s391 = 0; s391 < 16; ++s391) {
-    c390[s391] = v384[s391];
-  }
-  for (int64_t iv392_ = v9; v3 > 0 && iv392_ < v6; iv392_ += v3) {
-    const int32_t iv392 = int32_t(iv392_);
-    // %187 = add %183, %4 : i32
-    const int32_t v393 = int32_t(uint32_t(iv392) + uint32_t(v3));
-    // %188 = load_tile %x, %1, %187 {pad = -inf} : tile<f32, [1, 8192]>
-    float v394[16];
-    {
-      const int64_t o395 = int64_t(v0) * 1;
-      const int64_t o396 = int64_t(v393) * 8192;
-      #pragma unroll
-      for (int c397 = 0; c397 < 2; ++c397) {
-        const int e398 = ((c397 * 8 / 8) * 4096 + tsr_tid * 8 + (c397 * 8 % 8));
-        const int64_t g399 = o395 + 0;
-        const int64_t g400 = o396 + (e398);
-        const int64_t off401 = g399 * tsr_p0_s0 + g400 * tsr_p0_s1;
-        const bool rok402 = true && g399 >= 0 && g399 < int64_t(tsr_dim_M);
-        float buf403[8];
-        if (rok402 && g400 >= 0 && g400 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 8>(tsr_p0 + off401)) {
-          tsr::copy_vec<float, 8>(buf403, tsr_p0 + off401);
-        } else {
+      for (int s225 = 0; s225 < 4; ++s225) {
+        c224[s225] = c194[s225];
+      }
+      for (int64_t iv226_ = v15; v3 > 0 && iv226_ < v223; iv226_ += v3) {
+        const int32_t iv226 = int32_t(iv226_);
+        // %119 = add %113, %117 : i32
+        const int32_t v227 = int32_t(uint32_t(v221) + uint32_t(iv226));
+        // %120 = add %104, %117 : i32
+        const int32_t v228 = int32_t(uint32_t(v198) + uint32_t(iv226));
+        // %121 = buffer_read %9, %120 : tile<f32, [1, 8192]>
+        if (!(true && int64_t(v228) >= 0 && int64_t(v228) < 4LL)) __trap();  // slot index out of range
+        const float* const src229 = buf8 + ((0LL) * 4LL + int64_t(v228)) * 8192LL;
+        float v230[16];
+        #pragma unroll
+        for (int c231 = 0; c231 < 2; ++c231) {
+          float v_[8];
+          tsr::copy_vec<float, 8>(v_, src229 + c231 * 4096 + tsr_tid * 8);
           #pragma unroll
-          for (int v_ = 0; v_ < 8; ++v_) {
-            const int64_t gc404 = g400 + v_;
-            buf403[v_] = (rok402 && gc404 >= 0 && gc404 < int64_t(tsr_dim_N)) ? tsr_p0[off401 + v_ * tsr_p0_s1] : float((-tsr::inf_f()));
+          for (int l_ = 0; l_ < 8; ++l_) v230[c231 * 8 + l_] = v_[l_];
+        }
+        // %122 = reshape %121 : tile<f32, [8192]>
+        float v232[16];
+        #pragma unroll
+        for (int s233 = 0; s233 < 16; ++s233) {
+          v232[s233] = v230[s233];
+        }
+        // %123 = bitcast %122 : tile<u32, [8192]>
+        uint32_t v234[16];
+        #pragma unroll
+        for (int s235 = 0; s235 < 16; ++s235) {
+          v234[s235] = uint32_t(tsr::f32_bits(v232[s235]));
+        }
+        // %124 = splat %93 : tile<u32, [8192]>
+        uint32_t v236[16];
+        #pragma unroll
+        for (int s237 = 0; s237 < 16; ++s237) {
+          v236[s237] = v187;
+        }
+        // %125 = xor %123, %124 : tile<u32, [8192]>
+        uint32_t v238[16];
+        #pragma unroll
+        for (int s239 = 0; s239 < 16; ++s239) {
+          v238[s239] = uint32_t(v234[s239] ^ v236[s239]);
+        }
+        // %126 = splat %94 : tile<u32, [8192]>
+        uint32_t v240[16];
+        #pragma unroll
+        for (int s241 = 0; s241 < 16; ++s241) {
+          v240[s241] = v188;
+        }
+        // %127 = shr %123, %126 : tile<u32, [8192]>
+        uint32_t v242[16];
+        #pragma unroll
+        for (int s243 = 0; s243 < 16; ++s243) {
+          v242[s243] = tsr::ishr<uint32_t>(v234[s243], v240[s243]);
+        }
+        // %128 = splat %14 : tile<u32, [8192]>
+        uint32_t v244[16];
+        #pragma unroll
+        for (int s245 = 0; s245 < 16; ++s245) {
+          v244[s245] = v13;
+        }
+        // %129 = cmp %127, %128 {pred = "eq"} : tile<i1, [8192]>
+        uint8_t v246[16];
+        #pragma unroll
+        for (int s247 = 0; s247 < 16; ++s247) {
+          v246[s247] = uint8_t(v242[s247] == v244[s247]);
+        }
+        // %130 = where %129, %125, %123 : tile<u32, [8192]>
+        uint32_t v248[16];
+        #pragma unroll
+        for (int s249 = 0; s249 < 16; ++s249) {
+          v248[s249] = (v246[s249] ? v238[s249] : v234[s249]);
+        }
+        // %131 = cmp %119, %95 {pred = "eq"} : i1
+        const uint8_t v250 = uint8_t(v227 == v189);
+        // %132 = if %131 : tile<u32, [8192]> {...}
+        uint32_t v251[16];
+        if (v250) {
+          // %133 = mul %119, %3 : i32
+          const int32_t v252 = int32_t(uint32_t(v227) * uint32_t(v2));
+          // %134 = arange : tile<i32, [8192]>
+          int32_t v253[16];
+          #pragma unroll
+          for (int s254 = 0; s254 < 16; ++s254) {
+            v253[s254] = int32_t(0 + ((s254 / 8) * 4096 + tsr_tid * 8 + (s254 % 8)));
+          }
+          // %135 = splat %133 : tile<i32, [8192]>
+          int32_t v255[16];
+          #pragma unroll
+          for (int s256 = 0; s256 < 16; ++s256) {
+            v255[s256] = v252;
+          }
+          // %136 = add %134, %135 : tile<i32, [8192]>
+          int32_t v257[16];
+          #pragma unroll
+          for (int s258 = 0; s258 < 16; ++s258) {
+            v257[s258] = int32_t(uint32_t(v253[s258]) + uint32_t(v255[s258]));
+          }
+          // %137 = splat %2 : tile<i32, [8192]>
+          int32_t v259[16];
+          #pragma unroll
+          for (int s260 = 0; s260 < 16; ++s260) {
+            v259[s260] = v1;
+          }
+          // %138 = cmp %136, %137 {pred = "lt"} : tile<i1, [8192]>
+          uint8_t v261[16];
+          #pragma unroll
+          for (int s262 = 0; s262 < 16; ++s262) {
+            v261[s262] = uint8_t(v257[s262] < v259[s262]);
+          }
+          // %139 = splat %8 : tile<u32, [8192]>
+          uint32_t v263[16];
+          #pragma unroll
+          for (int s264 = 0; s264 < 16; ++s264) {
+            v263[s264] = v7;
+          }
+          // %140 = where %138, %130, %139 : tile<u32, [8192]>
+          uint32_t v265[16];
+          #pragma unroll
+          for (int s266 = 0; s266 < 16; ++s266) {
+            v265[s266] = (v261[s266] ? v248[s266] : v263[s266]);
+          }
+          // yield %140
+          #pragma unroll
+          for (int s267 = 0; s267 < 16; ++s267) {
+            v251[s267] = v265[s267];
+          }
+        } else {
+          // yield %130
+          #pragma unroll
+          for (int s268 = 0; s268 < 16; ++s268) {
+            v251[s268] = v248[s268];
           }
         }
+        // %141 = splat %96 : tile<u32, [8192]>
+        uint32_t v269[16];
         #pragma unroll
-        for (int v_ = 0; v_ < 8; ++v_) v394[c397 * 8 + v_] = buf403[v_];
+        for (int s270 = 0; s270 < 16; ++s270) {
+          v269[s270] = v190;
+        }
+        // %142 = shr %132, %141 : tile<u32, [8192]>
+        uint32_t v271[16];
+        #pragma unroll
+        for (int s272 = 0; s272 < 16; ++s272) {
+          v271[s272] = tsr::ishr<uint32_t>(v251[s272], v269[s272]);
+        }
+        // %143 = splat %97 : tile<u32, [8192]>
+        uint32_t v273[16];
+        #pragma unroll
+        for (int s274 = 0; s274 < 16; ++s274) {
+          v273[s274] = v191;
+        }
+        // %144 = and %142, %143 : tile<u32, [8192]>
+        uint32_t v275[16];
+        #pragma unroll
+        for (int s276 = 0; s276 < 16; ++s276) {
+          v275[s276] = uint32_t(v271[s276] & v273[s276]);
+        }
+        // %145 = cast %144 : tile<i32, [8192]>
+        int32_t v277[16];
+        #pragma unroll
+        for (int s278 = 0; s278 < 16; ++s278) {
+          v277[s278] = int32_t(v275[s278]);
+        }
+        // %146 = splat %85 : tile<u32, [8192]>
+        uint32_t v279[16];
+        #pragma unroll
+        for (int s280 = 0; s280 < 16; ++s280) {
+          v279[s280] = v165;
+        }
+        // %147 = shr %132, %146 : tile<u32, [8192]>
+        uint32_t v281[16];
+        #pragma unroll
+        for (int s282 = 0; s282 < 16; ++s282) {
+          v281[s282] = tsr::ishr<uint32_t>(v251[s282], v279[s282]);
+        }
+        // %148 = splat %98 : tile<u32, [8192]>
+        uint32_t v283[16];
+        #pragma unroll
+        for (int s284 = 0; s284 < 16; ++s284) {
+          v283[s284] = v192;
+        }
+        // %149 = cmp %147, %148 {pred = "eq"} : tile<i1, [8192]>
+        uint8_t v285[16];
+        #pragma unroll
+        for (int s286 = 0; s286 < 16; ++s286) {
+          v285[s286] = uint8_t(v281[s286] == v283[s286]);
+        }
+        // %150 = splat %99 : tile<i32, [8192]>
+        int32_t v287[16];
+        #pragma unroll
+        for (int s288 = 0; s288 < 16; ++s288) {
+          v287[s288] = v193;
+        }
+        // %151 = where %149, %145, %150 : tile<i32, [8192]>
+        int32_t v289[16];
+        #pragma unroll
+        for (int s290 = 0; s290 < 16; ++s290) {
+          v289[s290] = (v285[s290] ? v277[s290] : v287[s290]);
+        }
+        // %152 = histogram %151 : tile<i32, [2048]>
+        int32_t v291[4];
+        __syncthreads();
+        for (int b_ = tsr_tid; b_ < 2048; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
+        __syncthreads();
+        #pragma unroll
+        for (int s292 = 0; s292 < 16; ++s292) {
+          tsr::hist_add(reinterpret_cast<unsigned*>(tsr_smem + 0), (long long)(v289[s292]), 2048);
+        }
+        __syncthreads();
+        #pragma unroll
+        for (int s293 = 0; s293 < 4; ++s293) {
+          const int e294 = ((s293 / 4) * 2048 + tsr_tid * 4 + (s293 % 4));
+          v291[s293] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e294]);
+        }
+        // %153 = add %118, %152 : tile<i32, [2048]>
+        int32_t v295[4];
+        #pragma unroll
+        for (int s296 = 0; s296 < 4; ++s296) {
+          v295[s296] = int32_t(uint32_t(c224[s296]) + uint32_t(v291[s296]));
+        }
+        // yield %153
+        #pragma unroll
+        for (int s297 = 0; s297 < 4; ++s297) {
+          c224[s297] = v295[s297];
+        }
+      }
+      // yield %116
+      #pragma unroll
+      for (int s298 = 0; s298 < 4; ++s298) {
+        c194[s298] = c224[s298];
       }
     }
-    // %189 = reshape %188 : tile<f32, [8192]>
-    float v405[16];
+    // %154 = scan %100 {axis = 0, kind = "sum"} : tile<i32, [2048]>
+    int32_t v299[4];
+    uint32_t run300 = uint32_t(0);
+    uint32_t acc301_0 = uint32_t(0);
+    acc301_0 += uint32_t(c194[0]); v299[0] = int32_t(acc301_0);
+    acc301_0 += uint32_t(c194[1]); v299[1] = int32_t(acc301_0);
+    acc301_0 += uint32_t(c194[2]); v299[2] = int32_t(acc301_0);
+    acc301_0 += uint32_t(c194[3]); v299[3] = int32_t(acc301_0);
+    __syncthreads();
+    uint32_t tot303_0;
+    const uint32_t off302_0 = run300 + tsr::block_exclusive_sum<16>(acc301_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot303_0);
+    v299[0] = int32_t(uint32_t(v299[0]) + off302_0);
+    v299[1] = int32_t(uint32_t(v299[1]) + off302_0);
+    v299[2] = int32_t(uint32_t(v299[2]) + off302_0);
+    v299[3] = int32_t(uint32_t(v299[3]) + off302_0);
+    run300 += tot303_0;
+    // %155 = splat %83 : tile<i32, [2048]>
+    int32_t v304[4];
     #pragma unroll
-    for (int s406 = 0; s406 < 16; ++s406) {
-      v405[s406] = v394[s406];
+    for (int s305 = 0; s305 < 4; ++s305) {
+      v304[s305] = v163;
     }
-    // %190 = bitcast %186 : tile<u32, [8192]>
-    uint32_t v407[16];
+    // %156 = cmp %154, %155 {pred = "lt"} : tile<i1, [2048]>
+    uint8_t v306[4];
     #pragma unroll
-    for (int s408 = 0; s408 < 16; ++s408) {
-      v407[s408] = uint32_t(tsr::f32_bits(c390[s408]));
+    for (int s307 = 0; s307 < 4; ++s307) {
+      v306[s307] = uint8_t(v299[s307] < v304[s307]);
     }
-    // %191 = splat %178 : tile<u32, [8192]>
-    uint32_t v409[16];
+    // %157 = cast %156 : tile<i32, [2048]>
+    int32_t v308[4];
     #pragma unroll
-    for (int s410 = 0; s410 < 16; ++s410) {
-      v409[s410] = v386;
+    for (int s309 = 0; s309 < 4; ++s309) {
+      v308[s309] = int32_t(v306[s309]);
     }
-    // %192 = xor %190, %191 : tile<u32, [8192]>
-    uint32_t v411[16];
+    // %158 = reduce %157 {axis = 0, kind = "sum"} : i32
+    int32_t v310;
+    int32_t racc311[4];
     #pragma unroll
-    for (int s412 = 0; s412 < 16; ++s412) {
-      v411[s412] = uint32_t(v407[s412] ^ v409[s412]);
+    for (int v_ = 0; v_ < 4; ++v_) racc311[v_] = int32_t(0);
+    #pragma unroll
+    for (int s312 = 0; s312 < 4; ++s312) {
+      racc311[s312 % 4] = int32_t(uint32_t(racc311[s312 % 4]) + uint32_t(v308[s312]));
     }
-    // %193 = splat %179 : tile<u32, [8192]>
-    uint32_t v413[16];
-    #pragma unroll
-    for (int s414 = 0; s414 < 16; ++s414) {
-      v413[s414] = v387;
-    }
-    // %194 = shr %190, %193 : tile<u32, [8192]>
-    uint32_t v415[16];
-    #pragma unroll
-    for (int s416 = 0; s416 < 16; ++s416) {
-      v415[s416] = tsr::ishr<uint32_t>(v407[s416], v413[s416]);
-    }
-    // %195 = splat %8 : tile<u32, [8192]>
-    uint32_t v417[16];
-    #pragma unroll
-    for (int s418 = 0; s418 < 16; ++s418) {
-      v417[s418] = v7;
-    }
-    // %196 = cmp %194, %195 {pred = "eq"} : tile<i1, [8192]>
-    uint8_t v419[16];
-    #pragma unroll
-    for (int s420 = 0; s420 < 16; ++s420) {
-      v419[s420] = uint8_t(v415[s420] == v417[s420]);
-    }
-    // %197 = where %196, %192, %190 : tile<u32, [8192]>
-    uint32_t v421[16];
-    #pragma unroll
-    for (int s422 = 0; s422 < 16; ++s422) {
-      v421[s422] = (v419[s422] ? v411[s422] : v407[s422]);
-    }
-    // %198 = splat %119 : tile<u32, [8192]>
-    uint32_t v423[16];
-    #pragma unroll
-    for (int s424 = 0; s424 < 16; ++s424) {
-      v423[s424] = v248;
-    }
-    // %199 = shr %197, %198 : tile<u32, [8192]>
-    uint32_t v425[16];
-    #pragma unroll
-    for (int s426 = 0; s426 < 16; ++s426) {
-      v425[s426] = tsr::ishr<uint32_t>(v421[s426], v423[s426]);
-    }
-    // %200 = splat %175 : tile<u32, [8192]>
-    uint32_t v427[16];
-    #pragma unroll
-    for (int s428 = 0; s428 < 16; ++s428) {
-      v427[s428] = v372;
-    }
-    // %201 = cmp %199, %200 {pred = "eq"} : tile<i1, [8192]>
-    uint8_t v429[16];
-    #pragma unroll
-    for (int s430 = 0; s430 < 16; ++s430) {
-      v429[s430] = uint8_t(v425[s430] == v427[s430]);
-    }
-    // %202 = cmp %199, %200 {pred = "lt"} : tile<i1, [8192]>
-    uint8_t v431[16];
-    #pragma unroll
-    for (int s432 = 0; s432 < 16; ++s432) {
-      v431[s432] = uint8_t(v425[s432] < v427[s432]);
-    }
-    // %203 = cast %201 : tile<i32, [8192]>
-    int32_t v433[16];
-    #pragma unroll
-    for (int s434 = 0; s434 < 16; ++s434) {
-      v433[s434] = int32_t(v429[s434]);
-    }
-    // %204 = reduce %203 {axis = 0, kind = "sum"} : i32
-    int32_t v435;
-    int32_t racc436[8];
-    #pragma unroll
-    for (int v_ = 0; v_ < 8; ++v_) racc436[v_] = int32_t(0);
-    #pragma unroll
-    for (int s437 = 0; s437 < 16; ++s437) {
-      racc436[s437 % 8] = int32_t(uint32_t(racc436[s437 % 8]) + uint32_t(v433[s437]));
-    }
-    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(racc436[4]));
-    racc436[1] = int32_t(uint32_t(racc436[1]) + uint32_t(racc436[5]));
-    racc436[2] = int32_t(uint32_t(racc436[2]) + uint32_t(racc436[6]));
-    racc436[3] = int32_t(uint32_t(racc436[3]) + uint32_t(racc436[7]));
-    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(racc436[2]));
-    racc436[1] = int32_t(uint32_t(racc436[1]) + uint32_t(racc436[3]));
-    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(racc436[1]));
-    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 16)));
-    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 8)));
-    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 4)));
-    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 2)));
-    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 1)));
-    __shared__ int32_t tsr_red438_mem[32];
-    int32_t* const tsr_red438 = tsr_red438_mem + tsr_red438_at;
-    tsr_red438_at ^= 16;
+    racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(racc311[2]));
+    racc311[1] = int32_t(uint32_t(racc311[1]) + uint32_t(racc311[3]));
+    racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(racc311[1]));
+    racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(tsr::shfl_xor(racc311[0], 16)));
+    racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(tsr::shfl_xor(racc311[0], 8)));
+    racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(tsr::shfl_xor(racc311[0], 4)));
+    racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(tsr::shfl_xor(racc311[0], 2)));
+    racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(tsr::shfl_xor(racc311[0], 1)));
+    __shared__ int32_t tsr_red313_mem[16];
+    int32_t* const tsr_red313 = tsr_red313_mem;
     if ((tsr_tid & 31) == 0) {
-      tsr_red438[(tsr_tid >> 5) * 1 + 0] = racc436[0];
+      tsr_red313[(tsr_tid >> 5) * 1 + 0] = racc311[0];
     }
     __syncthreads();
-    racc436[0] = tsr_red438[(tsr_tid & 15) * 1 + 0];
-    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 8)));
-    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 4)));
-    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 2)));
-    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 1)));
-    v435 = racc436[0];
-    // %205 = add %185, %204 : i32
-    const int32_t v439 = int32_t(uint32_t(c389) + uint32_t(v435));
-    // %206 = cmp %205, %118 {pred = "le"} : i1
-    const uint8_t v440 = uint8_t(v439 <= v247);
-    // %207 = if %206 : tile<i1, [8192]> {...}
-    uint8_t v441[16];
-    if (v440) {
-      // %208 = or %202, %201 : tile<i1, [8192]>
-      uint8_t v442[16];
-      #pragma unroll
-      for (int s443 = 0; s443 < 16; ++s443) {
-        v442[s443] = uint8_t(v431[s443] | v429[s443]);
-      }
-      // yield %208
-      #pragma unroll
-      for (int s444 = 0; s444 < 16; ++s444) {
-        v441[s444] = v442[s444];
-      }
-    } else {
-      // %209 = scan %203 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-      int32_t v445[16];
-      uint32_t run446 = uint32_t(0);
-      uint32_t acc447_0 = uint32_t(0);
-      acc447_0 += uint32_t(v433[0]); v445[0] = int32_t(acc447_0);
-      acc447_0 += uint32_t(v433[1]); v445[1] = int32_t(acc447_0);
-      acc447_0 += uint32_t(v433[2]); v445[2] = int32_t(acc447_0);
-      acc447_0 += uint32_t(v433[3]); v445[3] = int32_t(acc447_0);
-      acc447_0 += uint32_t(v433[4]); v445[4] = int32_t(acc447_0);
-      acc447_0 += uint32_t(v433[5]); v445[5] = int32_t(acc447_0);
-      acc447_0 += uint32_t(v433[6]); v445[6] = int32_t(acc447_0);
-      acc447_0 += uint32_t(v433[7]); v445[7] = int32_t(acc447_0);
-      __syncthreads();
-      uint32_t tot449_0;
-      const uint32_t off448_0 = run446 + tsr::block_exclusive_sum<16>(acc447_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot449_0);
-      v445[0] = int32_t(uint32_t(v445[0]) + off448_0);
-      v445[1] = int32_t(uint32_t(v445[1]) + off448_0);
-      v445[2] = int32_t(uint32_t(v445[2]) + off448_0);
-      v445[3] = int32_t(uint32_t(v445[3]) + off448_0);
-      v445[4] = int32_t(uint32_t(v445[4]) + off448_0);
-      v445[5] = int32_t(uint32_t(v445[5]) + off448_0);
-      v445[6] = int32_t(uint32_t(v445[6]) + off448_0);
-      v445[7] = int32_t(uint32_t(v445[7]) + off448_0);
-      run446 += tot449_0;
-      uint32_t acc447_1 = uint32_t(0);
-      acc447_1 += uint32_t(v433[8]); v445[8] = int32_t(acc447_1);
-      acc447_1 += uint32_t(v433[9]); v445[9] = int32_t(acc447_1);
-      acc447_1 += uint32_t(v433[10]); v445[10] = int32_t(acc447_1);
-      acc447_1 += uint32_t(v433[11]); v445[11] = int32_t(acc447_1);
-      acc447_1 += uint32_t(v433[12]); v445[12] = int32_t(acc447_1);
-      acc447_1 += uint32_t(v433[13]); v445[13] = int32_t(acc447_1);
-      acc447_1 += uint32_t(v433[14]); v445[14] = int32_t(acc447_1);
-      acc447_1 += uint32_t(v433[15]); v445[15] = int32_t(acc447_1);
-      __syncthreads();
-      uint32_t tot449_1;
-      const uint32_t off448_1 = run446 + tsr::block_exclusive_sum<16>(acc447_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot449_1);
-      v445[8] = int32_t(uint32_t(v445[8]) + off448_1);
-      v445[9] = int32_t(uint32_t(v445[9]) + off448_1);
-      v445[10] = int32_t(uint32_t(v445[10]) + off448_1);
-      v445[11] = int32_t(uint32_t(v445[11]) + off448_1);
-      v445[12] = int32_t(uint32_t(v445[12]) + off448_1);
-      v445[13] = int32_t(uint32_t(v445[13]) + off448_1);
-      v445[14] = int32_t(uint32_t(v445[14]) + off448_1);
-      v445[15] = int32_t(uint32_t(v445[15]) + off448_1);
-      run446 += tot449_1;
-      // %210 = splat %185 : tile<i32, [8192]>
-      int32_t v450[16];
-      #pragma unroll
-      for (int s451 = 0; s451 < 16; ++s451) {
-        v450[s451] = c389;
-      }
-      // %211 = add %209, %210 : tile<i32, [8192]>
-      int32_t v452[16];
-      #pragma unroll
-      for (int s453 = 0; s453 < 16; ++s453) {
-        v452[s453] = int32_t(uint32_t(v445[s453]) + uint32_t(v450[s453]));
-      }
-      // %212 = splat %118 : tile<i32, [8192]>
-      int32_t v454[16];
-      #pragma unroll
-      for (int s455 = 0; s455 < 16; ++s455) {
-        v454[s455] = v247;
-      }
-      // %213 = cmp %211, %212 {pred = "le"} : tile<i1, [8192]>
-      uint8_t v456[16];
-      #pragma unroll
-      for (int s457 = 0; s457 < 16; ++s457) {
-        v456[s457] = uint8_t(v452[s457] <= v454[s457]);
-      }
-      // %214 = and %201, %213 : tile<i1, [8192]>
-      uint8_t v458[16];
-      #pragma unroll
-      for (int s459 = 0; s459 < 16; ++s459) {
-        v458[s459] = uint8_t(v429[s459] & v456[s459]);
-      }
-      // %215 = or %202, %214 : tile<i1, [8192]>
-      uint8_t v460[16];
-      #pragma unroll
-      for (int s461 = 0; s461 < 16; ++s461) {
-        v460[s461] = uint8_t(v431[s461] | v458[s461]);
-      }
-      // yield %215
-      #pragma unroll
-      for (int s462 = 0; s462 < 16; ++s462) {
-        v441[s462] = v460[s462];
-      }
-    }
-    // %216 = sub %184, %4 : i32
-    const int32_t v463 = int32_t(uint32_t(c388) - uint32_t(v3));
-    // %217 = cast %207 : tile<i32, [8192]>
-    int32_t v464[16];
+    racc311[0] = tsr_red313[(tsr_tid & 15) * 1 + 0];
+    racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(tsr::shfl_xor(racc311[0], 8)));
+    racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(tsr::shfl_xor(racc311[0], 4)));
+    racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(tsr::shfl_xor(racc311[0], 2)));
+    racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(tsr::shfl_xor(racc311[0], 1)));
+    v310 = racc311[0];
+    // %159 = splat %158 : tile<i32, [2048]>
+    int32_t v314[4];
     #pragma unroll
-    for (int s465 = 0; s465 < 16; ++s465) {
-      v464[s465] = int32_t(v441[s465]);
+    for (int s315 = 0; s315 < 4; ++s315) {
+      v314[s315] = v310;
     }
-    // %218 = scan %217 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-    int32_t v466[16];
+    // %160 = cmp %76, %159 {pred = "eq"} : tile<i1, [2048]>
+    uint8_t v316[4];
+    #pragma unroll
+    for (int s317 = 0; s317 < 4; ++s317) {
+      v316[s317] = uint8_t(v145[s317] == v314[s317]);
+    }
+    // %161 = where %160, %100, %17 : tile<i32, [2048]>
+    int32_t v318[4];
+    #pragma unroll
+    for (int s319 = 0; s319 < 4; ++s319) {
+      v318[s319] = (v316[s319] ? c194[s319] : v16[s319]);
+    }
+    // %162 = reduce %161 {axis = 0, kind = "sum"} : i32
+    int32_t v320;
+    int32_t racc321[4];
+    #pragma unroll
+    for (int v_ = 0; v_ < 4; ++v_) racc321[v_] = int32_t(0);
+    #pragma unroll
+    for (int s322 = 0; s322 < 4; ++s322) {
+      racc321[s322 % 4] = int32_t(uint32_t(racc321[s322 % 4]) + uint32_t(v318[s322]));
+    }
+    racc321[0] = int32_t(uint32_t(racc321[0]) + uint32_t(racc321[2]));
+    racc321[1] = int32_t(uint32_t(racc321[1]) + uint32_t(racc321[3]));
+    racc321[0] = int32_t(uint32_t(racc321[0]) + uint32_t(racc321[1]));
+    racc321[0] = int32_t(uint32_t(racc321[0]) + uint32_t(tsr::shfl_xor(racc321[0], 16)));
+    racc321[0] = int32_t(uint32_t(racc321[0]) + uint32_t(tsr::shfl_xor(racc321[0], 8)));
+    racc321[0] = int32_t(uint32_t(racc321[0]) + uint32_t(tsr::shfl_xor(racc321[0], 4)));
+    racc321[0] = int32_t(uint32_t(racc321[0]) + uint32_t(tsr::shfl_xor(racc321[0], 2)));
+    racc321[0] = int32_t(uint32_t(racc321[0]) + uint32_t(tsr::shfl_xor(racc321[0], 1)));
+    __shared__ int32_t tsr_red323_mem[16];
+    int32_t* const tsr_red323 = tsr_red323_mem;
+    if ((tsr_tid & 31) == 0) {
+      tsr_red323[(tsr_tid >> 5) * 1 + 0] = racc321[0];
+    }
+    __syncthreads();
+    racc321[0] = tsr_red323[(tsr_tid & 15) * 1 + 0];
+    racc321[0] = int32_t(uint32_t(racc321[0]) + uint32_t(tsr::shfl_xor(racc321[0], 8)));
+    racc321[0] = int32_t(uint32_t(racc321[0]) + uint32_t(tsr::shfl_xor(racc321[0], 4)));
+    racc321[0] = int32_t(uint32_t(racc321[0]) + uint32_t(tsr::shfl_xor(racc321[0], 2)));
+    racc321[0] = int32_t(uint32_t(racc321[0]) + uint32_t(tsr::shfl_xor(racc321[0], 1)));
+    v320 = racc321[0];
+    // %163 = where %156, %100, %17 : tile<i32, [2048]>
+    int32_t v324[4];
+    #pragma unroll
+    for (int s325 = 0; s325 < 4; ++s325) {
+      v324[s325] = (v306[s325] ? c194[s325] : v16[s325]);
+    }
+    // %164 = reduce %163 {axis = 0, kind = "sum"} : i32
+    int32_t v326;
+    int32_t racc327[4];
+    #pragma unroll
+    for (int v_ = 0; v_ < 4; ++v_) racc327[v_] = int32_t(0);
+    #pragma unroll
+    for (int s328 = 0; s328 < 4; ++s328) {
+      racc327[s328 % 4] = int32_t(uint32_t(racc327[s328 % 4]) + uint32_t(v324[s328]));
+    }
+    racc327[0] = int32_t(uint32_t(racc327[0]) + uint32_t(racc327[2]));
+    racc327[1] = int32_t(uint32_t(racc327[1]) + uint32_t(racc327[3]));
+    racc327[0] = int32_t(uint32_t(racc327[0]) + uint32_t(racc327[1]));
+    racc327[0] = int32_t(uint32_t(racc327[0]) + uint32_t(tsr::shfl_xor(racc327[0], 16)));
+    racc327[0] = int32_t(uint32_t(racc327[0]) + uint32_t(tsr::shfl_xor(racc327[0], 8)));
+    racc327[0] = int32_t(uint32_t(racc327[0]) + uint32_t(tsr::shfl_xor(racc327[0], 4)));
+    racc327[0] = int32_t(uint32_t(racc327[0]) + uint32_t(tsr::shfl_xor(racc327[0], 2)));
+    racc327[0] = int32_t(uint32_t(racc327[0]) + uint32_t(tsr::shfl_xor(racc327[0], 1)));
+    __shared__ int32_t tsr_red329_mem[16];
+    int32_t* const tsr_red329 = tsr_red329_mem;
+    if ((tsr_tid & 31) == 0) {
+      tsr_red329[(tsr_tid >> 5) * 1 + 0] = racc327[0];
+    }
+    __syncthreads();
+    racc327[0] = tsr_red329[(tsr_tid & 15) * 1 + 0];
+    racc327[0] = int32_t(uint32_t(racc327[0]) + uint32_t(tsr::shfl_xor(racc327[0], 8)));
+    racc327[0] = int32_t(uint32_t(racc327[0]) + uint32_t(tsr::shfl_xor(racc327[0], 4)));
+    racc327[0] = int32_t(uint32_t(racc327[0]) + uint32_t(tsr::shfl_xor(racc327[0], 2)));
+    racc327[0] = int32_t(uint32_t(racc327[0]) + uint32_t(tsr::shfl_xor(racc327[0], 1)));
+    v326 = racc327[0];
+    // %165 = sub %83, %164 : i32
+    const int32_t v330 = int32_t(uint32_t(v163) - uint32_t(v326));
+    // %166 = cast %158 : u32
+    const uint32_t v331 = uint32_t(v310);
+    // %167 = const {value = 10} : u32
+    const uint32_t v332 = uint32_t(10LL);
+    // %168 = shl %166, %167 : u32
+    const uint32_t v333 = tsr::ishl<uint32_t>(v331, v332);
+    // %169 = or %87, %168 : u32
+    const uint32_t v334 = uint32_t(v167 | v333);
+    // %170 = cmp %162, %165 {pred = "ne"} : i1
+    const uint8_t v335 = uint8_t(v320 != v330);
+    // yield %169, %165, %167, %170
+    v169 = v334;
+    v170 = v330;
+    v171 = v332;
+    v172 = v335;
+  } else {
+    // yield %87, %83, %85, %88
+    v169 = v167;
+    v170 = v163;
+    v171 = v165;
+    v172 = v168;
+  }
+  // %171, %172, %173, %174 = if %92 : u32, i32, u32, i1 {...}
+  uint32_t v336;
+  int32_t v337;
+  uint32_t v338;
+  uint8_t v339;
+  if (v172) {
+    // %175 = splat %16 : tile<i32, [1024]>
+    int32_t v340[2];
+    #pragma unroll
+    for (int s341 = 0; s341 < 2; ++s341) {
+      v340[s341] = v15;
+    }
+    // async_copy %9, %x, %16, %1, %16
+    if (!(true && int64_t(v15) >= 0 && int64_t(v15) < 4LL)) __trap();  // slot index out of range
+    {
+      float* const dst342 = buf8 + ((0LL) * 4LL + int64_t(v15)) * 8192LL;
+      __syncthreads();
+      {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
+        const int64_t o343 = int64_t(v0) * 1LL;
+        const int64_t o344 = int64_t(v15) * 8192LL;
+        for (int64_t q345 = tsr_tid; q345 < 2048LL; q345 += tsr_nthreads) {
+          const int64_t gc347 = o344 + (q345 % 2048LL) * 4LL;
+          const int64_t nv348 = (true && (o343 + 0) >= 0 && (o343 + 0) < int64_t(tsr_dim_M) && gc347 >= 0) ? int64_t(tsr_dim_N) - gc347 : 0LL;  // elements in bounds (<= 0: none)
+          tsr::struct_copy_chunk(dst342 + q345 * 4LL, nv348 > 0 ? tsr_p0 + ((o343 + 0) * tsr_p0_s0 + gc347 * tsr_p0_s1) : tsr_p0, nv348, tsr_p0_s1);
+        }
+      }
+      tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+    }
+    // async_copy %9, %x, %4, %1, %4
+    if (!(true && int64_t(v3) >= 0 && int64_t(v3) < 4LL)) __trap();  // slot index out of range
+    {
+      float* const dst349 = buf8 + ((0LL) * 4LL + int64_t(v3)) * 8192LL;
+      __syncthreads();
+      {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
+        const int64_t o350 = int64_t(v0) * 1LL;
+        const int64_t o351 = int64_t(v3) * 8192LL;
+        for (int64_t q352 = tsr_tid; q352 < 2048LL; q352 += tsr_nthreads) {
+          const int64_t gc354 = o351 + (q352 % 2048LL) * 4LL;
+          const int64_t nv355 = (true && (o350 + 0) >= 0 && (o350 + 0) < int64_t(tsr_dim_M) && gc354 >= 0) ? int64_t(tsr_dim_N) - gc354 : 0LL;  // elements in bounds (<= 0: none)
+          tsr::struct_copy_chunk(dst349 + q352 * 4LL, nv355 > 0 ? tsr_p0 + ((o350 + 0) * tsr_p0_s0 + gc354 * tsr_p0_s1) : tsr_p0, nv355, tsr_p0_s1);
+        }
+      }
+      tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+    }
+    // %176 = const {value = 2147483647} : u32
+    const uint32_t v356 = uint32_t(2147483647LL);
+    // %177 = const {value = 31} : u32
+    const uint32_t v357 = uint32_t(31LL);
+    // %178 = sub %7, %4 : i32
+    const int32_t v358 = int32_t(uint32_t(v6) - uint32_t(v3));
+    // %179 = const {value = 1023} : u32
+    const uint32_t v359 = uint32_t(1023LL);
+    // %180 = const {value = 10} : u32
+    const uint32_t v360 = uint32_t(10LL);
+    // %181 = shr %89, %180 : u32
+    const uint32_t v361 = tsr::ishr<uint32_t>(v169, v360);
+    // %182 = const {value = -1} : i32
+    const int32_t v362 = int32_t(-1LL);
+    // %183 = for %16, %13, %4, %175 : tile<i32, [1024]> {...}
+    int32_t c363[2];
+    #pragma unroll
+    for (int s364 = 0; s364 < 2; ++s364) {
+      c363[s364] = v340[s364];
+    }
+    for (int64_t iv365_ = v15; v3 > 0 && iv365_ < v12; iv365_ += v3) {
+      const int32_t iv365 = int32_t(iv365_);
+      // async_wait
+      tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible
+      __syncthreads();
+      // %186 = rem %184, %10 : i32
+      const int32_t v366 = tsr::irem<int32_t>(iv365, v9);
+      // %187 = mul %186, %10 : i32
+      const int32_t v367 = int32_t(uint32_t(v366) * uint32_t(v9));
+      // %188 = add %184, %4 : i32
+      const int32_t v368 = int32_t(uint32_t(iv365) + uint32_t(v3));
+      // %189 = cmp %188, %13 {pred = "lt"} : i1
+      const uint8_t v369 = uint8_t(v368 < v12);
+      // if %189 {...}
+      if (v369) {
+        // %190 = mul %188, %10 : i32
+        const int32_t v370 = int32_t(uint32_t(v368) * uint32_t(v9));
+        // %191 = add %190, %16 : i32
+        const int32_t v371 = int32_t(uint32_t(v370) + uint32_t(v15));
+        // %192 = sub %10, %187 : i32
+        const int32_t v372 = int32_t(uint32_t(v9) - uint32_t(v367));
+        // %193 = add %192, %16 : i32
+        const int32_t v373 = int32_t(uint32_t(v372) + uint32_t(v15));
+        // async_copy %9, %x, %193, %1, %191
+        if (!(true && int64_t(v373) >= 0 && int64_t(v373) < 4LL)) __trap();  // slot index out of range
+        {
+          float* const dst374 = buf8 + ((0LL) * 4LL + int64_t(v373)) * 8192LL;
+          __syncthreads();
+          {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
+            const int64_t o375 = int64_t(v0) * 1LL;
+            const int64_t o376 = int64_t(v371) * 8192LL;
+            for (int64_t q377 = tsr_tid; q377 < 2048LL; q377 += tsr_nthreads) {
+              const int64_t gc379 = o376 + (q377 % 2048LL) * 4LL;
+              const int64_t nv380 = (true && (o375 + 0) >= 0 && (o375 + 0) < int64_t(tsr_dim_M) && gc379 >= 0) ? int64_t(tsr_dim_N) - gc379 : 0LL;  // elements in bounds (<= 0: none)
+              tsr::struct_copy_chunk(dst374 + q377 * 4LL, nv380 > 0 ? tsr_p0 + ((o375 + 0) * tsr_p0_s0 + gc379 * tsr_p0_s1) : tsr_p0, nv380, tsr_p0_s1);
+            }
+          }
+          tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+        }
+        // %194 = add %190, %4 : i32
+        const int32_t v381 = int32_t(uint32_t(v370) + uint32_t(v3));
+        // %195 = add %192, %4 : i32
+        const int32_t v382 = int32_t(uint32_t(v372) + uint32_t(v3));
+        // async_copy %9, %x, %195, %1, %194
+        if (!(true && int64_t(v382) >= 0 && int64_t(v382) < 4LL)) __trap();  // slot index out of range
+        {
+          float* const dst383 = buf8 + ((0LL) * 4LL + int64_t(v382)) * 8192LL;
+          __syncthreads();
+          {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
+            const int64_t o384 = int64_t(v0) * 1LL;
+            const int64_t o385 = int64_t(v381) * 8192LL;
+            for (int64_t q386 = tsr_tid; q386 < 2048LL; q386 += tsr_nthreads) {
+              const int64_t gc388 = o385 + (q386 % 2048LL) * 4LL;
+              const int64_t nv389 = (true && (o384 + 0) >= 0 && (o384 + 0) < int64_t(tsr_dim_M) && gc388 >= 0) ? int64_t(tsr_dim_N) - gc388 : 0LL;  // elements in bounds (<= 0: none)
+              tsr::struct_copy_chunk(dst383 + q386 * 4LL, nv389 > 0 ? tsr_p0 + ((o384 + 0) * tsr_p0_s0 + gc388 * tsr_p0_s1) : tsr_p0, nv389, tsr_p0_s1);
+            }
+          }
+          tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+        }
+        // yield
+      } else {
+        // yield
+      }
+      // %196 = mul %184, %10 : i32
+      const int32_t v390 = int32_t(uint32_t(iv365) * uint32_t(v9));
+      // %197 = sub %7, %196 : i32
+      const int32_t v391 = int32_t(uint32_t(v6) - uint32_t(v390));
+      // %198 = min %10, %197 : i32
+      const int32_t v392 = tsr::imin<int32_t>(v9, v391);
+      // %199 = for %16, %198, %4, %185 : tile<i32, [1024]> {...}
+      int32_t c393[2];
+      #pragma unroll
+      for (int s394 = 0; s394 < 2; ++s394) {
+        c393[s394] = c363[s394];
+      }
+      for (int64_t iv395_ = v15; v3 > 0 && iv395_ < v392; iv395_ += v3) {
+        const int32_t iv395 = int32_t(iv395_);
+        // %202 = add %196, %200 : i32
+        const int32_t v396 = int32_t(uint32_t(v390) + uint32_t(iv395));
+        // %203 = add %187, %200 : i32
+        const int32_t v397 = int32_t(uint32_t(v367) + uint32_t(iv395));
+        // %204 = buffer_read %9, %203 : tile<f32, [1, 8192]>
+        if (!(true && int64_t(v397) >= 0 && int64_t(v397) < 4LL)) __trap();  // slot index out of range
+        const float* const src398 = buf8 + ((0LL) * 4LL + int64_t(v397)) * 8192LL;
+        float v399[16];
+        #pragma unroll
+        for (int c400 = 0; c400 < 2; ++c400) {
+          float v_[8];
+          tsr::copy_vec<float, 8>(v_, src398 + c400 * 4096 + tsr_tid * 8);
+          #pragma unroll
+          for (int l_ = 0; l_ < 8; ++l_) v399[c400 * 8 + l_] = v_[l_];
+        }
+        // %205 = reshape %204 : tile<f32, [8192]>
+        float v401[16];
+        #pragma unroll
+        for (int s402 = 0; s402 < 16; ++s402) {
+          v401[s402] = v399[s402];
+        }
+        // %206 = bitcast %205 : tile<u32, [8192]>
+        uint32_t v403[16];
+        #pragma unroll
+        for (int s404 = 0; s404 < 16; ++s404) {
+          v403[s404] = uint32_t(tsr::f32_bits(v401[s404]));
+        }
+        // %207 = splat %176 : tile<u32, [8192]>
+        uint32_t v405[16];
+        #pragma unroll
+        for (int s406 = 0; s406 < 16; ++s406) {
+          v405[s406] = v356;
+        }
+        // %208 = xor %206, %207 : tile<u32, [8192]>
+        uint32_t v407[16];
+        #pragma unroll
+        for (int s408 = 0; s408 < 16; ++s408) {
+          v407[s408] = uint32_t(v403[s408] ^ v405[s408]);
+        }
+        // %209 = splat %177 : tile<u32, [8192]>
+        uint32_t v409[16];
+        #pragma unroll
+        for (int s410 = 0; s410 < 16; ++s410) {
+          v409[s410] = v357;
+        }
+        // %210 = shr %206, %209 : tile<u32, [8192]>
+        uint32_t v411[16];
+        #pragma unroll
+        for (int s412 = 0; s412 < 16; ++s412) {
+          v411[s412] = tsr::ishr<uint32_t>(v403[s412], v409[s412]);
+        }
+        // %211 = splat %14 : tile<u32, [8192]>
+        uint32_t v413[16];
+        #pragma unroll
+        for (int s414 = 0; s414 < 16; ++s414) {
+          v413[s414] = v13;
+        }
+        // %212 = cmp %210, %211 {pred = "eq"} : tile<i1, [8192]>
+        uint8_t v415[16];
+        #pragma unroll
+        for (int s416 = 0; s416 < 16; ++s416) {
+          v415[s416] = uint8_t(v411[s416] == v413[s416]);
+        }
+        // %213 = where %212, %208, %206 : tile<u32, [8192]>
+        uint32_t v417[16];
+        #pragma unroll
+        for (int s418 = 0; s418 < 16; ++s418) {
+          v417[s418] = (v415[s418] ? v407[s418] : v403[s418]);
+        }
+        // %214 = cmp %202, %178 {pred = "eq"} : i1
+        const uint8_t v419 = uint8_t(v396 == v358);
+        // %215 = if %214 : tile<u32, [8192]> {...}
+        uint32_t v420[16];
+        if (v419) {
+          // %216 = mul %202, %3 : i32
+          const int32_t v421 = int32_t(uint32_t(v396) * uint32_t(v2));
+          // %217 = arange : tile<i32, [8192]>
+          int32_t v422[16];
+          #pragma unroll
+          for (int s423 = 0; s423 < 16; ++s423) {
+            v422[s423] = int32_t(0 + ((s423 / 8) * 4096 + tsr_tid * 8 + (s423 % 8)));
+          }
+          // %218 = splat %216 : tile<i32, [8192]>
+          int32_t v424[16];
+          #pragma unroll
+          for (int s425 = 0; s425 < 16; ++s425) {
+            v424[s425] = v421;
+          }
+          // %219 = add %217, %218 : tile<i32, [8192]>
+          int32_t v426[16];
+          #pragma unroll
+          for (int s427 = 0; s427 < 16; ++s427) {
+            v426[s427] = int32_t(uint32_t(v422[s427]) + uint32_t(v424[s427]));
+          }
+          // %220 = splat %2 : tile<i32, [8192]>
+          int32_t v428[16];
+          #pragma unroll
+          for (int s429 = 0; s429 < 16; ++s429) {
+            v428[s429] = v1;
+          }
+          // %221 = cmp %219, %220 {pred = "lt"} : tile<i1, [8192]>
+          uint8_t v430[16];
+          #pragma unroll
+          for (int s431 = 0; s431 < 16; ++s431) {
+            v430[s431] = uint8_t(v426[s431] < v428[s431]);
+          }
+          // %222 = splat %8 : tile<u32, [8192]>
+          uint32_t v432[16];
+          #pragma unroll
+          for (int s433 = 0; s433 < 16; ++s433) {
+            v432[s433] = v7;
+          }
+          // %223 = where %221, %213, %222 : tile<u32, [8192]>
+          uint32_t v434[16];
+          #pragma unroll
+          for (int s435 = 0; s435 < 16; ++s435) {
+            v434[s435] = (v430[s435] ? v417[s435] : v432[s435]);
+          }
+          // yield %223
+          #pragma unroll
+          for (int s436 = 0; s436 < 16; ++s436) {
+            v420[s436] = v434[s436];
+          }
+        } else {
+          // yield %213
+          #pragma unroll
+          for (int s437 = 0; s437 < 16; ++s437) {
+            v420[s437] = v417[s437];
+          }
+        }
+        // %224 = shr %215, %211 : tile<u32, [8192]>
+        uint32_t v438[16];
+        #pragma unroll
+        for (int s439 = 0; s439 < 16; ++s439) {
+          v438[s439] = tsr::ishr<uint32_t>(v420[s439], v413[s439]);
+        }
+        // %225 = splat %179 : tile<u32, [8192]>
+        uint32_t v440[16];
+        #pragma unroll
+        for (int s441 = 0; s441 < 16; ++s441) {
+          v440[s441] = v359;
+        }
+        // %226 = and %224, %225 : tile<u32, [8192]>
+        uint32_t v442[16];
+        #pragma unroll
+        for (int s443 = 0; s443 < 16; ++s443) {
+          v442[s443] = uint32_t(v438[s443] & v440[s443]);
+        }
+        // %227 = cast %226 : tile<i32, [8192]>
+        int32_t v444[16];
+        #pragma unroll
+        for (int s445 = 0; s445 < 16; ++s445) {
+          v444[s445] = int32_t(v442[s445]);
+        }
+        // %228 = splat %180 : tile<u32, [8192]>
+        uint32_t v446[16];
+        #pragma unroll
+        for (int s447 = 0; s447 < 16; ++s447) {
+          v446[s447] = v360;
+        }
+        // %229 = shr %215, %228 : tile<u32, [8192]>
+        uint32_t v448[16];
+        #pragma unroll
+        for (int s449 = 0; s449 < 16; ++s449) {
+          v448[s449] = tsr::ishr<uint32_t>(v420[s449], v446[s449]);
+        }
+        // %230 = splat %181 : tile<u32, [8192]>
+        uint32_t v450[16];
+        #pragma unroll
+        for (int s451 = 0; s451 < 16; ++s451) {
+          v450[s451] = v361;
+        }
+        // %231 = cmp %229, %230 {pred = "eq"} : tile<i1, [8192]>
+        uint8_t v452[16];
+        #pragma unroll
+        for (int s453 = 0; s453 < 16; ++s453) {
+          v452[s453] = uint8_t(v448[s453] == v450[s453]);
+        }
+        // %232 = splat %182 : tile<i32, [8192]>
+        int32_t v454[16];
+        #pragma unroll
+        for (int s455 = 0; s455 < 16; ++s455) {
+          v454[s455] = v362;
+        }
+        // %233 = where %231, %227, %232 : tile<i32, [8192]>
+        int32_t v456[16];
+        #pragma unroll
+        for (int s457 = 0; s457 < 16; ++s457) {
+          v456[s457] = (v452[s457] ? v444[s457] : v454[s457]);
+        }
+        // %234 = histogram %233 : tile<i32, [1024]>
+        int32_t v458[2];
+        __syncthreads();
+        for (int b_ = tsr_tid; b_ < 1024; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
+        __syncthreads();
+        #pragma unroll
+        for (int s459 = 0; s459 < 16; ++s459) {
+          tsr::hist_add(reinterpret_cast<unsigned*>(tsr_smem + 0), (long long)(v456[s459]), 1024);
+        }
+        __syncthreads();
+        #pragma unroll
+        for (int s460 = 0; s460 < 2; ++s460) {
+          const int e461 = ((s460 / 2) * 1024 + tsr_tid * 2 + (s460 % 2));
+          v458[s460] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e461]);
+        }
+        // %235 = add %201, %234 : tile<i32, [1024]>
+        int32_t v462[2];
+        #pragma unroll
+        for (int s463 = 0; s463 < 2; ++s463) {
+          v462[s463] = int32_t(uint32_t(c393[s463]) + uint32_t(v458[s463]));
+        }
+        // yield %235
+        #pragma unroll
+        for (int s464 = 0; s464 < 2; ++s464) {
+          c393[s464] = v462[s464];
+        }
+      }
+      // yield %199
+      #pragma unroll
+      for (int s465 = 0; s465 < 2; ++s465) {
+        c363[s465] = c393[s465];
+      }
+    }
+    // %236 = scan %183 {axis = 0, kind = "sum"} : tile<i32, [1024]>
+    int32_t v466[2];
     uint32_t run467 = uint32_t(0);
     uint32_t acc468_0 = uint32_t(0);
-    acc468_0 += uint32_t(v464[0]); v466[0] = int32_t(acc468_0);
-    acc468_0 += uint32_t(v464[1]); v466[1] = int32_t(acc468_0);
-    acc468_0 += uint32_t(v464[2]); v466[2] = int32_t(acc468_0);
-    acc468_0 += uint32_t(v464[3]); v466[3] = int32_t(acc468_0);
-    acc468_0 += uint32_t(v464[4]); v466[4] = int32_t(acc468_0);
-    acc468_0 += uint32_t(v464[5]); v466[5] = int32_t(acc468_0);
-    acc468_0 += uint32_t(v464[6]); v466[6] = int32_t(acc468_0);
-    acc468_0 += uint32_t(v464[7]); v466[7] = int32_t(acc468_0);
+    acc468_0 += uint32_t(c363[0]); v466[0] = int32_t(acc468_0);
+    acc468_0 += uint32_t(c363[1]); v466[1] = int32_t(acc468_0);
     __syncthreads();
     uint32_t tot470_0;
     const uint32_t off469_0 = run467 + tsr::block_exclusive_sum<16>(acc468_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot470_0);
     v466[0] = int32_t(uint32_t(v466[0]) + off469_0);
     v466[1] = int32_t(uint32_t(v466[1]) + off469_0);
-    v466[2] = int32_t(uint32_t(v466[2]) + off469_0);
-    v466[3] = int32_t(uint32_t(v466[3]) + off469_0);
-    v466[4] = int32_t(uint32_t(v466[4]) + off469_0);
-    v466[5] = int32_t(uint32_t(v466[5]) + off469_0);
-    v466[6] = int32_t(uint32_t(v466[6]) + off469_0);
-    v466[7] = int32_t(uint32_t(v466[7]) + off469_0);
     run467 += tot470_0;
-    uint32_t acc468_1 = uint32_t(0);
-    acc468_1 += uint32_t(v464[8]); v466[8] = int32_t(acc468_1);
-    acc468_1 += uint32_t(v464[9]); v466[9] = int32_t(acc468_1);
-    acc468_1 += uint32_t(v464[10]); v466[10] = int32_t(acc468_1);
-    acc468_1 += uint32_t(v464[11]); v466[11] = int32_t(acc468_1);
-    acc468_1 += uint32_t(v464[12]); v466[12] = int32_t(acc468_1);
-    acc468_1 += uint32_t(v464[13]); v466[13] = int32_t(acc468_1);
-    acc468_1 += uint32_t(v464[14]); v466[14] = int32_t(acc468_1);
-    acc468_1 += uint32_t(v464[15]); v466[15] = int32_t(acc468_1);
-    __syncthreads();
-    uint32_t tot470_1;
-    const uint32_t off469_1 = run467 + tsr::block_exclusive_sum<16>(acc468_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot470_1);
-    v466[8] = int32_t(uint32_t(v466[8]) + off469_1);
-    v466[9] = int32_t(uint32_t(v466[9]) + off469_1);
-    v466[10] = int32_t(uint32_t(v466[10]) + off469_1);
-    v466[11] = int32_t(uint32_t(v466[11]) + off469_1);
-    v466[12] = int32_t(uint32_t(v466[12]) + off469_1);
-    v466[13] = int32_t(uint32_t(v466[13]) + off469_1);
-    v466[14] = int32_t(uint32_t(v466[14]) + off469_1);
-    v466[15] = int32_t(uint32_t(v466[15]) + off469_1);
-    run467 += tot470_1;
-    // %219 = splat %216 : tile<i32, [8192]>
-    int32_t v471[16];
+    // %237 = splat %90 : tile<i32, [1024]>
+    int32_t v471[2];
     #pragma unroll
-    for (int s472 = 0; s472 < 16; ++s472) {
-      v471[s472] = v463;
+    for (int s472 = 0; s472 < 2; ++s472) {
+      v471[s472] = v170;
     }
-    // %220 = add %218, %219 : tile<i32, [8192]>
-    int32_t v473[16];
+    // %238 = cmp %236, %237 {pred = "lt"} : tile<i1, [1024]>
+    uint8_t v473[2];
     #pragma unroll
-    for (int s474 = 0; s474 < 16; ++s474) {
-      v473[s474] = int32_t(uint32_t(v466[s474]) + uint32_t(v471[s474]));
+    for (int s474 = 0; s474 < 2; ++s474) {
+      v473[s474] = uint8_t(v466[s474] < v471[s474]);
     }
-    // %221 = splat %1 : tile<i32, [8192]>
-    int32_t v475[16];
+    // %239 = cast %238 : tile<i32, [1024]>
+    int32_t v475[2];
     #pragma unroll
-    for (int s476 = 0; s476 < 16; ++s476) {
-      v475[s476] = v0;
+    for (int s476 = 0; s476 < 2; ++s476) {
+      v475[s476] = int32_t(v473[s476]);
     }
-    // scatter %values, %186, %221, %220, %207
+    // %240 = reduce %239 {axis = 0, kind = "sum"} : i32
+    int32_t v477;
+    int32_t racc478[2];
     #pragma unroll
-    for (int s477 = 0; s477 < 16; ++s477) {
-      if ((v441[s477] != 0) && (int64_t(v475[s477]) >= 0 && int64_t(v475[s477]) < int64_t(tsr_dim_M) && int64_t(v473[s477]) >= 0 && int64_t(v473[s477]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v475[s477]) * tsr_p1_s0 + int64_t(v473[s477]) * tsr_p1_s1] = c390[s477];
+    for (int v_ = 0; v_ < 2; ++v_) racc478[v_] = int32_t(0);
+    #pragma unroll
+    for (int s479 = 0; s479 < 2; ++s479) {
+      racc478[s479 % 2] = int32_t(uint32_t(racc478[s479 % 2]) + uint32_t(v475[s479]));
     }
-    // %222 = mul %183, %3 : i32
-    const int32_t v478 = int32_t(uint32_t(iv392) * uint32_t(v2));
-    // %223 = arange : tile<i32, [8192]>
-    int32_t v479[16];
-    #pragma unroll
-    for (int s480 = 0; s480 < 16; ++s480) {
-      v479[s480] = int32_t(0 + ((s480 / 8) * 4096 + tsr_tid * 8 + (s480 % 8)));
-    }
-    // %224 = splat %222 : tile<i32, [8192]>
-    int32_t v481[16];
-    #pragma unroll
-    for (int s482 = 0; s482 < 16; ++s482) {
-      v481[s482] = v478;
-    }
-    // %225 = add %223, %224 : tile<i32, [8192]>
-    int32_t v483[16];
-    #pragma unroll
-    for (int s484 = 0; s484 < 16; ++s484) {
-      v483[s484] = int32_t(uint32_t(v479[s484]) + uint32_t(v481[s484]));
-    }
-    // scatter %indices, %225, %221, %220, %207
-    #pragma unroll
-    for (int s485 = 0; s485 < 16; ++s485) {
-      if ((v441[s485] != 0) && (int64_t(v475[s485]) >= 0 && int64_t(v475[s485]) < int64_t(tsr_dim_M) && int64_t(v473[s485]) >= 0 && int64_t(v473[s485]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v475[s485]) * tsr_p2_s0 + int64_t(v473[s485]) * tsr_p2_s1] = v483[s485];
-    }
-    // %226 = reduce %217 {axis = 0, kind = "sum"} : i32
-    int32_t v486;
-    int32_t racc487[8];
-    #pragma unroll
-    for (int v_ = 0; v_ < 8; ++v_) racc487[v_] = int32_t(0);
-    #pragma unroll
-    for (int s488 = 0; s488 < 16; ++s488) {
-      racc487[s488 % 8] = int32_t(uint32_t(racc487[s488 % 8]) + uint32_t(v464[s488]));
-    }
-    racc487[0] = int32_t(uint32_t(racc487[0]) + uint32_t(racc487[4]));
-    racc487[1] = int32_t(uint32_t(racc487[1]) + uint32_t(racc487[5]));
-    racc487[2] = int32_t(uint32_t(racc487[2]) + uint32_t(racc487[6]));
-    racc487[3] = int32_t(uint32_t(racc487[3]) + uint32_t(racc487[7]));
-    racc487[0] = int32_t(uint32_t(racc487[0]) + uint32_t(racc487[2]));
-    racc487[1] = int32_t(uint32_t(racc487[1]) + uint32_t(racc487[3]));
-    racc487[0] = int32_t(uint32_t(racc487[0]) + uint32_t(racc487[1]));
-    racc487[0] = int32_t(uint32_t(racc487[0]) + uint32_t(tsr::shfl_xor(racc487[0], 16)));
-    racc487[0] = int32_t(uint32_t(racc487[0]) + uint32_t(tsr::shfl_xor(racc487[0], 8)));
-    racc487[0] = int32_t(uint32_t(racc487[0]) + uint32_t(tsr::shfl_xor(racc487[0], 4)));
-    racc487[0] = int32_t(uint32_t(racc487[0]) + uint32_t(tsr::shfl_xor(racc487[0], 2)));
-    racc487[0] = int32_t(uint32_t(racc487[0]) + uint32_t(tsr::shfl_xor(racc487[0], 1)));
-    __shared__ int32_t tsr_red489_mem[32];
-    int32_t* const tsr_red489 = tsr_red489_mem + tsr_red489_at;
-    tsr_red489_at ^= 16;
+    racc478[0] = int32_t(uint32_t(racc478[0]) + uint32_t(racc478[1]));
+    racc478[0] = int32_t(uint32_t(racc478[0]) + uint32_t(tsr::shfl_xor(racc478[0], 16)));
+    racc478[0] = int32_t(uint32_t(racc478[0]) + uint32_t(tsr::shfl_xor(racc478[0], 8)));
+    racc478[0] = int32_t(uint32_t(racc478[0]) + uint32_t(tsr::shfl_xor(racc478[0], 4)));
+    racc478[0] = int32_t(uint32_t(racc478[0]) + uint32_t(tsr::shfl_xor(racc478[0], 2)));
+    racc478[0] = int32_t(uint32_t(racc478[0]) + uint32_t(tsr::shfl_xor(racc478[0], 1)));
+    __shared__ int32_t tsr_red480_mem[16];
+    int32_t* const tsr_red480 = tsr_red480_mem;
     if ((tsr_tid & 31) == 0) {
-      tsr_red489[(tsr_tid >> 5) * 1 + 0] = racc487[0];
+      tsr_red480[(tsr_tid >> 5) * 1 + 0] = racc478[0];
     }
     __syncthreads();
-    racc487[0] = tsr_red489[(tsr_tid & 15) * 1 + 0];
-    racc487[0] = int32_t(uint32_t(racc487[0]) + uint32_t(tsr::shfl_xor(racc487[0], 8)));
-    racc487[0] = int32_t(uint32_t(racc487[0]) + uint32_t(tsr::shfl_xor(racc487[0], 4)));
-    racc487[0] = int32_t(uint32_t(racc487[0]) + uint32_t(tsr::shfl_xor(racc487[0], 2)));
-    racc487[0] = int32_t(uint32_t(racc487[0]) + uint32_t(tsr::shfl_xor(racc487[0], 1)));
-    v486 = racc487[0];
-    // %227 = add %184, %226 : i32
-    const int32_t v490 = int32_t(uint32_t(c388) + uint32_t(v486));
-    // yield %227, %205, %189
-    c388 = v490;
-    c389 = v439;
+    racc478[0] = tsr_red480[(tsr_tid & 15) * 1 + 0];
+    racc478[0] = int32_t(uint32_t(racc478[0]) + uint32_t(tsr::shfl_xor(racc478[0], 8)));
+    racc478[0] = int32_t(uint32_t(racc478[0]) + uint32_t(tsr::shfl_xor(racc478[0], 4)));
+    racc478[0] = int32_t(uint32_t(racc478[0]) + uint32_t(tsr::shfl_xor(racc478[0], 2)));
+    racc478[0] = int32_t(uint32_t(racc478[0]) + uint32_t(tsr::shfl_xor(racc478[0], 1)));
+    v477 = racc478[0];
+    // %241 = arange : tile<i32, [1024]>
+    int32_t v481[2];
     #pragma unroll
-    for (int s491 = 0; s491 < 16; ++s491) {
-      c390[s491] = v405[s491];
+    for (int s482 = 0; s482 < 2; ++s482) {
+      v481[s482] = int32_t(0 + ((s482 / 2) * 1024 + tsr_tid * 2 + (s482 % 2)));
     }
+    // %242 = splat %240 : tile<i32, [1024]>
+    int32_t v483[2];
+    #pragma unroll
+    for (int s484 = 0; s484 < 2; ++s484) {
+      v483[s484] = v477;
+    }
+    // %243 = cmp %241, %242 {pred = "eq"} : tile<i1, [1024]>
+    uint8_t v485[2];
+    #pragma unroll
+    for (int s486 = 0; s486 < 2; ++s486) {
+      v485[s486] = uint8_t(v481[s486] == v483[s486]);
+    }
+    // %244 = where %243, %183, %175 : tile<i32, [1024]>
+    int32_t v487[2];
+    #pragma unroll
+    for (int s488 = 0; s488 < 2; ++s488) {
+      v487[s488] = (v485[s488] ? c363[s488] : v340[s488]);
+    }
+    // %245 = reduce %244 {axis = 0, kind = "sum"} : i32
+    int32_t v489;
+    int32_t racc490[2];
+    #pragma unroll
+    for (int v_ = 0; v_ < 2; ++v_) racc490[v_] = int32_t(0);
+    #pragma unroll
+    for (int s491 = 0; s491 < 2; ++s491) {
+      racc490[s491 % 2] = int32_t(uint32_t(racc490[s491 % 2]) + uint32_t(v487[s491]));
+    }
+    racc490[0] = int32_t(uint32_t(racc490[0]) + uint32_t(racc490[1]));
+    racc490[0] = int32_t(uint32_t(racc490[0]) + uint32_t(tsr::shfl_xor(racc490[0], 16)));
+    racc490[0] = int32_t(uint32_t(racc490[0]) + uint32_t(tsr::shfl_xor(racc490[0], 8)));
+    racc490[0] = int32_t(uint32_t(racc490[0]) + uint32_t(tsr::shfl_xor(racc490[0], 4)));
+    racc490[0] = int32_t(uint32_t(racc490[0]) + uint32_t(tsr::shfl_xor(racc490[0], 2)));
+    racc490[0] = int32_t(uint32_t(racc490[0]) + uint32_t(tsr::shfl_xor(racc490[0], 1)));
+    __shared__ int32_t tsr_red492_mem[16];
+    int32_t* const tsr_red492 = tsr_red492_mem;
+    if ((tsr_tid & 31) == 0) {
+      tsr_red492[(tsr_tid >> 5) * 1 + 0] = racc490[0];
+    }
+    __syncthreads();
+    racc490[0] = tsr_red492[(tsr_tid & 15) * 1 + 0];
+    racc490[0] = int32_t(uint32_t(racc490[0]) + uint32_t(tsr::shfl_xor(racc490[0], 8)));
+    racc490[0] = int32_t(uint32_t(racc490[0]) + uint32_t(tsr::shfl_xor(racc490[0], 4)));
+    racc490[0] = int32_t(uint32_t(racc490[0]) + uint32_t(tsr::shfl_xor(racc490[0], 2)));
+    racc490[0] = int32_t(uint32_t(racc490[0]) + uint32_t(tsr::shfl_xor(racc490[0], 1)));
+    v489 = racc490[0];
+    // %246 = where %238, %183, %175 : tile<i32, [1024]>
+    int32_t v493[2];
+    #pragma unroll
+    for (int s494 = 0; s494 < 2; ++s494) {
+      v493[s494] = (v473[s494] ? c363[s494] : v340[s494]);
+    }
+    // %247 = reduce %246 {axis = 0, kind = "sum"} : i32
+    int32_t v495;
+    int32_t racc496[2];
+    #pragma unroll
+    for (int v_ = 0; v_ < 2; ++v_) racc496[v_] = int32_t(0);
+    #pragma unroll
+    for (int s497 = 0; s497 < 2; ++s497) {
+      racc496[s497 % 2] = int32_t(uint32_t(racc496[s497 % 2]) + uint32_t(v493[s497]));
+    }
+    racc496[0] = int32_t(uint32_t(racc496[0]) + uint32_t(racc496[1]));
+    racc496[0] = int32_t(uint32_t(racc496[0]) + uint32_t(tsr::shfl_xor(racc496[0], 16)));
+    racc496[0] = int32_t(uint32_t(racc496[0]) + uint32_t(tsr::shfl_xor(racc496[0], 8)));
+    racc496[0] = int32_t(uint32_t(racc496[0]) + uint32_t(tsr::shfl_xor(racc496[0], 4)));
+    racc496[0] = int32_t(uint32_t(racc496[0]) + uint32_t(tsr::shfl_xor(racc496[0], 2)));
+    racc496[0] = int32_t(uint32_t(racc496[0]) + uint32_t(tsr::shfl_xor(racc496[0], 1)));
+    __shared__ int32_t tsr_red498_mem[16];
+    int32_t* const tsr_red498 = tsr_red498_mem;
+    if ((tsr_tid & 31) == 0) {
+      tsr_red498[(tsr_tid >> 5) * 1 + 0] = racc496[0];
+    }
+    __syncthreads();
+    racc496[0] = tsr_red498[(tsr_tid & 15) * 1 + 0];
+    racc496[0] = int32_t(uint32_t(racc496[0]) + uint32_t(tsr::shfl_xor(racc496[0], 8)));
+    racc496[0] = int32_t(uint32_t(racc496[0]) + uint32_t(tsr::shfl_xor(racc496[0], 4)));
+    racc496[0] = int32_t(uint32_t(racc496[0]) + uint32_t(tsr::shfl_xor(racc496[0], 2)));
+    racc496[0] = int32_t(uint32_t(racc496[0]) + uint32_t(tsr::shfl_xor(racc496[0], 1)));
+    v495 = racc496[0];
+    // %248 = sub %90, %247 : i32
+    const int32_t v499 = int32_t(uint32_t(v170) - uint32_t(v495));
+    // %249 = cast %240 : u32
+    const uint32_t v500 = uint32_t(v477);
+    // %250 = shl %249, %14 : u32
+    const uint32_t v501 = tsr::ishl<uint32_t>(v500, v13);
+    // %251 = or %89, %250 : u32
+    const uint32_t v502 = uint32_t(v169 | v501);
+    // %252 = cmp %245, %248 {pred = "ne"} : i1
+    const uint8_t v503 = uint8_t(v489 != v499);
+    // yield %251, %248, %14, %252
+    v336 = v502;
+    v337 = v499;
+    v338 = v13;
+    v339 = v503;
+  } else {
+    // yield %89, %90, %91, %92
+    v336 = v169;
+    v337 = v170;
+    v338 = v171;
+    v339 = v172;
   }
-  // %228 = load_tile %indices, %1, %10 : tile<i32, [1, 64]>
+  // %253 = shr %171, %173 : u32
+  const uint32_t v504 = tsr::ishr<uint32_t>(v336, v338);
+  // async_copy %9, %x, %16, %1, %16
+  if (!(true && int64_t(v15) >= 0 && int64_t(v15) < 4LL)) __trap();  // slot index out of range
+  {
+    float* const dst505 = buf8 + ((0LL) * 4LL + int64_t(v15)) * 8192LL;
+    __syncthreads();
+    {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
+      const int64_t o506 = int64_t(v0) * 1LL;
+      const int64_t o507 = int64_t(v15) * 8192LL;
+      for (int64_t q508 = tsr_tid; q508 < 2048LL; q508 += tsr_nthreads) {
+        const int64_t gc510 = o507 + (q508 % 2048LL) * 4LL;
+        const int64_t nv511 = (true && (o506 + 0) >= 0 && (o506 + 0) < int64_t(tsr_dim_M) && gc510 >= 0) ? int64_t(tsr_dim_N) - gc510 : 0LL;  // elements in bounds (<= 0: none)
+        tsr::struct_copy_chunk(dst505 + q508 * 4LL, nv511 > 0 ? tsr_p0 + ((o506 + 0) * tsr_p0_s0 + gc510 * tsr_p0_s1) : tsr_p0, nv511, tsr_p0_s1);
+      }
+    }
+    tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+  }
+  // async_copy %9, %x, %4, %1, %4
+  if (!(true && int64_t(v3) >= 0 && int64_t(v3) < 4LL)) __trap();  // slot index out of range
+  {
+    float* const dst512 = buf8 + ((0LL) * 4LL + int64_t(v3)) * 8192LL;
+    __syncthreads();
+    {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
+      const int64_t o513 = int64_t(v0) * 1LL;
+      const int64_t o514 = int64_t(v3) * 8192LL;
+      for (int64_t q515 = tsr_tid; q515 < 2048LL; q515 += tsr_nthreads) {
+        const int64_t gc517 = o514 + (q515 % 2048LL) * 4LL;
+        const int64_t nv518 = (true && (o513 + 0) >= 0 && (o513 + 0) < int64_t(tsr_dim_M) && gc517 >= 0) ? int64_t(tsr_dim_N) - gc517 : 0LL;  // elements in bounds (<= 0: none)
+        tsr::struct_copy_chunk(dst512 + q515 * 4LL, nv518 > 0 ? tsr_p0 + ((o513 + 0) * tsr_p0_s0 + gc517 * tsr_p0_s1) : tsr_p0, nv518, tsr_p0_s1);
+      }
+    }
+    tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+  }
+  // %254 = const {value = 2147483647} : u32
+  const uint32_t v519 = uint32_t(2147483647LL);
+  // %255 = const {value = 31} : u32
+  const uint32_t v520 = uint32_t(31LL);
+  // %256 = sub %7, %4 : i32
+  const int32_t v521 = int32_t(uint32_t(v6) - uint32_t(v3));
+  // %257, %258 = for %16, %13, %4, %16, %16 : i32, i32 {...}
+  int32_t c522;
+  c522 = v15;
+  int32_t c523;
+  c523 = v15;
+  for (int64_t iv524_ = v15; v3 > 0 && iv524_ < v12; iv524_ += v3) {
+    const int32_t iv524 = int32_t(iv524_);
+    // async_wait
+    tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible
+    __syncthreads();
+    // %262 = rem %259, %10 : i32
+    const int32_t v525 = tsr::irem<int32_t>(iv524, v9);
+    // %263 = mul %262, %10 : i32
+    const int32_t v526 = int32_t(uint32_t(v525) * uint32_t(v9));
+    // %264 = add %259, %4 : i32
+    const int32_t v527 = int32_t(uint32_t(iv524) + uint32_t(v3));
+    // %265 = cmp %264, %13 {pred = "lt"} : i1
+    const uint8_t v528 = uint8_t(v527 < v12);
+    // if %265 {...}
+    if (v528) {
+      // %266 = mul %264, %10 : i32
+      const int32_t v529 = int32_t(uint32_t(v527) * uint32_t(v9));
+      // %267 = add %266, %16 : i32
+      const int32_t v530 = int32_t(uint32_t(v529) + uint32_t(v15));
+      // %268 = sub %10, %263 : i32
+      const int32_t v531 = int32_t(uint32_t(v9) - uint32_t(v526));
+      // %269 = add %268, %16 : i32
+      const int32_t v532 = int32_t(uint32_t(v531) + uint32_t(v15));
+      // async_copy %9, %x, %269, %1, %267
+      if (!(true && int64_t(v532) >= 0 && int64_t(v532) < 4LL)) __trap();  // slot index out of range
+      {
+        float* const dst533 = buf8 + ((0LL) * 4LL + int64_t(v532)) * 8192LL;
+        __syncthreads();
+        {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
+          const int64_t o534 = int64_t(v0) * 1LL;
+          const int64_t o535 = int64_t(v530) * 8192LL;
+          for (int64_t q536 = tsr_tid; q536 < 2048LL; q536 += tsr_nthreads) {
+            const int64_t gc538 = o535 + (q536 % 2048LL) * 4LL;
+            const int64_t nv539 = (true && (o534 + 0) >= 0 && (o534 + 0) < int64_t(tsr_dim_M) && gc538 >= 0) ? int64_t(tsr_dim_N) - gc538 : 0LL;  // elements in bounds (<= 0: none)
+            tsr::struct_copy_chunk(dst533 + q536 * 4LL, nv539 > 0 ? tsr_p0 + ((o534 + 0) * tsr_p0_s0 + gc538 * tsr_p0_s1) : tsr_p0, nv539, tsr_p0_s1);
+          }
+        }
+        tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+      }
+      // %270 = add %266, %4 : i32
+      const int32_t v540 = int32_t(uint32_t(v529) + uint32_t(v3));
+      // %271 = add %268, %4 : i32
+      const int32_t v541 = int32_t(uint32_t(v531) + uint32_t(v3));
+      // async_copy %9, %x, %271, %1, %270
+      if (!(true && int64_t(v541) >= 0 && int64_t(v541) < 4LL)) __trap();  // slot index out of range
+      {
+        float* const dst542 = buf8 + ((0LL) * 4LL + int64_t(v541)) * 8192LL;
+        __syncthreads();
+        {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
+          const int64_t o543 = int64_t(v0) * 1LL;
+          const int64_t o544 = int64_t(v540) * 8192LL;
+          for (int64_t q545 = tsr_tid; q545 < 2048LL; q545 += tsr_nthreads) {
+            const int64_t gc547 = o544 + (q545 % 2048LL) * 4LL;
+            const int64_t nv548 = (true && (o543 + 0) >= 0 && (o543 + 0) < int64_t(tsr_dim_M) && gc547 >= 0) ? int64_t(tsr_dim_N) - gc547 : 0LL;  // elements in bounds (<= 0: none)
+            tsr::struct_copy_chunk(dst542 + q545 * 4LL, nv548 > 0 ? tsr_p0 + ((o543 + 0) * tsr_p0_s0 + gc547 * tsr_p0_s1) : tsr_p0, nv548, tsr_p0_s1);
+          }
+        }
+        tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+      }
+      // yield
+    } else {
+      // yield
+    }
+    // %272 = mul %259, %10 : i32
+    const int32_t v549 = int32_t(uint32_t(iv524) * uint32_t(v9));
+    // %273 = sub %7, %272 : i32
+    const int32_t v550 = int32_t(uint32_t(v6) - uint32_t(v549));
+    // %274 = min %10, %273 : i32
+    const int32_t v551 = tsr::imin<int32_t>(v9, v550);
+    // %275, %276 = for %16, %274, %4, %260, %261 : i32, i32 {...}
+    int32_t c552;
+    c552 = c522;
+    int32_t c553;
+    c553 = c523;
+    for (int64_t iv554_ = v15; v3 > 0 && iv554_ < v551; iv554_ += v3) {
+      const int32_t iv554 = int32_t(iv554_);
+      // %280 = add %272, %277 : i32
+      const int32_t v555 = int32_t(uint32_t(v549) + uint32_t(iv554));
+      // %281 = add %263, %277 : i32
+      const int32_t v556 = int32_t(uint32_t(v526) + uint32_t(iv554));
+      // %282 = buffer_read %9, %281 : tile<f32, [1, 8192]>
+      if (!(true && int64_t(v556) >= 0 && int64_t(v556) < 4LL)) __trap();  // slot index out of range
+      const float* const src557 = buf8 + ((0LL) * 4LL + int64_t(v556)) * 8192LL;
+      float v558[16];
+      #pragma unroll
+      for (int c559 = 0; c559 < 2; ++c559) {
+        float v_[8];
+        tsr::copy_vec<float, 8>(v_, src557 + c559 * 4096 + tsr_tid * 8);
+        #pragma unroll
+        for (int l_ = 0; l_ < 8; ++l_) v558[c559 * 8 + l_] = v_[l_];
+      }
+      // %283 = reshape %282 : tile<f32, [8192]>
+      float v560[16];
+      #pragma unroll
+      for (int s561 = 0; s561 < 16; ++s561) {
+        v560[s561] = v558[s561];
+      }
+      // %284 = bitcast %283 : tile<u32, [8192]>
+      uint32_t v562[16];
+      #pragma unroll
+      for (int s563 = 0; s563 < 16; ++s563) {
+        v562[s563] = uint32_t(tsr::f32_bits(v560[s563]));
+      }
+      // %285 = splat %254 : tile<u32, [8192]>
+      uint32_t v564[16];
+      #pragma unroll
+      for (int s565 = 0; s565 < 16; ++s565) {
+        v564[s565] = v519;
+      }
+      // %286 = xor %284, %285 : tile<u32, [8192]>
+      uint32_t v566[16];
+      #pragma unroll
+      for (int s567 = 0; s567 < 16; ++s567) {
+        v566[s567] = uint32_t(v562[s567] ^ v564[s567]);
+      }
+      // %287 = splat %255 : tile<u32, [8192]>
+      uint32_t v568[16];
+      #pragma unroll
+      for (int s569 = 0; s569 < 16; ++s569) {
+        v568[s569] = v520;
+      }
+      // %288 = shr %284, %287 : tile<u32, [8192]>
+      uint32_t v570[16];
+      #pragma unroll
+      for (int s571 = 0; s571 < 16; ++s571) {
+        v570[s571] = tsr::ishr<uint32_t>(v562[s571], v568[s571]);
+      }
+      // %289 = splat %14 : tile<u32, [8192]>
+      uint32_t v572[16];
+      #pragma unroll
+      for (int s573 = 0; s573 < 16; ++s573) {
+        v572[s573] = v13;
+      }
+      // %290 = cmp %288, %289 {pred = "eq"} : tile<i1, [8192]>
+      uint8_t v574[16];
+      #pragma unroll
+      for (int s575 = 0; s575 < 16; ++s575) {
+        v574[s575] = uint8_t(v570[s575] == v572[s575]);
+      }
+      // %291 = where %290, %286, %284 : tile<u32, [8192]>
+      uint32_t v576[16];
+      #pragma unroll
+      for (int s577 = 0; s577 < 16; ++s577) {
+        v576[s577] = (v574[s577] ? v566[s577] : v562[s577]);
+      }
+      // %292 = cmp %280, %256 {pred = "eq"} : i1
+      const uint8_t v578 = uint8_t(v555 == v521);
+      // %293 = if %292 : tile<u32, [8192]> {...}
+      uint32_t v579[16];
+      if (v578) {
+        // %294 = mul %280, %3 : i32
+        const int32_t v580 = int32_t(uint32_t(v555) * uint32_t(v2));
+        // %295 = arange : tile<i32, [8192]>
+        int32_t v581[16];
+        #pragma unroll
+        for (int s582 = 0; s582 < 16; ++s582) {
+          v581[s582] = int32_t(0 + ((s582 / 8) * 4096 + tsr_tid * 8 + (s582 % 8)));
+        }
+        // %296 = splat %294 : tile<i32, [8192]>
+        int32_t v583[16];
+        #pragma unroll
+        for (int s584 = 0; s584 < 16; ++s584) {
+          v583[s584] = v580;
+        }
+        // %297 = add %295, %296 : tile<i32, [8192]>
+        int32_t v585[16];
+        #pragma unroll
+        for (int s586 = 0; s586 < 16; ++s586) {
+          v585[s586] = int32_t(uint32_t(v581[s586]) + uint32_t(v583[s586]));
+        }
+        // %298 = splat %2 : tile<i32, [8192]>
+        int32_t v587[16];
+        #pragma unroll
+        for (int s588 = 0; s588 < 16; ++s588) {
+          v587[s588] = v1;
+        }
+        // %299 = cmp %297, %298 {pred = "lt"} : tile<i1, [8192]>
+        uint8_t v589[16];
+        #pragma unroll
+        for (int s590 = 0; s590 < 16; ++s590) {
+          v589[s590] = uint8_t(v585[s590] < v587[s590]);
+        }
+        // %300 = splat %8 : tile<u32, [8192]>
+        uint32_t v591[16];
+        #pragma unroll
+        for (int s592 = 0; s592 < 16; ++s592) {
+          v591[s592] = v7;
+        }
+        // %301 = where %299, %291, %300 : tile<u32, [8192]>
+        uint32_t v593[16];
+        #pragma unroll
+        for (int s594 = 0; s594 < 16; ++s594) {
+          v593[s594] = (v589[s594] ? v576[s594] : v591[s594]);
+        }
+        // yield %301
+        #pragma unroll
+        for (int s595 = 0; s595 < 16; ++s595) {
+          v579[s595] = v593[s595];
+        }
+      } else {
+        // yield %291
+        #pragma unroll
+        for (int s596 = 0; s596 < 16; ++s596) {
+          v579[s596] = v576[s596];
+        }
+      }
+      // %302 = splat %173 : tile<u32, [8192]>
+      uint32_t v597[16];
+      #pragma unroll
+      for (int s598 = 0; s598 < 16; ++s598) {
+        v597[s598] = v338;
+      }
+      // %303 = shr %293, %302 : tile<u32, [8192]>
+      uint32_t v599[16];
+      #pragma unroll
+      for (int s600 = 0; s600 < 16; ++s600) {
+        v599[s600] = tsr::ishr<uint32_t>(v579[s600], v597[s600]);
+      }
+      // %304 = splat %253 : tile<u32, [8192]>
+      uint32_t v601[16];
+      #pragma unroll
+      for (int s602 = 0; s602 < 16; ++s602) {
+        v601[s602] = v504;
+      }
+      // %305 = cmp %303, %304 {pred = "eq"} : tile<i1, [8192]>
+      uint8_t v603[16];
+      #pragma unroll
+      for (int s604 = 0; s604 < 16; ++s604) {
+        v603[s604] = uint8_t(v599[s604] == v601[s604]);
+      }
+      // %306 = cmp %303, %304 {pred = "lt"} : tile<i1, [8192]>
+      uint8_t v605[16];
+      #pragma unroll
+      for (int s606 = 0; s606 < 16; ++s606) {
+        v605[s606] = uint8_t(v599[s606] < v601[s606]);
+      }
+      // %307 = cast %305 : tile<i32, [8192]>
+      int32_t v607[16];
+      #pragma unroll
+      for (int s608 = 0; s608 < 16; ++s608) {
+        v607[s608] = int32_t(v603[s608]);
+      }
+      // %308 = reduce %307 {axis = 0, kind = "sum"} : i32
+      int32_t v609;
+      int32_t racc610[8];
+      #pragma unroll
+      for (int v_ = 0; v_ < 8; ++v_) racc610[v_] = int32_t(0);
+      #pragma unroll
+      for (int s611 = 0; s611 < 16; ++s611) {
+        racc610[s611 % 8] = int32_t(uint32_t(racc610[s611 % 8]) + uint32_t(v607[s611]));
+      }
+      racc610[0] = int32_t(uint32_t(racc610[0]) + uint32_t(racc610[4]));
+      racc610[1] = int32_t(uint32_t(racc610[1]) + uint32_t(racc610[5]));
+      racc610[2] = int32_t(uint32_t(racc610[2]) + uint32_t(racc610[6]));
+      racc610[3] = int32_t(uint32_t(racc610[3]) + uint32_t(racc610[7]));
+      racc610[0] = int32_t(uint32_t(racc610[0]) + uint32_t(racc610[2]));
+      racc610[1] = int32_t(uint32_t(racc610[1]) + uint32_t(racc610[3]));
+      racc610[0] = int32_t(uint32_t(racc610[0]) + uint32_t(racc610[1]));
+      racc610[0] = int32_t(uint32_t(racc610[0]) + uint32_t(tsr::shfl_xor(racc610[0], 16)));
+      racc610[0] = int32_t(uint32_t(racc610[0]) + uint32_t(tsr::shfl_xor(racc610[0], 8)));
+      racc610[0] = int32_t(uint32_t(racc610[0]) + uint32_t(tsr::shfl_xor(racc610[0], 4)));
+      racc610[0] = int32_t(uint32_t(racc610[0]) + uint32_t(tsr::shfl_xor(racc610[0], 2)));
+      racc610[0] = int32_t(uint32_t(racc610[0]) + uint32_t(tsr::shfl_xor(racc610[0], 1)));
+      __shared__ int32_t tsr_red612_mem[32];
+      int32_t* const tsr_red612 = tsr_red612_mem + tsr_red612_at;
+      tsr_red612_at ^= 16;
+      if ((tsr_tid & 31) == 0) {
+        tsr_red612[(tsr_tid >> 5) * 1 + 0] = racc610[0];
+      }
+      __syncthreads();
+      racc610[0] = tsr_red612[(tsr_tid & 15) * 1 + 0];
+      racc610[0] = int32_t(uint32_t(racc610[0]) + uint32_t(tsr::shfl_xor(racc610[0], 8)));
+      racc610[0] = int32_t(uint32_t(racc610[0]) + uint32_t(tsr::shfl_xor(racc610[0], 4)));
+      racc610[0] = int32_t(uint32_t(racc610[0]) + uint32_t(tsr::shfl_xor(racc610[0], 2)));
+      racc610[0] = int32_t(uint32_t(racc610[0]) + uint32_t(tsr::shfl_xor(racc610[0], 1)));
+      v609 = racc610[0];
+      // %309 = add %279, %308 : i32
+      const int32_t v613 = int32_t(uint32_t(c553) + uint32_t(v609));
+      // %310 = cmp %309, %172 {pred = "le"} : i1
+      const uint8_t v614 = uint8_t(v613 <= v337);
+      // %311 = if %310 : tile<i1, [8192]> {...}
+      uint8_t v615[16];
+      if (v614) {
+        // %312 = or %306, %305 : tile<i1, [8192]>
+        uint8_t v616[16];
+        #pragma unroll
+        for (int s617 = 0; s617 < 16; ++s617) {
+          v616[s617] = uint8_t(v605[s617] | v603[s617]);
+        }
+        // yield %312
+        #pragma unroll
+        for (int s618 = 0; s618 < 16; ++s618) {
+          v615[s618] = v616[s618];
+        }
+      } else {
+        // %313 = scan %307 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+        int32_t v619[16];
+        uint32_t run620 = uint32_t(0);
+        uint32_t acc621_0 = uint32_t(0);
+        acc621_0 += uint32_t(v607[0]); v619[0] = int32_t(acc621_0);
+        acc621_0 += uint32_t(v607[1]); v619[1] = int32_t(acc621_0);
+        acc621_0 += uint32_t(v607[2]); v619[2] = int32_t(acc621_0);
+        acc621_0 += uint32_t(v607[3]); v619[3] = int32_t(acc621_0);
+        acc621_0 += uint32_t(v607[4]); v619[4] = int32_t(acc621_0);
+        acc621_0 += uint32_t(v607[5]); v619[5] = int32_t(acc621_0);
+        acc621_0 += uint32_t(v607[6]); v619[6] = int32_t(acc621_0);
+        acc621_0 += uint32_t(v607[7]); v619[7] = int32_t(acc621_0);
+        __syncthreads();
+        uint32_t tot623_0;
+        const uint32_t off622_0 = run620 + tsr::block_exclusive_sum<16>(acc621_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot623_0);
+        v619[0] = int32_t(uint32_t(v619[0]) + off622_0);
+        v619[1] = int32_t(uint32_t(v619[1]) + off622_0);
+        v619[2] = int32_t(uint32_t(v619[2]) + off622_0);
+        v619[3] = int32_t(uint32_t(v619[3]) + off622_0);
+        v619[4] = int32_t(uint32_t(v619[4]) + off622_0);
+        v619[5] = int32_t(uint32_t(v619[5]) + off622_0);
+        v619[6] = int32_t(uint32_t(v619[6]) + off622_0);
+        v619[7] = int32_t(uint32_t(v619[7]) + off622_0);
+        run620 += tot623_0;
+        uint32_t acc621_1 = uint32_t(0);
+        acc621_1 += uint32_t(v607[8]); v619[8] = int32_t(acc621_1);
+        acc621_1 += uint32_t(v607[9]); v619[9] = int32_t(acc621_1);
+        acc621_1 += uint32_t(v607[10]); v619[10] = int32_t(acc621_1);
+        acc621_1 += uint32_t(v607[11]); v619[11] = int32_t(acc621_1);
+        acc621_1 += uint32_t(v607[12]); v619[12] = int32_t(acc621_1);
+        acc621_1 += uint32_t(v607[13]); v619[13] = int32_t(acc621_1);
+        acc621_1 += uint32_t(v607[14]); v619[14] = int32_t(acc621_1);
+        acc621_1 += uint32_t(v607[15]); v619[15] = int32_t(acc621_1);
+        __syncthreads();
+        uint32_t tot623_1;
+        const uint32_t off622_1 = run620 + tsr::block_exclusive_sum<16>(acc621_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot623_1);
+        v619[8] = int32_t(uint32_t(v619[8]) + off622_1);
+        v619[9] = int32_t(uint32_t(v619[9]) + off622_1);
+        v619[10] = int32_t(uint32_t(v619[10]) + off622_1);
+        v619[11] = int32_t(uint32_t(v619[11]) + off622_1);
+        v619[12] = int32_t(uint32_t(v619[12]) + off622_1);
+        v619[13] = int32_t(uint32_t(v619[13]) + off622_1);
+        v619[14] = int32_t(uint32_t(v619[14]) + off622_1);
+        v619[15] = int32_t(uint32_t(v619[15]) + off622_1);
+        run620 += tot623_1;
+        // %314 = splat %279 : tile<i32, [8192]>
+        int32_t v624[16];
+        #pragma unroll
+        for (int s625 = 0; s625 < 16; ++s625) {
+          v624[s625] = c553;
+        }
+        // %315 = add %313, %314 : tile<i32, [8192]>
+        int32_t v626[16];
+        #pragma unroll
+        for (int s627 = 0; s627 < 16; ++s627) {
+          v626[s627] = int32_t(uint32_t(v619[s627]) + uint32_t(v624[s627]));
+        }
+        // %316 = splat %172 : tile<i32, [8192]>
+        int32_t v628[16];
+        #pragma unroll
+        for (int s629 = 0; s629 < 16; ++s629) {
+          v628[s629] = v337;
+        }
+        // %317 = cmp %315, %316 {pred = "le"} : tile<i1, [8192]>
+        uint8_t v630[16];
+        #pragma unroll
+        for (int s631 = 0; s631 < 16; ++s631) {
+          v630[s631] = uint8_t(v626[s631] <= v628[s631]);
+        }
+        // %318 = and %305, %317 : tile<i1, [8192]>
+        uint8_t v632[16];
+        #pragma unroll
+        for (int s633 = 0; s633 < 16; ++s633) {
+          v632[s633] = uint8_t(v603[s633] & v630[s633]);
+        }
+        // %319 = or %306, %318 : tile<i1, [8192]>
+        uint8_t v634[16];
+        #pragma unroll
+        for (int s635 = 0; s635 < 16; ++s635) {
+          v634[s635] = uint8_t(v605[s635] | v632[s635]);
+        }
+        // yield %319
+        #pragma unroll
+        for (int s636 = 0; s636 < 16; ++s636) {
+          v615[s636] = v634[s636];
+        }
+      }
+      // %320 = sub %278, %4 : i32
+      const int32_t v637 = int32_t(uint32_t(c552) - uint32_t(v3));
+      // %321 = cast %311 : tile<i32, [8192]>
+      int32_t v638[16];
+      #pragma unroll
+      for (int s639 = 0; s639 < 16; ++s639) {
+        v638[s639] = int32_t(v615[s639]);
+      }
+      // %322 = scan %321 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+      int32_t v640[16];
+      uint32_t run641 = uint32_t(0);
+      uint32_t acc642_0 = uint32_t(0);
+      acc642_0 += uint32_t(v638[0]); v640[0] = int32_t(acc642_0);
+      acc642_0 += uint32_t(v638[1]); v640[1] = int32_t(acc642_0);
+      acc642_0 += uint32_t(v638[2]); v640[2] = int32_t(acc642_0);
+      acc642_0 += uint32_t(v638[3]); v640[3] = int32_t(acc642_0);
+      acc642_0 += uint32_t(v638[4]); v640[4] = int32_t(acc642_0);
+      acc642_0 += uint32_t(v638[5]); v640[5] = int32_t(acc642_0);
+      acc642_0 += uint32_t(v638[6]); v640[6] = int32_t(acc642_0);
+      acc642_0 += uint32_t(v638[7]); v640[7] = int32_t(acc642_0);
+      __syncthreads();
+      uint32_t tot644_0;
+      const uint32_t off643_0 = run641 + tsr::block_exclusive_sum<16>(acc642_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot644_0);
+      v640[0] = int32_t(uint32_t(v640[0]) + off643_0);
+      v640[1] = int32_t(uint32_t(v640[1]) + off643_0);
+      v640[2] = int32_t(uint32_t(v640[2]) + off643_0);
+      v640[3] = int32_t(uint32_t(v640[3]) + off643_0);
+      v640[4] = int32_t(uint32_t(v640[4]) + off643_0);
+      v640[5] = int32_t(uint32_t(v640[5]) + off643_0);
+      v640[6] = int32_t(uint32_t(v640[6]) + off643_0);
+      v640[7] = int32_t(uint32_t(v640[7]) + off643_0);
+      run641 += tot644_0;
+      uint32_t acc642_1 = uint32_t(0);
+      acc642_1 += uint32_t(v638[8]); v640[8] = int32_t(acc642_1);
+      acc642_1 += uint32_t(v638[9]); v640[9] = int32_t(acc642_1);
+      acc642_1 += uint32_t(v638[10]); v640[10] = int32_t(acc642_1);
+      acc642_1 += uint32_t(v638[11]); v640[11] = int32_t(acc642_1);
+      acc642_1 += uint32_t(v638[12]); v640[12] = int32_t(acc642_1);
+      acc642_1 += uint32_t(v638[13]); v640[13] = int32_t(acc642_1);
+      acc642_1 += uint32_t(v638[14]); v640[14] = int32_t(acc642_1);
+      acc642_1 += uint32_t(v638[15]); v640[15] = int32_t(acc642_1);
+      __syncthreads();
+      uint32_t tot644_1;
+      const uint32_t off643_1 = run641 + tsr::block_exclusive_sum<16>(acc642_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot644_1);
+      v640[8] = int32_t(uint32_t(v640[8]) + off643_1);
+      v640[9] = int32_t(uint32_t(v640[9]) + off643_1);
+      v640[10] = int32_t(uint32_t(v640[10]) + off643_1);
+      v640[11] = int32_t(uint32_t(v640[11]) + off643_1);
+      v640[12] = int32_t(uint32_t(v640[12]) + off643_1);
+      v640[13] = int32_t(uint32_t(v640[13]) + off643_1);
+      v640[14] = int32_t(uint32_t(v640[14]) + off643_1);
+      v640[15] = int32_t(uint32_t(v640[15]) + off643_1);
+      run641 += tot644_1;
+      // %323 = splat %320 : tile<i32, [8192]>
+      int32_t v645[16];
+      #pragma unroll
+      for (int s646 = 0; s646 < 16; ++s646) {
+        v645[s646] = v637;
+      }
+      // %324 = add %322, %323 : tile<i32, [8192]>
+      int32_t v647[16];
+      #pragma unroll
+      for (int s648 = 0; s648 < 16; ++s648) {
+        v647[s648] = int32_t(uint32_t(v640[s648]) + uint32_t(v645[s648]));
+      }
+      // %325 = splat %1 : tile<i32, [8192]>
+      int32_t v649[16];
+      #pragma unroll
+      for (int s650 = 0; s650 < 16; ++s650) {
+        v649[s650] = v0;
+      }
+      // scatter %values, %283, %325, %324, %311
+      #pragma unroll
+      for (int s651 = 0; s651 < 16; ++s651) {
+        if ((v615[s651] != 0) && (int64_t(v649[s651]) >= 0 && int64_t(v649[s651]) < int64_t(tsr_dim_M) && int64_t(v647[s651]) >= 0 && int64_t(v647[s651]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v649[s651]) * tsr_p1_s0 + int64_t(v647[s651]) * tsr_p1_s1] = v560[s651];
+      }
+      // %326 = mul %280, %3 : i32
+      const int32_t v652 = int32_t(uint32_t(v555) * uint32_t(v2));
+      // %327 = arange : tile<i32, [8192]>
+      int32_t v653[16];
+      #pragma unroll
+      for (int s654 = 0; s654 < 16; ++s654) {
+        v653[s654] = int32_t(0 + ((s654 / 8) * 4096 + tsr_tid * 8 + (s654 % 8)));
+      }
+      // %328 = splat %326 : tile<i32, [8192]>
+      int32_t v655[16];
+      #pragma unroll
+      for (int s656 = 0; s656 < 16; ++s656) {
+        v655[s656] = v652;
+      }
+      // %329 = add %327, %328 : tile<i32, [8192]>
+      int32_t v657[16];
+      #pragma unroll
+      for (int s658 = 0; s658 < 16; ++s658) {
+        v657[s658] = int32_t(uint32_t(v653[s658]) + uint32_t(v655[s658]));
+      }
+      // scatter %indices, %329, %325, %324, %311
+      #pragma unroll
+      for (int s659 = 0; s659 < 16; ++s659) {
+        if ((v615[s659] != 0) && (int64_t(v649[s659]) >= 0 && int64_t(v649[s659]) < int64_t(tsr_dim_M) && int64_t(v647[s659]) >= 0 && int64_t(v647[s659]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v649[s659]) * tsr_p2_s0 + int64_t(v647[s659]) * tsr_p2_s1] = v657[s659];
+      }
+      // %330 = reduce %321 {axis = 0, kind = "sum"} : i32
+      int32_t v660;
+      int32_t racc661[8];
+      #pragma unroll
+      for (int v_ = 0; v_ < 8; ++v_) racc661[v_] = int32_t(0);
+      #pragma unroll
+      for (int s662 = 0; s662 < 16; ++s662) {
+        racc661[s662 % 8] = int32_t(uint32_t(racc661[s662 % 8]) + uint32_t(v638[s662]));
+      }
+      racc661[0] = int32_t(uint32_t(racc661[0]) + uint32_t(racc661[4]));
+      racc661[1] = int32_t(uint32_t(racc661[1]) + uint32_t(racc661[5]));
+      racc661[2] = int32_t(uint32_t(racc661[2]) + uint32_t(racc661[6]));
+      racc661[3] = int32_t(uint32_t(racc661[3]) + uint32_t(racc661[7]));
+      racc661[0] = int32_t(uint32_t(racc661[0]) + uint32_t(racc661[2]));
+      racc661[1] = int32_t(uint32_t(racc661[1]) + uint32_t(racc661[3]));
+      racc661[0] = int32_t(uint32_t(racc661[0]) + uint32_t(racc661[1]));
+      racc661[0] = int32_t(uint32_t(racc661[0]) + uint32_t(tsr::shfl_xor(racc661[0], 16)));
+      racc661[0] = int32_t(uint32_t(racc661[0]) + uint32_t(tsr::shfl_xor(racc661[0], 8)));
+      racc661[0] = int32_t(uint32_t(racc661[0]) + uint32_t(tsr::shfl_xor(racc661[0], 4)));
+      racc661[0] = int32_t(uint32_t(racc661[0]) + uint32_t(tsr::shfl_xor(racc661[0], 2)));
+      racc661[0] = int32_t(uint32_t(racc661[0]) + uint32_t(tsr::shfl_xor(racc661[0], 1)));
+      __shared__ int32_t tsr_red663_mem[32];
+      int32_t* const tsr_red663 = tsr_red663_mem + tsr_red663_at;
+      tsr_red663_at ^= 16;
+      if ((tsr_tid & 31) == 0) {
+        tsr_red663[(tsr_tid >> 5) * 1 + 0] = racc661[0];
+      }
+      __syncthreads();
+      racc661[0] = tsr_red663[(tsr_tid & 15) * 1 + 0];
+      racc661[0] = int32_t(uint32_t(racc661[0]) + uint32_t(tsr::shfl_xor(racc661[0], 8)));
+      racc661[0] = int32_t(uint32_t(racc661[0]) + uint32_t(tsr::shfl_xor(racc661[0], 4)));
+      racc661[0] = int32_t(uint32_t(racc661[0]) + uint32_t(tsr::shfl_xor(racc661[0], 2)));
+      racc661[0] = int32_t(uint32_t(racc661[0]) + uint32_t(tsr::shfl_xor(racc661[0], 1)));
+      v660 = racc661[0];
+      // %331 = add %278, %330 : i32
+      const int32_t v664 = int32_t(uint32_t(c552) + uint32_t(v660));
+      // yield %331, %309
+      c552 = v664;
+      c553 = v613;
+    }
+    // yield %275, %276
+    c522 = c552;
+    c523 = c553;
+  }
+  // %332 = load_tile %indices, %1, %16 : tile<i32, [1, 64]>
   __syncthreads();
-  int32_t v492[1];
+  int32_t v665[1];
   {
-    const int64_t o493 = int64_t(v0) * 1;
-    const int64_t o494 = int64_t(v9) * 64;
+    const int64_t o666 = int64_t(v0) * 1;
+    const int64_t o667 = int64_t(v15) * 64;
     #pragma unroll
-    for (int s495 = 0; s495 < 1; ++s495) {
-      const int e496 = (s495 * 512 + tsr_tid);
-      v492[s495] = ((s495 * 512 + tsr_tid) < 64) && ((o493 + 0) >= 0 && (o493 + 0) < int64_t(tsr_dim_M) && (o494 + (e496)) >= 0 && (o494 + (e496)) < int64_t(tsr_dim_K)) ? tsr_p2[(o493 + 0) * tsr_p2_s0 + (o494 + (e496)) * tsr_p2_s1] : int32_t(0LL);
+    for (int s668 = 0; s668 < 1; ++s668) {
+      const int e669 = (s668 * 512 + tsr_tid);
+      v665[s668] = ((s668 * 512 + tsr_tid) < 64) && ((o666 + 0) >= 0 && (o666 + 0) < int64_t(tsr_dim_M) && (o667 + (e669)) >= 0 && (o667 + (e669)) < int64_t(tsr_dim_K)) ? tsr_p2[(o666 + 0) * tsr_p2_s0 + (o667 + (e669)) * tsr_p2_s1] : int32_t(0LL);
     }
   }
-  // %229 = load_tile %values, %1, %10 : tile<f32, [1, 64]>
-  float v497[1];
+  // %333 = load_tile %values, %1, %16 : tile<f32, [1, 64]>
+  float v670[1];
   {
-    const int64_t o498 = int64_t(v0) * 1;
-    const int64_t o499 = int64_t(v9) * 64;
+    const int64_t o671 = int64_t(v0) * 1;
+    const int64_t o672 = int64_t(v15) * 64;
     #pragma unroll
-    for (int s500 = 0; s500 < 1; ++s500) {
-      const int e501 = (s500 * 512 + tsr_tid);
-      v497[s500] = ((s500 * 512 + tsr_tid) < 64) && ((o498 + 0) >= 0 && (o498 + 0) < int64_t(tsr_dim_M) && (o499 + (e501)) >= 0 && (o499 + (e501)) < int64_t(tsr_dim_K)) ? tsr_p1[(o498 + 0) * tsr_p1_s0 + (o499 + (e501)) * tsr_p1_s1] : 0x0p+0f;
+    for (int s673 = 0; s673 < 1; ++s673) {
+      const int e674 = (s673 * 512 + tsr_tid);
+      v670[s673] = ((s673 * 512 + tsr_tid) < 64) && ((o671 + 0) >= 0 && (o671 + 0) < int64_t(tsr_dim_M) && (o672 + (e674)) >= 0 && (o672 + (e674)) < int64_t(tsr_dim_K)) ? tsr_p1[(o671 + 0) * tsr_p1_s0 + (o672 + (e674)) * tsr_p1_s1] : 0x0p+0f;
     }
   }
-  // %230, %231 = sort %229, %228 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
-  float v502[1];
-  int32_t v503[1];
+  // %334, %335 = sort %333, %332 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
+  float v675[1];
+  int32_t v676[1];
   __syncthreads();
   #pragma unroll
-  for (int s504 = 0; s504 < 1; ++s504) {
-    if (((s504 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s504 * 512 + tsr_tid)] = v497[s504];
+  for (int s677 = 0; s677 < 1; ++s677) {
+    if (((s677 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s677 * 512 + tsr_tid)] = v670[s677];
   }
   __syncthreads();
   #pragma unroll
-  for (int s505 = 0; s505 < 1; ++s505) {
-    if (((s505 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s505 * 512 + tsr_tid)] = v492[s505];
+  for (int s678 = 0; s678 < 1; ++s678) {
+    if (((s678 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s678 * 512 + tsr_tid)] = v665[s678];
   }
   __syncthreads();
   for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
@@ -1739,39 +2237,39 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
     }
   }
   #pragma unroll
-  for (int s506 = 0; s506 < 1; ++s506) {
-    const int e507 = (s506 * 512 + tsr_tid);
-    v502[s506] = ((s506 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e507) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e507) / 64) * 1 + ((e507) % 1)) * 64 + (((e507) / 1) % 64)]) * 1 + ((e507) % 1)]) : float(0);
+  for (int s679 = 0; s679 < 1; ++s679) {
+    const int e680 = (s679 * 512 + tsr_tid);
+    v675[s679] = ((s679 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e680) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e680) / 64) * 1 + ((e680) % 1)) * 64 + (((e680) / 1) % 64)]) * 1 + ((e680) % 1)]) : float(0);
   }
   #pragma unroll
-  for (int s508 = 0; s508 < 1; ++s508) {
-    const int e509 = (s508 * 512 + tsr_tid);
-    v503[s508] = ((s508 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e509) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e509) / 64) * 1 + ((e509) % 1)) * 64 + (((e509) / 1) % 64)]) * 1 + ((e509) % 1)]) : int32_t(0);
+  for (int s681 = 0; s681 < 1; ++s681) {
+    const int e682 = (s681 * 512 + tsr_tid);
+    v676[s681] = ((s681 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e682) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e682) / 64) * 1 + ((e682) % 1)) * 64 + (((e682) / 1) % 64)]) * 1 + ((e682) % 1)]) : int32_t(0);
   }
-  // store_tile %values, %230, %1, %10
+  // store_tile %values, %334, %1, %16
   {
-    const int64_t o510 = int64_t(v0) * 1;
-    const int64_t o511 = int64_t(v9) * 64;
+    const int64_t o683 = int64_t(v0) * 1;
+    const int64_t o684 = int64_t(v15) * 64;
     #pragma unroll
-    for (int s512 = 0; s512 < 1; ++s512) {
-      const int e513 = (s512 * 512 + tsr_tid);
-      if (((s512 * 512 + tsr_tid) < 64) && ((o510 + 0) >= 0 && (o510 + 0) < int64_t(tsr_dim_M) && (o511 + (e513)) >= 0 && (o511 + (e513)) < int64_t(tsr_dim_K))) tsr_p1[(o510 + 0) * tsr_p1_s0 + (o511 + (e513)) * tsr_p1_s1] = v502[s512];
+    for (int s685 = 0; s685 < 1; ++s685) {
+      const int e686 = (s685 * 512 + tsr_tid);
+      if (((s685 * 512 + tsr_tid) < 64) && ((o683 + 0) >= 0 && (o683 + 0) < int64_t(tsr_dim_M) && (o684 + (e686)) >= 0 && (o684 + (e686)) < int64_t(tsr_dim_K))) tsr_p1[(o683 + 0) * tsr_p1_s0 + (o684 + (e686)) * tsr_p1_s1] = v675[s685];
     }
   }
-  // store_tile %indices, %231, %1, %10
+  // store_tile %indices, %335, %1, %16
   {
-    const int64_t o514 = int64_t(v0) * 1;
-    const int64_t o515 = int64_t(v9) * 64;
+    const int64_t o687 = int64_t(v0) * 1;
+    const int64_t o688 = int64_t(v15) * 64;
     #pragma unroll
-    for (int s516 = 0; s516 < 1; ++s516) {
-      const int e517 = (s516 * 512 + tsr_tid);
-      if (((s516 * 512 + tsr_tid) < 64) && ((o514 + 0) >= 0 && (o514 + 0) < int64_t(tsr_dim_M) && (o515 + (e517)) >= 0 && (o515 + (e517)) < int64_t(tsr_dim_K))) tsr_p2[(o514 + 0) * tsr_p2_s0 + (o515 + (e517)) * tsr_p2_s1] = v503[s516];
+    for (int s689 = 0; s689 < 1; ++s689) {
+      const int e690 = (s689 * 512 + tsr_tid);
+      if (((s689 * 512 + tsr_tid) < 64) && ((o687 + 0) >= 0 && (o687 + 0) < int64_t(tsr_dim_M) && (o688 + (e690)) >= 0 && (o688 + (e690)) < int64_t(tsr_dim_K))) tsr_p2[(o687 + 0) * tsr_p2_s0 + (o688 + (e690)) * tsr_p2_s1] = v676[s689];
     }
   }
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_topk, block_threads 512, static_smem 832, dynamic_smem 8192
+// symbol tessera_topk, block_threads 512, static_smem 832, dynamic_smem 139264
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer x f32 bytes 8 index 0
 // param pointer values f32 bytes 8 index 1
@@ -1785,9 +2283,11 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
 // stat block-scans = 5
 // stat histograms = 3
 // stat reductions = 11
-// stat smem-bytes = 8192
+// stat smem-bytes = 139264
 // stat sorts = 1
+// stat struct-cp-async-copies = 16
+// stat struct-smem-bytes = 131072
 // stat threads = 512
-// stat vector-accesses = 8
+// stat vector-buffer-reads = 4
 // stat warp-reductions = 11
 // stat write-read-barriers = 1
