@@ -605,9 +605,11 @@ void Emitter::emit_histogram(const Op& op) {
   barrier();
   if (x->type.is_tile()) {
     Layout L = layout_of(x);
+    const std::string B_t = scalar_bits(x->type.elem) > 32 ? "long long" : "int";
     slots(L, [&](const std::string& s) {
-      std::string own = owner_expr(L, s), v = "(long long)(" + nm(x) + "[" + s + "])";
-      line("tsr::hist_add(" + h + ", " + (own == "true" ? v : own + " ? " + v + " : -1ll") + ", " + Bs + ");");
+      std::string own = owner_expr(L, s), v = "(" + B_t + ")(" + nm(x) + "[" + s + "])";
+      line("tsr::hist_add<" + B_t + ">(" + h + ", " + (own == "true" ? v : own + " ? " + v + " : (" + B_t + ")(-1)") +
+           ", (" + B_t + ")(" + Bs + "));");
     });
   }
   barrier();

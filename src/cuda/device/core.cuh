@@ -330,10 +330,12 @@ TSR_D uint64_t sort_key(unsigned long long v) { return v; }
 // Adds one to bin b of the shared counts h when 0 <= b < bins. Called by every lane of a fully
 // active warp (b = -1 for a lane with nothing to count). A warp whose lanes all hold one bin
 // adds 32 once (a constant or padded stretch of a row would otherwise queue 32 atomics on one
-// address); other lanes add one each.
-TSR_D void hist_add(unsigned* h, long long b, long long bins) {
+// address); other lanes add one each. B: int for values of up to 32 bits (an unsigned value
+// past 2^31 turns negative, past any bin count either way), long long for wider ones.
+template <class B>
+TSR_D void hist_add(unsigned* h, B b, B bins) {
   const bool in = b >= 0 && b < bins;
-  const long long first = __shfl_sync(0xffffffffu, b, 0);
+  const B first = __shfl_sync(0xffffffffu, b, 0);
   if (__all_sync(0xffffffffu, in && b == first)) {
     if ((threadIdx.x & 31) == 0) atomicAdd(h + first, 32u);
   } else if (in) {
