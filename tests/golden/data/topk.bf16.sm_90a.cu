@@ -362,7 +362,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
       __syncthreads();
       #pragma unroll
       for (int s125 = 0; s125 < 16; ++s125) {
-        tsr::hist_add(reinterpret_cast<unsigned*>(tsr_smem + 0), (long long)(v122[s125]), 256);
+        tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v122[s125]), (int)(256));
       }
       __syncthreads();
       #pragma unroll
@@ -872,7 +872,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
         __syncthreads();
         #pragma unroll
         for (int s293 = 0; s293 < 16; ++s293) {
-          tsr::hist_add(reinterpret_cast<unsigned*>(tsr_smem + 0), (long long)(v290[s293]), 256);
+          tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v290[s293]), (int)(256));
         }
         __syncthreads();
         #pragma unroll

@@ -356,7 +356,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
       __syncthreads();
       #pragma unroll
       for (int s123 = 0; s123 < 16; ++s123) {
-        tsr::hist_add(reinterpret_cast<unsigned*>(tsr_smem + 0), (long long)(v120[s123]), 2048);
+        tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v120[s123]), (int)(2048));
       }
       __syncthreads();
       #pragma unroll
@@ -883,7 +883,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
         __syncthreads();
         #pragma unroll
         for (int s292 = 0; s292 < 16; ++s292) {
-          tsr::hist_add(reinterpret_cast<unsigned*>(tsr_smem + 0), (long long)(v289[s292]), 2048);
+          tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v289[s292]), (int)(2048));
         }
         __syncthreads();
         #pragma unroll
@@ -1416,7 +1416,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
         __syncthreads();
         #pragma unroll
         for (int s459 = 0; s459 < 16; ++s459) {
-          tsr::hist_add(reinterpret_cast<unsigned*>(tsr_smem + 0), (long long)(v456[s459]), 1024);
+          tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v456[s459]), (int)(1024));
         }
         __syncthreads();
         #pragma unroll
