@@ -43,7 +43,7 @@ for dt in f32 bf16; do
 done
 # Timing: cuda_bench's topk rows (the four shapes), default config, then variants.
 timeout 300 $B/bin/cuda_bench --only topk 2>&1 | grep -E "^kernel|^topk"
-for v in "BLOCK_N=4096" "BLOCK_N=4096 num_warps=32" "BLOCK_N=16384" "BLOCK_N=2048 num_warps=8" "struct_cp_async=0"; do
+for v in "RING_GROUP=3" "RING_GROUP=1" "num_warps=32" "BLOCK_N=4096 num_warps=32" "BLOCK_N=4096 RING_GROUP=3" "struct_cp_async=0"; do
   sets=""
   for a in $v; do sets="$sets --set $a"; done
   timeout 300 $B/bin/cuda_bench --only topk $sets 2>&1 | grep -E "^topk" | sed "s|^|[$v] |"

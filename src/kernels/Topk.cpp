@@ -20,8 +20,8 @@
 //   sort: equal values stay in column order).
 //
 // Every pass reads the row through a shared-memory ring of asynchronous copies (Struct:
-// alloc_shared, copy, async_wait; cp.async on cuda), two groups of two column tiles, so that
-// the next group's bytes are in flight while this group is worked on.
+// alloc_shared, copy, async_wait; cp.async on cuda), two groups of RING_GROUP column tiles,
+// so that the next group's bytes are in flight while this group is worked on.
 //
 // Padding past N gets a key past every real key and comes after every real element by column,
 // so with k <= N it is never kept. Exact for rows up to
@@ -70,20 +70,21 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
   // Past every real key (-inf's is 0xFF800000, or 0xFF80 for bf16): the padding's.
   Val pad_key = full({}, f32 ? 4294967295.0 : 65535.0, ScalarKind::U32);
   // The row's column tiles reach shared memory through a ring of asynchronous copies, two
-  // groups of G slots: while the G tiles of one group are worked on, the next group's copies
-  // are in flight, more bytes than registers could hold (G * BLOCK_N elements). A loop over
-  // the row: body(j, tile j, its keys). The copies pad with 0 (cp.async zero-fills), so the
-  // last tile's columns past N get pad_key.
-  const int G = 2;
-  Buffer ring = alloc_shared(dt, {2 * G, 1, BN});
+  // groups of RING_GROUP slots: while the tiles of one group are worked on, the next group's
+  // copies are in flight, more bytes than registers could hold (RING_GROUP * BLOCK_N
+  // elements; cuda: 2 * RING_GROUP * BLOCK_N elements of shared memory, 128 KiB for f32 at the
+  // defaults). A loop over the row: body(j, tile j, its keys). The copies pad with 0
+  // (cp.async zero-fills), so the last tile's columns past N get pad_key.
+  auto G = k.constexpr_("RING_GROUP", {1, 2, 3}, 2);
+  Buffer ring = alloc_shared(dt, {Dim(2) * Dim(G), 1, BN});
   auto groups = cdiv(tiles, G);
   auto over_row = [&](const std::function<void(Val, Val, Val)>& body) {
-    for (int i = 0; i < G; ++i) ring.copy({i}, x.tile({1, BN}), {row, i});
+    for_range(0, G, 1, [&](Val i) { ring.copy({i}, x.tile({1, BN}), {row, i}); });
     for_range(0, groups, 1, [&](Val g) {
       async_wait();
       Val half = (g % 2) * G;
       if_(g + 1 < groups, [&] {
-        for (int i = 0; i < G; ++i) ring.copy({(G - half) + i}, x.tile({1, BN}), {row, (g + 1) * G + i});
+        for_range(0, G, 1, [&](Val i) { ring.copy({(G - half) + i}, x.tile({1, BN}), {row, (g + 1) * G + i}); });
       });
       for_range(0, minimum(G, tiles - g * G), 1, [&](Val i) {
         Val j = g * G + i;
