@@ -56,6 +56,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   [[maybe_unused]] constexpr int64_t BLOCK_N = INT64_C(8192);
   [[maybe_unused]] constexpr int64_t num_warps = INT64_C(16);
   [[maybe_unused]] constexpr int64_t struct_cp_async = INT64_C(1);
+  [[maybe_unused]] constexpr int64_t RING_GROUP = INT64_C(2);
   // %1 = program_id {axis = 0} : i32
   const int32_t v1 = pid0;
   // %2 = dim %x {axis = 1} : i32
@@ -91,159 +92,125 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   // %17 = splat %16 : tile<i32, [256]>
   alignas(64) int32_t v17[256];
   for (int64_t i18 = 0; i18 < 256; ++i18) v17[i18] = v16;
-  // async_copy %9, %x, %16, %1, %16
-  if (!(true && int64_t(v16) >= 0 && int64_t(v16) < 4)) { tsr_fault(308); return; }
-  {
-    float* const dst19 = buf9 + ((0) * 4 + int64_t(v16)) * 8192;
+  // for %16, %10, %4 {...}
+  for (int64_t iv19_ = v16; v4 > 0 && iv19_ < v10; iv19_ += v4) {
+    const int32_t iv19 = int32_t(iv19_);
+    // async_copy %9, %x, %18, %1, %18
+    if (!(true && int64_t(iv19) >= 0 && int64_t(iv19) < 4)) { tsr_fault(324); return; }
     {
-      const int64_t o20 = int64_t(v1) * 1;
-      const int64_t o21 = int64_t(v16) * 8192;
-      if (o20 >= 0 && o20 + 1 <= A.d0_0 && o21 >= 0 && o21 + 8192 <= A.d0_1) {
-        for (int64_t i22 = 0; i22 < 1; ++i22) {
-          for (int64_t i23 = 0; i23 < 8192; ++i23) dst19[(i22) * 8192 + i23] = tsr::bf2f(A.p0[(o20 + i22) * A.s0_0 + o21 + i23]);
-        }
-      } else {
-        for (int64_t i24 = 0; i24 < 1; ++i24) {
-          for (int64_t i25 = 0; i25 < 8192; ++i25) {
-            dst19[(i24)*8192 + i25] = ((o20 + i24) >= 0 && (o20 + i24) < A.d0_0 && (o21 + i25) >= 0 && (o21 + i25) < A.d0_1) ? tsr::bf2f(A.p0[(o20 + i24) * A.s0_0 + (o21 + i25) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+      float* const dst20 = buf9 + ((0) * 4 + int64_t(iv19)) * 8192;
+      {
+        const int64_t o21 = int64_t(v1) * 1;
+        const int64_t o22 = int64_t(iv19) * 8192;
+        if (o21 >= 0 && o21 + 1 <= A.d0_0 && o22 >= 0 && o22 + 8192 <= A.d0_1) {
+          for (int64_t i23 = 0; i23 < 1; ++i23) {
+            for (int64_t i24 = 0; i24 < 8192; ++i24) dst20[(i23) * 8192 + i24] = tsr::bf2f(A.p0[(o21 + i23) * A.s0_0 + o22 + i24]);
+          }
+        } else {
+          for (int64_t i25 = 0; i25 < 1; ++i25) {
+            for (int64_t i26 = 0; i26 < 8192; ++i26) {
+              dst20[(i25)*8192 + i26] = ((o21 + i25) >= 0 && (o21 + i25) < A.d0_0 && (o22 + i26) >= 0 && (o22 + i26) < A.d0_1) ? tsr::bf2f(A.p0[(o21 + i25) * A.s0_0 + (o22 + i26) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+            }
           }
         }
       }
     }
+    // yield
   }
-  // async_copy %9, %x, %4, %1, %4
-  if (!(true && int64_t(v4) >= 0 && int64_t(v4) < 4)) { tsr_fault(324); return; }
-  {
-    float* const dst26 = buf9 + ((0) * 4 + int64_t(v4)) * 8192;
-    {
-      const int64_t o27 = int64_t(v1) * 1;
-      const int64_t o28 = int64_t(v4) * 8192;
-      if (o27 >= 0 && o27 + 1 <= A.d0_0 && o28 >= 0 && o28 + 8192 <= A.d0_1) {
-        for (int64_t i29 = 0; i29 < 1; ++i29) {
-          for (int64_t i30 = 0; i30 < 8192; ++i30) dst26[(i29) * 8192 + i30] = tsr::bf2f(A.p0[(o27 + i29) * A.s0_0 + o28 + i30]);
-        }
-      } else {
-        for (int64_t i31 = 0; i31 < 1; ++i31) {
-          for (int64_t i32 = 0; i32 < 8192; ++i32) {
-            dst26[(i31)*8192 + i32] = ((o27 + i31) >= 0 && (o27 + i31) < A.d0_0 && (o28 + i32) >= 0 && (o28 + i32) < A.d0_1) ? tsr::bf2f(A.p0[(o27 + i31) * A.s0_0 + (o28 + i32) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
-          }
-        }
-      }
-    }
-  }
-  // %18 = const {value = 32767} : u32
-  const uint32_t v33 = uint32_t(INT64_C(32767));
-  // %19 = const {value = 15} : u32
-  const uint32_t v34 = uint32_t(INT64_C(15));
-  // %20 = sub %7, %4 : i32
-  const int32_t v35 = tsr::wsub(v7, v4);
-  // %21 = const {value = 8} : u32
-  const uint32_t v36 = uint32_t(INT64_C(8));
-  // %22 = const {value = 255} : u32
-  const uint32_t v37 = uint32_t(INT64_C(255));
-  // %23 = for %16, %13, %4, %17 : tile<i32, [256]> {...}
-  alignas(64) int32_t c38[256];
-  __builtin_memcpy(c38, v17, sizeof(c38));
-  for (int64_t iv39_ = v16; v4 > 0 && iv39_ < v13; iv39_ += v4) {
-    const int32_t iv39 = int32_t(iv39_);
+  // %19 = const {value = 32767} : u32
+  const uint32_t v27 = uint32_t(INT64_C(32767));
+  // %20 = const {value = 15} : u32
+  const uint32_t v28 = uint32_t(INT64_C(15));
+  // %21 = sub %7, %4 : i32
+  const int32_t v29 = tsr::wsub(v7, v4);
+  // %22 = const {value = 8} : u32
+  const uint32_t v30 = uint32_t(INT64_C(8));
+  // %23 = const {value = 255} : u32
+  const uint32_t v31 = uint32_t(INT64_C(255));
+  // %24 = for %16, %13, %4, %17 : tile<i32, [256]> {...}
+  alignas(64) int32_t c32[256];
+  __builtin_memcpy(c32, v17, sizeof(c32));
+  for (int64_t iv33_ = v16; v4 > 0 && iv33_ < v13; iv33_ += v4) {
+    const int32_t iv33 = int32_t(iv33_);
     // async_wait
     // (copies are synchronous here: nothing to wait for)
-    // %26 = rem %24, %10 : i32
-    const int32_t v40 = tsr::irem(iv39, v10);
-    // %27 = mul %26, %10 : i32
-    const int32_t v41 = tsr::wmul(v40, v10);
-    // %28 = add %24, %4 : i32
-    const int32_t v42 = tsr::wadd(iv39, v4);
-    // %29 = cmp %28, %13 {pred = "lt"} : i1
-    const uint8_t v43 = uint8_t(v42 < v13);
-    // if %29 {...}
-    if (v43) {
-      // %30 = mul %28, %10 : i32
-      const int32_t v44 = tsr::wmul(v42, v10);
-      // %31 = add %30, %16 : i32
-      const int32_t v45 = tsr::wadd(v44, v16);
-      // %32 = sub %10, %27 : i32
-      const int32_t v46 = tsr::wsub(v10, v41);
-      // %33 = add %32, %16 : i32
-      const int32_t v47 = tsr::wadd(v46, v16);
-      // async_copy %9, %x, %33, %1, %31
-      if (!(true && int64_t(v47) >= 0 && int64_t(v47) < 4)) { tsr_fault(596); return; }
-      {
-        float* const dst48 = buf9 + ((0) * 4 + int64_t(v47)) * 8192;
+    // %27 = rem %25, %10 : i32
+    const int32_t v34 = tsr::irem(iv33, v10);
+    // %28 = mul %27, %10 : i32
+    const int32_t v35 = tsr::wmul(v34, v10);
+    // %29 = add %25, %4 : i32
+    const int32_t v36 = tsr::wadd(iv33, v4);
+    // %30 = cmp %29, %13 {pred = "lt"} : i1
+    const uint8_t v37 = uint8_t(v36 < v13);
+    // if %30 {...}
+    if (v37) {
+      // %31 = mul %29, %10 : i32
+      const int32_t v38 = tsr::wmul(v36, v10);
+      // %32 = sub %10, %28 : i32
+      const int32_t v39 = tsr::wsub(v10, v35);
+      // for %16, %10, %4 {...}
+      for (int64_t iv40_ = v16; v4 > 0 && iv40_ < v10; iv40_ += v4) {
+        const int32_t iv40 = int32_t(iv40_);
+        // %34 = add %31, %33 : i32
+        const int32_t v41 = tsr::wadd(v38, iv40);
+        // %35 = add %32, %33 : i32
+        const int32_t v42 = tsr::wadd(v39, iv40);
+        // async_copy %9, %x, %35, %1, %34
+        if (!(true && int64_t(v42) >= 0 && int64_t(v42) < 4)) { tsr_fault(628); return; }
         {
-          const int64_t o49 = int64_t(v1) * 1;
-          const int64_t o50 = int64_t(v45) * 8192;
-          if (o49 >= 0 && o49 + 1 <= A.d0_0 && o50 >= 0 && o50 + 8192 <= A.d0_1) {
-            for (int64_t i51 = 0; i51 < 1; ++i51) {
-              for (int64_t i52 = 0; i52 < 8192; ++i52) dst48[(i51) * 8192 + i52] = tsr::bf2f(A.p0[(o49 + i51) * A.s0_0 + o50 + i52]);
-            }
-          } else {
-            for (int64_t i53 = 0; i53 < 1; ++i53) {
-              for (int64_t i54 = 0; i54 < 8192; ++i54) {
-                dst48[(i53)*8192 + i54] = ((o49 + i53) >= 0 && (o49 + i53) < A.d0_0 && (o50 + i54) >= 0 && (o50 + i54) < A.d0_1) ? tsr::bf2f(A.p0[(o49 + i53) * A.s0_0 + (o50 + i54) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+          float* const dst43 = buf9 + ((0) * 4 + int64_t(v42)) * 8192;
+          {
+            const int64_t o44 = int64_t(v1) * 1;
+            const int64_t o45 = int64_t(v41) * 8192;
+            if (o44 >= 0 && o44 + 1 <= A.d0_0 && o45 >= 0 && o45 + 8192 <= A.d0_1) {
+              for (int64_t i46 = 0; i46 < 1; ++i46) {
+                for (int64_t i47 = 0; i47 < 8192; ++i47) dst43[(i46) * 8192 + i47] = tsr::bf2f(A.p0[(o44 + i46) * A.s0_0 + o45 + i47]);
+              }
+            } else {
+              for (int64_t i48 = 0; i48 < 1; ++i48) {
+                for (int64_t i49 = 0; i49 < 8192; ++i49) {
+                  dst43[(i48)*8192 + i49] = ((o44 + i48) >= 0 && (o44 + i48) < A.d0_0 && (o45 + i49) >= 0 && (o45 + i49) < A.d0_1) ? tsr::bf2f(A.p0[(o44 + i48) * A.s0_0 + (o45 + i49) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+                }
               }
             }
           }
         }
-      }
-      // %34 = add %30, %4 : i32
-      const int32_t v55 = tsr::wadd(v44, v4);
-      // %35 = add %32, %4 : i32
-      const int32_t v56 = tsr::wadd(v46, v4);
-      // async_copy %9, %x, %35, %1, %34
-      if (!(true && int64_t(v56) >= 0 && int64_t(v56) < 4)) { tsr_fault(644); return; }
-      {
-        float* const dst57 = buf9 + ((0) * 4 + int64_t(v56)) * 8192;
-        {
-          const int64_t o58 = int64_t(v1) * 1;
-          const int64_t o59 = int64_t(v55) * 8192;
-          if (o58 >= 0 && o58 + 1 <= A.d0_0 && o59 >= 0 && o59 + 8192 <= A.d0_1) {
-            for (int64_t i60 = 0; i60 < 1; ++i60) {
-              for (int64_t i61 = 0; i61 < 8192; ++i61) dst57[(i60) * 8192 + i61] = tsr::bf2f(A.p0[(o58 + i60) * A.s0_0 + o59 + i61]);
-            }
-          } else {
-            for (int64_t i62 = 0; i62 < 1; ++i62) {
-              for (int64_t i63 = 0; i63 < 8192; ++i63) {
-                dst57[(i62)*8192 + i63] = ((o58 + i62) >= 0 && (o58 + i62) < A.d0_0 && (o59 + i63) >= 0 && (o59 + i63) < A.d0_1) ? tsr::bf2f(A.p0[(o58 + i62) * A.s0_0 + (o59 + i63) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
-              }
-            }
-          }
-        }
+        // yield
       }
       // yield
     } else {
       // yield
     }
-    // %36 = mul %24, %10 : i32
-    const int32_t v64 = tsr::wmul(iv39, v10);
+    // %36 = mul %25, %10 : i32
+    const int32_t v50 = tsr::wmul(iv33, v10);
     // %37 = sub %7, %36 : i32
-    const int32_t v65 = tsr::wsub(v7, v64);
+    const int32_t v51 = tsr::wsub(v7, v50);
     // %38 = min %10, %37 : i32
-    const int32_t v66 = tsr::imin(v10, v65);
-    // %39 = for %16, %38, %4, %25 : tile<i32, [256]> {...}
-    alignas(64) int32_t c67[256];
-    __builtin_memcpy(c67, c38, sizeof(c67));
-    for (int64_t iv68_ = v16; v4 > 0 && iv68_ < v66; iv68_ += v4) {
-      const int32_t iv68 = int32_t(iv68_);
+    const int32_t v52 = tsr::imin(v10, v51);
+    // %39 = for %16, %38, %4, %26 : tile<i32, [256]> {...}
+    alignas(64) int32_t c53[256];
+    __builtin_memcpy(c53, c32, sizeof(c53));
+    for (int64_t iv54_ = v16; v4 > 0 && iv54_ < v52; iv54_ += v4) {
+      const int32_t iv54 = int32_t(iv54_);
       // %42 = add %36, %40 : i32
-      const int32_t v69 = tsr::wadd(v64, iv68);
-      // %43 = add %27, %40 : i32
-      const int32_t v70 = tsr::wadd(v41, iv68);
+      const int32_t v55 = tsr::wadd(v50, iv54);
+      // %43 = add %28, %40 : i32
+      const int32_t v56 = tsr::wadd(v35, iv54);
       // %44 = buffer_read %9, %43 : tile<bf16, [1, 8192]>
-      if (!(true && int64_t(v70) >= 0 && int64_t(v70) < 4)) { tsr_fault(788); return; }
-      alignas(64) float v71[8192];
-      __builtin_memcpy(v71, buf9 + ((0) * 4 + int64_t(v70)) * 8192, sizeof(v71));
+      if (!(true && int64_t(v56) >= 0 && int64_t(v56) < 4)) { tsr_fault(788); return; }
+      alignas(64) float v57[8192];
+      __builtin_memcpy(v57, buf9 + ((0) * 4 + int64_t(v56)) * 8192, sizeof(v57));
       // %45 = reshape %44 : tile<bf16, [8192]>
       // %46 = bitcast %45 : tile<u16, [8192]>
       // (computed inside its user)
       // %47 = cast %46 : tile<u32, [8192]>
-      alignas(64) uint32_t v72[8192];
-      for (int64_t i73 = 0; i73 < 8192; ++i73) v72[i73] = uint32_t((uint16_t(tsr::bf16_bits(v71[i73]))));
-      // %48 = splat %18 : tile<u32, [8192]>
+      alignas(64) uint32_t v58[8192];
+      for (int64_t i59 = 0; i59 < 8192; ++i59) v58[i59] = uint32_t((uint16_t(tsr::bf16_bits(v57[i59]))));
+      // %48 = splat %19 : tile<u32, [8192]>
       // (computed inside its user)
       // %49 = xor %47, %48 : tile<u32, [8192]>
       // (computed inside its user)
-      // %50 = splat %19 : tile<u32, [8192]>
+      // %50 = splat %20 : tile<u32, [8192]>
       // (computed inside its user)
       // %51 = shr %47, %50 : tile<u32, [8192]>
       // (computed inside its user)
@@ -252,15 +219,15 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %53 = cmp %51, %52 {pred = "eq"} : tile<i1, [8192]>
       // (computed inside its user)
       // %54 = where %53, %49, %47 : tile<u32, [8192]>
-      alignas(64) uint32_t v74[8192];
-      for (int64_t i75 = 0; i75 < 8192; ++i75) v74[i75] = ((uint8_t((tsr::ishr(v72[i75], (v34))) == (v14))) ? (uint32_t(v72[i75] ^ (v33))) : v72[i75]);
-      // %55 = cmp %42, %20 {pred = "eq"} : i1
-      const uint8_t v76 = uint8_t(v69 == v35);
+      alignas(64) uint32_t v60[8192];
+      for (int64_t i61 = 0; i61 < 8192; ++i61) v60[i61] = ((uint8_t((tsr::ishr(v58[i61], (v28))) == (v14))) ? (uint32_t(v58[i61] ^ (v27))) : v58[i61]);
+      // %55 = cmp %42, %21 {pred = "eq"} : i1
+      const uint8_t v62 = uint8_t(v55 == v29);
       // %56 = if %55 : tile<u32, [8192]> {...}
-      alignas(64) uint32_t v77[8192];
-      if (v76) {
+      alignas(64) uint32_t v63[8192];
+      if (v62) {
         // %57 = mul %42, %3 : i32
-        const int32_t v78 = tsr::wmul(v69, v3);
+        const int32_t v64 = tsr::wmul(v55, v3);
         // %58 = arange : tile<i32, [8192]>
         // (computed inside its user)
         // %59 = splat %57 : tile<i32, [8192]>
@@ -274,292 +241,258 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // %63 = splat %8 : tile<u32, [8192]>
         // (computed inside its user)
         // %64 = where %62, %54, %63 : tile<u32, [8192]>
-        alignas(64) uint32_t v79[8192];
-        for (int64_t i80 = 0; i80 < 8192; ++i80) v79[i80] = ((uint8_t((tsr::wadd((int32_t(0 + i80)), (v78))) < (v2))) ? v74[i80] : (v8));
+        alignas(64) uint32_t v65[8192];
+        for (int64_t i66 = 0; i66 < 8192; ++i66) v65[i66] = ((uint8_t((tsr::wadd((int32_t(0 + i66)), (v64))) < (v2))) ? v60[i66] : (v8));
         // yield %64
-        __builtin_memcpy(v77, v79, sizeof(v77));
+        __builtin_memcpy(v63, v65, sizeof(v63));
       } else {
         // yield %54
-        __builtin_memcpy(v77, v74, sizeof(v77));
+        __builtin_memcpy(v63, v60, sizeof(v63));
       }
-      // %65 = splat %21 : tile<u32, [8192]>
+      // %65 = splat %22 : tile<u32, [8192]>
       // (computed inside its user)
       // %66 = shr %56, %65 : tile<u32, [8192]>
       // (computed inside its user)
-      // %67 = splat %22 : tile<u32, [8192]>
+      // %67 = splat %23 : tile<u32, [8192]>
       // (computed inside its user)
       // %68 = and %66, %67 : tile<u32, [8192]>
       // (computed inside its user)
       // %69 = cast %68 : tile<i32, [8192]>
-      alignas(64) int32_t v81[8192];
-      for (int64_t i82 = 0; i82 < 8192; ++i82) v81[i82] = int32_t((uint32_t((tsr::ishr(v77[i82], (v36))) & (v37))));
+      alignas(64) int32_t v67[8192];
+      for (int64_t i68 = 0; i68 < 8192; ++i68) v67[i68] = int32_t((uint32_t((tsr::ishr(v63[i68], (v30))) & (v31))));
       // %70 = histogram %69 : tile<i32, [256]>
-      alignas(64) int32_t v83[256];
-      tsr::histogram(v81, 8192, v83, 256);
+      alignas(64) int32_t v69[256];
+      tsr::histogram(v67, 8192, v69, 256);
       // %71 = add %41, %70 : tile<i32, [256]>
-      // (written into the carried c67)
-      for (int64_t i84 = 0; i84 < 256; ++i84) c67[i84] = tsr::wadd(c67[i84], v83[i84]);
+      // (written into the carried c53)
+      for (int64_t i70 = 0; i70 < 256; ++i70) c53[i70] = tsr::wadd(c53[i70], v69[i70]);
       // yield %71
     }
     // yield %39
-    __builtin_memcpy(c38, c67, sizeof(c38));
+    __builtin_memcpy(c32, c53, sizeof(c32));
   }
-  // %72 = scan %23 {axis = 0, kind = "sum"} : tile<i32, [256]>
-  alignas(64) int32_t v85[256];
+  // %72 = scan %24 {axis = 0, kind = "sum"} : tile<i32, [256]>
+  alignas(64) int32_t v71[256];
   for (int64_t o_ = 0; o_ < 1; ++o_)
   for (int64_t n_ = 0; n_ < 1; ++n_) {
-    int32_t acc86 = c38[(o_ * 256 + 0) * 1 + n_];
-    v85[(o_ * 256 + 0) * 1 + n_] = acc86;
-    for (int64_t l87 = 1; l87 < 256; ++l87) {
-      acc86 = tsr::wadd(acc86, c38[(o_ * 256 + l87) * 1 + n_]);
-      v85[(o_ * 256 + l87) * 1 + n_] = acc86;
+    int32_t acc72 = c32[(o_ * 256 + 0) * 1 + n_];
+    v71[(o_ * 256 + 0) * 1 + n_] = acc72;
+    for (int64_t l73 = 1; l73 < 256; ++l73) {
+      acc72 = tsr::wadd(acc72, c32[(o_ * 256 + l73) * 1 + n_]);
+      v71[(o_ * 256 + l73) * 1 + n_] = acc72;
     }
   }
   // %73 = splat %15 : tile<i32, [256]>
   // (computed inside its user)
   // %74 = cmp %72, %73 {pred = "lt"} : tile<i1, [256]>
-  alignas(64) uint8_t v88[256];
-  for (int64_t i89 = 0; i89 < 256; ++i89) v88[i89] = uint8_t(v85[i89] < (v15));
+  alignas(64) uint8_t v74[256];
+  for (int64_t i75 = 0; i75 < 256; ++i75) v74[i75] = uint8_t(v71[i75] < (v15));
   // %75 = cast %74 : tile<i32, [256]>
-  alignas(64) int32_t v90[256];
-  for (int64_t i91 = 0; i91 < 256; ++i91) v90[i91] = int32_t(v88[i91]);
+  alignas(64) int32_t v76[256];
+  for (int64_t i77 = 0; i77 < 256; ++i77) v76[i77] = int32_t(v74[i77]);
   // %76 = reduce %75 {axis = 0, kind = "sum"} : i32
-  int32_t v92;
+  int32_t v78;
   for (int64_t o_ = 0; o_ < 1; ++o_) {
     int32_t ln_[16];
     for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
     for (int64_t l_ = 0; l_ < 256; l_ += 16)
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v90[o_ * 256 + l_ + q_]);
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v76[o_ * 256 + l_ + q_]);
     int32_t acc_ = ln_[0];
     for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-    v92 = acc_;
+    v78 = acc_;
   }
   // %77 = arange : tile<i32, [256]>
-  alignas(64) int32_t v93[256];
-  for (int64_t i94 = 0; i94 < 256; ++i94) v93[i94] = int32_t(0 + i94);
+  alignas(64) int32_t v79[256];
+  for (int64_t i80 = 0; i80 < 256; ++i80) v79[i80] = int32_t(0 + i80);
   // %78 = splat %76 : tile<i32, [256]>
   // (computed inside its user)
   // %79 = cmp %77, %78 {pred = "eq"} : tile<i1, [256]>
   // (computed inside its user)
-  // %80 = where %79, %23, %17 : tile<i32, [256]>
-  alignas(64) int32_t v95[256];
-  for (int64_t i96 = 0; i96 < 256; ++i96) v95[i96] = ((uint8_t(v93[i96] == (v92))) ? c38[i96] : v16);
+  // %80 = where %79, %24, %17 : tile<i32, [256]>
+  alignas(64) int32_t v81[256];
+  for (int64_t i82 = 0; i82 < 256; ++i82) v81[i82] = ((uint8_t(v79[i82] == (v78))) ? c32[i82] : v16);
   // %81 = reduce %80 {axis = 0, kind = "sum"} : i32
-  int32_t v97;
+  int32_t v83;
   for (int64_t o_ = 0; o_ < 1; ++o_) {
     int32_t ln_[16];
     for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
     for (int64_t l_ = 0; l_ < 256; l_ += 16)
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v95[o_ * 256 + l_ + q_]);
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v81[o_ * 256 + l_ + q_]);
     int32_t acc_ = ln_[0];
     for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-    v97 = acc_;
+    v83 = acc_;
   }
-  // %82 = where %74, %23, %17 : tile<i32, [256]>
-  alignas(64) int32_t v98[256];
-  for (int64_t i99 = 0; i99 < 256; ++i99) v98[i99] = (v88[i99] ? c38[i99] : v16);
+  // %82 = where %74, %24, %17 : tile<i32, [256]>
+  alignas(64) int32_t v84[256];
+  for (int64_t i85 = 0; i85 < 256; ++i85) v84[i85] = (v74[i85] ? c32[i85] : v16);
   // %83 = reduce %82 {axis = 0, kind = "sum"} : i32
-  int32_t v100;
+  int32_t v86;
   for (int64_t o_ = 0; o_ < 1; ++o_) {
     int32_t ln_[16];
     for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
     for (int64_t l_ = 0; l_ < 256; l_ += 16)
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v98[o_ * 256 + l_ + q_]);
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v84[o_ * 256 + l_ + q_]);
     int32_t acc_ = ln_[0];
     for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-    v100 = acc_;
+    v86 = acc_;
   }
   // %84 = sub %15, %83 : i32
-  const int32_t v101 = tsr::wsub(v15, v100);
+  const int32_t v87 = tsr::wsub(v15, v86);
   // %85 = cast %76 : u32
-  const uint32_t v102 = uint32_t(v92);
+  const uint32_t v88 = uint32_t(v78);
   // %86 = const {value = 8} : u32
-  const uint32_t v103 = uint32_t(INT64_C(8));
+  const uint32_t v89 = uint32_t(INT64_C(8));
   // %87 = shl %85, %86 : u32
-  const uint32_t v104 = tsr::ishl(v102, v103);
+  const uint32_t v90 = tsr::ishl(v88, v89);
   // %88 = or %14, %87 : u32
-  const uint32_t v105 = uint32_t(v14 | v104);
+  const uint32_t v91 = uint32_t(v14 | v90);
   // %89 = cmp %81, %84 {pred = "ne"} : i1
-  const uint8_t v106 = uint8_t(v97 != v101);
+  const uint8_t v92 = uint8_t(v83 != v87);
   // %90, %91, %92, %93 = if %89 : u32, i32, u32, i1 {...}
-  uint32_t v107;
-  int32_t v108;
-  uint32_t v109;
-  uint8_t v110;
-  if (v106) {
-    // async_copy %9, %x, %16, %1, %16
-    if (!(true && int64_t(v16) >= 0 && int64_t(v16) < 4)) { tsr_fault(1604); return; }
-    {
-      float* const dst111 = buf9 + ((0) * 4 + int64_t(v16)) * 8192;
+  uint32_t v93;
+  int32_t v94;
+  uint32_t v95;
+  uint8_t v96;
+  if (v92) {
+    // for %16, %10, %4 {...}
+    for (int64_t iv97_ = v16; v4 > 0 && iv97_ < v10; iv97_ += v4) {
+      const int32_t iv97 = int32_t(iv97_);
+      // async_copy %9, %x, %94, %1, %94
+      if (!(true && int64_t(iv97) >= 0 && int64_t(iv97) < 4)) { tsr_fault(1620); return; }
       {
-        const int64_t o112 = int64_t(v1) * 1;
-        const int64_t o113 = int64_t(v16) * 8192;
-        if (o112 >= 0 && o112 + 1 <= A.d0_0 && o113 >= 0 && o113 + 8192 <= A.d0_1) {
-          for (int64_t i114 = 0; i114 < 1; ++i114) {
-            for (int64_t i115 = 0; i115 < 8192; ++i115) dst111[(i114) * 8192 + i115] = tsr::bf2f(A.p0[(o112 + i114) * A.s0_0 + o113 + i115]);
-          }
-        } else {
-          for (int64_t i116 = 0; i116 < 1; ++i116) {
-            for (int64_t i117 = 0; i117 < 8192; ++i117) {
-              dst111[(i116)*8192 + i117] = ((o112 + i116) >= 0 && (o112 + i116) < A.d0_0 && (o113 + i117) >= 0 && (o113 + i117) < A.d0_1) ? tsr::bf2f(A.p0[(o112 + i116) * A.s0_0 + (o113 + i117) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+        float* const dst98 = buf9 + ((0) * 4 + int64_t(iv97)) * 8192;
+        {
+          const int64_t o99 = int64_t(v1) * 1;
+          const int64_t o100 = int64_t(iv97) * 8192;
+          if (o99 >= 0 && o99 + 1 <= A.d0_0 && o100 >= 0 && o100 + 8192 <= A.d0_1) {
+            for (int64_t i101 = 0; i101 < 1; ++i101) {
+              for (int64_t i102 = 0; i102 < 8192; ++i102) dst98[(i101) * 8192 + i102] = tsr::bf2f(A.p0[(o99 + i101) * A.s0_0 + o100 + i102]);
+            }
+          } else {
+            for (int64_t i103 = 0; i103 < 1; ++i103) {
+              for (int64_t i104 = 0; i104 < 8192; ++i104) {
+                dst98[(i103)*8192 + i104] = ((o99 + i103) >= 0 && (o99 + i103) < A.d0_0 && (o100 + i104) >= 0 && (o100 + i104) < A.d0_1) ? tsr::bf2f(A.p0[(o99 + i103) * A.s0_0 + (o100 + i104) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+              }
             }
           }
         }
       }
+      // yield
     }
-    // async_copy %9, %x, %4, %1, %4
-    if (!(true && int64_t(v4) >= 0 && int64_t(v4) < 4)) { tsr_fault(1620); return; }
-    {
-      float* const dst118 = buf9 + ((0) * 4 + int64_t(v4)) * 8192;
-      {
-        const int64_t o119 = int64_t(v1) * 1;
-        const int64_t o120 = int64_t(v4) * 8192;
-        if (o119 >= 0 && o119 + 1 <= A.d0_0 && o120 >= 0 && o120 + 8192 <= A.d0_1) {
-          for (int64_t i121 = 0; i121 < 1; ++i121) {
-            for (int64_t i122 = 0; i122 < 8192; ++i122) dst118[(i121) * 8192 + i122] = tsr::bf2f(A.p0[(o119 + i121) * A.s0_0 + o120 + i122]);
-          }
-        } else {
-          for (int64_t i123 = 0; i123 < 1; ++i123) {
-            for (int64_t i124 = 0; i124 < 8192; ++i124) {
-              dst118[(i123)*8192 + i124] = ((o119 + i123) >= 0 && (o119 + i123) < A.d0_0 && (o120 + i124) >= 0 && (o120 + i124) < A.d0_1) ? tsr::bf2f(A.p0[(o119 + i123) * A.s0_0 + (o120 + i124) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
-            }
-          }
-        }
-      }
-    }
-    // %94 = const {value = 32767} : u32
-    const uint32_t v125 = uint32_t(INT64_C(32767));
-    // %95 = const {value = 15} : u32
-    const uint32_t v126 = uint32_t(INT64_C(15));
-    // %96 = sub %7, %4 : i32
-    const int32_t v127 = tsr::wsub(v7, v4);
-    // %97 = const {value = 255} : u32
-    const uint32_t v128 = uint32_t(INT64_C(255));
-    // %98 = shr %88, %86 : u32
-    const uint32_t v129 = tsr::ishr(v105, v103);
-    // %99 = const {value = -1} : i32
-    const int32_t v130 = int32_t(INT64_C(-1));
-    // %100 = for %16, %13, %4, %17 : tile<i32, [256]> {...}
-    alignas(64) int32_t c131[256];
-    __builtin_memcpy(c131, v17, sizeof(c131));
-    for (int64_t iv132_ = v16; v4 > 0 && iv132_ < v13; iv132_ += v4) {
-      const int32_t iv132 = int32_t(iv132_);
+    // %95 = const {value = 32767} : u32
+    const uint32_t v105 = uint32_t(INT64_C(32767));
+    // %96 = const {value = 15} : u32
+    const uint32_t v106 = uint32_t(INT64_C(15));
+    // %97 = sub %7, %4 : i32
+    const int32_t v107 = tsr::wsub(v7, v4);
+    // %98 = const {value = 255} : u32
+    const uint32_t v108 = uint32_t(INT64_C(255));
+    // %99 = shr %88, %86 : u32
+    const uint32_t v109 = tsr::ishr(v91, v89);
+    // %100 = const {value = -1} : i32
+    const int32_t v110 = int32_t(INT64_C(-1));
+    // %101 = for %16, %13, %4, %17 : tile<i32, [256]> {...}
+    alignas(64) int32_t c111[256];
+    __builtin_memcpy(c111, v17, sizeof(c111));
+    for (int64_t iv112_ = v16; v4 > 0 && iv112_ < v13; iv112_ += v4) {
+      const int32_t iv112 = int32_t(iv112_);
       // async_wait
       // (copies are synchronous here: nothing to wait for)
-      // %103 = rem %101, %10 : i32
-      const int32_t v133 = tsr::irem(iv132, v10);
-      // %104 = mul %103, %10 : i32
-      const int32_t v134 = tsr::wmul(v133, v10);
-      // %105 = add %101, %4 : i32
-      const int32_t v135 = tsr::wadd(iv132, v4);
-      // %106 = cmp %105, %13 {pred = "lt"} : i1
-      const uint8_t v136 = uint8_t(v135 < v13);
-      // if %106 {...}
-      if (v136) {
-        // %107 = mul %105, %10 : i32
-        const int32_t v137 = tsr::wmul(v135, v10);
-        // %108 = add %107, %16 : i32
-        const int32_t v138 = tsr::wadd(v137, v16);
-        // %109 = sub %10, %104 : i32
-        const int32_t v139 = tsr::wsub(v10, v134);
-        // %110 = add %109, %16 : i32
-        const int32_t v140 = tsr::wadd(v139, v16);
-        // async_copy %9, %x, %110, %1, %108
-        if (!(true && int64_t(v140) >= 0 && int64_t(v140) < 4)) { tsr_fault(1908); return; }
-        {
-          float* const dst141 = buf9 + ((0) * 4 + int64_t(v140)) * 8192;
+      // %104 = rem %102, %10 : i32
+      const int32_t v113 = tsr::irem(iv112, v10);
+      // %105 = mul %104, %10 : i32
+      const int32_t v114 = tsr::wmul(v113, v10);
+      // %106 = add %102, %4 : i32
+      const int32_t v115 = tsr::wadd(iv112, v4);
+      // %107 = cmp %106, %13 {pred = "lt"} : i1
+      const uint8_t v116 = uint8_t(v115 < v13);
+      // if %107 {...}
+      if (v116) {
+        // %108 = mul %106, %10 : i32
+        const int32_t v117 = tsr::wmul(v115, v10);
+        // %109 = sub %10, %105 : i32
+        const int32_t v118 = tsr::wsub(v10, v114);
+        // for %16, %10, %4 {...}
+        for (int64_t iv119_ = v16; v4 > 0 && iv119_ < v10; iv119_ += v4) {
+          const int32_t iv119 = int32_t(iv119_);
+          // %111 = add %108, %110 : i32
+          const int32_t v120 = tsr::wadd(v117, iv119);
+          // %112 = add %109, %110 : i32
+          const int32_t v121 = tsr::wadd(v118, iv119);
+          // async_copy %9, %x, %112, %1, %111
+          if (!(true && int64_t(v121) >= 0 && int64_t(v121) < 4)) { tsr_fault(1940); return; }
           {
-            const int64_t o142 = int64_t(v1) * 1;
-            const int64_t o143 = int64_t(v138) * 8192;
-            if (o142 >= 0 && o142 + 1 <= A.d0_0 && o143 >= 0 && o143 + 8192 <= A.d0_1) {
-              for (int64_t i144 = 0; i144 < 1; ++i144) {
-                for (int64_t i145 = 0; i145 < 8192; ++i145) dst141[(i144) * 8192 + i145] = tsr::bf2f(A.p0[(o142 + i144) * A.s0_0 + o143 + i145]);
-              }
-            } else {
-              for (int64_t i146 = 0; i146 < 1; ++i146) {
-                for (int64_t i147 = 0; i147 < 8192; ++i147) {
-                  dst141[(i146)*8192 + i147] = ((o142 + i146) >= 0 && (o142 + i146) < A.d0_0 && (o143 + i147) >= 0 && (o143 + i147) < A.d0_1) ? tsr::bf2f(A.p0[(o142 + i146) * A.s0_0 + (o143 + i147) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+            float* const dst122 = buf9 + ((0) * 4 + int64_t(v121)) * 8192;
+            {
+              const int64_t o123 = int64_t(v1) * 1;
+              const int64_t o124 = int64_t(v120) * 8192;
+              if (o123 >= 0 && o123 + 1 <= A.d0_0 && o124 >= 0 && o124 + 8192 <= A.d0_1) {
+                for (int64_t i125 = 0; i125 < 1; ++i125) {
+                  for (int64_t i126 = 0; i126 < 8192; ++i126) dst122[(i125) * 8192 + i126] = tsr::bf2f(A.p0[(o123 + i125) * A.s0_0 + o124 + i126]);
+                }
+              } else {
+                for (int64_t i127 = 0; i127 < 1; ++i127) {
+                  for (int64_t i128 = 0; i128 < 8192; ++i128) {
+                    dst122[(i127)*8192 + i128] = ((o123 + i127) >= 0 && (o123 + i127) < A.d0_0 && (o124 + i128) >= 0 && (o124 + i128) < A.d0_1) ? tsr::bf2f(A.p0[(o123 + i127) * A.s0_0 + (o124 + i128) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+                  }
                 }
               }
             }
           }
-        }
-        // %111 = add %107, %4 : i32
-        const int32_t v148 = tsr::wadd(v137, v4);
-        // %112 = add %109, %4 : i32
-        const int32_t v149 = tsr::wadd(v139, v4);
-        // async_copy %9, %x, %112, %1, %111
-        if (!(true && int64_t(v149) >= 0 && int64_t(v149) < 4)) { tsr_fault(1956); return; }
-        {
-          float* const dst150 = buf9 + ((0) * 4 + int64_t(v149)) * 8192;
-          {
-            const int64_t o151 = int64_t(v1) * 1;
-            const int64_t o152 = int64_t(v148) * 8192;
-            if (o151 >= 0 && o151 + 1 <= A.d0_0 && o152 >= 0 && o152 + 8192 <= A.d0_1) {
-              for (int64_t i153 = 0; i153 < 1; ++i153) {
-                for (int64_t i154 = 0; i154 < 8192; ++i154) dst150[(i153) * 8192 + i154] = tsr::bf2f(A.p0[(o151 + i153) * A.s0_0 + o152 + i154]);
-              }
-            } else {
-              for (int64_t i155 = 0; i155 < 1; ++i155) {
-                for (int64_t i156 = 0; i156 < 8192; ++i156) {
-                  dst150[(i155)*8192 + i156] = ((o151 + i155) >= 0 && (o151 + i155) < A.d0_0 && (o152 + i156) >= 0 && (o152 + i156) < A.d0_1) ? tsr::bf2f(A.p0[(o151 + i155) * A.s0_0 + (o152 + i156) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
-                }
-              }
-            }
-          }
+          // yield
         }
         // yield
       } else {
         // yield
       }
-      // %113 = mul %101, %10 : i32
-      const int32_t v157 = tsr::wmul(iv132, v10);
+      // %113 = mul %102, %10 : i32
+      const int32_t v129 = tsr::wmul(iv112, v10);
       // %114 = sub %7, %113 : i32
-      const int32_t v158 = tsr::wsub(v7, v157);
+      const int32_t v130 = tsr::wsub(v7, v129);
       // %115 = min %10, %114 : i32
-      const int32_t v159 = tsr::imin(v10, v158);
-      // %116 = for %16, %115, %4, %102 : tile<i32, [256]> {...}
-      alignas(64) int32_t c160[256];
-      __builtin_memcpy(c160, c131, sizeof(c160));
-      for (int64_t iv161_ = v16; v4 > 0 && iv161_ < v159; iv161_ += v4) {
-        const int32_t iv161 = int32_t(iv161_);
+      const int32_t v131 = tsr::imin(v10, v130);
+      // %116 = for %16, %115, %4, %103 : tile<i32, [256]> {...}
+      alignas(64) int32_t c132[256];
+      __builtin_memcpy(c132, c111, sizeof(c132));
+      for (int64_t iv133_ = v16; v4 > 0 && iv133_ < v131; iv133_ += v4) {
+        const int32_t iv133 = int32_t(iv133_);
         // %119 = add %113, %117 : i32
-        const int32_t v162 = tsr::wadd(v157, iv161);
-        // %120 = add %104, %117 : i32
-        const int32_t v163 = tsr::wadd(v134, iv161);
+        const int32_t v134 = tsr::wadd(v129, iv133);
+        // %120 = add %105, %117 : i32
+        const int32_t v135 = tsr::wadd(v114, iv133);
         // %121 = buffer_read %9, %120 : tile<bf16, [1, 8192]>
-        if (!(true && int64_t(v163) >= 0 && int64_t(v163) < 4)) { tsr_fault(2100); return; }
-        alignas(64) float v164[8192];
-        __builtin_memcpy(v164, buf9 + ((0) * 4 + int64_t(v163)) * 8192, sizeof(v164));
+        if (!(true && int64_t(v135) >= 0 && int64_t(v135) < 4)) { tsr_fault(2100); return; }
+        alignas(64) float v136[8192];
+        __builtin_memcpy(v136, buf9 + ((0) * 4 + int64_t(v135)) * 8192, sizeof(v136));
         // %122 = reshape %121 : tile<bf16, [8192]>
         // %123 = bitcast %122 : tile<u16, [8192]>
         // (computed inside its user)
         // %124 = cast %123 : tile<u32, [8192]>
-        alignas(64) uint32_t v165[8192];
-        for (int64_t i166 = 0; i166 < 8192; ++i166) v165[i166] = uint32_t((uint16_t(tsr::bf16_bits(v164[i166]))));
-        // %125 = splat %94 : tile<u32, [8192]>
+        alignas(64) uint32_t v137[8192];
+        for (int64_t i138 = 0; i138 < 8192; ++i138) v137[i138] = uint32_t((uint16_t(tsr::bf16_bits(v136[i138]))));
+        // %125 = splat %95 : tile<u32, [8192]>
         // (computed inside its user)
         // %126 = xor %124, %125 : tile<u32, [8192]>
         // (computed inside its user)
-        // %127 = splat %95 : tile<u32, [8192]>
+        // %127 = splat %96 : tile<u32, [8192]>
         // (computed inside its user)
         // %128 = shr %124, %127 : tile<u32, [8192]>
         // (computed inside its user)
         // %129 = splat %14 : tile<u32, [8192]>
-        alignas(64) uint32_t v167[8192];
-        for (int64_t i168 = 0; i168 < 8192; ++i168) v167[i168] = v14;
+        alignas(64) uint32_t v139[8192];
+        for (int64_t i140 = 0; i140 < 8192; ++i140) v139[i140] = v14;
         // %130 = cmp %128, %129 {pred = "eq"} : tile<i1, [8192]>
         // (computed inside its user)
         // %131 = where %130, %126, %124 : tile<u32, [8192]>
-        alignas(64) uint32_t v169[8192];
-        for (int64_t i170 = 0; i170 < 8192; ++i170) v169[i170] = ((uint8_t((tsr::ishr(v165[i170], (v126))) == v14)) ? (uint32_t(v165[i170] ^ (v125))) : v165[i170]);
-        // %132 = cmp %119, %96 {pred = "eq"} : i1
-        const uint8_t v171 = uint8_t(v162 == v127);
+        alignas(64) uint32_t v141[8192];
+        for (int64_t i142 = 0; i142 < 8192; ++i142) v141[i142] = ((uint8_t((tsr::ishr(v137[i142], (v106))) == v14)) ? (uint32_t(v137[i142] ^ (v105))) : v137[i142]);
+        // %132 = cmp %119, %97 {pred = "eq"} : i1
+        const uint8_t v143 = uint8_t(v134 == v107);
         // %133 = if %132 : tile<u32, [8192]> {...}
-        alignas(64) uint32_t v172[8192];
-        if (v171) {
+        alignas(64) uint32_t v144[8192];
+        if (v143) {
           // %134 = mul %119, %3 : i32
-          const int32_t v173 = tsr::wmul(v162, v3);
+          const int32_t v145 = tsr::wmul(v134, v3);
           // %135 = arange : tile<i32, [8192]>
           // (computed inside its user)
           // %136 = splat %134 : tile<i32, [8192]>
@@ -573,17 +506,17 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           // %140 = splat %8 : tile<u32, [8192]>
           // (computed inside its user)
           // %141 = where %139, %131, %140 : tile<u32, [8192]>
-          alignas(64) uint32_t v174[8192];
-          for (int64_t i175 = 0; i175 < 8192; ++i175) v174[i175] = ((uint8_t((tsr::wadd((int32_t(0 + i175)), (v173))) < (v2))) ? v169[i175] : (v8));
+          alignas(64) uint32_t v146[8192];
+          for (int64_t i147 = 0; i147 < 8192; ++i147) v146[i147] = ((uint8_t((tsr::wadd((int32_t(0 + i147)), (v145))) < (v2))) ? v141[i147] : (v8));
           // yield %141
-          __builtin_memcpy(v172, v174, sizeof(v172));
+          __builtin_memcpy(v144, v146, sizeof(v144));
         } else {
           // yield %131
-          __builtin_memcpy(v172, v169, sizeof(v172));
+          __builtin_memcpy(v144, v141, sizeof(v144));
         }
         // %142 = shr %133, %129 : tile<u32, [8192]>
         // (computed inside its user)
-        // %143 = splat %97 : tile<u32, [8192]>
+        // %143 = splat %98 : tile<u32, [8192]>
         // (computed inside its user)
         // %144 = and %142, %143 : tile<u32, [8192]>
         // (computed inside its user)
@@ -593,265 +526,231 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // (computed inside its user)
         // %147 = shr %133, %146 : tile<u32, [8192]>
         // (computed inside its user)
-        // %148 = splat %98 : tile<u32, [8192]>
+        // %148 = splat %99 : tile<u32, [8192]>
         // (computed inside its user)
         // %149 = cmp %147, %148 {pred = "eq"} : tile<i1, [8192]>
         // (computed inside its user)
-        // %150 = splat %99 : tile<i32, [8192]>
+        // %150 = splat %100 : tile<i32, [8192]>
         // (computed inside its user)
         // %151 = where %149, %145, %150 : tile<i32, [8192]>
-        alignas(64) int32_t v176[8192];
-        for (int64_t i177 = 0; i177 < 8192; ++i177) v176[i177] = ((uint8_t((tsr::ishr(v172[i177], (v103))) == (v129))) ? (int32_t((uint32_t((tsr::ishr(v172[i177], v14)) & (v128))))) : (v130));
+        alignas(64) int32_t v148[8192];
+        for (int64_t i149 = 0; i149 < 8192; ++i149) v148[i149] = ((uint8_t((tsr::ishr(v144[i149], (v89))) == (v109))) ? (int32_t((uint32_t((tsr::ishr(v144[i149], v14)) & (v108))))) : (v110));
         // %152 = histogram %151 : tile<i32, [256]>
-        alignas(64) int32_t v178[256];
-        tsr::histogram(v176, 8192, v178, 256);
+        alignas(64) int32_t v150[256];
+        tsr::histogram(v148, 8192, v150, 256);
         // %153 = add %118, %152 : tile<i32, [256]>
-        // (written into the carried c160)
-        for (int64_t i179 = 0; i179 < 256; ++i179) c160[i179] = tsr::wadd(c160[i179], v178[i179]);
+        // (written into the carried c132)
+        for (int64_t i151 = 0; i151 < 256; ++i151) c132[i151] = tsr::wadd(c132[i151], v150[i151]);
         // yield %153
       }
       // yield %116
-      __builtin_memcpy(c131, c160, sizeof(c131));
+      __builtin_memcpy(c111, c132, sizeof(c111));
     }
-    // %154 = scan %100 {axis = 0, kind = "sum"} : tile<i32, [256]>
-    alignas(64) int32_t v180[256];
+    // %154 = scan %101 {axis = 0, kind = "sum"} : tile<i32, [256]>
+    alignas(64) int32_t v152[256];
     for (int64_t o_ = 0; o_ < 1; ++o_)
     for (int64_t n_ = 0; n_ < 1; ++n_) {
-      int32_t acc181 = c131[(o_ * 256 + 0) * 1 + n_];
-      v180[(o_ * 256 + 0) * 1 + n_] = acc181;
-      for (int64_t l182 = 1; l182 < 256; ++l182) {
-        acc181 = tsr::wadd(acc181, c131[(o_ * 256 + l182) * 1 + n_]);
-        v180[(o_ * 256 + l182) * 1 + n_] = acc181;
+      int32_t acc153 = c111[(o_ * 256 + 0) * 1 + n_];
+      v152[(o_ * 256 + 0) * 1 + n_] = acc153;
+      for (int64_t l154 = 1; l154 < 256; ++l154) {
+        acc153 = tsr::wadd(acc153, c111[(o_ * 256 + l154) * 1 + n_]);
+        v152[(o_ * 256 + l154) * 1 + n_] = acc153;
       }
     }
     // %155 = splat %84 : tile<i32, [256]>
     // (computed inside its user)
     // %156 = cmp %154, %155 {pred = "lt"} : tile<i1, [256]>
-    alignas(64) uint8_t v183[256];
-    for (int64_t i184 = 0; i184 < 256; ++i184) v183[i184] = uint8_t(v180[i184] < (v101));
+    alignas(64) uint8_t v155[256];
+    for (int64_t i156 = 0; i156 < 256; ++i156) v155[i156] = uint8_t(v152[i156] < (v87));
     // %157 = cast %156 : tile<i32, [256]>
-    alignas(64) int32_t v185[256];
-    for (int64_t i186 = 0; i186 < 256; ++i186) v185[i186] = int32_t(v183[i186]);
+    alignas(64) int32_t v157[256];
+    for (int64_t i158 = 0; i158 < 256; ++i158) v157[i158] = int32_t(v155[i158]);
     // %158 = reduce %157 {axis = 0, kind = "sum"} : i32
-    int32_t v187;
+    int32_t v159;
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       int32_t ln_[16];
       for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
       for (int64_t l_ = 0; l_ < 256; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v185[o_ * 256 + l_ + q_]);
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v157[o_ * 256 + l_ + q_]);
       int32_t acc_ = ln_[0];
       for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v187 = acc_;
+      v159 = acc_;
     }
     // %159 = splat %158 : tile<i32, [256]>
     // (computed inside its user)
     // %160 = cmp %77, %159 {pred = "eq"} : tile<i1, [256]>
     // (computed inside its user)
-    // %161 = where %160, %100, %17 : tile<i32, [256]>
-    alignas(64) int32_t v188[256];
-    for (int64_t i189 = 0; i189 < 256; ++i189) v188[i189] = ((uint8_t(v93[i189] == (v187))) ? c131[i189] : v16);
+    // %161 = where %160, %101, %17 : tile<i32, [256]>
+    alignas(64) int32_t v160[256];
+    for (int64_t i161 = 0; i161 < 256; ++i161) v160[i161] = ((uint8_t(v79[i161] == (v159))) ? c111[i161] : v16);
     // %162 = reduce %161 {axis = 0, kind = "sum"} : i32
-    int32_t v190;
+    int32_t v162;
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       int32_t ln_[16];
       for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
       for (int64_t l_ = 0; l_ < 256; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v188[o_ * 256 + l_ + q_]);
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v160[o_ * 256 + l_ + q_]);
       int32_t acc_ = ln_[0];
       for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v190 = acc_;
+      v162 = acc_;
     }
-    // %163 = where %156, %100, %17 : tile<i32, [256]>
-    alignas(64) int32_t v191[256];
-    for (int64_t i192 = 0; i192 < 256; ++i192) v191[i192] = (v183[i192] ? c131[i192] : v16);
+    // %163 = where %156, %101, %17 : tile<i32, [256]>
+    alignas(64) int32_t v163[256];
+    for (int64_t i164 = 0; i164 < 256; ++i164) v163[i164] = (v155[i164] ? c111[i164] : v16);
     // %164 = reduce %163 {axis = 0, kind = "sum"} : i32
-    int32_t v193;
+    int32_t v165;
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       int32_t ln_[16];
       for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
       for (int64_t l_ = 0; l_ < 256; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v191[o_ * 256 + l_ + q_]);
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v163[o_ * 256 + l_ + q_]);
       int32_t acc_ = ln_[0];
       for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v193 = acc_;
+      v165 = acc_;
     }
     // %165 = sub %84, %164 : i32
-    const int32_t v194 = tsr::wsub(v101, v193);
+    const int32_t v166 = tsr::wsub(v87, v165);
     // %166 = cast %158 : u32
-    const uint32_t v195 = uint32_t(v187);
+    const uint32_t v167 = uint32_t(v159);
     // %167 = shl %166, %14 : u32
-    const uint32_t v196 = tsr::ishl(v195, v14);
+    const uint32_t v168 = tsr::ishl(v167, v14);
     // %168 = or %88, %167 : u32
-    const uint32_t v197 = uint32_t(v105 | v196);
+    const uint32_t v169 = uint32_t(v91 | v168);
     // %169 = cmp %162, %165 {pred = "ne"} : i1
-    const uint8_t v198 = uint8_t(v190 != v194);
+    const uint8_t v170 = uint8_t(v162 != v166);
     // yield %168, %165, %14, %169
-    v107 = v197;
-    v108 = v194;
-    v109 = v14;
-    v110 = v198;
+    v93 = v169;
+    v94 = v166;
+    v95 = v14;
+    v96 = v170;
   } else {
     // yield %88, %84, %86, %89
-    v107 = v105;
-    v108 = v101;
-    v109 = v103;
-    v110 = v106;
+    v93 = v91;
+    v94 = v87;
+    v95 = v89;
+    v96 = v92;
   }
   // %170 = shr %90, %92 : u32
-  const uint32_t v199 = tsr::ishr(v107, v109);
-  // async_copy %9, %x, %16, %1, %16
-  if (!(true && int64_t(v16) >= 0 && int64_t(v16) < 4)) { tsr_fault(2996); return; }
-  {
-    float* const dst200 = buf9 + ((0) * 4 + int64_t(v16)) * 8192;
+  const uint32_t v171 = tsr::ishr(v93, v95);
+  // for %16, %10, %4 {...}
+  for (int64_t iv172_ = v16; v4 > 0 && iv172_ < v10; iv172_ += v4) {
+    const int32_t iv172 = int32_t(iv172_);
+    // async_copy %9, %x, %171, %1, %171
+    if (!(true && int64_t(iv172) >= 0 && int64_t(iv172) < 4)) { tsr_fault(3012); return; }
     {
-      const int64_t o201 = int64_t(v1) * 1;
-      const int64_t o202 = int64_t(v16) * 8192;
-      if (o201 >= 0 && o201 + 1 <= A.d0_0 && o202 >= 0 && o202 + 8192 <= A.d0_1) {
-        for (int64_t i203 = 0; i203 < 1; ++i203) {
-          for (int64_t i204 = 0; i204 < 8192; ++i204) dst200[(i203) * 8192 + i204] = tsr::bf2f(A.p0[(o201 + i203) * A.s0_0 + o202 + i204]);
-        }
-      } else {
-        for (int64_t i205 = 0; i205 < 1; ++i205) {
-          for (int64_t i206 = 0; i206 < 8192; ++i206) {
-            dst200[(i205)*8192 + i206] = ((o201 + i205) >= 0 && (o201 + i205) < A.d0_0 && (o202 + i206) >= 0 && (o202 + i206) < A.d0_1) ? tsr::bf2f(A.p0[(o201 + i205) * A.s0_0 + (o202 + i206) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+      float* const dst173 = buf9 + ((0) * 4 + int64_t(iv172)) * 8192;
+      {
+        const int64_t o174 = int64_t(v1) * 1;
+        const int64_t o175 = int64_t(iv172) * 8192;
+        if (o174 >= 0 && o174 + 1 <= A.d0_0 && o175 >= 0 && o175 + 8192 <= A.d0_1) {
+          for (int64_t i176 = 0; i176 < 1; ++i176) {
+            for (int64_t i177 = 0; i177 < 8192; ++i177) dst173[(i176) * 8192 + i177] = tsr::bf2f(A.p0[(o174 + i176) * A.s0_0 + o175 + i177]);
+          }
+        } else {
+          for (int64_t i178 = 0; i178 < 1; ++i178) {
+            for (int64_t i179 = 0; i179 < 8192; ++i179) {
+              dst173[(i178)*8192 + i179] = ((o174 + i178) >= 0 && (o174 + i178) < A.d0_0 && (o175 + i179) >= 0 && (o175 + i179) < A.d0_1) ? tsr::bf2f(A.p0[(o174 + i178) * A.s0_0 + (o175 + i179) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+            }
           }
         }
       }
     }
+    // yield
   }
-  // async_copy %9, %x, %4, %1, %4
-  if (!(true && int64_t(v4) >= 0 && int64_t(v4) < 4)) { tsr_fault(3012); return; }
-  {
-    float* const dst207 = buf9 + ((0) * 4 + int64_t(v4)) * 8192;
-    {
-      const int64_t o208 = int64_t(v1) * 1;
-      const int64_t o209 = int64_t(v4) * 8192;
-      if (o208 >= 0 && o208 + 1 <= A.d0_0 && o209 >= 0 && o209 + 8192 <= A.d0_1) {
-        for (int64_t i210 = 0; i210 < 1; ++i210) {
-          for (int64_t i211 = 0; i211 < 8192; ++i211) dst207[(i210) * 8192 + i211] = tsr::bf2f(A.p0[(o208 + i210) * A.s0_0 + o209 + i211]);
-        }
-      } else {
-        for (int64_t i212 = 0; i212 < 1; ++i212) {
-          for (int64_t i213 = 0; i213 < 8192; ++i213) {
-            dst207[(i212)*8192 + i213] = ((o208 + i212) >= 0 && (o208 + i212) < A.d0_0 && (o209 + i213) >= 0 && (o209 + i213) < A.d0_1) ? tsr::bf2f(A.p0[(o208 + i212) * A.s0_0 + (o209 + i213) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
-          }
-        }
-      }
-    }
-  }
-  // %171 = const {value = 32767} : u32
-  const uint32_t v214 = uint32_t(INT64_C(32767));
-  // %172 = const {value = 15} : u32
-  const uint32_t v215 = uint32_t(INT64_C(15));
-  // %173 = sub %7, %4 : i32
-  const int32_t v216 = tsr::wsub(v7, v4);
-  // %174, %175 = for %16, %13, %4, %16, %16 : i32, i32 {...}
-  int32_t c217;
-  c217 = v16;
-  int32_t c218;
-  c218 = v16;
-  for (int64_t iv219_ = v16; v4 > 0 && iv219_ < v13; iv219_ += v4) {
-    const int32_t iv219 = int32_t(iv219_);
+  // %172 = const {value = 32767} : u32
+  const uint32_t v180 = uint32_t(INT64_C(32767));
+  // %173 = const {value = 15} : u32
+  const uint32_t v181 = uint32_t(INT64_C(15));
+  // %174 = sub %7, %4 : i32
+  const int32_t v182 = tsr::wsub(v7, v4);
+  // %175, %176 = for %16, %13, %4, %16, %16 : i32, i32 {...}
+  int32_t c183;
+  c183 = v16;
+  int32_t c184;
+  c184 = v16;
+  for (int64_t iv185_ = v16; v4 > 0 && iv185_ < v13; iv185_ += v4) {
+    const int32_t iv185 = int32_t(iv185_);
     // async_wait
     // (copies are synchronous here: nothing to wait for)
-    // %179 = rem %176, %10 : i32
-    const int32_t v220 = tsr::irem(iv219, v10);
-    // %180 = mul %179, %10 : i32
-    const int32_t v221 = tsr::wmul(v220, v10);
-    // %181 = add %176, %4 : i32
-    const int32_t v222 = tsr::wadd(iv219, v4);
-    // %182 = cmp %181, %13 {pred = "lt"} : i1
-    const uint8_t v223 = uint8_t(v222 < v13);
-    // if %182 {...}
-    if (v223) {
-      // %183 = mul %181, %10 : i32
-      const int32_t v224 = tsr::wmul(v222, v10);
-      // %184 = add %183, %16 : i32
-      const int32_t v225 = tsr::wadd(v224, v16);
-      // %185 = sub %10, %180 : i32
-      const int32_t v226 = tsr::wsub(v10, v221);
-      // %186 = add %185, %16 : i32
-      const int32_t v227 = tsr::wadd(v226, v16);
-      // async_copy %9, %x, %186, %1, %184
-      if (!(true && int64_t(v227) >= 0 && int64_t(v227) < 4)) { tsr_fault(3252); return; }
-      {
-        float* const dst228 = buf9 + ((0) * 4 + int64_t(v227)) * 8192;
+    // %180 = rem %177, %10 : i32
+    const int32_t v186 = tsr::irem(iv185, v10);
+    // %181 = mul %180, %10 : i32
+    const int32_t v187 = tsr::wmul(v186, v10);
+    // %182 = add %177, %4 : i32
+    const int32_t v188 = tsr::wadd(iv185, v4);
+    // %183 = cmp %182, %13 {pred = "lt"} : i1
+    const uint8_t v189 = uint8_t(v188 < v13);
+    // if %183 {...}
+    if (v189) {
+      // %184 = mul %182, %10 : i32
+      const int32_t v190 = tsr::wmul(v188, v10);
+      // %185 = sub %10, %181 : i32
+      const int32_t v191 = tsr::wsub(v10, v187);
+      // for %16, %10, %4 {...}
+      for (int64_t iv192_ = v16; v4 > 0 && iv192_ < v10; iv192_ += v4) {
+        const int32_t iv192 = int32_t(iv192_);
+        // %187 = add %184, %186 : i32
+        const int32_t v193 = tsr::wadd(v190, iv192);
+        // %188 = add %185, %186 : i32
+        const int32_t v194 = tsr::wadd(v191, iv192);
+        // async_copy %9, %x, %188, %1, %187
+        if (!(true && int64_t(v194) >= 0 && int64_t(v194) < 4)) { tsr_fault(3284); return; }
         {
-          const int64_t o229 = int64_t(v1) * 1;
-          const int64_t o230 = int64_t(v225) * 8192;
-          if (o229 >= 0 && o229 + 1 <= A.d0_0 && o230 >= 0 && o230 + 8192 <= A.d0_1) {
-            for (int64_t i231 = 0; i231 < 1; ++i231) {
-              for (int64_t i232 = 0; i232 < 8192; ++i232) dst228[(i231) * 8192 + i232] = tsr::bf2f(A.p0[(o229 + i231) * A.s0_0 + o230 + i232]);
-            }
-          } else {
-            for (int64_t i233 = 0; i233 < 1; ++i233) {
-              for (int64_t i234 = 0; i234 < 8192; ++i234) {
-                dst228[(i233)*8192 + i234] = ((o229 + i233) >= 0 && (o229 + i233) < A.d0_0 && (o230 + i234) >= 0 && (o230 + i234) < A.d0_1) ? tsr::bf2f(A.p0[(o229 + i233) * A.s0_0 + (o230 + i234) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+          float* const dst195 = buf9 + ((0) * 4 + int64_t(v194)) * 8192;
+          {
+            const int64_t o196 = int64_t(v1) * 1;
+            const int64_t o197 = int64_t(v193) * 8192;
+            if (o196 >= 0 && o196 + 1 <= A.d0_0 && o197 >= 0 && o197 + 8192 <= A.d0_1) {
+              for (int64_t i198 = 0; i198 < 1; ++i198) {
+                for (int64_t i199 = 0; i199 < 8192; ++i199) dst195[(i198) * 8192 + i199] = tsr::bf2f(A.p0[(o196 + i198) * A.s0_0 + o197 + i199]);
+              }
+            } else {
+              for (int64_t i200 = 0; i200 < 1; ++i200) {
+                for (int64_t i201 = 0; i201 < 8192; ++i201) {
+                  dst195[(i200)*8192 + i201] = ((o196 + i200) >= 0 && (o196 + i200) < A.d0_0 && (o197 + i201) >= 0 && (o197 + i201) < A.d0_1) ? tsr::bf2f(A.p0[(o196 + i200) * A.s0_0 + (o197 + i201) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+                }
               }
             }
           }
         }
-      }
-      // %187 = add %183, %4 : i32
-      const int32_t v235 = tsr::wadd(v224, v4);
-      // %188 = add %185, %4 : i32
-      const int32_t v236 = tsr::wadd(v226, v4);
-      // async_copy %9, %x, %188, %1, %187
-      if (!(true && int64_t(v236) >= 0 && int64_t(v236) < 4)) { tsr_fault(3300); return; }
-      {
-        float* const dst237 = buf9 + ((0) * 4 + int64_t(v236)) * 8192;
-        {
-          const int64_t o238 = int64_t(v1) * 1;
-          const int64_t o239 = int64_t(v235) * 8192;
-          if (o238 >= 0 && o238 + 1 <= A.d0_0 && o239 >= 0 && o239 + 8192 <= A.d0_1) {
-            for (int64_t i240 = 0; i240 < 1; ++i240) {
-              for (int64_t i241 = 0; i241 < 8192; ++i241) dst237[(i240) * 8192 + i241] = tsr::bf2f(A.p0[(o238 + i240) * A.s0_0 + o239 + i241]);
-            }
-          } else {
-            for (int64_t i242 = 0; i242 < 1; ++i242) {
-              for (int64_t i243 = 0; i243 < 8192; ++i243) {
-                dst237[(i242)*8192 + i243] = ((o238 + i242) >= 0 && (o238 + i242) < A.d0_0 && (o239 + i243) >= 0 && (o239 + i243) < A.d0_1) ? tsr::bf2f(A.p0[(o238 + i242) * A.s0_0 + (o239 + i243) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
-              }
-            }
-          }
-        }
+        // yield
       }
       // yield
     } else {
       // yield
     }
-    // %189 = mul %176, %10 : i32
-    const int32_t v244 = tsr::wmul(iv219, v10);
+    // %189 = mul %177, %10 : i32
+    const int32_t v202 = tsr::wmul(iv185, v10);
     // %190 = sub %7, %189 : i32
-    const int32_t v245 = tsr::wsub(v7, v244);
+    const int32_t v203 = tsr::wsub(v7, v202);
     // %191 = min %10, %190 : i32
-    const int32_t v246 = tsr::imin(v10, v245);
-    // %192, %193 = for %16, %191, %4, %177, %178 : i32, i32 {...}
-    int32_t c247;
-    c247 = c217;
-    int32_t c248;
-    c248 = c218;
-    for (int64_t iv249_ = v16; v4 > 0 && iv249_ < v246; iv249_ += v4) {
-      const int32_t iv249 = int32_t(iv249_);
+    const int32_t v204 = tsr::imin(v10, v203);
+    // %192, %193 = for %16, %191, %4, %178, %179 : i32, i32 {...}
+    int32_t c205;
+    c205 = c183;
+    int32_t c206;
+    c206 = c184;
+    for (int64_t iv207_ = v16; v4 > 0 && iv207_ < v204; iv207_ += v4) {
+      const int32_t iv207 = int32_t(iv207_);
       // %197 = add %189, %194 : i32
-      const int32_t v250 = tsr::wadd(v244, iv249);
-      // %198 = add %180, %194 : i32
-      const int32_t v251 = tsr::wadd(v221, iv249);
+      const int32_t v208 = tsr::wadd(v202, iv207);
+      // %198 = add %181, %194 : i32
+      const int32_t v209 = tsr::wadd(v187, iv207);
       // %199 = buffer_read %9, %198 : tile<bf16, [1, 8192]>
-      if (!(true && int64_t(v251) >= 0 && int64_t(v251) < 4)) { tsr_fault(3444); return; }
-      alignas(64) float v252[8192];
-      __builtin_memcpy(v252, buf9 + ((0) * 4 + int64_t(v251)) * 8192, sizeof(v252));
+      if (!(true && int64_t(v209) >= 0 && int64_t(v209) < 4)) { tsr_fault(3444); return; }
+      alignas(64) float v210[8192];
+      __builtin_memcpy(v210, buf9 + ((0) * 4 + int64_t(v209)) * 8192, sizeof(v210));
       // %200 = reshape %199 : tile<bf16, [8192]>
       // %201 = bitcast %200 : tile<u16, [8192]>
       // (computed inside its user)
       // %202 = cast %201 : tile<u32, [8192]>
-      alignas(64) uint32_t v253[8192];
-      for (int64_t i254 = 0; i254 < 8192; ++i254) v253[i254] = uint32_t((uint16_t(tsr::bf16_bits(v252[i254]))));
-      // %203 = splat %171 : tile<u32, [8192]>
+      alignas(64) uint32_t v211[8192];
+      for (int64_t i212 = 0; i212 < 8192; ++i212) v211[i212] = uint32_t((uint16_t(tsr::bf16_bits(v210[i212]))));
+      // %203 = splat %172 : tile<u32, [8192]>
       // (computed inside its user)
       // %204 = xor %202, %203 : tile<u32, [8192]>
       // (computed inside its user)
-      // %205 = splat %172 : tile<u32, [8192]>
+      // %205 = splat %173 : tile<u32, [8192]>
       // (computed inside its user)
       // %206 = shr %202, %205 : tile<u32, [8192]>
       // (computed inside its user)
@@ -860,15 +759,15 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %208 = cmp %206, %207 {pred = "eq"} : tile<i1, [8192]>
       // (computed inside its user)
       // %209 = where %208, %204, %202 : tile<u32, [8192]>
-      alignas(64) uint32_t v255[8192];
-      for (int64_t i256 = 0; i256 < 8192; ++i256) v255[i256] = ((uint8_t((tsr::ishr(v253[i256], (v215))) == (v14))) ? (uint32_t(v253[i256] ^ (v214))) : v253[i256]);
-      // %210 = cmp %197, %173 {pred = "eq"} : i1
-      const uint8_t v257 = uint8_t(v250 == v216);
+      alignas(64) uint32_t v213[8192];
+      for (int64_t i214 = 0; i214 < 8192; ++i214) v213[i214] = ((uint8_t((tsr::ishr(v211[i214], (v181))) == (v14))) ? (uint32_t(v211[i214] ^ (v180))) : v211[i214]);
+      // %210 = cmp %197, %174 {pred = "eq"} : i1
+      const uint8_t v215 = uint8_t(v208 == v182);
       // %211 = if %210 : tile<u32, [8192]> {...}
-      alignas(64) uint32_t v258[8192];
-      if (v257) {
+      alignas(64) uint32_t v216[8192];
+      if (v215) {
         // %212 = mul %197, %3 : i32
-        const int32_t v259 = tsr::wmul(v250, v3);
+        const int32_t v217 = tsr::wmul(v208, v3);
         // %213 = arange : tile<i32, [8192]>
         // (computed inside its user)
         // %214 = splat %212 : tile<i32, [8192]>
@@ -882,64 +781,64 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // %218 = splat %8 : tile<u32, [8192]>
         // (computed inside its user)
         // %219 = where %217, %209, %218 : tile<u32, [8192]>
-        alignas(64) uint32_t v260[8192];
-        for (int64_t i261 = 0; i261 < 8192; ++i261) v260[i261] = ((uint8_t((tsr::wadd((int32_t(0 + i261)), (v259))) < (v2))) ? v255[i261] : (v8));
+        alignas(64) uint32_t v218[8192];
+        for (int64_t i219 = 0; i219 < 8192; ++i219) v218[i219] = ((uint8_t((tsr::wadd((int32_t(0 + i219)), (v217))) < (v2))) ? v213[i219] : (v8));
         // yield %219
-        __builtin_memcpy(v258, v260, sizeof(v258));
+        __builtin_memcpy(v216, v218, sizeof(v216));
       } else {
         // yield %209
-        __builtin_memcpy(v258, v255, sizeof(v258));
+        __builtin_memcpy(v216, v213, sizeof(v216));
       }
       // %220 = splat %92 : tile<u32, [8192]>
       // (computed inside its user)
       // %221 = shr %211, %220 : tile<u32, [8192]>
-      alignas(64) uint32_t v262[8192];
-      for (int64_t i263 = 0; i263 < 8192; ++i263) v262[i263] = tsr::ishr(v258[i263], (v109));
+      alignas(64) uint32_t v220[8192];
+      for (int64_t i221 = 0; i221 < 8192; ++i221) v220[i221] = tsr::ishr(v216[i221], (v95));
       // %222 = splat %170 : tile<u32, [8192]>
-      alignas(64) uint32_t v264[8192];
-      for (int64_t i265 = 0; i265 < 8192; ++i265) v264[i265] = v199;
+      alignas(64) uint32_t v222[8192];
+      for (int64_t i223 = 0; i223 < 8192; ++i223) v222[i223] = v171;
       // %223 = cmp %221, %222 {pred = "eq"} : tile<i1, [8192]>
-      alignas(64) uint8_t v266[8192];
-      for (int64_t i267 = 0; i267 < 8192; ++i267) v266[i267] = uint8_t(v262[i267] == v199);
+      alignas(64) uint8_t v224[8192];
+      for (int64_t i225 = 0; i225 < 8192; ++i225) v224[i225] = uint8_t(v220[i225] == v171);
       // %224 = cmp %221, %222 {pred = "lt"} : tile<i1, [8192]>
-      alignas(64) uint8_t v268[8192];
-      for (int64_t i269 = 0; i269 < 8192; ++i269) v268[i269] = uint8_t(v262[i269] < v199);
+      alignas(64) uint8_t v226[8192];
+      for (int64_t i227 = 0; i227 < 8192; ++i227) v226[i227] = uint8_t(v220[i227] < v171);
       // %225 = cast %223 : tile<i32, [8192]>
-      alignas(64) int32_t v270[8192];
-      for (int64_t i271 = 0; i271 < 8192; ++i271) v270[i271] = int32_t(v266[i271]);
+      alignas(64) int32_t v228[8192];
+      for (int64_t i229 = 0; i229 < 8192; ++i229) v228[i229] = int32_t(v224[i229]);
       // %226 = reduce %225 {axis = 0, kind = "sum"} : i32
-      int32_t v272;
+      int32_t v230;
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         int32_t ln_[16];
         for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
         for (int64_t l_ = 0; l_ < 8192; l_ += 16)
-          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v270[o_ * 8192 + l_ + q_]);
+          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v228[o_ * 8192 + l_ + q_]);
         int32_t acc_ = ln_[0];
         for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-        v272 = acc_;
+        v230 = acc_;
       }
       // %227 = add %196, %226 : i32
-      const int32_t v273 = tsr::wadd(c248, v272);
+      const int32_t v231 = tsr::wadd(c206, v230);
       // %228 = cmp %227, %91 {pred = "le"} : i1
-      const uint8_t v274 = uint8_t(v273 <= v108);
+      const uint8_t v232 = uint8_t(v231 <= v94);
       // %229 = if %228 : tile<i1, [8192]> {...}
-      alignas(64) uint8_t v275[8192];
-      if (v274) {
+      alignas(64) uint8_t v233[8192];
+      if (v232) {
         // %230 = or %224, %223 : tile<i1, [8192]>
-        alignas(64) uint8_t v276[8192];
-        for (int64_t i277 = 0; i277 < 8192; ++i277) v276[i277] = uint8_t(v268[i277] | v266[i277]);
+        alignas(64) uint8_t v234[8192];
+        for (int64_t i235 = 0; i235 < 8192; ++i235) v234[i235] = uint8_t(v226[i235] | v224[i235]);
         // yield %230
-        __builtin_memcpy(v275, v276, sizeof(v275));
+        __builtin_memcpy(v233, v234, sizeof(v233));
       } else {
         // %231 = scan %225 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-        alignas(64) int32_t v278[8192];
+        alignas(64) int32_t v236[8192];
         for (int64_t o_ = 0; o_ < 1; ++o_)
         for (int64_t n_ = 0; n_ < 1; ++n_) {
-          int32_t acc279 = v270[(o_ * 8192 + 0) * 1 + n_];
-          v278[(o_ * 8192 + 0) * 1 + n_] = acc279;
-          for (int64_t l280 = 1; l280 < 8192; ++l280) {
-            acc279 = tsr::wadd(acc279, v270[(o_ * 8192 + l280) * 1 + n_]);
-            v278[(o_ * 8192 + l280) * 1 + n_] = acc279;
+          int32_t acc237 = v228[(o_ * 8192 + 0) * 1 + n_];
+          v236[(o_ * 8192 + 0) * 1 + n_] = acc237;
+          for (int64_t l238 = 1; l238 < 8192; ++l238) {
+            acc237 = tsr::wadd(acc237, v228[(o_ * 8192 + l238) * 1 + n_]);
+            v236[(o_ * 8192 + l238) * 1 + n_] = acc237;
           }
         }
         // %232 = splat %196 : tile<i32, [8192]>
@@ -953,143 +852,143 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // %236 = and %223, %235 : tile<i1, [8192]>
         // (computed inside its user)
         // %237 = or %224, %236 : tile<i1, [8192]>
-        alignas(64) uint8_t v281[8192];
-        for (int64_t i282 = 0; i282 < 8192; ++i282) v281[i282] = uint8_t(v268[i282] | (uint8_t(v266[i282] & (uint8_t((tsr::wadd(v278[i282], (c248))) <= (v108))))));
+        alignas(64) uint8_t v239[8192];
+        for (int64_t i240 = 0; i240 < 8192; ++i240) v239[i240] = uint8_t(v226[i240] | (uint8_t(v224[i240] & (uint8_t((tsr::wadd(v236[i240], (c206))) <= (v94))))));
         // yield %237
-        __builtin_memcpy(v275, v281, sizeof(v275));
+        __builtin_memcpy(v233, v239, sizeof(v233));
       }
       // %238 = sub %195, %4 : i32
-      const int32_t v283 = tsr::wsub(c247, v4);
+      const int32_t v241 = tsr::wsub(c205, v4);
       // %239 = cast %229 : tile<i32, [8192]>
-      alignas(64) int32_t v284[8192];
-      for (int64_t i285 = 0; i285 < 8192; ++i285) v284[i285] = int32_t(v275[i285]);
+      alignas(64) int32_t v242[8192];
+      for (int64_t i243 = 0; i243 < 8192; ++i243) v242[i243] = int32_t(v233[i243]);
       // %240 = scan %239 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-      alignas(64) int32_t v286[8192];
+      alignas(64) int32_t v244[8192];
       for (int64_t o_ = 0; o_ < 1; ++o_)
       for (int64_t n_ = 0; n_ < 1; ++n_) {
-        int32_t acc287 = v284[(o_ * 8192 + 0) * 1 + n_];
-        v286[(o_ * 8192 + 0) * 1 + n_] = acc287;
-        for (int64_t l288 = 1; l288 < 8192; ++l288) {
-          acc287 = tsr::wadd(acc287, v284[(o_ * 8192 + l288) * 1 + n_]);
-          v286[(o_ * 8192 + l288) * 1 + n_] = acc287;
+        int32_t acc245 = v242[(o_ * 8192 + 0) * 1 + n_];
+        v244[(o_ * 8192 + 0) * 1 + n_] = acc245;
+        for (int64_t l246 = 1; l246 < 8192; ++l246) {
+          acc245 = tsr::wadd(acc245, v242[(o_ * 8192 + l246) * 1 + n_]);
+          v244[(o_ * 8192 + l246) * 1 + n_] = acc245;
         }
       }
       // %241 = splat %238 : tile<i32, [8192]>
       // (computed inside its user)
       // %242 = add %240, %241 : tile<i32, [8192]>
-      alignas(64) int32_t v289[8192];
-      for (int64_t i290 = 0; i290 < 8192; ++i290) v289[i290] = tsr::wadd(v286[i290], (v283));
+      alignas(64) int32_t v247[8192];
+      for (int64_t i248 = 0; i248 < 8192; ++i248) v247[i248] = tsr::wadd(v244[i248], (v241));
       // %243 = splat %1 : tile<i32, [8192]>
-      alignas(64) int32_t v291[8192];
-      for (int64_t i292 = 0; i292 < 8192; ++i292) v291[i292] = v1;
+      alignas(64) int32_t v249[8192];
+      for (int64_t i250 = 0; i250 < 8192; ++i250) v249[i250] = v1;
       // scatter %values, %200, %243, %242, %229
-      for (int64_t i293 = 0; i293 < 8192; ++i293) {
-        if ((v275[i293] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v289[i293]) >= 0 && int64_t(v289[i293]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v289[i293]) * A.s1_1] = tsr::f2bf(v252[i293]);
+      for (int64_t i251 = 0; i251 < 8192; ++i251) {
+        if ((v233[i251] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v247[i251]) >= 0 && int64_t(v247[i251]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v247[i251]) * A.s1_1] = tsr::f2bf(v210[i251]);
       }
       // %244 = mul %197, %3 : i32
-      const int32_t v294 = tsr::wmul(v250, v3);
+      const int32_t v252 = tsr::wmul(v208, v3);
       // %245 = arange : tile<i32, [8192]>
       // (computed inside its user)
       // %246 = splat %244 : tile<i32, [8192]>
       // (computed inside its user)
       // %247 = add %245, %246 : tile<i32, [8192]>
-      tsr::HeapTile<int32_t, 8192> v295_heap;  // 32768 bytes: on the heap
-      if (!(v295_heap.p)) { tsr_fault(4300); return; }
-      int32_t (&v295)[8192] = *v295_heap.p;
-      for (int64_t i296 = 0; i296 < 8192; ++i296) v295[i296] = tsr::wadd((int32_t(0 + i296)), (v294));
+      tsr::HeapTile<int32_t, 8192> v253_heap;  // 32768 bytes: on the heap
+      if (!(v253_heap.p)) { tsr_fault(4300); return; }
+      int32_t (&v253)[8192] = *v253_heap.p;
+      for (int64_t i254 = 0; i254 < 8192; ++i254) v253[i254] = tsr::wadd((int32_t(0 + i254)), (v252));
       // scatter %indices, %247, %243, %242, %229
-      for (int64_t i297 = 0; i297 < 8192; ++i297) {
-        if ((v275[i297] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v289[i297]) >= 0 && int64_t(v289[i297]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v289[i297]) * A.s2_1] = v295[i297];
+      for (int64_t i255 = 0; i255 < 8192; ++i255) {
+        if ((v233[i255] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v247[i255]) >= 0 && int64_t(v247[i255]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v247[i255]) * A.s2_1] = v253[i255];
       }
       // %248 = reduce %239 {axis = 0, kind = "sum"} : i32
-      int32_t v298;
+      int32_t v256;
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         int32_t ln_[16];
         for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
         for (int64_t l_ = 0; l_ < 8192; l_ += 16)
-          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v284[o_ * 8192 + l_ + q_]);
+          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v242[o_ * 8192 + l_ + q_]);
         int32_t acc_ = ln_[0];
         for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-        v298 = acc_;
+        v256 = acc_;
       }
       // %249 = add %195, %248 : i32
-      const int32_t v299 = tsr::wadd(c247, v298);
+      const int32_t v257 = tsr::wadd(c205, v256);
       // yield %249, %227
-      c247 = v299;
-      c248 = v273;
+      c205 = v257;
+      c206 = v231;
     }
     // yield %192, %193
-    c217 = c247;
-    c218 = c248;
+    c183 = c205;
+    c184 = c206;
   }
   // %250 = load_tile %indices, %1, %16 : tile<i32, [1, 64]>
-  alignas(64) int32_t v300[64];
+  alignas(64) int32_t v258[64];
   {
-    const int64_t o301 = int64_t(v1) * 1;
-    const int64_t o302 = int64_t(v16) * 64;
-    if (o301 >= 0 && o301 + 1 <= A.d2_0 && o302 >= 0 && o302 + 64 <= A.d2_1) {
-      for (int64_t i303 = 0; i303 < 1; ++i303) {
-        for (int64_t i304 = 0; i304 < 64; ++i304) v300[(i303) * 64 + i304] = A.p2[(o301 + i303) * A.s2_0 + o302 + i304];
+    const int64_t o259 = int64_t(v1) * 1;
+    const int64_t o260 = int64_t(v16) * 64;
+    if (o259 >= 0 && o259 + 1 <= A.d2_0 && o260 >= 0 && o260 + 64 <= A.d2_1) {
+      for (int64_t i261 = 0; i261 < 1; ++i261) {
+        for (int64_t i262 = 0; i262 < 64; ++i262) v258[(i261) * 64 + i262] = A.p2[(o259 + i261) * A.s2_0 + o260 + i262];
       }
     } else {
-      for (int64_t i305 = 0; i305 < 1; ++i305) {
-        for (int64_t i306 = 0; i306 < 64; ++i306) {
-          v300[(i305)*64 + i306] = ((o301 + i305) >= 0 && (o301 + i305) < A.d2_0 && (o302 + i306) >= 0 && (o302 + i306) < A.d2_1) ? A.p2[(o301 + i305) * A.s2_0 + (o302 + i306) * A.s2_1] : int32_t(INT64_C(0));
+      for (int64_t i263 = 0; i263 < 1; ++i263) {
+        for (int64_t i264 = 0; i264 < 64; ++i264) {
+          v258[(i263)*64 + i264] = ((o259 + i263) >= 0 && (o259 + i263) < A.d2_0 && (o260 + i264) >= 0 && (o260 + i264) < A.d2_1) ? A.p2[(o259 + i263) * A.s2_0 + (o260 + i264) * A.s2_1] : int32_t(INT64_C(0));
         }
       }
     }
   }
   // %251 = load_tile %values, %1, %16 : tile<bf16, [1, 64]>
-  alignas(64) float v307[64];
+  alignas(64) float v265[64];
   {
-    const int64_t o308 = int64_t(v1) * 1;
-    const int64_t o309 = int64_t(v16) * 64;
-    if (o308 >= 0 && o308 + 1 <= A.d1_0 && o309 >= 0 && o309 + 64 <= A.d1_1) {
-      for (int64_t i310 = 0; i310 < 1; ++i310) {
-        for (int64_t i311 = 0; i311 < 64; ++i311) v307[(i310) * 64 + i311] = tsr::bf2f(A.p1[(o308 + i310) * A.s1_0 + o309 + i311]);
+    const int64_t o266 = int64_t(v1) * 1;
+    const int64_t o267 = int64_t(v16) * 64;
+    if (o266 >= 0 && o266 + 1 <= A.d1_0 && o267 >= 0 && o267 + 64 <= A.d1_1) {
+      for (int64_t i268 = 0; i268 < 1; ++i268) {
+        for (int64_t i269 = 0; i269 < 64; ++i269) v265[(i268) * 64 + i269] = tsr::bf2f(A.p1[(o266 + i268) * A.s1_0 + o267 + i269]);
       }
     } else {
-      for (int64_t i312 = 0; i312 < 1; ++i312) {
-        for (int64_t i313 = 0; i313 < 64; ++i313) {
-          v307[(i312)*64 + i313] = ((o308 + i312) >= 0 && (o308 + i312) < A.d1_0 && (o309 + i313) >= 0 && (o309 + i313) < A.d1_1) ? tsr::bf2f(A.p1[(o308 + i312) * A.s1_0 + (o309 + i313) * A.s1_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+      for (int64_t i270 = 0; i270 < 1; ++i270) {
+        for (int64_t i271 = 0; i271 < 64; ++i271) {
+          v265[(i270)*64 + i271] = ((o266 + i270) >= 0 && (o266 + i270) < A.d1_0 && (o267 + i271) >= 0 && (o267 + i271) < A.d1_1) ? tsr::bf2f(A.p1[(o266 + i270) * A.s1_0 + (o267 + i271) * A.s1_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
         }
       }
     }
   }
   // %252, %253 = sort %251, %250 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
-  alignas(64) float v314[64];
-  alignas(64) int32_t v315[64];
-  alignas(64) uint64_t sk316[128];
-  alignas(64) int32_t sp317[128];
-  tsr::sort_lines(v307, v300, v314, v315, 1, 64, 1, 64, true, sk316, sp317);
+  alignas(64) float v272[64];
+  alignas(64) int32_t v273[64];
+  alignas(64) uint64_t sk274[128];
+  alignas(64) int32_t sp275[128];
+  tsr::sort_lines(v265, v258, v272, v273, 1, 64, 1, 64, true, sk274, sp275);
   // store_tile %values, %252, %1, %16
   {
-    const int64_t o318 = int64_t(v1) * 1;
-    const int64_t o319 = int64_t(v16) * 64;
-    if (o318 >= 0 && o318 + 1 <= A.d1_0 && o319 >= 0 && o319 + 64 <= A.d1_1) {
-      for (int64_t i320 = 0; i320 < 1; ++i320) {
-        for (int64_t i321 = 0; i321 < 64; ++i321) A.p1[(o318 + i320) * A.s1_0 + o319 + i321] = tsr::f2bf(v314[(i320) * 64 + i321]);
+    const int64_t o276 = int64_t(v1) * 1;
+    const int64_t o277 = int64_t(v16) * 64;
+    if (o276 >= 0 && o276 + 1 <= A.d1_0 && o277 >= 0 && o277 + 64 <= A.d1_1) {
+      for (int64_t i278 = 0; i278 < 1; ++i278) {
+        for (int64_t i279 = 0; i279 < 64; ++i279) A.p1[(o276 + i278) * A.s1_0 + o277 + i279] = tsr::f2bf(v272[(i278) * 64 + i279]);
       }
     } else {
-      for (int64_t i322 = 0; i322 < 1; ++i322) {
-        for (int64_t i323 = 0; i323 < 64; ++i323) {
-          if ((o318 + i322) >= 0 && (o318 + i322) < A.d1_0 && (o319 + i323) >= 0 && (o319 + i323) < A.d1_1) A.p1[(o318 + i322) * A.s1_0 + (o319 + i323) * A.s1_1] = tsr::f2bf(v314[(i322)*64 + i323]);
+      for (int64_t i280 = 0; i280 < 1; ++i280) {
+        for (int64_t i281 = 0; i281 < 64; ++i281) {
+          if ((o276 + i280) >= 0 && (o276 + i280) < A.d1_0 && (o277 + i281) >= 0 && (o277 + i281) < A.d1_1) A.p1[(o276 + i280) * A.s1_0 + (o277 + i281) * A.s1_1] = tsr::f2bf(v272[(i280)*64 + i281]);
         }
       }
     }
   }
   // store_tile %indices, %253, %1, %16
   {
-    const int64_t o324 = int64_t(v1) * 1;
-    const int64_t o325 = int64_t(v16) * 64;
-    if (o324 >= 0 && o324 + 1 <= A.d2_0 && o325 >= 0 && o325 + 64 <= A.d2_1) {
-      for (int64_t i326 = 0; i326 < 1; ++i326) {
-        for (int64_t i327 = 0; i327 < 64; ++i327) A.p2[(o324 + i326) * A.s2_0 + o325 + i327] = v315[(i326) * 64 + i327];
+    const int64_t o282 = int64_t(v1) * 1;
+    const int64_t o283 = int64_t(v16) * 64;
+    if (o282 >= 0 && o282 + 1 <= A.d2_0 && o283 >= 0 && o283 + 64 <= A.d2_1) {
+      for (int64_t i284 = 0; i284 < 1; ++i284) {
+        for (int64_t i285 = 0; i285 < 64; ++i285) A.p2[(o282 + i284) * A.s2_0 + o283 + i285] = v273[(i284) * 64 + i285];
       }
     } else {
-      for (int64_t i328 = 0; i328 < 1; ++i328) {
-        for (int64_t i329 = 0; i329 < 64; ++i329) {
-          if ((o324 + i328) >= 0 && (o324 + i328) < A.d2_0 && (o325 + i329) >= 0 && (o325 + i329) < A.d2_1) A.p2[(o324 + i328) * A.s2_0 + (o325 + i329) * A.s2_1] = v315[(i328)*64 + i329];
+      for (int64_t i286 = 0; i286 < 1; ++i286) {
+        for (int64_t i287 = 0; i287 < 64; ++i287) {
+          if ((o282 + i286) >= 0 && (o282 + i286) < A.d2_0 && (o283 + i287) >= 0 && (o283 + i287) < A.d2_1) A.p2[(o282 + i286) * A.s2_0 + (o283 + i287) * A.s2_1] = v273[(i286)*64 + i287];
         }
       }
     }
@@ -1106,7 +1005,7 @@ extern "C" int tessera_run(void** buf, const int64_t* dims, const int64_t* is, c
   if (g0 < 0) return 24;  // grid size on axis 0 of kernel 'topk' is negative (a size of 0 runs no programs; a negative size is an error)
   if (g0 == 0 || g1 == 0 || g2 == 0) return 0;  // no programs
   if (nt <= 0) nt = omp_get_max_threads();
-  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(12345251)) nt = 1;  // about 12345251 element ops per program
+  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(12345296)) nt = 1;  // about 12345296 element ops per program
   if (nt == 1) {
     for (int64_t z = 0; z < g2; ++z)
       for (int64_t y = 0; y < g1; ++y)

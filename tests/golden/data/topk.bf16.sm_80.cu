@@ -8,8 +8,8 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
   constexpr int tsr_nthreads = 512;
   (void)tsr_tid; (void)tsr_smem;
   constexpr int64_t tsr_struct_base = 1024LL;  // buffers and pipe rings, after the scratch
-  int tsr_red446_at = 0;  // the copy of tsr_red446_mem the next exchange uses
-  int tsr_red497_at = 0;  // the copy of tsr_red497_mem the next exchange uses
+  int tsr_red404_at = 0;  // the copy of tsr_red404_mem the next exchange uses
+  int tsr_red455_at = 0;  // the copy of tsr_red455_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_N);
@@ -26,6 +26,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
   [[maybe_unused]] constexpr int64_t BLOCK_N = 8192LL;
   [[maybe_unused]] constexpr int64_t num_warps = 16LL;
   [[maybe_unused]] constexpr int64_t struct_cp_async = 1LL;
+  [[maybe_unused]] constexpr int64_t RING_GROUP = 2LL;
   // %1 = program_id {axis = 0} : i32
   const int32_t v0 = int32_t(blockIdx.x);
   // %2 = dim %x {axis = 1} : i32
@@ -64,1605 +65,1527 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
   for (int s17 = 0; s17 < 1; ++s17) {
     v16[s17] = v15;
   }
-  // async_copy %9, %x, %16, %1, %16
-  if (!(true && int64_t(v15) >= 0 && int64_t(v15) < 4LL)) __trap();  // slot index out of range
-  {
-    uint16_t* const dst18 = buf8 + ((0LL) * 4LL + int64_t(v15)) * 8192LL;
-    __syncthreads();
-    {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
-      const int64_t o19 = int64_t(v0) * 1LL;
-      const int64_t o20 = int64_t(v15) * 8192LL;
-      for (int64_t q21 = tsr_tid; q21 < 1024LL; q21 += tsr_nthreads) {
-        const int64_t gc23 = o20 + (q21 % 1024LL) * 8LL;
-        const int64_t nv24 = (true && (o19 + 0) >= 0 && (o19 + 0) < int64_t(tsr_dim_M) && gc23 >= 0) ? int64_t(tsr_dim_N) - gc23 : 0LL;  // elements in bounds (<= 0: none)
-        tsr::struct_copy_chunk(dst18 + q21 * 8LL, nv24 > 0 ? tsr_p0 + ((o19 + 0) * tsr_p0_s0 + gc23 * tsr_p0_s1) : tsr_p0, nv24, tsr_p0_s1);
+  // for %16, %10, %4 {...}
+  for (int64_t iv18_ = v15; v3 > 0 && iv18_ < v9; iv18_ += v3) {
+    const int32_t iv18 = int32_t(iv18_);
+    // async_copy %9, %x, %18, %1, %18
+    if (!(true && int64_t(iv18) >= 0 && int64_t(iv18) < 4LL)) __trap();  // slot index out of range
+    {
+      uint16_t* const dst19 = buf8 + ((0LL) * 4LL + int64_t(iv18)) * 8192LL;
+      __syncthreads();
+      {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
+        const int64_t o20 = int64_t(v0) * 1LL;
+        const int64_t o21 = int64_t(iv18) * 8192LL;
+        for (int64_t q22 = tsr_tid; q22 < 1024LL; q22 += tsr_nthreads) {
+          const int64_t gc24 = o21 + (q22 % 1024LL) * 8LL;
+          const int64_t nv25 = (true && (o20 + 0) >= 0 && (o20 + 0) < int64_t(tsr_dim_M) && gc24 >= 0) ? int64_t(tsr_dim_N) - gc24 : 0LL;  // elements in bounds (<= 0: none)
+          tsr::struct_copy_chunk(dst19 + q22 * 8LL, nv25 > 0 ? tsr_p0 + ((o20 + 0) * tsr_p0_s0 + gc24 * tsr_p0_s1) : tsr_p0, nv25, tsr_p0_s1);
+        }
       }
+      tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
     }
-    tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+    // yield
   }
-  // async_copy %9, %x, %4, %1, %4
-  if (!(true && int64_t(v3) >= 0 && int64_t(v3) < 4LL)) __trap();  // slot index out of range
-  {
-    uint16_t* const dst25 = buf8 + ((0LL) * 4LL + int64_t(v3)) * 8192LL;
-    __syncthreads();
-    {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
-      const int64_t o26 = int64_t(v0) * 1LL;
-      const int64_t o27 = int64_t(v3) * 8192LL;
-      for (int64_t q28 = tsr_tid; q28 < 1024LL; q28 += tsr_nthreads) {
-        const int64_t gc30 = o27 + (q28 % 1024LL) * 8LL;
-        const int64_t nv31 = (true && (o26 + 0) >= 0 && (o26 + 0) < int64_t(tsr_dim_M) && gc30 >= 0) ? int64_t(tsr_dim_N) - gc30 : 0LL;  // elements in bounds (<= 0: none)
-        tsr::struct_copy_chunk(dst25 + q28 * 8LL, nv31 > 0 ? tsr_p0 + ((o26 + 0) * tsr_p0_s0 + gc30 * tsr_p0_s1) : tsr_p0, nv31, tsr_p0_s1);
-      }
-    }
-    tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
-  }
-  // %18 = const {value = 32767} : u32
-  const uint32_t v32 = uint32_t(32767LL);
-  // %19 = const {value = 15} : u32
-  const uint32_t v33 = uint32_t(15LL);
-  // %20 = sub %7, %4 : i32
-  const int32_t v34 = int32_t(uint32_t(v6) - uint32_t(v3));
-  // %21 = const {value = 8} : u32
-  const uint32_t v35 = uint32_t(8LL);
-  // %22 = const {value = 255} : u32
-  const uint32_t v36 = uint32_t(255LL);
-  // %23 = for %16, %13, %4, %17 : tile<i32, [256]> {...}
-  int32_t c37[1];
+  // %19 = const {value = 32767} : u32
+  const uint32_t v26 = uint32_t(32767LL);
+  // %20 = const {value = 15} : u32
+  const uint32_t v27 = uint32_t(15LL);
+  // %21 = sub %7, %4 : i32
+  const int32_t v28 = int32_t(uint32_t(v6) - uint32_t(v3));
+  // %22 = const {value = 8} : u32
+  const uint32_t v29 = uint32_t(8LL);
+  // %23 = const {value = 255} : u32
+  const uint32_t v30 = uint32_t(255LL);
+  // %24 = for %16, %13, %4, %17 : tile<i32, [256]> {...}
+  int32_t c31[1];
   #pragma unroll
-  for (int s38 = 0; s38 < 1; ++s38) {
-    c37[s38] = v16[s38];
+  for (int s32 = 0; s32 < 1; ++s32) {
+    c31[s32] = v16[s32];
   }
-  for (int64_t iv39_ = v15; v3 > 0 && iv39_ < v12; iv39_ += v3) {
-    const int32_t iv39 = int32_t(iv39_);
+  for (int64_t iv33_ = v15; v3 > 0 && iv33_ < v12; iv33_ += v3) {
+    const int32_t iv33 = int32_t(iv33_);
     // async_wait
     tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible
     __syncthreads();
-    // %26 = rem %24, %10 : i32
-    const int32_t v40 = tsr::irem<int32_t>(iv39, v9);
-    // %27 = mul %26, %10 : i32
-    const int32_t v41 = int32_t(uint32_t(v40) * uint32_t(v9));
-    // %28 = add %24, %4 : i32
-    const int32_t v42 = int32_t(uint32_t(iv39) + uint32_t(v3));
-    // %29 = cmp %28, %13 {pred = "lt"} : i1
-    const uint8_t v43 = uint8_t(v42 < v12);
-    // if %29 {...}
-    if (v43) {
-      // %30 = mul %28, %10 : i32
-      const int32_t v44 = int32_t(uint32_t(v42) * uint32_t(v9));
-      // %31 = add %30, %16 : i32
-      const int32_t v45 = int32_t(uint32_t(v44) + uint32_t(v15));
-      // %32 = sub %10, %27 : i32
-      const int32_t v46 = int32_t(uint32_t(v9) - uint32_t(v41));
-      // %33 = add %32, %16 : i32
-      const int32_t v47 = int32_t(uint32_t(v46) + uint32_t(v15));
-      // async_copy %9, %x, %33, %1, %31
-      if (!(true && int64_t(v47) >= 0 && int64_t(v47) < 4LL)) __trap();  // slot index out of range
-      {
-        uint16_t* const dst48 = buf8 + ((0LL) * 4LL + int64_t(v47)) * 8192LL;
-        __syncthreads();
-        {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
-          const int64_t o49 = int64_t(v0) * 1LL;
-          const int64_t o50 = int64_t(v45) * 8192LL;
-          for (int64_t q51 = tsr_tid; q51 < 1024LL; q51 += tsr_nthreads) {
-            const int64_t gc53 = o50 + (q51 % 1024LL) * 8LL;
-            const int64_t nv54 = (true && (o49 + 0) >= 0 && (o49 + 0) < int64_t(tsr_dim_M) && gc53 >= 0) ? int64_t(tsr_dim_N) - gc53 : 0LL;  // elements in bounds (<= 0: none)
-            tsr::struct_copy_chunk(dst48 + q51 * 8LL, nv54 > 0 ? tsr_p0 + ((o49 + 0) * tsr_p0_s0 + gc53 * tsr_p0_s1) : tsr_p0, nv54, tsr_p0_s1);
+    // %27 = rem %25, %10 : i32
+    const int32_t v34 = tsr::irem<int32_t>(iv33, v9);
+    // %28 = mul %27, %10 : i32
+    const int32_t v35 = int32_t(uint32_t(v34) * uint32_t(v9));
+    // %29 = add %25, %4 : i32
+    const int32_t v36 = int32_t(uint32_t(iv33) + uint32_t(v3));
+    // %30 = cmp %29, %13 {pred = "lt"} : i1
+    const uint8_t v37 = uint8_t(v36 < v12);
+    // if %30 {...}
+    if (v37) {
+      // %31 = mul %29, %10 : i32
+      const int32_t v38 = int32_t(uint32_t(v36) * uint32_t(v9));
+      // %32 = sub %10, %28 : i32
+      const int32_t v39 = int32_t(uint32_t(v9) - uint32_t(v35));
+      // for %16, %10, %4 {...}
+      for (int64_t iv40_ = v15; v3 > 0 && iv40_ < v9; iv40_ += v3) {
+        const int32_t iv40 = int32_t(iv40_);
+        // %34 = add %31, %33 : i32
+        const int32_t v41 = int32_t(uint32_t(v38) + uint32_t(iv40));
+        // %35 = add %32, %33 : i32
+        const int32_t v42 = int32_t(uint32_t(v39) + uint32_t(iv40));
+        // async_copy %9, %x, %35, %1, %34
+        if (!(true && int64_t(v42) >= 0 && int64_t(v42) < 4LL)) __trap();  // slot index out of range
+        {
+          uint16_t* const dst43 = buf8 + ((0LL) * 4LL + int64_t(v42)) * 8192LL;
+          __syncthreads();
+          {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
+            const int64_t o44 = int64_t(v0) * 1LL;
+            const int64_t o45 = int64_t(v41) * 8192LL;
+            for (int64_t q46 = tsr_tid; q46 < 1024LL; q46 += tsr_nthreads) {
+              const int64_t gc48 = o45 + (q46 % 1024LL) * 8LL;
+              const int64_t nv49 = (true && (o44 + 0) >= 0 && (o44 + 0) < int64_t(tsr_dim_M) && gc48 >= 0) ? int64_t(tsr_dim_N) - gc48 : 0LL;  // elements in bounds (<= 0: none)
+              tsr::struct_copy_chunk(dst43 + q46 * 8LL, nv49 > 0 ? tsr_p0 + ((o44 + 0) * tsr_p0_s0 + gc48 * tsr_p0_s1) : tsr_p0, nv49, tsr_p0_s1);
+            }
           }
+          tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
         }
-        tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
-      }
-      // %34 = add %30, %4 : i32
-      const int32_t v55 = int32_t(uint32_t(v44) + uint32_t(v3));
-      // %35 = add %32, %4 : i32
-      const int32_t v56 = int32_t(uint32_t(v46) + uint32_t(v3));
-      // async_copy %9, %x, %35, %1, %34
-      if (!(true && int64_t(v56) >= 0 && int64_t(v56) < 4LL)) __trap();  // slot index out of range
-      {
-        uint16_t* const dst57 = buf8 + ((0LL) * 4LL + int64_t(v56)) * 8192LL;
-        __syncthreads();
-        {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
-          const int64_t o58 = int64_t(v0) * 1LL;
-          const int64_t o59 = int64_t(v55) * 8192LL;
-          for (int64_t q60 = tsr_tid; q60 < 1024LL; q60 += tsr_nthreads) {
-            const int64_t gc62 = o59 + (q60 % 1024LL) * 8LL;
-            const int64_t nv63 = (true && (o58 + 0) >= 0 && (o58 + 0) < int64_t(tsr_dim_M) && gc62 >= 0) ? int64_t(tsr_dim_N) - gc62 : 0LL;  // elements in bounds (<= 0: none)
-            tsr::struct_copy_chunk(dst57 + q60 * 8LL, nv63 > 0 ? tsr_p0 + ((o58 + 0) * tsr_p0_s0 + gc62 * tsr_p0_s1) : tsr_p0, nv63, tsr_p0_s1);
-          }
-        }
-        tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+        // yield
       }
       // yield
     } else {
       // yield
     }
-    // %36 = mul %24, %10 : i32
-    const int32_t v64 = int32_t(uint32_t(iv39) * uint32_t(v9));
+    // %36 = mul %25, %10 : i32
+    const int32_t v50 = int32_t(uint32_t(iv33) * uint32_t(v9));
     // %37 = sub %7, %36 : i32
-    const int32_t v65 = int32_t(uint32_t(v6) - uint32_t(v64));
+    const int32_t v51 = int32_t(uint32_t(v6) - uint32_t(v50));
     // %38 = min %10, %37 : i32
-    const int32_t v66 = tsr::imin<int32_t>(v9, v65);
-    // %39 = for %16, %38, %4, %25 : tile<i32, [256]> {...}
-    int32_t c67[1];
+    const int32_t v52 = tsr::imin<int32_t>(v9, v51);
+    // %39 = for %16, %38, %4, %26 : tile<i32, [256]> {...}
+    int32_t c53[1];
     #pragma unroll
-    for (int s68 = 0; s68 < 1; ++s68) {
-      c67[s68] = c37[s68];
+    for (int s54 = 0; s54 < 1; ++s54) {
+      c53[s54] = c31[s54];
     }
-    for (int64_t iv69_ = v15; v3 > 0 && iv69_ < v66; iv69_ += v3) {
-      const int32_t iv69 = int32_t(iv69_);
+    for (int64_t iv55_ = v15; v3 > 0 && iv55_ < v52; iv55_ += v3) {
+      const int32_t iv55 = int32_t(iv55_);
       // %42 = add %36, %40 : i32
-      const int32_t v70 = int32_t(uint32_t(v64) + uint32_t(iv69));
-      // %43 = add %27, %40 : i32
-      const int32_t v71 = int32_t(uint32_t(v41) + uint32_t(iv69));
+      const int32_t v56 = int32_t(uint32_t(v50) + uint32_t(iv55));
+      // %43 = add %28, %40 : i32
+      const int32_t v57 = int32_t(uint32_t(v35) + uint32_t(iv55));
       // %44 = buffer_read %9, %43 : tile<bf16, [1, 8192]>
-      if (!(true && int64_t(v71) >= 0 && int64_t(v71) < 4LL)) __trap();  // slot index out of range
-      const uint16_t* const src72 = buf8 + ((0LL) * 4LL + int64_t(v71)) * 8192LL;
-      float v73[16];
+      if (!(true && int64_t(v57) >= 0 && int64_t(v57) < 4LL)) __trap();  // slot index out of range
+      const uint16_t* const src58 = buf8 + ((0LL) * 4LL + int64_t(v57)) * 8192LL;
+      float v59[16];
       #pragma unroll
-      for (int c74 = 0; c74 < 2; ++c74) {
+      for (int c60 = 0; c60 < 2; ++c60) {
         uint16_t v_[8];
-        tsr::copy_vec<uint16_t, 8>(v_, src72 + c74 * 4096 + tsr_tid * 8);
+        tsr::copy_vec<uint16_t, 8>(v_, src58 + c60 * 4096 + tsr_tid * 8);
         #pragma unroll
-        for (int l_ = 0; l_ < 8; ++l_) v73[c74 * 8 + l_] = tsr::bf2f(v_[l_]);
+        for (int l_ = 0; l_ < 8; ++l_) v59[c60 * 8 + l_] = tsr::bf2f(v_[l_]);
       }
       // %45 = reshape %44 : tile<bf16, [8192]>
-      float v75[16];
+      float v61[16];
       #pragma unroll
-      for (int s76 = 0; s76 < 16; ++s76) {
-        v75[s76] = v73[s76];
+      for (int s62 = 0; s62 < 16; ++s62) {
+        v61[s62] = v59[s62];
       }
       // %46 = bitcast %45 : tile<u16, [8192]>
-      uint16_t v77[16];
+      uint16_t v63[16];
       #pragma unroll
-      for (int s78 = 0; s78 < 16; ++s78) {
-        v77[s78] = uint16_t(tsr::bf16_bits(v75[s78]));
+      for (int s64 = 0; s64 < 16; ++s64) {
+        v63[s64] = uint16_t(tsr::bf16_bits(v61[s64]));
       }
       // %47 = cast %46 : tile<u32, [8192]>
+      uint32_t v65[16];
+      #pragma unroll
+      for (int s66 = 0; s66 < 16; ++s66) {
+        v65[s66] = uint32_t(v63[s66]);
+      }
+      // %48 = splat %19 : tile<u32, [8192]>
+      uint32_t v67[16];
+      #pragma unroll
+      for (int s68 = 0; s68 < 16; ++s68) {
+        v67[s68] = v26;
+      }
+      // %49 = xor %47, %48 : tile<u32, [8192]>
+      uint32_t v69[16];
+      #pragma unroll
+      for (int s70 = 0; s70 < 16; ++s70) {
+        v69[s70] = uint32_t(v65[s70] ^ v67[s70]);
+      }
+      // %50 = splat %20 : tile<u32, [8192]>
+      uint32_t v71[16];
+      #pragma unroll
+      for (int s72 = 0; s72 < 16; ++s72) {
+        v71[s72] = v27;
+      }
+      // %51 = shr %47, %50 : tile<u32, [8192]>
+      uint32_t v73[16];
+      #pragma unroll
+      for (int s74 = 0; s74 < 16; ++s74) {
+        v73[s74] = tsr::ishr<uint32_t>(v65[s74], v71[s74]);
+      }
+      // %52 = splat %14 : tile<u32, [8192]>
+      uint32_t v75[16];
+      #pragma unroll
+      for (int s76 = 0; s76 < 16; ++s76) {
+        v75[s76] = v13;
+      }
+      // %53 = cmp %51, %52 {pred = "eq"} : tile<i1, [8192]>
+      uint8_t v77[16];
+      #pragma unroll
+      for (int s78 = 0; s78 < 16; ++s78) {
+        v77[s78] = uint8_t(v73[s78] == v75[s78]);
+      }
+      // %54 = where %53, %49, %47 : tile<u32, [8192]>
       uint32_t v79[16];
       #pragma unroll
       for (int s80 = 0; s80 < 16; ++s80) {
-        v79[s80] = uint32_t(v77[s80]);
+        v79[s80] = (v77[s80] ? v69[s80] : v65[s80]);
       }
-      // %48 = splat %18 : tile<u32, [8192]>
-      uint32_t v81[16];
-      #pragma unroll
-      for (int s82 = 0; s82 < 16; ++s82) {
-        v81[s82] = v32;
-      }
-      // %49 = xor %47, %48 : tile<u32, [8192]>
-      uint32_t v83[16];
-      #pragma unroll
-      for (int s84 = 0; s84 < 16; ++s84) {
-        v83[s84] = uint32_t(v79[s84] ^ v81[s84]);
-      }
-      // %50 = splat %19 : tile<u32, [8192]>
-      uint32_t v85[16];
-      #pragma unroll
-      for (int s86 = 0; s86 < 16; ++s86) {
-        v85[s86] = v33;
-      }
-      // %51 = shr %47, %50 : tile<u32, [8192]>
-      uint32_t v87[16];
-      #pragma unroll
-      for (int s88 = 0; s88 < 16; ++s88) {
-        v87[s88] = tsr::ishr<uint32_t>(v79[s88], v85[s88]);
-      }
-      // %52 = splat %14 : tile<u32, [8192]>
-      uint32_t v89[16];
-      #pragma unroll
-      for (int s90 = 0; s90 < 16; ++s90) {
-        v89[s90] = v13;
-      }
-      // %53 = cmp %51, %52 {pred = "eq"} : tile<i1, [8192]>
-      uint8_t v91[16];
-      #pragma unroll
-      for (int s92 = 0; s92 < 16; ++s92) {
-        v91[s92] = uint8_t(v87[s92] == v89[s92]);
-      }
-      // %54 = where %53, %49, %47 : tile<u32, [8192]>
-      uint32_t v93[16];
-      #pragma unroll
-      for (int s94 = 0; s94 < 16; ++s94) {
-        v93[s94] = (v91[s94] ? v83[s94] : v79[s94]);
-      }
-      // %55 = cmp %42, %20 {pred = "eq"} : i1
-      const uint8_t v95 = uint8_t(v70 == v34);
+      // %55 = cmp %42, %21 {pred = "eq"} : i1
+      const uint8_t v81 = uint8_t(v56 == v28);
       // %56 = if %55 : tile<u32, [8192]> {...}
-      uint32_t v96[16];
-      if (v95) {
+      uint32_t v82[16];
+      if (v81) {
         // %57 = mul %42, %3 : i32
-        const int32_t v97 = int32_t(uint32_t(v70) * uint32_t(v2));
+        const int32_t v83 = int32_t(uint32_t(v56) * uint32_t(v2));
         // %58 = arange : tile<i32, [8192]>
-        int32_t v98[16];
+        int32_t v84[16];
         #pragma unroll
-        for (int s99 = 0; s99 < 16; ++s99) {
-          v98[s99] = int32_t(0 + ((s99 / 8) * 4096 + tsr_tid * 8 + (s99 % 8)));
+        for (int s85 = 0; s85 < 16; ++s85) {
+          v84[s85] = int32_t(0 + ((s85 / 8) * 4096 + tsr_tid * 8 + (s85 % 8)));
         }
         // %59 = splat %57 : tile<i32, [8192]>
-        int32_t v100[16];
+        int32_t v86[16];
         #pragma unroll
-        for (int s101 = 0; s101 < 16; ++s101) {
-          v100[s101] = v97;
+        for (int s87 = 0; s87 < 16; ++s87) {
+          v86[s87] = v83;
         }
         // %60 = add %58, %59 : tile<i32, [8192]>
-        int32_t v102[16];
+        int32_t v88[16];
         #pragma unroll
-        for (int s103 = 0; s103 < 16; ++s103) {
-          v102[s103] = int32_t(uint32_t(v98[s103]) + uint32_t(v100[s103]));
+        for (int s89 = 0; s89 < 16; ++s89) {
+          v88[s89] = int32_t(uint32_t(v84[s89]) + uint32_t(v86[s89]));
         }
         // %61 = splat %2 : tile<i32, [8192]>
-        int32_t v104[16];
+        int32_t v90[16];
         #pragma unroll
-        for (int s105 = 0; s105 < 16; ++s105) {
-          v104[s105] = v1;
+        for (int s91 = 0; s91 < 16; ++s91) {
+          v90[s91] = v1;
         }
         // %62 = cmp %60, %61 {pred = "lt"} : tile<i1, [8192]>
-        uint8_t v106[16];
+        uint8_t v92[16];
         #pragma unroll
-        for (int s107 = 0; s107 < 16; ++s107) {
-          v106[s107] = uint8_t(v102[s107] < v104[s107]);
+        for (int s93 = 0; s93 < 16; ++s93) {
+          v92[s93] = uint8_t(v88[s93] < v90[s93]);
         }
         // %63 = splat %8 : tile<u32, [8192]>
-        uint32_t v108[16];
+        uint32_t v94[16];
         #pragma unroll
-        for (int s109 = 0; s109 < 16; ++s109) {
-          v108[s109] = v7;
+        for (int s95 = 0; s95 < 16; ++s95) {
+          v94[s95] = v7;
         }
         // %64 = where %62, %54, %63 : tile<u32, [8192]>
-        uint32_t v110[16];
+        uint32_t v96[16];
         #pragma unroll
-        for (int s111 = 0; s111 < 16; ++s111) {
-          v110[s111] = (v106[s111] ? v93[s111] : v108[s111]);
+        for (int s97 = 0; s97 < 16; ++s97) {
+          v96[s97] = (v92[s97] ? v79[s97] : v94[s97]);
         }
         // yield %64
         #pragma unroll
-        for (int s112 = 0; s112 < 16; ++s112) {
-          v96[s112] = v110[s112];
+        for (int s98 = 0; s98 < 16; ++s98) {
+          v82[s98] = v96[s98];
         }
       } else {
         // yield %54
         #pragma unroll
-        for (int s113 = 0; s113 < 16; ++s113) {
-          v96[s113] = v93[s113];
+        for (int s99 = 0; s99 < 16; ++s99) {
+          v82[s99] = v79[s99];
         }
       }
-      // %65 = splat %21 : tile<u32, [8192]>
-      uint32_t v114[16];
+      // %65 = splat %22 : tile<u32, [8192]>
+      uint32_t v100[16];
       #pragma unroll
-      for (int s115 = 0; s115 < 16; ++s115) {
-        v114[s115] = v35;
+      for (int s101 = 0; s101 < 16; ++s101) {
+        v100[s101] = v29;
       }
       // %66 = shr %56, %65 : tile<u32, [8192]>
-      uint32_t v116[16];
+      uint32_t v102[16];
       #pragma unroll
-      for (int s117 = 0; s117 < 16; ++s117) {
-        v116[s117] = tsr::ishr<uint32_t>(v96[s117], v114[s117]);
+      for (int s103 = 0; s103 < 16; ++s103) {
+        v102[s103] = tsr::ishr<uint32_t>(v82[s103], v100[s103]);
       }
-      // %67 = splat %22 : tile<u32, [8192]>
-      uint32_t v118[16];
+      // %67 = splat %23 : tile<u32, [8192]>
+      uint32_t v104[16];
       #pragma unroll
-      for (int s119 = 0; s119 < 16; ++s119) {
-        v118[s119] = v36;
+      for (int s105 = 0; s105 < 16; ++s105) {
+        v104[s105] = v30;
       }
       // %68 = and %66, %67 : tile<u32, [8192]>
-      uint32_t v120[16];
+      uint32_t v106[16];
       #pragma unroll
-      for (int s121 = 0; s121 < 16; ++s121) {
-        v120[s121] = uint32_t(v116[s121] & v118[s121]);
+      for (int s107 = 0; s107 < 16; ++s107) {
+        v106[s107] = uint32_t(v102[s107] & v104[s107]);
       }
       // %69 = cast %68 : tile<i32, [8192]>
-      int32_t v122[16];
+      int32_t v108[16];
       #pragma unroll
-      for (int s123 = 0; s123 < 16; ++s123) {
-        v122[s123] = int32_t(v120[s123]);
+      for (int s109 = 0; s109 < 16; ++s109) {
+        v108[s109] = int32_t(v106[s109]);
       }
       // %70 = histogram %69 : tile<i32, [256]>
-      int32_t v124[1];
+      int32_t v110[1];
       __syncthreads();
       for (int b_ = tsr_tid; b_ < 256; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
       __syncthreads();
       #pragma unroll
-      for (int s125 = 0; s125 < 16; ++s125) {
-        tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v122[s125]), (int)(256));
+      for (int s111 = 0; s111 < 16; ++s111) {
+        tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v108[s111]), (int)(256));
       }
       __syncthreads();
       #pragma unroll
-      for (int s126 = 0; s126 < 1; ++s126) {
-        const int e127 = (s126 * 512 + tsr_tid);
-        v124[s126] = ((s126 * 512 + tsr_tid) < 256) ? int32_t(int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e127])) : int32_t(0);
+      for (int s112 = 0; s112 < 1; ++s112) {
+        const int e113 = (s112 * 512 + tsr_tid);
+        v110[s112] = ((s112 * 512 + tsr_tid) < 256) ? int32_t(int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e113])) : int32_t(0);
       }
       // %71 = add %41, %70 : tile<i32, [256]>
-      int32_t v128[1];
+      int32_t v114[1];
       #pragma unroll
-      for (int s129 = 0; s129 < 1; ++s129) {
-        v128[s129] = int32_t(uint32_t(c67[s129]) + uint32_t(v124[s129]));
+      for (int s115 = 0; s115 < 1; ++s115) {
+        v114[s115] = int32_t(uint32_t(c53[s115]) + uint32_t(v110[s115]));
       }
       // yield %71
       #pragma unroll
-      for (int s130 = 0; s130 < 1; ++s130) {
-        c67[s130] = v128[s130];
+      for (int s116 = 0; s116 < 1; ++s116) {
+        c53[s116] = v114[s116];
       }
     }
     // yield %39
     #pragma unroll
-    for (int s131 = 0; s131 < 1; ++s131) {
-      c37[s131] = c67[s131];
+    for (int s117 = 0; s117 < 1; ++s117) {
+      c31[s117] = c53[s117];
     }
   }
-  // %72 = scan %23 {axis = 0, kind = "sum"} : tile<i32, [256]>
-  int32_t v132[1];
-  uint32_t run133 = uint32_t(0);
-  uint32_t acc134_0 = uint32_t(0);
-  if (((0 * 512 + tsr_tid) < 256)) acc134_0 += uint32_t(c37[0]); v132[0] = int32_t(acc134_0);
+  // %72 = scan %24 {axis = 0, kind = "sum"} : tile<i32, [256]>
+  int32_t v118[1];
+  uint32_t run119 = uint32_t(0);
+  uint32_t acc120_0 = uint32_t(0);
+  if (((0 * 512 + tsr_tid) < 256)) acc120_0 += uint32_t(c31[0]); v118[0] = int32_t(acc120_0);
   __syncthreads();
-  uint32_t tot136_0;
-  const uint32_t off135_0 = run133 + tsr::block_exclusive_sum<16>(acc134_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot136_0);
-  v132[0] = int32_t(uint32_t(v132[0]) + off135_0);
-  run133 += tot136_0;
+  uint32_t tot122_0;
+  const uint32_t off121_0 = run119 + tsr::block_exclusive_sum<16>(acc120_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot122_0);
+  v118[0] = int32_t(uint32_t(v118[0]) + off121_0);
+  run119 += tot122_0;
   // %73 = splat %15 : tile<i32, [256]>
-  int32_t v137[1];
+  int32_t v123[1];
   #pragma unroll
-  for (int s138 = 0; s138 < 1; ++s138) {
-    v137[s138] = v14;
+  for (int s124 = 0; s124 < 1; ++s124) {
+    v123[s124] = v14;
   }
   // %74 = cmp %72, %73 {pred = "lt"} : tile<i1, [256]>
-  uint8_t v139[1];
+  uint8_t v125[1];
   #pragma unroll
-  for (int s140 = 0; s140 < 1; ++s140) {
-    v139[s140] = uint8_t(v132[s140] < v137[s140]);
+  for (int s126 = 0; s126 < 1; ++s126) {
+    v125[s126] = uint8_t(v118[s126] < v123[s126]);
   }
   // %75 = cast %74 : tile<i32, [256]>
-  int32_t v141[1];
+  int32_t v127[1];
   #pragma unroll
-  for (int s142 = 0; s142 < 1; ++s142) {
-    v141[s142] = int32_t(v139[s142]);
+  for (int s128 = 0; s128 < 1; ++s128) {
+    v127[s128] = int32_t(v125[s128]);
   }
   // %76 = reduce %75 {axis = 0, kind = "sum"} : i32
-  int32_t v143;
-  int32_t racc144[1];
+  int32_t v129;
+  int32_t racc130[1];
   #pragma unroll
-  for (int v_ = 0; v_ < 1; ++v_) racc144[v_] = int32_t(0);
+  for (int v_ = 0; v_ < 1; ++v_) racc130[v_] = int32_t(0);
   #pragma unroll
-  for (int s145 = 0; s145 < 1; ++s145) {
-    if (((s145 * 512 + tsr_tid) < 256)) racc144[s145 % 1] = int32_t(uint32_t(racc144[s145 % 1]) + uint32_t(v141[s145]));
+  for (int s131 = 0; s131 < 1; ++s131) {
+    if (((s131 * 512 + tsr_tid) < 256)) racc130[s131 % 1] = int32_t(uint32_t(racc130[s131 % 1]) + uint32_t(v127[s131]));
   }
-  racc144[0] = int32_t(uint32_t(racc144[0]) + uint32_t(tsr::shfl_xor(racc144[0], 16)));
-  racc144[0] = int32_t(uint32_t(racc144[0]) + uint32_t(tsr::shfl_xor(racc144[0], 8)));
-  racc144[0] = int32_t(uint32_t(racc144[0]) + uint32_t(tsr::shfl_xor(racc144[0], 4)));
-  racc144[0] = int32_t(uint32_t(racc144[0]) + uint32_t(tsr::shfl_xor(racc144[0], 2)));
-  racc144[0] = int32_t(uint32_t(racc144[0]) + uint32_t(tsr::shfl_xor(racc144[0], 1)));
-  __shared__ int32_t tsr_red146_mem[16];
-  int32_t* const tsr_red146 = tsr_red146_mem;
+  racc130[0] = int32_t(uint32_t(racc130[0]) + uint32_t(tsr::shfl_xor(racc130[0], 16)));
+  racc130[0] = int32_t(uint32_t(racc130[0]) + uint32_t(tsr::shfl_xor(racc130[0], 8)));
+  racc130[0] = int32_t(uint32_t(racc130[0]) + uint32_t(tsr::shfl_xor(racc130[0], 4)));
+  racc130[0] = int32_t(uint32_t(racc130[0]) + uint32_t(tsr::shfl_xor(racc130[0], 2)));
+  racc130[0] = int32_t(uint32_t(racc130[0]) + uint32_t(tsr::shfl_xor(racc130[0], 1)));
+  __shared__ int32_t tsr_red132_mem[16];
+  int32_t* const tsr_red132 = tsr_red132_mem;
   if ((tsr_tid & 31) == 0) {
-    tsr_red146[(tsr_tid >> 5) * 1 + 0] = racc144[0];
+    tsr_red132[(tsr_tid >> 5) * 1 + 0] = racc130[0];
   }
   __syncthreads();
-  racc144[0] = tsr_red146[(tsr_tid & 15) * 1 + 0];
-  racc144[0] = int32_t(uint32_t(racc144[0]) + uint32_t(tsr::shfl_xor(racc144[0], 8)));
-  racc144[0] = int32_t(uint32_t(racc144[0]) + uint32_t(tsr::shfl_xor(racc144[0], 4)));
-  racc144[0] = int32_t(uint32_t(racc144[0]) + uint32_t(tsr::shfl_xor(racc144[0], 2)));
-  racc144[0] = int32_t(uint32_t(racc144[0]) + uint32_t(tsr::shfl_xor(racc144[0], 1)));
-  v143 = racc144[0];
+  racc130[0] = tsr_red132[(tsr_tid & 15) * 1 + 0];
+  racc130[0] = int32_t(uint32_t(racc130[0]) + uint32_t(tsr::shfl_xor(racc130[0], 8)));
+  racc130[0] = int32_t(uint32_t(racc130[0]) + uint32_t(tsr::shfl_xor(racc130[0], 4)));
+  racc130[0] = int32_t(uint32_t(racc130[0]) + uint32_t(tsr::shfl_xor(racc130[0], 2)));
+  racc130[0] = int32_t(uint32_t(racc130[0]) + uint32_t(tsr::shfl_xor(racc130[0], 1)));
+  v129 = racc130[0];
   // %77 = arange : tile<i32, [256]>
-  int32_t v147[1];
+  int32_t v133[1];
   #pragma unroll
-  for (int s148 = 0; s148 < 1; ++s148) {
-    v147[s148] = int32_t(0 + (s148 * 512 + tsr_tid));
+  for (int s134 = 0; s134 < 1; ++s134) {
+    v133[s134] = int32_t(0 + (s134 * 512 + tsr_tid));
   }
   // %78 = splat %76 : tile<i32, [256]>
-  int32_t v149[1];
+  int32_t v135[1];
   #pragma unroll
-  for (int s150 = 0; s150 < 1; ++s150) {
-    v149[s150] = v143;
+  for (int s136 = 0; s136 < 1; ++s136) {
+    v135[s136] = v129;
   }
   // %79 = cmp %77, %78 {pred = "eq"} : tile<i1, [256]>
-  uint8_t v151[1];
+  uint8_t v137[1];
   #pragma unroll
-  for (int s152 = 0; s152 < 1; ++s152) {
-    v151[s152] = uint8_t(v147[s152] == v149[s152]);
+  for (int s138 = 0; s138 < 1; ++s138) {
+    v137[s138] = uint8_t(v133[s138] == v135[s138]);
   }
-  // %80 = where %79, %23, %17 : tile<i32, [256]>
-  int32_t v153[1];
+  // %80 = where %79, %24, %17 : tile<i32, [256]>
+  int32_t v139[1];
   #pragma unroll
-  for (int s154 = 0; s154 < 1; ++s154) {
-    v153[s154] = (v151[s154] ? c37[s154] : v16[s154]);
+  for (int s140 = 0; s140 < 1; ++s140) {
+    v139[s140] = (v137[s140] ? c31[s140] : v16[s140]);
   }
   // %81 = reduce %80 {axis = 0, kind = "sum"} : i32
-  int32_t v155;
-  int32_t racc156[1];
+  int32_t v141;
+  int32_t racc142[1];
   #pragma unroll
-  for (int v_ = 0; v_ < 1; ++v_) racc156[v_] = int32_t(0);
+  for (int v_ = 0; v_ < 1; ++v_) racc142[v_] = int32_t(0);
   #pragma unroll
-  for (int s157 = 0; s157 < 1; ++s157) {
-    if (((s157 * 512 + tsr_tid) < 256)) racc156[s157 % 1] = int32_t(uint32_t(racc156[s157 % 1]) + uint32_t(v153[s157]));
+  for (int s143 = 0; s143 < 1; ++s143) {
+    if (((s143 * 512 + tsr_tid) < 256)) racc142[s143 % 1] = int32_t(uint32_t(racc142[s143 % 1]) + uint32_t(v139[s143]));
   }
-  racc156[0] = int32_t(uint32_t(racc156[0]) + uint32_t(tsr::shfl_xor(racc156[0], 16)));
-  racc156[0] = int32_t(uint32_t(racc156[0]) + uint32_t(tsr::shfl_xor(racc156[0], 8)));
-  racc156[0] = int32_t(uint32_t(racc156[0]) + uint32_t(tsr::shfl_xor(racc156[0], 4)));
-  racc156[0] = int32_t(uint32_t(racc156[0]) + uint32_t(tsr::shfl_xor(racc156[0], 2)));
-  racc156[0] = int32_t(uint32_t(racc156[0]) + uint32_t(tsr::shfl_xor(racc156[0], 1)));
-  __shared__ int32_t tsr_red158_mem[16];
-  int32_t* const tsr_red158 = tsr_red158_mem;
+  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 16)));
+  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 8)));
+  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 4)));
+  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 2)));
+  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 1)));
+  __shared__ int32_t tsr_red144_mem[16];
+  int32_t* const tsr_red144 = tsr_red144_mem;
   if ((tsr_tid & 31) == 0) {
-    tsr_red158[(tsr_tid >> 5) * 1 + 0] = racc156[0];
+    tsr_red144[(tsr_tid >> 5) * 1 + 0] = racc142[0];
   }
   __syncthreads();
-  racc156[0] = tsr_red158[(tsr_tid & 15) * 1 + 0];
-  racc156[0] = int32_t(uint32_t(racc156[0]) + uint32_t(tsr::shfl_xor(racc156[0], 8)));
-  racc156[0] = int32_t(uint32_t(racc156[0]) + uint32_t(tsr::shfl_xor(racc156[0], 4)));
-  racc156[0] = int32_t(uint32_t(racc156[0]) + uint32_t(tsr::shfl_xor(racc156[0], 2)));
-  racc156[0] = int32_t(uint32_t(racc156[0]) + uint32_t(tsr::shfl_xor(racc156[0], 1)));
-  v155 = racc156[0];
-  // %82 = where %74, %23, %17 : tile<i32, [256]>
-  int32_t v159[1];
+  racc142[0] = tsr_red144[(tsr_tid & 15) * 1 + 0];
+  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 8)));
+  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 4)));
+  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 2)));
+  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 1)));
+  v141 = racc142[0];
+  // %82 = where %74, %24, %17 : tile<i32, [256]>
+  int32_t v145[1];
   #pragma unroll
-  for (int s160 = 0; s160 < 1; ++s160) {
-    v159[s160] = (v139[s160] ? c37[s160] : v16[s160]);
+  for (int s146 = 0; s146 < 1; ++s146) {
+    v145[s146] = (v125[s146] ? c31[s146] : v16[s146]);
   }
   // %83 = reduce %82 {axis = 0, kind = "sum"} : i32
-  int32_t v161;
-  int32_t racc162[1];
+  int32_t v147;
+  int32_t racc148[1];
   #pragma unroll
-  for (int v_ = 0; v_ < 1; ++v_) racc162[v_] = int32_t(0);
+  for (int v_ = 0; v_ < 1; ++v_) racc148[v_] = int32_t(0);
   #pragma unroll
-  for (int s163 = 0; s163 < 1; ++s163) {
-    if (((s163 * 512 + tsr_tid) < 256)) racc162[s163 % 1] = int32_t(uint32_t(racc162[s163 % 1]) + uint32_t(v159[s163]));
+  for (int s149 = 0; s149 < 1; ++s149) {
+    if (((s149 * 512 + tsr_tid) < 256)) racc148[s149 % 1] = int32_t(uint32_t(racc148[s149 % 1]) + uint32_t(v145[s149]));
   }
-  racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 16)));
-  racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 8)));
-  racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 4)));
-  racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 2)));
-  racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 1)));
-  __shared__ int32_t tsr_red164_mem[16];
-  int32_t* const tsr_red164 = tsr_red164_mem;
+  racc148[0] = int32_t(uint32_t(racc148[0]) + uint32_t(tsr::shfl_xor(racc148[0], 16)));
+  racc148[0] = int32_t(uint32_t(racc148[0]) + uint32_t(tsr::shfl_xor(racc148[0], 8)));
+  racc148[0] = int32_t(uint32_t(racc148[0]) + uint32_t(tsr::shfl_xor(racc148[0], 4)));
+  racc148[0] = int32_t(uint32_t(racc148[0]) + uint32_t(tsr::shfl_xor(racc148[0], 2)));
+  racc148[0] = int32_t(uint32_t(racc148[0]) + uint32_t(tsr::shfl_xor(racc148[0], 1)));
+  __shared__ int32_t tsr_red150_mem[16];
+  int32_t* const tsr_red150 = tsr_red150_mem;
   if ((tsr_tid & 31) == 0) {
-    tsr_red164[(tsr_tid >> 5) * 1 + 0] = racc162[0];
+    tsr_red150[(tsr_tid >> 5) * 1 + 0] = racc148[0];
   }
   __syncthreads();
-  racc162[0] = tsr_red164[(tsr_tid & 15) * 1 + 0];
-  racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 8)));
-  racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 4)));
-  racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 2)));
-  racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 1)));
-  v161 = racc162[0];
+  racc148[0] = tsr_red150[(tsr_tid & 15) * 1 + 0];
+  racc148[0] = int32_t(uint32_t(racc148[0]) + uint32_t(tsr::shfl_xor(racc148[0], 8)));
+  racc148[0] = int32_t(uint32_t(racc148[0]) + uint32_t(tsr::shfl_xor(racc148[0], 4)));
+  racc148[0] = int32_t(uint32_t(racc148[0]) + uint32_t(tsr::shfl_xor(racc148[0], 2)));
+  racc148[0] = int32_t(uint32_t(racc148[0]) + uint32_t(tsr::shfl_xor(racc148[0], 1)));
+  v147 = racc148[0];
   // %84 = sub %15, %83 : i32
-  const int32_t v165 = int32_t(uint32_t(v14) - uint32_t(v161));
+  const int32_t v151 = int32_t(uint32_t(v14) - uint32_t(v147));
   // %85 = cast %76 : u32
-  const uint32_t v166 = uint32_t(v143);
+  const uint32_t v152 = uint32_t(v129);
   // %86 = const {value = 8} : u32
-  const uint32_t v167 = uint32_t(8LL);
+  const uint32_t v153 = uint32_t(8LL);
   // %87 = shl %85, %86 : u32
-  const uint32_t v168 = tsr::ishl<uint32_t>(v166, v167);
+  const uint32_t v154 = tsr::ishl<uint32_t>(v152, v153);
   // %88 = or %14, %87 : u32
-  const uint32_t v169 = uint32_t(v13 | v168);
+  const uint32_t v155 = uint32_t(v13 | v154);
   // %89 = cmp %81, %84 {pred = "ne"} : i1
-  const uint8_t v170 = uint8_t(v155 != v165);
+  const uint8_t v156 = uint8_t(v141 != v151);
   // %90, %91, %92, %93 = if %89 : u32, i32, u32, i1 {...}
-  uint32_t v171;
-  int32_t v172;
-  uint32_t v173;
-  uint8_t v174;
-  if (v170) {
-    // async_copy %9, %x, %16, %1, %16
-    if (!(true && int64_t(v15) >= 0 && int64_t(v15) < 4LL)) __trap();  // slot index out of range
-    {
-      uint16_t* const dst175 = buf8 + ((0LL) * 4LL + int64_t(v15)) * 8192LL;
-      __syncthreads();
-      {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
-        const int64_t o176 = int64_t(v0) * 1LL;
-        const int64_t o177 = int64_t(v15) * 8192LL;
-        for (int64_t q178 = tsr_tid; q178 < 1024LL; q178 += tsr_nthreads) {
-          const int64_t gc180 = o177 + (q178 % 1024LL) * 8LL;
-          const int64_t nv181 = (true && (o176 + 0) >= 0 && (o176 + 0) < int64_t(tsr_dim_M) && gc180 >= 0) ? int64_t(tsr_dim_N) - gc180 : 0LL;  // elements in bounds (<= 0: none)
-          tsr::struct_copy_chunk(dst175 + q178 * 8LL, nv181 > 0 ? tsr_p0 + ((o176 + 0) * tsr_p0_s0 + gc180 * tsr_p0_s1) : tsr_p0, nv181, tsr_p0_s1);
+  uint32_t v157;
+  int32_t v158;
+  uint32_t v159;
+  uint8_t v160;
+  if (v156) {
+    // for %16, %10, %4 {...}
+    for (int64_t iv161_ = v15; v3 > 0 && iv161_ < v9; iv161_ += v3) {
+      const int32_t iv161 = int32_t(iv161_);
+      // async_copy %9, %x, %94, %1, %94
+      if (!(true && int64_t(iv161) >= 0 && int64_t(iv161) < 4LL)) __trap();  // slot index out of range
+      {
+        uint16_t* const dst162 = buf8 + ((0LL) * 4LL + int64_t(iv161)) * 8192LL;
+        __syncthreads();
+        {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
+          const int64_t o163 = int64_t(v0) * 1LL;
+          const int64_t o164 = int64_t(iv161) * 8192LL;
+          for (int64_t q165 = tsr_tid; q165 < 1024LL; q165 += tsr_nthreads) {
+            const int64_t gc167 = o164 + (q165 % 1024LL) * 8LL;
+            const int64_t nv168 = (true && (o163 + 0) >= 0 && (o163 + 0) < int64_t(tsr_dim_M) && gc167 >= 0) ? int64_t(tsr_dim_N) - gc167 : 0LL;  // elements in bounds (<= 0: none)
+            tsr::struct_copy_chunk(dst162 + q165 * 8LL, nv168 > 0 ? tsr_p0 + ((o163 + 0) * tsr_p0_s0 + gc167 * tsr_p0_s1) : tsr_p0, nv168, tsr_p0_s1);
+          }
         }
+        tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
       }
-      tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+      // yield
     }
-    // async_copy %9, %x, %4, %1, %4
-    if (!(true && int64_t(v3) >= 0 && int64_t(v3) < 4LL)) __trap();  // slot index out of range
-    {
-      uint16_t* const dst182 = buf8 + ((0LL) * 4LL + int64_t(v3)) * 8192LL;
-      __syncthreads();
-      {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
-        const int64_t o183 = int64_t(v0) * 1LL;
-        const int64_t o184 = int64_t(v3) * 8192LL;
-        for (int64_t q185 = tsr_tid; q185 < 1024LL; q185 += tsr_nthreads) {
-          const int64_t gc187 = o184 + (q185 % 1024LL) * 8LL;
-          const int64_t nv188 = (true && (o183 + 0) >= 0 && (o183 + 0) < int64_t(tsr_dim_M) && gc187 >= 0) ? int64_t(tsr_dim_N) - gc187 : 0LL;  // elements in bounds (<= 0: none)
-          tsr::struct_copy_chunk(dst182 + q185 * 8LL, nv188 > 0 ? tsr_p0 + ((o183 + 0) * tsr_p0_s0 + gc187 * tsr_p0_s1) : tsr_p0, nv188, tsr_p0_s1);
-        }
-      }
-      tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
-    }
-    // %94 = const {value = 32767} : u32
-    const uint32_t v189 = uint32_t(32767LL);
-    // %95 = const {value = 15} : u32
-    const uint32_t v190 = uint32_t(15LL);
-    // %96 = sub %7, %4 : i32
-    const int32_t v191 = int32_t(uint32_t(v6) - uint32_t(v3));
-    // %97 = const {value = 255} : u32
-    const uint32_t v192 = uint32_t(255LL);
-    // %98 = shr %88, %86 : u32
-    const uint32_t v193 = tsr::ishr<uint32_t>(v169, v167);
-    // %99 = const {value = -1} : i32
-    const int32_t v194 = int32_t(-1LL);
-    // %100 = for %16, %13, %4, %17 : tile<i32, [256]> {...}
-    int32_t c195[1];
+    // %95 = const {value = 32767} : u32
+    const uint32_t v169 = uint32_t(32767LL);
+    // %96 = const {value = 15} : u32
+    const uint32_t v170 = uint32_t(15LL);
+    // %97 = sub %7, %4 : i32
+    const int32_t v171 = int32_t(uint32_t(v6) - uint32_t(v3));
+    // %98 = const {value = 255} : u32
+    const uint32_t v172 = uint32_t(255LL);
+    // %99 = shr %88, %86 : u32
+    const uint32_t v173 = tsr::ishr<uint32_t>(v155, v153);
+    // %100 = const {value = -1} : i32
+    const int32_t v174 = int32_t(-1LL);
+    // %101 = for %16, %13, %4, %17 : tile<i32, [256]> {...}
+    int32_t c175[1];
     #pragma unroll
-    for (int s196 = 0; s196 < 1; ++s196) {
-      c195[s196] = v16[s196];
+    for (int s176 = 0; s176 < 1; ++s176) {
+      c175[s176] = v16[s176];
     }
-    for (int64_t iv197_ = v15; v3 > 0 && iv197_ < v12; iv197_ += v3) {
-      const int32_t iv197 = int32_t(iv197_);
+    for (int64_t iv177_ = v15; v3 > 0 && iv177_ < v12; iv177_ += v3) {
+      const int32_t iv177 = int32_t(iv177_);
       // async_wait
       tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible
       __syncthreads();
-      // %103 = rem %101, %10 : i32
-      const int32_t v198 = tsr::irem<int32_t>(iv197, v9);
-      // %104 = mul %103, %10 : i32
-      const int32_t v199 = int32_t(uint32_t(v198) * uint32_t(v9));
-      // %105 = add %101, %4 : i32
-      const int32_t v200 = int32_t(uint32_t(iv197) + uint32_t(v3));
-      // %106 = cmp %105, %13 {pred = "lt"} : i1
-      const uint8_t v201 = uint8_t(v200 < v12);
-      // if %106 {...}
-      if (v201) {
-        // %107 = mul %105, %10 : i32
-        const int32_t v202 = int32_t(uint32_t(v200) * uint32_t(v9));
-        // %108 = add %107, %16 : i32
-        const int32_t v203 = int32_t(uint32_t(v202) + uint32_t(v15));
-        // %109 = sub %10, %104 : i32
-        const int32_t v204 = int32_t(uint32_t(v9) - uint32_t(v199));
-        // %110 = add %109, %16 : i32
-        const int32_t v205 = int32_t(uint32_t(v204) + uint32_t(v15));
-        // async_copy %9, %x, %110, %1, %108
-        if (!(true && int64_t(v205) >= 0 && int64_t(v205) < 4LL)) __trap();  // slot index out of range
-        {
-          uint16_t* const dst206 = buf8 + ((0LL) * 4LL + int64_t(v205)) * 8192LL;
-          __syncthreads();
-          {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
-            const int64_t o207 = int64_t(v0) * 1LL;
-            const int64_t o208 = int64_t(v203) * 8192LL;
-            for (int64_t q209 = tsr_tid; q209 < 1024LL; q209 += tsr_nthreads) {
-              const int64_t gc211 = o208 + (q209 % 1024LL) * 8LL;
-              const int64_t nv212 = (true && (o207 + 0) >= 0 && (o207 + 0) < int64_t(tsr_dim_M) && gc211 >= 0) ? int64_t(tsr_dim_N) - gc211 : 0LL;  // elements in bounds (<= 0: none)
-              tsr::struct_copy_chunk(dst206 + q209 * 8LL, nv212 > 0 ? tsr_p0 + ((o207 + 0) * tsr_p0_s0 + gc211 * tsr_p0_s1) : tsr_p0, nv212, tsr_p0_s1);
+      // %104 = rem %102, %10 : i32
+      const int32_t v178 = tsr::irem<int32_t>(iv177, v9);
+      // %105 = mul %104, %10 : i32
+      const int32_t v179 = int32_t(uint32_t(v178) * uint32_t(v9));
+      // %106 = add %102, %4 : i32
+      const int32_t v180 = int32_t(uint32_t(iv177) + uint32_t(v3));
+      // %107 = cmp %106, %13 {pred = "lt"} : i1
+      const uint8_t v181 = uint8_t(v180 < v12);
+      // if %107 {...}
+      if (v181) {
+        // %108 = mul %106, %10 : i32
+        const int32_t v182 = int32_t(uint32_t(v180) * uint32_t(v9));
+        // %109 = sub %10, %105 : i32
+        const int32_t v183 = int32_t(uint32_t(v9) - uint32_t(v179));
+        // for %16, %10, %4 {...}
+        for (int64_t iv184_ = v15; v3 > 0 && iv184_ < v9; iv184_ += v3) {
+          const int32_t iv184 = int32_t(iv184_);
+          // %111 = add %108, %110 : i32
+          const int32_t v185 = int32_t(uint32_t(v182) + uint32_t(iv184));
+          // %112 = add %109, %110 : i32
+          const int32_t v186 = int32_t(uint32_t(v183) + uint32_t(iv184));
+          // async_copy %9, %x, %112, %1, %111
+          if (!(true && int64_t(v186) >= 0 && int64_t(v186) < 4LL)) __trap();  // slot index out of range
+          {
+            uint16_t* const dst187 = buf8 + ((0LL) * 4LL + int64_t(v186)) * 8192LL;
+            __syncthreads();
+            {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
+              const int64_t o188 = int64_t(v0) * 1LL;
+              const int64_t o189 = int64_t(v185) * 8192LL;
+              for (int64_t q190 = tsr_tid; q190 < 1024LL; q190 += tsr_nthreads) {
+                const int64_t gc192 = o189 + (q190 % 1024LL) * 8LL;
+                const int64_t nv193 = (true && (o188 + 0) >= 0 && (o188 + 0) < int64_t(tsr_dim_M) && gc192 >= 0) ? int64_t(tsr_dim_N) - gc192 : 0LL;  // elements in bounds (<= 0: none)
+                tsr::struct_copy_chunk(dst187 + q190 * 8LL, nv193 > 0 ? tsr_p0 + ((o188 + 0) * tsr_p0_s0 + gc192 * tsr_p0_s1) : tsr_p0, nv193, tsr_p0_s1);
+              }
             }
+            tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
           }
-          tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
-        }
-        // %111 = add %107, %4 : i32
-        const int32_t v213 = int32_t(uint32_t(v202) + uint32_t(v3));
-        // %112 = add %109, %4 : i32
-        const int32_t v214 = int32_t(uint32_t(v204) + uint32_t(v3));
-        // async_copy %9, %x, %112, %1, %111
-        if (!(true && int64_t(v214) >= 0 && int64_t(v214) < 4LL)) __trap();  // slot index out of range
-        {
-          uint16_t* const dst215 = buf8 + ((0LL) * 4LL + int64_t(v214)) * 8192LL;
-          __syncthreads();
-          {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
-            const int64_t o216 = int64_t(v0) * 1LL;
-            const int64_t o217 = int64_t(v213) * 8192LL;
-            for (int64_t q218 = tsr_tid; q218 < 1024LL; q218 += tsr_nthreads) {
-              const int64_t gc220 = o217 + (q218 % 1024LL) * 8LL;
-              const int64_t nv221 = (true && (o216 + 0) >= 0 && (o216 + 0) < int64_t(tsr_dim_M) && gc220 >= 0) ? int64_t(tsr_dim_N) - gc220 : 0LL;  // elements in bounds (<= 0: none)
-              tsr::struct_copy_chunk(dst215 + q218 * 8LL, nv221 > 0 ? tsr_p0 + ((o216 + 0) * tsr_p0_s0 + gc220 * tsr_p0_s1) : tsr_p0, nv221, tsr_p0_s1);
-            }
-          }
-          tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+          // yield
         }
         // yield
       } else {
         // yield
       }
-      // %113 = mul %101, %10 : i32
-      const int32_t v222 = int32_t(uint32_t(iv197) * uint32_t(v9));
+      // %113 = mul %102, %10 : i32
+      const int32_t v194 = int32_t(uint32_t(iv177) * uint32_t(v9));
       // %114 = sub %7, %113 : i32
-      const int32_t v223 = int32_t(uint32_t(v6) - uint32_t(v222));
+      const int32_t v195 = int32_t(uint32_t(v6) - uint32_t(v194));
       // %115 = min %10, %114 : i32
-      const int32_t v224 = tsr::imin<int32_t>(v9, v223);
-      // %116 = for %16, %115, %4, %102 : tile<i32, [256]> {...}
-      int32_t c225[1];
+      const int32_t v196 = tsr::imin<int32_t>(v9, v195);
+      // %116 = for %16, %115, %4, %103 : tile<i32, [256]> {...}
+      int32_t c197[1];
       #pragma unroll
-      for (int s226 = 0; s226 < 1; ++s226) {
-        c225[s226] = c195[s226];
+      for (int s198 = 0; s198 < 1; ++s198) {
+        c197[s198] = c175[s198];
       }
-      for (int64_t iv227_ = v15; v3 > 0 && iv227_ < v224; iv227_ += v3) {
-        const int32_t iv227 = int32_t(iv227_);
+      for (int64_t iv199_ = v15; v3 > 0 && iv199_ < v196; iv199_ += v3) {
+        const int32_t iv199 = int32_t(iv199_);
         // %119 = add %113, %117 : i32
-        const int32_t v228 = int32_t(uint32_t(v222) + uint32_t(iv227));
-        // %120 = add %104, %117 : i32
-        const int32_t v229 = int32_t(uint32_t(v199) + uint32_t(iv227));
+        const int32_t v200 = int32_t(uint32_t(v194) + uint32_t(iv199));
+        // %120 = add %105, %117 : i32
+        const int32_t v201 = int32_t(uint32_t(v179) + uint32_t(iv199));
         // %121 = buffer_read %9, %120 : tile<bf16, [1, 8192]>
-        if (!(true && int64_t(v229) >= 0 && int64_t(v229) < 4LL)) __trap();  // slot index out of range
-        const uint16_t* const src230 = buf8 + ((0LL) * 4LL + int64_t(v229)) * 8192LL;
-        float v231[16];
+        if (!(true && int64_t(v201) >= 0 && int64_t(v201) < 4LL)) __trap();  // slot index out of range
+        const uint16_t* const src202 = buf8 + ((0LL) * 4LL + int64_t(v201)) * 8192LL;
+        float v203[16];
         #pragma unroll
-        for (int c232 = 0; c232 < 2; ++c232) {
+        for (int c204 = 0; c204 < 2; ++c204) {
           uint16_t v_[8];
-          tsr::copy_vec<uint16_t, 8>(v_, src230 + c232 * 4096 + tsr_tid * 8);
+          tsr::copy_vec<uint16_t, 8>(v_, src202 + c204 * 4096 + tsr_tid * 8);
           #pragma unroll
-          for (int l_ = 0; l_ < 8; ++l_) v231[c232 * 8 + l_] = tsr::bf2f(v_[l_]);
+          for (int l_ = 0; l_ < 8; ++l_) v203[c204 * 8 + l_] = tsr::bf2f(v_[l_]);
         }
         // %122 = reshape %121 : tile<bf16, [8192]>
-        float v233[16];
+        float v205[16];
         #pragma unroll
-        for (int s234 = 0; s234 < 16; ++s234) {
-          v233[s234] = v231[s234];
+        for (int s206 = 0; s206 < 16; ++s206) {
+          v205[s206] = v203[s206];
         }
         // %123 = bitcast %122 : tile<u16, [8192]>
-        uint16_t v235[16];
+        uint16_t v207[16];
         #pragma unroll
-        for (int s236 = 0; s236 < 16; ++s236) {
-          v235[s236] = uint16_t(tsr::bf16_bits(v233[s236]));
+        for (int s208 = 0; s208 < 16; ++s208) {
+          v207[s208] = uint16_t(tsr::bf16_bits(v205[s208]));
         }
         // %124 = cast %123 : tile<u32, [8192]>
-        uint32_t v237[16];
+        uint32_t v209[16];
         #pragma unroll
-        for (int s238 = 0; s238 < 16; ++s238) {
-          v237[s238] = uint32_t(v235[s238]);
+        for (int s210 = 0; s210 < 16; ++s210) {
+          v209[s210] = uint32_t(v207[s210]);
         }
-        // %125 = splat %94 : tile<u32, [8192]>
-        uint32_t v239[16];
+        // %125 = splat %95 : tile<u32, [8192]>
+        uint32_t v211[16];
         #pragma unroll
-        for (int s240 = 0; s240 < 16; ++s240) {
-          v239[s240] = v189;
+        for (int s212 = 0; s212 < 16; ++s212) {
+          v211[s212] = v169;
         }
         // %126 = xor %124, %125 : tile<u32, [8192]>
-        uint32_t v241[16];
+        uint32_t v213[16];
         #pragma unroll
-        for (int s242 = 0; s242 < 16; ++s242) {
-          v241[s242] = uint32_t(v237[s242] ^ v239[s242]);
+        for (int s214 = 0; s214 < 16; ++s214) {
+          v213[s214] = uint32_t(v209[s214] ^ v211[s214]);
         }
-        // %127 = splat %95 : tile<u32, [8192]>
-        uint32_t v243[16];
+        // %127 = splat %96 : tile<u32, [8192]>
+        uint32_t v215[16];
         #pragma unroll
-        for (int s244 = 0; s244 < 16; ++s244) {
-          v243[s244] = v190;
+        for (int s216 = 0; s216 < 16; ++s216) {
+          v215[s216] = v170;
         }
         // %128 = shr %124, %127 : tile<u32, [8192]>
-        uint32_t v245[16];
+        uint32_t v217[16];
         #pragma unroll
-        for (int s246 = 0; s246 < 16; ++s246) {
-          v245[s246] = tsr::ishr<uint32_t>(v237[s246], v243[s246]);
+        for (int s218 = 0; s218 < 16; ++s218) {
+          v217[s218] = tsr::ishr<uint32_t>(v209[s218], v215[s218]);
         }
         // %129 = splat %14 : tile<u32, [8192]>
-        uint32_t v247[16];
+        uint32_t v219[16];
         #pragma unroll
-        for (int s248 = 0; s248 < 16; ++s248) {
-          v247[s248] = v13;
+        for (int s220 = 0; s220 < 16; ++s220) {
+          v219[s220] = v13;
         }
         // %130 = cmp %128, %129 {pred = "eq"} : tile<i1, [8192]>
-        uint8_t v249[16];
+        uint8_t v221[16];
         #pragma unroll
-        for (int s250 = 0; s250 < 16; ++s250) {
-          v249[s250] = uint8_t(v245[s250] == v247[s250]);
+        for (int s222 = 0; s222 < 16; ++s222) {
+          v221[s222] = uint8_t(v217[s222] == v219[s222]);
         }
         // %131 = where %130, %126, %124 : tile<u32, [8192]>
-        uint32_t v251[16];
+        uint32_t v223[16];
         #pragma unroll
-        for (int s252 = 0; s252 < 16; ++s252) {
-          v251[s252] = (v249[s252] ? v241[s252] : v237[s252]);
+        for (int s224 = 0; s224 < 16; ++s224) {
+          v223[s224] = (v221[s224] ? v213[s224] : v209[s224]);
         }
-        // %132 = cmp %119, %96 {pred = "eq"} : i1
-        const uint8_t v253 = uint8_t(v228 == v191);
+        // %132 = cmp %119, %97 {pred = "eq"} : i1
+        const uint8_t v225 = uint8_t(v200 == v171);
         // %133 = if %132 : tile<u32, [8192]> {...}
-        uint32_t v254[16];
-        if (v253) {
+        uint32_t v226[16];
+        if (v225) {
           // %134 = mul %119, %3 : i32
-          const int32_t v255 = int32_t(uint32_t(v228) * uint32_t(v2));
+          const int32_t v227 = int32_t(uint32_t(v200) * uint32_t(v2));
           // %135 = arange : tile<i32, [8192]>
-          int32_t v256[16];
+          int32_t v228[16];
           #pragma unroll
-          for (int s257 = 0; s257 < 16; ++s257) {
-            v256[s257] = int32_t(0 + ((s257 / 8) * 4096 + tsr_tid * 8 + (s257 % 8)));
+          for (int s229 = 0; s229 < 16; ++s229) {
+            v228[s229] = int32_t(0 + ((s229 / 8) * 4096 + tsr_tid * 8 + (s229 % 8)));
           }
           // %136 = splat %134 : tile<i32, [8192]>
-          int32_t v258[16];
+          int32_t v230[16];
           #pragma unroll
-          for (int s259 = 0; s259 < 16; ++s259) {
-            v258[s259] = v255;
+          for (int s231 = 0; s231 < 16; ++s231) {
+            v230[s231] = v227;
           }
           // %137 = add %135, %136 : tile<i32, [8192]>
-          int32_t v260[16];
+          int32_t v232[16];
           #pragma unroll
-          for (int s261 = 0; s261 < 16; ++s261) {
-            v260[s261] = int32_t(uint32_t(v256[s261]) + uint32_t(v258[s261]));
+          for (int s233 = 0; s233 < 16; ++s233) {
+            v232[s233] = int32_t(uint32_t(v228[s233]) + uint32_t(v230[s233]));
           }
           // %138 = splat %2 : tile<i32, [8192]>
-          int32_t v262[16];
+          int32_t v234[16];
           #pragma unroll
-          for (int s263 = 0; s263 < 16; ++s263) {
-            v262[s263] = v1;
+          for (int s235 = 0; s235 < 16; ++s235) {
+            v234[s235] = v1;
           }
           // %139 = cmp %137, %138 {pred = "lt"} : tile<i1, [8192]>
-          uint8_t v264[16];
+          uint8_t v236[16];
           #pragma unroll
-          for (int s265 = 0; s265 < 16; ++s265) {
-            v264[s265] = uint8_t(v260[s265] < v262[s265]);
+          for (int s237 = 0; s237 < 16; ++s237) {
+            v236[s237] = uint8_t(v232[s237] < v234[s237]);
           }
           // %140 = splat %8 : tile<u32, [8192]>
-          uint32_t v266[16];
+          uint32_t v238[16];
           #pragma unroll
-          for (int s267 = 0; s267 < 16; ++s267) {
-            v266[s267] = v7;
+          for (int s239 = 0; s239 < 16; ++s239) {
+            v238[s239] = v7;
           }
           // %141 = where %139, %131, %140 : tile<u32, [8192]>
-          uint32_t v268[16];
+          uint32_t v240[16];
           #pragma unroll
-          for (int s269 = 0; s269 < 16; ++s269) {
-            v268[s269] = (v264[s269] ? v251[s269] : v266[s269]);
+          for (int s241 = 0; s241 < 16; ++s241) {
+            v240[s241] = (v236[s241] ? v223[s241] : v238[s241]);
           }
           // yield %141
           #pragma unroll
-          for (int s270 = 0; s270 < 16; ++s270) {
-            v254[s270] = v268[s270];
+          for (int s242 = 0; s242 < 16; ++s242) {
+            v226[s242] = v240[s242];
           }
         } else {
           // yield %131
           #pragma unroll
-          for (int s271 = 0; s271 < 16; ++s271) {
-            v254[s271] = v251[s271];
+          for (int s243 = 0; s243 < 16; ++s243) {
+            v226[s243] = v223[s243];
           }
         }
         // %142 = shr %133, %129 : tile<u32, [8192]>
-        uint32_t v272[16];
+        uint32_t v244[16];
         #pragma unroll
-        for (int s273 = 0; s273 < 16; ++s273) {
-          v272[s273] = tsr::ishr<uint32_t>(v254[s273], v247[s273]);
+        for (int s245 = 0; s245 < 16; ++s245) {
+          v244[s245] = tsr::ishr<uint32_t>(v226[s245], v219[s245]);
         }
-        // %143 = splat %97 : tile<u32, [8192]>
-        uint32_t v274[16];
+        // %143 = splat %98 : tile<u32, [8192]>
+        uint32_t v246[16];
         #pragma unroll
-        for (int s275 = 0; s275 < 16; ++s275) {
-          v274[s275] = v192;
+        for (int s247 = 0; s247 < 16; ++s247) {
+          v246[s247] = v172;
         }
         // %144 = and %142, %143 : tile<u32, [8192]>
-        uint32_t v276[16];
+        uint32_t v248[16];
         #pragma unroll
-        for (int s277 = 0; s277 < 16; ++s277) {
-          v276[s277] = uint32_t(v272[s277] & v274[s277]);
+        for (int s249 = 0; s249 < 16; ++s249) {
+          v248[s249] = uint32_t(v244[s249] & v246[s249]);
         }
         // %145 = cast %144 : tile<i32, [8192]>
-        int32_t v278[16];
+        int32_t v250[16];
         #pragma unroll
-        for (int s279 = 0; s279 < 16; ++s279) {
-          v278[s279] = int32_t(v276[s279]);
+        for (int s251 = 0; s251 < 16; ++s251) {
+          v250[s251] = int32_t(v248[s251]);
         }
         // %146 = splat %86 : tile<u32, [8192]>
-        uint32_t v280[16];
+        uint32_t v252[16];
         #pragma unroll
-        for (int s281 = 0; s281 < 16; ++s281) {
-          v280[s281] = v167;
+        for (int s253 = 0; s253 < 16; ++s253) {
+          v252[s253] = v153;
         }
         // %147 = shr %133, %146 : tile<u32, [8192]>
-        uint32_t v282[16];
+        uint32_t v254[16];
         #pragma unroll
-        for (int s283 = 0; s283 < 16; ++s283) {
-          v282[s283] = tsr::ishr<uint32_t>(v254[s283], v280[s283]);
+        for (int s255 = 0; s255 < 16; ++s255) {
+          v254[s255] = tsr::ishr<uint32_t>(v226[s255], v252[s255]);
         }
-        // %148 = splat %98 : tile<u32, [8192]>
-        uint32_t v284[16];
+        // %148 = splat %99 : tile<u32, [8192]>
+        uint32_t v256[16];
         #pragma unroll
-        for (int s285 = 0; s285 < 16; ++s285) {
-          v284[s285] = v193;
+        for (int s257 = 0; s257 < 16; ++s257) {
+          v256[s257] = v173;
         }
         // %149 = cmp %147, %148 {pred = "eq"} : tile<i1, [8192]>
-        uint8_t v286[16];
+        uint8_t v258[16];
         #pragma unroll
-        for (int s287 = 0; s287 < 16; ++s287) {
-          v286[s287] = uint8_t(v282[s287] == v284[s287]);
+        for (int s259 = 0; s259 < 16; ++s259) {
+          v258[s259] = uint8_t(v254[s259] == v256[s259]);
         }
-        // %150 = splat %99 : tile<i32, [8192]>
-        int32_t v288[16];
+        // %150 = splat %100 : tile<i32, [8192]>
+        int32_t v260[16];
         #pragma unroll
-        for (int s289 = 0; s289 < 16; ++s289) {
-          v288[s289] = v194;
+        for (int s261 = 0; s261 < 16; ++s261) {
+          v260[s261] = v174;
         }
         // %151 = where %149, %145, %150 : tile<i32, [8192]>
-        int32_t v290[16];
+        int32_t v262[16];
         #pragma unroll
-        for (int s291 = 0; s291 < 16; ++s291) {
-          v290[s291] = (v286[s291] ? v278[s291] : v288[s291]);
+        for (int s263 = 0; s263 < 16; ++s263) {
+          v262[s263] = (v258[s263] ? v250[s263] : v260[s263]);
         }
         // %152 = histogram %151 : tile<i32, [256]>
-        int32_t v292[1];
+        int32_t v264[1];
         __syncthreads();
         for (int b_ = tsr_tid; b_ < 256; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
         __syncthreads();
         #pragma unroll
-        for (int s293 = 0; s293 < 16; ++s293) {
-          tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v290[s293]), (int)(256));
+        for (int s265 = 0; s265 < 16; ++s265) {
+          tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v262[s265]), (int)(256));
         }
         __syncthreads();
         #pragma unroll
-        for (int s294 = 0; s294 < 1; ++s294) {
-          const int e295 = (s294 * 512 + tsr_tid);
-          v292[s294] = ((s294 * 512 + tsr_tid) < 256) ? int32_t(int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e295])) : int32_t(0);
+        for (int s266 = 0; s266 < 1; ++s266) {
+          const int e267 = (s266 * 512 + tsr_tid);
+          v264[s266] = ((s266 * 512 + tsr_tid) < 256) ? int32_t(int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e267])) : int32_t(0);
         }
         // %153 = add %118, %152 : tile<i32, [256]>
-        int32_t v296[1];
+        int32_t v268[1];
         #pragma unroll
-        for (int s297 = 0; s297 < 1; ++s297) {
-          v296[s297] = int32_t(uint32_t(c225[s297]) + uint32_t(v292[s297]));
+        for (int s269 = 0; s269 < 1; ++s269) {
+          v268[s269] = int32_t(uint32_t(c197[s269]) + uint32_t(v264[s269]));
         }
         // yield %153
         #pragma unroll
-        for (int s298 = 0; s298 < 1; ++s298) {
-          c225[s298] = v296[s298];
+        for (int s270 = 0; s270 < 1; ++s270) {
+          c197[s270] = v268[s270];
         }
       }
       // yield %116
       #pragma unroll
-      for (int s299 = 0; s299 < 1; ++s299) {
-        c195[s299] = c225[s299];
+      for (int s271 = 0; s271 < 1; ++s271) {
+        c175[s271] = c197[s271];
       }
     }
-    // %154 = scan %100 {axis = 0, kind = "sum"} : tile<i32, [256]>
-    int32_t v300[1];
-    uint32_t run301 = uint32_t(0);
-    uint32_t acc302_0 = uint32_t(0);
-    if (((0 * 512 + tsr_tid) < 256)) acc302_0 += uint32_t(c195[0]); v300[0] = int32_t(acc302_0);
+    // %154 = scan %101 {axis = 0, kind = "sum"} : tile<i32, [256]>
+    int32_t v272[1];
+    uint32_t run273 = uint32_t(0);
+    uint32_t acc274_0 = uint32_t(0);
+    if (((0 * 512 + tsr_tid) < 256)) acc274_0 += uint32_t(c175[0]); v272[0] = int32_t(acc274_0);
     __syncthreads();
-    uint32_t tot304_0;
-    const uint32_t off303_0 = run301 + tsr::block_exclusive_sum<16>(acc302_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot304_0);
-    v300[0] = int32_t(uint32_t(v300[0]) + off303_0);
-    run301 += tot304_0;
+    uint32_t tot276_0;
+    const uint32_t off275_0 = run273 + tsr::block_exclusive_sum<16>(acc274_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot276_0);
+    v272[0] = int32_t(uint32_t(v272[0]) + off275_0);
+    run273 += tot276_0;
     // %155 = splat %84 : tile<i32, [256]>
-    int32_t v305[1];
+    int32_t v277[1];
     #pragma unroll
-    for (int s306 = 0; s306 < 1; ++s306) {
-      v305[s306] = v165;
+    for (int s278 = 0; s278 < 1; ++s278) {
+      v277[s278] = v151;
     }
     // %156 = cmp %154, %155 {pred = "lt"} : tile<i1, [256]>
-    uint8_t v307[1];
+    uint8_t v279[1];
     #pragma unroll
-    for (int s308 = 0; s308 < 1; ++s308) {
-      v307[s308] = uint8_t(v300[s308] < v305[s308]);
+    for (int s280 = 0; s280 < 1; ++s280) {
+      v279[s280] = uint8_t(v272[s280] < v277[s280]);
     }
     // %157 = cast %156 : tile<i32, [256]>
-    int32_t v309[1];
+    int32_t v281[1];
     #pragma unroll
-    for (int s310 = 0; s310 < 1; ++s310) {
-      v309[s310] = int32_t(v307[s310]);
+    for (int s282 = 0; s282 < 1; ++s282) {
+      v281[s282] = int32_t(v279[s282]);
     }
     // %158 = reduce %157 {axis = 0, kind = "sum"} : i32
-    int32_t v311;
-    int32_t racc312[1];
+    int32_t v283;
+    int32_t racc284[1];
     #pragma unroll
-    for (int v_ = 0; v_ < 1; ++v_) racc312[v_] = int32_t(0);
+    for (int v_ = 0; v_ < 1; ++v_) racc284[v_] = int32_t(0);
     #pragma unroll
-    for (int s313 = 0; s313 < 1; ++s313) {
-      if (((s313 * 512 + tsr_tid) < 256)) racc312[s313 % 1] = int32_t(uint32_t(racc312[s313 % 1]) + uint32_t(v309[s313]));
+    for (int s285 = 0; s285 < 1; ++s285) {
+      if (((s285 * 512 + tsr_tid) < 256)) racc284[s285 % 1] = int32_t(uint32_t(racc284[s285 % 1]) + uint32_t(v281[s285]));
     }
-    racc312[0] = int32_t(uint32_t(racc312[0]) + uint32_t(tsr::shfl_xor(racc312[0], 16)));
-    racc312[0] = int32_t(uint32_t(racc312[0]) + uint32_t(tsr::shfl_xor(racc312[0], 8)));
-    racc312[0] = int32_t(uint32_t(racc312[0]) + uint32_t(tsr::shfl_xor(racc312[0], 4)));
-    racc312[0] = int32_t(uint32_t(racc312[0]) + uint32_t(tsr::shfl_xor(racc312[0], 2)));
-    racc312[0] = int32_t(uint32_t(racc312[0]) + uint32_t(tsr::shfl_xor(racc312[0], 1)));
-    __shared__ int32_t tsr_red314_mem[16];
-    int32_t* const tsr_red314 = tsr_red314_mem;
+    racc284[0] = int32_t(uint32_t(racc284[0]) + uint32_t(tsr::shfl_xor(racc284[0], 16)));
+    racc284[0] = int32_t(uint32_t(racc284[0]) + uint32_t(tsr::shfl_xor(racc284[0], 8)));
+    racc284[0] = int32_t(uint32_t(racc284[0]) + uint32_t(tsr::shfl_xor(racc284[0], 4)));
+    racc284[0] = int32_t(uint32_t(racc284[0]) + uint32_t(tsr::shfl_xor(racc284[0], 2)));
+    racc284[0] = int32_t(uint32_t(racc284[0]) + uint32_t(tsr::shfl_xor(racc284[0], 1)));
+    __shared__ int32_t tsr_red286_mem[16];
+    int32_t* const tsr_red286 = tsr_red286_mem;
     if ((tsr_tid & 31) == 0) {
-      tsr_red314[(tsr_tid >> 5) * 1 + 0] = racc312[0];
+      tsr_red286[(tsr_tid >> 5) * 1 + 0] = racc284[0];
     }
     __syncthreads();
-    racc312[0] = tsr_red314[(tsr_tid & 15) * 1 + 0];
-    racc312[0] = int32_t(uint32_t(racc312[0]) + uint32_t(tsr::shfl_xor(racc312[0], 8)));
-    racc312[0] = int32_t(uint32_t(racc312[0]) + uint32_t(tsr::shfl_xor(racc312[0], 4)));
-    racc312[0] = int32_t(uint32_t(racc312[0]) + uint32_t(tsr::shfl_xor(racc312[0], 2)));
-    racc312[0] = int32_t(uint32_t(racc312[0]) + uint32_t(tsr::shfl_xor(racc312[0], 1)));
-    v311 = racc312[0];
+    racc284[0] = tsr_red286[(tsr_tid & 15) * 1 + 0];
+    racc284[0] = int32_t(uint32_t(racc284[0]) + uint32_t(tsr::shfl_xor(racc284[0], 8)));
+    racc284[0] = int32_t(uint32_t(racc284[0]) + uint32_t(tsr::shfl_xor(racc284[0], 4)));
+    racc284[0] = int32_t(uint32_t(racc284[0]) + uint32_t(tsr::shfl_xor(racc284[0], 2)));
+    racc284[0] = int32_t(uint32_t(racc284[0]) + uint32_t(tsr::shfl_xor(racc284[0], 1)));
+    v283 = racc284[0];
     // %159 = splat %158 : tile<i32, [256]>
-    int32_t v315[1];
+    int32_t v287[1];
     #pragma unroll
-    for (int s316 = 0; s316 < 1; ++s316) {
-      v315[s316] = v311;
+    for (int s288 = 0; s288 < 1; ++s288) {
+      v287[s288] = v283;
     }
     // %160 = cmp %77, %159 {pred = "eq"} : tile<i1, [256]>
-    uint8_t v317[1];
+    uint8_t v289[1];
     #pragma unroll
-    for (int s318 = 0; s318 < 1; ++s318) {
-      v317[s318] = uint8_t(v147[s318] == v315[s318]);
+    for (int s290 = 0; s290 < 1; ++s290) {
+      v289[s290] = uint8_t(v133[s290] == v287[s290]);
     }
-    // %161 = where %160, %100, %17 : tile<i32, [256]>
-    int32_t v319[1];
+    // %161 = where %160, %101, %17 : tile<i32, [256]>
+    int32_t v291[1];
     #pragma unroll
-    for (int s320 = 0; s320 < 1; ++s320) {
-      v319[s320] = (v317[s320] ? c195[s320] : v16[s320]);
+    for (int s292 = 0; s292 < 1; ++s292) {
+      v291[s292] = (v289[s292] ? c175[s292] : v16[s292]);
     }
     // %162 = reduce %161 {axis = 0, kind = "sum"} : i32
-    int32_t v321;
-    int32_t racc322[1];
+    int32_t v293;
+    int32_t racc294[1];
     #pragma unroll
-    for (int v_ = 0; v_ < 1; ++v_) racc322[v_] = int32_t(0);
+    for (int v_ = 0; v_ < 1; ++v_) racc294[v_] = int32_t(0);
     #pragma unroll
-    for (int s323 = 0; s323 < 1; ++s323) {
-      if (((s323 * 512 + tsr_tid) < 256)) racc322[s323 % 1] = int32_t(uint32_t(racc322[s323 % 1]) + uint32_t(v319[s323]));
+    for (int s295 = 0; s295 < 1; ++s295) {
+      if (((s295 * 512 + tsr_tid) < 256)) racc294[s295 % 1] = int32_t(uint32_t(racc294[s295 % 1]) + uint32_t(v291[s295]));
     }
-    racc322[0] = int32_t(uint32_t(racc322[0]) + uint32_t(tsr::shfl_xor(racc322[0], 16)));
-    racc322[0] = int32_t(uint32_t(racc322[0]) + uint32_t(tsr::shfl_xor(racc322[0], 8)));
-    racc322[0] = int32_t(uint32_t(racc322[0]) + uint32_t(tsr::shfl_xor(racc322[0], 4)));
-    racc322[0] = int32_t(uint32_t(racc322[0]) + uint32_t(tsr::shfl_xor(racc322[0], 2)));
-    racc322[0] = int32_t(uint32_t(racc322[0]) + uint32_t(tsr::shfl_xor(racc322[0], 1)));
-    __shared__ int32_t tsr_red324_mem[16];
-    int32_t* const tsr_red324 = tsr_red324_mem;
+    racc294[0] = int32_t(uint32_t(racc294[0]) + uint32_t(tsr::shfl_xor(racc294[0], 16)));
+    racc294[0] = int32_t(uint32_t(racc294[0]) + uint32_t(tsr::shfl_xor(racc294[0], 8)));
+    racc294[0] = int32_t(uint32_t(racc294[0]) + uint32_t(tsr::shfl_xor(racc294[0], 4)));
+    racc294[0] = int32_t(uint32_t(racc294[0]) + uint32_t(tsr::shfl_xor(racc294[0], 2)));
+    racc294[0] = int32_t(uint32_t(racc294[0]) + uint32_t(tsr::shfl_xor(racc294[0], 1)));
+    __shared__ int32_t tsr_red296_mem[16];
+    int32_t* const tsr_red296 = tsr_red296_mem;
     if ((tsr_tid & 31) == 0) {
-      tsr_red324[(tsr_tid >> 5) * 1 + 0] = racc322[0];
+      tsr_red296[(tsr_tid >> 5) * 1 + 0] = racc294[0];
     }
     __syncthreads();
-    racc322[0] = tsr_red324[(tsr_tid & 15) * 1 + 0];
-    racc322[0] = int32_t(uint32_t(racc322[0]) + uint32_t(tsr::shfl_xor(racc322[0], 8)));
-    racc322[0] = int32_t(uint32_t(racc322[0]) + uint32_t(tsr::shfl_xor(racc322[0], 4)));
-    racc322[0] = int32_t(uint32_t(racc322[0]) + uint32_t(tsr::shfl_xor(racc322[0], 2)));
-    racc322[0] = int32_t(uint32_t(racc322[0]) + uint32_t(tsr::shfl_xor(racc322[0], 1)));
-    v321 = racc322[0];
-    // %163 = where %156, %100, %17 : tile<i32, [256]>
-    int32_t v325[1];
+    racc294[0] = tsr_red296[(tsr_tid & 15) * 1 + 0];
+    racc294[0] = int32_t(uint32_t(racc294[0]) + uint32_t(tsr::shfl_xor(racc294[0], 8)));
+    racc294[0] = int32_t(uint32_t(racc294[0]) + uint32_t(tsr::shfl_xor(racc294[0], 4)));
+    racc294[0] = int32_t(uint32_t(racc294[0]) + uint32_t(tsr::shfl_xor(racc294[0], 2)));
+    racc294[0] = int32_t(uint32_t(racc294[0]) + uint32_t(tsr::shfl_xor(racc294[0], 1)));
+    v293 = racc294[0];
+    // %163 = where %156, %101, %17 : tile<i32, [256]>
+    int32_t v297[1];
     #pragma unroll
-    for (int s326 = 0; s326 < 1; ++s326) {
-      v325[s326] = (v307[s326] ? c195[s326] : v16[s326]);
+    for (int s298 = 0; s298 < 1; ++s298) {
+      v297[s298] = (v279[s298] ? c175[s298] : v16[s298]);
     }
     // %164 = reduce %163 {axis = 0, kind = "sum"} : i32
-    int32_t v327;
-    int32_t racc328[1];
+    int32_t v299;
+    int32_t racc300[1];
     #pragma unroll
-    for (int v_ = 0; v_ < 1; ++v_) racc328[v_] = int32_t(0);
+    for (int v_ = 0; v_ < 1; ++v_) racc300[v_] = int32_t(0);
     #pragma unroll
-    for (int s329 = 0; s329 < 1; ++s329) {
-      if (((s329 * 512 + tsr_tid) < 256)) racc328[s329 % 1] = int32_t(uint32_t(racc328[s329 % 1]) + uint32_t(v325[s329]));
+    for (int s301 = 0; s301 < 1; ++s301) {
+      if (((s301 * 512 + tsr_tid) < 256)) racc300[s301 % 1] = int32_t(uint32_t(racc300[s301 % 1]) + uint32_t(v297[s301]));
     }
-    racc328[0] = int32_t(uint32_t(racc328[0]) + uint32_t(tsr::shfl_xor(racc328[0], 16)));
-    racc328[0] = int32_t(uint32_t(racc328[0]) + uint32_t(tsr::shfl_xor(racc328[0], 8)));
-    racc328[0] = int32_t(uint32_t(racc328[0]) + uint32_t(tsr::shfl_xor(racc328[0], 4)));
-    racc328[0] = int32_t(uint32_t(racc328[0]) + uint32_t(tsr::shfl_xor(racc328[0], 2)));
-    racc328[0] = int32_t(uint32_t(racc328[0]) + uint32_t(tsr::shfl_xor(racc328[0], 1)));
-    __shared__ int32_t tsr_red330_mem[16];
-    int32_t* const tsr_red330 = tsr_red330_mem;
+    racc300[0] = int32_t(uint32_t(racc300[0]) + uint32_t(tsr::shfl_xor(racc300[0], 16)));
+    racc300[0] = int32_t(uint32_t(racc300[0]) + uint32_t(tsr::shfl_xor(racc300[0], 8)));
+    racc300[0] = int32_t(uint32_t(racc300[0]) + uint32_t(tsr::shfl_xor(racc300[0], 4)));
+    racc300[0] = int32_t(uint32_t(racc300[0]) + uint32_t(tsr::shfl_xor(racc300[0], 2)));
+    racc300[0] = int32_t(uint32_t(racc300[0]) + uint32_t(tsr::shfl_xor(racc300[0], 1)));
+    __shared__ int32_t tsr_red302_mem[16];
+    int32_t* const tsr_red302 = tsr_red302_mem;
     if ((tsr_tid & 31) == 0) {
-      tsr_red330[(tsr_tid >> 5) * 1 + 0] = racc328[0];
+      tsr_red302[(tsr_tid >> 5) * 1 + 0] = racc300[0];
     }
     __syncthreads();
-    racc328[0] = tsr_red330[(tsr_tid & 15) * 1 + 0];
-    racc328[0] = int32_t(uint32_t(racc328[0]) + uint32_t(tsr::shfl_xor(racc328[0], 8)));
-    racc328[0] = int32_t(uint32_t(racc328[0]) + uint32_t(tsr::shfl_xor(racc328[0], 4)));
-    racc328[0] = int32_t(uint32_t(racc328[0]) + uint32_t(tsr::shfl_xor(racc328[0], 2)));
-    racc328[0] = int32_t(uint32_t(racc328[0]) + uint32_t(tsr::shfl_xor(racc328[0], 1)));
-    v327 = racc328[0];
+    racc300[0] = tsr_red302[(tsr_tid & 15) * 1 + 0];
+    racc300[0] = int32_t(uint32_t(racc300[0]) + uint32_t(tsr::shfl_xor(racc300[0], 8)));
+    racc300[0] = int32_t(uint32_t(racc300[0]) + uint32_t(tsr::shfl_xor(racc300[0], 4)));
+    racc300[0] = int32_t(uint32_t(racc300[0]) + uint32_t(tsr::shfl_xor(racc300[0], 2)));
+    racc300[0] = int32_t(uint32_t(racc300[0]) + uint32_t(tsr::shfl_xor(racc300[0], 1)));
+    v299 = racc300[0];
     // %165 = sub %84, %164 : i32
-    const int32_t v331 = int32_t(uint32_t(v165) - uint32_t(v327));
+    const int32_t v303 = int32_t(uint32_t(v151) - uint32_t(v299));
     // %166 = cast %158 : u32
-    const uint32_t v332 = uint32_t(v311);
+    const uint32_t v304 = uint32_t(v283);
     // %167 = shl %166, %14 : u32
-    const uint32_t v333 = tsr::ishl<uint32_t>(v332, v13);
+    const uint32_t v305 = tsr::ishl<uint32_t>(v304, v13);
     // %168 = or %88, %167 : u32
-    const uint32_t v334 = uint32_t(v169 | v333);
+    const uint32_t v306 = uint32_t(v155 | v305);
     // %169 = cmp %162, %165 {pred = "ne"} : i1
-    const uint8_t v335 = uint8_t(v321 != v331);
+    const uint8_t v307 = uint8_t(v293 != v303);
     // yield %168, %165, %14, %169
-    v171 = v334;
-    v172 = v331;
-    v173 = v13;
-    v174 = v335;
+    v157 = v306;
+    v158 = v303;
+    v159 = v13;
+    v160 = v307;
   } else {
     // yield %88, %84, %86, %89
-    v171 = v169;
-    v172 = v165;
-    v173 = v167;
-    v174 = v170;
+    v157 = v155;
+    v158 = v151;
+    v159 = v153;
+    v160 = v156;
   }
   // %170 = shr %90, %92 : u32
-  const uint32_t v336 = tsr::ishr<uint32_t>(v171, v173);
-  // async_copy %9, %x, %16, %1, %16
-  if (!(true && int64_t(v15) >= 0 && int64_t(v15) < 4LL)) __trap();  // slot index out of range
-  {
-    uint16_t* const dst337 = buf8 + ((0LL) * 4LL + int64_t(v15)) * 8192LL;
-    __syncthreads();
-    {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
-      const int64_t o338 = int64_t(v0) * 1LL;
-      const int64_t o339 = int64_t(v15) * 8192LL;
-      for (int64_t q340 = tsr_tid; q340 < 1024LL; q340 += tsr_nthreads) {
-        const int64_t gc342 = o339 + (q340 % 1024LL) * 8LL;
-        const int64_t nv343 = (true && (o338 + 0) >= 0 && (o338 + 0) < int64_t(tsr_dim_M) && gc342 >= 0) ? int64_t(tsr_dim_N) - gc342 : 0LL;  // elements in bounds (<= 0: none)
-        tsr::struct_copy_chunk(dst337 + q340 * 8LL, nv343 > 0 ? tsr_p0 + ((o338 + 0) * tsr_p0_s0 + gc342 * tsr_p0_s1) : tsr_p0, nv343, tsr_p0_s1);
+  const uint32_t v308 = tsr::ishr<uint32_t>(v157, v159);
+  // for %16, %10, %4 {...}
+  for (int64_t iv309_ = v15; v3 > 0 && iv309_ < v9; iv309_ += v3) {
+    const int32_t iv309 = int32_t(iv309_);
+    // async_copy %9, %x, %171, %1, %171
+    if (!(true && int64_t(iv309) >= 0 && int64_t(iv309) < 4LL)) __trap();  // slot index out of range
+    {
+      uint16_t* const dst310 = buf8 + ((0LL) * 4LL + int64_t(iv309)) * 8192LL;
+      __syncthreads();
+      {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
+        const int64_t o311 = int64_t(v0) * 1LL;
+        const int64_t o312 = int64_t(iv309) * 8192LL;
+        for (int64_t q313 = tsr_tid; q313 < 1024LL; q313 += tsr_nthreads) {
+          const int64_t gc315 = o312 + (q313 % 1024LL) * 8LL;
+          const int64_t nv316 = (true && (o311 + 0) >= 0 && (o311 + 0) < int64_t(tsr_dim_M) && gc315 >= 0) ? int64_t(tsr_dim_N) - gc315 : 0LL;  // elements in bounds (<= 0: none)
+          tsr::struct_copy_chunk(dst310 + q313 * 8LL, nv316 > 0 ? tsr_p0 + ((o311 + 0) * tsr_p0_s0 + gc315 * tsr_p0_s1) : tsr_p0, nv316, tsr_p0_s1);
+        }
       }
+      tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
     }
-    tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+    // yield
   }
-  // async_copy %9, %x, %4, %1, %4
-  if (!(true && int64_t(v3) >= 0 && int64_t(v3) < 4LL)) __trap();  // slot index out of range
-  {
-    uint16_t* const dst344 = buf8 + ((0LL) * 4LL + int64_t(v3)) * 8192LL;
-    __syncthreads();
-    {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
-      const int64_t o345 = int64_t(v0) * 1LL;
-      const int64_t o346 = int64_t(v3) * 8192LL;
-      for (int64_t q347 = tsr_tid; q347 < 1024LL; q347 += tsr_nthreads) {
-        const int64_t gc349 = o346 + (q347 % 1024LL) * 8LL;
-        const int64_t nv350 = (true && (o345 + 0) >= 0 && (o345 + 0) < int64_t(tsr_dim_M) && gc349 >= 0) ? int64_t(tsr_dim_N) - gc349 : 0LL;  // elements in bounds (<= 0: none)
-        tsr::struct_copy_chunk(dst344 + q347 * 8LL, nv350 > 0 ? tsr_p0 + ((o345 + 0) * tsr_p0_s0 + gc349 * tsr_p0_s1) : tsr_p0, nv350, tsr_p0_s1);
-      }
-    }
-    tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
-  }
-  // %171 = const {value = 32767} : u32
-  const uint32_t v351 = uint32_t(32767LL);
-  // %172 = const {value = 15} : u32
-  const uint32_t v352 = uint32_t(15LL);
-  // %173 = sub %7, %4 : i32
-  const int32_t v353 = int32_t(uint32_t(v6) - uint32_t(v3));
-  // %174, %175 = for %16, %13, %4, %16, %16 : i32, i32 {...}
-  int32_t c354;
-  c354 = v15;
-  int32_t c355;
-  c355 = v15;
-  for (int64_t iv356_ = v15; v3 > 0 && iv356_ < v12; iv356_ += v3) {
-    const int32_t iv356 = int32_t(iv356_);
+  // %172 = const {value = 32767} : u32
+  const uint32_t v317 = uint32_t(32767LL);
+  // %173 = const {value = 15} : u32
+  const uint32_t v318 = uint32_t(15LL);
+  // %174 = sub %7, %4 : i32
+  const int32_t v319 = int32_t(uint32_t(v6) - uint32_t(v3));
+  // %175, %176 = for %16, %13, %4, %16, %16 : i32, i32 {...}
+  int32_t c320;
+  c320 = v15;
+  int32_t c321;
+  c321 = v15;
+  for (int64_t iv322_ = v15; v3 > 0 && iv322_ < v12; iv322_ += v3) {
+    const int32_t iv322 = int32_t(iv322_);
     // async_wait
     tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible
     __syncthreads();
-    // %179 = rem %176, %10 : i32
-    const int32_t v357 = tsr::irem<int32_t>(iv356, v9);
-    // %180 = mul %179, %10 : i32
-    const int32_t v358 = int32_t(uint32_t(v357) * uint32_t(v9));
-    // %181 = add %176, %4 : i32
-    const int32_t v359 = int32_t(uint32_t(iv356) + uint32_t(v3));
-    // %182 = cmp %181, %13 {pred = "lt"} : i1
-    const uint8_t v360 = uint8_t(v359 < v12);
-    // if %182 {...}
-    if (v360) {
-      // %183 = mul %181, %10 : i32
-      const int32_t v361 = int32_t(uint32_t(v359) * uint32_t(v9));
-      // %184 = add %183, %16 : i32
-      const int32_t v362 = int32_t(uint32_t(v361) + uint32_t(v15));
-      // %185 = sub %10, %180 : i32
-      const int32_t v363 = int32_t(uint32_t(v9) - uint32_t(v358));
-      // %186 = add %185, %16 : i32
-      const int32_t v364 = int32_t(uint32_t(v363) + uint32_t(v15));
-      // async_copy %9, %x, %186, %1, %184
-      if (!(true && int64_t(v364) >= 0 && int64_t(v364) < 4LL)) __trap();  // slot index out of range
-      {
-        uint16_t* const dst365 = buf8 + ((0LL) * 4LL + int64_t(v364)) * 8192LL;
-        __syncthreads();
-        {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
-          const int64_t o366 = int64_t(v0) * 1LL;
-          const int64_t o367 = int64_t(v362) * 8192LL;
-          for (int64_t q368 = tsr_tid; q368 < 1024LL; q368 += tsr_nthreads) {
-            const int64_t gc370 = o367 + (q368 % 1024LL) * 8LL;
-            const int64_t nv371 = (true && (o366 + 0) >= 0 && (o366 + 0) < int64_t(tsr_dim_M) && gc370 >= 0) ? int64_t(tsr_dim_N) - gc370 : 0LL;  // elements in bounds (<= 0: none)
-            tsr::struct_copy_chunk(dst365 + q368 * 8LL, nv371 > 0 ? tsr_p0 + ((o366 + 0) * tsr_p0_s0 + gc370 * tsr_p0_s1) : tsr_p0, nv371, tsr_p0_s1);
+    // %180 = rem %177, %10 : i32
+    const int32_t v323 = tsr::irem<int32_t>(iv322, v9);
+    // %181 = mul %180, %10 : i32
+    const int32_t v324 = int32_t(uint32_t(v323) * uint32_t(v9));
+    // %182 = add %177, %4 : i32
+    const int32_t v325 = int32_t(uint32_t(iv322) + uint32_t(v3));
+    // %183 = cmp %182, %13 {pred = "lt"} : i1
+    const uint8_t v326 = uint8_t(v325 < v12);
+    // if %183 {...}
+    if (v326) {
+      // %184 = mul %182, %10 : i32
+      const int32_t v327 = int32_t(uint32_t(v325) * uint32_t(v9));
+      // %185 = sub %10, %181 : i32
+      const int32_t v328 = int32_t(uint32_t(v9) - uint32_t(v324));
+      // for %16, %10, %4 {...}
+      for (int64_t iv329_ = v15; v3 > 0 && iv329_ < v9; iv329_ += v3) {
+        const int32_t iv329 = int32_t(iv329_);
+        // %187 = add %184, %186 : i32
+        const int32_t v330 = int32_t(uint32_t(v327) + uint32_t(iv329));
+        // %188 = add %185, %186 : i32
+        const int32_t v331 = int32_t(uint32_t(v328) + uint32_t(iv329));
+        // async_copy %9, %x, %188, %1, %187
+        if (!(true && int64_t(v331) >= 0 && int64_t(v331) < 4LL)) __trap();  // slot index out of range
+        {
+          uint16_t* const dst332 = buf8 + ((0LL) * 4LL + int64_t(v331)) * 8192LL;
+          __syncthreads();
+          {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
+            const int64_t o333 = int64_t(v0) * 1LL;
+            const int64_t o334 = int64_t(v330) * 8192LL;
+            for (int64_t q335 = tsr_tid; q335 < 1024LL; q335 += tsr_nthreads) {
+              const int64_t gc337 = o334 + (q335 % 1024LL) * 8LL;
+              const int64_t nv338 = (true && (o333 + 0) >= 0 && (o333 + 0) < int64_t(tsr_dim_M) && gc337 >= 0) ? int64_t(tsr_dim_N) - gc337 : 0LL;  // elements in bounds (<= 0: none)
+              tsr::struct_copy_chunk(dst332 + q335 * 8LL, nv338 > 0 ? tsr_p0 + ((o333 + 0) * tsr_p0_s0 + gc337 * tsr_p0_s1) : tsr_p0, nv338, tsr_p0_s1);
+            }
           }
+          tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
         }
-        tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
-      }
-      // %187 = add %183, %4 : i32
-      const int32_t v372 = int32_t(uint32_t(v361) + uint32_t(v3));
-      // %188 = add %185, %4 : i32
-      const int32_t v373 = int32_t(uint32_t(v363) + uint32_t(v3));
-      // async_copy %9, %x, %188, %1, %187
-      if (!(true && int64_t(v373) >= 0 && int64_t(v373) < 4LL)) __trap();  // slot index out of range
-      {
-        uint16_t* const dst374 = buf8 + ((0LL) * 4LL + int64_t(v373)) * 8192LL;
-        __syncthreads();
-        {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
-          const int64_t o375 = int64_t(v0) * 1LL;
-          const int64_t o376 = int64_t(v372) * 8192LL;
-          for (int64_t q377 = tsr_tid; q377 < 1024LL; q377 += tsr_nthreads) {
-            const int64_t gc379 = o376 + (q377 % 1024LL) * 8LL;
-            const int64_t nv380 = (true && (o375 + 0) >= 0 && (o375 + 0) < int64_t(tsr_dim_M) && gc379 >= 0) ? int64_t(tsr_dim_N) - gc379 : 0LL;  // elements in bounds (<= 0: none)
-            tsr::struct_copy_chunk(dst374 + q377 * 8LL, nv380 > 0 ? tsr_p0 + ((o375 + 0) * tsr_p0_s0 + gc379 * tsr_p0_s1) : tsr_p0, nv380, tsr_p0_s1);
-          }
-        }
-        tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+        // yield
       }
       // yield
     } else {
       // yield
     }
-    // %189 = mul %176, %10 : i32
-    const int32_t v381 = int32_t(uint32_t(iv356) * uint32_t(v9));
+    // %189 = mul %177, %10 : i32
+    const int32_t v339 = int32_t(uint32_t(iv322) * uint32_t(v9));
     // %190 = sub %7, %189 : i32
-    const int32_t v382 = int32_t(uint32_t(v6) - uint32_t(v381));
+    const int32_t v340 = int32_t(uint32_t(v6) - uint32_t(v339));
     // %191 = min %10, %190 : i32
-    const int32_t v383 = tsr::imin<int32_t>(v9, v382);
-    // %192, %193 = for %16, %191, %4, %177, %178 : i32, i32 {...}
-    int32_t c384;
-    c384 = c354;
-    int32_t c385;
-    c385 = c355;
-    for (int64_t iv386_ = v15; v3 > 0 && iv386_ < v383; iv386_ += v3) {
-      const int32_t iv386 = int32_t(iv386_);
+    const int32_t v341 = tsr::imin<int32_t>(v9, v340);
+    // %192, %193 = for %16, %191, %4, %178, %179 : i32, i32 {...}
+    int32_t c342;
+    c342 = c320;
+    int32_t c343;
+    c343 = c321;
+    for (int64_t iv344_ = v15; v3 > 0 && iv344_ < v341; iv344_ += v3) {
+      const int32_t iv344 = int32_t(iv344_);
       // %197 = add %189, %194 : i32
-      const int32_t v387 = int32_t(uint32_t(v381) + uint32_t(iv386));
-      // %198 = add %180, %194 : i32
-      const int32_t v388 = int32_t(uint32_t(v358) + uint32_t(iv386));
+      const int32_t v345 = int32_t(uint32_t(v339) + uint32_t(iv344));
+      // %198 = add %181, %194 : i32
+      const int32_t v346 = int32_t(uint32_t(v324) + uint32_t(iv344));
       // %199 = buffer_read %9, %198 : tile<bf16, [1, 8192]>
-      if (!(true && int64_t(v388) >= 0 && int64_t(v388) < 4LL)) __trap();  // slot index out of range
-      const uint16_t* const src389 = buf8 + ((0LL) * 4LL + int64_t(v388)) * 8192LL;
-      float v390[16];
+      if (!(true && int64_t(v346) >= 0 && int64_t(v346) < 4LL)) __trap();  // slot index out of range
+      const uint16_t* const src347 = buf8 + ((0LL) * 4LL + int64_t(v346)) * 8192LL;
+      float v348[16];
       #pragma unroll
-      for (int c391 = 0; c391 < 2; ++c391) {
+      for (int c349 = 0; c349 < 2; ++c349) {
         uint16_t v_[8];
-        tsr::copy_vec<uint16_t, 8>(v_, src389 + c391 * 4096 + tsr_tid * 8);
+        tsr::copy_vec<uint16_t, 8>(v_, src347 + c349 * 4096 + tsr_tid * 8);
         #pragma unroll
-        for (int l_ = 0; l_ < 8; ++l_) v390[c391 * 8 + l_] = tsr::bf2f(v_[l_]);
+        for (int l_ = 0; l_ < 8; ++l_) v348[c349 * 8 + l_] = tsr::bf2f(v_[l_]);
       }
       // %200 = reshape %199 : tile<bf16, [8192]>
-      float v392[16];
+      float v350[16];
       #pragma unroll
-      for (int s393 = 0; s393 < 16; ++s393) {
-        v392[s393] = v390[s393];
+      for (int s351 = 0; s351 < 16; ++s351) {
+        v350[s351] = v348[s351];
       }
       // %201 = bitcast %200 : tile<u16, [8192]>
-      uint16_t v394[16];
+      uint16_t v352[16];
       #pragma unroll
-      for (int s395 = 0; s395 < 16; ++s395) {
-        v394[s395] = uint16_t(tsr::bf16_bits(v392[s395]));
+      for (int s353 = 0; s353 < 16; ++s353) {
+        v352[s353] = uint16_t(tsr::bf16_bits(v350[s353]));
       }
       // %202 = cast %201 : tile<u32, [8192]>
-      uint32_t v396[16];
+      uint32_t v354[16];
       #pragma unroll
-      for (int s397 = 0; s397 < 16; ++s397) {
-        v396[s397] = uint32_t(v394[s397]);
+      for (int s355 = 0; s355 < 16; ++s355) {
+        v354[s355] = uint32_t(v352[s355]);
       }
-      // %203 = splat %171 : tile<u32, [8192]>
-      uint32_t v398[16];
+      // %203 = splat %172 : tile<u32, [8192]>
+      uint32_t v356[16];
       #pragma unroll
-      for (int s399 = 0; s399 < 16; ++s399) {
-        v398[s399] = v351;
+      for (int s357 = 0; s357 < 16; ++s357) {
+        v356[s357] = v317;
       }
       // %204 = xor %202, %203 : tile<u32, [8192]>
-      uint32_t v400[16];
+      uint32_t v358[16];
       #pragma unroll
-      for (int s401 = 0; s401 < 16; ++s401) {
-        v400[s401] = uint32_t(v396[s401] ^ v398[s401]);
+      for (int s359 = 0; s359 < 16; ++s359) {
+        v358[s359] = uint32_t(v354[s359] ^ v356[s359]);
       }
-      // %205 = splat %172 : tile<u32, [8192]>
-      uint32_t v402[16];
+      // %205 = splat %173 : tile<u32, [8192]>
+      uint32_t v360[16];
       #pragma unroll
-      for (int s403 = 0; s403 < 16; ++s403) {
-        v402[s403] = v352;
+      for (int s361 = 0; s361 < 16; ++s361) {
+        v360[s361] = v318;
       }
       // %206 = shr %202, %205 : tile<u32, [8192]>
-      uint32_t v404[16];
+      uint32_t v362[16];
       #pragma unroll
-      for (int s405 = 0; s405 < 16; ++s405) {
-        v404[s405] = tsr::ishr<uint32_t>(v396[s405], v402[s405]);
+      for (int s363 = 0; s363 < 16; ++s363) {
+        v362[s363] = tsr::ishr<uint32_t>(v354[s363], v360[s363]);
       }
       // %207 = splat %14 : tile<u32, [8192]>
-      uint32_t v406[16];
+      uint32_t v364[16];
       #pragma unroll
-      for (int s407 = 0; s407 < 16; ++s407) {
-        v406[s407] = v13;
+      for (int s365 = 0; s365 < 16; ++s365) {
+        v364[s365] = v13;
       }
       // %208 = cmp %206, %207 {pred = "eq"} : tile<i1, [8192]>
-      uint8_t v408[16];
+      uint8_t v366[16];
       #pragma unroll
-      for (int s409 = 0; s409 < 16; ++s409) {
-        v408[s409] = uint8_t(v404[s409] == v406[s409]);
+      for (int s367 = 0; s367 < 16; ++s367) {
+        v366[s367] = uint8_t(v362[s367] == v364[s367]);
       }
       // %209 = where %208, %204, %202 : tile<u32, [8192]>
-      uint32_t v410[16];
+      uint32_t v368[16];
       #pragma unroll
-      for (int s411 = 0; s411 < 16; ++s411) {
-        v410[s411] = (v408[s411] ? v400[s411] : v396[s411]);
+      for (int s369 = 0; s369 < 16; ++s369) {
+        v368[s369] = (v366[s369] ? v358[s369] : v354[s369]);
       }
-      // %210 = cmp %197, %173 {pred = "eq"} : i1
-      const uint8_t v412 = uint8_t(v387 == v353);
+      // %210 = cmp %197, %174 {pred = "eq"} : i1
+      const uint8_t v370 = uint8_t(v345 == v319);
       // %211 = if %210 : tile<u32, [8192]> {...}
-      uint32_t v413[16];
-      if (v412) {
+      uint32_t v371[16];
+      if (v370) {
         // %212 = mul %197, %3 : i32
-        const int32_t v414 = int32_t(uint32_t(v387) * uint32_t(v2));
+        const int32_t v372 = int32_t(uint32_t(v345) * uint32_t(v2));
         // %213 = arange : tile<i32, [8192]>
-        int32_t v415[16];
+        int32_t v373[16];
         #pragma unroll
-        for (int s416 = 0; s416 < 16; ++s416) {
-          v415[s416] = int32_t(0 + ((s416 / 8) * 4096 + tsr_tid * 8 + (s416 % 8)));
+        for (int s374 = 0; s374 < 16; ++s374) {
+          v373[s374] = int32_t(0 + ((s374 / 8) * 4096 + tsr_tid * 8 + (s374 % 8)));
         }
         // %214 = splat %212 : tile<i32, [8192]>
-        int32_t v417[16];
+        int32_t v375[16];
         #pragma unroll
-        for (int s418 = 0; s418 < 16; ++s418) {
-          v417[s418] = v414;
+        for (int s376 = 0; s376 < 16; ++s376) {
+          v375[s376] = v372;
         }
         // %215 = add %213, %214 : tile<i32, [8192]>
-        int32_t v419[16];
+        int32_t v377[16];
         #pragma unroll
-        for (int s420 = 0; s420 < 16; ++s420) {
-          v419[s420] = int32_t(uint32_t(v415[s420]) + uint32_t(v417[s420]));
+        for (int s378 = 0; s378 < 16; ++s378) {
+          v377[s378] = int32_t(uint32_t(v373[s378]) + uint32_t(v375[s378]));
         }
         // %216 = splat %2 : tile<i32, [8192]>
-        int32_t v421[16];
+        int32_t v379[16];
         #pragma unroll
-        for (int s422 = 0; s422 < 16; ++s422) {
-          v421[s422] = v1;
+        for (int s380 = 0; s380 < 16; ++s380) {
+          v379[s380] = v1;
         }
         // %217 = cmp %215, %216 {pred = "lt"} : tile<i1, [8192]>
-        uint8_t v423[16];
+        uint8_t v381[16];
         #pragma unroll
-        for (int s424 = 0; s424 < 16; ++s424) {
-          v423[s424] = uint8_t(v419[s424] < v421[s424]);
+        for (int s382 = 0; s382 < 16; ++s382) {
+          v381[s382] = uint8_t(v377[s382] < v379[s382]);
         }
         // %218 = splat %8 : tile<u32, [8192]>
-        uint32_t v425[16];
+        uint32_t v383[16];
         #pragma unroll
-        for (int s426 = 0; s426 < 16; ++s426) {
-          v425[s426] = v7;
+        for (int s384 = 0; s384 < 16; ++s384) {
+          v383[s384] = v7;
         }
         // %219 = where %217, %209, %218 : tile<u32, [8192]>
-        uint32_t v427[16];
+        uint32_t v385[16];
         #pragma unroll
-        for (int s428 = 0; s428 < 16; ++s428) {
-          v427[s428] = (v423[s428] ? v410[s428] : v425[s428]);
+        for (int s386 = 0; s386 < 16; ++s386) {
+          v385[s386] = (v381[s386] ? v368[s386] : v383[s386]);
         }
         // yield %219
         #pragma unroll
-        for (int s429 = 0; s429 < 16; ++s429) {
-          v413[s429] = v427[s429];
+        for (int s387 = 0; s387 < 16; ++s387) {
+          v371[s387] = v385[s387];
         }
       } else {
         // yield %209
         #pragma unroll
-        for (int s430 = 0; s430 < 16; ++s430) {
-          v413[s430] = v410[s430];
+        for (int s388 = 0; s388 < 16; ++s388) {
+          v371[s388] = v368[s388];
         }
       }
       // %220 = splat %92 : tile<u32, [8192]>
-      uint32_t v431[16];
+      uint32_t v389[16];
       #pragma unroll
-      for (int s432 = 0; s432 < 16; ++s432) {
-        v431[s432] = v173;
+      for (int s390 = 0; s390 < 16; ++s390) {
+        v389[s390] = v159;
       }
       // %221 = shr %211, %220 : tile<u32, [8192]>
-      uint32_t v433[16];
+      uint32_t v391[16];
       #pragma unroll
-      for (int s434 = 0; s434 < 16; ++s434) {
-        v433[s434] = tsr::ishr<uint32_t>(v413[s434], v431[s434]);
+      for (int s392 = 0; s392 < 16; ++s392) {
+        v391[s392] = tsr::ishr<uint32_t>(v371[s392], v389[s392]);
       }
       // %222 = splat %170 : tile<u32, [8192]>
-      uint32_t v435[16];
+      uint32_t v393[16];
       #pragma unroll
-      for (int s436 = 0; s436 < 16; ++s436) {
-        v435[s436] = v336;
+      for (int s394 = 0; s394 < 16; ++s394) {
+        v393[s394] = v308;
       }
       // %223 = cmp %221, %222 {pred = "eq"} : tile<i1, [8192]>
-      uint8_t v437[16];
+      uint8_t v395[16];
       #pragma unroll
-      for (int s438 = 0; s438 < 16; ++s438) {
-        v437[s438] = uint8_t(v433[s438] == v435[s438]);
+      for (int s396 = 0; s396 < 16; ++s396) {
+        v395[s396] = uint8_t(v391[s396] == v393[s396]);
       }
       // %224 = cmp %221, %222 {pred = "lt"} : tile<i1, [8192]>
-      uint8_t v439[16];
+      uint8_t v397[16];
       #pragma unroll
-      for (int s440 = 0; s440 < 16; ++s440) {
-        v439[s440] = uint8_t(v433[s440] < v435[s440]);
+      for (int s398 = 0; s398 < 16; ++s398) {
+        v397[s398] = uint8_t(v391[s398] < v393[s398]);
       }
       // %225 = cast %223 : tile<i32, [8192]>
-      int32_t v441[16];
+      int32_t v399[16];
       #pragma unroll
-      for (int s442 = 0; s442 < 16; ++s442) {
-        v441[s442] = int32_t(v437[s442]);
+      for (int s400 = 0; s400 < 16; ++s400) {
+        v399[s400] = int32_t(v395[s400]);
       }
       // %226 = reduce %225 {axis = 0, kind = "sum"} : i32
-      int32_t v443;
-      int32_t racc444[8];
+      int32_t v401;
+      int32_t racc402[8];
       #pragma unroll
-      for (int v_ = 0; v_ < 8; ++v_) racc444[v_] = int32_t(0);
+      for (int v_ = 0; v_ < 8; ++v_) racc402[v_] = int32_t(0);
       #pragma unroll
-      for (int s445 = 0; s445 < 16; ++s445) {
-        racc444[s445 % 8] = int32_t(uint32_t(racc444[s445 % 8]) + uint32_t(v441[s445]));
+      for (int s403 = 0; s403 < 16; ++s403) {
+        racc402[s403 % 8] = int32_t(uint32_t(racc402[s403 % 8]) + uint32_t(v399[s403]));
       }
-      racc444[0] = int32_t(uint32_t(racc444[0]) + uint32_t(racc444[4]));
-      racc444[1] = int32_t(uint32_t(racc444[1]) + uint32_t(racc444[5]));
-      racc444[2] = int32_t(uint32_t(racc444[2]) + uint32_t(racc444[6]));
-      racc444[3] = int32_t(uint32_t(racc444[3]) + uint32_t(racc444[7]));
-      racc444[0] = int32_t(uint32_t(racc444[0]) + uint32_t(racc444[2]));
-      racc444[1] = int32_t(uint32_t(racc444[1]) + uint32_t(racc444[3]));
-      racc444[0] = int32_t(uint32_t(racc444[0]) + uint32_t(racc444[1]));
-      racc444[0] = int32_t(uint32_t(racc444[0]) + uint32_t(tsr::shfl_xor(racc444[0], 16)));
-      racc444[0] = int32_t(uint32_t(racc444[0]) + uint32_t(tsr::shfl_xor(racc444[0], 8)));
-      racc444[0] = int32_t(uint32_t(racc444[0]) + uint32_t(tsr::shfl_xor(racc444[0], 4)));
-      racc444[0] = int32_t(uint32_t(racc444[0]) + uint32_t(tsr::shfl_xor(racc444[0], 2)));
-      racc444[0] = int32_t(uint32_t(racc444[0]) + uint32_t(tsr::shfl_xor(racc444[0], 1)));
-      __shared__ int32_t tsr_red446_mem[32];
-      int32_t* const tsr_red446 = tsr_red446_mem + tsr_red446_at;
-      tsr_red446_at ^= 16;
+      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(racc402[4]));
+      racc402[1] = int32_t(uint32_t(racc402[1]) + uint32_t(racc402[5]));
+      racc402[2] = int32_t(uint32_t(racc402[2]) + uint32_t(racc402[6]));
+      racc402[3] = int32_t(uint32_t(racc402[3]) + uint32_t(racc402[7]));
+      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(racc402[2]));
+      racc402[1] = int32_t(uint32_t(racc402[1]) + uint32_t(racc402[3]));
+      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(racc402[1]));
+      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(tsr::shfl_xor(racc402[0], 16)));
+      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(tsr::shfl_xor(racc402[0], 8)));
+      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(tsr::shfl_xor(racc402[0], 4)));
+      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(tsr::shfl_xor(racc402[0], 2)));
+      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(tsr::shfl_xor(racc402[0], 1)));
+      __shared__ int32_t tsr_red404_mem[32];
+      int32_t* const tsr_red404 = tsr_red404_mem + tsr_red404_at;
+      tsr_red404_at ^= 16;
       if ((tsr_tid & 31) == 0) {
-        tsr_red446[(tsr_tid >> 5) * 1 + 0] = racc444[0];
+        tsr_red404[(tsr_tid >> 5) * 1 + 0] = racc402[0];
       }
       __syncthreads();
-      racc444[0] = tsr_red446[(tsr_tid & 15) * 1 + 0];
-      racc444[0] = int32_t(uint32_t(racc444[0]) + uint32_t(tsr::shfl_xor(racc444[0], 8)));
-      racc444[0] = int32_t(uint32_t(racc444[0]) + uint32_t(tsr::shfl_xor(racc444[0], 4)));
-      racc444[0] = int32_t(uint32_t(racc444[0]) + uint32_t(tsr::shfl_xor(racc444[0], 2)));
-      racc444[0] = int32_t(uint32_t(racc444[0]) + uint32_t(tsr::shfl_xor(racc444[0], 1)));
-      v443 = racc444[0];
+      racc402[0] = tsr_red404[(tsr_tid & 15) * 1 + 0];
+      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(tsr::shfl_xor(racc402[0], 8)));
+      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(tsr::shfl_xor(racc402[0], 4)));
+      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(tsr::shfl_xor(racc402[0], 2)));
+      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(tsr::shfl_xor(racc402[0], 1)));
+      v401 = racc402[0];
       // %227 = add %196, %226 : i32
-      const int32_t v447 = int32_t(uint32_t(c385) + uint32_t(v443));
+      const int32_t v405 = int32_t(uint32_t(c343) + uint32_t(v401));
       // %228 = cmp %227, %91 {pred = "le"} : i1
-      const uint8_t v448 = uint8_t(v447 <= v172);
+      const uint8_t v406 = uint8_t(v405 <= v158);
       // %229 = if %228 : tile<i1, [8192]> {...}
-      uint8_t v449[16];
-      if (v448) {
+      uint8_t v407[16];
+      if (v406) {
         // %230 = or %224, %223 : tile<i1, [8192]>
-        uint8_t v450[16];
+        uint8_t v408[16];
         #pragma unroll
-        for (int s451 = 0; s451 < 16; ++s451) {
-          v450[s451] = uint8_t(v439[s451] | v437[s451]);
+        for (int s409 = 0; s409 < 16; ++s409) {
+          v408[s409] = uint8_t(v397[s409] | v395[s409]);
         }
         // yield %230
         #pragma unroll
-        for (int s452 = 0; s452 < 16; ++s452) {
-          v449[s452] = v450[s452];
+        for (int s410 = 0; s410 < 16; ++s410) {
+          v407[s410] = v408[s410];
         }
       } else {
         // %231 = scan %225 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-        int32_t v453[16];
-        uint32_t run454 = uint32_t(0);
-        uint32_t acc455_0 = uint32_t(0);
-        acc455_0 += uint32_t(v441[0]); v453[0] = int32_t(acc455_0);
-        acc455_0 += uint32_t(v441[1]); v453[1] = int32_t(acc455_0);
-        acc455_0 += uint32_t(v441[2]); v453[2] = int32_t(acc455_0);
-        acc455_0 += uint32_t(v441[3]); v453[3] = int32_t(acc455_0);
-        acc455_0 += uint32_t(v441[4]); v453[4] = int32_t(acc455_0);
-        acc455_0 += uint32_t(v441[5]); v453[5] = int32_t(acc455_0);
-        acc455_0 += uint32_t(v441[6]); v453[6] = int32_t(acc455_0);
-        acc455_0 += uint32_t(v441[7]); v453[7] = int32_t(acc455_0);
+        int32_t v411[16];
+        uint32_t run412 = uint32_t(0);
+        uint32_t acc413_0 = uint32_t(0);
+        acc413_0 += uint32_t(v399[0]); v411[0] = int32_t(acc413_0);
+        acc413_0 += uint32_t(v399[1]); v411[1] = int32_t(acc413_0);
+        acc413_0 += uint32_t(v399[2]); v411[2] = int32_t(acc413_0);
+        acc413_0 += uint32_t(v399[3]); v411[3] = int32_t(acc413_0);
+        acc413_0 += uint32_t(v399[4]); v411[4] = int32_t(acc413_0);
+        acc413_0 += uint32_t(v399[5]); v411[5] = int32_t(acc413_0);
+        acc413_0 += uint32_t(v399[6]); v411[6] = int32_t(acc413_0);
+        acc413_0 += uint32_t(v399[7]); v411[7] = int32_t(acc413_0);
         __syncthreads();
-        uint32_t tot457_0;
-        const uint32_t off456_0 = run454 + tsr::block_exclusive_sum<16>(acc455_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot457_0);
-        v453[0] = int32_t(uint32_t(v453[0]) + off456_0);
-        v453[1] = int32_t(uint32_t(v453[1]) + off456_0);
-        v453[2] = int32_t(uint32_t(v453[2]) + off456_0);
-        v453[3] = int32_t(uint32_t(v453[3]) + off456_0);
-        v453[4] = int32_t(uint32_t(v453[4]) + off456_0);
-        v453[5] = int32_t(uint32_t(v453[5]) + off456_0);
-        v453[6] = int32_t(uint32_t(v453[6]) + off456_0);
-        v453[7] = int32_t(uint32_t(v453[7]) + off456_0);
-        run454 += tot457_0;
-        uint32_t acc455_1 = uint32_t(0);
-        acc455_1 += uint32_t(v441[8]); v453[8] = int32_t(acc455_1);
-        acc455_1 += uint32_t(v441[9]); v453[9] = int32_t(acc455_1);
-        acc455_1 += uint32_t(v441[10]); v453[10] = int32_t(acc455_1);
-        acc455_1 += uint32_t(v441[11]); v453[11] = int32_t(acc455_1);
-        acc455_1 += uint32_t(v441[12]); v453[12] = int32_t(acc455_1);
-        acc455_1 += uint32_t(v441[13]); v453[13] = int32_t(acc455_1);
-        acc455_1 += uint32_t(v441[14]); v453[14] = int32_t(acc455_1);
-        acc455_1 += uint32_t(v441[15]); v453[15] = int32_t(acc455_1);
+        uint32_t tot415_0;
+        const uint32_t off414_0 = run412 + tsr::block_exclusive_sum<16>(acc413_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot415_0);
+        v411[0] = int32_t(uint32_t(v411[0]) + off414_0);
+        v411[1] = int32_t(uint32_t(v411[1]) + off414_0);
+        v411[2] = int32_t(uint32_t(v411[2]) + off414_0);
+        v411[3] = int32_t(uint32_t(v411[3]) + off414_0);
+        v411[4] = int32_t(uint32_t(v411[4]) + off414_0);
+        v411[5] = int32_t(uint32_t(v411[5]) + off414_0);
+        v411[6] = int32_t(uint32_t(v411[6]) + off414_0);
+        v411[7] = int32_t(uint32_t(v411[7]) + off414_0);
+        run412 += tot415_0;
+        uint32_t acc413_1 = uint32_t(0);
+        acc413_1 += uint32_t(v399[8]); v411[8] = int32_t(acc413_1);
+        acc413_1 += uint32_t(v399[9]); v411[9] = int32_t(acc413_1);
+        acc413_1 += uint32_t(v399[10]); v411[10] = int32_t(acc413_1);
+        acc413_1 += uint32_t(v399[11]); v411[11] = int32_t(acc413_1);
+        acc413_1 += uint32_t(v399[12]); v411[12] = int32_t(acc413_1);
+        acc413_1 += uint32_t(v399[13]); v411[13] = int32_t(acc413_1);
+        acc413_1 += uint32_t(v399[14]); v411[14] = int32_t(acc413_1);
+        acc413_1 += uint32_t(v399[15]); v411[15] = int32_t(acc413_1);
         __syncthreads();
-        uint32_t tot457_1;
-        const uint32_t off456_1 = run454 + tsr::block_exclusive_sum<16>(acc455_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot457_1);
-        v453[8] = int32_t(uint32_t(v453[8]) + off456_1);
-        v453[9] = int32_t(uint32_t(v453[9]) + off456_1);
-        v453[10] = int32_t(uint32_t(v453[10]) + off456_1);
-        v453[11] = int32_t(uint32_t(v453[11]) + off456_1);
-        v453[12] = int32_t(uint32_t(v453[12]) + off456_1);
-        v453[13] = int32_t(uint32_t(v453[13]) + off456_1);
-        v453[14] = int32_t(uint32_t(v453[14]) + off456_1);
-        v453[15] = int32_t(uint32_t(v453[15]) + off456_1);
-        run454 += tot457_1;
+        uint32_t tot415_1;
+        const uint32_t off414_1 = run412 + tsr::block_exclusive_sum<16>(acc413_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot415_1);
+        v411[8] = int32_t(uint32_t(v411[8]) + off414_1);
+        v411[9] = int32_t(uint32_t(v411[9]) + off414_1);
+        v411[10] = int32_t(uint32_t(v411[10]) + off414_1);
+        v411[11] = int32_t(uint32_t(v411[11]) + off414_1);
+        v411[12] = int32_t(uint32_t(v411[12]) + off414_1);
+        v411[13] = int32_t(uint32_t(v411[13]) + off414_1);
+        v411[14] = int32_t(uint32_t(v411[14]) + off414_1);
+        v411[15] = int32_t(uint32_t(v411[15]) + off414_1);
+        run412 += tot415_1;
         // %232 = splat %196 : tile<i32, [8192]>
-        int32_t v458[16];
+        int32_t v416[16];
         #pragma unroll
-        for (int s459 = 0; s459 < 16; ++s459) {
-          v458[s459] = c385;
+        for (int s417 = 0; s417 < 16; ++s417) {
+          v416[s417] = c343;
         }
         // %233 = add %231, %232 : tile<i32, [8192]>
-        int32_t v460[16];
+        int32_t v418[16];
         #pragma unroll
-        for (int s461 = 0; s461 < 16; ++s461) {
-          v460[s461] = int32_t(uint32_t(v453[s461]) + uint32_t(v458[s461]));
+        for (int s419 = 0; s419 < 16; ++s419) {
+          v418[s419] = int32_t(uint32_t(v411[s419]) + uint32_t(v416[s419]));
         }
         // %234 = splat %91 : tile<i32, [8192]>
-        int32_t v462[16];
+        int32_t v420[16];
         #pragma unroll
-        for (int s463 = 0; s463 < 16; ++s463) {
-          v462[s463] = v172;
+        for (int s421 = 0; s421 < 16; ++s421) {
+          v420[s421] = v158;
         }
         // %235 = cmp %233, %234 {pred = "le"} : tile<i1, [8192]>
-        uint8_t v464[16];
+        uint8_t v422[16];
         #pragma unroll
-        for (int s465 = 0; s465 < 16; ++s465) {
-          v464[s465] = uint8_t(v460[s465] <= v462[s465]);
+        for (int s423 = 0; s423 < 16; ++s423) {
+          v422[s423] = uint8_t(v418[s423] <= v420[s423]);
         }
         // %236 = and %223, %235 : tile<i1, [8192]>
-        uint8_t v466[16];
+        uint8_t v424[16];
         #pragma unroll
-        for (int s467 = 0; s467 < 16; ++s467) {
-          v466[s467] = uint8_t(v437[s467] & v464[s467]);
+        for (int s425 = 0; s425 < 16; ++s425) {
+          v424[s425] = uint8_t(v395[s425] & v422[s425]);
         }
         // %237 = or %224, %236 : tile<i1, [8192]>
-        uint8_t v468[16];
+        uint8_t v426[16];
         #pragma unroll
-        for (int s469 = 0; s469 < 16; ++s469) {
-          v468[s469] = uint8_t(v439[s469] | v466[s469]);
+        for (int s427 = 0; s427 < 16; ++s427) {
+          v426[s427] = uint8_t(v397[s427] | v424[s427]);
         }
         // yield %237
         #pragma unroll
-        for (int s470 = 0; s470 < 16; ++s470) {
-          v449[s470] = v468[s470];
+        for (int s428 = 0; s428 < 16; ++s428) {
+          v407[s428] = v426[s428];
         }
       }
       // %238 = sub %195, %4 : i32
-      const int32_t v471 = int32_t(uint32_t(c384) - uint32_t(v3));
+      const int32_t v429 = int32_t(uint32_t(c342) - uint32_t(v3));
       // %239 = cast %229 : tile<i32, [8192]>
-      int32_t v472[16];
+      int32_t v430[16];
       #pragma unroll
-      for (int s473 = 0; s473 < 16; ++s473) {
-        v472[s473] = int32_t(v449[s473]);
+      for (int s431 = 0; s431 < 16; ++s431) {
+        v430[s431] = int32_t(v407[s431]);
       }
       // %240 = scan %239 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-      int32_t v474[16];
-      uint32_t run475 = uint32_t(0);
-      uint32_t acc476_0 = uint32_t(0);
-      acc476_0 += uint32_t(v472[0]); v474[0] = int32_t(acc476_0);
-      acc476_0 += uint32_t(v472[1]); v474[1] = int32_t(acc476_0);
-      acc476_0 += uint32_t(v472[2]); v474[2] = int32_t(acc476_0);
-      acc476_0 += uint32_t(v472[3]); v474[3] = int32_t(acc476_0);
-      acc476_0 += uint32_t(v472[4]); v474[4] = int32_t(acc476_0);
-      acc476_0 += uint32_t(v472[5]); v474[5] = int32_t(acc476_0);
-      acc476_0 += uint32_t(v472[6]); v474[6] = int32_t(acc476_0);
-      acc476_0 += uint32_t(v472[7]); v474[7] = int32_t(acc476_0);
+      int32_t v432[16];
+      uint32_t run433 = uint32_t(0);
+      uint32_t acc434_0 = uint32_t(0);
+      acc434_0 += uint32_t(v430[0]); v432[0] = int32_t(acc434_0);
+      acc434_0 += uint32_t(v430[1]); v432[1] = int32_t(acc434_0);
+      acc434_0 += uint32_t(v430[2]); v432[2] = int32_t(acc434_0);
+      acc434_0 += uint32_t(v430[3]); v432[3] = int32_t(acc434_0);
+      acc434_0 += uint32_t(v430[4]); v432[4] = int32_t(acc434_0);
+      acc434_0 += uint32_t(v430[5]); v432[5] = int32_t(acc434_0);
+      acc434_0 += uint32_t(v430[6]); v432[6] = int32_t(acc434_0);
+      acc434_0 += uint32_t(v430[7]); v432[7] = int32_t(acc434_0);
       __syncthreads();
-      uint32_t tot478_0;
-      const uint32_t off477_0 = run475 + tsr::block_exclusive_sum<16>(acc476_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot478_0);
-      v474[0] = int32_t(uint32_t(v474[0]) + off477_0);
-      v474[1] = int32_t(uint32_t(v474[1]) + off477_0);
-      v474[2] = int32_t(uint32_t(v474[2]) + off477_0);
-      v474[3] = int32_t(uint32_t(v474[3]) + off477_0);
-      v474[4] = int32_t(uint32_t(v474[4]) + off477_0);
-      v474[5] = int32_t(uint32_t(v474[5]) + off477_0);
-      v474[6] = int32_t(uint32_t(v474[6]) + off477_0);
-      v474[7] = int32_t(uint32_t(v474[7]) + off477_0);
-      run475 += tot478_0;
-      uint32_t acc476_1 = uint32_t(0);
-      acc476_1 += uint32_t(v472[8]); v474[8] = int32_t(acc476_1);
-      acc476_1 += uint32_t(v472[9]); v474[9] = int32_t(acc476_1);
-      acc476_1 += uint32_t(v472[10]); v474[10] = int32_t(acc476_1);
-      acc476_1 += uint32_t(v472[11]); v474[11] = int32_t(acc476_1);
-      acc476_1 += uint32_t(v472[12]); v474[12] = int32_t(acc476_1);
-      acc476_1 += uint32_t(v472[13]); v474[13] = int32_t(acc476_1);
-      acc476_1 += uint32_t(v472[14]); v474[14] = int32_t(acc476_1);
-      acc476_1 += uint32_t(v472[15]); v474[15] = int32_t(acc476_1);
+      uint32_t tot436_0;
+      const uint32_t off435_0 = run433 + tsr::block_exclusive_sum<16>(acc434_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot436_0);
+      v432[0] = int32_t(uint32_t(v432[0]) + off435_0);
+      v432[1] = int32_t(uint32_t(v432[1]) + off435_0);
+      v432[2] = int32_t(uint32_t(v432[2]) + off435_0);
+      v432[3] = int32_t(uint32_t(v432[3]) + off435_0);
+      v432[4] = int32_t(uint32_t(v432[4]) + off435_0);
+      v432[5] = int32_t(uint32_t(v432[5]) + off435_0);
+      v432[6] = int32_t(uint32_t(v432[6]) + off435_0);
+      v432[7] = int32_t(uint32_t(v432[7]) + off435_0);
+      run433 += tot436_0;
+      uint32_t acc434_1 = uint32_t(0);
+      acc434_1 += uint32_t(v430[8]); v432[8] = int32_t(acc434_1);
+      acc434_1 += uint32_t(v430[9]); v432[9] = int32_t(acc434_1);
+      acc434_1 += uint32_t(v430[10]); v432[10] = int32_t(acc434_1);
+      acc434_1 += uint32_t(v430[11]); v432[11] = int32_t(acc434_1);
+      acc434_1 += uint32_t(v430[12]); v432[12] = int32_t(acc434_1);
+      acc434_1 += uint32_t(v430[13]); v432[13] = int32_t(acc434_1);
+      acc434_1 += uint32_t(v430[14]); v432[14] = int32_t(acc434_1);
+      acc434_1 += uint32_t(v430[15]); v432[15] = int32_t(acc434_1);
       __syncthreads();
-      uint32_t tot478_1;
-      const uint32_t off477_1 = run475 + tsr::block_exclusive_sum<16>(acc476_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot478_1);
-      v474[8] = int32_t(uint32_t(v474[8]) + off477_1);
-      v474[9] = int32_t(uint32_t(v474[9]) + off477_1);
-      v474[10] = int32_t(uint32_t(v474[10]) + off477_1);
-      v474[11] = int32_t(uint32_t(v474[11]) + off477_1);
-      v474[12] = int32_t(uint32_t(v474[12]) + off477_1);
-      v474[13] = int32_t(uint32_t(v474[13]) + off477_1);
-      v474[14] = int32_t(uint32_t(v474[14]) + off477_1);
-      v474[15] = int32_t(uint32_t(v474[15]) + off477_1);
-      run475 += tot478_1;
+      uint32_t tot436_1;
+      const uint32_t off435_1 = run433 + tsr::block_exclusive_sum<16>(acc434_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot436_1);
+      v432[8] = int32_t(uint32_t(v432[8]) + off435_1);
+      v432[9] = int32_t(uint32_t(v432[9]) + off435_1);
+      v432[10] = int32_t(uint32_t(v432[10]) + off435_1);
+      v432[11] = int32_t(uint32_t(v432[11]) + off435_1);
+      v432[12] = int32_t(uint32_t(v432[12]) + off435_1);
+      v432[13] = int32_t(uint32_t(v432[13]) + off435_1);
+      v432[14] = int32_t(uint32_t(v432[14]) + off435_1);
+      v432[15] = int32_t(uint32_t(v432[15]) + off435_1);
+      run433 += tot436_1;
       // %241 = splat %238 : tile<i32, [8192]>
-      int32_t v479[16];
+      int32_t v437[16];
       #pragma unroll
-      for (int s480 = 0; s480 < 16; ++s480) {
-        v479[s480] = v471;
+      for (int s438 = 0; s438 < 16; ++s438) {
+        v437[s438] = v429;
       }
       // %242 = add %240, %241 : tile<i32, [8192]>
-      int32_t v481[16];
+      int32_t v439[16];
       #pragma unroll
-      for (int s482 = 0; s482 < 16; ++s482) {
-        v481[s482] = int32_t(uint32_t(v474[s482]) + uint32_t(v479[s482]));
+      for (int s440 = 0; s440 < 16; ++s440) {
+        v439[s440] = int32_t(uint32_t(v432[s440]) + uint32_t(v437[s440]));
       }
       // %243 = splat %1 : tile<i32, [8192]>
-      int32_t v483[16];
+      int32_t v441[16];
       #pragma unroll
-      for (int s484 = 0; s484 < 16; ++s484) {
-        v483[s484] = v0;
+      for (int s442 = 0; s442 < 16; ++s442) {
+        v441[s442] = v0;
       }
       // scatter %values, %200, %243, %242, %229
       #pragma unroll
-      for (int s485 = 0; s485 < 16; ++s485) {
-        if ((v449[s485] != 0) && (int64_t(v483[s485]) >= 0 && int64_t(v483[s485]) < int64_t(tsr_dim_M) && int64_t(v481[s485]) >= 0 && int64_t(v481[s485]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v483[s485]) * tsr_p1_s0 + int64_t(v481[s485]) * tsr_p1_s1] = tsr::f2bf(v392[s485]);
+      for (int s443 = 0; s443 < 16; ++s443) {
+        if ((v407[s443] != 0) && (int64_t(v441[s443]) >= 0 && int64_t(v441[s443]) < int64_t(tsr_dim_M) && int64_t(v439[s443]) >= 0 && int64_t(v439[s443]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v441[s443]) * tsr_p1_s0 + int64_t(v439[s443]) * tsr_p1_s1] = tsr::f2bf(v350[s443]);
       }
       // %244 = mul %197, %3 : i32
-      const int32_t v486 = int32_t(uint32_t(v387) * uint32_t(v2));
+      const int32_t v444 = int32_t(uint32_t(v345) * uint32_t(v2));
       // %245 = arange : tile<i32, [8192]>
-      int32_t v487[16];
+      int32_t v445[16];
       #pragma unroll
-      for (int s488 = 0; s488 < 16; ++s488) {
-        v487[s488] = int32_t(0 + ((s488 / 8) * 4096 + tsr_tid * 8 + (s488 % 8)));
+      for (int s446 = 0; s446 < 16; ++s446) {
+        v445[s446] = int32_t(0 + ((s446 / 8) * 4096 + tsr_tid * 8 + (s446 % 8)));
       }
       // %246 = splat %244 : tile<i32, [8192]>
-      int32_t v489[16];
+      int32_t v447[16];
       #pragma unroll
-      for (int s490 = 0; s490 < 16; ++s490) {
-        v489[s490] = v486;
+      for (int s448 = 0; s448 < 16; ++s448) {
+        v447[s448] = v444;
       }
       // %247 = add %245, %246 : tile<i32, [8192]>
-      int32_t v491[16];
+      int32_t v449[16];
       #pragma unroll
-      for (int s492 = 0; s492 < 16; ++s492) {
-        v491[s492] = int32_t(uint32_t(v487[s492]) + uint32_t(v489[s492]));
+      for (int s450 = 0; s450 < 16; ++s450) {
+        v449[s450] = int32_t(uint32_t(v445[s450]) + uint32_t(v447[s450]));
       }
       // scatter %indices, %247, %243, %242, %229
       #pragma unroll
-      for (int s493 = 0; s493 < 16; ++s493) {
-        if ((v449[s493] != 0) && (int64_t(v483[s493]) >= 0 && int64_t(v483[s493]) < int64_t(tsr_dim_M) && int64_t(v481[s493]) >= 0 && int64_t(v481[s493]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v483[s493]) * tsr_p2_s0 + int64_t(v481[s493]) * tsr_p2_s1] = v491[s493];
+      for (int s451 = 0; s451 < 16; ++s451) {
+        if ((v407[s451] != 0) && (int64_t(v441[s451]) >= 0 && int64_t(v441[s451]) < int64_t(tsr_dim_M) && int64_t(v439[s451]) >= 0 && int64_t(v439[s451]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v441[s451]) * tsr_p2_s0 + int64_t(v439[s451]) * tsr_p2_s1] = v449[s451];
       }
       // %248 = reduce %239 {axis = 0, kind = "sum"} : i32
-      int32_t v494;
-      int32_t racc495[8];
+      int32_t v452;
+      int32_t racc453[8];
       #pragma unroll
-      for (int v_ = 0; v_ < 8; ++v_) racc495[v_] = int32_t(0);
+      for (int v_ = 0; v_ < 8; ++v_) racc453[v_] = int32_t(0);
       #pragma unroll
-      for (int s496 = 0; s496 < 16; ++s496) {
-        racc495[s496 % 8] = int32_t(uint32_t(racc495[s496 % 8]) + uint32_t(v472[s496]));
+      for (int s454 = 0; s454 < 16; ++s454) {
+        racc453[s454 % 8] = int32_t(uint32_t(racc453[s454 % 8]) + uint32_t(v430[s454]));
       }
-      racc495[0] = int32_t(uint32_t(racc495[0]) + uint32_t(racc495[4]));
-      racc495[1] = int32_t(uint32_t(racc495[1]) + uint32_t(racc495[5]));
-      racc495[2] = int32_t(uint32_t(racc495[2]) + uint32_t(racc495[6]));
-      racc495[3] = int32_t(uint32_t(racc495[3]) + uint32_t(racc495[7]));
-      racc495[0] = int32_t(uint32_t(racc495[0]) + uint32_t(racc495[2]));
-      racc495[1] = int32_t(uint32_t(racc495[1]) + uint32_t(racc495[3]));
-      racc495[0] = int32_t(uint32_t(racc495[0]) + uint32_t(racc495[1]));
-      racc495[0] = int32_t(uint32_t(racc495[0]) + uint32_t(tsr::shfl_xor(racc495[0], 16)));
-      racc495[0] = int32_t(uint32_t(racc495[0]) + uint32_t(tsr::shfl_xor(racc495[0], 8)));
-      racc495[0] = int32_t(uint32_t(racc495[0]) + uint32_t(tsr::shfl_xor(racc495[0], 4)));
-      racc495[0] = int32_t(uint32_t(racc495[0]) + uint32_t(tsr::shfl_xor(racc495[0], 2)));
-      racc495[0] = int32_t(uint32_t(racc495[0]) + uint32_t(tsr::shfl_xor(racc495[0], 1)));
-      __shared__ int32_t tsr_red497_mem[32];
-      int32_t* const tsr_red497 = tsr_red497_mem + tsr_red497_at;
-      tsr_red497_at ^= 16;
+      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(racc453[4]));
+      racc453[1] = int32_t(uint32_t(racc453[1]) + uint32_t(racc453[5]));
+      racc453[2] = int32_t(uint32_t(racc453[2]) + uint32_t(racc453[6]));
+      racc453[3] = int32_t(uint32_t(racc453[3]) + uint32_t(racc453[7]));
+      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(racc453[2]));
+      racc453[1] = int32_t(uint32_t(racc453[1]) + uint32_t(racc453[3]));
+      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(racc453[1]));
+      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(tsr::shfl_xor(racc453[0], 16)));
+      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(tsr::shfl_xor(racc453[0], 8)));
+      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(tsr::shfl_xor(racc453[0], 4)));
+      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(tsr::shfl_xor(racc453[0], 2)));
+      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(tsr::shfl_xor(racc453[0], 1)));
+      __shared__ int32_t tsr_red455_mem[32];
+      int32_t* const tsr_red455 = tsr_red455_mem + tsr_red455_at;
+      tsr_red455_at ^= 16;
       if ((tsr_tid & 31) == 0) {
-        tsr_red497[(tsr_tid >> 5) * 1 + 0] = racc495[0];
+        tsr_red455[(tsr_tid >> 5) * 1 + 0] = racc453[0];
       }
       __syncthreads();
-      racc495[0] = tsr_red497[(tsr_tid & 15) * 1 + 0];
-      racc495[0] = int32_t(uint32_t(racc495[0]) + uint32_t(tsr::shfl_xor(racc495[0], 8)));
-      racc495[0] = int32_t(uint32_t(racc495[0]) + uint32_t(tsr::shfl_xor(racc495[0], 4)));
-      racc495[0] = int32_t(uint32_t(racc495[0]) + uint32_t(tsr::shfl_xor(racc495[0], 2)));
-      racc495[0] = int32_t(uint32_t(racc495[0]) + uint32_t(tsr::shfl_xor(racc495[0], 1)));
-      v494 = racc495[0];
+      racc453[0] = tsr_red455[(tsr_tid & 15) * 1 + 0];
+      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(tsr::shfl_xor(racc453[0], 8)));
+      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(tsr::shfl_xor(racc453[0], 4)));
+      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(tsr::shfl_xor(racc453[0], 2)));
+      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(tsr::shfl_xor(racc453[0], 1)));
+      v452 = racc453[0];
       // %249 = add %195, %248 : i32
-      const int32_t v498 = int32_t(uint32_t(c384) + uint32_t(v494));
+      const int32_t v456 = int32_t(uint32_t(c342) + uint32_t(v452));
       // yield %249, %227
-      c384 = v498;
-      c385 = v447;
+      c342 = v456;
+      c343 = v405;
     }
     // yield %192, %193
-    c354 = c384;
-    c355 = c385;
+    c320 = c342;
+    c321 = c343;
   }
   // %250 = load_tile %indices, %1, %16 : tile<i32, [1, 64]>
   __syncthreads();
-  int32_t v499[1];
+  int32_t v457[1];
   {
-    const int64_t o500 = int64_t(v0) * 1;
-    const int64_t o501 = int64_t(v15) * 64;
+    const int64_t o458 = int64_t(v0) * 1;
+    const int64_t o459 = int64_t(v15) * 64;
     #pragma unroll
-    for (int s502 = 0; s502 < 1; ++s502) {
-      const int e503 = (s502 * 512 + tsr_tid);
-      v499[s502] = ((s502 * 512 + tsr_tid) < 64) && ((o500 + 0) >= 0 && (o500 + 0) < int64_t(tsr_dim_M) && (o501 + (e503)) >= 0 && (o501 + (e503)) < int64_t(tsr_dim_K)) ? tsr_p2[(o500 + 0) * tsr_p2_s0 + (o501 + (e503)) * tsr_p2_s1] : int32_t(0LL);
+    for (int s460 = 0; s460 < 1; ++s460) {
+      const int e461 = (s460 * 512 + tsr_tid);
+      v457[s460] = ((s460 * 512 + tsr_tid) < 64) && ((o458 + 0) >= 0 && (o458 + 0) < int64_t(tsr_dim_M) && (o459 + (e461)) >= 0 && (o459 + (e461)) < int64_t(tsr_dim_K)) ? tsr_p2[(o458 + 0) * tsr_p2_s0 + (o459 + (e461)) * tsr_p2_s1] : int32_t(0LL);
     }
   }
   // %251 = load_tile %values, %1, %16 : tile<bf16, [1, 64]>
-  float v504[1];
+  float v462[1];
   {
-    const int64_t o505 = int64_t(v0) * 1;
-    const int64_t o506 = int64_t(v15) * 64;
+    const int64_t o463 = int64_t(v0) * 1;
+    const int64_t o464 = int64_t(v15) * 64;
     #pragma unroll
-    for (int s507 = 0; s507 < 1; ++s507) {
-      const int e508 = (s507 * 512 + tsr_tid);
-      v504[s507] = ((s507 * 512 + tsr_tid) < 64) && ((o505 + 0) >= 0 && (o505 + 0) < int64_t(tsr_dim_M) && (o506 + (e508)) >= 0 && (o506 + (e508)) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p1[(o505 + 0) * tsr_p1_s0 + (o506 + (e508)) * tsr_p1_s1]) : 0x0p+0f;
+    for (int s465 = 0; s465 < 1; ++s465) {
+      const int e466 = (s465 * 512 + tsr_tid);
+      v462[s465] = ((s465 * 512 + tsr_tid) < 64) && ((o463 + 0) >= 0 && (o463 + 0) < int64_t(tsr_dim_M) && (o464 + (e466)) >= 0 && (o464 + (e466)) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p1[(o463 + 0) * tsr_p1_s0 + (o464 + (e466)) * tsr_p1_s1]) : 0x0p+0f;
     }
   }
   // %252, %253 = sort %251, %250 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
-  float v509[1];
-  int32_t v510[1];
+  float v467[1];
+  int32_t v468[1];
   __syncthreads();
   #pragma unroll
-  for (int s511 = 0; s511 < 1; ++s511) {
-    if (((s511 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s511 * 512 + tsr_tid)] = v504[s511];
+  for (int s469 = 0; s469 < 1; ++s469) {
+    if (((s469 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s469 * 512 + tsr_tid)] = v462[s469];
   }
   __syncthreads();
   #pragma unroll
-  for (int s512 = 0; s512 < 1; ++s512) {
-    if (((s512 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s512 * 512 + tsr_tid)] = v499[s512];
+  for (int s470 = 0; s470 < 1; ++s470) {
+    if (((s470 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s470 * 512 + tsr_tid)] = v457[s470];
   }
   __syncthreads();
   for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
@@ -1688,33 +1611,33 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
     }
   }
   #pragma unroll
-  for (int s513 = 0; s513 < 1; ++s513) {
-    const int e514 = (s513 * 512 + tsr_tid);
-    v509[s513] = ((s513 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e514) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e514) / 64) * 1 + ((e514) % 1)) * 64 + (((e514) / 1) % 64)]) * 1 + ((e514) % 1)]) : float(0);
+  for (int s471 = 0; s471 < 1; ++s471) {
+    const int e472 = (s471 * 512 + tsr_tid);
+    v467[s471] = ((s471 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e472) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e472) / 64) * 1 + ((e472) % 1)) * 64 + (((e472) / 1) % 64)]) * 1 + ((e472) % 1)]) : float(0);
   }
   #pragma unroll
-  for (int s515 = 0; s515 < 1; ++s515) {
-    const int e516 = (s515 * 512 + tsr_tid);
-    v510[s515] = ((s515 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e516) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e516) / 64) * 1 + ((e516) % 1)) * 64 + (((e516) / 1) % 64)]) * 1 + ((e516) % 1)]) : int32_t(0);
+  for (int s473 = 0; s473 < 1; ++s473) {
+    const int e474 = (s473 * 512 + tsr_tid);
+    v468[s473] = ((s473 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e474) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e474) / 64) * 1 + ((e474) % 1)) * 64 + (((e474) / 1) % 64)]) * 1 + ((e474) % 1)]) : int32_t(0);
   }
   // store_tile %values, %252, %1, %16
   {
-    const int64_t o517 = int64_t(v0) * 1;
-    const int64_t o518 = int64_t(v15) * 64;
+    const int64_t o475 = int64_t(v0) * 1;
+    const int64_t o476 = int64_t(v15) * 64;
     #pragma unroll
-    for (int s519 = 0; s519 < 1; ++s519) {
-      const int e520 = (s519 * 512 + tsr_tid);
-      if (((s519 * 512 + tsr_tid) < 64) && ((o517 + 0) >= 0 && (o517 + 0) < int64_t(tsr_dim_M) && (o518 + (e520)) >= 0 && (o518 + (e520)) < int64_t(tsr_dim_K))) tsr_p1[(o517 + 0) * tsr_p1_s0 + (o518 + (e520)) * tsr_p1_s1] = tsr::f2bf(v509[s519]);
+    for (int s477 = 0; s477 < 1; ++s477) {
+      const int e478 = (s477 * 512 + tsr_tid);
+      if (((s477 * 512 + tsr_tid) < 64) && ((o475 + 0) >= 0 && (o475 + 0) < int64_t(tsr_dim_M) && (o476 + (e478)) >= 0 && (o476 + (e478)) < int64_t(tsr_dim_K))) tsr_p1[(o475 + 0) * tsr_p1_s0 + (o476 + (e478)) * tsr_p1_s1] = tsr::f2bf(v467[s477]);
     }
   }
   // store_tile %indices, %253, %1, %16
   {
-    const int64_t o521 = int64_t(v0) * 1;
-    const int64_t o522 = int64_t(v15) * 64;
+    const int64_t o479 = int64_t(v0) * 1;
+    const int64_t o480 = int64_t(v15) * 64;
     #pragma unroll
-    for (int s523 = 0; s523 < 1; ++s523) {
-      const int e524 = (s523 * 512 + tsr_tid);
-      if (((s523 * 512 + tsr_tid) < 64) && ((o521 + 0) >= 0 && (o521 + 0) < int64_t(tsr_dim_M) && (o522 + (e524)) >= 0 && (o522 + (e524)) < int64_t(tsr_dim_K))) tsr_p2[(o521 + 0) * tsr_p2_s0 + (o522 + (e524)) * tsr_p2_s1] = v510[s523];
+    for (int s481 = 0; s481 < 1; ++s481) {
+      const int e482 = (s481 * 512 + tsr_tid);
+      if (((s481 * 512 + tsr_tid) < 64) && ((o479 + 0) >= 0 && (o479 + 0) < int64_t(tsr_dim_M) && (o480 + (e482)) >= 0 && (o480 + (e482)) < int64_t(tsr_dim_K))) tsr_p2[(o479 + 0) * tsr_p2_s0 + (o480 + (e482)) * tsr_p2_s1] = v468[s481];
     }
   }
 }
@@ -1736,7 +1659,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
 // stat reductions = 8
 // stat smem-bytes = 66560
 // stat sorts = 1
-// stat struct-cp-async-copies = 12
+// stat struct-cp-async-copies = 6
 // stat struct-smem-bytes = 65536
 // stat threads = 512
 // stat vector-buffer-reads = 3

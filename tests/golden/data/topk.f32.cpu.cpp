@@ -56,6 +56,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   [[maybe_unused]] constexpr int64_t BLOCK_N = INT64_C(8192);
   [[maybe_unused]] constexpr int64_t num_warps = INT64_C(16);
   [[maybe_unused]] constexpr int64_t struct_cp_async = INT64_C(1);
+  [[maybe_unused]] constexpr int64_t RING_GROUP = INT64_C(2);
   // %1 = program_id {axis = 0} : i32
   const int32_t v1 = pid0;
   // %2 = dim %x {axis = 1} : i32
@@ -91,157 +92,123 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   // %17 = splat %16 : tile<i32, [2048]>
   alignas(64) int32_t v17[2048];
   for (int64_t i18 = 0; i18 < 2048; ++i18) v17[i18] = v16;
-  // async_copy %9, %x, %16, %1, %16
-  if (!(true && int64_t(v16) >= 0 && int64_t(v16) < 4)) { tsr_fault(308); return; }
-  {
-    float* const dst19 = buf9 + ((0) * 4 + int64_t(v16)) * 8192;
+  // for %16, %10, %4 {...}
+  for (int64_t iv19_ = v16; v4 > 0 && iv19_ < v10; iv19_ += v4) {
+    const int32_t iv19 = int32_t(iv19_);
+    // async_copy %9, %x, %18, %1, %18
+    if (!(true && int64_t(iv19) >= 0 && int64_t(iv19) < 4)) { tsr_fault(324); return; }
     {
-      const int64_t o20 = int64_t(v1) * 1;
-      const int64_t o21 = int64_t(v16) * 8192;
-      if (o20 >= 0 && o20 + 1 <= A.d0_0 && o21 >= 0 && o21 + 8192 <= A.d0_1) {
-        for (int64_t i22 = 0; i22 < 1; ++i22) {
-          for (int64_t i23 = 0; i23 < 8192; ++i23) dst19[(i22) * 8192 + i23] = A.p0[(o20 + i22) * A.s0_0 + o21 + i23];
-        }
-      } else {
-        for (int64_t i24 = 0; i24 < 1; ++i24) {
-          for (int64_t i25 = 0; i25 < 8192; ++i25) {
-            dst19[(i24)*8192 + i25] = ((o20 + i24) >= 0 && (o20 + i24) < A.d0_0 && (o21 + i25) >= 0 && (o21 + i25) < A.d0_1) ? A.p0[(o20 + i24) * A.s0_0 + (o21 + i25) * A.s0_1] : float(0x0p+0);
+      float* const dst20 = buf9 + ((0) * 4 + int64_t(iv19)) * 8192;
+      {
+        const int64_t o21 = int64_t(v1) * 1;
+        const int64_t o22 = int64_t(iv19) * 8192;
+        if (o21 >= 0 && o21 + 1 <= A.d0_0 && o22 >= 0 && o22 + 8192 <= A.d0_1) {
+          for (int64_t i23 = 0; i23 < 1; ++i23) {
+            for (int64_t i24 = 0; i24 < 8192; ++i24) dst20[(i23) * 8192 + i24] = A.p0[(o21 + i23) * A.s0_0 + o22 + i24];
+          }
+        } else {
+          for (int64_t i25 = 0; i25 < 1; ++i25) {
+            for (int64_t i26 = 0; i26 < 8192; ++i26) {
+              dst20[(i25)*8192 + i26] = ((o21 + i25) >= 0 && (o21 + i25) < A.d0_0 && (o22 + i26) >= 0 && (o22 + i26) < A.d0_1) ? A.p0[(o21 + i25) * A.s0_0 + (o22 + i26) * A.s0_1] : float(0x0p+0);
+            }
           }
         }
       }
     }
+    // yield
   }
-  // async_copy %9, %x, %4, %1, %4
-  if (!(true && int64_t(v4) >= 0 && int64_t(v4) < 4)) { tsr_fault(324); return; }
-  {
-    float* const dst26 = buf9 + ((0) * 4 + int64_t(v4)) * 8192;
-    {
-      const int64_t o27 = int64_t(v1) * 1;
-      const int64_t o28 = int64_t(v4) * 8192;
-      if (o27 >= 0 && o27 + 1 <= A.d0_0 && o28 >= 0 && o28 + 8192 <= A.d0_1) {
-        for (int64_t i29 = 0; i29 < 1; ++i29) {
-          for (int64_t i30 = 0; i30 < 8192; ++i30) dst26[(i29) * 8192 + i30] = A.p0[(o27 + i29) * A.s0_0 + o28 + i30];
-        }
-      } else {
-        for (int64_t i31 = 0; i31 < 1; ++i31) {
-          for (int64_t i32 = 0; i32 < 8192; ++i32) {
-            dst26[(i31)*8192 + i32] = ((o27 + i31) >= 0 && (o27 + i31) < A.d0_0 && (o28 + i32) >= 0 && (o28 + i32) < A.d0_1) ? A.p0[(o27 + i31) * A.s0_0 + (o28 + i32) * A.s0_1] : float(0x0p+0);
-          }
-        }
-      }
-    }
-  }
-  // %18 = const {value = 2147483647} : u32
-  const uint32_t v33 = uint32_t(INT64_C(2147483647));
-  // %19 = const {value = 31} : u32
-  const uint32_t v34 = uint32_t(INT64_C(31));
-  // %20 = sub %7, %4 : i32
-  const int32_t v35 = tsr::wsub(v7, v4);
-  // %21 = const {value = 21} : u32
-  const uint32_t v36 = uint32_t(INT64_C(21));
-  // %22 = const {value = 2047} : u32
-  const uint32_t v37 = uint32_t(INT64_C(2047));
-  // %23 = for %16, %13, %4, %17 : tile<i32, [2048]> {...}
-  alignas(64) int32_t c38[2048];
-  __builtin_memcpy(c38, v17, sizeof(c38));
-  for (int64_t iv39_ = v16; v4 > 0 && iv39_ < v13; iv39_ += v4) {
-    const int32_t iv39 = int32_t(iv39_);
+  // %19 = const {value = 2147483647} : u32
+  const uint32_t v27 = uint32_t(INT64_C(2147483647));
+  // %20 = const {value = 31} : u32
+  const uint32_t v28 = uint32_t(INT64_C(31));
+  // %21 = sub %7, %4 : i32
+  const int32_t v29 = tsr::wsub(v7, v4);
+  // %22 = const {value = 21} : u32
+  const uint32_t v30 = uint32_t(INT64_C(21));
+  // %23 = const {value = 2047} : u32
+  const uint32_t v31 = uint32_t(INT64_C(2047));
+  // %24 = for %16, %13, %4, %17 : tile<i32, [2048]> {...}
+  alignas(64) int32_t c32[2048];
+  __builtin_memcpy(c32, v17, sizeof(c32));
+  for (int64_t iv33_ = v16; v4 > 0 && iv33_ < v13; iv33_ += v4) {
+    const int32_t iv33 = int32_t(iv33_);
     // async_wait
     // (copies are synchronous here: nothing to wait for)
-    // %26 = rem %24, %10 : i32
-    const int32_t v40 = tsr::irem(iv39, v10);
-    // %27 = mul %26, %10 : i32
-    const int32_t v41 = tsr::wmul(v40, v10);
-    // %28 = add %24, %4 : i32
-    const int32_t v42 = tsr::wadd(iv39, v4);
-    // %29 = cmp %28, %13 {pred = "lt"} : i1
-    const uint8_t v43 = uint8_t(v42 < v13);
-    // if %29 {...}
-    if (v43) {
-      // %30 = mul %28, %10 : i32
-      const int32_t v44 = tsr::wmul(v42, v10);
-      // %31 = add %30, %16 : i32
-      const int32_t v45 = tsr::wadd(v44, v16);
-      // %32 = sub %10, %27 : i32
-      const int32_t v46 = tsr::wsub(v10, v41);
-      // %33 = add %32, %16 : i32
-      const int32_t v47 = tsr::wadd(v46, v16);
-      // async_copy %9, %x, %33, %1, %31
-      if (!(true && int64_t(v47) >= 0 && int64_t(v47) < 4)) { tsr_fault(596); return; }
-      {
-        float* const dst48 = buf9 + ((0) * 4 + int64_t(v47)) * 8192;
+    // %27 = rem %25, %10 : i32
+    const int32_t v34 = tsr::irem(iv33, v10);
+    // %28 = mul %27, %10 : i32
+    const int32_t v35 = tsr::wmul(v34, v10);
+    // %29 = add %25, %4 : i32
+    const int32_t v36 = tsr::wadd(iv33, v4);
+    // %30 = cmp %29, %13 {pred = "lt"} : i1
+    const uint8_t v37 = uint8_t(v36 < v13);
+    // if %30 {...}
+    if (v37) {
+      // %31 = mul %29, %10 : i32
+      const int32_t v38 = tsr::wmul(v36, v10);
+      // %32 = sub %10, %28 : i32
+      const int32_t v39 = tsr::wsub(v10, v35);
+      // for %16, %10, %4 {...}
+      for (int64_t iv40_ = v16; v4 > 0 && iv40_ < v10; iv40_ += v4) {
+        const int32_t iv40 = int32_t(iv40_);
+        // %34 = add %31, %33 : i32
+        const int32_t v41 = tsr::wadd(v38, iv40);
+        // %35 = add %32, %33 : i32
+        const int32_t v42 = tsr::wadd(v39, iv40);
+        // async_copy %9, %x, %35, %1, %34
+        if (!(true && int64_t(v42) >= 0 && int64_t(v42) < 4)) { tsr_fault(628); return; }
         {
-          const int64_t o49 = int64_t(v1) * 1;
-          const int64_t o50 = int64_t(v45) * 8192;
-          if (o49 >= 0 && o49 + 1 <= A.d0_0 && o50 >= 0 && o50 + 8192 <= A.d0_1) {
-            for (int64_t i51 = 0; i51 < 1; ++i51) {
-              for (int64_t i52 = 0; i52 < 8192; ++i52) dst48[(i51) * 8192 + i52] = A.p0[(o49 + i51) * A.s0_0 + o50 + i52];
-            }
-          } else {
-            for (int64_t i53 = 0; i53 < 1; ++i53) {
-              for (int64_t i54 = 0; i54 < 8192; ++i54) {
-                dst48[(i53)*8192 + i54] = ((o49 + i53) >= 0 && (o49 + i53) < A.d0_0 && (o50 + i54) >= 0 && (o50 + i54) < A.d0_1) ? A.p0[(o49 + i53) * A.s0_0 + (o50 + i54) * A.s0_1] : float(0x0p+0);
+          float* const dst43 = buf9 + ((0) * 4 + int64_t(v42)) * 8192;
+          {
+            const int64_t o44 = int64_t(v1) * 1;
+            const int64_t o45 = int64_t(v41) * 8192;
+            if (o44 >= 0 && o44 + 1 <= A.d0_0 && o45 >= 0 && o45 + 8192 <= A.d0_1) {
+              for (int64_t i46 = 0; i46 < 1; ++i46) {
+                for (int64_t i47 = 0; i47 < 8192; ++i47) dst43[(i46) * 8192 + i47] = A.p0[(o44 + i46) * A.s0_0 + o45 + i47];
+              }
+            } else {
+              for (int64_t i48 = 0; i48 < 1; ++i48) {
+                for (int64_t i49 = 0; i49 < 8192; ++i49) {
+                  dst43[(i48)*8192 + i49] = ((o44 + i48) >= 0 && (o44 + i48) < A.d0_0 && (o45 + i49) >= 0 && (o45 + i49) < A.d0_1) ? A.p0[(o44 + i48) * A.s0_0 + (o45 + i49) * A.s0_1] : float(0x0p+0);
+                }
               }
             }
           }
         }
-      }
-      // %34 = add %30, %4 : i32
-      const int32_t v55 = tsr::wadd(v44, v4);
-      // %35 = add %32, %4 : i32
-      const int32_t v56 = tsr::wadd(v46, v4);
-      // async_copy %9, %x, %35, %1, %34
-      if (!(true && int64_t(v56) >= 0 && int64_t(v56) < 4)) { tsr_fault(644); return; }
-      {
-        float* const dst57 = buf9 + ((0) * 4 + int64_t(v56)) * 8192;
-        {
-          const int64_t o58 = int64_t(v1) * 1;
-          const int64_t o59 = int64_t(v55) * 8192;
-          if (o58 >= 0 && o58 + 1 <= A.d0_0 && o59 >= 0 && o59 + 8192 <= A.d0_1) {
-            for (int64_t i60 = 0; i60 < 1; ++i60) {
-              for (int64_t i61 = 0; i61 < 8192; ++i61) dst57[(i60) * 8192 + i61] = A.p0[(o58 + i60) * A.s0_0 + o59 + i61];
-            }
-          } else {
-            for (int64_t i62 = 0; i62 < 1; ++i62) {
-              for (int64_t i63 = 0; i63 < 8192; ++i63) {
-                dst57[(i62)*8192 + i63] = ((o58 + i62) >= 0 && (o58 + i62) < A.d0_0 && (o59 + i63) >= 0 && (o59 + i63) < A.d0_1) ? A.p0[(o58 + i62) * A.s0_0 + (o59 + i63) * A.s0_1] : float(0x0p+0);
-              }
-            }
-          }
-        }
+        // yield
       }
       // yield
     } else {
       // yield
     }
-    // %36 = mul %24, %10 : i32
-    const int32_t v64 = tsr::wmul(iv39, v10);
+    // %36 = mul %25, %10 : i32
+    const int32_t v50 = tsr::wmul(iv33, v10);
     // %37 = sub %7, %36 : i32
-    const int32_t v65 = tsr::wsub(v7, v64);
+    const int32_t v51 = tsr::wsub(v7, v50);
     // %38 = min %10, %37 : i32
-    const int32_t v66 = tsr::imin(v10, v65);
-    // %39 = for %16, %38, %4, %25 : tile<i32, [2048]> {...}
-    alignas(64) int32_t c67[2048];
-    __builtin_memcpy(c67, c38, sizeof(c67));
-    for (int64_t iv68_ = v16; v4 > 0 && iv68_ < v66; iv68_ += v4) {
-      const int32_t iv68 = int32_t(iv68_);
+    const int32_t v52 = tsr::imin(v10, v51);
+    // %39 = for %16, %38, %4, %26 : tile<i32, [2048]> {...}
+    alignas(64) int32_t c53[2048];
+    __builtin_memcpy(c53, c32, sizeof(c53));
+    for (int64_t iv54_ = v16; v4 > 0 && iv54_ < v52; iv54_ += v4) {
+      const int32_t iv54 = int32_t(iv54_);
       // %42 = add %36, %40 : i32
-      const int32_t v69 = tsr::wadd(v64, iv68);
-      // %43 = add %27, %40 : i32
-      const int32_t v70 = tsr::wadd(v41, iv68);
+      const int32_t v55 = tsr::wadd(v50, iv54);
+      // %43 = add %28, %40 : i32
+      const int32_t v56 = tsr::wadd(v35, iv54);
       // %44 = buffer_read %9, %43 : tile<f32, [1, 8192]>
-      if (!(true && int64_t(v70) >= 0 && int64_t(v70) < 4)) { tsr_fault(788); return; }
-      alignas(64) float v71[8192];
-      __builtin_memcpy(v71, buf9 + ((0) * 4 + int64_t(v70)) * 8192, sizeof(v71));
+      if (!(true && int64_t(v56) >= 0 && int64_t(v56) < 4)) { tsr_fault(788); return; }
+      alignas(64) float v57[8192];
+      __builtin_memcpy(v57, buf9 + ((0) * 4 + int64_t(v56)) * 8192, sizeof(v57));
       // %45 = reshape %44 : tile<f32, [8192]>
       // %46 = bitcast %45 : tile<u32, [8192]>
-      alignas(64) uint32_t v72[8192];
-      for (int64_t i73 = 0; i73 < 8192; ++i73) v72[i73] = uint32_t(tsr::f32_bits(v71[i73]));
-      // %47 = splat %18 : tile<u32, [8192]>
+      alignas(64) uint32_t v58[8192];
+      for (int64_t i59 = 0; i59 < 8192; ++i59) v58[i59] = uint32_t(tsr::f32_bits(v57[i59]));
+      // %47 = splat %19 : tile<u32, [8192]>
       // (computed inside its user)
       // %48 = xor %46, %47 : tile<u32, [8192]>
       // (computed inside its user)
-      // %49 = splat %19 : tile<u32, [8192]>
+      // %49 = splat %20 : tile<u32, [8192]>
       // (computed inside its user)
       // %50 = shr %46, %49 : tile<u32, [8192]>
       // (computed inside its user)
@@ -250,15 +217,15 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %52 = cmp %50, %51 {pred = "eq"} : tile<i1, [8192]>
       // (computed inside its user)
       // %53 = where %52, %48, %46 : tile<u32, [8192]>
-      alignas(64) uint32_t v74[8192];
-      for (int64_t i75 = 0; i75 < 8192; ++i75) v74[i75] = ((uint8_t((tsr::ishr(v72[i75], (v34))) == (v14))) ? (uint32_t(v72[i75] ^ (v33))) : v72[i75]);
-      // %54 = cmp %42, %20 {pred = "eq"} : i1
-      const uint8_t v76 = uint8_t(v69 == v35);
+      alignas(64) uint32_t v60[8192];
+      for (int64_t i61 = 0; i61 < 8192; ++i61) v60[i61] = ((uint8_t((tsr::ishr(v58[i61], (v28))) == (v14))) ? (uint32_t(v58[i61] ^ (v27))) : v58[i61]);
+      // %54 = cmp %42, %21 {pred = "eq"} : i1
+      const uint8_t v62 = uint8_t(v55 == v29);
       // %55 = if %54 : tile<u32, [8192]> {...}
-      alignas(64) uint32_t v77[8192];
-      if (v76) {
+      alignas(64) uint32_t v63[8192];
+      if (v62) {
         // %56 = mul %42, %3 : i32
-        const int32_t v78 = tsr::wmul(v69, v3);
+        const int32_t v64 = tsr::wmul(v55, v3);
         // %57 = arange : tile<i32, [8192]>
         // (computed inside its user)
         // %58 = splat %56 : tile<i32, [8192]>
@@ -272,274 +239,240 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // %62 = splat %8 : tile<u32, [8192]>
         // (computed inside its user)
         // %63 = where %61, %53, %62 : tile<u32, [8192]>
-        alignas(64) uint32_t v79[8192];
-        for (int64_t i80 = 0; i80 < 8192; ++i80) v79[i80] = ((uint8_t((tsr::wadd((int32_t(0 + i80)), (v78))) < (v2))) ? v74[i80] : (v8));
+        alignas(64) uint32_t v65[8192];
+        for (int64_t i66 = 0; i66 < 8192; ++i66) v65[i66] = ((uint8_t((tsr::wadd((int32_t(0 + i66)), (v64))) < (v2))) ? v60[i66] : (v8));
         // yield %63
-        __builtin_memcpy(v77, v79, sizeof(v77));
+        __builtin_memcpy(v63, v65, sizeof(v63));
       } else {
         // yield %53
-        __builtin_memcpy(v77, v74, sizeof(v77));
+        __builtin_memcpy(v63, v60, sizeof(v63));
       }
-      // %64 = splat %21 : tile<u32, [8192]>
+      // %64 = splat %22 : tile<u32, [8192]>
       // (computed inside its user)
       // %65 = shr %55, %64 : tile<u32, [8192]>
       // (computed inside its user)
-      // %66 = splat %22 : tile<u32, [8192]>
+      // %66 = splat %23 : tile<u32, [8192]>
       // (computed inside its user)
       // %67 = and %65, %66 : tile<u32, [8192]>
       // (computed inside its user)
       // %68 = cast %67 : tile<i32, [8192]>
-      alignas(64) int32_t v81[8192];
-      for (int64_t i82 = 0; i82 < 8192; ++i82) v81[i82] = int32_t((uint32_t((tsr::ishr(v77[i82], (v36))) & (v37))));
+      alignas(64) int32_t v67[8192];
+      for (int64_t i68 = 0; i68 < 8192; ++i68) v67[i68] = int32_t((uint32_t((tsr::ishr(v63[i68], (v30))) & (v31))));
       // %69 = histogram %68 : tile<i32, [2048]>
-      alignas(64) int32_t v83[2048];
-      tsr::histogram(v81, 8192, v83, 2048);
+      alignas(64) int32_t v69[2048];
+      tsr::histogram(v67, 8192, v69, 2048);
       // %70 = add %41, %69 : tile<i32, [2048]>
-      // (written into the carried c67)
-      for (int64_t i84 = 0; i84 < 2048; ++i84) c67[i84] = tsr::wadd(c67[i84], v83[i84]);
+      // (written into the carried c53)
+      for (int64_t i70 = 0; i70 < 2048; ++i70) c53[i70] = tsr::wadd(c53[i70], v69[i70]);
       // yield %70
     }
     // yield %39
-    __builtin_memcpy(c38, c67, sizeof(c38));
+    __builtin_memcpy(c32, c53, sizeof(c32));
   }
-  // %71 = scan %23 {axis = 0, kind = "sum"} : tile<i32, [2048]>
-  alignas(64) int32_t v85[2048];
+  // %71 = scan %24 {axis = 0, kind = "sum"} : tile<i32, [2048]>
+  alignas(64) int32_t v71[2048];
   for (int64_t o_ = 0; o_ < 1; ++o_)
   for (int64_t n_ = 0; n_ < 1; ++n_) {
-    int32_t acc86 = c38[(o_ * 2048 + 0) * 1 + n_];
-    v85[(o_ * 2048 + 0) * 1 + n_] = acc86;
-    for (int64_t l87 = 1; l87 < 2048; ++l87) {
-      acc86 = tsr::wadd(acc86, c38[(o_ * 2048 + l87) * 1 + n_]);
-      v85[(o_ * 2048 + l87) * 1 + n_] = acc86;
+    int32_t acc72 = c32[(o_ * 2048 + 0) * 1 + n_];
+    v71[(o_ * 2048 + 0) * 1 + n_] = acc72;
+    for (int64_t l73 = 1; l73 < 2048; ++l73) {
+      acc72 = tsr::wadd(acc72, c32[(o_ * 2048 + l73) * 1 + n_]);
+      v71[(o_ * 2048 + l73) * 1 + n_] = acc72;
     }
   }
   // %72 = splat %15 : tile<i32, [2048]>
   // (computed inside its user)
   // %73 = cmp %71, %72 {pred = "lt"} : tile<i1, [2048]>
-  alignas(64) uint8_t v88[2048];
-  for (int64_t i89 = 0; i89 < 2048; ++i89) v88[i89] = uint8_t(v85[i89] < (v15));
+  alignas(64) uint8_t v74[2048];
+  for (int64_t i75 = 0; i75 < 2048; ++i75) v74[i75] = uint8_t(v71[i75] < (v15));
   // %74 = cast %73 : tile<i32, [2048]>
-  alignas(64) int32_t v90[2048];
-  for (int64_t i91 = 0; i91 < 2048; ++i91) v90[i91] = int32_t(v88[i91]);
+  alignas(64) int32_t v76[2048];
+  for (int64_t i77 = 0; i77 < 2048; ++i77) v76[i77] = int32_t(v74[i77]);
   // %75 = reduce %74 {axis = 0, kind = "sum"} : i32
-  int32_t v92;
+  int32_t v78;
   for (int64_t o_ = 0; o_ < 1; ++o_) {
     int32_t ln_[16];
     for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
     for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v90[o_ * 2048 + l_ + q_]);
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v76[o_ * 2048 + l_ + q_]);
     int32_t acc_ = ln_[0];
     for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-    v92 = acc_;
+    v78 = acc_;
   }
   // %76 = arange : tile<i32, [2048]>
-  alignas(64) int32_t v93[2048];
-  for (int64_t i94 = 0; i94 < 2048; ++i94) v93[i94] = int32_t(0 + i94);
+  alignas(64) int32_t v79[2048];
+  for (int64_t i80 = 0; i80 < 2048; ++i80) v79[i80] = int32_t(0 + i80);
   // %77 = splat %75 : tile<i32, [2048]>
   // (computed inside its user)
   // %78 = cmp %76, %77 {pred = "eq"} : tile<i1, [2048]>
   // (computed inside its user)
-  // %79 = where %78, %23, %17 : tile<i32, [2048]>
-  alignas(64) int32_t v95[2048];
-  for (int64_t i96 = 0; i96 < 2048; ++i96) v95[i96] = ((uint8_t(v93[i96] == (v92))) ? c38[i96] : v16);
+  // %79 = where %78, %24, %17 : tile<i32, [2048]>
+  alignas(64) int32_t v81[2048];
+  for (int64_t i82 = 0; i82 < 2048; ++i82) v81[i82] = ((uint8_t(v79[i82] == (v78))) ? c32[i82] : v16);
   // %80 = reduce %79 {axis = 0, kind = "sum"} : i32
-  int32_t v97;
+  int32_t v83;
   for (int64_t o_ = 0; o_ < 1; ++o_) {
     int32_t ln_[16];
     for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
     for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v95[o_ * 2048 + l_ + q_]);
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v81[o_ * 2048 + l_ + q_]);
     int32_t acc_ = ln_[0];
     for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-    v97 = acc_;
+    v83 = acc_;
   }
-  // %81 = where %73, %23, %17 : tile<i32, [2048]>
-  alignas(64) int32_t v98[2048];
-  for (int64_t i99 = 0; i99 < 2048; ++i99) v98[i99] = (v88[i99] ? c38[i99] : v16);
+  // %81 = where %73, %24, %17 : tile<i32, [2048]>
+  alignas(64) int32_t v84[2048];
+  for (int64_t i85 = 0; i85 < 2048; ++i85) v84[i85] = (v74[i85] ? c32[i85] : v16);
   // %82 = reduce %81 {axis = 0, kind = "sum"} : i32
-  int32_t v100;
+  int32_t v86;
   for (int64_t o_ = 0; o_ < 1; ++o_) {
     int32_t ln_[16];
     for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
     for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v98[o_ * 2048 + l_ + q_]);
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v84[o_ * 2048 + l_ + q_]);
     int32_t acc_ = ln_[0];
     for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-    v100 = acc_;
+    v86 = acc_;
   }
   // %83 = sub %15, %82 : i32
-  const int32_t v101 = tsr::wsub(v15, v100);
+  const int32_t v87 = tsr::wsub(v15, v86);
   // %84 = cast %75 : u32
-  const uint32_t v102 = uint32_t(v92);
+  const uint32_t v88 = uint32_t(v78);
   // %85 = const {value = 21} : u32
-  const uint32_t v103 = uint32_t(INT64_C(21));
+  const uint32_t v89 = uint32_t(INT64_C(21));
   // %86 = shl %84, %85 : u32
-  const uint32_t v104 = tsr::ishl(v102, v103);
+  const uint32_t v90 = tsr::ishl(v88, v89);
   // %87 = or %14, %86 : u32
-  const uint32_t v105 = uint32_t(v14 | v104);
+  const uint32_t v91 = uint32_t(v14 | v90);
   // %88 = cmp %80, %83 {pred = "ne"} : i1
-  const uint8_t v106 = uint8_t(v97 != v101);
+  const uint8_t v92 = uint8_t(v83 != v87);
   // %89, %90, %91, %92 = if %88 : u32, i32, u32, i1 {...}
-  uint32_t v107;
-  int32_t v108;
-  uint32_t v109;
-  uint8_t v110;
-  if (v106) {
-    // async_copy %9, %x, %16, %1, %16
-    if (!(true && int64_t(v16) >= 0 && int64_t(v16) < 4)) { tsr_fault(1588); return; }
-    {
-      float* const dst111 = buf9 + ((0) * 4 + int64_t(v16)) * 8192;
+  uint32_t v93;
+  int32_t v94;
+  uint32_t v95;
+  uint8_t v96;
+  if (v92) {
+    // for %16, %10, %4 {...}
+    for (int64_t iv97_ = v16; v4 > 0 && iv97_ < v10; iv97_ += v4) {
+      const int32_t iv97 = int32_t(iv97_);
+      // async_copy %9, %x, %93, %1, %93
+      if (!(true && int64_t(iv97) >= 0 && int64_t(iv97) < 4)) { tsr_fault(1604); return; }
       {
-        const int64_t o112 = int64_t(v1) * 1;
-        const int64_t o113 = int64_t(v16) * 8192;
-        if (o112 >= 0 && o112 + 1 <= A.d0_0 && o113 >= 0 && o113 + 8192 <= A.d0_1) {
-          for (int64_t i114 = 0; i114 < 1; ++i114) {
-            for (int64_t i115 = 0; i115 < 8192; ++i115) dst111[(i114) * 8192 + i115] = A.p0[(o112 + i114) * A.s0_0 + o113 + i115];
-          }
-        } else {
-          for (int64_t i116 = 0; i116 < 1; ++i116) {
-            for (int64_t i117 = 0; i117 < 8192; ++i117) {
-              dst111[(i116)*8192 + i117] = ((o112 + i116) >= 0 && (o112 + i116) < A.d0_0 && (o113 + i117) >= 0 && (o113 + i117) < A.d0_1) ? A.p0[(o112 + i116) * A.s0_0 + (o113 + i117) * A.s0_1] : float(0x0p+0);
+        float* const dst98 = buf9 + ((0) * 4 + int64_t(iv97)) * 8192;
+        {
+          const int64_t o99 = int64_t(v1) * 1;
+          const int64_t o100 = int64_t(iv97) * 8192;
+          if (o99 >= 0 && o99 + 1 <= A.d0_0 && o100 >= 0 && o100 + 8192 <= A.d0_1) {
+            for (int64_t i101 = 0; i101 < 1; ++i101) {
+              for (int64_t i102 = 0; i102 < 8192; ++i102) dst98[(i101) * 8192 + i102] = A.p0[(o99 + i101) * A.s0_0 + o100 + i102];
+            }
+          } else {
+            for (int64_t i103 = 0; i103 < 1; ++i103) {
+              for (int64_t i104 = 0; i104 < 8192; ++i104) {
+                dst98[(i103)*8192 + i104] = ((o99 + i103) >= 0 && (o99 + i103) < A.d0_0 && (o100 + i104) >= 0 && (o100 + i104) < A.d0_1) ? A.p0[(o99 + i103) * A.s0_0 + (o100 + i104) * A.s0_1] : float(0x0p+0);
+              }
             }
           }
         }
       }
+      // yield
     }
-    // async_copy %9, %x, %4, %1, %4
-    if (!(true && int64_t(v4) >= 0 && int64_t(v4) < 4)) { tsr_fault(1604); return; }
-    {
-      float* const dst118 = buf9 + ((0) * 4 + int64_t(v4)) * 8192;
-      {
-        const int64_t o119 = int64_t(v1) * 1;
-        const int64_t o120 = int64_t(v4) * 8192;
-        if (o119 >= 0 && o119 + 1 <= A.d0_0 && o120 >= 0 && o120 + 8192 <= A.d0_1) {
-          for (int64_t i121 = 0; i121 < 1; ++i121) {
-            for (int64_t i122 = 0; i122 < 8192; ++i122) dst118[(i121) * 8192 + i122] = A.p0[(o119 + i121) * A.s0_0 + o120 + i122];
-          }
-        } else {
-          for (int64_t i123 = 0; i123 < 1; ++i123) {
-            for (int64_t i124 = 0; i124 < 8192; ++i124) {
-              dst118[(i123)*8192 + i124] = ((o119 + i123) >= 0 && (o119 + i123) < A.d0_0 && (o120 + i124) >= 0 && (o120 + i124) < A.d0_1) ? A.p0[(o119 + i123) * A.s0_0 + (o120 + i124) * A.s0_1] : float(0x0p+0);
-            }
-          }
-        }
-      }
-    }
-    // %93 = const {value = 2147483647} : u32
-    const uint32_t v125 = uint32_t(INT64_C(2147483647));
-    // %94 = const {value = 31} : u32
-    const uint32_t v126 = uint32_t(INT64_C(31));
-    // %95 = sub %7, %4 : i32
-    const int32_t v127 = tsr::wsub(v7, v4);
-    // %96 = const {value = 10} : u32
-    const uint32_t v128 = uint32_t(INT64_C(10));
-    // %97 = const {value = 2047} : u32
-    const uint32_t v129 = uint32_t(INT64_C(2047));
-    // %98 = shr %87, %85 : u32
-    const uint32_t v130 = tsr::ishr(v105, v103);
-    // %99 = const {value = -1} : i32
-    const int32_t v131 = int32_t(INT64_C(-1));
-    // %100 = for %16, %13, %4, %17 : tile<i32, [2048]> {...}
-    alignas(64) int32_t c132[2048];
-    __builtin_memcpy(c132, v17, sizeof(c132));
-    for (int64_t iv133_ = v16; v4 > 0 && iv133_ < v13; iv133_ += v4) {
-      const int32_t iv133 = int32_t(iv133_);
+    // %94 = const {value = 2147483647} : u32
+    const uint32_t v105 = uint32_t(INT64_C(2147483647));
+    // %95 = const {value = 31} : u32
+    const uint32_t v106 = uint32_t(INT64_C(31));
+    // %96 = sub %7, %4 : i32
+    const int32_t v107 = tsr::wsub(v7, v4);
+    // %97 = const {value = 10} : u32
+    const uint32_t v108 = uint32_t(INT64_C(10));
+    // %98 = const {value = 2047} : u32
+    const uint32_t v109 = uint32_t(INT64_C(2047));
+    // %99 = shr %87, %85 : u32
+    const uint32_t v110 = tsr::ishr(v91, v89);
+    // %100 = const {value = -1} : i32
+    const int32_t v111 = int32_t(INT64_C(-1));
+    // %101 = for %16, %13, %4, %17 : tile<i32, [2048]> {...}
+    alignas(64) int32_t c112[2048];
+    __builtin_memcpy(c112, v17, sizeof(c112));
+    for (int64_t iv113_ = v16; v4 > 0 && iv113_ < v13; iv113_ += v4) {
+      const int32_t iv113 = int32_t(iv113_);
       // async_wait
       // (copies are synchronous here: nothing to wait for)
-      // %103 = rem %101, %10 : i32
-      const int32_t v134 = tsr::irem(iv133, v10);
-      // %104 = mul %103, %10 : i32
-      const int32_t v135 = tsr::wmul(v134, v10);
-      // %105 = add %101, %4 : i32
-      const int32_t v136 = tsr::wadd(iv133, v4);
-      // %106 = cmp %105, %13 {pred = "lt"} : i1
-      const uint8_t v137 = uint8_t(v136 < v13);
-      // if %106 {...}
-      if (v137) {
-        // %107 = mul %105, %10 : i32
-        const int32_t v138 = tsr::wmul(v136, v10);
-        // %108 = add %107, %16 : i32
-        const int32_t v139 = tsr::wadd(v138, v16);
-        // %109 = sub %10, %104 : i32
-        const int32_t v140 = tsr::wsub(v10, v135);
-        // %110 = add %109, %16 : i32
-        const int32_t v141 = tsr::wadd(v140, v16);
-        // async_copy %9, %x, %110, %1, %108
-        if (!(true && int64_t(v141) >= 0 && int64_t(v141) < 4)) { tsr_fault(1908); return; }
-        {
-          float* const dst142 = buf9 + ((0) * 4 + int64_t(v141)) * 8192;
+      // %104 = rem %102, %10 : i32
+      const int32_t v114 = tsr::irem(iv113, v10);
+      // %105 = mul %104, %10 : i32
+      const int32_t v115 = tsr::wmul(v114, v10);
+      // %106 = add %102, %4 : i32
+      const int32_t v116 = tsr::wadd(iv113, v4);
+      // %107 = cmp %106, %13 {pred = "lt"} : i1
+      const uint8_t v117 = uint8_t(v116 < v13);
+      // if %107 {...}
+      if (v117) {
+        // %108 = mul %106, %10 : i32
+        const int32_t v118 = tsr::wmul(v116, v10);
+        // %109 = sub %10, %105 : i32
+        const int32_t v119 = tsr::wsub(v10, v115);
+        // for %16, %10, %4 {...}
+        for (int64_t iv120_ = v16; v4 > 0 && iv120_ < v10; iv120_ += v4) {
+          const int32_t iv120 = int32_t(iv120_);
+          // %111 = add %108, %110 : i32
+          const int32_t v121 = tsr::wadd(v118, iv120);
+          // %112 = add %109, %110 : i32
+          const int32_t v122 = tsr::wadd(v119, iv120);
+          // async_copy %9, %x, %112, %1, %111
+          if (!(true && int64_t(v122) >= 0 && int64_t(v122) < 4)) { tsr_fault(1940); return; }
           {
-            const int64_t o143 = int64_t(v1) * 1;
-            const int64_t o144 = int64_t(v139) * 8192;
-            if (o143 >= 0 && o143 + 1 <= A.d0_0 && o144 >= 0 && o144 + 8192 <= A.d0_1) {
-              for (int64_t i145 = 0; i145 < 1; ++i145) {
-                for (int64_t i146 = 0; i146 < 8192; ++i146) dst142[(i145) * 8192 + i146] = A.p0[(o143 + i145) * A.s0_0 + o144 + i146];
-              }
-            } else {
-              for (int64_t i147 = 0; i147 < 1; ++i147) {
-                for (int64_t i148 = 0; i148 < 8192; ++i148) {
-                  dst142[(i147)*8192 + i148] = ((o143 + i147) >= 0 && (o143 + i147) < A.d0_0 && (o144 + i148) >= 0 && (o144 + i148) < A.d0_1) ? A.p0[(o143 + i147) * A.s0_0 + (o144 + i148) * A.s0_1] : float(0x0p+0);
+            float* const dst123 = buf9 + ((0) * 4 + int64_t(v122)) * 8192;
+            {
+              const int64_t o124 = int64_t(v1) * 1;
+              const int64_t o125 = int64_t(v121) * 8192;
+              if (o124 >= 0 && o124 + 1 <= A.d0_0 && o125 >= 0 && o125 + 8192 <= A.d0_1) {
+                for (int64_t i126 = 0; i126 < 1; ++i126) {
+                  for (int64_t i127 = 0; i127 < 8192; ++i127) dst123[(i126) * 8192 + i127] = A.p0[(o124 + i126) * A.s0_0 + o125 + i127];
+                }
+              } else {
+                for (int64_t i128 = 0; i128 < 1; ++i128) {
+                  for (int64_t i129 = 0; i129 < 8192; ++i129) {
+                    dst123[(i128)*8192 + i129] = ((o124 + i128) >= 0 && (o124 + i128) < A.d0_0 && (o125 + i129) >= 0 && (o125 + i129) < A.d0_1) ? A.p0[(o124 + i128) * A.s0_0 + (o125 + i129) * A.s0_1] : float(0x0p+0);
+                  }
                 }
               }
             }
           }
-        }
-        // %111 = add %107, %4 : i32
-        const int32_t v149 = tsr::wadd(v138, v4);
-        // %112 = add %109, %4 : i32
-        const int32_t v150 = tsr::wadd(v140, v4);
-        // async_copy %9, %x, %112, %1, %111
-        if (!(true && int64_t(v150) >= 0 && int64_t(v150) < 4)) { tsr_fault(1956); return; }
-        {
-          float* const dst151 = buf9 + ((0) * 4 + int64_t(v150)) * 8192;
-          {
-            const int64_t o152 = int64_t(v1) * 1;
-            const int64_t o153 = int64_t(v149) * 8192;
-            if (o152 >= 0 && o152 + 1 <= A.d0_0 && o153 >= 0 && o153 + 8192 <= A.d0_1) {
-              for (int64_t i154 = 0; i154 < 1; ++i154) {
-                for (int64_t i155 = 0; i155 < 8192; ++i155) dst151[(i154) * 8192 + i155] = A.p0[(o152 + i154) * A.s0_0 + o153 + i155];
-              }
-            } else {
-              for (int64_t i156 = 0; i156 < 1; ++i156) {
-                for (int64_t i157 = 0; i157 < 8192; ++i157) {
-                  dst151[(i156)*8192 + i157] = ((o152 + i156) >= 0 && (o152 + i156) < A.d0_0 && (o153 + i157) >= 0 && (o153 + i157) < A.d0_1) ? A.p0[(o152 + i156) * A.s0_0 + (o153 + i157) * A.s0_1] : float(0x0p+0);
-                }
-              }
-            }
-          }
+          // yield
         }
         // yield
       } else {
         // yield
       }
-      // %113 = mul %101, %10 : i32
-      const int32_t v158 = tsr::wmul(iv133, v10);
+      // %113 = mul %102, %10 : i32
+      const int32_t v130 = tsr::wmul(iv113, v10);
       // %114 = sub %7, %113 : i32
-      const int32_t v159 = tsr::wsub(v7, v158);
+      const int32_t v131 = tsr::wsub(v7, v130);
       // %115 = min %10, %114 : i32
-      const int32_t v160 = tsr::imin(v10, v159);
-      // %116 = for %16, %115, %4, %102 : tile<i32, [2048]> {...}
-      alignas(64) int32_t c161[2048];
-      __builtin_memcpy(c161, c132, sizeof(c161));
-      for (int64_t iv162_ = v16; v4 > 0 && iv162_ < v160; iv162_ += v4) {
-        const int32_t iv162 = int32_t(iv162_);
+      const int32_t v132 = tsr::imin(v10, v131);
+      // %116 = for %16, %115, %4, %103 : tile<i32, [2048]> {...}
+      alignas(64) int32_t c133[2048];
+      __builtin_memcpy(c133, c112, sizeof(c133));
+      for (int64_t iv134_ = v16; v4 > 0 && iv134_ < v132; iv134_ += v4) {
+        const int32_t iv134 = int32_t(iv134_);
         // %119 = add %113, %117 : i32
-        const int32_t v163 = tsr::wadd(v158, iv162);
-        // %120 = add %104, %117 : i32
-        const int32_t v164 = tsr::wadd(v135, iv162);
+        const int32_t v135 = tsr::wadd(v130, iv134);
+        // %120 = add %105, %117 : i32
+        const int32_t v136 = tsr::wadd(v115, iv134);
         // %121 = buffer_read %9, %120 : tile<f32, [1, 8192]>
-        if (!(true && int64_t(v164) >= 0 && int64_t(v164) < 4)) { tsr_fault(2100); return; }
-        alignas(64) float v165[8192];
-        __builtin_memcpy(v165, buf9 + ((0) * 4 + int64_t(v164)) * 8192, sizeof(v165));
+        if (!(true && int64_t(v136) >= 0 && int64_t(v136) < 4)) { tsr_fault(2100); return; }
+        alignas(64) float v137[8192];
+        __builtin_memcpy(v137, buf9 + ((0) * 4 + int64_t(v136)) * 8192, sizeof(v137));
         // %122 = reshape %121 : tile<f32, [8192]>
         // %123 = bitcast %122 : tile<u32, [8192]>
-        alignas(64) uint32_t v166[8192];
-        for (int64_t i167 = 0; i167 < 8192; ++i167) v166[i167] = uint32_t(tsr::f32_bits(v165[i167]));
-        // %124 = splat %93 : tile<u32, [8192]>
+        alignas(64) uint32_t v138[8192];
+        for (int64_t i139 = 0; i139 < 8192; ++i139) v138[i139] = uint32_t(tsr::f32_bits(v137[i139]));
+        // %124 = splat %94 : tile<u32, [8192]>
         // (computed inside its user)
         // %125 = xor %123, %124 : tile<u32, [8192]>
         // (computed inside its user)
-        // %126 = splat %94 : tile<u32, [8192]>
+        // %126 = splat %95 : tile<u32, [8192]>
         // (computed inside its user)
         // %127 = shr %123, %126 : tile<u32, [8192]>
         // (computed inside its user)
@@ -548,15 +481,15 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // %129 = cmp %127, %128 {pred = "eq"} : tile<i1, [8192]>
         // (computed inside its user)
         // %130 = where %129, %125, %123 : tile<u32, [8192]>
-        alignas(64) uint32_t v168[8192];
-        for (int64_t i169 = 0; i169 < 8192; ++i169) v168[i169] = ((uint8_t((tsr::ishr(v166[i169], (v126))) == (v14))) ? (uint32_t(v166[i169] ^ (v125))) : v166[i169]);
-        // %131 = cmp %119, %95 {pred = "eq"} : i1
-        const uint8_t v170 = uint8_t(v163 == v127);
+        alignas(64) uint32_t v140[8192];
+        for (int64_t i141 = 0; i141 < 8192; ++i141) v140[i141] = ((uint8_t((tsr::ishr(v138[i141], (v106))) == (v14))) ? (uint32_t(v138[i141] ^ (v105))) : v138[i141]);
+        // %131 = cmp %119, %96 {pred = "eq"} : i1
+        const uint8_t v142 = uint8_t(v135 == v107);
         // %132 = if %131 : tile<u32, [8192]> {...}
-        alignas(64) uint32_t v171[8192];
-        if (v170) {
+        alignas(64) uint32_t v143[8192];
+        if (v142) {
           // %133 = mul %119, %3 : i32
-          const int32_t v172 = tsr::wmul(v163, v3);
+          const int32_t v144 = tsr::wmul(v135, v3);
           // %134 = arange : tile<i32, [8192]>
           // (computed inside its user)
           // %135 = splat %133 : tile<i32, [8192]>
@@ -570,19 +503,19 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           // %139 = splat %8 : tile<u32, [8192]>
           // (computed inside its user)
           // %140 = where %138, %130, %139 : tile<u32, [8192]>
-          alignas(64) uint32_t v173[8192];
-          for (int64_t i174 = 0; i174 < 8192; ++i174) v173[i174] = ((uint8_t((tsr::wadd((int32_t(0 + i174)), (v172))) < (v2))) ? v168[i174] : (v8));
+          alignas(64) uint32_t v145[8192];
+          for (int64_t i146 = 0; i146 < 8192; ++i146) v145[i146] = ((uint8_t((tsr::wadd((int32_t(0 + i146)), (v144))) < (v2))) ? v140[i146] : (v8));
           // yield %140
-          __builtin_memcpy(v171, v173, sizeof(v171));
+          __builtin_memcpy(v143, v145, sizeof(v143));
         } else {
           // yield %130
-          __builtin_memcpy(v171, v168, sizeof(v171));
+          __builtin_memcpy(v143, v140, sizeof(v143));
         }
-        // %141 = splat %96 : tile<u32, [8192]>
+        // %141 = splat %97 : tile<u32, [8192]>
         // (computed inside its user)
         // %142 = shr %132, %141 : tile<u32, [8192]>
         // (computed inside its user)
-        // %143 = splat %97 : tile<u32, [8192]>
+        // %143 = splat %98 : tile<u32, [8192]>
         // (computed inside its user)
         // %144 = and %142, %143 : tile<u32, [8192]>
         // (computed inside its user)
@@ -592,294 +525,260 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // (computed inside its user)
         // %147 = shr %132, %146 : tile<u32, [8192]>
         // (computed inside its user)
-        // %148 = splat %98 : tile<u32, [8192]>
+        // %148 = splat %99 : tile<u32, [8192]>
         // (computed inside its user)
         // %149 = cmp %147, %148 {pred = "eq"} : tile<i1, [8192]>
         // (computed inside its user)
-        // %150 = splat %99 : tile<i32, [8192]>
+        // %150 = splat %100 : tile<i32, [8192]>
         // (computed inside its user)
         // %151 = where %149, %145, %150 : tile<i32, [8192]>
-        alignas(64) int32_t v175[8192];
-        for (int64_t i176 = 0; i176 < 8192; ++i176) v175[i176] = ((uint8_t((tsr::ishr(v171[i176], (v103))) == (v130))) ? (int32_t((uint32_t((tsr::ishr(v171[i176], (v128))) & (v129))))) : (v131));
+        alignas(64) int32_t v147[8192];
+        for (int64_t i148 = 0; i148 < 8192; ++i148) v147[i148] = ((uint8_t((tsr::ishr(v143[i148], (v89))) == (v110))) ? (int32_t((uint32_t((tsr::ishr(v143[i148], (v108))) & (v109))))) : (v111));
         // %152 = histogram %151 : tile<i32, [2048]>
-        alignas(64) int32_t v177[2048];
-        tsr::histogram(v175, 8192, v177, 2048);
+        alignas(64) int32_t v149[2048];
+        tsr::histogram(v147, 8192, v149, 2048);
         // %153 = add %118, %152 : tile<i32, [2048]>
-        // (written into the carried c161)
-        for (int64_t i178 = 0; i178 < 2048; ++i178) c161[i178] = tsr::wadd(c161[i178], v177[i178]);
+        // (written into the carried c133)
+        for (int64_t i150 = 0; i150 < 2048; ++i150) c133[i150] = tsr::wadd(c133[i150], v149[i150]);
         // yield %153
       }
       // yield %116
-      __builtin_memcpy(c132, c161, sizeof(c132));
+      __builtin_memcpy(c112, c133, sizeof(c112));
     }
-    // %154 = scan %100 {axis = 0, kind = "sum"} : tile<i32, [2048]>
-    alignas(64) int32_t v179[2048];
+    // %154 = scan %101 {axis = 0, kind = "sum"} : tile<i32, [2048]>
+    alignas(64) int32_t v151[2048];
     for (int64_t o_ = 0; o_ < 1; ++o_)
     for (int64_t n_ = 0; n_ < 1; ++n_) {
-      int32_t acc180 = c132[(o_ * 2048 + 0) * 1 + n_];
-      v179[(o_ * 2048 + 0) * 1 + n_] = acc180;
-      for (int64_t l181 = 1; l181 < 2048; ++l181) {
-        acc180 = tsr::wadd(acc180, c132[(o_ * 2048 + l181) * 1 + n_]);
-        v179[(o_ * 2048 + l181) * 1 + n_] = acc180;
+      int32_t acc152 = c112[(o_ * 2048 + 0) * 1 + n_];
+      v151[(o_ * 2048 + 0) * 1 + n_] = acc152;
+      for (int64_t l153 = 1; l153 < 2048; ++l153) {
+        acc152 = tsr::wadd(acc152, c112[(o_ * 2048 + l153) * 1 + n_]);
+        v151[(o_ * 2048 + l153) * 1 + n_] = acc152;
       }
     }
     // %155 = splat %83 : tile<i32, [2048]>
     // (computed inside its user)
     // %156 = cmp %154, %155 {pred = "lt"} : tile<i1, [2048]>
-    alignas(64) uint8_t v182[2048];
-    for (int64_t i183 = 0; i183 < 2048; ++i183) v182[i183] = uint8_t(v179[i183] < (v101));
+    alignas(64) uint8_t v154[2048];
+    for (int64_t i155 = 0; i155 < 2048; ++i155) v154[i155] = uint8_t(v151[i155] < (v87));
     // %157 = cast %156 : tile<i32, [2048]>
-    alignas(64) int32_t v184[2048];
-    for (int64_t i185 = 0; i185 < 2048; ++i185) v184[i185] = int32_t(v182[i185]);
+    alignas(64) int32_t v156[2048];
+    for (int64_t i157 = 0; i157 < 2048; ++i157) v156[i157] = int32_t(v154[i157]);
     // %158 = reduce %157 {axis = 0, kind = "sum"} : i32
-    int32_t v186;
+    int32_t v158;
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       int32_t ln_[16];
       for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
       for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v184[o_ * 2048 + l_ + q_]);
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v156[o_ * 2048 + l_ + q_]);
       int32_t acc_ = ln_[0];
       for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v186 = acc_;
+      v158 = acc_;
     }
     // %159 = splat %158 : tile<i32, [2048]>
     // (computed inside its user)
     // %160 = cmp %76, %159 {pred = "eq"} : tile<i1, [2048]>
     // (computed inside its user)
-    // %161 = where %160, %100, %17 : tile<i32, [2048]>
-    alignas(64) int32_t v187[2048];
-    for (int64_t i188 = 0; i188 < 2048; ++i188) v187[i188] = ((uint8_t(v93[i188] == (v186))) ? c132[i188] : v16);
+    // %161 = where %160, %101, %17 : tile<i32, [2048]>
+    alignas(64) int32_t v159[2048];
+    for (int64_t i160 = 0; i160 < 2048; ++i160) v159[i160] = ((uint8_t(v79[i160] == (v158))) ? c112[i160] : v16);
     // %162 = reduce %161 {axis = 0, kind = "sum"} : i32
-    int32_t v189;
+    int32_t v161;
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       int32_t ln_[16];
       for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
       for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v187[o_ * 2048 + l_ + q_]);
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v159[o_ * 2048 + l_ + q_]);
       int32_t acc_ = ln_[0];
       for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v189 = acc_;
+      v161 = acc_;
     }
-    // %163 = where %156, %100, %17 : tile<i32, [2048]>
-    alignas(64) int32_t v190[2048];
-    for (int64_t i191 = 0; i191 < 2048; ++i191) v190[i191] = (v182[i191] ? c132[i191] : v16);
+    // %163 = where %156, %101, %17 : tile<i32, [2048]>
+    alignas(64) int32_t v162[2048];
+    for (int64_t i163 = 0; i163 < 2048; ++i163) v162[i163] = (v154[i163] ? c112[i163] : v16);
     // %164 = reduce %163 {axis = 0, kind = "sum"} : i32
-    int32_t v192;
+    int32_t v164;
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       int32_t ln_[16];
       for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
       for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v190[o_ * 2048 + l_ + q_]);
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v162[o_ * 2048 + l_ + q_]);
       int32_t acc_ = ln_[0];
       for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v192 = acc_;
+      v164 = acc_;
     }
     // %165 = sub %83, %164 : i32
-    const int32_t v193 = tsr::wsub(v101, v192);
+    const int32_t v165 = tsr::wsub(v87, v164);
     // %166 = cast %158 : u32
-    const uint32_t v194 = uint32_t(v186);
+    const uint32_t v166 = uint32_t(v158);
     // %167 = const {value = 10} : u32
-    const uint32_t v195 = uint32_t(INT64_C(10));
+    const uint32_t v167 = uint32_t(INT64_C(10));
     // %168 = shl %166, %167 : u32
-    const uint32_t v196 = tsr::ishl(v194, v195);
+    const uint32_t v168 = tsr::ishl(v166, v167);
     // %169 = or %87, %168 : u32
-    const uint32_t v197 = uint32_t(v105 | v196);
+    const uint32_t v169 = uint32_t(v91 | v168);
     // %170 = cmp %162, %165 {pred = "ne"} : i1
-    const uint8_t v198 = uint8_t(v189 != v193);
+    const uint8_t v170 = uint8_t(v161 != v165);
     // yield %169, %165, %167, %170
-    v107 = v197;
-    v108 = v193;
-    v109 = v195;
-    v110 = v198;
+    v93 = v169;
+    v94 = v165;
+    v95 = v167;
+    v96 = v170;
   } else {
     // yield %87, %83, %85, %88
-    v107 = v105;
-    v108 = v101;
-    v109 = v103;
-    v110 = v106;
+    v93 = v91;
+    v94 = v87;
+    v95 = v89;
+    v96 = v92;
   }
   // %171, %172, %173, %174 = if %92 : u32, i32, u32, i1 {...}
-  uint32_t v199;
-  int32_t v200;
-  uint32_t v201;
-  uint8_t v202;
-  if (v110) {
+  uint32_t v171;
+  int32_t v172;
+  uint32_t v173;
+  uint8_t v174;
+  if (v96) {
     // %175 = splat %16 : tile<i32, [1024]>
-    alignas(64) int32_t v203[1024];
-    for (int64_t i204 = 0; i204 < 1024; ++i204) v203[i204] = v16;
-    // async_copy %9, %x, %16, %1, %16
-    if (!(true && int64_t(v16) >= 0 && int64_t(v16) < 4)) { tsr_fault(3028); return; }
-    {
-      float* const dst205 = buf9 + ((0) * 4 + int64_t(v16)) * 8192;
+    alignas(64) int32_t v175[1024];
+    for (int64_t i176 = 0; i176 < 1024; ++i176) v175[i176] = v16;
+    // for %16, %10, %4 {...}
+    for (int64_t iv177_ = v16; v4 > 0 && iv177_ < v10; iv177_ += v4) {
+      const int32_t iv177 = int32_t(iv177_);
+      // async_copy %9, %x, %176, %1, %176
+      if (!(true && int64_t(iv177) >= 0 && int64_t(iv177) < 4)) { tsr_fault(3044); return; }
       {
-        const int64_t o206 = int64_t(v1) * 1;
-        const int64_t o207 = int64_t(v16) * 8192;
-        if (o206 >= 0 && o206 + 1 <= A.d0_0 && o207 >= 0 && o207 + 8192 <= A.d0_1) {
-          for (int64_t i208 = 0; i208 < 1; ++i208) {
-            for (int64_t i209 = 0; i209 < 8192; ++i209) dst205[(i208) * 8192 + i209] = A.p0[(o206 + i208) * A.s0_0 + o207 + i209];
-          }
-        } else {
-          for (int64_t i210 = 0; i210 < 1; ++i210) {
-            for (int64_t i211 = 0; i211 < 8192; ++i211) {
-              dst205[(i210)*8192 + i211] = ((o206 + i210) >= 0 && (o206 + i210) < A.d0_0 && (o207 + i211) >= 0 && (o207 + i211) < A.d0_1) ? A.p0[(o206 + i210) * A.s0_0 + (o207 + i211) * A.s0_1] : float(0x0p+0);
+        float* const dst178 = buf9 + ((0) * 4 + int64_t(iv177)) * 8192;
+        {
+          const int64_t o179 = int64_t(v1) * 1;
+          const int64_t o180 = int64_t(iv177) * 8192;
+          if (o179 >= 0 && o179 + 1 <= A.d0_0 && o180 >= 0 && o180 + 8192 <= A.d0_1) {
+            for (int64_t i181 = 0; i181 < 1; ++i181) {
+              for (int64_t i182 = 0; i182 < 8192; ++i182) dst178[(i181) * 8192 + i182] = A.p0[(o179 + i181) * A.s0_0 + o180 + i182];
+            }
+          } else {
+            for (int64_t i183 = 0; i183 < 1; ++i183) {
+              for (int64_t i184 = 0; i184 < 8192; ++i184) {
+                dst178[(i183)*8192 + i184] = ((o179 + i183) >= 0 && (o179 + i183) < A.d0_0 && (o180 + i184) >= 0 && (o180 + i184) < A.d0_1) ? A.p0[(o179 + i183) * A.s0_0 + (o180 + i184) * A.s0_1] : float(0x0p+0);
+              }
             }
           }
         }
       }
+      // yield
     }
-    // async_copy %9, %x, %4, %1, %4
-    if (!(true && int64_t(v4) >= 0 && int64_t(v4) < 4)) { tsr_fault(3044); return; }
-    {
-      float* const dst212 = buf9 + ((0) * 4 + int64_t(v4)) * 8192;
-      {
-        const int64_t o213 = int64_t(v1) * 1;
-        const int64_t o214 = int64_t(v4) * 8192;
-        if (o213 >= 0 && o213 + 1 <= A.d0_0 && o214 >= 0 && o214 + 8192 <= A.d0_1) {
-          for (int64_t i215 = 0; i215 < 1; ++i215) {
-            for (int64_t i216 = 0; i216 < 8192; ++i216) dst212[(i215) * 8192 + i216] = A.p0[(o213 + i215) * A.s0_0 + o214 + i216];
-          }
-        } else {
-          for (int64_t i217 = 0; i217 < 1; ++i217) {
-            for (int64_t i218 = 0; i218 < 8192; ++i218) {
-              dst212[(i217)*8192 + i218] = ((o213 + i217) >= 0 && (o213 + i217) < A.d0_0 && (o214 + i218) >= 0 && (o214 + i218) < A.d0_1) ? A.p0[(o213 + i217) * A.s0_0 + (o214 + i218) * A.s0_1] : float(0x0p+0);
-            }
-          }
-        }
-      }
-    }
-    // %176 = const {value = 2147483647} : u32
-    const uint32_t v219 = uint32_t(INT64_C(2147483647));
-    // %177 = const {value = 31} : u32
-    const uint32_t v220 = uint32_t(INT64_C(31));
-    // %178 = sub %7, %4 : i32
-    const int32_t v221 = tsr::wsub(v7, v4);
-    // %179 = const {value = 1023} : u32
-    const uint32_t v222 = uint32_t(INT64_C(1023));
-    // %180 = const {value = 10} : u32
-    const uint32_t v223 = uint32_t(INT64_C(10));
-    // %181 = shr %89, %180 : u32
-    const uint32_t v224 = tsr::ishr(v107, v223);
-    // %182 = const {value = -1} : i32
-    const int32_t v225 = int32_t(INT64_C(-1));
-    // %183 = for %16, %13, %4, %175 : tile<i32, [1024]> {...}
-    alignas(64) int32_t c226[1024];
-    __builtin_memcpy(c226, v203, sizeof(c226));
-    for (int64_t iv227_ = v16; v4 > 0 && iv227_ < v13; iv227_ += v4) {
-      const int32_t iv227 = int32_t(iv227_);
+    // %177 = const {value = 2147483647} : u32
+    const uint32_t v185 = uint32_t(INT64_C(2147483647));
+    // %178 = const {value = 31} : u32
+    const uint32_t v186 = uint32_t(INT64_C(31));
+    // %179 = sub %7, %4 : i32
+    const int32_t v187 = tsr::wsub(v7, v4);
+    // %180 = const {value = 1023} : u32
+    const uint32_t v188 = uint32_t(INT64_C(1023));
+    // %181 = const {value = 10} : u32
+    const uint32_t v189 = uint32_t(INT64_C(10));
+    // %182 = shr %89, %181 : u32
+    const uint32_t v190 = tsr::ishr(v93, v189);
+    // %183 = const {value = -1} : i32
+    const int32_t v191 = int32_t(INT64_C(-1));
+    // %184 = for %16, %13, %4, %175 : tile<i32, [1024]> {...}
+    alignas(64) int32_t c192[1024];
+    __builtin_memcpy(c192, v175, sizeof(c192));
+    for (int64_t iv193_ = v16; v4 > 0 && iv193_ < v13; iv193_ += v4) {
+      const int32_t iv193 = int32_t(iv193_);
       // async_wait
       // (copies are synchronous here: nothing to wait for)
-      // %186 = rem %184, %10 : i32
-      const int32_t v228 = tsr::irem(iv227, v10);
-      // %187 = mul %186, %10 : i32
-      const int32_t v229 = tsr::wmul(v228, v10);
-      // %188 = add %184, %4 : i32
-      const int32_t v230 = tsr::wadd(iv227, v4);
-      // %189 = cmp %188, %13 {pred = "lt"} : i1
-      const uint8_t v231 = uint8_t(v230 < v13);
-      // if %189 {...}
-      if (v231) {
-        // %190 = mul %188, %10 : i32
-        const int32_t v232 = tsr::wmul(v230, v10);
-        // %191 = add %190, %16 : i32
-        const int32_t v233 = tsr::wadd(v232, v16);
-        // %192 = sub %10, %187 : i32
-        const int32_t v234 = tsr::wsub(v10, v229);
-        // %193 = add %192, %16 : i32
-        const int32_t v235 = tsr::wadd(v234, v16);
-        // async_copy %9, %x, %193, %1, %191
-        if (!(true && int64_t(v235) >= 0 && int64_t(v235) < 4)) { tsr_fault(3348); return; }
-        {
-          float* const dst236 = buf9 + ((0) * 4 + int64_t(v235)) * 8192;
+      // %187 = rem %185, %10 : i32
+      const int32_t v194 = tsr::irem(iv193, v10);
+      // %188 = mul %187, %10 : i32
+      const int32_t v195 = tsr::wmul(v194, v10);
+      // %189 = add %185, %4 : i32
+      const int32_t v196 = tsr::wadd(iv193, v4);
+      // %190 = cmp %189, %13 {pred = "lt"} : i1
+      const uint8_t v197 = uint8_t(v196 < v13);
+      // if %190 {...}
+      if (v197) {
+        // %191 = mul %189, %10 : i32
+        const int32_t v198 = tsr::wmul(v196, v10);
+        // %192 = sub %10, %188 : i32
+        const int32_t v199 = tsr::wsub(v10, v195);
+        // for %16, %10, %4 {...}
+        for (int64_t iv200_ = v16; v4 > 0 && iv200_ < v10; iv200_ += v4) {
+          const int32_t iv200 = int32_t(iv200_);
+          // %194 = add %191, %193 : i32
+          const int32_t v201 = tsr::wadd(v198, iv200);
+          // %195 = add %192, %193 : i32
+          const int32_t v202 = tsr::wadd(v199, iv200);
+          // async_copy %9, %x, %195, %1, %194
+          if (!(true && int64_t(v202) >= 0 && int64_t(v202) < 4)) { tsr_fault(3380); return; }
           {
-            const int64_t o237 = int64_t(v1) * 1;
-            const int64_t o238 = int64_t(v233) * 8192;
-            if (o237 >= 0 && o237 + 1 <= A.d0_0 && o238 >= 0 && o238 + 8192 <= A.d0_1) {
-              for (int64_t i239 = 0; i239 < 1; ++i239) {
-                for (int64_t i240 = 0; i240 < 8192; ++i240) dst236[(i239) * 8192 + i240] = A.p0[(o237 + i239) * A.s0_0 + o238 + i240];
-              }
-            } else {
-              for (int64_t i241 = 0; i241 < 1; ++i241) {
-                for (int64_t i242 = 0; i242 < 8192; ++i242) {
-                  dst236[(i241)*8192 + i242] = ((o237 + i241) >= 0 && (o237 + i241) < A.d0_0 && (o238 + i242) >= 0 && (o238 + i242) < A.d0_1) ? A.p0[(o237 + i241) * A.s0_0 + (o238 + i242) * A.s0_1] : float(0x0p+0);
+            float* const dst203 = buf9 + ((0) * 4 + int64_t(v202)) * 8192;
+            {
+              const int64_t o204 = int64_t(v1) * 1;
+              const int64_t o205 = int64_t(v201) * 8192;
+              if (o204 >= 0 && o204 + 1 <= A.d0_0 && o205 >= 0 && o205 + 8192 <= A.d0_1) {
+                for (int64_t i206 = 0; i206 < 1; ++i206) {
+                  for (int64_t i207 = 0; i207 < 8192; ++i207) dst203[(i206) * 8192 + i207] = A.p0[(o204 + i206) * A.s0_0 + o205 + i207];
+                }
+              } else {
+                for (int64_t i208 = 0; i208 < 1; ++i208) {
+                  for (int64_t i209 = 0; i209 < 8192; ++i209) {
+                    dst203[(i208)*8192 + i209] = ((o204 + i208) >= 0 && (o204 + i208) < A.d0_0 && (o205 + i209) >= 0 && (o205 + i209) < A.d0_1) ? A.p0[(o204 + i208) * A.s0_0 + (o205 + i209) * A.s0_1] : float(0x0p+0);
+                  }
                 }
               }
             }
           }
-        }
-        // %194 = add %190, %4 : i32
-        const int32_t v243 = tsr::wadd(v232, v4);
-        // %195 = add %192, %4 : i32
-        const int32_t v244 = tsr::wadd(v234, v4);
-        // async_copy %9, %x, %195, %1, %194
-        if (!(true && int64_t(v244) >= 0 && int64_t(v244) < 4)) { tsr_fault(3396); return; }
-        {
-          float* const dst245 = buf9 + ((0) * 4 + int64_t(v244)) * 8192;
-          {
-            const int64_t o246 = int64_t(v1) * 1;
-            const int64_t o247 = int64_t(v243) * 8192;
-            if (o246 >= 0 && o246 + 1 <= A.d0_0 && o247 >= 0 && o247 + 8192 <= A.d0_1) {
-              for (int64_t i248 = 0; i248 < 1; ++i248) {
-                for (int64_t i249 = 0; i249 < 8192; ++i249) dst245[(i248) * 8192 + i249] = A.p0[(o246 + i248) * A.s0_0 + o247 + i249];
-              }
-            } else {
-              for (int64_t i250 = 0; i250 < 1; ++i250) {
-                for (int64_t i251 = 0; i251 < 8192; ++i251) {
-                  dst245[(i250)*8192 + i251] = ((o246 + i250) >= 0 && (o246 + i250) < A.d0_0 && (o247 + i251) >= 0 && (o247 + i251) < A.d0_1) ? A.p0[(o246 + i250) * A.s0_0 + (o247 + i251) * A.s0_1] : float(0x0p+0);
-                }
-              }
-            }
-          }
+          // yield
         }
         // yield
       } else {
         // yield
       }
-      // %196 = mul %184, %10 : i32
-      const int32_t v252 = tsr::wmul(iv227, v10);
+      // %196 = mul %185, %10 : i32
+      const int32_t v210 = tsr::wmul(iv193, v10);
       // %197 = sub %7, %196 : i32
-      const int32_t v253 = tsr::wsub(v7, v252);
+      const int32_t v211 = tsr::wsub(v7, v210);
       // %198 = min %10, %197 : i32
-      const int32_t v254 = tsr::imin(v10, v253);
-      // %199 = for %16, %198, %4, %185 : tile<i32, [1024]> {...}
-      alignas(64) int32_t c255[1024];
-      __builtin_memcpy(c255, c226, sizeof(c255));
-      for (int64_t iv256_ = v16; v4 > 0 && iv256_ < v254; iv256_ += v4) {
-        const int32_t iv256 = int32_t(iv256_);
+      const int32_t v212 = tsr::imin(v10, v211);
+      // %199 = for %16, %198, %4, %186 : tile<i32, [1024]> {...}
+      alignas(64) int32_t c213[1024];
+      __builtin_memcpy(c213, c192, sizeof(c213));
+      for (int64_t iv214_ = v16; v4 > 0 && iv214_ < v212; iv214_ += v4) {
+        const int32_t iv214 = int32_t(iv214_);
         // %202 = add %196, %200 : i32
-        const int32_t v257 = tsr::wadd(v252, iv256);
-        // %203 = add %187, %200 : i32
-        const int32_t v258 = tsr::wadd(v229, iv256);
+        const int32_t v215 = tsr::wadd(v210, iv214);
+        // %203 = add %188, %200 : i32
+        const int32_t v216 = tsr::wadd(v195, iv214);
         // %204 = buffer_read %9, %203 : tile<f32, [1, 8192]>
-        if (!(true && int64_t(v258) >= 0 && int64_t(v258) < 4)) { tsr_fault(3540); return; }
-        alignas(64) float v259[8192];
-        __builtin_memcpy(v259, buf9 + ((0) * 4 + int64_t(v258)) * 8192, sizeof(v259));
+        if (!(true && int64_t(v216) >= 0 && int64_t(v216) < 4)) { tsr_fault(3540); return; }
+        alignas(64) float v217[8192];
+        __builtin_memcpy(v217, buf9 + ((0) * 4 + int64_t(v216)) * 8192, sizeof(v217));
         // %205 = reshape %204 : tile<f32, [8192]>
         // %206 = bitcast %205 : tile<u32, [8192]>
-        alignas(64) uint32_t v260[8192];
-        for (int64_t i261 = 0; i261 < 8192; ++i261) v260[i261] = uint32_t(tsr::f32_bits(v259[i261]));
-        // %207 = splat %176 : tile<u32, [8192]>
+        alignas(64) uint32_t v218[8192];
+        for (int64_t i219 = 0; i219 < 8192; ++i219) v218[i219] = uint32_t(tsr::f32_bits(v217[i219]));
+        // %207 = splat %177 : tile<u32, [8192]>
         // (computed inside its user)
         // %208 = xor %206, %207 : tile<u32, [8192]>
         // (computed inside its user)
-        // %209 = splat %177 : tile<u32, [8192]>
+        // %209 = splat %178 : tile<u32, [8192]>
         // (computed inside its user)
         // %210 = shr %206, %209 : tile<u32, [8192]>
         // (computed inside its user)
         // %211 = splat %14 : tile<u32, [8192]>
-        alignas(64) uint32_t v262[8192];
-        for (int64_t i263 = 0; i263 < 8192; ++i263) v262[i263] = v14;
+        alignas(64) uint32_t v220[8192];
+        for (int64_t i221 = 0; i221 < 8192; ++i221) v220[i221] = v14;
         // %212 = cmp %210, %211 {pred = "eq"} : tile<i1, [8192]>
         // (computed inside its user)
         // %213 = where %212, %208, %206 : tile<u32, [8192]>
-        alignas(64) uint32_t v264[8192];
-        for (int64_t i265 = 0; i265 < 8192; ++i265) v264[i265] = ((uint8_t((tsr::ishr(v260[i265], (v220))) == v14)) ? (uint32_t(v260[i265] ^ (v219))) : v260[i265]);
-        // %214 = cmp %202, %178 {pred = "eq"} : i1
-        const uint8_t v266 = uint8_t(v257 == v221);
+        alignas(64) uint32_t v222[8192];
+        for (int64_t i223 = 0; i223 < 8192; ++i223) v222[i223] = ((uint8_t((tsr::ishr(v218[i223], (v186))) == v14)) ? (uint32_t(v218[i223] ^ (v185))) : v218[i223]);
+        // %214 = cmp %202, %179 {pred = "eq"} : i1
+        const uint8_t v224 = uint8_t(v215 == v187);
         // %215 = if %214 : tile<u32, [8192]> {...}
-        alignas(64) uint32_t v267[8192];
-        if (v266) {
+        alignas(64) uint32_t v225[8192];
+        if (v224) {
           // %216 = mul %202, %3 : i32
-          const int32_t v268 = tsr::wmul(v257, v3);
+          const int32_t v226 = tsr::wmul(v215, v3);
           // %217 = arange : tile<i32, [8192]>
           // (computed inside its user)
           // %218 = splat %216 : tile<i32, [8192]>
@@ -893,75 +792,75 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           // %222 = splat %8 : tile<u32, [8192]>
           // (computed inside its user)
           // %223 = where %221, %213, %222 : tile<u32, [8192]>
-          alignas(64) uint32_t v269[8192];
-          for (int64_t i270 = 0; i270 < 8192; ++i270) v269[i270] = ((uint8_t((tsr::wadd((int32_t(0 + i270)), (v268))) < (v2))) ? v264[i270] : (v8));
+          alignas(64) uint32_t v227[8192];
+          for (int64_t i228 = 0; i228 < 8192; ++i228) v227[i228] = ((uint8_t((tsr::wadd((int32_t(0 + i228)), (v226))) < (v2))) ? v222[i228] : (v8));
           // yield %223
-          __builtin_memcpy(v267, v269, sizeof(v267));
+          __builtin_memcpy(v225, v227, sizeof(v225));
         } else {
           // yield %213
-          __builtin_memcpy(v267, v264, sizeof(v267));
+          __builtin_memcpy(v225, v222, sizeof(v225));
         }
         // %224 = shr %215, %211 : tile<u32, [8192]>
         // (computed inside its user)
-        // %225 = splat %179 : tile<u32, [8192]>
+        // %225 = splat %180 : tile<u32, [8192]>
         // (computed inside its user)
         // %226 = and %224, %225 : tile<u32, [8192]>
         // (computed inside its user)
         // %227 = cast %226 : tile<i32, [8192]>
         // (computed inside its user)
-        // %228 = splat %180 : tile<u32, [8192]>
+        // %228 = splat %181 : tile<u32, [8192]>
         // (computed inside its user)
         // %229 = shr %215, %228 : tile<u32, [8192]>
         // (computed inside its user)
-        // %230 = splat %181 : tile<u32, [8192]>
+        // %230 = splat %182 : tile<u32, [8192]>
         // (computed inside its user)
         // %231 = cmp %229, %230 {pred = "eq"} : tile<i1, [8192]>
         // (computed inside its user)
-        // %232 = splat %182 : tile<i32, [8192]>
+        // %232 = splat %183 : tile<i32, [8192]>
         // (computed inside its user)
         // %233 = where %231, %227, %232 : tile<i32, [8192]>
-        alignas(64) int32_t v271[8192];
-        for (int64_t i272 = 0; i272 < 8192; ++i272) v271[i272] = ((uint8_t((tsr::ishr(v267[i272], (v223))) == (v224))) ? (int32_t((uint32_t((tsr::ishr(v267[i272], v14)) & (v222))))) : (v225));
+        alignas(64) int32_t v229[8192];
+        for (int64_t i230 = 0; i230 < 8192; ++i230) v229[i230] = ((uint8_t((tsr::ishr(v225[i230], (v189))) == (v190))) ? (int32_t((uint32_t((tsr::ishr(v225[i230], v14)) & (v188))))) : (v191));
         // %234 = histogram %233 : tile<i32, [1024]>
-        alignas(64) int32_t v273[1024];
-        tsr::histogram(v271, 8192, v273, 1024);
+        alignas(64) int32_t v231[1024];
+        tsr::histogram(v229, 8192, v231, 1024);
         // %235 = add %201, %234 : tile<i32, [1024]>
-        // (written into the carried c255)
-        for (int64_t i274 = 0; i274 < 1024; ++i274) c255[i274] = tsr::wadd(c255[i274], v273[i274]);
+        // (written into the carried c213)
+        for (int64_t i232 = 0; i232 < 1024; ++i232) c213[i232] = tsr::wadd(c213[i232], v231[i232]);
         // yield %235
       }
       // yield %199
-      __builtin_memcpy(c226, c255, sizeof(c226));
+      __builtin_memcpy(c192, c213, sizeof(c192));
     }
-    // %236 = scan %183 {axis = 0, kind = "sum"} : tile<i32, [1024]>
-    alignas(64) int32_t v275[1024];
+    // %236 = scan %184 {axis = 0, kind = "sum"} : tile<i32, [1024]>
+    alignas(64) int32_t v233[1024];
     for (int64_t o_ = 0; o_ < 1; ++o_)
     for (int64_t n_ = 0; n_ < 1; ++n_) {
-      int32_t acc276 = c226[(o_ * 1024 + 0) * 1 + n_];
-      v275[(o_ * 1024 + 0) * 1 + n_] = acc276;
-      for (int64_t l277 = 1; l277 < 1024; ++l277) {
-        acc276 = tsr::wadd(acc276, c226[(o_ * 1024 + l277) * 1 + n_]);
-        v275[(o_ * 1024 + l277) * 1 + n_] = acc276;
+      int32_t acc234 = c192[(o_ * 1024 + 0) * 1 + n_];
+      v233[(o_ * 1024 + 0) * 1 + n_] = acc234;
+      for (int64_t l235 = 1; l235 < 1024; ++l235) {
+        acc234 = tsr::wadd(acc234, c192[(o_ * 1024 + l235) * 1 + n_]);
+        v233[(o_ * 1024 + l235) * 1 + n_] = acc234;
       }
     }
     // %237 = splat %90 : tile<i32, [1024]>
     // (computed inside its user)
     // %238 = cmp %236, %237 {pred = "lt"} : tile<i1, [1024]>
-    alignas(64) uint8_t v278[1024];
-    for (int64_t i279 = 0; i279 < 1024; ++i279) v278[i279] = uint8_t(v275[i279] < (v108));
+    alignas(64) uint8_t v236[1024];
+    for (int64_t i237 = 0; i237 < 1024; ++i237) v236[i237] = uint8_t(v233[i237] < (v94));
     // %239 = cast %238 : tile<i32, [1024]>
-    alignas(64) int32_t v280[1024];
-    for (int64_t i281 = 0; i281 < 1024; ++i281) v280[i281] = int32_t(v278[i281]);
+    alignas(64) int32_t v238[1024];
+    for (int64_t i239 = 0; i239 < 1024; ++i239) v238[i239] = int32_t(v236[i239]);
     // %240 = reduce %239 {axis = 0, kind = "sum"} : i32
-    int32_t v282;
+    int32_t v240;
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       int32_t ln_[16];
       for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
       for (int64_t l_ = 0; l_ < 1024; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v280[o_ * 1024 + l_ + q_]);
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v238[o_ * 1024 + l_ + q_]);
       int32_t acc_ = ln_[0];
       for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v282 = acc_;
+      v240 = acc_;
     }
     // %241 = arange : tile<i32, [1024]>
     // (computed inside its user)
@@ -969,209 +868,175 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // (computed inside its user)
     // %243 = cmp %241, %242 {pred = "eq"} : tile<i1, [1024]>
     // (computed inside its user)
-    // %244 = where %243, %183, %175 : tile<i32, [1024]>
-    alignas(64) int32_t v283[1024];
-    for (int64_t i284 = 0; i284 < 1024; ++i284) v283[i284] = ((uint8_t((int32_t(0 + i284)) == (v282))) ? c226[i284] : v16);
+    // %244 = where %243, %184, %175 : tile<i32, [1024]>
+    alignas(64) int32_t v241[1024];
+    for (int64_t i242 = 0; i242 < 1024; ++i242) v241[i242] = ((uint8_t((int32_t(0 + i242)) == (v240))) ? c192[i242] : v16);
     // %245 = reduce %244 {axis = 0, kind = "sum"} : i32
-    int32_t v285;
+    int32_t v243;
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       int32_t ln_[16];
       for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
       for (int64_t l_ = 0; l_ < 1024; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v283[o_ * 1024 + l_ + q_]);
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v241[o_ * 1024 + l_ + q_]);
       int32_t acc_ = ln_[0];
       for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v285 = acc_;
+      v243 = acc_;
     }
-    // %246 = where %238, %183, %175 : tile<i32, [1024]>
-    alignas(64) int32_t v286[1024];
-    for (int64_t i287 = 0; i287 < 1024; ++i287) v286[i287] = (v278[i287] ? c226[i287] : v16);
+    // %246 = where %238, %184, %175 : tile<i32, [1024]>
+    alignas(64) int32_t v244[1024];
+    for (int64_t i245 = 0; i245 < 1024; ++i245) v244[i245] = (v236[i245] ? c192[i245] : v16);
     // %247 = reduce %246 {axis = 0, kind = "sum"} : i32
-    int32_t v288;
+    int32_t v246;
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       int32_t ln_[16];
       for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
       for (int64_t l_ = 0; l_ < 1024; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v286[o_ * 1024 + l_ + q_]);
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v244[o_ * 1024 + l_ + q_]);
       int32_t acc_ = ln_[0];
       for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v288 = acc_;
+      v246 = acc_;
     }
     // %248 = sub %90, %247 : i32
-    const int32_t v289 = tsr::wsub(v108, v288);
+    const int32_t v247 = tsr::wsub(v94, v246);
     // %249 = cast %240 : u32
-    const uint32_t v290 = uint32_t(v282);
+    const uint32_t v248 = uint32_t(v240);
     // %250 = shl %249, %14 : u32
-    const uint32_t v291 = tsr::ishl(v290, v14);
+    const uint32_t v249 = tsr::ishl(v248, v14);
     // %251 = or %89, %250 : u32
-    const uint32_t v292 = uint32_t(v107 | v291);
+    const uint32_t v250 = uint32_t(v93 | v249);
     // %252 = cmp %245, %248 {pred = "ne"} : i1
-    const uint8_t v293 = uint8_t(v285 != v289);
+    const uint8_t v251 = uint8_t(v243 != v247);
     // yield %251, %248, %14, %252
-    v199 = v292;
-    v200 = v289;
-    v201 = v14;
-    v202 = v293;
+    v171 = v250;
+    v172 = v247;
+    v173 = v14;
+    v174 = v251;
   } else {
     // yield %89, %90, %91, %92
-    v199 = v107;
-    v200 = v108;
-    v201 = v109;
-    v202 = v110;
+    v171 = v93;
+    v172 = v94;
+    v173 = v95;
+    v174 = v96;
   }
   // %253 = shr %171, %173 : u32
-  const uint32_t v294 = tsr::ishr(v199, v201);
-  // async_copy %9, %x, %16, %1, %16
-  if (!(true && int64_t(v16) >= 0 && int64_t(v16) < 4)) { tsr_fault(4436); return; }
-  {
-    float* const dst295 = buf9 + ((0) * 4 + int64_t(v16)) * 8192;
+  const uint32_t v252 = tsr::ishr(v171, v173);
+  // for %16, %10, %4 {...}
+  for (int64_t iv253_ = v16; v4 > 0 && iv253_ < v10; iv253_ += v4) {
+    const int32_t iv253 = int32_t(iv253_);
+    // async_copy %9, %x, %254, %1, %254
+    if (!(true && int64_t(iv253) >= 0 && int64_t(iv253) < 4)) { tsr_fault(4452); return; }
     {
-      const int64_t o296 = int64_t(v1) * 1;
-      const int64_t o297 = int64_t(v16) * 8192;
-      if (o296 >= 0 && o296 + 1 <= A.d0_0 && o297 >= 0 && o297 + 8192 <= A.d0_1) {
-        for (int64_t i298 = 0; i298 < 1; ++i298) {
-          for (int64_t i299 = 0; i299 < 8192; ++i299) dst295[(i298) * 8192 + i299] = A.p0[(o296 + i298) * A.s0_0 + o297 + i299];
-        }
-      } else {
-        for (int64_t i300 = 0; i300 < 1; ++i300) {
-          for (int64_t i301 = 0; i301 < 8192; ++i301) {
-            dst295[(i300)*8192 + i301] = ((o296 + i300) >= 0 && (o296 + i300) < A.d0_0 && (o297 + i301) >= 0 && (o297 + i301) < A.d0_1) ? A.p0[(o296 + i300) * A.s0_0 + (o297 + i301) * A.s0_1] : float(0x0p+0);
+      float* const dst254 = buf9 + ((0) * 4 + int64_t(iv253)) * 8192;
+      {
+        const int64_t o255 = int64_t(v1) * 1;
+        const int64_t o256 = int64_t(iv253) * 8192;
+        if (o255 >= 0 && o255 + 1 <= A.d0_0 && o256 >= 0 && o256 + 8192 <= A.d0_1) {
+          for (int64_t i257 = 0; i257 < 1; ++i257) {
+            for (int64_t i258 = 0; i258 < 8192; ++i258) dst254[(i257) * 8192 + i258] = A.p0[(o255 + i257) * A.s0_0 + o256 + i258];
+          }
+        } else {
+          for (int64_t i259 = 0; i259 < 1; ++i259) {
+            for (int64_t i260 = 0; i260 < 8192; ++i260) {
+              dst254[(i259)*8192 + i260] = ((o255 + i259) >= 0 && (o255 + i259) < A.d0_0 && (o256 + i260) >= 0 && (o256 + i260) < A.d0_1) ? A.p0[(o255 + i259) * A.s0_0 + (o256 + i260) * A.s0_1] : float(0x0p+0);
+            }
           }
         }
       }
     }
+    // yield
   }
-  // async_copy %9, %x, %4, %1, %4
-  if (!(true && int64_t(v4) >= 0 && int64_t(v4) < 4)) { tsr_fault(4452); return; }
-  {
-    float* const dst302 = buf9 + ((0) * 4 + int64_t(v4)) * 8192;
-    {
-      const int64_t o303 = int64_t(v1) * 1;
-      const int64_t o304 = int64_t(v4) * 8192;
-      if (o303 >= 0 && o303 + 1 <= A.d0_0 && o304 >= 0 && o304 + 8192 <= A.d0_1) {
-        for (int64_t i305 = 0; i305 < 1; ++i305) {
-          for (int64_t i306 = 0; i306 < 8192; ++i306) dst302[(i305) * 8192 + i306] = A.p0[(o303 + i305) * A.s0_0 + o304 + i306];
-        }
-      } else {
-        for (int64_t i307 = 0; i307 < 1; ++i307) {
-          for (int64_t i308 = 0; i308 < 8192; ++i308) {
-            dst302[(i307)*8192 + i308] = ((o303 + i307) >= 0 && (o303 + i307) < A.d0_0 && (o304 + i308) >= 0 && (o304 + i308) < A.d0_1) ? A.p0[(o303 + i307) * A.s0_0 + (o304 + i308) * A.s0_1] : float(0x0p+0);
-          }
-        }
-      }
-    }
-  }
-  // %254 = const {value = 2147483647} : u32
-  const uint32_t v309 = uint32_t(INT64_C(2147483647));
-  // %255 = const {value = 31} : u32
-  const uint32_t v310 = uint32_t(INT64_C(31));
-  // %256 = sub %7, %4 : i32
-  const int32_t v311 = tsr::wsub(v7, v4);
-  // %257, %258 = for %16, %13, %4, %16, %16 : i32, i32 {...}
-  int32_t c312;
-  c312 = v16;
-  int32_t c313;
-  c313 = v16;
-  for (int64_t iv314_ = v16; v4 > 0 && iv314_ < v13; iv314_ += v4) {
-    const int32_t iv314 = int32_t(iv314_);
+  // %255 = const {value = 2147483647} : u32
+  const uint32_t v261 = uint32_t(INT64_C(2147483647));
+  // %256 = const {value = 31} : u32
+  const uint32_t v262 = uint32_t(INT64_C(31));
+  // %257 = sub %7, %4 : i32
+  const int32_t v263 = tsr::wsub(v7, v4);
+  // %258, %259 = for %16, %13, %4, %16, %16 : i32, i32 {...}
+  int32_t c264;
+  c264 = v16;
+  int32_t c265;
+  c265 = v16;
+  for (int64_t iv266_ = v16; v4 > 0 && iv266_ < v13; iv266_ += v4) {
+    const int32_t iv266 = int32_t(iv266_);
     // async_wait
     // (copies are synchronous here: nothing to wait for)
-    // %262 = rem %259, %10 : i32
-    const int32_t v315 = tsr::irem(iv314, v10);
-    // %263 = mul %262, %10 : i32
-    const int32_t v316 = tsr::wmul(v315, v10);
-    // %264 = add %259, %4 : i32
-    const int32_t v317 = tsr::wadd(iv314, v4);
-    // %265 = cmp %264, %13 {pred = "lt"} : i1
-    const uint8_t v318 = uint8_t(v317 < v13);
-    // if %265 {...}
-    if (v318) {
-      // %266 = mul %264, %10 : i32
-      const int32_t v319 = tsr::wmul(v317, v10);
-      // %267 = add %266, %16 : i32
-      const int32_t v320 = tsr::wadd(v319, v16);
-      // %268 = sub %10, %263 : i32
-      const int32_t v321 = tsr::wsub(v10, v316);
-      // %269 = add %268, %16 : i32
-      const int32_t v322 = tsr::wadd(v321, v16);
-      // async_copy %9, %x, %269, %1, %267
-      if (!(true && int64_t(v322) >= 0 && int64_t(v322) < 4)) { tsr_fault(4692); return; }
-      {
-        float* const dst323 = buf9 + ((0) * 4 + int64_t(v322)) * 8192;
+    // %263 = rem %260, %10 : i32
+    const int32_t v267 = tsr::irem(iv266, v10);
+    // %264 = mul %263, %10 : i32
+    const int32_t v268 = tsr::wmul(v267, v10);
+    // %265 = add %260, %4 : i32
+    const int32_t v269 = tsr::wadd(iv266, v4);
+    // %266 = cmp %265, %13 {pred = "lt"} : i1
+    const uint8_t v270 = uint8_t(v269 < v13);
+    // if %266 {...}
+    if (v270) {
+      // %267 = mul %265, %10 : i32
+      const int32_t v271 = tsr::wmul(v269, v10);
+      // %268 = sub %10, %264 : i32
+      const int32_t v272 = tsr::wsub(v10, v268);
+      // for %16, %10, %4 {...}
+      for (int64_t iv273_ = v16; v4 > 0 && iv273_ < v10; iv273_ += v4) {
+        const int32_t iv273 = int32_t(iv273_);
+        // %270 = add %267, %269 : i32
+        const int32_t v274 = tsr::wadd(v271, iv273);
+        // %271 = add %268, %269 : i32
+        const int32_t v275 = tsr::wadd(v272, iv273);
+        // async_copy %9, %x, %271, %1, %270
+        if (!(true && int64_t(v275) >= 0 && int64_t(v275) < 4)) { tsr_fault(4724); return; }
         {
-          const int64_t o324 = int64_t(v1) * 1;
-          const int64_t o325 = int64_t(v320) * 8192;
-          if (o324 >= 0 && o324 + 1 <= A.d0_0 && o325 >= 0 && o325 + 8192 <= A.d0_1) {
-            for (int64_t i326 = 0; i326 < 1; ++i326) {
-              for (int64_t i327 = 0; i327 < 8192; ++i327) dst323[(i326) * 8192 + i327] = A.p0[(o324 + i326) * A.s0_0 + o325 + i327];
-            }
-          } else {
-            for (int64_t i328 = 0; i328 < 1; ++i328) {
-              for (int64_t i329 = 0; i329 < 8192; ++i329) {
-                dst323[(i328)*8192 + i329] = ((o324 + i328) >= 0 && (o324 + i328) < A.d0_0 && (o325 + i329) >= 0 && (o325 + i329) < A.d0_1) ? A.p0[(o324 + i328) * A.s0_0 + (o325 + i329) * A.s0_1] : float(0x0p+0);
+          float* const dst276 = buf9 + ((0) * 4 + int64_t(v275)) * 8192;
+          {
+            const int64_t o277 = int64_t(v1) * 1;
+            const int64_t o278 = int64_t(v274) * 8192;
+            if (o277 >= 0 && o277 + 1 <= A.d0_0 && o278 >= 0 && o278 + 8192 <= A.d0_1) {
+              for (int64_t i279 = 0; i279 < 1; ++i279) {
+                for (int64_t i280 = 0; i280 < 8192; ++i280) dst276[(i279) * 8192 + i280] = A.p0[(o277 + i279) * A.s0_0 + o278 + i280];
+              }
+            } else {
+              for (int64_t i281 = 0; i281 < 1; ++i281) {
+                for (int64_t i282 = 0; i282 < 8192; ++i282) {
+                  dst276[(i281)*8192 + i282] = ((o277 + i281) >= 0 && (o277 + i281) < A.d0_0 && (o278 + i282) >= 0 && (o278 + i282) < A.d0_1) ? A.p0[(o277 + i281) * A.s0_0 + (o278 + i282) * A.s0_1] : float(0x0p+0);
+                }
               }
             }
           }
         }
-      }
-      // %270 = add %266, %4 : i32
-      const int32_t v330 = tsr::wadd(v319, v4);
-      // %271 = add %268, %4 : i32
-      const int32_t v331 = tsr::wadd(v321, v4);
-      // async_copy %9, %x, %271, %1, %270
-      if (!(true && int64_t(v331) >= 0 && int64_t(v331) < 4)) { tsr_fault(4740); return; }
-      {
-        float* const dst332 = buf9 + ((0) * 4 + int64_t(v331)) * 8192;
-        {
-          const int64_t o333 = int64_t(v1) * 1;
-          const int64_t o334 = int64_t(v330) * 8192;
-          if (o333 >= 0 && o333 + 1 <= A.d0_0 && o334 >= 0 && o334 + 8192 <= A.d0_1) {
-            for (int64_t i335 = 0; i335 < 1; ++i335) {
-              for (int64_t i336 = 0; i336 < 8192; ++i336) dst332[(i335) * 8192 + i336] = A.p0[(o333 + i335) * A.s0_0 + o334 + i336];
-            }
-          } else {
-            for (int64_t i337 = 0; i337 < 1; ++i337) {
-              for (int64_t i338 = 0; i338 < 8192; ++i338) {
-                dst332[(i337)*8192 + i338] = ((o333 + i337) >= 0 && (o333 + i337) < A.d0_0 && (o334 + i338) >= 0 && (o334 + i338) < A.d0_1) ? A.p0[(o333 + i337) * A.s0_0 + (o334 + i338) * A.s0_1] : float(0x0p+0);
-              }
-            }
-          }
-        }
+        // yield
       }
       // yield
     } else {
       // yield
     }
-    // %272 = mul %259, %10 : i32
-    const int32_t v339 = tsr::wmul(iv314, v10);
+    // %272 = mul %260, %10 : i32
+    const int32_t v283 = tsr::wmul(iv266, v10);
     // %273 = sub %7, %272 : i32
-    const int32_t v340 = tsr::wsub(v7, v339);
+    const int32_t v284 = tsr::wsub(v7, v283);
     // %274 = min %10, %273 : i32
-    const int32_t v341 = tsr::imin(v10, v340);
-    // %275, %276 = for %16, %274, %4, %260, %261 : i32, i32 {...}
-    int32_t c342;
-    c342 = c312;
-    int32_t c343;
-    c343 = c313;
-    for (int64_t iv344_ = v16; v4 > 0 && iv344_ < v341; iv344_ += v4) {
-      const int32_t iv344 = int32_t(iv344_);
+    const int32_t v285 = tsr::imin(v10, v284);
+    // %275, %276 = for %16, %274, %4, %261, %262 : i32, i32 {...}
+    int32_t c286;
+    c286 = c264;
+    int32_t c287;
+    c287 = c265;
+    for (int64_t iv288_ = v16; v4 > 0 && iv288_ < v285; iv288_ += v4) {
+      const int32_t iv288 = int32_t(iv288_);
       // %280 = add %272, %277 : i32
-      const int32_t v345 = tsr::wadd(v339, iv344);
-      // %281 = add %263, %277 : i32
-      const int32_t v346 = tsr::wadd(v316, iv344);
+      const int32_t v289 = tsr::wadd(v283, iv288);
+      // %281 = add %264, %277 : i32
+      const int32_t v290 = tsr::wadd(v268, iv288);
       // %282 = buffer_read %9, %281 : tile<f32, [1, 8192]>
-      if (!(true && int64_t(v346) >= 0 && int64_t(v346) < 4)) { tsr_fault(4884); return; }
-      alignas(64) float v347[8192];
-      __builtin_memcpy(v347, buf9 + ((0) * 4 + int64_t(v346)) * 8192, sizeof(v347));
+      if (!(true && int64_t(v290) >= 0 && int64_t(v290) < 4)) { tsr_fault(4884); return; }
+      alignas(64) float v291[8192];
+      __builtin_memcpy(v291, buf9 + ((0) * 4 + int64_t(v290)) * 8192, sizeof(v291));
       // %283 = reshape %282 : tile<f32, [8192]>
       // %284 = bitcast %283 : tile<u32, [8192]>
-      alignas(64) uint32_t v348[8192];
-      for (int64_t i349 = 0; i349 < 8192; ++i349) v348[i349] = uint32_t(tsr::f32_bits(v347[i349]));
-      // %285 = splat %254 : tile<u32, [8192]>
+      alignas(64) uint32_t v292[8192];
+      for (int64_t i293 = 0; i293 < 8192; ++i293) v292[i293] = uint32_t(tsr::f32_bits(v291[i293]));
+      // %285 = splat %255 : tile<u32, [8192]>
       // (computed inside its user)
       // %286 = xor %284, %285 : tile<u32, [8192]>
       // (computed inside its user)
-      // %287 = splat %255 : tile<u32, [8192]>
+      // %287 = splat %256 : tile<u32, [8192]>
       // (computed inside its user)
       // %288 = shr %284, %287 : tile<u32, [8192]>
       // (computed inside its user)
@@ -1180,17 +1045,17 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %290 = cmp %288, %289 {pred = "eq"} : tile<i1, [8192]>
       // (computed inside its user)
       // %291 = where %290, %286, %284 : tile<u32, [8192]>
-      alignas(64) uint32_t v350[8192];
-      for (int64_t i351 = 0; i351 < 8192; ++i351) v350[i351] = ((uint8_t((tsr::ishr(v348[i351], (v310))) == (v14))) ? (uint32_t(v348[i351] ^ (v309))) : v348[i351]);
-      // %292 = cmp %280, %256 {pred = "eq"} : i1
-      const uint8_t v352 = uint8_t(v345 == v311);
+      alignas(64) uint32_t v294[8192];
+      for (int64_t i295 = 0; i295 < 8192; ++i295) v294[i295] = ((uint8_t((tsr::ishr(v292[i295], (v262))) == (v14))) ? (uint32_t(v292[i295] ^ (v261))) : v292[i295]);
+      // %292 = cmp %280, %257 {pred = "eq"} : i1
+      const uint8_t v296 = uint8_t(v289 == v263);
       // %293 = if %292 : tile<u32, [8192]> {...}
-      tsr::HeapTile<uint32_t, 8192> v353_heap;  // 32768 bytes: on the heap
-      if (!(v353_heap.p)) { tsr_fault(5068); return; }
-      uint32_t (&v353)[8192] = *v353_heap.p;
-      if (v352) {
+      tsr::HeapTile<uint32_t, 8192> v297_heap;  // 32768 bytes: on the heap
+      if (!(v297_heap.p)) { tsr_fault(5068); return; }
+      uint32_t (&v297)[8192] = *v297_heap.p;
+      if (v296) {
         // %294 = mul %280, %3 : i32
-        const int32_t v354 = tsr::wmul(v345, v3);
+        const int32_t v298 = tsr::wmul(v289, v3);
         // %295 = arange : tile<i32, [8192]>
         // (computed inside its user)
         // %296 = splat %294 : tile<i32, [8192]>
@@ -1204,76 +1069,76 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // %300 = splat %8 : tile<u32, [8192]>
         // (computed inside its user)
         // %301 = where %299, %291, %300 : tile<u32, [8192]>
-        tsr::HeapTile<uint32_t, 8192> v355_heap;  // 32768 bytes: on the heap
-        if (!(v355_heap.p)) { tsr_fault(5196); return; }
-        uint32_t (&v355)[8192] = *v355_heap.p;
-        for (int64_t i356 = 0; i356 < 8192; ++i356) v355[i356] = ((uint8_t((tsr::wadd((int32_t(0 + i356)), (v354))) < (v2))) ? v350[i356] : (v8));
+        tsr::HeapTile<uint32_t, 8192> v299_heap;  // 32768 bytes: on the heap
+        if (!(v299_heap.p)) { tsr_fault(5196); return; }
+        uint32_t (&v299)[8192] = *v299_heap.p;
+        for (int64_t i300 = 0; i300 < 8192; ++i300) v299[i300] = ((uint8_t((tsr::wadd((int32_t(0 + i300)), (v298))) < (v2))) ? v294[i300] : (v8));
         // yield %301
-        __builtin_memcpy(v353, v355, sizeof(v353));
+        __builtin_memcpy(v297, v299, sizeof(v297));
       } else {
         // yield %291
-        __builtin_memcpy(v353, v350, sizeof(v353));
+        __builtin_memcpy(v297, v294, sizeof(v297));
       }
       // %302 = splat %173 : tile<u32, [8192]>
       // (computed inside its user)
       // %303 = shr %293, %302 : tile<u32, [8192]>
-      tsr::HeapTile<uint32_t, 8192> v357_heap;  // 32768 bytes: on the heap
-      if (!(v357_heap.p)) { tsr_fault(5260); return; }
-      uint32_t (&v357)[8192] = *v357_heap.p;
-      for (int64_t i358 = 0; i358 < 8192; ++i358) v357[i358] = tsr::ishr(v353[i358], (v201));
+      tsr::HeapTile<uint32_t, 8192> v301_heap;  // 32768 bytes: on the heap
+      if (!(v301_heap.p)) { tsr_fault(5260); return; }
+      uint32_t (&v301)[8192] = *v301_heap.p;
+      for (int64_t i302 = 0; i302 < 8192; ++i302) v301[i302] = tsr::ishr(v297[i302], (v173));
       // %304 = splat %253 : tile<u32, [8192]>
-      tsr::HeapTile<uint32_t, 8192> v359_heap;  // 32768 bytes: on the heap
-      if (!(v359_heap.p)) { tsr_fault(5276); return; }
-      uint32_t (&v359)[8192] = *v359_heap.p;
-      for (int64_t i360 = 0; i360 < 8192; ++i360) v359[i360] = v294;
+      tsr::HeapTile<uint32_t, 8192> v303_heap;  // 32768 bytes: on the heap
+      if (!(v303_heap.p)) { tsr_fault(5276); return; }
+      uint32_t (&v303)[8192] = *v303_heap.p;
+      for (int64_t i304 = 0; i304 < 8192; ++i304) v303[i304] = v252;
       // %305 = cmp %303, %304 {pred = "eq"} : tile<i1, [8192]>
-      alignas(64) uint8_t v361[8192];
-      for (int64_t i362 = 0; i362 < 8192; ++i362) v361[i362] = uint8_t(v357[i362] == v294);
+      alignas(64) uint8_t v305[8192];
+      for (int64_t i306 = 0; i306 < 8192; ++i306) v305[i306] = uint8_t(v301[i306] == v252);
       // %306 = cmp %303, %304 {pred = "lt"} : tile<i1, [8192]>
-      alignas(64) uint8_t v363[8192];
-      for (int64_t i364 = 0; i364 < 8192; ++i364) v363[i364] = uint8_t(v357[i364] < v294);
+      alignas(64) uint8_t v307[8192];
+      for (int64_t i308 = 0; i308 < 8192; ++i308) v307[i308] = uint8_t(v301[i308] < v252);
       // %307 = cast %305 : tile<i32, [8192]>
-      tsr::HeapTile<int32_t, 8192> v365_heap;  // 32768 bytes: on the heap
-      if (!(v365_heap.p)) { tsr_fault(5324); return; }
-      int32_t (&v365)[8192] = *v365_heap.p;
-      for (int64_t i366 = 0; i366 < 8192; ++i366) v365[i366] = int32_t(v361[i366]);
+      tsr::HeapTile<int32_t, 8192> v309_heap;  // 32768 bytes: on the heap
+      if (!(v309_heap.p)) { tsr_fault(5324); return; }
+      int32_t (&v309)[8192] = *v309_heap.p;
+      for (int64_t i310 = 0; i310 < 8192; ++i310) v309[i310] = int32_t(v305[i310]);
       // %308 = reduce %307 {axis = 0, kind = "sum"} : i32
-      int32_t v367;
+      int32_t v311;
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         int32_t ln_[16];
         for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
         for (int64_t l_ = 0; l_ < 8192; l_ += 16)
-          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v365[o_ * 8192 + l_ + q_]);
+          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v309[o_ * 8192 + l_ + q_]);
         int32_t acc_ = ln_[0];
         for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-        v367 = acc_;
+        v311 = acc_;
       }
       // %309 = add %279, %308 : i32
-      const int32_t v368 = tsr::wadd(c343, v367);
+      const int32_t v312 = tsr::wadd(c287, v311);
       // %310 = cmp %309, %172 {pred = "le"} : i1
-      const uint8_t v369 = uint8_t(v368 <= v200);
+      const uint8_t v313 = uint8_t(v312 <= v172);
       // %311 = if %310 : tile<i1, [8192]> {...}
-      alignas(64) uint8_t v370[8192];
-      if (v369) {
+      alignas(64) uint8_t v314[8192];
+      if (v313) {
         // %312 = or %306, %305 : tile<i1, [8192]>
-        tsr::HeapTile<uint8_t, 8192> v371_heap;  // 8192 bytes: on the heap
-        if (!(v371_heap.p)) { tsr_fault(5404); return; }
-        uint8_t (&v371)[8192] = *v371_heap.p;
-        for (int64_t i372 = 0; i372 < 8192; ++i372) v371[i372] = uint8_t(v363[i372] | v361[i372]);
+        tsr::HeapTile<uint8_t, 8192> v315_heap;  // 8192 bytes: on the heap
+        if (!(v315_heap.p)) { tsr_fault(5404); return; }
+        uint8_t (&v315)[8192] = *v315_heap.p;
+        for (int64_t i316 = 0; i316 < 8192; ++i316) v315[i316] = uint8_t(v307[i316] | v305[i316]);
         // yield %312
-        __builtin_memcpy(v370, v371, sizeof(v370));
+        __builtin_memcpy(v314, v315, sizeof(v314));
       } else {
         // %313 = scan %307 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-        tsr::HeapTile<int32_t, 8192> v373_heap;  // 32768 bytes: on the heap
-        if (!(v373_heap.p)) { tsr_fault(5436); return; }
-        int32_t (&v373)[8192] = *v373_heap.p;
+        tsr::HeapTile<int32_t, 8192> v317_heap;  // 32768 bytes: on the heap
+        if (!(v317_heap.p)) { tsr_fault(5436); return; }
+        int32_t (&v317)[8192] = *v317_heap.p;
         for (int64_t o_ = 0; o_ < 1; ++o_)
         for (int64_t n_ = 0; n_ < 1; ++n_) {
-          int32_t acc374 = v365[(o_ * 8192 + 0) * 1 + n_];
-          v373[(o_ * 8192 + 0) * 1 + n_] = acc374;
-          for (int64_t l375 = 1; l375 < 8192; ++l375) {
-            acc374 = tsr::wadd(acc374, v365[(o_ * 8192 + l375) * 1 + n_]);
-            v373[(o_ * 8192 + l375) * 1 + n_] = acc374;
+          int32_t acc318 = v309[(o_ * 8192 + 0) * 1 + n_];
+          v317[(o_ * 8192 + 0) * 1 + n_] = acc318;
+          for (int64_t l319 = 1; l319 < 8192; ++l319) {
+            acc318 = tsr::wadd(acc318, v309[(o_ * 8192 + l319) * 1 + n_]);
+            v317[(o_ * 8192 + l319) * 1 + n_] = acc318;
           }
         }
         // %314 = splat %279 : tile<i32, [8192]>
@@ -1287,153 +1152,153 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // %318 = and %305, %317 : tile<i1, [8192]>
         // (computed inside its user)
         // %319 = or %306, %318 : tile<i1, [8192]>
-        tsr::HeapTile<uint8_t, 8192> v376_heap;  // 8192 bytes: on the heap
-        if (!(v376_heap.p)) { tsr_fault(5532); return; }
-        uint8_t (&v376)[8192] = *v376_heap.p;
-        for (int64_t i377 = 0; i377 < 8192; ++i377) v376[i377] = uint8_t(v363[i377] | (uint8_t(v361[i377] & (uint8_t((tsr::wadd(v373[i377], (c343))) <= (v200))))));
+        tsr::HeapTile<uint8_t, 8192> v320_heap;  // 8192 bytes: on the heap
+        if (!(v320_heap.p)) { tsr_fault(5532); return; }
+        uint8_t (&v320)[8192] = *v320_heap.p;
+        for (int64_t i321 = 0; i321 < 8192; ++i321) v320[i321] = uint8_t(v307[i321] | (uint8_t(v305[i321] & (uint8_t((tsr::wadd(v317[i321], (c287))) <= (v172))))));
         // yield %319
-        __builtin_memcpy(v370, v376, sizeof(v370));
+        __builtin_memcpy(v314, v320, sizeof(v314));
       }
       // %320 = sub %278, %4 : i32
-      const int32_t v378 = tsr::wsub(c342, v4);
+      const int32_t v322 = tsr::wsub(c286, v4);
       // %321 = cast %311 : tile<i32, [8192]>
-      tsr::HeapTile<int32_t, 8192> v379_heap;  // 32768 bytes: on the heap
-      if (!(v379_heap.p)) { tsr_fault(5580); return; }
-      int32_t (&v379)[8192] = *v379_heap.p;
-      for (int64_t i380 = 0; i380 < 8192; ++i380) v379[i380] = int32_t(v370[i380]);
+      tsr::HeapTile<int32_t, 8192> v323_heap;  // 32768 bytes: on the heap
+      if (!(v323_heap.p)) { tsr_fault(5580); return; }
+      int32_t (&v323)[8192] = *v323_heap.p;
+      for (int64_t i324 = 0; i324 < 8192; ++i324) v323[i324] = int32_t(v314[i324]);
       // %322 = scan %321 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-      tsr::HeapTile<int32_t, 8192> v381_heap;  // 32768 bytes: on the heap
-      if (!(v381_heap.p)) { tsr_fault(5596); return; }
-      int32_t (&v381)[8192] = *v381_heap.p;
+      tsr::HeapTile<int32_t, 8192> v325_heap;  // 32768 bytes: on the heap
+      if (!(v325_heap.p)) { tsr_fault(5596); return; }
+      int32_t (&v325)[8192] = *v325_heap.p;
       for (int64_t o_ = 0; o_ < 1; ++o_)
       for (int64_t n_ = 0; n_ < 1; ++n_) {
-        int32_t acc382 = v379[(o_ * 8192 + 0) * 1 + n_];
-        v381[(o_ * 8192 + 0) * 1 + n_] = acc382;
-        for (int64_t l383 = 1; l383 < 8192; ++l383) {
-          acc382 = tsr::wadd(acc382, v379[(o_ * 8192 + l383) * 1 + n_]);
-          v381[(o_ * 8192 + l383) * 1 + n_] = acc382;
+        int32_t acc326 = v323[(o_ * 8192 + 0) * 1 + n_];
+        v325[(o_ * 8192 + 0) * 1 + n_] = acc326;
+        for (int64_t l327 = 1; l327 < 8192; ++l327) {
+          acc326 = tsr::wadd(acc326, v323[(o_ * 8192 + l327) * 1 + n_]);
+          v325[(o_ * 8192 + l327) * 1 + n_] = acc326;
         }
       }
       // %323 = splat %320 : tile<i32, [8192]>
       // (computed inside its user)
       // %324 = add %322, %323 : tile<i32, [8192]>
-      tsr::HeapTile<int32_t, 8192> v384_heap;  // 32768 bytes: on the heap
-      if (!(v384_heap.p)) { tsr_fault(5628); return; }
-      int32_t (&v384)[8192] = *v384_heap.p;
-      for (int64_t i385 = 0; i385 < 8192; ++i385) v384[i385] = tsr::wadd(v381[i385], (v378));
+      tsr::HeapTile<int32_t, 8192> v328_heap;  // 32768 bytes: on the heap
+      if (!(v328_heap.p)) { tsr_fault(5628); return; }
+      int32_t (&v328)[8192] = *v328_heap.p;
+      for (int64_t i329 = 0; i329 < 8192; ++i329) v328[i329] = tsr::wadd(v325[i329], (v322));
       // %325 = splat %1 : tile<i32, [8192]>
-      tsr::HeapTile<int32_t, 8192> v386_heap;  // 32768 bytes: on the heap
-      if (!(v386_heap.p)) { tsr_fault(5644); return; }
-      int32_t (&v386)[8192] = *v386_heap.p;
-      for (int64_t i387 = 0; i387 < 8192; ++i387) v386[i387] = v1;
+      tsr::HeapTile<int32_t, 8192> v330_heap;  // 32768 bytes: on the heap
+      if (!(v330_heap.p)) { tsr_fault(5644); return; }
+      int32_t (&v330)[8192] = *v330_heap.p;
+      for (int64_t i331 = 0; i331 < 8192; ++i331) v330[i331] = v1;
       // scatter %values, %283, %325, %324, %311
-      for (int64_t i388 = 0; i388 < 8192; ++i388) {
-        if ((v370[i388] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v384[i388]) >= 0 && int64_t(v384[i388]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v384[i388]) * A.s1_1] = v347[i388];
+      for (int64_t i332 = 0; i332 < 8192; ++i332) {
+        if ((v314[i332] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v328[i332]) >= 0 && int64_t(v328[i332]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v328[i332]) * A.s1_1] = v291[i332];
       }
       // %326 = mul %280, %3 : i32
-      const int32_t v389 = tsr::wmul(v345, v3);
+      const int32_t v333 = tsr::wmul(v289, v3);
       // %327 = arange : tile<i32, [8192]>
       // (computed inside its user)
       // %328 = splat %326 : tile<i32, [8192]>
       // (computed inside its user)
       // %329 = add %327, %328 : tile<i32, [8192]>
-      tsr::HeapTile<int32_t, 8192> v390_heap;  // 32768 bytes: on the heap
-      if (!(v390_heap.p)) { tsr_fault(5724); return; }
-      int32_t (&v390)[8192] = *v390_heap.p;
-      for (int64_t i391 = 0; i391 < 8192; ++i391) v390[i391] = tsr::wadd((int32_t(0 + i391)), (v389));
+      tsr::HeapTile<int32_t, 8192> v334_heap;  // 32768 bytes: on the heap
+      if (!(v334_heap.p)) { tsr_fault(5724); return; }
+      int32_t (&v334)[8192] = *v334_heap.p;
+      for (int64_t i335 = 0; i335 < 8192; ++i335) v334[i335] = tsr::wadd((int32_t(0 + i335)), (v333));
       // scatter %indices, %329, %325, %324, %311
-      for (int64_t i392 = 0; i392 < 8192; ++i392) {
-        if ((v370[i392] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v384[i392]) >= 0 && int64_t(v384[i392]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v384[i392]) * A.s2_1] = v390[i392];
+      for (int64_t i336 = 0; i336 < 8192; ++i336) {
+        if ((v314[i336] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v328[i336]) >= 0 && int64_t(v328[i336]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v328[i336]) * A.s2_1] = v334[i336];
       }
       // %330 = reduce %321 {axis = 0, kind = "sum"} : i32
-      int32_t v393;
+      int32_t v337;
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         int32_t ln_[16];
         for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
         for (int64_t l_ = 0; l_ < 8192; l_ += 16)
-          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v379[o_ * 8192 + l_ + q_]);
+          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v323[o_ * 8192 + l_ + q_]);
         int32_t acc_ = ln_[0];
         for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-        v393 = acc_;
+        v337 = acc_;
       }
       // %331 = add %278, %330 : i32
-      const int32_t v394 = tsr::wadd(c342, v393);
+      const int32_t v338 = tsr::wadd(c286, v337);
       // yield %331, %309
-      c342 = v394;
-      c343 = v368;
+      c286 = v338;
+      c287 = v312;
     }
     // yield %275, %276
-    c312 = c342;
-    c313 = c343;
+    c264 = c286;
+    c265 = c287;
   }
   // %332 = load_tile %indices, %1, %16 : tile<i32, [1, 64]>
-  alignas(64) int32_t v395[64];
+  alignas(64) int32_t v339[64];
   {
-    const int64_t o396 = int64_t(v1) * 1;
-    const int64_t o397 = int64_t(v16) * 64;
-    if (o396 >= 0 && o396 + 1 <= A.d2_0 && o397 >= 0 && o397 + 64 <= A.d2_1) {
-      for (int64_t i398 = 0; i398 < 1; ++i398) {
-        for (int64_t i399 = 0; i399 < 64; ++i399) v395[(i398) * 64 + i399] = A.p2[(o396 + i398) * A.s2_0 + o397 + i399];
+    const int64_t o340 = int64_t(v1) * 1;
+    const int64_t o341 = int64_t(v16) * 64;
+    if (o340 >= 0 && o340 + 1 <= A.d2_0 && o341 >= 0 && o341 + 64 <= A.d2_1) {
+      for (int64_t i342 = 0; i342 < 1; ++i342) {
+        for (int64_t i343 = 0; i343 < 64; ++i343) v339[(i342) * 64 + i343] = A.p2[(o340 + i342) * A.s2_0 + o341 + i343];
       }
     } else {
-      for (int64_t i400 = 0; i400 < 1; ++i400) {
-        for (int64_t i401 = 0; i401 < 64; ++i401) {
-          v395[(i400)*64 + i401] = ((o396 + i400) >= 0 && (o396 + i400) < A.d2_0 && (o397 + i401) >= 0 && (o397 + i401) < A.d2_1) ? A.p2[(o396 + i400) * A.s2_0 + (o397 + i401) * A.s2_1] : int32_t(INT64_C(0));
+      for (int64_t i344 = 0; i344 < 1; ++i344) {
+        for (int64_t i345 = 0; i345 < 64; ++i345) {
+          v339[(i344)*64 + i345] = ((o340 + i344) >= 0 && (o340 + i344) < A.d2_0 && (o341 + i345) >= 0 && (o341 + i345) < A.d2_1) ? A.p2[(o340 + i344) * A.s2_0 + (o341 + i345) * A.s2_1] : int32_t(INT64_C(0));
         }
       }
     }
   }
   // %333 = load_tile %values, %1, %16 : tile<f32, [1, 64]>
-  alignas(64) float v402[64];
+  alignas(64) float v346[64];
   {
-    const int64_t o403 = int64_t(v1) * 1;
-    const int64_t o404 = int64_t(v16) * 64;
-    if (o403 >= 0 && o403 + 1 <= A.d1_0 && o404 >= 0 && o404 + 64 <= A.d1_1) {
-      for (int64_t i405 = 0; i405 < 1; ++i405) {
-        for (int64_t i406 = 0; i406 < 64; ++i406) v402[(i405) * 64 + i406] = A.p1[(o403 + i405) * A.s1_0 + o404 + i406];
+    const int64_t o347 = int64_t(v1) * 1;
+    const int64_t o348 = int64_t(v16) * 64;
+    if (o347 >= 0 && o347 + 1 <= A.d1_0 && o348 >= 0 && o348 + 64 <= A.d1_1) {
+      for (int64_t i349 = 0; i349 < 1; ++i349) {
+        for (int64_t i350 = 0; i350 < 64; ++i350) v346[(i349) * 64 + i350] = A.p1[(o347 + i349) * A.s1_0 + o348 + i350];
       }
     } else {
-      for (int64_t i407 = 0; i407 < 1; ++i407) {
-        for (int64_t i408 = 0; i408 < 64; ++i408) {
-          v402[(i407)*64 + i408] = ((o403 + i407) >= 0 && (o403 + i407) < A.d1_0 && (o404 + i408) >= 0 && (o404 + i408) < A.d1_1) ? A.p1[(o403 + i407) * A.s1_0 + (o404 + i408) * A.s1_1] : float(0x0p+0);
+      for (int64_t i351 = 0; i351 < 1; ++i351) {
+        for (int64_t i352 = 0; i352 < 64; ++i352) {
+          v346[(i351)*64 + i352] = ((o347 + i351) >= 0 && (o347 + i351) < A.d1_0 && (o348 + i352) >= 0 && (o348 + i352) < A.d1_1) ? A.p1[(o347 + i351) * A.s1_0 + (o348 + i352) * A.s1_1] : float(0x0p+0);
         }
       }
     }
   }
   // %334, %335 = sort %333, %332 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
-  alignas(64) float v409[64];
-  alignas(64) int32_t v410[64];
-  alignas(64) uint64_t sk411[128];
-  alignas(64) int32_t sp412[128];
-  tsr::sort_lines(v402, v395, v409, v410, 1, 64, 1, 64, true, sk411, sp412);
+  alignas(64) float v353[64];
+  alignas(64) int32_t v354[64];
+  alignas(64) uint64_t sk355[128];
+  alignas(64) int32_t sp356[128];
+  tsr::sort_lines(v346, v339, v353, v354, 1, 64, 1, 64, true, sk355, sp356);
   // store_tile %values, %334, %1, %16
   {
-    const int64_t o413 = int64_t(v1) * 1;
-    const int64_t o414 = int64_t(v16) * 64;
-    if (o413 >= 0 && o413 + 1 <= A.d1_0 && o414 >= 0 && o414 + 64 <= A.d1_1) {
-      for (int64_t i415 = 0; i415 < 1; ++i415) {
-        for (int64_t i416 = 0; i416 < 64; ++i416) A.p1[(o413 + i415) * A.s1_0 + o414 + i416] = v409[(i415) * 64 + i416];
+    const int64_t o357 = int64_t(v1) * 1;
+    const int64_t o358 = int64_t(v16) * 64;
+    if (o357 >= 0 && o357 + 1 <= A.d1_0 && o358 >= 0 && o358 + 64 <= A.d1_1) {
+      for (int64_t i359 = 0; i359 < 1; ++i359) {
+        for (int64_t i360 = 0; i360 < 64; ++i360) A.p1[(o357 + i359) * A.s1_0 + o358 + i360] = v353[(i359) * 64 + i360];
       }
     } else {
-      for (int64_t i417 = 0; i417 < 1; ++i417) {
-        for (int64_t i418 = 0; i418 < 64; ++i418) {
-          if ((o413 + i417) >= 0 && (o413 + i417) < A.d1_0 && (o414 + i418) >= 0 && (o414 + i418) < A.d1_1) A.p1[(o413 + i417) * A.s1_0 + (o414 + i418) * A.s1_1] = v409[(i417)*64 + i418];
+      for (int64_t i361 = 0; i361 < 1; ++i361) {
+        for (int64_t i362 = 0; i362 < 64; ++i362) {
+          if ((o357 + i361) >= 0 && (o357 + i361) < A.d1_0 && (o358 + i362) >= 0 && (o358 + i362) < A.d1_1) A.p1[(o357 + i361) * A.s1_0 + (o358 + i362) * A.s1_1] = v353[(i361)*64 + i362];
         }
       }
     }
   }
   // store_tile %indices, %335, %1, %16
   {
-    const int64_t o419 = int64_t(v1) * 1;
-    const int64_t o420 = int64_t(v16) * 64;
-    if (o419 >= 0 && o419 + 1 <= A.d2_0 && o420 >= 0 && o420 + 64 <= A.d2_1) {
-      for (int64_t i421 = 0; i421 < 1; ++i421) {
-        for (int64_t i422 = 0; i422 < 64; ++i422) A.p2[(o419 + i421) * A.s2_0 + o420 + i422] = v410[(i421) * 64 + i422];
+    const int64_t o363 = int64_t(v1) * 1;
+    const int64_t o364 = int64_t(v16) * 64;
+    if (o363 >= 0 && o363 + 1 <= A.d2_0 && o364 >= 0 && o364 + 64 <= A.d2_1) {
+      for (int64_t i365 = 0; i365 < 1; ++i365) {
+        for (int64_t i366 = 0; i366 < 64; ++i366) A.p2[(o363 + i365) * A.s2_0 + o364 + i366] = v354[(i365) * 64 + i366];
       }
     } else {
-      for (int64_t i423 = 0; i423 < 1; ++i423) {
-        for (int64_t i424 = 0; i424 < 64; ++i424) {
-          if ((o419 + i423) >= 0 && (o419 + i423) < A.d2_0 && (o420 + i424) >= 0 && (o420 + i424) < A.d2_1) A.p2[(o419 + i423) * A.s2_0 + (o420 + i424) * A.s2_1] = v410[(i423)*64 + i424];
+      for (int64_t i367 = 0; i367 < 1; ++i367) {
+        for (int64_t i368 = 0; i368 < 64; ++i368) {
+          if ((o363 + i367) >= 0 && (o363 + i367) < A.d2_0 && (o364 + i368) >= 0 && (o364 + i368) < A.d2_1) A.p2[(o363 + i367) * A.s2_0 + (o364 + i368) * A.s2_1] = v354[(i367)*64 + i368];
         }
       }
     }
@@ -1450,7 +1315,7 @@ extern "C" int tessera_run(void** buf, const int64_t* dims, const int64_t* is, c
   if (g0 < 0) return 24;  // grid size on axis 0 of kernel 'topk' is negative (a size of 0 runs no programs; a negative size is an error)
   if (g0 == 0 || g1 == 0 || g2 == 0) return 0;  // no programs
   if (nt <= 0) nt = omp_get_max_threads();
-  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(15966308)) nt = 1;  // about 15966308 element ops per program
+  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(15966368)) nt = 1;  // about 15966368 element ops per program
   if (nt == 1) {
     for (int64_t z = 0; z < g2; ++z)
       for (int64_t y = 0; y < g1; ++y)

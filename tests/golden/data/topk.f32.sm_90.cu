@@ -8,8 +8,8 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
   constexpr int tsr_nthreads = 512;
   (void)tsr_tid; (void)tsr_smem;
   constexpr int64_t tsr_struct_base = 8192LL;  // buffers and pipe rings, after the scratch
-  int tsr_red612_at = 0;  // the copy of tsr_red612_mem the next exchange uses
-  int tsr_red663_at = 0;  // the copy of tsr_red663_mem the next exchange uses
+  int tsr_red556_at = 0;  // the copy of tsr_red556_mem the next exchange uses
+  int tsr_red607_at = 0;  // the copy of tsr_red607_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_N);
@@ -26,6 +26,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
   [[maybe_unused]] constexpr int64_t BLOCK_N = 8192LL;
   [[maybe_unused]] constexpr int64_t num_warps = 16LL;
   [[maybe_unused]] constexpr int64_t struct_cp_async = 1LL;
+  [[maybe_unused]] constexpr int64_t RING_GROUP = 2LL;
   // %1 = program_id {axis = 0} : i32
   const int32_t v0 = int32_t(blockIdx.x);
   // %2 = dim %x {axis = 1} : i32
@@ -64,2154 +65,2050 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
   for (int s17 = 0; s17 < 4; ++s17) {
     v16[s17] = v15;
   }
-  // async_copy %9, %x, %16, %1, %16
-  if (!(true && int64_t(v15) >= 0 && int64_t(v15) < 4LL)) __trap();  // slot index out of range
-  {
-    float* const dst18 = buf8 + ((0LL) * 4LL + int64_t(v15)) * 8192LL;
-    __syncthreads();
-    {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
-      const int64_t o19 = int64_t(v0) * 1LL;
-      const int64_t o20 = int64_t(v15) * 8192LL;
-      for (int64_t q21 = tsr_tid; q21 < 2048LL; q21 += tsr_nthreads) {
-        const int64_t gc23 = o20 + (q21 % 2048LL) * 4LL;
-        const int64_t nv24 = (true && (o19 + 0) >= 0 && (o19 + 0) < int64_t(tsr_dim_M) && gc23 >= 0) ? int64_t(tsr_dim_N) - gc23 : 0LL;  // elements in bounds (<= 0: none)
-        tsr::struct_copy_chunk(dst18 + q21 * 4LL, nv24 > 0 ? tsr_p0 + ((o19 + 0) * tsr_p0_s0 + gc23 * tsr_p0_s1) : tsr_p0, nv24, tsr_p0_s1);
+  // for %16, %10, %4 {...}
+  for (int64_t iv18_ = v15; v3 > 0 && iv18_ < v9; iv18_ += v3) {
+    const int32_t iv18 = int32_t(iv18_);
+    // async_copy %9, %x, %18, %1, %18
+    if (!(true && int64_t(iv18) >= 0 && int64_t(iv18) < 4LL)) __trap();  // slot index out of range
+    {
+      float* const dst19 = buf8 + ((0LL) * 4LL + int64_t(iv18)) * 8192LL;
+      __syncthreads();
+      {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
+        const int64_t o20 = int64_t(v0) * 1LL;
+        const int64_t o21 = int64_t(iv18) * 8192LL;
+        for (int64_t q22 = tsr_tid; q22 < 2048LL; q22 += tsr_nthreads) {
+          const int64_t gc24 = o21 + (q22 % 2048LL) * 4LL;
+          const int64_t nv25 = (true && (o20 + 0) >= 0 && (o20 + 0) < int64_t(tsr_dim_M) && gc24 >= 0) ? int64_t(tsr_dim_N) - gc24 : 0LL;  // elements in bounds (<= 0: none)
+          tsr::struct_copy_chunk(dst19 + q22 * 4LL, nv25 > 0 ? tsr_p0 + ((o20 + 0) * tsr_p0_s0 + gc24 * tsr_p0_s1) : tsr_p0, nv25, tsr_p0_s1);
+        }
       }
+      tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
     }
-    tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+    // yield
   }
-  // async_copy %9, %x, %4, %1, %4
-  if (!(true && int64_t(v3) >= 0 && int64_t(v3) < 4LL)) __trap();  // slot index out of range
-  {
-    float* const dst25 = buf8 + ((0LL) * 4LL + int64_t(v3)) * 8192LL;
-    __syncthreads();
-    {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
-      const int64_t o26 = int64_t(v0) * 1LL;
-      const int64_t o27 = int64_t(v3) * 8192LL;
-      for (int64_t q28 = tsr_tid; q28 < 2048LL; q28 += tsr_nthreads) {
-        const int64_t gc30 = o27 + (q28 % 2048LL) * 4LL;
-        const int64_t nv31 = (true && (o26 + 0) >= 0 && (o26 + 0) < int64_t(tsr_dim_M) && gc30 >= 0) ? int64_t(tsr_dim_N) - gc30 : 0LL;  // elements in bounds (<= 0: none)
-        tsr::struct_copy_chunk(dst25 + q28 * 4LL, nv31 > 0 ? tsr_p0 + ((o26 + 0) * tsr_p0_s0 + gc30 * tsr_p0_s1) : tsr_p0, nv31, tsr_p0_s1);
-      }
-    }
-    tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
-  }
-  // %18 = const {value = 2147483647} : u32
-  const uint32_t v32 = uint32_t(2147483647LL);
-  // %19 = const {value = 31} : u32
-  const uint32_t v33 = uint32_t(31LL);
-  // %20 = sub %7, %4 : i32
-  const int32_t v34 = int32_t(uint32_t(v6) - uint32_t(v3));
-  // %21 = const {value = 21} : u32
-  const uint32_t v35 = uint32_t(21LL);
-  // %22 = const {value = 2047} : u32
-  const uint32_t v36 = uint32_t(2047LL);
-  // %23 = for %16, %13, %4, %17 : tile<i32, [2048]> {...}
-  int32_t c37[4];
+  // %19 = const {value = 2147483647} : u32
+  const uint32_t v26 = uint32_t(2147483647LL);
+  // %20 = const {value = 31} : u32
+  const uint32_t v27 = uint32_t(31LL);
+  // %21 = sub %7, %4 : i32
+  const int32_t v28 = int32_t(uint32_t(v6) - uint32_t(v3));
+  // %22 = const {value = 21} : u32
+  const uint32_t v29 = uint32_t(21LL);
+  // %23 = const {value = 2047} : u32
+  const uint32_t v30 = uint32_t(2047LL);
+  // %24 = for %16, %13, %4, %17 : tile<i32, [2048]> {...}
+  int32_t c31[4];
   #pragma unroll
-  for (int s38 = 0; s38 < 4; ++s38) {
-    c37[s38] = v16[s38];
+  for (int s32 = 0; s32 < 4; ++s32) {
+    c31[s32] = v16[s32];
   }
-  for (int64_t iv39_ = v15; v3 > 0 && iv39_ < v12; iv39_ += v3) {
-    const int32_t iv39 = int32_t(iv39_);
+  for (int64_t iv33_ = v15; v3 > 0 && iv33_ < v12; iv33_ += v3) {
+    const int32_t iv33 = int32_t(iv33_);
     // async_wait
     tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible
     __syncthreads();
-    // %26 = rem %24, %10 : i32
-    const int32_t v40 = tsr::irem<int32_t>(iv39, v9);
-    // %27 = mul %26, %10 : i32
-    const int32_t v41 = int32_t(uint32_t(v40) * uint32_t(v9));
-    // %28 = add %24, %4 : i32
-    const int32_t v42 = int32_t(uint32_t(iv39) + uint32_t(v3));
-    // %29 = cmp %28, %13 {pred = "lt"} : i1
-    const uint8_t v43 = uint8_t(v42 < v12);
-    // if %29 {...}
-    if (v43) {
-      // %30 = mul %28, %10 : i32
-      const int32_t v44 = int32_t(uint32_t(v42) * uint32_t(v9));
-      // %31 = add %30, %16 : i32
-      const int32_t v45 = int32_t(uint32_t(v44) + uint32_t(v15));
-      // %32 = sub %10, %27 : i32
-      const int32_t v46 = int32_t(uint32_t(v9) - uint32_t(v41));
-      // %33 = add %32, %16 : i32
-      const int32_t v47 = int32_t(uint32_t(v46) + uint32_t(v15));
-      // async_copy %9, %x, %33, %1, %31
-      if (!(true && int64_t(v47) >= 0 && int64_t(v47) < 4LL)) __trap();  // slot index out of range
-      {
-        float* const dst48 = buf8 + ((0LL) * 4LL + int64_t(v47)) * 8192LL;
-        __syncthreads();
-        {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
-          const int64_t o49 = int64_t(v0) * 1LL;
-          const int64_t o50 = int64_t(v45) * 8192LL;
-          for (int64_t q51 = tsr_tid; q51 < 2048LL; q51 += tsr_nthreads) {
-            const int64_t gc53 = o50 + (q51 % 2048LL) * 4LL;
-            const int64_t nv54 = (true && (o49 + 0) >= 0 && (o49 + 0) < int64_t(tsr_dim_M) && gc53 >= 0) ? int64_t(tsr_dim_N) - gc53 : 0LL;  // elements in bounds (<= 0: none)
-            tsr::struct_copy_chunk(dst48 + q51 * 4LL, nv54 > 0 ? tsr_p0 + ((o49 + 0) * tsr_p0_s0 + gc53 * tsr_p0_s1) : tsr_p0, nv54, tsr_p0_s1);
+    // %27 = rem %25, %10 : i32
+    const int32_t v34 = tsr::irem<int32_t>(iv33, v9);
+    // %28 = mul %27, %10 : i32
+    const int32_t v35 = int32_t(uint32_t(v34) * uint32_t(v9));
+    // %29 = add %25, %4 : i32
+    const int32_t v36 = int32_t(uint32_t(iv33) + uint32_t(v3));
+    // %30 = cmp %29, %13 {pred = "lt"} : i1
+    const uint8_t v37 = uint8_t(v36 < v12);
+    // if %30 {...}
+    if (v37) {
+      // %31 = mul %29, %10 : i32
+      const int32_t v38 = int32_t(uint32_t(v36) * uint32_t(v9));
+      // %32 = sub %10, %28 : i32
+      const int32_t v39 = int32_t(uint32_t(v9) - uint32_t(v35));
+      // for %16, %10, %4 {...}
+      for (int64_t iv40_ = v15; v3 > 0 && iv40_ < v9; iv40_ += v3) {
+        const int32_t iv40 = int32_t(iv40_);
+        // %34 = add %31, %33 : i32
+        const int32_t v41 = int32_t(uint32_t(v38) + uint32_t(iv40));
+        // %35 = add %32, %33 : i32
+        const int32_t v42 = int32_t(uint32_t(v39) + uint32_t(iv40));
+        // async_copy %9, %x, %35, %1, %34
+        if (!(true && int64_t(v42) >= 0 && int64_t(v42) < 4LL)) __trap();  // slot index out of range
+        {
+          float* const dst43 = buf8 + ((0LL) * 4LL + int64_t(v42)) * 8192LL;
+          __syncthreads();
+          {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
+            const int64_t o44 = int64_t(v0) * 1LL;
+            const int64_t o45 = int64_t(v41) * 8192LL;
+            for (int64_t q46 = tsr_tid; q46 < 2048LL; q46 += tsr_nthreads) {
+              const int64_t gc48 = o45 + (q46 % 2048LL) * 4LL;
+              const int64_t nv49 = (true && (o44 + 0) >= 0 && (o44 + 0) < int64_t(tsr_dim_M) && gc48 >= 0) ? int64_t(tsr_dim_N) - gc48 : 0LL;  // elements in bounds (<= 0: none)
+              tsr::struct_copy_chunk(dst43 + q46 * 4LL, nv49 > 0 ? tsr_p0 + ((o44 + 0) * tsr_p0_s0 + gc48 * tsr_p0_s1) : tsr_p0, nv49, tsr_p0_s1);
+            }
           }
+          tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
         }
-        tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
-      }
-      // %34 = add %30, %4 : i32
-      const int32_t v55 = int32_t(uint32_t(v44) + uint32_t(v3));
-      // %35 = add %32, %4 : i32
-      const int32_t v56 = int32_t(uint32_t(v46) + uint32_t(v3));
-      // async_copy %9, %x, %35, %1, %34
-      if (!(true && int64_t(v56) >= 0 && int64_t(v56) < 4LL)) __trap();  // slot index out of range
-      {
-        float* const dst57 = buf8 + ((0LL) * 4LL + int64_t(v56)) * 8192LL;
-        __syncthreads();
-        {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
-          const int64_t o58 = int64_t(v0) * 1LL;
-          const int64_t o59 = int64_t(v55) * 8192LL;
-          for (int64_t q60 = tsr_tid; q60 < 2048LL; q60 += tsr_nthreads) {
-            const int64_t gc62 = o59 + (q60 % 2048LL) * 4LL;
-            const int64_t nv63 = (true && (o58 + 0) >= 0 && (o58 + 0) < int64_t(tsr_dim_M) && gc62 >= 0) ? int64_t(tsr_dim_N) - gc62 : 0LL;  // elements in bounds (<= 0: none)
-            tsr::struct_copy_chunk(dst57 + q60 * 4LL, nv63 > 0 ? tsr_p0 + ((o58 + 0) * tsr_p0_s0 + gc62 * tsr_p0_s1) : tsr_p0, nv63, tsr_p0_s1);
-          }
-        }
-        tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+        // yield
       }
       // yield
     } else {
       // yield
     }
-    // %36 = mul %24, %10 : i32
-    const int32_t v64 = int32_t(uint32_t(iv39) * uint32_t(v9));
+    // %36 = mul %25, %10 : i32
+    const int32_t v50 = int32_t(uint32_t(iv33) * uint32_t(v9));
     // %37 = sub %7, %36 : i32
-    const int32_t v65 = int32_t(uint32_t(v6) - uint32_t(v64));
+    const int32_t v51 = int32_t(uint32_t(v6) - uint32_t(v50));
     // %38 = min %10, %37 : i32
-    const int32_t v66 = tsr::imin<int32_t>(v9, v65);
-    // %39 = for %16, %38, %4, %25 : tile<i32, [2048]> {...}
-    int32_t c67[4];
+    const int32_t v52 = tsr::imin<int32_t>(v9, v51);
+    // %39 = for %16, %38, %4, %26 : tile<i32, [2048]> {...}
+    int32_t c53[4];
     #pragma unroll
-    for (int s68 = 0; s68 < 4; ++s68) {
-      c67[s68] = c37[s68];
+    for (int s54 = 0; s54 < 4; ++s54) {
+      c53[s54] = c31[s54];
     }
-    for (int64_t iv69_ = v15; v3 > 0 && iv69_ < v66; iv69_ += v3) {
-      const int32_t iv69 = int32_t(iv69_);
+    for (int64_t iv55_ = v15; v3 > 0 && iv55_ < v52; iv55_ += v3) {
+      const int32_t iv55 = int32_t(iv55_);
       // %42 = add %36, %40 : i32
-      const int32_t v70 = int32_t(uint32_t(v64) + uint32_t(iv69));
-      // %43 = add %27, %40 : i32
-      const int32_t v71 = int32_t(uint32_t(v41) + uint32_t(iv69));
+      const int32_t v56 = int32_t(uint32_t(v50) + uint32_t(iv55));
+      // %43 = add %28, %40 : i32
+      const int32_t v57 = int32_t(uint32_t(v35) + uint32_t(iv55));
       // %44 = buffer_read %9, %43 : tile<f32, [1, 8192]>
-      if (!(true && int64_t(v71) >= 0 && int64_t(v71) < 4LL)) __trap();  // slot index out of range
-      const float* const src72 = buf8 + ((0LL) * 4LL + int64_t(v71)) * 8192LL;
-      float v73[16];
+      if (!(true && int64_t(v57) >= 0 && int64_t(v57) < 4LL)) __trap();  // slot index out of range
+      const float* const src58 = buf8 + ((0LL) * 4LL + int64_t(v57)) * 8192LL;
+      float v59[16];
       #pragma unroll
-      for (int c74 = 0; c74 < 2; ++c74) {
+      for (int c60 = 0; c60 < 2; ++c60) {
         float v_[8];
-        tsr::copy_vec<float, 8>(v_, src72 + c74 * 4096 + tsr_tid * 8);
+        tsr::copy_vec<float, 8>(v_, src58 + c60 * 4096 + tsr_tid * 8);
         #pragma unroll
-        for (int l_ = 0; l_ < 8; ++l_) v73[c74 * 8 + l_] = v_[l_];
+        for (int l_ = 0; l_ < 8; ++l_) v59[c60 * 8 + l_] = v_[l_];
       }
       // %45 = reshape %44 : tile<f32, [8192]>
-      float v75[16];
+      float v61[16];
       #pragma unroll
-      for (int s76 = 0; s76 < 16; ++s76) {
-        v75[s76] = v73[s76];
+      for (int s62 = 0; s62 < 16; ++s62) {
+        v61[s62] = v59[s62];
       }
       // %46 = bitcast %45 : tile<u32, [8192]>
+      uint32_t v63[16];
+      #pragma unroll
+      for (int s64 = 0; s64 < 16; ++s64) {
+        v63[s64] = uint32_t(tsr::f32_bits(v61[s64]));
+      }
+      // %47 = splat %19 : tile<u32, [8192]>
+      uint32_t v65[16];
+      #pragma unroll
+      for (int s66 = 0; s66 < 16; ++s66) {
+        v65[s66] = v26;
+      }
+      // %48 = xor %46, %47 : tile<u32, [8192]>
+      uint32_t v67[16];
+      #pragma unroll
+      for (int s68 = 0; s68 < 16; ++s68) {
+        v67[s68] = uint32_t(v63[s68] ^ v65[s68]);
+      }
+      // %49 = splat %20 : tile<u32, [8192]>
+      uint32_t v69[16];
+      #pragma unroll
+      for (int s70 = 0; s70 < 16; ++s70) {
+        v69[s70] = v27;
+      }
+      // %50 = shr %46, %49 : tile<u32, [8192]>
+      uint32_t v71[16];
+      #pragma unroll
+      for (int s72 = 0; s72 < 16; ++s72) {
+        v71[s72] = tsr::ishr<uint32_t>(v63[s72], v69[s72]);
+      }
+      // %51 = splat %14 : tile<u32, [8192]>
+      uint32_t v73[16];
+      #pragma unroll
+      for (int s74 = 0; s74 < 16; ++s74) {
+        v73[s74] = v13;
+      }
+      // %52 = cmp %50, %51 {pred = "eq"} : tile<i1, [8192]>
+      uint8_t v75[16];
+      #pragma unroll
+      for (int s76 = 0; s76 < 16; ++s76) {
+        v75[s76] = uint8_t(v71[s76] == v73[s76]);
+      }
+      // %53 = where %52, %48, %46 : tile<u32, [8192]>
       uint32_t v77[16];
       #pragma unroll
       for (int s78 = 0; s78 < 16; ++s78) {
-        v77[s78] = uint32_t(tsr::f32_bits(v75[s78]));
+        v77[s78] = (v75[s78] ? v67[s78] : v63[s78]);
       }
-      // %47 = splat %18 : tile<u32, [8192]>
-      uint32_t v79[16];
-      #pragma unroll
-      for (int s80 = 0; s80 < 16; ++s80) {
-        v79[s80] = v32;
-      }
-      // %48 = xor %46, %47 : tile<u32, [8192]>
-      uint32_t v81[16];
-      #pragma unroll
-      for (int s82 = 0; s82 < 16; ++s82) {
-        v81[s82] = uint32_t(v77[s82] ^ v79[s82]);
-      }
-      // %49 = splat %19 : tile<u32, [8192]>
-      uint32_t v83[16];
-      #pragma unroll
-      for (int s84 = 0; s84 < 16; ++s84) {
-        v83[s84] = v33;
-      }
-      // %50 = shr %46, %49 : tile<u32, [8192]>
-      uint32_t v85[16];
-      #pragma unroll
-      for (int s86 = 0; s86 < 16; ++s86) {
-        v85[s86] = tsr::ishr<uint32_t>(v77[s86], v83[s86]);
-      }
-      // %51 = splat %14 : tile<u32, [8192]>
-      uint32_t v87[16];
-      #pragma unroll
-      for (int s88 = 0; s88 < 16; ++s88) {
-        v87[s88] = v13;
-      }
-      // %52 = cmp %50, %51 {pred = "eq"} : tile<i1, [8192]>
-      uint8_t v89[16];
-      #pragma unroll
-      for (int s90 = 0; s90 < 16; ++s90) {
-        v89[s90] = uint8_t(v85[s90] == v87[s90]);
-      }
-      // %53 = where %52, %48, %46 : tile<u32, [8192]>
-      uint32_t v91[16];
-      #pragma unroll
-      for (int s92 = 0; s92 < 16; ++s92) {
-        v91[s92] = (v89[s92] ? v81[s92] : v77[s92]);
-      }
-      // %54 = cmp %42, %20 {pred = "eq"} : i1
-      const uint8_t v93 = uint8_t(v70 == v34);
+      // %54 = cmp %42, %21 {pred = "eq"} : i1
+      const uint8_t v79 = uint8_t(v56 == v28);
       // %55 = if %54 : tile<u32, [8192]> {...}
-      uint32_t v94[16];
-      if (v93) {
+      uint32_t v80[16];
+      if (v79) {
         // %56 = mul %42, %3 : i32
-        const int32_t v95 = int32_t(uint32_t(v70) * uint32_t(v2));
+        const int32_t v81 = int32_t(uint32_t(v56) * uint32_t(v2));
         // %57 = arange : tile<i32, [8192]>
-        int32_t v96[16];
+        int32_t v82[16];
         #pragma unroll
-        for (int s97 = 0; s97 < 16; ++s97) {
-          v96[s97] = int32_t(0 + ((s97 / 8) * 4096 + tsr_tid * 8 + (s97 % 8)));
+        for (int s83 = 0; s83 < 16; ++s83) {
+          v82[s83] = int32_t(0 + ((s83 / 8) * 4096 + tsr_tid * 8 + (s83 % 8)));
         }
         // %58 = splat %56 : tile<i32, [8192]>
-        int32_t v98[16];
+        int32_t v84[16];
         #pragma unroll
-        for (int s99 = 0; s99 < 16; ++s99) {
-          v98[s99] = v95;
+        for (int s85 = 0; s85 < 16; ++s85) {
+          v84[s85] = v81;
         }
         // %59 = add %57, %58 : tile<i32, [8192]>
-        int32_t v100[16];
+        int32_t v86[16];
         #pragma unroll
-        for (int s101 = 0; s101 < 16; ++s101) {
-          v100[s101] = int32_t(uint32_t(v96[s101]) + uint32_t(v98[s101]));
+        for (int s87 = 0; s87 < 16; ++s87) {
+          v86[s87] = int32_t(uint32_t(v82[s87]) + uint32_t(v84[s87]));
         }
         // %60 = splat %2 : tile<i32, [8192]>
-        int32_t v102[16];
+        int32_t v88[16];
         #pragma unroll
-        for (int s103 = 0; s103 < 16; ++s103) {
-          v102[s103] = v1;
+        for (int s89 = 0; s89 < 16; ++s89) {
+          v88[s89] = v1;
         }
         // %61 = cmp %59, %60 {pred = "lt"} : tile<i1, [8192]>
-        uint8_t v104[16];
+        uint8_t v90[16];
         #pragma unroll
-        for (int s105 = 0; s105 < 16; ++s105) {
-          v104[s105] = uint8_t(v100[s105] < v102[s105]);
+        for (int s91 = 0; s91 < 16; ++s91) {
+          v90[s91] = uint8_t(v86[s91] < v88[s91]);
         }
         // %62 = splat %8 : tile<u32, [8192]>
-        uint32_t v106[16];
+        uint32_t v92[16];
         #pragma unroll
-        for (int s107 = 0; s107 < 16; ++s107) {
-          v106[s107] = v7;
+        for (int s93 = 0; s93 < 16; ++s93) {
+          v92[s93] = v7;
         }
         // %63 = where %61, %53, %62 : tile<u32, [8192]>
-        uint32_t v108[16];
+        uint32_t v94[16];
         #pragma unroll
-        for (int s109 = 0; s109 < 16; ++s109) {
-          v108[s109] = (v104[s109] ? v91[s109] : v106[s109]);
+        for (int s95 = 0; s95 < 16; ++s95) {
+          v94[s95] = (v90[s95] ? v77[s95] : v92[s95]);
         }
         // yield %63
         #pragma unroll
-        for (int s110 = 0; s110 < 16; ++s110) {
-          v94[s110] = v108[s110];
+        for (int s96 = 0; s96 < 16; ++s96) {
+          v80[s96] = v94[s96];
         }
       } else {
         // yield %53
         #pragma unroll
-        for (int s111 = 0; s111 < 16; ++s111) {
-          v94[s111] = v91[s111];
+        for (int s97 = 0; s97 < 16; ++s97) {
+          v80[s97] = v77[s97];
         }
       }
-      // %64 = splat %21 : tile<u32, [8192]>
-      uint32_t v112[16];
+      // %64 = splat %22 : tile<u32, [8192]>
+      uint32_t v98[16];
       #pragma unroll
-      for (int s113 = 0; s113 < 16; ++s113) {
-        v112[s113] = v35;
+      for (int s99 = 0; s99 < 16; ++s99) {
+        v98[s99] = v29;
       }
       // %65 = shr %55, %64 : tile<u32, [8192]>
-      uint32_t v114[16];
+      uint32_t v100[16];
       #pragma unroll
-      for (int s115 = 0; s115 < 16; ++s115) {
-        v114[s115] = tsr::ishr<uint32_t>(v94[s115], v112[s115]);
+      for (int s101 = 0; s101 < 16; ++s101) {
+        v100[s101] = tsr::ishr<uint32_t>(v80[s101], v98[s101]);
       }
-      // %66 = splat %22 : tile<u32, [8192]>
-      uint32_t v116[16];
+      // %66 = splat %23 : tile<u32, [8192]>
+      uint32_t v102[16];
       #pragma unroll
-      for (int s117 = 0; s117 < 16; ++s117) {
-        v116[s117] = v36;
+      for (int s103 = 0; s103 < 16; ++s103) {
+        v102[s103] = v30;
       }
       // %67 = and %65, %66 : tile<u32, [8192]>
-      uint32_t v118[16];
+      uint32_t v104[16];
       #pragma unroll
-      for (int s119 = 0; s119 < 16; ++s119) {
-        v118[s119] = uint32_t(v114[s119] & v116[s119]);
+      for (int s105 = 0; s105 < 16; ++s105) {
+        v104[s105] = uint32_t(v100[s105] & v102[s105]);
       }
       // %68 = cast %67 : tile<i32, [8192]>
-      int32_t v120[16];
+      int32_t v106[16];
       #pragma unroll
-      for (int s121 = 0; s121 < 16; ++s121) {
-        v120[s121] = int32_t(v118[s121]);
+      for (int s107 = 0; s107 < 16; ++s107) {
+        v106[s107] = int32_t(v104[s107]);
       }
       // %69 = histogram %68 : tile<i32, [2048]>
-      int32_t v122[4];
+      int32_t v108[4];
       __syncthreads();
       for (int b_ = tsr_tid; b_ < 2048; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
       __syncthreads();
       #pragma unroll
-      for (int s123 = 0; s123 < 16; ++s123) {
-        tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v120[s123]), (int)(2048));
+      for (int s109 = 0; s109 < 16; ++s109) {
+        tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v106[s109]), (int)(2048));
       }
       __syncthreads();
       #pragma unroll
-      for (int s124 = 0; s124 < 4; ++s124) {
-        const int e125 = ((s124 / 4) * 2048 + tsr_tid * 4 + (s124 % 4));
-        v122[s124] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e125]);
+      for (int s110 = 0; s110 < 4; ++s110) {
+        const int e111 = ((s110 / 4) * 2048 + tsr_tid * 4 + (s110 % 4));
+        v108[s110] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e111]);
       }
       // %70 = add %41, %69 : tile<i32, [2048]>
-      int32_t v126[4];
+      int32_t v112[4];
       #pragma unroll
-      for (int s127 = 0; s127 < 4; ++s127) {
-        v126[s127] = int32_t(uint32_t(c67[s127]) + uint32_t(v122[s127]));
+      for (int s113 = 0; s113 < 4; ++s113) {
+        v112[s113] = int32_t(uint32_t(c53[s113]) + uint32_t(v108[s113]));
       }
       // yield %70
       #pragma unroll
-      for (int s128 = 0; s128 < 4; ++s128) {
-        c67[s128] = v126[s128];
+      for (int s114 = 0; s114 < 4; ++s114) {
+        c53[s114] = v112[s114];
       }
     }
     // yield %39
     #pragma unroll
-    for (int s129 = 0; s129 < 4; ++s129) {
-      c37[s129] = c67[s129];
+    for (int s115 = 0; s115 < 4; ++s115) {
+      c31[s115] = c53[s115];
     }
   }
-  // %71 = scan %23 {axis = 0, kind = "sum"} : tile<i32, [2048]>
-  int32_t v130[4];
-  uint32_t run131 = uint32_t(0);
-  uint32_t acc132_0 = uint32_t(0);
-  acc132_0 += uint32_t(c37[0]); v130[0] = int32_t(acc132_0);
-  acc132_0 += uint32_t(c37[1]); v130[1] = int32_t(acc132_0);
-  acc132_0 += uint32_t(c37[2]); v130[2] = int32_t(acc132_0);
-  acc132_0 += uint32_t(c37[3]); v130[3] = int32_t(acc132_0);
+  // %71 = scan %24 {axis = 0, kind = "sum"} : tile<i32, [2048]>
+  int32_t v116[4];
+  uint32_t run117 = uint32_t(0);
+  uint32_t acc118_0 = uint32_t(0);
+  acc118_0 += uint32_t(c31[0]); v116[0] = int32_t(acc118_0);
+  acc118_0 += uint32_t(c31[1]); v116[1] = int32_t(acc118_0);
+  acc118_0 += uint32_t(c31[2]); v116[2] = int32_t(acc118_0);
+  acc118_0 += uint32_t(c31[3]); v116[3] = int32_t(acc118_0);
   __syncthreads();
-  uint32_t tot134_0;
-  const uint32_t off133_0 = run131 + tsr::block_exclusive_sum<16>(acc132_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot134_0);
-  v130[0] = int32_t(uint32_t(v130[0]) + off133_0);
-  v130[1] = int32_t(uint32_t(v130[1]) + off133_0);
-  v130[2] = int32_t(uint32_t(v130[2]) + off133_0);
-  v130[3] = int32_t(uint32_t(v130[3]) + off133_0);
-  run131 += tot134_0;
+  uint32_t tot120_0;
+  const uint32_t off119_0 = run117 + tsr::block_exclusive_sum<16>(acc118_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot120_0);
+  v116[0] = int32_t(uint32_t(v116[0]) + off119_0);
+  v116[1] = int32_t(uint32_t(v116[1]) + off119_0);
+  v116[2] = int32_t(uint32_t(v116[2]) + off119_0);
+  v116[3] = int32_t(uint32_t(v116[3]) + off119_0);
+  run117 += tot120_0;
   // %72 = splat %15 : tile<i32, [2048]>
-  int32_t v135[4];
+  int32_t v121[4];
   #pragma unroll
-  for (int s136 = 0; s136 < 4; ++s136) {
-    v135[s136] = v14;
+  for (int s122 = 0; s122 < 4; ++s122) {
+    v121[s122] = v14;
   }
   // %73 = cmp %71, %72 {pred = "lt"} : tile<i1, [2048]>
-  uint8_t v137[4];
+  uint8_t v123[4];
   #pragma unroll
-  for (int s138 = 0; s138 < 4; ++s138) {
-    v137[s138] = uint8_t(v130[s138] < v135[s138]);
+  for (int s124 = 0; s124 < 4; ++s124) {
+    v123[s124] = uint8_t(v116[s124] < v121[s124]);
   }
   // %74 = cast %73 : tile<i32, [2048]>
-  int32_t v139[4];
+  int32_t v125[4];
   #pragma unroll
-  for (int s140 = 0; s140 < 4; ++s140) {
-    v139[s140] = int32_t(v137[s140]);
+  for (int s126 = 0; s126 < 4; ++s126) {
+    v125[s126] = int32_t(v123[s126]);
   }
   // %75 = reduce %74 {axis = 0, kind = "sum"} : i32
-  int32_t v141;
-  int32_t racc142[4];
+  int32_t v127;
+  int32_t racc128[4];
   #pragma unroll
-  for (int v_ = 0; v_ < 4; ++v_) racc142[v_] = int32_t(0);
+  for (int v_ = 0; v_ < 4; ++v_) racc128[v_] = int32_t(0);
   #pragma unroll
-  for (int s143 = 0; s143 < 4; ++s143) {
-    racc142[s143 % 4] = int32_t(uint32_t(racc142[s143 % 4]) + uint32_t(v139[s143]));
+  for (int s129 = 0; s129 < 4; ++s129) {
+    racc128[s129 % 4] = int32_t(uint32_t(racc128[s129 % 4]) + uint32_t(v125[s129]));
   }
-  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(racc142[2]));
-  racc142[1] = int32_t(uint32_t(racc142[1]) + uint32_t(racc142[3]));
-  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(racc142[1]));
-  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 16)));
-  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 8)));
-  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 4)));
-  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 2)));
-  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 1)));
-  __shared__ int32_t tsr_red144_mem[16];
-  int32_t* const tsr_red144 = tsr_red144_mem;
+  racc128[0] = int32_t(uint32_t(racc128[0]) + uint32_t(racc128[2]));
+  racc128[1] = int32_t(uint32_t(racc128[1]) + uint32_t(racc128[3]));
+  racc128[0] = int32_t(uint32_t(racc128[0]) + uint32_t(racc128[1]));
+  racc128[0] = int32_t(uint32_t(racc128[0]) + uint32_t(tsr::shfl_xor(racc128[0], 16)));
+  racc128[0] = int32_t(uint32_t(racc128[0]) + uint32_t(tsr::shfl_xor(racc128[0], 8)));
+  racc128[0] = int32_t(uint32_t(racc128[0]) + uint32_t(tsr::shfl_xor(racc128[0], 4)));
+  racc128[0] = int32_t(uint32_t(racc128[0]) + uint32_t(tsr::shfl_xor(racc128[0], 2)));
+  racc128[0] = int32_t(uint32_t(racc128[0]) + uint32_t(tsr::shfl_xor(racc128[0], 1)));
+  __shared__ int32_t tsr_red130_mem[16];
+  int32_t* const tsr_red130 = tsr_red130_mem;
   if ((tsr_tid & 31) == 0) {
-    tsr_red144[(tsr_tid >> 5) * 1 + 0] = racc142[0];
+    tsr_red130[(tsr_tid >> 5) * 1 + 0] = racc128[0];
   }
   __syncthreads();
-  racc142[0] = tsr_red144[(tsr_tid & 15) * 1 + 0];
-  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 8)));
-  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 4)));
-  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 2)));
-  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 1)));
-  v141 = racc142[0];
+  racc128[0] = tsr_red130[(tsr_tid & 15) * 1 + 0];
+  racc128[0] = int32_t(uint32_t(racc128[0]) + uint32_t(tsr::shfl_xor(racc128[0], 8)));
+  racc128[0] = int32_t(uint32_t(racc128[0]) + uint32_t(tsr::shfl_xor(racc128[0], 4)));
+  racc128[0] = int32_t(uint32_t(racc128[0]) + uint32_t(tsr::shfl_xor(racc128[0], 2)));
+  racc128[0] = int32_t(uint32_t(racc128[0]) + uint32_t(tsr::shfl_xor(racc128[0], 1)));
+  v127 = racc128[0];
   // %76 = arange : tile<i32, [2048]>
-  int32_t v145[4];
+  int32_t v131[4];
   #pragma unroll
-  for (int s146 = 0; s146 < 4; ++s146) {
-    v145[s146] = int32_t(0 + ((s146 / 4) * 2048 + tsr_tid * 4 + (s146 % 4)));
+  for (int s132 = 0; s132 < 4; ++s132) {
+    v131[s132] = int32_t(0 + ((s132 / 4) * 2048 + tsr_tid * 4 + (s132 % 4)));
   }
   // %77 = splat %75 : tile<i32, [2048]>
-  int32_t v147[4];
+  int32_t v133[4];
   #pragma unroll
-  for (int s148 = 0; s148 < 4; ++s148) {
-    v147[s148] = v141;
+  for (int s134 = 0; s134 < 4; ++s134) {
+    v133[s134] = v127;
   }
   // %78 = cmp %76, %77 {pred = "eq"} : tile<i1, [2048]>
-  uint8_t v149[4];
+  uint8_t v135[4];
   #pragma unroll
-  for (int s150 = 0; s150 < 4; ++s150) {
-    v149[s150] = uint8_t(v145[s150] == v147[s150]);
+  for (int s136 = 0; s136 < 4; ++s136) {
+    v135[s136] = uint8_t(v131[s136] == v133[s136]);
   }
-  // %79 = where %78, %23, %17 : tile<i32, [2048]>
-  int32_t v151[4];
+  // %79 = where %78, %24, %17 : tile<i32, [2048]>
+  int32_t v137[4];
   #pragma unroll
-  for (int s152 = 0; s152 < 4; ++s152) {
-    v151[s152] = (v149[s152] ? c37[s152] : v16[s152]);
+  for (int s138 = 0; s138 < 4; ++s138) {
+    v137[s138] = (v135[s138] ? c31[s138] : v16[s138]);
   }
   // %80 = reduce %79 {axis = 0, kind = "sum"} : i32
-  int32_t v153;
-  int32_t racc154[4];
+  int32_t v139;
+  int32_t racc140[4];
   #pragma unroll
-  for (int v_ = 0; v_ < 4; ++v_) racc154[v_] = int32_t(0);
+  for (int v_ = 0; v_ < 4; ++v_) racc140[v_] = int32_t(0);
   #pragma unroll
-  for (int s155 = 0; s155 < 4; ++s155) {
-    racc154[s155 % 4] = int32_t(uint32_t(racc154[s155 % 4]) + uint32_t(v151[s155]));
+  for (int s141 = 0; s141 < 4; ++s141) {
+    racc140[s141 % 4] = int32_t(uint32_t(racc140[s141 % 4]) + uint32_t(v137[s141]));
   }
-  racc154[0] = int32_t(uint32_t(racc154[0]) + uint32_t(racc154[2]));
-  racc154[1] = int32_t(uint32_t(racc154[1]) + uint32_t(racc154[3]));
-  racc154[0] = int32_t(uint32_t(racc154[0]) + uint32_t(racc154[1]));
-  racc154[0] = int32_t(uint32_t(racc154[0]) + uint32_t(tsr::shfl_xor(racc154[0], 16)));
-  racc154[0] = int32_t(uint32_t(racc154[0]) + uint32_t(tsr::shfl_xor(racc154[0], 8)));
-  racc154[0] = int32_t(uint32_t(racc154[0]) + uint32_t(tsr::shfl_xor(racc154[0], 4)));
-  racc154[0] = int32_t(uint32_t(racc154[0]) + uint32_t(tsr::shfl_xor(racc154[0], 2)));
-  racc154[0] = int32_t(uint32_t(racc154[0]) + uint32_t(tsr::shfl_xor(racc154[0], 1)));
-  __shared__ int32_t tsr_red156_mem[16];
-  int32_t* const tsr_red156 = tsr_red156_mem;
+  racc140[0] = int32_t(uint32_t(racc140[0]) + uint32_t(racc140[2]));
+  racc140[1] = int32_t(uint32_t(racc140[1]) + uint32_t(racc140[3]));
+  racc140[0] = int32_t(uint32_t(racc140[0]) + uint32_t(racc140[1]));
+  racc140[0] = int32_t(uint32_t(racc140[0]) + uint32_t(tsr::shfl_xor(racc140[0], 16)));
+  racc140[0] = int32_t(uint32_t(racc140[0]) + uint32_t(tsr::shfl_xor(racc140[0], 8)));
+  racc140[0] = int32_t(uint32_t(racc140[0]) + uint32_t(tsr::shfl_xor(racc140[0], 4)));
+  racc140[0] = int32_t(uint32_t(racc140[0]) + uint32_t(tsr::shfl_xor(racc140[0], 2)));
+  racc140[0] = int32_t(uint32_t(racc140[0]) + uint32_t(tsr::shfl_xor(racc140[0], 1)));
+  __shared__ int32_t tsr_red142_mem[16];
+  int32_t* const tsr_red142 = tsr_red142_mem;
   if ((tsr_tid & 31) == 0) {
-    tsr_red156[(tsr_tid >> 5) * 1 + 0] = racc154[0];
+    tsr_red142[(tsr_tid >> 5) * 1 + 0] = racc140[0];
   }
   __syncthreads();
-  racc154[0] = tsr_red156[(tsr_tid & 15) * 1 + 0];
-  racc154[0] = int32_t(uint32_t(racc154[0]) + uint32_t(tsr::shfl_xor(racc154[0], 8)));
-  racc154[0] = int32_t(uint32_t(racc154[0]) + uint32_t(tsr::shfl_xor(racc154[0], 4)));
-  racc154[0] = int32_t(uint32_t(racc154[0]) + uint32_t(tsr::shfl_xor(racc154[0], 2)));
-  racc154[0] = int32_t(uint32_t(racc154[0]) + uint32_t(tsr::shfl_xor(racc154[0], 1)));
-  v153 = racc154[0];
-  // %81 = where %73, %23, %17 : tile<i32, [2048]>
-  int32_t v157[4];
+  racc140[0] = tsr_red142[(tsr_tid & 15) * 1 + 0];
+  racc140[0] = int32_t(uint32_t(racc140[0]) + uint32_t(tsr::shfl_xor(racc140[0], 8)));
+  racc140[0] = int32_t(uint32_t(racc140[0]) + uint32_t(tsr::shfl_xor(racc140[0], 4)));
+  racc140[0] = int32_t(uint32_t(racc140[0]) + uint32_t(tsr::shfl_xor(racc140[0], 2)));
+  racc140[0] = int32_t(uint32_t(racc140[0]) + uint32_t(tsr::shfl_xor(racc140[0], 1)));
+  v139 = racc140[0];
+  // %81 = where %73, %24, %17 : tile<i32, [2048]>
+  int32_t v143[4];
   #pragma unroll
-  for (int s158 = 0; s158 < 4; ++s158) {
-    v157[s158] = (v137[s158] ? c37[s158] : v16[s158]);
+  for (int s144 = 0; s144 < 4; ++s144) {
+    v143[s144] = (v123[s144] ? c31[s144] : v16[s144]);
   }
   // %82 = reduce %81 {axis = 0, kind = "sum"} : i32
-  int32_t v159;
-  int32_t racc160[4];
+  int32_t v145;
+  int32_t racc146[4];
   #pragma unroll
-  for (int v_ = 0; v_ < 4; ++v_) racc160[v_] = int32_t(0);
+  for (int v_ = 0; v_ < 4; ++v_) racc146[v_] = int32_t(0);
   #pragma unroll
-  for (int s161 = 0; s161 < 4; ++s161) {
-    racc160[s161 % 4] = int32_t(uint32_t(racc160[s161 % 4]) + uint32_t(v157[s161]));
+  for (int s147 = 0; s147 < 4; ++s147) {
+    racc146[s147 % 4] = int32_t(uint32_t(racc146[s147 % 4]) + uint32_t(v143[s147]));
   }
-  racc160[0] = int32_t(uint32_t(racc160[0]) + uint32_t(racc160[2]));
-  racc160[1] = int32_t(uint32_t(racc160[1]) + uint32_t(racc160[3]));
-  racc160[0] = int32_t(uint32_t(racc160[0]) + uint32_t(racc160[1]));
-  racc160[0] = int32_t(uint32_t(racc160[0]) + uint32_t(tsr::shfl_xor(racc160[0], 16)));
-  racc160[0] = int32_t(uint32_t(racc160[0]) + uint32_t(tsr::shfl_xor(racc160[0], 8)));
-  racc160[0] = int32_t(uint32_t(racc160[0]) + uint32_t(tsr::shfl_xor(racc160[0], 4)));
-  racc160[0] = int32_t(uint32_t(racc160[0]) + uint32_t(tsr::shfl_xor(racc160[0], 2)));
-  racc160[0] = int32_t(uint32_t(racc160[0]) + uint32_t(tsr::shfl_xor(racc160[0], 1)));
-  __shared__ int32_t tsr_red162_mem[16];
-  int32_t* const tsr_red162 = tsr_red162_mem;
+  racc146[0] = int32_t(uint32_t(racc146[0]) + uint32_t(racc146[2]));
+  racc146[1] = int32_t(uint32_t(racc146[1]) + uint32_t(racc146[3]));
+  racc146[0] = int32_t(uint32_t(racc146[0]) + uint32_t(racc146[1]));
+  racc146[0] = int32_t(uint32_t(racc146[0]) + uint32_t(tsr::shfl_xor(racc146[0], 16)));
+  racc146[0] = int32_t(uint32_t(racc146[0]) + uint32_t(tsr::shfl_xor(racc146[0], 8)));
+  racc146[0] = int32_t(uint32_t(racc146[0]) + uint32_t(tsr::shfl_xor(racc146[0], 4)));
+  racc146[0] = int32_t(uint32_t(racc146[0]) + uint32_t(tsr::shfl_xor(racc146[0], 2)));
+  racc146[0] = int32_t(uint32_t(racc146[0]) + uint32_t(tsr::shfl_xor(racc146[0], 1)));
+  __shared__ int32_t tsr_red148_mem[16];
+  int32_t* const tsr_red148 = tsr_red148_mem;
   if ((tsr_tid & 31) == 0) {
-    tsr_red162[(tsr_tid >> 5) * 1 + 0] = racc160[0];
+    tsr_red148[(tsr_tid >> 5) * 1 + 0] = racc146[0];
   }
   __syncthreads();
-  racc160[0] = tsr_red162[(tsr_tid & 15) * 1 + 0];
-  racc160[0] = int32_t(uint32_t(racc160[0]) + uint32_t(tsr::shfl_xor(racc160[0], 8)));
-  racc160[0] = int32_t(uint32_t(racc160[0]) + uint32_t(tsr::shfl_xor(racc160[0], 4)));
-  racc160[0] = int32_t(uint32_t(racc160[0]) + uint32_t(tsr::shfl_xor(racc160[0], 2)));
-  racc160[0] = int32_t(uint32_t(racc160[0]) + uint32_t(tsr::shfl_xor(racc160[0], 1)));
-  v159 = racc160[0];
+  racc146[0] = tsr_red148[(tsr_tid & 15) * 1 + 0];
+  racc146[0] = int32_t(uint32_t(racc146[0]) + uint32_t(tsr::shfl_xor(racc146[0], 8)));
+  racc146[0] = int32_t(uint32_t(racc146[0]) + uint32_t(tsr::shfl_xor(racc146[0], 4)));
+  racc146[0] = int32_t(uint32_t(racc146[0]) + uint32_t(tsr::shfl_xor(racc146[0], 2)));
+  racc146[0] = int32_t(uint32_t(racc146[0]) + uint32_t(tsr::shfl_xor(racc146[0], 1)));
+  v145 = racc146[0];
   // %83 = sub %15, %82 : i32
-  const int32_t v163 = int32_t(uint32_t(v14) - uint32_t(v159));
+  const int32_t v149 = int32_t(uint32_t(v14) - uint32_t(v145));
   // %84 = cast %75 : u32
-  const uint32_t v164 = uint32_t(v141);
+  const uint32_t v150 = uint32_t(v127);
   // %85 = const {value = 21} : u32
-  const uint32_t v165 = uint32_t(21LL);
+  const uint32_t v151 = uint32_t(21LL);
   // %86 = shl %84, %85 : u32
-  const uint32_t v166 = tsr::ishl<uint32_t>(v164, v165);
+  const uint32_t v152 = tsr::ishl<uint32_t>(v150, v151);
   // %87 = or %14, %86 : u32
-  const uint32_t v167 = uint32_t(v13 | v166);
+  const uint32_t v153 = uint32_t(v13 | v152);
   // %88 = cmp %80, %83 {pred = "ne"} : i1
-  const uint8_t v168 = uint8_t(v153 != v163);
+  const uint8_t v154 = uint8_t(v139 != v149);
   // %89, %90, %91, %92 = if %88 : u32, i32, u32, i1 {...}
-  uint32_t v169;
-  int32_t v170;
-  uint32_t v171;
-  uint8_t v172;
-  if (v168) {
-    // async_copy %9, %x, %16, %1, %16
-    if (!(true && int64_t(v15) >= 0 && int64_t(v15) < 4LL)) __trap();  // slot index out of range
-    {
-      float* const dst173 = buf8 + ((0LL) * 4LL + int64_t(v15)) * 8192LL;
-      __syncthreads();
-      {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
-        const int64_t o174 = int64_t(v0) * 1LL;
-        const int64_t o175 = int64_t(v15) * 8192LL;
-        for (int64_t q176 = tsr_tid; q176 < 2048LL; q176 += tsr_nthreads) {
-          const int64_t gc178 = o175 + (q176 % 2048LL) * 4LL;
-          const int64_t nv179 = (true && (o174 + 0) >= 0 && (o174 + 0) < int64_t(tsr_dim_M) && gc178 >= 0) ? int64_t(tsr_dim_N) - gc178 : 0LL;  // elements in bounds (<= 0: none)
-          tsr::struct_copy_chunk(dst173 + q176 * 4LL, nv179 > 0 ? tsr_p0 + ((o174 + 0) * tsr_p0_s0 + gc178 * tsr_p0_s1) : tsr_p0, nv179, tsr_p0_s1);
+  uint32_t v155;
+  int32_t v156;
+  uint32_t v157;
+  uint8_t v158;
+  if (v154) {
+    // for %16, %10, %4 {...}
+    for (int64_t iv159_ = v15; v3 > 0 && iv159_ < v9; iv159_ += v3) {
+      const int32_t iv159 = int32_t(iv159_);
+      // async_copy %9, %x, %93, %1, %93
+      if (!(true && int64_t(iv159) >= 0 && int64_t(iv159) < 4LL)) __trap();  // slot index out of range
+      {
+        float* const dst160 = buf8 + ((0LL) * 4LL + int64_t(iv159)) * 8192LL;
+        __syncthreads();
+        {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
+          const int64_t o161 = int64_t(v0) * 1LL;
+          const int64_t o162 = int64_t(iv159) * 8192LL;
+          for (int64_t q163 = tsr_tid; q163 < 2048LL; q163 += tsr_nthreads) {
+            const int64_t gc165 = o162 + (q163 % 2048LL) * 4LL;
+            const int64_t nv166 = (true && (o161 + 0) >= 0 && (o161 + 0) < int64_t(tsr_dim_M) && gc165 >= 0) ? int64_t(tsr_dim_N) - gc165 : 0LL;  // elements in bounds (<= 0: none)
+            tsr::struct_copy_chunk(dst160 + q163 * 4LL, nv166 > 0 ? tsr_p0 + ((o161 + 0) * tsr_p0_s0 + gc165 * tsr_p0_s1) : tsr_p0, nv166, tsr_p0_s1);
+          }
         }
+        tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
       }
-      tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+      // yield
     }
-    // async_copy %9, %x, %4, %1, %4
-    if (!(true && int64_t(v3) >= 0 && int64_t(v3) < 4LL)) __trap();  // slot index out of range
-    {
-      float* const dst180 = buf8 + ((0LL) * 4LL + int64_t(v3)) * 8192LL;
-      __syncthreads();
-      {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
-        const int64_t o181 = int64_t(v0) * 1LL;
-        const int64_t o182 = int64_t(v3) * 8192LL;
-        for (int64_t q183 = tsr_tid; q183 < 2048LL; q183 += tsr_nthreads) {
-          const int64_t gc185 = o182 + (q183 % 2048LL) * 4LL;
-          const int64_t nv186 = (true && (o181 + 0) >= 0 && (o181 + 0) < int64_t(tsr_dim_M) && gc185 >= 0) ? int64_t(tsr_dim_N) - gc185 : 0LL;  // elements in bounds (<= 0: none)
-          tsr::struct_copy_chunk(dst180 + q183 * 4LL, nv186 > 0 ? tsr_p0 + ((o181 + 0) * tsr_p0_s0 + gc185 * tsr_p0_s1) : tsr_p0, nv186, tsr_p0_s1);
-        }
-      }
-      tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
-    }
-    // %93 = const {value = 2147483647} : u32
-    const uint32_t v187 = uint32_t(2147483647LL);
-    // %94 = const {value = 31} : u32
-    const uint32_t v188 = uint32_t(31LL);
-    // %95 = sub %7, %4 : i32
-    const int32_t v189 = int32_t(uint32_t(v6) - uint32_t(v3));
-    // %96 = const {value = 10} : u32
-    const uint32_t v190 = uint32_t(10LL);
-    // %97 = const {value = 2047} : u32
-    const uint32_t v191 = uint32_t(2047LL);
-    // %98 = shr %87, %85 : u32
-    const uint32_t v192 = tsr::ishr<uint32_t>(v167, v165);
-    // %99 = const {value = -1} : i32
-    const int32_t v193 = int32_t(-1LL);
-    // %100 = for %16, %13, %4, %17 : tile<i32, [2048]> {...}
-    int32_t c194[4];
+    // %94 = const {value = 2147483647} : u32
+    const uint32_t v167 = uint32_t(2147483647LL);
+    // %95 = const {value = 31} : u32
+    const uint32_t v168 = uint32_t(31LL);
+    // %96 = sub %7, %4 : i32
+    const int32_t v169 = int32_t(uint32_t(v6) - uint32_t(v3));
+    // %97 = const {value = 10} : u32
+    const uint32_t v170 = uint32_t(10LL);
+    // %98 = const {value = 2047} : u32
+    const uint32_t v171 = uint32_t(2047LL);
+    // %99 = shr %87, %85 : u32
+    const uint32_t v172 = tsr::ishr<uint32_t>(v153, v151);
+    // %100 = const {value = -1} : i32
+    const int32_t v173 = int32_t(-1LL);
+    // %101 = for %16, %13, %4, %17 : tile<i32, [2048]> {...}
+    int32_t c174[4];
     #pragma unroll
-    for (int s195 = 0; s195 < 4; ++s195) {
-      c194[s195] = v16[s195];
+    for (int s175 = 0; s175 < 4; ++s175) {
+      c174[s175] = v16[s175];
     }
-    for (int64_t iv196_ = v15; v3 > 0 && iv196_ < v12; iv196_ += v3) {
-      const int32_t iv196 = int32_t(iv196_);
+    for (int64_t iv176_ = v15; v3 > 0 && iv176_ < v12; iv176_ += v3) {
+      const int32_t iv176 = int32_t(iv176_);
       // async_wait
       tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible
       __syncthreads();
-      // %103 = rem %101, %10 : i32
-      const int32_t v197 = tsr::irem<int32_t>(iv196, v9);
-      // %104 = mul %103, %10 : i32
-      const int32_t v198 = int32_t(uint32_t(v197) * uint32_t(v9));
-      // %105 = add %101, %4 : i32
-      const int32_t v199 = int32_t(uint32_t(iv196) + uint32_t(v3));
-      // %106 = cmp %105, %13 {pred = "lt"} : i1
-      const uint8_t v200 = uint8_t(v199 < v12);
-      // if %106 {...}
-      if (v200) {
-        // %107 = mul %105, %10 : i32
-        const int32_t v201 = int32_t(uint32_t(v199) * uint32_t(v9));
-        // %108 = add %107, %16 : i32
-        const int32_t v202 = int32_t(uint32_t(v201) + uint32_t(v15));
-        // %109 = sub %10, %104 : i32
-        const int32_t v203 = int32_t(uint32_t(v9) - uint32_t(v198));
-        // %110 = add %109, %16 : i32
-        const int32_t v204 = int32_t(uint32_t(v203) + uint32_t(v15));
-        // async_copy %9, %x, %110, %1, %108
-        if (!(true && int64_t(v204) >= 0 && int64_t(v204) < 4LL)) __trap();  // slot index out of range
-        {
-          float* const dst205 = buf8 + ((0LL) * 4LL + int64_t(v204)) * 8192LL;
-          __syncthreads();
-          {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
-            const int64_t o206 = int64_t(v0) * 1LL;
-            const int64_t o207 = int64_t(v202) * 8192LL;
-            for (int64_t q208 = tsr_tid; q208 < 2048LL; q208 += tsr_nthreads) {
-              const int64_t gc210 = o207 + (q208 % 2048LL) * 4LL;
-              const int64_t nv211 = (true && (o206 + 0) >= 0 && (o206 + 0) < int64_t(tsr_dim_M) && gc210 >= 0) ? int64_t(tsr_dim_N) - gc210 : 0LL;  // elements in bounds (<= 0: none)
-              tsr::struct_copy_chunk(dst205 + q208 * 4LL, nv211 > 0 ? tsr_p0 + ((o206 + 0) * tsr_p0_s0 + gc210 * tsr_p0_s1) : tsr_p0, nv211, tsr_p0_s1);
+      // %104 = rem %102, %10 : i32
+      const int32_t v177 = tsr::irem<int32_t>(iv176, v9);
+      // %105 = mul %104, %10 : i32
+      const int32_t v178 = int32_t(uint32_t(v177) * uint32_t(v9));
+      // %106 = add %102, %4 : i32
+      const int32_t v179 = int32_t(uint32_t(iv176) + uint32_t(v3));
+      // %107 = cmp %106, %13 {pred = "lt"} : i1
+      const uint8_t v180 = uint8_t(v179 < v12);
+      // if %107 {...}
+      if (v180) {
+        // %108 = mul %106, %10 : i32
+        const int32_t v181 = int32_t(uint32_t(v179) * uint32_t(v9));
+        // %109 = sub %10, %105 : i32
+        const int32_t v182 = int32_t(uint32_t(v9) - uint32_t(v178));
+        // for %16, %10, %4 {...}
+        for (int64_t iv183_ = v15; v3 > 0 && iv183_ < v9; iv183_ += v3) {
+          const int32_t iv183 = int32_t(iv183_);
+          // %111 = add %108, %110 : i32
+          const int32_t v184 = int32_t(uint32_t(v181) + uint32_t(iv183));
+          // %112 = add %109, %110 : i32
+          const int32_t v185 = int32_t(uint32_t(v182) + uint32_t(iv183));
+          // async_copy %9, %x, %112, %1, %111
+          if (!(true && int64_t(v185) >= 0 && int64_t(v185) < 4LL)) __trap();  // slot index out of range
+          {
+            float* const dst186 = buf8 + ((0LL) * 4LL + int64_t(v185)) * 8192LL;
+            __syncthreads();
+            {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
+              const int64_t o187 = int64_t(v0) * 1LL;
+              const int64_t o188 = int64_t(v184) * 8192LL;
+              for (int64_t q189 = tsr_tid; q189 < 2048LL; q189 += tsr_nthreads) {
+                const int64_t gc191 = o188 + (q189 % 2048LL) * 4LL;
+                const int64_t nv192 = (true && (o187 + 0) >= 0 && (o187 + 0) < int64_t(tsr_dim_M) && gc191 >= 0) ? int64_t(tsr_dim_N) - gc191 : 0LL;  // elements in bounds (<= 0: none)
+                tsr::struct_copy_chunk(dst186 + q189 * 4LL, nv192 > 0 ? tsr_p0 + ((o187 + 0) * tsr_p0_s0 + gc191 * tsr_p0_s1) : tsr_p0, nv192, tsr_p0_s1);
+              }
             }
+            tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
           }
-          tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
-        }
-        // %111 = add %107, %4 : i32
-        const int32_t v212 = int32_t(uint32_t(v201) + uint32_t(v3));
-        // %112 = add %109, %4 : i32
-        const int32_t v213 = int32_t(uint32_t(v203) + uint32_t(v3));
-        // async_copy %9, %x, %112, %1, %111
-        if (!(true && int64_t(v213) >= 0 && int64_t(v213) < 4LL)) __trap();  // slot index out of range
-        {
-          float* const dst214 = buf8 + ((0LL) * 4LL + int64_t(v213)) * 8192LL;
-          __syncthreads();
-          {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
-            const int64_t o215 = int64_t(v0) * 1LL;
-            const int64_t o216 = int64_t(v212) * 8192LL;
-            for (int64_t q217 = tsr_tid; q217 < 2048LL; q217 += tsr_nthreads) {
-              const int64_t gc219 = o216 + (q217 % 2048LL) * 4LL;
-              const int64_t nv220 = (true && (o215 + 0) >= 0 && (o215 + 0) < int64_t(tsr_dim_M) && gc219 >= 0) ? int64_t(tsr_dim_N) - gc219 : 0LL;  // elements in bounds (<= 0: none)
-              tsr::struct_copy_chunk(dst214 + q217 * 4LL, nv220 > 0 ? tsr_p0 + ((o215 + 0) * tsr_p0_s0 + gc219 * tsr_p0_s1) : tsr_p0, nv220, tsr_p0_s1);
-            }
-          }
-          tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+          // yield
         }
         // yield
       } else {
         // yield
       }
-      // %113 = mul %101, %10 : i32
-      const int32_t v221 = int32_t(uint32_t(iv196) * uint32_t(v9));
+      // %113 = mul %102, %10 : i32
+      const int32_t v193 = int32_t(uint32_t(iv176) * uint32_t(v9));
       // %114 = sub %7, %113 : i32
-      const int32_t v222 = int32_t(uint32_t(v6) - uint32_t(v221));
+      const int32_t v194 = int32_t(uint32_t(v6) - uint32_t(v193));
       // %115 = min %10, %114 : i32
-      const int32_t v223 = tsr::imin<int32_t>(v9, v222);
-      // %116 = for %16, %115, %4, %102 : tile<i32, [2048]> {...}
-      int32_t c224[4];
+      const int32_t v195 = tsr::imin<int32_t>(v9, v194);
+      // %116 = for %16, %115, %4, %103 : tile<i32, [2048]> {...}
+      int32_t c196[4];
       #pragma unroll
-      for (int s225 = 0; s225 < 4; ++s225) {
-        c224[s225] = c194[s225];
+      for (int s197 = 0; s197 < 4; ++s197) {
+        c196[s197] = c174[s197];
       }
-      for (int64_t iv226_ = v15; v3 > 0 && iv226_ < v223; iv226_ += v3) {
-        const int32_t iv226 = int32_t(iv226_);
+      for (int64_t iv198_ = v15; v3 > 0 && iv198_ < v195; iv198_ += v3) {
+        const int32_t iv198 = int32_t(iv198_);
         // %119 = add %113, %117 : i32
-        const int32_t v227 = int32_t(uint32_t(v221) + uint32_t(iv226));
-        // %120 = add %104, %117 : i32
-        const int32_t v228 = int32_t(uint32_t(v198) + uint32_t(iv226));
+        const int32_t v199 = int32_t(uint32_t(v193) + uint32_t(iv198));
+        // %120 = add %105, %117 : i32
+        const int32_t v200 = int32_t(uint32_t(v178) + uint32_t(iv198));
         // %121 = buffer_read %9, %120 : tile<f32, [1, 8192]>
-        if (!(true && int64_t(v228) >= 0 && int64_t(v228) < 4LL)) __trap();  // slot index out of range
-        const float* const src229 = buf8 + ((0LL) * 4LL + int64_t(v228)) * 8192LL;
-        float v230[16];
+        if (!(true && int64_t(v200) >= 0 && int64_t(v200) < 4LL)) __trap();  // slot index out of range
+        const float* const src201 = buf8 + ((0LL) * 4LL + int64_t(v200)) * 8192LL;
+        float v202[16];
         #pragma unroll
-        for (int c231 = 0; c231 < 2; ++c231) {
+        for (int c203 = 0; c203 < 2; ++c203) {
           float v_[8];
-          tsr::copy_vec<float, 8>(v_, src229 + c231 * 4096 + tsr_tid * 8);
+          tsr::copy_vec<float, 8>(v_, src201 + c203 * 4096 + tsr_tid * 8);
           #pragma unroll
-          for (int l_ = 0; l_ < 8; ++l_) v230[c231 * 8 + l_] = v_[l_];
+          for (int l_ = 0; l_ < 8; ++l_) v202[c203 * 8 + l_] = v_[l_];
         }
         // %122 = reshape %121 : tile<f32, [8192]>
-        float v232[16];
+        float v204[16];
         #pragma unroll
-        for (int s233 = 0; s233 < 16; ++s233) {
-          v232[s233] = v230[s233];
+        for (int s205 = 0; s205 < 16; ++s205) {
+          v204[s205] = v202[s205];
         }
         // %123 = bitcast %122 : tile<u32, [8192]>
-        uint32_t v234[16];
+        uint32_t v206[16];
         #pragma unroll
-        for (int s235 = 0; s235 < 16; ++s235) {
-          v234[s235] = uint32_t(tsr::f32_bits(v232[s235]));
+        for (int s207 = 0; s207 < 16; ++s207) {
+          v206[s207] = uint32_t(tsr::f32_bits(v204[s207]));
         }
-        // %124 = splat %93 : tile<u32, [8192]>
-        uint32_t v236[16];
+        // %124 = splat %94 : tile<u32, [8192]>
+        uint32_t v208[16];
         #pragma unroll
-        for (int s237 = 0; s237 < 16; ++s237) {
-          v236[s237] = v187;
+        for (int s209 = 0; s209 < 16; ++s209) {
+          v208[s209] = v167;
         }
         // %125 = xor %123, %124 : tile<u32, [8192]>
-        uint32_t v238[16];
+        uint32_t v210[16];
         #pragma unroll
-        for (int s239 = 0; s239 < 16; ++s239) {
-          v238[s239] = uint32_t(v234[s239] ^ v236[s239]);
+        for (int s211 = 0; s211 < 16; ++s211) {
+          v210[s211] = uint32_t(v206[s211] ^ v208[s211]);
         }
-        // %126 = splat %94 : tile<u32, [8192]>
-        uint32_t v240[16];
+        // %126 = splat %95 : tile<u32, [8192]>
+        uint32_t v212[16];
         #pragma unroll
-        for (int s241 = 0; s241 < 16; ++s241) {
-          v240[s241] = v188;
+        for (int s213 = 0; s213 < 16; ++s213) {
+          v212[s213] = v168;
         }
         // %127 = shr %123, %126 : tile<u32, [8192]>
-        uint32_t v242[16];
+        uint32_t v214[16];
         #pragma unroll
-        for (int s243 = 0; s243 < 16; ++s243) {
-          v242[s243] = tsr::ishr<uint32_t>(v234[s243], v240[s243]);
+        for (int s215 = 0; s215 < 16; ++s215) {
+          v214[s215] = tsr::ishr<uint32_t>(v206[s215], v212[s215]);
         }
         // %128 = splat %14 : tile<u32, [8192]>
-        uint32_t v244[16];
+        uint32_t v216[16];
         #pragma unroll
-        for (int s245 = 0; s245 < 16; ++s245) {
-          v244[s245] = v13;
+        for (int s217 = 0; s217 < 16; ++s217) {
+          v216[s217] = v13;
         }
         // %129 = cmp %127, %128 {pred = "eq"} : tile<i1, [8192]>
-        uint8_t v246[16];
+        uint8_t v218[16];
         #pragma unroll
-        for (int s247 = 0; s247 < 16; ++s247) {
-          v246[s247] = uint8_t(v242[s247] == v244[s247]);
+        for (int s219 = 0; s219 < 16; ++s219) {
+          v218[s219] = uint8_t(v214[s219] == v216[s219]);
         }
         // %130 = where %129, %125, %123 : tile<u32, [8192]>
-        uint32_t v248[16];
+        uint32_t v220[16];
         #pragma unroll
-        for (int s249 = 0; s249 < 16; ++s249) {
-          v248[s249] = (v246[s249] ? v238[s249] : v234[s249]);
+        for (int s221 = 0; s221 < 16; ++s221) {
+          v220[s221] = (v218[s221] ? v210[s221] : v206[s221]);
         }
-        // %131 = cmp %119, %95 {pred = "eq"} : i1
-        const uint8_t v250 = uint8_t(v227 == v189);
+        // %131 = cmp %119, %96 {pred = "eq"} : i1
+        const uint8_t v222 = uint8_t(v199 == v169);
         // %132 = if %131 : tile<u32, [8192]> {...}
-        uint32_t v251[16];
-        if (v250) {
+        uint32_t v223[16];
+        if (v222) {
           // %133 = mul %119, %3 : i32
-          const int32_t v252 = int32_t(uint32_t(v227) * uint32_t(v2));
+          const int32_t v224 = int32_t(uint32_t(v199) * uint32_t(v2));
           // %134 = arange : tile<i32, [8192]>
-          int32_t v253[16];
+          int32_t v225[16];
           #pragma unroll
-          for (int s254 = 0; s254 < 16; ++s254) {
-            v253[s254] = int32_t(0 + ((s254 / 8) * 4096 + tsr_tid * 8 + (s254 % 8)));
+          for (int s226 = 0; s226 < 16; ++s226) {
+            v225[s226] = int32_t(0 + ((s226 / 8) * 4096 + tsr_tid * 8 + (s226 % 8)));
           }
           // %135 = splat %133 : tile<i32, [8192]>
-          int32_t v255[16];
+          int32_t v227[16];
           #pragma unroll
-          for (int s256 = 0; s256 < 16; ++s256) {
-            v255[s256] = v252;
+          for (int s228 = 0; s228 < 16; ++s228) {
+            v227[s228] = v224;
           }
           // %136 = add %134, %135 : tile<i32, [8192]>
-          int32_t v257[16];
+          int32_t v229[16];
           #pragma unroll
-          for (int s258 = 0; s258 < 16; ++s258) {
-            v257[s258] = int32_t(uint32_t(v253[s258]) + uint32_t(v255[s258]));
+          for (int s230 = 0; s230 < 16; ++s230) {
+            v229[s230] = int32_t(uint32_t(v225[s230]) + uint32_t(v227[s230]));
           }
           // %137 = splat %2 : tile<i32, [8192]>
-          int32_t v259[16];
+          int32_t v231[16];
           #pragma unroll
-          for (int s260 = 0; s260 < 16; ++s260) {
-            v259[s260] = v1;
+          for (int s232 = 0; s232 < 16; ++s232) {
+            v231[s232] = v1;
           }
           // %138 = cmp %136, %137 {pred = "lt"} : tile<i1, [8192]>
-          uint8_t v261[16];
+          uint8_t v233[16];
           #pragma unroll
-          for (int s262 = 0; s262 < 16; ++s262) {
-            v261[s262] = uint8_t(v257[s262] < v259[s262]);
+          for (int s234 = 0; s234 < 16; ++s234) {
+            v233[s234] = uint8_t(v229[s234] < v231[s234]);
           }
           // %139 = splat %8 : tile<u32, [8192]>
-          uint32_t v263[16];
+          uint32_t v235[16];
           #pragma unroll
-          for (int s264 = 0; s264 < 16; ++s264) {
-            v263[s264] = v7;
+          for (int s236 = 0; s236 < 16; ++s236) {
+            v235[s236] = v7;
           }
           // %140 = where %138, %130, %139 : tile<u32, [8192]>
-          uint32_t v265[16];
+          uint32_t v237[16];
           #pragma unroll
-          for (int s266 = 0; s266 < 16; ++s266) {
-            v265[s266] = (v261[s266] ? v248[s266] : v263[s266]);
+          for (int s238 = 0; s238 < 16; ++s238) {
+            v237[s238] = (v233[s238] ? v220[s238] : v235[s238]);
           }
           // yield %140
           #pragma unroll
-          for (int s267 = 0; s267 < 16; ++s267) {
-            v251[s267] = v265[s267];
+          for (int s239 = 0; s239 < 16; ++s239) {
+            v223[s239] = v237[s239];
           }
         } else {
           // yield %130
           #pragma unroll
-          for (int s268 = 0; s268 < 16; ++s268) {
-            v251[s268] = v248[s268];
+          for (int s240 = 0; s240 < 16; ++s240) {
+            v223[s240] = v220[s240];
           }
         }
-        // %141 = splat %96 : tile<u32, [8192]>
-        uint32_t v269[16];
+        // %141 = splat %97 : tile<u32, [8192]>
+        uint32_t v241[16];
         #pragma unroll
-        for (int s270 = 0; s270 < 16; ++s270) {
-          v269[s270] = v190;
+        for (int s242 = 0; s242 < 16; ++s242) {
+          v241[s242] = v170;
         }
         // %142 = shr %132, %141 : tile<u32, [8192]>
-        uint32_t v271[16];
+        uint32_t v243[16];
         #pragma unroll
-        for (int s272 = 0; s272 < 16; ++s272) {
-          v271[s272] = tsr::ishr<uint32_t>(v251[s272], v269[s272]);
+        for (int s244 = 0; s244 < 16; ++s244) {
+          v243[s244] = tsr::ishr<uint32_t>(v223[s244], v241[s244]);
         }
-        // %143 = splat %97 : tile<u32, [8192]>
-        uint32_t v273[16];
+        // %143 = splat %98 : tile<u32, [8192]>
+        uint32_t v245[16];
         #pragma unroll
-        for (int s274 = 0; s274 < 16; ++s274) {
-          v273[s274] = v191;
+        for (int s246 = 0; s246 < 16; ++s246) {
+          v245[s246] = v171;
         }
         // %144 = and %142, %143 : tile<u32, [8192]>
-        uint32_t v275[16];
+        uint32_t v247[16];
         #pragma unroll
-        for (int s276 = 0; s276 < 16; ++s276) {
-          v275[s276] = uint32_t(v271[s276] & v273[s276]);
+        for (int s248 = 0; s248 < 16; ++s248) {
+          v247[s248] = uint32_t(v243[s248] & v245[s248]);
         }
         // %145 = cast %144 : tile<i32, [8192]>
-        int32_t v277[16];
+        int32_t v249[16];
         #pragma unroll
-        for (int s278 = 0; s278 < 16; ++s278) {
-          v277[s278] = int32_t(v275[s278]);
+        for (int s250 = 0; s250 < 16; ++s250) {
+          v249[s250] = int32_t(v247[s250]);
         }
         // %146 = splat %85 : tile<u32, [8192]>
-        uint32_t v279[16];
+        uint32_t v251[16];
         #pragma unroll
-        for (int s280 = 0; s280 < 16; ++s280) {
-          v279[s280] = v165;
+        for (int s252 = 0; s252 < 16; ++s252) {
+          v251[s252] = v151;
         }
         // %147 = shr %132, %146 : tile<u32, [8192]>
-        uint32_t v281[16];
+        uint32_t v253[16];
         #pragma unroll
-        for (int s282 = 0; s282 < 16; ++s282) {
-          v281[s282] = tsr::ishr<uint32_t>(v251[s282], v279[s282]);
+        for (int s254 = 0; s254 < 16; ++s254) {
+          v253[s254] = tsr::ishr<uint32_t>(v223[s254], v251[s254]);
         }
-        // %148 = splat %98 : tile<u32, [8192]>
-        uint32_t v283[16];
+        // %148 = splat %99 : tile<u32, [8192]>
+        uint32_t v255[16];
         #pragma unroll
-        for (int s284 = 0; s284 < 16; ++s284) {
-          v283[s284] = v192;
+        for (int s256 = 0; s256 < 16; ++s256) {
+          v255[s256] = v172;
         }
         // %149 = cmp %147, %148 {pred = "eq"} : tile<i1, [8192]>
-        uint8_t v285[16];
+        uint8_t v257[16];
         #pragma unroll
-        for (int s286 = 0; s286 < 16; ++s286) {
-          v285[s286] = uint8_t(v281[s286] == v283[s286]);
+        for (int s258 = 0; s258 < 16; ++s258) {
+          v257[s258] = uint8_t(v253[s258] == v255[s258]);
         }
-        // %150 = splat %99 : tile<i32, [8192]>
-        int32_t v287[16];
+        // %150 = splat %100 : tile<i32, [8192]>
+        int32_t v259[16];
         #pragma unroll
-        for (int s288 = 0; s288 < 16; ++s288) {
-          v287[s288] = v193;
+        for (int s260 = 0; s260 < 16; ++s260) {
+          v259[s260] = v173;
         }
         // %151 = where %149, %145, %150 : tile<i32, [8192]>
-        int32_t v289[16];
+        int32_t v261[16];
         #pragma unroll
-        for (int s290 = 0; s290 < 16; ++s290) {
-          v289[s290] = (v285[s290] ? v277[s290] : v287[s290]);
+        for (int s262 = 0; s262 < 16; ++s262) {
+          v261[s262] = (v257[s262] ? v249[s262] : v259[s262]);
         }
         // %152 = histogram %151 : tile<i32, [2048]>
-        int32_t v291[4];
+        int32_t v263[4];
         __syncthreads();
         for (int b_ = tsr_tid; b_ < 2048; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
         __syncthreads();
         #pragma unroll
-        for (int s292 = 0; s292 < 16; ++s292) {
-          tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v289[s292]), (int)(2048));
+        for (int s264 = 0; s264 < 16; ++s264) {
+          tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v261[s264]), (int)(2048));
         }
         __syncthreads();
         #pragma unroll
-        for (int s293 = 0; s293 < 4; ++s293) {
-          const int e294 = ((s293 / 4) * 2048 + tsr_tid * 4 + (s293 % 4));
-          v291[s293] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e294]);
+        for (int s265 = 0; s265 < 4; ++s265) {
+          const int e266 = ((s265 / 4) * 2048 + tsr_tid * 4 + (s265 % 4));
+          v263[s265] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e266]);
         }
         // %153 = add %118, %152 : tile<i32, [2048]>
-        int32_t v295[4];
+        int32_t v267[4];
         #pragma unroll
-        for (int s296 = 0; s296 < 4; ++s296) {
-          v295[s296] = int32_t(uint32_t(c224[s296]) + uint32_t(v291[s296]));
+        for (int s268 = 0; s268 < 4; ++s268) {
+          v267[s268] = int32_t(uint32_t(c196[s268]) + uint32_t(v263[s268]));
         }
         // yield %153
         #pragma unroll
-        for (int s297 = 0; s297 < 4; ++s297) {
-          c224[s297] = v295[s297];
+        for (int s269 = 0; s269 < 4; ++s269) {
+          c196[s269] = v267[s269];
         }
       }
       // yield %116
       #pragma unroll
-      for (int s298 = 0; s298 < 4; ++s298) {
-        c194[s298] = c224[s298];
+      for (int s270 = 0; s270 < 4; ++s270) {
+        c174[s270] = c196[s270];
       }
     }
-    // %154 = scan %100 {axis = 0, kind = "sum"} : tile<i32, [2048]>
-    int32_t v299[4];
-    uint32_t run300 = uint32_t(0);
-    uint32_t acc301_0 = uint32_t(0);
-    acc301_0 += uint32_t(c194[0]); v299[0] = int32_t(acc301_0);
-    acc301_0 += uint32_t(c194[1]); v299[1] = int32_t(acc301_0);
-    acc301_0 += uint32_t(c194[2]); v299[2] = int32_t(acc301_0);
-    acc301_0 += uint32_t(c194[3]); v299[3] = int32_t(acc301_0);
+    // %154 = scan %101 {axis = 0, kind = "sum"} : tile<i32, [2048]>
+    int32_t v271[4];
+    uint32_t run272 = uint32_t(0);
+    uint32_t acc273_0 = uint32_t(0);
+    acc273_0 += uint32_t(c174[0]); v271[0] = int32_t(acc273_0);
+    acc273_0 += uint32_t(c174[1]); v271[1] = int32_t(acc273_0);
+    acc273_0 += uint32_t(c174[2]); v271[2] = int32_t(acc273_0);
+    acc273_0 += uint32_t(c174[3]); v271[3] = int32_t(acc273_0);
     __syncthreads();
-    uint32_t tot303_0;
-    const uint32_t off302_0 = run300 + tsr::block_exclusive_sum<16>(acc301_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot303_0);
-    v299[0] = int32_t(uint32_t(v299[0]) + off302_0);
-    v299[1] = int32_t(uint32_t(v299[1]) + off302_0);
-    v299[2] = int32_t(uint32_t(v299[2]) + off302_0);
-    v299[3] = int32_t(uint32_t(v299[3]) + off302_0);
-    run300 += tot303_0;
+    uint32_t tot275_0;
+    const uint32_t off274_0 = run272 + tsr::block_exclusive_sum<16>(acc273_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot275_0);
+    v271[0] = int32_t(uint32_t(v271[0]) + off274_0);
+    v271[1] = int32_t(uint32_t(v271[1]) + off274_0);
+    v271[2] = int32_t(uint32_t(v271[2]) + off274_0);
+    v271[3] = int32_t(uint32_t(v271[3]) + off274_0);
+    run272 += tot275_0;
     // %155 = splat %83 : tile<i32, [2048]>
-    int32_t v304[4];
+    int32_t v276[4];
     #pragma unroll
-    for (int s305 = 0; s305 < 4; ++s305) {
-      v304[s305] = v163;
+    for (int s277 = 0; s277 < 4; ++s277) {
+      v276[s277] = v149;
     }
     // %156 = cmp %154, %155 {pred = "lt"} : tile<i1, [2048]>
-    uint8_t v306[4];
+    uint8_t v278[4];
     #pragma unroll
-    for (int s307 = 0; s307 < 4; ++s307) {
-      v306[s307] = uint8_t(v299[s307] < v304[s307]);
+    for (int s279 = 0; s279 < 4; ++s279) {
+      v278[s279] = uint8_t(v271[s279] < v276[s279]);
     }
     // %157 = cast %156 : tile<i32, [2048]>
-    int32_t v308[4];
+    int32_t v280[4];
     #pragma unroll
-    for (int s309 = 0; s309 < 4; ++s309) {
-      v308[s309] = int32_t(v306[s309]);
+    for (int s281 = 0; s281 < 4; ++s281) {
+      v280[s281] = int32_t(v278[s281]);
     }
     // %158 = reduce %157 {axis = 0, kind = "sum"} : i32
-    int32_t v310;
-    int32_t racc311[4];
+    int32_t v282;
+    int32_t racc283[4];
     #pragma unroll
-    for (int v_ = 0; v_ < 4; ++v_) racc311[v_] = int32_t(0);
+    for (int v_ = 0; v_ < 4; ++v_) racc283[v_] = int32_t(0);
     #pragma unroll
-    for (int s312 = 0; s312 < 4; ++s312) {
-      racc311[s312 % 4] = int32_t(uint32_t(racc311[s312 % 4]) + uint32_t(v308[s312]));
+    for (int s284 = 0; s284 < 4; ++s284) {
+      racc283[s284 % 4] = int32_t(uint32_t(racc283[s284 % 4]) + uint32_t(v280[s284]));
     }
-    racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(racc311[2]));
-    racc311[1] = int32_t(uint32_t(racc311[1]) + uint32_t(racc311[3]));
-    racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(racc311[1]));
-    racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(tsr::shfl_xor(racc311[0], 16)));
-    racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(tsr::shfl_xor(racc311[0], 8)));
-    racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(tsr::shfl_xor(racc311[0], 4)));
-    racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(tsr::shfl_xor(racc311[0], 2)));
-    racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(tsr::shfl_xor(racc311[0], 1)));
-    __shared__ int32_t tsr_red313_mem[16];
-    int32_t* const tsr_red313 = tsr_red313_mem;
+    racc283[0] = int32_t(uint32_t(racc283[0]) + uint32_t(racc283[2]));
+    racc283[1] = int32_t(uint32_t(racc283[1]) + uint32_t(racc283[3]));
+    racc283[0] = int32_t(uint32_t(racc283[0]) + uint32_t(racc283[1]));
+    racc283[0] = int32_t(uint32_t(racc283[0]) + uint32_t(tsr::shfl_xor(racc283[0], 16)));
+    racc283[0] = int32_t(uint32_t(racc283[0]) + uint32_t(tsr::shfl_xor(racc283[0], 8)));
+    racc283[0] = int32_t(uint32_t(racc283[0]) + uint32_t(tsr::shfl_xor(racc283[0], 4)));
+    racc283[0] = int32_t(uint32_t(racc283[0]) + uint32_t(tsr::shfl_xor(racc283[0], 2)));
+    racc283[0] = int32_t(uint32_t(racc283[0]) + uint32_t(tsr::shfl_xor(racc283[0], 1)));
+    __shared__ int32_t tsr_red285_mem[16];
+    int32_t* const tsr_red285 = tsr_red285_mem;
     if ((tsr_tid & 31) == 0) {
-      tsr_red313[(tsr_tid >> 5) * 1 + 0] = racc311[0];
+      tsr_red285[(tsr_tid >> 5) * 1 + 0] = racc283[0];
     }
     __syncthreads();
-    racc311[0] = tsr_red313[(tsr_tid & 15) * 1 + 0];
-    racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(tsr::shfl_xor(racc311[0], 8)));
-    racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(tsr::shfl_xor(racc311[0], 4)));
-    racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(tsr::shfl_xor(racc311[0], 2)));
-    racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(tsr::shfl_xor(racc311[0], 1)));
-    v310 = racc311[0];
+    racc283[0] = tsr_red285[(tsr_tid & 15) * 1 + 0];
+    racc283[0] = int32_t(uint32_t(racc283[0]) + uint32_t(tsr::shfl_xor(racc283[0], 8)));
+    racc283[0] = int32_t(uint32_t(racc283[0]) + uint32_t(tsr::shfl_xor(racc283[0], 4)));
+    racc283[0] = int32_t(uint32_t(racc283[0]) + uint32_t(tsr::shfl_xor(racc283[0], 2)));
+    racc283[0] = int32_t(uint32_t(racc283[0]) + uint32_t(tsr::shfl_xor(racc283[0], 1)));
+    v282 = racc283[0];
     // %159 = splat %158 : tile<i32, [2048]>
-    int32_t v314[4];
+    int32_t v286[4];
     #pragma unroll
-    for (int s315 = 0; s315 < 4; ++s315) {
-      v314[s315] = v310;
+    for (int s287 = 0; s287 < 4; ++s287) {
+      v286[s287] = v282;
     }
     // %160 = cmp %76, %159 {pred = "eq"} : tile<i1, [2048]>
-    uint8_t v316[4];
+    uint8_t v288[4];
     #pragma unroll
-    for (int s317 = 0; s317 < 4; ++s317) {
-      v316[s317] = uint8_t(v145[s317] == v314[s317]);
+    for (int s289 = 0; s289 < 4; ++s289) {
+      v288[s289] = uint8_t(v131[s289] == v286[s289]);
     }
-    // %161 = where %160, %100, %17 : tile<i32, [2048]>
-    int32_t v318[4];
+    // %161 = where %160, %101, %17 : tile<i32, [2048]>
+    int32_t v290[4];
     #pragma unroll
-    for (int s319 = 0; s319 < 4; ++s319) {
-      v318[s319] = (v316[s319] ? c194[s319] : v16[s319]);
+    for (int s291 = 0; s291 < 4; ++s291) {
+      v290[s291] = (v288[s291] ? c174[s291] : v16[s291]);
     }
     // %162 = reduce %161 {axis = 0, kind = "sum"} : i32
-    int32_t v320;
-    int32_t racc321[4];
+    int32_t v292;
+    int32_t racc293[4];
     #pragma unroll
-    for (int v_ = 0; v_ < 4; ++v_) racc321[v_] = int32_t(0);
+    for (int v_ = 0; v_ < 4; ++v_) racc293[v_] = int32_t(0);
     #pragma unroll
-    for (int s322 = 0; s322 < 4; ++s322) {
-      racc321[s322 % 4] = int32_t(uint32_t(racc321[s322 % 4]) + uint32_t(v318[s322]));
+    for (int s294 = 0; s294 < 4; ++s294) {
+      racc293[s294 % 4] = int32_t(uint32_t(racc293[s294 % 4]) + uint32_t(v290[s294]));
     }
-    racc321[0] = int32_t(uint32_t(racc321[0]) + uint32_t(racc321[2]));
-    racc321[1] = int32_t(uint32_t(racc321[1]) + uint32_t(racc321[3]));
-    racc321[0] = int32_t(uint32_t(racc321[0]) + uint32_t(racc321[1]));
-    racc321[0] = int32_t(uint32_t(racc321[0]) + uint32_t(tsr::shfl_xor(racc321[0], 16)));
-    racc321[0] = int32_t(uint32_t(racc321[0]) + uint32_t(tsr::shfl_xor(racc321[0], 8)));
-    racc321[0] = int32_t(uint32_t(racc321[0]) + uint32_t(tsr::shfl_xor(racc321[0], 4)));
-    racc321[0] = int32_t(uint32_t(racc321[0]) + uint32_t(tsr::shfl_xor(racc321[0], 2)));
-    racc321[0] = int32_t(uint32_t(racc321[0]) + uint32_t(tsr::shfl_xor(racc321[0], 1)));
-    __shared__ int32_t tsr_red323_mem[16];
-    int32_t* const tsr_red323 = tsr_red323_mem;
+    racc293[0] = int32_t(uint32_t(racc293[0]) + uint32_t(racc293[2]));
+    racc293[1] = int32_t(uint32_t(racc293[1]) + uint32_t(racc293[3]));
+    racc293[0] = int32_t(uint32_t(racc293[0]) + uint32_t(racc293[1]));
+    racc293[0] = int32_t(uint32_t(racc293[0]) + uint32_t(tsr::shfl_xor(racc293[0], 16)));
+    racc293[0] = int32_t(uint32_t(racc293[0]) + uint32_t(tsr::shfl_xor(racc293[0], 8)));
+    racc293[0] = int32_t(uint32_t(racc293[0]) + uint32_t(tsr::shfl_xor(racc293[0], 4)));
+    racc293[0] = int32_t(uint32_t(racc293[0]) + uint32_t(tsr::shfl_xor(racc293[0], 2)));
+    racc293[0] = int32_t(uint32_t(racc293[0]) + uint32_t(tsr::shfl_xor(racc293[0], 1)));
+    __shared__ int32_t tsr_red295_mem[16];
+    int32_t* const tsr_red295 = tsr_red295_mem;
     if ((tsr_tid & 31) == 0) {
-      tsr_red323[(tsr_tid >> 5) * 1 + 0] = racc321[0];
+      tsr_red295[(tsr_tid >> 5) * 1 + 0] = racc293[0];
     }
     __syncthreads();
-    racc321[0] = tsr_red323[(tsr_tid & 15) * 1 + 0];
-    racc321[0] = int32_t(uint32_t(racc321[0]) + uint32_t(tsr::shfl_xor(racc321[0], 8)));
-    racc321[0] = int32_t(uint32_t(racc321[0]) + uint32_t(tsr::shfl_xor(racc321[0], 4)));
-    racc321[0] = int32_t(uint32_t(racc321[0]) + uint32_t(tsr::shfl_xor(racc321[0], 2)));
-    racc321[0] = int32_t(uint32_t(racc321[0]) + uint32_t(tsr::shfl_xor(racc321[0], 1)));
-    v320 = racc321[0];
-    // %163 = where %156, %100, %17 : tile<i32, [2048]>
-    int32_t v324[4];
+    racc293[0] = tsr_red295[(tsr_tid & 15) * 1 + 0];
+    racc293[0] = int32_t(uint32_t(racc293[0]) + uint32_t(tsr::shfl_xor(racc293[0], 8)));
+    racc293[0] = int32_t(uint32_t(racc293[0]) + uint32_t(tsr::shfl_xor(racc293[0], 4)));
+    racc293[0] = int32_t(uint32_t(racc293[0]) + uint32_t(tsr::shfl_xor(racc293[0], 2)));
+    racc293[0] = int32_t(uint32_t(racc293[0]) + uint32_t(tsr::shfl_xor(racc293[0], 1)));
+    v292 = racc293[0];
+    // %163 = where %156, %101, %17 : tile<i32, [2048]>
+    int32_t v296[4];
     #pragma unroll
-    for (int s325 = 0; s325 < 4; ++s325) {
-      v324[s325] = (v306[s325] ? c194[s325] : v16[s325]);
+    for (int s297 = 0; s297 < 4; ++s297) {
+      v296[s297] = (v278[s297] ? c174[s297] : v16[s297]);
     }
     // %164 = reduce %163 {axis = 0, kind = "sum"} : i32
-    int32_t v326;
-    int32_t racc327[4];
+    int32_t v298;
+    int32_t racc299[4];
     #pragma unroll
-    for (int v_ = 0; v_ < 4; ++v_) racc327[v_] = int32_t(0);
+    for (int v_ = 0; v_ < 4; ++v_) racc299[v_] = int32_t(0);
     #pragma unroll
-    for (int s328 = 0; s328 < 4; ++s328) {
-      racc327[s328 % 4] = int32_t(uint32_t(racc327[s328 % 4]) + uint32_t(v324[s328]));
+    for (int s300 = 0; s300 < 4; ++s300) {
+      racc299[s300 % 4] = int32_t(uint32_t(racc299[s300 % 4]) + uint32_t(v296[s300]));
     }
-    racc327[0] = int32_t(uint32_t(racc327[0]) + uint32_t(racc327[2]));
-    racc327[1] = int32_t(uint32_t(racc327[1]) + uint32_t(racc327[3]));
-    racc327[0] = int32_t(uint32_t(racc327[0]) + uint32_t(racc327[1]));
-    racc327[0] = int32_t(uint32_t(racc327[0]) + uint32_t(tsr::shfl_xor(racc327[0], 16)));
-    racc327[0] = int32_t(uint32_t(racc327[0]) + uint32_t(tsr::shfl_xor(racc327[0], 8)));
-    racc327[0] = int32_t(uint32_t(racc327[0]) + uint32_t(tsr::shfl_xor(racc327[0], 4)));
-    racc327[0] = int32_t(uint32_t(racc327[0]) + uint32_t(tsr::shfl_xor(racc327[0], 2)));
-    racc327[0] = int32_t(uint32_t(racc327[0]) + uint32_t(tsr::shfl_xor(racc327[0], 1)));
-    __shared__ int32_t tsr_red329_mem[16];
-    int32_t* const tsr_red329 = tsr_red329_mem;
+    racc299[0] = int32_t(uint32_t(racc299[0]) + uint32_t(racc299[2]));
+    racc299[1] = int32_t(uint32_t(racc299[1]) + uint32_t(racc299[3]));
+    racc299[0] = int32_t(uint32_t(racc299[0]) + uint32_t(racc299[1]));
+    racc299[0] = int32_t(uint32_t(racc299[0]) + uint32_t(tsr::shfl_xor(racc299[0], 16)));
+    racc299[0] = int32_t(uint32_t(racc299[0]) + uint32_t(tsr::shfl_xor(racc299[0], 8)));
+    racc299[0] = int32_t(uint32_t(racc299[0]) + uint32_t(tsr::shfl_xor(racc299[0], 4)));
+    racc299[0] = int32_t(uint32_t(racc299[0]) + uint32_t(tsr::shfl_xor(racc299[0], 2)));
+    racc299[0] = int32_t(uint32_t(racc299[0]) + uint32_t(tsr::shfl_xor(racc299[0], 1)));
+    __shared__ int32_t tsr_red301_mem[16];
+    int32_t* const tsr_red301 = tsr_red301_mem;
     if ((tsr_tid & 31) == 0) {
-      tsr_red329[(tsr_tid >> 5) * 1 + 0] = racc327[0];
+      tsr_red301[(tsr_tid >> 5) * 1 + 0] = racc299[0];
     }
     __syncthreads();
-    racc327[0] = tsr_red329[(tsr_tid & 15) * 1 + 0];
-    racc327[0] = int32_t(uint32_t(racc327[0]) + uint32_t(tsr::shfl_xor(racc327[0], 8)));
-    racc327[0] = int32_t(uint32_t(racc327[0]) + uint32_t(tsr::shfl_xor(racc327[0], 4)));
-    racc327[0] = int32_t(uint32_t(racc327[0]) + uint32_t(tsr::shfl_xor(racc327[0], 2)));
-    racc327[0] = int32_t(uint32_t(racc327[0]) + uint32_t(tsr::shfl_xor(racc327[0], 1)));
-    v326 = racc327[0];
+    racc299[0] = tsr_red301[(tsr_tid & 15) * 1 + 0];
+    racc299[0] = int32_t(uint32_t(racc299[0]) + uint32_t(tsr::shfl_xor(racc299[0], 8)));
+    racc299[0] = int32_t(uint32_t(racc299[0]) + uint32_t(tsr::shfl_xor(racc299[0], 4)));
+    racc299[0] = int32_t(uint32_t(racc299[0]) + uint32_t(tsr::shfl_xor(racc299[0], 2)));
+    racc299[0] = int32_t(uint32_t(racc299[0]) + uint32_t(tsr::shfl_xor(racc299[0], 1)));
+    v298 = racc299[0];
     // %165 = sub %83, %164 : i32
-    const int32_t v330 = int32_t(uint32_t(v163) - uint32_t(v326));
+    const int32_t v302 = int32_t(uint32_t(v149) - uint32_t(v298));
     // %166 = cast %158 : u32
-    const uint32_t v331 = uint32_t(v310);
+    const uint32_t v303 = uint32_t(v282);
     // %167 = const {value = 10} : u32
-    const uint32_t v332 = uint32_t(10LL);
+    const uint32_t v304 = uint32_t(10LL);
     // %168 = shl %166, %167 : u32
-    const uint32_t v333 = tsr::ishl<uint32_t>(v331, v332);
+    const uint32_t v305 = tsr::ishl<uint32_t>(v303, v304);
     // %169 = or %87, %168 : u32
-    const uint32_t v334 = uint32_t(v167 | v333);
+    const uint32_t v306 = uint32_t(v153 | v305);
     // %170 = cmp %162, %165 {pred = "ne"} : i1
-    const uint8_t v335 = uint8_t(v320 != v330);
+    const uint8_t v307 = uint8_t(v292 != v302);
     // yield %169, %165, %167, %170
-    v169 = v334;
-    v170 = v330;
-    v171 = v332;
-    v172 = v335;
+    v155 = v306;
+    v156 = v302;
+    v157 = v304;
+    v158 = v307;
   } else {
     // yield %87, %83, %85, %88
-    v169 = v167;
-    v170 = v163;
-    v171 = v165;
-    v172 = v168;
+    v155 = v153;
+    v156 = v149;
+    v157 = v151;
+    v158 = v154;
   }
   // %171, %172, %173, %174 = if %92 : u32, i32, u32, i1 {...}
-  uint32_t v336;
-  int32_t v337;
-  uint32_t v338;
-  uint8_t v339;
-  if (v172) {
+  uint32_t v308;
+  int32_t v309;
+  uint32_t v310;
+  uint8_t v311;
+  if (v158) {
     // %175 = splat %16 : tile<i32, [1024]>
-    int32_t v340[2];
+    int32_t v312[2];
     #pragma unroll
-    for (int s341 = 0; s341 < 2; ++s341) {
-      v340[s341] = v15;
+    for (int s313 = 0; s313 < 2; ++s313) {
+      v312[s313] = v15;
     }
-    // async_copy %9, %x, %16, %1, %16
-    if (!(true && int64_t(v15) >= 0 && int64_t(v15) < 4LL)) __trap();  // slot index out of range
-    {
-      float* const dst342 = buf8 + ((0LL) * 4LL + int64_t(v15)) * 8192LL;
-      __syncthreads();
-      {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
-        const int64_t o343 = int64_t(v0) * 1LL;
-        const int64_t o344 = int64_t(v15) * 8192LL;
-        for (int64_t q345 = tsr_tid; q345 < 2048LL; q345 += tsr_nthreads) {
-          const int64_t gc347 = o344 + (q345 % 2048LL) * 4LL;
-          const int64_t nv348 = (true && (o343 + 0) >= 0 && (o343 + 0) < int64_t(tsr_dim_M) && gc347 >= 0) ? int64_t(tsr_dim_N) - gc347 : 0LL;  // elements in bounds (<= 0: none)
-          tsr::struct_copy_chunk(dst342 + q345 * 4LL, nv348 > 0 ? tsr_p0 + ((o343 + 0) * tsr_p0_s0 + gc347 * tsr_p0_s1) : tsr_p0, nv348, tsr_p0_s1);
+    // for %16, %10, %4 {...}
+    for (int64_t iv314_ = v15; v3 > 0 && iv314_ < v9; iv314_ += v3) {
+      const int32_t iv314 = int32_t(iv314_);
+      // async_copy %9, %x, %176, %1, %176
+      if (!(true && int64_t(iv314) >= 0 && int64_t(iv314) < 4LL)) __trap();  // slot index out of range
+      {
+        float* const dst315 = buf8 + ((0LL) * 4LL + int64_t(iv314)) * 8192LL;
+        __syncthreads();
+        {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
+          const int64_t o316 = int64_t(v0) * 1LL;
+          const int64_t o317 = int64_t(iv314) * 8192LL;
+          for (int64_t q318 = tsr_tid; q318 < 2048LL; q318 += tsr_nthreads) {
+            const int64_t gc320 = o317 + (q318 % 2048LL) * 4LL;
+            const int64_t nv321 = (true && (o316 + 0) >= 0 && (o316 + 0) < int64_t(tsr_dim_M) && gc320 >= 0) ? int64_t(tsr_dim_N) - gc320 : 0LL;  // elements in bounds (<= 0: none)
+            tsr::struct_copy_chunk(dst315 + q318 * 4LL, nv321 > 0 ? tsr_p0 + ((o316 + 0) * tsr_p0_s0 + gc320 * tsr_p0_s1) : tsr_p0, nv321, tsr_p0_s1);
+          }
         }
+        tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
       }
-      tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+      // yield
     }
-    // async_copy %9, %x, %4, %1, %4
-    if (!(true && int64_t(v3) >= 0 && int64_t(v3) < 4LL)) __trap();  // slot index out of range
-    {
-      float* const dst349 = buf8 + ((0LL) * 4LL + int64_t(v3)) * 8192LL;
-      __syncthreads();
-      {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
-        const int64_t o350 = int64_t(v0) * 1LL;
-        const int64_t o351 = int64_t(v3) * 8192LL;
-        for (int64_t q352 = tsr_tid; q352 < 2048LL; q352 += tsr_nthreads) {
-          const int64_t gc354 = o351 + (q352 % 2048LL) * 4LL;
-          const int64_t nv355 = (true && (o350 + 0) >= 0 && (o350 + 0) < int64_t(tsr_dim_M) && gc354 >= 0) ? int64_t(tsr_dim_N) - gc354 : 0LL;  // elements in bounds (<= 0: none)
-          tsr::struct_copy_chunk(dst349 + q352 * 4LL, nv355 > 0 ? tsr_p0 + ((o350 + 0) * tsr_p0_s0 + gc354 * tsr_p0_s1) : tsr_p0, nv355, tsr_p0_s1);
-        }
-      }
-      tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
-    }
-    // %176 = const {value = 2147483647} : u32
-    const uint32_t v356 = uint32_t(2147483647LL);
-    // %177 = const {value = 31} : u32
-    const uint32_t v357 = uint32_t(31LL);
-    // %178 = sub %7, %4 : i32
-    const int32_t v358 = int32_t(uint32_t(v6) - uint32_t(v3));
-    // %179 = const {value = 1023} : u32
-    const uint32_t v359 = uint32_t(1023LL);
-    // %180 = const {value = 10} : u32
-    const uint32_t v360 = uint32_t(10LL);
-    // %181 = shr %89, %180 : u32
-    const uint32_t v361 = tsr::ishr<uint32_t>(v169, v360);
-    // %182 = const {value = -1} : i32
-    const int32_t v362 = int32_t(-1LL);
-    // %183 = for %16, %13, %4, %175 : tile<i32, [1024]> {...}
-    int32_t c363[2];
+    // %177 = const {value = 2147483647} : u32
+    const uint32_t v322 = uint32_t(2147483647LL);
+    // %178 = const {value = 31} : u32
+    const uint32_t v323 = uint32_t(31LL);
+    // %179 = sub %7, %4 : i32
+    const int32_t v324 = int32_t(uint32_t(v6) - uint32_t(v3));
+    // %180 = const {value = 1023} : u32
+    const uint32_t v325 = uint32_t(1023LL);
+    // %181 = const {value = 10} : u32
+    const uint32_t v326 = uint32_t(10LL);
+    // %182 = shr %89, %181 : u32
+    const uint32_t v327 = tsr::ishr<uint32_t>(v155, v326);
+    // %183 = const {value = -1} : i32
+    const int32_t v328 = int32_t(-1LL);
+    // %184 = for %16, %13, %4, %175 : tile<i32, [1024]> {...}
+    int32_t c329[2];
     #pragma unroll
-    for (int s364 = 0; s364 < 2; ++s364) {
-      c363[s364] = v340[s364];
+    for (int s330 = 0; s330 < 2; ++s330) {
+      c329[s330] = v312[s330];
     }
-    for (int64_t iv365_ = v15; v3 > 0 && iv365_ < v12; iv365_ += v3) {
-      const int32_t iv365 = int32_t(iv365_);
+    for (int64_t iv331_ = v15; v3 > 0 && iv331_ < v12; iv331_ += v3) {
+      const int32_t iv331 = int32_t(iv331_);
       // async_wait
       tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible
       __syncthreads();
-      // %186 = rem %184, %10 : i32
-      const int32_t v366 = tsr::irem<int32_t>(iv365, v9);
-      // %187 = mul %186, %10 : i32
-      const int32_t v367 = int32_t(uint32_t(v366) * uint32_t(v9));
-      // %188 = add %184, %4 : i32
-      const int32_t v368 = int32_t(uint32_t(iv365) + uint32_t(v3));
-      // %189 = cmp %188, %13 {pred = "lt"} : i1
-      const uint8_t v369 = uint8_t(v368 < v12);
-      // if %189 {...}
-      if (v369) {
-        // %190 = mul %188, %10 : i32
-        const int32_t v370 = int32_t(uint32_t(v368) * uint32_t(v9));
-        // %191 = add %190, %16 : i32
-        const int32_t v371 = int32_t(uint32_t(v370) + uint32_t(v15));
-        // %192 = sub %10, %187 : i32
-        const int32_t v372 = int32_t(uint32_t(v9) - uint32_t(v367));
-        // %193 = add %192, %16 : i32
-        const int32_t v373 = int32_t(uint32_t(v372) + uint32_t(v15));
-        // async_copy %9, %x, %193, %1, %191
-        if (!(true && int64_t(v373) >= 0 && int64_t(v373) < 4LL)) __trap();  // slot index out of range
-        {
-          float* const dst374 = buf8 + ((0LL) * 4LL + int64_t(v373)) * 8192LL;
-          __syncthreads();
-          {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
-            const int64_t o375 = int64_t(v0) * 1LL;
-            const int64_t o376 = int64_t(v371) * 8192LL;
-            for (int64_t q377 = tsr_tid; q377 < 2048LL; q377 += tsr_nthreads) {
-              const int64_t gc379 = o376 + (q377 % 2048LL) * 4LL;
-              const int64_t nv380 = (true && (o375 + 0) >= 0 && (o375 + 0) < int64_t(tsr_dim_M) && gc379 >= 0) ? int64_t(tsr_dim_N) - gc379 : 0LL;  // elements in bounds (<= 0: none)
-              tsr::struct_copy_chunk(dst374 + q377 * 4LL, nv380 > 0 ? tsr_p0 + ((o375 + 0) * tsr_p0_s0 + gc379 * tsr_p0_s1) : tsr_p0, nv380, tsr_p0_s1);
+      // %187 = rem %185, %10 : i32
+      const int32_t v332 = tsr::irem<int32_t>(iv331, v9);
+      // %188 = mul %187, %10 : i32
+      const int32_t v333 = int32_t(uint32_t(v332) * uint32_t(v9));
+      // %189 = add %185, %4 : i32
+      const int32_t v334 = int32_t(uint32_t(iv331) + uint32_t(v3));
+      // %190 = cmp %189, %13 {pred = "lt"} : i1
+      const uint8_t v335 = uint8_t(v334 < v12);
+      // if %190 {...}
+      if (v335) {
+        // %191 = mul %189, %10 : i32
+        const int32_t v336 = int32_t(uint32_t(v334) * uint32_t(v9));
+        // %192 = sub %10, %188 : i32
+        const int32_t v337 = int32_t(uint32_t(v9) - uint32_t(v333));
+        // for %16, %10, %4 {...}
+        for (int64_t iv338_ = v15; v3 > 0 && iv338_ < v9; iv338_ += v3) {
+          const int32_t iv338 = int32_t(iv338_);
+          // %194 = add %191, %193 : i32
+          const int32_t v339 = int32_t(uint32_t(v336) + uint32_t(iv338));
+          // %195 = add %192, %193 : i32
+          const int32_t v340 = int32_t(uint32_t(v337) + uint32_t(iv338));
+          // async_copy %9, %x, %195, %1, %194
+          if (!(true && int64_t(v340) >= 0 && int64_t(v340) < 4LL)) __trap();  // slot index out of range
+          {
+            float* const dst341 = buf8 + ((0LL) * 4LL + int64_t(v340)) * 8192LL;
+            __syncthreads();
+            {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
+              const int64_t o342 = int64_t(v0) * 1LL;
+              const int64_t o343 = int64_t(v339) * 8192LL;
+              for (int64_t q344 = tsr_tid; q344 < 2048LL; q344 += tsr_nthreads) {
+                const int64_t gc346 = o343 + (q344 % 2048LL) * 4LL;
+                const int64_t nv347 = (true && (o342 + 0) >= 0 && (o342 + 0) < int64_t(tsr_dim_M) && gc346 >= 0) ? int64_t(tsr_dim_N) - gc346 : 0LL;  // elements in bounds (<= 0: none)
+                tsr::struct_copy_chunk(dst341 + q344 * 4LL, nv347 > 0 ? tsr_p0 + ((o342 + 0) * tsr_p0_s0 + gc346 * tsr_p0_s1) : tsr_p0, nv347, tsr_p0_s1);
+              }
             }
+            tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
           }
-          tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
-        }
-        // %194 = add %190, %4 : i32
-        const int32_t v381 = int32_t(uint32_t(v370) + uint32_t(v3));
-        // %195 = add %192, %4 : i32
-        const int32_t v382 = int32_t(uint32_t(v372) + uint32_t(v3));
-        // async_copy %9, %x, %195, %1, %194
-        if (!(true && int64_t(v382) >= 0 && int64_t(v382) < 4LL)) __trap();  // slot index out of range
-        {
-          float* const dst383 = buf8 + ((0LL) * 4LL + int64_t(v382)) * 8192LL;
-          __syncthreads();
-          {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
-            const int64_t o384 = int64_t(v0) * 1LL;
-            const int64_t o385 = int64_t(v381) * 8192LL;
-            for (int64_t q386 = tsr_tid; q386 < 2048LL; q386 += tsr_nthreads) {
-              const int64_t gc388 = o385 + (q386 % 2048LL) * 4LL;
-              const int64_t nv389 = (true && (o384 + 0) >= 0 && (o384 + 0) < int64_t(tsr_dim_M) && gc388 >= 0) ? int64_t(tsr_dim_N) - gc388 : 0LL;  // elements in bounds (<= 0: none)
-              tsr::struct_copy_chunk(dst383 + q386 * 4LL, nv389 > 0 ? tsr_p0 + ((o384 + 0) * tsr_p0_s0 + gc388 * tsr_p0_s1) : tsr_p0, nv389, tsr_p0_s1);
-            }
-          }
-          tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+          // yield
         }
         // yield
       } else {
         // yield
       }
-      // %196 = mul %184, %10 : i32
-      const int32_t v390 = int32_t(uint32_t(iv365) * uint32_t(v9));
+      // %196 = mul %185, %10 : i32
+      const int32_t v348 = int32_t(uint32_t(iv331) * uint32_t(v9));
       // %197 = sub %7, %196 : i32
-      const int32_t v391 = int32_t(uint32_t(v6) - uint32_t(v390));
+      const int32_t v349 = int32_t(uint32_t(v6) - uint32_t(v348));
       // %198 = min %10, %197 : i32
-      const int32_t v392 = tsr::imin<int32_t>(v9, v391);
-      // %199 = for %16, %198, %4, %185 : tile<i32, [1024]> {...}
-      int32_t c393[2];
+      const int32_t v350 = tsr::imin<int32_t>(v9, v349);
+      // %199 = for %16, %198, %4, %186 : tile<i32, [1024]> {...}
+      int32_t c351[2];
       #pragma unroll
-      for (int s394 = 0; s394 < 2; ++s394) {
-        c393[s394] = c363[s394];
+      for (int s352 = 0; s352 < 2; ++s352) {
+        c351[s352] = c329[s352];
       }
-      for (int64_t iv395_ = v15; v3 > 0 && iv395_ < v392; iv395_ += v3) {
-        const int32_t iv395 = int32_t(iv395_);
+      for (int64_t iv353_ = v15; v3 > 0 && iv353_ < v350; iv353_ += v3) {
+        const int32_t iv353 = int32_t(iv353_);
         // %202 = add %196, %200 : i32
-        const int32_t v396 = int32_t(uint32_t(v390) + uint32_t(iv395));
-        // %203 = add %187, %200 : i32
-        const int32_t v397 = int32_t(uint32_t(v367) + uint32_t(iv395));
+        const int32_t v354 = int32_t(uint32_t(v348) + uint32_t(iv353));
+        // %203 = add %188, %200 : i32
+        const int32_t v355 = int32_t(uint32_t(v333) + uint32_t(iv353));
         // %204 = buffer_read %9, %203 : tile<f32, [1, 8192]>
-        if (!(true && int64_t(v397) >= 0 && int64_t(v397) < 4LL)) __trap();  // slot index out of range
-        const float* const src398 = buf8 + ((0LL) * 4LL + int64_t(v397)) * 8192LL;
-        float v399[16];
+        if (!(true && int64_t(v355) >= 0 && int64_t(v355) < 4LL)) __trap();  // slot index out of range
+        const float* const src356 = buf8 + ((0LL) * 4LL + int64_t(v355)) * 8192LL;
+        float v357[16];
         #pragma unroll
-        for (int c400 = 0; c400 < 2; ++c400) {
+        for (int c358 = 0; c358 < 2; ++c358) {
           float v_[8];
-          tsr::copy_vec<float, 8>(v_, src398 + c400 * 4096 + tsr_tid * 8);
+          tsr::copy_vec<float, 8>(v_, src356 + c358 * 4096 + tsr_tid * 8);
           #pragma unroll
-          for (int l_ = 0; l_ < 8; ++l_) v399[c400 * 8 + l_] = v_[l_];
+          for (int l_ = 0; l_ < 8; ++l_) v357[c358 * 8 + l_] = v_[l_];
         }
         // %205 = reshape %204 : tile<f32, [8192]>
-        float v401[16];
+        float v359[16];
         #pragma unroll
-        for (int s402 = 0; s402 < 16; ++s402) {
-          v401[s402] = v399[s402];
+        for (int s360 = 0; s360 < 16; ++s360) {
+          v359[s360] = v357[s360];
         }
         // %206 = bitcast %205 : tile<u32, [8192]>
-        uint32_t v403[16];
+        uint32_t v361[16];
         #pragma unroll
-        for (int s404 = 0; s404 < 16; ++s404) {
-          v403[s404] = uint32_t(tsr::f32_bits(v401[s404]));
+        for (int s362 = 0; s362 < 16; ++s362) {
+          v361[s362] = uint32_t(tsr::f32_bits(v359[s362]));
         }
-        // %207 = splat %176 : tile<u32, [8192]>
-        uint32_t v405[16];
+        // %207 = splat %177 : tile<u32, [8192]>
+        uint32_t v363[16];
         #pragma unroll
-        for (int s406 = 0; s406 < 16; ++s406) {
-          v405[s406] = v356;
+        for (int s364 = 0; s364 < 16; ++s364) {
+          v363[s364] = v322;
         }
         // %208 = xor %206, %207 : tile<u32, [8192]>
-        uint32_t v407[16];
+        uint32_t v365[16];
         #pragma unroll
-        for (int s408 = 0; s408 < 16; ++s408) {
-          v407[s408] = uint32_t(v403[s408] ^ v405[s408]);
+        for (int s366 = 0; s366 < 16; ++s366) {
+          v365[s366] = uint32_t(v361[s366] ^ v363[s366]);
         }
-        // %209 = splat %177 : tile<u32, [8192]>
-        uint32_t v409[16];
+        // %209 = splat %178 : tile<u32, [8192]>
+        uint32_t v367[16];
         #pragma unroll
-        for (int s410 = 0; s410 < 16; ++s410) {
-          v409[s410] = v357;
+        for (int s368 = 0; s368 < 16; ++s368) {
+          v367[s368] = v323;
         }
         // %210 = shr %206, %209 : tile<u32, [8192]>
-        uint32_t v411[16];
+        uint32_t v369[16];
         #pragma unroll
-        for (int s412 = 0; s412 < 16; ++s412) {
-          v411[s412] = tsr::ishr<uint32_t>(v403[s412], v409[s412]);
+        for (int s370 = 0; s370 < 16; ++s370) {
+          v369[s370] = tsr::ishr<uint32_t>(v361[s370], v367[s370]);
         }
         // %211 = splat %14 : tile<u32, [8192]>
-        uint32_t v413[16];
+        uint32_t v371[16];
         #pragma unroll
-        for (int s414 = 0; s414 < 16; ++s414) {
-          v413[s414] = v13;
+        for (int s372 = 0; s372 < 16; ++s372) {
+          v371[s372] = v13;
         }
         // %212 = cmp %210, %211 {pred = "eq"} : tile<i1, [8192]>
-        uint8_t v415[16];
+        uint8_t v373[16];
         #pragma unroll
-        for (int s416 = 0; s416 < 16; ++s416) {
-          v415[s416] = uint8_t(v411[s416] == v413[s416]);
+        for (int s374 = 0; s374 < 16; ++s374) {
+          v373[s374] = uint8_t(v369[s374] == v371[s374]);
         }
         // %213 = where %212, %208, %206 : tile<u32, [8192]>
-        uint32_t v417[16];
+        uint32_t v375[16];
         #pragma unroll
-        for (int s418 = 0; s418 < 16; ++s418) {
-          v417[s418] = (v415[s418] ? v407[s418] : v403[s418]);
+        for (int s376 = 0; s376 < 16; ++s376) {
+          v375[s376] = (v373[s376] ? v365[s376] : v361[s376]);
         }
-        // %214 = cmp %202, %178 {pred = "eq"} : i1
-        const uint8_t v419 = uint8_t(v396 == v358);
+        // %214 = cmp %202, %179 {pred = "eq"} : i1
+        const uint8_t v377 = uint8_t(v354 == v324);
         // %215 = if %214 : tile<u32, [8192]> {...}
-        uint32_t v420[16];
-        if (v419) {
+        uint32_t v378[16];
+        if (v377) {
           // %216 = mul %202, %3 : i32
-          const int32_t v421 = int32_t(uint32_t(v396) * uint32_t(v2));
+          const int32_t v379 = int32_t(uint32_t(v354) * uint32_t(v2));
           // %217 = arange : tile<i32, [8192]>
-          int32_t v422[16];
+          int32_t v380[16];
           #pragma unroll
-          for (int s423 = 0; s423 < 16; ++s423) {
-            v422[s423] = int32_t(0 + ((s423 / 8) * 4096 + tsr_tid * 8 + (s423 % 8)));
+          for (int s381 = 0; s381 < 16; ++s381) {
+            v380[s381] = int32_t(0 + ((s381 / 8) * 4096 + tsr_tid * 8 + (s381 % 8)));
           }
           // %218 = splat %216 : tile<i32, [8192]>
-          int32_t v424[16];
+          int32_t v382[16];
           #pragma unroll
-          for (int s425 = 0; s425 < 16; ++s425) {
-            v424[s425] = v421;
+          for (int s383 = 0; s383 < 16; ++s383) {
+            v382[s383] = v379;
           }
           // %219 = add %217, %218 : tile<i32, [8192]>
-          int32_t v426[16];
+          int32_t v384[16];
           #pragma unroll
-          for (int s427 = 0; s427 < 16; ++s427) {
-            v426[s427] = int32_t(uint32_t(v422[s427]) + uint32_t(v424[s427]));
+          for (int s385 = 0; s385 < 16; ++s385) {
+            v384[s385] = int32_t(uint32_t(v380[s385]) + uint32_t(v382[s385]));
           }
           // %220 = splat %2 : tile<i32, [8192]>
-          int32_t v428[16];
+          int32_t v386[16];
           #pragma unroll
-          for (int s429 = 0; s429 < 16; ++s429) {
-            v428[s429] = v1;
+          for (int s387 = 0; s387 < 16; ++s387) {
+            v386[s387] = v1;
           }
           // %221 = cmp %219, %220 {pred = "lt"} : tile<i1, [8192]>
-          uint8_t v430[16];
+          uint8_t v388[16];
           #pragma unroll
-          for (int s431 = 0; s431 < 16; ++s431) {
-            v430[s431] = uint8_t(v426[s431] < v428[s431]);
+          for (int s389 = 0; s389 < 16; ++s389) {
+            v388[s389] = uint8_t(v384[s389] < v386[s389]);
           }
           // %222 = splat %8 : tile<u32, [8192]>
-          uint32_t v432[16];
+          uint32_t v390[16];
           #pragma unroll
-          for (int s433 = 0; s433 < 16; ++s433) {
-            v432[s433] = v7;
+          for (int s391 = 0; s391 < 16; ++s391) {
+            v390[s391] = v7;
           }
           // %223 = where %221, %213, %222 : tile<u32, [8192]>
-          uint32_t v434[16];
+          uint32_t v392[16];
           #pragma unroll
-          for (int s435 = 0; s435 < 16; ++s435) {
-            v434[s435] = (v430[s435] ? v417[s435] : v432[s435]);
+          for (int s393 = 0; s393 < 16; ++s393) {
+            v392[s393] = (v388[s393] ? v375[s393] : v390[s393]);
           }
           // yield %223
           #pragma unroll
-          for (int s436 = 0; s436 < 16; ++s436) {
-            v420[s436] = v434[s436];
+          for (int s394 = 0; s394 < 16; ++s394) {
+            v378[s394] = v392[s394];
           }
         } else {
           // yield %213
           #pragma unroll
-          for (int s437 = 0; s437 < 16; ++s437) {
-            v420[s437] = v417[s437];
+          for (int s395 = 0; s395 < 16; ++s395) {
+            v378[s395] = v375[s395];
           }
         }
         // %224 = shr %215, %211 : tile<u32, [8192]>
-        uint32_t v438[16];
+        uint32_t v396[16];
         #pragma unroll
-        for (int s439 = 0; s439 < 16; ++s439) {
-          v438[s439] = tsr::ishr<uint32_t>(v420[s439], v413[s439]);
+        for (int s397 = 0; s397 < 16; ++s397) {
+          v396[s397] = tsr::ishr<uint32_t>(v378[s397], v371[s397]);
         }
-        // %225 = splat %179 : tile<u32, [8192]>
-        uint32_t v440[16];
+        // %225 = splat %180 : tile<u32, [8192]>
+        uint32_t v398[16];
         #pragma unroll
-        for (int s441 = 0; s441 < 16; ++s441) {
-          v440[s441] = v359;
+        for (int s399 = 0; s399 < 16; ++s399) {
+          v398[s399] = v325;
         }
         // %226 = and %224, %225 : tile<u32, [8192]>
-        uint32_t v442[16];
+        uint32_t v400[16];
         #pragma unroll
-        for (int s443 = 0; s443 < 16; ++s443) {
-          v442[s443] = uint32_t(v438[s443] & v440[s443]);
+        for (int s401 = 0; s401 < 16; ++s401) {
+          v400[s401] = uint32_t(v396[s401] & v398[s401]);
         }
         // %227 = cast %226 : tile<i32, [8192]>
-        int32_t v444[16];
+        int32_t v402[16];
         #pragma unroll
-        for (int s445 = 0; s445 < 16; ++s445) {
-          v444[s445] = int32_t(v442[s445]);
+        for (int s403 = 0; s403 < 16; ++s403) {
+          v402[s403] = int32_t(v400[s403]);
         }
-        // %228 = splat %180 : tile<u32, [8192]>
-        uint32_t v446[16];
+        // %228 = splat %181 : tile<u32, [8192]>
+        uint32_t v404[16];
         #pragma unroll
-        for (int s447 = 0; s447 < 16; ++s447) {
-          v446[s447] = v360;
+        for (int s405 = 0; s405 < 16; ++s405) {
+          v404[s405] = v326;
         }
         // %229 = shr %215, %228 : tile<u32, [8192]>
-        uint32_t v448[16];
+        uint32_t v406[16];
         #pragma unroll
-        for (int s449 = 0; s449 < 16; ++s449) {
-          v448[s449] = tsr::ishr<uint32_t>(v420[s449], v446[s449]);
+        for (int s407 = 0; s407 < 16; ++s407) {
+          v406[s407] = tsr::ishr<uint32_t>(v378[s407], v404[s407]);
         }
-        // %230 = splat %181 : tile<u32, [8192]>
-        uint32_t v450[16];
+        // %230 = splat %182 : tile<u32, [8192]>
+        uint32_t v408[16];
         #pragma unroll
-        for (int s451 = 0; s451 < 16; ++s451) {
-          v450[s451] = v361;
+        for (int s409 = 0; s409 < 16; ++s409) {
+          v408[s409] = v327;
         }
         // %231 = cmp %229, %230 {pred = "eq"} : tile<i1, [8192]>
-        uint8_t v452[16];
+        uint8_t v410[16];
         #pragma unroll
-        for (int s453 = 0; s453 < 16; ++s453) {
-          v452[s453] = uint8_t(v448[s453] == v450[s453]);
+        for (int s411 = 0; s411 < 16; ++s411) {
+          v410[s411] = uint8_t(v406[s411] == v408[s411]);
         }
-        // %232 = splat %182 : tile<i32, [8192]>
-        int32_t v454[16];
+        // %232 = splat %183 : tile<i32, [8192]>
+        int32_t v412[16];
         #pragma unroll
-        for (int s455 = 0; s455 < 16; ++s455) {
-          v454[s455] = v362;
+        for (int s413 = 0; s413 < 16; ++s413) {
+          v412[s413] = v328;
         }
         // %233 = where %231, %227, %232 : tile<i32, [8192]>
-        int32_t v456[16];
+        int32_t v414[16];
         #pragma unroll
-        for (int s457 = 0; s457 < 16; ++s457) {
-          v456[s457] = (v452[s457] ? v444[s457] : v454[s457]);
+        for (int s415 = 0; s415 < 16; ++s415) {
+          v414[s415] = (v410[s415] ? v402[s415] : v412[s415]);
         }
         // %234 = histogram %233 : tile<i32, [1024]>
-        int32_t v458[2];
+        int32_t v416[2];
         __syncthreads();
         for (int b_ = tsr_tid; b_ < 1024; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
         __syncthreads();
         #pragma unroll
-        for (int s459 = 0; s459 < 16; ++s459) {
-          tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v456[s459]), (int)(1024));
+        for (int s417 = 0; s417 < 16; ++s417) {
+          tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v414[s417]), (int)(1024));
         }
         __syncthreads();
         #pragma unroll
-        for (int s460 = 0; s460 < 2; ++s460) {
-          const int e461 = ((s460 / 2) * 1024 + tsr_tid * 2 + (s460 % 2));
-          v458[s460] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e461]);
+        for (int s418 = 0; s418 < 2; ++s418) {
+          const int e419 = ((s418 / 2) * 1024 + tsr_tid * 2 + (s418 % 2));
+          v416[s418] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e419]);
         }
         // %235 = add %201, %234 : tile<i32, [1024]>
-        int32_t v462[2];
+        int32_t v420[2];
         #pragma unroll
-        for (int s463 = 0; s463 < 2; ++s463) {
-          v462[s463] = int32_t(uint32_t(c393[s463]) + uint32_t(v458[s463]));
+        for (int s421 = 0; s421 < 2; ++s421) {
+          v420[s421] = int32_t(uint32_t(c351[s421]) + uint32_t(v416[s421]));
         }
         // yield %235
         #pragma unroll
-        for (int s464 = 0; s464 < 2; ++s464) {
-          c393[s464] = v462[s464];
+        for (int s422 = 0; s422 < 2; ++s422) {
+          c351[s422] = v420[s422];
         }
       }
       // yield %199
       #pragma unroll
-      for (int s465 = 0; s465 < 2; ++s465) {
-        c363[s465] = c393[s465];
+      for (int s423 = 0; s423 < 2; ++s423) {
+        c329[s423] = c351[s423];
       }
     }
-    // %236 = scan %183 {axis = 0, kind = "sum"} : tile<i32, [1024]>
-    int32_t v466[2];
-    uint32_t run467 = uint32_t(0);
-    uint32_t acc468_0 = uint32_t(0);
-    acc468_0 += uint32_t(c363[0]); v466[0] = int32_t(acc468_0);
-    acc468_0 += uint32_t(c363[1]); v466[1] = int32_t(acc468_0);
+    // %236 = scan %184 {axis = 0, kind = "sum"} : tile<i32, [1024]>
+    int32_t v424[2];
+    uint32_t run425 = uint32_t(0);
+    uint32_t acc426_0 = uint32_t(0);
+    acc426_0 += uint32_t(c329[0]); v424[0] = int32_t(acc426_0);
+    acc426_0 += uint32_t(c329[1]); v424[1] = int32_t(acc426_0);
     __syncthreads();
-    uint32_t tot470_0;
-    const uint32_t off469_0 = run467 + tsr::block_exclusive_sum<16>(acc468_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot470_0);
-    v466[0] = int32_t(uint32_t(v466[0]) + off469_0);
-    v466[1] = int32_t(uint32_t(v466[1]) + off469_0);
-    run467 += tot470_0;
+    uint32_t tot428_0;
+    const uint32_t off427_0 = run425 + tsr::block_exclusive_sum<16>(acc426_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot428_0);
+    v424[0] = int32_t(uint32_t(v424[0]) + off427_0);
+    v424[1] = int32_t(uint32_t(v424[1]) + off427_0);
+    run425 += tot428_0;
     // %237 = splat %90 : tile<i32, [1024]>
-    int32_t v471[2];
+    int32_t v429[2];
     #pragma unroll
-    for (int s472 = 0; s472 < 2; ++s472) {
-      v471[s472] = v170;
+    for (int s430 = 0; s430 < 2; ++s430) {
+      v429[s430] = v156;
     }
     // %238 = cmp %236, %237 {pred = "lt"} : tile<i1, [1024]>
-    uint8_t v473[2];
+    uint8_t v431[2];
     #pragma unroll
-    for (int s474 = 0; s474 < 2; ++s474) {
-      v473[s474] = uint8_t(v466[s474] < v471[s474]);
+    for (int s432 = 0; s432 < 2; ++s432) {
+      v431[s432] = uint8_t(v424[s432] < v429[s432]);
     }
     // %239 = cast %238 : tile<i32, [1024]>
-    int32_t v475[2];
+    int32_t v433[2];
     #pragma unroll
-    for (int s476 = 0; s476 < 2; ++s476) {
-      v475[s476] = int32_t(v473[s476]);
+    for (int s434 = 0; s434 < 2; ++s434) {
+      v433[s434] = int32_t(v431[s434]);
     }
     // %240 = reduce %239 {axis = 0, kind = "sum"} : i32
-    int32_t v477;
-    int32_t racc478[2];
+    int32_t v435;
+    int32_t racc436[2];
     #pragma unroll
-    for (int v_ = 0; v_ < 2; ++v_) racc478[v_] = int32_t(0);
+    for (int v_ = 0; v_ < 2; ++v_) racc436[v_] = int32_t(0);
     #pragma unroll
-    for (int s479 = 0; s479 < 2; ++s479) {
-      racc478[s479 % 2] = int32_t(uint32_t(racc478[s479 % 2]) + uint32_t(v475[s479]));
+    for (int s437 = 0; s437 < 2; ++s437) {
+      racc436[s437 % 2] = int32_t(uint32_t(racc436[s437 % 2]) + uint32_t(v433[s437]));
     }
-    racc478[0] = int32_t(uint32_t(racc478[0]) + uint32_t(racc478[1]));
-    racc478[0] = int32_t(uint32_t(racc478[0]) + uint32_t(tsr::shfl_xor(racc478[0], 16)));
-    racc478[0] = int32_t(uint32_t(racc478[0]) + uint32_t(tsr::shfl_xor(racc478[0], 8)));
-    racc478[0] = int32_t(uint32_t(racc478[0]) + uint32_t(tsr::shfl_xor(racc478[0], 4)));
-    racc478[0] = int32_t(uint32_t(racc478[0]) + uint32_t(tsr::shfl_xor(racc478[0], 2)));
-    racc478[0] = int32_t(uint32_t(racc478[0]) + uint32_t(tsr::shfl_xor(racc478[0], 1)));
-    __shared__ int32_t tsr_red480_mem[16];
-    int32_t* const tsr_red480 = tsr_red480_mem;
+    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(racc436[1]));
+    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 16)));
+    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 8)));
+    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 4)));
+    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 2)));
+    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 1)));
+    __shared__ int32_t tsr_red438_mem[16];
+    int32_t* const tsr_red438 = tsr_red438_mem;
     if ((tsr_tid & 31) == 0) {
-      tsr_red480[(tsr_tid >> 5) * 1 + 0] = racc478[0];
+      tsr_red438[(tsr_tid >> 5) * 1 + 0] = racc436[0];
     }
     __syncthreads();
-    racc478[0] = tsr_red480[(tsr_tid & 15) * 1 + 0];
-    racc478[0] = int32_t(uint32_t(racc478[0]) + uint32_t(tsr::shfl_xor(racc478[0], 8)));
-    racc478[0] = int32_t(uint32_t(racc478[0]) + uint32_t(tsr::shfl_xor(racc478[0], 4)));
-    racc478[0] = int32_t(uint32_t(racc478[0]) + uint32_t(tsr::shfl_xor(racc478[0], 2)));
-    racc478[0] = int32_t(uint32_t(racc478[0]) + uint32_t(tsr::shfl_xor(racc478[0], 1)));
-    v477 = racc478[0];
+    racc436[0] = tsr_red438[(tsr_tid & 15) * 1 + 0];
+    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 8)));
+    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 4)));
+    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 2)));
+    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 1)));
+    v435 = racc436[0];
     // %241 = arange : tile<i32, [1024]>
-    int32_t v481[2];
+    int32_t v439[2];
     #pragma unroll
-    for (int s482 = 0; s482 < 2; ++s482) {
-      v481[s482] = int32_t(0 + ((s482 / 2) * 1024 + tsr_tid * 2 + (s482 % 2)));
+    for (int s440 = 0; s440 < 2; ++s440) {
+      v439[s440] = int32_t(0 + ((s440 / 2) * 1024 + tsr_tid * 2 + (s440 % 2)));
     }
     // %242 = splat %240 : tile<i32, [1024]>
-    int32_t v483[2];
+    int32_t v441[2];
     #pragma unroll
-    for (int s484 = 0; s484 < 2; ++s484) {
-      v483[s484] = v477;
+    for (int s442 = 0; s442 < 2; ++s442) {
+      v441[s442] = v435;
     }
     // %243 = cmp %241, %242 {pred = "eq"} : tile<i1, [1024]>
-    uint8_t v485[2];
+    uint8_t v443[2];
     #pragma unroll
-    for (int s486 = 0; s486 < 2; ++s486) {
-      v485[s486] = uint8_t(v481[s486] == v483[s486]);
+    for (int s444 = 0; s444 < 2; ++s444) {
+      v443[s444] = uint8_t(v439[s444] == v441[s444]);
     }
-    // %244 = where %243, %183, %175 : tile<i32, [1024]>
-    int32_t v487[2];
+    // %244 = where %243, %184, %175 : tile<i32, [1024]>
+    int32_t v445[2];
     #pragma unroll
-    for (int s488 = 0; s488 < 2; ++s488) {
-      v487[s488] = (v485[s488] ? c363[s488] : v340[s488]);
+    for (int s446 = 0; s446 < 2; ++s446) {
+      v445[s446] = (v443[s446] ? c329[s446] : v312[s446]);
     }
     // %245 = reduce %244 {axis = 0, kind = "sum"} : i32
-    int32_t v489;
-    int32_t racc490[2];
+    int32_t v447;
+    int32_t racc448[2];
     #pragma unroll
-    for (int v_ = 0; v_ < 2; ++v_) racc490[v_] = int32_t(0);
+    for (int v_ = 0; v_ < 2; ++v_) racc448[v_] = int32_t(0);
     #pragma unroll
-    for (int s491 = 0; s491 < 2; ++s491) {
-      racc490[s491 % 2] = int32_t(uint32_t(racc490[s491 % 2]) + uint32_t(v487[s491]));
+    for (int s449 = 0; s449 < 2; ++s449) {
+      racc448[s449 % 2] = int32_t(uint32_t(racc448[s449 % 2]) + uint32_t(v445[s449]));
     }
-    racc490[0] = int32_t(uint32_t(racc490[0]) + uint32_t(racc490[1]));
-    racc490[0] = int32_t(uint32_t(racc490[0]) + uint32_t(tsr::shfl_xor(racc490[0], 16)));
-    racc490[0] = int32_t(uint32_t(racc490[0]) + uint32_t(tsr::shfl_xor(racc490[0], 8)));
-    racc490[0] = int32_t(uint32_t(racc490[0]) + uint32_t(tsr::shfl_xor(racc490[0], 4)));
-    racc490[0] = int32_t(uint32_t(racc490[0]) + uint32_t(tsr::shfl_xor(racc490[0], 2)));
-    racc490[0] = int32_t(uint32_t(racc490[0]) + uint32_t(tsr::shfl_xor(racc490[0], 1)));
-    __shared__ int32_t tsr_red492_mem[16];
-    int32_t* const tsr_red492 = tsr_red492_mem;
+    racc448[0] = int32_t(uint32_t(racc448[0]) + uint32_t(racc448[1]));
+    racc448[0] = int32_t(uint32_t(racc448[0]) + uint32_t(tsr::shfl_xor(racc448[0], 16)));
+    racc448[0] = int32_t(uint32_t(racc448[0]) + uint32_t(tsr::shfl_xor(racc448[0], 8)));
+    racc448[0] = int32_t(uint32_t(racc448[0]) + uint32_t(tsr::shfl_xor(racc448[0], 4)));
+    racc448[0] = int32_t(uint32_t(racc448[0]) + uint32_t(tsr::shfl_xor(racc448[0], 2)));
+    racc448[0] = int32_t(uint32_t(racc448[0]) + uint32_t(tsr::shfl_xor(racc448[0], 1)));
+    __shared__ int32_t tsr_red450_mem[16];
+    int32_t* const tsr_red450 = tsr_red450_mem;
     if ((tsr_tid & 31) == 0) {
-      tsr_red492[(tsr_tid >> 5) * 1 + 0] = racc490[0];
+      tsr_red450[(tsr_tid >> 5) * 1 + 0] = racc448[0];
     }
     __syncthreads();
-    racc490[0] = tsr_red492[(tsr_tid & 15) * 1 + 0];
-    racc490[0] = int32_t(uint32_t(racc490[0]) + uint32_t(tsr::shfl_xor(racc490[0], 8)));
-    racc490[0] = int32_t(uint32_t(racc490[0]) + uint32_t(tsr::shfl_xor(racc490[0], 4)));
-    racc490[0] = int32_t(uint32_t(racc490[0]) + uint32_t(tsr::shfl_xor(racc490[0], 2)));
-    racc490[0] = int32_t(uint32_t(racc490[0]) + uint32_t(tsr::shfl_xor(racc490[0], 1)));
-    v489 = racc490[0];
-    // %246 = where %238, %183, %175 : tile<i32, [1024]>
-    int32_t v493[2];
+    racc448[0] = tsr_red450[(tsr_tid & 15) * 1 + 0];
+    racc448[0] = int32_t(uint32_t(racc448[0]) + uint32_t(tsr::shfl_xor(racc448[0], 8)));
+    racc448[0] = int32_t(uint32_t(racc448[0]) + uint32_t(tsr::shfl_xor(racc448[0], 4)));
+    racc448[0] = int32_t(uint32_t(racc448[0]) + uint32_t(tsr::shfl_xor(racc448[0], 2)));
+    racc448[0] = int32_t(uint32_t(racc448[0]) + uint32_t(tsr::shfl_xor(racc448[0], 1)));
+    v447 = racc448[0];
+    // %246 = where %238, %184, %175 : tile<i32, [1024]>
+    int32_t v451[2];
     #pragma unroll
-    for (int s494 = 0; s494 < 2; ++s494) {
-      v493[s494] = (v473[s494] ? c363[s494] : v340[s494]);
+    for (int s452 = 0; s452 < 2; ++s452) {
+      v451[s452] = (v431[s452] ? c329[s452] : v312[s452]);
     }
     // %247 = reduce %246 {axis = 0, kind = "sum"} : i32
-    int32_t v495;
-    int32_t racc496[2];
+    int32_t v453;
+    int32_t racc454[2];
     #pragma unroll
-    for (int v_ = 0; v_ < 2; ++v_) racc496[v_] = int32_t(0);
+    for (int v_ = 0; v_ < 2; ++v_) racc454[v_] = int32_t(0);
     #pragma unroll
-    for (int s497 = 0; s497 < 2; ++s497) {
-      racc496[s497 % 2] = int32_t(uint32_t(racc496[s497 % 2]) + uint32_t(v493[s497]));
+    for (int s455 = 0; s455 < 2; ++s455) {
+      racc454[s455 % 2] = int32_t(uint32_t(racc454[s455 % 2]) + uint32_t(v451[s455]));
     }
-    racc496[0] = int32_t(uint32_t(racc496[0]) + uint32_t(racc496[1]));
-    racc496[0] = int32_t(uint32_t(racc496[0]) + uint32_t(tsr::shfl_xor(racc496[0], 16)));
-    racc496[0] = int32_t(uint32_t(racc496[0]) + uint32_t(tsr::shfl_xor(racc496[0], 8)));
-    racc496[0] = int32_t(uint32_t(racc496[0]) + uint32_t(tsr::shfl_xor(racc496[0], 4)));
-    racc496[0] = int32_t(uint32_t(racc496[0]) + uint32_t(tsr::shfl_xor(racc496[0], 2)));
-    racc496[0] = int32_t(uint32_t(racc496[0]) + uint32_t(tsr::shfl_xor(racc496[0], 1)));
-    __shared__ int32_t tsr_red498_mem[16];
-    int32_t* const tsr_red498 = tsr_red498_mem;
+    racc454[0] = int32_t(uint32_t(racc454[0]) + uint32_t(racc454[1]));
+    racc454[0] = int32_t(uint32_t(racc454[0]) + uint32_t(tsr::shfl_xor(racc454[0], 16)));
+    racc454[0] = int32_t(uint32_t(racc454[0]) + uint32_t(tsr::shfl_xor(racc454[0], 8)));
+    racc454[0] = int32_t(uint32_t(racc454[0]) + uint32_t(tsr::shfl_xor(racc454[0], 4)));
+    racc454[0] = int32_t(uint32_t(racc454[0]) + uint32_t(tsr::shfl_xor(racc454[0], 2)));
+    racc454[0] = int32_t(uint32_t(racc454[0]) + uint32_t(tsr::shfl_xor(racc454[0], 1)));
+    __shared__ int32_t tsr_red456_mem[16];
+    int32_t* const tsr_red456 = tsr_red456_mem;
     if ((tsr_tid & 31) == 0) {
-      tsr_red498[(tsr_tid >> 5) * 1 + 0] = racc496[0];
+      tsr_red456[(tsr_tid >> 5) * 1 + 0] = racc454[0];
     }
     __syncthreads();
-    racc496[0] = tsr_red498[(tsr_tid & 15) * 1 + 0];
-    racc496[0] = int32_t(uint32_t(racc496[0]) + uint32_t(tsr::shfl_xor(racc496[0], 8)));
-    racc496[0] = int32_t(uint32_t(racc496[0]) + uint32_t(tsr::shfl_xor(racc496[0], 4)));
-    racc496[0] = int32_t(uint32_t(racc496[0]) + uint32_t(tsr::shfl_xor(racc496[0], 2)));
-    racc496[0] = int32_t(uint32_t(racc496[0]) + uint32_t(tsr::shfl_xor(racc496[0], 1)));
-    v495 = racc496[0];
+    racc454[0] = tsr_red456[(tsr_tid & 15) * 1 + 0];
+    racc454[0] = int32_t(uint32_t(racc454[0]) + uint32_t(tsr::shfl_xor(racc454[0], 8)));
+    racc454[0] = int32_t(uint32_t(racc454[0]) + uint32_t(tsr::shfl_xor(racc454[0], 4)));
+    racc454[0] = int32_t(uint32_t(racc454[0]) + uint32_t(tsr::shfl_xor(racc454[0], 2)));
+    racc454[0] = int32_t(uint32_t(racc454[0]) + uint32_t(tsr::shfl_xor(racc454[0], 1)));
+    v453 = racc454[0];
     // %248 = sub %90, %247 : i32
-    const int32_t v499 = int32_t(uint32_t(v170) - uint32_t(v495));
+    const int32_t v457 = int32_t(uint32_t(v156) - uint32_t(v453));
     // %249 = cast %240 : u32
-    const uint32_t v500 = uint32_t(v477);
+    const uint32_t v458 = uint32_t(v435);
     // %250 = shl %249, %14 : u32
-    const uint32_t v501 = tsr::ishl<uint32_t>(v500, v13);
+    const uint32_t v459 = tsr::ishl<uint32_t>(v458, v13);
     // %251 = or %89, %250 : u32
-    const uint32_t v502 = uint32_t(v169 | v501);
+    const uint32_t v460 = uint32_t(v155 | v459);
     // %252 = cmp %245, %248 {pred = "ne"} : i1
-    const uint8_t v503 = uint8_t(v489 != v499);
+    const uint8_t v461 = uint8_t(v447 != v457);
     // yield %251, %248, %14, %252
-    v336 = v502;
-    v337 = v499;
-    v338 = v13;
-    v339 = v503;
+    v308 = v460;
+    v309 = v457;
+    v310 = v13;
+    v311 = v461;
   } else {
     // yield %89, %90, %91, %92
-    v336 = v169;
-    v337 = v170;
-    v338 = v171;
-    v339 = v172;
+    v308 = v155;
+    v309 = v156;
+    v310 = v157;
+    v311 = v158;
   }
   // %253 = shr %171, %173 : u32
-  const uint32_t v504 = tsr::ishr<uint32_t>(v336, v338);
-  // async_copy %9, %x, %16, %1, %16
-  if (!(true && int64_t(v15) >= 0 && int64_t(v15) < 4LL)) __trap();  // slot index out of range
-  {
-    float* const dst505 = buf8 + ((0LL) * 4LL + int64_t(v15)) * 8192LL;
-    __syncthreads();
-    {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
-      const int64_t o506 = int64_t(v0) * 1LL;
-      const int64_t o507 = int64_t(v15) * 8192LL;
-      for (int64_t q508 = tsr_tid; q508 < 2048LL; q508 += tsr_nthreads) {
-        const int64_t gc510 = o507 + (q508 % 2048LL) * 4LL;
-        const int64_t nv511 = (true && (o506 + 0) >= 0 && (o506 + 0) < int64_t(tsr_dim_M) && gc510 >= 0) ? int64_t(tsr_dim_N) - gc510 : 0LL;  // elements in bounds (<= 0: none)
-        tsr::struct_copy_chunk(dst505 + q508 * 4LL, nv511 > 0 ? tsr_p0 + ((o506 + 0) * tsr_p0_s0 + gc510 * tsr_p0_s1) : tsr_p0, nv511, tsr_p0_s1);
+  const uint32_t v462 = tsr::ishr<uint32_t>(v308, v310);
+  // for %16, %10, %4 {...}
+  for (int64_t iv463_ = v15; v3 > 0 && iv463_ < v9; iv463_ += v3) {
+    const int32_t iv463 = int32_t(iv463_);
+    // async_copy %9, %x, %254, %1, %254
+    if (!(true && int64_t(iv463) >= 0 && int64_t(iv463) < 4LL)) __trap();  // slot index out of range
+    {
+      float* const dst464 = buf8 + ((0LL) * 4LL + int64_t(iv463)) * 8192LL;
+      __syncthreads();
+      {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
+        const int64_t o465 = int64_t(v0) * 1LL;
+        const int64_t o466 = int64_t(iv463) * 8192LL;
+        for (int64_t q467 = tsr_tid; q467 < 2048LL; q467 += tsr_nthreads) {
+          const int64_t gc469 = o466 + (q467 % 2048LL) * 4LL;
+          const int64_t nv470 = (true && (o465 + 0) >= 0 && (o465 + 0) < int64_t(tsr_dim_M) && gc469 >= 0) ? int64_t(tsr_dim_N) - gc469 : 0LL;  // elements in bounds (<= 0: none)
+          tsr::struct_copy_chunk(dst464 + q467 * 4LL, nv470 > 0 ? tsr_p0 + ((o465 + 0) * tsr_p0_s0 + gc469 * tsr_p0_s1) : tsr_p0, nv470, tsr_p0_s1);
+        }
       }
+      tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
     }
-    tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+    // yield
   }
-  // async_copy %9, %x, %4, %1, %4
-  if (!(true && int64_t(v3) >= 0 && int64_t(v3) < 4LL)) __trap();  // slot index out of range
-  {
-    float* const dst512 = buf8 + ((0LL) * 4LL + int64_t(v3)) * 8192LL;
-    __syncthreads();
-    {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
-      const int64_t o513 = int64_t(v0) * 1LL;
-      const int64_t o514 = int64_t(v3) * 8192LL;
-      for (int64_t q515 = tsr_tid; q515 < 2048LL; q515 += tsr_nthreads) {
-        const int64_t gc517 = o514 + (q515 % 2048LL) * 4LL;
-        const int64_t nv518 = (true && (o513 + 0) >= 0 && (o513 + 0) < int64_t(tsr_dim_M) && gc517 >= 0) ? int64_t(tsr_dim_N) - gc517 : 0LL;  // elements in bounds (<= 0: none)
-        tsr::struct_copy_chunk(dst512 + q515 * 4LL, nv518 > 0 ? tsr_p0 + ((o513 + 0) * tsr_p0_s0 + gc517 * tsr_p0_s1) : tsr_p0, nv518, tsr_p0_s1);
-      }
-    }
-    tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
-  }
-  // %254 = const {value = 2147483647} : u32
-  const uint32_t v519 = uint32_t(2147483647LL);
-  // %255 = const {value = 31} : u32
-  const uint32_t v520 = uint32_t(31LL);
-  // %256 = sub %7, %4 : i32
-  const int32_t v521 = int32_t(uint32_t(v6) - uint32_t(v3));
-  // %257, %258 = for %16, %13, %4, %16, %16 : i32, i32 {...}
-  int32_t c522;
-  c522 = v15;
-  int32_t c523;
-  c523 = v15;
-  for (int64_t iv524_ = v15; v3 > 0 && iv524_ < v12; iv524_ += v3) {
-    const int32_t iv524 = int32_t(iv524_);
+  // %255 = const {value = 2147483647} : u32
+  const uint32_t v471 = uint32_t(2147483647LL);
+  // %256 = const {value = 31} : u32
+  const uint32_t v472 = uint32_t(31LL);
+  // %257 = sub %7, %4 : i32
+  const int32_t v473 = int32_t(uint32_t(v6) - uint32_t(v3));
+  // %258, %259 = for %16, %13, %4, %16, %16 : i32, i32 {...}
+  int32_t c474;
+  c474 = v15;
+  int32_t c475;
+  c475 = v15;
+  for (int64_t iv476_ = v15; v3 > 0 && iv476_ < v12; iv476_ += v3) {
+    const int32_t iv476 = int32_t(iv476_);
     // async_wait
     tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible
     __syncthreads();
-    // %262 = rem %259, %10 : i32
-    const int32_t v525 = tsr::irem<int32_t>(iv524, v9);
-    // %263 = mul %262, %10 : i32
-    const int32_t v526 = int32_t(uint32_t(v525) * uint32_t(v9));
-    // %264 = add %259, %4 : i32
-    const int32_t v527 = int32_t(uint32_t(iv524) + uint32_t(v3));
-    // %265 = cmp %264, %13 {pred = "lt"} : i1
-    const uint8_t v528 = uint8_t(v527 < v12);
-    // if %265 {...}
-    if (v528) {
-      // %266 = mul %264, %10 : i32
-      const int32_t v529 = int32_t(uint32_t(v527) * uint32_t(v9));
-      // %267 = add %266, %16 : i32
-      const int32_t v530 = int32_t(uint32_t(v529) + uint32_t(v15));
-      // %268 = sub %10, %263 : i32
-      const int32_t v531 = int32_t(uint32_t(v9) - uint32_t(v526));
-      // %269 = add %268, %16 : i32
-      const int32_t v532 = int32_t(uint32_t(v531) + uint32_t(v15));
-      // async_copy %9, %x, %269, %1, %267
-      if (!(true && int64_t(v532) >= 0 && int64_t(v532) < 4LL)) __trap();  // slot index out of range
-      {
-        float* const dst533 = buf8 + ((0LL) * 4LL + int64_t(v532)) * 8192LL;
-        __syncthreads();
-        {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
-          const int64_t o534 = int64_t(v0) * 1LL;
-          const int64_t o535 = int64_t(v530) * 8192LL;
-          for (int64_t q536 = tsr_tid; q536 < 2048LL; q536 += tsr_nthreads) {
-            const int64_t gc538 = o535 + (q536 % 2048LL) * 4LL;
-            const int64_t nv539 = (true && (o534 + 0) >= 0 && (o534 + 0) < int64_t(tsr_dim_M) && gc538 >= 0) ? int64_t(tsr_dim_N) - gc538 : 0LL;  // elements in bounds (<= 0: none)
-            tsr::struct_copy_chunk(dst533 + q536 * 4LL, nv539 > 0 ? tsr_p0 + ((o534 + 0) * tsr_p0_s0 + gc538 * tsr_p0_s1) : tsr_p0, nv539, tsr_p0_s1);
+    // %263 = rem %260, %10 : i32
+    const int32_t v477 = tsr::irem<int32_t>(iv476, v9);
+    // %264 = mul %263, %10 : i32
+    const int32_t v478 = int32_t(uint32_t(v477) * uint32_t(v9));
+    // %265 = add %260, %4 : i32
+    const int32_t v479 = int32_t(uint32_t(iv476) + uint32_t(v3));
+    // %266 = cmp %265, %13 {pred = "lt"} : i1
+    const uint8_t v480 = uint8_t(v479 < v12);
+    // if %266 {...}
+    if (v480) {
+      // %267 = mul %265, %10 : i32
+      const int32_t v481 = int32_t(uint32_t(v479) * uint32_t(v9));
+      // %268 = sub %10, %264 : i32
+      const int32_t v482 = int32_t(uint32_t(v9) - uint32_t(v478));
+      // for %16, %10, %4 {...}
+      for (int64_t iv483_ = v15; v3 > 0 && iv483_ < v9; iv483_ += v3) {
+        const int32_t iv483 = int32_t(iv483_);
+        // %270 = add %267, %269 : i32
+        const int32_t v484 = int32_t(uint32_t(v481) + uint32_t(iv483));
+        // %271 = add %268, %269 : i32
+        const int32_t v485 = int32_t(uint32_t(v482) + uint32_t(iv483));
+        // async_copy %9, %x, %271, %1, %270
+        if (!(true && int64_t(v485) >= 0 && int64_t(v485) < 4LL)) __trap();  // slot index out of range
+        {
+          float* const dst486 = buf8 + ((0LL) * 4LL + int64_t(v485)) * 8192LL;
+          __syncthreads();
+          {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
+            const int64_t o487 = int64_t(v0) * 1LL;
+            const int64_t o488 = int64_t(v484) * 8192LL;
+            for (int64_t q489 = tsr_tid; q489 < 2048LL; q489 += tsr_nthreads) {
+              const int64_t gc491 = o488 + (q489 % 2048LL) * 4LL;
+              const int64_t nv492 = (true && (o487 + 0) >= 0 && (o487 + 0) < int64_t(tsr_dim_M) && gc491 >= 0) ? int64_t(tsr_dim_N) - gc491 : 0LL;  // elements in bounds (<= 0: none)
+              tsr::struct_copy_chunk(dst486 + q489 * 4LL, nv492 > 0 ? tsr_p0 + ((o487 + 0) * tsr_p0_s0 + gc491 * tsr_p0_s1) : tsr_p0, nv492, tsr_p0_s1);
+            }
           }
+          tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
         }
-        tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
-      }
-      // %270 = add %266, %4 : i32
-      const int32_t v540 = int32_t(uint32_t(v529) + uint32_t(v3));
-      // %271 = add %268, %4 : i32
-      const int32_t v541 = int32_t(uint32_t(v531) + uint32_t(v3));
-      // async_copy %9, %x, %271, %1, %270
-      if (!(true && int64_t(v541) >= 0 && int64_t(v541) < 4LL)) __trap();  // slot index out of range
-      {
-        float* const dst542 = buf8 + ((0LL) * 4LL + int64_t(v541)) * 8192LL;
-        __syncthreads();
-        {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
-          const int64_t o543 = int64_t(v0) * 1LL;
-          const int64_t o544 = int64_t(v540) * 8192LL;
-          for (int64_t q545 = tsr_tid; q545 < 2048LL; q545 += tsr_nthreads) {
-            const int64_t gc547 = o544 + (q545 % 2048LL) * 4LL;
-            const int64_t nv548 = (true && (o543 + 0) >= 0 && (o543 + 0) < int64_t(tsr_dim_M) && gc547 >= 0) ? int64_t(tsr_dim_N) - gc547 : 0LL;  // elements in bounds (<= 0: none)
-            tsr::struct_copy_chunk(dst542 + q545 * 4LL, nv548 > 0 ? tsr_p0 + ((o543 + 0) * tsr_p0_s0 + gc547 * tsr_p0_s1) : tsr_p0, nv548, tsr_p0_s1);
-          }
-        }
-        tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+        // yield
       }
       // yield
     } else {
       // yield
     }
-    // %272 = mul %259, %10 : i32
-    const int32_t v549 = int32_t(uint32_t(iv524) * uint32_t(v9));
+    // %272 = mul %260, %10 : i32
+    const int32_t v493 = int32_t(uint32_t(iv476) * uint32_t(v9));
     // %273 = sub %7, %272 : i32
-    const int32_t v550 = int32_t(uint32_t(v6) - uint32_t(v549));
+    const int32_t v494 = int32_t(uint32_t(v6) - uint32_t(v493));
     // %274 = min %10, %273 : i32
-    const int32_t v551 = tsr::imin<int32_t>(v9, v550);
-    // %275, %276 = for %16, %274, %4, %260, %261 : i32, i32 {...}
-    int32_t c552;
-    c552 = c522;
-    int32_t c553;
-    c553 = c523;
-    for (int64_t iv554_ = v15; v3 > 0 && iv554_ < v551; iv554_ += v3) {
-      const int32_t iv554 = int32_t(iv554_);
+    const int32_t v495 = tsr::imin<int32_t>(v9, v494);
+    // %275, %276 = for %16, %274, %4, %261, %262 : i32, i32 {...}
+    int32_t c496;
+    c496 = c474;
+    int32_t c497;
+    c497 = c475;
+    for (int64_t iv498_ = v15; v3 > 0 && iv498_ < v495; iv498_ += v3) {
+      const int32_t iv498 = int32_t(iv498_);
       // %280 = add %272, %277 : i32
-      const int32_t v555 = int32_t(uint32_t(v549) + uint32_t(iv554));
-      // %281 = add %263, %277 : i32
-      const int32_t v556 = int32_t(uint32_t(v526) + uint32_t(iv554));
+      const int32_t v499 = int32_t(uint32_t(v493) + uint32_t(iv498));
+      // %281 = add %264, %277 : i32
+      const int32_t v500 = int32_t(uint32_t(v478) + uint32_t(iv498));
       // %282 = buffer_read %9, %281 : tile<f32, [1, 8192]>
-      if (!(true && int64_t(v556) >= 0 && int64_t(v556) < 4LL)) __trap();  // slot index out of range
-      const float* const src557 = buf8 + ((0LL) * 4LL + int64_t(v556)) * 8192LL;
-      float v558[16];
+      if (!(true && int64_t(v500) >= 0 && int64_t(v500) < 4LL)) __trap();  // slot index out of range
+      const float* const src501 = buf8 + ((0LL) * 4LL + int64_t(v500)) * 8192LL;
+      float v502[16];
       #pragma unroll
-      for (int c559 = 0; c559 < 2; ++c559) {
+      for (int c503 = 0; c503 < 2; ++c503) {
         float v_[8];
-        tsr::copy_vec<float, 8>(v_, src557 + c559 * 4096 + tsr_tid * 8);
+        tsr::copy_vec<float, 8>(v_, src501 + c503 * 4096 + tsr_tid * 8);
         #pragma unroll
-        for (int l_ = 0; l_ < 8; ++l_) v558[c559 * 8 + l_] = v_[l_];
+        for (int l_ = 0; l_ < 8; ++l_) v502[c503 * 8 + l_] = v_[l_];
       }
       // %283 = reshape %282 : tile<f32, [8192]>
-      float v560[16];
+      float v504[16];
       #pragma unroll
-      for (int s561 = 0; s561 < 16; ++s561) {
-        v560[s561] = v558[s561];
+      for (int s505 = 0; s505 < 16; ++s505) {
+        v504[s505] = v502[s505];
       }
       // %284 = bitcast %283 : tile<u32, [8192]>
-      uint32_t v562[16];
+      uint32_t v506[16];
       #pragma unroll
-      for (int s563 = 0; s563 < 16; ++s563) {
-        v562[s563] = uint32_t(tsr::f32_bits(v560[s563]));
+      for (int s507 = 0; s507 < 16; ++s507) {
+        v506[s507] = uint32_t(tsr::f32_bits(v504[s507]));
       }
-      // %285 = splat %254 : tile<u32, [8192]>
-      uint32_t v564[16];
+      // %285 = splat %255 : tile<u32, [8192]>
+      uint32_t v508[16];
       #pragma unroll
-      for (int s565 = 0; s565 < 16; ++s565) {
-        v564[s565] = v519;
+      for (int s509 = 0; s509 < 16; ++s509) {
+        v508[s509] = v471;
       }
       // %286 = xor %284, %285 : tile<u32, [8192]>
-      uint32_t v566[16];
+      uint32_t v510[16];
       #pragma unroll
-      for (int s567 = 0; s567 < 16; ++s567) {
-        v566[s567] = uint32_t(v562[s567] ^ v564[s567]);
+      for (int s511 = 0; s511 < 16; ++s511) {
+        v510[s511] = uint32_t(v506[s511] ^ v508[s511]);
       }
-      // %287 = splat %255 : tile<u32, [8192]>
-      uint32_t v568[16];
+      // %287 = splat %256 : tile<u32, [8192]>
+      uint32_t v512[16];
       #pragma unroll
-      for (int s569 = 0; s569 < 16; ++s569) {
-        v568[s569] = v520;
+      for (int s513 = 0; s513 < 16; ++s513) {
+        v512[s513] = v472;
       }
       // %288 = shr %284, %287 : tile<u32, [8192]>
-      uint32_t v570[16];
+      uint32_t v514[16];
       #pragma unroll
-      for (int s571 = 0; s571 < 16; ++s571) {
-        v570[s571] = tsr::ishr<uint32_t>(v562[s571], v568[s571]);
+      for (int s515 = 0; s515 < 16; ++s515) {
+        v514[s515] = tsr::ishr<uint32_t>(v506[s515], v512[s515]);
       }
       // %289 = splat %14 : tile<u32, [8192]>
-      uint32_t v572[16];
+      uint32_t v516[16];
       #pragma unroll
-      for (int s573 = 0; s573 < 16; ++s573) {
-        v572[s573] = v13;
+      for (int s517 = 0; s517 < 16; ++s517) {
+        v516[s517] = v13;
       }
       // %290 = cmp %288, %289 {pred = "eq"} : tile<i1, [8192]>
-      uint8_t v574[16];
+      uint8_t v518[16];
       #pragma unroll
-      for (int s575 = 0; s575 < 16; ++s575) {
-        v574[s575] = uint8_t(v570[s575] == v572[s575]);
+      for (int s519 = 0; s519 < 16; ++s519) {
+        v518[s519] = uint8_t(v514[s519] == v516[s519]);
       }
       // %291 = where %290, %286, %284 : tile<u32, [8192]>
-      uint32_t v576[16];
+      uint32_t v520[16];
       #pragma unroll
-      for (int s577 = 0; s577 < 16; ++s577) {
-        v576[s577] = (v574[s577] ? v566[s577] : v562[s577]);
+      for (int s521 = 0; s521 < 16; ++s521) {
+        v520[s521] = (v518[s521] ? v510[s521] : v506[s521]);
       }
-      // %292 = cmp %280, %256 {pred = "eq"} : i1
-      const uint8_t v578 = uint8_t(v555 == v521);
+      // %292 = cmp %280, %257 {pred = "eq"} : i1
+      const uint8_t v522 = uint8_t(v499 == v473);
       // %293 = if %292 : tile<u32, [8192]> {...}
-      uint32_t v579[16];
-      if (v578) {
+      uint32_t v523[16];
+      if (v522) {
         // %294 = mul %280, %3 : i32
-        const int32_t v580 = int32_t(uint32_t(v555) * uint32_t(v2));
+        const int32_t v524 = int32_t(uint32_t(v499) * uint32_t(v2));
         // %295 = arange : tile<i32, [8192]>
-        int32_t v581[16];
+        int32_t v525[16];
         #pragma unroll
-        for (int s582 = 0; s582 < 16; ++s582) {
-          v581[s582] = int32_t(0 + ((s582 / 8) * 4096 + tsr_tid * 8 + (s582 % 8)));
+        for (int s526 = 0; s526 < 16; ++s526) {
+          v525[s526] = int32_t(0 + ((s526 / 8) * 4096 + tsr_tid * 8 + (s526 % 8)));
         }
         // %296 = splat %294 : tile<i32, [8192]>
-        int32_t v583[16];
+        int32_t v527[16];
         #pragma unroll
-        for (int s584 = 0; s584 < 16; ++s584) {
-          v583[s584] = v580;
+        for (int s528 = 0; s528 < 16; ++s528) {
+          v527[s528] = v524;
         }
         // %297 = add %295, %296 : tile<i32, [8192]>
-        int32_t v585[16];
+        int32_t v529[16];
         #pragma unroll
-        for (int s586 = 0; s586 < 16; ++s586) {
-          v585[s586] = int32_t(uint32_t(v581[s586]) + uint32_t(v583[s586]));
+        for (int s530 = 0; s530 < 16; ++s530) {
+          v529[s530] = int32_t(uint32_t(v525[s530]) + uint32_t(v527[s530]));
         }
         // %298 = splat %2 : tile<i32, [8192]>
-        int32_t v587[16];
+        int32_t v531[16];
         #pragma unroll
-        for (int s588 = 0; s588 < 16; ++s588) {
-          v587[s588] = v1;
+        for (int s532 = 0; s532 < 16; ++s532) {
+          v531[s532] = v1;
         }
         // %299 = cmp %297, %298 {pred = "lt"} : tile<i1, [8192]>
-        uint8_t v589[16];
+        uint8_t v533[16];
         #pragma unroll
-        for (int s590 = 0; s590 < 16; ++s590) {
-          v589[s590] = uint8_t(v585[s590] < v587[s590]);
+        for (int s534 = 0; s534 < 16; ++s534) {
+          v533[s534] = uint8_t(v529[s534] < v531[s534]);
         }
         // %300 = splat %8 : tile<u32, [8192]>
-        uint32_t v591[16];
+        uint32_t v535[16];
         #pragma unroll
-        for (int s592 = 0; s592 < 16; ++s592) {
-          v591[s592] = v7;
+        for (int s536 = 0; s536 < 16; ++s536) {
+          v535[s536] = v7;
         }
         // %301 = where %299, %291, %300 : tile<u32, [8192]>
-        uint32_t v593[16];
+        uint32_t v537[16];
         #pragma unroll
-        for (int s594 = 0; s594 < 16; ++s594) {
-          v593[s594] = (v589[s594] ? v576[s594] : v591[s594]);
+        for (int s538 = 0; s538 < 16; ++s538) {
+          v537[s538] = (v533[s538] ? v520[s538] : v535[s538]);
         }
         // yield %301
         #pragma unroll
-        for (int s595 = 0; s595 < 16; ++s595) {
-          v579[s595] = v593[s595];
+        for (int s539 = 0; s539 < 16; ++s539) {
+          v523[s539] = v537[s539];
         }
       } else {
         // yield %291
         #pragma unroll
-        for (int s596 = 0; s596 < 16; ++s596) {
-          v579[s596] = v576[s596];
+        for (int s540 = 0; s540 < 16; ++s540) {
+          v523[s540] = v520[s540];
         }
       }
       // %302 = splat %173 : tile<u32, [8192]>
-      uint32_t v597[16];
+      uint32_t v541[16];
       #pragma unroll
-      for (int s598 = 0; s598 < 16; ++s598) {
-        v597[s598] = v338;
+      for (int s542 = 0; s542 < 16; ++s542) {
+        v541[s542] = v310;
       }
       // %303 = shr %293, %302 : tile<u32, [8192]>
-      uint32_t v599[16];
+      uint32_t v543[16];
       #pragma unroll
-      for (int s600 = 0; s600 < 16; ++s600) {
-        v599[s600] = tsr::ishr<uint32_t>(v579[s600], v597[s600]);
+      for (int s544 = 0; s544 < 16; ++s544) {
+        v543[s544] = tsr::ishr<uint32_t>(v523[s544], v541[s544]);
       }
       // %304 = splat %253 : tile<u32, [8192]>
-      uint32_t v601[16];
+      uint32_t v545[16];
       #pragma unroll
-      for (int s602 = 0; s602 < 16; ++s602) {
-        v601[s602] = v504;
+      for (int s546 = 0; s546 < 16; ++s546) {
+        v545[s546] = v462;
       }
       // %305 = cmp %303, %304 {pred = "eq"} : tile<i1, [8192]>
-      uint8_t v603[16];
+      uint8_t v547[16];
       #pragma unroll
-      for (int s604 = 0; s604 < 16; ++s604) {
-        v603[s604] = uint8_t(v599[s604] == v601[s604]);
+      for (int s548 = 0; s548 < 16; ++s548) {
+        v547[s548] = uint8_t(v543[s548] == v545[s548]);
       }
       // %306 = cmp %303, %304 {pred = "lt"} : tile<i1, [8192]>
-      uint8_t v605[16];
+      uint8_t v549[16];
       #pragma unroll
-      for (int s606 = 0; s606 < 16; ++s606) {
-        v605[s606] = uint8_t(v599[s606] < v601[s606]);
+      for (int s550 = 0; s550 < 16; ++s550) {
+        v549[s550] = uint8_t(v543[s550] < v545[s550]);
       }
       // %307 = cast %305 : tile<i32, [8192]>
-      int32_t v607[16];
+      int32_t v551[16];
       #pragma unroll
-      for (int s608 = 0; s608 < 16; ++s608) {
-        v607[s608] = int32_t(v603[s608]);
+      for (int s552 = 0; s552 < 16; ++s552) {
+        v551[s552] = int32_t(v547[s552]);
       }
       // %308 = reduce %307 {axis = 0, kind = "sum"} : i32
-      int32_t v609;
-      int32_t racc610[8];
+      int32_t v553;
+      int32_t racc554[8];
       #pragma unroll
-      for (int v_ = 0; v_ < 8; ++v_) racc610[v_] = int32_t(0);
+      for (int v_ = 0; v_ < 8; ++v_) racc554[v_] = int32_t(0);
       #pragma unroll
-      for (int s611 = 0; s611 < 16; ++s611) {
-        racc610[s611 % 8] = int32_t(uint32_t(racc610[s611 % 8]) + uint32_t(v607[s611]));
+      for (int s555 = 0; s555 < 16; ++s555) {
+        racc554[s555 % 8] = int32_t(uint32_t(racc554[s555 % 8]) + uint32_t(v551[s555]));
       }
-      racc610[0] = int32_t(uint32_t(racc610[0]) + uint32_t(racc610[4]));
-      racc610[1] = int32_t(uint32_t(racc610[1]) + uint32_t(racc610[5]));
-      racc610[2] = int32_t(uint32_t(racc610[2]) + uint32_t(racc610[6]));
-      racc610[3] = int32_t(uint32_t(racc610[3]) + uint32_t(racc610[7]));
-      racc610[0] = int32_t(uint32_t(racc610[0]) + uint32_t(racc610[2]));
-      racc610[1] = int32_t(uint32_t(racc610[1]) + uint32_t(racc610[3]));
-      racc610[0] = int32_t(uint32_t(racc610[0]) + uint32_t(racc610[1]));
-      racc610[0] = int32_t(uint32_t(racc610[0]) + uint32_t(tsr::shfl_xor(racc610[0], 16)));
-      racc610[0] = int32_t(uint32_t(racc610[0]) + uint32_t(tsr::shfl_xor(racc610[0], 8)));
-      racc610[0] = int32_t(uint32_t(racc610[0]) + uint32_t(tsr::shfl_xor(racc610[0], 4)));
-      racc610[0] = int32_t(uint32_t(racc610[0]) + uint32_t(tsr::shfl_xor(racc610[0], 2)));
-      racc610[0] = int32_t(uint32_t(racc610[0]) + uint32_t(tsr::shfl_xor(racc610[0], 1)));
-      __shared__ int32_t tsr_red612_mem[32];
-      int32_t* const tsr_red612 = tsr_red612_mem + tsr_red612_at;
-      tsr_red612_at ^= 16;
+      racc554[0] = int32_t(uint32_t(racc554[0]) + uint32_t(racc554[4]));
+      racc554[1] = int32_t(uint32_t(racc554[1]) + uint32_t(racc554[5]));
+      racc554[2] = int32_t(uint32_t(racc554[2]) + uint32_t(racc554[6]));
+      racc554[3] = int32_t(uint32_t(racc554[3]) + uint32_t(racc554[7]));
+      racc554[0] = int32_t(uint32_t(racc554[0]) + uint32_t(racc554[2]));
+      racc554[1] = int32_t(uint32_t(racc554[1]) + uint32_t(racc554[3]));
+      racc554[0] = int32_t(uint32_t(racc554[0]) + uint32_t(racc554[1]));
+      racc554[0] = int32_t(uint32_t(racc554[0]) + uint32_t(tsr::shfl_xor(racc554[0], 16)));
+      racc554[0] = int32_t(uint32_t(racc554[0]) + uint32_t(tsr::shfl_xor(racc554[0], 8)));
+      racc554[0] = int32_t(uint32_t(racc554[0]) + uint32_t(tsr::shfl_xor(racc554[0], 4)));
+      racc554[0] = int32_t(uint32_t(racc554[0]) + uint32_t(tsr::shfl_xor(racc554[0], 2)));
+      racc554[0] = int32_t(uint32_t(racc554[0]) + uint32_t(tsr::shfl_xor(racc554[0], 1)));
+      __shared__ int32_t tsr_red556_mem[32];
+      int32_t* const tsr_red556 = tsr_red556_mem + tsr_red556_at;
+      tsr_red556_at ^= 16;
       if ((tsr_tid & 31) == 0) {
-        tsr_red612[(tsr_tid >> 5) * 1 + 0] = racc610[0];
+        tsr_red556[(tsr_tid >> 5) * 1 + 0] = racc554[0];
       }
       __syncthreads();
-      racc610[0] = tsr_red612[(tsr_tid & 15) * 1 + 0];
-      racc610[0] = int32_t(uint32_t(racc610[0]) + uint32_t(tsr::shfl_xor(racc610[0], 8)));
-      racc610[0] = int32_t(uint32_t(racc610[0]) + uint32_t(tsr::shfl_xor(racc610[0], 4)));
-      racc610[0] = int32_t(uint32_t(racc610[0]) + uint32_t(tsr::shfl_xor(racc610[0], 2)));
-      racc610[0] = int32_t(uint32_t(racc610[0]) + uint32_t(tsr::shfl_xor(racc610[0], 1)));
-      v609 = racc610[0];
+      racc554[0] = tsr_red556[(tsr_tid & 15) * 1 + 0];
+      racc554[0] = int32_t(uint32_t(racc554[0]) + uint32_t(tsr::shfl_xor(racc554[0], 8)));
+      racc554[0] = int32_t(uint32_t(racc554[0]) + uint32_t(tsr::shfl_xor(racc554[0], 4)));
+      racc554[0] = int32_t(uint32_t(racc554[0]) + uint32_t(tsr::shfl_xor(racc554[0], 2)));
+      racc554[0] = int32_t(uint32_t(racc554[0]) + uint32_t(tsr::shfl_xor(racc554[0], 1)));
+      v553 = racc554[0];
       // %309 = add %279, %308 : i32
-      const int32_t v613 = int32_t(uint32_t(c553) + uint32_t(v609));
+      const int32_t v557 = int32_t(uint32_t(c497) + uint32_t(v553));
       // %310 = cmp %309, %172 {pred = "le"} : i1
-      const uint8_t v614 = uint8_t(v613 <= v337);
+      const uint8_t v558 = uint8_t(v557 <= v309);
       // %311 = if %310 : tile<i1, [8192]> {...}
-      uint8_t v615[16];
-      if (v614) {
+      uint8_t v559[16];
+      if (v558) {
         // %312 = or %306, %305 : tile<i1, [8192]>
-        uint8_t v616[16];
+        uint8_t v560[16];
         #pragma unroll
-        for (int s617 = 0; s617 < 16; ++s617) {
-          v616[s617] = uint8_t(v605[s617] | v603[s617]);
+        for (int s561 = 0; s561 < 16; ++s561) {
+          v560[s561] = uint8_t(v549[s561] | v547[s561]);
         }
         // yield %312
         #pragma unroll
-        for (int s618 = 0; s618 < 16; ++s618) {
-          v615[s618] = v616[s618];
+        for (int s562 = 0; s562 < 16; ++s562) {
+          v559[s562] = v560[s562];
         }
       } else {
         // %313 = scan %307 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-        int32_t v619[16];
-        uint32_t run620 = uint32_t(0);
-        uint32_t acc621_0 = uint32_t(0);
-        acc621_0 += uint32_t(v607[0]); v619[0] = int32_t(acc621_0);
-        acc621_0 += uint32_t(v607[1]); v619[1] = int32_t(acc621_0);
-        acc621_0 += uint32_t(v607[2]); v619[2] = int32_t(acc621_0);
-        acc621_0 += uint32_t(v607[3]); v619[3] = int32_t(acc621_0);
-        acc621_0 += uint32_t(v607[4]); v619[4] = int32_t(acc621_0);
-        acc621_0 += uint32_t(v607[5]); v619[5] = int32_t(acc621_0);
-        acc621_0 += uint32_t(v607[6]); v619[6] = int32_t(acc621_0);
-        acc621_0 += uint32_t(v607[7]); v619[7] = int32_t(acc621_0);
+        int32_t v563[16];
+        uint32_t run564 = uint32_t(0);
+        uint32_t acc565_0 = uint32_t(0);
+        acc565_0 += uint32_t(v551[0]); v563[0] = int32_t(acc565_0);
+        acc565_0 += uint32_t(v551[1]); v563[1] = int32_t(acc565_0);
+        acc565_0 += uint32_t(v551[2]); v563[2] = int32_t(acc565_0);
+        acc565_0 += uint32_t(v551[3]); v563[3] = int32_t(acc565_0);
+        acc565_0 += uint32_t(v551[4]); v563[4] = int32_t(acc565_0);
+        acc565_0 += uint32_t(v551[5]); v563[5] = int32_t(acc565_0);
+        acc565_0 += uint32_t(v551[6]); v563[6] = int32_t(acc565_0);
+        acc565_0 += uint32_t(v551[7]); v563[7] = int32_t(acc565_0);
         __syncthreads();
-        uint32_t tot623_0;
-        const uint32_t off622_0 = run620 + tsr::block_exclusive_sum<16>(acc621_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot623_0);
-        v619[0] = int32_t(uint32_t(v619[0]) + off622_0);
-        v619[1] = int32_t(uint32_t(v619[1]) + off622_0);
-        v619[2] = int32_t(uint32_t(v619[2]) + off622_0);
-        v619[3] = int32_t(uint32_t(v619[3]) + off622_0);
-        v619[4] = int32_t(uint32_t(v619[4]) + off622_0);
-        v619[5] = int32_t(uint32_t(v619[5]) + off622_0);
-        v619[6] = int32_t(uint32_t(v619[6]) + off622_0);
-        v619[7] = int32_t(uint32_t(v619[7]) + off622_0);
-        run620 += tot623_0;
-        uint32_t acc621_1 = uint32_t(0);
-        acc621_1 += uint32_t(v607[8]); v619[8] = int32_t(acc621_1);
-        acc621_1 += uint32_t(v607[9]); v619[9] = int32_t(acc621_1);
-        acc621_1 += uint32_t(v607[10]); v619[10] = int32_t(acc621_1);
-        acc621_1 += uint32_t(v607[11]); v619[11] = int32_t(acc621_1);
-        acc621_1 += uint32_t(v607[12]); v619[12] = int32_t(acc621_1);
-        acc621_1 += uint32_t(v607[13]); v619[13] = int32_t(acc621_1);
-        acc621_1 += uint32_t(v607[14]); v619[14] = int32_t(acc621_1);
-        acc621_1 += uint32_t(v607[15]); v619[15] = int32_t(acc621_1);
+        uint32_t tot567_0;
+        const uint32_t off566_0 = run564 + tsr::block_exclusive_sum<16>(acc565_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot567_0);
+        v563[0] = int32_t(uint32_t(v563[0]) + off566_0);
+        v563[1] = int32_t(uint32_t(v563[1]) + off566_0);
+        v563[2] = int32_t(uint32_t(v563[2]) + off566_0);
+        v563[3] = int32_t(uint32_t(v563[3]) + off566_0);
+        v563[4] = int32_t(uint32_t(v563[4]) + off566_0);
+        v563[5] = int32_t(uint32_t(v563[5]) + off566_0);
+        v563[6] = int32_t(uint32_t(v563[6]) + off566_0);
+        v563[7] = int32_t(uint32_t(v563[7]) + off566_0);
+        run564 += tot567_0;
+        uint32_t acc565_1 = uint32_t(0);
+        acc565_1 += uint32_t(v551[8]); v563[8] = int32_t(acc565_1);
+        acc565_1 += uint32_t(v551[9]); v563[9] = int32_t(acc565_1);
+        acc565_1 += uint32_t(v551[10]); v563[10] = int32_t(acc565_1);
+        acc565_1 += uint32_t(v551[11]); v563[11] = int32_t(acc565_1);
+        acc565_1 += uint32_t(v551[12]); v563[12] = int32_t(acc565_1);
+        acc565_1 += uint32_t(v551[13]); v563[13] = int32_t(acc565_1);
+        acc565_1 += uint32_t(v551[14]); v563[14] = int32_t(acc565_1);
+        acc565_1 += uint32_t(v551[15]); v563[15] = int32_t(acc565_1);
         __syncthreads();
-        uint32_t tot623_1;
-        const uint32_t off622_1 = run620 + tsr::block_exclusive_sum<16>(acc621_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot623_1);
-        v619[8] = int32_t(uint32_t(v619[8]) + off622_1);
-        v619[9] = int32_t(uint32_t(v619[9]) + off622_1);
-        v619[10] = int32_t(uint32_t(v619[10]) + off622_1);
-        v619[11] = int32_t(uint32_t(v619[11]) + off622_1);
-        v619[12] = int32_t(uint32_t(v619[12]) + off622_1);
-        v619[13] = int32_t(uint32_t(v619[13]) + off622_1);
-        v619[14] = int32_t(uint32_t(v619[14]) + off622_1);
-        v619[15] = int32_t(uint32_t(v619[15]) + off622_1);
-        run620 += tot623_1;
+        uint32_t tot567_1;
+        const uint32_t off566_1 = run564 + tsr::block_exclusive_sum<16>(acc565_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot567_1);
+        v563[8] = int32_t(uint32_t(v563[8]) + off566_1);
+        v563[9] = int32_t(uint32_t(v563[9]) + off566_1);
+        v563[10] = int32_t(uint32_t(v563[10]) + off566_1);
+        v563[11] = int32_t(uint32_t(v563[11]) + off566_1);
+        v563[12] = int32_t(uint32_t(v563[12]) + off566_1);
+        v563[13] = int32_t(uint32_t(v563[13]) + off566_1);
+        v563[14] = int32_t(uint32_t(v563[14]) + off566_1);
+        v563[15] = int32_t(uint32_t(v563[15]) + off566_1);
+        run564 += tot567_1;
         // %314 = splat %279 : tile<i32, [8192]>
-        int32_t v624[16];
+        int32_t v568[16];
         #pragma unroll
-        for (int s625 = 0; s625 < 16; ++s625) {
-          v624[s625] = c553;
+        for (int s569 = 0; s569 < 16; ++s569) {
+          v568[s569] = c497;
         }
         // %315 = add %313, %314 : tile<i32, [8192]>
-        int32_t v626[16];
+        int32_t v570[16];
         #pragma unroll
-        for (int s627 = 0; s627 < 16; ++s627) {
-          v626[s627] = int32_t(uint32_t(v619[s627]) + uint32_t(v624[s627]));
+        for (int s571 = 0; s571 < 16; ++s571) {
+          v570[s571] = int32_t(uint32_t(v563[s571]) + uint32_t(v568[s571]));
         }
         // %316 = splat %172 : tile<i32, [8192]>
-        int32_t v628[16];
+        int32_t v572[16];
         #pragma unroll
-        for (int s629 = 0; s629 < 16; ++s629) {
-          v628[s629] = v337;
+        for (int s573 = 0; s573 < 16; ++s573) {
+          v572[s573] = v309;
         }
         // %317 = cmp %315, %316 {pred = "le"} : tile<i1, [8192]>
-        uint8_t v630[16];
+        uint8_t v574[16];
         #pragma unroll
-        for (int s631 = 0; s631 < 16; ++s631) {
-          v630[s631] = uint8_t(v626[s631] <= v628[s631]);
+        for (int s575 = 0; s575 < 16; ++s575) {
+          v574[s575] = uint8_t(v570[s575] <= v572[s575]);
         }
         // %318 = and %305, %317 : tile<i1, [8192]>
-        uint8_t v632[16];
+        uint8_t v576[16];
         #pragma unroll
-        for (int s633 = 0; s633 < 16; ++s633) {
-          v632[s633] = uint8_t(v603[s633] & v630[s633]);
+        for (int s577 = 0; s577 < 16; ++s577) {
+          v576[s577] = uint8_t(v547[s577] & v574[s577]);
         }
         // %319 = or %306, %318 : tile<i1, [8192]>
-        uint8_t v634[16];
+        uint8_t v578[16];
         #pragma unroll
-        for (int s635 = 0; s635 < 16; ++s635) {
-          v634[s635] = uint8_t(v605[s635] | v632[s635]);
+        for (int s579 = 0; s579 < 16; ++s579) {
+          v578[s579] = uint8_t(v549[s579] | v576[s579]);
         }
         // yield %319
         #pragma unroll
-        for (int s636 = 0; s636 < 16; ++s636) {
-          v615[s636] = v634[s636];
+        for (int s580 = 0; s580 < 16; ++s580) {
+          v559[s580] = v578[s580];
         }
       }
       // %320 = sub %278, %4 : i32
-      const int32_t v637 = int32_t(uint32_t(c552) - uint32_t(v3));
+      const int32_t v581 = int32_t(uint32_t(c496) - uint32_t(v3));
       // %321 = cast %311 : tile<i32, [8192]>
-      int32_t v638[16];
+      int32_t v582[16];
       #pragma unroll
-      for (int s639 = 0; s639 < 16; ++s639) {
-        v638[s639] = int32_t(v615[s639]);
+      for (int s583 = 0; s583 < 16; ++s583) {
+        v582[s583] = int32_t(v559[s583]);
       }
       // %322 = scan %321 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-      int32_t v640[16];
-      uint32_t run641 = uint32_t(0);
-      uint32_t acc642_0 = uint32_t(0);
-      acc642_0 += uint32_t(v638[0]); v640[0] = int32_t(acc642_0);
-      acc642_0 += uint32_t(v638[1]); v640[1] = int32_t(acc642_0);
-      acc642_0 += uint32_t(v638[2]); v640[2] = int32_t(acc642_0);
-      acc642_0 += uint32_t(v638[3]); v640[3] = int32_t(acc642_0);
-      acc642_0 += uint32_t(v638[4]); v640[4] = int32_t(acc642_0);
-      acc642_0 += uint32_t(v638[5]); v640[5] = int32_t(acc642_0);
-      acc642_0 += uint32_t(v638[6]); v640[6] = int32_t(acc642_0);
-      acc642_0 += uint32_t(v638[7]); v640[7] = int32_t(acc642_0);
+      int32_t v584[16];
+      uint32_t run585 = uint32_t(0);
+      uint32_t acc586_0 = uint32_t(0);
+      acc586_0 += uint32_t(v582[0]); v584[0] = int32_t(acc586_0);
+      acc586_0 += uint32_t(v582[1]); v584[1] = int32_t(acc586_0);
+      acc586_0 += uint32_t(v582[2]); v584[2] = int32_t(acc586_0);
+      acc586_0 += uint32_t(v582[3]); v584[3] = int32_t(acc586_0);
+      acc586_0 += uint32_t(v582[4]); v584[4] = int32_t(acc586_0);
+      acc586_0 += uint32_t(v582[5]); v584[5] = int32_t(acc586_0);
+      acc586_0 += uint32_t(v582[6]); v584[6] = int32_t(acc586_0);
+      acc586_0 += uint32_t(v582[7]); v584[7] = int32_t(acc586_0);
       __syncthreads();
-      uint32_t tot644_0;
-      const uint32_t off643_0 = run641 + tsr::block_exclusive_sum<16>(acc642_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot644_0);
-      v640[0] = int32_t(uint32_t(v640[0]) + off643_0);
-      v640[1] = int32_t(uint32_t(v640[1]) + off643_0);
-      v640[2] = int32_t(uint32_t(v640[2]) + off643_0);
-      v640[3] = int32_t(uint32_t(v640[3]) + off643_0);
-      v640[4] = int32_t(uint32_t(v640[4]) + off643_0);
-      v640[5] = int32_t(uint32_t(v640[5]) + off643_0);
-      v640[6] = int32_t(uint32_t(v640[6]) + off643_0);
-      v640[7] = int32_t(uint32_t(v640[7]) + off643_0);
-      run641 += tot644_0;
-      uint32_t acc642_1 = uint32_t(0);
-      acc642_1 += uint32_t(v638[8]); v640[8] = int32_t(acc642_1);
-      acc642_1 += uint32_t(v638[9]); v640[9] = int32_t(acc642_1);
-      acc642_1 += uint32_t(v638[10]); v640[10] = int32_t(acc642_1);
-      acc642_1 += uint32_t(v638[11]); v640[11] = int32_t(acc642_1);
-      acc642_1 += uint32_t(v638[12]); v640[12] = int32_t(acc642_1);
-      acc642_1 += uint32_t(v638[13]); v640[13] = int32_t(acc642_1);
-      acc642_1 += uint32_t(v638[14]); v640[14] = int32_t(acc642_1);
-      acc642_1 += uint32_t(v638[15]); v640[15] = int32_t(acc642_1);
+      uint32_t tot588_0;
+      const uint32_t off587_0 = run585 + tsr::block_exclusive_sum<16>(acc586_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot588_0);
+      v584[0] = int32_t(uint32_t(v584[0]) + off587_0);
+      v584[1] = int32_t(uint32_t(v584[1]) + off587_0);
+      v584[2] = int32_t(uint32_t(v584[2]) + off587_0);
+      v584[3] = int32_t(uint32_t(v584[3]) + off587_0);
+      v584[4] = int32_t(uint32_t(v584[4]) + off587_0);
+      v584[5] = int32_t(uint32_t(v584[5]) + off587_0);
+      v584[6] = int32_t(uint32_t(v584[6]) + off587_0);
+      v584[7] = int32_t(uint32_t(v584[7]) + off587_0);
+      run585 += tot588_0;
+      uint32_t acc586_1 = uint32_t(0);
+      acc586_1 += uint32_t(v582[8]); v584[8] = int32_t(acc586_1);
+      acc586_1 += uint32_t(v582[9]); v584[9] = int32_t(acc586_1);
+      acc586_1 += uint32_t(v582[10]); v584[10] = int32_t(acc586_1);
+      acc586_1 += uint32_t(v582[11]); v584[11] = int32_t(acc586_1);
+      acc586_1 += uint32_t(v582[12]); v584[12] = int32_t(acc586_1);
+      acc586_1 += uint32_t(v582[13]); v584[13] = int32_t(acc586_1);
+      acc586_1 += uint32_t(v582[14]); v584[14] = int32_t(acc586_1);
+      acc586_1 += uint32_t(v582[15]); v584[15] = int32_t(acc586_1);
       __syncthreads();
-      uint32_t tot644_1;
-      const uint32_t off643_1 = run641 + tsr::block_exclusive_sum<16>(acc642_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot644_1);
-      v640[8] = int32_t(uint32_t(v640[8]) + off643_1);
-      v640[9] = int32_t(uint32_t(v640[9]) + off643_1);
-      v640[10] = int32_t(uint32_t(v640[10]) + off643_1);
-      v640[11] = int32_t(uint32_t(v640[11]) + off643_1);
-      v640[12] = int32_t(uint32_t(v640[12]) + off643_1);
-      v640[13] = int32_t(uint32_t(v640[13]) + off643_1);
-      v640[14] = int32_t(uint32_t(v640[14]) + off643_1);
-      v640[15] = int32_t(uint32_t(v640[15]) + off643_1);
-      run641 += tot644_1;
+      uint32_t tot588_1;
+      const uint32_t off587_1 = run585 + tsr::block_exclusive_sum<16>(acc586_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot588_1);
+      v584[8] = int32_t(uint32_t(v584[8]) + off587_1);
+      v584[9] = int32_t(uint32_t(v584[9]) + off587_1);
+      v584[10] = int32_t(uint32_t(v584[10]) + off587_1);
+      v584[11] = int32_t(uint32_t(v584[11]) + off587_1);
+      v584[12] = int32_t(uint32_t(v584[12]) + off587_1);
+      v584[13] = int32_t(uint32_t(v584[13]) + off587_1);
+      v584[14] = int32_t(uint32_t(v584[14]) + off587_1);
+      v584[15] = int32_t(uint32_t(v584[15]) + off587_1);
+      run585 += tot588_1;
       // %323 = splat %320 : tile<i32, [8192]>
-      int32_t v645[16];
+      int32_t v589[16];
       #pragma unroll
-      for (int s646 = 0; s646 < 16; ++s646) {
-        v645[s646] = v637;
+      for (int s590 = 0; s590 < 16; ++s590) {
+        v589[s590] = v581;
       }
       // %324 = add %322, %323 : tile<i32, [8192]>
-      int32_t v647[16];
+      int32_t v591[16];
       #pragma unroll
-      for (int s648 = 0; s648 < 16; ++s648) {
-        v647[s648] = int32_t(uint32_t(v640[s648]) + uint32_t(v645[s648]));
+      for (int s592 = 0; s592 < 16; ++s592) {
+        v591[s592] = int32_t(uint32_t(v584[s592]) + uint32_t(v589[s592]));
       }
       // %325 = splat %1 : tile<i32, [8192]>
-      int32_t v649[16];
+      int32_t v593[16];
       #pragma unroll
-      for (int s650 = 0; s650 < 16; ++s650) {
-        v649[s650] = v0;
+      for (int s594 = 0; s594 < 16; ++s594) {
+        v593[s594] = v0;
       }
       // scatter %values, %283, %325, %324, %311
       #pragma unroll
-      for (int s651 = 0; s651 < 16; ++s651) {
-        if ((v615[s651] != 0) && (int64_t(v649[s651]) >= 0 && int64_t(v649[s651]) < int64_t(tsr_dim_M) && int64_t(v647[s651]) >= 0 && int64_t(v647[s651]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v649[s651]) * tsr_p1_s0 + int64_t(v647[s651]) * tsr_p1_s1] = v560[s651];
+      for (int s595 = 0; s595 < 16; ++s595) {
+        if ((v559[s595] != 0) && (int64_t(v593[s595]) >= 0 && int64_t(v593[s595]) < int64_t(tsr_dim_M) && int64_t(v591[s595]) >= 0 && int64_t(v591[s595]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v593[s595]) * tsr_p1_s0 + int64_t(v591[s595]) * tsr_p1_s1] = v504[s595];
       }
       // %326 = mul %280, %3 : i32
-      const int32_t v652 = int32_t(uint32_t(v555) * uint32_t(v2));
+      const int32_t v596 = int32_t(uint32_t(v499) * uint32_t(v2));
       // %327 = arange : tile<i32, [8192]>
-      int32_t v653[16];
+      int32_t v597[16];
       #pragma unroll
-      for (int s654 = 0; s654 < 16; ++s654) {
-        v653[s654] = int32_t(0 + ((s654 / 8) * 4096 + tsr_tid * 8 + (s654 % 8)));
+      for (int s598 = 0; s598 < 16; ++s598) {
+        v597[s598] = int32_t(0 + ((s598 / 8) * 4096 + tsr_tid * 8 + (s598 % 8)));
       }
       // %328 = splat %326 : tile<i32, [8192]>
-      int32_t v655[16];
+      int32_t v599[16];
       #pragma unroll
-      for (int s656 = 0; s656 < 16; ++s656) {
-        v655[s656] = v652;
+      for (int s600 = 0; s600 < 16; ++s600) {
+        v599[s600] = v596;
       }
       // %329 = add %327, %328 : tile<i32, [8192]>
-      int32_t v657[16];
+      int32_t v601[16];
       #pragma unroll
-      for (int s658 = 0; s658 < 16; ++s658) {
-        v657[s658] = int32_t(uint32_t(v653[s658]) + uint32_t(v655[s658]));
+      for (int s602 = 0; s602 < 16; ++s602) {
+        v601[s602] = int32_t(uint32_t(v597[s602]) + uint32_t(v599[s602]));
       }
       // scatter %indices, %329, %325, %324, %311
       #pragma unroll
-      for (int s659 = 0; s659 < 16; ++s659) {
-        if ((v615[s659] != 0) && (int64_t(v649[s659]) >= 0 && int64_t(v649[s659]) < int64_t(tsr_dim_M) && int64_t(v647[s659]) >= 0 && int64_t(v647[s659]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v649[s659]) * tsr_p2_s0 + int64_t(v647[s659]) * tsr_p2_s1] = v657[s659];
+      for (int s603 = 0; s603 < 16; ++s603) {
+        if ((v559[s603] != 0) && (int64_t(v593[s603]) >= 0 && int64_t(v593[s603]) < int64_t(tsr_dim_M) && int64_t(v591[s603]) >= 0 && int64_t(v591[s603]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v593[s603]) * tsr_p2_s0 + int64_t(v591[s603]) * tsr_p2_s1] = v601[s603];
       }
       // %330 = reduce %321 {axis = 0, kind = "sum"} : i32
-      int32_t v660;
-      int32_t racc661[8];
+      int32_t v604;
+      int32_t racc605[8];
       #pragma unroll
-      for (int v_ = 0; v_ < 8; ++v_) racc661[v_] = int32_t(0);
+      for (int v_ = 0; v_ < 8; ++v_) racc605[v_] = int32_t(0);
       #pragma unroll
-      for (int s662 = 0; s662 < 16; ++s662) {
-        racc661[s662 % 8] = int32_t(uint32_t(racc661[s662 % 8]) + uint32_t(v638[s662]));
+      for (int s606 = 0; s606 < 16; ++s606) {
+        racc605[s606 % 8] = int32_t(uint32_t(racc605[s606 % 8]) + uint32_t(v582[s606]));
       }
-      racc661[0] = int32_t(uint32_t(racc661[0]) + uint32_t(racc661[4]));
-      racc661[1] = int32_t(uint32_t(racc661[1]) + uint32_t(racc661[5]));
-      racc661[2] = int32_t(uint32_t(racc661[2]) + uint32_t(racc661[6]));
-      racc661[3] = int32_t(uint32_t(racc661[3]) + uint32_t(racc661[7]));
-      racc661[0] = int32_t(uint32_t(racc661[0]) + uint32_t(racc661[2]));
-      racc661[1] = int32_t(uint32_t(racc661[1]) + uint32_t(racc661[3]));
-      racc661[0] = int32_t(uint32_t(racc661[0]) + uint32_t(racc661[1]));
-      racc661[0] = int32_t(uint32_t(racc661[0]) + uint32_t(tsr::shfl_xor(racc661[0], 16)));
-      racc661[0] = int32_t(uint32_t(racc661[0]) + uint32_t(tsr::shfl_xor(racc661[0], 8)));
-      racc661[0] = int32_t(uint32_t(racc661[0]) + uint32_t(tsr::shfl_xor(racc661[0], 4)));
-      racc661[0] = int32_t(uint32_t(racc661[0]) + uint32_t(tsr::shfl_xor(racc661[0], 2)));
-      racc661[0] = int32_t(uint32_t(racc661[0]) + uint32_t(tsr::shfl_xor(racc661[0], 1)));
-      __shared__ int32_t tsr_red663_mem[32];
-      int32_t* const tsr_red663 = tsr_red663_mem + tsr_red663_at;
-      tsr_red663_at ^= 16;
+      racc605[0] = int32_t(uint32_t(racc605[0]) + uint32_t(racc605[4]));
+      racc605[1] = int32_t(uint32_t(racc605[1]) + uint32_t(racc605[5]));
+      racc605[2] = int32_t(uint32_t(racc605[2]) + uint32_t(racc605[6]));
+      racc605[3] = int32_t(uint32_t(racc605[3]) + uint32_t(racc605[7]));
+      racc605[0] = int32_t(uint32_t(racc605[0]) + uint32_t(racc605[2]));
+      racc605[1] = int32_t(uint32_t(racc605[1]) + uint32_t(racc605[3]));
+      racc605[0] = int32_t(uint32_t(racc605[0]) + uint32_t(racc605[1]));
+      racc605[0] = int32_t(uint32_t(racc605[0]) + uint32_t(tsr::shfl_xor(racc605[0], 16)));
+      racc605[0] = int32_t(uint32_t(racc605[0]) + uint32_t(tsr::shfl_xor(racc605[0], 8)));
+      racc605[0] = int32_t(uint32_t(racc605[0]) + uint32_t(tsr::shfl_xor(racc605[0], 4)));
+      racc605[0] = int32_t(uint32_t(racc605[0]) + uint32_t(tsr::shfl_xor(racc605[0], 2)));
+      racc605[0] = int32_t(uint32_t(racc605[0]) + uint32_t(tsr::shfl_xor(racc605[0], 1)));
+      __shared__ int32_t tsr_red607_mem[32];
+      int32_t* const tsr_red607 = tsr_red607_mem + tsr_red607_at;
+      tsr_red607_at ^= 16;
       if ((tsr_tid & 31) == 0) {
-        tsr_red663[(tsr_tid >> 5) * 1 + 0] = racc661[0];
+        tsr_red607[(tsr_tid >> 5) * 1 + 0] = racc605[0];
       }
       __syncthreads();
-      racc661[0] = tsr_red663[(tsr_tid & 15) * 1 + 0];
-      racc661[0] = int32_t(uint32_t(racc661[0]) + uint32_t(tsr::shfl_xor(racc661[0], 8)));
-      racc661[0] = int32_t(uint32_t(racc661[0]) + uint32_t(tsr::shfl_xor(racc661[0], 4)));
-      racc661[0] = int32_t(uint32_t(racc661[0]) + uint32_t(tsr::shfl_xor(racc661[0], 2)));
-      racc661[0] = int32_t(uint32_t(racc661[0]) + uint32_t(tsr::shfl_xor(racc661[0], 1)));
-      v660 = racc661[0];
+      racc605[0] = tsr_red607[(tsr_tid & 15) * 1 + 0];
+      racc605[0] = int32_t(uint32_t(racc605[0]) + uint32_t(tsr::shfl_xor(racc605[0], 8)));
+      racc605[0] = int32_t(uint32_t(racc605[0]) + uint32_t(tsr::shfl_xor(racc605[0], 4)));
+      racc605[0] = int32_t(uint32_t(racc605[0]) + uint32_t(tsr::shfl_xor(racc605[0], 2)));
+      racc605[0] = int32_t(uint32_t(racc605[0]) + uint32_t(tsr::shfl_xor(racc605[0], 1)));
+      v604 = racc605[0];
       // %331 = add %278, %330 : i32
-      const int32_t v664 = int32_t(uint32_t(c552) + uint32_t(v660));
+      const int32_t v608 = int32_t(uint32_t(c496) + uint32_t(v604));
       // yield %331, %309
-      c552 = v664;
-      c553 = v613;
+      c496 = v608;
+      c497 = v557;
     }
     // yield %275, %276
-    c522 = c552;
-    c523 = c553;
+    c474 = c496;
+    c475 = c497;
   }
   // %332 = load_tile %indices, %1, %16 : tile<i32, [1, 64]>
   __syncthreads();
-  int32_t v665[1];
+  int32_t v609[1];
   {
-    const int64_t o666 = int64_t(v0) * 1;
-    const int64_t o667 = int64_t(v15) * 64;
+    const int64_t o610 = int64_t(v0) * 1;
+    const int64_t o611 = int64_t(v15) * 64;
     #pragma unroll
-    for (int s668 = 0; s668 < 1; ++s668) {
-      const int e669 = (s668 * 512 + tsr_tid);
-      v665[s668] = ((s668 * 512 + tsr_tid) < 64) && ((o666 + 0) >= 0 && (o666 + 0) < int64_t(tsr_dim_M) && (o667 + (e669)) >= 0 && (o667 + (e669)) < int64_t(tsr_dim_K)) ? tsr_p2[(o666 + 0) * tsr_p2_s0 + (o667 + (e669)) * tsr_p2_s1] : int32_t(0LL);
+    for (int s612 = 0; s612 < 1; ++s612) {
+      const int e613 = (s612 * 512 + tsr_tid);
+      v609[s612] = ((s612 * 512 + tsr_tid) < 64) && ((o610 + 0) >= 0 && (o610 + 0) < int64_t(tsr_dim_M) && (o611 + (e613)) >= 0 && (o611 + (e613)) < int64_t(tsr_dim_K)) ? tsr_p2[(o610 + 0) * tsr_p2_s0 + (o611 + (e613)) * tsr_p2_s1] : int32_t(0LL);
     }
   }
   // %333 = load_tile %values, %1, %16 : tile<f32, [1, 64]>
-  float v670[1];
+  float v614[1];
   {
-    const int64_t o671 = int64_t(v0) * 1;
-    const int64_t o672 = int64_t(v15) * 64;
+    const int64_t o615 = int64_t(v0) * 1;
+    const int64_t o616 = int64_t(v15) * 64;
     #pragma unroll
-    for (int s673 = 0; s673 < 1; ++s673) {
-      const int e674 = (s673 * 512 + tsr_tid);
-      v670[s673] = ((s673 * 512 + tsr_tid) < 64) && ((o671 + 0) >= 0 && (o671 + 0) < int64_t(tsr_dim_M) && (o672 + (e674)) >= 0 && (o672 + (e674)) < int64_t(tsr_dim_K)) ? tsr_p1[(o671 + 0) * tsr_p1_s0 + (o672 + (e674)) * tsr_p1_s1] : 0x0p+0f;
+    for (int s617 = 0; s617 < 1; ++s617) {
+      const int e618 = (s617 * 512 + tsr_tid);
+      v614[s617] = ((s617 * 512 + tsr_tid) < 64) && ((o615 + 0) >= 0 && (o615 + 0) < int64_t(tsr_dim_M) && (o616 + (e618)) >= 0 && (o616 + (e618)) < int64_t(tsr_dim_K)) ? tsr_p1[(o615 + 0) * tsr_p1_s0 + (o616 + (e618)) * tsr_p1_s1] : 0x0p+0f;
     }
   }
   // %334, %335 = sort %333, %332 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
-  float v675[1];
-  int32_t v676[1];
+  float v619[1];
+  int32_t v620[1];
   __syncthreads();
   #pragma unroll
-  for (int s677 = 0; s677 < 1; ++s677) {
-    if (((s677 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s677 * 512 + tsr_tid)] = v670[s677];
+  for (int s621 = 0; s621 < 1; ++s621) {
+    if (((s621 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s621 * 512 + tsr_tid)] = v614[s621];
   }
   __syncthreads();
   #pragma unroll
-  for (int s678 = 0; s678 < 1; ++s678) {
-    if (((s678 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s678 * 512 + tsr_tid)] = v665[s678];
+  for (int s622 = 0; s622 < 1; ++s622) {
+    if (((s622 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s622 * 512 + tsr_tid)] = v609[s622];
   }
   __syncthreads();
   for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
@@ -2237,33 +2134,33 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
     }
   }
   #pragma unroll
-  for (int s679 = 0; s679 < 1; ++s679) {
-    const int e680 = (s679 * 512 + tsr_tid);
-    v675[s679] = ((s679 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e680) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e680) / 64) * 1 + ((e680) % 1)) * 64 + (((e680) / 1) % 64)]) * 1 + ((e680) % 1)]) : float(0);
+  for (int s623 = 0; s623 < 1; ++s623) {
+    const int e624 = (s623 * 512 + tsr_tid);
+    v619[s623] = ((s623 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e624) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e624) / 64) * 1 + ((e624) % 1)) * 64 + (((e624) / 1) % 64)]) * 1 + ((e624) % 1)]) : float(0);
   }
   #pragma unroll
-  for (int s681 = 0; s681 < 1; ++s681) {
-    const int e682 = (s681 * 512 + tsr_tid);
-    v676[s681] = ((s681 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e682) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e682) / 64) * 1 + ((e682) % 1)) * 64 + (((e682) / 1) % 64)]) * 1 + ((e682) % 1)]) : int32_t(0);
+  for (int s625 = 0; s625 < 1; ++s625) {
+    const int e626 = (s625 * 512 + tsr_tid);
+    v620[s625] = ((s625 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e626) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e626) / 64) * 1 + ((e626) % 1)) * 64 + (((e626) / 1) % 64)]) * 1 + ((e626) % 1)]) : int32_t(0);
   }
   // store_tile %values, %334, %1, %16
   {
-    const int64_t o683 = int64_t(v0) * 1;
-    const int64_t o684 = int64_t(v15) * 64;
+    const int64_t o627 = int64_t(v0) * 1;
+    const int64_t o628 = int64_t(v15) * 64;
     #pragma unroll
-    for (int s685 = 0; s685 < 1; ++s685) {
-      const int e686 = (s685 * 512 + tsr_tid);
-      if (((s685 * 512 + tsr_tid) < 64) && ((o683 + 0) >= 0 && (o683 + 0) < int64_t(tsr_dim_M) && (o684 + (e686)) >= 0 && (o684 + (e686)) < int64_t(tsr_dim_K))) tsr_p1[(o683 + 0) * tsr_p1_s0 + (o684 + (e686)) * tsr_p1_s1] = v675[s685];
+    for (int s629 = 0; s629 < 1; ++s629) {
+      const int e630 = (s629 * 512 + tsr_tid);
+      if (((s629 * 512 + tsr_tid) < 64) && ((o627 + 0) >= 0 && (o627 + 0) < int64_t(tsr_dim_M) && (o628 + (e630)) >= 0 && (o628 + (e630)) < int64_t(tsr_dim_K))) tsr_p1[(o627 + 0) * tsr_p1_s0 + (o628 + (e630)) * tsr_p1_s1] = v619[s629];
     }
   }
   // store_tile %indices, %335, %1, %16
   {
-    const int64_t o687 = int64_t(v0) * 1;
-    const int64_t o688 = int64_t(v15) * 64;
+    const int64_t o631 = int64_t(v0) * 1;
+    const int64_t o632 = int64_t(v15) * 64;
     #pragma unroll
-    for (int s689 = 0; s689 < 1; ++s689) {
-      const int e690 = (s689 * 512 + tsr_tid);
-      if (((s689 * 512 + tsr_tid) < 64) && ((o687 + 0) >= 0 && (o687 + 0) < int64_t(tsr_dim_M) && (o688 + (e690)) >= 0 && (o688 + (e690)) < int64_t(tsr_dim_K))) tsr_p2[(o687 + 0) * tsr_p2_s0 + (o688 + (e690)) * tsr_p2_s1] = v676[s689];
+    for (int s633 = 0; s633 < 1; ++s633) {
+      const int e634 = (s633 * 512 + tsr_tid);
+      if (((s633 * 512 + tsr_tid) < 64) && ((o631 + 0) >= 0 && (o631 + 0) < int64_t(tsr_dim_M) && (o632 + (e634)) >= 0 && (o632 + (e634)) < int64_t(tsr_dim_K))) tsr_p2[(o631 + 0) * tsr_p2_s0 + (o632 + (e634)) * tsr_p2_s1] = v620[s633];
     }
   }
 }
@@ -2285,7 +2182,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
 // stat reductions = 11
 // stat smem-bytes = 139264
 // stat sorts = 1
-// stat struct-cp-async-copies = 16
+// stat struct-cp-async-copies = 8
 // stat struct-smem-bytes = 131072
 // stat threads = 512
 // stat vector-buffer-reads = 4
