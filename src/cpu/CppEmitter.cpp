@@ -1195,12 +1195,18 @@ void Emitter::emit_scan(const Op& op) {
   line("}");
 }
 
-// sort / topk: the runtime's tsr::sort_lines, which orders by bit keys with the position as the
+// histogram: the runtime's tsr::histogram. sort / topk: the runtime's tsr::sort_lines, which orders by bit keys with the position as the
 // tie-break (the interpreter sorts values directly), in scratch arrays declared here (the stack,
 // or the heap with a fault when there is none).
 void Emitter::emit_sort(const Op& op) {
   const Value* x = op.operand(0);
   std::vector<int64_t> S = shape_of(op, x);
+  if (op.kind == OpKind::Histogram) {
+    std::string h = declare(op, op.result());
+    line("tsr::histogram(" + nm(x) + ", " + std::to_string(numel(x)) + ", " + h + ", " +
+         std::to_string(numel(op.result())) + ");");
+    return;
+  }
   int64_t axis = op.attr_int("axis");
   if (axis < 0 || axis >= static_cast<int64_t>(S.size())) fail(op, "axis out of range");
   const AxisSplit sp = split_at_axis(S, axis);

@@ -286,7 +286,9 @@ void Emitter::emit_op(const Op& op) {
   const Op* saved = cur_;
   cur_ = &op;
   line("// " + text_of(op));
+  order_global_reads(op, true);
   if (lowered_ && emit_lowered(op)) {
+    order_global_reads(op, false);
     cur_ = saved;
     return;
   }
@@ -421,7 +423,35 @@ void Emitter::emit_op(const Op& op) {
       emit_struct(op);
       break;
   }
+  order_global_reads(op, false);
   cur_ = saved;
+}
+
+namespace {
+
+bool writes_view(const Op& op) {
+  return op.kind == OpKind::StoreTile || op.kind == OpKind::Scatter || op.kind == OpKind::Atomic ||
+         op.kind == OpKind::AtomicCas;
+}
+
+void views_written_in(const Op& op, std::unordered_set<const Value*>& out) {
+  if (writes_view(op)) out.insert(op.operand(0));
+  for (const auto& region : op.regions)
+    for (const auto& inner : region->ops) views_written_in(*inner, out);
+}
+
+}  // namespace
+
+void Emitter::order_global_reads(const Op& op, bool before) {
+  if (op.info().cls == OpClass::Control) {
+    views_written_in(op, written_views_);
+    return;
+  }
+  if (before && (op.kind == OpKind::LoadTile || op.kind == OpKind::Gather) && written_views_.count(op.operand(0))) {
+    barrier();
+    count("write-read-barriers");
+  }
+  if (!before && writes_view(op)) written_views_.insert(op.operand(0));
 }
 
 void Emitter::elementwise(const Op& op, const std::function<std::string(const std::vector<std::string>&)>& fn) {

@@ -152,6 +152,7 @@ bool Emitter::plan_program_prefetch() {
 
 void Emitter::barrier() {
   line("__syncthreads();");
+  written_views_.clear();
   if (!pending_pf_.empty() && cur_) issue_pending_prefetches(cur_->parent);
 }
 

@@ -502,7 +502,49 @@ void Emitter::exchange_cluster_partials(const Op& op, const std::string& C, cons
   count("cluster-exchanges");
 }
 
+bool Emitter::emit_block_scan(const Op& op) {
+  const Value* x = op.operand(0);
+  const Value* r = op.result();
+  ScalarKind t = x->type.elem;
+  if (lowered_ || cluster_ > 1 || op.kind != OpKind::Scan || op.attr_string("kind") != "sum") return false;
+  if (!(t == ScalarKind::F32 || t == ScalarKind::F64 || (is_int(t) && !is_bool(t)))) return false;
+  std::vector<int64_t> S = shape_of(op, x);
+  int64_t numel = 1;
+  for (int64_t d : S) numel *= d;
+  if (numel != S[static_cast<size_t>(op.attr_int("axis"))] || T_ % 32 != 0) return false;  // one line: the tile
+  Layout L = layout_of(x);
+  if (L.replicated || L.chunks > 16) return false;  // (each chunk's code is written out)
+  const std::string C = ctype(t), U = is_float(t) ? C : scalar_bits(t) > 32 ? "uint64_t" : "uint32_t";
+  const std::string V = std::to_string(L.vec);
+  std::string res = declare(op, r);
+  std::string part = smem_ptr(U, 0, (T_ / 32) * 8);
+  std::string run = fresh("run"), acc = fresh("acc"), off = fresh("off"), tot = fresh("tot");
+  line(U + " " + run + " = " + U + "(0);");
+  // Elements are chunk-major: chunk c's VEC lanes of thread 0, then of thread 1, ...
+  for (int64_t c = 0; c < L.chunks; ++c) {
+    line(U + " " + acc + "_" + std::to_string(c) + " = " + U + "(0);");
+    std::string a = acc + "_" + std::to_string(c);
+    for (int l = 0; l < L.vec; ++l) {
+      std::string sl = std::to_string(c * L.vec + l), ok = valid_expr(L, sl);
+      std::string add = a + " += " + U + "(" + nm(x) + "[" + sl + "]); ";
+      line((ok == "true" ? add : "if (" + ok + ") " + add) + res + "[" + sl + "] = " + C + "(" + a + ");");
+    }
+    barrier();  // the partial sums' previous readers are done
+    line(U + " " + tot + "_" + std::to_string(c) + ";");
+    line("const " + U + " " + off + "_" + std::to_string(c) + " = " + run + " + tsr::block_exclusive_sum<" +
+         std::to_string(T_ / 32) + ">(" + a + ", " + part + ", " + tot + "_" + std::to_string(c) + ");");
+    for (int l = 0; l < L.vec; ++l) {
+      std::string sl = std::to_string(c * L.vec + l);
+      line(res + "[" + sl + "] = " + C + "(" + U + "(" + res + "[" + sl + "]) + " + off + "_" + std::to_string(c) + ");");
+    }
+    line(run + " += " + tot + "_" + std::to_string(c) + ";");
+  }
+  count("block-scans");
+  return true;
+}
+
 void Emitter::emit_scan(const Op& op) {
+  if (emit_block_scan(op)) return;
   const Value* x = op.operand(0);
   const Value* r = op.result();
   std::vector<int64_t> S = shape_of(op, x);
@@ -549,6 +591,32 @@ void Emitter::emit_scan(const Op& op) {
   gather_into(r, res, [&](const std::string& e) { return src + "[" + e + "]"; });
 }
 
+// histogram: counts in shared memory (zeroed, then one tsr::hist_add per element its owner
+// holds: shared atomics, one per distinct bin of a warp), read back into the result's layout.
+void Emitter::emit_histogram(const Op& op) {
+  const Value* x = op.operand(0);
+  const Value* r = op.result();
+  const int64_t B = shape_of(op, r).at(0);
+  const std::string Bs = std::to_string(B);
+  std::string res = declare(op, r);
+  std::string h = smem_ptr("unsigned", 0, B * 4);
+  barrier();
+  line("for (int b_ = tsr_tid; b_ < " + Bs + "; b_ += " + std::to_string(T_) + ") " + h + "[b_] = 0u;");
+  barrier();
+  if (x->type.is_tile()) {
+    Layout L = layout_of(x);
+    const std::string B_t = scalar_bits(x->type.elem) > 32 ? "long long" : "int";
+    slots(L, [&](const std::string& s) {
+      std::string own = owner_expr(L, s), v = "(" + B_t + ")(" + nm(x) + "[" + s + "])";
+      line("tsr::hist_add<" + B_t + ">(" + h + ", " + (own == "true" ? v : own + " ? " + v + " : (" + B_t + ")(-1)") +
+           ", (" + B_t + ")(" + Bs + "));");
+    });
+  }
+  barrier();
+  gather_into(r, res, [&](const std::string& e) { return "int32_t(" + h + "[" + e + "])"; });
+  count("histograms");
+}
+
 // sort / topk: one bitonic network in shared memory over every line of the tile at once. The
 // operand (and the index operand) are staged flat; each line [o, :, i] gets Lp = the next power
 // of two >= its length of (key, position) pairs, the padding keyed past every real element
@@ -557,6 +625,7 @@ void Emitter::emit_scan(const Op& op) {
 // descending order sorts the complemented keys. Each result element reads its source through
 // the sorted positions.
 void Emitter::emit_sort(const Op& op) {
+  if (op.kind == OpKind::Histogram) return emit_histogram(op);
   const Value* x = op.operand(0);
   std::vector<int64_t> S = shape_of(op, x), R = shape_of(op, op.result(0));
   int64_t axis = op.attr_int("axis");

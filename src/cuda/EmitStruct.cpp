@@ -335,6 +335,26 @@ void Emitter::emit_struct(const Op& op) {
   auto read_into = [&](const Value* r, const std::string& src) {
     std::string n = declare(op, r);
     ScalarKind t = r->type.elem;
+    // A blocked tile whose every chunk is whole, in a slot of whole 16-byte pieces: each
+    // thread's VEC contiguous elements of a chunk are one vector read (aligned: regions are
+    // 128-byte aligned, slots and the thread's run are multiples of the piece), not VEC scalar
+    // reads that VEC threads' runs put on one bank.
+    Layout L = layout_of(r);
+    const int64_t sb = scalar_bytes(t), piece = std::min<int64_t>(16, L.vec * sb);
+    if (!lowered_ && cluster_ == 1 && !L.replicated && !L.dist && L.vec >= 2 && L.part % (int64_t(L.vec) * T_) == 0 &&
+        (L.part * sb) % 16 == 0 && (L.vec * sb) % piece == 0 && piece >= 4) {
+      const std::string V = std::to_string(L.vec), St = stype(t), c = fresh("c");
+      line("#pragma unroll");
+      open("for (int " + c + " = 0; " + c + " < " + std::to_string(L.chunks) + "; ++" + c + ") {");
+      line(St + " v_[" + V + "];");
+      line("tsr::copy_vec<" + St + ", " + V + ">(v_, " + src + " + " + c + " * " + std::to_string(int64_t(T_) * L.vec) +
+           " + tsr_tid * " + V + ");");
+      line("#pragma unroll");
+      line("for (int l_ = 0; l_ < " + V + "; ++l_) " + n + "[" + c + " * " + V + " + l_] = " + load_conv(t, "v_[l_]") + ";");
+      close();
+      count("vector-buffer-reads");
+      return;
+    }
     gather_into(r, n, [&](const std::string& e) { return load_conv(t, src + "[" + e + "]"); });
   };
 

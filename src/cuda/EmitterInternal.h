@@ -24,6 +24,7 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "codegen/CTypes.h"
@@ -220,6 +221,12 @@ class Emitter {
   }
   void count(const std::string& stat, int64_t n = 1) { stats_[stat] += n; }
 
+  // Global memory in program order (docs/semantics.md): a view this program stored to,
+  // scattered into or updated atomically since the last barrier() (written_views_) is read by a
+  // load_tile or gather only after a barrier, since other threads wrote its elements. A loop or
+  // branch counts every write inside it as pending before its body and after it.
+  std::unordered_set<const Value*> written_views_;
+  void order_global_reads(const Op& op, bool before);
   void emit_block(const Block& b);
   const Op* terminator(const Block& b, const Op& parent) const;
   void emit_op(const Op& op);
@@ -518,6 +525,10 @@ class Emitter {
   std::vector<std::string> prologue_;
   void emit_scan(const Op& op);
   void emit_sort(const Op& op);
+  void emit_histogram(const Op& op);
+  // A sum scan of one line that is the whole blocked tile: in registers, chunk by chunk, with
+  // tsr::block_exclusive_sum across the threads (false when the scan is not one).
+  bool emit_block_scan(const Op& op);
   void emit_for(const Op& op);
   // The ordinary loop of a `for` (carried values in `carried`); `top` runs at the top of the
   // body (given the induction variable's name; its 64-bit value is that name + "_"), `end`

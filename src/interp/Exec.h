@@ -83,7 +83,7 @@ void exec_elementwise(Machine& m, const Op& op);  // Elementwise.cpp: unary, bin
 void exec_shape(Machine& m, const Op& op);        // Shape.cpp: splat, arange, broadcast, ... insert_tile
 void exec_memory(Machine& m, const Op& op);       // Memory.cpp: load/store, gather/scatter, atomics
 void exec_reduce(Machine& m, const Op& op);       // Reduce.cpp: dot, reduce(_with), scan(_with)
-void exec_sort(Machine& m, const Op& op);         // Sort.cpp: sort, topk
+void exec_sort(Machine& m, const Op& op);         // Sort.cpp: sort, topk, histogram
 void exec_struct(Machine& m, const Op& op);       // Struct.cpp: buffers, async copies, pipes, warp roles
 // The end of a program instance: every pipe must be empty; the storage is dropped.
 void end_program_struct(Machine& m);

@@ -1,4 +1,4 @@
-// sort and topk (docs/semantics.md): along `axis`, the operand viewed as [outer, len, inner];
+// sort and topk (docs/semantics.md), and histogram: along `axis`, the operand viewed as [outer, len, inner];
 // each (outer, inner) line is ordered on its own by a stable sort of its positions, so ties keep
 // the smaller position first. The order compares values directly (not through the bit keys the
 // compiled backends use), so the backends are checked against an independent statement of it.
@@ -24,7 +24,20 @@ bool float_less(double a, double b) {
 
 }  // namespace
 
+// histogram: counts of the values in [0, B), B the result's dim; other values are not counted
+// (unsigned 64-bit values past 2^63 are held negative here, and are past B either way).
+void exec_histogram(Machine& m, const Op& op) {
+  const RValue& x = m.val(op, op.operand(0));
+  if (x.floats()) fail(op, "histogram needs an integer tile, got " + op.operand(0)->type.str());
+  RValue h = RValue::of_type(op.result()->type);
+  const int64_t bins = h.numel();
+  for (int64_t v : x.i)
+    if (v >= 0 && v < bins) ++h.i[static_cast<size_t>(v)];
+  m.set(op.result(), std::move(h));
+}
+
 void exec_sort(Machine& m, const Op& op) {
+  if (op.kind == OpKind::Histogram) return exec_histogram(m, op);
   const RValue& x = m.val(op, op.operand(0));
   const RValue* idx = op.operands.size() > 1 ? &m.val(op, op.operand(1)) : nullptr;
   int64_t axis = op.attr_int("axis");

@@ -1045,6 +1045,7 @@ class Verifier {
   // result's own dim: a constexpr until binding, then 1 <= k <= the axis size). Layouts and
   // spaces are not compared: the results take their own (AssignLayouts).
   void check_sort(const Op& op) {
+    if (op.kind == OpKind::Histogram) return check_histogram();
     const Type& t = ot(0);
     if (!t.is_tile()) return fail("operand 0 (the keys) must be a tile, got " + t.str());
     if (is_bool(t.elem)) return fail("keys must be a numeric tile, got " + t.str() + " (cast i1 to i8 first)");
@@ -1085,6 +1086,20 @@ class Verifier {
         return fail("result " + std::to_string(i) + " must be a tile<" + std::string(scalar_name(e)) + ", " +
                     shape_str(want) + "> (" + what + "), got " + r.str());
     }
+  }
+
+  // histogram: an integer tile of any shape (no i1) -> tile<i32, [B]>, B >= 1 (a number or a
+  // constexpr; the result's own dim says how many bins).
+  void check_histogram() {
+    const Type& t = ot(0);
+    if (!t.is_tile() || !is_int(t.elem) || is_bool(t.elem))
+      return fail("operand 0 must be an integer tile (the bin of each element), got " + t.str() +
+                  (t.is_tile() && is_float(t.elem) ? " (bitcast or cast floats to an integer type first)" : ""));
+    const Type& r = rt();
+    if (!r.is_tile() || r.elem != ScalarKind::I32 || r.rank() != 1)
+      return fail("result must be a tile<i32, [B]> (the count of each of B bins), got " + r.str());
+    const Dim& b = r.shape[0];
+    if (b.is_static() && b.value < 1) return fail("needs at least one bin, got " + r.str());
   }
 
   std::vector<Type> operand_types(size_t first) const {

@@ -60,7 +60,7 @@ const LibraryKernel* find_library_kernel(const std::string& name);
 
 // The constexpr values (a ConstexprConfig, passes/Passes.h) to bind library kernel `k` with
 // for `target` (a target_configs key; "" for none): its preferred values for the target and
-// dtype (and for `sizes`, when given: size_configs first), with `given` (the caller's own
+// dtype (and for `sizes`, when given: size_configs first, also for no target), with `given` (the caller's own
 // choices) taking precedence.
 std::map<std::string, int64_t> library_config(const LibraryKernel& k, ScalarKind dtype, const std::string& target,
                                               const std::map<std::string, int64_t>& given = {},

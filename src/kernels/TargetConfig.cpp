@@ -7,11 +7,11 @@ namespace tessera {
 std::map<std::string, int64_t> library_config(const LibraryKernel& k, ScalarKind dtype, const std::string& target,
                                               const std::map<std::string, int64_t>& given, const Sizes* sizes) {
   std::map<std::string, int64_t> out = given;
-  if (target.empty()) return out;
-  // insert() keeps what the caller (then the size rule) gave.
+  // insert() keeps what the caller (then the size rule) gave. The size rule applies without a
+  // target too: topk's K follows the size K on the interpreter as well.
   if (sizes && !sizes->empty() && k.size_configs)
     for (const auto& [name, v] : k.size_configs(dtype, target, *sizes)) out.insert({name, v});
-  if (!k.target_configs) return out;
+  if (target.empty() || !k.target_configs) return out;
   auto all = k.target_configs(dtype);
   auto it = all.find(target);
   if (it == all.end()) return out;

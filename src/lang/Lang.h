@@ -402,6 +402,9 @@ Sorted sort_pairs(const Operand& x, const Operand& idx, int axis, bool descendin
 // positions along the axis, or (topk_pairs) the elements of `idx` at those positions.
 Sorted topk(const Operand& x, Dim k, int axis, bool largest = true, TESSERA_HERE);
 Sorted topk_pairs(const Operand& x, const Operand& idx, Dim k, int axis, bool largest = true, TESSERA_HERE);
+// Counts of the values of an integer tile (any shape) in bins 0 .. bins-1: tile<i32, [bins]>;
+// values outside [0, bins) are not counted (so where(keep, bin, -1) counts only what is kept).
+Val histogram(const Operand& x, Dim bins, TESSERA_HERE);
 
 // --- control flow ---
 // for iv in [lb, ub) step `step`: Vars assigned in the body are carried automatically.

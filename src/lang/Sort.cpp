@@ -1,4 +1,4 @@
-// sort and topk along one axis.
+// sort and topk along one axis; histogram.
 #include "lang/Internal.h"
 
 namespace tessera::lang {
@@ -65,6 +65,14 @@ Sorted topk(const Operand& x, Dim k, int axis, bool largest, SrcLoc loc) {
 Sorted topk_pairs(const Operand& x, const Operand& idx, Dim k, int axis, bool largest, SrcLoc loc) {
   auto r = sort_op(OpKind::Topk, "topk_pairs", x, &idx, &k, axis, largest, true, loc);
   return {r[0], r[1]};
+}
+
+Val histogram(const Operand& x, Dim bins, SrcLoc loc) {
+  Val v = detail::value_of(x, std::nullopt, loc);
+  if (!v.is_tile() || !is_int(v.dtype()) || is_bool(v.dtype()))
+    fail(loc, "histogram needs an integer tile (the bin of each element), got " + v.type().str());
+  if (bins.is_static() && bins.value < 1) fail(loc, "histogram needs at least one bin, got " + std::to_string(bins.value));
+  return detail::kb(loc).emit(OpKind::Histogram, {v}, Type::tile(ScalarKind::I32, Shape{bins}), {}, loc);
 }
 
 }  // namespace tessera::lang

@@ -23,5 +23,31 @@ TEST(CudaSort, EmitsANetworkPerOpAndCompiles) {
   if (!nvrtc) GTEST_SKIP() << "emitted text checked; not compiled: " << why;
 }
 
+// histogram: shared-memory counts (tsr::hist_add) for a blocked and a replicated operand; the
+// sum scan of one whole tile in registers (tsr::block_exclusive_sum); tests/text/data/
+// histogram.tile, whose values the cpu corpus test checks against the interpreter.
+TEST(CudaSort, HistogramAndBlockScanCompile) {
+  std::string why;
+  bool nvrtc = nvrtc_available(&why);
+  auto m = parse_file(std::string(TESSERA_SOURCE_DIR) + "/tests/text/data/histogram.tile");
+  auto k = bind_constexprs(*m->kernels.at(0), {});
+  CudaTarget t = CudaTarget::parse("sm_80");
+  CudaEmission em = emit_cuda_with_info(*k, t);
+  EXPECT_EQ(em.stats["histograms"], 2);
+  EXPECT_EQ(em.stats["block-scans"], 1);
+  if (nvrtc) expect_nvrtc_accepts(em, t);
+  else GTEST_SKIP() << "emitted text checked; not compiled: " << why;
+}
+
+// The library topk (a radix select): a histogram per pass (f32: three), and the load of the k
+// results it scattered comes after a barrier (other threads wrote them).
+TEST(CudaSort, LibraryTopkReadsItsScatteredResultsAfterABarrier) {
+  auto k = bind_constexprs(*find_library_kernel("topk")->build(ScalarKind::F32), {{"K", 100}});
+  CudaEmission em = emit_cuda_with_info(*k, CudaTarget::parse("sm_90a"));
+  EXPECT_EQ(em.stats["histograms"], 3);
+  EXPECT_EQ(em.stats["write-read-barriers"], 1);
+  EXPECT_EQ(em.stats["sorts"], 1);
+}
+
 }  // namespace
 }  // namespace tessera::cudatest

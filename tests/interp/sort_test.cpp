@@ -1,6 +1,6 @@
 // sort and topk on the interpreter (the oracle) against hand-written expectations: the order of
 // NaN, infinities and both zeros, ties by smaller position in both directions, the index
-// operand moved with its keys, and unsigned keys compared as unsigned.
+// operand moved with its keys, and unsigned keys compared as unsigned; histogram's counts.
 #include <cmath>
 
 #include "Helpers.h"
@@ -85,6 +85,36 @@ TEST(InterpSort, UnsignedKeysCompareAsUnsigned) {
   EXPECT_EQ(r.a.get_int(7), -1) << "u64 max must sort last";
   EXPECT_EQ(r.ai.get_int(6), 3);
   EXPECT_EQ(listing(r.t, r.ti).substr(0, 5), "-1/1 ");
+}
+
+// histogram: counts of the values in [0, B); values outside (negative, >= B, an unsigned value
+// past 2^63) are not counted, in any shape.
+TEST(InterpHistogram, CountsValuesInRangeOnly) {
+  auto p = parse(R"(kernel @k(%x: view<i32, [2, 4]>, %u: view<u64, [3]>, %h: view<i32, [8]>, %g: view<i32, [4]>) {
+  grid {
+    %one = const {value = 1} : i32
+    yield %one
+  }
+  %c0 = const {value = 0} : i32
+  %t = load_tile %x, %c0, %c0 : tile<i32, [2, 4]>
+  %c = histogram %t : tile<i32, [8]>
+  store_tile %h, %c, %c0
+  %v = load_tile %u, %c0 : tile<u64, [3]>
+  %d = histogram %v : tile<i32, [4]>
+  store_tile %g, %d, %c0
+}
+)");
+  Tensor x(ScalarKind::I32, {2, 4}), u(ScalarKind::U64, {3}), h(ScalarKind::I32, {8}), g(ScalarKind::I32, {4});
+  const int64_t xs[] = {3, -1, 0, 3, 7, 2, 3, 9};
+  for (int i = 0; i < 8; ++i) x.set_int(i, xs[i]);
+  u.set_int(0, 1);
+  u.set_int(1, -1);  // 2^64 - 1
+  u.set_int(2, 1);
+  auto args = args_of({&x, &u, &h, &g});
+  run_interp(p.k(), args);
+  const int64_t want_h[] = {1, 0, 1, 3, 0, 0, 0, 1}, want_g[] = {0, 2, 0, 0};
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(h.get_int(i), want_h[i]) << "bin " << i;
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(g.get_int(i), want_g[i]) << "bin " << i;
 }
 
 }  // namespace

@@ -129,6 +129,7 @@ std::vector<Case> cases() {
   }
   out.push_back({"topk", ScalarKind::BF16, {{"M", 2}, {"N", 777}, {"K", 256}}, {{"K", 256}, {"BLOCK_N", 256}}});
   out.push_back({"topk", ScalarKind::F32, {{"M", 3}, {"N", 333}, {"K", 1}}, {{"K", 1}, {"BLOCK_N", 256}}});
+  out.push_back({"topk", ScalarKind::F32, {{"M", 2}, {"N", 300}, {"K", 300}}, {{"K", 300}, {"BLOCK_N", 256}}});  // k = N
   out.push_back({"sort", ScalarKind::F32, {{"M", 2}, {"N", 32}}, {{"BLOCK_N", 32}}});
   return out;
 }
@@ -199,6 +200,25 @@ TEST(Library, TopkAndSortOrderNaNAndTiesAsTheReference) {
     Comparison c = compare_outputs(*k, got, want);
     EXPECT_TRUE(c.ok()) << c.first_mismatch;
     EXPECT_TRUE(std::isnan(got[1].get(0)) == (std::string(name) == "topk")) << "NaN is the largest";
+  }
+}
+
+// topk of rows of negatives only, k near N, N not a multiple of BLOCK_N and an odd number of
+// column tiles: the last tile's columns past N (copied as zeros, above every negative) must
+// never be kept.
+TEST(Library, TopkOfNegativeRowsKeepsNoPadding) {
+  const LibraryKernel* lk = find_library_kernel("topk");
+  for (int64_t k : {699, 700}) {
+    Sizes sizes{{"M", 2}, {"N", 700}, {"K", k}};
+    auto kern = bind_constexprs(*lk->build(ScalarKind::F32), {{"K", k}, {"BLOCK_N", 256}});
+    std::vector<Tensor> got = make_random_tensors(*kern, sizes, 3);
+    for (int64_t i = 0; i < got[0].numel(); ++i) got[0].set(i, -1.0 - static_cast<double>((i * 37) % 50) / 8);
+    std::vector<Tensor> want = got;
+    auto ga = library_args(*lk, *kern, got, sizes), wa = library_args(*lk, *kern, want, sizes);
+    run_interp(*kern, ga);
+    lk->reference(wa, sizes);
+    Comparison c = compare_outputs(*kern, got, want);
+    EXPECT_TRUE(c.ok()) << "k = " << k << ": " << c.first_mismatch;
   }
 }
 

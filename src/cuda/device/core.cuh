@@ -326,4 +326,54 @@ TSR_D uint32_t sort_key(unsigned v) { return v; }
 TSR_D uint64_t sort_key(unsigned long v) { return v; }
 TSR_D uint64_t sort_key(unsigned long long v) { return v; }
 
+// ---- histogram (docs/semantics.md) and sums across the CTA ----
+// Adds one to bin b of the shared counts h when 0 <= b < bins. Called by every lane of a fully
+// active warp (b = -1 for a lane with nothing to count). A warp whose lanes all hold one bin
+// adds 32 once (a constant or padded stretch of a row would otherwise queue 32 atomics on one
+// address); other lanes add one each. B: int for values of up to 32 bits (an unsigned value
+// past 2^31 turns negative, past any bin count either way), long long for wider ones.
+template <class B>
+TSR_D void hist_add(unsigned* h, B b, B bins) {
+  const bool in = b >= 0 && b < bins;
+  const B first = __shfl_sync(0xffffffffu, b, 0);
+  if (__all_sync(0xffffffffu, in && b == first)) {
+    if ((threadIdx.x & 31) == 0) atomicAdd(h + first, 32u);
+  } else if (in) {
+    atomicAdd(h + b, 1u);
+  }
+}
+template <class T> TSR_D T shfl_up(T v, int d) {
+  if constexpr (sizeof(T) == 8) return bitcast<T>(__shfl_up_sync(0xffffffffu, bitcast<unsigned long long>(v), d));
+  else return bitcast<T>(__shfl_up_sync(0xffffffffu, bitcast<unsigned int>(v), d));
+}
+template <class T> TSR_D T shfl_idx(T v, int l) {
+  if constexpr (sizeof(T) == 8) return bitcast<T>(__shfl_sync(0xffffffffu, bitcast<unsigned long long>(v), l));
+  else return bitcast<T>(__shfl_sync(0xffffffffu, bitcast<unsigned int>(v), l));
+}
+// The sum of v over the threads before this one in the CTA of NW warps (T: a 4- or 8-byte
+// unsigned integer or float), and in `total` the sum over all of them. `part` is NW elements of
+// shared memory that no thread still reads (the caller's barrier); one barrier inside.
+template <int NW, class T> TSR_D T block_exclusive_sum(T v, T* part, T& total) {
+  const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
+  T x = v;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const T y = shfl_up(x, d);
+    if (lane >= d) x += y;
+  }
+  if (lane == 31) part[warp] = x;
+  __syncthreads();
+  T w = lane < NW ? part[lane] : T(0);
+#pragma unroll
+  for (int d = 1; d < NW; d <<= 1) {
+    const T y = shfl_up(w, d);
+    if (lane >= d) w += y;
+  }
+  total = shfl_idx(w, NW - 1);
+  const T before_warp = shfl_idx(w, warp > 0 ? warp - 1 : 0);
+  T before_lane = shfl_up(x, 1);
+  if (lane == 0) before_lane = T(0);
+  return (warp > 0 ? before_warp : T(0)) + before_lane;
+}
+
 }  // namespace tsr

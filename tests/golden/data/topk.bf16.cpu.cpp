@@ -3,6 +3,12 @@
 
 namespace {
 
+int tsr_fault_code = 0;
+void tsr_fault(int code) {
+  int none = 0;
+  __atomic_compare_exchange_n(&tsr_fault_code, &none, code, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
 struct Args {
   uint16_t* p0;  // %x
   int64_t d0_0, s0_0;
@@ -47,14 +53,16 @@ void grid_fn(const Args& A, int32_t* g) {
 void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np0, int32_t np1, int32_t np2) {
   (void)A; (void)pid0; (void)pid1; (void)pid2; (void)np0; (void)np1; (void)np2;
   [[maybe_unused]] constexpr int64_t K = INT64_C(64);
-  [[maybe_unused]] constexpr int64_t BLOCK_N = INT64_C(1024);
+  [[maybe_unused]] constexpr int64_t BLOCK_N = INT64_C(8192);
   [[maybe_unused]] constexpr int64_t num_warps = INT64_C(16);
+  [[maybe_unused]] constexpr int64_t struct_cp_async = INT64_C(1);
+  [[maybe_unused]] constexpr int64_t RING_GROUP = INT64_C(2);
   // %1 = program_id {axis = 0} : i32
   const int32_t v1 = pid0;
   // %2 = dim %x {axis = 1} : i32
   const int32_t v2 = int32_t(A.d0_1);
-  // %3 = const {value = 1024} : i32
-  const int32_t v3 = int32_t(INT64_C(1024));
+  // %3 = const {value = 8192} : i32
+  const int32_t v3 = int32_t(INT64_C(8192));
   // %4 = const {value = 1} : i32
   const int32_t v4 = int32_t(INT64_C(1));
   // %5 = add %2, %3 : i32
@@ -63,154 +71,924 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   const int32_t v6 = tsr::wsub(v5, v4);
   // %7 = div %6, %3 : i32
   const int32_t v7 = tsr::idiv(v6, v3);
-  // %8 = const {value = 0} : i32
-  const int32_t v8 = int32_t(INT64_C(0));
-  // %9 = load_tile %x, %1, %8 {pad = -inf} : tile<bf16, [1, 1024]>
-  alignas(64) float v9[1024];
-  {
-    const int64_t o10 = int64_t(v1) * 1;
-    const int64_t o11 = int64_t(v8) * 1024;
-    if (o10 >= 0 && o10 + 1 <= A.d0_0 && o11 >= 0 && o11 + 1024 <= A.d0_1) {
-      for (int64_t i12 = 0; i12 < 1; ++i12) {
-        for (int64_t i13 = 0; i13 < 1024; ++i13) v9[(i12) * 1024 + i13] = tsr::bf2f(A.p0[(o10 + i12) * A.s0_0 + o11 + i13]);
-      }
-    } else {
-      for (int64_t i14 = 0; i14 < 1; ++i14) {
-        for (int64_t i15 = 0; i15 < 1024; ++i15) {
-          v9[(i14)*1024 + i15] = ((o10 + i14) >= 0 && (o10 + i14) < A.d0_0 && (o11 + i15) >= 0 && (o11 + i15) < A.d0_1) ? tsr::bf2f(A.p0[(o10 + i14) * A.s0_0 + (o11 + i15) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(double(-INFINITY)));
-        }
-      }
-    }
-  }
-  // %10, %11 = topk %9 {axis = 1} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
-  alignas(64) float v16[64];
-  alignas(64) int32_t v17[64];
-  alignas(64) uint64_t sk18[2048];
-  alignas(64) int32_t sp19[2048];
-  tsr::sort_lines(v9, (const int32_t*)nullptr, v16, v17, 1, 1024, 1, 64, true, sk18, sp19);
-  // %12 = const {value = 0.0} : bf16
-  const float v20 = tsr::bf2f(tsr::f2bf_d(0x0p+0));
-  // %13, %14 = for %4, %7, %4, %10, %11 : tile<bf16, [1, 64]>, tile<i32, [1, 64]> {...}
-  alignas(64) float c21[64];
-  __builtin_memcpy(c21, v16, sizeof(c21));
-  alignas(64) int32_t c22[64];
-  __builtin_memcpy(c22, v17, sizeof(c22));
-  for (int64_t iv23_ = v4; v4 > 0 && iv23_ < v7; iv23_ += v4) {
-    const int32_t iv23 = int32_t(iv23_);
-    // %18 = load_tile %x, %1, %15 {pad = -inf} : tile<bf16, [1, 1024]>
-    alignas(64) float v24[1024];
+  // %8 = const {value = 65535} : u32
+  const uint32_t v8 = uint32_t(INT64_C(65535));
+  // %9 = alloc : buffer<bf16, [4, 1, 8192], space = "shared">
+  alignas(64) float buf9[32768];
+  // %10 = const {value = 2} : i32
+  const int32_t v10 = int32_t(INT64_C(2));
+  // %11 = add %7, %10 : i32
+  const int32_t v11 = tsr::wadd(v7, v10);
+  // %12 = sub %11, %4 : i32
+  const int32_t v12 = tsr::wsub(v11, v4);
+  // %13 = div %12, %10 : i32
+  const int32_t v13 = tsr::idiv(v12, v10);
+  // %14 = const {value = 0} : u32
+  const uint32_t v14 = uint32_t(INT64_C(0));
+  // %15 = const {value = 64} : i32
+  const int32_t v15 = int32_t(INT64_C(64));
+  // %16 = const {value = 0} : i32
+  const int32_t v16 = int32_t(INT64_C(0));
+  // %17 = splat %16 : tile<i32, [256]>
+  alignas(64) int32_t v17[256];
+  for (int64_t i18 = 0; i18 < 256; ++i18) v17[i18] = v16;
+  // for %16, %10, %4 {...}
+  for (int64_t iv19_ = v16; v4 > 0 && iv19_ < v10; iv19_ += v4) {
+    const int32_t iv19 = int32_t(iv19_);
+    // async_copy %9, %x, %18, %1, %18
+    if (!(true && int64_t(iv19) >= 0 && int64_t(iv19) < 4)) { tsr_fault(324); return; }
     {
-      const int64_t o25 = int64_t(v1) * 1;
-      const int64_t o26 = int64_t(iv23) * 1024;
-      if (o25 >= 0 && o25 + 1 <= A.d0_0 && o26 >= 0 && o26 + 1024 <= A.d0_1) {
-        for (int64_t i27 = 0; i27 < 1; ++i27) {
-          for (int64_t i28 = 0; i28 < 1024; ++i28) v24[(i27) * 1024 + i28] = tsr::bf2f(A.p0[(o25 + i27) * A.s0_0 + o26 + i28]);
-        }
-      } else {
-        for (int64_t i29 = 0; i29 < 1; ++i29) {
-          for (int64_t i30 = 0; i30 < 1024; ++i30) {
-            v24[(i29)*1024 + i30] = ((o25 + i29) >= 0 && (o25 + i29) < A.d0_0 && (o26 + i30) >= 0 && (o26 + i30) < A.d0_1) ? tsr::bf2f(A.p0[(o25 + i29) * A.s0_0 + (o26 + i30) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(double(-INFINITY)));
+      float* const dst20 = buf9 + ((0) * 4 + int64_t(iv19)) * 8192;
+      {
+        const int64_t o21 = int64_t(v1) * 1;
+        const int64_t o22 = int64_t(iv19) * 8192;
+        if (o21 >= 0 && o21 + 1 <= A.d0_0 && o22 >= 0 && o22 + 8192 <= A.d0_1) {
+          for (int64_t i23 = 0; i23 < 1; ++i23) {
+            for (int64_t i24 = 0; i24 < 8192; ++i24) dst20[(i23) * 8192 + i24] = tsr::bf2f(A.p0[(o21 + i23) * A.s0_0 + o22 + i24]);
+          }
+        } else {
+          for (int64_t i25 = 0; i25 < 1; ++i25) {
+            for (int64_t i26 = 0; i26 < 8192; ++i26) {
+              dst20[(i25)*8192 + i26] = ((o21 + i25) >= 0 && (o21 + i25) < A.d0_0 && (o22 + i26) >= 0 && (o22 + i26) < A.d0_1) ? tsr::bf2f(A.p0[(o21 + i25) * A.s0_0 + (o22 + i26) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+            }
           }
         }
       }
     }
-    // %19, %20 = topk %18 {axis = 1} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
-    alignas(64) float v31[64];
-    alignas(64) int32_t v32[64];
-    alignas(64) uint64_t sk33[2048];
-    alignas(64) int32_t sp34[2048];
-    tsr::sort_lines(v24, (const int32_t*)nullptr, v31, v32, 1, 1024, 1, 64, true, sk33, sp34);
-    // %21 = splat %12 : tile<bf16, [1, 128]>
-    alignas(64) float v35[128];
-    for (int64_t i36 = 0; i36 < 128; ++i36) v35[i36] = v20;
-    // %22 = insert_tile %21, %16, %8, %8 : tile<bf16, [1, 128]>
-    alignas(64) float v37[128];
-    __builtin_memcpy(v37, v35, sizeof(v37));
-    const int64_t o38 = int64_t(v8) * 1;
-    const int64_t o39 = int64_t(v8) * 64;
-    for (int64_t i40 = 0; i40 < 1; ++i40) {
-      for (int64_t i41 = 0; i41 < 64; ++i41) {
-        v37[(o38 + i40)*128 + o39 + i41] = c21[(i40)*64 + i41];
-      }
-    }
-    // %23 = insert_tile %22, %19, %8, %4 : tile<bf16, [1, 128]>
-    alignas(64) float v42[128];
-    __builtin_memcpy(v42, v37, sizeof(v42));
-    const int64_t o43 = int64_t(v8) * 1;
-    const int64_t o44 = int64_t(v4) * 64;
-    for (int64_t i45 = 0; i45 < 1; ++i45) {
-      for (int64_t i46 = 0; i46 < 64; ++i46) {
-        v42[(o43 + i45)*128 + o44 + i46] = v31[(i45)*64 + i46];
-      }
-    }
-    // %24 = mul %15, %3 : i32
-    const int32_t v47 = tsr::wmul(iv23, v3);
-    // %25 = splat %24 : tile<i32, [1, 64]>
-    // (computed inside its user)
-    // %26 = add %20, %25 : tile<i32, [1, 64]>
-    alignas(64) int32_t v48[64];
-    for (int64_t i49 = 0; i49 < 64; ++i49) v48[i49] = tsr::wadd(v32[i49], (v47));
-    // %27 = splat %8 : tile<i32, [1, 128]>
-    alignas(64) int32_t v50[128];
-    for (int64_t i51 = 0; i51 < 128; ++i51) v50[i51] = v8;
-    // %28 = insert_tile %27, %17, %8, %8 : tile<i32, [1, 128]>
-    alignas(64) int32_t v52[128];
-    __builtin_memcpy(v52, v50, sizeof(v52));
-    const int64_t o53 = int64_t(v8) * 1;
-    const int64_t o54 = int64_t(v8) * 64;
-    for (int64_t i55 = 0; i55 < 1; ++i55) {
-      for (int64_t i56 = 0; i56 < 64; ++i56) {
-        v52[(o53 + i55)*128 + o54 + i56] = c22[(i55)*64 + i56];
-      }
-    }
-    // %29 = insert_tile %28, %26, %8, %4 : tile<i32, [1, 128]>
-    alignas(64) int32_t v57[128];
-    __builtin_memcpy(v57, v52, sizeof(v57));
-    const int64_t o58 = int64_t(v8) * 1;
-    const int64_t o59 = int64_t(v4) * 64;
-    for (int64_t i60 = 0; i60 < 1; ++i60) {
-      for (int64_t i61 = 0; i61 < 64; ++i61) {
-        v57[(o58 + i60)*128 + o59 + i61] = v48[(i60)*64 + i61];
-      }
-    }
-    // %30, %31 = topk %23, %29 {axis = 1} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
-    alignas(64) float v62[64];
-    alignas(64) int32_t v63[64];
-    alignas(64) uint64_t sk64[256];
-    alignas(64) int32_t sp65[256];
-    tsr::sort_lines(v42, v57, v62, v63, 1, 128, 1, 64, true, sk64, sp65);
-    // yield %30, %31
-    __builtin_memcpy(c21, v62, sizeof(c21));
-    __builtin_memcpy(c22, v63, sizeof(c22));
+    // yield
   }
-  // store_tile %values, %13, %1, %8
+  // %19 = const {value = 32767} : u32
+  const uint32_t v27 = uint32_t(INT64_C(32767));
+  // %20 = const {value = 15} : u32
+  const uint32_t v28 = uint32_t(INT64_C(15));
+  // %21 = sub %7, %4 : i32
+  const int32_t v29 = tsr::wsub(v7, v4);
+  // %22 = const {value = 8} : u32
+  const uint32_t v30 = uint32_t(INT64_C(8));
+  // %23 = const {value = 255} : u32
+  const uint32_t v31 = uint32_t(INT64_C(255));
+  // %24 = for %16, %13, %4, %17 : tile<i32, [256]> {...}
+  alignas(64) int32_t c32[256];
+  __builtin_memcpy(c32, v17, sizeof(c32));
+  for (int64_t iv33_ = v16; v4 > 0 && iv33_ < v13; iv33_ += v4) {
+    const int32_t iv33 = int32_t(iv33_);
+    // async_wait
+    // (copies are synchronous here: nothing to wait for)
+    // %27 = rem %25, %10 : i32
+    const int32_t v34 = tsr::irem(iv33, v10);
+    // %28 = mul %27, %10 : i32
+    const int32_t v35 = tsr::wmul(v34, v10);
+    // %29 = add %25, %4 : i32
+    const int32_t v36 = tsr::wadd(iv33, v4);
+    // %30 = cmp %29, %13 {pred = "lt"} : i1
+    const uint8_t v37 = uint8_t(v36 < v13);
+    // if %30 {...}
+    if (v37) {
+      // %31 = mul %29, %10 : i32
+      const int32_t v38 = tsr::wmul(v36, v10);
+      // %32 = sub %10, %28 : i32
+      const int32_t v39 = tsr::wsub(v10, v35);
+      // for %16, %10, %4 {...}
+      for (int64_t iv40_ = v16; v4 > 0 && iv40_ < v10; iv40_ += v4) {
+        const int32_t iv40 = int32_t(iv40_);
+        // %34 = add %31, %33 : i32
+        const int32_t v41 = tsr::wadd(v38, iv40);
+        // %35 = add %32, %33 : i32
+        const int32_t v42 = tsr::wadd(v39, iv40);
+        // async_copy %9, %x, %35, %1, %34
+        if (!(true && int64_t(v42) >= 0 && int64_t(v42) < 4)) { tsr_fault(628); return; }
+        {
+          float* const dst43 = buf9 + ((0) * 4 + int64_t(v42)) * 8192;
+          {
+            const int64_t o44 = int64_t(v1) * 1;
+            const int64_t o45 = int64_t(v41) * 8192;
+            if (o44 >= 0 && o44 + 1 <= A.d0_0 && o45 >= 0 && o45 + 8192 <= A.d0_1) {
+              for (int64_t i46 = 0; i46 < 1; ++i46) {
+                for (int64_t i47 = 0; i47 < 8192; ++i47) dst43[(i46) * 8192 + i47] = tsr::bf2f(A.p0[(o44 + i46) * A.s0_0 + o45 + i47]);
+              }
+            } else {
+              for (int64_t i48 = 0; i48 < 1; ++i48) {
+                for (int64_t i49 = 0; i49 < 8192; ++i49) {
+                  dst43[(i48)*8192 + i49] = ((o44 + i48) >= 0 && (o44 + i48) < A.d0_0 && (o45 + i49) >= 0 && (o45 + i49) < A.d0_1) ? tsr::bf2f(A.p0[(o44 + i48) * A.s0_0 + (o45 + i49) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+                }
+              }
+            }
+          }
+        }
+        // yield
+      }
+      // yield
+    } else {
+      // yield
+    }
+    // %36 = mul %25, %10 : i32
+    const int32_t v50 = tsr::wmul(iv33, v10);
+    // %37 = sub %7, %36 : i32
+    const int32_t v51 = tsr::wsub(v7, v50);
+    // %38 = min %10, %37 : i32
+    const int32_t v52 = tsr::imin(v10, v51);
+    // %39 = for %16, %38, %4, %26 : tile<i32, [256]> {...}
+    alignas(64) int32_t c53[256];
+    __builtin_memcpy(c53, c32, sizeof(c53));
+    for (int64_t iv54_ = v16; v4 > 0 && iv54_ < v52; iv54_ += v4) {
+      const int32_t iv54 = int32_t(iv54_);
+      // %42 = add %36, %40 : i32
+      const int32_t v55 = tsr::wadd(v50, iv54);
+      // %43 = add %28, %40 : i32
+      const int32_t v56 = tsr::wadd(v35, iv54);
+      // %44 = buffer_read %9, %43 : tile<bf16, [1, 8192]>
+      if (!(true && int64_t(v56) >= 0 && int64_t(v56) < 4)) { tsr_fault(788); return; }
+      alignas(64) float v57[8192];
+      __builtin_memcpy(v57, buf9 + ((0) * 4 + int64_t(v56)) * 8192, sizeof(v57));
+      // %45 = reshape %44 : tile<bf16, [8192]>
+      // %46 = bitcast %45 : tile<u16, [8192]>
+      // (computed inside its user)
+      // %47 = cast %46 : tile<u32, [8192]>
+      alignas(64) uint32_t v58[8192];
+      for (int64_t i59 = 0; i59 < 8192; ++i59) v58[i59] = uint32_t((uint16_t(tsr::bf16_bits(v57[i59]))));
+      // %48 = splat %19 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %49 = xor %47, %48 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %50 = splat %20 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %51 = shr %47, %50 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %52 = splat %14 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %53 = cmp %51, %52 {pred = "eq"} : tile<i1, [8192]>
+      // (computed inside its user)
+      // %54 = where %53, %49, %47 : tile<u32, [8192]>
+      alignas(64) uint32_t v60[8192];
+      for (int64_t i61 = 0; i61 < 8192; ++i61) v60[i61] = ((uint8_t((tsr::ishr(v58[i61], (v28))) == (v14))) ? (uint32_t(v58[i61] ^ (v27))) : v58[i61]);
+      // %55 = cmp %42, %21 {pred = "eq"} : i1
+      const uint8_t v62 = uint8_t(v55 == v29);
+      // %56 = if %55 : tile<u32, [8192]> {...}
+      alignas(64) uint32_t v63[8192];
+      if (v62) {
+        // %57 = mul %42, %3 : i32
+        const int32_t v64 = tsr::wmul(v55, v3);
+        // %58 = arange : tile<i32, [8192]>
+        // (computed inside its user)
+        // %59 = splat %57 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %60 = add %58, %59 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %61 = splat %2 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %62 = cmp %60, %61 {pred = "lt"} : tile<i1, [8192]>
+        // (computed inside its user)
+        // %63 = splat %8 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %64 = where %62, %54, %63 : tile<u32, [8192]>
+        alignas(64) uint32_t v65[8192];
+        for (int64_t i66 = 0; i66 < 8192; ++i66) v65[i66] = ((uint8_t((tsr::wadd((int32_t(0 + i66)), (v64))) < (v2))) ? v60[i66] : (v8));
+        // yield %64
+        __builtin_memcpy(v63, v65, sizeof(v63));
+      } else {
+        // yield %54
+        __builtin_memcpy(v63, v60, sizeof(v63));
+      }
+      // %65 = splat %22 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %66 = shr %56, %65 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %67 = splat %23 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %68 = and %66, %67 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %69 = cast %68 : tile<i32, [8192]>
+      alignas(64) int32_t v67[8192];
+      for (int64_t i68 = 0; i68 < 8192; ++i68) v67[i68] = int32_t((uint32_t((tsr::ishr(v63[i68], (v30))) & (v31))));
+      // %70 = histogram %69 : tile<i32, [256]>
+      alignas(64) int32_t v69[256];
+      tsr::histogram(v67, 8192, v69, 256);
+      // %71 = add %41, %70 : tile<i32, [256]>
+      // (written into the carried c53)
+      for (int64_t i70 = 0; i70 < 256; ++i70) c53[i70] = tsr::wadd(c53[i70], v69[i70]);
+      // yield %71
+    }
+    // yield %39
+    __builtin_memcpy(c32, c53, sizeof(c32));
+  }
+  // %72 = scan %24 {axis = 0, kind = "sum"} : tile<i32, [256]>
+  alignas(64) int32_t v71[256];
+  for (int64_t o_ = 0; o_ < 1; ++o_)
+  for (int64_t n_ = 0; n_ < 1; ++n_) {
+    int32_t acc72 = c32[(o_ * 256 + 0) * 1 + n_];
+    v71[(o_ * 256 + 0) * 1 + n_] = acc72;
+    for (int64_t l73 = 1; l73 < 256; ++l73) {
+      acc72 = tsr::wadd(acc72, c32[(o_ * 256 + l73) * 1 + n_]);
+      v71[(o_ * 256 + l73) * 1 + n_] = acc72;
+    }
+  }
+  // %73 = splat %15 : tile<i32, [256]>
+  // (computed inside its user)
+  // %74 = cmp %72, %73 {pred = "lt"} : tile<i1, [256]>
+  alignas(64) uint8_t v74[256];
+  for (int64_t i75 = 0; i75 < 256; ++i75) v74[i75] = uint8_t(v71[i75] < (v15));
+  // %75 = cast %74 : tile<i32, [256]>
+  alignas(64) int32_t v76[256];
+  for (int64_t i77 = 0; i77 < 256; ++i77) v76[i77] = int32_t(v74[i77]);
+  // %76 = reduce %75 {axis = 0, kind = "sum"} : i32
+  int32_t v78;
+  for (int64_t o_ = 0; o_ < 1; ++o_) {
+    int32_t ln_[16];
+    for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+    for (int64_t l_ = 0; l_ < 256; l_ += 16)
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v76[o_ * 256 + l_ + q_]);
+    int32_t acc_ = ln_[0];
+    for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+    v78 = acc_;
+  }
+  // %77 = arange : tile<i32, [256]>
+  alignas(64) int32_t v79[256];
+  for (int64_t i80 = 0; i80 < 256; ++i80) v79[i80] = int32_t(0 + i80);
+  // %78 = splat %76 : tile<i32, [256]>
+  // (computed inside its user)
+  // %79 = cmp %77, %78 {pred = "eq"} : tile<i1, [256]>
+  // (computed inside its user)
+  // %80 = where %79, %24, %17 : tile<i32, [256]>
+  alignas(64) int32_t v81[256];
+  for (int64_t i82 = 0; i82 < 256; ++i82) v81[i82] = ((uint8_t(v79[i82] == (v78))) ? c32[i82] : v16);
+  // %81 = reduce %80 {axis = 0, kind = "sum"} : i32
+  int32_t v83;
+  for (int64_t o_ = 0; o_ < 1; ++o_) {
+    int32_t ln_[16];
+    for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+    for (int64_t l_ = 0; l_ < 256; l_ += 16)
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v81[o_ * 256 + l_ + q_]);
+    int32_t acc_ = ln_[0];
+    for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+    v83 = acc_;
+  }
+  // %82 = where %74, %24, %17 : tile<i32, [256]>
+  alignas(64) int32_t v84[256];
+  for (int64_t i85 = 0; i85 < 256; ++i85) v84[i85] = (v74[i85] ? c32[i85] : v16);
+  // %83 = reduce %82 {axis = 0, kind = "sum"} : i32
+  int32_t v86;
+  for (int64_t o_ = 0; o_ < 1; ++o_) {
+    int32_t ln_[16];
+    for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+    for (int64_t l_ = 0; l_ < 256; l_ += 16)
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v84[o_ * 256 + l_ + q_]);
+    int32_t acc_ = ln_[0];
+    for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+    v86 = acc_;
+  }
+  // %84 = sub %15, %83 : i32
+  const int32_t v87 = tsr::wsub(v15, v86);
+  // %85 = cast %76 : u32
+  const uint32_t v88 = uint32_t(v78);
+  // %86 = const {value = 8} : u32
+  const uint32_t v89 = uint32_t(INT64_C(8));
+  // %87 = shl %85, %86 : u32
+  const uint32_t v90 = tsr::ishl(v88, v89);
+  // %88 = or %14, %87 : u32
+  const uint32_t v91 = uint32_t(v14 | v90);
+  // %89 = cmp %81, %84 {pred = "ne"} : i1
+  const uint8_t v92 = uint8_t(v83 != v87);
+  // %90, %91, %92, %93 = if %89 : u32, i32, u32, i1 {...}
+  uint32_t v93;
+  int32_t v94;
+  uint32_t v95;
+  uint8_t v96;
+  if (v92) {
+    // for %16, %10, %4 {...}
+    for (int64_t iv97_ = v16; v4 > 0 && iv97_ < v10; iv97_ += v4) {
+      const int32_t iv97 = int32_t(iv97_);
+      // async_copy %9, %x, %94, %1, %94
+      if (!(true && int64_t(iv97) >= 0 && int64_t(iv97) < 4)) { tsr_fault(1620); return; }
+      {
+        float* const dst98 = buf9 + ((0) * 4 + int64_t(iv97)) * 8192;
+        {
+          const int64_t o99 = int64_t(v1) * 1;
+          const int64_t o100 = int64_t(iv97) * 8192;
+          if (o99 >= 0 && o99 + 1 <= A.d0_0 && o100 >= 0 && o100 + 8192 <= A.d0_1) {
+            for (int64_t i101 = 0; i101 < 1; ++i101) {
+              for (int64_t i102 = 0; i102 < 8192; ++i102) dst98[(i101) * 8192 + i102] = tsr::bf2f(A.p0[(o99 + i101) * A.s0_0 + o100 + i102]);
+            }
+          } else {
+            for (int64_t i103 = 0; i103 < 1; ++i103) {
+              for (int64_t i104 = 0; i104 < 8192; ++i104) {
+                dst98[(i103)*8192 + i104] = ((o99 + i103) >= 0 && (o99 + i103) < A.d0_0 && (o100 + i104) >= 0 && (o100 + i104) < A.d0_1) ? tsr::bf2f(A.p0[(o99 + i103) * A.s0_0 + (o100 + i104) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+              }
+            }
+          }
+        }
+      }
+      // yield
+    }
+    // %95 = const {value = 32767} : u32
+    const uint32_t v105 = uint32_t(INT64_C(32767));
+    // %96 = const {value = 15} : u32
+    const uint32_t v106 = uint32_t(INT64_C(15));
+    // %97 = sub %7, %4 : i32
+    const int32_t v107 = tsr::wsub(v7, v4);
+    // %98 = const {value = 255} : u32
+    const uint32_t v108 = uint32_t(INT64_C(255));
+    // %99 = shr %88, %86 : u32
+    const uint32_t v109 = tsr::ishr(v91, v89);
+    // %100 = const {value = -1} : i32
+    const int32_t v110 = int32_t(INT64_C(-1));
+    // %101 = for %16, %13, %4, %17 : tile<i32, [256]> {...}
+    alignas(64) int32_t c111[256];
+    __builtin_memcpy(c111, v17, sizeof(c111));
+    for (int64_t iv112_ = v16; v4 > 0 && iv112_ < v13; iv112_ += v4) {
+      const int32_t iv112 = int32_t(iv112_);
+      // async_wait
+      // (copies are synchronous here: nothing to wait for)
+      // %104 = rem %102, %10 : i32
+      const int32_t v113 = tsr::irem(iv112, v10);
+      // %105 = mul %104, %10 : i32
+      const int32_t v114 = tsr::wmul(v113, v10);
+      // %106 = add %102, %4 : i32
+      const int32_t v115 = tsr::wadd(iv112, v4);
+      // %107 = cmp %106, %13 {pred = "lt"} : i1
+      const uint8_t v116 = uint8_t(v115 < v13);
+      // if %107 {...}
+      if (v116) {
+        // %108 = mul %106, %10 : i32
+        const int32_t v117 = tsr::wmul(v115, v10);
+        // %109 = sub %10, %105 : i32
+        const int32_t v118 = tsr::wsub(v10, v114);
+        // for %16, %10, %4 {...}
+        for (int64_t iv119_ = v16; v4 > 0 && iv119_ < v10; iv119_ += v4) {
+          const int32_t iv119 = int32_t(iv119_);
+          // %111 = add %108, %110 : i32
+          const int32_t v120 = tsr::wadd(v117, iv119);
+          // %112 = add %109, %110 : i32
+          const int32_t v121 = tsr::wadd(v118, iv119);
+          // async_copy %9, %x, %112, %1, %111
+          if (!(true && int64_t(v121) >= 0 && int64_t(v121) < 4)) { tsr_fault(1940); return; }
+          {
+            float* const dst122 = buf9 + ((0) * 4 + int64_t(v121)) * 8192;
+            {
+              const int64_t o123 = int64_t(v1) * 1;
+              const int64_t o124 = int64_t(v120) * 8192;
+              if (o123 >= 0 && o123 + 1 <= A.d0_0 && o124 >= 0 && o124 + 8192 <= A.d0_1) {
+                for (int64_t i125 = 0; i125 < 1; ++i125) {
+                  for (int64_t i126 = 0; i126 < 8192; ++i126) dst122[(i125) * 8192 + i126] = tsr::bf2f(A.p0[(o123 + i125) * A.s0_0 + o124 + i126]);
+                }
+              } else {
+                for (int64_t i127 = 0; i127 < 1; ++i127) {
+                  for (int64_t i128 = 0; i128 < 8192; ++i128) {
+                    dst122[(i127)*8192 + i128] = ((o123 + i127) >= 0 && (o123 + i127) < A.d0_0 && (o124 + i128) >= 0 && (o124 + i128) < A.d0_1) ? tsr::bf2f(A.p0[(o123 + i127) * A.s0_0 + (o124 + i128) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+                  }
+                }
+              }
+            }
+          }
+          // yield
+        }
+        // yield
+      } else {
+        // yield
+      }
+      // %113 = mul %102, %10 : i32
+      const int32_t v129 = tsr::wmul(iv112, v10);
+      // %114 = sub %7, %113 : i32
+      const int32_t v130 = tsr::wsub(v7, v129);
+      // %115 = min %10, %114 : i32
+      const int32_t v131 = tsr::imin(v10, v130);
+      // %116 = for %16, %115, %4, %103 : tile<i32, [256]> {...}
+      alignas(64) int32_t c132[256];
+      __builtin_memcpy(c132, c111, sizeof(c132));
+      for (int64_t iv133_ = v16; v4 > 0 && iv133_ < v131; iv133_ += v4) {
+        const int32_t iv133 = int32_t(iv133_);
+        // %119 = add %113, %117 : i32
+        const int32_t v134 = tsr::wadd(v129, iv133);
+        // %120 = add %105, %117 : i32
+        const int32_t v135 = tsr::wadd(v114, iv133);
+        // %121 = buffer_read %9, %120 : tile<bf16, [1, 8192]>
+        if (!(true && int64_t(v135) >= 0 && int64_t(v135) < 4)) { tsr_fault(2100); return; }
+        alignas(64) float v136[8192];
+        __builtin_memcpy(v136, buf9 + ((0) * 4 + int64_t(v135)) * 8192, sizeof(v136));
+        // %122 = reshape %121 : tile<bf16, [8192]>
+        // %123 = bitcast %122 : tile<u16, [8192]>
+        // (computed inside its user)
+        // %124 = cast %123 : tile<u32, [8192]>
+        alignas(64) uint32_t v137[8192];
+        for (int64_t i138 = 0; i138 < 8192; ++i138) v137[i138] = uint32_t((uint16_t(tsr::bf16_bits(v136[i138]))));
+        // %125 = splat %95 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %126 = xor %124, %125 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %127 = splat %96 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %128 = shr %124, %127 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %129 = splat %14 : tile<u32, [8192]>
+        alignas(64) uint32_t v139[8192];
+        for (int64_t i140 = 0; i140 < 8192; ++i140) v139[i140] = v14;
+        // %130 = cmp %128, %129 {pred = "eq"} : tile<i1, [8192]>
+        // (computed inside its user)
+        // %131 = where %130, %126, %124 : tile<u32, [8192]>
+        alignas(64) uint32_t v141[8192];
+        for (int64_t i142 = 0; i142 < 8192; ++i142) v141[i142] = ((uint8_t((tsr::ishr(v137[i142], (v106))) == v14)) ? (uint32_t(v137[i142] ^ (v105))) : v137[i142]);
+        // %132 = cmp %119, %97 {pred = "eq"} : i1
+        const uint8_t v143 = uint8_t(v134 == v107);
+        // %133 = if %132 : tile<u32, [8192]> {...}
+        alignas(64) uint32_t v144[8192];
+        if (v143) {
+          // %134 = mul %119, %3 : i32
+          const int32_t v145 = tsr::wmul(v134, v3);
+          // %135 = arange : tile<i32, [8192]>
+          // (computed inside its user)
+          // %136 = splat %134 : tile<i32, [8192]>
+          // (computed inside its user)
+          // %137 = add %135, %136 : tile<i32, [8192]>
+          // (computed inside its user)
+          // %138 = splat %2 : tile<i32, [8192]>
+          // (computed inside its user)
+          // %139 = cmp %137, %138 {pred = "lt"} : tile<i1, [8192]>
+          // (computed inside its user)
+          // %140 = splat %8 : tile<u32, [8192]>
+          // (computed inside its user)
+          // %141 = where %139, %131, %140 : tile<u32, [8192]>
+          alignas(64) uint32_t v146[8192];
+          for (int64_t i147 = 0; i147 < 8192; ++i147) v146[i147] = ((uint8_t((tsr::wadd((int32_t(0 + i147)), (v145))) < (v2))) ? v141[i147] : (v8));
+          // yield %141
+          __builtin_memcpy(v144, v146, sizeof(v144));
+        } else {
+          // yield %131
+          __builtin_memcpy(v144, v141, sizeof(v144));
+        }
+        // %142 = shr %133, %129 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %143 = splat %98 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %144 = and %142, %143 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %145 = cast %144 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %146 = splat %86 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %147 = shr %133, %146 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %148 = splat %99 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %149 = cmp %147, %148 {pred = "eq"} : tile<i1, [8192]>
+        // (computed inside its user)
+        // %150 = splat %100 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %151 = where %149, %145, %150 : tile<i32, [8192]>
+        alignas(64) int32_t v148[8192];
+        for (int64_t i149 = 0; i149 < 8192; ++i149) v148[i149] = ((uint8_t((tsr::ishr(v144[i149], (v89))) == (v109))) ? (int32_t((uint32_t((tsr::ishr(v144[i149], v14)) & (v108))))) : (v110));
+        // %152 = histogram %151 : tile<i32, [256]>
+        alignas(64) int32_t v150[256];
+        tsr::histogram(v148, 8192, v150, 256);
+        // %153 = add %118, %152 : tile<i32, [256]>
+        // (written into the carried c132)
+        for (int64_t i151 = 0; i151 < 256; ++i151) c132[i151] = tsr::wadd(c132[i151], v150[i151]);
+        // yield %153
+      }
+      // yield %116
+      __builtin_memcpy(c111, c132, sizeof(c111));
+    }
+    // %154 = scan %101 {axis = 0, kind = "sum"} : tile<i32, [256]>
+    alignas(64) int32_t v152[256];
+    for (int64_t o_ = 0; o_ < 1; ++o_)
+    for (int64_t n_ = 0; n_ < 1; ++n_) {
+      int32_t acc153 = c111[(o_ * 256 + 0) * 1 + n_];
+      v152[(o_ * 256 + 0) * 1 + n_] = acc153;
+      for (int64_t l154 = 1; l154 < 256; ++l154) {
+        acc153 = tsr::wadd(acc153, c111[(o_ * 256 + l154) * 1 + n_]);
+        v152[(o_ * 256 + l154) * 1 + n_] = acc153;
+      }
+    }
+    // %155 = splat %84 : tile<i32, [256]>
+    // (computed inside its user)
+    // %156 = cmp %154, %155 {pred = "lt"} : tile<i1, [256]>
+    alignas(64) uint8_t v155[256];
+    for (int64_t i156 = 0; i156 < 256; ++i156) v155[i156] = uint8_t(v152[i156] < (v87));
+    // %157 = cast %156 : tile<i32, [256]>
+    alignas(64) int32_t v157[256];
+    for (int64_t i158 = 0; i158 < 256; ++i158) v157[i158] = int32_t(v155[i158]);
+    // %158 = reduce %157 {axis = 0, kind = "sum"} : i32
+    int32_t v159;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 256; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v157[o_ * 256 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v159 = acc_;
+    }
+    // %159 = splat %158 : tile<i32, [256]>
+    // (computed inside its user)
+    // %160 = cmp %77, %159 {pred = "eq"} : tile<i1, [256]>
+    // (computed inside its user)
+    // %161 = where %160, %101, %17 : tile<i32, [256]>
+    alignas(64) int32_t v160[256];
+    for (int64_t i161 = 0; i161 < 256; ++i161) v160[i161] = ((uint8_t(v79[i161] == (v159))) ? c111[i161] : v16);
+    // %162 = reduce %161 {axis = 0, kind = "sum"} : i32
+    int32_t v162;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 256; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v160[o_ * 256 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v162 = acc_;
+    }
+    // %163 = where %156, %101, %17 : tile<i32, [256]>
+    alignas(64) int32_t v163[256];
+    for (int64_t i164 = 0; i164 < 256; ++i164) v163[i164] = (v155[i164] ? c111[i164] : v16);
+    // %164 = reduce %163 {axis = 0, kind = "sum"} : i32
+    int32_t v165;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 256; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v163[o_ * 256 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v165 = acc_;
+    }
+    // %165 = sub %84, %164 : i32
+    const int32_t v166 = tsr::wsub(v87, v165);
+    // %166 = cast %158 : u32
+    const uint32_t v167 = uint32_t(v159);
+    // %167 = shl %166, %14 : u32
+    const uint32_t v168 = tsr::ishl(v167, v14);
+    // %168 = or %88, %167 : u32
+    const uint32_t v169 = uint32_t(v91 | v168);
+    // %169 = cmp %162, %165 {pred = "ne"} : i1
+    const uint8_t v170 = uint8_t(v162 != v166);
+    // yield %168, %165, %14, %169
+    v93 = v169;
+    v94 = v166;
+    v95 = v14;
+    v96 = v170;
+  } else {
+    // yield %88, %84, %86, %89
+    v93 = v91;
+    v94 = v87;
+    v95 = v89;
+    v96 = v92;
+  }
+  // %170 = shr %90, %92 : u32
+  const uint32_t v171 = tsr::ishr(v93, v95);
+  // for %16, %10, %4 {...}
+  for (int64_t iv172_ = v16; v4 > 0 && iv172_ < v10; iv172_ += v4) {
+    const int32_t iv172 = int32_t(iv172_);
+    // async_copy %9, %x, %171, %1, %171
+    if (!(true && int64_t(iv172) >= 0 && int64_t(iv172) < 4)) { tsr_fault(3012); return; }
+    {
+      float* const dst173 = buf9 + ((0) * 4 + int64_t(iv172)) * 8192;
+      {
+        const int64_t o174 = int64_t(v1) * 1;
+        const int64_t o175 = int64_t(iv172) * 8192;
+        if (o174 >= 0 && o174 + 1 <= A.d0_0 && o175 >= 0 && o175 + 8192 <= A.d0_1) {
+          for (int64_t i176 = 0; i176 < 1; ++i176) {
+            for (int64_t i177 = 0; i177 < 8192; ++i177) dst173[(i176) * 8192 + i177] = tsr::bf2f(A.p0[(o174 + i176) * A.s0_0 + o175 + i177]);
+          }
+        } else {
+          for (int64_t i178 = 0; i178 < 1; ++i178) {
+            for (int64_t i179 = 0; i179 < 8192; ++i179) {
+              dst173[(i178)*8192 + i179] = ((o174 + i178) >= 0 && (o174 + i178) < A.d0_0 && (o175 + i179) >= 0 && (o175 + i179) < A.d0_1) ? tsr::bf2f(A.p0[(o174 + i178) * A.s0_0 + (o175 + i179) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+            }
+          }
+        }
+      }
+    }
+    // yield
+  }
+  // %172 = const {value = 32767} : u32
+  const uint32_t v180 = uint32_t(INT64_C(32767));
+  // %173 = const {value = 15} : u32
+  const uint32_t v181 = uint32_t(INT64_C(15));
+  // %174 = sub %7, %4 : i32
+  const int32_t v182 = tsr::wsub(v7, v4);
+  // %175, %176 = for %16, %13, %4, %16, %16 : i32, i32 {...}
+  int32_t c183;
+  c183 = v16;
+  int32_t c184;
+  c184 = v16;
+  for (int64_t iv185_ = v16; v4 > 0 && iv185_ < v13; iv185_ += v4) {
+    const int32_t iv185 = int32_t(iv185_);
+    // async_wait
+    // (copies are synchronous here: nothing to wait for)
+    // %180 = rem %177, %10 : i32
+    const int32_t v186 = tsr::irem(iv185, v10);
+    // %181 = mul %180, %10 : i32
+    const int32_t v187 = tsr::wmul(v186, v10);
+    // %182 = add %177, %4 : i32
+    const int32_t v188 = tsr::wadd(iv185, v4);
+    // %183 = cmp %182, %13 {pred = "lt"} : i1
+    const uint8_t v189 = uint8_t(v188 < v13);
+    // if %183 {...}
+    if (v189) {
+      // %184 = mul %182, %10 : i32
+      const int32_t v190 = tsr::wmul(v188, v10);
+      // %185 = sub %10, %181 : i32
+      const int32_t v191 = tsr::wsub(v10, v187);
+      // for %16, %10, %4 {...}
+      for (int64_t iv192_ = v16; v4 > 0 && iv192_ < v10; iv192_ += v4) {
+        const int32_t iv192 = int32_t(iv192_);
+        // %187 = add %184, %186 : i32
+        const int32_t v193 = tsr::wadd(v190, iv192);
+        // %188 = add %185, %186 : i32
+        const int32_t v194 = tsr::wadd(v191, iv192);
+        // async_copy %9, %x, %188, %1, %187
+        if (!(true && int64_t(v194) >= 0 && int64_t(v194) < 4)) { tsr_fault(3284); return; }
+        {
+          float* const dst195 = buf9 + ((0) * 4 + int64_t(v194)) * 8192;
+          {
+            const int64_t o196 = int64_t(v1) * 1;
+            const int64_t o197 = int64_t(v193) * 8192;
+            if (o196 >= 0 && o196 + 1 <= A.d0_0 && o197 >= 0 && o197 + 8192 <= A.d0_1) {
+              for (int64_t i198 = 0; i198 < 1; ++i198) {
+                for (int64_t i199 = 0; i199 < 8192; ++i199) dst195[(i198) * 8192 + i199] = tsr::bf2f(A.p0[(o196 + i198) * A.s0_0 + o197 + i199]);
+              }
+            } else {
+              for (int64_t i200 = 0; i200 < 1; ++i200) {
+                for (int64_t i201 = 0; i201 < 8192; ++i201) {
+                  dst195[(i200)*8192 + i201] = ((o196 + i200) >= 0 && (o196 + i200) < A.d0_0 && (o197 + i201) >= 0 && (o197 + i201) < A.d0_1) ? tsr::bf2f(A.p0[(o196 + i200) * A.s0_0 + (o197 + i201) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+                }
+              }
+            }
+          }
+        }
+        // yield
+      }
+      // yield
+    } else {
+      // yield
+    }
+    // %189 = mul %177, %10 : i32
+    const int32_t v202 = tsr::wmul(iv185, v10);
+    // %190 = sub %7, %189 : i32
+    const int32_t v203 = tsr::wsub(v7, v202);
+    // %191 = min %10, %190 : i32
+    const int32_t v204 = tsr::imin(v10, v203);
+    // %192, %193 = for %16, %191, %4, %178, %179 : i32, i32 {...}
+    int32_t c205;
+    c205 = c183;
+    int32_t c206;
+    c206 = c184;
+    for (int64_t iv207_ = v16; v4 > 0 && iv207_ < v204; iv207_ += v4) {
+      const int32_t iv207 = int32_t(iv207_);
+      // %197 = add %189, %194 : i32
+      const int32_t v208 = tsr::wadd(v202, iv207);
+      // %198 = add %181, %194 : i32
+      const int32_t v209 = tsr::wadd(v187, iv207);
+      // %199 = buffer_read %9, %198 : tile<bf16, [1, 8192]>
+      if (!(true && int64_t(v209) >= 0 && int64_t(v209) < 4)) { tsr_fault(3444); return; }
+      alignas(64) float v210[8192];
+      __builtin_memcpy(v210, buf9 + ((0) * 4 + int64_t(v209)) * 8192, sizeof(v210));
+      // %200 = reshape %199 : tile<bf16, [8192]>
+      // %201 = bitcast %200 : tile<u16, [8192]>
+      // (computed inside its user)
+      // %202 = cast %201 : tile<u32, [8192]>
+      alignas(64) uint32_t v211[8192];
+      for (int64_t i212 = 0; i212 < 8192; ++i212) v211[i212] = uint32_t((uint16_t(tsr::bf16_bits(v210[i212]))));
+      // %203 = splat %172 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %204 = xor %202, %203 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %205 = splat %173 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %206 = shr %202, %205 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %207 = splat %14 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %208 = cmp %206, %207 {pred = "eq"} : tile<i1, [8192]>
+      // (computed inside its user)
+      // %209 = where %208, %204, %202 : tile<u32, [8192]>
+      alignas(64) uint32_t v213[8192];
+      for (int64_t i214 = 0; i214 < 8192; ++i214) v213[i214] = ((uint8_t((tsr::ishr(v211[i214], (v181))) == (v14))) ? (uint32_t(v211[i214] ^ (v180))) : v211[i214]);
+      // %210 = cmp %197, %174 {pred = "eq"} : i1
+      const uint8_t v215 = uint8_t(v208 == v182);
+      // %211 = if %210 : tile<u32, [8192]> {...}
+      alignas(64) uint32_t v216[8192];
+      if (v215) {
+        // %212 = mul %197, %3 : i32
+        const int32_t v217 = tsr::wmul(v208, v3);
+        // %213 = arange : tile<i32, [8192]>
+        // (computed inside its user)
+        // %214 = splat %212 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %215 = add %213, %214 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %216 = splat %2 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %217 = cmp %215, %216 {pred = "lt"} : tile<i1, [8192]>
+        // (computed inside its user)
+        // %218 = splat %8 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %219 = where %217, %209, %218 : tile<u32, [8192]>
+        alignas(64) uint32_t v218[8192];
+        for (int64_t i219 = 0; i219 < 8192; ++i219) v218[i219] = ((uint8_t((tsr::wadd((int32_t(0 + i219)), (v217))) < (v2))) ? v213[i219] : (v8));
+        // yield %219
+        __builtin_memcpy(v216, v218, sizeof(v216));
+      } else {
+        // yield %209
+        __builtin_memcpy(v216, v213, sizeof(v216));
+      }
+      // %220 = splat %92 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %221 = shr %211, %220 : tile<u32, [8192]>
+      alignas(64) uint32_t v220[8192];
+      for (int64_t i221 = 0; i221 < 8192; ++i221) v220[i221] = tsr::ishr(v216[i221], (v95));
+      // %222 = splat %170 : tile<u32, [8192]>
+      alignas(64) uint32_t v222[8192];
+      for (int64_t i223 = 0; i223 < 8192; ++i223) v222[i223] = v171;
+      // %223 = cmp %221, %222 {pred = "eq"} : tile<i1, [8192]>
+      alignas(64) uint8_t v224[8192];
+      for (int64_t i225 = 0; i225 < 8192; ++i225) v224[i225] = uint8_t(v220[i225] == v171);
+      // %224 = cmp %221, %222 {pred = "lt"} : tile<i1, [8192]>
+      alignas(64) uint8_t v226[8192];
+      for (int64_t i227 = 0; i227 < 8192; ++i227) v226[i227] = uint8_t(v220[i227] < v171);
+      // %225 = cast %223 : tile<i32, [8192]>
+      alignas(64) int32_t v228[8192];
+      for (int64_t i229 = 0; i229 < 8192; ++i229) v228[i229] = int32_t(v224[i229]);
+      // %226 = reduce %225 {axis = 0, kind = "sum"} : i32
+      int32_t v230;
+      for (int64_t o_ = 0; o_ < 1; ++o_) {
+        int32_t ln_[16];
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+        for (int64_t l_ = 0; l_ < 8192; l_ += 16)
+          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v228[o_ * 8192 + l_ + q_]);
+        int32_t acc_ = ln_[0];
+        for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+        v230 = acc_;
+      }
+      // %227 = add %196, %226 : i32
+      const int32_t v231 = tsr::wadd(c206, v230);
+      // %228 = cmp %227, %91 {pred = "le"} : i1
+      const uint8_t v232 = uint8_t(v231 <= v94);
+      // %229 = if %228 : tile<i1, [8192]> {...}
+      alignas(64) uint8_t v233[8192];
+      if (v232) {
+        // %230 = or %224, %223 : tile<i1, [8192]>
+        alignas(64) uint8_t v234[8192];
+        for (int64_t i235 = 0; i235 < 8192; ++i235) v234[i235] = uint8_t(v226[i235] | v224[i235]);
+        // yield %230
+        __builtin_memcpy(v233, v234, sizeof(v233));
+      } else {
+        // %231 = scan %225 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+        alignas(64) int32_t v236[8192];
+        for (int64_t o_ = 0; o_ < 1; ++o_)
+        for (int64_t n_ = 0; n_ < 1; ++n_) {
+          int32_t acc237 = v228[(o_ * 8192 + 0) * 1 + n_];
+          v236[(o_ * 8192 + 0) * 1 + n_] = acc237;
+          for (int64_t l238 = 1; l238 < 8192; ++l238) {
+            acc237 = tsr::wadd(acc237, v228[(o_ * 8192 + l238) * 1 + n_]);
+            v236[(o_ * 8192 + l238) * 1 + n_] = acc237;
+          }
+        }
+        // %232 = splat %196 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %233 = add %231, %232 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %234 = splat %91 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %235 = cmp %233, %234 {pred = "le"} : tile<i1, [8192]>
+        // (computed inside its user)
+        // %236 = and %223, %235 : tile<i1, [8192]>
+        // (computed inside its user)
+        // %237 = or %224, %236 : tile<i1, [8192]>
+        alignas(64) uint8_t v239[8192];
+        for (int64_t i240 = 0; i240 < 8192; ++i240) v239[i240] = uint8_t(v226[i240] | (uint8_t(v224[i240] & (uint8_t((tsr::wadd(v236[i240], (c206))) <= (v94))))));
+        // yield %237
+        __builtin_memcpy(v233, v239, sizeof(v233));
+      }
+      // %238 = sub %195, %4 : i32
+      const int32_t v241 = tsr::wsub(c205, v4);
+      // %239 = cast %229 : tile<i32, [8192]>
+      alignas(64) int32_t v242[8192];
+      for (int64_t i243 = 0; i243 < 8192; ++i243) v242[i243] = int32_t(v233[i243]);
+      // %240 = scan %239 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+      alignas(64) int32_t v244[8192];
+      for (int64_t o_ = 0; o_ < 1; ++o_)
+      for (int64_t n_ = 0; n_ < 1; ++n_) {
+        int32_t acc245 = v242[(o_ * 8192 + 0) * 1 + n_];
+        v244[(o_ * 8192 + 0) * 1 + n_] = acc245;
+        for (int64_t l246 = 1; l246 < 8192; ++l246) {
+          acc245 = tsr::wadd(acc245, v242[(o_ * 8192 + l246) * 1 + n_]);
+          v244[(o_ * 8192 + l246) * 1 + n_] = acc245;
+        }
+      }
+      // %241 = splat %238 : tile<i32, [8192]>
+      // (computed inside its user)
+      // %242 = add %240, %241 : tile<i32, [8192]>
+      alignas(64) int32_t v247[8192];
+      for (int64_t i248 = 0; i248 < 8192; ++i248) v247[i248] = tsr::wadd(v244[i248], (v241));
+      // %243 = splat %1 : tile<i32, [8192]>
+      alignas(64) int32_t v249[8192];
+      for (int64_t i250 = 0; i250 < 8192; ++i250) v249[i250] = v1;
+      // scatter %values, %200, %243, %242, %229
+      for (int64_t i251 = 0; i251 < 8192; ++i251) {
+        if ((v233[i251] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v247[i251]) >= 0 && int64_t(v247[i251]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v247[i251]) * A.s1_1] = tsr::f2bf(v210[i251]);
+      }
+      // %244 = mul %197, %3 : i32
+      const int32_t v252 = tsr::wmul(v208, v3);
+      // %245 = arange : tile<i32, [8192]>
+      // (computed inside its user)
+      // %246 = splat %244 : tile<i32, [8192]>
+      // (computed inside its user)
+      // %247 = add %245, %246 : tile<i32, [8192]>
+      tsr::HeapTile<int32_t, 8192> v253_heap;  // 32768 bytes: on the heap
+      if (!(v253_heap.p)) { tsr_fault(4300); return; }
+      int32_t (&v253)[8192] = *v253_heap.p;
+      for (int64_t i254 = 0; i254 < 8192; ++i254) v253[i254] = tsr::wadd((int32_t(0 + i254)), (v252));
+      // scatter %indices, %247, %243, %242, %229
+      for (int64_t i255 = 0; i255 < 8192; ++i255) {
+        if ((v233[i255] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v247[i255]) >= 0 && int64_t(v247[i255]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v247[i255]) * A.s2_1] = v253[i255];
+      }
+      // %248 = reduce %239 {axis = 0, kind = "sum"} : i32
+      int32_t v256;
+      for (int64_t o_ = 0; o_ < 1; ++o_) {
+        int32_t ln_[16];
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+        for (int64_t l_ = 0; l_ < 8192; l_ += 16)
+          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v242[o_ * 8192 + l_ + q_]);
+        int32_t acc_ = ln_[0];
+        for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+        v256 = acc_;
+      }
+      // %249 = add %195, %248 : i32
+      const int32_t v257 = tsr::wadd(c205, v256);
+      // yield %249, %227
+      c205 = v257;
+      c206 = v231;
+    }
+    // yield %192, %193
+    c183 = c205;
+    c184 = c206;
+  }
+  // %250 = load_tile %indices, %1, %16 : tile<i32, [1, 64]>
+  alignas(64) int32_t v258[64];
   {
-    const int64_t o66 = int64_t(v1) * 1;
-    const int64_t o67 = int64_t(v8) * 64;
-    if (o66 >= 0 && o66 + 1 <= A.d1_0 && o67 >= 0 && o67 + 64 <= A.d1_1) {
-      for (int64_t i68 = 0; i68 < 1; ++i68) {
-        for (int64_t i69 = 0; i69 < 64; ++i69) A.p1[(o66 + i68) * A.s1_0 + o67 + i69] = tsr::f2bf(c21[(i68) * 64 + i69]);
+    const int64_t o259 = int64_t(v1) * 1;
+    const int64_t o260 = int64_t(v16) * 64;
+    if (o259 >= 0 && o259 + 1 <= A.d2_0 && o260 >= 0 && o260 + 64 <= A.d2_1) {
+      for (int64_t i261 = 0; i261 < 1; ++i261) {
+        for (int64_t i262 = 0; i262 < 64; ++i262) v258[(i261) * 64 + i262] = A.p2[(o259 + i261) * A.s2_0 + o260 + i262];
       }
     } else {
-      for (int64_t i70 = 0; i70 < 1; ++i70) {
-        for (int64_t i71 = 0; i71 < 64; ++i71) {
-          if ((o66 + i70) >= 0 && (o66 + i70) < A.d1_0 && (o67 + i71) >= 0 && (o67 + i71) < A.d1_1) A.p1[(o66 + i70) * A.s1_0 + (o67 + i71) * A.s1_1] = tsr::f2bf(c21[(i70)*64 + i71]);
+      for (int64_t i263 = 0; i263 < 1; ++i263) {
+        for (int64_t i264 = 0; i264 < 64; ++i264) {
+          v258[(i263)*64 + i264] = ((o259 + i263) >= 0 && (o259 + i263) < A.d2_0 && (o260 + i264) >= 0 && (o260 + i264) < A.d2_1) ? A.p2[(o259 + i263) * A.s2_0 + (o260 + i264) * A.s2_1] : int32_t(INT64_C(0));
         }
       }
     }
   }
-  // store_tile %indices, %14, %1, %8
+  // %251 = load_tile %values, %1, %16 : tile<bf16, [1, 64]>
+  alignas(64) float v265[64];
   {
-    const int64_t o72 = int64_t(v1) * 1;
-    const int64_t o73 = int64_t(v8) * 64;
-    if (o72 >= 0 && o72 + 1 <= A.d2_0 && o73 >= 0 && o73 + 64 <= A.d2_1) {
-      for (int64_t i74 = 0; i74 < 1; ++i74) {
-        for (int64_t i75 = 0; i75 < 64; ++i75) A.p2[(o72 + i74) * A.s2_0 + o73 + i75] = c22[(i74) * 64 + i75];
+    const int64_t o266 = int64_t(v1) * 1;
+    const int64_t o267 = int64_t(v16) * 64;
+    if (o266 >= 0 && o266 + 1 <= A.d1_0 && o267 >= 0 && o267 + 64 <= A.d1_1) {
+      for (int64_t i268 = 0; i268 < 1; ++i268) {
+        for (int64_t i269 = 0; i269 < 64; ++i269) v265[(i268) * 64 + i269] = tsr::bf2f(A.p1[(o266 + i268) * A.s1_0 + o267 + i269]);
       }
     } else {
-      for (int64_t i76 = 0; i76 < 1; ++i76) {
-        for (int64_t i77 = 0; i77 < 64; ++i77) {
-          if ((o72 + i76) >= 0 && (o72 + i76) < A.d2_0 && (o73 + i77) >= 0 && (o73 + i77) < A.d2_1) A.p2[(o72 + i76) * A.s2_0 + (o73 + i77) * A.s2_1] = c22[(i76)*64 + i77];
+      for (int64_t i270 = 0; i270 < 1; ++i270) {
+        for (int64_t i271 = 0; i271 < 64; ++i271) {
+          v265[(i270)*64 + i271] = ((o266 + i270) >= 0 && (o266 + i270) < A.d1_0 && (o267 + i271) >= 0 && (o267 + i271) < A.d1_1) ? tsr::bf2f(A.p1[(o266 + i270) * A.s1_0 + (o267 + i271) * A.s1_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+        }
+      }
+    }
+  }
+  // %252, %253 = sort %251, %250 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
+  alignas(64) float v272[64];
+  alignas(64) int32_t v273[64];
+  alignas(64) uint64_t sk274[128];
+  alignas(64) int32_t sp275[128];
+  tsr::sort_lines(v265, v258, v272, v273, 1, 64, 1, 64, true, sk274, sp275);
+  // store_tile %values, %252, %1, %16
+  {
+    const int64_t o276 = int64_t(v1) * 1;
+    const int64_t o277 = int64_t(v16) * 64;
+    if (o276 >= 0 && o276 + 1 <= A.d1_0 && o277 >= 0 && o277 + 64 <= A.d1_1) {
+      for (int64_t i278 = 0; i278 < 1; ++i278) {
+        for (int64_t i279 = 0; i279 < 64; ++i279) A.p1[(o276 + i278) * A.s1_0 + o277 + i279] = tsr::f2bf(v272[(i278) * 64 + i279]);
+      }
+    } else {
+      for (int64_t i280 = 0; i280 < 1; ++i280) {
+        for (int64_t i281 = 0; i281 < 64; ++i281) {
+          if ((o276 + i280) >= 0 && (o276 + i280) < A.d1_0 && (o277 + i281) >= 0 && (o277 + i281) < A.d1_1) A.p1[(o276 + i280) * A.s1_0 + (o277 + i281) * A.s1_1] = tsr::f2bf(v272[(i280)*64 + i281]);
+        }
+      }
+    }
+  }
+  // store_tile %indices, %253, %1, %16
+  {
+    const int64_t o282 = int64_t(v1) * 1;
+    const int64_t o283 = int64_t(v16) * 64;
+    if (o282 >= 0 && o282 + 1 <= A.d2_0 && o283 >= 0 && o283 + 64 <= A.d2_1) {
+      for (int64_t i284 = 0; i284 < 1; ++i284) {
+        for (int64_t i285 = 0; i285 < 64; ++i285) A.p2[(o282 + i284) * A.s2_0 + o283 + i285] = v273[(i284) * 64 + i285];
+      }
+    } else {
+      for (int64_t i286 = 0; i286 < 1; ++i286) {
+        for (int64_t i287 = 0; i287 < 64; ++i287) {
+          if ((o282 + i286) >= 0 && (o282 + i286) < A.d2_0 && (o283 + i287) >= 0 && (o283 + i287) < A.d2_1) A.p2[(o282 + i286) * A.s2_0 + (o283 + i287) * A.s2_1] = v273[(i286)*64 + i287];
         }
       }
     }
@@ -227,7 +1005,7 @@ extern "C" int tessera_run(void** buf, const int64_t* dims, const int64_t* is, c
   if (g0 < 0) return 24;  // grid size on axis 0 of kernel 'topk' is negative (a size of 0 runs no programs; a negative size is an error)
   if (g0 == 0 || g1 == 0 || g2 == 0) return 0;  // no programs
   if (nt <= 0) nt = omp_get_max_threads();
-  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(9363)) nt = 1;  // about 9363 element ops per program
+  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(12345296)) nt = 1;  // about 12345296 element ops per program
   if (nt == 1) {
     for (int64_t z = 0; z < g2; ++z)
       for (int64_t y = 0; y < g1; ++y)
@@ -238,5 +1016,5 @@ extern "C" int tessera_run(void** buf, const int64_t* dims, const int64_t* is, c
       for (int64_t y = 0; y < g1; ++y)
         for (int64_t x = 0; x < g0; ++x) program(A, int32_t(x), int32_t(y), int32_t(z), g[0], g[1], g[2]);
   }
-  return 0;
+  return __atomic_exchange_n(&tsr_fault_code, 0, __ATOMIC_SEQ_CST);
 }

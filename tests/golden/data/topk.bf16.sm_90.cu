@@ -7,6 +7,9 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
   const int tsr_tid = int(threadIdx.x);
   constexpr int tsr_nthreads = 512;
   (void)tsr_tid; (void)tsr_smem;
+  constexpr int64_t tsr_struct_base = 1024LL;  // buffers and pipe rings, after the scratch
+  int tsr_red404_at = 0;  // the copy of tsr_red404_mem the next exchange uses
+  int tsr_red455_at = 0;  // the copy of tsr_red455_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_N);
@@ -20,14 +23,16 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
   const int64_t tsr_p2_s0 = tsr_p2_s1 * int64_t(tsr_dim_K);
   (void)tsr_p2_s0;
   [[maybe_unused]] constexpr int64_t K = 64LL;
-  [[maybe_unused]] constexpr int64_t BLOCK_N = 1024LL;
+  [[maybe_unused]] constexpr int64_t BLOCK_N = 8192LL;
   [[maybe_unused]] constexpr int64_t num_warps = 16LL;
+  [[maybe_unused]] constexpr int64_t struct_cp_async = 1LL;
+  [[maybe_unused]] constexpr int64_t RING_GROUP = 2LL;
   // %1 = program_id {axis = 0} : i32
   const int32_t v0 = int32_t(blockIdx.x);
   // %2 = dim %x {axis = 1} : i32
   const int32_t v1 = int32_t(int64_t(tsr_dim_N));
-  // %3 = const {value = 1024} : i32
-  const int32_t v2 = int32_t(1024LL);
+  // %3 = const {value = 8192} : i32
+  const int32_t v2 = int32_t(8192LL);
   // %4 = const {value = 1} : i32
   const int32_t v3 = int32_t(1LL);
   // %5 = add %2, %3 : i32
@@ -36,315 +41,1609 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
   const int32_t v5 = int32_t(uint32_t(v4) - uint32_t(v3));
   // %7 = div %6, %3 : i32
   const int32_t v6 = tsr::idiv<int32_t>(v5, v2);
-  // %8 = const {value = 0} : i32
-  const int32_t v7 = int32_t(0LL);
-  // %9 = load_tile %x, %1, %8 {pad = -inf} : tile<bf16, [1, 1024]>
-  float v8[2];
-  {
-    const int64_t o9 = int64_t(v0) * 1;
-    const int64_t o10 = int64_t(v7) * 1024;
-    #pragma unroll
-    for (int c11 = 0; c11 < 1; ++c11) {
-      const int e12 = ((c11 * 2 / 2) * 1024 + tsr_tid * 2 + (c11 * 2 % 2));
-      const int64_t g13 = o9 + 0;
-      const int64_t g14 = o10 + (e12);
-      const int64_t off15 = g13 * tsr_p0_s0 + g14 * tsr_p0_s1;
-      const bool rok16 = true && g13 >= 0 && g13 < int64_t(tsr_dim_M);
-      uint16_t buf17[2];
-      if (rok16 && g14 >= 0 && g14 + 2 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p0 + off15)) {
-        tsr::copy_vec<uint16_t, 2>(buf17, tsr_p0 + off15);
-      } else {
-        #pragma unroll
-        for (int v_ = 0; v_ < 2; ++v_) {
-          const int64_t gc18 = g14 + v_;
-          buf17[v_] = (rok16 && gc18 >= 0 && gc18 < int64_t(tsr_dim_N)) ? tsr_p0[off15 + v_ * tsr_p0_s1] : uint16_t(tsr::f2bf((-tsr::inf_f())));
+  // %8 = const {value = 65535} : u32
+  const uint32_t v7 = uint32_t(65535LL);
+  // %9 = alloc : buffer<bf16, [4, 1, 8192], space = "shared">
+  uint16_t* const buf8 = reinterpret_cast<uint16_t*>(tsr_smem + tsr_struct_base + 0LL);
+  // %10 = const {value = 2} : i32
+  const int32_t v9 = int32_t(2LL);
+  // %11 = add %7, %10 : i32
+  const int32_t v10 = int32_t(uint32_t(v6) + uint32_t(v9));
+  // %12 = sub %11, %4 : i32
+  const int32_t v11 = int32_t(uint32_t(v10) - uint32_t(v3));
+  // %13 = div %12, %10 : i32
+  const int32_t v12 = tsr::idiv<int32_t>(v11, v9);
+  // %14 = const {value = 0} : u32
+  const uint32_t v13 = uint32_t(0LL);
+  // %15 = const {value = 64} : i32
+  const int32_t v14 = int32_t(64LL);
+  // %16 = const {value = 0} : i32
+  const int32_t v15 = int32_t(0LL);
+  // %17 = splat %16 : tile<i32, [256]>
+  int32_t v16[1];
+  #pragma unroll
+  for (int s17 = 0; s17 < 1; ++s17) {
+    v16[s17] = v15;
+  }
+  // for %16, %10, %4 {...}
+  for (int64_t iv18_ = v15; v3 > 0 && iv18_ < v9; iv18_ += v3) {
+    const int32_t iv18 = int32_t(iv18_);
+    // async_copy %9, %x, %18, %1, %18
+    if (!(true && int64_t(iv18) >= 0 && int64_t(iv18) < 4LL)) __trap();  // slot index out of range
+    {
+      uint16_t* const dst19 = buf8 + ((0LL) * 4LL + int64_t(iv18)) * 8192LL;
+      __syncthreads();
+      {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
+        const int64_t o20 = int64_t(v0) * 1LL;
+        const int64_t o21 = int64_t(iv18) * 8192LL;
+        for (int64_t q22 = tsr_tid; q22 < 1024LL; q22 += tsr_nthreads) {
+          const int64_t gc24 = o21 + (q22 % 1024LL) * 8LL;
+          const int64_t nv25 = (true && (o20 + 0) >= 0 && (o20 + 0) < int64_t(tsr_dim_M) && gc24 >= 0) ? int64_t(tsr_dim_N) - gc24 : 0LL;  // elements in bounds (<= 0: none)
+          tsr::struct_copy_chunk(dst19 + q22 * 8LL, nv25 > 0 ? tsr_p0 + ((o20 + 0) * tsr_p0_s0 + gc24 * tsr_p0_s1) : tsr_p0, nv25, tsr_p0_s1);
         }
       }
+      tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+    }
+    // yield
+  }
+  // %19 = const {value = 32767} : u32
+  const uint32_t v26 = uint32_t(32767LL);
+  // %20 = const {value = 15} : u32
+  const uint32_t v27 = uint32_t(15LL);
+  // %21 = sub %7, %4 : i32
+  const int32_t v28 = int32_t(uint32_t(v6) - uint32_t(v3));
+  // %22 = const {value = 8} : u32
+  const uint32_t v29 = uint32_t(8LL);
+  // %23 = const {value = 255} : u32
+  const uint32_t v30 = uint32_t(255LL);
+  // %24 = for %16, %13, %4, %17 : tile<i32, [256]> {...}
+  int32_t c31[1];
+  #pragma unroll
+  for (int s32 = 0; s32 < 1; ++s32) {
+    c31[s32] = v16[s32];
+  }
+  for (int64_t iv33_ = v15; v3 > 0 && iv33_ < v12; iv33_ += v3) {
+    const int32_t iv33 = int32_t(iv33_);
+    // async_wait
+    tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible
+    __syncthreads();
+    // %27 = rem %25, %10 : i32
+    const int32_t v34 = tsr::irem<int32_t>(iv33, v9);
+    // %28 = mul %27, %10 : i32
+    const int32_t v35 = int32_t(uint32_t(v34) * uint32_t(v9));
+    // %29 = add %25, %4 : i32
+    const int32_t v36 = int32_t(uint32_t(iv33) + uint32_t(v3));
+    // %30 = cmp %29, %13 {pred = "lt"} : i1
+    const uint8_t v37 = uint8_t(v36 < v12);
+    // if %30 {...}
+    if (v37) {
+      // %31 = mul %29, %10 : i32
+      const int32_t v38 = int32_t(uint32_t(v36) * uint32_t(v9));
+      // %32 = sub %10, %28 : i32
+      const int32_t v39 = int32_t(uint32_t(v9) - uint32_t(v35));
+      // for %16, %10, %4 {...}
+      for (int64_t iv40_ = v15; v3 > 0 && iv40_ < v9; iv40_ += v3) {
+        const int32_t iv40 = int32_t(iv40_);
+        // %34 = add %31, %33 : i32
+        const int32_t v41 = int32_t(uint32_t(v38) + uint32_t(iv40));
+        // %35 = add %32, %33 : i32
+        const int32_t v42 = int32_t(uint32_t(v39) + uint32_t(iv40));
+        // async_copy %9, %x, %35, %1, %34
+        if (!(true && int64_t(v42) >= 0 && int64_t(v42) < 4LL)) __trap();  // slot index out of range
+        {
+          uint16_t* const dst43 = buf8 + ((0LL) * 4LL + int64_t(v42)) * 8192LL;
+          __syncthreads();
+          {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
+            const int64_t o44 = int64_t(v0) * 1LL;
+            const int64_t o45 = int64_t(v41) * 8192LL;
+            for (int64_t q46 = tsr_tid; q46 < 1024LL; q46 += tsr_nthreads) {
+              const int64_t gc48 = o45 + (q46 % 1024LL) * 8LL;
+              const int64_t nv49 = (true && (o44 + 0) >= 0 && (o44 + 0) < int64_t(tsr_dim_M) && gc48 >= 0) ? int64_t(tsr_dim_N) - gc48 : 0LL;  // elements in bounds (<= 0: none)
+              tsr::struct_copy_chunk(dst43 + q46 * 8LL, nv49 > 0 ? tsr_p0 + ((o44 + 0) * tsr_p0_s0 + gc48 * tsr_p0_s1) : tsr_p0, nv49, tsr_p0_s1);
+            }
+          }
+          tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+        }
+        // yield
+      }
+      // yield
+    } else {
+      // yield
+    }
+    // %36 = mul %25, %10 : i32
+    const int32_t v50 = int32_t(uint32_t(iv33) * uint32_t(v9));
+    // %37 = sub %7, %36 : i32
+    const int32_t v51 = int32_t(uint32_t(v6) - uint32_t(v50));
+    // %38 = min %10, %37 : i32
+    const int32_t v52 = tsr::imin<int32_t>(v9, v51);
+    // %39 = for %16, %38, %4, %26 : tile<i32, [256]> {...}
+    int32_t c53[1];
+    #pragma unroll
+    for (int s54 = 0; s54 < 1; ++s54) {
+      c53[s54] = c31[s54];
+    }
+    for (int64_t iv55_ = v15; v3 > 0 && iv55_ < v52; iv55_ += v3) {
+      const int32_t iv55 = int32_t(iv55_);
+      // %42 = add %36, %40 : i32
+      const int32_t v56 = int32_t(uint32_t(v50) + uint32_t(iv55));
+      // %43 = add %28, %40 : i32
+      const int32_t v57 = int32_t(uint32_t(v35) + uint32_t(iv55));
+      // %44 = buffer_read %9, %43 : tile<bf16, [1, 8192]>
+      if (!(true && int64_t(v57) >= 0 && int64_t(v57) < 4LL)) __trap();  // slot index out of range
+      const uint16_t* const src58 = buf8 + ((0LL) * 4LL + int64_t(v57)) * 8192LL;
+      float v59[16];
       #pragma unroll
-      for (int v_ = 0; v_ < 2; ++v_) v8[c11 * 2 + v_] = tsr::bf2f(buf17[v_]);
+      for (int c60 = 0; c60 < 2; ++c60) {
+        uint16_t v_[8];
+        tsr::copy_vec<uint16_t, 8>(v_, src58 + c60 * 4096 + tsr_tid * 8);
+        #pragma unroll
+        for (int l_ = 0; l_ < 8; ++l_) v59[c60 * 8 + l_] = tsr::bf2f(v_[l_]);
+      }
+      // %45 = reshape %44 : tile<bf16, [8192]>
+      float v61[16];
+      #pragma unroll
+      for (int s62 = 0; s62 < 16; ++s62) {
+        v61[s62] = v59[s62];
+      }
+      // %46 = bitcast %45 : tile<u16, [8192]>
+      uint16_t v63[16];
+      #pragma unroll
+      for (int s64 = 0; s64 < 16; ++s64) {
+        v63[s64] = uint16_t(tsr::bf16_bits(v61[s64]));
+      }
+      // %47 = cast %46 : tile<u32, [8192]>
+      uint32_t v65[16];
+      #pragma unroll
+      for (int s66 = 0; s66 < 16; ++s66) {
+        v65[s66] = uint32_t(v63[s66]);
+      }
+      // %48 = splat %19 : tile<u32, [8192]>
+      uint32_t v67[16];
+      #pragma unroll
+      for (int s68 = 0; s68 < 16; ++s68) {
+        v67[s68] = v26;
+      }
+      // %49 = xor %47, %48 : tile<u32, [8192]>
+      uint32_t v69[16];
+      #pragma unroll
+      for (int s70 = 0; s70 < 16; ++s70) {
+        v69[s70] = uint32_t(v65[s70] ^ v67[s70]);
+      }
+      // %50 = splat %20 : tile<u32, [8192]>
+      uint32_t v71[16];
+      #pragma unroll
+      for (int s72 = 0; s72 < 16; ++s72) {
+        v71[s72] = v27;
+      }
+      // %51 = shr %47, %50 : tile<u32, [8192]>
+      uint32_t v73[16];
+      #pragma unroll
+      for (int s74 = 0; s74 < 16; ++s74) {
+        v73[s74] = tsr::ishr<uint32_t>(v65[s74], v71[s74]);
+      }
+      // %52 = splat %14 : tile<u32, [8192]>
+      uint32_t v75[16];
+      #pragma unroll
+      for (int s76 = 0; s76 < 16; ++s76) {
+        v75[s76] = v13;
+      }
+      // %53 = cmp %51, %52 {pred = "eq"} : tile<i1, [8192]>
+      uint8_t v77[16];
+      #pragma unroll
+      for (int s78 = 0; s78 < 16; ++s78) {
+        v77[s78] = uint8_t(v73[s78] == v75[s78]);
+      }
+      // %54 = where %53, %49, %47 : tile<u32, [8192]>
+      uint32_t v79[16];
+      #pragma unroll
+      for (int s80 = 0; s80 < 16; ++s80) {
+        v79[s80] = (v77[s80] ? v69[s80] : v65[s80]);
+      }
+      // %55 = cmp %42, %21 {pred = "eq"} : i1
+      const uint8_t v81 = uint8_t(v56 == v28);
+      // %56 = if %55 : tile<u32, [8192]> {...}
+      uint32_t v82[16];
+      if (v81) {
+        // %57 = mul %42, %3 : i32
+        const int32_t v83 = int32_t(uint32_t(v56) * uint32_t(v2));
+        // %58 = arange : tile<i32, [8192]>
+        int32_t v84[16];
+        #pragma unroll
+        for (int s85 = 0; s85 < 16; ++s85) {
+          v84[s85] = int32_t(0 + ((s85 / 8) * 4096 + tsr_tid * 8 + (s85 % 8)));
+        }
+        // %59 = splat %57 : tile<i32, [8192]>
+        int32_t v86[16];
+        #pragma unroll
+        for (int s87 = 0; s87 < 16; ++s87) {
+          v86[s87] = v83;
+        }
+        // %60 = add %58, %59 : tile<i32, [8192]>
+        int32_t v88[16];
+        #pragma unroll
+        for (int s89 = 0; s89 < 16; ++s89) {
+          v88[s89] = int32_t(uint32_t(v84[s89]) + uint32_t(v86[s89]));
+        }
+        // %61 = splat %2 : tile<i32, [8192]>
+        int32_t v90[16];
+        #pragma unroll
+        for (int s91 = 0; s91 < 16; ++s91) {
+          v90[s91] = v1;
+        }
+        // %62 = cmp %60, %61 {pred = "lt"} : tile<i1, [8192]>
+        uint8_t v92[16];
+        #pragma unroll
+        for (int s93 = 0; s93 < 16; ++s93) {
+          v92[s93] = uint8_t(v88[s93] < v90[s93]);
+        }
+        // %63 = splat %8 : tile<u32, [8192]>
+        uint32_t v94[16];
+        #pragma unroll
+        for (int s95 = 0; s95 < 16; ++s95) {
+          v94[s95] = v7;
+        }
+        // %64 = where %62, %54, %63 : tile<u32, [8192]>
+        uint32_t v96[16];
+        #pragma unroll
+        for (int s97 = 0; s97 < 16; ++s97) {
+          v96[s97] = (v92[s97] ? v79[s97] : v94[s97]);
+        }
+        // yield %64
+        #pragma unroll
+        for (int s98 = 0; s98 < 16; ++s98) {
+          v82[s98] = v96[s98];
+        }
+      } else {
+        // yield %54
+        #pragma unroll
+        for (int s99 = 0; s99 < 16; ++s99) {
+          v82[s99] = v79[s99];
+        }
+      }
+      // %65 = splat %22 : tile<u32, [8192]>
+      uint32_t v100[16];
+      #pragma unroll
+      for (int s101 = 0; s101 < 16; ++s101) {
+        v100[s101] = v29;
+      }
+      // %66 = shr %56, %65 : tile<u32, [8192]>
+      uint32_t v102[16];
+      #pragma unroll
+      for (int s103 = 0; s103 < 16; ++s103) {
+        v102[s103] = tsr::ishr<uint32_t>(v82[s103], v100[s103]);
+      }
+      // %67 = splat %23 : tile<u32, [8192]>
+      uint32_t v104[16];
+      #pragma unroll
+      for (int s105 = 0; s105 < 16; ++s105) {
+        v104[s105] = v30;
+      }
+      // %68 = and %66, %67 : tile<u32, [8192]>
+      uint32_t v106[16];
+      #pragma unroll
+      for (int s107 = 0; s107 < 16; ++s107) {
+        v106[s107] = uint32_t(v102[s107] & v104[s107]);
+      }
+      // %69 = cast %68 : tile<i32, [8192]>
+      int32_t v108[16];
+      #pragma unroll
+      for (int s109 = 0; s109 < 16; ++s109) {
+        v108[s109] = int32_t(v106[s109]);
+      }
+      // %70 = histogram %69 : tile<i32, [256]>
+      int32_t v110[1];
+      __syncthreads();
+      for (int b_ = tsr_tid; b_ < 256; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
+      __syncthreads();
+      #pragma unroll
+      for (int s111 = 0; s111 < 16; ++s111) {
+        tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v108[s111]), (int)(256));
+      }
+      __syncthreads();
+      #pragma unroll
+      for (int s112 = 0; s112 < 1; ++s112) {
+        const int e113 = (s112 * 512 + tsr_tid);
+        v110[s112] = ((s112 * 512 + tsr_tid) < 256) ? int32_t(int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e113])) : int32_t(0);
+      }
+      // %71 = add %41, %70 : tile<i32, [256]>
+      int32_t v114[1];
+      #pragma unroll
+      for (int s115 = 0; s115 < 1; ++s115) {
+        v114[s115] = int32_t(uint32_t(c53[s115]) + uint32_t(v110[s115]));
+      }
+      // yield %71
+      #pragma unroll
+      for (int s116 = 0; s116 < 1; ++s116) {
+        c53[s116] = v114[s116];
+      }
+    }
+    // yield %39
+    #pragma unroll
+    for (int s117 = 0; s117 < 1; ++s117) {
+      c31[s117] = c53[s117];
     }
   }
-  // %10, %11 = topk %9 {axis = 1} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
-  float v19[1];
-  int32_t v20[1];
+  // %72 = scan %24 {axis = 0, kind = "sum"} : tile<i32, [256]>
+  int32_t v118[1];
+  uint32_t run119 = uint32_t(0);
+  uint32_t acc120_0 = uint32_t(0);
+  if (((0 * 512 + tsr_tid) < 256)) acc120_0 += uint32_t(c31[0]); v118[0] = int32_t(acc120_0);
+  __syncthreads();
+  uint32_t tot122_0;
+  const uint32_t off121_0 = run119 + tsr::block_exclusive_sum<16>(acc120_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot122_0);
+  v118[0] = int32_t(uint32_t(v118[0]) + off121_0);
+  run119 += tot122_0;
+  // %73 = splat %15 : tile<i32, [256]>
+  int32_t v123[1];
+  #pragma unroll
+  for (int s124 = 0; s124 < 1; ++s124) {
+    v123[s124] = v14;
+  }
+  // %74 = cmp %72, %73 {pred = "lt"} : tile<i1, [256]>
+  uint8_t v125[1];
+  #pragma unroll
+  for (int s126 = 0; s126 < 1; ++s126) {
+    v125[s126] = uint8_t(v118[s126] < v123[s126]);
+  }
+  // %75 = cast %74 : tile<i32, [256]>
+  int32_t v127[1];
+  #pragma unroll
+  for (int s128 = 0; s128 < 1; ++s128) {
+    v127[s128] = int32_t(v125[s128]);
+  }
+  // %76 = reduce %75 {axis = 0, kind = "sum"} : i32
+  int32_t v129;
+  int32_t racc130[1];
+  #pragma unroll
+  for (int v_ = 0; v_ < 1; ++v_) racc130[v_] = int32_t(0);
+  #pragma unroll
+  for (int s131 = 0; s131 < 1; ++s131) {
+    if (((s131 * 512 + tsr_tid) < 256)) racc130[s131 % 1] = int32_t(uint32_t(racc130[s131 % 1]) + uint32_t(v127[s131]));
+  }
+  racc130[0] = int32_t(uint32_t(racc130[0]) + uint32_t(tsr::shfl_xor(racc130[0], 16)));
+  racc130[0] = int32_t(uint32_t(racc130[0]) + uint32_t(tsr::shfl_xor(racc130[0], 8)));
+  racc130[0] = int32_t(uint32_t(racc130[0]) + uint32_t(tsr::shfl_xor(racc130[0], 4)));
+  racc130[0] = int32_t(uint32_t(racc130[0]) + uint32_t(tsr::shfl_xor(racc130[0], 2)));
+  racc130[0] = int32_t(uint32_t(racc130[0]) + uint32_t(tsr::shfl_xor(racc130[0], 1)));
+  __shared__ int32_t tsr_red132_mem[16];
+  int32_t* const tsr_red132 = tsr_red132_mem;
+  if ((tsr_tid & 31) == 0) {
+    tsr_red132[(tsr_tid >> 5) * 1 + 0] = racc130[0];
+  }
+  __syncthreads();
+  racc130[0] = tsr_red132[(tsr_tid & 15) * 1 + 0];
+  racc130[0] = int32_t(uint32_t(racc130[0]) + uint32_t(tsr::shfl_xor(racc130[0], 8)));
+  racc130[0] = int32_t(uint32_t(racc130[0]) + uint32_t(tsr::shfl_xor(racc130[0], 4)));
+  racc130[0] = int32_t(uint32_t(racc130[0]) + uint32_t(tsr::shfl_xor(racc130[0], 2)));
+  racc130[0] = int32_t(uint32_t(racc130[0]) + uint32_t(tsr::shfl_xor(racc130[0], 1)));
+  v129 = racc130[0];
+  // %77 = arange : tile<i32, [256]>
+  int32_t v133[1];
+  #pragma unroll
+  for (int s134 = 0; s134 < 1; ++s134) {
+    v133[s134] = int32_t(0 + (s134 * 512 + tsr_tid));
+  }
+  // %78 = splat %76 : tile<i32, [256]>
+  int32_t v135[1];
+  #pragma unroll
+  for (int s136 = 0; s136 < 1; ++s136) {
+    v135[s136] = v129;
+  }
+  // %79 = cmp %77, %78 {pred = "eq"} : tile<i1, [256]>
+  uint8_t v137[1];
+  #pragma unroll
+  for (int s138 = 0; s138 < 1; ++s138) {
+    v137[s138] = uint8_t(v133[s138] == v135[s138]);
+  }
+  // %80 = where %79, %24, %17 : tile<i32, [256]>
+  int32_t v139[1];
+  #pragma unroll
+  for (int s140 = 0; s140 < 1; ++s140) {
+    v139[s140] = (v137[s140] ? c31[s140] : v16[s140]);
+  }
+  // %81 = reduce %80 {axis = 0, kind = "sum"} : i32
+  int32_t v141;
+  int32_t racc142[1];
+  #pragma unroll
+  for (int v_ = 0; v_ < 1; ++v_) racc142[v_] = int32_t(0);
+  #pragma unroll
+  for (int s143 = 0; s143 < 1; ++s143) {
+    if (((s143 * 512 + tsr_tid) < 256)) racc142[s143 % 1] = int32_t(uint32_t(racc142[s143 % 1]) + uint32_t(v139[s143]));
+  }
+  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 16)));
+  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 8)));
+  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 4)));
+  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 2)));
+  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 1)));
+  __shared__ int32_t tsr_red144_mem[16];
+  int32_t* const tsr_red144 = tsr_red144_mem;
+  if ((tsr_tid & 31) == 0) {
+    tsr_red144[(tsr_tid >> 5) * 1 + 0] = racc142[0];
+  }
+  __syncthreads();
+  racc142[0] = tsr_red144[(tsr_tid & 15) * 1 + 0];
+  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 8)));
+  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 4)));
+  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 2)));
+  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 1)));
+  v141 = racc142[0];
+  // %82 = where %74, %24, %17 : tile<i32, [256]>
+  int32_t v145[1];
+  #pragma unroll
+  for (int s146 = 0; s146 < 1; ++s146) {
+    v145[s146] = (v125[s146] ? c31[s146] : v16[s146]);
+  }
+  // %83 = reduce %82 {axis = 0, kind = "sum"} : i32
+  int32_t v147;
+  int32_t racc148[1];
+  #pragma unroll
+  for (int v_ = 0; v_ < 1; ++v_) racc148[v_] = int32_t(0);
+  #pragma unroll
+  for (int s149 = 0; s149 < 1; ++s149) {
+    if (((s149 * 512 + tsr_tid) < 256)) racc148[s149 % 1] = int32_t(uint32_t(racc148[s149 % 1]) + uint32_t(v145[s149]));
+  }
+  racc148[0] = int32_t(uint32_t(racc148[0]) + uint32_t(tsr::shfl_xor(racc148[0], 16)));
+  racc148[0] = int32_t(uint32_t(racc148[0]) + uint32_t(tsr::shfl_xor(racc148[0], 8)));
+  racc148[0] = int32_t(uint32_t(racc148[0]) + uint32_t(tsr::shfl_xor(racc148[0], 4)));
+  racc148[0] = int32_t(uint32_t(racc148[0]) + uint32_t(tsr::shfl_xor(racc148[0], 2)));
+  racc148[0] = int32_t(uint32_t(racc148[0]) + uint32_t(tsr::shfl_xor(racc148[0], 1)));
+  __shared__ int32_t tsr_red150_mem[16];
+  int32_t* const tsr_red150 = tsr_red150_mem;
+  if ((tsr_tid & 31) == 0) {
+    tsr_red150[(tsr_tid >> 5) * 1 + 0] = racc148[0];
+  }
+  __syncthreads();
+  racc148[0] = tsr_red150[(tsr_tid & 15) * 1 + 0];
+  racc148[0] = int32_t(uint32_t(racc148[0]) + uint32_t(tsr::shfl_xor(racc148[0], 8)));
+  racc148[0] = int32_t(uint32_t(racc148[0]) + uint32_t(tsr::shfl_xor(racc148[0], 4)));
+  racc148[0] = int32_t(uint32_t(racc148[0]) + uint32_t(tsr::shfl_xor(racc148[0], 2)));
+  racc148[0] = int32_t(uint32_t(racc148[0]) + uint32_t(tsr::shfl_xor(racc148[0], 1)));
+  v147 = racc148[0];
+  // %84 = sub %15, %83 : i32
+  const int32_t v151 = int32_t(uint32_t(v14) - uint32_t(v147));
+  // %85 = cast %76 : u32
+  const uint32_t v152 = uint32_t(v129);
+  // %86 = const {value = 8} : u32
+  const uint32_t v153 = uint32_t(8LL);
+  // %87 = shl %85, %86 : u32
+  const uint32_t v154 = tsr::ishl<uint32_t>(v152, v153);
+  // %88 = or %14, %87 : u32
+  const uint32_t v155 = uint32_t(v13 | v154);
+  // %89 = cmp %81, %84 {pred = "ne"} : i1
+  const uint8_t v156 = uint8_t(v141 != v151);
+  // %90, %91, %92, %93 = if %89 : u32, i32, u32, i1 {...}
+  uint32_t v157;
+  int32_t v158;
+  uint32_t v159;
+  uint8_t v160;
+  if (v156) {
+    // for %16, %10, %4 {...}
+    for (int64_t iv161_ = v15; v3 > 0 && iv161_ < v9; iv161_ += v3) {
+      const int32_t iv161 = int32_t(iv161_);
+      // async_copy %9, %x, %94, %1, %94
+      if (!(true && int64_t(iv161) >= 0 && int64_t(iv161) < 4LL)) __trap();  // slot index out of range
+      {
+        uint16_t* const dst162 = buf8 + ((0LL) * 4LL + int64_t(iv161)) * 8192LL;
+        __syncthreads();
+        {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
+          const int64_t o163 = int64_t(v0) * 1LL;
+          const int64_t o164 = int64_t(iv161) * 8192LL;
+          for (int64_t q165 = tsr_tid; q165 < 1024LL; q165 += tsr_nthreads) {
+            const int64_t gc167 = o164 + (q165 % 1024LL) * 8LL;
+            const int64_t nv168 = (true && (o163 + 0) >= 0 && (o163 + 0) < int64_t(tsr_dim_M) && gc167 >= 0) ? int64_t(tsr_dim_N) - gc167 : 0LL;  // elements in bounds (<= 0: none)
+            tsr::struct_copy_chunk(dst162 + q165 * 8LL, nv168 > 0 ? tsr_p0 + ((o163 + 0) * tsr_p0_s0 + gc167 * tsr_p0_s1) : tsr_p0, nv168, tsr_p0_s1);
+          }
+        }
+        tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+      }
+      // yield
+    }
+    // %95 = const {value = 32767} : u32
+    const uint32_t v169 = uint32_t(32767LL);
+    // %96 = const {value = 15} : u32
+    const uint32_t v170 = uint32_t(15LL);
+    // %97 = sub %7, %4 : i32
+    const int32_t v171 = int32_t(uint32_t(v6) - uint32_t(v3));
+    // %98 = const {value = 255} : u32
+    const uint32_t v172 = uint32_t(255LL);
+    // %99 = shr %88, %86 : u32
+    const uint32_t v173 = tsr::ishr<uint32_t>(v155, v153);
+    // %100 = const {value = -1} : i32
+    const int32_t v174 = int32_t(-1LL);
+    // %101 = for %16, %13, %4, %17 : tile<i32, [256]> {...}
+    int32_t c175[1];
+    #pragma unroll
+    for (int s176 = 0; s176 < 1; ++s176) {
+      c175[s176] = v16[s176];
+    }
+    for (int64_t iv177_ = v15; v3 > 0 && iv177_ < v12; iv177_ += v3) {
+      const int32_t iv177 = int32_t(iv177_);
+      // async_wait
+      tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible
+      __syncthreads();
+      // %104 = rem %102, %10 : i32
+      const int32_t v178 = tsr::irem<int32_t>(iv177, v9);
+      // %105 = mul %104, %10 : i32
+      const int32_t v179 = int32_t(uint32_t(v178) * uint32_t(v9));
+      // %106 = add %102, %4 : i32
+      const int32_t v180 = int32_t(uint32_t(iv177) + uint32_t(v3));
+      // %107 = cmp %106, %13 {pred = "lt"} : i1
+      const uint8_t v181 = uint8_t(v180 < v12);
+      // if %107 {...}
+      if (v181) {
+        // %108 = mul %106, %10 : i32
+        const int32_t v182 = int32_t(uint32_t(v180) * uint32_t(v9));
+        // %109 = sub %10, %105 : i32
+        const int32_t v183 = int32_t(uint32_t(v9) - uint32_t(v179));
+        // for %16, %10, %4 {...}
+        for (int64_t iv184_ = v15; v3 > 0 && iv184_ < v9; iv184_ += v3) {
+          const int32_t iv184 = int32_t(iv184_);
+          // %111 = add %108, %110 : i32
+          const int32_t v185 = int32_t(uint32_t(v182) + uint32_t(iv184));
+          // %112 = add %109, %110 : i32
+          const int32_t v186 = int32_t(uint32_t(v183) + uint32_t(iv184));
+          // async_copy %9, %x, %112, %1, %111
+          if (!(true && int64_t(v186) >= 0 && int64_t(v186) < 4LL)) __trap();  // slot index out of range
+          {
+            uint16_t* const dst187 = buf8 + ((0LL) * 4LL + int64_t(v186)) * 8192LL;
+            __syncthreads();
+            {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
+              const int64_t o188 = int64_t(v0) * 1LL;
+              const int64_t o189 = int64_t(v185) * 8192LL;
+              for (int64_t q190 = tsr_tid; q190 < 1024LL; q190 += tsr_nthreads) {
+                const int64_t gc192 = o189 + (q190 % 1024LL) * 8LL;
+                const int64_t nv193 = (true && (o188 + 0) >= 0 && (o188 + 0) < int64_t(tsr_dim_M) && gc192 >= 0) ? int64_t(tsr_dim_N) - gc192 : 0LL;  // elements in bounds (<= 0: none)
+                tsr::struct_copy_chunk(dst187 + q190 * 8LL, nv193 > 0 ? tsr_p0 + ((o188 + 0) * tsr_p0_s0 + gc192 * tsr_p0_s1) : tsr_p0, nv193, tsr_p0_s1);
+              }
+            }
+            tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+          }
+          // yield
+        }
+        // yield
+      } else {
+        // yield
+      }
+      // %113 = mul %102, %10 : i32
+      const int32_t v194 = int32_t(uint32_t(iv177) * uint32_t(v9));
+      // %114 = sub %7, %113 : i32
+      const int32_t v195 = int32_t(uint32_t(v6) - uint32_t(v194));
+      // %115 = min %10, %114 : i32
+      const int32_t v196 = tsr::imin<int32_t>(v9, v195);
+      // %116 = for %16, %115, %4, %103 : tile<i32, [256]> {...}
+      int32_t c197[1];
+      #pragma unroll
+      for (int s198 = 0; s198 < 1; ++s198) {
+        c197[s198] = c175[s198];
+      }
+      for (int64_t iv199_ = v15; v3 > 0 && iv199_ < v196; iv199_ += v3) {
+        const int32_t iv199 = int32_t(iv199_);
+        // %119 = add %113, %117 : i32
+        const int32_t v200 = int32_t(uint32_t(v194) + uint32_t(iv199));
+        // %120 = add %105, %117 : i32
+        const int32_t v201 = int32_t(uint32_t(v179) + uint32_t(iv199));
+        // %121 = buffer_read %9, %120 : tile<bf16, [1, 8192]>
+        if (!(true && int64_t(v201) >= 0 && int64_t(v201) < 4LL)) __trap();  // slot index out of range
+        const uint16_t* const src202 = buf8 + ((0LL) * 4LL + int64_t(v201)) * 8192LL;
+        float v203[16];
+        #pragma unroll
+        for (int c204 = 0; c204 < 2; ++c204) {
+          uint16_t v_[8];
+          tsr::copy_vec<uint16_t, 8>(v_, src202 + c204 * 4096 + tsr_tid * 8);
+          #pragma unroll
+          for (int l_ = 0; l_ < 8; ++l_) v203[c204 * 8 + l_] = tsr::bf2f(v_[l_]);
+        }
+        // %122 = reshape %121 : tile<bf16, [8192]>
+        float v205[16];
+        #pragma unroll
+        for (int s206 = 0; s206 < 16; ++s206) {
+          v205[s206] = v203[s206];
+        }
+        // %123 = bitcast %122 : tile<u16, [8192]>
+        uint16_t v207[16];
+        #pragma unroll
+        for (int s208 = 0; s208 < 16; ++s208) {
+          v207[s208] = uint16_t(tsr::bf16_bits(v205[s208]));
+        }
+        // %124 = cast %123 : tile<u32, [8192]>
+        uint32_t v209[16];
+        #pragma unroll
+        for (int s210 = 0; s210 < 16; ++s210) {
+          v209[s210] = uint32_t(v207[s210]);
+        }
+        // %125 = splat %95 : tile<u32, [8192]>
+        uint32_t v211[16];
+        #pragma unroll
+        for (int s212 = 0; s212 < 16; ++s212) {
+          v211[s212] = v169;
+        }
+        // %126 = xor %124, %125 : tile<u32, [8192]>
+        uint32_t v213[16];
+        #pragma unroll
+        for (int s214 = 0; s214 < 16; ++s214) {
+          v213[s214] = uint32_t(v209[s214] ^ v211[s214]);
+        }
+        // %127 = splat %96 : tile<u32, [8192]>
+        uint32_t v215[16];
+        #pragma unroll
+        for (int s216 = 0; s216 < 16; ++s216) {
+          v215[s216] = v170;
+        }
+        // %128 = shr %124, %127 : tile<u32, [8192]>
+        uint32_t v217[16];
+        #pragma unroll
+        for (int s218 = 0; s218 < 16; ++s218) {
+          v217[s218] = tsr::ishr<uint32_t>(v209[s218], v215[s218]);
+        }
+        // %129 = splat %14 : tile<u32, [8192]>
+        uint32_t v219[16];
+        #pragma unroll
+        for (int s220 = 0; s220 < 16; ++s220) {
+          v219[s220] = v13;
+        }
+        // %130 = cmp %128, %129 {pred = "eq"} : tile<i1, [8192]>
+        uint8_t v221[16];
+        #pragma unroll
+        for (int s222 = 0; s222 < 16; ++s222) {
+          v221[s222] = uint8_t(v217[s222] == v219[s222]);
+        }
+        // %131 = where %130, %126, %124 : tile<u32, [8192]>
+        uint32_t v223[16];
+        #pragma unroll
+        for (int s224 = 0; s224 < 16; ++s224) {
+          v223[s224] = (v221[s224] ? v213[s224] : v209[s224]);
+        }
+        // %132 = cmp %119, %97 {pred = "eq"} : i1
+        const uint8_t v225 = uint8_t(v200 == v171);
+        // %133 = if %132 : tile<u32, [8192]> {...}
+        uint32_t v226[16];
+        if (v225) {
+          // %134 = mul %119, %3 : i32
+          const int32_t v227 = int32_t(uint32_t(v200) * uint32_t(v2));
+          // %135 = arange : tile<i32, [8192]>
+          int32_t v228[16];
+          #pragma unroll
+          for (int s229 = 0; s229 < 16; ++s229) {
+            v228[s229] = int32_t(0 + ((s229 / 8) * 4096 + tsr_tid * 8 + (s229 % 8)));
+          }
+          // %136 = splat %134 : tile<i32, [8192]>
+          int32_t v230[16];
+          #pragma unroll
+          for (int s231 = 0; s231 < 16; ++s231) {
+            v230[s231] = v227;
+          }
+          // %137 = add %135, %136 : tile<i32, [8192]>
+          int32_t v232[16];
+          #pragma unroll
+          for (int s233 = 0; s233 < 16; ++s233) {
+            v232[s233] = int32_t(uint32_t(v228[s233]) + uint32_t(v230[s233]));
+          }
+          // %138 = splat %2 : tile<i32, [8192]>
+          int32_t v234[16];
+          #pragma unroll
+          for (int s235 = 0; s235 < 16; ++s235) {
+            v234[s235] = v1;
+          }
+          // %139 = cmp %137, %138 {pred = "lt"} : tile<i1, [8192]>
+          uint8_t v236[16];
+          #pragma unroll
+          for (int s237 = 0; s237 < 16; ++s237) {
+            v236[s237] = uint8_t(v232[s237] < v234[s237]);
+          }
+          // %140 = splat %8 : tile<u32, [8192]>
+          uint32_t v238[16];
+          #pragma unroll
+          for (int s239 = 0; s239 < 16; ++s239) {
+            v238[s239] = v7;
+          }
+          // %141 = where %139, %131, %140 : tile<u32, [8192]>
+          uint32_t v240[16];
+          #pragma unroll
+          for (int s241 = 0; s241 < 16; ++s241) {
+            v240[s241] = (v236[s241] ? v223[s241] : v238[s241]);
+          }
+          // yield %141
+          #pragma unroll
+          for (int s242 = 0; s242 < 16; ++s242) {
+            v226[s242] = v240[s242];
+          }
+        } else {
+          // yield %131
+          #pragma unroll
+          for (int s243 = 0; s243 < 16; ++s243) {
+            v226[s243] = v223[s243];
+          }
+        }
+        // %142 = shr %133, %129 : tile<u32, [8192]>
+        uint32_t v244[16];
+        #pragma unroll
+        for (int s245 = 0; s245 < 16; ++s245) {
+          v244[s245] = tsr::ishr<uint32_t>(v226[s245], v219[s245]);
+        }
+        // %143 = splat %98 : tile<u32, [8192]>
+        uint32_t v246[16];
+        #pragma unroll
+        for (int s247 = 0; s247 < 16; ++s247) {
+          v246[s247] = v172;
+        }
+        // %144 = and %142, %143 : tile<u32, [8192]>
+        uint32_t v248[16];
+        #pragma unroll
+        for (int s249 = 0; s249 < 16; ++s249) {
+          v248[s249] = uint32_t(v244[s249] & v246[s249]);
+        }
+        // %145 = cast %144 : tile<i32, [8192]>
+        int32_t v250[16];
+        #pragma unroll
+        for (int s251 = 0; s251 < 16; ++s251) {
+          v250[s251] = int32_t(v248[s251]);
+        }
+        // %146 = splat %86 : tile<u32, [8192]>
+        uint32_t v252[16];
+        #pragma unroll
+        for (int s253 = 0; s253 < 16; ++s253) {
+          v252[s253] = v153;
+        }
+        // %147 = shr %133, %146 : tile<u32, [8192]>
+        uint32_t v254[16];
+        #pragma unroll
+        for (int s255 = 0; s255 < 16; ++s255) {
+          v254[s255] = tsr::ishr<uint32_t>(v226[s255], v252[s255]);
+        }
+        // %148 = splat %99 : tile<u32, [8192]>
+        uint32_t v256[16];
+        #pragma unroll
+        for (int s257 = 0; s257 < 16; ++s257) {
+          v256[s257] = v173;
+        }
+        // %149 = cmp %147, %148 {pred = "eq"} : tile<i1, [8192]>
+        uint8_t v258[16];
+        #pragma unroll
+        for (int s259 = 0; s259 < 16; ++s259) {
+          v258[s259] = uint8_t(v254[s259] == v256[s259]);
+        }
+        // %150 = splat %100 : tile<i32, [8192]>
+        int32_t v260[16];
+        #pragma unroll
+        for (int s261 = 0; s261 < 16; ++s261) {
+          v260[s261] = v174;
+        }
+        // %151 = where %149, %145, %150 : tile<i32, [8192]>
+        int32_t v262[16];
+        #pragma unroll
+        for (int s263 = 0; s263 < 16; ++s263) {
+          v262[s263] = (v258[s263] ? v250[s263] : v260[s263]);
+        }
+        // %152 = histogram %151 : tile<i32, [256]>
+        int32_t v264[1];
+        __syncthreads();
+        for (int b_ = tsr_tid; b_ < 256; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
+        __syncthreads();
+        #pragma unroll
+        for (int s265 = 0; s265 < 16; ++s265) {
+          tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v262[s265]), (int)(256));
+        }
+        __syncthreads();
+        #pragma unroll
+        for (int s266 = 0; s266 < 1; ++s266) {
+          const int e267 = (s266 * 512 + tsr_tid);
+          v264[s266] = ((s266 * 512 + tsr_tid) < 256) ? int32_t(int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e267])) : int32_t(0);
+        }
+        // %153 = add %118, %152 : tile<i32, [256]>
+        int32_t v268[1];
+        #pragma unroll
+        for (int s269 = 0; s269 < 1; ++s269) {
+          v268[s269] = int32_t(uint32_t(c197[s269]) + uint32_t(v264[s269]));
+        }
+        // yield %153
+        #pragma unroll
+        for (int s270 = 0; s270 < 1; ++s270) {
+          c197[s270] = v268[s270];
+        }
+      }
+      // yield %116
+      #pragma unroll
+      for (int s271 = 0; s271 < 1; ++s271) {
+        c175[s271] = c197[s271];
+      }
+    }
+    // %154 = scan %101 {axis = 0, kind = "sum"} : tile<i32, [256]>
+    int32_t v272[1];
+    uint32_t run273 = uint32_t(0);
+    uint32_t acc274_0 = uint32_t(0);
+    if (((0 * 512 + tsr_tid) < 256)) acc274_0 += uint32_t(c175[0]); v272[0] = int32_t(acc274_0);
+    __syncthreads();
+    uint32_t tot276_0;
+    const uint32_t off275_0 = run273 + tsr::block_exclusive_sum<16>(acc274_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot276_0);
+    v272[0] = int32_t(uint32_t(v272[0]) + off275_0);
+    run273 += tot276_0;
+    // %155 = splat %84 : tile<i32, [256]>
+    int32_t v277[1];
+    #pragma unroll
+    for (int s278 = 0; s278 < 1; ++s278) {
+      v277[s278] = v151;
+    }
+    // %156 = cmp %154, %155 {pred = "lt"} : tile<i1, [256]>
+    uint8_t v279[1];
+    #pragma unroll
+    for (int s280 = 0; s280 < 1; ++s280) {
+      v279[s280] = uint8_t(v272[s280] < v277[s280]);
+    }
+    // %157 = cast %156 : tile<i32, [256]>
+    int32_t v281[1];
+    #pragma unroll
+    for (int s282 = 0; s282 < 1; ++s282) {
+      v281[s282] = int32_t(v279[s282]);
+    }
+    // %158 = reduce %157 {axis = 0, kind = "sum"} : i32
+    int32_t v283;
+    int32_t racc284[1];
+    #pragma unroll
+    for (int v_ = 0; v_ < 1; ++v_) racc284[v_] = int32_t(0);
+    #pragma unroll
+    for (int s285 = 0; s285 < 1; ++s285) {
+      if (((s285 * 512 + tsr_tid) < 256)) racc284[s285 % 1] = int32_t(uint32_t(racc284[s285 % 1]) + uint32_t(v281[s285]));
+    }
+    racc284[0] = int32_t(uint32_t(racc284[0]) + uint32_t(tsr::shfl_xor(racc284[0], 16)));
+    racc284[0] = int32_t(uint32_t(racc284[0]) + uint32_t(tsr::shfl_xor(racc284[0], 8)));
+    racc284[0] = int32_t(uint32_t(racc284[0]) + uint32_t(tsr::shfl_xor(racc284[0], 4)));
+    racc284[0] = int32_t(uint32_t(racc284[0]) + uint32_t(tsr::shfl_xor(racc284[0], 2)));
+    racc284[0] = int32_t(uint32_t(racc284[0]) + uint32_t(tsr::shfl_xor(racc284[0], 1)));
+    __shared__ int32_t tsr_red286_mem[16];
+    int32_t* const tsr_red286 = tsr_red286_mem;
+    if ((tsr_tid & 31) == 0) {
+      tsr_red286[(tsr_tid >> 5) * 1 + 0] = racc284[0];
+    }
+    __syncthreads();
+    racc284[0] = tsr_red286[(tsr_tid & 15) * 1 + 0];
+    racc284[0] = int32_t(uint32_t(racc284[0]) + uint32_t(tsr::shfl_xor(racc284[0], 8)));
+    racc284[0] = int32_t(uint32_t(racc284[0]) + uint32_t(tsr::shfl_xor(racc284[0], 4)));
+    racc284[0] = int32_t(uint32_t(racc284[0]) + uint32_t(tsr::shfl_xor(racc284[0], 2)));
+    racc284[0] = int32_t(uint32_t(racc284[0]) + uint32_t(tsr::shfl_xor(racc284[0], 1)));
+    v283 = racc284[0];
+    // %159 = splat %158 : tile<i32, [256]>
+    int32_t v287[1];
+    #pragma unroll
+    for (int s288 = 0; s288 < 1; ++s288) {
+      v287[s288] = v283;
+    }
+    // %160 = cmp %77, %159 {pred = "eq"} : tile<i1, [256]>
+    uint8_t v289[1];
+    #pragma unroll
+    for (int s290 = 0; s290 < 1; ++s290) {
+      v289[s290] = uint8_t(v133[s290] == v287[s290]);
+    }
+    // %161 = where %160, %101, %17 : tile<i32, [256]>
+    int32_t v291[1];
+    #pragma unroll
+    for (int s292 = 0; s292 < 1; ++s292) {
+      v291[s292] = (v289[s292] ? c175[s292] : v16[s292]);
+    }
+    // %162 = reduce %161 {axis = 0, kind = "sum"} : i32
+    int32_t v293;
+    int32_t racc294[1];
+    #pragma unroll
+    for (int v_ = 0; v_ < 1; ++v_) racc294[v_] = int32_t(0);
+    #pragma unroll
+    for (int s295 = 0; s295 < 1; ++s295) {
+      if (((s295 * 512 + tsr_tid) < 256)) racc294[s295 % 1] = int32_t(uint32_t(racc294[s295 % 1]) + uint32_t(v291[s295]));
+    }
+    racc294[0] = int32_t(uint32_t(racc294[0]) + uint32_t(tsr::shfl_xor(racc294[0], 16)));
+    racc294[0] = int32_t(uint32_t(racc294[0]) + uint32_t(tsr::shfl_xor(racc294[0], 8)));
+    racc294[0] = int32_t(uint32_t(racc294[0]) + uint32_t(tsr::shfl_xor(racc294[0], 4)));
+    racc294[0] = int32_t(uint32_t(racc294[0]) + uint32_t(tsr::shfl_xor(racc294[0], 2)));
+    racc294[0] = int32_t(uint32_t(racc294[0]) + uint32_t(tsr::shfl_xor(racc294[0], 1)));
+    __shared__ int32_t tsr_red296_mem[16];
+    int32_t* const tsr_red296 = tsr_red296_mem;
+    if ((tsr_tid & 31) == 0) {
+      tsr_red296[(tsr_tid >> 5) * 1 + 0] = racc294[0];
+    }
+    __syncthreads();
+    racc294[0] = tsr_red296[(tsr_tid & 15) * 1 + 0];
+    racc294[0] = int32_t(uint32_t(racc294[0]) + uint32_t(tsr::shfl_xor(racc294[0], 8)));
+    racc294[0] = int32_t(uint32_t(racc294[0]) + uint32_t(tsr::shfl_xor(racc294[0], 4)));
+    racc294[0] = int32_t(uint32_t(racc294[0]) + uint32_t(tsr::shfl_xor(racc294[0], 2)));
+    racc294[0] = int32_t(uint32_t(racc294[0]) + uint32_t(tsr::shfl_xor(racc294[0], 1)));
+    v293 = racc294[0];
+    // %163 = where %156, %101, %17 : tile<i32, [256]>
+    int32_t v297[1];
+    #pragma unroll
+    for (int s298 = 0; s298 < 1; ++s298) {
+      v297[s298] = (v279[s298] ? c175[s298] : v16[s298]);
+    }
+    // %164 = reduce %163 {axis = 0, kind = "sum"} : i32
+    int32_t v299;
+    int32_t racc300[1];
+    #pragma unroll
+    for (int v_ = 0; v_ < 1; ++v_) racc300[v_] = int32_t(0);
+    #pragma unroll
+    for (int s301 = 0; s301 < 1; ++s301) {
+      if (((s301 * 512 + tsr_tid) < 256)) racc300[s301 % 1] = int32_t(uint32_t(racc300[s301 % 1]) + uint32_t(v297[s301]));
+    }
+    racc300[0] = int32_t(uint32_t(racc300[0]) + uint32_t(tsr::shfl_xor(racc300[0], 16)));
+    racc300[0] = int32_t(uint32_t(racc300[0]) + uint32_t(tsr::shfl_xor(racc300[0], 8)));
+    racc300[0] = int32_t(uint32_t(racc300[0]) + uint32_t(tsr::shfl_xor(racc300[0], 4)));
+    racc300[0] = int32_t(uint32_t(racc300[0]) + uint32_t(tsr::shfl_xor(racc300[0], 2)));
+    racc300[0] = int32_t(uint32_t(racc300[0]) + uint32_t(tsr::shfl_xor(racc300[0], 1)));
+    __shared__ int32_t tsr_red302_mem[16];
+    int32_t* const tsr_red302 = tsr_red302_mem;
+    if ((tsr_tid & 31) == 0) {
+      tsr_red302[(tsr_tid >> 5) * 1 + 0] = racc300[0];
+    }
+    __syncthreads();
+    racc300[0] = tsr_red302[(tsr_tid & 15) * 1 + 0];
+    racc300[0] = int32_t(uint32_t(racc300[0]) + uint32_t(tsr::shfl_xor(racc300[0], 8)));
+    racc300[0] = int32_t(uint32_t(racc300[0]) + uint32_t(tsr::shfl_xor(racc300[0], 4)));
+    racc300[0] = int32_t(uint32_t(racc300[0]) + uint32_t(tsr::shfl_xor(racc300[0], 2)));
+    racc300[0] = int32_t(uint32_t(racc300[0]) + uint32_t(tsr::shfl_xor(racc300[0], 1)));
+    v299 = racc300[0];
+    // %165 = sub %84, %164 : i32
+    const int32_t v303 = int32_t(uint32_t(v151) - uint32_t(v299));
+    // %166 = cast %158 : u32
+    const uint32_t v304 = uint32_t(v283);
+    // %167 = shl %166, %14 : u32
+    const uint32_t v305 = tsr::ishl<uint32_t>(v304, v13);
+    // %168 = or %88, %167 : u32
+    const uint32_t v306 = uint32_t(v155 | v305);
+    // %169 = cmp %162, %165 {pred = "ne"} : i1
+    const uint8_t v307 = uint8_t(v293 != v303);
+    // yield %168, %165, %14, %169
+    v157 = v306;
+    v158 = v303;
+    v159 = v13;
+    v160 = v307;
+  } else {
+    // yield %88, %84, %86, %89
+    v157 = v155;
+    v158 = v151;
+    v159 = v153;
+    v160 = v156;
+  }
+  // %170 = shr %90, %92 : u32
+  const uint32_t v308 = tsr::ishr<uint32_t>(v157, v159);
+  // for %16, %10, %4 {...}
+  for (int64_t iv309_ = v15; v3 > 0 && iv309_ < v9; iv309_ += v3) {
+    const int32_t iv309 = int32_t(iv309_);
+    // async_copy %9, %x, %171, %1, %171
+    if (!(true && int64_t(iv309) >= 0 && int64_t(iv309) < 4LL)) __trap();  // slot index out of range
+    {
+      uint16_t* const dst310 = buf8 + ((0LL) * 4LL + int64_t(iv309)) * 8192LL;
+      __syncthreads();
+      {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
+        const int64_t o311 = int64_t(v0) * 1LL;
+        const int64_t o312 = int64_t(iv309) * 8192LL;
+        for (int64_t q313 = tsr_tid; q313 < 1024LL; q313 += tsr_nthreads) {
+          const int64_t gc315 = o312 + (q313 % 1024LL) * 8LL;
+          const int64_t nv316 = (true && (o311 + 0) >= 0 && (o311 + 0) < int64_t(tsr_dim_M) && gc315 >= 0) ? int64_t(tsr_dim_N) - gc315 : 0LL;  // elements in bounds (<= 0: none)
+          tsr::struct_copy_chunk(dst310 + q313 * 8LL, nv316 > 0 ? tsr_p0 + ((o311 + 0) * tsr_p0_s0 + gc315 * tsr_p0_s1) : tsr_p0, nv316, tsr_p0_s1);
+        }
+      }
+      tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+    }
+    // yield
+  }
+  // %172 = const {value = 32767} : u32
+  const uint32_t v317 = uint32_t(32767LL);
+  // %173 = const {value = 15} : u32
+  const uint32_t v318 = uint32_t(15LL);
+  // %174 = sub %7, %4 : i32
+  const int32_t v319 = int32_t(uint32_t(v6) - uint32_t(v3));
+  // %175, %176 = for %16, %13, %4, %16, %16 : i32, i32 {...}
+  int32_t c320;
+  c320 = v15;
+  int32_t c321;
+  c321 = v15;
+  for (int64_t iv322_ = v15; v3 > 0 && iv322_ < v12; iv322_ += v3) {
+    const int32_t iv322 = int32_t(iv322_);
+    // async_wait
+    tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible
+    __syncthreads();
+    // %180 = rem %177, %10 : i32
+    const int32_t v323 = tsr::irem<int32_t>(iv322, v9);
+    // %181 = mul %180, %10 : i32
+    const int32_t v324 = int32_t(uint32_t(v323) * uint32_t(v9));
+    // %182 = add %177, %4 : i32
+    const int32_t v325 = int32_t(uint32_t(iv322) + uint32_t(v3));
+    // %183 = cmp %182, %13 {pred = "lt"} : i1
+    const uint8_t v326 = uint8_t(v325 < v12);
+    // if %183 {...}
+    if (v326) {
+      // %184 = mul %182, %10 : i32
+      const int32_t v327 = int32_t(uint32_t(v325) * uint32_t(v9));
+      // %185 = sub %10, %181 : i32
+      const int32_t v328 = int32_t(uint32_t(v9) - uint32_t(v324));
+      // for %16, %10, %4 {...}
+      for (int64_t iv329_ = v15; v3 > 0 && iv329_ < v9; iv329_ += v3) {
+        const int32_t iv329 = int32_t(iv329_);
+        // %187 = add %184, %186 : i32
+        const int32_t v330 = int32_t(uint32_t(v327) + uint32_t(iv329));
+        // %188 = add %185, %186 : i32
+        const int32_t v331 = int32_t(uint32_t(v328) + uint32_t(iv329));
+        // async_copy %9, %x, %188, %1, %187
+        if (!(true && int64_t(v331) >= 0 && int64_t(v331) < 4LL)) __trap();  // slot index out of range
+        {
+          uint16_t* const dst332 = buf8 + ((0LL) * 4LL + int64_t(v331)) * 8192LL;
+          __syncthreads();
+          {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
+            const int64_t o333 = int64_t(v0) * 1LL;
+            const int64_t o334 = int64_t(v330) * 8192LL;
+            for (int64_t q335 = tsr_tid; q335 < 1024LL; q335 += tsr_nthreads) {
+              const int64_t gc337 = o334 + (q335 % 1024LL) * 8LL;
+              const int64_t nv338 = (true && (o333 + 0) >= 0 && (o333 + 0) < int64_t(tsr_dim_M) && gc337 >= 0) ? int64_t(tsr_dim_N) - gc337 : 0LL;  // elements in bounds (<= 0: none)
+              tsr::struct_copy_chunk(dst332 + q335 * 8LL, nv338 > 0 ? tsr_p0 + ((o333 + 0) * tsr_p0_s0 + gc337 * tsr_p0_s1) : tsr_p0, nv338, tsr_p0_s1);
+            }
+          }
+          tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+        }
+        // yield
+      }
+      // yield
+    } else {
+      // yield
+    }
+    // %189 = mul %177, %10 : i32
+    const int32_t v339 = int32_t(uint32_t(iv322) * uint32_t(v9));
+    // %190 = sub %7, %189 : i32
+    const int32_t v340 = int32_t(uint32_t(v6) - uint32_t(v339));
+    // %191 = min %10, %190 : i32
+    const int32_t v341 = tsr::imin<int32_t>(v9, v340);
+    // %192, %193 = for %16, %191, %4, %178, %179 : i32, i32 {...}
+    int32_t c342;
+    c342 = c320;
+    int32_t c343;
+    c343 = c321;
+    for (int64_t iv344_ = v15; v3 > 0 && iv344_ < v341; iv344_ += v3) {
+      const int32_t iv344 = int32_t(iv344_);
+      // %197 = add %189, %194 : i32
+      const int32_t v345 = int32_t(uint32_t(v339) + uint32_t(iv344));
+      // %198 = add %181, %194 : i32
+      const int32_t v346 = int32_t(uint32_t(v324) + uint32_t(iv344));
+      // %199 = buffer_read %9, %198 : tile<bf16, [1, 8192]>
+      if (!(true && int64_t(v346) >= 0 && int64_t(v346) < 4LL)) __trap();  // slot index out of range
+      const uint16_t* const src347 = buf8 + ((0LL) * 4LL + int64_t(v346)) * 8192LL;
+      float v348[16];
+      #pragma unroll
+      for (int c349 = 0; c349 < 2; ++c349) {
+        uint16_t v_[8];
+        tsr::copy_vec<uint16_t, 8>(v_, src347 + c349 * 4096 + tsr_tid * 8);
+        #pragma unroll
+        for (int l_ = 0; l_ < 8; ++l_) v348[c349 * 8 + l_] = tsr::bf2f(v_[l_]);
+      }
+      // %200 = reshape %199 : tile<bf16, [8192]>
+      float v350[16];
+      #pragma unroll
+      for (int s351 = 0; s351 < 16; ++s351) {
+        v350[s351] = v348[s351];
+      }
+      // %201 = bitcast %200 : tile<u16, [8192]>
+      uint16_t v352[16];
+      #pragma unroll
+      for (int s353 = 0; s353 < 16; ++s353) {
+        v352[s353] = uint16_t(tsr::bf16_bits(v350[s353]));
+      }
+      // %202 = cast %201 : tile<u32, [8192]>
+      uint32_t v354[16];
+      #pragma unroll
+      for (int s355 = 0; s355 < 16; ++s355) {
+        v354[s355] = uint32_t(v352[s355]);
+      }
+      // %203 = splat %172 : tile<u32, [8192]>
+      uint32_t v356[16];
+      #pragma unroll
+      for (int s357 = 0; s357 < 16; ++s357) {
+        v356[s357] = v317;
+      }
+      // %204 = xor %202, %203 : tile<u32, [8192]>
+      uint32_t v358[16];
+      #pragma unroll
+      for (int s359 = 0; s359 < 16; ++s359) {
+        v358[s359] = uint32_t(v354[s359] ^ v356[s359]);
+      }
+      // %205 = splat %173 : tile<u32, [8192]>
+      uint32_t v360[16];
+      #pragma unroll
+      for (int s361 = 0; s361 < 16; ++s361) {
+        v360[s361] = v318;
+      }
+      // %206 = shr %202, %205 : tile<u32, [8192]>
+      uint32_t v362[16];
+      #pragma unroll
+      for (int s363 = 0; s363 < 16; ++s363) {
+        v362[s363] = tsr::ishr<uint32_t>(v354[s363], v360[s363]);
+      }
+      // %207 = splat %14 : tile<u32, [8192]>
+      uint32_t v364[16];
+      #pragma unroll
+      for (int s365 = 0; s365 < 16; ++s365) {
+        v364[s365] = v13;
+      }
+      // %208 = cmp %206, %207 {pred = "eq"} : tile<i1, [8192]>
+      uint8_t v366[16];
+      #pragma unroll
+      for (int s367 = 0; s367 < 16; ++s367) {
+        v366[s367] = uint8_t(v362[s367] == v364[s367]);
+      }
+      // %209 = where %208, %204, %202 : tile<u32, [8192]>
+      uint32_t v368[16];
+      #pragma unroll
+      for (int s369 = 0; s369 < 16; ++s369) {
+        v368[s369] = (v366[s369] ? v358[s369] : v354[s369]);
+      }
+      // %210 = cmp %197, %174 {pred = "eq"} : i1
+      const uint8_t v370 = uint8_t(v345 == v319);
+      // %211 = if %210 : tile<u32, [8192]> {...}
+      uint32_t v371[16];
+      if (v370) {
+        // %212 = mul %197, %3 : i32
+        const int32_t v372 = int32_t(uint32_t(v345) * uint32_t(v2));
+        // %213 = arange : tile<i32, [8192]>
+        int32_t v373[16];
+        #pragma unroll
+        for (int s374 = 0; s374 < 16; ++s374) {
+          v373[s374] = int32_t(0 + ((s374 / 8) * 4096 + tsr_tid * 8 + (s374 % 8)));
+        }
+        // %214 = splat %212 : tile<i32, [8192]>
+        int32_t v375[16];
+        #pragma unroll
+        for (int s376 = 0; s376 < 16; ++s376) {
+          v375[s376] = v372;
+        }
+        // %215 = add %213, %214 : tile<i32, [8192]>
+        int32_t v377[16];
+        #pragma unroll
+        for (int s378 = 0; s378 < 16; ++s378) {
+          v377[s378] = int32_t(uint32_t(v373[s378]) + uint32_t(v375[s378]));
+        }
+        // %216 = splat %2 : tile<i32, [8192]>
+        int32_t v379[16];
+        #pragma unroll
+        for (int s380 = 0; s380 < 16; ++s380) {
+          v379[s380] = v1;
+        }
+        // %217 = cmp %215, %216 {pred = "lt"} : tile<i1, [8192]>
+        uint8_t v381[16];
+        #pragma unroll
+        for (int s382 = 0; s382 < 16; ++s382) {
+          v381[s382] = uint8_t(v377[s382] < v379[s382]);
+        }
+        // %218 = splat %8 : tile<u32, [8192]>
+        uint32_t v383[16];
+        #pragma unroll
+        for (int s384 = 0; s384 < 16; ++s384) {
+          v383[s384] = v7;
+        }
+        // %219 = where %217, %209, %218 : tile<u32, [8192]>
+        uint32_t v385[16];
+        #pragma unroll
+        for (int s386 = 0; s386 < 16; ++s386) {
+          v385[s386] = (v381[s386] ? v368[s386] : v383[s386]);
+        }
+        // yield %219
+        #pragma unroll
+        for (int s387 = 0; s387 < 16; ++s387) {
+          v371[s387] = v385[s387];
+        }
+      } else {
+        // yield %209
+        #pragma unroll
+        for (int s388 = 0; s388 < 16; ++s388) {
+          v371[s388] = v368[s388];
+        }
+      }
+      // %220 = splat %92 : tile<u32, [8192]>
+      uint32_t v389[16];
+      #pragma unroll
+      for (int s390 = 0; s390 < 16; ++s390) {
+        v389[s390] = v159;
+      }
+      // %221 = shr %211, %220 : tile<u32, [8192]>
+      uint32_t v391[16];
+      #pragma unroll
+      for (int s392 = 0; s392 < 16; ++s392) {
+        v391[s392] = tsr::ishr<uint32_t>(v371[s392], v389[s392]);
+      }
+      // %222 = splat %170 : tile<u32, [8192]>
+      uint32_t v393[16];
+      #pragma unroll
+      for (int s394 = 0; s394 < 16; ++s394) {
+        v393[s394] = v308;
+      }
+      // %223 = cmp %221, %222 {pred = "eq"} : tile<i1, [8192]>
+      uint8_t v395[16];
+      #pragma unroll
+      for (int s396 = 0; s396 < 16; ++s396) {
+        v395[s396] = uint8_t(v391[s396] == v393[s396]);
+      }
+      // %224 = cmp %221, %222 {pred = "lt"} : tile<i1, [8192]>
+      uint8_t v397[16];
+      #pragma unroll
+      for (int s398 = 0; s398 < 16; ++s398) {
+        v397[s398] = uint8_t(v391[s398] < v393[s398]);
+      }
+      // %225 = cast %223 : tile<i32, [8192]>
+      int32_t v399[16];
+      #pragma unroll
+      for (int s400 = 0; s400 < 16; ++s400) {
+        v399[s400] = int32_t(v395[s400]);
+      }
+      // %226 = reduce %225 {axis = 0, kind = "sum"} : i32
+      int32_t v401;
+      int32_t racc402[8];
+      #pragma unroll
+      for (int v_ = 0; v_ < 8; ++v_) racc402[v_] = int32_t(0);
+      #pragma unroll
+      for (int s403 = 0; s403 < 16; ++s403) {
+        racc402[s403 % 8] = int32_t(uint32_t(racc402[s403 % 8]) + uint32_t(v399[s403]));
+      }
+      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(racc402[4]));
+      racc402[1] = int32_t(uint32_t(racc402[1]) + uint32_t(racc402[5]));
+      racc402[2] = int32_t(uint32_t(racc402[2]) + uint32_t(racc402[6]));
+      racc402[3] = int32_t(uint32_t(racc402[3]) + uint32_t(racc402[7]));
+      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(racc402[2]));
+      racc402[1] = int32_t(uint32_t(racc402[1]) + uint32_t(racc402[3]));
+      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(racc402[1]));
+      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(tsr::shfl_xor(racc402[0], 16)));
+      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(tsr::shfl_xor(racc402[0], 8)));
+      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(tsr::shfl_xor(racc402[0], 4)));
+      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(tsr::shfl_xor(racc402[0], 2)));
+      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(tsr::shfl_xor(racc402[0], 1)));
+      __shared__ int32_t tsr_red404_mem[32];
+      int32_t* const tsr_red404 = tsr_red404_mem + tsr_red404_at;
+      tsr_red404_at ^= 16;
+      if ((tsr_tid & 31) == 0) {
+        tsr_red404[(tsr_tid >> 5) * 1 + 0] = racc402[0];
+      }
+      __syncthreads();
+      racc402[0] = tsr_red404[(tsr_tid & 15) * 1 + 0];
+      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(tsr::shfl_xor(racc402[0], 8)));
+      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(tsr::shfl_xor(racc402[0], 4)));
+      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(tsr::shfl_xor(racc402[0], 2)));
+      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(tsr::shfl_xor(racc402[0], 1)));
+      v401 = racc402[0];
+      // %227 = add %196, %226 : i32
+      const int32_t v405 = int32_t(uint32_t(c343) + uint32_t(v401));
+      // %228 = cmp %227, %91 {pred = "le"} : i1
+      const uint8_t v406 = uint8_t(v405 <= v158);
+      // %229 = if %228 : tile<i1, [8192]> {...}
+      uint8_t v407[16];
+      if (v406) {
+        // %230 = or %224, %223 : tile<i1, [8192]>
+        uint8_t v408[16];
+        #pragma unroll
+        for (int s409 = 0; s409 < 16; ++s409) {
+          v408[s409] = uint8_t(v397[s409] | v395[s409]);
+        }
+        // yield %230
+        #pragma unroll
+        for (int s410 = 0; s410 < 16; ++s410) {
+          v407[s410] = v408[s410];
+        }
+      } else {
+        // %231 = scan %225 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+        int32_t v411[16];
+        uint32_t run412 = uint32_t(0);
+        uint32_t acc413_0 = uint32_t(0);
+        acc413_0 += uint32_t(v399[0]); v411[0] = int32_t(acc413_0);
+        acc413_0 += uint32_t(v399[1]); v411[1] = int32_t(acc413_0);
+        acc413_0 += uint32_t(v399[2]); v411[2] = int32_t(acc413_0);
+        acc413_0 += uint32_t(v399[3]); v411[3] = int32_t(acc413_0);
+        acc413_0 += uint32_t(v399[4]); v411[4] = int32_t(acc413_0);
+        acc413_0 += uint32_t(v399[5]); v411[5] = int32_t(acc413_0);
+        acc413_0 += uint32_t(v399[6]); v411[6] = int32_t(acc413_0);
+        acc413_0 += uint32_t(v399[7]); v411[7] = int32_t(acc413_0);
+        __syncthreads();
+        uint32_t tot415_0;
+        const uint32_t off414_0 = run412 + tsr::block_exclusive_sum<16>(acc413_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot415_0);
+        v411[0] = int32_t(uint32_t(v411[0]) + off414_0);
+        v411[1] = int32_t(uint32_t(v411[1]) + off414_0);
+        v411[2] = int32_t(uint32_t(v411[2]) + off414_0);
+        v411[3] = int32_t(uint32_t(v411[3]) + off414_0);
+        v411[4] = int32_t(uint32_t(v411[4]) + off414_0);
+        v411[5] = int32_t(uint32_t(v411[5]) + off414_0);
+        v411[6] = int32_t(uint32_t(v411[6]) + off414_0);
+        v411[7] = int32_t(uint32_t(v411[7]) + off414_0);
+        run412 += tot415_0;
+        uint32_t acc413_1 = uint32_t(0);
+        acc413_1 += uint32_t(v399[8]); v411[8] = int32_t(acc413_1);
+        acc413_1 += uint32_t(v399[9]); v411[9] = int32_t(acc413_1);
+        acc413_1 += uint32_t(v399[10]); v411[10] = int32_t(acc413_1);
+        acc413_1 += uint32_t(v399[11]); v411[11] = int32_t(acc413_1);
+        acc413_1 += uint32_t(v399[12]); v411[12] = int32_t(acc413_1);
+        acc413_1 += uint32_t(v399[13]); v411[13] = int32_t(acc413_1);
+        acc413_1 += uint32_t(v399[14]); v411[14] = int32_t(acc413_1);
+        acc413_1 += uint32_t(v399[15]); v411[15] = int32_t(acc413_1);
+        __syncthreads();
+        uint32_t tot415_1;
+        const uint32_t off414_1 = run412 + tsr::block_exclusive_sum<16>(acc413_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot415_1);
+        v411[8] = int32_t(uint32_t(v411[8]) + off414_1);
+        v411[9] = int32_t(uint32_t(v411[9]) + off414_1);
+        v411[10] = int32_t(uint32_t(v411[10]) + off414_1);
+        v411[11] = int32_t(uint32_t(v411[11]) + off414_1);
+        v411[12] = int32_t(uint32_t(v411[12]) + off414_1);
+        v411[13] = int32_t(uint32_t(v411[13]) + off414_1);
+        v411[14] = int32_t(uint32_t(v411[14]) + off414_1);
+        v411[15] = int32_t(uint32_t(v411[15]) + off414_1);
+        run412 += tot415_1;
+        // %232 = splat %196 : tile<i32, [8192]>
+        int32_t v416[16];
+        #pragma unroll
+        for (int s417 = 0; s417 < 16; ++s417) {
+          v416[s417] = c343;
+        }
+        // %233 = add %231, %232 : tile<i32, [8192]>
+        int32_t v418[16];
+        #pragma unroll
+        for (int s419 = 0; s419 < 16; ++s419) {
+          v418[s419] = int32_t(uint32_t(v411[s419]) + uint32_t(v416[s419]));
+        }
+        // %234 = splat %91 : tile<i32, [8192]>
+        int32_t v420[16];
+        #pragma unroll
+        for (int s421 = 0; s421 < 16; ++s421) {
+          v420[s421] = v158;
+        }
+        // %235 = cmp %233, %234 {pred = "le"} : tile<i1, [8192]>
+        uint8_t v422[16];
+        #pragma unroll
+        for (int s423 = 0; s423 < 16; ++s423) {
+          v422[s423] = uint8_t(v418[s423] <= v420[s423]);
+        }
+        // %236 = and %223, %235 : tile<i1, [8192]>
+        uint8_t v424[16];
+        #pragma unroll
+        for (int s425 = 0; s425 < 16; ++s425) {
+          v424[s425] = uint8_t(v395[s425] & v422[s425]);
+        }
+        // %237 = or %224, %236 : tile<i1, [8192]>
+        uint8_t v426[16];
+        #pragma unroll
+        for (int s427 = 0; s427 < 16; ++s427) {
+          v426[s427] = uint8_t(v397[s427] | v424[s427]);
+        }
+        // yield %237
+        #pragma unroll
+        for (int s428 = 0; s428 < 16; ++s428) {
+          v407[s428] = v426[s428];
+        }
+      }
+      // %238 = sub %195, %4 : i32
+      const int32_t v429 = int32_t(uint32_t(c342) - uint32_t(v3));
+      // %239 = cast %229 : tile<i32, [8192]>
+      int32_t v430[16];
+      #pragma unroll
+      for (int s431 = 0; s431 < 16; ++s431) {
+        v430[s431] = int32_t(v407[s431]);
+      }
+      // %240 = scan %239 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+      int32_t v432[16];
+      uint32_t run433 = uint32_t(0);
+      uint32_t acc434_0 = uint32_t(0);
+      acc434_0 += uint32_t(v430[0]); v432[0] = int32_t(acc434_0);
+      acc434_0 += uint32_t(v430[1]); v432[1] = int32_t(acc434_0);
+      acc434_0 += uint32_t(v430[2]); v432[2] = int32_t(acc434_0);
+      acc434_0 += uint32_t(v430[3]); v432[3] = int32_t(acc434_0);
+      acc434_0 += uint32_t(v430[4]); v432[4] = int32_t(acc434_0);
+      acc434_0 += uint32_t(v430[5]); v432[5] = int32_t(acc434_0);
+      acc434_0 += uint32_t(v430[6]); v432[6] = int32_t(acc434_0);
+      acc434_0 += uint32_t(v430[7]); v432[7] = int32_t(acc434_0);
+      __syncthreads();
+      uint32_t tot436_0;
+      const uint32_t off435_0 = run433 + tsr::block_exclusive_sum<16>(acc434_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot436_0);
+      v432[0] = int32_t(uint32_t(v432[0]) + off435_0);
+      v432[1] = int32_t(uint32_t(v432[1]) + off435_0);
+      v432[2] = int32_t(uint32_t(v432[2]) + off435_0);
+      v432[3] = int32_t(uint32_t(v432[3]) + off435_0);
+      v432[4] = int32_t(uint32_t(v432[4]) + off435_0);
+      v432[5] = int32_t(uint32_t(v432[5]) + off435_0);
+      v432[6] = int32_t(uint32_t(v432[6]) + off435_0);
+      v432[7] = int32_t(uint32_t(v432[7]) + off435_0);
+      run433 += tot436_0;
+      uint32_t acc434_1 = uint32_t(0);
+      acc434_1 += uint32_t(v430[8]); v432[8] = int32_t(acc434_1);
+      acc434_1 += uint32_t(v430[9]); v432[9] = int32_t(acc434_1);
+      acc434_1 += uint32_t(v430[10]); v432[10] = int32_t(acc434_1);
+      acc434_1 += uint32_t(v430[11]); v432[11] = int32_t(acc434_1);
+      acc434_1 += uint32_t(v430[12]); v432[12] = int32_t(acc434_1);
+      acc434_1 += uint32_t(v430[13]); v432[13] = int32_t(acc434_1);
+      acc434_1 += uint32_t(v430[14]); v432[14] = int32_t(acc434_1);
+      acc434_1 += uint32_t(v430[15]); v432[15] = int32_t(acc434_1);
+      __syncthreads();
+      uint32_t tot436_1;
+      const uint32_t off435_1 = run433 + tsr::block_exclusive_sum<16>(acc434_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot436_1);
+      v432[8] = int32_t(uint32_t(v432[8]) + off435_1);
+      v432[9] = int32_t(uint32_t(v432[9]) + off435_1);
+      v432[10] = int32_t(uint32_t(v432[10]) + off435_1);
+      v432[11] = int32_t(uint32_t(v432[11]) + off435_1);
+      v432[12] = int32_t(uint32_t(v432[12]) + off435_1);
+      v432[13] = int32_t(uint32_t(v432[13]) + off435_1);
+      v432[14] = int32_t(uint32_t(v432[14]) + off435_1);
+      v432[15] = int32_t(uint32_t(v432[15]) + off435_1);
+      run433 += tot436_1;
+      // %241 = splat %238 : tile<i32, [8192]>
+      int32_t v437[16];
+      #pragma unroll
+      for (int s438 = 0; s438 < 16; ++s438) {
+        v437[s438] = v429;
+      }
+      // %242 = add %240, %241 : tile<i32, [8192]>
+      int32_t v439[16];
+      #pragma unroll
+      for (int s440 = 0; s440 < 16; ++s440) {
+        v439[s440] = int32_t(uint32_t(v432[s440]) + uint32_t(v437[s440]));
+      }
+      // %243 = splat %1 : tile<i32, [8192]>
+      int32_t v441[16];
+      #pragma unroll
+      for (int s442 = 0; s442 < 16; ++s442) {
+        v441[s442] = v0;
+      }
+      // scatter %values, %200, %243, %242, %229
+      #pragma unroll
+      for (int s443 = 0; s443 < 16; ++s443) {
+        if ((v407[s443] != 0) && (int64_t(v441[s443]) >= 0 && int64_t(v441[s443]) < int64_t(tsr_dim_M) && int64_t(v439[s443]) >= 0 && int64_t(v439[s443]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v441[s443]) * tsr_p1_s0 + int64_t(v439[s443]) * tsr_p1_s1] = tsr::f2bf(v350[s443]);
+      }
+      // %244 = mul %197, %3 : i32
+      const int32_t v444 = int32_t(uint32_t(v345) * uint32_t(v2));
+      // %245 = arange : tile<i32, [8192]>
+      int32_t v445[16];
+      #pragma unroll
+      for (int s446 = 0; s446 < 16; ++s446) {
+        v445[s446] = int32_t(0 + ((s446 / 8) * 4096 + tsr_tid * 8 + (s446 % 8)));
+      }
+      // %246 = splat %244 : tile<i32, [8192]>
+      int32_t v447[16];
+      #pragma unroll
+      for (int s448 = 0; s448 < 16; ++s448) {
+        v447[s448] = v444;
+      }
+      // %247 = add %245, %246 : tile<i32, [8192]>
+      int32_t v449[16];
+      #pragma unroll
+      for (int s450 = 0; s450 < 16; ++s450) {
+        v449[s450] = int32_t(uint32_t(v445[s450]) + uint32_t(v447[s450]));
+      }
+      // scatter %indices, %247, %243, %242, %229
+      #pragma unroll
+      for (int s451 = 0; s451 < 16; ++s451) {
+        if ((v407[s451] != 0) && (int64_t(v441[s451]) >= 0 && int64_t(v441[s451]) < int64_t(tsr_dim_M) && int64_t(v439[s451]) >= 0 && int64_t(v439[s451]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v441[s451]) * tsr_p2_s0 + int64_t(v439[s451]) * tsr_p2_s1] = v449[s451];
+      }
+      // %248 = reduce %239 {axis = 0, kind = "sum"} : i32
+      int32_t v452;
+      int32_t racc453[8];
+      #pragma unroll
+      for (int v_ = 0; v_ < 8; ++v_) racc453[v_] = int32_t(0);
+      #pragma unroll
+      for (int s454 = 0; s454 < 16; ++s454) {
+        racc453[s454 % 8] = int32_t(uint32_t(racc453[s454 % 8]) + uint32_t(v430[s454]));
+      }
+      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(racc453[4]));
+      racc453[1] = int32_t(uint32_t(racc453[1]) + uint32_t(racc453[5]));
+      racc453[2] = int32_t(uint32_t(racc453[2]) + uint32_t(racc453[6]));
+      racc453[3] = int32_t(uint32_t(racc453[3]) + uint32_t(racc453[7]));
+      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(racc453[2]));
+      racc453[1] = int32_t(uint32_t(racc453[1]) + uint32_t(racc453[3]));
+      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(racc453[1]));
+      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(tsr::shfl_xor(racc453[0], 16)));
+      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(tsr::shfl_xor(racc453[0], 8)));
+      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(tsr::shfl_xor(racc453[0], 4)));
+      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(tsr::shfl_xor(racc453[0], 2)));
+      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(tsr::shfl_xor(racc453[0], 1)));
+      __shared__ int32_t tsr_red455_mem[32];
+      int32_t* const tsr_red455 = tsr_red455_mem + tsr_red455_at;
+      tsr_red455_at ^= 16;
+      if ((tsr_tid & 31) == 0) {
+        tsr_red455[(tsr_tid >> 5) * 1 + 0] = racc453[0];
+      }
+      __syncthreads();
+      racc453[0] = tsr_red455[(tsr_tid & 15) * 1 + 0];
+      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(tsr::shfl_xor(racc453[0], 8)));
+      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(tsr::shfl_xor(racc453[0], 4)));
+      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(tsr::shfl_xor(racc453[0], 2)));
+      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(tsr::shfl_xor(racc453[0], 1)));
+      v452 = racc453[0];
+      // %249 = add %195, %248 : i32
+      const int32_t v456 = int32_t(uint32_t(c342) + uint32_t(v452));
+      // yield %249, %227
+      c342 = v456;
+      c343 = v405;
+    }
+    // yield %192, %193
+    c320 = c342;
+    c321 = c343;
+  }
+  // %250 = load_tile %indices, %1, %16 : tile<i32, [1, 64]>
+  __syncthreads();
+  int32_t v457[1];
+  {
+    const int64_t o458 = int64_t(v0) * 1;
+    const int64_t o459 = int64_t(v15) * 64;
+    #pragma unroll
+    for (int s460 = 0; s460 < 1; ++s460) {
+      const int e461 = (s460 * 512 + tsr_tid);
+      v457[s460] = ((s460 * 512 + tsr_tid) < 64) && ((o458 + 0) >= 0 && (o458 + 0) < int64_t(tsr_dim_M) && (o459 + (e461)) >= 0 && (o459 + (e461)) < int64_t(tsr_dim_K)) ? tsr_p2[(o458 + 0) * tsr_p2_s0 + (o459 + (e461)) * tsr_p2_s1] : int32_t(0LL);
+    }
+  }
+  // %251 = load_tile %values, %1, %16 : tile<bf16, [1, 64]>
+  float v462[1];
+  {
+    const int64_t o463 = int64_t(v0) * 1;
+    const int64_t o464 = int64_t(v15) * 64;
+    #pragma unroll
+    for (int s465 = 0; s465 < 1; ++s465) {
+      const int e466 = (s465 * 512 + tsr_tid);
+      v462[s465] = ((s465 * 512 + tsr_tid) < 64) && ((o463 + 0) >= 0 && (o463 + 0) < int64_t(tsr_dim_M) && (o464 + (e466)) >= 0 && (o464 + (e466)) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p1[(o463 + 0) * tsr_p1_s0 + (o464 + (e466)) * tsr_p1_s1]) : 0x0p+0f;
+    }
+  }
+  // %252, %253 = sort %251, %250 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
+  float v467[1];
+  int32_t v468[1];
   __syncthreads();
   #pragma unroll
-  for (int s21 = 0; s21 < 2; ++s21) {
-    if (true) reinterpret_cast<float*>(tsr_smem + 0)[((s21 / 2) * 1024 + tsr_tid * 2 + (s21 % 2))] = v8[s21];
+  for (int s469 = 0; s469 < 1; ++s469) {
+    if (((s469 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s469 * 512 + tsr_tid)] = v462[s469];
   }
   __syncthreads();
-  for (int p_ = tsr_tid; p_ < 1024; p_ += 512) {
-    const int ln_ = p_ / 1024, l_ = p_ % 1024;
+  #pragma unroll
+  for (int s470 = 0; s470 < 1; ++s470) {
+    if (((s470 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s470 * 512 + tsr_tid)] = v457[s470];
+  }
+  __syncthreads();
+  for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
+    const int ln_ = p_ / 64, l_ = p_ % 64;
     const int o_ = ln_ / 1, i_ = ln_ % 1;
-    reinterpret_cast<uint32_t*>(tsr_smem + 4096)[p_] = l_ < 1024 ? uint32_t(~tsr::sort_key(reinterpret_cast<float*>(tsr_smem + 0)[(o_ * 1024 + l_) * 1 + i_])) : ~uint32_t(0);
-    reinterpret_cast<int32_t*>(tsr_smem + 8192)[p_] = l_;
+    reinterpret_cast<uint32_t*>(tsr_smem + 512)[p_] = l_ < 64 ? uint32_t(~tsr::sort_key(reinterpret_cast<float*>(tsr_smem + 0)[(o_ * 64 + l_) * 1 + i_])) : ~uint32_t(0);
+    reinterpret_cast<int32_t*>(tsr_smem + 768)[p_] = l_;
   }
   __syncthreads();
-  for (int k_ = 2; k_ <= 1024; k_ <<= 1) {
+  for (int k_ = 2; k_ <= 64; k_ <<= 1) {
     for (int j_ = k_ >> 1; j_ > 0; j_ >>= 1) {
-      for (int q_ = tsr_tid; q_ < 512; q_ += 512) {
-        const int h_ = q_ % 512;
-        const int a_ = (q_ / 512) * 1024 + ((h_ & ~(j_ - 1)) << 1) + (h_ & (j_ - 1)), b_ = a_ + j_;
-        const uint32_t ka_ = reinterpret_cast<uint32_t*>(tsr_smem + 4096)[a_], kb_ = reinterpret_cast<uint32_t*>(tsr_smem + 4096)[b_];
-        const int pa_ = reinterpret_cast<int32_t*>(tsr_smem + 8192)[a_], pb_ = reinterpret_cast<int32_t*>(tsr_smem + 8192)[b_];
-        const bool up_ = ((a_ % 1024) & k_) == 0;
+      for (int q_ = tsr_tid; q_ < 32; q_ += 512) {
+        const int h_ = q_ % 32;
+        const int a_ = (q_ / 32) * 64 + ((h_ & ~(j_ - 1)) << 1) + (h_ & (j_ - 1)), b_ = a_ + j_;
+        const uint32_t ka_ = reinterpret_cast<uint32_t*>(tsr_smem + 512)[a_], kb_ = reinterpret_cast<uint32_t*>(tsr_smem + 512)[b_];
+        const int pa_ = reinterpret_cast<int32_t*>(tsr_smem + 768)[a_], pb_ = reinterpret_cast<int32_t*>(tsr_smem + 768)[b_];
+        const bool up_ = ((a_ % 64) & k_) == 0;
         if ((ka_ > kb_ || (ka_ == kb_ && pa_ > pb_)) == up_) {
-          reinterpret_cast<uint32_t*>(tsr_smem + 4096)[a_] = kb_; reinterpret_cast<uint32_t*>(tsr_smem + 4096)[b_] = ka_; reinterpret_cast<int32_t*>(tsr_smem + 8192)[a_] = pb_; reinterpret_cast<int32_t*>(tsr_smem + 8192)[b_] = pa_;
+          reinterpret_cast<uint32_t*>(tsr_smem + 512)[a_] = kb_; reinterpret_cast<uint32_t*>(tsr_smem + 512)[b_] = ka_; reinterpret_cast<int32_t*>(tsr_smem + 768)[a_] = pb_; reinterpret_cast<int32_t*>(tsr_smem + 768)[b_] = pa_;
         }
       }
       __syncthreads();
     }
   }
   #pragma unroll
-  for (int s22 = 0; s22 < 1; ++s22) {
-    const int e23 = (s22 * 512 + tsr_tid);
-    v19[s22] = ((s22 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e23) / 64) * 1024 + reinterpret_cast<int32_t*>(tsr_smem + 8192)[(((e23) / 64) * 1 + ((e23) % 1)) * 1024 + (((e23) / 1) % 64)]) * 1 + ((e23) % 1)]) : float(0);
+  for (int s471 = 0; s471 < 1; ++s471) {
+    const int e472 = (s471 * 512 + tsr_tid);
+    v467[s471] = ((s471 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e472) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e472) / 64) * 1 + ((e472) % 1)) * 64 + (((e472) / 1) % 64)]) * 1 + ((e472) % 1)]) : float(0);
   }
   #pragma unroll
-  for (int s24 = 0; s24 < 1; ++s24) {
-    const int e25 = (s24 * 512 + tsr_tid);
-    v20[s24] = ((s24 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 8192)[(((e25) / 64) * 1 + ((e25) % 1)) * 1024 + (((e25) / 1) % 64)]) : int32_t(0);
+  for (int s473 = 0; s473 < 1; ++s473) {
+    const int e474 = (s473 * 512 + tsr_tid);
+    v468[s473] = ((s473 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e474) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e474) / 64) * 1 + ((e474) % 1)) * 64 + (((e474) / 1) % 64)]) * 1 + ((e474) % 1)]) : int32_t(0);
   }
-  // %12 = const {value = 0.0} : bf16
-  const float v26 = 0x0p+0f;
-  // %13, %14 = for %4, %7, %4, %10, %11 : tile<bf16, [1, 64]>, tile<i32, [1, 64]> {...}
-  float c27[1];
-  #pragma unroll
-  for (int s28 = 0; s28 < 1; ++s28) {
-    c27[s28] = v19[s28];
-  }
-  int32_t c29[1];
-  #pragma unroll
-  for (int s30 = 0; s30 < 1; ++s30) {
-    c29[s30] = v20[s30];
-  }
-  for (int64_t iv31_ = v3; v3 > 0 && iv31_ < v6; iv31_ += v3) {
-    const int32_t iv31 = int32_t(iv31_);
-    // %18 = load_tile %x, %1, %15 {pad = -inf} : tile<bf16, [1, 1024]>
-    float v32[2];
-    {
-      const int64_t o33 = int64_t(v0) * 1;
-      const int64_t o34 = int64_t(iv31) * 1024;
-      #pragma unroll
-      for (int c35 = 0; c35 < 1; ++c35) {
-        const int e36 = ((c35 * 2 / 2) * 1024 + tsr_tid * 2 + (c35 * 2 % 2));
-        const int64_t g37 = o33 + 0;
-        const int64_t g38 = o34 + (e36);
-        const int64_t off39 = g37 * tsr_p0_s0 + g38 * tsr_p0_s1;
-        const bool rok40 = true && g37 >= 0 && g37 < int64_t(tsr_dim_M);
-        uint16_t buf41[2];
-        if (rok40 && g38 >= 0 && g38 + 2 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p0 + off39)) {
-          tsr::copy_vec<uint16_t, 2>(buf41, tsr_p0 + off39);
-        } else {
-          #pragma unroll
-          for (int v_ = 0; v_ < 2; ++v_) {
-            const int64_t gc42 = g38 + v_;
-            buf41[v_] = (rok40 && gc42 >= 0 && gc42 < int64_t(tsr_dim_N)) ? tsr_p0[off39 + v_ * tsr_p0_s1] : uint16_t(tsr::f2bf((-tsr::inf_f())));
-          }
-        }
-        #pragma unroll
-        for (int v_ = 0; v_ < 2; ++v_) v32[c35 * 2 + v_] = tsr::bf2f(buf41[v_]);
-      }
-    }
-    // %19, %20 = topk %18 {axis = 1} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
-    float v43[1];
-    int32_t v44[1];
-    __syncthreads();
-    #pragma unroll
-    for (int s45 = 0; s45 < 2; ++s45) {
-      if (true) reinterpret_cast<float*>(tsr_smem + 0)[((s45 / 2) * 1024 + tsr_tid * 2 + (s45 % 2))] = v32[s45];
-    }
-    __syncthreads();
-    for (int p_ = tsr_tid; p_ < 1024; p_ += 512) {
-      const int ln_ = p_ / 1024, l_ = p_ % 1024;
-      const int o_ = ln_ / 1, i_ = ln_ % 1;
-      reinterpret_cast<uint32_t*>(tsr_smem + 4096)[p_] = l_ < 1024 ? uint32_t(~tsr::sort_key(reinterpret_cast<float*>(tsr_smem + 0)[(o_ * 1024 + l_) * 1 + i_])) : ~uint32_t(0);
-      reinterpret_cast<int32_t*>(tsr_smem + 8192)[p_] = l_;
-    }
-    __syncthreads();
-    for (int k_ = 2; k_ <= 1024; k_ <<= 1) {
-      for (int j_ = k_ >> 1; j_ > 0; j_ >>= 1) {
-        for (int q_ = tsr_tid; q_ < 512; q_ += 512) {
-          const int h_ = q_ % 512;
-          const int a_ = (q_ / 512) * 1024 + ((h_ & ~(j_ - 1)) << 1) + (h_ & (j_ - 1)), b_ = a_ + j_;
-          const uint32_t ka_ = reinterpret_cast<uint32_t*>(tsr_smem + 4096)[a_], kb_ = reinterpret_cast<uint32_t*>(tsr_smem + 4096)[b_];
-          const int pa_ = reinterpret_cast<int32_t*>(tsr_smem + 8192)[a_], pb_ = reinterpret_cast<int32_t*>(tsr_smem + 8192)[b_];
-          const bool up_ = ((a_ % 1024) & k_) == 0;
-          if ((ka_ > kb_ || (ka_ == kb_ && pa_ > pb_)) == up_) {
-            reinterpret_cast<uint32_t*>(tsr_smem + 4096)[a_] = kb_; reinterpret_cast<uint32_t*>(tsr_smem + 4096)[b_] = ka_; reinterpret_cast<int32_t*>(tsr_smem + 8192)[a_] = pb_; reinterpret_cast<int32_t*>(tsr_smem + 8192)[b_] = pa_;
-          }
-        }
-        __syncthreads();
-      }
-    }
-    #pragma unroll
-    for (int s46 = 0; s46 < 1; ++s46) {
-      const int e47 = (s46 * 512 + tsr_tid);
-      v43[s46] = ((s46 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e47) / 64) * 1024 + reinterpret_cast<int32_t*>(tsr_smem + 8192)[(((e47) / 64) * 1 + ((e47) % 1)) * 1024 + (((e47) / 1) % 64)]) * 1 + ((e47) % 1)]) : float(0);
-    }
-    #pragma unroll
-    for (int s48 = 0; s48 < 1; ++s48) {
-      const int e49 = (s48 * 512 + tsr_tid);
-      v44[s48] = ((s48 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 8192)[(((e49) / 64) * 1 + ((e49) % 1)) * 1024 + (((e49) / 1) % 64)]) : int32_t(0);
-    }
-    // %21 = splat %12 : tile<bf16, [1, 128]>
-    float v50[1];
-    #pragma unroll
-    for (int s51 = 0; s51 < 1; ++s51) {
-      v50[s51] = v26;
-    }
-    // %22 = insert_tile %21, %16, %8, %8 : tile<bf16, [1, 128]>
-    float v52[1];
-    __syncthreads();
-    #pragma unroll
-    for (int s53 = 0; s53 < 1; ++s53) {
-      if (((s53 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s53 * 512 + tsr_tid)] = c27[s53];
-    }
-    __syncthreads();
-    #pragma unroll
-    for (int s54 = 0; s54 < 1; ++s54) {
-      const int e55 = (s54 * 512 + tsr_tid);
-      v52[s54] = (((s54 * 512 + tsr_tid) < 128) && 0 >= (v7 * 1) && 0 < (v7 * 1) + 1 && (e55) >= (v7 * 64) && (e55) < (v7 * 64) + 64) ? reinterpret_cast<float*>(tsr_smem + 0)[(((0 - (v7 * 1))) * 64 + ((e55) - (v7 * 64)))] : v50[s54];
-    }
-    // %23 = insert_tile %22, %19, %8, %4 : tile<bf16, [1, 128]>
-    float v56[1];
-    __syncthreads();
-    #pragma unroll
-    for (int s57 = 0; s57 < 1; ++s57) {
-      if (((s57 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s57 * 512 + tsr_tid)] = v43[s57];
-    }
-    __syncthreads();
-    #pragma unroll
-    for (int s58 = 0; s58 < 1; ++s58) {
-      const int e59 = (s58 * 512 + tsr_tid);
-      v56[s58] = (((s58 * 512 + tsr_tid) < 128) && 0 >= (v7 * 1) && 0 < (v7 * 1) + 1 && (e59) >= (v3 * 64) && (e59) < (v3 * 64) + 64) ? reinterpret_cast<float*>(tsr_smem + 0)[(((0 - (v7 * 1))) * 64 + ((e59) - (v3 * 64)))] : v52[s58];
-    }
-    // %24 = mul %15, %3 : i32
-    const int32_t v60 = int32_t(uint32_t(iv31) * uint32_t(v2));
-    // %25 = splat %24 : tile<i32, [1, 64]>
-    int32_t v61[1];
-    #pragma unroll
-    for (int s62 = 0; s62 < 1; ++s62) {
-      v61[s62] = v60;
-    }
-    // %26 = add %20, %25 : tile<i32, [1, 64]>
-    int32_t v63[1];
-    #pragma unroll
-    for (int s64 = 0; s64 < 1; ++s64) {
-      v63[s64] = int32_t(uint32_t(v44[s64]) + uint32_t(v61[s64]));
-    }
-    // %27 = splat %8 : tile<i32, [1, 128]>
-    int32_t v65[1];
-    #pragma unroll
-    for (int s66 = 0; s66 < 1; ++s66) {
-      v65[s66] = v7;
-    }
-    // %28 = insert_tile %27, %17, %8, %8 : tile<i32, [1, 128]>
-    int32_t v67[1];
-    __syncthreads();
-    #pragma unroll
-    for (int s68 = 0; s68 < 1; ++s68) {
-      if (((s68 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(s68 * 512 + tsr_tid)] = c29[s68];
-    }
-    __syncthreads();
-    #pragma unroll
-    for (int s69 = 0; s69 < 1; ++s69) {
-      const int e70 = (s69 * 512 + tsr_tid);
-      v67[s69] = (((s69 * 512 + tsr_tid) < 128) && 0 >= (v7 * 1) && 0 < (v7 * 1) + 1 && (e70) >= (v7 * 64) && (e70) < (v7 * 64) + 64) ? reinterpret_cast<int32_t*>(tsr_smem + 0)[(((0 - (v7 * 1))) * 64 + ((e70) - (v7 * 64)))] : v65[s69];
-    }
-    // %29 = insert_tile %28, %26, %8, %4 : tile<i32, [1, 128]>
-    int32_t v71[1];
-    __syncthreads();
-    #pragma unroll
-    for (int s72 = 0; s72 < 1; ++s72) {
-      if (((s72 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(s72 * 512 + tsr_tid)] = v63[s72];
-    }
-    __syncthreads();
-    #pragma unroll
-    for (int s73 = 0; s73 < 1; ++s73) {
-      const int e74 = (s73 * 512 + tsr_tid);
-      v71[s73] = (((s73 * 512 + tsr_tid) < 128) && 0 >= (v7 * 1) && 0 < (v7 * 1) + 1 && (e74) >= (v3 * 64) && (e74) < (v3 * 64) + 64) ? reinterpret_cast<int32_t*>(tsr_smem + 0)[(((0 - (v7 * 1))) * 64 + ((e74) - (v3 * 64)))] : v67[s73];
-    }
-    // %30, %31 = topk %23, %29 {axis = 1} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
-    float v75[1];
-    int32_t v76[1];
-    __syncthreads();
-    #pragma unroll
-    for (int s77 = 0; s77 < 1; ++s77) {
-      if (((s77 * 512 + tsr_tid) < 128)) reinterpret_cast<float*>(tsr_smem + 0)[(s77 * 512 + tsr_tid)] = v56[s77];
-    }
-    __syncthreads();
-    #pragma unroll
-    for (int s78 = 0; s78 < 1; ++s78) {
-      if (((s78 * 512 + tsr_tid) < 128)) reinterpret_cast<int32_t*>(tsr_smem + 512)[(s78 * 512 + tsr_tid)] = v71[s78];
-    }
-    __syncthreads();
-    for (int p_ = tsr_tid; p_ < 128; p_ += 512) {
-      const int ln_ = p_ / 128, l_ = p_ % 128;
-      const int o_ = ln_ / 1, i_ = ln_ % 1;
-      reinterpret_cast<uint32_t*>(tsr_smem + 1024)[p_] = l_ < 128 ? uint32_t(~tsr::sort_key(reinterpret_cast<float*>(tsr_smem + 0)[(o_ * 128 + l_) * 1 + i_])) : ~uint32_t(0);
-      reinterpret_cast<int32_t*>(tsr_smem + 1536)[p_] = l_;
-    }
-    __syncthreads();
-    for (int k_ = 2; k_ <= 128; k_ <<= 1) {
-      for (int j_ = k_ >> 1; j_ > 0; j_ >>= 1) {
-        for (int q_ = tsr_tid; q_ < 64; q_ += 512) {
-          const int h_ = q_ % 64;
-          const int a_ = (q_ / 64) * 128 + ((h_ & ~(j_ - 1)) << 1) + (h_ & (j_ - 1)), b_ = a_ + j_;
-          const uint32_t ka_ = reinterpret_cast<uint32_t*>(tsr_smem + 1024)[a_], kb_ = reinterpret_cast<uint32_t*>(tsr_smem + 1024)[b_];
-          const int pa_ = reinterpret_cast<int32_t*>(tsr_smem + 1536)[a_], pb_ = reinterpret_cast<int32_t*>(tsr_smem + 1536)[b_];
-          const bool up_ = ((a_ % 128) & k_) == 0;
-          if ((ka_ > kb_ || (ka_ == kb_ && pa_ > pb_)) == up_) {
-            reinterpret_cast<uint32_t*>(tsr_smem + 1024)[a_] = kb_; reinterpret_cast<uint32_t*>(tsr_smem + 1024)[b_] = ka_; reinterpret_cast<int32_t*>(tsr_smem + 1536)[a_] = pb_; reinterpret_cast<int32_t*>(tsr_smem + 1536)[b_] = pa_;
-          }
-        }
-        __syncthreads();
-      }
-    }
-    #pragma unroll
-    for (int s79 = 0; s79 < 1; ++s79) {
-      const int e80 = (s79 * 512 + tsr_tid);
-      v75[s79] = ((s79 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e80) / 64) * 128 + reinterpret_cast<int32_t*>(tsr_smem + 1536)[(((e80) / 64) * 1 + ((e80) % 1)) * 128 + (((e80) / 1) % 64)]) * 1 + ((e80) % 1)]) : float(0);
-    }
-    #pragma unroll
-    for (int s81 = 0; s81 < 1; ++s81) {
-      const int e82 = (s81 * 512 + tsr_tid);
-      v76[s81] = ((s81 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 512)[(((e82) / 64) * 128 + reinterpret_cast<int32_t*>(tsr_smem + 1536)[(((e82) / 64) * 1 + ((e82) % 1)) * 128 + (((e82) / 1) % 64)]) * 1 + ((e82) % 1)]) : int32_t(0);
-    }
-    // yield %30, %31
-    #pragma unroll
-    for (int s83 = 0; s83 < 1; ++s83) {
-      c27[s83] = v75[s83];
-    }
-    #pragma unroll
-    for (int s84 = 0; s84 < 1; ++s84) {
-      c29[s84] = v76[s84];
-    }
-  }
-  // store_tile %values, %13, %1, %8
+  // store_tile %values, %252, %1, %16
   {
-    const int64_t o85 = int64_t(v0) * 1;
-    const int64_t o86 = int64_t(v7) * 64;
+    const int64_t o475 = int64_t(v0) * 1;
+    const int64_t o476 = int64_t(v15) * 64;
     #pragma unroll
-    for (int s87 = 0; s87 < 1; ++s87) {
-      const int e88 = (s87 * 512 + tsr_tid);
-      if (((s87 * 512 + tsr_tid) < 64) && ((o85 + 0) >= 0 && (o85 + 0) < int64_t(tsr_dim_M) && (o86 + (e88)) >= 0 && (o86 + (e88)) < int64_t(tsr_dim_K))) tsr_p1[(o85 + 0) * tsr_p1_s0 + (o86 + (e88)) * tsr_p1_s1] = tsr::f2bf(c27[s87]);
+    for (int s477 = 0; s477 < 1; ++s477) {
+      const int e478 = (s477 * 512 + tsr_tid);
+      if (((s477 * 512 + tsr_tid) < 64) && ((o475 + 0) >= 0 && (o475 + 0) < int64_t(tsr_dim_M) && (o476 + (e478)) >= 0 && (o476 + (e478)) < int64_t(tsr_dim_K))) tsr_p1[(o475 + 0) * tsr_p1_s0 + (o476 + (e478)) * tsr_p1_s1] = tsr::f2bf(v467[s477]);
     }
   }
-  // store_tile %indices, %14, %1, %8
+  // store_tile %indices, %253, %1, %16
   {
-    const int64_t o89 = int64_t(v0) * 1;
-    const int64_t o90 = int64_t(v7) * 64;
+    const int64_t o479 = int64_t(v0) * 1;
+    const int64_t o480 = int64_t(v15) * 64;
     #pragma unroll
-    for (int s91 = 0; s91 < 1; ++s91) {
-      const int e92 = (s91 * 512 + tsr_tid);
-      if (((s91 * 512 + tsr_tid) < 64) && ((o89 + 0) >= 0 && (o89 + 0) < int64_t(tsr_dim_M) && (o90 + (e92)) >= 0 && (o90 + (e92)) < int64_t(tsr_dim_K))) tsr_p2[(o89 + 0) * tsr_p2_s0 + (o90 + (e92)) * tsr_p2_s1] = c29[s91];
+    for (int s481 = 0; s481 < 1; ++s481) {
+      const int e482 = (s481 * 512 + tsr_tid);
+      if (((s481 * 512 + tsr_tid) < 64) && ((o479 + 0) >= 0 && (o479 + 0) < int64_t(tsr_dim_M) && (o480 + (e482)) >= 0 && (o480 + (e482)) < int64_t(tsr_dim_K))) tsr_p2[(o479 + 0) * tsr_p2_s0 + (o480 + (e482)) * tsr_p2_s1] = v468[s481];
     }
   }
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_topk, block_threads 512, static_smem 0, dynamic_smem 12288
+// symbol tessera_topk, block_threads 512, static_smem 640, dynamic_smem 66560
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer x bf16 bytes 8 index 0
 // param pointer values bf16 bytes 8 index 1
@@ -354,8 +1653,15 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
 // param dim K i32 bytes 4 index -1
 // header tessera/core.cuh
 // header tessera/mma.cuh
-// stat layout-conversions = 4
-// stat smem-bytes = 12288
-// stat sorts = 3
+// stat block-exchanges = 8
+// stat block-scans = 4
+// stat histograms = 2
+// stat reductions = 8
+// stat smem-bytes = 66560
+// stat sorts = 1
+// stat struct-cp-async-copies = 6
+// stat struct-smem-bytes = 65536
 // stat threads = 512
-// stat vector-accesses = 2
+// stat vector-buffer-reads = 3
+// stat warp-reductions = 8
+// stat write-read-barriers = 1

@@ -3,6 +3,12 @@
 
 namespace {
 
+int tsr_fault_code = 0;
+void tsr_fault(int code) {
+  int none = 0;
+  __atomic_compare_exchange_n(&tsr_fault_code, &none, code, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
 struct Args {
   float* p0;  // %x
   int64_t d0_0, s0_0;
@@ -47,14 +53,16 @@ void grid_fn(const Args& A, int32_t* g) {
 void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np0, int32_t np1, int32_t np2) {
   (void)A; (void)pid0; (void)pid1; (void)pid2; (void)np0; (void)np1; (void)np2;
   [[maybe_unused]] constexpr int64_t K = INT64_C(64);
-  [[maybe_unused]] constexpr int64_t BLOCK_N = INT64_C(1024);
+  [[maybe_unused]] constexpr int64_t BLOCK_N = INT64_C(8192);
   [[maybe_unused]] constexpr int64_t num_warps = INT64_C(16);
+  [[maybe_unused]] constexpr int64_t struct_cp_async = INT64_C(1);
+  [[maybe_unused]] constexpr int64_t RING_GROUP = INT64_C(2);
   // %1 = program_id {axis = 0} : i32
   const int32_t v1 = pid0;
   // %2 = dim %x {axis = 1} : i32
   const int32_t v2 = int32_t(A.d0_1);
-  // %3 = const {value = 1024} : i32
-  const int32_t v3 = int32_t(INT64_C(1024));
+  // %3 = const {value = 8192} : i32
+  const int32_t v3 = int32_t(INT64_C(8192));
   // %4 = const {value = 1} : i32
   const int32_t v4 = int32_t(INT64_C(1));
   // %5 = add %2, %3 : i32
@@ -63,154 +71,1234 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   const int32_t v6 = tsr::wsub(v5, v4);
   // %7 = div %6, %3 : i32
   const int32_t v7 = tsr::idiv(v6, v3);
-  // %8 = const {value = 0} : i32
-  const int32_t v8 = int32_t(INT64_C(0));
-  // %9 = load_tile %x, %1, %8 {pad = -inf} : tile<f32, [1, 1024]>
-  alignas(64) float v9[1024];
-  {
-    const int64_t o10 = int64_t(v1) * 1;
-    const int64_t o11 = int64_t(v8) * 1024;
-    if (o10 >= 0 && o10 + 1 <= A.d0_0 && o11 >= 0 && o11 + 1024 <= A.d0_1) {
-      for (int64_t i12 = 0; i12 < 1; ++i12) {
-        for (int64_t i13 = 0; i13 < 1024; ++i13) v9[(i12) * 1024 + i13] = A.p0[(o10 + i12) * A.s0_0 + o11 + i13];
-      }
-    } else {
-      for (int64_t i14 = 0; i14 < 1; ++i14) {
-        for (int64_t i15 = 0; i15 < 1024; ++i15) {
-          v9[(i14)*1024 + i15] = ((o10 + i14) >= 0 && (o10 + i14) < A.d0_0 && (o11 + i15) >= 0 && (o11 + i15) < A.d0_1) ? A.p0[(o10 + i14) * A.s0_0 + (o11 + i15) * A.s0_1] : float(double(-INFINITY));
-        }
-      }
-    }
-  }
-  // %10, %11 = topk %9 {axis = 1} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
-  alignas(64) float v16[64];
-  alignas(64) int32_t v17[64];
-  alignas(64) uint64_t sk18[2048];
-  alignas(64) int32_t sp19[2048];
-  tsr::sort_lines(v9, (const int32_t*)nullptr, v16, v17, 1, 1024, 1, 64, true, sk18, sp19);
-  // %12 = const {value = 0.0} : f32
-  const float v20 = float(0x0p+0);
-  // %13, %14 = for %4, %7, %4, %10, %11 : tile<f32, [1, 64]>, tile<i32, [1, 64]> {...}
-  alignas(64) float c21[64];
-  __builtin_memcpy(c21, v16, sizeof(c21));
-  alignas(64) int32_t c22[64];
-  __builtin_memcpy(c22, v17, sizeof(c22));
-  for (int64_t iv23_ = v4; v4 > 0 && iv23_ < v7; iv23_ += v4) {
-    const int32_t iv23 = int32_t(iv23_);
-    // %18 = load_tile %x, %1, %15 {pad = -inf} : tile<f32, [1, 1024]>
-    alignas(64) float v24[1024];
+  // %8 = const {value = 4294967295} : u32
+  const uint32_t v8 = uint32_t(INT64_C(4294967295));
+  // %9 = alloc : buffer<f32, [4, 1, 8192], space = "shared">
+  alignas(64) float buf9[32768];
+  // %10 = const {value = 2} : i32
+  const int32_t v10 = int32_t(INT64_C(2));
+  // %11 = add %7, %10 : i32
+  const int32_t v11 = tsr::wadd(v7, v10);
+  // %12 = sub %11, %4 : i32
+  const int32_t v12 = tsr::wsub(v11, v4);
+  // %13 = div %12, %10 : i32
+  const int32_t v13 = tsr::idiv(v12, v10);
+  // %14 = const {value = 0} : u32
+  const uint32_t v14 = uint32_t(INT64_C(0));
+  // %15 = const {value = 64} : i32
+  const int32_t v15 = int32_t(INT64_C(64));
+  // %16 = const {value = 0} : i32
+  const int32_t v16 = int32_t(INT64_C(0));
+  // %17 = splat %16 : tile<i32, [2048]>
+  alignas(64) int32_t v17[2048];
+  for (int64_t i18 = 0; i18 < 2048; ++i18) v17[i18] = v16;
+  // for %16, %10, %4 {...}
+  for (int64_t iv19_ = v16; v4 > 0 && iv19_ < v10; iv19_ += v4) {
+    const int32_t iv19 = int32_t(iv19_);
+    // async_copy %9, %x, %18, %1, %18
+    if (!(true && int64_t(iv19) >= 0 && int64_t(iv19) < 4)) { tsr_fault(324); return; }
     {
-      const int64_t o25 = int64_t(v1) * 1;
-      const int64_t o26 = int64_t(iv23) * 1024;
-      if (o25 >= 0 && o25 + 1 <= A.d0_0 && o26 >= 0 && o26 + 1024 <= A.d0_1) {
-        for (int64_t i27 = 0; i27 < 1; ++i27) {
-          for (int64_t i28 = 0; i28 < 1024; ++i28) v24[(i27) * 1024 + i28] = A.p0[(o25 + i27) * A.s0_0 + o26 + i28];
-        }
-      } else {
-        for (int64_t i29 = 0; i29 < 1; ++i29) {
-          for (int64_t i30 = 0; i30 < 1024; ++i30) {
-            v24[(i29)*1024 + i30] = ((o25 + i29) >= 0 && (o25 + i29) < A.d0_0 && (o26 + i30) >= 0 && (o26 + i30) < A.d0_1) ? A.p0[(o25 + i29) * A.s0_0 + (o26 + i30) * A.s0_1] : float(double(-INFINITY));
+      float* const dst20 = buf9 + ((0) * 4 + int64_t(iv19)) * 8192;
+      {
+        const int64_t o21 = int64_t(v1) * 1;
+        const int64_t o22 = int64_t(iv19) * 8192;
+        if (o21 >= 0 && o21 + 1 <= A.d0_0 && o22 >= 0 && o22 + 8192 <= A.d0_1) {
+          for (int64_t i23 = 0; i23 < 1; ++i23) {
+            for (int64_t i24 = 0; i24 < 8192; ++i24) dst20[(i23) * 8192 + i24] = A.p0[(o21 + i23) * A.s0_0 + o22 + i24];
+          }
+        } else {
+          for (int64_t i25 = 0; i25 < 1; ++i25) {
+            for (int64_t i26 = 0; i26 < 8192; ++i26) {
+              dst20[(i25)*8192 + i26] = ((o21 + i25) >= 0 && (o21 + i25) < A.d0_0 && (o22 + i26) >= 0 && (o22 + i26) < A.d0_1) ? A.p0[(o21 + i25) * A.s0_0 + (o22 + i26) * A.s0_1] : float(0x0p+0);
+            }
           }
         }
       }
     }
-    // %19, %20 = topk %18 {axis = 1} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
-    alignas(64) float v31[64];
-    alignas(64) int32_t v32[64];
-    alignas(64) uint64_t sk33[2048];
-    alignas(64) int32_t sp34[2048];
-    tsr::sort_lines(v24, (const int32_t*)nullptr, v31, v32, 1, 1024, 1, 64, true, sk33, sp34);
-    // %21 = splat %12 : tile<f32, [1, 128]>
-    alignas(64) float v35[128];
-    for (int64_t i36 = 0; i36 < 128; ++i36) v35[i36] = v20;
-    // %22 = insert_tile %21, %16, %8, %8 : tile<f32, [1, 128]>
-    alignas(64) float v37[128];
-    __builtin_memcpy(v37, v35, sizeof(v37));
-    const int64_t o38 = int64_t(v8) * 1;
-    const int64_t o39 = int64_t(v8) * 64;
-    for (int64_t i40 = 0; i40 < 1; ++i40) {
-      for (int64_t i41 = 0; i41 < 64; ++i41) {
-        v37[(o38 + i40)*128 + o39 + i41] = c21[(i40)*64 + i41];
-      }
-    }
-    // %23 = insert_tile %22, %19, %8, %4 : tile<f32, [1, 128]>
-    alignas(64) float v42[128];
-    __builtin_memcpy(v42, v37, sizeof(v42));
-    const int64_t o43 = int64_t(v8) * 1;
-    const int64_t o44 = int64_t(v4) * 64;
-    for (int64_t i45 = 0; i45 < 1; ++i45) {
-      for (int64_t i46 = 0; i46 < 64; ++i46) {
-        v42[(o43 + i45)*128 + o44 + i46] = v31[(i45)*64 + i46];
-      }
-    }
-    // %24 = mul %15, %3 : i32
-    const int32_t v47 = tsr::wmul(iv23, v3);
-    // %25 = splat %24 : tile<i32, [1, 64]>
-    // (computed inside its user)
-    // %26 = add %20, %25 : tile<i32, [1, 64]>
-    alignas(64) int32_t v48[64];
-    for (int64_t i49 = 0; i49 < 64; ++i49) v48[i49] = tsr::wadd(v32[i49], (v47));
-    // %27 = splat %8 : tile<i32, [1, 128]>
-    alignas(64) int32_t v50[128];
-    for (int64_t i51 = 0; i51 < 128; ++i51) v50[i51] = v8;
-    // %28 = insert_tile %27, %17, %8, %8 : tile<i32, [1, 128]>
-    alignas(64) int32_t v52[128];
-    __builtin_memcpy(v52, v50, sizeof(v52));
-    const int64_t o53 = int64_t(v8) * 1;
-    const int64_t o54 = int64_t(v8) * 64;
-    for (int64_t i55 = 0; i55 < 1; ++i55) {
-      for (int64_t i56 = 0; i56 < 64; ++i56) {
-        v52[(o53 + i55)*128 + o54 + i56] = c22[(i55)*64 + i56];
-      }
-    }
-    // %29 = insert_tile %28, %26, %8, %4 : tile<i32, [1, 128]>
-    alignas(64) int32_t v57[128];
-    __builtin_memcpy(v57, v52, sizeof(v57));
-    const int64_t o58 = int64_t(v8) * 1;
-    const int64_t o59 = int64_t(v4) * 64;
-    for (int64_t i60 = 0; i60 < 1; ++i60) {
-      for (int64_t i61 = 0; i61 < 64; ++i61) {
-        v57[(o58 + i60)*128 + o59 + i61] = v48[(i60)*64 + i61];
-      }
-    }
-    // %30, %31 = topk %23, %29 {axis = 1} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
-    alignas(64) float v62[64];
-    alignas(64) int32_t v63[64];
-    alignas(64) uint64_t sk64[256];
-    alignas(64) int32_t sp65[256];
-    tsr::sort_lines(v42, v57, v62, v63, 1, 128, 1, 64, true, sk64, sp65);
-    // yield %30, %31
-    __builtin_memcpy(c21, v62, sizeof(c21));
-    __builtin_memcpy(c22, v63, sizeof(c22));
+    // yield
   }
-  // store_tile %values, %13, %1, %8
+  // %19 = const {value = 2147483647} : u32
+  const uint32_t v27 = uint32_t(INT64_C(2147483647));
+  // %20 = const {value = 31} : u32
+  const uint32_t v28 = uint32_t(INT64_C(31));
+  // %21 = sub %7, %4 : i32
+  const int32_t v29 = tsr::wsub(v7, v4);
+  // %22 = const {value = 21} : u32
+  const uint32_t v30 = uint32_t(INT64_C(21));
+  // %23 = const {value = 2047} : u32
+  const uint32_t v31 = uint32_t(INT64_C(2047));
+  // %24 = for %16, %13, %4, %17 : tile<i32, [2048]> {...}
+  alignas(64) int32_t c32[2048];
+  __builtin_memcpy(c32, v17, sizeof(c32));
+  for (int64_t iv33_ = v16; v4 > 0 && iv33_ < v13; iv33_ += v4) {
+    const int32_t iv33 = int32_t(iv33_);
+    // async_wait
+    // (copies are synchronous here: nothing to wait for)
+    // %27 = rem %25, %10 : i32
+    const int32_t v34 = tsr::irem(iv33, v10);
+    // %28 = mul %27, %10 : i32
+    const int32_t v35 = tsr::wmul(v34, v10);
+    // %29 = add %25, %4 : i32
+    const int32_t v36 = tsr::wadd(iv33, v4);
+    // %30 = cmp %29, %13 {pred = "lt"} : i1
+    const uint8_t v37 = uint8_t(v36 < v13);
+    // if %30 {...}
+    if (v37) {
+      // %31 = mul %29, %10 : i32
+      const int32_t v38 = tsr::wmul(v36, v10);
+      // %32 = sub %10, %28 : i32
+      const int32_t v39 = tsr::wsub(v10, v35);
+      // for %16, %10, %4 {...}
+      for (int64_t iv40_ = v16; v4 > 0 && iv40_ < v10; iv40_ += v4) {
+        const int32_t iv40 = int32_t(iv40_);
+        // %34 = add %31, %33 : i32
+        const int32_t v41 = tsr::wadd(v38, iv40);
+        // %35 = add %32, %33 : i32
+        const int32_t v42 = tsr::wadd(v39, iv40);
+        // async_copy %9, %x, %35, %1, %34
+        if (!(true && int64_t(v42) >= 0 && int64_t(v42) < 4)) { tsr_fault(628); return; }
+        {
+          float* const dst43 = buf9 + ((0) * 4 + int64_t(v42)) * 8192;
+          {
+            const int64_t o44 = int64_t(v1) * 1;
+            const int64_t o45 = int64_t(v41) * 8192;
+            if (o44 >= 0 && o44 + 1 <= A.d0_0 && o45 >= 0 && o45 + 8192 <= A.d0_1) {
+              for (int64_t i46 = 0; i46 < 1; ++i46) {
+                for (int64_t i47 = 0; i47 < 8192; ++i47) dst43[(i46) * 8192 + i47] = A.p0[(o44 + i46) * A.s0_0 + o45 + i47];
+              }
+            } else {
+              for (int64_t i48 = 0; i48 < 1; ++i48) {
+                for (int64_t i49 = 0; i49 < 8192; ++i49) {
+                  dst43[(i48)*8192 + i49] = ((o44 + i48) >= 0 && (o44 + i48) < A.d0_0 && (o45 + i49) >= 0 && (o45 + i49) < A.d0_1) ? A.p0[(o44 + i48) * A.s0_0 + (o45 + i49) * A.s0_1] : float(0x0p+0);
+                }
+              }
+            }
+          }
+        }
+        // yield
+      }
+      // yield
+    } else {
+      // yield
+    }
+    // %36 = mul %25, %10 : i32
+    const int32_t v50 = tsr::wmul(iv33, v10);
+    // %37 = sub %7, %36 : i32
+    const int32_t v51 = tsr::wsub(v7, v50);
+    // %38 = min %10, %37 : i32
+    const int32_t v52 = tsr::imin(v10, v51);
+    // %39 = for %16, %38, %4, %26 : tile<i32, [2048]> {...}
+    alignas(64) int32_t c53[2048];
+    __builtin_memcpy(c53, c32, sizeof(c53));
+    for (int64_t iv54_ = v16; v4 > 0 && iv54_ < v52; iv54_ += v4) {
+      const int32_t iv54 = int32_t(iv54_);
+      // %42 = add %36, %40 : i32
+      const int32_t v55 = tsr::wadd(v50, iv54);
+      // %43 = add %28, %40 : i32
+      const int32_t v56 = tsr::wadd(v35, iv54);
+      // %44 = buffer_read %9, %43 : tile<f32, [1, 8192]>
+      if (!(true && int64_t(v56) >= 0 && int64_t(v56) < 4)) { tsr_fault(788); return; }
+      alignas(64) float v57[8192];
+      __builtin_memcpy(v57, buf9 + ((0) * 4 + int64_t(v56)) * 8192, sizeof(v57));
+      // %45 = reshape %44 : tile<f32, [8192]>
+      // %46 = bitcast %45 : tile<u32, [8192]>
+      alignas(64) uint32_t v58[8192];
+      for (int64_t i59 = 0; i59 < 8192; ++i59) v58[i59] = uint32_t(tsr::f32_bits(v57[i59]));
+      // %47 = splat %19 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %48 = xor %46, %47 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %49 = splat %20 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %50 = shr %46, %49 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %51 = splat %14 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %52 = cmp %50, %51 {pred = "eq"} : tile<i1, [8192]>
+      // (computed inside its user)
+      // %53 = where %52, %48, %46 : tile<u32, [8192]>
+      alignas(64) uint32_t v60[8192];
+      for (int64_t i61 = 0; i61 < 8192; ++i61) v60[i61] = ((uint8_t((tsr::ishr(v58[i61], (v28))) == (v14))) ? (uint32_t(v58[i61] ^ (v27))) : v58[i61]);
+      // %54 = cmp %42, %21 {pred = "eq"} : i1
+      const uint8_t v62 = uint8_t(v55 == v29);
+      // %55 = if %54 : tile<u32, [8192]> {...}
+      alignas(64) uint32_t v63[8192];
+      if (v62) {
+        // %56 = mul %42, %3 : i32
+        const int32_t v64 = tsr::wmul(v55, v3);
+        // %57 = arange : tile<i32, [8192]>
+        // (computed inside its user)
+        // %58 = splat %56 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %59 = add %57, %58 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %60 = splat %2 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %61 = cmp %59, %60 {pred = "lt"} : tile<i1, [8192]>
+        // (computed inside its user)
+        // %62 = splat %8 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %63 = where %61, %53, %62 : tile<u32, [8192]>
+        alignas(64) uint32_t v65[8192];
+        for (int64_t i66 = 0; i66 < 8192; ++i66) v65[i66] = ((uint8_t((tsr::wadd((int32_t(0 + i66)), (v64))) < (v2))) ? v60[i66] : (v8));
+        // yield %63
+        __builtin_memcpy(v63, v65, sizeof(v63));
+      } else {
+        // yield %53
+        __builtin_memcpy(v63, v60, sizeof(v63));
+      }
+      // %64 = splat %22 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %65 = shr %55, %64 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %66 = splat %23 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %67 = and %65, %66 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %68 = cast %67 : tile<i32, [8192]>
+      alignas(64) int32_t v67[8192];
+      for (int64_t i68 = 0; i68 < 8192; ++i68) v67[i68] = int32_t((uint32_t((tsr::ishr(v63[i68], (v30))) & (v31))));
+      // %69 = histogram %68 : tile<i32, [2048]>
+      alignas(64) int32_t v69[2048];
+      tsr::histogram(v67, 8192, v69, 2048);
+      // %70 = add %41, %69 : tile<i32, [2048]>
+      // (written into the carried c53)
+      for (int64_t i70 = 0; i70 < 2048; ++i70) c53[i70] = tsr::wadd(c53[i70], v69[i70]);
+      // yield %70
+    }
+    // yield %39
+    __builtin_memcpy(c32, c53, sizeof(c32));
+  }
+  // %71 = scan %24 {axis = 0, kind = "sum"} : tile<i32, [2048]>
+  alignas(64) int32_t v71[2048];
+  for (int64_t o_ = 0; o_ < 1; ++o_)
+  for (int64_t n_ = 0; n_ < 1; ++n_) {
+    int32_t acc72 = c32[(o_ * 2048 + 0) * 1 + n_];
+    v71[(o_ * 2048 + 0) * 1 + n_] = acc72;
+    for (int64_t l73 = 1; l73 < 2048; ++l73) {
+      acc72 = tsr::wadd(acc72, c32[(o_ * 2048 + l73) * 1 + n_]);
+      v71[(o_ * 2048 + l73) * 1 + n_] = acc72;
+    }
+  }
+  // %72 = splat %15 : tile<i32, [2048]>
+  // (computed inside its user)
+  // %73 = cmp %71, %72 {pred = "lt"} : tile<i1, [2048]>
+  alignas(64) uint8_t v74[2048];
+  for (int64_t i75 = 0; i75 < 2048; ++i75) v74[i75] = uint8_t(v71[i75] < (v15));
+  // %74 = cast %73 : tile<i32, [2048]>
+  alignas(64) int32_t v76[2048];
+  for (int64_t i77 = 0; i77 < 2048; ++i77) v76[i77] = int32_t(v74[i77]);
+  // %75 = reduce %74 {axis = 0, kind = "sum"} : i32
+  int32_t v78;
+  for (int64_t o_ = 0; o_ < 1; ++o_) {
+    int32_t ln_[16];
+    for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+    for (int64_t l_ = 0; l_ < 2048; l_ += 16)
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v76[o_ * 2048 + l_ + q_]);
+    int32_t acc_ = ln_[0];
+    for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+    v78 = acc_;
+  }
+  // %76 = arange : tile<i32, [2048]>
+  alignas(64) int32_t v79[2048];
+  for (int64_t i80 = 0; i80 < 2048; ++i80) v79[i80] = int32_t(0 + i80);
+  // %77 = splat %75 : tile<i32, [2048]>
+  // (computed inside its user)
+  // %78 = cmp %76, %77 {pred = "eq"} : tile<i1, [2048]>
+  // (computed inside its user)
+  // %79 = where %78, %24, %17 : tile<i32, [2048]>
+  alignas(64) int32_t v81[2048];
+  for (int64_t i82 = 0; i82 < 2048; ++i82) v81[i82] = ((uint8_t(v79[i82] == (v78))) ? c32[i82] : v16);
+  // %80 = reduce %79 {axis = 0, kind = "sum"} : i32
+  int32_t v83;
+  for (int64_t o_ = 0; o_ < 1; ++o_) {
+    int32_t ln_[16];
+    for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+    for (int64_t l_ = 0; l_ < 2048; l_ += 16)
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v81[o_ * 2048 + l_ + q_]);
+    int32_t acc_ = ln_[0];
+    for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+    v83 = acc_;
+  }
+  // %81 = where %73, %24, %17 : tile<i32, [2048]>
+  alignas(64) int32_t v84[2048];
+  for (int64_t i85 = 0; i85 < 2048; ++i85) v84[i85] = (v74[i85] ? c32[i85] : v16);
+  // %82 = reduce %81 {axis = 0, kind = "sum"} : i32
+  int32_t v86;
+  for (int64_t o_ = 0; o_ < 1; ++o_) {
+    int32_t ln_[16];
+    for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+    for (int64_t l_ = 0; l_ < 2048; l_ += 16)
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v84[o_ * 2048 + l_ + q_]);
+    int32_t acc_ = ln_[0];
+    for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+    v86 = acc_;
+  }
+  // %83 = sub %15, %82 : i32
+  const int32_t v87 = tsr::wsub(v15, v86);
+  // %84 = cast %75 : u32
+  const uint32_t v88 = uint32_t(v78);
+  // %85 = const {value = 21} : u32
+  const uint32_t v89 = uint32_t(INT64_C(21));
+  // %86 = shl %84, %85 : u32
+  const uint32_t v90 = tsr::ishl(v88, v89);
+  // %87 = or %14, %86 : u32
+  const uint32_t v91 = uint32_t(v14 | v90);
+  // %88 = cmp %80, %83 {pred = "ne"} : i1
+  const uint8_t v92 = uint8_t(v83 != v87);
+  // %89, %90, %91, %92 = if %88 : u32, i32, u32, i1 {...}
+  uint32_t v93;
+  int32_t v94;
+  uint32_t v95;
+  uint8_t v96;
+  if (v92) {
+    // for %16, %10, %4 {...}
+    for (int64_t iv97_ = v16; v4 > 0 && iv97_ < v10; iv97_ += v4) {
+      const int32_t iv97 = int32_t(iv97_);
+      // async_copy %9, %x, %93, %1, %93
+      if (!(true && int64_t(iv97) >= 0 && int64_t(iv97) < 4)) { tsr_fault(1604); return; }
+      {
+        float* const dst98 = buf9 + ((0) * 4 + int64_t(iv97)) * 8192;
+        {
+          const int64_t o99 = int64_t(v1) * 1;
+          const int64_t o100 = int64_t(iv97) * 8192;
+          if (o99 >= 0 && o99 + 1 <= A.d0_0 && o100 >= 0 && o100 + 8192 <= A.d0_1) {
+            for (int64_t i101 = 0; i101 < 1; ++i101) {
+              for (int64_t i102 = 0; i102 < 8192; ++i102) dst98[(i101) * 8192 + i102] = A.p0[(o99 + i101) * A.s0_0 + o100 + i102];
+            }
+          } else {
+            for (int64_t i103 = 0; i103 < 1; ++i103) {
+              for (int64_t i104 = 0; i104 < 8192; ++i104) {
+                dst98[(i103)*8192 + i104] = ((o99 + i103) >= 0 && (o99 + i103) < A.d0_0 && (o100 + i104) >= 0 && (o100 + i104) < A.d0_1) ? A.p0[(o99 + i103) * A.s0_0 + (o100 + i104) * A.s0_1] : float(0x0p+0);
+              }
+            }
+          }
+        }
+      }
+      // yield
+    }
+    // %94 = const {value = 2147483647} : u32
+    const uint32_t v105 = uint32_t(INT64_C(2147483647));
+    // %95 = const {value = 31} : u32
+    const uint32_t v106 = uint32_t(INT64_C(31));
+    // %96 = sub %7, %4 : i32
+    const int32_t v107 = tsr::wsub(v7, v4);
+    // %97 = const {value = 10} : u32
+    const uint32_t v108 = uint32_t(INT64_C(10));
+    // %98 = const {value = 2047} : u32
+    const uint32_t v109 = uint32_t(INT64_C(2047));
+    // %99 = shr %87, %85 : u32
+    const uint32_t v110 = tsr::ishr(v91, v89);
+    // %100 = const {value = -1} : i32
+    const int32_t v111 = int32_t(INT64_C(-1));
+    // %101 = for %16, %13, %4, %17 : tile<i32, [2048]> {...}
+    alignas(64) int32_t c112[2048];
+    __builtin_memcpy(c112, v17, sizeof(c112));
+    for (int64_t iv113_ = v16; v4 > 0 && iv113_ < v13; iv113_ += v4) {
+      const int32_t iv113 = int32_t(iv113_);
+      // async_wait
+      // (copies are synchronous here: nothing to wait for)
+      // %104 = rem %102, %10 : i32
+      const int32_t v114 = tsr::irem(iv113, v10);
+      // %105 = mul %104, %10 : i32
+      const int32_t v115 = tsr::wmul(v114, v10);
+      // %106 = add %102, %4 : i32
+      const int32_t v116 = tsr::wadd(iv113, v4);
+      // %107 = cmp %106, %13 {pred = "lt"} : i1
+      const uint8_t v117 = uint8_t(v116 < v13);
+      // if %107 {...}
+      if (v117) {
+        // %108 = mul %106, %10 : i32
+        const int32_t v118 = tsr::wmul(v116, v10);
+        // %109 = sub %10, %105 : i32
+        const int32_t v119 = tsr::wsub(v10, v115);
+        // for %16, %10, %4 {...}
+        for (int64_t iv120_ = v16; v4 > 0 && iv120_ < v10; iv120_ += v4) {
+          const int32_t iv120 = int32_t(iv120_);
+          // %111 = add %108, %110 : i32
+          const int32_t v121 = tsr::wadd(v118, iv120);
+          // %112 = add %109, %110 : i32
+          const int32_t v122 = tsr::wadd(v119, iv120);
+          // async_copy %9, %x, %112, %1, %111
+          if (!(true && int64_t(v122) >= 0 && int64_t(v122) < 4)) { tsr_fault(1940); return; }
+          {
+            float* const dst123 = buf9 + ((0) * 4 + int64_t(v122)) * 8192;
+            {
+              const int64_t o124 = int64_t(v1) * 1;
+              const int64_t o125 = int64_t(v121) * 8192;
+              if (o124 >= 0 && o124 + 1 <= A.d0_0 && o125 >= 0 && o125 + 8192 <= A.d0_1) {
+                for (int64_t i126 = 0; i126 < 1; ++i126) {
+                  for (int64_t i127 = 0; i127 < 8192; ++i127) dst123[(i126) * 8192 + i127] = A.p0[(o124 + i126) * A.s0_0 + o125 + i127];
+                }
+              } else {
+                for (int64_t i128 = 0; i128 < 1; ++i128) {
+                  for (int64_t i129 = 0; i129 < 8192; ++i129) {
+                    dst123[(i128)*8192 + i129] = ((o124 + i128) >= 0 && (o124 + i128) < A.d0_0 && (o125 + i129) >= 0 && (o125 + i129) < A.d0_1) ? A.p0[(o124 + i128) * A.s0_0 + (o125 + i129) * A.s0_1] : float(0x0p+0);
+                  }
+                }
+              }
+            }
+          }
+          // yield
+        }
+        // yield
+      } else {
+        // yield
+      }
+      // %113 = mul %102, %10 : i32
+      const int32_t v130 = tsr::wmul(iv113, v10);
+      // %114 = sub %7, %113 : i32
+      const int32_t v131 = tsr::wsub(v7, v130);
+      // %115 = min %10, %114 : i32
+      const int32_t v132 = tsr::imin(v10, v131);
+      // %116 = for %16, %115, %4, %103 : tile<i32, [2048]> {...}
+      alignas(64) int32_t c133[2048];
+      __builtin_memcpy(c133, c112, sizeof(c133));
+      for (int64_t iv134_ = v16; v4 > 0 && iv134_ < v132; iv134_ += v4) {
+        const int32_t iv134 = int32_t(iv134_);
+        // %119 = add %113, %117 : i32
+        const int32_t v135 = tsr::wadd(v130, iv134);
+        // %120 = add %105, %117 : i32
+        const int32_t v136 = tsr::wadd(v115, iv134);
+        // %121 = buffer_read %9, %120 : tile<f32, [1, 8192]>
+        if (!(true && int64_t(v136) >= 0 && int64_t(v136) < 4)) { tsr_fault(2100); return; }
+        alignas(64) float v137[8192];
+        __builtin_memcpy(v137, buf9 + ((0) * 4 + int64_t(v136)) * 8192, sizeof(v137));
+        // %122 = reshape %121 : tile<f32, [8192]>
+        // %123 = bitcast %122 : tile<u32, [8192]>
+        alignas(64) uint32_t v138[8192];
+        for (int64_t i139 = 0; i139 < 8192; ++i139) v138[i139] = uint32_t(tsr::f32_bits(v137[i139]));
+        // %124 = splat %94 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %125 = xor %123, %124 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %126 = splat %95 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %127 = shr %123, %126 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %128 = splat %14 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %129 = cmp %127, %128 {pred = "eq"} : tile<i1, [8192]>
+        // (computed inside its user)
+        // %130 = where %129, %125, %123 : tile<u32, [8192]>
+        alignas(64) uint32_t v140[8192];
+        for (int64_t i141 = 0; i141 < 8192; ++i141) v140[i141] = ((uint8_t((tsr::ishr(v138[i141], (v106))) == (v14))) ? (uint32_t(v138[i141] ^ (v105))) : v138[i141]);
+        // %131 = cmp %119, %96 {pred = "eq"} : i1
+        const uint8_t v142 = uint8_t(v135 == v107);
+        // %132 = if %131 : tile<u32, [8192]> {...}
+        alignas(64) uint32_t v143[8192];
+        if (v142) {
+          // %133 = mul %119, %3 : i32
+          const int32_t v144 = tsr::wmul(v135, v3);
+          // %134 = arange : tile<i32, [8192]>
+          // (computed inside its user)
+          // %135 = splat %133 : tile<i32, [8192]>
+          // (computed inside its user)
+          // %136 = add %134, %135 : tile<i32, [8192]>
+          // (computed inside its user)
+          // %137 = splat %2 : tile<i32, [8192]>
+          // (computed inside its user)
+          // %138 = cmp %136, %137 {pred = "lt"} : tile<i1, [8192]>
+          // (computed inside its user)
+          // %139 = splat %8 : tile<u32, [8192]>
+          // (computed inside its user)
+          // %140 = where %138, %130, %139 : tile<u32, [8192]>
+          alignas(64) uint32_t v145[8192];
+          for (int64_t i146 = 0; i146 < 8192; ++i146) v145[i146] = ((uint8_t((tsr::wadd((int32_t(0 + i146)), (v144))) < (v2))) ? v140[i146] : (v8));
+          // yield %140
+          __builtin_memcpy(v143, v145, sizeof(v143));
+        } else {
+          // yield %130
+          __builtin_memcpy(v143, v140, sizeof(v143));
+        }
+        // %141 = splat %97 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %142 = shr %132, %141 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %143 = splat %98 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %144 = and %142, %143 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %145 = cast %144 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %146 = splat %85 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %147 = shr %132, %146 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %148 = splat %99 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %149 = cmp %147, %148 {pred = "eq"} : tile<i1, [8192]>
+        // (computed inside its user)
+        // %150 = splat %100 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %151 = where %149, %145, %150 : tile<i32, [8192]>
+        alignas(64) int32_t v147[8192];
+        for (int64_t i148 = 0; i148 < 8192; ++i148) v147[i148] = ((uint8_t((tsr::ishr(v143[i148], (v89))) == (v110))) ? (int32_t((uint32_t((tsr::ishr(v143[i148], (v108))) & (v109))))) : (v111));
+        // %152 = histogram %151 : tile<i32, [2048]>
+        alignas(64) int32_t v149[2048];
+        tsr::histogram(v147, 8192, v149, 2048);
+        // %153 = add %118, %152 : tile<i32, [2048]>
+        // (written into the carried c133)
+        for (int64_t i150 = 0; i150 < 2048; ++i150) c133[i150] = tsr::wadd(c133[i150], v149[i150]);
+        // yield %153
+      }
+      // yield %116
+      __builtin_memcpy(c112, c133, sizeof(c112));
+    }
+    // %154 = scan %101 {axis = 0, kind = "sum"} : tile<i32, [2048]>
+    alignas(64) int32_t v151[2048];
+    for (int64_t o_ = 0; o_ < 1; ++o_)
+    for (int64_t n_ = 0; n_ < 1; ++n_) {
+      int32_t acc152 = c112[(o_ * 2048 + 0) * 1 + n_];
+      v151[(o_ * 2048 + 0) * 1 + n_] = acc152;
+      for (int64_t l153 = 1; l153 < 2048; ++l153) {
+        acc152 = tsr::wadd(acc152, c112[(o_ * 2048 + l153) * 1 + n_]);
+        v151[(o_ * 2048 + l153) * 1 + n_] = acc152;
+      }
+    }
+    // %155 = splat %83 : tile<i32, [2048]>
+    // (computed inside its user)
+    // %156 = cmp %154, %155 {pred = "lt"} : tile<i1, [2048]>
+    alignas(64) uint8_t v154[2048];
+    for (int64_t i155 = 0; i155 < 2048; ++i155) v154[i155] = uint8_t(v151[i155] < (v87));
+    // %157 = cast %156 : tile<i32, [2048]>
+    alignas(64) int32_t v156[2048];
+    for (int64_t i157 = 0; i157 < 2048; ++i157) v156[i157] = int32_t(v154[i157]);
+    // %158 = reduce %157 {axis = 0, kind = "sum"} : i32
+    int32_t v158;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 2048; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v156[o_ * 2048 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v158 = acc_;
+    }
+    // %159 = splat %158 : tile<i32, [2048]>
+    // (computed inside its user)
+    // %160 = cmp %76, %159 {pred = "eq"} : tile<i1, [2048]>
+    // (computed inside its user)
+    // %161 = where %160, %101, %17 : tile<i32, [2048]>
+    alignas(64) int32_t v159[2048];
+    for (int64_t i160 = 0; i160 < 2048; ++i160) v159[i160] = ((uint8_t(v79[i160] == (v158))) ? c112[i160] : v16);
+    // %162 = reduce %161 {axis = 0, kind = "sum"} : i32
+    int32_t v161;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 2048; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v159[o_ * 2048 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v161 = acc_;
+    }
+    // %163 = where %156, %101, %17 : tile<i32, [2048]>
+    alignas(64) int32_t v162[2048];
+    for (int64_t i163 = 0; i163 < 2048; ++i163) v162[i163] = (v154[i163] ? c112[i163] : v16);
+    // %164 = reduce %163 {axis = 0, kind = "sum"} : i32
+    int32_t v164;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 2048; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v162[o_ * 2048 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v164 = acc_;
+    }
+    // %165 = sub %83, %164 : i32
+    const int32_t v165 = tsr::wsub(v87, v164);
+    // %166 = cast %158 : u32
+    const uint32_t v166 = uint32_t(v158);
+    // %167 = const {value = 10} : u32
+    const uint32_t v167 = uint32_t(INT64_C(10));
+    // %168 = shl %166, %167 : u32
+    const uint32_t v168 = tsr::ishl(v166, v167);
+    // %169 = or %87, %168 : u32
+    const uint32_t v169 = uint32_t(v91 | v168);
+    // %170 = cmp %162, %165 {pred = "ne"} : i1
+    const uint8_t v170 = uint8_t(v161 != v165);
+    // yield %169, %165, %167, %170
+    v93 = v169;
+    v94 = v165;
+    v95 = v167;
+    v96 = v170;
+  } else {
+    // yield %87, %83, %85, %88
+    v93 = v91;
+    v94 = v87;
+    v95 = v89;
+    v96 = v92;
+  }
+  // %171, %172, %173, %174 = if %92 : u32, i32, u32, i1 {...}
+  uint32_t v171;
+  int32_t v172;
+  uint32_t v173;
+  uint8_t v174;
+  if (v96) {
+    // %175 = splat %16 : tile<i32, [1024]>
+    alignas(64) int32_t v175[1024];
+    for (int64_t i176 = 0; i176 < 1024; ++i176) v175[i176] = v16;
+    // for %16, %10, %4 {...}
+    for (int64_t iv177_ = v16; v4 > 0 && iv177_ < v10; iv177_ += v4) {
+      const int32_t iv177 = int32_t(iv177_);
+      // async_copy %9, %x, %176, %1, %176
+      if (!(true && int64_t(iv177) >= 0 && int64_t(iv177) < 4)) { tsr_fault(3044); return; }
+      {
+        float* const dst178 = buf9 + ((0) * 4 + int64_t(iv177)) * 8192;
+        {
+          const int64_t o179 = int64_t(v1) * 1;
+          const int64_t o180 = int64_t(iv177) * 8192;
+          if (o179 >= 0 && o179 + 1 <= A.d0_0 && o180 >= 0 && o180 + 8192 <= A.d0_1) {
+            for (int64_t i181 = 0; i181 < 1; ++i181) {
+              for (int64_t i182 = 0; i182 < 8192; ++i182) dst178[(i181) * 8192 + i182] = A.p0[(o179 + i181) * A.s0_0 + o180 + i182];
+            }
+          } else {
+            for (int64_t i183 = 0; i183 < 1; ++i183) {
+              for (int64_t i184 = 0; i184 < 8192; ++i184) {
+                dst178[(i183)*8192 + i184] = ((o179 + i183) >= 0 && (o179 + i183) < A.d0_0 && (o180 + i184) >= 0 && (o180 + i184) < A.d0_1) ? A.p0[(o179 + i183) * A.s0_0 + (o180 + i184) * A.s0_1] : float(0x0p+0);
+              }
+            }
+          }
+        }
+      }
+      // yield
+    }
+    // %177 = const {value = 2147483647} : u32
+    const uint32_t v185 = uint32_t(INT64_C(2147483647));
+    // %178 = const {value = 31} : u32
+    const uint32_t v186 = uint32_t(INT64_C(31));
+    // %179 = sub %7, %4 : i32
+    const int32_t v187 = tsr::wsub(v7, v4);
+    // %180 = const {value = 1023} : u32
+    const uint32_t v188 = uint32_t(INT64_C(1023));
+    // %181 = const {value = 10} : u32
+    const uint32_t v189 = uint32_t(INT64_C(10));
+    // %182 = shr %89, %181 : u32
+    const uint32_t v190 = tsr::ishr(v93, v189);
+    // %183 = const {value = -1} : i32
+    const int32_t v191 = int32_t(INT64_C(-1));
+    // %184 = for %16, %13, %4, %175 : tile<i32, [1024]> {...}
+    alignas(64) int32_t c192[1024];
+    __builtin_memcpy(c192, v175, sizeof(c192));
+    for (int64_t iv193_ = v16; v4 > 0 && iv193_ < v13; iv193_ += v4) {
+      const int32_t iv193 = int32_t(iv193_);
+      // async_wait
+      // (copies are synchronous here: nothing to wait for)
+      // %187 = rem %185, %10 : i32
+      const int32_t v194 = tsr::irem(iv193, v10);
+      // %188 = mul %187, %10 : i32
+      const int32_t v195 = tsr::wmul(v194, v10);
+      // %189 = add %185, %4 : i32
+      const int32_t v196 = tsr::wadd(iv193, v4);
+      // %190 = cmp %189, %13 {pred = "lt"} : i1
+      const uint8_t v197 = uint8_t(v196 < v13);
+      // if %190 {...}
+      if (v197) {
+        // %191 = mul %189, %10 : i32
+        const int32_t v198 = tsr::wmul(v196, v10);
+        // %192 = sub %10, %188 : i32
+        const int32_t v199 = tsr::wsub(v10, v195);
+        // for %16, %10, %4 {...}
+        for (int64_t iv200_ = v16; v4 > 0 && iv200_ < v10; iv200_ += v4) {
+          const int32_t iv200 = int32_t(iv200_);
+          // %194 = add %191, %193 : i32
+          const int32_t v201 = tsr::wadd(v198, iv200);
+          // %195 = add %192, %193 : i32
+          const int32_t v202 = tsr::wadd(v199, iv200);
+          // async_copy %9, %x, %195, %1, %194
+          if (!(true && int64_t(v202) >= 0 && int64_t(v202) < 4)) { tsr_fault(3380); return; }
+          {
+            float* const dst203 = buf9 + ((0) * 4 + int64_t(v202)) * 8192;
+            {
+              const int64_t o204 = int64_t(v1) * 1;
+              const int64_t o205 = int64_t(v201) * 8192;
+              if (o204 >= 0 && o204 + 1 <= A.d0_0 && o205 >= 0 && o205 + 8192 <= A.d0_1) {
+                for (int64_t i206 = 0; i206 < 1; ++i206) {
+                  for (int64_t i207 = 0; i207 < 8192; ++i207) dst203[(i206) * 8192 + i207] = A.p0[(o204 + i206) * A.s0_0 + o205 + i207];
+                }
+              } else {
+                for (int64_t i208 = 0; i208 < 1; ++i208) {
+                  for (int64_t i209 = 0; i209 < 8192; ++i209) {
+                    dst203[(i208)*8192 + i209] = ((o204 + i208) >= 0 && (o204 + i208) < A.d0_0 && (o205 + i209) >= 0 && (o205 + i209) < A.d0_1) ? A.p0[(o204 + i208) * A.s0_0 + (o205 + i209) * A.s0_1] : float(0x0p+0);
+                  }
+                }
+              }
+            }
+          }
+          // yield
+        }
+        // yield
+      } else {
+        // yield
+      }
+      // %196 = mul %185, %10 : i32
+      const int32_t v210 = tsr::wmul(iv193, v10);
+      // %197 = sub %7, %196 : i32
+      const int32_t v211 = tsr::wsub(v7, v210);
+      // %198 = min %10, %197 : i32
+      const int32_t v212 = tsr::imin(v10, v211);
+      // %199 = for %16, %198, %4, %186 : tile<i32, [1024]> {...}
+      alignas(64) int32_t c213[1024];
+      __builtin_memcpy(c213, c192, sizeof(c213));
+      for (int64_t iv214_ = v16; v4 > 0 && iv214_ < v212; iv214_ += v4) {
+        const int32_t iv214 = int32_t(iv214_);
+        // %202 = add %196, %200 : i32
+        const int32_t v215 = tsr::wadd(v210, iv214);
+        // %203 = add %188, %200 : i32
+        const int32_t v216 = tsr::wadd(v195, iv214);
+        // %204 = buffer_read %9, %203 : tile<f32, [1, 8192]>
+        if (!(true && int64_t(v216) >= 0 && int64_t(v216) < 4)) { tsr_fault(3540); return; }
+        alignas(64) float v217[8192];
+        __builtin_memcpy(v217, buf9 + ((0) * 4 + int64_t(v216)) * 8192, sizeof(v217));
+        // %205 = reshape %204 : tile<f32, [8192]>
+        // %206 = bitcast %205 : tile<u32, [8192]>
+        alignas(64) uint32_t v218[8192];
+        for (int64_t i219 = 0; i219 < 8192; ++i219) v218[i219] = uint32_t(tsr::f32_bits(v217[i219]));
+        // %207 = splat %177 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %208 = xor %206, %207 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %209 = splat %178 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %210 = shr %206, %209 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %211 = splat %14 : tile<u32, [8192]>
+        alignas(64) uint32_t v220[8192];
+        for (int64_t i221 = 0; i221 < 8192; ++i221) v220[i221] = v14;
+        // %212 = cmp %210, %211 {pred = "eq"} : tile<i1, [8192]>
+        // (computed inside its user)
+        // %213 = where %212, %208, %206 : tile<u32, [8192]>
+        alignas(64) uint32_t v222[8192];
+        for (int64_t i223 = 0; i223 < 8192; ++i223) v222[i223] = ((uint8_t((tsr::ishr(v218[i223], (v186))) == v14)) ? (uint32_t(v218[i223] ^ (v185))) : v218[i223]);
+        // %214 = cmp %202, %179 {pred = "eq"} : i1
+        const uint8_t v224 = uint8_t(v215 == v187);
+        // %215 = if %214 : tile<u32, [8192]> {...}
+        alignas(64) uint32_t v225[8192];
+        if (v224) {
+          // %216 = mul %202, %3 : i32
+          const int32_t v226 = tsr::wmul(v215, v3);
+          // %217 = arange : tile<i32, [8192]>
+          // (computed inside its user)
+          // %218 = splat %216 : tile<i32, [8192]>
+          // (computed inside its user)
+          // %219 = add %217, %218 : tile<i32, [8192]>
+          // (computed inside its user)
+          // %220 = splat %2 : tile<i32, [8192]>
+          // (computed inside its user)
+          // %221 = cmp %219, %220 {pred = "lt"} : tile<i1, [8192]>
+          // (computed inside its user)
+          // %222 = splat %8 : tile<u32, [8192]>
+          // (computed inside its user)
+          // %223 = where %221, %213, %222 : tile<u32, [8192]>
+          alignas(64) uint32_t v227[8192];
+          for (int64_t i228 = 0; i228 < 8192; ++i228) v227[i228] = ((uint8_t((tsr::wadd((int32_t(0 + i228)), (v226))) < (v2))) ? v222[i228] : (v8));
+          // yield %223
+          __builtin_memcpy(v225, v227, sizeof(v225));
+        } else {
+          // yield %213
+          __builtin_memcpy(v225, v222, sizeof(v225));
+        }
+        // %224 = shr %215, %211 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %225 = splat %180 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %226 = and %224, %225 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %227 = cast %226 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %228 = splat %181 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %229 = shr %215, %228 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %230 = splat %182 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %231 = cmp %229, %230 {pred = "eq"} : tile<i1, [8192]>
+        // (computed inside its user)
+        // %232 = splat %183 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %233 = where %231, %227, %232 : tile<i32, [8192]>
+        alignas(64) int32_t v229[8192];
+        for (int64_t i230 = 0; i230 < 8192; ++i230) v229[i230] = ((uint8_t((tsr::ishr(v225[i230], (v189))) == (v190))) ? (int32_t((uint32_t((tsr::ishr(v225[i230], v14)) & (v188))))) : (v191));
+        // %234 = histogram %233 : tile<i32, [1024]>
+        alignas(64) int32_t v231[1024];
+        tsr::histogram(v229, 8192, v231, 1024);
+        // %235 = add %201, %234 : tile<i32, [1024]>
+        // (written into the carried c213)
+        for (int64_t i232 = 0; i232 < 1024; ++i232) c213[i232] = tsr::wadd(c213[i232], v231[i232]);
+        // yield %235
+      }
+      // yield %199
+      __builtin_memcpy(c192, c213, sizeof(c192));
+    }
+    // %236 = scan %184 {axis = 0, kind = "sum"} : tile<i32, [1024]>
+    alignas(64) int32_t v233[1024];
+    for (int64_t o_ = 0; o_ < 1; ++o_)
+    for (int64_t n_ = 0; n_ < 1; ++n_) {
+      int32_t acc234 = c192[(o_ * 1024 + 0) * 1 + n_];
+      v233[(o_ * 1024 + 0) * 1 + n_] = acc234;
+      for (int64_t l235 = 1; l235 < 1024; ++l235) {
+        acc234 = tsr::wadd(acc234, c192[(o_ * 1024 + l235) * 1 + n_]);
+        v233[(o_ * 1024 + l235) * 1 + n_] = acc234;
+      }
+    }
+    // %237 = splat %90 : tile<i32, [1024]>
+    // (computed inside its user)
+    // %238 = cmp %236, %237 {pred = "lt"} : tile<i1, [1024]>
+    alignas(64) uint8_t v236[1024];
+    for (int64_t i237 = 0; i237 < 1024; ++i237) v236[i237] = uint8_t(v233[i237] < (v94));
+    // %239 = cast %238 : tile<i32, [1024]>
+    alignas(64) int32_t v238[1024];
+    for (int64_t i239 = 0; i239 < 1024; ++i239) v238[i239] = int32_t(v236[i239]);
+    // %240 = reduce %239 {axis = 0, kind = "sum"} : i32
+    int32_t v240;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 1024; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v238[o_ * 1024 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v240 = acc_;
+    }
+    // %241 = arange : tile<i32, [1024]>
+    // (computed inside its user)
+    // %242 = splat %240 : tile<i32, [1024]>
+    // (computed inside its user)
+    // %243 = cmp %241, %242 {pred = "eq"} : tile<i1, [1024]>
+    // (computed inside its user)
+    // %244 = where %243, %184, %175 : tile<i32, [1024]>
+    alignas(64) int32_t v241[1024];
+    for (int64_t i242 = 0; i242 < 1024; ++i242) v241[i242] = ((uint8_t((int32_t(0 + i242)) == (v240))) ? c192[i242] : v16);
+    // %245 = reduce %244 {axis = 0, kind = "sum"} : i32
+    int32_t v243;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 1024; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v241[o_ * 1024 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v243 = acc_;
+    }
+    // %246 = where %238, %184, %175 : tile<i32, [1024]>
+    alignas(64) int32_t v244[1024];
+    for (int64_t i245 = 0; i245 < 1024; ++i245) v244[i245] = (v236[i245] ? c192[i245] : v16);
+    // %247 = reduce %246 {axis = 0, kind = "sum"} : i32
+    int32_t v246;
+    for (int64_t o_ = 0; o_ < 1; ++o_) {
+      int32_t ln_[16];
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+      for (int64_t l_ = 0; l_ < 1024; l_ += 16)
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v244[o_ * 1024 + l_ + q_]);
+      int32_t acc_ = ln_[0];
+      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+      v246 = acc_;
+    }
+    // %248 = sub %90, %247 : i32
+    const int32_t v247 = tsr::wsub(v94, v246);
+    // %249 = cast %240 : u32
+    const uint32_t v248 = uint32_t(v240);
+    // %250 = shl %249, %14 : u32
+    const uint32_t v249 = tsr::ishl(v248, v14);
+    // %251 = or %89, %250 : u32
+    const uint32_t v250 = uint32_t(v93 | v249);
+    // %252 = cmp %245, %248 {pred = "ne"} : i1
+    const uint8_t v251 = uint8_t(v243 != v247);
+    // yield %251, %248, %14, %252
+    v171 = v250;
+    v172 = v247;
+    v173 = v14;
+    v174 = v251;
+  } else {
+    // yield %89, %90, %91, %92
+    v171 = v93;
+    v172 = v94;
+    v173 = v95;
+    v174 = v96;
+  }
+  // %253 = shr %171, %173 : u32
+  const uint32_t v252 = tsr::ishr(v171, v173);
+  // for %16, %10, %4 {...}
+  for (int64_t iv253_ = v16; v4 > 0 && iv253_ < v10; iv253_ += v4) {
+    const int32_t iv253 = int32_t(iv253_);
+    // async_copy %9, %x, %254, %1, %254
+    if (!(true && int64_t(iv253) >= 0 && int64_t(iv253) < 4)) { tsr_fault(4452); return; }
+    {
+      float* const dst254 = buf9 + ((0) * 4 + int64_t(iv253)) * 8192;
+      {
+        const int64_t o255 = int64_t(v1) * 1;
+        const int64_t o256 = int64_t(iv253) * 8192;
+        if (o255 >= 0 && o255 + 1 <= A.d0_0 && o256 >= 0 && o256 + 8192 <= A.d0_1) {
+          for (int64_t i257 = 0; i257 < 1; ++i257) {
+            for (int64_t i258 = 0; i258 < 8192; ++i258) dst254[(i257) * 8192 + i258] = A.p0[(o255 + i257) * A.s0_0 + o256 + i258];
+          }
+        } else {
+          for (int64_t i259 = 0; i259 < 1; ++i259) {
+            for (int64_t i260 = 0; i260 < 8192; ++i260) {
+              dst254[(i259)*8192 + i260] = ((o255 + i259) >= 0 && (o255 + i259) < A.d0_0 && (o256 + i260) >= 0 && (o256 + i260) < A.d0_1) ? A.p0[(o255 + i259) * A.s0_0 + (o256 + i260) * A.s0_1] : float(0x0p+0);
+            }
+          }
+        }
+      }
+    }
+    // yield
+  }
+  // %255 = const {value = 2147483647} : u32
+  const uint32_t v261 = uint32_t(INT64_C(2147483647));
+  // %256 = const {value = 31} : u32
+  const uint32_t v262 = uint32_t(INT64_C(31));
+  // %257 = sub %7, %4 : i32
+  const int32_t v263 = tsr::wsub(v7, v4);
+  // %258, %259 = for %16, %13, %4, %16, %16 : i32, i32 {...}
+  int32_t c264;
+  c264 = v16;
+  int32_t c265;
+  c265 = v16;
+  for (int64_t iv266_ = v16; v4 > 0 && iv266_ < v13; iv266_ += v4) {
+    const int32_t iv266 = int32_t(iv266_);
+    // async_wait
+    // (copies are synchronous here: nothing to wait for)
+    // %263 = rem %260, %10 : i32
+    const int32_t v267 = tsr::irem(iv266, v10);
+    // %264 = mul %263, %10 : i32
+    const int32_t v268 = tsr::wmul(v267, v10);
+    // %265 = add %260, %4 : i32
+    const int32_t v269 = tsr::wadd(iv266, v4);
+    // %266 = cmp %265, %13 {pred = "lt"} : i1
+    const uint8_t v270 = uint8_t(v269 < v13);
+    // if %266 {...}
+    if (v270) {
+      // %267 = mul %265, %10 : i32
+      const int32_t v271 = tsr::wmul(v269, v10);
+      // %268 = sub %10, %264 : i32
+      const int32_t v272 = tsr::wsub(v10, v268);
+      // for %16, %10, %4 {...}
+      for (int64_t iv273_ = v16; v4 > 0 && iv273_ < v10; iv273_ += v4) {
+        const int32_t iv273 = int32_t(iv273_);
+        // %270 = add %267, %269 : i32
+        const int32_t v274 = tsr::wadd(v271, iv273);
+        // %271 = add %268, %269 : i32
+        const int32_t v275 = tsr::wadd(v272, iv273);
+        // async_copy %9, %x, %271, %1, %270
+        if (!(true && int64_t(v275) >= 0 && int64_t(v275) < 4)) { tsr_fault(4724); return; }
+        {
+          float* const dst276 = buf9 + ((0) * 4 + int64_t(v275)) * 8192;
+          {
+            const int64_t o277 = int64_t(v1) * 1;
+            const int64_t o278 = int64_t(v274) * 8192;
+            if (o277 >= 0 && o277 + 1 <= A.d0_0 && o278 >= 0 && o278 + 8192 <= A.d0_1) {
+              for (int64_t i279 = 0; i279 < 1; ++i279) {
+                for (int64_t i280 = 0; i280 < 8192; ++i280) dst276[(i279) * 8192 + i280] = A.p0[(o277 + i279) * A.s0_0 + o278 + i280];
+              }
+            } else {
+              for (int64_t i281 = 0; i281 < 1; ++i281) {
+                for (int64_t i282 = 0; i282 < 8192; ++i282) {
+                  dst276[(i281)*8192 + i282] = ((o277 + i281) >= 0 && (o277 + i281) < A.d0_0 && (o278 + i282) >= 0 && (o278 + i282) < A.d0_1) ? A.p0[(o277 + i281) * A.s0_0 + (o278 + i282) * A.s0_1] : float(0x0p+0);
+                }
+              }
+            }
+          }
+        }
+        // yield
+      }
+      // yield
+    } else {
+      // yield
+    }
+    // %272 = mul %260, %10 : i32
+    const int32_t v283 = tsr::wmul(iv266, v10);
+    // %273 = sub %7, %272 : i32
+    const int32_t v284 = tsr::wsub(v7, v283);
+    // %274 = min %10, %273 : i32
+    const int32_t v285 = tsr::imin(v10, v284);
+    // %275, %276 = for %16, %274, %4, %261, %262 : i32, i32 {...}
+    int32_t c286;
+    c286 = c264;
+    int32_t c287;
+    c287 = c265;
+    for (int64_t iv288_ = v16; v4 > 0 && iv288_ < v285; iv288_ += v4) {
+      const int32_t iv288 = int32_t(iv288_);
+      // %280 = add %272, %277 : i32
+      const int32_t v289 = tsr::wadd(v283, iv288);
+      // %281 = add %264, %277 : i32
+      const int32_t v290 = tsr::wadd(v268, iv288);
+      // %282 = buffer_read %9, %281 : tile<f32, [1, 8192]>
+      if (!(true && int64_t(v290) >= 0 && int64_t(v290) < 4)) { tsr_fault(4884); return; }
+      alignas(64) float v291[8192];
+      __builtin_memcpy(v291, buf9 + ((0) * 4 + int64_t(v290)) * 8192, sizeof(v291));
+      // %283 = reshape %282 : tile<f32, [8192]>
+      // %284 = bitcast %283 : tile<u32, [8192]>
+      alignas(64) uint32_t v292[8192];
+      for (int64_t i293 = 0; i293 < 8192; ++i293) v292[i293] = uint32_t(tsr::f32_bits(v291[i293]));
+      // %285 = splat %255 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %286 = xor %284, %285 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %287 = splat %256 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %288 = shr %284, %287 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %289 = splat %14 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %290 = cmp %288, %289 {pred = "eq"} : tile<i1, [8192]>
+      // (computed inside its user)
+      // %291 = where %290, %286, %284 : tile<u32, [8192]>
+      alignas(64) uint32_t v294[8192];
+      for (int64_t i295 = 0; i295 < 8192; ++i295) v294[i295] = ((uint8_t((tsr::ishr(v292[i295], (v262))) == (v14))) ? (uint32_t(v292[i295] ^ (v261))) : v292[i295]);
+      // %292 = cmp %280, %257 {pred = "eq"} : i1
+      const uint8_t v296 = uint8_t(v289 == v263);
+      // %293 = if %292 : tile<u32, [8192]> {...}
+      tsr::HeapTile<uint32_t, 8192> v297_heap;  // 32768 bytes: on the heap
+      if (!(v297_heap.p)) { tsr_fault(5068); return; }
+      uint32_t (&v297)[8192] = *v297_heap.p;
+      if (v296) {
+        // %294 = mul %280, %3 : i32
+        const int32_t v298 = tsr::wmul(v289, v3);
+        // %295 = arange : tile<i32, [8192]>
+        // (computed inside its user)
+        // %296 = splat %294 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %297 = add %295, %296 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %298 = splat %2 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %299 = cmp %297, %298 {pred = "lt"} : tile<i1, [8192]>
+        // (computed inside its user)
+        // %300 = splat %8 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %301 = where %299, %291, %300 : tile<u32, [8192]>
+        tsr::HeapTile<uint32_t, 8192> v299_heap;  // 32768 bytes: on the heap
+        if (!(v299_heap.p)) { tsr_fault(5196); return; }
+        uint32_t (&v299)[8192] = *v299_heap.p;
+        for (int64_t i300 = 0; i300 < 8192; ++i300) v299[i300] = ((uint8_t((tsr::wadd((int32_t(0 + i300)), (v298))) < (v2))) ? v294[i300] : (v8));
+        // yield %301
+        __builtin_memcpy(v297, v299, sizeof(v297));
+      } else {
+        // yield %291
+        __builtin_memcpy(v297, v294, sizeof(v297));
+      }
+      // %302 = splat %173 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %303 = shr %293, %302 : tile<u32, [8192]>
+      tsr::HeapTile<uint32_t, 8192> v301_heap;  // 32768 bytes: on the heap
+      if (!(v301_heap.p)) { tsr_fault(5260); return; }
+      uint32_t (&v301)[8192] = *v301_heap.p;
+      for (int64_t i302 = 0; i302 < 8192; ++i302) v301[i302] = tsr::ishr(v297[i302], (v173));
+      // %304 = splat %253 : tile<u32, [8192]>
+      tsr::HeapTile<uint32_t, 8192> v303_heap;  // 32768 bytes: on the heap
+      if (!(v303_heap.p)) { tsr_fault(5276); return; }
+      uint32_t (&v303)[8192] = *v303_heap.p;
+      for (int64_t i304 = 0; i304 < 8192; ++i304) v303[i304] = v252;
+      // %305 = cmp %303, %304 {pred = "eq"} : tile<i1, [8192]>
+      alignas(64) uint8_t v305[8192];
+      for (int64_t i306 = 0; i306 < 8192; ++i306) v305[i306] = uint8_t(v301[i306] == v252);
+      // %306 = cmp %303, %304 {pred = "lt"} : tile<i1, [8192]>
+      alignas(64) uint8_t v307[8192];
+      for (int64_t i308 = 0; i308 < 8192; ++i308) v307[i308] = uint8_t(v301[i308] < v252);
+      // %307 = cast %305 : tile<i32, [8192]>
+      tsr::HeapTile<int32_t, 8192> v309_heap;  // 32768 bytes: on the heap
+      if (!(v309_heap.p)) { tsr_fault(5324); return; }
+      int32_t (&v309)[8192] = *v309_heap.p;
+      for (int64_t i310 = 0; i310 < 8192; ++i310) v309[i310] = int32_t(v305[i310]);
+      // %308 = reduce %307 {axis = 0, kind = "sum"} : i32
+      int32_t v311;
+      for (int64_t o_ = 0; o_ < 1; ++o_) {
+        int32_t ln_[16];
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+        for (int64_t l_ = 0; l_ < 8192; l_ += 16)
+          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v309[o_ * 8192 + l_ + q_]);
+        int32_t acc_ = ln_[0];
+        for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+        v311 = acc_;
+      }
+      // %309 = add %279, %308 : i32
+      const int32_t v312 = tsr::wadd(c287, v311);
+      // %310 = cmp %309, %172 {pred = "le"} : i1
+      const uint8_t v313 = uint8_t(v312 <= v172);
+      // %311 = if %310 : tile<i1, [8192]> {...}
+      alignas(64) uint8_t v314[8192];
+      if (v313) {
+        // %312 = or %306, %305 : tile<i1, [8192]>
+        tsr::HeapTile<uint8_t, 8192> v315_heap;  // 8192 bytes: on the heap
+        if (!(v315_heap.p)) { tsr_fault(5404); return; }
+        uint8_t (&v315)[8192] = *v315_heap.p;
+        for (int64_t i316 = 0; i316 < 8192; ++i316) v315[i316] = uint8_t(v307[i316] | v305[i316]);
+        // yield %312
+        __builtin_memcpy(v314, v315, sizeof(v314));
+      } else {
+        // %313 = scan %307 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+        tsr::HeapTile<int32_t, 8192> v317_heap;  // 32768 bytes: on the heap
+        if (!(v317_heap.p)) { tsr_fault(5436); return; }
+        int32_t (&v317)[8192] = *v317_heap.p;
+        for (int64_t o_ = 0; o_ < 1; ++o_)
+        for (int64_t n_ = 0; n_ < 1; ++n_) {
+          int32_t acc318 = v309[(o_ * 8192 + 0) * 1 + n_];
+          v317[(o_ * 8192 + 0) * 1 + n_] = acc318;
+          for (int64_t l319 = 1; l319 < 8192; ++l319) {
+            acc318 = tsr::wadd(acc318, v309[(o_ * 8192 + l319) * 1 + n_]);
+            v317[(o_ * 8192 + l319) * 1 + n_] = acc318;
+          }
+        }
+        // %314 = splat %279 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %315 = add %313, %314 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %316 = splat %172 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %317 = cmp %315, %316 {pred = "le"} : tile<i1, [8192]>
+        // (computed inside its user)
+        // %318 = and %305, %317 : tile<i1, [8192]>
+        // (computed inside its user)
+        // %319 = or %306, %318 : tile<i1, [8192]>
+        tsr::HeapTile<uint8_t, 8192> v320_heap;  // 8192 bytes: on the heap
+        if (!(v320_heap.p)) { tsr_fault(5532); return; }
+        uint8_t (&v320)[8192] = *v320_heap.p;
+        for (int64_t i321 = 0; i321 < 8192; ++i321) v320[i321] = uint8_t(v307[i321] | (uint8_t(v305[i321] & (uint8_t((tsr::wadd(v317[i321], (c287))) <= (v172))))));
+        // yield %319
+        __builtin_memcpy(v314, v320, sizeof(v314));
+      }
+      // %320 = sub %278, %4 : i32
+      const int32_t v322 = tsr::wsub(c286, v4);
+      // %321 = cast %311 : tile<i32, [8192]>
+      tsr::HeapTile<int32_t, 8192> v323_heap;  // 32768 bytes: on the heap
+      if (!(v323_heap.p)) { tsr_fault(5580); return; }
+      int32_t (&v323)[8192] = *v323_heap.p;
+      for (int64_t i324 = 0; i324 < 8192; ++i324) v323[i324] = int32_t(v314[i324]);
+      // %322 = scan %321 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+      tsr::HeapTile<int32_t, 8192> v325_heap;  // 32768 bytes: on the heap
+      if (!(v325_heap.p)) { tsr_fault(5596); return; }
+      int32_t (&v325)[8192] = *v325_heap.p;
+      for (int64_t o_ = 0; o_ < 1; ++o_)
+      for (int64_t n_ = 0; n_ < 1; ++n_) {
+        int32_t acc326 = v323[(o_ * 8192 + 0) * 1 + n_];
+        v325[(o_ * 8192 + 0) * 1 + n_] = acc326;
+        for (int64_t l327 = 1; l327 < 8192; ++l327) {
+          acc326 = tsr::wadd(acc326, v323[(o_ * 8192 + l327) * 1 + n_]);
+          v325[(o_ * 8192 + l327) * 1 + n_] = acc326;
+        }
+      }
+      // %323 = splat %320 : tile<i32, [8192]>
+      // (computed inside its user)
+      // %324 = add %322, %323 : tile<i32, [8192]>
+      tsr::HeapTile<int32_t, 8192> v328_heap;  // 32768 bytes: on the heap
+      if (!(v328_heap.p)) { tsr_fault(5628); return; }
+      int32_t (&v328)[8192] = *v328_heap.p;
+      for (int64_t i329 = 0; i329 < 8192; ++i329) v328[i329] = tsr::wadd(v325[i329], (v322));
+      // %325 = splat %1 : tile<i32, [8192]>
+      tsr::HeapTile<int32_t, 8192> v330_heap;  // 32768 bytes: on the heap
+      if (!(v330_heap.p)) { tsr_fault(5644); return; }
+      int32_t (&v330)[8192] = *v330_heap.p;
+      for (int64_t i331 = 0; i331 < 8192; ++i331) v330[i331] = v1;
+      // scatter %values, %283, %325, %324, %311
+      for (int64_t i332 = 0; i332 < 8192; ++i332) {
+        if ((v314[i332] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v328[i332]) >= 0 && int64_t(v328[i332]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v328[i332]) * A.s1_1] = v291[i332];
+      }
+      // %326 = mul %280, %3 : i32
+      const int32_t v333 = tsr::wmul(v289, v3);
+      // %327 = arange : tile<i32, [8192]>
+      // (computed inside its user)
+      // %328 = splat %326 : tile<i32, [8192]>
+      // (computed inside its user)
+      // %329 = add %327, %328 : tile<i32, [8192]>
+      tsr::HeapTile<int32_t, 8192> v334_heap;  // 32768 bytes: on the heap
+      if (!(v334_heap.p)) { tsr_fault(5724); return; }
+      int32_t (&v334)[8192] = *v334_heap.p;
+      for (int64_t i335 = 0; i335 < 8192; ++i335) v334[i335] = tsr::wadd((int32_t(0 + i335)), (v333));
+      // scatter %indices, %329, %325, %324, %311
+      for (int64_t i336 = 0; i336 < 8192; ++i336) {
+        if ((v314[i336] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v328[i336]) >= 0 && int64_t(v328[i336]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v328[i336]) * A.s2_1] = v334[i336];
+      }
+      // %330 = reduce %321 {axis = 0, kind = "sum"} : i32
+      int32_t v337;
+      for (int64_t o_ = 0; o_ < 1; ++o_) {
+        int32_t ln_[16];
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+        for (int64_t l_ = 0; l_ < 8192; l_ += 16)
+          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v323[o_ * 8192 + l_ + q_]);
+        int32_t acc_ = ln_[0];
+        for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+        v337 = acc_;
+      }
+      // %331 = add %278, %330 : i32
+      const int32_t v338 = tsr::wadd(c286, v337);
+      // yield %331, %309
+      c286 = v338;
+      c287 = v312;
+    }
+    // yield %275, %276
+    c264 = c286;
+    c265 = c287;
+  }
+  // %332 = load_tile %indices, %1, %16 : tile<i32, [1, 64]>
+  alignas(64) int32_t v339[64];
   {
-    const int64_t o66 = int64_t(v1) * 1;
-    const int64_t o67 = int64_t(v8) * 64;
-    if (o66 >= 0 && o66 + 1 <= A.d1_0 && o67 >= 0 && o67 + 64 <= A.d1_1) {
-      for (int64_t i68 = 0; i68 < 1; ++i68) {
-        for (int64_t i69 = 0; i69 < 64; ++i69) A.p1[(o66 + i68) * A.s1_0 + o67 + i69] = c21[(i68) * 64 + i69];
+    const int64_t o340 = int64_t(v1) * 1;
+    const int64_t o341 = int64_t(v16) * 64;
+    if (o340 >= 0 && o340 + 1 <= A.d2_0 && o341 >= 0 && o341 + 64 <= A.d2_1) {
+      for (int64_t i342 = 0; i342 < 1; ++i342) {
+        for (int64_t i343 = 0; i343 < 64; ++i343) v339[(i342) * 64 + i343] = A.p2[(o340 + i342) * A.s2_0 + o341 + i343];
       }
     } else {
-      for (int64_t i70 = 0; i70 < 1; ++i70) {
-        for (int64_t i71 = 0; i71 < 64; ++i71) {
-          if ((o66 + i70) >= 0 && (o66 + i70) < A.d1_0 && (o67 + i71) >= 0 && (o67 + i71) < A.d1_1) A.p1[(o66 + i70) * A.s1_0 + (o67 + i71) * A.s1_1] = c21[(i70)*64 + i71];
+      for (int64_t i344 = 0; i344 < 1; ++i344) {
+        for (int64_t i345 = 0; i345 < 64; ++i345) {
+          v339[(i344)*64 + i345] = ((o340 + i344) >= 0 && (o340 + i344) < A.d2_0 && (o341 + i345) >= 0 && (o341 + i345) < A.d2_1) ? A.p2[(o340 + i344) * A.s2_0 + (o341 + i345) * A.s2_1] : int32_t(INT64_C(0));
         }
       }
     }
   }
-  // store_tile %indices, %14, %1, %8
+  // %333 = load_tile %values, %1, %16 : tile<f32, [1, 64]>
+  alignas(64) float v346[64];
   {
-    const int64_t o72 = int64_t(v1) * 1;
-    const int64_t o73 = int64_t(v8) * 64;
-    if (o72 >= 0 && o72 + 1 <= A.d2_0 && o73 >= 0 && o73 + 64 <= A.d2_1) {
-      for (int64_t i74 = 0; i74 < 1; ++i74) {
-        for (int64_t i75 = 0; i75 < 64; ++i75) A.p2[(o72 + i74) * A.s2_0 + o73 + i75] = c22[(i74) * 64 + i75];
+    const int64_t o347 = int64_t(v1) * 1;
+    const int64_t o348 = int64_t(v16) * 64;
+    if (o347 >= 0 && o347 + 1 <= A.d1_0 && o348 >= 0 && o348 + 64 <= A.d1_1) {
+      for (int64_t i349 = 0; i349 < 1; ++i349) {
+        for (int64_t i350 = 0; i350 < 64; ++i350) v346[(i349) * 64 + i350] = A.p1[(o347 + i349) * A.s1_0 + o348 + i350];
       }
     } else {
-      for (int64_t i76 = 0; i76 < 1; ++i76) {
-        for (int64_t i77 = 0; i77 < 64; ++i77) {
-          if ((o72 + i76) >= 0 && (o72 + i76) < A.d2_0 && (o73 + i77) >= 0 && (o73 + i77) < A.d2_1) A.p2[(o72 + i76) * A.s2_0 + (o73 + i77) * A.s2_1] = c22[(i76)*64 + i77];
+      for (int64_t i351 = 0; i351 < 1; ++i351) {
+        for (int64_t i352 = 0; i352 < 64; ++i352) {
+          v346[(i351)*64 + i352] = ((o347 + i351) >= 0 && (o347 + i351) < A.d1_0 && (o348 + i352) >= 0 && (o348 + i352) < A.d1_1) ? A.p1[(o347 + i351) * A.s1_0 + (o348 + i352) * A.s1_1] : float(0x0p+0);
+        }
+      }
+    }
+  }
+  // %334, %335 = sort %333, %332 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
+  alignas(64) float v353[64];
+  alignas(64) int32_t v354[64];
+  alignas(64) uint64_t sk355[128];
+  alignas(64) int32_t sp356[128];
+  tsr::sort_lines(v346, v339, v353, v354, 1, 64, 1, 64, true, sk355, sp356);
+  // store_tile %values, %334, %1, %16
+  {
+    const int64_t o357 = int64_t(v1) * 1;
+    const int64_t o358 = int64_t(v16) * 64;
+    if (o357 >= 0 && o357 + 1 <= A.d1_0 && o358 >= 0 && o358 + 64 <= A.d1_1) {
+      for (int64_t i359 = 0; i359 < 1; ++i359) {
+        for (int64_t i360 = 0; i360 < 64; ++i360) A.p1[(o357 + i359) * A.s1_0 + o358 + i360] = v353[(i359) * 64 + i360];
+      }
+    } else {
+      for (int64_t i361 = 0; i361 < 1; ++i361) {
+        for (int64_t i362 = 0; i362 < 64; ++i362) {
+          if ((o357 + i361) >= 0 && (o357 + i361) < A.d1_0 && (o358 + i362) >= 0 && (o358 + i362) < A.d1_1) A.p1[(o357 + i361) * A.s1_0 + (o358 + i362) * A.s1_1] = v353[(i361)*64 + i362];
+        }
+      }
+    }
+  }
+  // store_tile %indices, %335, %1, %16
+  {
+    const int64_t o363 = int64_t(v1) * 1;
+    const int64_t o364 = int64_t(v16) * 64;
+    if (o363 >= 0 && o363 + 1 <= A.d2_0 && o364 >= 0 && o364 + 64 <= A.d2_1) {
+      for (int64_t i365 = 0; i365 < 1; ++i365) {
+        for (int64_t i366 = 0; i366 < 64; ++i366) A.p2[(o363 + i365) * A.s2_0 + o364 + i366] = v354[(i365) * 64 + i366];
+      }
+    } else {
+      for (int64_t i367 = 0; i367 < 1; ++i367) {
+        for (int64_t i368 = 0; i368 < 64; ++i368) {
+          if ((o363 + i367) >= 0 && (o363 + i367) < A.d2_0 && (o364 + i368) >= 0 && (o364 + i368) < A.d2_1) A.p2[(o363 + i367) * A.s2_0 + (o364 + i368) * A.s2_1] = v354[(i367)*64 + i368];
         }
       }
     }
@@ -227,7 +1315,7 @@ extern "C" int tessera_run(void** buf, const int64_t* dims, const int64_t* is, c
   if (g0 < 0) return 24;  // grid size on axis 0 of kernel 'topk' is negative (a size of 0 runs no programs; a negative size is an error)
   if (g0 == 0 || g1 == 0 || g2 == 0) return 0;  // no programs
   if (nt <= 0) nt = omp_get_max_threads();
-  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(9363)) nt = 1;  // about 9363 element ops per program
+  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(15966368)) nt = 1;  // about 15966368 element ops per program
   if (nt == 1) {
     for (int64_t z = 0; z < g2; ++z)
       for (int64_t y = 0; y < g1; ++y)
@@ -238,5 +1326,5 @@ extern "C" int tessera_run(void** buf, const int64_t* dims, const int64_t* is, c
       for (int64_t y = 0; y < g1; ++y)
         for (int64_t x = 0; x < g0; ++x) program(A, int32_t(x), int32_t(y), int32_t(z), g[0], g[1], g[2]);
   }
-  return 0;
+  return __atomic_exchange_n(&tsr_fault_code, 0, __ATOMIC_SEQ_CST);
 }
