@@ -7,6 +7,7 @@
 # k = 64 / 256 / 1024 and 1 x 2^24, k = 1024, for the default config and BLOCK_N / num_warps
 # variants, and torch.topk at the same shapes with triton's do_bench in the same call.
 # Every line that matters starts with PASS, FAIL, topk, [variant], split stage or torch.topk.
+# VARIANTS=0: the default config only (no variants, no split stages).
 set -uo pipefail
 B=build-gpu
 cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_TESTS=OFF > /dev/null 2>&1 || cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null
@@ -43,7 +44,7 @@ for dt in f32 bf16; do
 done
 # Timing: cuda_bench's topk rows (the four shapes), default config, then variants.
 timeout 300 $B/bin/cuda_bench --only topk 2>&1 | grep -E "^kernel|^topk"
-for v in "RING_GROUP=3" "RING_GROUP=1" "num_warps=32" "BLOCK_N=4096 num_warps=32" "BLOCK_N=4096 RING_GROUP=3" "struct_cp_async=0"; do
+[ "${VARIANTS:-1}" = 0 ] || for v in "RING_GROUP=3" "RING_GROUP=1" "num_warps=32" "BLOCK_N=4096 num_warps=32" "BLOCK_N=4096 RING_GROUP=3" "struct_cp_async=0"; do
   sets=""
   for a in $v; do sets="$sets --set $a"; done
   timeout 300 $B/bin/cuda_bench --only topk $sets 2>&1 | grep -E "^topk" | sed "s|^|[$v] |"
@@ -54,7 +55,7 @@ done
 # position = by column: segments in column order, each one's candidates sorted); its time is
 # about the sum of these two (not a library kernel yet: the second stage needs the candidates'
 # columns as an input, and a composite launch).
-for s in M=128,N=131072,K=1024 M=1,N=131072,K=1024; do
+[ "${VARIANTS:-1}" = 0 ] || for s in M=128,N=131072,K=1024 M=1,N=131072,K=1024; do
   timeout 60 $T bench topk -b cuda --size $s --reps 20 2>&1 | tail -1 | sed 's/^/split stage: /'
 done
 python3 -c "

@@ -1386,6 +1386,7 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
           continue;
         }
         layouts_note = "the layout emitter cannot print this kernel yet (" + e.why + "): the planning emitter made it";
+        break;
       }
     }
   }

@@ -44,6 +44,13 @@ int64_t vector_width(const Dist& d, int dim, int elem_bytes) {
   return v;
 }
 
+// An operand layout of an mma.sync dot (which may read its fragments from a staged shared tile
+// with ldmatrix; a wgmma RS operand is registers only).
+bool mma_sync_operand(const tessera::Layout& l) {
+  return l.kind == tessera::Layout::Kind::DotOperand && l.parent && l.parent->kind == tessera::Layout::Kind::Mma &&
+         l.parent->version == 2;
+}
+
 // Whether every reader of `v` in `b` is a dot that takes it as operand A or B (and there is one).
 bool read_only_by_dots(const Block& b, const Value* v) {
   std::vector<std::pair<const Op*, size_t>> rs;
@@ -173,7 +180,7 @@ void Emitter::lowered_convert(const Op& op) {
     return;
   }
   if (auto it = shared_.find(x); it != shared_.end()) {  // a shared tile -> registers
-    if (r->type.layout.kind == tessera::Layout::Kind::DotOperand && read_only_by_dots(*k_.body, r)) {
+    if (mma_sync_operand(r->type.layout) && read_only_by_dots(*k_.body, r)) {
       staged_[r] = staged_from(op, it->second);  // the dots load their fragments (ldmatrix)
       name_[r] = it->second.ptr;
       return;
@@ -196,7 +203,7 @@ void Emitter::lowered_convert(const Op& op) {
     return;
   }
   // An mma operand that only dots read stays in shared memory; the dots load its fragments.
-  if (r->type.layout.kind == tessera::Layout::Kind::DotOperand && scalar_bits(r->type.elem) == 16) {
+  if (mma_sync_operand(r->type.layout) && scalar_bits(r->type.elem) == 16) {
     if (read_only_by_dots(*k_.body, r)) {
       // Stored with the source's contiguous dim fastest, so that each thread's run lands side
       // by side.
@@ -433,7 +440,11 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
 void Emitter::plan_tma_rings(std::vector<std::string>& sig, CudaKernelInfo& info) {
   if (!tg_.arch_specific || !tg_.tma || tg_.sm < 90) return;
   walk(const_cast<Block&>(*k_.body), [&](Op& loop) {
-    if (loop.kind != OpKind::For || !loop.has_attr("pipeline") || loop.attr_int("pipeline") < 2) return;
+    // Loops of the kernel's top level only: their barriers are initialised once (a loop inside
+    // another, reached again, keeps its cp.async ring).
+    if (loop.kind != OpKind::For || !loop.has_attr("pipeline") || loop.attr_int("pipeline") < 2 ||
+        loop.parent != k_.body.get())
+      return;
     std::vector<std::pair<const Op*, std::vector<int64_t>>> maps;  // each load and its box
     for (const Op* l : ring_loads(loop, nullptr)) {
       const Value *t = l->result(), *view = l->operand(0);
@@ -907,8 +918,10 @@ void Emitter::lowered_wgmma(const Op& op) {
   const int64_t M = SR[0], N = SR[1], K = SA[1], W = L.warps[0], G = W / 4, IN = L.instr[1];
   if (W % 4 != 0 || M % (64 * G) != 0 || N % IN != 0 || K % 16 != 0)
     throw NotLowerable{"a wgmma tile that its warpgroups do not divide"};
-  if (IN % 8 != 0 || IN > 256 || (IN > 64 && IN % 32 != 0 && IN != 96))
-    throw NotLowerable{"a wgmma instruction of N = " + num(IN)};
+  // The widths device/wgmma.cuh has (tools/gen-wgmma.py).
+  if (IN != 8 && IN != 16 && IN != 32 && IN != 64 && IN != 96 && IN != 128 && IN != 192 && IN != 256)
+    throw NotLowerable{"a wgmma instruction of N = " + num(IN) + " (the device library has 8, 16, 32, 64, 96, 128, "
+                       "192 and 256)"};
   const int64_t MT = M / (64 * G), NB = N / IN, KT = K / 16;
   auto swizzled = [&](const Value* v, const char* what) -> const SharedView& {
     auto it = shared_.find(v);
@@ -921,6 +934,7 @@ void Emitter::lowered_wgmma(const Op& op) {
   const bool b_kmajor = sb.strides[0] == 1;
   if (sb.strides[b_kmajor ? 1 : 0] != 64 || (!b_kmajor && NB > 1 && IN % 64 != 0))
     throw NotLowerable{"a wgmma B operand view of other than one row per index"};
+  if (staged_.count(a)) throw NotLowerable{"a wgmma A operand staged for ldmatrix"};
   const bool ss = shared_.count(a) != 0;
   if (ss) {
     const SharedView& sa = swizzled(a, "A");

@@ -198,5 +198,36 @@ TEST(LayoutEmitter, FlashAttentionBf16OnSm90aIsWgmmaSsThenRs) {
   EXPECT_EQ(fa.count("bar.sync"), 3u);
 }
 
+// A wgmma A operand computed in registers in another layout than the fragment's (a cast of a
+// loaded f32 tile) is exchanged into the RS fragment layout, not staged for ldmatrix (which
+// wgmma does not read): the dot is RS wgmma and NVRTC compiles it.
+TEST(LayoutEmitter, WgmmaRegisterOperandFromAnotherLayoutIsExchanged) {
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  auto m = parse_module(R"(kernel @k(%a: view<f32, [M, K]>, %b: view<bf16, [K, N]>, %o: view<f32, [M, N]>) {
+  grid {
+    %m = dim %a {axis = 0} : i32
+    yield %m
+  }
+  %pm = program_id {axis = 0} : i32
+  %zero = const {value = 0} : i32
+  %f0 = const {value = 0.0} : f32
+  %z = splat %f0 : tile<f32, [128, 64]>
+  %ta = load_tile %a, %pm, %zero : tile<f32, [128, 64]>
+  %ab = cast %ta : tile<bf16, [128, 64]>
+  %tb = load_tile %b, %zero, %zero : tile<bf16, [64, 64]>
+  %r = dot %ab, %tb, %z : tile<f32, [128, 64]>
+  store_tile %o, %r, %pm, %zero
+})", "rs.tile");
+  CudaTarget t = CudaTarget::parse("sm_90a");
+  t.from_layouts = true;
+  CudaEmission em = emit_cuda_with_info(*run_pipeline(*m->kernels.at(0), {}), t);
+  EXPECT_EQ(em.stats["wgmma-dots"], 1);
+  EXPECT_EQ(em.stats["staged-operands"], 0);
+  EXPECT_EQ(em.source.find("tsr::f2bf2(sh"), std::string::npos);  // fragments from registers only
+  NvrtcResult r = nvrtc_compile(em.source, t, "rs.cu", em.line_op);
+  EXPECT_NE(r.ptx.find("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tessera::cudatest
