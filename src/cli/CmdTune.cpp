@@ -148,10 +148,6 @@ int cmd_tune(const TuneOptions& o) {
   KernelPlan& plan = plans[0];
   const Kernel& k = *plan.kernel;
   const Sizes& sizes = plan.sizes;
-  for (const auto& [d, v] : sizes)
-    if (v < 1)
-      throw TesseraError("tessera tune: " + d + " = " + std::to_string(v) + " at " + sizes_str(k, sizes) +
-                         ": every size must be at least 1 (a kernel that runs nothing has nothing to time)");
   const std::string target = backend_target(o.backend);
   const std::string dtype = tune_dtype(*src);
 
@@ -314,10 +310,12 @@ int cmd_tune(const TuneOptions& o) {
       for (const auto& [s, c] : failures) std::cout << " " << s << " " << c;
       std::cout << " (stored with their messages; `tessera tune --export -` lists them)\n";
     }
-    std::cout << "  stored in " << db_path << ": `tessera run` and `bench` now use the best config at this shape\n";
+    std::cout << "  stored in " << db_path
+              << (best ? ": `tessera run` and `bench` now use the best config at this shape\n" : "\n");
   }
   if (!best) {
-    std::cerr << "error: no configuration of '" << k.name << "' passed its check at " << sizes_str(k, sizes) << "\n";
+    std::cerr << "error: no configuration of '" << k.name << "' passed its check at " << sizes_str(k, sizes)
+              << (def.status == "check-failed" ? " (the default's neither: a shape the kernel cannot take?)" : "") << "\n";
     return 1;
   }
   return 0;
