@@ -3,6 +3,7 @@
 #include "tune/Measure.h"
 
 #include <poll.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -179,7 +180,10 @@ std::vector<std::string> run_in_children(int n, int jobs, double timeout_s, cons
   std::vector<Child> running;
   int next = 0;
   auto finish = [&](Child& c, bool killed) {
-    if (killed) ::kill(c.pid, SIGKILL);
+    if (killed) {
+      ::kill(-c.pid, SIGKILL);  // the child's group: it and the compiler it may be running
+      ::kill(c.pid, SIGKILL);   // in case it had not made its group yet
+    }
     ::close(c.fd);
     int status = 0;
     ::waitpid(c.pid, &status, 0);
@@ -195,9 +199,15 @@ std::vector<std::string> run_in_children(int n, int jobs, double timeout_s, cons
       if (::pipe(fds) != 0) throw TesseraError("tune: cannot create a pipe");
       std::cout.flush();
       std::cerr.flush();
+      const pid_t parent = ::getpid();
       pid_t pid = ::fork();
       if (pid < 0) throw TesseraError("tune: cannot fork");
       if (pid == 0) {
+        // A group of its own, so that a timeout also ends the compiler it started; and it dies
+        // with the tuner (a hung kernel must not outlive an interrupted tune).
+        ::setpgid(0, 0);
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (::getppid() != parent) std::_Exit(1);
         ::close(fds[0]);
         std::string r;
         try {
