@@ -2,6 +2,7 @@
 // tuning database, print the best config against the default (docs/tuning.md).
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -51,7 +52,8 @@ std::string pct(double f) {
   return buf;
 }
 
-void print_space(const tune::Space& s, const tune::Pruned& p, const Kernel& k, const Sizes& sizes,
+// `p`: null when the space is too large to prune.
+void print_space(const tune::Space& s, const tune::Pruned* p, const Kernel& k, const Sizes& sizes,
                  const std::string& dtype) {
   std::cout << "space of " << k.name << " on " << s.target << (dtype.empty() ? "" : " dtype=" + dtype) << " at "
             << sizes_str(k, sizes) << "\n";
@@ -67,8 +69,12 @@ void print_space(const tune::Space& s, const tune::Pruned& p, const Kernel& k, c
     std::cout << "  (" << kn.name << ": " << knob_targets(kn) << " only, " << values_str(kn.values) << ")\n";
   if (!s.fixed.empty()) std::cout << "  fixed: " << tune::config_str(s.fixed) << "\n";
   for (const tune::Constraint& c : s.constraints) std::cout << "  constraint " << c.name << ": " << c.doc << "\n";
-  std::cout << "size " << s.size() << ", pruned " << p.configs.size();
-  for (const auto& [why, n] : p.removed_by) std::cout << " (" << why << " removed " << n << ")";
+  if (!p) {
+    std::cout << "size " << s.size() << ", too large to prune: fix some knobs with --config\n";
+    return;
+  }
+  std::cout << "size " << s.size() << ", pruned " << p->configs.size();
+  for (const auto& [why, n] : p->removed_by) std::cout << " (" << why << " removed " << n << ")";
   std::cout << "\n";
 }
 
@@ -137,15 +143,30 @@ int cmd_tune(const TuneOptions& o) {
   if (o.time_s < 0 || !std::isfinite(o.time_s)) throw TesseraError("--time must be a positive number of seconds");
   if (o.rounds < 1) throw TesseraError("--rounds must be at least 1");
   if (!(o.timeout_s > 0)) throw TesseraError("--timeout must be a positive number of seconds");
-  if (o.backend != "cpu")
+  if (o.backend == "interp")
+    throw TesseraError("tessera tune: --backend interp has nothing to tune (the interpreter defines meaning, not speed)");
+  // --space shows a cuda space too; measuring it is to come.
+  if (o.backend != "cpu" && !o.space)
     throw TesseraError("tessera tune: --backend " + o.backend +
                        " is not measured yet; the harness measures the cpu backend (docs/tuning.md)");
 
   auto src = resolve_kernel(o.k.what, o.k.dtype, o.k.kernel);
   if (!src) return 1;
   if (src->kernels.size() != 1) throw TesseraError(src->file + " has several kernels: pick one with --kernel");
+  // --config may also fix a codegen knob the kernel does not declare (cluster_m=1): the
+  // others go to plan_kernels, which checks them against the kernel's constexprs.
+  KernelOptions ko = o.k;
+  ko.config.clear();
+  Config codegen_fixed;
+  for (const auto& [name, v] : split_assignments(o.k.config, "--config")) {
+    const bool declared = src->kernels[0]->find_constexpr(name);
+    const bool codegen = std::any_of(tune::codegen_knobs().begin(), tune::codegen_knobs().end(),
+                                     [&](const tune::KnobDecl& d) { return d.knob.name == name; });
+    if (codegen && !declared) codegen_fixed[name] = parse_int(v, "--config value for " + name);
+    else ko.config.push_back(name + "=" + v);
+  }
   // The tensors, the reference's, and the inputs kept for every candidate.
-  std::vector<KernelPlan> plans = plan_kernels(*src, o.k, 3);
+  std::vector<KernelPlan> plans = plan_kernels(*src, ko, 3);
   KernelPlan& plan = plans[0];
   const Kernel& k = *plan.kernel;
   const Sizes& sizes = plan.sizes;
@@ -164,13 +185,28 @@ int cmd_tune(const TuneOptions& o) {
       ++it;
     }
   }
+  for (const auto& [name, v] : codegen_fixed) {
+    auto it = std::find_if(space.knobs.begin(), space.knobs.end(), [&](const tune::Knob& x) { return x.name == name; });
+    if (it == space.knobs.end())
+      throw TesseraError("--config " + name + ": a codegen knob of other targets or kernels, not of '" + k.name +
+                         "' on " + target);
+    if (std::find(it->values.begin(), it->values.end(), v) == it->values.end())
+      throw TesseraError("--config " + name + "=" + std::to_string(v) + ": not one of its values (" +
+                         values_str(it->values) + ")");
+    space.fixed[name] = v;
+    space.knobs.erase(it);
+  }
   if (space.knobs.empty())
     throw TesseraError("kernel '" + k.name + "' has no knobs to tune on " + target +
                        (plan.config.empty() ? "" : " besides those --config fixes") +
                        " (constexprs with two candidates or more, or codegen knobs of the target)");
+  if (o.space && space.size() > tune::kMaxEnumerated) {
+    print_space(space, nullptr, k, sizes, dtype);
+    return 0;
+  }
   tune::Pruned pruned = tune::prune(space, k, sizes);
   if (o.space) {
-    print_space(space, pruned, k, sizes, dtype);
+    print_space(space, &pruned, k, sizes, dtype);
     return 0;
   }
   if (pruned.configs.empty()) {

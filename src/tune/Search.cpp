@@ -225,8 +225,7 @@ SearchResult search(const Space& space, const std::vector<Config>& candidates, c
   // 4. Genetic refinement: children of the fastest measured configs (uniform crossover, then a
   // step of one knob to a neighbouring value), those in the pruned space and not measured yet,
   // ranked by the model.
-  int stale = 0;
-  while (remaining() > 0 && !out_of_time() && stale < 3) {
+  while (remaining() > 0 && !out_of_time()) {
     std::vector<const Measurement*> parents;
     for (const Measurement& x : res.measured)
       if (x.ok()) parents.push_back(&x);
@@ -261,10 +260,7 @@ SearchResult search(const Space& space, const std::vector<Config>& candidates, c
     if (fit()) pool = rank(pool);
     else std::shuffle(pool.begin(), pool.end(), rng);
     pool.resize(std::min<size_t>(pool.size(), static_cast<size_t>(o.batch)));
-    const Measurement* before = best_ptr();
-    const double before_ms = before ? before->ms : 0;
     if (!run_batch(pool, "genetic")) break;
-    stale = best_ptr() && (!before || best_ptr()->ms < before_ms) ? 0 : stale + (children.empty() ? 3 : 0);
   }
   return res;
 }

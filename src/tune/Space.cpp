@@ -57,7 +57,7 @@ const std::vector<KnobDecl>& codegen_knobs() {
   // Values as the emitters take them (src/cuda/EmitterInternal.h, Pipelining.cpp, EmitWgmma.cpp,
   // EmitDot.cpp, EmitMemory.cpp, EmitProgramPrefetch.cpp, EmitStruct.cpp). The first is the default.
   static const std::vector<KnobDecl> table = {
-      {{"num_warps", KnobKind::Codegen, {4, 8, 16, 32}, 0, {"cuda"}, "warps per CTA (AssignLayouts)"}, "any"},
+      {{"num_warps", KnobKind::Codegen, {0, 4, 8, 16, 32}, 0, {"cuda"}, "warps per CTA; 0: the backend's choice"}, "any"},
       {{"whole_tile_checks", KnobKind::Codegen, {0, 1}, 0, {"cuda"},
         "test a tile's bounds and alignment once, not per 16-byte vector (EmitMemory)"}, "any"},
       {{"mma_l2_prefetch", KnobKind::Codegen, {0, 64, 128, 256}, 0, {"cuda"},
@@ -266,25 +266,39 @@ std::unique_ptr<Kernel> bind_config(const Kernel& unbound, const Config& config)
 }
 
 Pruned prune(const Space& space, const Kernel& unbound, const Sizes& sizes) {
+  if (space.size() > kMaxEnumerated)
+    throw TesseraError("the space of '" + space.kernel + "' on " + space.target + " has " +
+                       std::to_string(space.size()) + " configurations, more than " + std::to_string(kMaxEnumerated) +
+                       " to enumerate: fix some knobs with --config");
   Pruned out;
+  // The constraints read the bound tile-level IR, which only the tile knobs shape: each tile
+  // sub-config is bound and judged once ("" = it stays, else the constraint that removed it).
+  std::map<Config, std::string> verdicts;
   for (Config& c : space.enumerate()) {
-    std::unique_ptr<Kernel> bound;
-    try {
-      bound = bind_config(unbound, c);
-    } catch (const TesseraError&) {
-      ++out.removed_by["binds"];  // a tile dim expression with no value, a verifier rule
-      continue;
-    }
-    Candidate cand{c, *bound, sizes, space.target};
-    bool ok = true;
-    for (const Constraint& con : space.constraints) {
-      if (!con.rejects(cand).empty()) {
-        ++out.removed_by[con.name];
-        ok = false;
-        break;
+    Config tiles;
+    for (const Knob& k : space.knobs)
+      if (k.kind == KnobKind::Tile) tiles[k.name] = c.at(k.name);
+    auto it = verdicts.find(tiles);
+    if (it == verdicts.end()) {
+      std::string verdict;
+      std::unique_ptr<Kernel> bound;
+      try {
+        bound = bind_config(unbound, c);
+      } catch (const TesseraError&) {
+        verdict = "binds";  // a tile dim expression with no value, a verifier rule
       }
+      if (bound) {
+        Candidate cand{c, *bound, sizes, space.target};
+        for (const Constraint& con : space.constraints)
+          if (!con.rejects(cand).empty()) {
+            verdict = con.name;
+            break;
+          }
+      }
+      it = verdicts.emplace(tiles, verdict).first;
     }
-    if (ok) out.configs.push_back(std::move(c));
+    if (it->second.empty()) out.configs.push_back(std::move(c));
+    else ++out.removed_by[it->second];
   }
   return out;
 }

@@ -97,7 +97,12 @@ struct Pruned {
   std::vector<Config> configs;                   // what survives, in enumeration order
   std::map<std::string, int64_t> removed_by;     // constraint name -> configs it removed
 };
+// The most configurations prune() enumerates.
+inline constexpr int64_t kMaxEnumerated = 1'000'000;
+
 // Every configuration of `space` that binds, verifies and passes the constraints at `sizes`.
+// The constraints see the tile-level IR, so each combination of the tile knobs is bound and
+// judged once, whatever the codegen knobs. A space over kMaxEnumerated is a TesseraError.
 Pruned prune(const Space& space, const Kernel& unbound, const Sizes& sizes);
 
 // The constraints, exposed for tests:
