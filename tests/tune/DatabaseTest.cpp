@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -122,6 +123,34 @@ TEST(Database, ALockedDatabaseIsAnErrorAndLosesNoRows) {
   sqlite3_close(other);
   db.insert({row("M=3", 16, 1.0)});
   EXPECT_EQ(db.count(), 2);
+}
+
+TEST(Database, ConcurrentWritersLoseNoRows) {
+  std::string p = temp_db("concurrent");
+  { Database db(p, true); }
+  std::vector<pid_t> kids;
+  for (int w = 0; w < 3; ++w) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      int code = 0;
+      try {
+        Database db(p, false);
+        for (int t = 0; t < 20; ++t) db.insert({row("M=" + std::to_string(w), t, 1.0), row("M=9", t, 2.0)});
+      } catch (...) {
+        code = 1;
+      }
+      std::_Exit(code);
+    }
+    kids.push_back(pid);
+  }
+  for (pid_t k : kids) {
+    int st = 0;
+    ::waitpid(k, &st, 0);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  }
+  Database db(p, false);
+  EXPECT_EQ(db.count(), 3 * 20 * 2);
+  EXPECT_EQ(db.select(key("M=9"), true).size(), 60u);
 }
 
 TEST(Database, JsonLinesRoundTrip) {

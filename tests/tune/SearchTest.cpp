@@ -2,7 +2,9 @@
 // that it finds the optimum of a smooth space measuring a fraction of it. The rankers alone.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <thread>
 #include <set>
 
 #include "support/Diagnostic.h"
@@ -101,6 +103,28 @@ TEST(Search, MeasuresTheDefaultFirstNothingTwiceAndSkipsFailures) {
   EXPECT_LE(search(s, few, s.defaults(), {{"N", 256}}, m2, {}, o).measured.size(), 6u);
   o.budget = 0;
   EXPECT_THROW(search(s, all, s.defaults(), {{"N", 256}}, m2, {}, o), TesseraError);
+}
+
+TEST(Search, StopsStartingBatchesWhenTheTimeIsSpent) {
+  // Each measurement takes 20 ms; 0.3 s leave room for about 15 of the 200 budgeted.
+  class Slow : public FakeMeasurer {
+   public:
+    Slow() : FakeMeasurer(256) {}
+    std::vector<Measurement> measure(const std::vector<Config>& cs) override {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20 * cs.size()));
+      return FakeMeasurer::measure(cs);
+    }
+  } m;
+  Space s = synthetic_space();
+  SearchOptions o;
+  o.budget = 200;
+  o.time_s = 0.3;
+  auto t0 = std::chrono::steady_clock::now();
+  SearchResult r = search(s, s.enumerate(), s.defaults(), {{"N", 256}}, m, {}, o);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(r.measured.size(), 20u);
+  EXPECT_GT(r.measured.size(), 4u);
+  EXPECT_LT(took, 0.3 + 0.2);
 }
 
 TEST(Search, HistoryOfOtherShapesShrinksTheColdSample) {
