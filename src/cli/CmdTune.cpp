@@ -355,7 +355,7 @@ int cmd_tune(const TuneOptions& o) {
     auto row = [&](const char* what, const Measurement& m) {
       std::string su = m.ok() && def.ok() && m.ms > 0 ? ms_str(def.ms / m.ms) + "x" : "-";
       std::snprintf(line, sizeof line, "  %-8s %-44s %10s %7s %8s\n", what, tune::config_str(m.config).c_str(),
-                    m.ok() ? ms_str(m.ms).c_str() : m.status.c_str(), m.ok() ? pct(m.noise).c_str() : "-", su.c_str());
+                    m.ok() ? ms_str(m.ms).c_str() : m.status.c_str(), m.ok() && m.round_ms.size() > 1 ? pct(m.noise).c_str() : "-", su.c_str());
       std::cout << line;
     };
     if (best) row("best", *best);

@@ -67,7 +67,8 @@ std::unique_ptr<Measurer> make_cpu_measurer(const Problem& p, const MeasureOptio
 
 // 32 hex digits over the printed IR (the compile cache's content_hash).
 std::string kernel_ir_hash(const Kernel& k);
-// "AMD EPYC 9B14 x2": /proc/cpuinfo's model name and the cores this process may use.
+// "AMD EPYC 9B14 x2": /proc/cpuinfo's model name and the threads kernels run on (the cores,
+// or $OMP_NUM_THREADS): a config tuned on one thread is not the one for two.
 std::string cpu_device_name();
 // The cpu codegen version and the first line of the C++ compiler's --version.
 std::string cpu_compiler_version();
