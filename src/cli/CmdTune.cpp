@@ -270,7 +270,7 @@ int cmd_tune(const TuneOptions& o) {
   so.budget = budget;
   so.time_s = o.time_s;
   so.seed = o.k.seed;
-  so.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  so.cores = tune::cpu_threads();
   auto store = [&](const std::vector<Measurement>& batch) {
     std::vector<tune::Record> rows;
     for (const Measurement& m : batch) {

@@ -272,10 +272,12 @@ std::string cpu_device_name() {
       if (colon != std::string::npos) model = line.substr(line.find_first_not_of(" \t", colon + 1));
       break;
     }
-  // The threads kernels run on: OpenMP's default, which $OMP_NUM_THREADS sets (its first number).
-  unsigned threads = std::thread::hardware_concurrency();
-  if (const char* env = std::getenv("OMP_NUM_THREADS"); env && std::atoi(env) > 0) threads = static_cast<unsigned>(std::atoi(env));
-  return model + " x" + std::to_string(threads);
+  return model + " x" + std::to_string(cpu_threads());
+}
+
+int cpu_threads() {
+  if (const char* env = std::getenv("OMP_NUM_THREADS"); env && std::atoi(env) > 0) return std::atoi(env);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 std::string cpu_compiler_version() {

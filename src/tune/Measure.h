@@ -70,6 +70,9 @@ std::string kernel_ir_hash(const Kernel& k);
 // "AMD EPYC 9B14 x2": /proc/cpuinfo's model name and the threads kernels run on (the cores,
 // or $OMP_NUM_THREADS): a config tuned on one thread is not the one for two.
 std::string cpu_device_name();
+// The threads the cpu backend's kernels run on: OpenMP's default, which $OMP_NUM_THREADS sets
+// (its first number), else the cores.
+int cpu_threads();
 // The cpu codegen version and the first line of the C++ compiler's --version.
 std::string cpu_compiler_version();
 

@@ -144,8 +144,8 @@ SearchResult search(const Space& space, const std::vector<Config>& candidates, c
     for (const Measurement& x : h.measured) ok += x.ok();
     known_groups += ok >= 2;
   }
-  const int64_t sample = known_groups > 0 ? std::min<int64_t>(2, remaining())
-                                          : std::min<int64_t>(remaining(), std::max<int64_t>(3, o.budget / 3));
+  // With rows at other shapes, the model already ranks this one: no sample, it picks.
+  const int64_t sample = known_groups > 0 ? 0 : std::min<int64_t>(remaining(), std::max<int64_t>(3, o.budget / 3));
   {
     std::vector<std::vector<double>> chosen;
     for (const Measurement& x : res.measured) chosen.push_back(position(x.config));
@@ -207,8 +207,9 @@ SearchResult search(const Space& space, const std::vector<Config>& candidates, c
     return out;
   };
 
-  // 3. The model's top predictions, refitted after each batch, for half of what is left.
-  const int64_t model_budget = remaining() / 2;
+  // 3. The model's top predictions, refitted after each batch, for half of what is left (two
+  // thirds when it learnt from other shapes too).
+  const int64_t model_budget = known_groups > 0 ? remaining() * 2 / 3 : remaining() / 2;
   const int64_t model_end = static_cast<int64_t>(res.measured.size()) + model_budget;
   while (static_cast<int64_t>(res.measured.size()) < model_end && !out_of_time()) {
     std::vector<size_t> u = unseen();

@@ -127,7 +127,7 @@ TEST(Search, StopsStartingBatchesWhenTheTimeIsSpent) {
   EXPECT_LT(took, 0.3 + 0.2);
 }
 
-TEST(Search, HistoryOfOtherShapesShrinksTheColdSample) {
+TEST(Search, HistoryOfOtherShapesReplacesTheColdSample) {
   Space s = synthetic_space();
   std::vector<Config> all = s.enumerate();
   // Measured earlier at N = 4096 and 64.
@@ -146,10 +146,17 @@ TEST(Search, HistoryOfOtherShapesShrinksTheColdSample) {
   SearchResult r = search(s, all, s.defaults(), {{"N", 1024}}, m, hist, o, [&](const SearchProgress& p) {
     if (p.phase == "sample") sampled += static_cast<int>(p.batch->size());
   });
-  EXPECT_EQ(sampled, 2);
+  EXPECT_EQ(sampled, 0);  // the model, trained on the other shapes, picks from the start
   double opt = 1e30;
   for (const Config& c : all) opt = std::min(opt, FakeMeasurer::cost(c, 1024));
   EXPECT_LE(r.measured[*r.best].ms, opt * 1.05);
+  // Without the history: a third of the budget.
+  sampled = 0;
+  FakeMeasurer cold(1024);
+  search(s, all, s.defaults(), {{"N", 1024}}, cold, {}, o, [&](const SearchProgress& p) {
+    if (p.phase == "sample") sampled += static_cast<int>(p.batch->size());
+  });
+  EXPECT_EQ(sampled, 10);
 }
 
 TEST(Search, FeaturesNameEveryColumn) {
