@@ -381,14 +381,20 @@ int64_t Database::count() const {
   return sqlite3_column_int64(s.s, 0);
 }
 
-void Database::export_jsonl(std::ostream& out) const {
+std::vector<Record> Database::all() const {
   Stmt s;
   if (sqlite3_prepare_v2(db_, (std::string("SELECT ") + kColumns + " FROM measurements ORDER BY id").c_str(), -1, &s.s,
                          nullptr) != SQLITE_OK)
     fail("cannot read");
+  std::vector<Record> out;
   int rc;
-  while ((rc = sqlite3_step(s.s)) == SQLITE_ROW) {
-    Record r = read_row(s.s, path_);
+  while ((rc = sqlite3_step(s.s)) == SQLITE_ROW) out.push_back(read_row(s.s, path_));
+  if (rc != SQLITE_DONE) fail("cannot read");
+  return out;
+}
+
+void Database::export_jsonl(std::ostream& out) const {
+  for (const Record& r : all()) {
     std::string cfg;
     for (const auto& [n, v] : r.config) cfg += (cfg.empty() ? "" : ", ") + json_str(n) + ": " + std::to_string(v);
     out << "{\"kernel\": " << json_str(r.key.kernel) << ", \"kernel_hash\": " << json_str(r.key.kernel_hash)
@@ -400,7 +406,6 @@ void Database::export_jsonl(std::ostream& out) const {
         << ", \"bound_hash\": " << json_str(r.bound_hash) << ", \"unix_time\": " << r.unix_time
         << ", \"message\": " << json_str(r.message) << "}\n";
   }
-  if (rc != SQLITE_DONE) fail("cannot read");
 }
 
 int64_t Database::import_jsonl(std::istream& in, const std::string& name) {

@@ -61,6 +61,8 @@ class Database {
   // rows averaged), or nullopt.
   std::optional<Config> best(const TuneKey& key) const;
   int64_t count() const;
+  // Every row, in the order they were written.
+  std::vector<Record> all() const;
 
   // One JSON object per line, every field of every row.
   void export_jsonl(std::ostream& out) const;
