@@ -16,8 +16,17 @@ void apply_target_configs(const KernelSource& src, std::vector<KernelPlan>& plan
     if (!p.sizes.empty())
       if (auto tuned = tune::lookup_tuned(*p.kernel, tune_dtype(src), target, p.sizes)) {
         tune::Config applied;
-        for (const auto& [name, v] : *tuned)
-          if (p.config.insert({name, v}).second) applied[name] = v;
+        for (const auto& [name, v] : *tuned) {
+          if (p.kernel->find_constexpr(name)) {
+            if (p.config.insert({name, v}).second) applied[name] = v;
+            continue;
+          }
+          // A codegen knob the kernel does not declare (cpu_dot_mr): a constexpr of a copy.
+          if (!p.with_knobs) p.with_knobs = p.kernel->clone();
+          p.with_knobs->set_constexpr(name, v);
+          applied[name] = v;
+        }
+        if (p.with_knobs) p.kernel = p.with_knobs.get();
         if (!applied.empty())
           std::cerr << "note: " << p.kernel->name << ": tuned config " << tune::config_str(applied)
                     << " from the tuning database " << tune::default_database_path() << "\n";

@@ -3,6 +3,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -74,8 +75,9 @@ class JsonLine {
       if (key == "config") {
         r.config = object_of_ints();
         seen_config = true;
-      } else if (key == "ms" || key == "noise" || key == "rounds" || key == "unix_time") {
+      } else if (key == "ms" || key == "noise" || key == "rounds" || key == "unix_time" || key == "confirmed") {
         double v = num();
+        if (key == "confirmed") r.confirmed = v != 0;
         if (key == "ms") r.ms = v;
         if (key == "noise") r.noise = v;
         if (key == "rounds") r.rounds = static_cast<int64_t>(v);
@@ -263,7 +265,8 @@ Database::Database(const std::string& path, bool create, int busy_ms) : path_(pa
            " id INTEGER PRIMARY KEY, kernel TEXT NOT NULL, kernel_hash TEXT NOT NULL, shape TEXT NOT NULL,"
            " dtype TEXT NOT NULL, target TEXT NOT NULL, device TEXT NOT NULL, compiler TEXT NOT NULL,"
            " config TEXT NOT NULL, status TEXT NOT NULL, ms REAL NOT NULL, noise REAL NOT NULL,"
-           " rounds INTEGER NOT NULL, bound_hash TEXT NOT NULL, unix_time INTEGER NOT NULL, message TEXT NOT NULL);"
+           " rounds INTEGER NOT NULL, bound_hash TEXT NOT NULL, unix_time INTEGER NOT NULL, message TEXT NOT NULL,"
+           " confirmed INTEGER NOT NULL);"
            "CREATE INDEX IF NOT EXISTS by_key ON measurements (kernel_hash, dtype, target, device, compiler, shape);"
            "PRAGMA application_id = " + std::to_string(kApplicationId) + ";"
            "PRAGMA user_version = " + std::to_string(kSchemaVersion) + ";");
@@ -286,8 +289,8 @@ void Database::insert(const std::vector<Record>& rows) {
     Stmt s;
     if (sqlite3_prepare_v2(db_,
                            "INSERT INTO measurements (kernel, kernel_hash, shape, dtype, target, device, compiler, config,"
-                           " status, ms, noise, rounds, bound_hash, unix_time, message)"
-                           " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                           " status, ms, noise, rounds, bound_hash, unix_time, message, confirmed)"
+                           " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                            -1, &s.s, nullptr) != SQLITE_OK)
       fail("cannot write");
     for (const Record& r : rows) {
@@ -303,6 +306,7 @@ void Database::insert(const std::vector<Record>& rows) {
       sqlite3_bind_text(s.s, i++, r.bound_hash.c_str(), -1, SQLITE_TRANSIENT);
       sqlite3_bind_int64(s.s, i++, r.unix_time ? r.unix_time : static_cast<int64_t>(std::time(nullptr)));
       sqlite3_bind_text(s.s, i++, r.message.c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_int(s.s, i++, r.confirmed ? 1 : 0);
       if (sqlite3_step(s.s) != SQLITE_DONE) fail("cannot write");
     }
     exec("COMMIT");
@@ -329,12 +333,13 @@ Record read_row(sqlite3_stmt* s, const std::string& path) {
   r.bound_hash = text(12);
   r.unix_time = sqlite3_column_int64(s, 13);
   r.message = text(14);
+  r.confirmed = sqlite3_column_int(s, 15) != 0;
   return r;
 }
 
 constexpr const char* kColumns =
     "kernel, kernel_hash, shape, dtype, target, device, compiler, config, status, ms, noise, rounds, bound_hash,"
-    " unix_time, message";
+    " unix_time, message, confirmed";
 
 }  // namespace
 
@@ -355,8 +360,11 @@ std::vector<Record> Database::select(const TuneKey& key, bool same_shape) const 
 
 std::optional<Config> Database::best(const TuneKey& key) const {
   std::map<std::string, std::pair<double, int>> by_config;
-  for (const Record& r : select(key, true))
-    if (r.status == "ok" && r.ms > 0) {
+  std::vector<Record> rows = select(key, true);
+  const bool any_confirmed =
+      std::any_of(rows.begin(), rows.end(), [](const Record& r) { return r.confirmed && r.status == "ok"; });
+  for (const Record& r : rows)
+    if (r.status == "ok" && r.ms > 0 && (r.confirmed || !any_confirmed)) {
       auto& [sum, n] = by_config[config_str(r.config)];
       sum += r.ms;
       ++n;
@@ -404,7 +412,7 @@ void Database::export_jsonl(std::ostream& out) const {
         << ", \"status\": " << json_str(r.status) << ", \"ms\": " << json_num(r.ms)
         << ", \"noise\": " << json_num(r.noise) << ", \"rounds\": " << r.rounds
         << ", \"bound_hash\": " << json_str(r.bound_hash) << ", \"unix_time\": " << r.unix_time
-        << ", \"message\": " << json_str(r.message) << "}\n";
+        << ", \"message\": " << json_str(r.message) << ", \"confirmed\": " << (r.confirmed ? 1 : 0) << "}\n";
   }
 }
 

@@ -40,6 +40,8 @@ struct Record {
   std::string bound_hash;  // the IR after binding this config (what was compiled)
   int64_t unix_time = 0;
   std::string message;     // why it failed (empty when ok)
+  // Measured again at the end of a tune, beside the default: the tune's decision.
+  bool confirmed = false;
 };
 
 class Database {
@@ -57,8 +59,9 @@ class Database {
   // The rows whose key matches `key` in every field but the shape (all shapes: training data)
   // or, when `same_shape`, in every field.
   std::vector<Record> select(const TuneKey& key, bool same_shape) const;
-  // The config with the least median time among passing rows of exactly `key` (each config's
-  // rows averaged), or nullopt.
+  // The config with the least time among passing rows of exactly `key` (each config's rows
+  // averaged), among the confirmed rows when there are any (the last tunes' decisions), or
+  // nullopt.
   std::optional<Config> best(const TuneKey& key) const;
   int64_t count() const;
   // Every row, in the order they were written.

@@ -31,8 +31,11 @@ std::optional<Config> lookup_tuned(const Kernel& unbound, const std::string& dty
   std::optional<Config> best = db.best(make_key(unbound, dtype, target, sizes));
   if (!best) return best;
   Config mine;
-  for (const auto& [n, v] : *best)
-    if (unbound.find_constexpr(n)) mine[n] = v;
+  for (const auto& [n, v] : *best) {
+    bool knob = false;
+    for (const KnobDecl& d : codegen_knobs()) knob |= d.knob.name == n && knob_applies(d.knob, target);
+    if (unbound.find_constexpr(n) || knob) mine[n] = v;
+  }
   return mine;
 }
 

@@ -17,7 +17,8 @@ namespace tessera::tune {
 TuneKey make_key(const Kernel& unbound, const std::string& dtype, const std::string& target, const Sizes& sizes);
 
 // The fastest passing config in the database at `db_path` (default_database_path() when empty)
-// for that key, restricted to the constexprs `unbound` declares; nullopt when the file does
+// for that key, restricted to the constexprs `unbound` declares and the target's codegen knobs
+// (which a kernel that does not declare them gets with Kernel::set_constexpr); nullopt when the file does
 // not exist, the target is not "cpu", or it has no passing row. A database that cannot be read
 // is a TesseraError (Database).
 std::optional<Config> lookup_tuned(const Kernel& unbound, const std::string& dtype, const std::string& target,

@@ -79,6 +79,10 @@ const std::vector<KnobDecl>& codegen_knobs() {
         "B's TMA cache hint: 0 auto, 1 evict_first, 2 evict_last, 3 none"}, "dot-loop"},
       {{"prefetch_programs", KnobKind::Codegen, {2, 0, 1}, 2, {"cuda"},
         "persistent row kernels copy the next row ahead: 2 auto, 0 off, 1 forced"}, "rows"},
+      {{"cpu_dot_mr", KnobKind::Codegen, {0, 1, 2, 4, 8}, 0, {"cpu"},
+        "rows of tsr::dot_f32's register block; 0: the header's choice"}, "dot-loop"},
+      {{"cpu_dot_nr", KnobKind::Codegen, {0, 8, 16, 32}, 0, {"cpu"},
+        "columns of tsr::dot_f32's register block; 0: the header's choice"}, "dot-loop"},
       {{"struct_cp_async", KnobKind::Codegen, {0, 1}, 0, {"cuda"}, "Struct async_copy as cp.async"}, "struct"},
       {{"struct_tma", KnobKind::Codegen, {0, 1}, 0, {"cuda:sm_90a"}, "Struct async_copy as TMA"}, "struct"},
   };
@@ -218,6 +222,34 @@ Constraint cuda_smem_constraint() {
           }};
 }
 
+Constraint cpu_dot_block_constraint() {
+  return {"cpu-dot-block", "cpu_dot_mr / cpu_dot_nr divide every dot's tile and differ from the header's own choice",
+          [](const Candidate& c) -> std::string {
+            auto get = [&](const char* n) {
+              auto it = c.config.find(n);
+              return it == c.config.end() ? int64_t{0} : it->second;
+            };
+            const int64_t mr = get("cpu_dot_mr"), nr = get("cpu_dot_nr");
+            if (c.target != "cpu" || (mr == 0 && nr == 0)) return "";
+            std::string why;
+            walk(const_cast<Kernel&>(c.bound), [&](Op& op) {
+              if (op.kind != OpKind::Dot || !why.empty() || !shape_is_static(op.result()->type.shape)) return;
+              auto s = static_shape(op.result()->type.shape);
+              if (s.size() != 2) return;
+              const int64_t M = s[0], N = s[1];
+              // tsr::dot_f32's own choice (src/cpu/runtime/tessera_cpu.h.inc).
+              const int64_t NR = N % 32 == 0 ? 32 : N % 16 == 0 ? 16 : N % 8 == 0 ? 8 : 0;
+              const int64_t nr_eff = nr > 0 && N % nr == 0 ? nr : NR;
+              const int64_t MR = M % 8 == 0 && nr_eff == 32 ? 8 : M % 4 == 0 ? 4 : M % 2 == 0 ? 2 : 1;
+              if (nr && (N % nr != 0 || nr == NR))
+                why = "cpu_dot_nr = " + std::to_string(nr) + (N % nr ? " does not divide N = " + std::to_string(N) : " is the header's own choice");
+              else if (mr && (M % mr != 0 || mr == MR))
+                why = "cpu_dot_mr = " + std::to_string(mr) + (M % mr ? " does not divide M = " + std::to_string(M) : " is the header's own choice");
+            });
+            return why;
+          }};
+}
+
 Space make_space(const Kernel& unbound, const std::string& target, const Config& defaults) {
   Space s;
   s.kernel = unbound.name;
@@ -252,7 +284,8 @@ Space make_space(const Kernel& unbound, const std::string& target, const Config&
     if (auto it = defaults.find(k.name); it != defaults.end()) k.default_value = it->second;
     s.knobs.push_back(std::move(k));
   }
-  s.constraints = {tile_cover_constraint(), cpu_tile_bytes_constraint(), cuda_smem_constraint()};
+  s.constraints = {tile_cover_constraint(), cpu_tile_bytes_constraint(), cpu_dot_block_constraint(),
+                   cuda_smem_constraint()};
   return s;
 }
 
@@ -271,34 +304,36 @@ Pruned prune(const Space& space, const Kernel& unbound, const Sizes& sizes) {
                        std::to_string(space.size()) + " configurations, more than " + std::to_string(kMaxEnumerated) +
                        " to enumerate: fix some knobs with --config");
   Pruned out;
-  // The constraints read the bound tile-level IR, which only the tile knobs shape: each tile
-  // sub-config is bound and judged once ("" = it stays, else the constraint that removed it).
-  std::map<Config, std::string> verdicts;
+  // The bound tile-level IR depends on the tile knobs only: each combination of them is bound
+  // once (null: it does not bind), the constraints judge every config.
+  std::map<Config, std::unique_ptr<Kernel>> bound_by_tiles;
   for (Config& c : space.enumerate()) {
     Config tiles;
     for (const Knob& k : space.knobs)
       if (k.kind == KnobKind::Tile) tiles[k.name] = c.at(k.name);
-    auto it = verdicts.find(tiles);
-    if (it == verdicts.end()) {
-      std::string verdict;
+    auto it = bound_by_tiles.find(tiles);
+    if (it == bound_by_tiles.end()) {
       std::unique_ptr<Kernel> bound;
       try {
         bound = bind_config(unbound, c);
       } catch (const TesseraError&) {
-        verdict = "binds";  // a tile dim expression with no value, a verifier rule
+        // a tile dim expression with no value, a verifier rule
       }
-      if (bound) {
-        Candidate cand{c, *bound, sizes, space.target};
-        for (const Constraint& con : space.constraints)
-          if (!con.rejects(cand).empty()) {
-            verdict = con.name;
-            break;
-          }
-      }
-      it = verdicts.emplace(tiles, verdict).first;
+      it = bound_by_tiles.emplace(tiles, std::move(bound)).first;
     }
-    if (it->second.empty()) out.configs.push_back(std::move(c));
-    else ++out.removed_by[it->second];
+    if (!it->second) {
+      ++out.removed_by["binds"];
+      continue;
+    }
+    Candidate cand{c, *it->second, sizes, space.target};
+    std::string verdict;
+    for (const Constraint& con : space.constraints)
+      if (!con.rejects(cand).empty()) {
+        verdict = con.name;
+        break;
+      }
+    if (verdict.empty()) out.configs.push_back(std::move(c));
+    else ++out.removed_by[verdict];
   }
   return out;
 }

@@ -101,8 +101,8 @@ struct Pruned {
 inline constexpr int64_t kMaxEnumerated = 1'000'000;
 
 // Every configuration of `space` that binds, verifies and passes the constraints at `sizes`.
-// The constraints see the tile-level IR, so each combination of the tile knobs is bound and
-// judged once, whatever the codegen knobs. A space over kMaxEnumerated is a TesseraError.
+// The tile-level IR depends on the tile knobs only, so each combination of them is bound once.
+// A space over kMaxEnumerated is a TesseraError.
 Pruned prune(const Space& space, const Kernel& unbound, const Sizes& sizes);
 
 // The constraints, exposed for tests:
@@ -114,6 +114,9 @@ Constraint tile_cover_constraint();
 // result, counted in the compute type) within `limit` bytes (default 4 MiB: beyond L2, and each
 // tile past the first MiB lives on the heap; docs/cpu-backend.md).
 Constraint cpu_tile_bytes_constraint(int64_t limit = int64_t{4} << 20);
+// "cpu-dot-block": a nonzero cpu_dot_mr / cpu_dot_nr divides every dot's M / N and is not the
+// block tsr::dot_f32 picks by itself (that config is the one with 0).
+Constraint cpu_dot_block_constraint();
 // "cuda-smem": a pipelined loop's stages of loaded tiles within the target's shared memory
 // (sm_80 163 KiB, sm_89 99 KiB, sm_90/sm_90a 227 KiB).
 Constraint cuda_smem_constraint();

@@ -69,6 +69,16 @@ TEST(Database, StoresRowsAndPicksTheFastestPassingConfig) {
   EXPECT_EQ(again.count(), 5);
 }
 
+TEST(Database, ATunesConfirmedDecisionOutranksALuckyRow) {
+  Database db(temp_db("confirmed"), true);
+  Record lucky = row("M=10", 16, 0.5), chosen = row("M=10", 32, 0.9), dflt = row("M=10", 64, 1.0);
+  chosen.confirmed = dflt.confirmed = true;
+  db.insert({lucky, row("M=10", 32, 0.8), chosen, dflt});
+  EXPECT_EQ(db.best(key("M=10"))->at("BLOCK_M"), 32);
+  EXPECT_TRUE(db.select(key("M=10"), true)[2].confirmed);
+  EXPECT_FALSE(db.select(key("M=10"), true)[0].confirmed);
+}
+
 TEST(Database, ANewerSchemaIsRefused) {
   std::string p = temp_db("newer");
   { Database db(p, true); }
@@ -155,12 +165,15 @@ TEST(Database, ConcurrentWritersLoseNoRows) {
 
 TEST(Database, JsonLinesRoundTrip) {
   Database a(temp_db("a"), true);
-  a.insert({row("M=10", 16, 2.0), row("M=10", 64, 0, "timeout")});
+  Record c = row("M=10", 16, 2.0);
+  c.confirmed = true;
+  a.insert({c, row("M=10", 64, 0, "timeout")});
   std::ostringstream out;
   a.export_jsonl(out);
   const std::string text = out.str();
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2);
-  EXPECT_THAT(out.str(), HasSubstr("\"config\": {\"BLOCK_M\": 16, \"BLOCK_N\": 32}"));
+  EXPECT_THAT(text, HasSubstr("\"config\": {\"BLOCK_M\": 16, \"BLOCK_N\": 32}"));
+  EXPECT_THAT(text, HasSubstr("\"confirmed\": 1}\n"));
   Database b(temp_db("b"), true);
   std::istringstream in(out.str());
   EXPECT_EQ(b.import_jsonl(in, "rows.jsonl"), 2);
@@ -184,14 +197,15 @@ TEST(Database, RunLooksTheBestConfigUpByTheKernelsKey) {
     Database db(p, true);
     Record r;
     r.key = make_key(*k, "f32", "cpu", sizes);
-    r.config = {{"BLOCK_M", 32}, {"BLOCK_N", 16}, {"BLOCK_K", 16}, {"mma_l2_prefetch", 64}};
+    r.config = {{"BLOCK_M", 32}, {"BLOCK_N", 16}, {"BLOCK_K", 16}, {"mma_l2_prefetch", 64}, {"cpu_dot_mr", 2}};
     r.status = "ok";
     r.ms = 1;
     db.insert({r});
   }
   auto got = lookup_tuned(*k, "f32", "cpu", sizes, p);
   ASSERT_TRUE(got);
-  EXPECT_EQ(*got, (Config{{"BLOCK_M", 32}, {"BLOCK_N", 16}, {"BLOCK_K", 16}}));  // the kernel's own constexprs only
+  // The kernel's own constexprs and the cpu's codegen knobs, not the cuda ones.
+  EXPECT_EQ(*got, (Config{{"BLOCK_M", 32}, {"BLOCK_N", 16}, {"BLOCK_K", 16}, {"cpu_dot_mr", 2}}));
   EXPECT_FALSE(lookup_tuned(*k, "bf16", "cpu", sizes, p));
   EXPECT_FALSE(lookup_tuned(*k, "f32", "cpu", {{"M", 34}, {"N", 65}, {"K", 17}}, p));
   auto other = find_library_kernel("matmul")->build(ScalarKind::BF16);
