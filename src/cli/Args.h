@@ -78,8 +78,8 @@ std::vector<KernelArg> make_args(const Kernel& k, std::vector<Tensor>& tensors, 
 // a bad option gives one message and no partial output.
 struct KernelPlan {
   const Kernel* kernel = nullptr;
-  // A copy of the kernel with tuned codegen knobs it does not declare set as constexprs
-  // (apply_target_configs); `kernel` then points at it.
+  // A copy of the kernel with codegen knobs it does not declare (--config, or tuned:
+  // apply_target_configs) set as constexprs; `kernel` then points at it.
   std::shared_ptr<Kernel> with_knobs;
   Sizes sizes;                       // empty unless sizes were asked for
   ConstexprConfig config;
