@@ -214,6 +214,8 @@ std::vector<std::string> run_in_children(int n, int jobs, double timeout_s, cons
           r = fn(next);
         } catch (const std::exception& e) {
           r = "error " + one_line(e.what());
+        } catch (...) {
+          r = "error (an exception that is not a std::exception)";  // never back into the parent's code
         }
         if (r.empty()) r = "error (no answer)";
         write_all(fds[1], r);
