@@ -373,10 +373,7 @@ std::vector<KernelPlan> plan_kernels(const KernelSource& src, const KernelOption
       if (!has(dims, name)) throw TesseraError(unknown_name_error(src, "dim", name, dims));
   // A declared codegen knob (docs/tuning.md) is taken by every kernel, as a constexpr of a copy
   // when the kernel does not declare it (the backends that do not read it ignore it).
-  auto codegen_knob = [](const std::string& n) {
-    return std::any_of(tune::codegen_knobs().begin(), tune::codegen_knobs().end(),
-                       [&](const tune::KnobDecl& d) { return d.knob.name == n; });
-  };
+  auto codegen_knob = [](const std::string& n) { return tune::find_codegen_knob(n) != nullptr; };
   for (const auto& [name, v] : config)
     if (!has(constexprs, name) && !codegen_knob(name))
       throw TesseraError(unknown_name_error(src, "constexpr", name, constexprs));

@@ -160,9 +160,7 @@ int cmd_tune(const TuneOptions& o) {
   Config codegen_fixed;
   for (const auto& [name, v] : split_assignments(o.k.config, "--config")) {
     const bool declared = src->kernels[0]->find_constexpr(name);
-    const bool codegen = std::any_of(tune::codegen_knobs().begin(), tune::codegen_knobs().end(),
-                                     [&](const tune::KnobDecl& d) { return d.knob.name == name; });
-    if (codegen && !declared) codegen_fixed[name] = parse_int(v, "--config value for " + name);
+    if (tune::find_codegen_knob(name) && !declared) codegen_fixed[name] = parse_int(v, "--config value for " + name);
     else ko.config.push_back(name + "=" + v);
   }
   // The tensors, the reference's, and the inputs kept for every candidate.

@@ -32,9 +32,8 @@ std::optional<Config> lookup_tuned(const Kernel& unbound, const std::string& dty
   if (!best) return best;
   Config mine;
   for (const auto& [n, v] : *best) {
-    bool knob = false;
-    for (const KnobDecl& d : codegen_knobs()) knob |= d.knob.name == n && knob_applies(d.knob, target);
-    if (unbound.find_constexpr(n) || knob) mine[n] = v;
+    const KnobDecl* d = find_codegen_knob(n);
+    if (unbound.find_constexpr(n) || (d && knob_applies(d->knob, target))) mine[n] = v;
   }
   return mine;
 }

@@ -89,6 +89,12 @@ const std::vector<KnobDecl>& codegen_knobs() {
   return table;
 }
 
+const KnobDecl* find_codegen_knob(const std::string& name) {
+  for (const KnobDecl& d : codegen_knobs())
+    if (d.knob.name == name) return &d;
+  return nullptr;
+}
+
 namespace {
 
 bool kernel_kind_matches(const Kernel& k, const std::string& kinds) {
@@ -105,12 +111,6 @@ bool kernel_kind_matches(const Kernel& k, const std::string& kinds) {
   if (kinds == "struct") return has_struct;
   if (kinds == "rows") return !has_dot;
   return false;
-}
-
-const KnobDecl* find_decl(const std::string& name) {
-  for (const KnobDecl& d : codegen_knobs())
-    if (d.knob.name == name) return &d;
-  return nullptr;
 }
 
 }  // namespace
@@ -255,7 +255,7 @@ Space make_space(const Kernel& unbound, const std::string& target, const Config&
   s.kernel = unbound.name;
   s.target = target;
   for (const ConstexprDecl& d : unbound.constexprs) {
-    const KnobDecl* decl = find_decl(d.name);
+    const KnobDecl* decl = find_codegen_knob(d.name);
     Knob k;
     k.name = d.name;
     k.kind = decl ? KnobKind::Codegen : KnobKind::Tile;

@@ -54,6 +54,8 @@ struct KnobDecl {
 };
 // The codegen knobs the backends read (src/cuda/*: EmitterInternal.h lists them), in one table.
 const std::vector<KnobDecl>& codegen_knobs();
+// The table's entry named `name`, or null.
+const KnobDecl* find_codegen_knob(const std::string& name);
 
 // What a space's constraints are told about a candidate.
 struct Candidate {
