@@ -6,9 +6,11 @@
 // random search of the same budget, without measuring anything.
 //
 //   tune_replay FILE.jsonl [--budget 6] [--seeds 20]
+//   xz -dc bench/data/tune_cpu_matmul_exhaustive_20.jsonl.xz | tune_replay - --budget 34 --seeds 5
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <random>
 #include <string>
@@ -71,9 +73,14 @@ int main(int argc, char** argv) {
   }
   try {
     Database db(":memory:", true);
-    std::ifstream in(argv[1]);
-    if (!in) throw TesseraError(std::string("cannot read ") + argv[1]);
-    db.import_jsonl(in, argv[1]);
+    const std::string file = argv[1];
+    if (file == "-") {
+      db.import_jsonl(std::cin, "<stdin>");
+    } else {
+      std::ifstream in(file);
+      if (!in) throw TesseraError("cannot read " + file);
+      db.import_jsonl(in, file);
+    }
     std::vector<std::string> order;
     std::map<std::string, ShapeData> shapes;
     for (const Record& r : db.all()) {

@@ -145,7 +145,7 @@ SearchResult search(const Space& space, const std::vector<Config>& candidates, c
     known_groups += ok >= 2;
   }
   // With rows at other shapes the model already ranks this one, and one far config guards
-  // against its worst misses: replayed over bench/data/tune_cpu_matmul_exhaustive.jsonl
+  // against its worst misses: replayed over bench/data/tune_cpu_matmul_exhaustive_10.jsonl.xz
   // (bench/tune_replay), budget 6, the mean distance from the best fell from 11.5% with none
   // to 5.7% with one (more did not help).
   const int64_t sample = known_groups > 0 ? std::min<int64_t>(1, remaining())
