@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "ir/Verifier.h"
+#include "tune/Space.h"
 #include "text/Text.h"
 
 namespace tessera::cli {
@@ -370,8 +371,12 @@ std::vector<KernelPlan> plan_kernels(const KernelSource& src, const KernelOption
   if (with_sizes)
     for (const auto& [name, v] : size_items)
       if (!has(dims, name)) throw TesseraError(unknown_name_error(src, "dim", name, dims));
+  // A declared codegen knob (docs/tuning.md) is taken by every kernel, as a constexpr of a copy
+  // when the kernel does not declare it (the backends that do not read it ignore it).
+  auto codegen_knob = [](const std::string& n) { return tune::find_codegen_knob(n) != nullptr; };
   for (const auto& [name, v] : config)
-    if (!has(constexprs, name)) throw TesseraError(unknown_name_error(src, "constexpr", name, constexprs));
+    if (!has(constexprs, name) && !codegen_knob(name))
+      throw TesseraError(unknown_name_error(src, "constexpr", name, constexprs));
   for (const auto& [name, v] : scalar_items)
     if (!has(scalars, name))
       throw TesseraError(unknown_name_error(src, "scalar parameter", name, scalars));
@@ -382,6 +387,12 @@ std::vector<KernelPlan> plan_kernels(const KernelSource& src, const KernelOption
     p.kernel = k;
     for (const auto& [name, v] : config) {
       const ConstexprDecl* c = k->find_constexpr(name);
+      if (!c && codegen_knob(name)) {
+        if (std::string range = constexpr_range_error(name, v); !range.empty()) throw TesseraError(range);
+        if (!p.with_knobs) p.with_knobs = k->clone();
+        p.with_knobs->set_constexpr(name, v);
+        continue;
+      }
       if (!c) continue;
       // The pass would say the same, but located in Tessera's own C++ for a library kernel.
       if (std::string range = constexpr_range_error(name, v); !range.empty())
@@ -415,9 +426,25 @@ std::vector<KernelPlan> plan_kernels(const KernelSource& src, const KernelOption
       p.sizes = resolve_sizes(*k, src.lib, mine);
       check_tensor_budget(*k, p.sizes, copies);
     }
+    if (p.with_knobs) p.kernel = p.with_knobs.get();
     plans.push_back(std::move(p));
   }
   return plans;
+}
+
+std::string json_str(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
 }
 
 std::string fmt_num(double v) {

@@ -78,6 +78,9 @@ std::vector<KernelArg> make_args(const Kernel& k, std::vector<Tensor>& tensors, 
 // a bad option gives one message and no partial output.
 struct KernelPlan {
   const Kernel* kernel = nullptr;
+  // A copy of the kernel with codegen knobs it does not declare (--config, or tuned:
+  // apply_target_configs) set as constexprs; `kernel` then points at it.
+  std::shared_ptr<Kernel> with_knobs;
   Sizes sizes;                       // empty unless sizes were asked for
   ConstexprConfig config;
   std::vector<std::string> scalars;  // NAME=VALUE items of this kernel's scalar parameters
@@ -89,7 +92,12 @@ std::vector<KernelPlan> plan_kernels(const KernelSource& src, const KernelOption
 // A library kernel's preferred constexpr values for `target` (LibraryKernel::target_configs:
 // "cuda:sm_90a", "cpu", ...; "" for none, and size_configs for the plan's sizes) under each
 // plan's config, where --config names no value. A .tile file's kernels keep their own defaults.
+// The tuning database's best config (tessera tune) comes first, where it has one for the kernel
+// at the plan's sizes on this machine.
 void apply_target_configs(const KernelSource& src, std::vector<KernelPlan>& plans, const std::string& target);
+// The dtype a source's tuning records name: the library kernel's, "" for a .tile file (its IR
+// names its types, and the IR hash is part of the key).
+std::string tune_dtype(const KernelSource& src);
 
 // --check-passes for one kernel of a plan: the pipeline's passes, bound with the plan's
 // config, checked on the interpreter at `sizes` for `seeds` (check/PassCheck.h), scalars from
@@ -97,6 +105,9 @@ void apply_target_configs(const KernelSource& src, std::vector<KernelPlan>& plan
 // one line on stderr, `check-passes: PASS ...` or `check-passes: FAIL ...`, and returns whether
 // it passed. A kernel the interpreter cannot run on any seed is a TesseraError (nothing checked).
 bool check_pipeline_passes(const KernelPlan& plan, const Sizes& sizes, const std::vector<uint64_t>& seeds);
+
+// A JSON string literal of `s` (quotes, backslashes and control characters escaped).
+std::string json_str(const std::string& s);
 
 // A compact number for output lines: 0, 1.5e-07, 0.000244, 12.3.
 std::string fmt_num(double v);

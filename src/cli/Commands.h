@@ -51,11 +51,25 @@ struct BenchOptions {
   bool json = false;
 };
 
+struct TuneOptions {
+  KernelOptions k;
+  std::string backend = "cpu";
+  int64_t budget = -1;  // configs to measure; -1: 5% of the pruned space, at least 8
+  double time_s = 0;    // 0: no limit
+  bool json = false;
+  bool space = false;   // --space: print the space and its pruned size, measure nothing
+  std::string db;       // the tuning database (default: tune::default_database_path())
+  int rounds = 3;
+  double timeout_s = 60;
+  std::string export_file, import_file;  // JSON Lines
+};
+
 int cmd_list(bool verbose);
 int cmd_ops();
 int cmd_check(const std::vector<std::string>& files);
 int cmd_run(const RunOptions& o);
 int cmd_compile(const CompileOptions& o);
 int cmd_bench(const BenchOptions& o);
+int cmd_tune(const TuneOptions& o);
 
 }  // namespace tessera::cli

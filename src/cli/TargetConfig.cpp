@@ -1,12 +1,38 @@
-// Library kernels' per-target default configs in the CLI: --config wins, then the kernel's
-// preferred values for the target, then its own defaults (bind-constexprs).
+// Library kernels' per-target default configs in the CLI: --config wins, then the tuning
+// database's best config for the kernel at these sizes on this machine (`tessera tune`), then
+// the kernel's preferred values for the target, then its own defaults (bind-constexprs).
+#include <iostream>
+
 #include "cli/Args.h"
+#include "tune/Lookup.h"
 
 namespace tessera::cli {
 
+std::string tune_dtype(const KernelSource& src) { return src.lib ? std::string(scalar_name(src.dtype)) : std::string(); }
+
 void apply_target_configs(const KernelSource& src, std::vector<KernelPlan>& plans, const std::string& target) {
-  if (!src.lib) return;
-  for (KernelPlan& p : plans) p.config = library_config(*src.lib, src.dtype, target, p.config, &p.sizes);
+  for (KernelPlan& p : plans) {
+    // insert() keeps what --config gave.
+    if (!p.sizes.empty())
+      if (auto tuned = tune::lookup_tuned(*p.kernel, tune_dtype(src), target, p.sizes)) {
+        tune::Config applied;
+        for (const auto& [name, v] : *tuned) {
+          if (p.kernel->find_constexpr(name)) {
+            if (p.config.insert({name, v}).second) applied[name] = v;
+            continue;
+          }
+          // A codegen knob the kernel does not declare (cpu_dot_mr): a constexpr of a copy.
+          if (!p.with_knobs) p.with_knobs = p.kernel->clone();
+          p.with_knobs->set_constexpr(name, v);
+          applied[name] = v;
+        }
+        if (p.with_knobs) p.kernel = p.with_knobs.get();
+        if (!applied.empty())
+          std::cerr << "note: " << p.kernel->name << ": tuned config " << tune::config_str(applied)
+                    << " from the tuning database " << tune::default_database_path() << "\n";
+      }
+    if (src.lib) p.config = library_config(*src.lib, src.dtype, target, p.config, &p.sizes);
+  }
 }
 
 }  // namespace tessera::cli

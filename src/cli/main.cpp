@@ -15,11 +15,11 @@ using namespace tessera::cli;
 namespace {
 
 // Options shared by run, compile and bench.
-void add_kernel_options(CLI::App* cmd, KernelOptions& k, bool sizes) {
+void add_kernel_options(CLI::App* cmd, KernelOptions& k, bool sizes, bool kernel_required = true) {
   // Named apart from --kernel: CLI11 2.4 (Ubuntu 24.04) refuses a positional and an option of
   // the same name, and the binary aborted at startup there.
-  cmd->add_option("KERNEL", k.what, "a library kernel (see `tessera list`) or a .tile file")
-      ->required();
+  auto* what = cmd->add_option("KERNEL", k.what, "a library kernel (see `tessera list`) or a .tile file");
+  if (kernel_required) what->required();
   cmd->add_option("--kernel", k.kernel, "only this kernel of a .tile file");
   cmd->add_option("--dtype", k.dtype, "element type of a library kernel (default: its first)")
       ->check(CLI::IsMember({"i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f8e4m3",
@@ -136,12 +136,35 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bench_cmd->add_flag("--json", bench.json, "one JSON object per kernel");
 
+  TuneOptions tune;
+  auto* tune_cmd = app.add_subcommand(
+      "tune", "search a kernel's tuning space at one shape on a backend, store every measurement in the tuning "
+              "database (which `run` and `bench` then consult), and print the best config against the default");
+  add_kernel_options(tune_cmd, tune.k, true, false);
+  tune_cmd->add_option("--backend,-b", tune.backend, "the backend to measure on (cpu)")
+      ->check(CLI::IsMember({"interp", "cpu", "cuda"}))
+      ->capture_default_str();
+  auto* budget_opt = tune_cmd->add_option("--budget", tune.budget,
+                       "configs to measure, the default's included (default: 5% of the pruned space, at least 8)");
+  auto* time_opt = tune_cmd->add_option("--time", tune.time_s, "seconds: start no new batch of measurements after this long");
+  tune_cmd->add_flag("--json", tune.json, "one JSON object: the best config, the default, the search's figures");
+  tune_cmd->add_flag("--space", tune.space, "print the knobs, constraints and the pruned size; measure nothing");
+  tune_cmd->add_option("--db", tune.db,
+                       "the tuning database (default: $TESSERA_TUNE_DB, else tuning.db in Tessera's cache directory)");
+  tune_cmd->add_option("--rounds", tune.rounds, "timing rounds over the candidates (noise estimate)")
+      ->capture_default_str();
+  tune_cmd->add_option("--timeout", tune.timeout_s, "seconds per candidate for its compile, and for each round")
+      ->capture_default_str();
+  tune_cmd->add_option("--export", tune.export_file, "write the database as JSON Lines to FILE (- for stdout)");
+  tune_cmd->add_option("--import", tune.import_file, "add the JSON Lines rows of FILE to the database");
+  budget_opt->excludes(time_opt);
+
   // CLI11 would call a misspelt command a missing one.
   bool known = false;
   for (const CLI::App* sub : app.get_subcommands({})) known |= argc > 1 && sub->get_name() == argv[1];
   if (argc > 1 && argv[1][0] != '-' && !known) {
     std::cerr << "error: unknown command '" << argv[1]
-              << "' (commands: list, ops, check, run, compile, bench)\n";
+              << "' (commands: list, ops, check, run, compile, bench, tune)\n";
     return 1;
   }
 
@@ -165,6 +188,7 @@ int main(int argc, char** argv) {
     if (*run_cmd) return cmd_run(run);
     if (*compile_cmd) return cmd_compile(comp);
     if (*bench_cmd) return cmd_bench(bench);
+    if (*tune_cmd) return cmd_tune(tune);
   } catch (const tessera::TesseraError& e) {
     std::cerr << e.what() << "\n";
   } catch (const std::bad_alloc&) {

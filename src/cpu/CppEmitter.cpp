@@ -987,7 +987,12 @@ void Emitter::emit_dot(const Op& op) {
   }
   std::string Ms = std::to_string(M), Ns = std::to_string(N), Ks = std::to_string(K);
   if (at == ScalarKind::F32 && is_float(in) && in != ScalarKind::F64) {
-    line("tsr::dot_f32<" + Ms + ", " + Ns + ", " + Ks + ">(" + nm(a) + ", " + nm(b) + ", " + r + ");");
+    // Codegen knobs cpu_dot_mr / cpu_dot_nr (kernel constexprs; absent or 0: the header's own
+    // choice) fix the register block; the default text is unchanged without them.
+    const ConstexprDecl *mr = k_.find_constexpr("cpu_dot_mr"), *nr = k_.find_constexpr("cpu_dot_nr");
+    const int64_t mrv = mr ? mr->value : 0, nrv = nr ? nr->value : 0;
+    const std::string block = mrv || nrv ? ", " + std::to_string(mrv) + ", " + std::to_string(nrv) : "";
+    line("tsr::dot_f32<" + Ms + ", " + Ns + ", " + Ks + block + ">(" + nm(a) + ", " + nm(b) + ", " + r + ");");
     return;
   }
   std::string upd;

@@ -1,0 +1,383 @@
+// `tessera tune`: search a kernel's tuning space at one shape, store every measurement in the
+// tuning database, print the best config against the default (docs/tuning.md).
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <thread>
+
+#include "check/Compare.h"
+#include "cli/Args.h"
+#include "cli/Backend.h"
+#include "cli/Commands.h"
+#include "interp/Interpreter.h"
+#include "tune/Database.h"
+#include "tune/Lookup.h"
+#include "tune/Search.h"
+
+namespace tessera::cli {
+
+namespace {
+
+using tune::Config;
+using tune::Measurement;
+
+std::string knob_targets(const tune::Knob& k) {
+  if (k.targets.empty()) return "all";
+  std::string s;
+  for (const auto& t : k.targets) s += (s.empty() ? "" : ",") + t;
+  return s;
+}
+
+std::string values_str(const std::vector<int64_t>& v) {
+  std::string s;
+  for (int64_t x : v) s += (s.empty() ? "" : " ") + std::to_string(x);
+  return s;
+}
+
+std::string ms_str(double ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", ms);
+  return buf;
+}
+
+std::string pct(double f) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100 * f);
+  return buf;
+}
+
+// `p`: null when the space is too large to prune.
+void print_space(const tune::Space& s, const tune::Pruned* p, const Kernel& k, const Sizes& sizes,
+                 const std::string& dtype) {
+  std::cout << "space of " << k.name << " on " << s.target << (dtype.empty() ? "" : " dtype=" + dtype) << " at "
+            << sizes_str(k, sizes) << "\n";
+  std::cout << "  knob                 kind     targets      default  values\n";
+  for (const tune::Knob& kn : s.knobs) {
+    char line[256];
+    std::snprintf(line, sizeof line, "  %-20s %-8s %-12s %-8lld %s\n", kn.name.c_str(),
+                  kn.kind == tune::KnobKind::Tile ? "tile" : "codegen", knob_targets(kn).c_str(),
+                  static_cast<long long>(kn.default_value), values_str(kn.values).c_str());
+    std::cout << line;
+  }
+  for (const tune::Knob& kn : s.elsewhere)
+    std::cout << "  (" << kn.name << ": " << knob_targets(kn) << " only, " << values_str(kn.values) << ")\n";
+  if (!s.fixed.empty()) std::cout << "  fixed: " << tune::config_str(s.fixed) << "\n";
+  for (const tune::Constraint& c : s.constraints) std::cout << "  constraint " << c.name << ": " << c.doc << "\n";
+  if (!p) {
+    std::cout << "size " << s.size() << ", too large to prune: fix some knobs with --config\n";
+    return;
+  }
+  std::cout << "size " << s.size() << ", pruned " << p->configs.size();
+  for (const auto& [why, n] : p->removed_by) std::cout << " (" << why << " removed " << n << ")";
+  std::cout << "\n";
+}
+
+// Progress: one rewritten line on a terminal, a plain line per batch when piped.
+class Progress {
+ public:
+  Progress(bool quiet) : tty_(!quiet && ::isatty(2)), quiet_(quiet) {}
+  void update(const tune::SearchProgress& p) {
+    if (quiet_) return;
+    std::string best = p.best ? ms_str(p.best->ms) + " ms (" + tune::config_str(p.best->config) + ")" : "none yet";
+    char head[128];
+    std::snprintf(head, sizeof head, "tune: %-7s %lld/%lld measured, best ", p.phase.c_str(),
+                  static_cast<long long>(p.measured), static_cast<long long>(p.budget));
+    std::string line = head + best + ", eta " + std::to_string(static_cast<long long>(std::lround(p.eta_s))) + " s";
+    if (tty_) {
+      std::cerr << "\r\033[K" << line << std::flush;
+    } else {
+      std::cerr << line << "\n";
+      for (const Measurement& m : *p.batch)
+        if (!m.ok()) std::cerr << "tune:   " << m.status << " " << tune::config_str(m.config) << ": " << m.message << "\n";
+    }
+  }
+  void done() {
+    if (tty_) std::cerr << "\n";
+  }
+
+ private:
+  bool tty_, quiet_;
+};
+
+int db_only(const TuneOptions& o) {
+  const std::string path = o.db.empty() ? tune::default_database_path() : o.db;
+  if (!o.import_file.empty()) {
+    std::ifstream in(o.import_file);
+    if (!in) throw TesseraError("cannot read " + o.import_file);
+    tune::Database db(path, true);
+    int64_t n = db.import_jsonl(in, o.import_file);
+    std::cout << "imported " << n << " rows into " << path << "\n";
+  }
+  if (!o.export_file.empty()) {
+    tune::Database db(path, false);
+    if (o.export_file == "-") {
+      db.export_jsonl(std::cout);
+    } else {
+      std::ofstream out(o.export_file);
+      if (!out) throw TesseraError("cannot write " + o.export_file);
+      db.export_jsonl(out);
+      out.close();
+      if (!out) throw TesseraError("cannot write " + o.export_file);
+      std::cerr << "exported " << db.count() << " rows to " << o.export_file << "\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int cmd_tune(const TuneOptions& o) {
+  if (!o.import_file.empty() || !o.export_file.empty()) {
+    if (!o.k.what.empty()) throw TesseraError("--import and --export take no kernel");
+    return db_only(o);
+  }
+  if (o.k.what.empty()) throw TesseraError("tessera tune: name a kernel (or --import/--export a database)");
+  if (o.budget == 0) throw TesseraError("--budget 0 measures nothing: give at least 1");
+  if (o.budget < -1) throw TesseraError("--budget must be at least 1");
+  if (o.time_s < 0 || !std::isfinite(o.time_s)) throw TesseraError("--time must be a positive number of seconds");
+  if (o.rounds < 1) throw TesseraError("--rounds must be at least 1");
+  if (!(o.timeout_s > 0)) throw TesseraError("--timeout must be a positive number of seconds");
+  if (o.backend == "interp")
+    throw TesseraError("tessera tune: --backend interp has nothing to tune (the interpreter defines meaning, not speed)");
+  // --space shows a cuda space too; measuring it is to come.
+  if (o.backend != "cpu" && !o.space)
+    throw TesseraError("tessera tune: --backend " + o.backend +
+                       " is not measured yet; the harness measures the cpu backend (docs/tuning.md)");
+
+  auto src = resolve_kernel(o.k.what, o.k.dtype, o.k.kernel);
+  if (!src) return 1;
+  if (src->kernels.size() != 1) throw TesseraError(src->file + " has several kernels: pick one with --kernel");
+  // --config may also fix a codegen knob the kernel does not declare (cluster_m=1): the
+  // others go to plan_kernels, which checks them against the kernel's constexprs.
+  KernelOptions ko = o.k;
+  ko.config.clear();
+  Config codegen_fixed;
+  for (const auto& [name, v] : split_assignments(o.k.config, "--config")) {
+    const bool declared = src->kernels[0]->find_constexpr(name);
+    if (tune::find_codegen_knob(name) && !declared) codegen_fixed[name] = parse_int(v, "--config value for " + name);
+    else ko.config.push_back(name + "=" + v);
+  }
+  // The tensors, the reference's, and the inputs kept for every candidate.
+  std::vector<KernelPlan> plans = plan_kernels(*src, ko, 3);
+  KernelPlan& plan = plans[0];
+  const Kernel& k = *plan.kernel;
+  const Sizes& sizes = plan.sizes;
+  const std::string target = backend_target(o.backend);
+  const std::string dtype = tune_dtype(*src);
+
+  // The default: what `tessera run` would bind without a database (--config, then the
+  // library's preferred values). --config's knobs are not tuned.
+  Config defaults = src->lib ? library_config(*src->lib, src->dtype, target, plan.config, &plan.sizes) : plan.config;
+  tune::Space space = tune::make_space(k, target, defaults);
+  for (auto it = space.knobs.begin(); it != space.knobs.end();) {
+    if (plan.config.count(it->name)) {
+      space.fixed[it->name] = plan.config.at(it->name);
+      it = space.knobs.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const auto& [name, v] : codegen_fixed) {
+    auto it = std::find_if(space.knobs.begin(), space.knobs.end(), [&](const tune::Knob& x) { return x.name == name; });
+    if (it == space.knobs.end())
+      throw TesseraError("--config " + name + ": a codegen knob of other targets or kernels, not of '" + k.name +
+                         "' on " + target);
+    if (std::find(it->values.begin(), it->values.end(), v) == it->values.end())
+      throw TesseraError("--config " + name + "=" + std::to_string(v) + ": not one of its values (" +
+                         values_str(it->values) + ")");
+    space.fixed[name] = v;
+    space.knobs.erase(it);
+  }
+  if (space.knobs.empty())
+    throw TesseraError("kernel '" + k.name + "' has no knobs to tune on " + target +
+                       (plan.config.empty() ? "" : " besides those --config fixes") +
+                       " (constexprs with two candidates or more, or codegen knobs of the target)");
+  if (o.space && space.size() > tune::kMaxEnumerated) {
+    print_space(space, nullptr, k, sizes, dtype);
+    return 0;
+  }
+  tune::Pruned pruned = tune::prune(space, k, sizes);
+  if (o.space) {
+    print_space(space, &pruned, k, sizes, dtype);
+    return 0;
+  }
+  if (pruned.configs.empty()) {
+    std::string why;
+    for (const auto& [c, n] : pruned.removed_by) why += (why.empty() ? "" : ", ") + c + " removed " + std::to_string(n);
+    throw TesseraError("kernel '" + k.name + "' at " + sizes_str(k, sizes) + ": no configuration of its " +
+                       std::to_string(space.size()) + " is left after pruning (" + why + ")");
+  }
+  const Config default_config = space.defaults();
+  const int64_t n = static_cast<int64_t>(pruned.configs.size());
+  int64_t budget = o.budget > 0 ? o.budget : std::max<int64_t>(8, (n * 5 + 99) / 100);
+  budget = std::min(budget, n + 1);  // every candidate and the default
+
+  // The problem: random inputs and the reference's outputs, computed once.
+  std::unique_ptr<Kernel> bound_default = tune::bind_config(k, default_config);
+  tune::Problem prob;
+  prob.kernel = &k;
+  prob.target = target;
+  prob.sizes = sizes;
+  prob.inputs = make_random_tensors(*bound_default, sizes, o.k.seed);
+  prob.want = prob.inputs;
+  const std::vector<std::string> scalars = plan.scalars;
+  const uint64_t seed = o.k.seed;
+  prob.make_args = [scalars, seed](const Kernel& b, std::vector<Tensor>& t) { return make_args(b, t, seed, scalars); };
+  {
+    std::vector<KernelArg> ref_args = make_args(*bound_default, prob.want, seed, scalars);
+    if (src->lib) {
+      src->lib->reference(ref_args, sizes);
+      if (src->lib->error_bounds) prob.bounds = src->lib->error_bounds(ref_args, sizes);
+    } else {
+      run_interp(*bound_default, ref_args);
+      prob.bounds = tile_error_bounds(*bound_default, sizes, prob.want);
+    }
+  }
+  tune::MeasureOptions mo;
+  mo.rounds = o.rounds;
+  mo.timeout_s = o.timeout_s;
+  auto measurer = tune::make_cpu_measurer(prob, mo);
+
+  const std::string db_path = o.db.empty() ? tune::default_database_path() : o.db;
+  tune::Database db(db_path, true);
+  tune::TuneKey key = tune::make_key(k, dtype, target, sizes);
+  // The history: this kernel's rows at every shape on this machine and compiler.
+  std::map<std::string, tune::History> by_shape;
+  for (const tune::Record& r : db.select(key, false)) {
+    tune::History& h = by_shape[r.key.shape];
+    if (h.sizes.empty()) {
+      for (const auto& [d, v] : tune::parse_config_str(r.key.shape, "tuning database " + db_path + ": shape"))
+        h.sizes[d] = v;
+    }
+    Measurement m;
+    m.config = r.config;
+    m.status = r.status;
+    m.ms = r.ms;
+    h.measured.push_back(std::move(m));
+  }
+  std::vector<tune::History> history;
+  for (auto& [s, h] : by_shape) history.push_back(std::move(h));
+
+  tune::SearchOptions so;
+  so.budget = budget;
+  so.time_s = o.time_s;
+  so.seed = o.k.seed;
+  so.cores = tune::cpu_threads();
+  auto store = [&](const std::vector<Measurement>& batch, bool confirmed) {
+    std::vector<tune::Record> rows;
+    for (const Measurement& m : batch) {
+      tune::Record r;
+      r.key = key;
+      r.config = m.config;
+      r.status = m.status;
+      r.ms = m.ms;
+      r.noise = m.noise;
+      r.rounds = static_cast<int64_t>(m.round_ms.size());
+      r.bound_hash = m.bound_hash;
+      r.message = m.message;
+      r.confirmed = confirmed;
+      rows.push_back(std::move(r));
+    }
+    db.insert(rows);
+  };
+  Progress progress(false);
+  const auto t0 = std::chrono::steady_clock::now();
+  bool first = true;
+  tune::SearchResult res = tune::search(space, pruned.configs, default_config, sizes, *measurer, history, so,
+                                        [&](const tune::SearchProgress& p) {
+    // The default first: a run error there is a shape the kernel cannot take.
+    if (first) {
+      first = false;
+      const Measurement& d = (*p.batch)[0];
+      if (d.status == "run-error" || d.status == "bind-error")
+        throw TesseraError("kernel '" + k.name + "' cannot run at " + sizes_str(k, sizes) + ": " + d.message);
+    }
+    store(*p.batch, false);  // as measured: an interrupted tune keeps what it measured
+    progress.update(p);
+  });
+  progress.done();
+  std::map<std::string, int> failures;
+  for (const Measurement& m : res.measured)
+    if (!m.ok()) ++failures[m.status];
+
+  // The best and the default measured again, side by side in the same rounds: the search
+  // measured them at different times, and a shared machine's load drifts. These rows are stored
+  // too, marked confirmed, and the table shows them.
+  Measurement def = res.measured.front();
+  std::optional<Measurement> best_m;
+  if (res.best) best_m = res.measured[*res.best];
+  if (best_m) {
+    const bool vs_default = def.ok() && best_m->config != def.config;
+    std::vector<Config> configs = {best_m->config};
+    if (vs_default) configs.push_back(def.config);
+    if (!o.json) std::cerr << (vs_default ? "tune: confirming the best against the default\n" : "tune: confirming the best\n");
+    std::vector<Measurement> again = measurer->measure(configs);
+    // Confirmed rows: the database's best is the fastest of these (Database::best), so `run`
+    // takes what this table reports.
+    store(again, true);
+    if (std::all_of(again.begin(), again.end(), [](const Measurement& m) { return m.ok(); })) {
+      best_m = again[0];
+      def = vs_default ? again[1] : again[0];
+      if (def.ms < best_m->ms) best_m = def;  // the default holds its own: keep it
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const Measurement* best = best_m ? &*best_m : nullptr;
+  const double speedup = best && def.ok() && best->ms > 0 ? def.ms / best->ms : 0;
+
+  if (o.json) {
+    auto meas = [](const Measurement* m) -> std::string {
+      if (!m) return "null";
+      std::string cfg;
+      for (const auto& [nme, v] : m->config) cfg += (cfg.empty() ? "" : ", ") + json_str(nme) + ": " + std::to_string(v);
+      return "{\"config\": {" + cfg + "}, \"status\": " + json_str(m->status) + ", \"ms\": " + ms_str(m->ms) +
+             ", \"noise\": " + ms_str(m->noise) + "}";
+    };
+    std::string sz, fails;
+    for (const auto& d : symbolic_dims(k)) sz += (sz.empty() ? "" : ", ") + json_str(d) + ": " + std::to_string(sizes.at(d));
+    for (const auto& [s, c] : failures) fails += (fails.empty() ? "" : ", ") + json_str(s) + ": " + std::to_string(c);
+    std::cout << "{\"kernel\": " << json_str(k.name) << ", \"backend\": " << json_str(o.backend)
+              << ", \"dtype\": " << json_str(dtype) << ", \"sizes\": {" << sz << "}"
+              << ", \"space\": " << space.size() << ", \"pruned\": " << n << ", \"measured\": " << res.measured.size()
+              << ", \"ranker\": " << json_str(res.ranker) << ", \"seconds\": " << ms_str(seconds)
+              << ", \"best\": " << meas(best) << ", \"default\": " << meas(&def)
+              << ", \"speedup\": " << ms_str(speedup) << ", \"failures\": {" << fails << "}"
+              << ", \"database\": " << json_str(db_path) << "}\n";
+  } else {
+    std::cout << k.name << " " << o.backend << " " << sizes_str(k, sizes) << (dtype.empty() ? "" : " dtype=" + dtype)
+              << ": measured " << res.measured.size() << " of " << n << " configs (space " << space.size()
+              << "), ranker " << res.ranker << ", " << ms_str(seconds) << " s\n";
+    char line[512];
+    std::snprintf(line, sizeof line, "  %-8s %-60s %10s %7s %8s\n", "", "config", "ms", "noise", "speed-up");
+    std::cout << line;
+    auto row = [&](const char* what, const Measurement& m) {
+      std::string su = m.ok() && def.ok() && m.ms > 0 ? ms_str(def.ms / m.ms) + "x" : "-";
+      std::snprintf(line, sizeof line, "  %-8s %-60s %10s %7s %8s\n", what, tune::config_str(m.config).c_str(),
+                    m.ok() ? ms_str(m.ms).c_str() : m.status.c_str(), m.ok() && m.round_ms.size() > 1 ? pct(m.noise).c_str() : "-", su.c_str());
+      std::cout << line;
+    };
+    if (best) row("best", *best);
+    row("default", def);
+    if (!failures.empty()) {
+      std::cout << "  failed:";
+      for (const auto& [s, c] : failures) std::cout << " " << s << " " << c;
+      std::cout << " (stored with their messages; `tessera tune --export -` lists them)\n";
+    }
+    std::cout << "  stored in " << db_path
+              << (best ? ": `tessera run` and `bench` now use the best config at this shape\n" : "\n");
+  }
+  if (!best) {
+    std::cerr << "error: no configuration of '" << k.name << "' passed its check at " << sizes_str(k, sizes)
+              << (def.status == "check-failed" ? " (the default's neither: a shape the kernel cannot take?)" : "") << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,138 @@
+// A kernel's tuning space: its knobs (the constexprs it declares with candidates, and the
+// backends' codegen knobs, each named with its values and the targets it applies to) and the
+// constraints that prune configurations before anything compiles (docs/tuning.md).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/IR.h"
+#include "runtime/Tensor.h"
+
+namespace tessera::tune {
+
+// One value per knob, by name (the ConstexprConfig that binding takes).
+using Config = std::map<std::string, int64_t>;
+
+// "BLOCK_K=64,BLOCK_M=32" (name order): how a config is printed, stored and read back.
+std::string config_str(const Config& c);
+// The inverse of config_str; throws TesseraError naming `what` on a malformed item.
+Config parse_config_str(const std::string& s, const std::string& what);
+// "K=200,M=257,N=129" (name order): how a shape is stored.
+std::string sizes_key(const Sizes& s);
+
+enum class KnobKind {
+  Tile,     // a constexpr the kernel declares: it shapes the program's tiles
+  Codegen,  // read by a backend's emitter only (num_warps, whole_tile_checks, mma_l2_prefetch, ...)
+};
+
+struct Knob {
+  std::string name;
+  KnobKind kind = KnobKind::Tile;
+  std::vector<int64_t> values;
+  int64_t default_value = 0;
+  // Target prefixes it applies to: "cpu", "cuda" (every cuda target) or "cuda:sm_90a"; empty:
+  // every target.
+  std::vector<std::string> targets;
+  std::string doc;
+};
+
+// Whether `target` ("cpu", "cuda:sm_90a") is one of the knob's targets.
+bool knob_applies(const Knob& k, const std::string& target);
+
+// A declared codegen knob: what the backends read from a kernel constexpr of this name, the
+// values that mean something, and which kernels it concerns.
+struct KnobDecl {
+  Knob knob;
+  // Which kernels: "any", "dot-loop" (a pipelined `for` with a dot: the matmuls), "struct"
+  // (Struct async copies) or "rows" (no dot: the row kernels).
+  std::string kernels = "any";
+};
+// The codegen knobs the backends read (src/cuda/*: EmitterInternal.h lists them), in one table.
+const std::vector<KnobDecl>& codegen_knobs();
+// The table's entry named `name`, or null.
+const KnobDecl* find_codegen_knob(const std::string& name);
+
+// What a space's constraints are told about a candidate.
+struct Candidate {
+  const Config& config;
+  const Kernel& bound;  // the kernel with the config bound (bind_constexprs)
+  const Sizes& sizes;
+  const std::string& target;
+};
+
+struct Constraint {
+  std::string name;
+  std::string doc;
+  // Why `c` is out (empty: it stays).
+  std::function<std::string(const Candidate& c)> rejects;
+};
+
+struct Space {
+  std::string kernel;
+  std::string target;
+  std::vector<Knob> knobs;              // those that vary on this target (two values or more)
+  Config fixed;                         // constexprs with one value here (not tuned), and the defaults of knobs of other targets
+  std::vector<Constraint> constraints;  // in the order they are tried
+  std::vector<Knob> elsewhere;          // the kernel's knobs that apply to other targets only
+
+  // The number of configurations before pruning (the product of the knobs' value counts).
+  int64_t size() const;
+  // Every configuration, knobs in declaration order, the last varying fastest.
+  std::vector<Config> enumerate() const;
+  // The knobs' defaults.
+  Config defaults() const;
+};
+
+// The space of `unbound` (a kernel whose constexprs keep their candidates) on `target`: every
+// constexpr with two candidates or more that applies to the target (a constexpr named in
+// codegen_knobs() applies to that knob's targets only), then the declared codegen knobs for the
+// kind of kernel it is, and the constraints for the target. `defaults` (the library's preferred
+// config for the target and shape, library_config) overrides the kernels' own defaults.
+Space make_space(const Kernel& unbound, const std::string& target, const Config& defaults = {});
+
+struct Pruned {
+  std::vector<Config> configs;                   // what survives, in enumeration order
+  std::map<std::string, int64_t> removed_by;     // constraint name -> configs it removed
+};
+// The most configurations prune() enumerates.
+inline constexpr int64_t kMaxEnumerated = 1'000'000;
+
+// Every configuration of `space` that binds, verifies and passes the constraints at `sizes`.
+// The tile-level IR depends on the tile knobs only, so each combination of them is bound once.
+// A space over kMaxEnumerated is a TesseraError.
+Pruned prune(const Space& space, const Kernel& unbound, const Sizes& sizes);
+
+// The constraints, exposed for tests:
+// "tile-cover": a BLOCK_X knob (X a symbolic dim of the kernel; BLOCK alone for a kernel of one
+// dim) keeps the values below the size of X and the least value that covers it; larger tiles
+// only add padding.
+Constraint tile_cover_constraint();
+// "cpu-tile-bytes": the tiles one program holds at once on the cpu backend (every tile-typed
+// result, counted in the compute type) within `limit` bytes (default 4 MiB: beyond L2, and each
+// tile past the first MiB lives on the heap; docs/cpu-backend.md).
+Constraint cpu_tile_bytes_constraint(int64_t limit = int64_t{4} << 20);
+// "cpu-dot-block": a nonzero cpu_dot_mr / cpu_dot_nr divides every dot's M / N and is not the
+// block tsr::dot_f32 picks by itself (that config is the one with 0).
+Constraint cpu_dot_block_constraint();
+// "cuda-smem": a pipelined loop's stages of loaded tiles within the target's shared memory
+// (sm_80 163 KiB, sm_89 99 KiB, sm_90/sm_90a 227 KiB).
+Constraint cuda_smem_constraint();
+
+// `unbound` with `config` bound and the tile-level pipeline run (run_pipeline): codegen knobs
+// the kernel does not declare become constexprs of one candidate first. Throws TesseraError
+// when the config does not bind or verify.
+std::unique_ptr<Kernel> bind_config(const Kernel& unbound, const Config& config);
+
+// The symbolic dim a tile knob tiles: BLOCK_X -> X when `sizes` has X; BLOCK (or BLOCK_SIZE)
+// -> the only dim of a kernel with one; else "".
+std::string tiled_dim(const std::string& knob, const Sizes& sizes);
+
+// Bytes of the tiles a program of `bound` holds (each tile-typed op result in its compute type).
+int64_t program_tile_bytes(const Kernel& bound);
+
+}  // namespace tessera::tune

@@ -1,0 +1,89 @@
+// `tessera tune`: a small tune on the cpu backend, the space, the database that `run` then
+// consults, JSON Lines export, and each bad input as one message and exit status 1.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "Subprocess.h"
+
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+TEST(CliTune, TunesStoresAndRunUsesIt) {
+  const std::string db = testing::TempDir() + "/tune_cli_" + std::to_string(::getpid()) + ".db";
+  std::filesystem::remove(db);
+  ::setenv("TESSERA_TUNE_DB", db.c_str(), 1);
+
+  Result s = tessera("tune vector_add --size N=3001 --space");
+  EXPECT_EQ(s.status, 0) << s.err;
+  EXPECT_THAT(s.out, HasSubstr("  BLOCK                tile     all          1024     256 512 1024 2048 4096\n"));
+  EXPECT_THAT(s.out, HasSubstr("size 5, pruned 5\n"));
+  EXPECT_FALSE(std::filesystem::exists(db));  // --space measures and stores nothing
+
+  Result t = tessera("tune vector_add --size N=3001 --budget 3 --rounds 1");
+  EXPECT_EQ(t.status, 0) << t.err;
+  EXPECT_THAT(t.out, StartsWith("vector_add cpu N=3001 dtype=f32: measured 3 of 5 configs (space 5)"));
+  EXPECT_THAT(t.out, HasSubstr("\n  best     BLOCK="));
+  EXPECT_THAT(t.out, HasSubstr("\n  default  BLOCK=1024 "));
+  EXPECT_THAT(t.err, StartsWith("tune: default 1/3 measured, best "));  // piped: plain lines
+
+  Result r = tessera("run vector_add -b cpu --check --size N=3001");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, StartsWith("PASS vector_add cpu N=3001"));
+  EXPECT_THAT(r.err, HasSubstr("note: vector_add: tuned config BLOCK="));
+  EXPECT_EQ(tessera("run vector_add -b cpu --check --size N=3002").err, "");  // another shape: the defaults
+
+  Result j = tessera("tune vector_add --size N=3001 --budget 2 --rounds 1 --json");
+  EXPECT_EQ(j.status, 0) << j.err;
+  EXPECT_THAT(j.out, StartsWith("{\"kernel\": \"vector_add\", \"backend\": \"cpu\", \"dtype\": \"f32\", \"sizes\": {\"N\": 3001}, "
+                                "\"space\": 5, \"pruned\": 5, \"measured\": 2, "));
+  Result e = tessera("tune --export -");
+  EXPECT_EQ(e.status, 0) << e.err;
+  // 3 + 2 measurements, and for each tune the best confirmed: beside the default (2 rows) when
+  // it is not the default (1).
+  const size_t rows = lines(e.out).size();
+  EXPECT_TRUE(rows >= 7 && rows <= 9) << e.out;
+  EXPECT_THAT(e.out, HasSubstr(", \"confirmed\": 1}\n"));
+  EXPECT_THAT(e.out, HasSubstr("{\"kernel\": \"vector_add\", \"kernel_hash\": \""));
+
+  // A codegen knob the kernel does not declare, by hand (as a tuned config applies it).
+  Result c = tessera("compile matmul --emit cpp --config cpu_dot_mr=2,cpu_dot_nr=16");
+  EXPECT_EQ(c.status, 0) << c.err;
+  EXPECT_THAT(c.out, HasSubstr("tsr::dot_f32<64, 64, 64, 2, 16>("));
+
+  // Bad input: one message, exit status 1.
+  auto fails = [](const std::string& args, const std::string& msg, bool output = false) {
+    Result b = tessera(args);
+    EXPECT_EQ(b.status, 1) << args;
+    EXPECT_THAT(b.err, HasSubstr(msg)) << args;
+    if (!output) EXPECT_EQ(b.out, "") << args;
+  };
+  fails("tune vector_add --size N=3001 --budget 0", "error: --budget 0 measures nothing: give at least 1");
+  fails("tune vector_add --size N=0", "error: bad --size N=0: a dim must be in [1, 2147483647]");
+  // sort takes rows of one tile, at most 4096: the default fails its check, and so does all else.
+  fails("tune sort --size M=2,N=5000 --budget 1 --rounds 1",
+        "error: no configuration of 'sort' passed its check at M=2,N=5000 (the default's neither: a shape the "
+        "kernel cannot take?)", true);
+  fails("tune vector_add --backend cuda", "--backend cuda is not measured yet");
+  const std::string head = "kernel @copy(%x: view<f32, [N]>, %y: view<f32, [N]>) {\n";
+  const std::string body =
+      "  grid {\n    %n = dim %x {axis = 0} : i32\n    yield %n\n  }\n  %i = program_id {axis = 0} : i32\n"
+      "  %t = load_tile %x, %i : tile<f32, [BLOCK]>\n  store_tile %y, %t, %i\n}\n";
+  std::string none = write_temp("tune_none.tile", head + "  constexpr BLOCK = 256\n" + body);
+  fails("tune " + none + " --size N=100", "error: kernel 'copy' has no knobs to tune on cpu");
+  std::string huge = write_temp("tune_huge.tile", head + "  constexpr BLOCK = 2097152 in [2097152, 4194304]\n" + body);
+  fails("tune " + huge + " --size N=100",
+        "error: kernel 'copy' at N=100: no configuration of its 2 is left after pruning (cpu-tile-bytes removed 1, "
+        "tile-cover removed 1)");
+  std::string garbage = write_temp("tune_garbage.db", std::string(4096, 'x'));
+  ::setenv("TESSERA_TUNE_DB", garbage.c_str(), 1);
+  fails("tune vector_add --size N=3001 --budget 2", "error: tuning database " + garbage + ": ");
+  fails("run vector_add -b cpu --size N=3001", "error: tuning database " + garbage + ": ");
+  ::unsetenv("TESSERA_TUNE_DB");
+}
+
+}  // namespace

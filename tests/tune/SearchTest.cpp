@@ -1,0 +1,189 @@
+// The search on a synthetic measurer (no compiles): budget, failures, the default first, and
+// that it finds the optimum of a smooth space measuring a fraction of it. The rankers alone.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <thread>
+#include <set>
+
+#include "support/Diagnostic.h"
+#include "tune/Search.h"
+
+namespace tessera::tune {
+namespace {
+
+// Four knobs of 5..8 values: 1120 configs.
+Space synthetic_space() {
+  Space s;
+  s.kernel = "synthetic";
+  s.target = "cpu";
+  s.knobs = {{"BLOCK_M", KnobKind::Tile, {16, 32, 64, 128, 256}, 64, {}, ""},
+             {"BLOCK_N", KnobKind::Tile, {16, 32, 64, 128, 256, 512, 1024}, 64, {}, ""},
+             {"BLOCK_K", KnobKind::Tile, {8, 16, 32, 64}, 16, {}, ""},
+             {"UNROLL", KnobKind::Codegen, {1, 2, 3, 4, 5, 6, 7, 8}, 1, {}, ""}};
+  return s;
+}
+
+// A smooth bowl in log2 space, best at BLOCK_M=128, BLOCK_N=256, BLOCK_K=32, UNROLL=4, with the
+// shape moving the optimum of BLOCK_N; configs with BLOCK_K = 8 and UNROLL = 7 fail their check.
+class FakeMeasurer : public Measurer {
+ public:
+  explicit FakeMeasurer(int64_t n) : n_(n) {}
+  static double cost(const Config& c, int64_t n) {
+    auto l = [&](const char* k) { return std::log2(static_cast<double>(c.at(k))); };
+    const double bn = std::log2(static_cast<double>(n)) - 2;
+    return 1 + 0.3 * std::pow(l("BLOCK_M") - 7, 2) + 0.2 * std::pow(l("BLOCK_N") - bn, 2) +
+           0.4 * std::pow(l("BLOCK_K") - 5, 2) + 0.05 * std::pow(static_cast<double>(c.at("UNROLL")) - 4, 2);
+  }
+  std::vector<Measurement> measure(const std::vector<Config>& cs) override {
+    std::vector<Measurement> out;
+    for (const Config& c : cs) {
+      Measurement m;
+      m.config = c;
+      ++calls;
+      if (c.at("BLOCK_K") == 8 && c.at("UNROLL") == 7) {
+        m.status = "check-failed";
+        m.message = "synthetic";
+      } else {
+        m.ms = cost(c, n_);
+        m.round_ms = {m.ms};
+      }
+      out.push_back(m);
+    }
+    return out;
+  }
+  std::string device() const override { return "fake"; }
+  std::string compiler() const override { return "fake"; }
+  int calls = 0;
+
+ private:
+  int64_t n_;
+};
+
+TEST(Search, FindsTheOptimumOfASmoothSpaceMeasuringFivePercent) {
+  Space s = synthetic_space();
+  std::vector<Config> all = s.enumerate();
+  const int64_t budget = static_cast<int64_t>(all.size()) * 5 / 100;  // 56 of 1120
+  for (uint64_t seed : {1, 2, 3}) {
+    FakeMeasurer m(1024);
+    SearchOptions o;
+    o.budget = budget;
+    o.seed = seed;
+    SearchResult r = search(s, all, s.defaults(), {{"N", 1024}}, m, {}, o);
+    ASSERT_TRUE(r.best);
+    EXPECT_LE(static_cast<int64_t>(r.measured.size()), budget);
+    EXPECT_EQ(m.calls, static_cast<int>(r.measured.size()));
+    double opt = 1e30;
+    for (const Config& c : all) opt = std::min(opt, FakeMeasurer::cost(c, 1024));
+    EXPECT_LE(r.measured[*r.best].ms, opt * 1.02) << "seed " << seed << " best " << config_str(r.measured[*r.best].config);
+  }
+}
+
+TEST(Search, MeasuresTheDefaultFirstNothingTwiceAndSkipsFailures) {
+  Space s = synthetic_space();
+  std::vector<Config> all = s.enumerate();
+  FakeMeasurer m(256);
+  SearchOptions o;
+  o.budget = 40;
+  std::vector<std::string> phases;
+  SearchResult r = search(s, all, s.defaults(), {{"N", 256}}, m, {}, o,
+                          [&](const SearchProgress& p) { phases.push_back(p.phase); });
+  ASSERT_EQ(r.measured.size(), 40u);
+  EXPECT_EQ(r.measured[0].config, s.defaults());
+  EXPECT_EQ(phases.front(), "default");
+  EXPECT_NE(std::find(phases.begin(), phases.end(), "genetic"), phases.end());
+  std::set<std::string> seen;
+  for (const Measurement& x : r.measured) EXPECT_TRUE(seen.insert(config_str(x.config)).second);
+  EXPECT_TRUE(r.measured[*r.best].ok());
+  // A budget larger than the space measures each candidate once.
+  std::vector<Config> few(all.begin(), all.begin() + 5);
+  FakeMeasurer m2(256);
+  o.budget = 100;
+  EXPECT_LE(search(s, few, s.defaults(), {{"N", 256}}, m2, {}, o).measured.size(), 6u);
+  o.budget = 0;
+  EXPECT_THROW(search(s, all, s.defaults(), {{"N", 256}}, m2, {}, o), TesseraError);
+}
+
+TEST(Search, StopsStartingBatchesWhenTheTimeIsSpent) {
+  // Each measurement takes 20 ms; 0.3 s leave room for about 15 of the 200 budgeted.
+  class Slow : public FakeMeasurer {
+   public:
+    Slow() : FakeMeasurer(256) {}
+    std::vector<Measurement> measure(const std::vector<Config>& cs) override {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20 * cs.size()));
+      return FakeMeasurer::measure(cs);
+    }
+  } m;
+  Space s = synthetic_space();
+  SearchOptions o;
+  o.budget = 200;
+  o.time_s = 0.3;
+  auto t0 = std::chrono::steady_clock::now();
+  SearchResult r = search(s, s.enumerate(), s.defaults(), {{"N", 256}}, m, {}, o);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(r.measured.size(), 20u);
+  EXPECT_GT(r.measured.size(), 4u);
+  EXPECT_LT(took, 0.3 + 0.2);
+}
+
+TEST(Search, HistoryOfOtherShapesShrinksTheColdSample) {
+  Space s = synthetic_space();
+  std::vector<Config> all = s.enumerate();
+  // Measured earlier at N = 4096 and 64.
+  std::vector<History> hist;
+  for (int64_t n : {4096, 64}) {
+    History h;
+    h.sizes = {{"N", n}};
+    FakeMeasurer m(n);
+    for (size_t i = 0; i < all.size(); i += 37) h.measured.push_back(m.measure({all[i]})[0]);
+    hist.push_back(h);
+  }
+  int sampled = 0;
+  FakeMeasurer m(1024);
+  SearchOptions o;
+  o.budget = 30;
+  SearchResult r = search(s, all, s.defaults(), {{"N", 1024}}, m, hist, o, [&](const SearchProgress& p) {
+    if (p.phase == "sample") sampled += static_cast<int>(p.batch->size());
+  });
+  EXPECT_EQ(sampled, 1);  // the model, trained on the other shapes, picks the rest
+  double opt = 1e30;
+  for (const Config& c : all) opt = std::min(opt, FakeMeasurer::cost(c, 1024));
+  EXPECT_LE(r.measured[*r.best].ms, opt * 1.05);
+  // Without the history: a third of the budget.
+  sampled = 0;
+  FakeMeasurer cold(1024);
+  search(s, all, s.defaults(), {{"N", 1024}}, cold, {}, o, [&](const SearchProgress& p) {
+    if (p.phase == "sample") sampled += static_cast<int>(p.batch->size());
+  });
+  EXPECT_EQ(sampled, 10);
+}
+
+TEST(Search, FeaturesNameEveryColumn) {
+  Space s = synthetic_space();
+  Sizes sz = {{"M", 100}, {"N", 300}};
+  std::vector<float> f = features(s, sz, s.defaults(), 2);
+  EXPECT_EQ(f.size(), feature_names(s, sz).size());
+  // BLOCK_M = 64 over M = 100: 2 tiles, BLOCK_N = 64 over 300: 5 tiles, so 10 programs.
+  EXPECT_FLOAT_EQ(f[sz.size() + s.knobs.size()], static_cast<float>(std::log2(11.0)));
+}
+
+TEST(Search, RankersOrderByWhatTheyLearnt) {
+  // Relevance grows with the first feature, in two groups.
+  std::vector<std::vector<float>> rows;
+  std::vector<float> rel;
+  for (int g = 0; g < 2; ++g)
+    for (int i = 0; i < 8; ++i) {
+      rows.push_back({static_cast<float>(i), static_cast<float>(g), static_cast<float>((i * 5) % 3)});
+      rel.push_back(static_cast<float>(i));
+    }
+  for (auto& r : {make_ranker(1), make_neighbour_ranker()}) {
+    r->fit(rows, rel, {8, 8});
+    std::vector<float> s = r->predict({{1, 0, 0}, {6, 0, 0}});
+    EXPECT_GT(s[1], s[0]) << r->name();
+  }
+  EXPECT_EQ(make_ranker(1)->name(), have_xgboost() ? "xgboost rank:pairwise" : "neighbour");
+}
+
+}  // namespace
+}  // namespace tessera::tune
