@@ -60,7 +60,9 @@ TEST(CliTune, TunesStoresAndRunUsesIt) {
     Result b = tessera(args);
     EXPECT_EQ(b.status, 1) << args;
     EXPECT_THAT(b.err, HasSubstr(msg)) << args;
-    if (!output) EXPECT_EQ(b.out, "") << args;
+    if (!output) {
+      EXPECT_EQ(b.out, "") << args;
+    }
   };
   fails("tune vector_add --size N=3001 --budget 0", "error: --budget 0 measures nothing: give at least 1");
   fails("tune vector_add --size N=0", "error: bad --size N=0: a dim must be in [1, 2147483647]");
