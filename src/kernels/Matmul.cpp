@@ -107,11 +107,21 @@ LibraryKernel matmul() {
   // spreads over the SMs: 16x4096x4096 ran at 30.7 TFLOP/s with 64x128x64 against 21 with
   // 128x256x64. Fewer 128x256 tiles than half the SMs of an H100/H200 (132): 64x256 doubles the
   // programs: 128x14336x4096 (56 tiles) 407-410 against 338 (bench/RESULTS.md, sessions 6-7).
+  // cpu, f32, M and N of 128 or more: 128x128 tiles (fewer reloads of the A and B tiles per
+  // FMA; with 512-bit vectors on an AVX-512 Xeon, 1024^3 went from 230 to 271 GFLOP/s, 4096^3
+  // from 185 to 224, ragged 1000^3 from 191 to 231, 256^3 from 201 to 246: bench/RESULTS.md,
+  // session 14). Smaller matrices keep 64-row/column tiles (no padded work).
   k.size_configs = [](ScalarKind dt, const std::string& target,
                       const Sizes& s) -> std::map<std::string, int64_t> {
-    if (target != "cuda:sm_90a" || (dt != ScalarKind::BF16 && dt != ScalarKind::F16)) return {};
     auto m = s.find("M"), n = s.find("N");
     if (m == s.end() || n == s.end() || m->second < 1 || n->second < 1) return {};
+    if (target == "cpu" && dt == ScalarKind::F32) {
+      std::map<std::string, int64_t> c;
+      if (m->second >= 128) c["BLOCK_M"] = 128;
+      if (n->second >= 128) c["BLOCK_N"] = 128;
+      return c;
+    }
+    if (target != "cuda:sm_90a" || (dt != ScalarKind::BF16 && dt != ScalarKind::F16)) return {};
     if (m->second <= 64) return {{"BLOCK_M", 64}, {"BLOCK_N", 128}};
     const int64_t big_tiles = (m->second + 127) / 128 * ((n->second + 255) / 256);
     if (2 * big_tiles < 132) return {{"BLOCK_M", 64}, {"BLOCK_N", 256}};
