@@ -34,10 +34,14 @@ std::string resolve_compiler(const CpuOptions& o) {
 // -mprefer-vector-width=512: where the CPU has AVX-512, loops vectorize over 512-bit registers
 // (GCC's tuning otherwise keeps 256 on most such CPUs). On an Intel Xeon with AVX-512 (session
 // 14, bench/RESULTS.md) it made the row kernels 10-40% and the f32 matmul 45% faster; without
-// AVX-512 it changes nothing.
+// AVX-512 it changes nothing. (An x86 option: other hosts do without it.)
 std::vector<std::string> resolve_flags(const CpuOptions& o) {
   if (!o.flags.empty()) return o.flags;
+#if defined(__x86_64__) || defined(__i386__)
   return {"-O3", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-fPIC", "-shared", "-std=c++20", "-w"};
+#else
+  return {"-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c++20", "-w"};
+#endif
 }
 
 std::mutex g_mu;
