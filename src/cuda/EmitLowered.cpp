@@ -44,6 +44,22 @@ int64_t vector_width(const Dist& d, int dim, int elem_bytes) {
   return v;
 }
 
+// The index, among the 2^wa.size() warps that hold different parts of a reduction, of this
+// thread's warp (the warp bits listed in `wa`, in order).
+std::string warp_part_index(const std::vector<size_t>& wa) {
+  std::string widx;
+  for (size_t j = 0; j < wa.size(); ++j)
+    widx += (j ? " + " : "") + std::string("(((tsr_warp >> ") + num(int64_t(wa[j])) + ") & 1) << " + num(int64_t(j)) + ")";
+  return widx;
+}
+
+// Whether a reduction of `kind` into `t` rounds once at the end (a narrow float's sum or
+// product, folded in f32), or keeps an i1 to its bit; and the expression that does it.
+bool rounds_at_end(const std::string& kind, ScalarKind t) {
+  return (is_float(t) && is_narrow(t) && (kind == "sum" || kind == "prod")) ||
+         (t == ScalarKind::I1 && kind != "max" && kind != "min");
+}
+
 // An operand layout of an mma.sync dot (which may read its fragments from a staged shared tile
 // with ldmatrix; a wgmma RS operand is registers only).
 bool mma_sync_operand(const tessera::Layout& l) {
@@ -703,6 +719,15 @@ void Emitter::lowered_shape(const Op& op) {
   });
 }
 
+void Emitter::shuffle_fold(const std::string& acc, ScalarKind t, size_t lane_bit,
+                           const std::function<std::string(const std::string&, const std::string&)>& fold) {
+  const bool narrow_int = !is_float(t) && scalar_bits(t) < 32;  // shuffled as int
+  const std::string T = ctype(t), o = fresh("sh"), v = narrow_int ? "int(" + acc + ")" : acc;
+  const std::string sh = "__shfl_xor_sync(0xffffffffu, " + v + ", " + num(int64_t{1} << lane_bit) + ")";
+  line("const " + T + " " + o + " = " + (narrow_int ? T + "(" + sh + ")" : sh) + ";");
+  line(acc + " = " + fold(acc, o) + ";");
+}
+
 // A reduction of a whole tile to a scalar: every thread folds its slots, the lanes and then the
 // warps that hold different elements meet (shuffles, then shared memory in warp order), and
 // every thread ends with the value.
@@ -716,13 +741,9 @@ void Emitter::lowered_reduce_to_scalar(const Op& op) {
   const std::string n = bind_new(r);
   line(T + " " + n + " = " + nm(x) + "[0];");
   for (int64_t s = 1; s < X.slots(); ++s) line(n + " = " + fold(n, nm(x) + "[" + num(s) + "]") + ";");
-  const bool narrow_int = !is_float(t) && scalar_bits(t) < 32;
   for (size_t b = 0; b < X.lane_bits.size(); ++b) {
     if (X.lane_bits[b].dim < 0) continue;  // lanes holding copies
-    const std::string o = fresh("sh"), v = narrow_int ? "int(" + n + ")" : n;
-    const std::string sh = "__shfl_xor_sync(0xffffffffu, " + v + ", " + num(int64_t{1} << b) + ")";
-    line("const " + T + " " + o + " = " + (narrow_int ? T + "(" + sh + ")" : sh) + ";");
-    line(n + " = " + fold(n, o) + ";");
+    shuffle_fold(n, t, b, fold);
     count("reduction-shuffles");
   }
   std::vector<size_t> wa;
@@ -731,19 +752,14 @@ void Emitter::lowered_reduce_to_scalar(const Op& op) {
   if (!wa.empty()) {
     const int64_t G = int64_t{1} << wa.size();
     const std::string ptr = smem_ptr(T, 0, G * std::max(4, scalar_bytes(t)));
-    std::string widx;
-    for (size_t j = 0; j < wa.size(); ++j)
-      widx += (j ? " + " : "") + std::string("(((tsr_warp >> ") + num(int64_t(wa[j])) + ") & 1) << " + num(int64_t(j)) + ")";
     barrier();
-    line("if (tsr_lane == 0) " + ptr + "[" + widx + "] = " + n + ";");
+    line("if (tsr_lane == 0) " + ptr + "[" + warp_part_index(wa) + "] = " + n + ";");
     barrier();
     line(n + " = " + ptr + "[0];");
     for (int64_t q = 1; q < G; ++q) line(n + " = " + fold(n, ptr + "[" + num(q) + "]") + ";");
     count("reduction-warp-exchanges");
   }
-  if ((is_float(t) && is_narrow(t) && (kind == "sum" || kind == "prod")) ||
-      (t == ScalarKind::I1 && kind != "max" && kind != "min"))
-    line(n + " = " + (is_float(t) ? fround(t, n) : "uint8_t((" + n + ") & 1)") + ";");
+  if (rounds_at_end(kind, t)) line(n + " = " + (is_float(t) ? fround(t, n) : "uint8_t((" + n + ") & 1)") + ";");
 }
 
 void Emitter::lowered_reduce(const Op& op) {
@@ -779,16 +795,9 @@ void Emitter::lowered_reduce(const Op& op) {
     seen[y] = true;
   }
   // Along the lanes the axis is spread over: a butterfly of shuffles.
-  const bool narrow_int = !is_float(r->type.elem) && scalar_bits(r->type.elem) < 32;
   for (size_t b = 0; b < X.lane_bits.size(); ++b) {
     if (X.lane_bits[b].dim != axis) continue;
-    for (int64_t y = 0; y < Y.slots(); ++y) {
-      const std::string acc = n + "[" + num(y) + "]", o = fresh("sh");
-      const std::string v = narrow_int ? "int(" + acc + ")" : acc;
-      std::string sh = "__shfl_xor_sync(0xffffffffu, " + v + ", " + num(int64_t{1} << b) + ")";
-      line("const " + T + " " + o + " = " + (narrow_int ? T + "(" + sh + ")" : sh) + ";");
-      line(acc + " = " + fold(acc, o) + ";");
-    }
+    for (int64_t y = 0; y < Y.slots(); ++y) shuffle_fold(n + "[" + num(y) + "]", t, b, fold);
     count("reduction-shuffles");
   }
   // Along the warps: each warp's value through shared memory, folded in warp order.
@@ -797,7 +806,7 @@ void Emitter::lowered_reduce(const Op& op) {
     if (X.warp_bits[b].dim == axis) wa.push_back(b);
   // A narrow float's sum or product rounded once; an i1 one kept to its bit.
   auto finish = [&] {
-    if ((f && is_narrow(t) && (kind == "sum" || kind == "prod")) || (t == ScalarKind::I1 && kind != "max" && kind != "min"))
+    if (rounds_at_end(kind, t))
       slots(layout_of(r), [&](const std::string& s) {
         const std::string acc = n + "[" + s + "]";
         line(acc + " = " + (f ? fround(t, acc) : "uint8_t((" + acc + ") & 1)") + ";");
@@ -806,9 +815,7 @@ void Emitter::lowered_reduce(const Op& op) {
   if (wa.empty()) return finish();
   const int64_t G = int64_t{1} << wa.size(), numel = shape_numel(r->type.shape);
   const std::string ptr = smem_ptr(T, 0, G * numel * std::max(4, scalar_bytes(r->type.elem)));
-  std::string widx, lanes_on_axis;
-  for (size_t j = 0; j < wa.size(); ++j)
-    widx += (j ? " + " : "") + std::string("(((tsr_warp >> ") + num(int64_t(wa[j])) + ") & 1) << " + num(int64_t(j)) + ")";
+  const std::string widx = warp_part_index(wa);
   int64_t lm = 0;
   for (size_t b = 0; b < X.lane_bits.size(); ++b)
     if (X.lane_bits[b].dim == axis) lm |= int64_t{1} << b;

@@ -87,6 +87,9 @@ class Emitter {
   void lowered_shape(const Op& op);
   void lowered_reduce(const Op& op);
   void lowered_reduce_to_scalar(const Op& op);
+  // acc = fold(acc, the acc of the lane that differs in bit `lane_bit`): one butterfly step.
+  void shuffle_fold(const std::string& acc, ScalarKind t, size_t lane_bit,
+                    const std::function<std::string(const std::string&, const std::string&)>& fold);
   void lowered_dot(const Op& op);
   void lowered_wgmma(const Op& op);  // a dot with a wgmma (mma v3) accumulator, sm_90a
   bool lowered_wgmma_ = false;       // the kernel has one (then shared tiles that wgmma reads get
