@@ -12,6 +12,11 @@
 #include <ostream>
 #include <sys/stat.h>
 
+#include <filesystem>
+#include <system_error>
+
+#include "runtime/DiskCache.h"
+
 #include "support/Diagnostic.h"
 
 namespace tessera::tune {
@@ -199,12 +204,7 @@ class JsonLine {
 
 std::string default_database_path() {
   if (const char* p = std::getenv("TESSERA_TUNE_DB"); p && *p) return p;
-  std::string dir;
-  if (const char* c = std::getenv("TESSERA_CACHE_DIR"); c && *c) dir = c;
-  else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) dir = std::string(x) + "/tessera";
-  else if (const char* h = std::getenv("HOME"); h && *h) dir = std::string(h) + "/.cache/tessera";
-  else dir = ".";
-  return dir + "/tuning.db";
+  return default_cache_dir() + "/tuning.db";  // beside the compile cache
 }
 
 void Database::fail(const std::string& what) const {
@@ -227,10 +227,10 @@ Database::Database(const std::string& path, bool create, int busy_ms) : path_(pa
   if (exists && !S_ISREG(st.st_mode)) throw TesseraError("tuning database " + path + ": not a regular file");
   if (!exists && !create) throw TesseraError("tuning database " + path + ": no such file");
   if (!exists) {
-    // The directory, as the compile cache makes its own.
-    std::string dir = path.substr(0, path.rfind('/') == std::string::npos ? 0 : path.rfind('/'));
-    for (size_t i = 1; i <= dir.size(); ++i)
-      if (i == dir.size() || dir[i] == '/') ::mkdir(dir.substr(0, i).c_str(), 0755);
+    // The directory, as the compile cache makes its own (a failure shows when sqlite opens).
+    std::error_code ec;
+    if (const auto dir = std::filesystem::path(path).parent_path(); !dir.empty())
+      std::filesystem::create_directories(dir, ec);
   }
   int flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0);
   if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
@@ -358,23 +358,43 @@ std::vector<Record> Database::select(const TuneKey& key, bool same_shape) const 
   return out;
 }
 
+bool Database::has_shape(const TuneKey& key) const {
+  Stmt s;
+  if (sqlite3_prepare_v2(db_,
+                         "SELECT 1 FROM measurements WHERE kernel_hash = ? AND dtype = ? AND target = ? AND shape = ?"
+                         " LIMIT 1",
+                         -1, &s.s, nullptr) != SQLITE_OK)
+    fail("cannot read");
+  const std::string* binds[] = {&key.kernel_hash, &key.dtype, &key.target, &key.shape};
+  for (int i = 0; i < 4; ++i) sqlite3_bind_text(s.s, i + 1, binds[i]->c_str(), -1, SQLITE_TRANSIENT);
+  const int rc = sqlite3_step(s.s);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) fail("cannot read");
+  return rc == SQLITE_ROW;
+}
+
 std::optional<Config> Database::best(const TuneKey& key) const {
-  std::map<std::string, std::pair<double, int>> by_config;
+  struct Sum {
+    double ms = 0;
+    int n = 0;
+    Config config;
+  };
+  std::map<std::string, Sum> by_config;  // (keyed by config_str: the order ties are broken in)
   std::vector<Record> rows = select(key, true);
   const bool any_confirmed =
       std::any_of(rows.begin(), rows.end(), [](const Record& r) { return r.confirmed && r.status == "ok"; });
   for (const Record& r : rows)
     if (r.status == "ok" && r.ms > 0 && (r.confirmed || !any_confirmed)) {
-      auto& [sum, n] = by_config[config_str(r.config)];
-      sum += r.ms;
-      ++n;
+      Sum& sum = by_config[config_str(r.config)];
+      sum.ms += r.ms;
+      ++sum.n;
+      sum.config = r.config;
     }
   std::optional<Config> best;
   double best_ms = 0;
-  for (const auto& [cfg, sn] : by_config) {
-    double ms = sn.first / sn.second;
+  for (const auto& [key_str, sum] : by_config) {
+    const double ms = sum.ms / sum.n;
     if (!best || ms < best_ms) {
-      best = parse_config_str(cfg, "tuning database " + path_ + ": config");
+      best = sum.config;
       best_ms = ms;
     }
   }

@@ -63,6 +63,9 @@ class Database {
   // averaged), among the confirmed rows when there are any (the last tunes' decisions), or
   // nullopt.
   std::optional<Config> best(const TuneKey& key) const;
+  // Whether any row has this key's kernel, dtype, target and shape (whatever its device and
+  // compiler): a cheap test before the key's device and compiler are worked out.
+  bool has_shape(const TuneKey& key) const;
   int64_t count() const;
   // Every row, in the order they were written.
   std::vector<Record> all() const;

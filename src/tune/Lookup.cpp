@@ -7,17 +7,32 @@
 
 namespace tessera::tune {
 
-TuneKey make_key(const Kernel& unbound, const std::string& dtype, const std::string& target, const Sizes& sizes) {
+namespace {
+
+// The key without its device and compiler (which take /proc/cpuinfo and a `c++ --version`).
+TuneKey key_without_machine(const Kernel& unbound, const std::string& dtype, const std::string& target,
+                            const Sizes& sizes) {
   TuneKey k;
   k.kernel = unbound.name;
   k.kernel_hash = kernel_ir_hash(unbound);
   k.shape = sizes_key(sizes);
   k.dtype = dtype;
   k.target = target;
-  if (target == "cpu") {
+  return k;
+}
+
+void add_machine(TuneKey& k) {
+  if (k.target == "cpu") {
     k.device = cpu_device_name();
     k.compiler = cpu_compiler_version();
   }
+}
+
+}  // namespace
+
+TuneKey make_key(const Kernel& unbound, const std::string& dtype, const std::string& target, const Sizes& sizes) {
+  TuneKey k = key_without_machine(unbound, dtype, target, sizes);
+  add_machine(k);
   return k;
 }
 
@@ -28,7 +43,12 @@ std::optional<Config> lookup_tuned(const Kernel& unbound, const std::string& dty
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return std::nullopt;  // never tuned here: the defaults
   Database db(path, false);
-  std::optional<Config> best = db.best(make_key(unbound, dtype, target, sizes));
+  // Most runs are of kernels and shapes never tuned: they stop here, before the device name and
+  // the compiler's version (a process) are worked out.
+  TuneKey key = key_without_machine(unbound, dtype, target, sizes);
+  if (!db.has_shape(key)) return std::nullopt;
+  add_machine(key);
+  std::optional<Config> best = db.best(key);
   if (!best) return best;
   Config mine;
   for (const auto& [n, v] : *best) {

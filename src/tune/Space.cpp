@@ -40,11 +40,7 @@ Config parse_config_str(const std::string& s, const std::string& what) {
   return c;
 }
 
-std::string sizes_key(const Sizes& s) {
-  std::string out;
-  for (const auto& [n, v] : s) out += (out.empty() ? "" : ",") + n + "=" + std::to_string(v);
-  return out;
-}
+std::string sizes_key(const Sizes& s) { return config_str(s); }  // both name=value maps
 
 bool knob_applies(const Knob& k, const std::string& target) {
   if (k.targets.empty()) return true;
