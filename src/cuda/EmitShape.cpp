@@ -515,7 +515,6 @@ bool Emitter::emit_block_scan(const Op& op) {
   Layout L = layout_of(x);
   if (L.replicated || L.chunks > 16) return false;  // (each chunk's code is written out)
   const std::string C = ctype(t), U = is_float(t) ? C : scalar_bits(t) > 32 ? "uint64_t" : "uint32_t";
-  const std::string V = std::to_string(L.vec);
   std::string res = declare(op, r);
   std::string part = smem_ptr(U, 0, (T_ / 32) * 8);
   std::string run = fresh("run"), acc = fresh("acc"), off = fresh("off"), tot = fresh("tot");
