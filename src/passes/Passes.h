@@ -57,6 +57,10 @@ void dce(Kernel& k, PassStats& stats);           // removes pure ops whose resul
 // Moves ops of a `for` body that compute the same value every iteration (and cannot fail or
 // write) in front of the loop: LoopInvariantCodeMotion.cpp.
 void licm(Kernel& k, PassStats& stats);
+// Cuts a whole row of scores (a tile axis that a row max reduces, made by a dot) into chunks:
+// each reduction over it becomes a loop over the chunks, for repair-reductions to fuse
+// (ChunkReductions.cpp, docs/passes.md).
+void chunk_reductions(Kernel& k, PassStats& stats);
 // Fuses a running-max loop and the loops that need its final value (sum of exp(x - max),
 // exp-weighted dots, division by the sum) into one loop with the FlashAttention repair:
 // RepairReductions.cpp, docs/passes.md.

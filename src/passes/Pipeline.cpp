@@ -29,7 +29,9 @@ std::vector<Pass> pipeline_passes(const ConstexprConfig& config) {
       {"cse", cse},
       {"licm", licm},
       // After licm, so that the loops hold only what varies; before dce, which removes the
-      // spreads of the old results that only the fused loops read.
+      // spreads of the old results that only the fused loops read. chunk-reductions makes
+      // loops of whole-row reductions for repair-reductions to fuse.
+      {"chunk-reductions", chunk_reductions},
       {"repair-reductions", repair_reductions},
       {"dce", dce},
       {"verify-bound", verify_bound},
