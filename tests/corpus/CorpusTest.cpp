@@ -395,6 +395,16 @@ TEST(CorpusReference, PlainAttention) {
   expect_close(ts[3], attention_ref(ts[0], ts[1], ts[2], 1, S, T, DH, false), 1e-5, 1e-4, "o");
 }
 
+TEST(CorpusReference, PlainCausalAttention) {
+  const int64_t H = 2, S = 100, T = 150, DH = 64;
+  std::vector<Tensor> ts{random_tensor(ScalarKind::F32, {H, S, DH}, -1, 1, 70),
+                         random_tensor(ScalarKind::F32, {H, T, DH}, -1, 1, 71),
+                         random_tensor(ScalarKind::F32, {H, T, DH}, -1, 1, 72),
+                         random_tensor(ScalarKind::F32, {H, S, DH}, -1, 1, 73)};
+  run_kernel("attention_plain_causal.tile", "attention_plain_causal", ts);
+  expect_close(ts[3], attention_ref(ts[0], ts[1], ts[2], H, S, T, DH, true), 1e-5, 1e-4, "o");
+}
+
 // The split kernel's partials merged by the merge kernel are attention of one query row; with
 // NS = 7 over 10 key tiles, the last splits are empty (-inf, 0, 0) and must weigh nothing.
 TEST(CorpusReference, DecodeSplitThenMergeIsAttention) {
