@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One GPU call for issue 16's epilogue figure (on the H200 from the repo root, after
+# `source .devdeps/setup.sh`): tests/corpus/matmul_bias_gelu.tile (f16 a @ b + bias, tanh-GELU,
+# f16 out) printed by the layout emitter (TESSERA_CUDA_FROM_LAYOUTS=1: wgmma + a TMA ring, the
+# epilogue in the accumulator's layout) and by the planning emitter, checked against the
+# interpreter at ragged sizes, then timed at 4096^3 beside the library matmul (bf16 and f16)
+# in the same call.
+set -uo pipefail
+B=${BUILD:-build-gpu}
+cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null &&
+  timeout 400 cmake --build "$B" -j16 --target tessera 2>&1 | tail -1
+T="$B/bin/tessera"
+F=tests/corpus/matmul_bias_gelu.tile
+TILES=(--config BM=128 --config BN=128 --config BK=64)
+echo "=== which path (sm_90a), layout emitter"
+TESSERA_CUDA_FROM_LAYOUTS=1 "$T" compile "$F" -t cuda:sm_90a -e cuda --stats "${TILES[@]}" 2>&1 >/dev/null | grep -E "note|wgmma|tma" | head
+echo "=== checks against the interpreter"
+for sz in M=70,N=45,K=100 M=257,N=300,K=200 M=1000,N=777,K=333; do
+  echo -n "layout $sz: "; TESSERA_CUDA_FROM_LAYOUTS=1 timeout 60 "$T" run "$F" -b cuda --check --size "$sz" "${TILES[@]}" 2>&1 | tail -1
+  echo -n "planning $sz: "; timeout 60 "$T" run "$F" -b cuda --check --size "$sz" 2>&1 | tail -1
+done
+echo "=== timing at 4096^3 (two rounds)"
+for round in 1 2; do
+  echo "--- round $round"
+  echo -n "epilogue, layout emitter BM=BN=128 BK=64: "
+  TESSERA_CUDA_FROM_LAYOUTS=1 timeout 120 "$T" bench "$F" -b cuda --size M=4096,N=4096,K=4096 "${TILES[@]}" --reps 20 2>&1 | tail -1
+  echo -n "epilogue, planning emitter (defaults): "
+  timeout 120 "$T" bench "$F" -b cuda --size M=4096,N=4096,K=4096 --reps 20 2>&1 | tail -1
+  for dt in bf16 f16; do
+    echo -n "library matmul $dt: "
+    timeout 120 "$T" bench matmul -b cuda --dtype $dt --size M=4096,N=4096,K=4096 --reps 20 2>&1 | tail -1
+  done
+done
