@@ -11,7 +11,11 @@
 // dim of its result; a broadcast ties the dims it keeps, not those it widens from 1;
 // expand_dims, permute and a reshape that adds or drops unit dims tie what they move; a
 // reduction ties the dims it keeps; a dot ties rows to rows, columns to columns and a's
-// contracted dim to b's). A class is a candidate when a row max (`reduce max`) runs over it.
+// contracted dim to b's). A splat ties nothing: it holds no data along any axis, and cse has
+// made one value of every identical splat, which would tie unrelated rows together; a chunk
+// loop makes its own, narrower copy. A class is a candidate when a row max (`reduce max`)
+// runs over it; the candidates are tried in program order and the first that works is cut
+// (one class per kernel).
 //
 // When it is chunked (else the kernel stays as written; a note says why when the row came
 // from a dot, the case the pass is for):
@@ -25,8 +29,9 @@
 //   f16/bf16 sums round once at the end and would round per chunk), or a dot contracting it
 //   (its k order is kept: dot(p_j, v_j, acc) in j order is the same sequence of fused
 //   multiply-adds); nothing along the axis is stored, scanned, sorted or used in a region;
-// - the row comes from a dot (scores or logits): a row loaded from memory is in memory already,
-//   and recomputing it per chunk saves nothing;
+// - a dot makes the row (scores, logits) or contracts it (P @ V): a row loaded from memory
+//   and only reduced is in memory already, so recomputing it per chunk would only read it
+//   again (and no note is given for such rows, which every row kernel has);
 // - repair-reductions fuses the chunk loops into one (tried on a copy first): three loops that
 //   each recompute q @ k^T would be slower than the plain program.
 // The loops run over all E / row_chunk chunks: the plain program computes every column of its
@@ -51,6 +56,8 @@ namespace {
 constexpr int64_t kDefaultRowChunk = 64;
 
 std::string loc_of(const Op& op) { return op.loc.known() ? op.loc.str() + ": " : ""; }
+
+bool is_splat(const Value* v) { return v->type.is_tile() && v->def && v->def->kind == OpKind::Splat; }
 
 bool elementwise(const Op& op) {
   switch (op.info().cls) {
@@ -139,10 +146,11 @@ class Chunker {
  public:
   explicit Chunker(Kernel& k) : k_(k) {}
 
-  // The first candidate class that can be chunked; `why` collects the reasons the others
-  // cannot (for classes whose row came from a dot).
-  std::optional<Plan> analyze(std::vector<std::string>& why) {
-    if (!k_.body) return std::nullopt;
+  // The candidate classes that can be chunked, in program order; `why` collects the reasons
+  // the others cannot (for classes a dot makes or contracts).
+  std::vector<Plan> analyze(std::vector<std::string>& why) {
+    std::vector<Plan> plans;
+    if (!k_.body) return plans;
     for (auto& o : k_.body->ops) ops_.push_back(o.get());
     for (size_t i = 0; i < ops_.size(); ++i) pos_[ops_[i]] = i;
     for (Op* op : ops_) tie(*op);
@@ -153,11 +161,12 @@ class Chunker {
       if (!tried.insert(c).second) continue;
       std::string reason;
       bool from_dot = false;
-      auto plan = check(c, reason, from_dot);
-      if (plan) return plan;
-      if (from_dot) why.push_back(loc_of(*op) + "row max left as written: " + reason);
+      if (auto plan = check(c, reason, from_dot))
+        plans.push_back(std::move(*plan));
+      else if (from_dot)
+        why.push_back(loc_of(*op) + "row max left as written: " + reason);
     }
-    return std::nullopt;
+    return plans;
   }
 
   void rewrite(const Plan& p) {
@@ -217,7 +226,7 @@ class Chunker {
     Value* res = op.results.size() == 1 ? op.result() : nullptr;
     if (elementwise(op)) {
       for (Value* v : op.operands)
-        if (v->type.is_tile() && res && v->type.shape == res->type.shape)
+        if (v->type.is_tile() && res && v->type.shape == res->type.shape && !is_splat(v))
           for (int d = 0; d < v->type.rank(); ++d) classes_.tie(v, d, res, d);
       return;
     }
@@ -225,24 +234,28 @@ class Chunker {
       case OpKind::Splat:
       case OpKind::Arange:
       case OpKind::LoadTile:
-        if (res) classes_.id(res, 0);
+        // Nothing to tie: the result's dims start classes of their own (id registers them).
+        if (res && res->type.is_tile()) classes_.id(res, 0);
         return;
       case OpKind::Broadcast:
-        if (op.operand(0)->type.is_tile())
+        if (op.operand(0)->type.is_tile() && !is_splat(op.operand(0)))
           for (int d = 0; d < res->type.rank(); ++d)
             if (op.operand(0)->type.shape[d] == res->type.shape[d]) classes_.tie(op.operand(0), d, res, d);
         return;
       case OpKind::ExpandDims: {
+        if (is_splat(op.operand(0))) return;
         int a = static_cast<int>(op.attr_int("axis"));
         for (int d = 0; d < op.operand(0)->type.rank(); ++d) classes_.tie(op.operand(0), d, res, d < a ? d : d + 1);
         return;
       }
       case OpKind::Permute: {
+        if (is_splat(op.operand(0))) return;
         const auto& dims = op.attr_ints("dims");
         for (size_t d = 0; d < dims.size(); ++d) classes_.tie(op.operand(0), static_cast<int>(dims[d]), res, static_cast<int>(d));
         return;
       }
       case OpKind::Reshape: {
+        if (is_splat(op.operand(0))) return;
         auto a = non_unit_dims(op.operand(0)->type), b = non_unit_dims(res->type);
         bool same = a.size() == b.size();
         for (size_t i = 0; same && i < a.size(); ++i) same = op.operand(0)->type.shape[a[i]] == res->type.shape[b[i]];
@@ -255,17 +268,20 @@ class Chunker {
         return;
       }
       case OpKind::Reduce: {
-        if (!op.operand(0)->type.is_tile()) return;
+        if (!op.operand(0)->type.is_tile() || is_splat(op.operand(0))) return;
         int a = static_cast<int>(op.attr_int("axis"));
         for (int d = 0; d < op.operand(0)->type.rank(); ++d)
           if (d != a) classes_.tie(op.operand(0), d, res, d < a ? d : d - 1);
         return;
       }
       case OpKind::Dot:
-        classes_.tie(op.operand(0), 0, op.operand(2), 0);
-        classes_.tie(op.operand(2), 0, res, 0);
-        classes_.tie(op.operand(1), 1, op.operand(2), 1);
-        classes_.tie(op.operand(2), 1, res, 1);
+        // A splat accumulator (the usual zeros) ties nothing, like any splat.
+        classes_.tie(op.operand(0), 0, res, 0);
+        classes_.tie(op.operand(1), 1, res, 1);
+        if (!is_splat(op.operand(2))) {
+          classes_.tie(op.operand(2), 0, res, 0);
+          classes_.tie(op.operand(2), 1, res, 1);
+        }
         classes_.tie(op.operand(0), 1, op.operand(1), 0);
         return;
       default:
@@ -301,11 +317,15 @@ class Chunker {
       if (dim.value != p.extent) return fail(why, "the row axis has two extents");
       p.axis_of[v] = d;
     }
-    if (!from_dot) return fail(why, "the row does not come from a dot");
+    if (!from_dot) return fail(why, "no dot makes or contracts the row");
     p.chunk = chunk_knob(k_).value_or(kDefaultRowChunk);
-    if (p.chunk <= 0 || p.extent <= p.chunk || p.extent % p.chunk != 0)
+    if (p.chunk <= 0) return fail(why, "row_chunk = " + std::to_string(p.chunk) + " is not positive");
+    if (p.extent <= p.chunk)
+      return fail(why, "the row's " + std::to_string(p.extent) + " columns fit in one chunk of row_chunk = " +
+                           std::to_string(p.chunk));
+    if (p.extent % p.chunk != 0)
       return fail(why, "the row's " + std::to_string(p.extent) + " columns are not a multiple of row_chunk = " +
-                           std::to_string(p.chunk) + " above it");
+                           std::to_string(p.chunk));
     for (Op* op : ops_) {
       bool along = false;
       for (Value* r : op->results) along = along || p.axis_of.count(r);
@@ -321,6 +341,7 @@ class Chunker {
       p.reducers.push_back(op);
     }
     if (p.reducers.empty()) return fail(why, "nothing reduces over the row axis");
+    if (auto bad = splat_operands(p)) return fail(why, *bad);
     return p;
   }
 
@@ -370,6 +391,28 @@ class Chunker {
            " (only max, f32/f64/integer sums and dots are carried chunk by chunk)";
   }
 
+  // Splats tie nothing, so a chunk loop must know what to do with each splat it reads: an
+  // elementwise op's splat operand (or a dot's splat accumulator) of the op's own shape is
+  // made again at the chunk's shape; a splat as wide as the row anywhere else is refused.
+  std::optional<std::string> splat_operands(const Plan& p) {
+    auto wide = [&](const Value* v) {
+      const auto& s = v->type.shape;
+      return std::any_of(s.begin(), s.end(), [&](const Dim& d) { return d.is_static() && d.value == p.extent; });
+    };
+    std::vector<const Op*> ops(p.chunked.begin(), p.chunked.end());
+    ops.insert(ops.end(), p.reducers.begin(), p.reducers.end());
+    for (const Op* op : ops)
+      for (size_t i = 0; i < op->operands.size(); ++i) {
+        const Value* v = op->operand(i);
+        if (!is_splat(v) || !wide(v)) continue;
+        bool chunked = p.chunked.count(op) != 0;
+        bool resplat = chunked && v->type.shape == op->result()->type.shape &&
+                       (elementwise(*op) || (op->kind == OpKind::Dot && i == 2));
+        if (!resplat) return "a splat as wide as the row feeds '" + std::string(op->name()) + "'";
+      }
+    return std::nullopt;
+  }
+
   // --- the rewrite ---
 
   // The chunked ops reduction `r` needs, in program order.
@@ -416,7 +459,12 @@ class Chunker {
     std::vector<Value*> operands;
     for (Value* v : op.operands) {
       auto it = map.find(v);
-      operands.push_back(it == map.end() ? v : it->second);
+      if (it != map.end())
+        operands.push_back(it->second);
+      else if (is_splat(v) && v->type.shape == op.result()->type.shape)  // splat_operands allowed it
+        operands.push_back(make(b, OpKind::Splat, {v->def->operand(0)}, t.with_elem(v->type.elem), {}, v->def->loc));
+      else
+        operands.push_back(v);
     }
     Value* out = nullptr;
     if (op.kind == OpKind::LoadTile) {
@@ -445,35 +493,39 @@ int64_t top_loops(const Kernel& k) {
 void chunk_reductions(Kernel& k, PassStats& stats) {
   std::vector<std::string> why;
   Chunker chunker(k);
-  auto plan = chunker.analyze(why);
-  if (!plan) {
-    for (const std::string& w : why) {
-      ++stats["chunk-reductions.skipped"];
-      stats.notes.push_back("chunk-reductions: " + w);
-    }
-    return;
-  }
+  std::vector<Plan> plans = chunker.analyze(why);
+  auto skip = [&](const std::string& note) {
+    ++stats["chunk-reductions.skipped"];
+    stats.notes.push_back("chunk-reductions: " + note);
+  };
+  for (const std::string& w : why) skip(w);
+  if (plans.empty()) return;
   // Worth it only when repair-reductions makes one loop of the chunk loops: tried on copies,
-  // with and without the chunks, so that a loop it fuses anyway is not counted.
-  auto plain = k.clone(), cut = k.clone();
+  // with and without the chunks, so that a loop it fuses anyway is not counted. The first
+  // candidate that passes is cut.
+  auto plain = k.clone();
   PassStats scratch;
   repair_reductions(*plain, scratch);
-  std::vector<std::string> unused;
-  Chunker trial(*cut);
-  auto again = trial.analyze(unused);
-  trial.rewrite(*again);
-  PassStats repaired;
-  repair_reductions(*cut, repaired);
-  if (top_loops(*cut) != top_loops(*plain) + 1) {
-    ++stats["chunk-reductions.skipped"];
+  for (size_t i = 0; i < plans.size(); ++i) {
+    auto cut = k.clone();
+    std::vector<std::string> unused;
+    Chunker trial(*cut);
+    auto again = trial.analyze(unused);  // the same candidates, on the copy's values
+    if (again.size() != plans.size()) throw TesseraError(k.loc, "chunk-reductions: internal error: the copy's candidates differ");
+    trial.rewrite(again[i]);
+    PassStats repaired;
+    repair_reductions(*cut, repaired);
+    int64_t left = top_loops(*cut) - top_loops(*plain);
+    if (left == 1) {
+      chunker.rewrite(plans[i]);
+      stats["chunk-reductions.chunked"] += static_cast<int64_t>(plans[i].reducers.size());
+      return;
+    }
     std::string because;
     for (const std::string& n : repaired.notes) because += "; " + n;
-    stats.notes.push_back("chunk-reductions: the row max over " + std::to_string(plan->extent) +
-                          " columns left as written: repair-reductions does not fuse its chunk loops into one" + because);
-    return;
+    skip("the row max over " + std::to_string(plans[i].extent) + " columns left as written: repair-reductions fuses its " +
+         std::to_string(plans[i].reducers.size()) + " chunk loops into " + std::to_string(left) + ", not one" + because);
   }
-  chunker.rewrite(*plan);
-  stats["chunk-reductions.chunked"] += static_cast<int64_t>(plan->reducers.size());
 }
 
 }  // namespace tessera
