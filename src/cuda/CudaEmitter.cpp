@@ -1272,6 +1272,11 @@ CudaEmission Emitter::run() {
     if (lowered_smem_ > 0) smem_ = at + lowered_smem_ + (lowered_wgmma_ ? 1024 : 0);
   }
   int64_t smem = align16(smem_);
+  // The layout emitter's buffers (rings and staged operands, rows padded) may not fit where the
+  // planning emitter's do: the kernel is then the planning emitter's, with a note.
+  if (lowered_ && smem + red_smem_ > smem_limit(tg_))
+    throw cudagen::NotLowerable{"its shared tiles need " + std::to_string(smem + red_smem_) + " bytes, over the " +
+                                std::to_string(smem_limit(tg_)) + " of " + tg_.str()};
   if (smem + red_smem_ > smem_limit(tg_))
     throw TesseraError(k.loc, "cuda backend: kernel @" + k.name + " needs " + std::to_string(smem + red_smem_) +
                                   " bytes of shared memory; the limit on " + tg_.str() + " is " +
