@@ -936,11 +936,7 @@ int64_t Emitter::group_rows() const {
   return d->value;
 }
 
-int64_t smem_limit(const CudaTarget& t) {
-  if (t.sm >= 90) return 227 * 1024;
-  if (t.sm == 80 || t.sm == 87) return 163 * 1024;
-  return 99 * 1024;
-}
+int64_t smem_limit(const CudaTarget& t) { return shared_memory_per_program(t.sm); }
 
 std::string Emitter::add_tensor_map(std::vector<std::string>& sig, CudaKernelInfo& info, const Value* view,
                                     int64_t box_cols, int64_t box_rows, int swizzle) {

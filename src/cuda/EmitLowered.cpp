@@ -147,6 +147,10 @@ bool Emitter::emit_lowered(const Op& op) {
     case OpClass::Control:
       if (op.kind == OpKind::While) throw NotLowerable{"tiles carried through a while loop"};
       return false;
+    case OpClass::Sort:
+      // sort, topk, histogram: a network over the operands staged in shared memory by their
+      // layouts, the results gathered into theirs (the shared code of both emitters).
+      return false;
     case OpClass::Memory: {
       if (op.kind != OpKind::Gather && op.kind != OpKind::Scatter && op.kind != OpKind::Atomic &&
           op.kind != OpKind::AtomicCas)
