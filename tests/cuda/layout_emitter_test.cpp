@@ -168,8 +168,8 @@ TEST_P(NewlyPrinted, CompilesForSm80AndSm90a) {
     const ScalarKind dt = lk->name == "sort" ? ScalarKind::F32 : ScalarKind::BF16;
     kernels.push_back(bind_constexprs(*lk->build(dt), library_config(*lk, dt, "cuda:sm_80")));
   } else {
-    for (auto& k : parse_file(std::string(TESSERA_SOURCE_DIR) + "/tests/corpus/" + GetParam() + ".tile")->kernels)
-      kernels.push_back(bind_constexprs(*k, {}));
+    auto m = parse_file(std::string(TESSERA_SOURCE_DIR) + "/tests/corpus/" + GetParam() + ".tile");
+    for (auto& k : m->kernels) kernels.push_back(bind_constexprs(*k, {}));
   }
   for (const char* target : {"sm_80", "sm_90a"}) {
     if (GetParam() == "matmul" && std::string(target) != "sm_80") continue;
