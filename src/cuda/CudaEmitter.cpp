@@ -936,11 +936,7 @@ int64_t Emitter::group_rows() const {
   return d->value;
 }
 
-int64_t smem_limit(const CudaTarget& t) {
-  if (t.sm >= 90) return 227 * 1024;
-  if (t.sm == 80 || t.sm == 87) return 163 * 1024;
-  return 99 * 1024;
-}
+int64_t smem_limit(const CudaTarget& t) { return shared_memory_per_program(t.sm); }
 
 std::string Emitter::add_tensor_map(std::vector<std::string>& sig, CudaKernelInfo& info, const Value* view,
                                     int64_t box_cols, int64_t box_rows, int swizzle) {
@@ -1272,6 +1268,11 @@ CudaEmission Emitter::run() {
     if (lowered_smem_ > 0) smem_ = at + lowered_smem_ + (lowered_wgmma_ ? 1024 : 0);
   }
   int64_t smem = align16(smem_);
+  // The layout emitter's buffers (rings and staged operands, rows padded) may not fit where the
+  // planning emitter's do: the kernel is then the planning emitter's, with a note.
+  if (lowered_ && smem + red_smem_ > smem_limit(tg_))
+    throw cudagen::NotLowerable{"its shared tiles need " + std::to_string(smem + red_smem_) + " bytes, over the " +
+                                std::to_string(smem_limit(tg_)) + " of " + tg_.str()};
   if (smem + red_smem_ > smem_limit(tg_))
     throw TesseraError(k.loc, "cuda backend: kernel @" + k.name + " needs " + std::to_string(smem + red_smem_) +
                                   " bytes of shared memory; the limit on " + tg_.str() + " is " +

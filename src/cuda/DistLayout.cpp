@@ -102,6 +102,33 @@ void mma_v2(Dist& d, const Layout& acc, int operand) {
   }
 }
 
+// An operand of a dot computed with FMAs (its parent, the accumulator's layout, is blocked): a
+// thread holds the rows of A [M, K] (the columns of B [K, N]) its accumulator slots need, every
+// k of them: the parent's placement of M (N), the whole of K in slots (A: k fastest, so that a
+// row-major A loads in vectors; B: k slowest, after N's digits), and the lanes and warps that
+// the parent spreads N (M) over hold copies.
+Dist fma_operand(const Layout& l, const std::vector<int64_t>& shape, int warps) {
+  const Layout& p = *l.parent;
+  if (shape.size() != 2 || p.per_thread.size() != 2) throw NotLowerable{"an FMA dot operand of rank other than 2"};
+  const int keep = l.operand == 0 ? 0 : 1, k = 1 - keep;
+  std::vector<int64_t> ps = shape;
+  ps[k] = p.per_thread[k] * p.threads[k] * p.warps[k];  // the other dim, as the parent covers it once
+  Dist pd = make_dist(p, ps, warps), d;
+  d.shape = shape;
+  if (keep == 0) add_digit(d, k, 1, shape[k]);
+  for (const Dist::Digit& g : pd.digits)
+    if (g.dim == keep) d.digits.push_back(g);
+  if (keep == 1) add_digit(d, k, 1, shape[k]);
+  auto only_keep = [&](std::vector<Dist::Bit> bits) {
+    for (Dist::Bit& b : bits)
+      if (b.dim != keep) b = {};
+    return bits;
+  };
+  d.lane_bits = only_keep(pd.lane_bits);
+  d.warp_bits = only_keep(pd.warp_bits);
+  return d;
+}
+
 }  // namespace
 
 int64_t Dist::slots() const {
@@ -223,7 +250,8 @@ Dist make_dist(const Layout& l, const std::vector<int64_t>& shape, int warps) {
       mma_v2(d, l, -1);
       break;
     case Layout::Kind::DotOperand:
-      if (!l.parent || l.parent->kind != Layout::Kind::Mma) throw NotLowerable{"FMA dot operands"};
+      if (l.parent && l.parent->kind == Layout::Kind::Blocked) return fma_operand(l, shape, warps);
+      if (!l.parent || l.parent->kind != Layout::Kind::Mma) throw NotLowerable{"a dot operand of another parent"};
       if (l.k_width != 2) throw NotLowerable{"mma operands of other than 16-bit elements"};
       if (d.rank() != 2) throw NotLowerable{"a dot operand of rank other than 2"};
       mma_v2(d, *l.parent, static_cast<int>(l.operand));

@@ -63,9 +63,10 @@ struct Dist {
 };
 
 // The placement of `layout` over a tile of static `shape` in a program of `warps` warps.
-// Throws NotLowerable for what the form above cannot say (yet): FMA dot operands, a wgmma B
-// operand in registers, shared layouts, warps or threads that are not powers of two. (A wgmma
-// accumulator, and its RS A operand, place as mma.sync's with all warps along M.)
+// Throws NotLowerable for what the form above cannot say (yet): a wgmma B operand in
+// registers, shared layouts, warps or threads that are not powers of two. (A wgmma
+// accumulator, and its RS A operand, place as mma.sync's with all warps along M; an FMA dot's
+// operand, of a blocked parent, holds the parent's rows of A or columns of B, all of K.)
 Dist make_dist(const Layout& layout, const std::vector<int64_t>& shape, int warps);
 
 // For each slot of `to`, the slot of `from` that holds, in the same thread, the element

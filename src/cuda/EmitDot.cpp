@@ -394,14 +394,8 @@ void Emitter::emit_dot(const Op& op) {
   barrier();
   count("layout-conversions", 2);
   std::string K_ = std::to_string(K), N_ = std::to_string(N);
-  std::string step;
-  if (out == ScalarKind::F32) step = "fmaf(float(x_), float(y_), s_)";
-  else if (out == ScalarKind::F64) step = "fma(double(x_), double(y_), s_)";
-  else if (is_float(out)) step = fround(out, "fmaf(float(x_), float(y_), s_)");
-  else if (out == ScalarKind::I32) step = "int32_t(uint32_t(s_) + uint32_t(int32_t(x_) * int32_t(y_)))";
-  else if (out == ScalarKind::U32) step = "uint32_t(s_ + uint32_t(x_) * uint32_t(y_))";
-  else if (out == ScalarKind::I64) step = "int64_t(uint64_t(s_) + uint64_t(int64_t(x_) * int64_t(y_)))";
-  else fail(op, "dot from " + std::string(scalar_name(in)) + " to " + std::string(scalar_name(out)) + " is not supported");
+  const std::string step = fma_dot_step(out, "x_", "y_", "s_");
+  if (step.empty()) fail(op, "dot from " + std::string(scalar_name(in)) + " to " + std::string(scalar_name(out)) + " is not supported");
   slots(LR, [&](const std::string& s) {
     std::string e = fresh("e");
     line("const int " + e + " = " + elem_expr(LR, s) + ";");
@@ -417,6 +411,16 @@ void Emitter::emit_dot(const Op& op) {
     line(res + "[" + s + "] = s_;");
     close();
   });
+}
+
+std::string fma_dot_step(ScalarKind out, const std::string& x, const std::string& y, const std::string& s) {
+  if (out == ScalarKind::F32) return "fmaf(float(" + x + "), float(" + y + "), " + s + ")";
+  if (out == ScalarKind::F64) return "fma(double(" + x + "), double(" + y + "), " + s + ")";
+  if (is_float(out)) return fround(out, "fmaf(float(" + x + "), float(" + y + "), " + s + ")");
+  if (out == ScalarKind::I32) return "int32_t(uint32_t(" + s + ") + uint32_t(int32_t(" + x + ") * int32_t(" + y + ")))";
+  if (out == ScalarKind::U32) return "uint32_t(" + s + " + uint32_t(" + x + ") * uint32_t(" + y + "))";
+  if (out == ScalarKind::I64) return "int64_t(uint64_t(" + s + ") + uint64_t(int64_t(" + x + ") * int64_t(" + y + ")))";
+  return "";
 }
 
 }  // namespace tessera::cudagen

@@ -109,8 +109,12 @@ bool Emitter::emit_lowered(const Op& op) {
     case OpKind::ExpandDims:
     case OpKind::Broadcast: lowered_shape(op); return true;
     case OpKind::Reduce: lowered_reduce(op); return true;
+    case OpKind::InsertTile: lowered_insert(op); return true;
+    case OpKind::ExtractTile: lowered_extract(op); return true;
     case OpKind::Dot:
-      if (op.result()->type.layout.kind == tessera::Layout::Kind::Mma && op.result()->type.layout.version == 3)
+      if (op.result()->type.layout.kind == tessera::Layout::Kind::Blocked)
+        lowered_fma_dot(op);
+      else if (op.result()->type.layout.kind == tessera::Layout::Kind::Mma && op.result()->type.layout.version == 3)
         lowered_wgmma(op);
       else
         lowered_dot(op);
@@ -143,8 +147,29 @@ bool Emitter::emit_lowered(const Op& op) {
     case OpClass::Control:
       if (op.kind == OpKind::While) throw NotLowerable{"tiles carried through a while loop"};
       return false;
-    default: throw NotLowerable{"the op " + std::string(op.name()) + " at " + op.loc.str()};
+    case OpClass::Sort:
+      // sort, topk, histogram: a network over the operands staged in shared memory by their
+      // layouts, the results gathered into theirs (the shared code of both emitters).
+      return false;
+    case OpClass::Memory: {
+      if (op.kind != OpKind::Gather && op.kind != OpKind::Scatter && op.kind != OpKind::Atomic &&
+          op.kind != OpKind::AtomicCas)
+        break;
+      // Element by element, slot by slot (the shared code of both emitters): indices, masks,
+      // values and the result in one layout (assign-layouts).
+      const Value* first = nullptr;
+      for (const std::vector<Value*>* vs : {&op.operands, &op.results})
+        for (const Value* v : *vs) {
+          if (!v->type.is_tile()) continue;
+          if (!first) first = v;
+          if (v->type.layout != first->type.layout)
+            throw NotLowerable{"a " + std::string(op.name()) + " at " + op.loc.str() + " over tiles of different layouts"};
+        }
+      return false;
+    }
+    default: break;
   }
+  throw NotLowerable{"the op " + std::string(op.name()) + " at " + op.loc.str()};
 }
 
 void Emitter::lowered_exchange(const Op& op, const Value* x, const Value* r,
@@ -719,6 +744,46 @@ void Emitter::lowered_shape(const Op& op) {
   });
 }
 
+// insert_tile %t, %sub, i...: the result is in %t's layout (assign-layouts), so a slot keeps
+// %t's element or, inside the sub-tile's block (at indices known only at run time), takes the
+// sub-tile's, which goes through shared memory once.
+void Emitter::lowered_insert(const Op& op) {
+  const Value *x = op.operand(0), *sub = op.operand(1), *r = op.result();
+  if (x->type.layout != r->type.layout) throw NotLowerable{"an insert_tile at " + op.loc.str() + " into another layout"};
+  const std::vector<int64_t> SS = static_shape(sub->type.shape);
+  const int64_t bytes = shape_numel(sub->type.shape) * std::max(4, scalar_bytes(sub->type.elem));
+  if (bytes > kExchangeBytes) throw NotLowerable{"an insert_tile of a sub-tile larger than an exchange"};
+  const std::string ptr = smem_ptr(ctype(sub->type.elem), 0, bytes);
+  stage(sub, ptr);  // (a barrier first: the last exchange's readers are done)
+  barrier();
+  count("layout-exchanges");
+  const Dist& R = dist_of(r);
+  const std::string n = declare(op, r);
+  slots(layout_of(r), [&](const std::string& s) {
+    std::string in, at;
+    std::vector<std::string> q(SS.size());
+    for (size_t d = 0; d < SS.size(); ++d) {
+      q[d] = fresh("q");
+      line("const int64_t " + q[d] + " = " + R.const_expr(int(d), s) + " + " + R.thread_expr(int(d)) + " - int64_t(" +
+           nm(op.operand(2 + d)) + ") * " + num(SS[d]) + ";");
+      in += (d ? " && " : "") + q[d] + " >= 0 && " + q[d] + " < " + num(SS[d]);
+    }
+    line(n + "[" + s + "] = (" + in + ") ? " + ptr + "[" + flat(q, SS) + "] : " + nm(x) + "[" + s + "];");
+  });
+}
+
+// extract_tile %t, i...: the sub-tile at indices known at run time, gathered through shared
+// memory.
+void Emitter::lowered_extract(const Op& op) {
+  const Value *x = op.operand(0), *r = op.result();
+  const std::vector<int64_t> SX = static_shape(x->type.shape), SR = static_shape(r->type.shape);
+  lowered_exchange(op, x, r, [&](const std::string& e) {
+    std::vector<std::string> c = coords(e, SR);
+    for (size_t d = 0; d < c.size(); ++d) c[d] = "(" + c[d] + " + int(" + nm(op.operand(1 + d)) + ") * " + num(SR[d]) + ")";
+    return flat(c, SX);
+  });
+}
+
 void Emitter::shuffle_fold(const std::string& acc, ScalarKind t, size_t lane_bit,
                            const std::function<std::string(const std::string&, const std::string&)>& fold) {
   const bool narrow_int = !is_float(t) && scalar_bits(t) < 32;  // shuffled as int
@@ -762,8 +827,95 @@ void Emitter::lowered_reduce_to_scalar(const Op& op) {
   if (rounds_at_end(kind, t)) line(n + " = " + (is_float(t) ? fround(t, n) : "uint8_t((" + n + ") & 1)") + ";");
 }
 
+// An argmax or argmin: the fold of a reduction over (value, index) pairs, the index the
+// element's coordinate along the axis. The pairs' order is total (arg_better: ties to the
+// smaller index), so the fold may take them in any order: a thread's slots, then the lanes and
+// the warps that spread the axis, as the other reductions. A 1-D tile reduces to a scalar.
+void Emitter::lowered_arg_reduce(const Op& op) {
+  const Value *x = op.operand(0), *r = op.result();
+  const int64_t axis = op.attr_int("axis");
+  const std::string kind = op.attr_string("kind");
+  const Dist& X = dist_of(x);
+  const bool scalar = !r->type.is_tile();
+  if (op.results.size() != 1 || (scalar && x->type.rank() != 1)) throw NotLowerable{"an arg reduction to two results"};
+  std::vector<int64_t> into(X.slots(), 0);
+  if (!scalar) {
+    into = same_thread_slots(dist_of(r), X, T_, [&](const std::vector<int64_t>& c) {
+      std::vector<int64_t> out = c;
+      out.erase(out.begin() + axis);
+      return out;
+    });
+    if (into.empty()) throw NotLowerable{"a reduction at " + op.loc.str() + " whose result is not its operand's layout sliced"};
+  }
+  const int64_t ny = scalar ? 1 : dist_of(r).slots(), numel = scalar ? 1 : shape_numel(r->type.shape);
+  const ScalarKind t = x->type.elem;
+  const std::string T = ctype(t), v = fresh("av"), i = fresh("ai");
+  line(T + " " + v + "[" + num(ny) + "];");
+  line("int32_t " + i + "[" + num(ny) + "];");
+  // (v[y], i[y]) takes (ev, ei) where that is better.
+  auto take = [&](int64_t y, const std::string& ev, const std::string& ei) {
+    const std::string V = v + "[" + num(y) + "]", I = i + "[" + num(y) + "]";
+    line("if (" + arg_better(kind, ev, ei, V, I) + ") { " + V + " = " + ev + "; " + I + " = " + ei + "; }");
+  };
+  std::vector<bool> seen(ny, false);
+  for (int64_t s = 0; s < X.slots(); ++s) {
+    const int64_t y = into[s];
+    const std::string e = nm(x) + "[" + num(s) + "]", at = "int32_t(" + X.const_expr(int(axis), num(s)) + " + " +
+                                                              X.thread_expr(int(axis)) + ")";
+    if (seen[y]) take(y, e, at);
+    else line(v + "[" + num(y) + "] = " + e + "; " + i + "[" + num(y) + "] = " + at + ";");
+    seen[y] = true;
+  }
+  const bool narrow_int = !is_float(t) && scalar_bits(t) < 32;  // shuffled as int
+  for (size_t b = 0; b < X.lane_bits.size(); ++b) {
+    if (X.lane_bits[b].dim != axis) continue;
+    for (int64_t y = 0; y < ny; ++y) {
+      const std::string V = v + "[" + num(y) + "]", ov = fresh("sv"), oi = fresh("si"), m = num(int64_t{1} << b);
+      const std::string sh = "__shfl_xor_sync(0xffffffffu, " + (narrow_int ? "int(" + V + ")" : V) + ", " + m + ")";
+      line("const " + T + " " + ov + " = " + (narrow_int ? T + "(" + sh + ")" : sh) + ";");
+      line("const int32_t " + oi + " = __shfl_xor_sync(0xffffffffu, " + i + "[" + num(y) + "], " + m + ");");
+      take(y, ov, oi);
+    }
+    count("reduction-shuffles");
+  }
+  std::vector<size_t> wa;
+  for (size_t b = 0; b < X.warp_bits.size(); ++b)
+    if (X.warp_bits[b].dim == axis) wa.push_back(b);
+  const std::string n = scalar ? bind_new(r) : declare(op, r);
+  auto flat = [&](int64_t y) { return scalar ? std::string("0") : dist_of(r).flat_expr(num(y)); };
+  if (!wa.empty()) {
+    const int64_t G = int64_t{1} << wa.size();
+    const std::string pv = smem_ptr(T, 0, G * numel * 8), pi = smem_ptr("int32_t", G * numel * 8, G * numel * 4);
+    const std::string widx = warp_part_index(wa);
+    int64_t lm = 0;
+    for (size_t b = 0; b < X.lane_bits.size(); ++b)
+      if (X.lane_bits[b].dim == axis) lm |= int64_t{1} << b;
+    barrier();
+    for (int64_t y = 0; y < ny; ++y) {
+      const std::string at = "(" + widx + ") * " + num(numel) + " + " + flat(y);
+      line("if ((tsr_lane & " + num(lm) + ") == 0) { " + pv + "[" + at + "] = " + v + "[" + num(y) + "]; " + pi + "[" + at +
+           "] = " + i + "[" + num(y) + "]; }");
+    }
+    barrier();
+    for (int64_t y = 0; y < ny; ++y) {
+      const std::string at = flat(y);
+      line(v + "[" + num(y) + "] = " + pv + "[" + at + "]; " + i + "[" + num(y) + "] = " + pi + "[" + at + "];");
+      for (int64_t q = 1; q < G; ++q) {
+        const std::string o = num(q * numel) + " + " + at;
+        take(y, pv + "[" + o + "]", pi + "[" + o + "]");
+      }
+    }
+    count("reduction-warp-exchanges");
+  }
+  if (scalar) line("const int32_t " + n + " = " + i + "[0];");
+  else
+    for (int64_t y = 0; y < ny; ++y) line(n + "[" + num(y) + "] = " + i + "[" + num(y) + "];");
+}
+
 void Emitter::lowered_reduce(const Op& op) {
   const Value *x = op.operand(0), *r = op.result();
+  if (op.kind == OpKind::Reduce && (op.attr_string("kind") == "argmax" || op.attr_string("kind") == "argmin"))
+    return lowered_arg_reduce(op);
   if (op.kind == OpKind::Reduce && op.results.size() == 1 && !r->type.is_tile() && x->type.rank() == 1)
     return lowered_reduce_to_scalar(op);
   if (op.results.size() != 1 || !r->type.is_tile()) throw NotLowerable{"a reduction to a scalar or to two results"};
@@ -907,6 +1059,54 @@ void Emitter::lowered_dot(const Op& op) {
   close();
   close();
   count("mma-dots");
+}
+
+// A dot with a blocked accumulator: FMAs in registers. Its operands' layouts (dot_operand of
+// that accumulator) give each thread the rows of A and the columns of B its accumulator slots
+// need, every k, so the dot reads nothing from other threads: for each k, each slot folds in
+// A's and B's slots of the same thread (found by evaluating every thread's coordinates), in k
+// order as the interpreter does.
+void Emitter::lowered_fma_dot(const Op& op) {
+  const Value *a = op.operand(0), *b = op.operand(1), *c = op.operand(2), *r = op.result();
+  if (fma_dot_step(r->type.elem, "x", "y", "s").empty() || c->type.layout != r->type.layout || a->type.rank() != 2)
+    throw NotLowerable{"an FMA dot at " + op.loc.str() + " into " + r->type.str()};
+  const Dist &R = dist_of(r), &A = dist_of(a), &B = dist_of(b);
+  const int64_t K = static_shape(a->type.shape)[1];
+  // [M, N, K]: the result's slots with k the fastest digit; slot k + K s is (m, n) of s at k.
+  Dist mnk = R;
+  mnk.shape.push_back(K);
+  mnk.digits.insert(mnk.digits.begin(), Dist::Digit{K, 2, 1});
+  const std::vector<int64_t> ia = same_thread_slots(A, mnk, T_, [](const std::vector<int64_t>& x) {
+    return std::vector<int64_t>{x[0], x[2]};
+  });
+  const std::vector<int64_t> ib = same_thread_slots(B, mnk, T_, [](const std::vector<int64_t>& x) {
+    return std::vector<int64_t>{x[2], x[1]};
+  });
+  if (ia.empty() || ib.empty()) throw NotLowerable{"an FMA dot at " + op.loc.str() + " whose operands other threads hold"};
+  // Slot s's operands at k are ia[K s] + k da, ib[K s] + k db when the strides are the same for
+  // every slot (the operand layouts above make them so): a loop over k.
+  auto stride = [&](const std::vector<int64_t>& i) {
+    const int64_t d = K > 1 ? i[1] - i[0] : 0;
+    for (int64_t s = 0; s < R.slots(); ++s)
+      for (int64_t k = 0; k < K; ++k)
+        if (i[K * s + k] != i[K * s] + k * d) return int64_t{-1};
+    return d;
+  };
+  const int64_t da = stride(ia), db = stride(ib);
+  if (da < 0 || db < 0) throw NotLowerable{"an FMA dot at " + op.loc.str() + " whose operand slots are not strided in k"};
+  const std::string n = declare(op, r);
+  copy_value(r, n, nm(c));
+  auto at = [&](const Value* v, int64_t base, int64_t d) {
+    return nm(v) + "[" + num(base) + (d ? " + k_ * " + num(d) : "") + "]";
+  };
+  line("#pragma unroll");
+  open("for (int k_ = 0; k_ < " + num(K) + "; ++k_) {");
+  for (int64_t s = 0; s < R.slots(); ++s) {
+    const std::string acc = n + "[" + num(s) + "]";
+    line(acc + " = " + fma_dot_step(r->type.elem, at(a, ia[K * s], da), at(b, ib[K * s], db), acc) + ";");
+  }
+  close();
+  count("fma-dots");
 }
 
 // A dot with a wgmma accumulator (mma v3, sm_90a): each warpgroup issues m64nNk16 over its

@@ -496,8 +496,8 @@ void Emitter::emit_atomic(const Op& op) {
   if (r->type.is_tile()) {
     Layout L = layout_of(r);
     slots(L, [&](const std::string& s) { access(s, owner_expr(L, s), res + "[" + s + "]"); });
-    if (L.replicated) {
-      // Each element was done by one thread; share the old values.
+    if (L.replicated || (L.dist && L.dist->owner_expr() != "true")) {
+      // Each element was done by one thread (of its copies); share the old values.
       std::string p = smem_ptr(C, 0, L.numel * 8);
       stage(r, p);
       barrier();

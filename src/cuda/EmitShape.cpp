@@ -228,13 +228,8 @@ void Emitter::emit_reduce(const Op& op, const Op* partner) {
     if (t == ScalarKind::I1 && (kind == "sum" || kind == "prod")) return "uint8_t((" + e + ") & 1)";
     return e;
   };
-  // "Is (v1, i1) better than (v2, i2)" for argmax/argmin: NaN is the largest for argmax and the
-  // smallest for argmin; ties go to the smaller index.
   auto better = [&](const std::string& v1, const std::string& i1, const std::string& v2, const std::string& i2) {
-    std::string n1 = "(" + v1 + " != " + v1 + ")", n2 = "(" + v2 + " != " + v2 + ")";
-    std::string cmp = kind == "argmax" ? ">" : "<";
-    return "((" + n1 + " && !" + n2 + ") || (!" + n1 + " && !" + n2 + " && " + v1 + " " + cmp + " " + v2 + ") || (((" + n1 +
-           " && " + n2 + ") || " + v1 + " == " + v2 + ") && " + i1 + " < " + i2 + "))";
+    return arg_better(kind, v1, i1, v2, i2);
   };
 
   Layout LX = layout_of(x);
@@ -701,6 +696,14 @@ void Emitter::emit_sort(const Op& op) {
       return with_index ? isrc + "[" + at + "]" : p;
     });
   count("sorts");
+}
+
+std::string arg_better(const std::string& kind, const std::string& v1, const std::string& i1, const std::string& v2,
+                       const std::string& i2) {
+  std::string n1 = "(" + v1 + " != " + v1 + ")", n2 = "(" + v2 + " != " + v2 + ")";
+  std::string cmp = kind == "argmax" ? ">" : "<";
+  return "((" + n1 + " && !" + n2 + ") || (!" + n1 + " && !" + n2 + " && " + v1 + " " + cmp + " " + v2 + ") || (((" + n1 +
+         " && " + n2 + ") || " + v1 + " == " + v2 + ") && " + i1 + " < " + i2 + "))";
 }
 
 }  // namespace tessera::cudagen

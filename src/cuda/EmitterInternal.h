@@ -87,11 +87,15 @@ class Emitter {
   void lowered_shape(const Op& op);
   void lowered_reduce(const Op& op);
   void lowered_reduce_to_scalar(const Op& op);
+  void lowered_arg_reduce(const Op& op);  // argmax, argmin
+  void lowered_insert(const Op& op);      // insert_tile
+  void lowered_extract(const Op& op);     // extract_tile
   // acc = fold(acc, the acc of the lane that differs in bit `lane_bit`): one butterfly step.
   void shuffle_fold(const std::string& acc, ScalarKind t, size_t lane_bit,
                     const std::function<std::string(const std::string&, const std::string&)>& fold);
   void lowered_dot(const Op& op);
   void lowered_wgmma(const Op& op);  // a dot with a wgmma (mma v3) accumulator, sm_90a
+  void lowered_fma_dot(const Op& op);  // a dot with a blocked accumulator
   bool lowered_wgmma_ = false;       // the kernel has one (then shared tiles that wgmma reads get
                                      // a proxy fence after they are written)
   // Result `r` of `op` gathered through shared memory from `x`: element e of r is element
@@ -598,6 +602,16 @@ std::string fp8_mma_note(const Op& dot, const Emitter::MmaPlan& p, const std::st
 
 // Dynamic shared memory one CTA may use on the target.
 int64_t smem_limit(const CudaTarget& t);
+
+// "Is (v1, i1) better than (v2, i2)" for an argmax or argmin reduction (`kind`): NaN is the
+// largest for argmax and the smallest for argmin; ties go to the smaller index.
+std::string arg_better(const std::string& kind, const std::string& v1, const std::string& i1, const std::string& v2,
+                       const std::string& i2);
+
+// One step of an FMA dot into `out`: s + x * y, as the interpreter rounds it (f32 fused, a
+// narrow float rounded each step, integers wrapping); "" for a type it has none for.
+std::string fma_dot_step(ScalarKind out, const std::string& x, const std::string& y, const std::string& s);
+
 // Whether a pipelined matmul whose threads hold `acc_regs` accumulators and copy `stage_elems`
 // elements per stage fits two CTAs per SM (128 registers per thread, without spills) with its
 // fragments loaded step by step. Larger ones run one CTA per SM, with room for double-buffered

@@ -203,6 +203,10 @@ class Assign {
       case OpClass::Shape:
         return shape_op(op);
       case OpClass::Memory:
+        if (op.kind == OpKind::Gather || op.kind == OpKind::Scatter || op.kind == OpKind::Atomic ||
+            op.kind == OpKind::AtomicCas)
+          if (element_by_element(op)) return;
+        [[fallthrough]];
       case OpClass::Create:
       // sort / topk read their operands through shared memory in whatever layout they have
       // (so they require none) and write blocked results.
@@ -213,6 +217,21 @@ class Assign {
       default:
         return;
     }
+  }
+
+  // A gather, scatter or atomic over tiles of indices: element by element, like an elementwise
+  // op. The first tile operand's layout (the indices', as a rule) flows on; values, masks and
+  // the result take it too. False when no operand is a tile (scalar indices).
+  bool element_by_element(Op& op) {
+    const Value* first = nullptr;
+    for (size_t i = 1; i < op.operands.size() && !first; ++i)
+      if (op.operands[i]->type.is_tile()) first = op.operands[i];
+    if (!first) return false;
+    const Layout l = first->type.layout.is_distributed() ? first->type.layout : blocked(first->type);
+    for (size_t i = 1; i < op.operands.size(); ++i) require(op, i, l);
+    for (Value* r : op.results)
+      if (r->type.is_tile()) set(r, l);
+    return true;
   }
 
   void shape_op(Op& op) {

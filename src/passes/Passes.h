@@ -104,7 +104,10 @@ void remove_layout_conversions(Kernel& k, PassStats& stats);
 void stage_mma_operands(Kernel& k, PassStats& stats);
 // A loop whose body loads tiles into shared memory at indices computable one iteration ahead
 // gets `pipeline = 2` unless it has a `pipeline` (PipelineLoops.cpp).
-void pipeline_loops(Kernel& k, PassStats& stats);
+// The dynamic shared memory one program may use on compute capability `sm` (227 KiB on sm_90+,
+// 163 KiB on sm_80/87, else 99 KiB): what a ring of pipeline-loops must fit in.
+int64_t shared_memory_per_program(int sm);
+void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
 // Those loads of `loop` (top level of its body, in order); `chain` gets the body's pure
 // scalar ops that their indices may use, in order (to compute them for another iteration).
 std::vector<const Op*> ring_loads(const Op& loop, std::vector<const Op*>* chain);

@@ -43,7 +43,7 @@ std::vector<Pass> gpu_lowering_passes(const GpuLoweringOptions& o) {
       {"assign-layouts", [o](Kernel& k, PassStats& st) { assign_layouts(k, o, st); }},
       {"remove-layout-conversions", remove_layout_conversions},
       {"stage-mma-operands", stage_mma_operands},
-      {"pipeline-loops", pipeline_loops},
+      {"pipeline-loops", [o](Kernel& k, PassStats& st) { pipeline_loops(k, o, st); }},
       {"verify-lowered", verify_bound},
   };
 }

@@ -3,7 +3,10 @@
 // program says otherwise (a `pipeline` it wrote stays; `pipeline = 1` turns it off). The
 // layout emitter prints such a loop with a ring of that many buffers per load: iteration i's
 // copies go out while iteration i - 1 computes (cp.async on sm_80+), so that the loop waits
-// for memory only where the copies are slower than its arithmetic.
+// for memory only where the copies are slower than its arithmetic. A ring of S stages (written
+// or chosen) that the target's shared memory cannot hold, with room for the exchanges' scratch,
+// gets as many stages as it can (at least 2; stat pipeline-loops.stages-cut, with a note): the
+// library matmul's 4 stages of 128 x 64 and 64 x 256 bf16 tiles are 3 on sm_80.
 #include <algorithm>
 
 #include "ir/IR.h"
@@ -52,11 +55,49 @@ std::vector<const Op*> ring_loads(const Op& loop, std::vector<const Op*>* chain)
   return out;
 }
 
-void pipeline_loops(Kernel& k, PassStats& stats) {
+int64_t shared_memory_per_program(int sm) {
+  if (sm >= 90) return 227 * 1024;
+  if (sm == 80 || sm == 87) return 163 * 1024;
+  return 99 * 1024;
+}
+
+namespace {
+
+// The bytes of one stage of a ring load's shared tile: rows padded by the layout's pad (the
+// layout emitter pads unswizzled rows of 16-bit tiles by 8 elements), a swizzled tile from a
+// 1024-byte boundary.
+int64_t stage_bytes(const Op& load) {
+  const Type& t = load.result()->type;
+  if (!shape_is_static(t.shape)) return 0;
+  const std::vector<int64_t> s = static_shape(t.shape);
+  const int64_t eb = std::max(1, scalar_bits(t.elem) / 8), last = s.back(), rows = shape_numel(t.shape) / std::max<int64_t>(1, last);
+  if (t.layout.swizzle != 0) return (rows * last * eb + 1023) / 1024 * 1024;
+  return rows * (last + std::max<int64_t>(t.layout.pad, 8)) * eb;
+}
+
+}  // namespace
+
+void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
+  // Room for what else the program keeps in shared memory: the exchanges' scratch (8 KiB at a
+  // time) and a swizzled base's alignment.
+  const int64_t room = shared_memory_per_program(o.sm) - 8192 - 1024;
   walk(*k.body, [&](Op& op) {
-    if (op.kind != OpKind::For || op.has_attr("pipeline") || ring_loads(op, nullptr).empty()) return;
-    op.set_attr("pipeline", int64_t{2});
-    ++stats["pipeline-loops.pipelined"];
+    if (op.kind != OpKind::For) return;
+    const std::vector<const Op*> loads = ring_loads(op, nullptr);
+    if (loads.empty()) return;
+    if (!op.has_attr("pipeline")) {
+      op.set_attr("pipeline", int64_t{2});
+      ++stats["pipeline-loops.pipelined"];
+    }
+    const int64_t S = op.attr_int("pipeline");
+    int64_t bytes = 0;
+    for (const Op* l : loads) bytes += stage_bytes(*l);
+    if (S <= 2 || bytes == 0 || S * bytes <= room) return;
+    const int64_t fit = std::max<int64_t>(2, room / bytes);
+    op.set_attr("pipeline", fit);
+    ++stats["pipeline-loops.stages-cut"];
+    stats.notes.push_back("loop at " + op.loc.str() + ": pipeline = " + std::to_string(S) + " cut to " + std::to_string(fit) +
+                          " (a stage of its ring is " + std::to_string(bytes) + " bytes of shared memory)");
   });
 }
 

@@ -2,9 +2,9 @@
 // layouts) on the GPU against the interpreter: every kernel of tests/corpus at its ragged
 // '// sizes:', and the bf16 FlashAttention at head size 128 too. (Not at sizes of our own
 // choosing: some kernels take structured inputs, decode_attention_merge's partial maxima say,
-// that random ones at other sizes push past the tolerance.) A kernel
-// the layout emitter cannot print yet is made by the planning emitter (and compared all the
-// same); the test prints which.
+// that random ones at other sizes push past the tolerance.) The layout emitter prints every
+// corpus kernel (the test fails where one falls back to the planning emitter); then every
+// library kernel it prints, in each dtype, at ragged sizes.
 #include <fstream>
 #include <sstream>
 
@@ -77,6 +77,7 @@ TEST_P(LayoutEmitterGpu, MatchesInterpreter) {
   for (auto& k : m->kernels) {
     auto b = bind_constexprs(*k, {});
     std::printf("[layout emitter] @%s: %s\n", k->name.c_str(), printed_by(*b).c_str());
+    EXPECT_NE(printed_by(*b).find("printed from"), std::string::npos) << k->name;
     expect_matches(*b, ragged);
   }
 }
@@ -93,6 +94,31 @@ TEST(LayoutEmitterGpu, FlashAttentionBf16HeadSize128) {
     expect_matches(*b, {{"H", 3}, {"S", 257}, {"T", 333}, {"DH", 128}});
   }
 }
+
+// The library kernels the layout emitter prints (all but matmul_fp8 and topk), in each
+// dtype, bound with the device target's preferred config, at ragged sizes (partial tiles in
+// every dim).
+class LayoutEmitterLibraryGpu : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LayoutEmitterLibraryGpu, MatchesInterpreter) {
+  REQUIRE_GPU();
+  const LibraryKernel& lk = *find_library_kernel(GetParam());
+  const std::string key = "cuda:" + cuda_target_for(layout_options()).str();
+  uint64_t seed = 31;
+  for (ScalarKind dt : lk.dtypes) {
+    auto k = bind_constexprs(*lk.build(dt), library_config(lk, dt, key));
+    SCOPED_TRACE(std::string(scalar_name(dt)) + " " + key);
+    EXPECT_NE(printed_by(*k).find("printed from"), std::string::npos) << printed_by(*k);
+    const bool one_dim = lk.default_sizes.size() == 1;
+    for (const Sizes& s : {one_dim ? sizes_for(*k, 70001, 0) : sizes_for(*k, 193, 37),
+                           one_dim ? sizes_for(*k, 1001, 0) : sizes_for(*k, 67, 30)})
+      EXPECT_GT(expect_gpu_matches_interp(*k, s, seed++, {}, layout_options()), 0) << sizes_str(s);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Library, LayoutEmitterLibraryGpu,
+                         ::testing::Values("vector_add", "softmax", "layernorm", "rmsnorm", "matmul", "matmul_struct",
+                                           "sort"));
 
 }  // namespace
 }  // namespace tessera::gputest

@@ -48,6 +48,21 @@ TEST(LayoutLowering, MatmulKeepsItsAccumulatorInTheTensorCoreLayout) {
   EXPECT_EQ(dot_operand_converts, 2);
 }
 
+// A ring that the target's shared memory cannot hold gets the stages that fit: the library
+// matmul's 4 stages of 128 x 64 and 64 x 256 bf16 tiles (51 KiB each with padded rows) are 3 on
+// sm_80 (163 KiB), and stay 4 on sm_90 (227 KiB).
+TEST(LayoutLowering, RingStagesFitTheTargetsSharedMemory) {
+  for (auto [sm, want] : {std::pair{80, 3}, std::pair{90, 4}}) {
+    Lowered l = lower("matmul", ScalarKind::BF16, {sm, false});
+    int64_t stages = 0;
+    walk(*l.after->body, [&](Op& op) {
+      if (op.kind == OpKind::For && op.has_attr("pipeline")) stages = op.attr_int("pipeline");
+    });
+    EXPECT_EQ(stages, want) << "sm_" << sm;
+    EXPECT_EQ(l.stats["pipeline-loops.stages-cut"], sm == 80 ? 1 : 0) << "sm_" << sm;
+  }
+}
+
 // Every library kernel lowers to IR that verifies, with no more conversions (and bytes) than
 // the assignment made, and runs to the same bits on the interpreter.
 TEST(LayoutLowering, LibraryKernelsMeanTheSame) {
