@@ -3,6 +3,7 @@
 //
 //   cpu_bench                 run everything
 //   cpu_bench --emit NAME [DTYPE]  print the generated C++ of a library kernel (default f32)
+//   cpu_bench --rows          only the memcpy reference and the row kernels (a quick figure)
 //   cpu_bench --warm-load DIR (internal) load every library kernel from the disk cache in DIR
 //                             in this fresh process and print "name seconds" lines
 #include <algorithm>
@@ -93,6 +94,7 @@ int main(int argc, char** argv) {
     std::fputs(emit_cpp(*run_pipeline(*lk->build(*dt), {})).c_str(), stdout);
     return 0;
   }
+  const bool rows_only = argc == 2 && std::strcmp(argv[1], "--rows") == 0;
   // $TESSERA_BENCH_THREADS: fewer threads than cores (a 2-core figure on a larger machine).
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (const char* e = std::getenv("TESSERA_BENCH_THREADS"); e && std::atoi(e) > 0) threads = std::atoi(e);
@@ -160,6 +162,12 @@ int main(int argc, char** argv) {
             fmt("cpu is %.0fx faster (target >= 50x)", ti / t));
       }
     }
+
+  if (rows_only) {
+    std::error_code ec;
+    std::filesystem::remove_all(cache, ec);
+    return 0;
+  }
 
   // top-k of 64 rows of 131072 at k = 64 (the shape issue 18 compares with torch.topk on the GPU).
   if (const LibraryKernel* lk = find_library_kernel("topk")) {

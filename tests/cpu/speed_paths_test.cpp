@@ -236,5 +236,68 @@ TEST(CpuSpeedPaths, WarmHitRunsNoProcessAndACompilerChangeMisses) {
   clear_cpu_memory_cache();
 }
 
+// Softmax of every other row (row = 2 * pid, computed in an `if`): the load's and the store's
+// indices are pure functions of the program id, so the next program's rows are prefetched (y's
+// for writing), in the exp loop (the costliest loop after x's first read, the max). M = 7 leaves the last program without a
+// next one; N = 500 puts every tile partly outside the view (padded, nothing prefetched); N =
+// 700 puts it inside.
+const char* kPrefetchRows = R"(kernel @pfrows(%x: view<f32, [M, N]>, %y: view<f32, [M, N]>) {
+  grid {
+    %m = dim %x {axis = 0} : i32
+    %c2 = const {value = 2} : i32
+    %g = cdiv %m, %c2 : i32
+    yield %g
+  }
+  %pid = program_id {axis = 0} : i32
+  %nn = dim %x {axis = 1} : i32
+  %c0 = const {value = 0} : i32
+  %some = cmp %nn, %c0 {pred = "gt"} : i1
+  if %some {
+    %two = const {value = 2} : i32
+    %row = mul %pid, %two : i32
+    %t = load_tile %x, %row, %c0 {pad = -inf} : tile<f32, [1, 512]>
+    %mx = reduce %t {axis = 1, kind = "max"} : tile<f32, [1]>
+    %me = expand_dims %mx {axis = 0} : tile<f32, [1, 1]>
+    %mb = broadcast %me : tile<f32, [1, 512]>
+    %d = sub %t, %mb : tile<f32, [1, 512]>
+    %e = exp %d : tile<f32, [1, 512]>
+    %s = reduce %e {axis = 1, kind = "sum"} : tile<f32, [1]>
+    %se = expand_dims %s {axis = 0} : tile<f32, [1, 1]>
+    %sb = broadcast %se : tile<f32, [1, 512]>
+    %o = div %e, %sb : tile<f32, [1, 512]>
+    store_tile %y, %o, %row, %c0
+    yield
+  } else {
+    yield
+  }
+}
+)";
+
+TEST(CpuSpeedPaths, NextProgramsRowIsPrefetchedInTheExpLoop) {
+  auto k = bound(kPrefetchRows);
+  std::string src = emit_cpp(*k);
+  ASSERT_NE(src.find("const int32_t pn0_ = pid0 + 1;"), std::string::npos) << src;
+  size_t call = src.find("tsr::prefetch_part(pf0_, pfl0_, ");  // x's row
+  ASSERT_NE(call, std::string::npos) << src;
+  size_t write = src.find("tsr::prefetch_part_w(pf1_, pfl1_, ", call);  // y's row, for writing
+  ASSERT_NE(write, std::string::npos) << src;
+  EXPECT_EQ(src.find("tsr::prefetch_part", write + 1), std::string::npos) << "one loop prefetches";
+  size_t exp = src.find("fast_expf", call);
+  EXPECT_NE(exp, std::string::npos);
+  EXPECT_LT(write, exp);
+  EXPECT_LT(exp, src.find('}', call)) << "the prefetches are in the exp loop:\n" << src;
+  for (int64_t m : {1, 7, 8})
+    for (int64_t n : {500, 512, 700}) expect_same_as_interp(*k, {{"M", m}, {"N", n}}, 50 + m + n);
+}
+
+// The same row read inside a loop over column tiles: the index depends on the loop, so nothing
+// is prefetched (and the generated code has no prologue).
+TEST(CpuSpeedPaths, TilesLoadedInLoopsAreNotPrefetched) {
+  std::string text = kAliasOfCarried;
+  auto k = bound(text);
+  std::string src = emit_cpp(*k);
+  EXPECT_EQ(src.find("prefetch"), std::string::npos) << src;
+}
+
 }  // namespace
 }  // namespace tessera::cputest

@@ -59,6 +59,36 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   [[maybe_unused]] constexpr int64_t BLOCK_N = INT64_C(1024);
   [[maybe_unused]] constexpr int64_t BLOCK_M = INT64_C(1);
   [[maybe_unused]] constexpr int64_t whole_tile_checks = INT64_C(1);
+  // The next program's row tiles, prefetched while this one computes (tsr::prefetch_part).
+  const char* pf0_ = nullptr;
+  int64_t pfl0_ = 0;
+  const char* pf1_ = nullptr;
+  int64_t pfl1_ = 0;
+  if (int64_t(pid0) + 1 < int64_t(np0)) {
+    const int32_t pn0_ = pid0 + 1;
+    // %6 = program_id {axis = 0} : i32
+    const int32_t v115 = pn0_;
+    // %14 = const {value = 0} : i32
+    const int32_t v116 = int32_t(INT64_C(0));
+    {
+      const int64_t o117 = int64_t(v115) * 1;
+      const int64_t o118 = int64_t(v116) * 1024;
+      if (o117 >= 0 && o117 + 1 <= A.d0_0 && o118 >= 0 && o118 + 1024 <= A.d0_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p0 + o117 * A.s0_0 + o118);
+        pf0_ = tsr::line_start(p_);
+        pfl0_ = tsr::line_count(p_, 2048);
+      }
+    }
+    {
+      const int64_t o119 = int64_t(v115) * 1;
+      const int64_t o120 = int64_t(v116) * 1024;
+      if (o119 >= 0 && o119 + 1 <= A.d3_0 && o120 >= 0 && o120 + 1024 <= A.d3_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p3 + o119 * A.s3_0 + o120);
+        pf1_ = tsr::line_start(p_);
+        pfl1_ = tsr::line_count(p_, 2048);
+      }
+    }
+  }
   // %5 = const {value = 1} : i32
   const int32_t v5 = int32_t(INT64_C(1));
   // %6 = program_id {axis = 0} : i32
@@ -210,12 +240,16 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       const int64_t o46 = int64_t(v14) * 1024;
       if (o45 >= 0 && o45 + 1 <= A.d3_0 && o46 >= 0 && o46 + 1024 <= A.d3_1) {
         for (int64_t i47 = 0; i47 < 1; ++i47) {
-          for (int64_t i48 = 0; i48 < 1024; ++i48) A.p3[(o45 + i47) * A.s3_0 + o46 + i48] = tsr::f2h((float((float((float((float((float(v15[(i47) * 1024 + i48] - v33[0])) * v42[0])) * v22[(i47) * 1024 + i48])) + v26[(i47) * 1024 + i48])))));
+          for (int64_t c49 = 0; c49 < 1024; c49 += 256) {
+            tsr::prefetch_part(pf0_, pfl0_, c49 / 256, 4);
+            tsr::prefetch_part_w(pf1_, pfl1_, c49 / 256, 4);
+            for (int64_t i48 = c49; i48 < c49 + 256; ++i48) A.p3[(o45 + i47) * A.s3_0 + o46 + i48] = tsr::f2h((float((float((float((float((float(v15[(i47) * 1024 + i48] - v33[0])) * v42[0])) * v22[(i47) * 1024 + i48])) + v26[(i47) * 1024 + i48])))));
+          }
         }
       } else {
-        for (int64_t i49 = 0; i49 < 1; ++i49) {
-          for (int64_t i50 = 0; i50 < 1024; ++i50) {
-            if ((o45 + i49) >= 0 && (o45 + i49) < A.d3_0 && (o46 + i50) >= 0 && (o46 + i50) < A.d3_1) A.p3[(o45 + i49) * A.s3_0 + (o46 + i50) * A.s3_1] = tsr::f2h((float((float((float((float((float(v15[(i49)*1024 + i50] - v33[0])) * v42[0])) * v22[(i49)*1024 + i50])) + v26[(i49)*1024 + i50])))));
+        for (int64_t i50 = 0; i50 < 1; ++i50) {
+          for (int64_t i51 = 0; i51 < 1024; ++i51) {
+            if ((o45 + i50) >= 0 && (o45 + i50) < A.d3_0 && (o46 + i51) >= 0 && (o46 + i51) < A.d3_1) A.p3[(o45 + i50) * A.s3_0 + (o46 + i51) * A.s3_1] = tsr::f2h((float((float((float((float((float(v15[(i50)*1024 + i51] - v33[0])) * v42[0])) * v22[(i50)*1024 + i51])) + v26[(i50)*1024 + i51])))));
           }
         }
       }
@@ -223,30 +257,30 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // yield
   } else {
     // %48 = const {value = 0.0} : f32
-    const float v51 = float(0x0p+0);
+    const float v52 = float(0x0p+0);
     // %49 = splat %48 : tile<f32, [1]>
-    alignas(64) float v52[1];
-    for (int64_t i53 = 0; i53 < 1; ++i53) v52[i53] = v51;
+    alignas(64) float v53[1];
+    for (int64_t i54 = 0; i54 < 1; ++i54) v53[i54] = v52;
     // %50 = const {value = 0} : i32
-    const int32_t v54 = int32_t(INT64_C(0));
+    const int32_t v55 = int32_t(INT64_C(0));
     // %51 = for %50, %11, %5, %49 : tile<f32, [1]> {...}
-    alignas(64) float c55[1];
-    __builtin_memcpy(c55, v52, sizeof(c55));
-    for (int64_t iv56_ = v54; v5 > 0 && iv56_ < v11; iv56_ += v5) {
-      const int32_t iv56 = int32_t(iv56_);
+    alignas(64) float c56[1];
+    __builtin_memcpy(c56, v53, sizeof(c56));
+    for (int64_t iv57_ = v55; v5 > 0 && iv57_ < v11; iv57_ += v5) {
+      const int32_t iv57 = int32_t(iv57_);
       // %54 = load_tile %x, %6, %52 : tile<f16, [1, 1024]>
-      alignas(64) float v57[1024];
+      alignas(64) float v58[1024];
       {
-        const int64_t o58 = int64_t(v6) * 1;
-        const int64_t o59 = int64_t(iv56) * 1024;
-        if (o58 >= 0 && o58 + 1 <= A.d0_0 && o59 >= 0 && o59 + 1024 <= A.d0_1) {
-          for (int64_t i60 = 0; i60 < 1; ++i60) {
-            for (int64_t i61 = 0; i61 < 1024; ++i61) v57[(i60) * 1024 + i61] = tsr::h2f(A.p0[(o58 + i60) * A.s0_0 + o59 + i61]);
+        const int64_t o59 = int64_t(v6) * 1;
+        const int64_t o60 = int64_t(iv57) * 1024;
+        if (o59 >= 0 && o59 + 1 <= A.d0_0 && o60 >= 0 && o60 + 1024 <= A.d0_1) {
+          for (int64_t i61 = 0; i61 < 1; ++i61) {
+            for (int64_t i62 = 0; i62 < 1024; ++i62) v58[(i61) * 1024 + i62] = tsr::h2f(A.p0[(o59 + i61) * A.s0_0 + o60 + i62]);
           }
         } else {
-          for (int64_t i62 = 0; i62 < 1; ++i62) {
-            for (int64_t i63 = 0; i63 < 1024; ++i63) {
-              v57[(i62)*1024 + i63] = ((o58 + i62) >= 0 && (o58 + i62) < A.d0_0 && (o59 + i63) >= 0 && (o59 + i63) < A.d0_1) ? tsr::h2f(A.p0[(o58 + i62) * A.s0_0 + (o59 + i63) * A.s0_1]) : tsr::h2f(tsr::f2h(0x0p+0));
+          for (int64_t i63 = 0; i63 < 1; ++i63) {
+            for (int64_t i64 = 0; i64 < 1024; ++i64) {
+              v58[(i63)*1024 + i64] = ((o59 + i63) >= 0 && (o59 + i63) < A.d0_0 && (o60 + i64) >= 0 && (o60 + i64) < A.d0_1) ? tsr::h2f(A.p0[(o59 + i63) * A.s0_0 + (o60 + i64) * A.s0_1]) : tsr::h2f(tsr::f2h(0x0p+0));
             }
           }
         }
@@ -254,47 +288,47 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %55 = cast %54 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %56 = reduce %55 {axis = 1, kind = "sum"} : tile<f32, [1]>
-      alignas(64) float v64[1];
+      alignas(64) float v65[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float acc_ = float(0);
         int nan_ = 0;
         #pragma omp simd reduction(+:acc_)
         for (int64_t l_ = 0; l_ < 1024; ++l_) {
-          const float x_ = (float(v57[o_ * 1024 + l_]));
+          const float x_ = (float(v58[o_ * 1024 + l_]));
           acc_ += x_;
         }
-        v64[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
+        v65[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
       }
       // %57 = add %53, %56 : tile<f32, [1]>
-      // (written into the carried c55)
-      for (int64_t i65 = 0; i65 < 1; ++i65) c55[i65] = float(c55[i65] + v64[i65]);
+      // (written into the carried c56)
+      for (int64_t i66 = 0; i66 < 1; ++i66) c56[i66] = float(c56[i66] + v65[i66]);
       // yield %57
     }
     // %58 = splat %12 : tile<f32, [1]>
-    alignas(64) float v66[1];
-    for (int64_t i67 = 0; i67 < 1; ++i67) v66[i67] = v12;
+    alignas(64) float v67[1];
+    for (int64_t i68 = 0; i68 < 1; ++i68) v67[i68] = v12;
     // %59 = div %51, %58 : tile<f32, [1]>
-    alignas(64) float v68[1];
-    for (int64_t i69 = 0; i69 < 1; ++i69) v68[i69] = float(c55[i69] / v12);
+    alignas(64) float v69[1];
+    for (int64_t i70 = 0; i70 < 1; ++i70) v69[i70] = float(c56[i70] / v12);
     // %60 = expand_dims %59 {axis = 1} : tile<f32, [1, 1]>
     // %61 = for %50, %11, %5, %49 : tile<f32, [1]> {...}
-    alignas(64) float c70[1];
-    __builtin_memcpy(c70, v52, sizeof(c70));
-    for (int64_t iv71_ = v54; v5 > 0 && iv71_ < v11; iv71_ += v5) {
-      const int32_t iv71 = int32_t(iv71_);
+    alignas(64) float c71[1];
+    __builtin_memcpy(c71, v53, sizeof(c71));
+    for (int64_t iv72_ = v55; v5 > 0 && iv72_ < v11; iv72_ += v5) {
+      const int32_t iv72 = int32_t(iv72_);
       // %64 = load_tile %x, %6, %62 : tile<f16, [1, 1024]>
-      alignas(64) float v72[1024];
+      alignas(64) float v73[1024];
       {
-        const int64_t o73 = int64_t(v6) * 1;
-        const int64_t o74 = int64_t(iv71) * 1024;
-        if (o73 >= 0 && o73 + 1 <= A.d0_0 && o74 >= 0 && o74 + 1024 <= A.d0_1) {
-          for (int64_t i75 = 0; i75 < 1; ++i75) {
-            for (int64_t i76 = 0; i76 < 1024; ++i76) v72[(i75) * 1024 + i76] = tsr::h2f(A.p0[(o73 + i75) * A.s0_0 + o74 + i76]);
+        const int64_t o74 = int64_t(v6) * 1;
+        const int64_t o75 = int64_t(iv72) * 1024;
+        if (o74 >= 0 && o74 + 1 <= A.d0_0 && o75 >= 0 && o75 + 1024 <= A.d0_1) {
+          for (int64_t i76 = 0; i76 < 1; ++i76) {
+            for (int64_t i77 = 0; i77 < 1024; ++i77) v73[(i76) * 1024 + i77] = tsr::h2f(A.p0[(o74 + i76) * A.s0_0 + o75 + i77]);
           }
         } else {
-          for (int64_t i77 = 0; i77 < 1; ++i77) {
-            for (int64_t i78 = 0; i78 < 1024; ++i78) {
-              v72[(i77)*1024 + i78] = ((o73 + i77) >= 0 && (o73 + i77) < A.d0_0 && (o74 + i78) >= 0 && (o74 + i78) < A.d0_1) ? tsr::h2f(A.p0[(o73 + i77) * A.s0_0 + (o74 + i78) * A.s0_1]) : tsr::h2f(tsr::f2h(0x0p+0));
+          for (int64_t i78 = 0; i78 < 1; ++i78) {
+            for (int64_t i79 = 0; i79 < 1024; ++i79) {
+              v73[(i78)*1024 + i79] = ((o74 + i78) >= 0 && (o74 + i78) < A.d0_0 && (o75 + i79) >= 0 && (o75 + i79) < A.d0_1) ? tsr::h2f(A.p0[(o74 + i78) * A.s0_0 + (o75 + i79) * A.s0_1]) : tsr::h2f(tsr::f2h(0x0p+0));
             }
           }
         }
@@ -302,15 +336,15 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %65 = cast %64 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %66 = broadcast %60 : tile<f32, [1, 1024]>
-      alignas(64) float v79[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v79[i_] = v68[0];
-      // %67 = sub %65, %66 : tile<f32, [1, 1024]>
       alignas(64) float v80[1024];
-      for (int64_t i81 = 0; i81 < 1024; ++i81) v80[i81] = float((float(v72[i81])) - v68[0]);
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v80[i_] = v69[0];
+      // %67 = sub %65, %66 : tile<f32, [1, 1024]>
+      alignas(64) float v81[1024];
+      for (int64_t i82 = 0; i82 < 1024; ++i82) v81[i82] = float((float(v73[i82])) - v69[0]);
       // %68 = arange : tile<i32, [1024]>
       // (computed inside its user)
       // %69 = mul %62, %8 : i32
-      const int32_t v82 = tsr::wmul(iv71, v8);
+      const int32_t v83 = tsr::wmul(iv72, v8);
       // %70 = splat %69 : tile<i32, [1024]>
       // (computed inside its user)
       // %71 = add %70, %68 : tile<i32, [1024]>
@@ -318,8 +352,8 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %72 = splat %7 : tile<i32, [1024]>
       // (computed inside its user)
       // %73 = cmp %71, %72 {pred = "lt"} : tile<i1, [1024]>
-      alignas(64) uint8_t v83[1024];
-      for (int64_t i84 = 0; i84 < 1024; ++i84) v83[i84] = uint8_t((tsr::wadd((v82), (int32_t(0 + i84)))) < (v7));
+      alignas(64) uint8_t v84[1024];
+      for (int64_t i85 = 0; i85 < 1024; ++i85) v84[i85] = uint8_t((tsr::wadd((v83), (int32_t(0 + i85)))) < (v7));
       // %74 = expand_dims %73 {axis = 0} : tile<i1, [1, 1024]>
       // %75 = mul %67, %67 : tile<f32, [1, 1024]>
       // (computed inside its user)
@@ -328,50 +362,50 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %77 = where %74, %75, %76 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %78 = reduce %77 {axis = 1, kind = "sum"} : tile<f32, [1]>
-      alignas(64) float v85[1];
+      alignas(64) float v86[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float acc_ = float(0);
         int nan_ = 0;
         #pragma omp simd reduction(+:acc_)
         for (int64_t l_ = 0; l_ < 1024; ++l_) {
-          const float x_ = ((v83[o_ * 1024 + l_] ? (float(v80[o_ * 1024 + l_] * v80[o_ * 1024 + l_])) : (v51)));
+          const float x_ = ((v84[o_ * 1024 + l_] ? (float(v81[o_ * 1024 + l_] * v81[o_ * 1024 + l_])) : (v52)));
           acc_ += x_;
         }
-        v85[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
+        v86[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
       }
       // %79 = add %63, %78 : tile<f32, [1]>
-      // (written into the carried c70)
-      for (int64_t i86 = 0; i86 < 1; ++i86) c70[i86] = float(c70[i86] + v85[i86]);
+      // (written into the carried c71)
+      for (int64_t i87 = 0; i87 < 1; ++i87) c71[i87] = float(c71[i87] + v86[i87]);
       // yield %79
     }
     // %80 = div %61, %58 : tile<f32, [1]>
     // (computed inside its user)
     // %81 = const {value = 1e-05} : f32
-    const float v87 = float(0x1.4f8b588e368f1p-17);
+    const float v88 = float(0x1.4f8b588e368f1p-17);
     // %82 = splat %81 : tile<f32, [1]>
     // (computed inside its user)
     // %83 = add %80, %82 : tile<f32, [1]>
     // (computed inside its user)
     // %84 = rsqrt %83 : tile<f32, [1]>
-    alignas(64) float v88[1];
-    for (int64_t i89 = 0; i89 < 1; ++i89) v88[i89] = float(1.0f / tsr::sqrt((float((float(c70[i89] / v12)) + (v87)))));
+    alignas(64) float v89[1];
+    for (int64_t i90 = 0; i90 < 1; ++i90) v89[i90] = float(1.0f / tsr::sqrt((float((float(c71[i90] / v12)) + (v88)))));
     // %85 = expand_dims %84 {axis = 1} : tile<f32, [1, 1]>
     // for %50, %11, %5 {...}
-    for (int64_t iv90_ = v54; v5 > 0 && iv90_ < v11; iv90_ += v5) {
-      const int32_t iv90 = int32_t(iv90_);
+    for (int64_t iv91_ = v55; v5 > 0 && iv91_ < v11; iv91_ += v5) {
+      const int32_t iv91 = int32_t(iv91_);
       // %87 = load_tile %x, %6, %86 : tile<f16, [1, 1024]>
-      alignas(64) float v91[1024];
+      alignas(64) float v92[1024];
       {
-        const int64_t o92 = int64_t(v6) * 1;
-        const int64_t o93 = int64_t(iv90) * 1024;
-        if (o92 >= 0 && o92 + 1 <= A.d0_0 && o93 >= 0 && o93 + 1024 <= A.d0_1) {
-          for (int64_t i94 = 0; i94 < 1; ++i94) {
-            for (int64_t i95 = 0; i95 < 1024; ++i95) v91[(i94) * 1024 + i95] = tsr::h2f(A.p0[(o92 + i94) * A.s0_0 + o93 + i95]);
+        const int64_t o93 = int64_t(v6) * 1;
+        const int64_t o94 = int64_t(iv91) * 1024;
+        if (o93 >= 0 && o93 + 1 <= A.d0_0 && o94 >= 0 && o94 + 1024 <= A.d0_1) {
+          for (int64_t i95 = 0; i95 < 1; ++i95) {
+            for (int64_t i96 = 0; i96 < 1024; ++i96) v92[(i95) * 1024 + i96] = tsr::h2f(A.p0[(o93 + i95) * A.s0_0 + o94 + i96]);
           }
         } else {
-          for (int64_t i96 = 0; i96 < 1; ++i96) {
-            for (int64_t i97 = 0; i97 < 1024; ++i97) {
-              v91[(i96)*1024 + i97] = ((o92 + i96) >= 0 && (o92 + i96) < A.d0_0 && (o93 + i97) >= 0 && (o93 + i97) < A.d0_1) ? tsr::h2f(A.p0[(o92 + i96) * A.s0_0 + (o93 + i97) * A.s0_1]) : tsr::h2f(tsr::f2h(0x0p+0));
+          for (int64_t i97 = 0; i97 < 1; ++i97) {
+            for (int64_t i98 = 0; i98 < 1024; ++i98) {
+              v92[(i97)*1024 + i98] = ((o93 + i97) >= 0 && (o93 + i97) < A.d0_0 && (o94 + i98) >= 0 && (o94 + i98) < A.d0_1) ? tsr::h2f(A.p0[(o93 + i97) * A.s0_0 + (o94 + i98) * A.s0_1]) : tsr::h2f(tsr::f2h(0x0p+0));
             }
           }
         }
@@ -379,41 +413,41 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %88 = cast %87 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %89 = load_tile %w, %86 : tile<f16, [1024]>
-      alignas(64) float v98[1024];
+      alignas(64) float v99[1024];
       {
-        const int64_t o99 = int64_t(iv90) * 1024;
-        if (o99 >= 0 && o99 + 1024 <= A.d1_0) {
-          for (int64_t i100 = 0; i100 < 1024; ++i100) v98[0 + i100] = tsr::h2f(A.p1[o99 + i100]);
+        const int64_t o100 = int64_t(iv91) * 1024;
+        if (o100 >= 0 && o100 + 1024 <= A.d1_0) {
+          for (int64_t i101 = 0; i101 < 1024; ++i101) v99[0 + i101] = tsr::h2f(A.p1[o100 + i101]);
         } else {
-          for (int64_t i101 = 0; i101 < 1024; ++i101) {
-            v98[i101] = ((o99 + i101) >= 0 && (o99 + i101) < A.d1_0) ? tsr::h2f(A.p1[(o99 + i101) * A.s1_0]) : tsr::h2f(tsr::f2h(0x0p+0));
+          for (int64_t i102 = 0; i102 < 1024; ++i102) {
+            v99[i102] = ((o100 + i102) >= 0 && (o100 + i102) < A.d1_0) ? tsr::h2f(A.p1[(o100 + i102) * A.s1_0]) : tsr::h2f(tsr::f2h(0x0p+0));
           }
         }
       }
       // %90 = cast %89 : tile<f32, [1024]>
       // (the same array as its operand: exact in the compute type)
       // %91 = load_tile %b, %86 : tile<f16, [1024]>
-      alignas(64) float v102[1024];
+      alignas(64) float v103[1024];
       {
-        const int64_t o103 = int64_t(iv90) * 1024;
-        if (o103 >= 0 && o103 + 1024 <= A.d2_0) {
-          for (int64_t i104 = 0; i104 < 1024; ++i104) v102[0 + i104] = tsr::h2f(A.p2[o103 + i104]);
+        const int64_t o104 = int64_t(iv91) * 1024;
+        if (o104 >= 0 && o104 + 1024 <= A.d2_0) {
+          for (int64_t i105 = 0; i105 < 1024; ++i105) v103[0 + i105] = tsr::h2f(A.p2[o104 + i105]);
         } else {
-          for (int64_t i105 = 0; i105 < 1024; ++i105) {
-            v102[i105] = ((o103 + i105) >= 0 && (o103 + i105) < A.d2_0) ? tsr::h2f(A.p2[(o103 + i105) * A.s2_0]) : tsr::h2f(tsr::f2h(0x0p+0));
+          for (int64_t i106 = 0; i106 < 1024; ++i106) {
+            v103[i106] = ((o104 + i106) >= 0 && (o104 + i106) < A.d2_0) ? tsr::h2f(A.p2[(o104 + i106) * A.s2_0]) : tsr::h2f(tsr::f2h(0x0p+0));
           }
         }
       }
       // %92 = cast %91 : tile<f32, [1024]>
       // (the same array as its operand: exact in the compute type)
       // %93 = broadcast %60 : tile<f32, [1, 1024]>
-      alignas(64) float v106[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v106[i_] = v68[0];
+      alignas(64) float v107[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v107[i_] = v69[0];
       // %94 = sub %88, %93 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %95 = broadcast %85 : tile<f32, [1, 1024]>
-      alignas(64) float v107[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v107[i_] = v88[0];
+      alignas(64) float v108[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v108[i_] = v89[0];
       // %96 = mul %94, %95 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %97 = expand_dims %90 {axis = 0} : tile<f32, [1, 1024]>
@@ -426,16 +460,16 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // (computed inside its user)
       // store_tile %y, %101, %6, %86
       {
-        const int64_t o108 = int64_t(v6) * 1;
-        const int64_t o109 = int64_t(iv90) * 1024;
-        if (o108 >= 0 && o108 + 1 <= A.d3_0 && o109 >= 0 && o109 + 1024 <= A.d3_1) {
-          for (int64_t i110 = 0; i110 < 1; ++i110) {
-            for (int64_t i111 = 0; i111 < 1024; ++i111) A.p3[(o108 + i110) * A.s3_0 + o109 + i111] = tsr::f2h((float((float((float((float((float((float(v91[(i110) * 1024 + i111])) - v68[0])) * v88[0])) * v98[(i110) * 1024 + i111])) + v102[(i110) * 1024 + i111])))));
+        const int64_t o109 = int64_t(v6) * 1;
+        const int64_t o110 = int64_t(iv91) * 1024;
+        if (o109 >= 0 && o109 + 1 <= A.d3_0 && o110 >= 0 && o110 + 1024 <= A.d3_1) {
+          for (int64_t i111 = 0; i111 < 1; ++i111) {
+            for (int64_t i112 = 0; i112 < 1024; ++i112) A.p3[(o109 + i111) * A.s3_0 + o110 + i112] = tsr::f2h((float((float((float((float((float((float(v92[(i111) * 1024 + i112])) - v69[0])) * v89[0])) * v99[(i111) * 1024 + i112])) + v103[(i111) * 1024 + i112])))));
           }
         } else {
-          for (int64_t i112 = 0; i112 < 1; ++i112) {
-            for (int64_t i113 = 0; i113 < 1024; ++i113) {
-              if ((o108 + i112) >= 0 && (o108 + i112) < A.d3_0 && (o109 + i113) >= 0 && (o109 + i113) < A.d3_1) A.p3[(o108 + i112) * A.s3_0 + (o109 + i113) * A.s3_1] = tsr::f2h((float((float((float((float((float((float(v91[(i112)*1024 + i113])) - v68[0])) * v88[0])) * v98[(i112)*1024 + i113])) + v102[(i112)*1024 + i113])))));
+          for (int64_t i113 = 0; i113 < 1; ++i113) {
+            for (int64_t i114 = 0; i114 < 1024; ++i114) {
+              if ((o109 + i113) >= 0 && (o109 + i113) < A.d3_0 && (o110 + i114) >= 0 && (o110 + i114) < A.d3_1) A.p3[(o109 + i113) * A.s3_0 + (o110 + i114) * A.s3_1] = tsr::f2h((float((float((float((float((float((float(v92[(i113)*1024 + i114])) - v69[0])) * v89[0])) * v99[(i113)*1024 + i114])) + v103[(i113)*1024 + i114])))));
             }
           }
         }

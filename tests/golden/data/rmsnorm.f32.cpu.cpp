@@ -44,6 +44,36 @@ void grid_fn(const Args& A, int32_t* g) {
 void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np0, int32_t np1, int32_t np2) {
   (void)A; (void)pid0; (void)pid1; (void)pid2; (void)np0; (void)np1; (void)np2;
   [[maybe_unused]] constexpr int64_t BLOCK_N = INT64_C(1024);
+  // The next program's row tiles, prefetched while this one computes (tsr::prefetch_part).
+  const char* pf0_ = nullptr;
+  int64_t pfl0_ = 0;
+  const char* pf1_ = nullptr;
+  int64_t pfl1_ = 0;
+  if (int64_t(pid0) + 1 < int64_t(np0)) {
+    const int32_t pn0_ = pid0 + 1;
+    // %1 = program_id {axis = 0} : i32
+    const int32_t v71 = pn0_;
+    // %10 = const {value = 0} : i32
+    const int32_t v72 = int32_t(INT64_C(0));
+    {
+      const int64_t o73 = int64_t(v71) * 1;
+      const int64_t o74 = int64_t(v72) * 1024;
+      if (o73 >= 0 && o73 + 1 <= A.d0_0 && o74 >= 0 && o74 + 1024 <= A.d0_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p0 + o73 * A.s0_0 + o74);
+        pf0_ = tsr::line_start(p_);
+        pfl0_ = tsr::line_count(p_, 4096);
+      }
+    }
+    {
+      const int64_t o75 = int64_t(v71) * 1;
+      const int64_t o76 = int64_t(v72) * 1024;
+      if (o75 >= 0 && o75 + 1 <= A.d2_0 && o76 >= 0 && o76 + 1024 <= A.d2_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p2 + o75 * A.s2_0 + o76);
+        pf1_ = tsr::line_start(p_);
+        pfl1_ = tsr::line_count(p_, 4096);
+      }
+    }
+  }
   // %1 = program_id {axis = 0} : i32
   const int32_t v1 = pid0;
   // %2 = dim %x {axis = 1} : i32
@@ -139,12 +169,16 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       const int64_t o28 = int64_t(v10) * 1024;
       if (o27 >= 0 && o27 + 1 <= A.d2_0 && o28 >= 0 && o28 + 1024 <= A.d2_1) {
         for (int64_t i29 = 0; i29 < 1; ++i29) {
-          for (int64_t i30 = 0; i30 < 1024; ++i30) A.p2[(o27 + i29) * A.s2_0 + o28 + i30] = (float((float(v11[(i29) * 1024 + i30] * v24[0])) * v18[(i29) * 1024 + i30]));
+          for (int64_t c31 = 0; c31 < 1024; c31 += 256) {
+            tsr::prefetch_part(pf0_, pfl0_, c31 / 256, 4);
+            tsr::prefetch_part_w(pf1_, pfl1_, c31 / 256, 4);
+            for (int64_t i30 = c31; i30 < c31 + 256; ++i30) A.p2[(o27 + i29) * A.s2_0 + o28 + i30] = (float((float(v11[(i29) * 1024 + i30] * v24[0])) * v18[(i29) * 1024 + i30]));
+          }
         }
       } else {
-        for (int64_t i31 = 0; i31 < 1; ++i31) {
-          for (int64_t i32 = 0; i32 < 1024; ++i32) {
-            if ((o27 + i31) >= 0 && (o27 + i31) < A.d2_0 && (o28 + i32) >= 0 && (o28 + i32) < A.d2_1) A.p2[(o27 + i31) * A.s2_0 + (o28 + i32) * A.s2_1] = (float((float(v11[(i31)*1024 + i32] * v24[0])) * v18[(i31)*1024 + i32]));
+        for (int64_t i32 = 0; i32 < 1; ++i32) {
+          for (int64_t i33 = 0; i33 < 1024; ++i33) {
+            if ((o27 + i32) >= 0 && (o27 + i32) < A.d2_0 && (o28 + i33) >= 0 && (o28 + i33) < A.d2_1) A.p2[(o27 + i32) * A.s2_0 + (o28 + i33) * A.s2_1] = (float((float(v11[(i32)*1024 + i33] * v24[0])) * v18[(i32)*1024 + i33]));
           }
         }
       }
@@ -152,31 +186,31 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // yield
   } else {
     // %26 = const {value = 0.0} : f32
-    const float v33 = float(0x0p+0);
+    const float v34 = float(0x0p+0);
     // %27 = splat %26 : tile<f32, [1]>
-    alignas(64) float v34[1];
-    for (int64_t i35 = 0; i35 < 1; ++i35) v34[i35] = v33;
+    alignas(64) float v35[1];
+    for (int64_t i36 = 0; i36 < 1; ++i36) v35[i36] = v34;
     // %28 = const {value = 0} : i32
-    const int32_t v36 = int32_t(INT64_C(0));
+    const int32_t v37 = int32_t(INT64_C(0));
     // %29 = for %28, %7, %4, %27 : tile<f32, [1]> {...}
-    alignas(64) float c37[1];
-    __builtin_memcpy(c37, v34, sizeof(c37));
-    for (int64_t iv38_ = v36; v4 > 0 && iv38_ < v7; iv38_ += v4) {
-      const int32_t iv38 = int32_t(iv38_);
+    alignas(64) float c38[1];
+    __builtin_memcpy(c38, v35, sizeof(c38));
+    for (int64_t iv39_ = v37; v4 > 0 && iv39_ < v7; iv39_ += v4) {
+      const int32_t iv39 = int32_t(iv39_);
       // %32 = load_tile %x, %1, %30 : tile<f32, [1, 1024]>
-      alignas(64) float v39_pad[1024];
-      const float* v39 = v39_pad;
+      alignas(64) float v40_pad[1024];
+      const float* v40 = v40_pad;
       {
-        const int64_t o40 = int64_t(v1) * 1;
-        const int64_t o41 = int64_t(iv38) * 1024;
-        if (o40 >= 0 && o40 + 1 <= A.d0_0 && o41 >= 0 && o41 + 1024 <= A.d0_1) {
-          for (int64_t i42 = 0; i42 < 1; ++i42) {
-            v39 = A.p0 + (o40 + i42) * A.s0_0 + o41;
+        const int64_t o41 = int64_t(v1) * 1;
+        const int64_t o42 = int64_t(iv39) * 1024;
+        if (o41 >= 0 && o41 + 1 <= A.d0_0 && o42 >= 0 && o42 + 1024 <= A.d0_1) {
+          for (int64_t i43 = 0; i43 < 1; ++i43) {
+            v40 = A.p0 + (o41 + i43) * A.s0_0 + o42;
           }
         } else {
-          for (int64_t i44 = 0; i44 < 1; ++i44) {
-            for (int64_t i45 = 0; i45 < 1024; ++i45) {
-              v39_pad[(i44)*1024 + i45] = ((o40 + i44) >= 0 && (o40 + i44) < A.d0_0 && (o41 + i45) >= 0 && (o41 + i45) < A.d0_1) ? A.p0[(o40 + i44) * A.s0_0 + (o41 + i45) * A.s0_1] : float(0x0p+0);
+          for (int64_t i45 = 0; i45 < 1; ++i45) {
+            for (int64_t i46 = 0; i46 < 1024; ++i46) {
+              v40_pad[(i45)*1024 + i46] = ((o41 + i45) >= 0 && (o41 + i45) < A.d0_0 && (o42 + i46) >= 0 && (o42 + i46) < A.d0_1) ? A.p0[(o41 + i45) * A.s0_0 + (o42 + i46) * A.s0_1] : float(0x0p+0);
             }
           }
         }
@@ -184,20 +218,20 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %33 = mul %32, %32 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %34 = reduce %33 {axis = 1, kind = "sum"} : tile<f32, [1]>
-      alignas(64) float v46[1];
+      alignas(64) float v47[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float acc_ = float(0);
         int nan_ = 0;
         #pragma omp simd reduction(+:acc_)
         for (int64_t l_ = 0; l_ < 1024; ++l_) {
-          const float x_ = (float(v39[o_ * 1024 + l_] * v39[o_ * 1024 + l_]));
+          const float x_ = (float(v40[o_ * 1024 + l_] * v40[o_ * 1024 + l_]));
           acc_ += x_;
         }
-        v46[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
+        v47[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
       }
       // %35 = add %31, %34 : tile<f32, [1]>
-      // (written into the carried c37)
-      for (int64_t i47 = 0; i47 < 1; ++i47) c37[i47] = float(c37[i47] + v46[i47]);
+      // (written into the carried c38)
+      for (int64_t i48 = 0; i48 < 1; ++i48) c38[i48] = float(c38[i48] + v47[i48]);
       // yield %35
     }
     // %36 = splat %8 : tile<f32, [1]>
@@ -205,52 +239,52 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %37 = div %29, %36 : tile<f32, [1]>
     // (computed inside its user)
     // %38 = const {value = 1e-05} : f32
-    const float v48 = float(0x1.4f8b588e368f1p-17);
+    const float v49 = float(0x1.4f8b588e368f1p-17);
     // %39 = splat %38 : tile<f32, [1]>
     // (computed inside its user)
     // %40 = add %37, %39 : tile<f32, [1]>
     // (computed inside its user)
     // %41 = rsqrt %40 : tile<f32, [1]>
-    alignas(64) float v49[1];
-    for (int64_t i50 = 0; i50 < 1; ++i50) v49[i50] = float(1.0f / tsr::sqrt((float((float(c37[i50] / (v8))) + (v48)))));
+    alignas(64) float v50[1];
+    for (int64_t i51 = 0; i51 < 1; ++i51) v50[i51] = float(1.0f / tsr::sqrt((float((float(c38[i51] / (v8))) + (v49)))));
     // for %28, %7, %4 {...}
-    for (int64_t iv51_ = v36; v4 > 0 && iv51_ < v7; iv51_ += v4) {
-      const int32_t iv51 = int32_t(iv51_);
+    for (int64_t iv52_ = v37; v4 > 0 && iv52_ < v7; iv52_ += v4) {
+      const int32_t iv52 = int32_t(iv52_);
       // %43 = load_tile %x, %1, %42 : tile<f32, [1, 1024]>
-      alignas(64) float v52_pad[1024];
-      const float* v52 = v52_pad;
+      alignas(64) float v53_pad[1024];
+      const float* v53 = v53_pad;
       {
-        const int64_t o53 = int64_t(v1) * 1;
-        const int64_t o54 = int64_t(iv51) * 1024;
-        if (o53 >= 0 && o53 + 1 <= A.d0_0 && o54 >= 0 && o54 + 1024 <= A.d0_1) {
-          for (int64_t i55 = 0; i55 < 1; ++i55) {
-            v52 = A.p0 + (o53 + i55) * A.s0_0 + o54;
+        const int64_t o54 = int64_t(v1) * 1;
+        const int64_t o55 = int64_t(iv52) * 1024;
+        if (o54 >= 0 && o54 + 1 <= A.d0_0 && o55 >= 0 && o55 + 1024 <= A.d0_1) {
+          for (int64_t i56 = 0; i56 < 1; ++i56) {
+            v53 = A.p0 + (o54 + i56) * A.s0_0 + o55;
           }
         } else {
-          for (int64_t i57 = 0; i57 < 1; ++i57) {
-            for (int64_t i58 = 0; i58 < 1024; ++i58) {
-              v52_pad[(i57)*1024 + i58] = ((o53 + i57) >= 0 && (o53 + i57) < A.d0_0 && (o54 + i58) >= 0 && (o54 + i58) < A.d0_1) ? A.p0[(o53 + i57) * A.s0_0 + (o54 + i58) * A.s0_1] : float(0x0p+0);
+          for (int64_t i58 = 0; i58 < 1; ++i58) {
+            for (int64_t i59 = 0; i59 < 1024; ++i59) {
+              v53_pad[(i58)*1024 + i59] = ((o54 + i58) >= 0 && (o54 + i58) < A.d0_0 && (o55 + i59) >= 0 && (o55 + i59) < A.d0_1) ? A.p0[(o54 + i58) * A.s0_0 + (o55 + i59) * A.s0_1] : float(0x0p+0);
             }
           }
         }
       }
       // %44 = load_tile %w, %42 : tile<f32, [1024]>
-      alignas(64) float v59_pad[1024];
-      const float* v59 = v59_pad;
+      alignas(64) float v60_pad[1024];
+      const float* v60 = v60_pad;
       {
-        const int64_t o60 = int64_t(iv51) * 1024;
-        if (o60 >= 0 && o60 + 1024 <= A.d1_0) {
-          v59 = A.p1 + o60;
+        const int64_t o61 = int64_t(iv52) * 1024;
+        if (o61 >= 0 && o61 + 1024 <= A.d1_0) {
+          v60 = A.p1 + o61;
         } else {
-          for (int64_t i62 = 0; i62 < 1024; ++i62) {
-            v59_pad[i62] = ((o60 + i62) >= 0 && (o60 + i62) < A.d1_0) ? A.p1[(o60 + i62) * A.s1_0] : float(0x0p+0);
+          for (int64_t i63 = 0; i63 < 1024; ++i63) {
+            v60_pad[i63] = ((o61 + i63) >= 0 && (o61 + i63) < A.d1_0) ? A.p1[(o61 + i63) * A.s1_0] : float(0x0p+0);
           }
         }
       }
       // %45 = expand_dims %41 {axis = 0} : tile<f32, [1, 1]>
       // %46 = broadcast %45 : tile<f32, [1, 1024]>
-      alignas(64) float v63[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v63[i_] = v49[0];
+      alignas(64) float v64[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v64[i_] = v50[0];
       // %47 = mul %43, %46 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %48 = expand_dims %44 {axis = 0} : tile<f32, [1, 1024]>
@@ -258,16 +292,16 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // (computed inside its user)
       // store_tile %y, %49, %1, %42
       {
-        const int64_t o64 = int64_t(v1) * 1;
-        const int64_t o65 = int64_t(iv51) * 1024;
-        if (o64 >= 0 && o64 + 1 <= A.d2_0 && o65 >= 0 && o65 + 1024 <= A.d2_1) {
-          for (int64_t i66 = 0; i66 < 1; ++i66) {
-            for (int64_t i67 = 0; i67 < 1024; ++i67) A.p2[(o64 + i66) * A.s2_0 + o65 + i67] = (float((float(v52[(i66) * 1024 + i67] * v49[0])) * v59[(i66) * 1024 + i67]));
+        const int64_t o65 = int64_t(v1) * 1;
+        const int64_t o66 = int64_t(iv52) * 1024;
+        if (o65 >= 0 && o65 + 1 <= A.d2_0 && o66 >= 0 && o66 + 1024 <= A.d2_1) {
+          for (int64_t i67 = 0; i67 < 1; ++i67) {
+            for (int64_t i68 = 0; i68 < 1024; ++i68) A.p2[(o65 + i67) * A.s2_0 + o66 + i68] = (float((float(v53[(i67) * 1024 + i68] * v50[0])) * v60[(i67) * 1024 + i68]));
           }
         } else {
-          for (int64_t i68 = 0; i68 < 1; ++i68) {
-            for (int64_t i69 = 0; i69 < 1024; ++i69) {
-              if ((o64 + i68) >= 0 && (o64 + i68) < A.d2_0 && (o65 + i69) >= 0 && (o65 + i69) < A.d2_1) A.p2[(o64 + i68) * A.s2_0 + (o65 + i69) * A.s2_1] = (float((float(v52[(i68)*1024 + i69] * v49[0])) * v59[(i68)*1024 + i69]));
+          for (int64_t i69 = 0; i69 < 1; ++i69) {
+            for (int64_t i70 = 0; i70 < 1024; ++i70) {
+              if ((o65 + i69) >= 0 && (o65 + i69) < A.d2_0 && (o66 + i70) >= 0 && (o66 + i70) < A.d2_1) A.p2[(o65 + i69) * A.s2_0 + (o66 + i70) * A.s2_1] = (float((float(v53[(i69)*1024 + i70] * v50[0])) * v60[(i69)*1024 + i70]));
             }
           }
         }

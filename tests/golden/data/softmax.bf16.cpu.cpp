@@ -39,6 +39,36 @@ void grid_fn(const Args& A, int32_t* g) {
 void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np0, int32_t np1, int32_t np2) {
   (void)A; (void)pid0; (void)pid1; (void)pid2; (void)np0; (void)np1; (void)np2;
   [[maybe_unused]] constexpr int64_t BLOCK_N = INT64_C(1024);
+  // The next program's row tiles, prefetched while this one computes (tsr::prefetch_part).
+  const char* pf0_ = nullptr;
+  int64_t pfl0_ = 0;
+  const char* pf1_ = nullptr;
+  int64_t pfl1_ = 0;
+  if (int64_t(pid0) + 1 < int64_t(np0)) {
+    const int32_t pn0_ = pid0 + 1;
+    // %1 = program_id {axis = 0} : i32
+    const int32_t v75 = pn0_;
+    // %9 = const {value = 0} : i32
+    const int32_t v76 = int32_t(INT64_C(0));
+    {
+      const int64_t o77 = int64_t(v75) * 1;
+      const int64_t o78 = int64_t(v76) * 1024;
+      if (o77 >= 0 && o77 + 1 <= A.d0_0 && o78 >= 0 && o78 + 1024 <= A.d0_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p0 + o77 * A.s0_0 + o78);
+        pf0_ = tsr::line_start(p_);
+        pfl0_ = tsr::line_count(p_, 2048);
+      }
+    }
+    {
+      const int64_t o79 = int64_t(v75) * 1;
+      const int64_t o80 = int64_t(v76) * 1024;
+      if (o79 >= 0 && o79 + 1 <= A.d1_0 && o80 >= 0 && o80 + 1024 <= A.d1_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p1 + o79 * A.s1_0 + o80);
+        pf1_ = tsr::line_start(p_);
+        pfl1_ = tsr::line_count(p_, 2048);
+      }
+    }
+  }
   // %1 = program_id {axis = 0} : i32
   const int32_t v1 = pid0;
   // %2 = dim %x {axis = 1} : i32
@@ -99,9 +129,13 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // (computed inside its user)
     // %16 = exp %15 : tile<f32, [1, 1024]>
     alignas(64) float v19[1024];
-    for (int64_t i20 = 0; i20 < 1024; ++i20) v19[i20] = float(tsr::fast_expf((float(v10[i20] - v17[0]))));
+    for (int64_t c21 = 0; c21 < 1024; c21 += 256) {
+      tsr::prefetch_part(pf0_, pfl0_, c21 / 256, 4);
+      tsr::prefetch_part_w(pf1_, pfl1_, c21 / 256, 4);
+      for (int64_t i20 = c21; i20 < c21 + 256; ++i20) v19[i20] = float(tsr::fast_expf((float(v10[i20] - v17[0]))));
+    }
     // %17 = reduce %16 {axis = 1, kind = "sum"} : tile<f32, [1]>
-    alignas(64) float v21[1];
+    alignas(64) float v22[1];
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       float acc_ = float(0);
       int nan_ = 0;
@@ -110,35 +144,35 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         const float x_ = v19[o_ * 1024 + l_];
         acc_ += x_;
       }
-      v21[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
+      v22[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
     }
     // %18 = const {value = 1.0} : f32
-    const float v22 = float(0x1p+0);
+    const float v23 = float(0x1p+0);
     // %19 = splat %18 : tile<f32, [1]>
     // (computed inside its user)
     // %20 = div %19, %17 : tile<f32, [1]>
-    alignas(64) float v23[1];
-    for (int64_t i24 = 0; i24 < 1; ++i24) v23[i24] = float((v22) / v21[i24]);
+    alignas(64) float v24[1];
+    for (int64_t i25 = 0; i25 < 1; ++i25) v24[i25] = float((v23) / v22[i25]);
     // %21 = expand_dims %20 {axis = 0} : tile<f32, [1, 1]>
     // %22 = broadcast %21 : tile<f32, [1, 1024]>
-    alignas(64) float v25[1024];
-    for (int64_t i_ = 0; i_ < 1024; ++i_) v25[i_] = v23[0];
+    alignas(64) float v26[1024];
+    for (int64_t i_ = 0; i_ < 1024; ++i_) v26[i_] = v24[0];
     // %23 = mul %16, %22 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %24 = cast %23 : tile<bf16, [1, 1024]>
     // (computed inside its user)
     // store_tile %y, %24, %1, %9
     {
-      const int64_t o26 = int64_t(v1) * 1;
-      const int64_t o27 = int64_t(v9) * 1024;
-      if (o26 >= 0 && o26 + 1 <= A.d1_0 && o27 >= 0 && o27 + 1024 <= A.d1_1) {
-        for (int64_t i28 = 0; i28 < 1; ++i28) {
-          for (int64_t i29 = 0; i29 < 1024; ++i29) A.p1[(o26 + i28) * A.s1_0 + o27 + i29] = tsr::f2bf((float((float(v19[(i28) * 1024 + i29] * v23[0])))));
+      const int64_t o27 = int64_t(v1) * 1;
+      const int64_t o28 = int64_t(v9) * 1024;
+      if (o27 >= 0 && o27 + 1 <= A.d1_0 && o28 >= 0 && o28 + 1024 <= A.d1_1) {
+        for (int64_t i29 = 0; i29 < 1; ++i29) {
+          for (int64_t i30 = 0; i30 < 1024; ++i30) A.p1[(o27 + i29) * A.s1_0 + o28 + i30] = tsr::f2bf((float((float(v19[(i29) * 1024 + i30] * v24[0])))));
         }
       } else {
-        for (int64_t i30 = 0; i30 < 1; ++i30) {
-          for (int64_t i31 = 0; i31 < 1024; ++i31) {
-            if ((o26 + i30) >= 0 && (o26 + i30) < A.d1_0 && (o27 + i31) >= 0 && (o27 + i31) < A.d1_1) A.p1[(o26 + i30) * A.s1_0 + (o27 + i31) * A.s1_1] = tsr::f2bf((float((float(v19[(i30)*1024 + i31] * v23[0])))));
+        for (int64_t i31 = 0; i31 < 1; ++i31) {
+          for (int64_t i32 = 0; i32 < 1024; ++i32) {
+            if ((o27 + i31) >= 0 && (o27 + i31) < A.d1_0 && (o28 + i32) >= 0 && (o28 + i32) < A.d1_1) A.p1[(o27 + i31) * A.s1_0 + (o28 + i32) * A.s1_1] = tsr::f2bf((float((float(v19[(i31)*1024 + i32] * v24[0])))));
           }
         }
       }
@@ -146,37 +180,37 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // yield
   } else {
     // %25 = const {value = -inf} : f32
-    const float v32 = float(double(-INFINITY));
+    const float v33 = float(double(-INFINITY));
     // %26 = splat %25 : tile<f32, [1]>
-    alignas(64) float v33[1];
-    for (int64_t i34 = 0; i34 < 1; ++i34) v33[i34] = v32;
+    alignas(64) float v34[1];
+    for (int64_t i35 = 0; i35 < 1; ++i35) v34[i35] = v33;
     // %27 = const {value = 0.0} : f32
-    const float v35 = float(0x0p+0);
+    const float v36 = float(0x0p+0);
     // %28 = splat %27 : tile<f32, [1]>
-    alignas(64) float v36[1];
-    for (int64_t i37 = 0; i37 < 1; ++i37) v36[i37] = v35;
+    alignas(64) float v37[1];
+    for (int64_t i38 = 0; i38 < 1; ++i38) v37[i38] = v36;
     // %29 = const {value = 0} : i32
-    const int32_t v38 = int32_t(INT64_C(0));
+    const int32_t v39 = int32_t(INT64_C(0));
     // %30, %31 = for %29, %7, %4, %26, %28 : tile<f32, [1]>, tile<f32, [1]> {...}
-    alignas(64) float c39[1];
-    __builtin_memcpy(c39, v33, sizeof(c39));
     alignas(64) float c40[1];
-    __builtin_memcpy(c40, v36, sizeof(c40));
-    for (int64_t iv41_ = v38; v4 > 0 && iv41_ < v7; iv41_ += v4) {
-      const int32_t iv41 = int32_t(iv41_);
+    __builtin_memcpy(c40, v34, sizeof(c40));
+    alignas(64) float c41[1];
+    __builtin_memcpy(c41, v37, sizeof(c41));
+    for (int64_t iv42_ = v39; v4 > 0 && iv42_ < v7; iv42_ += v4) {
+      const int32_t iv42 = int32_t(iv42_);
       // %35 = load_tile %x, %1, %32 {pad = -inf} : tile<bf16, [1, 1024]>
-      alignas(64) float v42[1024];
+      alignas(64) float v43[1024];
       {
-        const int64_t o43 = int64_t(v1) * 1;
-        const int64_t o44 = int64_t(iv41) * 1024;
-        if (o43 >= 0 && o43 + 1 <= A.d0_0 && o44 >= 0 && o44 + 1024 <= A.d0_1) {
-          for (int64_t i45 = 0; i45 < 1; ++i45) {
-            for (int64_t i46 = 0; i46 < 1024; ++i46) v42[(i45) * 1024 + i46] = tsr::bf2f(A.p0[(o43 + i45) * A.s0_0 + o44 + i46]);
+        const int64_t o44 = int64_t(v1) * 1;
+        const int64_t o45 = int64_t(iv42) * 1024;
+        if (o44 >= 0 && o44 + 1 <= A.d0_0 && o45 >= 0 && o45 + 1024 <= A.d0_1) {
+          for (int64_t i46 = 0; i46 < 1; ++i46) {
+            for (int64_t i47 = 0; i47 < 1024; ++i47) v43[(i46) * 1024 + i47] = tsr::bf2f(A.p0[(o44 + i46) * A.s0_0 + o45 + i47]);
           }
         } else {
-          for (int64_t i47 = 0; i47 < 1; ++i47) {
-            for (int64_t i48 = 0; i48 < 1024; ++i48) {
-              v42[(i47)*1024 + i48] = ((o43 + i47) >= 0 && (o43 + i47) < A.d0_0 && (o44 + i48) >= 0 && (o44 + i48) < A.d0_1) ? tsr::bf2f(A.p0[(o43 + i47) * A.s0_0 + (o44 + i48) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(double(-INFINITY)));
+          for (int64_t i48 = 0; i48 < 1; ++i48) {
+            for (int64_t i49 = 0; i49 < 1024; ++i49) {
+              v43[(i48)*1024 + i49] = ((o44 + i48) >= 0 && (o44 + i48) < A.d0_0 && (o45 + i49) >= 0 && (o45 + i49) < A.d0_1) ? tsr::bf2f(A.p0[(o44 + i48) * A.s0_0 + (o45 + i49) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(double(-INFINITY)));
             }
           }
         }
@@ -184,40 +218,40 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %36 = cast %35 : tile<f32, [1, 1024]>
       // (the same array as its operand: exact in the compute type)
       // %37 = reduce %36 {axis = 1, kind = "max"} : tile<f32, [1]>
-      alignas(64) float v49[1];
+      alignas(64) float v50[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float acc_ = float(-INFINITY);
         int nan_ = 0;
         #pragma omp simd reduction(max:acc_) reduction(|:nan_)
         for (int64_t l_ = 0; l_ < 1024; ++l_) {
-          const float x_ = v42[o_ * 1024 + l_];
+          const float x_ = v43[o_ * 1024 + l_];
           acc_ = x_ > acc_ ? x_ : acc_;
           nan_ |= (x_ != x_);
         }
-        v49[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
+        v50[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
       }
       // %38 = max %33, %37 : tile<f32, [1]>
-      alignas(64) float v50[1];
-      for (int64_t i51 = 0; i51 < 1; ++i51) v50[i51] = tsr::fmax_nan(c39[i51], v49[i51]);
+      alignas(64) float v51[1];
+      for (int64_t i52 = 0; i52 < 1; ++i52) v51[i52] = tsr::fmax_nan(c40[i52], v50[i52]);
       // %39 = expand_dims %38 {axis = 0} : tile<f32, [1, 1]>
       // %40 = broadcast %39 : tile<f32, [1, 1024]>
-      alignas(64) float v52[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v52[i_] = v50[0];
+      alignas(64) float v53[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v53[i_] = v51[0];
       // %41 = sub %36, %40 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %42 = exp %41 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %43 = reduce %42 {axis = 1, kind = "sum"} : tile<f32, [1]>
-      alignas(64) float v53[1];
+      alignas(64) float v54[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float acc_ = float(0);
         int nan_ = 0;
         #pragma omp simd reduction(+:acc_)
         for (int64_t l_ = 0; l_ < 1024; ++l_) {
-          const float x_ = (float(tsr::fast_expf((float(v42[o_ * 1024 + l_] - v50[0])))));
+          const float x_ = (float(tsr::fast_expf((float(v43[o_ * 1024 + l_] - v51[0])))));
           acc_ += x_;
         }
-        v53[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
+        v54[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
       }
       // %44 = sub %33, %38 : tile<f32, [1]>
       // (computed inside its user)
@@ -226,34 +260,34 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %46 = mul %34, %45 : tile<f32, [1]>
       // (computed inside its user)
       // %47 = add %46, %43 : tile<f32, [1]>
-      // (written into the carried c40)
-      for (int64_t i54 = 0; i54 < 1; ++i54) c40[i54] = float((float(c40[i54] * (float(tsr::fast_expf((float(c39[i54] - v50[i54]))))))) + v53[i54]);
+      // (written into the carried c41)
+      for (int64_t i55 = 0; i55 < 1; ++i55) c41[i55] = float((float(c41[i55] * (float(tsr::fast_expf((float(c40[i55] - v51[i55]))))))) + v54[i55]);
       // yield %38, %47
-      __builtin_memcpy(c39, v50, sizeof(c39));
+      __builtin_memcpy(c40, v51, sizeof(c40));
     }
     // %48 = const {value = 1.0} : f32
-    const float v55 = float(0x1p+0);
+    const float v56 = float(0x1p+0);
     // %49 = splat %48 : tile<f32, [1]>
     // (computed inside its user)
     // %50 = div %49, %31 : tile<f32, [1]>
-    alignas(64) float v56[1];
-    for (int64_t i57 = 0; i57 < 1; ++i57) v56[i57] = float((v55) / c40[i57]);
+    alignas(64) float v57[1];
+    for (int64_t i58 = 0; i58 < 1; ++i58) v57[i58] = float((v56) / c41[i58]);
     // for %29, %7, %4 {...}
-    for (int64_t iv58_ = v38; v4 > 0 && iv58_ < v7; iv58_ += v4) {
-      const int32_t iv58 = int32_t(iv58_);
+    for (int64_t iv59_ = v39; v4 > 0 && iv59_ < v7; iv59_ += v4) {
+      const int32_t iv59 = int32_t(iv59_);
       // %52 = load_tile %x, %1, %51 {pad = -inf} : tile<bf16, [1, 1024]>
-      alignas(64) float v59[1024];
+      alignas(64) float v60[1024];
       {
-        const int64_t o60 = int64_t(v1) * 1;
-        const int64_t o61 = int64_t(iv58) * 1024;
-        if (o60 >= 0 && o60 + 1 <= A.d0_0 && o61 >= 0 && o61 + 1024 <= A.d0_1) {
-          for (int64_t i62 = 0; i62 < 1; ++i62) {
-            for (int64_t i63 = 0; i63 < 1024; ++i63) v59[(i62) * 1024 + i63] = tsr::bf2f(A.p0[(o60 + i62) * A.s0_0 + o61 + i63]);
+        const int64_t o61 = int64_t(v1) * 1;
+        const int64_t o62 = int64_t(iv59) * 1024;
+        if (o61 >= 0 && o61 + 1 <= A.d0_0 && o62 >= 0 && o62 + 1024 <= A.d0_1) {
+          for (int64_t i63 = 0; i63 < 1; ++i63) {
+            for (int64_t i64 = 0; i64 < 1024; ++i64) v60[(i63) * 1024 + i64] = tsr::bf2f(A.p0[(o61 + i63) * A.s0_0 + o62 + i64]);
           }
         } else {
-          for (int64_t i64 = 0; i64 < 1; ++i64) {
-            for (int64_t i65 = 0; i65 < 1024; ++i65) {
-              v59[(i64)*1024 + i65] = ((o60 + i64) >= 0 && (o60 + i64) < A.d0_0 && (o61 + i65) >= 0 && (o61 + i65) < A.d0_1) ? tsr::bf2f(A.p0[(o60 + i64) * A.s0_0 + (o61 + i65) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(double(-INFINITY)));
+          for (int64_t i65 = 0; i65 < 1; ++i65) {
+            for (int64_t i66 = 0; i66 < 1024; ++i66) {
+              v60[(i65)*1024 + i66] = ((o61 + i65) >= 0 && (o61 + i65) < A.d0_0 && (o62 + i66) >= 0 && (o62 + i66) < A.d0_1) ? tsr::bf2f(A.p0[(o61 + i65) * A.s0_0 + (o62 + i66) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(double(-INFINITY)));
             }
           }
         }
@@ -262,32 +296,32 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // (computed inside its user)
       // %54 = expand_dims %30 {axis = 0} : tile<f32, [1, 1]>
       // %55 = broadcast %54 : tile<f32, [1, 1024]>
-      alignas(64) float v66[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v66[i_] = c39[0];
+      alignas(64) float v67[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v67[i_] = c40[0];
       // %56 = sub %53, %55 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %57 = exp %56 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %58 = expand_dims %50 {axis = 0} : tile<f32, [1, 1]>
       // %59 = broadcast %58 : tile<f32, [1, 1024]>
-      alignas(64) float v67[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v67[i_] = v56[0];
+      alignas(64) float v68[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v68[i_] = v57[0];
       // %60 = mul %57, %59 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %61 = cast %60 : tile<bf16, [1, 1024]>
       // (computed inside its user)
       // store_tile %y, %61, %1, %51
       {
-        const int64_t o68 = int64_t(v1) * 1;
-        const int64_t o69 = int64_t(iv58) * 1024;
-        if (o68 >= 0 && o68 + 1 <= A.d1_0 && o69 >= 0 && o69 + 1024 <= A.d1_1) {
-          for (int64_t i70 = 0; i70 < 1; ++i70) {
-            for (int64_t i71 = 0; i71 < 1024; ++i71) A.p1[(o68 + i70) * A.s1_0 + o69 + i71] = tsr::f2bf((float((float((float(tsr::fast_expf((float((float(v59[(i70) * 1024 + i71])) - c39[0]))))) * v56[0])))));
+        const int64_t o69 = int64_t(v1) * 1;
+        const int64_t o70 = int64_t(iv59) * 1024;
+        if (o69 >= 0 && o69 + 1 <= A.d1_0 && o70 >= 0 && o70 + 1024 <= A.d1_1) {
+          for (int64_t i71 = 0; i71 < 1; ++i71) {
+            for (int64_t i72 = 0; i72 < 1024; ++i72) A.p1[(o69 + i71) * A.s1_0 + o70 + i72] = tsr::f2bf((float((float((float(tsr::fast_expf((float((float(v60[(i71) * 1024 + i72])) - c40[0]))))) * v57[0])))));
           }
         } else {
-          for (int64_t i72 = 0; i72 < 1; ++i72) {
-            for (int64_t i73 = 0; i73 < 1024; ++i73) {
-              if ((o68 + i72) >= 0 && (o68 + i72) < A.d1_0 && (o69 + i73) >= 0 && (o69 + i73) < A.d1_1) A.p1[(o68 + i72) * A.s1_0 + (o69 + i73) * A.s1_1] = tsr::f2bf((float((float((float(tsr::fast_expf((float((float(v59[(i72)*1024 + i73])) - c39[0]))))) * v56[0])))));
+          for (int64_t i73 = 0; i73 < 1; ++i73) {
+            for (int64_t i74 = 0; i74 < 1024; ++i74) {
+              if ((o69 + i73) >= 0 && (o69 + i73) < A.d1_0 && (o70 + i74) >= 0 && (o70 + i74) < A.d1_1) A.p1[(o69 + i73) * A.s1_0 + (o70 + i74) * A.s1_1] = tsr::f2bf((float((float((float(tsr::fast_expf((float((float(v60[(i73)*1024 + i74])) - c40[0]))))) * v57[0])))));
             }
           }
         }

@@ -48,6 +48,42 @@ void grid_fn(const Args& A, int32_t* g) {
 void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np0, int32_t np1, int32_t np2) {
   (void)A; (void)pid0; (void)pid1; (void)pid2; (void)np0; (void)np1; (void)np2;
   [[maybe_unused]] constexpr int64_t BLOCK = INT64_C(1024);
+  // The next program's row tiles, prefetched while this one computes (tsr::prefetch_part).
+  const char* pf0_ = nullptr;
+  int64_t pfl0_ = 0;
+  const char* pf1_ = nullptr;
+  int64_t pfl1_ = 0;
+  const char* pf2_ = nullptr;
+  int64_t pfl2_ = 0;
+  if (int64_t(pid0) + 1 < int64_t(np0)) {
+    const int32_t pn0_ = pid0 + 1;
+    // %6 = program_id {axis = 0} : i32
+    const int32_t v19 = pn0_;
+    {
+      const int64_t o20 = int64_t(v19) * 1024;
+      if (o20 >= 0 && o20 + 1024 <= A.d0_0) {
+        const char* p_ = reinterpret_cast<const char*>(A.p0 + o20);
+        pf0_ = tsr::line_start(p_);
+        pfl0_ = tsr::line_count(p_, 2048);
+      }
+    }
+    {
+      const int64_t o21 = int64_t(v19) * 1024;
+      if (o21 >= 0 && o21 + 1024 <= A.d1_0) {
+        const char* p_ = reinterpret_cast<const char*>(A.p1 + o21);
+        pf1_ = tsr::line_start(p_);
+        pfl1_ = tsr::line_count(p_, 2048);
+      }
+    }
+    {
+      const int64_t o22 = int64_t(v19) * 1024;
+      if (o22 >= 0 && o22 + 1024 <= A.d2_0) {
+        const char* p_ = reinterpret_cast<const char*>(A.p2 + o22);
+        pf2_ = tsr::line_start(p_);
+        pfl2_ = tsr::line_count(p_, 2048);
+      }
+    }
+  }
   // %6 = program_id {axis = 0} : i32
   const int32_t v6 = pid0;
   // %7 = load_tile %x, %6 : tile<bf16, [1024]>
@@ -86,10 +122,15 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   {
     const int64_t o15 = int64_t(v6) * 1024;
     if (o15 >= 0 && o15 + 1024 <= A.d2_0) {
-      for (int64_t i16 = 0; i16 < 1024; ++i16) A.p2[o15 + i16] = tsr::f2bf((float((float((float(v7[0 + i16])) + (float(v11[0 + i16])))))));
+      for (int64_t c17 = 0; c17 < 1024; c17 += 256) {
+        tsr::prefetch_part(pf0_, pfl0_, c17 / 256, 4);
+        tsr::prefetch_part(pf1_, pfl1_, c17 / 256, 4);
+        tsr::prefetch_part_w(pf2_, pfl2_, c17 / 256, 4);
+        for (int64_t i16 = c17; i16 < c17 + 256; ++i16) A.p2[o15 + i16] = tsr::f2bf((float((float((float(v7[0 + i16])) + (float(v11[0 + i16])))))));
+      }
     } else {
-      for (int64_t i17 = 0; i17 < 1024; ++i17) {
-        if ((o15 + i17) >= 0 && (o15 + i17) < A.d2_0) A.p2[(o15 + i17) * A.s2_0] = tsr::f2bf((float((float((float(v7[i17])) + (float(v11[i17])))))));
+      for (int64_t i18 = 0; i18 < 1024; ++i18) {
+        if ((o15 + i18) >= 0 && (o15 + i18) < A.d2_0) A.p2[(o15 + i18) * A.s2_0] = tsr::f2bf((float((float((float(v7[i18])) + (float(v11[i18])))))));
       }
     }
   }

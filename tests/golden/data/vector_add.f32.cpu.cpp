@@ -48,6 +48,22 @@ void grid_fn(const Args& A, int32_t* g) {
 void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np0, int32_t np1, int32_t np2) {
   (void)A; (void)pid0; (void)pid1; (void)pid2; (void)np0; (void)np1; (void)np2;
   [[maybe_unused]] constexpr int64_t BLOCK = INT64_C(1024);
+  // The next program's row tiles, prefetched while this one computes (tsr::prefetch_part).
+  const char* pf2_ = nullptr;
+  int64_t pfl2_ = 0;
+  if (int64_t(pid0) + 1 < int64_t(np0)) {
+    const int32_t pn0_ = pid0 + 1;
+    // %6 = program_id {axis = 0} : i32
+    const int32_t v19 = pn0_;
+    {
+      const int64_t o20 = int64_t(v19) * 1024;
+      if (o20 >= 0 && o20 + 1024 <= A.d2_0) {
+        const char* p_ = reinterpret_cast<const char*>(A.p2 + o20);
+        pf2_ = tsr::line_start(p_);
+        pfl2_ = tsr::line_count(p_, 4096);
+      }
+    }
+  }
   // %6 = program_id {axis = 0} : i32
   const int32_t v6 = pid0;
   // %7 = load_tile %x, %6 : tile<f32, [1024]>
@@ -82,10 +98,13 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   {
     const int64_t o15 = int64_t(v6) * 1024;
     if (o15 >= 0 && o15 + 1024 <= A.d2_0) {
-      for (int64_t i16 = 0; i16 < 1024; ++i16) A.p2[o15 + i16] = (float(v7[0 + i16] + v11[0 + i16]));
+      for (int64_t c17 = 0; c17 < 1024; c17 += 256) {
+        tsr::prefetch_part_w(pf2_, pfl2_, c17 / 256, 4);
+        for (int64_t i16 = c17; i16 < c17 + 256; ++i16) A.p2[o15 + i16] = (float(v7[0 + i16] + v11[0 + i16]));
+      }
     } else {
-      for (int64_t i17 = 0; i17 < 1024; ++i17) {
-        if ((o15 + i17) >= 0 && (o15 + i17) < A.d2_0) A.p2[(o15 + i17) * A.s2_0] = (float(v7[i17] + v11[i17]));
+      for (int64_t i18 = 0; i18 < 1024; ++i18) {
+        if ((o15 + i18) >= 0 && (o15 + i18) < A.d2_0) A.p2[(o15 + i18) * A.s2_0] = (float(v7[i18] + v11[i18]));
       }
     }
   }
