@@ -78,9 +78,14 @@ std::vector<KernelArg> make_args(const Kernel& k, std::vector<Tensor>& tensors, 
 // a bad option gives one message and no partial output.
 struct KernelPlan {
   const Kernel* kernel = nullptr;
-  // A copy of the kernel with codegen knobs it does not declare (--config, or tuned:
-  // apply_target_configs) set as constexprs; `kernel` then points at it.
+  // The kernel as its source declares it: what the tuning database's key hashes.
+  const Kernel* base = nullptr;
+  // Codegen knobs the kernel does not declare (--config, or tuned: apply_target_configs), and
+  // the copy of `base` that has them as constexprs (tune::with_codegen_knobs); `kernel` then
+  // points at it.
+  std::map<std::string, int64_t> knobs;
   std::shared_ptr<Kernel> with_knobs;
+  void set_knobs();  // remakes with_knobs from base and knobs, and points kernel at it
   Sizes sizes;                       // empty unless sizes were asked for
   ConstexprConfig config;
   std::vector<std::string> scalars;  // NAME=VALUE items of this kernel's scalar parameters

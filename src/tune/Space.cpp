@@ -285,10 +285,15 @@ Space make_space(const Kernel& unbound, const std::string& target, const Config&
   return s;
 }
 
+std::unique_ptr<Kernel> with_codegen_knobs(const Kernel& k, const Config& knobs) {
+  auto copy = k.clone();
+  for (const auto& [n, v] : knobs)
+    if (!k.find_constexpr(n)) copy->set_constexpr(n, v);
+  return copy;
+}
+
 std::unique_ptr<Kernel> bind_config(const Kernel& unbound, const Config& config) {
-  auto k = unbound.clone();
-  for (const auto& [n, v] : config)
-    if (!k->find_constexpr(n)) k->set_constexpr(n, v);
+  auto k = with_codegen_knobs(unbound, config);
   PipelineOptions po;
   po.config = config;
   return run_pipeline(*k, po);

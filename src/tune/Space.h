@@ -123,6 +123,11 @@ Constraint cpu_dot_block_constraint();
 // (sm_80 163 KiB, sm_89 99 KiB, sm_90/sm_90a 227 KiB).
 Constraint cuda_smem_constraint();
 
+// A copy of `k` with the codegen knobs of `knobs` it does not declare set as constexprs of one
+// value (Kernel::set_constexpr), which is how a kernel gets a knob the backends read; knobs it
+// declares are left to binding.
+std::unique_ptr<Kernel> with_codegen_knobs(const Kernel& k, const Config& knobs);
+
 // `unbound` with `config` bound and the tile-level pipeline run (run_pipeline): codegen knobs
 // the kernel does not declare become constexprs of one candidate first. Throws TesseraError
 // when the config does not bind or verify.

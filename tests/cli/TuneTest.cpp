@@ -50,6 +50,15 @@ TEST(CliTune, TunesStoresAndRunUsesIt) {
   EXPECT_THAT(e.out, HasSubstr(", \"confirmed\": 1}\n"));
   EXPECT_THAT(e.out, HasSubstr("{\"kernel\": \"vector_add\", \"kernel_hash\": \""));
 
+  // The lookup keys on the kernel as declared: a --config codegen knob (which `run` sets on a
+  // copy) does not hide the tuned config, and what --config gives wins.
+  Result m = tessera("tune matmul --size M=9,N=7,K=5 --config BLOCK_K=16,BLOCK_N=16,cpu_dot_mr=0,cpu_dot_nr=0 --budget 1 --rounds 1");
+  EXPECT_EQ(m.status, 0) << m.err;
+  Result mc = tessera("run matmul -b cpu --check --size M=9,N=7,K=5 --config cpu_dot_nr=8");
+  EXPECT_EQ(mc.status, 0) << mc.err;
+  EXPECT_THAT(mc.err, HasSubstr("note: matmul: tuned config BLOCK_K=16,BLOCK_M="));
+  EXPECT_THAT(mc.err, HasSubstr(",cpu_dot_mr=0 from"));  // cpu_dot_nr: --config's
+
   // A codegen knob the kernel does not declare, by hand (as a tuned config applies it).
   Result c = tessera("compile matmul --emit cpp --config cpu_dot_mr=2,cpu_dot_nr=16");
   EXPECT_EQ(c.status, 0) << c.err;
