@@ -21,10 +21,15 @@ TuneKey key_without_machine(const Kernel& unbound, const std::string& dtype, con
   return k;
 }
 
+bool is_cuda(const std::string& target) { return target.rfind("cuda:", 0) == 0; }
+
 void add_machine(TuneKey& k) {
   if (k.target == "cpu") {
     k.device = cpu_device_name();
     k.compiler = cpu_compiler_version();
+  } else if (is_cuda(k.target) && cuda_cannot_measure().empty()) {
+    k.device = cuda_device_name();
+    k.compiler = cuda_compiler_version();
   }
 }
 
@@ -38,7 +43,7 @@ TuneKey make_key(const Kernel& unbound, const std::string& dtype, const std::str
 
 std::optional<Config> lookup_tuned(const Kernel& unbound, const std::string& dtype, const std::string& target,
                                    const Sizes& sizes, const std::string& db_path) {
-  if (target != "cpu" || sizes.empty()) return std::nullopt;
+  if ((target != "cpu" && !is_cuda(target)) || sizes.empty()) return std::nullopt;
   const std::string path = db_path.empty() ? default_database_path() : db_path;
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return std::nullopt;  // never tuned here: the defaults
@@ -48,6 +53,7 @@ std::optional<Config> lookup_tuned(const Kernel& unbound, const std::string& dty
   TuneKey key = key_without_machine(unbound, dtype, target, sizes);
   if (!db.has_shape(key)) return std::nullopt;
   add_machine(key);
+  if (key.device.empty()) return std::nullopt;  // cuda without a device: nothing runs here
   std::optional<Config> best = db.best(key);
   if (!best) return best;
   Config mine;

@@ -12,14 +12,15 @@
 namespace tessera::tune {
 
 // The key of `unbound` (the kernel for its dtype, knobs not bound) at `sizes` on `target`, on
-// this machine: the device and compiler are the cpu backend's for "cpu" (other targets: none
-// measured yet, so none given).
+// this machine: the device and compiler are the cpu backend's for "cpu", the GPU's name and
+// the cuda codegen and NVRTC versions for "cuda:sm_*" (none without a device).
 TuneKey make_key(const Kernel& unbound, const std::string& dtype, const std::string& target, const Sizes& sizes);
 
 // The fastest passing config in the database at `db_path` (default_database_path() when empty)
 // for that key, restricted to the constexprs `unbound` declares and the target's codegen knobs
 // (which a kernel that does not declare them gets with Kernel::set_constexpr); nullopt when the file does
-// not exist, the target is not "cpu", or it has no passing row. A database that cannot be read
+// not exist, the target is neither "cpu" nor a cuda one, a cuda target has no device here, or
+// it has no passing row. A database that cannot be read
 // is a TesseraError (Database).
 std::optional<Config> lookup_tuned(const Kernel& unbound, const std::string& dtype, const std::string& target,
                                    const Sizes& sizes, const std::string& db_path = "");

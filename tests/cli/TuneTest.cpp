@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "Subprocess.h"
+#include "cuda/CudaBackend.h"
 
 namespace {
 
@@ -79,7 +80,18 @@ TEST(CliTune, TunesStoresAndRunUsesIt) {
   fails("tune sort --size M=2,N=5000 --budget 1 --rounds 1",
         "error: no configuration of 'sort' passed its check at M=2,N=5000 (the default's neither: a shape the "
         "kernel cannot take?)", true);
-  fails("tune vector_add --backend cuda", "--backend cuda is not measured yet");
+  std::string why;
+  if (!tessera::cuda_device_available(&why)) {
+    fails("tune vector_add -b cuda --size N=3001", "error: tessera tune: cannot measure on cuda here: ");
+  }
+  fails("tune vector_add --size N=3001 --compile-only", "error: tessera tune: --compile-only is for --backend cuda");
+  if (tessera::nvrtc_available(&why)) {  // compiling for cuda needs no GPU
+    Result cc = tessera("tune vector_add -b cuda --size N=3001 --config num_warps=4,whole_tile_checks=0,prefetch_programs=0 "
+                        "--compile-only");
+    EXPECT_EQ(cc.status, 0) << cc.err;
+    EXPECT_THAT(cc.out, StartsWith("vector_add cuda:sm_90a N=3001: compiled 5 configs in "));
+    EXPECT_THAT(cc.out, HasSubstr(" registers per thread\n  ok 5\n"));
+  }
   const std::string head = "kernel @copy(%x: view<f32, [N]>, %y: view<f32, [N]>) {\n";
   const std::string body =
       "  grid {\n    %n = dim %x {axis = 0} : i32\n    yield %n\n  }\n  %i = program_id {axis = 0} : i32\n"
