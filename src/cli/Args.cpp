@@ -437,21 +437,6 @@ std::vector<KernelPlan> plan_kernels(const KernelSource& src, const KernelOption
   return plans;
 }
 
-std::string json_str(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
-}
-
 std::string fmt_num(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3g", v);

@@ -12,6 +12,7 @@
 #include "kernels/Library.h"
 #include "passes/Passes.h"
 #include "runtime/Tensor.h"
+#include "support/Json.h"  // json_str, for the commands' --json
 
 namespace tessera::cli {
 
@@ -110,9 +111,6 @@ std::string tune_dtype(const KernelSource& src);
 // one line on stderr, `check-passes: PASS ...` or `check-passes: FAIL ...`, and returns whether
 // it passed. A kernel the interpreter cannot run on any seed is a TesseraError (nothing checked).
 bool check_pipeline_passes(const KernelPlan& plan, const Sizes& sizes, const std::vector<uint64_t>& seeds);
-
-// A JSON string literal of `s` (quotes, backslashes and control characters escaped).
-std::string json_str(const std::string& s);
 
 // A compact number for output lines: 0, 1.5e-07, 0.000244, 12.3.
 std::string fmt_num(double v);

@@ -18,6 +18,7 @@
 #include "runtime/DiskCache.h"
 
 #include "support/Diagnostic.h"
+#include "support/Json.h"
 
 namespace tessera::tune {
 
@@ -31,23 +32,6 @@ struct Stmt {
   sqlite3_stmt* s = nullptr;
   ~Stmt() { sqlite3_finalize(s); }
 };
-
-std::string json_str(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
 
 std::string json_num(double v) {
   if (!std::isfinite(v)) return "0";
