@@ -14,8 +14,9 @@ void apply_target_configs(const KernelSource& src, std::vector<KernelPlan>& plan
   for (KernelPlan& p : plans) {
     // The lookup keys on the kernel as declared (the tuner's key), not on a copy with --config's
     // codegen knobs; what --config gave wins over the database.
+    std::string tuned_at;
     if (!p.sizes.empty())
-      if (auto tuned = tune::lookup_tuned(*p.base, tune_dtype(src), target, p.sizes)) {
+      if (auto tuned = tune::lookup_tuned(*p.base, tune_dtype(src), target, p.sizes, "", &tuned_at)) {
         tune::Config applied;
         for (const auto& [name, v] : *tuned) {
           const bool declared = p.base->find_constexpr(name);
@@ -24,6 +25,7 @@ void apply_target_configs(const KernelSource& src, std::vector<KernelPlan>& plan
         p.set_knobs();
         if (!applied.empty())
           std::cerr << "note: " << p.kernel->name << ": tuned config " << tune::config_str(applied)
+                    << (tuned_at.empty() ? "" : " (tuned at " + tuned_at + ", the nearest shape of its bucket)")
                     << " from the tuning database " << tune::default_database_path() << "\n";
       }
     if (src.lib) p.config = library_config(*src.lib, src.dtype, target, p.config, &p.sizes);

@@ -356,6 +356,20 @@ bool Database::has_shape(const TuneKey& key) const {
   return rc == SQLITE_ROW;
 }
 
+std::vector<std::string> Database::shapes(const TuneKey& key) const {
+  Stmt s;
+  if (sqlite3_prepare_v2(db_, "SELECT DISTINCT shape FROM measurements WHERE kernel_hash = ? AND dtype = ? AND target = ?",
+                         -1, &s.s, nullptr) != SQLITE_OK)
+    fail("cannot read");
+  const std::string* binds[] = {&key.kernel_hash, &key.dtype, &key.target};
+  for (int i = 0; i < 3; ++i) sqlite3_bind_text(s.s, i + 1, binds[i]->c_str(), -1, SQLITE_TRANSIENT);
+  std::vector<std::string> out;
+  int rc;
+  while ((rc = sqlite3_step(s.s)) == SQLITE_ROW) out.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(s.s, 0)));
+  if (rc != SQLITE_DONE) fail("cannot read");
+  return out;
+}
+
 std::optional<Config> Database::best(const TuneKey& key) const {
   struct Sum {
     double ms = 0;

@@ -36,7 +36,11 @@ TEST(CliTune, TunesStoresAndRunUsesIt) {
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_THAT(r.out, StartsWith("PASS vector_add cpu N=3001"));
   EXPECT_THAT(r.err, HasSubstr("note: vector_add: tuned config BLOCK="));
-  EXPECT_EQ(tessera("run vector_add -b cpu --check --size N=3002").err, "");  // another shape: the defaults
+  // Another shape of the same bucket (N in 2049..4096) takes it too; one of another bucket, the defaults.
+  Result r2 = tessera("run vector_add -b cpu --check --size N=2500");
+  EXPECT_EQ(r2.status, 0) << r2.err;
+  EXPECT_THAT(r2.err, HasSubstr(" (tuned at N=3001, the nearest shape of its bucket) from the tuning database "));
+  EXPECT_EQ(tessera("run vector_add -b cpu --check --size N=4097").err, "");
 
   Result j = tessera("tune vector_add --size N=3001 --budget 2 --rounds 1 --json");
   EXPECT_EQ(j.status, 0) << j.err;
