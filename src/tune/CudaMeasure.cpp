@@ -229,8 +229,8 @@ Compiled compile_all(const Problem& p, const MeasureOptions& o, const std::vecto
   Compiled c = bind_and_compile(p, o, configs, out, [&](const Kernel& b) {
     auto k = compile_cuda(b, options_for(p.target, false));
     if (k->split_k_capable && !p.inputs.empty()) {
-      std::vector<Tensor> shapes = p.inputs;
-      std::array<int64_t, 3> grid = cuda_grid_size(b, p.make_args(b, shapes));
+      // (This is a forked child: the inputs are its own copy, and make_args only points at them.)
+      std::array<int64_t, 3> grid = cuda_grid_size(b, p.make_args(b, const_cast<std::vector<Tensor>&>(p.inputs)));
       if (grid[0] * grid[1] * grid[2] <= capacity) compile_cuda(b, options_for(p.target, true));
     }
     CubinResources res = cubin_resources(k->cubin(), k->symbol);
