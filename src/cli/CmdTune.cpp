@@ -283,11 +283,8 @@ int cmd_tune(const TuneOptions& o) {
         sizes.count(lib->row_dim)) {
       prob.row_dim = lib->row_dim;
       prob.rows = tune::sample_rows(sizes.at(lib->row_dim), 6, seed);
-      std::vector<Value*> views = bound_default->view_params();
-      for (size_t i = 0; i < prob.want.size() && i < views.size(); ++i)
-        if (!views[i]->type.shape.empty() && !views[i]->type.shape[0].is_static() &&
-            views[i]->type.shape[0].symbol == prob.row_dim)
-          prob.want[i] = tune::take_rows(prob.inputs[i], prob.rows);
+      for (size_t i = 0; i < prob.want.size(); ++i)
+        if (tune::is_row_view(prob, *bound_default, i)) prob.want[i] = tune::take_rows(prob.inputs[i], prob.rows);
     }
     Sizes ref_sizes = sizes;
     if (!prob.rows.empty()) ref_sizes[prob.row_dim] = static_cast<int64_t>(prob.rows.size());
@@ -299,6 +296,13 @@ int cmd_tune(const TuneOptions& o) {
       run_interp(*bound_default, ref_args);
       prob.bounds = tile_error_bounds(*bound_default, sizes, prob.want);
     }
+    // The views without the row dim are inputs: not compared (nor downloaded) on sampled rows.
+    if (!prob.rows.empty())
+      for (size_t i = 0; i < prob.want.size(); ++i)
+        if (!tune::is_row_view(prob, *bound_default, i)) {
+          prob.want[i] = tune::no_rows();
+          if (i < prob.bounds.size()) prob.bounds[i].clear();
+        }
   }
   tune::MeasureOptions mo;
   mo.rounds = o.rounds;

@@ -32,35 +32,36 @@ CudaOptions options_for(const std::string& target, bool split_k) {
   return co;
 }
 
-// Milliseconds between two events around what `enqueue` puts on the default stream.
-class EventPair {
+// `n` CUDA events, destroyed with the scope.
+class Events {
  public:
-  EventPair() {
-    check(driver()->cuEventCreate(&a_, 0), "cuEventCreate");
-    if (CUresult r = driver()->cuEventCreate(&b_, 0); r != CUDA_SUCCESS) {
-      driver()->cuEventDestroy(a_);
-      check(r, "cuEventCreate");
+  explicit Events(size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      CUevent e = nullptr;
+      if (CUresult r = driver()->cuEventCreate(&e, 0); r != CUDA_SUCCESS) {
+        destroy();
+        check(r, "cuEventCreate");
+      }
+      ev_.push_back(e);
     }
   }
-  ~EventPair() {
-    driver()->cuEventDestroy(a_);
-    driver()->cuEventDestroy(b_);
-  }
-  EventPair(const EventPair&) = delete;
-  EventPair& operator=(const EventPair&) = delete;
-  template <class F>
-  double ms(F&& enqueue) {
-    check(driver()->cuEventRecord(a_, nullptr), "cuEventRecord");
-    enqueue();
-    check(driver()->cuEventRecord(b_, nullptr), "cuEventRecord");
-    check(driver()->cuEventSynchronize(b_), "cuEventSynchronize");
+  ~Events() { destroy(); }
+  Events(const Events&) = delete;
+  Events& operator=(const Events&) = delete;
+  CUevent operator[](size_t i) const { return ev_[i]; }
+  // Milliseconds from event a to event b (both recorded and b synchronized).
+  double ms(size_t a, size_t b) const {
     float ms = 0;
-    check(driver()->cuEventElapsedTime(&ms, a_, b_), "cuEventElapsedTime");
+    check(driver()->cuEventElapsedTime(&ms, ev_[a], ev_[b]), "cuEventElapsedTime");
     return ms;
   }
 
  private:
-  CUevent a_ = nullptr, b_ = nullptr;
+  void destroy() {
+    for (CUevent e : ev_) driver()->cuEventDestroy(e);
+    ev_.clear();
+  }
+  std::vector<CUevent> ev_;
 };
 
 // Ends the process when a candidate's GPU work outlives the timeout: a kernel that hangs cannot
@@ -169,13 +170,15 @@ class CudaMeasurer : public Measurer {
     std::vector<KernelArg> args = p_.make_args(bound, host_);
     ck.launch(args, param_ptrs(bound), nullptr);
     check(driver()->cuCtxSynchronize(), "cuCtxSynchronize");
-    for (size_t i = 0; i < host_.size(); ++i) bufs_[i].download(host_[i].data.data(), host_[i].data.size());
+    for (size_t i = 0; i < host_.size(); ++i)
+      if (p_.rows.empty() || is_row_view(p_, bound, i)) bufs_[i].download(host_[i].data.data(), host_[i].data.size());
     return check_against_reference(p_, bound, host_);
   }
 
   // Triton's do_bench (bench/cuda_bench.cpp, Timing::kDoBench), shortened for tuning: estimate
   // one launch from 5 (each after an L2 flush), warm up back to back for a quarter of
-  // round_ms, then for round_ms of launches flush L2 and time the launch alone; the median.
+  // round_ms, then for round_ms of launches flush L2 and time the launch alone (all enqueued
+  // before one synchronization); the median.
   double time_one(const Kernel& bound, CudaKernel& ck) {
     std::vector<KernelArg> args = p_.make_args(bound, host_);
     const std::vector<uint64_t> ptrs = param_ptrs(bound);
@@ -185,22 +188,30 @@ class CudaMeasurer : public Measurer {
     };
     launch();
     check(driver()->cuCtxSynchronize(), "cuCtxSynchronize");
-    EventPair ev;
-    const double five = ev.ms([&] {
-      for (int i = 0; i < 5; ++i) {
-        flush();
-        launch();
-      }
-    });
-    const double estimate = std::max(five / 5, 1e-4);
+    const Driver& d = *driver();
+    Events five(2);
+    check(d.cuEventRecord(five[0], nullptr), "cuEventRecord");
+    for (int i = 0; i < 5; ++i) {
+      flush();
+      launch();
+    }
+    check(d.cuEventRecord(five[1], nullptr), "cuEventRecord");
+    check(d.cuEventSynchronize(five[1]), "cuEventSynchronize");
+    const double estimate = std::max(five.ms(0, 1) / 5, 1e-4);
     const int warmup = std::clamp(static_cast<int>(o_.round_ms / 4 / estimate), 1, o_.max_reps);
     const int iters = std::clamp(static_cast<int>(o_.round_ms / estimate), o_.min_reps, o_.max_reps);
     for (int i = 0; i < warmup; ++i) launch();
-    std::vector<double> ms;
+    // All launches enqueued at once, each after a flush between its own pair of events.
+    Events ev(2 * static_cast<size_t>(iters));
     for (int i = 0; i < iters; ++i) {
       flush();
-      ms.push_back(ev.ms(launch));
+      check(d.cuEventRecord(ev[2 * i], nullptr), "cuEventRecord");
+      launch();
+      check(d.cuEventRecord(ev[2 * i + 1], nullptr), "cuEventRecord");
     }
+    check(d.cuEventSynchronize(ev[2 * static_cast<size_t>(iters) - 1]), "cuEventSynchronize");
+    std::vector<double> ms;
+    for (int i = 0; i < iters; ++i) ms.push_back(ev.ms(2 * i, 2 * i + 1));
     return median_of(ms);
   }
 

@@ -27,7 +27,8 @@ struct Problem {
   ErrorBounds bounds;          // added to the dtypes' tolerances (docs/checking.md)
   // A check on sampled rows (a large problem, whose whole reference would take minutes): when
   // `rows` is not empty, `want` and `bounds` hold only those rows (in this order) of every view
-  // whose first dim is the symbol `row_dim`, and the other views whole (sample_rows()).
+  // whose first dim is the symbol `row_dim` (is_row_view), and nothing (no_rows(), no bounds)
+  // for the others, which are the kernel's inputs (LibraryKernel::row_dim).
   std::string row_dim;
   std::vector<int64_t> rows;
   // Arguments over `tensors` for a bound kernel (the scalars as `tessera run` gives them).
@@ -102,8 +103,12 @@ std::string cuda_compiler_version();
 // The rows a sampled check keeps (Problem::rows) of a dim of `n` rows: the first, the last, and
 // `extra` more drawn by `seed`, in increasing order, distinct.
 std::vector<int64_t> sample_rows(int64_t n, int extra, uint64_t seed);
+// A tensor of no elements (shape [0]): what a sampled check compares for a view it leaves out.
+Tensor no_rows();
 // `t` with only `rows` of its first dim (a view of `Problem::row_dim` rows).
 Tensor take_rows(const Tensor& t, const std::vector<int64_t>& rows);
+// Whether view i of `bound` has the problem's row dim first (a view the sampled check compares).
+bool is_row_view(const Problem& p, const Kernel& bound, size_t i);
 // The comparison of a candidate's outputs (every view tensor after its run) with the problem's
 // reference, as `run --check` does, on the sampled rows when the problem has some.
 std::string check_against_reference(const Problem& p, const Kernel& bound, const std::vector<Tensor>& got);
