@@ -10,12 +10,14 @@
 #   source .devdeps/setup.sh && bench/tune_cuda_figure.sh
 #
 # About 5 minutes on one H200 with 16 cores: the CLI's build (Release, no tests), every config
-# of the sub-space compiled once in parallel (`tune --compile-only` at the smallest shape, which
-# needs the split-K compilations too; the cubins do not depend on the shape, so the tunes then
+# of the sub-space compiled once in parallel (`tune --compile-only` at M=128 and M=1, which
+# need the split-K compilations too; the cubins do not depend on the shape, so the tunes then
 # hit the compile cache), the exhaustive shapes, then the tunes in order into one database (so
 # that later shapes learn from earlier ones), then cuBLAS. A phase past its deadline is cut
-# short and the table reports what was measured. Everything goes to $OUT (default
-# /tmp/tessera-tune-cuda); a failing step is reported and the script goes on.
+# short and the table reports what was measured. Everything goes to $WORK (default
+# /tmp/tessera-tune-cuda), the table to $WORK/table.md; when $OUT names a folder (the device
+# machine's, whose files come back), the table and a tarball of the data are copied there. A
+# failing step is reported and the script goes on.
 #
 #   DRY=1 bench/tune_cuda_figure.sh     # no GPU: build, --space and --compile-only only
 #   NSHAPES=10 bench/tune_cuda_figure.sh   # the first 10 shapes
@@ -24,7 +26,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 START=$(date +%s)
 B=${BUILD:-build-gpu}
-OUT=${OUT:-/tmp/tessera-tune-cuda}
+W=${WORK:-/tmp/tessera-tune-cuda}
 JOBS=$(nproc 2>/dev/null || echo 16)
 # Seconds since the start: no exhaustive shape is begun after EXH_UNTIL, no tune after
 # DEADLINE (the table then reports the shapes tuned).
@@ -41,19 +43,19 @@ budget=()
 elapsed() { echo $(( $(date +%s) - START )); }
 log() { echo "[$(elapsed) s] $*" >&2; }
 
-mkdir -p "$OUT"
-rm -f "$OUT"/*.json "$OUT"/*.db "$OUT"/*.jsonl "$OUT"/*.log
+mkdir -p "$W"
+rm -f "$W"/*.json "$W"/*.db "$W"/*.jsonl "$W"/*.log
 log "build"
 if [ -z "${TESSERA:-}" ]; then
-  cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_TESTS=OFF > "$OUT/cmake.log" 2>&1 ||
-    { echo "cmake failed:"; tail -20 "$OUT/cmake.log"; exit 1; }
-  timeout 200 cmake --build "$B" -j"$JOBS" --target tessera > "$OUT/build.log" 2>&1 ||
-    { echo "build failed:"; tail -20 "$OUT/build.log"; exit 1; }
+  cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_TESTS=OFF > "$W/cmake.log" 2>&1 ||
+    { echo "cmake failed:"; tail -20 "$W/cmake.log"; exit 1; }
+  timeout 200 cmake --build "$B" -j"$JOBS" --target tessera > "$W/build.log" 2>&1 ||
+    { echo "build failed:"; tail -20 "$W/build.log"; exit 1; }
   T=$B/bin/tessera
 else
   T=$TESSERA
 fi
-export TESSERA_TUNE_DB="$OUT/tuned.db"
+export TESSERA_TUNE_DB="$W/tuned.db"
 
 # N,K of the weights (out, in features), then the batch sizes M.
 NK=(6144,4096 4096,4096 28672,4096 4096,14336    # Llama-3-8B: qkv, o, gate_up, down
@@ -63,17 +65,17 @@ MS=(1 16 128 1024 4096)
 SHAPES=()
 for m in "${MS[@]}"; do for nk in "${NK[@]}"; do SHAPES+=("M=$m,N=${nk%,*},K=${nk#*,}"); done; done
 [ -n "${NSHAPES:-}" ] && SHAPES=("${SHAPES[@]:0:$NSHAPES}")
-printf '%s\n' "${SHAPES[@]}" > "$OUT/shapes.txt"
+printf '%s\n' "${SHAPES[@]}" > "$W/shapes.txt"
 read -r -a EXH <<< "${EXHAUSTIVE:-M=16,N=6144,K=4096 M=1024,N=4096,K=14336 M=4096,N=4096,K=4096}"
 TUNE=("$T" tune matmul --dtype bf16 -b cuda --config "$KNOBS")
 
 log "the space"
-"${TUNE[@]}" --size "${SHAPES[0]}" --space | tee "$OUT/space.txt" | tail -3
+"${TUNE[@]}" --size "${SHAPES[0]}" --space | tee "$W/space.txt" | tail -3
 # Every config at M=128 (BLOCK_M 16-128), with the split-K compilations of those whose programs
 # are few at N=1536; then M=1's split-K ones (mostly hits).
 log "compile every config (NVRTC on $JOBS cores)"
 for s in M=128,N=1536,K=7168 M=1,N=1536,K=7168; do
-  timeout 200 "${TUNE[@]}" --size "$s" --compile-only --timeout 120 2>&1 | tee -a "$OUT/compile.txt"
+  timeout 200 "${TUNE[@]}" --size "$s" --compile-only --timeout 120 2>&1 | tee -a "$W/compile.txt"
 done
 if [ -n "${DRY:-}" ]; then
   "${TUNE[@]}" --size "${SHAPES[0]}" 2>&1 | tail -1
@@ -85,13 +87,13 @@ fi
 # that the tunes learn nothing from it). A shape cut short by its timeout keeps what it stored.
 log "exhaustive: ${EXH[*]}"
 i=0
-: > "$OUT/exh_shapes.txt"
+: > "$W/exh_shapes.txt"
 for s in "${EXH[@]}"; do
   if [ "$(elapsed)" -ge "$EXH_UNTIL" ]; then log "exhaustive: no time left for $s"; break; fi
-  timeout 80 "${TUNE[@]}" --size "$s" --budget 100000 --rounds 1 --db "$OUT/exhaustive_$i.db" --json \
-    > "$OUT/exhaustive_$i.json" 2> "$OUT/exhaustive_$i.log" || log "exhaustive $s: exit $? ($(tail -1 "$OUT/exhaustive_$i.log"))"
-  "$T" tune --db "$OUT/exhaustive_$i.db" --export - >> "$OUT/exhaustive.jsonl" 2>/dev/null
-  echo "$s" >> "$OUT/exh_shapes.txt"
+  timeout 80 "${TUNE[@]}" --size "$s" --budget 100000 --rounds 1 --db "$W/exhaustive_$i.db" --json \
+    > "$W/exhaustive_$i.json" 2> "$W/exhaustive_$i.log" || log "exhaustive $s: exit $? ($(tail -1 "$W/exhaustive_$i.log"))"
+  "$T" tune --db "$W/exhaustive_$i.db" --export - >> "$W/exhaustive.jsonl" 2>/dev/null
+  echo "$s" >> "$W/exh_shapes.txt"
   i=$((i + 1))
 done
 
@@ -99,13 +101,13 @@ log "tune ${#SHAPES[@]} shapes, ${budget[*]:-the default budget} (deadline $DEAD
 i=0
 for s in "${SHAPES[@]}"; do
   if [ "$(elapsed)" -ge "$DEADLINE" ]; then log "deadline: $i of ${#SHAPES[@]} shapes tuned"; break; fi
-  timeout 45 "${TUNE[@]}" --size "$s" "${budget[@]}" --rounds 2 --json > "$OUT/tuned_$i.json" 2> "$OUT/tuned_$i.log" ||
-    log "tune $s: exit $? ($(tail -1 "$OUT/tuned_$i.log"))"
+  timeout 45 "${TUNE[@]}" --size "$s" "${budget[@]}" --rounds 2 --json > "$W/tuned_$i.json" 2> "$W/tuned_$i.log" ||
+    log "tune $s: exit $? ($(tail -1 "$W/tuned_$i.log"))"
   i=$((i + 1))
 done
 
 log "cuBLAS through torch"
-timeout 90 python3 - "$OUT" <<'PY' 2>&1 | tail -2
+timeout 90 python3 - "$W" <<'PY' 2>&1 | tail -2
 import json, sys
 out = sys.argv[1]
 import torch
@@ -124,7 +126,7 @@ print(f"cuBLAS: {len(res)} shapes")
 PY
 
 log "table"
-python3 - "$OUT" "${#SHAPES[@]}" <<'PY'
+python3 - "$W" "${#SHAPES[@]}" <<'PY' | tee "$W/table.md"
 import glob, json, math, os, sys
 out, n = sys.argv[1], int(sys.argv[2])
 shapes = [l.strip() for l in open(f"{out}/shapes.txt")]
@@ -188,4 +190,8 @@ for line in open(f"{out}/exh_shapes.txt"):
 if within:
     print(f"\nwithin 2% of the exhaustive best: {sum(w <= 0.02 for w in within)} of {len(within)}; worst {100 * max(within):.1f}%")
 PY
-log "done; data in $OUT"
+if [ -n "${OUT:-}" ] && [ -d "$OUT" ] && [ "$OUT" != "$W" ]; then
+  cp "$W/table.md" "$OUT/tune_cuda_table.md" 2>/dev/null
+  (cd "$W" && tar czf "$OUT/tune_cuda_data.tar.gz" $(ls *.json *.jsonl *.txt *.log 2>/dev/null)) 2>/dev/null
+fi
+log "done; data in $W"
