@@ -113,4 +113,22 @@ TEST(CliTune, TunesStoresAndRunUsesIt) {
   ::unsetenv("TESSERA_TUNE_DB");
 }
 
+// On a GPU: a small cuda tune (compiles, --check, do_bench timings) whose best config `run -b
+// cuda` then takes; skipped without a device (the message is tested above).
+TEST(CliTune, TunesOnCudaWhereThereIsAGpu) {
+  std::string why;
+  if (!tessera::nvrtc_available(&why) || !tessera::cuda_device_available(&why)) GTEST_SKIP() << why;
+  const std::string db = testing::TempDir() + "/tune_cuda_" + std::to_string(::getpid()) + ".db";
+  std::filesystem::remove(db);
+  ::setenv("TESSERA_TUNE_DB", db.c_str(), 1);
+  Result t = tessera("tune vector_add -b cuda --size N=300001 --config num_warps=4,whole_tile_checks=0 --budget 3 --rounds 2");
+  EXPECT_EQ(t.status, 0) << t.err;
+  EXPECT_THAT(t.out, StartsWith("vector_add cuda N=300001 dtype=f32: measured 3 of "));
+  EXPECT_THAT(t.out, HasSubstr("\n  best     BLOCK="));
+  Result r = tessera("run vector_add -b cuda --check --size N=300001");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("note: vector_add: tuned config BLOCK="));
+  ::unsetenv("TESSERA_TUNE_DB");
+}
+
 }  // namespace
