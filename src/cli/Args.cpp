@@ -348,6 +348,12 @@ std::string unknown_name_error(const KernelSource& src, const std::string& what,
 
 }  // namespace
 
+void KernelPlan::set_knobs() {
+  if (knobs.empty()) return;
+  with_knobs = tune::with_codegen_knobs(*base, knobs);
+  kernel = with_knobs.get();
+}
+
 std::vector<KernelPlan> plan_kernels(const KernelSource& src, const KernelOptions& o, int copies) {
   const bool with_sizes = copies > 0;
   // In first-use order, as the kernels declare them.
@@ -384,13 +390,12 @@ std::vector<KernelPlan> plan_kernels(const KernelSource& src, const KernelOption
   std::vector<KernelPlan> plans;
   for (const Kernel* k : src.kernels) {
     KernelPlan p;
-    p.kernel = k;
+    p.kernel = p.base = k;
     for (const auto& [name, v] : config) {
       const ConstexprDecl* c = k->find_constexpr(name);
       if (!c && codegen_knob(name)) {
         if (std::string range = constexpr_range_error(name, v); !range.empty()) throw TesseraError(range);
-        if (!p.with_knobs) p.with_knobs = k->clone();
-        p.with_knobs->set_constexpr(name, v);
+        p.knobs[name] = v;
         continue;
       }
       if (!c) continue;
@@ -426,25 +431,10 @@ std::vector<KernelPlan> plan_kernels(const KernelSource& src, const KernelOption
       p.sizes = resolve_sizes(*k, src.lib, mine);
       check_tensor_budget(*k, p.sizes, copies);
     }
-    if (p.with_knobs) p.kernel = p.with_knobs.get();
+    p.set_knobs();
     plans.push_back(std::move(p));
   }
   return plans;
-}
-
-std::string json_str(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
 }
 
 std::string fmt_num(double v) {

@@ -12,6 +12,7 @@
 #include "kernels/Library.h"
 #include "passes/Passes.h"
 #include "runtime/Tensor.h"
+#include "support/Json.h"  // json_str, for the commands' --json
 
 namespace tessera::cli {
 
@@ -78,9 +79,14 @@ std::vector<KernelArg> make_args(const Kernel& k, std::vector<Tensor>& tensors, 
 // a bad option gives one message and no partial output.
 struct KernelPlan {
   const Kernel* kernel = nullptr;
-  // A copy of the kernel with codegen knobs it does not declare (--config, or tuned:
-  // apply_target_configs) set as constexprs; `kernel` then points at it.
+  // The kernel as its source declares it: what the tuning database's key hashes.
+  const Kernel* base = nullptr;
+  // Codegen knobs the kernel does not declare (--config, or tuned: apply_target_configs), and
+  // the copy of `base` that has them as constexprs (tune::with_codegen_knobs); `kernel` then
+  // points at it.
+  std::map<std::string, int64_t> knobs;
   std::shared_ptr<Kernel> with_knobs;
+  void set_knobs();  // remakes with_knobs from base and knobs, and points kernel at it
   Sizes sizes;                       // empty unless sizes were asked for
   ConstexprConfig config;
   std::vector<std::string> scalars;  // NAME=VALUE items of this kernel's scalar parameters
@@ -105,9 +111,6 @@ std::string tune_dtype(const KernelSource& src);
 // one line on stderr, `check-passes: PASS ...` or `check-passes: FAIL ...`, and returns whether
 // it passed. A kernel the interpreter cannot run on any seed is a TesseraError (nothing checked).
 bool check_pipeline_passes(const KernelPlan& plan, const Sizes& sizes, const std::vector<uint64_t>& seeds);
-
-// A JSON string literal of `s` (quotes, backslashes and control characters escaped).
-std::string json_str(const std::string& s);
 
 // A compact number for output lines: 0, 1.5e-07, 0.000244, 12.3.
 std::string fmt_num(double v);

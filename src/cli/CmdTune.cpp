@@ -15,7 +15,9 @@
 #include "cli/Args.h"
 #include "cli/Backend.h"
 #include "cli/Commands.h"
+#include "cuda/Driver.h"
 #include "interp/Interpreter.h"
+#include "kernels/Library.h"
 #include "tune/Database.h"
 #include "tune/Lookup.h"
 #include "tune/Search.h"
@@ -26,6 +28,10 @@ namespace {
 
 using tune::Config;
 using tune::Measurement;
+
+// Above this many floating-point operations (the library's count), the reference runs on
+// sampled rows (LibraryKernel::row_dim): its double loops take about a second per 1e9.
+constexpr double kSampledCheckFlops = 2e9;
 
 std::string knob_targets(const tune::Knob& k) {
   if (k.targets.empty()) return "all";
@@ -130,6 +136,42 @@ int db_only(const TuneOptions& o) {
   return 0;
 }
 
+// --compile-only: every config of the pruned space compiled (NVRTC, in parallel, into the
+// compile cache), and what the cubins' registers and shared memory prune.
+int compile_only(const Kernel& k, const std::string& target, const Sizes& sizes, const tune::Pruned& pruned,
+                 const tune::Space& space, const TuneOptions& o) {
+  tune::Problem prob;
+  prob.kernel = &k;
+  prob.target = target;
+  prob.sizes = sizes;
+  // Zero tensors: the shapes say whether the split-K compilation is needed too.
+  std::unique_ptr<Kernel> b = tune::bind_config(k, space.defaults());
+  for (const Value* v : b->view_params()) prob.inputs.emplace_back(v->type.elem, view_shape(*b, *v, sizes));
+  prob.make_args = [sizes](const Kernel& bk, std::vector<Tensor>& t) { return tessera::make_args(bk, t, sizes); };
+  tune::MeasureOptions mo;
+  mo.timeout_s = o.timeout_s;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<Measurement> ms = tune::cuda_compile_candidates(prob, mo, pruned.configs);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::map<std::string, int> by_status;
+  std::map<std::string, std::string> first;
+  int lo = 1 << 30, hi = -1;
+  double compile_s = 0;
+  for (const Measurement& m : ms) {
+    ++by_status[m.status];
+    if (!m.ok() && !first.count(m.status)) first[m.status] = tune::config_str(m.config) + ": " + m.message;
+    if (m.registers >= 0) lo = std::min(lo, m.registers), hi = std::max(hi, m.registers);
+    compile_s += m.compile_s;
+  }
+  std::cout << k.name << " " << target << " " << sizes_str(k, sizes) << ": compiled " << ms.size() << " configs in "
+            << ms_str(seconds) << " s (" << ms_str(compile_s) << " s of compiles, cache hits included)";
+  if (hi >= 0) std::cout << ", " << lo << "-" << hi << " registers per thread";
+  std::cout << "\n";
+  for (const auto& [st, c] : by_status)
+    std::cout << "  " << st << " " << c << (first.count(st) ? " (first: " + first[st] + ")" : "") << "\n";
+  return by_status.count("ok") ? 0 : 1;
+}
+
 }  // namespace
 
 int cmd_tune(const TuneOptions& o) {
@@ -145,10 +187,13 @@ int cmd_tune(const TuneOptions& o) {
   if (!(o.timeout_s > 0)) throw TesseraError("--timeout must be a positive number of seconds");
   if (o.backend == "interp")
     throw TesseraError("tessera tune: --backend interp has nothing to tune (the interpreter defines meaning, not speed)");
-  // --space shows a cuda space too; measuring it is to come.
-  if (o.backend != "cpu" && !o.space)
-    throw TesseraError("tessera tune: --backend " + o.backend +
-                       " is not measured yet; the harness measures the cpu backend (docs/tuning.md)");
+  if (o.compile_only && o.backend != "cuda")
+    throw TesseraError("tessera tune: --compile-only is for --backend cuda (the cpu harness compiles as it measures)");
+  // Measuring on cuda needs NVRTC and a device: said before any input is made.
+  if (o.backend == "cuda" && !o.space && !o.compile_only)
+    if (std::string why = tune::cuda_cannot_measure(); !why.empty())
+      throw TesseraError("tessera tune: cannot measure on cuda here: " + why +
+                         " (`--space` and `--compile-only` need no GPU)");
 
   auto src = resolve_kernel(o.k.what, o.k.dtype, o.k.kernel);
   if (!src) return 1;
@@ -215,6 +260,7 @@ int cmd_tune(const TuneOptions& o) {
   }
   const Config default_config = space.defaults();
   const int64_t n = static_cast<int64_t>(pruned.configs.size());
+  if (o.compile_only) return compile_only(k, target, sizes, pruned, space, o);
   int64_t budget = o.budget > 0 ? o.budget : std::max<int64_t>(8, (n * 5 + 99) / 100);
   budget = std::min(budget, n + 1);  // every candidate and the default
 
@@ -230,19 +276,38 @@ int cmd_tune(const TuneOptions& o) {
   const uint64_t seed = o.k.seed;
   prob.make_args = [scalars, seed](const Kernel& b, std::vector<Tensor>& t) { return make_args(b, t, seed, scalars); };
   {
+    // A large problem of a kernel independent by rows is checked on a few rows: the reference's
+    // double loops over a whole LLM GEMM would take minutes.
+    const LibraryKernel* lib = src->lib;
+    if (lib && !lib->row_dim.empty() && lib->flops && lib->flops(sizes, src->dtype) > kSampledCheckFlops &&
+        sizes.count(lib->row_dim)) {
+      prob.row_dim = lib->row_dim;
+      prob.rows = tune::sample_rows(sizes.at(lib->row_dim), 6, seed);
+      for (size_t i = 0; i < prob.want.size(); ++i)
+        if (tune::is_row_view(prob, *bound_default, i)) prob.want[i] = tune::take_rows(prob.inputs[i], prob.rows);
+    }
+    Sizes ref_sizes = sizes;
+    if (!prob.rows.empty()) ref_sizes[prob.row_dim] = static_cast<int64_t>(prob.rows.size());
     std::vector<KernelArg> ref_args = make_args(*bound_default, prob.want, seed, scalars);
     if (src->lib) {
-      src->lib->reference(ref_args, sizes);
-      if (src->lib->error_bounds) prob.bounds = src->lib->error_bounds(ref_args, sizes);
+      src->lib->reference(ref_args, ref_sizes);
+      if (src->lib->error_bounds) prob.bounds = src->lib->error_bounds(ref_args, ref_sizes);
     } else {
       run_interp(*bound_default, ref_args);
       prob.bounds = tile_error_bounds(*bound_default, sizes, prob.want);
     }
+    // The views without the row dim are inputs: not compared (nor downloaded) on sampled rows.
+    if (!prob.rows.empty())
+      for (size_t i = 0; i < prob.want.size(); ++i)
+        if (!tune::is_row_view(prob, *bound_default, i)) {
+          prob.want[i] = tune::no_rows();
+          if (i < prob.bounds.size()) prob.bounds[i].clear();
+        }
   }
   tune::MeasureOptions mo;
   mo.rounds = o.rounds;
   mo.timeout_s = o.timeout_s;
-  auto measurer = tune::make_cpu_measurer(prob, mo);
+  auto measurer = o.backend == "cuda" ? tune::make_cuda_measurer(prob, mo) : tune::make_cpu_measurer(prob, mo);
 
   const std::string db_path = o.db.empty() ? tune::default_database_path() : o.db;
   tune::Database db(db_path, true);
@@ -268,7 +333,8 @@ int cmd_tune(const TuneOptions& o) {
   so.budget = budget;
   so.time_s = o.time_s;
   so.seed = o.k.seed;
-  so.cores = tune::cpu_threads();
+  // The waves feature: programs over what runs at once (threads, or multiprocessors).
+  so.cores = o.backend == "cuda" ? cuda::device().num_sms : tune::cpu_threads();
   auto store = [&](const std::vector<Measurement>& batch, bool confirmed) {
     std::vector<tune::Record> rows;
     for (const Measurement& m : batch) {

@@ -58,6 +58,7 @@ struct TuneOptions {
   double time_s = 0;    // 0: no limit
   bool json = false;
   bool space = false;   // --space: print the space and its pruned size, measure nothing
+  bool compile_only = false;  // --compile-only (cuda): compile the pruned space, measure nothing
   std::string db;       // the tuning database (default: tune::default_database_path())
   int rounds = 3;
   double timeout_s = 60;

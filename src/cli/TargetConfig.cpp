@@ -12,23 +12,20 @@ std::string tune_dtype(const KernelSource& src) { return src.lib ? std::string(s
 
 void apply_target_configs(const KernelSource& src, std::vector<KernelPlan>& plans, const std::string& target) {
   for (KernelPlan& p : plans) {
-    // insert() keeps what --config gave.
+    // The lookup keys on the kernel as declared (the tuner's key), not on a copy with --config's
+    // codegen knobs; what --config gave wins over the database.
+    std::string tuned_at;
     if (!p.sizes.empty())
-      if (auto tuned = tune::lookup_tuned(*p.kernel, tune_dtype(src), target, p.sizes)) {
+      if (auto tuned = tune::lookup_tuned(*p.base, tune_dtype(src), target, p.sizes, "", &tuned_at)) {
         tune::Config applied;
         for (const auto& [name, v] : *tuned) {
-          if (p.kernel->find_constexpr(name)) {
-            if (p.config.insert({name, v}).second) applied[name] = v;
-            continue;
-          }
-          // A codegen knob the kernel does not declare (cpu_dot_mr): a constexpr of a copy.
-          if (!p.with_knobs) p.with_knobs = p.kernel->clone();
-          p.with_knobs->set_constexpr(name, v);
-          applied[name] = v;
+          const bool declared = p.base->find_constexpr(name);
+          if (declared ? p.config.insert({name, v}).second : p.knobs.insert({name, v}).second) applied[name] = v;
         }
-        if (p.with_knobs) p.kernel = p.with_knobs.get();
+        p.set_knobs();
         if (!applied.empty())
           std::cerr << "note: " << p.kernel->name << ": tuned config " << tune::config_str(applied)
+                    << (tuned_at.empty() ? "" : " (tuned at " + tuned_at + ", the nearest shape of its bucket)")
                     << " from the tuning database " << tune::default_database_path() << "\n";
       }
     if (src.lib) p.config = library_config(*src.lib, src.dtype, target, p.config, &p.sizes);

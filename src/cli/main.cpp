@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
       "tune", "search a kernel's tuning space at one shape on a backend, store every measurement in the tuning "
               "database (which `run` and `bench` then consult), and print the best config against the default");
   add_kernel_options(tune_cmd, tune.k, true, false);
-  tune_cmd->add_option("--backend,-b", tune.backend, "the backend to measure on (cpu)")
+  tune_cmd->add_option("--backend,-b", tune.backend, "the backend to measure on (cpu or cuda)")
       ->check(CLI::IsMember({"interp", "cpu", "cuda"}))
       ->capture_default_str();
   auto* budget_opt = tune_cmd->add_option("--budget", tune.budget,
@@ -149,6 +149,9 @@ int main(int argc, char** argv) {
   auto* time_opt = tune_cmd->add_option("--time", tune.time_s, "seconds: start no new batch of measurements after this long");
   tune_cmd->add_flag("--json", tune.json, "one JSON object: the best config, the default, the search's figures");
   tune_cmd->add_flag("--space", tune.space, "print the knobs, constraints and the pruned size; measure nothing");
+  tune_cmd->add_flag("--compile-only", tune.compile_only,
+                     "cuda: compile every config of the pruned space in parallel (into the compile cache) and "
+                     "report what ptxas's registers and shared memory prune; needs no GPU, measures nothing");
   tune_cmd->add_option("--db", tune.db,
                        "the tuning database (default: $TESSERA_TUNE_DB, else tuning.db in Tessera's cache directory)");
   tune_cmd->add_option("--rounds", tune.rounds, "timing rounds over the candidates (noise estimate)")

@@ -108,6 +108,12 @@ class CudaKernel {
   // CTAs per program when the kernel runs each program on a thread-block cluster (sm_90+;
   // CudaKernelInfo::cluster), 1 otherwise.
   int cluster = 1;
+  // The launch the emitter asks for (CudaKernelInfo): threads per CTA, dynamic shared memory,
+  // and whether the runtime may launch a split-K compilation of it (CudaTarget::split_k).
+  int block_threads = 0;
+  int dynamic_smem_bytes = 0;
+  bool split_k_capable = false;
+  std::string symbol;  // the kernel's extern "C" name in the cubin
 };
 
 // Compile (or fetch from the memory or disk cache) a bound kernel. Needs NVRTC, not a device:

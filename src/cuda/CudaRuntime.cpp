@@ -132,6 +132,7 @@ class CudaKernelImpl : public CudaKernel {
 
   const std::vector<char>& cubin() const override { return c_->cubin; }
   const std::string& source() const override { return em_.source; }
+  const CudaKernelInfo& info() const { return em_.info; }
 
   void launch(const std::vector<KernelArg>& args, const std::vector<uint64_t>& ptrs, void* stream) override {
     const Kernel& k = *k_;
@@ -532,6 +533,10 @@ std::shared_ptr<CudaKernel> compile_cuda(const Kernel& k, const CudaOptions& opt
     auto kk = std::make_shared<CudaKernelImpl>(std::move(c), k, std::move(em), opts);
     kk->target = target;
     kk->cluster = cluster;
+    kk->block_threads = kk->info().block_threads;
+    kk->dynamic_smem_bytes = kk->info().dynamic_smem_bytes;
+    kk->split_k_capable = kk->info().split_k_capable && !kk->info().split_k;
+    kk->symbol = kk->info().symbol;
     return kk;
   };
   {

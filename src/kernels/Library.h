@@ -50,6 +50,11 @@ struct LibraryKernel {
   // got them), which a check adds to the dtype's tolerance (Tolerance.h, docs/checking.md).
   // Null, or an empty entry: the dtype's tolerance alone.
   std::function<ErrorBounds(const std::vector<KernelArg>& args, const Sizes& sizes)> error_bounds;
+  // A symbolic dim by whose rows the kernel is independent: row i of each view whose first dim
+  // it is depends only on row i of the others (and on the views without it): matmul's "M". A
+  // check of a large problem (`tessera tune`) then runs the reference on a few rows only.
+  // Empty: none.
+  std::string row_dim;
   // Bytes moved and floating-point operations for the given sizes (for bench figures).
   std::function<double(const Sizes&, ScalarKind)> bytes;
   std::function<double(const Sizes&, ScalarKind)> flops;

@@ -90,6 +90,7 @@ LibraryKernel matmul() {
   k.build = build;
   k.reference = reference;
   k.error_bounds = error_bounds;
+  k.row_dim = "M";
   // sm_90a: 16-bit matmuls take the TMA + wgmma path only for BLOCK_M in {64, 128, 192},
   // BLOCK_N a multiple of 64 up to 256 and BLOCK_K in {64, 128} (src/cuda/EmitWgmma.cpp). On
   // the H200 (bf16, 4096^3) 128x256x64 ran at 778 TFLOP/s there against 251 for the mma.sync

@@ -18,6 +18,7 @@
 #include "runtime/DiskCache.h"
 
 #include "support/Diagnostic.h"
+#include "support/Json.h"
 
 namespace tessera::tune {
 
@@ -31,23 +32,6 @@ struct Stmt {
   sqlite3_stmt* s = nullptr;
   ~Stmt() { sqlite3_finalize(s); }
 };
-
-std::string json_str(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
 
 std::string json_num(double v) {
   if (!std::isfinite(v)) return "0";
@@ -370,6 +354,20 @@ bool Database::has_shape(const TuneKey& key) const {
   const int rc = sqlite3_step(s.s);
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) fail("cannot read");
   return rc == SQLITE_ROW;
+}
+
+std::vector<std::string> Database::shapes(const TuneKey& key) const {
+  Stmt s;
+  if (sqlite3_prepare_v2(db_, "SELECT DISTINCT shape FROM measurements WHERE kernel_hash = ? AND dtype = ? AND target = ?",
+                         -1, &s.s, nullptr) != SQLITE_OK)
+    fail("cannot read");
+  const std::string* binds[] = {&key.kernel_hash, &key.dtype, &key.target};
+  for (int i = 0; i < 3; ++i) sqlite3_bind_text(s.s, i + 1, binds[i]->c_str(), -1, SQLITE_TRANSIENT);
+  std::vector<std::string> out;
+  int rc;
+  while ((rc = sqlite3_step(s.s)) == SQLITE_ROW) out.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(s.s, 0)));
+  if (rc != SQLITE_DONE) fail("cannot read");
+  return out;
 }
 
 std::optional<Config> Database::best(const TuneKey& key) const {

@@ -66,6 +66,9 @@ class Database {
   // Whether any row has this key's kernel, dtype, target and shape (whatever its device and
   // compiler): a cheap test before the key's device and compiler are worked out.
   bool has_shape(const TuneKey& key) const;
+  // The shapes with any row of this key's kernel, dtype and target (whatever its device and
+  // compiler), in the database's order.
+  std::vector<std::string> shapes(const TuneKey& key) const;
   int64_t count() const;
   // Every row, in the order they were written.
   std::vector<Record> all() const;

@@ -3,6 +3,9 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "tune/Measure.h"
 
 namespace tessera::tune {
@@ -21,10 +24,15 @@ TuneKey key_without_machine(const Kernel& unbound, const std::string& dtype, con
   return k;
 }
 
+bool is_cuda(const std::string& target) { return target.rfind("cuda:", 0) == 0; }
+
 void add_machine(TuneKey& k) {
   if (k.target == "cpu") {
     k.device = cpu_device_name();
     k.compiler = cpu_compiler_version();
+  } else if (is_cuda(k.target) && cuda_cannot_measure().empty()) {
+    k.device = cuda_device_name();
+    k.compiler = cuda_compiler_version();
   }
 }
 
@@ -36,26 +44,63 @@ TuneKey make_key(const Kernel& unbound, const std::string& dtype, const std::str
   return k;
 }
 
+std::string shape_bucket(const Sizes& sizes) {
+  Sizes b;
+  for (const auto& [d, v] : sizes) {
+    int64_t p = 1;
+    while (p < v) p *= 2;
+    b[d] = p;
+  }
+  return sizes_key(b);
+}
+
 std::optional<Config> lookup_tuned(const Kernel& unbound, const std::string& dtype, const std::string& target,
-                                   const Sizes& sizes, const std::string& db_path) {
-  if (target != "cpu" || sizes.empty()) return std::nullopt;
+                                   const Sizes& sizes, const std::string& db_path, std::string* tuned_at) {
+  if (tuned_at) tuned_at->clear();
+  if ((target != "cpu" && !is_cuda(target)) || sizes.empty()) return std::nullopt;
   const std::string path = db_path.empty() ? default_database_path() : db_path;
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return std::nullopt;  // never tuned here: the defaults
   Database db(path, false);
   // Most runs are of kernels and shapes never tuned: they stop here, before the device name and
-  // the compiler's version (a process) are worked out.
+  // the compiler's version (a process) are worked out. The exact shape first, then the tuned
+  // shapes of its bucket, nearest first.
   TuneKey key = key_without_machine(unbound, dtype, target, sizes);
-  if (!db.has_shape(key)) return std::nullopt;
-  add_machine(key);
-  std::optional<Config> best = db.best(key);
-  if (!best) return best;
-  Config mine;
-  for (const auto& [n, v] : *best) {
-    const KnobDecl* d = find_codegen_knob(n);
-    if (unbound.find_constexpr(n) || (d && knob_applies(d->knob, target))) mine[n] = v;
+  std::vector<std::pair<double, std::string>> shapes;
+  if (db.has_shape(key)) {
+    shapes.emplace_back(0, key.shape);
+  } else {
+    const std::string bucket = shape_bucket(sizes);
+    for (const std::string& s : db.shapes(key)) {
+      Sizes other;
+      try {
+        for (const auto& [d, v] : parse_config_str(s, "tuning database " + path + ": shape")) other[d] = v;
+      } catch (const TesseraError&) {
+        continue;  // not a shape of this kernel's dims
+      }
+      if (other.size() != sizes.size() || shape_bucket(other) != bucket) continue;
+      double dist = 0;
+      for (const auto& [d, v] : sizes) dist += std::fabs(std::log2(static_cast<double>(other[d]) / static_cast<double>(v)));
+      shapes.emplace_back(dist, s);
+    }
+    std::sort(shapes.begin(), shapes.end());
   }
-  return mine;
+  if (shapes.empty()) return std::nullopt;
+  add_machine(key);
+  if (key.device.empty()) return std::nullopt;  // cuda without a device: nothing runs here
+  for (const auto& [dist, shape] : shapes) {
+    key.shape = shape;
+    std::optional<Config> best = db.best(key);
+    if (!best) continue;
+    if (tuned_at && dist > 0) *tuned_at = shape;
+    Config mine;
+    for (const auto& [n, v] : *best) {
+      const KnobDecl* d = find_codegen_knob(n);
+      if (unbound.find_constexpr(n) || (d && knob_applies(d->knob, target))) mine[n] = v;
+    }
+    return mine;
+  }
+  return std::nullopt;
 }
 
 }  // namespace tessera::tune

@@ -11,7 +11,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <random>
+#include <set>
 #include <iostream>
 #include <sstream>
 #include <thread>
@@ -29,28 +32,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string one_line(std::string s, size_t max = 400) {
-  for (char& c : s)
-    if (c == '\n' || c == '\r') c = ' ';
-  if (s.size() > max) s = s.substr(0, max) + "...";
-  return s;
-}
-
-void write_all(int fd, const std::string& s) {
-  size_t off = 0;
-  while (off < s.size()) {
-    ssize_t w = ::write(fd, s.data() + off, s.size() - off);
-    if (w <= 0) return;
-    off += static_cast<size_t>(w);
-  }
-}
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
 struct Child {
   pid_t pid = -1;
   int fd = -1;
@@ -67,70 +48,30 @@ class CpuMeasurer : public Measurer {
   std::string compiler() const override { return cpu_compiler_version(); }
 
   std::vector<Measurement> measure(const std::vector<Config>& configs) override {
-    const int n = static_cast<int>(configs.size());
-    std::vector<Measurement> out(configs.size());
-    std::vector<std::unique_ptr<Kernel>> bound(configs.size());
-    for (int i = 0; i < n; ++i) {
-      out[i].config = configs[i];
-      try {
-        bound[i] = bind_config(*p_.kernel, configs[i]);
-        out[i].bound_hash = kernel_ir_hash(*bound[i]);
-      } catch (const TesseraError& e) {
-        out[i].status = "bind-error";
-        out[i].message = one_line(e.what());
-      }
-    }
+    std::vector<Measurement> out;
     // Compiles in parallel: each child fills the disk cache, which the timing children hit.
-    std::vector<int> todo;
-    for (int i = 0; i < n; ++i)
-      if (out[i].ok()) todo.push_back(i);
-    const int jobs = o_.jobs > 0 ? o_.jobs : std::max(1u, std::thread::hardware_concurrency());
-    auto compiled = run_in_children(static_cast<int>(todo.size()), jobs, o_.timeout_s, [&](int j) -> std::string {
-      auto t0 = Clock::now();
-      compile_cpu(*bound[todo[j]]);
-      return "ok " + std::to_string(std::chrono::duration<double>(Clock::now() - t0).count());
-    });
-    for (size_t j = 0; j < todo.size(); ++j) {
-      Measurement& m = out[todo[j]];
-      if (compiled[j].rfind("ok ", 0) == 0) {
-        m.compile_s = std::atof(compiled[j].c_str() + 3);
-      } else {
-        m.status = compiled[j] == "timeout" ? "timeout" : "compile-error";
-        m.message = compiled[j] == "timeout" ? "compiling took over " + std::to_string(o_.timeout_s) + " s" : compiled[j];
-      }
-    }
+    std::vector<std::unique_ptr<Kernel>> bound = bind_and_compile(p_, o_, configs, out, [](const Kernel& b) {
+      compile_cpu(b);
+      return std::string();
+    }).bound;
     // Rounds, one candidate at a time; the order alternates so that a drift of the machine's
     // speed does not favour the first candidates.
-    for (int r = 0; r < o_.rounds; ++r) {
-      std::vector<int> alive;
-      for (int i = 0; i < n; ++i)
-        if (out[i].ok()) alive.push_back(i);
-      if (r % 2) std::reverse(alive.begin(), alive.end());
-      for (int i : alive) {
-        const bool check = r == 0;
-        auto res = run_in_children(1, 1, o_.timeout_s, [&](int) { return time_one(*bound[i], check); });
-        Measurement& m = out[i];
-        const std::string& s = res[0];
-        if (s.rfind("ok ", 0) == 0) {
-          m.round_ms.push_back(std::atof(s.c_str() + 3));
-        } else if (s == "timeout") {
-          m.status = "timeout";
-          m.message = "a round took over " + std::to_string(o_.timeout_s) + " s";
-        } else if (s.rfind("check-failed ", 0) == 0) {
-          m.status = "check-failed";
-          m.message = s.substr(13);
-        } else {
-          m.status = "run-error";
-          m.message = s.rfind("error ", 0) == 0 ? s.substr(6) : s;
-        }
+    measure_rounds(out, o_.rounds, [&](size_t i, bool first, Measurement& m) {
+      auto res = run_in_children(1, 1, o_.timeout_s, [&](int) { return time_one(*bound[i], first); });
+      const std::string& s = res[0];
+      if (s.rfind("ok ", 0) == 0) {
+        m.round_ms.push_back(std::atof(s.c_str() + 3));
+      } else if (s == "timeout") {
+        m.status = "timeout";
+        m.message = "a round took over " + std::to_string(o_.timeout_s) + " s";
+      } else if (s.rfind("check-failed ", 0) == 0) {
+        m.status = "check-failed";
+        m.message = s.substr(13);
+      } else {
+        m.status = "run-error";
+        m.message = s.rfind("error ", 0) == 0 ? s.substr(6) : s;
       }
-    }
-    for (Measurement& m : out) {
-      if (!m.ok()) continue;
-      auto [lo, hi] = std::minmax_element(m.round_ms.begin(), m.round_ms.end());
-      m.ms = *lo;
-      m.noise = m.ms > 0 ? (*hi - *lo) / m.ms : 0;
-    }
+    });
     return out;
   }
 
@@ -144,12 +85,8 @@ class CpuMeasurer : public Measurer {
       std::vector<Tensor> got = p_.inputs;
       std::vector<KernelArg> args = p_.make_args(bound, got);
       k->run(args);
-      if (check) {
-        Comparison c = compare_outputs(bound, got, p_.want, p_.bounds);
-        if (!c.ok())
-          return "check-failed " + one_line(std::to_string(c.mismatches) + "/" + std::to_string(c.elements) +
-                                            " mismatches, first: " + c.first_mismatch);
-      }
+      if (check)
+        if (std::string bad = check_against_reference(p_, bound, got); !bad.empty()) return "check-failed " + bad;
       std::vector<double> ms;
       auto start = Clock::now();
       while (static_cast<int>(ms.size()) < o_.max_reps) {
@@ -174,6 +111,87 @@ class CpuMeasurer : public Measurer {
 };
 
 }  // namespace
+
+std::string one_line(std::string s, size_t max) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  if (s.size() > max) s = s.substr(0, max) + "...";
+  return s;
+}
+
+void write_all(int fd, const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    ssize_t w = ::write(fd, s.data() + off, s.size() - off);
+    if (w <= 0) return;
+    off += static_cast<size_t>(w);
+  }
+}
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+Compiled bind_and_compile(const Problem& p, const MeasureOptions& o, const std::vector<Config>& configs,
+                          std::vector<Measurement>& out, const std::function<std::string(const Kernel&)>& compile) {
+  const int n = static_cast<int>(configs.size());
+  out.assign(configs.size(), Measurement{});
+  Compiled c;
+  c.bound.resize(configs.size());
+  c.answers.resize(configs.size());
+  for (int i = 0; i < n; ++i) {
+    out[i].config = configs[i];
+    try {
+      c.bound[i] = bind_config(*p.kernel, configs[i]);
+      out[i].bound_hash = kernel_ir_hash(*c.bound[i]);
+    } catch (const TesseraError& e) {
+      out[i].status = "bind-error";
+      out[i].message = one_line(e.what());
+    }
+  }
+  std::vector<int> todo;
+  for (int i = 0; i < n; ++i)
+    if (out[i].ok()) todo.push_back(i);
+  const int jobs = o.jobs > 0 ? o.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  auto answers = run_in_children(static_cast<int>(todo.size()), jobs, o.timeout_s, [&](int j) -> std::string {
+    auto t0 = Clock::now();
+    std::string extra = compile(*c.bound[todo[j]]);
+    return "ok " + std::to_string(std::chrono::duration<double>(Clock::now() - t0).count()) + " " + extra;
+  });
+  for (size_t j = 0; j < todo.size(); ++j) {
+    Measurement& m = out[todo[j]];
+    const std::string& a = answers[j];
+    if (a.rfind("ok ", 0) == 0) {
+      char* end = nullptr;
+      m.compile_s = std::strtod(a.c_str() + 3, &end);
+      c.answers[todo[j]] = end && *end == ' ' ? std::string(end + 1) : std::string();
+    } else {
+      m.status = a == "timeout" ? "timeout" : "compile-error";
+      m.message = a == "timeout" ? "compiling took over " + std::to_string(o.timeout_s) + " s"
+                                 : one_line(a.rfind("error ", 0) == 0 ? a.substr(6) : a);
+    }
+  }
+  return c;
+}
+
+void measure_rounds(std::vector<Measurement>& out, int rounds,
+                    const std::function<void(size_t i, bool first, Measurement& m)>& one) {
+  for (int r = 0; r < rounds; ++r) {
+    std::vector<size_t> alive;
+    for (size_t i = 0; i < out.size(); ++i)
+      if (out[i].ok()) alive.push_back(i);
+    if (r % 2) std::reverse(alive.begin(), alive.end());
+    for (size_t i : alive) one(i, r == 0, out[i]);
+  }
+  for (Measurement& m : out) {
+    if (!m.ok() || m.round_ms.empty()) continue;
+    auto [lo, hi] = std::minmax_element(m.round_ms.begin(), m.round_ms.end());
+    m.ms = *lo;
+    m.noise = m.ms > 0 ? (*hi - *lo) / m.ms : 0;
+  }
+}
 
 std::vector<std::string> run_in_children(int n, int jobs, double timeout_s, const std::function<std::string(int)>& fn) {
   std::vector<std::string> results(static_cast<size_t>(std::max(n, 0)));
@@ -261,6 +279,50 @@ std::unique_ptr<Measurer> make_cpu_measurer(const Problem& p, const MeasureOptio
   if (!p.kernel) throw TesseraError("tune: no kernel to measure");
   if (o.rounds < 1) throw TesseraError("tune: rounds must be at least 1");
   return std::make_unique<CpuMeasurer>(p, o);
+}
+
+std::vector<int64_t> sample_rows(int64_t n, int extra, uint64_t seed) {
+  std::set<int64_t> rows;
+  if (n > 0) rows = {0, n - 1};
+  std::mt19937_64 rng(seed);
+  for (int i = 0; i < extra && static_cast<int64_t>(rows.size()) < n; ++i) rows.insert(static_cast<int64_t>(rng() % static_cast<uint64_t>(n)));
+  return {rows.begin(), rows.end()};
+}
+
+Tensor no_rows() { return Tensor(ScalarKind::F32, {0}); }
+
+Tensor take_rows(const Tensor& t, const std::vector<int64_t>& rows) {
+  std::vector<int64_t> shape = t.shape;
+  if (shape.empty()) return t;
+  const int64_t n = shape[0];
+  shape[0] = static_cast<int64_t>(rows.size());
+  Tensor out(t.dtype, shape);
+  const size_t row_bytes = n > 0 ? t.data.size() / static_cast<size_t>(n) : 0;
+  for (size_t i = 0; i < rows.size(); ++i)
+    std::memcpy(out.data.data() + i * row_bytes, t.data.data() + static_cast<size_t>(rows[i]) * row_bytes, row_bytes);
+  return out;
+}
+
+bool is_row_view(const Problem& p, const Kernel& bound, size_t i) {
+  std::vector<Value*> views = bound.view_params();
+  return !p.row_dim.empty() && i < views.size() && !views[i]->type.shape.empty() &&
+         !views[i]->type.shape[0].is_static() && views[i]->type.shape[0].symbol == p.row_dim;
+}
+
+std::string check_against_reference(const Problem& p, const Kernel& bound, const std::vector<Tensor>& got) {
+  Comparison c;
+  if (p.rows.empty()) {
+    c = compare_outputs(bound, got, p.want, p.bounds);
+  } else {
+    // The views without the row dim are inputs (LibraryKernel::row_dim): empty on both sides.
+    std::vector<Tensor> sub;
+    for (size_t i = 0; i < got.size(); ++i) sub.push_back(is_row_view(p, bound, i) ? take_rows(got[i], p.rows) : no_rows());
+    c = compare_outputs(bound, sub, p.want, p.bounds);
+  }
+  if (c.ok()) return "";
+  return one_line(std::to_string(c.mismatches) + "/" + std::to_string(c.elements) + " mismatches" +
+                  (p.rows.empty() ? "" : " (on " + std::to_string(p.rows.size()) + " sampled rows of " + p.row_dim + ")") +
+                  ", first: " + c.first_mismatch);
 }
 
 std::string kernel_ir_hash(const Kernel& k) { return content_hash(print_kernel(k)); }

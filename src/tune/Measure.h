@@ -25,13 +25,20 @@ struct Problem {
   std::vector<Tensor> inputs;  // one per view parameter, as the kernel gets them
   std::vector<Tensor> want;    // the reference's view tensors after the run
   ErrorBounds bounds;          // added to the dtypes' tolerances (docs/checking.md)
+  // A check on sampled rows (a large problem, whose whole reference would take minutes): when
+  // `rows` is not empty, `want` and `bounds` hold only those rows (in this order) of every view
+  // whose first dim is the symbol `row_dim` (is_row_view), and nothing (no_rows(), no bounds)
+  // for the others, which are the kernel's inputs (LibraryKernel::row_dim).
+  std::string row_dim;
+  std::vector<int64_t> rows;
   // Arguments over `tensors` for a bound kernel (the scalars as `tessera run` gives them).
   std::function<std::vector<KernelArg>(const Kernel& bound, std::vector<Tensor>& tensors)> make_args;
 };
 
 struct Measurement {
   Config config;
-  // "ok", "bind-error", "compile-error", "run-error", "check-failed", "timeout"
+  // "ok", "bind-error", "compile-error", "resources" (cuda: ptxas's registers or shared memory
+  // exceed the target's), "run-error", "check-failed", "timeout"
   std::string status = "ok";
   // The least of the rounds' medians: on a shared machine load only ever slows a round down,
   // so the fastest round is the best estimate of the candidate's own speed (as Python's timeit
@@ -40,6 +47,8 @@ struct Measurement {
   double noise = 0;  // (max - min) / min of the rounds' medians
   std::vector<double> round_ms;
   double compile_s = 0;
+  int registers = -1;      // cuda: per thread, from the cubin (-1: not known)
+  int64_t smem_bytes = -1; // cuda: static + dynamic shared memory per CTA (-1: not known)
   std::string message;     // why it failed: one line
   std::string bound_hash;  // kernel_ir_hash of the bound kernel
   bool ok() const { return status == "ok"; }
@@ -47,7 +56,9 @@ struct Measurement {
 
 struct MeasureOptions {
   int rounds = 3;          // each round times every candidate still standing once
-  double round_ms = 20;    // a candidate's runs in one round last at least this long ...
+  // A candidate's runs in one round last at least this long (cuda: do_bench's `rep`, after a
+  // quarter of it of warm-up) ...
+  double round_ms = 20;
   int min_reps = 3;        // ... and are at least this many
   int max_reps = 1000;
   double timeout_s = 60;   // per candidate, per child process (compile, or one round)
@@ -65,6 +76,43 @@ class Measurer {
 
 std::unique_ptr<Measurer> make_cpu_measurer(const Problem& p, const MeasureOptions& o);
 
+// The cuda backend's (CudaMeasure.cpp): compiles every candidate with NVRTC in parallel child
+// processes (into the disk cache; as many at once as cores), prunes on what ptxas gave it (the
+// cubin's registers x threads within 64K, static + dynamic shared memory within the target's),
+// then times each candidate in this process as Triton's do_bench does (L2 flushed before each
+// launch, events around the launch alone, median), checking its first run against the
+// reference. `target` as "cuda:sm_90a". Throws TesseraError, one line saying why, when NVRTC
+// or a CUDA device is missing (measuring needs the device; cuda_compile_candidates does not).
+std::unique_ptr<Measurer> make_cuda_measurer(const Problem& p, const MeasureOptions& o);
+// The compile side alone (no device needed): one Measurement per config, "ok" for those that
+// compiled within the limits (with compile_s, registers, smem_bytes), else why not. `sms`: the
+// device's multiprocessors (0: unknown, taken as 132), to know when the split-K compilation
+// (launched when the programs are few) is needed too.
+std::vector<Measurement> cuda_compile_candidates(const Problem& p, const MeasureOptions& o,
+                                                 const std::vector<Config>& configs, int sms = 0);
+// Why a compiled candidate cannot launch on `target` ("" when it can): its registers per thread
+// times its threads over a multiprocessor's 65536, or its static + dynamic shared memory over
+// cuda_smem_limit (status "resources").
+std::string cuda_resources_reject(int registers, int threads, int64_t smem_bytes, const std::string& target);
+// Why cuda cannot measure here ("" when it can): NVRTC or the device missing.
+std::string cuda_cannot_measure();
+// The GPU's name (TuneKey::device) and the cuda codegen and NVRTC versions (TuneKey::compiler).
+std::string cuda_device_name();
+std::string cuda_compiler_version();
+
+// The rows a sampled check keeps (Problem::rows) of a dim of `n` rows: the first, the last, and
+// `extra` more drawn by `seed`, in increasing order, distinct.
+std::vector<int64_t> sample_rows(int64_t n, int extra, uint64_t seed);
+// A tensor of no elements (shape [0]): what a sampled check compares for a view it leaves out.
+Tensor no_rows();
+// `t` with only `rows` of its first dim (a view of `Problem::row_dim` rows).
+Tensor take_rows(const Tensor& t, const std::vector<int64_t>& rows);
+// Whether view i of `bound` has the problem's row dim first (a view the sampled check compares).
+bool is_row_view(const Problem& p, const Kernel& bound, size_t i);
+// The comparison of a candidate's outputs (every view tensor after its run) with the problem's
+// reference, as `run --check` does, on the sampled rows when the problem has some.
+std::string check_against_reference(const Problem& p, const Kernel& bound, const std::vector<Tensor>& got);
+
 // 32 hex digits over the printed IR (the compile cache's content_hash).
 std::string kernel_ir_hash(const Kernel& k);
 // "AMD EPYC 9B14 x2": /proc/cpuinfo's model name and the threads kernels run on (the cores,
@@ -75,6 +123,31 @@ std::string cpu_device_name();
 int cpu_threads();
 // The cpu codegen version and the first line of the C++ compiler's --version.
 std::string cpu_compiler_version();
+
+// The compile side of both harnesses: binds each config (`out` gets one Measurement per config,
+// "bind-error" where it does not bind), then runs `compile` on the bound kernels in child
+// processes, o.jobs at once (0: the cores), each killed after o.timeout_s ("timeout"; an
+// exception or a crash is "compile-error"), and times it (compile_s). `compile` runs in the
+// child and answers a line that comes back in `answers` (empty for a failure).
+struct Compiled {
+  std::vector<std::unique_ptr<Kernel>> bound;  // null where binding failed
+  std::vector<std::string> answers;
+};
+Compiled bind_and_compile(const Problem& p, const MeasureOptions& o, const std::vector<Config>& configs,
+                          std::vector<Measurement>& out, const std::function<std::string(const Kernel&)>& compile);
+
+// The timing side of both: `rounds` rounds, each calling `one` for every candidate still "ok"
+// (first: the first round, which checks), in the order of `out`, reversed every other round so
+// that a drift of the machine's speed favours no one; `one` adds to m.round_ms or fails m.
+// Then each passing candidate's ms is the least of its rounds and its noise (max - min) / min.
+void measure_rounds(std::vector<Measurement>& out, int rounds,
+                    const std::function<void(size_t i, bool first, Measurement& m)>& one);
+
+// Helpers of the measurers: `s` on one line of at most `max` characters; write all of `s` to a
+// file descriptor; the median (0 of none).
+std::string one_line(std::string s, size_t max = 400);
+void write_all(int fd, const std::string& s);
+double median_of(std::vector<double> v);
 
 // Runs fn(i) for i in [0, n) in child processes, at most `jobs` at once, each killed after
 // `timeout_s`; returns each child's output (what fn returned), "timeout", or "crash: ..." when it

@@ -73,6 +73,13 @@ SearchResult search(const Space& space, const std::vector<Config>& candidates, c
   std::map<std::string, size_t> index;  // config_str -> candidate
   for (size_t i = 0; i < candidates.size(); ++i) index[config_str(candidates[i])] = i;
   std::set<std::string> seen;
+  std::vector<char> measured(candidates.size(), 0);  // by candidate: seen, without a config_str each time
+  // Each candidate's features, worked out once (the model ranks the same candidates batch after batch).
+  std::vector<std::vector<float>> feats(candidates.size());
+  auto features_of = [&](size_t i) -> const std::vector<float>& {
+    if (feats[i].empty()) feats[i] = features(space, sizes, candidates[i], o.cores);
+    return feats[i];
+  };
 
   auto best_ptr = [&]() -> const Measurement* { return res.best ? &res.measured[*res.best] : nullptr; };
   // Measures `batch` (cut to what the budget has left); false when nothing was left to measure.
@@ -80,7 +87,11 @@ SearchResult search(const Space& space, const std::vector<Config>& candidates, c
     const int64_t left = o.budget - static_cast<int64_t>(res.measured.size());
     if (static_cast<int64_t>(batch.size()) > left) batch.resize(static_cast<size_t>(std::max<int64_t>(left, 0)));
     if (batch.empty()) return false;
-    for (const Config& c : batch) seen.insert(config_str(c));
+    for (const Config& c : batch) {
+      const std::string key = config_str(c);
+      seen.insert(key);
+      if (auto it = index.find(key); it != index.end()) measured[it->second] = 1;
+    }
     std::vector<Measurement> got = m.measure(batch);
     for (Measurement& g : got) {
       res.measured.push_back(std::move(g));
@@ -112,7 +123,7 @@ SearchResult search(const Space& space, const std::vector<Config>& candidates, c
   auto unseen = [&] {
     std::vector<size_t> u;
     for (size_t i = 0; i < candidates.size(); ++i)
-      if (!seen.count(config_str(candidates[i]))) u.push_back(i);
+      if (!measured[i]) u.push_back(i);
     return u;
   };
   auto remaining = [&] { return o.budget - static_cast<int64_t>(res.measured.size()); };
@@ -156,18 +167,26 @@ SearchResult search(const Space& space, const std::vector<Config>& candidates, c
     std::vector<Config> batch;
     std::vector<size_t> pool = unseen();
     std::shuffle(pool.begin(), pool.end(), rng);
+    // Each candidate's position once, and its distance to the nearest chosen one kept up to date.
+    std::vector<std::vector<double>> pos;
+    std::vector<double> nearest;
+    for (size_t i : pool) {
+      pos.push_back(position(candidates[i]));
+      double d = 1e300;
+      for (const auto& c : chosen) d = std::min(d, dist2(pos.back(), c));
+      nearest.push_back(d);
+    }
     while (static_cast<int64_t>(batch.size()) < sample && !pool.empty()) {
       size_t best_j = 0;
       double best_d = -1;
-      for (size_t j = 0; j < pool.size(); ++j) {
-        std::vector<double> p = position(candidates[pool[j]]);
-        double d = 1e300;
-        for (const auto& c : chosen) d = std::min(d, dist2(p, c));
-        if (d > best_d) best_d = d, best_j = j;
-      }
+      for (size_t j = 0; j < pool.size(); ++j)
+        if (nearest[j] > best_d) best_d = nearest[j], best_j = j;
       batch.push_back(candidates[pool[best_j]]);
-      chosen.push_back(position(candidates[pool[best_j]]));
+      const std::vector<double> picked = pos[best_j];
       pool.erase(pool.begin() + static_cast<std::ptrdiff_t>(best_j));
+      pos.erase(pos.begin() + static_cast<std::ptrdiff_t>(best_j));
+      nearest.erase(nearest.begin() + static_cast<std::ptrdiff_t>(best_j));
+      for (size_t j = 0; j < pool.size(); ++j) nearest[j] = std::min(nearest[j], dist2(pos[j], picked));
     }
     for (size_t i = 0; i < batch.size() && !out_of_time(); i += static_cast<size_t>(o.batch))
       run_batch(std::vector<Config>(batch.begin() + static_cast<std::ptrdiff_t>(i),
@@ -175,39 +194,52 @@ SearchResult search(const Space& space, const std::vector<Config>& candidates, c
                 "sample");
   }
 
-  // The model, refitted from the history and this shape's measurements so far.
+  // The model, refitted from the history and this shape's measurements so far; the history's
+  // rows are made once.
+  std::vector<std::vector<float>> hist_rows;
+  std::vector<float> hist_rel;
+  std::vector<unsigned> hist_groups;
+  // One group: a row per measurement, relevance round(10 * best / ms) (0 for a failure).
+  auto add_group = [&](std::vector<std::vector<float>>& rows, std::vector<float>& rel, std::vector<unsigned>& groups,
+                       const Sizes& s, const std::vector<Measurement>& ms, bool here) {
+    double best = 0;
+    for (const Measurement& x : ms)
+      if (x.ok() && x.ms > 0 && (best == 0 || x.ms < best)) best = x.ms;
+    if (best == 0) return;
+    unsigned n = 0;
+    for (const Measurement& x : ms) {
+      auto it = here ? index.find(config_str(x.config)) : index.end();
+      rows.push_back(it != index.end() ? features_of(it->second) : features(space, s, x.config, o.cores));
+      rel.push_back(x.ok() && x.ms > 0 ? std::round(static_cast<float>(10 * best / x.ms)) : 0.0f);
+      ++n;
+    }
+    groups.push_back(n);
+  };
+  for (const History& h : history) add_group(hist_rows, hist_rel, hist_groups, h.sizes, h.measured, false);
   auto fit = [&]() -> bool {
-    std::vector<std::vector<float>> rows;
-    std::vector<float> rel;
-    std::vector<unsigned> groups;
-    auto add_group = [&](const Sizes& s, const std::vector<Measurement>& ms) {
-      double best = 0;
-      for (const Measurement& x : ms)
-        if (x.ok() && x.ms > 0 && (best == 0 || x.ms < best)) best = x.ms;
-      if (best == 0) return;
-      unsigned n = 0;
-      for (const Measurement& x : ms) {
-        rows.push_back(features(space, s, x.config, o.cores));
-        rel.push_back(x.ok() && x.ms > 0 ? std::round(static_cast<float>(10 * best / x.ms)) : 0.0f);
-        ++n;
-      }
-      groups.push_back(n);
-    };
-    for (const History& h : history) add_group(h.sizes, h.measured);
-    add_group(sizes, res.measured);
+    std::vector<std::vector<float>> rows = hist_rows;
+    std::vector<float> rel = hist_rel;
+    std::vector<unsigned> groups = hist_groups;
+    add_group(rows, rel, groups, sizes, res.measured, true);
     if (rows.size() < 3) return false;
     ranker->fit(rows, rel, groups);
     return true;
   };
-  auto rank = [&](const std::vector<Config>& cs) {
+  // Candidates (by index), best predicted first.
+  auto rank = [&](const std::vector<size_t>& cs) {
     std::vector<std::vector<float>> rows;
-    for (const Config& c : cs) rows.push_back(features(space, sizes, c, o.cores));
+    for (size_t i : cs) rows.push_back(features_of(i));
     std::vector<float> score = ranker->predict(rows);
     std::vector<size_t> order(cs.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return score[a] > score[b]; });
-    std::vector<Config> out;
+    std::vector<size_t> out;
     for (size_t i : order) out.push_back(cs[i]);
+    return out;
+  };
+  auto configs_of = [&](const std::vector<size_t>& cs) {
+    std::vector<Config> out;
+    for (size_t i : cs) out.push_back(candidates[i]);
     return out;
   };
 
@@ -216,15 +248,13 @@ SearchResult search(const Space& space, const std::vector<Config>& candidates, c
   const int64_t model_budget = known_groups > 0 ? remaining() * 2 / 3 : remaining() / 2;
   const int64_t model_end = static_cast<int64_t>(res.measured.size()) + model_budget;
   while (static_cast<int64_t>(res.measured.size()) < model_end && !out_of_time()) {
-    std::vector<size_t> u = unseen();
-    if (u.empty()) break;
-    std::vector<Config> pool;
-    for (size_t i : u) pool.push_back(candidates[i]);
+    std::vector<size_t> pool = unseen();
+    if (pool.empty()) break;
     if (fit()) pool = rank(pool);
     else std::shuffle(pool.begin(), pool.end(), rng);
     pool.resize(std::min<size_t>(pool.size(), static_cast<size_t>(
                                                  std::min<int64_t>(o.batch, model_end - res.measured.size()))));
-    if (!run_batch(pool, "model")) break;
+    if (!run_batch(configs_of(pool), "model")) break;
   }
 
   // 4. Genetic refinement: children of the fastest measured configs (uniform crossover, then a
@@ -236,8 +266,8 @@ SearchResult search(const Space& space, const std::vector<Config>& candidates, c
       if (x.ok()) parents.push_back(&x);
     std::sort(parents.begin(), parents.end(), [](auto* a, auto* b) { return a->ms < b->ms; });
     if (parents.size() > 4) parents.resize(4);
-    std::vector<Config> children;
-    std::set<std::string> made;
+    std::vector<size_t> children;
+    std::set<size_t> made;
     for (int tries = 0; tries < 64 * o.batch && !parents.empty() && static_cast<int>(children.size()) < 8 * o.batch;
          ++tries) {
       const Config& a = parents[rng() % parents.size()]->config;
@@ -252,20 +282,20 @@ SearchResult search(const Space& space, const std::vector<Config>& candidates, c
         i += (rng() % 2) ? 1 : -1;
         if (i >= 0 && i < static_cast<int64_t>(k.values.size())) c[k.name] = k.values[static_cast<size_t>(i)];
       }
-      const std::string key = config_str(c);
-      if (!index.count(key) || seen.count(key) || !made.insert(key).second) continue;
-      children.push_back(candidates[index[key]]);
+      auto it = index.find(config_str(c));
+      if (it == index.end() || measured[it->second] || !made.insert(it->second).second) continue;
+      children.push_back(it->second);
     }
     // Too few children (a small or exhausted neighbourhood): the model's best unmeasured.
-    std::vector<Config> pool = children;
+    std::vector<size_t> pool = children;
     if (static_cast<int>(pool.size()) < o.batch)
       for (size_t i : unseen())
-        if (!made.count(config_str(candidates[i]))) pool.push_back(candidates[i]);
+        if (!made.count(i)) pool.push_back(i);
     if (pool.empty()) break;
     if (fit()) pool = rank(pool);
     else std::shuffle(pool.begin(), pool.end(), rng);
     pool.resize(std::min<size_t>(pool.size(), static_cast<size_t>(o.batch)));
-    if (!run_batch(pool, "genetic")) break;
+    if (!run_batch(configs_of(pool), "genetic")) break;
   }
   return res;
 }

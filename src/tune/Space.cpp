@@ -190,13 +190,15 @@ Constraint cpu_tile_bytes_constraint(int64_t limit) {
           }};
 }
 
+int64_t cuda_smem_limit(const std::string& target) {
+  return target == "cuda:sm_80" ? 163 * 1024 : target == "cuda:sm_89" ? 99 * 1024 : 227 * 1024;
+}
+
 Constraint cuda_smem_constraint() {
   return {"cuda-smem", "a pipelined loop's stages within the target's shared memory",
           [](const Candidate& c) -> std::string {
             if (c.target.rfind("cuda:", 0) != 0) return "";
-            const int64_t limit = c.target == "cuda:sm_80" ? 163 * 1024
-                                  : c.target == "cuda:sm_89" ? 99 * 1024
-                                                             : 227 * 1024;
+            const int64_t limit = cuda_smem_limit(c.target);
             int64_t worst = 0;
             walk(const_cast<Kernel&>(c.bound), [&](Op& op) {
               if (op.kind != OpKind::For || !op.has_attr("pipeline")) return;
@@ -285,10 +287,15 @@ Space make_space(const Kernel& unbound, const std::string& target, const Config&
   return s;
 }
 
+std::unique_ptr<Kernel> with_codegen_knobs(const Kernel& k, const Config& knobs) {
+  auto copy = k.clone();
+  for (const auto& [n, v] : knobs)
+    if (!k.find_constexpr(n)) copy->set_constexpr(n, v);
+  return copy;
+}
+
 std::unique_ptr<Kernel> bind_config(const Kernel& unbound, const Config& config) {
-  auto k = unbound.clone();
-  for (const auto& [n, v] : config)
-    if (!k->find_constexpr(n)) k->set_constexpr(n, v);
+  auto k = with_codegen_knobs(unbound, config);
   PipelineOptions po;
   po.config = config;
   return run_pipeline(*k, po);

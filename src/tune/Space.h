@@ -122,6 +122,14 @@ Constraint cpu_dot_block_constraint();
 // "cuda-smem": a pipelined loop's stages of loaded tiles within the target's shared memory
 // (sm_80 163 KiB, sm_89 99 KiB, sm_90/sm_90a 227 KiB).
 Constraint cuda_smem_constraint();
+// The shared memory a CTA may use on a cuda target ("cuda:sm_90a"), opted in: sm_80 163 KiB,
+// sm_89 99 KiB, sm_90 and sm_90a 227 KiB.
+int64_t cuda_smem_limit(const std::string& target);
+
+// A copy of `k` with the codegen knobs of `knobs` it does not declare set as constexprs of one
+// value (Kernel::set_constexpr), which is how a kernel gets a knob the backends read; knobs it
+// declares are left to binding.
+std::unique_ptr<Kernel> with_codegen_knobs(const Kernel& k, const Config& knobs);
 
 // `unbound` with `config` bound and the tile-level pipeline run (run_pipeline): codegen knobs
 // the kernel does not declare become constexprs of one candidate first. Throws TesseraError

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "Subprocess.h"
+#include "cuda/CudaBackend.h"
 
 namespace {
 
@@ -35,7 +36,11 @@ TEST(CliTune, TunesStoresAndRunUsesIt) {
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_THAT(r.out, StartsWith("PASS vector_add cpu N=3001"));
   EXPECT_THAT(r.err, HasSubstr("note: vector_add: tuned config BLOCK="));
-  EXPECT_EQ(tessera("run vector_add -b cpu --check --size N=3002").err, "");  // another shape: the defaults
+  // Another shape of the same bucket (N in 2049..4096) takes it too; one of another bucket, the defaults.
+  Result r2 = tessera("run vector_add -b cpu --check --size N=2500");
+  EXPECT_EQ(r2.status, 0) << r2.err;
+  EXPECT_THAT(r2.err, HasSubstr(" (tuned at N=3001, the nearest shape of its bucket) from the tuning database "));
+  EXPECT_EQ(tessera("run vector_add -b cpu --check --size N=4097").err, "");
 
   Result j = tessera("tune vector_add --size N=3001 --budget 2 --rounds 1 --json");
   EXPECT_EQ(j.status, 0) << j.err;
@@ -49,6 +54,15 @@ TEST(CliTune, TunesStoresAndRunUsesIt) {
   EXPECT_TRUE(rows >= 7 && rows <= 9) << e.out;
   EXPECT_THAT(e.out, HasSubstr(", \"confirmed\": 1}\n"));
   EXPECT_THAT(e.out, HasSubstr("{\"kernel\": \"vector_add\", \"kernel_hash\": \""));
+
+  // The lookup keys on the kernel as declared: a --config codegen knob (which `run` sets on a
+  // copy) does not hide the tuned config, and what --config gives wins.
+  Result m = tessera("tune matmul --size M=9,N=7,K=5 --config BLOCK_K=16,BLOCK_N=16,cpu_dot_mr=0,cpu_dot_nr=0 --budget 1 --rounds 1");
+  EXPECT_EQ(m.status, 0) << m.err;
+  Result mc = tessera("run matmul -b cpu --check --size M=9,N=7,K=5 --config cpu_dot_nr=8");
+  EXPECT_EQ(mc.status, 0) << mc.err;
+  EXPECT_THAT(mc.err, HasSubstr("note: matmul: tuned config BLOCK_K=16,BLOCK_M="));
+  EXPECT_THAT(mc.err, HasSubstr(",cpu_dot_mr=0 from"));  // cpu_dot_nr: --config's
 
   // A codegen knob the kernel does not declare, by hand (as a tuned config applies it).
   Result c = tessera("compile matmul --emit cpp --config cpu_dot_mr=2,cpu_dot_nr=16");
@@ -70,7 +84,18 @@ TEST(CliTune, TunesStoresAndRunUsesIt) {
   fails("tune sort --size M=2,N=5000 --budget 1 --rounds 1",
         "error: no configuration of 'sort' passed its check at M=2,N=5000 (the default's neither: a shape the "
         "kernel cannot take?)", true);
-  fails("tune vector_add --backend cuda", "--backend cuda is not measured yet");
+  std::string why;
+  if (!tessera::cuda_device_available(&why)) {
+    fails("tune vector_add -b cuda --size N=3001", "error: tessera tune: cannot measure on cuda here: ");
+  }
+  fails("tune vector_add --size N=3001 --compile-only", "error: tessera tune: --compile-only is for --backend cuda");
+  if (tessera::nvrtc_available(&why)) {  // compiling for cuda needs no GPU
+    Result cc = tessera("tune vector_add -b cuda --size N=3001 --config num_warps=4,whole_tile_checks=0,prefetch_programs=0 "
+                        "--compile-only");
+    EXPECT_EQ(cc.status, 0) << cc.err;
+    EXPECT_THAT(cc.out, StartsWith("vector_add cuda:sm_90a N=3001: compiled 5 configs in "));
+    EXPECT_THAT(cc.out, HasSubstr(" registers per thread\n  ok 5\n"));
+  }
   const std::string head = "kernel @copy(%x: view<f32, [N]>, %y: view<f32, [N]>) {\n";
   const std::string body =
       "  grid {\n    %n = dim %x {axis = 0} : i32\n    yield %n\n  }\n  %i = program_id {axis = 0} : i32\n"
@@ -85,6 +110,24 @@ TEST(CliTune, TunesStoresAndRunUsesIt) {
   ::setenv("TESSERA_TUNE_DB", garbage.c_str(), 1);
   fails("tune vector_add --size N=3001 --budget 2", "error: tuning database " + garbage + ": ");
   fails("run vector_add -b cpu --size N=3001", "error: tuning database " + garbage + ": ");
+  ::unsetenv("TESSERA_TUNE_DB");
+}
+
+// On a GPU: a small cuda tune (compiles, --check, do_bench timings) whose best config `run -b
+// cuda` then takes; skipped without a device (the message is tested above).
+TEST(CliTune, TunesOnCudaWhereThereIsAGpu) {
+  std::string why;
+  if (!tessera::nvrtc_available(&why) || !tessera::cuda_device_available(&why)) GTEST_SKIP() << why;
+  const std::string db = testing::TempDir() + "/tune_cuda_" + std::to_string(::getpid()) + ".db";
+  std::filesystem::remove(db);
+  ::setenv("TESSERA_TUNE_DB", db.c_str(), 1);
+  Result t = tessera("tune vector_add -b cuda --size N=300001 --config num_warps=4,whole_tile_checks=0 --budget 3 --rounds 2");
+  EXPECT_EQ(t.status, 0) << t.err;
+  EXPECT_THAT(t.out, StartsWith("vector_add cuda N=300001 dtype=f32: measured 3 of "));
+  EXPECT_THAT(t.out, HasSubstr("\n  best     BLOCK="));
+  Result r = tessera("run vector_add -b cuda --check --size N=300001");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("note: vector_add: tuned config BLOCK="));
   ::unsetenv("TESSERA_TUNE_DB");
 }
 

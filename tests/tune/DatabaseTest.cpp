@@ -207,7 +207,27 @@ TEST(Database, RunLooksTheBestConfigUpByTheKernelsKey) {
   // The kernel's own constexprs and the cpu's codegen knobs, not the cuda ones.
   EXPECT_EQ(*got, (Config{{"BLOCK_M", 32}, {"BLOCK_N", 16}, {"BLOCK_K", 16}, {"cpu_dot_mr", 2}}));
   EXPECT_FALSE(lookup_tuned(*k, "bf16", "cpu", sizes, p));
-  EXPECT_FALSE(lookup_tuned(*k, "f32", "cpu", {{"M", 34}, {"N", 65}, {"K", 17}}, p));
+  // Shape buckets: another shape of the bucket (M 33..64, N 65..128, K 17..32) takes the
+  // nearest tuned shape's config; another bucket, none.
+  EXPECT_EQ(shape_bucket({{"M", 33}, {"N", 65}, {"K", 16}}), "K=16,M=64,N=128");
+  std::string at;
+  EXPECT_EQ(lookup_tuned(*k, "f32", "cpu", {{"M", 50}, {"N", 100}, {"K", 32}}, p, &at), got);
+  EXPECT_EQ(at, "K=17,M=33,N=65");
+  {
+    Database db(p, true);
+    Record r;
+    r.key = make_key(*k, "f32", "cpu", {{"M", 60}, {"N", 65}, {"K", 17}});
+    r.config = {{"BLOCK_M", 64}, {"BLOCK_N", 16}, {"BLOCK_K", 16}};
+    r.status = "ok";
+    r.ms = 1;
+    db.insert({r});
+  }
+  EXPECT_EQ(lookup_tuned(*k, "f32", "cpu", {{"M", 50}, {"N", 65}, {"K", 17}}, p, &at),
+            (Config{{"BLOCK_M", 64}, {"BLOCK_N", 16}, {"BLOCK_K", 16}}));
+  EXPECT_EQ(at, "K=17,M=60,N=65");  // nearer than M=33
+  EXPECT_EQ(lookup_tuned(*k, "f32", "cpu", sizes, p, &at), got);
+  EXPECT_EQ(at, "");  // the exact shape
+  EXPECT_FALSE(lookup_tuned(*k, "f32", "cpu", {{"M", 65}, {"N", 65}, {"K", 17}}, p));
   auto other = find_library_kernel("matmul")->build(ScalarKind::BF16);
   EXPECT_FALSE(lookup_tuned(*other, "f32", "cpu", sizes, p));  // another IR hash
 }
