@@ -5,6 +5,7 @@
 // the compiler vectorizes; the grid is an OpenMP parallel for over all program ids. Each IR op
 // is written as a comment above its code, and every emitted line remembers its op so that a
 // compiler error can be mapped back to the user's source.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -1961,8 +1962,10 @@ EmittedCpp Emitter::run() {
 
 EmittedCpp emit_cpp_detailed(const Kernel& k) {
   Emitter probe(k);
-  probe.run();
+  EmittedCpp plain = probe.run();
   std::vector<const Op*> sites = probe.best_prefetch_sites();
+  // With no site to prefetch from, a second run would print the probe's text again.
+  if (std::all_of(sites.begin(), sites.end(), [](const Op* s) { return s == nullptr; })) return plain;
   Emitter e(k);
   e.set_prefetch_sites(std::move(sites));
   return e.run();
