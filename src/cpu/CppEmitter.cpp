@@ -1194,6 +1194,11 @@ void Emitter::emit_shape(const Op& op) {
       std::vector<int64_t> R = shape_of(op, res), Sx = shape_of(op, src);
       if (dims.size() != R.size()) fail(op, "dims must be a permutation of the operand dims");
       std::string n = declare(op, res);
+      if (R.size() == 2 && dims[0] == 1 && dims[1] == 0) {  // a transpose: blocked (tsr::transpose)
+        line("tsr::transpose<" + ctype(res->type.elem) + ", " + std::to_string(Sx[0]) + ", " + std::to_string(Sx[1]) + ">(" +
+             nm(src) + ", " + n + ");");
+        return;
+      }
       nest(R, [&](const std::vector<std::string>& idx) {
         std::vector<std::string> sidx(Sx.size());
         for (size_t d = 0; d < R.size(); ++d) sidx[dims[d]] = idx[d];
