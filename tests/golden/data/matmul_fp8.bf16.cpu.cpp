@@ -136,18 +136,14 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     }
     // %26 = permute %25 {dims = [1, 0]} : tile<f8e4m3, [64, 128]>
     alignas(64) float v38[8192];
-    for (int64_t i39 = 0; i39 < 64; ++i39) {
-      for (int64_t i40 = 0; i40 < 128; ++i40) {
-        v38[(i39)*128 + i40] = v31[(i40)*64 + i39];
-      }
-    }
+    tsr::transpose<float, 128, 64>(v31, v38);
     // %27 = dot %24, %26, %23 : tile<f32, [128, 128]>
     // (accumulated in place into the carried c22)
     tsr::dot_f32<128, 128, 64>(v24, v38, c22);
     // yield %27
   }
   // %28 = mul %scale_a, %scale_b : f32
-  const float v41 = float(A.p2 * A.p3);
+  const float v39 = float(A.p2 * A.p3);
   // %29 = splat %28 : tile<f32, [128, 128]>
   // (computed inside its user)
   // %30 = mul %21, %29 : tile<f32, [128, 128]>
@@ -156,16 +152,16 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   // (computed inside its user)
   // store_tile %c, %31, %11, %12
   {
-    const int64_t o42 = int64_t(v11) * 128;
-    const int64_t o43 = int64_t(v12) * 128;
-    if (o42 >= 0 && o42 + 128 <= A.d4_0 && o43 >= 0 && o43 + 128 <= A.d4_1) {
-      for (int64_t i44 = 0; i44 < 128; ++i44) {
-        for (int64_t i45 = 0; i45 < 128; ++i45) A.p4[(o42 + i44) * A.s4_0 + o43 + i45] = tsr::f2bf((float((float(c22[(i44) * 128 + i45] * (v41))))));
+    const int64_t o40 = int64_t(v11) * 128;
+    const int64_t o41 = int64_t(v12) * 128;
+    if (o40 >= 0 && o40 + 128 <= A.d4_0 && o41 >= 0 && o41 + 128 <= A.d4_1) {
+      for (int64_t i42 = 0; i42 < 128; ++i42) {
+        for (int64_t i43 = 0; i43 < 128; ++i43) A.p4[(o40 + i42) * A.s4_0 + o41 + i43] = tsr::f2bf((float((float(c22[(i42) * 128 + i43] * (v39))))));
       }
     } else {
-      for (int64_t i46 = 0; i46 < 128; ++i46) {
-        for (int64_t i47 = 0; i47 < 128; ++i47) {
-          if ((o42 + i46) >= 0 && (o42 + i46) < A.d4_0 && (o43 + i47) >= 0 && (o43 + i47) < A.d4_1) A.p4[(o42 + i46) * A.s4_0 + (o43 + i47) * A.s4_1] = tsr::f2bf((float((float(c22[(i46)*128 + i47] * (v41))))));
+      for (int64_t i44 = 0; i44 < 128; ++i44) {
+        for (int64_t i45 = 0; i45 < 128; ++i45) {
+          if ((o40 + i44) >= 0 && (o40 + i44) < A.d4_0 && (o41 + i45) >= 0 && (o41 + i45) < A.d4_1) A.p4[(o40 + i44) * A.s4_0 + (o41 + i45) * A.s4_1] = tsr::f2bf((float((float(c22[(i44)*128 + i45] * (v39))))));
         }
       }
     }
