@@ -250,8 +250,9 @@ class Emitter {
       auto it = users_.find(w);
       if (it == users_.end()) continue;
       for (const Op* u : it->second) {
-        if (u->kind == OpKind::ExpandDims || u->kind == OpKind::Reshape || is_alias_cast(*u)) {
-          work.push_back(u->result());  // same storage, new name
+        if (u->kind == OpKind::ExpandDims || u->kind == OpKind::Reshape || is_alias_cast(*u) ||
+            row_broadcast_in_users(*u)) {
+          work.push_back(u->result());  // same storage, new name (a row broadcast: read by its users)
           continue;
         }
         const Op* e = u;
@@ -301,26 +302,90 @@ class Emitter {
   // written straight into the carried array (acc = acc + t without a temporary and a 4 KB copy
   // per iteration) when nothing reads the carried value after this op: the op itself reads it
   // element by element at the index it writes. Returns the carried array's name, or "".
+  // So is an elementwise tile whose one user is a dot accumulating into it, when that dot's
+  // result is written into a carried array: the rescaled accumulator of a fused attention
+  // loop (acc * alpha, then acc += P @ V) is one pass over the carried array instead of a
+  // product, a copy and the dot.
   std::string carried_target(const Op& op) const {
+    const Value* a = carried_arg(op);
+    return a ? nm(a) : "";
+  }
+  const Value* carried_arg(const Op& op) const {
     const Value* r = op.result();
     const Block* body = op.parent;
-    if (!r->type.is_tile() || !body || !body->parent || body->parent->kind != OpKind::For) return "";
-    const Op* y = body->terminator();
+    if (!r->type.is_tile() || !body || !body->parent || body->parent->kind != OpKind::For) return nullptr;
     auto it = users_.find(r);
-    if (!y || it == users_.end() || it->second.size() != 1 || it->second[0] != y) return "";
-    size_t k = y->operands.size();
-    for (size_t j = 0; j < y->operands.size(); ++j)
-      if (y->operand(j) == r) {
-        if (k != y->operands.size()) return "";
-        k = j;
-      }
-    if (k == y->operands.size() || body->args.size() != y->operands.size() + 1) return "";
-    const Value* a = body->args[k + 1];
-    if (a->type != r->type) return "";
+    if (it == users_.end() || it->second.size() != 1) return nullptr;
+    const Op* u = it->second[0];
+    const Value* a = nullptr;
+    if (u->kind == OpKind::Dot && u->operands.size() == 3 && u->operand(2) == r && u->operand(0) != r &&
+        u->operand(1) != r && u->parent == body && is_elementwise(op)) {
+      a = carried_arg(*u);
+    } else {
+      const Op* y = body->terminator();
+      if (!y || u != y) return nullptr;
+      size_t k = y->operands.size();
+      for (size_t j = 0; j < y->operands.size(); ++j)
+        if (y->operand(j) == r) {
+          if (k != y->operands.size()) return nullptr;
+          k = j;
+        }
+      if (k == y->operands.size() || body->args.size() != y->operands.size() + 1) return nullptr;
+      a = body->args[k + 1];
+    }
+    if (!a || a->type != r->type) return nullptr;
     long here = pos_in(body, &op);
     bool ok = for_each_read(a, body, [&](const Op*, const Op* at) { return pos_in(body, at) <= here; });
-    return ok ? nm(a) : "";
+    return ok ? a : nullptr;
   }
+  static bool is_elementwise(const Op& o) {
+    OpClass c = o.info().cls;
+    return o.results.size() == 1 &&
+           (c == OpClass::Unary || c == OpClass::Binary || c == OpClass::Compare || c == OpClass::Ternary || c == OpClass::Cast);
+  }
+  // A broadcast along the last axis of a [..., R, 1] tile to [..., R, C] whose users are all
+  // elementwise loops of the same block (none computed inside another user): the broadcast
+  // is not materialized; each user runs over rows and columns and reads the row's element
+  // once per row (a rescale acc * alpha of a [64, 128] accumulator: one pass, not three).
+  bool row_broadcast_in_users(const Op& op) const {
+    if (op.kind != OpKind::Broadcast || op.operands.size() != 1) return false;
+    const Value *src = op.operand(0), *res = op.result();
+    if (!src->type.is_tile() || !res->type.is_tile() || !shape_is_static(src->type.shape) ||
+        !shape_is_static(res->type.shape))
+      return false;
+    auto Sx = static_shape(src->type.shape), R = static_shape(res->type.shape);
+    if (Sx.size() != R.size() || Sx.empty() || Sx.back() != 1 || R.back() < 16) return false;
+    for (size_t d = 0; d + 1 < R.size(); ++d)
+      if (Sx[d] != R[d]) return false;
+    if (numel(src) == 1) return false;  // one element: the uniform path
+    return read_by_elementwise_loops(res, op.parent, numel(res));
+  }
+  // Whether every use of `v` ends in an elementwise loop of `home` over `n` elements, through
+  // elementwise expressions computed inside their users.
+  bool read_by_elementwise_loops(const Value* v, const Block* home, int64_t n) const {
+    auto it = users_.find(v);
+    if (it == users_.end() || it->second.empty()) return false;
+    for (const Op* u : it->second) {
+      if (u->parent != home || !is_elementwise(*u) || is_alias_cast(*u) || !u->result()->type.is_tile() ||
+          numel(u->result()) != n)
+        return false;
+      if (can_defer(*u) && !read_by_elementwise_loops(u->result(), home, n)) return false;
+    }
+    return true;
+  }
+  // The row length of the row broadcast that `op` reads, directly or through expressions
+  // computed inside it (0: none).
+  int64_t row_length(const Op& op) const {
+    for (const Value* v : op.operands) {
+      if (auto it = row_bcast_.find(v); it != row_bcast_.end()) return it->second;
+      if (v->def && expr_.count(v))
+        if (int64_t n = row_length(*v->def)) return n;
+    }
+    return 0;
+  }
+  // The row lengths of the broadcasts row_broadcast_in_users took; elem() reads one as
+  // `src[@R@]`, @R@ standing for the row index of the loop that finally computes it.
+  std::unordered_map<const Value*, int64_t> row_bcast_;
   // --- Prefetching the next program's row tiles ---
   // A program that reads a row tile (every dim but the last is 1) from memory and then
   // computes on it waits on memory and then on its arithmetic, one after the other: the
@@ -415,6 +480,7 @@ class Emitter {
   std::string elem(const Value* v, const std::string& i) const {
     if (auto it = expr_.find(v); it != expr_.end()) return "(" + subst(it->second, i) + ")";
     if (auto it = uniform_.find(v); it != uniform_.end()) return it->second;
+    if (row_bcast_.count(v)) return nm(v) + "[@R@]";
     return v->type.is_tile() ? nm(v) + "[" + i + "]" : nm(v);
   }
   void copy_value(const Value* dst_v, const std::string& dst, const Value* src) {
@@ -463,7 +529,16 @@ class Emitter {
       std::vector<std::string> ops;
       for (const Value* v : op.operands) ops.push_back(elem(v, i));
       ew_i_ = i;
-      loop_with_prefetch(op, numel(r), i, n + "[" + i + "] = " + fn(ops) + ";");
+      std::string stmt = n + "[" + i + "] = " + fn(ops) + ";";
+      if (stmt.find("@R@") != std::string::npos) {  // reads a row broadcast: rows, then columns
+        int64_t row = row_length(op);
+        const std::string rr = fresh("r"), R = std::to_string(row);
+        for (size_t p = stmt.find("@R@"); p != std::string::npos; p = stmt.find("@R@", p)) stmt.replace(p, 3, rr);
+        line("for (int64_t " + rr + " = 0; " + rr + " < " + std::to_string(numel(r) / row) + "; ++" + rr + ")");
+        line("  for (int64_t " + i + " = " + rr + " * " + R + "; " + i + " < (" + rr + " + 1) * " + R + "; ++" + i + ") " + stmt);
+        return;
+      }
+      loop_with_prefetch(op, numel(r), i, stmt);
     } else {
       std::vector<std::string> ops;
       for (const Value* v : op.operands) {
@@ -1181,6 +1256,12 @@ void Emitter::emit_shape(const Op& op) {
       }
       std::vector<int64_t> R = shape_of(op, res), Sx = shape_of(op, src);
       if (R.size() != Sx.size()) fail(op, "broadcast operand rank must equal the result rank");
+      if (row_broadcast_in_users(op)) {
+        row_bcast_[res] = R.back();
+        name_[res] = nm(src);
+        line("// (each row's element read by its users)");
+        return;
+      }
       std::string n = declare(op, res);
       nest(R, [&](const std::vector<std::string>& idx) {
         std::vector<std::string> sidx;
