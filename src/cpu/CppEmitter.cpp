@@ -251,8 +251,10 @@ class Emitter {
       if (it == users_.end()) continue;
       for (const Op* u : it->second) {
         if (u->kind == OpKind::ExpandDims || u->kind == OpKind::Reshape || is_alias_cast(*u) ||
-            row_broadcast_in_users(*u)) {
-          work.push_back(u->result());  // same storage, new name (a row broadcast: read by its users)
+            row_broadcast_in_users(*u) || one_element_broadcast(*u)) {
+          // Same storage, new name; a row broadcast or a one-element one (users read src[0]
+          // where they run, emit_shape) is read by its users.
+          work.push_back(u->result());
           continue;
         }
         const Op* e = u;
@@ -337,6 +339,10 @@ class Emitter {
     long here = pos_in(body, &op);
     bool ok = for_each_read(a, body, [&](const Op*, const Op* at) { return pos_in(body, at) <= here; });
     return ok ? a : nullptr;
+  }
+  static bool one_element_broadcast(const Op& o) {
+    return o.kind == OpKind::Broadcast && o.operands.size() == 1 && o.operand(0)->type.is_tile() &&
+           shape_is_static(o.operand(0)->type.shape) && shape_numel(o.operand(0)->type.shape) == 1;
   }
   static bool is_elementwise(const Op& o) {
     OpClass c = o.info().cls;
