@@ -339,21 +339,21 @@ int tune_shape(const TuneOptions& o, const KernelSource& src, const KernelOption
   const std::string db_path = o.db.empty() ? tune::default_database_path() : o.db;
   tune::Database db(db_path, true);
   tune::TuneKey key = tune::make_key(k, dtype, target, sizes);
-  // A config whose GPU work hung at this shape before (the watchdog stored it as a timeout, then
-  // ended that tune) is not tried again: it would end this one too.
+  // A config that timed out or failed to run at this shape before is not tried again: on cuda
+  // such a candidate ended that tune (a hung kernel, a lost context), and would end this one.
   {
-    std::set<std::string> hung;
+    std::set<std::string> failed;
     for (const tune::Record& r : db.select(key, true))
-      if (r.status == "timeout") hung.insert(tune::config_str(r.config));
-    if (hung.count(tune::config_str(default_config)))
-      throw TesseraError("kernel '" + k.name + "' at " + sizes_str(k, sizes) + ": its default config timed out here "
-                         "before (tuning database " + db_path + ")");
-    if (!hung.empty()) {
+      if (r.status == "timeout" || r.status == "run-error") failed.insert(tune::config_str(r.config));
+    if (failed.count(tune::config_str(default_config)))
+      throw TesseraError("kernel '" + k.name + "' at " + sizes_str(k, sizes) + ": its default config timed out or "
+                         "failed to run here before (tuning database " + db_path + ")");
+    if (!failed.empty()) {
       const size_t before = pruned.configs.size();
-      std::erase_if(pruned.configs, [&](const Config& c) { return hung.count(tune::config_str(c)) > 0; });
+      std::erase_if(pruned.configs, [&](const Config& c) { return failed.count(tune::config_str(c)) > 0; });
       if (pruned.configs.size() < before)
-        std::cerr << "note: tune: " << before - pruned.configs.size() << " config(s) that timed out at "
-                  << sizes_str(k, sizes) << " before are left out\n";
+        std::cerr << "note: tune: " << before - pruned.configs.size() << " config(s) that timed out or failed to run "
+                  << "at " << sizes_str(k, sizes) << " before are left out\n";
     }
     if (pruned.configs.empty()) pruned.configs.push_back(default_config);
   }

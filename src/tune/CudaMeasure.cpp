@@ -108,7 +108,10 @@ class CudaMeasurer : public Measurer {
     upload();
     stats_.load_s += seconds_since(t0);
     measure_rounds(out, o_.rounds, [&](size_t i, bool first, Measurement& m) {
-      current_ = &m;
+      {
+        std::lock_guard<std::mutex> lock(current_mu_);
+        current_ = m;
+      }
       dog_.arm(o_.timeout_s, "candidate " + config_str(configs[i]));
       try {
         if (first) {
@@ -130,9 +133,15 @@ class CudaMeasurer : public Measurer {
       } catch (const TesseraError& e) {
         m.status = "run-error";
         m.message = one_line(e.what());
+        // A sticky error (an illegal address, a failed launch) loses the context: every later
+        // candidate, of this shape and the next, would fail too. Stored, then the process ends
+        // (as for a hang), and a later tune leaves the config out at this shape.
+        if (CUresult r = driver()->cuCtxSynchronize(); r != CUDA_SUCCESS) {
+          m.message += " (the CUDA context is lost: " + error_text(r, "cuCtxSynchronize") + ")";
+          end_tune(m, "candidate " + config_str(configs[i]) + " lost the CUDA context");
+        }
       }
       dog_.disarm();
-      current_ = nullptr;
     });
     return out;
   }
@@ -141,19 +150,27 @@ class CudaMeasurer : public Measurer {
   // The watchdog's end of a candidate whose GPU work never finished: recorded (on_hang), then
   // the process ends (Watchdog's default).
   void hung(const std::string& what) {
-    if (current_ && o_.on_hang) {
-      Measurement m = *current_;
-      m.status = "timeout";
-      m.round_ms.clear();
-      m.ms = 0;
-      m.message = "its GPU work ran past --timeout (" + std::to_string(o_.timeout_s) + " s); the tune ended there";
+    Measurement m;
+    {
+      std::lock_guard<std::mutex> lock(current_mu_);
+      m = current_;
+    }
+    m.status = "timeout";
+    m.round_ms.clear();
+    m.ms = 0;
+    m.message = "its GPU work ran past --timeout (" + std::to_string(o_.timeout_s) + " s); the tune ended there";
+    end_tune(m, what + " ran past --timeout on the GPU");
+  }
+  // Stores `m` (on_hang) and ends the process: the GPU or its context cannot be recovered.
+  [[noreturn]] void end_tune(const Measurement& m, const std::string& why) {
+    if (o_.on_hang) {
       try {
         o_.on_hang(m);
       } catch (...) {
       }
     }
-    std::fprintf(stderr, "error: tune: %s ran past --timeout on the GPU; ending the tune (what was measured before "
-                         "it is stored, and this candidate as a timeout)\n", what.c_str());
+    std::fprintf(stderr, "error: tune: %s; ending the tune (what was measured before it is stored, and this "
+                         "candidate as %s)\n", why.c_str(), m.status.c_str());
     std::_Exit(1);
   }
 
@@ -286,7 +303,8 @@ class CudaMeasurer : public Measurer {
   // A checked run's written views, or their sampled rows on a sampled check (no_rows() for the
   // others).
   std::vector<Tensor> got_;
-  Measurement* current_ = nullptr;  // the candidate on the GPU now
+  std::mutex current_mu_;
+  Measurement current_;  // (a copy of) the candidate on the GPU now, for the watchdog's thread
   Watchdog dog_;  // last: its thread ends before the members it reads
 };
 

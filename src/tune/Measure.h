@@ -74,10 +74,11 @@ struct MeasureOptions {
   int max_reps = 1000;
   double timeout_s = 60;   // per candidate, per child process (compile, or one round)
   int jobs = 0;            // parallel compiles; 0: the cores of this machine
-  // cuda: called (from the watchdog's thread) with a candidate whose GPU work outlived
-  // timeout_s, as a "timeout" Measurement, just before the process ends (a hung kernel cannot
-  // be stopped, and the context dies with it): the tuner stores it, so that the next tune of
-  // the shape skips it.
+  // cuda: called with a candidate that ends the process, just before it does: one whose GPU
+  // work outlived timeout_s ("timeout", from the watchdog's thread: a hung kernel cannot be
+  // stopped, and the context dies with it), or whose run error lost the CUDA context
+  // ("run-error": every later launch would fail). The tuner stores it, so that the next tune
+  // of the shape leaves it out.
   std::function<void(const Measurement&)> on_hang;
 };
 

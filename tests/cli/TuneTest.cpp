@@ -180,7 +180,7 @@ TEST(CliTune, ShapesInOneProcessExhaustiveAndHungConfigs) {
   ASSERT_EQ(ls.size(), 2u) << h.out;
   EXPECT_THAT(ls[0], HasSubstr("\"pruned\": 4, \"measured\": 4, "));
   EXPECT_THAT(ls[1], HasSubstr("\"pruned\": 5, \"measured\": 5, "));
-  EXPECT_THAT(h.err, HasSubstr("note: tune: 1 config(s) that timed out at N=3001 before are left out\n"));
+  EXPECT_THAT(h.err, HasSubstr("note: tune: 1 config(s) that timed out or failed to run at N=3001 before are left out\n"));
 
   // Bad input: one message; a shape that fails says so in its line and the others go on.
   auto fails = [](const std::string& args, const std::string& msg) {
