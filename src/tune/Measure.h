@@ -143,7 +143,7 @@ std::string check_against_reference(const Problem& p, const Kernel& bound, const
 std::string check_rows_against_reference(const Problem& p, const Kernel& bound, const std::vector<Tensor>& got);
 
 // The tuner's random inputs: as make_random_tensors (floats uniform in [-1, 1), integers small,
-// never all zeros), but drawn in chunks of 2^20 elements, each from its own generator seeded
+// never all zeros), but drawn in chunks of 2^20 elements, each from its own splitmix64 stream seeded
 // by (seed, view, chunk), on every core: the same tensors for a seed on any machine, and an LLM
 // GEMM's 250 million elements in a fraction of a second instead of seconds. (Not the values
 // `tessera run --seed` gives.)

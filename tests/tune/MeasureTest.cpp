@@ -126,9 +126,41 @@ TEST(Measure, ASampledCheckComparesTheSampledRowsOnly) {
   while (std::count(p.rows.begin(), p.rows.end(), unsampled)) ++unsampled;
   got[2].set(unsampled * 23 + 5, got[2].get(unsampled * 23 + 5) + 100);
   EXPECT_EQ(check_against_reference(p, *bound, got), "");  // not a sampled row
+  // The cuda harness downloads only the sampled rows: the same verdicts on outputs cut to them.
+  std::vector<Tensor> cut = {no_rows(), no_rows(), take_rows(got[2], p.rows)};
+  EXPECT_EQ(check_rows_against_reference(p, *bound, cut), "");
+  cut[2].set(1 * 23 + 7, cut[2].get(1 * 23 + 7) + 100);  // row p.rows[1]
+  EXPECT_THAT(check_rows_against_reference(p, *bound, cut), HasSubstr("1/"));
   got[2].set(p.rows[1] * 23 + 7, got[2].get(p.rows[1] * 23 + 7) + 100);
   EXPECT_THAT(check_against_reference(p, *bound, got), HasSubstr("1/"));
   EXPECT_THAT(check_against_reference(p, *bound, got), HasSubstr("mismatches (on " + std::to_string(p.rows.size()) + " sampled rows of M)"));
+}
+
+// The cuda compile side keeps each config's answer (registers, shared memory, threads) for the
+// process: the second time a config is met, at this shape or another, no child compiles it.
+TEST(Measure, ACudaConfigMetAgainStartsNoCompileChild) {
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  auto k = find_library_kernel("vector_add")->build(ScalarKind::F32);
+  Problem p;
+  p.kernel = k.get();
+  p.target = "cuda:sm_90a";
+  p.sizes = {{"N", 3001}};
+  MeasureOptions o;
+  const std::vector<Config> configs = {{{"BLOCK", 256}}, {{"BLOCK", 512}}};
+  auto first = cuda_compile_candidates(p, o, configs);
+  p.sizes = {{"N", 5000}};
+  auto again = cuda_compile_candidates(p, o, configs);
+  ASSERT_EQ(again.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(first[i].status, "ok") << first[i].message;
+    EXPECT_GT(first[i].compile_s, 0);  // a child's (a cache hit or NVRTC)
+    EXPECT_EQ(again[i].status, "ok");
+    EXPECT_EQ(again[i].compile_s, 0);  // no child
+    EXPECT_EQ(again[i].registers, first[i].registers);
+    EXPECT_EQ(again[i].smem_bytes, first[i].smem_bytes);
+    EXPECT_GT(again[i].registers, 0);
+  }
 }
 
 // The views a kernel writes are the ones the tuner compares: matmul's c, not a or b; a view
