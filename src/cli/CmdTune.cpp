@@ -614,7 +614,7 @@ int cmd_tune(const TuneOptions& o) {
     ko.sizes = sz;
     try {
       status |= tune_shape(o, *src, ko);
-    } catch (const TesseraError& e) {
+    } catch (const std::exception& e) {  // TesseraError, or a library's (a full disk, memory)
       status = 1;
       std::string msg = tune::one_line(e.what());
       if (msg.rfind("error: ", 0) == 0) msg.erase(0, 7);
