@@ -6,9 +6,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "check/Compare.h"
@@ -174,51 +176,124 @@ int compile_only(const Kernel& k, const std::string& target, const Sizes& sizes,
 
 }  // namespace
 
-int cmd_tune(const TuneOptions& o) {
-  if (!o.import_file.empty() || !o.export_file.empty()) {
-    if (!o.k.what.empty()) throw TesseraError("--import and --export take no kernel");
-    return db_only(o);
-  }
-  if (o.k.what.empty()) throw TesseraError("tessera tune: name a kernel (or --import/--export a database)");
-  if (o.budget == 0) throw TesseraError("--budget 0 measures nothing: give at least 1");
-  if (o.budget < -1) throw TesseraError("--budget must be at least 1");
-  if (o.time_s < 0 || !std::isfinite(o.time_s)) throw TesseraError("--time must be a positive number of seconds");
-  if (o.rounds < 1) throw TesseraError("--rounds must be at least 1");
-  if (!(o.timeout_s > 0)) throw TesseraError("--timeout must be a positive number of seconds");
-  if (o.backend == "interp")
-    throw TesseraError("tessera tune: --backend interp has nothing to tune (the interpreter defines meaning, not speed)");
-  if (o.compile_only && o.backend != "cuda")
-    throw TesseraError("tessera tune: --compile-only is for --backend cuda (the cpu harness compiles as it measures)");
-  // Measuring on cuda needs NVRTC and a device: said before any input is made.
-  if (o.backend == "cuda" && !o.space && !o.compile_only)
-    if (std::string why = tune::cuda_cannot_measure(); !why.empty())
-      throw TesseraError("tessera tune: cannot measure on cuda here: " + why +
-                         " (`--space` and `--compile-only` need no GPU)");
+namespace {
 
-  auto src = resolve_kernel(o.k.what, o.k.dtype, o.k.kernel);
-  if (!src) return 1;
-  if (src->kernels.size() != 1) throw TesseraError(src->file + " has several kernels: pick one with --kernel");
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The reference of a kernel independent by rows (LibraryKernel::row_dim) on `rows` of it: its
+// row views cut to those rows (prob.want, and prob.bounds), the other views (the kernel's
+// inputs) read where they are, not copied (an LLM GEMM's b is 117 million elements).
+void reference_on_rows(const LibraryKernel& lib, const Kernel& bound, const Sizes& sizes, uint64_t seed,
+                       const std::vector<std::string>& scalars, const std::vector<int64_t>& rows, tune::Problem& prob) {
+  const size_t nviews = prob.inputs.size();
+  prob.want.assign(nviews, tune::no_rows());
+  for (size_t i = 0; i < nviews; ++i)
+    if (tune::is_row_view(prob, bound, i)) prob.want[i] = tune::take_rows(prob.inputs[i], rows);
+  std::vector<KernelArg> args = make_args(bound, prob.want, seed, scalars);
+  size_t v = 0;
+  for (size_t j = 0; j < bound.params.size(); ++j) {
+    if (!bound.params[j]->type.is_view()) continue;
+    if (!tune::is_row_view(prob, bound, v)) args[j].tensor = const_cast<Tensor*>(&prob.inputs[v]);  // read only
+    ++v;
+  }
+  Sizes s = sizes;
+  s[prob.row_dim] = static_cast<int64_t>(rows.size());
+  lib.reference(args, s);
+  prob.bounds.clear();
+  if (lib.error_bounds) prob.bounds = lib.error_bounds(args, s);
+}
+
+// The tune's result: a JSON line (--json) or a table; 1 when no config passed.
+int report(const TuneOptions& o, const Kernel& k, const Sizes& sizes, const std::string& dtype, const tune::Space& space,
+           int64_t n, const tune::SearchResult& res, const Measurement& def, const std::optional<Measurement>& best_m,
+           double seconds, const std::string& db_path, const tune::MeasureStats& st, double inputs_s, double setup_s,
+           double total_s) {
+  std::map<std::string, int> failures;
+  for (const Measurement& m : res.measured)
+    if (!m.ok()) ++failures[m.status];
+  const Measurement* best = best_m ? &*best_m : nullptr;
+  const double speedup = best && def.ok() && best->ms > 0 ? def.ms / best->ms : 0;
+  if (o.json) {
+    auto meas = [](const Measurement* m) -> std::string {
+      if (!m) return "null";
+      std::string cfg;
+      for (const auto& [nme, v] : m->config) cfg += (cfg.empty() ? "" : ", ") + json_str(nme) + ": " + std::to_string(v);
+      return "{\"config\": {" + cfg + "}, \"status\": " + json_str(m->status) + ", \"ms\": " + ms_str(m->ms) +
+             ", \"noise\": " + ms_str(m->noise) + "}";
+    };
+    std::string sz, fails;
+    for (const auto& d : symbolic_dims(k)) sz += (sz.empty() ? "" : ", ") + json_str(d) + ": " + std::to_string(sizes.at(d));
+    for (const auto& [s, c] : failures) fails += (fails.empty() ? "" : ", ") + json_str(s) + ": " + std::to_string(c);
+    // Where the time went: the problem's inputs and reference, then the measurer's phases.
+    std::string phases = "{\"inputs_s\": " + ms_str(inputs_s) + ", \"reference_s\": " + ms_str(setup_s - inputs_s) +
+                         ", \"compile_s\": " + ms_str(st.compile_s) + ", \"load_s\": " + ms_str(st.load_s) +
+                         ", \"check_s\": " + ms_str(st.check_s) + ", \"time_s\": " + ms_str(st.time_s) +
+                         ", \"forks\": " + std::to_string(st.forks) + ", \"checked\": " + std::to_string(st.checked) +
+                         ", \"timed\": " + std::to_string(st.timed) + ", \"total_s\": " + ms_str(total_s) + "}";
+    std::cout << "{\"kernel\": " << json_str(k.name) << ", \"backend\": " << json_str(o.backend)
+              << ", \"dtype\": " << json_str(dtype) << ", \"sizes\": {" << sz << "}"
+              << ", \"space\": " << space.size() << ", \"pruned\": " << n << ", \"measured\": " << res.measured.size()
+              << ", \"ranker\": " << json_str(res.ranker) << ", \"seconds\": " << ms_str(seconds)
+              << ", \"best\": " << meas(best) << ", \"default\": " << meas(&def)
+              << ", \"speedup\": " << ms_str(speedup) << ", \"failures\": {" << fails << "}"
+              << ", \"phases\": " << phases << ", \"database\": " << json_str(db_path) << "}\n";
+  } else {
+    std::cout << k.name << " " << o.backend << " " << sizes_str(k, sizes) << (dtype.empty() ? "" : " dtype=" + dtype)
+              << ": measured " << res.measured.size() << " of " << n << " configs (space " << space.size()
+              << "), ranker " << res.ranker << ", " << ms_str(seconds) << " s\n";
+    char line[512];
+    std::snprintf(line, sizeof line, "  %-8s %-60s %10s %7s %8s\n", "", "config", "ms", "noise", "speed-up");
+    std::cout << line;
+    auto row = [&](const char* what, const Measurement& m) {
+      std::string su = m.ok() && def.ok() && m.ms > 0 ? ms_str(def.ms / m.ms) + "x" : "-";
+      std::snprintf(line, sizeof line, "  %-8s %-60s %10s %7s %8s\n", what, tune::config_str(m.config).c_str(),
+                    m.ok() ? ms_str(m.ms).c_str() : m.status.c_str(), m.ok() && m.round_ms.size() > 1 ? pct(m.noise).c_str() : "-", su.c_str());
+      std::cout << line;
+    };
+    if (best) row("best", *best);
+    row("default", def);
+    if (!failures.empty()) {
+      std::cout << "  failed:";
+      for (const auto& [s, c] : failures) std::cout << " " << s << " " << c;
+      std::cout << " (stored with their messages; `tessera tune --export -` lists them)\n";
+    }
+    std::cout << "  stored in " << db_path
+              << (best ? ": `tessera run` and `bench` now use the best config at this shape\n" : "\n");
+  }
+  if (!best) {
+    std::cerr << "error: no configuration of '" << k.name << "' passed its check at " << sizes_str(k, sizes)
+              << (def.status == "check-failed" ? " (the default's neither: a shape the kernel cannot take?)" : "") << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+// One shape: `ko` is the command's kernel options with this shape's --size.
+int tune_shape(const TuneOptions& o, const KernelSource& src, const KernelOptions& ko_in) {
+  const auto t_start = std::chrono::steady_clock::now();
   // --config may also fix a codegen knob the kernel does not declare (cluster_m=1): the
   // others go to plan_kernels, which checks them against the kernel's constexprs.
-  KernelOptions ko = o.k;
+  KernelOptions ko = ko_in;
   ko.config.clear();
   Config codegen_fixed;
-  for (const auto& [name, v] : split_assignments(o.k.config, "--config")) {
-    const bool declared = src->kernels[0]->find_constexpr(name);
+  for (const auto& [name, v] : split_assignments(ko_in.config, "--config")) {
+    const bool declared = src.kernels[0]->find_constexpr(name);
     if (tune::find_codegen_knob(name) && !declared) codegen_fixed[name] = parse_int(v, "--config value for " + name);
     else ko.config.push_back(name + "=" + v);
   }
   // The tensors, the reference's, and the inputs kept for every candidate.
-  std::vector<KernelPlan> plans = plan_kernels(*src, ko, 3);
+  std::vector<KernelPlan> plans = plan_kernels(src, ko, 3);
   KernelPlan& plan = plans[0];
   const Kernel& k = *plan.kernel;
   const Sizes& sizes = plan.sizes;
   const std::string target = backend_target(o.backend);
-  const std::string dtype = tune_dtype(*src);
+  const std::string dtype = tune_dtype(src);
 
   // The default: what `tessera run` would bind without a database (--config, then the
   // library's preferred values). --config's knobs are not tuned.
-  Config defaults = src->lib ? library_config(*src->lib, src->dtype, target, plan.config, &plan.sizes) : plan.config;
+  Config defaults = src.lib ? library_config(*src.lib, src.dtype, target, plan.config, &plan.sizes) : plan.config;
   tune::Space space = tune::make_space(k, target, defaults);
   for (auto it = space.knobs.begin(); it != space.knobs.end();) {
     if (plan.config.count(it->name)) {
@@ -259,59 +334,106 @@ int cmd_tune(const TuneOptions& o) {
                        std::to_string(space.size()) + " is left after pruning (" + why + ")");
   }
   const Config default_config = space.defaults();
-  const int64_t n = static_cast<int64_t>(pruned.configs.size());
   if (o.compile_only) return compile_only(k, target, sizes, pruned, space, o);
+
+  const std::string db_path = o.db.empty() ? tune::default_database_path() : o.db;
+  tune::Database db(db_path, true);
+  tune::TuneKey key = tune::make_key(k, dtype, target, sizes);
+  // A config that timed out or failed to run at this shape before is not tried again: on cuda
+  // such a candidate ended that tune (a hung kernel, a lost context), and would end this one.
+  {
+    std::set<std::string> failed;
+    for (const tune::Record& r : db.select(key, true))
+      if (r.status == "timeout" || r.status == "run-error") failed.insert(tune::config_str(r.config));
+    if (failed.count(tune::config_str(default_config)))
+      throw TesseraError("kernel '" + k.name + "' at " + sizes_str(k, sizes) + ": its default config timed out or "
+                         "failed to run here before (tuning database " + db_path + ")");
+    if (!failed.empty()) {
+      const size_t before = pruned.configs.size();
+      std::erase_if(pruned.configs, [&](const Config& c) { return failed.count(tune::config_str(c)) > 0; });
+      if (pruned.configs.size() < before)
+        std::cerr << "note: tune: " << before - pruned.configs.size() << " config(s) that timed out or failed to run "
+                  << "at " << sizes_str(k, sizes) << " before are left out\n";
+    }
+    if (pruned.configs.empty()) pruned.configs.push_back(default_config);
+  }
+  const int64_t n = static_cast<int64_t>(pruned.configs.size());
   int64_t budget = o.budget > 0 ? o.budget : std::max<int64_t>(8, (n * 5 + 99) / 100);
   budget = std::min(budget, n + 1);  // every candidate and the default
 
   // The problem: random inputs and the reference's outputs, computed once.
+  auto t_setup = std::chrono::steady_clock::now();
   std::unique_ptr<Kernel> bound_default = tune::bind_config(k, default_config);
   tune::Problem prob;
   prob.kernel = &k;
   prob.target = target;
   prob.sizes = sizes;
-  prob.inputs = make_random_tensors(*bound_default, sizes, o.k.seed);
-  prob.want = prob.inputs;
+  prob.inputs = tune::random_inputs(*bound_default, sizes, o.k.seed);
+  const double inputs_s = seconds_since(t_setup);
   const std::vector<std::string> scalars = plan.scalars;
   const uint64_t seed = o.k.seed;
   prob.make_args = [scalars, seed](const Kernel& b, std::vector<Tensor>& t) { return make_args(b, t, seed, scalars); };
   {
-    // A large problem of a kernel independent by rows is checked on a few rows: the reference's
-    // double loops over a whole LLM GEMM would take minutes.
-    const LibraryKernel* lib = src->lib;
-    if (lib && !lib->row_dim.empty() && lib->flops && lib->flops(sizes, src->dtype) > kSampledCheckFlops &&
-        sizes.count(lib->row_dim)) {
+    const LibraryKernel* lib = src.lib;
+    if (lib && !lib->row_dim.empty() && sizes.count(lib->row_dim)) {
+      // A kernel independent by rows: its reference runs on the rows checked, and a large
+      // problem is checked on a few rows only (the reference's double loops over a whole LLM
+      // GEMM would take minutes).
       prob.row_dim = lib->row_dim;
-      prob.rows = tune::sample_rows(sizes.at(lib->row_dim), 6, seed);
-      for (size_t i = 0; i < prob.want.size(); ++i)
-        if (tune::is_row_view(prob, *bound_default, i)) prob.want[i] = tune::take_rows(prob.inputs[i], prob.rows);
-    }
-    Sizes ref_sizes = sizes;
-    if (!prob.rows.empty()) ref_sizes[prob.row_dim] = static_cast<int64_t>(prob.rows.size());
-    std::vector<KernelArg> ref_args = make_args(*bound_default, prob.want, seed, scalars);
-    if (src->lib) {
-      src->lib->reference(ref_args, ref_sizes);
-      if (src->lib->error_bounds) prob.bounds = src->lib->error_bounds(ref_args, ref_sizes);
+      const int64_t m = sizes.at(lib->row_dim);
+      std::vector<int64_t> rows;
+      if (lib->flops && lib->flops(sizes, src.dtype) > kSampledCheckFlops) {
+        prob.rows = tune::sample_rows(m, 6, seed);
+        rows = prob.rows;
+      } else {
+        for (int64_t r = 0; r < m; ++r) rows.push_back(r);
+      }
+      reference_on_rows(*lib, *bound_default, sizes, seed, scalars, rows, prob);
     } else {
-      run_interp(*bound_default, ref_args);
-      prob.bounds = tile_error_bounds(*bound_default, sizes, prob.want);
+      prob.want = prob.inputs;
+      std::vector<KernelArg> ref_args = make_args(*bound_default, prob.want, seed, scalars);
+      if (lib) {
+        lib->reference(ref_args, sizes);
+        if (lib->error_bounds) prob.bounds = lib->error_bounds(ref_args, sizes);
+      } else {
+        run_interp(*bound_default, ref_args);
+        prob.bounds = tile_error_bounds(*bound_default, sizes, prob.want);
+      }
     }
-    // The views without the row dim are inputs: not compared (nor downloaded) on sampled rows.
-    if (!prob.rows.empty())
-      for (size_t i = 0; i < prob.want.size(); ++i)
-        if (!tune::is_row_view(prob, *bound_default, i)) {
-          prob.want[i] = tune::no_rows();
-          if (i < prob.bounds.size()) prob.bounds[i].clear();
-        }
+    // Only the views the kernel writes are compared (tune::is_written_view).
+    for (size_t i = 0; i < prob.want.size(); ++i)
+      if (!tune::is_written_view(*bound_default, i)) {
+        prob.want[i] = tune::no_rows();
+        if (i < prob.bounds.size()) prob.bounds[i].clear();
+      }
   }
+  const double setup_s = seconds_since(t_setup);
+
+  auto store = [&](const std::vector<Measurement>& batch, bool confirmed) {
+    std::vector<tune::Record> rows;
+    for (const Measurement& m : batch) {
+      tune::Record r;
+      r.key = key;
+      r.config = m.config;
+      r.status = m.status;
+      r.ms = m.ms;
+      r.noise = m.noise;
+      r.rounds = static_cast<int64_t>(m.round_ms.size());
+      r.bound_hash = m.bound_hash;
+      r.message = m.message;
+      r.confirmed = confirmed;
+      rows.push_back(std::move(r));
+    }
+    db.insert(rows);
+  };
   tune::MeasureOptions mo;
-  mo.rounds = o.rounds;
+  mo.rounds = o.exhaustive ? 1 : o.rounds;  // --exhaustive: its finalists' rounds are measure() calls
   mo.timeout_s = o.timeout_s;
+  if (o.rep_ms > 0) mo.round_ms = o.rep_ms;
+  else if (o.backend == "cuda") mo.round_ms = 10;
+  mo.on_hang = [&](const Measurement& m) { store({m}, false); };
   auto measurer = o.backend == "cuda" ? tune::make_cuda_measurer(prob, mo) : tune::make_cpu_measurer(prob, mo);
 
-  const std::string db_path = o.db.empty() ? tune::default_database_path() : o.db;
-  tune::Database db(db_path, true);
-  tune::TuneKey key = tune::make_key(k, dtype, target, sizes);
   // The history: this kernel's rows at every shape on this machine and compiler.
   std::map<std::string, tune::History> by_shape;
   for (const tune::Record& r : db.select(key, false)) {
@@ -335,48 +457,83 @@ int cmd_tune(const TuneOptions& o) {
   so.seed = o.k.seed;
   // The waves feature: programs over what runs at once (threads, or multiprocessors).
   so.cores = o.backend == "cuda" ? cuda::device().num_sms : tune::cpu_threads();
-  auto store = [&](const std::vector<Measurement>& batch, bool confirmed) {
-    std::vector<tune::Record> rows;
-    for (const Measurement& m : batch) {
-      tune::Record r;
-      r.key = key;
-      r.config = m.config;
-      r.status = m.status;
-      r.ms = m.ms;
-      r.noise = m.noise;
-      r.rounds = static_cast<int64_t>(m.round_ms.size());
-      r.bound_hash = m.bound_hash;
-      r.message = m.message;
-      r.confirmed = confirmed;
-      rows.push_back(std::move(r));
-    }
-    db.insert(rows);
-  };
-  Progress progress(false);
+  Progress progress(o.exhaustive);
   const auto t0 = std::chrono::steady_clock::now();
   bool first = true;
-  tune::SearchResult res = tune::search(space, pruned.configs, default_config, sizes, *measurer, history, so,
-                                        [&](const tune::SearchProgress& p) {
+  auto default_runs = [&](const Measurement& d) {
+    if (d.status == "run-error" || d.status == "bind-error")
+      throw TesseraError("kernel '" + k.name + "' cannot run at " + sizes_str(k, sizes) + ": " + d.message);
+  };
+  tune::SearchResult res;
+  Measurement def;
+  std::optional<Measurement> best_m;
+  if (o.exhaustive) {
+    // Every config once (the default first), in batches stored as measured; then the fastest
+    // timed again side by side in --rounds rounds, stored confirmed.
+    std::vector<Config> all = {default_config};
+    for (const Config& c : pruned.configs)
+      if (c != default_config) all.push_back(c);
+    constexpr size_t kBatch = 32;
+    for (size_t i = 0; i < all.size(); i += kBatch) {
+      std::vector<Config> batch(all.begin() + static_cast<std::ptrdiff_t>(i),
+                                all.begin() + static_cast<std::ptrdiff_t>(std::min(all.size(), i + kBatch)));
+      std::vector<Measurement> got = measurer->measure(batch);
+      if (i == 0) default_runs(got[0]);
+      store(got, false);
+      for (Measurement& g : got) res.measured.push_back(std::move(g));
+      if (!o.json) std::cerr << "tune: exhaustive " << res.measured.size() << "/" << all.size() << " measured\n";
+    }
+    res.ranker = "exhaustive";
+    // The finalists: the fastest, and the default, timed in --rounds rounds in all (alternating
+    // order), each config's figure the least of its rounds.
+    std::vector<size_t> order;
+    for (size_t i = 0; i < res.measured.size(); ++i)
+      if (res.measured[i].ok()) order.push_back(i);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return res.measured[a].ms < res.measured[b].ms; });
+    if (order.size() > static_cast<size_t>(o.finalists)) order.resize(static_cast<size_t>(o.finalists));
+    if (res.measured.front().ok() && std::find(order.begin(), order.end(), size_t{0}) == order.end()) order.push_back(0);
+    for (int r = 0; r < o.rounds - 1 && !order.empty(); ++r) {
+      std::vector<Config> fin;
+      for (size_t i : order) fin.push_back(res.measured[i].config);
+      std::vector<Measurement> again = measurer->measure(fin);
+      store(again, true);
+      for (size_t j = 0; j < again.size(); ++j) {
+        Measurement& m = res.measured[order[j]];
+        if (!again[j].ok()) {
+          m = again[j];  // failed on a later run: it is out
+          continue;
+        }
+        m.round_ms.insert(m.round_ms.end(), again[j].round_ms.begin(), again[j].round_ms.end());
+        auto [lo, hi] = std::minmax_element(m.round_ms.begin(), m.round_ms.end());
+        m.ms = *lo;
+        m.noise = *lo > 0 ? (*hi - *lo) / *lo : 0;
+      }
+      std::reverse(order.begin(), order.end());
+    }
+    def = res.measured.front();
+    for (size_t i = 0; i < res.measured.size(); ++i)
+      if (res.measured[i].ok() && (!res.best || res.measured[i].ms < res.measured[*res.best].ms)) res.best = i;
+    if (res.best) best_m = res.measured[*res.best];
+    const tune::MeasureStats a = measurer->stats();
+    return report(o, k, sizes, dtype, space, n, res, def, best_m, seconds_since(t0), db_path, a, inputs_s, setup_s,
+                  seconds_since(t_start));
+  }
+  res = tune::search(space, pruned.configs, default_config, sizes, *measurer, history, so,
+                     [&](const tune::SearchProgress& p) {
     // The default first: a run error there is a shape the kernel cannot take.
     if (first) {
       first = false;
-      const Measurement& d = (*p.batch)[0];
-      if (d.status == "run-error" || d.status == "bind-error")
-        throw TesseraError("kernel '" + k.name + "' cannot run at " + sizes_str(k, sizes) + ": " + d.message);
+      default_runs((*p.batch)[0]);
     }
     store(*p.batch, false);  // as measured: an interrupted tune keeps what it measured
     progress.update(p);
   });
   progress.done();
-  std::map<std::string, int> failures;
-  for (const Measurement& m : res.measured)
-    if (!m.ok()) ++failures[m.status];
 
   // The best and the default measured again, side by side in the same rounds: the search
   // measured them at different times, and a shared machine's load drifts. These rows are stored
   // too, marked confirmed, and the table shows them.
-  Measurement def = res.measured.front();
-  std::optional<Measurement> best_m;
+  def = res.measured.front();
   if (res.best) best_m = res.measured[*res.best];
   if (best_m) {
     const bool vs_default = def.ok() && best_m->config != def.config;
@@ -393,57 +550,80 @@ int cmd_tune(const TuneOptions& o) {
       if (def.ms < best_m->ms) best_m = def;  // the default holds its own: keep it
     }
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const Measurement* best = best_m ? &*best_m : nullptr;
-  const double speedup = best && def.ok() && best->ms > 0 ? def.ms / best->ms : 0;
+  return report(o, k, sizes, dtype, space, n, res, def, best_m, seconds_since(t0), db_path, measurer->stats(), inputs_s,
+                setup_s, seconds_since(t_start));
+}
 
-  if (o.json) {
-    auto meas = [](const Measurement* m) -> std::string {
-      if (!m) return "null";
-      std::string cfg;
-      for (const auto& [nme, v] : m->config) cfg += (cfg.empty() ? "" : ", ") + json_str(nme) + ": " + std::to_string(v);
-      return "{\"config\": {" + cfg + "}, \"status\": " + json_str(m->status) + ", \"ms\": " + ms_str(m->ms) +
-             ", \"noise\": " + ms_str(m->noise) + "}";
-    };
-    std::string sz, fails;
-    for (const auto& d : symbolic_dims(k)) sz += (sz.empty() ? "" : ", ") + json_str(d) + ": " + std::to_string(sizes.at(d));
-    for (const auto& [s, c] : failures) fails += (fails.empty() ? "" : ", ") + json_str(s) + ": " + std::to_string(c);
-    std::cout << "{\"kernel\": " << json_str(k.name) << ", \"backend\": " << json_str(o.backend)
-              << ", \"dtype\": " << json_str(dtype) << ", \"sizes\": {" << sz << "}"
-              << ", \"space\": " << space.size() << ", \"pruned\": " << n << ", \"measured\": " << res.measured.size()
-              << ", \"ranker\": " << json_str(res.ranker) << ", \"seconds\": " << ms_str(seconds)
-              << ", \"best\": " << meas(best) << ", \"default\": " << meas(&def)
-              << ", \"speedup\": " << ms_str(speedup) << ", \"failures\": {" << fails << "}"
-              << ", \"database\": " << json_str(db_path) << "}\n";
+}  // namespace
+
+int cmd_tune(const TuneOptions& o) {
+  if (!o.import_file.empty() || !o.export_file.empty()) {
+    if (!o.k.what.empty()) throw TesseraError("--import and --export take no kernel");
+    return db_only(o);
+  }
+  if (o.k.what.empty()) throw TesseraError("tessera tune: name a kernel (or --import/--export a database)");
+  if (o.budget == 0) throw TesseraError("--budget 0 measures nothing: give at least 1");
+  if (o.budget < -1) throw TesseraError("--budget must be at least 1");
+  if (o.time_s < 0 || !std::isfinite(o.time_s)) throw TesseraError("--time must be a positive number of seconds");
+  if (o.rounds < 1) throw TesseraError("--rounds must be at least 1");
+  if (!(o.timeout_s > 0)) throw TesseraError("--timeout must be a positive number of seconds");
+  if (o.rep_ms < 0 || !std::isfinite(o.rep_ms)) throw TesseraError("--rep must be a positive number of milliseconds");
+  if (o.finalists < 1) throw TesseraError("--finalists must be at least 1");
+  if (o.backend == "interp")
+    throw TesseraError("tessera tune: --backend interp has nothing to tune (the interpreter defines meaning, not speed)");
+  if (o.compile_only && o.backend != "cuda")
+    throw TesseraError("tessera tune: --compile-only is for --backend cuda (the cpu harness compiles as it measures)");
+  // Measuring on cuda needs NVRTC and a device: said before any input is made.
+  if (o.backend == "cuda" && !o.space && !o.compile_only)
+    if (std::string why = tune::cuda_cannot_measure(); !why.empty())
+      throw TesseraError("tessera tune: cannot measure on cuda here: " + why +
+                         " (`--space` and `--compile-only` need no GPU)");
+
+  // The shapes: --size, or each line of --shapes.
+  std::vector<std::vector<std::string>> shapes;
+  if (o.shapes_file.empty()) {
+    shapes.push_back(o.k.sizes);
   } else {
-    std::cout << k.name << " " << o.backend << " " << sizes_str(k, sizes) << (dtype.empty() ? "" : " dtype=" + dtype)
-              << ": measured " << res.measured.size() << " of " << n << " configs (space " << space.size()
-              << "), ranker " << res.ranker << ", " << ms_str(seconds) << " s\n";
-    char line[512];
-    std::snprintf(line, sizeof line, "  %-8s %-60s %10s %7s %8s\n", "", "config", "ms", "noise", "speed-up");
-    std::cout << line;
-    auto row = [&](const char* what, const Measurement& m) {
-      std::string su = m.ok() && def.ok() && m.ms > 0 ? ms_str(def.ms / m.ms) + "x" : "-";
-      std::snprintf(line, sizeof line, "  %-8s %-60s %10s %7s %8s\n", what, tune::config_str(m.config).c_str(),
-                    m.ok() ? ms_str(m.ms).c_str() : m.status.c_str(), m.ok() && m.round_ms.size() > 1 ? pct(m.noise).c_str() : "-", su.c_str());
-      std::cout << line;
-    };
-    if (best) row("best", *best);
-    row("default", def);
-    if (!failures.empty()) {
-      std::cout << "  failed:";
-      for (const auto& [s, c] : failures) std::cout << " " << s << " " << c;
-      std::cout << " (stored with their messages; `tessera tune --export -` lists them)\n";
+    if (!o.k.sizes.empty()) throw TesseraError("--shapes and --size: give one of them");
+    std::ifstream in(o.shapes_file);
+    if (!in) throw TesseraError("cannot read --shapes file " + o.shapes_file);
+    std::string line;
+    int no = 0;
+    while (std::getline(in, line)) {
+      ++no;
+      if (auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+      line.erase(0, line.find_first_not_of(" \t\r"));
+      line.erase(line.find_last_not_of(" \t\r") + 1);
+      if (line.empty()) continue;
+      if (line.find('=') == std::string::npos)
+        throw TesseraError(o.shapes_file + ":" + std::to_string(no) + ": not a shape (NAME=VALUE,...): '" + line + "'");
+      shapes.push_back({line});
     }
-    std::cout << "  stored in " << db_path
-              << (best ? ": `tessera run` and `bench` now use the best config at this shape\n" : "\n");
+    if (shapes.empty()) throw TesseraError("--shapes file " + o.shapes_file + " has no shape");
   }
-  if (!best) {
-    std::cerr << "error: no configuration of '" << k.name << "' passed its check at " << sizes_str(k, sizes)
-              << (def.status == "check-failed" ? " (the default's neither: a shape the kernel cannot take?)" : "") << "\n";
-    return 1;
+
+  auto src = resolve_kernel(o.k.what, o.k.dtype, o.k.kernel);
+  if (!src) return 1;
+  if (src->kernels.size() != 1) throw TesseraError(src->file + " has several kernels: pick one with --kernel");
+  if (shapes.size() == 1 && o.shapes_file.empty()) return tune_shape(o, *src, o.k);
+  // Every shape in this process; one that fails says why (a JSON line with "error" under
+  // --json) and the others go on.
+  int status = 0;
+  for (const auto& sz : shapes) {
+    KernelOptions ko = o.k;
+    ko.sizes = sz;
+    try {
+      status |= tune_shape(o, *src, ko);
+    } catch (const std::exception& e) {  // TesseraError, or a library's (a full disk, memory)
+      status = 1;
+      std::string msg = tune::one_line(e.what());
+      if (msg.rfind("error: ", 0) == 0) msg.erase(0, 7);
+      if (o.json) std::cout << "{\"shape\": " << json_str(sz[0]) << ", \"error\": " << json_str(msg) << "}\n";
+      else std::cerr << "error: " << sz[0] << ": " << msg << "\n";
+    }
+    std::cout.flush();
   }
-  return 0;
+  return status;
 }
 
 }  // namespace tessera::cli

@@ -62,6 +62,10 @@ struct TuneOptions {
   std::string db;       // the tuning database (default: tune::default_database_path())
   int rounds = 3;
   double timeout_s = 60;
+  double rep_ms = 0;    // --rep: each round's timed runs last this long (0: the backend's: cpu 20, cuda 10)
+  std::string shapes_file;  // --shapes: one --size value per line, every shape tuned in this process
+  bool exhaustive = false;  // --exhaustive: measure the whole pruned space, no search
+  int finalists = 8;        // --exhaustive: re-timed in --rounds rounds
   std::string export_file, import_file;  // JSON Lines
 };
 

@@ -158,6 +158,19 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   tune_cmd->add_option("--timeout", tune.timeout_s, "seconds per candidate for its compile, and for each round")
       ->capture_default_str();
+  tune_cmd->add_option("--rep", tune.rep_ms,
+                       "milliseconds of timed runs per candidate and round, after a quarter of it of warm-up "
+                       "(do_bench's rep; default: cpu 20, cuda 10)");
+  tune_cmd->add_option("--shapes", tune.shapes_file,
+                       "FILE: one --size value per line (# comments), each shape tuned in turn in this process (one "
+                       "CUDA context, each config loaded once); with --json a line per shape");
+  auto* exh_opt = tune_cmd->add_flag("--exhaustive", tune.exhaustive,
+                                     "measure every config of the pruned space once (no search), then the --finalists "
+                                     "fastest in --rounds rounds; every row stored");
+  tune_cmd->add_option("--finalists", tune.finalists, "with --exhaustive: how many of the fastest are timed again")
+      ->capture_default_str();
+  exh_opt->excludes(budget_opt);
+  exh_opt->excludes(time_opt);
   tune_cmd->add_option("--export", tune.export_file, "write the database as JSON Lines to FILE (- for stdout)");
   tune_cmd->add_option("--import", tune.import_file, "add the JSON Lines rows of FILE to the database");
   budget_opt->excludes(time_opt);

@@ -63,6 +63,7 @@ Loaded load() {
   ok &= sym(d.cuMemFree, {"cuMemFree_v2"});
   ok &= sym(d.cuMemcpyHtoD, {"cuMemcpyHtoD_v2"});
   ok &= sym(d.cuMemcpyDtoH, {"cuMemcpyDtoH_v2"});
+  ok &= sym(d.cuMemcpyDtoD, {"cuMemcpyDtoD_v2"});
   ok &= sym(d.cuMemsetD8, {"cuMemsetD8_v2"});
   ok &= sym(d.cuMemsetD32Async, {"cuMemsetD32Async"});
   ok &= sym(d.cuEventCreate, {"cuEventCreate"});

@@ -1,6 +1,12 @@
 // One function per library kernel (each in its own file); Library.cpp lists them.
 #pragma once
 
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <thread>
+
 #include "kernels/Library.h"
 
 namespace tessera::kernels {

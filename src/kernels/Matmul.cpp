@@ -48,21 +48,58 @@ ErrorBounds error_bounds(const std::vector<KernelArg>& args, const Sizes& sizes)
 
 namespace {
 
-// (a @ b)[i, j] in double, or (|a| @ |b|)[i, j] when `magnitude`: row-major [M, N].
+// (a @ b)[i, j] in double, or (|a| @ |b|)[i, j] when `magnitude`: row-major [M, N]. Each
+// element is the sum over p in increasing order, whatever the blocking and the threads (so the
+// result does not depend on them): columns in one block per core when the problem is large (an
+// LLM GEMM's reference on a few rows took seconds decoding b element by element), rows in
+// blocks of 16 within it, each b value decoded once per row block.
 std::vector<double> dot_rows(const Tensor& a, const Tensor& b, const Sizes& sizes, bool b_is_nk, bool magnitude) {
-  int64_t M = sizes.at("M"), N = sizes.at("N"), K = sizes.at("K");
+  const int64_t M = sizes.at("M"), N = sizes.at("N"), K = sizes.at("K");
   std::vector<double> c(static_cast<size_t>(M * N), 0.0);
-  for (int64_t i = 0; i < M; ++i) {
-    double* row = c.data() + i * N;
-    for (int64_t p = 0; p < K; ++p) {
-      double av = a.get(i * K + p);
-      if (magnitude) av = std::fabs(av);
-      for (int64_t j = 0; j < N; ++j) {
-        double bv = b.get(b_is_nk ? j * K + p : p * N + j);
-        row[j] += av * (magnitude ? std::fabs(bv) : bv);
+  constexpr int64_t kRows = 16;
+  // b's element e: bf16 and f32 read directly (Tensor::get's general decode costs 10-20 ns).
+  auto b_at = [&b](int64_t e) -> double {
+    if (b.dtype == ScalarKind::BF16) {
+      uint16_t h;
+      std::memcpy(&h, b.data.data() + 2 * e, 2);
+      if (((h >> 7) & 0xFF) != 0xFF) return std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
+    } else if (b.dtype == ScalarKind::F32) {
+      float f;
+      std::memcpy(&f, b.data.data() + 4 * e, 4);
+      return f;
+    }
+    return b.get(e);
+  };
+  auto columns = [&](int64_t j0, int64_t j1) {
+    std::vector<double> bv(static_cast<size_t>(j1 - j0)), av(kRows);
+    for (int64_t i0 = 0; i0 < M; i0 += kRows) {
+      const int64_t i1 = std::min(M, i0 + kRows);
+      for (int64_t p = 0; p < K; ++p) {
+        for (int64_t j = j0; j < j1; ++j) {
+          double x = b_at(b_is_nk ? j * K + p : p * N + j);
+          bv[static_cast<size_t>(j - j0)] = magnitude ? std::fabs(x) : x;
+        }
+        for (int64_t i = i0; i < i1; ++i) {
+          double x = a.get(i * K + p);
+          av[static_cast<size_t>(i - i0)] = magnitude ? std::fabs(x) : x;
+        }
+        for (int64_t i = i0; i < i1; ++i) {
+          double* row = c.data() + i * N;
+          const double x = av[static_cast<size_t>(i - i0)];
+          for (int64_t j = j0; j < j1; ++j) row[j] += x * bv[static_cast<size_t>(j - j0)];
+        }
       }
     }
+  };
+  const int64_t cores = static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency()));
+  const int64_t threads = std::clamp<int64_t>(M * N * K / (int64_t{1} << 24), 1, std::min(cores, N));
+  if (threads == 1) {
+    columns(0, N);
+    return c;
   }
+  std::vector<std::thread> pool;
+  for (int64_t t = 0; t < threads; ++t) pool.emplace_back(columns, N * t / threads, N * (t + 1) / threads);
+  for (std::thread& t : pool) t.join();
   return c;
 }
 

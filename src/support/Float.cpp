@@ -111,6 +111,10 @@ uint64_t float_to_bits(ScalarKind k, double v) {
 double float_from_bits(ScalarKind k, uint64_t bits) {
   if (k == ScalarKind::F64) return std::bit_cast<double>(bits);
   if (k == ScalarKind::F32) return std::bit_cast<float>(static_cast<uint32_t>(bits));
+  // bf16 is f32's upper half: the same value, without decode's ldexp (a reference's inner loop
+  // decodes every element of b). Infinities and NaNs go the general way.
+  if (k == ScalarKind::BF16 && ((bits >> 7) & 0xFF) != 0xFF)
+    return std::bit_cast<float>(static_cast<uint32_t>(bits & 0xFFFF) << 16);
   if (const Format* f = format_of(k)) return decode(*f, bits);
   return 0;
 }

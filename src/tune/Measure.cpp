@@ -9,13 +9,18 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <bit>
 #include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <random>
 #include <set>
 #include <iostream>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -46,18 +51,29 @@ class CpuMeasurer : public Measurer {
 
   std::string device() const override { return cpu_device_name(); }
   std::string compiler() const override { return cpu_compiler_version(); }
+  MeasureStats stats() const override { return stats_; }
 
   std::vector<Measurement> measure(const std::vector<Config>& configs) override {
     std::vector<Measurement> out;
     // Compiles in parallel: each child fills the disk cache, which the timing children hit.
-    std::vector<std::unique_ptr<Kernel>> bound = bind_and_compile(p_, o_, configs, out, [](const Kernel& b) {
+    auto t0 = Clock::now();
+    Compiled c = bind_and_compile(p_, o_, configs, out, [](const Kernel& b) {
       compile_cpu(b);
       return std::string();
-    }).bound;
+    });
+    std::vector<std::unique_ptr<Kernel>> bound = std::move(c.bound);
+    stats_.forks += c.forks;
+    stats_.compile_s += std::chrono::duration<double>(Clock::now() - t0).count();
     // Rounds, one candidate at a time; the order alternates so that a drift of the machine's
-    // speed does not favour the first candidates.
+    // speed does not favour the first candidates. (A child's first round checks too: its time
+    // counts as timing.)
     measure_rounds(out, o_.rounds, [&](size_t i, bool first, Measurement& m) {
+      auto t1 = Clock::now();
       auto res = run_in_children(1, 1, o_.timeout_s, [&](int) { return time_one(*bound[i], first); });
+      stats_.time_s += std::chrono::duration<double>(Clock::now() - t1).count();
+      ++stats_.timed;
+      stats_.checked += first;
+      stats_.forks += 1;
       const std::string& s = res[0];
       if (s.rfind("ok ", 0) == 0) {
         m.round_ms.push_back(std::atof(s.c_str() + 3));
@@ -108,6 +124,7 @@ class CpuMeasurer : public Measurer {
 
   const Problem& p_;
   MeasureOptions o_;
+  MeasureStats stats_;
 };
 
 }  // namespace
@@ -135,7 +152,8 @@ double median_of(std::vector<double> v) {
 }
 
 Compiled bind_and_compile(const Problem& p, const MeasureOptions& o, const std::vector<Config>& configs,
-                          std::vector<Measurement>& out, const std::function<std::string(const Kernel&)>& compile) {
+                          std::vector<Measurement>& out, const std::function<std::string(const Kernel&)>& compile,
+                          const std::function<std::string(const Kernel&)>& known) {
   const int n = static_cast<int>(configs.size());
   out.assign(configs.size(), Measurement{});
   Compiled c;
@@ -152,8 +170,16 @@ Compiled bind_and_compile(const Problem& p, const MeasureOptions& o, const std::
     }
   }
   std::vector<int> todo;
-  for (int i = 0; i < n; ++i)
-    if (out[i].ok()) todo.push_back(i);
+  for (int i = 0; i < n; ++i) {
+    if (!out[i].ok()) continue;
+    if (known)
+      if (std::string a = known(*c.bound[i]); !a.empty()) {
+        c.answers[i] = a;
+        continue;
+      }
+    todo.push_back(i);
+  }
+  c.forks = static_cast<int64_t>(todo.size());
   const int jobs = o.jobs > 0 ? o.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   auto answers = run_in_children(static_cast<int>(todo.size()), jobs, o.timeout_s, [&](int j) -> std::string {
     auto t0 = Clock::now();
@@ -309,20 +335,191 @@ bool is_row_view(const Problem& p, const Kernel& bound, size_t i) {
          !views[i]->type.shape[0].is_static() && views[i]->type.shape[0].symbol == p.row_dim;
 }
 
-std::string check_against_reference(const Problem& p, const Kernel& bound, const std::vector<Tensor>& got) {
-  Comparison c;
-  if (p.rows.empty()) {
-    c = compare_outputs(bound, got, p.want, p.bounds);
-  } else {
-    // The views without the row dim are inputs (LibraryKernel::row_dim): empty on both sides.
-    std::vector<Tensor> sub;
-    for (size_t i = 0; i < got.size(); ++i) sub.push_back(is_row_view(p, bound, i) ? take_rows(got[i], p.rows) : no_rows());
-    c = compare_outputs(bound, sub, p.want, p.bounds);
+bool is_written_view(const Kernel& k, size_t i) {
+  std::vector<Value*> views = k.view_params();
+  if (i >= views.size()) return false;
+  const Value* v = views[i];
+  bool written = false;
+  std::function<void(const Block&)> walk = [&](const Block& b) {
+    for (const auto& op : b.ops) {
+      if (written) return;
+      switch (op->kind) {
+        case OpKind::StoreTile:
+        case OpKind::Scatter:
+        case OpKind::Atomic:
+        case OpKind::AtomicCas: written = !op->operands.empty() && op->operands[0] == v; break;
+        case OpKind::Raw: written = std::find(op->operands.begin(), op->operands.end(), v) != op->operands.end(); break;
+        default: break;
+      }
+      for (const auto& r : op->regions) walk(*r);
+    }
+  };
+  if (k.body) walk(*k.body);
+  return written;
+}
+
+namespace {
+
+// Compared: the views the kernel writes, on the sampled rows (the views without the row dim are
+// then inputs: LibraryKernel::row_dim); the others empty on both sides. `rows_cut`: got's
+// compared views hold only the sampled rows already.
+std::string check_views(const Problem& p, const Kernel& bound, const std::vector<Tensor>& got, bool rows_cut) {
+  std::vector<Tensor> g, w;
+  ErrorBounds b;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const bool compared = is_written_view(bound, i) && (p.rows.empty() || is_row_view(p, bound, i));
+    g.push_back(!compared ? no_rows() : p.rows.empty() || rows_cut ? got[i] : take_rows(got[i], p.rows));
+    w.push_back(compared && i < p.want.size() ? p.want[i] : no_rows());
+    b.push_back(compared && i < p.bounds.size() ? p.bounds[i] : std::vector<double>{});
   }
+  Comparison c = compare_outputs(bound, g, w, b);
   if (c.ok()) return "";
   return one_line(std::to_string(c.mismatches) + "/" + std::to_string(c.elements) + " mismatches" +
                   (p.rows.empty() ? "" : " (on " + std::to_string(p.rows.size()) + " sampled rows of " + p.row_dim + ")") +
                   ", first: " + c.first_mismatch);
+}
+
+}  // namespace
+
+std::string check_against_reference(const Problem& p, const Kernel& bound, const std::vector<Tensor>& got) {
+  return check_views(p, bound, got, false);
+}
+
+std::string check_rows_against_reference(const Problem& p, const Kernel& bound, const std::vector<Tensor>& got) {
+  return check_views(p, bound, got, true);
+}
+
+void parallel_for(int64_t n, int threads, const std::function<void(int64_t)>& fn) {
+  if (n <= 0) return;
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  threads = static_cast<int>(std::min<int64_t>(threads, n));
+  std::atomic<int64_t> next{0};
+  std::exception_ptr error;
+  std::mutex mu;
+  auto work = [&] {
+    for (int64_t i; (i = next.fetch_add(1)) < n;) {
+      try {
+        fn(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!error) error = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+std::vector<Tensor> random_inputs(const Kernel& k, const Sizes& sizes, uint64_t seed) {
+  constexpr int64_t kChunk = int64_t{1} << 20;
+  std::vector<Tensor> out;
+  std::vector<std::pair<size_t, int64_t>> chunks;  // (view, first element)
+  for (const Value* p : k.view_params()) {
+    out.emplace_back(p->type.elem, view_shape(k, *p, sizes));
+    for (int64_t at = 0; at < out.back().numel(); at += kChunk) chunks.emplace_back(out.size() - 1, at);
+  }
+  auto mix = [](uint64_t x) {  // splitmix64's finalizer
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+  };
+  parallel_for(static_cast<int64_t>(chunks.size()), 0, [&](int64_t c) {
+    auto [v, at] = chunks[static_cast<size_t>(c)];
+    Tensor& t = out[v];
+    // splitmix64's stream (a generator per chunk; mt19937_64 took a quarter of the time).
+    uint64_t state = mix(seed ^ mix(v * 0x100000001b3ull + static_cast<uint64_t>(at / kChunk)));
+    auto rng = [&] { return mix(state += 0x9e3779b97f4a7c15ull); };
+    // Uniform in [-1, 1) from 53 random bits; f32 and bf16 (rounded to nearest even) written
+    // directly, the other dtypes through Tensor::set's exact rounding (slower: 50 ns a value).
+    auto uni = [&] { return static_cast<double>(static_cast<int64_t>(rng() >> 11)) * 0x1.0p-52 - 1.0; };
+    const ScalarKind dt = t.dtype;
+    uint8_t* data = t.data.data();
+    for (int64_t i = at, end = std::min(t.numel(), at + kChunk); i < end; ++i) {
+      if (dt == ScalarKind::F32) {
+        const float f = static_cast<float>(uni());
+        std::memcpy(data + 4 * i, &f, 4);
+      } else if (dt == ScalarKind::BF16) {
+        uint32_t x = std::bit_cast<uint32_t>(static_cast<float>(uni()));
+        const uint16_t h = static_cast<uint16_t>((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
+        std::memcpy(data + 2 * i, &h, 2);
+      } else if (is_float(dt)) {
+        t.set(i, uni());
+      } else if (is_bool(dt)) {
+        t.set_int(i, static_cast<int64_t>(rng() & 1));
+      } else if (is_unsigned_int(dt)) {
+        t.set_int(i, static_cast<int64_t>(rng() % 16));
+      } else {
+        t.set_int(i, static_cast<int64_t>(rng() % 16) - 8);
+      }
+    }
+  });
+  for (Tensor& t : out) {
+    // Never all zeros (a tensor of more than one chunk never is: 2^20 draws).
+    bool all_zero = t.numel() > 0 && t.numel() <= kChunk;
+    for (int64_t i = 0; i < t.numel() && all_zero; ++i) all_zero = t.get(i) == 0;
+    if (all_zero) t.set_int(0, 1);
+  }
+  return out;
+}
+
+struct Watchdog::State {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool armed = false, stop = false;
+  Clock::time_point deadline;
+  std::string what;
+  std::function<void(const std::string&)> expired;
+  std::thread thread;
+};
+
+Watchdog::Watchdog(std::function<void(const std::string&)> expired) : s_(std::make_unique<State>()) {
+  s_->expired = expired ? std::move(expired) : [](const std::string& what) {
+    std::fprintf(stderr, "error: tune: %s ran past --timeout on the GPU; ending the tune (what was measured "
+                         "before it is stored)\n", what.c_str());
+    std::_Exit(1);
+  };
+  s_->thread = std::thread([s = s_.get()] {
+    std::unique_lock<std::mutex> lock(s->mu);
+    while (!s->stop) {
+      if (!s->armed) {
+        s->cv.wait(lock);
+      } else if (s->cv.wait_until(lock, s->deadline) == std::cv_status::timeout && s->armed &&
+                 Clock::now() >= s->deadline) {
+        s->armed = false;
+        std::string what = s->what;
+        lock.unlock();
+        s->expired(what);
+        lock.lock();
+      }
+    }
+  });
+}
+
+Watchdog::~Watchdog() {
+  {
+    std::lock_guard<std::mutex> lock(s_->mu);
+    s_->stop = true;
+  }
+  s_->cv.notify_all();
+  s_->thread.join();
+}
+
+void Watchdog::arm(double timeout_s, std::string what) {
+  {
+    std::lock_guard<std::mutex> lock(s_->mu);
+    s_->armed = true;
+    s_->deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+    s_->what = std::move(what);
+  }
+  s_->cv.notify_all();
+}
+
+void Watchdog::disarm() {
+  std::lock_guard<std::mutex> lock(s_->mu);
+  s_->armed = false;  // the thread wakes at the old deadline, finds it disarmed and waits again
 }
 
 std::string kernel_ir_hash(const Kernel& k) { return content_hash(print_kernel(k)); }

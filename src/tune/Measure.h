@@ -54,6 +54,17 @@ struct Measurement {
   bool ok() const { return status == "ok"; }
 };
 
+// Where a measurer's time went (seconds, summed over its measure() calls): what `tune --json`
+// reports as "phases", so that a slow tune says why.
+struct MeasureStats {
+  double compile_s = 0;  // binding and compiling (parallel children; cache hits included)
+  double load_s = 0;     // in this process: the compiled kernels fetched and loaded
+  double check_s = 0;    // first runs on fresh outputs, their download and the comparison
+  double time_s = 0;     // the timed runs
+  int64_t forks = 0;     // compile children started (none for a config compiled before)
+  int64_t checked = 0, timed = 0;
+};
+
 struct MeasureOptions {
   int rounds = 3;          // each round times every candidate still standing once
   // A candidate's runs in one round last at least this long (cuda: do_bench's `rep`, after a
@@ -63,6 +74,12 @@ struct MeasureOptions {
   int max_reps = 1000;
   double timeout_s = 60;   // per candidate, per child process (compile, or one round)
   int jobs = 0;            // parallel compiles; 0: the cores of this machine
+  // cuda: called with a candidate that ends the process, just before it does: one whose GPU
+  // work outlived timeout_s ("timeout", from the watchdog's thread: a hung kernel cannot be
+  // stopped, and the context dies with it), or whose run error lost the CUDA context
+  // ("run-error": every later launch would fail). The tuner stores it, so that the next tune
+  // of the shape leaves it out.
+  std::function<void(const Measurement&)> on_hang;
 };
 
 class Measurer {
@@ -72,6 +89,7 @@ class Measurer {
   virtual std::vector<Measurement> measure(const std::vector<Config>& configs) = 0;
   virtual std::string device() const = 0;    // TuneKey::device
   virtual std::string compiler() const = 0;  // TuneKey::compiler
+  virtual MeasureStats stats() const { return {}; }
 };
 
 std::unique_ptr<Measurer> make_cpu_measurer(const Problem& p, const MeasureOptions& o);
@@ -109,9 +127,48 @@ Tensor no_rows();
 Tensor take_rows(const Tensor& t, const std::vector<int64_t>& rows);
 // Whether view i of `bound` has the problem's row dim first (a view the sampled check compares).
 bool is_row_view(const Problem& p, const Kernel& bound, size_t i);
-// The comparison of a candidate's outputs (every view tensor after its run) with the problem's
-// reference, as `run --check` does, on the sampled rows when the problem has some.
+// Whether view i of `k` is one the kernel writes: the view of a store_tile, scatter, atomic or
+// atomic_cas, or a view operand of a raw op (which may write anything). The tuner compares (and
+// the cuda harness restores and downloads) only these: the others are inputs that no op of the
+// kernel writes, and comparing an LLM GEMM's B with itself on every candidate took a second.
+bool is_written_view(const Kernel& k, size_t i);
+// The comparison of a candidate's outputs (the view tensors after its run) with the problem's
+// reference, as `run --check` does, on the views the kernel writes (is_written_view; the
+// problem's `want` holds no_rows() for the others), on the sampled rows when the problem has
+// some.
 std::string check_against_reference(const Problem& p, const Kernel& bound, const std::vector<Tensor>& got);
+// The same on a sampled check for outputs already cut to the problem's rows: got[i] holds the
+// sampled rows of each compared view (a written view with the row dim), in the order of
+// Problem::rows; the others are not read.
+std::string check_rows_against_reference(const Problem& p, const Kernel& bound, const std::vector<Tensor>& got);
+
+// The tuner's random inputs: as make_random_tensors (floats uniform in [-1, 1), integers small,
+// never all zeros), but drawn in chunks of 2^20 elements, each from its own splitmix64 stream seeded
+// by (seed, view, chunk), on every core: the same tensors for a seed on any machine, and an LLM
+// GEMM's 250 million elements in a fraction of a second instead of seconds. (Not the values
+// `tessera run --seed` gives.)
+std::vector<Tensor> random_inputs(const Kernel& k, const Sizes& sizes, uint64_t seed);
+// Runs fn(i) for i in [0, n) on up to `threads` threads (0: the cores); the first exception is
+// rethrown after all have finished.
+void parallel_for(int64_t n, int threads, const std::function<void(int64_t)>& fn);
+
+// Ends the process when armed longer than its timeout: the cuda harness arms it around a
+// candidate's GPU work, which cannot be stopped from the host when it hangs. One thread for the
+// watchdog's life; arm/disarm are cheap. On expiry it calls `expired` (which by default
+// reports and ends the process; tests pass one that does not).
+class Watchdog {
+ public:
+  explicit Watchdog(std::function<void(const std::string& what)> expired = {});
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+  void arm(double timeout_s, std::string what);
+  void disarm();
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
 
 // 32 hex digits over the printed IR (the compile cache's content_hash).
 std::string kernel_ir_hash(const Kernel& k);
@@ -128,13 +185,17 @@ std::string cpu_compiler_version();
 // "bind-error" where it does not bind), then runs `compile` on the bound kernels in child
 // processes, o.jobs at once (0: the cores), each killed after o.timeout_s ("timeout"; an
 // exception or a crash is "compile-error"), and times it (compile_s). `compile` runs in the
-// child and answers a line that comes back in `answers` (empty for a failure).
+// child and answers a line that comes back in `answers` (empty for a failure). `known`, when
+// given, runs here first: a non-empty answer from it (a config compiled before) is taken as is,
+// with no child (compile_s 0).
 struct Compiled {
   std::vector<std::unique_ptr<Kernel>> bound;  // null where binding failed
   std::vector<std::string> answers;
+  int64_t forks = 0;  // children started
 };
 Compiled bind_and_compile(const Problem& p, const MeasureOptions& o, const std::vector<Config>& configs,
-                          std::vector<Measurement>& out, const std::function<std::string(const Kernel&)>& compile);
+                          std::vector<Measurement>& out, const std::function<std::string(const Kernel&)>& compile,
+                          const std::function<std::string(const Kernel&)>& known = {});
 
 // The timing side of both: `rounds` rounds, each calling `one` for every candidate still "ok"
 // (first: the first round, which checks), in the order of `out`, reversed every other round so

@@ -12,6 +12,7 @@
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 TEST(CliTune, TunesStoresAndRunUsesIt) {
@@ -110,6 +111,97 @@ TEST(CliTune, TunesStoresAndRunUsesIt) {
   ::setenv("TESSERA_TUNE_DB", garbage.c_str(), 1);
   fails("tune vector_add --size N=3001 --budget 2", "error: tuning database " + garbage + ": ");
   fails("run vector_add -b cpu --size N=3001", "error: tuning database " + garbage + ": ");
+  ::unsetenv("TESSERA_TUNE_DB");
+}
+
+// Several shapes in one process (--shapes: what the cuda figure runs, one CUDA context for
+// all), a JSON line each with where the time went; --exhaustive measures the whole pruned space
+// and re-times its finalists; a config that hung at a shape before is left out there.
+TEST(CliTune, ShapesInOneProcessExhaustiveAndHungConfigs) {
+  const std::string db = testing::TempDir() + "/tune_shapes_" + std::to_string(::getpid()) + ".db";
+  std::filesystem::remove(db);
+  ::setenv("TESSERA_TUNE_DB", db.c_str(), 1);
+  // matmul's reference runs on the rows of M (b read in place) at ragged sizes: a wrong row
+  // would fail every config's check.
+  std::string mm = write_temp("tune_shapes_mm.txt", "# two ragged shapes\nM=37,N=29,K=19\n\n  M=5,N=40,K=33  # small M\n");
+  Result t = tessera("tune matmul --shapes " + mm + " --config BLOCK_K=16,cpu_dot_mr=0,cpu_dot_nr=0 --budget 2 --rounds 1 --json");
+  EXPECT_EQ(t.status, 0) << t.err;
+  std::vector<std::string> ls = lines(t.out);
+  ASSERT_EQ(ls.size(), 2u) << t.out;
+  EXPECT_THAT(ls[0], StartsWith("{\"kernel\": \"matmul\", \"backend\": \"cpu\", \"dtype\": \"f32\", \"sizes\": {\"M\": 37, \"K\": 19, \"N\": 29}"));
+  EXPECT_THAT(ls[1], HasSubstr("\"sizes\": {\"M\": 5, \"K\": 33, \"N\": 40}"));
+  for (const std::string& l : ls) {
+    EXPECT_THAT(l, HasSubstr("\"measured\": 2, "));
+    EXPECT_THAT(l, HasSubstr("\"best\": {\"config\": {"));
+    EXPECT_THAT(l, HasSubstr(", \"phases\": {\"inputs_s\": "));
+    EXPECT_THAT(l, HasSubstr(", \"failures\": {}"));
+  }
+
+  // Exhaustive: vector_add's 5 configs at two shapes, the 2 fastest (and the default) again.
+  std::string va = write_temp("tune_shapes_va.txt", "N=3001\nN=4000\n");
+  Result e = tessera("tune vector_add --shapes " + va + " --exhaustive --rounds 2 --finalists 2 --json");
+  EXPECT_EQ(e.status, 0) << e.err;
+  ls = lines(e.out);
+  ASSERT_EQ(ls.size(), 2u) << e.out;
+  for (const std::string& l : ls) {
+    EXPECT_THAT(l, HasSubstr("\"pruned\": 5, \"measured\": 5, \"ranker\": \"exhaustive\""));
+    EXPECT_THAT(l, HasSubstr("\"forks\": "));
+    EXPECT_THAT(l, Not(HasSubstr("\"timed\": 0,")));
+  }
+  Result x = tessera("tune --export -");
+  EXPECT_EQ(x.status, 0) << x.err;
+  int at3001 = 0, confirmed = 0;
+  for (const std::string& l : lines(x.out)) {
+    if (l.find("\"shape\": \"N=3001\"") == std::string::npos) continue;
+    ++at3001;
+    confirmed += l.find("\"confirmed\": 1}") != std::string::npos;
+  }
+  EXPECT_EQ(at3001 - confirmed, 5);                  // the sweep
+  EXPECT_TRUE(confirmed == 2 || confirmed == 3) << x.out;  // the finalists, and the default when not one
+
+  // A config stored as a timeout at N=3001 (what the cuda watchdog stores for a hung candidate)
+  // is not measured there again; at N=4000 it is.
+  std::string rows;
+  for (const std::string& l : lines(x.out))
+    if (l.find("\"shape\": \"N=3001\"") != std::string::npos && l.find("\"BLOCK\": 256}") != std::string::npos &&
+        l.find("\"confirmed\": 0}") != std::string::npos) {
+      std::string h = l;
+      h.replace(h.find("\"status\": \"ok\""), 14, "\"status\": \"timeout\"");
+      rows += h + "\n";
+    }
+  ASSERT_FALSE(rows.empty()) << x.out;
+  const std::string db2 = db + ".hung";
+  std::filesystem::remove(db2);
+  Result imp = tessera("tune --db " + db2 + " --import " + write_temp("tune_hung.jsonl", rows));
+  EXPECT_EQ(imp.status, 0) << imp.err;
+  Result h = tessera("tune vector_add --db " + db2 + " --shapes " + va + " --exhaustive --rounds 1 --json");
+  EXPECT_EQ(h.status, 0) << h.err;
+  ls = lines(h.out);
+  ASSERT_EQ(ls.size(), 2u) << h.out;
+  EXPECT_THAT(ls[0], HasSubstr("\"pruned\": 4, \"measured\": 4, "));
+  EXPECT_THAT(ls[1], HasSubstr("\"pruned\": 5, \"measured\": 5, "));
+  EXPECT_THAT(h.err, HasSubstr("note: tune: 1 config(s) that timed out or failed to run at N=3001 before are left out\n"));
+
+  // Bad input: one message; a shape that fails says so in its line and the others go on.
+  auto fails = [](const std::string& args, const std::string& msg) {
+    Result b = tessera(args);
+    EXPECT_EQ(b.status, 1) << args;
+    EXPECT_THAT(b.err, HasSubstr(msg)) << args;
+    EXPECT_EQ(b.out, "") << args;
+  };
+  fails("tune vector_add --shapes " + va + " --size N=5", "error: --shapes and --size: give one of them");
+  fails("tune vector_add --shapes /no/such/file", "error: cannot read --shapes file /no/such/file");
+  std::string bad = write_temp("tune_shapes_bad.txt", "N=100\nhello\n");
+  fails("tune vector_add --shapes " + bad, "error: " + bad + ":2: not a shape (NAME=VALUE,...): 'hello'");
+  fails("tune vector_add --size N=100 --exhaustive --budget 3", "error: --budget excludes --exhaustive");
+  fails("tune vector_add --size N=100 --exhaustive --finalists 0", "error: --finalists must be at least 1");
+  std::string some = write_temp("tune_shapes_some.txt", "N=0\nN=500\n");
+  Result p = tessera("tune vector_add --shapes " + some + " --exhaustive --rounds 1 --json");
+  EXPECT_EQ(p.status, 1);
+  ls = lines(p.out);
+  ASSERT_EQ(ls.size(), 2u) << p.out;
+  EXPECT_THAT(ls[0], StartsWith("{\"shape\": \"N=0\", \"error\": \"bad --size N=0: "));
+  EXPECT_THAT(ls[1], HasSubstr("\"sizes\": {\"N\": 500}"));
   ::unsetenv("TESSERA_TUNE_DB");
 }
 
