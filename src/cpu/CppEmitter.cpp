@@ -182,6 +182,19 @@ class Emitter {
     }
     return n;
   }
+  // An exp of a float tile of at least kVectorExpMin elements (f32, or a narrow float computing
+  // as f32) is computed by tsr::exp_inplace over its own array: the loop writes the argument,
+  // then the runtime's AVX-512 exp (vscalefps, a degree-6 polynomial) runs over it 16 lanes at
+  // a time. GCC cannot vectorize fast_expf's scaling into one instruction, and the scalar form
+  // cost 33 instructions per vector against 13 (softmax f32, 4096 x 4096: bench/RESULTS.md
+  // session 16). So such an exp is never deferred into its user.
+  static constexpr int64_t kVectorExpMin = 16;
+  static bool vector_exp(const Op& op) {
+    if (op.kind != OpKind::Exp || op.results.size() != 1) return false;
+    const Type& t = op.result()->type;
+    return t.is_tile() && shape_is_static(t.shape) && ctype(t.elem) == "float" &&
+           shape_numel(t.shape) >= kVectorExpMin;
+  }
   // Splats and broadcasts of a single element: elementwise consumers read the element itself,
   // so the materialized array is usually dead and the compiler drops it.
   std::unordered_map<const Value*, std::string> uniform_;
@@ -191,7 +204,7 @@ class Emitter {
   std::unordered_map<const Value*, std::vector<const Op*>> users_;
   bool can_defer(const Op& op) const {
     const Value* r = op.result();
-    if (!r->type.is_tile()) return false;
+    if (!r->type.is_tile() || vector_exp(op)) return false;
     auto it = users_.find(r);
     if (it == users_.end() || it->second.size() != 1) return false;
     const Op* u = it->second[0];
@@ -391,8 +404,10 @@ class Emitter {
   // such as exp weigh 16).
   static int loop_cost(const std::string& stmt);
   // `for (i = 0; i < n; ++i) stmt` (stmt reads the index as `i`), in pieces with prefetches
-  // when `site` takes some.
-  void loop_with_prefetch(const Op& site, int64_t n, const std::string& i, const std::string& stmt);
+  // when `site` takes some; `after` (if any) follows each piece, its start and length read as
+  // @C@ and @N@ (the whole loop: 0 and n).
+  void loop_with_prefetch(const Op& site, int64_t n, const std::string& i, const std::string& stmt,
+                          const std::string& after = "");
   // The used prefetches' addresses for the next program, computed at the program's start
   // (inserted at line `at`): the index ops recomputed with program_id(0) + 1.
   void emit_prefetch_prologue(const Block& body, size_t at);
@@ -463,7 +478,15 @@ class Emitter {
       std::vector<std::string> ops;
       for (const Value* v : op.operands) ops.push_back(elem(v, i));
       ew_i_ = i;
-      loop_with_prefetch(op, numel(r), i, n + "[" + i + "] = " + fn(ops) + ";");
+      if (vector_exp(op)) {  // the argument, then the runtime's vector exp over it in place
+        std::string after = "tsr::exp_inplace(" + n + " + @C@, @N@);";
+        if (is_narrow(r->type.elem))
+          after += " for (int64_t " + i + " = @C@; " + i + " < @C@ + @N@; ++" + i + ") " + n + "[" + i + "] = " +
+                   fround(r->type.elem, n + "[" + i + "]") + ";";
+        loop_with_prefetch(op, numel(r), i, n + "[" + i + "] = " + ops[0] + ";", after);
+      } else {
+        loop_with_prefetch(op, numel(r), i, n + "[" + i + "] = " + fn(ops) + ";");
+      }
     } else {
       std::vector<std::string> ops;
       for (const Value* v : op.operands) {
@@ -627,23 +650,33 @@ std::vector<std::string> Emitter::prefetch_calls(const Op& site, int cost, const
   return calls;
 }
 
-void Emitter::loop_with_prefetch(const Op& site, int64_t n, const std::string& i, const std::string& stmt) {
+void Emitter::loop_with_prefetch(const Op& site, int64_t n, const std::string& i, const std::string& stmt,
+                                 const std::string& after) {
   const std::string N = std::to_string(n);
+  auto piece_end = [&](const std::string& c, const std::string& len) {
+    if (after.empty()) return;
+    std::string a = after;
+    for (size_t p = a.find("@C@"); p != std::string::npos; p = a.find("@C@", p + c.size())) a.replace(p, 3, c);
+    for (size_t p = a.find("@N@"); p != std::string::npos; p = a.find("@N@", p + len.size())) a.replace(p, 3, len);
+    line(a);
+  };
   if (n >= 2 * kPrefetchPiece && n % kPrefetchPiece == 0) {
     const std::string P = std::to_string(kPrefetchPiece);
-    std::vector<std::string> calls = prefetch_calls(site, loop_cost(stmt), "@I@", n / kPrefetchPiece);
+    std::vector<std::string> calls = prefetch_calls(site, loop_cost(stmt + after), "@I@", n / kPrefetchPiece);
     if (!calls.empty()) {
       const std::string c = fresh("c");
       line("for (int64_t " + c + " = 0; " + c + " < " + N + "; " + c + " += " + P + ") {");
       ++ind_;
       for (const auto& l : calls) line(subst(l, c + " / " + P));
       line("for (int64_t " + i + " = " + c + "; " + i + " < " + c + " + " + P + "; ++" + i + ") " + stmt);
+      piece_end(c, P);
       --ind_;
       line("}");
       return;
     }
   }
   line("for (int64_t " + i + " = 0; " + i + " < " + N + "; ++" + i + ") " + stmt);
+  piece_end("0", N);
 }
 
 void Emitter::emit_prefetch_prologue(const Block& body, size_t at) {

@@ -282,12 +282,60 @@ TEST(CpuSpeedPaths, NextProgramsRowIsPrefetchedInTheExpLoop) {
   size_t write = src.find("tsr::prefetch_part_w(pf1_, pfl1_, ", call);  // y's row, for writing
   ASSERT_NE(write, std::string::npos) << src;
   EXPECT_EQ(src.find("tsr::prefetch_part", write + 1), std::string::npos) << "one loop prefetches";
-  size_t exp = src.find("fast_expf", call);
+  size_t exp = src.find("tsr::exp_inplace(", call);
   EXPECT_NE(exp, std::string::npos);
   EXPECT_LT(write, exp);
   EXPECT_LT(exp, src.find('}', call)) << "the prefetches are in the exp loop:\n" << src;
   for (int64_t m : {1, 7, 8})
     for (int64_t n : {500, 512, 700}) expect_same_as_interp(*k, {{"M", m}, {"N", n}}, 50 + m + n);
+}
+
+// An exp of a float tile of 16 elements or more is the runtime's vector exp over the array its
+// loop wrote the argument into (tsr::exp_inplace: vscalefps on AVX-512). Against the
+// interpreter over the whole range: arguments of +-150 overflow to inf and underflow to 0 and to
+// subnormals, NaN and infinities come through, a 100-wide tile has a 4-element tail (the
+// scalar fast_expf, which computes the same bits), and bf16 rounds after the exp.
+TEST(CpuSpeedPaths, ExpOfAWideTileIsTheVectorExp) {
+  for (const std::string dt : {"f32", "bf16"}) {
+    const std::string tile = "tile<" + dt + ", [1, 100]>";
+    std::string text = "kernel @expwide(%x: view<" + dt + ", [M, N]>, %y: view<" + dt + R"(, [M, N]>) {
+  grid {
+    %m = dim %x {axis = 0} : i32
+    yield %m
+  }
+  %pid = program_id {axis = 0} : i32
+  %c0 = const {value = 0} : i32
+  %t = load_tile %x, %pid, %c0 : )" + tile + R"(
+  %k = const {value = 150.0} : )" + dt + R"(
+  %kb = splat %k : )" + tile + R"(
+  %a = mul %t, %kb : )" + tile + R"(
+  %e = exp %a : )" + tile + R"(
+  store_tile %y, %e, %pid, %c0
+}
+)";
+    auto k = bound(text);
+    std::string src = emit_cpp(*k);
+    EXPECT_NE(src.find("tsr::exp_inplace("), std::string::npos) << src;
+    EXPECT_EQ(src.find("fast_expf"), std::string::npos) << src;
+    const Sizes sizes{{"M", 9}, {"N", 93}};
+    std::vector<Tensor> want = make_random_tensors(*k, sizes, 77);
+    const double special[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, 88.7 / 150, 89.5 / 150, -87.5 / 150,
+                              -100.0 / 150, -103.9 / 150, -104.5 / 150, 1e-30};
+    for (size_t i = 0; i < std::size(special); ++i) want[0].set(static_cast<int64_t>(3 + 7 * i), special[i]);
+    std::vector<Tensor> got = want;
+    auto wa = args_for(*k, want), ga = args_for(*k, got);
+    run_interp(*k, wa);
+    compile_cpu(*k, test_options())->run(ga);
+    testutil::expect_tensors_match(want, got, k->name, "cpu", {}, tile_error_bounds(*k, sizes, want));
+    int inf = 0, zero = 0, nan = 0;
+    for (int64_t i = 0; i < got[1].numel(); ++i) {
+      double v = got[1].get(i);
+      inf += std::isinf(v), zero += v == 0, nan += std::isnan(v);
+    }
+    EXPECT_GT(inf, 5) << dt;  // the test reaches the ends of the range
+    EXPECT_GT(zero, 5) << dt;
+    EXPECT_EQ(nan, 1) << dt;
+  }
 }
 
 // The same row read inside a loop over column tiles: the index depends on the loop, so nothing
