@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "CpuTestUtil.h"
@@ -290,6 +291,29 @@ TEST(CpuSpeedPaths, NextProgramsRowIsPrefetchedInTheExpLoop) {
     for (int64_t n : {500, 512, 700}) expect_same_as_interp(*k, {{"M", m}, {"N", n}}, 50 + m + n);
 }
 
+// The start of a kernel with one program per row of %x: %pid and %c0.
+const char* kRowHead = R"(  grid {
+    %m = dim %x {axis = 0} : i32
+    yield %m
+  }
+  %pid = program_id {axis = 0} : i32
+  %c0 = const {value = 0} : i32
+)";
+
+// Random inputs with plant(inputs) applied, run on the interpreter and on cpu and compared;
+// returns cpu's tensors.
+std::vector<Tensor> run_both(const Kernel& k, const Sizes& sizes, uint64_t seed,
+                             const std::function<void(std::vector<Tensor>&)>& plant) {
+  std::vector<Tensor> want = make_random_tensors(k, sizes, seed);
+  plant(want);
+  std::vector<Tensor> got = want;
+  auto wa = args_for(k, want), ga = args_for(k, got);
+  run_interp(k, wa);
+  compile_cpu(k, test_options())->run(ga);
+  testutil::expect_tensors_match(want, got, k.name, "cpu", {}, tile_error_bounds(k, sizes, want));
+  return got;
+}
+
 // An exp of a float tile of 16 elements or more is the runtime's vector exp over the array its
 // loop wrote the argument into (tsr::exp_inplace: vscalefps on AVX-512). Against the
 // interpreter over the whole range: arguments of +-150 overflow to inf and underflow to 0 and to
@@ -299,13 +323,7 @@ TEST(CpuSpeedPaths, ExpOfAWideTileIsTheVectorExp) {
   for (const std::string dt : {"f32", "bf16"}) {
     const std::string tile = "tile<" + dt + ", [1, 100]>";
     std::string text = "kernel @expwide(%x: view<" + dt + ", [M, N]>, %y: view<" + dt + R"(, [M, N]>) {
-  grid {
-    %m = dim %x {axis = 0} : i32
-    yield %m
-  }
-  %pid = program_id {axis = 0} : i32
-  %c0 = const {value = 0} : i32
-  %t = load_tile %x, %pid, %c0 : )" + tile + R"(
+)" + kRowHead + R"(  %t = load_tile %x, %pid, %c0 : )" + tile + R"(
   %k = const {value = 150.0} : )" + dt + R"(
   %kb = splat %k : )" + tile + R"(
   %a = mul %t, %kb : )" + tile + R"(
@@ -317,16 +335,11 @@ TEST(CpuSpeedPaths, ExpOfAWideTileIsTheVectorExp) {
     std::string src = emit_cpp(*k);
     EXPECT_NE(src.find("tsr::exp_inplace("), std::string::npos) << src;
     EXPECT_EQ(src.find("fast_expf"), std::string::npos) << src;
-    const Sizes sizes{{"M", 9}, {"N", 93}};
-    std::vector<Tensor> want = make_random_tensors(*k, sizes, 77);
-    const double special[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, 88.7 / 150, 89.5 / 150, -87.5 / 150,
-                              -100.0 / 150, -103.9 / 150, -104.5 / 150, 1e-30};
-    for (size_t i = 0; i < std::size(special); ++i) want[0].set(static_cast<int64_t>(3 + 7 * i), special[i]);
-    std::vector<Tensor> got = want;
-    auto wa = args_for(*k, want), ga = args_for(*k, got);
-    run_interp(*k, wa);
-    compile_cpu(*k, test_options())->run(ga);
-    testutil::expect_tensors_match(want, got, k->name, "cpu", {}, tile_error_bounds(*k, sizes, want));
+    std::vector<Tensor> got = run_both(*k, {{"M", 9}, {"N", 93}}, 77, [](std::vector<Tensor>& in) {
+      const double special[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, 88.7 / 150, 89.5 / 150, -87.5 / 150,
+                                -100.0 / 150, -103.9 / 150, -104.5 / 150, 1e-30};
+      for (size_t i = 0; i < std::size(special); ++i) in[0].set(static_cast<int64_t>(3 + 7 * i), special[i]);
+    });
     int inf = 0, zero = 0, nan = 0;
     for (int64_t i = 0; i < got[1].numel(); ++i) {
       double v = got[1].get(i);
@@ -336,6 +349,40 @@ TEST(CpuSpeedPaths, ExpOfAWideTileIsTheVectorExp) {
     EXPECT_GT(zero, 5) << dt;
     EXPECT_EQ(nan, 1) << dt;
   }
+}
+
+// A float row reduction of 256 or more elements (a multiple of 64) runs four accumulators over
+// the row's quarters. Against the interpreter: sum, max and min of 512-wide rows, with a NaN
+// planted in a different quarter of each of four rows (max and min must say NaN whichever
+// accumulator saw it) and infinities in others.
+TEST(CpuSpeedPaths, LongRowReductionsRunFourAccumulators) {
+  const std::string row = "tile<f32, [1, 512]>", one = "tile<f32, [1, 1]>";
+  std::string text = std::string(R"(kernel @rowred(%x: view<f32, [M, 512]>, %s: view<f32, [M, 1]>, %mx: view<f32, [M, 1]>, %mn: view<f32, [M, 1]>) {
+)") + kRowHead + R"(  %t = load_tile %x, %pid, %c0 : )" + row + R"(
+  %a = reduce %t {axis = 1, kind = "sum"} : tile<f32, [1]>
+  %b = reduce %t {axis = 1, kind = "max"} : tile<f32, [1]>
+  %c = reduce %t {axis = 1, kind = "min"} : tile<f32, [1]>
+  %ae = expand_dims %a {axis = 0} : )" + one + R"(
+  %be = expand_dims %b {axis = 0} : )" + one + R"(
+  %ce = expand_dims %c {axis = 0} : )" + one + R"(
+  store_tile %s, %ae, %pid, %c0
+  store_tile %mx, %be, %pid, %c0
+  store_tile %mn, %ce, %pid, %c0
+}
+)";
+  auto k = bound(text);
+  std::string src = emit_cpp(*k);
+  EXPECT_NE(src.find("reduction(+:a0_,a1_,a2_,a3_)"), std::string::npos) << src;
+  EXPECT_NE(src.find("reduction(max:a0_,a1_,a2_,a3_) reduction(|:nan_)"), std::string::npos) << src;
+  std::vector<Tensor> got = run_both(*k, {{"M", 11}}, 91, [](std::vector<Tensor>& in) {
+    for (int64_t q = 0; q < 4; ++q) in[0].set(q * 512 + q * 128 + 17, NAN);  // row q: quarter q
+    in[0].set(4 * 512 + 300, INFINITY);
+    in[0].set(5 * 512 + 5, -INFINITY);
+    in[0].set(6 * 512 + 511, 1e30);
+  });
+  for (int64_t q = 0; q < 4; ++q) EXPECT_TRUE(std::isnan(got[2].get(q)) && std::isnan(got[3].get(q))) << "row " << q;
+  EXPECT_EQ(got[2].get(4), INFINITY);
+  EXPECT_EQ(got[3].get(5), -INFINITY);
 }
 
 // The same row read inside a loop over column tiles: the index depends on the loop, so nothing
