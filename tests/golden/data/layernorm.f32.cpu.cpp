@@ -158,14 +158,21 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %18 = reduce %15 {axis = 1, kind = "sum"} : tile<f32, [1]>
     alignas(64) float v30[1];
     for (int64_t o_ = 0; o_ < 1; ++o_) {
-      float acc_ = float(0);
+      float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
       int nan_ = 0;
-      #pragma omp simd reduction(+:acc_)
-      for (int64_t l_ = 0; l_ < 1024; ++l_) {
-        const float x_ = v15[o_ * 1024 + l_];
-        acc_ += x_;
+      #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
+      for (int64_t l_ = 0; l_ < 256; ++l_) {
+        const float x0_ = v15[o_ * 1024 + l_];
+        a0_ += x0_;
+        const float x1_ = v15[o_ * 1024 + 256 + l_];
+        a1_ += x1_;
+        const float x2_ = v15[o_ * 1024 + 512 + l_];
+        a2_ += x2_;
+        const float x3_ = v15[o_ * 1024 + 768 + l_];
+        a3_ += x3_;
       }
-      v30[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
+      const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
+      v30[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
     }
     // %19 = splat %12 : tile<f32, [1]>
     alignas(64) float v31[1];
@@ -195,14 +202,21 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %30 = reduce %29 {axis = 1, kind = "sum"} : tile<f32, [1]>
     alignas(64) float v40[1];
     for (int64_t o_ = 0; o_ < 1; ++o_) {
-      float acc_ = float(0);
+      float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
       int nan_ = 0;
-      #pragma omp simd reduction(+:acc_)
-      for (int64_t l_ = 0; l_ < 1024; ++l_) {
-        const float x_ = (float(v38[o_ * 1024 + l_] * v38[o_ * 1024 + l_]));
-        acc_ += x_;
+      #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
+      for (int64_t l_ = 0; l_ < 256; ++l_) {
+        const float x0_ = (float(v38[o_ * 1024 + l_] * v38[o_ * 1024 + l_]));
+        a0_ += x0_;
+        const float x1_ = (float(v38[o_ * 1024 + 256 + l_] * v38[o_ * 1024 + 256 + l_]));
+        a1_ += x1_;
+        const float x2_ = (float(v38[o_ * 1024 + 512 + l_] * v38[o_ * 1024 + 512 + l_]));
+        a2_ += x2_;
+        const float x3_ = (float(v38[o_ * 1024 + 768 + l_] * v38[o_ * 1024 + 768 + l_]));
+        a3_ += x3_;
       }
-      v40[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
+      const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
+      v40[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
     }
     // %31 = div %30, %19 : tile<f32, [1]>
     // (computed inside its user)
@@ -284,14 +298,21 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %51 = reduce %50 {axis = 1, kind = "sum"} : tile<f32, [1]>
       alignas(64) float v65[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
-        float acc_ = float(0);
+        float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
         int nan_ = 0;
-        #pragma omp simd reduction(+:acc_)
-        for (int64_t l_ = 0; l_ < 1024; ++l_) {
-          const float x_ = v58[o_ * 1024 + l_];
-          acc_ += x_;
+        #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
+        for (int64_t l_ = 0; l_ < 256; ++l_) {
+          const float x0_ = v58[o_ * 1024 + l_];
+          a0_ += x0_;
+          const float x1_ = v58[o_ * 1024 + 256 + l_];
+          a1_ += x1_;
+          const float x2_ = v58[o_ * 1024 + 512 + l_];
+          a2_ += x2_;
+          const float x3_ = v58[o_ * 1024 + 768 + l_];
+          a3_ += x3_;
         }
-        v65[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
+        const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
+        v65[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
       }
       // %52 = add %49, %51 : tile<f32, [1]>
       // (written into the carried c56)
@@ -357,14 +378,21 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %72 = reduce %71 {axis = 1, kind = "sum"} : tile<f32, [1]>
       alignas(64) float v86[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
-        float acc_ = float(0);
+        float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
         int nan_ = 0;
-        #pragma omp simd reduction(+:acc_)
-        for (int64_t l_ = 0; l_ < 1024; ++l_) {
-          const float x_ = ((v84[o_ * 1024 + l_] ? (float(v81[o_ * 1024 + l_] * v81[o_ * 1024 + l_])) : (v52)));
-          acc_ += x_;
+        #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
+        for (int64_t l_ = 0; l_ < 256; ++l_) {
+          const float x0_ = ((v84[o_ * 1024 + l_] ? (float(v81[o_ * 1024 + l_] * v81[o_ * 1024 + l_])) : (v52)));
+          a0_ += x0_;
+          const float x1_ = ((v84[o_ * 1024 + 256 + l_] ? (float(v81[o_ * 1024 + 256 + l_] * v81[o_ * 1024 + 256 + l_])) : (v52)));
+          a1_ += x1_;
+          const float x2_ = ((v84[o_ * 1024 + 512 + l_] ? (float(v81[o_ * 1024 + 512 + l_] * v81[o_ * 1024 + 512 + l_])) : (v52)));
+          a2_ += x2_;
+          const float x3_ = ((v84[o_ * 1024 + 768 + l_] ? (float(v81[o_ * 1024 + 768 + l_] * v81[o_ * 1024 + 768 + l_])) : (v52)));
+          a3_ += x3_;
         }
-        v86[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
+        const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
+        v86[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
       }
       // %73 = add %58, %72 : tile<f32, [1]>
       // (written into the carried c71)

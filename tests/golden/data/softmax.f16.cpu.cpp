@@ -111,15 +111,22 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %12 = reduce %11 {axis = 1, kind = "max"} : tile<f32, [1]>
     alignas(64) float v17[1];
     for (int64_t o_ = 0; o_ < 1; ++o_) {
-      float acc_ = float(-INFINITY);
+      float a0_ = float(-INFINITY), a1_ = float(-INFINITY), a2_ = float(-INFINITY), a3_ = float(-INFINITY);
       int nan_ = 0;
-      #pragma omp simd reduction(max:acc_) reduction(|:nan_)
-      for (int64_t l_ = 0; l_ < 1024; ++l_) {
-        const float x_ = v10[o_ * 1024 + l_];
-        acc_ = x_ > acc_ ? x_ : acc_;
-        nan_ |= (x_ != x_);
+      #pragma omp simd reduction(max:a0_,a1_,a2_,a3_) reduction(|:nan_)
+      for (int64_t l_ = 0; l_ < 256; ++l_) {
+        const float x0_ = v10[o_ * 1024 + l_];
+        a0_ = x0_ > a0_ ? x0_ : a0_;
+        const float x1_ = v10[o_ * 1024 + 256 + l_];
+        a1_ = x1_ > a1_ ? x1_ : a1_;
+        const float x2_ = v10[o_ * 1024 + 512 + l_];
+        a2_ = x2_ > a2_ ? x2_ : a2_;
+        const float x3_ = v10[o_ * 1024 + 768 + l_];
+        a3_ = x3_ > a3_ ? x3_ : a3_;
+        nan_ |= (x0_ != x0_) | (x1_ != x1_) | (x2_ != x2_) | (x3_ != x3_);
       }
-      v17[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
+      const float b0_ = a0_ > a1_ ? a0_ : a1_, b1_ = a2_ > a3_ ? a2_ : a3_;
+      v17[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ > b1_ ? b0_ : b1_);
     }
     // %13 = expand_dims %12 {axis = 0} : tile<f32, [1, 1]>
     // %14 = broadcast %13 : tile<f32, [1, 1024]>
@@ -138,14 +145,21 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %17 = reduce %16 {axis = 1, kind = "sum"} : tile<f32, [1]>
     alignas(64) float v22[1];
     for (int64_t o_ = 0; o_ < 1; ++o_) {
-      float acc_ = float(0);
+      float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
       int nan_ = 0;
-      #pragma omp simd reduction(+:acc_)
-      for (int64_t l_ = 0; l_ < 1024; ++l_) {
-        const float x_ = v19[o_ * 1024 + l_];
-        acc_ += x_;
+      #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
+      for (int64_t l_ = 0; l_ < 256; ++l_) {
+        const float x0_ = v19[o_ * 1024 + l_];
+        a0_ += x0_;
+        const float x1_ = v19[o_ * 1024 + 256 + l_];
+        a1_ += x1_;
+        const float x2_ = v19[o_ * 1024 + 512 + l_];
+        a2_ += x2_;
+        const float x3_ = v19[o_ * 1024 + 768 + l_];
+        a3_ += x3_;
       }
-      v22[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
+      const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
+      v22[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
     }
     // %18 = const {value = 1.0} : f32
     const float v23 = float(0x1p+0);
@@ -221,15 +235,22 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %37 = reduce %36 {axis = 1, kind = "max"} : tile<f32, [1]>
       alignas(64) float v50[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
-        float acc_ = float(-INFINITY);
+        float a0_ = float(-INFINITY), a1_ = float(-INFINITY), a2_ = float(-INFINITY), a3_ = float(-INFINITY);
         int nan_ = 0;
-        #pragma omp simd reduction(max:acc_) reduction(|:nan_)
-        for (int64_t l_ = 0; l_ < 1024; ++l_) {
-          const float x_ = v43[o_ * 1024 + l_];
-          acc_ = x_ > acc_ ? x_ : acc_;
-          nan_ |= (x_ != x_);
+        #pragma omp simd reduction(max:a0_,a1_,a2_,a3_) reduction(|:nan_)
+        for (int64_t l_ = 0; l_ < 256; ++l_) {
+          const float x0_ = v43[o_ * 1024 + l_];
+          a0_ = x0_ > a0_ ? x0_ : a0_;
+          const float x1_ = v43[o_ * 1024 + 256 + l_];
+          a1_ = x1_ > a1_ ? x1_ : a1_;
+          const float x2_ = v43[o_ * 1024 + 512 + l_];
+          a2_ = x2_ > a2_ ? x2_ : a2_;
+          const float x3_ = v43[o_ * 1024 + 768 + l_];
+          a3_ = x3_ > a3_ ? x3_ : a3_;
+          nan_ |= (x0_ != x0_) | (x1_ != x1_) | (x2_ != x2_) | (x3_ != x3_);
         }
-        v50[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
+        const float b0_ = a0_ > a1_ ? a0_ : a1_, b1_ = a2_ > a3_ ? a2_ : a3_;
+        v50[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ > b1_ ? b0_ : b1_);
       }
       // %38 = max %33, %37 : tile<f32, [1]>
       alignas(64) float v51[1];
@@ -247,14 +268,21 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %43 = reduce %42 {axis = 1, kind = "sum"} : tile<f32, [1]>
       alignas(64) float v56[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
-        float acc_ = float(0);
+        float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
         int nan_ = 0;
-        #pragma omp simd reduction(+:acc_)
-        for (int64_t l_ = 0; l_ < 1024; ++l_) {
-          const float x_ = v54[o_ * 1024 + l_];
-          acc_ += x_;
+        #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
+        for (int64_t l_ = 0; l_ < 256; ++l_) {
+          const float x0_ = v54[o_ * 1024 + l_];
+          a0_ += x0_;
+          const float x1_ = v54[o_ * 1024 + 256 + l_];
+          a1_ += x1_;
+          const float x2_ = v54[o_ * 1024 + 512 + l_];
+          a2_ += x2_;
+          const float x3_ = v54[o_ * 1024 + 768 + l_];
+          a3_ += x3_;
         }
-        v56[o_ * 1 + 0] = nan_ ? float(NAN) : float(acc_);
+        const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
+        v56[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
       }
       // %44 = sub %33, %38 : tile<f32, [1]>
       // (computed inside its user)
