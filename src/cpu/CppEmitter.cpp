@@ -202,12 +202,17 @@ class Emitter {
   // block, are not materialized: the user inlines the expression (with @I@ for the index).
   std::unordered_map<const Value*, std::string> expr_;
   std::unordered_map<const Value*, std::vector<const Op*>> users_;
+  // A result read by one op (possibly as several of its operands: d * d) in the same block. One
+  // read more than once is recomputed at each read, so only a cheap expression is (cheap_tree).
   bool can_defer(const Op& op) const {
     const Value* r = op.result();
     if (!r->type.is_tile() || vector_exp(op)) return false;
     auto it = users_.find(r);
-    if (it == users_.end() || it->second.size() != 1) return false;
+    if (it == users_.end() || it->second.empty()) return false;
     const Op* u = it->second[0];
+    for (const Op* o : it->second)
+      if (o != u) return false;
+    if (it->second.size() > 1 && !cheap_tree(op)) return false;
     if (u->parent != op.parent) return false;
     switch (u->info().cls) {
       case OpClass::Unary:
@@ -223,6 +228,20 @@ class Emitter {
       default:
         return false;
     }
+  }
+  // Whether op's expression, with the deferred expressions it inlines, is a few instructions
+  // per element: adds, multiplies, compares, selects, casts, index ranges and splats.
+  bool cheap_tree(const Op& op) const {
+    switch (op.kind) {
+      case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Neg: case OpKind::Abs:
+      case OpKind::Cmp: case OpKind::Where: case OpKind::Cast: case OpKind::Arange: case OpKind::Splat:
+        break;
+      default:
+        return false;
+    }
+    for (const Value* v : op.operands)
+      if (v->def && v->type.is_tile() && can_defer(*v->def) && !cheap_tree(*v->def)) return false;
+    return true;
   }
   // A loaded row tile (every dim but the last is 1) whose elements are stored as they compute
   // is read in place: its name is a pointer into the view when the tile is in bounds, and to a

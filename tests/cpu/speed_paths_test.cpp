@@ -385,6 +385,42 @@ TEST(CpuSpeedPaths, LongRowReductionsRunFourAccumulators) {
   EXPECT_EQ(got[3].get(5), -INFINITY);
 }
 
+// A cheap elementwise result read twice by one op (d * d) is recomputed inside it, not written
+// to an array (layernorm's centered row); an expensive one (a log) is computed once into its
+// array.
+TEST(CpuSpeedPaths, CheapResultReadTwiceByOneOpIsInlined) {
+  const std::string row = "tile<f32, [1, 300]>";
+  std::string text = std::string(R"(kernel @twice(%x: view<f32, [M, 300]>, %y: view<f32, [M, 300]>, %s: view<f32, [M, 1]>) {
+)") + kRowHead + R"(  %t = load_tile %x, %pid, %c0 : )" + row + R"(
+  %h = const {value = 0.25} : f32
+  %hb = splat %h : )" + row + R"(
+  %d = sub %t, %hb : )" + row + R"(
+  %q = mul %d, %d : )" + row + R"(
+  %a = reduce %q {axis = 1, kind = "sum"} : tile<f32, [1]>
+  %ae = expand_dims %a {axis = 0} : tile<f32, [1, 1]>
+  store_tile %s, %ae, %pid, %c0
+  %l = log %t : )" + row + R"(
+  %ll = mul %l, %l : )" + row + R"(
+  store_tile %y, %ll, %pid, %c0
+}
+)";
+  auto k = bound(text);
+  std::string src = emit_cpp(*k);
+  auto line_after = [&](const std::string& op) {  // the generated line after op's comment
+    size_t at = src.find(op);
+    if (at == std::string::npos) return std::string("(no " + op + ")");
+    size_t b = src.find('\n', at) + 1;
+    std::string l = src.substr(b, src.find('\n', b) - b);
+    return l.substr(l.find_first_not_of(' '));
+  };
+  EXPECT_EQ(line_after("%d = sub"), "// (computed inside its user)") << src;
+  EXPECT_NE(line_after("%l = log"), "// (computed inside its user)") << src;
+  size_t calls = 0;
+  for (size_t p = src.find("tsr::log("); p != std::string::npos; p = src.find("tsr::log(", p + 1)) ++calls;
+  EXPECT_EQ(calls, 1u) << src;
+  run_both(*k, {{"M", 13}}, 93, [](std::vector<Tensor>& in) { in[0].set(5, -1.0); });  // a NaN log
+}
+
 // The same row read inside a loop over column tiles: the index depends on the loop, so nothing
 // is prefetched (and the generated code has no prologue).
 TEST(CpuSpeedPaths, TilesLoadedInLoopsAreNotPrefetched) {
