@@ -239,8 +239,14 @@ class Emitter {
       default:
         return false;
     }
-    for (const Value* v : op.operands)
-      if (v->def && v->type.is_tile() && can_defer(*v->def) && !cheap_tree(*v->def)) return false;
+    for (const Value* v : op.operands) {  // operands inlined into op's expression
+      const Op* d = v->def;
+      if (!d || !v->type.is_tile()) continue;
+      OpClass c = d->info().cls;
+      bool ew = c == OpClass::Unary || c == OpClass::Binary || c == OpClass::Compare || c == OpClass::Ternary ||
+                c == OpClass::Cast || c == OpClass::Create;
+      if (ew && can_defer(*d) && !cheap_tree(*d)) return false;
+    }
     return true;
   }
   // A loaded row tile (every dim but the last is 1) whose elements are stored as they compute

@@ -386,15 +386,21 @@ TEST(CpuSpeedPaths, LongRowReductionsRunFourAccumulators) {
 }
 
 // A cheap elementwise result read twice by one op (d * d) is recomputed inside it, not written
-// to an array (layernorm's centered row); an expensive one (a log) is computed once into its
-// array.
+// to an array (layernorm's centered row, masked past the row's end); an expensive one (a log)
+// is computed once into its array.
 TEST(CpuSpeedPaths, CheapResultReadTwiceByOneOpIsInlined) {
   const std::string row = "tile<f32, [1, 300]>";
   std::string text = std::string(R"(kernel @twice(%x: view<f32, [M, 300]>, %y: view<f32, [M, 300]>, %s: view<f32, [M, 1]>) {
 )") + kRowHead + R"(  %t = load_tile %x, %pid, %c0 : )" + row + R"(
   %h = const {value = 0.25} : f32
   %hb = splat %h : )" + row + R"(
-  %d = sub %t, %hb : )" + row + R"(
+  %ar = arange : tile<i32, [300]>
+  %nv = const {value = 250} : i32
+  %nb = splat %nv : tile<i32, [300]>
+  %in = cmp %ar, %nb {pred = "lt"} : tile<i1, [300]>
+  %in2 = expand_dims %in {axis = 0} : tile<i1, [1, 300]>
+  %w = where %in2, %t, %hb : )" + row + R"(
+  %d = sub %w, %hb : )" + row + R"(
   %q = mul %d, %d : )" + row + R"(
   %a = reduce %q {axis = 1, kind = "sum"} : tile<f32, [1]>
   %ae = expand_dims %a {axis = 0} : tile<f32, [1, 1]>
