@@ -67,23 +67,23 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   if (int64_t(pid0) + 1 < int64_t(np0)) {
     const int32_t pn0_ = pid0 + 1;
     // %6 = program_id {axis = 0} : i32
-    const int32_t v115 = pn0_;
+    const int32_t v111 = pn0_;
     // %14 = const {value = 0} : i32
-    const int32_t v116 = int32_t(INT64_C(0));
+    const int32_t v112 = int32_t(INT64_C(0));
     {
-      const int64_t o117 = int64_t(v115) * 1;
-      const int64_t o118 = int64_t(v116) * 1024;
-      if (o117 >= 0 && o117 + 1 <= A.d0_0 && o118 >= 0 && o118 + 1024 <= A.d0_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p0 + o117 * A.s0_0 + o118);
+      const int64_t o113 = int64_t(v111) * 1;
+      const int64_t o114 = int64_t(v112) * 1024;
+      if (o113 >= 0 && o113 + 1 <= A.d0_0 && o114 >= 0 && o114 + 1024 <= A.d0_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p0 + o113 * A.s0_0 + o114);
         pf0_ = tsr::line_start(p_);
         pfl0_ = tsr::line_count(p_, 2048);
       }
     }
     {
-      const int64_t o119 = int64_t(v115) * 1;
-      const int64_t o120 = int64_t(v116) * 1024;
-      if (o119 >= 0 && o119 + 1 <= A.d3_0 && o120 >= 0 && o120 + 1024 <= A.d3_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p3 + o119 * A.s3_0 + o120);
+      const int64_t o115 = int64_t(v111) * 1;
+      const int64_t o116 = int64_t(v112) * 1024;
+      if (o115 >= 0 && o115 + 1 <= A.d3_0 && o116 >= 0 && o116 + 1024 <= A.d3_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p3 + o115 * A.s3_0 + o116);
         pf1_ = tsr::line_start(p_);
         pfl1_ = tsr::line_count(p_, 2048);
       }
@@ -198,46 +198,45 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %30 = where %28, %16, %29 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %31 = sub %30, %29 : tile<f32, [1, 1024]>
-    alignas(64) float v38[1024];
-    for (int64_t i39 = 0; i39 < 1024; ++i39) v38[i39] = float(((v35[i39] ? v15[i39] : v33[0])) - v33[0]);
+    // (computed inside its user)
     // %32 = mul %31, %31 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %33 = reduce %32 {axis = 1, kind = "sum"} : tile<f32, [1]>
-    alignas(64) float v40[1];
+    alignas(64) float v38[1];
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
       int nan_ = 0;
       #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
       for (int64_t l_ = 0; l_ < 256; ++l_) {
-        const float x0_ = (float(v38[o_ * 1024 + l_] * v38[o_ * 1024 + l_]));
+        const float x0_ = (float((float(((v35[o_ * 1024 + l_] ? v15[o_ * 1024 + l_] : v33[0])) - v33[0])) * (float(((v35[o_ * 1024 + l_] ? v15[o_ * 1024 + l_] : v33[0])) - v33[0]))));
         a0_ += x0_;
-        const float x1_ = (float(v38[o_ * 1024 + 256 + l_] * v38[o_ * 1024 + 256 + l_]));
+        const float x1_ = (float((float(((v35[o_ * 1024 + 256 + l_] ? v15[o_ * 1024 + 256 + l_] : v33[0])) - v33[0])) * (float(((v35[o_ * 1024 + 256 + l_] ? v15[o_ * 1024 + 256 + l_] : v33[0])) - v33[0]))));
         a1_ += x1_;
-        const float x2_ = (float(v38[o_ * 1024 + 512 + l_] * v38[o_ * 1024 + 512 + l_]));
+        const float x2_ = (float((float(((v35[o_ * 1024 + 512 + l_] ? v15[o_ * 1024 + 512 + l_] : v33[0])) - v33[0])) * (float(((v35[o_ * 1024 + 512 + l_] ? v15[o_ * 1024 + 512 + l_] : v33[0])) - v33[0]))));
         a2_ += x2_;
-        const float x3_ = (float(v38[o_ * 1024 + 768 + l_] * v38[o_ * 1024 + 768 + l_]));
+        const float x3_ = (float((float(((v35[o_ * 1024 + 768 + l_] ? v15[o_ * 1024 + 768 + l_] : v33[0])) - v33[0])) * (float(((v35[o_ * 1024 + 768 + l_] ? v15[o_ * 1024 + 768 + l_] : v33[0])) - v33[0]))));
         a3_ += x3_;
       }
       const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-      v40[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+      v38[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
     }
     // %34 = div %33, %22 : tile<f32, [1]>
     // (computed inside its user)
     // %35 = const {value = 1e-05} : f32
-    const float v41 = float(0x1.4f8b588e368f1p-17);
+    const float v39 = float(0x1.4f8b588e368f1p-17);
     // %36 = splat %35 : tile<f32, [1]>
     // (computed inside its user)
     // %37 = add %34, %36 : tile<f32, [1]>
     // (computed inside its user)
     // %38 = rsqrt %37 : tile<f32, [1]>
-    alignas(64) float v42[1];
-    for (int64_t i43 = 0; i43 < 1; ++i43) v42[i43] = float(1.0f / tsr::sqrt((float((float(v40[i43] / v12)) + (v41)))));
+    alignas(64) float v40[1];
+    for (int64_t i41 = 0; i41 < 1; ++i41) v40[i41] = float(1.0f / tsr::sqrt((float((float(v38[i41] / v12)) + (v39)))));
     // %39 = expand_dims %38 {axis = 1} : tile<f32, [1, 1]>
     // %40 = sub %16, %29 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %41 = broadcast %39 : tile<f32, [1, 1024]>
-    alignas(64) float v44[1024];
-    for (int64_t i_ = 0; i_ < 1024; ++i_) v44[i_] = v42[0];
+    alignas(64) float v42[1024];
+    for (int64_t i_ = 0; i_ < 1024; ++i_) v42[i_] = v40[0];
     // %42 = mul %40, %41 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %43 = expand_dims %18 {axis = 0} : tile<f32, [1, 1024]>
@@ -250,20 +249,20 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // (computed inside its user)
     // store_tile %y, %47, %6, %14
     {
-      const int64_t o45 = int64_t(v6) * 1;
-      const int64_t o46 = int64_t(v14) * 1024;
-      if (o45 >= 0 && o45 + 1 <= A.d3_0 && o46 >= 0 && o46 + 1024 <= A.d3_1) {
-        for (int64_t i47 = 0; i47 < 1; ++i47) {
-          for (int64_t c49 = 0; c49 < 1024; c49 += 256) {
-            tsr::prefetch_part(pf0_, pfl0_, c49 / 256, 4);
-            tsr::prefetch_part_w(pf1_, pfl1_, c49 / 256, 4);
-            for (int64_t i48 = c49; i48 < c49 + 256; ++i48) A.p3[(o45 + i47) * A.s3_0 + o46 + i48] = tsr::f2bf((float((float((float((float((float(v15[(i47) * 1024 + i48] - v33[0])) * v42[0])) * v22[(i47) * 1024 + i48])) + v26[(i47) * 1024 + i48])))));
+      const int64_t o43 = int64_t(v6) * 1;
+      const int64_t o44 = int64_t(v14) * 1024;
+      if (o43 >= 0 && o43 + 1 <= A.d3_0 && o44 >= 0 && o44 + 1024 <= A.d3_1) {
+        for (int64_t i45 = 0; i45 < 1; ++i45) {
+          for (int64_t c47 = 0; c47 < 1024; c47 += 256) {
+            tsr::prefetch_part(pf0_, pfl0_, c47 / 256, 4);
+            tsr::prefetch_part_w(pf1_, pfl1_, c47 / 256, 4);
+            for (int64_t i46 = c47; i46 < c47 + 256; ++i46) A.p3[(o43 + i45) * A.s3_0 + o44 + i46] = tsr::f2bf((float((float((float((float((float(v15[(i45) * 1024 + i46] - v33[0])) * v40[0])) * v22[(i45) * 1024 + i46])) + v26[(i45) * 1024 + i46])))));
           }
         }
       } else {
-        for (int64_t i50 = 0; i50 < 1; ++i50) {
-          for (int64_t i51 = 0; i51 < 1024; ++i51) {
-            if ((o45 + i50) >= 0 && (o45 + i50) < A.d3_0 && (o46 + i51) >= 0 && (o46 + i51) < A.d3_1) A.p3[(o45 + i50) * A.s3_0 + (o46 + i51) * A.s3_1] = tsr::f2bf((float((float((float((float((float(v15[(i50)*1024 + i51] - v33[0])) * v42[0])) * v22[(i50)*1024 + i51])) + v26[(i50)*1024 + i51])))));
+        for (int64_t i48 = 0; i48 < 1; ++i48) {
+          for (int64_t i49 = 0; i49 < 1024; ++i49) {
+            if ((o43 + i48) >= 0 && (o43 + i48) < A.d3_0 && (o44 + i49) >= 0 && (o44 + i49) < A.d3_1) A.p3[(o43 + i48) * A.s3_0 + (o44 + i49) * A.s3_1] = tsr::f2bf((float((float((float((float((float(v15[(i48)*1024 + i49] - v33[0])) * v40[0])) * v22[(i48)*1024 + i49])) + v26[(i48)*1024 + i49])))));
           }
         }
       }
@@ -271,30 +270,30 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // yield
   } else {
     // %48 = const {value = 0.0} : f32
-    const float v52 = float(0x0p+0);
+    const float v50 = float(0x0p+0);
     // %49 = splat %48 : tile<f32, [1]>
-    alignas(64) float v53[1];
-    for (int64_t i54 = 0; i54 < 1; ++i54) v53[i54] = v52;
+    alignas(64) float v51[1];
+    for (int64_t i52 = 0; i52 < 1; ++i52) v51[i52] = v50;
     // %50 = const {value = 0} : i32
-    const int32_t v55 = int32_t(INT64_C(0));
+    const int32_t v53 = int32_t(INT64_C(0));
     // %51 = for %50, %11, %5, %49 : tile<f32, [1]> {...}
-    alignas(64) float c56[1];
-    __builtin_memcpy(c56, v53, sizeof(c56));
-    for (int64_t iv57_ = v55; v5 > 0 && iv57_ < v11; iv57_ += v5) {
-      const int32_t iv57 = int32_t(iv57_);
+    alignas(64) float c54[1];
+    __builtin_memcpy(c54, v51, sizeof(c54));
+    for (int64_t iv55_ = v53; v5 > 0 && iv55_ < v11; iv55_ += v5) {
+      const int32_t iv55 = int32_t(iv55_);
       // %54 = load_tile %x, %6, %52 : tile<bf16, [1, 1024]>
-      alignas(64) float v58[1024];
+      alignas(64) float v56[1024];
       {
-        const int64_t o59 = int64_t(v6) * 1;
-        const int64_t o60 = int64_t(iv57) * 1024;
-        if (o59 >= 0 && o59 + 1 <= A.d0_0 && o60 >= 0 && o60 + 1024 <= A.d0_1) {
-          for (int64_t i61 = 0; i61 < 1; ++i61) {
-            for (int64_t i62 = 0; i62 < 1024; ++i62) v58[(i61) * 1024 + i62] = tsr::bf2f(A.p0[(o59 + i61) * A.s0_0 + o60 + i62]);
+        const int64_t o57 = int64_t(v6) * 1;
+        const int64_t o58 = int64_t(iv55) * 1024;
+        if (o57 >= 0 && o57 + 1 <= A.d0_0 && o58 >= 0 && o58 + 1024 <= A.d0_1) {
+          for (int64_t i59 = 0; i59 < 1; ++i59) {
+            for (int64_t i60 = 0; i60 < 1024; ++i60) v56[(i59) * 1024 + i60] = tsr::bf2f(A.p0[(o57 + i59) * A.s0_0 + o58 + i60]);
           }
         } else {
-          for (int64_t i63 = 0; i63 < 1; ++i63) {
-            for (int64_t i64 = 0; i64 < 1024; ++i64) {
-              v58[(i63)*1024 + i64] = ((o59 + i63) >= 0 && (o59 + i63) < A.d0_0 && (o60 + i64) >= 0 && (o60 + i64) < A.d0_1) ? tsr::bf2f(A.p0[(o59 + i63) * A.s0_0 + (o60 + i64) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+          for (int64_t i61 = 0; i61 < 1; ++i61) {
+            for (int64_t i62 = 0; i62 < 1024; ++i62) {
+              v56[(i61)*1024 + i62] = ((o57 + i61) >= 0 && (o57 + i61) < A.d0_0 && (o58 + i62) >= 0 && (o58 + i62) < A.d0_1) ? tsr::bf2f(A.p0[(o57 + i61) * A.s0_0 + (o58 + i62) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
             }
           }
         }
@@ -302,54 +301,54 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %55 = cast %54 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %56 = reduce %55 {axis = 1, kind = "sum"} : tile<f32, [1]>
-      alignas(64) float v65[1];
+      alignas(64) float v63[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
         int nan_ = 0;
         #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
         for (int64_t l_ = 0; l_ < 256; ++l_) {
-          const float x0_ = (float(v58[o_ * 1024 + l_]));
+          const float x0_ = (float(v56[o_ * 1024 + l_]));
           a0_ += x0_;
-          const float x1_ = (float(v58[o_ * 1024 + 256 + l_]));
+          const float x1_ = (float(v56[o_ * 1024 + 256 + l_]));
           a1_ += x1_;
-          const float x2_ = (float(v58[o_ * 1024 + 512 + l_]));
+          const float x2_ = (float(v56[o_ * 1024 + 512 + l_]));
           a2_ += x2_;
-          const float x3_ = (float(v58[o_ * 1024 + 768 + l_]));
+          const float x3_ = (float(v56[o_ * 1024 + 768 + l_]));
           a3_ += x3_;
         }
         const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-        v65[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+        v63[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
       }
       // %57 = add %53, %56 : tile<f32, [1]>
-      // (written into the carried c56)
-      for (int64_t i66 = 0; i66 < 1; ++i66) c56[i66] = float(c56[i66] + v65[i66]);
+      // (written into the carried c54)
+      for (int64_t i64 = 0; i64 < 1; ++i64) c54[i64] = float(c54[i64] + v63[i64]);
       // yield %57
     }
     // %58 = splat %12 : tile<f32, [1]>
-    alignas(64) float v67[1];
-    for (int64_t i68 = 0; i68 < 1; ++i68) v67[i68] = v12;
+    alignas(64) float v65[1];
+    for (int64_t i66 = 0; i66 < 1; ++i66) v65[i66] = v12;
     // %59 = div %51, %58 : tile<f32, [1]>
-    alignas(64) float v69[1];
-    for (int64_t i70 = 0; i70 < 1; ++i70) v69[i70] = float(c56[i70] / v12);
+    alignas(64) float v67[1];
+    for (int64_t i68 = 0; i68 < 1; ++i68) v67[i68] = float(c54[i68] / v12);
     // %60 = expand_dims %59 {axis = 1} : tile<f32, [1, 1]>
     // %61 = for %50, %11, %5, %49 : tile<f32, [1]> {...}
-    alignas(64) float c71[1];
-    __builtin_memcpy(c71, v53, sizeof(c71));
-    for (int64_t iv72_ = v55; v5 > 0 && iv72_ < v11; iv72_ += v5) {
-      const int32_t iv72 = int32_t(iv72_);
+    alignas(64) float c69[1];
+    __builtin_memcpy(c69, v51, sizeof(c69));
+    for (int64_t iv70_ = v53; v5 > 0 && iv70_ < v11; iv70_ += v5) {
+      const int32_t iv70 = int32_t(iv70_);
       // %64 = load_tile %x, %6, %62 : tile<bf16, [1, 1024]>
-      alignas(64) float v73[1024];
+      alignas(64) float v71[1024];
       {
-        const int64_t o74 = int64_t(v6) * 1;
-        const int64_t o75 = int64_t(iv72) * 1024;
-        if (o74 >= 0 && o74 + 1 <= A.d0_0 && o75 >= 0 && o75 + 1024 <= A.d0_1) {
-          for (int64_t i76 = 0; i76 < 1; ++i76) {
-            for (int64_t i77 = 0; i77 < 1024; ++i77) v73[(i76) * 1024 + i77] = tsr::bf2f(A.p0[(o74 + i76) * A.s0_0 + o75 + i77]);
+        const int64_t o72 = int64_t(v6) * 1;
+        const int64_t o73 = int64_t(iv70) * 1024;
+        if (o72 >= 0 && o72 + 1 <= A.d0_0 && o73 >= 0 && o73 + 1024 <= A.d0_1) {
+          for (int64_t i74 = 0; i74 < 1; ++i74) {
+            for (int64_t i75 = 0; i75 < 1024; ++i75) v71[(i74) * 1024 + i75] = tsr::bf2f(A.p0[(o72 + i74) * A.s0_0 + o73 + i75]);
           }
         } else {
-          for (int64_t i78 = 0; i78 < 1; ++i78) {
-            for (int64_t i79 = 0; i79 < 1024; ++i79) {
-              v73[(i78)*1024 + i79] = ((o74 + i78) >= 0 && (o74 + i78) < A.d0_0 && (o75 + i79) >= 0 && (o75 + i79) < A.d0_1) ? tsr::bf2f(A.p0[(o74 + i78) * A.s0_0 + (o75 + i79) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+          for (int64_t i76 = 0; i76 < 1; ++i76) {
+            for (int64_t i77 = 0; i77 < 1024; ++i77) {
+              v71[(i76)*1024 + i77] = ((o72 + i76) >= 0 && (o72 + i76) < A.d0_0 && (o73 + i77) >= 0 && (o73 + i77) < A.d0_1) ? tsr::bf2f(A.p0[(o72 + i76) * A.s0_0 + (o73 + i77) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
             }
           }
         }
@@ -357,15 +356,14 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %65 = cast %64 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %66 = broadcast %60 : tile<f32, [1, 1024]>
-      alignas(64) float v80[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v80[i_] = v69[0];
+      alignas(64) float v78[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v78[i_] = v67[0];
       // %67 = sub %65, %66 : tile<f32, [1, 1024]>
-      alignas(64) float v81[1024];
-      for (int64_t i82 = 0; i82 < 1024; ++i82) v81[i82] = float((float(v73[i82])) - v69[0]);
+      // (computed inside its user)
       // %68 = arange : tile<i32, [1024]>
       // (computed inside its user)
       // %69 = mul %62, %8 : i32
-      const int32_t v83 = tsr::wmul(iv72, v8);
+      const int32_t v79 = tsr::wmul(iv70, v8);
       // %70 = splat %69 : tile<i32, [1024]>
       // (computed inside its user)
       // %71 = add %70, %68 : tile<i32, [1024]>
@@ -373,8 +371,8 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %72 = splat %7 : tile<i32, [1024]>
       // (computed inside its user)
       // %73 = cmp %71, %72 {pred = "lt"} : tile<i1, [1024]>
-      alignas(64) uint8_t v84[1024];
-      for (int64_t i85 = 0; i85 < 1024; ++i85) v84[i85] = uint8_t((tsr::wadd((v83), (int32_t(0 + i85)))) < (v7));
+      alignas(64) uint8_t v80[1024];
+      for (int64_t i81 = 0; i81 < 1024; ++i81) v80[i81] = uint8_t((tsr::wadd((v79), (int32_t(0 + i81)))) < (v7));
       // %74 = expand_dims %73 {axis = 0} : tile<i1, [1, 1024]>
       // %75 = mul %67, %67 : tile<f32, [1, 1024]>
       // (computed inside its user)
@@ -383,57 +381,57 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %77 = where %74, %75, %76 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %78 = reduce %77 {axis = 1, kind = "sum"} : tile<f32, [1]>
-      alignas(64) float v86[1];
+      alignas(64) float v82[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
         int nan_ = 0;
         #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
         for (int64_t l_ = 0; l_ < 256; ++l_) {
-          const float x0_ = ((v84[o_ * 1024 + l_] ? (float(v81[o_ * 1024 + l_] * v81[o_ * 1024 + l_])) : (v52)));
+          const float x0_ = ((v80[o_ * 1024 + l_] ? (float((float((float(v71[o_ * 1024 + l_])) - v67[0])) * (float((float(v71[o_ * 1024 + l_])) - v67[0])))) : (v50)));
           a0_ += x0_;
-          const float x1_ = ((v84[o_ * 1024 + 256 + l_] ? (float(v81[o_ * 1024 + 256 + l_] * v81[o_ * 1024 + 256 + l_])) : (v52)));
+          const float x1_ = ((v80[o_ * 1024 + 256 + l_] ? (float((float((float(v71[o_ * 1024 + 256 + l_])) - v67[0])) * (float((float(v71[o_ * 1024 + 256 + l_])) - v67[0])))) : (v50)));
           a1_ += x1_;
-          const float x2_ = ((v84[o_ * 1024 + 512 + l_] ? (float(v81[o_ * 1024 + 512 + l_] * v81[o_ * 1024 + 512 + l_])) : (v52)));
+          const float x2_ = ((v80[o_ * 1024 + 512 + l_] ? (float((float((float(v71[o_ * 1024 + 512 + l_])) - v67[0])) * (float((float(v71[o_ * 1024 + 512 + l_])) - v67[0])))) : (v50)));
           a2_ += x2_;
-          const float x3_ = ((v84[o_ * 1024 + 768 + l_] ? (float(v81[o_ * 1024 + 768 + l_] * v81[o_ * 1024 + 768 + l_])) : (v52)));
+          const float x3_ = ((v80[o_ * 1024 + 768 + l_] ? (float((float((float(v71[o_ * 1024 + 768 + l_])) - v67[0])) * (float((float(v71[o_ * 1024 + 768 + l_])) - v67[0])))) : (v50)));
           a3_ += x3_;
         }
         const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-        v86[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+        v82[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
       }
       // %79 = add %63, %78 : tile<f32, [1]>
-      // (written into the carried c71)
-      for (int64_t i87 = 0; i87 < 1; ++i87) c71[i87] = float(c71[i87] + v86[i87]);
+      // (written into the carried c69)
+      for (int64_t i83 = 0; i83 < 1; ++i83) c69[i83] = float(c69[i83] + v82[i83]);
       // yield %79
     }
     // %80 = div %61, %58 : tile<f32, [1]>
     // (computed inside its user)
     // %81 = const {value = 1e-05} : f32
-    const float v88 = float(0x1.4f8b588e368f1p-17);
+    const float v84 = float(0x1.4f8b588e368f1p-17);
     // %82 = splat %81 : tile<f32, [1]>
     // (computed inside its user)
     // %83 = add %80, %82 : tile<f32, [1]>
     // (computed inside its user)
     // %84 = rsqrt %83 : tile<f32, [1]>
-    alignas(64) float v89[1];
-    for (int64_t i90 = 0; i90 < 1; ++i90) v89[i90] = float(1.0f / tsr::sqrt((float((float(c71[i90] / v12)) + (v88)))));
+    alignas(64) float v85[1];
+    for (int64_t i86 = 0; i86 < 1; ++i86) v85[i86] = float(1.0f / tsr::sqrt((float((float(c69[i86] / v12)) + (v84)))));
     // %85 = expand_dims %84 {axis = 1} : tile<f32, [1, 1]>
     // for %50, %11, %5 {...}
-    for (int64_t iv91_ = v55; v5 > 0 && iv91_ < v11; iv91_ += v5) {
-      const int32_t iv91 = int32_t(iv91_);
+    for (int64_t iv87_ = v53; v5 > 0 && iv87_ < v11; iv87_ += v5) {
+      const int32_t iv87 = int32_t(iv87_);
       // %87 = load_tile %x, %6, %86 : tile<bf16, [1, 1024]>
-      alignas(64) float v92[1024];
+      alignas(64) float v88[1024];
       {
-        const int64_t o93 = int64_t(v6) * 1;
-        const int64_t o94 = int64_t(iv91) * 1024;
-        if (o93 >= 0 && o93 + 1 <= A.d0_0 && o94 >= 0 && o94 + 1024 <= A.d0_1) {
-          for (int64_t i95 = 0; i95 < 1; ++i95) {
-            for (int64_t i96 = 0; i96 < 1024; ++i96) v92[(i95) * 1024 + i96] = tsr::bf2f(A.p0[(o93 + i95) * A.s0_0 + o94 + i96]);
+        const int64_t o89 = int64_t(v6) * 1;
+        const int64_t o90 = int64_t(iv87) * 1024;
+        if (o89 >= 0 && o89 + 1 <= A.d0_0 && o90 >= 0 && o90 + 1024 <= A.d0_1) {
+          for (int64_t i91 = 0; i91 < 1; ++i91) {
+            for (int64_t i92 = 0; i92 < 1024; ++i92) v88[(i91) * 1024 + i92] = tsr::bf2f(A.p0[(o89 + i91) * A.s0_0 + o90 + i92]);
           }
         } else {
-          for (int64_t i97 = 0; i97 < 1; ++i97) {
-            for (int64_t i98 = 0; i98 < 1024; ++i98) {
-              v92[(i97)*1024 + i98] = ((o93 + i97) >= 0 && (o93 + i97) < A.d0_0 && (o94 + i98) >= 0 && (o94 + i98) < A.d0_1) ? tsr::bf2f(A.p0[(o93 + i97) * A.s0_0 + (o94 + i98) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+          for (int64_t i93 = 0; i93 < 1; ++i93) {
+            for (int64_t i94 = 0; i94 < 1024; ++i94) {
+              v88[(i93)*1024 + i94] = ((o89 + i93) >= 0 && (o89 + i93) < A.d0_0 && (o90 + i94) >= 0 && (o90 + i94) < A.d0_1) ? tsr::bf2f(A.p0[(o89 + i93) * A.s0_0 + (o90 + i94) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
             }
           }
         }
@@ -441,41 +439,41 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %88 = cast %87 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %89 = load_tile %w, %86 : tile<bf16, [1024]>
-      alignas(64) float v99[1024];
+      alignas(64) float v95[1024];
       {
-        const int64_t o100 = int64_t(iv91) * 1024;
-        if (o100 >= 0 && o100 + 1024 <= A.d1_0) {
-          for (int64_t i101 = 0; i101 < 1024; ++i101) v99[0 + i101] = tsr::bf2f(A.p1[o100 + i101]);
+        const int64_t o96 = int64_t(iv87) * 1024;
+        if (o96 >= 0 && o96 + 1024 <= A.d1_0) {
+          for (int64_t i97 = 0; i97 < 1024; ++i97) v95[0 + i97] = tsr::bf2f(A.p1[o96 + i97]);
         } else {
-          for (int64_t i102 = 0; i102 < 1024; ++i102) {
-            v99[i102] = ((o100 + i102) >= 0 && (o100 + i102) < A.d1_0) ? tsr::bf2f(A.p1[(o100 + i102) * A.s1_0]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+          for (int64_t i98 = 0; i98 < 1024; ++i98) {
+            v95[i98] = ((o96 + i98) >= 0 && (o96 + i98) < A.d1_0) ? tsr::bf2f(A.p1[(o96 + i98) * A.s1_0]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
           }
         }
       }
       // %90 = cast %89 : tile<f32, [1024]>
       // (the same array as its operand: exact in the compute type)
       // %91 = load_tile %b, %86 : tile<bf16, [1024]>
-      alignas(64) float v103[1024];
+      alignas(64) float v99[1024];
       {
-        const int64_t o104 = int64_t(iv91) * 1024;
-        if (o104 >= 0 && o104 + 1024 <= A.d2_0) {
-          for (int64_t i105 = 0; i105 < 1024; ++i105) v103[0 + i105] = tsr::bf2f(A.p2[o104 + i105]);
+        const int64_t o100 = int64_t(iv87) * 1024;
+        if (o100 >= 0 && o100 + 1024 <= A.d2_0) {
+          for (int64_t i101 = 0; i101 < 1024; ++i101) v99[0 + i101] = tsr::bf2f(A.p2[o100 + i101]);
         } else {
-          for (int64_t i106 = 0; i106 < 1024; ++i106) {
-            v103[i106] = ((o104 + i106) >= 0 && (o104 + i106) < A.d2_0) ? tsr::bf2f(A.p2[(o104 + i106) * A.s2_0]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+          for (int64_t i102 = 0; i102 < 1024; ++i102) {
+            v99[i102] = ((o100 + i102) >= 0 && (o100 + i102) < A.d2_0) ? tsr::bf2f(A.p2[(o100 + i102) * A.s2_0]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
           }
         }
       }
       // %92 = cast %91 : tile<f32, [1024]>
       // (the same array as its operand: exact in the compute type)
       // %93 = broadcast %60 : tile<f32, [1, 1024]>
-      alignas(64) float v107[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v107[i_] = v69[0];
+      alignas(64) float v103[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v103[i_] = v67[0];
       // %94 = sub %88, %93 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %95 = broadcast %85 : tile<f32, [1, 1024]>
-      alignas(64) float v108[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v108[i_] = v89[0];
+      alignas(64) float v104[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v104[i_] = v85[0];
       // %96 = mul %94, %95 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %97 = expand_dims %90 {axis = 0} : tile<f32, [1, 1024]>
@@ -488,16 +486,16 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // (computed inside its user)
       // store_tile %y, %101, %6, %86
       {
-        const int64_t o109 = int64_t(v6) * 1;
-        const int64_t o110 = int64_t(iv91) * 1024;
-        if (o109 >= 0 && o109 + 1 <= A.d3_0 && o110 >= 0 && o110 + 1024 <= A.d3_1) {
-          for (int64_t i111 = 0; i111 < 1; ++i111) {
-            for (int64_t i112 = 0; i112 < 1024; ++i112) A.p3[(o109 + i111) * A.s3_0 + o110 + i112] = tsr::f2bf((float((float((float((float((float((float(v92[(i111) * 1024 + i112])) - v69[0])) * v89[0])) * v99[(i111) * 1024 + i112])) + v103[(i111) * 1024 + i112])))));
+        const int64_t o105 = int64_t(v6) * 1;
+        const int64_t o106 = int64_t(iv87) * 1024;
+        if (o105 >= 0 && o105 + 1 <= A.d3_0 && o106 >= 0 && o106 + 1024 <= A.d3_1) {
+          for (int64_t i107 = 0; i107 < 1; ++i107) {
+            for (int64_t i108 = 0; i108 < 1024; ++i108) A.p3[(o105 + i107) * A.s3_0 + o106 + i108] = tsr::f2bf((float((float((float((float((float((float(v88[(i107) * 1024 + i108])) - v67[0])) * v85[0])) * v95[(i107) * 1024 + i108])) + v99[(i107) * 1024 + i108])))));
           }
         } else {
-          for (int64_t i113 = 0; i113 < 1; ++i113) {
-            for (int64_t i114 = 0; i114 < 1024; ++i114) {
-              if ((o109 + i113) >= 0 && (o109 + i113) < A.d3_0 && (o110 + i114) >= 0 && (o110 + i114) < A.d3_1) A.p3[(o109 + i113) * A.s3_0 + (o110 + i114) * A.s3_1] = tsr::f2bf((float((float((float((float((float((float(v92[(i113)*1024 + i114])) - v69[0])) * v89[0])) * v99[(i113)*1024 + i114])) + v103[(i113)*1024 + i114])))));
+          for (int64_t i109 = 0; i109 < 1; ++i109) {
+            for (int64_t i110 = 0; i110 < 1024; ++i110) {
+              if ((o105 + i109) >= 0 && (o105 + i109) < A.d3_0 && (o106 + i110) >= 0 && (o106 + i110) < A.d3_1) A.p3[(o105 + i109) * A.s3_0 + (o106 + i110) * A.s3_1] = tsr::f2bf((float((float((float((float((float((float(v88[(i109)*1024 + i110])) - v67[0])) * v85[0])) * v95[(i109)*1024 + i110])) + v99[(i109)*1024 + i110])))));
             }
           }
         }

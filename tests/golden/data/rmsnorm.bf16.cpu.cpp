@@ -226,7 +226,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         }
       }
       // %36 = cast %35 : tile<f32, [1, 1024]>
-      // (the same array as its operand: exact in the compute type)
+      // (computed inside its user)
       // %37 = mul %36, %36 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %38 = reduce %37 {axis = 1, kind = "sum"} : tile<f32, [1]>
@@ -236,13 +236,13 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         int nan_ = 0;
         #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
         for (int64_t l_ = 0; l_ < 256; ++l_) {
-          const float x0_ = (float(v40[o_ * 1024 + l_] * v40[o_ * 1024 + l_]));
+          const float x0_ = (float((float(v40[o_ * 1024 + l_])) * (float(v40[o_ * 1024 + l_]))));
           a0_ += x0_;
-          const float x1_ = (float(v40[o_ * 1024 + 256 + l_] * v40[o_ * 1024 + 256 + l_]));
+          const float x1_ = (float((float(v40[o_ * 1024 + 256 + l_])) * (float(v40[o_ * 1024 + 256 + l_]))));
           a1_ += x1_;
-          const float x2_ = (float(v40[o_ * 1024 + 512 + l_] * v40[o_ * 1024 + 512 + l_]));
+          const float x2_ = (float((float(v40[o_ * 1024 + 512 + l_])) * (float(v40[o_ * 1024 + 512 + l_]))));
           a2_ += x2_;
-          const float x3_ = (float(v40[o_ * 1024 + 768 + l_] * v40[o_ * 1024 + 768 + l_]));
+          const float x3_ = (float((float(v40[o_ * 1024 + 768 + l_])) * (float(v40[o_ * 1024 + 768 + l_]))));
           a3_ += x3_;
         }
         const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
