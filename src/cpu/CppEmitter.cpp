@@ -308,7 +308,10 @@ class Emitter {
   }
   bool in_place_load(const Op& load, const std::vector<int64_t>& S) const {
     ScalarKind t = load.operand(0)->type.elem;
-    if (ctype(t) != stype(t) || is_narrow(t)) return false;
+    // bf16 is read in place through tsr::bf16_row (element i converted where it is read), when
+    // every read indexes the tile element by element.
+    const bool bf = t == ScalarKind::BF16;
+    if (!bf && (ctype(t) != stype(t) || is_narrow(t))) return false;
     for (size_t d = 0; d + 1 < S.size(); ++d)
       if (S[d] != 1) return false;
     const Block* home = load.parent;
@@ -316,8 +319,10 @@ class Emitter {
     bool ok = for_each_read(load.result(), home, [&](const Op* u, const Op* at) {
       switch (u->info().cls) {
         case OpClass::Unary: case OpClass::Binary: case OpClass::Compare: case OpClass::Ternary:
-        case OpClass::Cast: case OpClass::Reduce: case OpClass::Scan: case OpClass::Dot:
-        case OpClass::Control: case OpClass::Terminator: case OpClass::Shape:
+        case OpClass::Cast: case OpClass::Reduce: case OpClass::Shape:
+          break;
+        case OpClass::Scan: case OpClass::Dot: case OpClass::Control: case OpClass::Terminator:
+          if (bf) return false;  // these take the array itself
           break;
         case OpClass::Memory:
           if (u->kind == OpKind::StoreTile && u->operand(0) != load.result()) break;
@@ -561,7 +566,8 @@ class Emitter {
   static constexpr int64_t kStackTileBytes = int64_t{1} << 20;
   int64_t stack_bytes_ = 0;
   // `alignas(64) T name[n];` on the stack, or the same array on the heap past the budget.
-  void declare_array(const Op& op, ScalarKind elem, const std::string& n, int64_t count);
+  // storage: of the element's storage type (uint16_t for bf16), not its compute type.
+  void declare_array(const Op& op, ScalarKind elem, const std::string& n, int64_t count, bool storage = false);
   void emit_gather_scatter(const Op& op);
   void emit_atomic(const Op& op);
   // Element `i` of an indexed access (gather, scatter, atomics) of view parameter `j`: the
@@ -1042,6 +1048,11 @@ void Emitter::emit_load_store(const Op& op, const LoadInto* into) {
   const bool in_place = !into && load && in_place_load(op, S);
   if (into) {
     r = rbuf = into->dst;
+  } else if (in_place && t == ScalarKind::BF16) {  // the padded copy holds bf16 bits
+    r = bind_new(tile);
+    rbuf = r + "_pad";
+    declare_array(op, t, rbuf, numel(tile), true);
+    line("tsr::bf16_row " + r + "{" + rbuf + "};");
   } else if (in_place) {
     r = bind_new(tile);
     rbuf = r + "_pad";
@@ -1075,7 +1086,7 @@ void Emitter::emit_load_store(const Op& op, const LoadInto* into) {
     std::string i = fresh("i");
     std::string n = std::to_string(S[rank - 1]);
     if (in_place)
-      line(r + " = A.p" + js + " + " + goff + ";");
+      line(r + (t == ScalarKind::BF16 ? ".p" : "") + " = A.p" + js + " + " + goff + ";");
     else if (load)
       line("for (int64_t " + i + " = 0; " + i + " < " + n + "; ++" + i + ") " + r + "[" + toff + " + " + i + "] = " +
            load_conv(t, "A.p" + js + "[" + goff + " + " + i + "]") + ";");
@@ -1096,7 +1107,9 @@ void Emitter::emit_load_store(const Op& op, const LoadInto* into) {
       g += (d ? " + " : "") + gd + " * " + St(d);
     }
     std::string fi = flat_index(idx, S);
-    if (load)
+    if (load && in_place && t == ScalarKind::BF16)
+      line(rbuf + "[" + fi + "] = (" + ok + ") ? A.p" + js + "[" + g + "] : tsr::f2bf(" + pad + ");");
+    else if (load)
       line(rbuf + "[" + fi + "] = (" + ok + ") ? " + load_conv(t, "A.p" + js + "[" + g + "]") + " : " + pad + ";");
     else
       line("if (" + ok + ") A.p" + js + "[" + g + "] = " + store_conv(t, elem(tile, fi)) + ";");
@@ -1727,9 +1740,9 @@ void Emitter::emit_raw(const Op& op) {
 // interpreter reports (pipe full / empty / not empty at the end, slot out of range) end the
 // program instance and come back as tessera_run's result (src/ir/Struct.h codes).
 
-void Emitter::declare_array(const Op& op, ScalarKind elem, const std::string& n, int64_t count) {
-  const std::string T = ctype(elem), N = std::to_string(count);
-  int64_t bytes = count * (is_narrow(elem) ? 4 : scalar_bytes(elem));  // the compute type's size
+void Emitter::declare_array(const Op& op, ScalarKind elem, const std::string& n, int64_t count, bool storage) {
+  const std::string T = storage ? stype(elem) : ctype(elem), N = std::to_string(count);
+  int64_t bytes = count * (is_narrow(elem) && !storage ? 4 : scalar_bytes(elem));  // the type's size
   if (stack_bytes_ + bytes <= kStackTileBytes) {
     stack_bytes_ += bytes;
     line("alignas(64) " + T + " " + n + "[" + N + "];");

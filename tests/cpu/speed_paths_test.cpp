@@ -57,7 +57,9 @@ TEST(CpuSpeedPaths, ExactCastAliasesItsOperandAndKeepsTheCarriedValue) {
   expect_same_as_interp(*k, {{"M", 3}, {"N", 100}}, 41);
 }
 
-// bf16 row kernels: the bf16 -> f32 cast is the loaded array itself (ragged rows).
+// bf16 row kernels: the row is read in place (tsr::bf16_row: a pointer into the view, or to a
+// bf16 copy padded with -inf when the row is shorter than the tile) and the bf16 -> f32 cast is
+// that row itself (ragged rows and whole ones).
 TEST(CpuSpeedPaths, Bf16SoftmaxRaggedRows) {
   auto m = parse_module(R"(kernel @rows(%x: view<bf16, [M, N]>, %y: view<bf16, [M, N]>) {
   grid {
@@ -77,8 +79,11 @@ TEST(CpuSpeedPaths, Bf16SoftmaxRaggedRows) {
 }
 )", "t.tile");
   auto k = bind_constexprs(*m->kernels.at(0), {});
-  EXPECT_NE(emit_cpp(*k).find("the same array as its operand"), std::string::npos);
-  expect_same_as_interp(*k, {{"M", 5}, {"N", 100}}, 42);
+  std::string src = emit_cpp(*k);
+  EXPECT_NE(src.find("the same array as its operand"), std::string::npos) << src;
+  EXPECT_NE(src.find("tsr::bf16_row v"), std::string::npos) << src;
+  EXPECT_EQ(src.find("tsr::bf2f(A.p0["), std::string::npos) << "no float copy of the row:\n" << src;
+  for (int64_t n : {100, 128, 300}) expect_same_as_interp(*k, {{"M", 5}, {"N", n}}, 42 + n);
   expect_same_as_interp(*k, {{"M", 2}, {"N", 128}}, 43);
 }
 
