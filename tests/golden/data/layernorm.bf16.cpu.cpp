@@ -112,18 +112,19 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %14 = const {value = 0} : i32
     const int32_t v14 = int32_t(INT64_C(0));
     // %15 = load_tile %x, %6, %14 : tile<bf16, [1, 1024]>
-    alignas(64) float v15[1024];
+    alignas(64) uint16_t v15_pad[1024];
+    tsr::bf16_row v15{v15_pad};
     {
       const int64_t o16 = int64_t(v6) * 1;
       const int64_t o17 = int64_t(v14) * 1024;
       if (o16 >= 0 && o16 + 1 <= A.d0_0 && o17 >= 0 && o17 + 1024 <= A.d0_1) {
         for (int64_t i18 = 0; i18 < 1; ++i18) {
-          for (int64_t i19 = 0; i19 < 1024; ++i19) v15[(i18) * 1024 + i19] = tsr::bf2f(A.p0[(o16 + i18) * A.s0_0 + o17 + i19]);
+          v15.p = A.p0 + (o16 + i18) * A.s0_0 + o17;
         }
       } else {
         for (int64_t i20 = 0; i20 < 1; ++i20) {
           for (int64_t i21 = 0; i21 < 1024; ++i21) {
-            v15[(i20)*1024 + i21] = ((o16 + i20) >= 0 && (o16 + i20) < A.d0_0 && (o17 + i21) >= 0 && (o17 + i21) < A.d0_1) ? tsr::bf2f(A.p0[(o16 + i20) * A.s0_0 + (o17 + i21) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+            v15_pad[(i20)*1024 + i21] = ((o16 + i20) >= 0 && (o16 + i20) < A.d0_0 && (o17 + i21) >= 0 && (o17 + i21) < A.d0_1) ? A.p0[(o16 + i20) * A.s0_0 + (o17 + i21) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
           }
         }
       }
@@ -131,28 +132,30 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %16 = cast %15 : tile<f32, [1, 1024]>
     // (the same array as its operand: exact in the compute type)
     // %17 = load_tile %w, %14 : tile<bf16, [1024]>
-    alignas(64) float v22[1024];
+    alignas(64) uint16_t v22_pad[1024];
+    tsr::bf16_row v22{v22_pad};
     {
       const int64_t o23 = int64_t(v14) * 1024;
       if (o23 >= 0 && o23 + 1024 <= A.d1_0) {
-        for (int64_t i24 = 0; i24 < 1024; ++i24) v22[0 + i24] = tsr::bf2f(A.p1[o23 + i24]);
+        v22.p = A.p1 + o23;
       } else {
         for (int64_t i25 = 0; i25 < 1024; ++i25) {
-          v22[i25] = ((o23 + i25) >= 0 && (o23 + i25) < A.d1_0) ? tsr::bf2f(A.p1[(o23 + i25) * A.s1_0]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+          v22_pad[i25] = ((o23 + i25) >= 0 && (o23 + i25) < A.d1_0) ? A.p1[(o23 + i25) * A.s1_0] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
         }
       }
     }
     // %18 = cast %17 : tile<f32, [1024]>
     // (the same array as its operand: exact in the compute type)
     // %19 = load_tile %b, %14 : tile<bf16, [1024]>
-    alignas(64) float v26[1024];
+    alignas(64) uint16_t v26_pad[1024];
+    tsr::bf16_row v26{v26_pad};
     {
       const int64_t o27 = int64_t(v14) * 1024;
       if (o27 >= 0 && o27 + 1024 <= A.d2_0) {
-        for (int64_t i28 = 0; i28 < 1024; ++i28) v26[0 + i28] = tsr::bf2f(A.p2[o27 + i28]);
+        v26.p = A.p2 + o27;
       } else {
         for (int64_t i29 = 0; i29 < 1024; ++i29) {
-          v26[i29] = ((o27 + i29) >= 0 && (o27 + i29) < A.d2_0) ? tsr::bf2f(A.p2[(o27 + i29) * A.s2_0]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+          v26_pad[i29] = ((o27 + i29) >= 0 && (o27 + i29) < A.d2_0) ? A.p2[(o27 + i29) * A.s2_0] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
         }
       }
     }
@@ -282,18 +285,19 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     for (int64_t iv55_ = v53; v5 > 0 && iv55_ < v11; iv55_ += v5) {
       const int32_t iv55 = int32_t(iv55_);
       // %54 = load_tile %x, %6, %52 : tile<bf16, [1, 1024]>
-      alignas(64) float v56[1024];
+      alignas(64) uint16_t v56_pad[1024];
+      tsr::bf16_row v56{v56_pad};
       {
         const int64_t o57 = int64_t(v6) * 1;
         const int64_t o58 = int64_t(iv55) * 1024;
         if (o57 >= 0 && o57 + 1 <= A.d0_0 && o58 >= 0 && o58 + 1024 <= A.d0_1) {
           for (int64_t i59 = 0; i59 < 1; ++i59) {
-            for (int64_t i60 = 0; i60 < 1024; ++i60) v56[(i59) * 1024 + i60] = tsr::bf2f(A.p0[(o57 + i59) * A.s0_0 + o58 + i60]);
+            v56.p = A.p0 + (o57 + i59) * A.s0_0 + o58;
           }
         } else {
           for (int64_t i61 = 0; i61 < 1; ++i61) {
             for (int64_t i62 = 0; i62 < 1024; ++i62) {
-              v56[(i61)*1024 + i62] = ((o57 + i61) >= 0 && (o57 + i61) < A.d0_0 && (o58 + i62) >= 0 && (o58 + i62) < A.d0_1) ? tsr::bf2f(A.p0[(o57 + i61) * A.s0_0 + (o58 + i62) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+              v56_pad[(i61)*1024 + i62] = ((o57 + i61) >= 0 && (o57 + i61) < A.d0_0 && (o58 + i62) >= 0 && (o58 + i62) < A.d0_1) ? A.p0[(o57 + i61) * A.s0_0 + (o58 + i62) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
             }
           }
         }
@@ -337,18 +341,19 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     for (int64_t iv70_ = v53; v5 > 0 && iv70_ < v11; iv70_ += v5) {
       const int32_t iv70 = int32_t(iv70_);
       // %64 = load_tile %x, %6, %62 : tile<bf16, [1, 1024]>
-      alignas(64) float v71[1024];
+      alignas(64) uint16_t v71_pad[1024];
+      tsr::bf16_row v71{v71_pad};
       {
         const int64_t o72 = int64_t(v6) * 1;
         const int64_t o73 = int64_t(iv70) * 1024;
         if (o72 >= 0 && o72 + 1 <= A.d0_0 && o73 >= 0 && o73 + 1024 <= A.d0_1) {
           for (int64_t i74 = 0; i74 < 1; ++i74) {
-            for (int64_t i75 = 0; i75 < 1024; ++i75) v71[(i74) * 1024 + i75] = tsr::bf2f(A.p0[(o72 + i74) * A.s0_0 + o73 + i75]);
+            v71.p = A.p0 + (o72 + i74) * A.s0_0 + o73;
           }
         } else {
           for (int64_t i76 = 0; i76 < 1; ++i76) {
             for (int64_t i77 = 0; i77 < 1024; ++i77) {
-              v71[(i76)*1024 + i77] = ((o72 + i76) >= 0 && (o72 + i76) < A.d0_0 && (o73 + i77) >= 0 && (o73 + i77) < A.d0_1) ? tsr::bf2f(A.p0[(o72 + i76) * A.s0_0 + (o73 + i77) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+              v71_pad[(i76)*1024 + i77] = ((o72 + i76) >= 0 && (o72 + i76) < A.d0_0 && (o73 + i77) >= 0 && (o73 + i77) < A.d0_1) ? A.p0[(o72 + i76) * A.s0_0 + (o73 + i77) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
             }
           }
         }
@@ -420,18 +425,19 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     for (int64_t iv87_ = v53; v5 > 0 && iv87_ < v11; iv87_ += v5) {
       const int32_t iv87 = int32_t(iv87_);
       // %87 = load_tile %x, %6, %86 : tile<bf16, [1, 1024]>
-      alignas(64) float v88[1024];
+      alignas(64) uint16_t v88_pad[1024];
+      tsr::bf16_row v88{v88_pad};
       {
         const int64_t o89 = int64_t(v6) * 1;
         const int64_t o90 = int64_t(iv87) * 1024;
         if (o89 >= 0 && o89 + 1 <= A.d0_0 && o90 >= 0 && o90 + 1024 <= A.d0_1) {
           for (int64_t i91 = 0; i91 < 1; ++i91) {
-            for (int64_t i92 = 0; i92 < 1024; ++i92) v88[(i91) * 1024 + i92] = tsr::bf2f(A.p0[(o89 + i91) * A.s0_0 + o90 + i92]);
+            v88.p = A.p0 + (o89 + i91) * A.s0_0 + o90;
           }
         } else {
           for (int64_t i93 = 0; i93 < 1; ++i93) {
             for (int64_t i94 = 0; i94 < 1024; ++i94) {
-              v88[(i93)*1024 + i94] = ((o89 + i93) >= 0 && (o89 + i93) < A.d0_0 && (o90 + i94) >= 0 && (o90 + i94) < A.d0_1) ? tsr::bf2f(A.p0[(o89 + i93) * A.s0_0 + (o90 + i94) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+              v88_pad[(i93)*1024 + i94] = ((o89 + i93) >= 0 && (o89 + i93) < A.d0_0 && (o90 + i94) >= 0 && (o90 + i94) < A.d0_1) ? A.p0[(o89 + i93) * A.s0_0 + (o90 + i94) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
             }
           }
         }
@@ -439,28 +445,30 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %88 = cast %87 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %89 = load_tile %w, %86 : tile<bf16, [1024]>
-      alignas(64) float v95[1024];
+      alignas(64) uint16_t v95_pad[1024];
+      tsr::bf16_row v95{v95_pad};
       {
         const int64_t o96 = int64_t(iv87) * 1024;
         if (o96 >= 0 && o96 + 1024 <= A.d1_0) {
-          for (int64_t i97 = 0; i97 < 1024; ++i97) v95[0 + i97] = tsr::bf2f(A.p1[o96 + i97]);
+          v95.p = A.p1 + o96;
         } else {
           for (int64_t i98 = 0; i98 < 1024; ++i98) {
-            v95[i98] = ((o96 + i98) >= 0 && (o96 + i98) < A.d1_0) ? tsr::bf2f(A.p1[(o96 + i98) * A.s1_0]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+            v95_pad[i98] = ((o96 + i98) >= 0 && (o96 + i98) < A.d1_0) ? A.p1[(o96 + i98) * A.s1_0] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
           }
         }
       }
       // %90 = cast %89 : tile<f32, [1024]>
       // (the same array as its operand: exact in the compute type)
       // %91 = load_tile %b, %86 : tile<bf16, [1024]>
-      alignas(64) float v99[1024];
+      alignas(64) uint16_t v99_pad[1024];
+      tsr::bf16_row v99{v99_pad};
       {
         const int64_t o100 = int64_t(iv87) * 1024;
         if (o100 >= 0 && o100 + 1024 <= A.d2_0) {
-          for (int64_t i101 = 0; i101 < 1024; ++i101) v99[0 + i101] = tsr::bf2f(A.p2[o100 + i101]);
+          v99.p = A.p2 + o100;
         } else {
           for (int64_t i102 = 0; i102 < 1024; ++i102) {
-            v99[i102] = ((o100 + i102) >= 0 && (o100 + i102) < A.d2_0) ? tsr::bf2f(A.p2[(o100 + i102) * A.s2_0]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+            v99_pad[i102] = ((o100 + i102) >= 0 && (o100 + i102) < A.d2_0) ? A.p2[(o100 + i102) * A.s2_0] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
           }
         }
       }

@@ -97,18 +97,19 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %10 = const {value = 0} : i32
     const int32_t v10 = int32_t(INT64_C(0));
     // %11 = load_tile %x, %1, %10 : tile<bf16, [1, 1024]>
-    alignas(64) float v11[1024];
+    alignas(64) uint16_t v11_pad[1024];
+    tsr::bf16_row v11{v11_pad};
     {
       const int64_t o12 = int64_t(v1) * 1;
       const int64_t o13 = int64_t(v10) * 1024;
       if (o12 >= 0 && o12 + 1 <= A.d0_0 && o13 >= 0 && o13 + 1024 <= A.d0_1) {
         for (int64_t i14 = 0; i14 < 1; ++i14) {
-          for (int64_t i15 = 0; i15 < 1024; ++i15) v11[(i14) * 1024 + i15] = tsr::bf2f(A.p0[(o12 + i14) * A.s0_0 + o13 + i15]);
+          v11.p = A.p0 + (o12 + i14) * A.s0_0 + o13;
         }
       } else {
         for (int64_t i16 = 0; i16 < 1; ++i16) {
           for (int64_t i17 = 0; i17 < 1024; ++i17) {
-            v11[(i16)*1024 + i17] = ((o12 + i16) >= 0 && (o12 + i16) < A.d0_0 && (o13 + i17) >= 0 && (o13 + i17) < A.d0_1) ? tsr::bf2f(A.p0[(o12 + i16) * A.s0_0 + (o13 + i17) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+            v11_pad[(i16)*1024 + i17] = ((o12 + i16) >= 0 && (o12 + i16) < A.d0_0 && (o13 + i17) >= 0 && (o13 + i17) < A.d0_1) ? A.p0[(o12 + i16) * A.s0_0 + (o13 + i17) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
           }
         }
       }
@@ -116,14 +117,15 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %12 = cast %11 : tile<f32, [1, 1024]>
     // (the same array as its operand: exact in the compute type)
     // %13 = load_tile %w, %10 : tile<bf16, [1024]>
-    alignas(64) float v18[1024];
+    alignas(64) uint16_t v18_pad[1024];
+    tsr::bf16_row v18{v18_pad};
     {
       const int64_t o19 = int64_t(v10) * 1024;
       if (o19 >= 0 && o19 + 1024 <= A.d1_0) {
-        for (int64_t i20 = 0; i20 < 1024; ++i20) v18[0 + i20] = tsr::bf2f(A.p1[o19 + i20]);
+        v18.p = A.p1 + o19;
       } else {
         for (int64_t i21 = 0; i21 < 1024; ++i21) {
-          v18[i21] = ((o19 + i21) >= 0 && (o19 + i21) < A.d1_0) ? tsr::bf2f(A.p1[(o19 + i21) * A.s1_0]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+          v18_pad[i21] = ((o19 + i21) >= 0 && (o19 + i21) < A.d1_0) ? A.p1[(o19 + i21) * A.s1_0] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
         }
       }
     }
@@ -209,18 +211,19 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     for (int64_t iv39_ = v37; v4 > 0 && iv39_ < v7; iv39_ += v4) {
       const int32_t iv39 = int32_t(iv39_);
       // %35 = load_tile %x, %1, %33 : tile<bf16, [1, 1024]>
-      alignas(64) float v40[1024];
+      alignas(64) uint16_t v40_pad[1024];
+      tsr::bf16_row v40{v40_pad};
       {
         const int64_t o41 = int64_t(v1) * 1;
         const int64_t o42 = int64_t(iv39) * 1024;
         if (o41 >= 0 && o41 + 1 <= A.d0_0 && o42 >= 0 && o42 + 1024 <= A.d0_1) {
           for (int64_t i43 = 0; i43 < 1; ++i43) {
-            for (int64_t i44 = 0; i44 < 1024; ++i44) v40[(i43) * 1024 + i44] = tsr::bf2f(A.p0[(o41 + i43) * A.s0_0 + o42 + i44]);
+            v40.p = A.p0 + (o41 + i43) * A.s0_0 + o42;
           }
         } else {
           for (int64_t i45 = 0; i45 < 1; ++i45) {
             for (int64_t i46 = 0; i46 < 1024; ++i46) {
-              v40[(i45)*1024 + i46] = ((o41 + i45) >= 0 && (o41 + i45) < A.d0_0 && (o42 + i46) >= 0 && (o42 + i46) < A.d0_1) ? tsr::bf2f(A.p0[(o41 + i45) * A.s0_0 + (o42 + i46) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+              v40_pad[(i45)*1024 + i46] = ((o41 + i45) >= 0 && (o41 + i45) < A.d0_0 && (o42 + i46) >= 0 && (o42 + i46) < A.d0_1) ? A.p0[(o41 + i45) * A.s0_0 + (o42 + i46) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
             }
           }
         }
@@ -270,18 +273,19 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     for (int64_t iv52_ = v37; v4 > 0 && iv52_ < v7; iv52_ += v4) {
       const int32_t iv52 = int32_t(iv52_);
       // %47 = load_tile %x, %1, %46 : tile<bf16, [1, 1024]>
-      alignas(64) float v53[1024];
+      alignas(64) uint16_t v53_pad[1024];
+      tsr::bf16_row v53{v53_pad};
       {
         const int64_t o54 = int64_t(v1) * 1;
         const int64_t o55 = int64_t(iv52) * 1024;
         if (o54 >= 0 && o54 + 1 <= A.d0_0 && o55 >= 0 && o55 + 1024 <= A.d0_1) {
           for (int64_t i56 = 0; i56 < 1; ++i56) {
-            for (int64_t i57 = 0; i57 < 1024; ++i57) v53[(i56) * 1024 + i57] = tsr::bf2f(A.p0[(o54 + i56) * A.s0_0 + o55 + i57]);
+            v53.p = A.p0 + (o54 + i56) * A.s0_0 + o55;
           }
         } else {
           for (int64_t i58 = 0; i58 < 1; ++i58) {
             for (int64_t i59 = 0; i59 < 1024; ++i59) {
-              v53[(i58)*1024 + i59] = ((o54 + i58) >= 0 && (o54 + i58) < A.d0_0 && (o55 + i59) >= 0 && (o55 + i59) < A.d0_1) ? tsr::bf2f(A.p0[(o54 + i58) * A.s0_0 + (o55 + i59) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+              v53_pad[(i58)*1024 + i59] = ((o54 + i58) >= 0 && (o54 + i58) < A.d0_0 && (o55 + i59) >= 0 && (o55 + i59) < A.d0_1) ? A.p0[(o54 + i58) * A.s0_0 + (o55 + i59) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
             }
           }
         }
@@ -289,14 +293,15 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %48 = cast %47 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %49 = load_tile %w, %46 : tile<bf16, [1024]>
-      alignas(64) float v60[1024];
+      alignas(64) uint16_t v60_pad[1024];
+      tsr::bf16_row v60{v60_pad};
       {
         const int64_t o61 = int64_t(iv52) * 1024;
         if (o61 >= 0 && o61 + 1024 <= A.d1_0) {
-          for (int64_t i62 = 0; i62 < 1024; ++i62) v60[0 + i62] = tsr::bf2f(A.p1[o61 + i62]);
+          v60.p = A.p1 + o61;
         } else {
           for (int64_t i63 = 0; i63 < 1024; ++i63) {
-            v60[i63] = ((o61 + i63) >= 0 && (o61 + i63) < A.d1_0) ? tsr::bf2f(A.p1[(o61 + i63) * A.s1_0]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+            v60_pad[i63] = ((o61 + i63) >= 0 && (o61 + i63) < A.d1_0) ? A.p1[(o61 + i63) * A.s1_0] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
           }
         }
       }

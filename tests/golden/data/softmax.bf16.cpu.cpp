@@ -90,18 +90,19 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %9 = const {value = 0} : i32
     const int32_t v9 = int32_t(INT64_C(0));
     // %10 = load_tile %x, %1, %9 {pad = -inf} : tile<bf16, [1, 1024]>
-    alignas(64) float v10[1024];
+    alignas(64) uint16_t v10_pad[1024];
+    tsr::bf16_row v10{v10_pad};
     {
       const int64_t o11 = int64_t(v1) * 1;
       const int64_t o12 = int64_t(v9) * 1024;
       if (o11 >= 0 && o11 + 1 <= A.d0_0 && o12 >= 0 && o12 + 1024 <= A.d0_1) {
         for (int64_t i13 = 0; i13 < 1; ++i13) {
-          for (int64_t i14 = 0; i14 < 1024; ++i14) v10[(i13) * 1024 + i14] = tsr::bf2f(A.p0[(o11 + i13) * A.s0_0 + o12 + i14]);
+          v10.p = A.p0 + (o11 + i13) * A.s0_0 + o12;
         }
       } else {
         for (int64_t i15 = 0; i15 < 1; ++i15) {
           for (int64_t i16 = 0; i16 < 1024; ++i16) {
-            v10[(i15)*1024 + i16] = ((o11 + i15) >= 0 && (o11 + i15) < A.d0_0 && (o12 + i16) >= 0 && (o12 + i16) < A.d0_1) ? tsr::bf2f(A.p0[(o11 + i15) * A.s0_0 + (o12 + i16) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(double(-INFINITY)));
+            v10_pad[(i15)*1024 + i16] = ((o11 + i15) >= 0 && (o11 + i15) < A.d0_0 && (o12 + i16) >= 0 && (o12 + i16) < A.d0_1) ? A.p0[(o11 + i15) * A.s0_0 + (o12 + i16) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(double(-INFINITY))));
           }
         }
       }
@@ -214,18 +215,19 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     for (int64_t iv42_ = v39; v4 > 0 && iv42_ < v7; iv42_ += v4) {
       const int32_t iv42 = int32_t(iv42_);
       // %35 = load_tile %x, %1, %32 {pad = -inf} : tile<bf16, [1, 1024]>
-      alignas(64) float v43[1024];
+      alignas(64) uint16_t v43_pad[1024];
+      tsr::bf16_row v43{v43_pad};
       {
         const int64_t o44 = int64_t(v1) * 1;
         const int64_t o45 = int64_t(iv42) * 1024;
         if (o44 >= 0 && o44 + 1 <= A.d0_0 && o45 >= 0 && o45 + 1024 <= A.d0_1) {
           for (int64_t i46 = 0; i46 < 1; ++i46) {
-            for (int64_t i47 = 0; i47 < 1024; ++i47) v43[(i46) * 1024 + i47] = tsr::bf2f(A.p0[(o44 + i46) * A.s0_0 + o45 + i47]);
+            v43.p = A.p0 + (o44 + i46) * A.s0_0 + o45;
           }
         } else {
           for (int64_t i48 = 0; i48 < 1; ++i48) {
             for (int64_t i49 = 0; i49 < 1024; ++i49) {
-              v43[(i48)*1024 + i49] = ((o44 + i48) >= 0 && (o44 + i48) < A.d0_0 && (o45 + i49) >= 0 && (o45 + i49) < A.d0_1) ? tsr::bf2f(A.p0[(o44 + i48) * A.s0_0 + (o45 + i49) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(double(-INFINITY)));
+              v43_pad[(i48)*1024 + i49] = ((o44 + i48) >= 0 && (o44 + i48) < A.d0_0 && (o45 + i49) >= 0 && (o45 + i49) < A.d0_1) ? A.p0[(o44 + i48) * A.s0_0 + (o45 + i49) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(double(-INFINITY))));
             }
           }
         }
@@ -307,18 +309,19 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     for (int64_t iv61_ = v39; v4 > 0 && iv61_ < v7; iv61_ += v4) {
       const int32_t iv61 = int32_t(iv61_);
       // %52 = load_tile %x, %1, %51 {pad = -inf} : tile<bf16, [1, 1024]>
-      alignas(64) float v62[1024];
+      alignas(64) uint16_t v62_pad[1024];
+      tsr::bf16_row v62{v62_pad};
       {
         const int64_t o63 = int64_t(v1) * 1;
         const int64_t o64 = int64_t(iv61) * 1024;
         if (o63 >= 0 && o63 + 1 <= A.d0_0 && o64 >= 0 && o64 + 1024 <= A.d0_1) {
           for (int64_t i65 = 0; i65 < 1; ++i65) {
-            for (int64_t i66 = 0; i66 < 1024; ++i66) v62[(i65) * 1024 + i66] = tsr::bf2f(A.p0[(o63 + i65) * A.s0_0 + o64 + i66]);
+            v62.p = A.p0 + (o63 + i65) * A.s0_0 + o64;
           }
         } else {
           for (int64_t i67 = 0; i67 < 1; ++i67) {
             for (int64_t i68 = 0; i68 < 1024; ++i68) {
-              v62[(i67)*1024 + i68] = ((o63 + i67) >= 0 && (o63 + i67) < A.d0_0 && (o64 + i68) >= 0 && (o64 + i68) < A.d0_1) ? tsr::bf2f(A.p0[(o63 + i67) * A.s0_0 + (o64 + i68) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(double(-INFINITY)));
+              v62_pad[(i67)*1024 + i68] = ((o63 + i67) >= 0 && (o63 + i67) < A.d0_0 && (o64 + i68) >= 0 && (o64 + i68) < A.d0_1) ? A.p0[(o63 + i67) * A.s0_0 + (o64 + i68) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(double(-INFINITY))));
             }
           }
         }

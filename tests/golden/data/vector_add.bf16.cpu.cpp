@@ -49,10 +49,6 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   (void)A; (void)pid0; (void)pid1; (void)pid2; (void)np0; (void)np1; (void)np2;
   [[maybe_unused]] constexpr int64_t BLOCK = INT64_C(1024);
   // The next program's row tiles, prefetched while this one computes (tsr::prefetch_part).
-  const char* pf0_ = nullptr;
-  int64_t pfl0_ = 0;
-  const char* pf1_ = nullptr;
-  int64_t pfl1_ = 0;
   const char* pf2_ = nullptr;
   int64_t pfl2_ = 0;
   if (int64_t(pid0) + 1 < int64_t(np0)) {
@@ -61,24 +57,8 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     const int32_t v19 = pn0_;
     {
       const int64_t o20 = int64_t(v19) * 1024;
-      if (o20 >= 0 && o20 + 1024 <= A.d0_0) {
-        const char* p_ = reinterpret_cast<const char*>(A.p0 + o20);
-        pf0_ = tsr::line_start(p_);
-        pfl0_ = tsr::line_count(p_, 2048);
-      }
-    }
-    {
-      const int64_t o21 = int64_t(v19) * 1024;
-      if (o21 >= 0 && o21 + 1024 <= A.d1_0) {
-        const char* p_ = reinterpret_cast<const char*>(A.p1 + o21);
-        pf1_ = tsr::line_start(p_);
-        pfl1_ = tsr::line_count(p_, 2048);
-      }
-    }
-    {
-      const int64_t o22 = int64_t(v19) * 1024;
-      if (o22 >= 0 && o22 + 1024 <= A.d2_0) {
-        const char* p_ = reinterpret_cast<const char*>(A.p2 + o22);
+      if (o20 >= 0 && o20 + 1024 <= A.d2_0) {
+        const char* p_ = reinterpret_cast<const char*>(A.p2 + o20);
         pf2_ = tsr::line_start(p_);
         pfl2_ = tsr::line_count(p_, 2048);
       }
@@ -87,28 +67,30 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   // %6 = program_id {axis = 0} : i32
   const int32_t v6 = pid0;
   // %7 = load_tile %x, %6 : tile<bf16, [1024]>
-  alignas(64) float v7[1024];
+  alignas(64) uint16_t v7_pad[1024];
+  tsr::bf16_row v7{v7_pad};
   {
     const int64_t o8 = int64_t(v6) * 1024;
     if (o8 >= 0 && o8 + 1024 <= A.d0_0) {
-      for (int64_t i9 = 0; i9 < 1024; ++i9) v7[0 + i9] = tsr::bf2f(A.p0[o8 + i9]);
+      v7.p = A.p0 + o8;
     } else {
       for (int64_t i10 = 0; i10 < 1024; ++i10) {
-        v7[i10] = ((o8 + i10) >= 0 && (o8 + i10) < A.d0_0) ? tsr::bf2f(A.p0[(o8 + i10) * A.s0_0]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+        v7_pad[i10] = ((o8 + i10) >= 0 && (o8 + i10) < A.d0_0) ? A.p0[(o8 + i10) * A.s0_0] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
       }
     }
   }
   // %8 = cast %7 : tile<f32, [1024]>
   // (computed inside its user)
   // %9 = load_tile %y, %6 : tile<bf16, [1024]>
-  alignas(64) float v11[1024];
+  alignas(64) uint16_t v11_pad[1024];
+  tsr::bf16_row v11{v11_pad};
   {
     const int64_t o12 = int64_t(v6) * 1024;
     if (o12 >= 0 && o12 + 1024 <= A.d1_0) {
-      for (int64_t i13 = 0; i13 < 1024; ++i13) v11[0 + i13] = tsr::bf2f(A.p1[o12 + i13]);
+      v11.p = A.p1 + o12;
     } else {
       for (int64_t i14 = 0; i14 < 1024; ++i14) {
-        v11[i14] = ((o12 + i14) >= 0 && (o12 + i14) < A.d1_0) ? tsr::bf2f(A.p1[(o12 + i14) * A.s1_0]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+        v11_pad[i14] = ((o12 + i14) >= 0 && (o12 + i14) < A.d1_0) ? A.p1[(o12 + i14) * A.s1_0] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
       }
     }
   }
@@ -123,8 +105,6 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     const int64_t o15 = int64_t(v6) * 1024;
     if (o15 >= 0 && o15 + 1024 <= A.d2_0) {
       for (int64_t c17 = 0; c17 < 1024; c17 += 256) {
-        tsr::prefetch_part(pf0_, pfl0_, c17 / 256, 4);
-        tsr::prefetch_part(pf1_, pfl1_, c17 / 256, 4);
         tsr::prefetch_part_w(pf2_, pfl2_, c17 / 256, 4);
         for (int64_t i16 = c17; i16 < c17 + 256; ++i16) A.p2[o15 + i16] = tsr::f2bf((float((float((float(v7[0 + i16])) + (float(v11[0 + i16])))))));
       }
