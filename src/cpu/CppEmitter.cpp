@@ -434,10 +434,11 @@ class Emitter {
   // such as exp weigh 16).
   static int loop_cost(const std::string& stmt);
   // `for (i = 0; i < n; ++i) stmt` (stmt reads the index as `i`), in pieces with prefetches
-  // when `site` takes some; `after` (if any) follows each piece, its start and length read as
-  // @C@ and @N@ (the whole loop: 0 and n).
+  // when `site` takes some (or always, with `pieces`, when n allows); `after` (if any) follows
+  // each piece; stmt and after read the piece's start and length as @C@ and @N@ (the whole
+  // loop: 0 and n).
   void loop_with_prefetch(const Op& site, int64_t n, const std::string& i, const std::string& stmt,
-                          const std::string& after = "");
+                          const std::string& after = "", bool pieces = false);
   // The used prefetches' addresses for the next program, computed at the program's start
   // (inserted at line `at`): the index ops recomputed with program_id(0) + 1.
   void emit_prefetch_prologue(const Block& body, size_t at);
@@ -683,32 +684,30 @@ std::vector<std::string> Emitter::prefetch_calls(const Op& site, int cost, const
 }
 
 void Emitter::loop_with_prefetch(const Op& site, int64_t n, const std::string& i, const std::string& stmt,
-                                 const std::string& after) {
+                                 const std::string& after, bool pieces) {
   const std::string N = std::to_string(n);
-  auto piece_end = [&](const std::string& c, const std::string& len) {
-    if (after.empty()) return;
-    std::string a = after;
+  auto piece = [](std::string a, const std::string& c, const std::string& len) {
     for (size_t p = a.find("@C@"); p != std::string::npos; p = a.find("@C@", p + c.size())) a.replace(p, 3, c);
     for (size_t p = a.find("@N@"); p != std::string::npos; p = a.find("@N@", p + len.size())) a.replace(p, 3, len);
-    line(a);
+    return a;
   };
   if (n >= 2 * kPrefetchPiece && n % kPrefetchPiece == 0) {
     const std::string P = std::to_string(kPrefetchPiece);
     std::vector<std::string> calls = prefetch_calls(site, loop_cost(stmt + after), "@I@", n / kPrefetchPiece);
-    if (!calls.empty()) {
+    if (!calls.empty() || pieces) {
       const std::string c = fresh("c");
       line("for (int64_t " + c + " = 0; " + c + " < " + N + "; " + c + " += " + P + ") {");
       ++ind_;
       for (const auto& l : calls) line(subst(l, c + " / " + P));
-      line("for (int64_t " + i + " = " + c + "; " + i + " < " + c + " + " + P + "; ++" + i + ") " + stmt);
-      piece_end(c, P);
+      line("for (int64_t " + i + " = " + c + "; " + i + " < " + c + " + " + P + "; ++" + i + ") " + piece(stmt, c, P));
+      if (!after.empty()) line(piece(after, c, P));
       --ind_;
       line("}");
       return;
     }
   }
-  line("for (int64_t " + i + " = 0; " + i + " < " + N + "; ++" + i + ") " + stmt);
-  piece_end("0", N);
+  line("for (int64_t " + i + " = 0; " + i + " < " + N + "; ++" + i + ") " + piece(stmt, "0", N));
+  if (!after.empty()) line(piece(after, "0", N));
 }
 
 void Emitter::emit_prefetch_prologue(const Block& body, size_t at) {
@@ -1090,7 +1089,17 @@ void Emitter::emit_load_store(const Op& op, const LoadInto* into) {
     else if (load)
       line("for (int64_t " + i + " = 0; " + i + " < " + n + "; ++" + i + ") " + r + "[" + toff + " + " + i + "] = " +
            load_conv(t, "A.p" + js + "[" + goff + " + " + i + "]") + ";");
-    else if (rows == 1)
+    else if (rows == 1 && t == ScalarKind::BF16 && S[rank - 1] >= 16) {
+      // A bf16 row: the floats into a local piece, then tsr::store_bf16 converts and stores them
+      // (the hardware's bf16 conversion where the CPU has one), piece by piece (a whole-row
+      // buffer took L1 from the row's own arrays).
+      const int64_t n = S[rank - 1];
+      const bool cut = n >= 2 * kPrefetchPiece && n % kPrefetchPiece == 0;
+      std::string f = fresh("st");
+      declare_array(op, ScalarKind::F32, f, cut ? kPrefetchPiece : n);
+      loop_with_prefetch(op, n, i, f + "[" + i + " - @C@] = " + elem(tile, toff + " + " + i) + ";",
+                         "tsr::store_bf16(A.p" + js + " + " + goff + " + @C@, " + f + ", @N@);", true);
+    } else if (rows == 1)
       loop_with_prefetch(op, S[rank - 1], i, "A.p" + js + "[" + goff + " + " + i + "] = " + store_conv(t, elem(tile, toff + " + " + i)) + ";");
     else
       line("for (int64_t " + i + " = 0; " + i + " < " + n + "; ++" + i + ") A.p" + js + "[" + goff + " + " + i + "] = " +

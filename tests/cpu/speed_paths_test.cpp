@@ -432,6 +432,43 @@ TEST(CpuSpeedPaths, CheapResultReadTwiceByOneOpIsInlined) {
   run_both(*k, {{"M", 13}}, 93, [](std::vector<Tensor>& in) { in[0].set(5, -1.0); });  // a NaN log
 }
 
+// A bf16 row store converts through tsr::store_bf16 (vcvtneps2bf16 where the CPU has it, which
+// flushes subnormals and keeps NaN payloads; such vectors take f2bf): every stored value equals
+// the interpreter's exactly, subnormal results, NaN, infinities and ties included, in a row cut
+// in pieces (512) and a row with a tail (100).
+TEST(CpuSpeedPaths, Bf16RowStoreMatchesTheInterpreterBitForBit) {
+  for (int64_t w : {512, 100}) {
+    const std::string in = "tile<f32, [1, " + std::to_string(w) + "]>", out = "tile<bf16, [1, " + std::to_string(w) + "]>";
+    std::string text = std::string(R"(kernel @bfstore(%x: view<f32, [M, N]>, %y: view<bf16, [M, N]>) {
+)") + kRowHead + R"(  %t = load_tile %x, %pid, %c0 : )" + in + R"(
+  %h = cast %t : )" + out + R"(
+  store_tile %y, %h, %pid, %c0
+}
+)";
+    auto k = bound(text);
+    std::string src = emit_cpp(*k);
+    EXPECT_NE(src.find("tsr::store_bf16("), std::string::npos) << src;
+    auto plant = [&](std::vector<Tensor>& x) {
+      const double special[] = {1e-39, -1e-39, 1.1754942e-38, 1e-45, NAN, INFINITY, -INFINITY, 3.4e38, 1.00390625, 1.01171875, -0.0};
+      for (size_t i = 0; i < std::size(special); ++i) x[0].set(static_cast<int64_t>(1 + 37 * i), special[i]);
+      for (int64_t i = 2 * w; i < 3 * w; ++i) x[0].set(i, std::ldexp(x[0].get(i), -128));  // a row of subnormals
+    };
+    const Sizes sizes{{"M", 6}, {"N", w}};
+    std::vector<Tensor> got = run_both(*k, sizes, 95 + w, plant);
+    std::vector<Tensor> want = make_random_tensors(*k, sizes, 95 + w);
+    plant(want);
+    auto wa = args_for(*k, want);
+    run_interp(*k, wa);
+    int nonzero_subnormal = 0;
+    for (int64_t i = 0; i < got[1].numel(); ++i) {
+      double g = got[1].get(i), e = want[1].get(i);
+      EXPECT_TRUE(g == e || (std::isnan(g) && std::isnan(e))) << "w " << w << " element " << i << ": cpu " << g << " interp " << e;
+      nonzero_subnormal += e != 0 && std::fabs(e) < 1.1754943508222875e-38;
+    }
+    EXPECT_GT(nonzero_subnormal, w / 2) << "the test stores subnormal bf16 values";
+  }
+}
+
 // The same row read inside a loop over column tiles: the index depends on the loop, so nothing
 // is prefetched (and the generated code has no prologue).
 TEST(CpuSpeedPaths, TilesLoadedInLoopsAreNotPrefetched) {
