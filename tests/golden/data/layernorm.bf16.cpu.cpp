@@ -67,23 +67,23 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   if (int64_t(pid0) + 1 < int64_t(np0)) {
     const int32_t pn0_ = pid0 + 1;
     // %6 = program_id {axis = 0} : i32
-    const int32_t v111 = pn0_;
+    const int32_t v114 = pn0_;
     // %14 = const {value = 0} : i32
-    const int32_t v112 = int32_t(INT64_C(0));
+    const int32_t v115 = int32_t(INT64_C(0));
     {
-      const int64_t o113 = int64_t(v111) * 1;
-      const int64_t o114 = int64_t(v112) * 1024;
-      if (o113 >= 0 && o113 + 1 <= A.d0_0 && o114 >= 0 && o114 + 1024 <= A.d0_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p0 + o113 * A.s0_0 + o114);
+      const int64_t o116 = int64_t(v114) * 1;
+      const int64_t o117 = int64_t(v115) * 1024;
+      if (o116 >= 0 && o116 + 1 <= A.d0_0 && o117 >= 0 && o117 + 1024 <= A.d0_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p0 + o116 * A.s0_0 + o117);
         pf0_ = tsr::line_start(p_);
         pfl0_ = tsr::line_count(p_, 2048);
       }
     }
     {
-      const int64_t o115 = int64_t(v111) * 1;
-      const int64_t o116 = int64_t(v112) * 1024;
-      if (o115 >= 0 && o115 + 1 <= A.d3_0 && o116 >= 0 && o116 + 1024 <= A.d3_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p3 + o115 * A.s3_0 + o116);
+      const int64_t o118 = int64_t(v114) * 1;
+      const int64_t o119 = int64_t(v115) * 1024;
+      if (o118 >= 0 && o118 + 1 <= A.d3_0 && o119 >= 0 && o119 + 1024 <= A.d3_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p3 + o118 * A.s3_0 + o119);
         pf1_ = tsr::line_start(p_);
         pfl1_ = tsr::line_count(p_, 2048);
       }
@@ -256,16 +256,18 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       const int64_t o44 = int64_t(v14) * 1024;
       if (o43 >= 0 && o43 + 1 <= A.d3_0 && o44 >= 0 && o44 + 1024 <= A.d3_1) {
         for (int64_t i45 = 0; i45 < 1; ++i45) {
-          for (int64_t c47 = 0; c47 < 1024; c47 += 256) {
-            tsr::prefetch_part(pf0_, pfl0_, c47 / 256, 4);
-            tsr::prefetch_part_w(pf1_, pfl1_, c47 / 256, 4);
-            for (int64_t i46 = c47; i46 < c47 + 256; ++i46) A.p3[(o43 + i45) * A.s3_0 + o44 + i46] = tsr::f2bf((float((float((float((float((float(v15[(i45) * 1024 + i46] - v33[0])) * v40[0])) * v22[(i45) * 1024 + i46])) + v26[(i45) * 1024 + i46])))));
+          alignas(64) float st47[256];
+          for (int64_t c48 = 0; c48 < 1024; c48 += 256) {
+            tsr::prefetch_part(pf0_, pfl0_, c48 / 256, 4);
+            tsr::prefetch_part_w(pf1_, pfl1_, c48 / 256, 4);
+            for (int64_t i46 = c48; i46 < c48 + 256; ++i46) st47[i46 - c48] = (float((float((float((float((float(v15[(i45) * 1024 + i46] - v33[0])) * v40[0])) * v22[(i45) * 1024 + i46])) + v26[(i45) * 1024 + i46]))));
+            tsr::store_bf16(A.p3 + (o43 + i45) * A.s3_0 + o44 + c48, st47, 256);
           }
         }
       } else {
-        for (int64_t i48 = 0; i48 < 1; ++i48) {
-          for (int64_t i49 = 0; i49 < 1024; ++i49) {
-            if ((o43 + i48) >= 0 && (o43 + i48) < A.d3_0 && (o44 + i49) >= 0 && (o44 + i49) < A.d3_1) A.p3[(o43 + i48) * A.s3_0 + (o44 + i49) * A.s3_1] = tsr::f2bf((float((float((float((float((float(v15[(i48)*1024 + i49] - v33[0])) * v40[0])) * v22[(i48)*1024 + i49])) + v26[(i48)*1024 + i49])))));
+        for (int64_t i49 = 0; i49 < 1; ++i49) {
+          for (int64_t i50 = 0; i50 < 1024; ++i50) {
+            if ((o43 + i49) >= 0 && (o43 + i49) < A.d3_0 && (o44 + i50) >= 0 && (o44 + i50) < A.d3_1) A.p3[(o43 + i49) * A.s3_0 + (o44 + i50) * A.s3_1] = tsr::f2bf((float((float((float((float((float(v15[(i49)*1024 + i50] - v33[0])) * v40[0])) * v22[(i49)*1024 + i50])) + v26[(i49)*1024 + i50])))));
           }
         }
       }
@@ -273,31 +275,31 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // yield
   } else {
     // %48 = const {value = 0.0} : f32
-    const float v50 = float(0x0p+0);
+    const float v51 = float(0x0p+0);
     // %49 = splat %48 : tile<f32, [1]>
-    alignas(64) float v51[1];
-    for (int64_t i52 = 0; i52 < 1; ++i52) v51[i52] = v50;
+    alignas(64) float v52[1];
+    for (int64_t i53 = 0; i53 < 1; ++i53) v52[i53] = v51;
     // %50 = const {value = 0} : i32
-    const int32_t v53 = int32_t(INT64_C(0));
+    const int32_t v54 = int32_t(INT64_C(0));
     // %51 = for %50, %11, %5, %49 : tile<f32, [1]> {...}
-    alignas(64) float c54[1];
-    __builtin_memcpy(c54, v51, sizeof(c54));
-    for (int64_t iv55_ = v53; v5 > 0 && iv55_ < v11; iv55_ += v5) {
-      const int32_t iv55 = int32_t(iv55_);
+    alignas(64) float c55[1];
+    __builtin_memcpy(c55, v52, sizeof(c55));
+    for (int64_t iv56_ = v54; v5 > 0 && iv56_ < v11; iv56_ += v5) {
+      const int32_t iv56 = int32_t(iv56_);
       // %54 = load_tile %x, %6, %52 : tile<bf16, [1, 1024]>
-      alignas(64) uint16_t v56_pad[1024];
-      tsr::bf16_row v56{v56_pad};
+      alignas(64) uint16_t v57_pad[1024];
+      tsr::bf16_row v57{v57_pad};
       {
-        const int64_t o57 = int64_t(v6) * 1;
-        const int64_t o58 = int64_t(iv55) * 1024;
-        if (o57 >= 0 && o57 + 1 <= A.d0_0 && o58 >= 0 && o58 + 1024 <= A.d0_1) {
-          for (int64_t i59 = 0; i59 < 1; ++i59) {
-            v56.p = A.p0 + (o57 + i59) * A.s0_0 + o58;
+        const int64_t o58 = int64_t(v6) * 1;
+        const int64_t o59 = int64_t(iv56) * 1024;
+        if (o58 >= 0 && o58 + 1 <= A.d0_0 && o59 >= 0 && o59 + 1024 <= A.d0_1) {
+          for (int64_t i60 = 0; i60 < 1; ++i60) {
+            v57.p = A.p0 + (o58 + i60) * A.s0_0 + o59;
           }
         } else {
-          for (int64_t i61 = 0; i61 < 1; ++i61) {
-            for (int64_t i62 = 0; i62 < 1024; ++i62) {
-              v56_pad[(i61)*1024 + i62] = ((o57 + i61) >= 0 && (o57 + i61) < A.d0_0 && (o58 + i62) >= 0 && (o58 + i62) < A.d0_1) ? A.p0[(o57 + i61) * A.s0_0 + (o58 + i62) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+          for (int64_t i62 = 0; i62 < 1; ++i62) {
+            for (int64_t i63 = 0; i63 < 1024; ++i63) {
+              v57_pad[(i62)*1024 + i63] = ((o58 + i62) >= 0 && (o58 + i62) < A.d0_0 && (o59 + i63) >= 0 && (o59 + i63) < A.d0_1) ? A.p0[(o58 + i62) * A.s0_0 + (o59 + i63) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
             }
           }
         }
@@ -305,55 +307,55 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %55 = cast %54 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %56 = reduce %55 {axis = 1, kind = "sum"} : tile<f32, [1]>
-      alignas(64) float v63[1];
+      alignas(64) float v64[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
         int nan_ = 0;
         #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
         for (int64_t l_ = 0; l_ < 256; ++l_) {
-          const float x0_ = (float(v56[o_ * 1024 + l_]));
+          const float x0_ = (float(v57[o_ * 1024 + l_]));
           a0_ += x0_;
-          const float x1_ = (float(v56[o_ * 1024 + 256 + l_]));
+          const float x1_ = (float(v57[o_ * 1024 + 256 + l_]));
           a1_ += x1_;
-          const float x2_ = (float(v56[o_ * 1024 + 512 + l_]));
+          const float x2_ = (float(v57[o_ * 1024 + 512 + l_]));
           a2_ += x2_;
-          const float x3_ = (float(v56[o_ * 1024 + 768 + l_]));
+          const float x3_ = (float(v57[o_ * 1024 + 768 + l_]));
           a3_ += x3_;
         }
         const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-        v63[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+        v64[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
       }
       // %57 = add %53, %56 : tile<f32, [1]>
-      // (written into the carried c54)
-      for (int64_t i64 = 0; i64 < 1; ++i64) c54[i64] = float(c54[i64] + v63[i64]);
+      // (written into the carried c55)
+      for (int64_t i65 = 0; i65 < 1; ++i65) c55[i65] = float(c55[i65] + v64[i65]);
       // yield %57
     }
     // %58 = splat %12 : tile<f32, [1]>
-    alignas(64) float v65[1];
-    for (int64_t i66 = 0; i66 < 1; ++i66) v65[i66] = v12;
+    alignas(64) float v66[1];
+    for (int64_t i67 = 0; i67 < 1; ++i67) v66[i67] = v12;
     // %59 = div %51, %58 : tile<f32, [1]>
-    alignas(64) float v67[1];
-    for (int64_t i68 = 0; i68 < 1; ++i68) v67[i68] = float(c54[i68] / v12);
+    alignas(64) float v68[1];
+    for (int64_t i69 = 0; i69 < 1; ++i69) v68[i69] = float(c55[i69] / v12);
     // %60 = expand_dims %59 {axis = 1} : tile<f32, [1, 1]>
     // %61 = for %50, %11, %5, %49 : tile<f32, [1]> {...}
-    alignas(64) float c69[1];
-    __builtin_memcpy(c69, v51, sizeof(c69));
-    for (int64_t iv70_ = v53; v5 > 0 && iv70_ < v11; iv70_ += v5) {
-      const int32_t iv70 = int32_t(iv70_);
+    alignas(64) float c70[1];
+    __builtin_memcpy(c70, v52, sizeof(c70));
+    for (int64_t iv71_ = v54; v5 > 0 && iv71_ < v11; iv71_ += v5) {
+      const int32_t iv71 = int32_t(iv71_);
       // %64 = load_tile %x, %6, %62 : tile<bf16, [1, 1024]>
-      alignas(64) uint16_t v71_pad[1024];
-      tsr::bf16_row v71{v71_pad};
+      alignas(64) uint16_t v72_pad[1024];
+      tsr::bf16_row v72{v72_pad};
       {
-        const int64_t o72 = int64_t(v6) * 1;
-        const int64_t o73 = int64_t(iv70) * 1024;
-        if (o72 >= 0 && o72 + 1 <= A.d0_0 && o73 >= 0 && o73 + 1024 <= A.d0_1) {
-          for (int64_t i74 = 0; i74 < 1; ++i74) {
-            v71.p = A.p0 + (o72 + i74) * A.s0_0 + o73;
+        const int64_t o73 = int64_t(v6) * 1;
+        const int64_t o74 = int64_t(iv71) * 1024;
+        if (o73 >= 0 && o73 + 1 <= A.d0_0 && o74 >= 0 && o74 + 1024 <= A.d0_1) {
+          for (int64_t i75 = 0; i75 < 1; ++i75) {
+            v72.p = A.p0 + (o73 + i75) * A.s0_0 + o74;
           }
         } else {
-          for (int64_t i76 = 0; i76 < 1; ++i76) {
-            for (int64_t i77 = 0; i77 < 1024; ++i77) {
-              v71_pad[(i76)*1024 + i77] = ((o72 + i76) >= 0 && (o72 + i76) < A.d0_0 && (o73 + i77) >= 0 && (o73 + i77) < A.d0_1) ? A.p0[(o72 + i76) * A.s0_0 + (o73 + i77) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+          for (int64_t i77 = 0; i77 < 1; ++i77) {
+            for (int64_t i78 = 0; i78 < 1024; ++i78) {
+              v72_pad[(i77)*1024 + i78] = ((o73 + i77) >= 0 && (o73 + i77) < A.d0_0 && (o74 + i78) >= 0 && (o74 + i78) < A.d0_1) ? A.p0[(o73 + i77) * A.s0_0 + (o74 + i78) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
             }
           }
         }
@@ -361,14 +363,14 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %65 = cast %64 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %66 = broadcast %60 : tile<f32, [1, 1024]>
-      alignas(64) float v78[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v78[i_] = v67[0];
+      alignas(64) float v79[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v79[i_] = v68[0];
       // %67 = sub %65, %66 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %68 = arange : tile<i32, [1024]>
       // (computed inside its user)
       // %69 = mul %62, %8 : i32
-      const int32_t v79 = tsr::wmul(iv70, v8);
+      const int32_t v80 = tsr::wmul(iv71, v8);
       // %70 = splat %69 : tile<i32, [1024]>
       // (computed inside its user)
       // %71 = add %70, %68 : tile<i32, [1024]>
@@ -376,8 +378,8 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %72 = splat %7 : tile<i32, [1024]>
       // (computed inside its user)
       // %73 = cmp %71, %72 {pred = "lt"} : tile<i1, [1024]>
-      alignas(64) uint8_t v80[1024];
-      for (int64_t i81 = 0; i81 < 1024; ++i81) v80[i81] = uint8_t((tsr::wadd((v79), (int32_t(0 + i81)))) < (v7));
+      alignas(64) uint8_t v81[1024];
+      for (int64_t i82 = 0; i82 < 1024; ++i82) v81[i82] = uint8_t((tsr::wadd((v80), (int32_t(0 + i82)))) < (v7));
       // %74 = expand_dims %73 {axis = 0} : tile<i1, [1, 1024]>
       // %75 = mul %67, %67 : tile<f32, [1, 1024]>
       // (computed inside its user)
@@ -386,58 +388,58 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %77 = where %74, %75, %76 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %78 = reduce %77 {axis = 1, kind = "sum"} : tile<f32, [1]>
-      alignas(64) float v82[1];
+      alignas(64) float v83[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
         int nan_ = 0;
         #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
         for (int64_t l_ = 0; l_ < 256; ++l_) {
-          const float x0_ = ((v80[o_ * 1024 + l_] ? (float((float((float(v71[o_ * 1024 + l_])) - v67[0])) * (float((float(v71[o_ * 1024 + l_])) - v67[0])))) : (v50)));
+          const float x0_ = ((v81[o_ * 1024 + l_] ? (float((float((float(v72[o_ * 1024 + l_])) - v68[0])) * (float((float(v72[o_ * 1024 + l_])) - v68[0])))) : (v51)));
           a0_ += x0_;
-          const float x1_ = ((v80[o_ * 1024 + 256 + l_] ? (float((float((float(v71[o_ * 1024 + 256 + l_])) - v67[0])) * (float((float(v71[o_ * 1024 + 256 + l_])) - v67[0])))) : (v50)));
+          const float x1_ = ((v81[o_ * 1024 + 256 + l_] ? (float((float((float(v72[o_ * 1024 + 256 + l_])) - v68[0])) * (float((float(v72[o_ * 1024 + 256 + l_])) - v68[0])))) : (v51)));
           a1_ += x1_;
-          const float x2_ = ((v80[o_ * 1024 + 512 + l_] ? (float((float((float(v71[o_ * 1024 + 512 + l_])) - v67[0])) * (float((float(v71[o_ * 1024 + 512 + l_])) - v67[0])))) : (v50)));
+          const float x2_ = ((v81[o_ * 1024 + 512 + l_] ? (float((float((float(v72[o_ * 1024 + 512 + l_])) - v68[0])) * (float((float(v72[o_ * 1024 + 512 + l_])) - v68[0])))) : (v51)));
           a2_ += x2_;
-          const float x3_ = ((v80[o_ * 1024 + 768 + l_] ? (float((float((float(v71[o_ * 1024 + 768 + l_])) - v67[0])) * (float((float(v71[o_ * 1024 + 768 + l_])) - v67[0])))) : (v50)));
+          const float x3_ = ((v81[o_ * 1024 + 768 + l_] ? (float((float((float(v72[o_ * 1024 + 768 + l_])) - v68[0])) * (float((float(v72[o_ * 1024 + 768 + l_])) - v68[0])))) : (v51)));
           a3_ += x3_;
         }
         const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-        v82[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+        v83[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
       }
       // %79 = add %63, %78 : tile<f32, [1]>
-      // (written into the carried c69)
-      for (int64_t i83 = 0; i83 < 1; ++i83) c69[i83] = float(c69[i83] + v82[i83]);
+      // (written into the carried c70)
+      for (int64_t i84 = 0; i84 < 1; ++i84) c70[i84] = float(c70[i84] + v83[i84]);
       // yield %79
     }
     // %80 = div %61, %58 : tile<f32, [1]>
     // (computed inside its user)
     // %81 = const {value = 1e-05} : f32
-    const float v84 = float(0x1.4f8b588e368f1p-17);
+    const float v85 = float(0x1.4f8b588e368f1p-17);
     // %82 = splat %81 : tile<f32, [1]>
     // (computed inside its user)
     // %83 = add %80, %82 : tile<f32, [1]>
     // (computed inside its user)
     // %84 = rsqrt %83 : tile<f32, [1]>
-    alignas(64) float v85[1];
-    for (int64_t i86 = 0; i86 < 1; ++i86) v85[i86] = float(1.0f / tsr::sqrt((float((float(c69[i86] / v12)) + (v84)))));
+    alignas(64) float v86[1];
+    for (int64_t i87 = 0; i87 < 1; ++i87) v86[i87] = float(1.0f / tsr::sqrt((float((float(c70[i87] / v12)) + (v85)))));
     // %85 = expand_dims %84 {axis = 1} : tile<f32, [1, 1]>
     // for %50, %11, %5 {...}
-    for (int64_t iv87_ = v53; v5 > 0 && iv87_ < v11; iv87_ += v5) {
-      const int32_t iv87 = int32_t(iv87_);
+    for (int64_t iv88_ = v54; v5 > 0 && iv88_ < v11; iv88_ += v5) {
+      const int32_t iv88 = int32_t(iv88_);
       // %87 = load_tile %x, %6, %86 : tile<bf16, [1, 1024]>
-      alignas(64) uint16_t v88_pad[1024];
-      tsr::bf16_row v88{v88_pad};
+      alignas(64) uint16_t v89_pad[1024];
+      tsr::bf16_row v89{v89_pad};
       {
-        const int64_t o89 = int64_t(v6) * 1;
-        const int64_t o90 = int64_t(iv87) * 1024;
-        if (o89 >= 0 && o89 + 1 <= A.d0_0 && o90 >= 0 && o90 + 1024 <= A.d0_1) {
-          for (int64_t i91 = 0; i91 < 1; ++i91) {
-            v88.p = A.p0 + (o89 + i91) * A.s0_0 + o90;
+        const int64_t o90 = int64_t(v6) * 1;
+        const int64_t o91 = int64_t(iv88) * 1024;
+        if (o90 >= 0 && o90 + 1 <= A.d0_0 && o91 >= 0 && o91 + 1024 <= A.d0_1) {
+          for (int64_t i92 = 0; i92 < 1; ++i92) {
+            v89.p = A.p0 + (o90 + i92) * A.s0_0 + o91;
           }
         } else {
-          for (int64_t i93 = 0; i93 < 1; ++i93) {
-            for (int64_t i94 = 0; i94 < 1024; ++i94) {
-              v88_pad[(i93)*1024 + i94] = ((o89 + i93) >= 0 && (o89 + i93) < A.d0_0 && (o90 + i94) >= 0 && (o90 + i94) < A.d0_1) ? A.p0[(o89 + i93) * A.s0_0 + (o90 + i94) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+          for (int64_t i94 = 0; i94 < 1; ++i94) {
+            for (int64_t i95 = 0; i95 < 1024; ++i95) {
+              v89_pad[(i94)*1024 + i95] = ((o90 + i94) >= 0 && (o90 + i94) < A.d0_0 && (o91 + i95) >= 0 && (o91 + i95) < A.d0_1) ? A.p0[(o90 + i94) * A.s0_0 + (o91 + i95) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
             }
           }
         }
@@ -445,43 +447,43 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %88 = cast %87 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %89 = load_tile %w, %86 : tile<bf16, [1024]>
-      alignas(64) uint16_t v95_pad[1024];
-      tsr::bf16_row v95{v95_pad};
+      alignas(64) uint16_t v96_pad[1024];
+      tsr::bf16_row v96{v96_pad};
       {
-        const int64_t o96 = int64_t(iv87) * 1024;
-        if (o96 >= 0 && o96 + 1024 <= A.d1_0) {
-          v95.p = A.p1 + o96;
+        const int64_t o97 = int64_t(iv88) * 1024;
+        if (o97 >= 0 && o97 + 1024 <= A.d1_0) {
+          v96.p = A.p1 + o97;
         } else {
-          for (int64_t i98 = 0; i98 < 1024; ++i98) {
-            v95_pad[i98] = ((o96 + i98) >= 0 && (o96 + i98) < A.d1_0) ? A.p1[(o96 + i98) * A.s1_0] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+          for (int64_t i99 = 0; i99 < 1024; ++i99) {
+            v96_pad[i99] = ((o97 + i99) >= 0 && (o97 + i99) < A.d1_0) ? A.p1[(o97 + i99) * A.s1_0] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
           }
         }
       }
       // %90 = cast %89 : tile<f32, [1024]>
       // (the same array as its operand: exact in the compute type)
       // %91 = load_tile %b, %86 : tile<bf16, [1024]>
-      alignas(64) uint16_t v99_pad[1024];
-      tsr::bf16_row v99{v99_pad};
+      alignas(64) uint16_t v100_pad[1024];
+      tsr::bf16_row v100{v100_pad};
       {
-        const int64_t o100 = int64_t(iv87) * 1024;
-        if (o100 >= 0 && o100 + 1024 <= A.d2_0) {
-          v99.p = A.p2 + o100;
+        const int64_t o101 = int64_t(iv88) * 1024;
+        if (o101 >= 0 && o101 + 1024 <= A.d2_0) {
+          v100.p = A.p2 + o101;
         } else {
-          for (int64_t i102 = 0; i102 < 1024; ++i102) {
-            v99_pad[i102] = ((o100 + i102) >= 0 && (o100 + i102) < A.d2_0) ? A.p2[(o100 + i102) * A.s2_0] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+          for (int64_t i103 = 0; i103 < 1024; ++i103) {
+            v100_pad[i103] = ((o101 + i103) >= 0 && (o101 + i103) < A.d2_0) ? A.p2[(o101 + i103) * A.s2_0] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
           }
         }
       }
       // %92 = cast %91 : tile<f32, [1024]>
       // (the same array as its operand: exact in the compute type)
       // %93 = broadcast %60 : tile<f32, [1, 1024]>
-      alignas(64) float v103[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v103[i_] = v67[0];
+      alignas(64) float v104[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v104[i_] = v68[0];
       // %94 = sub %88, %93 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %95 = broadcast %85 : tile<f32, [1, 1024]>
-      alignas(64) float v104[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v104[i_] = v85[0];
+      alignas(64) float v105[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v105[i_] = v86[0];
       // %96 = mul %94, %95 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %97 = expand_dims %90 {axis = 0} : tile<f32, [1, 1024]>
@@ -494,16 +496,20 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // (computed inside its user)
       // store_tile %y, %101, %6, %86
       {
-        const int64_t o105 = int64_t(v6) * 1;
-        const int64_t o106 = int64_t(iv87) * 1024;
-        if (o105 >= 0 && o105 + 1 <= A.d3_0 && o106 >= 0 && o106 + 1024 <= A.d3_1) {
-          for (int64_t i107 = 0; i107 < 1; ++i107) {
-            for (int64_t i108 = 0; i108 < 1024; ++i108) A.p3[(o105 + i107) * A.s3_0 + o106 + i108] = tsr::f2bf((float((float((float((float((float((float(v88[(i107) * 1024 + i108])) - v67[0])) * v85[0])) * v95[(i107) * 1024 + i108])) + v99[(i107) * 1024 + i108])))));
+        const int64_t o106 = int64_t(v6) * 1;
+        const int64_t o107 = int64_t(iv88) * 1024;
+        if (o106 >= 0 && o106 + 1 <= A.d3_0 && o107 >= 0 && o107 + 1024 <= A.d3_1) {
+          for (int64_t i108 = 0; i108 < 1; ++i108) {
+            alignas(64) float st110[256];
+            for (int64_t c111 = 0; c111 < 1024; c111 += 256) {
+              for (int64_t i109 = c111; i109 < c111 + 256; ++i109) st110[i109 - c111] = (float((float((float((float((float((float(v89[(i108) * 1024 + i109])) - v68[0])) * v86[0])) * v96[(i108) * 1024 + i109])) + v100[(i108) * 1024 + i109]))));
+              tsr::store_bf16(A.p3 + (o106 + i108) * A.s3_0 + o107 + c111, st110, 256);
+            }
           }
         } else {
-          for (int64_t i109 = 0; i109 < 1; ++i109) {
-            for (int64_t i110 = 0; i110 < 1024; ++i110) {
-              if ((o105 + i109) >= 0 && (o105 + i109) < A.d3_0 && (o106 + i110) >= 0 && (o106 + i110) < A.d3_1) A.p3[(o105 + i109) * A.s3_0 + (o106 + i110) * A.s3_1] = tsr::f2bf((float((float((float((float((float((float(v88[(i109)*1024 + i110])) - v67[0])) * v85[0])) * v95[(i109)*1024 + i110])) + v99[(i109)*1024 + i110])))));
+          for (int64_t i112 = 0; i112 < 1; ++i112) {
+            for (int64_t i113 = 0; i113 < 1024; ++i113) {
+              if ((o106 + i112) >= 0 && (o106 + i112) < A.d3_0 && (o107 + i113) >= 0 && (o107 + i113) < A.d3_1) A.p3[(o106 + i112) * A.s3_0 + (o107 + i113) * A.s3_1] = tsr::f2bf((float((float((float((float((float((float(v89[(i112)*1024 + i113])) - v68[0])) * v86[0])) * v96[(i112)*1024 + i113])) + v100[(i112)*1024 + i113])))));
             }
           }
         }

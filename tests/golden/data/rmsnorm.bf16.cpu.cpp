@@ -52,23 +52,23 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   if (int64_t(pid0) + 1 < int64_t(np0)) {
     const int32_t pn0_ = pid0 + 1;
     // %1 = program_id {axis = 0} : i32
-    const int32_t v71 = pn0_;
+    const int32_t v74 = pn0_;
     // %10 = const {value = 0} : i32
-    const int32_t v72 = int32_t(INT64_C(0));
+    const int32_t v75 = int32_t(INT64_C(0));
     {
-      const int64_t o73 = int64_t(v71) * 1;
-      const int64_t o74 = int64_t(v72) * 1024;
-      if (o73 >= 0 && o73 + 1 <= A.d0_0 && o74 >= 0 && o74 + 1024 <= A.d0_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p0 + o73 * A.s0_0 + o74);
+      const int64_t o76 = int64_t(v74) * 1;
+      const int64_t o77 = int64_t(v75) * 1024;
+      if (o76 >= 0 && o76 + 1 <= A.d0_0 && o77 >= 0 && o77 + 1024 <= A.d0_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p0 + o76 * A.s0_0 + o77);
         pf0_ = tsr::line_start(p_);
         pfl0_ = tsr::line_count(p_, 2048);
       }
     }
     {
-      const int64_t o75 = int64_t(v71) * 1;
-      const int64_t o76 = int64_t(v72) * 1024;
-      if (o75 >= 0 && o75 + 1 <= A.d2_0 && o76 >= 0 && o76 + 1024 <= A.d2_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p2 + o75 * A.s2_0 + o76);
+      const int64_t o78 = int64_t(v74) * 1;
+      const int64_t o79 = int64_t(v75) * 1024;
+      if (o78 >= 0 && o78 + 1 <= A.d2_0 && o79 >= 0 && o79 + 1024 <= A.d2_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p2 + o78 * A.s2_0 + o79);
         pf1_ = tsr::line_start(p_);
         pfl1_ = tsr::line_count(p_, 2048);
       }
@@ -182,16 +182,18 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       const int64_t o28 = int64_t(v10) * 1024;
       if (o27 >= 0 && o27 + 1 <= A.d2_0 && o28 >= 0 && o28 + 1024 <= A.d2_1) {
         for (int64_t i29 = 0; i29 < 1; ++i29) {
-          for (int64_t c31 = 0; c31 < 1024; c31 += 256) {
-            tsr::prefetch_part(pf0_, pfl0_, c31 / 256, 4);
-            tsr::prefetch_part_w(pf1_, pfl1_, c31 / 256, 4);
-            for (int64_t i30 = c31; i30 < c31 + 256; ++i30) A.p2[(o27 + i29) * A.s2_0 + o28 + i30] = tsr::f2bf((float((float((float(v11[(i29) * 1024 + i30] * v24[0])) * v18[(i29) * 1024 + i30])))));
+          alignas(64) float st31[256];
+          for (int64_t c32 = 0; c32 < 1024; c32 += 256) {
+            tsr::prefetch_part(pf0_, pfl0_, c32 / 256, 4);
+            tsr::prefetch_part_w(pf1_, pfl1_, c32 / 256, 4);
+            for (int64_t i30 = c32; i30 < c32 + 256; ++i30) st31[i30 - c32] = (float((float((float(v11[(i29) * 1024 + i30] * v24[0])) * v18[(i29) * 1024 + i30]))));
+            tsr::store_bf16(A.p2 + (o27 + i29) * A.s2_0 + o28 + c32, st31, 256);
           }
         }
       } else {
-        for (int64_t i32 = 0; i32 < 1; ++i32) {
-          for (int64_t i33 = 0; i33 < 1024; ++i33) {
-            if ((o27 + i32) >= 0 && (o27 + i32) < A.d2_0 && (o28 + i33) >= 0 && (o28 + i33) < A.d2_1) A.p2[(o27 + i32) * A.s2_0 + (o28 + i33) * A.s2_1] = tsr::f2bf((float((float((float(v11[(i32)*1024 + i33] * v24[0])) * v18[(i32)*1024 + i33])))));
+        for (int64_t i33 = 0; i33 < 1; ++i33) {
+          for (int64_t i34 = 0; i34 < 1024; ++i34) {
+            if ((o27 + i33) >= 0 && (o27 + i33) < A.d2_0 && (o28 + i34) >= 0 && (o28 + i34) < A.d2_1) A.p2[(o27 + i33) * A.s2_0 + (o28 + i34) * A.s2_1] = tsr::f2bf((float((float((float(v11[(i33)*1024 + i34] * v24[0])) * v18[(i33)*1024 + i34])))));
           }
         }
       }
@@ -199,31 +201,31 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // yield
   } else {
     // %29 = const {value = 0.0} : f32
-    const float v34 = float(0x0p+0);
+    const float v35 = float(0x0p+0);
     // %30 = splat %29 : tile<f32, [1]>
-    alignas(64) float v35[1];
-    for (int64_t i36 = 0; i36 < 1; ++i36) v35[i36] = v34;
+    alignas(64) float v36[1];
+    for (int64_t i37 = 0; i37 < 1; ++i37) v36[i37] = v35;
     // %31 = const {value = 0} : i32
-    const int32_t v37 = int32_t(INT64_C(0));
+    const int32_t v38 = int32_t(INT64_C(0));
     // %32 = for %31, %7, %4, %30 : tile<f32, [1]> {...}
-    alignas(64) float c38[1];
-    __builtin_memcpy(c38, v35, sizeof(c38));
-    for (int64_t iv39_ = v37; v4 > 0 && iv39_ < v7; iv39_ += v4) {
-      const int32_t iv39 = int32_t(iv39_);
+    alignas(64) float c39[1];
+    __builtin_memcpy(c39, v36, sizeof(c39));
+    for (int64_t iv40_ = v38; v4 > 0 && iv40_ < v7; iv40_ += v4) {
+      const int32_t iv40 = int32_t(iv40_);
       // %35 = load_tile %x, %1, %33 : tile<bf16, [1, 1024]>
-      alignas(64) uint16_t v40_pad[1024];
-      tsr::bf16_row v40{v40_pad};
+      alignas(64) uint16_t v41_pad[1024];
+      tsr::bf16_row v41{v41_pad};
       {
-        const int64_t o41 = int64_t(v1) * 1;
-        const int64_t o42 = int64_t(iv39) * 1024;
-        if (o41 >= 0 && o41 + 1 <= A.d0_0 && o42 >= 0 && o42 + 1024 <= A.d0_1) {
-          for (int64_t i43 = 0; i43 < 1; ++i43) {
-            v40.p = A.p0 + (o41 + i43) * A.s0_0 + o42;
+        const int64_t o42 = int64_t(v1) * 1;
+        const int64_t o43 = int64_t(iv40) * 1024;
+        if (o42 >= 0 && o42 + 1 <= A.d0_0 && o43 >= 0 && o43 + 1024 <= A.d0_1) {
+          for (int64_t i44 = 0; i44 < 1; ++i44) {
+            v41.p = A.p0 + (o42 + i44) * A.s0_0 + o43;
           }
         } else {
-          for (int64_t i45 = 0; i45 < 1; ++i45) {
-            for (int64_t i46 = 0; i46 < 1024; ++i46) {
-              v40_pad[(i45)*1024 + i46] = ((o41 + i45) >= 0 && (o41 + i45) < A.d0_0 && (o42 + i46) >= 0 && (o42 + i46) < A.d0_1) ? A.p0[(o41 + i45) * A.s0_0 + (o42 + i46) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+          for (int64_t i46 = 0; i46 < 1; ++i46) {
+            for (int64_t i47 = 0; i47 < 1024; ++i47) {
+              v41_pad[(i46)*1024 + i47] = ((o42 + i46) >= 0 && (o42 + i46) < A.d0_0 && (o43 + i47) >= 0 && (o43 + i47) < A.d0_1) ? A.p0[(o42 + i46) * A.s0_0 + (o43 + i47) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
             }
           }
         }
@@ -233,27 +235,27 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %37 = mul %36, %36 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %38 = reduce %37 {axis = 1, kind = "sum"} : tile<f32, [1]>
-      alignas(64) float v47[1];
+      alignas(64) float v48[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
         int nan_ = 0;
         #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
         for (int64_t l_ = 0; l_ < 256; ++l_) {
-          const float x0_ = (float((float(v40[o_ * 1024 + l_])) * (float(v40[o_ * 1024 + l_]))));
+          const float x0_ = (float((float(v41[o_ * 1024 + l_])) * (float(v41[o_ * 1024 + l_]))));
           a0_ += x0_;
-          const float x1_ = (float((float(v40[o_ * 1024 + 256 + l_])) * (float(v40[o_ * 1024 + 256 + l_]))));
+          const float x1_ = (float((float(v41[o_ * 1024 + 256 + l_])) * (float(v41[o_ * 1024 + 256 + l_]))));
           a1_ += x1_;
-          const float x2_ = (float((float(v40[o_ * 1024 + 512 + l_])) * (float(v40[o_ * 1024 + 512 + l_]))));
+          const float x2_ = (float((float(v41[o_ * 1024 + 512 + l_])) * (float(v41[o_ * 1024 + 512 + l_]))));
           a2_ += x2_;
-          const float x3_ = (float((float(v40[o_ * 1024 + 768 + l_])) * (float(v40[o_ * 1024 + 768 + l_]))));
+          const float x3_ = (float((float(v41[o_ * 1024 + 768 + l_])) * (float(v41[o_ * 1024 + 768 + l_]))));
           a3_ += x3_;
         }
         const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-        v47[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+        v48[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
       }
       // %39 = add %34, %38 : tile<f32, [1]>
-      // (written into the carried c38)
-      for (int64_t i48 = 0; i48 < 1; ++i48) c38[i48] = float(c38[i48] + v47[i48]);
+      // (written into the carried c39)
+      for (int64_t i49 = 0; i49 < 1; ++i49) c39[i49] = float(c39[i49] + v48[i49]);
       // yield %39
     }
     // %40 = splat %8 : tile<f32, [1]>
@@ -261,31 +263,31 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %41 = div %32, %40 : tile<f32, [1]>
     // (computed inside its user)
     // %42 = const {value = 1e-05} : f32
-    const float v49 = float(0x1.4f8b588e368f1p-17);
+    const float v50 = float(0x1.4f8b588e368f1p-17);
     // %43 = splat %42 : tile<f32, [1]>
     // (computed inside its user)
     // %44 = add %41, %43 : tile<f32, [1]>
     // (computed inside its user)
     // %45 = rsqrt %44 : tile<f32, [1]>
-    alignas(64) float v50[1];
-    for (int64_t i51 = 0; i51 < 1; ++i51) v50[i51] = float(1.0f / tsr::sqrt((float((float(c38[i51] / (v8))) + (v49)))));
+    alignas(64) float v51[1];
+    for (int64_t i52 = 0; i52 < 1; ++i52) v51[i52] = float(1.0f / tsr::sqrt((float((float(c39[i52] / (v8))) + (v50)))));
     // for %31, %7, %4 {...}
-    for (int64_t iv52_ = v37; v4 > 0 && iv52_ < v7; iv52_ += v4) {
-      const int32_t iv52 = int32_t(iv52_);
+    for (int64_t iv53_ = v38; v4 > 0 && iv53_ < v7; iv53_ += v4) {
+      const int32_t iv53 = int32_t(iv53_);
       // %47 = load_tile %x, %1, %46 : tile<bf16, [1, 1024]>
-      alignas(64) uint16_t v53_pad[1024];
-      tsr::bf16_row v53{v53_pad};
+      alignas(64) uint16_t v54_pad[1024];
+      tsr::bf16_row v54{v54_pad};
       {
-        const int64_t o54 = int64_t(v1) * 1;
-        const int64_t o55 = int64_t(iv52) * 1024;
-        if (o54 >= 0 && o54 + 1 <= A.d0_0 && o55 >= 0 && o55 + 1024 <= A.d0_1) {
-          for (int64_t i56 = 0; i56 < 1; ++i56) {
-            v53.p = A.p0 + (o54 + i56) * A.s0_0 + o55;
+        const int64_t o55 = int64_t(v1) * 1;
+        const int64_t o56 = int64_t(iv53) * 1024;
+        if (o55 >= 0 && o55 + 1 <= A.d0_0 && o56 >= 0 && o56 + 1024 <= A.d0_1) {
+          for (int64_t i57 = 0; i57 < 1; ++i57) {
+            v54.p = A.p0 + (o55 + i57) * A.s0_0 + o56;
           }
         } else {
-          for (int64_t i58 = 0; i58 < 1; ++i58) {
-            for (int64_t i59 = 0; i59 < 1024; ++i59) {
-              v53_pad[(i58)*1024 + i59] = ((o54 + i58) >= 0 && (o54 + i58) < A.d0_0 && (o55 + i59) >= 0 && (o55 + i59) < A.d0_1) ? A.p0[(o54 + i58) * A.s0_0 + (o55 + i59) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+          for (int64_t i59 = 0; i59 < 1; ++i59) {
+            for (int64_t i60 = 0; i60 < 1024; ++i60) {
+              v54_pad[(i59)*1024 + i60] = ((o55 + i59) >= 0 && (o55 + i59) < A.d0_0 && (o56 + i60) >= 0 && (o56 + i60) < A.d0_1) ? A.p0[(o55 + i59) * A.s0_0 + (o56 + i60) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
             }
           }
         }
@@ -293,15 +295,15 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %48 = cast %47 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %49 = load_tile %w, %46 : tile<bf16, [1024]>
-      alignas(64) uint16_t v60_pad[1024];
-      tsr::bf16_row v60{v60_pad};
+      alignas(64) uint16_t v61_pad[1024];
+      tsr::bf16_row v61{v61_pad};
       {
-        const int64_t o61 = int64_t(iv52) * 1024;
-        if (o61 >= 0 && o61 + 1024 <= A.d1_0) {
-          v60.p = A.p1 + o61;
+        const int64_t o62 = int64_t(iv53) * 1024;
+        if (o62 >= 0 && o62 + 1024 <= A.d1_0) {
+          v61.p = A.p1 + o62;
         } else {
-          for (int64_t i63 = 0; i63 < 1024; ++i63) {
-            v60_pad[i63] = ((o61 + i63) >= 0 && (o61 + i63) < A.d1_0) ? A.p1[(o61 + i63) * A.s1_0] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+          for (int64_t i64 = 0; i64 < 1024; ++i64) {
+            v61_pad[i64] = ((o62 + i64) >= 0 && (o62 + i64) < A.d1_0) ? A.p1[(o62 + i64) * A.s1_0] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
           }
         }
       }
@@ -309,8 +311,8 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // (the same array as its operand: exact in the compute type)
       // %51 = expand_dims %45 {axis = 0} : tile<f32, [1, 1]>
       // %52 = broadcast %51 : tile<f32, [1, 1024]>
-      alignas(64) float v64[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v64[i_] = v50[0];
+      alignas(64) float v65[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v65[i_] = v51[0];
       // %53 = mul %48, %52 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %54 = expand_dims %50 {axis = 0} : tile<f32, [1, 1024]>
@@ -320,16 +322,20 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // (computed inside its user)
       // store_tile %y, %56, %1, %46
       {
-        const int64_t o65 = int64_t(v1) * 1;
-        const int64_t o66 = int64_t(iv52) * 1024;
-        if (o65 >= 0 && o65 + 1 <= A.d2_0 && o66 >= 0 && o66 + 1024 <= A.d2_1) {
-          for (int64_t i67 = 0; i67 < 1; ++i67) {
-            for (int64_t i68 = 0; i68 < 1024; ++i68) A.p2[(o65 + i67) * A.s2_0 + o66 + i68] = tsr::f2bf((float((float((float((float(v53[(i67) * 1024 + i68])) * v50[0])) * v60[(i67) * 1024 + i68])))));
+        const int64_t o66 = int64_t(v1) * 1;
+        const int64_t o67 = int64_t(iv53) * 1024;
+        if (o66 >= 0 && o66 + 1 <= A.d2_0 && o67 >= 0 && o67 + 1024 <= A.d2_1) {
+          for (int64_t i68 = 0; i68 < 1; ++i68) {
+            alignas(64) float st70[256];
+            for (int64_t c71 = 0; c71 < 1024; c71 += 256) {
+              for (int64_t i69 = c71; i69 < c71 + 256; ++i69) st70[i69 - c71] = (float((float((float((float(v54[(i68) * 1024 + i69])) * v51[0])) * v61[(i68) * 1024 + i69]))));
+              tsr::store_bf16(A.p2 + (o66 + i68) * A.s2_0 + o67 + c71, st70, 256);
+            }
           }
         } else {
-          for (int64_t i69 = 0; i69 < 1; ++i69) {
-            for (int64_t i70 = 0; i70 < 1024; ++i70) {
-              if ((o65 + i69) >= 0 && (o65 + i69) < A.d2_0 && (o66 + i70) >= 0 && (o66 + i70) < A.d2_1) A.p2[(o65 + i69) * A.s2_0 + (o66 + i70) * A.s2_1] = tsr::f2bf((float((float((float((float(v53[(i69)*1024 + i70])) * v50[0])) * v60[(i69)*1024 + i70])))));
+          for (int64_t i72 = 0; i72 < 1; ++i72) {
+            for (int64_t i73 = 0; i73 < 1024; ++i73) {
+              if ((o66 + i72) >= 0 && (o66 + i72) < A.d2_0 && (o67 + i73) >= 0 && (o67 + i73) < A.d2_1) A.p2[(o66 + i72) * A.s2_0 + (o67 + i73) * A.s2_1] = tsr::f2bf((float((float((float((float(v54[(i72)*1024 + i73])) * v51[0])) * v61[(i72)*1024 + i73])))));
             }
           }
         }

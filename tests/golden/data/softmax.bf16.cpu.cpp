@@ -47,23 +47,23 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   if (int64_t(pid0) + 1 < int64_t(np0)) {
     const int32_t pn0_ = pid0 + 1;
     // %1 = program_id {axis = 0} : i32
-    const int32_t v79 = pn0_;
+    const int32_t v83 = pn0_;
     // %9 = const {value = 0} : i32
-    const int32_t v80 = int32_t(INT64_C(0));
+    const int32_t v84 = int32_t(INT64_C(0));
     {
-      const int64_t o81 = int64_t(v79) * 1;
-      const int64_t o82 = int64_t(v80) * 1024;
-      if (o81 >= 0 && o81 + 1 <= A.d0_0 && o82 >= 0 && o82 + 1024 <= A.d0_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p0 + o81 * A.s0_0 + o82);
+      const int64_t o85 = int64_t(v83) * 1;
+      const int64_t o86 = int64_t(v84) * 1024;
+      if (o85 >= 0 && o85 + 1 <= A.d0_0 && o86 >= 0 && o86 + 1024 <= A.d0_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p0 + o85 * A.s0_0 + o86);
         pf0_ = tsr::line_start(p_);
         pfl0_ = tsr::line_count(p_, 2048);
       }
     }
     {
-      const int64_t o83 = int64_t(v79) * 1;
-      const int64_t o84 = int64_t(v80) * 1024;
-      if (o83 >= 0 && o83 + 1 <= A.d1_0 && o84 >= 0 && o84 + 1024 <= A.d1_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p1 + o83 * A.s1_0 + o84);
+      const int64_t o87 = int64_t(v83) * 1;
+      const int64_t o88 = int64_t(v84) * 1024;
+      if (o87 >= 0 && o87 + 1 <= A.d1_0 && o88 >= 0 && o88 + 1024 <= A.d1_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p1 + o87 * A.s1_0 + o88);
         pf1_ = tsr::line_start(p_);
         pfl1_ = tsr::line_count(p_, 2048);
       }
@@ -183,12 +183,16 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       const int64_t o28 = int64_t(v9) * 1024;
       if (o27 >= 0 && o27 + 1 <= A.d1_0 && o28 >= 0 && o28 + 1024 <= A.d1_1) {
         for (int64_t i29 = 0; i29 < 1; ++i29) {
-          for (int64_t i30 = 0; i30 < 1024; ++i30) A.p1[(o27 + i29) * A.s1_0 + o28 + i30] = tsr::f2bf((float((float(v19[(i29) * 1024 + i30] * v24[0])))));
+          alignas(64) float st31[256];
+          for (int64_t c32 = 0; c32 < 1024; c32 += 256) {
+            for (int64_t i30 = c32; i30 < c32 + 256; ++i30) st31[i30 - c32] = (float((float(v19[(i29) * 1024 + i30] * v24[0]))));
+            tsr::store_bf16(A.p1 + (o27 + i29) * A.s1_0 + o28 + c32, st31, 256);
+          }
         }
       } else {
-        for (int64_t i31 = 0; i31 < 1; ++i31) {
-          for (int64_t i32 = 0; i32 < 1024; ++i32) {
-            if ((o27 + i31) >= 0 && (o27 + i31) < A.d1_0 && (o28 + i32) >= 0 && (o28 + i32) < A.d1_1) A.p1[(o27 + i31) * A.s1_0 + (o28 + i32) * A.s1_1] = tsr::f2bf((float((float(v19[(i31)*1024 + i32] * v24[0])))));
+        for (int64_t i33 = 0; i33 < 1; ++i33) {
+          for (int64_t i34 = 0; i34 < 1024; ++i34) {
+            if ((o27 + i33) >= 0 && (o27 + i33) < A.d1_0 && (o28 + i34) >= 0 && (o28 + i34) < A.d1_1) A.p1[(o27 + i33) * A.s1_0 + (o28 + i34) * A.s1_1] = tsr::f2bf((float((float(v19[(i33)*1024 + i34] * v24[0])))));
           }
         }
       }
@@ -196,38 +200,38 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // yield
   } else {
     // %25 = const {value = -inf} : f32
-    const float v33 = float(double(-INFINITY));
+    const float v35 = float(double(-INFINITY));
     // %26 = splat %25 : tile<f32, [1]>
-    alignas(64) float v34[1];
-    for (int64_t i35 = 0; i35 < 1; ++i35) v34[i35] = v33;
+    alignas(64) float v36[1];
+    for (int64_t i37 = 0; i37 < 1; ++i37) v36[i37] = v35;
     // %27 = const {value = 0.0} : f32
-    const float v36 = float(0x0p+0);
+    const float v38 = float(0x0p+0);
     // %28 = splat %27 : tile<f32, [1]>
-    alignas(64) float v37[1];
-    for (int64_t i38 = 0; i38 < 1; ++i38) v37[i38] = v36;
+    alignas(64) float v39[1];
+    for (int64_t i40 = 0; i40 < 1; ++i40) v39[i40] = v38;
     // %29 = const {value = 0} : i32
-    const int32_t v39 = int32_t(INT64_C(0));
+    const int32_t v41 = int32_t(INT64_C(0));
     // %30, %31 = for %29, %7, %4, %26, %28 : tile<f32, [1]>, tile<f32, [1]> {...}
-    alignas(64) float c40[1];
-    __builtin_memcpy(c40, v34, sizeof(c40));
-    alignas(64) float c41[1];
-    __builtin_memcpy(c41, v37, sizeof(c41));
-    for (int64_t iv42_ = v39; v4 > 0 && iv42_ < v7; iv42_ += v4) {
-      const int32_t iv42 = int32_t(iv42_);
+    alignas(64) float c42[1];
+    __builtin_memcpy(c42, v36, sizeof(c42));
+    alignas(64) float c43[1];
+    __builtin_memcpy(c43, v39, sizeof(c43));
+    for (int64_t iv44_ = v41; v4 > 0 && iv44_ < v7; iv44_ += v4) {
+      const int32_t iv44 = int32_t(iv44_);
       // %35 = load_tile %x, %1, %32 {pad = -inf} : tile<bf16, [1, 1024]>
-      alignas(64) uint16_t v43_pad[1024];
-      tsr::bf16_row v43{v43_pad};
+      alignas(64) uint16_t v45_pad[1024];
+      tsr::bf16_row v45{v45_pad};
       {
-        const int64_t o44 = int64_t(v1) * 1;
-        const int64_t o45 = int64_t(iv42) * 1024;
-        if (o44 >= 0 && o44 + 1 <= A.d0_0 && o45 >= 0 && o45 + 1024 <= A.d0_1) {
-          for (int64_t i46 = 0; i46 < 1; ++i46) {
-            v43.p = A.p0 + (o44 + i46) * A.s0_0 + o45;
+        const int64_t o46 = int64_t(v1) * 1;
+        const int64_t o47 = int64_t(iv44) * 1024;
+        if (o46 >= 0 && o46 + 1 <= A.d0_0 && o47 >= 0 && o47 + 1024 <= A.d0_1) {
+          for (int64_t i48 = 0; i48 < 1; ++i48) {
+            v45.p = A.p0 + (o46 + i48) * A.s0_0 + o47;
           }
         } else {
-          for (int64_t i48 = 0; i48 < 1; ++i48) {
-            for (int64_t i49 = 0; i49 < 1024; ++i49) {
-              v43_pad[(i48)*1024 + i49] = ((o44 + i48) >= 0 && (o44 + i48) < A.d0_0 && (o45 + i49) >= 0 && (o45 + i49) < A.d0_1) ? A.p0[(o44 + i48) * A.s0_0 + (o45 + i49) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(double(-INFINITY))));
+          for (int64_t i50 = 0; i50 < 1; ++i50) {
+            for (int64_t i51 = 0; i51 < 1024; ++i51) {
+              v45_pad[(i50)*1024 + i51] = ((o46 + i50) >= 0 && (o46 + i50) < A.d0_0 && (o47 + i51) >= 0 && (o47 + i51) < A.d0_1) ? A.p0[(o46 + i50) * A.s0_0 + (o47 + i51) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(double(-INFINITY))));
             }
           }
         }
@@ -235,56 +239,56 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %36 = cast %35 : tile<f32, [1, 1024]>
       // (the same array as its operand: exact in the compute type)
       // %37 = reduce %36 {axis = 1, kind = "max"} : tile<f32, [1]>
-      alignas(64) float v50[1];
+      alignas(64) float v52[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float a0_ = float(-INFINITY), a1_ = float(-INFINITY), a2_ = float(-INFINITY), a3_ = float(-INFINITY);
         int nan_ = 0;
         #pragma omp simd reduction(max:a0_,a1_,a2_,a3_) reduction(|:nan_)
         for (int64_t l_ = 0; l_ < 256; ++l_) {
-          const float x0_ = v43[o_ * 1024 + l_];
+          const float x0_ = v45[o_ * 1024 + l_];
           a0_ = x0_ > a0_ ? x0_ : a0_;
-          const float x1_ = v43[o_ * 1024 + 256 + l_];
+          const float x1_ = v45[o_ * 1024 + 256 + l_];
           a1_ = x1_ > a1_ ? x1_ : a1_;
-          const float x2_ = v43[o_ * 1024 + 512 + l_];
+          const float x2_ = v45[o_ * 1024 + 512 + l_];
           a2_ = x2_ > a2_ ? x2_ : a2_;
-          const float x3_ = v43[o_ * 1024 + 768 + l_];
+          const float x3_ = v45[o_ * 1024 + 768 + l_];
           a3_ = x3_ > a3_ ? x3_ : a3_;
           nan_ |= (x0_ != x0_) | (x1_ != x1_) | (x2_ != x2_) | (x3_ != x3_);
         }
         const float b0_ = a0_ > a1_ ? a0_ : a1_, b1_ = a2_ > a3_ ? a2_ : a3_;
-        v50[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ > b1_ ? b0_ : b1_);
+        v52[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ > b1_ ? b0_ : b1_);
       }
       // %38 = max %33, %37 : tile<f32, [1]>
-      alignas(64) float v51[1];
-      for (int64_t i52 = 0; i52 < 1; ++i52) v51[i52] = tsr::fmax_nan(c40[i52], v50[i52]);
+      alignas(64) float v53[1];
+      for (int64_t i54 = 0; i54 < 1; ++i54) v53[i54] = tsr::fmax_nan(c42[i54], v52[i54]);
       // %39 = expand_dims %38 {axis = 0} : tile<f32, [1, 1]>
       // %40 = broadcast %39 : tile<f32, [1, 1024]>
-      alignas(64) float v53[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v53[i_] = v51[0];
+      alignas(64) float v55[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v55[i_] = v53[0];
       // %41 = sub %36, %40 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %42 = exp %41 : tile<f32, [1, 1024]>
-      alignas(64) float v54[1024];
-      for (int64_t i55 = 0; i55 < 1024; ++i55) v54[i55] = (float(v43[i55] - v51[0]));
-      tsr::exp_inplace(v54 + 0, 1024);
+      alignas(64) float v56[1024];
+      for (int64_t i57 = 0; i57 < 1024; ++i57) v56[i57] = (float(v45[i57] - v53[0]));
+      tsr::exp_inplace(v56 + 0, 1024);
       // %43 = reduce %42 {axis = 1, kind = "sum"} : tile<f32, [1]>
-      alignas(64) float v56[1];
+      alignas(64) float v58[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
         int nan_ = 0;
         #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
         for (int64_t l_ = 0; l_ < 256; ++l_) {
-          const float x0_ = v54[o_ * 1024 + l_];
+          const float x0_ = v56[o_ * 1024 + l_];
           a0_ += x0_;
-          const float x1_ = v54[o_ * 1024 + 256 + l_];
+          const float x1_ = v56[o_ * 1024 + 256 + l_];
           a1_ += x1_;
-          const float x2_ = v54[o_ * 1024 + 512 + l_];
+          const float x2_ = v56[o_ * 1024 + 512 + l_];
           a2_ += x2_;
-          const float x3_ = v54[o_ * 1024 + 768 + l_];
+          const float x3_ = v56[o_ * 1024 + 768 + l_];
           a3_ += x3_;
         }
         const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-        v56[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+        v58[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
       }
       // %44 = sub %33, %38 : tile<f32, [1]>
       // (computed inside its user)
@@ -293,35 +297,35 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %46 = mul %34, %45 : tile<f32, [1]>
       // (computed inside its user)
       // %47 = add %46, %43 : tile<f32, [1]>
-      // (written into the carried c41)
-      for (int64_t i57 = 0; i57 < 1; ++i57) c41[i57] = float((float(c41[i57] * (float(tsr::fast_expf((float(c40[i57] - v51[i57]))))))) + v56[i57]);
+      // (written into the carried c43)
+      for (int64_t i59 = 0; i59 < 1; ++i59) c43[i59] = float((float(c43[i59] * (float(tsr::fast_expf((float(c42[i59] - v53[i59]))))))) + v58[i59]);
       // yield %38, %47
-      __builtin_memcpy(c40, v51, sizeof(c40));
+      __builtin_memcpy(c42, v53, sizeof(c42));
     }
     // %48 = const {value = 1.0} : f32
-    const float v58 = float(0x1p+0);
+    const float v60 = float(0x1p+0);
     // %49 = splat %48 : tile<f32, [1]>
     // (computed inside its user)
     // %50 = div %49, %31 : tile<f32, [1]>
-    alignas(64) float v59[1];
-    for (int64_t i60 = 0; i60 < 1; ++i60) v59[i60] = float((v58) / c41[i60]);
+    alignas(64) float v61[1];
+    for (int64_t i62 = 0; i62 < 1; ++i62) v61[i62] = float((v60) / c43[i62]);
     // for %29, %7, %4 {...}
-    for (int64_t iv61_ = v39; v4 > 0 && iv61_ < v7; iv61_ += v4) {
-      const int32_t iv61 = int32_t(iv61_);
+    for (int64_t iv63_ = v41; v4 > 0 && iv63_ < v7; iv63_ += v4) {
+      const int32_t iv63 = int32_t(iv63_);
       // %52 = load_tile %x, %1, %51 {pad = -inf} : tile<bf16, [1, 1024]>
-      alignas(64) uint16_t v62_pad[1024];
-      tsr::bf16_row v62{v62_pad};
+      alignas(64) uint16_t v64_pad[1024];
+      tsr::bf16_row v64{v64_pad};
       {
-        const int64_t o63 = int64_t(v1) * 1;
-        const int64_t o64 = int64_t(iv61) * 1024;
-        if (o63 >= 0 && o63 + 1 <= A.d0_0 && o64 >= 0 && o64 + 1024 <= A.d0_1) {
-          for (int64_t i65 = 0; i65 < 1; ++i65) {
-            v62.p = A.p0 + (o63 + i65) * A.s0_0 + o64;
+        const int64_t o65 = int64_t(v1) * 1;
+        const int64_t o66 = int64_t(iv63) * 1024;
+        if (o65 >= 0 && o65 + 1 <= A.d0_0 && o66 >= 0 && o66 + 1024 <= A.d0_1) {
+          for (int64_t i67 = 0; i67 < 1; ++i67) {
+            v64.p = A.p0 + (o65 + i67) * A.s0_0 + o66;
           }
         } else {
-          for (int64_t i67 = 0; i67 < 1; ++i67) {
-            for (int64_t i68 = 0; i68 < 1024; ++i68) {
-              v62_pad[(i67)*1024 + i68] = ((o63 + i67) >= 0 && (o63 + i67) < A.d0_0 && (o64 + i68) >= 0 && (o64 + i68) < A.d0_1) ? A.p0[(o63 + i67) * A.s0_0 + (o64 + i68) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(double(-INFINITY))));
+          for (int64_t i69 = 0; i69 < 1; ++i69) {
+            for (int64_t i70 = 0; i70 < 1024; ++i70) {
+              v64_pad[(i69)*1024 + i70] = ((o65 + i69) >= 0 && (o65 + i69) < A.d0_0 && (o66 + i70) >= 0 && (o66 + i70) < A.d0_1) ? A.p0[(o65 + i69) * A.s0_0 + (o66 + i70) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(double(-INFINITY))));
             }
           }
         }
@@ -330,34 +334,38 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // (computed inside its user)
       // %54 = expand_dims %30 {axis = 0} : tile<f32, [1, 1]>
       // %55 = broadcast %54 : tile<f32, [1, 1024]>
-      alignas(64) float v69[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v69[i_] = c40[0];
+      alignas(64) float v71[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v71[i_] = c42[0];
       // %56 = sub %53, %55 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %57 = exp %56 : tile<f32, [1, 1024]>
-      alignas(64) float v70[1024];
-      for (int64_t i71 = 0; i71 < 1024; ++i71) v70[i71] = (float((float(v62[i71])) - c40[0]));
-      tsr::exp_inplace(v70 + 0, 1024);
+      alignas(64) float v72[1024];
+      for (int64_t i73 = 0; i73 < 1024; ++i73) v72[i73] = (float((float(v64[i73])) - c42[0]));
+      tsr::exp_inplace(v72 + 0, 1024);
       // %58 = expand_dims %50 {axis = 0} : tile<f32, [1, 1]>
       // %59 = broadcast %58 : tile<f32, [1, 1024]>
-      alignas(64) float v72[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v72[i_] = v59[0];
+      alignas(64) float v74[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v74[i_] = v61[0];
       // %60 = mul %57, %59 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %61 = cast %60 : tile<bf16, [1, 1024]>
       // (computed inside its user)
       // store_tile %y, %61, %1, %51
       {
-        const int64_t o73 = int64_t(v1) * 1;
-        const int64_t o74 = int64_t(iv61) * 1024;
-        if (o73 >= 0 && o73 + 1 <= A.d1_0 && o74 >= 0 && o74 + 1024 <= A.d1_1) {
-          for (int64_t i75 = 0; i75 < 1; ++i75) {
-            for (int64_t i76 = 0; i76 < 1024; ++i76) A.p1[(o73 + i75) * A.s1_0 + o74 + i76] = tsr::f2bf((float((float(v70[(i75) * 1024 + i76] * v59[0])))));
+        const int64_t o75 = int64_t(v1) * 1;
+        const int64_t o76 = int64_t(iv63) * 1024;
+        if (o75 >= 0 && o75 + 1 <= A.d1_0 && o76 >= 0 && o76 + 1024 <= A.d1_1) {
+          for (int64_t i77 = 0; i77 < 1; ++i77) {
+            alignas(64) float st79[256];
+            for (int64_t c80 = 0; c80 < 1024; c80 += 256) {
+              for (int64_t i78 = c80; i78 < c80 + 256; ++i78) st79[i78 - c80] = (float((float(v72[(i77) * 1024 + i78] * v61[0]))));
+              tsr::store_bf16(A.p1 + (o75 + i77) * A.s1_0 + o76 + c80, st79, 256);
+            }
           }
         } else {
-          for (int64_t i77 = 0; i77 < 1; ++i77) {
-            for (int64_t i78 = 0; i78 < 1024; ++i78) {
-              if ((o73 + i77) >= 0 && (o73 + i77) < A.d1_0 && (o74 + i78) >= 0 && (o74 + i78) < A.d1_1) A.p1[(o73 + i77) * A.s1_0 + (o74 + i78) * A.s1_1] = tsr::f2bf((float((float(v70[(i77)*1024 + i78] * v59[0])))));
+          for (int64_t i81 = 0; i81 < 1; ++i81) {
+            for (int64_t i82 = 0; i82 < 1024; ++i82) {
+              if ((o75 + i81) >= 0 && (o75 + i81) < A.d1_0 && (o76 + i82) >= 0 && (o76 + i82) < A.d1_1) A.p1[(o75 + i81) * A.s1_0 + (o76 + i82) * A.s1_1] = tsr::f2bf((float((float(v72[(i81)*1024 + i82] * v61[0])))));
             }
           }
         }

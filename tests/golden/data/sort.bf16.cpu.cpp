@@ -58,32 +58,32 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   if (int64_t(pid0) + 1 < int64_t(np0)) {
     const int32_t pn0_ = pid0 + 1;
     // %1 = program_id {axis = 0} : i32
-    const int32_t v27 = pn0_;
+    const int32_t v28 = pn0_;
     // %2 = const {value = 0} : i32
-    const int32_t v28 = int32_t(INT64_C(0));
+    const int32_t v29 = int32_t(INT64_C(0));
     {
-      const int64_t o29 = int64_t(v27) * 1;
-      const int64_t o30 = int64_t(v28) * 1024;
-      if (o29 >= 0 && o29 + 1 <= A.d0_0 && o30 >= 0 && o30 + 1024 <= A.d0_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p0 + o29 * A.s0_0 + o30);
+      const int64_t o30 = int64_t(v28) * 1;
+      const int64_t o31 = int64_t(v29) * 1024;
+      if (o30 >= 0 && o30 + 1 <= A.d0_0 && o31 >= 0 && o31 + 1024 <= A.d0_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p0 + o30 * A.s0_0 + o31);
         pf0_ = tsr::line_start(p_);
         pfl0_ = tsr::line_count(p_, 2048);
       }
     }
     {
-      const int64_t o31 = int64_t(v27) * 1;
-      const int64_t o32 = int64_t(v28) * 1024;
-      if (o31 >= 0 && o31 + 1 <= A.d1_0 && o32 >= 0 && o32 + 1024 <= A.d1_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p1 + o31 * A.s1_0 + o32);
+      const int64_t o32 = int64_t(v28) * 1;
+      const int64_t o33 = int64_t(v29) * 1024;
+      if (o32 >= 0 && o32 + 1 <= A.d1_0 && o33 >= 0 && o33 + 1024 <= A.d1_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p1 + o32 * A.s1_0 + o33);
         pf1_ = tsr::line_start(p_);
         pfl1_ = tsr::line_count(p_, 2048);
       }
     }
     {
-      const int64_t o33 = int64_t(v27) * 1;
-      const int64_t o34 = int64_t(v28) * 1024;
-      if (o33 >= 0 && o33 + 1 <= A.d2_0 && o34 >= 0 && o34 + 1024 <= A.d2_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p2 + o33 * A.s2_0 + o34);
+      const int64_t o34 = int64_t(v28) * 1;
+      const int64_t o35 = int64_t(v29) * 1024;
+      if (o34 >= 0 && o34 + 1 <= A.d2_0 && o35 >= 0 && o35 + 1024 <= A.d2_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p2 + o34 * A.s2_0 + o35);
         pf2_ = tsr::line_start(p_);
         pfl2_ = tsr::line_count(p_, 4096);
       }
@@ -122,33 +122,35 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     const int64_t o15 = int64_t(v2) * 1024;
     if (o14 >= 0 && o14 + 1 <= A.d1_0 && o15 >= 0 && o15 + 1024 <= A.d1_1) {
       for (int64_t i16 = 0; i16 < 1; ++i16) {
-        for (int64_t c18 = 0; c18 < 1024; c18 += 256) {
-          tsr::prefetch_part(pf0_, pfl0_, c18 / 256, 4);
-          tsr::prefetch_part_w(pf1_, pfl1_, c18 / 256, 4);
-          tsr::prefetch_part_w(pf2_, pfl2_, c18 / 256, 4);
-          for (int64_t i17 = c18; i17 < c18 + 256; ++i17) A.p1[(o14 + i16) * A.s1_0 + o15 + i17] = tsr::f2bf(v10[(i16) * 1024 + i17]);
+        alignas(64) float st18[256];
+        for (int64_t c19 = 0; c19 < 1024; c19 += 256) {
+          tsr::prefetch_part(pf0_, pfl0_, c19 / 256, 4);
+          tsr::prefetch_part_w(pf1_, pfl1_, c19 / 256, 4);
+          tsr::prefetch_part_w(pf2_, pfl2_, c19 / 256, 4);
+          for (int64_t i17 = c19; i17 < c19 + 256; ++i17) st18[i17 - c19] = v10[(i16) * 1024 + i17];
+          tsr::store_bf16(A.p1 + (o14 + i16) * A.s1_0 + o15 + c19, st18, 256);
         }
       }
     } else {
-      for (int64_t i19 = 0; i19 < 1; ++i19) {
-        for (int64_t i20 = 0; i20 < 1024; ++i20) {
-          if ((o14 + i19) >= 0 && (o14 + i19) < A.d1_0 && (o15 + i20) >= 0 && (o15 + i20) < A.d1_1) A.p1[(o14 + i19) * A.s1_0 + (o15 + i20) * A.s1_1] = tsr::f2bf(v10[(i19)*1024 + i20]);
+      for (int64_t i20 = 0; i20 < 1; ++i20) {
+        for (int64_t i21 = 0; i21 < 1024; ++i21) {
+          if ((o14 + i20) >= 0 && (o14 + i20) < A.d1_0 && (o15 + i21) >= 0 && (o15 + i21) < A.d1_1) A.p1[(o14 + i20) * A.s1_0 + (o15 + i21) * A.s1_1] = tsr::f2bf(v10[(i20)*1024 + i21]);
         }
       }
     }
   }
   // store_tile %indices, %5, %1, %2
   {
-    const int64_t o21 = int64_t(v1) * 1;
-    const int64_t o22 = int64_t(v2) * 1024;
-    if (o21 >= 0 && o21 + 1 <= A.d2_0 && o22 >= 0 && o22 + 1024 <= A.d2_1) {
-      for (int64_t i23 = 0; i23 < 1; ++i23) {
-        for (int64_t i24 = 0; i24 < 1024; ++i24) A.p2[(o21 + i23) * A.s2_0 + o22 + i24] = v11[(i23) * 1024 + i24];
+    const int64_t o22 = int64_t(v1) * 1;
+    const int64_t o23 = int64_t(v2) * 1024;
+    if (o22 >= 0 && o22 + 1 <= A.d2_0 && o23 >= 0 && o23 + 1024 <= A.d2_1) {
+      for (int64_t i24 = 0; i24 < 1; ++i24) {
+        for (int64_t i25 = 0; i25 < 1024; ++i25) A.p2[(o22 + i24) * A.s2_0 + o23 + i25] = v11[(i24) * 1024 + i25];
       }
     } else {
-      for (int64_t i25 = 0; i25 < 1; ++i25) {
-        for (int64_t i26 = 0; i26 < 1024; ++i26) {
-          if ((o21 + i25) >= 0 && (o21 + i25) < A.d2_0 && (o22 + i26) >= 0 && (o22 + i26) < A.d2_1) A.p2[(o21 + i25) * A.s2_0 + (o22 + i26) * A.s2_1] = v11[(i25)*1024 + i26];
+      for (int64_t i26 = 0; i26 < 1; ++i26) {
+        for (int64_t i27 = 0; i27 < 1024; ++i27) {
+          if ((o22 + i26) >= 0 && (o22 + i26) < A.d2_0 && (o23 + i27) >= 0 && (o23 + i27) < A.d2_1) A.p2[(o22 + i26) * A.s2_0 + (o23 + i27) * A.s2_1] = v11[(i26)*1024 + i27];
         }
       }
     }

@@ -54,11 +54,11 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   if (int64_t(pid0) + 1 < int64_t(np0)) {
     const int32_t pn0_ = pid0 + 1;
     // %6 = program_id {axis = 0} : i32
-    const int32_t v19 = pn0_;
+    const int32_t v20 = pn0_;
     {
-      const int64_t o20 = int64_t(v19) * 1024;
-      if (o20 >= 0 && o20 + 1024 <= A.d2_0) {
-        const char* p_ = reinterpret_cast<const char*>(A.p2 + o20);
+      const int64_t o21 = int64_t(v20) * 1024;
+      if (o21 >= 0 && o21 + 1024 <= A.d2_0) {
+        const char* p_ = reinterpret_cast<const char*>(A.p2 + o21);
         pf2_ = tsr::line_start(p_);
         pfl2_ = tsr::line_count(p_, 2048);
       }
@@ -104,13 +104,15 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   {
     const int64_t o15 = int64_t(v6) * 1024;
     if (o15 >= 0 && o15 + 1024 <= A.d2_0) {
-      for (int64_t c17 = 0; c17 < 1024; c17 += 256) {
-        tsr::prefetch_part_w(pf2_, pfl2_, c17 / 256, 4);
-        for (int64_t i16 = c17; i16 < c17 + 256; ++i16) A.p2[o15 + i16] = tsr::f2bf((float((float((float(v7[0 + i16])) + (float(v11[0 + i16])))))));
+      alignas(64) float st17[256];
+      for (int64_t c18 = 0; c18 < 1024; c18 += 256) {
+        tsr::prefetch_part_w(pf2_, pfl2_, c18 / 256, 4);
+        for (int64_t i16 = c18; i16 < c18 + 256; ++i16) st17[i16 - c18] = (float((float((float(v7[0 + i16])) + (float(v11[0 + i16]))))));
+        tsr::store_bf16(A.p2 + o15 + c18, st17, 256);
       }
     } else {
-      for (int64_t i18 = 0; i18 < 1024; ++i18) {
-        if ((o15 + i18) >= 0 && (o15 + i18) < A.d2_0) A.p2[(o15 + i18) * A.s2_0] = tsr::f2bf((float((float((float(v7[i18])) + (float(v11[i18])))))));
+      for (int64_t i19 = 0; i19 < 1024; ++i19) {
+        if ((o15 + i19) >= 0 && (o15 + i19) < A.d2_0) A.p2[(o15 + i19) * A.s2_0] = tsr::f2bf((float((float((float(v7[i19])) + (float(v11[i19])))))));
       }
     }
   }
