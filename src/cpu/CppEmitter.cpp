@@ -182,6 +182,19 @@ class Emitter {
     }
     return n;
   }
+  // An exp of a float tile of at least kVectorExpMin elements (f32, or a narrow float computing
+  // as f32) is computed by tsr::exp_inplace over its own array: the loop writes the argument,
+  // then the runtime's AVX-512 exp (vscalefps, a degree-6 polynomial) runs over it 16 lanes at
+  // a time. GCC cannot vectorize fast_expf's scaling into one instruction, and the scalar form
+  // cost 33 instructions per vector against 13 (softmax f32, 4096 x 4096: bench/RESULTS.md
+  // session 16). So such an exp is never deferred into its user.
+  static constexpr int64_t kVectorExpMin = 16;
+  static bool vector_exp(const Op& op) {
+    if (op.kind != OpKind::Exp || op.results.size() != 1) return false;
+    const Type& t = op.result()->type;
+    return t.is_tile() && shape_is_static(t.shape) && ctype(t.elem) == "float" &&
+           shape_numel(t.shape) >= kVectorExpMin;
+  }
   // Splats and broadcasts of a single element: elementwise consumers read the element itself,
   // so the materialized array is usually dead and the compiler drops it.
   std::unordered_map<const Value*, std::string> uniform_;
@@ -189,12 +202,17 @@ class Emitter {
   // block, are not materialized: the user inlines the expression (with @I@ for the index).
   std::unordered_map<const Value*, std::string> expr_;
   std::unordered_map<const Value*, std::vector<const Op*>> users_;
+  // A result read by one op (possibly as several of its operands: d * d) in the same block. One
+  // read more than once is recomputed at each read, so only a cheap expression is (cheap_tree).
   bool can_defer(const Op& op) const {
     const Value* r = op.result();
-    if (!r->type.is_tile()) return false;
+    if (!r->type.is_tile() || vector_exp(op)) return false;
     auto it = users_.find(r);
-    if (it == users_.end() || it->second.size() != 1) return false;
+    if (it == users_.end() || it->second.empty()) return false;
     const Op* u = it->second[0];
+    for (const Op* o : it->second)
+      if (o != u) return false;
+    if (it->second.size() > 1 && !cheap_tree(op)) return false;
     if (u->parent != op.parent) return false;
     switch (u->info().cls) {
       case OpClass::Unary:
@@ -210,6 +228,26 @@ class Emitter {
       default:
         return false;
     }
+  }
+  // Whether op's expression, with the deferred expressions it inlines, is a few instructions
+  // per element: adds, multiplies, compares, selects, casts, index ranges and splats.
+  bool cheap_tree(const Op& op) const {
+    switch (op.kind) {
+      case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Neg: case OpKind::Abs:
+      case OpKind::Cmp: case OpKind::Where: case OpKind::Cast: case OpKind::Arange: case OpKind::Splat:
+        break;
+      default:
+        return false;
+    }
+    for (const Value* v : op.operands) {  // operands inlined into op's expression
+      const Op* d = v->def;
+      if (!d || !v->type.is_tile()) continue;
+      OpClass c = d->info().cls;
+      bool ew = c == OpClass::Unary || c == OpClass::Binary || c == OpClass::Compare || c == OpClass::Ternary ||
+                c == OpClass::Cast || c == OpClass::Create;
+      if (ew && can_defer(*d) && !cheap_tree(*d)) return false;
+    }
+    return true;
   }
   // A loaded row tile (every dim but the last is 1) whose elements are stored as they compute
   // is read in place: its name is a pointer into the view when the tile is in bounds, and to a
@@ -273,7 +311,10 @@ class Emitter {
   }
   bool in_place_load(const Op& load, const std::vector<int64_t>& S) const {
     ScalarKind t = load.operand(0)->type.elem;
-    if (ctype(t) != stype(t) || is_narrow(t)) return false;
+    // bf16 is read in place through tsr::bf16_row (element i converted where it is read), when
+    // every read indexes the tile element by element.
+    const bool bf = t == ScalarKind::BF16;
+    if (!bf && (ctype(t) != stype(t) || is_narrow(t))) return false;
     for (size_t d = 0; d + 1 < S.size(); ++d)
       if (S[d] != 1) return false;
     const Block* home = load.parent;
@@ -281,8 +322,10 @@ class Emitter {
     bool ok = for_each_read(load.result(), home, [&](const Op* u, const Op* at) {
       switch (u->info().cls) {
         case OpClass::Unary: case OpClass::Binary: case OpClass::Compare: case OpClass::Ternary:
-        case OpClass::Cast: case OpClass::Reduce: case OpClass::Scan: case OpClass::Dot:
-        case OpClass::Control: case OpClass::Terminator: case OpClass::Shape:
+        case OpClass::Cast: case OpClass::Reduce: case OpClass::Shape:
+          break;
+        case OpClass::Scan: case OpClass::Dot: case OpClass::Control: case OpClass::Terminator:
+          if (bf) return false;  // these take the array itself
           break;
         case OpClass::Memory:
           if (u->kind == OpKind::StoreTile && u->operand(0) != load.result()) break;
@@ -462,8 +505,11 @@ class Emitter {
   // such as exp weigh 16).
   static int loop_cost(const std::string& stmt);
   // `for (i = 0; i < n; ++i) stmt` (stmt reads the index as `i`), in pieces with prefetches
-  // when `site` takes some.
-  void loop_with_prefetch(const Op& site, int64_t n, const std::string& i, const std::string& stmt);
+  // when `site` takes some (or always, with `pieces`, when n allows); `after` (if any) follows
+  // each piece; stmt and after read the piece's start and length as @C@ and @N@ (the whole
+  // loop: 0 and n).
+  void loop_with_prefetch(const Op& site, int64_t n, const std::string& i, const std::string& stmt,
+                          const std::string& after = "", bool pieces = false);
   // The used prefetches' addresses for the next program, computed at the program's start
   // (inserted at line `at`): the index ops recomputed with program_id(0) + 1.
   void emit_prefetch_prologue(const Block& body, size_t at);
@@ -535,16 +581,29 @@ class Emitter {
       std::vector<std::string> ops;
       for (const Value* v : op.operands) ops.push_back(elem(v, i));
       ew_i_ = i;
-      std::string stmt = n + "[" + i + "] = " + fn(ops) + ";";
+      // An exp of a float tile: the argument, then the runtime's vector exp over it in place.
+      const bool vexp = vector_exp(op);
+      auto exp_after = [&](const std::string& start, const std::string& count) {
+        std::string after = "tsr::exp_inplace(" + n + " + " + start + ", " + count + ");";
+        if (is_narrow(r->type.elem))
+          after += " for (int64_t " + i + " = " + start + "; " + i + " < " + start + " + " + count + "; ++" + i + ") " + n +
+                   "[" + i + "] = " + fround(r->type.elem, n + "[" + i + "]") + ";";
+        return after;
+      };
+      std::string stmt = n + "[" + i + "] = " + (vexp ? ops[0] : fn(ops)) + ";";
       if (stmt.find("@R@") != std::string::npos) {  // reads a row broadcast: rows, then columns
         int64_t row = row_length(op);
         const std::string rr = fresh("r"), R = std::to_string(row);
         for (size_t p = stmt.find("@R@"); p != std::string::npos; p = stmt.find("@R@", p)) stmt.replace(p, 3, rr);
         line("for (int64_t " + rr + " = 0; " + rr + " < " + std::to_string(numel(r) / row) + "; ++" + rr + ")");
         line("  for (int64_t " + i + " = " + rr + " * " + R + "; " + i + " < (" + rr + " + 1) * " + R + "; ++" + i + ") " + stmt);
+        if (vexp) line(exp_after("0", std::to_string(numel(r))));
         return;
       }
-      loop_with_prefetch(op, numel(r), i, stmt);
+      if (vexp)
+        loop_with_prefetch(op, numel(r), i, stmt, exp_after("@C@", "@N@"));
+      else
+        loop_with_prefetch(op, numel(r), i, stmt);
     } else {
       std::vector<std::string> ops;
       for (const Value* v : op.operands) {
@@ -594,7 +653,8 @@ class Emitter {
   static constexpr int64_t kStackTileBytes = int64_t{1} << 20;
   int64_t stack_bytes_ = 0;
   // `alignas(64) T name[n];` on the stack, or the same array on the heap past the budget.
-  void declare_array(const Op& op, ScalarKind elem, const std::string& n, int64_t count);
+  // storage: of the element's storage type (uint16_t for bf16), not its compute type.
+  void declare_array(const Op& op, ScalarKind elem, const std::string& n, int64_t count, bool storage = false);
   void emit_gather_scatter(const Op& op);
   void emit_atomic(const Op& op);
   // Element `i` of an indexed access (gather, scatter, atomics) of view parameter `j`: the
@@ -606,6 +666,7 @@ class Emitter {
   void emit_shape(const Op& op);
   void emit_dot(const Op& op);
   void emit_reduce(const Op& op);
+  static constexpr int64_t kStreams = 4;  // accumulators of a long float row reduction
   void emit_scan(const Op& op);
   void emit_sort(const Op& op);
   void emit_for(const Op& op);
@@ -708,23 +769,31 @@ std::vector<std::string> Emitter::prefetch_calls(const Op& site, int cost, const
   return calls;
 }
 
-void Emitter::loop_with_prefetch(const Op& site, int64_t n, const std::string& i, const std::string& stmt) {
+void Emitter::loop_with_prefetch(const Op& site, int64_t n, const std::string& i, const std::string& stmt,
+                                 const std::string& after, bool pieces) {
   const std::string N = std::to_string(n);
+  auto piece = [](std::string a, const std::string& c, const std::string& len) {
+    for (size_t p = a.find("@C@"); p != std::string::npos; p = a.find("@C@", p + c.size())) a.replace(p, 3, c);
+    for (size_t p = a.find("@N@"); p != std::string::npos; p = a.find("@N@", p + len.size())) a.replace(p, 3, len);
+    return a;
+  };
   if (n >= 2 * kPrefetchPiece && n % kPrefetchPiece == 0) {
     const std::string P = std::to_string(kPrefetchPiece);
-    std::vector<std::string> calls = prefetch_calls(site, loop_cost(stmt), "@I@", n / kPrefetchPiece);
-    if (!calls.empty()) {
+    std::vector<std::string> calls = prefetch_calls(site, loop_cost(stmt + after), "@I@", n / kPrefetchPiece);
+    if (!calls.empty() || pieces) {
       const std::string c = fresh("c");
       line("for (int64_t " + c + " = 0; " + c + " < " + N + "; " + c + " += " + P + ") {");
       ++ind_;
       for (const auto& l : calls) line(subst(l, c + " / " + P));
-      line("for (int64_t " + i + " = " + c + "; " + i + " < " + c + " + " + P + "; ++" + i + ") " + stmt);
+      line("for (int64_t " + i + " = " + c + "; " + i + " < " + c + " + " + P + "; ++" + i + ") " + piece(stmt, c, P));
+      if (!after.empty()) line(piece(after, c, P));
       --ind_;
       line("}");
       return;
     }
   }
-  line("for (int64_t " + i + " = 0; " + i + " < " + N + "; ++" + i + ") " + stmt);
+  line("for (int64_t " + i + " = 0; " + i + " < " + N + "; ++" + i + ") " + piece(stmt, "0", N));
+  if (!after.empty()) line(piece(after, "0", N));
 }
 
 void Emitter::emit_prefetch_prologue(const Block& body, size_t at) {
@@ -1064,6 +1133,11 @@ void Emitter::emit_load_store(const Op& op, const LoadInto* into) {
   const bool in_place = !into && load && in_place_load(op, S);
   if (into) {
     r = rbuf = into->dst;
+  } else if (in_place && t == ScalarKind::BF16) {  // the padded copy holds bf16 bits
+    r = bind_new(tile);
+    rbuf = r + "_pad";
+    declare_array(op, t, rbuf, numel(tile), true);
+    line("tsr::bf16_row " + r + "{" + rbuf + "};");
   } else if (in_place) {
     r = bind_new(tile);
     rbuf = r + "_pad";
@@ -1097,11 +1171,21 @@ void Emitter::emit_load_store(const Op& op, const LoadInto* into) {
     std::string i = fresh("i");
     std::string n = std::to_string(S[rank - 1]);
     if (in_place)
-      line(r + " = A.p" + js + " + " + goff + ";");
+      line(r + (t == ScalarKind::BF16 ? ".p" : "") + " = A.p" + js + " + " + goff + ";");
     else if (load)
       line("for (int64_t " + i + " = 0; " + i + " < " + n + "; ++" + i + ") " + r + "[" + toff + " + " + i + "] = " +
            load_conv(t, "A.p" + js + "[" + goff + " + " + i + "]") + ";");
-    else if (rows == 1)
+    else if (rows == 1 && t == ScalarKind::BF16 && S[rank - 1] >= 16) {
+      // A bf16 row: the floats into a local piece, then tsr::store_bf16 converts and stores them
+      // (the hardware's bf16 conversion where the CPU has one), piece by piece (a whole-row
+      // buffer took L1 from the row's own arrays).
+      const int64_t n = S[rank - 1];
+      const bool cut = n >= 2 * kPrefetchPiece && n % kPrefetchPiece == 0;
+      std::string f = fresh("st");
+      declare_array(op, ScalarKind::F32, f, cut ? kPrefetchPiece : n);
+      loop_with_prefetch(op, n, i, f + "[" + i + " - @C@] = " + elem(tile, toff + " + " + i) + ";",
+                         "tsr::store_bf16(A.p" + js + " + " + goff + " + @C@, " + f + ", @N@);", true);
+    } else if (rows == 1)
       loop_with_prefetch(op, S[rank - 1], i, "A.p" + js + "[" + goff + " + " + i + "] = " + store_conv(t, elem(tile, toff + " + " + i)) + ";");
     else
       line("for (int64_t " + i + " = 0; " + i + " < " + n + "; ++" + i + ") A.p" + js + "[" + goff + " + " + i + "] = " +
@@ -1118,7 +1202,9 @@ void Emitter::emit_load_store(const Op& op, const LoadInto* into) {
       g += (d ? " + " : "") + gd + " * " + St(d);
     }
     std::string fi = flat_index(idx, S);
-    if (load)
+    if (load && in_place && t == ScalarKind::BF16)
+      line(rbuf + "[" + fi + "] = (" + ok + ") ? A.p" + js + "[" + g + "] : tsr::f2bf(" + pad + ");");
+    else if (load)
       line(rbuf + "[" + fi + "] = (" + ok + ") ? " + load_conv(t, "A.p" + js + "[" + g + "]") + " : " + pad + ";");
     else
       line("if (" + ok + ") A.p" + js + "[" + g + "] = " + store_conv(t, elem(tile, fi)) + ";");
@@ -1455,23 +1541,47 @@ void Emitter::emit_reduce(const Op& op) {
   if (inner == 1 && f && len >= 16 && kind != "argmax" && kind != "argmin") {
     // Contiguous float rows: an OpenMP simd reduction (reassociation is allowed for floats);
     // max/min track NaN separately because the simd max/min ignore it.
+    // A row of 256 or more (a multiple of 64) is read as kStreams contiguous quarters, each its
+    // own accumulator: GCC gives an OpenMP simd reduction one vector accumulator, and the
+    // dependent adds (or max) then cost their latency per vector (softmax f32's two
+    // reductions: a row 12% faster with four; bench/RESULTS.md session 16).
     std::string red = kind == "sum" ? "+" : kind == "prod" ? "*" : kind;
+    const int64_t streams = len >= 256 && len % (kStreams * 16) == 0 ? kStreams : 1;
+    const std::string Q = std::to_string(len / streams);
+    auto a = [](int64_t k) { return "a" + std::to_string(k) + "_"; };
+    auto xv = [](int64_t k) { return "x" + std::to_string(k) + "_"; };
+    const std::string cmp = kind == "max" ? " > " : " < ";
+    auto pick = [&](const std::string& u, const std::string& v) {  // the step of u and v
+      return kind == "sum" ? u + " + " + v : kind == "prod" ? u + " * " + v : u + cmp + v + " ? " + u + " : " + v;
+    };
     line("for (int64_t o_ = 0; o_ < " + O + "; ++o_) {");
     ++ind_;
-    line(C + " acc_ = " + init + ";");
+    std::string accs, names;
+    for (int64_t k = 0; k < streams; ++k) {
+      accs += (k ? ", " : "") + a(k) + " = " + init;
+      names += (k ? "," : "") + a(k);
+    }
+    line(C + " " + accs + ";");
     line("int nan_ = 0;");
     bool mm = kind == "max" || kind == "min";
-    line(std::string("#pragma omp simd reduction(") + red + ":acc_)" + (mm ? " reduction(|:nan_)" : ""));
-    line("for (int64_t l_ = 0; l_ < " + L + "; ++l_) {");
-    line("  const " + C + " x_ = " + elem(x, "o_ * " + L + " + l_") + ";");
-    if (kind == "sum") line("  acc_ += x_;");
-    else if (kind == "prod") line("  acc_ *= x_;");
-    else {
-      line("  acc_ = x_ " + std::string(kind == "max" ? ">" : "<") + " acc_ ? x_ : acc_;");
-      line("  nan_ |= (x_ != x_);");
+    line(std::string("#pragma omp simd reduction(") + red + ":" + names + ")" + (mm ? " reduction(|:nan_)" : ""));
+    line("for (int64_t l_ = 0; l_ < " + Q + "; ++l_) {");
+    std::string nans;
+    for (int64_t k = 0; k < streams; ++k) {
+      line("  const " + C + " " + xv(k) + " = " + elem(x, "o_ * " + L + (k ? " + " + std::to_string(k * (len / streams)) : "") + " + l_") + ";");
+      if (mm) line("  " + a(k) + " = " + pick(xv(k), a(k)) + ";");
+      else line("  " + a(k) + " " + red + "= " + xv(k) + ";");
+      nans += std::string(k ? " | " : "") + "(" + xv(k) + " != " + xv(k) + ")";
     }
+    if (mm) line("  nan_ |= " + nans + ";");
     line("}");
-    line(out("o_", "0") + " = nan_ ? " + C + "(NAN) : " + fin("acc_") + ";");
+    std::string acc = a(0);
+    if (streams > 1) {  // pairwise: (a0 . a1) . (a2 . a3)
+      static_assert(kStreams == 4);
+      line("const " + C + " b0_ = " + pick(a(0), a(1)) + ", b1_ = " + pick(a(2), a(3)) + ";");
+      acc = pick("b0_", "b1_");
+    }
+    line(out("o_", "0") + " = nan_ ? " + C + "(NAN) : " + fin(acc) + ";");
     --ind_;
     line("}");
   } else if (inner == 1 && len % 16 == 0 && len >= 32) {
@@ -1736,9 +1846,9 @@ void Emitter::emit_raw(const Op& op) {
 // interpreter reports (pipe full / empty / not empty at the end, slot out of range) end the
 // program instance and come back as tessera_run's result (src/ir/Struct.h codes).
 
-void Emitter::declare_array(const Op& op, ScalarKind elem, const std::string& n, int64_t count) {
-  const std::string T = ctype(elem), N = std::to_string(count);
-  int64_t bytes = count * (is_narrow(elem) ? 4 : scalar_bytes(elem));  // the compute type's size
+void Emitter::declare_array(const Op& op, ScalarKind elem, const std::string& n, int64_t count, bool storage) {
+  const std::string T = storage ? stype(elem) : ctype(elem), N = std::to_string(count);
+  int64_t bytes = count * (is_narrow(elem) && !storage ? 4 : scalar_bytes(elem));  // the type's size
   if (stack_bytes_ + bytes <= kStackTileBytes) {
     stack_bytes_ += bytes;
     line("alignas(64) " + T + " " + n + "[" + N + "];");

@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "CpuTestUtil.h"
@@ -56,7 +57,9 @@ TEST(CpuSpeedPaths, ExactCastAliasesItsOperandAndKeepsTheCarriedValue) {
   expect_same_as_interp(*k, {{"M", 3}, {"N", 100}}, 41);
 }
 
-// bf16 row kernels: the bf16 -> f32 cast is the loaded array itself (ragged rows).
+// bf16 row kernels: the row is read in place (tsr::bf16_row: a pointer into the view, or to a
+// bf16 copy padded with -inf when the row is shorter than the tile) and the bf16 -> f32 cast is
+// that row itself (ragged rows and whole ones).
 TEST(CpuSpeedPaths, Bf16SoftmaxRaggedRows) {
   auto m = parse_module(R"(kernel @rows(%x: view<bf16, [M, N]>, %y: view<bf16, [M, N]>) {
   grid {
@@ -76,8 +79,11 @@ TEST(CpuSpeedPaths, Bf16SoftmaxRaggedRows) {
 }
 )", "t.tile");
   auto k = bind_constexprs(*m->kernels.at(0), {});
-  EXPECT_NE(emit_cpp(*k).find("the same array as its operand"), std::string::npos);
-  expect_same_as_interp(*k, {{"M", 5}, {"N", 100}}, 42);
+  std::string src = emit_cpp(*k);
+  EXPECT_NE(src.find("the same array as its operand"), std::string::npos) << src;
+  EXPECT_NE(src.find("tsr::bf16_row v"), std::string::npos) << src;
+  EXPECT_EQ(src.find("tsr::bf2f(A.p0["), std::string::npos) << "no float copy of the row:\n" << src;
+  for (int64_t n : {100, 128, 300}) expect_same_as_interp(*k, {{"M", 5}, {"N", n}}, 42 + n);
   expect_same_as_interp(*k, {{"M", 2}, {"N", 128}}, 43);
 }
 
@@ -282,12 +288,185 @@ TEST(CpuSpeedPaths, NextProgramsRowIsPrefetchedInTheExpLoop) {
   size_t write = src.find("tsr::prefetch_part_w(pf1_, pfl1_, ", call);  // y's row, for writing
   ASSERT_NE(write, std::string::npos) << src;
   EXPECT_EQ(src.find("tsr::prefetch_part", write + 1), std::string::npos) << "one loop prefetches";
-  size_t exp = src.find("fast_expf", call);
+  size_t exp = src.find("tsr::exp_inplace(", call);
   EXPECT_NE(exp, std::string::npos);
   EXPECT_LT(write, exp);
   EXPECT_LT(exp, src.find('}', call)) << "the prefetches are in the exp loop:\n" << src;
   for (int64_t m : {1, 7, 8})
     for (int64_t n : {500, 512, 700}) expect_same_as_interp(*k, {{"M", m}, {"N", n}}, 50 + m + n);
+}
+
+// The start of a kernel with one program per row of %x: %pid and %c0.
+const char* kRowHead = R"(  grid {
+    %m = dim %x {axis = 0} : i32
+    yield %m
+  }
+  %pid = program_id {axis = 0} : i32
+  %c0 = const {value = 0} : i32
+)";
+
+// Random inputs with plant(inputs) applied, run on the interpreter and on cpu and compared;
+// returns cpu's tensors.
+std::vector<Tensor> run_both(const Kernel& k, const Sizes& sizes, uint64_t seed,
+                             const std::function<void(std::vector<Tensor>&)>& plant) {
+  std::vector<Tensor> want = make_random_tensors(k, sizes, seed);
+  plant(want);
+  std::vector<Tensor> got = want;
+  auto wa = args_for(k, want), ga = args_for(k, got);
+  run_interp(k, wa);
+  compile_cpu(k, test_options())->run(ga);
+  testutil::expect_tensors_match(want, got, k.name, "cpu", {}, tile_error_bounds(k, sizes, want));
+  return got;
+}
+
+// An exp of a float tile of 16 elements or more is the runtime's vector exp over the array its
+// loop wrote the argument into (tsr::exp_inplace: vscalefps on AVX-512). Against the
+// interpreter over the whole range: arguments of +-150 overflow to inf and underflow to 0 and to
+// subnormals, NaN and infinities come through, a 100-wide tile has a 4-element tail (the
+// scalar fast_expf, which computes the same bits), and bf16 rounds after the exp.
+TEST(CpuSpeedPaths, ExpOfAWideTileIsTheVectorExp) {
+  for (const std::string dt : {"f32", "bf16"}) {
+    const std::string tile = "tile<" + dt + ", [1, 100]>";
+    std::string text = "kernel @expwide(%x: view<" + dt + ", [M, N]>, %y: view<" + dt + R"(, [M, N]>) {
+)" + kRowHead + R"(  %t = load_tile %x, %pid, %c0 : )" + tile + R"(
+  %k = const {value = 150.0} : )" + dt + R"(
+  %kb = splat %k : )" + tile + R"(
+  %a = mul %t, %kb : )" + tile + R"(
+  %e = exp %a : )" + tile + R"(
+  store_tile %y, %e, %pid, %c0
+}
+)";
+    auto k = bound(text);
+    std::string src = emit_cpp(*k);
+    EXPECT_NE(src.find("tsr::exp_inplace("), std::string::npos) << src;
+    EXPECT_EQ(src.find("fast_expf"), std::string::npos) << src;
+    std::vector<Tensor> got = run_both(*k, {{"M", 9}, {"N", 93}}, 77, [](std::vector<Tensor>& in) {
+      const double special[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, 88.7 / 150, 89.5 / 150, -87.5 / 150,
+                                -100.0 / 150, -103.9 / 150, -104.5 / 150, 1e-30};
+      for (size_t i = 0; i < std::size(special); ++i) in[0].set(static_cast<int64_t>(3 + 7 * i), special[i]);
+    });
+    int inf = 0, zero = 0, nan = 0;
+    for (int64_t i = 0; i < got[1].numel(); ++i) {
+      double v = got[1].get(i);
+      inf += std::isinf(v), zero += v == 0, nan += std::isnan(v);
+    }
+    EXPECT_GT(inf, 5) << dt;  // the test reaches the ends of the range
+    EXPECT_GT(zero, 5) << dt;
+    EXPECT_EQ(nan, 1) << dt;
+  }
+}
+
+// A float row reduction of 256 or more elements (a multiple of 64) runs four accumulators over
+// the row's quarters. Against the interpreter: sum, max and min of 512-wide rows, with a NaN
+// planted in a different quarter of each of four rows (max and min must say NaN whichever
+// accumulator saw it) and infinities in others.
+TEST(CpuSpeedPaths, LongRowReductionsRunFourAccumulators) {
+  const std::string row = "tile<f32, [1, 512]>", one = "tile<f32, [1, 1]>";
+  std::string text = std::string(R"(kernel @rowred(%x: view<f32, [M, 512]>, %s: view<f32, [M, 1]>, %mx: view<f32, [M, 1]>, %mn: view<f32, [M, 1]>) {
+)") + kRowHead + R"(  %t = load_tile %x, %pid, %c0 : )" + row + R"(
+  %a = reduce %t {axis = 1, kind = "sum"} : tile<f32, [1]>
+  %b = reduce %t {axis = 1, kind = "max"} : tile<f32, [1]>
+  %c = reduce %t {axis = 1, kind = "min"} : tile<f32, [1]>
+  %ae = expand_dims %a {axis = 0} : )" + one + R"(
+  %be = expand_dims %b {axis = 0} : )" + one + R"(
+  %ce = expand_dims %c {axis = 0} : )" + one + R"(
+  store_tile %s, %ae, %pid, %c0
+  store_tile %mx, %be, %pid, %c0
+  store_tile %mn, %ce, %pid, %c0
+}
+)";
+  auto k = bound(text);
+  std::string src = emit_cpp(*k);
+  EXPECT_NE(src.find("reduction(+:a0_,a1_,a2_,a3_)"), std::string::npos) << src;
+  EXPECT_NE(src.find("reduction(max:a0_,a1_,a2_,a3_) reduction(|:nan_)"), std::string::npos) << src;
+  std::vector<Tensor> got = run_both(*k, {{"M", 11}}, 91, [](std::vector<Tensor>& in) {
+    for (int64_t q = 0; q < 4; ++q) in[0].set(q * 512 + q * 128 + 17, NAN);  // row q: quarter q
+    in[0].set(4 * 512 + 300, INFINITY);
+    in[0].set(5 * 512 + 5, -INFINITY);
+    in[0].set(6 * 512 + 511, 1e30);
+  });
+  for (int64_t q = 0; q < 4; ++q) EXPECT_TRUE(std::isnan(got[2].get(q)) && std::isnan(got[3].get(q))) << "row " << q;
+  EXPECT_EQ(got[2].get(4), INFINITY);
+  EXPECT_EQ(got[3].get(5), -INFINITY);
+}
+
+// A cheap elementwise result read twice by one op (d * d) is recomputed inside it, not written
+// to an array (layernorm's centered row, masked past the row's end); an expensive one (a log)
+// is computed once into its array.
+TEST(CpuSpeedPaths, CheapResultReadTwiceByOneOpIsInlined) {
+  const std::string row = "tile<f32, [1, 300]>";
+  std::string text = std::string(R"(kernel @twice(%x: view<f32, [M, 300]>, %y: view<f32, [M, 300]>, %s: view<f32, [M, 1]>) {
+)") + kRowHead + R"(  %t = load_tile %x, %pid, %c0 : )" + row + R"(
+  %h = const {value = 0.25} : f32
+  %hb = splat %h : )" + row + R"(
+  %ar = arange : tile<i32, [300]>
+  %nv = const {value = 250} : i32
+  %nb = splat %nv : tile<i32, [300]>
+  %in = cmp %ar, %nb {pred = "lt"} : tile<i1, [300]>
+  %in2 = expand_dims %in {axis = 0} : tile<i1, [1, 300]>
+  %w = where %in2, %t, %hb : )" + row + R"(
+  %d = sub %w, %hb : )" + row + R"(
+  %q = mul %d, %d : )" + row + R"(
+  %a = reduce %q {axis = 1, kind = "sum"} : tile<f32, [1]>
+  %ae = expand_dims %a {axis = 0} : tile<f32, [1, 1]>
+  store_tile %s, %ae, %pid, %c0
+  %l = log %t : )" + row + R"(
+  %ll = mul %l, %l : )" + row + R"(
+  store_tile %y, %ll, %pid, %c0
+}
+)";
+  auto k = bound(text);
+  std::string src = emit_cpp(*k);
+  auto line_after = [&](const std::string& op) {  // the generated line after op's comment
+    size_t at = src.find(op);
+    if (at == std::string::npos) return std::string("(no " + op + ")");
+    size_t b = src.find('\n', at) + 1;
+    std::string l = src.substr(b, src.find('\n', b) - b);
+    return l.substr(l.find_first_not_of(' '));
+  };
+  EXPECT_EQ(line_after("%d = sub"), "// (computed inside its user)") << src;
+  EXPECT_NE(line_after("%l = log"), "// (computed inside its user)") << src;
+  size_t calls = 0;
+  for (size_t p = src.find("tsr::log("); p != std::string::npos; p = src.find("tsr::log(", p + 1)) ++calls;
+  EXPECT_EQ(calls, 1u) << src;
+  run_both(*k, {{"M", 13}}, 93, [](std::vector<Tensor>& in) { in[0].set(5, -1.0); });  // a NaN log
+}
+
+// A bf16 row store converts through tsr::store_bf16 (vcvtneps2bf16 where the CPU has it, which
+// flushes subnormals and keeps NaN payloads; such vectors take f2bf): every stored value equals
+// the interpreter's exactly, subnormal results, NaN, infinities and ties included, in a row cut
+// in pieces (512) and a row with a tail (100).
+TEST(CpuSpeedPaths, Bf16RowStoreMatchesTheInterpreterBitForBit) {
+  for (int64_t w : {512, 100}) {
+    const std::string in = "tile<f32, [1, " + std::to_string(w) + "]>", out = "tile<bf16, [1, " + std::to_string(w) + "]>";
+    std::string text = std::string(R"(kernel @bfstore(%x: view<f32, [M, N]>, %y: view<bf16, [M, N]>) {
+)") + kRowHead + R"(  %t = load_tile %x, %pid, %c0 : )" + in + R"(
+  %h = cast %t : )" + out + R"(
+  store_tile %y, %h, %pid, %c0
+}
+)";
+    auto k = bound(text);
+    std::string src = emit_cpp(*k);
+    EXPECT_NE(src.find("tsr::store_bf16("), std::string::npos) << src;
+    auto plant = [&](std::vector<Tensor>& x) {
+      const double special[] = {1e-39, -1e-39, 1.1754942e-38, 1e-45, NAN, INFINITY, -INFINITY, 3.4e38, 1.00390625, 1.01171875, -0.0};
+      for (size_t i = 0; i < std::size(special); ++i) x[0].set(static_cast<int64_t>(1 + 37 * i), special[i]);
+      for (int64_t i = 2 * w; i < 3 * w; ++i) x[0].set(i, std::ldexp(x[0].get(i), -128));  // a row of subnormals
+    };
+    const Sizes sizes{{"M", 6}, {"N", w}};
+    std::vector<Tensor> got = run_both(*k, sizes, 95 + w, plant);
+    std::vector<Tensor> want = make_random_tensors(*k, sizes, 95 + w);
+    plant(want);
+    auto wa = args_for(*k, want);
+    run_interp(*k, wa);
+    int nonzero_subnormal = 0;
+    for (int64_t i = 0; i < got[1].numel(); ++i) {
+      double g = got[1].get(i), e = want[1].get(i);
+      EXPECT_TRUE(g == e || (std::isnan(g) && std::isnan(e))) << "w " << w << " element " << i << ": cpu " << g << " interp " << e;
+      nonzero_subnormal += e != 0 && std::fabs(e) < 1.1754943508222875e-38;
+    }
+    EXPECT_GT(nonzero_subnormal, w / 2) << "the test stores subnormal bf16 values";
+  }
 }
 
 // The same row read inside a loop over column tiles: the index depends on the loop, so nothing
