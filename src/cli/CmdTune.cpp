@@ -290,6 +290,8 @@ int tune_shape(const TuneOptions& o, const KernelSource& src, const KernelOption
   const Sizes& sizes = plan.sizes;
   const std::string target = backend_target(o.backend);
   const std::string dtype = tune_dtype(src);
+  if (src.lib && src.lib->size_error)
+    if (std::string why = src.lib->size_error(sizes); !why.empty()) throw TesseraError(why);
 
   // The default: what `tessera run` would bind without a database (--config, then the
   // library's preferred values). --config's knobs are not tuned.

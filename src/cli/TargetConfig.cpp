@@ -12,6 +12,8 @@ std::string tune_dtype(const KernelSource& src) { return src.lib ? std::string(s
 
 void apply_target_configs(const KernelSource& src, std::vector<KernelPlan>& plans, const std::string& target) {
   for (KernelPlan& p : plans) {
+    if (src.lib && src.lib->size_error && !p.sizes.empty())
+      if (std::string why = src.lib->size_error(p.sizes); !why.empty()) throw TesseraError(why);
     // The lookup keys on the kernel as declared (the tuner's key), not on a copy with --config's
     // codegen knobs; what --config gave wins over the database.
     std::string tuned_at;

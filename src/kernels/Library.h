@@ -39,6 +39,11 @@ struct LibraryKernel {
   // Null, or an empty map: none. Every value must be a candidate of its constexpr.
   std::function<std::map<std::string, int64_t>(ScalarKind dtype, const std::string& target, const Sizes& sizes)>
       size_configs;
+  // Why the kernel cannot run at `sizes` (every symbolic dim), or "" when it can: a
+  // precondition its results depend on (topk: K <= N). `tessera run/bench/tune` refuse such
+  // sizes with this message; the interpreter would stop at an out-of-bounds scatter, and the
+  // compiled backends would drop those stores and return a wrong result. Null: no condition.
+  std::function<std::string(const Sizes& sizes)> size_error;
   // Build the kernel's IR (unbound: constexprs keep their candidates) for a dtype.
   std::function<std::unique_ptr<Kernel>(ScalarKind dtype)> build;
   // Compute the expected outputs in place: args hold the same inputs the kernel got; the

@@ -185,6 +185,12 @@ LibraryKernel topk() {
   k.summary = "row-wise top-k of x [M, N] (K <= N): values [M, K] largest first and their column indices";
   k.dtypes = {ScalarKind::F32, ScalarKind::BF16};
   k.default_sizes = {{"M", 64}, {"N", 4096}, {"K", 64}};
+  k.size_error = [](const Sizes& s) -> std::string {
+    auto n = s.find("N"), kk = s.find("K");
+    if (n == s.end() || kk == s.end() || kk->second <= n->second) return "";
+    return "topk: K = " + std::to_string(kk->second) + " is more than the row length N = " + std::to_string(n->second) +
+           " (the k largest of a row need k <= N)";
+  };
   k.build = build;
   k.reference = [](std::vector<KernelArg>& args, const Sizes& s) {
     sorted_rows_reference(args, s.at("M"), s.at("N"), s.at("K"), true);

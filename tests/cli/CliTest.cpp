@@ -286,6 +286,21 @@ TEST_F(Cli, RunBadSizeSyntax) {
   EXPECT_THAT(r.err, StartsWith("error: kernel 'softmax' has no dim 'Q' (its dims: "));
 }
 
+// topk needs K <= N: the compiled backends would drop the out-of-row stores and return a
+// wrong result, so run, bench and tune refuse the sizes with the kernel's own message.
+TEST_F(Cli, TopkWithKAboveTheRowLengthIsRefused) {
+  const std::string want = "error: topk: K = 3 is more than the row length N = 2 (the k largest of a row need k <= N)\n";
+  for (const char* cmd : {"run topk --backend cpu --size M=1,N=2,K=3", "bench topk --backend interp --size M=1,N=2,K=3",
+                          "tune topk --backend cpu --size M=1,N=2,K=3 --budget 2"}) {
+    SCOPED_TRACE(cmd);
+    Result r = tessera(cmd);
+    EXPECT_EQ(r.status, 1);
+    EXPECT_EQ(r.err, want);
+  }
+  Result ok = tessera("run topk --backend interp --size M=2,N=5,K=5 --check");
+  EXPECT_EQ(ok.status, 0) << ok.err;
+}
+
 TEST_F(Cli, RunOutOfRangeConstexprIsAnError) {
   Result r = tessera("run softmax --backend interp --config BLOCK_N=3");
   EXPECT_EQ(r.status, 1);

@@ -63,6 +63,13 @@ TEST_P(LibraryGpu, MatchesInterpreter) {
                               one_dim ? sizes_for(*k, 1001, 0) : sizes_for(*k, 67, 30),
                               one_dim ? sizes_for(*k, 70001, 0) : sizes_for(*k, 193, 37),
                               one_dim ? sizes_for(*k, 1, 0) : sizes_for(*k, 1, 1)};
+    // A view dim named after a constexpr is that constexpr's value (topk's K), and sizes the
+    // kernel states it cannot take (LibraryKernel::size_error: topk's K > N) are left out.
+    for (Sizes& s : all)
+      for (auto& [name, v] : s)
+        if (const ConstexprDecl* c = k->find_constexpr(name)) v = c->value;
+    std::erase_if(all, [&](const Sizes& s) { return lk.size_error && !lk.size_error(s).empty(); });
+    ASSERT_GE(all.size(), 3u);
     uint64_t seed = 11;
     // fp8 wgmma adds into its f32 accumulators with the tensor cores' reduced internal precision
     // (docs/cuda-backend.md): an f16 result is held to the bf16 bound there. A layout or index
