@@ -242,9 +242,7 @@ class Emitter {
     for (const Value* v : op.operands) {  // operands inlined into op's expression
       const Op* d = v->def;
       if (!d || !v->type.is_tile()) continue;
-      OpClass c = d->info().cls;
-      bool ew = c == OpClass::Unary || c == OpClass::Binary || c == OpClass::Compare || c == OpClass::Ternary ||
-                c == OpClass::Cast || c == OpClass::Create;
+      const bool ew = is_elementwise(*d) || d->info().cls == OpClass::Create;
       if (ew && can_defer(*d) && !cheap_tree(*d)) return false;
     }
     return true;
@@ -297,10 +295,7 @@ class Emitter {
         }
         const Op* e = u;
         for (;;) {
-          OpClass c = e->info().cls;
-          bool ew = c == OpClass::Unary || c == OpClass::Binary || c == OpClass::Compare ||
-                    c == OpClass::Ternary || c == OpClass::Cast;
-          if (!ew || e->results.size() != 1 || !can_defer(*e)) break;
+          if (!is_elementwise(*e) || !can_defer(*e)) break;
           e = users_.at(e->result())[0];
         }
         while (e && e->parent != home) e = e->parent ? e->parent->parent : nullptr;
@@ -525,8 +520,10 @@ class Emitter {
     return axis == static_cast<int64_t>(S.size()) - 1 && S.back() >= 16 &&
            (kd == "sum" || kd == "prod" || kd == "max" || kd == "min");
   }
-  static std::string subst(std::string e, const std::string& i) {
-    for (size_t p = e.find("@I@"); p != std::string::npos; p = e.find("@I@", p + i.size())) e.replace(p, 3, i);
+  // `e` with every `mark` (a 3-character placeholder: @I@ the flat index, @R@ a row index,
+  // @C@ / @N@ a loop piece's start and length) replaced by `i`.
+  static std::string subst(std::string e, const std::string& i, const char* mark = "@I@") {
+    for (size_t p = e.find(mark); p != std::string::npos; p = e.find(mark, p + i.size())) e.replace(p, 3, i);
     return e;
   }
   std::string elem(const Value* v, const std::string& i) const {
@@ -594,7 +591,7 @@ class Emitter {
       if (stmt.find("@R@") != std::string::npos) {  // reads a row broadcast: rows, then columns
         int64_t row = row_length(op);
         const std::string rr = fresh("r"), R = std::to_string(row);
-        for (size_t p = stmt.find("@R@"); p != std::string::npos; p = stmt.find("@R@", p)) stmt.replace(p, 3, rr);
+        stmt = subst(stmt, rr, "@R@");
         line("for (int64_t " + rr + " = 0; " + rr + " < " + std::to_string(numel(r) / row) + "; ++" + rr + ")");
         line("  for (int64_t " + i + " = " + rr + " * " + R + "; " + i + " < (" + rr + " + 1) * " + R + "; ++" + i + ") " + stmt);
         if (vexp) line(exp_after("0", std::to_string(numel(r))));
@@ -772,10 +769,8 @@ std::vector<std::string> Emitter::prefetch_calls(const Op& site, int cost, const
 void Emitter::loop_with_prefetch(const Op& site, int64_t n, const std::string& i, const std::string& stmt,
                                  const std::string& after, bool pieces) {
   const std::string N = std::to_string(n);
-  auto piece = [](std::string a, const std::string& c, const std::string& len) {
-    for (size_t p = a.find("@C@"); p != std::string::npos; p = a.find("@C@", p + c.size())) a.replace(p, 3, c);
-    for (size_t p = a.find("@N@"); p != std::string::npos; p = a.find("@N@", p + len.size())) a.replace(p, 3, len);
-    return a;
+  auto piece = [](const std::string& a, const std::string& c, const std::string& len) {
+    return subst(subst(a, c, "@C@"), len, "@N@");
   };
   if (n >= 2 * kPrefetchPiece && n % kPrefetchPiece == 0) {
     const std::string P = std::to_string(kPrefetchPiece);
