@@ -21,7 +21,7 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
   bool tc = dt == ScalarKind::BF16 || dt == ScalarKind::F16;
   auto BM = k.constexpr_("BLOCK_M", {16, 32, 64, 128}, tc ? 128 : 64);
   auto BN = k.constexpr_("BLOCK_N", {16, 32, 64, 128, 256}, tc ? 256 : 64);
-  auto BK = k.constexpr_("BLOCK_K", {16, 32, 64}, tc ? 64 : 32);
+  auto BK = k.constexpr_("BLOCK_K", {16, 32, 64, 128}, tc ? 64 : 32);
   k.grid({cdiv(a.dim(0), BM), cdiv(b.dim(1), BN)});
   auto pm = program_id(0), pn = program_id(1);
 
@@ -134,10 +134,14 @@ LibraryKernel matmul() {
   // path's former default 128x128x32 (bench/RESULTS.md). The kernel's own default is now the
   // same tile (for mma.sync elsewhere); the entry stays so that sm_90a keeps it whatever the
   // default becomes. f32 has no tensor-core path.
-  // cpu, f32: 64-deep k steps halve the loads and stores of the 64x64 accumulator per FMA
-  // (tsr::dot_f32 on a 64x64x64 tile: 200 against 162 GFLOP/s per core at 64x64x32, Zen 5).
+  // cpu, f32: 128-deep k steps. Each step copies its A and B tiles out of the matrices, then
+  // runs tsr::dot_f32 over them; the dot alone runs at ~90% of the FMA peak, so what a step
+  // costs beyond it is the copies and one pass over the accumulator. 128 halves the passes of
+  // 64 and makes each copied row 512 bytes long (1024^3 f32, 2 threads, AMD Zen 5: 348 against
+  // 318-326 GFLOP/s at 128x128 tiles, bench/RESULTS.md session 17; 64 against 32 was 200
+  // against 162 GFLOP/s per core for the dot alone).
   k.target_configs = [](ScalarKind dt) -> std::map<std::string, std::map<std::string, int64_t>> {
-    if (dt == ScalarKind::F32) return {{"cpu", {{"BLOCK_K", 64}}}};
+    if (dt == ScalarKind::F32) return {{"cpu", {{"BLOCK_K", 128}}}};
     if (dt != ScalarKind::BF16 && dt != ScalarKind::F16) return {};
     return {{"cuda:sm_90a", {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}}}};
   };
@@ -148,7 +152,9 @@ LibraryKernel matmul() {
   // cpu, f32, M and N of 128 or more: 128x128 tiles (fewer reloads of the A and B tiles per
   // FMA; with 512-bit vectors on an AVX-512 Xeon, 1024^3 went from 230 to 271 GFLOP/s, 4096^3
   // from 185 to 224, ragged 1000^3 from 191 to 231, 256^3 from 201 to 246: bench/RESULTS.md,
-  // session 14). Smaller matrices keep 64-row/column tiles (no padded work).
+  // session 14). Smaller matrices keep 64-row/column tiles (no padded work). N of 1024 or more:
+  // 256-column tiles where they pad no more than 128 would (each copied A tile then feeds twice
+  // the FMAs: 1024^3 337-358 against 320-340 GFLOP/s, 2048^3 334-340 against 312-321, session 17).
   k.size_configs = [](ScalarKind dt, const std::string& target,
                       const Sizes& s) -> std::map<std::string, int64_t> {
     auto m = s.find("M"), n = s.find("N");
@@ -157,6 +163,7 @@ LibraryKernel matmul() {
       std::map<std::string, int64_t> c;
       if (m->second >= 128) c["BLOCK_M"] = 128;
       if (n->second >= 128) c["BLOCK_N"] = 128;
+      if (n->second >= 1024 && (n->second + 255) / 256 * 256 <= (n->second + 127) / 128 * 128) c["BLOCK_N"] = 256;
       return c;
     }
     if (target != "cuda:sm_90a" || (dt != ScalarKind::BF16 && dt != ScalarKind::F16)) return {};

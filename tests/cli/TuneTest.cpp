@@ -68,7 +68,7 @@ TEST(CliTune, TunesStoresAndRunUsesIt) {
   // A codegen knob the kernel does not declare, by hand (as a tuned config applies it).
   Result c = tessera("compile matmul --emit cpp --config cpu_dot_mr=2,cpu_dot_nr=16");
   EXPECT_EQ(c.status, 0) << c.err;
-  EXPECT_THAT(c.out, HasSubstr("tsr::dot_f32<64, 64, 64, 2, 16>("));
+  EXPECT_THAT(c.out, HasSubstr("tsr::dot_f32<64, 64, 128, 2, 16>("));  // cpu f32: BLOCK_K 128
 
   // Bad input: one message, exit status 1.
   auto fails = [](const std::string& args, const std::string& msg, bool output = false) {

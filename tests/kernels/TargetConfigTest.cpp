@@ -116,7 +116,17 @@ TEST(TargetConfigs, CpuRowKernelsHoldTheWholeRow) {
     EXPECT_EQ(library_config(lk, ScalarKind::F32, "cpu", {{"BLOCK_N", 1024}}, &s).at("BLOCK_N"), 1024);
   }
   const LibraryKernel& mm = *find_library_kernel("matmul");
-  EXPECT_EQ(library_config(mm, ScalarKind::F32, "cpu"), (ConstexprConfig{{"BLOCK_K", 64}}));
+  EXPECT_EQ(library_config(mm, ScalarKind::F32, "cpu"), (ConstexprConfig{{"BLOCK_K", 128}}));
+  // f32 on cpu: 128-deep k steps; 128-row tiles from M = 128; 256-column tiles from N = 1024
+  // where they pad no more than 128-column ones (bench/RESULTS.md session 17).
+  auto cpu = [&](int64_t m, int64_t n) {
+    Sizes s = {{"M", m}, {"N", n}, {"K", 1000}};
+    return library_config(mm, ScalarKind::F32, "cpu", {}, &s);
+  };
+  EXPECT_EQ(cpu(1024, 1024), (ConstexprConfig{{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 128}}));
+  EXPECT_EQ(cpu(2048, 2000), (ConstexprConfig{{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 128}}));
+  EXPECT_EQ(cpu(1000, 1100), (ConstexprConfig{{"BLOCK_M", 128}, {"BLOCK_N", 128}, {"BLOCK_K", 128}}));
+  EXPECT_EQ(cpu(100, 1000), (ConstexprConfig{{"BLOCK_N", 128}, {"BLOCK_K", 128}}));
 }
 
 // The sm_90a matmul tile on the interpreter against the reference: ragged in every dim (two
