@@ -67,7 +67,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   (void)A; (void)pid0; (void)pid1; (void)pid2; (void)np0; (void)np1; (void)np2;
   [[maybe_unused]] constexpr int64_t BLOCK_M = INT64_C(64);
   [[maybe_unused]] constexpr int64_t BLOCK_N = INT64_C(64);
-  [[maybe_unused]] constexpr int64_t BLOCK_K = INT64_C(64);
+  [[maybe_unused]] constexpr int64_t BLOCK_K = INT64_C(128);
   // %10 = const {value = 1} : i32
   const int32_t v10 = int32_t(INT64_C(1));
   // %11 = program_id {axis = 0} : i32
@@ -81,8 +81,8 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   for (int64_t i15 = 0; i15 < 4096; ++i15) v14[i15] = v13;
   // %15 = dim %a {axis = 1} : i32
   const int32_t v16 = int32_t(A.d0_1);
-  // %16 = const {value = 64} : i32
-  const int32_t v17 = int32_t(INT64_C(64));
+  // %16 = const {value = 128} : i32
+  const int32_t v17 = int32_t(INT64_C(128));
   // %17 = add %15, %16 : i32
   const int32_t v18 = tsr::wadd(v16, v17);
   // %18 = sub %17, %10 : i32
@@ -96,34 +96,34 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   __builtin_memcpy(c22, v14, sizeof(c22));
   for (int64_t iv23_ = v21; v10 > 0 && iv23_ < v20; iv23_ += v10) {
     const int32_t iv23 = int32_t(iv23_);
-    // %24 = load_tile %a, %11, %22 : tile<f32, [64, 64]>
-    alignas(64) float v24[4096];
+    // %24 = load_tile %a, %11, %22 : tile<f32, [64, 128]>
+    alignas(64) float v24[8192];
     {
       const int64_t o25 = int64_t(v11) * 64;
-      const int64_t o26 = int64_t(iv23) * 64;
-      if (o25 >= 0 && o25 + 64 <= A.d0_0 && o26 >= 0 && o26 + 64 <= A.d0_1) {
+      const int64_t o26 = int64_t(iv23) * 128;
+      if (o25 >= 0 && o25 + 64 <= A.d0_0 && o26 >= 0 && o26 + 128 <= A.d0_1) {
         for (int64_t i27 = 0; i27 < 64; ++i27) {
-          for (int64_t i28 = 0; i28 < 64; ++i28) v24[(i27) * 64 + i28] = A.p0[(o25 + i27) * A.s0_0 + o26 + i28];
+          for (int64_t i28 = 0; i28 < 128; ++i28) v24[(i27) * 128 + i28] = A.p0[(o25 + i27) * A.s0_0 + o26 + i28];
         }
       } else {
         for (int64_t i29 = 0; i29 < 64; ++i29) {
-          for (int64_t i30 = 0; i30 < 64; ++i30) {
-            v24[(i29)*64 + i30] = ((o25 + i29) >= 0 && (o25 + i29) < A.d0_0 && (o26 + i30) >= 0 && (o26 + i30) < A.d0_1) ? A.p0[(o25 + i29) * A.s0_0 + (o26 + i30) * A.s0_1] : float(0x0p+0);
+          for (int64_t i30 = 0; i30 < 128; ++i30) {
+            v24[(i29)*128 + i30] = ((o25 + i29) >= 0 && (o25 + i29) < A.d0_0 && (o26 + i30) >= 0 && (o26 + i30) < A.d0_1) ? A.p0[(o25 + i29) * A.s0_0 + (o26 + i30) * A.s0_1] : float(0x0p+0);
           }
         }
       }
     }
-    // %25 = load_tile %b, %22, %12 : tile<f32, [64, 64]>
-    alignas(64) float v31[4096];
+    // %25 = load_tile %b, %22, %12 : tile<f32, [128, 64]>
+    alignas(64) float v31[8192];
     {
-      const int64_t o32 = int64_t(iv23) * 64;
+      const int64_t o32 = int64_t(iv23) * 128;
       const int64_t o33 = int64_t(v12) * 64;
-      if (o32 >= 0 && o32 + 64 <= A.d1_0 && o33 >= 0 && o33 + 64 <= A.d1_1) {
-        for (int64_t i34 = 0; i34 < 64; ++i34) {
+      if (o32 >= 0 && o32 + 128 <= A.d1_0 && o33 >= 0 && o33 + 64 <= A.d1_1) {
+        for (int64_t i34 = 0; i34 < 128; ++i34) {
           for (int64_t i35 = 0; i35 < 64; ++i35) v31[(i34) * 64 + i35] = A.p1[(o32 + i34) * A.s1_0 + o33 + i35];
         }
       } else {
-        for (int64_t i36 = 0; i36 < 64; ++i36) {
+        for (int64_t i36 = 0; i36 < 128; ++i36) {
           for (int64_t i37 = 0; i37 < 64; ++i37) {
             v31[(i36)*64 + i37] = ((o32 + i36) >= 0 && (o32 + i36) < A.d1_0 && (o33 + i37) >= 0 && (o33 + i37) < A.d1_1) ? A.p1[(o32 + i36) * A.s1_0 + (o33 + i37) * A.s1_1] : float(0x0p+0);
           }
@@ -132,7 +132,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     }
     // %26 = dot %24, %25, %23 : tile<f32, [64, 64]>
     // (accumulated in place into the carried c22)
-    tsr::dot_f32<64, 64, 64>(v24, v31, c22);
+    tsr::dot_f32<64, 64, 128>(v24, v31, c22);
     // yield %26
   }
   // store_tile %c, %21, %11, %12
@@ -164,7 +164,7 @@ extern "C" int tessera_run(void** buf, const int64_t* dims, const int64_t* is, c
   if (g1 < 0) return 169;  // grid size on axis 1 of kernel 'matmul' is negative (a size of 0 runs no programs; a negative size is an error)
   if (g0 == 0 || g1 == 0 || g2 == 0) return 0;  // no programs
   if (nt <= 0) nt = omp_get_max_threads();
-  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(1089551)) nt = 1;  // about 1089551 element ops per program
+  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(2170895)) nt = 1;  // about 2170895 element ops per program
   if (nt == 1) {
     for (int64_t z = 0; z < g2; ++z)
       for (int64_t y = 0; y < g1; ++y)
