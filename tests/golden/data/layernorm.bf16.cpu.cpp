@@ -67,23 +67,23 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   if (int64_t(pid0) + 1 < int64_t(np0)) {
     const int32_t pn0_ = pid0 + 1;
     // %6 = program_id {axis = 0} : i32
-    const int32_t v114 = pn0_;
+    const int32_t v134 = pn0_;
     // %14 = const {value = 0} : i32
-    const int32_t v115 = int32_t(INT64_C(0));
+    const int32_t v135 = int32_t(INT64_C(0));
     {
-      const int64_t o116 = int64_t(v114) * 1;
-      const int64_t o117 = int64_t(v115) * 1024;
-      if (o116 >= 0 && o116 + 1 <= A.d0_0 && o117 >= 0 && o117 + 1024 <= A.d0_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p0 + o116 * A.s0_0 + o117);
+      const int64_t o136 = int64_t(v134) * 1;
+      const int64_t o137 = int64_t(v135) * 1024;
+      if (o136 >= 0 && o136 + 1 <= A.d0_0 && o137 >= 0 && o137 + 1024 <= A.d0_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p0 + o136 * A.s0_0 + o137);
         pf0_ = tsr::line_start(p_);
         pfl0_ = tsr::line_count(p_, 2048);
       }
     }
     {
-      const int64_t o118 = int64_t(v114) * 1;
-      const int64_t o119 = int64_t(v115) * 1024;
-      if (o118 >= 0 && o118 + 1 <= A.d3_0 && o119 >= 0 && o119 + 1024 <= A.d3_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p3 + o118 * A.s3_0 + o119);
+      const int64_t o138 = int64_t(v134) * 1;
+      const int64_t o139 = int64_t(v135) * 1024;
+      if (o138 >= 0 && o138 + 1 <= A.d3_0 && o139 >= 0 && o139 + 1024 <= A.d3_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p3 + o138 * A.s3_0 + o139);
         pf1_ = tsr::line_start(p_);
         pfl1_ = tsr::line_count(p_, 2048);
       }
@@ -122,9 +122,16 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           v15.p = A.p0 + (o16 + i18) * A.s0_0 + o17;
         }
       } else {
-        for (int64_t i20 = 0; i20 < 1; ++i20) {
-          for (int64_t i21 = 0; i21 < 1024; ++i21) {
-            v15_pad[(i20)*1024 + i21] = ((o16 + i20) >= 0 && (o16 + i20) < A.d0_0 && (o17 + i21) >= 0 && (o17 + i21) < A.d0_1) ? A.p0[(o16 + i20) * A.s0_0 + (o17 + i21) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+        // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+        const int64_t lo20 = o17 >= 0 ? 0 : -o17 < 1024 ? -o17 : 1024;
+        const int64_t hi21 = A.d0_1 - o17 >= 1024 ? 1024 : A.d0_1 - o17 > lo20 ? A.d0_1 - o17 : lo20;
+        for (int64_t i22 = 0; i22 < 1; ++i22) {
+          if ((o16 + i22) >= 0 && (o16 + i22) < A.d0_0) {
+            for (int64_t i23 = 0; i23 < lo20; ++i23) v15_pad[(i22) * 1024 + i23] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+            for (int64_t i23 = lo20; i23 < hi21; ++i23) v15_pad[(i22) * 1024 + i23] = A.p0[(o16 + i22) * A.s0_0 + o17 + i23];
+            for (int64_t i23 = hi21; i23 < 1024; ++i23) v15_pad[(i22) * 1024 + i23] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+          } else {
+            for (int64_t i23 = 0; i23 < 1024; ++i23) v15_pad[(i22) * 1024 + i23] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
           }
         }
       }
@@ -132,37 +139,51 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %16 = cast %15 : tile<f32, [1, 1024]>
     // (the same array as its operand: exact in the compute type)
     // %17 = load_tile %w, %14 : tile<bf16, [1024]>
-    alignas(64) uint16_t v22_pad[1024];
-    tsr::bf16_row v22{v22_pad};
+    alignas(64) uint16_t v24_pad[1024];
+    tsr::bf16_row v24{v24_pad};
     {
-      const int64_t o23 = int64_t(v14) * 1024;
-      if (o23 >= 0 && o23 + 1024 <= A.d1_0) {
-        v22.p = A.p1 + o23;
+      const int64_t o25 = int64_t(v14) * 1024;
+      if (o25 >= 0 && o25 + 1024 <= A.d1_0) {
+        v24.p = A.p1 + o25;
       } else {
-        for (int64_t i25 = 0; i25 < 1024; ++i25) {
-          v22_pad[i25] = ((o23 + i25) >= 0 && (o23 + i25) < A.d1_0) ? A.p1[(o23 + i25) * A.s1_0] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+        // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+        const int64_t lo27 = o25 >= 0 ? 0 : -o25 < 1024 ? -o25 : 1024;
+        const int64_t hi28 = A.d1_0 - o25 >= 1024 ? 1024 : A.d1_0 - o25 > lo27 ? A.d1_0 - o25 : lo27;
+        if (true) {
+          for (int64_t i29 = 0; i29 < lo27; ++i29) v24_pad[0 + i29] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+          for (int64_t i29 = lo27; i29 < hi28; ++i29) v24_pad[0 + i29] = A.p1[o25 + i29];
+          for (int64_t i29 = hi28; i29 < 1024; ++i29) v24_pad[0 + i29] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+        } else {
+          for (int64_t i29 = 0; i29 < 1024; ++i29) v24_pad[0 + i29] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
         }
       }
     }
     // %18 = cast %17 : tile<f32, [1024]>
     // (the same array as its operand: exact in the compute type)
     // %19 = load_tile %b, %14 : tile<bf16, [1024]>
-    alignas(64) uint16_t v26_pad[1024];
-    tsr::bf16_row v26{v26_pad};
+    alignas(64) uint16_t v30_pad[1024];
+    tsr::bf16_row v30{v30_pad};
     {
-      const int64_t o27 = int64_t(v14) * 1024;
-      if (o27 >= 0 && o27 + 1024 <= A.d2_0) {
-        v26.p = A.p2 + o27;
+      const int64_t o31 = int64_t(v14) * 1024;
+      if (o31 >= 0 && o31 + 1024 <= A.d2_0) {
+        v30.p = A.p2 + o31;
       } else {
-        for (int64_t i29 = 0; i29 < 1024; ++i29) {
-          v26_pad[i29] = ((o27 + i29) >= 0 && (o27 + i29) < A.d2_0) ? A.p2[(o27 + i29) * A.s2_0] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+        // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+        const int64_t lo33 = o31 >= 0 ? 0 : -o31 < 1024 ? -o31 : 1024;
+        const int64_t hi34 = A.d2_0 - o31 >= 1024 ? 1024 : A.d2_0 - o31 > lo33 ? A.d2_0 - o31 : lo33;
+        if (true) {
+          for (int64_t i35 = 0; i35 < lo33; ++i35) v30_pad[0 + i35] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+          for (int64_t i35 = lo33; i35 < hi34; ++i35) v30_pad[0 + i35] = A.p2[o31 + i35];
+          for (int64_t i35 = hi34; i35 < 1024; ++i35) v30_pad[0 + i35] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+        } else {
+          for (int64_t i35 = 0; i35 < 1024; ++i35) v30_pad[0 + i35] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
         }
       }
     }
     // %20 = cast %19 : tile<f32, [1024]>
     // (the same array as its operand: exact in the compute type)
     // %21 = reduce %16 {axis = 1, kind = "sum"} : tile<f32, [1]>
-    alignas(64) float v30[1];
+    alignas(64) float v36[1];
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
       int nan_ = 0;
@@ -178,26 +199,26 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         a3_ += x3_;
       }
       const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-      v30[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+      v36[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
     }
     // %22 = splat %12 : tile<f32, [1]>
-    alignas(64) float v31[1];
-    for (int64_t i32 = 0; i32 < 1; ++i32) v31[i32] = v12;
+    alignas(64) float v37[1];
+    for (int64_t i38 = 0; i38 < 1; ++i38) v37[i38] = v12;
     // %23 = div %21, %22 : tile<f32, [1]>
-    alignas(64) float v33[1];
-    for (int64_t i34 = 0; i34 < 1; ++i34) v33[i34] = float(v30[i34] / v12);
+    alignas(64) float v39[1];
+    for (int64_t i40 = 0; i40 < 1; ++i40) v39[i40] = float(v36[i40] / v12);
     // %24 = expand_dims %23 {axis = 1} : tile<f32, [1, 1]>
     // %25 = arange : tile<i32, [1024]>
     // (computed inside its user)
     // %26 = splat %7 : tile<i32, [1024]>
     // (computed inside its user)
     // %27 = cmp %25, %26 {pred = "lt"} : tile<i1, [1024]>
-    alignas(64) uint8_t v35[1024];
-    for (int64_t i36 = 0; i36 < 1024; ++i36) v35[i36] = uint8_t((int32_t(0 + i36)) < (v7));
+    alignas(64) uint8_t v41[1024];
+    for (int64_t i42 = 0; i42 < 1024; ++i42) v41[i42] = uint8_t((int32_t(0 + i42)) < (v7));
     // %28 = expand_dims %27 {axis = 0} : tile<i1, [1, 1024]>
     // %29 = broadcast %24 : tile<f32, [1, 1024]>
-    alignas(64) float v37[1024];
-    for (int64_t i_ = 0; i_ < 1024; ++i_) v37[i_] = v33[0];
+    alignas(64) float v43[1024];
+    for (int64_t i_ = 0; i_ < 1024; ++i_) v43[i_] = v39[0];
     // %30 = where %28, %16, %29 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %31 = sub %30, %29 : tile<f32, [1, 1024]>
@@ -205,41 +226,41 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %32 = mul %31, %31 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %33 = reduce %32 {axis = 1, kind = "sum"} : tile<f32, [1]>
-    alignas(64) float v38[1];
+    alignas(64) float v44[1];
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
       int nan_ = 0;
       #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
       for (int64_t l_ = 0; l_ < 256; ++l_) {
-        const float x0_ = (float((float(((v35[o_ * 1024 + l_] ? v15[o_ * 1024 + l_] : v33[0])) - v33[0])) * (float(((v35[o_ * 1024 + l_] ? v15[o_ * 1024 + l_] : v33[0])) - v33[0]))));
+        const float x0_ = (float((float(((v41[o_ * 1024 + l_] ? v15[o_ * 1024 + l_] : v39[0])) - v39[0])) * (float(((v41[o_ * 1024 + l_] ? v15[o_ * 1024 + l_] : v39[0])) - v39[0]))));
         a0_ += x0_;
-        const float x1_ = (float((float(((v35[o_ * 1024 + 256 + l_] ? v15[o_ * 1024 + 256 + l_] : v33[0])) - v33[0])) * (float(((v35[o_ * 1024 + 256 + l_] ? v15[o_ * 1024 + 256 + l_] : v33[0])) - v33[0]))));
+        const float x1_ = (float((float(((v41[o_ * 1024 + 256 + l_] ? v15[o_ * 1024 + 256 + l_] : v39[0])) - v39[0])) * (float(((v41[o_ * 1024 + 256 + l_] ? v15[o_ * 1024 + 256 + l_] : v39[0])) - v39[0]))));
         a1_ += x1_;
-        const float x2_ = (float((float(((v35[o_ * 1024 + 512 + l_] ? v15[o_ * 1024 + 512 + l_] : v33[0])) - v33[0])) * (float(((v35[o_ * 1024 + 512 + l_] ? v15[o_ * 1024 + 512 + l_] : v33[0])) - v33[0]))));
+        const float x2_ = (float((float(((v41[o_ * 1024 + 512 + l_] ? v15[o_ * 1024 + 512 + l_] : v39[0])) - v39[0])) * (float(((v41[o_ * 1024 + 512 + l_] ? v15[o_ * 1024 + 512 + l_] : v39[0])) - v39[0]))));
         a2_ += x2_;
-        const float x3_ = (float((float(((v35[o_ * 1024 + 768 + l_] ? v15[o_ * 1024 + 768 + l_] : v33[0])) - v33[0])) * (float(((v35[o_ * 1024 + 768 + l_] ? v15[o_ * 1024 + 768 + l_] : v33[0])) - v33[0]))));
+        const float x3_ = (float((float(((v41[o_ * 1024 + 768 + l_] ? v15[o_ * 1024 + 768 + l_] : v39[0])) - v39[0])) * (float(((v41[o_ * 1024 + 768 + l_] ? v15[o_ * 1024 + 768 + l_] : v39[0])) - v39[0]))));
         a3_ += x3_;
       }
       const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-      v38[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+      v44[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
     }
     // %34 = div %33, %22 : tile<f32, [1]>
     // (computed inside its user)
     // %35 = const {value = 1e-05} : f32
-    const float v39 = float(0x1.4f8b588e368f1p-17);
+    const float v45 = float(0x1.4f8b588e368f1p-17);
     // %36 = splat %35 : tile<f32, [1]>
     // (computed inside its user)
     // %37 = add %34, %36 : tile<f32, [1]>
     // (computed inside its user)
     // %38 = rsqrt %37 : tile<f32, [1]>
-    alignas(64) float v40[1];
-    for (int64_t i41 = 0; i41 < 1; ++i41) v40[i41] = float(1.0f / tsr::sqrt((float((float(v38[i41] / v12)) + (v39)))));
+    alignas(64) float v46[1];
+    for (int64_t i47 = 0; i47 < 1; ++i47) v46[i47] = float(1.0f / tsr::sqrt((float((float(v44[i47] / v12)) + (v45)))));
     // %39 = expand_dims %38 {axis = 1} : tile<f32, [1, 1]>
     // %40 = sub %16, %29 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %41 = broadcast %39 : tile<f32, [1, 1024]>
-    alignas(64) float v42[1024];
-    for (int64_t i_ = 0; i_ < 1024; ++i_) v42[i_] = v40[0];
+    alignas(64) float v48[1024];
+    for (int64_t i_ = 0; i_ < 1024; ++i_) v48[i_] = v46[0];
     // %42 = mul %40, %41 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %43 = expand_dims %18 {axis = 0} : tile<f32, [1, 1024]>
@@ -252,54 +273,63 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // (computed inside its user)
     // store_tile %y, %47, %6, %14
     {
-      const int64_t o43 = int64_t(v6) * 1;
-      const int64_t o44 = int64_t(v14) * 1024;
-      if (o43 >= 0 && o43 + 1 <= A.d3_0 && o44 >= 0 && o44 + 1024 <= A.d3_1) {
-        for (int64_t i45 = 0; i45 < 1; ++i45) {
-          alignas(64) float st47[256];
-          for (int64_t c48 = 0; c48 < 1024; c48 += 256) {
-            tsr::prefetch_part(pf0_, pfl0_, c48 / 256, 4);
-            tsr::prefetch_part_w(pf1_, pfl1_, c48 / 256, 4);
-            for (int64_t i46 = c48; i46 < c48 + 256; ++i46) st47[i46 - c48] = (float((float((float((float((float(v15[(i45) * 1024 + i46] - v33[0])) * v40[0])) * v22[(i45) * 1024 + i46])) + v26[(i45) * 1024 + i46]))));
-            tsr::store_bf16(A.p3 + (o43 + i45) * A.s3_0 + o44 + c48, st47, 256);
+      const int64_t o49 = int64_t(v6) * 1;
+      const int64_t o50 = int64_t(v14) * 1024;
+      if (o49 >= 0 && o49 + 1 <= A.d3_0 && o50 >= 0 && o50 + 1024 <= A.d3_1) {
+        for (int64_t i51 = 0; i51 < 1; ++i51) {
+          alignas(64) float st53[256];
+          for (int64_t c54 = 0; c54 < 1024; c54 += 256) {
+            tsr::prefetch_part(pf0_, pfl0_, c54 / 256, 4);
+            tsr::prefetch_part_w(pf1_, pfl1_, c54 / 256, 4);
+            for (int64_t i52 = c54; i52 < c54 + 256; ++i52) st53[i52 - c54] = (float((float((float((float((float(v15[(i51) * 1024 + i52] - v39[0])) * v46[0])) * v24[(i51) * 1024 + i52])) + v30[(i51) * 1024 + i52]))));
+            tsr::store_bf16(A.p3 + (o49 + i51) * A.s3_0 + o50 + c54, st53, 256);
           }
         }
       } else {
-        for (int64_t i49 = 0; i49 < 1; ++i49) {
-          for (int64_t i50 = 0; i50 < 1024; ++i50) {
-            if ((o43 + i49) >= 0 && (o43 + i49) < A.d3_0 && (o44 + i50) >= 0 && (o44 + i50) < A.d3_1) A.p3[(o43 + i49) * A.s3_0 + (o44 + i50) * A.s3_1] = tsr::f2bf((float((float((float((float((float(v15[(i49)*1024 + i50] - v33[0])) * v40[0])) * v22[(i49)*1024 + i50])) + v26[(i49)*1024 + i50])))));
-          }
+        // partly outside: each row copies its columns inside [lo, hi)
+        const int64_t lo55 = o50 >= 0 ? 0 : -o50 < 1024 ? -o50 : 1024;
+        const int64_t hi56 = A.d3_1 - o50 >= 1024 ? 1024 : A.d3_1 - o50 > lo55 ? A.d3_1 - o50 : lo55;
+        for (int64_t i57 = 0; i57 < 1; ++i57) {
+          if ((o49 + i57) >= 0 && (o49 + i57) < A.d3_0)
+            for (int64_t i58 = lo55; i58 < hi56; ++i58) A.p3[(o49 + i57) * A.s3_0 + o50 + i58] = tsr::f2bf((float((float((float((float((float(v15[(i57) * 1024 + i58] - v39[0])) * v46[0])) * v24[(i57) * 1024 + i58])) + v30[(i57) * 1024 + i58])))));
         }
       }
     }
     // yield
   } else {
     // %48 = const {value = 0.0} : f32
-    const float v51 = float(0x0p+0);
+    const float v59 = float(0x0p+0);
     // %49 = splat %48 : tile<f32, [1]>
-    alignas(64) float v52[1];
-    for (int64_t i53 = 0; i53 < 1; ++i53) v52[i53] = v51;
+    alignas(64) float v60[1];
+    for (int64_t i61 = 0; i61 < 1; ++i61) v60[i61] = v59;
     // %50 = const {value = 0} : i32
-    const int32_t v54 = int32_t(INT64_C(0));
+    const int32_t v62 = int32_t(INT64_C(0));
     // %51 = for %50, %11, %5, %49 : tile<f32, [1]> {...}
-    alignas(64) float c55[1];
-    __builtin_memcpy(c55, v52, sizeof(c55));
-    for (int64_t iv56_ = v54; v5 > 0 && iv56_ < v11; iv56_ += v5) {
-      const int32_t iv56 = int32_t(iv56_);
+    alignas(64) float c63[1];
+    __builtin_memcpy(c63, v60, sizeof(c63));
+    for (int64_t iv64_ = v62; v5 > 0 && iv64_ < v11; iv64_ += v5) {
+      const int32_t iv64 = int32_t(iv64_);
       // %54 = load_tile %x, %6, %52 : tile<bf16, [1, 1024]>
-      alignas(64) uint16_t v57_pad[1024];
-      tsr::bf16_row v57{v57_pad};
+      alignas(64) uint16_t v65_pad[1024];
+      tsr::bf16_row v65{v65_pad};
       {
-        const int64_t o58 = int64_t(v6) * 1;
-        const int64_t o59 = int64_t(iv56) * 1024;
-        if (o58 >= 0 && o58 + 1 <= A.d0_0 && o59 >= 0 && o59 + 1024 <= A.d0_1) {
-          for (int64_t i60 = 0; i60 < 1; ++i60) {
-            v57.p = A.p0 + (o58 + i60) * A.s0_0 + o59;
+        const int64_t o66 = int64_t(v6) * 1;
+        const int64_t o67 = int64_t(iv64) * 1024;
+        if (o66 >= 0 && o66 + 1 <= A.d0_0 && o67 >= 0 && o67 + 1024 <= A.d0_1) {
+          for (int64_t i68 = 0; i68 < 1; ++i68) {
+            v65.p = A.p0 + (o66 + i68) * A.s0_0 + o67;
           }
         } else {
-          for (int64_t i62 = 0; i62 < 1; ++i62) {
-            for (int64_t i63 = 0; i63 < 1024; ++i63) {
-              v57_pad[(i62)*1024 + i63] = ((o58 + i62) >= 0 && (o58 + i62) < A.d0_0 && (o59 + i63) >= 0 && (o59 + i63) < A.d0_1) ? A.p0[(o58 + i62) * A.s0_0 + (o59 + i63) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+          const int64_t lo70 = o67 >= 0 ? 0 : -o67 < 1024 ? -o67 : 1024;
+          const int64_t hi71 = A.d0_1 - o67 >= 1024 ? 1024 : A.d0_1 - o67 > lo70 ? A.d0_1 - o67 : lo70;
+          for (int64_t i72 = 0; i72 < 1; ++i72) {
+            if ((o66 + i72) >= 0 && (o66 + i72) < A.d0_0) {
+              for (int64_t i73 = 0; i73 < lo70; ++i73) v65_pad[(i72) * 1024 + i73] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+              for (int64_t i73 = lo70; i73 < hi71; ++i73) v65_pad[(i72) * 1024 + i73] = A.p0[(o66 + i72) * A.s0_0 + o67 + i73];
+              for (int64_t i73 = hi71; i73 < 1024; ++i73) v65_pad[(i72) * 1024 + i73] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+            } else {
+              for (int64_t i73 = 0; i73 < 1024; ++i73) v65_pad[(i72) * 1024 + i73] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
             }
           }
         }
@@ -307,55 +337,62 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %55 = cast %54 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %56 = reduce %55 {axis = 1, kind = "sum"} : tile<f32, [1]>
-      alignas(64) float v64[1];
+      alignas(64) float v74[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
         int nan_ = 0;
         #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
         for (int64_t l_ = 0; l_ < 256; ++l_) {
-          const float x0_ = (float(v57[o_ * 1024 + l_]));
+          const float x0_ = (float(v65[o_ * 1024 + l_]));
           a0_ += x0_;
-          const float x1_ = (float(v57[o_ * 1024 + 256 + l_]));
+          const float x1_ = (float(v65[o_ * 1024 + 256 + l_]));
           a1_ += x1_;
-          const float x2_ = (float(v57[o_ * 1024 + 512 + l_]));
+          const float x2_ = (float(v65[o_ * 1024 + 512 + l_]));
           a2_ += x2_;
-          const float x3_ = (float(v57[o_ * 1024 + 768 + l_]));
+          const float x3_ = (float(v65[o_ * 1024 + 768 + l_]));
           a3_ += x3_;
         }
         const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-        v64[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+        v74[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
       }
       // %57 = add %53, %56 : tile<f32, [1]>
-      // (written into the carried c55)
-      for (int64_t i65 = 0; i65 < 1; ++i65) c55[i65] = float(c55[i65] + v64[i65]);
+      // (written into the carried c63)
+      for (int64_t i75 = 0; i75 < 1; ++i75) c63[i75] = float(c63[i75] + v74[i75]);
       // yield %57
     }
     // %58 = splat %12 : tile<f32, [1]>
-    alignas(64) float v66[1];
-    for (int64_t i67 = 0; i67 < 1; ++i67) v66[i67] = v12;
+    alignas(64) float v76[1];
+    for (int64_t i77 = 0; i77 < 1; ++i77) v76[i77] = v12;
     // %59 = div %51, %58 : tile<f32, [1]>
-    alignas(64) float v68[1];
-    for (int64_t i69 = 0; i69 < 1; ++i69) v68[i69] = float(c55[i69] / v12);
+    alignas(64) float v78[1];
+    for (int64_t i79 = 0; i79 < 1; ++i79) v78[i79] = float(c63[i79] / v12);
     // %60 = expand_dims %59 {axis = 1} : tile<f32, [1, 1]>
     // %61 = for %50, %11, %5, %49 : tile<f32, [1]> {...}
-    alignas(64) float c70[1];
-    __builtin_memcpy(c70, v52, sizeof(c70));
-    for (int64_t iv71_ = v54; v5 > 0 && iv71_ < v11; iv71_ += v5) {
-      const int32_t iv71 = int32_t(iv71_);
+    alignas(64) float c80[1];
+    __builtin_memcpy(c80, v60, sizeof(c80));
+    for (int64_t iv81_ = v62; v5 > 0 && iv81_ < v11; iv81_ += v5) {
+      const int32_t iv81 = int32_t(iv81_);
       // %64 = load_tile %x, %6, %62 : tile<bf16, [1, 1024]>
-      alignas(64) uint16_t v72_pad[1024];
-      tsr::bf16_row v72{v72_pad};
+      alignas(64) uint16_t v82_pad[1024];
+      tsr::bf16_row v82{v82_pad};
       {
-        const int64_t o73 = int64_t(v6) * 1;
-        const int64_t o74 = int64_t(iv71) * 1024;
-        if (o73 >= 0 && o73 + 1 <= A.d0_0 && o74 >= 0 && o74 + 1024 <= A.d0_1) {
-          for (int64_t i75 = 0; i75 < 1; ++i75) {
-            v72.p = A.p0 + (o73 + i75) * A.s0_0 + o74;
+        const int64_t o83 = int64_t(v6) * 1;
+        const int64_t o84 = int64_t(iv81) * 1024;
+        if (o83 >= 0 && o83 + 1 <= A.d0_0 && o84 >= 0 && o84 + 1024 <= A.d0_1) {
+          for (int64_t i85 = 0; i85 < 1; ++i85) {
+            v82.p = A.p0 + (o83 + i85) * A.s0_0 + o84;
           }
         } else {
-          for (int64_t i77 = 0; i77 < 1; ++i77) {
-            for (int64_t i78 = 0; i78 < 1024; ++i78) {
-              v72_pad[(i77)*1024 + i78] = ((o73 + i77) >= 0 && (o73 + i77) < A.d0_0 && (o74 + i78) >= 0 && (o74 + i78) < A.d0_1) ? A.p0[(o73 + i77) * A.s0_0 + (o74 + i78) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+          const int64_t lo87 = o84 >= 0 ? 0 : -o84 < 1024 ? -o84 : 1024;
+          const int64_t hi88 = A.d0_1 - o84 >= 1024 ? 1024 : A.d0_1 - o84 > lo87 ? A.d0_1 - o84 : lo87;
+          for (int64_t i89 = 0; i89 < 1; ++i89) {
+            if ((o83 + i89) >= 0 && (o83 + i89) < A.d0_0) {
+              for (int64_t i90 = 0; i90 < lo87; ++i90) v82_pad[(i89) * 1024 + i90] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+              for (int64_t i90 = lo87; i90 < hi88; ++i90) v82_pad[(i89) * 1024 + i90] = A.p0[(o83 + i89) * A.s0_0 + o84 + i90];
+              for (int64_t i90 = hi88; i90 < 1024; ++i90) v82_pad[(i89) * 1024 + i90] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+            } else {
+              for (int64_t i90 = 0; i90 < 1024; ++i90) v82_pad[(i89) * 1024 + i90] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
             }
           }
         }
@@ -363,14 +400,14 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %65 = cast %64 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %66 = broadcast %60 : tile<f32, [1, 1024]>
-      alignas(64) float v79[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v79[i_] = v68[0];
+      alignas(64) float v91[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v91[i_] = v78[0];
       // %67 = sub %65, %66 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %68 = arange : tile<i32, [1024]>
       // (computed inside its user)
       // %69 = mul %62, %8 : i32
-      const int32_t v80 = tsr::wmul(iv71, v8);
+      const int32_t v92 = tsr::wmul(iv81, v8);
       // %70 = splat %69 : tile<i32, [1024]>
       // (computed inside its user)
       // %71 = add %70, %68 : tile<i32, [1024]>
@@ -378,8 +415,8 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %72 = splat %7 : tile<i32, [1024]>
       // (computed inside its user)
       // %73 = cmp %71, %72 {pred = "lt"} : tile<i1, [1024]>
-      alignas(64) uint8_t v81[1024];
-      for (int64_t i82 = 0; i82 < 1024; ++i82) v81[i82] = uint8_t((tsr::wadd((v80), (int32_t(0 + i82)))) < (v7));
+      alignas(64) uint8_t v93[1024];
+      for (int64_t i94 = 0; i94 < 1024; ++i94) v93[i94] = uint8_t((tsr::wadd((v92), (int32_t(0 + i94)))) < (v7));
       // %74 = expand_dims %73 {axis = 0} : tile<i1, [1, 1024]>
       // %75 = mul %67, %67 : tile<f32, [1, 1024]>
       // (computed inside its user)
@@ -388,58 +425,65 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %77 = where %74, %75, %76 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %78 = reduce %77 {axis = 1, kind = "sum"} : tile<f32, [1]>
-      alignas(64) float v83[1];
+      alignas(64) float v95[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
         int nan_ = 0;
         #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
         for (int64_t l_ = 0; l_ < 256; ++l_) {
-          const float x0_ = ((v81[o_ * 1024 + l_] ? (float((float((float(v72[o_ * 1024 + l_])) - v68[0])) * (float((float(v72[o_ * 1024 + l_])) - v68[0])))) : (v51)));
+          const float x0_ = ((v93[o_ * 1024 + l_] ? (float((float((float(v82[o_ * 1024 + l_])) - v78[0])) * (float((float(v82[o_ * 1024 + l_])) - v78[0])))) : (v59)));
           a0_ += x0_;
-          const float x1_ = ((v81[o_ * 1024 + 256 + l_] ? (float((float((float(v72[o_ * 1024 + 256 + l_])) - v68[0])) * (float((float(v72[o_ * 1024 + 256 + l_])) - v68[0])))) : (v51)));
+          const float x1_ = ((v93[o_ * 1024 + 256 + l_] ? (float((float((float(v82[o_ * 1024 + 256 + l_])) - v78[0])) * (float((float(v82[o_ * 1024 + 256 + l_])) - v78[0])))) : (v59)));
           a1_ += x1_;
-          const float x2_ = ((v81[o_ * 1024 + 512 + l_] ? (float((float((float(v72[o_ * 1024 + 512 + l_])) - v68[0])) * (float((float(v72[o_ * 1024 + 512 + l_])) - v68[0])))) : (v51)));
+          const float x2_ = ((v93[o_ * 1024 + 512 + l_] ? (float((float((float(v82[o_ * 1024 + 512 + l_])) - v78[0])) * (float((float(v82[o_ * 1024 + 512 + l_])) - v78[0])))) : (v59)));
           a2_ += x2_;
-          const float x3_ = ((v81[o_ * 1024 + 768 + l_] ? (float((float((float(v72[o_ * 1024 + 768 + l_])) - v68[0])) * (float((float(v72[o_ * 1024 + 768 + l_])) - v68[0])))) : (v51)));
+          const float x3_ = ((v93[o_ * 1024 + 768 + l_] ? (float((float((float(v82[o_ * 1024 + 768 + l_])) - v78[0])) * (float((float(v82[o_ * 1024 + 768 + l_])) - v78[0])))) : (v59)));
           a3_ += x3_;
         }
         const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-        v83[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+        v95[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
       }
       // %79 = add %63, %78 : tile<f32, [1]>
-      // (written into the carried c70)
-      for (int64_t i84 = 0; i84 < 1; ++i84) c70[i84] = float(c70[i84] + v83[i84]);
+      // (written into the carried c80)
+      for (int64_t i96 = 0; i96 < 1; ++i96) c80[i96] = float(c80[i96] + v95[i96]);
       // yield %79
     }
     // %80 = div %61, %58 : tile<f32, [1]>
     // (computed inside its user)
     // %81 = const {value = 1e-05} : f32
-    const float v85 = float(0x1.4f8b588e368f1p-17);
+    const float v97 = float(0x1.4f8b588e368f1p-17);
     // %82 = splat %81 : tile<f32, [1]>
     // (computed inside its user)
     // %83 = add %80, %82 : tile<f32, [1]>
     // (computed inside its user)
     // %84 = rsqrt %83 : tile<f32, [1]>
-    alignas(64) float v86[1];
-    for (int64_t i87 = 0; i87 < 1; ++i87) v86[i87] = float(1.0f / tsr::sqrt((float((float(c70[i87] / v12)) + (v85)))));
+    alignas(64) float v98[1];
+    for (int64_t i99 = 0; i99 < 1; ++i99) v98[i99] = float(1.0f / tsr::sqrt((float((float(c80[i99] / v12)) + (v97)))));
     // %85 = expand_dims %84 {axis = 1} : tile<f32, [1, 1]>
     // for %50, %11, %5 {...}
-    for (int64_t iv88_ = v54; v5 > 0 && iv88_ < v11; iv88_ += v5) {
-      const int32_t iv88 = int32_t(iv88_);
+    for (int64_t iv100_ = v62; v5 > 0 && iv100_ < v11; iv100_ += v5) {
+      const int32_t iv100 = int32_t(iv100_);
       // %87 = load_tile %x, %6, %86 : tile<bf16, [1, 1024]>
-      alignas(64) uint16_t v89_pad[1024];
-      tsr::bf16_row v89{v89_pad};
+      alignas(64) uint16_t v101_pad[1024];
+      tsr::bf16_row v101{v101_pad};
       {
-        const int64_t o90 = int64_t(v6) * 1;
-        const int64_t o91 = int64_t(iv88) * 1024;
-        if (o90 >= 0 && o90 + 1 <= A.d0_0 && o91 >= 0 && o91 + 1024 <= A.d0_1) {
-          for (int64_t i92 = 0; i92 < 1; ++i92) {
-            v89.p = A.p0 + (o90 + i92) * A.s0_0 + o91;
+        const int64_t o102 = int64_t(v6) * 1;
+        const int64_t o103 = int64_t(iv100) * 1024;
+        if (o102 >= 0 && o102 + 1 <= A.d0_0 && o103 >= 0 && o103 + 1024 <= A.d0_1) {
+          for (int64_t i104 = 0; i104 < 1; ++i104) {
+            v101.p = A.p0 + (o102 + i104) * A.s0_0 + o103;
           }
         } else {
-          for (int64_t i94 = 0; i94 < 1; ++i94) {
-            for (int64_t i95 = 0; i95 < 1024; ++i95) {
-              v89_pad[(i94)*1024 + i95] = ((o90 + i94) >= 0 && (o90 + i94) < A.d0_0 && (o91 + i95) >= 0 && (o91 + i95) < A.d0_1) ? A.p0[(o90 + i94) * A.s0_0 + (o91 + i95) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+          const int64_t lo106 = o103 >= 0 ? 0 : -o103 < 1024 ? -o103 : 1024;
+          const int64_t hi107 = A.d0_1 - o103 >= 1024 ? 1024 : A.d0_1 - o103 > lo106 ? A.d0_1 - o103 : lo106;
+          for (int64_t i108 = 0; i108 < 1; ++i108) {
+            if ((o102 + i108) >= 0 && (o102 + i108) < A.d0_0) {
+              for (int64_t i109 = 0; i109 < lo106; ++i109) v101_pad[(i108) * 1024 + i109] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+              for (int64_t i109 = lo106; i109 < hi107; ++i109) v101_pad[(i108) * 1024 + i109] = A.p0[(o102 + i108) * A.s0_0 + o103 + i109];
+              for (int64_t i109 = hi107; i109 < 1024; ++i109) v101_pad[(i108) * 1024 + i109] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+            } else {
+              for (int64_t i109 = 0; i109 < 1024; ++i109) v101_pad[(i108) * 1024 + i109] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
             }
           }
         }
@@ -447,43 +491,57 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %88 = cast %87 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %89 = load_tile %w, %86 : tile<bf16, [1024]>
-      alignas(64) uint16_t v96_pad[1024];
-      tsr::bf16_row v96{v96_pad};
+      alignas(64) uint16_t v110_pad[1024];
+      tsr::bf16_row v110{v110_pad};
       {
-        const int64_t o97 = int64_t(iv88) * 1024;
-        if (o97 >= 0 && o97 + 1024 <= A.d1_0) {
-          v96.p = A.p1 + o97;
+        const int64_t o111 = int64_t(iv100) * 1024;
+        if (o111 >= 0 && o111 + 1024 <= A.d1_0) {
+          v110.p = A.p1 + o111;
         } else {
-          for (int64_t i99 = 0; i99 < 1024; ++i99) {
-            v96_pad[i99] = ((o97 + i99) >= 0 && (o97 + i99) < A.d1_0) ? A.p1[(o97 + i99) * A.s1_0] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+          const int64_t lo113 = o111 >= 0 ? 0 : -o111 < 1024 ? -o111 : 1024;
+          const int64_t hi114 = A.d1_0 - o111 >= 1024 ? 1024 : A.d1_0 - o111 > lo113 ? A.d1_0 - o111 : lo113;
+          if (true) {
+            for (int64_t i115 = 0; i115 < lo113; ++i115) v110_pad[0 + i115] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+            for (int64_t i115 = lo113; i115 < hi114; ++i115) v110_pad[0 + i115] = A.p1[o111 + i115];
+            for (int64_t i115 = hi114; i115 < 1024; ++i115) v110_pad[0 + i115] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+          } else {
+            for (int64_t i115 = 0; i115 < 1024; ++i115) v110_pad[0 + i115] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
           }
         }
       }
       // %90 = cast %89 : tile<f32, [1024]>
       // (the same array as its operand: exact in the compute type)
       // %91 = load_tile %b, %86 : tile<bf16, [1024]>
-      alignas(64) uint16_t v100_pad[1024];
-      tsr::bf16_row v100{v100_pad};
+      alignas(64) uint16_t v116_pad[1024];
+      tsr::bf16_row v116{v116_pad};
       {
-        const int64_t o101 = int64_t(iv88) * 1024;
-        if (o101 >= 0 && o101 + 1024 <= A.d2_0) {
-          v100.p = A.p2 + o101;
+        const int64_t o117 = int64_t(iv100) * 1024;
+        if (o117 >= 0 && o117 + 1024 <= A.d2_0) {
+          v116.p = A.p2 + o117;
         } else {
-          for (int64_t i103 = 0; i103 < 1024; ++i103) {
-            v100_pad[i103] = ((o101 + i103) >= 0 && (o101 + i103) < A.d2_0) ? A.p2[(o101 + i103) * A.s2_0] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+          const int64_t lo119 = o117 >= 0 ? 0 : -o117 < 1024 ? -o117 : 1024;
+          const int64_t hi120 = A.d2_0 - o117 >= 1024 ? 1024 : A.d2_0 - o117 > lo119 ? A.d2_0 - o117 : lo119;
+          if (true) {
+            for (int64_t i121 = 0; i121 < lo119; ++i121) v116_pad[0 + i121] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+            for (int64_t i121 = lo119; i121 < hi120; ++i121) v116_pad[0 + i121] = A.p2[o117 + i121];
+            for (int64_t i121 = hi120; i121 < 1024; ++i121) v116_pad[0 + i121] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+          } else {
+            for (int64_t i121 = 0; i121 < 1024; ++i121) v116_pad[0 + i121] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
           }
         }
       }
       // %92 = cast %91 : tile<f32, [1024]>
       // (the same array as its operand: exact in the compute type)
       // %93 = broadcast %60 : tile<f32, [1, 1024]>
-      alignas(64) float v104[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v104[i_] = v68[0];
+      alignas(64) float v122[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v122[i_] = v78[0];
       // %94 = sub %88, %93 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %95 = broadcast %85 : tile<f32, [1, 1024]>
-      alignas(64) float v105[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v105[i_] = v86[0];
+      alignas(64) float v123[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v123[i_] = v98[0];
       // %96 = mul %94, %95 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %97 = expand_dims %90 {axis = 0} : tile<f32, [1, 1024]>
@@ -496,21 +554,23 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // (computed inside its user)
       // store_tile %y, %101, %6, %86
       {
-        const int64_t o106 = int64_t(v6) * 1;
-        const int64_t o107 = int64_t(iv88) * 1024;
-        if (o106 >= 0 && o106 + 1 <= A.d3_0 && o107 >= 0 && o107 + 1024 <= A.d3_1) {
-          for (int64_t i108 = 0; i108 < 1; ++i108) {
-            alignas(64) float st110[256];
-            for (int64_t c111 = 0; c111 < 1024; c111 += 256) {
-              for (int64_t i109 = c111; i109 < c111 + 256; ++i109) st110[i109 - c111] = (float((float((float((float((float((float(v89[(i108) * 1024 + i109])) - v68[0])) * v86[0])) * v96[(i108) * 1024 + i109])) + v100[(i108) * 1024 + i109]))));
-              tsr::store_bf16(A.p3 + (o106 + i108) * A.s3_0 + o107 + c111, st110, 256);
+        const int64_t o124 = int64_t(v6) * 1;
+        const int64_t o125 = int64_t(iv100) * 1024;
+        if (o124 >= 0 && o124 + 1 <= A.d3_0 && o125 >= 0 && o125 + 1024 <= A.d3_1) {
+          for (int64_t i126 = 0; i126 < 1; ++i126) {
+            alignas(64) float st128[256];
+            for (int64_t c129 = 0; c129 < 1024; c129 += 256) {
+              for (int64_t i127 = c129; i127 < c129 + 256; ++i127) st128[i127 - c129] = (float((float((float((float((float((float(v101[(i126) * 1024 + i127])) - v78[0])) * v98[0])) * v110[(i126) * 1024 + i127])) + v116[(i126) * 1024 + i127]))));
+              tsr::store_bf16(A.p3 + (o124 + i126) * A.s3_0 + o125 + c129, st128, 256);
             }
           }
         } else {
-          for (int64_t i112 = 0; i112 < 1; ++i112) {
-            for (int64_t i113 = 0; i113 < 1024; ++i113) {
-              if ((o106 + i112) >= 0 && (o106 + i112) < A.d3_0 && (o107 + i113) >= 0 && (o107 + i113) < A.d3_1) A.p3[(o106 + i112) * A.s3_0 + (o107 + i113) * A.s3_1] = tsr::f2bf((float((float((float((float((float((float(v89[(i112)*1024 + i113])) - v68[0])) * v86[0])) * v96[(i112)*1024 + i113])) + v100[(i112)*1024 + i113])))));
-            }
+          // partly outside: each row copies its columns inside [lo, hi)
+          const int64_t lo130 = o125 >= 0 ? 0 : -o125 < 1024 ? -o125 : 1024;
+          const int64_t hi131 = A.d3_1 - o125 >= 1024 ? 1024 : A.d3_1 - o125 > lo130 ? A.d3_1 - o125 : lo130;
+          for (int64_t i132 = 0; i132 < 1; ++i132) {
+            if ((o124 + i132) >= 0 && (o124 + i132) < A.d3_0)
+              for (int64_t i133 = lo130; i133 < hi131; ++i133) A.p3[(o124 + i132) * A.s3_0 + o125 + i133] = tsr::f2bf((float((float((float((float((float((float(v101[(i132) * 1024 + i133])) - v78[0])) * v98[0])) * v110[(i132) * 1024 + i133])) + v116[(i132) * 1024 + i133])))));
           }
         }
       }

@@ -67,23 +67,23 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   if (int64_t(pid0) + 1 < int64_t(np0)) {
     const int32_t pn0_ = pid0 + 1;
     // %6 = program_id {axis = 0} : i32
-    const int32_t v111 = pn0_;
+    const int32_t v131 = pn0_;
     // %14 = const {value = 0} : i32
-    const int32_t v112 = int32_t(INT64_C(0));
+    const int32_t v132 = int32_t(INT64_C(0));
     {
-      const int64_t o113 = int64_t(v111) * 1;
-      const int64_t o114 = int64_t(v112) * 1024;
-      if (o113 >= 0 && o113 + 1 <= A.d0_0 && o114 >= 0 && o114 + 1024 <= A.d0_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p0 + o113 * A.s0_0 + o114);
+      const int64_t o133 = int64_t(v131) * 1;
+      const int64_t o134 = int64_t(v132) * 1024;
+      if (o133 >= 0 && o133 + 1 <= A.d0_0 && o134 >= 0 && o134 + 1024 <= A.d0_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p0 + o133 * A.s0_0 + o134);
         pf0_ = tsr::line_start(p_);
         pfl0_ = tsr::line_count(p_, 2048);
       }
     }
     {
-      const int64_t o115 = int64_t(v111) * 1;
-      const int64_t o116 = int64_t(v112) * 1024;
-      if (o115 >= 0 && o115 + 1 <= A.d3_0 && o116 >= 0 && o116 + 1024 <= A.d3_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p3 + o115 * A.s3_0 + o116);
+      const int64_t o135 = int64_t(v131) * 1;
+      const int64_t o136 = int64_t(v132) * 1024;
+      if (o135 >= 0 && o135 + 1 <= A.d3_0 && o136 >= 0 && o136 + 1024 <= A.d3_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p3 + o135 * A.s3_0 + o136);
         pf1_ = tsr::line_start(p_);
         pfl1_ = tsr::line_count(p_, 2048);
       }
@@ -121,9 +121,16 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           for (int64_t i19 = 0; i19 < 1024; ++i19) v15[(i18) * 1024 + i19] = tsr::h2f(A.p0[(o16 + i18) * A.s0_0 + o17 + i19]);
         }
       } else {
-        for (int64_t i20 = 0; i20 < 1; ++i20) {
-          for (int64_t i21 = 0; i21 < 1024; ++i21) {
-            v15[(i20)*1024 + i21] = ((o16 + i20) >= 0 && (o16 + i20) < A.d0_0 && (o17 + i21) >= 0 && (o17 + i21) < A.d0_1) ? tsr::h2f(A.p0[(o16 + i20) * A.s0_0 + (o17 + i21) * A.s0_1]) : tsr::h2f(tsr::f2h(0x0p+0));
+        // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+        const int64_t lo20 = o17 >= 0 ? 0 : -o17 < 1024 ? -o17 : 1024;
+        const int64_t hi21 = A.d0_1 - o17 >= 1024 ? 1024 : A.d0_1 - o17 > lo20 ? A.d0_1 - o17 : lo20;
+        for (int64_t i22 = 0; i22 < 1; ++i22) {
+          if ((o16 + i22) >= 0 && (o16 + i22) < A.d0_0) {
+            for (int64_t i23 = 0; i23 < lo20; ++i23) v15[(i22) * 1024 + i23] = tsr::h2f(tsr::f2h(0x0p+0));
+            for (int64_t i23 = lo20; i23 < hi21; ++i23) v15[(i22) * 1024 + i23] = tsr::h2f(A.p0[(o16 + i22) * A.s0_0 + o17 + i23]);
+            for (int64_t i23 = hi21; i23 < 1024; ++i23) v15[(i22) * 1024 + i23] = tsr::h2f(tsr::f2h(0x0p+0));
+          } else {
+            for (int64_t i23 = 0; i23 < 1024; ++i23) v15[(i22) * 1024 + i23] = tsr::h2f(tsr::f2h(0x0p+0));
           }
         }
       }
@@ -131,35 +138,49 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %16 = cast %15 : tile<f32, [1, 1024]>
     // (the same array as its operand: exact in the compute type)
     // %17 = load_tile %w, %14 : tile<f16, [1024]>
-    alignas(64) float v22[1024];
+    alignas(64) float v24[1024];
     {
-      const int64_t o23 = int64_t(v14) * 1024;
-      if (o23 >= 0 && o23 + 1024 <= A.d1_0) {
-        for (int64_t i24 = 0; i24 < 1024; ++i24) v22[0 + i24] = tsr::h2f(A.p1[o23 + i24]);
+      const int64_t o25 = int64_t(v14) * 1024;
+      if (o25 >= 0 && o25 + 1024 <= A.d1_0) {
+        for (int64_t i26 = 0; i26 < 1024; ++i26) v24[0 + i26] = tsr::h2f(A.p1[o25 + i26]);
       } else {
-        for (int64_t i25 = 0; i25 < 1024; ++i25) {
-          v22[i25] = ((o23 + i25) >= 0 && (o23 + i25) < A.d1_0) ? tsr::h2f(A.p1[(o23 + i25) * A.s1_0]) : tsr::h2f(tsr::f2h(0x0p+0));
+        // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+        const int64_t lo27 = o25 >= 0 ? 0 : -o25 < 1024 ? -o25 : 1024;
+        const int64_t hi28 = A.d1_0 - o25 >= 1024 ? 1024 : A.d1_0 - o25 > lo27 ? A.d1_0 - o25 : lo27;
+        if (true) {
+          for (int64_t i29 = 0; i29 < lo27; ++i29) v24[0 + i29] = tsr::h2f(tsr::f2h(0x0p+0));
+          for (int64_t i29 = lo27; i29 < hi28; ++i29) v24[0 + i29] = tsr::h2f(A.p1[o25 + i29]);
+          for (int64_t i29 = hi28; i29 < 1024; ++i29) v24[0 + i29] = tsr::h2f(tsr::f2h(0x0p+0));
+        } else {
+          for (int64_t i29 = 0; i29 < 1024; ++i29) v24[0 + i29] = tsr::h2f(tsr::f2h(0x0p+0));
         }
       }
     }
     // %18 = cast %17 : tile<f32, [1024]>
     // (the same array as its operand: exact in the compute type)
     // %19 = load_tile %b, %14 : tile<f16, [1024]>
-    alignas(64) float v26[1024];
+    alignas(64) float v30[1024];
     {
-      const int64_t o27 = int64_t(v14) * 1024;
-      if (o27 >= 0 && o27 + 1024 <= A.d2_0) {
-        for (int64_t i28 = 0; i28 < 1024; ++i28) v26[0 + i28] = tsr::h2f(A.p2[o27 + i28]);
+      const int64_t o31 = int64_t(v14) * 1024;
+      if (o31 >= 0 && o31 + 1024 <= A.d2_0) {
+        for (int64_t i32 = 0; i32 < 1024; ++i32) v30[0 + i32] = tsr::h2f(A.p2[o31 + i32]);
       } else {
-        for (int64_t i29 = 0; i29 < 1024; ++i29) {
-          v26[i29] = ((o27 + i29) >= 0 && (o27 + i29) < A.d2_0) ? tsr::h2f(A.p2[(o27 + i29) * A.s2_0]) : tsr::h2f(tsr::f2h(0x0p+0));
+        // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+        const int64_t lo33 = o31 >= 0 ? 0 : -o31 < 1024 ? -o31 : 1024;
+        const int64_t hi34 = A.d2_0 - o31 >= 1024 ? 1024 : A.d2_0 - o31 > lo33 ? A.d2_0 - o31 : lo33;
+        if (true) {
+          for (int64_t i35 = 0; i35 < lo33; ++i35) v30[0 + i35] = tsr::h2f(tsr::f2h(0x0p+0));
+          for (int64_t i35 = lo33; i35 < hi34; ++i35) v30[0 + i35] = tsr::h2f(A.p2[o31 + i35]);
+          for (int64_t i35 = hi34; i35 < 1024; ++i35) v30[0 + i35] = tsr::h2f(tsr::f2h(0x0p+0));
+        } else {
+          for (int64_t i35 = 0; i35 < 1024; ++i35) v30[0 + i35] = tsr::h2f(tsr::f2h(0x0p+0));
         }
       }
     }
     // %20 = cast %19 : tile<f32, [1024]>
     // (the same array as its operand: exact in the compute type)
     // %21 = reduce %16 {axis = 1, kind = "sum"} : tile<f32, [1]>
-    alignas(64) float v30[1];
+    alignas(64) float v36[1];
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
       int nan_ = 0;
@@ -175,26 +196,26 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         a3_ += x3_;
       }
       const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-      v30[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+      v36[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
     }
     // %22 = splat %12 : tile<f32, [1]>
-    alignas(64) float v31[1];
-    for (int64_t i32 = 0; i32 < 1; ++i32) v31[i32] = v12;
+    alignas(64) float v37[1];
+    for (int64_t i38 = 0; i38 < 1; ++i38) v37[i38] = v12;
     // %23 = div %21, %22 : tile<f32, [1]>
-    alignas(64) float v33[1];
-    for (int64_t i34 = 0; i34 < 1; ++i34) v33[i34] = float(v30[i34] / v12);
+    alignas(64) float v39[1];
+    for (int64_t i40 = 0; i40 < 1; ++i40) v39[i40] = float(v36[i40] / v12);
     // %24 = expand_dims %23 {axis = 1} : tile<f32, [1, 1]>
     // %25 = arange : tile<i32, [1024]>
     // (computed inside its user)
     // %26 = splat %7 : tile<i32, [1024]>
     // (computed inside its user)
     // %27 = cmp %25, %26 {pred = "lt"} : tile<i1, [1024]>
-    alignas(64) uint8_t v35[1024];
-    for (int64_t i36 = 0; i36 < 1024; ++i36) v35[i36] = uint8_t((int32_t(0 + i36)) < (v7));
+    alignas(64) uint8_t v41[1024];
+    for (int64_t i42 = 0; i42 < 1024; ++i42) v41[i42] = uint8_t((int32_t(0 + i42)) < (v7));
     // %28 = expand_dims %27 {axis = 0} : tile<i1, [1, 1024]>
     // %29 = broadcast %24 : tile<f32, [1, 1024]>
-    alignas(64) float v37[1024];
-    for (int64_t i_ = 0; i_ < 1024; ++i_) v37[i_] = v33[0];
+    alignas(64) float v43[1024];
+    for (int64_t i_ = 0; i_ < 1024; ++i_) v43[i_] = v39[0];
     // %30 = where %28, %16, %29 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %31 = sub %30, %29 : tile<f32, [1, 1024]>
@@ -202,41 +223,41 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %32 = mul %31, %31 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %33 = reduce %32 {axis = 1, kind = "sum"} : tile<f32, [1]>
-    alignas(64) float v38[1];
+    alignas(64) float v44[1];
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
       int nan_ = 0;
       #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
       for (int64_t l_ = 0; l_ < 256; ++l_) {
-        const float x0_ = (float((float(((v35[o_ * 1024 + l_] ? v15[o_ * 1024 + l_] : v33[0])) - v33[0])) * (float(((v35[o_ * 1024 + l_] ? v15[o_ * 1024 + l_] : v33[0])) - v33[0]))));
+        const float x0_ = (float((float(((v41[o_ * 1024 + l_] ? v15[o_ * 1024 + l_] : v39[0])) - v39[0])) * (float(((v41[o_ * 1024 + l_] ? v15[o_ * 1024 + l_] : v39[0])) - v39[0]))));
         a0_ += x0_;
-        const float x1_ = (float((float(((v35[o_ * 1024 + 256 + l_] ? v15[o_ * 1024 + 256 + l_] : v33[0])) - v33[0])) * (float(((v35[o_ * 1024 + 256 + l_] ? v15[o_ * 1024 + 256 + l_] : v33[0])) - v33[0]))));
+        const float x1_ = (float((float(((v41[o_ * 1024 + 256 + l_] ? v15[o_ * 1024 + 256 + l_] : v39[0])) - v39[0])) * (float(((v41[o_ * 1024 + 256 + l_] ? v15[o_ * 1024 + 256 + l_] : v39[0])) - v39[0]))));
         a1_ += x1_;
-        const float x2_ = (float((float(((v35[o_ * 1024 + 512 + l_] ? v15[o_ * 1024 + 512 + l_] : v33[0])) - v33[0])) * (float(((v35[o_ * 1024 + 512 + l_] ? v15[o_ * 1024 + 512 + l_] : v33[0])) - v33[0]))));
+        const float x2_ = (float((float(((v41[o_ * 1024 + 512 + l_] ? v15[o_ * 1024 + 512 + l_] : v39[0])) - v39[0])) * (float(((v41[o_ * 1024 + 512 + l_] ? v15[o_ * 1024 + 512 + l_] : v39[0])) - v39[0]))));
         a2_ += x2_;
-        const float x3_ = (float((float(((v35[o_ * 1024 + 768 + l_] ? v15[o_ * 1024 + 768 + l_] : v33[0])) - v33[0])) * (float(((v35[o_ * 1024 + 768 + l_] ? v15[o_ * 1024 + 768 + l_] : v33[0])) - v33[0]))));
+        const float x3_ = (float((float(((v41[o_ * 1024 + 768 + l_] ? v15[o_ * 1024 + 768 + l_] : v39[0])) - v39[0])) * (float(((v41[o_ * 1024 + 768 + l_] ? v15[o_ * 1024 + 768 + l_] : v39[0])) - v39[0]))));
         a3_ += x3_;
       }
       const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-      v38[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+      v44[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
     }
     // %34 = div %33, %22 : tile<f32, [1]>
     // (computed inside its user)
     // %35 = const {value = 1e-05} : f32
-    const float v39 = float(0x1.4f8b588e368f1p-17);
+    const float v45 = float(0x1.4f8b588e368f1p-17);
     // %36 = splat %35 : tile<f32, [1]>
     // (computed inside its user)
     // %37 = add %34, %36 : tile<f32, [1]>
     // (computed inside its user)
     // %38 = rsqrt %37 : tile<f32, [1]>
-    alignas(64) float v40[1];
-    for (int64_t i41 = 0; i41 < 1; ++i41) v40[i41] = float(1.0f / tsr::sqrt((float((float(v38[i41] / v12)) + (v39)))));
+    alignas(64) float v46[1];
+    for (int64_t i47 = 0; i47 < 1; ++i47) v46[i47] = float(1.0f / tsr::sqrt((float((float(v44[i47] / v12)) + (v45)))));
     // %39 = expand_dims %38 {axis = 1} : tile<f32, [1, 1]>
     // %40 = sub %16, %29 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %41 = broadcast %39 : tile<f32, [1, 1024]>
-    alignas(64) float v42[1024];
-    for (int64_t i_ = 0; i_ < 1024; ++i_) v42[i_] = v40[0];
+    alignas(64) float v48[1024];
+    for (int64_t i_ = 0; i_ < 1024; ++i_) v48[i_] = v46[0];
     // %42 = mul %40, %41 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %43 = expand_dims %18 {axis = 0} : tile<f32, [1, 1024]>
@@ -249,51 +270,60 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // (computed inside its user)
     // store_tile %y, %47, %6, %14
     {
-      const int64_t o43 = int64_t(v6) * 1;
-      const int64_t o44 = int64_t(v14) * 1024;
-      if (o43 >= 0 && o43 + 1 <= A.d3_0 && o44 >= 0 && o44 + 1024 <= A.d3_1) {
-        for (int64_t i45 = 0; i45 < 1; ++i45) {
-          for (int64_t c47 = 0; c47 < 1024; c47 += 256) {
-            tsr::prefetch_part(pf0_, pfl0_, c47 / 256, 4);
-            tsr::prefetch_part_w(pf1_, pfl1_, c47 / 256, 4);
-            for (int64_t i46 = c47; i46 < c47 + 256; ++i46) A.p3[(o43 + i45) * A.s3_0 + o44 + i46] = tsr::f2h((float((float((float((float((float(v15[(i45) * 1024 + i46] - v33[0])) * v40[0])) * v22[(i45) * 1024 + i46])) + v26[(i45) * 1024 + i46])))));
+      const int64_t o49 = int64_t(v6) * 1;
+      const int64_t o50 = int64_t(v14) * 1024;
+      if (o49 >= 0 && o49 + 1 <= A.d3_0 && o50 >= 0 && o50 + 1024 <= A.d3_1) {
+        for (int64_t i51 = 0; i51 < 1; ++i51) {
+          for (int64_t c53 = 0; c53 < 1024; c53 += 256) {
+            tsr::prefetch_part(pf0_, pfl0_, c53 / 256, 4);
+            tsr::prefetch_part_w(pf1_, pfl1_, c53 / 256, 4);
+            for (int64_t i52 = c53; i52 < c53 + 256; ++i52) A.p3[(o49 + i51) * A.s3_0 + o50 + i52] = tsr::f2h((float((float((float((float((float(v15[(i51) * 1024 + i52] - v39[0])) * v46[0])) * v24[(i51) * 1024 + i52])) + v30[(i51) * 1024 + i52])))));
           }
         }
       } else {
-        for (int64_t i48 = 0; i48 < 1; ++i48) {
-          for (int64_t i49 = 0; i49 < 1024; ++i49) {
-            if ((o43 + i48) >= 0 && (o43 + i48) < A.d3_0 && (o44 + i49) >= 0 && (o44 + i49) < A.d3_1) A.p3[(o43 + i48) * A.s3_0 + (o44 + i49) * A.s3_1] = tsr::f2h((float((float((float((float((float(v15[(i48)*1024 + i49] - v33[0])) * v40[0])) * v22[(i48)*1024 + i49])) + v26[(i48)*1024 + i49])))));
-          }
+        // partly outside: each row copies its columns inside [lo, hi)
+        const int64_t lo54 = o50 >= 0 ? 0 : -o50 < 1024 ? -o50 : 1024;
+        const int64_t hi55 = A.d3_1 - o50 >= 1024 ? 1024 : A.d3_1 - o50 > lo54 ? A.d3_1 - o50 : lo54;
+        for (int64_t i56 = 0; i56 < 1; ++i56) {
+          if ((o49 + i56) >= 0 && (o49 + i56) < A.d3_0)
+            for (int64_t i57 = lo54; i57 < hi55; ++i57) A.p3[(o49 + i56) * A.s3_0 + o50 + i57] = tsr::f2h((float((float((float((float((float(v15[(i56) * 1024 + i57] - v39[0])) * v46[0])) * v24[(i56) * 1024 + i57])) + v30[(i56) * 1024 + i57])))));
         }
       }
     }
     // yield
   } else {
     // %48 = const {value = 0.0} : f32
-    const float v50 = float(0x0p+0);
+    const float v58 = float(0x0p+0);
     // %49 = splat %48 : tile<f32, [1]>
-    alignas(64) float v51[1];
-    for (int64_t i52 = 0; i52 < 1; ++i52) v51[i52] = v50;
+    alignas(64) float v59[1];
+    for (int64_t i60 = 0; i60 < 1; ++i60) v59[i60] = v58;
     // %50 = const {value = 0} : i32
-    const int32_t v53 = int32_t(INT64_C(0));
+    const int32_t v61 = int32_t(INT64_C(0));
     // %51 = for %50, %11, %5, %49 : tile<f32, [1]> {...}
-    alignas(64) float c54[1];
-    __builtin_memcpy(c54, v51, sizeof(c54));
-    for (int64_t iv55_ = v53; v5 > 0 && iv55_ < v11; iv55_ += v5) {
-      const int32_t iv55 = int32_t(iv55_);
+    alignas(64) float c62[1];
+    __builtin_memcpy(c62, v59, sizeof(c62));
+    for (int64_t iv63_ = v61; v5 > 0 && iv63_ < v11; iv63_ += v5) {
+      const int32_t iv63 = int32_t(iv63_);
       // %54 = load_tile %x, %6, %52 : tile<f16, [1, 1024]>
-      alignas(64) float v56[1024];
+      alignas(64) float v64[1024];
       {
-        const int64_t o57 = int64_t(v6) * 1;
-        const int64_t o58 = int64_t(iv55) * 1024;
-        if (o57 >= 0 && o57 + 1 <= A.d0_0 && o58 >= 0 && o58 + 1024 <= A.d0_1) {
-          for (int64_t i59 = 0; i59 < 1; ++i59) {
-            for (int64_t i60 = 0; i60 < 1024; ++i60) v56[(i59) * 1024 + i60] = tsr::h2f(A.p0[(o57 + i59) * A.s0_0 + o58 + i60]);
+        const int64_t o65 = int64_t(v6) * 1;
+        const int64_t o66 = int64_t(iv63) * 1024;
+        if (o65 >= 0 && o65 + 1 <= A.d0_0 && o66 >= 0 && o66 + 1024 <= A.d0_1) {
+          for (int64_t i67 = 0; i67 < 1; ++i67) {
+            for (int64_t i68 = 0; i68 < 1024; ++i68) v64[(i67) * 1024 + i68] = tsr::h2f(A.p0[(o65 + i67) * A.s0_0 + o66 + i68]);
           }
         } else {
-          for (int64_t i61 = 0; i61 < 1; ++i61) {
-            for (int64_t i62 = 0; i62 < 1024; ++i62) {
-              v56[(i61)*1024 + i62] = ((o57 + i61) >= 0 && (o57 + i61) < A.d0_0 && (o58 + i62) >= 0 && (o58 + i62) < A.d0_1) ? tsr::h2f(A.p0[(o57 + i61) * A.s0_0 + (o58 + i62) * A.s0_1]) : tsr::h2f(tsr::f2h(0x0p+0));
+          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+          const int64_t lo69 = o66 >= 0 ? 0 : -o66 < 1024 ? -o66 : 1024;
+          const int64_t hi70 = A.d0_1 - o66 >= 1024 ? 1024 : A.d0_1 - o66 > lo69 ? A.d0_1 - o66 : lo69;
+          for (int64_t i71 = 0; i71 < 1; ++i71) {
+            if ((o65 + i71) >= 0 && (o65 + i71) < A.d0_0) {
+              for (int64_t i72 = 0; i72 < lo69; ++i72) v64[(i71) * 1024 + i72] = tsr::h2f(tsr::f2h(0x0p+0));
+              for (int64_t i72 = lo69; i72 < hi70; ++i72) v64[(i71) * 1024 + i72] = tsr::h2f(A.p0[(o65 + i71) * A.s0_0 + o66 + i72]);
+              for (int64_t i72 = hi70; i72 < 1024; ++i72) v64[(i71) * 1024 + i72] = tsr::h2f(tsr::f2h(0x0p+0));
+            } else {
+              for (int64_t i72 = 0; i72 < 1024; ++i72) v64[(i71) * 1024 + i72] = tsr::h2f(tsr::f2h(0x0p+0));
             }
           }
         }
@@ -301,54 +331,61 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %55 = cast %54 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %56 = reduce %55 {axis = 1, kind = "sum"} : tile<f32, [1]>
-      alignas(64) float v63[1];
+      alignas(64) float v73[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
         int nan_ = 0;
         #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
         for (int64_t l_ = 0; l_ < 256; ++l_) {
-          const float x0_ = (float(v56[o_ * 1024 + l_]));
+          const float x0_ = (float(v64[o_ * 1024 + l_]));
           a0_ += x0_;
-          const float x1_ = (float(v56[o_ * 1024 + 256 + l_]));
+          const float x1_ = (float(v64[o_ * 1024 + 256 + l_]));
           a1_ += x1_;
-          const float x2_ = (float(v56[o_ * 1024 + 512 + l_]));
+          const float x2_ = (float(v64[o_ * 1024 + 512 + l_]));
           a2_ += x2_;
-          const float x3_ = (float(v56[o_ * 1024 + 768 + l_]));
+          const float x3_ = (float(v64[o_ * 1024 + 768 + l_]));
           a3_ += x3_;
         }
         const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-        v63[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+        v73[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
       }
       // %57 = add %53, %56 : tile<f32, [1]>
-      // (written into the carried c54)
-      for (int64_t i64 = 0; i64 < 1; ++i64) c54[i64] = float(c54[i64] + v63[i64]);
+      // (written into the carried c62)
+      for (int64_t i74 = 0; i74 < 1; ++i74) c62[i74] = float(c62[i74] + v73[i74]);
       // yield %57
     }
     // %58 = splat %12 : tile<f32, [1]>
-    alignas(64) float v65[1];
-    for (int64_t i66 = 0; i66 < 1; ++i66) v65[i66] = v12;
+    alignas(64) float v75[1];
+    for (int64_t i76 = 0; i76 < 1; ++i76) v75[i76] = v12;
     // %59 = div %51, %58 : tile<f32, [1]>
-    alignas(64) float v67[1];
-    for (int64_t i68 = 0; i68 < 1; ++i68) v67[i68] = float(c54[i68] / v12);
+    alignas(64) float v77[1];
+    for (int64_t i78 = 0; i78 < 1; ++i78) v77[i78] = float(c62[i78] / v12);
     // %60 = expand_dims %59 {axis = 1} : tile<f32, [1, 1]>
     // %61 = for %50, %11, %5, %49 : tile<f32, [1]> {...}
-    alignas(64) float c69[1];
-    __builtin_memcpy(c69, v51, sizeof(c69));
-    for (int64_t iv70_ = v53; v5 > 0 && iv70_ < v11; iv70_ += v5) {
-      const int32_t iv70 = int32_t(iv70_);
+    alignas(64) float c79[1];
+    __builtin_memcpy(c79, v59, sizeof(c79));
+    for (int64_t iv80_ = v61; v5 > 0 && iv80_ < v11; iv80_ += v5) {
+      const int32_t iv80 = int32_t(iv80_);
       // %64 = load_tile %x, %6, %62 : tile<f16, [1, 1024]>
-      alignas(64) float v71[1024];
+      alignas(64) float v81[1024];
       {
-        const int64_t o72 = int64_t(v6) * 1;
-        const int64_t o73 = int64_t(iv70) * 1024;
-        if (o72 >= 0 && o72 + 1 <= A.d0_0 && o73 >= 0 && o73 + 1024 <= A.d0_1) {
-          for (int64_t i74 = 0; i74 < 1; ++i74) {
-            for (int64_t i75 = 0; i75 < 1024; ++i75) v71[(i74) * 1024 + i75] = tsr::h2f(A.p0[(o72 + i74) * A.s0_0 + o73 + i75]);
+        const int64_t o82 = int64_t(v6) * 1;
+        const int64_t o83 = int64_t(iv80) * 1024;
+        if (o82 >= 0 && o82 + 1 <= A.d0_0 && o83 >= 0 && o83 + 1024 <= A.d0_1) {
+          for (int64_t i84 = 0; i84 < 1; ++i84) {
+            for (int64_t i85 = 0; i85 < 1024; ++i85) v81[(i84) * 1024 + i85] = tsr::h2f(A.p0[(o82 + i84) * A.s0_0 + o83 + i85]);
           }
         } else {
-          for (int64_t i76 = 0; i76 < 1; ++i76) {
-            for (int64_t i77 = 0; i77 < 1024; ++i77) {
-              v71[(i76)*1024 + i77] = ((o72 + i76) >= 0 && (o72 + i76) < A.d0_0 && (o73 + i77) >= 0 && (o73 + i77) < A.d0_1) ? tsr::h2f(A.p0[(o72 + i76) * A.s0_0 + (o73 + i77) * A.s0_1]) : tsr::h2f(tsr::f2h(0x0p+0));
+          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+          const int64_t lo86 = o83 >= 0 ? 0 : -o83 < 1024 ? -o83 : 1024;
+          const int64_t hi87 = A.d0_1 - o83 >= 1024 ? 1024 : A.d0_1 - o83 > lo86 ? A.d0_1 - o83 : lo86;
+          for (int64_t i88 = 0; i88 < 1; ++i88) {
+            if ((o82 + i88) >= 0 && (o82 + i88) < A.d0_0) {
+              for (int64_t i89 = 0; i89 < lo86; ++i89) v81[(i88) * 1024 + i89] = tsr::h2f(tsr::f2h(0x0p+0));
+              for (int64_t i89 = lo86; i89 < hi87; ++i89) v81[(i88) * 1024 + i89] = tsr::h2f(A.p0[(o82 + i88) * A.s0_0 + o83 + i89]);
+              for (int64_t i89 = hi87; i89 < 1024; ++i89) v81[(i88) * 1024 + i89] = tsr::h2f(tsr::f2h(0x0p+0));
+            } else {
+              for (int64_t i89 = 0; i89 < 1024; ++i89) v81[(i88) * 1024 + i89] = tsr::h2f(tsr::f2h(0x0p+0));
             }
           }
         }
@@ -356,14 +393,14 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %65 = cast %64 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %66 = broadcast %60 : tile<f32, [1, 1024]>
-      alignas(64) float v78[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v78[i_] = v67[0];
+      alignas(64) float v90[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v90[i_] = v77[0];
       // %67 = sub %65, %66 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %68 = arange : tile<i32, [1024]>
       // (computed inside its user)
       // %69 = mul %62, %8 : i32
-      const int32_t v79 = tsr::wmul(iv70, v8);
+      const int32_t v91 = tsr::wmul(iv80, v8);
       // %70 = splat %69 : tile<i32, [1024]>
       // (computed inside its user)
       // %71 = add %70, %68 : tile<i32, [1024]>
@@ -371,8 +408,8 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %72 = splat %7 : tile<i32, [1024]>
       // (computed inside its user)
       // %73 = cmp %71, %72 {pred = "lt"} : tile<i1, [1024]>
-      alignas(64) uint8_t v80[1024];
-      for (int64_t i81 = 0; i81 < 1024; ++i81) v80[i81] = uint8_t((tsr::wadd((v79), (int32_t(0 + i81)))) < (v7));
+      alignas(64) uint8_t v92[1024];
+      for (int64_t i93 = 0; i93 < 1024; ++i93) v92[i93] = uint8_t((tsr::wadd((v91), (int32_t(0 + i93)))) < (v7));
       // %74 = expand_dims %73 {axis = 0} : tile<i1, [1, 1024]>
       // %75 = mul %67, %67 : tile<f32, [1, 1024]>
       // (computed inside its user)
@@ -381,57 +418,64 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %77 = where %74, %75, %76 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %78 = reduce %77 {axis = 1, kind = "sum"} : tile<f32, [1]>
-      alignas(64) float v82[1];
+      alignas(64) float v94[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
         int nan_ = 0;
         #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
         for (int64_t l_ = 0; l_ < 256; ++l_) {
-          const float x0_ = ((v80[o_ * 1024 + l_] ? (float((float((float(v71[o_ * 1024 + l_])) - v67[0])) * (float((float(v71[o_ * 1024 + l_])) - v67[0])))) : (v50)));
+          const float x0_ = ((v92[o_ * 1024 + l_] ? (float((float((float(v81[o_ * 1024 + l_])) - v77[0])) * (float((float(v81[o_ * 1024 + l_])) - v77[0])))) : (v58)));
           a0_ += x0_;
-          const float x1_ = ((v80[o_ * 1024 + 256 + l_] ? (float((float((float(v71[o_ * 1024 + 256 + l_])) - v67[0])) * (float((float(v71[o_ * 1024 + 256 + l_])) - v67[0])))) : (v50)));
+          const float x1_ = ((v92[o_ * 1024 + 256 + l_] ? (float((float((float(v81[o_ * 1024 + 256 + l_])) - v77[0])) * (float((float(v81[o_ * 1024 + 256 + l_])) - v77[0])))) : (v58)));
           a1_ += x1_;
-          const float x2_ = ((v80[o_ * 1024 + 512 + l_] ? (float((float((float(v71[o_ * 1024 + 512 + l_])) - v67[0])) * (float((float(v71[o_ * 1024 + 512 + l_])) - v67[0])))) : (v50)));
+          const float x2_ = ((v92[o_ * 1024 + 512 + l_] ? (float((float((float(v81[o_ * 1024 + 512 + l_])) - v77[0])) * (float((float(v81[o_ * 1024 + 512 + l_])) - v77[0])))) : (v58)));
           a2_ += x2_;
-          const float x3_ = ((v80[o_ * 1024 + 768 + l_] ? (float((float((float(v71[o_ * 1024 + 768 + l_])) - v67[0])) * (float((float(v71[o_ * 1024 + 768 + l_])) - v67[0])))) : (v50)));
+          const float x3_ = ((v92[o_ * 1024 + 768 + l_] ? (float((float((float(v81[o_ * 1024 + 768 + l_])) - v77[0])) * (float((float(v81[o_ * 1024 + 768 + l_])) - v77[0])))) : (v58)));
           a3_ += x3_;
         }
         const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-        v82[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+        v94[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
       }
       // %79 = add %63, %78 : tile<f32, [1]>
-      // (written into the carried c69)
-      for (int64_t i83 = 0; i83 < 1; ++i83) c69[i83] = float(c69[i83] + v82[i83]);
+      // (written into the carried c79)
+      for (int64_t i95 = 0; i95 < 1; ++i95) c79[i95] = float(c79[i95] + v94[i95]);
       // yield %79
     }
     // %80 = div %61, %58 : tile<f32, [1]>
     // (computed inside its user)
     // %81 = const {value = 1e-05} : f32
-    const float v84 = float(0x1.4f8b588e368f1p-17);
+    const float v96 = float(0x1.4f8b588e368f1p-17);
     // %82 = splat %81 : tile<f32, [1]>
     // (computed inside its user)
     // %83 = add %80, %82 : tile<f32, [1]>
     // (computed inside its user)
     // %84 = rsqrt %83 : tile<f32, [1]>
-    alignas(64) float v85[1];
-    for (int64_t i86 = 0; i86 < 1; ++i86) v85[i86] = float(1.0f / tsr::sqrt((float((float(c69[i86] / v12)) + (v84)))));
+    alignas(64) float v97[1];
+    for (int64_t i98 = 0; i98 < 1; ++i98) v97[i98] = float(1.0f / tsr::sqrt((float((float(c79[i98] / v12)) + (v96)))));
     // %85 = expand_dims %84 {axis = 1} : tile<f32, [1, 1]>
     // for %50, %11, %5 {...}
-    for (int64_t iv87_ = v53; v5 > 0 && iv87_ < v11; iv87_ += v5) {
-      const int32_t iv87 = int32_t(iv87_);
+    for (int64_t iv99_ = v61; v5 > 0 && iv99_ < v11; iv99_ += v5) {
+      const int32_t iv99 = int32_t(iv99_);
       // %87 = load_tile %x, %6, %86 : tile<f16, [1, 1024]>
-      alignas(64) float v88[1024];
+      alignas(64) float v100[1024];
       {
-        const int64_t o89 = int64_t(v6) * 1;
-        const int64_t o90 = int64_t(iv87) * 1024;
-        if (o89 >= 0 && o89 + 1 <= A.d0_0 && o90 >= 0 && o90 + 1024 <= A.d0_1) {
-          for (int64_t i91 = 0; i91 < 1; ++i91) {
-            for (int64_t i92 = 0; i92 < 1024; ++i92) v88[(i91) * 1024 + i92] = tsr::h2f(A.p0[(o89 + i91) * A.s0_0 + o90 + i92]);
+        const int64_t o101 = int64_t(v6) * 1;
+        const int64_t o102 = int64_t(iv99) * 1024;
+        if (o101 >= 0 && o101 + 1 <= A.d0_0 && o102 >= 0 && o102 + 1024 <= A.d0_1) {
+          for (int64_t i103 = 0; i103 < 1; ++i103) {
+            for (int64_t i104 = 0; i104 < 1024; ++i104) v100[(i103) * 1024 + i104] = tsr::h2f(A.p0[(o101 + i103) * A.s0_0 + o102 + i104]);
           }
         } else {
-          for (int64_t i93 = 0; i93 < 1; ++i93) {
-            for (int64_t i94 = 0; i94 < 1024; ++i94) {
-              v88[(i93)*1024 + i94] = ((o89 + i93) >= 0 && (o89 + i93) < A.d0_0 && (o90 + i94) >= 0 && (o90 + i94) < A.d0_1) ? tsr::h2f(A.p0[(o89 + i93) * A.s0_0 + (o90 + i94) * A.s0_1]) : tsr::h2f(tsr::f2h(0x0p+0));
+          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+          const int64_t lo105 = o102 >= 0 ? 0 : -o102 < 1024 ? -o102 : 1024;
+          const int64_t hi106 = A.d0_1 - o102 >= 1024 ? 1024 : A.d0_1 - o102 > lo105 ? A.d0_1 - o102 : lo105;
+          for (int64_t i107 = 0; i107 < 1; ++i107) {
+            if ((o101 + i107) >= 0 && (o101 + i107) < A.d0_0) {
+              for (int64_t i108 = 0; i108 < lo105; ++i108) v100[(i107) * 1024 + i108] = tsr::h2f(tsr::f2h(0x0p+0));
+              for (int64_t i108 = lo105; i108 < hi106; ++i108) v100[(i107) * 1024 + i108] = tsr::h2f(A.p0[(o101 + i107) * A.s0_0 + o102 + i108]);
+              for (int64_t i108 = hi106; i108 < 1024; ++i108) v100[(i107) * 1024 + i108] = tsr::h2f(tsr::f2h(0x0p+0));
+            } else {
+              for (int64_t i108 = 0; i108 < 1024; ++i108) v100[(i107) * 1024 + i108] = tsr::h2f(tsr::f2h(0x0p+0));
             }
           }
         }
@@ -439,41 +483,55 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %88 = cast %87 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %89 = load_tile %w, %86 : tile<f16, [1024]>
-      alignas(64) float v95[1024];
+      alignas(64) float v109[1024];
       {
-        const int64_t o96 = int64_t(iv87) * 1024;
-        if (o96 >= 0 && o96 + 1024 <= A.d1_0) {
-          for (int64_t i97 = 0; i97 < 1024; ++i97) v95[0 + i97] = tsr::h2f(A.p1[o96 + i97]);
+        const int64_t o110 = int64_t(iv99) * 1024;
+        if (o110 >= 0 && o110 + 1024 <= A.d1_0) {
+          for (int64_t i111 = 0; i111 < 1024; ++i111) v109[0 + i111] = tsr::h2f(A.p1[o110 + i111]);
         } else {
-          for (int64_t i98 = 0; i98 < 1024; ++i98) {
-            v95[i98] = ((o96 + i98) >= 0 && (o96 + i98) < A.d1_0) ? tsr::h2f(A.p1[(o96 + i98) * A.s1_0]) : tsr::h2f(tsr::f2h(0x0p+0));
+          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+          const int64_t lo112 = o110 >= 0 ? 0 : -o110 < 1024 ? -o110 : 1024;
+          const int64_t hi113 = A.d1_0 - o110 >= 1024 ? 1024 : A.d1_0 - o110 > lo112 ? A.d1_0 - o110 : lo112;
+          if (true) {
+            for (int64_t i114 = 0; i114 < lo112; ++i114) v109[0 + i114] = tsr::h2f(tsr::f2h(0x0p+0));
+            for (int64_t i114 = lo112; i114 < hi113; ++i114) v109[0 + i114] = tsr::h2f(A.p1[o110 + i114]);
+            for (int64_t i114 = hi113; i114 < 1024; ++i114) v109[0 + i114] = tsr::h2f(tsr::f2h(0x0p+0));
+          } else {
+            for (int64_t i114 = 0; i114 < 1024; ++i114) v109[0 + i114] = tsr::h2f(tsr::f2h(0x0p+0));
           }
         }
       }
       // %90 = cast %89 : tile<f32, [1024]>
       // (the same array as its operand: exact in the compute type)
       // %91 = load_tile %b, %86 : tile<f16, [1024]>
-      alignas(64) float v99[1024];
+      alignas(64) float v115[1024];
       {
-        const int64_t o100 = int64_t(iv87) * 1024;
-        if (o100 >= 0 && o100 + 1024 <= A.d2_0) {
-          for (int64_t i101 = 0; i101 < 1024; ++i101) v99[0 + i101] = tsr::h2f(A.p2[o100 + i101]);
+        const int64_t o116 = int64_t(iv99) * 1024;
+        if (o116 >= 0 && o116 + 1024 <= A.d2_0) {
+          for (int64_t i117 = 0; i117 < 1024; ++i117) v115[0 + i117] = tsr::h2f(A.p2[o116 + i117]);
         } else {
-          for (int64_t i102 = 0; i102 < 1024; ++i102) {
-            v99[i102] = ((o100 + i102) >= 0 && (o100 + i102) < A.d2_0) ? tsr::h2f(A.p2[(o100 + i102) * A.s2_0]) : tsr::h2f(tsr::f2h(0x0p+0));
+          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+          const int64_t lo118 = o116 >= 0 ? 0 : -o116 < 1024 ? -o116 : 1024;
+          const int64_t hi119 = A.d2_0 - o116 >= 1024 ? 1024 : A.d2_0 - o116 > lo118 ? A.d2_0 - o116 : lo118;
+          if (true) {
+            for (int64_t i120 = 0; i120 < lo118; ++i120) v115[0 + i120] = tsr::h2f(tsr::f2h(0x0p+0));
+            for (int64_t i120 = lo118; i120 < hi119; ++i120) v115[0 + i120] = tsr::h2f(A.p2[o116 + i120]);
+            for (int64_t i120 = hi119; i120 < 1024; ++i120) v115[0 + i120] = tsr::h2f(tsr::f2h(0x0p+0));
+          } else {
+            for (int64_t i120 = 0; i120 < 1024; ++i120) v115[0 + i120] = tsr::h2f(tsr::f2h(0x0p+0));
           }
         }
       }
       // %92 = cast %91 : tile<f32, [1024]>
       // (the same array as its operand: exact in the compute type)
       // %93 = broadcast %60 : tile<f32, [1, 1024]>
-      alignas(64) float v103[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v103[i_] = v67[0];
+      alignas(64) float v121[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v121[i_] = v77[0];
       // %94 = sub %88, %93 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %95 = broadcast %85 : tile<f32, [1, 1024]>
-      alignas(64) float v104[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v104[i_] = v85[0];
+      alignas(64) float v122[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v122[i_] = v97[0];
       // %96 = mul %94, %95 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %97 = expand_dims %90 {axis = 0} : tile<f32, [1, 1024]>
@@ -486,17 +544,19 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // (computed inside its user)
       // store_tile %y, %101, %6, %86
       {
-        const int64_t o105 = int64_t(v6) * 1;
-        const int64_t o106 = int64_t(iv87) * 1024;
-        if (o105 >= 0 && o105 + 1 <= A.d3_0 && o106 >= 0 && o106 + 1024 <= A.d3_1) {
-          for (int64_t i107 = 0; i107 < 1; ++i107) {
-            for (int64_t i108 = 0; i108 < 1024; ++i108) A.p3[(o105 + i107) * A.s3_0 + o106 + i108] = tsr::f2h((float((float((float((float((float((float(v88[(i107) * 1024 + i108])) - v67[0])) * v85[0])) * v95[(i107) * 1024 + i108])) + v99[(i107) * 1024 + i108])))));
+        const int64_t o123 = int64_t(v6) * 1;
+        const int64_t o124 = int64_t(iv99) * 1024;
+        if (o123 >= 0 && o123 + 1 <= A.d3_0 && o124 >= 0 && o124 + 1024 <= A.d3_1) {
+          for (int64_t i125 = 0; i125 < 1; ++i125) {
+            for (int64_t i126 = 0; i126 < 1024; ++i126) A.p3[(o123 + i125) * A.s3_0 + o124 + i126] = tsr::f2h((float((float((float((float((float((float(v100[(i125) * 1024 + i126])) - v77[0])) * v97[0])) * v109[(i125) * 1024 + i126])) + v115[(i125) * 1024 + i126])))));
           }
         } else {
-          for (int64_t i109 = 0; i109 < 1; ++i109) {
-            for (int64_t i110 = 0; i110 < 1024; ++i110) {
-              if ((o105 + i109) >= 0 && (o105 + i109) < A.d3_0 && (o106 + i110) >= 0 && (o106 + i110) < A.d3_1) A.p3[(o105 + i109) * A.s3_0 + (o106 + i110) * A.s3_1] = tsr::f2h((float((float((float((float((float((float(v88[(i109)*1024 + i110])) - v67[0])) * v85[0])) * v95[(i109)*1024 + i110])) + v99[(i109)*1024 + i110])))));
-            }
+          // partly outside: each row copies its columns inside [lo, hi)
+          const int64_t lo127 = o124 >= 0 ? 0 : -o124 < 1024 ? -o124 : 1024;
+          const int64_t hi128 = A.d3_1 - o124 >= 1024 ? 1024 : A.d3_1 - o124 > lo127 ? A.d3_1 - o124 : lo127;
+          for (int64_t i129 = 0; i129 < 1; ++i129) {
+            if ((o123 + i129) >= 0 && (o123 + i129) < A.d3_0)
+              for (int64_t i130 = lo127; i130 < hi128; ++i130) A.p3[(o123 + i129) * A.s3_0 + o124 + i130] = tsr::f2h((float((float((float((float((float((float(v100[(i129) * 1024 + i130])) - v77[0])) * v97[0])) * v109[(i129) * 1024 + i130])) + v115[(i129) * 1024 + i130])))));
           }
         }
       }

@@ -67,23 +67,23 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   if (int64_t(pid0) + 1 < int64_t(np0)) {
     const int32_t pn0_ = pid0 + 1;
     // %6 = program_id {axis = 0} : i32
-    const int32_t v111 = pn0_;
+    const int32_t v131 = pn0_;
     // %14 = const {value = 0} : i32
-    const int32_t v112 = int32_t(INT64_C(0));
+    const int32_t v132 = int32_t(INT64_C(0));
     {
-      const int64_t o113 = int64_t(v111) * 1;
-      const int64_t o114 = int64_t(v112) * 1024;
-      if (o113 >= 0 && o113 + 1 <= A.d0_0 && o114 >= 0 && o114 + 1024 <= A.d0_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p0 + o113 * A.s0_0 + o114);
+      const int64_t o133 = int64_t(v131) * 1;
+      const int64_t o134 = int64_t(v132) * 1024;
+      if (o133 >= 0 && o133 + 1 <= A.d0_0 && o134 >= 0 && o134 + 1024 <= A.d0_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p0 + o133 * A.s0_0 + o134);
         pf0_ = tsr::line_start(p_);
         pfl0_ = tsr::line_count(p_, 4096);
       }
     }
     {
-      const int64_t o115 = int64_t(v111) * 1;
-      const int64_t o116 = int64_t(v112) * 1024;
-      if (o115 >= 0 && o115 + 1 <= A.d3_0 && o116 >= 0 && o116 + 1024 <= A.d3_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p3 + o115 * A.s3_0 + o116);
+      const int64_t o135 = int64_t(v131) * 1;
+      const int64_t o136 = int64_t(v132) * 1024;
+      if (o135 >= 0 && o135 + 1 <= A.d3_0 && o136 >= 0 && o136 + 1024 <= A.d3_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p3 + o135 * A.s3_0 + o136);
         pf1_ = tsr::line_start(p_);
         pfl1_ = tsr::line_count(p_, 4096);
       }
@@ -122,41 +122,62 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           v15 = A.p0 + (o16 + i18) * A.s0_0 + o17;
         }
       } else {
-        for (int64_t i20 = 0; i20 < 1; ++i20) {
-          for (int64_t i21 = 0; i21 < 1024; ++i21) {
-            v15_pad[(i20)*1024 + i21] = ((o16 + i20) >= 0 && (o16 + i20) < A.d0_0 && (o17 + i21) >= 0 && (o17 + i21) < A.d0_1) ? A.p0[(o16 + i20) * A.s0_0 + (o17 + i21) * A.s0_1] : float(0x0p+0);
+        // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+        const int64_t lo20 = o17 >= 0 ? 0 : -o17 < 1024 ? -o17 : 1024;
+        const int64_t hi21 = A.d0_1 - o17 >= 1024 ? 1024 : A.d0_1 - o17 > lo20 ? A.d0_1 - o17 : lo20;
+        for (int64_t i22 = 0; i22 < 1; ++i22) {
+          if ((o16 + i22) >= 0 && (o16 + i22) < A.d0_0) {
+            for (int64_t i23 = 0; i23 < lo20; ++i23) v15_pad[(i22) * 1024 + i23] = float(0x0p+0);
+            for (int64_t i23 = lo20; i23 < hi21; ++i23) v15_pad[(i22) * 1024 + i23] = A.p0[(o16 + i22) * A.s0_0 + o17 + i23];
+            for (int64_t i23 = hi21; i23 < 1024; ++i23) v15_pad[(i22) * 1024 + i23] = float(0x0p+0);
+          } else {
+            for (int64_t i23 = 0; i23 < 1024; ++i23) v15_pad[(i22) * 1024 + i23] = float(0x0p+0);
           }
         }
       }
     }
     // %16 = load_tile %w, %14 : tile<f32, [1024]>
-    alignas(64) float v22_pad[1024];
-    const float* v22 = v22_pad;
+    alignas(64) float v24_pad[1024];
+    const float* v24 = v24_pad;
     {
-      const int64_t o23 = int64_t(v14) * 1024;
-      if (o23 >= 0 && o23 + 1024 <= A.d1_0) {
-        v22 = A.p1 + o23;
+      const int64_t o25 = int64_t(v14) * 1024;
+      if (o25 >= 0 && o25 + 1024 <= A.d1_0) {
+        v24 = A.p1 + o25;
       } else {
-        for (int64_t i25 = 0; i25 < 1024; ++i25) {
-          v22_pad[i25] = ((o23 + i25) >= 0 && (o23 + i25) < A.d1_0) ? A.p1[(o23 + i25) * A.s1_0] : float(0x0p+0);
+        // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+        const int64_t lo27 = o25 >= 0 ? 0 : -o25 < 1024 ? -o25 : 1024;
+        const int64_t hi28 = A.d1_0 - o25 >= 1024 ? 1024 : A.d1_0 - o25 > lo27 ? A.d1_0 - o25 : lo27;
+        if (true) {
+          for (int64_t i29 = 0; i29 < lo27; ++i29) v24_pad[0 + i29] = float(0x0p+0);
+          for (int64_t i29 = lo27; i29 < hi28; ++i29) v24_pad[0 + i29] = A.p1[o25 + i29];
+          for (int64_t i29 = hi28; i29 < 1024; ++i29) v24_pad[0 + i29] = float(0x0p+0);
+        } else {
+          for (int64_t i29 = 0; i29 < 1024; ++i29) v24_pad[0 + i29] = float(0x0p+0);
         }
       }
     }
     // %17 = load_tile %b, %14 : tile<f32, [1024]>
-    alignas(64) float v26_pad[1024];
-    const float* v26 = v26_pad;
+    alignas(64) float v30_pad[1024];
+    const float* v30 = v30_pad;
     {
-      const int64_t o27 = int64_t(v14) * 1024;
-      if (o27 >= 0 && o27 + 1024 <= A.d2_0) {
-        v26 = A.p2 + o27;
+      const int64_t o31 = int64_t(v14) * 1024;
+      if (o31 >= 0 && o31 + 1024 <= A.d2_0) {
+        v30 = A.p2 + o31;
       } else {
-        for (int64_t i29 = 0; i29 < 1024; ++i29) {
-          v26_pad[i29] = ((o27 + i29) >= 0 && (o27 + i29) < A.d2_0) ? A.p2[(o27 + i29) * A.s2_0] : float(0x0p+0);
+        // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+        const int64_t lo33 = o31 >= 0 ? 0 : -o31 < 1024 ? -o31 : 1024;
+        const int64_t hi34 = A.d2_0 - o31 >= 1024 ? 1024 : A.d2_0 - o31 > lo33 ? A.d2_0 - o31 : lo33;
+        if (true) {
+          for (int64_t i35 = 0; i35 < lo33; ++i35) v30_pad[0 + i35] = float(0x0p+0);
+          for (int64_t i35 = lo33; i35 < hi34; ++i35) v30_pad[0 + i35] = A.p2[o31 + i35];
+          for (int64_t i35 = hi34; i35 < 1024; ++i35) v30_pad[0 + i35] = float(0x0p+0);
+        } else {
+          for (int64_t i35 = 0; i35 < 1024; ++i35) v30_pad[0 + i35] = float(0x0p+0);
         }
       }
     }
     // %18 = reduce %15 {axis = 1, kind = "sum"} : tile<f32, [1]>
-    alignas(64) float v30[1];
+    alignas(64) float v36[1];
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
       int nan_ = 0;
@@ -172,26 +193,26 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         a3_ += x3_;
       }
       const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-      v30[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+      v36[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
     }
     // %19 = splat %12 : tile<f32, [1]>
-    alignas(64) float v31[1];
-    for (int64_t i32 = 0; i32 < 1; ++i32) v31[i32] = v12;
+    alignas(64) float v37[1];
+    for (int64_t i38 = 0; i38 < 1; ++i38) v37[i38] = v12;
     // %20 = div %18, %19 : tile<f32, [1]>
-    alignas(64) float v33[1];
-    for (int64_t i34 = 0; i34 < 1; ++i34) v33[i34] = float(v30[i34] / v12);
+    alignas(64) float v39[1];
+    for (int64_t i40 = 0; i40 < 1; ++i40) v39[i40] = float(v36[i40] / v12);
     // %21 = expand_dims %20 {axis = 1} : tile<f32, [1, 1]>
     // %22 = arange : tile<i32, [1024]>
     // (computed inside its user)
     // %23 = splat %7 : tile<i32, [1024]>
     // (computed inside its user)
     // %24 = cmp %22, %23 {pred = "lt"} : tile<i1, [1024]>
-    alignas(64) uint8_t v35[1024];
-    for (int64_t i36 = 0; i36 < 1024; ++i36) v35[i36] = uint8_t((int32_t(0 + i36)) < (v7));
+    alignas(64) uint8_t v41[1024];
+    for (int64_t i42 = 0; i42 < 1024; ++i42) v41[i42] = uint8_t((int32_t(0 + i42)) < (v7));
     // %25 = expand_dims %24 {axis = 0} : tile<i1, [1, 1024]>
     // %26 = broadcast %21 : tile<f32, [1, 1024]>
-    alignas(64) float v37[1024];
-    for (int64_t i_ = 0; i_ < 1024; ++i_) v37[i_] = v33[0];
+    alignas(64) float v43[1024];
+    for (int64_t i_ = 0; i_ < 1024; ++i_) v43[i_] = v39[0];
     // %27 = where %25, %15, %26 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %28 = sub %27, %26 : tile<f32, [1, 1024]>
@@ -199,41 +220,41 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %29 = mul %28, %28 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %30 = reduce %29 {axis = 1, kind = "sum"} : tile<f32, [1]>
-    alignas(64) float v38[1];
+    alignas(64) float v44[1];
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
       int nan_ = 0;
       #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
       for (int64_t l_ = 0; l_ < 256; ++l_) {
-        const float x0_ = (float((float(((v35[o_ * 1024 + l_] ? v15[o_ * 1024 + l_] : v33[0])) - v33[0])) * (float(((v35[o_ * 1024 + l_] ? v15[o_ * 1024 + l_] : v33[0])) - v33[0]))));
+        const float x0_ = (float((float(((v41[o_ * 1024 + l_] ? v15[o_ * 1024 + l_] : v39[0])) - v39[0])) * (float(((v41[o_ * 1024 + l_] ? v15[o_ * 1024 + l_] : v39[0])) - v39[0]))));
         a0_ += x0_;
-        const float x1_ = (float((float(((v35[o_ * 1024 + 256 + l_] ? v15[o_ * 1024 + 256 + l_] : v33[0])) - v33[0])) * (float(((v35[o_ * 1024 + 256 + l_] ? v15[o_ * 1024 + 256 + l_] : v33[0])) - v33[0]))));
+        const float x1_ = (float((float(((v41[o_ * 1024 + 256 + l_] ? v15[o_ * 1024 + 256 + l_] : v39[0])) - v39[0])) * (float(((v41[o_ * 1024 + 256 + l_] ? v15[o_ * 1024 + 256 + l_] : v39[0])) - v39[0]))));
         a1_ += x1_;
-        const float x2_ = (float((float(((v35[o_ * 1024 + 512 + l_] ? v15[o_ * 1024 + 512 + l_] : v33[0])) - v33[0])) * (float(((v35[o_ * 1024 + 512 + l_] ? v15[o_ * 1024 + 512 + l_] : v33[0])) - v33[0]))));
+        const float x2_ = (float((float(((v41[o_ * 1024 + 512 + l_] ? v15[o_ * 1024 + 512 + l_] : v39[0])) - v39[0])) * (float(((v41[o_ * 1024 + 512 + l_] ? v15[o_ * 1024 + 512 + l_] : v39[0])) - v39[0]))));
         a2_ += x2_;
-        const float x3_ = (float((float(((v35[o_ * 1024 + 768 + l_] ? v15[o_ * 1024 + 768 + l_] : v33[0])) - v33[0])) * (float(((v35[o_ * 1024 + 768 + l_] ? v15[o_ * 1024 + 768 + l_] : v33[0])) - v33[0]))));
+        const float x3_ = (float((float(((v41[o_ * 1024 + 768 + l_] ? v15[o_ * 1024 + 768 + l_] : v39[0])) - v39[0])) * (float(((v41[o_ * 1024 + 768 + l_] ? v15[o_ * 1024 + 768 + l_] : v39[0])) - v39[0]))));
         a3_ += x3_;
       }
       const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-      v38[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+      v44[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
     }
     // %31 = div %30, %19 : tile<f32, [1]>
     // (computed inside its user)
     // %32 = const {value = 1e-05} : f32
-    const float v39 = float(0x1.4f8b588e368f1p-17);
+    const float v45 = float(0x1.4f8b588e368f1p-17);
     // %33 = splat %32 : tile<f32, [1]>
     // (computed inside its user)
     // %34 = add %31, %33 : tile<f32, [1]>
     // (computed inside its user)
     // %35 = rsqrt %34 : tile<f32, [1]>
-    alignas(64) float v40[1];
-    for (int64_t i41 = 0; i41 < 1; ++i41) v40[i41] = float(1.0f / tsr::sqrt((float((float(v38[i41] / v12)) + (v39)))));
+    alignas(64) float v46[1];
+    for (int64_t i47 = 0; i47 < 1; ++i47) v46[i47] = float(1.0f / tsr::sqrt((float((float(v44[i47] / v12)) + (v45)))));
     // %36 = expand_dims %35 {axis = 1} : tile<f32, [1, 1]>
     // %37 = sub %15, %26 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %38 = broadcast %36 : tile<f32, [1, 1024]>
-    alignas(64) float v42[1024];
-    for (int64_t i_ = 0; i_ < 1024; ++i_) v42[i_] = v40[0];
+    alignas(64) float v48[1024];
+    for (int64_t i_ = 0; i_ < 1024; ++i_) v48[i_] = v46[0];
     // %39 = mul %37, %38 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %40 = expand_dims %16 {axis = 0} : tile<f32, [1, 1024]>
@@ -244,119 +265,135 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // (computed inside its user)
     // store_tile %y, %43, %6, %14
     {
-      const int64_t o43 = int64_t(v6) * 1;
-      const int64_t o44 = int64_t(v14) * 1024;
-      if (o43 >= 0 && o43 + 1 <= A.d3_0 && o44 >= 0 && o44 + 1024 <= A.d3_1) {
-        for (int64_t i45 = 0; i45 < 1; ++i45) {
-          for (int64_t c47 = 0; c47 < 1024; c47 += 256) {
-            tsr::prefetch_part(pf0_, pfl0_, c47 / 256, 4);
-            tsr::prefetch_part_w(pf1_, pfl1_, c47 / 256, 4);
-            for (int64_t i46 = c47; i46 < c47 + 256; ++i46) A.p3[(o43 + i45) * A.s3_0 + o44 + i46] = (float((float((float((float(v15[(i45) * 1024 + i46] - v33[0])) * v40[0])) * v22[(i45) * 1024 + i46])) + v26[(i45) * 1024 + i46]));
+      const int64_t o49 = int64_t(v6) * 1;
+      const int64_t o50 = int64_t(v14) * 1024;
+      if (o49 >= 0 && o49 + 1 <= A.d3_0 && o50 >= 0 && o50 + 1024 <= A.d3_1) {
+        for (int64_t i51 = 0; i51 < 1; ++i51) {
+          for (int64_t c53 = 0; c53 < 1024; c53 += 256) {
+            tsr::prefetch_part(pf0_, pfl0_, c53 / 256, 4);
+            tsr::prefetch_part_w(pf1_, pfl1_, c53 / 256, 4);
+            for (int64_t i52 = c53; i52 < c53 + 256; ++i52) A.p3[(o49 + i51) * A.s3_0 + o50 + i52] = (float((float((float((float(v15[(i51) * 1024 + i52] - v39[0])) * v46[0])) * v24[(i51) * 1024 + i52])) + v30[(i51) * 1024 + i52]));
           }
         }
       } else {
-        for (int64_t i48 = 0; i48 < 1; ++i48) {
-          for (int64_t i49 = 0; i49 < 1024; ++i49) {
-            if ((o43 + i48) >= 0 && (o43 + i48) < A.d3_0 && (o44 + i49) >= 0 && (o44 + i49) < A.d3_1) A.p3[(o43 + i48) * A.s3_0 + (o44 + i49) * A.s3_1] = (float((float((float((float(v15[(i48)*1024 + i49] - v33[0])) * v40[0])) * v22[(i48)*1024 + i49])) + v26[(i48)*1024 + i49]));
-          }
+        // partly outside: each row copies its columns inside [lo, hi)
+        const int64_t lo54 = o50 >= 0 ? 0 : -o50 < 1024 ? -o50 : 1024;
+        const int64_t hi55 = A.d3_1 - o50 >= 1024 ? 1024 : A.d3_1 - o50 > lo54 ? A.d3_1 - o50 : lo54;
+        for (int64_t i56 = 0; i56 < 1; ++i56) {
+          if ((o49 + i56) >= 0 && (o49 + i56) < A.d3_0)
+            for (int64_t i57 = lo54; i57 < hi55; ++i57) A.p3[(o49 + i56) * A.s3_0 + o50 + i57] = (float((float((float((float(v15[(i56) * 1024 + i57] - v39[0])) * v46[0])) * v24[(i56) * 1024 + i57])) + v30[(i56) * 1024 + i57]));
         }
       }
     }
     // yield
   } else {
     // %44 = const {value = 0.0} : f32
-    const float v50 = float(0x0p+0);
+    const float v58 = float(0x0p+0);
     // %45 = splat %44 : tile<f32, [1]>
-    alignas(64) float v51[1];
-    for (int64_t i52 = 0; i52 < 1; ++i52) v51[i52] = v50;
+    alignas(64) float v59[1];
+    for (int64_t i60 = 0; i60 < 1; ++i60) v59[i60] = v58;
     // %46 = const {value = 0} : i32
-    const int32_t v53 = int32_t(INT64_C(0));
+    const int32_t v61 = int32_t(INT64_C(0));
     // %47 = for %46, %11, %5, %45 : tile<f32, [1]> {...}
-    alignas(64) float c54[1];
-    __builtin_memcpy(c54, v51, sizeof(c54));
-    for (int64_t iv55_ = v53; v5 > 0 && iv55_ < v11; iv55_ += v5) {
-      const int32_t iv55 = int32_t(iv55_);
+    alignas(64) float c62[1];
+    __builtin_memcpy(c62, v59, sizeof(c62));
+    for (int64_t iv63_ = v61; v5 > 0 && iv63_ < v11; iv63_ += v5) {
+      const int32_t iv63 = int32_t(iv63_);
       // %50 = load_tile %x, %6, %48 : tile<f32, [1, 1024]>
-      alignas(64) float v56_pad[1024];
-      const float* v56 = v56_pad;
+      alignas(64) float v64_pad[1024];
+      const float* v64 = v64_pad;
       {
-        const int64_t o57 = int64_t(v6) * 1;
-        const int64_t o58 = int64_t(iv55) * 1024;
-        if (o57 >= 0 && o57 + 1 <= A.d0_0 && o58 >= 0 && o58 + 1024 <= A.d0_1) {
-          for (int64_t i59 = 0; i59 < 1; ++i59) {
-            v56 = A.p0 + (o57 + i59) * A.s0_0 + o58;
+        const int64_t o65 = int64_t(v6) * 1;
+        const int64_t o66 = int64_t(iv63) * 1024;
+        if (o65 >= 0 && o65 + 1 <= A.d0_0 && o66 >= 0 && o66 + 1024 <= A.d0_1) {
+          for (int64_t i67 = 0; i67 < 1; ++i67) {
+            v64 = A.p0 + (o65 + i67) * A.s0_0 + o66;
           }
         } else {
-          for (int64_t i61 = 0; i61 < 1; ++i61) {
-            for (int64_t i62 = 0; i62 < 1024; ++i62) {
-              v56_pad[(i61)*1024 + i62] = ((o57 + i61) >= 0 && (o57 + i61) < A.d0_0 && (o58 + i62) >= 0 && (o58 + i62) < A.d0_1) ? A.p0[(o57 + i61) * A.s0_0 + (o58 + i62) * A.s0_1] : float(0x0p+0);
+          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+          const int64_t lo69 = o66 >= 0 ? 0 : -o66 < 1024 ? -o66 : 1024;
+          const int64_t hi70 = A.d0_1 - o66 >= 1024 ? 1024 : A.d0_1 - o66 > lo69 ? A.d0_1 - o66 : lo69;
+          for (int64_t i71 = 0; i71 < 1; ++i71) {
+            if ((o65 + i71) >= 0 && (o65 + i71) < A.d0_0) {
+              for (int64_t i72 = 0; i72 < lo69; ++i72) v64_pad[(i71) * 1024 + i72] = float(0x0p+0);
+              for (int64_t i72 = lo69; i72 < hi70; ++i72) v64_pad[(i71) * 1024 + i72] = A.p0[(o65 + i71) * A.s0_0 + o66 + i72];
+              for (int64_t i72 = hi70; i72 < 1024; ++i72) v64_pad[(i71) * 1024 + i72] = float(0x0p+0);
+            } else {
+              for (int64_t i72 = 0; i72 < 1024; ++i72) v64_pad[(i71) * 1024 + i72] = float(0x0p+0);
             }
           }
         }
       }
       // %51 = reduce %50 {axis = 1, kind = "sum"} : tile<f32, [1]>
-      alignas(64) float v63[1];
+      alignas(64) float v73[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
         int nan_ = 0;
         #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
         for (int64_t l_ = 0; l_ < 256; ++l_) {
-          const float x0_ = v56[o_ * 1024 + l_];
+          const float x0_ = v64[o_ * 1024 + l_];
           a0_ += x0_;
-          const float x1_ = v56[o_ * 1024 + 256 + l_];
+          const float x1_ = v64[o_ * 1024 + 256 + l_];
           a1_ += x1_;
-          const float x2_ = v56[o_ * 1024 + 512 + l_];
+          const float x2_ = v64[o_ * 1024 + 512 + l_];
           a2_ += x2_;
-          const float x3_ = v56[o_ * 1024 + 768 + l_];
+          const float x3_ = v64[o_ * 1024 + 768 + l_];
           a3_ += x3_;
         }
         const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-        v63[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+        v73[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
       }
       // %52 = add %49, %51 : tile<f32, [1]>
-      // (written into the carried c54)
-      for (int64_t i64 = 0; i64 < 1; ++i64) c54[i64] = float(c54[i64] + v63[i64]);
+      // (written into the carried c62)
+      for (int64_t i74 = 0; i74 < 1; ++i74) c62[i74] = float(c62[i74] + v73[i74]);
       // yield %52
     }
     // %53 = splat %12 : tile<f32, [1]>
-    alignas(64) float v65[1];
-    for (int64_t i66 = 0; i66 < 1; ++i66) v65[i66] = v12;
+    alignas(64) float v75[1];
+    for (int64_t i76 = 0; i76 < 1; ++i76) v75[i76] = v12;
     // %54 = div %47, %53 : tile<f32, [1]>
-    alignas(64) float v67[1];
-    for (int64_t i68 = 0; i68 < 1; ++i68) v67[i68] = float(c54[i68] / v12);
+    alignas(64) float v77[1];
+    for (int64_t i78 = 0; i78 < 1; ++i78) v77[i78] = float(c62[i78] / v12);
     // %55 = expand_dims %54 {axis = 1} : tile<f32, [1, 1]>
     // %56 = for %46, %11, %5, %45 : tile<f32, [1]> {...}
-    alignas(64) float c69[1];
-    __builtin_memcpy(c69, v51, sizeof(c69));
-    for (int64_t iv70_ = v53; v5 > 0 && iv70_ < v11; iv70_ += v5) {
-      const int32_t iv70 = int32_t(iv70_);
+    alignas(64) float c79[1];
+    __builtin_memcpy(c79, v59, sizeof(c79));
+    for (int64_t iv80_ = v61; v5 > 0 && iv80_ < v11; iv80_ += v5) {
+      const int32_t iv80 = int32_t(iv80_);
       // %59 = load_tile %x, %6, %57 : tile<f32, [1, 1024]>
-      alignas(64) float v71_pad[1024];
-      const float* v71 = v71_pad;
+      alignas(64) float v81_pad[1024];
+      const float* v81 = v81_pad;
       {
-        const int64_t o72 = int64_t(v6) * 1;
-        const int64_t o73 = int64_t(iv70) * 1024;
-        if (o72 >= 0 && o72 + 1 <= A.d0_0 && o73 >= 0 && o73 + 1024 <= A.d0_1) {
-          for (int64_t i74 = 0; i74 < 1; ++i74) {
-            v71 = A.p0 + (o72 + i74) * A.s0_0 + o73;
+        const int64_t o82 = int64_t(v6) * 1;
+        const int64_t o83 = int64_t(iv80) * 1024;
+        if (o82 >= 0 && o82 + 1 <= A.d0_0 && o83 >= 0 && o83 + 1024 <= A.d0_1) {
+          for (int64_t i84 = 0; i84 < 1; ++i84) {
+            v81 = A.p0 + (o82 + i84) * A.s0_0 + o83;
           }
         } else {
-          for (int64_t i76 = 0; i76 < 1; ++i76) {
-            for (int64_t i77 = 0; i77 < 1024; ++i77) {
-              v71_pad[(i76)*1024 + i77] = ((o72 + i76) >= 0 && (o72 + i76) < A.d0_0 && (o73 + i77) >= 0 && (o73 + i77) < A.d0_1) ? A.p0[(o72 + i76) * A.s0_0 + (o73 + i77) * A.s0_1] : float(0x0p+0);
+          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+          const int64_t lo86 = o83 >= 0 ? 0 : -o83 < 1024 ? -o83 : 1024;
+          const int64_t hi87 = A.d0_1 - o83 >= 1024 ? 1024 : A.d0_1 - o83 > lo86 ? A.d0_1 - o83 : lo86;
+          for (int64_t i88 = 0; i88 < 1; ++i88) {
+            if ((o82 + i88) >= 0 && (o82 + i88) < A.d0_0) {
+              for (int64_t i89 = 0; i89 < lo86; ++i89) v81_pad[(i88) * 1024 + i89] = float(0x0p+0);
+              for (int64_t i89 = lo86; i89 < hi87; ++i89) v81_pad[(i88) * 1024 + i89] = A.p0[(o82 + i88) * A.s0_0 + o83 + i89];
+              for (int64_t i89 = hi87; i89 < 1024; ++i89) v81_pad[(i88) * 1024 + i89] = float(0x0p+0);
+            } else {
+              for (int64_t i89 = 0; i89 < 1024; ++i89) v81_pad[(i88) * 1024 + i89] = float(0x0p+0);
             }
           }
         }
       }
       // %60 = broadcast %55 : tile<f32, [1, 1024]>
-      alignas(64) float v78[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v78[i_] = v67[0];
+      alignas(64) float v90[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v90[i_] = v77[0];
       // %61 = sub %59, %60 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %62 = arange : tile<i32, [1024]>
       // (computed inside its user)
       // %63 = mul %57, %8 : i32
-      const int32_t v79 = tsr::wmul(iv70, v8);
+      const int32_t v91 = tsr::wmul(iv80, v8);
       // %64 = splat %63 : tile<i32, [1024]>
       // (computed inside its user)
       // %65 = add %64, %62 : tile<i32, [1024]>
@@ -364,8 +401,8 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %66 = splat %7 : tile<i32, [1024]>
       // (computed inside its user)
       // %67 = cmp %65, %66 {pred = "lt"} : tile<i1, [1024]>
-      alignas(64) uint8_t v80[1024];
-      for (int64_t i81 = 0; i81 < 1024; ++i81) v80[i81] = uint8_t((tsr::wadd((v79), (int32_t(0 + i81)))) < (v7));
+      alignas(64) uint8_t v92[1024];
+      for (int64_t i93 = 0; i93 < 1024; ++i93) v92[i93] = uint8_t((tsr::wadd((v91), (int32_t(0 + i93)))) < (v7));
       // %68 = expand_dims %67 {axis = 0} : tile<i1, [1, 1024]>
       // %69 = mul %61, %61 : tile<f32, [1, 1024]>
       // (computed inside its user)
@@ -374,96 +411,117 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %71 = where %68, %69, %70 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %72 = reduce %71 {axis = 1, kind = "sum"} : tile<f32, [1]>
-      alignas(64) float v82[1];
+      alignas(64) float v94[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
         int nan_ = 0;
         #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
         for (int64_t l_ = 0; l_ < 256; ++l_) {
-          const float x0_ = ((v80[o_ * 1024 + l_] ? (float((float(v71[o_ * 1024 + l_] - v67[0])) * (float(v71[o_ * 1024 + l_] - v67[0])))) : (v50)));
+          const float x0_ = ((v92[o_ * 1024 + l_] ? (float((float(v81[o_ * 1024 + l_] - v77[0])) * (float(v81[o_ * 1024 + l_] - v77[0])))) : (v58)));
           a0_ += x0_;
-          const float x1_ = ((v80[o_ * 1024 + 256 + l_] ? (float((float(v71[o_ * 1024 + 256 + l_] - v67[0])) * (float(v71[o_ * 1024 + 256 + l_] - v67[0])))) : (v50)));
+          const float x1_ = ((v92[o_ * 1024 + 256 + l_] ? (float((float(v81[o_ * 1024 + 256 + l_] - v77[0])) * (float(v81[o_ * 1024 + 256 + l_] - v77[0])))) : (v58)));
           a1_ += x1_;
-          const float x2_ = ((v80[o_ * 1024 + 512 + l_] ? (float((float(v71[o_ * 1024 + 512 + l_] - v67[0])) * (float(v71[o_ * 1024 + 512 + l_] - v67[0])))) : (v50)));
+          const float x2_ = ((v92[o_ * 1024 + 512 + l_] ? (float((float(v81[o_ * 1024 + 512 + l_] - v77[0])) * (float(v81[o_ * 1024 + 512 + l_] - v77[0])))) : (v58)));
           a2_ += x2_;
-          const float x3_ = ((v80[o_ * 1024 + 768 + l_] ? (float((float(v71[o_ * 1024 + 768 + l_] - v67[0])) * (float(v71[o_ * 1024 + 768 + l_] - v67[0])))) : (v50)));
+          const float x3_ = ((v92[o_ * 1024 + 768 + l_] ? (float((float(v81[o_ * 1024 + 768 + l_] - v77[0])) * (float(v81[o_ * 1024 + 768 + l_] - v77[0])))) : (v58)));
           a3_ += x3_;
         }
         const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-        v82[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+        v94[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
       }
       // %73 = add %58, %72 : tile<f32, [1]>
-      // (written into the carried c69)
-      for (int64_t i83 = 0; i83 < 1; ++i83) c69[i83] = float(c69[i83] + v82[i83]);
+      // (written into the carried c79)
+      for (int64_t i95 = 0; i95 < 1; ++i95) c79[i95] = float(c79[i95] + v94[i95]);
       // yield %73
     }
     // %74 = div %56, %53 : tile<f32, [1]>
     // (computed inside its user)
     // %75 = const {value = 1e-05} : f32
-    const float v84 = float(0x1.4f8b588e368f1p-17);
+    const float v96 = float(0x1.4f8b588e368f1p-17);
     // %76 = splat %75 : tile<f32, [1]>
     // (computed inside its user)
     // %77 = add %74, %76 : tile<f32, [1]>
     // (computed inside its user)
     // %78 = rsqrt %77 : tile<f32, [1]>
-    alignas(64) float v85[1];
-    for (int64_t i86 = 0; i86 < 1; ++i86) v85[i86] = float(1.0f / tsr::sqrt((float((float(c69[i86] / v12)) + (v84)))));
+    alignas(64) float v97[1];
+    for (int64_t i98 = 0; i98 < 1; ++i98) v97[i98] = float(1.0f / tsr::sqrt((float((float(c79[i98] / v12)) + (v96)))));
     // %79 = expand_dims %78 {axis = 1} : tile<f32, [1, 1]>
     // for %46, %11, %5 {...}
-    for (int64_t iv87_ = v53; v5 > 0 && iv87_ < v11; iv87_ += v5) {
-      const int32_t iv87 = int32_t(iv87_);
+    for (int64_t iv99_ = v61; v5 > 0 && iv99_ < v11; iv99_ += v5) {
+      const int32_t iv99 = int32_t(iv99_);
       // %81 = load_tile %x, %6, %80 : tile<f32, [1, 1024]>
-      alignas(64) float v88_pad[1024];
-      const float* v88 = v88_pad;
+      alignas(64) float v100_pad[1024];
+      const float* v100 = v100_pad;
       {
-        const int64_t o89 = int64_t(v6) * 1;
-        const int64_t o90 = int64_t(iv87) * 1024;
-        if (o89 >= 0 && o89 + 1 <= A.d0_0 && o90 >= 0 && o90 + 1024 <= A.d0_1) {
-          for (int64_t i91 = 0; i91 < 1; ++i91) {
-            v88 = A.p0 + (o89 + i91) * A.s0_0 + o90;
+        const int64_t o101 = int64_t(v6) * 1;
+        const int64_t o102 = int64_t(iv99) * 1024;
+        if (o101 >= 0 && o101 + 1 <= A.d0_0 && o102 >= 0 && o102 + 1024 <= A.d0_1) {
+          for (int64_t i103 = 0; i103 < 1; ++i103) {
+            v100 = A.p0 + (o101 + i103) * A.s0_0 + o102;
           }
         } else {
-          for (int64_t i93 = 0; i93 < 1; ++i93) {
-            for (int64_t i94 = 0; i94 < 1024; ++i94) {
-              v88_pad[(i93)*1024 + i94] = ((o89 + i93) >= 0 && (o89 + i93) < A.d0_0 && (o90 + i94) >= 0 && (o90 + i94) < A.d0_1) ? A.p0[(o89 + i93) * A.s0_0 + (o90 + i94) * A.s0_1] : float(0x0p+0);
+          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+          const int64_t lo105 = o102 >= 0 ? 0 : -o102 < 1024 ? -o102 : 1024;
+          const int64_t hi106 = A.d0_1 - o102 >= 1024 ? 1024 : A.d0_1 - o102 > lo105 ? A.d0_1 - o102 : lo105;
+          for (int64_t i107 = 0; i107 < 1; ++i107) {
+            if ((o101 + i107) >= 0 && (o101 + i107) < A.d0_0) {
+              for (int64_t i108 = 0; i108 < lo105; ++i108) v100_pad[(i107) * 1024 + i108] = float(0x0p+0);
+              for (int64_t i108 = lo105; i108 < hi106; ++i108) v100_pad[(i107) * 1024 + i108] = A.p0[(o101 + i107) * A.s0_0 + o102 + i108];
+              for (int64_t i108 = hi106; i108 < 1024; ++i108) v100_pad[(i107) * 1024 + i108] = float(0x0p+0);
+            } else {
+              for (int64_t i108 = 0; i108 < 1024; ++i108) v100_pad[(i107) * 1024 + i108] = float(0x0p+0);
             }
           }
         }
       }
       // %82 = load_tile %w, %80 : tile<f32, [1024]>
-      alignas(64) float v95_pad[1024];
-      const float* v95 = v95_pad;
+      alignas(64) float v109_pad[1024];
+      const float* v109 = v109_pad;
       {
-        const int64_t o96 = int64_t(iv87) * 1024;
-        if (o96 >= 0 && o96 + 1024 <= A.d1_0) {
-          v95 = A.p1 + o96;
+        const int64_t o110 = int64_t(iv99) * 1024;
+        if (o110 >= 0 && o110 + 1024 <= A.d1_0) {
+          v109 = A.p1 + o110;
         } else {
-          for (int64_t i98 = 0; i98 < 1024; ++i98) {
-            v95_pad[i98] = ((o96 + i98) >= 0 && (o96 + i98) < A.d1_0) ? A.p1[(o96 + i98) * A.s1_0] : float(0x0p+0);
+          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+          const int64_t lo112 = o110 >= 0 ? 0 : -o110 < 1024 ? -o110 : 1024;
+          const int64_t hi113 = A.d1_0 - o110 >= 1024 ? 1024 : A.d1_0 - o110 > lo112 ? A.d1_0 - o110 : lo112;
+          if (true) {
+            for (int64_t i114 = 0; i114 < lo112; ++i114) v109_pad[0 + i114] = float(0x0p+0);
+            for (int64_t i114 = lo112; i114 < hi113; ++i114) v109_pad[0 + i114] = A.p1[o110 + i114];
+            for (int64_t i114 = hi113; i114 < 1024; ++i114) v109_pad[0 + i114] = float(0x0p+0);
+          } else {
+            for (int64_t i114 = 0; i114 < 1024; ++i114) v109_pad[0 + i114] = float(0x0p+0);
           }
         }
       }
       // %83 = load_tile %b, %80 : tile<f32, [1024]>
-      alignas(64) float v99_pad[1024];
-      const float* v99 = v99_pad;
+      alignas(64) float v115_pad[1024];
+      const float* v115 = v115_pad;
       {
-        const int64_t o100 = int64_t(iv87) * 1024;
-        if (o100 >= 0 && o100 + 1024 <= A.d2_0) {
-          v99 = A.p2 + o100;
+        const int64_t o116 = int64_t(iv99) * 1024;
+        if (o116 >= 0 && o116 + 1024 <= A.d2_0) {
+          v115 = A.p2 + o116;
         } else {
-          for (int64_t i102 = 0; i102 < 1024; ++i102) {
-            v99_pad[i102] = ((o100 + i102) >= 0 && (o100 + i102) < A.d2_0) ? A.p2[(o100 + i102) * A.s2_0] : float(0x0p+0);
+          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+          const int64_t lo118 = o116 >= 0 ? 0 : -o116 < 1024 ? -o116 : 1024;
+          const int64_t hi119 = A.d2_0 - o116 >= 1024 ? 1024 : A.d2_0 - o116 > lo118 ? A.d2_0 - o116 : lo118;
+          if (true) {
+            for (int64_t i120 = 0; i120 < lo118; ++i120) v115_pad[0 + i120] = float(0x0p+0);
+            for (int64_t i120 = lo118; i120 < hi119; ++i120) v115_pad[0 + i120] = A.p2[o116 + i120];
+            for (int64_t i120 = hi119; i120 < 1024; ++i120) v115_pad[0 + i120] = float(0x0p+0);
+          } else {
+            for (int64_t i120 = 0; i120 < 1024; ++i120) v115_pad[0 + i120] = float(0x0p+0);
           }
         }
       }
       // %84 = broadcast %55 : tile<f32, [1, 1024]>
-      alignas(64) float v103[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v103[i_] = v67[0];
+      alignas(64) float v121[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v121[i_] = v77[0];
       // %85 = sub %81, %84 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %86 = broadcast %79 : tile<f32, [1, 1024]>
-      alignas(64) float v104[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v104[i_] = v85[0];
+      alignas(64) float v122[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v122[i_] = v97[0];
       // %87 = mul %85, %86 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %88 = expand_dims %82 {axis = 0} : tile<f32, [1, 1024]>
@@ -474,17 +532,19 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // (computed inside its user)
       // store_tile %y, %91, %6, %80
       {
-        const int64_t o105 = int64_t(v6) * 1;
-        const int64_t o106 = int64_t(iv87) * 1024;
-        if (o105 >= 0 && o105 + 1 <= A.d3_0 && o106 >= 0 && o106 + 1024 <= A.d3_1) {
-          for (int64_t i107 = 0; i107 < 1; ++i107) {
-            for (int64_t i108 = 0; i108 < 1024; ++i108) A.p3[(o105 + i107) * A.s3_0 + o106 + i108] = (float((float((float((float(v88[(i107) * 1024 + i108] - v67[0])) * v85[0])) * v95[(i107) * 1024 + i108])) + v99[(i107) * 1024 + i108]));
+        const int64_t o123 = int64_t(v6) * 1;
+        const int64_t o124 = int64_t(iv99) * 1024;
+        if (o123 >= 0 && o123 + 1 <= A.d3_0 && o124 >= 0 && o124 + 1024 <= A.d3_1) {
+          for (int64_t i125 = 0; i125 < 1; ++i125) {
+            for (int64_t i126 = 0; i126 < 1024; ++i126) A.p3[(o123 + i125) * A.s3_0 + o124 + i126] = (float((float((float((float(v100[(i125) * 1024 + i126] - v77[0])) * v97[0])) * v109[(i125) * 1024 + i126])) + v115[(i125) * 1024 + i126]));
           }
         } else {
-          for (int64_t i109 = 0; i109 < 1; ++i109) {
-            for (int64_t i110 = 0; i110 < 1024; ++i110) {
-              if ((o105 + i109) >= 0 && (o105 + i109) < A.d3_0 && (o106 + i110) >= 0 && (o106 + i110) < A.d3_1) A.p3[(o105 + i109) * A.s3_0 + (o106 + i110) * A.s3_1] = (float((float((float((float(v88[(i109)*1024 + i110] - v67[0])) * v85[0])) * v95[(i109)*1024 + i110])) + v99[(i109)*1024 + i110]));
-            }
+          // partly outside: each row copies its columns inside [lo, hi)
+          const int64_t lo127 = o124 >= 0 ? 0 : -o124 < 1024 ? -o124 : 1024;
+          const int64_t hi128 = A.d3_1 - o124 >= 1024 ? 1024 : A.d3_1 - o124 > lo127 ? A.d3_1 - o124 : lo127;
+          for (int64_t i129 = 0; i129 < 1; ++i129) {
+            if ((o123 + i129) >= 0 && (o123 + i129) < A.d3_0)
+              for (int64_t i130 = lo127; i130 < hi128; ++i130) A.p3[(o123 + i129) * A.s3_0 + o124 + i130] = (float((float((float((float(v100[(i129) * 1024 + i130] - v77[0])) * v97[0])) * v109[(i129) * 1024 + i130])) + v115[(i129) * 1024 + i130]));
           }
         }
       }

@@ -108,50 +108,66 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           for (int64_t i29 = 0; i29 < 64; ++i29) v25[(i28) * 64 + i29] = tsr::h2f(A.p0[(o26 + i28) * A.s0_0 + o27 + i29]);
         }
       } else {
-        for (int64_t i30 = 0; i30 < 128; ++i30) {
-          for (int64_t i31 = 0; i31 < 64; ++i31) {
-            v25[(i30)*64 + i31] = ((o26 + i30) >= 0 && (o26 + i30) < A.d0_0 && (o27 + i31) >= 0 && (o27 + i31) < A.d0_1) ? tsr::h2f(A.p0[(o26 + i30) * A.s0_0 + (o27 + i31) * A.s0_1]) : tsr::h2f(tsr::f2h(0x0p+0));
+        // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+        const int64_t lo30 = o27 >= 0 ? 0 : -o27 < 64 ? -o27 : 64;
+        const int64_t hi31 = A.d0_1 - o27 >= 64 ? 64 : A.d0_1 - o27 > lo30 ? A.d0_1 - o27 : lo30;
+        for (int64_t i32 = 0; i32 < 128; ++i32) {
+          if ((o26 + i32) >= 0 && (o26 + i32) < A.d0_0) {
+            for (int64_t i33 = 0; i33 < lo30; ++i33) v25[(i32) * 64 + i33] = tsr::h2f(tsr::f2h(0x0p+0));
+            for (int64_t i33 = lo30; i33 < hi31; ++i33) v25[(i32) * 64 + i33] = tsr::h2f(A.p0[(o26 + i32) * A.s0_0 + o27 + i33]);
+            for (int64_t i33 = hi31; i33 < 64; ++i33) v25[(i32) * 64 + i33] = tsr::h2f(tsr::f2h(0x0p+0));
+          } else {
+            for (int64_t i33 = 0; i33 < 64; ++i33) v25[(i32) * 64 + i33] = tsr::h2f(tsr::f2h(0x0p+0));
           }
         }
       }
     }
     // %26 = load_tile %b, %23, %13 : tile<f16, [64, 256]>
-    alignas(64) float v32[16384];
+    alignas(64) float v34[16384];
     {
-      const int64_t o33 = int64_t(iv24) * 64;
-      const int64_t o34 = int64_t(v13) * 256;
-      if (o33 >= 0 && o33 + 64 <= A.d1_0 && o34 >= 0 && o34 + 256 <= A.d1_1) {
-        for (int64_t i35 = 0; i35 < 64; ++i35) {
-          for (int64_t i36 = 0; i36 < 256; ++i36) v32[(i35) * 256 + i36] = tsr::h2f(A.p1[(o33 + i35) * A.s1_0 + o34 + i36]);
+      const int64_t o35 = int64_t(iv24) * 64;
+      const int64_t o36 = int64_t(v13) * 256;
+      if (o35 >= 0 && o35 + 64 <= A.d1_0 && o36 >= 0 && o36 + 256 <= A.d1_1) {
+        for (int64_t i37 = 0; i37 < 64; ++i37) {
+          for (int64_t i38 = 0; i38 < 256; ++i38) v34[(i37) * 256 + i38] = tsr::h2f(A.p1[(o35 + i37) * A.s1_0 + o36 + i38]);
         }
       } else {
-        for (int64_t i37 = 0; i37 < 64; ++i37) {
-          for (int64_t i38 = 0; i38 < 256; ++i38) {
-            v32[(i37)*256 + i38] = ((o33 + i37) >= 0 && (o33 + i37) < A.d1_0 && (o34 + i38) >= 0 && (o34 + i38) < A.d1_1) ? tsr::h2f(A.p1[(o33 + i37) * A.s1_0 + (o34 + i38) * A.s1_1]) : tsr::h2f(tsr::f2h(0x0p+0));
+        // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+        const int64_t lo39 = o36 >= 0 ? 0 : -o36 < 256 ? -o36 : 256;
+        const int64_t hi40 = A.d1_1 - o36 >= 256 ? 256 : A.d1_1 - o36 > lo39 ? A.d1_1 - o36 : lo39;
+        for (int64_t i41 = 0; i41 < 64; ++i41) {
+          if ((o35 + i41) >= 0 && (o35 + i41) < A.d1_0) {
+            for (int64_t i42 = 0; i42 < lo39; ++i42) v34[(i41) * 256 + i42] = tsr::h2f(tsr::f2h(0x0p+0));
+            for (int64_t i42 = lo39; i42 < hi40; ++i42) v34[(i41) * 256 + i42] = tsr::h2f(A.p1[(o35 + i41) * A.s1_0 + o36 + i42]);
+            for (int64_t i42 = hi40; i42 < 256; ++i42) v34[(i41) * 256 + i42] = tsr::h2f(tsr::f2h(0x0p+0));
+          } else {
+            for (int64_t i42 = 0; i42 < 256; ++i42) v34[(i41) * 256 + i42] = tsr::h2f(tsr::f2h(0x0p+0));
           }
         }
       }
     }
     // %27 = dot %25, %26, %24 : tile<f32, [128, 256]>
     // (accumulated in place into the carried c23)
-    tsr::dot_f32<128, 256, 64>(v25, v32, c23);
+    tsr::dot_f32<128, 256, 64>(v25, v34, c23);
     // yield %27
   }
   // %28 = cast %22 : tile<f16, [128, 256]>
   // (computed inside its user)
   // store_tile %c, %28, %12, %13
   {
-    const int64_t o39 = int64_t(v12) * 128;
-    const int64_t o40 = int64_t(v13) * 256;
-    if (o39 >= 0 && o39 + 128 <= A.d2_0 && o40 >= 0 && o40 + 256 <= A.d2_1) {
-      for (int64_t i41 = 0; i41 < 128; ++i41) {
-        for (int64_t i42 = 0; i42 < 256; ++i42) A.p2[(o39 + i41) * A.s2_0 + o40 + i42] = tsr::f2h((float(c23[(i41) * 256 + i42])));
+    const int64_t o43 = int64_t(v12) * 128;
+    const int64_t o44 = int64_t(v13) * 256;
+    if (o43 >= 0 && o43 + 128 <= A.d2_0 && o44 >= 0 && o44 + 256 <= A.d2_1) {
+      for (int64_t i45 = 0; i45 < 128; ++i45) {
+        for (int64_t i46 = 0; i46 < 256; ++i46) A.p2[(o43 + i45) * A.s2_0 + o44 + i46] = tsr::f2h((float(c23[(i45) * 256 + i46])));
       }
     } else {
-      for (int64_t i43 = 0; i43 < 128; ++i43) {
-        for (int64_t i44 = 0; i44 < 256; ++i44) {
-          if ((o39 + i43) >= 0 && (o39 + i43) < A.d2_0 && (o40 + i44) >= 0 && (o40 + i44) < A.d2_1) A.p2[(o39 + i43) * A.s2_0 + (o40 + i44) * A.s2_1] = tsr::f2h((float(c23[(i43)*256 + i44])));
-        }
+      // partly outside: each row copies its columns inside [lo, hi)
+      const int64_t lo47 = o44 >= 0 ? 0 : -o44 < 256 ? -o44 : 256;
+      const int64_t hi48 = A.d2_1 - o44 >= 256 ? 256 : A.d2_1 - o44 > lo47 ? A.d2_1 - o44 : lo47;
+      for (int64_t i49 = 0; i49 < 128; ++i49) {
+        if ((o43 + i49) >= 0 && (o43 + i49) < A.d2_0)
+          for (int64_t i50 = lo47; i50 < hi48; ++i50) A.p2[(o43 + i49) * A.s2_0 + o44 + i50] = tsr::f2h((float(c23[(i49) * 256 + i50])));
       }
     }
   }

@@ -110,57 +110,73 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           for (int64_t i28 = 0; i28 < 64; ++i28) v24[(i27) * 64 + i28] = tsr::e4m32f(A.p0[(o25 + i27) * A.s0_0 + o26 + i28]);
         }
       } else {
-        for (int64_t i29 = 0; i29 < 128; ++i29) {
-          for (int64_t i30 = 0; i30 < 64; ++i30) {
-            v24[(i29)*64 + i30] = ((o25 + i29) >= 0 && (o25 + i29) < A.d0_0 && (o26 + i30) >= 0 && (o26 + i30) < A.d0_1) ? tsr::e4m32f(A.p0[(o25 + i29) * A.s0_0 + (o26 + i30) * A.s0_1]) : tsr::e4m32f(tsr::f2e4m3(0x0p+0));
+        // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+        const int64_t lo29 = o26 >= 0 ? 0 : -o26 < 64 ? -o26 : 64;
+        const int64_t hi30 = A.d0_1 - o26 >= 64 ? 64 : A.d0_1 - o26 > lo29 ? A.d0_1 - o26 : lo29;
+        for (int64_t i31 = 0; i31 < 128; ++i31) {
+          if ((o25 + i31) >= 0 && (o25 + i31) < A.d0_0) {
+            for (int64_t i32 = 0; i32 < lo29; ++i32) v24[(i31) * 64 + i32] = tsr::e4m32f(tsr::f2e4m3(0x0p+0));
+            for (int64_t i32 = lo29; i32 < hi30; ++i32) v24[(i31) * 64 + i32] = tsr::e4m32f(A.p0[(o25 + i31) * A.s0_0 + o26 + i32]);
+            for (int64_t i32 = hi30; i32 < 64; ++i32) v24[(i31) * 64 + i32] = tsr::e4m32f(tsr::f2e4m3(0x0p+0));
+          } else {
+            for (int64_t i32 = 0; i32 < 64; ++i32) v24[(i31) * 64 + i32] = tsr::e4m32f(tsr::f2e4m3(0x0p+0));
           }
         }
       }
     }
     // %25 = load_tile %b, %12, %22 : tile<f8e4m3, [128, 64]>
-    alignas(64) float v31[8192];
+    alignas(64) float v33[8192];
     {
-      const int64_t o32 = int64_t(v12) * 128;
-      const int64_t o33 = int64_t(iv23) * 64;
-      if (o32 >= 0 && o32 + 128 <= A.d1_0 && o33 >= 0 && o33 + 64 <= A.d1_1) {
-        for (int64_t i34 = 0; i34 < 128; ++i34) {
-          for (int64_t i35 = 0; i35 < 64; ++i35) v31[(i34) * 64 + i35] = tsr::e4m32f(A.p1[(o32 + i34) * A.s1_0 + o33 + i35]);
+      const int64_t o34 = int64_t(v12) * 128;
+      const int64_t o35 = int64_t(iv23) * 64;
+      if (o34 >= 0 && o34 + 128 <= A.d1_0 && o35 >= 0 && o35 + 64 <= A.d1_1) {
+        for (int64_t i36 = 0; i36 < 128; ++i36) {
+          for (int64_t i37 = 0; i37 < 64; ++i37) v33[(i36) * 64 + i37] = tsr::e4m32f(A.p1[(o34 + i36) * A.s1_0 + o35 + i37]);
         }
       } else {
-        for (int64_t i36 = 0; i36 < 128; ++i36) {
-          for (int64_t i37 = 0; i37 < 64; ++i37) {
-            v31[(i36)*64 + i37] = ((o32 + i36) >= 0 && (o32 + i36) < A.d1_0 && (o33 + i37) >= 0 && (o33 + i37) < A.d1_1) ? tsr::e4m32f(A.p1[(o32 + i36) * A.s1_0 + (o33 + i37) * A.s1_1]) : tsr::e4m32f(tsr::f2e4m3(0x0p+0));
+        // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+        const int64_t lo38 = o35 >= 0 ? 0 : -o35 < 64 ? -o35 : 64;
+        const int64_t hi39 = A.d1_1 - o35 >= 64 ? 64 : A.d1_1 - o35 > lo38 ? A.d1_1 - o35 : lo38;
+        for (int64_t i40 = 0; i40 < 128; ++i40) {
+          if ((o34 + i40) >= 0 && (o34 + i40) < A.d1_0) {
+            for (int64_t i41 = 0; i41 < lo38; ++i41) v33[(i40) * 64 + i41] = tsr::e4m32f(tsr::f2e4m3(0x0p+0));
+            for (int64_t i41 = lo38; i41 < hi39; ++i41) v33[(i40) * 64 + i41] = tsr::e4m32f(A.p1[(o34 + i40) * A.s1_0 + o35 + i41]);
+            for (int64_t i41 = hi39; i41 < 64; ++i41) v33[(i40) * 64 + i41] = tsr::e4m32f(tsr::f2e4m3(0x0p+0));
+          } else {
+            for (int64_t i41 = 0; i41 < 64; ++i41) v33[(i40) * 64 + i41] = tsr::e4m32f(tsr::f2e4m3(0x0p+0));
           }
         }
       }
     }
     // %26 = permute %25 {dims = [1, 0]} : tile<f8e4m3, [64, 128]>
-    alignas(64) float v38[8192];
-    tsr::transpose<float, 128, 64>(v31, v38);
+    alignas(64) float v42[8192];
+    tsr::transpose<float, 128, 64>(v33, v42);
     // %27 = dot %24, %26, %23 : tile<f32, [128, 128]>
     // (accumulated in place into the carried c22)
-    tsr::dot_f32<128, 128, 64>(v24, v38, c22);
+    tsr::dot_f32<128, 128, 64>(v24, v42, c22);
     // yield %27
   }
   // %28 = mul %scale_a, %scale_b : f32
-  const float v39 = float(A.p2 * A.p3);
+  const float v43 = float(A.p2 * A.p3);
   // %29 = splat %28 : tile<f32, [128, 128]>
   // (computed inside its user)
   // %30 = mul %21, %29 : tile<f32, [128, 128]>
   // (computed inside its user)
   // store_tile %c, %30, %11, %12
   {
-    const int64_t o40 = int64_t(v11) * 128;
-    const int64_t o41 = int64_t(v12) * 128;
-    if (o40 >= 0 && o40 + 128 <= A.d4_0 && o41 >= 0 && o41 + 128 <= A.d4_1) {
-      for (int64_t i42 = 0; i42 < 128; ++i42) {
-        for (int64_t i43 = 0; i43 < 128; ++i43) A.p4[(o40 + i42) * A.s4_0 + o41 + i43] = (float(c22[(i42) * 128 + i43] * (v39)));
+    const int64_t o44 = int64_t(v11) * 128;
+    const int64_t o45 = int64_t(v12) * 128;
+    if (o44 >= 0 && o44 + 128 <= A.d4_0 && o45 >= 0 && o45 + 128 <= A.d4_1) {
+      for (int64_t i46 = 0; i46 < 128; ++i46) {
+        for (int64_t i47 = 0; i47 < 128; ++i47) A.p4[(o44 + i46) * A.s4_0 + o45 + i47] = (float(c22[(i46) * 128 + i47] * (v43)));
       }
     } else {
-      for (int64_t i44 = 0; i44 < 128; ++i44) {
-        for (int64_t i45 = 0; i45 < 128; ++i45) {
-          if ((o40 + i44) >= 0 && (o40 + i44) < A.d4_0 && (o41 + i45) >= 0 && (o41 + i45) < A.d4_1) A.p4[(o40 + i44) * A.s4_0 + (o41 + i45) * A.s4_1] = (float(c22[(i44)*128 + i45] * (v39)));
-        }
+      // partly outside: each row copies its columns inside [lo, hi)
+      const int64_t lo48 = o45 >= 0 ? 0 : -o45 < 128 ? -o45 : 128;
+      const int64_t hi49 = A.d4_1 - o45 >= 128 ? 128 : A.d4_1 - o45 > lo48 ? A.d4_1 - o45 : lo48;
+      for (int64_t i50 = 0; i50 < 128; ++i50) {
+        if ((o44 + i50) >= 0 && (o44 + i50) < A.d4_0)
+          for (int64_t i51 = lo48; i51 < hi49; ++i51) A.p4[(o44 + i50) * A.s4_0 + o45 + i51] = (float(c22[(i50) * 128 + i51] * (v43)));
       }
     }
   }

@@ -107,50 +107,66 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           for (int64_t i28 = 0; i28 < 32; ++i28) v24[(i27) * 32 + i28] = tsr::bf2f(A.p0[(o25 + i27) * A.s0_0 + o26 + i28]);
         }
       } else {
-        for (int64_t i29 = 0; i29 < 64; ++i29) {
-          for (int64_t i30 = 0; i30 < 32; ++i30) {
-            v24[(i29)*32 + i30] = ((o25 + i29) >= 0 && (o25 + i29) < A.d0_0 && (o26 + i30) >= 0 && (o26 + i30) < A.d0_1) ? tsr::bf2f(A.p0[(o25 + i29) * A.s0_0 + (o26 + i30) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+        // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+        const int64_t lo29 = o26 >= 0 ? 0 : -o26 < 32 ? -o26 : 32;
+        const int64_t hi30 = A.d0_1 - o26 >= 32 ? 32 : A.d0_1 - o26 > lo29 ? A.d0_1 - o26 : lo29;
+        for (int64_t i31 = 0; i31 < 64; ++i31) {
+          if ((o25 + i31) >= 0 && (o25 + i31) < A.d0_0) {
+            for (int64_t i32 = 0; i32 < lo29; ++i32) v24[(i31) * 32 + i32] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
+            for (int64_t i32 = lo29; i32 < hi30; ++i32) v24[(i31) * 32 + i32] = tsr::bf2f(A.p0[(o25 + i31) * A.s0_0 + o26 + i32]);
+            for (int64_t i32 = hi30; i32 < 32; ++i32) v24[(i31) * 32 + i32] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
+          } else {
+            for (int64_t i32 = 0; i32 < 32; ++i32) v24[(i31) * 32 + i32] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
           }
         }
       }
     }
     // %25 = load_tile %b, %22, %12 : tile<bf16, [32, 64]>
-    alignas(64) float v31[2048];
+    alignas(64) float v33[2048];
     {
-      const int64_t o32 = int64_t(iv23) * 32;
-      const int64_t o33 = int64_t(v12) * 64;
-      if (o32 >= 0 && o32 + 32 <= A.d1_0 && o33 >= 0 && o33 + 64 <= A.d1_1) {
-        for (int64_t i34 = 0; i34 < 32; ++i34) {
-          for (int64_t i35 = 0; i35 < 64; ++i35) v31[(i34) * 64 + i35] = tsr::bf2f(A.p1[(o32 + i34) * A.s1_0 + o33 + i35]);
+      const int64_t o34 = int64_t(iv23) * 32;
+      const int64_t o35 = int64_t(v12) * 64;
+      if (o34 >= 0 && o34 + 32 <= A.d1_0 && o35 >= 0 && o35 + 64 <= A.d1_1) {
+        for (int64_t i36 = 0; i36 < 32; ++i36) {
+          for (int64_t i37 = 0; i37 < 64; ++i37) v33[(i36) * 64 + i37] = tsr::bf2f(A.p1[(o34 + i36) * A.s1_0 + o35 + i37]);
         }
       } else {
-        for (int64_t i36 = 0; i36 < 32; ++i36) {
-          for (int64_t i37 = 0; i37 < 64; ++i37) {
-            v31[(i36)*64 + i37] = ((o32 + i36) >= 0 && (o32 + i36) < A.d1_0 && (o33 + i37) >= 0 && (o33 + i37) < A.d1_1) ? tsr::bf2f(A.p1[(o32 + i36) * A.s1_0 + (o33 + i37) * A.s1_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+        // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+        const int64_t lo38 = o35 >= 0 ? 0 : -o35 < 64 ? -o35 : 64;
+        const int64_t hi39 = A.d1_1 - o35 >= 64 ? 64 : A.d1_1 - o35 > lo38 ? A.d1_1 - o35 : lo38;
+        for (int64_t i40 = 0; i40 < 32; ++i40) {
+          if ((o34 + i40) >= 0 && (o34 + i40) < A.d1_0) {
+            for (int64_t i41 = 0; i41 < lo38; ++i41) v33[(i40) * 64 + i41] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
+            for (int64_t i41 = lo38; i41 < hi39; ++i41) v33[(i40) * 64 + i41] = tsr::bf2f(A.p1[(o34 + i40) * A.s1_0 + o35 + i41]);
+            for (int64_t i41 = hi39; i41 < 64; ++i41) v33[(i40) * 64 + i41] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
+          } else {
+            for (int64_t i41 = 0; i41 < 64; ++i41) v33[(i40) * 64 + i41] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
           }
         }
       }
     }
     // %26 = dot %24, %25, %23 : tile<f32, [64, 64]>
     // (accumulated in place into the carried c22)
-    tsr::dot_f32<64, 64, 32>(v24, v31, c22);
+    tsr::dot_f32<64, 64, 32>(v24, v33, c22);
     // yield %26
   }
   // %27 = cast %21 : tile<bf16, [64, 64]>
   // (computed inside its user)
   // store_tile %c, %27, %11, %12
   {
-    const int64_t o38 = int64_t(v11) * 64;
-    const int64_t o39 = int64_t(v12) * 64;
-    if (o38 >= 0 && o38 + 64 <= A.d2_0 && o39 >= 0 && o39 + 64 <= A.d2_1) {
-      for (int64_t i40 = 0; i40 < 64; ++i40) {
-        for (int64_t i41 = 0; i41 < 64; ++i41) A.p2[(o38 + i40) * A.s2_0 + o39 + i41] = tsr::f2bf((float(c22[(i40) * 64 + i41])));
+    const int64_t o42 = int64_t(v11) * 64;
+    const int64_t o43 = int64_t(v12) * 64;
+    if (o42 >= 0 && o42 + 64 <= A.d2_0 && o43 >= 0 && o43 + 64 <= A.d2_1) {
+      for (int64_t i44 = 0; i44 < 64; ++i44) {
+        for (int64_t i45 = 0; i45 < 64; ++i45) A.p2[(o42 + i44) * A.s2_0 + o43 + i45] = tsr::f2bf((float(c22[(i44) * 64 + i45])));
       }
     } else {
-      for (int64_t i42 = 0; i42 < 64; ++i42) {
-        for (int64_t i43 = 0; i43 < 64; ++i43) {
-          if ((o38 + i42) >= 0 && (o38 + i42) < A.d2_0 && (o39 + i43) >= 0 && (o39 + i43) < A.d2_1) A.p2[(o38 + i42) * A.s2_0 + (o39 + i43) * A.s2_1] = tsr::f2bf((float(c22[(i42)*64 + i43])));
-        }
+      // partly outside: each row copies its columns inside [lo, hi)
+      const int64_t lo46 = o43 >= 0 ? 0 : -o43 < 64 ? -o43 : 64;
+      const int64_t hi47 = A.d2_1 - o43 >= 64 ? 64 : A.d2_1 - o43 > lo46 ? A.d2_1 - o43 : lo46;
+      for (int64_t i48 = 0; i48 < 64; ++i48) {
+        if ((o42 + i48) >= 0 && (o42 + i48) < A.d2_0)
+          for (int64_t i49 = lo46; i49 < hi47; ++i49) A.p2[(o42 + i48) * A.s2_0 + o43 + i49] = tsr::f2bf((float(c22[(i48) * 64 + i49])));
       }
     }
   }

@@ -52,23 +52,23 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   if (int64_t(pid0) + 1 < int64_t(np0)) {
     const int32_t pn0_ = pid0 + 1;
     // %1 = program_id {axis = 0} : i32
-    const int32_t v74 = pn0_;
+    const int32_t v88 = pn0_;
     // %10 = const {value = 0} : i32
-    const int32_t v75 = int32_t(INT64_C(0));
+    const int32_t v89 = int32_t(INT64_C(0));
     {
-      const int64_t o76 = int64_t(v74) * 1;
-      const int64_t o77 = int64_t(v75) * 1024;
-      if (o76 >= 0 && o76 + 1 <= A.d0_0 && o77 >= 0 && o77 + 1024 <= A.d0_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p0 + o76 * A.s0_0 + o77);
+      const int64_t o90 = int64_t(v88) * 1;
+      const int64_t o91 = int64_t(v89) * 1024;
+      if (o90 >= 0 && o90 + 1 <= A.d0_0 && o91 >= 0 && o91 + 1024 <= A.d0_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p0 + o90 * A.s0_0 + o91);
         pf0_ = tsr::line_start(p_);
         pfl0_ = tsr::line_count(p_, 2048);
       }
     }
     {
-      const int64_t o78 = int64_t(v74) * 1;
-      const int64_t o79 = int64_t(v75) * 1024;
-      if (o78 >= 0 && o78 + 1 <= A.d2_0 && o79 >= 0 && o79 + 1024 <= A.d2_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p2 + o78 * A.s2_0 + o79);
+      const int64_t o92 = int64_t(v88) * 1;
+      const int64_t o93 = int64_t(v89) * 1024;
+      if (o92 >= 0 && o92 + 1 <= A.d2_0 && o93 >= 0 && o93 + 1024 <= A.d2_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p2 + o92 * A.s2_0 + o93);
         pf1_ = tsr::line_start(p_);
         pfl1_ = tsr::line_count(p_, 2048);
       }
@@ -107,9 +107,16 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           v11.p = A.p0 + (o12 + i14) * A.s0_0 + o13;
         }
       } else {
-        for (int64_t i16 = 0; i16 < 1; ++i16) {
-          for (int64_t i17 = 0; i17 < 1024; ++i17) {
-            v11_pad[(i16)*1024 + i17] = ((o12 + i16) >= 0 && (o12 + i16) < A.d0_0 && (o13 + i17) >= 0 && (o13 + i17) < A.d0_1) ? A.p0[(o12 + i16) * A.s0_0 + (o13 + i17) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+        // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+        const int64_t lo16 = o13 >= 0 ? 0 : -o13 < 1024 ? -o13 : 1024;
+        const int64_t hi17 = A.d0_1 - o13 >= 1024 ? 1024 : A.d0_1 - o13 > lo16 ? A.d0_1 - o13 : lo16;
+        for (int64_t i18 = 0; i18 < 1; ++i18) {
+          if ((o12 + i18) >= 0 && (o12 + i18) < A.d0_0) {
+            for (int64_t i19 = 0; i19 < lo16; ++i19) v11_pad[(i18) * 1024 + i19] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+            for (int64_t i19 = lo16; i19 < hi17; ++i19) v11_pad[(i18) * 1024 + i19] = A.p0[(o12 + i18) * A.s0_0 + o13 + i19];
+            for (int64_t i19 = hi17; i19 < 1024; ++i19) v11_pad[(i18) * 1024 + i19] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+          } else {
+            for (int64_t i19 = 0; i19 < 1024; ++i19) v11_pad[(i18) * 1024 + i19] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
           }
         }
       }
@@ -117,15 +124,22 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %12 = cast %11 : tile<f32, [1, 1024]>
     // (the same array as its operand: exact in the compute type)
     // %13 = load_tile %w, %10 : tile<bf16, [1024]>
-    alignas(64) uint16_t v18_pad[1024];
-    tsr::bf16_row v18{v18_pad};
+    alignas(64) uint16_t v20_pad[1024];
+    tsr::bf16_row v20{v20_pad};
     {
-      const int64_t o19 = int64_t(v10) * 1024;
-      if (o19 >= 0 && o19 + 1024 <= A.d1_0) {
-        v18.p = A.p1 + o19;
+      const int64_t o21 = int64_t(v10) * 1024;
+      if (o21 >= 0 && o21 + 1024 <= A.d1_0) {
+        v20.p = A.p1 + o21;
       } else {
-        for (int64_t i21 = 0; i21 < 1024; ++i21) {
-          v18_pad[i21] = ((o19 + i21) >= 0 && (o19 + i21) < A.d1_0) ? A.p1[(o19 + i21) * A.s1_0] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+        // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+        const int64_t lo23 = o21 >= 0 ? 0 : -o21 < 1024 ? -o21 : 1024;
+        const int64_t hi24 = A.d1_0 - o21 >= 1024 ? 1024 : A.d1_0 - o21 > lo23 ? A.d1_0 - o21 : lo23;
+        if (true) {
+          for (int64_t i25 = 0; i25 < lo23; ++i25) v20_pad[0 + i25] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+          for (int64_t i25 = lo23; i25 < hi24; ++i25) v20_pad[0 + i25] = A.p1[o21 + i25];
+          for (int64_t i25 = hi24; i25 < 1024; ++i25) v20_pad[0 + i25] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+        } else {
+          for (int64_t i25 = 0; i25 < 1024; ++i25) v20_pad[0 + i25] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
         }
       }
     }
@@ -134,7 +148,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %15 = mul %12, %12 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %16 = reduce %15 {axis = 1, kind = "sum"} : tile<f32, [1]>
-    alignas(64) float v22[1];
+    alignas(64) float v26[1];
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
       int nan_ = 0;
@@ -150,25 +164,25 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         a3_ += x3_;
       }
       const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-      v22[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+      v26[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
     }
     // %17 = splat %8 : tile<f32, [1]>
     // (computed inside its user)
     // %18 = div %16, %17 : tile<f32, [1]>
     // (computed inside its user)
     // %19 = const {value = 1e-05} : f32
-    const float v23 = float(0x1.4f8b588e368f1p-17);
+    const float v27 = float(0x1.4f8b588e368f1p-17);
     // %20 = splat %19 : tile<f32, [1]>
     // (computed inside its user)
     // %21 = add %18, %20 : tile<f32, [1]>
     // (computed inside its user)
     // %22 = rsqrt %21 : tile<f32, [1]>
-    alignas(64) float v24[1];
-    for (int64_t i25 = 0; i25 < 1; ++i25) v24[i25] = float(1.0f / tsr::sqrt((float((float(v22[i25] / (v8))) + (v23)))));
+    alignas(64) float v28[1];
+    for (int64_t i29 = 0; i29 < 1; ++i29) v28[i29] = float(1.0f / tsr::sqrt((float((float(v26[i29] / (v8))) + (v27)))));
     // %23 = expand_dims %22 {axis = 0} : tile<f32, [1, 1]>
     // %24 = broadcast %23 : tile<f32, [1, 1024]>
-    alignas(64) float v26[1024];
-    for (int64_t i_ = 0; i_ < 1024; ++i_) v26[i_] = v24[0];
+    alignas(64) float v30[1024];
+    for (int64_t i_ = 0; i_ < 1024; ++i_) v30[i_] = v28[0];
     // %25 = mul %12, %24 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %26 = expand_dims %14 {axis = 0} : tile<f32, [1, 1024]>
@@ -178,54 +192,63 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // (computed inside its user)
     // store_tile %y, %28, %1, %10
     {
-      const int64_t o27 = int64_t(v1) * 1;
-      const int64_t o28 = int64_t(v10) * 1024;
-      if (o27 >= 0 && o27 + 1 <= A.d2_0 && o28 >= 0 && o28 + 1024 <= A.d2_1) {
-        for (int64_t i29 = 0; i29 < 1; ++i29) {
-          alignas(64) float st31[256];
-          for (int64_t c32 = 0; c32 < 1024; c32 += 256) {
-            tsr::prefetch_part(pf0_, pfl0_, c32 / 256, 4);
-            tsr::prefetch_part_w(pf1_, pfl1_, c32 / 256, 4);
-            for (int64_t i30 = c32; i30 < c32 + 256; ++i30) st31[i30 - c32] = (float((float((float(v11[(i29) * 1024 + i30] * v24[0])) * v18[(i29) * 1024 + i30]))));
-            tsr::store_bf16(A.p2 + (o27 + i29) * A.s2_0 + o28 + c32, st31, 256);
+      const int64_t o31 = int64_t(v1) * 1;
+      const int64_t o32 = int64_t(v10) * 1024;
+      if (o31 >= 0 && o31 + 1 <= A.d2_0 && o32 >= 0 && o32 + 1024 <= A.d2_1) {
+        for (int64_t i33 = 0; i33 < 1; ++i33) {
+          alignas(64) float st35[256];
+          for (int64_t c36 = 0; c36 < 1024; c36 += 256) {
+            tsr::prefetch_part(pf0_, pfl0_, c36 / 256, 4);
+            tsr::prefetch_part_w(pf1_, pfl1_, c36 / 256, 4);
+            for (int64_t i34 = c36; i34 < c36 + 256; ++i34) st35[i34 - c36] = (float((float((float(v11[(i33) * 1024 + i34] * v28[0])) * v20[(i33) * 1024 + i34]))));
+            tsr::store_bf16(A.p2 + (o31 + i33) * A.s2_0 + o32 + c36, st35, 256);
           }
         }
       } else {
-        for (int64_t i33 = 0; i33 < 1; ++i33) {
-          for (int64_t i34 = 0; i34 < 1024; ++i34) {
-            if ((o27 + i33) >= 0 && (o27 + i33) < A.d2_0 && (o28 + i34) >= 0 && (o28 + i34) < A.d2_1) A.p2[(o27 + i33) * A.s2_0 + (o28 + i34) * A.s2_1] = tsr::f2bf((float((float((float(v11[(i33)*1024 + i34] * v24[0])) * v18[(i33)*1024 + i34])))));
-          }
+        // partly outside: each row copies its columns inside [lo, hi)
+        const int64_t lo37 = o32 >= 0 ? 0 : -o32 < 1024 ? -o32 : 1024;
+        const int64_t hi38 = A.d2_1 - o32 >= 1024 ? 1024 : A.d2_1 - o32 > lo37 ? A.d2_1 - o32 : lo37;
+        for (int64_t i39 = 0; i39 < 1; ++i39) {
+          if ((o31 + i39) >= 0 && (o31 + i39) < A.d2_0)
+            for (int64_t i40 = lo37; i40 < hi38; ++i40) A.p2[(o31 + i39) * A.s2_0 + o32 + i40] = tsr::f2bf((float((float((float(v11[(i39) * 1024 + i40] * v28[0])) * v20[(i39) * 1024 + i40])))));
         }
       }
     }
     // yield
   } else {
     // %29 = const {value = 0.0} : f32
-    const float v35 = float(0x0p+0);
+    const float v41 = float(0x0p+0);
     // %30 = splat %29 : tile<f32, [1]>
-    alignas(64) float v36[1];
-    for (int64_t i37 = 0; i37 < 1; ++i37) v36[i37] = v35;
+    alignas(64) float v42[1];
+    for (int64_t i43 = 0; i43 < 1; ++i43) v42[i43] = v41;
     // %31 = const {value = 0} : i32
-    const int32_t v38 = int32_t(INT64_C(0));
+    const int32_t v44 = int32_t(INT64_C(0));
     // %32 = for %31, %7, %4, %30 : tile<f32, [1]> {...}
-    alignas(64) float c39[1];
-    __builtin_memcpy(c39, v36, sizeof(c39));
-    for (int64_t iv40_ = v38; v4 > 0 && iv40_ < v7; iv40_ += v4) {
-      const int32_t iv40 = int32_t(iv40_);
+    alignas(64) float c45[1];
+    __builtin_memcpy(c45, v42, sizeof(c45));
+    for (int64_t iv46_ = v44; v4 > 0 && iv46_ < v7; iv46_ += v4) {
+      const int32_t iv46 = int32_t(iv46_);
       // %35 = load_tile %x, %1, %33 : tile<bf16, [1, 1024]>
-      alignas(64) uint16_t v41_pad[1024];
-      tsr::bf16_row v41{v41_pad};
+      alignas(64) uint16_t v47_pad[1024];
+      tsr::bf16_row v47{v47_pad};
       {
-        const int64_t o42 = int64_t(v1) * 1;
-        const int64_t o43 = int64_t(iv40) * 1024;
-        if (o42 >= 0 && o42 + 1 <= A.d0_0 && o43 >= 0 && o43 + 1024 <= A.d0_1) {
-          for (int64_t i44 = 0; i44 < 1; ++i44) {
-            v41.p = A.p0 + (o42 + i44) * A.s0_0 + o43;
+        const int64_t o48 = int64_t(v1) * 1;
+        const int64_t o49 = int64_t(iv46) * 1024;
+        if (o48 >= 0 && o48 + 1 <= A.d0_0 && o49 >= 0 && o49 + 1024 <= A.d0_1) {
+          for (int64_t i50 = 0; i50 < 1; ++i50) {
+            v47.p = A.p0 + (o48 + i50) * A.s0_0 + o49;
           }
         } else {
-          for (int64_t i46 = 0; i46 < 1; ++i46) {
-            for (int64_t i47 = 0; i47 < 1024; ++i47) {
-              v41_pad[(i46)*1024 + i47] = ((o42 + i46) >= 0 && (o42 + i46) < A.d0_0 && (o43 + i47) >= 0 && (o43 + i47) < A.d0_1) ? A.p0[(o42 + i46) * A.s0_0 + (o43 + i47) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+          const int64_t lo52 = o49 >= 0 ? 0 : -o49 < 1024 ? -o49 : 1024;
+          const int64_t hi53 = A.d0_1 - o49 >= 1024 ? 1024 : A.d0_1 - o49 > lo52 ? A.d0_1 - o49 : lo52;
+          for (int64_t i54 = 0; i54 < 1; ++i54) {
+            if ((o48 + i54) >= 0 && (o48 + i54) < A.d0_0) {
+              for (int64_t i55 = 0; i55 < lo52; ++i55) v47_pad[(i54) * 1024 + i55] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+              for (int64_t i55 = lo52; i55 < hi53; ++i55) v47_pad[(i54) * 1024 + i55] = A.p0[(o48 + i54) * A.s0_0 + o49 + i55];
+              for (int64_t i55 = hi53; i55 < 1024; ++i55) v47_pad[(i54) * 1024 + i55] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+            } else {
+              for (int64_t i55 = 0; i55 < 1024; ++i55) v47_pad[(i54) * 1024 + i55] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
             }
           }
         }
@@ -235,27 +258,27 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %37 = mul %36, %36 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %38 = reduce %37 {axis = 1, kind = "sum"} : tile<f32, [1]>
-      alignas(64) float v48[1];
+      alignas(64) float v56[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
         int nan_ = 0;
         #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
         for (int64_t l_ = 0; l_ < 256; ++l_) {
-          const float x0_ = (float((float(v41[o_ * 1024 + l_])) * (float(v41[o_ * 1024 + l_]))));
+          const float x0_ = (float((float(v47[o_ * 1024 + l_])) * (float(v47[o_ * 1024 + l_]))));
           a0_ += x0_;
-          const float x1_ = (float((float(v41[o_ * 1024 + 256 + l_])) * (float(v41[o_ * 1024 + 256 + l_]))));
+          const float x1_ = (float((float(v47[o_ * 1024 + 256 + l_])) * (float(v47[o_ * 1024 + 256 + l_]))));
           a1_ += x1_;
-          const float x2_ = (float((float(v41[o_ * 1024 + 512 + l_])) * (float(v41[o_ * 1024 + 512 + l_]))));
+          const float x2_ = (float((float(v47[o_ * 1024 + 512 + l_])) * (float(v47[o_ * 1024 + 512 + l_]))));
           a2_ += x2_;
-          const float x3_ = (float((float(v41[o_ * 1024 + 768 + l_])) * (float(v41[o_ * 1024 + 768 + l_]))));
+          const float x3_ = (float((float(v47[o_ * 1024 + 768 + l_])) * (float(v47[o_ * 1024 + 768 + l_]))));
           a3_ += x3_;
         }
         const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-        v48[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+        v56[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
       }
       // %39 = add %34, %38 : tile<f32, [1]>
-      // (written into the carried c39)
-      for (int64_t i49 = 0; i49 < 1; ++i49) c39[i49] = float(c39[i49] + v48[i49]);
+      // (written into the carried c45)
+      for (int64_t i57 = 0; i57 < 1; ++i57) c45[i57] = float(c45[i57] + v56[i57]);
       // yield %39
     }
     // %40 = splat %8 : tile<f32, [1]>
@@ -263,31 +286,38 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %41 = div %32, %40 : tile<f32, [1]>
     // (computed inside its user)
     // %42 = const {value = 1e-05} : f32
-    const float v50 = float(0x1.4f8b588e368f1p-17);
+    const float v58 = float(0x1.4f8b588e368f1p-17);
     // %43 = splat %42 : tile<f32, [1]>
     // (computed inside its user)
     // %44 = add %41, %43 : tile<f32, [1]>
     // (computed inside its user)
     // %45 = rsqrt %44 : tile<f32, [1]>
-    alignas(64) float v51[1];
-    for (int64_t i52 = 0; i52 < 1; ++i52) v51[i52] = float(1.0f / tsr::sqrt((float((float(c39[i52] / (v8))) + (v50)))));
+    alignas(64) float v59[1];
+    for (int64_t i60 = 0; i60 < 1; ++i60) v59[i60] = float(1.0f / tsr::sqrt((float((float(c45[i60] / (v8))) + (v58)))));
     // for %31, %7, %4 {...}
-    for (int64_t iv53_ = v38; v4 > 0 && iv53_ < v7; iv53_ += v4) {
-      const int32_t iv53 = int32_t(iv53_);
+    for (int64_t iv61_ = v44; v4 > 0 && iv61_ < v7; iv61_ += v4) {
+      const int32_t iv61 = int32_t(iv61_);
       // %47 = load_tile %x, %1, %46 : tile<bf16, [1, 1024]>
-      alignas(64) uint16_t v54_pad[1024];
-      tsr::bf16_row v54{v54_pad};
+      alignas(64) uint16_t v62_pad[1024];
+      tsr::bf16_row v62{v62_pad};
       {
-        const int64_t o55 = int64_t(v1) * 1;
-        const int64_t o56 = int64_t(iv53) * 1024;
-        if (o55 >= 0 && o55 + 1 <= A.d0_0 && o56 >= 0 && o56 + 1024 <= A.d0_1) {
-          for (int64_t i57 = 0; i57 < 1; ++i57) {
-            v54.p = A.p0 + (o55 + i57) * A.s0_0 + o56;
+        const int64_t o63 = int64_t(v1) * 1;
+        const int64_t o64 = int64_t(iv61) * 1024;
+        if (o63 >= 0 && o63 + 1 <= A.d0_0 && o64 >= 0 && o64 + 1024 <= A.d0_1) {
+          for (int64_t i65 = 0; i65 < 1; ++i65) {
+            v62.p = A.p0 + (o63 + i65) * A.s0_0 + o64;
           }
         } else {
-          for (int64_t i59 = 0; i59 < 1; ++i59) {
-            for (int64_t i60 = 0; i60 < 1024; ++i60) {
-              v54_pad[(i59)*1024 + i60] = ((o55 + i59) >= 0 && (o55 + i59) < A.d0_0 && (o56 + i60) >= 0 && (o56 + i60) < A.d0_1) ? A.p0[(o55 + i59) * A.s0_0 + (o56 + i60) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+          const int64_t lo67 = o64 >= 0 ? 0 : -o64 < 1024 ? -o64 : 1024;
+          const int64_t hi68 = A.d0_1 - o64 >= 1024 ? 1024 : A.d0_1 - o64 > lo67 ? A.d0_1 - o64 : lo67;
+          for (int64_t i69 = 0; i69 < 1; ++i69) {
+            if ((o63 + i69) >= 0 && (o63 + i69) < A.d0_0) {
+              for (int64_t i70 = 0; i70 < lo67; ++i70) v62_pad[(i69) * 1024 + i70] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+              for (int64_t i70 = lo67; i70 < hi68; ++i70) v62_pad[(i69) * 1024 + i70] = A.p0[(o63 + i69) * A.s0_0 + o64 + i70];
+              for (int64_t i70 = hi68; i70 < 1024; ++i70) v62_pad[(i69) * 1024 + i70] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+            } else {
+              for (int64_t i70 = 0; i70 < 1024; ++i70) v62_pad[(i69) * 1024 + i70] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
             }
           }
         }
@@ -295,15 +325,22 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %48 = cast %47 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %49 = load_tile %w, %46 : tile<bf16, [1024]>
-      alignas(64) uint16_t v61_pad[1024];
-      tsr::bf16_row v61{v61_pad};
+      alignas(64) uint16_t v71_pad[1024];
+      tsr::bf16_row v71{v71_pad};
       {
-        const int64_t o62 = int64_t(iv53) * 1024;
-        if (o62 >= 0 && o62 + 1024 <= A.d1_0) {
-          v61.p = A.p1 + o62;
+        const int64_t o72 = int64_t(iv61) * 1024;
+        if (o72 >= 0 && o72 + 1024 <= A.d1_0) {
+          v71.p = A.p1 + o72;
         } else {
-          for (int64_t i64 = 0; i64 < 1024; ++i64) {
-            v61_pad[i64] = ((o62 + i64) >= 0 && (o62 + i64) < A.d1_0) ? A.p1[(o62 + i64) * A.s1_0] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+          const int64_t lo74 = o72 >= 0 ? 0 : -o72 < 1024 ? -o72 : 1024;
+          const int64_t hi75 = A.d1_0 - o72 >= 1024 ? 1024 : A.d1_0 - o72 > lo74 ? A.d1_0 - o72 : lo74;
+          if (true) {
+            for (int64_t i76 = 0; i76 < lo74; ++i76) v71_pad[0 + i76] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+            for (int64_t i76 = lo74; i76 < hi75; ++i76) v71_pad[0 + i76] = A.p1[o72 + i76];
+            for (int64_t i76 = hi75; i76 < 1024; ++i76) v71_pad[0 + i76] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+          } else {
+            for (int64_t i76 = 0; i76 < 1024; ++i76) v71_pad[0 + i76] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
           }
         }
       }
@@ -311,8 +348,8 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // (the same array as its operand: exact in the compute type)
       // %51 = expand_dims %45 {axis = 0} : tile<f32, [1, 1]>
       // %52 = broadcast %51 : tile<f32, [1, 1024]>
-      alignas(64) float v65[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v65[i_] = v51[0];
+      alignas(64) float v77[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v77[i_] = v59[0];
       // %53 = mul %48, %52 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %54 = expand_dims %50 {axis = 0} : tile<f32, [1, 1024]>
@@ -322,21 +359,23 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // (computed inside its user)
       // store_tile %y, %56, %1, %46
       {
-        const int64_t o66 = int64_t(v1) * 1;
-        const int64_t o67 = int64_t(iv53) * 1024;
-        if (o66 >= 0 && o66 + 1 <= A.d2_0 && o67 >= 0 && o67 + 1024 <= A.d2_1) {
-          for (int64_t i68 = 0; i68 < 1; ++i68) {
-            alignas(64) float st70[256];
-            for (int64_t c71 = 0; c71 < 1024; c71 += 256) {
-              for (int64_t i69 = c71; i69 < c71 + 256; ++i69) st70[i69 - c71] = (float((float((float((float(v54[(i68) * 1024 + i69])) * v51[0])) * v61[(i68) * 1024 + i69]))));
-              tsr::store_bf16(A.p2 + (o66 + i68) * A.s2_0 + o67 + c71, st70, 256);
+        const int64_t o78 = int64_t(v1) * 1;
+        const int64_t o79 = int64_t(iv61) * 1024;
+        if (o78 >= 0 && o78 + 1 <= A.d2_0 && o79 >= 0 && o79 + 1024 <= A.d2_1) {
+          for (int64_t i80 = 0; i80 < 1; ++i80) {
+            alignas(64) float st82[256];
+            for (int64_t c83 = 0; c83 < 1024; c83 += 256) {
+              for (int64_t i81 = c83; i81 < c83 + 256; ++i81) st82[i81 - c83] = (float((float((float((float(v62[(i80) * 1024 + i81])) * v59[0])) * v71[(i80) * 1024 + i81]))));
+              tsr::store_bf16(A.p2 + (o78 + i80) * A.s2_0 + o79 + c83, st82, 256);
             }
           }
         } else {
-          for (int64_t i72 = 0; i72 < 1; ++i72) {
-            for (int64_t i73 = 0; i73 < 1024; ++i73) {
-              if ((o66 + i72) >= 0 && (o66 + i72) < A.d2_0 && (o67 + i73) >= 0 && (o67 + i73) < A.d2_1) A.p2[(o66 + i72) * A.s2_0 + (o67 + i73) * A.s2_1] = tsr::f2bf((float((float((float((float(v54[(i72)*1024 + i73])) * v51[0])) * v61[(i72)*1024 + i73])))));
-            }
+          // partly outside: each row copies its columns inside [lo, hi)
+          const int64_t lo84 = o79 >= 0 ? 0 : -o79 < 1024 ? -o79 : 1024;
+          const int64_t hi85 = A.d2_1 - o79 >= 1024 ? 1024 : A.d2_1 - o79 > lo84 ? A.d2_1 - o79 : lo84;
+          for (int64_t i86 = 0; i86 < 1; ++i86) {
+            if ((o78 + i86) >= 0 && (o78 + i86) < A.d2_0)
+              for (int64_t i87 = lo84; i87 < hi85; ++i87) A.p2[(o78 + i86) * A.s2_0 + o79 + i87] = tsr::f2bf((float((float((float((float(v62[(i86) * 1024 + i87])) * v59[0])) * v71[(i86) * 1024 + i87])))));
           }
         }
       }

@@ -52,23 +52,23 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   if (int64_t(pid0) + 1 < int64_t(np0)) {
     const int32_t pn0_ = pid0 + 1;
     // %1 = program_id {axis = 0} : i32
-    const int32_t v71 = pn0_;
+    const int32_t v85 = pn0_;
     // %10 = const {value = 0} : i32
-    const int32_t v72 = int32_t(INT64_C(0));
+    const int32_t v86 = int32_t(INT64_C(0));
     {
-      const int64_t o73 = int64_t(v71) * 1;
-      const int64_t o74 = int64_t(v72) * 1024;
-      if (o73 >= 0 && o73 + 1 <= A.d0_0 && o74 >= 0 && o74 + 1024 <= A.d0_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p0 + o73 * A.s0_0 + o74);
+      const int64_t o87 = int64_t(v85) * 1;
+      const int64_t o88 = int64_t(v86) * 1024;
+      if (o87 >= 0 && o87 + 1 <= A.d0_0 && o88 >= 0 && o88 + 1024 <= A.d0_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p0 + o87 * A.s0_0 + o88);
         pf0_ = tsr::line_start(p_);
         pfl0_ = tsr::line_count(p_, 4096);
       }
     }
     {
-      const int64_t o75 = int64_t(v71) * 1;
-      const int64_t o76 = int64_t(v72) * 1024;
-      if (o75 >= 0 && o75 + 1 <= A.d2_0 && o76 >= 0 && o76 + 1024 <= A.d2_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p2 + o75 * A.s2_0 + o76);
+      const int64_t o89 = int64_t(v85) * 1;
+      const int64_t o90 = int64_t(v86) * 1024;
+      if (o89 >= 0 && o89 + 1 <= A.d2_0 && o90 >= 0 && o90 + 1024 <= A.d2_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p2 + o89 * A.s2_0 + o90);
         pf1_ = tsr::line_start(p_);
         pfl1_ = tsr::line_count(p_, 4096);
       }
@@ -107,30 +107,44 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           v11 = A.p0 + (o12 + i14) * A.s0_0 + o13;
         }
       } else {
-        for (int64_t i16 = 0; i16 < 1; ++i16) {
-          for (int64_t i17 = 0; i17 < 1024; ++i17) {
-            v11_pad[(i16)*1024 + i17] = ((o12 + i16) >= 0 && (o12 + i16) < A.d0_0 && (o13 + i17) >= 0 && (o13 + i17) < A.d0_1) ? A.p0[(o12 + i16) * A.s0_0 + (o13 + i17) * A.s0_1] : float(0x0p+0);
+        // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+        const int64_t lo16 = o13 >= 0 ? 0 : -o13 < 1024 ? -o13 : 1024;
+        const int64_t hi17 = A.d0_1 - o13 >= 1024 ? 1024 : A.d0_1 - o13 > lo16 ? A.d0_1 - o13 : lo16;
+        for (int64_t i18 = 0; i18 < 1; ++i18) {
+          if ((o12 + i18) >= 0 && (o12 + i18) < A.d0_0) {
+            for (int64_t i19 = 0; i19 < lo16; ++i19) v11_pad[(i18) * 1024 + i19] = float(0x0p+0);
+            for (int64_t i19 = lo16; i19 < hi17; ++i19) v11_pad[(i18) * 1024 + i19] = A.p0[(o12 + i18) * A.s0_0 + o13 + i19];
+            for (int64_t i19 = hi17; i19 < 1024; ++i19) v11_pad[(i18) * 1024 + i19] = float(0x0p+0);
+          } else {
+            for (int64_t i19 = 0; i19 < 1024; ++i19) v11_pad[(i18) * 1024 + i19] = float(0x0p+0);
           }
         }
       }
     }
     // %12 = load_tile %w, %10 : tile<f32, [1024]>
-    alignas(64) float v18_pad[1024];
-    const float* v18 = v18_pad;
+    alignas(64) float v20_pad[1024];
+    const float* v20 = v20_pad;
     {
-      const int64_t o19 = int64_t(v10) * 1024;
-      if (o19 >= 0 && o19 + 1024 <= A.d1_0) {
-        v18 = A.p1 + o19;
+      const int64_t o21 = int64_t(v10) * 1024;
+      if (o21 >= 0 && o21 + 1024 <= A.d1_0) {
+        v20 = A.p1 + o21;
       } else {
-        for (int64_t i21 = 0; i21 < 1024; ++i21) {
-          v18_pad[i21] = ((o19 + i21) >= 0 && (o19 + i21) < A.d1_0) ? A.p1[(o19 + i21) * A.s1_0] : float(0x0p+0);
+        // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+        const int64_t lo23 = o21 >= 0 ? 0 : -o21 < 1024 ? -o21 : 1024;
+        const int64_t hi24 = A.d1_0 - o21 >= 1024 ? 1024 : A.d1_0 - o21 > lo23 ? A.d1_0 - o21 : lo23;
+        if (true) {
+          for (int64_t i25 = 0; i25 < lo23; ++i25) v20_pad[0 + i25] = float(0x0p+0);
+          for (int64_t i25 = lo23; i25 < hi24; ++i25) v20_pad[0 + i25] = A.p1[o21 + i25];
+          for (int64_t i25 = hi24; i25 < 1024; ++i25) v20_pad[0 + i25] = float(0x0p+0);
+        } else {
+          for (int64_t i25 = 0; i25 < 1024; ++i25) v20_pad[0 + i25] = float(0x0p+0);
         }
       }
     }
     // %13 = mul %11, %11 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %14 = reduce %13 {axis = 1, kind = "sum"} : tile<f32, [1]>
-    alignas(64) float v22[1];
+    alignas(64) float v26[1];
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
       int nan_ = 0;
@@ -146,25 +160,25 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         a3_ += x3_;
       }
       const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-      v22[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+      v26[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
     }
     // %15 = splat %8 : tile<f32, [1]>
     // (computed inside its user)
     // %16 = div %14, %15 : tile<f32, [1]>
     // (computed inside its user)
     // %17 = const {value = 1e-05} : f32
-    const float v23 = float(0x1.4f8b588e368f1p-17);
+    const float v27 = float(0x1.4f8b588e368f1p-17);
     // %18 = splat %17 : tile<f32, [1]>
     // (computed inside its user)
     // %19 = add %16, %18 : tile<f32, [1]>
     // (computed inside its user)
     // %20 = rsqrt %19 : tile<f32, [1]>
-    alignas(64) float v24[1];
-    for (int64_t i25 = 0; i25 < 1; ++i25) v24[i25] = float(1.0f / tsr::sqrt((float((float(v22[i25] / (v8))) + (v23)))));
+    alignas(64) float v28[1];
+    for (int64_t i29 = 0; i29 < 1; ++i29) v28[i29] = float(1.0f / tsr::sqrt((float((float(v26[i29] / (v8))) + (v27)))));
     // %21 = expand_dims %20 {axis = 0} : tile<f32, [1, 1]>
     // %22 = broadcast %21 : tile<f32, [1, 1024]>
-    alignas(64) float v26[1024];
-    for (int64_t i_ = 0; i_ < 1024; ++i_) v26[i_] = v24[0];
+    alignas(64) float v30[1024];
+    for (int64_t i_ = 0; i_ < 1024; ++i_) v30[i_] = v28[0];
     // %23 = mul %11, %22 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %24 = expand_dims %12 {axis = 0} : tile<f32, [1, 1024]>
@@ -172,52 +186,61 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // (computed inside its user)
     // store_tile %y, %25, %1, %10
     {
-      const int64_t o27 = int64_t(v1) * 1;
-      const int64_t o28 = int64_t(v10) * 1024;
-      if (o27 >= 0 && o27 + 1 <= A.d2_0 && o28 >= 0 && o28 + 1024 <= A.d2_1) {
-        for (int64_t i29 = 0; i29 < 1; ++i29) {
-          for (int64_t c31 = 0; c31 < 1024; c31 += 256) {
-            tsr::prefetch_part(pf0_, pfl0_, c31 / 256, 4);
-            tsr::prefetch_part_w(pf1_, pfl1_, c31 / 256, 4);
-            for (int64_t i30 = c31; i30 < c31 + 256; ++i30) A.p2[(o27 + i29) * A.s2_0 + o28 + i30] = (float((float(v11[(i29) * 1024 + i30] * v24[0])) * v18[(i29) * 1024 + i30]));
+      const int64_t o31 = int64_t(v1) * 1;
+      const int64_t o32 = int64_t(v10) * 1024;
+      if (o31 >= 0 && o31 + 1 <= A.d2_0 && o32 >= 0 && o32 + 1024 <= A.d2_1) {
+        for (int64_t i33 = 0; i33 < 1; ++i33) {
+          for (int64_t c35 = 0; c35 < 1024; c35 += 256) {
+            tsr::prefetch_part(pf0_, pfl0_, c35 / 256, 4);
+            tsr::prefetch_part_w(pf1_, pfl1_, c35 / 256, 4);
+            for (int64_t i34 = c35; i34 < c35 + 256; ++i34) A.p2[(o31 + i33) * A.s2_0 + o32 + i34] = (float((float(v11[(i33) * 1024 + i34] * v28[0])) * v20[(i33) * 1024 + i34]));
           }
         }
       } else {
-        for (int64_t i32 = 0; i32 < 1; ++i32) {
-          for (int64_t i33 = 0; i33 < 1024; ++i33) {
-            if ((o27 + i32) >= 0 && (o27 + i32) < A.d2_0 && (o28 + i33) >= 0 && (o28 + i33) < A.d2_1) A.p2[(o27 + i32) * A.s2_0 + (o28 + i33) * A.s2_1] = (float((float(v11[(i32)*1024 + i33] * v24[0])) * v18[(i32)*1024 + i33]));
-          }
+        // partly outside: each row copies its columns inside [lo, hi)
+        const int64_t lo36 = o32 >= 0 ? 0 : -o32 < 1024 ? -o32 : 1024;
+        const int64_t hi37 = A.d2_1 - o32 >= 1024 ? 1024 : A.d2_1 - o32 > lo36 ? A.d2_1 - o32 : lo36;
+        for (int64_t i38 = 0; i38 < 1; ++i38) {
+          if ((o31 + i38) >= 0 && (o31 + i38) < A.d2_0)
+            for (int64_t i39 = lo36; i39 < hi37; ++i39) A.p2[(o31 + i38) * A.s2_0 + o32 + i39] = (float((float(v11[(i38) * 1024 + i39] * v28[0])) * v20[(i38) * 1024 + i39]));
         }
       }
     }
     // yield
   } else {
     // %26 = const {value = 0.0} : f32
-    const float v34 = float(0x0p+0);
+    const float v40 = float(0x0p+0);
     // %27 = splat %26 : tile<f32, [1]>
-    alignas(64) float v35[1];
-    for (int64_t i36 = 0; i36 < 1; ++i36) v35[i36] = v34;
+    alignas(64) float v41[1];
+    for (int64_t i42 = 0; i42 < 1; ++i42) v41[i42] = v40;
     // %28 = const {value = 0} : i32
-    const int32_t v37 = int32_t(INT64_C(0));
+    const int32_t v43 = int32_t(INT64_C(0));
     // %29 = for %28, %7, %4, %27 : tile<f32, [1]> {...}
-    alignas(64) float c38[1];
-    __builtin_memcpy(c38, v35, sizeof(c38));
-    for (int64_t iv39_ = v37; v4 > 0 && iv39_ < v7; iv39_ += v4) {
-      const int32_t iv39 = int32_t(iv39_);
+    alignas(64) float c44[1];
+    __builtin_memcpy(c44, v41, sizeof(c44));
+    for (int64_t iv45_ = v43; v4 > 0 && iv45_ < v7; iv45_ += v4) {
+      const int32_t iv45 = int32_t(iv45_);
       // %32 = load_tile %x, %1, %30 : tile<f32, [1, 1024]>
-      alignas(64) float v40_pad[1024];
-      const float* v40 = v40_pad;
+      alignas(64) float v46_pad[1024];
+      const float* v46 = v46_pad;
       {
-        const int64_t o41 = int64_t(v1) * 1;
-        const int64_t o42 = int64_t(iv39) * 1024;
-        if (o41 >= 0 && o41 + 1 <= A.d0_0 && o42 >= 0 && o42 + 1024 <= A.d0_1) {
-          for (int64_t i43 = 0; i43 < 1; ++i43) {
-            v40 = A.p0 + (o41 + i43) * A.s0_0 + o42;
+        const int64_t o47 = int64_t(v1) * 1;
+        const int64_t o48 = int64_t(iv45) * 1024;
+        if (o47 >= 0 && o47 + 1 <= A.d0_0 && o48 >= 0 && o48 + 1024 <= A.d0_1) {
+          for (int64_t i49 = 0; i49 < 1; ++i49) {
+            v46 = A.p0 + (o47 + i49) * A.s0_0 + o48;
           }
         } else {
-          for (int64_t i45 = 0; i45 < 1; ++i45) {
-            for (int64_t i46 = 0; i46 < 1024; ++i46) {
-              v40_pad[(i45)*1024 + i46] = ((o41 + i45) >= 0 && (o41 + i45) < A.d0_0 && (o42 + i46) >= 0 && (o42 + i46) < A.d0_1) ? A.p0[(o41 + i45) * A.s0_0 + (o42 + i46) * A.s0_1] : float(0x0p+0);
+          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+          const int64_t lo51 = o48 >= 0 ? 0 : -o48 < 1024 ? -o48 : 1024;
+          const int64_t hi52 = A.d0_1 - o48 >= 1024 ? 1024 : A.d0_1 - o48 > lo51 ? A.d0_1 - o48 : lo51;
+          for (int64_t i53 = 0; i53 < 1; ++i53) {
+            if ((o47 + i53) >= 0 && (o47 + i53) < A.d0_0) {
+              for (int64_t i54 = 0; i54 < lo51; ++i54) v46_pad[(i53) * 1024 + i54] = float(0x0p+0);
+              for (int64_t i54 = lo51; i54 < hi52; ++i54) v46_pad[(i53) * 1024 + i54] = A.p0[(o47 + i53) * A.s0_0 + o48 + i54];
+              for (int64_t i54 = hi52; i54 < 1024; ++i54) v46_pad[(i53) * 1024 + i54] = float(0x0p+0);
+            } else {
+              for (int64_t i54 = 0; i54 < 1024; ++i54) v46_pad[(i53) * 1024 + i54] = float(0x0p+0);
             }
           }
         }
@@ -225,27 +248,27 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %33 = mul %32, %32 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %34 = reduce %33 {axis = 1, kind = "sum"} : tile<f32, [1]>
-      alignas(64) float v47[1];
+      alignas(64) float v55[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
         int nan_ = 0;
         #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
         for (int64_t l_ = 0; l_ < 256; ++l_) {
-          const float x0_ = (float(v40[o_ * 1024 + l_] * v40[o_ * 1024 + l_]));
+          const float x0_ = (float(v46[o_ * 1024 + l_] * v46[o_ * 1024 + l_]));
           a0_ += x0_;
-          const float x1_ = (float(v40[o_ * 1024 + 256 + l_] * v40[o_ * 1024 + 256 + l_]));
+          const float x1_ = (float(v46[o_ * 1024 + 256 + l_] * v46[o_ * 1024 + 256 + l_]));
           a1_ += x1_;
-          const float x2_ = (float(v40[o_ * 1024 + 512 + l_] * v40[o_ * 1024 + 512 + l_]));
+          const float x2_ = (float(v46[o_ * 1024 + 512 + l_] * v46[o_ * 1024 + 512 + l_]));
           a2_ += x2_;
-          const float x3_ = (float(v40[o_ * 1024 + 768 + l_] * v40[o_ * 1024 + 768 + l_]));
+          const float x3_ = (float(v46[o_ * 1024 + 768 + l_] * v46[o_ * 1024 + 768 + l_]));
           a3_ += x3_;
         }
         const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-        v47[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+        v55[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
       }
       // %35 = add %31, %34 : tile<f32, [1]>
-      // (written into the carried c38)
-      for (int64_t i48 = 0; i48 < 1; ++i48) c38[i48] = float(c38[i48] + v47[i48]);
+      // (written into the carried c44)
+      for (int64_t i56 = 0; i56 < 1; ++i56) c44[i56] = float(c44[i56] + v55[i56]);
       // yield %35
     }
     // %36 = splat %8 : tile<f32, [1]>
@@ -253,52 +276,66 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %37 = div %29, %36 : tile<f32, [1]>
     // (computed inside its user)
     // %38 = const {value = 1e-05} : f32
-    const float v49 = float(0x1.4f8b588e368f1p-17);
+    const float v57 = float(0x1.4f8b588e368f1p-17);
     // %39 = splat %38 : tile<f32, [1]>
     // (computed inside its user)
     // %40 = add %37, %39 : tile<f32, [1]>
     // (computed inside its user)
     // %41 = rsqrt %40 : tile<f32, [1]>
-    alignas(64) float v50[1];
-    for (int64_t i51 = 0; i51 < 1; ++i51) v50[i51] = float(1.0f / tsr::sqrt((float((float(c38[i51] / (v8))) + (v49)))));
+    alignas(64) float v58[1];
+    for (int64_t i59 = 0; i59 < 1; ++i59) v58[i59] = float(1.0f / tsr::sqrt((float((float(c44[i59] / (v8))) + (v57)))));
     // for %28, %7, %4 {...}
-    for (int64_t iv52_ = v37; v4 > 0 && iv52_ < v7; iv52_ += v4) {
-      const int32_t iv52 = int32_t(iv52_);
+    for (int64_t iv60_ = v43; v4 > 0 && iv60_ < v7; iv60_ += v4) {
+      const int32_t iv60 = int32_t(iv60_);
       // %43 = load_tile %x, %1, %42 : tile<f32, [1, 1024]>
-      alignas(64) float v53_pad[1024];
-      const float* v53 = v53_pad;
+      alignas(64) float v61_pad[1024];
+      const float* v61 = v61_pad;
       {
-        const int64_t o54 = int64_t(v1) * 1;
-        const int64_t o55 = int64_t(iv52) * 1024;
-        if (o54 >= 0 && o54 + 1 <= A.d0_0 && o55 >= 0 && o55 + 1024 <= A.d0_1) {
-          for (int64_t i56 = 0; i56 < 1; ++i56) {
-            v53 = A.p0 + (o54 + i56) * A.s0_0 + o55;
+        const int64_t o62 = int64_t(v1) * 1;
+        const int64_t o63 = int64_t(iv60) * 1024;
+        if (o62 >= 0 && o62 + 1 <= A.d0_0 && o63 >= 0 && o63 + 1024 <= A.d0_1) {
+          for (int64_t i64 = 0; i64 < 1; ++i64) {
+            v61 = A.p0 + (o62 + i64) * A.s0_0 + o63;
           }
         } else {
-          for (int64_t i58 = 0; i58 < 1; ++i58) {
-            for (int64_t i59 = 0; i59 < 1024; ++i59) {
-              v53_pad[(i58)*1024 + i59] = ((o54 + i58) >= 0 && (o54 + i58) < A.d0_0 && (o55 + i59) >= 0 && (o55 + i59) < A.d0_1) ? A.p0[(o54 + i58) * A.s0_0 + (o55 + i59) * A.s0_1] : float(0x0p+0);
+          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+          const int64_t lo66 = o63 >= 0 ? 0 : -o63 < 1024 ? -o63 : 1024;
+          const int64_t hi67 = A.d0_1 - o63 >= 1024 ? 1024 : A.d0_1 - o63 > lo66 ? A.d0_1 - o63 : lo66;
+          for (int64_t i68 = 0; i68 < 1; ++i68) {
+            if ((o62 + i68) >= 0 && (o62 + i68) < A.d0_0) {
+              for (int64_t i69 = 0; i69 < lo66; ++i69) v61_pad[(i68) * 1024 + i69] = float(0x0p+0);
+              for (int64_t i69 = lo66; i69 < hi67; ++i69) v61_pad[(i68) * 1024 + i69] = A.p0[(o62 + i68) * A.s0_0 + o63 + i69];
+              for (int64_t i69 = hi67; i69 < 1024; ++i69) v61_pad[(i68) * 1024 + i69] = float(0x0p+0);
+            } else {
+              for (int64_t i69 = 0; i69 < 1024; ++i69) v61_pad[(i68) * 1024 + i69] = float(0x0p+0);
             }
           }
         }
       }
       // %44 = load_tile %w, %42 : tile<f32, [1024]>
-      alignas(64) float v60_pad[1024];
-      const float* v60 = v60_pad;
+      alignas(64) float v70_pad[1024];
+      const float* v70 = v70_pad;
       {
-        const int64_t o61 = int64_t(iv52) * 1024;
-        if (o61 >= 0 && o61 + 1024 <= A.d1_0) {
-          v60 = A.p1 + o61;
+        const int64_t o71 = int64_t(iv60) * 1024;
+        if (o71 >= 0 && o71 + 1024 <= A.d1_0) {
+          v70 = A.p1 + o71;
         } else {
-          for (int64_t i63 = 0; i63 < 1024; ++i63) {
-            v60_pad[i63] = ((o61 + i63) >= 0 && (o61 + i63) < A.d1_0) ? A.p1[(o61 + i63) * A.s1_0] : float(0x0p+0);
+          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+          const int64_t lo73 = o71 >= 0 ? 0 : -o71 < 1024 ? -o71 : 1024;
+          const int64_t hi74 = A.d1_0 - o71 >= 1024 ? 1024 : A.d1_0 - o71 > lo73 ? A.d1_0 - o71 : lo73;
+          if (true) {
+            for (int64_t i75 = 0; i75 < lo73; ++i75) v70_pad[0 + i75] = float(0x0p+0);
+            for (int64_t i75 = lo73; i75 < hi74; ++i75) v70_pad[0 + i75] = A.p1[o71 + i75];
+            for (int64_t i75 = hi74; i75 < 1024; ++i75) v70_pad[0 + i75] = float(0x0p+0);
+          } else {
+            for (int64_t i75 = 0; i75 < 1024; ++i75) v70_pad[0 + i75] = float(0x0p+0);
           }
         }
       }
       // %45 = expand_dims %41 {axis = 0} : tile<f32, [1, 1]>
       // %46 = broadcast %45 : tile<f32, [1, 1024]>
-      alignas(64) float v64[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v64[i_] = v50[0];
+      alignas(64) float v76[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v76[i_] = v58[0];
       // %47 = mul %43, %46 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %48 = expand_dims %44 {axis = 0} : tile<f32, [1, 1024]>
@@ -306,17 +343,19 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // (computed inside its user)
       // store_tile %y, %49, %1, %42
       {
-        const int64_t o65 = int64_t(v1) * 1;
-        const int64_t o66 = int64_t(iv52) * 1024;
-        if (o65 >= 0 && o65 + 1 <= A.d2_0 && o66 >= 0 && o66 + 1024 <= A.d2_1) {
-          for (int64_t i67 = 0; i67 < 1; ++i67) {
-            for (int64_t i68 = 0; i68 < 1024; ++i68) A.p2[(o65 + i67) * A.s2_0 + o66 + i68] = (float((float(v53[(i67) * 1024 + i68] * v50[0])) * v60[(i67) * 1024 + i68]));
+        const int64_t o77 = int64_t(v1) * 1;
+        const int64_t o78 = int64_t(iv60) * 1024;
+        if (o77 >= 0 && o77 + 1 <= A.d2_0 && o78 >= 0 && o78 + 1024 <= A.d2_1) {
+          for (int64_t i79 = 0; i79 < 1; ++i79) {
+            for (int64_t i80 = 0; i80 < 1024; ++i80) A.p2[(o77 + i79) * A.s2_0 + o78 + i80] = (float((float(v61[(i79) * 1024 + i80] * v58[0])) * v70[(i79) * 1024 + i80]));
           }
         } else {
-          for (int64_t i69 = 0; i69 < 1; ++i69) {
-            for (int64_t i70 = 0; i70 < 1024; ++i70) {
-              if ((o65 + i69) >= 0 && (o65 + i69) < A.d2_0 && (o66 + i70) >= 0 && (o66 + i70) < A.d2_1) A.p2[(o65 + i69) * A.s2_0 + (o66 + i70) * A.s2_1] = (float((float(v53[(i69)*1024 + i70] * v50[0])) * v60[(i69)*1024 + i70]));
-            }
+          // partly outside: each row copies its columns inside [lo, hi)
+          const int64_t lo81 = o78 >= 0 ? 0 : -o78 < 1024 ? -o78 : 1024;
+          const int64_t hi82 = A.d2_1 - o78 >= 1024 ? 1024 : A.d2_1 - o78 > lo81 ? A.d2_1 - o78 : lo81;
+          for (int64_t i83 = 0; i83 < 1; ++i83) {
+            if ((o77 + i83) >= 0 && (o77 + i83) < A.d2_0)
+              for (int64_t i84 = lo81; i84 < hi82; ++i84) A.p2[(o77 + i83) * A.s2_0 + o78 + i84] = (float((float(v61[(i83) * 1024 + i84] * v58[0])) * v70[(i83) * 1024 + i84]));
           }
         }
       }

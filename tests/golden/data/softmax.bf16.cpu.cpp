@@ -47,23 +47,23 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   if (int64_t(pid0) + 1 < int64_t(np0)) {
     const int32_t pn0_ = pid0 + 1;
     // %1 = program_id {axis = 0} : i32
-    const int32_t v83 = pn0_;
+    const int32_t v93 = pn0_;
     // %9 = const {value = 0} : i32
-    const int32_t v84 = int32_t(INT64_C(0));
+    const int32_t v94 = int32_t(INT64_C(0));
     {
-      const int64_t o85 = int64_t(v83) * 1;
-      const int64_t o86 = int64_t(v84) * 1024;
-      if (o85 >= 0 && o85 + 1 <= A.d0_0 && o86 >= 0 && o86 + 1024 <= A.d0_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p0 + o85 * A.s0_0 + o86);
+      const int64_t o95 = int64_t(v93) * 1;
+      const int64_t o96 = int64_t(v94) * 1024;
+      if (o95 >= 0 && o95 + 1 <= A.d0_0 && o96 >= 0 && o96 + 1024 <= A.d0_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p0 + o95 * A.s0_0 + o96);
         pf0_ = tsr::line_start(p_);
         pfl0_ = tsr::line_count(p_, 2048);
       }
     }
     {
-      const int64_t o87 = int64_t(v83) * 1;
-      const int64_t o88 = int64_t(v84) * 1024;
-      if (o87 >= 0 && o87 + 1 <= A.d1_0 && o88 >= 0 && o88 + 1024 <= A.d1_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p1 + o87 * A.s1_0 + o88);
+      const int64_t o97 = int64_t(v93) * 1;
+      const int64_t o98 = int64_t(v94) * 1024;
+      if (o97 >= 0 && o97 + 1 <= A.d1_0 && o98 >= 0 && o98 + 1024 <= A.d1_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p1 + o97 * A.s1_0 + o98);
         pf1_ = tsr::line_start(p_);
         pfl1_ = tsr::line_count(p_, 2048);
       }
@@ -100,9 +100,16 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           v10.p = A.p0 + (o11 + i13) * A.s0_0 + o12;
         }
       } else {
-        for (int64_t i15 = 0; i15 < 1; ++i15) {
-          for (int64_t i16 = 0; i16 < 1024; ++i16) {
-            v10_pad[(i15)*1024 + i16] = ((o11 + i15) >= 0 && (o11 + i15) < A.d0_0 && (o12 + i16) >= 0 && (o12 + i16) < A.d0_1) ? A.p0[(o11 + i15) * A.s0_0 + (o12 + i16) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(double(-INFINITY))));
+        // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+        const int64_t lo15 = o12 >= 0 ? 0 : -o12 < 1024 ? -o12 : 1024;
+        const int64_t hi16 = A.d0_1 - o12 >= 1024 ? 1024 : A.d0_1 - o12 > lo15 ? A.d0_1 - o12 : lo15;
+        for (int64_t i17 = 0; i17 < 1; ++i17) {
+          if ((o11 + i17) >= 0 && (o11 + i17) < A.d0_0) {
+            for (int64_t i18 = 0; i18 < lo15; ++i18) v10_pad[(i17) * 1024 + i18] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(double(-INFINITY))));
+            for (int64_t i18 = lo15; i18 < hi16; ++i18) v10_pad[(i17) * 1024 + i18] = A.p0[(o11 + i17) * A.s0_0 + o12 + i18];
+            for (int64_t i18 = hi16; i18 < 1024; ++i18) v10_pad[(i17) * 1024 + i18] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(double(-INFINITY))));
+          } else {
+            for (int64_t i18 = 0; i18 < 1024; ++i18) v10_pad[(i17) * 1024 + i18] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(double(-INFINITY))));
           }
         }
       }
@@ -110,7 +117,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %11 = cast %10 : tile<f32, [1, 1024]>
     // (the same array as its operand: exact in the compute type)
     // %12 = reduce %11 {axis = 1, kind = "max"} : tile<f32, [1]>
-    alignas(64) float v17[1];
+    alignas(64) float v19[1];
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       float a0_ = float(-INFINITY), a1_ = float(-INFINITY), a2_ = float(-INFINITY), a3_ = float(-INFINITY);
       int nan_ = 0;
@@ -127,111 +134,120 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         nan_ |= (x0_ != x0_) | (x1_ != x1_) | (x2_ != x2_) | (x3_ != x3_);
       }
       const float b0_ = a0_ > a1_ ? a0_ : a1_, b1_ = a2_ > a3_ ? a2_ : a3_;
-      v17[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ > b1_ ? b0_ : b1_);
+      v19[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ > b1_ ? b0_ : b1_);
     }
     // %13 = expand_dims %12 {axis = 0} : tile<f32, [1, 1]>
     // %14 = broadcast %13 : tile<f32, [1, 1024]>
-    alignas(64) float v18[1024];
-    for (int64_t i_ = 0; i_ < 1024; ++i_) v18[i_] = v17[0];
+    alignas(64) float v20[1024];
+    for (int64_t i_ = 0; i_ < 1024; ++i_) v20[i_] = v19[0];
     // %15 = sub %11, %14 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %16 = exp %15 : tile<f32, [1, 1024]>
-    alignas(64) float v19[1024];
-    for (int64_t c21 = 0; c21 < 1024; c21 += 256) {
-      tsr::prefetch_part(pf0_, pfl0_, c21 / 256, 4);
-      tsr::prefetch_part_w(pf1_, pfl1_, c21 / 256, 4);
-      for (int64_t i20 = c21; i20 < c21 + 256; ++i20) v19[i20] = (float(v10[i20] - v17[0]));
-      tsr::exp_inplace(v19 + c21, 256);
+    alignas(64) float v21[1024];
+    for (int64_t c23 = 0; c23 < 1024; c23 += 256) {
+      tsr::prefetch_part(pf0_, pfl0_, c23 / 256, 4);
+      tsr::prefetch_part_w(pf1_, pfl1_, c23 / 256, 4);
+      for (int64_t i22 = c23; i22 < c23 + 256; ++i22) v21[i22] = (float(v10[i22] - v19[0]));
+      tsr::exp_inplace(v21 + c23, 256);
     }
     // %17 = reduce %16 {axis = 1, kind = "sum"} : tile<f32, [1]>
-    alignas(64) float v22[1];
+    alignas(64) float v24[1];
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
       int nan_ = 0;
       #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
       for (int64_t l_ = 0; l_ < 256; ++l_) {
-        const float x0_ = v19[o_ * 1024 + l_];
+        const float x0_ = v21[o_ * 1024 + l_];
         a0_ += x0_;
-        const float x1_ = v19[o_ * 1024 + 256 + l_];
+        const float x1_ = v21[o_ * 1024 + 256 + l_];
         a1_ += x1_;
-        const float x2_ = v19[o_ * 1024 + 512 + l_];
+        const float x2_ = v21[o_ * 1024 + 512 + l_];
         a2_ += x2_;
-        const float x3_ = v19[o_ * 1024 + 768 + l_];
+        const float x3_ = v21[o_ * 1024 + 768 + l_];
         a3_ += x3_;
       }
       const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-      v22[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+      v24[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
     }
     // %18 = const {value = 1.0} : f32
-    const float v23 = float(0x1p+0);
+    const float v25 = float(0x1p+0);
     // %19 = splat %18 : tile<f32, [1]>
     // (computed inside its user)
     // %20 = div %19, %17 : tile<f32, [1]>
-    alignas(64) float v24[1];
-    for (int64_t i25 = 0; i25 < 1; ++i25) v24[i25] = float((v23) / v22[i25]);
+    alignas(64) float v26[1];
+    for (int64_t i27 = 0; i27 < 1; ++i27) v26[i27] = float((v25) / v24[i27]);
     // %21 = expand_dims %20 {axis = 0} : tile<f32, [1, 1]>
     // %22 = broadcast %21 : tile<f32, [1, 1024]>
-    alignas(64) float v26[1024];
-    for (int64_t i_ = 0; i_ < 1024; ++i_) v26[i_] = v24[0];
+    alignas(64) float v28[1024];
+    for (int64_t i_ = 0; i_ < 1024; ++i_) v28[i_] = v26[0];
     // %23 = mul %16, %22 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %24 = cast %23 : tile<bf16, [1, 1024]>
     // (computed inside its user)
     // store_tile %y, %24, %1, %9
     {
-      const int64_t o27 = int64_t(v1) * 1;
-      const int64_t o28 = int64_t(v9) * 1024;
-      if (o27 >= 0 && o27 + 1 <= A.d1_0 && o28 >= 0 && o28 + 1024 <= A.d1_1) {
-        for (int64_t i29 = 0; i29 < 1; ++i29) {
-          alignas(64) float st31[256];
-          for (int64_t c32 = 0; c32 < 1024; c32 += 256) {
-            for (int64_t i30 = c32; i30 < c32 + 256; ++i30) st31[i30 - c32] = (float((float(v19[(i29) * 1024 + i30] * v24[0]))));
-            tsr::store_bf16(A.p1 + (o27 + i29) * A.s1_0 + o28 + c32, st31, 256);
+      const int64_t o29 = int64_t(v1) * 1;
+      const int64_t o30 = int64_t(v9) * 1024;
+      if (o29 >= 0 && o29 + 1 <= A.d1_0 && o30 >= 0 && o30 + 1024 <= A.d1_1) {
+        for (int64_t i31 = 0; i31 < 1; ++i31) {
+          alignas(64) float st33[256];
+          for (int64_t c34 = 0; c34 < 1024; c34 += 256) {
+            for (int64_t i32 = c34; i32 < c34 + 256; ++i32) st33[i32 - c34] = (float((float(v21[(i31) * 1024 + i32] * v26[0]))));
+            tsr::store_bf16(A.p1 + (o29 + i31) * A.s1_0 + o30 + c34, st33, 256);
           }
         }
       } else {
-        for (int64_t i33 = 0; i33 < 1; ++i33) {
-          for (int64_t i34 = 0; i34 < 1024; ++i34) {
-            if ((o27 + i33) >= 0 && (o27 + i33) < A.d1_0 && (o28 + i34) >= 0 && (o28 + i34) < A.d1_1) A.p1[(o27 + i33) * A.s1_0 + (o28 + i34) * A.s1_1] = tsr::f2bf((float((float(v19[(i33)*1024 + i34] * v24[0])))));
-          }
+        // partly outside: each row copies its columns inside [lo, hi)
+        const int64_t lo35 = o30 >= 0 ? 0 : -o30 < 1024 ? -o30 : 1024;
+        const int64_t hi36 = A.d1_1 - o30 >= 1024 ? 1024 : A.d1_1 - o30 > lo35 ? A.d1_1 - o30 : lo35;
+        for (int64_t i37 = 0; i37 < 1; ++i37) {
+          if ((o29 + i37) >= 0 && (o29 + i37) < A.d1_0)
+            for (int64_t i38 = lo35; i38 < hi36; ++i38) A.p1[(o29 + i37) * A.s1_0 + o30 + i38] = tsr::f2bf((float((float(v21[(i37) * 1024 + i38] * v26[0])))));
         }
       }
     }
     // yield
   } else {
     // %25 = const {value = -inf} : f32
-    const float v35 = float(double(-INFINITY));
+    const float v39 = float(double(-INFINITY));
     // %26 = splat %25 : tile<f32, [1]>
-    alignas(64) float v36[1];
-    for (int64_t i37 = 0; i37 < 1; ++i37) v36[i37] = v35;
+    alignas(64) float v40[1];
+    for (int64_t i41 = 0; i41 < 1; ++i41) v40[i41] = v39;
     // %27 = const {value = 0.0} : f32
-    const float v38 = float(0x0p+0);
+    const float v42 = float(0x0p+0);
     // %28 = splat %27 : tile<f32, [1]>
-    alignas(64) float v39[1];
-    for (int64_t i40 = 0; i40 < 1; ++i40) v39[i40] = v38;
+    alignas(64) float v43[1];
+    for (int64_t i44 = 0; i44 < 1; ++i44) v43[i44] = v42;
     // %29 = const {value = 0} : i32
-    const int32_t v41 = int32_t(INT64_C(0));
+    const int32_t v45 = int32_t(INT64_C(0));
     // %30, %31 = for %29, %7, %4, %26, %28 : tile<f32, [1]>, tile<f32, [1]> {...}
-    alignas(64) float c42[1];
-    __builtin_memcpy(c42, v36, sizeof(c42));
-    alignas(64) float c43[1];
-    __builtin_memcpy(c43, v39, sizeof(c43));
-    for (int64_t iv44_ = v41; v4 > 0 && iv44_ < v7; iv44_ += v4) {
-      const int32_t iv44 = int32_t(iv44_);
+    alignas(64) float c46[1];
+    __builtin_memcpy(c46, v40, sizeof(c46));
+    alignas(64) float c47[1];
+    __builtin_memcpy(c47, v43, sizeof(c47));
+    for (int64_t iv48_ = v45; v4 > 0 && iv48_ < v7; iv48_ += v4) {
+      const int32_t iv48 = int32_t(iv48_);
       // %35 = load_tile %x, %1, %32 {pad = -inf} : tile<bf16, [1, 1024]>
-      alignas(64) uint16_t v45_pad[1024];
-      tsr::bf16_row v45{v45_pad};
+      alignas(64) uint16_t v49_pad[1024];
+      tsr::bf16_row v49{v49_pad};
       {
-        const int64_t o46 = int64_t(v1) * 1;
-        const int64_t o47 = int64_t(iv44) * 1024;
-        if (o46 >= 0 && o46 + 1 <= A.d0_0 && o47 >= 0 && o47 + 1024 <= A.d0_1) {
-          for (int64_t i48 = 0; i48 < 1; ++i48) {
-            v45.p = A.p0 + (o46 + i48) * A.s0_0 + o47;
+        const int64_t o50 = int64_t(v1) * 1;
+        const int64_t o51 = int64_t(iv48) * 1024;
+        if (o50 >= 0 && o50 + 1 <= A.d0_0 && o51 >= 0 && o51 + 1024 <= A.d0_1) {
+          for (int64_t i52 = 0; i52 < 1; ++i52) {
+            v49.p = A.p0 + (o50 + i52) * A.s0_0 + o51;
           }
         } else {
-          for (int64_t i50 = 0; i50 < 1; ++i50) {
-            for (int64_t i51 = 0; i51 < 1024; ++i51) {
-              v45_pad[(i50)*1024 + i51] = ((o46 + i50) >= 0 && (o46 + i50) < A.d0_0 && (o47 + i51) >= 0 && (o47 + i51) < A.d0_1) ? A.p0[(o46 + i50) * A.s0_0 + (o47 + i51) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(double(-INFINITY))));
+          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+          const int64_t lo54 = o51 >= 0 ? 0 : -o51 < 1024 ? -o51 : 1024;
+          const int64_t hi55 = A.d0_1 - o51 >= 1024 ? 1024 : A.d0_1 - o51 > lo54 ? A.d0_1 - o51 : lo54;
+          for (int64_t i56 = 0; i56 < 1; ++i56) {
+            if ((o50 + i56) >= 0 && (o50 + i56) < A.d0_0) {
+              for (int64_t i57 = 0; i57 < lo54; ++i57) v49_pad[(i56) * 1024 + i57] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(double(-INFINITY))));
+              for (int64_t i57 = lo54; i57 < hi55; ++i57) v49_pad[(i56) * 1024 + i57] = A.p0[(o50 + i56) * A.s0_0 + o51 + i57];
+              for (int64_t i57 = hi55; i57 < 1024; ++i57) v49_pad[(i56) * 1024 + i57] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(double(-INFINITY))));
+            } else {
+              for (int64_t i57 = 0; i57 < 1024; ++i57) v49_pad[(i56) * 1024 + i57] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(double(-INFINITY))));
             }
           }
         }
@@ -239,56 +255,56 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %36 = cast %35 : tile<f32, [1, 1024]>
       // (the same array as its operand: exact in the compute type)
       // %37 = reduce %36 {axis = 1, kind = "max"} : tile<f32, [1]>
-      alignas(64) float v52[1];
+      alignas(64) float v58[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float a0_ = float(-INFINITY), a1_ = float(-INFINITY), a2_ = float(-INFINITY), a3_ = float(-INFINITY);
         int nan_ = 0;
         #pragma omp simd reduction(max:a0_,a1_,a2_,a3_) reduction(|:nan_)
         for (int64_t l_ = 0; l_ < 256; ++l_) {
-          const float x0_ = v45[o_ * 1024 + l_];
+          const float x0_ = v49[o_ * 1024 + l_];
           a0_ = x0_ > a0_ ? x0_ : a0_;
-          const float x1_ = v45[o_ * 1024 + 256 + l_];
+          const float x1_ = v49[o_ * 1024 + 256 + l_];
           a1_ = x1_ > a1_ ? x1_ : a1_;
-          const float x2_ = v45[o_ * 1024 + 512 + l_];
+          const float x2_ = v49[o_ * 1024 + 512 + l_];
           a2_ = x2_ > a2_ ? x2_ : a2_;
-          const float x3_ = v45[o_ * 1024 + 768 + l_];
+          const float x3_ = v49[o_ * 1024 + 768 + l_];
           a3_ = x3_ > a3_ ? x3_ : a3_;
           nan_ |= (x0_ != x0_) | (x1_ != x1_) | (x2_ != x2_) | (x3_ != x3_);
         }
         const float b0_ = a0_ > a1_ ? a0_ : a1_, b1_ = a2_ > a3_ ? a2_ : a3_;
-        v52[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ > b1_ ? b0_ : b1_);
+        v58[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ > b1_ ? b0_ : b1_);
       }
       // %38 = max %33, %37 : tile<f32, [1]>
-      alignas(64) float v53[1];
-      for (int64_t i54 = 0; i54 < 1; ++i54) v53[i54] = tsr::fmax_nan(c42[i54], v52[i54]);
+      alignas(64) float v59[1];
+      for (int64_t i60 = 0; i60 < 1; ++i60) v59[i60] = tsr::fmax_nan(c46[i60], v58[i60]);
       // %39 = expand_dims %38 {axis = 0} : tile<f32, [1, 1]>
       // %40 = broadcast %39 : tile<f32, [1, 1024]>
-      alignas(64) float v55[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v55[i_] = v53[0];
+      alignas(64) float v61[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v61[i_] = v59[0];
       // %41 = sub %36, %40 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %42 = exp %41 : tile<f32, [1, 1024]>
-      alignas(64) float v56[1024];
-      for (int64_t i57 = 0; i57 < 1024; ++i57) v56[i57] = (float(v45[i57] - v53[0]));
-      tsr::exp_inplace(v56 + 0, 1024);
+      alignas(64) float v62[1024];
+      for (int64_t i63 = 0; i63 < 1024; ++i63) v62[i63] = (float(v49[i63] - v59[0]));
+      tsr::exp_inplace(v62 + 0, 1024);
       // %43 = reduce %42 {axis = 1, kind = "sum"} : tile<f32, [1]>
-      alignas(64) float v58[1];
+      alignas(64) float v64[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
         int nan_ = 0;
         #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
         for (int64_t l_ = 0; l_ < 256; ++l_) {
-          const float x0_ = v56[o_ * 1024 + l_];
+          const float x0_ = v62[o_ * 1024 + l_];
           a0_ += x0_;
-          const float x1_ = v56[o_ * 1024 + 256 + l_];
+          const float x1_ = v62[o_ * 1024 + 256 + l_];
           a1_ += x1_;
-          const float x2_ = v56[o_ * 1024 + 512 + l_];
+          const float x2_ = v62[o_ * 1024 + 512 + l_];
           a2_ += x2_;
-          const float x3_ = v56[o_ * 1024 + 768 + l_];
+          const float x3_ = v62[o_ * 1024 + 768 + l_];
           a3_ += x3_;
         }
         const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-        v58[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+        v64[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
       }
       // %44 = sub %33, %38 : tile<f32, [1]>
       // (computed inside its user)
@@ -297,35 +313,42 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %46 = mul %34, %45 : tile<f32, [1]>
       // (computed inside its user)
       // %47 = add %46, %43 : tile<f32, [1]>
-      // (written into the carried c43)
-      for (int64_t i59 = 0; i59 < 1; ++i59) c43[i59] = float((float(c43[i59] * (float(tsr::fast_expf((float(c42[i59] - v53[i59]))))))) + v58[i59]);
+      // (written into the carried c47)
+      for (int64_t i65 = 0; i65 < 1; ++i65) c47[i65] = float((float(c47[i65] * (float(tsr::fast_expf((float(c46[i65] - v59[i65]))))))) + v64[i65]);
       // yield %38, %47
-      __builtin_memcpy(c42, v53, sizeof(c42));
+      __builtin_memcpy(c46, v59, sizeof(c46));
     }
     // %48 = const {value = 1.0} : f32
-    const float v60 = float(0x1p+0);
+    const float v66 = float(0x1p+0);
     // %49 = splat %48 : tile<f32, [1]>
     // (computed inside its user)
     // %50 = div %49, %31 : tile<f32, [1]>
-    alignas(64) float v61[1];
-    for (int64_t i62 = 0; i62 < 1; ++i62) v61[i62] = float((v60) / c43[i62]);
+    alignas(64) float v67[1];
+    for (int64_t i68 = 0; i68 < 1; ++i68) v67[i68] = float((v66) / c47[i68]);
     // for %29, %7, %4 {...}
-    for (int64_t iv63_ = v41; v4 > 0 && iv63_ < v7; iv63_ += v4) {
-      const int32_t iv63 = int32_t(iv63_);
+    for (int64_t iv69_ = v45; v4 > 0 && iv69_ < v7; iv69_ += v4) {
+      const int32_t iv69 = int32_t(iv69_);
       // %52 = load_tile %x, %1, %51 {pad = -inf} : tile<bf16, [1, 1024]>
-      alignas(64) uint16_t v64_pad[1024];
-      tsr::bf16_row v64{v64_pad};
+      alignas(64) uint16_t v70_pad[1024];
+      tsr::bf16_row v70{v70_pad};
       {
-        const int64_t o65 = int64_t(v1) * 1;
-        const int64_t o66 = int64_t(iv63) * 1024;
-        if (o65 >= 0 && o65 + 1 <= A.d0_0 && o66 >= 0 && o66 + 1024 <= A.d0_1) {
-          for (int64_t i67 = 0; i67 < 1; ++i67) {
-            v64.p = A.p0 + (o65 + i67) * A.s0_0 + o66;
+        const int64_t o71 = int64_t(v1) * 1;
+        const int64_t o72 = int64_t(iv69) * 1024;
+        if (o71 >= 0 && o71 + 1 <= A.d0_0 && o72 >= 0 && o72 + 1024 <= A.d0_1) {
+          for (int64_t i73 = 0; i73 < 1; ++i73) {
+            v70.p = A.p0 + (o71 + i73) * A.s0_0 + o72;
           }
         } else {
-          for (int64_t i69 = 0; i69 < 1; ++i69) {
-            for (int64_t i70 = 0; i70 < 1024; ++i70) {
-              v64_pad[(i69)*1024 + i70] = ((o65 + i69) >= 0 && (o65 + i69) < A.d0_0 && (o66 + i70) >= 0 && (o66 + i70) < A.d0_1) ? A.p0[(o65 + i69) * A.s0_0 + (o66 + i70) * A.s0_1] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(double(-INFINITY))));
+          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+          const int64_t lo75 = o72 >= 0 ? 0 : -o72 < 1024 ? -o72 : 1024;
+          const int64_t hi76 = A.d0_1 - o72 >= 1024 ? 1024 : A.d0_1 - o72 > lo75 ? A.d0_1 - o72 : lo75;
+          for (int64_t i77 = 0; i77 < 1; ++i77) {
+            if ((o71 + i77) >= 0 && (o71 + i77) < A.d0_0) {
+              for (int64_t i78 = 0; i78 < lo75; ++i78) v70_pad[(i77) * 1024 + i78] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(double(-INFINITY))));
+              for (int64_t i78 = lo75; i78 < hi76; ++i78) v70_pad[(i77) * 1024 + i78] = A.p0[(o71 + i77) * A.s0_0 + o72 + i78];
+              for (int64_t i78 = hi76; i78 < 1024; ++i78) v70_pad[(i77) * 1024 + i78] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(double(-INFINITY))));
+            } else {
+              for (int64_t i78 = 0; i78 < 1024; ++i78) v70_pad[(i77) * 1024 + i78] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(double(-INFINITY))));
             }
           }
         }
@@ -334,39 +357,41 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // (computed inside its user)
       // %54 = expand_dims %30 {axis = 0} : tile<f32, [1, 1]>
       // %55 = broadcast %54 : tile<f32, [1, 1024]>
-      alignas(64) float v71[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v71[i_] = c42[0];
+      alignas(64) float v79[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v79[i_] = c46[0];
       // %56 = sub %53, %55 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %57 = exp %56 : tile<f32, [1, 1024]>
-      alignas(64) float v72[1024];
-      for (int64_t i73 = 0; i73 < 1024; ++i73) v72[i73] = (float((float(v64[i73])) - c42[0]));
-      tsr::exp_inplace(v72 + 0, 1024);
+      alignas(64) float v80[1024];
+      for (int64_t i81 = 0; i81 < 1024; ++i81) v80[i81] = (float((float(v70[i81])) - c46[0]));
+      tsr::exp_inplace(v80 + 0, 1024);
       // %58 = expand_dims %50 {axis = 0} : tile<f32, [1, 1]>
       // %59 = broadcast %58 : tile<f32, [1, 1024]>
-      alignas(64) float v74[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v74[i_] = v61[0];
+      alignas(64) float v82[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v82[i_] = v67[0];
       // %60 = mul %57, %59 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %61 = cast %60 : tile<bf16, [1, 1024]>
       // (computed inside its user)
       // store_tile %y, %61, %1, %51
       {
-        const int64_t o75 = int64_t(v1) * 1;
-        const int64_t o76 = int64_t(iv63) * 1024;
-        if (o75 >= 0 && o75 + 1 <= A.d1_0 && o76 >= 0 && o76 + 1024 <= A.d1_1) {
-          for (int64_t i77 = 0; i77 < 1; ++i77) {
-            alignas(64) float st79[256];
-            for (int64_t c80 = 0; c80 < 1024; c80 += 256) {
-              for (int64_t i78 = c80; i78 < c80 + 256; ++i78) st79[i78 - c80] = (float((float(v72[(i77) * 1024 + i78] * v61[0]))));
-              tsr::store_bf16(A.p1 + (o75 + i77) * A.s1_0 + o76 + c80, st79, 256);
+        const int64_t o83 = int64_t(v1) * 1;
+        const int64_t o84 = int64_t(iv69) * 1024;
+        if (o83 >= 0 && o83 + 1 <= A.d1_0 && o84 >= 0 && o84 + 1024 <= A.d1_1) {
+          for (int64_t i85 = 0; i85 < 1; ++i85) {
+            alignas(64) float st87[256];
+            for (int64_t c88 = 0; c88 < 1024; c88 += 256) {
+              for (int64_t i86 = c88; i86 < c88 + 256; ++i86) st87[i86 - c88] = (float((float(v80[(i85) * 1024 + i86] * v67[0]))));
+              tsr::store_bf16(A.p1 + (o83 + i85) * A.s1_0 + o84 + c88, st87, 256);
             }
           }
         } else {
-          for (int64_t i81 = 0; i81 < 1; ++i81) {
-            for (int64_t i82 = 0; i82 < 1024; ++i82) {
-              if ((o75 + i81) >= 0 && (o75 + i81) < A.d1_0 && (o76 + i82) >= 0 && (o76 + i82) < A.d1_1) A.p1[(o75 + i81) * A.s1_0 + (o76 + i82) * A.s1_1] = tsr::f2bf((float((float(v72[(i81)*1024 + i82] * v61[0])))));
-            }
+          // partly outside: each row copies its columns inside [lo, hi)
+          const int64_t lo89 = o84 >= 0 ? 0 : -o84 < 1024 ? -o84 : 1024;
+          const int64_t hi90 = A.d1_1 - o84 >= 1024 ? 1024 : A.d1_1 - o84 > lo89 ? A.d1_1 - o84 : lo89;
+          for (int64_t i91 = 0; i91 < 1; ++i91) {
+            if ((o83 + i91) >= 0 && (o83 + i91) < A.d1_0)
+              for (int64_t i92 = lo89; i92 < hi90; ++i92) A.p1[(o83 + i91) * A.s1_0 + o84 + i92] = tsr::f2bf((float((float(v80[(i91) * 1024 + i92] * v67[0])))));
           }
         }
       }

@@ -47,23 +47,23 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   if (int64_t(pid0) + 1 < int64_t(np0)) {
     const int32_t pn0_ = pid0 + 1;
     // %1 = program_id {axis = 0} : i32
-    const int32_t v79 = pn0_;
+    const int32_t v89 = pn0_;
     // %9 = const {value = 0} : i32
-    const int32_t v80 = int32_t(INT64_C(0));
+    const int32_t v90 = int32_t(INT64_C(0));
     {
-      const int64_t o81 = int64_t(v79) * 1;
-      const int64_t o82 = int64_t(v80) * 1024;
-      if (o81 >= 0 && o81 + 1 <= A.d0_0 && o82 >= 0 && o82 + 1024 <= A.d0_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p0 + o81 * A.s0_0 + o82);
+      const int64_t o91 = int64_t(v89) * 1;
+      const int64_t o92 = int64_t(v90) * 1024;
+      if (o91 >= 0 && o91 + 1 <= A.d0_0 && o92 >= 0 && o92 + 1024 <= A.d0_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p0 + o91 * A.s0_0 + o92);
         pf0_ = tsr::line_start(p_);
         pfl0_ = tsr::line_count(p_, 2048);
       }
     }
     {
-      const int64_t o83 = int64_t(v79) * 1;
-      const int64_t o84 = int64_t(v80) * 1024;
-      if (o83 >= 0 && o83 + 1 <= A.d1_0 && o84 >= 0 && o84 + 1024 <= A.d1_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p1 + o83 * A.s1_0 + o84);
+      const int64_t o93 = int64_t(v89) * 1;
+      const int64_t o94 = int64_t(v90) * 1024;
+      if (o93 >= 0 && o93 + 1 <= A.d1_0 && o94 >= 0 && o94 + 1024 <= A.d1_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p1 + o93 * A.s1_0 + o94);
         pf1_ = tsr::line_start(p_);
         pfl1_ = tsr::line_count(p_, 2048);
       }
@@ -99,9 +99,16 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           for (int64_t i14 = 0; i14 < 1024; ++i14) v10[(i13) * 1024 + i14] = tsr::h2f(A.p0[(o11 + i13) * A.s0_0 + o12 + i14]);
         }
       } else {
-        for (int64_t i15 = 0; i15 < 1; ++i15) {
-          for (int64_t i16 = 0; i16 < 1024; ++i16) {
-            v10[(i15)*1024 + i16] = ((o11 + i15) >= 0 && (o11 + i15) < A.d0_0 && (o12 + i16) >= 0 && (o12 + i16) < A.d0_1) ? tsr::h2f(A.p0[(o11 + i15) * A.s0_0 + (o12 + i16) * A.s0_1]) : tsr::h2f(tsr::f2h(double(-INFINITY)));
+        // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+        const int64_t lo15 = o12 >= 0 ? 0 : -o12 < 1024 ? -o12 : 1024;
+        const int64_t hi16 = A.d0_1 - o12 >= 1024 ? 1024 : A.d0_1 - o12 > lo15 ? A.d0_1 - o12 : lo15;
+        for (int64_t i17 = 0; i17 < 1; ++i17) {
+          if ((o11 + i17) >= 0 && (o11 + i17) < A.d0_0) {
+            for (int64_t i18 = 0; i18 < lo15; ++i18) v10[(i17) * 1024 + i18] = tsr::h2f(tsr::f2h(double(-INFINITY)));
+            for (int64_t i18 = lo15; i18 < hi16; ++i18) v10[(i17) * 1024 + i18] = tsr::h2f(A.p0[(o11 + i17) * A.s0_0 + o12 + i18]);
+            for (int64_t i18 = hi16; i18 < 1024; ++i18) v10[(i17) * 1024 + i18] = tsr::h2f(tsr::f2h(double(-INFINITY)));
+          } else {
+            for (int64_t i18 = 0; i18 < 1024; ++i18) v10[(i17) * 1024 + i18] = tsr::h2f(tsr::f2h(double(-INFINITY)));
           }
         }
       }
@@ -109,7 +116,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %11 = cast %10 : tile<f32, [1, 1024]>
     // (the same array as its operand: exact in the compute type)
     // %12 = reduce %11 {axis = 1, kind = "max"} : tile<f32, [1]>
-    alignas(64) float v17[1];
+    alignas(64) float v19[1];
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       float a0_ = float(-INFINITY), a1_ = float(-INFINITY), a2_ = float(-INFINITY), a3_ = float(-INFINITY);
       int nan_ = 0;
@@ -126,106 +133,115 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         nan_ |= (x0_ != x0_) | (x1_ != x1_) | (x2_ != x2_) | (x3_ != x3_);
       }
       const float b0_ = a0_ > a1_ ? a0_ : a1_, b1_ = a2_ > a3_ ? a2_ : a3_;
-      v17[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ > b1_ ? b0_ : b1_);
+      v19[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ > b1_ ? b0_ : b1_);
     }
     // %13 = expand_dims %12 {axis = 0} : tile<f32, [1, 1]>
     // %14 = broadcast %13 : tile<f32, [1, 1024]>
-    alignas(64) float v18[1024];
-    for (int64_t i_ = 0; i_ < 1024; ++i_) v18[i_] = v17[0];
+    alignas(64) float v20[1024];
+    for (int64_t i_ = 0; i_ < 1024; ++i_) v20[i_] = v19[0];
     // %15 = sub %11, %14 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %16 = exp %15 : tile<f32, [1, 1024]>
-    alignas(64) float v19[1024];
-    for (int64_t c21 = 0; c21 < 1024; c21 += 256) {
-      tsr::prefetch_part(pf0_, pfl0_, c21 / 256, 4);
-      tsr::prefetch_part_w(pf1_, pfl1_, c21 / 256, 4);
-      for (int64_t i20 = c21; i20 < c21 + 256; ++i20) v19[i20] = (float(v10[i20] - v17[0]));
-      tsr::exp_inplace(v19 + c21, 256);
+    alignas(64) float v21[1024];
+    for (int64_t c23 = 0; c23 < 1024; c23 += 256) {
+      tsr::prefetch_part(pf0_, pfl0_, c23 / 256, 4);
+      tsr::prefetch_part_w(pf1_, pfl1_, c23 / 256, 4);
+      for (int64_t i22 = c23; i22 < c23 + 256; ++i22) v21[i22] = (float(v10[i22] - v19[0]));
+      tsr::exp_inplace(v21 + c23, 256);
     }
     // %17 = reduce %16 {axis = 1, kind = "sum"} : tile<f32, [1]>
-    alignas(64) float v22[1];
+    alignas(64) float v24[1];
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
       int nan_ = 0;
       #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
       for (int64_t l_ = 0; l_ < 256; ++l_) {
-        const float x0_ = v19[o_ * 1024 + l_];
+        const float x0_ = v21[o_ * 1024 + l_];
         a0_ += x0_;
-        const float x1_ = v19[o_ * 1024 + 256 + l_];
+        const float x1_ = v21[o_ * 1024 + 256 + l_];
         a1_ += x1_;
-        const float x2_ = v19[o_ * 1024 + 512 + l_];
+        const float x2_ = v21[o_ * 1024 + 512 + l_];
         a2_ += x2_;
-        const float x3_ = v19[o_ * 1024 + 768 + l_];
+        const float x3_ = v21[o_ * 1024 + 768 + l_];
         a3_ += x3_;
       }
       const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-      v22[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+      v24[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
     }
     // %18 = const {value = 1.0} : f32
-    const float v23 = float(0x1p+0);
+    const float v25 = float(0x1p+0);
     // %19 = splat %18 : tile<f32, [1]>
     // (computed inside its user)
     // %20 = div %19, %17 : tile<f32, [1]>
-    alignas(64) float v24[1];
-    for (int64_t i25 = 0; i25 < 1; ++i25) v24[i25] = float((v23) / v22[i25]);
+    alignas(64) float v26[1];
+    for (int64_t i27 = 0; i27 < 1; ++i27) v26[i27] = float((v25) / v24[i27]);
     // %21 = expand_dims %20 {axis = 0} : tile<f32, [1, 1]>
     // %22 = broadcast %21 : tile<f32, [1, 1024]>
-    alignas(64) float v26[1024];
-    for (int64_t i_ = 0; i_ < 1024; ++i_) v26[i_] = v24[0];
+    alignas(64) float v28[1024];
+    for (int64_t i_ = 0; i_ < 1024; ++i_) v28[i_] = v26[0];
     // %23 = mul %16, %22 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %24 = cast %23 : tile<f16, [1, 1024]>
     // (computed inside its user)
     // store_tile %y, %24, %1, %9
     {
-      const int64_t o27 = int64_t(v1) * 1;
-      const int64_t o28 = int64_t(v9) * 1024;
-      if (o27 >= 0 && o27 + 1 <= A.d1_0 && o28 >= 0 && o28 + 1024 <= A.d1_1) {
-        for (int64_t i29 = 0; i29 < 1; ++i29) {
-          for (int64_t i30 = 0; i30 < 1024; ++i30) A.p1[(o27 + i29) * A.s1_0 + o28 + i30] = tsr::f2h((float((float(v19[(i29) * 1024 + i30] * v24[0])))));
+      const int64_t o29 = int64_t(v1) * 1;
+      const int64_t o30 = int64_t(v9) * 1024;
+      if (o29 >= 0 && o29 + 1 <= A.d1_0 && o30 >= 0 && o30 + 1024 <= A.d1_1) {
+        for (int64_t i31 = 0; i31 < 1; ++i31) {
+          for (int64_t i32 = 0; i32 < 1024; ++i32) A.p1[(o29 + i31) * A.s1_0 + o30 + i32] = tsr::f2h((float((float(v21[(i31) * 1024 + i32] * v26[0])))));
         }
       } else {
-        for (int64_t i31 = 0; i31 < 1; ++i31) {
-          for (int64_t i32 = 0; i32 < 1024; ++i32) {
-            if ((o27 + i31) >= 0 && (o27 + i31) < A.d1_0 && (o28 + i32) >= 0 && (o28 + i32) < A.d1_1) A.p1[(o27 + i31) * A.s1_0 + (o28 + i32) * A.s1_1] = tsr::f2h((float((float(v19[(i31)*1024 + i32] * v24[0])))));
-          }
+        // partly outside: each row copies its columns inside [lo, hi)
+        const int64_t lo33 = o30 >= 0 ? 0 : -o30 < 1024 ? -o30 : 1024;
+        const int64_t hi34 = A.d1_1 - o30 >= 1024 ? 1024 : A.d1_1 - o30 > lo33 ? A.d1_1 - o30 : lo33;
+        for (int64_t i35 = 0; i35 < 1; ++i35) {
+          if ((o29 + i35) >= 0 && (o29 + i35) < A.d1_0)
+            for (int64_t i36 = lo33; i36 < hi34; ++i36) A.p1[(o29 + i35) * A.s1_0 + o30 + i36] = tsr::f2h((float((float(v21[(i35) * 1024 + i36] * v26[0])))));
         }
       }
     }
     // yield
   } else {
     // %25 = const {value = -inf} : f32
-    const float v33 = float(double(-INFINITY));
+    const float v37 = float(double(-INFINITY));
     // %26 = splat %25 : tile<f32, [1]>
-    alignas(64) float v34[1];
-    for (int64_t i35 = 0; i35 < 1; ++i35) v34[i35] = v33;
+    alignas(64) float v38[1];
+    for (int64_t i39 = 0; i39 < 1; ++i39) v38[i39] = v37;
     // %27 = const {value = 0.0} : f32
-    const float v36 = float(0x0p+0);
+    const float v40 = float(0x0p+0);
     // %28 = splat %27 : tile<f32, [1]>
-    alignas(64) float v37[1];
-    for (int64_t i38 = 0; i38 < 1; ++i38) v37[i38] = v36;
+    alignas(64) float v41[1];
+    for (int64_t i42 = 0; i42 < 1; ++i42) v41[i42] = v40;
     // %29 = const {value = 0} : i32
-    const int32_t v39 = int32_t(INT64_C(0));
+    const int32_t v43 = int32_t(INT64_C(0));
     // %30, %31 = for %29, %7, %4, %26, %28 : tile<f32, [1]>, tile<f32, [1]> {...}
-    alignas(64) float c40[1];
-    __builtin_memcpy(c40, v34, sizeof(c40));
-    alignas(64) float c41[1];
-    __builtin_memcpy(c41, v37, sizeof(c41));
-    for (int64_t iv42_ = v39; v4 > 0 && iv42_ < v7; iv42_ += v4) {
-      const int32_t iv42 = int32_t(iv42_);
+    alignas(64) float c44[1];
+    __builtin_memcpy(c44, v38, sizeof(c44));
+    alignas(64) float c45[1];
+    __builtin_memcpy(c45, v41, sizeof(c45));
+    for (int64_t iv46_ = v43; v4 > 0 && iv46_ < v7; iv46_ += v4) {
+      const int32_t iv46 = int32_t(iv46_);
       // %35 = load_tile %x, %1, %32 {pad = -inf} : tile<f16, [1, 1024]>
-      alignas(64) float v43[1024];
+      alignas(64) float v47[1024];
       {
-        const int64_t o44 = int64_t(v1) * 1;
-        const int64_t o45 = int64_t(iv42) * 1024;
-        if (o44 >= 0 && o44 + 1 <= A.d0_0 && o45 >= 0 && o45 + 1024 <= A.d0_1) {
-          for (int64_t i46 = 0; i46 < 1; ++i46) {
-            for (int64_t i47 = 0; i47 < 1024; ++i47) v43[(i46) * 1024 + i47] = tsr::h2f(A.p0[(o44 + i46) * A.s0_0 + o45 + i47]);
+        const int64_t o48 = int64_t(v1) * 1;
+        const int64_t o49 = int64_t(iv46) * 1024;
+        if (o48 >= 0 && o48 + 1 <= A.d0_0 && o49 >= 0 && o49 + 1024 <= A.d0_1) {
+          for (int64_t i50 = 0; i50 < 1; ++i50) {
+            for (int64_t i51 = 0; i51 < 1024; ++i51) v47[(i50) * 1024 + i51] = tsr::h2f(A.p0[(o48 + i50) * A.s0_0 + o49 + i51]);
           }
         } else {
-          for (int64_t i48 = 0; i48 < 1; ++i48) {
-            for (int64_t i49 = 0; i49 < 1024; ++i49) {
-              v43[(i48)*1024 + i49] = ((o44 + i48) >= 0 && (o44 + i48) < A.d0_0 && (o45 + i49) >= 0 && (o45 + i49) < A.d0_1) ? tsr::h2f(A.p0[(o44 + i48) * A.s0_0 + (o45 + i49) * A.s0_1]) : tsr::h2f(tsr::f2h(double(-INFINITY)));
+          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+          const int64_t lo52 = o49 >= 0 ? 0 : -o49 < 1024 ? -o49 : 1024;
+          const int64_t hi53 = A.d0_1 - o49 >= 1024 ? 1024 : A.d0_1 - o49 > lo52 ? A.d0_1 - o49 : lo52;
+          for (int64_t i54 = 0; i54 < 1; ++i54) {
+            if ((o48 + i54) >= 0 && (o48 + i54) < A.d0_0) {
+              for (int64_t i55 = 0; i55 < lo52; ++i55) v47[(i54) * 1024 + i55] = tsr::h2f(tsr::f2h(double(-INFINITY)));
+              for (int64_t i55 = lo52; i55 < hi53; ++i55) v47[(i54) * 1024 + i55] = tsr::h2f(A.p0[(o48 + i54) * A.s0_0 + o49 + i55]);
+              for (int64_t i55 = hi53; i55 < 1024; ++i55) v47[(i54) * 1024 + i55] = tsr::h2f(tsr::f2h(double(-INFINITY)));
+            } else {
+              for (int64_t i55 = 0; i55 < 1024; ++i55) v47[(i54) * 1024 + i55] = tsr::h2f(tsr::f2h(double(-INFINITY)));
             }
           }
         }
@@ -233,56 +249,56 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %36 = cast %35 : tile<f32, [1, 1024]>
       // (the same array as its operand: exact in the compute type)
       // %37 = reduce %36 {axis = 1, kind = "max"} : tile<f32, [1]>
-      alignas(64) float v50[1];
+      alignas(64) float v56[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float a0_ = float(-INFINITY), a1_ = float(-INFINITY), a2_ = float(-INFINITY), a3_ = float(-INFINITY);
         int nan_ = 0;
         #pragma omp simd reduction(max:a0_,a1_,a2_,a3_) reduction(|:nan_)
         for (int64_t l_ = 0; l_ < 256; ++l_) {
-          const float x0_ = v43[o_ * 1024 + l_];
+          const float x0_ = v47[o_ * 1024 + l_];
           a0_ = x0_ > a0_ ? x0_ : a0_;
-          const float x1_ = v43[o_ * 1024 + 256 + l_];
+          const float x1_ = v47[o_ * 1024 + 256 + l_];
           a1_ = x1_ > a1_ ? x1_ : a1_;
-          const float x2_ = v43[o_ * 1024 + 512 + l_];
+          const float x2_ = v47[o_ * 1024 + 512 + l_];
           a2_ = x2_ > a2_ ? x2_ : a2_;
-          const float x3_ = v43[o_ * 1024 + 768 + l_];
+          const float x3_ = v47[o_ * 1024 + 768 + l_];
           a3_ = x3_ > a3_ ? x3_ : a3_;
           nan_ |= (x0_ != x0_) | (x1_ != x1_) | (x2_ != x2_) | (x3_ != x3_);
         }
         const float b0_ = a0_ > a1_ ? a0_ : a1_, b1_ = a2_ > a3_ ? a2_ : a3_;
-        v50[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ > b1_ ? b0_ : b1_);
+        v56[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ > b1_ ? b0_ : b1_);
       }
       // %38 = max %33, %37 : tile<f32, [1]>
-      alignas(64) float v51[1];
-      for (int64_t i52 = 0; i52 < 1; ++i52) v51[i52] = tsr::fmax_nan(c40[i52], v50[i52]);
+      alignas(64) float v57[1];
+      for (int64_t i58 = 0; i58 < 1; ++i58) v57[i58] = tsr::fmax_nan(c44[i58], v56[i58]);
       // %39 = expand_dims %38 {axis = 0} : tile<f32, [1, 1]>
       // %40 = broadcast %39 : tile<f32, [1, 1024]>
-      alignas(64) float v53[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v53[i_] = v51[0];
+      alignas(64) float v59[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v59[i_] = v57[0];
       // %41 = sub %36, %40 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %42 = exp %41 : tile<f32, [1, 1024]>
-      alignas(64) float v54[1024];
-      for (int64_t i55 = 0; i55 < 1024; ++i55) v54[i55] = (float(v43[i55] - v51[0]));
-      tsr::exp_inplace(v54 + 0, 1024);
+      alignas(64) float v60[1024];
+      for (int64_t i61 = 0; i61 < 1024; ++i61) v60[i61] = (float(v47[i61] - v57[0]));
+      tsr::exp_inplace(v60 + 0, 1024);
       // %43 = reduce %42 {axis = 1, kind = "sum"} : tile<f32, [1]>
-      alignas(64) float v56[1];
+      alignas(64) float v62[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
         int nan_ = 0;
         #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
         for (int64_t l_ = 0; l_ < 256; ++l_) {
-          const float x0_ = v54[o_ * 1024 + l_];
+          const float x0_ = v60[o_ * 1024 + l_];
           a0_ += x0_;
-          const float x1_ = v54[o_ * 1024 + 256 + l_];
+          const float x1_ = v60[o_ * 1024 + 256 + l_];
           a1_ += x1_;
-          const float x2_ = v54[o_ * 1024 + 512 + l_];
+          const float x2_ = v60[o_ * 1024 + 512 + l_];
           a2_ += x2_;
-          const float x3_ = v54[o_ * 1024 + 768 + l_];
+          const float x3_ = v60[o_ * 1024 + 768 + l_];
           a3_ += x3_;
         }
         const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-        v56[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+        v62[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
       }
       // %44 = sub %33, %38 : tile<f32, [1]>
       // (computed inside its user)
@@ -291,34 +307,41 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %46 = mul %34, %45 : tile<f32, [1]>
       // (computed inside its user)
       // %47 = add %46, %43 : tile<f32, [1]>
-      // (written into the carried c41)
-      for (int64_t i57 = 0; i57 < 1; ++i57) c41[i57] = float((float(c41[i57] * (float(tsr::fast_expf((float(c40[i57] - v51[i57]))))))) + v56[i57]);
+      // (written into the carried c45)
+      for (int64_t i63 = 0; i63 < 1; ++i63) c45[i63] = float((float(c45[i63] * (float(tsr::fast_expf((float(c44[i63] - v57[i63]))))))) + v62[i63]);
       // yield %38, %47
-      __builtin_memcpy(c40, v51, sizeof(c40));
+      __builtin_memcpy(c44, v57, sizeof(c44));
     }
     // %48 = const {value = 1.0} : f32
-    const float v58 = float(0x1p+0);
+    const float v64 = float(0x1p+0);
     // %49 = splat %48 : tile<f32, [1]>
     // (computed inside its user)
     // %50 = div %49, %31 : tile<f32, [1]>
-    alignas(64) float v59[1];
-    for (int64_t i60 = 0; i60 < 1; ++i60) v59[i60] = float((v58) / c41[i60]);
+    alignas(64) float v65[1];
+    for (int64_t i66 = 0; i66 < 1; ++i66) v65[i66] = float((v64) / c45[i66]);
     // for %29, %7, %4 {...}
-    for (int64_t iv61_ = v39; v4 > 0 && iv61_ < v7; iv61_ += v4) {
-      const int32_t iv61 = int32_t(iv61_);
+    for (int64_t iv67_ = v43; v4 > 0 && iv67_ < v7; iv67_ += v4) {
+      const int32_t iv67 = int32_t(iv67_);
       // %52 = load_tile %x, %1, %51 {pad = -inf} : tile<f16, [1, 1024]>
-      alignas(64) float v62[1024];
+      alignas(64) float v68[1024];
       {
-        const int64_t o63 = int64_t(v1) * 1;
-        const int64_t o64 = int64_t(iv61) * 1024;
-        if (o63 >= 0 && o63 + 1 <= A.d0_0 && o64 >= 0 && o64 + 1024 <= A.d0_1) {
-          for (int64_t i65 = 0; i65 < 1; ++i65) {
-            for (int64_t i66 = 0; i66 < 1024; ++i66) v62[(i65) * 1024 + i66] = tsr::h2f(A.p0[(o63 + i65) * A.s0_0 + o64 + i66]);
+        const int64_t o69 = int64_t(v1) * 1;
+        const int64_t o70 = int64_t(iv67) * 1024;
+        if (o69 >= 0 && o69 + 1 <= A.d0_0 && o70 >= 0 && o70 + 1024 <= A.d0_1) {
+          for (int64_t i71 = 0; i71 < 1; ++i71) {
+            for (int64_t i72 = 0; i72 < 1024; ++i72) v68[(i71) * 1024 + i72] = tsr::h2f(A.p0[(o69 + i71) * A.s0_0 + o70 + i72]);
           }
         } else {
-          for (int64_t i67 = 0; i67 < 1; ++i67) {
-            for (int64_t i68 = 0; i68 < 1024; ++i68) {
-              v62[(i67)*1024 + i68] = ((o63 + i67) >= 0 && (o63 + i67) < A.d0_0 && (o64 + i68) >= 0 && (o64 + i68) < A.d0_1) ? tsr::h2f(A.p0[(o63 + i67) * A.s0_0 + (o64 + i68) * A.s0_1]) : tsr::h2f(tsr::f2h(double(-INFINITY)));
+          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+          const int64_t lo73 = o70 >= 0 ? 0 : -o70 < 1024 ? -o70 : 1024;
+          const int64_t hi74 = A.d0_1 - o70 >= 1024 ? 1024 : A.d0_1 - o70 > lo73 ? A.d0_1 - o70 : lo73;
+          for (int64_t i75 = 0; i75 < 1; ++i75) {
+            if ((o69 + i75) >= 0 && (o69 + i75) < A.d0_0) {
+              for (int64_t i76 = 0; i76 < lo73; ++i76) v68[(i75) * 1024 + i76] = tsr::h2f(tsr::f2h(double(-INFINITY)));
+              for (int64_t i76 = lo73; i76 < hi74; ++i76) v68[(i75) * 1024 + i76] = tsr::h2f(A.p0[(o69 + i75) * A.s0_0 + o70 + i76]);
+              for (int64_t i76 = hi74; i76 < 1024; ++i76) v68[(i75) * 1024 + i76] = tsr::h2f(tsr::f2h(double(-INFINITY)));
+            } else {
+              for (int64_t i76 = 0; i76 < 1024; ++i76) v68[(i75) * 1024 + i76] = tsr::h2f(tsr::f2h(double(-INFINITY)));
             }
           }
         }
@@ -327,35 +350,37 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // (computed inside its user)
       // %54 = expand_dims %30 {axis = 0} : tile<f32, [1, 1]>
       // %55 = broadcast %54 : tile<f32, [1, 1024]>
-      alignas(64) float v69[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v69[i_] = c40[0];
+      alignas(64) float v77[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v77[i_] = c44[0];
       // %56 = sub %53, %55 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %57 = exp %56 : tile<f32, [1, 1024]>
-      alignas(64) float v70[1024];
-      for (int64_t i71 = 0; i71 < 1024; ++i71) v70[i71] = (float((float(v62[i71])) - c40[0]));
-      tsr::exp_inplace(v70 + 0, 1024);
+      alignas(64) float v78[1024];
+      for (int64_t i79 = 0; i79 < 1024; ++i79) v78[i79] = (float((float(v68[i79])) - c44[0]));
+      tsr::exp_inplace(v78 + 0, 1024);
       // %58 = expand_dims %50 {axis = 0} : tile<f32, [1, 1]>
       // %59 = broadcast %58 : tile<f32, [1, 1024]>
-      alignas(64) float v72[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v72[i_] = v59[0];
+      alignas(64) float v80[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v80[i_] = v65[0];
       // %60 = mul %57, %59 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %61 = cast %60 : tile<f16, [1, 1024]>
       // (computed inside its user)
       // store_tile %y, %61, %1, %51
       {
-        const int64_t o73 = int64_t(v1) * 1;
-        const int64_t o74 = int64_t(iv61) * 1024;
-        if (o73 >= 0 && o73 + 1 <= A.d1_0 && o74 >= 0 && o74 + 1024 <= A.d1_1) {
-          for (int64_t i75 = 0; i75 < 1; ++i75) {
-            for (int64_t i76 = 0; i76 < 1024; ++i76) A.p1[(o73 + i75) * A.s1_0 + o74 + i76] = tsr::f2h((float((float(v70[(i75) * 1024 + i76] * v59[0])))));
+        const int64_t o81 = int64_t(v1) * 1;
+        const int64_t o82 = int64_t(iv67) * 1024;
+        if (o81 >= 0 && o81 + 1 <= A.d1_0 && o82 >= 0 && o82 + 1024 <= A.d1_1) {
+          for (int64_t i83 = 0; i83 < 1; ++i83) {
+            for (int64_t i84 = 0; i84 < 1024; ++i84) A.p1[(o81 + i83) * A.s1_0 + o82 + i84] = tsr::f2h((float((float(v78[(i83) * 1024 + i84] * v65[0])))));
           }
         } else {
-          for (int64_t i77 = 0; i77 < 1; ++i77) {
-            for (int64_t i78 = 0; i78 < 1024; ++i78) {
-              if ((o73 + i77) >= 0 && (o73 + i77) < A.d1_0 && (o74 + i78) >= 0 && (o74 + i78) < A.d1_1) A.p1[(o73 + i77) * A.s1_0 + (o74 + i78) * A.s1_1] = tsr::f2h((float((float(v70[(i77)*1024 + i78] * v59[0])))));
-            }
+          // partly outside: each row copies its columns inside [lo, hi)
+          const int64_t lo85 = o82 >= 0 ? 0 : -o82 < 1024 ? -o82 : 1024;
+          const int64_t hi86 = A.d1_1 - o82 >= 1024 ? 1024 : A.d1_1 - o82 > lo85 ? A.d1_1 - o82 : lo85;
+          for (int64_t i87 = 0; i87 < 1; ++i87) {
+            if ((o81 + i87) >= 0 && (o81 + i87) < A.d1_0)
+              for (int64_t i88 = lo85; i88 < hi86; ++i88) A.p1[(o81 + i87) * A.s1_0 + o82 + i88] = tsr::f2h((float((float(v78[(i87) * 1024 + i88] * v65[0])))));
           }
         }
       }

@@ -58,32 +58,32 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   if (int64_t(pid0) + 1 < int64_t(np0)) {
     const int32_t pn0_ = pid0 + 1;
     // %1 = program_id {axis = 0} : i32
-    const int32_t v28 = pn0_;
+    const int32_t v34 = pn0_;
     // %2 = const {value = 0} : i32
-    const int32_t v29 = int32_t(INT64_C(0));
+    const int32_t v35 = int32_t(INT64_C(0));
     {
-      const int64_t o30 = int64_t(v28) * 1;
-      const int64_t o31 = int64_t(v29) * 1024;
-      if (o30 >= 0 && o30 + 1 <= A.d0_0 && o31 >= 0 && o31 + 1024 <= A.d0_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p0 + o30 * A.s0_0 + o31);
+      const int64_t o36 = int64_t(v34) * 1;
+      const int64_t o37 = int64_t(v35) * 1024;
+      if (o36 >= 0 && o36 + 1 <= A.d0_0 && o37 >= 0 && o37 + 1024 <= A.d0_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p0 + o36 * A.s0_0 + o37);
         pf0_ = tsr::line_start(p_);
         pfl0_ = tsr::line_count(p_, 2048);
       }
     }
     {
-      const int64_t o32 = int64_t(v28) * 1;
-      const int64_t o33 = int64_t(v29) * 1024;
-      if (o32 >= 0 && o32 + 1 <= A.d1_0 && o33 >= 0 && o33 + 1024 <= A.d1_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p1 + o32 * A.s1_0 + o33);
+      const int64_t o38 = int64_t(v34) * 1;
+      const int64_t o39 = int64_t(v35) * 1024;
+      if (o38 >= 0 && o38 + 1 <= A.d1_0 && o39 >= 0 && o39 + 1024 <= A.d1_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p1 + o38 * A.s1_0 + o39);
         pf1_ = tsr::line_start(p_);
         pfl1_ = tsr::line_count(p_, 2048);
       }
     }
     {
-      const int64_t o34 = int64_t(v28) * 1;
-      const int64_t o35 = int64_t(v29) * 1024;
-      if (o34 >= 0 && o34 + 1 <= A.d2_0 && o35 >= 0 && o35 + 1024 <= A.d2_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p2 + o34 * A.s2_0 + o35);
+      const int64_t o40 = int64_t(v34) * 1;
+      const int64_t o41 = int64_t(v35) * 1024;
+      if (o40 >= 0 && o40 + 1 <= A.d2_0 && o41 >= 0 && o41 + 1024 <= A.d2_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p2 + o40 * A.s2_0 + o41);
         pf2_ = tsr::line_start(p_);
         pfl2_ = tsr::line_count(p_, 4096);
       }
@@ -103,55 +103,66 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         for (int64_t i7 = 0; i7 < 1024; ++i7) v3[(i6) * 1024 + i7] = tsr::bf2f(A.p0[(o4 + i6) * A.s0_0 + o5 + i7]);
       }
     } else {
-      for (int64_t i8 = 0; i8 < 1; ++i8) {
-        for (int64_t i9 = 0; i9 < 1024; ++i9) {
-          v3[(i8)*1024 + i9] = ((o4 + i8) >= 0 && (o4 + i8) < A.d0_0 && (o5 + i9) >= 0 && (o5 + i9) < A.d0_1) ? tsr::bf2f(A.p0[(o4 + i8) * A.s0_0 + (o5 + i9) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(double(NAN)));
+      // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+      const int64_t lo8 = o5 >= 0 ? 0 : -o5 < 1024 ? -o5 : 1024;
+      const int64_t hi9 = A.d0_1 - o5 >= 1024 ? 1024 : A.d0_1 - o5 > lo8 ? A.d0_1 - o5 : lo8;
+      for (int64_t i10 = 0; i10 < 1; ++i10) {
+        if ((o4 + i10) >= 0 && (o4 + i10) < A.d0_0) {
+          for (int64_t i11 = 0; i11 < lo8; ++i11) v3[(i10) * 1024 + i11] = tsr::bf2f(tsr::f2bf_d(double(NAN)));
+          for (int64_t i11 = lo8; i11 < hi9; ++i11) v3[(i10) * 1024 + i11] = tsr::bf2f(A.p0[(o4 + i10) * A.s0_0 + o5 + i11]);
+          for (int64_t i11 = hi9; i11 < 1024; ++i11) v3[(i10) * 1024 + i11] = tsr::bf2f(tsr::f2bf_d(double(NAN)));
+        } else {
+          for (int64_t i11 = 0; i11 < 1024; ++i11) v3[(i10) * 1024 + i11] = tsr::bf2f(tsr::f2bf_d(double(NAN)));
         }
       }
     }
   }
   // %4, %5 = sort %3 {axis = 1} : tile<bf16, [1, 1024]>, tile<i32, [1, 1024]>
-  alignas(64) float v10[1024];
-  alignas(64) int32_t v11[1024];
-  alignas(64) uint64_t sk12[2048];
-  alignas(64) int32_t sp13[2048];
-  tsr::sort_lines(v3, (const int32_t*)nullptr, v10, v11, 1, 1024, 1, 1024, false, sk12, sp13);
+  alignas(64) float v12[1024];
+  alignas(64) int32_t v13[1024];
+  alignas(64) uint64_t sk14[2048];
+  alignas(64) int32_t sp15[2048];
+  tsr::sort_lines(v3, (const int32_t*)nullptr, v12, v13, 1, 1024, 1, 1024, false, sk14, sp15);
   // store_tile %values, %4, %1, %2
   {
-    const int64_t o14 = int64_t(v1) * 1;
-    const int64_t o15 = int64_t(v2) * 1024;
-    if (o14 >= 0 && o14 + 1 <= A.d1_0 && o15 >= 0 && o15 + 1024 <= A.d1_1) {
-      for (int64_t i16 = 0; i16 < 1; ++i16) {
-        alignas(64) float st18[256];
-        for (int64_t c19 = 0; c19 < 1024; c19 += 256) {
-          tsr::prefetch_part(pf0_, pfl0_, c19 / 256, 4);
-          tsr::prefetch_part_w(pf1_, pfl1_, c19 / 256, 4);
-          tsr::prefetch_part_w(pf2_, pfl2_, c19 / 256, 4);
-          for (int64_t i17 = c19; i17 < c19 + 256; ++i17) st18[i17 - c19] = v10[(i16) * 1024 + i17];
-          tsr::store_bf16(A.p1 + (o14 + i16) * A.s1_0 + o15 + c19, st18, 256);
+    const int64_t o16 = int64_t(v1) * 1;
+    const int64_t o17 = int64_t(v2) * 1024;
+    if (o16 >= 0 && o16 + 1 <= A.d1_0 && o17 >= 0 && o17 + 1024 <= A.d1_1) {
+      for (int64_t i18 = 0; i18 < 1; ++i18) {
+        alignas(64) float st20[256];
+        for (int64_t c21 = 0; c21 < 1024; c21 += 256) {
+          tsr::prefetch_part(pf0_, pfl0_, c21 / 256, 4);
+          tsr::prefetch_part_w(pf1_, pfl1_, c21 / 256, 4);
+          tsr::prefetch_part_w(pf2_, pfl2_, c21 / 256, 4);
+          for (int64_t i19 = c21; i19 < c21 + 256; ++i19) st20[i19 - c21] = v12[(i18) * 1024 + i19];
+          tsr::store_bf16(A.p1 + (o16 + i18) * A.s1_0 + o17 + c21, st20, 256);
         }
       }
     } else {
-      for (int64_t i20 = 0; i20 < 1; ++i20) {
-        for (int64_t i21 = 0; i21 < 1024; ++i21) {
-          if ((o14 + i20) >= 0 && (o14 + i20) < A.d1_0 && (o15 + i21) >= 0 && (o15 + i21) < A.d1_1) A.p1[(o14 + i20) * A.s1_0 + (o15 + i21) * A.s1_1] = tsr::f2bf(v10[(i20)*1024 + i21]);
-        }
+      // partly outside: each row copies its columns inside [lo, hi)
+      const int64_t lo22 = o17 >= 0 ? 0 : -o17 < 1024 ? -o17 : 1024;
+      const int64_t hi23 = A.d1_1 - o17 >= 1024 ? 1024 : A.d1_1 - o17 > lo22 ? A.d1_1 - o17 : lo22;
+      for (int64_t i24 = 0; i24 < 1; ++i24) {
+        if ((o16 + i24) >= 0 && (o16 + i24) < A.d1_0)
+          for (int64_t i25 = lo22; i25 < hi23; ++i25) A.p1[(o16 + i24) * A.s1_0 + o17 + i25] = tsr::f2bf(v12[(i24) * 1024 + i25]);
       }
     }
   }
   // store_tile %indices, %5, %1, %2
   {
-    const int64_t o22 = int64_t(v1) * 1;
-    const int64_t o23 = int64_t(v2) * 1024;
-    if (o22 >= 0 && o22 + 1 <= A.d2_0 && o23 >= 0 && o23 + 1024 <= A.d2_1) {
-      for (int64_t i24 = 0; i24 < 1; ++i24) {
-        for (int64_t i25 = 0; i25 < 1024; ++i25) A.p2[(o22 + i24) * A.s2_0 + o23 + i25] = v11[(i24) * 1024 + i25];
+    const int64_t o26 = int64_t(v1) * 1;
+    const int64_t o27 = int64_t(v2) * 1024;
+    if (o26 >= 0 && o26 + 1 <= A.d2_0 && o27 >= 0 && o27 + 1024 <= A.d2_1) {
+      for (int64_t i28 = 0; i28 < 1; ++i28) {
+        for (int64_t i29 = 0; i29 < 1024; ++i29) A.p2[(o26 + i28) * A.s2_0 + o27 + i29] = v13[(i28) * 1024 + i29];
       }
     } else {
-      for (int64_t i26 = 0; i26 < 1; ++i26) {
-        for (int64_t i27 = 0; i27 < 1024; ++i27) {
-          if ((o22 + i26) >= 0 && (o22 + i26) < A.d2_0 && (o23 + i27) >= 0 && (o23 + i27) < A.d2_1) A.p2[(o22 + i26) * A.s2_0 + (o23 + i27) * A.s2_1] = v11[(i26)*1024 + i27];
-        }
+      // partly outside: each row copies its columns inside [lo, hi)
+      const int64_t lo30 = o27 >= 0 ? 0 : -o27 < 1024 ? -o27 : 1024;
+      const int64_t hi31 = A.d2_1 - o27 >= 1024 ? 1024 : A.d2_1 - o27 > lo30 ? A.d2_1 - o27 : lo30;
+      for (int64_t i32 = 0; i32 < 1; ++i32) {
+        if ((o26 + i32) >= 0 && (o26 + i32) < A.d2_0)
+          for (int64_t i33 = lo30; i33 < hi31; ++i33) A.p2[(o26 + i32) * A.s2_0 + o27 + i33] = v13[(i32) * 1024 + i33];
       }
     }
   }

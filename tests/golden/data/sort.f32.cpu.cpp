@@ -58,32 +58,32 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   if (int64_t(pid0) + 1 < int64_t(np0)) {
     const int32_t pn0_ = pid0 + 1;
     // %1 = program_id {axis = 0} : i32
-    const int32_t v27 = pn0_;
+    const int32_t v33 = pn0_;
     // %2 = const {value = 0} : i32
-    const int32_t v28 = int32_t(INT64_C(0));
+    const int32_t v34 = int32_t(INT64_C(0));
     {
-      const int64_t o29 = int64_t(v27) * 1;
-      const int64_t o30 = int64_t(v28) * 1024;
-      if (o29 >= 0 && o29 + 1 <= A.d0_0 && o30 >= 0 && o30 + 1024 <= A.d0_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p0 + o29 * A.s0_0 + o30);
+      const int64_t o35 = int64_t(v33) * 1;
+      const int64_t o36 = int64_t(v34) * 1024;
+      if (o35 >= 0 && o35 + 1 <= A.d0_0 && o36 >= 0 && o36 + 1024 <= A.d0_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p0 + o35 * A.s0_0 + o36);
         pf0_ = tsr::line_start(p_);
         pfl0_ = tsr::line_count(p_, 4096);
       }
     }
     {
-      const int64_t o31 = int64_t(v27) * 1;
-      const int64_t o32 = int64_t(v28) * 1024;
-      if (o31 >= 0 && o31 + 1 <= A.d1_0 && o32 >= 0 && o32 + 1024 <= A.d1_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p1 + o31 * A.s1_0 + o32);
+      const int64_t o37 = int64_t(v33) * 1;
+      const int64_t o38 = int64_t(v34) * 1024;
+      if (o37 >= 0 && o37 + 1 <= A.d1_0 && o38 >= 0 && o38 + 1024 <= A.d1_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p1 + o37 * A.s1_0 + o38);
         pf1_ = tsr::line_start(p_);
         pfl1_ = tsr::line_count(p_, 4096);
       }
     }
     {
-      const int64_t o33 = int64_t(v27) * 1;
-      const int64_t o34 = int64_t(v28) * 1024;
-      if (o33 >= 0 && o33 + 1 <= A.d2_0 && o34 >= 0 && o34 + 1024 <= A.d2_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p2 + o33 * A.s2_0 + o34);
+      const int64_t o39 = int64_t(v33) * 1;
+      const int64_t o40 = int64_t(v34) * 1024;
+      if (o39 >= 0 && o39 + 1 <= A.d2_0 && o40 >= 0 && o40 + 1024 <= A.d2_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p2 + o39 * A.s2_0 + o40);
         pf2_ = tsr::line_start(p_);
         pfl2_ = tsr::line_count(p_, 4096);
       }
@@ -103,53 +103,64 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         for (int64_t i7 = 0; i7 < 1024; ++i7) v3[(i6) * 1024 + i7] = A.p0[(o4 + i6) * A.s0_0 + o5 + i7];
       }
     } else {
-      for (int64_t i8 = 0; i8 < 1; ++i8) {
-        for (int64_t i9 = 0; i9 < 1024; ++i9) {
-          v3[(i8)*1024 + i9] = ((o4 + i8) >= 0 && (o4 + i8) < A.d0_0 && (o5 + i9) >= 0 && (o5 + i9) < A.d0_1) ? A.p0[(o4 + i8) * A.s0_0 + (o5 + i9) * A.s0_1] : float(double(NAN));
+      // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+      const int64_t lo8 = o5 >= 0 ? 0 : -o5 < 1024 ? -o5 : 1024;
+      const int64_t hi9 = A.d0_1 - o5 >= 1024 ? 1024 : A.d0_1 - o5 > lo8 ? A.d0_1 - o5 : lo8;
+      for (int64_t i10 = 0; i10 < 1; ++i10) {
+        if ((o4 + i10) >= 0 && (o4 + i10) < A.d0_0) {
+          for (int64_t i11 = 0; i11 < lo8; ++i11) v3[(i10) * 1024 + i11] = float(double(NAN));
+          for (int64_t i11 = lo8; i11 < hi9; ++i11) v3[(i10) * 1024 + i11] = A.p0[(o4 + i10) * A.s0_0 + o5 + i11];
+          for (int64_t i11 = hi9; i11 < 1024; ++i11) v3[(i10) * 1024 + i11] = float(double(NAN));
+        } else {
+          for (int64_t i11 = 0; i11 < 1024; ++i11) v3[(i10) * 1024 + i11] = float(double(NAN));
         }
       }
     }
   }
   // %4, %5 = sort %3 {axis = 1} : tile<f32, [1, 1024]>, tile<i32, [1, 1024]>
-  alignas(64) float v10[1024];
-  alignas(64) int32_t v11[1024];
-  alignas(64) uint64_t sk12[2048];
-  alignas(64) int32_t sp13[2048];
-  tsr::sort_lines(v3, (const int32_t*)nullptr, v10, v11, 1, 1024, 1, 1024, false, sk12, sp13);
+  alignas(64) float v12[1024];
+  alignas(64) int32_t v13[1024];
+  alignas(64) uint64_t sk14[2048];
+  alignas(64) int32_t sp15[2048];
+  tsr::sort_lines(v3, (const int32_t*)nullptr, v12, v13, 1, 1024, 1, 1024, false, sk14, sp15);
   // store_tile %values, %4, %1, %2
   {
-    const int64_t o14 = int64_t(v1) * 1;
-    const int64_t o15 = int64_t(v2) * 1024;
-    if (o14 >= 0 && o14 + 1 <= A.d1_0 && o15 >= 0 && o15 + 1024 <= A.d1_1) {
-      for (int64_t i16 = 0; i16 < 1; ++i16) {
-        for (int64_t c18 = 0; c18 < 1024; c18 += 256) {
-          tsr::prefetch_part(pf0_, pfl0_, c18 / 256, 4);
-          tsr::prefetch_part_w(pf1_, pfl1_, c18 / 256, 4);
-          tsr::prefetch_part_w(pf2_, pfl2_, c18 / 256, 4);
-          for (int64_t i17 = c18; i17 < c18 + 256; ++i17) A.p1[(o14 + i16) * A.s1_0 + o15 + i17] = v10[(i16) * 1024 + i17];
+    const int64_t o16 = int64_t(v1) * 1;
+    const int64_t o17 = int64_t(v2) * 1024;
+    if (o16 >= 0 && o16 + 1 <= A.d1_0 && o17 >= 0 && o17 + 1024 <= A.d1_1) {
+      for (int64_t i18 = 0; i18 < 1; ++i18) {
+        for (int64_t c20 = 0; c20 < 1024; c20 += 256) {
+          tsr::prefetch_part(pf0_, pfl0_, c20 / 256, 4);
+          tsr::prefetch_part_w(pf1_, pfl1_, c20 / 256, 4);
+          tsr::prefetch_part_w(pf2_, pfl2_, c20 / 256, 4);
+          for (int64_t i19 = c20; i19 < c20 + 256; ++i19) A.p1[(o16 + i18) * A.s1_0 + o17 + i19] = v12[(i18) * 1024 + i19];
         }
       }
     } else {
-      for (int64_t i19 = 0; i19 < 1; ++i19) {
-        for (int64_t i20 = 0; i20 < 1024; ++i20) {
-          if ((o14 + i19) >= 0 && (o14 + i19) < A.d1_0 && (o15 + i20) >= 0 && (o15 + i20) < A.d1_1) A.p1[(o14 + i19) * A.s1_0 + (o15 + i20) * A.s1_1] = v10[(i19)*1024 + i20];
-        }
+      // partly outside: each row copies its columns inside [lo, hi)
+      const int64_t lo21 = o17 >= 0 ? 0 : -o17 < 1024 ? -o17 : 1024;
+      const int64_t hi22 = A.d1_1 - o17 >= 1024 ? 1024 : A.d1_1 - o17 > lo21 ? A.d1_1 - o17 : lo21;
+      for (int64_t i23 = 0; i23 < 1; ++i23) {
+        if ((o16 + i23) >= 0 && (o16 + i23) < A.d1_0)
+          for (int64_t i24 = lo21; i24 < hi22; ++i24) A.p1[(o16 + i23) * A.s1_0 + o17 + i24] = v12[(i23) * 1024 + i24];
       }
     }
   }
   // store_tile %indices, %5, %1, %2
   {
-    const int64_t o21 = int64_t(v1) * 1;
-    const int64_t o22 = int64_t(v2) * 1024;
-    if (o21 >= 0 && o21 + 1 <= A.d2_0 && o22 >= 0 && o22 + 1024 <= A.d2_1) {
-      for (int64_t i23 = 0; i23 < 1; ++i23) {
-        for (int64_t i24 = 0; i24 < 1024; ++i24) A.p2[(o21 + i23) * A.s2_0 + o22 + i24] = v11[(i23) * 1024 + i24];
+    const int64_t o25 = int64_t(v1) * 1;
+    const int64_t o26 = int64_t(v2) * 1024;
+    if (o25 >= 0 && o25 + 1 <= A.d2_0 && o26 >= 0 && o26 + 1024 <= A.d2_1) {
+      for (int64_t i27 = 0; i27 < 1; ++i27) {
+        for (int64_t i28 = 0; i28 < 1024; ++i28) A.p2[(o25 + i27) * A.s2_0 + o26 + i28] = v13[(i27) * 1024 + i28];
       }
     } else {
-      for (int64_t i25 = 0; i25 < 1; ++i25) {
-        for (int64_t i26 = 0; i26 < 1024; ++i26) {
-          if ((o21 + i25) >= 0 && (o21 + i25) < A.d2_0 && (o22 + i26) >= 0 && (o22 + i26) < A.d2_1) A.p2[(o21 + i25) * A.s2_0 + (o22 + i26) * A.s2_1] = v11[(i25)*1024 + i26];
-        }
+      // partly outside: each row copies its columns inside [lo, hi)
+      const int64_t lo29 = o26 >= 0 ? 0 : -o26 < 1024 ? -o26 : 1024;
+      const int64_t hi30 = A.d2_1 - o26 >= 1024 ? 1024 : A.d2_1 - o26 > lo29 ? A.d2_1 - o26 : lo29;
+      for (int64_t i31 = 0; i31 < 1; ++i31) {
+        if ((o25 + i31) >= 0 && (o25 + i31) < A.d2_0)
+          for (int64_t i32 = lo29; i32 < hi30; ++i32) A.p2[(o25 + i31) * A.s2_0 + o26 + i32] = v13[(i31) * 1024 + i32];
       }
     }
   }

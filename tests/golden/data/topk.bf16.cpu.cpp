@@ -107,9 +107,16 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
             for (int64_t i24 = 0; i24 < 8192; ++i24) dst20[(i23) * 8192 + i24] = tsr::bf2f(A.p0[(o21 + i23) * A.s0_0 + o22 + i24]);
           }
         } else {
-          for (int64_t i25 = 0; i25 < 1; ++i25) {
-            for (int64_t i26 = 0; i26 < 8192; ++i26) {
-              dst20[(i25)*8192 + i26] = ((o21 + i25) >= 0 && (o21 + i25) < A.d0_0 && (o22 + i26) >= 0 && (o22 + i26) < A.d0_1) ? tsr::bf2f(A.p0[(o21 + i25) * A.s0_0 + (o22 + i26) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+          const int64_t lo25 = o22 >= 0 ? 0 : -o22 < 8192 ? -o22 : 8192;
+          const int64_t hi26 = A.d0_1 - o22 >= 8192 ? 8192 : A.d0_1 - o22 > lo25 ? A.d0_1 - o22 : lo25;
+          for (int64_t i27 = 0; i27 < 1; ++i27) {
+            if ((o21 + i27) >= 0 && (o21 + i27) < A.d0_0) {
+              for (int64_t i28 = 0; i28 < lo25; ++i28) dst20[(i27) * 8192 + i28] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
+              for (int64_t i28 = lo25; i28 < hi26; ++i28) dst20[(i27) * 8192 + i28] = tsr::bf2f(A.p0[(o21 + i27) * A.s0_0 + o22 + i28]);
+              for (int64_t i28 = hi26; i28 < 8192; ++i28) dst20[(i27) * 8192 + i28] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
+            } else {
+              for (int64_t i28 = 0; i28 < 8192; ++i28) dst20[(i27) * 8192 + i28] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
             }
           }
         }
@@ -118,58 +125,65 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // yield
   }
   // %19 = const {value = 32767} : u32
-  const uint32_t v27 = uint32_t(INT64_C(32767));
+  const uint32_t v29 = uint32_t(INT64_C(32767));
   // %20 = const {value = 15} : u32
-  const uint32_t v28 = uint32_t(INT64_C(15));
+  const uint32_t v30 = uint32_t(INT64_C(15));
   // %21 = sub %7, %4 : i32
-  const int32_t v29 = tsr::wsub(v7, v4);
+  const int32_t v31 = tsr::wsub(v7, v4);
   // %22 = const {value = 8} : u32
-  const uint32_t v30 = uint32_t(INT64_C(8));
+  const uint32_t v32 = uint32_t(INT64_C(8));
   // %23 = const {value = 255} : u32
-  const uint32_t v31 = uint32_t(INT64_C(255));
+  const uint32_t v33 = uint32_t(INT64_C(255));
   // %24 = for %16, %13, %4, %17 : tile<i32, [256]> {...}
-  alignas(64) int32_t c32[256];
-  __builtin_memcpy(c32, v17, sizeof(c32));
-  for (int64_t iv33_ = v16; v4 > 0 && iv33_ < v13; iv33_ += v4) {
-    const int32_t iv33 = int32_t(iv33_);
+  alignas(64) int32_t c34[256];
+  __builtin_memcpy(c34, v17, sizeof(c34));
+  for (int64_t iv35_ = v16; v4 > 0 && iv35_ < v13; iv35_ += v4) {
+    const int32_t iv35 = int32_t(iv35_);
     // async_wait
     // (copies are synchronous here: nothing to wait for)
     // %27 = rem %25, %10 : i32
-    const int32_t v34 = tsr::irem(iv33, v10);
+    const int32_t v36 = tsr::irem(iv35, v10);
     // %28 = mul %27, %10 : i32
-    const int32_t v35 = tsr::wmul(v34, v10);
+    const int32_t v37 = tsr::wmul(v36, v10);
     // %29 = add %25, %4 : i32
-    const int32_t v36 = tsr::wadd(iv33, v4);
+    const int32_t v38 = tsr::wadd(iv35, v4);
     // %30 = cmp %29, %13 {pred = "lt"} : i1
-    const uint8_t v37 = uint8_t(v36 < v13);
+    const uint8_t v39 = uint8_t(v38 < v13);
     // if %30 {...}
-    if (v37) {
+    if (v39) {
       // %31 = mul %29, %10 : i32
-      const int32_t v38 = tsr::wmul(v36, v10);
+      const int32_t v40 = tsr::wmul(v38, v10);
       // %32 = sub %10, %28 : i32
-      const int32_t v39 = tsr::wsub(v10, v35);
+      const int32_t v41 = tsr::wsub(v10, v37);
       // for %16, %10, %4 {...}
-      for (int64_t iv40_ = v16; v4 > 0 && iv40_ < v10; iv40_ += v4) {
-        const int32_t iv40 = int32_t(iv40_);
+      for (int64_t iv42_ = v16; v4 > 0 && iv42_ < v10; iv42_ += v4) {
+        const int32_t iv42 = int32_t(iv42_);
         // %34 = add %31, %33 : i32
-        const int32_t v41 = tsr::wadd(v38, iv40);
+        const int32_t v43 = tsr::wadd(v40, iv42);
         // %35 = add %32, %33 : i32
-        const int32_t v42 = tsr::wadd(v39, iv40);
+        const int32_t v44 = tsr::wadd(v41, iv42);
         // async_copy %9, %x, %35, %1, %34
-        if (!(true && int64_t(v42) >= 0 && int64_t(v42) < 4)) { tsr_fault(628); return; }
+        if (!(true && int64_t(v44) >= 0 && int64_t(v44) < 4)) { tsr_fault(628); return; }
         {
-          float* const dst43 = buf9 + ((0) * 4 + int64_t(v42)) * 8192;
+          float* const dst45 = buf9 + ((0) * 4 + int64_t(v44)) * 8192;
           {
-            const int64_t o44 = int64_t(v1) * 1;
-            const int64_t o45 = int64_t(v41) * 8192;
-            if (o44 >= 0 && o44 + 1 <= A.d0_0 && o45 >= 0 && o45 + 8192 <= A.d0_1) {
-              for (int64_t i46 = 0; i46 < 1; ++i46) {
-                for (int64_t i47 = 0; i47 < 8192; ++i47) dst43[(i46) * 8192 + i47] = tsr::bf2f(A.p0[(o44 + i46) * A.s0_0 + o45 + i47]);
+            const int64_t o46 = int64_t(v1) * 1;
+            const int64_t o47 = int64_t(v43) * 8192;
+            if (o46 >= 0 && o46 + 1 <= A.d0_0 && o47 >= 0 && o47 + 8192 <= A.d0_1) {
+              for (int64_t i48 = 0; i48 < 1; ++i48) {
+                for (int64_t i49 = 0; i49 < 8192; ++i49) dst45[(i48) * 8192 + i49] = tsr::bf2f(A.p0[(o46 + i48) * A.s0_0 + o47 + i49]);
               }
             } else {
-              for (int64_t i48 = 0; i48 < 1; ++i48) {
-                for (int64_t i49 = 0; i49 < 8192; ++i49) {
-                  dst43[(i48)*8192 + i49] = ((o44 + i48) >= 0 && (o44 + i48) < A.d0_0 && (o45 + i49) >= 0 && (o45 + i49) < A.d0_1) ? tsr::bf2f(A.p0[(o44 + i48) * A.s0_0 + (o45 + i49) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+              // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+              const int64_t lo50 = o47 >= 0 ? 0 : -o47 < 8192 ? -o47 : 8192;
+              const int64_t hi51 = A.d0_1 - o47 >= 8192 ? 8192 : A.d0_1 - o47 > lo50 ? A.d0_1 - o47 : lo50;
+              for (int64_t i52 = 0; i52 < 1; ++i52) {
+                if ((o46 + i52) >= 0 && (o46 + i52) < A.d0_0) {
+                  for (int64_t i53 = 0; i53 < lo50; ++i53) dst45[(i52) * 8192 + i53] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
+                  for (int64_t i53 = lo50; i53 < hi51; ++i53) dst45[(i52) * 8192 + i53] = tsr::bf2f(A.p0[(o46 + i52) * A.s0_0 + o47 + i53]);
+                  for (int64_t i53 = hi51; i53 < 8192; ++i53) dst45[(i52) * 8192 + i53] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
+                } else {
+                  for (int64_t i53 = 0; i53 < 8192; ++i53) dst45[(i52) * 8192 + i53] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
                 }
               }
             }
@@ -182,30 +196,30 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // yield
     }
     // %36 = mul %25, %10 : i32
-    const int32_t v50 = tsr::wmul(iv33, v10);
+    const int32_t v54 = tsr::wmul(iv35, v10);
     // %37 = sub %7, %36 : i32
-    const int32_t v51 = tsr::wsub(v7, v50);
+    const int32_t v55 = tsr::wsub(v7, v54);
     // %38 = min %10, %37 : i32
-    const int32_t v52 = tsr::imin(v10, v51);
+    const int32_t v56 = tsr::imin(v10, v55);
     // %39 = for %16, %38, %4, %26 : tile<i32, [256]> {...}
-    alignas(64) int32_t c53[256];
-    __builtin_memcpy(c53, c32, sizeof(c53));
-    for (int64_t iv54_ = v16; v4 > 0 && iv54_ < v52; iv54_ += v4) {
-      const int32_t iv54 = int32_t(iv54_);
+    alignas(64) int32_t c57[256];
+    __builtin_memcpy(c57, c34, sizeof(c57));
+    for (int64_t iv58_ = v16; v4 > 0 && iv58_ < v56; iv58_ += v4) {
+      const int32_t iv58 = int32_t(iv58_);
       // %42 = add %36, %40 : i32
-      const int32_t v55 = tsr::wadd(v50, iv54);
+      const int32_t v59 = tsr::wadd(v54, iv58);
       // %43 = add %28, %40 : i32
-      const int32_t v56 = tsr::wadd(v35, iv54);
+      const int32_t v60 = tsr::wadd(v37, iv58);
       // %44 = buffer_read %9, %43 : tile<bf16, [1, 8192]>
-      if (!(true && int64_t(v56) >= 0 && int64_t(v56) < 4)) { tsr_fault(788); return; }
-      alignas(64) float v57[8192];
-      __builtin_memcpy(v57, buf9 + ((0) * 4 + int64_t(v56)) * 8192, sizeof(v57));
+      if (!(true && int64_t(v60) >= 0 && int64_t(v60) < 4)) { tsr_fault(788); return; }
+      alignas(64) float v61[8192];
+      __builtin_memcpy(v61, buf9 + ((0) * 4 + int64_t(v60)) * 8192, sizeof(v61));
       // %45 = reshape %44 : tile<bf16, [8192]>
       // %46 = bitcast %45 : tile<u16, [8192]>
       // (computed inside its user)
       // %47 = cast %46 : tile<u32, [8192]>
-      alignas(64) uint32_t v58[8192];
-      for (int64_t i59 = 0; i59 < 8192; ++i59) v58[i59] = uint32_t((uint16_t(tsr::bf16_bits(v57[i59]))));
+      alignas(64) uint32_t v62[8192];
+      for (int64_t i63 = 0; i63 < 8192; ++i63) v62[i63] = uint32_t((uint16_t(tsr::bf16_bits(v61[i63]))));
       // %48 = splat %19 : tile<u32, [8192]>
       // (computed inside its user)
       // %49 = xor %47, %48 : tile<u32, [8192]>
@@ -219,15 +233,15 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %53 = cmp %51, %52 {pred = "eq"} : tile<i1, [8192]>
       // (computed inside its user)
       // %54 = where %53, %49, %47 : tile<u32, [8192]>
-      alignas(64) uint32_t v60[8192];
-      for (int64_t i61 = 0; i61 < 8192; ++i61) v60[i61] = ((uint8_t((tsr::ishr(v58[i61], (v28))) == (v14))) ? (uint32_t(v58[i61] ^ (v27))) : v58[i61]);
+      alignas(64) uint32_t v64[8192];
+      for (int64_t i65 = 0; i65 < 8192; ++i65) v64[i65] = ((uint8_t((tsr::ishr(v62[i65], (v30))) == (v14))) ? (uint32_t(v62[i65] ^ (v29))) : v62[i65]);
       // %55 = cmp %42, %21 {pred = "eq"} : i1
-      const uint8_t v62 = uint8_t(v55 == v29);
+      const uint8_t v66 = uint8_t(v59 == v31);
       // %56 = if %55 : tile<u32, [8192]> {...}
-      alignas(64) uint32_t v63[8192];
-      if (v62) {
+      alignas(64) uint32_t v67[8192];
+      if (v66) {
         // %57 = mul %42, %3 : i32
-        const int32_t v64 = tsr::wmul(v55, v3);
+        const int32_t v68 = tsr::wmul(v59, v3);
         // %58 = arange : tile<i32, [8192]>
         // (computed inside its user)
         // %59 = splat %57 : tile<i32, [8192]>
@@ -241,13 +255,13 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // %63 = splat %8 : tile<u32, [8192]>
         // (computed inside its user)
         // %64 = where %62, %54, %63 : tile<u32, [8192]>
-        alignas(64) uint32_t v65[8192];
-        for (int64_t i66 = 0; i66 < 8192; ++i66) v65[i66] = ((uint8_t((tsr::wadd((int32_t(0 + i66)), (v64))) < (v2))) ? v60[i66] : (v8));
+        alignas(64) uint32_t v69[8192];
+        for (int64_t i70 = 0; i70 < 8192; ++i70) v69[i70] = ((uint8_t((tsr::wadd((int32_t(0 + i70)), (v68))) < (v2))) ? v64[i70] : (v8));
         // yield %64
-        __builtin_memcpy(v63, v65, sizeof(v63));
+        __builtin_memcpy(v67, v69, sizeof(v67));
       } else {
         // yield %54
-        __builtin_memcpy(v63, v60, sizeof(v63));
+        __builtin_memcpy(v67, v64, sizeof(v67));
       }
       // %65 = splat %22 : tile<u32, [8192]>
       // (computed inside its user)
@@ -258,120 +272,127 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %68 = and %66, %67 : tile<u32, [8192]>
       // (computed inside its user)
       // %69 = cast %68 : tile<i32, [8192]>
-      alignas(64) int32_t v67[8192];
-      for (int64_t i68 = 0; i68 < 8192; ++i68) v67[i68] = int32_t((uint32_t((tsr::ishr(v63[i68], (v30))) & (v31))));
+      alignas(64) int32_t v71[8192];
+      for (int64_t i72 = 0; i72 < 8192; ++i72) v71[i72] = int32_t((uint32_t((tsr::ishr(v67[i72], (v32))) & (v33))));
       // %70 = histogram %69 : tile<i32, [256]>
-      alignas(64) int32_t v69[256];
-      tsr::histogram(v67, 8192, v69, 256);
+      alignas(64) int32_t v73[256];
+      tsr::histogram(v71, 8192, v73, 256);
       // %71 = add %41, %70 : tile<i32, [256]>
-      // (written into the carried c53)
-      for (int64_t i70 = 0; i70 < 256; ++i70) c53[i70] = tsr::wadd(c53[i70], v69[i70]);
+      // (written into the carried c57)
+      for (int64_t i74 = 0; i74 < 256; ++i74) c57[i74] = tsr::wadd(c57[i74], v73[i74]);
       // yield %71
     }
     // yield %39
-    __builtin_memcpy(c32, c53, sizeof(c32));
+    __builtin_memcpy(c34, c57, sizeof(c34));
   }
   // %72 = scan %24 {axis = 0, kind = "sum"} : tile<i32, [256]>
-  alignas(64) int32_t v71[256];
+  alignas(64) int32_t v75[256];
   for (int64_t o_ = 0; o_ < 1; ++o_)
   for (int64_t n_ = 0; n_ < 1; ++n_) {
-    int32_t acc72 = c32[(o_ * 256 + 0) * 1 + n_];
-    v71[(o_ * 256 + 0) * 1 + n_] = acc72;
-    for (int64_t l73 = 1; l73 < 256; ++l73) {
-      acc72 = tsr::wadd(acc72, c32[(o_ * 256 + l73) * 1 + n_]);
-      v71[(o_ * 256 + l73) * 1 + n_] = acc72;
+    int32_t acc76 = c34[(o_ * 256 + 0) * 1 + n_];
+    v75[(o_ * 256 + 0) * 1 + n_] = acc76;
+    for (int64_t l77 = 1; l77 < 256; ++l77) {
+      acc76 = tsr::wadd(acc76, c34[(o_ * 256 + l77) * 1 + n_]);
+      v75[(o_ * 256 + l77) * 1 + n_] = acc76;
     }
   }
   // %73 = splat %15 : tile<i32, [256]>
   // (computed inside its user)
   // %74 = cmp %72, %73 {pred = "lt"} : tile<i1, [256]>
-  alignas(64) uint8_t v74[256];
-  for (int64_t i75 = 0; i75 < 256; ++i75) v74[i75] = uint8_t(v71[i75] < (v15));
+  alignas(64) uint8_t v78[256];
+  for (int64_t i79 = 0; i79 < 256; ++i79) v78[i79] = uint8_t(v75[i79] < (v15));
   // %75 = cast %74 : tile<i32, [256]>
-  alignas(64) int32_t v76[256];
-  for (int64_t i77 = 0; i77 < 256; ++i77) v76[i77] = int32_t(v74[i77]);
+  alignas(64) int32_t v80[256];
+  for (int64_t i81 = 0; i81 < 256; ++i81) v80[i81] = int32_t(v78[i81]);
   // %76 = reduce %75 {axis = 0, kind = "sum"} : i32
-  int32_t v78;
+  int32_t v82;
   for (int64_t o_ = 0; o_ < 1; ++o_) {
     int32_t ln_[16];
     for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
     for (int64_t l_ = 0; l_ < 256; l_ += 16)
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v76[o_ * 256 + l_ + q_]);
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v80[o_ * 256 + l_ + q_]);
     int32_t acc_ = ln_[0];
     for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-    v78 = acc_;
+    v82 = acc_;
   }
   // %77 = arange : tile<i32, [256]>
-  alignas(64) int32_t v79[256];
-  for (int64_t i80 = 0; i80 < 256; ++i80) v79[i80] = int32_t(0 + i80);
+  alignas(64) int32_t v83[256];
+  for (int64_t i84 = 0; i84 < 256; ++i84) v83[i84] = int32_t(0 + i84);
   // %78 = splat %76 : tile<i32, [256]>
   // (computed inside its user)
   // %79 = cmp %77, %78 {pred = "eq"} : tile<i1, [256]>
   // (computed inside its user)
   // %80 = where %79, %24, %17 : tile<i32, [256]>
-  alignas(64) int32_t v81[256];
-  for (int64_t i82 = 0; i82 < 256; ++i82) v81[i82] = ((uint8_t(v79[i82] == (v78))) ? c32[i82] : v16);
+  alignas(64) int32_t v85[256];
+  for (int64_t i86 = 0; i86 < 256; ++i86) v85[i86] = ((uint8_t(v83[i86] == (v82))) ? c34[i86] : v16);
   // %81 = reduce %80 {axis = 0, kind = "sum"} : i32
-  int32_t v83;
+  int32_t v87;
   for (int64_t o_ = 0; o_ < 1; ++o_) {
     int32_t ln_[16];
     for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
     for (int64_t l_ = 0; l_ < 256; l_ += 16)
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v81[o_ * 256 + l_ + q_]);
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v85[o_ * 256 + l_ + q_]);
     int32_t acc_ = ln_[0];
     for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-    v83 = acc_;
+    v87 = acc_;
   }
   // %82 = where %74, %24, %17 : tile<i32, [256]>
-  alignas(64) int32_t v84[256];
-  for (int64_t i85 = 0; i85 < 256; ++i85) v84[i85] = (v74[i85] ? c32[i85] : v16);
+  alignas(64) int32_t v88[256];
+  for (int64_t i89 = 0; i89 < 256; ++i89) v88[i89] = (v78[i89] ? c34[i89] : v16);
   // %83 = reduce %82 {axis = 0, kind = "sum"} : i32
-  int32_t v86;
+  int32_t v90;
   for (int64_t o_ = 0; o_ < 1; ++o_) {
     int32_t ln_[16];
     for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
     for (int64_t l_ = 0; l_ < 256; l_ += 16)
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v84[o_ * 256 + l_ + q_]);
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v88[o_ * 256 + l_ + q_]);
     int32_t acc_ = ln_[0];
     for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-    v86 = acc_;
+    v90 = acc_;
   }
   // %84 = sub %15, %83 : i32
-  const int32_t v87 = tsr::wsub(v15, v86);
+  const int32_t v91 = tsr::wsub(v15, v90);
   // %85 = cast %76 : u32
-  const uint32_t v88 = uint32_t(v78);
+  const uint32_t v92 = uint32_t(v82);
   // %86 = const {value = 8} : u32
-  const uint32_t v89 = uint32_t(INT64_C(8));
+  const uint32_t v93 = uint32_t(INT64_C(8));
   // %87 = shl %85, %86 : u32
-  const uint32_t v90 = tsr::ishl(v88, v89);
+  const uint32_t v94 = tsr::ishl(v92, v93);
   // %88 = or %14, %87 : u32
-  const uint32_t v91 = uint32_t(v14 | v90);
+  const uint32_t v95 = uint32_t(v14 | v94);
   // %89 = cmp %81, %84 {pred = "ne"} : i1
-  const uint8_t v92 = uint8_t(v83 != v87);
+  const uint8_t v96 = uint8_t(v87 != v91);
   // %90, %91, %92, %93 = if %89 : u32, i32, u32, i1 {...}
-  uint32_t v93;
-  int32_t v94;
-  uint32_t v95;
-  uint8_t v96;
-  if (v92) {
+  uint32_t v97;
+  int32_t v98;
+  uint32_t v99;
+  uint8_t v100;
+  if (v96) {
     // for %16, %10, %4 {...}
-    for (int64_t iv97_ = v16; v4 > 0 && iv97_ < v10; iv97_ += v4) {
-      const int32_t iv97 = int32_t(iv97_);
+    for (int64_t iv101_ = v16; v4 > 0 && iv101_ < v10; iv101_ += v4) {
+      const int32_t iv101 = int32_t(iv101_);
       // async_copy %9, %x, %94, %1, %94
-      if (!(true && int64_t(iv97) >= 0 && int64_t(iv97) < 4)) { tsr_fault(1620); return; }
+      if (!(true && int64_t(iv101) >= 0 && int64_t(iv101) < 4)) { tsr_fault(1620); return; }
       {
-        float* const dst98 = buf9 + ((0) * 4 + int64_t(iv97)) * 8192;
+        float* const dst102 = buf9 + ((0) * 4 + int64_t(iv101)) * 8192;
         {
-          const int64_t o99 = int64_t(v1) * 1;
-          const int64_t o100 = int64_t(iv97) * 8192;
-          if (o99 >= 0 && o99 + 1 <= A.d0_0 && o100 >= 0 && o100 + 8192 <= A.d0_1) {
-            for (int64_t i101 = 0; i101 < 1; ++i101) {
-              for (int64_t i102 = 0; i102 < 8192; ++i102) dst98[(i101) * 8192 + i102] = tsr::bf2f(A.p0[(o99 + i101) * A.s0_0 + o100 + i102]);
+          const int64_t o103 = int64_t(v1) * 1;
+          const int64_t o104 = int64_t(iv101) * 8192;
+          if (o103 >= 0 && o103 + 1 <= A.d0_0 && o104 >= 0 && o104 + 8192 <= A.d0_1) {
+            for (int64_t i105 = 0; i105 < 1; ++i105) {
+              for (int64_t i106 = 0; i106 < 8192; ++i106) dst102[(i105) * 8192 + i106] = tsr::bf2f(A.p0[(o103 + i105) * A.s0_0 + o104 + i106]);
             }
           } else {
-            for (int64_t i103 = 0; i103 < 1; ++i103) {
-              for (int64_t i104 = 0; i104 < 8192; ++i104) {
-                dst98[(i103)*8192 + i104] = ((o99 + i103) >= 0 && (o99 + i103) < A.d0_0 && (o100 + i104) >= 0 && (o100 + i104) < A.d0_1) ? tsr::bf2f(A.p0[(o99 + i103) * A.s0_0 + (o100 + i104) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+            // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+            const int64_t lo107 = o104 >= 0 ? 0 : -o104 < 8192 ? -o104 : 8192;
+            const int64_t hi108 = A.d0_1 - o104 >= 8192 ? 8192 : A.d0_1 - o104 > lo107 ? A.d0_1 - o104 : lo107;
+            for (int64_t i109 = 0; i109 < 1; ++i109) {
+              if ((o103 + i109) >= 0 && (o103 + i109) < A.d0_0) {
+                for (int64_t i110 = 0; i110 < lo107; ++i110) dst102[(i109) * 8192 + i110] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
+                for (int64_t i110 = lo107; i110 < hi108; ++i110) dst102[(i109) * 8192 + i110] = tsr::bf2f(A.p0[(o103 + i109) * A.s0_0 + o104 + i110]);
+                for (int64_t i110 = hi108; i110 < 8192; ++i110) dst102[(i109) * 8192 + i110] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
+              } else {
+                for (int64_t i110 = 0; i110 < 8192; ++i110) dst102[(i109) * 8192 + i110] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
               }
             }
           }
@@ -380,60 +401,67 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // yield
     }
     // %95 = const {value = 32767} : u32
-    const uint32_t v105 = uint32_t(INT64_C(32767));
+    const uint32_t v111 = uint32_t(INT64_C(32767));
     // %96 = const {value = 15} : u32
-    const uint32_t v106 = uint32_t(INT64_C(15));
+    const uint32_t v112 = uint32_t(INT64_C(15));
     // %97 = sub %7, %4 : i32
-    const int32_t v107 = tsr::wsub(v7, v4);
+    const int32_t v113 = tsr::wsub(v7, v4);
     // %98 = const {value = 255} : u32
-    const uint32_t v108 = uint32_t(INT64_C(255));
+    const uint32_t v114 = uint32_t(INT64_C(255));
     // %99 = shr %88, %86 : u32
-    const uint32_t v109 = tsr::ishr(v91, v89);
+    const uint32_t v115 = tsr::ishr(v95, v93);
     // %100 = const {value = -1} : i32
-    const int32_t v110 = int32_t(INT64_C(-1));
+    const int32_t v116 = int32_t(INT64_C(-1));
     // %101 = for %16, %13, %4, %17 : tile<i32, [256]> {...}
-    alignas(64) int32_t c111[256];
-    __builtin_memcpy(c111, v17, sizeof(c111));
-    for (int64_t iv112_ = v16; v4 > 0 && iv112_ < v13; iv112_ += v4) {
-      const int32_t iv112 = int32_t(iv112_);
+    alignas(64) int32_t c117[256];
+    __builtin_memcpy(c117, v17, sizeof(c117));
+    for (int64_t iv118_ = v16; v4 > 0 && iv118_ < v13; iv118_ += v4) {
+      const int32_t iv118 = int32_t(iv118_);
       // async_wait
       // (copies are synchronous here: nothing to wait for)
       // %104 = rem %102, %10 : i32
-      const int32_t v113 = tsr::irem(iv112, v10);
+      const int32_t v119 = tsr::irem(iv118, v10);
       // %105 = mul %104, %10 : i32
-      const int32_t v114 = tsr::wmul(v113, v10);
+      const int32_t v120 = tsr::wmul(v119, v10);
       // %106 = add %102, %4 : i32
-      const int32_t v115 = tsr::wadd(iv112, v4);
+      const int32_t v121 = tsr::wadd(iv118, v4);
       // %107 = cmp %106, %13 {pred = "lt"} : i1
-      const uint8_t v116 = uint8_t(v115 < v13);
+      const uint8_t v122 = uint8_t(v121 < v13);
       // if %107 {...}
-      if (v116) {
+      if (v122) {
         // %108 = mul %106, %10 : i32
-        const int32_t v117 = tsr::wmul(v115, v10);
+        const int32_t v123 = tsr::wmul(v121, v10);
         // %109 = sub %10, %105 : i32
-        const int32_t v118 = tsr::wsub(v10, v114);
+        const int32_t v124 = tsr::wsub(v10, v120);
         // for %16, %10, %4 {...}
-        for (int64_t iv119_ = v16; v4 > 0 && iv119_ < v10; iv119_ += v4) {
-          const int32_t iv119 = int32_t(iv119_);
+        for (int64_t iv125_ = v16; v4 > 0 && iv125_ < v10; iv125_ += v4) {
+          const int32_t iv125 = int32_t(iv125_);
           // %111 = add %108, %110 : i32
-          const int32_t v120 = tsr::wadd(v117, iv119);
+          const int32_t v126 = tsr::wadd(v123, iv125);
           // %112 = add %109, %110 : i32
-          const int32_t v121 = tsr::wadd(v118, iv119);
+          const int32_t v127 = tsr::wadd(v124, iv125);
           // async_copy %9, %x, %112, %1, %111
-          if (!(true && int64_t(v121) >= 0 && int64_t(v121) < 4)) { tsr_fault(1940); return; }
+          if (!(true && int64_t(v127) >= 0 && int64_t(v127) < 4)) { tsr_fault(1940); return; }
           {
-            float* const dst122 = buf9 + ((0) * 4 + int64_t(v121)) * 8192;
+            float* const dst128 = buf9 + ((0) * 4 + int64_t(v127)) * 8192;
             {
-              const int64_t o123 = int64_t(v1) * 1;
-              const int64_t o124 = int64_t(v120) * 8192;
-              if (o123 >= 0 && o123 + 1 <= A.d0_0 && o124 >= 0 && o124 + 8192 <= A.d0_1) {
-                for (int64_t i125 = 0; i125 < 1; ++i125) {
-                  for (int64_t i126 = 0; i126 < 8192; ++i126) dst122[(i125) * 8192 + i126] = tsr::bf2f(A.p0[(o123 + i125) * A.s0_0 + o124 + i126]);
+              const int64_t o129 = int64_t(v1) * 1;
+              const int64_t o130 = int64_t(v126) * 8192;
+              if (o129 >= 0 && o129 + 1 <= A.d0_0 && o130 >= 0 && o130 + 8192 <= A.d0_1) {
+                for (int64_t i131 = 0; i131 < 1; ++i131) {
+                  for (int64_t i132 = 0; i132 < 8192; ++i132) dst128[(i131) * 8192 + i132] = tsr::bf2f(A.p0[(o129 + i131) * A.s0_0 + o130 + i132]);
                 }
               } else {
-                for (int64_t i127 = 0; i127 < 1; ++i127) {
-                  for (int64_t i128 = 0; i128 < 8192; ++i128) {
-                    dst122[(i127)*8192 + i128] = ((o123 + i127) >= 0 && (o123 + i127) < A.d0_0 && (o124 + i128) >= 0 && (o124 + i128) < A.d0_1) ? tsr::bf2f(A.p0[(o123 + i127) * A.s0_0 + (o124 + i128) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+                // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+                const int64_t lo133 = o130 >= 0 ? 0 : -o130 < 8192 ? -o130 : 8192;
+                const int64_t hi134 = A.d0_1 - o130 >= 8192 ? 8192 : A.d0_1 - o130 > lo133 ? A.d0_1 - o130 : lo133;
+                for (int64_t i135 = 0; i135 < 1; ++i135) {
+                  if ((o129 + i135) >= 0 && (o129 + i135) < A.d0_0) {
+                    for (int64_t i136 = 0; i136 < lo133; ++i136) dst128[(i135) * 8192 + i136] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
+                    for (int64_t i136 = lo133; i136 < hi134; ++i136) dst128[(i135) * 8192 + i136] = tsr::bf2f(A.p0[(o129 + i135) * A.s0_0 + o130 + i136]);
+                    for (int64_t i136 = hi134; i136 < 8192; ++i136) dst128[(i135) * 8192 + i136] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
+                  } else {
+                    for (int64_t i136 = 0; i136 < 8192; ++i136) dst128[(i135) * 8192 + i136] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
                   }
                 }
               }
@@ -446,30 +474,30 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // yield
       }
       // %113 = mul %102, %10 : i32
-      const int32_t v129 = tsr::wmul(iv112, v10);
+      const int32_t v137 = tsr::wmul(iv118, v10);
       // %114 = sub %7, %113 : i32
-      const int32_t v130 = tsr::wsub(v7, v129);
+      const int32_t v138 = tsr::wsub(v7, v137);
       // %115 = min %10, %114 : i32
-      const int32_t v131 = tsr::imin(v10, v130);
+      const int32_t v139 = tsr::imin(v10, v138);
       // %116 = for %16, %115, %4, %103 : tile<i32, [256]> {...}
-      alignas(64) int32_t c132[256];
-      __builtin_memcpy(c132, c111, sizeof(c132));
-      for (int64_t iv133_ = v16; v4 > 0 && iv133_ < v131; iv133_ += v4) {
-        const int32_t iv133 = int32_t(iv133_);
+      alignas(64) int32_t c140[256];
+      __builtin_memcpy(c140, c117, sizeof(c140));
+      for (int64_t iv141_ = v16; v4 > 0 && iv141_ < v139; iv141_ += v4) {
+        const int32_t iv141 = int32_t(iv141_);
         // %119 = add %113, %117 : i32
-        const int32_t v134 = tsr::wadd(v129, iv133);
+        const int32_t v142 = tsr::wadd(v137, iv141);
         // %120 = add %105, %117 : i32
-        const int32_t v135 = tsr::wadd(v114, iv133);
+        const int32_t v143 = tsr::wadd(v120, iv141);
         // %121 = buffer_read %9, %120 : tile<bf16, [1, 8192]>
-        if (!(true && int64_t(v135) >= 0 && int64_t(v135) < 4)) { tsr_fault(2100); return; }
-        alignas(64) float v136[8192];
-        __builtin_memcpy(v136, buf9 + ((0) * 4 + int64_t(v135)) * 8192, sizeof(v136));
+        if (!(true && int64_t(v143) >= 0 && int64_t(v143) < 4)) { tsr_fault(2100); return; }
+        alignas(64) float v144[8192];
+        __builtin_memcpy(v144, buf9 + ((0) * 4 + int64_t(v143)) * 8192, sizeof(v144));
         // %122 = reshape %121 : tile<bf16, [8192]>
         // %123 = bitcast %122 : tile<u16, [8192]>
         // (computed inside its user)
         // %124 = cast %123 : tile<u32, [8192]>
-        alignas(64) uint32_t v137[8192];
-        for (int64_t i138 = 0; i138 < 8192; ++i138) v137[i138] = uint32_t((uint16_t(tsr::bf16_bits(v136[i138]))));
+        alignas(64) uint32_t v145[8192];
+        for (int64_t i146 = 0; i146 < 8192; ++i146) v145[i146] = uint32_t((uint16_t(tsr::bf16_bits(v144[i146]))));
         // %125 = splat %95 : tile<u32, [8192]>
         // (computed inside its user)
         // %126 = xor %124, %125 : tile<u32, [8192]>
@@ -479,20 +507,20 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // %128 = shr %124, %127 : tile<u32, [8192]>
         // (computed inside its user)
         // %129 = splat %14 : tile<u32, [8192]>
-        alignas(64) uint32_t v139[8192];
-        for (int64_t i140 = 0; i140 < 8192; ++i140) v139[i140] = v14;
+        alignas(64) uint32_t v147[8192];
+        for (int64_t i148 = 0; i148 < 8192; ++i148) v147[i148] = v14;
         // %130 = cmp %128, %129 {pred = "eq"} : tile<i1, [8192]>
         // (computed inside its user)
         // %131 = where %130, %126, %124 : tile<u32, [8192]>
-        alignas(64) uint32_t v141[8192];
-        for (int64_t i142 = 0; i142 < 8192; ++i142) v141[i142] = ((uint8_t((tsr::ishr(v137[i142], (v106))) == v14)) ? (uint32_t(v137[i142] ^ (v105))) : v137[i142]);
+        alignas(64) uint32_t v149[8192];
+        for (int64_t i150 = 0; i150 < 8192; ++i150) v149[i150] = ((uint8_t((tsr::ishr(v145[i150], (v112))) == v14)) ? (uint32_t(v145[i150] ^ (v111))) : v145[i150]);
         // %132 = cmp %119, %97 {pred = "eq"} : i1
-        const uint8_t v143 = uint8_t(v134 == v107);
+        const uint8_t v151 = uint8_t(v142 == v113);
         // %133 = if %132 : tile<u32, [8192]> {...}
-        alignas(64) uint32_t v144[8192];
-        if (v143) {
+        alignas(64) uint32_t v152[8192];
+        if (v151) {
           // %134 = mul %119, %3 : i32
-          const int32_t v145 = tsr::wmul(v134, v3);
+          const int32_t v153 = tsr::wmul(v142, v3);
           // %135 = arange : tile<i32, [8192]>
           // (computed inside its user)
           // %136 = splat %134 : tile<i32, [8192]>
@@ -506,13 +534,13 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           // %140 = splat %8 : tile<u32, [8192]>
           // (computed inside its user)
           // %141 = where %139, %131, %140 : tile<u32, [8192]>
-          alignas(64) uint32_t v146[8192];
-          for (int64_t i147 = 0; i147 < 8192; ++i147) v146[i147] = ((uint8_t((tsr::wadd((int32_t(0 + i147)), (v145))) < (v2))) ? v141[i147] : (v8));
+          alignas(64) uint32_t v154[8192];
+          for (int64_t i155 = 0; i155 < 8192; ++i155) v154[i155] = ((uint8_t((tsr::wadd((int32_t(0 + i155)), (v153))) < (v2))) ? v149[i155] : (v8));
           // yield %141
-          __builtin_memcpy(v144, v146, sizeof(v144));
+          __builtin_memcpy(v152, v154, sizeof(v152));
         } else {
           // yield %131
-          __builtin_memcpy(v144, v141, sizeof(v144));
+          __builtin_memcpy(v152, v149, sizeof(v152));
         }
         // %142 = shr %133, %129 : tile<u32, [8192]>
         // (computed inside its user)
@@ -533,123 +561,130 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // %150 = splat %100 : tile<i32, [8192]>
         // (computed inside its user)
         // %151 = where %149, %145, %150 : tile<i32, [8192]>
-        alignas(64) int32_t v148[8192];
-        for (int64_t i149 = 0; i149 < 8192; ++i149) v148[i149] = ((uint8_t((tsr::ishr(v144[i149], (v89))) == (v109))) ? (int32_t((uint32_t((tsr::ishr(v144[i149], v14)) & (v108))))) : (v110));
+        alignas(64) int32_t v156[8192];
+        for (int64_t i157 = 0; i157 < 8192; ++i157) v156[i157] = ((uint8_t((tsr::ishr(v152[i157], (v93))) == (v115))) ? (int32_t((uint32_t((tsr::ishr(v152[i157], v14)) & (v114))))) : (v116));
         // %152 = histogram %151 : tile<i32, [256]>
-        alignas(64) int32_t v150[256];
-        tsr::histogram(v148, 8192, v150, 256);
+        alignas(64) int32_t v158[256];
+        tsr::histogram(v156, 8192, v158, 256);
         // %153 = add %118, %152 : tile<i32, [256]>
-        // (written into the carried c132)
-        for (int64_t i151 = 0; i151 < 256; ++i151) c132[i151] = tsr::wadd(c132[i151], v150[i151]);
+        // (written into the carried c140)
+        for (int64_t i159 = 0; i159 < 256; ++i159) c140[i159] = tsr::wadd(c140[i159], v158[i159]);
         // yield %153
       }
       // yield %116
-      __builtin_memcpy(c111, c132, sizeof(c111));
+      __builtin_memcpy(c117, c140, sizeof(c117));
     }
     // %154 = scan %101 {axis = 0, kind = "sum"} : tile<i32, [256]>
-    alignas(64) int32_t v152[256];
+    alignas(64) int32_t v160[256];
     for (int64_t o_ = 0; o_ < 1; ++o_)
     for (int64_t n_ = 0; n_ < 1; ++n_) {
-      int32_t acc153 = c111[(o_ * 256 + 0) * 1 + n_];
-      v152[(o_ * 256 + 0) * 1 + n_] = acc153;
-      for (int64_t l154 = 1; l154 < 256; ++l154) {
-        acc153 = tsr::wadd(acc153, c111[(o_ * 256 + l154) * 1 + n_]);
-        v152[(o_ * 256 + l154) * 1 + n_] = acc153;
+      int32_t acc161 = c117[(o_ * 256 + 0) * 1 + n_];
+      v160[(o_ * 256 + 0) * 1 + n_] = acc161;
+      for (int64_t l162 = 1; l162 < 256; ++l162) {
+        acc161 = tsr::wadd(acc161, c117[(o_ * 256 + l162) * 1 + n_]);
+        v160[(o_ * 256 + l162) * 1 + n_] = acc161;
       }
     }
     // %155 = splat %84 : tile<i32, [256]>
     // (computed inside its user)
     // %156 = cmp %154, %155 {pred = "lt"} : tile<i1, [256]>
-    alignas(64) uint8_t v155[256];
-    for (int64_t i156 = 0; i156 < 256; ++i156) v155[i156] = uint8_t(v152[i156] < (v87));
+    alignas(64) uint8_t v163[256];
+    for (int64_t i164 = 0; i164 < 256; ++i164) v163[i164] = uint8_t(v160[i164] < (v91));
     // %157 = cast %156 : tile<i32, [256]>
-    alignas(64) int32_t v157[256];
-    for (int64_t i158 = 0; i158 < 256; ++i158) v157[i158] = int32_t(v155[i158]);
+    alignas(64) int32_t v165[256];
+    for (int64_t i166 = 0; i166 < 256; ++i166) v165[i166] = int32_t(v163[i166]);
     // %158 = reduce %157 {axis = 0, kind = "sum"} : i32
-    int32_t v159;
+    int32_t v167;
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       int32_t ln_[16];
       for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
       for (int64_t l_ = 0; l_ < 256; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v157[o_ * 256 + l_ + q_]);
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v165[o_ * 256 + l_ + q_]);
       int32_t acc_ = ln_[0];
       for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v159 = acc_;
+      v167 = acc_;
     }
     // %159 = splat %158 : tile<i32, [256]>
     // (computed inside its user)
     // %160 = cmp %77, %159 {pred = "eq"} : tile<i1, [256]>
     // (computed inside its user)
     // %161 = where %160, %101, %17 : tile<i32, [256]>
-    alignas(64) int32_t v160[256];
-    for (int64_t i161 = 0; i161 < 256; ++i161) v160[i161] = ((uint8_t(v79[i161] == (v159))) ? c111[i161] : v16);
+    alignas(64) int32_t v168[256];
+    for (int64_t i169 = 0; i169 < 256; ++i169) v168[i169] = ((uint8_t(v83[i169] == (v167))) ? c117[i169] : v16);
     // %162 = reduce %161 {axis = 0, kind = "sum"} : i32
-    int32_t v162;
+    int32_t v170;
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       int32_t ln_[16];
       for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
       for (int64_t l_ = 0; l_ < 256; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v160[o_ * 256 + l_ + q_]);
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v168[o_ * 256 + l_ + q_]);
       int32_t acc_ = ln_[0];
       for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v162 = acc_;
+      v170 = acc_;
     }
     // %163 = where %156, %101, %17 : tile<i32, [256]>
-    alignas(64) int32_t v163[256];
-    for (int64_t i164 = 0; i164 < 256; ++i164) v163[i164] = (v155[i164] ? c111[i164] : v16);
+    alignas(64) int32_t v171[256];
+    for (int64_t i172 = 0; i172 < 256; ++i172) v171[i172] = (v163[i172] ? c117[i172] : v16);
     // %164 = reduce %163 {axis = 0, kind = "sum"} : i32
-    int32_t v165;
+    int32_t v173;
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       int32_t ln_[16];
       for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
       for (int64_t l_ = 0; l_ < 256; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v163[o_ * 256 + l_ + q_]);
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v171[o_ * 256 + l_ + q_]);
       int32_t acc_ = ln_[0];
       for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v165 = acc_;
+      v173 = acc_;
     }
     // %165 = sub %84, %164 : i32
-    const int32_t v166 = tsr::wsub(v87, v165);
+    const int32_t v174 = tsr::wsub(v91, v173);
     // %166 = cast %158 : u32
-    const uint32_t v167 = uint32_t(v159);
+    const uint32_t v175 = uint32_t(v167);
     // %167 = shl %166, %14 : u32
-    const uint32_t v168 = tsr::ishl(v167, v14);
+    const uint32_t v176 = tsr::ishl(v175, v14);
     // %168 = or %88, %167 : u32
-    const uint32_t v169 = uint32_t(v91 | v168);
+    const uint32_t v177 = uint32_t(v95 | v176);
     // %169 = cmp %162, %165 {pred = "ne"} : i1
-    const uint8_t v170 = uint8_t(v162 != v166);
+    const uint8_t v178 = uint8_t(v170 != v174);
     // yield %168, %165, %14, %169
-    v93 = v169;
-    v94 = v166;
-    v95 = v14;
-    v96 = v170;
+    v97 = v177;
+    v98 = v174;
+    v99 = v14;
+    v100 = v178;
   } else {
     // yield %88, %84, %86, %89
-    v93 = v91;
-    v94 = v87;
-    v95 = v89;
-    v96 = v92;
+    v97 = v95;
+    v98 = v91;
+    v99 = v93;
+    v100 = v96;
   }
   // %170 = shr %90, %92 : u32
-  const uint32_t v171 = tsr::ishr(v93, v95);
+  const uint32_t v179 = tsr::ishr(v97, v99);
   // for %16, %10, %4 {...}
-  for (int64_t iv172_ = v16; v4 > 0 && iv172_ < v10; iv172_ += v4) {
-    const int32_t iv172 = int32_t(iv172_);
+  for (int64_t iv180_ = v16; v4 > 0 && iv180_ < v10; iv180_ += v4) {
+    const int32_t iv180 = int32_t(iv180_);
     // async_copy %9, %x, %171, %1, %171
-    if (!(true && int64_t(iv172) >= 0 && int64_t(iv172) < 4)) { tsr_fault(3012); return; }
+    if (!(true && int64_t(iv180) >= 0 && int64_t(iv180) < 4)) { tsr_fault(3012); return; }
     {
-      float* const dst173 = buf9 + ((0) * 4 + int64_t(iv172)) * 8192;
+      float* const dst181 = buf9 + ((0) * 4 + int64_t(iv180)) * 8192;
       {
-        const int64_t o174 = int64_t(v1) * 1;
-        const int64_t o175 = int64_t(iv172) * 8192;
-        if (o174 >= 0 && o174 + 1 <= A.d0_0 && o175 >= 0 && o175 + 8192 <= A.d0_1) {
-          for (int64_t i176 = 0; i176 < 1; ++i176) {
-            for (int64_t i177 = 0; i177 < 8192; ++i177) dst173[(i176) * 8192 + i177] = tsr::bf2f(A.p0[(o174 + i176) * A.s0_0 + o175 + i177]);
+        const int64_t o182 = int64_t(v1) * 1;
+        const int64_t o183 = int64_t(iv180) * 8192;
+        if (o182 >= 0 && o182 + 1 <= A.d0_0 && o183 >= 0 && o183 + 8192 <= A.d0_1) {
+          for (int64_t i184 = 0; i184 < 1; ++i184) {
+            for (int64_t i185 = 0; i185 < 8192; ++i185) dst181[(i184) * 8192 + i185] = tsr::bf2f(A.p0[(o182 + i184) * A.s0_0 + o183 + i185]);
           }
         } else {
-          for (int64_t i178 = 0; i178 < 1; ++i178) {
-            for (int64_t i179 = 0; i179 < 8192; ++i179) {
-              dst173[(i178)*8192 + i179] = ((o174 + i178) >= 0 && (o174 + i178) < A.d0_0 && (o175 + i179) >= 0 && (o175 + i179) < A.d0_1) ? tsr::bf2f(A.p0[(o174 + i178) * A.s0_0 + (o175 + i179) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+          const int64_t lo186 = o183 >= 0 ? 0 : -o183 < 8192 ? -o183 : 8192;
+          const int64_t hi187 = A.d0_1 - o183 >= 8192 ? 8192 : A.d0_1 - o183 > lo186 ? A.d0_1 - o183 : lo186;
+          for (int64_t i188 = 0; i188 < 1; ++i188) {
+            if ((o182 + i188) >= 0 && (o182 + i188) < A.d0_0) {
+              for (int64_t i189 = 0; i189 < lo186; ++i189) dst181[(i188) * 8192 + i189] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
+              for (int64_t i189 = lo186; i189 < hi187; ++i189) dst181[(i188) * 8192 + i189] = tsr::bf2f(A.p0[(o182 + i188) * A.s0_0 + o183 + i189]);
+              for (int64_t i189 = hi187; i189 < 8192; ++i189) dst181[(i188) * 8192 + i189] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
+            } else {
+              for (int64_t i189 = 0; i189 < 8192; ++i189) dst181[(i188) * 8192 + i189] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
             }
           }
         }
@@ -658,56 +693,63 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // yield
   }
   // %172 = const {value = 32767} : u32
-  const uint32_t v180 = uint32_t(INT64_C(32767));
+  const uint32_t v190 = uint32_t(INT64_C(32767));
   // %173 = const {value = 15} : u32
-  const uint32_t v181 = uint32_t(INT64_C(15));
+  const uint32_t v191 = uint32_t(INT64_C(15));
   // %174 = sub %7, %4 : i32
-  const int32_t v182 = tsr::wsub(v7, v4);
+  const int32_t v192 = tsr::wsub(v7, v4);
   // %175, %176 = for %16, %13, %4, %16, %16 : i32, i32 {...}
-  int32_t c183;
-  c183 = v16;
-  int32_t c184;
-  c184 = v16;
-  for (int64_t iv185_ = v16; v4 > 0 && iv185_ < v13; iv185_ += v4) {
-    const int32_t iv185 = int32_t(iv185_);
+  int32_t c193;
+  c193 = v16;
+  int32_t c194;
+  c194 = v16;
+  for (int64_t iv195_ = v16; v4 > 0 && iv195_ < v13; iv195_ += v4) {
+    const int32_t iv195 = int32_t(iv195_);
     // async_wait
     // (copies are synchronous here: nothing to wait for)
     // %180 = rem %177, %10 : i32
-    const int32_t v186 = tsr::irem(iv185, v10);
+    const int32_t v196 = tsr::irem(iv195, v10);
     // %181 = mul %180, %10 : i32
-    const int32_t v187 = tsr::wmul(v186, v10);
+    const int32_t v197 = tsr::wmul(v196, v10);
     // %182 = add %177, %4 : i32
-    const int32_t v188 = tsr::wadd(iv185, v4);
+    const int32_t v198 = tsr::wadd(iv195, v4);
     // %183 = cmp %182, %13 {pred = "lt"} : i1
-    const uint8_t v189 = uint8_t(v188 < v13);
+    const uint8_t v199 = uint8_t(v198 < v13);
     // if %183 {...}
-    if (v189) {
+    if (v199) {
       // %184 = mul %182, %10 : i32
-      const int32_t v190 = tsr::wmul(v188, v10);
+      const int32_t v200 = tsr::wmul(v198, v10);
       // %185 = sub %10, %181 : i32
-      const int32_t v191 = tsr::wsub(v10, v187);
+      const int32_t v201 = tsr::wsub(v10, v197);
       // for %16, %10, %4 {...}
-      for (int64_t iv192_ = v16; v4 > 0 && iv192_ < v10; iv192_ += v4) {
-        const int32_t iv192 = int32_t(iv192_);
+      for (int64_t iv202_ = v16; v4 > 0 && iv202_ < v10; iv202_ += v4) {
+        const int32_t iv202 = int32_t(iv202_);
         // %187 = add %184, %186 : i32
-        const int32_t v193 = tsr::wadd(v190, iv192);
+        const int32_t v203 = tsr::wadd(v200, iv202);
         // %188 = add %185, %186 : i32
-        const int32_t v194 = tsr::wadd(v191, iv192);
+        const int32_t v204 = tsr::wadd(v201, iv202);
         // async_copy %9, %x, %188, %1, %187
-        if (!(true && int64_t(v194) >= 0 && int64_t(v194) < 4)) { tsr_fault(3284); return; }
+        if (!(true && int64_t(v204) >= 0 && int64_t(v204) < 4)) { tsr_fault(3284); return; }
         {
-          float* const dst195 = buf9 + ((0) * 4 + int64_t(v194)) * 8192;
+          float* const dst205 = buf9 + ((0) * 4 + int64_t(v204)) * 8192;
           {
-            const int64_t o196 = int64_t(v1) * 1;
-            const int64_t o197 = int64_t(v193) * 8192;
-            if (o196 >= 0 && o196 + 1 <= A.d0_0 && o197 >= 0 && o197 + 8192 <= A.d0_1) {
-              for (int64_t i198 = 0; i198 < 1; ++i198) {
-                for (int64_t i199 = 0; i199 < 8192; ++i199) dst195[(i198) * 8192 + i199] = tsr::bf2f(A.p0[(o196 + i198) * A.s0_0 + o197 + i199]);
+            const int64_t o206 = int64_t(v1) * 1;
+            const int64_t o207 = int64_t(v203) * 8192;
+            if (o206 >= 0 && o206 + 1 <= A.d0_0 && o207 >= 0 && o207 + 8192 <= A.d0_1) {
+              for (int64_t i208 = 0; i208 < 1; ++i208) {
+                for (int64_t i209 = 0; i209 < 8192; ++i209) dst205[(i208) * 8192 + i209] = tsr::bf2f(A.p0[(o206 + i208) * A.s0_0 + o207 + i209]);
               }
             } else {
-              for (int64_t i200 = 0; i200 < 1; ++i200) {
-                for (int64_t i201 = 0; i201 < 8192; ++i201) {
-                  dst195[(i200)*8192 + i201] = ((o196 + i200) >= 0 && (o196 + i200) < A.d0_0 && (o197 + i201) >= 0 && (o197 + i201) < A.d0_1) ? tsr::bf2f(A.p0[(o196 + i200) * A.s0_0 + (o197 + i201) * A.s0_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+              // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+              const int64_t lo210 = o207 >= 0 ? 0 : -o207 < 8192 ? -o207 : 8192;
+              const int64_t hi211 = A.d0_1 - o207 >= 8192 ? 8192 : A.d0_1 - o207 > lo210 ? A.d0_1 - o207 : lo210;
+              for (int64_t i212 = 0; i212 < 1; ++i212) {
+                if ((o206 + i212) >= 0 && (o206 + i212) < A.d0_0) {
+                  for (int64_t i213 = 0; i213 < lo210; ++i213) dst205[(i212) * 8192 + i213] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
+                  for (int64_t i213 = lo210; i213 < hi211; ++i213) dst205[(i212) * 8192 + i213] = tsr::bf2f(A.p0[(o206 + i212) * A.s0_0 + o207 + i213]);
+                  for (int64_t i213 = hi211; i213 < 8192; ++i213) dst205[(i212) * 8192 + i213] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
+                } else {
+                  for (int64_t i213 = 0; i213 < 8192; ++i213) dst205[(i212) * 8192 + i213] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
                 }
               }
             }
@@ -720,32 +762,32 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // yield
     }
     // %189 = mul %177, %10 : i32
-    const int32_t v202 = tsr::wmul(iv185, v10);
+    const int32_t v214 = tsr::wmul(iv195, v10);
     // %190 = sub %7, %189 : i32
-    const int32_t v203 = tsr::wsub(v7, v202);
+    const int32_t v215 = tsr::wsub(v7, v214);
     // %191 = min %10, %190 : i32
-    const int32_t v204 = tsr::imin(v10, v203);
+    const int32_t v216 = tsr::imin(v10, v215);
     // %192, %193 = for %16, %191, %4, %178, %179 : i32, i32 {...}
-    int32_t c205;
-    c205 = c183;
-    int32_t c206;
-    c206 = c184;
-    for (int64_t iv207_ = v16; v4 > 0 && iv207_ < v204; iv207_ += v4) {
-      const int32_t iv207 = int32_t(iv207_);
+    int32_t c217;
+    c217 = c193;
+    int32_t c218;
+    c218 = c194;
+    for (int64_t iv219_ = v16; v4 > 0 && iv219_ < v216; iv219_ += v4) {
+      const int32_t iv219 = int32_t(iv219_);
       // %197 = add %189, %194 : i32
-      const int32_t v208 = tsr::wadd(v202, iv207);
+      const int32_t v220 = tsr::wadd(v214, iv219);
       // %198 = add %181, %194 : i32
-      const int32_t v209 = tsr::wadd(v187, iv207);
+      const int32_t v221 = tsr::wadd(v197, iv219);
       // %199 = buffer_read %9, %198 : tile<bf16, [1, 8192]>
-      if (!(true && int64_t(v209) >= 0 && int64_t(v209) < 4)) { tsr_fault(3444); return; }
-      alignas(64) float v210[8192];
-      __builtin_memcpy(v210, buf9 + ((0) * 4 + int64_t(v209)) * 8192, sizeof(v210));
+      if (!(true && int64_t(v221) >= 0 && int64_t(v221) < 4)) { tsr_fault(3444); return; }
+      alignas(64) float v222[8192];
+      __builtin_memcpy(v222, buf9 + ((0) * 4 + int64_t(v221)) * 8192, sizeof(v222));
       // %200 = reshape %199 : tile<bf16, [8192]>
       // %201 = bitcast %200 : tile<u16, [8192]>
       // (computed inside its user)
       // %202 = cast %201 : tile<u32, [8192]>
-      alignas(64) uint32_t v211[8192];
-      for (int64_t i212 = 0; i212 < 8192; ++i212) v211[i212] = uint32_t((uint16_t(tsr::bf16_bits(v210[i212]))));
+      alignas(64) uint32_t v223[8192];
+      for (int64_t i224 = 0; i224 < 8192; ++i224) v223[i224] = uint32_t((uint16_t(tsr::bf16_bits(v222[i224]))));
       // %203 = splat %172 : tile<u32, [8192]>
       // (computed inside its user)
       // %204 = xor %202, %203 : tile<u32, [8192]>
@@ -759,15 +801,15 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %208 = cmp %206, %207 {pred = "eq"} : tile<i1, [8192]>
       // (computed inside its user)
       // %209 = where %208, %204, %202 : tile<u32, [8192]>
-      alignas(64) uint32_t v213[8192];
-      for (int64_t i214 = 0; i214 < 8192; ++i214) v213[i214] = ((uint8_t((tsr::ishr(v211[i214], (v181))) == (v14))) ? (uint32_t(v211[i214] ^ (v180))) : v211[i214]);
+      alignas(64) uint32_t v225[8192];
+      for (int64_t i226 = 0; i226 < 8192; ++i226) v225[i226] = ((uint8_t((tsr::ishr(v223[i226], (v191))) == (v14))) ? (uint32_t(v223[i226] ^ (v190))) : v223[i226]);
       // %210 = cmp %197, %174 {pred = "eq"} : i1
-      const uint8_t v215 = uint8_t(v208 == v182);
+      const uint8_t v227 = uint8_t(v220 == v192);
       // %211 = if %210 : tile<u32, [8192]> {...}
-      alignas(64) uint32_t v216[8192];
-      if (v215) {
+      alignas(64) uint32_t v228[8192];
+      if (v227) {
         // %212 = mul %197, %3 : i32
-        const int32_t v217 = tsr::wmul(v208, v3);
+        const int32_t v229 = tsr::wmul(v220, v3);
         // %213 = arange : tile<i32, [8192]>
         // (computed inside its user)
         // %214 = splat %212 : tile<i32, [8192]>
@@ -781,64 +823,64 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // %218 = splat %8 : tile<u32, [8192]>
         // (computed inside its user)
         // %219 = where %217, %209, %218 : tile<u32, [8192]>
-        alignas(64) uint32_t v218[8192];
-        for (int64_t i219 = 0; i219 < 8192; ++i219) v218[i219] = ((uint8_t((tsr::wadd((int32_t(0 + i219)), (v217))) < (v2))) ? v213[i219] : (v8));
+        alignas(64) uint32_t v230[8192];
+        for (int64_t i231 = 0; i231 < 8192; ++i231) v230[i231] = ((uint8_t((tsr::wadd((int32_t(0 + i231)), (v229))) < (v2))) ? v225[i231] : (v8));
         // yield %219
-        __builtin_memcpy(v216, v218, sizeof(v216));
+        __builtin_memcpy(v228, v230, sizeof(v228));
       } else {
         // yield %209
-        __builtin_memcpy(v216, v213, sizeof(v216));
+        __builtin_memcpy(v228, v225, sizeof(v228));
       }
       // %220 = splat %92 : tile<u32, [8192]>
       // (computed inside its user)
       // %221 = shr %211, %220 : tile<u32, [8192]>
-      alignas(64) uint32_t v220[8192];
-      for (int64_t i221 = 0; i221 < 8192; ++i221) v220[i221] = tsr::ishr(v216[i221], (v95));
+      alignas(64) uint32_t v232[8192];
+      for (int64_t i233 = 0; i233 < 8192; ++i233) v232[i233] = tsr::ishr(v228[i233], (v99));
       // %222 = splat %170 : tile<u32, [8192]>
-      alignas(64) uint32_t v222[8192];
-      for (int64_t i223 = 0; i223 < 8192; ++i223) v222[i223] = v171;
+      alignas(64) uint32_t v234[8192];
+      for (int64_t i235 = 0; i235 < 8192; ++i235) v234[i235] = v179;
       // %223 = cmp %221, %222 {pred = "eq"} : tile<i1, [8192]>
-      alignas(64) uint8_t v224[8192];
-      for (int64_t i225 = 0; i225 < 8192; ++i225) v224[i225] = uint8_t(v220[i225] == v171);
+      alignas(64) uint8_t v236[8192];
+      for (int64_t i237 = 0; i237 < 8192; ++i237) v236[i237] = uint8_t(v232[i237] == v179);
       // %224 = cmp %221, %222 {pred = "lt"} : tile<i1, [8192]>
-      alignas(64) uint8_t v226[8192];
-      for (int64_t i227 = 0; i227 < 8192; ++i227) v226[i227] = uint8_t(v220[i227] < v171);
+      alignas(64) uint8_t v238[8192];
+      for (int64_t i239 = 0; i239 < 8192; ++i239) v238[i239] = uint8_t(v232[i239] < v179);
       // %225 = cast %223 : tile<i32, [8192]>
-      alignas(64) int32_t v228[8192];
-      for (int64_t i229 = 0; i229 < 8192; ++i229) v228[i229] = int32_t(v224[i229]);
+      alignas(64) int32_t v240[8192];
+      for (int64_t i241 = 0; i241 < 8192; ++i241) v240[i241] = int32_t(v236[i241]);
       // %226 = reduce %225 {axis = 0, kind = "sum"} : i32
-      int32_t v230;
+      int32_t v242;
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         int32_t ln_[16];
         for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
         for (int64_t l_ = 0; l_ < 8192; l_ += 16)
-          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v228[o_ * 8192 + l_ + q_]);
+          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v240[o_ * 8192 + l_ + q_]);
         int32_t acc_ = ln_[0];
         for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-        v230 = acc_;
+        v242 = acc_;
       }
       // %227 = add %196, %226 : i32
-      const int32_t v231 = tsr::wadd(c206, v230);
+      const int32_t v243 = tsr::wadd(c218, v242);
       // %228 = cmp %227, %91 {pred = "le"} : i1
-      const uint8_t v232 = uint8_t(v231 <= v94);
+      const uint8_t v244 = uint8_t(v243 <= v98);
       // %229 = if %228 : tile<i1, [8192]> {...}
-      alignas(64) uint8_t v233[8192];
-      if (v232) {
+      alignas(64) uint8_t v245[8192];
+      if (v244) {
         // %230 = or %224, %223 : tile<i1, [8192]>
-        alignas(64) uint8_t v234[8192];
-        for (int64_t i235 = 0; i235 < 8192; ++i235) v234[i235] = uint8_t(v226[i235] | v224[i235]);
+        alignas(64) uint8_t v246[8192];
+        for (int64_t i247 = 0; i247 < 8192; ++i247) v246[i247] = uint8_t(v238[i247] | v236[i247]);
         // yield %230
-        __builtin_memcpy(v233, v234, sizeof(v233));
+        __builtin_memcpy(v245, v246, sizeof(v245));
       } else {
         // %231 = scan %225 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-        alignas(64) int32_t v236[8192];
+        alignas(64) int32_t v248[8192];
         for (int64_t o_ = 0; o_ < 1; ++o_)
         for (int64_t n_ = 0; n_ < 1; ++n_) {
-          int32_t acc237 = v228[(o_ * 8192 + 0) * 1 + n_];
-          v236[(o_ * 8192 + 0) * 1 + n_] = acc237;
-          for (int64_t l238 = 1; l238 < 8192; ++l238) {
-            acc237 = tsr::wadd(acc237, v228[(o_ * 8192 + l238) * 1 + n_]);
-            v236[(o_ * 8192 + l238) * 1 + n_] = acc237;
+          int32_t acc249 = v240[(o_ * 8192 + 0) * 1 + n_];
+          v248[(o_ * 8192 + 0) * 1 + n_] = acc249;
+          for (int64_t l250 = 1; l250 < 8192; ++l250) {
+            acc249 = tsr::wadd(acc249, v240[(o_ * 8192 + l250) * 1 + n_]);
+            v248[(o_ * 8192 + l250) * 1 + n_] = acc249;
           }
         }
         // %232 = splat %196 : tile<i32, [8192]>
@@ -852,146 +894,164 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // %236 = and %223, %235 : tile<i1, [8192]>
         // (computed inside its user)
         // %237 = or %224, %236 : tile<i1, [8192]>
-        alignas(64) uint8_t v239[8192];
-        for (int64_t i240 = 0; i240 < 8192; ++i240) v239[i240] = uint8_t(v226[i240] | (uint8_t(v224[i240] & (uint8_t((tsr::wadd(v236[i240], (c206))) <= (v94))))));
+        alignas(64) uint8_t v251[8192];
+        for (int64_t i252 = 0; i252 < 8192; ++i252) v251[i252] = uint8_t(v238[i252] | (uint8_t(v236[i252] & (uint8_t((tsr::wadd(v248[i252], (c218))) <= (v98))))));
         // yield %237
-        __builtin_memcpy(v233, v239, sizeof(v233));
+        __builtin_memcpy(v245, v251, sizeof(v245));
       }
       // %238 = sub %195, %4 : i32
-      const int32_t v241 = tsr::wsub(c205, v4);
+      const int32_t v253 = tsr::wsub(c217, v4);
       // %239 = cast %229 : tile<i32, [8192]>
-      alignas(64) int32_t v242[8192];
-      for (int64_t i243 = 0; i243 < 8192; ++i243) v242[i243] = int32_t(v233[i243]);
+      alignas(64) int32_t v254[8192];
+      for (int64_t i255 = 0; i255 < 8192; ++i255) v254[i255] = int32_t(v245[i255]);
       // %240 = scan %239 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-      alignas(64) int32_t v244[8192];
+      alignas(64) int32_t v256[8192];
       for (int64_t o_ = 0; o_ < 1; ++o_)
       for (int64_t n_ = 0; n_ < 1; ++n_) {
-        int32_t acc245 = v242[(o_ * 8192 + 0) * 1 + n_];
-        v244[(o_ * 8192 + 0) * 1 + n_] = acc245;
-        for (int64_t l246 = 1; l246 < 8192; ++l246) {
-          acc245 = tsr::wadd(acc245, v242[(o_ * 8192 + l246) * 1 + n_]);
-          v244[(o_ * 8192 + l246) * 1 + n_] = acc245;
+        int32_t acc257 = v254[(o_ * 8192 + 0) * 1 + n_];
+        v256[(o_ * 8192 + 0) * 1 + n_] = acc257;
+        for (int64_t l258 = 1; l258 < 8192; ++l258) {
+          acc257 = tsr::wadd(acc257, v254[(o_ * 8192 + l258) * 1 + n_]);
+          v256[(o_ * 8192 + l258) * 1 + n_] = acc257;
         }
       }
       // %241 = splat %238 : tile<i32, [8192]>
       // (computed inside its user)
       // %242 = add %240, %241 : tile<i32, [8192]>
-      alignas(64) int32_t v247[8192];
-      for (int64_t i248 = 0; i248 < 8192; ++i248) v247[i248] = tsr::wadd(v244[i248], (v241));
+      alignas(64) int32_t v259[8192];
+      for (int64_t i260 = 0; i260 < 8192; ++i260) v259[i260] = tsr::wadd(v256[i260], (v253));
       // %243 = splat %1 : tile<i32, [8192]>
-      alignas(64) int32_t v249[8192];
-      for (int64_t i250 = 0; i250 < 8192; ++i250) v249[i250] = v1;
+      alignas(64) int32_t v261[8192];
+      for (int64_t i262 = 0; i262 < 8192; ++i262) v261[i262] = v1;
       // scatter %values, %200, %243, %242, %229
-      for (int64_t i251 = 0; i251 < 8192; ++i251) {
-        if ((v233[i251] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v247[i251]) >= 0 && int64_t(v247[i251]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v247[i251]) * A.s1_1] = tsr::f2bf(v210[i251]);
+      for (int64_t i263 = 0; i263 < 8192; ++i263) {
+        if ((v245[i263] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v259[i263]) >= 0 && int64_t(v259[i263]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v259[i263]) * A.s1_1] = tsr::f2bf(v222[i263]);
       }
       // %244 = mul %197, %3 : i32
-      const int32_t v252 = tsr::wmul(v208, v3);
+      const int32_t v264 = tsr::wmul(v220, v3);
       // %245 = arange : tile<i32, [8192]>
       // (computed inside its user)
       // %246 = splat %244 : tile<i32, [8192]>
       // (computed inside its user)
       // %247 = add %245, %246 : tile<i32, [8192]>
-      tsr::HeapTile<int32_t, 8192> v253_heap;  // 32768 bytes: on the heap
-      if (!(v253_heap.p)) { tsr_fault(4300); return; }
-      int32_t (&v253)[8192] = *v253_heap.p;
-      for (int64_t i254 = 0; i254 < 8192; ++i254) v253[i254] = tsr::wadd((int32_t(0 + i254)), (v252));
+      tsr::HeapTile<int32_t, 8192> v265_heap;  // 32768 bytes: on the heap
+      if (!(v265_heap.p)) { tsr_fault(4300); return; }
+      int32_t (&v265)[8192] = *v265_heap.p;
+      for (int64_t i266 = 0; i266 < 8192; ++i266) v265[i266] = tsr::wadd((int32_t(0 + i266)), (v264));
       // scatter %indices, %247, %243, %242, %229
-      for (int64_t i255 = 0; i255 < 8192; ++i255) {
-        if ((v233[i255] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v247[i255]) >= 0 && int64_t(v247[i255]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v247[i255]) * A.s2_1] = v253[i255];
+      for (int64_t i267 = 0; i267 < 8192; ++i267) {
+        if ((v245[i267] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v259[i267]) >= 0 && int64_t(v259[i267]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v259[i267]) * A.s2_1] = v265[i267];
       }
       // %248 = reduce %239 {axis = 0, kind = "sum"} : i32
-      int32_t v256;
+      int32_t v268;
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         int32_t ln_[16];
         for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
         for (int64_t l_ = 0; l_ < 8192; l_ += 16)
-          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v242[o_ * 8192 + l_ + q_]);
+          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v254[o_ * 8192 + l_ + q_]);
         int32_t acc_ = ln_[0];
         for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-        v256 = acc_;
+        v268 = acc_;
       }
       // %249 = add %195, %248 : i32
-      const int32_t v257 = tsr::wadd(c205, v256);
+      const int32_t v269 = tsr::wadd(c217, v268);
       // yield %249, %227
-      c205 = v257;
-      c206 = v231;
+      c217 = v269;
+      c218 = v243;
     }
     // yield %192, %193
-    c183 = c205;
-    c184 = c206;
+    c193 = c217;
+    c194 = c218;
   }
   // %250 = load_tile %indices, %1, %16 : tile<i32, [1, 64]>
-  alignas(64) int32_t v258[64];
+  alignas(64) int32_t v270[64];
   {
-    const int64_t o259 = int64_t(v1) * 1;
-    const int64_t o260 = int64_t(v16) * 64;
-    if (o259 >= 0 && o259 + 1 <= A.d2_0 && o260 >= 0 && o260 + 64 <= A.d2_1) {
-      for (int64_t i261 = 0; i261 < 1; ++i261) {
-        for (int64_t i262 = 0; i262 < 64; ++i262) v258[(i261) * 64 + i262] = A.p2[(o259 + i261) * A.s2_0 + o260 + i262];
+    const int64_t o271 = int64_t(v1) * 1;
+    const int64_t o272 = int64_t(v16) * 64;
+    if (o271 >= 0 && o271 + 1 <= A.d2_0 && o272 >= 0 && o272 + 64 <= A.d2_1) {
+      for (int64_t i273 = 0; i273 < 1; ++i273) {
+        for (int64_t i274 = 0; i274 < 64; ++i274) v270[(i273) * 64 + i274] = A.p2[(o271 + i273) * A.s2_0 + o272 + i274];
       }
     } else {
-      for (int64_t i263 = 0; i263 < 1; ++i263) {
-        for (int64_t i264 = 0; i264 < 64; ++i264) {
-          v258[(i263)*64 + i264] = ((o259 + i263) >= 0 && (o259 + i263) < A.d2_0 && (o260 + i264) >= 0 && (o260 + i264) < A.d2_1) ? A.p2[(o259 + i263) * A.s2_0 + (o260 + i264) * A.s2_1] : int32_t(INT64_C(0));
+      // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+      const int64_t lo275 = o272 >= 0 ? 0 : -o272 < 64 ? -o272 : 64;
+      const int64_t hi276 = A.d2_1 - o272 >= 64 ? 64 : A.d2_1 - o272 > lo275 ? A.d2_1 - o272 : lo275;
+      for (int64_t i277 = 0; i277 < 1; ++i277) {
+        if ((o271 + i277) >= 0 && (o271 + i277) < A.d2_0) {
+          for (int64_t i278 = 0; i278 < lo275; ++i278) v270[(i277) * 64 + i278] = int32_t(INT64_C(0));
+          for (int64_t i278 = lo275; i278 < hi276; ++i278) v270[(i277) * 64 + i278] = A.p2[(o271 + i277) * A.s2_0 + o272 + i278];
+          for (int64_t i278 = hi276; i278 < 64; ++i278) v270[(i277) * 64 + i278] = int32_t(INT64_C(0));
+        } else {
+          for (int64_t i278 = 0; i278 < 64; ++i278) v270[(i277) * 64 + i278] = int32_t(INT64_C(0));
         }
       }
     }
   }
   // %251 = load_tile %values, %1, %16 : tile<bf16, [1, 64]>
-  alignas(64) float v265[64];
+  alignas(64) float v279[64];
   {
-    const int64_t o266 = int64_t(v1) * 1;
-    const int64_t o267 = int64_t(v16) * 64;
-    if (o266 >= 0 && o266 + 1 <= A.d1_0 && o267 >= 0 && o267 + 64 <= A.d1_1) {
-      for (int64_t i268 = 0; i268 < 1; ++i268) {
-        for (int64_t i269 = 0; i269 < 64; ++i269) v265[(i268) * 64 + i269] = tsr::bf2f(A.p1[(o266 + i268) * A.s1_0 + o267 + i269]);
+    const int64_t o280 = int64_t(v1) * 1;
+    const int64_t o281 = int64_t(v16) * 64;
+    if (o280 >= 0 && o280 + 1 <= A.d1_0 && o281 >= 0 && o281 + 64 <= A.d1_1) {
+      for (int64_t i282 = 0; i282 < 1; ++i282) {
+        for (int64_t i283 = 0; i283 < 64; ++i283) v279[(i282) * 64 + i283] = tsr::bf2f(A.p1[(o280 + i282) * A.s1_0 + o281 + i283]);
       }
     } else {
-      for (int64_t i270 = 0; i270 < 1; ++i270) {
-        for (int64_t i271 = 0; i271 < 64; ++i271) {
-          v265[(i270)*64 + i271] = ((o266 + i270) >= 0 && (o266 + i270) < A.d1_0 && (o267 + i271) >= 0 && (o267 + i271) < A.d1_1) ? tsr::bf2f(A.p1[(o266 + i270) * A.s1_0 + (o267 + i271) * A.s1_1]) : tsr::bf2f(tsr::f2bf_d(0x0p+0));
+      // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+      const int64_t lo284 = o281 >= 0 ? 0 : -o281 < 64 ? -o281 : 64;
+      const int64_t hi285 = A.d1_1 - o281 >= 64 ? 64 : A.d1_1 - o281 > lo284 ? A.d1_1 - o281 : lo284;
+      for (int64_t i286 = 0; i286 < 1; ++i286) {
+        if ((o280 + i286) >= 0 && (o280 + i286) < A.d1_0) {
+          for (int64_t i287 = 0; i287 < lo284; ++i287) v279[(i286) * 64 + i287] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
+          for (int64_t i287 = lo284; i287 < hi285; ++i287) v279[(i286) * 64 + i287] = tsr::bf2f(A.p1[(o280 + i286) * A.s1_0 + o281 + i287]);
+          for (int64_t i287 = hi285; i287 < 64; ++i287) v279[(i286) * 64 + i287] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
+        } else {
+          for (int64_t i287 = 0; i287 < 64; ++i287) v279[(i286) * 64 + i287] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
         }
       }
     }
   }
   // %252, %253 = sort %251, %250 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
-  alignas(64) float v272[64];
-  alignas(64) int32_t v273[64];
-  alignas(64) uint64_t sk274[128];
-  alignas(64) int32_t sp275[128];
-  tsr::sort_lines(v265, v258, v272, v273, 1, 64, 1, 64, true, sk274, sp275);
+  alignas(64) float v288[64];
+  alignas(64) int32_t v289[64];
+  alignas(64) uint64_t sk290[128];
+  alignas(64) int32_t sp291[128];
+  tsr::sort_lines(v279, v270, v288, v289, 1, 64, 1, 64, true, sk290, sp291);
   // store_tile %values, %252, %1, %16
   {
-    const int64_t o276 = int64_t(v1) * 1;
-    const int64_t o277 = int64_t(v16) * 64;
-    if (o276 >= 0 && o276 + 1 <= A.d1_0 && o277 >= 0 && o277 + 64 <= A.d1_1) {
-      for (int64_t i278 = 0; i278 < 1; ++i278) {
-        alignas(64) float st280[64];
-        for (int64_t i279 = 0; i279 < 64; ++i279) st280[i279 - 0] = v272[(i278) * 64 + i279];
-        tsr::store_bf16(A.p1 + (o276 + i278) * A.s1_0 + o277 + 0, st280, 64);
+    const int64_t o292 = int64_t(v1) * 1;
+    const int64_t o293 = int64_t(v16) * 64;
+    if (o292 >= 0 && o292 + 1 <= A.d1_0 && o293 >= 0 && o293 + 64 <= A.d1_1) {
+      for (int64_t i294 = 0; i294 < 1; ++i294) {
+        alignas(64) float st296[64];
+        for (int64_t i295 = 0; i295 < 64; ++i295) st296[i295 - 0] = v288[(i294) * 64 + i295];
+        tsr::store_bf16(A.p1 + (o292 + i294) * A.s1_0 + o293 + 0, st296, 64);
       }
     } else {
-      for (int64_t i281 = 0; i281 < 1; ++i281) {
-        for (int64_t i282 = 0; i282 < 64; ++i282) {
-          if ((o276 + i281) >= 0 && (o276 + i281) < A.d1_0 && (o277 + i282) >= 0 && (o277 + i282) < A.d1_1) A.p1[(o276 + i281) * A.s1_0 + (o277 + i282) * A.s1_1] = tsr::f2bf(v272[(i281)*64 + i282]);
-        }
+      // partly outside: each row copies its columns inside [lo, hi)
+      const int64_t lo297 = o293 >= 0 ? 0 : -o293 < 64 ? -o293 : 64;
+      const int64_t hi298 = A.d1_1 - o293 >= 64 ? 64 : A.d1_1 - o293 > lo297 ? A.d1_1 - o293 : lo297;
+      for (int64_t i299 = 0; i299 < 1; ++i299) {
+        if ((o292 + i299) >= 0 && (o292 + i299) < A.d1_0)
+          for (int64_t i300 = lo297; i300 < hi298; ++i300) A.p1[(o292 + i299) * A.s1_0 + o293 + i300] = tsr::f2bf(v288[(i299) * 64 + i300]);
       }
     }
   }
   // store_tile %indices, %253, %1, %16
   {
-    const int64_t o283 = int64_t(v1) * 1;
-    const int64_t o284 = int64_t(v16) * 64;
-    if (o283 >= 0 && o283 + 1 <= A.d2_0 && o284 >= 0 && o284 + 64 <= A.d2_1) {
-      for (int64_t i285 = 0; i285 < 1; ++i285) {
-        for (int64_t i286 = 0; i286 < 64; ++i286) A.p2[(o283 + i285) * A.s2_0 + o284 + i286] = v273[(i285) * 64 + i286];
+    const int64_t o301 = int64_t(v1) * 1;
+    const int64_t o302 = int64_t(v16) * 64;
+    if (o301 >= 0 && o301 + 1 <= A.d2_0 && o302 >= 0 && o302 + 64 <= A.d2_1) {
+      for (int64_t i303 = 0; i303 < 1; ++i303) {
+        for (int64_t i304 = 0; i304 < 64; ++i304) A.p2[(o301 + i303) * A.s2_0 + o302 + i304] = v289[(i303) * 64 + i304];
       }
     } else {
-      for (int64_t i287 = 0; i287 < 1; ++i287) {
-        for (int64_t i288 = 0; i288 < 64; ++i288) {
-          if ((o283 + i287) >= 0 && (o283 + i287) < A.d2_0 && (o284 + i288) >= 0 && (o284 + i288) < A.d2_1) A.p2[(o283 + i287) * A.s2_0 + (o284 + i288) * A.s2_1] = v273[(i287)*64 + i288];
-        }
+      // partly outside: each row copies its columns inside [lo, hi)
+      const int64_t lo305 = o302 >= 0 ? 0 : -o302 < 64 ? -o302 : 64;
+      const int64_t hi306 = A.d2_1 - o302 >= 64 ? 64 : A.d2_1 - o302 > lo305 ? A.d2_1 - o302 : lo305;
+      for (int64_t i307 = 0; i307 < 1; ++i307) {
+        if ((o301 + i307) >= 0 && (o301 + i307) < A.d2_0)
+          for (int64_t i308 = lo305; i308 < hi306; ++i308) A.p2[(o301 + i307) * A.s2_0 + o302 + i308] = v289[(i307) * 64 + i308];
       }
     }
   }

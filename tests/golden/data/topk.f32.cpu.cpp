@@ -107,9 +107,16 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
             for (int64_t i24 = 0; i24 < 8192; ++i24) dst20[(i23) * 8192 + i24] = A.p0[(o21 + i23) * A.s0_0 + o22 + i24];
           }
         } else {
-          for (int64_t i25 = 0; i25 < 1; ++i25) {
-            for (int64_t i26 = 0; i26 < 8192; ++i26) {
-              dst20[(i25)*8192 + i26] = ((o21 + i25) >= 0 && (o21 + i25) < A.d0_0 && (o22 + i26) >= 0 && (o22 + i26) < A.d0_1) ? A.p0[(o21 + i25) * A.s0_0 + (o22 + i26) * A.s0_1] : float(0x0p+0);
+          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+          const int64_t lo25 = o22 >= 0 ? 0 : -o22 < 8192 ? -o22 : 8192;
+          const int64_t hi26 = A.d0_1 - o22 >= 8192 ? 8192 : A.d0_1 - o22 > lo25 ? A.d0_1 - o22 : lo25;
+          for (int64_t i27 = 0; i27 < 1; ++i27) {
+            if ((o21 + i27) >= 0 && (o21 + i27) < A.d0_0) {
+              for (int64_t i28 = 0; i28 < lo25; ++i28) dst20[(i27) * 8192 + i28] = float(0x0p+0);
+              for (int64_t i28 = lo25; i28 < hi26; ++i28) dst20[(i27) * 8192 + i28] = A.p0[(o21 + i27) * A.s0_0 + o22 + i28];
+              for (int64_t i28 = hi26; i28 < 8192; ++i28) dst20[(i27) * 8192 + i28] = float(0x0p+0);
+            } else {
+              for (int64_t i28 = 0; i28 < 8192; ++i28) dst20[(i27) * 8192 + i28] = float(0x0p+0);
             }
           }
         }
@@ -118,58 +125,65 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // yield
   }
   // %19 = const {value = 2147483647} : u32
-  const uint32_t v27 = uint32_t(INT64_C(2147483647));
+  const uint32_t v29 = uint32_t(INT64_C(2147483647));
   // %20 = const {value = 31} : u32
-  const uint32_t v28 = uint32_t(INT64_C(31));
+  const uint32_t v30 = uint32_t(INT64_C(31));
   // %21 = sub %7, %4 : i32
-  const int32_t v29 = tsr::wsub(v7, v4);
+  const int32_t v31 = tsr::wsub(v7, v4);
   // %22 = const {value = 21} : u32
-  const uint32_t v30 = uint32_t(INT64_C(21));
+  const uint32_t v32 = uint32_t(INT64_C(21));
   // %23 = const {value = 2047} : u32
-  const uint32_t v31 = uint32_t(INT64_C(2047));
+  const uint32_t v33 = uint32_t(INT64_C(2047));
   // %24 = for %16, %13, %4, %17 : tile<i32, [2048]> {...}
-  alignas(64) int32_t c32[2048];
-  __builtin_memcpy(c32, v17, sizeof(c32));
-  for (int64_t iv33_ = v16; v4 > 0 && iv33_ < v13; iv33_ += v4) {
-    const int32_t iv33 = int32_t(iv33_);
+  alignas(64) int32_t c34[2048];
+  __builtin_memcpy(c34, v17, sizeof(c34));
+  for (int64_t iv35_ = v16; v4 > 0 && iv35_ < v13; iv35_ += v4) {
+    const int32_t iv35 = int32_t(iv35_);
     // async_wait
     // (copies are synchronous here: nothing to wait for)
     // %27 = rem %25, %10 : i32
-    const int32_t v34 = tsr::irem(iv33, v10);
+    const int32_t v36 = tsr::irem(iv35, v10);
     // %28 = mul %27, %10 : i32
-    const int32_t v35 = tsr::wmul(v34, v10);
+    const int32_t v37 = tsr::wmul(v36, v10);
     // %29 = add %25, %4 : i32
-    const int32_t v36 = tsr::wadd(iv33, v4);
+    const int32_t v38 = tsr::wadd(iv35, v4);
     // %30 = cmp %29, %13 {pred = "lt"} : i1
-    const uint8_t v37 = uint8_t(v36 < v13);
+    const uint8_t v39 = uint8_t(v38 < v13);
     // if %30 {...}
-    if (v37) {
+    if (v39) {
       // %31 = mul %29, %10 : i32
-      const int32_t v38 = tsr::wmul(v36, v10);
+      const int32_t v40 = tsr::wmul(v38, v10);
       // %32 = sub %10, %28 : i32
-      const int32_t v39 = tsr::wsub(v10, v35);
+      const int32_t v41 = tsr::wsub(v10, v37);
       // for %16, %10, %4 {...}
-      for (int64_t iv40_ = v16; v4 > 0 && iv40_ < v10; iv40_ += v4) {
-        const int32_t iv40 = int32_t(iv40_);
+      for (int64_t iv42_ = v16; v4 > 0 && iv42_ < v10; iv42_ += v4) {
+        const int32_t iv42 = int32_t(iv42_);
         // %34 = add %31, %33 : i32
-        const int32_t v41 = tsr::wadd(v38, iv40);
+        const int32_t v43 = tsr::wadd(v40, iv42);
         // %35 = add %32, %33 : i32
-        const int32_t v42 = tsr::wadd(v39, iv40);
+        const int32_t v44 = tsr::wadd(v41, iv42);
         // async_copy %9, %x, %35, %1, %34
-        if (!(true && int64_t(v42) >= 0 && int64_t(v42) < 4)) { tsr_fault(628); return; }
+        if (!(true && int64_t(v44) >= 0 && int64_t(v44) < 4)) { tsr_fault(628); return; }
         {
-          float* const dst43 = buf9 + ((0) * 4 + int64_t(v42)) * 8192;
+          float* const dst45 = buf9 + ((0) * 4 + int64_t(v44)) * 8192;
           {
-            const int64_t o44 = int64_t(v1) * 1;
-            const int64_t o45 = int64_t(v41) * 8192;
-            if (o44 >= 0 && o44 + 1 <= A.d0_0 && o45 >= 0 && o45 + 8192 <= A.d0_1) {
-              for (int64_t i46 = 0; i46 < 1; ++i46) {
-                for (int64_t i47 = 0; i47 < 8192; ++i47) dst43[(i46) * 8192 + i47] = A.p0[(o44 + i46) * A.s0_0 + o45 + i47];
+            const int64_t o46 = int64_t(v1) * 1;
+            const int64_t o47 = int64_t(v43) * 8192;
+            if (o46 >= 0 && o46 + 1 <= A.d0_0 && o47 >= 0 && o47 + 8192 <= A.d0_1) {
+              for (int64_t i48 = 0; i48 < 1; ++i48) {
+                for (int64_t i49 = 0; i49 < 8192; ++i49) dst45[(i48) * 8192 + i49] = A.p0[(o46 + i48) * A.s0_0 + o47 + i49];
               }
             } else {
-              for (int64_t i48 = 0; i48 < 1; ++i48) {
-                for (int64_t i49 = 0; i49 < 8192; ++i49) {
-                  dst43[(i48)*8192 + i49] = ((o44 + i48) >= 0 && (o44 + i48) < A.d0_0 && (o45 + i49) >= 0 && (o45 + i49) < A.d0_1) ? A.p0[(o44 + i48) * A.s0_0 + (o45 + i49) * A.s0_1] : float(0x0p+0);
+              // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+              const int64_t lo50 = o47 >= 0 ? 0 : -o47 < 8192 ? -o47 : 8192;
+              const int64_t hi51 = A.d0_1 - o47 >= 8192 ? 8192 : A.d0_1 - o47 > lo50 ? A.d0_1 - o47 : lo50;
+              for (int64_t i52 = 0; i52 < 1; ++i52) {
+                if ((o46 + i52) >= 0 && (o46 + i52) < A.d0_0) {
+                  for (int64_t i53 = 0; i53 < lo50; ++i53) dst45[(i52) * 8192 + i53] = float(0x0p+0);
+                  for (int64_t i53 = lo50; i53 < hi51; ++i53) dst45[(i52) * 8192 + i53] = A.p0[(o46 + i52) * A.s0_0 + o47 + i53];
+                  for (int64_t i53 = hi51; i53 < 8192; ++i53) dst45[(i52) * 8192 + i53] = float(0x0p+0);
+                } else {
+                  for (int64_t i53 = 0; i53 < 8192; ++i53) dst45[(i52) * 8192 + i53] = float(0x0p+0);
                 }
               }
             }
@@ -182,28 +196,28 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // yield
     }
     // %36 = mul %25, %10 : i32
-    const int32_t v50 = tsr::wmul(iv33, v10);
+    const int32_t v54 = tsr::wmul(iv35, v10);
     // %37 = sub %7, %36 : i32
-    const int32_t v51 = tsr::wsub(v7, v50);
+    const int32_t v55 = tsr::wsub(v7, v54);
     // %38 = min %10, %37 : i32
-    const int32_t v52 = tsr::imin(v10, v51);
+    const int32_t v56 = tsr::imin(v10, v55);
     // %39 = for %16, %38, %4, %26 : tile<i32, [2048]> {...}
-    alignas(64) int32_t c53[2048];
-    __builtin_memcpy(c53, c32, sizeof(c53));
-    for (int64_t iv54_ = v16; v4 > 0 && iv54_ < v52; iv54_ += v4) {
-      const int32_t iv54 = int32_t(iv54_);
+    alignas(64) int32_t c57[2048];
+    __builtin_memcpy(c57, c34, sizeof(c57));
+    for (int64_t iv58_ = v16; v4 > 0 && iv58_ < v56; iv58_ += v4) {
+      const int32_t iv58 = int32_t(iv58_);
       // %42 = add %36, %40 : i32
-      const int32_t v55 = tsr::wadd(v50, iv54);
+      const int32_t v59 = tsr::wadd(v54, iv58);
       // %43 = add %28, %40 : i32
-      const int32_t v56 = tsr::wadd(v35, iv54);
+      const int32_t v60 = tsr::wadd(v37, iv58);
       // %44 = buffer_read %9, %43 : tile<f32, [1, 8192]>
-      if (!(true && int64_t(v56) >= 0 && int64_t(v56) < 4)) { tsr_fault(788); return; }
-      alignas(64) float v57[8192];
-      __builtin_memcpy(v57, buf9 + ((0) * 4 + int64_t(v56)) * 8192, sizeof(v57));
+      if (!(true && int64_t(v60) >= 0 && int64_t(v60) < 4)) { tsr_fault(788); return; }
+      alignas(64) float v61[8192];
+      __builtin_memcpy(v61, buf9 + ((0) * 4 + int64_t(v60)) * 8192, sizeof(v61));
       // %45 = reshape %44 : tile<f32, [8192]>
       // %46 = bitcast %45 : tile<u32, [8192]>
-      alignas(64) uint32_t v58[8192];
-      for (int64_t i59 = 0; i59 < 8192; ++i59) v58[i59] = uint32_t(tsr::f32_bits(v57[i59]));
+      alignas(64) uint32_t v62[8192];
+      for (int64_t i63 = 0; i63 < 8192; ++i63) v62[i63] = uint32_t(tsr::f32_bits(v61[i63]));
       // %47 = splat %19 : tile<u32, [8192]>
       // (computed inside its user)
       // %48 = xor %46, %47 : tile<u32, [8192]>
@@ -217,15 +231,15 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %52 = cmp %50, %51 {pred = "eq"} : tile<i1, [8192]>
       // (computed inside its user)
       // %53 = where %52, %48, %46 : tile<u32, [8192]>
-      alignas(64) uint32_t v60[8192];
-      for (int64_t i61 = 0; i61 < 8192; ++i61) v60[i61] = ((uint8_t((tsr::ishr(v58[i61], (v28))) == (v14))) ? (uint32_t(v58[i61] ^ (v27))) : v58[i61]);
+      alignas(64) uint32_t v64[8192];
+      for (int64_t i65 = 0; i65 < 8192; ++i65) v64[i65] = ((uint8_t((tsr::ishr(v62[i65], (v30))) == (v14))) ? (uint32_t(v62[i65] ^ (v29))) : v62[i65]);
       // %54 = cmp %42, %21 {pred = "eq"} : i1
-      const uint8_t v62 = uint8_t(v55 == v29);
+      const uint8_t v66 = uint8_t(v59 == v31);
       // %55 = if %54 : tile<u32, [8192]> {...}
-      alignas(64) uint32_t v63[8192];
-      if (v62) {
+      alignas(64) uint32_t v67[8192];
+      if (v66) {
         // %56 = mul %42, %3 : i32
-        const int32_t v64 = tsr::wmul(v55, v3);
+        const int32_t v68 = tsr::wmul(v59, v3);
         // %57 = arange : tile<i32, [8192]>
         // (computed inside its user)
         // %58 = splat %56 : tile<i32, [8192]>
@@ -239,13 +253,13 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // %62 = splat %8 : tile<u32, [8192]>
         // (computed inside its user)
         // %63 = where %61, %53, %62 : tile<u32, [8192]>
-        alignas(64) uint32_t v65[8192];
-        for (int64_t i66 = 0; i66 < 8192; ++i66) v65[i66] = ((uint8_t((tsr::wadd((int32_t(0 + i66)), (v64))) < (v2))) ? v60[i66] : (v8));
+        alignas(64) uint32_t v69[8192];
+        for (int64_t i70 = 0; i70 < 8192; ++i70) v69[i70] = ((uint8_t((tsr::wadd((int32_t(0 + i70)), (v68))) < (v2))) ? v64[i70] : (v8));
         // yield %63
-        __builtin_memcpy(v63, v65, sizeof(v63));
+        __builtin_memcpy(v67, v69, sizeof(v67));
       } else {
         // yield %53
-        __builtin_memcpy(v63, v60, sizeof(v63));
+        __builtin_memcpy(v67, v64, sizeof(v67));
       }
       // %64 = splat %22 : tile<u32, [8192]>
       // (computed inside its user)
@@ -256,120 +270,127 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %67 = and %65, %66 : tile<u32, [8192]>
       // (computed inside its user)
       // %68 = cast %67 : tile<i32, [8192]>
-      alignas(64) int32_t v67[8192];
-      for (int64_t i68 = 0; i68 < 8192; ++i68) v67[i68] = int32_t((uint32_t((tsr::ishr(v63[i68], (v30))) & (v31))));
+      alignas(64) int32_t v71[8192];
+      for (int64_t i72 = 0; i72 < 8192; ++i72) v71[i72] = int32_t((uint32_t((tsr::ishr(v67[i72], (v32))) & (v33))));
       // %69 = histogram %68 : tile<i32, [2048]>
-      alignas(64) int32_t v69[2048];
-      tsr::histogram(v67, 8192, v69, 2048);
+      alignas(64) int32_t v73[2048];
+      tsr::histogram(v71, 8192, v73, 2048);
       // %70 = add %41, %69 : tile<i32, [2048]>
-      // (written into the carried c53)
-      for (int64_t i70 = 0; i70 < 2048; ++i70) c53[i70] = tsr::wadd(c53[i70], v69[i70]);
+      // (written into the carried c57)
+      for (int64_t i74 = 0; i74 < 2048; ++i74) c57[i74] = tsr::wadd(c57[i74], v73[i74]);
       // yield %70
     }
     // yield %39
-    __builtin_memcpy(c32, c53, sizeof(c32));
+    __builtin_memcpy(c34, c57, sizeof(c34));
   }
   // %71 = scan %24 {axis = 0, kind = "sum"} : tile<i32, [2048]>
-  alignas(64) int32_t v71[2048];
+  alignas(64) int32_t v75[2048];
   for (int64_t o_ = 0; o_ < 1; ++o_)
   for (int64_t n_ = 0; n_ < 1; ++n_) {
-    int32_t acc72 = c32[(o_ * 2048 + 0) * 1 + n_];
-    v71[(o_ * 2048 + 0) * 1 + n_] = acc72;
-    for (int64_t l73 = 1; l73 < 2048; ++l73) {
-      acc72 = tsr::wadd(acc72, c32[(o_ * 2048 + l73) * 1 + n_]);
-      v71[(o_ * 2048 + l73) * 1 + n_] = acc72;
+    int32_t acc76 = c34[(o_ * 2048 + 0) * 1 + n_];
+    v75[(o_ * 2048 + 0) * 1 + n_] = acc76;
+    for (int64_t l77 = 1; l77 < 2048; ++l77) {
+      acc76 = tsr::wadd(acc76, c34[(o_ * 2048 + l77) * 1 + n_]);
+      v75[(o_ * 2048 + l77) * 1 + n_] = acc76;
     }
   }
   // %72 = splat %15 : tile<i32, [2048]>
   // (computed inside its user)
   // %73 = cmp %71, %72 {pred = "lt"} : tile<i1, [2048]>
-  alignas(64) uint8_t v74[2048];
-  for (int64_t i75 = 0; i75 < 2048; ++i75) v74[i75] = uint8_t(v71[i75] < (v15));
+  alignas(64) uint8_t v78[2048];
+  for (int64_t i79 = 0; i79 < 2048; ++i79) v78[i79] = uint8_t(v75[i79] < (v15));
   // %74 = cast %73 : tile<i32, [2048]>
-  alignas(64) int32_t v76[2048];
-  for (int64_t i77 = 0; i77 < 2048; ++i77) v76[i77] = int32_t(v74[i77]);
+  alignas(64) int32_t v80[2048];
+  for (int64_t i81 = 0; i81 < 2048; ++i81) v80[i81] = int32_t(v78[i81]);
   // %75 = reduce %74 {axis = 0, kind = "sum"} : i32
-  int32_t v78;
+  int32_t v82;
   for (int64_t o_ = 0; o_ < 1; ++o_) {
     int32_t ln_[16];
     for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
     for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v76[o_ * 2048 + l_ + q_]);
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v80[o_ * 2048 + l_ + q_]);
     int32_t acc_ = ln_[0];
     for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-    v78 = acc_;
+    v82 = acc_;
   }
   // %76 = arange : tile<i32, [2048]>
-  alignas(64) int32_t v79[2048];
-  for (int64_t i80 = 0; i80 < 2048; ++i80) v79[i80] = int32_t(0 + i80);
+  alignas(64) int32_t v83[2048];
+  for (int64_t i84 = 0; i84 < 2048; ++i84) v83[i84] = int32_t(0 + i84);
   // %77 = splat %75 : tile<i32, [2048]>
   // (computed inside its user)
   // %78 = cmp %76, %77 {pred = "eq"} : tile<i1, [2048]>
   // (computed inside its user)
   // %79 = where %78, %24, %17 : tile<i32, [2048]>
-  alignas(64) int32_t v81[2048];
-  for (int64_t i82 = 0; i82 < 2048; ++i82) v81[i82] = ((uint8_t(v79[i82] == (v78))) ? c32[i82] : v16);
+  alignas(64) int32_t v85[2048];
+  for (int64_t i86 = 0; i86 < 2048; ++i86) v85[i86] = ((uint8_t(v83[i86] == (v82))) ? c34[i86] : v16);
   // %80 = reduce %79 {axis = 0, kind = "sum"} : i32
-  int32_t v83;
+  int32_t v87;
   for (int64_t o_ = 0; o_ < 1; ++o_) {
     int32_t ln_[16];
     for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
     for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v81[o_ * 2048 + l_ + q_]);
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v85[o_ * 2048 + l_ + q_]);
     int32_t acc_ = ln_[0];
     for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-    v83 = acc_;
+    v87 = acc_;
   }
   // %81 = where %73, %24, %17 : tile<i32, [2048]>
-  alignas(64) int32_t v84[2048];
-  for (int64_t i85 = 0; i85 < 2048; ++i85) v84[i85] = (v74[i85] ? c32[i85] : v16);
+  alignas(64) int32_t v88[2048];
+  for (int64_t i89 = 0; i89 < 2048; ++i89) v88[i89] = (v78[i89] ? c34[i89] : v16);
   // %82 = reduce %81 {axis = 0, kind = "sum"} : i32
-  int32_t v86;
+  int32_t v90;
   for (int64_t o_ = 0; o_ < 1; ++o_) {
     int32_t ln_[16];
     for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
     for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v84[o_ * 2048 + l_ + q_]);
+      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v88[o_ * 2048 + l_ + q_]);
     int32_t acc_ = ln_[0];
     for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-    v86 = acc_;
+    v90 = acc_;
   }
   // %83 = sub %15, %82 : i32
-  const int32_t v87 = tsr::wsub(v15, v86);
+  const int32_t v91 = tsr::wsub(v15, v90);
   // %84 = cast %75 : u32
-  const uint32_t v88 = uint32_t(v78);
+  const uint32_t v92 = uint32_t(v82);
   // %85 = const {value = 21} : u32
-  const uint32_t v89 = uint32_t(INT64_C(21));
+  const uint32_t v93 = uint32_t(INT64_C(21));
   // %86 = shl %84, %85 : u32
-  const uint32_t v90 = tsr::ishl(v88, v89);
+  const uint32_t v94 = tsr::ishl(v92, v93);
   // %87 = or %14, %86 : u32
-  const uint32_t v91 = uint32_t(v14 | v90);
+  const uint32_t v95 = uint32_t(v14 | v94);
   // %88 = cmp %80, %83 {pred = "ne"} : i1
-  const uint8_t v92 = uint8_t(v83 != v87);
+  const uint8_t v96 = uint8_t(v87 != v91);
   // %89, %90, %91, %92 = if %88 : u32, i32, u32, i1 {...}
-  uint32_t v93;
-  int32_t v94;
-  uint32_t v95;
-  uint8_t v96;
-  if (v92) {
+  uint32_t v97;
+  int32_t v98;
+  uint32_t v99;
+  uint8_t v100;
+  if (v96) {
     // for %16, %10, %4 {...}
-    for (int64_t iv97_ = v16; v4 > 0 && iv97_ < v10; iv97_ += v4) {
-      const int32_t iv97 = int32_t(iv97_);
+    for (int64_t iv101_ = v16; v4 > 0 && iv101_ < v10; iv101_ += v4) {
+      const int32_t iv101 = int32_t(iv101_);
       // async_copy %9, %x, %93, %1, %93
-      if (!(true && int64_t(iv97) >= 0 && int64_t(iv97) < 4)) { tsr_fault(1604); return; }
+      if (!(true && int64_t(iv101) >= 0 && int64_t(iv101) < 4)) { tsr_fault(1604); return; }
       {
-        float* const dst98 = buf9 + ((0) * 4 + int64_t(iv97)) * 8192;
+        float* const dst102 = buf9 + ((0) * 4 + int64_t(iv101)) * 8192;
         {
-          const int64_t o99 = int64_t(v1) * 1;
-          const int64_t o100 = int64_t(iv97) * 8192;
-          if (o99 >= 0 && o99 + 1 <= A.d0_0 && o100 >= 0 && o100 + 8192 <= A.d0_1) {
-            for (int64_t i101 = 0; i101 < 1; ++i101) {
-              for (int64_t i102 = 0; i102 < 8192; ++i102) dst98[(i101) * 8192 + i102] = A.p0[(o99 + i101) * A.s0_0 + o100 + i102];
+          const int64_t o103 = int64_t(v1) * 1;
+          const int64_t o104 = int64_t(iv101) * 8192;
+          if (o103 >= 0 && o103 + 1 <= A.d0_0 && o104 >= 0 && o104 + 8192 <= A.d0_1) {
+            for (int64_t i105 = 0; i105 < 1; ++i105) {
+              for (int64_t i106 = 0; i106 < 8192; ++i106) dst102[(i105) * 8192 + i106] = A.p0[(o103 + i105) * A.s0_0 + o104 + i106];
             }
           } else {
-            for (int64_t i103 = 0; i103 < 1; ++i103) {
-              for (int64_t i104 = 0; i104 < 8192; ++i104) {
-                dst98[(i103)*8192 + i104] = ((o99 + i103) >= 0 && (o99 + i103) < A.d0_0 && (o100 + i104) >= 0 && (o100 + i104) < A.d0_1) ? A.p0[(o99 + i103) * A.s0_0 + (o100 + i104) * A.s0_1] : float(0x0p+0);
+            // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+            const int64_t lo107 = o104 >= 0 ? 0 : -o104 < 8192 ? -o104 : 8192;
+            const int64_t hi108 = A.d0_1 - o104 >= 8192 ? 8192 : A.d0_1 - o104 > lo107 ? A.d0_1 - o104 : lo107;
+            for (int64_t i109 = 0; i109 < 1; ++i109) {
+              if ((o103 + i109) >= 0 && (o103 + i109) < A.d0_0) {
+                for (int64_t i110 = 0; i110 < lo107; ++i110) dst102[(i109) * 8192 + i110] = float(0x0p+0);
+                for (int64_t i110 = lo107; i110 < hi108; ++i110) dst102[(i109) * 8192 + i110] = A.p0[(o103 + i109) * A.s0_0 + o104 + i110];
+                for (int64_t i110 = hi108; i110 < 8192; ++i110) dst102[(i109) * 8192 + i110] = float(0x0p+0);
+              } else {
+                for (int64_t i110 = 0; i110 < 8192; ++i110) dst102[(i109) * 8192 + i110] = float(0x0p+0);
               }
             }
           }
@@ -378,62 +399,69 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // yield
     }
     // %94 = const {value = 2147483647} : u32
-    const uint32_t v105 = uint32_t(INT64_C(2147483647));
+    const uint32_t v111 = uint32_t(INT64_C(2147483647));
     // %95 = const {value = 31} : u32
-    const uint32_t v106 = uint32_t(INT64_C(31));
+    const uint32_t v112 = uint32_t(INT64_C(31));
     // %96 = sub %7, %4 : i32
-    const int32_t v107 = tsr::wsub(v7, v4);
+    const int32_t v113 = tsr::wsub(v7, v4);
     // %97 = const {value = 10} : u32
-    const uint32_t v108 = uint32_t(INT64_C(10));
+    const uint32_t v114 = uint32_t(INT64_C(10));
     // %98 = const {value = 2047} : u32
-    const uint32_t v109 = uint32_t(INT64_C(2047));
+    const uint32_t v115 = uint32_t(INT64_C(2047));
     // %99 = shr %87, %85 : u32
-    const uint32_t v110 = tsr::ishr(v91, v89);
+    const uint32_t v116 = tsr::ishr(v95, v93);
     // %100 = const {value = -1} : i32
-    const int32_t v111 = int32_t(INT64_C(-1));
+    const int32_t v117 = int32_t(INT64_C(-1));
     // %101 = for %16, %13, %4, %17 : tile<i32, [2048]> {...}
-    alignas(64) int32_t c112[2048];
-    __builtin_memcpy(c112, v17, sizeof(c112));
-    for (int64_t iv113_ = v16; v4 > 0 && iv113_ < v13; iv113_ += v4) {
-      const int32_t iv113 = int32_t(iv113_);
+    alignas(64) int32_t c118[2048];
+    __builtin_memcpy(c118, v17, sizeof(c118));
+    for (int64_t iv119_ = v16; v4 > 0 && iv119_ < v13; iv119_ += v4) {
+      const int32_t iv119 = int32_t(iv119_);
       // async_wait
       // (copies are synchronous here: nothing to wait for)
       // %104 = rem %102, %10 : i32
-      const int32_t v114 = tsr::irem(iv113, v10);
+      const int32_t v120 = tsr::irem(iv119, v10);
       // %105 = mul %104, %10 : i32
-      const int32_t v115 = tsr::wmul(v114, v10);
+      const int32_t v121 = tsr::wmul(v120, v10);
       // %106 = add %102, %4 : i32
-      const int32_t v116 = tsr::wadd(iv113, v4);
+      const int32_t v122 = tsr::wadd(iv119, v4);
       // %107 = cmp %106, %13 {pred = "lt"} : i1
-      const uint8_t v117 = uint8_t(v116 < v13);
+      const uint8_t v123 = uint8_t(v122 < v13);
       // if %107 {...}
-      if (v117) {
+      if (v123) {
         // %108 = mul %106, %10 : i32
-        const int32_t v118 = tsr::wmul(v116, v10);
+        const int32_t v124 = tsr::wmul(v122, v10);
         // %109 = sub %10, %105 : i32
-        const int32_t v119 = tsr::wsub(v10, v115);
+        const int32_t v125 = tsr::wsub(v10, v121);
         // for %16, %10, %4 {...}
-        for (int64_t iv120_ = v16; v4 > 0 && iv120_ < v10; iv120_ += v4) {
-          const int32_t iv120 = int32_t(iv120_);
+        for (int64_t iv126_ = v16; v4 > 0 && iv126_ < v10; iv126_ += v4) {
+          const int32_t iv126 = int32_t(iv126_);
           // %111 = add %108, %110 : i32
-          const int32_t v121 = tsr::wadd(v118, iv120);
+          const int32_t v127 = tsr::wadd(v124, iv126);
           // %112 = add %109, %110 : i32
-          const int32_t v122 = tsr::wadd(v119, iv120);
+          const int32_t v128 = tsr::wadd(v125, iv126);
           // async_copy %9, %x, %112, %1, %111
-          if (!(true && int64_t(v122) >= 0 && int64_t(v122) < 4)) { tsr_fault(1940); return; }
+          if (!(true && int64_t(v128) >= 0 && int64_t(v128) < 4)) { tsr_fault(1940); return; }
           {
-            float* const dst123 = buf9 + ((0) * 4 + int64_t(v122)) * 8192;
+            float* const dst129 = buf9 + ((0) * 4 + int64_t(v128)) * 8192;
             {
-              const int64_t o124 = int64_t(v1) * 1;
-              const int64_t o125 = int64_t(v121) * 8192;
-              if (o124 >= 0 && o124 + 1 <= A.d0_0 && o125 >= 0 && o125 + 8192 <= A.d0_1) {
-                for (int64_t i126 = 0; i126 < 1; ++i126) {
-                  for (int64_t i127 = 0; i127 < 8192; ++i127) dst123[(i126) * 8192 + i127] = A.p0[(o124 + i126) * A.s0_0 + o125 + i127];
+              const int64_t o130 = int64_t(v1) * 1;
+              const int64_t o131 = int64_t(v127) * 8192;
+              if (o130 >= 0 && o130 + 1 <= A.d0_0 && o131 >= 0 && o131 + 8192 <= A.d0_1) {
+                for (int64_t i132 = 0; i132 < 1; ++i132) {
+                  for (int64_t i133 = 0; i133 < 8192; ++i133) dst129[(i132) * 8192 + i133] = A.p0[(o130 + i132) * A.s0_0 + o131 + i133];
                 }
               } else {
-                for (int64_t i128 = 0; i128 < 1; ++i128) {
-                  for (int64_t i129 = 0; i129 < 8192; ++i129) {
-                    dst123[(i128)*8192 + i129] = ((o124 + i128) >= 0 && (o124 + i128) < A.d0_0 && (o125 + i129) >= 0 && (o125 + i129) < A.d0_1) ? A.p0[(o124 + i128) * A.s0_0 + (o125 + i129) * A.s0_1] : float(0x0p+0);
+                // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+                const int64_t lo134 = o131 >= 0 ? 0 : -o131 < 8192 ? -o131 : 8192;
+                const int64_t hi135 = A.d0_1 - o131 >= 8192 ? 8192 : A.d0_1 - o131 > lo134 ? A.d0_1 - o131 : lo134;
+                for (int64_t i136 = 0; i136 < 1; ++i136) {
+                  if ((o130 + i136) >= 0 && (o130 + i136) < A.d0_0) {
+                    for (int64_t i137 = 0; i137 < lo134; ++i137) dst129[(i136) * 8192 + i137] = float(0x0p+0);
+                    for (int64_t i137 = lo134; i137 < hi135; ++i137) dst129[(i136) * 8192 + i137] = A.p0[(o130 + i136) * A.s0_0 + o131 + i137];
+                    for (int64_t i137 = hi135; i137 < 8192; ++i137) dst129[(i136) * 8192 + i137] = float(0x0p+0);
+                  } else {
+                    for (int64_t i137 = 0; i137 < 8192; ++i137) dst129[(i136) * 8192 + i137] = float(0x0p+0);
                   }
                 }
               }
@@ -446,28 +474,28 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // yield
       }
       // %113 = mul %102, %10 : i32
-      const int32_t v130 = tsr::wmul(iv113, v10);
+      const int32_t v138 = tsr::wmul(iv119, v10);
       // %114 = sub %7, %113 : i32
-      const int32_t v131 = tsr::wsub(v7, v130);
+      const int32_t v139 = tsr::wsub(v7, v138);
       // %115 = min %10, %114 : i32
-      const int32_t v132 = tsr::imin(v10, v131);
+      const int32_t v140 = tsr::imin(v10, v139);
       // %116 = for %16, %115, %4, %103 : tile<i32, [2048]> {...}
-      alignas(64) int32_t c133[2048];
-      __builtin_memcpy(c133, c112, sizeof(c133));
-      for (int64_t iv134_ = v16; v4 > 0 && iv134_ < v132; iv134_ += v4) {
-        const int32_t iv134 = int32_t(iv134_);
+      alignas(64) int32_t c141[2048];
+      __builtin_memcpy(c141, c118, sizeof(c141));
+      for (int64_t iv142_ = v16; v4 > 0 && iv142_ < v140; iv142_ += v4) {
+        const int32_t iv142 = int32_t(iv142_);
         // %119 = add %113, %117 : i32
-        const int32_t v135 = tsr::wadd(v130, iv134);
+        const int32_t v143 = tsr::wadd(v138, iv142);
         // %120 = add %105, %117 : i32
-        const int32_t v136 = tsr::wadd(v115, iv134);
+        const int32_t v144 = tsr::wadd(v121, iv142);
         // %121 = buffer_read %9, %120 : tile<f32, [1, 8192]>
-        if (!(true && int64_t(v136) >= 0 && int64_t(v136) < 4)) { tsr_fault(2100); return; }
-        alignas(64) float v137[8192];
-        __builtin_memcpy(v137, buf9 + ((0) * 4 + int64_t(v136)) * 8192, sizeof(v137));
+        if (!(true && int64_t(v144) >= 0 && int64_t(v144) < 4)) { tsr_fault(2100); return; }
+        alignas(64) float v145[8192];
+        __builtin_memcpy(v145, buf9 + ((0) * 4 + int64_t(v144)) * 8192, sizeof(v145));
         // %122 = reshape %121 : tile<f32, [8192]>
         // %123 = bitcast %122 : tile<u32, [8192]>
-        alignas(64) uint32_t v138[8192];
-        for (int64_t i139 = 0; i139 < 8192; ++i139) v138[i139] = uint32_t(tsr::f32_bits(v137[i139]));
+        alignas(64) uint32_t v146[8192];
+        for (int64_t i147 = 0; i147 < 8192; ++i147) v146[i147] = uint32_t(tsr::f32_bits(v145[i147]));
         // %124 = splat %94 : tile<u32, [8192]>
         // (computed inside its user)
         // %125 = xor %123, %124 : tile<u32, [8192]>
@@ -481,15 +509,15 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // %129 = cmp %127, %128 {pred = "eq"} : tile<i1, [8192]>
         // (computed inside its user)
         // %130 = where %129, %125, %123 : tile<u32, [8192]>
-        alignas(64) uint32_t v140[8192];
-        for (int64_t i141 = 0; i141 < 8192; ++i141) v140[i141] = ((uint8_t((tsr::ishr(v138[i141], (v106))) == (v14))) ? (uint32_t(v138[i141] ^ (v105))) : v138[i141]);
+        alignas(64) uint32_t v148[8192];
+        for (int64_t i149 = 0; i149 < 8192; ++i149) v148[i149] = ((uint8_t((tsr::ishr(v146[i149], (v112))) == (v14))) ? (uint32_t(v146[i149] ^ (v111))) : v146[i149]);
         // %131 = cmp %119, %96 {pred = "eq"} : i1
-        const uint8_t v142 = uint8_t(v135 == v107);
+        const uint8_t v150 = uint8_t(v143 == v113);
         // %132 = if %131 : tile<u32, [8192]> {...}
-        alignas(64) uint32_t v143[8192];
-        if (v142) {
+        alignas(64) uint32_t v151[8192];
+        if (v150) {
           // %133 = mul %119, %3 : i32
-          const int32_t v144 = tsr::wmul(v135, v3);
+          const int32_t v152 = tsr::wmul(v143, v3);
           // %134 = arange : tile<i32, [8192]>
           // (computed inside its user)
           // %135 = splat %133 : tile<i32, [8192]>
@@ -503,13 +531,13 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           // %139 = splat %8 : tile<u32, [8192]>
           // (computed inside its user)
           // %140 = where %138, %130, %139 : tile<u32, [8192]>
-          alignas(64) uint32_t v145[8192];
-          for (int64_t i146 = 0; i146 < 8192; ++i146) v145[i146] = ((uint8_t((tsr::wadd((int32_t(0 + i146)), (v144))) < (v2))) ? v140[i146] : (v8));
+          alignas(64) uint32_t v153[8192];
+          for (int64_t i154 = 0; i154 < 8192; ++i154) v153[i154] = ((uint8_t((tsr::wadd((int32_t(0 + i154)), (v152))) < (v2))) ? v148[i154] : (v8));
           // yield %140
-          __builtin_memcpy(v143, v145, sizeof(v143));
+          __builtin_memcpy(v151, v153, sizeof(v151));
         } else {
           // yield %130
-          __builtin_memcpy(v143, v140, sizeof(v143));
+          __builtin_memcpy(v151, v148, sizeof(v151));
         }
         // %141 = splat %97 : tile<u32, [8192]>
         // (computed inside its user)
@@ -532,132 +560,139 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // %150 = splat %100 : tile<i32, [8192]>
         // (computed inside its user)
         // %151 = where %149, %145, %150 : tile<i32, [8192]>
-        alignas(64) int32_t v147[8192];
-        for (int64_t i148 = 0; i148 < 8192; ++i148) v147[i148] = ((uint8_t((tsr::ishr(v143[i148], (v89))) == (v110))) ? (int32_t((uint32_t((tsr::ishr(v143[i148], (v108))) & (v109))))) : (v111));
+        alignas(64) int32_t v155[8192];
+        for (int64_t i156 = 0; i156 < 8192; ++i156) v155[i156] = ((uint8_t((tsr::ishr(v151[i156], (v93))) == (v116))) ? (int32_t((uint32_t((tsr::ishr(v151[i156], (v114))) & (v115))))) : (v117));
         // %152 = histogram %151 : tile<i32, [2048]>
-        alignas(64) int32_t v149[2048];
-        tsr::histogram(v147, 8192, v149, 2048);
+        alignas(64) int32_t v157[2048];
+        tsr::histogram(v155, 8192, v157, 2048);
         // %153 = add %118, %152 : tile<i32, [2048]>
-        // (written into the carried c133)
-        for (int64_t i150 = 0; i150 < 2048; ++i150) c133[i150] = tsr::wadd(c133[i150], v149[i150]);
+        // (written into the carried c141)
+        for (int64_t i158 = 0; i158 < 2048; ++i158) c141[i158] = tsr::wadd(c141[i158], v157[i158]);
         // yield %153
       }
       // yield %116
-      __builtin_memcpy(c112, c133, sizeof(c112));
+      __builtin_memcpy(c118, c141, sizeof(c118));
     }
     // %154 = scan %101 {axis = 0, kind = "sum"} : tile<i32, [2048]>
-    alignas(64) int32_t v151[2048];
+    alignas(64) int32_t v159[2048];
     for (int64_t o_ = 0; o_ < 1; ++o_)
     for (int64_t n_ = 0; n_ < 1; ++n_) {
-      int32_t acc152 = c112[(o_ * 2048 + 0) * 1 + n_];
-      v151[(o_ * 2048 + 0) * 1 + n_] = acc152;
-      for (int64_t l153 = 1; l153 < 2048; ++l153) {
-        acc152 = tsr::wadd(acc152, c112[(o_ * 2048 + l153) * 1 + n_]);
-        v151[(o_ * 2048 + l153) * 1 + n_] = acc152;
+      int32_t acc160 = c118[(o_ * 2048 + 0) * 1 + n_];
+      v159[(o_ * 2048 + 0) * 1 + n_] = acc160;
+      for (int64_t l161 = 1; l161 < 2048; ++l161) {
+        acc160 = tsr::wadd(acc160, c118[(o_ * 2048 + l161) * 1 + n_]);
+        v159[(o_ * 2048 + l161) * 1 + n_] = acc160;
       }
     }
     // %155 = splat %83 : tile<i32, [2048]>
     // (computed inside its user)
     // %156 = cmp %154, %155 {pred = "lt"} : tile<i1, [2048]>
-    alignas(64) uint8_t v154[2048];
-    for (int64_t i155 = 0; i155 < 2048; ++i155) v154[i155] = uint8_t(v151[i155] < (v87));
+    alignas(64) uint8_t v162[2048];
+    for (int64_t i163 = 0; i163 < 2048; ++i163) v162[i163] = uint8_t(v159[i163] < (v91));
     // %157 = cast %156 : tile<i32, [2048]>
-    alignas(64) int32_t v156[2048];
-    for (int64_t i157 = 0; i157 < 2048; ++i157) v156[i157] = int32_t(v154[i157]);
+    alignas(64) int32_t v164[2048];
+    for (int64_t i165 = 0; i165 < 2048; ++i165) v164[i165] = int32_t(v162[i165]);
     // %158 = reduce %157 {axis = 0, kind = "sum"} : i32
-    int32_t v158;
+    int32_t v166;
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       int32_t ln_[16];
       for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
       for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v156[o_ * 2048 + l_ + q_]);
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v164[o_ * 2048 + l_ + q_]);
       int32_t acc_ = ln_[0];
       for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v158 = acc_;
+      v166 = acc_;
     }
     // %159 = splat %158 : tile<i32, [2048]>
     // (computed inside its user)
     // %160 = cmp %76, %159 {pred = "eq"} : tile<i1, [2048]>
     // (computed inside its user)
     // %161 = where %160, %101, %17 : tile<i32, [2048]>
-    alignas(64) int32_t v159[2048];
-    for (int64_t i160 = 0; i160 < 2048; ++i160) v159[i160] = ((uint8_t(v79[i160] == (v158))) ? c112[i160] : v16);
+    alignas(64) int32_t v167[2048];
+    for (int64_t i168 = 0; i168 < 2048; ++i168) v167[i168] = ((uint8_t(v83[i168] == (v166))) ? c118[i168] : v16);
     // %162 = reduce %161 {axis = 0, kind = "sum"} : i32
-    int32_t v161;
+    int32_t v169;
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       int32_t ln_[16];
       for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
       for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v159[o_ * 2048 + l_ + q_]);
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v167[o_ * 2048 + l_ + q_]);
       int32_t acc_ = ln_[0];
       for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v161 = acc_;
+      v169 = acc_;
     }
     // %163 = where %156, %101, %17 : tile<i32, [2048]>
-    alignas(64) int32_t v162[2048];
-    for (int64_t i163 = 0; i163 < 2048; ++i163) v162[i163] = (v154[i163] ? c112[i163] : v16);
+    alignas(64) int32_t v170[2048];
+    for (int64_t i171 = 0; i171 < 2048; ++i171) v170[i171] = (v162[i171] ? c118[i171] : v16);
     // %164 = reduce %163 {axis = 0, kind = "sum"} : i32
-    int32_t v164;
+    int32_t v172;
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       int32_t ln_[16];
       for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
       for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v162[o_ * 2048 + l_ + q_]);
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v170[o_ * 2048 + l_ + q_]);
       int32_t acc_ = ln_[0];
       for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v164 = acc_;
+      v172 = acc_;
     }
     // %165 = sub %83, %164 : i32
-    const int32_t v165 = tsr::wsub(v87, v164);
+    const int32_t v173 = tsr::wsub(v91, v172);
     // %166 = cast %158 : u32
-    const uint32_t v166 = uint32_t(v158);
+    const uint32_t v174 = uint32_t(v166);
     // %167 = const {value = 10} : u32
-    const uint32_t v167 = uint32_t(INT64_C(10));
+    const uint32_t v175 = uint32_t(INT64_C(10));
     // %168 = shl %166, %167 : u32
-    const uint32_t v168 = tsr::ishl(v166, v167);
+    const uint32_t v176 = tsr::ishl(v174, v175);
     // %169 = or %87, %168 : u32
-    const uint32_t v169 = uint32_t(v91 | v168);
+    const uint32_t v177 = uint32_t(v95 | v176);
     // %170 = cmp %162, %165 {pred = "ne"} : i1
-    const uint8_t v170 = uint8_t(v161 != v165);
+    const uint8_t v178 = uint8_t(v169 != v173);
     // yield %169, %165, %167, %170
-    v93 = v169;
-    v94 = v165;
-    v95 = v167;
-    v96 = v170;
+    v97 = v177;
+    v98 = v173;
+    v99 = v175;
+    v100 = v178;
   } else {
     // yield %87, %83, %85, %88
-    v93 = v91;
-    v94 = v87;
-    v95 = v89;
-    v96 = v92;
+    v97 = v95;
+    v98 = v91;
+    v99 = v93;
+    v100 = v96;
   }
   // %171, %172, %173, %174 = if %92 : u32, i32, u32, i1 {...}
-  uint32_t v171;
-  int32_t v172;
-  uint32_t v173;
-  uint8_t v174;
-  if (v96) {
+  uint32_t v179;
+  int32_t v180;
+  uint32_t v181;
+  uint8_t v182;
+  if (v100) {
     // %175 = splat %16 : tile<i32, [1024]>
-    alignas(64) int32_t v175[1024];
-    for (int64_t i176 = 0; i176 < 1024; ++i176) v175[i176] = v16;
+    alignas(64) int32_t v183[1024];
+    for (int64_t i184 = 0; i184 < 1024; ++i184) v183[i184] = v16;
     // for %16, %10, %4 {...}
-    for (int64_t iv177_ = v16; v4 > 0 && iv177_ < v10; iv177_ += v4) {
-      const int32_t iv177 = int32_t(iv177_);
+    for (int64_t iv185_ = v16; v4 > 0 && iv185_ < v10; iv185_ += v4) {
+      const int32_t iv185 = int32_t(iv185_);
       // async_copy %9, %x, %176, %1, %176
-      if (!(true && int64_t(iv177) >= 0 && int64_t(iv177) < 4)) { tsr_fault(3044); return; }
+      if (!(true && int64_t(iv185) >= 0 && int64_t(iv185) < 4)) { tsr_fault(3044); return; }
       {
-        float* const dst178 = buf9 + ((0) * 4 + int64_t(iv177)) * 8192;
+        float* const dst186 = buf9 + ((0) * 4 + int64_t(iv185)) * 8192;
         {
-          const int64_t o179 = int64_t(v1) * 1;
-          const int64_t o180 = int64_t(iv177) * 8192;
-          if (o179 >= 0 && o179 + 1 <= A.d0_0 && o180 >= 0 && o180 + 8192 <= A.d0_1) {
-            for (int64_t i181 = 0; i181 < 1; ++i181) {
-              for (int64_t i182 = 0; i182 < 8192; ++i182) dst178[(i181) * 8192 + i182] = A.p0[(o179 + i181) * A.s0_0 + o180 + i182];
+          const int64_t o187 = int64_t(v1) * 1;
+          const int64_t o188 = int64_t(iv185) * 8192;
+          if (o187 >= 0 && o187 + 1 <= A.d0_0 && o188 >= 0 && o188 + 8192 <= A.d0_1) {
+            for (int64_t i189 = 0; i189 < 1; ++i189) {
+              for (int64_t i190 = 0; i190 < 8192; ++i190) dst186[(i189) * 8192 + i190] = A.p0[(o187 + i189) * A.s0_0 + o188 + i190];
             }
           } else {
-            for (int64_t i183 = 0; i183 < 1; ++i183) {
-              for (int64_t i184 = 0; i184 < 8192; ++i184) {
-                dst178[(i183)*8192 + i184] = ((o179 + i183) >= 0 && (o179 + i183) < A.d0_0 && (o180 + i184) >= 0 && (o180 + i184) < A.d0_1) ? A.p0[(o179 + i183) * A.s0_0 + (o180 + i184) * A.s0_1] : float(0x0p+0);
+            // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+            const int64_t lo191 = o188 >= 0 ? 0 : -o188 < 8192 ? -o188 : 8192;
+            const int64_t hi192 = A.d0_1 - o188 >= 8192 ? 8192 : A.d0_1 - o188 > lo191 ? A.d0_1 - o188 : lo191;
+            for (int64_t i193 = 0; i193 < 1; ++i193) {
+              if ((o187 + i193) >= 0 && (o187 + i193) < A.d0_0) {
+                for (int64_t i194 = 0; i194 < lo191; ++i194) dst186[(i193) * 8192 + i194] = float(0x0p+0);
+                for (int64_t i194 = lo191; i194 < hi192; ++i194) dst186[(i193) * 8192 + i194] = A.p0[(o187 + i193) * A.s0_0 + o188 + i194];
+                for (int64_t i194 = hi192; i194 < 8192; ++i194) dst186[(i193) * 8192 + i194] = float(0x0p+0);
+              } else {
+                for (int64_t i194 = 0; i194 < 8192; ++i194) dst186[(i193) * 8192 + i194] = float(0x0p+0);
               }
             }
           }
@@ -666,62 +701,69 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // yield
     }
     // %177 = const {value = 2147483647} : u32
-    const uint32_t v185 = uint32_t(INT64_C(2147483647));
+    const uint32_t v195 = uint32_t(INT64_C(2147483647));
     // %178 = const {value = 31} : u32
-    const uint32_t v186 = uint32_t(INT64_C(31));
+    const uint32_t v196 = uint32_t(INT64_C(31));
     // %179 = sub %7, %4 : i32
-    const int32_t v187 = tsr::wsub(v7, v4);
+    const int32_t v197 = tsr::wsub(v7, v4);
     // %180 = const {value = 1023} : u32
-    const uint32_t v188 = uint32_t(INT64_C(1023));
+    const uint32_t v198 = uint32_t(INT64_C(1023));
     // %181 = const {value = 10} : u32
-    const uint32_t v189 = uint32_t(INT64_C(10));
+    const uint32_t v199 = uint32_t(INT64_C(10));
     // %182 = shr %89, %181 : u32
-    const uint32_t v190 = tsr::ishr(v93, v189);
+    const uint32_t v200 = tsr::ishr(v97, v199);
     // %183 = const {value = -1} : i32
-    const int32_t v191 = int32_t(INT64_C(-1));
+    const int32_t v201 = int32_t(INT64_C(-1));
     // %184 = for %16, %13, %4, %175 : tile<i32, [1024]> {...}
-    alignas(64) int32_t c192[1024];
-    __builtin_memcpy(c192, v175, sizeof(c192));
-    for (int64_t iv193_ = v16; v4 > 0 && iv193_ < v13; iv193_ += v4) {
-      const int32_t iv193 = int32_t(iv193_);
+    alignas(64) int32_t c202[1024];
+    __builtin_memcpy(c202, v183, sizeof(c202));
+    for (int64_t iv203_ = v16; v4 > 0 && iv203_ < v13; iv203_ += v4) {
+      const int32_t iv203 = int32_t(iv203_);
       // async_wait
       // (copies are synchronous here: nothing to wait for)
       // %187 = rem %185, %10 : i32
-      const int32_t v194 = tsr::irem(iv193, v10);
+      const int32_t v204 = tsr::irem(iv203, v10);
       // %188 = mul %187, %10 : i32
-      const int32_t v195 = tsr::wmul(v194, v10);
+      const int32_t v205 = tsr::wmul(v204, v10);
       // %189 = add %185, %4 : i32
-      const int32_t v196 = tsr::wadd(iv193, v4);
+      const int32_t v206 = tsr::wadd(iv203, v4);
       // %190 = cmp %189, %13 {pred = "lt"} : i1
-      const uint8_t v197 = uint8_t(v196 < v13);
+      const uint8_t v207 = uint8_t(v206 < v13);
       // if %190 {...}
-      if (v197) {
+      if (v207) {
         // %191 = mul %189, %10 : i32
-        const int32_t v198 = tsr::wmul(v196, v10);
+        const int32_t v208 = tsr::wmul(v206, v10);
         // %192 = sub %10, %188 : i32
-        const int32_t v199 = tsr::wsub(v10, v195);
+        const int32_t v209 = tsr::wsub(v10, v205);
         // for %16, %10, %4 {...}
-        for (int64_t iv200_ = v16; v4 > 0 && iv200_ < v10; iv200_ += v4) {
-          const int32_t iv200 = int32_t(iv200_);
+        for (int64_t iv210_ = v16; v4 > 0 && iv210_ < v10; iv210_ += v4) {
+          const int32_t iv210 = int32_t(iv210_);
           // %194 = add %191, %193 : i32
-          const int32_t v201 = tsr::wadd(v198, iv200);
+          const int32_t v211 = tsr::wadd(v208, iv210);
           // %195 = add %192, %193 : i32
-          const int32_t v202 = tsr::wadd(v199, iv200);
+          const int32_t v212 = tsr::wadd(v209, iv210);
           // async_copy %9, %x, %195, %1, %194
-          if (!(true && int64_t(v202) >= 0 && int64_t(v202) < 4)) { tsr_fault(3380); return; }
+          if (!(true && int64_t(v212) >= 0 && int64_t(v212) < 4)) { tsr_fault(3380); return; }
           {
-            float* const dst203 = buf9 + ((0) * 4 + int64_t(v202)) * 8192;
+            float* const dst213 = buf9 + ((0) * 4 + int64_t(v212)) * 8192;
             {
-              const int64_t o204 = int64_t(v1) * 1;
-              const int64_t o205 = int64_t(v201) * 8192;
-              if (o204 >= 0 && o204 + 1 <= A.d0_0 && o205 >= 0 && o205 + 8192 <= A.d0_1) {
-                for (int64_t i206 = 0; i206 < 1; ++i206) {
-                  for (int64_t i207 = 0; i207 < 8192; ++i207) dst203[(i206) * 8192 + i207] = A.p0[(o204 + i206) * A.s0_0 + o205 + i207];
+              const int64_t o214 = int64_t(v1) * 1;
+              const int64_t o215 = int64_t(v211) * 8192;
+              if (o214 >= 0 && o214 + 1 <= A.d0_0 && o215 >= 0 && o215 + 8192 <= A.d0_1) {
+                for (int64_t i216 = 0; i216 < 1; ++i216) {
+                  for (int64_t i217 = 0; i217 < 8192; ++i217) dst213[(i216) * 8192 + i217] = A.p0[(o214 + i216) * A.s0_0 + o215 + i217];
                 }
               } else {
-                for (int64_t i208 = 0; i208 < 1; ++i208) {
-                  for (int64_t i209 = 0; i209 < 8192; ++i209) {
-                    dst203[(i208)*8192 + i209] = ((o204 + i208) >= 0 && (o204 + i208) < A.d0_0 && (o205 + i209) >= 0 && (o205 + i209) < A.d0_1) ? A.p0[(o204 + i208) * A.s0_0 + (o205 + i209) * A.s0_1] : float(0x0p+0);
+                // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+                const int64_t lo218 = o215 >= 0 ? 0 : -o215 < 8192 ? -o215 : 8192;
+                const int64_t hi219 = A.d0_1 - o215 >= 8192 ? 8192 : A.d0_1 - o215 > lo218 ? A.d0_1 - o215 : lo218;
+                for (int64_t i220 = 0; i220 < 1; ++i220) {
+                  if ((o214 + i220) >= 0 && (o214 + i220) < A.d0_0) {
+                    for (int64_t i221 = 0; i221 < lo218; ++i221) dst213[(i220) * 8192 + i221] = float(0x0p+0);
+                    for (int64_t i221 = lo218; i221 < hi219; ++i221) dst213[(i220) * 8192 + i221] = A.p0[(o214 + i220) * A.s0_0 + o215 + i221];
+                    for (int64_t i221 = hi219; i221 < 8192; ++i221) dst213[(i220) * 8192 + i221] = float(0x0p+0);
+                  } else {
+                    for (int64_t i221 = 0; i221 < 8192; ++i221) dst213[(i220) * 8192 + i221] = float(0x0p+0);
                   }
                 }
               }
@@ -734,28 +776,28 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // yield
       }
       // %196 = mul %185, %10 : i32
-      const int32_t v210 = tsr::wmul(iv193, v10);
+      const int32_t v222 = tsr::wmul(iv203, v10);
       // %197 = sub %7, %196 : i32
-      const int32_t v211 = tsr::wsub(v7, v210);
+      const int32_t v223 = tsr::wsub(v7, v222);
       // %198 = min %10, %197 : i32
-      const int32_t v212 = tsr::imin(v10, v211);
+      const int32_t v224 = tsr::imin(v10, v223);
       // %199 = for %16, %198, %4, %186 : tile<i32, [1024]> {...}
-      alignas(64) int32_t c213[1024];
-      __builtin_memcpy(c213, c192, sizeof(c213));
-      for (int64_t iv214_ = v16; v4 > 0 && iv214_ < v212; iv214_ += v4) {
-        const int32_t iv214 = int32_t(iv214_);
+      alignas(64) int32_t c225[1024];
+      __builtin_memcpy(c225, c202, sizeof(c225));
+      for (int64_t iv226_ = v16; v4 > 0 && iv226_ < v224; iv226_ += v4) {
+        const int32_t iv226 = int32_t(iv226_);
         // %202 = add %196, %200 : i32
-        const int32_t v215 = tsr::wadd(v210, iv214);
+        const int32_t v227 = tsr::wadd(v222, iv226);
         // %203 = add %188, %200 : i32
-        const int32_t v216 = tsr::wadd(v195, iv214);
+        const int32_t v228 = tsr::wadd(v205, iv226);
         // %204 = buffer_read %9, %203 : tile<f32, [1, 8192]>
-        if (!(true && int64_t(v216) >= 0 && int64_t(v216) < 4)) { tsr_fault(3540); return; }
-        alignas(64) float v217[8192];
-        __builtin_memcpy(v217, buf9 + ((0) * 4 + int64_t(v216)) * 8192, sizeof(v217));
+        if (!(true && int64_t(v228) >= 0 && int64_t(v228) < 4)) { tsr_fault(3540); return; }
+        alignas(64) float v229[8192];
+        __builtin_memcpy(v229, buf9 + ((0) * 4 + int64_t(v228)) * 8192, sizeof(v229));
         // %205 = reshape %204 : tile<f32, [8192]>
         // %206 = bitcast %205 : tile<u32, [8192]>
-        alignas(64) uint32_t v218[8192];
-        for (int64_t i219 = 0; i219 < 8192; ++i219) v218[i219] = uint32_t(tsr::f32_bits(v217[i219]));
+        alignas(64) uint32_t v230[8192];
+        for (int64_t i231 = 0; i231 < 8192; ++i231) v230[i231] = uint32_t(tsr::f32_bits(v229[i231]));
         // %207 = splat %177 : tile<u32, [8192]>
         // (computed inside its user)
         // %208 = xor %206, %207 : tile<u32, [8192]>
@@ -765,20 +807,20 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // %210 = shr %206, %209 : tile<u32, [8192]>
         // (computed inside its user)
         // %211 = splat %14 : tile<u32, [8192]>
-        alignas(64) uint32_t v220[8192];
-        for (int64_t i221 = 0; i221 < 8192; ++i221) v220[i221] = v14;
+        alignas(64) uint32_t v232[8192];
+        for (int64_t i233 = 0; i233 < 8192; ++i233) v232[i233] = v14;
         // %212 = cmp %210, %211 {pred = "eq"} : tile<i1, [8192]>
         // (computed inside its user)
         // %213 = where %212, %208, %206 : tile<u32, [8192]>
-        alignas(64) uint32_t v222[8192];
-        for (int64_t i223 = 0; i223 < 8192; ++i223) v222[i223] = ((uint8_t((tsr::ishr(v218[i223], (v186))) == v14)) ? (uint32_t(v218[i223] ^ (v185))) : v218[i223]);
+        alignas(64) uint32_t v234[8192];
+        for (int64_t i235 = 0; i235 < 8192; ++i235) v234[i235] = ((uint8_t((tsr::ishr(v230[i235], (v196))) == v14)) ? (uint32_t(v230[i235] ^ (v195))) : v230[i235]);
         // %214 = cmp %202, %179 {pred = "eq"} : i1
-        const uint8_t v224 = uint8_t(v215 == v187);
+        const uint8_t v236 = uint8_t(v227 == v197);
         // %215 = if %214 : tile<u32, [8192]> {...}
-        alignas(64) uint32_t v225[8192];
-        if (v224) {
+        alignas(64) uint32_t v237[8192];
+        if (v236) {
           // %216 = mul %202, %3 : i32
-          const int32_t v226 = tsr::wmul(v215, v3);
+          const int32_t v238 = tsr::wmul(v227, v3);
           // %217 = arange : tile<i32, [8192]>
           // (computed inside its user)
           // %218 = splat %216 : tile<i32, [8192]>
@@ -792,13 +834,13 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           // %222 = splat %8 : tile<u32, [8192]>
           // (computed inside its user)
           // %223 = where %221, %213, %222 : tile<u32, [8192]>
-          alignas(64) uint32_t v227[8192];
-          for (int64_t i228 = 0; i228 < 8192; ++i228) v227[i228] = ((uint8_t((tsr::wadd((int32_t(0 + i228)), (v226))) < (v2))) ? v222[i228] : (v8));
+          alignas(64) uint32_t v239[8192];
+          for (int64_t i240 = 0; i240 < 8192; ++i240) v239[i240] = ((uint8_t((tsr::wadd((int32_t(0 + i240)), (v238))) < (v2))) ? v234[i240] : (v8));
           // yield %223
-          __builtin_memcpy(v225, v227, sizeof(v225));
+          __builtin_memcpy(v237, v239, sizeof(v237));
         } else {
           // yield %213
-          __builtin_memcpy(v225, v222, sizeof(v225));
+          __builtin_memcpy(v237, v234, sizeof(v237));
         }
         // %224 = shr %215, %211 : tile<u32, [8192]>
         // (computed inside its user)
@@ -819,48 +861,48 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // %232 = splat %183 : tile<i32, [8192]>
         // (computed inside its user)
         // %233 = where %231, %227, %232 : tile<i32, [8192]>
-        alignas(64) int32_t v229[8192];
-        for (int64_t i230 = 0; i230 < 8192; ++i230) v229[i230] = ((uint8_t((tsr::ishr(v225[i230], (v189))) == (v190))) ? (int32_t((uint32_t((tsr::ishr(v225[i230], v14)) & (v188))))) : (v191));
+        alignas(64) int32_t v241[8192];
+        for (int64_t i242 = 0; i242 < 8192; ++i242) v241[i242] = ((uint8_t((tsr::ishr(v237[i242], (v199))) == (v200))) ? (int32_t((uint32_t((tsr::ishr(v237[i242], v14)) & (v198))))) : (v201));
         // %234 = histogram %233 : tile<i32, [1024]>
-        alignas(64) int32_t v231[1024];
-        tsr::histogram(v229, 8192, v231, 1024);
+        alignas(64) int32_t v243[1024];
+        tsr::histogram(v241, 8192, v243, 1024);
         // %235 = add %201, %234 : tile<i32, [1024]>
-        // (written into the carried c213)
-        for (int64_t i232 = 0; i232 < 1024; ++i232) c213[i232] = tsr::wadd(c213[i232], v231[i232]);
+        // (written into the carried c225)
+        for (int64_t i244 = 0; i244 < 1024; ++i244) c225[i244] = tsr::wadd(c225[i244], v243[i244]);
         // yield %235
       }
       // yield %199
-      __builtin_memcpy(c192, c213, sizeof(c192));
+      __builtin_memcpy(c202, c225, sizeof(c202));
     }
     // %236 = scan %184 {axis = 0, kind = "sum"} : tile<i32, [1024]>
-    alignas(64) int32_t v233[1024];
+    alignas(64) int32_t v245[1024];
     for (int64_t o_ = 0; o_ < 1; ++o_)
     for (int64_t n_ = 0; n_ < 1; ++n_) {
-      int32_t acc234 = c192[(o_ * 1024 + 0) * 1 + n_];
-      v233[(o_ * 1024 + 0) * 1 + n_] = acc234;
-      for (int64_t l235 = 1; l235 < 1024; ++l235) {
-        acc234 = tsr::wadd(acc234, c192[(o_ * 1024 + l235) * 1 + n_]);
-        v233[(o_ * 1024 + l235) * 1 + n_] = acc234;
+      int32_t acc246 = c202[(o_ * 1024 + 0) * 1 + n_];
+      v245[(o_ * 1024 + 0) * 1 + n_] = acc246;
+      for (int64_t l247 = 1; l247 < 1024; ++l247) {
+        acc246 = tsr::wadd(acc246, c202[(o_ * 1024 + l247) * 1 + n_]);
+        v245[(o_ * 1024 + l247) * 1 + n_] = acc246;
       }
     }
     // %237 = splat %90 : tile<i32, [1024]>
     // (computed inside its user)
     // %238 = cmp %236, %237 {pred = "lt"} : tile<i1, [1024]>
-    alignas(64) uint8_t v236[1024];
-    for (int64_t i237 = 0; i237 < 1024; ++i237) v236[i237] = uint8_t(v233[i237] < (v94));
+    alignas(64) uint8_t v248[1024];
+    for (int64_t i249 = 0; i249 < 1024; ++i249) v248[i249] = uint8_t(v245[i249] < (v98));
     // %239 = cast %238 : tile<i32, [1024]>
-    alignas(64) int32_t v238[1024];
-    for (int64_t i239 = 0; i239 < 1024; ++i239) v238[i239] = int32_t(v236[i239]);
+    alignas(64) int32_t v250[1024];
+    for (int64_t i251 = 0; i251 < 1024; ++i251) v250[i251] = int32_t(v248[i251]);
     // %240 = reduce %239 {axis = 0, kind = "sum"} : i32
-    int32_t v240;
+    int32_t v252;
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       int32_t ln_[16];
       for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
       for (int64_t l_ = 0; l_ < 1024; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v238[o_ * 1024 + l_ + q_]);
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v250[o_ * 1024 + l_ + q_]);
       int32_t acc_ = ln_[0];
       for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v240 = acc_;
+      v252 = acc_;
     }
     // %241 = arange : tile<i32, [1024]>
     // (computed inside its user)
@@ -869,75 +911,82 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %243 = cmp %241, %242 {pred = "eq"} : tile<i1, [1024]>
     // (computed inside its user)
     // %244 = where %243, %184, %175 : tile<i32, [1024]>
-    alignas(64) int32_t v241[1024];
-    for (int64_t i242 = 0; i242 < 1024; ++i242) v241[i242] = ((uint8_t((int32_t(0 + i242)) == (v240))) ? c192[i242] : v16);
+    alignas(64) int32_t v253[1024];
+    for (int64_t i254 = 0; i254 < 1024; ++i254) v253[i254] = ((uint8_t((int32_t(0 + i254)) == (v252))) ? c202[i254] : v16);
     // %245 = reduce %244 {axis = 0, kind = "sum"} : i32
-    int32_t v243;
+    int32_t v255;
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       int32_t ln_[16];
       for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
       for (int64_t l_ = 0; l_ < 1024; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v241[o_ * 1024 + l_ + q_]);
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v253[o_ * 1024 + l_ + q_]);
       int32_t acc_ = ln_[0];
       for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v243 = acc_;
+      v255 = acc_;
     }
     // %246 = where %238, %184, %175 : tile<i32, [1024]>
-    alignas(64) int32_t v244[1024];
-    for (int64_t i245 = 0; i245 < 1024; ++i245) v244[i245] = (v236[i245] ? c192[i245] : v16);
+    alignas(64) int32_t v256[1024];
+    for (int64_t i257 = 0; i257 < 1024; ++i257) v256[i257] = (v248[i257] ? c202[i257] : v16);
     // %247 = reduce %246 {axis = 0, kind = "sum"} : i32
-    int32_t v246;
+    int32_t v258;
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       int32_t ln_[16];
       for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
       for (int64_t l_ = 0; l_ < 1024; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v244[o_ * 1024 + l_ + q_]);
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v256[o_ * 1024 + l_ + q_]);
       int32_t acc_ = ln_[0];
       for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v246 = acc_;
+      v258 = acc_;
     }
     // %248 = sub %90, %247 : i32
-    const int32_t v247 = tsr::wsub(v94, v246);
+    const int32_t v259 = tsr::wsub(v98, v258);
     // %249 = cast %240 : u32
-    const uint32_t v248 = uint32_t(v240);
+    const uint32_t v260 = uint32_t(v252);
     // %250 = shl %249, %14 : u32
-    const uint32_t v249 = tsr::ishl(v248, v14);
+    const uint32_t v261 = tsr::ishl(v260, v14);
     // %251 = or %89, %250 : u32
-    const uint32_t v250 = uint32_t(v93 | v249);
+    const uint32_t v262 = uint32_t(v97 | v261);
     // %252 = cmp %245, %248 {pred = "ne"} : i1
-    const uint8_t v251 = uint8_t(v243 != v247);
+    const uint8_t v263 = uint8_t(v255 != v259);
     // yield %251, %248, %14, %252
-    v171 = v250;
-    v172 = v247;
-    v173 = v14;
-    v174 = v251;
+    v179 = v262;
+    v180 = v259;
+    v181 = v14;
+    v182 = v263;
   } else {
     // yield %89, %90, %91, %92
-    v171 = v93;
-    v172 = v94;
-    v173 = v95;
-    v174 = v96;
+    v179 = v97;
+    v180 = v98;
+    v181 = v99;
+    v182 = v100;
   }
   // %253 = shr %171, %173 : u32
-  const uint32_t v252 = tsr::ishr(v171, v173);
+  const uint32_t v264 = tsr::ishr(v179, v181);
   // for %16, %10, %4 {...}
-  for (int64_t iv253_ = v16; v4 > 0 && iv253_ < v10; iv253_ += v4) {
-    const int32_t iv253 = int32_t(iv253_);
+  for (int64_t iv265_ = v16; v4 > 0 && iv265_ < v10; iv265_ += v4) {
+    const int32_t iv265 = int32_t(iv265_);
     // async_copy %9, %x, %254, %1, %254
-    if (!(true && int64_t(iv253) >= 0 && int64_t(iv253) < 4)) { tsr_fault(4452); return; }
+    if (!(true && int64_t(iv265) >= 0 && int64_t(iv265) < 4)) { tsr_fault(4452); return; }
     {
-      float* const dst254 = buf9 + ((0) * 4 + int64_t(iv253)) * 8192;
+      float* const dst266 = buf9 + ((0) * 4 + int64_t(iv265)) * 8192;
       {
-        const int64_t o255 = int64_t(v1) * 1;
-        const int64_t o256 = int64_t(iv253) * 8192;
-        if (o255 >= 0 && o255 + 1 <= A.d0_0 && o256 >= 0 && o256 + 8192 <= A.d0_1) {
-          for (int64_t i257 = 0; i257 < 1; ++i257) {
-            for (int64_t i258 = 0; i258 < 8192; ++i258) dst254[(i257) * 8192 + i258] = A.p0[(o255 + i257) * A.s0_0 + o256 + i258];
+        const int64_t o267 = int64_t(v1) * 1;
+        const int64_t o268 = int64_t(iv265) * 8192;
+        if (o267 >= 0 && o267 + 1 <= A.d0_0 && o268 >= 0 && o268 + 8192 <= A.d0_1) {
+          for (int64_t i269 = 0; i269 < 1; ++i269) {
+            for (int64_t i270 = 0; i270 < 8192; ++i270) dst266[(i269) * 8192 + i270] = A.p0[(o267 + i269) * A.s0_0 + o268 + i270];
           }
         } else {
-          for (int64_t i259 = 0; i259 < 1; ++i259) {
-            for (int64_t i260 = 0; i260 < 8192; ++i260) {
-              dst254[(i259)*8192 + i260] = ((o255 + i259) >= 0 && (o255 + i259) < A.d0_0 && (o256 + i260) >= 0 && (o256 + i260) < A.d0_1) ? A.p0[(o255 + i259) * A.s0_0 + (o256 + i260) * A.s0_1] : float(0x0p+0);
+          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+          const int64_t lo271 = o268 >= 0 ? 0 : -o268 < 8192 ? -o268 : 8192;
+          const int64_t hi272 = A.d0_1 - o268 >= 8192 ? 8192 : A.d0_1 - o268 > lo271 ? A.d0_1 - o268 : lo271;
+          for (int64_t i273 = 0; i273 < 1; ++i273) {
+            if ((o267 + i273) >= 0 && (o267 + i273) < A.d0_0) {
+              for (int64_t i274 = 0; i274 < lo271; ++i274) dst266[(i273) * 8192 + i274] = float(0x0p+0);
+              for (int64_t i274 = lo271; i274 < hi272; ++i274) dst266[(i273) * 8192 + i274] = A.p0[(o267 + i273) * A.s0_0 + o268 + i274];
+              for (int64_t i274 = hi272; i274 < 8192; ++i274) dst266[(i273) * 8192 + i274] = float(0x0p+0);
+            } else {
+              for (int64_t i274 = 0; i274 < 8192; ++i274) dst266[(i273) * 8192 + i274] = float(0x0p+0);
             }
           }
         }
@@ -946,56 +995,63 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // yield
   }
   // %255 = const {value = 2147483647} : u32
-  const uint32_t v261 = uint32_t(INT64_C(2147483647));
+  const uint32_t v275 = uint32_t(INT64_C(2147483647));
   // %256 = const {value = 31} : u32
-  const uint32_t v262 = uint32_t(INT64_C(31));
+  const uint32_t v276 = uint32_t(INT64_C(31));
   // %257 = sub %7, %4 : i32
-  const int32_t v263 = tsr::wsub(v7, v4);
+  const int32_t v277 = tsr::wsub(v7, v4);
   // %258, %259 = for %16, %13, %4, %16, %16 : i32, i32 {...}
-  int32_t c264;
-  c264 = v16;
-  int32_t c265;
-  c265 = v16;
-  for (int64_t iv266_ = v16; v4 > 0 && iv266_ < v13; iv266_ += v4) {
-    const int32_t iv266 = int32_t(iv266_);
+  int32_t c278;
+  c278 = v16;
+  int32_t c279;
+  c279 = v16;
+  for (int64_t iv280_ = v16; v4 > 0 && iv280_ < v13; iv280_ += v4) {
+    const int32_t iv280 = int32_t(iv280_);
     // async_wait
     // (copies are synchronous here: nothing to wait for)
     // %263 = rem %260, %10 : i32
-    const int32_t v267 = tsr::irem(iv266, v10);
+    const int32_t v281 = tsr::irem(iv280, v10);
     // %264 = mul %263, %10 : i32
-    const int32_t v268 = tsr::wmul(v267, v10);
+    const int32_t v282 = tsr::wmul(v281, v10);
     // %265 = add %260, %4 : i32
-    const int32_t v269 = tsr::wadd(iv266, v4);
+    const int32_t v283 = tsr::wadd(iv280, v4);
     // %266 = cmp %265, %13 {pred = "lt"} : i1
-    const uint8_t v270 = uint8_t(v269 < v13);
+    const uint8_t v284 = uint8_t(v283 < v13);
     // if %266 {...}
-    if (v270) {
+    if (v284) {
       // %267 = mul %265, %10 : i32
-      const int32_t v271 = tsr::wmul(v269, v10);
+      const int32_t v285 = tsr::wmul(v283, v10);
       // %268 = sub %10, %264 : i32
-      const int32_t v272 = tsr::wsub(v10, v268);
+      const int32_t v286 = tsr::wsub(v10, v282);
       // for %16, %10, %4 {...}
-      for (int64_t iv273_ = v16; v4 > 0 && iv273_ < v10; iv273_ += v4) {
-        const int32_t iv273 = int32_t(iv273_);
+      for (int64_t iv287_ = v16; v4 > 0 && iv287_ < v10; iv287_ += v4) {
+        const int32_t iv287 = int32_t(iv287_);
         // %270 = add %267, %269 : i32
-        const int32_t v274 = tsr::wadd(v271, iv273);
+        const int32_t v288 = tsr::wadd(v285, iv287);
         // %271 = add %268, %269 : i32
-        const int32_t v275 = tsr::wadd(v272, iv273);
+        const int32_t v289 = tsr::wadd(v286, iv287);
         // async_copy %9, %x, %271, %1, %270
-        if (!(true && int64_t(v275) >= 0 && int64_t(v275) < 4)) { tsr_fault(4724); return; }
+        if (!(true && int64_t(v289) >= 0 && int64_t(v289) < 4)) { tsr_fault(4724); return; }
         {
-          float* const dst276 = buf9 + ((0) * 4 + int64_t(v275)) * 8192;
+          float* const dst290 = buf9 + ((0) * 4 + int64_t(v289)) * 8192;
           {
-            const int64_t o277 = int64_t(v1) * 1;
-            const int64_t o278 = int64_t(v274) * 8192;
-            if (o277 >= 0 && o277 + 1 <= A.d0_0 && o278 >= 0 && o278 + 8192 <= A.d0_1) {
-              for (int64_t i279 = 0; i279 < 1; ++i279) {
-                for (int64_t i280 = 0; i280 < 8192; ++i280) dst276[(i279) * 8192 + i280] = A.p0[(o277 + i279) * A.s0_0 + o278 + i280];
+            const int64_t o291 = int64_t(v1) * 1;
+            const int64_t o292 = int64_t(v288) * 8192;
+            if (o291 >= 0 && o291 + 1 <= A.d0_0 && o292 >= 0 && o292 + 8192 <= A.d0_1) {
+              for (int64_t i293 = 0; i293 < 1; ++i293) {
+                for (int64_t i294 = 0; i294 < 8192; ++i294) dst290[(i293) * 8192 + i294] = A.p0[(o291 + i293) * A.s0_0 + o292 + i294];
               }
             } else {
-              for (int64_t i281 = 0; i281 < 1; ++i281) {
-                for (int64_t i282 = 0; i282 < 8192; ++i282) {
-                  dst276[(i281)*8192 + i282] = ((o277 + i281) >= 0 && (o277 + i281) < A.d0_0 && (o278 + i282) >= 0 && (o278 + i282) < A.d0_1) ? A.p0[(o277 + i281) * A.s0_0 + (o278 + i282) * A.s0_1] : float(0x0p+0);
+              // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+              const int64_t lo295 = o292 >= 0 ? 0 : -o292 < 8192 ? -o292 : 8192;
+              const int64_t hi296 = A.d0_1 - o292 >= 8192 ? 8192 : A.d0_1 - o292 > lo295 ? A.d0_1 - o292 : lo295;
+              for (int64_t i297 = 0; i297 < 1; ++i297) {
+                if ((o291 + i297) >= 0 && (o291 + i297) < A.d0_0) {
+                  for (int64_t i298 = 0; i298 < lo295; ++i298) dst290[(i297) * 8192 + i298] = float(0x0p+0);
+                  for (int64_t i298 = lo295; i298 < hi296; ++i298) dst290[(i297) * 8192 + i298] = A.p0[(o291 + i297) * A.s0_0 + o292 + i298];
+                  for (int64_t i298 = hi296; i298 < 8192; ++i298) dst290[(i297) * 8192 + i298] = float(0x0p+0);
+                } else {
+                  for (int64_t i298 = 0; i298 < 8192; ++i298) dst290[(i297) * 8192 + i298] = float(0x0p+0);
                 }
               }
             }
@@ -1008,30 +1064,30 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // yield
     }
     // %272 = mul %260, %10 : i32
-    const int32_t v283 = tsr::wmul(iv266, v10);
+    const int32_t v299 = tsr::wmul(iv280, v10);
     // %273 = sub %7, %272 : i32
-    const int32_t v284 = tsr::wsub(v7, v283);
+    const int32_t v300 = tsr::wsub(v7, v299);
     // %274 = min %10, %273 : i32
-    const int32_t v285 = tsr::imin(v10, v284);
+    const int32_t v301 = tsr::imin(v10, v300);
     // %275, %276 = for %16, %274, %4, %261, %262 : i32, i32 {...}
-    int32_t c286;
-    c286 = c264;
-    int32_t c287;
-    c287 = c265;
-    for (int64_t iv288_ = v16; v4 > 0 && iv288_ < v285; iv288_ += v4) {
-      const int32_t iv288 = int32_t(iv288_);
+    int32_t c302;
+    c302 = c278;
+    int32_t c303;
+    c303 = c279;
+    for (int64_t iv304_ = v16; v4 > 0 && iv304_ < v301; iv304_ += v4) {
+      const int32_t iv304 = int32_t(iv304_);
       // %280 = add %272, %277 : i32
-      const int32_t v289 = tsr::wadd(v283, iv288);
+      const int32_t v305 = tsr::wadd(v299, iv304);
       // %281 = add %264, %277 : i32
-      const int32_t v290 = tsr::wadd(v268, iv288);
+      const int32_t v306 = tsr::wadd(v282, iv304);
       // %282 = buffer_read %9, %281 : tile<f32, [1, 8192]>
-      if (!(true && int64_t(v290) >= 0 && int64_t(v290) < 4)) { tsr_fault(4884); return; }
-      alignas(64) float v291[8192];
-      __builtin_memcpy(v291, buf9 + ((0) * 4 + int64_t(v290)) * 8192, sizeof(v291));
+      if (!(true && int64_t(v306) >= 0 && int64_t(v306) < 4)) { tsr_fault(4884); return; }
+      alignas(64) float v307[8192];
+      __builtin_memcpy(v307, buf9 + ((0) * 4 + int64_t(v306)) * 8192, sizeof(v307));
       // %283 = reshape %282 : tile<f32, [8192]>
       // %284 = bitcast %283 : tile<u32, [8192]>
-      alignas(64) uint32_t v292[8192];
-      for (int64_t i293 = 0; i293 < 8192; ++i293) v292[i293] = uint32_t(tsr::f32_bits(v291[i293]));
+      alignas(64) uint32_t v308[8192];
+      for (int64_t i309 = 0; i309 < 8192; ++i309) v308[i309] = uint32_t(tsr::f32_bits(v307[i309]));
       // %285 = splat %255 : tile<u32, [8192]>
       // (computed inside its user)
       // %286 = xor %284, %285 : tile<u32, [8192]>
@@ -1045,17 +1101,17 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %290 = cmp %288, %289 {pred = "eq"} : tile<i1, [8192]>
       // (computed inside its user)
       // %291 = where %290, %286, %284 : tile<u32, [8192]>
-      alignas(64) uint32_t v294[8192];
-      for (int64_t i295 = 0; i295 < 8192; ++i295) v294[i295] = ((uint8_t((tsr::ishr(v292[i295], (v262))) == (v14))) ? (uint32_t(v292[i295] ^ (v261))) : v292[i295]);
+      alignas(64) uint32_t v310[8192];
+      for (int64_t i311 = 0; i311 < 8192; ++i311) v310[i311] = ((uint8_t((tsr::ishr(v308[i311], (v276))) == (v14))) ? (uint32_t(v308[i311] ^ (v275))) : v308[i311]);
       // %292 = cmp %280, %257 {pred = "eq"} : i1
-      const uint8_t v296 = uint8_t(v289 == v263);
+      const uint8_t v312 = uint8_t(v305 == v277);
       // %293 = if %292 : tile<u32, [8192]> {...}
-      tsr::HeapTile<uint32_t, 8192> v297_heap;  // 32768 bytes: on the heap
-      if (!(v297_heap.p)) { tsr_fault(5068); return; }
-      uint32_t (&v297)[8192] = *v297_heap.p;
-      if (v296) {
+      tsr::HeapTile<uint32_t, 8192> v313_heap;  // 32768 bytes: on the heap
+      if (!(v313_heap.p)) { tsr_fault(5068); return; }
+      uint32_t (&v313)[8192] = *v313_heap.p;
+      if (v312) {
         // %294 = mul %280, %3 : i32
-        const int32_t v298 = tsr::wmul(v289, v3);
+        const int32_t v314 = tsr::wmul(v305, v3);
         // %295 = arange : tile<i32, [8192]>
         // (computed inside its user)
         // %296 = splat %294 : tile<i32, [8192]>
@@ -1069,76 +1125,76 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // %300 = splat %8 : tile<u32, [8192]>
         // (computed inside its user)
         // %301 = where %299, %291, %300 : tile<u32, [8192]>
-        tsr::HeapTile<uint32_t, 8192> v299_heap;  // 32768 bytes: on the heap
-        if (!(v299_heap.p)) { tsr_fault(5196); return; }
-        uint32_t (&v299)[8192] = *v299_heap.p;
-        for (int64_t i300 = 0; i300 < 8192; ++i300) v299[i300] = ((uint8_t((tsr::wadd((int32_t(0 + i300)), (v298))) < (v2))) ? v294[i300] : (v8));
+        tsr::HeapTile<uint32_t, 8192> v315_heap;  // 32768 bytes: on the heap
+        if (!(v315_heap.p)) { tsr_fault(5196); return; }
+        uint32_t (&v315)[8192] = *v315_heap.p;
+        for (int64_t i316 = 0; i316 < 8192; ++i316) v315[i316] = ((uint8_t((tsr::wadd((int32_t(0 + i316)), (v314))) < (v2))) ? v310[i316] : (v8));
         // yield %301
-        __builtin_memcpy(v297, v299, sizeof(v297));
+        __builtin_memcpy(v313, v315, sizeof(v313));
       } else {
         // yield %291
-        __builtin_memcpy(v297, v294, sizeof(v297));
+        __builtin_memcpy(v313, v310, sizeof(v313));
       }
       // %302 = splat %173 : tile<u32, [8192]>
       // (computed inside its user)
       // %303 = shr %293, %302 : tile<u32, [8192]>
-      tsr::HeapTile<uint32_t, 8192> v301_heap;  // 32768 bytes: on the heap
-      if (!(v301_heap.p)) { tsr_fault(5260); return; }
-      uint32_t (&v301)[8192] = *v301_heap.p;
-      for (int64_t i302 = 0; i302 < 8192; ++i302) v301[i302] = tsr::ishr(v297[i302], (v173));
+      tsr::HeapTile<uint32_t, 8192> v317_heap;  // 32768 bytes: on the heap
+      if (!(v317_heap.p)) { tsr_fault(5260); return; }
+      uint32_t (&v317)[8192] = *v317_heap.p;
+      for (int64_t i318 = 0; i318 < 8192; ++i318) v317[i318] = tsr::ishr(v313[i318], (v181));
       // %304 = splat %253 : tile<u32, [8192]>
-      tsr::HeapTile<uint32_t, 8192> v303_heap;  // 32768 bytes: on the heap
-      if (!(v303_heap.p)) { tsr_fault(5276); return; }
-      uint32_t (&v303)[8192] = *v303_heap.p;
-      for (int64_t i304 = 0; i304 < 8192; ++i304) v303[i304] = v252;
+      tsr::HeapTile<uint32_t, 8192> v319_heap;  // 32768 bytes: on the heap
+      if (!(v319_heap.p)) { tsr_fault(5276); return; }
+      uint32_t (&v319)[8192] = *v319_heap.p;
+      for (int64_t i320 = 0; i320 < 8192; ++i320) v319[i320] = v264;
       // %305 = cmp %303, %304 {pred = "eq"} : tile<i1, [8192]>
-      alignas(64) uint8_t v305[8192];
-      for (int64_t i306 = 0; i306 < 8192; ++i306) v305[i306] = uint8_t(v301[i306] == v252);
+      alignas(64) uint8_t v321[8192];
+      for (int64_t i322 = 0; i322 < 8192; ++i322) v321[i322] = uint8_t(v317[i322] == v264);
       // %306 = cmp %303, %304 {pred = "lt"} : tile<i1, [8192]>
-      alignas(64) uint8_t v307[8192];
-      for (int64_t i308 = 0; i308 < 8192; ++i308) v307[i308] = uint8_t(v301[i308] < v252);
+      alignas(64) uint8_t v323[8192];
+      for (int64_t i324 = 0; i324 < 8192; ++i324) v323[i324] = uint8_t(v317[i324] < v264);
       // %307 = cast %305 : tile<i32, [8192]>
-      tsr::HeapTile<int32_t, 8192> v309_heap;  // 32768 bytes: on the heap
-      if (!(v309_heap.p)) { tsr_fault(5324); return; }
-      int32_t (&v309)[8192] = *v309_heap.p;
-      for (int64_t i310 = 0; i310 < 8192; ++i310) v309[i310] = int32_t(v305[i310]);
+      tsr::HeapTile<int32_t, 8192> v325_heap;  // 32768 bytes: on the heap
+      if (!(v325_heap.p)) { tsr_fault(5324); return; }
+      int32_t (&v325)[8192] = *v325_heap.p;
+      for (int64_t i326 = 0; i326 < 8192; ++i326) v325[i326] = int32_t(v321[i326]);
       // %308 = reduce %307 {axis = 0, kind = "sum"} : i32
-      int32_t v311;
+      int32_t v327;
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         int32_t ln_[16];
         for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
         for (int64_t l_ = 0; l_ < 8192; l_ += 16)
-          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v309[o_ * 8192 + l_ + q_]);
+          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v325[o_ * 8192 + l_ + q_]);
         int32_t acc_ = ln_[0];
         for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-        v311 = acc_;
+        v327 = acc_;
       }
       // %309 = add %279, %308 : i32
-      const int32_t v312 = tsr::wadd(c287, v311);
+      const int32_t v328 = tsr::wadd(c303, v327);
       // %310 = cmp %309, %172 {pred = "le"} : i1
-      const uint8_t v313 = uint8_t(v312 <= v172);
+      const uint8_t v329 = uint8_t(v328 <= v180);
       // %311 = if %310 : tile<i1, [8192]> {...}
-      alignas(64) uint8_t v314[8192];
-      if (v313) {
+      alignas(64) uint8_t v330[8192];
+      if (v329) {
         // %312 = or %306, %305 : tile<i1, [8192]>
-        tsr::HeapTile<uint8_t, 8192> v315_heap;  // 8192 bytes: on the heap
-        if (!(v315_heap.p)) { tsr_fault(5404); return; }
-        uint8_t (&v315)[8192] = *v315_heap.p;
-        for (int64_t i316 = 0; i316 < 8192; ++i316) v315[i316] = uint8_t(v307[i316] | v305[i316]);
+        tsr::HeapTile<uint8_t, 8192> v331_heap;  // 8192 bytes: on the heap
+        if (!(v331_heap.p)) { tsr_fault(5404); return; }
+        uint8_t (&v331)[8192] = *v331_heap.p;
+        for (int64_t i332 = 0; i332 < 8192; ++i332) v331[i332] = uint8_t(v323[i332] | v321[i332]);
         // yield %312
-        __builtin_memcpy(v314, v315, sizeof(v314));
+        __builtin_memcpy(v330, v331, sizeof(v330));
       } else {
         // %313 = scan %307 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-        tsr::HeapTile<int32_t, 8192> v317_heap;  // 32768 bytes: on the heap
-        if (!(v317_heap.p)) { tsr_fault(5436); return; }
-        int32_t (&v317)[8192] = *v317_heap.p;
+        tsr::HeapTile<int32_t, 8192> v333_heap;  // 32768 bytes: on the heap
+        if (!(v333_heap.p)) { tsr_fault(5436); return; }
+        int32_t (&v333)[8192] = *v333_heap.p;
         for (int64_t o_ = 0; o_ < 1; ++o_)
         for (int64_t n_ = 0; n_ < 1; ++n_) {
-          int32_t acc318 = v309[(o_ * 8192 + 0) * 1 + n_];
-          v317[(o_ * 8192 + 0) * 1 + n_] = acc318;
-          for (int64_t l319 = 1; l319 < 8192; ++l319) {
-            acc318 = tsr::wadd(acc318, v309[(o_ * 8192 + l319) * 1 + n_]);
-            v317[(o_ * 8192 + l319) * 1 + n_] = acc318;
+          int32_t acc334 = v325[(o_ * 8192 + 0) * 1 + n_];
+          v333[(o_ * 8192 + 0) * 1 + n_] = acc334;
+          for (int64_t l335 = 1; l335 < 8192; ++l335) {
+            acc334 = tsr::wadd(acc334, v325[(o_ * 8192 + l335) * 1 + n_]);
+            v333[(o_ * 8192 + l335) * 1 + n_] = acc334;
           }
         }
         // %314 = splat %279 : tile<i32, [8192]>
@@ -1152,154 +1208,172 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // %318 = and %305, %317 : tile<i1, [8192]>
         // (computed inside its user)
         // %319 = or %306, %318 : tile<i1, [8192]>
-        tsr::HeapTile<uint8_t, 8192> v320_heap;  // 8192 bytes: on the heap
-        if (!(v320_heap.p)) { tsr_fault(5532); return; }
-        uint8_t (&v320)[8192] = *v320_heap.p;
-        for (int64_t i321 = 0; i321 < 8192; ++i321) v320[i321] = uint8_t(v307[i321] | (uint8_t(v305[i321] & (uint8_t((tsr::wadd(v317[i321], (c287))) <= (v172))))));
+        tsr::HeapTile<uint8_t, 8192> v336_heap;  // 8192 bytes: on the heap
+        if (!(v336_heap.p)) { tsr_fault(5532); return; }
+        uint8_t (&v336)[8192] = *v336_heap.p;
+        for (int64_t i337 = 0; i337 < 8192; ++i337) v336[i337] = uint8_t(v323[i337] | (uint8_t(v321[i337] & (uint8_t((tsr::wadd(v333[i337], (c303))) <= (v180))))));
         // yield %319
-        __builtin_memcpy(v314, v320, sizeof(v314));
+        __builtin_memcpy(v330, v336, sizeof(v330));
       }
       // %320 = sub %278, %4 : i32
-      const int32_t v322 = tsr::wsub(c286, v4);
+      const int32_t v338 = tsr::wsub(c302, v4);
       // %321 = cast %311 : tile<i32, [8192]>
-      tsr::HeapTile<int32_t, 8192> v323_heap;  // 32768 bytes: on the heap
-      if (!(v323_heap.p)) { tsr_fault(5580); return; }
-      int32_t (&v323)[8192] = *v323_heap.p;
-      for (int64_t i324 = 0; i324 < 8192; ++i324) v323[i324] = int32_t(v314[i324]);
+      tsr::HeapTile<int32_t, 8192> v339_heap;  // 32768 bytes: on the heap
+      if (!(v339_heap.p)) { tsr_fault(5580); return; }
+      int32_t (&v339)[8192] = *v339_heap.p;
+      for (int64_t i340 = 0; i340 < 8192; ++i340) v339[i340] = int32_t(v330[i340]);
       // %322 = scan %321 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-      tsr::HeapTile<int32_t, 8192> v325_heap;  // 32768 bytes: on the heap
-      if (!(v325_heap.p)) { tsr_fault(5596); return; }
-      int32_t (&v325)[8192] = *v325_heap.p;
+      tsr::HeapTile<int32_t, 8192> v341_heap;  // 32768 bytes: on the heap
+      if (!(v341_heap.p)) { tsr_fault(5596); return; }
+      int32_t (&v341)[8192] = *v341_heap.p;
       for (int64_t o_ = 0; o_ < 1; ++o_)
       for (int64_t n_ = 0; n_ < 1; ++n_) {
-        int32_t acc326 = v323[(o_ * 8192 + 0) * 1 + n_];
-        v325[(o_ * 8192 + 0) * 1 + n_] = acc326;
-        for (int64_t l327 = 1; l327 < 8192; ++l327) {
-          acc326 = tsr::wadd(acc326, v323[(o_ * 8192 + l327) * 1 + n_]);
-          v325[(o_ * 8192 + l327) * 1 + n_] = acc326;
+        int32_t acc342 = v339[(o_ * 8192 + 0) * 1 + n_];
+        v341[(o_ * 8192 + 0) * 1 + n_] = acc342;
+        for (int64_t l343 = 1; l343 < 8192; ++l343) {
+          acc342 = tsr::wadd(acc342, v339[(o_ * 8192 + l343) * 1 + n_]);
+          v341[(o_ * 8192 + l343) * 1 + n_] = acc342;
         }
       }
       // %323 = splat %320 : tile<i32, [8192]>
       // (computed inside its user)
       // %324 = add %322, %323 : tile<i32, [8192]>
-      tsr::HeapTile<int32_t, 8192> v328_heap;  // 32768 bytes: on the heap
-      if (!(v328_heap.p)) { tsr_fault(5628); return; }
-      int32_t (&v328)[8192] = *v328_heap.p;
-      for (int64_t i329 = 0; i329 < 8192; ++i329) v328[i329] = tsr::wadd(v325[i329], (v322));
+      tsr::HeapTile<int32_t, 8192> v344_heap;  // 32768 bytes: on the heap
+      if (!(v344_heap.p)) { tsr_fault(5628); return; }
+      int32_t (&v344)[8192] = *v344_heap.p;
+      for (int64_t i345 = 0; i345 < 8192; ++i345) v344[i345] = tsr::wadd(v341[i345], (v338));
       // %325 = splat %1 : tile<i32, [8192]>
-      tsr::HeapTile<int32_t, 8192> v330_heap;  // 32768 bytes: on the heap
-      if (!(v330_heap.p)) { tsr_fault(5644); return; }
-      int32_t (&v330)[8192] = *v330_heap.p;
-      for (int64_t i331 = 0; i331 < 8192; ++i331) v330[i331] = v1;
+      tsr::HeapTile<int32_t, 8192> v346_heap;  // 32768 bytes: on the heap
+      if (!(v346_heap.p)) { tsr_fault(5644); return; }
+      int32_t (&v346)[8192] = *v346_heap.p;
+      for (int64_t i347 = 0; i347 < 8192; ++i347) v346[i347] = v1;
       // scatter %values, %283, %325, %324, %311
-      for (int64_t i332 = 0; i332 < 8192; ++i332) {
-        if ((v314[i332] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v328[i332]) >= 0 && int64_t(v328[i332]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v328[i332]) * A.s1_1] = v291[i332];
+      for (int64_t i348 = 0; i348 < 8192; ++i348) {
+        if ((v330[i348] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v344[i348]) >= 0 && int64_t(v344[i348]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v344[i348]) * A.s1_1] = v307[i348];
       }
       // %326 = mul %280, %3 : i32
-      const int32_t v333 = tsr::wmul(v289, v3);
+      const int32_t v349 = tsr::wmul(v305, v3);
       // %327 = arange : tile<i32, [8192]>
       // (computed inside its user)
       // %328 = splat %326 : tile<i32, [8192]>
       // (computed inside its user)
       // %329 = add %327, %328 : tile<i32, [8192]>
-      tsr::HeapTile<int32_t, 8192> v334_heap;  // 32768 bytes: on the heap
-      if (!(v334_heap.p)) { tsr_fault(5724); return; }
-      int32_t (&v334)[8192] = *v334_heap.p;
-      for (int64_t i335 = 0; i335 < 8192; ++i335) v334[i335] = tsr::wadd((int32_t(0 + i335)), (v333));
+      tsr::HeapTile<int32_t, 8192> v350_heap;  // 32768 bytes: on the heap
+      if (!(v350_heap.p)) { tsr_fault(5724); return; }
+      int32_t (&v350)[8192] = *v350_heap.p;
+      for (int64_t i351 = 0; i351 < 8192; ++i351) v350[i351] = tsr::wadd((int32_t(0 + i351)), (v349));
       // scatter %indices, %329, %325, %324, %311
-      for (int64_t i336 = 0; i336 < 8192; ++i336) {
-        if ((v314[i336] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v328[i336]) >= 0 && int64_t(v328[i336]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v328[i336]) * A.s2_1] = v334[i336];
+      for (int64_t i352 = 0; i352 < 8192; ++i352) {
+        if ((v330[i352] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v344[i352]) >= 0 && int64_t(v344[i352]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v344[i352]) * A.s2_1] = v350[i352];
       }
       // %330 = reduce %321 {axis = 0, kind = "sum"} : i32
-      int32_t v337;
+      int32_t v353;
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         int32_t ln_[16];
         for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
         for (int64_t l_ = 0; l_ < 8192; l_ += 16)
-          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v323[o_ * 8192 + l_ + q_]);
+          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v339[o_ * 8192 + l_ + q_]);
         int32_t acc_ = ln_[0];
         for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-        v337 = acc_;
+        v353 = acc_;
       }
       // %331 = add %278, %330 : i32
-      const int32_t v338 = tsr::wadd(c286, v337);
+      const int32_t v354 = tsr::wadd(c302, v353);
       // yield %331, %309
-      c286 = v338;
-      c287 = v312;
+      c302 = v354;
+      c303 = v328;
     }
     // yield %275, %276
-    c264 = c286;
-    c265 = c287;
+    c278 = c302;
+    c279 = c303;
   }
   // %332 = load_tile %indices, %1, %16 : tile<i32, [1, 64]>
-  alignas(64) int32_t v339[64];
+  alignas(64) int32_t v355[64];
   {
-    const int64_t o340 = int64_t(v1) * 1;
-    const int64_t o341 = int64_t(v16) * 64;
-    if (o340 >= 0 && o340 + 1 <= A.d2_0 && o341 >= 0 && o341 + 64 <= A.d2_1) {
-      for (int64_t i342 = 0; i342 < 1; ++i342) {
-        for (int64_t i343 = 0; i343 < 64; ++i343) v339[(i342) * 64 + i343] = A.p2[(o340 + i342) * A.s2_0 + o341 + i343];
+    const int64_t o356 = int64_t(v1) * 1;
+    const int64_t o357 = int64_t(v16) * 64;
+    if (o356 >= 0 && o356 + 1 <= A.d2_0 && o357 >= 0 && o357 + 64 <= A.d2_1) {
+      for (int64_t i358 = 0; i358 < 1; ++i358) {
+        for (int64_t i359 = 0; i359 < 64; ++i359) v355[(i358) * 64 + i359] = A.p2[(o356 + i358) * A.s2_0 + o357 + i359];
       }
     } else {
-      for (int64_t i344 = 0; i344 < 1; ++i344) {
-        for (int64_t i345 = 0; i345 < 64; ++i345) {
-          v339[(i344)*64 + i345] = ((o340 + i344) >= 0 && (o340 + i344) < A.d2_0 && (o341 + i345) >= 0 && (o341 + i345) < A.d2_1) ? A.p2[(o340 + i344) * A.s2_0 + (o341 + i345) * A.s2_1] : int32_t(INT64_C(0));
+      // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+      const int64_t lo360 = o357 >= 0 ? 0 : -o357 < 64 ? -o357 : 64;
+      const int64_t hi361 = A.d2_1 - o357 >= 64 ? 64 : A.d2_1 - o357 > lo360 ? A.d2_1 - o357 : lo360;
+      for (int64_t i362 = 0; i362 < 1; ++i362) {
+        if ((o356 + i362) >= 0 && (o356 + i362) < A.d2_0) {
+          for (int64_t i363 = 0; i363 < lo360; ++i363) v355[(i362) * 64 + i363] = int32_t(INT64_C(0));
+          for (int64_t i363 = lo360; i363 < hi361; ++i363) v355[(i362) * 64 + i363] = A.p2[(o356 + i362) * A.s2_0 + o357 + i363];
+          for (int64_t i363 = hi361; i363 < 64; ++i363) v355[(i362) * 64 + i363] = int32_t(INT64_C(0));
+        } else {
+          for (int64_t i363 = 0; i363 < 64; ++i363) v355[(i362) * 64 + i363] = int32_t(INT64_C(0));
         }
       }
     }
   }
   // %333 = load_tile %values, %1, %16 : tile<f32, [1, 64]>
-  alignas(64) float v346[64];
+  alignas(64) float v364[64];
   {
-    const int64_t o347 = int64_t(v1) * 1;
-    const int64_t o348 = int64_t(v16) * 64;
-    if (o347 >= 0 && o347 + 1 <= A.d1_0 && o348 >= 0 && o348 + 64 <= A.d1_1) {
-      for (int64_t i349 = 0; i349 < 1; ++i349) {
-        for (int64_t i350 = 0; i350 < 64; ++i350) v346[(i349) * 64 + i350] = A.p1[(o347 + i349) * A.s1_0 + o348 + i350];
+    const int64_t o365 = int64_t(v1) * 1;
+    const int64_t o366 = int64_t(v16) * 64;
+    if (o365 >= 0 && o365 + 1 <= A.d1_0 && o366 >= 0 && o366 + 64 <= A.d1_1) {
+      for (int64_t i367 = 0; i367 < 1; ++i367) {
+        for (int64_t i368 = 0; i368 < 64; ++i368) v364[(i367) * 64 + i368] = A.p1[(o365 + i367) * A.s1_0 + o366 + i368];
       }
     } else {
-      for (int64_t i351 = 0; i351 < 1; ++i351) {
-        for (int64_t i352 = 0; i352 < 64; ++i352) {
-          v346[(i351)*64 + i352] = ((o347 + i351) >= 0 && (o347 + i351) < A.d1_0 && (o348 + i352) >= 0 && (o348 + i352) < A.d1_1) ? A.p1[(o347 + i351) * A.s1_0 + (o348 + i352) * A.s1_1] : float(0x0p+0);
+      // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+      const int64_t lo369 = o366 >= 0 ? 0 : -o366 < 64 ? -o366 : 64;
+      const int64_t hi370 = A.d1_1 - o366 >= 64 ? 64 : A.d1_1 - o366 > lo369 ? A.d1_1 - o366 : lo369;
+      for (int64_t i371 = 0; i371 < 1; ++i371) {
+        if ((o365 + i371) >= 0 && (o365 + i371) < A.d1_0) {
+          for (int64_t i372 = 0; i372 < lo369; ++i372) v364[(i371) * 64 + i372] = float(0x0p+0);
+          for (int64_t i372 = lo369; i372 < hi370; ++i372) v364[(i371) * 64 + i372] = A.p1[(o365 + i371) * A.s1_0 + o366 + i372];
+          for (int64_t i372 = hi370; i372 < 64; ++i372) v364[(i371) * 64 + i372] = float(0x0p+0);
+        } else {
+          for (int64_t i372 = 0; i372 < 64; ++i372) v364[(i371) * 64 + i372] = float(0x0p+0);
         }
       }
     }
   }
   // %334, %335 = sort %333, %332 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
-  alignas(64) float v353[64];
-  alignas(64) int32_t v354[64];
-  alignas(64) uint64_t sk355[128];
-  alignas(64) int32_t sp356[128];
-  tsr::sort_lines(v346, v339, v353, v354, 1, 64, 1, 64, true, sk355, sp356);
+  alignas(64) float v373[64];
+  alignas(64) int32_t v374[64];
+  alignas(64) uint64_t sk375[128];
+  alignas(64) int32_t sp376[128];
+  tsr::sort_lines(v364, v355, v373, v374, 1, 64, 1, 64, true, sk375, sp376);
   // store_tile %values, %334, %1, %16
   {
-    const int64_t o357 = int64_t(v1) * 1;
-    const int64_t o358 = int64_t(v16) * 64;
-    if (o357 >= 0 && o357 + 1 <= A.d1_0 && o358 >= 0 && o358 + 64 <= A.d1_1) {
-      for (int64_t i359 = 0; i359 < 1; ++i359) {
-        for (int64_t i360 = 0; i360 < 64; ++i360) A.p1[(o357 + i359) * A.s1_0 + o358 + i360] = v353[(i359) * 64 + i360];
+    const int64_t o377 = int64_t(v1) * 1;
+    const int64_t o378 = int64_t(v16) * 64;
+    if (o377 >= 0 && o377 + 1 <= A.d1_0 && o378 >= 0 && o378 + 64 <= A.d1_1) {
+      for (int64_t i379 = 0; i379 < 1; ++i379) {
+        for (int64_t i380 = 0; i380 < 64; ++i380) A.p1[(o377 + i379) * A.s1_0 + o378 + i380] = v373[(i379) * 64 + i380];
       }
     } else {
-      for (int64_t i361 = 0; i361 < 1; ++i361) {
-        for (int64_t i362 = 0; i362 < 64; ++i362) {
-          if ((o357 + i361) >= 0 && (o357 + i361) < A.d1_0 && (o358 + i362) >= 0 && (o358 + i362) < A.d1_1) A.p1[(o357 + i361) * A.s1_0 + (o358 + i362) * A.s1_1] = v353[(i361)*64 + i362];
-        }
+      // partly outside: each row copies its columns inside [lo, hi)
+      const int64_t lo381 = o378 >= 0 ? 0 : -o378 < 64 ? -o378 : 64;
+      const int64_t hi382 = A.d1_1 - o378 >= 64 ? 64 : A.d1_1 - o378 > lo381 ? A.d1_1 - o378 : lo381;
+      for (int64_t i383 = 0; i383 < 1; ++i383) {
+        if ((o377 + i383) >= 0 && (o377 + i383) < A.d1_0)
+          for (int64_t i384 = lo381; i384 < hi382; ++i384) A.p1[(o377 + i383) * A.s1_0 + o378 + i384] = v373[(i383) * 64 + i384];
       }
     }
   }
   // store_tile %indices, %335, %1, %16
   {
-    const int64_t o363 = int64_t(v1) * 1;
-    const int64_t o364 = int64_t(v16) * 64;
-    if (o363 >= 0 && o363 + 1 <= A.d2_0 && o364 >= 0 && o364 + 64 <= A.d2_1) {
-      for (int64_t i365 = 0; i365 < 1; ++i365) {
-        for (int64_t i366 = 0; i366 < 64; ++i366) A.p2[(o363 + i365) * A.s2_0 + o364 + i366] = v354[(i365) * 64 + i366];
+    const int64_t o385 = int64_t(v1) * 1;
+    const int64_t o386 = int64_t(v16) * 64;
+    if (o385 >= 0 && o385 + 1 <= A.d2_0 && o386 >= 0 && o386 + 64 <= A.d2_1) {
+      for (int64_t i387 = 0; i387 < 1; ++i387) {
+        for (int64_t i388 = 0; i388 < 64; ++i388) A.p2[(o385 + i387) * A.s2_0 + o386 + i388] = v374[(i387) * 64 + i388];
       }
     } else {
-      for (int64_t i367 = 0; i367 < 1; ++i367) {
-        for (int64_t i368 = 0; i368 < 64; ++i368) {
-          if ((o363 + i367) >= 0 && (o363 + i367) < A.d2_0 && (o364 + i368) >= 0 && (o364 + i368) < A.d2_1) A.p2[(o363 + i367) * A.s2_0 + (o364 + i368) * A.s2_1] = v354[(i367)*64 + i368];
-        }
+      // partly outside: each row copies its columns inside [lo, hi)
+      const int64_t lo389 = o386 >= 0 ? 0 : -o386 < 64 ? -o386 : 64;
+      const int64_t hi390 = A.d2_1 - o386 >= 64 ? 64 : A.d2_1 - o386 > lo389 ? A.d2_1 - o386 : lo389;
+      for (int64_t i391 = 0; i391 < 1; ++i391) {
+        if ((o385 + i391) >= 0 && (o385 + i391) < A.d2_0)
+          for (int64_t i392 = lo389; i392 < hi390; ++i392) A.p2[(o385 + i391) * A.s2_0 + o386 + i392] = v374[(i391) * 64 + i392];
       }
     }
   }

@@ -54,11 +54,11 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   if (int64_t(pid0) + 1 < int64_t(np0)) {
     const int32_t pn0_ = pid0 + 1;
     // %6 = program_id {axis = 0} : i32
-    const int32_t v20 = pn0_;
+    const int32_t v26 = pn0_;
     {
-      const int64_t o21 = int64_t(v20) * 1024;
-      if (o21 >= 0 && o21 + 1024 <= A.d2_0) {
-        const char* p_ = reinterpret_cast<const char*>(A.p2 + o21);
+      const int64_t o27 = int64_t(v26) * 1024;
+      if (o27 >= 0 && o27 + 1024 <= A.d2_0) {
+        const char* p_ = reinterpret_cast<const char*>(A.p2 + o27);
         pf2_ = tsr::line_start(p_);
         pfl2_ = tsr::line_count(p_, 2048);
       }
@@ -74,23 +74,37 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     if (o8 >= 0 && o8 + 1024 <= A.d0_0) {
       v7.p = A.p0 + o8;
     } else {
-      for (int64_t i10 = 0; i10 < 1024; ++i10) {
-        v7_pad[i10] = ((o8 + i10) >= 0 && (o8 + i10) < A.d0_0) ? A.p0[(o8 + i10) * A.s0_0] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+      // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+      const int64_t lo10 = o8 >= 0 ? 0 : -o8 < 1024 ? -o8 : 1024;
+      const int64_t hi11 = A.d0_0 - o8 >= 1024 ? 1024 : A.d0_0 - o8 > lo10 ? A.d0_0 - o8 : lo10;
+      if (true) {
+        for (int64_t i12 = 0; i12 < lo10; ++i12) v7_pad[0 + i12] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+        for (int64_t i12 = lo10; i12 < hi11; ++i12) v7_pad[0 + i12] = A.p0[o8 + i12];
+        for (int64_t i12 = hi11; i12 < 1024; ++i12) v7_pad[0 + i12] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+      } else {
+        for (int64_t i12 = 0; i12 < 1024; ++i12) v7_pad[0 + i12] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
       }
     }
   }
   // %8 = cast %7 : tile<f32, [1024]>
   // (computed inside its user)
   // %9 = load_tile %y, %6 : tile<bf16, [1024]>
-  alignas(64) uint16_t v11_pad[1024];
-  tsr::bf16_row v11{v11_pad};
+  alignas(64) uint16_t v13_pad[1024];
+  tsr::bf16_row v13{v13_pad};
   {
-    const int64_t o12 = int64_t(v6) * 1024;
-    if (o12 >= 0 && o12 + 1024 <= A.d1_0) {
-      v11.p = A.p1 + o12;
+    const int64_t o14 = int64_t(v6) * 1024;
+    if (o14 >= 0 && o14 + 1024 <= A.d1_0) {
+      v13.p = A.p1 + o14;
     } else {
-      for (int64_t i14 = 0; i14 < 1024; ++i14) {
-        v11_pad[i14] = ((o12 + i14) >= 0 && (o12 + i14) < A.d1_0) ? A.p1[(o12 + i14) * A.s1_0] : tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+      // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+      const int64_t lo16 = o14 >= 0 ? 0 : -o14 < 1024 ? -o14 : 1024;
+      const int64_t hi17 = A.d1_0 - o14 >= 1024 ? 1024 : A.d1_0 - o14 > lo16 ? A.d1_0 - o14 : lo16;
+      if (true) {
+        for (int64_t i18 = 0; i18 < lo16; ++i18) v13_pad[0 + i18] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+        for (int64_t i18 = lo16; i18 < hi17; ++i18) v13_pad[0 + i18] = A.p1[o14 + i18];
+        for (int64_t i18 = hi17; i18 < 1024; ++i18) v13_pad[0 + i18] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+      } else {
+        for (int64_t i18 = 0; i18 < 1024; ++i18) v13_pad[0 + i18] = tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0)));
       }
     }
   }
@@ -102,18 +116,20 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   // (computed inside its user)
   // store_tile %z, %12, %6
   {
-    const int64_t o15 = int64_t(v6) * 1024;
-    if (o15 >= 0 && o15 + 1024 <= A.d2_0) {
-      alignas(64) float st17[256];
-      for (int64_t c18 = 0; c18 < 1024; c18 += 256) {
-        tsr::prefetch_part_w(pf2_, pfl2_, c18 / 256, 4);
-        for (int64_t i16 = c18; i16 < c18 + 256; ++i16) st17[i16 - c18] = (float((float((float(v7[0 + i16])) + (float(v11[0 + i16]))))));
-        tsr::store_bf16(A.p2 + o15 + c18, st17, 256);
+    const int64_t o19 = int64_t(v6) * 1024;
+    if (o19 >= 0 && o19 + 1024 <= A.d2_0) {
+      alignas(64) float st21[256];
+      for (int64_t c22 = 0; c22 < 1024; c22 += 256) {
+        tsr::prefetch_part_w(pf2_, pfl2_, c22 / 256, 4);
+        for (int64_t i20 = c22; i20 < c22 + 256; ++i20) st21[i20 - c22] = (float((float((float(v7[0 + i20])) + (float(v13[0 + i20]))))));
+        tsr::store_bf16(A.p2 + o19 + c22, st21, 256);
       }
     } else {
-      for (int64_t i19 = 0; i19 < 1024; ++i19) {
-        if ((o15 + i19) >= 0 && (o15 + i19) < A.d2_0) A.p2[(o15 + i19) * A.s2_0] = tsr::f2bf((float((float((float(v7[i19])) + (float(v11[i19])))))));
-      }
+      // partly outside: each row copies its columns inside [lo, hi)
+      const int64_t lo23 = o19 >= 0 ? 0 : -o19 < 1024 ? -o19 : 1024;
+      const int64_t hi24 = A.d2_0 - o19 >= 1024 ? 1024 : A.d2_0 - o19 > lo23 ? A.d2_0 - o19 : lo23;
+      if (true)
+        for (int64_t i25 = lo23; i25 < hi24; ++i25) A.p2[o19 + i25] = tsr::f2bf((float((float((float(v7[0 + i25])) + (float(v13[0 + i25])))))));
     }
   }
 }

@@ -58,27 +58,27 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   if (int64_t(pid0) + 1 < int64_t(np0)) {
     const int32_t pn0_ = pid0 + 1;
     // %6 = program_id {axis = 0} : i32
-    const int32_t v19 = pn0_;
+    const int32_t v25 = pn0_;
     {
-      const int64_t o20 = int64_t(v19) * 1024;
-      if (o20 >= 0 && o20 + 1024 <= A.d0_0) {
-        const char* p_ = reinterpret_cast<const char*>(A.p0 + o20);
+      const int64_t o26 = int64_t(v25) * 1024;
+      if (o26 >= 0 && o26 + 1024 <= A.d0_0) {
+        const char* p_ = reinterpret_cast<const char*>(A.p0 + o26);
         pf0_ = tsr::line_start(p_);
         pfl0_ = tsr::line_count(p_, 2048);
       }
     }
     {
-      const int64_t o21 = int64_t(v19) * 1024;
-      if (o21 >= 0 && o21 + 1024 <= A.d1_0) {
-        const char* p_ = reinterpret_cast<const char*>(A.p1 + o21);
+      const int64_t o27 = int64_t(v25) * 1024;
+      if (o27 >= 0 && o27 + 1024 <= A.d1_0) {
+        const char* p_ = reinterpret_cast<const char*>(A.p1 + o27);
         pf1_ = tsr::line_start(p_);
         pfl1_ = tsr::line_count(p_, 2048);
       }
     }
     {
-      const int64_t o22 = int64_t(v19) * 1024;
-      if (o22 >= 0 && o22 + 1024 <= A.d2_0) {
-        const char* p_ = reinterpret_cast<const char*>(A.p2 + o22);
+      const int64_t o28 = int64_t(v25) * 1024;
+      if (o28 >= 0 && o28 + 1024 <= A.d2_0) {
+        const char* p_ = reinterpret_cast<const char*>(A.p2 + o28);
         pf2_ = tsr::line_start(p_);
         pfl2_ = tsr::line_count(p_, 2048);
       }
@@ -93,22 +93,36 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     if (o8 >= 0 && o8 + 1024 <= A.d0_0) {
       for (int64_t i9 = 0; i9 < 1024; ++i9) v7[0 + i9] = tsr::h2f(A.p0[o8 + i9]);
     } else {
-      for (int64_t i10 = 0; i10 < 1024; ++i10) {
-        v7[i10] = ((o8 + i10) >= 0 && (o8 + i10) < A.d0_0) ? tsr::h2f(A.p0[(o8 + i10) * A.s0_0]) : tsr::h2f(tsr::f2h(0x0p+0));
+      // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+      const int64_t lo10 = o8 >= 0 ? 0 : -o8 < 1024 ? -o8 : 1024;
+      const int64_t hi11 = A.d0_0 - o8 >= 1024 ? 1024 : A.d0_0 - o8 > lo10 ? A.d0_0 - o8 : lo10;
+      if (true) {
+        for (int64_t i12 = 0; i12 < lo10; ++i12) v7[0 + i12] = tsr::h2f(tsr::f2h(0x0p+0));
+        for (int64_t i12 = lo10; i12 < hi11; ++i12) v7[0 + i12] = tsr::h2f(A.p0[o8 + i12]);
+        for (int64_t i12 = hi11; i12 < 1024; ++i12) v7[0 + i12] = tsr::h2f(tsr::f2h(0x0p+0));
+      } else {
+        for (int64_t i12 = 0; i12 < 1024; ++i12) v7[0 + i12] = tsr::h2f(tsr::f2h(0x0p+0));
       }
     }
   }
   // %8 = cast %7 : tile<f32, [1024]>
   // (computed inside its user)
   // %9 = load_tile %y, %6 : tile<f16, [1024]>
-  alignas(64) float v11[1024];
+  alignas(64) float v13[1024];
   {
-    const int64_t o12 = int64_t(v6) * 1024;
-    if (o12 >= 0 && o12 + 1024 <= A.d1_0) {
-      for (int64_t i13 = 0; i13 < 1024; ++i13) v11[0 + i13] = tsr::h2f(A.p1[o12 + i13]);
+    const int64_t o14 = int64_t(v6) * 1024;
+    if (o14 >= 0 && o14 + 1024 <= A.d1_0) {
+      for (int64_t i15 = 0; i15 < 1024; ++i15) v13[0 + i15] = tsr::h2f(A.p1[o14 + i15]);
     } else {
-      for (int64_t i14 = 0; i14 < 1024; ++i14) {
-        v11[i14] = ((o12 + i14) >= 0 && (o12 + i14) < A.d1_0) ? tsr::h2f(A.p1[(o12 + i14) * A.s1_0]) : tsr::h2f(tsr::f2h(0x0p+0));
+      // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+      const int64_t lo16 = o14 >= 0 ? 0 : -o14 < 1024 ? -o14 : 1024;
+      const int64_t hi17 = A.d1_0 - o14 >= 1024 ? 1024 : A.d1_0 - o14 > lo16 ? A.d1_0 - o14 : lo16;
+      if (true) {
+        for (int64_t i18 = 0; i18 < lo16; ++i18) v13[0 + i18] = tsr::h2f(tsr::f2h(0x0p+0));
+        for (int64_t i18 = lo16; i18 < hi17; ++i18) v13[0 + i18] = tsr::h2f(A.p1[o14 + i18]);
+        for (int64_t i18 = hi17; i18 < 1024; ++i18) v13[0 + i18] = tsr::h2f(tsr::f2h(0x0p+0));
+      } else {
+        for (int64_t i18 = 0; i18 < 1024; ++i18) v13[0 + i18] = tsr::h2f(tsr::f2h(0x0p+0));
       }
     }
   }
@@ -120,18 +134,20 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   // (computed inside its user)
   // store_tile %z, %12, %6
   {
-    const int64_t o15 = int64_t(v6) * 1024;
-    if (o15 >= 0 && o15 + 1024 <= A.d2_0) {
-      for (int64_t c17 = 0; c17 < 1024; c17 += 256) {
-        tsr::prefetch_part(pf0_, pfl0_, c17 / 256, 4);
-        tsr::prefetch_part(pf1_, pfl1_, c17 / 256, 4);
-        tsr::prefetch_part_w(pf2_, pfl2_, c17 / 256, 4);
-        for (int64_t i16 = c17; i16 < c17 + 256; ++i16) A.p2[o15 + i16] = tsr::f2h((float((float((float(v7[0 + i16])) + (float(v11[0 + i16])))))));
+    const int64_t o19 = int64_t(v6) * 1024;
+    if (o19 >= 0 && o19 + 1024 <= A.d2_0) {
+      for (int64_t c21 = 0; c21 < 1024; c21 += 256) {
+        tsr::prefetch_part(pf0_, pfl0_, c21 / 256, 4);
+        tsr::prefetch_part(pf1_, pfl1_, c21 / 256, 4);
+        tsr::prefetch_part_w(pf2_, pfl2_, c21 / 256, 4);
+        for (int64_t i20 = c21; i20 < c21 + 256; ++i20) A.p2[o19 + i20] = tsr::f2h((float((float((float(v7[0 + i20])) + (float(v13[0 + i20])))))));
       }
     } else {
-      for (int64_t i18 = 0; i18 < 1024; ++i18) {
-        if ((o15 + i18) >= 0 && (o15 + i18) < A.d2_0) A.p2[(o15 + i18) * A.s2_0] = tsr::f2h((float((float((float(v7[i18])) + (float(v11[i18])))))));
-      }
+      // partly outside: each row copies its columns inside [lo, hi)
+      const int64_t lo22 = o19 >= 0 ? 0 : -o19 < 1024 ? -o19 : 1024;
+      const int64_t hi23 = A.d2_0 - o19 >= 1024 ? 1024 : A.d2_0 - o19 > lo22 ? A.d2_0 - o19 : lo22;
+      if (true)
+        for (int64_t i24 = lo22; i24 < hi23; ++i24) A.p2[o19 + i24] = tsr::f2h((float((float((float(v7[0 + i24])) + (float(v13[0 + i24])))))));
     }
   }
 }

@@ -54,11 +54,11 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   if (int64_t(pid0) + 1 < int64_t(np0)) {
     const int32_t pn0_ = pid0 + 1;
     // %6 = program_id {axis = 0} : i32
-    const int32_t v19 = pn0_;
+    const int32_t v25 = pn0_;
     {
-      const int64_t o20 = int64_t(v19) * 1024;
-      if (o20 >= 0 && o20 + 1024 <= A.d2_0) {
-        const char* p_ = reinterpret_cast<const char*>(A.p2 + o20);
+      const int64_t o26 = int64_t(v25) * 1024;
+      if (o26 >= 0 && o26 + 1024 <= A.d2_0) {
+        const char* p_ = reinterpret_cast<const char*>(A.p2 + o26);
         pf2_ = tsr::line_start(p_);
         pfl2_ = tsr::line_count(p_, 4096);
       }
@@ -74,21 +74,35 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     if (o8 >= 0 && o8 + 1024 <= A.d0_0) {
       v7 = A.p0 + o8;
     } else {
-      for (int64_t i10 = 0; i10 < 1024; ++i10) {
-        v7_pad[i10] = ((o8 + i10) >= 0 && (o8 + i10) < A.d0_0) ? A.p0[(o8 + i10) * A.s0_0] : float(0x0p+0);
+      // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+      const int64_t lo10 = o8 >= 0 ? 0 : -o8 < 1024 ? -o8 : 1024;
+      const int64_t hi11 = A.d0_0 - o8 >= 1024 ? 1024 : A.d0_0 - o8 > lo10 ? A.d0_0 - o8 : lo10;
+      if (true) {
+        for (int64_t i12 = 0; i12 < lo10; ++i12) v7_pad[0 + i12] = float(0x0p+0);
+        for (int64_t i12 = lo10; i12 < hi11; ++i12) v7_pad[0 + i12] = A.p0[o8 + i12];
+        for (int64_t i12 = hi11; i12 < 1024; ++i12) v7_pad[0 + i12] = float(0x0p+0);
+      } else {
+        for (int64_t i12 = 0; i12 < 1024; ++i12) v7_pad[0 + i12] = float(0x0p+0);
       }
     }
   }
   // %8 = load_tile %y, %6 : tile<f32, [1024]>
-  alignas(64) float v11_pad[1024];
-  const float* v11 = v11_pad;
+  alignas(64) float v13_pad[1024];
+  const float* v13 = v13_pad;
   {
-    const int64_t o12 = int64_t(v6) * 1024;
-    if (o12 >= 0 && o12 + 1024 <= A.d1_0) {
-      v11 = A.p1 + o12;
+    const int64_t o14 = int64_t(v6) * 1024;
+    if (o14 >= 0 && o14 + 1024 <= A.d1_0) {
+      v13 = A.p1 + o14;
     } else {
-      for (int64_t i14 = 0; i14 < 1024; ++i14) {
-        v11_pad[i14] = ((o12 + i14) >= 0 && (o12 + i14) < A.d1_0) ? A.p1[(o12 + i14) * A.s1_0] : float(0x0p+0);
+      // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+      const int64_t lo16 = o14 >= 0 ? 0 : -o14 < 1024 ? -o14 : 1024;
+      const int64_t hi17 = A.d1_0 - o14 >= 1024 ? 1024 : A.d1_0 - o14 > lo16 ? A.d1_0 - o14 : lo16;
+      if (true) {
+        for (int64_t i18 = 0; i18 < lo16; ++i18) v13_pad[0 + i18] = float(0x0p+0);
+        for (int64_t i18 = lo16; i18 < hi17; ++i18) v13_pad[0 + i18] = A.p1[o14 + i18];
+        for (int64_t i18 = hi17; i18 < 1024; ++i18) v13_pad[0 + i18] = float(0x0p+0);
+      } else {
+        for (int64_t i18 = 0; i18 < 1024; ++i18) v13_pad[0 + i18] = float(0x0p+0);
       }
     }
   }
@@ -96,16 +110,18 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   // (computed inside its user)
   // store_tile %z, %9, %6
   {
-    const int64_t o15 = int64_t(v6) * 1024;
-    if (o15 >= 0 && o15 + 1024 <= A.d2_0) {
-      for (int64_t c17 = 0; c17 < 1024; c17 += 256) {
-        tsr::prefetch_part_w(pf2_, pfl2_, c17 / 256, 4);
-        for (int64_t i16 = c17; i16 < c17 + 256; ++i16) A.p2[o15 + i16] = (float(v7[0 + i16] + v11[0 + i16]));
+    const int64_t o19 = int64_t(v6) * 1024;
+    if (o19 >= 0 && o19 + 1024 <= A.d2_0) {
+      for (int64_t c21 = 0; c21 < 1024; c21 += 256) {
+        tsr::prefetch_part_w(pf2_, pfl2_, c21 / 256, 4);
+        for (int64_t i20 = c21; i20 < c21 + 256; ++i20) A.p2[o19 + i20] = (float(v7[0 + i20] + v13[0 + i20]));
       }
     } else {
-      for (int64_t i18 = 0; i18 < 1024; ++i18) {
-        if ((o15 + i18) >= 0 && (o15 + i18) < A.d2_0) A.p2[(o15 + i18) * A.s2_0] = (float(v7[i18] + v11[i18]));
-      }
+      // partly outside: each row copies its columns inside [lo, hi)
+      const int64_t lo22 = o19 >= 0 ? 0 : -o19 < 1024 ? -o19 : 1024;
+      const int64_t hi23 = A.d2_0 - o19 >= 1024 ? 1024 : A.d2_0 - o19 > lo22 ? A.d2_0 - o19 : lo22;
+      if (true)
+        for (int64_t i24 = lo22; i24 < hi23; ++i24) A.p2[o19 + i24] = (float(v7[0 + i24] + v13[0 + i24]));
     }
   }
 }
