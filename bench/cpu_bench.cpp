@@ -27,6 +27,7 @@ extern "C" {
 void cblas_sgemm(int order, int ta, int tb, int m, int n, int k, float alpha, const float* a, int lda,
                  const float* b, int ldb, float beta, float* c, int ldc);
 void openblas_set_num_threads(int);
+char* openblas_get_corename(void);
 }
 #endif
 
@@ -203,8 +204,10 @@ int main(int argc, char** argv) {
       sg();
       double tb = median_time(sg, 5);
       double gb = 2.0 * n * n * n / tb / 1e9;
+      // OpenBLAS picks its kernel by CPU model (OPENBLAS_CORETYPE overrides it): 0.3.21 takes its
+      // AVX2 "Haswell" kernel on AMD Zen 5, 0.57x its AVX-512 "SkylakeX" one there (session 17).
       row((what + " OpenBLAS sgemm").c_str(), fmt("%.1f GFLOP/s", gb),
-          fmt("cpu at %.2fx of OpenBLAS time (target within 1.5x)", t / tb));
+          fmt("cpu at %.2fx of OpenBLAS time (target within 1.5x), kernel ", t / tb) + openblas_get_corename());
 #else
       row((what + " OpenBLAS sgemm").c_str(), "n/a", "built without OpenBLAS (install libopenblas-dev)");
 #endif
