@@ -143,6 +143,53 @@ TEST(CpuConformance, FloatMinMaxCmpWithNanInfAndSignedZeros) {
   }
 }
 
+// z = cast(x) for x [N] of type F, z of type T, in tiles of 1024.
+std::string cast_rows(const std::string& F, const std::string& T) {
+  return "kernel @h(%x: view<" + F + ", [N]>, %z: view<" + T + ", [N]>) {\n  grid {\n" +
+         "    %n = dim %x {axis = 0} : i32\n    %b = const {value = 1024} : i32\n    %g = cdiv %n, %b : i32\n" +
+         "    yield %g\n  }\n  %p = program_id {axis = 0} : i32\n  %a = load_tile %x, %p : tile<" + F +
+         ", [1024]>\n  %r = cast %a : tile<" + T + ", [1024]>\n  store_tile %z, %r, %p\n}\n";
+}
+
+// Every f16 bit pattern loaded (tsr::h2f: branch-free, so that f16 tile loads vectorize) and
+// cast to f32: subnormals, infinities of both signs, NaNs, the same values as the interpreter.
+TEST(CpuConformance, EveryF16BitPatternLoads) {
+  auto k = bound(cast_rows("f16", "f32"));
+  std::vector<Tensor> ts;
+  ts.emplace_back(ScalarKind::F16, std::vector<int64_t>{65536});
+  ts.emplace_back(ScalarKind::F32, std::vector<int64_t>{65536});
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const uint16_t h = static_cast<uint16_t>(b);
+    std::memcpy(ts[0].data.data() + 2 * b, &h, 2);
+  }
+  check(*k, ts, true, "f16 bits");
+}
+
+// f32 -> f16 at every rounding boundary (tsr::f2h's branch-free float form): each f16 value,
+// the midpoint to the next (a tie: to even) and the floats either side of it, both signs, up
+// to and beyond the largest finite, subnormals, NaN; the same bits as the interpreter.
+TEST(CpuConformance, F32ToF16AtEveryRoundingBoundary) {
+  auto k = bound(cast_rows("f32", "f16"));
+  auto f16_value = [](uint32_t b) {  // b < 0x7c00: a finite positive f16
+    const uint32_t e = b >> 10, m = b & 0x3ffu;
+    return e ? std::ldexp(1.0 + m / 1024.0, static_cast<int>(e) - 15) : std::ldexp(static_cast<double>(m), -24);
+  };
+  std::vector<float> xs = {NAN, -NAN, INFINITY, -INFINITY, 1e-45f, -1e-45f, 1e-30f, 65536.0f, 1e30f};
+  for (uint32_t b = 0; b < 0x7c00; ++b) {
+    const double lo = f16_value(b), hi = b + 1 < 0x7c00 ? f16_value(b + 1) : 65536.0;
+    const float mid = static_cast<float>((lo + hi) / 2);
+    for (float x : {static_cast<float>(lo), mid, std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY)}) {
+      xs.push_back(x);
+      xs.push_back(-x);
+    }
+  }
+  std::vector<Tensor> ts;
+  ts.emplace_back(ScalarKind::F32, std::vector<int64_t>{static_cast<int64_t>(xs.size())});
+  ts.emplace_back(ScalarKind::F16, std::vector<int64_t>{static_cast<int64_t>(xs.size())});
+  std::memcpy(ts[0].data.data(), xs.data(), 4 * xs.size());
+  check(*k, ts, true, "f32 -> f16");
+}
+
 TEST(CpuConformance, SignedZerosThroughMinMax) {
   // min(-0, +0) is -0 and max(-0, +0) is +0 in either operand order.
   for (const char* T : {"f32", "f64", "bf16", "f16"}) {
