@@ -126,7 +126,7 @@ TEST(CliCompileStats, OtherTargetsAndF32KeepTheKernelsDefaults) {
   };
   for (Want w : {Want{"--dtype bf16 --target cuda:sm_80 --stats", "\ndot.mma_pipelined = 1\n", "128x256x64"},
                  Want{"--dtype f32 --target cuda:sm_90a --stats", "\ndot.fma = 1\n", "64x64x32"},
-                 Want{"--dtype bf16 --stats", "", "128x256x64"}}) {
+                 Want{"--dtype bf16 --stats", "", "128x256x128"}}) {  // cpu: BLOCK_K 128
     Outcome r = compile(std::string("matmul ") + w.args);
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_THAT(r.err, HasSubstr(w.stat)) << w.args;

@@ -44,9 +44,10 @@ TEST(TargetConfigs, MatmulOnSm90aTakesTheWgmmaTileFor16BitTypesOnly) {
   ConstexprConfig wgmma = {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}};
   EXPECT_EQ(library_config(mm, ScalarKind::BF16, "cuda:sm_90a"), wgmma);
   EXPECT_EQ(library_config(mm, ScalarKind::F16, "cuda:sm_90a"), wgmma);
-  // f32 has no tensor-core path; other targets keep the kernel's own defaults.
+  // f32 has no tensor-core path; other cuda targets keep the kernel's own defaults (cpu: its
+  // BLOCK_K, below).
   EXPECT_TRUE(library_config(mm, ScalarKind::F32, "cuda:sm_90a").empty());
-  for (const char* t : {"cuda:sm_80", "cuda:sm_90", "cpu", ""})
+  for (const char* t : {"cuda:sm_80", "cuda:sm_90", ""})
     EXPECT_TRUE(library_config(mm, ScalarKind::BF16, t).empty()) << t;
 }
 
@@ -127,6 +128,8 @@ TEST(TargetConfigs, CpuRowKernelsHoldTheWholeRow) {
   EXPECT_EQ(cpu(2048, 2000), (ConstexprConfig{{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 128}}));
   EXPECT_EQ(cpu(1000, 1100), (ConstexprConfig{{"BLOCK_M", 128}, {"BLOCK_N", 128}, {"BLOCK_K", 128}}));
   EXPECT_EQ(cpu(100, 1000), (ConstexprConfig{{"BLOCK_N", 128}, {"BLOCK_K", 128}}));
+  for (ScalarKind dt : {ScalarKind::BF16, ScalarKind::F16})
+    EXPECT_EQ(library_config(mm, dt, "cpu"), (ConstexprConfig{{"BLOCK_K", 128}}));
 }
 
 // The sm_90a matmul tile on the interpreter against the reference: ragged in every dim (two
