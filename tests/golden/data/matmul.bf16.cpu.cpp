@@ -69,7 +69,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   (void)A; (void)pid0; (void)pid1; (void)pid2; (void)np0; (void)np1; (void)np2;
   [[maybe_unused]] constexpr int64_t BLOCK_M = INT64_C(128);
   [[maybe_unused]] constexpr int64_t BLOCK_N = INT64_C(256);
-  [[maybe_unused]] constexpr int64_t BLOCK_K = INT64_C(64);
+  [[maybe_unused]] constexpr int64_t BLOCK_K = INT64_C(128);
   // %11 = const {value = 1} : i32
   const int32_t v11 = int32_t(INT64_C(1));
   // %12 = program_id {axis = 0} : i32
@@ -83,8 +83,8 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   for (int64_t i16 = 0; i16 < 32768; ++i16) v15[i16] = v14;
   // %16 = dim %a {axis = 1} : i32
   const int32_t v17 = int32_t(A.d0_1);
-  // %17 = const {value = 64} : i32
-  const int32_t v18 = int32_t(INT64_C(64));
+  // %17 = const {value = 128} : i32
+  const int32_t v18 = int32_t(INT64_C(128));
   // %18 = add %16, %17 : i32
   const int32_t v19 = tsr::wadd(v17, v18);
   // %19 = sub %18, %11 : i32
@@ -98,44 +98,44 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   __builtin_memcpy(c23, v15, sizeof(c23));
   for (int64_t iv24_ = v22; v11 > 0 && iv24_ < v21; iv24_ += v11) {
     const int32_t iv24 = int32_t(iv24_);
-    // %25 = load_tile %a, %12, %23 : tile<bf16, [128, 64]>
-    alignas(64) float v25[8192];
+    // %25 = load_tile %a, %12, %23 : tile<bf16, [128, 128]>
+    alignas(64) float v25[16384];
     {
       const int64_t o26 = int64_t(v12) * 128;
-      const int64_t o27 = int64_t(iv24) * 64;
-      if (o26 >= 0 && o26 + 128 <= A.d0_0 && o27 >= 0 && o27 + 64 <= A.d0_1) {
+      const int64_t o27 = int64_t(iv24) * 128;
+      if (o26 >= 0 && o26 + 128 <= A.d0_0 && o27 >= 0 && o27 + 128 <= A.d0_1) {
         for (int64_t i28 = 0; i28 < 128; ++i28) {
-          for (int64_t i29 = 0; i29 < 64; ++i29) v25[(i28) * 64 + i29] = tsr::bf2f(A.p0[(o26 + i28) * A.s0_0 + o27 + i29]);
+          for (int64_t i29 = 0; i29 < 128; ++i29) v25[(i28) * 128 + i29] = tsr::bf2f(A.p0[(o26 + i28) * A.s0_0 + o27 + i29]);
         }
       } else {
         // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-        const int64_t lo30 = o27 >= 0 ? 0 : -o27 < 64 ? -o27 : 64;
-        const int64_t hi31 = A.d0_1 - o27 >= 64 ? 64 : A.d0_1 - o27 > lo30 ? A.d0_1 - o27 : lo30;
+        const int64_t lo30 = o27 >= 0 ? 0 : -o27 < 128 ? -o27 : 128;
+        const int64_t hi31 = A.d0_1 - o27 >= 128 ? 128 : A.d0_1 - o27 > lo30 ? A.d0_1 - o27 : lo30;
         for (int64_t i32 = 0; i32 < 128; ++i32) {
           if ((o26 + i32) >= 0 && (o26 + i32) < A.d0_0) {
-            for (int64_t i33 = 0; i33 < lo30; ++i33) v25[(i32) * 64 + i33] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
-            for (int64_t i33 = lo30; i33 < hi31; ++i33) v25[(i32) * 64 + i33] = tsr::bf2f(A.p0[(o26 + i32) * A.s0_0 + o27 + i33]);
-            for (int64_t i33 = hi31; i33 < 64; ++i33) v25[(i32) * 64 + i33] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
+            for (int64_t i33 = 0; i33 < lo30; ++i33) v25[(i32) * 128 + i33] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
+            for (int64_t i33 = lo30; i33 < hi31; ++i33) v25[(i32) * 128 + i33] = tsr::bf2f(A.p0[(o26 + i32) * A.s0_0 + o27 + i33]);
+            for (int64_t i33 = hi31; i33 < 128; ++i33) v25[(i32) * 128 + i33] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
           } else {
-            for (int64_t i33 = 0; i33 < 64; ++i33) v25[(i32) * 64 + i33] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
+            for (int64_t i33 = 0; i33 < 128; ++i33) v25[(i32) * 128 + i33] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
           }
         }
       }
     }
-    // %26 = load_tile %b, %23, %13 : tile<bf16, [64, 256]>
-    alignas(64) float v34[16384];
+    // %26 = load_tile %b, %23, %13 : tile<bf16, [128, 256]>
+    alignas(64) float v34[32768];
     {
-      const int64_t o35 = int64_t(iv24) * 64;
+      const int64_t o35 = int64_t(iv24) * 128;
       const int64_t o36 = int64_t(v13) * 256;
-      if (o35 >= 0 && o35 + 64 <= A.d1_0 && o36 >= 0 && o36 + 256 <= A.d1_1) {
-        for (int64_t i37 = 0; i37 < 64; ++i37) {
+      if (o35 >= 0 && o35 + 128 <= A.d1_0 && o36 >= 0 && o36 + 256 <= A.d1_1) {
+        for (int64_t i37 = 0; i37 < 128; ++i37) {
           for (int64_t i38 = 0; i38 < 256; ++i38) v34[(i37) * 256 + i38] = tsr::bf2f(A.p1[(o35 + i37) * A.s1_0 + o36 + i38]);
         }
       } else {
         // partly outside: each row copies its columns inside [lo, hi) and pads the rest
         const int64_t lo39 = o36 >= 0 ? 0 : -o36 < 256 ? -o36 : 256;
         const int64_t hi40 = A.d1_1 - o36 >= 256 ? 256 : A.d1_1 - o36 > lo39 ? A.d1_1 - o36 : lo39;
-        for (int64_t i41 = 0; i41 < 64; ++i41) {
+        for (int64_t i41 = 0; i41 < 128; ++i41) {
           if ((o35 + i41) >= 0 && (o35 + i41) < A.d1_0) {
             for (int64_t i42 = 0; i42 < lo39; ++i42) v34[(i41) * 256 + i42] = tsr::bf2f(tsr::f2bf_d(0x0p+0));
             for (int64_t i42 = lo39; i42 < hi40; ++i42) v34[(i41) * 256 + i42] = tsr::bf2f(A.p1[(o35 + i41) * A.s1_0 + o36 + i42]);
@@ -148,7 +148,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     }
     // %27 = dot %25, %26, %24 : tile<f32, [128, 256]>
     // (accumulated in place into the carried c23)
-    tsr::dot_f32<128, 256, 64>(v25, v34, c23);
+    tsr::dot_f32<128, 256, 128>(v25, v34, c23);
     // yield %27
   }
   // %28 = cast %22 : tile<bf16, [128, 256]>
@@ -184,7 +184,7 @@ extern "C" int tessera_run(void** buf, const int64_t* dims, const int64_t* is, c
   if (g1 < 0) return 185;  // grid size on axis 1 of kernel 'matmul' is negative (a size of 0 runs no programs; a negative size is an error)
   if (g0 == 0 || g1 == 0 || g2 == 0) return 0;  // no programs
   if (nt <= 0) nt = omp_get_max_threads();
-  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(8585231)) nt = 1;  // about 8585231 element ops per program
+  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(17072143)) nt = 1;  // about 17072143 element ops per program
   if (nt == 1) {
     for (int64_t z = 0; z < g2; ++z)
       for (int64_t y = 0; y < g1; ++y)
