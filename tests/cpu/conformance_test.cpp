@@ -8,6 +8,7 @@
 // for bit (a zero's sign included); the rest with tolerance_for().
 #include <cstring>
 #include <random>
+#include <tuple>
 
 #include "CpuTestUtil.h"
 #include "support/Float.h"
@@ -151,18 +152,23 @@ std::string cast_rows(const std::string& F, const std::string& T) {
          ", [1024]>\n  %r = cast %a : tile<" + T + ", [1024]>\n  store_tile %z, %r, %p\n}\n";
 }
 
-// Every f16 bit pattern loaded (tsr::h2f: branch-free, so that f16 tile loads vectorize) and
-// cast to f32: subnormals, infinities of both signs, NaNs, the same values as the interpreter.
-TEST(CpuConformance, EveryF16BitPatternLoads) {
-  auto k = bound(cast_rows("f16", "f32"));
-  std::vector<Tensor> ts;
-  ts.emplace_back(ScalarKind::F16, std::vector<int64_t>{65536});
-  ts.emplace_back(ScalarKind::F32, std::vector<int64_t>{65536});
-  for (uint32_t b = 0; b < 65536; ++b) {
-    const uint16_t h = static_cast<uint16_t>(b);
-    std::memcpy(ts[0].data.data() + 2 * b, &h, 2);
+// Every f16, f8e4m3 and f8e5m2 bit pattern loaded (tsr::h2f, e4m32f, e5m22f: branch-free, so
+// that narrow tile loads vectorize) and cast to f32: subnormals, infinities of both signs, NaNs,
+// the same values as the interpreter.
+TEST(CpuConformance, EveryNarrowFloatBitPatternLoads) {
+  for (auto [t, kind, bytes] : {std::tuple{"f16", ScalarKind::F16, 2}, {"f8e4m3", ScalarKind::F8E4M3, 1},
+                                {"f8e5m2", ScalarKind::F8E5M2, 1}}) {
+    auto k = bound(cast_rows(t, "f32"));
+    const int64_t n = int64_t{1} << (8 * bytes);
+    std::vector<Tensor> ts;
+    ts.emplace_back(kind, std::vector<int64_t>{n});
+    ts.emplace_back(ScalarKind::F32, std::vector<int64_t>{n});
+    for (int64_t b = 0; b < n; ++b) {
+      const uint16_t h = static_cast<uint16_t>(b);
+      std::memcpy(ts[0].data.data() + bytes * b, &h, static_cast<size_t>(bytes));  // little-endian
+    }
+    check(*k, ts, true, std::string(t) + " bits");
   }
-  check(*k, ts, true, "f16 bits");
 }
 
 // f32 -> f16 at every rounding boundary (tsr::f2h's branch-free float form): each f16 value,
