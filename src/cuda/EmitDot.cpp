@@ -8,6 +8,9 @@
 //    pad), warp grid and fragments (mma.cuh: an fp8 fragment is a 16-bit one of byte pairs).
 //  * everything else (f32, f64, i8/u8, f16 -> f16, f8 before sm_89, ragged shapes): one fused
 //    multiply-add chain per output element, in k order, rounded to the accumulator type.
+#include <cstdlib>
+#include <string_view>
+
 #include "cuda/EmitterInternal.h"
 
 namespace tessera::cudagen {
@@ -404,7 +407,13 @@ void Emitter::emit_dot(const Op& op) {
   // in one block once it unrolled k, and its time grows as their square (matmul f32,
   // 64 x 64 x 32: 2048 loads, 5 s; issue 18, bench/RESULTS.md session 17).
   const int64_t V = LR.vec, TV = int64_t(T_) * LR.vec;
-  if (!LR.dist && !LR.replicated && cluster_ == 1 && V > 1 && LR.slots % V == 0 && N % V == 0 && TV % N == 0 &&
+  // TESSERA_CUDA_FMA_DOT_PER_ELEMENT=1 keeps the per-element loop everywhere: the A/B switch of
+  // tools/h200-fma-dot-check (the compile cache keys on the source, so both forms can be cached).
+  static const bool per_element = [] {
+    const char* e = std::getenv("TESSERA_CUDA_FMA_DOT_PER_ELEMENT");
+    return e && std::string_view(e) == "1";
+  }();
+  if (!per_element && !LR.dist && !LR.replicated && cluster_ == 1 && V > 1 && LR.slots % V == 0 && N % V == 0 && TV % N == 0 &&
       valid_expr(LR, "0") == "true") {
     const std::string V_ = std::to_string(V);
     count("fma-dots-k-outer");
