@@ -1,5 +1,6 @@
 // `tessera compile`: run the pass pipeline and print what a target would get.
 #include <algorithm>
+#include <cstdio>
 #include <iostream>
 #include <optional>
 
@@ -7,6 +8,7 @@
 #include "cli/Commands.h"
 #include "check/PassCheck.h"
 #include "cpu/CpuBackend.h"
+#include "cuda/CubinInfo.h"
 #include "cuda/CudaBackend.h"
 #include "cuda/CudaEmitter.h"
 #include "text/Text.h"
@@ -29,6 +31,24 @@ void check_dump_after(const std::string& name, bool cuda_target) {
                      more + ")");
 }
 
+// One line (stderr) per kernel: where its cold compile goes. The cubin is the runtime's (NVRTC
+// runs ptxas inside); tools/nvrtc-times makes a table of these lines.
+void print_compile_time(const Kernel& k, const CudaTarget& target, const CudaEmission& em) {
+  NvrtcResult r = nvrtc_compile_timed(em.source, target, k.name + ".cu", em.line_op);
+  auto lines = [](const std::string& s) { return std::count(s.begin(), s.end(), '\n'); };
+  auto sec = [](double s) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.3f", s);
+    return std::string(b);
+  };
+  CubinResources res = cubin_resources(r.cubin, em.info.symbol);
+  std::cerr << "time " << k.name << " " << target.str() << " " << (em.lowered ? "layouts" : "planning")
+            << ": nvrtc " << sec(r.seconds) << " s, cpu " << sec(r.cpu_seconds) << " s (front end " << sec(r.frontend_seconds) << ", nvvm "
+            << sec(r.nvvm_seconds) << ", ptxas " << sec(r.ptxas_seconds) << "), cuda " << lines(em.source)
+            << " lines, ptx " << lines(r.ptx) << " lines, " << res.registers << " registers, " << res.frame_bytes
+            << " B stack\n";
+}
+
 }  // namespace
 
 int cmd_compile(const CompileOptions& o) {
@@ -37,9 +57,10 @@ int cmd_compile(const CompileOptions& o) {
     throw TesseraError("--emit cpp is the cpu backend's output; use --target cpu");
   if ((o.emit == "cuda" || o.emit == "ptx") && !cuda_target)
     throw TesseraError("--emit " + o.emit + " needs a cuda target (--target cuda:sm_80 or cuda:sm_90a)");
+  if (o.time && !cuda_target) throw TesseraError("--time times NVRTC: it needs a cuda target (--target cuda:sm_90a)");
   std::string why;
-  if (o.emit == "ptx" && !nvrtc_available(&why))
-    throw TesseraError("--emit ptx needs NVRTC, which is not available here: " + why);
+  if ((o.emit == "ptx" || o.time) && !nvrtc_available(&why))
+    throw TesseraError(std::string(o.time ? "--time" : "--emit ptx") + " needs NVRTC, which is not available here: " + why);
   check_dump_after(o.dump_after, cuda_target);
 
   auto src = resolve_kernel(o.k.what, o.k.dtype, o.k.kernel);
@@ -87,8 +108,9 @@ int cmd_compile(const CompileOptions& o) {
     for (const Kernel* out : outs) {
       if (!first) std::cout << "\n";
       first = false;
-      if (cuda_target && (o.emit == "cuda" || o.emit == "ptx" || o.stats))
+      if (cuda_target && (o.emit == "cuda" || o.emit == "ptx" || o.stats || o.time))
         em = emit_cuda_with_info(*out, target);
+      if (o.time) print_compile_time(*out, target, *em);
       if (o.emit == "ir")
         std::cout << print_kernel(*out);
       else if (o.emit == "cpp")

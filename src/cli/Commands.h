@@ -41,6 +41,7 @@ struct CompileOptions {
   bool check_passes = false;  // --check-passes at small ragged sizes
   bool split_k = false;  // cuda:sm_90a: the split-K compilation the runtime uses for few programs
   bool split = false;    // --split: print split_reduction's partial and merge kernels instead
+  bool time = false;     // --time: compile to a cubin and print NVRTC's phase times (stderr)
 };
 
 struct BenchOptions {

@@ -118,6 +118,9 @@ int main(int argc, char** argv) {
   compile_cmd->add_flag("--check-passes", comp.check_passes,
                         "run the kernel on the interpreter before and after each pass (small ragged sizes, "
                         "seeds 1, 2, 3) and name the first pass that changes its output (stderr)");
+  compile_cmd->add_flag("--time", comp.time,
+                        "cuda: also compile each kernel to a cubin with NVRTC, as the runtime does (no GPU needed), "
+                        "and print the time of NVRTC's phases, the PTX size, registers and stack (stderr)");
   compile_cmd->add_flag("--split-k", comp.split_k,
                         "cuda:sm_90a: emit the split-K compilation, which the runtime launches when a wgmma "
                         "matmul has too few programs to fill the GPU");

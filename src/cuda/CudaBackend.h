@@ -51,6 +51,13 @@ struct NvrtcResult {
   std::vector<char> cubin;
   std::string log;
   double seconds = 0;
+  // The process's CPU time during the compile (NVRTC's threads, ptxas's included; other
+  // threads of the process too): unlike `seconds`, it hardly grows with other processes' work
+  // on a loaded machine.
+  double cpu_seconds = 0;
+  // NVRTC's own phase times (its --time report), filled by nvrtc_compile_timed; -1 otherwise.
+  // ptxas is "PTX Translation", inside NVRTC's compile to a cubin.
+  double frontend_seconds = -1, nvvm_seconds = -1, ptxas_seconds = -1;
 };
 
 // Is NVRTC loadable? (no GPU needed). `why` gets the reason when not.
@@ -67,6 +74,11 @@ NvrtcResult nvrtc_compile(const std::string& source, const CudaTarget& target,
 // "generated from: <op> at FILE:LINE:COL" and carries the op's location.
 NvrtcResult nvrtc_compile(const std::string& source, const CudaTarget& target, const std::string& name,
                           const std::vector<const Op*>& line_ops);
+
+// nvrtc_compile with NVRTC's phase times (front end, NVVM, ptxas) in the result: for
+// `tessera compile --time` and tools/nvrtc-times (issue 18: where a kernel's compile time goes).
+NvrtcResult nvrtc_compile_timed(const std::string& source, const CudaTarget& target, const std::string& name,
+                                const std::vector<const Op*>& line_ops);
 
 struct CudaOptions {
   CudaTarget target;       // default: the device's own (sm_90 -> sm_90a)

@@ -8,6 +8,9 @@
 //    pad), warp grid and fragments (mma.cuh: an fp8 fragment is a 16-bit one of byte pairs).
 //  * everything else (f32, f64, i8/u8, f16 -> f16, f8 before sm_89, ragged shapes): one fused
 //    multiply-add chain per output element, in k order, rounded to the accumulator type.
+#include <cstdlib>
+#include <string_view>
+
 #include "cuda/EmitterInternal.h"
 
 namespace tessera::cudagen {
@@ -396,6 +399,49 @@ void Emitter::emit_dot(const Op& op) {
   std::string K_ = std::to_string(K), N_ = std::to_string(N);
   const std::string step = fma_dot_step(out, "x_", "y_", "s_");
   if (step.empty()) fail(op, "dot from " + std::string(scalar_name(in)) + " to " + std::string(scalar_name(out)) + " is not supported");
+  // A blocked accumulator whose every chunk of V slots is V columns of one row, the same
+  // columns in every chunk (V divides N, N divides the T * V elements a chunk step covers):
+  // k outside, so each k loads the thread's V values of B's row k and one value of A per
+  // chunk, and updates every slot. Each slot still adds its products in k order (the same
+  // bits). One load of A and B per product instead left NVVM thousands of shared-memory loads
+  // in one block once it unrolled k, and its time grows as their square (matmul f32,
+  // 64 x 64 x 32: 2048 loads, 5 s; issue 18, bench/RESULTS.md session 17).
+  const int64_t V = LR.vec, TV = int64_t(T_) * LR.vec;
+  // TESSERA_CUDA_FMA_DOT_PER_ELEMENT=1 keeps the per-element loop everywhere: the A/B switch of
+  // tools/h200-fma-dot-check (the compile cache keys on the source, so both forms can be cached).
+  static const bool per_element = [] {
+    const char* e = std::getenv("TESSERA_CUDA_FMA_DOT_PER_ELEMENT");
+    return e && std::string_view(e) == "1";
+  }();
+  if (!per_element && !LR.dist && !LR.replicated && cluster_ == 1 && V > 1 && LR.slots % V == 0 && N % V == 0 && TV % N == 0 &&
+      valid_expr(LR, "0") == "true") {
+    const std::string V_ = std::to_string(V);
+    count("fma-dots-k-outer");
+    slots(LR, [&](const std::string& s) { line(res + "[" + s + "] = " + nm(acc) + "[" + s + "];"); });
+    open("{");
+    // The thread's first row and its V columns (local_elem_expr of slot 0).
+    line("const int m0_ = (tsr_tid * " + V_ + ") / " + N_ + ", n0_ = (tsr_tid * " + V_ + ") % " + N_ + ";");
+    // Four k steps unrolled: A's four k of a row and B's rows are 16-byte shared loads (f32),
+    // and the straight-line block NVVM gets stays small.
+    line("#pragma unroll 4");
+    open("for (int k_ = 0; k_ < " + K_ + "; ++k_) {");
+    line(CI + " y_[" + V_ + "];");
+    line("#pragma unroll");
+    line("for (int v_ = 0; v_ < " + V_ + "; ++v_) y_[v_] = " + sB + "[k_ * " + N_ + " + n0_ + v_];");
+    line("#pragma unroll");
+    open("for (int c_ = 0; c_ < " + std::to_string(LR.slots / V) + "; ++c_) {");
+    line("const " + CI + " x_ = " + sA + "[(m0_ + c_ * " + std::to_string(TV / N) + ") * " + K_ + " + k_];");
+    line("#pragma unroll");
+    open("for (int v_ = 0; v_ < " + V_ + "; ++v_) {");
+    line(CO + " s_ = " + res + "[c_ * " + V_ + " + v_];");
+    line("s_ = " + fma_dot_step(out, "x_", "y_[v_]", "s_") + ";");
+    line(res + "[c_ * " + V_ + " + v_] = s_;");
+    close();
+    close();
+    close();
+    close();
+    return;
+  }
   slots(LR, [&](const std::string& s) {
     std::string e = fresh("e");
     line("const int " + e + " = " + elem_expr(LR, s) + ";");

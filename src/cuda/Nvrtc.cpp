@@ -3,9 +3,13 @@
 // Like the driver, nvrtc.h is not included; the few prototypes are declared here. The device
 // headers come from memory (DeviceHeaders.h), so a compile touches no files.
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <ctime>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <regex>
 #include <sstream>
 
@@ -162,10 +166,72 @@ bool nvrtc_available(std::string* why) {
   return L.ok;
 }
 
+namespace {
+
+// The process's CPU time: NVRTC runs ptxas on a thread of its own.
+double process_cpu_seconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+// NVRTC's --time report: "File name, phase name, metric, unit" then one line per phase, e.g.
+// "kernel.cu, NVVM Optimizer, 5262, ms".
+void read_phase_times(const std::string& csv, NvrtcResult& out) {
+  std::istringstream in(csv);
+  for (std::string l; std::getline(in, l);) {
+    std::vector<std::string> f;
+    std::istringstream fields(l);
+    for (std::string x; std::getline(fields, x, ',');) {
+      size_t b = x.find_first_not_of(' '), e = x.find_last_not_of(" \r");
+      f.push_back(b == std::string::npos ? "" : x.substr(b, e - b + 1));
+    }
+    if (f.size() < 4 || f[3] != "ms") continue;
+    double s = std::atof(f[2].c_str()) / 1000;
+    double* slot = f[1] == "CUDA C++ Frontend" ? &out.frontend_seconds
+                   : f[1] == "NVVM Optimizer"  ? &out.nvvm_seconds
+                   : f[1] == "PTX Translation" ? &out.ptxas_seconds
+                                               : nullptr;
+    if (slot) *slot = (*slot < 0 ? 0 : *slot) + s;
+  }
+}
+
+NvrtcResult compile(const std::string& source, const CudaTarget& target, const std::string& name,
+                    const std::vector<const Op*>& line_ops, const std::string& time_file);
+
+}  // namespace
+
 NvrtcResult nvrtc_compile(const std::string& source, const CudaTarget& target, const std::string& name,
                           const std::vector<const Op*>& line_ops) {
+  return compile(source, target, name, line_ops, "");
+}
+
+NvrtcResult nvrtc_compile_timed(const std::string& source, const CudaTarget& target, const std::string& name,
+                                const std::vector<const Op*>& line_ops) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/tessera-nvrtc-time-XXXXXX";
+  int fd = ::mkstemp(path.data());
+  if (fd < 0) throw TesseraError("cuda: cannot create a file for NVRTC's --time report in " + path);
+  ::close(fd);
+  struct Remove {
+    const std::string& p;
+    ~Remove() { std::remove(p.c_str()); }
+  } remove{path};
+  NvrtcResult r = compile(source, target, name, line_ops, path);
+  std::ifstream in(path);
+  std::stringstream csv;
+  csv << in.rdbuf();
+  read_phase_times(csv.str(), r);
+  return r;
+}
+
+namespace {
+
+NvrtcResult compile(const std::string& source, const CudaTarget& target, const std::string& name,
+                    const std::vector<const Op*>& line_ops, const std::string& time_file) {
   const Nvrtc& n = need_nvrtc();
   auto t0 = std::chrono::steady_clock::now();
+  const double cpu0 = process_cpu_seconds();
   std::vector<const char*> hnames, htexts;
   for (size_t i = 0; i < cuda::kNumDeviceHeaders; ++i) {
     hnames.push_back(cuda::kDeviceHeaders[i].name);
@@ -182,6 +248,8 @@ NvrtcResult nvrtc_compile(const std::string& source, const CudaTarget& target, c
   } guard{n, prog};
 
   std::vector<std::string> opts = cuda::nvrtc_options(target);
+  // NVRTC appends its phase times to this file (it does not truncate it).
+  if (!time_file.empty()) opts.push_back("--time=" + time_file);
   std::vector<const char*> copts;
   for (const auto& o : opts) copts.push_back(o.c_str());
   nvrtcResult cr = n.CompileProgram(prog, static_cast<int>(copts.size()), copts.data());
@@ -220,8 +288,11 @@ NvrtcResult nvrtc_compile(const std::string& source, const CudaTarget& target, c
     throw TesseraError("cuda: NVRTC produced no cubin for " + target.str() + " (is the architecture supported by " +
                        cuda::nvrtc_version_string() + "?)");
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  out.cpu_seconds = process_cpu_seconds() - cpu0;
   return out;
 }
+
+}  // namespace
 
 NvrtcResult nvrtc_compile(const std::string& source, const CudaTarget& target, const std::string& name) {
   return nvrtc_compile(source, target, name, {});

@@ -174,4 +174,22 @@ TEST(CliCompileStats, CpuTargetHasNoEmitterSection) {
   EXPECT_THAT(r.err, Not(HasSubstr("cuda emitter statistics")));
 }
 
+// --time compiles each kernel as the runtime does and prints one line of NVRTC's phase times on
+// stderr (tools/nvrtc-times reads it); stdout stays what --emit asks for. Not for cpu targets.
+TEST(CliCompileStats, TimePrintsNvrtcPhasesPerKernel) {
+  Outcome r = compile("vector_add --target cuda:sm_80 --emit cuda --time");
+  if (r.status != 0 && r.err.find("not available") != std::string::npos) GTEST_SKIP() << r.err;
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("tessera_vector_add"));
+  EXPECT_THAT(r.out, Not(HasSubstr("nvrtc")));
+  std::regex line(R"(time vector_add sm_80 planning: nvrtc [0-9.]+ s, cpu [0-9.]+ s \(front end [0-9.]+, nvvm [0-9.]+, )"
+                  R"(ptxas [0-9.]+\), cuda [0-9]+ lines, ptx [0-9]+ lines, [0-9]+ registers, 0 B stack\n)");
+  EXPECT_TRUE(std::regex_search(r.err, line)) << r.err;
+  // The phases are NVRTC's own report, so none is left at -1.
+  EXPECT_THAT(r.err, Not(HasSubstr("-1")));
+  Outcome cpu = compile("vector_add --target cpu --time");
+  EXPECT_NE(cpu.status, 0);
+  EXPECT_THAT(cpu.err, HasSubstr("--time times NVRTC: it needs a cuda target"));
+}
+
 }  // namespace

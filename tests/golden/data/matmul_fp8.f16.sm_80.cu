@@ -135,66 +135,74 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul_fp8(uint8_t* ts
     __syncthreads();
     #pragma unroll
     for (int s44 = 0; s44 < 64; ++s44) {
-      const int e45 = ((s44 / 8) * 2048 + tsr_tid * 8 + (s44 % 8));
-      {
-        const int m_ = e45 / 128, n_ = e45 % 128;
-        float s_ = c12[s44];
-        if (true) {
-          for (int k_ = 0; k_ < 64; ++k_) {
-            const float x_ = reinterpret_cast<float*>(tsr_smem + 0)[m_ * 64 + k_], y_ = reinterpret_cast<float*>(tsr_smem + 32768)[k_ * 128 + n_];
-            s_ = fmaf(float(x_), float(y_), s_);
+      v41[s44] = c12[s44];
+    }
+    {
+      const int m0_ = (tsr_tid * 8) / 128, n0_ = (tsr_tid * 8) % 128;
+      #pragma unroll 4
+      for (int k_ = 0; k_ < 64; ++k_) {
+        float y_[8];
+        #pragma unroll
+        for (int v_ = 0; v_ < 8; ++v_) y_[v_] = reinterpret_cast<float*>(tsr_smem + 32768)[k_ * 128 + n0_ + v_];
+        #pragma unroll
+        for (int c_ = 0; c_ < 8; ++c_) {
+          const float x_ = reinterpret_cast<float*>(tsr_smem + 0)[(m0_ + c_ * 16) * 64 + k_];
+          #pragma unroll
+          for (int v_ = 0; v_ < 8; ++v_) {
+            float s_ = v41[c_ * 8 + v_];
+            s_ = fmaf(float(x_), float(y_[v_]), s_);
+            v41[c_ * 8 + v_] = s_;
           }
         }
-        v41[s44] = s_;
       }
     }
     // yield %27
     #pragma unroll
-    for (int s46 = 0; s46 < 64; ++s46) {
-      c12[s46] = v41[s46];
+    for (int s45 = 0; s45 < 64; ++s45) {
+      c12[s45] = v41[s45];
     }
   }
   // %28 = mul %scale_a, %scale_b : f32
-  const float v47 = float(tsr_a2 * tsr_a3);
+  const float v46 = float(tsr_a2 * tsr_a3);
   // %29 = splat %28 : tile<f32, [128, 128]>
-  float v48[64];
+  float v47[64];
   #pragma unroll
-  for (int s49 = 0; s49 < 64; ++s49) {
-    v48[s49] = v47;
+  for (int s48 = 0; s48 < 64; ++s48) {
+    v47[s48] = v46;
   }
   // %30 = mul %21, %29 : tile<f32, [128, 128]>
-  float v50[64];
+  float v49[64];
   #pragma unroll
-  for (int s51 = 0; s51 < 64; ++s51) {
-    v50[s51] = float(c12[s51] * v48[s51]);
+  for (int s50 = 0; s50 < 64; ++s50) {
+    v49[s50] = float(c12[s50] * v47[s50]);
   }
   // %31 = cast %30 : tile<f16, [128, 128]>
-  float v52[64];
+  float v51[64];
   #pragma unroll
-  for (int s53 = 0; s53 < 64; ++s53) {
-    v52[s53] = tsr::rf16(float(float(v50[s53])));
+  for (int s52 = 0; s52 < 64; ++s52) {
+    v51[s52] = tsr::rf16(float(float(v49[s52])));
   }
   // store_tile %c, %31, %11, %12
   {
-    const int64_t o54 = int64_t(v1) * 128;
-    const int64_t o55 = int64_t(v2) * 128;
+    const int64_t o53 = int64_t(v1) * 128;
+    const int64_t o54 = int64_t(v2) * 128;
     #pragma unroll
-    for (int c56 = 0; c56 < 8; ++c56) {
-      const int e57 = ((c56 * 8 / 8) * 2048 + tsr_tid * 8 + (c56 * 8 % 8));
-      const int64_t g58 = o54 + ((e57) / 128);
-      const int64_t g59 = o55 + ((e57) % 128);
-      const int64_t off60 = g58 * tsr_p4_s0 + g59 * tsr_p4_s1;
-      const bool rok61 = true && g58 >= 0 && g58 < int64_t(tsr_dim_M);
-      if (rok61 && g59 >= 0 && g59 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p4 + off60)) {
-        uint32_t buf62w[4];
+    for (int c55 = 0; c55 < 8; ++c55) {
+      const int e56 = ((c55 * 8 / 8) * 2048 + tsr_tid * 8 + (c55 * 8 % 8));
+      const int64_t g57 = o53 + ((e56) / 128);
+      const int64_t g58 = o54 + ((e56) % 128);
+      const int64_t off59 = g57 * tsr_p4_s0 + g58 * tsr_p4_s1;
+      const bool rok60 = true && g57 >= 0 && g57 < int64_t(tsr_dim_M);
+      if (rok60 && g58 >= 0 && g58 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p4 + off59)) {
+        uint32_t buf61w[4];
         #pragma unroll
-        for (int v_ = 0; v_ < 4; ++v_) buf62w[v_] = tsr::f2h2(v50[c56 * 8 + 2 * v_], v50[c56 * 8 + 2 * v_ + 1]);
-        tsr::copy_vec<uint32_t, 4>(reinterpret_cast<uint32_t*>(tsr_p4 + off60), buf62w);
+        for (int v_ = 0; v_ < 4; ++v_) buf61w[v_] = tsr::f2h2(v49[c55 * 8 + 2 * v_], v49[c55 * 8 + 2 * v_ + 1]);
+        tsr::copy_vec<uint32_t, 4>(reinterpret_cast<uint32_t*>(tsr_p4 + off59), buf61w);
       } else {
         #pragma unroll
         for (int v_ = 0; v_ < 8; ++v_) {
-          const int64_t gc63 = g59 + v_;
-          if ((rok61 && gc63 >= 0 && gc63 < int64_t(tsr_dim_N))) tsr_p4[off60 + v_ * tsr_p4_s1] = tsr::f2h(v50[c56 * 8 + v_]);
+          const int64_t gc62 = g58 + v_;
+          if ((rok60 && gc62 >= 0 && gc62 < int64_t(tsr_dim_N))) tsr_p4[off59 + v_ * tsr_p4_s1] = tsr::f2h(v49[c55 * 8 + v_]);
         }
       }
     }
@@ -216,6 +224,7 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul_fp8(uint8_t* ts
 // header tessera/mma.cuh
 // stat dot.fma = 1
 // stat fma-dots = 1
+// stat fma-dots-k-outer = 1
 // stat layout-conversions = 3
 // stat smem-bytes = 65536
 // stat stores-from-f32 = 1

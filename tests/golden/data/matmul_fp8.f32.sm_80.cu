@@ -135,60 +135,68 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul_fp8(uint8_t* ts
     __syncthreads();
     #pragma unroll
     for (int s44 = 0; s44 < 64; ++s44) {
-      const int e45 = ((s44 / 8) * 2048 + tsr_tid * 8 + (s44 % 8));
-      {
-        const int m_ = e45 / 128, n_ = e45 % 128;
-        float s_ = c12[s44];
-        if (true) {
-          for (int k_ = 0; k_ < 64; ++k_) {
-            const float x_ = reinterpret_cast<float*>(tsr_smem + 0)[m_ * 64 + k_], y_ = reinterpret_cast<float*>(tsr_smem + 32768)[k_ * 128 + n_];
-            s_ = fmaf(float(x_), float(y_), s_);
+      v41[s44] = c12[s44];
+    }
+    {
+      const int m0_ = (tsr_tid * 8) / 128, n0_ = (tsr_tid * 8) % 128;
+      #pragma unroll 4
+      for (int k_ = 0; k_ < 64; ++k_) {
+        float y_[8];
+        #pragma unroll
+        for (int v_ = 0; v_ < 8; ++v_) y_[v_] = reinterpret_cast<float*>(tsr_smem + 32768)[k_ * 128 + n0_ + v_];
+        #pragma unroll
+        for (int c_ = 0; c_ < 8; ++c_) {
+          const float x_ = reinterpret_cast<float*>(tsr_smem + 0)[(m0_ + c_ * 16) * 64 + k_];
+          #pragma unroll
+          for (int v_ = 0; v_ < 8; ++v_) {
+            float s_ = v41[c_ * 8 + v_];
+            s_ = fmaf(float(x_), float(y_[v_]), s_);
+            v41[c_ * 8 + v_] = s_;
           }
         }
-        v41[s44] = s_;
       }
     }
     // yield %27
     #pragma unroll
-    for (int s46 = 0; s46 < 64; ++s46) {
-      c12[s46] = v41[s46];
+    for (int s45 = 0; s45 < 64; ++s45) {
+      c12[s45] = v41[s45];
     }
   }
   // %28 = mul %scale_a, %scale_b : f32
-  const float v47 = float(tsr_a2 * tsr_a3);
+  const float v46 = float(tsr_a2 * tsr_a3);
   // %29 = splat %28 : tile<f32, [128, 128]>
-  float v48[64];
+  float v47[64];
   #pragma unroll
-  for (int s49 = 0; s49 < 64; ++s49) {
-    v48[s49] = v47;
+  for (int s48 = 0; s48 < 64; ++s48) {
+    v47[s48] = v46;
   }
   // %30 = mul %21, %29 : tile<f32, [128, 128]>
-  float v50[64];
+  float v49[64];
   #pragma unroll
-  for (int s51 = 0; s51 < 64; ++s51) {
-    v50[s51] = float(c12[s51] * v48[s51]);
+  for (int s50 = 0; s50 < 64; ++s50) {
+    v49[s50] = float(c12[s50] * v47[s50]);
   }
   // store_tile %c, %30, %11, %12
   {
-    const int64_t o52 = int64_t(v1) * 128;
-    const int64_t o53 = int64_t(v2) * 128;
+    const int64_t o51 = int64_t(v1) * 128;
+    const int64_t o52 = int64_t(v2) * 128;
     #pragma unroll
-    for (int c54 = 0; c54 < 8; ++c54) {
-      const int e55 = ((c54 * 8 / 8) * 2048 + tsr_tid * 8 + (c54 * 8 % 8));
-      const int64_t g56 = o52 + ((e55) / 128);
-      const int64_t g57 = o53 + ((e55) % 128);
-      const int64_t off58 = g56 * tsr_p4_s0 + g57 * tsr_p4_s1;
-      const bool rok59 = true && g56 >= 0 && g56 < int64_t(tsr_dim_M);
-      float buf60[8];
-      if (rok59 && g57 >= 0 && g57 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 8>(tsr_p4 + off58)) {
+    for (int c53 = 0; c53 < 8; ++c53) {
+      const int e54 = ((c53 * 8 / 8) * 2048 + tsr_tid * 8 + (c53 * 8 % 8));
+      const int64_t g55 = o51 + ((e54) / 128);
+      const int64_t g56 = o52 + ((e54) % 128);
+      const int64_t off57 = g55 * tsr_p4_s0 + g56 * tsr_p4_s1;
+      const bool rok58 = true && g55 >= 0 && g55 < int64_t(tsr_dim_M);
+      float buf59[8];
+      if (rok58 && g56 >= 0 && g56 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 8>(tsr_p4 + off57)) {
         #pragma unroll
-        for (int v_ = 0; v_ < 8; ++v_) buf60[v_] = v50[c54 * 8 + v_];
-        tsr::copy_vec<float, 8>(tsr_p4 + off58, buf60);
+        for (int v_ = 0; v_ < 8; ++v_) buf59[v_] = v49[c53 * 8 + v_];
+        tsr::copy_vec<float, 8>(tsr_p4 + off57, buf59);
       } else {
         #pragma unroll
         for (int v_ = 0; v_ < 8; ++v_) {
-          const int64_t gc61 = g57 + v_;
-          if ((rok59 && gc61 >= 0 && gc61 < int64_t(tsr_dim_N))) tsr_p4[off58 + v_ * tsr_p4_s1] = v50[c54 * 8 + v_];
+          const int64_t gc60 = g56 + v_;
+          if ((rok58 && gc60 >= 0 && gc60 < int64_t(tsr_dim_N))) tsr_p4[off57 + v_ * tsr_p4_s1] = v49[c53 * 8 + v_];
         }
       }
     }
@@ -210,6 +218,7 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul_fp8(uint8_t* ts
 // header tessera/mma.cuh
 // stat dot.fma = 1
 // stat fma-dots = 1
+// stat fma-dots-k-outer = 1
 // stat layout-conversions = 3
 // stat smem-bytes = 65536
 // stat threads = 256

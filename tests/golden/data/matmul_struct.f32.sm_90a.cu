@@ -123,46 +123,54 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(float* t
     __syncthreads();
     #pragma unroll
     for (int s40 = 0; s40 < 32; ++s40) {
-      const int e41 = ((s40 / 8) * 1024 + tsr_tid * 8 + (s40 % 8));
-      {
-        const int m_ = e41 / 64, n_ = e41 % 64;
-        float s_ = c12[s40];
-        if (true) {
-          for (int k_ = 0; k_ < 32; ++k_) {
-            const float x_ = reinterpret_cast<float*>(tsr_smem + 0)[m_ * 32 + k_], y_ = reinterpret_cast<float*>(tsr_smem + 8192)[k_ * 64 + n_];
-            s_ = fmaf(float(x_), float(y_), s_);
+      v37[s40] = c12[s40];
+    }
+    {
+      const int m0_ = (tsr_tid * 8) / 64, n0_ = (tsr_tid * 8) % 64;
+      #pragma unroll 4
+      for (int k_ = 0; k_ < 32; ++k_) {
+        float y_[8];
+        #pragma unroll
+        for (int v_ = 0; v_ < 8; ++v_) y_[v_] = reinterpret_cast<float*>(tsr_smem + 8192)[k_ * 64 + n0_ + v_];
+        #pragma unroll
+        for (int c_ = 0; c_ < 4; ++c_) {
+          const float x_ = reinterpret_cast<float*>(tsr_smem + 0)[(m0_ + c_ * 16) * 32 + k_];
+          #pragma unroll
+          for (int v_ = 0; v_ < 8; ++v_) {
+            float s_ = v37[c_ * 8 + v_];
+            s_ = fmaf(float(x_), float(y_[v_]), s_);
+            v37[c_ * 8 + v_] = s_;
           }
         }
-        v37[s40] = s_;
       }
     }
     // yield %26
     #pragma unroll
-    for (int s42 = 0; s42 < 32; ++s42) {
-      c12[s42] = v37[s42];
+    for (int s41 = 0; s41 < 32; ++s41) {
+      c12[s41] = v37[s41];
     }
   }
   // store_tile %c, %21, %11, %12
   {
-    const int64_t o43 = int64_t(v1) * 64;
-    const int64_t o44 = int64_t(v2) * 64;
+    const int64_t o42 = int64_t(v1) * 64;
+    const int64_t o43 = int64_t(v2) * 64;
     #pragma unroll
-    for (int c45 = 0; c45 < 4; ++c45) {
-      const int e46 = ((c45 * 8 / 8) * 1024 + tsr_tid * 8 + (c45 * 8 % 8));
-      const int64_t g47 = o43 + ((e46) / 64);
-      const int64_t g48 = o44 + ((e46) % 64);
-      const int64_t off49 = g47 * tsr_p2_s0 + g48 * tsr_p2_s1;
-      const bool rok50 = true && g47 >= 0 && g47 < int64_t(tsr_dim_M);
-      float buf51[8];
-      if (rok50 && g48 >= 0 && g48 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 8>(tsr_p2 + off49)) {
+    for (int c44 = 0; c44 < 4; ++c44) {
+      const int e45 = ((c44 * 8 / 8) * 1024 + tsr_tid * 8 + (c44 * 8 % 8));
+      const int64_t g46 = o42 + ((e45) / 64);
+      const int64_t g47 = o43 + ((e45) % 64);
+      const int64_t off48 = g46 * tsr_p2_s0 + g47 * tsr_p2_s1;
+      const bool rok49 = true && g46 >= 0 && g46 < int64_t(tsr_dim_M);
+      float buf50[8];
+      if (rok49 && g47 >= 0 && g47 + 8 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 8>(tsr_p2 + off48)) {
         #pragma unroll
-        for (int v_ = 0; v_ < 8; ++v_) buf51[v_] = c12[c45 * 8 + v_];
-        tsr::copy_vec<float, 8>(tsr_p2 + off49, buf51);
+        for (int v_ = 0; v_ < 8; ++v_) buf50[v_] = c12[c44 * 8 + v_];
+        tsr::copy_vec<float, 8>(tsr_p2 + off48, buf50);
       } else {
         #pragma unroll
         for (int v_ = 0; v_ < 8; ++v_) {
-          const int64_t gc52 = g48 + v_;
-          if ((rok50 && gc52 >= 0 && gc52 < int64_t(tsr_dim_N))) tsr_p2[off49 + v_ * tsr_p2_s1] = c12[c45 * 8 + v_];
+          const int64_t gc51 = g47 + v_;
+          if ((rok49 && gc51 >= 0 && gc51 < int64_t(tsr_dim_N))) tsr_p2[off48 + v_ * tsr_p2_s1] = c12[c44 * 8 + v_];
         }
       }
     }
@@ -182,6 +190,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(float* t
 // header tessera/mma.cuh
 // stat dot.fma = 1
 // stat fma-dots = 1
+// stat fma-dots-k-outer = 1
 // stat layout-conversions = 2
 // stat smem-bytes = 16384
 // stat threads = 128

@@ -1,0 +1,111 @@
+// NVRTC's cold compile stays near-linear in the kernel's size (issue 18). NVVM's time grows as
+// the square of the shared-memory loads in one unrolled block (bench/RESULTS.md, session 17):
+// the planning emitter's FMA dot once loaded both operands for every product (2048 loads for
+// the library's f32 matmul, 5 s; 15-19 s for the flash-attention corpus kernels). These tests
+// hold the property that removed it (loads per product) and a compile-time budget with a wide
+// margin, in process CPU time (NVRTC and its ptxas thread), which a loaded machine hardly
+// changes. No GPU needed.
+#include <gtest/gtest.h>
+
+#include "CudaTestUtil.h"
+#include "cuda/CubinInfo.h"
+
+namespace tessera::cudatest {
+namespace {
+
+struct Compiled {
+  CudaEmission em;
+  NvrtcResult r;
+};
+
+// A kernel through the pass pipeline (as `tessera compile`), emitted and compiled for `arch`.
+Compiled compile(const Kernel& k, const ConstexprConfig& config, const char* arch) {
+  PipelineOptions po;
+  po.config = config;
+  auto bound = run_pipeline(k, po);
+  CudaTarget t = CudaTarget::parse(arch);
+  Compiled c;
+  c.em = emit_cuda_with_info(*bound, t);
+  c.r = nvrtc_compile(c.em.source, t, "kernel.cu", c.em.line_op);
+  return c;
+}
+
+int64_t count_lines_with(const std::string& text, const std::string& what) {
+  int64_t n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+std::unique_ptr<Module> corpus(const std::string& file) {
+  return parse_file(std::string(TESSERA_SOURCE_DIR) + "/tests/corpus/" + file);
+}
+
+// Each k step of the FMA dot loads the thread's values of B's row k and one value of A per
+// chunk of its accumulator, not both operands per product: the PTX has far fewer shared loads
+// than FMAs (0.09 per FMA for the library f32 matmul; 2 before), at every tile size.
+TEST(CompileTime, FmaDotLoadsEachOperandOncePerStep) {
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  const LibraryKernel* mm = find_library_kernel("matmul");
+  ASSERT_NE(mm, nullptr);
+  auto k = mm->build(ScalarKind::F32);
+  for (int64_t b : {32, 64, 128}) {
+    Compiled c = compile(*k, {{"BLOCK_M", b}, {"BLOCK_N", b}, {"BLOCK_K", 32}}, "sm_80");
+    EXPECT_EQ(c.em.stats["fma-dots-k-outer"], 1) << b;
+    int64_t fmas = count_lines_with(c.r.ptx, "fma.rn.f32"), loads = count_lines_with(c.r.ptx, "ld.shared");
+    EXPECT_GT(fmas, 0) << b;
+    EXPECT_LE(loads * 2, fmas) << "tile " << b << ": " << loads << " shared loads for " << fmas << " FMAs";
+  }
+}
+
+// Kernels that took 5-19 s of NVRTC before (matmul f32, the FMA-dot attention kernels of the
+// corpus on the planning emitter) compile within 3 s of CPU time: 4x or more the 0.2-0.7 s they
+// take now on the 2-core development machine.
+TEST(CompileTime, FmaDotKernelsCompileWithinBudget) {
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  constexpr double kBudgetSeconds = 3.0;
+  auto mm = find_library_kernel("matmul")->build(ScalarKind::F32);
+  auto fa = corpus("flash_attention_fwd.tile"), three = corpus("attention_three_loops.tile");
+  ASSERT_FALSE(fa->kernels.empty());
+  ASSERT_FALSE(three->kernels.empty());
+  const std::vector<std::pair<std::string, const Kernel*>> cases = {
+      {"matmul f32", mm.get()}, {"flash_attention_fwd", fa->kernels[0].get()}, {"attention_three_loops", three->kernels[0].get()}};
+  for (const auto& [what, k] : cases)
+    for (const char* arch : {"sm_80", "sm_90a"}) {
+      Compiled c = compile(*k, {}, arch);
+      EXPECT_GE(c.em.stats["fma-dots-k-outer"], 1) << what << " " << arch;
+      EXPECT_LT(c.r.cpu_seconds, kBudgetSeconds) << what << " " << arch << ": NVRTC took " << c.r.cpu_seconds << " s of CPU";
+      EXPECT_EQ(cubin_resources(c.r.cubin, c.em.info.symbol).frame_bytes, 0) << what << " " << arch << ": spills";
+    }
+}
+
+// The k-outer form is taken only where every chunk of a thread's slots is columns of one row:
+// a replicated accumulator (every thread holds the whole [4, 4] tile) keeps the per-element
+// loop, which NVRTC still accepts.
+TEST(CompileTime, FmaDotKeepsThePerElementLoopElsewhere) {
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  auto m = parse_module(
+      "kernel @small_dot(%a: view<f32, [M, K]>, %b: view<f32, [K, N]>, %c: view<f32, [M, N]>) {\n"
+      "  grid {\n"
+      "    %one = const {value = 1} : i32\n"
+      "    yield %one\n"
+      "  }\n"
+      "  %z = const {value = 0} : i32\n"
+      "  %f0 = const {value = 0.0} : f32\n"
+      "  %ta = load_tile %a, %z, %z : tile<f32, [4, 8]>\n"
+      "  %tb = load_tile %b, %z, %z : tile<f32, [8, 4]>\n"
+      "  %acc = splat %f0 : tile<f32, [4, 4]>\n"
+      "  %d = dot %ta, %tb, %acc : tile<f32, [4, 4]>\n"
+      "  store_tile %c, %d, %z, %z\n"
+      "}\n",
+      "small_dot.tile");
+  Compiled c = compile(*m->kernels[0], {}, "sm_80");
+  EXPECT_EQ(c.em.stats["dot.fma"], 1);
+  EXPECT_EQ(c.em.stats["fma-dots-k-outer"], 0);
+  EXPECT_FALSE(c.r.cubin.empty());
+}
+
+}  // namespace
+}  // namespace tessera::cudatest
