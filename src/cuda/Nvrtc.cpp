@@ -197,37 +197,6 @@ void read_phase_times(const std::string& csv, NvrtcResult& out) {
 }
 
 NvrtcResult compile(const std::string& source, const CudaTarget& target, const std::string& name,
-                    const std::vector<const Op*>& line_ops, const std::string& time_file);
-
-}  // namespace
-
-NvrtcResult nvrtc_compile(const std::string& source, const CudaTarget& target, const std::string& name,
-                          const std::vector<const Op*>& line_ops) {
-  return compile(source, target, name, line_ops, "");
-}
-
-NvrtcResult nvrtc_compile_timed(const std::string& source, const CudaTarget& target, const std::string& name,
-                                const std::vector<const Op*>& line_ops) {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/tessera-nvrtc-time-XXXXXX";
-  int fd = ::mkstemp(path.data());
-  if (fd < 0) throw TesseraError("cuda: cannot create a file for NVRTC's --time report in " + path);
-  ::close(fd);
-  struct Remove {
-    const std::string& p;
-    ~Remove() { std::remove(p.c_str()); }
-  } remove{path};
-  NvrtcResult r = compile(source, target, name, line_ops, path);
-  std::ifstream in(path);
-  std::stringstream csv;
-  csv << in.rdbuf();
-  read_phase_times(csv.str(), r);
-  return r;
-}
-
-namespace {
-
-NvrtcResult compile(const std::string& source, const CudaTarget& target, const std::string& name,
                     const std::vector<const Op*>& line_ops, const std::string& time_file) {
   const Nvrtc& n = need_nvrtc();
   auto t0 = std::chrono::steady_clock::now();
@@ -293,6 +262,30 @@ NvrtcResult compile(const std::string& source, const CudaTarget& target, const s
 }
 
 }  // namespace
+
+NvrtcResult nvrtc_compile(const std::string& source, const CudaTarget& target, const std::string& name,
+                          const std::vector<const Op*>& line_ops) {
+  return compile(source, target, name, line_ops, "");
+}
+
+NvrtcResult nvrtc_compile_timed(const std::string& source, const CudaTarget& target, const std::string& name,
+                                const std::vector<const Op*>& line_ops) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/tessera-nvrtc-time-XXXXXX";
+  int fd = ::mkstemp(path.data());
+  if (fd < 0) throw TesseraError("cuda: cannot create a file for NVRTC's --time report in " + path);
+  ::close(fd);
+  struct Remove {
+    const std::string& p;
+    ~Remove() { std::remove(p.c_str()); }
+  } remove{path};
+  NvrtcResult r = compile(source, target, name, line_ops, path);
+  std::ifstream in(path);
+  std::stringstream csv;
+  csv << in.rdbuf();
+  read_phase_times(csv.str(), r);
+  return r;
+}
 
 NvrtcResult nvrtc_compile(const std::string& source, const CudaTarget& target, const std::string& name) {
   return nvrtc_compile(source, target, name, {});
