@@ -56,6 +56,18 @@ std::string sanitize(const std::string& s) {
 }
 
 // "((a0)*4 + a1)*8 + a2"
+// The tsr::load_row conversion (runtime header) from kind k's storage to its compute type.
+std::string row_conv(ScalarKind k) {
+  switch (k) {
+    case ScalarKind::BF16: return "ld_bf16";
+    case ScalarKind::F16: return "ld_f16";
+    case ScalarKind::F8E4M3: return "ld_e4m3";
+    case ScalarKind::F8E5M2: return "ld_e5m2";
+    case ScalarKind::I1: return "ld_i1";
+    default: return "ld_same";
+  }
+}
+
 std::string flat_index(const std::vector<std::string>& idx, const std::vector<int64_t>& shape) {
   if (idx.empty()) return "0";
   std::string e = idx[0];
@@ -194,6 +206,21 @@ class Emitter {
     const Type& t = op.result()->type;
     return t.is_tile() && shape_is_static(t.shape) && ctype(t.elem) == "float" &&
            shape_numel(t.shape) >= kVectorExpMin;
+  }
+  // A vector exp (f32) whose one row is also summed along it, by a reduce in the same block: the
+  // exp's loop accumulates the sum (tsr::exp_sum_inplace); exp_sum_ maps that reduce to the
+  // variable holding it. Softmax's denominator pass over the row cost ~10% of a row.
+  std::unordered_map<const Op*, std::string> exp_sum_;
+  const Op* fused_exp_sum(const Op& op) const {
+    const Value* r = op.result();
+    if (r->type.elem != ScalarKind::F32 || r->type.shape.empty() || numel(r) != r->type.shape.back()) return nullptr;
+    auto it = users_.find(r);
+    if (it == users_.end()) return nullptr;
+    for (const Op* u : it->second)
+      if (u->kind == OpKind::Reduce && u->parent == op.parent && u->operand(0) == r && u->attr_string("kind") == "sum" &&
+          u->attr_int("axis") == static_cast<int64_t>(r->type.shape.size()) - 1 && u->result()->type.elem == ScalarKind::F32)
+        return u;
+    return nullptr;
   }
   // Splats and broadcasts of a single element: elementwise consumers read the element itself,
   // so the materialized array is usually dead and the compiler drops it.
@@ -588,6 +615,17 @@ class Emitter {
         return after;
       };
       std::string stmt = n + "[" + i + "] = " + (vexp ? ops[0] : fn(ops)) + ";";
+      if (vexp && stmt.find("@R@") == std::string::npos) {
+        if (const Op* u = fused_exp_sum(op)) {
+          // sum(exp(.)) along the row: the exp's pieces return their sums (tsr::exp_sum_inplace)
+          // and the reduce reads the total, instead of a pass of its own over the exp array.
+          const std::string es = fresh("es");
+          exp_sum_[u] = es;
+          line("float " + es + " = 0.0f;");
+          loop_with_prefetch(op, numel(r), i, stmt, es + " += tsr::exp_sum_inplace(" + n + " + @C@, @N@);");
+          return;
+        }
+      }
       if (stmt.find("@R@") != std::string::npos) {  // reads a row broadcast: rows, then columns
         int64_t row = row_length(op);
         const std::string rr = fresh("r"), R = std::to_string(row);
@@ -1200,27 +1238,28 @@ void Emitter::emit_load_store(const Op& op, const LoadInto* into) {
          ol + " > " + lo + " ? " + D(rank - 1) + " - " + ol + " : " + lo + ";");
     const std::string padv = load && in_place && t == ScalarKind::BF16 ? "tsr::f2bf(" + pad + ")" : pad;
     nest(outer, [&](const std::vector<std::string>& idx) {
-      std::string ok, goff;
+      std::string ok, rowoff;  // rowoff: the row's first element (column 0 of the view)
       for (int d = 0; d < rank - 1; ++d) {
         std::string gd = "(" + o[d] + " + " + idx[d] + ")";
         ok += (d ? " && " : "") + gd + " >= 0 && " + gd + " < " + D(d);
-        goff += gd + " * " + St(d) + " + ";
+        rowoff += (d ? " + " : "") + gd + " * " + St(d);
       }
-      goff += ol;
+      const std::string goff = rowoff.empty() ? ol : rowoff + " + " + ol;
       if (ok.empty()) ok = "true";
       std::vector<int64_t> oshape(outer);
       const std::string toff = idx.empty() ? "0" : "(" + flat_index(idx, oshape) + ") * " + n;
       const std::string i = fresh("i");
       if (load) {
-        const std::string src = load_conv(t, "A.p" + js + "[" + goff + " + " + i + "]");
-        const std::string raw = in_place && t == ScalarKind::BF16 ? "A.p" + js + "[" + goff + " + " + i + "]" : src;
-        line("if (" + ok + ") {");
-        line("  for (int64_t " + i + " = 0; " + i + " < " + lo + "; ++" + i + ") " + rbuf + "[" + toff + " + " + i + "] = " + padv + ";");
-        line("  for (int64_t " + i + " = " + lo + "; " + i + " < " + hi + "; ++" + i + ") " + rbuf + "[" + toff + " + " + i + "] = " + raw + ";");
-        line("  for (int64_t " + i + " = " + hi + "; " + i + " < " + n + "; ++" + i + ") " + rbuf + "[" + toff + " + " + i + "] = " + padv + ";");
-        line("} else {");
-        line("  for (int64_t " + i + " = 0; " + i + " < " + n + "; ++" + i + ") " + rbuf + "[" + toff + " + " + i + "] = " + padv + ";");
-        line("}");
+        // tsr::load_row, out of line: these loops inline at every load cost ~0.1 s of a row
+        // kernel's cold compile (session 18); the bf16 row read in place keeps bf16 bits.
+        const std::string conv = "tsr::load_row<tsr::" + (in_place && t == ScalarKind::BF16 ? std::string("ld_same") : row_conv(t)) + ">(";
+        const std::string dst = rbuf + (toff == "0" ? "" : " + " + toff) + ", A.p" + js;
+        if (ok == "true") {
+          line(conv + dst + (rowoff.empty() ? "" : " + " + rowoff) + ", " + ol + ", " + lo + ", " + hi + ", " + n + ", " + padv + ");");
+        } else {
+          line("if (" + ok + ") " + conv + dst + " + " + rowoff + ", " + ol + ", " + lo + ", " + hi + ", " + n + ", " + padv + ");");
+          line("else " + conv + dst + ", 0, 0, 0, " + n + ", " + padv + ");");
+        }
       } else {
         line("if (" + ok + ")");
         line("  for (int64_t " + i + " = " + lo + "; " + i + " < " + hi + "; ++" + i + ") A.p" + js + "[" + goff + " + " + i + "] = " +
@@ -1509,6 +1548,11 @@ void Emitter::emit_reduce(const Op& op) {
   auto out = [&](const std::string& o, const std::string& in) {
     return res->type.is_tile() ? r + "[" + o + " * " + std::to_string(inner) + " + " + in + "]" : r;
   };
+  if (auto fused = exp_sum_.find(&op); fused != exp_sum_.end()) {
+    line("// (summed by the exp's loop)");
+    line(out("0", "0") + " = " + fused->second + ";");
+    return;
+  }
   std::string xs = expr_.count(x) ? std::string() : nm(x), L = std::to_string(len), I = std::to_string(inner), O = std::to_string(outer);
   auto src = [&](const std::string& o, const std::string& l, const std::string& in) {
     return xs + "[(" + o + " * " + L + " + " + l + ") * " + I + " + " + in + "]";
@@ -1587,6 +1631,15 @@ void Emitter::emit_reduce(const Op& op) {
     auto pick = [&](const std::string& u, const std::string& v) {  // the step of u and v
       return kind == "sum" ? u + " + " + v : kind == "prod" ? u + " * " + v : u + cmp + v + " ? " + u + " : " + v;
     };
+    if (streams > 1 && C == "float" && (kind == "sum" || kind == "max" || kind == "min") && !xs.empty() &&
+        elem(x, "@I@") == xs + "[@I@]") {
+      // The operand is an array (or a bf16 row read in place): tsr::row_sum4 / row_max4 /
+      // row_min4, the same four-quarter loop out of line, one instance per length and reader.
+      // Each inline copy cost ~0.03 s of compile (layernorm has four, softmax two; session 18).
+      line("for (int64_t o_ = 0; o_ < " + O + "; ++o_) " + out("o_", "0") + " = " +
+           fin("tsr::row_" + kind + "4<" + Q + ">(" + xs + ", o_ * " + L + ")") + ";");
+      return;
+    }
     line("for (int64_t o_ = 0; o_ < " + O + "; ++o_) {");
     ++ind_;
     std::string accs, names;

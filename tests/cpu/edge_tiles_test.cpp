@@ -1,8 +1,10 @@
 // Tiles partly outside their view (issue 19): each row inside the view copies its columns
 // inside as one contiguous run ([lo, hi)) and pads the rest; a row outside is all padding; a
 // store writes the same run. Tiles hang off every side here (one before the first row and
-// column, one past the last, tiles wider than the view), in f32, bf16, an integer type and
-// rank 3, against the interpreter (bf16 rows read in place: speed_paths_test's ragged rows).
+// column, one past the last, tiles wider than the view), in f32, bf16, f16, both f8s, integer
+// types and rank 3, against the interpreter (bf16 rows read in place: speed_paths_test's
+// ragged rows). A loaded row partly inside is tsr::load_row, out of line, converting as it
+// copies.
 #include "CpuTestUtil.h"
 
 namespace tessera::cputest {
@@ -49,12 +51,13 @@ Sizes sizes(int64_t m, int64_t n, int64_t bm, int64_t bn) {
 }
 
 TEST(CpuEdgeTiles, RowsCopyTheirColumnsInsideAndPadTheRest) {
-  for (const char* t : {"f32", "bf16", "i32"})
+  for (const char* t : {"f32", "bf16", "i32", "f16", "f8e4m3", "f8e5m2", "i8"})
     for (auto [bm, bn] : {std::pair<int64_t, int64_t>{4, 32}, {1, 64}, {3, 5}}) {
       SCOPED_TRACE(std::string(t) + " " + std::to_string(bm) + "x" + std::to_string(bn));
       auto k = bound(edges(t, bm, bn));
       const std::string src = emit_cpp(*k);
       EXPECT_NE(src.find("partly outside: each row copies its columns inside"), std::string::npos) << src;
+      EXPECT_NE(src.find("tsr::load_row<"), std::string::npos) << src;
       for (auto [m, n] : {std::pair<int64_t, int64_t>{1, 1}, {7, 37}, {9, 20}, {13, 130}})
         expect_same_as_interp(*k, sizes(m, n, bm, bn), static_cast<uint64_t>(m * 131 + n));
     }

@@ -288,7 +288,7 @@ TEST(CpuSpeedPaths, NextProgramsRowIsPrefetchedInTheExpLoop) {
   size_t write = src.find("tsr::prefetch_part_w(pf1_, pfl1_, ", call);  // y's row, for writing
   ASSERT_NE(write, std::string::npos) << src;
   EXPECT_EQ(src.find("tsr::prefetch_part", write + 1), std::string::npos) << "one loop prefetches";
-  size_t exp = src.find("tsr::exp_inplace(", call);
+  size_t exp = src.find("tsr::exp_sum_inplace(", call);  // the exp, summed as it goes
   EXPECT_NE(exp, std::string::npos);
   EXPECT_LT(write, exp);
   EXPECT_LT(exp, src.find('}', call)) << "the prefetches are in the exp loop:\n" << src;
@@ -356,38 +356,108 @@ TEST(CpuSpeedPaths, ExpOfAWideTileIsTheVectorExp) {
   }
 }
 
+// The kernel of `text`, its constexprs bound, and its generated C++.
+std::pair<std::unique_ptr<Kernel>, std::string> bound_and_emitted(const std::string& text) {
+  auto k = bound(text);
+  std::string src = emit_cpp(*k);
+  return {std::move(k), std::move(src)};
+}
+
+// sum(exp(.)) along a one-row f32 tile is summed by the exp's own loop (tsr::exp_sum_inplace),
+// not by a pass of its own: softmax's denominator. Against the interpreter at ragged widths
+// (the 32- and 16-lane steps and the scalar tail; -inf padding gives exp 0), in pieces of 256
+// (the prefetch site, 1024 wide) and whole; a NaN reaches the sum. A two-row tile and a sum
+// in another block keep their own reductions.
+TEST(CpuSpeedPaths, SumOfAnExpRowIsSummedByTheExpLoop) {
+  for (int64_t w : {40, 600, 1024}) {
+    const std::string row = "tile<f32, [1, " + std::to_string(w) + "]>", one = "tile<f32, [1, 1]>";
+    std::string text = std::string(R"(kernel @expsum(%x: view<f32, [M, N]>, %y: view<f32, [M, N]>, %s: view<f32, [M, 1]>) {
+)") + kRowHead + R"(  %t = load_tile %x, %pid, %c0 {pad = -inf} : )" + row + R"(
+  %m = reduce %t {axis = 1, kind = "max"} : tile<f32, [1]>
+  %me = expand_dims %m {axis = 0} : )" + one + R"(
+  %mb = broadcast %me : )" + row + R"(
+  %d = sub %t, %mb : )" + row + R"(
+  %e = exp %d : )" + row + R"(
+  %z = reduce %e {axis = 1, kind = "sum"} : tile<f32, [1]>
+  %ze = expand_dims %z {axis = 0} : )" + one + R"(
+  %zb = broadcast %ze : )" + row + R"(
+  %p = div %e, %zb : )" + row + R"(
+  store_tile %y, %p, %pid, %c0
+  store_tile %s, %ze, %pid, %c0
+}
+)";
+    auto [k, src] = bound_and_emitted(text);
+    EXPECT_NE(src.find("tsr::exp_sum_inplace("), std::string::npos) << src;
+    EXPECT_NE(src.find("(summed by the exp's loop)"), std::string::npos) << src;
+    for (int64_t n : {w, w - 1, w - 17, w / 2 + 3}) {
+      SCOPED_TRACE(std::to_string(w) + " " + std::to_string(n));
+      std::vector<Tensor> got = run_both(*k, {{"M", 5}, {"N", n}}, 300 + w + n, [n](std::vector<Tensor>& in) {
+        in[0].set(2 * n + n / 2, NAN);  // row 2
+      });
+      EXPECT_TRUE(std::isnan(got[2].get(2)));
+      EXPECT_FALSE(std::isnan(got[2].get(1)));
+    }
+  }
+  // Two rows in one tile: each row has its own sum, so the reduce stays a pass of its own.
+  const std::string two = "tile<f32, [2, 64]>";
+  std::string text = std::string(R"(kernel @expsum2(%x: view<f32, [M, 64]>, %s: view<f32, [M, 1]>) {
+)") + kRowHead + R"(  %t = load_tile %x, %pid, %c0 : )" + two + R"(
+  %e = exp %t : )" + two + R"(
+  %z = reduce %e {axis = 1, kind = "sum"} : tile<f32, [2]>
+  %ze = expand_dims %z {axis = 1} : tile<f32, [2, 1]>
+  store_tile %s, %ze, %pid, %c0
+}
+)";
+  auto [k, src] = bound_and_emitted(text);
+  EXPECT_NE(src.find("tsr::exp_inplace("), std::string::npos) << src;
+  EXPECT_EQ(src.find("exp_sum_inplace"), std::string::npos) << src;
+  expect_same_as_interp(*k, {{"M", 7}}, 12);
+}
+
 // A float row reduction of 256 or more elements (a multiple of 64) runs four accumulators over
-// the row's quarters. Against the interpreter: sum, max and min of 512-wide rows, with a NaN
+// the row's quarters: inline when its operand is an inlined expression (t * t), else the
+// runtime's tsr::row_sum4 / row_max4 / row_min4 (out of line, for compile time). Against the
+// interpreter: sum, max and min of 512-wide rows (f32, and bf16 read in place), with a NaN
 // planted in a different quarter of each of four rows (max and min must say NaN whichever
 // accumulator saw it) and infinities in others.
 TEST(CpuSpeedPaths, LongRowReductionsRunFourAccumulators) {
-  const std::string row = "tile<f32, [1, 512]>", one = "tile<f32, [1, 1]>";
-  std::string text = std::string(R"(kernel @rowred(%x: view<f32, [M, 512]>, %s: view<f32, [M, 1]>, %mx: view<f32, [M, 1]>, %mn: view<f32, [M, 1]>) {
-)") + kRowHead + R"(  %t = load_tile %x, %pid, %c0 : )" + row + R"(
-  %a = reduce %t {axis = 1, kind = "sum"} : tile<f32, [1]>
-  %b = reduce %t {axis = 1, kind = "max"} : tile<f32, [1]>
-  %c = reduce %t {axis = 1, kind = "min"} : tile<f32, [1]>
+  for (const std::string dt : {"f32", "bf16"}) {
+    SCOPED_TRACE(dt);
+    const std::string row = "tile<" + dt + ", [1, 512]>", one = "tile<" + dt + ", [1, 1]>", v = "view<" + dt + ", [M, 1]>";
+    std::string text = "kernel @rowred(%x: view<" + dt + ", [M, 512]>, %s: " + v + ", %mx: " + v + ", %mn: " + v + ", %sq: " + v + R"() {
+)" + kRowHead + R"(  %t = load_tile %x, %pid, %c0 : )" + row + R"(
+  %a = reduce %t {axis = 1, kind = "sum"} : tile<)" + dt + R"(, [1]>
+  %b = reduce %t {axis = 1, kind = "max"} : tile<)" + dt + R"(, [1]>
+  %c = reduce %t {axis = 1, kind = "min"} : tile<)" + dt + R"(, [1]>
+  %tt = mul %t, %t : )" + row + R"(
+  %d = reduce %tt {axis = 1, kind = "sum"} : tile<)" + dt + R"(, [1]>
   %ae = expand_dims %a {axis = 0} : )" + one + R"(
   %be = expand_dims %b {axis = 0} : )" + one + R"(
   %ce = expand_dims %c {axis = 0} : )" + one + R"(
+  %de = expand_dims %d {axis = 0} : )" + one + R"(
   store_tile %s, %ae, %pid, %c0
   store_tile %mx, %be, %pid, %c0
   store_tile %mn, %ce, %pid, %c0
+  store_tile %sq, %de, %pid, %c0
 }
 )";
-  auto k = bound(text);
-  std::string src = emit_cpp(*k);
-  EXPECT_NE(src.find("reduction(+:a0_,a1_,a2_,a3_)"), std::string::npos) << src;
-  EXPECT_NE(src.find("reduction(max:a0_,a1_,a2_,a3_) reduction(|:nan_)"), std::string::npos) << src;
-  std::vector<Tensor> got = run_both(*k, {{"M", 11}}, 91, [](std::vector<Tensor>& in) {
-    for (int64_t q = 0; q < 4; ++q) in[0].set(q * 512 + q * 128 + 17, NAN);  // row q: quarter q
-    in[0].set(4 * 512 + 300, INFINITY);
-    in[0].set(5 * 512 + 5, -INFINITY);
-    in[0].set(6 * 512 + 511, 1e30);
-  });
-  for (int64_t q = 0; q < 4; ++q) EXPECT_TRUE(std::isnan(got[2].get(q)) && std::isnan(got[3].get(q))) << "row " << q;
-  EXPECT_EQ(got[2].get(4), INFINITY);
-  EXPECT_EQ(got[3].get(5), -INFINITY);
+    auto k = bound(text);
+    std::string src = emit_cpp(*k);
+    EXPECT_NE(src.find("reduction(+:a0_,a1_,a2_,a3_)"), std::string::npos) << src;  // t * t, inline
+    EXPECT_NE(src.find("tsr::row_sum4<128>("), std::string::npos) << src;
+    EXPECT_NE(src.find("tsr::row_max4<128>("), std::string::npos) << src;
+    EXPECT_NE(src.find("tsr::row_min4<128>("), std::string::npos) << src;
+    std::vector<Tensor> got = run_both(*k, {{"M", 11}}, 91, [](std::vector<Tensor>& in) {
+      for (int64_t q = 0; q < 4; ++q) in[0].set(q * 512 + q * 128 + 17, NAN);  // row q: quarter q
+      in[0].set(4 * 512 + 300, INFINITY);
+      in[0].set(5 * 512 + 5, -INFINITY);
+      in[0].set(6 * 512 + 511, 1e30);
+    });
+    for (int64_t q = 0; q < 4; ++q) EXPECT_TRUE(std::isnan(got[2].get(q)) && std::isnan(got[3].get(q))) << "row " << q;
+    EXPECT_EQ(got[2].get(4), INFINITY);
+    EXPECT_EQ(got[3].get(5), -INFINITY);
+    EXPECT_FALSE(std::isnan(got[2].get(7)));
+  }
 }
 
 // A cheap elementwise result read twice by one op (d * d) is recomputed inside it, not written
