@@ -1621,9 +1621,12 @@ void Emitter::emit_reduce(const Op& op) {
     // A row of 256 or more (a multiple of 64) is read as kStreams contiguous quarters, each its
     // own accumulator: GCC gives an OpenMP simd reduction one vector accumulator, and the
     // dependent adds (or max) then cost their latency per vector (softmax f32's two
-    // reductions: a row 12% faster with four; bench/RESULTS.md session 16).
+    // reductions: a row 12% faster with four; bench/RESULTS.md session 16). One whose operand is
+    // an inlined expression runs two halves: each stream repeats the expression, and four
+    // copies cost ~0.05 s of compile each (layernorm's centered squares; session 18), while
+    // the expression's own work per vector leaves less of the add's latency to hide.
     std::string red = kind == "sum" ? "+" : kind == "prod" ? "*" : kind;
-    const int64_t streams = len >= 256 && len % (kStreams * 16) == 0 ? kStreams : 1;
+    const int64_t streams = len >= 256 && len % (kStreams * 16) == 0 ? (xs.empty() ? 2 : kStreams) : 1;
     const std::string Q = std::to_string(len / streams);
     auto a = [](int64_t k) { return "a" + std::to_string(k) + "_"; };
     auto xv = [](int64_t k) { return "x" + std::to_string(k) + "_"; };
@@ -1662,7 +1665,9 @@ void Emitter::emit_reduce(const Op& op) {
     if (mm) line("  nan_ |= " + nans + ";");
     line("}");
     std::string acc = a(0);
-    if (streams > 1) {  // pairwise: (a0 . a1) . (a2 . a3)
+    if (streams == 2) {
+      acc = pick(a(0), a(1));
+    } else if (streams > 1) {  // pairwise: (a0 . a1) . (a2 . a3)
       static_assert(kStreams == 4);
       line("const " + C + " b0_ = " + pick(a(0), a(1)) + ", b1_ = " + pick(a(2), a(3)) + ";");
       acc = pick("b0_", "b1_");
