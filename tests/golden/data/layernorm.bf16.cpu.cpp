@@ -195,21 +195,16 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %33 = reduce %32 {axis = 1, kind = "sum"} : tile<f32, [1]>
     alignas(64) float v44[1];
     for (int64_t o_ = 0; o_ < 1; ++o_) {
-      float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
+      float a0_ = float(0), a1_ = float(0);
       int nan_ = 0;
-      #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
-      for (int64_t l_ = 0; l_ < 256; ++l_) {
+      #pragma omp simd reduction(+:a0_,a1_)
+      for (int64_t l_ = 0; l_ < 512; ++l_) {
         const float x0_ = (float((float(((v41[o_ * 1024 + l_] ? v15[o_ * 1024 + l_] : v39[0])) - v39[0])) * (float(((v41[o_ * 1024 + l_] ? v15[o_ * 1024 + l_] : v39[0])) - v39[0]))));
         a0_ += x0_;
-        const float x1_ = (float((float(((v41[o_ * 1024 + 256 + l_] ? v15[o_ * 1024 + 256 + l_] : v39[0])) - v39[0])) * (float(((v41[o_ * 1024 + 256 + l_] ? v15[o_ * 1024 + 256 + l_] : v39[0])) - v39[0]))));
+        const float x1_ = (float((float(((v41[o_ * 1024 + 512 + l_] ? v15[o_ * 1024 + 512 + l_] : v39[0])) - v39[0])) * (float(((v41[o_ * 1024 + 512 + l_] ? v15[o_ * 1024 + 512 + l_] : v39[0])) - v39[0]))));
         a1_ += x1_;
-        const float x2_ = (float((float(((v41[o_ * 1024 + 512 + l_] ? v15[o_ * 1024 + 512 + l_] : v39[0])) - v39[0])) * (float(((v41[o_ * 1024 + 512 + l_] ? v15[o_ * 1024 + 512 + l_] : v39[0])) - v39[0]))));
-        a2_ += x2_;
-        const float x3_ = (float((float(((v41[o_ * 1024 + 768 + l_] ? v15[o_ * 1024 + 768 + l_] : v39[0])) - v39[0])) * (float(((v41[o_ * 1024 + 768 + l_] ? v15[o_ * 1024 + 768 + l_] : v39[0])) - v39[0]))));
-        a3_ += x3_;
       }
-      const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-      v44[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+      v44[o_ * 1 + 0] = nan_ ? float(NAN) : float(a0_ + a1_);
     }
     // %34 = div %33, %22 : tile<f32, [1]>
     // (computed inside its user)
@@ -301,21 +296,16 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %56 = reduce %55 {axis = 1, kind = "sum"} : tile<f32, [1]>
       alignas(64) float v74[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
-        float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
+        float a0_ = float(0), a1_ = float(0);
         int nan_ = 0;
-        #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
-        for (int64_t l_ = 0; l_ < 256; ++l_) {
+        #pragma omp simd reduction(+:a0_,a1_)
+        for (int64_t l_ = 0; l_ < 512; ++l_) {
           const float x0_ = (float(v65[o_ * 1024 + l_]));
           a0_ += x0_;
-          const float x1_ = (float(v65[o_ * 1024 + 256 + l_]));
+          const float x1_ = (float(v65[o_ * 1024 + 512 + l_]));
           a1_ += x1_;
-          const float x2_ = (float(v65[o_ * 1024 + 512 + l_]));
-          a2_ += x2_;
-          const float x3_ = (float(v65[o_ * 1024 + 768 + l_]));
-          a3_ += x3_;
         }
-        const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-        v74[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+        v74[o_ * 1 + 0] = nan_ ? float(NAN) : float(a0_ + a1_);
       }
       // %57 = add %53, %56 : tile<f32, [1]>
       // (written into the carried c63)
@@ -384,21 +374,16 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %78 = reduce %77 {axis = 1, kind = "sum"} : tile<f32, [1]>
       alignas(64) float v95[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
-        float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
+        float a0_ = float(0), a1_ = float(0);
         int nan_ = 0;
-        #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
-        for (int64_t l_ = 0; l_ < 256; ++l_) {
+        #pragma omp simd reduction(+:a0_,a1_)
+        for (int64_t l_ = 0; l_ < 512; ++l_) {
           const float x0_ = ((v93[o_ * 1024 + l_] ? (float((float((float(v82[o_ * 1024 + l_])) - v78[0])) * (float((float(v82[o_ * 1024 + l_])) - v78[0])))) : (v59)));
           a0_ += x0_;
-          const float x1_ = ((v93[o_ * 1024 + 256 + l_] ? (float((float((float(v82[o_ * 1024 + 256 + l_])) - v78[0])) * (float((float(v82[o_ * 1024 + 256 + l_])) - v78[0])))) : (v59)));
+          const float x1_ = ((v93[o_ * 1024 + 512 + l_] ? (float((float((float(v82[o_ * 1024 + 512 + l_])) - v78[0])) * (float((float(v82[o_ * 1024 + 512 + l_])) - v78[0])))) : (v59)));
           a1_ += x1_;
-          const float x2_ = ((v93[o_ * 1024 + 512 + l_] ? (float((float((float(v82[o_ * 1024 + 512 + l_])) - v78[0])) * (float((float(v82[o_ * 1024 + 512 + l_])) - v78[0])))) : (v59)));
-          a2_ += x2_;
-          const float x3_ = ((v93[o_ * 1024 + 768 + l_] ? (float((float((float(v82[o_ * 1024 + 768 + l_])) - v78[0])) * (float((float(v82[o_ * 1024 + 768 + l_])) - v78[0])))) : (v59)));
-          a3_ += x3_;
         }
-        const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-        v95[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+        v95[o_ * 1 + 0] = nan_ ? float(NAN) : float(a0_ + a1_);
       }
       // %79 = add %63, %78 : tile<f32, [1]>
       // (written into the carried c80)

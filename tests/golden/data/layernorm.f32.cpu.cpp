@@ -189,21 +189,16 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %30 = reduce %29 {axis = 1, kind = "sum"} : tile<f32, [1]>
     alignas(64) float v44[1];
     for (int64_t o_ = 0; o_ < 1; ++o_) {
-      float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
+      float a0_ = float(0), a1_ = float(0);
       int nan_ = 0;
-      #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
-      for (int64_t l_ = 0; l_ < 256; ++l_) {
+      #pragma omp simd reduction(+:a0_,a1_)
+      for (int64_t l_ = 0; l_ < 512; ++l_) {
         const float x0_ = (float((float(((v41[o_ * 1024 + l_] ? v15[o_ * 1024 + l_] : v39[0])) - v39[0])) * (float(((v41[o_ * 1024 + l_] ? v15[o_ * 1024 + l_] : v39[0])) - v39[0]))));
         a0_ += x0_;
-        const float x1_ = (float((float(((v41[o_ * 1024 + 256 + l_] ? v15[o_ * 1024 + 256 + l_] : v39[0])) - v39[0])) * (float(((v41[o_ * 1024 + 256 + l_] ? v15[o_ * 1024 + 256 + l_] : v39[0])) - v39[0]))));
+        const float x1_ = (float((float(((v41[o_ * 1024 + 512 + l_] ? v15[o_ * 1024 + 512 + l_] : v39[0])) - v39[0])) * (float(((v41[o_ * 1024 + 512 + l_] ? v15[o_ * 1024 + 512 + l_] : v39[0])) - v39[0]))));
         a1_ += x1_;
-        const float x2_ = (float((float(((v41[o_ * 1024 + 512 + l_] ? v15[o_ * 1024 + 512 + l_] : v39[0])) - v39[0])) * (float(((v41[o_ * 1024 + 512 + l_] ? v15[o_ * 1024 + 512 + l_] : v39[0])) - v39[0]))));
-        a2_ += x2_;
-        const float x3_ = (float((float(((v41[o_ * 1024 + 768 + l_] ? v15[o_ * 1024 + 768 + l_] : v39[0])) - v39[0])) * (float(((v41[o_ * 1024 + 768 + l_] ? v15[o_ * 1024 + 768 + l_] : v39[0])) - v39[0]))));
-        a3_ += x3_;
       }
-      const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-      v44[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+      v44[o_ * 1 + 0] = nan_ ? float(NAN) : float(a0_ + a1_);
     }
     // %31 = div %30, %19 : tile<f32, [1]>
     // (computed inside its user)
@@ -354,21 +349,16 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %72 = reduce %71 {axis = 1, kind = "sum"} : tile<f32, [1]>
       alignas(64) float v94[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
-        float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
+        float a0_ = float(0), a1_ = float(0);
         int nan_ = 0;
-        #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
-        for (int64_t l_ = 0; l_ < 256; ++l_) {
+        #pragma omp simd reduction(+:a0_,a1_)
+        for (int64_t l_ = 0; l_ < 512; ++l_) {
           const float x0_ = ((v92[o_ * 1024 + l_] ? (float((float(v81[o_ * 1024 + l_] - v77[0])) * (float(v81[o_ * 1024 + l_] - v77[0])))) : (v58)));
           a0_ += x0_;
-          const float x1_ = ((v92[o_ * 1024 + 256 + l_] ? (float((float(v81[o_ * 1024 + 256 + l_] - v77[0])) * (float(v81[o_ * 1024 + 256 + l_] - v77[0])))) : (v58)));
+          const float x1_ = ((v92[o_ * 1024 + 512 + l_] ? (float((float(v81[o_ * 1024 + 512 + l_] - v77[0])) * (float(v81[o_ * 1024 + 512 + l_] - v77[0])))) : (v58)));
           a1_ += x1_;
-          const float x2_ = ((v92[o_ * 1024 + 512 + l_] ? (float((float(v81[o_ * 1024 + 512 + l_] - v77[0])) * (float(v81[o_ * 1024 + 512 + l_] - v77[0])))) : (v58)));
-          a2_ += x2_;
-          const float x3_ = ((v92[o_ * 1024 + 768 + l_] ? (float((float(v81[o_ * 1024 + 768 + l_] - v77[0])) * (float(v81[o_ * 1024 + 768 + l_] - v77[0])))) : (v58)));
-          a3_ += x3_;
         }
-        const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-        v94[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+        v94[o_ * 1 + 0] = nan_ ? float(NAN) : float(a0_ + a1_);
       }
       // %73 = add %58, %72 : tile<f32, [1]>
       // (written into the carried c79)

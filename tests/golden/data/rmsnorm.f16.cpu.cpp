@@ -137,21 +137,16 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %16 = reduce %15 {axis = 1, kind = "sum"} : tile<f32, [1]>
     alignas(64) float v26[1];
     for (int64_t o_ = 0; o_ < 1; ++o_) {
-      float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
+      float a0_ = float(0), a1_ = float(0);
       int nan_ = 0;
-      #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
-      for (int64_t l_ = 0; l_ < 256; ++l_) {
+      #pragma omp simd reduction(+:a0_,a1_)
+      for (int64_t l_ = 0; l_ < 512; ++l_) {
         const float x0_ = (float(v11[o_ * 1024 + l_] * v11[o_ * 1024 + l_]));
         a0_ += x0_;
-        const float x1_ = (float(v11[o_ * 1024 + 256 + l_] * v11[o_ * 1024 + 256 + l_]));
+        const float x1_ = (float(v11[o_ * 1024 + 512 + l_] * v11[o_ * 1024 + 512 + l_]));
         a1_ += x1_;
-        const float x2_ = (float(v11[o_ * 1024 + 512 + l_] * v11[o_ * 1024 + 512 + l_]));
-        a2_ += x2_;
-        const float x3_ = (float(v11[o_ * 1024 + 768 + l_] * v11[o_ * 1024 + 768 + l_]));
-        a3_ += x3_;
       }
-      const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-      v26[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+      v26[o_ * 1 + 0] = nan_ ? float(NAN) : float(a0_ + a1_);
     }
     // %17 = splat %8 : tile<f32, [1]>
     // (computed inside its user)
@@ -239,21 +234,16 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %38 = reduce %37 {axis = 1, kind = "sum"} : tile<f32, [1]>
       alignas(64) float v55[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
-        float a0_ = float(0), a1_ = float(0), a2_ = float(0), a3_ = float(0);
+        float a0_ = float(0), a1_ = float(0);
         int nan_ = 0;
-        #pragma omp simd reduction(+:a0_,a1_,a2_,a3_)
-        for (int64_t l_ = 0; l_ < 256; ++l_) {
+        #pragma omp simd reduction(+:a0_,a1_)
+        for (int64_t l_ = 0; l_ < 512; ++l_) {
           const float x0_ = (float((float(v46[o_ * 1024 + l_])) * (float(v46[o_ * 1024 + l_]))));
           a0_ += x0_;
-          const float x1_ = (float((float(v46[o_ * 1024 + 256 + l_])) * (float(v46[o_ * 1024 + 256 + l_]))));
+          const float x1_ = (float((float(v46[o_ * 1024 + 512 + l_])) * (float(v46[o_ * 1024 + 512 + l_]))));
           a1_ += x1_;
-          const float x2_ = (float((float(v46[o_ * 1024 + 512 + l_])) * (float(v46[o_ * 1024 + 512 + l_]))));
-          a2_ += x2_;
-          const float x3_ = (float((float(v46[o_ * 1024 + 768 + l_])) * (float(v46[o_ * 1024 + 768 + l_]))));
-          a3_ += x3_;
         }
-        const float b0_ = a0_ + a1_, b1_ = a2_ + a3_;
-        v55[o_ * 1 + 0] = nan_ ? float(NAN) : float(b0_ + b1_);
+        v55[o_ * 1 + 0] = nan_ ? float(NAN) : float(a0_ + a1_);
       }
       // %39 = add %34, %38 : tile<f32, [1]>
       // (written into the carried c44)
