@@ -28,6 +28,7 @@
 // 2^24 columns (i32 columns and counts).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <numeric>
 
@@ -58,7 +59,8 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
   auto tiles = cdiv(n, BN);
   const bool f32 = dt == ScalarKind::F32;
   const int key_bits = f32 ? 32 : 16;
-  const std::vector<int> digits = f32 ? std::vector<int>{11, 11, 10} : std::vector<int>{8, 8};
+  const int digits = f32 ? 3 : 2, d = f32 ? 11 : 8;  // f32: 11, 11 and 10 bits; bf16: 8 and 8
+  const int64_t bins = int64_t(1) << d;
   auto key = [&](Val t) {
     if (f32) {
       Val u = bitcast(t, ScalarKind::U32);
@@ -101,28 +103,43 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
   Var wanted = K;  // how many of the keys matching `prefix` are still wanted
   Var resolved = full({}, key_bits, ScalarKind::U32);  // T's bits from here up are known
   Var refine = full({}, 1, ScalarKind::I1);
-  int shift = key_bits;
-  for (size_t p = 0; p < digits.size(); ++p) {
-    const int d = digits[p], high = shift;
-    shift -= d;
-    const int64_t bins = int64_t(1) << d;
-    auto pass = [&] {
-      Var hist = zeros({bins}, ScalarKind::I32);
-      over_row([&](Val, Val, Val kk) {
-        Val digit = ((kk >> shift) & (bins - 1)).to(ScalarKind::I32);
-        if (p > 0) digit = where(eq(kk >> high, prefix >> high), digit, -1);
-        hist = hist + histogram(digit, bins);
+  // One pass: the digit of `nbins` bins below bit `high` (0 <= shift = high - log2(nbins)).
+  auto pass = [&](Val high, Val shift, int64_t nbins) {
+    Var hist = zeros({nbins}, ScalarKind::I32);
+    over_row([&](Val, Val, Val kk) {
+      Val digit = ((kk >> shift) & (nbins - 1)).to(ScalarKind::I32);
+      // The first pass counts every key (a shift by the key's width or more gives 0).
+      digit = where(eq(kk >> high, prefix >> high), digit, -1);
+      hist = hist + histogram(digit, nbins);
+    });
+    Val before = cumsum(hist, 0) < wanted;    // the bins whose keys are all wanted
+    Val bin = sum(before.to(ScalarKind::I32), 0);  // T's digit
+    Val in_bin = sum(where(eq(arange(nbins), bin), hist, 0), 0);
+    wanted = wanted - sum(where(before, hist, 0), 0);
+    prefix = prefix | (bin.to(ScalarKind::U32) << shift);
+    resolved = shift;
+    refine = ne(in_bin, wanted);
+  };
+  // The passes are one loop, so NVRTC compiles the pass once (f32 topk: 1.35 -> 0.8 s of CPU on
+  // sm_80). Pass p takes the d bits below bit key_bits - p * d; the last f32 pass, where 10
+  // remain, reads bits 0..10, and bit 10 (resolved by the pass before) is the same in every key
+  // it counts. TESSERA_TOPK_UNROLLED_PASSES=1 writes one copy per pass instead, each its exact
+  // width (the former code; the A/B switch of tools/h200-nvcold-check).
+  const char* unrolled = std::getenv("TESSERA_TOPK_UNROLLED_PASSES");
+  if (unrolled && std::string(unrolled) == "1") {
+    for (int p = 0, high = key_bits; p < digits; ++p) {
+      const int width = std::min(d, high), shift = high - width;
+      auto at = [](int64_t v) { return full({}, double(v), ScalarKind::U32); };
+      if_(refine, [&] { pass(at(high), at(shift), int64_t(1) << width); });
+      high = shift;
+    }
+  } else {
+    for_range(0, int64_t(digits), 1, [&](Val p) {
+      if_(refine, [&] {
+        Val high = (key_bits - p * d).to(ScalarKind::U32);
+        pass(high, maximum(high, d) - d, bins);
       });
-      Val before = cumsum(hist, 0) < wanted;    // the bins whose keys are all wanted
-      Val bin = sum(before.to(ScalarKind::I32), 0);  // T's digit
-      Val in_bin = sum(where(eq(arange(bins), bin), hist, 0), 0);
-      wanted = wanted - sum(where(before, hist, 0), 0);
-      prefix = prefix | (bin.to(ScalarKind::U32) << shift);
-      resolved = full({}, shift, ScalarKind::U32);
-      refine = ne(in_bin, wanted);
-    };
-    if (p == 0) pass();
-    else if_(refine, pass);
+    });
   }
 
   // Keep the keys below T and the first `wanted` equal to it (at the resolved digits).

@@ -76,18 +76,28 @@ TSR_D double i2d_odd(unsigned long long v) {
   return d;
 }
 
+// 2^n as a float, for -126 <= n <= 127 (a normal float). x * pow2i(n) is ldexpf(x, n) wherever
+// the product is exact, as in every use below; ldexpf is a libdevice function with range checks
+// and branches, and the f8 conversions inlined it for every element.
+TSR_D float pow2i(int n) { return __int_as_float((n + 127) << 23); }
+
 // f8 (E exponent bits, M mantissa bits). Inf: the format has infinities (e5m2); without (e4m3fn)
 // the all-ones pattern is NaN and the max finite is 448. Finite overflow saturates to +-max,
 // inf becomes +-max for e4m3 and stays inf for e5m2 (src/support/Float.h).
 template <int E, int M, bool Inf>
 TSR_D float f8_value(uint32_t b) {
   constexpr int bias = (1 << (E - 1)) - 1;
-  uint32_t ex = (b >> M) & ((1u << E) - 1), mant = b & ((1u << M) - 1);
-  float sg = ((b >> (E + M)) & 1) ? -1.0f : 1.0f;
-  if (Inf && ex == (1u << E) - 1) return mant ? nan_f() : sg * inf_f();
-  if (!Inf && ex == (1u << E) - 1 && mant == (1u << M) - 1) return nan_f();
-  if (ex == 0) return sg * ldexpf(float(mant), 1 - bias - M);
-  return sg * ldexpf(float(mant | (1u << M)), int(ex) - bias - M);
+  constexpr uint32_t abs_mask = (1u << (E + M)) - 1, exp_mask = ((1u << E) - 1) << M;
+  const uint32_t a = b & abs_mask;
+  const bool neg = (b >> (E + M)) & 1;
+  if (Inf && (a & exp_mask) == exp_mask) return (a & ~exp_mask) ? nan_f() : neg ? -inf_f() : inf_f();
+  if (!Inf && a == abs_mask) return nan_f();
+  // The magnitude's exponent and mantissa bits in a float's fields are the value times
+  // 2^(bias - 127) (an f8 subnormal lands on a float subnormal: NVRTC does not flush them, and
+  // Tessera never asks it to), so one exact multiply rescales it: a few instructions without
+  // branches, where ldexpf on the mantissa took some 40 per element.
+  const float mag = __uint_as_float(a << (23 - M)) * pow2i(127 - bias);
+  return neg ? -mag : mag;
 }
 template <int E, int M, bool Inf>
 TSR_D uint8_t f8_bits(float x) {
@@ -101,13 +111,16 @@ TSR_D uint8_t f8_bits(float x) {
   if (a >= 2.0f * maxv) return uint8_t(sign | max_bits);
   int e = int((__float_as_uint(a) >> 23) & 255) - 127;
   if (e < 1 - bias) e = 1 - bias;
-  float r = rintf(ldexpf(a, M - e));  // exact scaling by a power of two, then RNE
-  float v = ldexpf(r, e - M);
+  // Exact scaling by a power of two, then round to nearest even: 0 <= a * 2^(M - e) < 2^(M + 1),
+  // and adding 2^23 leaves no bits below the units. Not rintf: NVVM does not fold it, so every
+  // constant conversion (the pad value of each padded f8 load) ran in full at run time.
+  float r = (a * pow2i(M - e) + 8388608.0f) - 8388608.0f;
+  float v = r * pow2i(e - M);
   if (v > maxv) return uint8_t(sign | max_bits);
   if (v == 0.0f) return uint8_t(sign);
   int ev = int((__float_as_uint(v) >> 23) & 255) - 127;
-  if (ev < 1 - bias) return uint8_t(sign | uint32_t(ldexpf(v, bias - 1 + M)));  // subnormal
-  uint32_t mant = uint32_t(ldexpf(v, M - ev)) - (1u << M);
+  if (ev < 1 - bias) return uint8_t(sign | uint32_t(v * pow2i(bias - 1 + M)));  // subnormal
+  uint32_t mant = uint32_t(v * pow2i(M - ev)) - (1u << M);
   return uint8_t(sign | (uint32_t(ev + bias) << M) | mant);
 }
 TSR_D float e4m32f(uint8_t b) { return f8_value<4, 3, false>(b); }

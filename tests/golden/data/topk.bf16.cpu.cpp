@@ -87,640 +87,420 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   const uint32_t v14 = uint32_t(INT64_C(0));
   // %15 = const {value = 64} : i32
   const int32_t v15 = int32_t(INT64_C(64));
-  // %16 = const {value = 0} : i32
-  const int32_t v16 = int32_t(INT64_C(0));
-  // %17 = splat %16 : tile<i32, [256]>
-  alignas(64) int32_t v17[256];
-  for (int64_t i18 = 0; i18 < 256; ++i18) v17[i18] = v16;
-  // for %16, %10, %4 {...}
-  for (int64_t iv19_ = v16; v4 > 0 && iv19_ < v10; iv19_ += v4) {
-    const int32_t iv19 = int32_t(iv19_);
-    // async_copy %9, %x, %18, %1, %18
-    if (!(true && int64_t(iv19) >= 0 && int64_t(iv19) < 4)) { tsr_fault(324); return; }
-    {
-      float* const dst20 = buf9 + ((0) * 4 + int64_t(iv19)) * 8192;
-      {
-        const int64_t o21 = int64_t(v1) * 1;
-        const int64_t o22 = int64_t(iv19) * 8192;
-        if (o21 >= 0 && o21 + 1 <= A.d0_0 && o22 >= 0 && o22 + 8192 <= A.d0_1) {
-          for (int64_t i23 = 0; i23 < 1; ++i23) {
-            for (int64_t i24 = 0; i24 < 8192; ++i24) dst20[(i23) * 8192 + i24] = tsr::bf2f(A.p0[(o21 + i23) * A.s0_0 + o22 + i24]);
-          }
-        } else {
-          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-          const int64_t lo25 = o22 >= 0 ? 0 : -o22 < 8192 ? -o22 : 8192;
-          const int64_t hi26 = A.d0_1 - o22 >= 8192 ? 8192 : A.d0_1 - o22 > lo25 ? A.d0_1 - o22 : lo25;
-          for (int64_t i27 = 0; i27 < 1; ++i27) {
-            if ((o21 + i27) >= 0 && (o21 + i27) < A.d0_0) tsr::load_row<tsr::ld_bf16>(dst20 + (i27) * 8192, A.p0 + (o21 + i27) * A.s0_0, o22, lo25, hi26, 8192, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
-            else tsr::load_row<tsr::ld_bf16>(dst20 + (i27) * 8192, A.p0, 0, 0, 0, 8192, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
-          }
-        }
-      }
-    }
-    // yield
-  }
-  // %19 = const {value = 32767} : u32
-  const uint32_t v29 = uint32_t(INT64_C(32767));
-  // %20 = const {value = 15} : u32
-  const uint32_t v30 = uint32_t(INT64_C(15));
-  // %21 = sub %7, %4 : i32
-  const int32_t v31 = tsr::wsub(v7, v4);
-  // %22 = const {value = 8} : u32
-  const uint32_t v32 = uint32_t(INT64_C(8));
-  // %23 = const {value = 255} : u32
-  const uint32_t v33 = uint32_t(INT64_C(255));
-  // %24 = for %16, %13, %4, %17 : tile<i32, [256]> {...}
-  alignas(64) int32_t c34[256];
-  __builtin_memcpy(c34, v17, sizeof(c34));
-  for (int64_t iv35_ = v16; v4 > 0 && iv35_ < v13; iv35_ += v4) {
-    const int32_t iv35 = int32_t(iv35_);
-    // async_wait
-    // (copies are synchronous here: nothing to wait for)
-    // %27 = rem %25, %10 : i32
-    const int32_t v36 = tsr::irem(iv35, v10);
-    // %28 = mul %27, %10 : i32
-    const int32_t v37 = tsr::wmul(v36, v10);
-    // %29 = add %25, %4 : i32
-    const int32_t v38 = tsr::wadd(iv35, v4);
-    // %30 = cmp %29, %13 {pred = "lt"} : i1
-    const uint8_t v39 = uint8_t(v38 < v13);
-    // if %30 {...}
-    if (v39) {
-      // %31 = mul %29, %10 : i32
-      const int32_t v40 = tsr::wmul(v38, v10);
-      // %32 = sub %10, %28 : i32
-      const int32_t v41 = tsr::wsub(v10, v37);
-      // for %16, %10, %4 {...}
-      for (int64_t iv42_ = v16; v4 > 0 && iv42_ < v10; iv42_ += v4) {
-        const int32_t iv42 = int32_t(iv42_);
-        // %34 = add %31, %33 : i32
-        const int32_t v43 = tsr::wadd(v40, iv42);
-        // %35 = add %32, %33 : i32
-        const int32_t v44 = tsr::wadd(v41, iv42);
-        // async_copy %9, %x, %35, %1, %34
-        if (!(true && int64_t(v44) >= 0 && int64_t(v44) < 4)) { tsr_fault(628); return; }
+  // %16 = const {value = 16} : u32
+  const uint32_t v16 = uint32_t(INT64_C(16));
+  // %17 = const {value = 1} : i1
+  const uint8_t v17 = uint8_t(1);
+  // %18 = const {value = 0} : i32
+  const int32_t v18 = int32_t(INT64_C(0));
+  // %19, %20, %21, %22 = for %18, %10, %4, %14, %15, %16, %17 : u32, i32, u32, i1 {...}
+  uint32_t c19;
+  c19 = v14;
+  int32_t c20;
+  c20 = v15;
+  uint32_t c21;
+  c21 = v16;
+  uint8_t c22;
+  c22 = v17;
+  for (int64_t iv23_ = v18; v4 > 0 && iv23_ < v10; iv23_ += v4) {
+    const int32_t iv23 = int32_t(iv23_);
+    // %28, %29, %30, %31 = if %27 : u32, i32, u32, i1 {...}
+    uint32_t v24;
+    int32_t v25;
+    uint32_t v26;
+    uint8_t v27;
+    if (c22) {
+      // %32 = const {value = 8} : i32
+      const int32_t v28 = int32_t(INT64_C(8));
+      // %33 = mul %23, %32 : i32
+      const int32_t v29 = tsr::wmul(iv23, v28);
+      // %34 = const {value = 16} : i32
+      const int32_t v30 = int32_t(INT64_C(16));
+      // %35 = sub %34, %33 : i32
+      const int32_t v31 = tsr::wsub(v30, v29);
+      // %36 = cast %35 : u32
+      const uint32_t v32 = uint32_t(v31);
+      // %37 = const {value = 8} : u32
+      const uint32_t v33 = uint32_t(INT64_C(8));
+      // %38 = max %36, %37 : u32
+      const uint32_t v34 = tsr::imax(v32, v33);
+      // %39 = sub %38, %37 : u32
+      const uint32_t v35 = tsr::wsub(v34, v33);
+      // %40 = splat %18 : tile<i32, [256]>
+      alignas(64) int32_t v36[256];
+      for (int64_t i37 = 0; i37 < 256; ++i37) v36[i37] = v18;
+      // for %18, %10, %4 {...}
+      for (int64_t iv38_ = v18; v4 > 0 && iv38_ < v10; iv38_ += v4) {
+        const int32_t iv38 = int32_t(iv38_);
+        // async_copy %9, %x, %41, %1, %41
+        if (!(true && int64_t(iv38) >= 0 && int64_t(iv38) < 4)) { tsr_fault(516); return; }
         {
-          float* const dst45 = buf9 + ((0) * 4 + int64_t(v44)) * 8192;
+          float* const dst39 = buf9 + ((0) * 4 + int64_t(iv38)) * 8192;
           {
-            const int64_t o46 = int64_t(v1) * 1;
-            const int64_t o47 = int64_t(v43) * 8192;
-            if (o46 >= 0 && o46 + 1 <= A.d0_0 && o47 >= 0 && o47 + 8192 <= A.d0_1) {
-              for (int64_t i48 = 0; i48 < 1; ++i48) {
-                for (int64_t i49 = 0; i49 < 8192; ++i49) dst45[(i48) * 8192 + i49] = tsr::bf2f(A.p0[(o46 + i48) * A.s0_0 + o47 + i49]);
+            const int64_t o40 = int64_t(v1) * 1;
+            const int64_t o41 = int64_t(iv38) * 8192;
+            if (o40 >= 0 && o40 + 1 <= A.d0_0 && o41 >= 0 && o41 + 8192 <= A.d0_1) {
+              for (int64_t i42 = 0; i42 < 1; ++i42) {
+                for (int64_t i43 = 0; i43 < 8192; ++i43) dst39[(i42) * 8192 + i43] = tsr::bf2f(A.p0[(o40 + i42) * A.s0_0 + o41 + i43]);
               }
             } else {
               // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-              const int64_t lo50 = o47 >= 0 ? 0 : -o47 < 8192 ? -o47 : 8192;
-              const int64_t hi51 = A.d0_1 - o47 >= 8192 ? 8192 : A.d0_1 - o47 > lo50 ? A.d0_1 - o47 : lo50;
-              for (int64_t i52 = 0; i52 < 1; ++i52) {
-                if ((o46 + i52) >= 0 && (o46 + i52) < A.d0_0) tsr::load_row<tsr::ld_bf16>(dst45 + (i52) * 8192, A.p0 + (o46 + i52) * A.s0_0, o47, lo50, hi51, 8192, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
-                else tsr::load_row<tsr::ld_bf16>(dst45 + (i52) * 8192, A.p0, 0, 0, 0, 8192, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+              const int64_t lo44 = o41 >= 0 ? 0 : -o41 < 8192 ? -o41 : 8192;
+              const int64_t hi45 = A.d0_1 - o41 >= 8192 ? 8192 : A.d0_1 - o41 > lo44 ? A.d0_1 - o41 : lo44;
+              for (int64_t i46 = 0; i46 < 1; ++i46) {
+                if ((o40 + i46) >= 0 && (o40 + i46) < A.d0_0) tsr::load_row<tsr::ld_bf16>(dst39 + (i46) * 8192, A.p0 + (o40 + i46) * A.s0_0, o41, lo44, hi45, 8192, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+                else tsr::load_row<tsr::ld_bf16>(dst39 + (i46) * 8192, A.p0, 0, 0, 0, 8192, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
               }
             }
           }
         }
         // yield
       }
-      // yield
-    } else {
-      // yield
-    }
-    // %36 = mul %25, %10 : i32
-    const int32_t v54 = tsr::wmul(iv35, v10);
-    // %37 = sub %7, %36 : i32
-    const int32_t v55 = tsr::wsub(v7, v54);
-    // %38 = min %10, %37 : i32
-    const int32_t v56 = tsr::imin(v10, v55);
-    // %39 = for %16, %38, %4, %26 : tile<i32, [256]> {...}
-    alignas(64) int32_t c57[256];
-    __builtin_memcpy(c57, c34, sizeof(c57));
-    for (int64_t iv58_ = v16; v4 > 0 && iv58_ < v56; iv58_ += v4) {
-      const int32_t iv58 = int32_t(iv58_);
-      // %42 = add %36, %40 : i32
-      const int32_t v59 = tsr::wadd(v54, iv58);
-      // %43 = add %28, %40 : i32
-      const int32_t v60 = tsr::wadd(v37, iv58);
-      // %44 = buffer_read %9, %43 : tile<bf16, [1, 8192]>
-      if (!(true && int64_t(v60) >= 0 && int64_t(v60) < 4)) { tsr_fault(788); return; }
-      alignas(64) float v61[8192];
-      __builtin_memcpy(v61, buf9 + ((0) * 4 + int64_t(v60)) * 8192, sizeof(v61));
-      // %45 = reshape %44 : tile<bf16, [8192]>
-      // %46 = bitcast %45 : tile<u16, [8192]>
-      // (computed inside its user)
-      // %47 = cast %46 : tile<u32, [8192]>
-      alignas(64) uint32_t v62[8192];
-      for (int64_t i63 = 0; i63 < 8192; ++i63) v62[i63] = uint32_t((uint16_t(tsr::bf16_bits(v61[i63]))));
-      // %48 = splat %19 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %49 = xor %47, %48 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %50 = splat %20 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %51 = shr %47, %50 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %52 = splat %14 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %53 = cmp %51, %52 {pred = "eq"} : tile<i1, [8192]>
-      // (computed inside its user)
-      // %54 = where %53, %49, %47 : tile<u32, [8192]>
-      alignas(64) uint32_t v64[8192];
-      for (int64_t i65 = 0; i65 < 8192; ++i65) v64[i65] = ((uint8_t((tsr::ishr(v62[i65], (v30))) == (v14))) ? (uint32_t(v62[i65] ^ (v29))) : v62[i65]);
-      // %55 = cmp %42, %21 {pred = "eq"} : i1
-      const uint8_t v66 = uint8_t(v59 == v31);
-      // %56 = if %55 : tile<u32, [8192]> {...}
-      alignas(64) uint32_t v67[8192];
-      if (v66) {
-        // %57 = mul %42, %3 : i32
-        const int32_t v68 = tsr::wmul(v59, v3);
-        // %58 = arange : tile<i32, [8192]>
-        // (computed inside its user)
-        // %59 = splat %57 : tile<i32, [8192]>
-        // (computed inside its user)
-        // %60 = add %58, %59 : tile<i32, [8192]>
-        // (computed inside its user)
-        // %61 = splat %2 : tile<i32, [8192]>
-        // (computed inside its user)
-        // %62 = cmp %60, %61 {pred = "lt"} : tile<i1, [8192]>
-        // (computed inside its user)
-        // %63 = splat %8 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %64 = where %62, %54, %63 : tile<u32, [8192]>
-        alignas(64) uint32_t v69[8192];
-        for (int64_t i70 = 0; i70 < 8192; ++i70) v69[i70] = ((uint8_t((tsr::wadd((int32_t(0 + i70)), (v68))) < (v2))) ? v64[i70] : (v8));
-        // yield %64
-        __builtin_memcpy(v67, v69, sizeof(v67));
-      } else {
-        // yield %54
-        __builtin_memcpy(v67, v64, sizeof(v67));
-      }
-      // %65 = splat %22 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %66 = shr %56, %65 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %67 = splat %23 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %68 = and %66, %67 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %69 = cast %68 : tile<i32, [8192]>
-      alignas(64) int32_t v71[8192];
-      for (int64_t i72 = 0; i72 < 8192; ++i72) v71[i72] = int32_t((uint32_t((tsr::ishr(v67[i72], (v32))) & (v33))));
-      // %70 = histogram %69 : tile<i32, [256]>
-      alignas(64) int32_t v73[256];
-      tsr::histogram(v71, 8192, v73, 256);
-      // %71 = add %41, %70 : tile<i32, [256]>
-      // (written into the carried c57)
-      for (int64_t i74 = 0; i74 < 256; ++i74) c57[i74] = tsr::wadd(c57[i74], v73[i74]);
-      // yield %71
-    }
-    // yield %39
-    __builtin_memcpy(c34, c57, sizeof(c34));
-  }
-  // %72 = scan %24 {axis = 0, kind = "sum"} : tile<i32, [256]>
-  alignas(64) int32_t v75[256];
-  for (int64_t o_ = 0; o_ < 1; ++o_)
-  for (int64_t n_ = 0; n_ < 1; ++n_) {
-    int32_t acc76 = c34[(o_ * 256 + 0) * 1 + n_];
-    v75[(o_ * 256 + 0) * 1 + n_] = acc76;
-    for (int64_t l77 = 1; l77 < 256; ++l77) {
-      acc76 = tsr::wadd(acc76, c34[(o_ * 256 + l77) * 1 + n_]);
-      v75[(o_ * 256 + l77) * 1 + n_] = acc76;
-    }
-  }
-  // %73 = splat %15 : tile<i32, [256]>
-  // (computed inside its user)
-  // %74 = cmp %72, %73 {pred = "lt"} : tile<i1, [256]>
-  alignas(64) uint8_t v78[256];
-  for (int64_t i79 = 0; i79 < 256; ++i79) v78[i79] = uint8_t(v75[i79] < (v15));
-  // %75 = cast %74 : tile<i32, [256]>
-  alignas(64) int32_t v80[256];
-  for (int64_t i81 = 0; i81 < 256; ++i81) v80[i81] = int32_t(v78[i81]);
-  // %76 = reduce %75 {axis = 0, kind = "sum"} : i32
-  int32_t v82;
-  for (int64_t o_ = 0; o_ < 1; ++o_) {
-    int32_t ln_[16];
-    for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-    for (int64_t l_ = 0; l_ < 256; l_ += 16)
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v80[o_ * 256 + l_ + q_]);
-    int32_t acc_ = ln_[0];
-    for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-    v82 = acc_;
-  }
-  // %77 = arange : tile<i32, [256]>
-  alignas(64) int32_t v83[256];
-  for (int64_t i84 = 0; i84 < 256; ++i84) v83[i84] = int32_t(0 + i84);
-  // %78 = splat %76 : tile<i32, [256]>
-  // (computed inside its user)
-  // %79 = cmp %77, %78 {pred = "eq"} : tile<i1, [256]>
-  // (computed inside its user)
-  // %80 = where %79, %24, %17 : tile<i32, [256]>
-  alignas(64) int32_t v85[256];
-  for (int64_t i86 = 0; i86 < 256; ++i86) v85[i86] = ((uint8_t(v83[i86] == (v82))) ? c34[i86] : v16);
-  // %81 = reduce %80 {axis = 0, kind = "sum"} : i32
-  int32_t v87;
-  for (int64_t o_ = 0; o_ < 1; ++o_) {
-    int32_t ln_[16];
-    for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-    for (int64_t l_ = 0; l_ < 256; l_ += 16)
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v85[o_ * 256 + l_ + q_]);
-    int32_t acc_ = ln_[0];
-    for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-    v87 = acc_;
-  }
-  // %82 = where %74, %24, %17 : tile<i32, [256]>
-  alignas(64) int32_t v88[256];
-  for (int64_t i89 = 0; i89 < 256; ++i89) v88[i89] = (v78[i89] ? c34[i89] : v16);
-  // %83 = reduce %82 {axis = 0, kind = "sum"} : i32
-  int32_t v90;
-  for (int64_t o_ = 0; o_ < 1; ++o_) {
-    int32_t ln_[16];
-    for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-    for (int64_t l_ = 0; l_ < 256; l_ += 16)
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v88[o_ * 256 + l_ + q_]);
-    int32_t acc_ = ln_[0];
-    for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-    v90 = acc_;
-  }
-  // %84 = sub %15, %83 : i32
-  const int32_t v91 = tsr::wsub(v15, v90);
-  // %85 = cast %76 : u32
-  const uint32_t v92 = uint32_t(v82);
-  // %86 = const {value = 8} : u32
-  const uint32_t v93 = uint32_t(INT64_C(8));
-  // %87 = shl %85, %86 : u32
-  const uint32_t v94 = tsr::ishl(v92, v93);
-  // %88 = or %14, %87 : u32
-  const uint32_t v95 = uint32_t(v14 | v94);
-  // %89 = cmp %81, %84 {pred = "ne"} : i1
-  const uint8_t v96 = uint8_t(v87 != v91);
-  // %90, %91, %92, %93 = if %89 : u32, i32, u32, i1 {...}
-  uint32_t v97;
-  int32_t v98;
-  uint32_t v99;
-  uint8_t v100;
-  if (v96) {
-    // for %16, %10, %4 {...}
-    for (int64_t iv101_ = v16; v4 > 0 && iv101_ < v10; iv101_ += v4) {
-      const int32_t iv101 = int32_t(iv101_);
-      // async_copy %9, %x, %94, %1, %94
-      if (!(true && int64_t(iv101) >= 0 && int64_t(iv101) < 4)) { tsr_fault(1620); return; }
-      {
-        float* const dst102 = buf9 + ((0) * 4 + int64_t(iv101)) * 8192;
-        {
-          const int64_t o103 = int64_t(v1) * 1;
-          const int64_t o104 = int64_t(iv101) * 8192;
-          if (o103 >= 0 && o103 + 1 <= A.d0_0 && o104 >= 0 && o104 + 8192 <= A.d0_1) {
-            for (int64_t i105 = 0; i105 < 1; ++i105) {
-              for (int64_t i106 = 0; i106 < 8192; ++i106) dst102[(i105) * 8192 + i106] = tsr::bf2f(A.p0[(o103 + i105) * A.s0_0 + o104 + i106]);
-            }
-          } else {
-            // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-            const int64_t lo107 = o104 >= 0 ? 0 : -o104 < 8192 ? -o104 : 8192;
-            const int64_t hi108 = A.d0_1 - o104 >= 8192 ? 8192 : A.d0_1 - o104 > lo107 ? A.d0_1 - o104 : lo107;
-            for (int64_t i109 = 0; i109 < 1; ++i109) {
-              if ((o103 + i109) >= 0 && (o103 + i109) < A.d0_0) tsr::load_row<tsr::ld_bf16>(dst102 + (i109) * 8192, A.p0 + (o103 + i109) * A.s0_0, o104, lo107, hi108, 8192, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
-              else tsr::load_row<tsr::ld_bf16>(dst102 + (i109) * 8192, A.p0, 0, 0, 0, 8192, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
-            }
-          }
-        }
-      }
-      // yield
-    }
-    // %95 = const {value = 32767} : u32
-    const uint32_t v111 = uint32_t(INT64_C(32767));
-    // %96 = const {value = 15} : u32
-    const uint32_t v112 = uint32_t(INT64_C(15));
-    // %97 = sub %7, %4 : i32
-    const int32_t v113 = tsr::wsub(v7, v4);
-    // %98 = const {value = 255} : u32
-    const uint32_t v114 = uint32_t(INT64_C(255));
-    // %99 = shr %88, %86 : u32
-    const uint32_t v115 = tsr::ishr(v95, v93);
-    // %100 = const {value = -1} : i32
-    const int32_t v116 = int32_t(INT64_C(-1));
-    // %101 = for %16, %13, %4, %17 : tile<i32, [256]> {...}
-    alignas(64) int32_t c117[256];
-    __builtin_memcpy(c117, v17, sizeof(c117));
-    for (int64_t iv118_ = v16; v4 > 0 && iv118_ < v13; iv118_ += v4) {
-      const int32_t iv118 = int32_t(iv118_);
-      // async_wait
-      // (copies are synchronous here: nothing to wait for)
-      // %104 = rem %102, %10 : i32
-      const int32_t v119 = tsr::irem(iv118, v10);
-      // %105 = mul %104, %10 : i32
-      const int32_t v120 = tsr::wmul(v119, v10);
-      // %106 = add %102, %4 : i32
-      const int32_t v121 = tsr::wadd(iv118, v4);
-      // %107 = cmp %106, %13 {pred = "lt"} : i1
-      const uint8_t v122 = uint8_t(v121 < v13);
-      // if %107 {...}
-      if (v122) {
-        // %108 = mul %106, %10 : i32
-        const int32_t v123 = tsr::wmul(v121, v10);
-        // %109 = sub %10, %105 : i32
-        const int32_t v124 = tsr::wsub(v10, v120);
-        // for %16, %10, %4 {...}
-        for (int64_t iv125_ = v16; v4 > 0 && iv125_ < v10; iv125_ += v4) {
-          const int32_t iv125 = int32_t(iv125_);
-          // %111 = add %108, %110 : i32
-          const int32_t v126 = tsr::wadd(v123, iv125);
-          // %112 = add %109, %110 : i32
-          const int32_t v127 = tsr::wadd(v124, iv125);
-          // async_copy %9, %x, %112, %1, %111
-          if (!(true && int64_t(v127) >= 0 && int64_t(v127) < 4)) { tsr_fault(1940); return; }
-          {
-            float* const dst128 = buf9 + ((0) * 4 + int64_t(v127)) * 8192;
+      // %42 = const {value = 32767} : u32
+      const uint32_t v48 = uint32_t(INT64_C(32767));
+      // %43 = const {value = 15} : u32
+      const uint32_t v49 = uint32_t(INT64_C(15));
+      // %44 = sub %7, %4 : i32
+      const int32_t v50 = tsr::wsub(v7, v4);
+      // %45 = const {value = 255} : u32
+      const uint32_t v51 = uint32_t(INT64_C(255));
+      // %46 = shr %24, %36 : u32
+      const uint32_t v52 = tsr::ishr(c19, v32);
+      // %47 = const {value = -1} : i32
+      const int32_t v53 = int32_t(INT64_C(-1));
+      // %48 = for %18, %13, %4, %40 : tile<i32, [256]> {...}
+      alignas(64) int32_t c54[256];
+      __builtin_memcpy(c54, v36, sizeof(c54));
+      for (int64_t iv55_ = v18; v4 > 0 && iv55_ < v13; iv55_ += v4) {
+        const int32_t iv55 = int32_t(iv55_);
+        // async_wait
+        // (copies are synchronous here: nothing to wait for)
+        // %51 = rem %49, %10 : i32
+        const int32_t v56 = tsr::irem(iv55, v10);
+        // %52 = mul %51, %10 : i32
+        const int32_t v57 = tsr::wmul(v56, v10);
+        // %53 = add %49, %4 : i32
+        const int32_t v58 = tsr::wadd(iv55, v4);
+        // %54 = cmp %53, %13 {pred = "lt"} : i1
+        const uint8_t v59 = uint8_t(v58 < v13);
+        // if %54 {...}
+        if (v59) {
+          // %55 = mul %53, %10 : i32
+          const int32_t v60 = tsr::wmul(v58, v10);
+          // %56 = sub %10, %52 : i32
+          const int32_t v61 = tsr::wsub(v10, v57);
+          // for %18, %10, %4 {...}
+          for (int64_t iv62_ = v18; v4 > 0 && iv62_ < v10; iv62_ += v4) {
+            const int32_t iv62 = int32_t(iv62_);
+            // %58 = add %55, %57 : i32
+            const int32_t v63 = tsr::wadd(v60, iv62);
+            // %59 = add %56, %57 : i32
+            const int32_t v64 = tsr::wadd(v61, iv62);
+            // async_copy %9, %x, %59, %1, %58
+            if (!(true && int64_t(v64) >= 0 && int64_t(v64) < 4)) { tsr_fault(836); return; }
             {
-              const int64_t o129 = int64_t(v1) * 1;
-              const int64_t o130 = int64_t(v126) * 8192;
-              if (o129 >= 0 && o129 + 1 <= A.d0_0 && o130 >= 0 && o130 + 8192 <= A.d0_1) {
-                for (int64_t i131 = 0; i131 < 1; ++i131) {
-                  for (int64_t i132 = 0; i132 < 8192; ++i132) dst128[(i131) * 8192 + i132] = tsr::bf2f(A.p0[(o129 + i131) * A.s0_0 + o130 + i132]);
-                }
-              } else {
-                // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-                const int64_t lo133 = o130 >= 0 ? 0 : -o130 < 8192 ? -o130 : 8192;
-                const int64_t hi134 = A.d0_1 - o130 >= 8192 ? 8192 : A.d0_1 - o130 > lo133 ? A.d0_1 - o130 : lo133;
-                for (int64_t i135 = 0; i135 < 1; ++i135) {
-                  if ((o129 + i135) >= 0 && (o129 + i135) < A.d0_0) tsr::load_row<tsr::ld_bf16>(dst128 + (i135) * 8192, A.p0 + (o129 + i135) * A.s0_0, o130, lo133, hi134, 8192, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
-                  else tsr::load_row<tsr::ld_bf16>(dst128 + (i135) * 8192, A.p0, 0, 0, 0, 8192, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+              float* const dst65 = buf9 + ((0) * 4 + int64_t(v64)) * 8192;
+              {
+                const int64_t o66 = int64_t(v1) * 1;
+                const int64_t o67 = int64_t(v63) * 8192;
+                if (o66 >= 0 && o66 + 1 <= A.d0_0 && o67 >= 0 && o67 + 8192 <= A.d0_1) {
+                  for (int64_t i68 = 0; i68 < 1; ++i68) {
+                    for (int64_t i69 = 0; i69 < 8192; ++i69) dst65[(i68) * 8192 + i69] = tsr::bf2f(A.p0[(o66 + i68) * A.s0_0 + o67 + i69]);
+                  }
+                } else {
+                  // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+                  const int64_t lo70 = o67 >= 0 ? 0 : -o67 < 8192 ? -o67 : 8192;
+                  const int64_t hi71 = A.d0_1 - o67 >= 8192 ? 8192 : A.d0_1 - o67 > lo70 ? A.d0_1 - o67 : lo70;
+                  for (int64_t i72 = 0; i72 < 1; ++i72) {
+                    if ((o66 + i72) >= 0 && (o66 + i72) < A.d0_0) tsr::load_row<tsr::ld_bf16>(dst65 + (i72) * 8192, A.p0 + (o66 + i72) * A.s0_0, o67, lo70, hi71, 8192, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+                    else tsr::load_row<tsr::ld_bf16>(dst65 + (i72) * 8192, A.p0, 0, 0, 0, 8192, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+                  }
                 }
               }
             }
+            // yield
           }
           // yield
-        }
-        // yield
-      } else {
-        // yield
-      }
-      // %113 = mul %102, %10 : i32
-      const int32_t v137 = tsr::wmul(iv118, v10);
-      // %114 = sub %7, %113 : i32
-      const int32_t v138 = tsr::wsub(v7, v137);
-      // %115 = min %10, %114 : i32
-      const int32_t v139 = tsr::imin(v10, v138);
-      // %116 = for %16, %115, %4, %103 : tile<i32, [256]> {...}
-      alignas(64) int32_t c140[256];
-      __builtin_memcpy(c140, c117, sizeof(c140));
-      for (int64_t iv141_ = v16; v4 > 0 && iv141_ < v139; iv141_ += v4) {
-        const int32_t iv141 = int32_t(iv141_);
-        // %119 = add %113, %117 : i32
-        const int32_t v142 = tsr::wadd(v137, iv141);
-        // %120 = add %105, %117 : i32
-        const int32_t v143 = tsr::wadd(v120, iv141);
-        // %121 = buffer_read %9, %120 : tile<bf16, [1, 8192]>
-        if (!(true && int64_t(v143) >= 0 && int64_t(v143) < 4)) { tsr_fault(2100); return; }
-        alignas(64) float v144[8192];
-        __builtin_memcpy(v144, buf9 + ((0) * 4 + int64_t(v143)) * 8192, sizeof(v144));
-        // %122 = reshape %121 : tile<bf16, [8192]>
-        // %123 = bitcast %122 : tile<u16, [8192]>
-        // (computed inside its user)
-        // %124 = cast %123 : tile<u32, [8192]>
-        alignas(64) uint32_t v145[8192];
-        for (int64_t i146 = 0; i146 < 8192; ++i146) v145[i146] = uint32_t((uint16_t(tsr::bf16_bits(v144[i146]))));
-        // %125 = splat %95 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %126 = xor %124, %125 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %127 = splat %96 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %128 = shr %124, %127 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %129 = splat %14 : tile<u32, [8192]>
-        alignas(64) uint32_t v147[8192];
-        for (int64_t i148 = 0; i148 < 8192; ++i148) v147[i148] = v14;
-        // %130 = cmp %128, %129 {pred = "eq"} : tile<i1, [8192]>
-        // (computed inside its user)
-        // %131 = where %130, %126, %124 : tile<u32, [8192]>
-        alignas(64) uint32_t v149[8192];
-        for (int64_t i150 = 0; i150 < 8192; ++i150) v149[i150] = ((uint8_t((tsr::ishr(v145[i150], (v112))) == v14)) ? (uint32_t(v145[i150] ^ (v111))) : v145[i150]);
-        // %132 = cmp %119, %97 {pred = "eq"} : i1
-        const uint8_t v151 = uint8_t(v142 == v113);
-        // %133 = if %132 : tile<u32, [8192]> {...}
-        alignas(64) uint32_t v152[8192];
-        if (v151) {
-          // %134 = mul %119, %3 : i32
-          const int32_t v153 = tsr::wmul(v142, v3);
-          // %135 = arange : tile<i32, [8192]>
-          // (computed inside its user)
-          // %136 = splat %134 : tile<i32, [8192]>
-          // (computed inside its user)
-          // %137 = add %135, %136 : tile<i32, [8192]>
-          // (computed inside its user)
-          // %138 = splat %2 : tile<i32, [8192]>
-          // (computed inside its user)
-          // %139 = cmp %137, %138 {pred = "lt"} : tile<i1, [8192]>
-          // (computed inside its user)
-          // %140 = splat %8 : tile<u32, [8192]>
-          // (computed inside its user)
-          // %141 = where %139, %131, %140 : tile<u32, [8192]>
-          alignas(64) uint32_t v154[8192];
-          for (int64_t i155 = 0; i155 < 8192; ++i155) v154[i155] = ((uint8_t((tsr::wadd((int32_t(0 + i155)), (v153))) < (v2))) ? v149[i155] : (v8));
-          // yield %141
-          __builtin_memcpy(v152, v154, sizeof(v152));
         } else {
-          // yield %131
-          __builtin_memcpy(v152, v149, sizeof(v152));
+          // yield
         }
-        // %142 = shr %133, %129 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %143 = splat %98 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %144 = and %142, %143 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %145 = cast %144 : tile<i32, [8192]>
-        // (computed inside its user)
-        // %146 = splat %86 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %147 = shr %133, %146 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %148 = splat %99 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %149 = cmp %147, %148 {pred = "eq"} : tile<i1, [8192]>
-        // (computed inside its user)
-        // %150 = splat %100 : tile<i32, [8192]>
-        // (computed inside its user)
-        // %151 = where %149, %145, %150 : tile<i32, [8192]>
-        alignas(64) int32_t v156[8192];
-        for (int64_t i157 = 0; i157 < 8192; ++i157) v156[i157] = ((uint8_t((tsr::ishr(v152[i157], (v93))) == (v115))) ? (int32_t((uint32_t((tsr::ishr(v152[i157], v14)) & (v114))))) : (v116));
-        // %152 = histogram %151 : tile<i32, [256]>
-        alignas(64) int32_t v158[256];
-        tsr::histogram(v156, 8192, v158, 256);
-        // %153 = add %118, %152 : tile<i32, [256]>
-        // (written into the carried c140)
-        for (int64_t i159 = 0; i159 < 256; ++i159) c140[i159] = tsr::wadd(c140[i159], v158[i159]);
-        // yield %153
+        // %60 = mul %49, %10 : i32
+        const int32_t v74 = tsr::wmul(iv55, v10);
+        // %61 = sub %7, %60 : i32
+        const int32_t v75 = tsr::wsub(v7, v74);
+        // %62 = min %10, %61 : i32
+        const int32_t v76 = tsr::imin(v10, v75);
+        // %63 = for %18, %62, %4, %50 : tile<i32, [256]> {...}
+        alignas(64) int32_t c77[256];
+        __builtin_memcpy(c77, c54, sizeof(c77));
+        for (int64_t iv78_ = v18; v4 > 0 && iv78_ < v76; iv78_ += v4) {
+          const int32_t iv78 = int32_t(iv78_);
+          // %66 = add %60, %64 : i32
+          const int32_t v79 = tsr::wadd(v74, iv78);
+          // %67 = add %52, %64 : i32
+          const int32_t v80 = tsr::wadd(v57, iv78);
+          // %68 = buffer_read %9, %67 : tile<bf16, [1, 8192]>
+          if (!(true && int64_t(v80) >= 0 && int64_t(v80) < 4)) { tsr_fault(996); return; }
+          alignas(64) float v81[8192];
+          __builtin_memcpy(v81, buf9 + ((0) * 4 + int64_t(v80)) * 8192, sizeof(v81));
+          // %69 = reshape %68 : tile<bf16, [8192]>
+          // %70 = bitcast %69 : tile<u16, [8192]>
+          // (computed inside its user)
+          // %71 = cast %70 : tile<u32, [8192]>
+          alignas(64) uint32_t v82[8192];
+          for (int64_t i83 = 0; i83 < 8192; ++i83) v82[i83] = uint32_t((uint16_t(tsr::bf16_bits(v81[i83]))));
+          // %72 = splat %42 : tile<u32, [8192]>
+          // (computed inside its user)
+          // %73 = xor %71, %72 : tile<u32, [8192]>
+          // (computed inside its user)
+          // %74 = splat %43 : tile<u32, [8192]>
+          // (computed inside its user)
+          // %75 = shr %71, %74 : tile<u32, [8192]>
+          // (computed inside its user)
+          // %76 = splat %14 : tile<u32, [8192]>
+          // (computed inside its user)
+          // %77 = cmp %75, %76 {pred = "eq"} : tile<i1, [8192]>
+          // (computed inside its user)
+          // %78 = where %77, %73, %71 : tile<u32, [8192]>
+          alignas(64) uint32_t v84[8192];
+          for (int64_t i85 = 0; i85 < 8192; ++i85) v84[i85] = ((uint8_t((tsr::ishr(v82[i85], (v49))) == (v14))) ? (uint32_t(v82[i85] ^ (v48))) : v82[i85]);
+          // %79 = cmp %66, %44 {pred = "eq"} : i1
+          const uint8_t v86 = uint8_t(v79 == v50);
+          // %80 = if %79 : tile<u32, [8192]> {...}
+          alignas(64) uint32_t v87[8192];
+          if (v86) {
+            // %81 = mul %66, %3 : i32
+            const int32_t v88 = tsr::wmul(v79, v3);
+            // %82 = arange : tile<i32, [8192]>
+            // (computed inside its user)
+            // %83 = splat %81 : tile<i32, [8192]>
+            // (computed inside its user)
+            // %84 = add %82, %83 : tile<i32, [8192]>
+            // (computed inside its user)
+            // %85 = splat %2 : tile<i32, [8192]>
+            // (computed inside its user)
+            // %86 = cmp %84, %85 {pred = "lt"} : tile<i1, [8192]>
+            // (computed inside its user)
+            // %87 = splat %8 : tile<u32, [8192]>
+            // (computed inside its user)
+            // %88 = where %86, %78, %87 : tile<u32, [8192]>
+            alignas(64) uint32_t v89[8192];
+            for (int64_t i90 = 0; i90 < 8192; ++i90) v89[i90] = ((uint8_t((tsr::wadd((int32_t(0 + i90)), (v88))) < (v2))) ? v84[i90] : (v8));
+            // yield %88
+            __builtin_memcpy(v87, v89, sizeof(v87));
+          } else {
+            // yield %78
+            __builtin_memcpy(v87, v84, sizeof(v87));
+          }
+          // %89 = splat %39 : tile<u32, [8192]>
+          // (computed inside its user)
+          // %90 = shr %80, %89 : tile<u32, [8192]>
+          // (computed inside its user)
+          // %91 = splat %45 : tile<u32, [8192]>
+          // (computed inside its user)
+          // %92 = and %90, %91 : tile<u32, [8192]>
+          // (computed inside its user)
+          // %93 = cast %92 : tile<i32, [8192]>
+          // (computed inside its user)
+          // %94 = splat %36 : tile<u32, [8192]>
+          // (computed inside its user)
+          // %95 = shr %80, %94 : tile<u32, [8192]>
+          // (computed inside its user)
+          // %96 = splat %46 : tile<u32, [8192]>
+          // (computed inside its user)
+          // %97 = cmp %95, %96 {pred = "eq"} : tile<i1, [8192]>
+          // (computed inside its user)
+          // %98 = splat %47 : tile<i32, [8192]>
+          // (computed inside its user)
+          // %99 = where %97, %93, %98 : tile<i32, [8192]>
+          alignas(64) int32_t v91[8192];
+          for (int64_t i92 = 0; i92 < 8192; ++i92) v91[i92] = ((uint8_t((tsr::ishr(v87[i92], (v32))) == (v52))) ? (int32_t((uint32_t((tsr::ishr(v87[i92], (v35))) & (v51))))) : (v53));
+          // %100 = histogram %99 : tile<i32, [256]>
+          alignas(64) int32_t v93[256];
+          tsr::histogram(v91, 8192, v93, 256);
+          // %101 = add %65, %100 : tile<i32, [256]>
+          // (written into the carried c77)
+          for (int64_t i94 = 0; i94 < 256; ++i94) c77[i94] = tsr::wadd(c77[i94], v93[i94]);
+          // yield %101
+        }
+        // yield %63
+        __builtin_memcpy(c54, c77, sizeof(c54));
       }
-      // yield %116
-      __builtin_memcpy(c117, c140, sizeof(c117));
-    }
-    // %154 = scan %101 {axis = 0, kind = "sum"} : tile<i32, [256]>
-    alignas(64) int32_t v160[256];
-    for (int64_t o_ = 0; o_ < 1; ++o_)
-    for (int64_t n_ = 0; n_ < 1; ++n_) {
-      int32_t acc161 = c117[(o_ * 256 + 0) * 1 + n_];
-      v160[(o_ * 256 + 0) * 1 + n_] = acc161;
-      for (int64_t l162 = 1; l162 < 256; ++l162) {
-        acc161 = tsr::wadd(acc161, c117[(o_ * 256 + l162) * 1 + n_]);
-        v160[(o_ * 256 + l162) * 1 + n_] = acc161;
+      // %102 = scan %48 {axis = 0, kind = "sum"} : tile<i32, [256]>
+      alignas(64) int32_t v95[256];
+      for (int64_t o_ = 0; o_ < 1; ++o_)
+      for (int64_t n_ = 0; n_ < 1; ++n_) {
+        int32_t acc96 = c54[(o_ * 256 + 0) * 1 + n_];
+        v95[(o_ * 256 + 0) * 1 + n_] = acc96;
+        for (int64_t l97 = 1; l97 < 256; ++l97) {
+          acc96 = tsr::wadd(acc96, c54[(o_ * 256 + l97) * 1 + n_]);
+          v95[(o_ * 256 + l97) * 1 + n_] = acc96;
+        }
       }
+      // %103 = splat %25 : tile<i32, [256]>
+      // (computed inside its user)
+      // %104 = cmp %102, %103 {pred = "lt"} : tile<i1, [256]>
+      alignas(64) uint8_t v98[256];
+      for (int64_t i99 = 0; i99 < 256; ++i99) v98[i99] = uint8_t(v95[i99] < (c20));
+      // %105 = cast %104 : tile<i32, [256]>
+      alignas(64) int32_t v100[256];
+      for (int64_t i101 = 0; i101 < 256; ++i101) v100[i101] = int32_t(v98[i101]);
+      // %106 = reduce %105 {axis = 0, kind = "sum"} : i32
+      int32_t v102;
+      for (int64_t o_ = 0; o_ < 1; ++o_) {
+        int32_t ln_[16];
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+        for (int64_t l_ = 0; l_ < 256; l_ += 16)
+          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v100[o_ * 256 + l_ + q_]);
+        int32_t acc_ = ln_[0];
+        for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+        v102 = acc_;
+      }
+      // %107 = arange : tile<i32, [256]>
+      // (computed inside its user)
+      // %108 = splat %106 : tile<i32, [256]>
+      // (computed inside its user)
+      // %109 = cmp %107, %108 {pred = "eq"} : tile<i1, [256]>
+      // (computed inside its user)
+      // %110 = where %109, %48, %40 : tile<i32, [256]>
+      alignas(64) int32_t v103[256];
+      for (int64_t i104 = 0; i104 < 256; ++i104) v103[i104] = ((uint8_t((int32_t(0 + i104)) == (v102))) ? c54[i104] : v18);
+      // %111 = reduce %110 {axis = 0, kind = "sum"} : i32
+      int32_t v105;
+      for (int64_t o_ = 0; o_ < 1; ++o_) {
+        int32_t ln_[16];
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+        for (int64_t l_ = 0; l_ < 256; l_ += 16)
+          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v103[o_ * 256 + l_ + q_]);
+        int32_t acc_ = ln_[0];
+        for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+        v105 = acc_;
+      }
+      // %112 = where %104, %48, %40 : tile<i32, [256]>
+      alignas(64) int32_t v106[256];
+      for (int64_t i107 = 0; i107 < 256; ++i107) v106[i107] = (v98[i107] ? c54[i107] : v18);
+      // %113 = reduce %112 {axis = 0, kind = "sum"} : i32
+      int32_t v108;
+      for (int64_t o_ = 0; o_ < 1; ++o_) {
+        int32_t ln_[16];
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+        for (int64_t l_ = 0; l_ < 256; l_ += 16)
+          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v106[o_ * 256 + l_ + q_]);
+        int32_t acc_ = ln_[0];
+        for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+        v108 = acc_;
+      }
+      // %114 = sub %25, %113 : i32
+      const int32_t v109 = tsr::wsub(c20, v108);
+      // %115 = cast %106 : u32
+      const uint32_t v110 = uint32_t(v102);
+      // %116 = shl %115, %39 : u32
+      const uint32_t v111 = tsr::ishl(v110, v35);
+      // %117 = or %24, %116 : u32
+      const uint32_t v112 = uint32_t(c19 | v111);
+      // %118 = cmp %111, %114 {pred = "ne"} : i1
+      const uint8_t v113 = uint8_t(v105 != v109);
+      // yield %117, %114, %39, %118
+      v24 = v112;
+      v25 = v109;
+      v26 = v35;
+      v27 = v113;
+    } else {
+      // yield %24, %25, %26, %27
+      v24 = c19;
+      v25 = c20;
+      v26 = c21;
+      v27 = c22;
     }
-    // %155 = splat %84 : tile<i32, [256]>
-    // (computed inside its user)
-    // %156 = cmp %154, %155 {pred = "lt"} : tile<i1, [256]>
-    alignas(64) uint8_t v163[256];
-    for (int64_t i164 = 0; i164 < 256; ++i164) v163[i164] = uint8_t(v160[i164] < (v91));
-    // %157 = cast %156 : tile<i32, [256]>
-    alignas(64) int32_t v165[256];
-    for (int64_t i166 = 0; i166 < 256; ++i166) v165[i166] = int32_t(v163[i166]);
-    // %158 = reduce %157 {axis = 0, kind = "sum"} : i32
-    int32_t v167;
-    for (int64_t o_ = 0; o_ < 1; ++o_) {
-      int32_t ln_[16];
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 256; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v165[o_ * 256 + l_ + q_]);
-      int32_t acc_ = ln_[0];
-      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v167 = acc_;
-    }
-    // %159 = splat %158 : tile<i32, [256]>
-    // (computed inside its user)
-    // %160 = cmp %77, %159 {pred = "eq"} : tile<i1, [256]>
-    // (computed inside its user)
-    // %161 = where %160, %101, %17 : tile<i32, [256]>
-    alignas(64) int32_t v168[256];
-    for (int64_t i169 = 0; i169 < 256; ++i169) v168[i169] = ((uint8_t(v83[i169] == (v167))) ? c117[i169] : v16);
-    // %162 = reduce %161 {axis = 0, kind = "sum"} : i32
-    int32_t v170;
-    for (int64_t o_ = 0; o_ < 1; ++o_) {
-      int32_t ln_[16];
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 256; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v168[o_ * 256 + l_ + q_]);
-      int32_t acc_ = ln_[0];
-      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v170 = acc_;
-    }
-    // %163 = where %156, %101, %17 : tile<i32, [256]>
-    alignas(64) int32_t v171[256];
-    for (int64_t i172 = 0; i172 < 256; ++i172) v171[i172] = (v163[i172] ? c117[i172] : v16);
-    // %164 = reduce %163 {axis = 0, kind = "sum"} : i32
-    int32_t v173;
-    for (int64_t o_ = 0; o_ < 1; ++o_) {
-      int32_t ln_[16];
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 256; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v171[o_ * 256 + l_ + q_]);
-      int32_t acc_ = ln_[0];
-      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v173 = acc_;
-    }
-    // %165 = sub %84, %164 : i32
-    const int32_t v174 = tsr::wsub(v91, v173);
-    // %166 = cast %158 : u32
-    const uint32_t v175 = uint32_t(v167);
-    // %167 = shl %166, %14 : u32
-    const uint32_t v176 = tsr::ishl(v175, v14);
-    // %168 = or %88, %167 : u32
-    const uint32_t v177 = uint32_t(v95 | v176);
-    // %169 = cmp %162, %165 {pred = "ne"} : i1
-    const uint8_t v178 = uint8_t(v170 != v174);
-    // yield %168, %165, %14, %169
-    v97 = v177;
-    v98 = v174;
-    v99 = v14;
-    v100 = v178;
-  } else {
-    // yield %88, %84, %86, %89
-    v97 = v95;
-    v98 = v91;
-    v99 = v93;
-    v100 = v96;
+    // yield %28, %29, %30, %31
+    c19 = v24;
+    c20 = v25;
+    c21 = v26;
+    c22 = v27;
   }
-  // %170 = shr %90, %92 : u32
-  const uint32_t v179 = tsr::ishr(v97, v99);
-  // for %16, %10, %4 {...}
-  for (int64_t iv180_ = v16; v4 > 0 && iv180_ < v10; iv180_ += v4) {
-    const int32_t iv180 = int32_t(iv180_);
-    // async_copy %9, %x, %171, %1, %171
-    if (!(true && int64_t(iv180) >= 0 && int64_t(iv180) < 4)) { tsr_fault(3012); return; }
+  // %119 = shr %19, %21 : u32
+  const uint32_t v114 = tsr::ishr(c19, c21);
+  // for %18, %10, %4 {...}
+  for (int64_t iv115_ = v18; v4 > 0 && iv115_ < v10; iv115_ += v4) {
+    const int32_t iv115 = int32_t(iv115_);
+    // async_copy %9, %x, %120, %1, %120
+    if (!(true && int64_t(iv115) >= 0 && int64_t(iv115) < 4)) { tsr_fault(1956); return; }
     {
-      float* const dst181 = buf9 + ((0) * 4 + int64_t(iv180)) * 8192;
+      float* const dst116 = buf9 + ((0) * 4 + int64_t(iv115)) * 8192;
       {
-        const int64_t o182 = int64_t(v1) * 1;
-        const int64_t o183 = int64_t(iv180) * 8192;
-        if (o182 >= 0 && o182 + 1 <= A.d0_0 && o183 >= 0 && o183 + 8192 <= A.d0_1) {
-          for (int64_t i184 = 0; i184 < 1; ++i184) {
-            for (int64_t i185 = 0; i185 < 8192; ++i185) dst181[(i184) * 8192 + i185] = tsr::bf2f(A.p0[(o182 + i184) * A.s0_0 + o183 + i185]);
+        const int64_t o117 = int64_t(v1) * 1;
+        const int64_t o118 = int64_t(iv115) * 8192;
+        if (o117 >= 0 && o117 + 1 <= A.d0_0 && o118 >= 0 && o118 + 8192 <= A.d0_1) {
+          for (int64_t i119 = 0; i119 < 1; ++i119) {
+            for (int64_t i120 = 0; i120 < 8192; ++i120) dst116[(i119) * 8192 + i120] = tsr::bf2f(A.p0[(o117 + i119) * A.s0_0 + o118 + i120]);
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-          const int64_t lo186 = o183 >= 0 ? 0 : -o183 < 8192 ? -o183 : 8192;
-          const int64_t hi187 = A.d0_1 - o183 >= 8192 ? 8192 : A.d0_1 - o183 > lo186 ? A.d0_1 - o183 : lo186;
-          for (int64_t i188 = 0; i188 < 1; ++i188) {
-            if ((o182 + i188) >= 0 && (o182 + i188) < A.d0_0) tsr::load_row<tsr::ld_bf16>(dst181 + (i188) * 8192, A.p0 + (o182 + i188) * A.s0_0, o183, lo186, hi187, 8192, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
-            else tsr::load_row<tsr::ld_bf16>(dst181 + (i188) * 8192, A.p0, 0, 0, 0, 8192, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+          const int64_t lo121 = o118 >= 0 ? 0 : -o118 < 8192 ? -o118 : 8192;
+          const int64_t hi122 = A.d0_1 - o118 >= 8192 ? 8192 : A.d0_1 - o118 > lo121 ? A.d0_1 - o118 : lo121;
+          for (int64_t i123 = 0; i123 < 1; ++i123) {
+            if ((o117 + i123) >= 0 && (o117 + i123) < A.d0_0) tsr::load_row<tsr::ld_bf16>(dst116 + (i123) * 8192, A.p0 + (o117 + i123) * A.s0_0, o118, lo121, hi122, 8192, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+            else tsr::load_row<tsr::ld_bf16>(dst116 + (i123) * 8192, A.p0, 0, 0, 0, 8192, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
           }
         }
       }
     }
     // yield
   }
-  // %172 = const {value = 32767} : u32
-  const uint32_t v190 = uint32_t(INT64_C(32767));
-  // %173 = const {value = 15} : u32
-  const uint32_t v191 = uint32_t(INT64_C(15));
-  // %174 = sub %7, %4 : i32
-  const int32_t v192 = tsr::wsub(v7, v4);
-  // %175, %176 = for %16, %13, %4, %16, %16 : i32, i32 {...}
-  int32_t c193;
-  c193 = v16;
-  int32_t c194;
-  c194 = v16;
-  for (int64_t iv195_ = v16; v4 > 0 && iv195_ < v13; iv195_ += v4) {
-    const int32_t iv195 = int32_t(iv195_);
+  // %121 = const {value = 32767} : u32
+  const uint32_t v125 = uint32_t(INT64_C(32767));
+  // %122 = const {value = 15} : u32
+  const uint32_t v126 = uint32_t(INT64_C(15));
+  // %123 = sub %7, %4 : i32
+  const int32_t v127 = tsr::wsub(v7, v4);
+  // %124, %125 = for %18, %13, %4, %18, %18 : i32, i32 {...}
+  int32_t c128;
+  c128 = v18;
+  int32_t c129;
+  c129 = v18;
+  for (int64_t iv130_ = v18; v4 > 0 && iv130_ < v13; iv130_ += v4) {
+    const int32_t iv130 = int32_t(iv130_);
     // async_wait
     // (copies are synchronous here: nothing to wait for)
-    // %180 = rem %177, %10 : i32
-    const int32_t v196 = tsr::irem(iv195, v10);
-    // %181 = mul %180, %10 : i32
-    const int32_t v197 = tsr::wmul(v196, v10);
-    // %182 = add %177, %4 : i32
-    const int32_t v198 = tsr::wadd(iv195, v4);
-    // %183 = cmp %182, %13 {pred = "lt"} : i1
-    const uint8_t v199 = uint8_t(v198 < v13);
-    // if %183 {...}
-    if (v199) {
-      // %184 = mul %182, %10 : i32
-      const int32_t v200 = tsr::wmul(v198, v10);
-      // %185 = sub %10, %181 : i32
-      const int32_t v201 = tsr::wsub(v10, v197);
-      // for %16, %10, %4 {...}
-      for (int64_t iv202_ = v16; v4 > 0 && iv202_ < v10; iv202_ += v4) {
-        const int32_t iv202 = int32_t(iv202_);
-        // %187 = add %184, %186 : i32
-        const int32_t v203 = tsr::wadd(v200, iv202);
-        // %188 = add %185, %186 : i32
-        const int32_t v204 = tsr::wadd(v201, iv202);
-        // async_copy %9, %x, %188, %1, %187
-        if (!(true && int64_t(v204) >= 0 && int64_t(v204) < 4)) { tsr_fault(3284); return; }
+    // %129 = rem %126, %10 : i32
+    const int32_t v131 = tsr::irem(iv130, v10);
+    // %130 = mul %129, %10 : i32
+    const int32_t v132 = tsr::wmul(v131, v10);
+    // %131 = add %126, %4 : i32
+    const int32_t v133 = tsr::wadd(iv130, v4);
+    // %132 = cmp %131, %13 {pred = "lt"} : i1
+    const uint8_t v134 = uint8_t(v133 < v13);
+    // if %132 {...}
+    if (v134) {
+      // %133 = mul %131, %10 : i32
+      const int32_t v135 = tsr::wmul(v133, v10);
+      // %134 = sub %10, %130 : i32
+      const int32_t v136 = tsr::wsub(v10, v132);
+      // for %18, %10, %4 {...}
+      for (int64_t iv137_ = v18; v4 > 0 && iv137_ < v10; iv137_ += v4) {
+        const int32_t iv137 = int32_t(iv137_);
+        // %136 = add %133, %135 : i32
+        const int32_t v138 = tsr::wadd(v135, iv137);
+        // %137 = add %134, %135 : i32
+        const int32_t v139 = tsr::wadd(v136, iv137);
+        // async_copy %9, %x, %137, %1, %136
+        if (!(true && int64_t(v139) >= 0 && int64_t(v139) < 4)) { tsr_fault(2228); return; }
         {
-          float* const dst205 = buf9 + ((0) * 4 + int64_t(v204)) * 8192;
+          float* const dst140 = buf9 + ((0) * 4 + int64_t(v139)) * 8192;
           {
-            const int64_t o206 = int64_t(v1) * 1;
-            const int64_t o207 = int64_t(v203) * 8192;
-            if (o206 >= 0 && o206 + 1 <= A.d0_0 && o207 >= 0 && o207 + 8192 <= A.d0_1) {
-              for (int64_t i208 = 0; i208 < 1; ++i208) {
-                for (int64_t i209 = 0; i209 < 8192; ++i209) dst205[(i208) * 8192 + i209] = tsr::bf2f(A.p0[(o206 + i208) * A.s0_0 + o207 + i209]);
+            const int64_t o141 = int64_t(v1) * 1;
+            const int64_t o142 = int64_t(v138) * 8192;
+            if (o141 >= 0 && o141 + 1 <= A.d0_0 && o142 >= 0 && o142 + 8192 <= A.d0_1) {
+              for (int64_t i143 = 0; i143 < 1; ++i143) {
+                for (int64_t i144 = 0; i144 < 8192; ++i144) dst140[(i143) * 8192 + i144] = tsr::bf2f(A.p0[(o141 + i143) * A.s0_0 + o142 + i144]);
               }
             } else {
               // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-              const int64_t lo210 = o207 >= 0 ? 0 : -o207 < 8192 ? -o207 : 8192;
-              const int64_t hi211 = A.d0_1 - o207 >= 8192 ? 8192 : A.d0_1 - o207 > lo210 ? A.d0_1 - o207 : lo210;
-              for (int64_t i212 = 0; i212 < 1; ++i212) {
-                if ((o206 + i212) >= 0 && (o206 + i212) < A.d0_0) tsr::load_row<tsr::ld_bf16>(dst205 + (i212) * 8192, A.p0 + (o206 + i212) * A.s0_0, o207, lo210, hi211, 8192, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
-                else tsr::load_row<tsr::ld_bf16>(dst205 + (i212) * 8192, A.p0, 0, 0, 0, 8192, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+              const int64_t lo145 = o142 >= 0 ? 0 : -o142 < 8192 ? -o142 : 8192;
+              const int64_t hi146 = A.d0_1 - o142 >= 8192 ? 8192 : A.d0_1 - o142 > lo145 ? A.d0_1 - o142 : lo145;
+              for (int64_t i147 = 0; i147 < 1; ++i147) {
+                if ((o141 + i147) >= 0 && (o141 + i147) < A.d0_0) tsr::load_row<tsr::ld_bf16>(dst140 + (i147) * 8192, A.p0 + (o141 + i147) * A.s0_0, o142, lo145, hi146, 8192, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+                else tsr::load_row<tsr::ld_bf16>(dst140 + (i147) * 8192, A.p0, 0, 0, 0, 8192, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
               }
             }
           }
@@ -731,287 +511,285 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     } else {
       // yield
     }
-    // %189 = mul %177, %10 : i32
-    const int32_t v214 = tsr::wmul(iv195, v10);
-    // %190 = sub %7, %189 : i32
-    const int32_t v215 = tsr::wsub(v7, v214);
-    // %191 = min %10, %190 : i32
-    const int32_t v216 = tsr::imin(v10, v215);
-    // %192, %193 = for %16, %191, %4, %178, %179 : i32, i32 {...}
-    int32_t c217;
-    c217 = c193;
-    int32_t c218;
-    c218 = c194;
-    for (int64_t iv219_ = v16; v4 > 0 && iv219_ < v216; iv219_ += v4) {
-      const int32_t iv219 = int32_t(iv219_);
-      // %197 = add %189, %194 : i32
-      const int32_t v220 = tsr::wadd(v214, iv219);
-      // %198 = add %181, %194 : i32
-      const int32_t v221 = tsr::wadd(v197, iv219);
-      // %199 = buffer_read %9, %198 : tile<bf16, [1, 8192]>
-      if (!(true && int64_t(v221) >= 0 && int64_t(v221) < 4)) { tsr_fault(3444); return; }
-      alignas(64) float v222[8192];
-      __builtin_memcpy(v222, buf9 + ((0) * 4 + int64_t(v221)) * 8192, sizeof(v222));
-      // %200 = reshape %199 : tile<bf16, [8192]>
-      // %201 = bitcast %200 : tile<u16, [8192]>
+    // %138 = mul %126, %10 : i32
+    const int32_t v149 = tsr::wmul(iv130, v10);
+    // %139 = sub %7, %138 : i32
+    const int32_t v150 = tsr::wsub(v7, v149);
+    // %140 = min %10, %139 : i32
+    const int32_t v151 = tsr::imin(v10, v150);
+    // %141, %142 = for %18, %140, %4, %127, %128 : i32, i32 {...}
+    int32_t c152;
+    c152 = c128;
+    int32_t c153;
+    c153 = c129;
+    for (int64_t iv154_ = v18; v4 > 0 && iv154_ < v151; iv154_ += v4) {
+      const int32_t iv154 = int32_t(iv154_);
+      // %146 = add %138, %143 : i32
+      const int32_t v155 = tsr::wadd(v149, iv154);
+      // %147 = add %130, %143 : i32
+      const int32_t v156 = tsr::wadd(v132, iv154);
+      // %148 = buffer_read %9, %147 : tile<bf16, [1, 8192]>
+      if (!(true && int64_t(v156) >= 0 && int64_t(v156) < 4)) { tsr_fault(2388); return; }
+      alignas(64) float v157[8192];
+      __builtin_memcpy(v157, buf9 + ((0) * 4 + int64_t(v156)) * 8192, sizeof(v157));
+      // %149 = reshape %148 : tile<bf16, [8192]>
+      // %150 = bitcast %149 : tile<u16, [8192]>
       // (computed inside its user)
-      // %202 = cast %201 : tile<u32, [8192]>
-      alignas(64) uint32_t v223[8192];
-      for (int64_t i224 = 0; i224 < 8192; ++i224) v223[i224] = uint32_t((uint16_t(tsr::bf16_bits(v222[i224]))));
-      // %203 = splat %172 : tile<u32, [8192]>
+      // %151 = cast %150 : tile<u32, [8192]>
+      alignas(64) uint32_t v158[8192];
+      for (int64_t i159 = 0; i159 < 8192; ++i159) v158[i159] = uint32_t((uint16_t(tsr::bf16_bits(v157[i159]))));
+      // %152 = splat %121 : tile<u32, [8192]>
       // (computed inside its user)
-      // %204 = xor %202, %203 : tile<u32, [8192]>
+      // %153 = xor %151, %152 : tile<u32, [8192]>
       // (computed inside its user)
-      // %205 = splat %173 : tile<u32, [8192]>
+      // %154 = splat %122 : tile<u32, [8192]>
       // (computed inside its user)
-      // %206 = shr %202, %205 : tile<u32, [8192]>
+      // %155 = shr %151, %154 : tile<u32, [8192]>
       // (computed inside its user)
-      // %207 = splat %14 : tile<u32, [8192]>
+      // %156 = splat %14 : tile<u32, [8192]>
       // (computed inside its user)
-      // %208 = cmp %206, %207 {pred = "eq"} : tile<i1, [8192]>
+      // %157 = cmp %155, %156 {pred = "eq"} : tile<i1, [8192]>
       // (computed inside its user)
-      // %209 = where %208, %204, %202 : tile<u32, [8192]>
-      alignas(64) uint32_t v225[8192];
-      for (int64_t i226 = 0; i226 < 8192; ++i226) v225[i226] = ((uint8_t((tsr::ishr(v223[i226], (v191))) == (v14))) ? (uint32_t(v223[i226] ^ (v190))) : v223[i226]);
-      // %210 = cmp %197, %174 {pred = "eq"} : i1
-      const uint8_t v227 = uint8_t(v220 == v192);
-      // %211 = if %210 : tile<u32, [8192]> {...}
-      alignas(64) uint32_t v228[8192];
-      if (v227) {
-        // %212 = mul %197, %3 : i32
-        const int32_t v229 = tsr::wmul(v220, v3);
-        // %213 = arange : tile<i32, [8192]>
+      // %158 = where %157, %153, %151 : tile<u32, [8192]>
+      alignas(64) uint32_t v160[8192];
+      for (int64_t i161 = 0; i161 < 8192; ++i161) v160[i161] = ((uint8_t((tsr::ishr(v158[i161], (v126))) == (v14))) ? (uint32_t(v158[i161] ^ (v125))) : v158[i161]);
+      // %159 = cmp %146, %123 {pred = "eq"} : i1
+      const uint8_t v162 = uint8_t(v155 == v127);
+      // %160 = if %159 : tile<u32, [8192]> {...}
+      alignas(64) uint32_t v163[8192];
+      if (v162) {
+        // %161 = mul %146, %3 : i32
+        const int32_t v164 = tsr::wmul(v155, v3);
+        // %162 = arange : tile<i32, [8192]>
         // (computed inside its user)
-        // %214 = splat %212 : tile<i32, [8192]>
+        // %163 = splat %161 : tile<i32, [8192]>
         // (computed inside its user)
-        // %215 = add %213, %214 : tile<i32, [8192]>
+        // %164 = add %162, %163 : tile<i32, [8192]>
         // (computed inside its user)
-        // %216 = splat %2 : tile<i32, [8192]>
+        // %165 = splat %2 : tile<i32, [8192]>
         // (computed inside its user)
-        // %217 = cmp %215, %216 {pred = "lt"} : tile<i1, [8192]>
+        // %166 = cmp %164, %165 {pred = "lt"} : tile<i1, [8192]>
         // (computed inside its user)
-        // %218 = splat %8 : tile<u32, [8192]>
+        // %167 = splat %8 : tile<u32, [8192]>
         // (computed inside its user)
-        // %219 = where %217, %209, %218 : tile<u32, [8192]>
-        alignas(64) uint32_t v230[8192];
-        for (int64_t i231 = 0; i231 < 8192; ++i231) v230[i231] = ((uint8_t((tsr::wadd((int32_t(0 + i231)), (v229))) < (v2))) ? v225[i231] : (v8));
-        // yield %219
-        __builtin_memcpy(v228, v230, sizeof(v228));
+        // %168 = where %166, %158, %167 : tile<u32, [8192]>
+        alignas(64) uint32_t v165[8192];
+        for (int64_t i166 = 0; i166 < 8192; ++i166) v165[i166] = ((uint8_t((tsr::wadd((int32_t(0 + i166)), (v164))) < (v2))) ? v160[i166] : (v8));
+        // yield %168
+        __builtin_memcpy(v163, v165, sizeof(v163));
       } else {
-        // yield %209
-        __builtin_memcpy(v228, v225, sizeof(v228));
+        // yield %158
+        __builtin_memcpy(v163, v160, sizeof(v163));
       }
-      // %220 = splat %92 : tile<u32, [8192]>
+      // %169 = splat %21 : tile<u32, [8192]>
       // (computed inside its user)
-      // %221 = shr %211, %220 : tile<u32, [8192]>
-      alignas(64) uint32_t v232[8192];
-      for (int64_t i233 = 0; i233 < 8192; ++i233) v232[i233] = tsr::ishr(v228[i233], (v99));
-      // %222 = splat %170 : tile<u32, [8192]>
-      alignas(64) uint32_t v234[8192];
-      for (int64_t i235 = 0; i235 < 8192; ++i235) v234[i235] = v179;
-      // %223 = cmp %221, %222 {pred = "eq"} : tile<i1, [8192]>
-      alignas(64) uint8_t v236[8192];
-      for (int64_t i237 = 0; i237 < 8192; ++i237) v236[i237] = uint8_t(v232[i237] == v179);
-      // %224 = cmp %221, %222 {pred = "lt"} : tile<i1, [8192]>
-      alignas(64) uint8_t v238[8192];
-      for (int64_t i239 = 0; i239 < 8192; ++i239) v238[i239] = uint8_t(v232[i239] < v179);
-      // %225 = cast %223 : tile<i32, [8192]>
-      alignas(64) int32_t v240[8192];
-      for (int64_t i241 = 0; i241 < 8192; ++i241) v240[i241] = int32_t(v236[i241]);
-      // %226 = reduce %225 {axis = 0, kind = "sum"} : i32
-      int32_t v242;
+      // %170 = shr %160, %169 : tile<u32, [8192]>
+      alignas(64) uint32_t v167[8192];
+      for (int64_t i168 = 0; i168 < 8192; ++i168) v167[i168] = tsr::ishr(v163[i168], (c21));
+      // %171 = splat %119 : tile<u32, [8192]>
+      alignas(64) uint32_t v169[8192];
+      for (int64_t i170 = 0; i170 < 8192; ++i170) v169[i170] = v114;
+      // %172 = cmp %170, %171 {pred = "eq"} : tile<i1, [8192]>
+      alignas(64) uint8_t v171[8192];
+      for (int64_t i172 = 0; i172 < 8192; ++i172) v171[i172] = uint8_t(v167[i172] == v114);
+      // %173 = cmp %170, %171 {pred = "lt"} : tile<i1, [8192]>
+      alignas(64) uint8_t v173[8192];
+      for (int64_t i174 = 0; i174 < 8192; ++i174) v173[i174] = uint8_t(v167[i174] < v114);
+      // %174 = cast %172 : tile<i32, [8192]>
+      alignas(64) int32_t v175[8192];
+      for (int64_t i176 = 0; i176 < 8192; ++i176) v175[i176] = int32_t(v171[i176]);
+      // %175 = reduce %174 {axis = 0, kind = "sum"} : i32
+      int32_t v177;
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         int32_t ln_[16];
         for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
         for (int64_t l_ = 0; l_ < 8192; l_ += 16)
-          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v240[o_ * 8192 + l_ + q_]);
+          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v175[o_ * 8192 + l_ + q_]);
         int32_t acc_ = ln_[0];
         for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-        v242 = acc_;
+        v177 = acc_;
       }
-      // %227 = add %196, %226 : i32
-      const int32_t v243 = tsr::wadd(c218, v242);
-      // %228 = cmp %227, %91 {pred = "le"} : i1
-      const uint8_t v244 = uint8_t(v243 <= v98);
-      // %229 = if %228 : tile<i1, [8192]> {...}
-      alignas(64) uint8_t v245[8192];
-      if (v244) {
-        // %230 = or %224, %223 : tile<i1, [8192]>
-        alignas(64) uint8_t v246[8192];
-        for (int64_t i247 = 0; i247 < 8192; ++i247) v246[i247] = uint8_t(v238[i247] | v236[i247]);
-        // yield %230
-        __builtin_memcpy(v245, v246, sizeof(v245));
+      // %176 = add %145, %175 : i32
+      const int32_t v178 = tsr::wadd(c153, v177);
+      // %177 = cmp %176, %20 {pred = "le"} : i1
+      const uint8_t v179 = uint8_t(v178 <= c20);
+      // %178 = if %177 : tile<i1, [8192]> {...}
+      alignas(64) uint8_t v180[8192];
+      if (v179) {
+        // %179 = or %173, %172 : tile<i1, [8192]>
+        alignas(64) uint8_t v181[8192];
+        for (int64_t i182 = 0; i182 < 8192; ++i182) v181[i182] = uint8_t(v173[i182] | v171[i182]);
+        // yield %179
+        __builtin_memcpy(v180, v181, sizeof(v180));
       } else {
-        // %231 = scan %225 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-        alignas(64) int32_t v248[8192];
+        // %180 = scan %174 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+        alignas(64) int32_t v183[8192];
         for (int64_t o_ = 0; o_ < 1; ++o_)
         for (int64_t n_ = 0; n_ < 1; ++n_) {
-          int32_t acc249 = v240[(o_ * 8192 + 0) * 1 + n_];
-          v248[(o_ * 8192 + 0) * 1 + n_] = acc249;
-          for (int64_t l250 = 1; l250 < 8192; ++l250) {
-            acc249 = tsr::wadd(acc249, v240[(o_ * 8192 + l250) * 1 + n_]);
-            v248[(o_ * 8192 + l250) * 1 + n_] = acc249;
+          int32_t acc184 = v175[(o_ * 8192 + 0) * 1 + n_];
+          v183[(o_ * 8192 + 0) * 1 + n_] = acc184;
+          for (int64_t l185 = 1; l185 < 8192; ++l185) {
+            acc184 = tsr::wadd(acc184, v175[(o_ * 8192 + l185) * 1 + n_]);
+            v183[(o_ * 8192 + l185) * 1 + n_] = acc184;
           }
         }
-        // %232 = splat %196 : tile<i32, [8192]>
+        // %181 = splat %145 : tile<i32, [8192]>
         // (computed inside its user)
-        // %233 = add %231, %232 : tile<i32, [8192]>
+        // %182 = add %180, %181 : tile<i32, [8192]>
         // (computed inside its user)
-        // %234 = splat %91 : tile<i32, [8192]>
+        // %183 = splat %20 : tile<i32, [8192]>
         // (computed inside its user)
-        // %235 = cmp %233, %234 {pred = "le"} : tile<i1, [8192]>
+        // %184 = cmp %182, %183 {pred = "le"} : tile<i1, [8192]>
         // (computed inside its user)
-        // %236 = and %223, %235 : tile<i1, [8192]>
+        // %185 = and %172, %184 : tile<i1, [8192]>
         // (computed inside its user)
-        // %237 = or %224, %236 : tile<i1, [8192]>
-        alignas(64) uint8_t v251[8192];
-        for (int64_t i252 = 0; i252 < 8192; ++i252) v251[i252] = uint8_t(v238[i252] | (uint8_t(v236[i252] & (uint8_t((tsr::wadd(v248[i252], (c218))) <= (v98))))));
-        // yield %237
-        __builtin_memcpy(v245, v251, sizeof(v245));
+        // %186 = or %173, %185 : tile<i1, [8192]>
+        alignas(64) uint8_t v186[8192];
+        for (int64_t i187 = 0; i187 < 8192; ++i187) v186[i187] = uint8_t(v173[i187] | (uint8_t(v171[i187] & (uint8_t((tsr::wadd(v183[i187], (c153))) <= (c20))))));
+        // yield %186
+        __builtin_memcpy(v180, v186, sizeof(v180));
       }
-      // %238 = sub %195, %4 : i32
-      const int32_t v253 = tsr::wsub(c217, v4);
-      // %239 = cast %229 : tile<i32, [8192]>
-      alignas(64) int32_t v254[8192];
-      for (int64_t i255 = 0; i255 < 8192; ++i255) v254[i255] = int32_t(v245[i255]);
-      // %240 = scan %239 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-      alignas(64) int32_t v256[8192];
+      // %187 = sub %144, %4 : i32
+      const int32_t v188 = tsr::wsub(c152, v4);
+      // %188 = cast %178 : tile<i32, [8192]>
+      alignas(64) int32_t v189[8192];
+      for (int64_t i190 = 0; i190 < 8192; ++i190) v189[i190] = int32_t(v180[i190]);
+      // %189 = scan %188 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+      alignas(64) int32_t v191[8192];
       for (int64_t o_ = 0; o_ < 1; ++o_)
       for (int64_t n_ = 0; n_ < 1; ++n_) {
-        int32_t acc257 = v254[(o_ * 8192 + 0) * 1 + n_];
-        v256[(o_ * 8192 + 0) * 1 + n_] = acc257;
-        for (int64_t l258 = 1; l258 < 8192; ++l258) {
-          acc257 = tsr::wadd(acc257, v254[(o_ * 8192 + l258) * 1 + n_]);
-          v256[(o_ * 8192 + l258) * 1 + n_] = acc257;
+        int32_t acc192 = v189[(o_ * 8192 + 0) * 1 + n_];
+        v191[(o_ * 8192 + 0) * 1 + n_] = acc192;
+        for (int64_t l193 = 1; l193 < 8192; ++l193) {
+          acc192 = tsr::wadd(acc192, v189[(o_ * 8192 + l193) * 1 + n_]);
+          v191[(o_ * 8192 + l193) * 1 + n_] = acc192;
         }
       }
-      // %241 = splat %238 : tile<i32, [8192]>
+      // %190 = splat %187 : tile<i32, [8192]>
       // (computed inside its user)
-      // %242 = add %240, %241 : tile<i32, [8192]>
-      alignas(64) int32_t v259[8192];
-      for (int64_t i260 = 0; i260 < 8192; ++i260) v259[i260] = tsr::wadd(v256[i260], (v253));
-      // %243 = splat %1 : tile<i32, [8192]>
-      alignas(64) int32_t v261[8192];
-      for (int64_t i262 = 0; i262 < 8192; ++i262) v261[i262] = v1;
-      // scatter %values, %200, %243, %242, %229
-      for (int64_t i263 = 0; i263 < 8192; ++i263) {
-        if ((v245[i263] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v259[i263]) >= 0 && int64_t(v259[i263]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v259[i263]) * A.s1_1] = tsr::f2bf(v222[i263]);
+      // %191 = add %189, %190 : tile<i32, [8192]>
+      alignas(64) int32_t v194[8192];
+      for (int64_t i195 = 0; i195 < 8192; ++i195) v194[i195] = tsr::wadd(v191[i195], (v188));
+      // %192 = splat %1 : tile<i32, [8192]>
+      alignas(64) int32_t v196[8192];
+      for (int64_t i197 = 0; i197 < 8192; ++i197) v196[i197] = v1;
+      // scatter %values, %149, %192, %191, %178
+      for (int64_t i198 = 0; i198 < 8192; ++i198) {
+        if ((v180[i198] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v194[i198]) >= 0 && int64_t(v194[i198]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v194[i198]) * A.s1_1] = tsr::f2bf(v157[i198]);
       }
-      // %244 = mul %197, %3 : i32
-      const int32_t v264 = tsr::wmul(v220, v3);
-      // %245 = arange : tile<i32, [8192]>
+      // %193 = mul %146, %3 : i32
+      const int32_t v199 = tsr::wmul(v155, v3);
+      // %194 = arange : tile<i32, [8192]>
       // (computed inside its user)
-      // %246 = splat %244 : tile<i32, [8192]>
+      // %195 = splat %193 : tile<i32, [8192]>
       // (computed inside its user)
-      // %247 = add %245, %246 : tile<i32, [8192]>
-      tsr::HeapTile<int32_t, 8192> v265_heap;  // 32768 bytes: on the heap
-      if (!(v265_heap.p)) { tsr_fault(4300); return; }
-      int32_t (&v265)[8192] = *v265_heap.p;
-      for (int64_t i266 = 0; i266 < 8192; ++i266) v265[i266] = tsr::wadd((int32_t(0 + i266)), (v264));
-      // scatter %indices, %247, %243, %242, %229
-      for (int64_t i267 = 0; i267 < 8192; ++i267) {
-        if ((v245[i267] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v259[i267]) >= 0 && int64_t(v259[i267]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v259[i267]) * A.s2_1] = v265[i267];
+      // %196 = add %194, %195 : tile<i32, [8192]>
+      alignas(64) int32_t v200[8192];
+      for (int64_t i201 = 0; i201 < 8192; ++i201) v200[i201] = tsr::wadd((int32_t(0 + i201)), (v199));
+      // scatter %indices, %196, %192, %191, %178
+      for (int64_t i202 = 0; i202 < 8192; ++i202) {
+        if ((v180[i202] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v194[i202]) >= 0 && int64_t(v194[i202]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v194[i202]) * A.s2_1] = v200[i202];
       }
-      // %248 = reduce %239 {axis = 0, kind = "sum"} : i32
-      int32_t v268;
+      // %197 = reduce %188 {axis = 0, kind = "sum"} : i32
+      int32_t v203;
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         int32_t ln_[16];
         for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
         for (int64_t l_ = 0; l_ < 8192; l_ += 16)
-          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v254[o_ * 8192 + l_ + q_]);
+          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v189[o_ * 8192 + l_ + q_]);
         int32_t acc_ = ln_[0];
         for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-        v268 = acc_;
+        v203 = acc_;
       }
-      // %249 = add %195, %248 : i32
-      const int32_t v269 = tsr::wadd(c217, v268);
-      // yield %249, %227
-      c217 = v269;
-      c218 = v243;
+      // %198 = add %144, %197 : i32
+      const int32_t v204 = tsr::wadd(c152, v203);
+      // yield %198, %176
+      c152 = v204;
+      c153 = v178;
     }
-    // yield %192, %193
-    c193 = c217;
-    c194 = c218;
+    // yield %141, %142
+    c128 = c152;
+    c129 = c153;
   }
-  // %250 = load_tile %indices, %1, %16 : tile<i32, [1, 64]>
-  alignas(64) int32_t v270[64];
+  // %199 = load_tile %indices, %1, %18 : tile<i32, [1, 64]>
+  alignas(64) int32_t v205[64];
   {
-    const int64_t o271 = int64_t(v1) * 1;
-    const int64_t o272 = int64_t(v16) * 64;
-    if (o271 >= 0 && o271 + 1 <= A.d2_0 && o272 >= 0 && o272 + 64 <= A.d2_1) {
-      for (int64_t i273 = 0; i273 < 1; ++i273) {
-        for (int64_t i274 = 0; i274 < 64; ++i274) v270[(i273) * 64 + i274] = A.p2[(o271 + i273) * A.s2_0 + o272 + i274];
+    const int64_t o206 = int64_t(v1) * 1;
+    const int64_t o207 = int64_t(v18) * 64;
+    if (o206 >= 0 && o206 + 1 <= A.d2_0 && o207 >= 0 && o207 + 64 <= A.d2_1) {
+      for (int64_t i208 = 0; i208 < 1; ++i208) {
+        for (int64_t i209 = 0; i209 < 64; ++i209) v205[(i208) * 64 + i209] = A.p2[(o206 + i208) * A.s2_0 + o207 + i209];
       }
     } else {
       // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-      const int64_t lo275 = o272 >= 0 ? 0 : -o272 < 64 ? -o272 : 64;
-      const int64_t hi276 = A.d2_1 - o272 >= 64 ? 64 : A.d2_1 - o272 > lo275 ? A.d2_1 - o272 : lo275;
-      for (int64_t i277 = 0; i277 < 1; ++i277) {
-        if ((o271 + i277) >= 0 && (o271 + i277) < A.d2_0) tsr::load_row<tsr::ld_same>(v270 + (i277) * 64, A.p2 + (o271 + i277) * A.s2_0, o272, lo275, hi276, 64, int32_t(INT64_C(0)));
-        else tsr::load_row<tsr::ld_same>(v270 + (i277) * 64, A.p2, 0, 0, 0, 64, int32_t(INT64_C(0)));
+      const int64_t lo210 = o207 >= 0 ? 0 : -o207 < 64 ? -o207 : 64;
+      const int64_t hi211 = A.d2_1 - o207 >= 64 ? 64 : A.d2_1 - o207 > lo210 ? A.d2_1 - o207 : lo210;
+      for (int64_t i212 = 0; i212 < 1; ++i212) {
+        if ((o206 + i212) >= 0 && (o206 + i212) < A.d2_0) tsr::load_row<tsr::ld_same>(v205 + (i212) * 64, A.p2 + (o206 + i212) * A.s2_0, o207, lo210, hi211, 64, int32_t(INT64_C(0)));
+        else tsr::load_row<tsr::ld_same>(v205 + (i212) * 64, A.p2, 0, 0, 0, 64, int32_t(INT64_C(0)));
       }
     }
   }
-  // %251 = load_tile %values, %1, %16 : tile<bf16, [1, 64]>
-  alignas(64) float v279[64];
+  // %200 = load_tile %values, %1, %18 : tile<bf16, [1, 64]>
+  alignas(64) float v214[64];
   {
-    const int64_t o280 = int64_t(v1) * 1;
-    const int64_t o281 = int64_t(v16) * 64;
-    if (o280 >= 0 && o280 + 1 <= A.d1_0 && o281 >= 0 && o281 + 64 <= A.d1_1) {
-      for (int64_t i282 = 0; i282 < 1; ++i282) {
-        for (int64_t i283 = 0; i283 < 64; ++i283) v279[(i282) * 64 + i283] = tsr::bf2f(A.p1[(o280 + i282) * A.s1_0 + o281 + i283]);
+    const int64_t o215 = int64_t(v1) * 1;
+    const int64_t o216 = int64_t(v18) * 64;
+    if (o215 >= 0 && o215 + 1 <= A.d1_0 && o216 >= 0 && o216 + 64 <= A.d1_1) {
+      for (int64_t i217 = 0; i217 < 1; ++i217) {
+        for (int64_t i218 = 0; i218 < 64; ++i218) v214[(i217) * 64 + i218] = tsr::bf2f(A.p1[(o215 + i217) * A.s1_0 + o216 + i218]);
       }
     } else {
       // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-      const int64_t lo284 = o281 >= 0 ? 0 : -o281 < 64 ? -o281 : 64;
-      const int64_t hi285 = A.d1_1 - o281 >= 64 ? 64 : A.d1_1 - o281 > lo284 ? A.d1_1 - o281 : lo284;
-      for (int64_t i286 = 0; i286 < 1; ++i286) {
-        if ((o280 + i286) >= 0 && (o280 + i286) < A.d1_0) tsr::load_row<tsr::ld_bf16>(v279 + (i286) * 64, A.p1 + (o280 + i286) * A.s1_0, o281, lo284, hi285, 64, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
-        else tsr::load_row<tsr::ld_bf16>(v279 + (i286) * 64, A.p1, 0, 0, 0, 64, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+      const int64_t lo219 = o216 >= 0 ? 0 : -o216 < 64 ? -o216 : 64;
+      const int64_t hi220 = A.d1_1 - o216 >= 64 ? 64 : A.d1_1 - o216 > lo219 ? A.d1_1 - o216 : lo219;
+      for (int64_t i221 = 0; i221 < 1; ++i221) {
+        if ((o215 + i221) >= 0 && (o215 + i221) < A.d1_0) tsr::load_row<tsr::ld_bf16>(v214 + (i221) * 64, A.p1 + (o215 + i221) * A.s1_0, o216, lo219, hi220, 64, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+        else tsr::load_row<tsr::ld_bf16>(v214 + (i221) * 64, A.p1, 0, 0, 0, 64, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
       }
     }
   }
-  // %252, %253 = sort %251, %250 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
-  alignas(64) float v288[64];
-  alignas(64) int32_t v289[64];
-  alignas(64) uint64_t sk290[128];
-  alignas(64) int32_t sp291[128];
-  tsr::sort_lines(v279, v270, v288, v289, 1, 64, 1, 64, true, sk290, sp291);
-  // store_tile %values, %252, %1, %16
+  // %201, %202 = sort %200, %199 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
+  alignas(64) float v223[64];
+  alignas(64) int32_t v224[64];
+  alignas(64) uint64_t sk225[128];
+  alignas(64) int32_t sp226[128];
+  tsr::sort_lines(v214, v205, v223, v224, 1, 64, 1, 64, true, sk225, sp226);
+  // store_tile %values, %201, %1, %18
   {
-    const int64_t o292 = int64_t(v1) * 1;
-    const int64_t o293 = int64_t(v16) * 64;
-    if (o292 >= 0 && o292 + 1 <= A.d1_0 && o293 >= 0 && o293 + 64 <= A.d1_1) {
-      for (int64_t i294 = 0; i294 < 1; ++i294) {
-        alignas(64) float st296[64];
-        for (int64_t i295 = 0; i295 < 64; ++i295) st296[i295 - 0] = v288[(i294) * 64 + i295];
-        tsr::store_bf16(A.p1 + (o292 + i294) * A.s1_0 + o293 + 0, st296, 64);
+    const int64_t o227 = int64_t(v1) * 1;
+    const int64_t o228 = int64_t(v18) * 64;
+    if (o227 >= 0 && o227 + 1 <= A.d1_0 && o228 >= 0 && o228 + 64 <= A.d1_1) {
+      for (int64_t i229 = 0; i229 < 1; ++i229) {
+        alignas(64) float st231[64];
+        for (int64_t i230 = 0; i230 < 64; ++i230) st231[i230 - 0] = v223[(i229) * 64 + i230];
+        tsr::store_bf16(A.p1 + (o227 + i229) * A.s1_0 + o228 + 0, st231, 64);
       }
     } else {
       // partly outside: each row copies its columns inside [lo, hi)
-      const int64_t lo297 = o293 >= 0 ? 0 : -o293 < 64 ? -o293 : 64;
-      const int64_t hi298 = A.d1_1 - o293 >= 64 ? 64 : A.d1_1 - o293 > lo297 ? A.d1_1 - o293 : lo297;
-      for (int64_t i299 = 0; i299 < 1; ++i299) {
-        if ((o292 + i299) >= 0 && (o292 + i299) < A.d1_0)
-          for (int64_t i300 = lo297; i300 < hi298; ++i300) A.p1[(o292 + i299) * A.s1_0 + o293 + i300] = tsr::f2bf(v288[(i299) * 64 + i300]);
+      const int64_t lo232 = o228 >= 0 ? 0 : -o228 < 64 ? -o228 : 64;
+      const int64_t hi233 = A.d1_1 - o228 >= 64 ? 64 : A.d1_1 - o228 > lo232 ? A.d1_1 - o228 : lo232;
+      for (int64_t i234 = 0; i234 < 1; ++i234) {
+        if ((o227 + i234) >= 0 && (o227 + i234) < A.d1_0)
+          for (int64_t i235 = lo232; i235 < hi233; ++i235) A.p1[(o227 + i234) * A.s1_0 + o228 + i235] = tsr::f2bf(v223[(i234) * 64 + i235]);
       }
     }
   }
-  // store_tile %indices, %253, %1, %16
+  // store_tile %indices, %202, %1, %18
   {
-    const int64_t o301 = int64_t(v1) * 1;
-    const int64_t o302 = int64_t(v16) * 64;
-    if (o301 >= 0 && o301 + 1 <= A.d2_0 && o302 >= 0 && o302 + 64 <= A.d2_1) {
-      for (int64_t i303 = 0; i303 < 1; ++i303) {
-        for (int64_t i304 = 0; i304 < 64; ++i304) A.p2[(o301 + i303) * A.s2_0 + o302 + i304] = v289[(i303) * 64 + i304];
+    const int64_t o236 = int64_t(v1) * 1;
+    const int64_t o237 = int64_t(v18) * 64;
+    if (o236 >= 0 && o236 + 1 <= A.d2_0 && o237 >= 0 && o237 + 64 <= A.d2_1) {
+      for (int64_t i238 = 0; i238 < 1; ++i238) {
+        for (int64_t i239 = 0; i239 < 64; ++i239) A.p2[(o236 + i238) * A.s2_0 + o237 + i239] = v224[(i238) * 64 + i239];
       }
     } else {
       // partly outside: each row copies its columns inside [lo, hi)
-      const int64_t lo305 = o302 >= 0 ? 0 : -o302 < 64 ? -o302 : 64;
-      const int64_t hi306 = A.d2_1 - o302 >= 64 ? 64 : A.d2_1 - o302 > lo305 ? A.d2_1 - o302 : lo305;
-      for (int64_t i307 = 0; i307 < 1; ++i307) {
-        if ((o301 + i307) >= 0 && (o301 + i307) < A.d2_0)
-          for (int64_t i308 = lo305; i308 < hi306; ++i308) A.p2[(o301 + i307) * A.s2_0 + o302 + i308] = v289[(i307) * 64 + i308];
+      const int64_t lo240 = o237 >= 0 ? 0 : -o237 < 64 ? -o237 : 64;
+      const int64_t hi241 = A.d2_1 - o237 >= 64 ? 64 : A.d2_1 - o237 > lo240 ? A.d2_1 - o237 : lo240;
+      for (int64_t i242 = 0; i242 < 1; ++i242) {
+        if ((o236 + i242) >= 0 && (o236 + i242) < A.d2_0)
+          for (int64_t i243 = lo240; i243 < hi241; ++i243) A.p2[(o236 + i242) * A.s2_0 + o237 + i243] = v224[(i242) * 64 + i243];
       }
     }
   }
@@ -1027,7 +805,7 @@ extern "C" int tessera_run(void** buf, const int64_t* dims, const int64_t* is, c
   if (g0 < 0) return 24;  // grid size on axis 0 of kernel 'topk' is negative (a size of 0 runs no programs; a negative size is an error)
   if (g0 == 0 || g1 == 0 || g2 == 0) return 0;  // no programs
   if (nt <= 0) nt = omp_get_max_threads();
-  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(12345296)) nt = 1;  // about 12345296 element ops per program
+  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(13263335)) nt = 1;  // about 13263335 element ops per program
   if (nt == 1) {
     for (int64_t z = 0; z < g2; ++z)
       for (int64_t y = 0; y < g1; ++y)

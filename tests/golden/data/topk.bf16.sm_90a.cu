@@ -8,8 +8,11 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
   constexpr int tsr_nthreads = 512;
   (void)tsr_tid; (void)tsr_smem;
   constexpr int64_t tsr_struct_base = 1024LL;  // buffers and pipe rings, after the scratch
-  int tsr_red404_at = 0;  // the copy of tsr_red404_mem the next exchange uses
-  int tsr_red455_at = 0;  // the copy of tsr_red455_mem the next exchange uses
+  int tsr_red164_at = 0;  // the copy of tsr_red164_mem the next exchange uses
+  int tsr_red176_at = 0;  // the copy of tsr_red176_mem the next exchange uses
+  int tsr_red182_at = 0;  // the copy of tsr_red182_mem the next exchange uses
+  int tsr_red284_at = 0;  // the copy of tsr_red284_mem the next exchange uses
+  int tsr_red335_at = 0;  // the copy of tsr_red335_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_N);
@@ -57,1020 +60,626 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
   const uint32_t v13 = uint32_t(0LL);
   // %15 = const {value = 64} : i32
   const int32_t v14 = int32_t(64LL);
-  // %16 = const {value = 0} : i32
-  const int32_t v15 = int32_t(0LL);
-  // %17 = splat %16 : tile<i32, [256]>
-  int32_t v16[1];
-  #pragma unroll
-  for (int s17 = 0; s17 < 1; ++s17) {
-    v16[s17] = v15;
-  }
-  // for %16, %10, %4 {...}
-  for (int64_t iv18_ = v15; v3 > 0 && iv18_ < v9; iv18_ += v3) {
-    const int32_t iv18 = int32_t(iv18_);
-    // async_copy %9, %x, %18, %1, %18
-    if (!(true && int64_t(iv18) >= 0 && int64_t(iv18) < 4LL)) __trap();  // slot index out of range
-    {
-      uint16_t* const dst19 = buf8 + ((0LL) * 4LL + int64_t(iv18)) * 8192LL;
-      __syncthreads();
-      {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
-        const int64_t o20 = int64_t(v0) * 1LL;
-        const int64_t o21 = int64_t(iv18) * 8192LL;
-        for (int64_t q22 = tsr_tid; q22 < 1024LL; q22 += tsr_nthreads) {
-          const int64_t gc24 = o21 + (q22 % 1024LL) * 8LL;
-          const int64_t nv25 = (true && (o20 + 0) >= 0 && (o20 + 0) < int64_t(tsr_dim_M) && gc24 >= 0) ? int64_t(tsr_dim_N) - gc24 : 0LL;  // elements in bounds (<= 0: none)
-          tsr::struct_copy_chunk(dst19 + q22 * 8LL, nv25 > 0 ? tsr_p0 + ((o20 + 0) * tsr_p0_s0 + gc24 * tsr_p0_s1) : tsr_p0, nv25, tsr_p0_s1);
-        }
+  // %16 = const {value = 16} : u32
+  const uint32_t v15 = uint32_t(16LL);
+  // %17 = const {value = 1} : i1
+  const uint8_t v16 = uint8_t(1);
+  // %18 = const {value = 0} : i32
+  const int32_t v17 = int32_t(0LL);
+  // %19, %20, %21, %22 = for %18, %10, %4, %14, %15, %16, %17 : u32, i32, u32, i1 {...}
+  uint32_t c18;
+  c18 = v13;
+  int32_t c19;
+  c19 = v14;
+  uint32_t c20;
+  c20 = v15;
+  uint8_t c21;
+  c21 = v16;
+  for (int64_t iv22_ = v17; v3 > 0 && iv22_ < v9; iv22_ += v3) {
+    const int32_t iv22 = int32_t(iv22_);
+    // %28, %29, %30, %31 = if %27 : u32, i32, u32, i1 {...}
+    uint32_t v23;
+    int32_t v24;
+    uint32_t v25;
+    uint8_t v26;
+    if (c21) {
+      // %32 = const {value = 8} : i32
+      const int32_t v27 = int32_t(8LL);
+      // %33 = mul %23, %32 : i32
+      const int32_t v28 = int32_t(uint32_t(iv22) * uint32_t(v27));
+      // %34 = const {value = 16} : i32
+      const int32_t v29 = int32_t(16LL);
+      // %35 = sub %34, %33 : i32
+      const int32_t v30 = int32_t(uint32_t(v29) - uint32_t(v28));
+      // %36 = cast %35 : u32
+      const uint32_t v31 = uint32_t(v30);
+      // %37 = const {value = 8} : u32
+      const uint32_t v32 = uint32_t(8LL);
+      // %38 = max %36, %37 : u32
+      const uint32_t v33 = tsr::imax<uint32_t>(v31, v32);
+      // %39 = sub %38, %37 : u32
+      const uint32_t v34 = uint32_t(uint32_t(v33) - uint32_t(v32));
+      // %40 = splat %18 : tile<i32, [256]>
+      int32_t v35[1];
+      #pragma unroll
+      for (int s36 = 0; s36 < 1; ++s36) {
+        v35[s36] = v17;
       }
-      tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
-    }
-    // yield
-  }
-  // %19 = const {value = 32767} : u32
-  const uint32_t v26 = uint32_t(32767LL);
-  // %20 = const {value = 15} : u32
-  const uint32_t v27 = uint32_t(15LL);
-  // %21 = sub %7, %4 : i32
-  const int32_t v28 = int32_t(uint32_t(v6) - uint32_t(v3));
-  // %22 = const {value = 8} : u32
-  const uint32_t v29 = uint32_t(8LL);
-  // %23 = const {value = 255} : u32
-  const uint32_t v30 = uint32_t(255LL);
-  // %24 = for %16, %13, %4, %17 : tile<i32, [256]> {...}
-  int32_t c31[1];
-  #pragma unroll
-  for (int s32 = 0; s32 < 1; ++s32) {
-    c31[s32] = v16[s32];
-  }
-  for (int64_t iv33_ = v15; v3 > 0 && iv33_ < v12; iv33_ += v3) {
-    const int32_t iv33 = int32_t(iv33_);
-    // async_wait
-    tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible
-    __syncthreads();
-    // %27 = rem %25, %10 : i32
-    const int32_t v34 = tsr::irem<int32_t>(iv33, v9);
-    // %28 = mul %27, %10 : i32
-    const int32_t v35 = int32_t(uint32_t(v34) * uint32_t(v9));
-    // %29 = add %25, %4 : i32
-    const int32_t v36 = int32_t(uint32_t(iv33) + uint32_t(v3));
-    // %30 = cmp %29, %13 {pred = "lt"} : i1
-    const uint8_t v37 = uint8_t(v36 < v12);
-    // if %30 {...}
-    if (v37) {
-      // %31 = mul %29, %10 : i32
-      const int32_t v38 = int32_t(uint32_t(v36) * uint32_t(v9));
-      // %32 = sub %10, %28 : i32
-      const int32_t v39 = int32_t(uint32_t(v9) - uint32_t(v35));
-      // for %16, %10, %4 {...}
-      for (int64_t iv40_ = v15; v3 > 0 && iv40_ < v9; iv40_ += v3) {
-        const int32_t iv40 = int32_t(iv40_);
-        // %34 = add %31, %33 : i32
-        const int32_t v41 = int32_t(uint32_t(v38) + uint32_t(iv40));
-        // %35 = add %32, %33 : i32
-        const int32_t v42 = int32_t(uint32_t(v39) + uint32_t(iv40));
-        // async_copy %9, %x, %35, %1, %34
-        if (!(true && int64_t(v42) >= 0 && int64_t(v42) < 4LL)) __trap();  // slot index out of range
+      // for %18, %10, %4 {...}
+      for (int64_t iv37_ = v17; v3 > 0 && iv37_ < v9; iv37_ += v3) {
+        const int32_t iv37 = int32_t(iv37_);
+        // async_copy %9, %x, %41, %1, %41
+        if (!(true && int64_t(iv37) >= 0 && int64_t(iv37) < 4LL)) __trap();  // slot index out of range
         {
-          uint16_t* const dst43 = buf8 + ((0LL) * 4LL + int64_t(v42)) * 8192LL;
+          uint16_t* const dst38 = buf8 + ((0LL) * 4LL + int64_t(iv37)) * 8192LL;
           __syncthreads();
           {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
-            const int64_t o44 = int64_t(v0) * 1LL;
-            const int64_t o45 = int64_t(v41) * 8192LL;
-            for (int64_t q46 = tsr_tid; q46 < 1024LL; q46 += tsr_nthreads) {
-              const int64_t gc48 = o45 + (q46 % 1024LL) * 8LL;
-              const int64_t nv49 = (true && (o44 + 0) >= 0 && (o44 + 0) < int64_t(tsr_dim_M) && gc48 >= 0) ? int64_t(tsr_dim_N) - gc48 : 0LL;  // elements in bounds (<= 0: none)
-              tsr::struct_copy_chunk(dst43 + q46 * 8LL, nv49 > 0 ? tsr_p0 + ((o44 + 0) * tsr_p0_s0 + gc48 * tsr_p0_s1) : tsr_p0, nv49, tsr_p0_s1);
+            const int64_t o39 = int64_t(v0) * 1LL;
+            const int64_t o40 = int64_t(iv37) * 8192LL;
+            for (int64_t q41 = tsr_tid; q41 < 1024LL; q41 += tsr_nthreads) {
+              const int64_t gc43 = o40 + (q41 % 1024LL) * 8LL;
+              const int64_t nv44 = (true && (o39 + 0) >= 0 && (o39 + 0) < int64_t(tsr_dim_M) && gc43 >= 0) ? int64_t(tsr_dim_N) - gc43 : 0LL;  // elements in bounds (<= 0: none)
+              tsr::struct_copy_chunk(dst38 + q41 * 8LL, nv44 > 0 ? tsr_p0 + ((o39 + 0) * tsr_p0_s0 + gc43 * tsr_p0_s1) : tsr_p0, nv44, tsr_p0_s1);
             }
           }
           tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
         }
         // yield
       }
-      // yield
-    } else {
-      // yield
-    }
-    // %36 = mul %25, %10 : i32
-    const int32_t v50 = int32_t(uint32_t(iv33) * uint32_t(v9));
-    // %37 = sub %7, %36 : i32
-    const int32_t v51 = int32_t(uint32_t(v6) - uint32_t(v50));
-    // %38 = min %10, %37 : i32
-    const int32_t v52 = tsr::imin<int32_t>(v9, v51);
-    // %39 = for %16, %38, %4, %26 : tile<i32, [256]> {...}
-    int32_t c53[1];
-    #pragma unroll
-    for (int s54 = 0; s54 < 1; ++s54) {
-      c53[s54] = c31[s54];
-    }
-    for (int64_t iv55_ = v15; v3 > 0 && iv55_ < v52; iv55_ += v3) {
-      const int32_t iv55 = int32_t(iv55_);
-      // %42 = add %36, %40 : i32
-      const int32_t v56 = int32_t(uint32_t(v50) + uint32_t(iv55));
-      // %43 = add %28, %40 : i32
-      const int32_t v57 = int32_t(uint32_t(v35) + uint32_t(iv55));
-      // %44 = buffer_read %9, %43 : tile<bf16, [1, 8192]>
-      if (!(true && int64_t(v57) >= 0 && int64_t(v57) < 4LL)) __trap();  // slot index out of range
-      const uint16_t* const src58 = buf8 + ((0LL) * 4LL + int64_t(v57)) * 8192LL;
-      float v59[16];
+      // %42 = const {value = 32767} : u32
+      const uint32_t v45 = uint32_t(32767LL);
+      // %43 = const {value = 15} : u32
+      const uint32_t v46 = uint32_t(15LL);
+      // %44 = sub %7, %4 : i32
+      const int32_t v47 = int32_t(uint32_t(v6) - uint32_t(v3));
+      // %45 = const {value = 255} : u32
+      const uint32_t v48 = uint32_t(255LL);
+      // %46 = shr %24, %36 : u32
+      const uint32_t v49 = tsr::ishr<uint32_t>(c18, v31);
+      // %47 = const {value = -1} : i32
+      const int32_t v50 = int32_t(-1LL);
+      // %48 = for %18, %13, %4, %40 : tile<i32, [256]> {...}
+      int32_t c51[1];
       #pragma unroll
-      for (int c60 = 0; c60 < 2; ++c60) {
-        uint16_t v_[8];
-        tsr::copy_vec<uint16_t, 8>(v_, src58 + c60 * 4096 + tsr_tid * 8);
-        #pragma unroll
-        for (int l_ = 0; l_ < 8; ++l_) v59[c60 * 8 + l_] = tsr::bf2f(v_[l_]);
+      for (int s52 = 0; s52 < 1; ++s52) {
+        c51[s52] = v35[s52];
       }
-      // %45 = reshape %44 : tile<bf16, [8192]>
-      float v61[16];
-      #pragma unroll
-      for (int s62 = 0; s62 < 16; ++s62) {
-        v61[s62] = v59[s62];
-      }
-      // %46 = bitcast %45 : tile<u16, [8192]>
-      uint16_t v63[16];
-      #pragma unroll
-      for (int s64 = 0; s64 < 16; ++s64) {
-        v63[s64] = uint16_t(tsr::bf16_bits(v61[s64]));
-      }
-      // %47 = cast %46 : tile<u32, [8192]>
-      uint32_t v65[16];
-      #pragma unroll
-      for (int s66 = 0; s66 < 16; ++s66) {
-        v65[s66] = uint32_t(v63[s66]);
-      }
-      // %48 = splat %19 : tile<u32, [8192]>
-      uint32_t v67[16];
-      #pragma unroll
-      for (int s68 = 0; s68 < 16; ++s68) {
-        v67[s68] = v26;
-      }
-      // %49 = xor %47, %48 : tile<u32, [8192]>
-      uint32_t v69[16];
-      #pragma unroll
-      for (int s70 = 0; s70 < 16; ++s70) {
-        v69[s70] = uint32_t(v65[s70] ^ v67[s70]);
-      }
-      // %50 = splat %20 : tile<u32, [8192]>
-      uint32_t v71[16];
-      #pragma unroll
-      for (int s72 = 0; s72 < 16; ++s72) {
-        v71[s72] = v27;
-      }
-      // %51 = shr %47, %50 : tile<u32, [8192]>
-      uint32_t v73[16];
-      #pragma unroll
-      for (int s74 = 0; s74 < 16; ++s74) {
-        v73[s74] = tsr::ishr<uint32_t>(v65[s74], v71[s74]);
-      }
-      // %52 = splat %14 : tile<u32, [8192]>
-      uint32_t v75[16];
-      #pragma unroll
-      for (int s76 = 0; s76 < 16; ++s76) {
-        v75[s76] = v13;
-      }
-      // %53 = cmp %51, %52 {pred = "eq"} : tile<i1, [8192]>
-      uint8_t v77[16];
-      #pragma unroll
-      for (int s78 = 0; s78 < 16; ++s78) {
-        v77[s78] = uint8_t(v73[s78] == v75[s78]);
-      }
-      // %54 = where %53, %49, %47 : tile<u32, [8192]>
-      uint32_t v79[16];
-      #pragma unroll
-      for (int s80 = 0; s80 < 16; ++s80) {
-        v79[s80] = (v77[s80] ? v69[s80] : v65[s80]);
-      }
-      // %55 = cmp %42, %21 {pred = "eq"} : i1
-      const uint8_t v81 = uint8_t(v56 == v28);
-      // %56 = if %55 : tile<u32, [8192]> {...}
-      uint32_t v82[16];
-      if (v81) {
-        // %57 = mul %42, %3 : i32
-        const int32_t v83 = int32_t(uint32_t(v56) * uint32_t(v2));
-        // %58 = arange : tile<i32, [8192]>
-        int32_t v84[16];
-        #pragma unroll
-        for (int s85 = 0; s85 < 16; ++s85) {
-          v84[s85] = int32_t(0 + ((s85 / 8) * 4096 + tsr_tid * 8 + (s85 % 8)));
-        }
-        // %59 = splat %57 : tile<i32, [8192]>
-        int32_t v86[16];
-        #pragma unroll
-        for (int s87 = 0; s87 < 16; ++s87) {
-          v86[s87] = v83;
-        }
-        // %60 = add %58, %59 : tile<i32, [8192]>
-        int32_t v88[16];
-        #pragma unroll
-        for (int s89 = 0; s89 < 16; ++s89) {
-          v88[s89] = int32_t(uint32_t(v84[s89]) + uint32_t(v86[s89]));
-        }
-        // %61 = splat %2 : tile<i32, [8192]>
-        int32_t v90[16];
-        #pragma unroll
-        for (int s91 = 0; s91 < 16; ++s91) {
-          v90[s91] = v1;
-        }
-        // %62 = cmp %60, %61 {pred = "lt"} : tile<i1, [8192]>
-        uint8_t v92[16];
-        #pragma unroll
-        for (int s93 = 0; s93 < 16; ++s93) {
-          v92[s93] = uint8_t(v88[s93] < v90[s93]);
-        }
-        // %63 = splat %8 : tile<u32, [8192]>
-        uint32_t v94[16];
-        #pragma unroll
-        for (int s95 = 0; s95 < 16; ++s95) {
-          v94[s95] = v7;
-        }
-        // %64 = where %62, %54, %63 : tile<u32, [8192]>
-        uint32_t v96[16];
-        #pragma unroll
-        for (int s97 = 0; s97 < 16; ++s97) {
-          v96[s97] = (v92[s97] ? v79[s97] : v94[s97]);
-        }
-        // yield %64
-        #pragma unroll
-        for (int s98 = 0; s98 < 16; ++s98) {
-          v82[s98] = v96[s98];
-        }
-      } else {
-        // yield %54
-        #pragma unroll
-        for (int s99 = 0; s99 < 16; ++s99) {
-          v82[s99] = v79[s99];
-        }
-      }
-      // %65 = splat %22 : tile<u32, [8192]>
-      uint32_t v100[16];
-      #pragma unroll
-      for (int s101 = 0; s101 < 16; ++s101) {
-        v100[s101] = v29;
-      }
-      // %66 = shr %56, %65 : tile<u32, [8192]>
-      uint32_t v102[16];
-      #pragma unroll
-      for (int s103 = 0; s103 < 16; ++s103) {
-        v102[s103] = tsr::ishr<uint32_t>(v82[s103], v100[s103]);
-      }
-      // %67 = splat %23 : tile<u32, [8192]>
-      uint32_t v104[16];
-      #pragma unroll
-      for (int s105 = 0; s105 < 16; ++s105) {
-        v104[s105] = v30;
-      }
-      // %68 = and %66, %67 : tile<u32, [8192]>
-      uint32_t v106[16];
-      #pragma unroll
-      for (int s107 = 0; s107 < 16; ++s107) {
-        v106[s107] = uint32_t(v102[s107] & v104[s107]);
-      }
-      // %69 = cast %68 : tile<i32, [8192]>
-      int32_t v108[16];
-      #pragma unroll
-      for (int s109 = 0; s109 < 16; ++s109) {
-        v108[s109] = int32_t(v106[s109]);
-      }
-      // %70 = histogram %69 : tile<i32, [256]>
-      int32_t v110[1];
-      __syncthreads();
-      for (int b_ = tsr_tid; b_ < 256; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
-      __syncthreads();
-      #pragma unroll
-      for (int s111 = 0; s111 < 16; ++s111) {
-        tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v108[s111]), (int)(256));
-      }
-      __syncthreads();
-      #pragma unroll
-      for (int s112 = 0; s112 < 1; ++s112) {
-        const int e113 = (s112 * 512 + tsr_tid);
-        v110[s112] = ((s112 * 512 + tsr_tid) < 256) ? int32_t(int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e113])) : int32_t(0);
-      }
-      // %71 = add %41, %70 : tile<i32, [256]>
-      int32_t v114[1];
-      #pragma unroll
-      for (int s115 = 0; s115 < 1; ++s115) {
-        v114[s115] = int32_t(uint32_t(c53[s115]) + uint32_t(v110[s115]));
-      }
-      // yield %71
-      #pragma unroll
-      for (int s116 = 0; s116 < 1; ++s116) {
-        c53[s116] = v114[s116];
-      }
-    }
-    // yield %39
-    #pragma unroll
-    for (int s117 = 0; s117 < 1; ++s117) {
-      c31[s117] = c53[s117];
-    }
-  }
-  // %72 = scan %24 {axis = 0, kind = "sum"} : tile<i32, [256]>
-  int32_t v118[1];
-  uint32_t run119 = uint32_t(0);
-  uint32_t acc120_0 = uint32_t(0);
-  if (((0 * 512 + tsr_tid) < 256)) acc120_0 += uint32_t(c31[0]); v118[0] = int32_t(acc120_0);
-  __syncthreads();
-  uint32_t tot122_0;
-  const uint32_t off121_0 = run119 + tsr::block_exclusive_sum<16>(acc120_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot122_0);
-  v118[0] = int32_t(uint32_t(v118[0]) + off121_0);
-  run119 += tot122_0;
-  // %73 = splat %15 : tile<i32, [256]>
-  int32_t v123[1];
-  #pragma unroll
-  for (int s124 = 0; s124 < 1; ++s124) {
-    v123[s124] = v14;
-  }
-  // %74 = cmp %72, %73 {pred = "lt"} : tile<i1, [256]>
-  uint8_t v125[1];
-  #pragma unroll
-  for (int s126 = 0; s126 < 1; ++s126) {
-    v125[s126] = uint8_t(v118[s126] < v123[s126]);
-  }
-  // %75 = cast %74 : tile<i32, [256]>
-  int32_t v127[1];
-  #pragma unroll
-  for (int s128 = 0; s128 < 1; ++s128) {
-    v127[s128] = int32_t(v125[s128]);
-  }
-  // %76 = reduce %75 {axis = 0, kind = "sum"} : i32
-  int32_t v129;
-  int32_t racc130[1];
-  #pragma unroll
-  for (int v_ = 0; v_ < 1; ++v_) racc130[v_] = int32_t(0);
-  #pragma unroll
-  for (int s131 = 0; s131 < 1; ++s131) {
-    if (((s131 * 512 + tsr_tid) < 256)) racc130[s131 % 1] = int32_t(uint32_t(racc130[s131 % 1]) + uint32_t(v127[s131]));
-  }
-  racc130[0] = int32_t(uint32_t(racc130[0]) + uint32_t(tsr::shfl_xor(racc130[0], 16)));
-  racc130[0] = int32_t(uint32_t(racc130[0]) + uint32_t(tsr::shfl_xor(racc130[0], 8)));
-  racc130[0] = int32_t(uint32_t(racc130[0]) + uint32_t(tsr::shfl_xor(racc130[0], 4)));
-  racc130[0] = int32_t(uint32_t(racc130[0]) + uint32_t(tsr::shfl_xor(racc130[0], 2)));
-  racc130[0] = int32_t(uint32_t(racc130[0]) + uint32_t(tsr::shfl_xor(racc130[0], 1)));
-  __shared__ int32_t tsr_red132_mem[16];
-  int32_t* const tsr_red132 = tsr_red132_mem;
-  if ((tsr_tid & 31) == 0) {
-    tsr_red132[(tsr_tid >> 5) * 1 + 0] = racc130[0];
-  }
-  __syncthreads();
-  racc130[0] = tsr_red132[(tsr_tid & 15) * 1 + 0];
-  racc130[0] = int32_t(uint32_t(racc130[0]) + uint32_t(tsr::shfl_xor(racc130[0], 8)));
-  racc130[0] = int32_t(uint32_t(racc130[0]) + uint32_t(tsr::shfl_xor(racc130[0], 4)));
-  racc130[0] = int32_t(uint32_t(racc130[0]) + uint32_t(tsr::shfl_xor(racc130[0], 2)));
-  racc130[0] = int32_t(uint32_t(racc130[0]) + uint32_t(tsr::shfl_xor(racc130[0], 1)));
-  v129 = racc130[0];
-  // %77 = arange : tile<i32, [256]>
-  int32_t v133[1];
-  #pragma unroll
-  for (int s134 = 0; s134 < 1; ++s134) {
-    v133[s134] = int32_t(0 + (s134 * 512 + tsr_tid));
-  }
-  // %78 = splat %76 : tile<i32, [256]>
-  int32_t v135[1];
-  #pragma unroll
-  for (int s136 = 0; s136 < 1; ++s136) {
-    v135[s136] = v129;
-  }
-  // %79 = cmp %77, %78 {pred = "eq"} : tile<i1, [256]>
-  uint8_t v137[1];
-  #pragma unroll
-  for (int s138 = 0; s138 < 1; ++s138) {
-    v137[s138] = uint8_t(v133[s138] == v135[s138]);
-  }
-  // %80 = where %79, %24, %17 : tile<i32, [256]>
-  int32_t v139[1];
-  #pragma unroll
-  for (int s140 = 0; s140 < 1; ++s140) {
-    v139[s140] = (v137[s140] ? c31[s140] : v16[s140]);
-  }
-  // %81 = reduce %80 {axis = 0, kind = "sum"} : i32
-  int32_t v141;
-  int32_t racc142[1];
-  #pragma unroll
-  for (int v_ = 0; v_ < 1; ++v_) racc142[v_] = int32_t(0);
-  #pragma unroll
-  for (int s143 = 0; s143 < 1; ++s143) {
-    if (((s143 * 512 + tsr_tid) < 256)) racc142[s143 % 1] = int32_t(uint32_t(racc142[s143 % 1]) + uint32_t(v139[s143]));
-  }
-  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 16)));
-  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 8)));
-  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 4)));
-  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 2)));
-  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 1)));
-  __shared__ int32_t tsr_red144_mem[16];
-  int32_t* const tsr_red144 = tsr_red144_mem;
-  if ((tsr_tid & 31) == 0) {
-    tsr_red144[(tsr_tid >> 5) * 1 + 0] = racc142[0];
-  }
-  __syncthreads();
-  racc142[0] = tsr_red144[(tsr_tid & 15) * 1 + 0];
-  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 8)));
-  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 4)));
-  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 2)));
-  racc142[0] = int32_t(uint32_t(racc142[0]) + uint32_t(tsr::shfl_xor(racc142[0], 1)));
-  v141 = racc142[0];
-  // %82 = where %74, %24, %17 : tile<i32, [256]>
-  int32_t v145[1];
-  #pragma unroll
-  for (int s146 = 0; s146 < 1; ++s146) {
-    v145[s146] = (v125[s146] ? c31[s146] : v16[s146]);
-  }
-  // %83 = reduce %82 {axis = 0, kind = "sum"} : i32
-  int32_t v147;
-  int32_t racc148[1];
-  #pragma unroll
-  for (int v_ = 0; v_ < 1; ++v_) racc148[v_] = int32_t(0);
-  #pragma unroll
-  for (int s149 = 0; s149 < 1; ++s149) {
-    if (((s149 * 512 + tsr_tid) < 256)) racc148[s149 % 1] = int32_t(uint32_t(racc148[s149 % 1]) + uint32_t(v145[s149]));
-  }
-  racc148[0] = int32_t(uint32_t(racc148[0]) + uint32_t(tsr::shfl_xor(racc148[0], 16)));
-  racc148[0] = int32_t(uint32_t(racc148[0]) + uint32_t(tsr::shfl_xor(racc148[0], 8)));
-  racc148[0] = int32_t(uint32_t(racc148[0]) + uint32_t(tsr::shfl_xor(racc148[0], 4)));
-  racc148[0] = int32_t(uint32_t(racc148[0]) + uint32_t(tsr::shfl_xor(racc148[0], 2)));
-  racc148[0] = int32_t(uint32_t(racc148[0]) + uint32_t(tsr::shfl_xor(racc148[0], 1)));
-  __shared__ int32_t tsr_red150_mem[16];
-  int32_t* const tsr_red150 = tsr_red150_mem;
-  if ((tsr_tid & 31) == 0) {
-    tsr_red150[(tsr_tid >> 5) * 1 + 0] = racc148[0];
-  }
-  __syncthreads();
-  racc148[0] = tsr_red150[(tsr_tid & 15) * 1 + 0];
-  racc148[0] = int32_t(uint32_t(racc148[0]) + uint32_t(tsr::shfl_xor(racc148[0], 8)));
-  racc148[0] = int32_t(uint32_t(racc148[0]) + uint32_t(tsr::shfl_xor(racc148[0], 4)));
-  racc148[0] = int32_t(uint32_t(racc148[0]) + uint32_t(tsr::shfl_xor(racc148[0], 2)));
-  racc148[0] = int32_t(uint32_t(racc148[0]) + uint32_t(tsr::shfl_xor(racc148[0], 1)));
-  v147 = racc148[0];
-  // %84 = sub %15, %83 : i32
-  const int32_t v151 = int32_t(uint32_t(v14) - uint32_t(v147));
-  // %85 = cast %76 : u32
-  const uint32_t v152 = uint32_t(v129);
-  // %86 = const {value = 8} : u32
-  const uint32_t v153 = uint32_t(8LL);
-  // %87 = shl %85, %86 : u32
-  const uint32_t v154 = tsr::ishl<uint32_t>(v152, v153);
-  // %88 = or %14, %87 : u32
-  const uint32_t v155 = uint32_t(v13 | v154);
-  // %89 = cmp %81, %84 {pred = "ne"} : i1
-  const uint8_t v156 = uint8_t(v141 != v151);
-  // %90, %91, %92, %93 = if %89 : u32, i32, u32, i1 {...}
-  uint32_t v157;
-  int32_t v158;
-  uint32_t v159;
-  uint8_t v160;
-  if (v156) {
-    // for %16, %10, %4 {...}
-    for (int64_t iv161_ = v15; v3 > 0 && iv161_ < v9; iv161_ += v3) {
-      const int32_t iv161 = int32_t(iv161_);
-      // async_copy %9, %x, %94, %1, %94
-      if (!(true && int64_t(iv161) >= 0 && int64_t(iv161) < 4LL)) __trap();  // slot index out of range
-      {
-        uint16_t* const dst162 = buf8 + ((0LL) * 4LL + int64_t(iv161)) * 8192LL;
+      for (int64_t iv53_ = v17; v3 > 0 && iv53_ < v12; iv53_ += v3) {
+        const int32_t iv53 = int32_t(iv53_);
+        // async_wait
+        tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible
         __syncthreads();
-        {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
-          const int64_t o163 = int64_t(v0) * 1LL;
-          const int64_t o164 = int64_t(iv161) * 8192LL;
-          for (int64_t q165 = tsr_tid; q165 < 1024LL; q165 += tsr_nthreads) {
-            const int64_t gc167 = o164 + (q165 % 1024LL) * 8LL;
-            const int64_t nv168 = (true && (o163 + 0) >= 0 && (o163 + 0) < int64_t(tsr_dim_M) && gc167 >= 0) ? int64_t(tsr_dim_N) - gc167 : 0LL;  // elements in bounds (<= 0: none)
-            tsr::struct_copy_chunk(dst162 + q165 * 8LL, nv168 > 0 ? tsr_p0 + ((o163 + 0) * tsr_p0_s0 + gc167 * tsr_p0_s1) : tsr_p0, nv168, tsr_p0_s1);
-          }
-        }
-        tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
-      }
-      // yield
-    }
-    // %95 = const {value = 32767} : u32
-    const uint32_t v169 = uint32_t(32767LL);
-    // %96 = const {value = 15} : u32
-    const uint32_t v170 = uint32_t(15LL);
-    // %97 = sub %7, %4 : i32
-    const int32_t v171 = int32_t(uint32_t(v6) - uint32_t(v3));
-    // %98 = const {value = 255} : u32
-    const uint32_t v172 = uint32_t(255LL);
-    // %99 = shr %88, %86 : u32
-    const uint32_t v173 = tsr::ishr<uint32_t>(v155, v153);
-    // %100 = const {value = -1} : i32
-    const int32_t v174 = int32_t(-1LL);
-    // %101 = for %16, %13, %4, %17 : tile<i32, [256]> {...}
-    int32_t c175[1];
-    #pragma unroll
-    for (int s176 = 0; s176 < 1; ++s176) {
-      c175[s176] = v16[s176];
-    }
-    for (int64_t iv177_ = v15; v3 > 0 && iv177_ < v12; iv177_ += v3) {
-      const int32_t iv177 = int32_t(iv177_);
-      // async_wait
-      tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible
-      __syncthreads();
-      // %104 = rem %102, %10 : i32
-      const int32_t v178 = tsr::irem<int32_t>(iv177, v9);
-      // %105 = mul %104, %10 : i32
-      const int32_t v179 = int32_t(uint32_t(v178) * uint32_t(v9));
-      // %106 = add %102, %4 : i32
-      const int32_t v180 = int32_t(uint32_t(iv177) + uint32_t(v3));
-      // %107 = cmp %106, %13 {pred = "lt"} : i1
-      const uint8_t v181 = uint8_t(v180 < v12);
-      // if %107 {...}
-      if (v181) {
-        // %108 = mul %106, %10 : i32
-        const int32_t v182 = int32_t(uint32_t(v180) * uint32_t(v9));
-        // %109 = sub %10, %105 : i32
-        const int32_t v183 = int32_t(uint32_t(v9) - uint32_t(v179));
-        // for %16, %10, %4 {...}
-        for (int64_t iv184_ = v15; v3 > 0 && iv184_ < v9; iv184_ += v3) {
-          const int32_t iv184 = int32_t(iv184_);
-          // %111 = add %108, %110 : i32
-          const int32_t v185 = int32_t(uint32_t(v182) + uint32_t(iv184));
-          // %112 = add %109, %110 : i32
-          const int32_t v186 = int32_t(uint32_t(v183) + uint32_t(iv184));
-          // async_copy %9, %x, %112, %1, %111
-          if (!(true && int64_t(v186) >= 0 && int64_t(v186) < 4LL)) __trap();  // slot index out of range
-          {
-            uint16_t* const dst187 = buf8 + ((0LL) * 4LL + int64_t(v186)) * 8192LL;
-            __syncthreads();
-            {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
-              const int64_t o188 = int64_t(v0) * 1LL;
-              const int64_t o189 = int64_t(v185) * 8192LL;
-              for (int64_t q190 = tsr_tid; q190 < 1024LL; q190 += tsr_nthreads) {
-                const int64_t gc192 = o189 + (q190 % 1024LL) * 8LL;
-                const int64_t nv193 = (true && (o188 + 0) >= 0 && (o188 + 0) < int64_t(tsr_dim_M) && gc192 >= 0) ? int64_t(tsr_dim_N) - gc192 : 0LL;  // elements in bounds (<= 0: none)
-                tsr::struct_copy_chunk(dst187 + q190 * 8LL, nv193 > 0 ? tsr_p0 + ((o188 + 0) * tsr_p0_s0 + gc192 * tsr_p0_s1) : tsr_p0, nv193, tsr_p0_s1);
+        // %51 = rem %49, %10 : i32
+        const int32_t v54 = tsr::irem<int32_t>(iv53, v9);
+        // %52 = mul %51, %10 : i32
+        const int32_t v55 = int32_t(uint32_t(v54) * uint32_t(v9));
+        // %53 = add %49, %4 : i32
+        const int32_t v56 = int32_t(uint32_t(iv53) + uint32_t(v3));
+        // %54 = cmp %53, %13 {pred = "lt"} : i1
+        const uint8_t v57 = uint8_t(v56 < v12);
+        // if %54 {...}
+        if (v57) {
+          // %55 = mul %53, %10 : i32
+          const int32_t v58 = int32_t(uint32_t(v56) * uint32_t(v9));
+          // %56 = sub %10, %52 : i32
+          const int32_t v59 = int32_t(uint32_t(v9) - uint32_t(v55));
+          // for %18, %10, %4 {...}
+          for (int64_t iv60_ = v17; v3 > 0 && iv60_ < v9; iv60_ += v3) {
+            const int32_t iv60 = int32_t(iv60_);
+            // %58 = add %55, %57 : i32
+            const int32_t v61 = int32_t(uint32_t(v58) + uint32_t(iv60));
+            // %59 = add %56, %57 : i32
+            const int32_t v62 = int32_t(uint32_t(v59) + uint32_t(iv60));
+            // async_copy %9, %x, %59, %1, %58
+            if (!(true && int64_t(v62) >= 0 && int64_t(v62) < 4LL)) __trap();  // slot index out of range
+            {
+              uint16_t* const dst63 = buf8 + ((0LL) * 4LL + int64_t(v62)) * 8192LL;
+              __syncthreads();
+              {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
+                const int64_t o64 = int64_t(v0) * 1LL;
+                const int64_t o65 = int64_t(v61) * 8192LL;
+                for (int64_t q66 = tsr_tid; q66 < 1024LL; q66 += tsr_nthreads) {
+                  const int64_t gc68 = o65 + (q66 % 1024LL) * 8LL;
+                  const int64_t nv69 = (true && (o64 + 0) >= 0 && (o64 + 0) < int64_t(tsr_dim_M) && gc68 >= 0) ? int64_t(tsr_dim_N) - gc68 : 0LL;  // elements in bounds (<= 0: none)
+                  tsr::struct_copy_chunk(dst63 + q66 * 8LL, nv69 > 0 ? tsr_p0 + ((o64 + 0) * tsr_p0_s0 + gc68 * tsr_p0_s1) : tsr_p0, nv69, tsr_p0_s1);
+                }
               }
+              tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
             }
-            tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+            // yield
           }
           // yield
-        }
-        // yield
-      } else {
-        // yield
-      }
-      // %113 = mul %102, %10 : i32
-      const int32_t v194 = int32_t(uint32_t(iv177) * uint32_t(v9));
-      // %114 = sub %7, %113 : i32
-      const int32_t v195 = int32_t(uint32_t(v6) - uint32_t(v194));
-      // %115 = min %10, %114 : i32
-      const int32_t v196 = tsr::imin<int32_t>(v9, v195);
-      // %116 = for %16, %115, %4, %103 : tile<i32, [256]> {...}
-      int32_t c197[1];
-      #pragma unroll
-      for (int s198 = 0; s198 < 1; ++s198) {
-        c197[s198] = c175[s198];
-      }
-      for (int64_t iv199_ = v15; v3 > 0 && iv199_ < v196; iv199_ += v3) {
-        const int32_t iv199 = int32_t(iv199_);
-        // %119 = add %113, %117 : i32
-        const int32_t v200 = int32_t(uint32_t(v194) + uint32_t(iv199));
-        // %120 = add %105, %117 : i32
-        const int32_t v201 = int32_t(uint32_t(v179) + uint32_t(iv199));
-        // %121 = buffer_read %9, %120 : tile<bf16, [1, 8192]>
-        if (!(true && int64_t(v201) >= 0 && int64_t(v201) < 4LL)) __trap();  // slot index out of range
-        const uint16_t* const src202 = buf8 + ((0LL) * 4LL + int64_t(v201)) * 8192LL;
-        float v203[16];
-        #pragma unroll
-        for (int c204 = 0; c204 < 2; ++c204) {
-          uint16_t v_[8];
-          tsr::copy_vec<uint16_t, 8>(v_, src202 + c204 * 4096 + tsr_tid * 8);
-          #pragma unroll
-          for (int l_ = 0; l_ < 8; ++l_) v203[c204 * 8 + l_] = tsr::bf2f(v_[l_]);
-        }
-        // %122 = reshape %121 : tile<bf16, [8192]>
-        float v205[16];
-        #pragma unroll
-        for (int s206 = 0; s206 < 16; ++s206) {
-          v205[s206] = v203[s206];
-        }
-        // %123 = bitcast %122 : tile<u16, [8192]>
-        uint16_t v207[16];
-        #pragma unroll
-        for (int s208 = 0; s208 < 16; ++s208) {
-          v207[s208] = uint16_t(tsr::bf16_bits(v205[s208]));
-        }
-        // %124 = cast %123 : tile<u32, [8192]>
-        uint32_t v209[16];
-        #pragma unroll
-        for (int s210 = 0; s210 < 16; ++s210) {
-          v209[s210] = uint32_t(v207[s210]);
-        }
-        // %125 = splat %95 : tile<u32, [8192]>
-        uint32_t v211[16];
-        #pragma unroll
-        for (int s212 = 0; s212 < 16; ++s212) {
-          v211[s212] = v169;
-        }
-        // %126 = xor %124, %125 : tile<u32, [8192]>
-        uint32_t v213[16];
-        #pragma unroll
-        for (int s214 = 0; s214 < 16; ++s214) {
-          v213[s214] = uint32_t(v209[s214] ^ v211[s214]);
-        }
-        // %127 = splat %96 : tile<u32, [8192]>
-        uint32_t v215[16];
-        #pragma unroll
-        for (int s216 = 0; s216 < 16; ++s216) {
-          v215[s216] = v170;
-        }
-        // %128 = shr %124, %127 : tile<u32, [8192]>
-        uint32_t v217[16];
-        #pragma unroll
-        for (int s218 = 0; s218 < 16; ++s218) {
-          v217[s218] = tsr::ishr<uint32_t>(v209[s218], v215[s218]);
-        }
-        // %129 = splat %14 : tile<u32, [8192]>
-        uint32_t v219[16];
-        #pragma unroll
-        for (int s220 = 0; s220 < 16; ++s220) {
-          v219[s220] = v13;
-        }
-        // %130 = cmp %128, %129 {pred = "eq"} : tile<i1, [8192]>
-        uint8_t v221[16];
-        #pragma unroll
-        for (int s222 = 0; s222 < 16; ++s222) {
-          v221[s222] = uint8_t(v217[s222] == v219[s222]);
-        }
-        // %131 = where %130, %126, %124 : tile<u32, [8192]>
-        uint32_t v223[16];
-        #pragma unroll
-        for (int s224 = 0; s224 < 16; ++s224) {
-          v223[s224] = (v221[s224] ? v213[s224] : v209[s224]);
-        }
-        // %132 = cmp %119, %97 {pred = "eq"} : i1
-        const uint8_t v225 = uint8_t(v200 == v171);
-        // %133 = if %132 : tile<u32, [8192]> {...}
-        uint32_t v226[16];
-        if (v225) {
-          // %134 = mul %119, %3 : i32
-          const int32_t v227 = int32_t(uint32_t(v200) * uint32_t(v2));
-          // %135 = arange : tile<i32, [8192]>
-          int32_t v228[16];
-          #pragma unroll
-          for (int s229 = 0; s229 < 16; ++s229) {
-            v228[s229] = int32_t(0 + ((s229 / 8) * 4096 + tsr_tid * 8 + (s229 % 8)));
-          }
-          // %136 = splat %134 : tile<i32, [8192]>
-          int32_t v230[16];
-          #pragma unroll
-          for (int s231 = 0; s231 < 16; ++s231) {
-            v230[s231] = v227;
-          }
-          // %137 = add %135, %136 : tile<i32, [8192]>
-          int32_t v232[16];
-          #pragma unroll
-          for (int s233 = 0; s233 < 16; ++s233) {
-            v232[s233] = int32_t(uint32_t(v228[s233]) + uint32_t(v230[s233]));
-          }
-          // %138 = splat %2 : tile<i32, [8192]>
-          int32_t v234[16];
-          #pragma unroll
-          for (int s235 = 0; s235 < 16; ++s235) {
-            v234[s235] = v1;
-          }
-          // %139 = cmp %137, %138 {pred = "lt"} : tile<i1, [8192]>
-          uint8_t v236[16];
-          #pragma unroll
-          for (int s237 = 0; s237 < 16; ++s237) {
-            v236[s237] = uint8_t(v232[s237] < v234[s237]);
-          }
-          // %140 = splat %8 : tile<u32, [8192]>
-          uint32_t v238[16];
-          #pragma unroll
-          for (int s239 = 0; s239 < 16; ++s239) {
-            v238[s239] = v7;
-          }
-          // %141 = where %139, %131, %140 : tile<u32, [8192]>
-          uint32_t v240[16];
-          #pragma unroll
-          for (int s241 = 0; s241 < 16; ++s241) {
-            v240[s241] = (v236[s241] ? v223[s241] : v238[s241]);
-          }
-          // yield %141
-          #pragma unroll
-          for (int s242 = 0; s242 < 16; ++s242) {
-            v226[s242] = v240[s242];
-          }
         } else {
-          // yield %131
+          // yield
+        }
+        // %60 = mul %49, %10 : i32
+        const int32_t v70 = int32_t(uint32_t(iv53) * uint32_t(v9));
+        // %61 = sub %7, %60 : i32
+        const int32_t v71 = int32_t(uint32_t(v6) - uint32_t(v70));
+        // %62 = min %10, %61 : i32
+        const int32_t v72 = tsr::imin<int32_t>(v9, v71);
+        // %63 = for %18, %62, %4, %50 : tile<i32, [256]> {...}
+        int32_t c73[1];
+        #pragma unroll
+        for (int s74 = 0; s74 < 1; ++s74) {
+          c73[s74] = c51[s74];
+        }
+        for (int64_t iv75_ = v17; v3 > 0 && iv75_ < v72; iv75_ += v3) {
+          const int32_t iv75 = int32_t(iv75_);
+          // %66 = add %60, %64 : i32
+          const int32_t v76 = int32_t(uint32_t(v70) + uint32_t(iv75));
+          // %67 = add %52, %64 : i32
+          const int32_t v77 = int32_t(uint32_t(v55) + uint32_t(iv75));
+          // %68 = buffer_read %9, %67 : tile<bf16, [1, 8192]>
+          if (!(true && int64_t(v77) >= 0 && int64_t(v77) < 4LL)) __trap();  // slot index out of range
+          const uint16_t* const src78 = buf8 + ((0LL) * 4LL + int64_t(v77)) * 8192LL;
+          float v79[16];
           #pragma unroll
-          for (int s243 = 0; s243 < 16; ++s243) {
-            v226[s243] = v223[s243];
+          for (int c80 = 0; c80 < 2; ++c80) {
+            uint16_t v_[8];
+            tsr::copy_vec<uint16_t, 8>(v_, src78 + c80 * 4096 + tsr_tid * 8);
+            #pragma unroll
+            for (int l_ = 0; l_ < 8; ++l_) v79[c80 * 8 + l_] = tsr::bf2f(v_[l_]);
+          }
+          // %69 = reshape %68 : tile<bf16, [8192]>
+          float v81[16];
+          #pragma unroll
+          for (int s82 = 0; s82 < 16; ++s82) {
+            v81[s82] = v79[s82];
+          }
+          // %70 = bitcast %69 : tile<u16, [8192]>
+          uint16_t v83[16];
+          #pragma unroll
+          for (int s84 = 0; s84 < 16; ++s84) {
+            v83[s84] = uint16_t(tsr::bf16_bits(v81[s84]));
+          }
+          // %71 = cast %70 : tile<u32, [8192]>
+          uint32_t v85[16];
+          #pragma unroll
+          for (int s86 = 0; s86 < 16; ++s86) {
+            v85[s86] = uint32_t(v83[s86]);
+          }
+          // %72 = splat %42 : tile<u32, [8192]>
+          uint32_t v87[16];
+          #pragma unroll
+          for (int s88 = 0; s88 < 16; ++s88) {
+            v87[s88] = v45;
+          }
+          // %73 = xor %71, %72 : tile<u32, [8192]>
+          uint32_t v89[16];
+          #pragma unroll
+          for (int s90 = 0; s90 < 16; ++s90) {
+            v89[s90] = uint32_t(v85[s90] ^ v87[s90]);
+          }
+          // %74 = splat %43 : tile<u32, [8192]>
+          uint32_t v91[16];
+          #pragma unroll
+          for (int s92 = 0; s92 < 16; ++s92) {
+            v91[s92] = v46;
+          }
+          // %75 = shr %71, %74 : tile<u32, [8192]>
+          uint32_t v93[16];
+          #pragma unroll
+          for (int s94 = 0; s94 < 16; ++s94) {
+            v93[s94] = tsr::ishr<uint32_t>(v85[s94], v91[s94]);
+          }
+          // %76 = splat %14 : tile<u32, [8192]>
+          uint32_t v95[16];
+          #pragma unroll
+          for (int s96 = 0; s96 < 16; ++s96) {
+            v95[s96] = v13;
+          }
+          // %77 = cmp %75, %76 {pred = "eq"} : tile<i1, [8192]>
+          uint8_t v97[16];
+          #pragma unroll
+          for (int s98 = 0; s98 < 16; ++s98) {
+            v97[s98] = uint8_t(v93[s98] == v95[s98]);
+          }
+          // %78 = where %77, %73, %71 : tile<u32, [8192]>
+          uint32_t v99[16];
+          #pragma unroll
+          for (int s100 = 0; s100 < 16; ++s100) {
+            v99[s100] = (v97[s100] ? v89[s100] : v85[s100]);
+          }
+          // %79 = cmp %66, %44 {pred = "eq"} : i1
+          const uint8_t v101 = uint8_t(v76 == v47);
+          // %80 = if %79 : tile<u32, [8192]> {...}
+          uint32_t v102[16];
+          if (v101) {
+            // %81 = mul %66, %3 : i32
+            const int32_t v103 = int32_t(uint32_t(v76) * uint32_t(v2));
+            // %82 = arange : tile<i32, [8192]>
+            int32_t v104[16];
+            #pragma unroll
+            for (int s105 = 0; s105 < 16; ++s105) {
+              v104[s105] = int32_t(0 + ((s105 / 8) * 4096 + tsr_tid * 8 + (s105 % 8)));
+            }
+            // %83 = splat %81 : tile<i32, [8192]>
+            int32_t v106[16];
+            #pragma unroll
+            for (int s107 = 0; s107 < 16; ++s107) {
+              v106[s107] = v103;
+            }
+            // %84 = add %82, %83 : tile<i32, [8192]>
+            int32_t v108[16];
+            #pragma unroll
+            for (int s109 = 0; s109 < 16; ++s109) {
+              v108[s109] = int32_t(uint32_t(v104[s109]) + uint32_t(v106[s109]));
+            }
+            // %85 = splat %2 : tile<i32, [8192]>
+            int32_t v110[16];
+            #pragma unroll
+            for (int s111 = 0; s111 < 16; ++s111) {
+              v110[s111] = v1;
+            }
+            // %86 = cmp %84, %85 {pred = "lt"} : tile<i1, [8192]>
+            uint8_t v112[16];
+            #pragma unroll
+            for (int s113 = 0; s113 < 16; ++s113) {
+              v112[s113] = uint8_t(v108[s113] < v110[s113]);
+            }
+            // %87 = splat %8 : tile<u32, [8192]>
+            uint32_t v114[16];
+            #pragma unroll
+            for (int s115 = 0; s115 < 16; ++s115) {
+              v114[s115] = v7;
+            }
+            // %88 = where %86, %78, %87 : tile<u32, [8192]>
+            uint32_t v116[16];
+            #pragma unroll
+            for (int s117 = 0; s117 < 16; ++s117) {
+              v116[s117] = (v112[s117] ? v99[s117] : v114[s117]);
+            }
+            // yield %88
+            #pragma unroll
+            for (int s118 = 0; s118 < 16; ++s118) {
+              v102[s118] = v116[s118];
+            }
+          } else {
+            // yield %78
+            #pragma unroll
+            for (int s119 = 0; s119 < 16; ++s119) {
+              v102[s119] = v99[s119];
+            }
+          }
+          // %89 = splat %39 : tile<u32, [8192]>
+          uint32_t v120[16];
+          #pragma unroll
+          for (int s121 = 0; s121 < 16; ++s121) {
+            v120[s121] = v34;
+          }
+          // %90 = shr %80, %89 : tile<u32, [8192]>
+          uint32_t v122[16];
+          #pragma unroll
+          for (int s123 = 0; s123 < 16; ++s123) {
+            v122[s123] = tsr::ishr<uint32_t>(v102[s123], v120[s123]);
+          }
+          // %91 = splat %45 : tile<u32, [8192]>
+          uint32_t v124[16];
+          #pragma unroll
+          for (int s125 = 0; s125 < 16; ++s125) {
+            v124[s125] = v48;
+          }
+          // %92 = and %90, %91 : tile<u32, [8192]>
+          uint32_t v126[16];
+          #pragma unroll
+          for (int s127 = 0; s127 < 16; ++s127) {
+            v126[s127] = uint32_t(v122[s127] & v124[s127]);
+          }
+          // %93 = cast %92 : tile<i32, [8192]>
+          int32_t v128[16];
+          #pragma unroll
+          for (int s129 = 0; s129 < 16; ++s129) {
+            v128[s129] = int32_t(v126[s129]);
+          }
+          // %94 = splat %36 : tile<u32, [8192]>
+          uint32_t v130[16];
+          #pragma unroll
+          for (int s131 = 0; s131 < 16; ++s131) {
+            v130[s131] = v31;
+          }
+          // %95 = shr %80, %94 : tile<u32, [8192]>
+          uint32_t v132[16];
+          #pragma unroll
+          for (int s133 = 0; s133 < 16; ++s133) {
+            v132[s133] = tsr::ishr<uint32_t>(v102[s133], v130[s133]);
+          }
+          // %96 = splat %46 : tile<u32, [8192]>
+          uint32_t v134[16];
+          #pragma unroll
+          for (int s135 = 0; s135 < 16; ++s135) {
+            v134[s135] = v49;
+          }
+          // %97 = cmp %95, %96 {pred = "eq"} : tile<i1, [8192]>
+          uint8_t v136[16];
+          #pragma unroll
+          for (int s137 = 0; s137 < 16; ++s137) {
+            v136[s137] = uint8_t(v132[s137] == v134[s137]);
+          }
+          // %98 = splat %47 : tile<i32, [8192]>
+          int32_t v138[16];
+          #pragma unroll
+          for (int s139 = 0; s139 < 16; ++s139) {
+            v138[s139] = v50;
+          }
+          // %99 = where %97, %93, %98 : tile<i32, [8192]>
+          int32_t v140[16];
+          #pragma unroll
+          for (int s141 = 0; s141 < 16; ++s141) {
+            v140[s141] = (v136[s141] ? v128[s141] : v138[s141]);
+          }
+          // %100 = histogram %99 : tile<i32, [256]>
+          int32_t v142[1];
+          __syncthreads();
+          for (int b_ = tsr_tid; b_ < 256; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
+          __syncthreads();
+          #pragma unroll
+          for (int s143 = 0; s143 < 16; ++s143) {
+            tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v140[s143]), (int)(256));
+          }
+          __syncthreads();
+          #pragma unroll
+          for (int s144 = 0; s144 < 1; ++s144) {
+            const int e145 = (s144 * 512 + tsr_tid);
+            v142[s144] = ((s144 * 512 + tsr_tid) < 256) ? int32_t(int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e145])) : int32_t(0);
+          }
+          // %101 = add %65, %100 : tile<i32, [256]>
+          int32_t v146[1];
+          #pragma unroll
+          for (int s147 = 0; s147 < 1; ++s147) {
+            v146[s147] = int32_t(uint32_t(c73[s147]) + uint32_t(v142[s147]));
+          }
+          // yield %101
+          #pragma unroll
+          for (int s148 = 0; s148 < 1; ++s148) {
+            c73[s148] = v146[s148];
           }
         }
-        // %142 = shr %133, %129 : tile<u32, [8192]>
-        uint32_t v244[16];
+        // yield %63
         #pragma unroll
-        for (int s245 = 0; s245 < 16; ++s245) {
-          v244[s245] = tsr::ishr<uint32_t>(v226[s245], v219[s245]);
-        }
-        // %143 = splat %98 : tile<u32, [8192]>
-        uint32_t v246[16];
-        #pragma unroll
-        for (int s247 = 0; s247 < 16; ++s247) {
-          v246[s247] = v172;
-        }
-        // %144 = and %142, %143 : tile<u32, [8192]>
-        uint32_t v248[16];
-        #pragma unroll
-        for (int s249 = 0; s249 < 16; ++s249) {
-          v248[s249] = uint32_t(v244[s249] & v246[s249]);
-        }
-        // %145 = cast %144 : tile<i32, [8192]>
-        int32_t v250[16];
-        #pragma unroll
-        for (int s251 = 0; s251 < 16; ++s251) {
-          v250[s251] = int32_t(v248[s251]);
-        }
-        // %146 = splat %86 : tile<u32, [8192]>
-        uint32_t v252[16];
-        #pragma unroll
-        for (int s253 = 0; s253 < 16; ++s253) {
-          v252[s253] = v153;
-        }
-        // %147 = shr %133, %146 : tile<u32, [8192]>
-        uint32_t v254[16];
-        #pragma unroll
-        for (int s255 = 0; s255 < 16; ++s255) {
-          v254[s255] = tsr::ishr<uint32_t>(v226[s255], v252[s255]);
-        }
-        // %148 = splat %99 : tile<u32, [8192]>
-        uint32_t v256[16];
-        #pragma unroll
-        for (int s257 = 0; s257 < 16; ++s257) {
-          v256[s257] = v173;
-        }
-        // %149 = cmp %147, %148 {pred = "eq"} : tile<i1, [8192]>
-        uint8_t v258[16];
-        #pragma unroll
-        for (int s259 = 0; s259 < 16; ++s259) {
-          v258[s259] = uint8_t(v254[s259] == v256[s259]);
-        }
-        // %150 = splat %100 : tile<i32, [8192]>
-        int32_t v260[16];
-        #pragma unroll
-        for (int s261 = 0; s261 < 16; ++s261) {
-          v260[s261] = v174;
-        }
-        // %151 = where %149, %145, %150 : tile<i32, [8192]>
-        int32_t v262[16];
-        #pragma unroll
-        for (int s263 = 0; s263 < 16; ++s263) {
-          v262[s263] = (v258[s263] ? v250[s263] : v260[s263]);
-        }
-        // %152 = histogram %151 : tile<i32, [256]>
-        int32_t v264[1];
-        __syncthreads();
-        for (int b_ = tsr_tid; b_ < 256; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
-        __syncthreads();
-        #pragma unroll
-        for (int s265 = 0; s265 < 16; ++s265) {
-          tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v262[s265]), (int)(256));
-        }
-        __syncthreads();
-        #pragma unroll
-        for (int s266 = 0; s266 < 1; ++s266) {
-          const int e267 = (s266 * 512 + tsr_tid);
-          v264[s266] = ((s266 * 512 + tsr_tid) < 256) ? int32_t(int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e267])) : int32_t(0);
-        }
-        // %153 = add %118, %152 : tile<i32, [256]>
-        int32_t v268[1];
-        #pragma unroll
-        for (int s269 = 0; s269 < 1; ++s269) {
-          v268[s269] = int32_t(uint32_t(c197[s269]) + uint32_t(v264[s269]));
-        }
-        // yield %153
-        #pragma unroll
-        for (int s270 = 0; s270 < 1; ++s270) {
-          c197[s270] = v268[s270];
+        for (int s149 = 0; s149 < 1; ++s149) {
+          c51[s149] = c73[s149];
         }
       }
-      // yield %116
+      // %102 = scan %48 {axis = 0, kind = "sum"} : tile<i32, [256]>
+      int32_t v150[1];
+      uint32_t run151 = uint32_t(0);
+      uint32_t acc152_0 = uint32_t(0);
+      if (((0 * 512 + tsr_tid) < 256)) acc152_0 += uint32_t(c51[0]); v150[0] = int32_t(acc152_0);
+      __syncthreads();
+      uint32_t tot154_0;
+      const uint32_t off153_0 = run151 + tsr::block_exclusive_sum<16>(acc152_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot154_0);
+      v150[0] = int32_t(uint32_t(v150[0]) + off153_0);
+      run151 += tot154_0;
+      // %103 = splat %25 : tile<i32, [256]>
+      int32_t v155[1];
       #pragma unroll
-      for (int s271 = 0; s271 < 1; ++s271) {
-        c175[s271] = c197[s271];
+      for (int s156 = 0; s156 < 1; ++s156) {
+        v155[s156] = c19;
       }
+      // %104 = cmp %102, %103 {pred = "lt"} : tile<i1, [256]>
+      uint8_t v157[1];
+      #pragma unroll
+      for (int s158 = 0; s158 < 1; ++s158) {
+        v157[s158] = uint8_t(v150[s158] < v155[s158]);
+      }
+      // %105 = cast %104 : tile<i32, [256]>
+      int32_t v159[1];
+      #pragma unroll
+      for (int s160 = 0; s160 < 1; ++s160) {
+        v159[s160] = int32_t(v157[s160]);
+      }
+      // %106 = reduce %105 {axis = 0, kind = "sum"} : i32
+      int32_t v161;
+      int32_t racc162[1];
+      #pragma unroll
+      for (int v_ = 0; v_ < 1; ++v_) racc162[v_] = int32_t(0);
+      #pragma unroll
+      for (int s163 = 0; s163 < 1; ++s163) {
+        if (((s163 * 512 + tsr_tid) < 256)) racc162[s163 % 1] = int32_t(uint32_t(racc162[s163 % 1]) + uint32_t(v159[s163]));
+      }
+      racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 16)));
+      racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 8)));
+      racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 4)));
+      racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 2)));
+      racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 1)));
+      __shared__ int32_t tsr_red164_mem[32];
+      int32_t* const tsr_red164 = tsr_red164_mem + tsr_red164_at;
+      tsr_red164_at ^= 16;
+      if ((tsr_tid & 31) == 0) {
+        tsr_red164[(tsr_tid >> 5) * 1 + 0] = racc162[0];
+      }
+      __syncthreads();
+      racc162[0] = tsr_red164[(tsr_tid & 15) * 1 + 0];
+      racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 8)));
+      racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 4)));
+      racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 2)));
+      racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 1)));
+      v161 = racc162[0];
+      // %107 = arange : tile<i32, [256]>
+      int32_t v165[1];
+      #pragma unroll
+      for (int s166 = 0; s166 < 1; ++s166) {
+        v165[s166] = int32_t(0 + (s166 * 512 + tsr_tid));
+      }
+      // %108 = splat %106 : tile<i32, [256]>
+      int32_t v167[1];
+      #pragma unroll
+      for (int s168 = 0; s168 < 1; ++s168) {
+        v167[s168] = v161;
+      }
+      // %109 = cmp %107, %108 {pred = "eq"} : tile<i1, [256]>
+      uint8_t v169[1];
+      #pragma unroll
+      for (int s170 = 0; s170 < 1; ++s170) {
+        v169[s170] = uint8_t(v165[s170] == v167[s170]);
+      }
+      // %110 = where %109, %48, %40 : tile<i32, [256]>
+      int32_t v171[1];
+      #pragma unroll
+      for (int s172 = 0; s172 < 1; ++s172) {
+        v171[s172] = (v169[s172] ? c51[s172] : v35[s172]);
+      }
+      // %111 = reduce %110 {axis = 0, kind = "sum"} : i32
+      int32_t v173;
+      int32_t racc174[1];
+      #pragma unroll
+      for (int v_ = 0; v_ < 1; ++v_) racc174[v_] = int32_t(0);
+      #pragma unroll
+      for (int s175 = 0; s175 < 1; ++s175) {
+        if (((s175 * 512 + tsr_tid) < 256)) racc174[s175 % 1] = int32_t(uint32_t(racc174[s175 % 1]) + uint32_t(v171[s175]));
+      }
+      racc174[0] = int32_t(uint32_t(racc174[0]) + uint32_t(tsr::shfl_xor(racc174[0], 16)));
+      racc174[0] = int32_t(uint32_t(racc174[0]) + uint32_t(tsr::shfl_xor(racc174[0], 8)));
+      racc174[0] = int32_t(uint32_t(racc174[0]) + uint32_t(tsr::shfl_xor(racc174[0], 4)));
+      racc174[0] = int32_t(uint32_t(racc174[0]) + uint32_t(tsr::shfl_xor(racc174[0], 2)));
+      racc174[0] = int32_t(uint32_t(racc174[0]) + uint32_t(tsr::shfl_xor(racc174[0], 1)));
+      __shared__ int32_t tsr_red176_mem[32];
+      int32_t* const tsr_red176 = tsr_red176_mem + tsr_red176_at;
+      tsr_red176_at ^= 16;
+      if ((tsr_tid & 31) == 0) {
+        tsr_red176[(tsr_tid >> 5) * 1 + 0] = racc174[0];
+      }
+      __syncthreads();
+      racc174[0] = tsr_red176[(tsr_tid & 15) * 1 + 0];
+      racc174[0] = int32_t(uint32_t(racc174[0]) + uint32_t(tsr::shfl_xor(racc174[0], 8)));
+      racc174[0] = int32_t(uint32_t(racc174[0]) + uint32_t(tsr::shfl_xor(racc174[0], 4)));
+      racc174[0] = int32_t(uint32_t(racc174[0]) + uint32_t(tsr::shfl_xor(racc174[0], 2)));
+      racc174[0] = int32_t(uint32_t(racc174[0]) + uint32_t(tsr::shfl_xor(racc174[0], 1)));
+      v173 = racc174[0];
+      // %112 = where %104, %48, %40 : tile<i32, [256]>
+      int32_t v177[1];
+      #pragma unroll
+      for (int s178 = 0; s178 < 1; ++s178) {
+        v177[s178] = (v157[s178] ? c51[s178] : v35[s178]);
+      }
+      // %113 = reduce %112 {axis = 0, kind = "sum"} : i32
+      int32_t v179;
+      int32_t racc180[1];
+      #pragma unroll
+      for (int v_ = 0; v_ < 1; ++v_) racc180[v_] = int32_t(0);
+      #pragma unroll
+      for (int s181 = 0; s181 < 1; ++s181) {
+        if (((s181 * 512 + tsr_tid) < 256)) racc180[s181 % 1] = int32_t(uint32_t(racc180[s181 % 1]) + uint32_t(v177[s181]));
+      }
+      racc180[0] = int32_t(uint32_t(racc180[0]) + uint32_t(tsr::shfl_xor(racc180[0], 16)));
+      racc180[0] = int32_t(uint32_t(racc180[0]) + uint32_t(tsr::shfl_xor(racc180[0], 8)));
+      racc180[0] = int32_t(uint32_t(racc180[0]) + uint32_t(tsr::shfl_xor(racc180[0], 4)));
+      racc180[0] = int32_t(uint32_t(racc180[0]) + uint32_t(tsr::shfl_xor(racc180[0], 2)));
+      racc180[0] = int32_t(uint32_t(racc180[0]) + uint32_t(tsr::shfl_xor(racc180[0], 1)));
+      __shared__ int32_t tsr_red182_mem[32];
+      int32_t* const tsr_red182 = tsr_red182_mem + tsr_red182_at;
+      tsr_red182_at ^= 16;
+      if ((tsr_tid & 31) == 0) {
+        tsr_red182[(tsr_tid >> 5) * 1 + 0] = racc180[0];
+      }
+      __syncthreads();
+      racc180[0] = tsr_red182[(tsr_tid & 15) * 1 + 0];
+      racc180[0] = int32_t(uint32_t(racc180[0]) + uint32_t(tsr::shfl_xor(racc180[0], 8)));
+      racc180[0] = int32_t(uint32_t(racc180[0]) + uint32_t(tsr::shfl_xor(racc180[0], 4)));
+      racc180[0] = int32_t(uint32_t(racc180[0]) + uint32_t(tsr::shfl_xor(racc180[0], 2)));
+      racc180[0] = int32_t(uint32_t(racc180[0]) + uint32_t(tsr::shfl_xor(racc180[0], 1)));
+      v179 = racc180[0];
+      // %114 = sub %25, %113 : i32
+      const int32_t v183 = int32_t(uint32_t(c19) - uint32_t(v179));
+      // %115 = cast %106 : u32
+      const uint32_t v184 = uint32_t(v161);
+      // %116 = shl %115, %39 : u32
+      const uint32_t v185 = tsr::ishl<uint32_t>(v184, v34);
+      // %117 = or %24, %116 : u32
+      const uint32_t v186 = uint32_t(c18 | v185);
+      // %118 = cmp %111, %114 {pred = "ne"} : i1
+      const uint8_t v187 = uint8_t(v173 != v183);
+      // yield %117, %114, %39, %118
+      v23 = v186;
+      v24 = v183;
+      v25 = v34;
+      v26 = v187;
+    } else {
+      // yield %24, %25, %26, %27
+      v23 = c18;
+      v24 = c19;
+      v25 = c20;
+      v26 = c21;
     }
-    // %154 = scan %101 {axis = 0, kind = "sum"} : tile<i32, [256]>
-    int32_t v272[1];
-    uint32_t run273 = uint32_t(0);
-    uint32_t acc274_0 = uint32_t(0);
-    if (((0 * 512 + tsr_tid) < 256)) acc274_0 += uint32_t(c175[0]); v272[0] = int32_t(acc274_0);
-    __syncthreads();
-    uint32_t tot276_0;
-    const uint32_t off275_0 = run273 + tsr::block_exclusive_sum<16>(acc274_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot276_0);
-    v272[0] = int32_t(uint32_t(v272[0]) + off275_0);
-    run273 += tot276_0;
-    // %155 = splat %84 : tile<i32, [256]>
-    int32_t v277[1];
-    #pragma unroll
-    for (int s278 = 0; s278 < 1; ++s278) {
-      v277[s278] = v151;
-    }
-    // %156 = cmp %154, %155 {pred = "lt"} : tile<i1, [256]>
-    uint8_t v279[1];
-    #pragma unroll
-    for (int s280 = 0; s280 < 1; ++s280) {
-      v279[s280] = uint8_t(v272[s280] < v277[s280]);
-    }
-    // %157 = cast %156 : tile<i32, [256]>
-    int32_t v281[1];
-    #pragma unroll
-    for (int s282 = 0; s282 < 1; ++s282) {
-      v281[s282] = int32_t(v279[s282]);
-    }
-    // %158 = reduce %157 {axis = 0, kind = "sum"} : i32
-    int32_t v283;
-    int32_t racc284[1];
-    #pragma unroll
-    for (int v_ = 0; v_ < 1; ++v_) racc284[v_] = int32_t(0);
-    #pragma unroll
-    for (int s285 = 0; s285 < 1; ++s285) {
-      if (((s285 * 512 + tsr_tid) < 256)) racc284[s285 % 1] = int32_t(uint32_t(racc284[s285 % 1]) + uint32_t(v281[s285]));
-    }
-    racc284[0] = int32_t(uint32_t(racc284[0]) + uint32_t(tsr::shfl_xor(racc284[0], 16)));
-    racc284[0] = int32_t(uint32_t(racc284[0]) + uint32_t(tsr::shfl_xor(racc284[0], 8)));
-    racc284[0] = int32_t(uint32_t(racc284[0]) + uint32_t(tsr::shfl_xor(racc284[0], 4)));
-    racc284[0] = int32_t(uint32_t(racc284[0]) + uint32_t(tsr::shfl_xor(racc284[0], 2)));
-    racc284[0] = int32_t(uint32_t(racc284[0]) + uint32_t(tsr::shfl_xor(racc284[0], 1)));
-    __shared__ int32_t tsr_red286_mem[16];
-    int32_t* const tsr_red286 = tsr_red286_mem;
-    if ((tsr_tid & 31) == 0) {
-      tsr_red286[(tsr_tid >> 5) * 1 + 0] = racc284[0];
-    }
-    __syncthreads();
-    racc284[0] = tsr_red286[(tsr_tid & 15) * 1 + 0];
-    racc284[0] = int32_t(uint32_t(racc284[0]) + uint32_t(tsr::shfl_xor(racc284[0], 8)));
-    racc284[0] = int32_t(uint32_t(racc284[0]) + uint32_t(tsr::shfl_xor(racc284[0], 4)));
-    racc284[0] = int32_t(uint32_t(racc284[0]) + uint32_t(tsr::shfl_xor(racc284[0], 2)));
-    racc284[0] = int32_t(uint32_t(racc284[0]) + uint32_t(tsr::shfl_xor(racc284[0], 1)));
-    v283 = racc284[0];
-    // %159 = splat %158 : tile<i32, [256]>
-    int32_t v287[1];
-    #pragma unroll
-    for (int s288 = 0; s288 < 1; ++s288) {
-      v287[s288] = v283;
-    }
-    // %160 = cmp %77, %159 {pred = "eq"} : tile<i1, [256]>
-    uint8_t v289[1];
-    #pragma unroll
-    for (int s290 = 0; s290 < 1; ++s290) {
-      v289[s290] = uint8_t(v133[s290] == v287[s290]);
-    }
-    // %161 = where %160, %101, %17 : tile<i32, [256]>
-    int32_t v291[1];
-    #pragma unroll
-    for (int s292 = 0; s292 < 1; ++s292) {
-      v291[s292] = (v289[s292] ? c175[s292] : v16[s292]);
-    }
-    // %162 = reduce %161 {axis = 0, kind = "sum"} : i32
-    int32_t v293;
-    int32_t racc294[1];
-    #pragma unroll
-    for (int v_ = 0; v_ < 1; ++v_) racc294[v_] = int32_t(0);
-    #pragma unroll
-    for (int s295 = 0; s295 < 1; ++s295) {
-      if (((s295 * 512 + tsr_tid) < 256)) racc294[s295 % 1] = int32_t(uint32_t(racc294[s295 % 1]) + uint32_t(v291[s295]));
-    }
-    racc294[0] = int32_t(uint32_t(racc294[0]) + uint32_t(tsr::shfl_xor(racc294[0], 16)));
-    racc294[0] = int32_t(uint32_t(racc294[0]) + uint32_t(tsr::shfl_xor(racc294[0], 8)));
-    racc294[0] = int32_t(uint32_t(racc294[0]) + uint32_t(tsr::shfl_xor(racc294[0], 4)));
-    racc294[0] = int32_t(uint32_t(racc294[0]) + uint32_t(tsr::shfl_xor(racc294[0], 2)));
-    racc294[0] = int32_t(uint32_t(racc294[0]) + uint32_t(tsr::shfl_xor(racc294[0], 1)));
-    __shared__ int32_t tsr_red296_mem[16];
-    int32_t* const tsr_red296 = tsr_red296_mem;
-    if ((tsr_tid & 31) == 0) {
-      tsr_red296[(tsr_tid >> 5) * 1 + 0] = racc294[0];
-    }
-    __syncthreads();
-    racc294[0] = tsr_red296[(tsr_tid & 15) * 1 + 0];
-    racc294[0] = int32_t(uint32_t(racc294[0]) + uint32_t(tsr::shfl_xor(racc294[0], 8)));
-    racc294[0] = int32_t(uint32_t(racc294[0]) + uint32_t(tsr::shfl_xor(racc294[0], 4)));
-    racc294[0] = int32_t(uint32_t(racc294[0]) + uint32_t(tsr::shfl_xor(racc294[0], 2)));
-    racc294[0] = int32_t(uint32_t(racc294[0]) + uint32_t(tsr::shfl_xor(racc294[0], 1)));
-    v293 = racc294[0];
-    // %163 = where %156, %101, %17 : tile<i32, [256]>
-    int32_t v297[1];
-    #pragma unroll
-    for (int s298 = 0; s298 < 1; ++s298) {
-      v297[s298] = (v279[s298] ? c175[s298] : v16[s298]);
-    }
-    // %164 = reduce %163 {axis = 0, kind = "sum"} : i32
-    int32_t v299;
-    int32_t racc300[1];
-    #pragma unroll
-    for (int v_ = 0; v_ < 1; ++v_) racc300[v_] = int32_t(0);
-    #pragma unroll
-    for (int s301 = 0; s301 < 1; ++s301) {
-      if (((s301 * 512 + tsr_tid) < 256)) racc300[s301 % 1] = int32_t(uint32_t(racc300[s301 % 1]) + uint32_t(v297[s301]));
-    }
-    racc300[0] = int32_t(uint32_t(racc300[0]) + uint32_t(tsr::shfl_xor(racc300[0], 16)));
-    racc300[0] = int32_t(uint32_t(racc300[0]) + uint32_t(tsr::shfl_xor(racc300[0], 8)));
-    racc300[0] = int32_t(uint32_t(racc300[0]) + uint32_t(tsr::shfl_xor(racc300[0], 4)));
-    racc300[0] = int32_t(uint32_t(racc300[0]) + uint32_t(tsr::shfl_xor(racc300[0], 2)));
-    racc300[0] = int32_t(uint32_t(racc300[0]) + uint32_t(tsr::shfl_xor(racc300[0], 1)));
-    __shared__ int32_t tsr_red302_mem[16];
-    int32_t* const tsr_red302 = tsr_red302_mem;
-    if ((tsr_tid & 31) == 0) {
-      tsr_red302[(tsr_tid >> 5) * 1 + 0] = racc300[0];
-    }
-    __syncthreads();
-    racc300[0] = tsr_red302[(tsr_tid & 15) * 1 + 0];
-    racc300[0] = int32_t(uint32_t(racc300[0]) + uint32_t(tsr::shfl_xor(racc300[0], 8)));
-    racc300[0] = int32_t(uint32_t(racc300[0]) + uint32_t(tsr::shfl_xor(racc300[0], 4)));
-    racc300[0] = int32_t(uint32_t(racc300[0]) + uint32_t(tsr::shfl_xor(racc300[0], 2)));
-    racc300[0] = int32_t(uint32_t(racc300[0]) + uint32_t(tsr::shfl_xor(racc300[0], 1)));
-    v299 = racc300[0];
-    // %165 = sub %84, %164 : i32
-    const int32_t v303 = int32_t(uint32_t(v151) - uint32_t(v299));
-    // %166 = cast %158 : u32
-    const uint32_t v304 = uint32_t(v283);
-    // %167 = shl %166, %14 : u32
-    const uint32_t v305 = tsr::ishl<uint32_t>(v304, v13);
-    // %168 = or %88, %167 : u32
-    const uint32_t v306 = uint32_t(v155 | v305);
-    // %169 = cmp %162, %165 {pred = "ne"} : i1
-    const uint8_t v307 = uint8_t(v293 != v303);
-    // yield %168, %165, %14, %169
-    v157 = v306;
-    v158 = v303;
-    v159 = v13;
-    v160 = v307;
-  } else {
-    // yield %88, %84, %86, %89
-    v157 = v155;
-    v158 = v151;
-    v159 = v153;
-    v160 = v156;
+    // yield %28, %29, %30, %31
+    c18 = v23;
+    c19 = v24;
+    c20 = v25;
+    c21 = v26;
   }
-  // %170 = shr %90, %92 : u32
-  const uint32_t v308 = tsr::ishr<uint32_t>(v157, v159);
-  // for %16, %10, %4 {...}
-  for (int64_t iv309_ = v15; v3 > 0 && iv309_ < v9; iv309_ += v3) {
-    const int32_t iv309 = int32_t(iv309_);
-    // async_copy %9, %x, %171, %1, %171
-    if (!(true && int64_t(iv309) >= 0 && int64_t(iv309) < 4LL)) __trap();  // slot index out of range
+  // %119 = shr %19, %21 : u32
+  const uint32_t v188 = tsr::ishr<uint32_t>(c18, c20);
+  // for %18, %10, %4 {...}
+  for (int64_t iv189_ = v17; v3 > 0 && iv189_ < v9; iv189_ += v3) {
+    const int32_t iv189 = int32_t(iv189_);
+    // async_copy %9, %x, %120, %1, %120
+    if (!(true && int64_t(iv189) >= 0 && int64_t(iv189) < 4LL)) __trap();  // slot index out of range
     {
-      uint16_t* const dst310 = buf8 + ((0LL) * 4LL + int64_t(iv309)) * 8192LL;
+      uint16_t* const dst190 = buf8 + ((0LL) * 4LL + int64_t(iv189)) * 8192LL;
       __syncthreads();
       {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
-        const int64_t o311 = int64_t(v0) * 1LL;
-        const int64_t o312 = int64_t(iv309) * 8192LL;
-        for (int64_t q313 = tsr_tid; q313 < 1024LL; q313 += tsr_nthreads) {
-          const int64_t gc315 = o312 + (q313 % 1024LL) * 8LL;
-          const int64_t nv316 = (true && (o311 + 0) >= 0 && (o311 + 0) < int64_t(tsr_dim_M) && gc315 >= 0) ? int64_t(tsr_dim_N) - gc315 : 0LL;  // elements in bounds (<= 0: none)
-          tsr::struct_copy_chunk(dst310 + q313 * 8LL, nv316 > 0 ? tsr_p0 + ((o311 + 0) * tsr_p0_s0 + gc315 * tsr_p0_s1) : tsr_p0, nv316, tsr_p0_s1);
+        const int64_t o191 = int64_t(v0) * 1LL;
+        const int64_t o192 = int64_t(iv189) * 8192LL;
+        for (int64_t q193 = tsr_tid; q193 < 1024LL; q193 += tsr_nthreads) {
+          const int64_t gc195 = o192 + (q193 % 1024LL) * 8LL;
+          const int64_t nv196 = (true && (o191 + 0) >= 0 && (o191 + 0) < int64_t(tsr_dim_M) && gc195 >= 0) ? int64_t(tsr_dim_N) - gc195 : 0LL;  // elements in bounds (<= 0: none)
+          tsr::struct_copy_chunk(dst190 + q193 * 8LL, nv196 > 0 ? tsr_p0 + ((o191 + 0) * tsr_p0_s0 + gc195 * tsr_p0_s1) : tsr_p0, nv196, tsr_p0_s1);
         }
       }
       tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
     }
     // yield
   }
-  // %172 = const {value = 32767} : u32
-  const uint32_t v317 = uint32_t(32767LL);
-  // %173 = const {value = 15} : u32
-  const uint32_t v318 = uint32_t(15LL);
-  // %174 = sub %7, %4 : i32
-  const int32_t v319 = int32_t(uint32_t(v6) - uint32_t(v3));
-  // %175, %176 = for %16, %13, %4, %16, %16 : i32, i32 {...}
-  int32_t c320;
-  c320 = v15;
-  int32_t c321;
-  c321 = v15;
-  for (int64_t iv322_ = v15; v3 > 0 && iv322_ < v12; iv322_ += v3) {
-    const int32_t iv322 = int32_t(iv322_);
+  // %121 = const {value = 32767} : u32
+  const uint32_t v197 = uint32_t(32767LL);
+  // %122 = const {value = 15} : u32
+  const uint32_t v198 = uint32_t(15LL);
+  // %123 = sub %7, %4 : i32
+  const int32_t v199 = int32_t(uint32_t(v6) - uint32_t(v3));
+  // %124, %125 = for %18, %13, %4, %18, %18 : i32, i32 {...}
+  int32_t c200;
+  c200 = v17;
+  int32_t c201;
+  c201 = v17;
+  for (int64_t iv202_ = v17; v3 > 0 && iv202_ < v12; iv202_ += v3) {
+    const int32_t iv202 = int32_t(iv202_);
     // async_wait
     tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible
     __syncthreads();
-    // %180 = rem %177, %10 : i32
-    const int32_t v323 = tsr::irem<int32_t>(iv322, v9);
-    // %181 = mul %180, %10 : i32
-    const int32_t v324 = int32_t(uint32_t(v323) * uint32_t(v9));
-    // %182 = add %177, %4 : i32
-    const int32_t v325 = int32_t(uint32_t(iv322) + uint32_t(v3));
-    // %183 = cmp %182, %13 {pred = "lt"} : i1
-    const uint8_t v326 = uint8_t(v325 < v12);
-    // if %183 {...}
-    if (v326) {
-      // %184 = mul %182, %10 : i32
-      const int32_t v327 = int32_t(uint32_t(v325) * uint32_t(v9));
-      // %185 = sub %10, %181 : i32
-      const int32_t v328 = int32_t(uint32_t(v9) - uint32_t(v324));
-      // for %16, %10, %4 {...}
-      for (int64_t iv329_ = v15; v3 > 0 && iv329_ < v9; iv329_ += v3) {
-        const int32_t iv329 = int32_t(iv329_);
-        // %187 = add %184, %186 : i32
-        const int32_t v330 = int32_t(uint32_t(v327) + uint32_t(iv329));
-        // %188 = add %185, %186 : i32
-        const int32_t v331 = int32_t(uint32_t(v328) + uint32_t(iv329));
-        // async_copy %9, %x, %188, %1, %187
-        if (!(true && int64_t(v331) >= 0 && int64_t(v331) < 4LL)) __trap();  // slot index out of range
+    // %129 = rem %126, %10 : i32
+    const int32_t v203 = tsr::irem<int32_t>(iv202, v9);
+    // %130 = mul %129, %10 : i32
+    const int32_t v204 = int32_t(uint32_t(v203) * uint32_t(v9));
+    // %131 = add %126, %4 : i32
+    const int32_t v205 = int32_t(uint32_t(iv202) + uint32_t(v3));
+    // %132 = cmp %131, %13 {pred = "lt"} : i1
+    const uint8_t v206 = uint8_t(v205 < v12);
+    // if %132 {...}
+    if (v206) {
+      // %133 = mul %131, %10 : i32
+      const int32_t v207 = int32_t(uint32_t(v205) * uint32_t(v9));
+      // %134 = sub %10, %130 : i32
+      const int32_t v208 = int32_t(uint32_t(v9) - uint32_t(v204));
+      // for %18, %10, %4 {...}
+      for (int64_t iv209_ = v17; v3 > 0 && iv209_ < v9; iv209_ += v3) {
+        const int32_t iv209 = int32_t(iv209_);
+        // %136 = add %133, %135 : i32
+        const int32_t v210 = int32_t(uint32_t(v207) + uint32_t(iv209));
+        // %137 = add %134, %135 : i32
+        const int32_t v211 = int32_t(uint32_t(v208) + uint32_t(iv209));
+        // async_copy %9, %x, %137, %1, %136
+        if (!(true && int64_t(v211) >= 0 && int64_t(v211) < 4LL)) __trap();  // slot index out of range
         {
-          uint16_t* const dst332 = buf8 + ((0LL) * 4LL + int64_t(v331)) * 8192LL;
+          uint16_t* const dst212 = buf8 + ((0LL) * 4LL + int64_t(v211)) * 8192LL;
           __syncthreads();
           {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
-            const int64_t o333 = int64_t(v0) * 1LL;
-            const int64_t o334 = int64_t(v330) * 8192LL;
-            for (int64_t q335 = tsr_tid; q335 < 1024LL; q335 += tsr_nthreads) {
-              const int64_t gc337 = o334 + (q335 % 1024LL) * 8LL;
-              const int64_t nv338 = (true && (o333 + 0) >= 0 && (o333 + 0) < int64_t(tsr_dim_M) && gc337 >= 0) ? int64_t(tsr_dim_N) - gc337 : 0LL;  // elements in bounds (<= 0: none)
-              tsr::struct_copy_chunk(dst332 + q335 * 8LL, nv338 > 0 ? tsr_p0 + ((o333 + 0) * tsr_p0_s0 + gc337 * tsr_p0_s1) : tsr_p0, nv338, tsr_p0_s1);
+            const int64_t o213 = int64_t(v0) * 1LL;
+            const int64_t o214 = int64_t(v210) * 8192LL;
+            for (int64_t q215 = tsr_tid; q215 < 1024LL; q215 += tsr_nthreads) {
+              const int64_t gc217 = o214 + (q215 % 1024LL) * 8LL;
+              const int64_t nv218 = (true && (o213 + 0) >= 0 && (o213 + 0) < int64_t(tsr_dim_M) && gc217 >= 0) ? int64_t(tsr_dim_N) - gc217 : 0LL;  // elements in bounds (<= 0: none)
+              tsr::struct_copy_chunk(dst212 + q215 * 8LL, nv218 > 0 ? tsr_p0 + ((o213 + 0) * tsr_p0_s0 + gc217 * tsr_p0_s1) : tsr_p0, nv218, tsr_p0_s1);
             }
           }
           tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
@@ -1081,511 +690,511 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
     } else {
       // yield
     }
-    // %189 = mul %177, %10 : i32
-    const int32_t v339 = int32_t(uint32_t(iv322) * uint32_t(v9));
-    // %190 = sub %7, %189 : i32
-    const int32_t v340 = int32_t(uint32_t(v6) - uint32_t(v339));
-    // %191 = min %10, %190 : i32
-    const int32_t v341 = tsr::imin<int32_t>(v9, v340);
-    // %192, %193 = for %16, %191, %4, %178, %179 : i32, i32 {...}
-    int32_t c342;
-    c342 = c320;
-    int32_t c343;
-    c343 = c321;
-    for (int64_t iv344_ = v15; v3 > 0 && iv344_ < v341; iv344_ += v3) {
-      const int32_t iv344 = int32_t(iv344_);
-      // %197 = add %189, %194 : i32
-      const int32_t v345 = int32_t(uint32_t(v339) + uint32_t(iv344));
-      // %198 = add %181, %194 : i32
-      const int32_t v346 = int32_t(uint32_t(v324) + uint32_t(iv344));
-      // %199 = buffer_read %9, %198 : tile<bf16, [1, 8192]>
-      if (!(true && int64_t(v346) >= 0 && int64_t(v346) < 4LL)) __trap();  // slot index out of range
-      const uint16_t* const src347 = buf8 + ((0LL) * 4LL + int64_t(v346)) * 8192LL;
-      float v348[16];
+    // %138 = mul %126, %10 : i32
+    const int32_t v219 = int32_t(uint32_t(iv202) * uint32_t(v9));
+    // %139 = sub %7, %138 : i32
+    const int32_t v220 = int32_t(uint32_t(v6) - uint32_t(v219));
+    // %140 = min %10, %139 : i32
+    const int32_t v221 = tsr::imin<int32_t>(v9, v220);
+    // %141, %142 = for %18, %140, %4, %127, %128 : i32, i32 {...}
+    int32_t c222;
+    c222 = c200;
+    int32_t c223;
+    c223 = c201;
+    for (int64_t iv224_ = v17; v3 > 0 && iv224_ < v221; iv224_ += v3) {
+      const int32_t iv224 = int32_t(iv224_);
+      // %146 = add %138, %143 : i32
+      const int32_t v225 = int32_t(uint32_t(v219) + uint32_t(iv224));
+      // %147 = add %130, %143 : i32
+      const int32_t v226 = int32_t(uint32_t(v204) + uint32_t(iv224));
+      // %148 = buffer_read %9, %147 : tile<bf16, [1, 8192]>
+      if (!(true && int64_t(v226) >= 0 && int64_t(v226) < 4LL)) __trap();  // slot index out of range
+      const uint16_t* const src227 = buf8 + ((0LL) * 4LL + int64_t(v226)) * 8192LL;
+      float v228[16];
       #pragma unroll
-      for (int c349 = 0; c349 < 2; ++c349) {
+      for (int c229 = 0; c229 < 2; ++c229) {
         uint16_t v_[8];
-        tsr::copy_vec<uint16_t, 8>(v_, src347 + c349 * 4096 + tsr_tid * 8);
+        tsr::copy_vec<uint16_t, 8>(v_, src227 + c229 * 4096 + tsr_tid * 8);
         #pragma unroll
-        for (int l_ = 0; l_ < 8; ++l_) v348[c349 * 8 + l_] = tsr::bf2f(v_[l_]);
+        for (int l_ = 0; l_ < 8; ++l_) v228[c229 * 8 + l_] = tsr::bf2f(v_[l_]);
       }
-      // %200 = reshape %199 : tile<bf16, [8192]>
-      float v350[16];
+      // %149 = reshape %148 : tile<bf16, [8192]>
+      float v230[16];
       #pragma unroll
-      for (int s351 = 0; s351 < 16; ++s351) {
-        v350[s351] = v348[s351];
+      for (int s231 = 0; s231 < 16; ++s231) {
+        v230[s231] = v228[s231];
       }
-      // %201 = bitcast %200 : tile<u16, [8192]>
-      uint16_t v352[16];
+      // %150 = bitcast %149 : tile<u16, [8192]>
+      uint16_t v232[16];
       #pragma unroll
-      for (int s353 = 0; s353 < 16; ++s353) {
-        v352[s353] = uint16_t(tsr::bf16_bits(v350[s353]));
+      for (int s233 = 0; s233 < 16; ++s233) {
+        v232[s233] = uint16_t(tsr::bf16_bits(v230[s233]));
       }
-      // %202 = cast %201 : tile<u32, [8192]>
-      uint32_t v354[16];
+      // %151 = cast %150 : tile<u32, [8192]>
+      uint32_t v234[16];
       #pragma unroll
-      for (int s355 = 0; s355 < 16; ++s355) {
-        v354[s355] = uint32_t(v352[s355]);
+      for (int s235 = 0; s235 < 16; ++s235) {
+        v234[s235] = uint32_t(v232[s235]);
       }
-      // %203 = splat %172 : tile<u32, [8192]>
-      uint32_t v356[16];
+      // %152 = splat %121 : tile<u32, [8192]>
+      uint32_t v236[16];
       #pragma unroll
-      for (int s357 = 0; s357 < 16; ++s357) {
-        v356[s357] = v317;
+      for (int s237 = 0; s237 < 16; ++s237) {
+        v236[s237] = v197;
       }
-      // %204 = xor %202, %203 : tile<u32, [8192]>
-      uint32_t v358[16];
+      // %153 = xor %151, %152 : tile<u32, [8192]>
+      uint32_t v238[16];
       #pragma unroll
-      for (int s359 = 0; s359 < 16; ++s359) {
-        v358[s359] = uint32_t(v354[s359] ^ v356[s359]);
+      for (int s239 = 0; s239 < 16; ++s239) {
+        v238[s239] = uint32_t(v234[s239] ^ v236[s239]);
       }
-      // %205 = splat %173 : tile<u32, [8192]>
-      uint32_t v360[16];
+      // %154 = splat %122 : tile<u32, [8192]>
+      uint32_t v240[16];
       #pragma unroll
-      for (int s361 = 0; s361 < 16; ++s361) {
-        v360[s361] = v318;
+      for (int s241 = 0; s241 < 16; ++s241) {
+        v240[s241] = v198;
       }
-      // %206 = shr %202, %205 : tile<u32, [8192]>
-      uint32_t v362[16];
+      // %155 = shr %151, %154 : tile<u32, [8192]>
+      uint32_t v242[16];
       #pragma unroll
-      for (int s363 = 0; s363 < 16; ++s363) {
-        v362[s363] = tsr::ishr<uint32_t>(v354[s363], v360[s363]);
+      for (int s243 = 0; s243 < 16; ++s243) {
+        v242[s243] = tsr::ishr<uint32_t>(v234[s243], v240[s243]);
       }
-      // %207 = splat %14 : tile<u32, [8192]>
-      uint32_t v364[16];
+      // %156 = splat %14 : tile<u32, [8192]>
+      uint32_t v244[16];
       #pragma unroll
-      for (int s365 = 0; s365 < 16; ++s365) {
-        v364[s365] = v13;
+      for (int s245 = 0; s245 < 16; ++s245) {
+        v244[s245] = v13;
       }
-      // %208 = cmp %206, %207 {pred = "eq"} : tile<i1, [8192]>
-      uint8_t v366[16];
+      // %157 = cmp %155, %156 {pred = "eq"} : tile<i1, [8192]>
+      uint8_t v246[16];
       #pragma unroll
-      for (int s367 = 0; s367 < 16; ++s367) {
-        v366[s367] = uint8_t(v362[s367] == v364[s367]);
+      for (int s247 = 0; s247 < 16; ++s247) {
+        v246[s247] = uint8_t(v242[s247] == v244[s247]);
       }
-      // %209 = where %208, %204, %202 : tile<u32, [8192]>
-      uint32_t v368[16];
+      // %158 = where %157, %153, %151 : tile<u32, [8192]>
+      uint32_t v248[16];
       #pragma unroll
-      for (int s369 = 0; s369 < 16; ++s369) {
-        v368[s369] = (v366[s369] ? v358[s369] : v354[s369]);
+      for (int s249 = 0; s249 < 16; ++s249) {
+        v248[s249] = (v246[s249] ? v238[s249] : v234[s249]);
       }
-      // %210 = cmp %197, %174 {pred = "eq"} : i1
-      const uint8_t v370 = uint8_t(v345 == v319);
-      // %211 = if %210 : tile<u32, [8192]> {...}
-      uint32_t v371[16];
-      if (v370) {
-        // %212 = mul %197, %3 : i32
-        const int32_t v372 = int32_t(uint32_t(v345) * uint32_t(v2));
-        // %213 = arange : tile<i32, [8192]>
-        int32_t v373[16];
+      // %159 = cmp %146, %123 {pred = "eq"} : i1
+      const uint8_t v250 = uint8_t(v225 == v199);
+      // %160 = if %159 : tile<u32, [8192]> {...}
+      uint32_t v251[16];
+      if (v250) {
+        // %161 = mul %146, %3 : i32
+        const int32_t v252 = int32_t(uint32_t(v225) * uint32_t(v2));
+        // %162 = arange : tile<i32, [8192]>
+        int32_t v253[16];
         #pragma unroll
-        for (int s374 = 0; s374 < 16; ++s374) {
-          v373[s374] = int32_t(0 + ((s374 / 8) * 4096 + tsr_tid * 8 + (s374 % 8)));
+        for (int s254 = 0; s254 < 16; ++s254) {
+          v253[s254] = int32_t(0 + ((s254 / 8) * 4096 + tsr_tid * 8 + (s254 % 8)));
         }
-        // %214 = splat %212 : tile<i32, [8192]>
-        int32_t v375[16];
+        // %163 = splat %161 : tile<i32, [8192]>
+        int32_t v255[16];
         #pragma unroll
-        for (int s376 = 0; s376 < 16; ++s376) {
-          v375[s376] = v372;
+        for (int s256 = 0; s256 < 16; ++s256) {
+          v255[s256] = v252;
         }
-        // %215 = add %213, %214 : tile<i32, [8192]>
-        int32_t v377[16];
+        // %164 = add %162, %163 : tile<i32, [8192]>
+        int32_t v257[16];
         #pragma unroll
-        for (int s378 = 0; s378 < 16; ++s378) {
-          v377[s378] = int32_t(uint32_t(v373[s378]) + uint32_t(v375[s378]));
+        for (int s258 = 0; s258 < 16; ++s258) {
+          v257[s258] = int32_t(uint32_t(v253[s258]) + uint32_t(v255[s258]));
         }
-        // %216 = splat %2 : tile<i32, [8192]>
-        int32_t v379[16];
+        // %165 = splat %2 : tile<i32, [8192]>
+        int32_t v259[16];
         #pragma unroll
-        for (int s380 = 0; s380 < 16; ++s380) {
-          v379[s380] = v1;
+        for (int s260 = 0; s260 < 16; ++s260) {
+          v259[s260] = v1;
         }
-        // %217 = cmp %215, %216 {pred = "lt"} : tile<i1, [8192]>
-        uint8_t v381[16];
+        // %166 = cmp %164, %165 {pred = "lt"} : tile<i1, [8192]>
+        uint8_t v261[16];
         #pragma unroll
-        for (int s382 = 0; s382 < 16; ++s382) {
-          v381[s382] = uint8_t(v377[s382] < v379[s382]);
+        for (int s262 = 0; s262 < 16; ++s262) {
+          v261[s262] = uint8_t(v257[s262] < v259[s262]);
         }
-        // %218 = splat %8 : tile<u32, [8192]>
-        uint32_t v383[16];
+        // %167 = splat %8 : tile<u32, [8192]>
+        uint32_t v263[16];
         #pragma unroll
-        for (int s384 = 0; s384 < 16; ++s384) {
-          v383[s384] = v7;
+        for (int s264 = 0; s264 < 16; ++s264) {
+          v263[s264] = v7;
         }
-        // %219 = where %217, %209, %218 : tile<u32, [8192]>
-        uint32_t v385[16];
+        // %168 = where %166, %158, %167 : tile<u32, [8192]>
+        uint32_t v265[16];
         #pragma unroll
-        for (int s386 = 0; s386 < 16; ++s386) {
-          v385[s386] = (v381[s386] ? v368[s386] : v383[s386]);
+        for (int s266 = 0; s266 < 16; ++s266) {
+          v265[s266] = (v261[s266] ? v248[s266] : v263[s266]);
         }
-        // yield %219
+        // yield %168
         #pragma unroll
-        for (int s387 = 0; s387 < 16; ++s387) {
-          v371[s387] = v385[s387];
-        }
-      } else {
-        // yield %209
-        #pragma unroll
-        for (int s388 = 0; s388 < 16; ++s388) {
-          v371[s388] = v368[s388];
-        }
-      }
-      // %220 = splat %92 : tile<u32, [8192]>
-      uint32_t v389[16];
-      #pragma unroll
-      for (int s390 = 0; s390 < 16; ++s390) {
-        v389[s390] = v159;
-      }
-      // %221 = shr %211, %220 : tile<u32, [8192]>
-      uint32_t v391[16];
-      #pragma unroll
-      for (int s392 = 0; s392 < 16; ++s392) {
-        v391[s392] = tsr::ishr<uint32_t>(v371[s392], v389[s392]);
-      }
-      // %222 = splat %170 : tile<u32, [8192]>
-      uint32_t v393[16];
-      #pragma unroll
-      for (int s394 = 0; s394 < 16; ++s394) {
-        v393[s394] = v308;
-      }
-      // %223 = cmp %221, %222 {pred = "eq"} : tile<i1, [8192]>
-      uint8_t v395[16];
-      #pragma unroll
-      for (int s396 = 0; s396 < 16; ++s396) {
-        v395[s396] = uint8_t(v391[s396] == v393[s396]);
-      }
-      // %224 = cmp %221, %222 {pred = "lt"} : tile<i1, [8192]>
-      uint8_t v397[16];
-      #pragma unroll
-      for (int s398 = 0; s398 < 16; ++s398) {
-        v397[s398] = uint8_t(v391[s398] < v393[s398]);
-      }
-      // %225 = cast %223 : tile<i32, [8192]>
-      int32_t v399[16];
-      #pragma unroll
-      for (int s400 = 0; s400 < 16; ++s400) {
-        v399[s400] = int32_t(v395[s400]);
-      }
-      // %226 = reduce %225 {axis = 0, kind = "sum"} : i32
-      int32_t v401;
-      int32_t racc402[8];
-      #pragma unroll
-      for (int v_ = 0; v_ < 8; ++v_) racc402[v_] = int32_t(0);
-      #pragma unroll
-      for (int s403 = 0; s403 < 16; ++s403) {
-        racc402[s403 % 8] = int32_t(uint32_t(racc402[s403 % 8]) + uint32_t(v399[s403]));
-      }
-      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(racc402[4]));
-      racc402[1] = int32_t(uint32_t(racc402[1]) + uint32_t(racc402[5]));
-      racc402[2] = int32_t(uint32_t(racc402[2]) + uint32_t(racc402[6]));
-      racc402[3] = int32_t(uint32_t(racc402[3]) + uint32_t(racc402[7]));
-      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(racc402[2]));
-      racc402[1] = int32_t(uint32_t(racc402[1]) + uint32_t(racc402[3]));
-      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(racc402[1]));
-      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(tsr::shfl_xor(racc402[0], 16)));
-      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(tsr::shfl_xor(racc402[0], 8)));
-      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(tsr::shfl_xor(racc402[0], 4)));
-      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(tsr::shfl_xor(racc402[0], 2)));
-      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(tsr::shfl_xor(racc402[0], 1)));
-      __shared__ int32_t tsr_red404_mem[32];
-      int32_t* const tsr_red404 = tsr_red404_mem + tsr_red404_at;
-      tsr_red404_at ^= 16;
-      if ((tsr_tid & 31) == 0) {
-        tsr_red404[(tsr_tid >> 5) * 1 + 0] = racc402[0];
-      }
-      __syncthreads();
-      racc402[0] = tsr_red404[(tsr_tid & 15) * 1 + 0];
-      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(tsr::shfl_xor(racc402[0], 8)));
-      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(tsr::shfl_xor(racc402[0], 4)));
-      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(tsr::shfl_xor(racc402[0], 2)));
-      racc402[0] = int32_t(uint32_t(racc402[0]) + uint32_t(tsr::shfl_xor(racc402[0], 1)));
-      v401 = racc402[0];
-      // %227 = add %196, %226 : i32
-      const int32_t v405 = int32_t(uint32_t(c343) + uint32_t(v401));
-      // %228 = cmp %227, %91 {pred = "le"} : i1
-      const uint8_t v406 = uint8_t(v405 <= v158);
-      // %229 = if %228 : tile<i1, [8192]> {...}
-      uint8_t v407[16];
-      if (v406) {
-        // %230 = or %224, %223 : tile<i1, [8192]>
-        uint8_t v408[16];
-        #pragma unroll
-        for (int s409 = 0; s409 < 16; ++s409) {
-          v408[s409] = uint8_t(v397[s409] | v395[s409]);
-        }
-        // yield %230
-        #pragma unroll
-        for (int s410 = 0; s410 < 16; ++s410) {
-          v407[s410] = v408[s410];
+        for (int s267 = 0; s267 < 16; ++s267) {
+          v251[s267] = v265[s267];
         }
       } else {
-        // %231 = scan %225 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-        int32_t v411[16];
-        uint32_t run412 = uint32_t(0);
-        uint32_t acc413_0 = uint32_t(0);
-        acc413_0 += uint32_t(v399[0]); v411[0] = int32_t(acc413_0);
-        acc413_0 += uint32_t(v399[1]); v411[1] = int32_t(acc413_0);
-        acc413_0 += uint32_t(v399[2]); v411[2] = int32_t(acc413_0);
-        acc413_0 += uint32_t(v399[3]); v411[3] = int32_t(acc413_0);
-        acc413_0 += uint32_t(v399[4]); v411[4] = int32_t(acc413_0);
-        acc413_0 += uint32_t(v399[5]); v411[5] = int32_t(acc413_0);
-        acc413_0 += uint32_t(v399[6]); v411[6] = int32_t(acc413_0);
-        acc413_0 += uint32_t(v399[7]); v411[7] = int32_t(acc413_0);
-        __syncthreads();
-        uint32_t tot415_0;
-        const uint32_t off414_0 = run412 + tsr::block_exclusive_sum<16>(acc413_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot415_0);
-        v411[0] = int32_t(uint32_t(v411[0]) + off414_0);
-        v411[1] = int32_t(uint32_t(v411[1]) + off414_0);
-        v411[2] = int32_t(uint32_t(v411[2]) + off414_0);
-        v411[3] = int32_t(uint32_t(v411[3]) + off414_0);
-        v411[4] = int32_t(uint32_t(v411[4]) + off414_0);
-        v411[5] = int32_t(uint32_t(v411[5]) + off414_0);
-        v411[6] = int32_t(uint32_t(v411[6]) + off414_0);
-        v411[7] = int32_t(uint32_t(v411[7]) + off414_0);
-        run412 += tot415_0;
-        uint32_t acc413_1 = uint32_t(0);
-        acc413_1 += uint32_t(v399[8]); v411[8] = int32_t(acc413_1);
-        acc413_1 += uint32_t(v399[9]); v411[9] = int32_t(acc413_1);
-        acc413_1 += uint32_t(v399[10]); v411[10] = int32_t(acc413_1);
-        acc413_1 += uint32_t(v399[11]); v411[11] = int32_t(acc413_1);
-        acc413_1 += uint32_t(v399[12]); v411[12] = int32_t(acc413_1);
-        acc413_1 += uint32_t(v399[13]); v411[13] = int32_t(acc413_1);
-        acc413_1 += uint32_t(v399[14]); v411[14] = int32_t(acc413_1);
-        acc413_1 += uint32_t(v399[15]); v411[15] = int32_t(acc413_1);
-        __syncthreads();
-        uint32_t tot415_1;
-        const uint32_t off414_1 = run412 + tsr::block_exclusive_sum<16>(acc413_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot415_1);
-        v411[8] = int32_t(uint32_t(v411[8]) + off414_1);
-        v411[9] = int32_t(uint32_t(v411[9]) + off414_1);
-        v411[10] = int32_t(uint32_t(v411[10]) + off414_1);
-        v411[11] = int32_t(uint32_t(v411[11]) + off414_1);
-        v411[12] = int32_t(uint32_t(v411[12]) + off414_1);
-        v411[13] = int32_t(uint32_t(v411[13]) + off414_1);
-        v411[14] = int32_t(uint32_t(v411[14]) + off414_1);
-        v411[15] = int32_t(uint32_t(v411[15]) + off414_1);
-        run412 += tot415_1;
-        // %232 = splat %196 : tile<i32, [8192]>
-        int32_t v416[16];
+        // yield %158
         #pragma unroll
-        for (int s417 = 0; s417 < 16; ++s417) {
-          v416[s417] = c343;
-        }
-        // %233 = add %231, %232 : tile<i32, [8192]>
-        int32_t v418[16];
-        #pragma unroll
-        for (int s419 = 0; s419 < 16; ++s419) {
-          v418[s419] = int32_t(uint32_t(v411[s419]) + uint32_t(v416[s419]));
-        }
-        // %234 = splat %91 : tile<i32, [8192]>
-        int32_t v420[16];
-        #pragma unroll
-        for (int s421 = 0; s421 < 16; ++s421) {
-          v420[s421] = v158;
-        }
-        // %235 = cmp %233, %234 {pred = "le"} : tile<i1, [8192]>
-        uint8_t v422[16];
-        #pragma unroll
-        for (int s423 = 0; s423 < 16; ++s423) {
-          v422[s423] = uint8_t(v418[s423] <= v420[s423]);
-        }
-        // %236 = and %223, %235 : tile<i1, [8192]>
-        uint8_t v424[16];
-        #pragma unroll
-        for (int s425 = 0; s425 < 16; ++s425) {
-          v424[s425] = uint8_t(v395[s425] & v422[s425]);
-        }
-        // %237 = or %224, %236 : tile<i1, [8192]>
-        uint8_t v426[16];
-        #pragma unroll
-        for (int s427 = 0; s427 < 16; ++s427) {
-          v426[s427] = uint8_t(v397[s427] | v424[s427]);
-        }
-        // yield %237
-        #pragma unroll
-        for (int s428 = 0; s428 < 16; ++s428) {
-          v407[s428] = v426[s428];
+        for (int s268 = 0; s268 < 16; ++s268) {
+          v251[s268] = v248[s268];
         }
       }
-      // %238 = sub %195, %4 : i32
-      const int32_t v429 = int32_t(uint32_t(c342) - uint32_t(v3));
-      // %239 = cast %229 : tile<i32, [8192]>
-      int32_t v430[16];
+      // %169 = splat %21 : tile<u32, [8192]>
+      uint32_t v269[16];
       #pragma unroll
-      for (int s431 = 0; s431 < 16; ++s431) {
-        v430[s431] = int32_t(v407[s431]);
+      for (int s270 = 0; s270 < 16; ++s270) {
+        v269[s270] = c20;
       }
-      // %240 = scan %239 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-      int32_t v432[16];
-      uint32_t run433 = uint32_t(0);
-      uint32_t acc434_0 = uint32_t(0);
-      acc434_0 += uint32_t(v430[0]); v432[0] = int32_t(acc434_0);
-      acc434_0 += uint32_t(v430[1]); v432[1] = int32_t(acc434_0);
-      acc434_0 += uint32_t(v430[2]); v432[2] = int32_t(acc434_0);
-      acc434_0 += uint32_t(v430[3]); v432[3] = int32_t(acc434_0);
-      acc434_0 += uint32_t(v430[4]); v432[4] = int32_t(acc434_0);
-      acc434_0 += uint32_t(v430[5]); v432[5] = int32_t(acc434_0);
-      acc434_0 += uint32_t(v430[6]); v432[6] = int32_t(acc434_0);
-      acc434_0 += uint32_t(v430[7]); v432[7] = int32_t(acc434_0);
-      __syncthreads();
-      uint32_t tot436_0;
-      const uint32_t off435_0 = run433 + tsr::block_exclusive_sum<16>(acc434_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot436_0);
-      v432[0] = int32_t(uint32_t(v432[0]) + off435_0);
-      v432[1] = int32_t(uint32_t(v432[1]) + off435_0);
-      v432[2] = int32_t(uint32_t(v432[2]) + off435_0);
-      v432[3] = int32_t(uint32_t(v432[3]) + off435_0);
-      v432[4] = int32_t(uint32_t(v432[4]) + off435_0);
-      v432[5] = int32_t(uint32_t(v432[5]) + off435_0);
-      v432[6] = int32_t(uint32_t(v432[6]) + off435_0);
-      v432[7] = int32_t(uint32_t(v432[7]) + off435_0);
-      run433 += tot436_0;
-      uint32_t acc434_1 = uint32_t(0);
-      acc434_1 += uint32_t(v430[8]); v432[8] = int32_t(acc434_1);
-      acc434_1 += uint32_t(v430[9]); v432[9] = int32_t(acc434_1);
-      acc434_1 += uint32_t(v430[10]); v432[10] = int32_t(acc434_1);
-      acc434_1 += uint32_t(v430[11]); v432[11] = int32_t(acc434_1);
-      acc434_1 += uint32_t(v430[12]); v432[12] = int32_t(acc434_1);
-      acc434_1 += uint32_t(v430[13]); v432[13] = int32_t(acc434_1);
-      acc434_1 += uint32_t(v430[14]); v432[14] = int32_t(acc434_1);
-      acc434_1 += uint32_t(v430[15]); v432[15] = int32_t(acc434_1);
-      __syncthreads();
-      uint32_t tot436_1;
-      const uint32_t off435_1 = run433 + tsr::block_exclusive_sum<16>(acc434_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot436_1);
-      v432[8] = int32_t(uint32_t(v432[8]) + off435_1);
-      v432[9] = int32_t(uint32_t(v432[9]) + off435_1);
-      v432[10] = int32_t(uint32_t(v432[10]) + off435_1);
-      v432[11] = int32_t(uint32_t(v432[11]) + off435_1);
-      v432[12] = int32_t(uint32_t(v432[12]) + off435_1);
-      v432[13] = int32_t(uint32_t(v432[13]) + off435_1);
-      v432[14] = int32_t(uint32_t(v432[14]) + off435_1);
-      v432[15] = int32_t(uint32_t(v432[15]) + off435_1);
-      run433 += tot436_1;
-      // %241 = splat %238 : tile<i32, [8192]>
-      int32_t v437[16];
+      // %170 = shr %160, %169 : tile<u32, [8192]>
+      uint32_t v271[16];
       #pragma unroll
-      for (int s438 = 0; s438 < 16; ++s438) {
-        v437[s438] = v429;
+      for (int s272 = 0; s272 < 16; ++s272) {
+        v271[s272] = tsr::ishr<uint32_t>(v251[s272], v269[s272]);
       }
-      // %242 = add %240, %241 : tile<i32, [8192]>
-      int32_t v439[16];
+      // %171 = splat %119 : tile<u32, [8192]>
+      uint32_t v273[16];
       #pragma unroll
-      for (int s440 = 0; s440 < 16; ++s440) {
-        v439[s440] = int32_t(uint32_t(v432[s440]) + uint32_t(v437[s440]));
+      for (int s274 = 0; s274 < 16; ++s274) {
+        v273[s274] = v188;
       }
-      // %243 = splat %1 : tile<i32, [8192]>
-      int32_t v441[16];
+      // %172 = cmp %170, %171 {pred = "eq"} : tile<i1, [8192]>
+      uint8_t v275[16];
       #pragma unroll
-      for (int s442 = 0; s442 < 16; ++s442) {
-        v441[s442] = v0;
+      for (int s276 = 0; s276 < 16; ++s276) {
+        v275[s276] = uint8_t(v271[s276] == v273[s276]);
       }
-      // scatter %values, %200, %243, %242, %229
+      // %173 = cmp %170, %171 {pred = "lt"} : tile<i1, [8192]>
+      uint8_t v277[16];
       #pragma unroll
-      for (int s443 = 0; s443 < 16; ++s443) {
-        if ((v407[s443] != 0) && (int64_t(v441[s443]) >= 0 && int64_t(v441[s443]) < int64_t(tsr_dim_M) && int64_t(v439[s443]) >= 0 && int64_t(v439[s443]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v441[s443]) * tsr_p1_s0 + int64_t(v439[s443]) * tsr_p1_s1] = tsr::f2bf(v350[s443]);
+      for (int s278 = 0; s278 < 16; ++s278) {
+        v277[s278] = uint8_t(v271[s278] < v273[s278]);
       }
-      // %244 = mul %197, %3 : i32
-      const int32_t v444 = int32_t(uint32_t(v345) * uint32_t(v2));
-      // %245 = arange : tile<i32, [8192]>
-      int32_t v445[16];
+      // %174 = cast %172 : tile<i32, [8192]>
+      int32_t v279[16];
       #pragma unroll
-      for (int s446 = 0; s446 < 16; ++s446) {
-        v445[s446] = int32_t(0 + ((s446 / 8) * 4096 + tsr_tid * 8 + (s446 % 8)));
+      for (int s280 = 0; s280 < 16; ++s280) {
+        v279[s280] = int32_t(v275[s280]);
       }
-      // %246 = splat %244 : tile<i32, [8192]>
-      int32_t v447[16];
+      // %175 = reduce %174 {axis = 0, kind = "sum"} : i32
+      int32_t v281;
+      int32_t racc282[8];
       #pragma unroll
-      for (int s448 = 0; s448 < 16; ++s448) {
-        v447[s448] = v444;
+      for (int v_ = 0; v_ < 8; ++v_) racc282[v_] = int32_t(0);
+      #pragma unroll
+      for (int s283 = 0; s283 < 16; ++s283) {
+        racc282[s283 % 8] = int32_t(uint32_t(racc282[s283 % 8]) + uint32_t(v279[s283]));
       }
-      // %247 = add %245, %246 : tile<i32, [8192]>
-      int32_t v449[16];
-      #pragma unroll
-      for (int s450 = 0; s450 < 16; ++s450) {
-        v449[s450] = int32_t(uint32_t(v445[s450]) + uint32_t(v447[s450]));
-      }
-      // scatter %indices, %247, %243, %242, %229
-      #pragma unroll
-      for (int s451 = 0; s451 < 16; ++s451) {
-        if ((v407[s451] != 0) && (int64_t(v441[s451]) >= 0 && int64_t(v441[s451]) < int64_t(tsr_dim_M) && int64_t(v439[s451]) >= 0 && int64_t(v439[s451]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v441[s451]) * tsr_p2_s0 + int64_t(v439[s451]) * tsr_p2_s1] = v449[s451];
-      }
-      // %248 = reduce %239 {axis = 0, kind = "sum"} : i32
-      int32_t v452;
-      int32_t racc453[8];
-      #pragma unroll
-      for (int v_ = 0; v_ < 8; ++v_) racc453[v_] = int32_t(0);
-      #pragma unroll
-      for (int s454 = 0; s454 < 16; ++s454) {
-        racc453[s454 % 8] = int32_t(uint32_t(racc453[s454 % 8]) + uint32_t(v430[s454]));
-      }
-      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(racc453[4]));
-      racc453[1] = int32_t(uint32_t(racc453[1]) + uint32_t(racc453[5]));
-      racc453[2] = int32_t(uint32_t(racc453[2]) + uint32_t(racc453[6]));
-      racc453[3] = int32_t(uint32_t(racc453[3]) + uint32_t(racc453[7]));
-      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(racc453[2]));
-      racc453[1] = int32_t(uint32_t(racc453[1]) + uint32_t(racc453[3]));
-      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(racc453[1]));
-      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(tsr::shfl_xor(racc453[0], 16)));
-      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(tsr::shfl_xor(racc453[0], 8)));
-      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(tsr::shfl_xor(racc453[0], 4)));
-      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(tsr::shfl_xor(racc453[0], 2)));
-      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(tsr::shfl_xor(racc453[0], 1)));
-      __shared__ int32_t tsr_red455_mem[32];
-      int32_t* const tsr_red455 = tsr_red455_mem + tsr_red455_at;
-      tsr_red455_at ^= 16;
+      racc282[0] = int32_t(uint32_t(racc282[0]) + uint32_t(racc282[4]));
+      racc282[1] = int32_t(uint32_t(racc282[1]) + uint32_t(racc282[5]));
+      racc282[2] = int32_t(uint32_t(racc282[2]) + uint32_t(racc282[6]));
+      racc282[3] = int32_t(uint32_t(racc282[3]) + uint32_t(racc282[7]));
+      racc282[0] = int32_t(uint32_t(racc282[0]) + uint32_t(racc282[2]));
+      racc282[1] = int32_t(uint32_t(racc282[1]) + uint32_t(racc282[3]));
+      racc282[0] = int32_t(uint32_t(racc282[0]) + uint32_t(racc282[1]));
+      racc282[0] = int32_t(uint32_t(racc282[0]) + uint32_t(tsr::shfl_xor(racc282[0], 16)));
+      racc282[0] = int32_t(uint32_t(racc282[0]) + uint32_t(tsr::shfl_xor(racc282[0], 8)));
+      racc282[0] = int32_t(uint32_t(racc282[0]) + uint32_t(tsr::shfl_xor(racc282[0], 4)));
+      racc282[0] = int32_t(uint32_t(racc282[0]) + uint32_t(tsr::shfl_xor(racc282[0], 2)));
+      racc282[0] = int32_t(uint32_t(racc282[0]) + uint32_t(tsr::shfl_xor(racc282[0], 1)));
+      __shared__ int32_t tsr_red284_mem[32];
+      int32_t* const tsr_red284 = tsr_red284_mem + tsr_red284_at;
+      tsr_red284_at ^= 16;
       if ((tsr_tid & 31) == 0) {
-        tsr_red455[(tsr_tid >> 5) * 1 + 0] = racc453[0];
+        tsr_red284[(tsr_tid >> 5) * 1 + 0] = racc282[0];
       }
       __syncthreads();
-      racc453[0] = tsr_red455[(tsr_tid & 15) * 1 + 0];
-      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(tsr::shfl_xor(racc453[0], 8)));
-      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(tsr::shfl_xor(racc453[0], 4)));
-      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(tsr::shfl_xor(racc453[0], 2)));
-      racc453[0] = int32_t(uint32_t(racc453[0]) + uint32_t(tsr::shfl_xor(racc453[0], 1)));
-      v452 = racc453[0];
-      // %249 = add %195, %248 : i32
-      const int32_t v456 = int32_t(uint32_t(c342) + uint32_t(v452));
-      // yield %249, %227
-      c342 = v456;
-      c343 = v405;
+      racc282[0] = tsr_red284[(tsr_tid & 15) * 1 + 0];
+      racc282[0] = int32_t(uint32_t(racc282[0]) + uint32_t(tsr::shfl_xor(racc282[0], 8)));
+      racc282[0] = int32_t(uint32_t(racc282[0]) + uint32_t(tsr::shfl_xor(racc282[0], 4)));
+      racc282[0] = int32_t(uint32_t(racc282[0]) + uint32_t(tsr::shfl_xor(racc282[0], 2)));
+      racc282[0] = int32_t(uint32_t(racc282[0]) + uint32_t(tsr::shfl_xor(racc282[0], 1)));
+      v281 = racc282[0];
+      // %176 = add %145, %175 : i32
+      const int32_t v285 = int32_t(uint32_t(c223) + uint32_t(v281));
+      // %177 = cmp %176, %20 {pred = "le"} : i1
+      const uint8_t v286 = uint8_t(v285 <= c19);
+      // %178 = if %177 : tile<i1, [8192]> {...}
+      uint8_t v287[16];
+      if (v286) {
+        // %179 = or %173, %172 : tile<i1, [8192]>
+        uint8_t v288[16];
+        #pragma unroll
+        for (int s289 = 0; s289 < 16; ++s289) {
+          v288[s289] = uint8_t(v277[s289] | v275[s289]);
+        }
+        // yield %179
+        #pragma unroll
+        for (int s290 = 0; s290 < 16; ++s290) {
+          v287[s290] = v288[s290];
+        }
+      } else {
+        // %180 = scan %174 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+        int32_t v291[16];
+        uint32_t run292 = uint32_t(0);
+        uint32_t acc293_0 = uint32_t(0);
+        acc293_0 += uint32_t(v279[0]); v291[0] = int32_t(acc293_0);
+        acc293_0 += uint32_t(v279[1]); v291[1] = int32_t(acc293_0);
+        acc293_0 += uint32_t(v279[2]); v291[2] = int32_t(acc293_0);
+        acc293_0 += uint32_t(v279[3]); v291[3] = int32_t(acc293_0);
+        acc293_0 += uint32_t(v279[4]); v291[4] = int32_t(acc293_0);
+        acc293_0 += uint32_t(v279[5]); v291[5] = int32_t(acc293_0);
+        acc293_0 += uint32_t(v279[6]); v291[6] = int32_t(acc293_0);
+        acc293_0 += uint32_t(v279[7]); v291[7] = int32_t(acc293_0);
+        __syncthreads();
+        uint32_t tot295_0;
+        const uint32_t off294_0 = run292 + tsr::block_exclusive_sum<16>(acc293_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot295_0);
+        v291[0] = int32_t(uint32_t(v291[0]) + off294_0);
+        v291[1] = int32_t(uint32_t(v291[1]) + off294_0);
+        v291[2] = int32_t(uint32_t(v291[2]) + off294_0);
+        v291[3] = int32_t(uint32_t(v291[3]) + off294_0);
+        v291[4] = int32_t(uint32_t(v291[4]) + off294_0);
+        v291[5] = int32_t(uint32_t(v291[5]) + off294_0);
+        v291[6] = int32_t(uint32_t(v291[6]) + off294_0);
+        v291[7] = int32_t(uint32_t(v291[7]) + off294_0);
+        run292 += tot295_0;
+        uint32_t acc293_1 = uint32_t(0);
+        acc293_1 += uint32_t(v279[8]); v291[8] = int32_t(acc293_1);
+        acc293_1 += uint32_t(v279[9]); v291[9] = int32_t(acc293_1);
+        acc293_1 += uint32_t(v279[10]); v291[10] = int32_t(acc293_1);
+        acc293_1 += uint32_t(v279[11]); v291[11] = int32_t(acc293_1);
+        acc293_1 += uint32_t(v279[12]); v291[12] = int32_t(acc293_1);
+        acc293_1 += uint32_t(v279[13]); v291[13] = int32_t(acc293_1);
+        acc293_1 += uint32_t(v279[14]); v291[14] = int32_t(acc293_1);
+        acc293_1 += uint32_t(v279[15]); v291[15] = int32_t(acc293_1);
+        __syncthreads();
+        uint32_t tot295_1;
+        const uint32_t off294_1 = run292 + tsr::block_exclusive_sum<16>(acc293_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot295_1);
+        v291[8] = int32_t(uint32_t(v291[8]) + off294_1);
+        v291[9] = int32_t(uint32_t(v291[9]) + off294_1);
+        v291[10] = int32_t(uint32_t(v291[10]) + off294_1);
+        v291[11] = int32_t(uint32_t(v291[11]) + off294_1);
+        v291[12] = int32_t(uint32_t(v291[12]) + off294_1);
+        v291[13] = int32_t(uint32_t(v291[13]) + off294_1);
+        v291[14] = int32_t(uint32_t(v291[14]) + off294_1);
+        v291[15] = int32_t(uint32_t(v291[15]) + off294_1);
+        run292 += tot295_1;
+        // %181 = splat %145 : tile<i32, [8192]>
+        int32_t v296[16];
+        #pragma unroll
+        for (int s297 = 0; s297 < 16; ++s297) {
+          v296[s297] = c223;
+        }
+        // %182 = add %180, %181 : tile<i32, [8192]>
+        int32_t v298[16];
+        #pragma unroll
+        for (int s299 = 0; s299 < 16; ++s299) {
+          v298[s299] = int32_t(uint32_t(v291[s299]) + uint32_t(v296[s299]));
+        }
+        // %183 = splat %20 : tile<i32, [8192]>
+        int32_t v300[16];
+        #pragma unroll
+        for (int s301 = 0; s301 < 16; ++s301) {
+          v300[s301] = c19;
+        }
+        // %184 = cmp %182, %183 {pred = "le"} : tile<i1, [8192]>
+        uint8_t v302[16];
+        #pragma unroll
+        for (int s303 = 0; s303 < 16; ++s303) {
+          v302[s303] = uint8_t(v298[s303] <= v300[s303]);
+        }
+        // %185 = and %172, %184 : tile<i1, [8192]>
+        uint8_t v304[16];
+        #pragma unroll
+        for (int s305 = 0; s305 < 16; ++s305) {
+          v304[s305] = uint8_t(v275[s305] & v302[s305]);
+        }
+        // %186 = or %173, %185 : tile<i1, [8192]>
+        uint8_t v306[16];
+        #pragma unroll
+        for (int s307 = 0; s307 < 16; ++s307) {
+          v306[s307] = uint8_t(v277[s307] | v304[s307]);
+        }
+        // yield %186
+        #pragma unroll
+        for (int s308 = 0; s308 < 16; ++s308) {
+          v287[s308] = v306[s308];
+        }
+      }
+      // %187 = sub %144, %4 : i32
+      const int32_t v309 = int32_t(uint32_t(c222) - uint32_t(v3));
+      // %188 = cast %178 : tile<i32, [8192]>
+      int32_t v310[16];
+      #pragma unroll
+      for (int s311 = 0; s311 < 16; ++s311) {
+        v310[s311] = int32_t(v287[s311]);
+      }
+      // %189 = scan %188 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+      int32_t v312[16];
+      uint32_t run313 = uint32_t(0);
+      uint32_t acc314_0 = uint32_t(0);
+      acc314_0 += uint32_t(v310[0]); v312[0] = int32_t(acc314_0);
+      acc314_0 += uint32_t(v310[1]); v312[1] = int32_t(acc314_0);
+      acc314_0 += uint32_t(v310[2]); v312[2] = int32_t(acc314_0);
+      acc314_0 += uint32_t(v310[3]); v312[3] = int32_t(acc314_0);
+      acc314_0 += uint32_t(v310[4]); v312[4] = int32_t(acc314_0);
+      acc314_0 += uint32_t(v310[5]); v312[5] = int32_t(acc314_0);
+      acc314_0 += uint32_t(v310[6]); v312[6] = int32_t(acc314_0);
+      acc314_0 += uint32_t(v310[7]); v312[7] = int32_t(acc314_0);
+      __syncthreads();
+      uint32_t tot316_0;
+      const uint32_t off315_0 = run313 + tsr::block_exclusive_sum<16>(acc314_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot316_0);
+      v312[0] = int32_t(uint32_t(v312[0]) + off315_0);
+      v312[1] = int32_t(uint32_t(v312[1]) + off315_0);
+      v312[2] = int32_t(uint32_t(v312[2]) + off315_0);
+      v312[3] = int32_t(uint32_t(v312[3]) + off315_0);
+      v312[4] = int32_t(uint32_t(v312[4]) + off315_0);
+      v312[5] = int32_t(uint32_t(v312[5]) + off315_0);
+      v312[6] = int32_t(uint32_t(v312[6]) + off315_0);
+      v312[7] = int32_t(uint32_t(v312[7]) + off315_0);
+      run313 += tot316_0;
+      uint32_t acc314_1 = uint32_t(0);
+      acc314_1 += uint32_t(v310[8]); v312[8] = int32_t(acc314_1);
+      acc314_1 += uint32_t(v310[9]); v312[9] = int32_t(acc314_1);
+      acc314_1 += uint32_t(v310[10]); v312[10] = int32_t(acc314_1);
+      acc314_1 += uint32_t(v310[11]); v312[11] = int32_t(acc314_1);
+      acc314_1 += uint32_t(v310[12]); v312[12] = int32_t(acc314_1);
+      acc314_1 += uint32_t(v310[13]); v312[13] = int32_t(acc314_1);
+      acc314_1 += uint32_t(v310[14]); v312[14] = int32_t(acc314_1);
+      acc314_1 += uint32_t(v310[15]); v312[15] = int32_t(acc314_1);
+      __syncthreads();
+      uint32_t tot316_1;
+      const uint32_t off315_1 = run313 + tsr::block_exclusive_sum<16>(acc314_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot316_1);
+      v312[8] = int32_t(uint32_t(v312[8]) + off315_1);
+      v312[9] = int32_t(uint32_t(v312[9]) + off315_1);
+      v312[10] = int32_t(uint32_t(v312[10]) + off315_1);
+      v312[11] = int32_t(uint32_t(v312[11]) + off315_1);
+      v312[12] = int32_t(uint32_t(v312[12]) + off315_1);
+      v312[13] = int32_t(uint32_t(v312[13]) + off315_1);
+      v312[14] = int32_t(uint32_t(v312[14]) + off315_1);
+      v312[15] = int32_t(uint32_t(v312[15]) + off315_1);
+      run313 += tot316_1;
+      // %190 = splat %187 : tile<i32, [8192]>
+      int32_t v317[16];
+      #pragma unroll
+      for (int s318 = 0; s318 < 16; ++s318) {
+        v317[s318] = v309;
+      }
+      // %191 = add %189, %190 : tile<i32, [8192]>
+      int32_t v319[16];
+      #pragma unroll
+      for (int s320 = 0; s320 < 16; ++s320) {
+        v319[s320] = int32_t(uint32_t(v312[s320]) + uint32_t(v317[s320]));
+      }
+      // %192 = splat %1 : tile<i32, [8192]>
+      int32_t v321[16];
+      #pragma unroll
+      for (int s322 = 0; s322 < 16; ++s322) {
+        v321[s322] = v0;
+      }
+      // scatter %values, %149, %192, %191, %178
+      #pragma unroll
+      for (int s323 = 0; s323 < 16; ++s323) {
+        if ((v287[s323] != 0) && (int64_t(v321[s323]) >= 0 && int64_t(v321[s323]) < int64_t(tsr_dim_M) && int64_t(v319[s323]) >= 0 && int64_t(v319[s323]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v321[s323]) * tsr_p1_s0 + int64_t(v319[s323]) * tsr_p1_s1] = tsr::f2bf(v230[s323]);
+      }
+      // %193 = mul %146, %3 : i32
+      const int32_t v324 = int32_t(uint32_t(v225) * uint32_t(v2));
+      // %194 = arange : tile<i32, [8192]>
+      int32_t v325[16];
+      #pragma unroll
+      for (int s326 = 0; s326 < 16; ++s326) {
+        v325[s326] = int32_t(0 + ((s326 / 8) * 4096 + tsr_tid * 8 + (s326 % 8)));
+      }
+      // %195 = splat %193 : tile<i32, [8192]>
+      int32_t v327[16];
+      #pragma unroll
+      for (int s328 = 0; s328 < 16; ++s328) {
+        v327[s328] = v324;
+      }
+      // %196 = add %194, %195 : tile<i32, [8192]>
+      int32_t v329[16];
+      #pragma unroll
+      for (int s330 = 0; s330 < 16; ++s330) {
+        v329[s330] = int32_t(uint32_t(v325[s330]) + uint32_t(v327[s330]));
+      }
+      // scatter %indices, %196, %192, %191, %178
+      #pragma unroll
+      for (int s331 = 0; s331 < 16; ++s331) {
+        if ((v287[s331] != 0) && (int64_t(v321[s331]) >= 0 && int64_t(v321[s331]) < int64_t(tsr_dim_M) && int64_t(v319[s331]) >= 0 && int64_t(v319[s331]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v321[s331]) * tsr_p2_s0 + int64_t(v319[s331]) * tsr_p2_s1] = v329[s331];
+      }
+      // %197 = reduce %188 {axis = 0, kind = "sum"} : i32
+      int32_t v332;
+      int32_t racc333[8];
+      #pragma unroll
+      for (int v_ = 0; v_ < 8; ++v_) racc333[v_] = int32_t(0);
+      #pragma unroll
+      for (int s334 = 0; s334 < 16; ++s334) {
+        racc333[s334 % 8] = int32_t(uint32_t(racc333[s334 % 8]) + uint32_t(v310[s334]));
+      }
+      racc333[0] = int32_t(uint32_t(racc333[0]) + uint32_t(racc333[4]));
+      racc333[1] = int32_t(uint32_t(racc333[1]) + uint32_t(racc333[5]));
+      racc333[2] = int32_t(uint32_t(racc333[2]) + uint32_t(racc333[6]));
+      racc333[3] = int32_t(uint32_t(racc333[3]) + uint32_t(racc333[7]));
+      racc333[0] = int32_t(uint32_t(racc333[0]) + uint32_t(racc333[2]));
+      racc333[1] = int32_t(uint32_t(racc333[1]) + uint32_t(racc333[3]));
+      racc333[0] = int32_t(uint32_t(racc333[0]) + uint32_t(racc333[1]));
+      racc333[0] = int32_t(uint32_t(racc333[0]) + uint32_t(tsr::shfl_xor(racc333[0], 16)));
+      racc333[0] = int32_t(uint32_t(racc333[0]) + uint32_t(tsr::shfl_xor(racc333[0], 8)));
+      racc333[0] = int32_t(uint32_t(racc333[0]) + uint32_t(tsr::shfl_xor(racc333[0], 4)));
+      racc333[0] = int32_t(uint32_t(racc333[0]) + uint32_t(tsr::shfl_xor(racc333[0], 2)));
+      racc333[0] = int32_t(uint32_t(racc333[0]) + uint32_t(tsr::shfl_xor(racc333[0], 1)));
+      __shared__ int32_t tsr_red335_mem[32];
+      int32_t* const tsr_red335 = tsr_red335_mem + tsr_red335_at;
+      tsr_red335_at ^= 16;
+      if ((tsr_tid & 31) == 0) {
+        tsr_red335[(tsr_tid >> 5) * 1 + 0] = racc333[0];
+      }
+      __syncthreads();
+      racc333[0] = tsr_red335[(tsr_tid & 15) * 1 + 0];
+      racc333[0] = int32_t(uint32_t(racc333[0]) + uint32_t(tsr::shfl_xor(racc333[0], 8)));
+      racc333[0] = int32_t(uint32_t(racc333[0]) + uint32_t(tsr::shfl_xor(racc333[0], 4)));
+      racc333[0] = int32_t(uint32_t(racc333[0]) + uint32_t(tsr::shfl_xor(racc333[0], 2)));
+      racc333[0] = int32_t(uint32_t(racc333[0]) + uint32_t(tsr::shfl_xor(racc333[0], 1)));
+      v332 = racc333[0];
+      // %198 = add %144, %197 : i32
+      const int32_t v336 = int32_t(uint32_t(c222) + uint32_t(v332));
+      // yield %198, %176
+      c222 = v336;
+      c223 = v285;
     }
-    // yield %192, %193
-    c320 = c342;
-    c321 = c343;
+    // yield %141, %142
+    c200 = c222;
+    c201 = c223;
   }
-  // %250 = load_tile %indices, %1, %16 : tile<i32, [1, 64]>
+  // %199 = load_tile %indices, %1, %18 : tile<i32, [1, 64]>
   __syncthreads();
-  int32_t v457[1];
+  int32_t v337[1];
   {
-    const int64_t o458 = int64_t(v0) * 1;
-    const int64_t o459 = int64_t(v15) * 64;
+    const int64_t o338 = int64_t(v0) * 1;
+    const int64_t o339 = int64_t(v17) * 64;
     #pragma unroll
-    for (int s460 = 0; s460 < 1; ++s460) {
-      const int e461 = (s460 * 512 + tsr_tid);
-      v457[s460] = ((s460 * 512 + tsr_tid) < 64) && ((o458 + 0) >= 0 && (o458 + 0) < int64_t(tsr_dim_M) && (o459 + (e461)) >= 0 && (o459 + (e461)) < int64_t(tsr_dim_K)) ? tsr_p2[(o458 + 0) * tsr_p2_s0 + (o459 + (e461)) * tsr_p2_s1] : int32_t(0LL);
+    for (int s340 = 0; s340 < 1; ++s340) {
+      const int e341 = (s340 * 512 + tsr_tid);
+      v337[s340] = ((s340 * 512 + tsr_tid) < 64) && ((o338 + 0) >= 0 && (o338 + 0) < int64_t(tsr_dim_M) && (o339 + (e341)) >= 0 && (o339 + (e341)) < int64_t(tsr_dim_K)) ? tsr_p2[(o338 + 0) * tsr_p2_s0 + (o339 + (e341)) * tsr_p2_s1] : int32_t(0LL);
     }
   }
-  // %251 = load_tile %values, %1, %16 : tile<bf16, [1, 64]>
-  float v462[1];
+  // %200 = load_tile %values, %1, %18 : tile<bf16, [1, 64]>
+  float v342[1];
   {
-    const int64_t o463 = int64_t(v0) * 1;
-    const int64_t o464 = int64_t(v15) * 64;
+    const int64_t o343 = int64_t(v0) * 1;
+    const int64_t o344 = int64_t(v17) * 64;
     #pragma unroll
-    for (int s465 = 0; s465 < 1; ++s465) {
-      const int e466 = (s465 * 512 + tsr_tid);
-      v462[s465] = ((s465 * 512 + tsr_tid) < 64) && ((o463 + 0) >= 0 && (o463 + 0) < int64_t(tsr_dim_M) && (o464 + (e466)) >= 0 && (o464 + (e466)) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p1[(o463 + 0) * tsr_p1_s0 + (o464 + (e466)) * tsr_p1_s1]) : 0x0p+0f;
+    for (int s345 = 0; s345 < 1; ++s345) {
+      const int e346 = (s345 * 512 + tsr_tid);
+      v342[s345] = ((s345 * 512 + tsr_tid) < 64) && ((o343 + 0) >= 0 && (o343 + 0) < int64_t(tsr_dim_M) && (o344 + (e346)) >= 0 && (o344 + (e346)) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p1[(o343 + 0) * tsr_p1_s0 + (o344 + (e346)) * tsr_p1_s1]) : 0x0p+0f;
     }
   }
-  // %252, %253 = sort %251, %250 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
-  float v467[1];
-  int32_t v468[1];
+  // %201, %202 = sort %200, %199 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
+  float v347[1];
+  int32_t v348[1];
   __syncthreads();
   #pragma unroll
-  for (int s469 = 0; s469 < 1; ++s469) {
-    if (((s469 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s469 * 512 + tsr_tid)] = v462[s469];
+  for (int s349 = 0; s349 < 1; ++s349) {
+    if (((s349 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s349 * 512 + tsr_tid)] = v342[s349];
   }
   __syncthreads();
   #pragma unroll
-  for (int s470 = 0; s470 < 1; ++s470) {
-    if (((s470 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s470 * 512 + tsr_tid)] = v457[s470];
+  for (int s350 = 0; s350 < 1; ++s350) {
+    if (((s350 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s350 * 512 + tsr_tid)] = v337[s350];
   }
   __syncthreads();
   for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
@@ -1611,33 +1220,33 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
     }
   }
   #pragma unroll
-  for (int s471 = 0; s471 < 1; ++s471) {
-    const int e472 = (s471 * 512 + tsr_tid);
-    v467[s471] = ((s471 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e472) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e472) / 64) * 1 + ((e472) % 1)) * 64 + (((e472) / 1) % 64)]) * 1 + ((e472) % 1)]) : float(0);
+  for (int s351 = 0; s351 < 1; ++s351) {
+    const int e352 = (s351 * 512 + tsr_tid);
+    v347[s351] = ((s351 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e352) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e352) / 64) * 1 + ((e352) % 1)) * 64 + (((e352) / 1) % 64)]) * 1 + ((e352) % 1)]) : float(0);
   }
   #pragma unroll
-  for (int s473 = 0; s473 < 1; ++s473) {
-    const int e474 = (s473 * 512 + tsr_tid);
-    v468[s473] = ((s473 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e474) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e474) / 64) * 1 + ((e474) % 1)) * 64 + (((e474) / 1) % 64)]) * 1 + ((e474) % 1)]) : int32_t(0);
+  for (int s353 = 0; s353 < 1; ++s353) {
+    const int e354 = (s353 * 512 + tsr_tid);
+    v348[s353] = ((s353 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e354) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e354) / 64) * 1 + ((e354) % 1)) * 64 + (((e354) / 1) % 64)]) * 1 + ((e354) % 1)]) : int32_t(0);
   }
-  // store_tile %values, %252, %1, %16
+  // store_tile %values, %201, %1, %18
   {
-    const int64_t o475 = int64_t(v0) * 1;
-    const int64_t o476 = int64_t(v15) * 64;
+    const int64_t o355 = int64_t(v0) * 1;
+    const int64_t o356 = int64_t(v17) * 64;
     #pragma unroll
-    for (int s477 = 0; s477 < 1; ++s477) {
-      const int e478 = (s477 * 512 + tsr_tid);
-      if (((s477 * 512 + tsr_tid) < 64) && ((o475 + 0) >= 0 && (o475 + 0) < int64_t(tsr_dim_M) && (o476 + (e478)) >= 0 && (o476 + (e478)) < int64_t(tsr_dim_K))) tsr_p1[(o475 + 0) * tsr_p1_s0 + (o476 + (e478)) * tsr_p1_s1] = tsr::f2bf(v467[s477]);
+    for (int s357 = 0; s357 < 1; ++s357) {
+      const int e358 = (s357 * 512 + tsr_tid);
+      if (((s357 * 512 + tsr_tid) < 64) && ((o355 + 0) >= 0 && (o355 + 0) < int64_t(tsr_dim_M) && (o356 + (e358)) >= 0 && (o356 + (e358)) < int64_t(tsr_dim_K))) tsr_p1[(o355 + 0) * tsr_p1_s0 + (o356 + (e358)) * tsr_p1_s1] = tsr::f2bf(v347[s357]);
     }
   }
-  // store_tile %indices, %253, %1, %16
+  // store_tile %indices, %202, %1, %18
   {
-    const int64_t o479 = int64_t(v0) * 1;
-    const int64_t o480 = int64_t(v15) * 64;
+    const int64_t o359 = int64_t(v0) * 1;
+    const int64_t o360 = int64_t(v17) * 64;
     #pragma unroll
-    for (int s481 = 0; s481 < 1; ++s481) {
-      const int e482 = (s481 * 512 + tsr_tid);
-      if (((s481 * 512 + tsr_tid) < 64) && ((o479 + 0) >= 0 && (o479 + 0) < int64_t(tsr_dim_M) && (o480 + (e482)) >= 0 && (o480 + (e482)) < int64_t(tsr_dim_K))) tsr_p2[(o479 + 0) * tsr_p2_s0 + (o480 + (e482)) * tsr_p2_s1] = v468[s481];
+    for (int s361 = 0; s361 < 1; ++s361) {
+      const int e362 = (s361 * 512 + tsr_tid);
+      if (((s361 * 512 + tsr_tid) < 64) && ((o359 + 0) >= 0 && (o359 + 0) < int64_t(tsr_dim_M) && (o360 + (e362)) >= 0 && (o360 + (e362)) < int64_t(tsr_dim_K))) tsr_p2[(o359 + 0) * tsr_p2_s0 + (o360 + (e362)) * tsr_p2_s1] = v348[s361];
     }
   }
 }
@@ -1653,15 +1262,15 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
 // param dim K i32 bytes 4 index -1
 // header tessera/core.cuh
 // header tessera/mma.cuh
-// stat block-exchanges = 8
-// stat block-scans = 4
-// stat histograms = 2
-// stat reductions = 8
+// stat block-exchanges = 5
+// stat block-scans = 3
+// stat histograms = 1
+// stat reductions = 5
 // stat smem-bytes = 66560
 // stat sorts = 1
-// stat struct-cp-async-copies = 6
+// stat struct-cp-async-copies = 4
 // stat struct-smem-bytes = 65536
 // stat threads = 512
-// stat vector-buffer-reads = 3
-// stat warp-reductions = 8
+// stat vector-buffer-reads = 2
+// stat warp-reductions = 5
 // stat write-read-barriers = 1

@@ -87,1243 +87,705 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   const uint32_t v14 = uint32_t(INT64_C(0));
   // %15 = const {value = 64} : i32
   const int32_t v15 = int32_t(INT64_C(64));
-  // %16 = const {value = 0} : i32
-  const int32_t v16 = int32_t(INT64_C(0));
-  // %17 = splat %16 : tile<i32, [2048]>
-  alignas(64) int32_t v17[2048];
-  for (int64_t i18 = 0; i18 < 2048; ++i18) v17[i18] = v16;
-  // for %16, %10, %4 {...}
-  for (int64_t iv19_ = v16; v4 > 0 && iv19_ < v10; iv19_ += v4) {
-    const int32_t iv19 = int32_t(iv19_);
-    // async_copy %9, %x, %18, %1, %18
-    if (!(true && int64_t(iv19) >= 0 && int64_t(iv19) < 4)) { tsr_fault(324); return; }
-    {
-      float* const dst20 = buf9 + ((0) * 4 + int64_t(iv19)) * 8192;
-      {
-        const int64_t o21 = int64_t(v1) * 1;
-        const int64_t o22 = int64_t(iv19) * 8192;
-        if (o21 >= 0 && o21 + 1 <= A.d0_0 && o22 >= 0 && o22 + 8192 <= A.d0_1) {
-          for (int64_t i23 = 0; i23 < 1; ++i23) {
-            for (int64_t i24 = 0; i24 < 8192; ++i24) dst20[(i23) * 8192 + i24] = A.p0[(o21 + i23) * A.s0_0 + o22 + i24];
-          }
-        } else {
-          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-          const int64_t lo25 = o22 >= 0 ? 0 : -o22 < 8192 ? -o22 : 8192;
-          const int64_t hi26 = A.d0_1 - o22 >= 8192 ? 8192 : A.d0_1 - o22 > lo25 ? A.d0_1 - o22 : lo25;
-          for (int64_t i27 = 0; i27 < 1; ++i27) {
-            if ((o21 + i27) >= 0 && (o21 + i27) < A.d0_0) tsr::load_row<tsr::ld_same>(dst20 + (i27) * 8192, A.p0 + (o21 + i27) * A.s0_0, o22, lo25, hi26, 8192, float(0x0p+0));
-            else tsr::load_row<tsr::ld_same>(dst20 + (i27) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
-          }
-        }
-      }
-    }
-    // yield
-  }
-  // %19 = const {value = 2147483647} : u32
-  const uint32_t v29 = uint32_t(INT64_C(2147483647));
-  // %20 = const {value = 31} : u32
-  const uint32_t v30 = uint32_t(INT64_C(31));
-  // %21 = sub %7, %4 : i32
-  const int32_t v31 = tsr::wsub(v7, v4);
-  // %22 = const {value = 21} : u32
-  const uint32_t v32 = uint32_t(INT64_C(21));
-  // %23 = const {value = 2047} : u32
-  const uint32_t v33 = uint32_t(INT64_C(2047));
-  // %24 = for %16, %13, %4, %17 : tile<i32, [2048]> {...}
-  alignas(64) int32_t c34[2048];
-  __builtin_memcpy(c34, v17, sizeof(c34));
-  for (int64_t iv35_ = v16; v4 > 0 && iv35_ < v13; iv35_ += v4) {
-    const int32_t iv35 = int32_t(iv35_);
-    // async_wait
-    // (copies are synchronous here: nothing to wait for)
-    // %27 = rem %25, %10 : i32
-    const int32_t v36 = tsr::irem(iv35, v10);
-    // %28 = mul %27, %10 : i32
-    const int32_t v37 = tsr::wmul(v36, v10);
-    // %29 = add %25, %4 : i32
-    const int32_t v38 = tsr::wadd(iv35, v4);
-    // %30 = cmp %29, %13 {pred = "lt"} : i1
-    const uint8_t v39 = uint8_t(v38 < v13);
-    // if %30 {...}
-    if (v39) {
-      // %31 = mul %29, %10 : i32
-      const int32_t v40 = tsr::wmul(v38, v10);
-      // %32 = sub %10, %28 : i32
-      const int32_t v41 = tsr::wsub(v10, v37);
-      // for %16, %10, %4 {...}
-      for (int64_t iv42_ = v16; v4 > 0 && iv42_ < v10; iv42_ += v4) {
-        const int32_t iv42 = int32_t(iv42_);
-        // %34 = add %31, %33 : i32
-        const int32_t v43 = tsr::wadd(v40, iv42);
-        // %35 = add %32, %33 : i32
-        const int32_t v44 = tsr::wadd(v41, iv42);
-        // async_copy %9, %x, %35, %1, %34
-        if (!(true && int64_t(v44) >= 0 && int64_t(v44) < 4)) { tsr_fault(628); return; }
+  // %16 = const {value = 32} : u32
+  const uint32_t v16 = uint32_t(INT64_C(32));
+  // %17 = const {value = 1} : i1
+  const uint8_t v17 = uint8_t(1);
+  // %18 = const {value = 0} : i32
+  const int32_t v18 = int32_t(INT64_C(0));
+  // %19 = const {value = 3} : i32
+  const int32_t v19 = int32_t(INT64_C(3));
+  // %20, %21, %22, %23 = for %18, %19, %4, %14, %15, %16, %17 : u32, i32, u32, i1 {...}
+  uint32_t c20;
+  c20 = v14;
+  int32_t c21;
+  c21 = v15;
+  uint32_t c22;
+  c22 = v16;
+  uint8_t c23;
+  c23 = v17;
+  for (int64_t iv24_ = v18; v4 > 0 && iv24_ < v19; iv24_ += v4) {
+    const int32_t iv24 = int32_t(iv24_);
+    // %29, %30, %31, %32 = if %28 : u32, i32, u32, i1 {...}
+    uint32_t v25;
+    int32_t v26;
+    uint32_t v27;
+    uint8_t v28;
+    if (c23) {
+      // %33 = const {value = 11} : i32
+      const int32_t v29 = int32_t(INT64_C(11));
+      // %34 = mul %24, %33 : i32
+      const int32_t v30 = tsr::wmul(iv24, v29);
+      // %35 = const {value = 32} : i32
+      const int32_t v31 = int32_t(INT64_C(32));
+      // %36 = sub %35, %34 : i32
+      const int32_t v32 = tsr::wsub(v31, v30);
+      // %37 = cast %36 : u32
+      const uint32_t v33 = uint32_t(v32);
+      // %38 = const {value = 11} : u32
+      const uint32_t v34 = uint32_t(INT64_C(11));
+      // %39 = max %37, %38 : u32
+      const uint32_t v35 = tsr::imax(v33, v34);
+      // %40 = sub %39, %38 : u32
+      const uint32_t v36 = tsr::wsub(v35, v34);
+      // %41 = splat %18 : tile<i32, [2048]>
+      alignas(64) int32_t v37[2048];
+      for (int64_t i38 = 0; i38 < 2048; ++i38) v37[i38] = v18;
+      // for %18, %10, %4 {...}
+      for (int64_t iv39_ = v18; v4 > 0 && iv39_ < v10; iv39_ += v4) {
+        const int32_t iv39 = int32_t(iv39_);
+        // async_copy %9, %x, %42, %1, %42
+        if (!(true && int64_t(iv39) >= 0 && int64_t(iv39) < 4)) { tsr_fault(532); return; }
         {
-          float* const dst45 = buf9 + ((0) * 4 + int64_t(v44)) * 8192;
+          float* const dst40 = buf9 + ((0) * 4 + int64_t(iv39)) * 8192;
           {
-            const int64_t o46 = int64_t(v1) * 1;
-            const int64_t o47 = int64_t(v43) * 8192;
-            if (o46 >= 0 && o46 + 1 <= A.d0_0 && o47 >= 0 && o47 + 8192 <= A.d0_1) {
-              for (int64_t i48 = 0; i48 < 1; ++i48) {
-                for (int64_t i49 = 0; i49 < 8192; ++i49) dst45[(i48) * 8192 + i49] = A.p0[(o46 + i48) * A.s0_0 + o47 + i49];
+            const int64_t o41 = int64_t(v1) * 1;
+            const int64_t o42 = int64_t(iv39) * 8192;
+            if (o41 >= 0 && o41 + 1 <= A.d0_0 && o42 >= 0 && o42 + 8192 <= A.d0_1) {
+              for (int64_t i43 = 0; i43 < 1; ++i43) {
+                for (int64_t i44 = 0; i44 < 8192; ++i44) dst40[(i43) * 8192 + i44] = A.p0[(o41 + i43) * A.s0_0 + o42 + i44];
               }
             } else {
               // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-              const int64_t lo50 = o47 >= 0 ? 0 : -o47 < 8192 ? -o47 : 8192;
-              const int64_t hi51 = A.d0_1 - o47 >= 8192 ? 8192 : A.d0_1 - o47 > lo50 ? A.d0_1 - o47 : lo50;
-              for (int64_t i52 = 0; i52 < 1; ++i52) {
-                if ((o46 + i52) >= 0 && (o46 + i52) < A.d0_0) tsr::load_row<tsr::ld_same>(dst45 + (i52) * 8192, A.p0 + (o46 + i52) * A.s0_0, o47, lo50, hi51, 8192, float(0x0p+0));
-                else tsr::load_row<tsr::ld_same>(dst45 + (i52) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
+              const int64_t lo45 = o42 >= 0 ? 0 : -o42 < 8192 ? -o42 : 8192;
+              const int64_t hi46 = A.d0_1 - o42 >= 8192 ? 8192 : A.d0_1 - o42 > lo45 ? A.d0_1 - o42 : lo45;
+              for (int64_t i47 = 0; i47 < 1; ++i47) {
+                if ((o41 + i47) >= 0 && (o41 + i47) < A.d0_0) tsr::load_row<tsr::ld_same>(dst40 + (i47) * 8192, A.p0 + (o41 + i47) * A.s0_0, o42, lo45, hi46, 8192, float(0x0p+0));
+                else tsr::load_row<tsr::ld_same>(dst40 + (i47) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
               }
             }
           }
         }
         // yield
       }
-      // yield
-    } else {
-      // yield
-    }
-    // %36 = mul %25, %10 : i32
-    const int32_t v54 = tsr::wmul(iv35, v10);
-    // %37 = sub %7, %36 : i32
-    const int32_t v55 = tsr::wsub(v7, v54);
-    // %38 = min %10, %37 : i32
-    const int32_t v56 = tsr::imin(v10, v55);
-    // %39 = for %16, %38, %4, %26 : tile<i32, [2048]> {...}
-    alignas(64) int32_t c57[2048];
-    __builtin_memcpy(c57, c34, sizeof(c57));
-    for (int64_t iv58_ = v16; v4 > 0 && iv58_ < v56; iv58_ += v4) {
-      const int32_t iv58 = int32_t(iv58_);
-      // %42 = add %36, %40 : i32
-      const int32_t v59 = tsr::wadd(v54, iv58);
-      // %43 = add %28, %40 : i32
-      const int32_t v60 = tsr::wadd(v37, iv58);
-      // %44 = buffer_read %9, %43 : tile<f32, [1, 8192]>
-      if (!(true && int64_t(v60) >= 0 && int64_t(v60) < 4)) { tsr_fault(788); return; }
-      alignas(64) float v61[8192];
-      __builtin_memcpy(v61, buf9 + ((0) * 4 + int64_t(v60)) * 8192, sizeof(v61));
-      // %45 = reshape %44 : tile<f32, [8192]>
-      // %46 = bitcast %45 : tile<u32, [8192]>
-      alignas(64) uint32_t v62[8192];
-      for (int64_t i63 = 0; i63 < 8192; ++i63) v62[i63] = uint32_t(tsr::f32_bits(v61[i63]));
-      // %47 = splat %19 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %48 = xor %46, %47 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %49 = splat %20 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %50 = shr %46, %49 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %51 = splat %14 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %52 = cmp %50, %51 {pred = "eq"} : tile<i1, [8192]>
-      // (computed inside its user)
-      // %53 = where %52, %48, %46 : tile<u32, [8192]>
-      alignas(64) uint32_t v64[8192];
-      for (int64_t i65 = 0; i65 < 8192; ++i65) v64[i65] = ((uint8_t((tsr::ishr(v62[i65], (v30))) == (v14))) ? (uint32_t(v62[i65] ^ (v29))) : v62[i65]);
-      // %54 = cmp %42, %21 {pred = "eq"} : i1
-      const uint8_t v66 = uint8_t(v59 == v31);
-      // %55 = if %54 : tile<u32, [8192]> {...}
-      alignas(64) uint32_t v67[8192];
-      if (v66) {
-        // %56 = mul %42, %3 : i32
-        const int32_t v68 = tsr::wmul(v59, v3);
-        // %57 = arange : tile<i32, [8192]>
-        // (computed inside its user)
-        // %58 = splat %56 : tile<i32, [8192]>
-        // (computed inside its user)
-        // %59 = add %57, %58 : tile<i32, [8192]>
-        // (computed inside its user)
-        // %60 = splat %2 : tile<i32, [8192]>
-        // (computed inside its user)
-        // %61 = cmp %59, %60 {pred = "lt"} : tile<i1, [8192]>
-        // (computed inside its user)
-        // %62 = splat %8 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %63 = where %61, %53, %62 : tile<u32, [8192]>
-        alignas(64) uint32_t v69[8192];
-        for (int64_t i70 = 0; i70 < 8192; ++i70) v69[i70] = ((uint8_t((tsr::wadd((int32_t(0 + i70)), (v68))) < (v2))) ? v64[i70] : (v8));
-        // yield %63
-        __builtin_memcpy(v67, v69, sizeof(v67));
-      } else {
-        // yield %53
-        __builtin_memcpy(v67, v64, sizeof(v67));
-      }
-      // %64 = splat %22 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %65 = shr %55, %64 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %66 = splat %23 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %67 = and %65, %66 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %68 = cast %67 : tile<i32, [8192]>
-      alignas(64) int32_t v71[8192];
-      for (int64_t i72 = 0; i72 < 8192; ++i72) v71[i72] = int32_t((uint32_t((tsr::ishr(v67[i72], (v32))) & (v33))));
-      // %69 = histogram %68 : tile<i32, [2048]>
-      alignas(64) int32_t v73[2048];
-      tsr::histogram(v71, 8192, v73, 2048);
-      // %70 = add %41, %69 : tile<i32, [2048]>
-      // (written into the carried c57)
-      for (int64_t i74 = 0; i74 < 2048; ++i74) c57[i74] = tsr::wadd(c57[i74], v73[i74]);
-      // yield %70
-    }
-    // yield %39
-    __builtin_memcpy(c34, c57, sizeof(c34));
-  }
-  // %71 = scan %24 {axis = 0, kind = "sum"} : tile<i32, [2048]>
-  alignas(64) int32_t v75[2048];
-  for (int64_t o_ = 0; o_ < 1; ++o_)
-  for (int64_t n_ = 0; n_ < 1; ++n_) {
-    int32_t acc76 = c34[(o_ * 2048 + 0) * 1 + n_];
-    v75[(o_ * 2048 + 0) * 1 + n_] = acc76;
-    for (int64_t l77 = 1; l77 < 2048; ++l77) {
-      acc76 = tsr::wadd(acc76, c34[(o_ * 2048 + l77) * 1 + n_]);
-      v75[(o_ * 2048 + l77) * 1 + n_] = acc76;
-    }
-  }
-  // %72 = splat %15 : tile<i32, [2048]>
-  // (computed inside its user)
-  // %73 = cmp %71, %72 {pred = "lt"} : tile<i1, [2048]>
-  alignas(64) uint8_t v78[2048];
-  for (int64_t i79 = 0; i79 < 2048; ++i79) v78[i79] = uint8_t(v75[i79] < (v15));
-  // %74 = cast %73 : tile<i32, [2048]>
-  alignas(64) int32_t v80[2048];
-  for (int64_t i81 = 0; i81 < 2048; ++i81) v80[i81] = int32_t(v78[i81]);
-  // %75 = reduce %74 {axis = 0, kind = "sum"} : i32
-  int32_t v82;
-  for (int64_t o_ = 0; o_ < 1; ++o_) {
-    int32_t ln_[16];
-    for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-    for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v80[o_ * 2048 + l_ + q_]);
-    int32_t acc_ = ln_[0];
-    for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-    v82 = acc_;
-  }
-  // %76 = arange : tile<i32, [2048]>
-  alignas(64) int32_t v83[2048];
-  for (int64_t i84 = 0; i84 < 2048; ++i84) v83[i84] = int32_t(0 + i84);
-  // %77 = splat %75 : tile<i32, [2048]>
-  // (computed inside its user)
-  // %78 = cmp %76, %77 {pred = "eq"} : tile<i1, [2048]>
-  // (computed inside its user)
-  // %79 = where %78, %24, %17 : tile<i32, [2048]>
-  alignas(64) int32_t v85[2048];
-  for (int64_t i86 = 0; i86 < 2048; ++i86) v85[i86] = ((uint8_t(v83[i86] == (v82))) ? c34[i86] : v16);
-  // %80 = reduce %79 {axis = 0, kind = "sum"} : i32
-  int32_t v87;
-  for (int64_t o_ = 0; o_ < 1; ++o_) {
-    int32_t ln_[16];
-    for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-    for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v85[o_ * 2048 + l_ + q_]);
-    int32_t acc_ = ln_[0];
-    for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-    v87 = acc_;
-  }
-  // %81 = where %73, %24, %17 : tile<i32, [2048]>
-  alignas(64) int32_t v88[2048];
-  for (int64_t i89 = 0; i89 < 2048; ++i89) v88[i89] = (v78[i89] ? c34[i89] : v16);
-  // %82 = reduce %81 {axis = 0, kind = "sum"} : i32
-  int32_t v90;
-  for (int64_t o_ = 0; o_ < 1; ++o_) {
-    int32_t ln_[16];
-    for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-    for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v88[o_ * 2048 + l_ + q_]);
-    int32_t acc_ = ln_[0];
-    for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-    v90 = acc_;
-  }
-  // %83 = sub %15, %82 : i32
-  const int32_t v91 = tsr::wsub(v15, v90);
-  // %84 = cast %75 : u32
-  const uint32_t v92 = uint32_t(v82);
-  // %85 = const {value = 21} : u32
-  const uint32_t v93 = uint32_t(INT64_C(21));
-  // %86 = shl %84, %85 : u32
-  const uint32_t v94 = tsr::ishl(v92, v93);
-  // %87 = or %14, %86 : u32
-  const uint32_t v95 = uint32_t(v14 | v94);
-  // %88 = cmp %80, %83 {pred = "ne"} : i1
-  const uint8_t v96 = uint8_t(v87 != v91);
-  // %89, %90, %91, %92 = if %88 : u32, i32, u32, i1 {...}
-  uint32_t v97;
-  int32_t v98;
-  uint32_t v99;
-  uint8_t v100;
-  if (v96) {
-    // for %16, %10, %4 {...}
-    for (int64_t iv101_ = v16; v4 > 0 && iv101_ < v10; iv101_ += v4) {
-      const int32_t iv101 = int32_t(iv101_);
-      // async_copy %9, %x, %93, %1, %93
-      if (!(true && int64_t(iv101) >= 0 && int64_t(iv101) < 4)) { tsr_fault(1604); return; }
-      {
-        float* const dst102 = buf9 + ((0) * 4 + int64_t(iv101)) * 8192;
-        {
-          const int64_t o103 = int64_t(v1) * 1;
-          const int64_t o104 = int64_t(iv101) * 8192;
-          if (o103 >= 0 && o103 + 1 <= A.d0_0 && o104 >= 0 && o104 + 8192 <= A.d0_1) {
-            for (int64_t i105 = 0; i105 < 1; ++i105) {
-              for (int64_t i106 = 0; i106 < 8192; ++i106) dst102[(i105) * 8192 + i106] = A.p0[(o103 + i105) * A.s0_0 + o104 + i106];
-            }
-          } else {
-            // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-            const int64_t lo107 = o104 >= 0 ? 0 : -o104 < 8192 ? -o104 : 8192;
-            const int64_t hi108 = A.d0_1 - o104 >= 8192 ? 8192 : A.d0_1 - o104 > lo107 ? A.d0_1 - o104 : lo107;
-            for (int64_t i109 = 0; i109 < 1; ++i109) {
-              if ((o103 + i109) >= 0 && (o103 + i109) < A.d0_0) tsr::load_row<tsr::ld_same>(dst102 + (i109) * 8192, A.p0 + (o103 + i109) * A.s0_0, o104, lo107, hi108, 8192, float(0x0p+0));
-              else tsr::load_row<tsr::ld_same>(dst102 + (i109) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
-            }
-          }
-        }
-      }
-      // yield
-    }
-    // %94 = const {value = 2147483647} : u32
-    const uint32_t v111 = uint32_t(INT64_C(2147483647));
-    // %95 = const {value = 31} : u32
-    const uint32_t v112 = uint32_t(INT64_C(31));
-    // %96 = sub %7, %4 : i32
-    const int32_t v113 = tsr::wsub(v7, v4);
-    // %97 = const {value = 10} : u32
-    const uint32_t v114 = uint32_t(INT64_C(10));
-    // %98 = const {value = 2047} : u32
-    const uint32_t v115 = uint32_t(INT64_C(2047));
-    // %99 = shr %87, %85 : u32
-    const uint32_t v116 = tsr::ishr(v95, v93);
-    // %100 = const {value = -1} : i32
-    const int32_t v117 = int32_t(INT64_C(-1));
-    // %101 = for %16, %13, %4, %17 : tile<i32, [2048]> {...}
-    alignas(64) int32_t c118[2048];
-    __builtin_memcpy(c118, v17, sizeof(c118));
-    for (int64_t iv119_ = v16; v4 > 0 && iv119_ < v13; iv119_ += v4) {
-      const int32_t iv119 = int32_t(iv119_);
-      // async_wait
-      // (copies are synchronous here: nothing to wait for)
-      // %104 = rem %102, %10 : i32
-      const int32_t v120 = tsr::irem(iv119, v10);
-      // %105 = mul %104, %10 : i32
-      const int32_t v121 = tsr::wmul(v120, v10);
-      // %106 = add %102, %4 : i32
-      const int32_t v122 = tsr::wadd(iv119, v4);
-      // %107 = cmp %106, %13 {pred = "lt"} : i1
-      const uint8_t v123 = uint8_t(v122 < v13);
-      // if %107 {...}
-      if (v123) {
-        // %108 = mul %106, %10 : i32
-        const int32_t v124 = tsr::wmul(v122, v10);
-        // %109 = sub %10, %105 : i32
-        const int32_t v125 = tsr::wsub(v10, v121);
-        // for %16, %10, %4 {...}
-        for (int64_t iv126_ = v16; v4 > 0 && iv126_ < v10; iv126_ += v4) {
-          const int32_t iv126 = int32_t(iv126_);
-          // %111 = add %108, %110 : i32
-          const int32_t v127 = tsr::wadd(v124, iv126);
-          // %112 = add %109, %110 : i32
-          const int32_t v128 = tsr::wadd(v125, iv126);
-          // async_copy %9, %x, %112, %1, %111
-          if (!(true && int64_t(v128) >= 0 && int64_t(v128) < 4)) { tsr_fault(1940); return; }
-          {
-            float* const dst129 = buf9 + ((0) * 4 + int64_t(v128)) * 8192;
+      // %43 = const {value = 2147483647} : u32
+      const uint32_t v49 = uint32_t(INT64_C(2147483647));
+      // %44 = const {value = 31} : u32
+      const uint32_t v50 = uint32_t(INT64_C(31));
+      // %45 = sub %7, %4 : i32
+      const int32_t v51 = tsr::wsub(v7, v4);
+      // %46 = const {value = 2047} : u32
+      const uint32_t v52 = uint32_t(INT64_C(2047));
+      // %47 = shr %25, %37 : u32
+      const uint32_t v53 = tsr::ishr(c20, v33);
+      // %48 = const {value = -1} : i32
+      const int32_t v54 = int32_t(INT64_C(-1));
+      // %49 = for %18, %13, %4, %41 : tile<i32, [2048]> {...}
+      alignas(64) int32_t c55[2048];
+      __builtin_memcpy(c55, v37, sizeof(c55));
+      for (int64_t iv56_ = v18; v4 > 0 && iv56_ < v13; iv56_ += v4) {
+        const int32_t iv56 = int32_t(iv56_);
+        // async_wait
+        // (copies are synchronous here: nothing to wait for)
+        // %52 = rem %50, %10 : i32
+        const int32_t v57 = tsr::irem(iv56, v10);
+        // %53 = mul %52, %10 : i32
+        const int32_t v58 = tsr::wmul(v57, v10);
+        // %54 = add %50, %4 : i32
+        const int32_t v59 = tsr::wadd(iv56, v4);
+        // %55 = cmp %54, %13 {pred = "lt"} : i1
+        const uint8_t v60 = uint8_t(v59 < v13);
+        // if %55 {...}
+        if (v60) {
+          // %56 = mul %54, %10 : i32
+          const int32_t v61 = tsr::wmul(v59, v10);
+          // %57 = sub %10, %53 : i32
+          const int32_t v62 = tsr::wsub(v10, v58);
+          // for %18, %10, %4 {...}
+          for (int64_t iv63_ = v18; v4 > 0 && iv63_ < v10; iv63_ += v4) {
+            const int32_t iv63 = int32_t(iv63_);
+            // %59 = add %56, %58 : i32
+            const int32_t v64 = tsr::wadd(v61, iv63);
+            // %60 = add %57, %58 : i32
+            const int32_t v65 = tsr::wadd(v62, iv63);
+            // async_copy %9, %x, %60, %1, %59
+            if (!(true && int64_t(v65) >= 0 && int64_t(v65) < 4)) { tsr_fault(852); return; }
             {
-              const int64_t o130 = int64_t(v1) * 1;
-              const int64_t o131 = int64_t(v127) * 8192;
-              if (o130 >= 0 && o130 + 1 <= A.d0_0 && o131 >= 0 && o131 + 8192 <= A.d0_1) {
-                for (int64_t i132 = 0; i132 < 1; ++i132) {
-                  for (int64_t i133 = 0; i133 < 8192; ++i133) dst129[(i132) * 8192 + i133] = A.p0[(o130 + i132) * A.s0_0 + o131 + i133];
-                }
-              } else {
-                // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-                const int64_t lo134 = o131 >= 0 ? 0 : -o131 < 8192 ? -o131 : 8192;
-                const int64_t hi135 = A.d0_1 - o131 >= 8192 ? 8192 : A.d0_1 - o131 > lo134 ? A.d0_1 - o131 : lo134;
-                for (int64_t i136 = 0; i136 < 1; ++i136) {
-                  if ((o130 + i136) >= 0 && (o130 + i136) < A.d0_0) tsr::load_row<tsr::ld_same>(dst129 + (i136) * 8192, A.p0 + (o130 + i136) * A.s0_0, o131, lo134, hi135, 8192, float(0x0p+0));
-                  else tsr::load_row<tsr::ld_same>(dst129 + (i136) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
+              float* const dst66 = buf9 + ((0) * 4 + int64_t(v65)) * 8192;
+              {
+                const int64_t o67 = int64_t(v1) * 1;
+                const int64_t o68 = int64_t(v64) * 8192;
+                if (o67 >= 0 && o67 + 1 <= A.d0_0 && o68 >= 0 && o68 + 8192 <= A.d0_1) {
+                  for (int64_t i69 = 0; i69 < 1; ++i69) {
+                    for (int64_t i70 = 0; i70 < 8192; ++i70) dst66[(i69) * 8192 + i70] = A.p0[(o67 + i69) * A.s0_0 + o68 + i70];
+                  }
+                } else {
+                  // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+                  const int64_t lo71 = o68 >= 0 ? 0 : -o68 < 8192 ? -o68 : 8192;
+                  const int64_t hi72 = A.d0_1 - o68 >= 8192 ? 8192 : A.d0_1 - o68 > lo71 ? A.d0_1 - o68 : lo71;
+                  for (int64_t i73 = 0; i73 < 1; ++i73) {
+                    if ((o67 + i73) >= 0 && (o67 + i73) < A.d0_0) tsr::load_row<tsr::ld_same>(dst66 + (i73) * 8192, A.p0 + (o67 + i73) * A.s0_0, o68, lo71, hi72, 8192, float(0x0p+0));
+                    else tsr::load_row<tsr::ld_same>(dst66 + (i73) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
+                  }
                 }
               }
             }
+            // yield
           }
           // yield
-        }
-        // yield
-      } else {
-        // yield
-      }
-      // %113 = mul %102, %10 : i32
-      const int32_t v138 = tsr::wmul(iv119, v10);
-      // %114 = sub %7, %113 : i32
-      const int32_t v139 = tsr::wsub(v7, v138);
-      // %115 = min %10, %114 : i32
-      const int32_t v140 = tsr::imin(v10, v139);
-      // %116 = for %16, %115, %4, %103 : tile<i32, [2048]> {...}
-      alignas(64) int32_t c141[2048];
-      __builtin_memcpy(c141, c118, sizeof(c141));
-      for (int64_t iv142_ = v16; v4 > 0 && iv142_ < v140; iv142_ += v4) {
-        const int32_t iv142 = int32_t(iv142_);
-        // %119 = add %113, %117 : i32
-        const int32_t v143 = tsr::wadd(v138, iv142);
-        // %120 = add %105, %117 : i32
-        const int32_t v144 = tsr::wadd(v121, iv142);
-        // %121 = buffer_read %9, %120 : tile<f32, [1, 8192]>
-        if (!(true && int64_t(v144) >= 0 && int64_t(v144) < 4)) { tsr_fault(2100); return; }
-        alignas(64) float v145[8192];
-        __builtin_memcpy(v145, buf9 + ((0) * 4 + int64_t(v144)) * 8192, sizeof(v145));
-        // %122 = reshape %121 : tile<f32, [8192]>
-        // %123 = bitcast %122 : tile<u32, [8192]>
-        alignas(64) uint32_t v146[8192];
-        for (int64_t i147 = 0; i147 < 8192; ++i147) v146[i147] = uint32_t(tsr::f32_bits(v145[i147]));
-        // %124 = splat %94 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %125 = xor %123, %124 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %126 = splat %95 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %127 = shr %123, %126 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %128 = splat %14 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %129 = cmp %127, %128 {pred = "eq"} : tile<i1, [8192]>
-        // (computed inside its user)
-        // %130 = where %129, %125, %123 : tile<u32, [8192]>
-        alignas(64) uint32_t v148[8192];
-        for (int64_t i149 = 0; i149 < 8192; ++i149) v148[i149] = ((uint8_t((tsr::ishr(v146[i149], (v112))) == (v14))) ? (uint32_t(v146[i149] ^ (v111))) : v146[i149]);
-        // %131 = cmp %119, %96 {pred = "eq"} : i1
-        const uint8_t v150 = uint8_t(v143 == v113);
-        // %132 = if %131 : tile<u32, [8192]> {...}
-        alignas(64) uint32_t v151[8192];
-        if (v150) {
-          // %133 = mul %119, %3 : i32
-          const int32_t v152 = tsr::wmul(v143, v3);
-          // %134 = arange : tile<i32, [8192]>
-          // (computed inside its user)
-          // %135 = splat %133 : tile<i32, [8192]>
-          // (computed inside its user)
-          // %136 = add %134, %135 : tile<i32, [8192]>
-          // (computed inside its user)
-          // %137 = splat %2 : tile<i32, [8192]>
-          // (computed inside its user)
-          // %138 = cmp %136, %137 {pred = "lt"} : tile<i1, [8192]>
-          // (computed inside its user)
-          // %139 = splat %8 : tile<u32, [8192]>
-          // (computed inside its user)
-          // %140 = where %138, %130, %139 : tile<u32, [8192]>
-          alignas(64) uint32_t v153[8192];
-          for (int64_t i154 = 0; i154 < 8192; ++i154) v153[i154] = ((uint8_t((tsr::wadd((int32_t(0 + i154)), (v152))) < (v2))) ? v148[i154] : (v8));
-          // yield %140
-          __builtin_memcpy(v151, v153, sizeof(v151));
         } else {
-          // yield %130
-          __builtin_memcpy(v151, v148, sizeof(v151));
-        }
-        // %141 = splat %97 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %142 = shr %132, %141 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %143 = splat %98 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %144 = and %142, %143 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %145 = cast %144 : tile<i32, [8192]>
-        // (computed inside its user)
-        // %146 = splat %85 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %147 = shr %132, %146 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %148 = splat %99 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %149 = cmp %147, %148 {pred = "eq"} : tile<i1, [8192]>
-        // (computed inside its user)
-        // %150 = splat %100 : tile<i32, [8192]>
-        // (computed inside its user)
-        // %151 = where %149, %145, %150 : tile<i32, [8192]>
-        alignas(64) int32_t v155[8192];
-        for (int64_t i156 = 0; i156 < 8192; ++i156) v155[i156] = ((uint8_t((tsr::ishr(v151[i156], (v93))) == (v116))) ? (int32_t((uint32_t((tsr::ishr(v151[i156], (v114))) & (v115))))) : (v117));
-        // %152 = histogram %151 : tile<i32, [2048]>
-        alignas(64) int32_t v157[2048];
-        tsr::histogram(v155, 8192, v157, 2048);
-        // %153 = add %118, %152 : tile<i32, [2048]>
-        // (written into the carried c141)
-        for (int64_t i158 = 0; i158 < 2048; ++i158) c141[i158] = tsr::wadd(c141[i158], v157[i158]);
-        // yield %153
-      }
-      // yield %116
-      __builtin_memcpy(c118, c141, sizeof(c118));
-    }
-    // %154 = scan %101 {axis = 0, kind = "sum"} : tile<i32, [2048]>
-    alignas(64) int32_t v159[2048];
-    for (int64_t o_ = 0; o_ < 1; ++o_)
-    for (int64_t n_ = 0; n_ < 1; ++n_) {
-      int32_t acc160 = c118[(o_ * 2048 + 0) * 1 + n_];
-      v159[(o_ * 2048 + 0) * 1 + n_] = acc160;
-      for (int64_t l161 = 1; l161 < 2048; ++l161) {
-        acc160 = tsr::wadd(acc160, c118[(o_ * 2048 + l161) * 1 + n_]);
-        v159[(o_ * 2048 + l161) * 1 + n_] = acc160;
-      }
-    }
-    // %155 = splat %83 : tile<i32, [2048]>
-    // (computed inside its user)
-    // %156 = cmp %154, %155 {pred = "lt"} : tile<i1, [2048]>
-    alignas(64) uint8_t v162[2048];
-    for (int64_t i163 = 0; i163 < 2048; ++i163) v162[i163] = uint8_t(v159[i163] < (v91));
-    // %157 = cast %156 : tile<i32, [2048]>
-    alignas(64) int32_t v164[2048];
-    for (int64_t i165 = 0; i165 < 2048; ++i165) v164[i165] = int32_t(v162[i165]);
-    // %158 = reduce %157 {axis = 0, kind = "sum"} : i32
-    int32_t v166;
-    for (int64_t o_ = 0; o_ < 1; ++o_) {
-      int32_t ln_[16];
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v164[o_ * 2048 + l_ + q_]);
-      int32_t acc_ = ln_[0];
-      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v166 = acc_;
-    }
-    // %159 = splat %158 : tile<i32, [2048]>
-    // (computed inside its user)
-    // %160 = cmp %76, %159 {pred = "eq"} : tile<i1, [2048]>
-    // (computed inside its user)
-    // %161 = where %160, %101, %17 : tile<i32, [2048]>
-    alignas(64) int32_t v167[2048];
-    for (int64_t i168 = 0; i168 < 2048; ++i168) v167[i168] = ((uint8_t(v83[i168] == (v166))) ? c118[i168] : v16);
-    // %162 = reduce %161 {axis = 0, kind = "sum"} : i32
-    int32_t v169;
-    for (int64_t o_ = 0; o_ < 1; ++o_) {
-      int32_t ln_[16];
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v167[o_ * 2048 + l_ + q_]);
-      int32_t acc_ = ln_[0];
-      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v169 = acc_;
-    }
-    // %163 = where %156, %101, %17 : tile<i32, [2048]>
-    alignas(64) int32_t v170[2048];
-    for (int64_t i171 = 0; i171 < 2048; ++i171) v170[i171] = (v162[i171] ? c118[i171] : v16);
-    // %164 = reduce %163 {axis = 0, kind = "sum"} : i32
-    int32_t v172;
-    for (int64_t o_ = 0; o_ < 1; ++o_) {
-      int32_t ln_[16];
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v170[o_ * 2048 + l_ + q_]);
-      int32_t acc_ = ln_[0];
-      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v172 = acc_;
-    }
-    // %165 = sub %83, %164 : i32
-    const int32_t v173 = tsr::wsub(v91, v172);
-    // %166 = cast %158 : u32
-    const uint32_t v174 = uint32_t(v166);
-    // %167 = const {value = 10} : u32
-    const uint32_t v175 = uint32_t(INT64_C(10));
-    // %168 = shl %166, %167 : u32
-    const uint32_t v176 = tsr::ishl(v174, v175);
-    // %169 = or %87, %168 : u32
-    const uint32_t v177 = uint32_t(v95 | v176);
-    // %170 = cmp %162, %165 {pred = "ne"} : i1
-    const uint8_t v178 = uint8_t(v169 != v173);
-    // yield %169, %165, %167, %170
-    v97 = v177;
-    v98 = v173;
-    v99 = v175;
-    v100 = v178;
-  } else {
-    // yield %87, %83, %85, %88
-    v97 = v95;
-    v98 = v91;
-    v99 = v93;
-    v100 = v96;
-  }
-  // %171, %172, %173, %174 = if %92 : u32, i32, u32, i1 {...}
-  uint32_t v179;
-  int32_t v180;
-  uint32_t v181;
-  uint8_t v182;
-  if (v100) {
-    // %175 = splat %16 : tile<i32, [1024]>
-    alignas(64) int32_t v183[1024];
-    for (int64_t i184 = 0; i184 < 1024; ++i184) v183[i184] = v16;
-    // for %16, %10, %4 {...}
-    for (int64_t iv185_ = v16; v4 > 0 && iv185_ < v10; iv185_ += v4) {
-      const int32_t iv185 = int32_t(iv185_);
-      // async_copy %9, %x, %176, %1, %176
-      if (!(true && int64_t(iv185) >= 0 && int64_t(iv185) < 4)) { tsr_fault(3044); return; }
-      {
-        float* const dst186 = buf9 + ((0) * 4 + int64_t(iv185)) * 8192;
-        {
-          const int64_t o187 = int64_t(v1) * 1;
-          const int64_t o188 = int64_t(iv185) * 8192;
-          if (o187 >= 0 && o187 + 1 <= A.d0_0 && o188 >= 0 && o188 + 8192 <= A.d0_1) {
-            for (int64_t i189 = 0; i189 < 1; ++i189) {
-              for (int64_t i190 = 0; i190 < 8192; ++i190) dst186[(i189) * 8192 + i190] = A.p0[(o187 + i189) * A.s0_0 + o188 + i190];
-            }
-          } else {
-            // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-            const int64_t lo191 = o188 >= 0 ? 0 : -o188 < 8192 ? -o188 : 8192;
-            const int64_t hi192 = A.d0_1 - o188 >= 8192 ? 8192 : A.d0_1 - o188 > lo191 ? A.d0_1 - o188 : lo191;
-            for (int64_t i193 = 0; i193 < 1; ++i193) {
-              if ((o187 + i193) >= 0 && (o187 + i193) < A.d0_0) tsr::load_row<tsr::ld_same>(dst186 + (i193) * 8192, A.p0 + (o187 + i193) * A.s0_0, o188, lo191, hi192, 8192, float(0x0p+0));
-              else tsr::load_row<tsr::ld_same>(dst186 + (i193) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
-            }
-          }
-        }
-      }
-      // yield
-    }
-    // %177 = const {value = 2147483647} : u32
-    const uint32_t v195 = uint32_t(INT64_C(2147483647));
-    // %178 = const {value = 31} : u32
-    const uint32_t v196 = uint32_t(INT64_C(31));
-    // %179 = sub %7, %4 : i32
-    const int32_t v197 = tsr::wsub(v7, v4);
-    // %180 = const {value = 1023} : u32
-    const uint32_t v198 = uint32_t(INT64_C(1023));
-    // %181 = const {value = 10} : u32
-    const uint32_t v199 = uint32_t(INT64_C(10));
-    // %182 = shr %89, %181 : u32
-    const uint32_t v200 = tsr::ishr(v97, v199);
-    // %183 = const {value = -1} : i32
-    const int32_t v201 = int32_t(INT64_C(-1));
-    // %184 = for %16, %13, %4, %175 : tile<i32, [1024]> {...}
-    alignas(64) int32_t c202[1024];
-    __builtin_memcpy(c202, v183, sizeof(c202));
-    for (int64_t iv203_ = v16; v4 > 0 && iv203_ < v13; iv203_ += v4) {
-      const int32_t iv203 = int32_t(iv203_);
-      // async_wait
-      // (copies are synchronous here: nothing to wait for)
-      // %187 = rem %185, %10 : i32
-      const int32_t v204 = tsr::irem(iv203, v10);
-      // %188 = mul %187, %10 : i32
-      const int32_t v205 = tsr::wmul(v204, v10);
-      // %189 = add %185, %4 : i32
-      const int32_t v206 = tsr::wadd(iv203, v4);
-      // %190 = cmp %189, %13 {pred = "lt"} : i1
-      const uint8_t v207 = uint8_t(v206 < v13);
-      // if %190 {...}
-      if (v207) {
-        // %191 = mul %189, %10 : i32
-        const int32_t v208 = tsr::wmul(v206, v10);
-        // %192 = sub %10, %188 : i32
-        const int32_t v209 = tsr::wsub(v10, v205);
-        // for %16, %10, %4 {...}
-        for (int64_t iv210_ = v16; v4 > 0 && iv210_ < v10; iv210_ += v4) {
-          const int32_t iv210 = int32_t(iv210_);
-          // %194 = add %191, %193 : i32
-          const int32_t v211 = tsr::wadd(v208, iv210);
-          // %195 = add %192, %193 : i32
-          const int32_t v212 = tsr::wadd(v209, iv210);
-          // async_copy %9, %x, %195, %1, %194
-          if (!(true && int64_t(v212) >= 0 && int64_t(v212) < 4)) { tsr_fault(3380); return; }
-          {
-            float* const dst213 = buf9 + ((0) * 4 + int64_t(v212)) * 8192;
-            {
-              const int64_t o214 = int64_t(v1) * 1;
-              const int64_t o215 = int64_t(v211) * 8192;
-              if (o214 >= 0 && o214 + 1 <= A.d0_0 && o215 >= 0 && o215 + 8192 <= A.d0_1) {
-                for (int64_t i216 = 0; i216 < 1; ++i216) {
-                  for (int64_t i217 = 0; i217 < 8192; ++i217) dst213[(i216) * 8192 + i217] = A.p0[(o214 + i216) * A.s0_0 + o215 + i217];
-                }
-              } else {
-                // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-                const int64_t lo218 = o215 >= 0 ? 0 : -o215 < 8192 ? -o215 : 8192;
-                const int64_t hi219 = A.d0_1 - o215 >= 8192 ? 8192 : A.d0_1 - o215 > lo218 ? A.d0_1 - o215 : lo218;
-                for (int64_t i220 = 0; i220 < 1; ++i220) {
-                  if ((o214 + i220) >= 0 && (o214 + i220) < A.d0_0) tsr::load_row<tsr::ld_same>(dst213 + (i220) * 8192, A.p0 + (o214 + i220) * A.s0_0, o215, lo218, hi219, 8192, float(0x0p+0));
-                  else tsr::load_row<tsr::ld_same>(dst213 + (i220) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
-                }
-              }
-            }
-          }
           // yield
         }
-        // yield
-      } else {
-        // yield
-      }
-      // %196 = mul %185, %10 : i32
-      const int32_t v222 = tsr::wmul(iv203, v10);
-      // %197 = sub %7, %196 : i32
-      const int32_t v223 = tsr::wsub(v7, v222);
-      // %198 = min %10, %197 : i32
-      const int32_t v224 = tsr::imin(v10, v223);
-      // %199 = for %16, %198, %4, %186 : tile<i32, [1024]> {...}
-      alignas(64) int32_t c225[1024];
-      __builtin_memcpy(c225, c202, sizeof(c225));
-      for (int64_t iv226_ = v16; v4 > 0 && iv226_ < v224; iv226_ += v4) {
-        const int32_t iv226 = int32_t(iv226_);
-        // %202 = add %196, %200 : i32
-        const int32_t v227 = tsr::wadd(v222, iv226);
-        // %203 = add %188, %200 : i32
-        const int32_t v228 = tsr::wadd(v205, iv226);
-        // %204 = buffer_read %9, %203 : tile<f32, [1, 8192]>
-        if (!(true && int64_t(v228) >= 0 && int64_t(v228) < 4)) { tsr_fault(3540); return; }
-        alignas(64) float v229[8192];
-        __builtin_memcpy(v229, buf9 + ((0) * 4 + int64_t(v228)) * 8192, sizeof(v229));
-        // %205 = reshape %204 : tile<f32, [8192]>
-        // %206 = bitcast %205 : tile<u32, [8192]>
-        alignas(64) uint32_t v230[8192];
-        for (int64_t i231 = 0; i231 < 8192; ++i231) v230[i231] = uint32_t(tsr::f32_bits(v229[i231]));
-        // %207 = splat %177 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %208 = xor %206, %207 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %209 = splat %178 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %210 = shr %206, %209 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %211 = splat %14 : tile<u32, [8192]>
-        alignas(64) uint32_t v232[8192];
-        for (int64_t i233 = 0; i233 < 8192; ++i233) v232[i233] = v14;
-        // %212 = cmp %210, %211 {pred = "eq"} : tile<i1, [8192]>
-        // (computed inside its user)
-        // %213 = where %212, %208, %206 : tile<u32, [8192]>
-        alignas(64) uint32_t v234[8192];
-        for (int64_t i235 = 0; i235 < 8192; ++i235) v234[i235] = ((uint8_t((tsr::ishr(v230[i235], (v196))) == v14)) ? (uint32_t(v230[i235] ^ (v195))) : v230[i235]);
-        // %214 = cmp %202, %179 {pred = "eq"} : i1
-        const uint8_t v236 = uint8_t(v227 == v197);
-        // %215 = if %214 : tile<u32, [8192]> {...}
-        alignas(64) uint32_t v237[8192];
-        if (v236) {
-          // %216 = mul %202, %3 : i32
-          const int32_t v238 = tsr::wmul(v227, v3);
-          // %217 = arange : tile<i32, [8192]>
+        // %61 = mul %50, %10 : i32
+        const int32_t v75 = tsr::wmul(iv56, v10);
+        // %62 = sub %7, %61 : i32
+        const int32_t v76 = tsr::wsub(v7, v75);
+        // %63 = min %10, %62 : i32
+        const int32_t v77 = tsr::imin(v10, v76);
+        // %64 = for %18, %63, %4, %51 : tile<i32, [2048]> {...}
+        alignas(64) int32_t c78[2048];
+        __builtin_memcpy(c78, c55, sizeof(c78));
+        for (int64_t iv79_ = v18; v4 > 0 && iv79_ < v77; iv79_ += v4) {
+          const int32_t iv79 = int32_t(iv79_);
+          // %67 = add %61, %65 : i32
+          const int32_t v80 = tsr::wadd(v75, iv79);
+          // %68 = add %53, %65 : i32
+          const int32_t v81 = tsr::wadd(v58, iv79);
+          // %69 = buffer_read %9, %68 : tile<f32, [1, 8192]>
+          if (!(true && int64_t(v81) >= 0 && int64_t(v81) < 4)) { tsr_fault(1012); return; }
+          alignas(64) float v82[8192];
+          __builtin_memcpy(v82, buf9 + ((0) * 4 + int64_t(v81)) * 8192, sizeof(v82));
+          // %70 = reshape %69 : tile<f32, [8192]>
+          // %71 = bitcast %70 : tile<u32, [8192]>
+          alignas(64) uint32_t v83[8192];
+          for (int64_t i84 = 0; i84 < 8192; ++i84) v83[i84] = uint32_t(tsr::f32_bits(v82[i84]));
+          // %72 = splat %43 : tile<u32, [8192]>
           // (computed inside its user)
-          // %218 = splat %216 : tile<i32, [8192]>
+          // %73 = xor %71, %72 : tile<u32, [8192]>
           // (computed inside its user)
-          // %219 = add %217, %218 : tile<i32, [8192]>
+          // %74 = splat %44 : tile<u32, [8192]>
           // (computed inside its user)
-          // %220 = splat %2 : tile<i32, [8192]>
+          // %75 = shr %71, %74 : tile<u32, [8192]>
           // (computed inside its user)
-          // %221 = cmp %219, %220 {pred = "lt"} : tile<i1, [8192]>
+          // %76 = splat %14 : tile<u32, [8192]>
           // (computed inside its user)
-          // %222 = splat %8 : tile<u32, [8192]>
+          // %77 = cmp %75, %76 {pred = "eq"} : tile<i1, [8192]>
           // (computed inside its user)
-          // %223 = where %221, %213, %222 : tile<u32, [8192]>
-          alignas(64) uint32_t v239[8192];
-          for (int64_t i240 = 0; i240 < 8192; ++i240) v239[i240] = ((uint8_t((tsr::wadd((int32_t(0 + i240)), (v238))) < (v2))) ? v234[i240] : (v8));
-          // yield %223
-          __builtin_memcpy(v237, v239, sizeof(v237));
-        } else {
-          // yield %213
-          __builtin_memcpy(v237, v234, sizeof(v237));
-        }
-        // %224 = shr %215, %211 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %225 = splat %180 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %226 = and %224, %225 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %227 = cast %226 : tile<i32, [8192]>
-        // (computed inside its user)
-        // %228 = splat %181 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %229 = shr %215, %228 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %230 = splat %182 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %231 = cmp %229, %230 {pred = "eq"} : tile<i1, [8192]>
-        // (computed inside its user)
-        // %232 = splat %183 : tile<i32, [8192]>
-        // (computed inside its user)
-        // %233 = where %231, %227, %232 : tile<i32, [8192]>
-        alignas(64) int32_t v241[8192];
-        for (int64_t i242 = 0; i242 < 8192; ++i242) v241[i242] = ((uint8_t((tsr::ishr(v237[i242], (v199))) == (v200))) ? (int32_t((uint32_t((tsr::ishr(v237[i242], v14)) & (v198))))) : (v201));
-        // %234 = histogram %233 : tile<i32, [1024]>
-        alignas(64) int32_t v243[1024];
-        tsr::histogram(v241, 8192, v243, 1024);
-        // %235 = add %201, %234 : tile<i32, [1024]>
-        // (written into the carried c225)
-        for (int64_t i244 = 0; i244 < 1024; ++i244) c225[i244] = tsr::wadd(c225[i244], v243[i244]);
-        // yield %235
-      }
-      // yield %199
-      __builtin_memcpy(c202, c225, sizeof(c202));
-    }
-    // %236 = scan %184 {axis = 0, kind = "sum"} : tile<i32, [1024]>
-    alignas(64) int32_t v245[1024];
-    for (int64_t o_ = 0; o_ < 1; ++o_)
-    for (int64_t n_ = 0; n_ < 1; ++n_) {
-      int32_t acc246 = c202[(o_ * 1024 + 0) * 1 + n_];
-      v245[(o_ * 1024 + 0) * 1 + n_] = acc246;
-      for (int64_t l247 = 1; l247 < 1024; ++l247) {
-        acc246 = tsr::wadd(acc246, c202[(o_ * 1024 + l247) * 1 + n_]);
-        v245[(o_ * 1024 + l247) * 1 + n_] = acc246;
-      }
-    }
-    // %237 = splat %90 : tile<i32, [1024]>
-    // (computed inside its user)
-    // %238 = cmp %236, %237 {pred = "lt"} : tile<i1, [1024]>
-    alignas(64) uint8_t v248[1024];
-    for (int64_t i249 = 0; i249 < 1024; ++i249) v248[i249] = uint8_t(v245[i249] < (v98));
-    // %239 = cast %238 : tile<i32, [1024]>
-    alignas(64) int32_t v250[1024];
-    for (int64_t i251 = 0; i251 < 1024; ++i251) v250[i251] = int32_t(v248[i251]);
-    // %240 = reduce %239 {axis = 0, kind = "sum"} : i32
-    int32_t v252;
-    for (int64_t o_ = 0; o_ < 1; ++o_) {
-      int32_t ln_[16];
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 1024; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v250[o_ * 1024 + l_ + q_]);
-      int32_t acc_ = ln_[0];
-      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v252 = acc_;
-    }
-    // %241 = arange : tile<i32, [1024]>
-    // (computed inside its user)
-    // %242 = splat %240 : tile<i32, [1024]>
-    // (computed inside its user)
-    // %243 = cmp %241, %242 {pred = "eq"} : tile<i1, [1024]>
-    // (computed inside its user)
-    // %244 = where %243, %184, %175 : tile<i32, [1024]>
-    alignas(64) int32_t v253[1024];
-    for (int64_t i254 = 0; i254 < 1024; ++i254) v253[i254] = ((uint8_t((int32_t(0 + i254)) == (v252))) ? c202[i254] : v16);
-    // %245 = reduce %244 {axis = 0, kind = "sum"} : i32
-    int32_t v255;
-    for (int64_t o_ = 0; o_ < 1; ++o_) {
-      int32_t ln_[16];
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 1024; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v253[o_ * 1024 + l_ + q_]);
-      int32_t acc_ = ln_[0];
-      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v255 = acc_;
-    }
-    // %246 = where %238, %184, %175 : tile<i32, [1024]>
-    alignas(64) int32_t v256[1024];
-    for (int64_t i257 = 0; i257 < 1024; ++i257) v256[i257] = (v248[i257] ? c202[i257] : v16);
-    // %247 = reduce %246 {axis = 0, kind = "sum"} : i32
-    int32_t v258;
-    for (int64_t o_ = 0; o_ < 1; ++o_) {
-      int32_t ln_[16];
-      for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-      for (int64_t l_ = 0; l_ < 1024; l_ += 16)
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v256[o_ * 1024 + l_ + q_]);
-      int32_t acc_ = ln_[0];
-      for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-      v258 = acc_;
-    }
-    // %248 = sub %90, %247 : i32
-    const int32_t v259 = tsr::wsub(v98, v258);
-    // %249 = cast %240 : u32
-    const uint32_t v260 = uint32_t(v252);
-    // %250 = shl %249, %14 : u32
-    const uint32_t v261 = tsr::ishl(v260, v14);
-    // %251 = or %89, %250 : u32
-    const uint32_t v262 = uint32_t(v97 | v261);
-    // %252 = cmp %245, %248 {pred = "ne"} : i1
-    const uint8_t v263 = uint8_t(v255 != v259);
-    // yield %251, %248, %14, %252
-    v179 = v262;
-    v180 = v259;
-    v181 = v14;
-    v182 = v263;
-  } else {
-    // yield %89, %90, %91, %92
-    v179 = v97;
-    v180 = v98;
-    v181 = v99;
-    v182 = v100;
-  }
-  // %253 = shr %171, %173 : u32
-  const uint32_t v264 = tsr::ishr(v179, v181);
-  // for %16, %10, %4 {...}
-  for (int64_t iv265_ = v16; v4 > 0 && iv265_ < v10; iv265_ += v4) {
-    const int32_t iv265 = int32_t(iv265_);
-    // async_copy %9, %x, %254, %1, %254
-    if (!(true && int64_t(iv265) >= 0 && int64_t(iv265) < 4)) { tsr_fault(4452); return; }
-    {
-      float* const dst266 = buf9 + ((0) * 4 + int64_t(iv265)) * 8192;
-      {
-        const int64_t o267 = int64_t(v1) * 1;
-        const int64_t o268 = int64_t(iv265) * 8192;
-        if (o267 >= 0 && o267 + 1 <= A.d0_0 && o268 >= 0 && o268 + 8192 <= A.d0_1) {
-          for (int64_t i269 = 0; i269 < 1; ++i269) {
-            for (int64_t i270 = 0; i270 < 8192; ++i270) dst266[(i269) * 8192 + i270] = A.p0[(o267 + i269) * A.s0_0 + o268 + i270];
+          // %78 = where %77, %73, %71 : tile<u32, [8192]>
+          alignas(64) uint32_t v85[8192];
+          for (int64_t i86 = 0; i86 < 8192; ++i86) v85[i86] = ((uint8_t((tsr::ishr(v83[i86], (v50))) == (v14))) ? (uint32_t(v83[i86] ^ (v49))) : v83[i86]);
+          // %79 = cmp %67, %45 {pred = "eq"} : i1
+          const uint8_t v87 = uint8_t(v80 == v51);
+          // %80 = if %79 : tile<u32, [8192]> {...}
+          alignas(64) uint32_t v88[8192];
+          if (v87) {
+            // %81 = mul %67, %3 : i32
+            const int32_t v89 = tsr::wmul(v80, v3);
+            // %82 = arange : tile<i32, [8192]>
+            // (computed inside its user)
+            // %83 = splat %81 : tile<i32, [8192]>
+            // (computed inside its user)
+            // %84 = add %82, %83 : tile<i32, [8192]>
+            // (computed inside its user)
+            // %85 = splat %2 : tile<i32, [8192]>
+            // (computed inside its user)
+            // %86 = cmp %84, %85 {pred = "lt"} : tile<i1, [8192]>
+            // (computed inside its user)
+            // %87 = splat %8 : tile<u32, [8192]>
+            // (computed inside its user)
+            // %88 = where %86, %78, %87 : tile<u32, [8192]>
+            alignas(64) uint32_t v90[8192];
+            for (int64_t i91 = 0; i91 < 8192; ++i91) v90[i91] = ((uint8_t((tsr::wadd((int32_t(0 + i91)), (v89))) < (v2))) ? v85[i91] : (v8));
+            // yield %88
+            __builtin_memcpy(v88, v90, sizeof(v88));
+          } else {
+            // yield %78
+            __builtin_memcpy(v88, v85, sizeof(v88));
           }
-        } else {
-          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-          const int64_t lo271 = o268 >= 0 ? 0 : -o268 < 8192 ? -o268 : 8192;
-          const int64_t hi272 = A.d0_1 - o268 >= 8192 ? 8192 : A.d0_1 - o268 > lo271 ? A.d0_1 - o268 : lo271;
-          for (int64_t i273 = 0; i273 < 1; ++i273) {
-            if ((o267 + i273) >= 0 && (o267 + i273) < A.d0_0) tsr::load_row<tsr::ld_same>(dst266 + (i273) * 8192, A.p0 + (o267 + i273) * A.s0_0, o268, lo271, hi272, 8192, float(0x0p+0));
-            else tsr::load_row<tsr::ld_same>(dst266 + (i273) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
-          }
+          // %89 = splat %40 : tile<u32, [8192]>
+          // (computed inside its user)
+          // %90 = shr %80, %89 : tile<u32, [8192]>
+          // (computed inside its user)
+          // %91 = splat %46 : tile<u32, [8192]>
+          // (computed inside its user)
+          // %92 = and %90, %91 : tile<u32, [8192]>
+          // (computed inside its user)
+          // %93 = cast %92 : tile<i32, [8192]>
+          // (computed inside its user)
+          // %94 = splat %37 : tile<u32, [8192]>
+          // (computed inside its user)
+          // %95 = shr %80, %94 : tile<u32, [8192]>
+          // (computed inside its user)
+          // %96 = splat %47 : tile<u32, [8192]>
+          // (computed inside its user)
+          // %97 = cmp %95, %96 {pred = "eq"} : tile<i1, [8192]>
+          // (computed inside its user)
+          // %98 = splat %48 : tile<i32, [8192]>
+          // (computed inside its user)
+          // %99 = where %97, %93, %98 : tile<i32, [8192]>
+          alignas(64) int32_t v92[8192];
+          for (int64_t i93 = 0; i93 < 8192; ++i93) v92[i93] = ((uint8_t((tsr::ishr(v88[i93], (v33))) == (v53))) ? (int32_t((uint32_t((tsr::ishr(v88[i93], (v36))) & (v52))))) : (v54));
+          // %100 = histogram %99 : tile<i32, [2048]>
+          alignas(64) int32_t v94[2048];
+          tsr::histogram(v92, 8192, v94, 2048);
+          // %101 = add %66, %100 : tile<i32, [2048]>
+          // (written into the carried c78)
+          for (int64_t i95 = 0; i95 < 2048; ++i95) c78[i95] = tsr::wadd(c78[i95], v94[i95]);
+          // yield %101
         }
+        // yield %64
+        __builtin_memcpy(c55, c78, sizeof(c55));
       }
-    }
-    // yield
-  }
-  // %255 = const {value = 2147483647} : u32
-  const uint32_t v275 = uint32_t(INT64_C(2147483647));
-  // %256 = const {value = 31} : u32
-  const uint32_t v276 = uint32_t(INT64_C(31));
-  // %257 = sub %7, %4 : i32
-  const int32_t v277 = tsr::wsub(v7, v4);
-  // %258, %259 = for %16, %13, %4, %16, %16 : i32, i32 {...}
-  int32_t c278;
-  c278 = v16;
-  int32_t c279;
-  c279 = v16;
-  for (int64_t iv280_ = v16; v4 > 0 && iv280_ < v13; iv280_ += v4) {
-    const int32_t iv280 = int32_t(iv280_);
-    // async_wait
-    // (copies are synchronous here: nothing to wait for)
-    // %263 = rem %260, %10 : i32
-    const int32_t v281 = tsr::irem(iv280, v10);
-    // %264 = mul %263, %10 : i32
-    const int32_t v282 = tsr::wmul(v281, v10);
-    // %265 = add %260, %4 : i32
-    const int32_t v283 = tsr::wadd(iv280, v4);
-    // %266 = cmp %265, %13 {pred = "lt"} : i1
-    const uint8_t v284 = uint8_t(v283 < v13);
-    // if %266 {...}
-    if (v284) {
-      // %267 = mul %265, %10 : i32
-      const int32_t v285 = tsr::wmul(v283, v10);
-      // %268 = sub %10, %264 : i32
-      const int32_t v286 = tsr::wsub(v10, v282);
-      // for %16, %10, %4 {...}
-      for (int64_t iv287_ = v16; v4 > 0 && iv287_ < v10; iv287_ += v4) {
-        const int32_t iv287 = int32_t(iv287_);
-        // %270 = add %267, %269 : i32
-        const int32_t v288 = tsr::wadd(v285, iv287);
-        // %271 = add %268, %269 : i32
-        const int32_t v289 = tsr::wadd(v286, iv287);
-        // async_copy %9, %x, %271, %1, %270
-        if (!(true && int64_t(v289) >= 0 && int64_t(v289) < 4)) { tsr_fault(4724); return; }
-        {
-          float* const dst290 = buf9 + ((0) * 4 + int64_t(v289)) * 8192;
-          {
-            const int64_t o291 = int64_t(v1) * 1;
-            const int64_t o292 = int64_t(v288) * 8192;
-            if (o291 >= 0 && o291 + 1 <= A.d0_0 && o292 >= 0 && o292 + 8192 <= A.d0_1) {
-              for (int64_t i293 = 0; i293 < 1; ++i293) {
-                for (int64_t i294 = 0; i294 < 8192; ++i294) dst290[(i293) * 8192 + i294] = A.p0[(o291 + i293) * A.s0_0 + o292 + i294];
-              }
-            } else {
-              // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-              const int64_t lo295 = o292 >= 0 ? 0 : -o292 < 8192 ? -o292 : 8192;
-              const int64_t hi296 = A.d0_1 - o292 >= 8192 ? 8192 : A.d0_1 - o292 > lo295 ? A.d0_1 - o292 : lo295;
-              for (int64_t i297 = 0; i297 < 1; ++i297) {
-                if ((o291 + i297) >= 0 && (o291 + i297) < A.d0_0) tsr::load_row<tsr::ld_same>(dst290 + (i297) * 8192, A.p0 + (o291 + i297) * A.s0_0, o292, lo295, hi296, 8192, float(0x0p+0));
-                else tsr::load_row<tsr::ld_same>(dst290 + (i297) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
-              }
-            }
-          }
-        }
-        // yield
-      }
-      // yield
-    } else {
-      // yield
-    }
-    // %272 = mul %260, %10 : i32
-    const int32_t v299 = tsr::wmul(iv280, v10);
-    // %273 = sub %7, %272 : i32
-    const int32_t v300 = tsr::wsub(v7, v299);
-    // %274 = min %10, %273 : i32
-    const int32_t v301 = tsr::imin(v10, v300);
-    // %275, %276 = for %16, %274, %4, %261, %262 : i32, i32 {...}
-    int32_t c302;
-    c302 = c278;
-    int32_t c303;
-    c303 = c279;
-    for (int64_t iv304_ = v16; v4 > 0 && iv304_ < v301; iv304_ += v4) {
-      const int32_t iv304 = int32_t(iv304_);
-      // %280 = add %272, %277 : i32
-      const int32_t v305 = tsr::wadd(v299, iv304);
-      // %281 = add %264, %277 : i32
-      const int32_t v306 = tsr::wadd(v282, iv304);
-      // %282 = buffer_read %9, %281 : tile<f32, [1, 8192]>
-      if (!(true && int64_t(v306) >= 0 && int64_t(v306) < 4)) { tsr_fault(4884); return; }
-      alignas(64) float v307[8192];
-      __builtin_memcpy(v307, buf9 + ((0) * 4 + int64_t(v306)) * 8192, sizeof(v307));
-      // %283 = reshape %282 : tile<f32, [8192]>
-      // %284 = bitcast %283 : tile<u32, [8192]>
-      alignas(64) uint32_t v308[8192];
-      for (int64_t i309 = 0; i309 < 8192; ++i309) v308[i309] = uint32_t(tsr::f32_bits(v307[i309]));
-      // %285 = splat %255 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %286 = xor %284, %285 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %287 = splat %256 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %288 = shr %284, %287 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %289 = splat %14 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %290 = cmp %288, %289 {pred = "eq"} : tile<i1, [8192]>
-      // (computed inside its user)
-      // %291 = where %290, %286, %284 : tile<u32, [8192]>
-      alignas(64) uint32_t v310[8192];
-      for (int64_t i311 = 0; i311 < 8192; ++i311) v310[i311] = ((uint8_t((tsr::ishr(v308[i311], (v276))) == (v14))) ? (uint32_t(v308[i311] ^ (v275))) : v308[i311]);
-      // %292 = cmp %280, %257 {pred = "eq"} : i1
-      const uint8_t v312 = uint8_t(v305 == v277);
-      // %293 = if %292 : tile<u32, [8192]> {...}
-      tsr::HeapTile<uint32_t, 8192> v313_heap;  // 32768 bytes: on the heap
-      if (!(v313_heap.p)) { tsr_fault(5068); return; }
-      uint32_t (&v313)[8192] = *v313_heap.p;
-      if (v312) {
-        // %294 = mul %280, %3 : i32
-        const int32_t v314 = tsr::wmul(v305, v3);
-        // %295 = arange : tile<i32, [8192]>
-        // (computed inside its user)
-        // %296 = splat %294 : tile<i32, [8192]>
-        // (computed inside its user)
-        // %297 = add %295, %296 : tile<i32, [8192]>
-        // (computed inside its user)
-        // %298 = splat %2 : tile<i32, [8192]>
-        // (computed inside its user)
-        // %299 = cmp %297, %298 {pred = "lt"} : tile<i1, [8192]>
-        // (computed inside its user)
-        // %300 = splat %8 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %301 = where %299, %291, %300 : tile<u32, [8192]>
-        tsr::HeapTile<uint32_t, 8192> v315_heap;  // 32768 bytes: on the heap
-        if (!(v315_heap.p)) { tsr_fault(5196); return; }
-        uint32_t (&v315)[8192] = *v315_heap.p;
-        for (int64_t i316 = 0; i316 < 8192; ++i316) v315[i316] = ((uint8_t((tsr::wadd((int32_t(0 + i316)), (v314))) < (v2))) ? v310[i316] : (v8));
-        // yield %301
-        __builtin_memcpy(v313, v315, sizeof(v313));
-      } else {
-        // yield %291
-        __builtin_memcpy(v313, v310, sizeof(v313));
-      }
-      // %302 = splat %173 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %303 = shr %293, %302 : tile<u32, [8192]>
-      tsr::HeapTile<uint32_t, 8192> v317_heap;  // 32768 bytes: on the heap
-      if (!(v317_heap.p)) { tsr_fault(5260); return; }
-      uint32_t (&v317)[8192] = *v317_heap.p;
-      for (int64_t i318 = 0; i318 < 8192; ++i318) v317[i318] = tsr::ishr(v313[i318], (v181));
-      // %304 = splat %253 : tile<u32, [8192]>
-      tsr::HeapTile<uint32_t, 8192> v319_heap;  // 32768 bytes: on the heap
-      if (!(v319_heap.p)) { tsr_fault(5276); return; }
-      uint32_t (&v319)[8192] = *v319_heap.p;
-      for (int64_t i320 = 0; i320 < 8192; ++i320) v319[i320] = v264;
-      // %305 = cmp %303, %304 {pred = "eq"} : tile<i1, [8192]>
-      alignas(64) uint8_t v321[8192];
-      for (int64_t i322 = 0; i322 < 8192; ++i322) v321[i322] = uint8_t(v317[i322] == v264);
-      // %306 = cmp %303, %304 {pred = "lt"} : tile<i1, [8192]>
-      alignas(64) uint8_t v323[8192];
-      for (int64_t i324 = 0; i324 < 8192; ++i324) v323[i324] = uint8_t(v317[i324] < v264);
-      // %307 = cast %305 : tile<i32, [8192]>
-      tsr::HeapTile<int32_t, 8192> v325_heap;  // 32768 bytes: on the heap
-      if (!(v325_heap.p)) { tsr_fault(5324); return; }
-      int32_t (&v325)[8192] = *v325_heap.p;
-      for (int64_t i326 = 0; i326 < 8192; ++i326) v325[i326] = int32_t(v321[i326]);
-      // %308 = reduce %307 {axis = 0, kind = "sum"} : i32
-      int32_t v327;
-      for (int64_t o_ = 0; o_ < 1; ++o_) {
-        int32_t ln_[16];
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-        for (int64_t l_ = 0; l_ < 8192; l_ += 16)
-          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v325[o_ * 8192 + l_ + q_]);
-        int32_t acc_ = ln_[0];
-        for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-        v327 = acc_;
-      }
-      // %309 = add %279, %308 : i32
-      const int32_t v328 = tsr::wadd(c303, v327);
-      // %310 = cmp %309, %172 {pred = "le"} : i1
-      const uint8_t v329 = uint8_t(v328 <= v180);
-      // %311 = if %310 : tile<i1, [8192]> {...}
-      alignas(64) uint8_t v330[8192];
-      if (v329) {
-        // %312 = or %306, %305 : tile<i1, [8192]>
-        tsr::HeapTile<uint8_t, 8192> v331_heap;  // 8192 bytes: on the heap
-        if (!(v331_heap.p)) { tsr_fault(5404); return; }
-        uint8_t (&v331)[8192] = *v331_heap.p;
-        for (int64_t i332 = 0; i332 < 8192; ++i332) v331[i332] = uint8_t(v323[i332] | v321[i332]);
-        // yield %312
-        __builtin_memcpy(v330, v331, sizeof(v330));
-      } else {
-        // %313 = scan %307 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-        tsr::HeapTile<int32_t, 8192> v333_heap;  // 32768 bytes: on the heap
-        if (!(v333_heap.p)) { tsr_fault(5436); return; }
-        int32_t (&v333)[8192] = *v333_heap.p;
-        for (int64_t o_ = 0; o_ < 1; ++o_)
-        for (int64_t n_ = 0; n_ < 1; ++n_) {
-          int32_t acc334 = v325[(o_ * 8192 + 0) * 1 + n_];
-          v333[(o_ * 8192 + 0) * 1 + n_] = acc334;
-          for (int64_t l335 = 1; l335 < 8192; ++l335) {
-            acc334 = tsr::wadd(acc334, v325[(o_ * 8192 + l335) * 1 + n_]);
-            v333[(o_ * 8192 + l335) * 1 + n_] = acc334;
-          }
-        }
-        // %314 = splat %279 : tile<i32, [8192]>
-        // (computed inside its user)
-        // %315 = add %313, %314 : tile<i32, [8192]>
-        // (computed inside its user)
-        // %316 = splat %172 : tile<i32, [8192]>
-        // (computed inside its user)
-        // %317 = cmp %315, %316 {pred = "le"} : tile<i1, [8192]>
-        // (computed inside its user)
-        // %318 = and %305, %317 : tile<i1, [8192]>
-        // (computed inside its user)
-        // %319 = or %306, %318 : tile<i1, [8192]>
-        tsr::HeapTile<uint8_t, 8192> v336_heap;  // 8192 bytes: on the heap
-        if (!(v336_heap.p)) { tsr_fault(5532); return; }
-        uint8_t (&v336)[8192] = *v336_heap.p;
-        for (int64_t i337 = 0; i337 < 8192; ++i337) v336[i337] = uint8_t(v323[i337] | (uint8_t(v321[i337] & (uint8_t((tsr::wadd(v333[i337], (c303))) <= (v180))))));
-        // yield %319
-        __builtin_memcpy(v330, v336, sizeof(v330));
-      }
-      // %320 = sub %278, %4 : i32
-      const int32_t v338 = tsr::wsub(c302, v4);
-      // %321 = cast %311 : tile<i32, [8192]>
-      tsr::HeapTile<int32_t, 8192> v339_heap;  // 32768 bytes: on the heap
-      if (!(v339_heap.p)) { tsr_fault(5580); return; }
-      int32_t (&v339)[8192] = *v339_heap.p;
-      for (int64_t i340 = 0; i340 < 8192; ++i340) v339[i340] = int32_t(v330[i340]);
-      // %322 = scan %321 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-      tsr::HeapTile<int32_t, 8192> v341_heap;  // 32768 bytes: on the heap
-      if (!(v341_heap.p)) { tsr_fault(5596); return; }
-      int32_t (&v341)[8192] = *v341_heap.p;
+      // %102 = scan %49 {axis = 0, kind = "sum"} : tile<i32, [2048]>
+      alignas(64) int32_t v96[2048];
       for (int64_t o_ = 0; o_ < 1; ++o_)
       for (int64_t n_ = 0; n_ < 1; ++n_) {
-        int32_t acc342 = v339[(o_ * 8192 + 0) * 1 + n_];
-        v341[(o_ * 8192 + 0) * 1 + n_] = acc342;
-        for (int64_t l343 = 1; l343 < 8192; ++l343) {
-          acc342 = tsr::wadd(acc342, v339[(o_ * 8192 + l343) * 1 + n_]);
-          v341[(o_ * 8192 + l343) * 1 + n_] = acc342;
+        int32_t acc97 = c55[(o_ * 2048 + 0) * 1 + n_];
+        v96[(o_ * 2048 + 0) * 1 + n_] = acc97;
+        for (int64_t l98 = 1; l98 < 2048; ++l98) {
+          acc97 = tsr::wadd(acc97, c55[(o_ * 2048 + l98) * 1 + n_]);
+          v96[(o_ * 2048 + l98) * 1 + n_] = acc97;
         }
       }
-      // %323 = splat %320 : tile<i32, [8192]>
+      // %103 = splat %26 : tile<i32, [2048]>
       // (computed inside its user)
-      // %324 = add %322, %323 : tile<i32, [8192]>
-      tsr::HeapTile<int32_t, 8192> v344_heap;  // 32768 bytes: on the heap
-      if (!(v344_heap.p)) { tsr_fault(5628); return; }
-      int32_t (&v344)[8192] = *v344_heap.p;
-      for (int64_t i345 = 0; i345 < 8192; ++i345) v344[i345] = tsr::wadd(v341[i345], (v338));
-      // %325 = splat %1 : tile<i32, [8192]>
-      tsr::HeapTile<int32_t, 8192> v346_heap;  // 32768 bytes: on the heap
-      if (!(v346_heap.p)) { tsr_fault(5644); return; }
-      int32_t (&v346)[8192] = *v346_heap.p;
-      for (int64_t i347 = 0; i347 < 8192; ++i347) v346[i347] = v1;
-      // scatter %values, %283, %325, %324, %311
-      for (int64_t i348 = 0; i348 < 8192; ++i348) {
-        if ((v330[i348] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v344[i348]) >= 0 && int64_t(v344[i348]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v344[i348]) * A.s1_1] = v307[i348];
+      // %104 = cmp %102, %103 {pred = "lt"} : tile<i1, [2048]>
+      alignas(64) uint8_t v99[2048];
+      for (int64_t i100 = 0; i100 < 2048; ++i100) v99[i100] = uint8_t(v96[i100] < (c21));
+      // %105 = cast %104 : tile<i32, [2048]>
+      alignas(64) int32_t v101[2048];
+      for (int64_t i102 = 0; i102 < 2048; ++i102) v101[i102] = int32_t(v99[i102]);
+      // %106 = reduce %105 {axis = 0, kind = "sum"} : i32
+      int32_t v103;
+      for (int64_t o_ = 0; o_ < 1; ++o_) {
+        int32_t ln_[16];
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+        for (int64_t l_ = 0; l_ < 2048; l_ += 16)
+          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v101[o_ * 2048 + l_ + q_]);
+        int32_t acc_ = ln_[0];
+        for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+        v103 = acc_;
       }
-      // %326 = mul %280, %3 : i32
-      const int32_t v349 = tsr::wmul(v305, v3);
-      // %327 = arange : tile<i32, [8192]>
+      // %107 = arange : tile<i32, [2048]>
       // (computed inside its user)
-      // %328 = splat %326 : tile<i32, [8192]>
+      // %108 = splat %106 : tile<i32, [2048]>
       // (computed inside its user)
-      // %329 = add %327, %328 : tile<i32, [8192]>
-      tsr::HeapTile<int32_t, 8192> v350_heap;  // 32768 bytes: on the heap
-      if (!(v350_heap.p)) { tsr_fault(5724); return; }
-      int32_t (&v350)[8192] = *v350_heap.p;
-      for (int64_t i351 = 0; i351 < 8192; ++i351) v350[i351] = tsr::wadd((int32_t(0 + i351)), (v349));
-      // scatter %indices, %329, %325, %324, %311
-      for (int64_t i352 = 0; i352 < 8192; ++i352) {
-        if ((v330[i352] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v344[i352]) >= 0 && int64_t(v344[i352]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v344[i352]) * A.s2_1] = v350[i352];
+      // %109 = cmp %107, %108 {pred = "eq"} : tile<i1, [2048]>
+      // (computed inside its user)
+      // %110 = where %109, %49, %41 : tile<i32, [2048]>
+      alignas(64) int32_t v104[2048];
+      for (int64_t i105 = 0; i105 < 2048; ++i105) v104[i105] = ((uint8_t((int32_t(0 + i105)) == (v103))) ? c55[i105] : v18);
+      // %111 = reduce %110 {axis = 0, kind = "sum"} : i32
+      int32_t v106;
+      for (int64_t o_ = 0; o_ < 1; ++o_) {
+        int32_t ln_[16];
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+        for (int64_t l_ = 0; l_ < 2048; l_ += 16)
+          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v104[o_ * 2048 + l_ + q_]);
+        int32_t acc_ = ln_[0];
+        for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+        v106 = acc_;
       }
-      // %330 = reduce %321 {axis = 0, kind = "sum"} : i32
-      int32_t v353;
+      // %112 = where %104, %49, %41 : tile<i32, [2048]>
+      alignas(64) int32_t v107[2048];
+      for (int64_t i108 = 0; i108 < 2048; ++i108) v107[i108] = (v99[i108] ? c55[i108] : v18);
+      // %113 = reduce %112 {axis = 0, kind = "sum"} : i32
+      int32_t v109;
+      for (int64_t o_ = 0; o_ < 1; ++o_) {
+        int32_t ln_[16];
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+        for (int64_t l_ = 0; l_ < 2048; l_ += 16)
+          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v107[o_ * 2048 + l_ + q_]);
+        int32_t acc_ = ln_[0];
+        for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+        v109 = acc_;
+      }
+      // %114 = sub %26, %113 : i32
+      const int32_t v110 = tsr::wsub(c21, v109);
+      // %115 = cast %106 : u32
+      const uint32_t v111 = uint32_t(v103);
+      // %116 = shl %115, %40 : u32
+      const uint32_t v112 = tsr::ishl(v111, v36);
+      // %117 = or %25, %116 : u32
+      const uint32_t v113 = uint32_t(c20 | v112);
+      // %118 = cmp %111, %114 {pred = "ne"} : i1
+      const uint8_t v114 = uint8_t(v106 != v110);
+      // yield %117, %114, %40, %118
+      v25 = v113;
+      v26 = v110;
+      v27 = v36;
+      v28 = v114;
+    } else {
+      // yield %25, %26, %27, %28
+      v25 = c20;
+      v26 = c21;
+      v27 = c22;
+      v28 = c23;
+    }
+    // yield %29, %30, %31, %32
+    c20 = v25;
+    c21 = v26;
+    c22 = v27;
+    c23 = v28;
+  }
+  // %119 = shr %20, %22 : u32
+  const uint32_t v115 = tsr::ishr(c20, c22);
+  // for %18, %10, %4 {...}
+  for (int64_t iv116_ = v18; v4 > 0 && iv116_ < v10; iv116_ += v4) {
+    const int32_t iv116 = int32_t(iv116_);
+    // async_copy %9, %x, %120, %1, %120
+    if (!(true && int64_t(iv116) >= 0 && int64_t(iv116) < 4)) { tsr_fault(1956); return; }
+    {
+      float* const dst117 = buf9 + ((0) * 4 + int64_t(iv116)) * 8192;
+      {
+        const int64_t o118 = int64_t(v1) * 1;
+        const int64_t o119 = int64_t(iv116) * 8192;
+        if (o118 >= 0 && o118 + 1 <= A.d0_0 && o119 >= 0 && o119 + 8192 <= A.d0_1) {
+          for (int64_t i120 = 0; i120 < 1; ++i120) {
+            for (int64_t i121 = 0; i121 < 8192; ++i121) dst117[(i120) * 8192 + i121] = A.p0[(o118 + i120) * A.s0_0 + o119 + i121];
+          }
+        } else {
+          // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+          const int64_t lo122 = o119 >= 0 ? 0 : -o119 < 8192 ? -o119 : 8192;
+          const int64_t hi123 = A.d0_1 - o119 >= 8192 ? 8192 : A.d0_1 - o119 > lo122 ? A.d0_1 - o119 : lo122;
+          for (int64_t i124 = 0; i124 < 1; ++i124) {
+            if ((o118 + i124) >= 0 && (o118 + i124) < A.d0_0) tsr::load_row<tsr::ld_same>(dst117 + (i124) * 8192, A.p0 + (o118 + i124) * A.s0_0, o119, lo122, hi123, 8192, float(0x0p+0));
+            else tsr::load_row<tsr::ld_same>(dst117 + (i124) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
+          }
+        }
+      }
+    }
+    // yield
+  }
+  // %121 = const {value = 2147483647} : u32
+  const uint32_t v126 = uint32_t(INT64_C(2147483647));
+  // %122 = const {value = 31} : u32
+  const uint32_t v127 = uint32_t(INT64_C(31));
+  // %123 = sub %7, %4 : i32
+  const int32_t v128 = tsr::wsub(v7, v4);
+  // %124, %125 = for %18, %13, %4, %18, %18 : i32, i32 {...}
+  int32_t c129;
+  c129 = v18;
+  int32_t c130;
+  c130 = v18;
+  for (int64_t iv131_ = v18; v4 > 0 && iv131_ < v13; iv131_ += v4) {
+    const int32_t iv131 = int32_t(iv131_);
+    // async_wait
+    // (copies are synchronous here: nothing to wait for)
+    // %129 = rem %126, %10 : i32
+    const int32_t v132 = tsr::irem(iv131, v10);
+    // %130 = mul %129, %10 : i32
+    const int32_t v133 = tsr::wmul(v132, v10);
+    // %131 = add %126, %4 : i32
+    const int32_t v134 = tsr::wadd(iv131, v4);
+    // %132 = cmp %131, %13 {pred = "lt"} : i1
+    const uint8_t v135 = uint8_t(v134 < v13);
+    // if %132 {...}
+    if (v135) {
+      // %133 = mul %131, %10 : i32
+      const int32_t v136 = tsr::wmul(v134, v10);
+      // %134 = sub %10, %130 : i32
+      const int32_t v137 = tsr::wsub(v10, v133);
+      // for %18, %10, %4 {...}
+      for (int64_t iv138_ = v18; v4 > 0 && iv138_ < v10; iv138_ += v4) {
+        const int32_t iv138 = int32_t(iv138_);
+        // %136 = add %133, %135 : i32
+        const int32_t v139 = tsr::wadd(v136, iv138);
+        // %137 = add %134, %135 : i32
+        const int32_t v140 = tsr::wadd(v137, iv138);
+        // async_copy %9, %x, %137, %1, %136
+        if (!(true && int64_t(v140) >= 0 && int64_t(v140) < 4)) { tsr_fault(2228); return; }
+        {
+          float* const dst141 = buf9 + ((0) * 4 + int64_t(v140)) * 8192;
+          {
+            const int64_t o142 = int64_t(v1) * 1;
+            const int64_t o143 = int64_t(v139) * 8192;
+            if (o142 >= 0 && o142 + 1 <= A.d0_0 && o143 >= 0 && o143 + 8192 <= A.d0_1) {
+              for (int64_t i144 = 0; i144 < 1; ++i144) {
+                for (int64_t i145 = 0; i145 < 8192; ++i145) dst141[(i144) * 8192 + i145] = A.p0[(o142 + i144) * A.s0_0 + o143 + i145];
+              }
+            } else {
+              // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+              const int64_t lo146 = o143 >= 0 ? 0 : -o143 < 8192 ? -o143 : 8192;
+              const int64_t hi147 = A.d0_1 - o143 >= 8192 ? 8192 : A.d0_1 - o143 > lo146 ? A.d0_1 - o143 : lo146;
+              for (int64_t i148 = 0; i148 < 1; ++i148) {
+                if ((o142 + i148) >= 0 && (o142 + i148) < A.d0_0) tsr::load_row<tsr::ld_same>(dst141 + (i148) * 8192, A.p0 + (o142 + i148) * A.s0_0, o143, lo146, hi147, 8192, float(0x0p+0));
+                else tsr::load_row<tsr::ld_same>(dst141 + (i148) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
+              }
+            }
+          }
+        }
+        // yield
+      }
+      // yield
+    } else {
+      // yield
+    }
+    // %138 = mul %126, %10 : i32
+    const int32_t v150 = tsr::wmul(iv131, v10);
+    // %139 = sub %7, %138 : i32
+    const int32_t v151 = tsr::wsub(v7, v150);
+    // %140 = min %10, %139 : i32
+    const int32_t v152 = tsr::imin(v10, v151);
+    // %141, %142 = for %18, %140, %4, %127, %128 : i32, i32 {...}
+    int32_t c153;
+    c153 = c129;
+    int32_t c154;
+    c154 = c130;
+    for (int64_t iv155_ = v18; v4 > 0 && iv155_ < v152; iv155_ += v4) {
+      const int32_t iv155 = int32_t(iv155_);
+      // %146 = add %138, %143 : i32
+      const int32_t v156 = tsr::wadd(v150, iv155);
+      // %147 = add %130, %143 : i32
+      const int32_t v157 = tsr::wadd(v133, iv155);
+      // %148 = buffer_read %9, %147 : tile<f32, [1, 8192]>
+      if (!(true && int64_t(v157) >= 0 && int64_t(v157) < 4)) { tsr_fault(2388); return; }
+      alignas(64) float v158[8192];
+      __builtin_memcpy(v158, buf9 + ((0) * 4 + int64_t(v157)) * 8192, sizeof(v158));
+      // %149 = reshape %148 : tile<f32, [8192]>
+      // %150 = bitcast %149 : tile<u32, [8192]>
+      alignas(64) uint32_t v159[8192];
+      for (int64_t i160 = 0; i160 < 8192; ++i160) v159[i160] = uint32_t(tsr::f32_bits(v158[i160]));
+      // %151 = splat %121 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %152 = xor %150, %151 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %153 = splat %122 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %154 = shr %150, %153 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %155 = splat %14 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %156 = cmp %154, %155 {pred = "eq"} : tile<i1, [8192]>
+      // (computed inside its user)
+      // %157 = where %156, %152, %150 : tile<u32, [8192]>
+      alignas(64) uint32_t v161[8192];
+      for (int64_t i162 = 0; i162 < 8192; ++i162) v161[i162] = ((uint8_t((tsr::ishr(v159[i162], (v127))) == (v14))) ? (uint32_t(v159[i162] ^ (v126))) : v159[i162]);
+      // %158 = cmp %146, %123 {pred = "eq"} : i1
+      const uint8_t v163 = uint8_t(v156 == v128);
+      // %159 = if %158 : tile<u32, [8192]> {...}
+      alignas(64) uint32_t v164[8192];
+      if (v163) {
+        // %160 = mul %146, %3 : i32
+        const int32_t v165 = tsr::wmul(v156, v3);
+        // %161 = arange : tile<i32, [8192]>
+        // (computed inside its user)
+        // %162 = splat %160 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %163 = add %161, %162 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %164 = splat %2 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %165 = cmp %163, %164 {pred = "lt"} : tile<i1, [8192]>
+        // (computed inside its user)
+        // %166 = splat %8 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %167 = where %165, %157, %166 : tile<u32, [8192]>
+        alignas(64) uint32_t v166[8192];
+        for (int64_t i167 = 0; i167 < 8192; ++i167) v166[i167] = ((uint8_t((tsr::wadd((int32_t(0 + i167)), (v165))) < (v2))) ? v161[i167] : (v8));
+        // yield %167
+        __builtin_memcpy(v164, v166, sizeof(v164));
+      } else {
+        // yield %157
+        __builtin_memcpy(v164, v161, sizeof(v164));
+      }
+      // %168 = splat %22 : tile<u32, [8192]>
+      // (computed inside its user)
+      // %169 = shr %159, %168 : tile<u32, [8192]>
+      alignas(64) uint32_t v168[8192];
+      for (int64_t i169 = 0; i169 < 8192; ++i169) v168[i169] = tsr::ishr(v164[i169], (c22));
+      // %170 = splat %119 : tile<u32, [8192]>
+      alignas(64) uint32_t v170[8192];
+      for (int64_t i171 = 0; i171 < 8192; ++i171) v170[i171] = v115;
+      // %171 = cmp %169, %170 {pred = "eq"} : tile<i1, [8192]>
+      alignas(64) uint8_t v172[8192];
+      for (int64_t i173 = 0; i173 < 8192; ++i173) v172[i173] = uint8_t(v168[i173] == v115);
+      // %172 = cmp %169, %170 {pred = "lt"} : tile<i1, [8192]>
+      alignas(64) uint8_t v174[8192];
+      for (int64_t i175 = 0; i175 < 8192; ++i175) v174[i175] = uint8_t(v168[i175] < v115);
+      // %173 = cast %171 : tile<i32, [8192]>
+      alignas(64) int32_t v176[8192];
+      for (int64_t i177 = 0; i177 < 8192; ++i177) v176[i177] = int32_t(v172[i177]);
+      // %174 = reduce %173 {axis = 0, kind = "sum"} : i32
+      int32_t v178;
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         int32_t ln_[16];
         for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
         for (int64_t l_ = 0; l_ < 8192; l_ += 16)
-          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v339[o_ * 8192 + l_ + q_]);
+          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v176[o_ * 8192 + l_ + q_]);
         int32_t acc_ = ln_[0];
         for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-        v353 = acc_;
+        v178 = acc_;
       }
-      // %331 = add %278, %330 : i32
-      const int32_t v354 = tsr::wadd(c302, v353);
-      // yield %331, %309
-      c302 = v354;
-      c303 = v328;
+      // %175 = add %145, %174 : i32
+      const int32_t v179 = tsr::wadd(c154, v178);
+      // %176 = cmp %175, %21 {pred = "le"} : i1
+      const uint8_t v180 = uint8_t(v179 <= c21);
+      // %177 = if %176 : tile<i1, [8192]> {...}
+      alignas(64) uint8_t v181[8192];
+      if (v180) {
+        // %178 = or %172, %171 : tile<i1, [8192]>
+        alignas(64) uint8_t v182[8192];
+        for (int64_t i183 = 0; i183 < 8192; ++i183) v182[i183] = uint8_t(v174[i183] | v172[i183]);
+        // yield %178
+        __builtin_memcpy(v181, v182, sizeof(v181));
+      } else {
+        // %179 = scan %173 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+        alignas(64) int32_t v184[8192];
+        for (int64_t o_ = 0; o_ < 1; ++o_)
+        for (int64_t n_ = 0; n_ < 1; ++n_) {
+          int32_t acc185 = v176[(o_ * 8192 + 0) * 1 + n_];
+          v184[(o_ * 8192 + 0) * 1 + n_] = acc185;
+          for (int64_t l186 = 1; l186 < 8192; ++l186) {
+            acc185 = tsr::wadd(acc185, v176[(o_ * 8192 + l186) * 1 + n_]);
+            v184[(o_ * 8192 + l186) * 1 + n_] = acc185;
+          }
+        }
+        // %180 = splat %145 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %181 = add %179, %180 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %182 = splat %21 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %183 = cmp %181, %182 {pred = "le"} : tile<i1, [8192]>
+        // (computed inside its user)
+        // %184 = and %171, %183 : tile<i1, [8192]>
+        // (computed inside its user)
+        // %185 = or %172, %184 : tile<i1, [8192]>
+        alignas(64) uint8_t v187[8192];
+        for (int64_t i188 = 0; i188 < 8192; ++i188) v187[i188] = uint8_t(v174[i188] | (uint8_t(v172[i188] & (uint8_t((tsr::wadd(v184[i188], (c154))) <= (c21))))));
+        // yield %185
+        __builtin_memcpy(v181, v187, sizeof(v181));
+      }
+      // %186 = sub %144, %4 : i32
+      const int32_t v189 = tsr::wsub(c153, v4);
+      // %187 = cast %177 : tile<i32, [8192]>
+      alignas(64) int32_t v190[8192];
+      for (int64_t i191 = 0; i191 < 8192; ++i191) v190[i191] = int32_t(v181[i191]);
+      // %188 = scan %187 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+      alignas(64) int32_t v192[8192];
+      for (int64_t o_ = 0; o_ < 1; ++o_)
+      for (int64_t n_ = 0; n_ < 1; ++n_) {
+        int32_t acc193 = v190[(o_ * 8192 + 0) * 1 + n_];
+        v192[(o_ * 8192 + 0) * 1 + n_] = acc193;
+        for (int64_t l194 = 1; l194 < 8192; ++l194) {
+          acc193 = tsr::wadd(acc193, v190[(o_ * 8192 + l194) * 1 + n_]);
+          v192[(o_ * 8192 + l194) * 1 + n_] = acc193;
+        }
+      }
+      // %189 = splat %186 : tile<i32, [8192]>
+      // (computed inside its user)
+      // %190 = add %188, %189 : tile<i32, [8192]>
+      alignas(64) int32_t v195[8192];
+      for (int64_t i196 = 0; i196 < 8192; ++i196) v195[i196] = tsr::wadd(v192[i196], (v189));
+      // %191 = splat %1 : tile<i32, [8192]>
+      alignas(64) int32_t v197[8192];
+      for (int64_t i198 = 0; i198 < 8192; ++i198) v197[i198] = v1;
+      // scatter %values, %149, %191, %190, %177
+      for (int64_t i199 = 0; i199 < 8192; ++i199) {
+        if ((v181[i199] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v195[i199]) >= 0 && int64_t(v195[i199]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v195[i199]) * A.s1_1] = v158[i199];
+      }
+      // %192 = mul %146, %3 : i32
+      const int32_t v200 = tsr::wmul(v156, v3);
+      // %193 = arange : tile<i32, [8192]>
+      // (computed inside its user)
+      // %194 = splat %192 : tile<i32, [8192]>
+      // (computed inside its user)
+      // %195 = add %193, %194 : tile<i32, [8192]>
+      alignas(64) int32_t v201[8192];
+      for (int64_t i202 = 0; i202 < 8192; ++i202) v201[i202] = tsr::wadd((int32_t(0 + i202)), (v200));
+      // scatter %indices, %195, %191, %190, %177
+      for (int64_t i203 = 0; i203 < 8192; ++i203) {
+        if ((v181[i203] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v195[i203]) >= 0 && int64_t(v195[i203]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v195[i203]) * A.s2_1] = v201[i203];
+      }
+      // %196 = reduce %187 {axis = 0, kind = "sum"} : i32
+      int32_t v204;
+      for (int64_t o_ = 0; o_ < 1; ++o_) {
+        int32_t ln_[16];
+        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
+        for (int64_t l_ = 0; l_ < 8192; l_ += 16)
+          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v190[o_ * 8192 + l_ + q_]);
+        int32_t acc_ = ln_[0];
+        for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
+        v204 = acc_;
+      }
+      // %197 = add %144, %196 : i32
+      const int32_t v205 = tsr::wadd(c153, v204);
+      // yield %197, %175
+      c153 = v205;
+      c154 = v179;
     }
-    // yield %275, %276
-    c278 = c302;
-    c279 = c303;
+    // yield %141, %142
+    c129 = c153;
+    c130 = c154;
   }
-  // %332 = load_tile %indices, %1, %16 : tile<i32, [1, 64]>
-  alignas(64) int32_t v355[64];
+  // %198 = load_tile %indices, %1, %18 : tile<i32, [1, 64]>
+  alignas(64) int32_t v206[64];
   {
-    const int64_t o356 = int64_t(v1) * 1;
-    const int64_t o357 = int64_t(v16) * 64;
-    if (o356 >= 0 && o356 + 1 <= A.d2_0 && o357 >= 0 && o357 + 64 <= A.d2_1) {
-      for (int64_t i358 = 0; i358 < 1; ++i358) {
-        for (int64_t i359 = 0; i359 < 64; ++i359) v355[(i358) * 64 + i359] = A.p2[(o356 + i358) * A.s2_0 + o357 + i359];
+    const int64_t o207 = int64_t(v1) * 1;
+    const int64_t o208 = int64_t(v18) * 64;
+    if (o207 >= 0 && o207 + 1 <= A.d2_0 && o208 >= 0 && o208 + 64 <= A.d2_1) {
+      for (int64_t i209 = 0; i209 < 1; ++i209) {
+        for (int64_t i210 = 0; i210 < 64; ++i210) v206[(i209) * 64 + i210] = A.p2[(o207 + i209) * A.s2_0 + o208 + i210];
       }
     } else {
       // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-      const int64_t lo360 = o357 >= 0 ? 0 : -o357 < 64 ? -o357 : 64;
-      const int64_t hi361 = A.d2_1 - o357 >= 64 ? 64 : A.d2_1 - o357 > lo360 ? A.d2_1 - o357 : lo360;
-      for (int64_t i362 = 0; i362 < 1; ++i362) {
-        if ((o356 + i362) >= 0 && (o356 + i362) < A.d2_0) tsr::load_row<tsr::ld_same>(v355 + (i362) * 64, A.p2 + (o356 + i362) * A.s2_0, o357, lo360, hi361, 64, int32_t(INT64_C(0)));
-        else tsr::load_row<tsr::ld_same>(v355 + (i362) * 64, A.p2, 0, 0, 0, 64, int32_t(INT64_C(0)));
+      const int64_t lo211 = o208 >= 0 ? 0 : -o208 < 64 ? -o208 : 64;
+      const int64_t hi212 = A.d2_1 - o208 >= 64 ? 64 : A.d2_1 - o208 > lo211 ? A.d2_1 - o208 : lo211;
+      for (int64_t i213 = 0; i213 < 1; ++i213) {
+        if ((o207 + i213) >= 0 && (o207 + i213) < A.d2_0) tsr::load_row<tsr::ld_same>(v206 + (i213) * 64, A.p2 + (o207 + i213) * A.s2_0, o208, lo211, hi212, 64, int32_t(INT64_C(0)));
+        else tsr::load_row<tsr::ld_same>(v206 + (i213) * 64, A.p2, 0, 0, 0, 64, int32_t(INT64_C(0)));
       }
     }
   }
-  // %333 = load_tile %values, %1, %16 : tile<f32, [1, 64]>
-  alignas(64) float v364[64];
+  // %199 = load_tile %values, %1, %18 : tile<f32, [1, 64]>
+  alignas(64) float v215[64];
   {
-    const int64_t o365 = int64_t(v1) * 1;
-    const int64_t o366 = int64_t(v16) * 64;
-    if (o365 >= 0 && o365 + 1 <= A.d1_0 && o366 >= 0 && o366 + 64 <= A.d1_1) {
-      for (int64_t i367 = 0; i367 < 1; ++i367) {
-        for (int64_t i368 = 0; i368 < 64; ++i368) v364[(i367) * 64 + i368] = A.p1[(o365 + i367) * A.s1_0 + o366 + i368];
+    const int64_t o216 = int64_t(v1) * 1;
+    const int64_t o217 = int64_t(v18) * 64;
+    if (o216 >= 0 && o216 + 1 <= A.d1_0 && o217 >= 0 && o217 + 64 <= A.d1_1) {
+      for (int64_t i218 = 0; i218 < 1; ++i218) {
+        for (int64_t i219 = 0; i219 < 64; ++i219) v215[(i218) * 64 + i219] = A.p1[(o216 + i218) * A.s1_0 + o217 + i219];
       }
     } else {
       // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-      const int64_t lo369 = o366 >= 0 ? 0 : -o366 < 64 ? -o366 : 64;
-      const int64_t hi370 = A.d1_1 - o366 >= 64 ? 64 : A.d1_1 - o366 > lo369 ? A.d1_1 - o366 : lo369;
-      for (int64_t i371 = 0; i371 < 1; ++i371) {
-        if ((o365 + i371) >= 0 && (o365 + i371) < A.d1_0) tsr::load_row<tsr::ld_same>(v364 + (i371) * 64, A.p1 + (o365 + i371) * A.s1_0, o366, lo369, hi370, 64, float(0x0p+0));
-        else tsr::load_row<tsr::ld_same>(v364 + (i371) * 64, A.p1, 0, 0, 0, 64, float(0x0p+0));
+      const int64_t lo220 = o217 >= 0 ? 0 : -o217 < 64 ? -o217 : 64;
+      const int64_t hi221 = A.d1_1 - o217 >= 64 ? 64 : A.d1_1 - o217 > lo220 ? A.d1_1 - o217 : lo220;
+      for (int64_t i222 = 0; i222 < 1; ++i222) {
+        if ((o216 + i222) >= 0 && (o216 + i222) < A.d1_0) tsr::load_row<tsr::ld_same>(v215 + (i222) * 64, A.p1 + (o216 + i222) * A.s1_0, o217, lo220, hi221, 64, float(0x0p+0));
+        else tsr::load_row<tsr::ld_same>(v215 + (i222) * 64, A.p1, 0, 0, 0, 64, float(0x0p+0));
       }
     }
   }
-  // %334, %335 = sort %333, %332 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
-  alignas(64) float v373[64];
-  alignas(64) int32_t v374[64];
-  alignas(64) uint64_t sk375[128];
-  alignas(64) int32_t sp376[128];
-  tsr::sort_lines(v364, v355, v373, v374, 1, 64, 1, 64, true, sk375, sp376);
-  // store_tile %values, %334, %1, %16
+  // %200, %201 = sort %199, %198 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
+  alignas(64) float v224[64];
+  alignas(64) int32_t v225[64];
+  alignas(64) uint64_t sk226[128];
+  alignas(64) int32_t sp227[128];
+  tsr::sort_lines(v215, v206, v224, v225, 1, 64, 1, 64, true, sk226, sp227);
+  // store_tile %values, %200, %1, %18
   {
-    const int64_t o377 = int64_t(v1) * 1;
-    const int64_t o378 = int64_t(v16) * 64;
-    if (o377 >= 0 && o377 + 1 <= A.d1_0 && o378 >= 0 && o378 + 64 <= A.d1_1) {
-      for (int64_t i379 = 0; i379 < 1; ++i379) {
-        for (int64_t i380 = 0; i380 < 64; ++i380) A.p1[(o377 + i379) * A.s1_0 + o378 + i380] = v373[(i379) * 64 + i380];
+    const int64_t o228 = int64_t(v1) * 1;
+    const int64_t o229 = int64_t(v18) * 64;
+    if (o228 >= 0 && o228 + 1 <= A.d1_0 && o229 >= 0 && o229 + 64 <= A.d1_1) {
+      for (int64_t i230 = 0; i230 < 1; ++i230) {
+        for (int64_t i231 = 0; i231 < 64; ++i231) A.p1[(o228 + i230) * A.s1_0 + o229 + i231] = v224[(i230) * 64 + i231];
       }
     } else {
       // partly outside: each row copies its columns inside [lo, hi)
-      const int64_t lo381 = o378 >= 0 ? 0 : -o378 < 64 ? -o378 : 64;
-      const int64_t hi382 = A.d1_1 - o378 >= 64 ? 64 : A.d1_1 - o378 > lo381 ? A.d1_1 - o378 : lo381;
-      for (int64_t i383 = 0; i383 < 1; ++i383) {
-        if ((o377 + i383) >= 0 && (o377 + i383) < A.d1_0)
-          for (int64_t i384 = lo381; i384 < hi382; ++i384) A.p1[(o377 + i383) * A.s1_0 + o378 + i384] = v373[(i383) * 64 + i384];
+      const int64_t lo232 = o229 >= 0 ? 0 : -o229 < 64 ? -o229 : 64;
+      const int64_t hi233 = A.d1_1 - o229 >= 64 ? 64 : A.d1_1 - o229 > lo232 ? A.d1_1 - o229 : lo232;
+      for (int64_t i234 = 0; i234 < 1; ++i234) {
+        if ((o228 + i234) >= 0 && (o228 + i234) < A.d1_0)
+          for (int64_t i235 = lo232; i235 < hi233; ++i235) A.p1[(o228 + i234) * A.s1_0 + o229 + i235] = v224[(i234) * 64 + i235];
       }
     }
   }
-  // store_tile %indices, %335, %1, %16
+  // store_tile %indices, %201, %1, %18
   {
-    const int64_t o385 = int64_t(v1) * 1;
-    const int64_t o386 = int64_t(v16) * 64;
-    if (o385 >= 0 && o385 + 1 <= A.d2_0 && o386 >= 0 && o386 + 64 <= A.d2_1) {
-      for (int64_t i387 = 0; i387 < 1; ++i387) {
-        for (int64_t i388 = 0; i388 < 64; ++i388) A.p2[(o385 + i387) * A.s2_0 + o386 + i388] = v374[(i387) * 64 + i388];
+    const int64_t o236 = int64_t(v1) * 1;
+    const int64_t o237 = int64_t(v18) * 64;
+    if (o236 >= 0 && o236 + 1 <= A.d2_0 && o237 >= 0 && o237 + 64 <= A.d2_1) {
+      for (int64_t i238 = 0; i238 < 1; ++i238) {
+        for (int64_t i239 = 0; i239 < 64; ++i239) A.p2[(o236 + i238) * A.s2_0 + o237 + i239] = v225[(i238) * 64 + i239];
       }
     } else {
       // partly outside: each row copies its columns inside [lo, hi)
-      const int64_t lo389 = o386 >= 0 ? 0 : -o386 < 64 ? -o386 : 64;
-      const int64_t hi390 = A.d2_1 - o386 >= 64 ? 64 : A.d2_1 - o386 > lo389 ? A.d2_1 - o386 : lo389;
-      for (int64_t i391 = 0; i391 < 1; ++i391) {
-        if ((o385 + i391) >= 0 && (o385 + i391) < A.d2_0)
-          for (int64_t i392 = lo389; i392 < hi390; ++i392) A.p2[(o385 + i391) * A.s2_0 + o386 + i392] = v374[(i391) * 64 + i392];
+      const int64_t lo240 = o237 >= 0 ? 0 : -o237 < 64 ? -o237 : 64;
+      const int64_t hi241 = A.d2_1 - o237 >= 64 ? 64 : A.d2_1 - o237 > lo240 ? A.d2_1 - o237 : lo240;
+      for (int64_t i242 = 0; i242 < 1; ++i242) {
+        if ((o236 + i242) >= 0 && (o236 + i242) < A.d2_0)
+          for (int64_t i243 = lo240; i243 < hi241; ++i243) A.p2[(o236 + i242) * A.s2_0 + o237 + i243] = v225[(i242) * 64 + i243];
       }
     }
   }
@@ -1339,7 +801,7 @@ extern "C" int tessera_run(void** buf, const int64_t* dims, const int64_t* is, c
   if (g0 < 0) return 24;  // grid size on axis 0 of kernel 'topk' is negative (a size of 0 runs no programs; a negative size is an error)
   if (g0 == 0 || g1 == 0 || g2 == 0) return 0;  // no programs
   if (nt <= 0) nt = omp_get_max_threads();
-  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(15966368)) nt = 1;  // about 15966368 element ops per program
+  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(16936126)) nt = 1;  // about 16936126 element ops per program
   if (nt == 1) {
     for (int64_t z = 0; z < g2; ++z)
       for (int64_t y = 0; y < g1; ++y)

@@ -8,8 +8,11 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
   constexpr int tsr_nthreads = 512;
   (void)tsr_tid; (void)tsr_smem;
   constexpr int64_t tsr_struct_base = 8192LL;  // buffers and pipe rings, after the scratch
-  int tsr_red556_at = 0;  // the copy of tsr_red556_mem the next exchange uses
-  int tsr_red607_at = 0;  // the copy of tsr_red607_mem the next exchange uses
+  int tsr_red163_at = 0;  // the copy of tsr_red163_mem the next exchange uses
+  int tsr_red175_at = 0;  // the copy of tsr_red175_mem the next exchange uses
+  int tsr_red181_at = 0;  // the copy of tsr_red181_mem the next exchange uses
+  int tsr_red281_at = 0;  // the copy of tsr_red281_mem the next exchange uses
+  int tsr_red332_at = 0;  // the copy of tsr_red332_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_N);
@@ -57,89 +60,637 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
   const uint32_t v13 = uint32_t(0LL);
   // %15 = const {value = 64} : i32
   const int32_t v14 = int32_t(64LL);
-  // %16 = const {value = 0} : i32
-  const int32_t v15 = int32_t(0LL);
-  // %17 = splat %16 : tile<i32, [2048]>
-  int32_t v16[4];
-  #pragma unroll
-  for (int s17 = 0; s17 < 4; ++s17) {
-    v16[s17] = v15;
+  // %16 = const {value = 32} : u32
+  const uint32_t v15 = uint32_t(32LL);
+  // %17 = const {value = 1} : i1
+  const uint8_t v16 = uint8_t(1);
+  // %18 = const {value = 0} : i32
+  const int32_t v17 = int32_t(0LL);
+  // %19 = const {value = 3} : i32
+  const int32_t v18 = int32_t(3LL);
+  // %20, %21, %22, %23 = for %18, %19, %4, %14, %15, %16, %17 : u32, i32, u32, i1 {...}
+  uint32_t c19;
+  c19 = v13;
+  int32_t c20;
+  c20 = v14;
+  uint32_t c21;
+  c21 = v15;
+  uint8_t c22;
+  c22 = v16;
+  for (int64_t iv23_ = v17; v3 > 0 && iv23_ < v18; iv23_ += v3) {
+    const int32_t iv23 = int32_t(iv23_);
+    // %29, %30, %31, %32 = if %28 : u32, i32, u32, i1 {...}
+    uint32_t v24;
+    int32_t v25;
+    uint32_t v26;
+    uint8_t v27;
+    if (c22) {
+      // %33 = const {value = 11} : i32
+      const int32_t v28 = int32_t(11LL);
+      // %34 = mul %24, %33 : i32
+      const int32_t v29 = int32_t(uint32_t(iv23) * uint32_t(v28));
+      // %35 = const {value = 32} : i32
+      const int32_t v30 = int32_t(32LL);
+      // %36 = sub %35, %34 : i32
+      const int32_t v31 = int32_t(uint32_t(v30) - uint32_t(v29));
+      // %37 = cast %36 : u32
+      const uint32_t v32 = uint32_t(v31);
+      // %38 = const {value = 11} : u32
+      const uint32_t v33 = uint32_t(11LL);
+      // %39 = max %37, %38 : u32
+      const uint32_t v34 = tsr::imax<uint32_t>(v32, v33);
+      // %40 = sub %39, %38 : u32
+      const uint32_t v35 = uint32_t(uint32_t(v34) - uint32_t(v33));
+      // %41 = splat %18 : tile<i32, [2048]>
+      int32_t v36[4];
+      #pragma unroll
+      for (int s37 = 0; s37 < 4; ++s37) {
+        v36[s37] = v17;
+      }
+      // for %18, %10, %4 {...}
+      for (int64_t iv38_ = v17; v3 > 0 && iv38_ < v9; iv38_ += v3) {
+        const int32_t iv38 = int32_t(iv38_);
+        // async_copy %9, %x, %42, %1, %42
+        if (!(true && int64_t(iv38) >= 0 && int64_t(iv38) < 4LL)) __trap();  // slot index out of range
+        {
+          float* const dst39 = buf8 + ((0LL) * 4LL + int64_t(iv38)) * 8192LL;
+          __syncthreads();
+          {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
+            const int64_t o40 = int64_t(v0) * 1LL;
+            const int64_t o41 = int64_t(iv38) * 8192LL;
+            for (int64_t q42 = tsr_tid; q42 < 2048LL; q42 += tsr_nthreads) {
+              const int64_t gc44 = o41 + (q42 % 2048LL) * 4LL;
+              const int64_t nv45 = (true && (o40 + 0) >= 0 && (o40 + 0) < int64_t(tsr_dim_M) && gc44 >= 0) ? int64_t(tsr_dim_N) - gc44 : 0LL;  // elements in bounds (<= 0: none)
+              tsr::struct_copy_chunk(dst39 + q42 * 4LL, nv45 > 0 ? tsr_p0 + ((o40 + 0) * tsr_p0_s0 + gc44 * tsr_p0_s1) : tsr_p0, nv45, tsr_p0_s1);
+            }
+          }
+          tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+        }
+        // yield
+      }
+      // %43 = const {value = 2147483647} : u32
+      const uint32_t v46 = uint32_t(2147483647LL);
+      // %44 = const {value = 31} : u32
+      const uint32_t v47 = uint32_t(31LL);
+      // %45 = sub %7, %4 : i32
+      const int32_t v48 = int32_t(uint32_t(v6) - uint32_t(v3));
+      // %46 = const {value = 2047} : u32
+      const uint32_t v49 = uint32_t(2047LL);
+      // %47 = shr %25, %37 : u32
+      const uint32_t v50 = tsr::ishr<uint32_t>(c19, v32);
+      // %48 = const {value = -1} : i32
+      const int32_t v51 = int32_t(-1LL);
+      // %49 = for %18, %13, %4, %41 : tile<i32, [2048]> {...}
+      int32_t c52[4];
+      #pragma unroll
+      for (int s53 = 0; s53 < 4; ++s53) {
+        c52[s53] = v36[s53];
+      }
+      for (int64_t iv54_ = v17; v3 > 0 && iv54_ < v12; iv54_ += v3) {
+        const int32_t iv54 = int32_t(iv54_);
+        // async_wait
+        tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible
+        __syncthreads();
+        // %52 = rem %50, %10 : i32
+        const int32_t v55 = tsr::irem<int32_t>(iv54, v9);
+        // %53 = mul %52, %10 : i32
+        const int32_t v56 = int32_t(uint32_t(v55) * uint32_t(v9));
+        // %54 = add %50, %4 : i32
+        const int32_t v57 = int32_t(uint32_t(iv54) + uint32_t(v3));
+        // %55 = cmp %54, %13 {pred = "lt"} : i1
+        const uint8_t v58 = uint8_t(v57 < v12);
+        // if %55 {...}
+        if (v58) {
+          // %56 = mul %54, %10 : i32
+          const int32_t v59 = int32_t(uint32_t(v57) * uint32_t(v9));
+          // %57 = sub %10, %53 : i32
+          const int32_t v60 = int32_t(uint32_t(v9) - uint32_t(v56));
+          // for %18, %10, %4 {...}
+          for (int64_t iv61_ = v17; v3 > 0 && iv61_ < v9; iv61_ += v3) {
+            const int32_t iv61 = int32_t(iv61_);
+            // %59 = add %56, %58 : i32
+            const int32_t v62 = int32_t(uint32_t(v59) + uint32_t(iv61));
+            // %60 = add %57, %58 : i32
+            const int32_t v63 = int32_t(uint32_t(v60) + uint32_t(iv61));
+            // async_copy %9, %x, %60, %1, %59
+            if (!(true && int64_t(v63) >= 0 && int64_t(v63) < 4LL)) __trap();  // slot index out of range
+            {
+              float* const dst64 = buf8 + ((0LL) * 4LL + int64_t(v63)) * 8192LL;
+              __syncthreads();
+              {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
+                const int64_t o65 = int64_t(v0) * 1LL;
+                const int64_t o66 = int64_t(v62) * 8192LL;
+                for (int64_t q67 = tsr_tid; q67 < 2048LL; q67 += tsr_nthreads) {
+                  const int64_t gc69 = o66 + (q67 % 2048LL) * 4LL;
+                  const int64_t nv70 = (true && (o65 + 0) >= 0 && (o65 + 0) < int64_t(tsr_dim_M) && gc69 >= 0) ? int64_t(tsr_dim_N) - gc69 : 0LL;  // elements in bounds (<= 0: none)
+                  tsr::struct_copy_chunk(dst64 + q67 * 4LL, nv70 > 0 ? tsr_p0 + ((o65 + 0) * tsr_p0_s0 + gc69 * tsr_p0_s1) : tsr_p0, nv70, tsr_p0_s1);
+                }
+              }
+              tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
+            }
+            // yield
+          }
+          // yield
+        } else {
+          // yield
+        }
+        // %61 = mul %50, %10 : i32
+        const int32_t v71 = int32_t(uint32_t(iv54) * uint32_t(v9));
+        // %62 = sub %7, %61 : i32
+        const int32_t v72 = int32_t(uint32_t(v6) - uint32_t(v71));
+        // %63 = min %10, %62 : i32
+        const int32_t v73 = tsr::imin<int32_t>(v9, v72);
+        // %64 = for %18, %63, %4, %51 : tile<i32, [2048]> {...}
+        int32_t c74[4];
+        #pragma unroll
+        for (int s75 = 0; s75 < 4; ++s75) {
+          c74[s75] = c52[s75];
+        }
+        for (int64_t iv76_ = v17; v3 > 0 && iv76_ < v73; iv76_ += v3) {
+          const int32_t iv76 = int32_t(iv76_);
+          // %67 = add %61, %65 : i32
+          const int32_t v77 = int32_t(uint32_t(v71) + uint32_t(iv76));
+          // %68 = add %53, %65 : i32
+          const int32_t v78 = int32_t(uint32_t(v56) + uint32_t(iv76));
+          // %69 = buffer_read %9, %68 : tile<f32, [1, 8192]>
+          if (!(true && int64_t(v78) >= 0 && int64_t(v78) < 4LL)) __trap();  // slot index out of range
+          const float* const src79 = buf8 + ((0LL) * 4LL + int64_t(v78)) * 8192LL;
+          float v80[16];
+          #pragma unroll
+          for (int c81 = 0; c81 < 2; ++c81) {
+            float v_[8];
+            tsr::copy_vec<float, 8>(v_, src79 + c81 * 4096 + tsr_tid * 8);
+            #pragma unroll
+            for (int l_ = 0; l_ < 8; ++l_) v80[c81 * 8 + l_] = v_[l_];
+          }
+          // %70 = reshape %69 : tile<f32, [8192]>
+          float v82[16];
+          #pragma unroll
+          for (int s83 = 0; s83 < 16; ++s83) {
+            v82[s83] = v80[s83];
+          }
+          // %71 = bitcast %70 : tile<u32, [8192]>
+          uint32_t v84[16];
+          #pragma unroll
+          for (int s85 = 0; s85 < 16; ++s85) {
+            v84[s85] = uint32_t(tsr::f32_bits(v82[s85]));
+          }
+          // %72 = splat %43 : tile<u32, [8192]>
+          uint32_t v86[16];
+          #pragma unroll
+          for (int s87 = 0; s87 < 16; ++s87) {
+            v86[s87] = v46;
+          }
+          // %73 = xor %71, %72 : tile<u32, [8192]>
+          uint32_t v88[16];
+          #pragma unroll
+          for (int s89 = 0; s89 < 16; ++s89) {
+            v88[s89] = uint32_t(v84[s89] ^ v86[s89]);
+          }
+          // %74 = splat %44 : tile<u32, [8192]>
+          uint32_t v90[16];
+          #pragma unroll
+          for (int s91 = 0; s91 < 16; ++s91) {
+            v90[s91] = v47;
+          }
+          // %75 = shr %71, %74 : tile<u32, [8192]>
+          uint32_t v92[16];
+          #pragma unroll
+          for (int s93 = 0; s93 < 16; ++s93) {
+            v92[s93] = tsr::ishr<uint32_t>(v84[s93], v90[s93]);
+          }
+          // %76 = splat %14 : tile<u32, [8192]>
+          uint32_t v94[16];
+          #pragma unroll
+          for (int s95 = 0; s95 < 16; ++s95) {
+            v94[s95] = v13;
+          }
+          // %77 = cmp %75, %76 {pred = "eq"} : tile<i1, [8192]>
+          uint8_t v96[16];
+          #pragma unroll
+          for (int s97 = 0; s97 < 16; ++s97) {
+            v96[s97] = uint8_t(v92[s97] == v94[s97]);
+          }
+          // %78 = where %77, %73, %71 : tile<u32, [8192]>
+          uint32_t v98[16];
+          #pragma unroll
+          for (int s99 = 0; s99 < 16; ++s99) {
+            v98[s99] = (v96[s99] ? v88[s99] : v84[s99]);
+          }
+          // %79 = cmp %67, %45 {pred = "eq"} : i1
+          const uint8_t v100 = uint8_t(v77 == v48);
+          // %80 = if %79 : tile<u32, [8192]> {...}
+          uint32_t v101[16];
+          if (v100) {
+            // %81 = mul %67, %3 : i32
+            const int32_t v102 = int32_t(uint32_t(v77) * uint32_t(v2));
+            // %82 = arange : tile<i32, [8192]>
+            int32_t v103[16];
+            #pragma unroll
+            for (int s104 = 0; s104 < 16; ++s104) {
+              v103[s104] = int32_t(0 + ((s104 / 8) * 4096 + tsr_tid * 8 + (s104 % 8)));
+            }
+            // %83 = splat %81 : tile<i32, [8192]>
+            int32_t v105[16];
+            #pragma unroll
+            for (int s106 = 0; s106 < 16; ++s106) {
+              v105[s106] = v102;
+            }
+            // %84 = add %82, %83 : tile<i32, [8192]>
+            int32_t v107[16];
+            #pragma unroll
+            for (int s108 = 0; s108 < 16; ++s108) {
+              v107[s108] = int32_t(uint32_t(v103[s108]) + uint32_t(v105[s108]));
+            }
+            // %85 = splat %2 : tile<i32, [8192]>
+            int32_t v109[16];
+            #pragma unroll
+            for (int s110 = 0; s110 < 16; ++s110) {
+              v109[s110] = v1;
+            }
+            // %86 = cmp %84, %85 {pred = "lt"} : tile<i1, [8192]>
+            uint8_t v111[16];
+            #pragma unroll
+            for (int s112 = 0; s112 < 16; ++s112) {
+              v111[s112] = uint8_t(v107[s112] < v109[s112]);
+            }
+            // %87 = splat %8 : tile<u32, [8192]>
+            uint32_t v113[16];
+            #pragma unroll
+            for (int s114 = 0; s114 < 16; ++s114) {
+              v113[s114] = v7;
+            }
+            // %88 = where %86, %78, %87 : tile<u32, [8192]>
+            uint32_t v115[16];
+            #pragma unroll
+            for (int s116 = 0; s116 < 16; ++s116) {
+              v115[s116] = (v111[s116] ? v98[s116] : v113[s116]);
+            }
+            // yield %88
+            #pragma unroll
+            for (int s117 = 0; s117 < 16; ++s117) {
+              v101[s117] = v115[s117];
+            }
+          } else {
+            // yield %78
+            #pragma unroll
+            for (int s118 = 0; s118 < 16; ++s118) {
+              v101[s118] = v98[s118];
+            }
+          }
+          // %89 = splat %40 : tile<u32, [8192]>
+          uint32_t v119[16];
+          #pragma unroll
+          for (int s120 = 0; s120 < 16; ++s120) {
+            v119[s120] = v35;
+          }
+          // %90 = shr %80, %89 : tile<u32, [8192]>
+          uint32_t v121[16];
+          #pragma unroll
+          for (int s122 = 0; s122 < 16; ++s122) {
+            v121[s122] = tsr::ishr<uint32_t>(v101[s122], v119[s122]);
+          }
+          // %91 = splat %46 : tile<u32, [8192]>
+          uint32_t v123[16];
+          #pragma unroll
+          for (int s124 = 0; s124 < 16; ++s124) {
+            v123[s124] = v49;
+          }
+          // %92 = and %90, %91 : tile<u32, [8192]>
+          uint32_t v125[16];
+          #pragma unroll
+          for (int s126 = 0; s126 < 16; ++s126) {
+            v125[s126] = uint32_t(v121[s126] & v123[s126]);
+          }
+          // %93 = cast %92 : tile<i32, [8192]>
+          int32_t v127[16];
+          #pragma unroll
+          for (int s128 = 0; s128 < 16; ++s128) {
+            v127[s128] = int32_t(v125[s128]);
+          }
+          // %94 = splat %37 : tile<u32, [8192]>
+          uint32_t v129[16];
+          #pragma unroll
+          for (int s130 = 0; s130 < 16; ++s130) {
+            v129[s130] = v32;
+          }
+          // %95 = shr %80, %94 : tile<u32, [8192]>
+          uint32_t v131[16];
+          #pragma unroll
+          for (int s132 = 0; s132 < 16; ++s132) {
+            v131[s132] = tsr::ishr<uint32_t>(v101[s132], v129[s132]);
+          }
+          // %96 = splat %47 : tile<u32, [8192]>
+          uint32_t v133[16];
+          #pragma unroll
+          for (int s134 = 0; s134 < 16; ++s134) {
+            v133[s134] = v50;
+          }
+          // %97 = cmp %95, %96 {pred = "eq"} : tile<i1, [8192]>
+          uint8_t v135[16];
+          #pragma unroll
+          for (int s136 = 0; s136 < 16; ++s136) {
+            v135[s136] = uint8_t(v131[s136] == v133[s136]);
+          }
+          // %98 = splat %48 : tile<i32, [8192]>
+          int32_t v137[16];
+          #pragma unroll
+          for (int s138 = 0; s138 < 16; ++s138) {
+            v137[s138] = v51;
+          }
+          // %99 = where %97, %93, %98 : tile<i32, [8192]>
+          int32_t v139[16];
+          #pragma unroll
+          for (int s140 = 0; s140 < 16; ++s140) {
+            v139[s140] = (v135[s140] ? v127[s140] : v137[s140]);
+          }
+          // %100 = histogram %99 : tile<i32, [2048]>
+          int32_t v141[4];
+          __syncthreads();
+          for (int b_ = tsr_tid; b_ < 2048; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
+          __syncthreads();
+          #pragma unroll
+          for (int s142 = 0; s142 < 16; ++s142) {
+            tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v139[s142]), (int)(2048));
+          }
+          __syncthreads();
+          #pragma unroll
+          for (int s143 = 0; s143 < 4; ++s143) {
+            const int e144 = ((s143 / 4) * 2048 + tsr_tid * 4 + (s143 % 4));
+            v141[s143] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e144]);
+          }
+          // %101 = add %66, %100 : tile<i32, [2048]>
+          int32_t v145[4];
+          #pragma unroll
+          for (int s146 = 0; s146 < 4; ++s146) {
+            v145[s146] = int32_t(uint32_t(c74[s146]) + uint32_t(v141[s146]));
+          }
+          // yield %101
+          #pragma unroll
+          for (int s147 = 0; s147 < 4; ++s147) {
+            c74[s147] = v145[s147];
+          }
+        }
+        // yield %64
+        #pragma unroll
+        for (int s148 = 0; s148 < 4; ++s148) {
+          c52[s148] = c74[s148];
+        }
+      }
+      // %102 = scan %49 {axis = 0, kind = "sum"} : tile<i32, [2048]>
+      int32_t v149[4];
+      uint32_t run150 = uint32_t(0);
+      uint32_t acc151_0 = uint32_t(0);
+      acc151_0 += uint32_t(c52[0]); v149[0] = int32_t(acc151_0);
+      acc151_0 += uint32_t(c52[1]); v149[1] = int32_t(acc151_0);
+      acc151_0 += uint32_t(c52[2]); v149[2] = int32_t(acc151_0);
+      acc151_0 += uint32_t(c52[3]); v149[3] = int32_t(acc151_0);
+      __syncthreads();
+      uint32_t tot153_0;
+      const uint32_t off152_0 = run150 + tsr::block_exclusive_sum<16>(acc151_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot153_0);
+      v149[0] = int32_t(uint32_t(v149[0]) + off152_0);
+      v149[1] = int32_t(uint32_t(v149[1]) + off152_0);
+      v149[2] = int32_t(uint32_t(v149[2]) + off152_0);
+      v149[3] = int32_t(uint32_t(v149[3]) + off152_0);
+      run150 += tot153_0;
+      // %103 = splat %26 : tile<i32, [2048]>
+      int32_t v154[4];
+      #pragma unroll
+      for (int s155 = 0; s155 < 4; ++s155) {
+        v154[s155] = c20;
+      }
+      // %104 = cmp %102, %103 {pred = "lt"} : tile<i1, [2048]>
+      uint8_t v156[4];
+      #pragma unroll
+      for (int s157 = 0; s157 < 4; ++s157) {
+        v156[s157] = uint8_t(v149[s157] < v154[s157]);
+      }
+      // %105 = cast %104 : tile<i32, [2048]>
+      int32_t v158[4];
+      #pragma unroll
+      for (int s159 = 0; s159 < 4; ++s159) {
+        v158[s159] = int32_t(v156[s159]);
+      }
+      // %106 = reduce %105 {axis = 0, kind = "sum"} : i32
+      int32_t v160;
+      int32_t racc161[4];
+      #pragma unroll
+      for (int v_ = 0; v_ < 4; ++v_) racc161[v_] = int32_t(0);
+      #pragma unroll
+      for (int s162 = 0; s162 < 4; ++s162) {
+        racc161[s162 % 4] = int32_t(uint32_t(racc161[s162 % 4]) + uint32_t(v158[s162]));
+      }
+      racc161[0] = int32_t(uint32_t(racc161[0]) + uint32_t(racc161[2]));
+      racc161[1] = int32_t(uint32_t(racc161[1]) + uint32_t(racc161[3]));
+      racc161[0] = int32_t(uint32_t(racc161[0]) + uint32_t(racc161[1]));
+      racc161[0] = int32_t(uint32_t(racc161[0]) + uint32_t(tsr::shfl_xor(racc161[0], 16)));
+      racc161[0] = int32_t(uint32_t(racc161[0]) + uint32_t(tsr::shfl_xor(racc161[0], 8)));
+      racc161[0] = int32_t(uint32_t(racc161[0]) + uint32_t(tsr::shfl_xor(racc161[0], 4)));
+      racc161[0] = int32_t(uint32_t(racc161[0]) + uint32_t(tsr::shfl_xor(racc161[0], 2)));
+      racc161[0] = int32_t(uint32_t(racc161[0]) + uint32_t(tsr::shfl_xor(racc161[0], 1)));
+      __shared__ int32_t tsr_red163_mem[32];
+      int32_t* const tsr_red163 = tsr_red163_mem + tsr_red163_at;
+      tsr_red163_at ^= 16;
+      if ((tsr_tid & 31) == 0) {
+        tsr_red163[(tsr_tid >> 5) * 1 + 0] = racc161[0];
+      }
+      __syncthreads();
+      racc161[0] = tsr_red163[(tsr_tid & 15) * 1 + 0];
+      racc161[0] = int32_t(uint32_t(racc161[0]) + uint32_t(tsr::shfl_xor(racc161[0], 8)));
+      racc161[0] = int32_t(uint32_t(racc161[0]) + uint32_t(tsr::shfl_xor(racc161[0], 4)));
+      racc161[0] = int32_t(uint32_t(racc161[0]) + uint32_t(tsr::shfl_xor(racc161[0], 2)));
+      racc161[0] = int32_t(uint32_t(racc161[0]) + uint32_t(tsr::shfl_xor(racc161[0], 1)));
+      v160 = racc161[0];
+      // %107 = arange : tile<i32, [2048]>
+      int32_t v164[4];
+      #pragma unroll
+      for (int s165 = 0; s165 < 4; ++s165) {
+        v164[s165] = int32_t(0 + ((s165 / 4) * 2048 + tsr_tid * 4 + (s165 % 4)));
+      }
+      // %108 = splat %106 : tile<i32, [2048]>
+      int32_t v166[4];
+      #pragma unroll
+      for (int s167 = 0; s167 < 4; ++s167) {
+        v166[s167] = v160;
+      }
+      // %109 = cmp %107, %108 {pred = "eq"} : tile<i1, [2048]>
+      uint8_t v168[4];
+      #pragma unroll
+      for (int s169 = 0; s169 < 4; ++s169) {
+        v168[s169] = uint8_t(v164[s169] == v166[s169]);
+      }
+      // %110 = where %109, %49, %41 : tile<i32, [2048]>
+      int32_t v170[4];
+      #pragma unroll
+      for (int s171 = 0; s171 < 4; ++s171) {
+        v170[s171] = (v168[s171] ? c52[s171] : v36[s171]);
+      }
+      // %111 = reduce %110 {axis = 0, kind = "sum"} : i32
+      int32_t v172;
+      int32_t racc173[4];
+      #pragma unroll
+      for (int v_ = 0; v_ < 4; ++v_) racc173[v_] = int32_t(0);
+      #pragma unroll
+      for (int s174 = 0; s174 < 4; ++s174) {
+        racc173[s174 % 4] = int32_t(uint32_t(racc173[s174 % 4]) + uint32_t(v170[s174]));
+      }
+      racc173[0] = int32_t(uint32_t(racc173[0]) + uint32_t(racc173[2]));
+      racc173[1] = int32_t(uint32_t(racc173[1]) + uint32_t(racc173[3]));
+      racc173[0] = int32_t(uint32_t(racc173[0]) + uint32_t(racc173[1]));
+      racc173[0] = int32_t(uint32_t(racc173[0]) + uint32_t(tsr::shfl_xor(racc173[0], 16)));
+      racc173[0] = int32_t(uint32_t(racc173[0]) + uint32_t(tsr::shfl_xor(racc173[0], 8)));
+      racc173[0] = int32_t(uint32_t(racc173[0]) + uint32_t(tsr::shfl_xor(racc173[0], 4)));
+      racc173[0] = int32_t(uint32_t(racc173[0]) + uint32_t(tsr::shfl_xor(racc173[0], 2)));
+      racc173[0] = int32_t(uint32_t(racc173[0]) + uint32_t(tsr::shfl_xor(racc173[0], 1)));
+      __shared__ int32_t tsr_red175_mem[32];
+      int32_t* const tsr_red175 = tsr_red175_mem + tsr_red175_at;
+      tsr_red175_at ^= 16;
+      if ((tsr_tid & 31) == 0) {
+        tsr_red175[(tsr_tid >> 5) * 1 + 0] = racc173[0];
+      }
+      __syncthreads();
+      racc173[0] = tsr_red175[(tsr_tid & 15) * 1 + 0];
+      racc173[0] = int32_t(uint32_t(racc173[0]) + uint32_t(tsr::shfl_xor(racc173[0], 8)));
+      racc173[0] = int32_t(uint32_t(racc173[0]) + uint32_t(tsr::shfl_xor(racc173[0], 4)));
+      racc173[0] = int32_t(uint32_t(racc173[0]) + uint32_t(tsr::shfl_xor(racc173[0], 2)));
+      racc173[0] = int32_t(uint32_t(racc173[0]) + uint32_t(tsr::shfl_xor(racc173[0], 1)));
+      v172 = racc173[0];
+      // %112 = where %104, %49, %41 : tile<i32, [2048]>
+      int32_t v176[4];
+      #pragma unroll
+      for (int s177 = 0; s177 < 4; ++s177) {
+        v176[s177] = (v156[s177] ? c52[s177] : v36[s177]);
+      }
+      // %113 = reduce %112 {axis = 0, kind = "sum"} : i32
+      int32_t v178;
+      int32_t racc179[4];
+      #pragma unroll
+      for (int v_ = 0; v_ < 4; ++v_) racc179[v_] = int32_t(0);
+      #pragma unroll
+      for (int s180 = 0; s180 < 4; ++s180) {
+        racc179[s180 % 4] = int32_t(uint32_t(racc179[s180 % 4]) + uint32_t(v176[s180]));
+      }
+      racc179[0] = int32_t(uint32_t(racc179[0]) + uint32_t(racc179[2]));
+      racc179[1] = int32_t(uint32_t(racc179[1]) + uint32_t(racc179[3]));
+      racc179[0] = int32_t(uint32_t(racc179[0]) + uint32_t(racc179[1]));
+      racc179[0] = int32_t(uint32_t(racc179[0]) + uint32_t(tsr::shfl_xor(racc179[0], 16)));
+      racc179[0] = int32_t(uint32_t(racc179[0]) + uint32_t(tsr::shfl_xor(racc179[0], 8)));
+      racc179[0] = int32_t(uint32_t(racc179[0]) + uint32_t(tsr::shfl_xor(racc179[0], 4)));
+      racc179[0] = int32_t(uint32_t(racc179[0]) + uint32_t(tsr::shfl_xor(racc179[0], 2)));
+      racc179[0] = int32_t(uint32_t(racc179[0]) + uint32_t(tsr::shfl_xor(racc179[0], 1)));
+      __shared__ int32_t tsr_red181_mem[32];
+      int32_t* const tsr_red181 = tsr_red181_mem + tsr_red181_at;
+      tsr_red181_at ^= 16;
+      if ((tsr_tid & 31) == 0) {
+        tsr_red181[(tsr_tid >> 5) * 1 + 0] = racc179[0];
+      }
+      __syncthreads();
+      racc179[0] = tsr_red181[(tsr_tid & 15) * 1 + 0];
+      racc179[0] = int32_t(uint32_t(racc179[0]) + uint32_t(tsr::shfl_xor(racc179[0], 8)));
+      racc179[0] = int32_t(uint32_t(racc179[0]) + uint32_t(tsr::shfl_xor(racc179[0], 4)));
+      racc179[0] = int32_t(uint32_t(racc179[0]) + uint32_t(tsr::shfl_xor(racc179[0], 2)));
+      racc179[0] = int32_t(uint32_t(racc179[0]) + uint32_t(tsr::shfl_xor(racc179[0], 1)));
+      v178 = racc179[0];
+      // %114 = sub %26, %113 : i32
+      const int32_t v182 = int32_t(uint32_t(c20) - uint32_t(v178));
+      // %115 = cast %106 : u32
+      const uint32_t v183 = uint32_t(v160);
+      // %116 = shl %115, %40 : u32
+      const uint32_t v184 = tsr::ishl<uint32_t>(v183, v35);
+      // %117 = or %25, %116 : u32
+      const uint32_t v185 = uint32_t(c19 | v184);
+      // %118 = cmp %111, %114 {pred = "ne"} : i1
+      const uint8_t v186 = uint8_t(v172 != v182);
+      // yield %117, %114, %40, %118
+      v24 = v185;
+      v25 = v182;
+      v26 = v35;
+      v27 = v186;
+    } else {
+      // yield %25, %26, %27, %28
+      v24 = c19;
+      v25 = c20;
+      v26 = c21;
+      v27 = c22;
+    }
+    // yield %29, %30, %31, %32
+    c19 = v24;
+    c20 = v25;
+    c21 = v26;
+    c22 = v27;
   }
-  // for %16, %10, %4 {...}
-  for (int64_t iv18_ = v15; v3 > 0 && iv18_ < v9; iv18_ += v3) {
-    const int32_t iv18 = int32_t(iv18_);
-    // async_copy %9, %x, %18, %1, %18
-    if (!(true && int64_t(iv18) >= 0 && int64_t(iv18) < 4LL)) __trap();  // slot index out of range
+  // %119 = shr %20, %22 : u32
+  const uint32_t v187 = tsr::ishr<uint32_t>(c19, c21);
+  // for %18, %10, %4 {...}
+  for (int64_t iv188_ = v17; v3 > 0 && iv188_ < v9; iv188_ += v3) {
+    const int32_t iv188 = int32_t(iv188_);
+    // async_copy %9, %x, %120, %1, %120
+    if (!(true && int64_t(iv188) >= 0 && int64_t(iv188) < 4LL)) __trap();  // slot index out of range
     {
-      float* const dst19 = buf8 + ((0LL) * 4LL + int64_t(iv18)) * 8192LL;
+      float* const dst189 = buf8 + ((0LL) * 4LL + int64_t(iv188)) * 8192LL;
       __syncthreads();
       {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
-        const int64_t o20 = int64_t(v0) * 1LL;
-        const int64_t o21 = int64_t(iv18) * 8192LL;
-        for (int64_t q22 = tsr_tid; q22 < 2048LL; q22 += tsr_nthreads) {
-          const int64_t gc24 = o21 + (q22 % 2048LL) * 4LL;
-          const int64_t nv25 = (true && (o20 + 0) >= 0 && (o20 + 0) < int64_t(tsr_dim_M) && gc24 >= 0) ? int64_t(tsr_dim_N) - gc24 : 0LL;  // elements in bounds (<= 0: none)
-          tsr::struct_copy_chunk(dst19 + q22 * 4LL, nv25 > 0 ? tsr_p0 + ((o20 + 0) * tsr_p0_s0 + gc24 * tsr_p0_s1) : tsr_p0, nv25, tsr_p0_s1);
+        const int64_t o190 = int64_t(v0) * 1LL;
+        const int64_t o191 = int64_t(iv188) * 8192LL;
+        for (int64_t q192 = tsr_tid; q192 < 2048LL; q192 += tsr_nthreads) {
+          const int64_t gc194 = o191 + (q192 % 2048LL) * 4LL;
+          const int64_t nv195 = (true && (o190 + 0) >= 0 && (o190 + 0) < int64_t(tsr_dim_M) && gc194 >= 0) ? int64_t(tsr_dim_N) - gc194 : 0LL;  // elements in bounds (<= 0: none)
+          tsr::struct_copy_chunk(dst189 + q192 * 4LL, nv195 > 0 ? tsr_p0 + ((o190 + 0) * tsr_p0_s0 + gc194 * tsr_p0_s1) : tsr_p0, nv195, tsr_p0_s1);
         }
       }
       tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
     }
     // yield
   }
-  // %19 = const {value = 2147483647} : u32
-  const uint32_t v26 = uint32_t(2147483647LL);
-  // %20 = const {value = 31} : u32
-  const uint32_t v27 = uint32_t(31LL);
-  // %21 = sub %7, %4 : i32
-  const int32_t v28 = int32_t(uint32_t(v6) - uint32_t(v3));
-  // %22 = const {value = 21} : u32
-  const uint32_t v29 = uint32_t(21LL);
-  // %23 = const {value = 2047} : u32
-  const uint32_t v30 = uint32_t(2047LL);
-  // %24 = for %16, %13, %4, %17 : tile<i32, [2048]> {...}
-  int32_t c31[4];
-  #pragma unroll
-  for (int s32 = 0; s32 < 4; ++s32) {
-    c31[s32] = v16[s32];
-  }
-  for (int64_t iv33_ = v15; v3 > 0 && iv33_ < v12; iv33_ += v3) {
-    const int32_t iv33 = int32_t(iv33_);
+  // %121 = const {value = 2147483647} : u32
+  const uint32_t v196 = uint32_t(2147483647LL);
+  // %122 = const {value = 31} : u32
+  const uint32_t v197 = uint32_t(31LL);
+  // %123 = sub %7, %4 : i32
+  const int32_t v198 = int32_t(uint32_t(v6) - uint32_t(v3));
+  // %124, %125 = for %18, %13, %4, %18, %18 : i32, i32 {...}
+  int32_t c199;
+  c199 = v17;
+  int32_t c200;
+  c200 = v17;
+  for (int64_t iv201_ = v17; v3 > 0 && iv201_ < v12; iv201_ += v3) {
+    const int32_t iv201 = int32_t(iv201_);
     // async_wait
     tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible
     __syncthreads();
-    // %27 = rem %25, %10 : i32
-    const int32_t v34 = tsr::irem<int32_t>(iv33, v9);
-    // %28 = mul %27, %10 : i32
-    const int32_t v35 = int32_t(uint32_t(v34) * uint32_t(v9));
-    // %29 = add %25, %4 : i32
-    const int32_t v36 = int32_t(uint32_t(iv33) + uint32_t(v3));
-    // %30 = cmp %29, %13 {pred = "lt"} : i1
-    const uint8_t v37 = uint8_t(v36 < v12);
-    // if %30 {...}
-    if (v37) {
-      // %31 = mul %29, %10 : i32
-      const int32_t v38 = int32_t(uint32_t(v36) * uint32_t(v9));
-      // %32 = sub %10, %28 : i32
-      const int32_t v39 = int32_t(uint32_t(v9) - uint32_t(v35));
-      // for %16, %10, %4 {...}
-      for (int64_t iv40_ = v15; v3 > 0 && iv40_ < v9; iv40_ += v3) {
-        const int32_t iv40 = int32_t(iv40_);
-        // %34 = add %31, %33 : i32
-        const int32_t v41 = int32_t(uint32_t(v38) + uint32_t(iv40));
-        // %35 = add %32, %33 : i32
-        const int32_t v42 = int32_t(uint32_t(v39) + uint32_t(iv40));
-        // async_copy %9, %x, %35, %1, %34
-        if (!(true && int64_t(v42) >= 0 && int64_t(v42) < 4LL)) __trap();  // slot index out of range
+    // %129 = rem %126, %10 : i32
+    const int32_t v202 = tsr::irem<int32_t>(iv201, v9);
+    // %130 = mul %129, %10 : i32
+    const int32_t v203 = int32_t(uint32_t(v202) * uint32_t(v9));
+    // %131 = add %126, %4 : i32
+    const int32_t v204 = int32_t(uint32_t(iv201) + uint32_t(v3));
+    // %132 = cmp %131, %13 {pred = "lt"} : i1
+    const uint8_t v205 = uint8_t(v204 < v12);
+    // if %132 {...}
+    if (v205) {
+      // %133 = mul %131, %10 : i32
+      const int32_t v206 = int32_t(uint32_t(v204) * uint32_t(v9));
+      // %134 = sub %10, %130 : i32
+      const int32_t v207 = int32_t(uint32_t(v9) - uint32_t(v203));
+      // for %18, %10, %4 {...}
+      for (int64_t iv208_ = v17; v3 > 0 && iv208_ < v9; iv208_ += v3) {
+        const int32_t iv208 = int32_t(iv208_);
+        // %136 = add %133, %135 : i32
+        const int32_t v209 = int32_t(uint32_t(v206) + uint32_t(iv208));
+        // %137 = add %134, %135 : i32
+        const int32_t v210 = int32_t(uint32_t(v207) + uint32_t(iv208));
+        // async_copy %9, %x, %137, %1, %136
+        if (!(true && int64_t(v210) >= 0 && int64_t(v210) < 4LL)) __trap();  // slot index out of range
         {
-          float* const dst43 = buf8 + ((0LL) * 4LL + int64_t(v42)) * 8192LL;
+          float* const dst211 = buf8 + ((0LL) * 4LL + int64_t(v210)) * 8192LL;
           __syncthreads();
           {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
-            const int64_t o44 = int64_t(v0) * 1LL;
-            const int64_t o45 = int64_t(v41) * 8192LL;
-            for (int64_t q46 = tsr_tid; q46 < 2048LL; q46 += tsr_nthreads) {
-              const int64_t gc48 = o45 + (q46 % 2048LL) * 4LL;
-              const int64_t nv49 = (true && (o44 + 0) >= 0 && (o44 + 0) < int64_t(tsr_dim_M) && gc48 >= 0) ? int64_t(tsr_dim_N) - gc48 : 0LL;  // elements in bounds (<= 0: none)
-              tsr::struct_copy_chunk(dst43 + q46 * 4LL, nv49 > 0 ? tsr_p0 + ((o44 + 0) * tsr_p0_s0 + gc48 * tsr_p0_s1) : tsr_p0, nv49, tsr_p0_s1);
+            const int64_t o212 = int64_t(v0) * 1LL;
+            const int64_t o213 = int64_t(v209) * 8192LL;
+            for (int64_t q214 = tsr_tid; q214 < 2048LL; q214 += tsr_nthreads) {
+              const int64_t gc216 = o213 + (q214 % 2048LL) * 4LL;
+              const int64_t nv217 = (true && (o212 + 0) >= 0 && (o212 + 0) < int64_t(tsr_dim_M) && gc216 >= 0) ? int64_t(tsr_dim_N) - gc216 : 0LL;  // elements in bounds (<= 0: none)
+              tsr::struct_copy_chunk(dst211 + q214 * 4LL, nv217 > 0 ? tsr_p0 + ((o212 + 0) * tsr_p0_s0 + gc216 * tsr_p0_s1) : tsr_p0, nv217, tsr_p0_s1);
             }
           }
           tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
@@ -150,1965 +701,505 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
     } else {
       // yield
     }
-    // %36 = mul %25, %10 : i32
-    const int32_t v50 = int32_t(uint32_t(iv33) * uint32_t(v9));
-    // %37 = sub %7, %36 : i32
-    const int32_t v51 = int32_t(uint32_t(v6) - uint32_t(v50));
-    // %38 = min %10, %37 : i32
-    const int32_t v52 = tsr::imin<int32_t>(v9, v51);
-    // %39 = for %16, %38, %4, %26 : tile<i32, [2048]> {...}
-    int32_t c53[4];
-    #pragma unroll
-    for (int s54 = 0; s54 < 4; ++s54) {
-      c53[s54] = c31[s54];
-    }
-    for (int64_t iv55_ = v15; v3 > 0 && iv55_ < v52; iv55_ += v3) {
-      const int32_t iv55 = int32_t(iv55_);
-      // %42 = add %36, %40 : i32
-      const int32_t v56 = int32_t(uint32_t(v50) + uint32_t(iv55));
-      // %43 = add %28, %40 : i32
-      const int32_t v57 = int32_t(uint32_t(v35) + uint32_t(iv55));
-      // %44 = buffer_read %9, %43 : tile<f32, [1, 8192]>
-      if (!(true && int64_t(v57) >= 0 && int64_t(v57) < 4LL)) __trap();  // slot index out of range
-      const float* const src58 = buf8 + ((0LL) * 4LL + int64_t(v57)) * 8192LL;
-      float v59[16];
+    // %138 = mul %126, %10 : i32
+    const int32_t v218 = int32_t(uint32_t(iv201) * uint32_t(v9));
+    // %139 = sub %7, %138 : i32
+    const int32_t v219 = int32_t(uint32_t(v6) - uint32_t(v218));
+    // %140 = min %10, %139 : i32
+    const int32_t v220 = tsr::imin<int32_t>(v9, v219);
+    // %141, %142 = for %18, %140, %4, %127, %128 : i32, i32 {...}
+    int32_t c221;
+    c221 = c199;
+    int32_t c222;
+    c222 = c200;
+    for (int64_t iv223_ = v17; v3 > 0 && iv223_ < v220; iv223_ += v3) {
+      const int32_t iv223 = int32_t(iv223_);
+      // %146 = add %138, %143 : i32
+      const int32_t v224 = int32_t(uint32_t(v218) + uint32_t(iv223));
+      // %147 = add %130, %143 : i32
+      const int32_t v225 = int32_t(uint32_t(v203) + uint32_t(iv223));
+      // %148 = buffer_read %9, %147 : tile<f32, [1, 8192]>
+      if (!(true && int64_t(v225) >= 0 && int64_t(v225) < 4LL)) __trap();  // slot index out of range
+      const float* const src226 = buf8 + ((0LL) * 4LL + int64_t(v225)) * 8192LL;
+      float v227[16];
       #pragma unroll
-      for (int c60 = 0; c60 < 2; ++c60) {
+      for (int c228 = 0; c228 < 2; ++c228) {
         float v_[8];
-        tsr::copy_vec<float, 8>(v_, src58 + c60 * 4096 + tsr_tid * 8);
+        tsr::copy_vec<float, 8>(v_, src226 + c228 * 4096 + tsr_tid * 8);
         #pragma unroll
-        for (int l_ = 0; l_ < 8; ++l_) v59[c60 * 8 + l_] = v_[l_];
+        for (int l_ = 0; l_ < 8; ++l_) v227[c228 * 8 + l_] = v_[l_];
       }
-      // %45 = reshape %44 : tile<f32, [8192]>
-      float v61[16];
+      // %149 = reshape %148 : tile<f32, [8192]>
+      float v229[16];
       #pragma unroll
-      for (int s62 = 0; s62 < 16; ++s62) {
-        v61[s62] = v59[s62];
+      for (int s230 = 0; s230 < 16; ++s230) {
+        v229[s230] = v227[s230];
       }
-      // %46 = bitcast %45 : tile<u32, [8192]>
-      uint32_t v63[16];
+      // %150 = bitcast %149 : tile<u32, [8192]>
+      uint32_t v231[16];
       #pragma unroll
-      for (int s64 = 0; s64 < 16; ++s64) {
-        v63[s64] = uint32_t(tsr::f32_bits(v61[s64]));
+      for (int s232 = 0; s232 < 16; ++s232) {
+        v231[s232] = uint32_t(tsr::f32_bits(v229[s232]));
       }
-      // %47 = splat %19 : tile<u32, [8192]>
-      uint32_t v65[16];
+      // %151 = splat %121 : tile<u32, [8192]>
+      uint32_t v233[16];
       #pragma unroll
-      for (int s66 = 0; s66 < 16; ++s66) {
-        v65[s66] = v26;
+      for (int s234 = 0; s234 < 16; ++s234) {
+        v233[s234] = v196;
       }
-      // %48 = xor %46, %47 : tile<u32, [8192]>
-      uint32_t v67[16];
+      // %152 = xor %150, %151 : tile<u32, [8192]>
+      uint32_t v235[16];
       #pragma unroll
-      for (int s68 = 0; s68 < 16; ++s68) {
-        v67[s68] = uint32_t(v63[s68] ^ v65[s68]);
+      for (int s236 = 0; s236 < 16; ++s236) {
+        v235[s236] = uint32_t(v231[s236] ^ v233[s236]);
       }
-      // %49 = splat %20 : tile<u32, [8192]>
-      uint32_t v69[16];
+      // %153 = splat %122 : tile<u32, [8192]>
+      uint32_t v237[16];
       #pragma unroll
-      for (int s70 = 0; s70 < 16; ++s70) {
-        v69[s70] = v27;
+      for (int s238 = 0; s238 < 16; ++s238) {
+        v237[s238] = v197;
       }
-      // %50 = shr %46, %49 : tile<u32, [8192]>
-      uint32_t v71[16];
+      // %154 = shr %150, %153 : tile<u32, [8192]>
+      uint32_t v239[16];
       #pragma unroll
-      for (int s72 = 0; s72 < 16; ++s72) {
-        v71[s72] = tsr::ishr<uint32_t>(v63[s72], v69[s72]);
+      for (int s240 = 0; s240 < 16; ++s240) {
+        v239[s240] = tsr::ishr<uint32_t>(v231[s240], v237[s240]);
       }
-      // %51 = splat %14 : tile<u32, [8192]>
-      uint32_t v73[16];
+      // %155 = splat %14 : tile<u32, [8192]>
+      uint32_t v241[16];
       #pragma unroll
-      for (int s74 = 0; s74 < 16; ++s74) {
-        v73[s74] = v13;
+      for (int s242 = 0; s242 < 16; ++s242) {
+        v241[s242] = v13;
       }
-      // %52 = cmp %50, %51 {pred = "eq"} : tile<i1, [8192]>
-      uint8_t v75[16];
+      // %156 = cmp %154, %155 {pred = "eq"} : tile<i1, [8192]>
+      uint8_t v243[16];
       #pragma unroll
-      for (int s76 = 0; s76 < 16; ++s76) {
-        v75[s76] = uint8_t(v71[s76] == v73[s76]);
+      for (int s244 = 0; s244 < 16; ++s244) {
+        v243[s244] = uint8_t(v239[s244] == v241[s244]);
       }
-      // %53 = where %52, %48, %46 : tile<u32, [8192]>
-      uint32_t v77[16];
+      // %157 = where %156, %152, %150 : tile<u32, [8192]>
+      uint32_t v245[16];
       #pragma unroll
-      for (int s78 = 0; s78 < 16; ++s78) {
-        v77[s78] = (v75[s78] ? v67[s78] : v63[s78]);
+      for (int s246 = 0; s246 < 16; ++s246) {
+        v245[s246] = (v243[s246] ? v235[s246] : v231[s246]);
       }
-      // %54 = cmp %42, %21 {pred = "eq"} : i1
-      const uint8_t v79 = uint8_t(v56 == v28);
-      // %55 = if %54 : tile<u32, [8192]> {...}
-      uint32_t v80[16];
-      if (v79) {
-        // %56 = mul %42, %3 : i32
-        const int32_t v81 = int32_t(uint32_t(v56) * uint32_t(v2));
-        // %57 = arange : tile<i32, [8192]>
-        int32_t v82[16];
+      // %158 = cmp %146, %123 {pred = "eq"} : i1
+      const uint8_t v247 = uint8_t(v224 == v198);
+      // %159 = if %158 : tile<u32, [8192]> {...}
+      uint32_t v248[16];
+      if (v247) {
+        // %160 = mul %146, %3 : i32
+        const int32_t v249 = int32_t(uint32_t(v224) * uint32_t(v2));
+        // %161 = arange : tile<i32, [8192]>
+        int32_t v250[16];
         #pragma unroll
-        for (int s83 = 0; s83 < 16; ++s83) {
-          v82[s83] = int32_t(0 + ((s83 / 8) * 4096 + tsr_tid * 8 + (s83 % 8)));
+        for (int s251 = 0; s251 < 16; ++s251) {
+          v250[s251] = int32_t(0 + ((s251 / 8) * 4096 + tsr_tid * 8 + (s251 % 8)));
         }
-        // %58 = splat %56 : tile<i32, [8192]>
-        int32_t v84[16];
+        // %162 = splat %160 : tile<i32, [8192]>
+        int32_t v252[16];
         #pragma unroll
-        for (int s85 = 0; s85 < 16; ++s85) {
-          v84[s85] = v81;
+        for (int s253 = 0; s253 < 16; ++s253) {
+          v252[s253] = v249;
         }
-        // %59 = add %57, %58 : tile<i32, [8192]>
-        int32_t v86[16];
+        // %163 = add %161, %162 : tile<i32, [8192]>
+        int32_t v254[16];
         #pragma unroll
-        for (int s87 = 0; s87 < 16; ++s87) {
-          v86[s87] = int32_t(uint32_t(v82[s87]) + uint32_t(v84[s87]));
+        for (int s255 = 0; s255 < 16; ++s255) {
+          v254[s255] = int32_t(uint32_t(v250[s255]) + uint32_t(v252[s255]));
         }
-        // %60 = splat %2 : tile<i32, [8192]>
-        int32_t v88[16];
+        // %164 = splat %2 : tile<i32, [8192]>
+        int32_t v256[16];
         #pragma unroll
-        for (int s89 = 0; s89 < 16; ++s89) {
-          v88[s89] = v1;
+        for (int s257 = 0; s257 < 16; ++s257) {
+          v256[s257] = v1;
         }
-        // %61 = cmp %59, %60 {pred = "lt"} : tile<i1, [8192]>
-        uint8_t v90[16];
+        // %165 = cmp %163, %164 {pred = "lt"} : tile<i1, [8192]>
+        uint8_t v258[16];
         #pragma unroll
-        for (int s91 = 0; s91 < 16; ++s91) {
-          v90[s91] = uint8_t(v86[s91] < v88[s91]);
+        for (int s259 = 0; s259 < 16; ++s259) {
+          v258[s259] = uint8_t(v254[s259] < v256[s259]);
         }
-        // %62 = splat %8 : tile<u32, [8192]>
-        uint32_t v92[16];
+        // %166 = splat %8 : tile<u32, [8192]>
+        uint32_t v260[16];
         #pragma unroll
-        for (int s93 = 0; s93 < 16; ++s93) {
-          v92[s93] = v7;
+        for (int s261 = 0; s261 < 16; ++s261) {
+          v260[s261] = v7;
         }
-        // %63 = where %61, %53, %62 : tile<u32, [8192]>
-        uint32_t v94[16];
+        // %167 = where %165, %157, %166 : tile<u32, [8192]>
+        uint32_t v262[16];
         #pragma unroll
-        for (int s95 = 0; s95 < 16; ++s95) {
-          v94[s95] = (v90[s95] ? v77[s95] : v92[s95]);
+        for (int s263 = 0; s263 < 16; ++s263) {
+          v262[s263] = (v258[s263] ? v245[s263] : v260[s263]);
         }
-        // yield %63
-        #pragma unroll
-        for (int s96 = 0; s96 < 16; ++s96) {
-          v80[s96] = v94[s96];
-        }
-      } else {
-        // yield %53
-        #pragma unroll
-        for (int s97 = 0; s97 < 16; ++s97) {
-          v80[s97] = v77[s97];
-        }
-      }
-      // %64 = splat %22 : tile<u32, [8192]>
-      uint32_t v98[16];
-      #pragma unroll
-      for (int s99 = 0; s99 < 16; ++s99) {
-        v98[s99] = v29;
-      }
-      // %65 = shr %55, %64 : tile<u32, [8192]>
-      uint32_t v100[16];
-      #pragma unroll
-      for (int s101 = 0; s101 < 16; ++s101) {
-        v100[s101] = tsr::ishr<uint32_t>(v80[s101], v98[s101]);
-      }
-      // %66 = splat %23 : tile<u32, [8192]>
-      uint32_t v102[16];
-      #pragma unroll
-      for (int s103 = 0; s103 < 16; ++s103) {
-        v102[s103] = v30;
-      }
-      // %67 = and %65, %66 : tile<u32, [8192]>
-      uint32_t v104[16];
-      #pragma unroll
-      for (int s105 = 0; s105 < 16; ++s105) {
-        v104[s105] = uint32_t(v100[s105] & v102[s105]);
-      }
-      // %68 = cast %67 : tile<i32, [8192]>
-      int32_t v106[16];
-      #pragma unroll
-      for (int s107 = 0; s107 < 16; ++s107) {
-        v106[s107] = int32_t(v104[s107]);
-      }
-      // %69 = histogram %68 : tile<i32, [2048]>
-      int32_t v108[4];
-      __syncthreads();
-      for (int b_ = tsr_tid; b_ < 2048; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
-      __syncthreads();
-      #pragma unroll
-      for (int s109 = 0; s109 < 16; ++s109) {
-        tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v106[s109]), (int)(2048));
-      }
-      __syncthreads();
-      #pragma unroll
-      for (int s110 = 0; s110 < 4; ++s110) {
-        const int e111 = ((s110 / 4) * 2048 + tsr_tid * 4 + (s110 % 4));
-        v108[s110] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e111]);
-      }
-      // %70 = add %41, %69 : tile<i32, [2048]>
-      int32_t v112[4];
-      #pragma unroll
-      for (int s113 = 0; s113 < 4; ++s113) {
-        v112[s113] = int32_t(uint32_t(c53[s113]) + uint32_t(v108[s113]));
-      }
-      // yield %70
-      #pragma unroll
-      for (int s114 = 0; s114 < 4; ++s114) {
-        c53[s114] = v112[s114];
-      }
-    }
-    // yield %39
-    #pragma unroll
-    for (int s115 = 0; s115 < 4; ++s115) {
-      c31[s115] = c53[s115];
-    }
-  }
-  // %71 = scan %24 {axis = 0, kind = "sum"} : tile<i32, [2048]>
-  int32_t v116[4];
-  uint32_t run117 = uint32_t(0);
-  uint32_t acc118_0 = uint32_t(0);
-  acc118_0 += uint32_t(c31[0]); v116[0] = int32_t(acc118_0);
-  acc118_0 += uint32_t(c31[1]); v116[1] = int32_t(acc118_0);
-  acc118_0 += uint32_t(c31[2]); v116[2] = int32_t(acc118_0);
-  acc118_0 += uint32_t(c31[3]); v116[3] = int32_t(acc118_0);
-  __syncthreads();
-  uint32_t tot120_0;
-  const uint32_t off119_0 = run117 + tsr::block_exclusive_sum<16>(acc118_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot120_0);
-  v116[0] = int32_t(uint32_t(v116[0]) + off119_0);
-  v116[1] = int32_t(uint32_t(v116[1]) + off119_0);
-  v116[2] = int32_t(uint32_t(v116[2]) + off119_0);
-  v116[3] = int32_t(uint32_t(v116[3]) + off119_0);
-  run117 += tot120_0;
-  // %72 = splat %15 : tile<i32, [2048]>
-  int32_t v121[4];
-  #pragma unroll
-  for (int s122 = 0; s122 < 4; ++s122) {
-    v121[s122] = v14;
-  }
-  // %73 = cmp %71, %72 {pred = "lt"} : tile<i1, [2048]>
-  uint8_t v123[4];
-  #pragma unroll
-  for (int s124 = 0; s124 < 4; ++s124) {
-    v123[s124] = uint8_t(v116[s124] < v121[s124]);
-  }
-  // %74 = cast %73 : tile<i32, [2048]>
-  int32_t v125[4];
-  #pragma unroll
-  for (int s126 = 0; s126 < 4; ++s126) {
-    v125[s126] = int32_t(v123[s126]);
-  }
-  // %75 = reduce %74 {axis = 0, kind = "sum"} : i32
-  int32_t v127;
-  int32_t racc128[4];
-  #pragma unroll
-  for (int v_ = 0; v_ < 4; ++v_) racc128[v_] = int32_t(0);
-  #pragma unroll
-  for (int s129 = 0; s129 < 4; ++s129) {
-    racc128[s129 % 4] = int32_t(uint32_t(racc128[s129 % 4]) + uint32_t(v125[s129]));
-  }
-  racc128[0] = int32_t(uint32_t(racc128[0]) + uint32_t(racc128[2]));
-  racc128[1] = int32_t(uint32_t(racc128[1]) + uint32_t(racc128[3]));
-  racc128[0] = int32_t(uint32_t(racc128[0]) + uint32_t(racc128[1]));
-  racc128[0] = int32_t(uint32_t(racc128[0]) + uint32_t(tsr::shfl_xor(racc128[0], 16)));
-  racc128[0] = int32_t(uint32_t(racc128[0]) + uint32_t(tsr::shfl_xor(racc128[0], 8)));
-  racc128[0] = int32_t(uint32_t(racc128[0]) + uint32_t(tsr::shfl_xor(racc128[0], 4)));
-  racc128[0] = int32_t(uint32_t(racc128[0]) + uint32_t(tsr::shfl_xor(racc128[0], 2)));
-  racc128[0] = int32_t(uint32_t(racc128[0]) + uint32_t(tsr::shfl_xor(racc128[0], 1)));
-  __shared__ int32_t tsr_red130_mem[16];
-  int32_t* const tsr_red130 = tsr_red130_mem;
-  if ((tsr_tid & 31) == 0) {
-    tsr_red130[(tsr_tid >> 5) * 1 + 0] = racc128[0];
-  }
-  __syncthreads();
-  racc128[0] = tsr_red130[(tsr_tid & 15) * 1 + 0];
-  racc128[0] = int32_t(uint32_t(racc128[0]) + uint32_t(tsr::shfl_xor(racc128[0], 8)));
-  racc128[0] = int32_t(uint32_t(racc128[0]) + uint32_t(tsr::shfl_xor(racc128[0], 4)));
-  racc128[0] = int32_t(uint32_t(racc128[0]) + uint32_t(tsr::shfl_xor(racc128[0], 2)));
-  racc128[0] = int32_t(uint32_t(racc128[0]) + uint32_t(tsr::shfl_xor(racc128[0], 1)));
-  v127 = racc128[0];
-  // %76 = arange : tile<i32, [2048]>
-  int32_t v131[4];
-  #pragma unroll
-  for (int s132 = 0; s132 < 4; ++s132) {
-    v131[s132] = int32_t(0 + ((s132 / 4) * 2048 + tsr_tid * 4 + (s132 % 4)));
-  }
-  // %77 = splat %75 : tile<i32, [2048]>
-  int32_t v133[4];
-  #pragma unroll
-  for (int s134 = 0; s134 < 4; ++s134) {
-    v133[s134] = v127;
-  }
-  // %78 = cmp %76, %77 {pred = "eq"} : tile<i1, [2048]>
-  uint8_t v135[4];
-  #pragma unroll
-  for (int s136 = 0; s136 < 4; ++s136) {
-    v135[s136] = uint8_t(v131[s136] == v133[s136]);
-  }
-  // %79 = where %78, %24, %17 : tile<i32, [2048]>
-  int32_t v137[4];
-  #pragma unroll
-  for (int s138 = 0; s138 < 4; ++s138) {
-    v137[s138] = (v135[s138] ? c31[s138] : v16[s138]);
-  }
-  // %80 = reduce %79 {axis = 0, kind = "sum"} : i32
-  int32_t v139;
-  int32_t racc140[4];
-  #pragma unroll
-  for (int v_ = 0; v_ < 4; ++v_) racc140[v_] = int32_t(0);
-  #pragma unroll
-  for (int s141 = 0; s141 < 4; ++s141) {
-    racc140[s141 % 4] = int32_t(uint32_t(racc140[s141 % 4]) + uint32_t(v137[s141]));
-  }
-  racc140[0] = int32_t(uint32_t(racc140[0]) + uint32_t(racc140[2]));
-  racc140[1] = int32_t(uint32_t(racc140[1]) + uint32_t(racc140[3]));
-  racc140[0] = int32_t(uint32_t(racc140[0]) + uint32_t(racc140[1]));
-  racc140[0] = int32_t(uint32_t(racc140[0]) + uint32_t(tsr::shfl_xor(racc140[0], 16)));
-  racc140[0] = int32_t(uint32_t(racc140[0]) + uint32_t(tsr::shfl_xor(racc140[0], 8)));
-  racc140[0] = int32_t(uint32_t(racc140[0]) + uint32_t(tsr::shfl_xor(racc140[0], 4)));
-  racc140[0] = int32_t(uint32_t(racc140[0]) + uint32_t(tsr::shfl_xor(racc140[0], 2)));
-  racc140[0] = int32_t(uint32_t(racc140[0]) + uint32_t(tsr::shfl_xor(racc140[0], 1)));
-  __shared__ int32_t tsr_red142_mem[16];
-  int32_t* const tsr_red142 = tsr_red142_mem;
-  if ((tsr_tid & 31) == 0) {
-    tsr_red142[(tsr_tid >> 5) * 1 + 0] = racc140[0];
-  }
-  __syncthreads();
-  racc140[0] = tsr_red142[(tsr_tid & 15) * 1 + 0];
-  racc140[0] = int32_t(uint32_t(racc140[0]) + uint32_t(tsr::shfl_xor(racc140[0], 8)));
-  racc140[0] = int32_t(uint32_t(racc140[0]) + uint32_t(tsr::shfl_xor(racc140[0], 4)));
-  racc140[0] = int32_t(uint32_t(racc140[0]) + uint32_t(tsr::shfl_xor(racc140[0], 2)));
-  racc140[0] = int32_t(uint32_t(racc140[0]) + uint32_t(tsr::shfl_xor(racc140[0], 1)));
-  v139 = racc140[0];
-  // %81 = where %73, %24, %17 : tile<i32, [2048]>
-  int32_t v143[4];
-  #pragma unroll
-  for (int s144 = 0; s144 < 4; ++s144) {
-    v143[s144] = (v123[s144] ? c31[s144] : v16[s144]);
-  }
-  // %82 = reduce %81 {axis = 0, kind = "sum"} : i32
-  int32_t v145;
-  int32_t racc146[4];
-  #pragma unroll
-  for (int v_ = 0; v_ < 4; ++v_) racc146[v_] = int32_t(0);
-  #pragma unroll
-  for (int s147 = 0; s147 < 4; ++s147) {
-    racc146[s147 % 4] = int32_t(uint32_t(racc146[s147 % 4]) + uint32_t(v143[s147]));
-  }
-  racc146[0] = int32_t(uint32_t(racc146[0]) + uint32_t(racc146[2]));
-  racc146[1] = int32_t(uint32_t(racc146[1]) + uint32_t(racc146[3]));
-  racc146[0] = int32_t(uint32_t(racc146[0]) + uint32_t(racc146[1]));
-  racc146[0] = int32_t(uint32_t(racc146[0]) + uint32_t(tsr::shfl_xor(racc146[0], 16)));
-  racc146[0] = int32_t(uint32_t(racc146[0]) + uint32_t(tsr::shfl_xor(racc146[0], 8)));
-  racc146[0] = int32_t(uint32_t(racc146[0]) + uint32_t(tsr::shfl_xor(racc146[0], 4)));
-  racc146[0] = int32_t(uint32_t(racc146[0]) + uint32_t(tsr::shfl_xor(racc146[0], 2)));
-  racc146[0] = int32_t(uint32_t(racc146[0]) + uint32_t(tsr::shfl_xor(racc146[0], 1)));
-  __shared__ int32_t tsr_red148_mem[16];
-  int32_t* const tsr_red148 = tsr_red148_mem;
-  if ((tsr_tid & 31) == 0) {
-    tsr_red148[(tsr_tid >> 5) * 1 + 0] = racc146[0];
-  }
-  __syncthreads();
-  racc146[0] = tsr_red148[(tsr_tid & 15) * 1 + 0];
-  racc146[0] = int32_t(uint32_t(racc146[0]) + uint32_t(tsr::shfl_xor(racc146[0], 8)));
-  racc146[0] = int32_t(uint32_t(racc146[0]) + uint32_t(tsr::shfl_xor(racc146[0], 4)));
-  racc146[0] = int32_t(uint32_t(racc146[0]) + uint32_t(tsr::shfl_xor(racc146[0], 2)));
-  racc146[0] = int32_t(uint32_t(racc146[0]) + uint32_t(tsr::shfl_xor(racc146[0], 1)));
-  v145 = racc146[0];
-  // %83 = sub %15, %82 : i32
-  const int32_t v149 = int32_t(uint32_t(v14) - uint32_t(v145));
-  // %84 = cast %75 : u32
-  const uint32_t v150 = uint32_t(v127);
-  // %85 = const {value = 21} : u32
-  const uint32_t v151 = uint32_t(21LL);
-  // %86 = shl %84, %85 : u32
-  const uint32_t v152 = tsr::ishl<uint32_t>(v150, v151);
-  // %87 = or %14, %86 : u32
-  const uint32_t v153 = uint32_t(v13 | v152);
-  // %88 = cmp %80, %83 {pred = "ne"} : i1
-  const uint8_t v154 = uint8_t(v139 != v149);
-  // %89, %90, %91, %92 = if %88 : u32, i32, u32, i1 {...}
-  uint32_t v155;
-  int32_t v156;
-  uint32_t v157;
-  uint8_t v158;
-  if (v154) {
-    // for %16, %10, %4 {...}
-    for (int64_t iv159_ = v15; v3 > 0 && iv159_ < v9; iv159_ += v3) {
-      const int32_t iv159 = int32_t(iv159_);
-      // async_copy %9, %x, %93, %1, %93
-      if (!(true && int64_t(iv159) >= 0 && int64_t(iv159) < 4LL)) __trap();  // slot index out of range
-      {
-        float* const dst160 = buf8 + ((0LL) * 4LL + int64_t(iv159)) * 8192LL;
-        __syncthreads();
-        {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
-          const int64_t o161 = int64_t(v0) * 1LL;
-          const int64_t o162 = int64_t(iv159) * 8192LL;
-          for (int64_t q163 = tsr_tid; q163 < 2048LL; q163 += tsr_nthreads) {
-            const int64_t gc165 = o162 + (q163 % 2048LL) * 4LL;
-            const int64_t nv166 = (true && (o161 + 0) >= 0 && (o161 + 0) < int64_t(tsr_dim_M) && gc165 >= 0) ? int64_t(tsr_dim_N) - gc165 : 0LL;  // elements in bounds (<= 0: none)
-            tsr::struct_copy_chunk(dst160 + q163 * 4LL, nv166 > 0 ? tsr_p0 + ((o161 + 0) * tsr_p0_s0 + gc165 * tsr_p0_s1) : tsr_p0, nv166, tsr_p0_s1);
-          }
-        }
-        tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
-      }
-      // yield
-    }
-    // %94 = const {value = 2147483647} : u32
-    const uint32_t v167 = uint32_t(2147483647LL);
-    // %95 = const {value = 31} : u32
-    const uint32_t v168 = uint32_t(31LL);
-    // %96 = sub %7, %4 : i32
-    const int32_t v169 = int32_t(uint32_t(v6) - uint32_t(v3));
-    // %97 = const {value = 10} : u32
-    const uint32_t v170 = uint32_t(10LL);
-    // %98 = const {value = 2047} : u32
-    const uint32_t v171 = uint32_t(2047LL);
-    // %99 = shr %87, %85 : u32
-    const uint32_t v172 = tsr::ishr<uint32_t>(v153, v151);
-    // %100 = const {value = -1} : i32
-    const int32_t v173 = int32_t(-1LL);
-    // %101 = for %16, %13, %4, %17 : tile<i32, [2048]> {...}
-    int32_t c174[4];
-    #pragma unroll
-    for (int s175 = 0; s175 < 4; ++s175) {
-      c174[s175] = v16[s175];
-    }
-    for (int64_t iv176_ = v15; v3 > 0 && iv176_ < v12; iv176_ += v3) {
-      const int32_t iv176 = int32_t(iv176_);
-      // async_wait
-      tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible
-      __syncthreads();
-      // %104 = rem %102, %10 : i32
-      const int32_t v177 = tsr::irem<int32_t>(iv176, v9);
-      // %105 = mul %104, %10 : i32
-      const int32_t v178 = int32_t(uint32_t(v177) * uint32_t(v9));
-      // %106 = add %102, %4 : i32
-      const int32_t v179 = int32_t(uint32_t(iv176) + uint32_t(v3));
-      // %107 = cmp %106, %13 {pred = "lt"} : i1
-      const uint8_t v180 = uint8_t(v179 < v12);
-      // if %107 {...}
-      if (v180) {
-        // %108 = mul %106, %10 : i32
-        const int32_t v181 = int32_t(uint32_t(v179) * uint32_t(v9));
-        // %109 = sub %10, %105 : i32
-        const int32_t v182 = int32_t(uint32_t(v9) - uint32_t(v178));
-        // for %16, %10, %4 {...}
-        for (int64_t iv183_ = v15; v3 > 0 && iv183_ < v9; iv183_ += v3) {
-          const int32_t iv183 = int32_t(iv183_);
-          // %111 = add %108, %110 : i32
-          const int32_t v184 = int32_t(uint32_t(v181) + uint32_t(iv183));
-          // %112 = add %109, %110 : i32
-          const int32_t v185 = int32_t(uint32_t(v182) + uint32_t(iv183));
-          // async_copy %9, %x, %112, %1, %111
-          if (!(true && int64_t(v185) >= 0 && int64_t(v185) < 4LL)) __trap();  // slot index out of range
-          {
-            float* const dst186 = buf8 + ((0LL) * 4LL + int64_t(v185)) * 8192LL;
-            __syncthreads();
-            {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
-              const int64_t o187 = int64_t(v0) * 1LL;
-              const int64_t o188 = int64_t(v184) * 8192LL;
-              for (int64_t q189 = tsr_tid; q189 < 2048LL; q189 += tsr_nthreads) {
-                const int64_t gc191 = o188 + (q189 % 2048LL) * 4LL;
-                const int64_t nv192 = (true && (o187 + 0) >= 0 && (o187 + 0) < int64_t(tsr_dim_M) && gc191 >= 0) ? int64_t(tsr_dim_N) - gc191 : 0LL;  // elements in bounds (<= 0: none)
-                tsr::struct_copy_chunk(dst186 + q189 * 4LL, nv192 > 0 ? tsr_p0 + ((o187 + 0) * tsr_p0_s0 + gc191 * tsr_p0_s1) : tsr_p0, nv192, tsr_p0_s1);
-              }
-            }
-            tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
-          }
-          // yield
-        }
-        // yield
-      } else {
-        // yield
-      }
-      // %113 = mul %102, %10 : i32
-      const int32_t v193 = int32_t(uint32_t(iv176) * uint32_t(v9));
-      // %114 = sub %7, %113 : i32
-      const int32_t v194 = int32_t(uint32_t(v6) - uint32_t(v193));
-      // %115 = min %10, %114 : i32
-      const int32_t v195 = tsr::imin<int32_t>(v9, v194);
-      // %116 = for %16, %115, %4, %103 : tile<i32, [2048]> {...}
-      int32_t c196[4];
-      #pragma unroll
-      for (int s197 = 0; s197 < 4; ++s197) {
-        c196[s197] = c174[s197];
-      }
-      for (int64_t iv198_ = v15; v3 > 0 && iv198_ < v195; iv198_ += v3) {
-        const int32_t iv198 = int32_t(iv198_);
-        // %119 = add %113, %117 : i32
-        const int32_t v199 = int32_t(uint32_t(v193) + uint32_t(iv198));
-        // %120 = add %105, %117 : i32
-        const int32_t v200 = int32_t(uint32_t(v178) + uint32_t(iv198));
-        // %121 = buffer_read %9, %120 : tile<f32, [1, 8192]>
-        if (!(true && int64_t(v200) >= 0 && int64_t(v200) < 4LL)) __trap();  // slot index out of range
-        const float* const src201 = buf8 + ((0LL) * 4LL + int64_t(v200)) * 8192LL;
-        float v202[16];
-        #pragma unroll
-        for (int c203 = 0; c203 < 2; ++c203) {
-          float v_[8];
-          tsr::copy_vec<float, 8>(v_, src201 + c203 * 4096 + tsr_tid * 8);
-          #pragma unroll
-          for (int l_ = 0; l_ < 8; ++l_) v202[c203 * 8 + l_] = v_[l_];
-        }
-        // %122 = reshape %121 : tile<f32, [8192]>
-        float v204[16];
-        #pragma unroll
-        for (int s205 = 0; s205 < 16; ++s205) {
-          v204[s205] = v202[s205];
-        }
-        // %123 = bitcast %122 : tile<u32, [8192]>
-        uint32_t v206[16];
-        #pragma unroll
-        for (int s207 = 0; s207 < 16; ++s207) {
-          v206[s207] = uint32_t(tsr::f32_bits(v204[s207]));
-        }
-        // %124 = splat %94 : tile<u32, [8192]>
-        uint32_t v208[16];
-        #pragma unroll
-        for (int s209 = 0; s209 < 16; ++s209) {
-          v208[s209] = v167;
-        }
-        // %125 = xor %123, %124 : tile<u32, [8192]>
-        uint32_t v210[16];
-        #pragma unroll
-        for (int s211 = 0; s211 < 16; ++s211) {
-          v210[s211] = uint32_t(v206[s211] ^ v208[s211]);
-        }
-        // %126 = splat %95 : tile<u32, [8192]>
-        uint32_t v212[16];
-        #pragma unroll
-        for (int s213 = 0; s213 < 16; ++s213) {
-          v212[s213] = v168;
-        }
-        // %127 = shr %123, %126 : tile<u32, [8192]>
-        uint32_t v214[16];
-        #pragma unroll
-        for (int s215 = 0; s215 < 16; ++s215) {
-          v214[s215] = tsr::ishr<uint32_t>(v206[s215], v212[s215]);
-        }
-        // %128 = splat %14 : tile<u32, [8192]>
-        uint32_t v216[16];
-        #pragma unroll
-        for (int s217 = 0; s217 < 16; ++s217) {
-          v216[s217] = v13;
-        }
-        // %129 = cmp %127, %128 {pred = "eq"} : tile<i1, [8192]>
-        uint8_t v218[16];
-        #pragma unroll
-        for (int s219 = 0; s219 < 16; ++s219) {
-          v218[s219] = uint8_t(v214[s219] == v216[s219]);
-        }
-        // %130 = where %129, %125, %123 : tile<u32, [8192]>
-        uint32_t v220[16];
-        #pragma unroll
-        for (int s221 = 0; s221 < 16; ++s221) {
-          v220[s221] = (v218[s221] ? v210[s221] : v206[s221]);
-        }
-        // %131 = cmp %119, %96 {pred = "eq"} : i1
-        const uint8_t v222 = uint8_t(v199 == v169);
-        // %132 = if %131 : tile<u32, [8192]> {...}
-        uint32_t v223[16];
-        if (v222) {
-          // %133 = mul %119, %3 : i32
-          const int32_t v224 = int32_t(uint32_t(v199) * uint32_t(v2));
-          // %134 = arange : tile<i32, [8192]>
-          int32_t v225[16];
-          #pragma unroll
-          for (int s226 = 0; s226 < 16; ++s226) {
-            v225[s226] = int32_t(0 + ((s226 / 8) * 4096 + tsr_tid * 8 + (s226 % 8)));
-          }
-          // %135 = splat %133 : tile<i32, [8192]>
-          int32_t v227[16];
-          #pragma unroll
-          for (int s228 = 0; s228 < 16; ++s228) {
-            v227[s228] = v224;
-          }
-          // %136 = add %134, %135 : tile<i32, [8192]>
-          int32_t v229[16];
-          #pragma unroll
-          for (int s230 = 0; s230 < 16; ++s230) {
-            v229[s230] = int32_t(uint32_t(v225[s230]) + uint32_t(v227[s230]));
-          }
-          // %137 = splat %2 : tile<i32, [8192]>
-          int32_t v231[16];
-          #pragma unroll
-          for (int s232 = 0; s232 < 16; ++s232) {
-            v231[s232] = v1;
-          }
-          // %138 = cmp %136, %137 {pred = "lt"} : tile<i1, [8192]>
-          uint8_t v233[16];
-          #pragma unroll
-          for (int s234 = 0; s234 < 16; ++s234) {
-            v233[s234] = uint8_t(v229[s234] < v231[s234]);
-          }
-          // %139 = splat %8 : tile<u32, [8192]>
-          uint32_t v235[16];
-          #pragma unroll
-          for (int s236 = 0; s236 < 16; ++s236) {
-            v235[s236] = v7;
-          }
-          // %140 = where %138, %130, %139 : tile<u32, [8192]>
-          uint32_t v237[16];
-          #pragma unroll
-          for (int s238 = 0; s238 < 16; ++s238) {
-            v237[s238] = (v233[s238] ? v220[s238] : v235[s238]);
-          }
-          // yield %140
-          #pragma unroll
-          for (int s239 = 0; s239 < 16; ++s239) {
-            v223[s239] = v237[s239];
-          }
-        } else {
-          // yield %130
-          #pragma unroll
-          for (int s240 = 0; s240 < 16; ++s240) {
-            v223[s240] = v220[s240];
-          }
-        }
-        // %141 = splat %97 : tile<u32, [8192]>
-        uint32_t v241[16];
-        #pragma unroll
-        for (int s242 = 0; s242 < 16; ++s242) {
-          v241[s242] = v170;
-        }
-        // %142 = shr %132, %141 : tile<u32, [8192]>
-        uint32_t v243[16];
-        #pragma unroll
-        for (int s244 = 0; s244 < 16; ++s244) {
-          v243[s244] = tsr::ishr<uint32_t>(v223[s244], v241[s244]);
-        }
-        // %143 = splat %98 : tile<u32, [8192]>
-        uint32_t v245[16];
-        #pragma unroll
-        for (int s246 = 0; s246 < 16; ++s246) {
-          v245[s246] = v171;
-        }
-        // %144 = and %142, %143 : tile<u32, [8192]>
-        uint32_t v247[16];
-        #pragma unroll
-        for (int s248 = 0; s248 < 16; ++s248) {
-          v247[s248] = uint32_t(v243[s248] & v245[s248]);
-        }
-        // %145 = cast %144 : tile<i32, [8192]>
-        int32_t v249[16];
-        #pragma unroll
-        for (int s250 = 0; s250 < 16; ++s250) {
-          v249[s250] = int32_t(v247[s250]);
-        }
-        // %146 = splat %85 : tile<u32, [8192]>
-        uint32_t v251[16];
-        #pragma unroll
-        for (int s252 = 0; s252 < 16; ++s252) {
-          v251[s252] = v151;
-        }
-        // %147 = shr %132, %146 : tile<u32, [8192]>
-        uint32_t v253[16];
-        #pragma unroll
-        for (int s254 = 0; s254 < 16; ++s254) {
-          v253[s254] = tsr::ishr<uint32_t>(v223[s254], v251[s254]);
-        }
-        // %148 = splat %99 : tile<u32, [8192]>
-        uint32_t v255[16];
-        #pragma unroll
-        for (int s256 = 0; s256 < 16; ++s256) {
-          v255[s256] = v172;
-        }
-        // %149 = cmp %147, %148 {pred = "eq"} : tile<i1, [8192]>
-        uint8_t v257[16];
-        #pragma unroll
-        for (int s258 = 0; s258 < 16; ++s258) {
-          v257[s258] = uint8_t(v253[s258] == v255[s258]);
-        }
-        // %150 = splat %100 : tile<i32, [8192]>
-        int32_t v259[16];
-        #pragma unroll
-        for (int s260 = 0; s260 < 16; ++s260) {
-          v259[s260] = v173;
-        }
-        // %151 = where %149, %145, %150 : tile<i32, [8192]>
-        int32_t v261[16];
-        #pragma unroll
-        for (int s262 = 0; s262 < 16; ++s262) {
-          v261[s262] = (v257[s262] ? v249[s262] : v259[s262]);
-        }
-        // %152 = histogram %151 : tile<i32, [2048]>
-        int32_t v263[4];
-        __syncthreads();
-        for (int b_ = tsr_tid; b_ < 2048; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
-        __syncthreads();
+        // yield %167
         #pragma unroll
         for (int s264 = 0; s264 < 16; ++s264) {
-          tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v261[s264]), (int)(2048));
-        }
-        __syncthreads();
-        #pragma unroll
-        for (int s265 = 0; s265 < 4; ++s265) {
-          const int e266 = ((s265 / 4) * 2048 + tsr_tid * 4 + (s265 % 4));
-          v263[s265] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e266]);
-        }
-        // %153 = add %118, %152 : tile<i32, [2048]>
-        int32_t v267[4];
-        #pragma unroll
-        for (int s268 = 0; s268 < 4; ++s268) {
-          v267[s268] = int32_t(uint32_t(c196[s268]) + uint32_t(v263[s268]));
-        }
-        // yield %153
-        #pragma unroll
-        for (int s269 = 0; s269 < 4; ++s269) {
-          c196[s269] = v267[s269];
-        }
-      }
-      // yield %116
-      #pragma unroll
-      for (int s270 = 0; s270 < 4; ++s270) {
-        c174[s270] = c196[s270];
-      }
-    }
-    // %154 = scan %101 {axis = 0, kind = "sum"} : tile<i32, [2048]>
-    int32_t v271[4];
-    uint32_t run272 = uint32_t(0);
-    uint32_t acc273_0 = uint32_t(0);
-    acc273_0 += uint32_t(c174[0]); v271[0] = int32_t(acc273_0);
-    acc273_0 += uint32_t(c174[1]); v271[1] = int32_t(acc273_0);
-    acc273_0 += uint32_t(c174[2]); v271[2] = int32_t(acc273_0);
-    acc273_0 += uint32_t(c174[3]); v271[3] = int32_t(acc273_0);
-    __syncthreads();
-    uint32_t tot275_0;
-    const uint32_t off274_0 = run272 + tsr::block_exclusive_sum<16>(acc273_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot275_0);
-    v271[0] = int32_t(uint32_t(v271[0]) + off274_0);
-    v271[1] = int32_t(uint32_t(v271[1]) + off274_0);
-    v271[2] = int32_t(uint32_t(v271[2]) + off274_0);
-    v271[3] = int32_t(uint32_t(v271[3]) + off274_0);
-    run272 += tot275_0;
-    // %155 = splat %83 : tile<i32, [2048]>
-    int32_t v276[4];
-    #pragma unroll
-    for (int s277 = 0; s277 < 4; ++s277) {
-      v276[s277] = v149;
-    }
-    // %156 = cmp %154, %155 {pred = "lt"} : tile<i1, [2048]>
-    uint8_t v278[4];
-    #pragma unroll
-    for (int s279 = 0; s279 < 4; ++s279) {
-      v278[s279] = uint8_t(v271[s279] < v276[s279]);
-    }
-    // %157 = cast %156 : tile<i32, [2048]>
-    int32_t v280[4];
-    #pragma unroll
-    for (int s281 = 0; s281 < 4; ++s281) {
-      v280[s281] = int32_t(v278[s281]);
-    }
-    // %158 = reduce %157 {axis = 0, kind = "sum"} : i32
-    int32_t v282;
-    int32_t racc283[4];
-    #pragma unroll
-    for (int v_ = 0; v_ < 4; ++v_) racc283[v_] = int32_t(0);
-    #pragma unroll
-    for (int s284 = 0; s284 < 4; ++s284) {
-      racc283[s284 % 4] = int32_t(uint32_t(racc283[s284 % 4]) + uint32_t(v280[s284]));
-    }
-    racc283[0] = int32_t(uint32_t(racc283[0]) + uint32_t(racc283[2]));
-    racc283[1] = int32_t(uint32_t(racc283[1]) + uint32_t(racc283[3]));
-    racc283[0] = int32_t(uint32_t(racc283[0]) + uint32_t(racc283[1]));
-    racc283[0] = int32_t(uint32_t(racc283[0]) + uint32_t(tsr::shfl_xor(racc283[0], 16)));
-    racc283[0] = int32_t(uint32_t(racc283[0]) + uint32_t(tsr::shfl_xor(racc283[0], 8)));
-    racc283[0] = int32_t(uint32_t(racc283[0]) + uint32_t(tsr::shfl_xor(racc283[0], 4)));
-    racc283[0] = int32_t(uint32_t(racc283[0]) + uint32_t(tsr::shfl_xor(racc283[0], 2)));
-    racc283[0] = int32_t(uint32_t(racc283[0]) + uint32_t(tsr::shfl_xor(racc283[0], 1)));
-    __shared__ int32_t tsr_red285_mem[16];
-    int32_t* const tsr_red285 = tsr_red285_mem;
-    if ((tsr_tid & 31) == 0) {
-      tsr_red285[(tsr_tid >> 5) * 1 + 0] = racc283[0];
-    }
-    __syncthreads();
-    racc283[0] = tsr_red285[(tsr_tid & 15) * 1 + 0];
-    racc283[0] = int32_t(uint32_t(racc283[0]) + uint32_t(tsr::shfl_xor(racc283[0], 8)));
-    racc283[0] = int32_t(uint32_t(racc283[0]) + uint32_t(tsr::shfl_xor(racc283[0], 4)));
-    racc283[0] = int32_t(uint32_t(racc283[0]) + uint32_t(tsr::shfl_xor(racc283[0], 2)));
-    racc283[0] = int32_t(uint32_t(racc283[0]) + uint32_t(tsr::shfl_xor(racc283[0], 1)));
-    v282 = racc283[0];
-    // %159 = splat %158 : tile<i32, [2048]>
-    int32_t v286[4];
-    #pragma unroll
-    for (int s287 = 0; s287 < 4; ++s287) {
-      v286[s287] = v282;
-    }
-    // %160 = cmp %76, %159 {pred = "eq"} : tile<i1, [2048]>
-    uint8_t v288[4];
-    #pragma unroll
-    for (int s289 = 0; s289 < 4; ++s289) {
-      v288[s289] = uint8_t(v131[s289] == v286[s289]);
-    }
-    // %161 = where %160, %101, %17 : tile<i32, [2048]>
-    int32_t v290[4];
-    #pragma unroll
-    for (int s291 = 0; s291 < 4; ++s291) {
-      v290[s291] = (v288[s291] ? c174[s291] : v16[s291]);
-    }
-    // %162 = reduce %161 {axis = 0, kind = "sum"} : i32
-    int32_t v292;
-    int32_t racc293[4];
-    #pragma unroll
-    for (int v_ = 0; v_ < 4; ++v_) racc293[v_] = int32_t(0);
-    #pragma unroll
-    for (int s294 = 0; s294 < 4; ++s294) {
-      racc293[s294 % 4] = int32_t(uint32_t(racc293[s294 % 4]) + uint32_t(v290[s294]));
-    }
-    racc293[0] = int32_t(uint32_t(racc293[0]) + uint32_t(racc293[2]));
-    racc293[1] = int32_t(uint32_t(racc293[1]) + uint32_t(racc293[3]));
-    racc293[0] = int32_t(uint32_t(racc293[0]) + uint32_t(racc293[1]));
-    racc293[0] = int32_t(uint32_t(racc293[0]) + uint32_t(tsr::shfl_xor(racc293[0], 16)));
-    racc293[0] = int32_t(uint32_t(racc293[0]) + uint32_t(tsr::shfl_xor(racc293[0], 8)));
-    racc293[0] = int32_t(uint32_t(racc293[0]) + uint32_t(tsr::shfl_xor(racc293[0], 4)));
-    racc293[0] = int32_t(uint32_t(racc293[0]) + uint32_t(tsr::shfl_xor(racc293[0], 2)));
-    racc293[0] = int32_t(uint32_t(racc293[0]) + uint32_t(tsr::shfl_xor(racc293[0], 1)));
-    __shared__ int32_t tsr_red295_mem[16];
-    int32_t* const tsr_red295 = tsr_red295_mem;
-    if ((tsr_tid & 31) == 0) {
-      tsr_red295[(tsr_tid >> 5) * 1 + 0] = racc293[0];
-    }
-    __syncthreads();
-    racc293[0] = tsr_red295[(tsr_tid & 15) * 1 + 0];
-    racc293[0] = int32_t(uint32_t(racc293[0]) + uint32_t(tsr::shfl_xor(racc293[0], 8)));
-    racc293[0] = int32_t(uint32_t(racc293[0]) + uint32_t(tsr::shfl_xor(racc293[0], 4)));
-    racc293[0] = int32_t(uint32_t(racc293[0]) + uint32_t(tsr::shfl_xor(racc293[0], 2)));
-    racc293[0] = int32_t(uint32_t(racc293[0]) + uint32_t(tsr::shfl_xor(racc293[0], 1)));
-    v292 = racc293[0];
-    // %163 = where %156, %101, %17 : tile<i32, [2048]>
-    int32_t v296[4];
-    #pragma unroll
-    for (int s297 = 0; s297 < 4; ++s297) {
-      v296[s297] = (v278[s297] ? c174[s297] : v16[s297]);
-    }
-    // %164 = reduce %163 {axis = 0, kind = "sum"} : i32
-    int32_t v298;
-    int32_t racc299[4];
-    #pragma unroll
-    for (int v_ = 0; v_ < 4; ++v_) racc299[v_] = int32_t(0);
-    #pragma unroll
-    for (int s300 = 0; s300 < 4; ++s300) {
-      racc299[s300 % 4] = int32_t(uint32_t(racc299[s300 % 4]) + uint32_t(v296[s300]));
-    }
-    racc299[0] = int32_t(uint32_t(racc299[0]) + uint32_t(racc299[2]));
-    racc299[1] = int32_t(uint32_t(racc299[1]) + uint32_t(racc299[3]));
-    racc299[0] = int32_t(uint32_t(racc299[0]) + uint32_t(racc299[1]));
-    racc299[0] = int32_t(uint32_t(racc299[0]) + uint32_t(tsr::shfl_xor(racc299[0], 16)));
-    racc299[0] = int32_t(uint32_t(racc299[0]) + uint32_t(tsr::shfl_xor(racc299[0], 8)));
-    racc299[0] = int32_t(uint32_t(racc299[0]) + uint32_t(tsr::shfl_xor(racc299[0], 4)));
-    racc299[0] = int32_t(uint32_t(racc299[0]) + uint32_t(tsr::shfl_xor(racc299[0], 2)));
-    racc299[0] = int32_t(uint32_t(racc299[0]) + uint32_t(tsr::shfl_xor(racc299[0], 1)));
-    __shared__ int32_t tsr_red301_mem[16];
-    int32_t* const tsr_red301 = tsr_red301_mem;
-    if ((tsr_tid & 31) == 0) {
-      tsr_red301[(tsr_tid >> 5) * 1 + 0] = racc299[0];
-    }
-    __syncthreads();
-    racc299[0] = tsr_red301[(tsr_tid & 15) * 1 + 0];
-    racc299[0] = int32_t(uint32_t(racc299[0]) + uint32_t(tsr::shfl_xor(racc299[0], 8)));
-    racc299[0] = int32_t(uint32_t(racc299[0]) + uint32_t(tsr::shfl_xor(racc299[0], 4)));
-    racc299[0] = int32_t(uint32_t(racc299[0]) + uint32_t(tsr::shfl_xor(racc299[0], 2)));
-    racc299[0] = int32_t(uint32_t(racc299[0]) + uint32_t(tsr::shfl_xor(racc299[0], 1)));
-    v298 = racc299[0];
-    // %165 = sub %83, %164 : i32
-    const int32_t v302 = int32_t(uint32_t(v149) - uint32_t(v298));
-    // %166 = cast %158 : u32
-    const uint32_t v303 = uint32_t(v282);
-    // %167 = const {value = 10} : u32
-    const uint32_t v304 = uint32_t(10LL);
-    // %168 = shl %166, %167 : u32
-    const uint32_t v305 = tsr::ishl<uint32_t>(v303, v304);
-    // %169 = or %87, %168 : u32
-    const uint32_t v306 = uint32_t(v153 | v305);
-    // %170 = cmp %162, %165 {pred = "ne"} : i1
-    const uint8_t v307 = uint8_t(v292 != v302);
-    // yield %169, %165, %167, %170
-    v155 = v306;
-    v156 = v302;
-    v157 = v304;
-    v158 = v307;
-  } else {
-    // yield %87, %83, %85, %88
-    v155 = v153;
-    v156 = v149;
-    v157 = v151;
-    v158 = v154;
-  }
-  // %171, %172, %173, %174 = if %92 : u32, i32, u32, i1 {...}
-  uint32_t v308;
-  int32_t v309;
-  uint32_t v310;
-  uint8_t v311;
-  if (v158) {
-    // %175 = splat %16 : tile<i32, [1024]>
-    int32_t v312[2];
-    #pragma unroll
-    for (int s313 = 0; s313 < 2; ++s313) {
-      v312[s313] = v15;
-    }
-    // for %16, %10, %4 {...}
-    for (int64_t iv314_ = v15; v3 > 0 && iv314_ < v9; iv314_ += v3) {
-      const int32_t iv314 = int32_t(iv314_);
-      // async_copy %9, %x, %176, %1, %176
-      if (!(true && int64_t(iv314) >= 0 && int64_t(iv314) < 4LL)) __trap();  // slot index out of range
-      {
-        float* const dst315 = buf8 + ((0LL) * 4LL + int64_t(iv314)) * 8192LL;
-        __syncthreads();
-        {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
-          const int64_t o316 = int64_t(v0) * 1LL;
-          const int64_t o317 = int64_t(iv314) * 8192LL;
-          for (int64_t q318 = tsr_tid; q318 < 2048LL; q318 += tsr_nthreads) {
-            const int64_t gc320 = o317 + (q318 % 2048LL) * 4LL;
-            const int64_t nv321 = (true && (o316 + 0) >= 0 && (o316 + 0) < int64_t(tsr_dim_M) && gc320 >= 0) ? int64_t(tsr_dim_N) - gc320 : 0LL;  // elements in bounds (<= 0: none)
-            tsr::struct_copy_chunk(dst315 + q318 * 4LL, nv321 > 0 ? tsr_p0 + ((o316 + 0) * tsr_p0_s0 + gc320 * tsr_p0_s1) : tsr_p0, nv321, tsr_p0_s1);
-          }
-        }
-        tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
-      }
-      // yield
-    }
-    // %177 = const {value = 2147483647} : u32
-    const uint32_t v322 = uint32_t(2147483647LL);
-    // %178 = const {value = 31} : u32
-    const uint32_t v323 = uint32_t(31LL);
-    // %179 = sub %7, %4 : i32
-    const int32_t v324 = int32_t(uint32_t(v6) - uint32_t(v3));
-    // %180 = const {value = 1023} : u32
-    const uint32_t v325 = uint32_t(1023LL);
-    // %181 = const {value = 10} : u32
-    const uint32_t v326 = uint32_t(10LL);
-    // %182 = shr %89, %181 : u32
-    const uint32_t v327 = tsr::ishr<uint32_t>(v155, v326);
-    // %183 = const {value = -1} : i32
-    const int32_t v328 = int32_t(-1LL);
-    // %184 = for %16, %13, %4, %175 : tile<i32, [1024]> {...}
-    int32_t c329[2];
-    #pragma unroll
-    for (int s330 = 0; s330 < 2; ++s330) {
-      c329[s330] = v312[s330];
-    }
-    for (int64_t iv331_ = v15; v3 > 0 && iv331_ < v12; iv331_ += v3) {
-      const int32_t iv331 = int32_t(iv331_);
-      // async_wait
-      tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible
-      __syncthreads();
-      // %187 = rem %185, %10 : i32
-      const int32_t v332 = tsr::irem<int32_t>(iv331, v9);
-      // %188 = mul %187, %10 : i32
-      const int32_t v333 = int32_t(uint32_t(v332) * uint32_t(v9));
-      // %189 = add %185, %4 : i32
-      const int32_t v334 = int32_t(uint32_t(iv331) + uint32_t(v3));
-      // %190 = cmp %189, %13 {pred = "lt"} : i1
-      const uint8_t v335 = uint8_t(v334 < v12);
-      // if %190 {...}
-      if (v335) {
-        // %191 = mul %189, %10 : i32
-        const int32_t v336 = int32_t(uint32_t(v334) * uint32_t(v9));
-        // %192 = sub %10, %188 : i32
-        const int32_t v337 = int32_t(uint32_t(v9) - uint32_t(v333));
-        // for %16, %10, %4 {...}
-        for (int64_t iv338_ = v15; v3 > 0 && iv338_ < v9; iv338_ += v3) {
-          const int32_t iv338 = int32_t(iv338_);
-          // %194 = add %191, %193 : i32
-          const int32_t v339 = int32_t(uint32_t(v336) + uint32_t(iv338));
-          // %195 = add %192, %193 : i32
-          const int32_t v340 = int32_t(uint32_t(v337) + uint32_t(iv338));
-          // async_copy %9, %x, %195, %1, %194
-          if (!(true && int64_t(v340) >= 0 && int64_t(v340) < 4LL)) __trap();  // slot index out of range
-          {
-            float* const dst341 = buf8 + ((0LL) * 4LL + int64_t(v340)) * 8192LL;
-            __syncthreads();
-            {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
-              const int64_t o342 = int64_t(v0) * 1LL;
-              const int64_t o343 = int64_t(v339) * 8192LL;
-              for (int64_t q344 = tsr_tid; q344 < 2048LL; q344 += tsr_nthreads) {
-                const int64_t gc346 = o343 + (q344 % 2048LL) * 4LL;
-                const int64_t nv347 = (true && (o342 + 0) >= 0 && (o342 + 0) < int64_t(tsr_dim_M) && gc346 >= 0) ? int64_t(tsr_dim_N) - gc346 : 0LL;  // elements in bounds (<= 0: none)
-                tsr::struct_copy_chunk(dst341 + q344 * 4LL, nv347 > 0 ? tsr_p0 + ((o342 + 0) * tsr_p0_s0 + gc346 * tsr_p0_s1) : tsr_p0, nv347, tsr_p0_s1);
-              }
-            }
-            tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
-          }
-          // yield
-        }
-        // yield
-      } else {
-        // yield
-      }
-      // %196 = mul %185, %10 : i32
-      const int32_t v348 = int32_t(uint32_t(iv331) * uint32_t(v9));
-      // %197 = sub %7, %196 : i32
-      const int32_t v349 = int32_t(uint32_t(v6) - uint32_t(v348));
-      // %198 = min %10, %197 : i32
-      const int32_t v350 = tsr::imin<int32_t>(v9, v349);
-      // %199 = for %16, %198, %4, %186 : tile<i32, [1024]> {...}
-      int32_t c351[2];
-      #pragma unroll
-      for (int s352 = 0; s352 < 2; ++s352) {
-        c351[s352] = c329[s352];
-      }
-      for (int64_t iv353_ = v15; v3 > 0 && iv353_ < v350; iv353_ += v3) {
-        const int32_t iv353 = int32_t(iv353_);
-        // %202 = add %196, %200 : i32
-        const int32_t v354 = int32_t(uint32_t(v348) + uint32_t(iv353));
-        // %203 = add %188, %200 : i32
-        const int32_t v355 = int32_t(uint32_t(v333) + uint32_t(iv353));
-        // %204 = buffer_read %9, %203 : tile<f32, [1, 8192]>
-        if (!(true && int64_t(v355) >= 0 && int64_t(v355) < 4LL)) __trap();  // slot index out of range
-        const float* const src356 = buf8 + ((0LL) * 4LL + int64_t(v355)) * 8192LL;
-        float v357[16];
-        #pragma unroll
-        for (int c358 = 0; c358 < 2; ++c358) {
-          float v_[8];
-          tsr::copy_vec<float, 8>(v_, src356 + c358 * 4096 + tsr_tid * 8);
-          #pragma unroll
-          for (int l_ = 0; l_ < 8; ++l_) v357[c358 * 8 + l_] = v_[l_];
-        }
-        // %205 = reshape %204 : tile<f32, [8192]>
-        float v359[16];
-        #pragma unroll
-        for (int s360 = 0; s360 < 16; ++s360) {
-          v359[s360] = v357[s360];
-        }
-        // %206 = bitcast %205 : tile<u32, [8192]>
-        uint32_t v361[16];
-        #pragma unroll
-        for (int s362 = 0; s362 < 16; ++s362) {
-          v361[s362] = uint32_t(tsr::f32_bits(v359[s362]));
-        }
-        // %207 = splat %177 : tile<u32, [8192]>
-        uint32_t v363[16];
-        #pragma unroll
-        for (int s364 = 0; s364 < 16; ++s364) {
-          v363[s364] = v322;
-        }
-        // %208 = xor %206, %207 : tile<u32, [8192]>
-        uint32_t v365[16];
-        #pragma unroll
-        for (int s366 = 0; s366 < 16; ++s366) {
-          v365[s366] = uint32_t(v361[s366] ^ v363[s366]);
-        }
-        // %209 = splat %178 : tile<u32, [8192]>
-        uint32_t v367[16];
-        #pragma unroll
-        for (int s368 = 0; s368 < 16; ++s368) {
-          v367[s368] = v323;
-        }
-        // %210 = shr %206, %209 : tile<u32, [8192]>
-        uint32_t v369[16];
-        #pragma unroll
-        for (int s370 = 0; s370 < 16; ++s370) {
-          v369[s370] = tsr::ishr<uint32_t>(v361[s370], v367[s370]);
-        }
-        // %211 = splat %14 : tile<u32, [8192]>
-        uint32_t v371[16];
-        #pragma unroll
-        for (int s372 = 0; s372 < 16; ++s372) {
-          v371[s372] = v13;
-        }
-        // %212 = cmp %210, %211 {pred = "eq"} : tile<i1, [8192]>
-        uint8_t v373[16];
-        #pragma unroll
-        for (int s374 = 0; s374 < 16; ++s374) {
-          v373[s374] = uint8_t(v369[s374] == v371[s374]);
-        }
-        // %213 = where %212, %208, %206 : tile<u32, [8192]>
-        uint32_t v375[16];
-        #pragma unroll
-        for (int s376 = 0; s376 < 16; ++s376) {
-          v375[s376] = (v373[s376] ? v365[s376] : v361[s376]);
-        }
-        // %214 = cmp %202, %179 {pred = "eq"} : i1
-        const uint8_t v377 = uint8_t(v354 == v324);
-        // %215 = if %214 : tile<u32, [8192]> {...}
-        uint32_t v378[16];
-        if (v377) {
-          // %216 = mul %202, %3 : i32
-          const int32_t v379 = int32_t(uint32_t(v354) * uint32_t(v2));
-          // %217 = arange : tile<i32, [8192]>
-          int32_t v380[16];
-          #pragma unroll
-          for (int s381 = 0; s381 < 16; ++s381) {
-            v380[s381] = int32_t(0 + ((s381 / 8) * 4096 + tsr_tid * 8 + (s381 % 8)));
-          }
-          // %218 = splat %216 : tile<i32, [8192]>
-          int32_t v382[16];
-          #pragma unroll
-          for (int s383 = 0; s383 < 16; ++s383) {
-            v382[s383] = v379;
-          }
-          // %219 = add %217, %218 : tile<i32, [8192]>
-          int32_t v384[16];
-          #pragma unroll
-          for (int s385 = 0; s385 < 16; ++s385) {
-            v384[s385] = int32_t(uint32_t(v380[s385]) + uint32_t(v382[s385]));
-          }
-          // %220 = splat %2 : tile<i32, [8192]>
-          int32_t v386[16];
-          #pragma unroll
-          for (int s387 = 0; s387 < 16; ++s387) {
-            v386[s387] = v1;
-          }
-          // %221 = cmp %219, %220 {pred = "lt"} : tile<i1, [8192]>
-          uint8_t v388[16];
-          #pragma unroll
-          for (int s389 = 0; s389 < 16; ++s389) {
-            v388[s389] = uint8_t(v384[s389] < v386[s389]);
-          }
-          // %222 = splat %8 : tile<u32, [8192]>
-          uint32_t v390[16];
-          #pragma unroll
-          for (int s391 = 0; s391 < 16; ++s391) {
-            v390[s391] = v7;
-          }
-          // %223 = where %221, %213, %222 : tile<u32, [8192]>
-          uint32_t v392[16];
-          #pragma unroll
-          for (int s393 = 0; s393 < 16; ++s393) {
-            v392[s393] = (v388[s393] ? v375[s393] : v390[s393]);
-          }
-          // yield %223
-          #pragma unroll
-          for (int s394 = 0; s394 < 16; ++s394) {
-            v378[s394] = v392[s394];
-          }
-        } else {
-          // yield %213
-          #pragma unroll
-          for (int s395 = 0; s395 < 16; ++s395) {
-            v378[s395] = v375[s395];
-          }
-        }
-        // %224 = shr %215, %211 : tile<u32, [8192]>
-        uint32_t v396[16];
-        #pragma unroll
-        for (int s397 = 0; s397 < 16; ++s397) {
-          v396[s397] = tsr::ishr<uint32_t>(v378[s397], v371[s397]);
-        }
-        // %225 = splat %180 : tile<u32, [8192]>
-        uint32_t v398[16];
-        #pragma unroll
-        for (int s399 = 0; s399 < 16; ++s399) {
-          v398[s399] = v325;
-        }
-        // %226 = and %224, %225 : tile<u32, [8192]>
-        uint32_t v400[16];
-        #pragma unroll
-        for (int s401 = 0; s401 < 16; ++s401) {
-          v400[s401] = uint32_t(v396[s401] & v398[s401]);
-        }
-        // %227 = cast %226 : tile<i32, [8192]>
-        int32_t v402[16];
-        #pragma unroll
-        for (int s403 = 0; s403 < 16; ++s403) {
-          v402[s403] = int32_t(v400[s403]);
-        }
-        // %228 = splat %181 : tile<u32, [8192]>
-        uint32_t v404[16];
-        #pragma unroll
-        for (int s405 = 0; s405 < 16; ++s405) {
-          v404[s405] = v326;
-        }
-        // %229 = shr %215, %228 : tile<u32, [8192]>
-        uint32_t v406[16];
-        #pragma unroll
-        for (int s407 = 0; s407 < 16; ++s407) {
-          v406[s407] = tsr::ishr<uint32_t>(v378[s407], v404[s407]);
-        }
-        // %230 = splat %182 : tile<u32, [8192]>
-        uint32_t v408[16];
-        #pragma unroll
-        for (int s409 = 0; s409 < 16; ++s409) {
-          v408[s409] = v327;
-        }
-        // %231 = cmp %229, %230 {pred = "eq"} : tile<i1, [8192]>
-        uint8_t v410[16];
-        #pragma unroll
-        for (int s411 = 0; s411 < 16; ++s411) {
-          v410[s411] = uint8_t(v406[s411] == v408[s411]);
-        }
-        // %232 = splat %183 : tile<i32, [8192]>
-        int32_t v412[16];
-        #pragma unroll
-        for (int s413 = 0; s413 < 16; ++s413) {
-          v412[s413] = v328;
-        }
-        // %233 = where %231, %227, %232 : tile<i32, [8192]>
-        int32_t v414[16];
-        #pragma unroll
-        for (int s415 = 0; s415 < 16; ++s415) {
-          v414[s415] = (v410[s415] ? v402[s415] : v412[s415]);
-        }
-        // %234 = histogram %233 : tile<i32, [1024]>
-        int32_t v416[2];
-        __syncthreads();
-        for (int b_ = tsr_tid; b_ < 1024; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
-        __syncthreads();
-        #pragma unroll
-        for (int s417 = 0; s417 < 16; ++s417) {
-          tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v414[s417]), (int)(1024));
-        }
-        __syncthreads();
-        #pragma unroll
-        for (int s418 = 0; s418 < 2; ++s418) {
-          const int e419 = ((s418 / 2) * 1024 + tsr_tid * 2 + (s418 % 2));
-          v416[s418] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e419]);
-        }
-        // %235 = add %201, %234 : tile<i32, [1024]>
-        int32_t v420[2];
-        #pragma unroll
-        for (int s421 = 0; s421 < 2; ++s421) {
-          v420[s421] = int32_t(uint32_t(c351[s421]) + uint32_t(v416[s421]));
-        }
-        // yield %235
-        #pragma unroll
-        for (int s422 = 0; s422 < 2; ++s422) {
-          c351[s422] = v420[s422];
-        }
-      }
-      // yield %199
-      #pragma unroll
-      for (int s423 = 0; s423 < 2; ++s423) {
-        c329[s423] = c351[s423];
-      }
-    }
-    // %236 = scan %184 {axis = 0, kind = "sum"} : tile<i32, [1024]>
-    int32_t v424[2];
-    uint32_t run425 = uint32_t(0);
-    uint32_t acc426_0 = uint32_t(0);
-    acc426_0 += uint32_t(c329[0]); v424[0] = int32_t(acc426_0);
-    acc426_0 += uint32_t(c329[1]); v424[1] = int32_t(acc426_0);
-    __syncthreads();
-    uint32_t tot428_0;
-    const uint32_t off427_0 = run425 + tsr::block_exclusive_sum<16>(acc426_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot428_0);
-    v424[0] = int32_t(uint32_t(v424[0]) + off427_0);
-    v424[1] = int32_t(uint32_t(v424[1]) + off427_0);
-    run425 += tot428_0;
-    // %237 = splat %90 : tile<i32, [1024]>
-    int32_t v429[2];
-    #pragma unroll
-    for (int s430 = 0; s430 < 2; ++s430) {
-      v429[s430] = v156;
-    }
-    // %238 = cmp %236, %237 {pred = "lt"} : tile<i1, [1024]>
-    uint8_t v431[2];
-    #pragma unroll
-    for (int s432 = 0; s432 < 2; ++s432) {
-      v431[s432] = uint8_t(v424[s432] < v429[s432]);
-    }
-    // %239 = cast %238 : tile<i32, [1024]>
-    int32_t v433[2];
-    #pragma unroll
-    for (int s434 = 0; s434 < 2; ++s434) {
-      v433[s434] = int32_t(v431[s434]);
-    }
-    // %240 = reduce %239 {axis = 0, kind = "sum"} : i32
-    int32_t v435;
-    int32_t racc436[2];
-    #pragma unroll
-    for (int v_ = 0; v_ < 2; ++v_) racc436[v_] = int32_t(0);
-    #pragma unroll
-    for (int s437 = 0; s437 < 2; ++s437) {
-      racc436[s437 % 2] = int32_t(uint32_t(racc436[s437 % 2]) + uint32_t(v433[s437]));
-    }
-    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(racc436[1]));
-    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 16)));
-    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 8)));
-    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 4)));
-    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 2)));
-    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 1)));
-    __shared__ int32_t tsr_red438_mem[16];
-    int32_t* const tsr_red438 = tsr_red438_mem;
-    if ((tsr_tid & 31) == 0) {
-      tsr_red438[(tsr_tid >> 5) * 1 + 0] = racc436[0];
-    }
-    __syncthreads();
-    racc436[0] = tsr_red438[(tsr_tid & 15) * 1 + 0];
-    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 8)));
-    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 4)));
-    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 2)));
-    racc436[0] = int32_t(uint32_t(racc436[0]) + uint32_t(tsr::shfl_xor(racc436[0], 1)));
-    v435 = racc436[0];
-    // %241 = arange : tile<i32, [1024]>
-    int32_t v439[2];
-    #pragma unroll
-    for (int s440 = 0; s440 < 2; ++s440) {
-      v439[s440] = int32_t(0 + ((s440 / 2) * 1024 + tsr_tid * 2 + (s440 % 2)));
-    }
-    // %242 = splat %240 : tile<i32, [1024]>
-    int32_t v441[2];
-    #pragma unroll
-    for (int s442 = 0; s442 < 2; ++s442) {
-      v441[s442] = v435;
-    }
-    // %243 = cmp %241, %242 {pred = "eq"} : tile<i1, [1024]>
-    uint8_t v443[2];
-    #pragma unroll
-    for (int s444 = 0; s444 < 2; ++s444) {
-      v443[s444] = uint8_t(v439[s444] == v441[s444]);
-    }
-    // %244 = where %243, %184, %175 : tile<i32, [1024]>
-    int32_t v445[2];
-    #pragma unroll
-    for (int s446 = 0; s446 < 2; ++s446) {
-      v445[s446] = (v443[s446] ? c329[s446] : v312[s446]);
-    }
-    // %245 = reduce %244 {axis = 0, kind = "sum"} : i32
-    int32_t v447;
-    int32_t racc448[2];
-    #pragma unroll
-    for (int v_ = 0; v_ < 2; ++v_) racc448[v_] = int32_t(0);
-    #pragma unroll
-    for (int s449 = 0; s449 < 2; ++s449) {
-      racc448[s449 % 2] = int32_t(uint32_t(racc448[s449 % 2]) + uint32_t(v445[s449]));
-    }
-    racc448[0] = int32_t(uint32_t(racc448[0]) + uint32_t(racc448[1]));
-    racc448[0] = int32_t(uint32_t(racc448[0]) + uint32_t(tsr::shfl_xor(racc448[0], 16)));
-    racc448[0] = int32_t(uint32_t(racc448[0]) + uint32_t(tsr::shfl_xor(racc448[0], 8)));
-    racc448[0] = int32_t(uint32_t(racc448[0]) + uint32_t(tsr::shfl_xor(racc448[0], 4)));
-    racc448[0] = int32_t(uint32_t(racc448[0]) + uint32_t(tsr::shfl_xor(racc448[0], 2)));
-    racc448[0] = int32_t(uint32_t(racc448[0]) + uint32_t(tsr::shfl_xor(racc448[0], 1)));
-    __shared__ int32_t tsr_red450_mem[16];
-    int32_t* const tsr_red450 = tsr_red450_mem;
-    if ((tsr_tid & 31) == 0) {
-      tsr_red450[(tsr_tid >> 5) * 1 + 0] = racc448[0];
-    }
-    __syncthreads();
-    racc448[0] = tsr_red450[(tsr_tid & 15) * 1 + 0];
-    racc448[0] = int32_t(uint32_t(racc448[0]) + uint32_t(tsr::shfl_xor(racc448[0], 8)));
-    racc448[0] = int32_t(uint32_t(racc448[0]) + uint32_t(tsr::shfl_xor(racc448[0], 4)));
-    racc448[0] = int32_t(uint32_t(racc448[0]) + uint32_t(tsr::shfl_xor(racc448[0], 2)));
-    racc448[0] = int32_t(uint32_t(racc448[0]) + uint32_t(tsr::shfl_xor(racc448[0], 1)));
-    v447 = racc448[0];
-    // %246 = where %238, %184, %175 : tile<i32, [1024]>
-    int32_t v451[2];
-    #pragma unroll
-    for (int s452 = 0; s452 < 2; ++s452) {
-      v451[s452] = (v431[s452] ? c329[s452] : v312[s452]);
-    }
-    // %247 = reduce %246 {axis = 0, kind = "sum"} : i32
-    int32_t v453;
-    int32_t racc454[2];
-    #pragma unroll
-    for (int v_ = 0; v_ < 2; ++v_) racc454[v_] = int32_t(0);
-    #pragma unroll
-    for (int s455 = 0; s455 < 2; ++s455) {
-      racc454[s455 % 2] = int32_t(uint32_t(racc454[s455 % 2]) + uint32_t(v451[s455]));
-    }
-    racc454[0] = int32_t(uint32_t(racc454[0]) + uint32_t(racc454[1]));
-    racc454[0] = int32_t(uint32_t(racc454[0]) + uint32_t(tsr::shfl_xor(racc454[0], 16)));
-    racc454[0] = int32_t(uint32_t(racc454[0]) + uint32_t(tsr::shfl_xor(racc454[0], 8)));
-    racc454[0] = int32_t(uint32_t(racc454[0]) + uint32_t(tsr::shfl_xor(racc454[0], 4)));
-    racc454[0] = int32_t(uint32_t(racc454[0]) + uint32_t(tsr::shfl_xor(racc454[0], 2)));
-    racc454[0] = int32_t(uint32_t(racc454[0]) + uint32_t(tsr::shfl_xor(racc454[0], 1)));
-    __shared__ int32_t tsr_red456_mem[16];
-    int32_t* const tsr_red456 = tsr_red456_mem;
-    if ((tsr_tid & 31) == 0) {
-      tsr_red456[(tsr_tid >> 5) * 1 + 0] = racc454[0];
-    }
-    __syncthreads();
-    racc454[0] = tsr_red456[(tsr_tid & 15) * 1 + 0];
-    racc454[0] = int32_t(uint32_t(racc454[0]) + uint32_t(tsr::shfl_xor(racc454[0], 8)));
-    racc454[0] = int32_t(uint32_t(racc454[0]) + uint32_t(tsr::shfl_xor(racc454[0], 4)));
-    racc454[0] = int32_t(uint32_t(racc454[0]) + uint32_t(tsr::shfl_xor(racc454[0], 2)));
-    racc454[0] = int32_t(uint32_t(racc454[0]) + uint32_t(tsr::shfl_xor(racc454[0], 1)));
-    v453 = racc454[0];
-    // %248 = sub %90, %247 : i32
-    const int32_t v457 = int32_t(uint32_t(v156) - uint32_t(v453));
-    // %249 = cast %240 : u32
-    const uint32_t v458 = uint32_t(v435);
-    // %250 = shl %249, %14 : u32
-    const uint32_t v459 = tsr::ishl<uint32_t>(v458, v13);
-    // %251 = or %89, %250 : u32
-    const uint32_t v460 = uint32_t(v155 | v459);
-    // %252 = cmp %245, %248 {pred = "ne"} : i1
-    const uint8_t v461 = uint8_t(v447 != v457);
-    // yield %251, %248, %14, %252
-    v308 = v460;
-    v309 = v457;
-    v310 = v13;
-    v311 = v461;
-  } else {
-    // yield %89, %90, %91, %92
-    v308 = v155;
-    v309 = v156;
-    v310 = v157;
-    v311 = v158;
-  }
-  // %253 = shr %171, %173 : u32
-  const uint32_t v462 = tsr::ishr<uint32_t>(v308, v310);
-  // for %16, %10, %4 {...}
-  for (int64_t iv463_ = v15; v3 > 0 && iv463_ < v9; iv463_ += v3) {
-    const int32_t iv463 = int32_t(iv463_);
-    // async_copy %9, %x, %254, %1, %254
-    if (!(true && int64_t(iv463) >= 0 && int64_t(iv463) < 4LL)) __trap();  // slot index out of range
-    {
-      float* const dst464 = buf8 + ((0LL) * 4LL + int64_t(iv463)) * 8192LL;
-      __syncthreads();
-      {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
-        const int64_t o465 = int64_t(v0) * 1LL;
-        const int64_t o466 = int64_t(iv463) * 8192LL;
-        for (int64_t q467 = tsr_tid; q467 < 2048LL; q467 += tsr_nthreads) {
-          const int64_t gc469 = o466 + (q467 % 2048LL) * 4LL;
-          const int64_t nv470 = (true && (o465 + 0) >= 0 && (o465 + 0) < int64_t(tsr_dim_M) && gc469 >= 0) ? int64_t(tsr_dim_N) - gc469 : 0LL;  // elements in bounds (<= 0: none)
-          tsr::struct_copy_chunk(dst464 + q467 * 4LL, nv470 > 0 ? tsr_p0 + ((o465 + 0) * tsr_p0_s0 + gc469 * tsr_p0_s1) : tsr_p0, nv470, tsr_p0_s1);
-        }
-      }
-      tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
-    }
-    // yield
-  }
-  // %255 = const {value = 2147483647} : u32
-  const uint32_t v471 = uint32_t(2147483647LL);
-  // %256 = const {value = 31} : u32
-  const uint32_t v472 = uint32_t(31LL);
-  // %257 = sub %7, %4 : i32
-  const int32_t v473 = int32_t(uint32_t(v6) - uint32_t(v3));
-  // %258, %259 = for %16, %13, %4, %16, %16 : i32, i32 {...}
-  int32_t c474;
-  c474 = v15;
-  int32_t c475;
-  c475 = v15;
-  for (int64_t iv476_ = v15; v3 > 0 && iv476_ < v12; iv476_ += v3) {
-    const int32_t iv476 = int32_t(iv476_);
-    // async_wait
-    tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible
-    __syncthreads();
-    // %263 = rem %260, %10 : i32
-    const int32_t v477 = tsr::irem<int32_t>(iv476, v9);
-    // %264 = mul %263, %10 : i32
-    const int32_t v478 = int32_t(uint32_t(v477) * uint32_t(v9));
-    // %265 = add %260, %4 : i32
-    const int32_t v479 = int32_t(uint32_t(iv476) + uint32_t(v3));
-    // %266 = cmp %265, %13 {pred = "lt"} : i1
-    const uint8_t v480 = uint8_t(v479 < v12);
-    // if %266 {...}
-    if (v480) {
-      // %267 = mul %265, %10 : i32
-      const int32_t v481 = int32_t(uint32_t(v479) * uint32_t(v9));
-      // %268 = sub %10, %264 : i32
-      const int32_t v482 = int32_t(uint32_t(v9) - uint32_t(v478));
-      // for %16, %10, %4 {...}
-      for (int64_t iv483_ = v15; v3 > 0 && iv483_ < v9; iv483_ += v3) {
-        const int32_t iv483 = int32_t(iv483_);
-        // %270 = add %267, %269 : i32
-        const int32_t v484 = int32_t(uint32_t(v481) + uint32_t(iv483));
-        // %271 = add %268, %269 : i32
-        const int32_t v485 = int32_t(uint32_t(v482) + uint32_t(iv483));
-        // async_copy %9, %x, %271, %1, %270
-        if (!(true && int64_t(v485) >= 0 && int64_t(v485) < 4LL)) __trap();  // slot index out of range
-        {
-          float* const dst486 = buf8 + ((0LL) * 4LL + int64_t(v485)) * 8192LL;
-          __syncthreads();
-          {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
-            const int64_t o487 = int64_t(v0) * 1LL;
-            const int64_t o488 = int64_t(v484) * 8192LL;
-            for (int64_t q489 = tsr_tid; q489 < 2048LL; q489 += tsr_nthreads) {
-              const int64_t gc491 = o488 + (q489 % 2048LL) * 4LL;
-              const int64_t nv492 = (true && (o487 + 0) >= 0 && (o487 + 0) < int64_t(tsr_dim_M) && gc491 >= 0) ? int64_t(tsr_dim_N) - gc491 : 0LL;  // elements in bounds (<= 0: none)
-              tsr::struct_copy_chunk(dst486 + q489 * 4LL, nv492 > 0 ? tsr_p0 + ((o487 + 0) * tsr_p0_s0 + gc491 * tsr_p0_s1) : tsr_p0, nv492, tsr_p0_s1);
-            }
-          }
-          tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
-        }
-        // yield
-      }
-      // yield
-    } else {
-      // yield
-    }
-    // %272 = mul %260, %10 : i32
-    const int32_t v493 = int32_t(uint32_t(iv476) * uint32_t(v9));
-    // %273 = sub %7, %272 : i32
-    const int32_t v494 = int32_t(uint32_t(v6) - uint32_t(v493));
-    // %274 = min %10, %273 : i32
-    const int32_t v495 = tsr::imin<int32_t>(v9, v494);
-    // %275, %276 = for %16, %274, %4, %261, %262 : i32, i32 {...}
-    int32_t c496;
-    c496 = c474;
-    int32_t c497;
-    c497 = c475;
-    for (int64_t iv498_ = v15; v3 > 0 && iv498_ < v495; iv498_ += v3) {
-      const int32_t iv498 = int32_t(iv498_);
-      // %280 = add %272, %277 : i32
-      const int32_t v499 = int32_t(uint32_t(v493) + uint32_t(iv498));
-      // %281 = add %264, %277 : i32
-      const int32_t v500 = int32_t(uint32_t(v478) + uint32_t(iv498));
-      // %282 = buffer_read %9, %281 : tile<f32, [1, 8192]>
-      if (!(true && int64_t(v500) >= 0 && int64_t(v500) < 4LL)) __trap();  // slot index out of range
-      const float* const src501 = buf8 + ((0LL) * 4LL + int64_t(v500)) * 8192LL;
-      float v502[16];
-      #pragma unroll
-      for (int c503 = 0; c503 < 2; ++c503) {
-        float v_[8];
-        tsr::copy_vec<float, 8>(v_, src501 + c503 * 4096 + tsr_tid * 8);
-        #pragma unroll
-        for (int l_ = 0; l_ < 8; ++l_) v502[c503 * 8 + l_] = v_[l_];
-      }
-      // %283 = reshape %282 : tile<f32, [8192]>
-      float v504[16];
-      #pragma unroll
-      for (int s505 = 0; s505 < 16; ++s505) {
-        v504[s505] = v502[s505];
-      }
-      // %284 = bitcast %283 : tile<u32, [8192]>
-      uint32_t v506[16];
-      #pragma unroll
-      for (int s507 = 0; s507 < 16; ++s507) {
-        v506[s507] = uint32_t(tsr::f32_bits(v504[s507]));
-      }
-      // %285 = splat %255 : tile<u32, [8192]>
-      uint32_t v508[16];
-      #pragma unroll
-      for (int s509 = 0; s509 < 16; ++s509) {
-        v508[s509] = v471;
-      }
-      // %286 = xor %284, %285 : tile<u32, [8192]>
-      uint32_t v510[16];
-      #pragma unroll
-      for (int s511 = 0; s511 < 16; ++s511) {
-        v510[s511] = uint32_t(v506[s511] ^ v508[s511]);
-      }
-      // %287 = splat %256 : tile<u32, [8192]>
-      uint32_t v512[16];
-      #pragma unroll
-      for (int s513 = 0; s513 < 16; ++s513) {
-        v512[s513] = v472;
-      }
-      // %288 = shr %284, %287 : tile<u32, [8192]>
-      uint32_t v514[16];
-      #pragma unroll
-      for (int s515 = 0; s515 < 16; ++s515) {
-        v514[s515] = tsr::ishr<uint32_t>(v506[s515], v512[s515]);
-      }
-      // %289 = splat %14 : tile<u32, [8192]>
-      uint32_t v516[16];
-      #pragma unroll
-      for (int s517 = 0; s517 < 16; ++s517) {
-        v516[s517] = v13;
-      }
-      // %290 = cmp %288, %289 {pred = "eq"} : tile<i1, [8192]>
-      uint8_t v518[16];
-      #pragma unroll
-      for (int s519 = 0; s519 < 16; ++s519) {
-        v518[s519] = uint8_t(v514[s519] == v516[s519]);
-      }
-      // %291 = where %290, %286, %284 : tile<u32, [8192]>
-      uint32_t v520[16];
-      #pragma unroll
-      for (int s521 = 0; s521 < 16; ++s521) {
-        v520[s521] = (v518[s521] ? v510[s521] : v506[s521]);
-      }
-      // %292 = cmp %280, %257 {pred = "eq"} : i1
-      const uint8_t v522 = uint8_t(v499 == v473);
-      // %293 = if %292 : tile<u32, [8192]> {...}
-      uint32_t v523[16];
-      if (v522) {
-        // %294 = mul %280, %3 : i32
-        const int32_t v524 = int32_t(uint32_t(v499) * uint32_t(v2));
-        // %295 = arange : tile<i32, [8192]>
-        int32_t v525[16];
-        #pragma unroll
-        for (int s526 = 0; s526 < 16; ++s526) {
-          v525[s526] = int32_t(0 + ((s526 / 8) * 4096 + tsr_tid * 8 + (s526 % 8)));
-        }
-        // %296 = splat %294 : tile<i32, [8192]>
-        int32_t v527[16];
-        #pragma unroll
-        for (int s528 = 0; s528 < 16; ++s528) {
-          v527[s528] = v524;
-        }
-        // %297 = add %295, %296 : tile<i32, [8192]>
-        int32_t v529[16];
-        #pragma unroll
-        for (int s530 = 0; s530 < 16; ++s530) {
-          v529[s530] = int32_t(uint32_t(v525[s530]) + uint32_t(v527[s530]));
-        }
-        // %298 = splat %2 : tile<i32, [8192]>
-        int32_t v531[16];
-        #pragma unroll
-        for (int s532 = 0; s532 < 16; ++s532) {
-          v531[s532] = v1;
-        }
-        // %299 = cmp %297, %298 {pred = "lt"} : tile<i1, [8192]>
-        uint8_t v533[16];
-        #pragma unroll
-        for (int s534 = 0; s534 < 16; ++s534) {
-          v533[s534] = uint8_t(v529[s534] < v531[s534]);
-        }
-        // %300 = splat %8 : tile<u32, [8192]>
-        uint32_t v535[16];
-        #pragma unroll
-        for (int s536 = 0; s536 < 16; ++s536) {
-          v535[s536] = v7;
-        }
-        // %301 = where %299, %291, %300 : tile<u32, [8192]>
-        uint32_t v537[16];
-        #pragma unroll
-        for (int s538 = 0; s538 < 16; ++s538) {
-          v537[s538] = (v533[s538] ? v520[s538] : v535[s538]);
-        }
-        // yield %301
-        #pragma unroll
-        for (int s539 = 0; s539 < 16; ++s539) {
-          v523[s539] = v537[s539];
+          v248[s264] = v262[s264];
         }
       } else {
-        // yield %291
+        // yield %157
         #pragma unroll
-        for (int s540 = 0; s540 < 16; ++s540) {
-          v523[s540] = v520[s540];
+        for (int s265 = 0; s265 < 16; ++s265) {
+          v248[s265] = v245[s265];
         }
       }
-      // %302 = splat %173 : tile<u32, [8192]>
-      uint32_t v541[16];
+      // %168 = splat %22 : tile<u32, [8192]>
+      uint32_t v266[16];
       #pragma unroll
-      for (int s542 = 0; s542 < 16; ++s542) {
-        v541[s542] = v310;
+      for (int s267 = 0; s267 < 16; ++s267) {
+        v266[s267] = c21;
       }
-      // %303 = shr %293, %302 : tile<u32, [8192]>
-      uint32_t v543[16];
+      // %169 = shr %159, %168 : tile<u32, [8192]>
+      uint32_t v268[16];
       #pragma unroll
-      for (int s544 = 0; s544 < 16; ++s544) {
-        v543[s544] = tsr::ishr<uint32_t>(v523[s544], v541[s544]);
+      for (int s269 = 0; s269 < 16; ++s269) {
+        v268[s269] = tsr::ishr<uint32_t>(v248[s269], v266[s269]);
       }
-      // %304 = splat %253 : tile<u32, [8192]>
-      uint32_t v545[16];
+      // %170 = splat %119 : tile<u32, [8192]>
+      uint32_t v270[16];
       #pragma unroll
-      for (int s546 = 0; s546 < 16; ++s546) {
-        v545[s546] = v462;
+      for (int s271 = 0; s271 < 16; ++s271) {
+        v270[s271] = v187;
       }
-      // %305 = cmp %303, %304 {pred = "eq"} : tile<i1, [8192]>
-      uint8_t v547[16];
+      // %171 = cmp %169, %170 {pred = "eq"} : tile<i1, [8192]>
+      uint8_t v272[16];
       #pragma unroll
-      for (int s548 = 0; s548 < 16; ++s548) {
-        v547[s548] = uint8_t(v543[s548] == v545[s548]);
+      for (int s273 = 0; s273 < 16; ++s273) {
+        v272[s273] = uint8_t(v268[s273] == v270[s273]);
       }
-      // %306 = cmp %303, %304 {pred = "lt"} : tile<i1, [8192]>
-      uint8_t v549[16];
+      // %172 = cmp %169, %170 {pred = "lt"} : tile<i1, [8192]>
+      uint8_t v274[16];
       #pragma unroll
-      for (int s550 = 0; s550 < 16; ++s550) {
-        v549[s550] = uint8_t(v543[s550] < v545[s550]);
+      for (int s275 = 0; s275 < 16; ++s275) {
+        v274[s275] = uint8_t(v268[s275] < v270[s275]);
       }
-      // %307 = cast %305 : tile<i32, [8192]>
-      int32_t v551[16];
+      // %173 = cast %171 : tile<i32, [8192]>
+      int32_t v276[16];
       #pragma unroll
-      for (int s552 = 0; s552 < 16; ++s552) {
-        v551[s552] = int32_t(v547[s552]);
+      for (int s277 = 0; s277 < 16; ++s277) {
+        v276[s277] = int32_t(v272[s277]);
       }
-      // %308 = reduce %307 {axis = 0, kind = "sum"} : i32
-      int32_t v553;
-      int32_t racc554[8];
+      // %174 = reduce %173 {axis = 0, kind = "sum"} : i32
+      int32_t v278;
+      int32_t racc279[8];
       #pragma unroll
-      for (int v_ = 0; v_ < 8; ++v_) racc554[v_] = int32_t(0);
+      for (int v_ = 0; v_ < 8; ++v_) racc279[v_] = int32_t(0);
       #pragma unroll
-      for (int s555 = 0; s555 < 16; ++s555) {
-        racc554[s555 % 8] = int32_t(uint32_t(racc554[s555 % 8]) + uint32_t(v551[s555]));
+      for (int s280 = 0; s280 < 16; ++s280) {
+        racc279[s280 % 8] = int32_t(uint32_t(racc279[s280 % 8]) + uint32_t(v276[s280]));
       }
-      racc554[0] = int32_t(uint32_t(racc554[0]) + uint32_t(racc554[4]));
-      racc554[1] = int32_t(uint32_t(racc554[1]) + uint32_t(racc554[5]));
-      racc554[2] = int32_t(uint32_t(racc554[2]) + uint32_t(racc554[6]));
-      racc554[3] = int32_t(uint32_t(racc554[3]) + uint32_t(racc554[7]));
-      racc554[0] = int32_t(uint32_t(racc554[0]) + uint32_t(racc554[2]));
-      racc554[1] = int32_t(uint32_t(racc554[1]) + uint32_t(racc554[3]));
-      racc554[0] = int32_t(uint32_t(racc554[0]) + uint32_t(racc554[1]));
-      racc554[0] = int32_t(uint32_t(racc554[0]) + uint32_t(tsr::shfl_xor(racc554[0], 16)));
-      racc554[0] = int32_t(uint32_t(racc554[0]) + uint32_t(tsr::shfl_xor(racc554[0], 8)));
-      racc554[0] = int32_t(uint32_t(racc554[0]) + uint32_t(tsr::shfl_xor(racc554[0], 4)));
-      racc554[0] = int32_t(uint32_t(racc554[0]) + uint32_t(tsr::shfl_xor(racc554[0], 2)));
-      racc554[0] = int32_t(uint32_t(racc554[0]) + uint32_t(tsr::shfl_xor(racc554[0], 1)));
-      __shared__ int32_t tsr_red556_mem[32];
-      int32_t* const tsr_red556 = tsr_red556_mem + tsr_red556_at;
-      tsr_red556_at ^= 16;
+      racc279[0] = int32_t(uint32_t(racc279[0]) + uint32_t(racc279[4]));
+      racc279[1] = int32_t(uint32_t(racc279[1]) + uint32_t(racc279[5]));
+      racc279[2] = int32_t(uint32_t(racc279[2]) + uint32_t(racc279[6]));
+      racc279[3] = int32_t(uint32_t(racc279[3]) + uint32_t(racc279[7]));
+      racc279[0] = int32_t(uint32_t(racc279[0]) + uint32_t(racc279[2]));
+      racc279[1] = int32_t(uint32_t(racc279[1]) + uint32_t(racc279[3]));
+      racc279[0] = int32_t(uint32_t(racc279[0]) + uint32_t(racc279[1]));
+      racc279[0] = int32_t(uint32_t(racc279[0]) + uint32_t(tsr::shfl_xor(racc279[0], 16)));
+      racc279[0] = int32_t(uint32_t(racc279[0]) + uint32_t(tsr::shfl_xor(racc279[0], 8)));
+      racc279[0] = int32_t(uint32_t(racc279[0]) + uint32_t(tsr::shfl_xor(racc279[0], 4)));
+      racc279[0] = int32_t(uint32_t(racc279[0]) + uint32_t(tsr::shfl_xor(racc279[0], 2)));
+      racc279[0] = int32_t(uint32_t(racc279[0]) + uint32_t(tsr::shfl_xor(racc279[0], 1)));
+      __shared__ int32_t tsr_red281_mem[32];
+      int32_t* const tsr_red281 = tsr_red281_mem + tsr_red281_at;
+      tsr_red281_at ^= 16;
       if ((tsr_tid & 31) == 0) {
-        tsr_red556[(tsr_tid >> 5) * 1 + 0] = racc554[0];
+        tsr_red281[(tsr_tid >> 5) * 1 + 0] = racc279[0];
       }
       __syncthreads();
-      racc554[0] = tsr_red556[(tsr_tid & 15) * 1 + 0];
-      racc554[0] = int32_t(uint32_t(racc554[0]) + uint32_t(tsr::shfl_xor(racc554[0], 8)));
-      racc554[0] = int32_t(uint32_t(racc554[0]) + uint32_t(tsr::shfl_xor(racc554[0], 4)));
-      racc554[0] = int32_t(uint32_t(racc554[0]) + uint32_t(tsr::shfl_xor(racc554[0], 2)));
-      racc554[0] = int32_t(uint32_t(racc554[0]) + uint32_t(tsr::shfl_xor(racc554[0], 1)));
-      v553 = racc554[0];
-      // %309 = add %279, %308 : i32
-      const int32_t v557 = int32_t(uint32_t(c497) + uint32_t(v553));
-      // %310 = cmp %309, %172 {pred = "le"} : i1
-      const uint8_t v558 = uint8_t(v557 <= v309);
-      // %311 = if %310 : tile<i1, [8192]> {...}
-      uint8_t v559[16];
-      if (v558) {
-        // %312 = or %306, %305 : tile<i1, [8192]>
-        uint8_t v560[16];
+      racc279[0] = tsr_red281[(tsr_tid & 15) * 1 + 0];
+      racc279[0] = int32_t(uint32_t(racc279[0]) + uint32_t(tsr::shfl_xor(racc279[0], 8)));
+      racc279[0] = int32_t(uint32_t(racc279[0]) + uint32_t(tsr::shfl_xor(racc279[0], 4)));
+      racc279[0] = int32_t(uint32_t(racc279[0]) + uint32_t(tsr::shfl_xor(racc279[0], 2)));
+      racc279[0] = int32_t(uint32_t(racc279[0]) + uint32_t(tsr::shfl_xor(racc279[0], 1)));
+      v278 = racc279[0];
+      // %175 = add %145, %174 : i32
+      const int32_t v282 = int32_t(uint32_t(c222) + uint32_t(v278));
+      // %176 = cmp %175, %21 {pred = "le"} : i1
+      const uint8_t v283 = uint8_t(v282 <= c20);
+      // %177 = if %176 : tile<i1, [8192]> {...}
+      uint8_t v284[16];
+      if (v283) {
+        // %178 = or %172, %171 : tile<i1, [8192]>
+        uint8_t v285[16];
         #pragma unroll
-        for (int s561 = 0; s561 < 16; ++s561) {
-          v560[s561] = uint8_t(v549[s561] | v547[s561]);
+        for (int s286 = 0; s286 < 16; ++s286) {
+          v285[s286] = uint8_t(v274[s286] | v272[s286]);
         }
-        // yield %312
+        // yield %178
         #pragma unroll
-        for (int s562 = 0; s562 < 16; ++s562) {
-          v559[s562] = v560[s562];
+        for (int s287 = 0; s287 < 16; ++s287) {
+          v284[s287] = v285[s287];
         }
       } else {
-        // %313 = scan %307 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-        int32_t v563[16];
-        uint32_t run564 = uint32_t(0);
-        uint32_t acc565_0 = uint32_t(0);
-        acc565_0 += uint32_t(v551[0]); v563[0] = int32_t(acc565_0);
-        acc565_0 += uint32_t(v551[1]); v563[1] = int32_t(acc565_0);
-        acc565_0 += uint32_t(v551[2]); v563[2] = int32_t(acc565_0);
-        acc565_0 += uint32_t(v551[3]); v563[3] = int32_t(acc565_0);
-        acc565_0 += uint32_t(v551[4]); v563[4] = int32_t(acc565_0);
-        acc565_0 += uint32_t(v551[5]); v563[5] = int32_t(acc565_0);
-        acc565_0 += uint32_t(v551[6]); v563[6] = int32_t(acc565_0);
-        acc565_0 += uint32_t(v551[7]); v563[7] = int32_t(acc565_0);
+        // %179 = scan %173 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+        int32_t v288[16];
+        uint32_t run289 = uint32_t(0);
+        uint32_t acc290_0 = uint32_t(0);
+        acc290_0 += uint32_t(v276[0]); v288[0] = int32_t(acc290_0);
+        acc290_0 += uint32_t(v276[1]); v288[1] = int32_t(acc290_0);
+        acc290_0 += uint32_t(v276[2]); v288[2] = int32_t(acc290_0);
+        acc290_0 += uint32_t(v276[3]); v288[3] = int32_t(acc290_0);
+        acc290_0 += uint32_t(v276[4]); v288[4] = int32_t(acc290_0);
+        acc290_0 += uint32_t(v276[5]); v288[5] = int32_t(acc290_0);
+        acc290_0 += uint32_t(v276[6]); v288[6] = int32_t(acc290_0);
+        acc290_0 += uint32_t(v276[7]); v288[7] = int32_t(acc290_0);
         __syncthreads();
-        uint32_t tot567_0;
-        const uint32_t off566_0 = run564 + tsr::block_exclusive_sum<16>(acc565_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot567_0);
-        v563[0] = int32_t(uint32_t(v563[0]) + off566_0);
-        v563[1] = int32_t(uint32_t(v563[1]) + off566_0);
-        v563[2] = int32_t(uint32_t(v563[2]) + off566_0);
-        v563[3] = int32_t(uint32_t(v563[3]) + off566_0);
-        v563[4] = int32_t(uint32_t(v563[4]) + off566_0);
-        v563[5] = int32_t(uint32_t(v563[5]) + off566_0);
-        v563[6] = int32_t(uint32_t(v563[6]) + off566_0);
-        v563[7] = int32_t(uint32_t(v563[7]) + off566_0);
-        run564 += tot567_0;
-        uint32_t acc565_1 = uint32_t(0);
-        acc565_1 += uint32_t(v551[8]); v563[8] = int32_t(acc565_1);
-        acc565_1 += uint32_t(v551[9]); v563[9] = int32_t(acc565_1);
-        acc565_1 += uint32_t(v551[10]); v563[10] = int32_t(acc565_1);
-        acc565_1 += uint32_t(v551[11]); v563[11] = int32_t(acc565_1);
-        acc565_1 += uint32_t(v551[12]); v563[12] = int32_t(acc565_1);
-        acc565_1 += uint32_t(v551[13]); v563[13] = int32_t(acc565_1);
-        acc565_1 += uint32_t(v551[14]); v563[14] = int32_t(acc565_1);
-        acc565_1 += uint32_t(v551[15]); v563[15] = int32_t(acc565_1);
+        uint32_t tot292_0;
+        const uint32_t off291_0 = run289 + tsr::block_exclusive_sum<16>(acc290_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot292_0);
+        v288[0] = int32_t(uint32_t(v288[0]) + off291_0);
+        v288[1] = int32_t(uint32_t(v288[1]) + off291_0);
+        v288[2] = int32_t(uint32_t(v288[2]) + off291_0);
+        v288[3] = int32_t(uint32_t(v288[3]) + off291_0);
+        v288[4] = int32_t(uint32_t(v288[4]) + off291_0);
+        v288[5] = int32_t(uint32_t(v288[5]) + off291_0);
+        v288[6] = int32_t(uint32_t(v288[6]) + off291_0);
+        v288[7] = int32_t(uint32_t(v288[7]) + off291_0);
+        run289 += tot292_0;
+        uint32_t acc290_1 = uint32_t(0);
+        acc290_1 += uint32_t(v276[8]); v288[8] = int32_t(acc290_1);
+        acc290_1 += uint32_t(v276[9]); v288[9] = int32_t(acc290_1);
+        acc290_1 += uint32_t(v276[10]); v288[10] = int32_t(acc290_1);
+        acc290_1 += uint32_t(v276[11]); v288[11] = int32_t(acc290_1);
+        acc290_1 += uint32_t(v276[12]); v288[12] = int32_t(acc290_1);
+        acc290_1 += uint32_t(v276[13]); v288[13] = int32_t(acc290_1);
+        acc290_1 += uint32_t(v276[14]); v288[14] = int32_t(acc290_1);
+        acc290_1 += uint32_t(v276[15]); v288[15] = int32_t(acc290_1);
         __syncthreads();
-        uint32_t tot567_1;
-        const uint32_t off566_1 = run564 + tsr::block_exclusive_sum<16>(acc565_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot567_1);
-        v563[8] = int32_t(uint32_t(v563[8]) + off566_1);
-        v563[9] = int32_t(uint32_t(v563[9]) + off566_1);
-        v563[10] = int32_t(uint32_t(v563[10]) + off566_1);
-        v563[11] = int32_t(uint32_t(v563[11]) + off566_1);
-        v563[12] = int32_t(uint32_t(v563[12]) + off566_1);
-        v563[13] = int32_t(uint32_t(v563[13]) + off566_1);
-        v563[14] = int32_t(uint32_t(v563[14]) + off566_1);
-        v563[15] = int32_t(uint32_t(v563[15]) + off566_1);
-        run564 += tot567_1;
-        // %314 = splat %279 : tile<i32, [8192]>
-        int32_t v568[16];
+        uint32_t tot292_1;
+        const uint32_t off291_1 = run289 + tsr::block_exclusive_sum<16>(acc290_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot292_1);
+        v288[8] = int32_t(uint32_t(v288[8]) + off291_1);
+        v288[9] = int32_t(uint32_t(v288[9]) + off291_1);
+        v288[10] = int32_t(uint32_t(v288[10]) + off291_1);
+        v288[11] = int32_t(uint32_t(v288[11]) + off291_1);
+        v288[12] = int32_t(uint32_t(v288[12]) + off291_1);
+        v288[13] = int32_t(uint32_t(v288[13]) + off291_1);
+        v288[14] = int32_t(uint32_t(v288[14]) + off291_1);
+        v288[15] = int32_t(uint32_t(v288[15]) + off291_1);
+        run289 += tot292_1;
+        // %180 = splat %145 : tile<i32, [8192]>
+        int32_t v293[16];
         #pragma unroll
-        for (int s569 = 0; s569 < 16; ++s569) {
-          v568[s569] = c497;
+        for (int s294 = 0; s294 < 16; ++s294) {
+          v293[s294] = c222;
         }
-        // %315 = add %313, %314 : tile<i32, [8192]>
-        int32_t v570[16];
+        // %181 = add %179, %180 : tile<i32, [8192]>
+        int32_t v295[16];
         #pragma unroll
-        for (int s571 = 0; s571 < 16; ++s571) {
-          v570[s571] = int32_t(uint32_t(v563[s571]) + uint32_t(v568[s571]));
+        for (int s296 = 0; s296 < 16; ++s296) {
+          v295[s296] = int32_t(uint32_t(v288[s296]) + uint32_t(v293[s296]));
         }
-        // %316 = splat %172 : tile<i32, [8192]>
-        int32_t v572[16];
+        // %182 = splat %21 : tile<i32, [8192]>
+        int32_t v297[16];
         #pragma unroll
-        for (int s573 = 0; s573 < 16; ++s573) {
-          v572[s573] = v309;
+        for (int s298 = 0; s298 < 16; ++s298) {
+          v297[s298] = c20;
         }
-        // %317 = cmp %315, %316 {pred = "le"} : tile<i1, [8192]>
-        uint8_t v574[16];
+        // %183 = cmp %181, %182 {pred = "le"} : tile<i1, [8192]>
+        uint8_t v299[16];
         #pragma unroll
-        for (int s575 = 0; s575 < 16; ++s575) {
-          v574[s575] = uint8_t(v570[s575] <= v572[s575]);
+        for (int s300 = 0; s300 < 16; ++s300) {
+          v299[s300] = uint8_t(v295[s300] <= v297[s300]);
         }
-        // %318 = and %305, %317 : tile<i1, [8192]>
-        uint8_t v576[16];
+        // %184 = and %171, %183 : tile<i1, [8192]>
+        uint8_t v301[16];
         #pragma unroll
-        for (int s577 = 0; s577 < 16; ++s577) {
-          v576[s577] = uint8_t(v547[s577] & v574[s577]);
+        for (int s302 = 0; s302 < 16; ++s302) {
+          v301[s302] = uint8_t(v272[s302] & v299[s302]);
         }
-        // %319 = or %306, %318 : tile<i1, [8192]>
-        uint8_t v578[16];
+        // %185 = or %172, %184 : tile<i1, [8192]>
+        uint8_t v303[16];
         #pragma unroll
-        for (int s579 = 0; s579 < 16; ++s579) {
-          v578[s579] = uint8_t(v549[s579] | v576[s579]);
+        for (int s304 = 0; s304 < 16; ++s304) {
+          v303[s304] = uint8_t(v274[s304] | v301[s304]);
         }
-        // yield %319
+        // yield %185
         #pragma unroll
-        for (int s580 = 0; s580 < 16; ++s580) {
-          v559[s580] = v578[s580];
+        for (int s305 = 0; s305 < 16; ++s305) {
+          v284[s305] = v303[s305];
         }
       }
-      // %320 = sub %278, %4 : i32
-      const int32_t v581 = int32_t(uint32_t(c496) - uint32_t(v3));
-      // %321 = cast %311 : tile<i32, [8192]>
-      int32_t v582[16];
+      // %186 = sub %144, %4 : i32
+      const int32_t v306 = int32_t(uint32_t(c221) - uint32_t(v3));
+      // %187 = cast %177 : tile<i32, [8192]>
+      int32_t v307[16];
       #pragma unroll
-      for (int s583 = 0; s583 < 16; ++s583) {
-        v582[s583] = int32_t(v559[s583]);
+      for (int s308 = 0; s308 < 16; ++s308) {
+        v307[s308] = int32_t(v284[s308]);
       }
-      // %322 = scan %321 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-      int32_t v584[16];
-      uint32_t run585 = uint32_t(0);
-      uint32_t acc586_0 = uint32_t(0);
-      acc586_0 += uint32_t(v582[0]); v584[0] = int32_t(acc586_0);
-      acc586_0 += uint32_t(v582[1]); v584[1] = int32_t(acc586_0);
-      acc586_0 += uint32_t(v582[2]); v584[2] = int32_t(acc586_0);
-      acc586_0 += uint32_t(v582[3]); v584[3] = int32_t(acc586_0);
-      acc586_0 += uint32_t(v582[4]); v584[4] = int32_t(acc586_0);
-      acc586_0 += uint32_t(v582[5]); v584[5] = int32_t(acc586_0);
-      acc586_0 += uint32_t(v582[6]); v584[6] = int32_t(acc586_0);
-      acc586_0 += uint32_t(v582[7]); v584[7] = int32_t(acc586_0);
+      // %188 = scan %187 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+      int32_t v309[16];
+      uint32_t run310 = uint32_t(0);
+      uint32_t acc311_0 = uint32_t(0);
+      acc311_0 += uint32_t(v307[0]); v309[0] = int32_t(acc311_0);
+      acc311_0 += uint32_t(v307[1]); v309[1] = int32_t(acc311_0);
+      acc311_0 += uint32_t(v307[2]); v309[2] = int32_t(acc311_0);
+      acc311_0 += uint32_t(v307[3]); v309[3] = int32_t(acc311_0);
+      acc311_0 += uint32_t(v307[4]); v309[4] = int32_t(acc311_0);
+      acc311_0 += uint32_t(v307[5]); v309[5] = int32_t(acc311_0);
+      acc311_0 += uint32_t(v307[6]); v309[6] = int32_t(acc311_0);
+      acc311_0 += uint32_t(v307[7]); v309[7] = int32_t(acc311_0);
       __syncthreads();
-      uint32_t tot588_0;
-      const uint32_t off587_0 = run585 + tsr::block_exclusive_sum<16>(acc586_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot588_0);
-      v584[0] = int32_t(uint32_t(v584[0]) + off587_0);
-      v584[1] = int32_t(uint32_t(v584[1]) + off587_0);
-      v584[2] = int32_t(uint32_t(v584[2]) + off587_0);
-      v584[3] = int32_t(uint32_t(v584[3]) + off587_0);
-      v584[4] = int32_t(uint32_t(v584[4]) + off587_0);
-      v584[5] = int32_t(uint32_t(v584[5]) + off587_0);
-      v584[6] = int32_t(uint32_t(v584[6]) + off587_0);
-      v584[7] = int32_t(uint32_t(v584[7]) + off587_0);
-      run585 += tot588_0;
-      uint32_t acc586_1 = uint32_t(0);
-      acc586_1 += uint32_t(v582[8]); v584[8] = int32_t(acc586_1);
-      acc586_1 += uint32_t(v582[9]); v584[9] = int32_t(acc586_1);
-      acc586_1 += uint32_t(v582[10]); v584[10] = int32_t(acc586_1);
-      acc586_1 += uint32_t(v582[11]); v584[11] = int32_t(acc586_1);
-      acc586_1 += uint32_t(v582[12]); v584[12] = int32_t(acc586_1);
-      acc586_1 += uint32_t(v582[13]); v584[13] = int32_t(acc586_1);
-      acc586_1 += uint32_t(v582[14]); v584[14] = int32_t(acc586_1);
-      acc586_1 += uint32_t(v582[15]); v584[15] = int32_t(acc586_1);
+      uint32_t tot313_0;
+      const uint32_t off312_0 = run310 + tsr::block_exclusive_sum<16>(acc311_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot313_0);
+      v309[0] = int32_t(uint32_t(v309[0]) + off312_0);
+      v309[1] = int32_t(uint32_t(v309[1]) + off312_0);
+      v309[2] = int32_t(uint32_t(v309[2]) + off312_0);
+      v309[3] = int32_t(uint32_t(v309[3]) + off312_0);
+      v309[4] = int32_t(uint32_t(v309[4]) + off312_0);
+      v309[5] = int32_t(uint32_t(v309[5]) + off312_0);
+      v309[6] = int32_t(uint32_t(v309[6]) + off312_0);
+      v309[7] = int32_t(uint32_t(v309[7]) + off312_0);
+      run310 += tot313_0;
+      uint32_t acc311_1 = uint32_t(0);
+      acc311_1 += uint32_t(v307[8]); v309[8] = int32_t(acc311_1);
+      acc311_1 += uint32_t(v307[9]); v309[9] = int32_t(acc311_1);
+      acc311_1 += uint32_t(v307[10]); v309[10] = int32_t(acc311_1);
+      acc311_1 += uint32_t(v307[11]); v309[11] = int32_t(acc311_1);
+      acc311_1 += uint32_t(v307[12]); v309[12] = int32_t(acc311_1);
+      acc311_1 += uint32_t(v307[13]); v309[13] = int32_t(acc311_1);
+      acc311_1 += uint32_t(v307[14]); v309[14] = int32_t(acc311_1);
+      acc311_1 += uint32_t(v307[15]); v309[15] = int32_t(acc311_1);
       __syncthreads();
-      uint32_t tot588_1;
-      const uint32_t off587_1 = run585 + tsr::block_exclusive_sum<16>(acc586_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot588_1);
-      v584[8] = int32_t(uint32_t(v584[8]) + off587_1);
-      v584[9] = int32_t(uint32_t(v584[9]) + off587_1);
-      v584[10] = int32_t(uint32_t(v584[10]) + off587_1);
-      v584[11] = int32_t(uint32_t(v584[11]) + off587_1);
-      v584[12] = int32_t(uint32_t(v584[12]) + off587_1);
-      v584[13] = int32_t(uint32_t(v584[13]) + off587_1);
-      v584[14] = int32_t(uint32_t(v584[14]) + off587_1);
-      v584[15] = int32_t(uint32_t(v584[15]) + off587_1);
-      run585 += tot588_1;
-      // %323 = splat %320 : tile<i32, [8192]>
-      int32_t v589[16];
+      uint32_t tot313_1;
+      const uint32_t off312_1 = run310 + tsr::block_exclusive_sum<16>(acc311_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot313_1);
+      v309[8] = int32_t(uint32_t(v309[8]) + off312_1);
+      v309[9] = int32_t(uint32_t(v309[9]) + off312_1);
+      v309[10] = int32_t(uint32_t(v309[10]) + off312_1);
+      v309[11] = int32_t(uint32_t(v309[11]) + off312_1);
+      v309[12] = int32_t(uint32_t(v309[12]) + off312_1);
+      v309[13] = int32_t(uint32_t(v309[13]) + off312_1);
+      v309[14] = int32_t(uint32_t(v309[14]) + off312_1);
+      v309[15] = int32_t(uint32_t(v309[15]) + off312_1);
+      run310 += tot313_1;
+      // %189 = splat %186 : tile<i32, [8192]>
+      int32_t v314[16];
       #pragma unroll
-      for (int s590 = 0; s590 < 16; ++s590) {
-        v589[s590] = v581;
+      for (int s315 = 0; s315 < 16; ++s315) {
+        v314[s315] = v306;
       }
-      // %324 = add %322, %323 : tile<i32, [8192]>
-      int32_t v591[16];
+      // %190 = add %188, %189 : tile<i32, [8192]>
+      int32_t v316[16];
       #pragma unroll
-      for (int s592 = 0; s592 < 16; ++s592) {
-        v591[s592] = int32_t(uint32_t(v584[s592]) + uint32_t(v589[s592]));
+      for (int s317 = 0; s317 < 16; ++s317) {
+        v316[s317] = int32_t(uint32_t(v309[s317]) + uint32_t(v314[s317]));
       }
-      // %325 = splat %1 : tile<i32, [8192]>
-      int32_t v593[16];
+      // %191 = splat %1 : tile<i32, [8192]>
+      int32_t v318[16];
       #pragma unroll
-      for (int s594 = 0; s594 < 16; ++s594) {
-        v593[s594] = v0;
+      for (int s319 = 0; s319 < 16; ++s319) {
+        v318[s319] = v0;
       }
-      // scatter %values, %283, %325, %324, %311
+      // scatter %values, %149, %191, %190, %177
       #pragma unroll
-      for (int s595 = 0; s595 < 16; ++s595) {
-        if ((v559[s595] != 0) && (int64_t(v593[s595]) >= 0 && int64_t(v593[s595]) < int64_t(tsr_dim_M) && int64_t(v591[s595]) >= 0 && int64_t(v591[s595]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v593[s595]) * tsr_p1_s0 + int64_t(v591[s595]) * tsr_p1_s1] = v504[s595];
+      for (int s320 = 0; s320 < 16; ++s320) {
+        if ((v284[s320] != 0) && (int64_t(v318[s320]) >= 0 && int64_t(v318[s320]) < int64_t(tsr_dim_M) && int64_t(v316[s320]) >= 0 && int64_t(v316[s320]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v318[s320]) * tsr_p1_s0 + int64_t(v316[s320]) * tsr_p1_s1] = v229[s320];
       }
-      // %326 = mul %280, %3 : i32
-      const int32_t v596 = int32_t(uint32_t(v499) * uint32_t(v2));
-      // %327 = arange : tile<i32, [8192]>
-      int32_t v597[16];
+      // %192 = mul %146, %3 : i32
+      const int32_t v321 = int32_t(uint32_t(v224) * uint32_t(v2));
+      // %193 = arange : tile<i32, [8192]>
+      int32_t v322[16];
       #pragma unroll
-      for (int s598 = 0; s598 < 16; ++s598) {
-        v597[s598] = int32_t(0 + ((s598 / 8) * 4096 + tsr_tid * 8 + (s598 % 8)));
+      for (int s323 = 0; s323 < 16; ++s323) {
+        v322[s323] = int32_t(0 + ((s323 / 8) * 4096 + tsr_tid * 8 + (s323 % 8)));
       }
-      // %328 = splat %326 : tile<i32, [8192]>
-      int32_t v599[16];
+      // %194 = splat %192 : tile<i32, [8192]>
+      int32_t v324[16];
       #pragma unroll
-      for (int s600 = 0; s600 < 16; ++s600) {
-        v599[s600] = v596;
+      for (int s325 = 0; s325 < 16; ++s325) {
+        v324[s325] = v321;
       }
-      // %329 = add %327, %328 : tile<i32, [8192]>
-      int32_t v601[16];
+      // %195 = add %193, %194 : tile<i32, [8192]>
+      int32_t v326[16];
       #pragma unroll
-      for (int s602 = 0; s602 < 16; ++s602) {
-        v601[s602] = int32_t(uint32_t(v597[s602]) + uint32_t(v599[s602]));
+      for (int s327 = 0; s327 < 16; ++s327) {
+        v326[s327] = int32_t(uint32_t(v322[s327]) + uint32_t(v324[s327]));
       }
-      // scatter %indices, %329, %325, %324, %311
+      // scatter %indices, %195, %191, %190, %177
       #pragma unroll
-      for (int s603 = 0; s603 < 16; ++s603) {
-        if ((v559[s603] != 0) && (int64_t(v593[s603]) >= 0 && int64_t(v593[s603]) < int64_t(tsr_dim_M) && int64_t(v591[s603]) >= 0 && int64_t(v591[s603]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v593[s603]) * tsr_p2_s0 + int64_t(v591[s603]) * tsr_p2_s1] = v601[s603];
+      for (int s328 = 0; s328 < 16; ++s328) {
+        if ((v284[s328] != 0) && (int64_t(v318[s328]) >= 0 && int64_t(v318[s328]) < int64_t(tsr_dim_M) && int64_t(v316[s328]) >= 0 && int64_t(v316[s328]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v318[s328]) * tsr_p2_s0 + int64_t(v316[s328]) * tsr_p2_s1] = v326[s328];
       }
-      // %330 = reduce %321 {axis = 0, kind = "sum"} : i32
-      int32_t v604;
-      int32_t racc605[8];
+      // %196 = reduce %187 {axis = 0, kind = "sum"} : i32
+      int32_t v329;
+      int32_t racc330[8];
       #pragma unroll
-      for (int v_ = 0; v_ < 8; ++v_) racc605[v_] = int32_t(0);
+      for (int v_ = 0; v_ < 8; ++v_) racc330[v_] = int32_t(0);
       #pragma unroll
-      for (int s606 = 0; s606 < 16; ++s606) {
-        racc605[s606 % 8] = int32_t(uint32_t(racc605[s606 % 8]) + uint32_t(v582[s606]));
+      for (int s331 = 0; s331 < 16; ++s331) {
+        racc330[s331 % 8] = int32_t(uint32_t(racc330[s331 % 8]) + uint32_t(v307[s331]));
       }
-      racc605[0] = int32_t(uint32_t(racc605[0]) + uint32_t(racc605[4]));
-      racc605[1] = int32_t(uint32_t(racc605[1]) + uint32_t(racc605[5]));
-      racc605[2] = int32_t(uint32_t(racc605[2]) + uint32_t(racc605[6]));
-      racc605[3] = int32_t(uint32_t(racc605[3]) + uint32_t(racc605[7]));
-      racc605[0] = int32_t(uint32_t(racc605[0]) + uint32_t(racc605[2]));
-      racc605[1] = int32_t(uint32_t(racc605[1]) + uint32_t(racc605[3]));
-      racc605[0] = int32_t(uint32_t(racc605[0]) + uint32_t(racc605[1]));
-      racc605[0] = int32_t(uint32_t(racc605[0]) + uint32_t(tsr::shfl_xor(racc605[0], 16)));
-      racc605[0] = int32_t(uint32_t(racc605[0]) + uint32_t(tsr::shfl_xor(racc605[0], 8)));
-      racc605[0] = int32_t(uint32_t(racc605[0]) + uint32_t(tsr::shfl_xor(racc605[0], 4)));
-      racc605[0] = int32_t(uint32_t(racc605[0]) + uint32_t(tsr::shfl_xor(racc605[0], 2)));
-      racc605[0] = int32_t(uint32_t(racc605[0]) + uint32_t(tsr::shfl_xor(racc605[0], 1)));
-      __shared__ int32_t tsr_red607_mem[32];
-      int32_t* const tsr_red607 = tsr_red607_mem + tsr_red607_at;
-      tsr_red607_at ^= 16;
+      racc330[0] = int32_t(uint32_t(racc330[0]) + uint32_t(racc330[4]));
+      racc330[1] = int32_t(uint32_t(racc330[1]) + uint32_t(racc330[5]));
+      racc330[2] = int32_t(uint32_t(racc330[2]) + uint32_t(racc330[6]));
+      racc330[3] = int32_t(uint32_t(racc330[3]) + uint32_t(racc330[7]));
+      racc330[0] = int32_t(uint32_t(racc330[0]) + uint32_t(racc330[2]));
+      racc330[1] = int32_t(uint32_t(racc330[1]) + uint32_t(racc330[3]));
+      racc330[0] = int32_t(uint32_t(racc330[0]) + uint32_t(racc330[1]));
+      racc330[0] = int32_t(uint32_t(racc330[0]) + uint32_t(tsr::shfl_xor(racc330[0], 16)));
+      racc330[0] = int32_t(uint32_t(racc330[0]) + uint32_t(tsr::shfl_xor(racc330[0], 8)));
+      racc330[0] = int32_t(uint32_t(racc330[0]) + uint32_t(tsr::shfl_xor(racc330[0], 4)));
+      racc330[0] = int32_t(uint32_t(racc330[0]) + uint32_t(tsr::shfl_xor(racc330[0], 2)));
+      racc330[0] = int32_t(uint32_t(racc330[0]) + uint32_t(tsr::shfl_xor(racc330[0], 1)));
+      __shared__ int32_t tsr_red332_mem[32];
+      int32_t* const tsr_red332 = tsr_red332_mem + tsr_red332_at;
+      tsr_red332_at ^= 16;
       if ((tsr_tid & 31) == 0) {
-        tsr_red607[(tsr_tid >> 5) * 1 + 0] = racc605[0];
+        tsr_red332[(tsr_tid >> 5) * 1 + 0] = racc330[0];
       }
       __syncthreads();
-      racc605[0] = tsr_red607[(tsr_tid & 15) * 1 + 0];
-      racc605[0] = int32_t(uint32_t(racc605[0]) + uint32_t(tsr::shfl_xor(racc605[0], 8)));
-      racc605[0] = int32_t(uint32_t(racc605[0]) + uint32_t(tsr::shfl_xor(racc605[0], 4)));
-      racc605[0] = int32_t(uint32_t(racc605[0]) + uint32_t(tsr::shfl_xor(racc605[0], 2)));
-      racc605[0] = int32_t(uint32_t(racc605[0]) + uint32_t(tsr::shfl_xor(racc605[0], 1)));
-      v604 = racc605[0];
-      // %331 = add %278, %330 : i32
-      const int32_t v608 = int32_t(uint32_t(c496) + uint32_t(v604));
-      // yield %331, %309
-      c496 = v608;
-      c497 = v557;
+      racc330[0] = tsr_red332[(tsr_tid & 15) * 1 + 0];
+      racc330[0] = int32_t(uint32_t(racc330[0]) + uint32_t(tsr::shfl_xor(racc330[0], 8)));
+      racc330[0] = int32_t(uint32_t(racc330[0]) + uint32_t(tsr::shfl_xor(racc330[0], 4)));
+      racc330[0] = int32_t(uint32_t(racc330[0]) + uint32_t(tsr::shfl_xor(racc330[0], 2)));
+      racc330[0] = int32_t(uint32_t(racc330[0]) + uint32_t(tsr::shfl_xor(racc330[0], 1)));
+      v329 = racc330[0];
+      // %197 = add %144, %196 : i32
+      const int32_t v333 = int32_t(uint32_t(c221) + uint32_t(v329));
+      // yield %197, %175
+      c221 = v333;
+      c222 = v282;
     }
-    // yield %275, %276
-    c474 = c496;
-    c475 = c497;
+    // yield %141, %142
+    c199 = c221;
+    c200 = c222;
   }
-  // %332 = load_tile %indices, %1, %16 : tile<i32, [1, 64]>
+  // %198 = load_tile %indices, %1, %18 : tile<i32, [1, 64]>
   __syncthreads();
-  int32_t v609[1];
+  int32_t v334[1];
   {
-    const int64_t o610 = int64_t(v0) * 1;
-    const int64_t o611 = int64_t(v15) * 64;
+    const int64_t o335 = int64_t(v0) * 1;
+    const int64_t o336 = int64_t(v17) * 64;
     #pragma unroll
-    for (int s612 = 0; s612 < 1; ++s612) {
-      const int e613 = (s612 * 512 + tsr_tid);
-      v609[s612] = ((s612 * 512 + tsr_tid) < 64) && ((o610 + 0) >= 0 && (o610 + 0) < int64_t(tsr_dim_M) && (o611 + (e613)) >= 0 && (o611 + (e613)) < int64_t(tsr_dim_K)) ? tsr_p2[(o610 + 0) * tsr_p2_s0 + (o611 + (e613)) * tsr_p2_s1] : int32_t(0LL);
+    for (int s337 = 0; s337 < 1; ++s337) {
+      const int e338 = (s337 * 512 + tsr_tid);
+      v334[s337] = ((s337 * 512 + tsr_tid) < 64) && ((o335 + 0) >= 0 && (o335 + 0) < int64_t(tsr_dim_M) && (o336 + (e338)) >= 0 && (o336 + (e338)) < int64_t(tsr_dim_K)) ? tsr_p2[(o335 + 0) * tsr_p2_s0 + (o336 + (e338)) * tsr_p2_s1] : int32_t(0LL);
     }
   }
-  // %333 = load_tile %values, %1, %16 : tile<f32, [1, 64]>
-  float v614[1];
+  // %199 = load_tile %values, %1, %18 : tile<f32, [1, 64]>
+  float v339[1];
   {
-    const int64_t o615 = int64_t(v0) * 1;
-    const int64_t o616 = int64_t(v15) * 64;
+    const int64_t o340 = int64_t(v0) * 1;
+    const int64_t o341 = int64_t(v17) * 64;
     #pragma unroll
-    for (int s617 = 0; s617 < 1; ++s617) {
-      const int e618 = (s617 * 512 + tsr_tid);
-      v614[s617] = ((s617 * 512 + tsr_tid) < 64) && ((o615 + 0) >= 0 && (o615 + 0) < int64_t(tsr_dim_M) && (o616 + (e618)) >= 0 && (o616 + (e618)) < int64_t(tsr_dim_K)) ? tsr_p1[(o615 + 0) * tsr_p1_s0 + (o616 + (e618)) * tsr_p1_s1] : 0x0p+0f;
+    for (int s342 = 0; s342 < 1; ++s342) {
+      const int e343 = (s342 * 512 + tsr_tid);
+      v339[s342] = ((s342 * 512 + tsr_tid) < 64) && ((o340 + 0) >= 0 && (o340 + 0) < int64_t(tsr_dim_M) && (o341 + (e343)) >= 0 && (o341 + (e343)) < int64_t(tsr_dim_K)) ? tsr_p1[(o340 + 0) * tsr_p1_s0 + (o341 + (e343)) * tsr_p1_s1] : 0x0p+0f;
     }
   }
-  // %334, %335 = sort %333, %332 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
-  float v619[1];
-  int32_t v620[1];
+  // %200, %201 = sort %199, %198 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
+  float v344[1];
+  int32_t v345[1];
   __syncthreads();
   #pragma unroll
-  for (int s621 = 0; s621 < 1; ++s621) {
-    if (((s621 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s621 * 512 + tsr_tid)] = v614[s621];
+  for (int s346 = 0; s346 < 1; ++s346) {
+    if (((s346 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s346 * 512 + tsr_tid)] = v339[s346];
   }
   __syncthreads();
   #pragma unroll
-  for (int s622 = 0; s622 < 1; ++s622) {
-    if (((s622 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s622 * 512 + tsr_tid)] = v609[s622];
+  for (int s347 = 0; s347 < 1; ++s347) {
+    if (((s347 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s347 * 512 + tsr_tid)] = v334[s347];
   }
   __syncthreads();
   for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
@@ -2134,39 +1225,39 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
     }
   }
   #pragma unroll
-  for (int s623 = 0; s623 < 1; ++s623) {
-    const int e624 = (s623 * 512 + tsr_tid);
-    v619[s623] = ((s623 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e624) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e624) / 64) * 1 + ((e624) % 1)) * 64 + (((e624) / 1) % 64)]) * 1 + ((e624) % 1)]) : float(0);
+  for (int s348 = 0; s348 < 1; ++s348) {
+    const int e349 = (s348 * 512 + tsr_tid);
+    v344[s348] = ((s348 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e349) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e349) / 64) * 1 + ((e349) % 1)) * 64 + (((e349) / 1) % 64)]) * 1 + ((e349) % 1)]) : float(0);
   }
   #pragma unroll
-  for (int s625 = 0; s625 < 1; ++s625) {
-    const int e626 = (s625 * 512 + tsr_tid);
-    v620[s625] = ((s625 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e626) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e626) / 64) * 1 + ((e626) % 1)) * 64 + (((e626) / 1) % 64)]) * 1 + ((e626) % 1)]) : int32_t(0);
+  for (int s350 = 0; s350 < 1; ++s350) {
+    const int e351 = (s350 * 512 + tsr_tid);
+    v345[s350] = ((s350 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e351) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e351) / 64) * 1 + ((e351) % 1)) * 64 + (((e351) / 1) % 64)]) * 1 + ((e351) % 1)]) : int32_t(0);
   }
-  // store_tile %values, %334, %1, %16
+  // store_tile %values, %200, %1, %18
   {
-    const int64_t o627 = int64_t(v0) * 1;
-    const int64_t o628 = int64_t(v15) * 64;
+    const int64_t o352 = int64_t(v0) * 1;
+    const int64_t o353 = int64_t(v17) * 64;
     #pragma unroll
-    for (int s629 = 0; s629 < 1; ++s629) {
-      const int e630 = (s629 * 512 + tsr_tid);
-      if (((s629 * 512 + tsr_tid) < 64) && ((o627 + 0) >= 0 && (o627 + 0) < int64_t(tsr_dim_M) && (o628 + (e630)) >= 0 && (o628 + (e630)) < int64_t(tsr_dim_K))) tsr_p1[(o627 + 0) * tsr_p1_s0 + (o628 + (e630)) * tsr_p1_s1] = v619[s629];
+    for (int s354 = 0; s354 < 1; ++s354) {
+      const int e355 = (s354 * 512 + tsr_tid);
+      if (((s354 * 512 + tsr_tid) < 64) && ((o352 + 0) >= 0 && (o352 + 0) < int64_t(tsr_dim_M) && (o353 + (e355)) >= 0 && (o353 + (e355)) < int64_t(tsr_dim_K))) tsr_p1[(o352 + 0) * tsr_p1_s0 + (o353 + (e355)) * tsr_p1_s1] = v344[s354];
     }
   }
-  // store_tile %indices, %335, %1, %16
+  // store_tile %indices, %201, %1, %18
   {
-    const int64_t o631 = int64_t(v0) * 1;
-    const int64_t o632 = int64_t(v15) * 64;
+    const int64_t o356 = int64_t(v0) * 1;
+    const int64_t o357 = int64_t(v17) * 64;
     #pragma unroll
-    for (int s633 = 0; s633 < 1; ++s633) {
-      const int e634 = (s633 * 512 + tsr_tid);
-      if (((s633 * 512 + tsr_tid) < 64) && ((o631 + 0) >= 0 && (o631 + 0) < int64_t(tsr_dim_M) && (o632 + (e634)) >= 0 && (o632 + (e634)) < int64_t(tsr_dim_K))) tsr_p2[(o631 + 0) * tsr_p2_s0 + (o632 + (e634)) * tsr_p2_s1] = v620[s633];
+    for (int s358 = 0; s358 < 1; ++s358) {
+      const int e359 = (s358 * 512 + tsr_tid);
+      if (((s358 * 512 + tsr_tid) < 64) && ((o356 + 0) >= 0 && (o356 + 0) < int64_t(tsr_dim_M) && (o357 + (e359)) >= 0 && (o357 + (e359)) < int64_t(tsr_dim_K))) tsr_p2[(o356 + 0) * tsr_p2_s0 + (o357 + (e359)) * tsr_p2_s1] = v345[s358];
     }
   }
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_topk, block_threads 512, static_smem 832, dynamic_smem 139264
+// symbol tessera_topk, block_threads 512, static_smem 640, dynamic_smem 139264
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer x f32 bytes 8 index 0
 // param pointer values f32 bytes 8 index 1
@@ -2176,15 +1267,15 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
 // param dim K i32 bytes 4 index -1
 // header tessera/core.cuh
 // header tessera/mma.cuh
-// stat block-exchanges = 11
-// stat block-scans = 5
-// stat histograms = 3
-// stat reductions = 11
+// stat block-exchanges = 5
+// stat block-scans = 3
+// stat histograms = 1
+// stat reductions = 5
 // stat smem-bytes = 139264
 // stat sorts = 1
-// stat struct-cp-async-copies = 8
+// stat struct-cp-async-copies = 4
 // stat struct-smem-bytes = 131072
 // stat threads = 512
-// stat vector-buffer-reads = 4
-// stat warp-reductions = 11
+// stat vector-buffer-reads = 2
+// stat warp-reductions = 5
 // stat write-read-barriers = 1
