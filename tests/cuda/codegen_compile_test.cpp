@@ -69,6 +69,9 @@ struct LibCase {
   std::string kernel;
   ScalarKind dtype;
 };
+// Printed by name: gtest would print the raw bytes (a heap pointer), which ctest's discovered
+// test names would then carry, different in every build.
+void PrintTo(const LibCase& c, std::ostream* os) { *os << c.kernel << "/" << scalar_name(c.dtype); }
 
 std::vector<LibCase> library_cases() {
   std::vector<LibCase> out;

@@ -48,6 +48,10 @@ struct GoldenCase {
   std::string target;  // "cpu", or a CudaTarget ("sm_80", "sm_90", "sm_90a")
   Variant v = {};
 };
+// gtest prints a parameter it cannot print as its raw bytes (heap pointers of the strings), and
+// gtest_discover_tests puts that text into the ctest names: a name that changes from build to
+// build. Printing the case's name keeps ctest's test list stable.
+void PrintTo(const GoldenCase& c, std::ostream* os) { *os << c.name; }
 
 const char* dtype_tag(ScalarKind dt) { return scalar_name(dt).data(); }
 
