@@ -8,6 +8,8 @@
 #include <array>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -527,6 +529,14 @@ std::shared_ptr<CudaKernel> compile_cuda(const Kernel& k, const CudaOptions& opt
     keyin += std::string(kDeviceHeaders[i].name) + "\n" + kDeviceHeaders[i].text + "\n";
   keyin += em.source;
   std::string key = "cuda-" + content_hash(keyin);
+  // TESSERA_CUDA_DUMP_DIR: every kernel compiled (or found in a cache) is also written there as
+  // <symbol>-<key>.cu, the source a sanitizer's line numbers (TESSERA_NVRTC_LINEINFO=1) refer to,
+  // including the compilations the runtime makes on its own (without TMA, split-K).
+  if (const char* d = std::getenv("TESSERA_CUDA_DUMP_DIR"); d && *d) {
+    std::error_code ec;
+    std::filesystem::create_directories(d, ec);
+    std::ofstream(std::filesystem::path(d) / (em.info.symbol + "-" + key + ".cu"), std::ios::binary) << em.source;
+  }
 
   auto make = [&](std::shared_ptr<Compiled> c) {
     const int cluster = em.info.cluster;

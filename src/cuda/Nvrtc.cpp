@@ -143,7 +143,11 @@ std::vector<std::string> nvrtc_options(const CudaTarget& target) {
   // No include path: the generated code includes only Tessera's embedded headers, which is what
   // keeps a compile independent of where (or whether) the toolkit's headers are installed.
   // No --use_fast_math: IEEE by default; the headers pick fast exp2/rsqrt where that is meant.
-  return {"--gpu-architecture=" + target.str(), "-std=c++17", "-default-device"};
+  std::vector<std::string> o = {"--gpu-architecture=" + target.str(), "-std=c++17", "-default-device"};
+  // For compute-sanitizer and profilers: their reports then name lines of the generated source
+  // (written out with TESSERA_CUDA_DUMP_DIR). Part of the options, so of the cache key too.
+  if (const char* e = std::getenv("TESSERA_NVRTC_LINEINFO"); e && std::string(e) == "1") o.push_back("-lineinfo");
+  return o;
 }
 
 std::string op_summary(const Op& op) {

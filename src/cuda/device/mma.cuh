@@ -153,7 +153,11 @@ TSR_D int sw128_index(int row, int col, int rows) {
 TSR_D unsigned char* align_smem_1024(unsigned char* p) { return p + ((1024u - (smem_u32(p) & 1023u)) & 1023u); }
 
 // 16 bytes global -> shared, bypassing L1; bytes < 16 reads only that many and zero-fills the rest
-// (0: nothing is read, the chunk is all zeros). Without `bytes`: all 16. L2PF (64, 128 or 256;
+// (0: nothing is read, the chunk is all zeros). Without `bytes`: all 16. A part of a chunk
+// (0 < bytes < 16, the ragged end of a row) is read and stored by this thread instead of by
+// cp.async with a src-size: compute-sanitizer's memcheck counts such a cp.async as a 16-byte read
+// and stops the kernel where the row is the last of its allocation. Every caller already stores
+// chunks it cannot copy asynchronously the same way, ordered by the same barrier. L2PF (64, 128 or 256;
 // 0: none) asks L2 to fetch that many bytes around the chunk from memory at once (the
 // .L2::NB prefetch-size qualifier, sm_80+), a knob the pipelined matmul exposes as
 // mma_l2_prefetch.
@@ -167,8 +171,21 @@ TSR_D unsigned char* align_smem_1024(unsigned char* p) { return p + ((1024u - (s
   asm volatile("cp.async.cg.shared.global" PF " [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory")
 #define TSR_CP_ASYNC_16_ALL(PF) \
   asm volatile("cp.async.cg.shared.global" PF " [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory")
+// The first `bytes` (1-15) of a 16-byte chunk, the rest zeros. Not inlined: it serves only the
+// ragged ends of rows, and one body keeps the callers' PTX (and ptxas's time) as it was.
+__device__ __noinline__ void store_partial_chunk(uint32_t dst, const unsigned char* s, int bytes) {
+  uint64_t lo = 0, hi = 0;
+#pragma unroll 1
+  for (int i = 0; i < bytes; ++i) {
+    const uint64_t b = uint64_t(s[i]) << (8 * (i & 7));
+    if (i < 8) lo |= b;
+    else hi |= b;
+  }
+  asm volatile("st.shared.v2.u64 [%0], {%1, %2};\n" ::"r"(dst), "l"(lo), "l"(hi) : "memory");
+}
 template <int L2PF = 0>
 TSR_D void cp_async_16(uint32_t dst, const void* src, int bytes) {
+  if (bytes > 0 && bytes < 16) return store_partial_chunk(dst, static_cast<const unsigned char*>(src), bytes);
   TSR_CP_ASYNC_16_PF(TSR_CP_ASYNC_16_N);
 }
 template <int L2PF = 0>
