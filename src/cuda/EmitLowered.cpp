@@ -566,19 +566,43 @@ void Emitter::emit_tma_ring_loop(const Op& op, const std::vector<const Value*>& 
   line("int " + stage + " = 0;");
   line("uint32_t " + rn + " = 0;  // iterations begun");
   for (int64_t p = 0; p + 1 < S; ++p) issue("(int64_t(" + lb + ") + " + num(p) + " * int64_t(" + step + "))", num(p) + "u");
+  // A wgmma dot in flight (pipeline-loops' `in_flight = 1`) accumulates into the carried
+  // array itself; its group of iteration i is waited for in iteration i + 1, so a stage is
+  // released, and refilled, one iteration later than the copies of a synchronous body allow.
+  const Op* async = in_flight_dot(const_cast<Op&>(op));
+  if (!async || !lowered_wgmma_ || !async->has_attr("in_flight") || async->attr_int("in_flight") != 1) async = nullptr;
+  async_dot_ = async;
+  if (async) wgmma_fence_acc(async->result(), nm(async->operand(2)));
+  std::string iv_name;
   emit_loop(op, vals, carried,
             [&](const std::string& iv) {
-              issue("(" + iv + "_ + " + num(S - 1) + " * int64_t(" + step + "))", rn + " + " + num(S - 1) + "u");
+              iv_name = iv;
+              if (!async)
+                issue("(" + iv + "_ + " + num(S - 1) + " * int64_t(" + step + "))", rn + " + " + num(S - 1) + "u");
               line("tsr::mbar_wait(" + bars + " + 8u * (" + rn + " % " + SS + "), (" + rn + " / " + SS +
                    ") & 1u);  // this iteration's copies are in");
             },
             [&] {
-              // The warp's reads of the stage are done (the dots waited for their groups).
               line("__syncwarp();");
-              line("if (tsr_lane == 0) tsr::mbar_arrive(" + bars + " + 8u * (" + SS + " + " + rn + " % " + SS + "));");
+              if (async) {
+                // The group of the iteration before has finished (the dot waited for all but its
+                // own): that stage is free for the copies S - 1 iterations ahead.
+                line("if (" + rn + " > 0 && tsr_lane == 0) tsr::mbar_arrive(" + bars + " + 8u * (" + SS + " + (" + rn +
+                     " - 1u) % " + SS + "));");
+                issue("(" + iv_name + "_ + " + num(S - 1) + " * int64_t(" + step + "))", rn + " + " + num(S - 1) + "u");
+              } else {
+                // The warp's reads of the stage are done (the dots waited for their groups).
+                line("if (tsr_lane == 0) tsr::mbar_arrive(" + bars + " + 8u * (" + SS + " + " + rn + " % " + SS + "));");
+              }
               line("++" + rn + ";");
               line(stage + " = (" + stage + " + 1) % " + num(S) + ";");
             });
+  if (async) {
+    line("tsr::wgmma_wait<0>();  // the last group");
+    wgmma_fence_acc(async->result(), nm(async->operand(2)));
+    async_dot_ = nullptr;
+    count("wgmma-dots-in-flight");
+  }
   count("tma-ring-loops");
 }
 
@@ -1109,6 +1133,22 @@ void Emitter::lowered_fma_dot(const Op& op) {
   count("fma-dots");
 }
 
+// The accumulator array `n` of the wgmma result `r`: block (mt, nb) as the instruction's
+// fragment array, and a register fence over all of them (they are defined once the group is
+// waited for).
+std::string Emitter::wgmma_acc_block(const Value* r, const std::string& n, int64_t mt, int64_t nb) {
+  const int64_t N = static_shape(r->type.shape)[1], IN = r->type.layout.instr[1];
+  return "*reinterpret_cast<float(*)[1][" + num(IN / 8) + "][4]>(&" + n + "[" + num(mt * N / 2 + nb * IN / 2) + "])";
+}
+
+void Emitter::wgmma_fence_acc(const Value* r, const std::string& n) {
+  const std::vector<int64_t> SR = static_shape(r->type.shape);
+  const tessera::Layout& L = r->type.layout;
+  const int64_t MT = SR[0] / (64 * (L.warps[0] / 4)), NB = SR[1] / L.instr[1];
+  for (int64_t mt = 0; mt < MT; ++mt)
+    for (int64_t nb = 0; nb < NB; ++nb) line("tsr::wgmma_fence_regs(" + wgmma_acc_block(r, n, mt, nb) + ");");
+}
+
 // A dot with a wgmma accumulator (mma v3, sm_90a): each warpgroup issues m64nNk16 over its
 // 64-row blocks, B (and A in the SS form) read from 128-byte swizzled shared tiles through
 // matrix descriptors, A in the RS form from the registers that computed it. The accumulator
@@ -1154,13 +1194,19 @@ void Emitter::lowered_wgmma(const Op& op) {
     (void)dist_of(a);
   }
   (void)dist_of(c);
-  const std::string n = declare(op, r);
-  copy_value(r, n, nm(c));
+  // In flight (emit_tma_ring_loop): the group writes the carried array, waited for later.
+  const bool async = &op == async_dot_;
+  std::string n;
+  if (async) {
+    n = nm(c);
+    name_[r] = n;
+  } else {
+    n = declare(op, r);
+    copy_value(r, n, nm(c));
+  }
   const std::string ty = ab == ScalarKind::BF16 ? "bf16" : "f16";
   const std::string fn = "tsr::wgmma_m64n" + num(IN) + "k16_" + ty + (ss ? "" : "_rs") + (b_kmajor ? "<0>" : "<1>");
-  auto acc = [&](int64_t mt, int64_t nb) {
-    return "*reinterpret_cast<float(*)[1][" + num(IN / 8) + "][4]>(&" + n + "[" + num(mt * N / 2 + nb * IN / 2) + "])";
-  };
+  auto acc = [&](int64_t mt, int64_t nb) { return wgmma_acc_block(r, n, mt, nb); };
   open("{");
   line("const uint32_t wg_ = uint32_t(tsr_warp) / 4u;");
   line("(void)wg_;");
@@ -1202,9 +1248,12 @@ void Emitter::lowered_wgmma(const Op& op) {
         line(fn + "(" + acc(mt, nb) + ", " + fa + ", " + db + ");");
       }
   line("tsr::wgmma_commit();");
-  line("tsr::wgmma_wait<0>();");
-  for (int64_t mt = 0; mt < MT; ++mt)
-    for (int64_t nb = 0; nb < NB; ++nb) line("tsr::wgmma_fence_regs(" + acc(mt, nb) + ");");
+  if (async) {
+    line("tsr::wgmma_wait<1>();  // the iteration before's group");
+  } else {
+    line("tsr::wgmma_wait<0>();");
+    wgmma_fence_acc(r, n);
+  }
   if (!ss)
     for (int64_t mt = 0; mt < MT; ++mt)
       for (int64_t ks = 0; ks < KT; ++ks) line("tsr::wgmma_fence_a(fa_[" + num(mt) + "][" + num(ks) + "]);");

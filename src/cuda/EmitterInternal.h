@@ -95,6 +95,9 @@ class Emitter {
                     const std::function<std::string(const std::string&, const std::string&)>& fold);
   void lowered_dot(const Op& op);
   void lowered_wgmma(const Op& op);  // a dot with a wgmma (mma v3) accumulator, sm_90a
+  std::string wgmma_acc_block(const Value* r, const std::string& n, int64_t mt, int64_t nb);
+  void wgmma_fence_acc(const Value* r, const std::string& n);
+  const Op* async_dot_ = nullptr;    // the wgmma dot in flight across the TMA ring loop printed now
   void lowered_fma_dot(const Op& op);  // a dot with a blocked accumulator
   bool lowered_wgmma_ = false;       // the kernel has one (then shared tiles that wgmma reads get
                                      // a proxy fence after they are written)

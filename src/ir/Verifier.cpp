@@ -974,6 +974,9 @@ class Verifier {
     const Type& a = ot(0);
     const Type& b = ot(1);
     const Type& acc = ot(2);
+    if (const Attr* f = op.find_attr("in_flight"); f && std::get<int64_t>(*f) != 0 && std::get<int64_t>(*f) != 1)
+      return fail("in_flight must be 0 or 1 (groups a wgmma dot may leave running into the next iteration), got " +
+                  attr_str(*f));
     if (a.elem != b.elem)
       return fail("operands a and b must have one element type, got " + a.str() + " and " + b.str());
     if (!dims_may_equal(a.shape[1], b.shape[0]))

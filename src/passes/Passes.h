@@ -84,6 +84,12 @@ struct SplitKernels {
 SplitKernels split_reduction(const Kernel& bound, PassStats& stats);
 
 // --- GPU lowering (a second list, after the pipeline, for cuda targets) ---
+// A loop's one dot if it is a wgmma dot (mma v3 accumulator) whose accumulator the loop only
+// carries (its block argument feeds only the dot, the dot's result only the yield, at the same
+// position), so that its group may stay in flight into the next iteration; else null.
+// pipeline-loops marks it `in_flight = 1`; the layout emitter prints what that allows.
+Op* in_flight_dot(Op& loop);
+
 struct GpuLoweringOptions {
   int sm = 90;         // compute capability, major * 10 + minor
   bool wgmma = false;  // sm_90a: wgmma accumulators, operands in shared memory

@@ -7,6 +7,14 @@
 // or chosen) that the target's shared memory cannot hold, with room for the exchanges' scratch,
 // gets as many stages as it can (at least 2; stat pipeline-loops.stages-cut, with a note): the
 // library matmul's 4 stages of 128 x 64 and 64 x 256 bf16 tiles are 3 on sm_80.
+//
+// A wgmma dot (mma v3 accumulator) in such a loop whose accumulator the loop only carries (the
+// block argument feeds only the dot, the dot's result only the yield, at the same position)
+// and both operands in shared memory gets `in_flight = 1`: its group of wgmma instructions may still run when the next iteration
+// begins, which waits for it only after issuing its own (the tensor cores never idle while the
+// warps wait for the next stage or release the last). A ring stage is then read until the
+// iteration after its own, so such a loop's ring, unless written, gets 4 stages (cut to what
+// fits as above): Triton's Hopper matmuls keep 3-4.
 #include <algorithm>
 
 #include "ir/IR.h"
@@ -75,7 +83,36 @@ int64_t stage_bytes(const Op& load) {
   return rows * (last + std::max<int64_t>(t.layout.pad, 8)) * eb;
 }
 
+// How often `v` is an operand in `b` and the blocks nested in it.
+int64_t uses_in(Block& b, const Value* v) {
+  int64_t n = 0;
+  walk(b, [&](Op& op) { n += std::count(op.operands.begin(), op.operands.end(), v); });
+  return n;
+}
+
 }  // namespace
+
+Op* in_flight_dot(Op& loop) {
+  Block& body = loop.region(0);
+  Op* dot = nullptr;
+  int dots = 0;
+  walk(body, [&](Op& op) {
+    if (op.kind == OpKind::Dot) ++dots, dot = &op;
+  });
+  if (dots != 1 || dot->parent != &body) return nullptr;
+  const Layout& L = dot->result()->type.layout;
+  if (L.kind != Layout::Kind::Mma || L.version != 3) return nullptr;
+  // Both operands in shared memory (SS): an A fragment in registers (RS) could be overwritten
+  // by the next iteration while the group in flight still reads it.
+  for (int i = 0; i < 2; ++i)
+    if (dot->operand(i)->type.layout.kind != Layout::Kind::Shared) return nullptr;
+  const Op* y = body.terminator();
+  const Value* acc = dot->operand(2);
+  for (size_t j = 0; y && j < y->operands.size(); ++j)
+    if (y->operand(j) == dot->result() && body.args[j + 1] == acc)
+      return uses_in(body, acc) == 1 && uses_in(body, dot->result()) == 1 ? dot : nullptr;
+  return nullptr;
+}
 
 void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
   // Room for what else the program keeps in shared memory: the exchanges' scratch (8 KiB at a
@@ -85,8 +122,21 @@ void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
     if (op.kind != OpKind::For) return;
     const std::vector<const Op*> loads = ring_loads(op, nullptr);
     if (loads.empty()) return;
+    Op* async_dot = in_flight_dot(op);
+    // A written `in_flight = 1` where the accumulator is read otherwise is taken back.
+    walk(op.region(0), [&](Op& d) {
+      if (d.kind != OpKind::Dot || &d == async_dot || !d.has_attr("in_flight") || d.attr_int("in_flight") == 0) return;
+      d.set_attr("in_flight", int64_t{0});
+      stats.notes.push_back("dot at " + d.loc.str() +
+                            ": in_flight = 1 needs a wgmma dot whose accumulator the loop only carries; set to 0");
+    });
+    if (async_dot && async_dot->has_attr("in_flight") && async_dot->attr_int("in_flight") == 0) async_dot = nullptr;
+    if (async_dot && !async_dot->has_attr("in_flight")) {
+      async_dot->set_attr("in_flight", int64_t{1});
+      ++stats["pipeline-loops.dots-in-flight"];
+    }
     if (!op.has_attr("pipeline")) {
-      op.set_attr("pipeline", int64_t{2});
+      op.set_attr("pipeline", int64_t{async_dot ? 4 : 2});
       ++stats["pipeline-loops.pipelined"];
     }
     const int64_t S = op.attr_int("pipeline");
