@@ -14,7 +14,7 @@ cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null &&
 T="$B/bin/tessera"
 FA=tests/corpus/flash_attention_bf16.tile
 echo "=== which emitter prints the FlashAttention (sm_90a)"
-TESSERA_CUDA_FROM_LAYOUTS=1 "$T" compile "$FA" -t cuda:sm_90a -e cuda --stats 2>&1 >/dev/null | grep -E "note|mma-dots|staged"
+TESSERA_CUDA_FROM_LAYOUTS=1 "$T" compile "$FA" -t cuda:sm_90a -e cuda --stats 2>&1 >/dev/null | grep -E "note|mma-dots|staged|producer|threads"
 echo "=== tests/corpus and the text corpus on the GPU, layout emitter"
 timeout 240 "$B/bin/tessera_gpu_tests" --gtest_filter='*LayoutEmitterGpu*' 2>&1 |
   grep -E "layout emitter\]|FAILED|PASSED|Failure|error|Expected|Which|max" | head -80
@@ -53,6 +53,12 @@ for cfg in "${CFGS[@]}"; do
   TESSERA_CUDA_FROM_LAYOUTS=1 timeout 120 "$T" bench "$FA" -b cuda --size H=128,S=8192,T=8192,DH=64 \
     --config D=64 --config "$1" --config "$2" --reps 5 2>&1 | tail -2
 done
+# The same loop without its producer warpgroup (one compute thread issues the copies).
+NOWS=$(mktemp --suffix=.tile)
+sed 's/for %c0, %ntiles, %c1, %m0, %l0, %acc0 :/for %c0, %ntiles, %c1, %m0, %l0, %acc0 {warp_specialize = 0} :/' "$FA" > "$NOWS"
+echo "--- layout emitter BM=128 BN=64 D=128, warp_specialize = 0"
+TESSERA_CUDA_FROM_LAYOUTS=1 timeout 120 "$T" bench "$NOWS" -b cuda --size H=128,S=4096,T=4096,DH=128 \
+  --config D=128 --config BM=128 --config BN=64 --reps 5 2>&1 | tail -2
 if [ -n "${PLANNING:-}" ]; then
   echo "--- planning emitter BM=128 BN=64 D=128"
   timeout 120 "$T" bench "$FA" -b cuda --size H=128,S=4096,T=4096,DH=128 --config D=128 --config BM=128 \

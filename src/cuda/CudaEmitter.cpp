@@ -1059,6 +1059,7 @@ CudaEmission Emitter::run() {
   // Then those of Struct async_copy ops taken by TMA (knob struct_tma; EmitStruct.cpp).
   plan_struct_tma(sig, info);
   if (lowered_) plan_tma_rings(sig, info);
+  if (lowered_ && lowered_wgmma_) plan_warp_specialization(info);
   stream_k_ = persistent_ && tg_.stream_k;
   if (split_k_ || stream_k_) {
     sig.push_back("unsigned char* __restrict__ tsr_ws");
@@ -1141,7 +1142,8 @@ CudaEmission Emitter::run() {
                   (cluster_ > 1 || wg_.cluster_m > 1
                        ? "__cluster_dims__(" + std::to_string(std::max(cluster_, wg_.cluster_m)) + ", 1, 1) "
                        : std::string()) +
-                  "__launch_bounds__(" + std::to_string(T_) + (wg_.ok ? ", 1" : "") + ") " + info.symbol + "(";
+                  "__launch_bounds__(" + std::to_string(info.block_threads) + (wg_.ok || ws_loop_ ? ", 1" : "") + ") " +
+                  info.symbol + "(";
   for (size_t i = 0; i < sig.size(); ++i) s += (i ? ", " : "") + sig[i];
   const size_t sig_line = lines_.size();
   open(s + ") {");
@@ -1238,6 +1240,8 @@ CudaEmission Emitter::run() {
          G + " * int64_t(tsr_grid1);");
     grouped_ids();
     emit_block(*k.body);
+  } else if (ws_loop_) {
+    emit_warp_specialized_body();
   } else {
     emit_block(*k.body);
     // No CTA of a cluster leaves while another may still read its shared memory.
@@ -1306,7 +1310,7 @@ CudaEmission Emitter::run() {
   info.dynamic_smem_bytes = static_cast<int>(smem);
   info.static_smem_bytes = static_cast<int>(red_smem_);
   stats_["smem-bytes"] = smem;
-  stats_["threads"] = T_;
+  stats_["threads"] = info.block_threads;
   for (auto& l : lines_) {
     out.source += l;
     out.source += '\n';
@@ -1376,7 +1380,18 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
             e.lowered_wgmma_ = true;
         });
         if (wgmma && !e.lowered_wgmma_) wgmma = false;  // nothing to retry without it
-        CudaEmission out = e.run();
+        CudaEmission out;
+        try {
+          out = e.run();
+        } catch (const cudagen::NotWarpSpecializable& w) {
+          cudagen::Emitter again(*lowered, target);
+          again.lowered_ = true;
+          again.warps_ = e.warps_;
+          again.lowered_wgmma_ = e.lowered_wgmma_;
+          again.allow_ws_ = false;
+          out = again.run();
+          out.notes.push_back("no producer warpgroup: " + w.why);
+        }
         out.notes.push_back("printed from the GPU lowering's layouts (the layout emitter)");
         if (!wgmma_note.empty()) out.notes.push_back(wgmma_note);
         out.lowered = std::move(lowered);

@@ -30,6 +30,12 @@ namespace tessera::cudagen {
 struct NotLowerable {
   std::string why;
 };
+// Thrown by the layout emitter when a `warp_specialize = 1` loop cannot be printed with a
+// producer warpgroup (the compute warps' code needs a whole-program barrier); the kernel is
+// then printed again without one, with `why` as a note.
+struct NotWarpSpecializable {
+  std::string why;
+};
 
 struct Dist {
   std::vector<int64_t> shape;

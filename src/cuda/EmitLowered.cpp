@@ -427,6 +427,7 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
   const Block& body = op.region(0);
   const std::string stage = fresh("rs");
   for (const Op* l : loads) {
+    if (&op == ws_loop_) break;  // its ring is made before the producer's branch
     const std::vector<int64_t> shape = static_shape(l->result()->type.shape);
     if (scalar_bits(l->result()->type.elem) != 16 || shape.back() % 8 != 0)
       throw NotLowerable{"a ring load of other than 16-bit rows of whole 16-byte chunks"};
@@ -510,16 +511,11 @@ void Emitter::plan_tma_rings(std::vector<std::string>& sig, CudaKernelInfo& info
   });
 }
 
-void Emitter::emit_tma_ring_loop(const Op& op, const std::vector<const Value*>& vals,
-                                 const std::vector<std::string>& carried, const std::vector<const Op*>& loads,
-                                 const std::vector<const Op*>& chain, int64_t S) {
-  const Block& body = op.region(0);
-  const std::string stage = rings_.at(loads[0]).stage, SS = num(S) + "u";
-  // 2 S mbarriers after the buffers: "full" s at bars + 8 s (one arrival, with the stage's
-  // bytes), "empty" s at bars + 8 (S + s) (one arrival per warp).
+std::string Emitter::init_ring_barriers(int64_t S) {
+  const std::string SS = num(S) + "u";
   const int64_t off = (lowered_smem_ + 7) / 8 * 8;
   lowered_smem_ = off + 16 * S;
-  const std::string bars = fresh("mb"), rn = fresh("rn");
+  const std::string bars = fresh("mb");
   line("const uint32_t " + bars + " = tsr::smem_u32(" + lowered_base() + " + " + num(off) + ");");
   open("if (tsr_tid == 0) {");
   line("for (uint32_t s_ = 0; s_ < " + SS + "; ++s_) {");
@@ -529,39 +525,55 @@ void Emitter::emit_tma_ring_loop(const Op& op, const std::vector<const Value*>& 
   line("tsr::mbar_init_fence();");
   close();
   barrier();
+  return bars;
+}
+
+void Emitter::issue_tma_stage(const Op& loop, const std::vector<const Op*>& loads, const std::vector<const Op*>& chain,
+                              const std::string& bars, int64_t S, const std::string& iv, const std::string& it,
+                              bool one_thread) {
+  const Block& body = loop.region(0);
+  const std::string SS = num(S) + "u", ub = nm(loop.operand(1));
   int64_t bytes = 0;
   for (const Op* l : loads) bytes += rings_.at(l).stage_elems * 2;
-  const std::string lb = nm(op.operand(0)), ub = nm(op.operand(1)), step = nm(op.operand(2));
-  // Thread 0 issues the copies of the iteration numbered `it` (induction value `iv`) into its
-  // stage once the warps have released what the stage held S iterations before.
-  auto issue = [&](const std::string& iv, const std::string& it) {
-    open("if (tsr_tid == 0 && " + iv + " < int64_t(" + ub + ")) {");
-    const std::string nv = fresh("nx"), st = fresh("st");
-    line("const int32_t " + nv + " = int32_t(" + iv + ");");
-    line("const uint32_t " + st + " = (" + it + ") % " + SS + ";");
-    line("if ((" + it + ") >= " + SS + ") tsr::mbar_wait(" + bars + " + 8u * (" + SS + " + " + st + "), ((" + it + ") / " +
-         SS + " - 1u) & 1u);");
-    line("tsr::mbar_arrive_expect_tx(" + bars + " + 8u * " + st + ", " + num(bytes) + "u);");
-    auto saved = name_;
-    name_[body.args[0]] = nv;
-    for (const Op* c : chain) emit_op(*c);
-    for (const Op* l : loads) {
-      const Ring& ring = rings_.at(l);
-      const std::vector<int64_t> Sh = static_shape(l->result()->type.shape);
-      const int R = static_cast<int>(Sh.size());
-      std::vector<std::string> o(R);
-      for (int d = 0; d < R; ++d) o[d] = "int(" + nm(l->operand(1 + d)) + ") * " + num(Sh[d]);
-      for (int64_t b = 0; b < Sh[R - 1] / 64; ++b) {
-        std::string at = "tsr::smem_u32(" + ring.view.ptr + ") + " + st + " * " + num(ring.stage_elems * 2) + "u + " +
-                         num(b * ring.view.rows * 128) + "u";
-        std::string coords = o[R - 1] + " + " + num(64 * b);
-        for (int d = R - 2; d >= 0; --d) coords += ", " + o[d];
-        line("tsr::tma_load_" + num(R) + "d(" + at + ", &" + tma_loads_.at(l) + ", " + coords + ", " + bars + " + 8u * " + st +
-             ");");
-      }
+  open(std::string(one_thread ? "if (tsr_tid == 0 && " : "if (") + iv + " < int64_t(" + ub + ")) {");
+  const std::string nv = fresh("nx"), st = fresh("st");
+  line("const int32_t " + nv + " = int32_t(" + iv + ");");
+  line("const uint32_t " + st + " = (" + it + ") % " + SS + ";");
+  line("if ((" + it + ") >= " + SS + ") tsr::mbar_wait(" + bars + " + 8u * (" + SS + " + " + st + "), ((" + it + ") / " +
+       SS + " - 1u) & 1u);");
+  line("tsr::mbar_arrive_expect_tx(" + bars + " + 8u * " + st + ", " + num(bytes) + "u);");
+  auto saved = name_;
+  name_[body.args[0]] = nv;
+  for (const Op* c : chain) emit_op(*c);
+  for (const Op* l : loads) {
+    const Ring& ring = rings_.at(l);
+    const std::vector<int64_t> Sh = static_shape(l->result()->type.shape);
+    const int R = static_cast<int>(Sh.size());
+    std::vector<std::string> o(R);
+    for (int d = 0; d < R; ++d) o[d] = "int(" + nm(l->operand(1 + d)) + ") * " + num(Sh[d]);
+    for (int64_t b = 0; b < Sh[R - 1] / 64; ++b) {
+      std::string at = "tsr::smem_u32(" + ring.view.ptr + ") + " + st + " * " + num(ring.stage_elems * 2) + "u + " +
+                       num(b * ring.view.rows * 128) + "u";
+      std::string coords = o[R - 1] + " + " + num(64 * b);
+      for (int d = R - 2; d >= 0; --d) coords += ", " + o[d];
+      line("tsr::tma_load_" + num(R) + "d(" + at + ", &" + tma_loads_.at(l) + ", " + coords + ", " + bars + " + 8u * " + st +
+           ");");
     }
-    name_ = saved;
-    close();
+  }
+  name_ = saved;
+  close();
+}
+
+void Emitter::emit_tma_ring_loop(const Op& op, const std::vector<const Value*>& vals,
+                                 const std::vector<std::string>& carried, const std::vector<const Op*>& loads,
+                                 const std::vector<const Op*>& chain, int64_t S) {
+  const std::string stage = rings_.at(loads[0]).stage, SS = num(S) + "u";
+  // Under a producer warpgroup the barriers exist already and the producer issues every copy.
+  const bool producer = &op == ws_loop_;
+  const std::string bars = producer ? ws_bars_ : init_ring_barriers(S), rn = fresh("rn");
+  const std::string lb = nm(op.operand(0)), step = nm(op.operand(2));
+  auto issue = [&](const std::string& iv, const std::string& it) {
+    if (!producer) issue_tma_stage(op, loads, chain, bars, S, iv, it, true);
   };
   line("int " + stage + " = 0;");
   line("uint32_t " + rn + " = 0;  // iterations begun");
@@ -577,8 +589,7 @@ void Emitter::emit_tma_ring_loop(const Op& op, const std::vector<const Value*>& 
   emit_loop(op, vals, carried,
             [&](const std::string& iv) {
               iv_name = iv;
-              if (!async)
-                issue("(" + iv + "_ + " + num(S - 1) + " * int64_t(" + step + "))", rn + " + " + num(S - 1) + "u");
+              if (!async) issue("(" + iv + "_ + " + num(S - 1) + " * int64_t(" + step + "))", rn + " + " + num(S - 1) + "u");
               line("tsr::mbar_wait(" + bars + " + 8u * (" + rn + " % " + SS + "), (" + rn + " / " + SS +
                    ") & 1u);  // this iteration's copies are in");
             },
@@ -604,6 +615,82 @@ void Emitter::emit_tma_ring_loop(const Op& op, const std::vector<const Value*>& 
     count("wgmma-dots-in-flight");
   }
   count("tma-ring-loops");
+  if (producer) count("producer-warpgroups");
+}
+
+void Emitter::plan_warp_specialization(CudaKernelInfo& info) {
+  for (const auto& o : k_.body->ops) {
+    if (o->kind != OpKind::For || !o->has_attr("warp_specialize") || o->attr_int("warp_specialize") != 1) continue;
+    std::string why;
+    producer_slice(k_, *o, &why);
+    if (why.empty())
+      for (const Op* l : ring_loads(*o, nullptr))
+        if (!tma_loads_.count(l)) why = "its load at " + l->loc.str() + " is not a TMA copy";
+    if (!why.empty()) {
+      notes_.push_back("for at " + o->loc.str() + ": no producer warpgroup: " + why);
+      continue;
+    }
+    if (!allow_ws_) return;
+    ws_loop_ = o.get();
+    info.block_threads = T_ + 128;
+    return;
+  }
+}
+
+void Emitter::emit_warp_specialized_body() {
+  const Op& loop = *ws_loop_;
+  const int64_t S = loop.attr_int("pipeline");
+  std::vector<const Op*> chain;
+  const std::vector<const Op*> loads = ring_loads(loop, &chain);
+  std::string why;
+  const std::vector<const Op*> slice = producer_slice(k_, loop, &why);
+  // The ring and its barriers, before the branches (both use them).
+  const std::string stage = fresh("rs");
+  for (const Op* l : loads) {
+    Ring ring;
+    ring.view = alloc_shared(l->result(), l->result()->type.layout.order, S, &ring.stage_elems);
+    ring.stage = stage;
+    rings_[l] = ring;
+  }
+  ws_bars_ = init_ring_barriers(S);
+  const std::string W = num(warps_);
+  // Registers move from the producer (which keeps a few scalars) to the compute warps, as in
+  // the planning emitter's warp-specialized matmul; with one compute warpgroup the 256 threads
+  // get the 255 registers a thread can address anyway.
+  const bool realloc = warps_ == 8;
+  open("if (tsr_warp >= " + W + ") {  // the producer warpgroup: one thread issues every stage's copies");
+  if (realloc) line("tsr::setmaxnreg_dec<40>();");
+  open("if (tsr_tid == " + num(T_) + ") {");
+  const auto saved_names = name_;
+  const auto saved_stats = stats_;
+  for (const auto& o : k_.body->ops) {
+    if (std::find(slice.begin(), slice.end(), o.get()) != slice.end()) {
+      emit_op(*o);
+    } else if (o.get() == &loop) {
+      const std::string lb = nm(loop.operand(0)), ub = nm(loop.operand(1)), step = nm(loop.operand(2));
+      const std::string iv = fresh("pv"), it = fresh("pi");
+      line("uint32_t " + it + " = 0;");
+      open("for (int64_t " + iv + " = " + lb + "; " + step + " > 0 && " + iv + " < " + ub + "; " + iv + " += " + step +
+           ", ++" + it + ") {");
+      issue_tma_stage(loop, loads, chain, ws_bars_, S, iv, it, false);
+      close();
+    }
+  }
+  name_ = saved_names;
+  stats_ = saved_stats;
+  close();
+  --ind_;
+  line("} else {  // the compute warps");
+  ++ind_;
+  if (realloc) line("tsr::setmaxnreg_inc<232>();");
+  const size_t first = lines_.size();
+  ws_consumers_ = true;
+  emit_block(*k_.body);
+  ws_consumers_ = false;
+  for (size_t i = first; i < lines_.size(); ++i)
+    if (lines_[i].find("__syncthreads()") != std::string::npos)
+      throw NotWarpSpecializable{"the compute warps' code has a whole-program barrier"};
+  close();
 }
 
 void Emitter::lowered_load_store(const Op& op) {

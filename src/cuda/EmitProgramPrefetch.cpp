@@ -151,7 +151,9 @@ bool Emitter::plan_program_prefetch() {
 }
 
 void Emitter::barrier() {
-  line("__syncthreads();");
+  // Under a producer warpgroup, which never joins, the compute warps synchronise among themselves.
+  if (ws_consumers_) line("tsr::named_barrier(" + std::to_string(kComputeBarrier) + "u, " + std::to_string(T_) + "u);");
+  else line("__syncthreads();");
   written_views_.clear();
   if (!pending_pf_.empty() && cur_) issue_pending_prefetches(cur_->parent);
 }

@@ -582,6 +582,28 @@ class Emitter {
   // mbarrier; the warps wait for it, and release the stage on an "empty" one when done.
   void emit_tma_ring_loop(const Op& op, const std::vector<const Value*>& vals, const std::vector<std::string>& carried,
                           const std::vector<const Op*>& loads, const std::vector<const Op*>& chain, int64_t S);
+  // The ring's 2 S mbarriers ("full" s at bars + 8 s, one arrival with the stage's bytes;
+  // "empty" s at bars + 8 (S + s), one arrival per compute warp), initialised by thread 0
+  // before a barrier; returns the name of their base address.
+  std::string init_ring_barriers(int64_t S);
+  // The TMA copies of the iteration numbered `it` (induction value `iv`) of `loop` into its
+  // stage, once the warps have released what the stage held S iterations before; only thread
+  // 0 issues them unless `one_thread` is false (the caller has chosen the thread).
+  void issue_tma_stage(const Op& loop, const std::vector<const Op*>& loads, const std::vector<const Op*>& chain,
+                       const std::string& bars, int64_t S, const std::string& iv, const std::string& it,
+                       bool one_thread);
+  // specialize-warps' `warp_specialize = 1` loop, printed with a producer warpgroup (a 128
+  // threads more than T_, which stays the compute warps' count): its ring and barriers are set
+  // up first, then the producer's branch (the loop's bounds and the loads' indices, and one
+  // thread issuing every stage) and the compute warps' (the whole kernel, the loop only waiting
+  // and releasing). `allow_ws_` false prints such a loop as any other TMA ring loop.
+  bool allow_ws_ = true;
+  const Op* ws_loop_ = nullptr;
+  std::string ws_bars_;
+  bool ws_consumers_ = false;  // printing the compute warps' branch: barrier() is a named one
+  static constexpr int kComputeBarrier = 8;  // its id (the planning emitter's consumers use 8 too)
+  void plan_warp_specialization(CudaKernelInfo& info);
+  void emit_warp_specialized_body();
   void copy_value(const Value* v, const std::string& dst, const std::string& src);
   void assign_carried(const Op& y, const std::vector<const Value*>& vals, const std::vector<std::string>& carried);
   std::string combine(const Op& op, const std::string& a, const std::string& b);

@@ -1151,6 +1151,9 @@ class Verifier {
           if (!is_i32_scalar(ot(i))) return fail(std::string(names[i]) + " must be an i32 scalar, got " + ot(i).str());
         if (const Attr* p = op.find_attr("pipeline"); p && std::get<int64_t>(*p) < 1)
           return fail("pipeline must be >= 1, got " + attr_str(*p));
+        if (const Attr* w = op.find_attr("warp_specialize"); w && std::get<int64_t>(*w) != 0 && std::get<int64_t>(*w) != 1)
+          return fail("warp_specialize must be 0 or 1 (a producer warpgroup issues the loop's copies), got " +
+                      attr_str(*w));
         auto carried = operand_types(3);
         for (size_t i = 0; i < carried.size(); ++i)
           if (!carried[i].is_value())

@@ -103,6 +103,14 @@ int default_num_warps(const Kernel& k);
 Layout default_blocked_layout(const std::vector<int64_t>& shape, int elem_bytes, int num_warps);
 // Every tile gets a layout, every exchange an explicit convert_layout (AssignLayouts.cpp).
 void assign_layouts(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
+// A producer warpgroup for the kernel's ring loop on sm_90a: `warp_specialize = 1` on a top-level
+// pipelined loop whose bounds and load indices the producer can compute alone
+// (SpecializeWarps.cpp).
+void specialize_warps(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
+// The top-level pure scalar ops, in program order, that a producer warpgroup re-computes to
+// issue `loop`'s ring copies (its bounds, its loads' indices); *why says what stops a producer
+// (then the result is empty; "" when it can run).
+std::vector<const Op*> producer_slice(const Kernel& k, const Op& loop, std::string* why);
 // Removes the conversions the program can do without (RemoveLayoutConversions.cpp).
 void remove_layout_conversions(Kernel& k, PassStats& stats);
 // mma.sync operands that must cross threads go through shared tiles; loads write them
@@ -113,6 +121,10 @@ void stage_mma_operands(Kernel& k, PassStats& stats);
 // The dynamic shared memory one program may use on compute capability `sm` (227 KiB on sm_90+,
 // 163 KiB on sm_80/87, else 99 KiB): what a ring of pipeline-loops must fit in.
 int64_t shared_memory_per_program(int sm);
+// The bytes of one stage of a load into a shared tile: rows padded by the layout's pad (the
+// layout emitter pads unswizzled rows of 16-bit tiles by 8 elements), a swizzled tile from a
+// 1024-byte boundary; 0 for a tile whose shape is not static.
+int64_t stage_bytes(const Op& load);
 void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
 // Those loads of `loop` (top level of its body, in order); `chain` gets the body's pure
 // scalar ops that their indices may use, in order (to compute them for another iteration).

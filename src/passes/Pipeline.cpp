@@ -44,6 +44,7 @@ std::vector<Pass> gpu_lowering_passes(const GpuLoweringOptions& o) {
       {"remove-layout-conversions", remove_layout_conversions},
       {"stage-mma-operands", stage_mma_operands},
       {"pipeline-loops", [o](Kernel& k, PassStats& st) { pipeline_loops(k, o, st); }},
+      {"specialize-warps", [o](Kernel& k, PassStats& st) { specialize_warps(k, o, st); }},
       {"verify-lowered", verify_bound},
   };
 }

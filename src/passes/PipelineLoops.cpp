@@ -69,11 +69,6 @@ int64_t shared_memory_per_program(int sm) {
   return 99 * 1024;
 }
 
-namespace {
-
-// The bytes of one stage of a ring load's shared tile: rows padded by the layout's pad (the
-// layout emitter pads unswizzled rows of 16-bit tiles by 8 elements), a swizzled tile from a
-// 1024-byte boundary.
 int64_t stage_bytes(const Op& load) {
   const Type& t = load.result()->type;
   if (!shape_is_static(t.shape)) return 0;
@@ -82,6 +77,8 @@ int64_t stage_bytes(const Op& load) {
   if (t.layout.swizzle != 0) return (rows * last * eb + 1023) / 1024 * 1024;
   return rows * (last + std::max<int64_t>(t.layout.pad, 8)) * eb;
 }
+
+namespace {
 
 // How often `v` is an operand in `b` and the blocks nested in it.
 int64_t uses_in(Block& b, const Value* v) {

@@ -268,11 +268,40 @@ TEST(LayoutEmitter, FlashAttentionBf16OnSm90aIsWgmmaSsThenRs) {
   EXPECT_EQ(fa.count("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "), 4u);
   EXPECT_EQ(fa.count("ldmatrix"), 0u);
   EXPECT_EQ(fa.count("mma.sync"), 0u);
-  // Two boxes of 64 columns each for K and V, in the prologue and in the loop.
+  // No producer warpgroup: two programs' shared tiles (Q and a 2-stage K/V ring, 96 KiB) fit
+  // on an SM (specialize-warps). Two boxes of 64 columns each for K and V, in the prologue and
+  // in the loop.
+  EXPECT_EQ(st["producer-warpgroups"], 0);
+  EXPECT_EQ(fa.em.info.block_threads, 256);
   EXPECT_EQ(fa.count("cp.async.bulk.tensor.3d"), 8u);
   // Q's copy (2) and the barriers' initialisation (1): none in the loop, whose warps meet only
   // at the ring's mbarriers.
   EXPECT_EQ(fa.count("bar.sync"), 3u);
+}
+
+// With BN = 128 the K/V ring takes 128 KiB: one program per SM, and the loop gets a producer
+// warpgroup (specialize-warps): two compute warpgroups and one whose thread issues every copy
+// (two boxes for K and two for V, in its loop only), registers moved to the compute warps, and
+// the compute warps' barriers named ones that the producer never joins.
+TEST(LayoutEmitter, FlashAttentionBf16WithLargeTilesHasAProducerWarpgroup) {
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  FlashAttentionPtx fa = flash_attention_ptx("sm_90a", {{"BM", 128}, {"BN", 128}, {"D", 128}});
+  auto& st = fa.em.stats;
+  EXPECT_EQ(st["wgmma-dots"], 2);
+  EXPECT_EQ(st["producer-warpgroups"], 1);
+  EXPECT_EQ(fa.em.info.block_threads, 384);
+  EXPECT_NE(fa.em.source.find("__launch_bounds__(384, 1)"), std::string::npos);
+  EXPECT_EQ(fa.count("cp.async.bulk.tensor.3d"), 4u);
+  EXPECT_EQ(fa.count("setmaxnreg.dec.sync.aligned.u32 40"), 1u);
+  EXPECT_EQ(fa.count("setmaxnreg.inc.sync.aligned.u32 232"), 1u);
+  // The barriers' initialisation (1, the whole program) and Q's copy (2, the compute warps'
+  // named barrier over their 256 threads).
+  EXPECT_EQ(fa.count("bar.sync"), 3u);
+  const size_t compute = fa.em.source.find("the compute warps");
+  ASSERT_NE(compute, std::string::npos);
+  EXPECT_EQ(fa.em.source.find("__syncthreads", compute), std::string::npos);
+  EXPECT_NE(fa.em.source.find("tsr::named_barrier(8u, 256u);", compute), std::string::npos);
 }
 
 // A wgmma A operand computed in registers in another layout than the fragment's (a cast of a
