@@ -96,6 +96,7 @@ class Emitter {
   void lowered_dot(const Op& op);
   void lowered_wgmma(const Op& op);  // a dot with a wgmma (mma v3) accumulator, sm_90a
   void lowered_fma_dot(const Op& op);  // a dot with a blocked accumulator
+  void lowered_fma_dot_shared(const Op& op);  // ... whose operands are shared tiles
   bool lowered_wgmma_ = false;       // the kernel has one (then shared tiles that wgmma reads get
                                      // a proxy fence after they are written)
   // Result `r` of `op` gathered through shared memory from `x`: element e of r is element
