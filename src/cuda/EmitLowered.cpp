@@ -67,6 +67,13 @@ bool mma_sync_operand(const tessera::Layout& l) {
          l.parent->version == 2;
 }
 
+// Are rows of `n` elements of `t` whole 16-byte chunks of 2-, 4- or 8-byte elements (what the
+// cp.async copies into shared tiles move)?
+bool whole_chunk_rows(ScalarKind t, int64_t n) {
+  const int eb = scalar_bytes(t);
+  return (eb == 2 || eb == 4 || eb == 8) && n % (16 / eb) == 0;
+}
+
 // Whether every reader of `v` in `b` is a dot that takes it as operand A or B (and there is one).
 bool read_only_by_dots(const Block& b, const Value* v) {
   std::vector<std::pair<const Op*, size_t>> rs;
@@ -112,7 +119,8 @@ bool Emitter::emit_lowered(const Op& op) {
     case OpKind::InsertTile: lowered_insert(op); return true;
     case OpKind::ExtractTile: lowered_extract(op); return true;
     case OpKind::Dot:
-      if (op.result()->type.layout.kind == tessera::Layout::Kind::Blocked)
+      if (op.result()->type.layout.kind == tessera::Layout::Kind::Blocked ||
+          op.result()->type.layout.kind == tessera::Layout::Kind::Replicated)
         lowered_fma_dot(op);
       else if (op.result()->type.layout.kind == tessera::Layout::Kind::Mma && op.result()->type.layout.version == 3)
         lowered_wgmma(op);
@@ -273,13 +281,16 @@ Emitter::SharedView Emitter::alloc_shared(const Value* v, const std::vector<int6
   std::vector<int64_t> order = order_in;
   if (order.empty())
     for (int d = R - 1; d >= 0; --d) order.push_back(d);
-  if (scalar_bits(v->type.elem) != 16) throw NotLowerable{"a shared tile of other than 16-bit elements"};
+  const int64_t eb = scalar_bytes(v->type.elem);
+  if (eb != 2 && eb != 4 && eb != 8) throw NotLowerable{"a shared tile of other than 2-, 4- or 8-byte elements"};
+  const std::string st = stype(v->type.elem);
   SharedView sv;
   sv.strides.assign(R, 0);
   sv.ptr = fresh("sh");
   const tessera::Layout& L = v->type.layout;
   if (L.kind == tessera::Layout::Kind::Shared && L.swizzle != 0) {
     if (L.swizzle != 128 || L.pad != 0) throw NotLowerable{"a shared tile swizzled other than in 128-byte rows"};
+    if (eb != 2) throw NotLowerable{"a 128-byte swizzled tile of other than 16-bit elements"};
     const int64_t F = order[0];
     if (S[F] % 64 != 0) throw NotLowerable{"a 128-byte swizzled tile whose fastest dim is not a multiple of 64"};
     sv.strides[F] = 1;
@@ -300,16 +311,17 @@ Emitter::SharedView Emitter::alloc_shared(const Value* v, const std::vector<int6
     return sv;
   }
   int64_t stride = 1;
+  const int64_t E = 16 / eb;  // elements of a 16-byte chunk
   for (size_t i = 0; i < order.size(); ++i) {
     sv.strides[order[i]] = stride;
     // Rows of whole 16-byte chunks, padded by one more (vector stores and ldmatrix rows stay
     // aligned; eight rows of an ldmatrix phase fall in different banks).
-    stride *= i == 0 ? (S[order[i]] + 7) / 8 * 8 + 8 : S[order[i]];
+    stride *= i == 0 ? (S[order[i]] + E - 1) / E * E + E : S[order[i]];
   }
-  const int64_t off = lowered_smem_, bytes = align16(stride * 2);
+  const int64_t off = lowered_smem_, bytes = align16(stride * eb);
   lowered_smem_ += stages * bytes;
-  if (stage_elems) *stage_elems = bytes / 2;
-  line("uint16_t* const " + sv.ptr + " = reinterpret_cast<uint16_t*>(" + lowered_base() + " + " + num(off) + ");");
+  if (stage_elems) *stage_elems = bytes / eb;
+  line(st + "* const " + sv.ptr + " = reinterpret_cast<" + st + "*>(" + lowered_base() + " + " + num(off) + ");");
   return sv;
 }
 
@@ -326,15 +338,16 @@ void Emitter::store_to_shared(const Value* x, const SharedView& sv) {
     if (sv.strides[q] == 1) fastest = q;
   // A thread's run along the stored rows is one shared store of up to 16 bytes (rows of a
   // multiple of 8 elements keep every run aligned).
-  const int64_t V = vector_width(d, fastest, 2);
+  const std::string st = stype(x->type.elem);
+  const int64_t V = vector_width(d, fastest, scalar_bytes(x->type.elem));
   barrier();  // the readers of the last contents are done
   const std::string c = fresh("c"), s0 = c + " * " + num(V), w = fresh("w");
   line("#pragma unroll");
   open("for (int " + c + " = 0; " + c + " < " + num(d.slots() / V) + "; ++" + c + ") {");
-  line("uint16_t " + w + "[" + num(V) + "];");
+  line(st + " " + w + "[" + num(V) + "];");
   for (int64_t v = 0; v < V; ++v)
     line(w + "[" + num(v) + "] = " + store_conv(x->type.elem, nm(x) + "[" + s0 + " + " + num(v) + "]") + ";");
-  line((own == "true" ? "" : "if (" + own + ") ") + "tsr::copy_vec<uint16_t, " + num(V) + ">(" + sv.ptr + " + " + at(s0) +
+  line((own == "true" ? "" : "if (" + own + ") ") + "tsr::copy_vec<" + st + ", " + num(V) + ">(" + sv.ptr + " + " + at(s0) +
        ", " + w + ");");
   close();
   if (lowered_wgmma_) line("tsr::fence_proxy_async();  // wgmma reads what ordinary stores wrote");
@@ -362,15 +375,16 @@ void Emitter::issue_shared_copies(const Op& op, const SharedView& dst_view) {
     o[q] = fresh("o");
     line("const int64_t " + o[q] + " = int64_t(" + nm(op.operand(1 + q)) + ") * " + num(S[q]) + ";");
   }
-  // Chunk q of 8 elements (row-major over the tile) is copied by thread q % T.
-  const int64_t chunks = shape_numel(tile->type.shape) / 8, rounds = (chunks + T_ - 1) / T_;
+  // Chunk q of E elements, 16 bytes (row-major over the tile), is copied by thread q % T.
+  const int64_t eb = scalar_bytes(t), E = 16 / eb;
+  const int64_t chunks = shape_numel(tile->type.shape) / E, rounds = (chunks + T_ - 1) / T_;
   const std::string i = fresh("i");
   line("#pragma unroll");
   open("for (int " + i + " = 0; " + i + " < " + num(rounds) + "; ++" + i + ") {");
   const std::string q = fresh("q");
   line("const int " + q + " = " + i + " * " + num(T_) + " + tsr_tid;");
   if (chunks % T_ != 0) line("if (" + q + " >= " + num(chunks) + ") break;");
-  std::vector<std::string> c = coords(q + " * 8", S), g(R);
+  std::vector<std::string> c = coords(q + " * " + num(E), S), g(R);
   std::string rows_ok = "true", at_g;
   for (int d = 0; d < R; ++d) {
     g[d] = "(" + o[d] + " + " + c[d] + ")";
@@ -380,15 +394,17 @@ void Emitter::issue_shared_copies(const Op& op, const SharedView& dst_view) {
   const std::string at_s = shared_index(dst_view, c);
   const std::string n = fresh("n"), src = fresh("src"), dst = fresh("dst");
   const std::string left = "(" + vi.dims[R - 1] + " - " + g[R - 1] + ")";
-  line("const int64_t " + n + " = !(" + rows_ok + ") || " + left + " <= 0 ? 0 : " + left + " < 8 ? " + left + " : 8;");
+  const std::string E_ = num(E);
+  line("const int64_t " + n + " = !(" + rows_ok + ") || " + left + " <= 0 ? 0 : " + left + " < " + E_ + " ? " + left + " : " +
+       E_ + ";");
   line("const " + stype(t) + "* " + src + " = " + vi.ptr + " + (" + n + " > 0 ? " + at_g + " : 0);");
-  line("uint16_t* const " + dst + " = " + dst_view.ptr + " + " + at_s + ";");
+  line(stype(t) + "* const " + dst + " = " + dst_view.ptr + " + " + at_s + ";");
   // Past the view's end the chunk reads fewer bytes (none) and the copy zero-fills the rest.
-  open("if (tsr::aligned_vec<" + stype(t) + ", 8>(" + src + ")) {");
-  line("tsr::cp_async_16(tsr::smem_u32(" + dst + "), " + src + ", int(" + n + ") * 2);");
+  open("if (tsr::aligned_vec<" + stype(t) + ", " + E_ + ">(" + src + ")) {");
+  line("tsr::cp_async_16(tsr::smem_u32(" + dst + "), " + src + ", int(" + n + ") * " + num(eb) + ");");
   --ind_;
   open("} else {");
-  line("for (int v_ = 0; v_ < 8; ++v_) " + dst + "[v_] = v_ < " + n + " ? " + src + "[v_] : " + stype(t) + "(0);");
+  line("for (int v_ = 0; v_ < " + E_ + "; ++v_) " + dst + "[v_] = v_ < " + n + " ? " + src + "[v_] : " + stype(t) + "(0);");
   close();
   close();
   close();
@@ -404,8 +420,8 @@ void Emitter::lowered_load_shared(const Op& op) {
     return;
   }
   const std::vector<int64_t> S = shape_of(op, tile);
-  if (scalar_bits(tile->type.elem) != 16 || S.back() % 8 != 0)
-    throw NotLowerable{"a load into shared memory of other than 16-bit rows of whole 16-byte chunks"};
+  if (!whole_chunk_rows(tile->type.elem, S.back()))
+    throw NotLowerable{"a load into shared memory of other than rows of whole 16-byte chunks of 2-, 4- or 8-byte elements"};
   const SharedView sv = alloc_shared(tile, tile->type.layout.order);
   if (sv.strides.back() != 1) throw NotLowerable{"a load into a shared tile that is not row-major"};
   shared_[tile] = sv;
@@ -429,8 +445,8 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
   for (const Op* l : loads) {
     if (&op == ws_loop_) break;  // its ring is made before the producer's branch
     const std::vector<int64_t> shape = static_shape(l->result()->type.shape);
-    if (scalar_bits(l->result()->type.elem) != 16 || shape.back() % 8 != 0)
-      throw NotLowerable{"a ring load of other than 16-bit rows of whole 16-byte chunks"};
+    if (!whole_chunk_rows(l->result()->type.elem, shape.back()))
+      throw NotLowerable{"a ring load of other than rows of whole 16-byte chunks of 2-, 4- or 8-byte elements"};
     Ring ring;
     ring.view = alloc_shared(l->result(), l->result()->type.layout.order, S, &ring.stage_elems);
     if (ring.view.strides.back() != 1) throw NotLowerable{"a ring load into a shared tile that is not row-major"};
@@ -1172,15 +1188,20 @@ void Emitter::lowered_dot(const Op& op) {
   count("mma-dots");
 }
 
-// A dot with a blocked accumulator: FMAs in registers. Its operands' layouts (dot_operand of
-// that accumulator) give each thread the rows of A and the columns of B its accumulator slots
-// need, every k, so the dot reads nothing from other threads: for each k, each slot folds in
-// A's and B's slots of the same thread (found by evaluating every thread's coordinates), in k
-// order as the interpreter does.
+// A dot with a blocked (or replicated) accumulator: FMAs. Operands in shared memory (what
+// assign-layouts gives an FMA dot's operands of 2, 4 or 8 bytes) are read per k: lowered_fma_dot_shared.
+// Operands in registers have layouts (dot_operand of that accumulator) that give each thread the
+// rows of A and the columns of B its accumulator slots need, every k, so the dot reads nothing
+// from other threads: for each k, each slot folds in A's and B's slots of the same thread
+// (found by evaluating every thread's coordinates), in k order as the interpreter does.
 void Emitter::lowered_fma_dot(const Op& op) {
   const Value *a = op.operand(0), *b = op.operand(1), *c = op.operand(2), *r = op.result();
   if (fma_dot_step(r->type.elem, "x", "y", "s").empty() || c->type.layout != r->type.layout || a->type.rank() != 2)
     throw NotLowerable{"an FMA dot at " + op.loc.str() + " into " + r->type.str()};
+  if (const bool sa = shared_.count(a) != 0, sb = shared_.count(b) != 0; sa || sb) {
+    if (!sa || !sb) throw NotLowerable{"an FMA dot at " + op.loc.str() + " with one operand in shared memory and one in registers"};
+    return lowered_fma_dot_shared(op);
+  }
   const Dist &R = dist_of(r), &A = dist_of(a), &B = dist_of(b);
   const int64_t K = static_shape(a->type.shape)[1];
   // [M, N, K]: the result's slots with k the fastest digit; slot k + K s is (m, n) of s at k.
@@ -1234,6 +1255,60 @@ void Emitter::wgmma_fence_acc(const Value* r, const std::string& n) {
   const int64_t MT = SR[0] / (64 * (L.warps[0] / 4)), NB = SR[1] / L.instr[1];
   for (int64_t mt = 0; mt < MT; ++mt)
     for (int64_t nb = 0; nb < NB; ++nb) line("tsr::wgmma_fence_regs(" + wgmma_acc_block(r, n, mt, nb) + ");");
+}
+
+}
+
+// An FMA dot whose operands are shared tiles: k outside the slots. Per k, each thread loads
+// the values of A's column k at the rows its accumulator slots hold (one per distinct row) and
+// of B's row k at their columns (one per distinct column), then updates every slot: each slot
+// adds its products in k order (the interpreter's bits), and the block NVVM sees holds few
+// shared loads (its time grows as their square: docs/cuda-backend.md, Compile time). The
+// planning emitter's k-outer FMA dot (EmitDot.cpp) is the same loop for its row-major layouts.
+void Emitter::lowered_fma_dot_shared(const Op& op) {
+  const Value *a = op.operand(0), *b = op.operand(1), *c = op.operand(2), *r = op.result();
+  const SharedView &SA = shared_.at(a), &SB = shared_.at(b);
+  if (SA.rows != 0 || SB.rows != 0) throw NotLowerable{"an FMA dot at " + op.loc.str() + " over a swizzled shared tile"};
+  const Dist& R = dist_of(r);
+  const int64_t K = static_shape(a->type.shape)[1];
+  const ScalarKind in = a->type.elem;
+  // The slot part of each slot's row and column (a thread adds its lane's and warp's part), and
+  // the distinct ones, in slot order.
+  std::vector<int64_t> rows, cols;
+  std::vector<size_t> row_of, col_of;
+  auto index_in = [](std::vector<int64_t>& xs, int64_t x) {
+    const auto it = std::find(xs.begin(), xs.end(), x);
+    if (it != xs.end()) return static_cast<size_t>(it - xs.begin());
+    xs.push_back(x);
+    return xs.size() - 1;
+  };
+  for (int64_t s = 0; s < R.slots(); ++s) {
+    const std::vector<int64_t> at = R.coord(s, 0, 0);
+    row_of.push_back(index_in(rows, at[0]));
+    col_of.push_back(index_in(cols, at[1]));
+  }
+  const std::string n = declare(op, r);
+  copy_value(r, n, nm(c));
+  open("{");
+  line("const int tm_ = " + R.thread_expr(0) + ", tn_ = " + R.thread_expr(1) + ";");
+  // Four k steps unrolled: the straight-line block NVVM gets stays small.
+  line("#pragma unroll 4");
+  open("for (int k_ = 0; k_ < " + num(K) + "; ++k_) {");
+  for (size_t i = 0; i < rows.size(); ++i)
+    line("const auto a" + num(int64_t(i)) + "_ = " +
+         load_conv(in, SA.ptr + "[" + shared_index(SA, {"tm_ + " + num(rows[i]), "k_"}) + "]") + ";");
+  for (size_t j = 0; j < cols.size(); ++j)
+    line("const auto b" + num(int64_t(j)) + "_ = " +
+         load_conv(in, SB.ptr + "[" + shared_index(SB, {"k_", "tn_ + " + num(cols[j])}) + "]") + ";");
+  for (int64_t s = 0; s < R.slots(); ++s) {
+    const std::string acc = n + "[" + num(s) + "]";
+    line(acc + " = " +
+         fma_dot_step(r->type.elem, "a" + num(int64_t(row_of[s])) + "_", "b" + num(int64_t(col_of[s])) + "_", acc) + ";");
+  }
+  close();
+  close();
+  count("fma-dots");
+  count("fma-dots-from-shared");
 }
 
 // A dot with a wgmma accumulator (mma v3, sm_90a): each warpgroup issues m64nNk16 over its

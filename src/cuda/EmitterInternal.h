@@ -99,6 +99,7 @@ class Emitter {
   void wgmma_fence_acc(const Value* r, const std::string& n);
   const Op* async_dot_ = nullptr;    // the wgmma dot in flight across the TMA ring loop printed now
   void lowered_fma_dot(const Op& op);  // a dot with a blocked accumulator
+  void lowered_fma_dot_shared(const Op& op);  // ... whose operands are shared tiles
   bool lowered_wgmma_ = false;       // the kernel has one (then shared tiles that wgmma reads get
                                      // a proxy fence after they are written)
   // Result `r` of `op` gathered through shared memory from `x`: element e of r is element

@@ -4,7 +4,8 @@
 // default blocked layout of their shape; a dot's result takes a tensor-core accumulator layout
 // (mma v3 for 16-bit and f8 dots on sm_90a when the tile allows wgmma, else v2 where mma.sync
 // applies, else blocked for an FMA dot) and its operands the dot's operand layout (for wgmma,
-// shared memory for B, and for A where it is loaded: SS; else A stays in registers: RS); sort
+// shared memory for B, and for A where it is loaded: SS; else A stays in registers: RS; for an
+// FMA dot, shared memory for both, read per k); sort
 // and topk results take the blocked layout; a reduction's result is its operand's layout sliced
 // along the axis; carried values keep their initial value's layout. remove-layout-conversions then removes
 // what it can, so what the pair leaves is what the kernel really exchanges.
@@ -143,7 +144,17 @@ class Assign {
       if (layout_misfit(acc, c).empty())
         return {acc, Layout::dot_operand(acc, 0, kw), Layout::dot_operand(acc, 1, kw), "", ""};
     }
+    // An FMA dot: both operands in shared memory (rows padded by 16 bytes), which the dot
+    // reads per k, each thread the values of A's rows and B's columns its accumulator slots
+    // need (the planning emitter's k-outer FMA dot). In registers instead, each thread would
+    // hold its rows and columns for all of K (the dot_operand layouts: 3 KB of stack for the
+    // library's f32 matmul). 1-byte operands (i8, fp8) stay there: the layout emitter's shared
+    // tiles are of 2-, 4- and 8-byte elements.
     Layout acc = blocked(dot.result()->type);
+    if (const int eb = scalar_bytes(a.elem); o_.fma_operands_in_shared && (eb == 2 || eb == 4 || eb == 8)) {
+      Layout s = Layout::shared(0, 16 / eb);
+      return {acc, s, s, "shared", "shared"};
+    }
     return {acc, Layout::dot_operand(acc, 0, 1), Layout::dot_operand(acc, 1, 1), "", ""};
   }
 

@@ -90,9 +90,15 @@ SplitKernels split_reduction(const Kernel& bound, PassStats& stats);
 // pipeline-loops marks it `in_flight = 1`; the layout emitter prints what that allows.
 Op* in_flight_dot(Op& loop);
 
+// TESSERA_FMA_DOT_IN_REGISTERS=1 in the environment (read once): the A/B switch of
+// tools/h200-fmadot-check, the default of GpuLoweringOptions::fma_operands_in_shared below.
+bool fma_dot_in_registers_env();
 struct GpuLoweringOptions {
   int sm = 90;         // compute capability, major * 10 + minor
   bool wgmma = false;  // sm_90a: wgmma accumulators, operands in shared memory
+  // An FMA dot's operands of 2, 4 or 8 bytes in shared memory, read per k (assign-layouts);
+  // false keeps them in registers for all of K (the dot_operand layouts: the former lowering).
+  bool fma_operands_in_shared = !fma_dot_in_registers_env();
 };
 // The warps of a program: the kernel's `num_warps` constexpr, else 8 for a kernel with a tile
 // of 8192 elements or a dot of 128 x 128, else 4 (the cuda emitter's rule).

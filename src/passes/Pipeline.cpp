@@ -1,7 +1,9 @@
 // The pass pipeline: one straight list, read top to bottom. Each pass can be dumped
 // (--dump-after=NAME or all) and reports statistics.
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
+#include <string_view>
 
 #include "ir/Verifier.h"
 #include "passes/Passes.h"
@@ -19,6 +21,14 @@ void verify_bound(Kernel& k, PassStats&) {
 }
 
 }  // namespace
+
+bool fma_dot_in_registers_env() {
+  static const bool on = [] {
+    const char* e = std::getenv("TESSERA_FMA_DOT_IN_REGISTERS");
+    return e && std::string_view(e) == "1";
+  }();
+  return on;
+}
 
 std::vector<Pass> pipeline_passes(const ConstexprConfig& config) {
   return {

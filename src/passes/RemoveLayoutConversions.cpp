@@ -28,6 +28,7 @@
 // between threads (the rest only rename registers: both layouts put every element in the
 // same threads, as for the 1-element row statistics of the row kernels).
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <optional>
 #include <set>
@@ -138,10 +139,15 @@ class Remove {
   // Do only dots read `v` (a 2-D tile), each able to read it transposed in shared memory
   // (order = [0, 1])? wgmma reads B [K, N] K-major (that order) for every element type, and A
   // [M, K] M-major (that order) only for 16-bit ones: 8-bit and tf32 operands are K-major only.
+  // An FMA dot (a blocked accumulator) reads A either way, but B only [K, N]: per k, the
+  // threads of a warp read neighbouring columns of B's row k, which K-major rows (68 floats
+  // apart) would put in two banks.
   bool dots_read_transposed(const Value* v) {
     std::vector<Use> us = uses(v);
     return !us.empty() && v->type.rank() == 2 && std::all_of(us.begin(), us.end(), [&](Use u) {
-             return u.op->kind == OpKind::Dot && (u.index == 1 || (u.index == 0 && scalar_bits(v->type.elem) == 16));
+             if (u.op->kind != OpKind::Dot) return false;
+             if (u.op->result()->type.layout.kind != Layout::Kind::Mma) return u.index == 0;
+             return u.index == 1 || (u.index == 0 && scalar_bits(v->type.elem) == 16);
            });
   }
 
@@ -272,8 +278,10 @@ class Remove {
       return true;
     }
     std::vector<Use> ys = uses(y);
-    // loads into shared memory
-    if (src && src->kind == OpKind::LoadTile && y->type.space == "shared" && uses(x).size() == 1) {
+    // loads into shared memory (asynchronous copies, which fill what lies past the view with
+    // +0: a load with another pad value stays a load into registers, stored after it)
+    if (src && src->kind == OpKind::LoadTile && y->type.space == "shared" && uses(x).size() == 1 &&
+        (!src->has_attr("pad") || (src->attr_number("pad") == 0.0 && !std::signbit(src->attr_number("pad"))))) {
       x->type = y->type;
       replace_all_uses(k_, y, x);
       erase(c);

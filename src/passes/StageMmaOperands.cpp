@@ -14,7 +14,12 @@
 //
 // wgmma operands (sm_90a) are shared tiles already (assign-layouts: 128-byte swizzled); where
 // one is a load, the same rewrite makes the load write the swizzled tile itself, and the
-// conversion goes.
+// conversion goes. So do an FMA dot's operands (assign-layouts: unswizzled shared tiles of 2-,
+// 4- or 8-byte elements), through unit-dim reshapes only: a permute stays in registers, so
+// that B is stored [K, N] and a warp's reads of its row k fall in different banks.
+#include <algorithm>
+#include <cmath>
+
 #include "ir/IR.h"
 #include "passes/BlockEdit.h"
 #include "passes/Passes.h"
@@ -60,9 +65,10 @@ class Stage {
       const Type& rt = c->result()->type;
       const Layout& l = rt.layout;
       if (l.kind == Layout::Kind::Shared && c->operand(0)->type.layout.kind != Layout::Kind::Shared) {
-        // A wgmma operand (assign-layouts gives them shared tiles directly): where it is a
-        // load, the load writes the swizzled tile and the conversion goes.
-        if (scalar_bits(rt.elem) == 16 && load_into_shared(*c, l.swizzle, l.pad)) {
+        // A wgmma or FMA-dot operand (assign-layouts gives them shared tiles directly): where
+        // it is a load, the load writes the tile and the conversion goes.
+        const bool fma = l.swizzle == 0;
+        if ((fma || scalar_bits(rt.elem) == 16) && load_into_shared(*c, l.swizzle, l.pad, /*permutes=*/!fma)) {
           ++stats["stage-mma-operands.loads-into-shared"];
           replace_all_uses(k_, c->result(), c->operand(0));
           c->parent->ops.erase(op_position(*c));
@@ -92,7 +98,7 @@ class Stage {
 
   // `c`'s operand is a load (through unit-dim reshapes and permutes read by nothing else):
   // the load produces the shared tile, the ops after it views of it.
-  bool load_into_shared(Op& c, int64_t swizzle, int64_t pad) {
+  bool load_into_shared(Op& c, int64_t swizzle, int64_t pad, bool permutes = true) {
     std::vector<Op*> chain;  // from c's operand's producer back to the load
     Value* v = c.operand(0);
     while (true) {
@@ -104,12 +110,17 @@ class Stage {
         v = d->operand(0);
         continue;
       }
-      if (d->kind != OpKind::Permute) return false;
+      if (d->kind != OpKind::Permute || !permutes) return false;
       v = d->operand(0);
     }
     Op& load = *chain.back();
     const Type& lt = load.result()->type;
-    if (scalar_bits(lt.elem) != 16 || (load.has_attr("pad") && load.attr_number("pad") != 0.0)) return false;
+    // 16-bit tiles for the tensor cores; 2-, 4- or 8-byte ones for an FMA dot (unswizzled).
+    // Asynchronous copies fill what lies past the view with +0: other pads stay in registers.
+    const int eb = scalar_bytes(lt.elem);
+    if (!(eb == 2 || (swizzle == 0 && (eb == 4 || eb == 8))) ||
+        (load.has_attr("pad") && (load.attr_number("pad") != 0.0 || std::signbit(load.attr_number("pad")))))
+      return false;
     // Row-major at the load; a reshape keeps the order of the dims it keeps; a permute
     // reorders them.
     std::vector<int64_t> order = row_major(lt.rank());

@@ -156,7 +156,8 @@ TEST(LayoutEmitter, PrintsEveryLibraryKernelButTheKnownGaps) {
 // last, for sm_80 and sm_90a: the corpus's FMA dots (f32 and small dots), argmax, gathers,
 // atomics and insert_tile; the library's sort, and its 16-bit matmul on sm_80 (the ring cut to
 // 3 stages). One test per kernel file, so that ctest runs them side by side (attention_plain's
-// FMA dots over K = 256 take ptxas most of a minute per target).
+// FMA dots over K = 256 took ptxas most of a minute per target while their operands were held
+// in registers for all of K; read from shared memory per k since session 19, about a second).
 // tests/gpu/layout_emitter_gpu_test.cpp runs them against the interpreter.
 class NewlyPrinted : public ::testing::TestWithParam<std::string> {};
 
