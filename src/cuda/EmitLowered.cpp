@@ -1257,8 +1257,6 @@ void Emitter::wgmma_fence_acc(const Value* r, const std::string& n) {
     for (int64_t nb = 0; nb < NB; ++nb) line("tsr::wgmma_fence_regs(" + wgmma_acc_block(r, n, mt, nb) + ");");
 }
 
-}
-
 // An FMA dot whose operands are shared tiles: k outside the slots. Per k, each thread loads
 // the values of A's column k at the rows its accumulator slots hold (one per distinct row) and
 // of B's row k at their columns (one per distinct column), then updates every slot: each slot
