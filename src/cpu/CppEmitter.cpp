@@ -276,14 +276,6 @@ class Emitter {
     }
     return true;
   }
-  // A loaded row tile (every dim but the last is 1) whose elements are stored as they compute
-  // is read in place: its name is a pointer into the view when the tile is in bounds, and to a
-  // padded local copy otherwise. Copying 4 KB rows into locals cost softmax a third of its
-  // time. The in-place read is only safe while nothing writes memory between the load and the
-  // last read of the tile (a deferred expression is read where its user is emitted); a final
-  // store_tile that reads the tile element by element as it writes is fine unless views
-  // partially overlap, which kernels do not do.
-  // A cast that changes no value in the compute type: the same kind, or a narrow float to f32.
   // A stored bf16 row that is `a * u` rounded by the store (the cast to bf16 and the f32 mul
   // both inlined into the store): a an f32 array of the row's shape (its name in `arr`), u one
   // value for the whole row (its expression in `u`).
@@ -304,6 +296,14 @@ class Emitter {
     }
     return false;
   }
+  // A loaded row tile (every dim but the last is 1) whose elements are stored as they compute
+  // is read in place: its name is a pointer into the view when the tile is in bounds, and to a
+  // padded local copy otherwise. Copying 4 KB rows into locals cost softmax a third of its
+  // time. The in-place read is only safe while nothing writes memory between the load and the
+  // last read of the tile (a deferred expression is read where its user is emitted); a final
+  // store_tile that reads the tile element by element as it writes is fine unless views
+  // partially overlap, which kernels do not do.
+  // A cast that changes no value in the compute type: the same kind, or a narrow float to f32.
   static bool is_alias_cast(const Op& o) {
     if (o.kind != OpKind::Cast || o.operands.size() != 1 || o.results.size() != 1) return false;
     const Type &f = o.operand(0)->type, &t = o.result()->type;
