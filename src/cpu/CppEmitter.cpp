@@ -12,6 +12,7 @@
 #include <functional>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "cpu/CpuBackend.h"
 #include "codegen/CTypes.h"
@@ -225,6 +226,7 @@ class Emitter {
   // Splats and broadcasts of a single element: elementwise consumers read the element itself,
   // so the materialized array is usually dead and the compiler drops it.
   std::unordered_map<const Value*, std::string> uniform_;
+  std::unordered_set<std::string> float_arrays_;  // names of declared float arrays (declare_array)
   // Elementwise results used once, by an op that reads them element by element in the same
   // block, are not materialized: the user inlines the expression (with @I@ for the index).
   std::unordered_map<const Value*, std::string> expr_;
@@ -273,6 +275,26 @@ class Emitter {
       if (ew && can_defer(*d) && !cheap_tree(*d)) return false;
     }
     return true;
+  }
+  // A stored bf16 row that is `a * u` rounded by the store (the cast to bf16 and the f32 mul
+  // both inlined into the store): a an f32 array of the row's shape (its name in `arr`), u one
+  // value for the whole row (its expression in `u`).
+  bool scaled_row(const Value* v, std::string& arr, std::string& u) const {
+    const Op* c = v->def;
+    if (!c || c->kind != OpKind::Cast || !expr_.count(v) || v->type.elem != ScalarKind::BF16) return false;
+    const Value* m = c->operand(0);
+    if (m->type.elem != ScalarKind::F32 || !m->def || m->def->kind != OpKind::Mul || !expr_.count(m)) return false;
+    for (int k = 0; k < 2; ++k) {
+      const Value *a = m->def->operand(k), *s = m->def->operand(1 - k);
+      auto us = uniform_.find(s);
+      if (us == uniform_.end() || expr_.count(a) || uniform_.count(a) || row_bcast_.count(a)) continue;
+      auto na = name_.find(a);
+      if (na == name_.end() || !float_arrays_.count(na->second) || a->type.shape != v->type.shape) continue;
+      arr = na->second;
+      u = us->second;
+      return true;
+    }
+    return false;
   }
   // A loaded row tile (every dim but the last is 1) whose elements are stored as they compute
   // is read in place: its name is a pointer into the view when the tile is in bounds, and to a
@@ -529,7 +551,7 @@ class Emitter {
   // `for (i = 0; i < n; ++i) stmt` (stmt reads the index as `i`), in pieces with prefetches
   // when `site` takes some (or always, with `pieces`, when n allows); `after` (if any) follows
   // each piece; stmt and after read the piece's start and length as @C@ and @N@ (the whole
-  // loop: 0 and n).
+  // loop: 0 and n). An empty stmt writes no loop, only `after` (a runtime call per piece).
   void loop_with_prefetch(const Op& site, int64_t n, const std::string& i, const std::string& stmt,
                           const std::string& after = "", bool pieces = false);
   // The used prefetches' addresses for the next program, computed at the program's start
@@ -818,14 +840,15 @@ void Emitter::loop_with_prefetch(const Op& site, int64_t n, const std::string& i
       line("for (int64_t " + c + " = 0; " + c + " < " + N + "; " + c + " += " + P + ") {");
       ++ind_;
       for (const auto& l : calls) line(subst(l, c + " / " + P));
-      line("for (int64_t " + i + " = " + c + "; " + i + " < " + c + " + " + P + "; ++" + i + ") " + piece(stmt, c, P));
+      if (!stmt.empty())
+        line("for (int64_t " + i + " = " + c + "; " + i + " < " + c + " + " + P + "; ++" + i + ") " + piece(stmt, c, P));
       if (!after.empty()) line(piece(after, c, P));
       --ind_;
       line("}");
       return;
     }
   }
-  line("for (int64_t " + i + " = 0; " + i + " < " + N + "; ++" + i + ") " + piece(stmt, "0", N));
+  if (!stmt.empty()) line("for (int64_t " + i + " = 0; " + i + " < " + N + "; ++" + i + ") " + piece(stmt, "0", N));
   if (!after.empty()) line(piece(after, "0", N));
 }
 
@@ -1211,13 +1234,22 @@ void Emitter::emit_load_store(const Op& op, const LoadInto* into) {
     else if (rows == 1 && t == ScalarKind::BF16 && S[rank - 1] >= 16) {
       // A bf16 row: the floats into a local piece, then tsr::store_bf16 converts and stores them
       // (the hardware's bf16 conversion where the CPU has one), piece by piece (a whole-row
-      // buffer took L1 from the row's own arrays).
+      // buffer took L1 from the row's own arrays). A row `a * u` (a an f32 array, u one value
+      // for the row) needs no piece: tsr::store_bf16_mul multiplies while it converts.
       const int64_t n = S[rank - 1];
-      const bool cut = n >= 2 * kPrefetchPiece && n % kPrefetchPiece == 0;
-      std::string f = fresh("st");
-      declare_array(op, ScalarKind::F32, f, cut ? kPrefetchPiece : n);
-      loop_with_prefetch(op, n, i, f + "[" + i + " - @C@] = " + elem(tile, toff + " + " + i) + ";",
-                         "tsr::store_bf16(A.p" + js + " + " + goff + " + @C@, " + f + ", @N@);", true);
+      std::string sa, su;
+      if (scaled_row(tile, sa, su)) {
+        line("// " + sa + " * " + su + ", multiplied by the store");
+        loop_with_prefetch(op, n, i, "",
+                           "tsr::store_bf16_mul(A.p" + js + " + " + goff + " + @C@, " + sa + " + " + toff + " + @C@, " + su +
+                               ", @N@);");
+      } else {
+        const bool cut = n >= 2 * kPrefetchPiece && n % kPrefetchPiece == 0;
+        std::string f = fresh("st");
+        declare_array(op, ScalarKind::F32, f, cut ? kPrefetchPiece : n);
+        loop_with_prefetch(op, n, i, f + "[" + i + " - @C@] = " + elem(tile, toff + " + " + i) + ";",
+                           "tsr::store_bf16(A.p" + js + " + " + goff + " + @C@, " + f + ", @N@);", true);
+      }
     } else if (rows == 1)
       loop_with_prefetch(op, S[rank - 1], i, "A.p" + js + "[" + goff + " + " + i + "] = " + store_conv(t, elem(tile, toff + " + " + i)) + ";");
     else
@@ -1939,6 +1971,7 @@ void Emitter::emit_raw(const Op& op) {
 
 void Emitter::declare_array(const Op& op, ScalarKind elem, const std::string& n, int64_t count, bool storage) {
   const std::string T = storage ? stype(elem) : ctype(elem), N = std::to_string(count);
+  if (!storage && is_float(elem) && elem != ScalarKind::F64) float_arrays_.insert(n);  // float in the compute type
   int64_t bytes = count * (is_narrow(elem) && !storage ? 4 : scalar_bytes(elem));  // the type's size
   if (stack_bytes_ + bytes <= kStackTileBytes) {
     stack_bytes_ += bytes;

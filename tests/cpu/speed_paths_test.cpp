@@ -306,9 +306,10 @@ const char* kRowHead = R"(  grid {
 )";
 
 // Random inputs with plant(inputs) applied, run on the interpreter and on cpu and compared;
-// returns cpu's tensors.
+// returns cpu's tensors (and the interpreter's in *interp when given).
 std::vector<Tensor> run_both(const Kernel& k, const Sizes& sizes, uint64_t seed,
-                             const std::function<void(std::vector<Tensor>&)>& plant) {
+                             const std::function<void(std::vector<Tensor>&)>& plant,
+                             std::vector<Tensor>* interp = nullptr) {
   std::vector<Tensor> want = make_random_tensors(k, sizes, seed);
   plant(want);
   std::vector<Tensor> got = want;
@@ -316,6 +317,7 @@ std::vector<Tensor> run_both(const Kernel& k, const Sizes& sizes, uint64_t seed,
   run_interp(k, wa);
   compile_cpu(k, test_options())->run(ga);
   testutil::expect_tensors_match(want, got, k.name, "cpu", {}, tile_error_bounds(k, sizes, want));
+  if (interp) *interp = std::move(want);
   return got;
 }
 
@@ -547,6 +549,173 @@ TEST(CpuSpeedPaths, TilesLoadedInLoopsAreNotPrefetched) {
   auto k = bound(text);
   std::string src = emit_cpp(*k);
   EXPECT_EQ(src.find("prefetch"), std::string::npos) << src;
+}
+
+// The bf16 row kernels' runtime paths (session 19), against the interpreter bit for bit where
+// its result is exact: the max / min of a bf16 row read in place (16-bit keys, from a 64-byte
+// boundary), a stored bf16 row `a * u` multiplied by tsr::store_bf16_mul, and the vector exp
+// against the scalar fast_expf over a dense sweep.
+// Same bits, or both NaN; a zero's sign counts.
+bool same_value(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  return a == b && std::signbit(a) == std::signbit(b);
+}
+
+// Runs k on the interpreter and on cpu from the same inputs (plant applied) and expects every
+// element of the tensors `outs` to be the same value; returns cpu's tensors.
+std::vector<Tensor> run_exact(const Kernel& k, const Sizes& sizes, uint64_t seed, std::vector<size_t> outs,
+                              const std::function<void(std::vector<Tensor>&)>& plant) {
+  std::vector<Tensor> want;
+  std::vector<Tensor> got = run_both(k, sizes, seed, plant, &want);
+  for (size_t out : outs) {
+    int bad = 0;
+    for (int64_t i = 0; i < got[out].numel() && bad < 5; ++i)
+      if (!same_value(got[out].get(i), want[out].get(i))) {
+        ++bad;
+        ADD_FAILURE() << k.name << " output " << out << " element " << i << ": cpu " << got[out].get(i) << " interp "
+                      << want[out].get(i);
+      }
+  }
+  return got;
+}
+
+// max and min of 512-wide bf16 rows read in place from a view 520 wide, so that the rows start
+// at every 16-byte offset from a 64-byte boundary (the head before the boundary, the vector
+// body and the tail all see data). Planted: rows of zeros whose every lane meets -0 first
+// (max must be +0, as on the interpreter; the float loop kept -0) and +0 first (min must be
+// -0), NaN (either sign) in the head, the body and the last element, infinities, and a row of
+// -inf only (max -inf) and +inf only.
+TEST(CpuSpeedPaths, Bf16RowMaxMinByKeysMatchTheInterpreter) {
+  const std::string row = "tile<bf16, [1, 512]>", one = "tile<bf16, [1, 1]>", v = "view<bf16, [M, 1]>";
+  std::string text = "kernel @bfmaxmin(%x: view<bf16, [M, 520]>, %mx: " + v + ", %mn: " + v + ") {\n" + kRowHead + "  %t = load_tile %x, %pid, %c0 : " +
+                     row + R"(
+  %b = reduce %t {axis = 1, kind = "max"} : tile<bf16, [1]>
+  %c = reduce %t {axis = 1, kind = "min"} : tile<bf16, [1]>
+  %be = expand_dims %b {axis = 0} : )" + one + R"(
+  %ce = expand_dims %c {axis = 0} : )" + one + R"(
+  store_tile %mx, %be, %pid, %c0
+  store_tile %mn, %ce, %pid, %c0
+}
+)";
+  auto [k, src] = bound_and_emitted(text);
+  ASSERT_NE(src.find("tsr::bf16_row v"), std::string::npos) << src;  // read in place
+  ASSERT_NE(src.find("tsr::row_max4<128>("), std::string::npos) << src;
+  ASSERT_NE(src.find("tsr::row_min4<128>("), std::string::npos) << src;
+  const int64_t W = 520, M = 24;
+  std::vector<Tensor> got = run_exact(*k, {{"M", M}}, 131, {1, 2}, [&](std::vector<Tensor>& in) {
+    Tensor& x = in[0];
+    for (int64_t j = 0; j < 512; ++j) {
+      x.set(0 * W + j, j % 128 < 64 ? -0.0 : 0.0);  // each quarter's first 64: -0, then +0
+      x.set(1 * W + j, j % 128 < 64 ? 0.0 : -0.0);
+      x.set(2 * W + j, -INFINITY);
+      x.set(3 * W + j, INFINITY);
+    }
+    x.set(4 * W + 3, NAN);     // the head (the row starts 16 * 4 bytes past a boundary at most)
+    x.set(5 * W + 300, -NAN);  // the body
+    x.set(6 * W + 511, NAN);   // the last element
+    x.set(7 * W + 511, INFINITY);
+    x.set(8 * W + 0, -INFINITY);
+    x.set(9 * W + 2, 1e30);
+    x.set(10 * W + 510, -1e30);
+  });
+  EXPECT_TRUE(got[1].get(0) == 0 && !std::signbit(got[1].get(0)));  // max of {-0, +0}
+  EXPECT_TRUE(got[2].get(1) == 0 && std::signbit(got[2].get(1)));   // min of {+0, -0}
+  EXPECT_EQ(got[1].get(2), -INFINITY);
+  EXPECT_EQ(got[2].get(3), INFINITY);
+  for (int64_t r : {4, 5, 6}) EXPECT_TRUE(std::isnan(got[1].get(r)) && std::isnan(got[2].get(r))) << "row " << r;
+  EXPECT_EQ(got[1].get(7), INFINITY);
+  EXPECT_EQ(got[2].get(8), -INFINITY);
+}
+
+// y = bf16(a * u) with a an f32 array of the row (it has a second user, so it is materialized)
+// and u one value per row (a [1, 1] tile broadcast): tsr::store_bf16_mul multiplies while it
+// converts. The interpreter's result is exact here (one f32 multiply, one rounding to bf16),
+// so every stored value must be its value: ragged widths (a tail after the 16-wide steps) and
+// 1024 (cut in prefetch pieces), products that are subnormal, NaN, infinite and ties.
+TEST(CpuSpeedPaths, Bf16StoreOfAScaledRowMultipliesInTheStore) {
+  for (int64_t w : {600, 1024, 37}) {
+    SCOPED_TRACE(w);
+    const std::string row = "tile<f32, [1, " + std::to_string(w) + "]>", brow = "tile<bf16, [1, " + std::to_string(w) + "]>";
+    std::string text = "kernel @bfscale(%x: view<f32, [M, " + std::to_string(w) + "]>, %s: view<f32, [M, 1]>, %y: view<bf16, [M, " +
+                       std::to_string(w) + "]>, %z: view<f32, [M, 1]>) {\n" + kRowHead + "  %t = load_tile %x, %pid, %c0 : " + row + R"(
+  %a = add %t, %t : )" + row + R"(
+  %q = reduce %a {axis = 1, kind = "max"} : tile<f32, [1]>
+  %qe = expand_dims %q {axis = 0} : tile<f32, [1, 1]>
+  store_tile %z, %qe, %pid, %c0
+  %u = load_tile %s, %pid, %c0 : tile<f32, [1, 1]>
+  %ub = broadcast %u : )" + row + R"(
+  %p = mul %a, %ub : )" + row + R"(
+  %h = cast %p : )" + brow + R"(
+  store_tile %y, %h, %pid, %c0
+}
+)";
+    auto [k, src] = bound_and_emitted(text);
+    if (w >= 16) {
+      EXPECT_NE(src.find("tsr::store_bf16_mul("), std::string::npos) << src;
+    }
+    const int64_t M = 12;
+    std::vector<Tensor> got = run_exact(*k, {{"M", M}}, 200 + w, {2, 3}, [&](std::vector<Tensor>& in) {
+      Tensor &x = in[0], &s = in[1];
+      s.set(0, 1e-38);     // row 0: subnormal products
+      s.set(1, NAN);       // row 1: all NaN
+      s.set(2, 3e38);      // row 2: infinities
+      s.set(3, -0.0);      // row 3: zeros of both signs (a -0 scale must stay -0 in every lane)
+      s.set(4, 0.5);       // row 4: ties of bf16 rounding below
+      for (int64_t j = 0; j < w; ++j) x.set(4 * w + j, (1.0 + (2 * j % 256 + 1) / 256.0) * (j % 2 ? 1 : -1));
+      x.set(5 * w + w - 1, NAN);
+      x.set(6 * w + 0, INFINITY);
+      x.set(7 * w + 5 % w, 1e-40);  // a subnormal input
+    });
+    int subnormal = 0, nan = 0, inf = 0;
+    for (int64_t j = 0; j < w; ++j) {
+      subnormal += got[2].get(j) != 0 && std::fabs(got[2].get(j)) < 1.1754943508222875e-38;
+      nan += std::isnan(got[2].get(w + j));
+      inf += std::isinf(got[2].get(2 * w + j));
+    }
+    EXPECT_GT(subnormal, w / 2) << "the test stores subnormal bf16 values";
+    EXPECT_EQ(nan, w);
+    EXPECT_GT(inf, 0);
+  }
+}
+
+// The vector exp (exp16: the max / min clamp, vscalefps) gives fast_expf's bits for
+// every input: a 1024-wide f32 row (vector path) against a raw op calling tsr::fast_expf on
+// the same row, over 2^20 arguments spread densely over [-110, 110] with the ends of the range
+// (overflow near 88.72, subnormal results below -87.3, zero below -103.97), +-inf, NaN, +-0.
+TEST(CpuSpeedPaths, Bf16VectorExpGivesTheScalarExpsBits) {
+  const std::string row = "tile<f32, [1, 1024]>";
+  std::string text = "kernel @expbits(%x: view<f32, [M, 1024]>, %y: view<f32, [M, 1024]>, %z: view<f32, [M, 1024]>) {\n" + std::string(kRowHead) +
+                     "  %t = load_tile %x, %pid, %c0 : " + row + R"(
+  %e = exp %t : )" + row + R"(
+  store_tile %y, %e, %pid, %c0
+  %r = raw %t {name = "scalar_exp", cpp = "for (int64_t i = 0; i < in0_numel; ++i) out0[i] = tsr::fast_expf(in0[i]);"} : )" + row + R"(
+  store_tile %z, %r, %pid, %c0
+}
+)";
+  auto [k, src] = bound_and_emitted(text);
+  ASSERT_NE(src.find("tsr::exp_inplace("), std::string::npos) << src;
+  const int64_t M = 1024, n = M * 1024;
+  const Sizes sizes{{"M", M}};
+  std::vector<Tensor> ts = make_random_tensors(*k, sizes, 7);
+  for (int64_t i = 0; i < n; ++i) ts[0].set(i, -110.0 + 220.0 * static_cast<double>(i) / static_cast<double>(n));
+  const double special[] = {INFINITY, -INFINITY, NAN, 0.0, -0.0, 88.72283, 88.72284, -87.33654, -103.97208, -103.9721, 104.0, -104.0, 1e30, -1e30};
+  for (size_t i = 0; i < std::size(special); ++i) ts[0].set(static_cast<int64_t>(5 + 1031 * i), special[i]);
+  auto args = args_for(*k, ts);
+  compile_cpu(*k, test_options())->run(args);
+  int64_t bad = 0, inf = 0, sub = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float a = static_cast<float>(ts[1].get(i)), b = static_cast<float>(ts[2].get(i));
+    uint32_t ua, ub;
+    std::memcpy(&ua, &a, 4);
+    std::memcpy(&ub, &b, 4);
+    if (ua != ub && !(std::isnan(a) && std::isnan(b)) && bad++ < 5)
+      ADD_FAILURE() << "exp(" << ts[0].get(i) << "): vector " << a << " scalar " << b;
+    inf += std::isinf(a);
+    sub += a != 0 && std::fabs(a) < 1.1754943508222875e-38;
+  }
+  EXPECT_EQ(bad, 0);
+  EXPECT_GT(inf, 1000);  // the sweep reaches overflow and subnormal results
+  EXPECT_GT(sub, 1000);
 }
 
 }  // namespace
