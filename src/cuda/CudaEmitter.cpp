@@ -1137,7 +1137,7 @@ CudaEmission Emitter::run() {
   }
   line("");
   // A warp-specialized kernel runs one CTA per SM (its ring takes most of shared memory): the
-  // 1 lets ptxas use 65536 / T_ registers per thread.
+  // 1 lets ptxas use 65536 / block_threads registers per thread.
   std::string s = "extern \"C\" __global__ void " +
                   (cluster_ > 1 || wg_.cluster_m > 1
                        ? "__cluster_dims__(" + std::to_string(std::max(cluster_, wg_.cluster_m)) + ", 1, 1) "

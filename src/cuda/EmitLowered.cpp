@@ -642,6 +642,8 @@ void Emitter::plan_warp_specialization(CudaKernelInfo& info) {
     if (why.empty())
       for (const Op* l : ring_loads(*o, nullptr))
         if (!tma_loads_.count(l)) why = "its load at " + l->loc.str() + " is not a TMA copy";
+    if (why.empty() && T_ + 128 > 1024)
+      why = "its " + num(T_) + " compute threads and a producer warpgroup would be over 1024 threads";
     if (!why.empty()) {
       notes_.push_back("for at " + o->loc.str() + ": no producer warpgroup: " + why);
       continue;
@@ -671,9 +673,11 @@ void Emitter::emit_warp_specialized_body() {
   ws_bars_ = init_ring_barriers(S);
   const std::string W = num(warps_);
   // Registers move from the producer (which keeps a few scalars) to the compute warps, as in
-  // the planning emitter's warp-specialized matmul; with one compute warpgroup the 256 threads
-  // get the 255 registers a thread can address anyway.
-  const bool realloc = warps_ == 8;
+  // the planning emitter's warp-specialized matmul: 40 for the producer, the rest of the 64 Ki
+  // shared among the compute threads (232 for two warpgroups, at most 240); with one compute
+  // warpgroup the 256 threads get the 255 registers a thread can address anyway.
+  const bool realloc = warps_ > 4;
+  const int64_t consumer_regs = std::min<int64_t>(240, (65536 - 128 * 40) / T_ / 8 * 8);
   open("if (tsr_warp >= " + W + ") {  // the producer warpgroup: one thread issues every stage's copies");
   if (realloc) line("tsr::setmaxnreg_dec<40>();");
   open("if (tsr_tid == " + num(T_) + ") {");
@@ -698,7 +702,7 @@ void Emitter::emit_warp_specialized_body() {
   --ind_;
   line("} else {  // the compute warps");
   ++ind_;
-  if (realloc) line("tsr::setmaxnreg_inc<232>();");
+  if (realloc) line("tsr::setmaxnreg_inc<" + num(consumer_regs) + ">();");
   const size_t first = lines_.size();
   ws_consumers_ = true;
   emit_block(*k_.body);

@@ -593,7 +593,7 @@ class Emitter {
   void issue_tma_stage(const Op& loop, const std::vector<const Op*>& loads, const std::vector<const Op*>& chain,
                        const std::string& bars, int64_t S, const std::string& iv, const std::string& it,
                        bool one_thread);
-  // specialize-warps' `warp_specialize = 1` loop, printed with a producer warpgroup (a 128
+  // specialize-warps' `warp_specialize = 1` loop, printed with a producer warpgroup (128
   // threads more than T_, which stays the compute warps' count): its ring and barriers are set
   // up first, then the producer's branch (the loop's bounds and the loads' indices, and one
   // thread issuing every stage) and the compute warps' (the whole kernel, the loop only waiting

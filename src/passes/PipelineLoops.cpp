@@ -99,10 +99,21 @@ Op* in_flight_dot(Op& loop) {
   if (dots != 1 || dot->parent != &body) return nullptr;
   const Layout& L = dot->result()->type.layout;
   if (L.kind != Layout::Kind::Mma || L.version != 3) return nullptr;
-  // Both operands in shared memory (SS): an A fragment in registers (RS) could be overwritten
-  // by the next iteration while the group in flight still reads it.
-  for (int i = 0; i < 2; ++i)
-    if (dot->operand(i)->type.layout.kind != Layout::Kind::Shared) return nullptr;
+  // Both operands in shared memory (SS) and each either a ring load's stage (through
+  // reshapes) or made before the loop: an A fragment in registers (RS), or a shared tile the
+  // body writes again each iteration (a computed operand converted into shared memory, a load
+  // the ring cannot take), could be overwritten by the next iteration while the group in
+  // flight still reads it. A ring stage is released only once the group is done.
+  const std::vector<const Op*> ring = ring_loads(loop, nullptr);
+  for (int i = 0; i < 2; ++i) {
+    const Value* v = dot->operand(i);
+    if (v->type.layout.kind != Layout::Kind::Shared) return nullptr;
+    while (v->def && v->def->kind == OpKind::Reshape) v = v->def->operand(0);
+    bool outside = true;
+    for (const Block* b = v->def ? v->def->parent : v->block; b; b = b->parent ? b->parent->parent : nullptr)
+      if (b == &loop.region(0)) outside = false;
+    if (!outside && std::find(ring.begin(), ring.end(), v->def) == ring.end()) return nullptr;
+  }
   const Op* y = body.terminator();
   const Value* acc = dot->operand(2);
   for (size_t j = 0; y && j < y->operands.size(); ++j)
@@ -119,7 +130,9 @@ void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
     if (op.kind != OpKind::For) return;
     const std::vector<const Op*> loads = ring_loads(op, nullptr);
     if (loads.empty()) return;
-    Op* async_dot = in_flight_dot(op);
+    // Only a loop at the kernel's top level: the layout emitter keeps a group in flight across
+    // its TMA ring (a nested loop keeps the cp.async ring).
+    Op* async_dot = op.parent == k.body.get() ? in_flight_dot(op) : nullptr;
     // A written `in_flight = 1` where the accumulator is read otherwise is taken back.
     walk(op.region(0), [&](Op& d) {
       if (d.kind != OpKind::Dot || &d == async_dot || !d.has_attr("in_flight") || d.attr_int("in_flight") == 0) return;
@@ -139,12 +152,22 @@ void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
     const int64_t S = op.attr_int("pipeline");
     int64_t bytes = 0;
     for (const Op* l : loads) bytes += stage_bytes(*l);
-    if (S <= 2 || bytes == 0 || S * bytes <= room) return;
-    const int64_t fit = std::max<int64_t>(2, room / bytes);
-    op.set_attr("pipeline", fit);
-    ++stats["pipeline-loops.stages-cut"];
-    stats.notes.push_back("loop at " + op.loc.str() + ": pipeline = " + std::to_string(S) + " cut to " + std::to_string(fit) +
-                          " (a stage of its ring is " + std::to_string(bytes) + " bytes of shared memory)");
+    if (S > 2 && bytes > 0 && S * bytes > room) {
+      const int64_t fit = std::max<int64_t>(2, room / bytes);
+      op.set_attr("pipeline", fit);
+      ++stats["pipeline-loops.stages-cut"];
+      stats.notes.push_back("loop at " + op.loc.str() + ": pipeline = " + std::to_string(S) + " cut to " +
+                            std::to_string(fit) + " (a stage of its ring is " + std::to_string(bytes) +
+                            " bytes of shared memory)");
+    }
+    // A group in flight holds its stage one iteration longer: with 2 stages no copy could be
+    // ahead of the iteration that waits for it, slower than waiting for each group.
+    if (async_dot && op.attr_int("pipeline") < 3) {
+      if (stats["pipeline-loops.dots-in-flight"] > 0 && async_dot->has_attr("in_flight")) --stats["pipeline-loops.dots-in-flight"];
+      async_dot->set_attr("in_flight", int64_t{0});
+      stats.notes.push_back("dot at " + async_dot->loc.str() + ": not in flight: its loop's ring has " +
+                            std::to_string(op.attr_int("pipeline")) + " stages (a group in flight needs 3 or more)");
+    }
   });
 }
 

@@ -60,6 +60,18 @@ std::vector<const Op*> producer_slice(const Kernel& k, const Op& loop, std::stri
     slice.insert(d);
     need.insert(need.end(), d->operands.begin(), d->operands.end());
   }
+  // The producer's copies are ordered after nothing the compute warps do: a view they write
+  // (anywhere in the kernel) could be read before the write lands.
+  std::string written;
+  walk(*k.body, [&](Op& op) {
+    if (!written.empty() || op.info().cls != OpClass::Memory || op.kind == OpKind::LoadTile || op.kind == OpKind::Gather)
+      return;
+    for (const Op* l : loads)
+      if (op.operand(0) == l->operand(0))
+        written = "the kernel writes %" + l->operand(0)->name + " (" + std::string(op.info().name) + " at " +
+                  op.loc.str() + "), which the ring reads";
+  });
+  if (!written.empty()) return no(written);
   std::string other;
   walk(*k.body, [&](Op& op) {
     const OpClass c = op.info().cls;

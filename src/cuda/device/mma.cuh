@@ -204,8 +204,8 @@ TSR_D void cp_async_wait() {
 // One thread's 16-byte chunk of a Struct async_copy (cuda/EmitStruct.cpp, knob struct_cp_async):
 // the first n elements of the chunk come from src[0], src[stride], ..., the rest are zeros (pad
 // 0). dst is 16-byte aligned shared memory. With stride 1, n > 0 and a 16-byte aligned source it
-// is one cp.async, whose src-size makes the hardware zero-fill what it does not read (the caller
-// commits the group); otherwise plain stores, visible after the barrier of the async_wait that
+// is one cp.async (a part of a chunk is read by the thread, cp_async_16; the caller commits the
+// group); otherwise plain stores, visible after the barrier of the async_wait that
 // ends the copy, as the cp.async data is.
 template <class T>
 TSR_D void struct_copy_chunk(T* dst, const T* src, int64_t n, int64_t stride) {
