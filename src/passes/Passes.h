@@ -127,9 +127,9 @@ void stage_mma_operands(Kernel& k, PassStats& stats);
 // The dynamic shared memory one program may use on compute capability `sm` (227 KiB on sm_90+,
 // 163 KiB on sm_80/87, else 99 KiB): what a ring of pipeline-loops must fit in.
 int64_t shared_memory_per_program(int sm);
-// The bytes of one stage of a load into a shared tile: rows padded by the layout's pad (the
-// layout emitter pads unswizzled rows of 16-bit tiles by 8 elements), a swizzled tile from a
-// 1024-byte boundary; 0 for a tile whose shape is not static.
+// The bytes of one stage of a load into a shared tile: unswizzled rows of whole 16-byte chunks
+// padded by one chunk (or the layout's pad, if larger), as the layout emitter lays them out; a
+// swizzled tile from a 1024-byte boundary; 0 for a tile whose shape is not static.
 int64_t stage_bytes(const Op& load);
 void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
 // Those loads of `loop` (top level of its body, in order); `chain` gets the body's pure

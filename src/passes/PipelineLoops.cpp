@@ -75,7 +75,9 @@ int64_t stage_bytes(const Op& load) {
   const std::vector<int64_t> s = static_shape(t.shape);
   const int64_t eb = std::max(1, scalar_bits(t.elem) / 8), last = s.back(), rows = shape_numel(t.shape) / std::max<int64_t>(1, last);
   if (t.layout.swizzle != 0) return (rows * last * eb + 1023) / 1024 * 1024;
-  return rows * (last + std::max<int64_t>(t.layout.pad, 8)) * eb;
+  // As the layout emitter lays them out: rows of whole 16-byte chunks and one more chunk.
+  const int64_t E = std::max<int64_t>(1, 16 / eb);
+  return rows * ((last + E - 1) / E * E + std::max<int64_t>(t.layout.pad, E)) * eb;
 }
 
 namespace {
