@@ -3,13 +3,13 @@
 #include <cstdlib>
 
 #include "cuda/CudaBackend.h"
+#include "support/Env.h"
 
 namespace tessera {
 
 // TESSERA_CUDA_FROM_LAYOUTS=1: print kernels from the GPU lowering's layouts (from_layouts).
 static CudaTarget with_environment(CudaTarget t) {
-  const char* e = std::getenv("TESSERA_CUDA_FROM_LAYOUTS");
-  t.from_layouts = e && std::string(e) == "1";
+  t.from_layouts = env_flag("TESSERA_CUDA_FROM_LAYOUTS");
   return t;
 }
 

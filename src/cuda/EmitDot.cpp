@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "cuda/EmitterInternal.h"
+#include "support/Env.h"
 
 namespace tessera::cudagen {
 
@@ -409,10 +410,7 @@ void Emitter::emit_dot(const Op& op) {
   const int64_t V = LR.vec, TV = int64_t(T_) * LR.vec;
   // TESSERA_CUDA_FMA_DOT_PER_ELEMENT=1 keeps the per-element loop everywhere: the A/B switch of
   // tools/h200-fma-dot-check (the compile cache keys on the source, so both forms can be cached).
-  static const bool per_element = [] {
-    const char* e = std::getenv("TESSERA_CUDA_FMA_DOT_PER_ELEMENT");
-    return e && std::string_view(e) == "1";
-  }();
+  static const bool per_element = env_flag("TESSERA_CUDA_FMA_DOT_PER_ELEMENT");
   if (!per_element && !LR.dist && !LR.replicated && cluster_ == 1 && V > 1 && LR.slots % V == 0 && N % V == 0 && TV % N == 0 &&
       valid_expr(LR, "0") == "true") {
     const std::string V_ = std::to_string(V);

@@ -435,15 +435,9 @@ void Emitter::lowered_load_shared(const Op& op) {
   count("loads-into-shared");
 }
 
-bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals, const std::vector<std::string>& carried) {
-  const int64_t S = op.has_attr("pipeline") ? op.attr_int("pipeline") : 1;
-  std::vector<const Op*> chain;
-  const std::vector<const Op*> loads = S >= 2 ? ring_loads(op, &chain) : std::vector<const Op*>{};
-  if (loads.empty()) return false;
-  const Block& body = op.region(0);
+void Emitter::alloc_rings(const std::vector<const Op*>& loads, int64_t S) {
   const std::string stage = fresh("rs");
   for (const Op* l : loads) {
-    if (&op == ws_loop_) break;  // its ring is made before the producer's branch
     const std::vector<int64_t> shape = static_shape(l->result()->type.shape);
     if (!whole_chunk_rows(l->result()->type.elem, shape.back()))
       throw NotLowerable{"a ring load of other than rows of whole 16-byte chunks of 2-, 4- or 8-byte elements"};
@@ -453,6 +447,16 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
     ring.stage = stage;
     rings_[l] = ring;
   }
+}
+
+bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals, const std::vector<std::string>& carried) {
+  const int64_t S = op.has_attr("pipeline") ? op.attr_int("pipeline") : 1;
+  std::vector<const Op*> chain;
+  const std::vector<const Op*> loads = S >= 2 ? ring_loads(op, &chain) : std::vector<const Op*>{};
+  if (loads.empty()) return false;
+  const Block& body = op.region(0);
+  if (&op != ws_loop_) alloc_rings(loads, S);  // a producer's ring is made before its branch
+  const std::string stage = rings_.at(loads[0]).stage;
   if (std::all_of(loads.begin(), loads.end(), [&](const Op* l) { return tma_loads_.count(l) != 0; })) {
     emit_tma_ring_loop(op, vals, carried, loads, chain, S);
     return true;
@@ -638,7 +642,7 @@ void Emitter::plan_warp_specialization(CudaKernelInfo& info) {
   for (const auto& o : k_.body->ops) {
     if (o->kind != OpKind::For || !o->has_attr("warp_specialize") || o->attr_int("warp_specialize") != 1) continue;
     std::string why;
-    producer_slice(k_, *o, &why);
+    ws_slice_ = producer_slice(k_, *o, &why);
     if (why.empty())
       for (const Op* l : ring_loads(*o, nullptr))
         if (!tma_loads_.count(l)) why = "its load at " + l->loc.str() + " is not a TMA copy";
@@ -660,16 +664,9 @@ void Emitter::emit_warp_specialized_body() {
   const int64_t S = loop.attr_int("pipeline");
   std::vector<const Op*> chain;
   const std::vector<const Op*> loads = ring_loads(loop, &chain);
-  std::string why;
-  const std::vector<const Op*> slice = producer_slice(k_, loop, &why);
+  const std::vector<const Op*>& slice = ws_slice_;
   // The ring and its barriers, before the branches (both use them).
-  const std::string stage = fresh("rs");
-  for (const Op* l : loads) {
-    Ring ring;
-    ring.view = alloc_shared(l->result(), l->result()->type.layout.order, S, &ring.stage_elems);
-    ring.stage = stage;
-    rings_[l] = ring;
-  }
+  alloc_rings(loads, S);
   ws_bars_ = init_ring_barriers(S);
   const std::string W = num(warps_);
   // Registers move from the producer (which keeps a few scalars) to the compute warps, as in

@@ -147,6 +147,8 @@ class Emitter {
   };
   std::unordered_map<const Op*, Ring> rings_;
   bool emit_ring_loop(const Op& op, const std::vector<const Value*>& vals, const std::vector<std::string>& carried);
+  // The rings of `loads` (S buffers each, one stage variable for all): rings_.
+  void alloc_rings(const std::vector<const Op*>& loads, int64_t S);
   // Every element of register tile `x` written to the view (its owners write; barriers around).
   void store_to_shared(const Value* x, const SharedView& sv);
   // A load_tile into a shared layout: cp.async copies of 16 bytes (zero-filled past the view).
@@ -600,6 +602,7 @@ class Emitter {
   // and releasing). `allow_ws_` false prints such a loop as any other TMA ring loop.
   bool allow_ws_ = true;
   const Op* ws_loop_ = nullptr;
+  std::vector<const Op*> ws_slice_;  // the scalar ops the producer computes (producer_slice)
   std::string ws_bars_;
   bool ws_consumers_ = false;  // printing the compute warps' branch: barrier() is a named one
   static constexpr int kComputeBarrier = 8;  // its id (the planning emitter's consumers use 8 too)

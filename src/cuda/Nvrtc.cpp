@@ -16,6 +16,7 @@
 #include "cuda/CudaBackend.h"
 #include "cuda/RuntimeInternal.h"
 #include "cuda/DeviceHeaders.h"
+#include "support/Env.h"
 
 namespace tessera {
 
@@ -146,7 +147,7 @@ std::vector<std::string> nvrtc_options(const CudaTarget& target) {
   std::vector<std::string> o = {"--gpu-architecture=" + target.str(), "-std=c++17", "-default-device"};
   // For compute-sanitizer and profilers: their reports then name lines of the generated source
   // (written out with TESSERA_CUDA_DUMP_DIR). Part of the options, so of the cache key too.
-  if (const char* e = std::getenv("TESSERA_NVRTC_LINEINFO"); e && std::string(e) == "1") o.push_back("-lineinfo");
+  if (env_flag("TESSERA_NVRTC_LINEINFO")) o.push_back("-lineinfo");
   return o;
 }
 

@@ -34,6 +34,7 @@
 
 #include "kernels/Kernels.h"
 #include "lang/Lang.h"
+#include "support/Env.h"
 
 namespace tessera::kernels {
 
@@ -125,8 +126,7 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
   // remain, reads bits 0..10, and bit 10 (resolved by the pass before) is the same in every key
   // it counts. TESSERA_TOPK_UNROLLED_PASSES=1 writes one copy per pass instead, each its exact
   // width (the former code; the A/B switch of tools/h200-nvcold-check).
-  const char* unrolled = std::getenv("TESSERA_TOPK_UNROLLED_PASSES");
-  if (unrolled && std::string(unrolled) == "1") {
+  if (env_flag("TESSERA_TOPK_UNROLLED_PASSES")) {
     for (int p = 0, high = key_bits; p < digits; ++p) {
       const int width = std::min(d, high), shift = high - width;
       auto at = [](int64_t v) { return full({}, double(v), ScalarKind::U32); };

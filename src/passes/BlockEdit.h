@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 
 #include "ir/IR.h"
@@ -19,6 +20,12 @@ inline std::vector<std::unique_ptr<Op>>::iterator op_position(const Op& op) {
 inline const Op* next_op(const Op& op) {
   auto at = std::next(op_position(op));
   return at == op.parent->ops.end() ? nullptr : at->get();
+}
+
+// Whether load `load` pads what lies past its view with +0 (no pad, or pad = 0.0 with a positive
+// sign): what asynchronous copies into shared memory fill there.
+inline bool pads_with_positive_zero(const Op& load) {
+  return !load.has_attr("pad") || (load.attr_number("pad") == 0.0 && !std::signbit(load.attr_number("pad")));
 }
 
 // Moves `op` out of its block to just in front of `anchor` (in anchor's block).

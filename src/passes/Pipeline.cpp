@@ -1,12 +1,11 @@
 // The pass pipeline: one straight list, read top to bottom. Each pass can be dumped
 // (--dump-after=NAME or all) and reports statistics.
 #include <algorithm>
-#include <cstdlib>
 #include <iostream>
-#include <string_view>
 
 #include "ir/Verifier.h"
 #include "passes/Passes.h"
+#include "support/Env.h"
 #include "text/Text.h"
 
 namespace tessera {
@@ -23,10 +22,7 @@ void verify_bound(Kernel& k, PassStats&) {
 }  // namespace
 
 bool fma_dot_in_registers_env() {
-  static const bool on = [] {
-    const char* e = std::getenv("TESSERA_FMA_DOT_IN_REGISTERS");
-    return e && std::string_view(e) == "1";
-  }();
+  static const bool on = env_flag("TESSERA_FMA_DOT_IN_REGISTERS");
   return on;
 }
 

@@ -143,10 +143,6 @@ void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
                             ": in_flight = 1 needs a wgmma dot whose accumulator the loop only carries; set to 0");
     });
     if (async_dot && async_dot->has_attr("in_flight") && async_dot->attr_int("in_flight") == 0) async_dot = nullptr;
-    if (async_dot && !async_dot->has_attr("in_flight")) {
-      async_dot->set_attr("in_flight", int64_t{1});
-      ++stats["pipeline-loops.dots-in-flight"];
-    }
     if (!op.has_attr("pipeline")) {
       op.set_attr("pipeline", int64_t{async_dot ? 4 : 2});
       ++stats["pipeline-loops.pipelined"];
@@ -165,10 +161,12 @@ void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
     // A group in flight holds its stage one iteration longer: with 2 stages no copy could be
     // ahead of the iteration that waits for it, slower than waiting for each group.
     if (async_dot && op.attr_int("pipeline") < 3) {
-      if (stats["pipeline-loops.dots-in-flight"] > 0 && async_dot->has_attr("in_flight")) --stats["pipeline-loops.dots-in-flight"];
       async_dot->set_attr("in_flight", int64_t{0});
       stats.notes.push_back("dot at " + async_dot->loc.str() + ": not in flight: its loop's ring has " +
                             std::to_string(op.attr_int("pipeline")) + " stages (a group in flight needs 3 or more)");
+    } else if (async_dot && !async_dot->has_attr("in_flight")) {
+      async_dot->set_attr("in_flight", int64_t{1});
+      ++stats["pipeline-loops.dots-in-flight"];
     }
   });
 }

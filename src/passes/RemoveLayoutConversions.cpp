@@ -28,7 +28,6 @@
 // between threads (the rest only rename registers: both layouts put every element in the
 // same threads, as for the 1-element row statistics of the row kernels).
 #include <algorithm>
-#include <cmath>
 #include <functional>
 #include <optional>
 #include <set>
@@ -281,7 +280,7 @@ class Remove {
     // loads into shared memory (asynchronous copies, which fill what lies past the view with
     // +0: a load with another pad value stays a load into registers, stored after it)
     if (src && src->kind == OpKind::LoadTile && y->type.space == "shared" && uses(x).size() == 1 &&
-        (!src->has_attr("pad") || (src->attr_number("pad") == 0.0 && !std::signbit(src->attr_number("pad"))))) {
+        pads_with_positive_zero(*src)) {
       x->type = y->type;
       replace_all_uses(k_, y, x);
       erase(c);

@@ -18,7 +18,6 @@
 // 4- or 8-byte elements), through unit-dim reshapes only: a permute stays in registers, so
 // that B is stored [K, N] and a warp's reads of its row k fall in different banks.
 #include <algorithm>
-#include <cmath>
 
 #include "ir/IR.h"
 #include "passes/BlockEdit.h"
@@ -118,9 +117,7 @@ class Stage {
     // 16-bit tiles for the tensor cores; 2-, 4- or 8-byte ones for an FMA dot (unswizzled).
     // Asynchronous copies fill what lies past the view with +0: other pads stay in registers.
     const int eb = scalar_bytes(lt.elem);
-    if (!(eb == 2 || (swizzle == 0 && (eb == 4 || eb == 8))) ||
-        (load.has_attr("pad") && (load.attr_number("pad") != 0.0 || std::signbit(load.attr_number("pad")))))
-      return false;
+    if (!(eb == 2 || (swizzle == 0 && (eb == 4 || eb == 8))) || !pads_with_positive_zero(load)) return false;
     // Row-major at the load; a reshape keeps the order of the dims it keeps; a permute
     // reorders them.
     std::vector<int64_t> order = row_major(lt.rank());
