@@ -86,7 +86,8 @@ SplitKernels split_reduction(const Kernel& bound, PassStats& stats);
 // --- GPU lowering (a second list, after the pipeline, for cuda targets) ---
 // A loop's one dot if it is a wgmma dot (mma v3 accumulator) whose accumulator the loop only
 // carries (its block argument feeds only the dot, the dot's result only the yield, at the same
-// position), so that its group may stay in flight into the next iteration; else null.
+// position) and whose operands are ring stages or made before the loop, so that its group may
+// stay in flight into the next iteration; else null.
 // pipeline-loops marks it `in_flight = 1`; the layout emitter prints what that allows.
 Op* in_flight_dot(Op& loop);
 

@@ -8,9 +8,10 @@
 // gets as many stages as it can (at least 2; stat pipeline-loops.stages-cut, with a note): the
 // library matmul's 4 stages of 128 x 64 and 64 x 256 bf16 tiles are 3 on sm_80.
 //
-// A wgmma dot (mma v3 accumulator) in such a loop whose accumulator the loop only carries (the
-// block argument feeds only the dot, the dot's result only the yield, at the same position)
-// and both operands in shared memory gets `in_flight = 1`: its group of wgmma instructions may still run when the next iteration
+// A wgmma dot (mma v3 accumulator) in such a loop at the kernel's top level, whose accumulator
+// the loop only carries (the block argument feeds only the dot, the dot's result only the
+// yield, at the same position) and whose operands are both ring stages or made before the loop,
+// gets `in_flight = 1` (not with fewer than 3 stages): its group of wgmma instructions may still run when the next iteration
 // begins, which waits for it only after issuing its own (the tensor cores never idle while the
 // warps wait for the next stage or release the last). A ring stage is then read until the
 // iteration after its own, so such a loop's ring, unless written, gets 4 stages (cut to what
