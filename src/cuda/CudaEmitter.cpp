@@ -324,7 +324,7 @@ void Emitter::emit_op(const Op& op) {
                (op.kind == OpKind::ProgramId ? "tsr::cluster_id_x()" : "tsr::cluster_count_x()") + ");");
         else if ((split_k_ || persistent_ || grouped_) && axis == 2)  // these kernels' grids are 2-D
           line("const int32_t " + bind_new(r) + " = " + (op.kind == OpKind::ProgramId ? "0" : "1") + ";");
-        else if (persistent_ || grouped_ || prog_persistent_)
+        else if (persistent_ || grouped_ || prog_persistent_ || ws_persistent_)
           line("const int32_t " + bind_new(r) + " = " + (op.kind == OpKind::ProgramId ? pid_prefix_ : "tsr_grid") +
                std::to_string(axis) + ";");
         else
@@ -1059,7 +1059,7 @@ CudaEmission Emitter::run() {
   // Then those of Struct async_copy ops taken by TMA (knob struct_tma; EmitStruct.cpp).
   plan_struct_tma(sig, info);
   if (lowered_) plan_tma_rings(sig, info);
-  if (lowered_ && lowered_wgmma_) plan_warp_specialization(info);
+  if (lowered_ && lowered_wgmma_) plan_warp_specialization(sig, info);
   stream_k_ = persistent_ && tg_.stream_k;
   if (split_k_ || stream_k_) {
     sig.push_back("unsigned char* __restrict__ tsr_ws");

@@ -590,13 +590,23 @@ void Emitter::emit_tma_ring_loop(const Op& op, const std::vector<const Value*>& 
   const std::string stage = rings_.at(loads[0]).stage, SS = num(S) + "u";
   // Under a producer warpgroup the barriers exist already and the producer issues every copy.
   const bool producer = &op == ws_loop_;
-  const std::string bars = producer ? ws_bars_ : init_ring_barriers(S), rn = fresh("rn");
+  // Under a persistent producer the count of iterations begun runs on over the CTA's programs
+  // (it names the stage and its phase), and `rn0` is where this program's loop began.
+  const bool persistent = producer && ws_persistent_;
+  const std::string bars = producer ? ws_bars_ : init_ring_barriers(S), rn = persistent ? ws_rn_ : fresh("rn");
   const std::string lb = nm(op.operand(0)), step = nm(op.operand(2));
   auto issue = [&](const std::string& iv, const std::string& it) {
     if (!producer) issue_tma_stage(op, loads, chain, bars, S, iv, it, true);
   };
-  line("int " + stage + " = 0;");
-  line("uint32_t " + rn + " = 0;  // iterations begun");
+  std::string rn0 = "0";
+  if (persistent) {
+    rn0 = fresh("rn");
+    line("int " + stage + " = int(" + rn + " % " + SS + ");");
+    line("const uint32_t " + rn0 + " = " + rn + ";  // this program's first iteration");
+  } else {
+    line("int " + stage + " = 0;");
+    line("uint32_t " + rn + " = 0;  // iterations begun");
+  }
   for (int64_t p = 0; p + 1 < S; ++p) issue("(int64_t(" + lb + ") + " + num(p) + " * int64_t(" + step + "))", num(p) + "u");
   // A wgmma dot in flight (pipeline-loops' `in_flight = 1`) accumulates into the carried
   // array itself; its group of iteration i is waited for in iteration i + 1, so a stage is
@@ -618,8 +628,8 @@ void Emitter::emit_tma_ring_loop(const Op& op, const std::vector<const Value*>& 
               if (async) {
                 // The group of the iteration before has finished (the dot waited for all but its
                 // own): that stage is free for the copies S - 1 iterations ahead.
-                line("if (" + rn + " > 0 && tsr_lane == 0) tsr::mbar_arrive(" + bars + " + 8u * (" + SS + " + (" + rn +
-                     " - 1u) % " + SS + "));");
+                line("if (" + rn + " > " + rn0 + " && tsr_lane == 0) tsr::mbar_arrive(" + bars + " + 8u * (" + SS + " + (" +
+                     rn + " - 1u) % " + SS + "));");
                 issue("(" + iv_name + "_ + " + num(S - 1) + " * int64_t(" + step + "))", rn + " + " + num(S - 1) + "u");
               } else {
                 // The warp's reads of the stage are done (the dots waited for their groups).
@@ -631,6 +641,10 @@ void Emitter::emit_tma_ring_loop(const Op& op, const std::vector<const Value*>& 
   if (async) {
     line("tsr::wgmma_wait<0>();  // the last group");
     wgmma_fence_acc(async->result(), nm(async->operand(2)));
+    // The last stage is read: the producer may refill it for the CTA's next program.
+    if (persistent)
+      line("if (" + rn + " > " + rn0 + " && tsr_lane == 0) tsr::mbar_arrive(" + bars + " + 8u * (" + SS + " + (" + rn +
+           " - 1u) % " + SS + "));");
     async_dot_ = nullptr;
     count("wgmma-dots-in-flight");
   }
@@ -638,7 +652,7 @@ void Emitter::emit_tma_ring_loop(const Op& op, const std::vector<const Value*>& 
   if (producer) count("producer-warpgroups");
 }
 
-void Emitter::plan_warp_specialization(CudaKernelInfo& info) {
+void Emitter::plan_warp_specialization(std::vector<std::string>& sig, CudaKernelInfo& info) {
   for (const auto& o : k_.body->ops) {
     if (o->kind != OpKind::For || !o->has_attr("warp_specialize") || o->attr_int("warp_specialize") != 1) continue;
     std::string why;
@@ -655,8 +669,36 @@ void Emitter::plan_warp_specialization(CudaKernelInfo& info) {
     if (!allow_ws_) return;
     ws_loop_ = o.get();
     info.block_threads = T_ + 128;
+    const Op* y = k_.grid ? k_.grid->terminator() : nullptr;
+    if (y && y->has_attr("persistent") && y->attr_int("persistent") == 1) {
+      ws_persistent_ = true;
+      if (y->has_attr("group_rows")) ws_group_rows_ = y->attr_int("group_rows");
+      info.persistent = true;
+      for (int axis = 0; axis < 3; ++axis) {
+        sig.push_back("int32_t tsr_grid" + num(axis));
+        info.params.push_back({CudaParam::Kind::GridSize, ScalarKind::I32, 4, "grid" + num(axis), axis});
+      }
+      count("persistent-programs");
+      notes_.push_back("persistent: one CTA per SM loops over the programs, " + num(ws_group_rows_) +
+                       " values of axis 0 at a time; its producer runs on into the next program's copies");
+    }
     return;
   }
+}
+
+void Emitter::open_program_loop() {
+  const std::string G = num(ws_group_rows_);
+  line("const int64_t tsr_plane = int64_t(tsr_grid0) * tsr_grid1, tsr_programs = tsr_plane * tsr_grid2;");
+  line("const int64_t tsr_in_group = " + G + " * int64_t(tsr_grid1);");
+  open("for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {");
+  // Within a plane of axis 2: groups of G values of axis 0, each taken for every value of axis 1
+  // in turn, axis 0 fastest (the planning emitter's grouped order).
+  line("const int64_t tsr_u = tsr_t % tsr_plane, tsr_first = tsr_u / tsr_in_group * " + G +
+       ", tsr_rows = tsr_grid0 - tsr_first < " + G + " ? tsr_grid0 - tsr_first : " + G + ";");
+  line("const int32_t tsr_pid0 = int32_t(tsr_first + tsr_u % tsr_in_group % tsr_rows);");
+  line("const int32_t tsr_pid1 = int32_t(tsr_u % tsr_in_group / tsr_rows);");
+  line("const int32_t tsr_pid2 = int32_t(tsr_t / tsr_plane);");
+  line("(void)tsr_pid0; (void)tsr_pid1; (void)tsr_pid2;");
 }
 
 void Emitter::emit_warp_specialized_body() {
@@ -680,19 +722,24 @@ void Emitter::emit_warp_specialized_body() {
   open("if (tsr_tid == " + num(T_) + ") {");
   const auto saved_names = name_;
   const auto saved_stats = stats_;
+  // The stages issued: over all the CTA's programs when it is persistent (the ring's phases
+  // run on).
+  const std::string it = fresh("pi");
+  line("uint32_t " + it + " = 0;");
+  if (ws_persistent_) open_program_loop();
   for (const auto& o : k_.body->ops) {
     if (std::find(slice.begin(), slice.end(), o.get()) != slice.end()) {
       emit_op(*o);
     } else if (o.get() == &loop) {
       const std::string lb = nm(loop.operand(0)), ub = nm(loop.operand(1)), step = nm(loop.operand(2));
-      const std::string iv = fresh("pv"), it = fresh("pi");
-      line("uint32_t " + it + " = 0;");
+      const std::string iv = fresh("pv");
       open("for (int64_t " + iv + " = " + lb + "; " + step + " > 0 && " + iv + " < " + ub + "; " + iv + " += " + step +
            ", ++" + it + ") {");
       issue_tma_stage(loop, loads, chain, ws_bars_, S, iv, it, false);
       close();
     }
   }
+  if (ws_persistent_) close();
   name_ = saved_names;
   stats_ = saved_stats;
   close();
@@ -702,7 +749,13 @@ void Emitter::emit_warp_specialized_body() {
   if (realloc) line("tsr::setmaxnreg_inc<" + num(consumer_regs) + ">();");
   const size_t first = lines_.size();
   ws_consumers_ = true;
+  if (ws_persistent_) {
+    ws_rn_ = fresh("rn");
+    line("uint32_t " + ws_rn_ + " = 0;  // iterations begun, over the CTA's programs");
+    open_program_loop();
+  }
   emit_block(*k_.body);
+  if (ws_persistent_) close();
   ws_consumers_ = false;
   for (size_t i = first; i < lines_.size(); ++i)
     if (lines_[i].find("__syncthreads()") != std::string::npos)

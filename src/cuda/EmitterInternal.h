@@ -606,8 +606,16 @@ class Emitter {
   std::string ws_bars_;
   bool ws_consumers_ = false;  // printing the compute warps' branch: barrier() is a named one
   static constexpr int kComputeBarrier = 8;  // its id (the planning emitter's consumers use 8 too)
-  void plan_warp_specialization(CudaKernelInfo& info);
+  // persist-programs' `persistent = 1` on the grid's yield, for a kernel printed with its
+  // producer warpgroup: both branches loop over the programs (tsr_pid0..2 in grouped order,
+  // the grid's sizes as parameters tsr_grid0..2), and the ring's counters run on across them.
+  bool ws_persistent_ = false;
+  int64_t ws_group_rows_ = 8;
+  std::string ws_rn_;  // the compute warps' count of the loop's iterations begun, over all programs
+  void plan_warp_specialization(std::vector<std::string>& sig, CudaKernelInfo& info);
   void emit_warp_specialized_body();
+  // Opens the persistent CTA's loop over the programs and names their ids (ws_persistent_).
+  void open_program_loop();
   void copy_value(const Value* v, const std::string& dst, const std::string& src);
   void assign_carried(const Op& y, const std::vector<const Value*>& vals, const std::vector<std::string>& carried);
   std::string combine(const Op& op, const std::string& a, const std::string& b);

@@ -235,6 +235,8 @@ class Verifier {
           error(op->loc, "'yield' is not allowed in the kernel body");
         else if (i + 1 != b.ops.size())
           error(op->loc, "'yield' must be the last op of its region");
+        else if (role != BlockRole::Grid && (op->find_attr("persistent") || op->find_attr("group_rows")))
+          error(op->loc, "'yield' takes persistent and group_rows only in the grid block (they say how its programs run)");
       }
       verify_op(*op, role == BlockRole::Grid);
       for (const Value* r : op->results)
@@ -538,6 +540,16 @@ class Verifier {
   }
 
   void check_grid_op(const Op& op) {
+    // The launch's form (persist-programs): programs in a loop of persistent CTAs, taken in
+    // groups of `group_rows` values of axis 0.
+    if (const Attr* p = op.find_attr("persistent"); p && std::get<int64_t>(*p) != 0 && std::get<int64_t>(*p) != 1)
+      return fail("persistent must be 0 or 1 (CTAs that loop over the programs), got " + attr_str(*p));
+    if (const Attr* g = op.find_attr("group_rows")) {
+      if (!op.find_attr("persistent") || op.attr_int("persistent") != 1)
+        return fail("group_rows needs persistent = 1 (the order in which persistent CTAs take the programs)");
+      if (std::get<int64_t>(*g) < 1 || std::get<int64_t>(*g) > 1024)
+        return fail("group_rows must be between 1 and 1024 (values of program axis 0 per group), got " + attr_str(*g));
+    }
     for (const Value* v : op.operands)
       if (!v->type.is_scalar() && !(op.kind == OpKind::Dim && v->type.is_view())) {
         fail("in the grid block must work on scalars, got " + v->type.str());

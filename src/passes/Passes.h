@@ -114,6 +114,9 @@ void assign_layouts(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
 // pipelined loop whose bounds and load indices the producer can compute alone
 // (SpecializeWarps.cpp).
 void specialize_warps(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
+// Persistent CTAs, in grouped order, for a kernel with a producer warpgroup: `persistent = 1,
+// group_rows = 8` on the grid block's yield (PersistPrograms.cpp).
+void persist_programs(Kernel& k, PassStats& stats);
 // The top-level pure scalar ops, in program order, that a producer warpgroup re-computes to
 // issue `loop`'s ring copies (its bounds, its loads' indices); *why says what stops a producer
 // (then the result is empty; "" when it can run).

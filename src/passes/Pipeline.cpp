@@ -51,6 +51,7 @@ std::vector<Pass> gpu_lowering_passes(const GpuLoweringOptions& o) {
       {"stage-mma-operands", stage_mma_operands},
       {"pipeline-loops", [o](Kernel& k, PassStats& st) { pipeline_loops(k, o, st); }},
       {"specialize-warps", [o](Kernel& k, PassStats& st) { specialize_warps(k, o, st); }},
+      {"persist-programs", persist_programs},
       {"verify-lowered", verify_bound},
   };
 }

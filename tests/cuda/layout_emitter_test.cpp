@@ -305,6 +305,50 @@ TEST(LayoutEmitter, FlashAttentionBf16WithLargeTilesHasAProducerWarpgroup) {
   EXPECT_NE(fa.em.source.find("tsr::named_barrier(8u, 256u);", compute), std::string::npos);
 }
 
+// persist-programs: matmul + bias + GELU's K loop has a producer warpgroup, so its programs run
+// on persistent CTAs. Both branches loop over the programs in grouped order (the grid's sizes
+// are parameters), the compute warps' count of iterations runs on across programs, and they
+// release the last stage of each program's loop for the producer's next copies. Written
+// `persistent = 0`: one CTA per program again.
+TEST(LayoutEmitter, MatmulWithAProducerRunsOnPersistentCtas) {
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  const std::string path = std::string(TESSERA_SOURCE_DIR) + "/tests/corpus/matmul_bias_gelu.tile";
+  CudaTarget t = CudaTarget::parse("sm_90a");
+  t.from_layouts = true;
+  auto emit = [&](const std::string& text) {
+    auto m = parse_module(text, path);
+    auto k = run_pipeline(*bind_constexprs(*m->find("matmul_bias_gelu"), {{"BM", 128}, {"BN", 128}, {"BK", 64}}), {});
+    return emit_cuda_with_info(*k, t);
+  };
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CudaEmission em = emit(text);
+  EXPECT_EQ(em.stats["producer-warpgroups"], 1);
+  EXPECT_EQ(em.stats["persistent-programs"], 1);
+  EXPECT_TRUE(em.info.persistent);
+  int grid_params = 0;
+  for (const auto& p : em.info.params) grid_params += p.kind == CudaParam::Kind::GridSize;
+  EXPECT_EQ(grid_params, 3);
+  const std::string loop = "for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {";
+  const size_t compute = em.source.find("the compute warps");
+  ASSERT_NE(compute, std::string::npos);
+  EXPECT_LT(em.source.find(loop), compute);            // the producer's
+  EXPECT_NE(em.source.find(loop, compute), std::string::npos);  // the compute warps'
+  EXPECT_NE(em.source.find("iterations begun, over the CTA's programs", compute), std::string::npos);
+  EXPECT_NE(em.source.find("this program's first iteration", compute), std::string::npos);
+  const std::string ptx = nvrtc_compile(em.source, t, "persistent.cu", em.line_op).ptx;
+  EXPECT_NE(ptx.find("wgmma.mma_async"), std::string::npos);
+
+  const std::string written = std::regex_replace(text, std::regex("yield %gm, %gn\n"), "yield %gm, %gn {persistent = 0}\n");
+  ASSERT_NE(written, text);
+  CudaEmission one = emit(written);
+  EXPECT_EQ(one.stats["producer-warpgroups"], 1);
+  EXPECT_EQ(one.stats["persistent-programs"], 0);
+  EXPECT_FALSE(one.info.persistent);
+  EXPECT_EQ(one.source.find("tsr_programs"), std::string::npos);
+}
+
 // A wgmma A operand computed in registers in another layout than the fragment's (a cast of a
 // loaded f32 tile) is exchanged into the RS fragment layout, not staged for ldmatrix (which
 // wgmma does not read): the dot is RS wgmma and NVRTC compiles it.

@@ -95,6 +95,17 @@ TEST(LayoutEmitterGpu, FlashAttentionBf16HeadSize128) {
   }
 }
 
+// persist-programs on sm_90a: matmul + bias + GELU with a producer warpgroup runs on persistent
+// CTAs, each looping over several programs here (16 x 15 of 128 x 128 against the GPU's SMs),
+// the ring's phases running on from one program to the next.
+TEST(LayoutEmitterGpu, PersistentCtasRunSeveralPrograms) {
+  REQUIRE_GPU();
+  auto m = parse_file(std::string(TESSERA_SOURCE_DIR) + "/tests/corpus/matmul_bias_gelu.tile");
+  auto b = bind_constexprs(*m->find("matmul_bias_gelu"), {{"BM", 128}, {"BN", 128}, {"BK", 64}});
+  EXPECT_NE(printed_by(*b).find("printed from"), std::string::npos) << printed_by(*b);
+  expect_matches(*b, {{"M", 2000}, {"N", 1800}, {"K", 72}});
+}
+
 // The library kernels the layout emitter prints (all but matmul_fp8 and topk), in each
 // dtype, bound with the device target's preferred config, at ragged sizes (partial tiles in
 // every dim).

@@ -1,0 +1,55 @@
+// persist-programs (GPU lowering, sm_90a): persistent CTAs for a kernel with a producer
+// warpgroup.
+//
+// A kernel whose top-level loop has a producer warpgroup (specialize-warps' `warp_specialize =
+// 1`) gets `persistent = 1, group_rows = 8` on its grid block's yield: the cuda backend then
+// launches one CTA per SM (no more than there are programs), and each CTA loops over the
+// programs t = blockIdx.x, + gridDim.x, ..., taking them in groups of 8 values of program axis 0
+// for every value of axis 1 in turn (axis 2 slowest), as the planning emitter's persistent
+// matmul does. What that buys, against one CTA per program:
+//  - the producer runs on into the next program's copies while the compute warps finish this
+//    one's epilogue, so the next loop starts with a full ring instead of waiting for its first
+//    stage;
+//  - a CTA's setup (the ring's barriers, the registers moved between warpgroups) is paid once
+//    per SM, not once per program;
+//  - the programs running at once share rows of A and columns of B, which then stay in L2.
+// Programs are independent by the language's rules, so any order and any number per CTA give
+// the same results.
+//
+// A written `persistent` stays (0 keeps one CTA per program); a written 1 on a kernel without a
+// producer warpgroup is set to 0 with a note (and a written `group_rows` goes with it). A
+// written `group_rows` on a persistent kernel stays.
+#include <vector>
+
+#include "ir/IR.h"
+#include "passes/Passes.h"
+
+namespace tessera {
+
+void persist_programs(Kernel& k, PassStats& stats) {
+  if (!k.grid) return;
+  Op* yield = k.grid->terminator();
+  if (!yield || yield->operands.empty()) return;
+  const bool written = yield->has_attr("persistent");
+  if (written && yield->attr_int("persistent") == 0) return;
+  const Op* producer = nullptr;
+  for (const auto& op : k.body->ops)
+    if (op->kind == OpKind::For && op->has_attr("warp_specialize") && op->attr_int("warp_specialize") == 1)
+      producer = op.get();
+  if (!producer) {
+    if (written) {
+      yield->set_attr("persistent", int64_t{0});
+      std::erase_if(yield->attrs, [](const NamedAttr& a) { return a.name == "group_rows"; });
+      stats.notes.push_back("grid at " + yield->loc.str() +
+                            ": persistent = 1 not taken: no loop of the kernel has a producer warpgroup");
+    }
+    return;
+  }
+  if (!written) {
+    yield->set_attr("persistent", int64_t{1});
+    ++stats["persist-programs.persistent"];
+  }
+  if (!yield->has_attr("group_rows")) yield->set_attr("group_rows", int64_t{8});
+}
+
+}  // namespace tessera
