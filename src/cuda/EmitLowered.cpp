@@ -653,7 +653,6 @@ void Emitter::plan_warp_specialization(CudaKernelInfo& info) {
       notes_.push_back("for at " + o->loc.str() + ": no producer warpgroup: " + why);
       continue;
     }
-    if (!allow_ws_) return;
     ws_loop_ = o.get();
     info.block_threads = T_ + 128;
     return;
