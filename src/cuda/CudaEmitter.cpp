@@ -1371,26 +1371,41 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
       if (wgmma && !(target.arch_specific && target.tma)) continue;
       std::shared_ptr<Kernel> lowered = run_gpu_lowering(bound_kernel, {target.sm, wgmma}, {}, nullptr);
       try {
-        cudagen::Emitter e(*lowered, target);
-        e.lowered_ = true;
-        e.warps_ = default_num_warps(*lowered);
+        bool on_wgmma = false;
         walk(*lowered->body, [&](Op& op) {
           if (op.kind == OpKind::Dot && op.result()->type.layout.kind == Layout::Kind::Mma &&
               op.result()->type.layout.version == 3)
-            e.lowered_wgmma_ = true;
+            on_wgmma = true;
         });
-        if (wgmma && !e.lowered_wgmma_) wgmma = false;  // nothing to retry without it
+        if (wgmma && !on_wgmma) wgmma = false;  // nothing to retry without it
+        auto print = [&] {
+          cudagen::Emitter e(*lowered, target);
+          e.lowered_ = true;
+          e.warps_ = default_num_warps(*lowered);
+          e.lowered_wgmma_ = on_wgmma;
+          return e.run();
+        };
         CudaEmission out;
+        std::vector<std::string> no_producer;  // why a `warp_specialize = 1` loop got none
         try {
-          out = e.run();
+          out = print();
+          if (out.stats["producer-warpgroups"] == 0)
+            for (const std::string& n : out.notes)
+              if (n.find("no producer warpgroup") != std::string::npos) no_producer.push_back(n);
         } catch (const cudagen::NotWarpSpecializable& w) {
-          cudagen::Emitter again(*lowered, target);
-          again.lowered_ = true;
-          again.warps_ = e.warps_;
-          again.lowered_wgmma_ = e.lowered_wgmma_;
-          again.allow_ws_ = false;
-          out = again.run();
-          out.notes.push_back("no producer warpgroup: " + w.why);
+          no_producer.push_back("no producer warpgroup: " + w.why);
+        }
+        if (!no_producer.empty()) {
+          // Printed again from IR that says what is printed: the loop without a producer.
+          for (const auto& op : lowered->body->ops)
+            if (op->kind == OpKind::For && op->has_attr("warp_specialize")) op->set_attr("warp_specialize", int64_t{0});
+          // Without a producer the programs run one per CTA (persistence follows the producer).
+          if (Op* y = lowered->grid ? lowered->grid->terminator() : nullptr; y && y->has_attr("persistent")) {
+            y->set_attr("persistent", int64_t{0});
+            std::erase_if(y->attrs, [](const NamedAttr& a) { return a.name == "group_rows"; });
+          }
+          out = print();
+          for (const std::string& n : no_producer) out.notes.push_back(n + " (warp_specialize = 0)");
         }
         out.notes.push_back("printed from the GPU lowering's layouts (the layout emitter)");
         if (!wgmma_note.empty()) out.notes.push_back(wgmma_note);

@@ -7,6 +7,7 @@
 // memory), a reduction shuffles along the lanes and exchanges along the warps its layout
 // spreads the axis over, and a dot is mma.sync over its operands' fragments.
 #include <algorithm>
+#include <optional>
 
 #include "cuda/EmitterInternal.h"
 #include "passes/Passes.h"
@@ -666,7 +667,6 @@ void Emitter::plan_warp_specialization(std::vector<std::string>& sig, CudaKernel
       notes_.push_back("for at " + o->loc.str() + ": no producer warpgroup: " + why);
       continue;
     }
-    if (!allow_ws_) return;
     ws_loop_ = o.get();
     info.block_threads = T_ + 128;
     const Op* y = k_.grid ? k_.grid->terminator() : nullptr;
@@ -1179,7 +1179,15 @@ void Emitter::lowered_dot(const Op& op) {
   const int64_t wm = L.warps[0], wn = L.warps[1];
   const int64_t MT = std::max<int64_t>(1, SR[0] / (16 * wm)), NT = std::max<int64_t>(1, SR[1] / (8 * wn)), KT = SA[1] / 16;
   if (SR[0] % (16 * wm) != 0 || SR[1] % (8 * wn) != 0) throw NotLowerable{"an mma tile smaller than its warp grid"};
-  const bool sa = staged_.count(a), sb = staged_.count(b);
+  // An operand staged by a conversion that prints nothing (staged_), or a shared tile the dot
+  // takes as it is (assign-layouts: a loaded operand): either way the dot loads its fragments.
+  auto staged = [&](const Value* v) -> std::optional<StagedOperand> {
+    if (auto it = staged_.find(v); it != staged_.end()) return it->second;
+    if (auto it = shared_.find(v); it != shared_.end()) return staged_from(op, it->second);
+    return std::nullopt;
+  };
+  const std::optional<StagedOperand> stA = staged(a), stB = staged(b);
+  const bool sa = stA.has_value(), sb = stB.has_value();
   if (sb && NT % 2 != 0) throw NotLowerable{"a B operand in shared memory with an odd number of n8 tiles"};
   (void)dist_of(c);
   const std::string n = declare(op, r);
@@ -1210,7 +1218,7 @@ void Emitter::lowered_dot(const Op& op) {
       }
   };
   if (sa) {
-    const StagedOperand& st = staged_.at(a);
+    const StagedOperand& st = *stA;
     for (int64_t i = 0; i < MT; ++i) {
       const std::string m0 = num(16 * wm * i) + " + 16 * wm_", I = num(i);
       const std::string regs = "fa[" + I + "][0], fa[" + I + "][1], fa[" + I + "][2], fa[" + I + "][3]";
@@ -1221,7 +1229,7 @@ void Emitter::lowered_dot(const Op& op) {
     from_registers("fa", a, MT, 4, 8);
   }
   if (sb) {
-    const StagedOperand& st = staged_.at(b);
+    const StagedOperand& st = *stB;
     for (int64_t j = 0; j < NT; j += 2) {
       const std::string J = num(j), J1 = num(j + 1), n0 = num(8 * wn) + " * (" + J;
       if (!st.dim0_fastest)  // [K][N]: rows k

@@ -599,8 +599,9 @@ class Emitter {
   // threads more than T_, which stays the compute warps' count): its ring and barriers are set
   // up first, then the producer's branch (the loop's bounds and the loads' indices, and one
   // thread issuing every stage) and the compute warps' (the whole kernel, the loop only waiting
-  // and releasing). `allow_ws_` false prints such a loop as any other TMA ring loop.
-  bool allow_ws_ = true;
+  // and releasing). A loop printed without one (plan_warp_specialization's note, or
+  // NotWarpSpecializable) is set to `warp_specialize = 0` and the kernel printed again
+  // (emit_cuda_with_info), so that the IR it was printed from says so.
   const Op* ws_loop_ = nullptr;
   std::vector<const Op*> ws_slice_;  // the scalar ops the producer computes (producer_slice)
   std::string ws_bars_;

@@ -4,7 +4,8 @@
 // default blocked layout of their shape; a dot's result takes a tensor-core accumulator layout
 // (mma v3 for 16-bit and f8 dots on sm_90a when the tile allows wgmma, else v2 where mma.sync
 // applies, else blocked for an FMA dot) and its operands the dot's operand layout (for wgmma,
-// shared memory for B, and for A where it is loaded: SS; else A stays in registers: RS; for an
+// shared memory for B, and for A where it is loaded: SS; else A stays in registers: RS; for
+// mma.sync, shared memory for a loaded 16-bit operand, which the dot reads with ldmatrix; for an
 // FMA dot, shared memory for both, read per k); sort
 // and topk results take the blocked layout; a reduction's result is its operand's layout sliced
 // along the axis; carried values keep their initial value's layout. remove-layout-conversions then removes
@@ -141,8 +142,21 @@ class Assign {
     if (narrow && o_.sm >= 80 && M % 16 == 0 && N % 8 == 0 && K % 16 == 0) {
       int64_t wm = pow2_dividing(M / 16, warps_), wn = std::max<int64_t>(1, warps_ / wm);
       Layout acc = Layout::mma(2, {wm, wn}, {16, 8});
-      if (layout_misfit(acc, c).empty())
-        return {acc, Layout::dot_operand(acc, 0, kw), Layout::dot_operand(acc, 1, kw), "", ""};
+      if (layout_misfit(acc, c).empty()) {
+        // A 16-bit operand that comes from memory is read from a shared tile (rows padded by
+        // 16 bytes, so that the eight rows an ldmatrix phase reads fall in different banks),
+        // the dot loading its fragments with ldmatrix as it goes: the load then writes the tile
+        // itself (cp.async), as for wgmma's SS form. One computed in registers keeps the
+        // operand layout (FlashAttention's P: the accumulator is the A fragment;
+        // stage-mma-operands stages the others).
+        auto operand = [&](int i) -> std::pair<Layout, std::string> {
+          if (scalar_bits(a.elem) == 16 && loaded(dot.operand(i))) return {Layout::shared(0, 8), "shared"};
+          return {Layout::dot_operand(acc, i, kw), ""};
+        };
+        auto [la, sa] = operand(0);
+        auto [lb, sb] = operand(1);
+        return {acc, la, lb, sb, sa};
+      }
     }
     // An FMA dot: both operands in shared memory (rows padded by 16 bytes), which the dot
     // reads per k, each thread the values of A's rows and B's columns its accumulator slots

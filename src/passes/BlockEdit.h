@@ -28,6 +28,17 @@ inline bool pads_with_positive_zero(const Op& load) {
   return !load.has_attr("pad") || (load.attr_number("pad") == 0.0 && !std::signbit(load.attr_number("pad")));
 }
 
+// Does a reshape from `from` to `to` only add or drop dims of extent 1, keeping the last dim?
+// (Then a row-major tile of either shape has the same bytes in the same places.)
+inline bool only_unit_dims_change(const Type& from, const Type& to) {
+  std::vector<int64_t> a, b;
+  for (const Dim& d : from.shape)
+    if (!(d.is_static() && d.value == 1)) a.push_back(d.is_static() ? d.value : -1);
+  for (const Dim& d : to.shape)
+    if (!(d.is_static() && d.value == 1)) b.push_back(d.is_static() ? d.value : -1);
+  return a == b && from.shape.back() == to.shape.back();
+}
+
 // Moves `op` out of its block to just in front of `anchor` (in anchor's block).
 inline void move_before(Op& op, const Op& anchor) {
   auto at = op_position(op);

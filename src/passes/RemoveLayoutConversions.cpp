@@ -9,7 +9,8 @@
 // - rematerialization: a converted splat or arange is made in the wanted layout instead, and
 //   a converted broadcast or expand_dims converts its (smaller) operand;
 // - loads: a load whose one use converts it loads in that layout (into shared memory for a
-//   shared one: what cp.async and TMA do), and a conversion of a one-operand elementwise op
+//   shared one: what cp.async and TMA do; also through a reshape of unit dims, which is then a
+//   view of the shared tile), and a conversion of a one-operand elementwise op
 //   whose operand is smaller (a widening cast) converts the operand instead, so that it can
 //   reach the load;
 // - stores: a store writes the unconverted value (a store takes any layout), and a reshape
@@ -278,13 +279,23 @@ class Remove {
     }
     std::vector<Use> ys = uses(y);
     // loads into shared memory (asynchronous copies, which fill what lies past the view with
-    // +0: a load with another pad value stays a load into registers, stored after it)
-    if (src && src->kind == OpKind::LoadTile && y->type.space == "shared" && uses(x).size() == 1 &&
-        pads_with_positive_zero(*src)) {
-      x->type = y->type;
-      replace_all_uses(k_, y, x);
-      erase(c);
-      return true;
+    // +0: a load with another pad value stays a load into registers, stored after it), also
+    // through a reshape that only adds or drops unit dims (a row-major view of the same bytes:
+    // one head of a [H, S, D] view read as [S, D])
+    if (src && y->type.space == "shared" && uses(x).size() == 1) {
+      Op* load = src;
+      if (src->kind == OpKind::Reshape && y->type.layout.order.empty() &&
+          only_unit_dims_change(src->operand(0)->type, x->type) && uses(src->operand(0)).size() == 1)
+        load = src->operand(0)->def;
+      if (load && load->kind == OpKind::LoadTile && pads_with_positive_zero(*load)) {
+        for (Value* v : {load->result(), x}) {
+          v->type.layout = y->type.layout;
+          v->type.space = y->type.space;
+        }
+        replace_all_uses(k_, y, x);
+        erase(c);
+        return true;
+      }
     }
     // stores
     bool stored = false;

@@ -2,7 +2,9 @@
 // the threads do not already hold where the instruction wants it goes through shared memory,
 // and the IR says so. Its conversion to the dot_operand layout then reads a shared tile
 // (`shared<swizzle = 0, pad = 8>`: rows padded by 16 bytes, so that the eight rows an ldmatrix
-// phase reads fall in different banks), which the conversion before it writes.
+// phase reads fall in different banks), which the conversion before it writes. (A loaded
+// 16-bit operand is such a shared tile from assign-layouts on, which the dot reads as it is:
+// remove-layout-conversions has made its load write it, as for wgmma below.)
 //
 // Where the staged value is a load, through reshapes that only add or drop unit dims and
 // permutes, with no other reader on the way, the load itself writes the shared tile (an
@@ -35,20 +37,25 @@ int uses_of(Kernel& k, const Value* v) {
   return n;
 }
 
-bool only_unit_dims_change(const Type& from, const Type& to) {
-  std::vector<int64_t> a, b;
-  for (const Dim& d : from.shape)
-    if (!(d.is_static() && d.value == 1)) a.push_back(d.is_static() ? d.value : -1);
-  for (const Dim& d : to.shape)
-    if (!(d.is_static() && d.value == 1)) b.push_back(d.is_static() ? d.value : -1);
-  return a == b && from.shape.back() == to.shape.back();
-}
-
 // The order (dims from fastest-varying) of a row-major tile of rank r.
 std::vector<int64_t> row_major(int r) {
   std::vector<int64_t> o;
   for (int i = r - 1; i >= 0; --i) o.push_back(i);
   return o;
+}
+
+// Do only tensor-core dots (mma.sync, wgmma) read `v`? They read a shared tile in either
+// order (ldmatrix.trans; wgmma's transpose bits), an FMA dot's B only [K, N].
+bool read_by_tensor_cores(Kernel& k, const Value* v) {
+  bool all = true, any = false;
+  walk(*k.body, [&](Op& op) {
+    for (const Value* o : op.operands)
+      if (o == v) {
+        any = true;
+        all = all && op.kind == OpKind::Dot && op.result()->type.layout.kind == Layout::Kind::Mma;
+      }
+  });
+  return any && all;
 }
 
 class Stage {
@@ -64,9 +71,9 @@ class Stage {
       const Type& rt = c->result()->type;
       const Layout& l = rt.layout;
       if (l.kind == Layout::Kind::Shared && c->operand(0)->type.layout.kind != Layout::Kind::Shared) {
-        // A wgmma or FMA-dot operand (assign-layouts gives them shared tiles directly): where
-        // it is a load, the load writes the tile and the conversion goes.
-        const bool fma = l.swizzle == 0;
+        // A wgmma, loaded mma.sync or FMA-dot operand (assign-layouts gives them shared tiles
+        // directly): where it is a load, the load writes the tile and the conversion goes.
+        const bool fma = !read_by_tensor_cores(k_, c->result());
         if ((fma || scalar_bits(rt.elem) == 16) && load_into_shared(*c, l.swizzle, l.pad, /*permutes=*/!fma)) {
           ++stats["stage-mma-operands.loads-into-shared"];
           replace_all_uses(k_, c->result(), c->operand(0));

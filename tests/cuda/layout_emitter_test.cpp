@@ -380,5 +380,66 @@ TEST(LayoutEmitter, WgmmaRegisterOperandFromAnotherLayoutIsExchanged) {
   EXPECT_NE(r.ptx.find("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16"), std::string::npos);
 }
 
+// A loop that specialize-warps gives a producer warpgroup (here written: `warp_specialize = 1`)
+// but the layout emitter prints without one (its ring loads read 4-D views, which the TMA
+// copies here do not describe: a cp.async ring instead) is printed from IR that says so: the
+// lowered kernel and the source's IR comments have `warp_specialize = 0`, and the note says why.
+// The same re-print serves a kernel whose compute code needs a whole-program barrier
+// (NotWarpSpecializable), which no kernel reaches today: specialize-warps refuses the sort,
+// topk, histogram, Struct and raw ops whose code has one.
+TEST(LayoutEmitter, LoopPrintedWithoutItsProducerSaysSoInTheIr) {
+  auto m = parse_module(R"(kernel @k(%a: view<f16, [B, H, M, K]>, %b: view<f16, [B, H, K, N]>, %o: view<f32, [M, N]>) {
+  grid {
+    %m = dim %a {axis = 2} : i32
+    %bm = const {value = 128} : i32
+    %g = div %m, %bm : i32
+    yield %g
+  }
+  %pm = program_id {axis = 0} : i32
+  %zero = const {value = 0} : i32
+  %one = const {value = 1} : i32
+  %k = dim %a {axis = 3} : i32
+  %bk = const {value = 64} : i32
+  %kt = div %k, %bk : i32
+  %f0 = const {value = 0.0} : f32
+  %z = splat %f0 : tile<f32, [128, 128]>
+  %acc = for %zero, %kt, %one, %z {warp_specialize = 1} : tile<f32, [128, 128]> {
+  ^(%kk: i32, %c: tile<f32, [128, 128]>):
+    %ta4 = load_tile %a, %zero, %zero, %pm, %kk : tile<f16, [1, 1, 128, 64]>
+    %ta = reshape %ta4 : tile<f16, [128, 64]>
+    %tb4 = load_tile %b, %zero, %zero, %kk, %zero : tile<f16, [1, 1, 64, 128]>
+    %tb = reshape %tb4 : tile<f16, [64, 128]>
+    %cn = dot %ta, %tb, %c : tile<f32, [128, 128]>
+    yield %cn
+  }
+  store_tile %o, %acc, %pm, %zero
+})", "ws.tile");
+  CudaTarget t = CudaTarget::parse("sm_90a");
+  t.from_layouts = true;
+  const auto bound = run_pipeline(*m->kernels.at(0), {});
+  // specialize-warps keeps the written request: the pass alone cannot tell.
+  const auto lowered = run_gpu_lowering(*bound, {90, true}, {}, nullptr);
+  EXPECT_NE(print_kernel(*lowered).find("warp_specialize = 1"), std::string::npos);
+  EXPECT_NE(print_kernel(*lowered).find("persistent = 1"), std::string::npos);  // persist-programs follows it
+  CudaEmission em = emit_cuda_with_info(*bound, t);
+  EXPECT_EQ(em.stats["wgmma-dots"], 1);
+  EXPECT_EQ(em.stats["producer-warpgroups"], 0);
+  EXPECT_EQ(em.info.block_threads, 256);
+  ASSERT_TRUE(em.lowered);
+  const std::string ir = print_kernel(*em.lowered);
+  EXPECT_NE(ir.find("warp_specialize = 0"), std::string::npos) << ir;
+  EXPECT_EQ(ir.find("warp_specialize = 1"), std::string::npos) << ir;
+  // Without its producer the kernel runs one program per CTA, and its IR says so.
+  EXPECT_NE(ir.find("yield %g {persistent = 0}"), std::string::npos) << ir;
+  EXPECT_FALSE(em.info.persistent);
+  EXPECT_EQ(em.source.find("warp_specialize = 1"), std::string::npos);
+  EXPECT_EQ(em.source.find("the compute warps"), std::string::npos);
+  const bool noted = std::any_of(em.notes.begin(), em.notes.end(), [](const std::string& n) {
+    return n.find("no producer warpgroup: its load at ws.tile:20:5 is not a TMA copy (warp_specialize = 0)") !=
+           std::string::npos;
+  });
+  EXPECT_TRUE(noted);
+}
+
 }  // namespace
 }  // namespace tessera::cudatest
