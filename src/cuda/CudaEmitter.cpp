@@ -1059,7 +1059,7 @@ CudaEmission Emitter::run() {
   // Then those of Struct async_copy ops taken by TMA (knob struct_tma; EmitStruct.cpp).
   plan_struct_tma(sig, info);
   if (lowered_) plan_tma_rings(sig, info);
-  if (lowered_ && lowered_wgmma_) plan_warp_specialization(sig, info);
+  if (lowered_) plan_warp_specialization(sig, info);
   stream_k_ = persistent_ && tg_.stream_k;
   if (split_k_ || stream_k_) {
     sig.push_back("unsigned char* __restrict__ tsr_ws");

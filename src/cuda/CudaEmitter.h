@@ -27,7 +27,8 @@
 //        already rounded to the type) as float, f64 as double;
 //     4. (sm_90a TMA kernels) one tensor map per operand view of the wgmma pipeline, then one
 //        per view, box and swizzle of the Struct async_copy ops taken by TMA (TensorMap);
-//     5. (persistent kernels) the grid's x and y sizes as int32 (GridSize).
+//     5. (persistent kernels) the grid's sizes as int32 (GridSize): x and y for the planning
+//        emitter's wgmma kernels, x, y and z for program prefetch and the layout emitter's.
 //     6. (split-K variants) the device address of the split workspace (SplitWorkspace).
 //   The kernel is `extern "C" __global__`, named info.symbol.
 //
@@ -91,9 +92,10 @@ struct CudaKernelInfo {
   int dynamic_smem_bytes = 0;    // extern __shared__ bytes to pass at launch
   std::vector<CudaParam> params;
   // A persistent kernel loops over the program grid itself: launch gridDim.x = min(programs,
-  // multiprocessors) CTAs (one per SM) and pass the grid's x and y sizes as the GridSize
-  // parameters (int32, param_index = axis). Its programs run in grouped order (8 rows of axis 0
-  // at a time), so that concurrently running programs share operand tiles in L2.
+  // multiprocessors) CTAs (one per SM) and pass the grid's sizes as the GridSize parameters
+  // (int32, param_index = axis). Its programs run in grouped order (8 rows of axis 0 at a time,
+  // or the grid's `group_rows` in the layout emitter's), so that concurrently running programs
+  // share operand tiles in L2.
   bool persistent = false;
   // A persistent kernel of program prefetch (docs/cuda-backend.md): launch as many CTAs as fit
   // on the device at once (multiprocessors x resident CTAs per SM), not one per SM, and pass

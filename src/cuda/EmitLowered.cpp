@@ -658,6 +658,7 @@ void Emitter::plan_warp_specialization(std::vector<std::string>& sig, CudaKernel
     if (o->kind != OpKind::For || !o->has_attr("warp_specialize") || o->attr_int("warp_specialize") != 1) continue;
     std::string why;
     ws_slice_ = producer_slice(k_, *o, &why);
+    if (why.empty() && !lowered_wgmma_) why = "the kernel's dots are not on wgmma (its ring is not copied by TMA)";
     if (why.empty())
       for (const Op* l : ring_loads(*o, nullptr))
         if (!tma_loads_.count(l)) why = "its load at " + l->loc.str() + " is not a TMA copy";
