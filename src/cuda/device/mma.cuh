@@ -207,9 +207,28 @@ TSR_D void cp_async_wait() {
 // is one cp.async (a part of a chunk is read by the thread, cp_async_16; the caller commits the
 // group); otherwise plain stores, visible after the barrier of the async_wait that
 // ends the copy, as the cp.async data is.
+//
+// A whole aligned chunk inline; everything else (the row's ragged end, strided or unaligned
+// sources) in one function that is not inlined: inline, the element loop unrolled at every call
+// site was a tenth of topk's PTX (bench/RESULTS.md, session 20). struct_copy_chunk_inline is the
+// former form (TESSERA_STRUCT_COPY_INLINE=1, the A/B switch of tools/h200-nvcold-check).
+template <class T>
+__device__ __noinline__ void struct_copy_chunk_edge(T* dst, const T* src, int n, int64_t stride) {
+  constexpr int E = 16 / int(sizeof(T));
+  if (n > 0 && stride == 1 && aligned_vec<T, E>(src)) return cp_async_16(smem_u32(dst), src, n * int(sizeof(T)));
+  *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll 1
+  for (int e = 0; e < n; ++e) dst[e] = src[e * stride];
+}
 template <class T>
 TSR_D void struct_copy_chunk(T* dst, const T* src, int64_t n, int64_t stride) {
   static_assert(16 % sizeof(T) == 0, "whole elements in a 16-byte chunk");
+  constexpr int E = 16 / int(sizeof(T));
+  if (n >= E && stride == 1 && aligned_vec<T, E>(src)) return cp_async_16(smem_u32(dst), src);
+  struct_copy_chunk_edge(dst, src, n > E ? E : n < 0 ? 0 : int(n), stride);
+}
+template <class T>
+TSR_D void struct_copy_chunk_inline(T* dst, const T* src, int64_t n, int64_t stride) {
   constexpr int E = 16 / int(sizeof(T));
   if (n > E) n = E;
   if (n > 0 && stride == 1 && aligned_vec<T, E>(src)) {
