@@ -264,7 +264,7 @@ void Emitter::emit_struct(const Op& op) {
     std::string q = fresh("q");
     // Rolled, as NVVM left it before the chunk's edge cases went out of line (a smaller body it
     // would unroll, for more code and compile time).
-    const bool inline_edges = env_flag("TESSERA_STRUCT_COPY_INLINE");
+    const bool inline_edges = env_flag("TESSERA_CUDA_INLINE_EDGES");
     if (!inline_edges) line("#pragma unroll 1");
     open("for (int64_t " + q + " = tsr_tid; " + q + " < " + i64(rows * cpr) + "; " + q + " += tsr_nthreads) {");
     std::string ok = "true", off;
@@ -285,7 +285,7 @@ void Emitter::emit_struct(const Op& op) {
     line("const int64_t " + nv + " = (" + ok + " && " + gc + " >= 0) ? " + vi.dims[R - 1] + " - " + gc +
          " : 0LL;  // elements in bounds (<= 0: none)");
     const std::string& st = vi.strides[R - 1];
-    line(std::string(inline_edges ? "tsr::struct_copy_chunk_inline(" : "tsr::struct_copy_chunk(") + dst + " + " + q + " * " + i64(E) + ", " + nv + " > 0 ? " + vi.ptr + " + (" + off +
+    line("tsr::struct_copy_chunk(" + dst + " + " + q + " * " + i64(E) + ", " + nv + " > 0 ? " + vi.ptr + " + (" + off +
          gc + " * " + st + ") : " + vi.ptr + ", " + nv + ", " + st + ");");
     close();
     close();

@@ -18,6 +18,15 @@ typedef unsigned long long uintptr_t;
 #endif
 
 #define TSR_D __device__ __forceinline__
+// Code for the edges of a tile (ragged ends, unaligned sources): one out-of-line body per shape
+// instead of a copy at every call site, so that it costs NVVM and ptxas little (issue 18's cold
+// compiles). TSR_INLINE_EDGES (TESSERA_CUDA_INLINE_EDGES=1 prints it) gives the former inline
+// forms, the A/B switch of tools/h200-nvcold-check.
+#ifndef TSR_INLINE_EDGES
+#define TSR_EDGE __device__ __noinline__
+#else
+#define TSR_EDGE TSR_D
+#endif
 
 namespace tsr {
 
