@@ -225,7 +225,12 @@ template <class T>
 TSR_D void struct_copy_chunk(T* dst, const T* src, int64_t n, int64_t stride) {
   static_assert(16 % sizeof(T) == 0, "whole elements in a 16-byte chunk");
   constexpr int E = 16 / int(sizeof(T));
-  if (n >= E && stride == 1 && aligned_vec<T, E>(src)) return cp_async_16(smem_u32(dst), src);
+  if (n >= E && stride == 1) {  // a whole chunk of a row: inline, aligned or not (odd row lengths)
+    if (aligned_vec<T, E>(src)) return cp_async_16(smem_u32(dst), src);
+#pragma unroll
+    for (int e = 0; e < E; ++e) dst[e] = src[e];
+    return;
+  }
   struct_copy_chunk_edge(dst, src, n > E ? E : n < 0 ? 0 : int(n), stride);
 }
 #else
