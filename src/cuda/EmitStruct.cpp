@@ -62,6 +62,7 @@
 //    pops in program order never overflow or underflow a pipe.
 #include "cuda/EmitterInternal.h"
 #include "ir/Struct.h"
+#include "support/Env.h"
 
 #include <algorithm>
 #include <cmath>
@@ -261,6 +262,10 @@ void Emitter::emit_struct(const Op& op) {
     open("{  // cp.async, " + std::to_string(cpr) + " chunks of 16 bytes a row; async_wait ends it");
     const std::vector<std::string> o = tile_origin(first, S);
     std::string q = fresh("q");
+    // Rolled, as NVVM left it before the chunk's edge cases went out of line (a smaller body it
+    // would unroll, for more code and compile time).
+    const bool inline_edges = env_flag("TESSERA_CUDA_INLINE_EDGES");
+    if (!inline_edges) line("#pragma unroll 1");
     open("for (int64_t " + q + " = tsr_tid; " + q + " < " + i64(rows * cpr) + "; " + q + " += tsr_nthreads) {");
     std::string ok = "true", off;
     if (R > 1) {

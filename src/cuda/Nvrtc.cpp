@@ -145,6 +145,14 @@ std::vector<std::string> nvrtc_options(const CudaTarget& target) {
   // keeps a compile independent of where (or whether) the toolkit's headers are installed.
   // No --use_fast_math: IEEE by default; the headers pick fast exp2/rsqrt where that is meant.
   std::vector<std::string> o = {"--gpu-architecture=" + target.str(), "-std=c++17", "-default-device"};
+  // --minimal (NVRTC 12.4 and up): the front end leaves out texture / surface functions, the
+  // device runtime's cuda* functions and launches from device code, none of which the headers
+  // or the generated code use. The same PTX and cubin for every library kernel, 0.02-0.04 s less
+  // front end per compile (bench/RESULTS.md, session 20). TESSERA_NVRTC_FULL_FRONT_END=1 leaves
+  // it out (the A/B switch of its test and of tools/h200-nvcold-check).
+  const Nvrtc& n = need_nvrtc();
+  if ((n.major > 12 || (n.major == 12 && n.minor >= 4)) && !env_flag("TESSERA_NVRTC_FULL_FRONT_END"))
+    o.push_back("--minimal");
   // For compute-sanitizer and profilers: their reports then name lines of the generated source
   // (written out with TESSERA_CUDA_DUMP_DIR). Part of the options, so of the cache key too.
   if (env_flag("TESSERA_NVRTC_LINEINFO")) o.push_back("-lineinfo");

@@ -147,6 +147,28 @@ TEST(CompileTime, FmaDotKeepsThePerElementLoopElsewhere) {
   EXPECT_FALSE(c.r.cubin.empty());
 }
 
+// NVRTC's --minimal front end (no texture / surface functions, device-runtime calls or device
+// launches) gives the kernels the same PTX as the full one, for less front-end time: every
+// library kernel's PTX with and without it, both targets (bench/RESULTS.md, session 20).
+TEST(CompileTime, MinimalFrontEndGivesTheSamePtx) {
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  auto ptx = [](const Kernel& k, const char* arch, bool full) {
+    if (full) ::setenv("TESSERA_NVRTC_FULL_FRONT_END", "1", 1);
+    Compiled c = compile(k, {}, arch);
+    ::unsetenv("TESSERA_NVRTC_FULL_FRONT_END");
+    return c.r.ptx;
+  };
+  for (const char* name : {"topk", "matmul"})
+    for (ScalarKind dt : {ScalarKind::F32, ScalarKind::BF16})
+      for (const char* arch : {"sm_80", "sm_90a"}) {
+        auto k = find_library_kernel(name)->build(dt);
+        std::string minimal = ptx(*k, arch, false), full = ptx(*k, arch, true);
+        EXPECT_FALSE(minimal.empty());
+        EXPECT_EQ(minimal, full) << name << " " << scalar_name(dt) << " " << arch;
+      }
+}
+
 // The f8 conversions of core.cuh expand to a few instructions per element: no libdevice ldexpf
 // (range checks and branches) and no rintf, which NVVM does not fold, so the constant pad value
 // of each padded f8 load folds away. matmul_fp8 on sm_80 (FMA dot, 64 conversions per thread per

@@ -18,6 +18,15 @@ typedef unsigned long long uintptr_t;
 #endif
 
 #define TSR_D __device__ __forceinline__
+// Code for the edges of a tile (ragged ends, unaligned sources): one out-of-line body per shape
+// instead of a copy at every call site, so that it costs NVVM and ptxas little (issue 18's cold
+// compiles). TSR_INLINE_EDGES (TESSERA_CUDA_INLINE_EDGES=1 prints it) gives the former inline
+// forms, the A/B switch of tools/h200-nvcold-check.
+#ifndef TSR_INLINE_EDGES
+#define TSR_EDGE __device__ __noinline__
+#else
+#define TSR_EDGE TSR_D
+#endif
 
 namespace tsr {
 
@@ -88,16 +97,19 @@ template <int E, int M, bool Inf>
 TSR_D float f8_value(uint32_t b) {
   constexpr int bias = (1 << (E - 1)) - 1;
   constexpr uint32_t abs_mask = (1u << (E + M)) - 1, exp_mask = ((1u << E) - 1) << M;
-  const uint32_t a = b & abs_mask;
-  const bool neg = (b >> (E + M)) & 1;
-  if (Inf && (a & exp_mask) == exp_mask) return (a & ~exp_mask) ? nan_f() : neg ? -inf_f() : inf_f();
-  if (!Inf && a == abs_mask) return nan_f();
-  // The magnitude's exponent and mantissa bits in a float's fields are the value times
-  // 2^(bias - 127) (an f8 subnormal lands on a float subnormal: NVRTC does not flush them, and
-  // Tessera never asks it to), so one exact multiply rescales it: a few instructions without
-  // branches, where ldexpf on the mantissa took some 40 per element.
-  const float mag = __uint_as_float(a << (23 - M)) * pow2i(127 - bias);
-  return neg ? -mag : mag;
+  const uint32_t a = b & abs_mask, sign = ((b >> (E + M)) & 1u) << 31;
+  // The magnitude's exponent and mantissa bits in a float's fields, with the sign, are the value
+  // times 2^(bias - 127) (an f8 subnormal lands on a float subnormal: NVRTC does not flush them,
+  // and Tessera never asks it to), so one exact multiply rescales it: a few instructions, where
+  // ldexpf on the mantissa took some 40 per element. NaN and inf by selects, not branches (a
+  // branch made every element's conversion a block of its own).
+  const float v = __uint_as_float(sign | (a << (23 - M))) * pow2i(127 - bias);
+  if (Inf) {
+    const bool special = (a & exp_mask) == exp_mask;
+    const float s = (a & ~exp_mask) ? nan_f() : __uint_as_float(sign | 0x7f800000u);
+    return special ? s : v;
+  }
+  return a == abs_mask ? nan_f() : v;
 }
 template <int E, int M, bool Inf>
 TSR_D uint8_t f8_bits(float x) {

@@ -207,9 +207,35 @@ TSR_D void cp_async_wait() {
 // is one cp.async (a part of a chunk is read by the thread, cp_async_16; the caller commits the
 // group); otherwise plain stores, visible after the barrier of the async_wait that
 // ends the copy, as the cp.async data is.
+//
+// A whole aligned chunk inline; everything else (the row's ragged end, strided or unaligned
+// sources) in one function that is not inlined: inline, the element loop unrolled at every call
+// site was a tenth of topk's PTX (bench/RESULTS.md, session 20). TSR_INLINE_EDGES (see
+// TSR_EDGE) selects the former form.
+#ifndef TSR_INLINE_EDGES
+template <class T>
+TSR_EDGE void struct_copy_chunk_edge(T* dst, const T* src, int n, int64_t stride) {
+  constexpr int E = 16 / int(sizeof(T));
+  if (n > 0 && stride == 1 && aligned_vec<T, E>(src)) return cp_async_16(smem_u32(dst), src, n * int(sizeof(T)));
+  *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll 1
+  for (int e = 0; e < n; ++e) dst[e] = src[e * stride];
+}
 template <class T>
 TSR_D void struct_copy_chunk(T* dst, const T* src, int64_t n, int64_t stride) {
   static_assert(16 % sizeof(T) == 0, "whole elements in a 16-byte chunk");
+  constexpr int E = 16 / int(sizeof(T));
+  if (n >= E && stride == 1) {  // a whole chunk of a row: inline, aligned or not (odd row lengths)
+    if (aligned_vec<T, E>(src)) return cp_async_16(smem_u32(dst), src);
+#pragma unroll
+    for (int e = 0; e < E; ++e) dst[e] = src[e];
+    return;
+  }
+  struct_copy_chunk_edge(dst, src, n > E ? E : n < 0 ? 0 : int(n), stride);
+}
+#else
+template <class T>
+TSR_D void struct_copy_chunk(T* dst, const T* src, int64_t n, int64_t stride) {
   constexpr int E = 16 / int(sizeof(T));
   if (n > E) n = E;
   if (n > 0 && stride == 1 && aligned_vec<T, E>(src)) {
@@ -220,6 +246,7 @@ TSR_D void struct_copy_chunk(T* dst, const T* src, int64_t n, int64_t stride) {
   *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
   for (int e = 0; e < n; ++e) dst[e] = src[e * stride];
 }
+#endif
 
 TSR_D void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -239,6 +266,51 @@ TSR_D void ldsm_x4_trans(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3,
                : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
                : "r"(addr)
                : "memory");
+}
+
+// cp_tile_async's edge tiles and unaligned operands: the thread's chunks i_begin .. i_end - 1,
+// rolled (no per-chunk values kept live across the main loop), and not inlined: one body for
+// all of a kernel's call sites of one shape (the matmul's four cost ptxas 0.1-0.2 s inline).
+template <int CPR, int NTHREADS, int L2PF, int total, int i_begin, int i_end, class T>
+TSR_EDGE void cp_tile_async_edge(uint32_t base, const T* g, int64_t row0, int64_t col0, int64_t nrows, int64_t ncols,
+                                 int64_t ld, int tid, bool vec) {
+  constexpr int E = 16 / int(sizeof(T));
+#pragma unroll 1
+  for (int i = i_begin; i < i_end; ++i) {
+    const int q = tid + i * NTHREADS;
+    if (total % NTHREADS == 0 || q < total) {
+      const int64_t gr = row0 + q / CPR, gc = col0 + E * (q % CPR);
+      const bool in = gr >= 0 && gr < nrows && gc >= 0 && gc < ncols;
+      const uint32_t dst = base + uint32_t(swz<CPR>(q)) * 16u;
+      if (vec || !in) {
+        int bytes = 0;
+        const T* src = g;
+        if (in) {
+          bytes = ncols - gc >= E ? 16 : int(ncols - gc) * int(sizeof(T));
+          src = g + gr * ld + gc;
+        }
+        cp_async_16<L2PF>(dst, src, bytes);
+      } else {
+        const T* src = g + gr * ld + gc;
+        uint32_t w[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          if constexpr (sizeof(T) == 2) {
+            const uint32_t lo = gc + 2 * e < ncols ? uint32_t(src[2 * e]) : 0u;
+            const uint32_t hi = gc + 2 * e + 1 < ncols ? uint32_t(src[2 * e + 1]) : 0u;
+            w[e] = lo | (hi << 16);
+          } else {
+            w[e] = 0u;
+#pragma unroll
+            for (int x = 0; x < 4; ++x)
+              if (gc + 4 * e + x < ncols) w[e] |= uint32_t(src[4 * e + x]) << (8 * x);
+          }
+        }
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
+                     : "memory");
+      }
+    }
+  }
 }
 
 // All NTHREADS threads: start copying the ROWS x (E*CPR) tile at (row0, col0) of a row-major
@@ -288,44 +360,8 @@ TSR_D void cp_tile_async(T* s, const T* g, int64_t row0, int64_t col0, int64_t n
     }
     return;
   }
-  // Edge tiles and unaligned operands: rare, so a rolled loop (no per-chunk values kept live
-  // across the main loop).
-#pragma unroll 1
-  for (int i = i_begin; i < i_end; ++i) {
-    const int q = tid + i * NTHREADS;
-    if (total % NTHREADS == 0 || q < total) {
-      const int64_t gr = row0 + q / CPR, gc = col0 + E * (q % CPR);
-      const bool in = gr >= 0 && gr < nrows && gc >= 0 && gc < ncols;
-      const uint32_t dst = base + uint32_t(swz<CPR>(q)) * 16u;
-      if (vec || !in) {
-        int bytes = 0;
-        const T* src = g;
-        if (in) {
-          bytes = ncols - gc >= E ? 16 : int(ncols - gc) * int(sizeof(T));
-          src = g + gr * ld + gc;
-        }
-        cp_async_16<L2PF>(dst, src, bytes);
-      } else {
-        const T* src = g + gr * ld + gc;
-        uint32_t w[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          if constexpr (sizeof(T) == 2) {
-            const uint32_t lo = gc + 2 * e < ncols ? uint32_t(src[2 * e]) : 0u;
-            const uint32_t hi = gc + 2 * e + 1 < ncols ? uint32_t(src[2 * e + 1]) : 0u;
-            w[e] = lo | (hi << 16);
-          } else {
-            w[e] = 0u;
-#pragma unroll
-            for (int x = 0; x < 4; ++x)
-              if (gc + 4 * e + x < ncols) w[e] |= uint32_t(src[4 * e + x]) << (8 * x);
-          }
-        }
-        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
-                     : "memory");
-      }
-    }
-  }
+  // Edge tiles and unaligned operands: rare.
+  cp_tile_async_edge<CPR, NTHREADS, L2PF, total, i_begin, i_end>(base, g, row0, col0, nrows, ncols, ld, tid, vec);
 }
 
 // One warp: the fragments of k16 step `ks` (k = 16ks .. 16ks+15 of the stage) of its block at
@@ -418,6 +454,15 @@ TSR_D void store_frags(const float (&c)[MT][NT][4], S* g, int64_t row0, int64_t 
 }
 
 
+// The first n elements of a chunk, element by element: a ragged or unaligned edge of an
+// epilogue's store, out of line (inline, unrolled at every call site, it cost ptxas 0.1 s of the
+// bf16 matmul on sm_80; bench/RESULTS.md, session 20).
+template <class S>
+TSR_EDGE void copy_chunk_edge(S* dst, const S* src, int n) {
+#pragma unroll 1
+  for (int e = 0; e < n; ++e) dst[e] = src[e];
+}
+
 // The whole CTA's BM x BN accumulator tile (each warp's c[MT][NT] at rows m0.., columns n0.. of
 // it, warps with `active` false holding none) -> memory through shared memory `stile` (16-byte
 // aligned, BM * (BN + 16 / sizeof(S)) elements, free for the CTA's use): each thread writes its
@@ -458,7 +503,11 @@ TSR_D void store_frags_staged(const float (&c)[MT][NT][4], S* stile, int m0, int
     if (vec_ok && gc + E <= ncols) {
       *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
     } else {
+#ifndef TSR_INLINE_EDGES
+      copy_chunk_edge(dst, src, gc + E <= ncols ? E : int(ncols - gc));
+#else
       for (int e = 0; e < E && gc + e < ncols; ++e) dst[e] = src[e];
+#endif
     }
   }
   __syncthreads();

@@ -116,6 +116,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
           {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
             const int64_t o39 = int64_t(v0) * 1LL;
             const int64_t o40 = int64_t(iv37) * 8192LL;
+            #pragma unroll 1
             for (int64_t q41 = tsr_tid; q41 < 1024LL; q41 += tsr_nthreads) {
               const int64_t gc43 = o40 + (q41 % 1024LL) * 8LL;
               const int64_t nv44 = (true && (o39 + 0) >= 0 && (o39 + 0) < int64_t(tsr_dim_M) && gc43 >= 0) ? int64_t(tsr_dim_N) - gc43 : 0LL;  // elements in bounds (<= 0: none)
@@ -178,6 +179,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
               {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
                 const int64_t o64 = int64_t(v0) * 1LL;
                 const int64_t o65 = int64_t(v61) * 8192LL;
+                #pragma unroll 1
                 for (int64_t q66 = tsr_tid; q66 < 1024LL; q66 += tsr_nthreads) {
                   const int64_t gc68 = o65 + (q66 % 1024LL) * 8LL;
                   const int64_t nv69 = (true && (o64 + 0) >= 0 && (o64 + 0) < int64_t(tsr_dim_M) && gc68 >= 0) ? int64_t(tsr_dim_N) - gc68 : 0LL;  // elements in bounds (<= 0: none)
@@ -621,6 +623,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
       {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
         const int64_t o191 = int64_t(v0) * 1LL;
         const int64_t o192 = int64_t(iv189) * 8192LL;
+        #pragma unroll 1
         for (int64_t q193 = tsr_tid; q193 < 1024LL; q193 += tsr_nthreads) {
           const int64_t gc195 = o192 + (q193 % 1024LL) * 8LL;
           const int64_t nv196 = (true && (o191 + 0) >= 0 && (o191 + 0) < int64_t(tsr_dim_M) && gc195 >= 0) ? int64_t(tsr_dim_N) - gc195 : 0LL;  // elements in bounds (<= 0: none)
@@ -676,6 +679,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
           {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
             const int64_t o213 = int64_t(v0) * 1LL;
             const int64_t o214 = int64_t(v210) * 8192LL;
+            #pragma unroll 1
             for (int64_t q215 = tsr_tid; q215 < 1024LL; q215 += tsr_nthreads) {
               const int64_t gc217 = o214 + (q215 % 1024LL) * 8LL;
               const int64_t nv218 = (true && (o213 + 0) >= 0 && (o213 + 0) < int64_t(tsr_dim_M) && gc217 >= 0) ? int64_t(tsr_dim_N) - gc217 : 0LL;  // elements in bounds (<= 0: none)

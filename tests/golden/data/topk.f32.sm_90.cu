@@ -118,6 +118,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
           {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
             const int64_t o40 = int64_t(v0) * 1LL;
             const int64_t o41 = int64_t(iv38) * 8192LL;
+            #pragma unroll 1
             for (int64_t q42 = tsr_tid; q42 < 2048LL; q42 += tsr_nthreads) {
               const int64_t gc44 = o41 + (q42 % 2048LL) * 4LL;
               const int64_t nv45 = (true && (o40 + 0) >= 0 && (o40 + 0) < int64_t(tsr_dim_M) && gc44 >= 0) ? int64_t(tsr_dim_N) - gc44 : 0LL;  // elements in bounds (<= 0: none)
@@ -180,6 +181,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
               {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
                 const int64_t o65 = int64_t(v0) * 1LL;
                 const int64_t o66 = int64_t(v62) * 8192LL;
+                #pragma unroll 1
                 for (int64_t q67 = tsr_tid; q67 < 2048LL; q67 += tsr_nthreads) {
                   const int64_t gc69 = o66 + (q67 % 2048LL) * 4LL;
                   const int64_t nv70 = (true && (o65 + 0) >= 0 && (o65 + 0) < int64_t(tsr_dim_M) && gc69 >= 0) ? int64_t(tsr_dim_N) - gc69 : 0LL;  // elements in bounds (<= 0: none)
@@ -632,6 +634,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
       {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
         const int64_t o190 = int64_t(v0) * 1LL;
         const int64_t o191 = int64_t(iv188) * 8192LL;
+        #pragma unroll 1
         for (int64_t q192 = tsr_tid; q192 < 2048LL; q192 += tsr_nthreads) {
           const int64_t gc194 = o191 + (q192 % 2048LL) * 4LL;
           const int64_t nv195 = (true && (o190 + 0) >= 0 && (o190 + 0) < int64_t(tsr_dim_M) && gc194 >= 0) ? int64_t(tsr_dim_N) - gc194 : 0LL;  // elements in bounds (<= 0: none)
@@ -687,6 +690,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
           {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
             const int64_t o212 = int64_t(v0) * 1LL;
             const int64_t o213 = int64_t(v209) * 8192LL;
+            #pragma unroll 1
             for (int64_t q214 = tsr_tid; q214 < 2048LL; q214 += tsr_nthreads) {
               const int64_t gc216 = o213 + (q214 % 2048LL) * 4LL;
               const int64_t nv217 = (true && (o212 + 0) >= 0 && (o212 + 0) < int64_t(tsr_dim_M) && gc216 >= 0) ? int64_t(tsr_dim_N) - gc216 : 0LL;  // elements in bounds (<= 0: none)
