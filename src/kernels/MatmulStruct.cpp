@@ -45,9 +45,11 @@ LibraryKernel matmul_struct() {
   k.name = "matmul_struct";
   k.summary = "c = a @ b through producer/consumer pipes (Struct layer), f32 accumulation";
   k.build = build;
-  // matmul's per-target tiles are for its own pipelined loop (and BLOCK_N = 256 is no
-  // candidate here): this kernel keeps its defaults everywhere.
+  // matmul's per-target and per-size tiles are for its own pipelined loop (and BLOCK_N = 256 is
+  // no candidate here: `tessera run matmul_struct --size M=1000,N=777,K=100` on the H200 took
+  // matmul's 64 x 256 and stopped): this kernel keeps its defaults everywhere.
   k.target_configs = nullptr;
+  k.size_configs = nullptr;
   return k;
 }
 

@@ -94,6 +94,29 @@ TEST(TargetConfigs, MatmulOnSm90aTakesSmallerTilesForFewPrograms) {
             (ConstexprConfig{{"BLOCK_M", 64}, {"BLOCK_N", 64}, {"BLOCK_K", 64}}));
 }
 
+// Every kernel's size rule names candidates of its own constexprs, on every target and dtype, at
+// sizes from one program to many (matmul_struct once inherited matmul's 256-column tiles).
+TEST(TargetConfigs, SizeConfigsAreCandidatesOfEveryKernel) {
+  for (const LibraryKernel& lk : library()) {
+    if (!lk.size_configs) continue;
+    for (ScalarKind dt : lk.dtypes) {
+      auto unbound = lk.build(dt);
+      for (const char* target : {"cpu", "cuda:sm_80", "cuda:sm_90", "cuda:sm_90a"})
+        for (int64_t n : {1, 16, 128, 1000, 4096, 14336}) {
+          Sizes s = lk.default_sizes;
+          for (auto& [dim, v] : s) v = dim == "K" && lk.name == "topk" ? 1 : n;
+          for (const auto& [name, v] : lk.size_configs(dt, target, s)) {
+            const ConstexprDecl* c = unbound->find_constexpr(name);
+            ASSERT_NE(c, nullptr) << lk.name << " " << name;
+            EXPECT_TRUE(c->candidates.empty() ||
+                        std::find(c->candidates.begin(), c->candidates.end(), v) != c->candidates.end())
+                << lk.name << " " << scalar_name(dt) << " " << target << " " << name << "=" << v << " at " << n;
+          }
+        }
+    }
+  }
+}
+
 // cpu: row kernels take the one-tile path for rows of up to 8192 elements; f32 matmul 64-deep k.
 TEST(TargetConfigs, CpuRowKernelsHoldTheWholeRow) {
   for (const char* name : {"softmax", "layernorm", "rmsnorm"}) {

@@ -269,10 +269,12 @@ TSR_D void ldsm_x4_trans(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3,
 }
 
 // cp_tile_async's edge tiles and unaligned operands: the thread's chunks i_begin .. i_end - 1,
-// rolled (no per-chunk values kept live across the main loop), and not inlined: one body for
-// all of a kernel's call sites of one shape (the matmul's four cost ptxas 0.1-0.2 s inline).
+// rolled (no per-chunk values kept live across the main loop). Inlined: out of line (one body
+// per shape, TSR_EDGE) the matmul's four call sites cost ptxas 0.1-0.2 s less, but the call in
+// the K loop made matmul_struct bf16 at 4096^3 11% slower on the H200 (0.650 -> 0.725 ms,
+// bench/RESULTS.md, session 20).
 template <int CPR, int NTHREADS, int L2PF, int total, int i_begin, int i_end, class T>
-TSR_EDGE void cp_tile_async_edge(uint32_t base, const T* g, int64_t row0, int64_t col0, int64_t nrows, int64_t ncols,
+TSR_D void cp_tile_async_edge(uint32_t base, const T* g, int64_t row0, int64_t col0, int64_t nrows, int64_t ncols,
                                  int64_t ld, int tid, bool vec) {
   constexpr int E = 16 / int(sizeof(T));
 #pragma unroll 1
