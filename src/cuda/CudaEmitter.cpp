@@ -1402,11 +1402,14 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
           // Printed again from IR that says what is printed: the loop without a producer.
           for (const auto& op : lowered->body->ops)
             if (op->kind == OpKind::For && op->has_attr("warp_specialize")) op->set_attr("warp_specialize", int64_t{0});
-          // Without a producer the programs run one per CTA (persistence follows the producer).
+          // Without a producer the programs run one per CTA (persistence follows the producer),
+          // and their stores go out from registers (the TMA store follows persistence).
           if (Op* y = lowered->grid ? lowered->grid->terminator() : nullptr; y && y->has_attr("persistent")) {
             y->set_attr("persistent", int64_t{0});
             std::erase_if(y->attrs, [](const NamedAttr& a) { return a.name == "group_rows"; });
           }
+          for (const auto& op : lowered->body->ops)
+            if (op->kind == OpKind::StoreTile && op->has_attr("tma_store")) op->set_attr("tma_store", int64_t{0});
           out = print();
           for (const std::string& n : no_producer) out.notes.push_back(n + " (warp_specialize = 0)");
         }

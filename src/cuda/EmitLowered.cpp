@@ -682,6 +682,13 @@ void Emitter::plan_warp_specialization(std::vector<std::string>& sig, CudaKernel
       count("persistent-programs");
       notes_.push_back("persistent: one CTA per SM loops over the programs, " + num(ws_group_rows_) +
                        " values of axis 0 at a time; its producer runs on into the next program's copies");
+      for (const auto& s : k_.body->ops)
+        if (s->kind == OpKind::StoreTile && s->has_attr("tma_store") && s->attr_int("tma_store") == 1) {
+          tma_store_op_ = s.get();
+          tma_store_map_ = add_tensor_map(sig, info, s->operand(0), 64, 64, 128);
+          count("tma-stores");
+          break;
+        }
     }
     return;
   }
@@ -710,6 +717,14 @@ void Emitter::emit_warp_specialized_body() {
   const std::vector<const Op*>& slice = ws_slice_;
   // The ring and its barriers, before the branches (both use them).
   alloc_rings(loads, S);
+  if (tma_store_op_) {
+    // Two 64 x 64 boxes of 16-bit elements per compute warpgroup, 1024-byte aligned (the swizzle).
+    const int64_t off = (lowered_smem_ + 1023) / 1024 * 1024;
+    lowered_smem_ = off + (warps_ / 4) * 16384;
+    tma_store_buf_ = fresh("epi");
+    line("const uint32_t " + tma_store_buf_ + " = tsr::smem_u32(" + lowered_base() + " + " + num(off) +
+         ") + uint32_t(tsr_tid / 128) * 16384u;");
+  }
   ws_bars_ = init_ring_barriers(S);
   const std::string W = num(warps_);
   // Registers move from the producer (which keeps a few scalars) to the compute warps, as in
@@ -757,6 +772,8 @@ void Emitter::emit_warp_specialized_body() {
   }
   emit_block(*k_.body);
   if (ws_persistent_) close();
+  // The TMA stores read their buffers until they complete: the program's shared memory stays.
+  if (tma_store_op_) line("if (tsr_tid % 128 == 0) tsr::bulk_wait_all();");
   ws_consumers_ = false;
   for (size_t i = first; i < lines_.size(); ++i)
     if (lines_[i].find("__syncthreads()") != std::string::npos)
@@ -764,7 +781,34 @@ void Emitter::emit_warp_specialized_body() {
   close();
 }
 
+void Emitter::emit_tma_store(const Op& op) {
+  const Value* tile = op.operand(1);
+  const std::vector<int64_t> S = shape_of(op, tile);
+  const int64_t N = S[1], boxes = N / 64;
+  const ScalarKind t = op.operand(0)->type.elem;
+  const std::string r = nm(tile), pk = fresh("pk");
+  open("{  // by TMA from shared memory, a 64 x 64 box at a time (store-epilogues-by-tma)");
+  // The accumulator's slots 4j .. 4j + 3 are columns 8j + 2t, +1 of rows g and g + 8: the pairs
+  // epilogue_box_sw128 takes.
+  line("uint32_t " + pk + "[" + num(N / 4) + "];");
+  line("#pragma unroll");
+  open("for (int j_ = 0; j_ < " + num(N / 8) + "; ++j_) {");
+  auto half = [&](const std::string& s) { return "uint32_t(" + store_conv(t, r + "[" + s + "]") + ")"; };
+  line(pk + "[2 * j_] = " + half("4 * j_") + " | (" + half("4 * j_ + 1") + " << 16);");
+  line(pk + "[2 * j_ + 1] = " + half("4 * j_ + 2") + " | (" + half("4 * j_ + 3") + " << 16);");
+  close();
+  const std::string row = "int(int64_t(" + nm(op.operand(2)) + ") * " + num(S[0]) + ") + (tsr_tid / 128) * 64";
+  const std::string col = "int(int64_t(" + nm(op.operand(3)) + ") * " + num(N) + ")";
+  // A box's buffer was last read by the store two boxes before (one before with a single box).
+  const std::string in_flight = boxes > 1 ? "1" : "0";
+  for (int64_t c = 0; c < boxes; ++c)
+    line("tsr::epilogue_box_sw128<" + num(c) + ", " + in_flight + ">(&" + tma_store_map_ + ", " + tma_store_buf_ + " + " +
+         num((c % 2) * 8192) + "u, " + pk + ", " + col + ", " + row + ");");
+  close();
+}
+
 void Emitter::lowered_load_store(const Op& op) {
+  if (&op == tma_store_op_ && ws_consumers_) return emit_tma_store(op);
   const bool load = op.kind == OpKind::LoadTile;
   if (load && op.result()->type.layout.kind == tessera::Layout::Kind::Shared) return lowered_load_shared(op);
   const Value* view = op.operand(0);

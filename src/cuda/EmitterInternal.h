@@ -613,6 +613,11 @@ class Emitter {
   bool ws_persistent_ = false;
   int64_t ws_group_rows_ = 8;
   std::string ws_rn_;  // the compute warps' count of the loop's iterations begun, over all programs
+  // store-epilogues-by-tma's `tma_store = 1` store of a persistent kernel: its tensor map, and
+  // the compute warpgroup's two 8 KiB staging buffers (a shared address).
+  const Op* tma_store_op_ = nullptr;
+  std::string tma_store_map_, tma_store_buf_;
+  void emit_tma_store(const Op& op);
   void plan_warp_specialization(std::vector<std::string>& sig, CudaKernelInfo& info);
   void emit_warp_specialized_body();
   // Opens the persistent CTA's loop over the programs and names their ids (ws_persistent_).

@@ -735,6 +735,10 @@ class Verifier {
         return;
       }
       case OpKind::StoreTile: {
+        if (const Attr* t = cur_->find_attr("tma_store"); t && std::get<int64_t>(*t) != 0 && std::get<int64_t>(*t) != 1) {
+          fail("tma_store must be 0 or 1 (the tile goes out by TMA from shared memory), got " + attr_str(*t));
+          return;
+        }
         if (n != 2 + static_cast<size_t>(rank)) {
           fail("needs one index per view dim (" + std::to_string(rank) + "), got " + std::to_string(n - 2));
           return;

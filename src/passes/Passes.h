@@ -117,6 +117,9 @@ void specialize_warps(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
 // Persistent CTAs, in grouped order, for a kernel with a producer warpgroup: `persistent = 1,
 // group_rows = 8` on the grid block's yield (PersistPrograms.cpp).
 void persist_programs(Kernel& k, PassStats& stats);
+// A persistent kernel's wgmma result stored from shared memory by TMA: `tma_store = 1` on its
+// store_tile (StoreEpiloguesByTma.cpp).
+void store_epilogues_by_tma(Kernel& k, PassStats& stats);
 // The top-level pure scalar ops, in program order, that a producer warpgroup re-computes to
 // issue `loop`'s ring copies (its bounds, its loads' indices); *why says what stops a producer
 // (then the result is empty; "" when it can run).

@@ -52,6 +52,7 @@ std::vector<Pass> gpu_lowering_passes(const GpuLoweringOptions& o) {
       {"pipeline-loops", [o](Kernel& k, PassStats& st) { pipeline_loops(k, o, st); }},
       {"specialize-warps", [o](Kernel& k, PassStats& st) { specialize_warps(k, o, st); }},
       {"persist-programs", persist_programs},
+      {"store-epilogues-by-tma", store_epilogues_by_tma},
       {"verify-lowered", verify_bound},
   };
 }

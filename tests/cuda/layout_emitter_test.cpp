@@ -308,8 +308,8 @@ TEST(LayoutEmitter, FlashAttentionBf16WithLargeTilesHasAProducerWarpgroup) {
 // persist-programs: matmul + bias + GELU's K loop has a producer warpgroup, so its programs run
 // on persistent CTAs. Both branches loop over the programs in grouped order (the grid's sizes
 // are parameters), the compute warps' count of iterations runs on across programs, and they
-// release the last stage of each program's loop for the producer's next copies. Written
-// `persistent = 0`: one CTA per program again.
+// release the last stage of each program's loop for the producer's next copies; the result
+// goes out by TMA (store-epilogues-by-tma). Written `persistent = 0`: one CTA per program again.
 TEST(LayoutEmitter, MatmulWithAProducerRunsOnPersistentCtas) {
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << why;
@@ -343,8 +343,15 @@ TEST(LayoutEmitter, MatmulWithAProducerRunsOnPersistentCtas) {
   const size_t release = em.source.find("tsr::mbar_arrive(", last);
   ASSERT_NE(release, std::string::npos);
   EXPECT_LT(release, em.source.find("load_tile %bias", last));
+  // store-epilogues-by-tma: the f16 result goes out in two 64 x 64 boxes per warpgroup by TMA,
+  // whose reads of the buffers end before the CTA does.
+  EXPECT_EQ(em.stats["tma-stores"], 1);
+  EXPECT_NE(em.source.find("tsr::epilogue_box_sw128<1, 1>(", compute), std::string::npos);
+  EXPECT_EQ(em.source.find("tsr::epilogue_box_sw128<2, "), std::string::npos);
+  EXPECT_NE(em.source.find("tsr::bulk_wait_all();", compute), std::string::npos);
   const std::string ptx = nvrtc_compile(em.source, t, "persistent.cu", em.line_op).ptx;
   EXPECT_NE(ptx.find("wgmma.mma_async"), std::string::npos);
+  EXPECT_NE(ptx.find("cp.async.bulk.tensor.2d.global.shared::cta"), std::string::npos);
 
   const std::string written = std::regex_replace(text, std::regex("yield %gm, %gn\n"), "yield %gm, %gn {persistent = 0}\n");
   ASSERT_NE(written, text);
@@ -353,6 +360,7 @@ TEST(LayoutEmitter, MatmulWithAProducerRunsOnPersistentCtas) {
   EXPECT_EQ(one.stats["persistent-programs"], 0);
   EXPECT_FALSE(one.info.persistent);
   EXPECT_EQ(one.source.find("tsr_programs"), std::string::npos);
+  EXPECT_EQ(one.stats["tma-stores"], 0);  // the TMA store follows persistence
 }
 
 // A wgmma A operand computed in registers in another layout than the fragment's (a cast of a
