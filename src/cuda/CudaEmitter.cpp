@@ -1390,8 +1390,26 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
         };
         CudaEmission out;
         std::vector<std::string> no_producer;  // why a `warp_specialize = 1` loop got none
+        // The TMA store's staging buffers (16 KiB per compute warpgroup) that leave too little
+        // shared memory for the rest: the tile is stored from registers instead.
+        auto print_or_store_from_registers = [&] {
+          try {
+            return print();
+          } catch (const cudagen::NotLowerable& e) {
+            bool staged = false;
+            for (const auto& op : lowered->body->ops)
+              if (op->kind == OpKind::StoreTile && op->has_attr("tma_store") && op->attr_int("tma_store") == 1) {
+                op->set_attr("tma_store", int64_t{0});
+                staged = true;
+              }
+            if (!staged || e.why.find("shared tiles need") == std::string::npos) throw;
+            CudaEmission again = print();
+            again.notes.push_back("tma_store = 0: " + e.why + " with the TMA store's staging buffers");
+            return again;
+          }
+        };
         try {
-          out = print();
+          out = print_or_store_from_registers();
           if (out.stats["producer-warpgroups"] == 0)
             for (const std::string& n : out.notes)
               if (n.find("no producer warpgroup") != std::string::npos) no_producer.push_back(n);

@@ -799,8 +799,11 @@ void Emitter::emit_tma_store(const Op& op) {
   close();
   const std::string row = "int(int64_t(" + nm(op.operand(2)) + ") * " + num(S[0]) + ") + (tsr_tid / 128) * 64";
   const std::string col = "int(int64_t(" + nm(op.operand(3)) + ") * " + num(N) + ")";
-  // A box's buffer was last read by the store two boxes before (one before with a single box).
-  const std::string in_flight = boxes > 1 ? "1" : "0";
+  // Box c writes buffer c % 2, which the store two boxes before read: with an even number of
+  // boxes that is also true across programs, and one store may still be reading (the other
+  // buffer's); with an odd number, the next program's first box writes the buffer of this
+  // program's last, so every store must be done reading.
+  const std::string in_flight = boxes % 2 == 0 ? "1" : "0";
   for (int64_t c = 0; c < boxes; ++c)
     line("tsr::epilogue_box_sw128<" + num(c) + ", " + in_flight + ">(&" + tma_store_map_ + ", " + tma_store_buf_ + " + " +
          num((c % 2) * 8192) + "u, " + pk + ", " + col + ", " + row + ");");

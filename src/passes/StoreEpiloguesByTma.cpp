@@ -13,6 +13,9 @@
 // planning emitter's own consumers storing from registers: 0.201; bench/RESULTS.md, session 20).
 // The TMA store leaves out what lies past the view's end, as the plain store does.
 //
+// The staging buffers take 16 KiB per compute warpgroup: where the kernel's shared memory then
+// does not fit, the layout emitter sets `tma_store = 0` and stores from registers, with a note.
+//
 // A written `tma_store` stays; a written 1 that does not qualify is set to 0 with a note.
 #include <algorithm>
 
@@ -45,14 +48,17 @@ std::string why_not(const Kernel& k, const Op& store) {
 
 void store_epilogues_by_tma(Kernel& k, PassStats& stats) {
   const Op* chosen = nullptr;
-  for (const auto& op : k.body->ops) {
-    if (op->kind != OpKind::StoreTile) continue;
+  std::vector<Op*> stores;  // nested ones too: a written 1 there is taken back
+  walk(*k.body, [&](Op& op) {
+    if (op.kind == OpKind::StoreTile) stores.push_back(&op);
+  });
+  for (Op* op : stores) {
     const bool written = op->has_attr("tma_store");
     if (written && op->attr_int("tma_store") == 0) continue;
     std::string why = why_not(k, *op);
     if (why.empty() && chosen) why = "the kernel's staging buffers serve the store at " + chosen->loc.str();
     if (why.empty()) {
-      chosen = op.get();
+      chosen = op;
       if (!written) {
         op->set_attr("tma_store", int64_t{1});
         ++stats["store-epilogues-by-tma.stores"];

@@ -363,6 +363,50 @@ TEST(LayoutEmitter, MatmulWithAProducerRunsOnPersistentCtas) {
   EXPECT_EQ(one.stats["tma-stores"], 0);  // the TMA store follows persistence
 }
 
+// store-epilogues-by-tma's boxes: a 192-wide result has three boxes, so the next program's first
+// box writes the buffer of this program's last, and every box waits for all earlier stores'
+// reads (InFlight 0). A kernel whose exchanges need the shared memory the staging buffers take
+// (a column sum stored beside the matmul's 128 x 256 result) stores from registers instead.
+TEST(LayoutEmitter, TmaStoreBoxesAndStagingThatDoesNotFit) {
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  auto text = [](int bn, bool column_sum) {
+    const std::string BN = std::to_string(bn), T = "tile<f32, [128, " + BN + "]>";
+    return "kernel @k(%a: view<f16, [M, K]>, %b: view<f16, [K, N]>, %o: view<f16, [M, N]>, %s: view<f32, [N]>) {\n"
+           "  grid {\n    %m = dim %a {axis = 0} : i32\n    %n = dim %b {axis = 1} : i32\n    yield %m, %n\n  }\n"
+           "  %pm = program_id {axis = 0} : i32\n  %pn = program_id {axis = 1} : i32\n"
+           "  %zero = const {value = 0} : i32\n  %one = const {value = 1} : i32\n"
+           "  %k = dim %a {axis = 1} : i32\n  %bk = const {value = 64} : i32\n  %kt = div %k, %bk : i32\n"
+           "  %f0 = const {value = 0.0} : f32\n  %z = splat %f0 : " + T + "\n"
+           "  %acc = for %zero, %kt, %one, %z : " + T + " {\n  ^(%kk: i32, %c: " + T + "):\n"
+           "    %ta = load_tile %a, %pm, %kk : tile<f16, [128, 64]>\n"
+           "    %tb = load_tile %b, %kk, %pn : tile<f16, [64, " + BN + "]>\n"
+           "    %cn = dot %ta, %tb, %c : " + T + "\n    yield %cn\n  }\n"
+           "  %h = cast %acc : tile<f16, [128, " + BN + "]>\n  store_tile %o, %h, %pm, %pn\n" +
+           (column_sum ? "  %cs = reduce %acc {kind = \"sum\", axis = 0} : tile<f32, [" + BN + "]>\n  store_tile %s, %cs, %pn\n"
+                       : std::string()) + "}\n";
+  };
+  CudaTarget t = CudaTarget::parse("sm_90a");
+  t.from_layouts = true;
+  auto emit = [&](const std::string& src) {
+    auto m = parse_module(src, "tma_store.tile");
+    return emit_cuda_with_info(*run_pipeline(*m->kernels.at(0), {}), t);
+  };
+  CudaEmission three = emit(text(192, false));
+  EXPECT_EQ(three.stats["tma-stores"], 1);
+  EXPECT_NE(three.source.find("tsr::epilogue_box_sw128<2, 0>("), std::string::npos);
+  EXPECT_EQ(three.source.find("tsr::epilogue_box_sw128<1, 1>("), std::string::npos);
+  CudaEmission both = emit(text(256, true));
+  EXPECT_EQ(both.stats["wgmma-dots"], 1);
+  EXPECT_EQ(both.stats["producer-warpgroups"], 1);
+  EXPECT_EQ(both.stats["tma-stores"], 0);
+  const bool noted = std::any_of(both.notes.begin(), both.notes.end(),
+                                 [](const std::string& n) { return n.find("tma_store = 0: ") == 0; });
+  EXPECT_TRUE(noted);
+  ASSERT_TRUE(both.lowered);
+  EXPECT_NE(print_kernel(*both.lowered).find("{tma_store = 0}"), std::string::npos);
+}
+
 // A wgmma A operand computed in registers in another layout than the fragment's (a cast of a
 // loaded f32 tile) is exchanged into the RS fragment layout, not staged for ldmatrix (which
 // wgmma does not read): the dot is RS wgmma and NVRTC compiles it.

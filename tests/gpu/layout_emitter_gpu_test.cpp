@@ -106,7 +106,8 @@ TEST(LayoutEmitterGpu, PersistentCtasRunSeveralPrograms) {
   EXPECT_NE(printed_by(*b).find("printed from"), std::string::npos) << printed_by(*b);
   CudaEmission em = emit_cuda_with_info(*run_pipeline(*b, {}), cuda_target_for(layout_options()));
   if (cuda_target_for(layout_options()).str() == "sm_90a") EXPECT_TRUE(em.info.persistent);
-  for (int64_t k : {400, 40}) expect_matches(*b, {{"M", 1040}, {"N", 2100}, {"K", k}});
+  // N = 2104: rows of whole 16-byte chunks, so the operands and the result take TMA.
+  for (int64_t k : {400, 40}) expect_matches(*b, {{"M", 1040}, {"N", 2104}, {"K", k}});
 }
 
 // The library kernels the layout emitter prints (all but matmul_fp8 and topk), in each
