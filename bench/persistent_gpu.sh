@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# persist-programs on the H200 (issue 16), one GPU call from the repo root after
-# `source .devdeps/setup.sh`: the layout emitter's persistent CTAs against one CTA per program
-# (`persistent = 0` written on the grid's yield), on tests/corpus/matmul_bias_gelu.tile in bf16
+# persist-programs and store-epilogues-by-tma on the H200 (issue 16), one GPU call from the repo
+# root after `source .devdeps/setup.sh`: the layout emitter's persistent CTAs with the result
+# stored by TMA, against one CTA per program storing from registers (`persistent = 0` written
+# on the grid's yield, which store-epilogues-by-tma then leaves alone), on tests/corpus/matmul_bias_gelu.tile in bf16
 # with 128 x 256 tiles (GELU, bias only, and no epilogue), checked against the interpreter where
 # a CTA runs several programs, then timed at 4096^3 beside the library matmul (planning emitter)
 # and cuBLAS (bench/torch_gemm.py, after ours); the GELU form at 128 x 128 tiles too (session
