@@ -937,6 +937,23 @@ int64_t Emitter::group_rows() const {
   return d->value;
 }
 
+void Emitter::add_grid_size_params(std::vector<std::string>& sig, CudaKernelInfo& info, int axes) {
+  for (int axis = 0; axis < axes; ++axis) {
+    sig.push_back("int32_t tsr_grid" + std::to_string(axis));
+    info.params.push_back({CudaParam::Kind::GridSize, ScalarKind::I32, 4, "grid" + std::to_string(axis), axis});
+  }
+}
+
+void Emitter::emit_grouped_ids(const std::string& t, const std::string& G, const std::string& G0, bool pairs) {
+  line("const int64_t tsr_first = " + t + " / tsr_in_group * " + G + ", tsr_rows = " + G0 + " - tsr_first < " + G +
+       " ? " + G0 + " - tsr_first : " + G + ";");
+  if (pairs)
+    line("const int32_t tsr_pid0 = int32_t(2 * (tsr_first + " + t + " % tsr_in_group % tsr_rows) + int64_t(tsr::cluster_rank()));");
+  else
+    line("const int32_t tsr_pid0 = int32_t(tsr_first + " + t + " % tsr_in_group % tsr_rows);");
+  line("const int32_t tsr_pid1 = int32_t(" + t + " % tsr_in_group / tsr_rows);");
+}
+
 int64_t smem_limit(const CudaTarget& t) { return shared_memory_per_program(t.sm); }
 
 std::string Emitter::add_tensor_map(std::vector<std::string>& sig, CudaKernelInfo& info, const Value* view,
@@ -1085,13 +1102,7 @@ CudaEmission Emitter::run() {
     notes_.push_back("grouped order: CTAs take the programs " + std::to_string(group_rows()) +
                      " rows of axis 0 at a time, for L2 reuse of the operand tiles");
   }
-  // A persistent kernel's grid sizes (the first `axes`) as int32 parameters tsr_grid0, 1, ...
-  auto add_grid_params = [&](int axes) {
-    for (int axis = 0; axis < axes; ++axis) {
-      sig.push_back("int32_t tsr_grid" + std::to_string(axis));
-      info.params.push_back({CudaParam::Kind::GridSize, ScalarKind::I32, 4, "grid" + std::to_string(axis), axis});
-    }
-  };
+  auto add_grid_params = [&](int axes) { add_grid_size_params(sig, info, axes); };
   prog_persistent_ = !lowered_ && !persistent_ && !grouped_ && !split_k_ && !wg_.ok && cluster_ == 1 && plan_program_prefetch();
   if (prog_persistent_) {
     info.persistent = true;
@@ -1183,14 +1194,7 @@ CudaEmission Emitter::run() {
   const bool pairs = persistent_ && wg_.cluster_m > 1;
   const std::string G = std::to_string(pairs ? std::max<int64_t>(1, group_rows() / 2) : group_rows());
   auto grouped_ids = [&] {
-    const std::string G0 = pairs ? "tsr_grid0p" : "tsr_grid0";
-    line("const int64_t tsr_first = tsr_t / tsr_in_group * " + G + ", tsr_rows = " + G0 + " - tsr_first < " + G +
-         " ? " + G0 + " - tsr_first : " + G + ";");
-    if (pairs)
-      line("const int32_t tsr_pid0 = int32_t(2 * (tsr_first + tsr_t % tsr_in_group % tsr_rows) + int64_t(tsr::cluster_rank()));");
-    else
-      line("const int32_t tsr_pid0 = int32_t(tsr_first + tsr_t % tsr_in_group % tsr_rows);");
-    line("const int32_t tsr_pid1 = int32_t(tsr_t % tsr_in_group / tsr_rows);");
+    emit_grouped_ids("tsr_t", G, pairs ? "tsr_grid0p" : "tsr_grid0", pairs);
     line("(void)tsr_pid0; (void)tsr_pid1;");
   };
   if (persistent_) {
@@ -1388,6 +1392,16 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
           e.lowered_wgmma_ = on_wgmma;
           return e.run();
         };
+        // Sets every `tma_store = 1` store of the lowered IR to 0; whether there was one.
+        auto store_from_registers = [&] {
+          bool staged = false;
+          for (const auto& op : lowered->body->ops)
+            if (op->kind == OpKind::StoreTile && op->has_attr("tma_store") && op->attr_int("tma_store") == 1) {
+              op->set_attr("tma_store", int64_t{0});
+              staged = true;
+            }
+          return staged;
+        };
         CudaEmission out;
         std::vector<std::string> no_producer;  // why a `warp_specialize = 1` loop got none
         // The TMA store's staging buffers (16 KiB per compute warpgroup) that leave too little
@@ -1396,13 +1410,7 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
           try {
             return print();
           } catch (const cudagen::NotLowerable& e) {
-            bool staged = false;
-            for (const auto& op : lowered->body->ops)
-              if (op->kind == OpKind::StoreTile && op->has_attr("tma_store") && op->attr_int("tma_store") == 1) {
-                op->set_attr("tma_store", int64_t{0});
-                staged = true;
-              }
-            if (!staged || e.why.find("shared tiles need") == std::string::npos) throw;
+            if (e.why.find("shared tiles need") == std::string::npos || !store_from_registers()) throw;
             CudaEmission again = print();
             again.notes.push_back("tma_store = 0: " + e.why + " with the TMA store's staging buffers");
             return again;
@@ -1426,8 +1434,7 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
             y->set_attr("persistent", int64_t{0});
             std::erase_if(y->attrs, [](const NamedAttr& a) { return a.name == "group_rows"; });
           }
-          for (const auto& op : lowered->body->ops)
-            if (op->kind == OpKind::StoreTile && op->has_attr("tma_store")) op->set_attr("tma_store", int64_t{0});
+          store_from_registers();
           out = print();
           for (const std::string& n : no_producer) out.notes.push_back(n + " (warp_specialize = 0)");
         }

@@ -675,10 +675,7 @@ void Emitter::plan_warp_specialization(std::vector<std::string>& sig, CudaKernel
       ws_persistent_ = true;
       if (y->has_attr("group_rows")) ws_group_rows_ = y->attr_int("group_rows");
       info.persistent = true;
-      for (int axis = 0; axis < 3; ++axis) {
-        sig.push_back("int32_t tsr_grid" + num(axis));
-        info.params.push_back({CudaParam::Kind::GridSize, ScalarKind::I32, 4, "grid" + num(axis), axis});
-      }
+      add_grid_size_params(sig, info, 3);
       count("persistent-programs");
       notes_.push_back("persistent: one CTA per SM loops over the programs, " + num(ws_group_rows_) +
                        " values of axis 0 at a time; its producer runs on into the next program's copies");
@@ -701,10 +698,8 @@ void Emitter::open_program_loop() {
   open("for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {");
   // Within a plane of axis 2: groups of G values of axis 0, each taken for every value of axis 1
   // in turn, axis 0 fastest (the planning emitter's grouped order).
-  line("const int64_t tsr_u = tsr_t % tsr_plane, tsr_first = tsr_u / tsr_in_group * " + G +
-       ", tsr_rows = tsr_grid0 - tsr_first < " + G + " ? tsr_grid0 - tsr_first : " + G + ";");
-  line("const int32_t tsr_pid0 = int32_t(tsr_first + tsr_u % tsr_in_group % tsr_rows);");
-  line("const int32_t tsr_pid1 = int32_t(tsr_u % tsr_in_group / tsr_rows);");
+  line("const int64_t tsr_u = tsr_t % tsr_plane;");
+  emit_grouped_ids("tsr_u", G, "tsr_grid0", false);
   line("const int32_t tsr_pid2 = int32_t(tsr_t / tsr_plane);");
   line("(void)tsr_pid0; (void)tsr_pid1; (void)tsr_pid2;");
 }
@@ -799,11 +794,9 @@ void Emitter::emit_tma_store(const Op& op) {
   close();
   const std::string row = "int(int64_t(" + nm(op.operand(2)) + ") * " + num(S[0]) + ") + (tsr_tid / 128) * 64";
   const std::string col = "int(int64_t(" + nm(op.operand(3)) + ") * " + num(N) + ")";
-  // Box c writes buffer c % 2, which the store two boxes before read: with an even number of
-  // boxes that is also true across programs, and one store may still be reading (the other
-  // buffer's); with an odd number, the next program's first box writes the buffer of this
-  // program's last, so every store must be done reading.
-  const std::string in_flight = boxes % 2 == 0 ? "1" : "0";
+  // Two buffers: with an odd number of boxes, the next program's first box writes the buffer of
+  // this program's last, so every store must be done reading.
+  const std::string in_flight = num(epilogue_box_in_flight(boxes, 2));
   for (int64_t c = 0; c < boxes; ++c)
     line("tsr::epilogue_box_sw128<" + num(c) + ", " + in_flight + ">(&" + tma_store_map_ + ", " + tma_store_buf_ + " + " +
          num((c % 2) * 8192) + "u, " + pk + ", " + col + ", " + row + ");");

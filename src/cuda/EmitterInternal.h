@@ -65,6 +65,13 @@ struct NotClusterable {
   std::string why;
 };
 
+// How many earlier box stores of a TMA-store epilogue (tsr::epilogue_box_sw128) may still read
+// their buffers when a box is staged. Box c uses buffer c % buffers; letting `buffers - 1`
+// stores run on protects that buffer only when its last store was that many boxes back, which
+// across programs holds only when a program stores a multiple of `buffers` boxes. Otherwise
+// every earlier store must be done reading.
+inline int64_t epilogue_box_in_flight(int64_t boxes, int64_t buffers) { return boxes % buffers == 0 ? buffers - 1 : 0; }
+
 class Emitter {
  public:
   // `cluster` > 1: every program runs on a cluster of that many CTAs (sm_90+), each holding
@@ -397,15 +404,9 @@ class Emitter {
     // TMA-store epilogue (split-K, f32 outputs and tma_store_epilogue = 0 leave them unused).
     int epilogue_buffers = 2;
     int64_t staging_bytes() const { return 8192 * epilogue_buffers * (BM / 64); }
-    // How many earlier box stores may still read their buffers when a box is staged. Box c
-    // uses buffer c % epilogue_buffers; letting `epilogue_buffers - 1` stores run on protects
-    // that buffer only when its last store was that many boxes back, which across blocks holds
-    // only when a block has a multiple of epilogue_buffers boxes (BN / 64: 128 and 256 with
-    // two buffers, 256 with four). Other widths (64 and 192, or four buffers below 256) wait
-    // for every earlier store instead.
-    int64_t epilogue_in_flight() const {
-      return (BN / 64) % epilogue_buffers == 0 ? epilogue_buffers - 1 : 0;
-    }
+    // How many earlier box stores may still read their buffers when a box is staged (BN / 64
+    // boxes: 128 and 256 with two buffers, 256 with four, let buffers - 1 run on).
+    int64_t epilogue_in_flight() const { return epilogue_box_in_flight(BN / 64, epilogue_buffers); }
     // Knob cluster_m = 2 (persistent kernels): CTA pairs of a thread-block cluster take the
     // programs (2q, n) and (2q + 1, n) together; each copies half of the B tile (its rows, a
     // box of half height) into both CTAs' rings with TMA multicast, and each consumer warp
@@ -622,6 +623,12 @@ class Emitter {
   void emit_warp_specialized_body();
   // Opens the persistent CTA's loop over the programs and names their ids (ws_persistent_).
   void open_program_loop();
+  // The ids of program `t` (an int64 expression) in grouped order: groups of G values of axis 0
+  // (G0 of them in all; pairs: CTA pairs of a cluster, each its rank's program), each taken for
+  // every value of axis 1 in turn. Needs tsr_in_group = G * (axis 1's size) declared.
+  void emit_grouped_ids(const std::string& t, const std::string& G, const std::string& G0, bool pairs);
+  // A persistent kernel's grid sizes (the first `axes`) as int32 parameters tsr_grid0, 1, ...
+  void add_grid_size_params(std::vector<std::string>& sig, CudaKernelInfo& info, int axes);
   void copy_value(const Value* v, const std::string& dst, const std::string& src);
   void assign_carried(const Op& y, const std::vector<const Value*>& vals, const std::vector<std::string>& carried);
   std::string combine(const Op& op, const std::string& a, const std::string& b);
