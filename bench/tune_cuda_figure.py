@@ -1,14 +1,13 @@
 #!/usr/bin/env python3
 """The autotuner's H200 figure (issue 20; docs/tuning.md), driven after bench/tune_cuda_figure.sh
-has built the CLI: bf16 matmul at 50 LLM GEMM shapes over a 240-config sub-space of the cuda
-knobs, each shape
+has built the CLI: bf16 matmul at 50 LLM GEMM shapes over a sub-space of the cuda knobs (tiles,
+cluster_m, min_blocks, split_k), each shape
 
-  - tuned with `tessera tune` measuring at most 5% of its pruned space (12 of 240; 3 of the 60
-    left at M <= 16), every shape in one process (one CUDA context, each config loaded once),
+  - tuned with `tessera tune` measuring at most 5% of its pruned space (the budget per shape), every shape in one process (one CUDA context, each config loaded once),
     into one database, the larger shapes first so that the small ones learn from them;
   - measured exhaustively (`tune --exhaustive`: every config of the pruned space once, then the 8
     fastest and the default in 3 rounds), into a database of its own so that the tunes learn
-    nothing from it; kept as data (bench/data/tune_cuda_matmul_exhaustive_50.jsonl.xz): shapes
+    nothing from it; kept as data (bench/data/tune_cuda_matmul_exhaustive_50_splitk.jsonl.xz): shapes
     already there are not measured again, so a figure that runs out of time in one call is
     finished by a second one after that file is committed;
   - cuBLAS through torch.matmul, timed by triton's do_bench (as the tuner times), in the same call.
@@ -38,13 +37,15 @@ NK = [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336),   # Llama-3-8B: 
       (4608, 3584), (3584, 3584), (18944, 3584), (3584, 18944),   # Qwen2.5-7B: qkv, o, up, down
       (1536, 7168), (7168, 2048)]                                 # DeepSeek-V3: q_a, an expert's down
 MS = [1, 16, 128, 1024, 4096]
-# The sub-space: the tiles (BLOCK_M x BLOCK_N x BLOCK_K), 2-CTA clusters (cluster_m) and the
-# occupancy hint (min_blocks): 240 configs, 60 at M <= 16 (tile-cover); the other codegen knobs
+# The sub-space: the tiles (BLOCK_M x BLOCK_N x BLOCK_K), 2-CTA clusters (cluster_m), the
+# occupancy hint (min_blocks) and the runtime's split over K (split_k: 0 its own rule, 2-4 ways,
+# kept only where programs are few: cuda-split-k): 960 configs before pruning, 240 of them
+# without split_k (session 16's figure, bench/data/tune_cuda_matmul_exhaustive_50.jsonl.xz); the other codegen knobs
 # fixed at their defaults (bf16 matmul on sm_90a has 4.9 million configs in all). The default
 # config (size_configs) is in it, and is what `tessera run` binds without a database.
 CUDA_KNOBS = ("num_warps=0,whole_tile_checks=0,mma_l2_prefetch=0,mma_spread_copies=0,mma_early_last_step=0,"
               "epilogue_buffers=2,epilogue_overlap=1,tma_store_epilogue=1,tma_hint_a=0,tma_hint_b=0")
-EXH_DATA = "bench/data/tune_cuda_matmul_exhaustive_50.jsonl.xz"
+EXH_DATA = "bench/data/tune_cuda_matmul_exhaustive_50_splitk.jsonl.xz"
 
 
 def log(start, msg):
@@ -247,19 +248,23 @@ def main():
     with open(os.path.join(args.work, "shapes.txt"), "w") as f:
         f.write("\n".join(shapes) + "\n")
 
-    # The pruned space per shape class (60 at M <= 16, 240 above): the budget is 5% of it.
-    budgets = {}
-    for s in shapes:
-        small = int(dict(kv.split("=") for kv in s.split(","))["M"]) <= 16
-        if small in budgets:
-            continue
+    # The pruned space of each shape (split_k's constraint depends on the programs, so N as well
+    # as M changes it): the budget is 5% of it. The --space calls run in parallel.
+    def space_of(s):
         p = subprocess.run(base + ["--size", s, "--space"], capture_output=True, text=True)
-        pruned = 0
         for line in p.stdout.splitlines():
             if line.startswith("size "):
-                pruned = int(line.split("pruned ")[1].split()[0])
-        budgets[small] = int(env["BUDGET"]) if env.get("BUDGET") else max(1, pruned * 5 // 100)
-        log(start, f"space at {s}: {line if p.stdout else p.stderr.strip()}; budget {budgets[small]}")
+                return int(line.split("pruned ")[1].split()[0]), line
+        return 0, p.stderr.strip()
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as pool:
+        spaces = dict(zip(shapes, pool.map(space_of, shapes)))
+    budgets = {}
+    for s in shapes:
+        pruned, line = spaces[s]
+        budgets[s] = int(env["BUDGET"]) if env.get("BUDGET") else max(1, pruned * 5 // 100)
+    log(start, f"spaces: pruned {min(p for p, _ in spaces.values())}-{max(p for p, _ in spaces.values())} configs, "
+               f"budgets {min(budgets.values())}-{max(budgets.values())}; at {shapes[0]}: {spaces[shapes[0]][1]}")
 
     if backend == "cuda":
         # Every config compiled first in parallel (the cubins do not depend on the shape): at
@@ -280,13 +285,12 @@ def main():
     # 1. The tunes, the larger M first (the small shapes' 3 measurements then have a history).
     order = sorted(shapes, key=lambda s: -int(dict(kv.split("=") for kv in s.split(","))["M"]))
     tuned = {}
-    for small in (False, True):
-        group = [s for s in order if (int(dict(kv.split("=") for kv in s.split(","))["M"]) <= 16) == small]
-        if not group:
-            continue
-        log(start, f"tune {len(group)} shapes, budget {budgets[small]} (until {tune_until:.0f} s)")
+    # One tune process per budget (shapes in order within it).
+    for budget in sorted(set(budgets.values()), reverse=True):
+        group = [s for s in order if budgets[s] == budget]
+        log(start, f"tune {len(group)} shapes, budget {budget} (until {tune_until:.0f} s)")
         tuned.update(run_shapes(args, base + ["--db", os.path.join(args.work, "tuned.db"), "--budget",
-                                              str(budgets[small])] + timing,
+                                              str(budget)] + timing,
                                 group, [], os.path.join(args.work, "tuned.jsonl"), tune_until, start, "tune"))
 
     # 2. cuBLAS.
@@ -325,7 +329,7 @@ def main():
                 with (lzma.open if path.endswith(".xz") else open)(path, "rt") as f:
                     out.write(f.read())
 
-    text = table(shapes, tuned, exh, cb, ("cluster_m", "min_blocks"))
+    text = table(shapes, tuned, exh, cb, ("cluster_m", "min_blocks", "split_k"))
     print(text, end="")
     with open(os.path.join(args.work, "table.md"), "w") as f:
         f.write(text)

@@ -11,10 +11,10 @@
 # bench/tune_cuda_figure.py runs the phases against deadlines counted from this script's start
 # (TOTAL=530 s in all): every config compiled in parallel, the 50 tunes (one process, one CUDA
 # context), cuBLAS, then the exhaustive sweeps of the shapes that
-# bench/data/tune_cuda_matmul_exhaustive_50.jsonl.xz does not hold yet, and the table. The
+# bench/data/tune_cuda_matmul_exhaustive_50_splitk.jsonl.xz does not hold yet, and the table. The
 # exhaustive data (old and new rows) is written to $WORK and $OUT as
-# tune_cuda_matmul_exhaustive_50.jsonl.xz: when the sweeps did not all fit, commit that file as
-# bench/data/tune_cuda_matmul_exhaustive_50.jsonl.xz and run the command again; the second call
+# tune_cuda_matmul_exhaustive_50_splitk.jsonl.xz: when the sweeps did not all fit, commit that file as
+# bench/data/tune_cuda_matmul_exhaustive_50_splitk.jsonl.xz and run the command again; the second call
 # measures only the shapes still missing. Everything goes to $WORK (default
 # /tmp/tessera-tune-cuda); the table, the exhaustive data and a tarball of the logs to $OUT when
 # it names a folder.

@@ -993,6 +993,12 @@ CudaEmission Emitter::run() {
   CudaKernelInfo& info = out.info;
   info.symbol = "tessera_" + sanitize(k.name);
   info.block_threads = T_;
+  // The runtime's knob (kSplitKKnob): not printed, but a value it gives no meaning is an error
+  // here, where the kernel is compiled, as the emitters' knobs are.
+  if (const ConstexprDecl* d = k.find_constexpr(kSplitKKnob); d && (d->value < 0 || d->value > kMaxSplitK))
+    throw TesseraError(k.loc, "kernel " + k.name + ": knob split_k = " + std::to_string(d->value) +
+                                  ": 0 (the runtime's rule), 1 (never split) or 2.." + std::to_string(kMaxSplitK) +
+                                  " CTAs per program");
 
   std::vector<std::string> sig;
   std::vector<std::string> dim_syms;
@@ -1184,7 +1190,8 @@ CudaEmission Emitter::run() {
     }
   }
   for (const auto& c : k.constexprs)
-    line("[[maybe_unused]] constexpr int64_t " + c.name + " = " + std::to_string(c.value) + "LL;");
+    if (c.name != kSplitKKnob)  // read by the runtime only
+      line("[[maybe_unused]] constexpr int64_t " + c.name + " = " + std::to_string(c.value) + "LL;");
   // Grouped order: the t-th program started is (tsr_pid0, tsr_pid1), taking 8 values of pid0
   // for each pid1 in turn, so that programs running together share operand tiles in L2.
   // A persistent kernel with cluster_m = 2 numbers pairs of axis-0 programs instead (rows

@@ -62,6 +62,11 @@ inline constexpr const char* kCudaCodegenVersion = "tessera-cuda-codegen-1";
 // The most CTAs a split-K launch gives one program (CudaTarget::split_k): each adds a slot of
 // partial sums that the program's last CTA reads back.
 inline constexpr int kMaxSplitK = 16;
+// The codegen knob that asks for a split (tune/Space.cpp's table): a kernel constexpr read by
+// the runtime at launch (0: its own rule, split_k_factor; n >= 2: n ways where the kernel
+// allows it), not by the emitters, and left out of the printed source, so that configs that
+// differ only in it share one compilation. CudaOptions::split_k, when nonzero, comes first.
+inline constexpr const char* kSplitKKnob = "split_k";
 
 struct CudaParam {
   enum class Kind : uint8_t { Pointer, Dim, Scalar, TensorMap, GridSize, SplitWorkspace };
@@ -152,5 +157,10 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
 // (dims are bound from the tensors' shapes, scalars from the args). Throws TesseraError for a
 // grid op that cannot be evaluated.
 std::array<int64_t, 3> cuda_grid_size(const Kernel& bound_kernel, const std::vector<KernelArg>& args);
+// The same for dims already bound (`sizes`), e.g. a shape without tensors (the tuner's
+// constraints): `args` gives the scalar parameters the grid reads, by parameter index (a grid
+// that reads one not given is a TesseraError).
+std::array<int64_t, 3> cuda_grid_size(const Kernel& bound_kernel, const Sizes& sizes,
+                                      const std::vector<KernelArg>& args = {});
 
 }  // namespace tessera

@@ -5,6 +5,7 @@
 // blockDim = info.block_threads, dynamic shared memory = info.dynamic_smem_bytes, and the
 // parameters in info.params order (device pointers, then the symbolic view dims as int32, then
 // the scalars by value). Every driver call is checked and named in the error.
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstring>
@@ -170,17 +171,21 @@ class CudaKernelImpl : public CudaKernel {
  private:
   // How many CTAs share each program's K loop: more than 1 only for a split-K-capable
   // compilation whose programs are too few to fill the device (split_k_factor), or as
-  // opts_.split_k asks, and only when TMA can describe the operands (else the compilation
-  // without TMA runs, unsplit, and the split one need not be compiled).
+  // opts_.split_k or the kernel's split_k knob (kSplitKKnob) asks, and only when TMA can
+  // describe the operands (else the compilation without TMA runs, unsplit, and the split one
+  // need not be compiled).
   int split_ways(const std::vector<uint64_t>& ptrs, const Sizes& sizes, const std::array<int64_t, 3>& grid,
                  const DeviceInfo& dev) {
     const CudaKernelInfo& info = em_.info;
-    if (!info.split_k_capable || info.split_k || opts_.split_k == 1) return 1;
+    int want = opts_.split_k;
+    if (const ConstexprDecl* d = k_->find_constexpr(kSplitKKnob); d && want == 0)
+      want = static_cast<int>(std::clamp<int64_t>(d->value, 0, kMaxSplitK));
+    if (!info.split_k_capable || info.split_k || want == 1) return 1;
     for (const CudaParam& p : info.params)
       if (p.kind == CudaParam::Kind::TensorMap &&
           tensor_map_type(p, ptrs.at(p.param_index), view_dims(*k_, p.param_index, sizes)) < 0)
         return 1;
-    if (opts_.split_k >= 2) return std::min(opts_.split_k, kMaxSplitK);
+    if (want >= 2) return std::min(want, kMaxSplitK);
     const int64_t programs = grid[0] * grid[1] * grid[2];
     ensure_loaded(dev);
     int s = split_k_factor(programs, int64_t(dev.num_sms) * c_->ctas_per_sm);

@@ -22,8 +22,11 @@ struct Num {
 }  // namespace
 
 std::array<int64_t, 3> cuda_grid_size(const Kernel& k, const std::vector<KernelArg>& args) {
+  return cuda_grid_size(k, bind_dims(k, args), args);
+}
+
+std::array<int64_t, 3> cuda_grid_size(const Kernel& k, const Sizes& sizes, const std::vector<KernelArg>& args) {
   if (!k.grid) throw TesseraError(k.loc, "cuda backend: kernel @" + k.name + " has no grid");
-  Sizes sizes = bind_dims(k, args);
   std::unordered_map<const Value*, Num> val;
   for (size_t j = 0; j < k.params.size() && j < args.size(); ++j) {
     const Value* p = k.params[j];

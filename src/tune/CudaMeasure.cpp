@@ -320,10 +320,11 @@ Compiled compile_all(const Problem& p, const MeasureOptions& o, const std::vecto
   if (!nvrtc_available(&why)) throw TesseraError("tessera tune: cannot compile for " + p.target + " here: " + why);
   const int64_t capacity = sms > 0 ? sms : 132;
   // Whether the runtime would launch the split-K compilation at this shape (the programs are
-  // few: CudaTarget::split_k), so that it must be compiled too. make_args only points at the
-  // inputs.
+  // few, or the config's split_k knob asks for it: CudaTarget::split_k), so that it must be
+  // compiled too. make_args only points at the inputs.
   auto few_programs = [&](const Kernel& b) {
     if (p.inputs.empty()) return false;
+    if (const ConstexprDecl* d = b.find_constexpr(kSplitKKnob); d && d->value >= 2) return true;
     std::array<int64_t, 3> grid = cuda_grid_size(b, p.make_args(b, const_cast<std::vector<Tensor>&>(p.inputs)));
     return grid[0] * grid[1] * grid[2] <= capacity;
   };

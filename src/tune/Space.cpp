@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "cuda/CudaEmitter.h"
+#include "cuda/RuntimeInternal.h"
 #include "passes/Passes.h"
 #include "support/Diagnostic.h"
 
@@ -66,6 +68,9 @@ const std::vector<KnobDecl>& codegen_knobs() {
         "CTAs per SM that the ring's shared memory and __launch_bounds__ allow"}, "dot-loop"},
       {{"epilogue_buffers", KnobKind::Codegen, {2, 4}, 2, {"cuda:sm_90a"}, "TMA-store epilogue buffers"}, "dot-loop"},
       {{"cluster_m", KnobKind::Codegen, {1, 2}, 1, {"cuda:sm_90a"}, "CTA pairs sharing B by TMA multicast"}, "dot-loop"},
+      {{"split_k", KnobKind::Codegen, {0, 2, 3, 4}, 0, {"cuda:sm_90a"},
+        "CTAs sharing a wgmma program's K loop: 0 the runtime's rule (split_k_factor), n >= 2 n ways; read at launch"},
+       "dot-loop"},
       {{"epilogue_overlap", KnobKind::Codegen, {1, 0}, 1, {"cuda:sm_90a"},
         "store a block during the next block's wgmma"}, "dot-loop"},
       {{"tma_store_epilogue", KnobKind::Codegen, {1, 0}, 1, {"cuda:sm_90a"}, "TMA-store epilogue"}, "dot-loop"},
@@ -146,6 +151,28 @@ Config Space::defaults() const {
   return c;
 }
 
+namespace {
+
+// On sm_90a a dot of fewer than 64 rows cannot take wgmma: the least candidate of 64 rows or
+// more is another code path (the persistent TMA + wgmma loop, split-K), not only padding, when
+// `v` (of knob `d`) is a dot's row count.
+bool least_wgmma_rows(const Candidate& c, const ConstexprDecl& d, int64_t v) {
+  if (c.target != "cuda:sm_90a" || v % 64 != 0) return false;
+  int64_t least = 0;
+  for (int64_t cand : d.candidates)
+    if (cand >= 64 && cand % 64 == 0 && (least == 0 || cand < least)) least = cand;
+  if (v != least) return false;
+  bool rows = false;
+  walk(const_cast<Kernel&>(c.bound), [&](Op& op) {
+    if (op.kind != OpKind::Dot || !shape_is_static(op.result()->type.shape)) return;
+    const auto sh = static_shape(op.result()->type.shape);
+    rows |= sh.size() == 2 && sh[0] == v;
+  });
+  return rows;
+}
+
+}  // namespace
+
 Constraint tile_cover_constraint() {
   return {"tile-cover", "a BLOCK_X tile no larger than the least candidate that covers dim X",
           [](const Candidate& c) -> std::string {
@@ -159,7 +186,7 @@ Constraint tile_cover_constraint() {
               int64_t cover = 0;
               for (int64_t cand : d->candidates)
                 if (cand >= size && (cover == 0 || cand < cover)) cover = cand;
-              if (cover != 0 && v > cover)
+              if (cover != 0 && v > cover && !least_wgmma_rows(c, *d, v))
                 return name + " = " + std::to_string(v) + " > " + std::to_string(cover) + ", which covers " + dim +
                        " = " + std::to_string(size);
             }
@@ -217,6 +244,40 @@ Constraint cuda_smem_constraint() {
             if (worst <= limit) return "";
             return "pipelined stages of " + std::to_string(worst >> 10) + " KiB > " + std::to_string(limit >> 10) +
                    " KiB of shared memory on " + c.target;
+          }};
+}
+
+Constraint cuda_split_k_constraint(int64_t sms) {
+  return {"cuda-split-k",
+          "split_k >= 2 only for wgmma dots (a multiple of 64 rows), at most two waves once split, and not the "
+          "split the runtime picks anyway",
+          [sms](const Candidate& c) -> std::string {
+            auto it = c.config.find(kSplitKKnob);
+            if (it == c.config.end() || it->second < 2 || c.target.rfind("cuda:", 0) != 0) return "";
+            const int64_t s = it->second;
+            const std::string what = "split_k = " + std::to_string(s);
+            // The split compilation needs the persistent wgmma loop: dots of 64-row multiples.
+            bool wgmma_rows = false;
+            walk(const_cast<Kernel&>(c.bound), [&](Op& op) {
+              if (op.kind != OpKind::Dot || !shape_is_static(op.result()->type.shape)) return;
+              const auto sh = static_shape(op.result()->type.shape);
+              if (sh.size() == 2 && sh[0] % 64 == 0) wgmma_rows = true;
+            });
+            if (!wgmma_rows) return what + ": no dot of a multiple of 64 rows (wgmma), which a split needs";
+            int64_t programs = 0;
+            try {
+              const auto g = cuda_grid_size(c.bound, c.sizes);
+              programs = g[0] * g[1] * g[2];
+            } catch (const TesseraError&) {
+              return "";  // a grid that reads scalar parameters: the runtime decides
+            }
+            auto mb = c.config.find("min_blocks");
+            const int64_t capacity = sms * std::max<int64_t>(1, mb == c.config.end() ? 1 : mb->second);
+            if (programs * s > 2 * capacity)
+              return what + ": " + std::to_string(programs) + " programs x " + std::to_string(s) + " CTAs are over two waves";
+            if (cuda::split_k_factor(programs, capacity) == s)
+              return what + " is what the runtime picks for " + std::to_string(programs) + " programs (split_k = 0)";
+            return "";
           }};
 }
 
@@ -283,7 +344,7 @@ Space make_space(const Kernel& unbound, const std::string& target, const Config&
     s.knobs.push_back(std::move(k));
   }
   s.constraints = {tile_cover_constraint(), cpu_tile_bytes_constraint(), cpu_dot_block_constraint(),
-                   cuda_smem_constraint()};
+                   cuda_smem_constraint(), cuda_split_k_constraint()};
   return s;
 }
 

@@ -110,7 +110,8 @@ Pruned prune(const Space& space, const Kernel& unbound, const Sizes& sizes);
 // The constraints, exposed for tests:
 // "tile-cover": a BLOCK_X knob (X a symbolic dim of the kernel; BLOCK alone for a kernel of one
 // dim) keeps the values below the size of X and the least value that covers it; larger tiles
-// only add padding.
+// only add padding. Except on sm_90a, where the least value of 64 or more that is a dot's row
+// count stays too: under 64 rows a dot cannot take wgmma.
 Constraint tile_cover_constraint();
 // "cpu-tile-bytes": the tiles one program holds at once on the cpu backend (every tile-typed
 // result, counted in the compute type) within `limit` bytes (default 4 MiB: beyond L2, and each
@@ -125,6 +126,12 @@ Constraint cuda_smem_constraint();
 // The shared memory a CTA may use on a cuda target ("cuda:sm_90a"), opted in: sm_80 163 KiB,
 // sm_89 99 KiB, sm_90 and sm_90a 227 KiB.
 int64_t cuda_smem_limit(const std::string& target);
+// "cuda-split-k": a config with split_k = n >= 2 (the runtime's split-K, kSplitKKnob) needs a
+// dot of a multiple of 64 rows (the wgmma loop the split compilation splits), at most two
+// waves of `sms` multiprocessors (x min_blocks) once split, and differs from split_k = 0 (the
+// runtime's own rule, split_k_factor, which would pick n anyway). `sms`: the H100 / H200's 132
+// (the device is not known when a space is pruned).
+Constraint cuda_split_k_constraint(int64_t sms = 132);
 
 // A copy of `k` with the codegen knobs of `knobs` it does not declare set as constexprs of one
 // value (Kernel::set_constexpr), which is how a kernel gets a knob the backends read; knobs it

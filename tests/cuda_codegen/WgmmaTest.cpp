@@ -210,6 +210,19 @@ TEST(CudaWgmma, KnobValuesWithoutAMeaningAreErrors) {
   EXPECT_EQ(error(256, "epilogue_buffers", 4), "");
   EXPECT_EQ(error(128, "epilogue_buffers", 2), "");
   EXPECT_EQ(error(256, "tma_hint_a", 0), "");
+  EXPECT_NE(error(256, "split_k", 17).find("knob split_k = 17: 0 (the runtime's rule), 1 (never split) or 2..16"),
+            std::string::npos);
+  EXPECT_NE(error(256, "split_k", -1).find("knob split_k = -1"), std::string::npos);
+  EXPECT_EQ(error(256, "split_k", 3), "");
+}
+
+// split_k is read by the runtime at launch: configs that differ only in it print the same
+// source, so they share one compilation (the cache key is the source).
+TEST(CudaWgmma, TheSplitKKnobIsNotPrinted) {
+  auto k = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 64}, {"BLOCK_N", 128}, {"BLOCK_K", 64}});
+  const std::string plain = emit(*k).source;
+  k->set_constexpr(kSplitKKnob, 3);
+  EXPECT_EQ(emit(*k).source, plain);
 }
 
 // The TMA-store epilogue's wait before each box: the earlier stores may run on only when a

@@ -171,6 +171,25 @@ TEST(WgmmaGpu, SplitKMatchesTheInterpreterLaunchAfterLaunch) {
   }
 }
 
+// The split_k knob (a kernel constexpr the runtime reads at launch, which the tuner varies)
+// fixes the split: 3 ways where the runtime's own rule would pick 4 for these 8 programs, and
+// 2 where the programs are too many for the rule to split at all (36 of 64 x 128).
+TEST(WgmmaGpu, TheSplitKKnobFixesTheSplit) {
+  REQUIRE_HOPPER();
+  struct Case {
+    int64_t split, n;
+  };
+  for (Case c : {Case{3, 1000}, Case{2, 4608}}) {
+    SCOPED_TRACE("split_k " + std::to_string(c.split) + ", N " + std::to_string(c.n));
+    auto k = matmul(ScalarKind::BF16, 64, 128, 64);
+    k->set_constexpr(kSplitKKnob, c.split);
+    auto ck = compile_cuda(*k, test_options());
+    run_compiled_and_compare(*ck, *k, {{"M", 16}, {"N", c.n}, {"K", 1000}}, 41);
+    EXPECT_EQ(ck->launches_split_k, 1);
+    EXPECT_EQ(ck->last_splits, c.split);
+  }
+}
+
 // Launches with the same device buffers, shapes and stream reuse the prepared parameters (tensor
 // maps, workspace, grid): each launch must still read what the buffers hold now.
 TEST(WgmmaGpu, RepeatedLaunchesOnTheSameBuffersReadTheirNewContents) {

@@ -66,6 +66,21 @@ TEST(Space, TileCoverKeepsTheLeastTileThatCoversEachDim) {
   for (const Config& c : p.configs) EXPECT_LE(c.at("BLOCK_N"), 64);
   // A large shape keeps everything.
   EXPECT_EQ(prune(s, *k, {{"M", 999}, {"N", 999}, {"K", 999}}).configs.size(), 80u);
+  // On sm_90a, 64 rows (the least a wgmma dot takes) stay beside the cover of M = 1; 32 and 128
+  // only pad. Not for BLOCK_N, nor on sm_80.
+  auto b = lib("matmul", ScalarKind::BF16);
+  auto kept = [&](const std::string& target, int64_t bm, int64_t bn) {
+    const Config c = {{"BLOCK_M", bm}, {"BLOCK_N", bn}, {"BLOCK_K", 64}};
+    auto bound = bind_config(*b, c);
+    const Sizes sz = {{"M", 1}, {"N", 40}, {"K", 4096}};
+    return tile_cover_constraint().rejects({c, *bound, sz, target}).empty();
+  };
+  EXPECT_TRUE(kept("cuda:sm_90a", 64, 64));
+  EXPECT_TRUE(kept("cuda:sm_90a", 16, 64));
+  EXPECT_FALSE(kept("cuda:sm_90a", 32, 64));
+  EXPECT_FALSE(kept("cuda:sm_90a", 128, 64));
+  EXPECT_FALSE(kept("cuda:sm_90a", 64, 128));  // N = 40: 64 covers it
+  EXPECT_FALSE(kept("cuda:sm_80", 64, 64));
 }
 
 TEST(Space, TheDotBlockMustDivideAndDifferFromTheHeadersChoice) {
@@ -104,6 +119,35 @@ TEST(Space, CpuTileBytesAndCudaSmemConstraints) {
   const std::string t80 = "cuda:sm_80", t90 = "cuda:sm_90a";
   EXPECT_NE(cuda_smem_constraint().rejects({big, *bound, sz, t80}), "");
   EXPECT_EQ(cuda_smem_constraint().rejects({big, *bound, sz, t90}), "");
+}
+
+// split_k (read by the runtime at launch) is kept where it changes the launch: a wgmma dot
+// (64-row multiples), few programs, and a split the runtime's own rule would not pick.
+TEST(Space, SplitKNeedsAWgmmaDotFewProgramsAndADifferentSplit) {
+  auto b = lib("matmul", ScalarKind::BF16);
+  const std::string t90 = "cuda:sm_90a";
+  auto reason = [&](int64_t bm, int64_t bn, int64_t split, const Sizes& sz, int64_t min_blocks = 1) {
+    Config c = {{"BLOCK_M", bm}, {"BLOCK_N", bn}, {"BLOCK_K", 64}, {"split_k", split}, {"min_blocks", min_blocks}};
+    auto bound = bind_config(*b, c);
+    return cuda_split_k_constraint().rejects({c, *bound, sz, t90});
+  };
+  const Sizes decode = {{"M", 1}, {"N", 4608}, {"K", 3584}};  // 36 programs of 64 x 128
+  EXPECT_EQ(reason(64, 128, 0, decode), "");
+  EXPECT_EQ(reason(64, 128, 2, decode), "");
+  EXPECT_EQ(reason(64, 128, 3, decode), "");
+  EXPECT_EQ(reason(16, 128, 2, decode), "split_k = 2: no dot of a multiple of 64 rows (wgmma), which a split needs");
+  // 18 programs of 64 x 256: the runtime splits 4 ways by itself.
+  EXPECT_EQ(reason(64, 256, 4, decode), "split_k = 4 is what the runtime picks for 18 programs (split_k = 0)");
+  EXPECT_EQ(reason(64, 256, 3, decode), "");
+  const Sizes big = {{"M", 4096}, {"N", 4096}, {"K", 4096}};
+  EXPECT_EQ(reason(128, 256, 2, big), "split_k = 2: 512 programs x 2 CTAs are over two waves");
+  // Two CTAs per SM double the capacity: 96 programs x 2 fit two waves of 132 x 2.
+  const Sizes mid = {{"M", 1024}, {"N", 1536}, {"K", 7168}};
+  EXPECT_NE(reason(128, 128, 3, mid), "");
+  EXPECT_EQ(reason(128, 128, 3, mid, 2), "");
+  // In the space: the knob applies to sm_90a only.
+  EXPECT_NE(find(make_space(*b, t90).knobs, "split_k"), nullptr);
+  EXPECT_EQ(find(make_space(*b, "cuda:sm_80").knobs, "split_k"), nullptr);
 }
 
 TEST(Space, AKernelWithoutCandidatesHasNoKnobs) {
