@@ -493,7 +493,7 @@ class CudaKernelImpl : public CudaKernel {
 }  // namespace
 
 int cuda::split_k_factor(int64_t programs, int64_t capacity) {
-  if (programs < 1 || capacity < 4 * programs) return 1;
+  if (programs < 1 || capacity < 3 * programs) return 1;
   return static_cast<int>(std::min<int64_t>(kAutoSplitK, capacity / programs));
 }
 

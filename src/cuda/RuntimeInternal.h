@@ -18,8 +18,10 @@ std::string op_summary(const Op& op);
 
 // Split-K (CudaTarget::split_k): how many CTAs should share each program's K loop when
 // `programs` programs run on a device that holds `capacity` CTAs at once (multiprocessors x
-// resident CTAs each). 1 unless the programs fill at most a quarter of it; else as many as fill
-// it, at most kAutoSplitK. Measured on the H200 (bench/RESULTS.md): a 2-way split of 56
+// resident CTAs each). 1 unless the programs fill at most a third of it; else as many as fill
+// it, at most kAutoSplitK. Measured on the H200 (bench/RESULTS.md): 36 programs of 64 x 128
+// (1 x 4608 x 3584, session 21) ran 1.32x faster in 3 ways than in none (2: 1.27x, 4: 1.08x,
+// 6: 1.12x), where the quarter had left them unsplit; a 2-way split of 56
 // programs of 128 x 256 (128x14336x4096) ran slower than none (299 against 337 TFLOP/s: the
 // partial sums of large tiles cost more than the idle SMs), and at 16x4096x4096 4 ways beat 8
 // and 16 for every tile (128x256: 22 / 18 / 12 TFLOP/s; 64x128: 31 / 25 / 20): the last CTA's

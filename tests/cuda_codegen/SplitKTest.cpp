@@ -103,7 +103,9 @@ TEST(CudaSplitK, FactorFillsTheDeviceOnlyWhenProgramsLeaveMostOfItIdle) {
   EXPECT_EQ(split_k_factor(16, 132), 4);    // 16x4096x4096 at 128x256: 4 ways measured best
   EXPECT_EQ(split_k_factor(44, 264), 4);
   EXPECT_EQ(split_k_factor(33, 132), 4);
-  EXPECT_EQ(split_k_factor(34, 132), 1);    // more than a quarter of the device: no split
+  EXPECT_EQ(split_k_factor(36, 132), 3);    // 1x4608x3584 at 64x128: 3 ways measured best
+  EXPECT_EQ(split_k_factor(44, 132), 3);
+  EXPECT_EQ(split_k_factor(45, 132), 1);    // more than a third of the device: no split
   EXPECT_EQ(split_k_factor(56, 132), 1);    // 128x14336x4096 at 128x256 (measured slower split)
   EXPECT_EQ(split_k_factor(1024, 132), 1);  // large problems: never
   EXPECT_EQ(split_k_factor(1, 132), cuda::kAutoSplitK);

@@ -134,7 +134,8 @@ TEST(Space, SplitKNeedsAWgmmaDotFewProgramsAndADifferentSplit) {
   const Sizes decode = {{"M", 1}, {"N", 4608}, {"K", 3584}};  // 36 programs of 64 x 128
   EXPECT_EQ(reason(64, 128, 0, decode), "");
   EXPECT_EQ(reason(64, 128, 2, decode), "");
-  EXPECT_EQ(reason(64, 128, 3, decode), "");
+  EXPECT_EQ(reason(64, 128, 3, decode), "split_k = 3 is what the runtime picks for 36 programs (split_k = 0)");
+  EXPECT_EQ(reason(64, 128, 4, decode), "");
   EXPECT_EQ(reason(16, 128, 2, decode), "split_k = 2: no dot of a multiple of 64 rows (wgmma), which a split needs");
   // 18 programs of 64 x 256: the runtime splits 4 ways by itself.
   EXPECT_EQ(reason(64, 256, 4, decode), "split_k = 4 is what the runtime picks for 18 programs (split_k = 0)");
