@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The autotuner's H200 figure (issue 20; docs/tuning.md), driven after bench/tune_cuda_figure.sh
 has built the CLI: bf16 matmul at 50 LLM GEMM shapes over a sub-space of the cuda knobs (tiles,
-cluster_m, min_blocks, split_k), each shape
+cluster_m, min_blocks, split_k, stream_k), each shape
 
   - tuned with `tessera tune` measuring at most 5% of its pruned space (the budget per shape), every shape in one process (one CUDA context, each config loaded once),
     into one database, the larger shapes first so that the small ones learn from them;
@@ -38,8 +38,9 @@ NK = [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336),   # Llama-3-8B: 
       (1536, 7168), (7168, 2048)]                                 # DeepSeek-V3: q_a, an expert's down
 MS = [1, 16, 128, 1024, 4096]
 # The sub-space: the tiles (BLOCK_M x BLOCK_N x BLOCK_K), 2-CTA clusters (cluster_m), the
-# occupancy hint (min_blocks) and the runtime's split over K (split_k: 0 its own rule, 2-4 ways,
-# kept only where programs are few: cuda-split-k): 960 configs before pruning, 240 of them
+# occupancy hint (min_blocks), the runtime's split over K (split_k: 0 its own rule, 2-4 ways,
+# kept only where programs are few: cuda-split-k) and stream-K (stream_k, kept where a partial
+# last wave is: cuda-stream-k): 2560 configs before pruning (222-572 after), 240 of them
 # without split_k (session 16's figure, bench/data/tune_cuda_matmul_exhaustive_50.jsonl.xz); the other codegen knobs
 # fixed at their defaults (bf16 matmul on sm_90a has 4.9 million configs in all). The default
 # config (size_configs) is in it, and is what `tessera run` binds without a database.
@@ -329,7 +330,7 @@ def main():
                 with (lzma.open if path.endswith(".xz") else open)(path, "rt") as f:
                     out.write(f.read())
 
-    text = table(shapes, tuned, exh, cb, ("cluster_m", "min_blocks", "split_k"))
+    text = table(shapes, tuned, exh, cb, ("cluster_m", "min_blocks", "split_k", "stream_k"))
     print(text, end="")
     with open(os.path.join(args.work, "table.md"), "w") as f:
         f.write(text)

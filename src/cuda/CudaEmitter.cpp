@@ -999,6 +999,9 @@ CudaEmission Emitter::run() {
     throw TesseraError(k.loc, "kernel " + k.name + ": knob split_k = " + std::to_string(d->value) +
                                   ": 0 (the runtime's rule), 1 (never split) or 2.." + std::to_string(kMaxSplitK) +
                                   " CTAs per program");
+  if (const int64_t sk = knob("stream_k", 0); sk != 0 && sk != 1)
+    throw TesseraError(k.loc, "kernel " + k.name + ": knob stream_k = " + std::to_string(sk) +
+                                  ": 0 (whole programs) or 1 (a last partial wave cut into shares of K work)");
 
   std::vector<std::string> sig;
   std::vector<std::string> dim_syms;
@@ -1084,7 +1087,7 @@ CudaEmission Emitter::run() {
   plan_struct_tma(sig, info);
   if (lowered_) plan_tma_rings(sig, info);
   if (lowered_) plan_warp_specialization(sig, info);
-  stream_k_ = persistent_ && tg_.stream_k;
+  stream_k_ = persistent_ && stream_k_asked();
   if (split_k_ || stream_k_) {
     sig.push_back("unsigned char* __restrict__ tsr_ws");
     info.params.push_back({CudaParam::Kind::SplitWorkspace, ScalarKind::U8, 8, "split_workspace", -1});

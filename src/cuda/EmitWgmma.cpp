@@ -178,7 +178,7 @@ int Emitter::plan_wgmma_cluster() {
     return 1;
   };
   if (!persistent_) return no("the kernel is not persistent");
-  if (tg_.stream_k) return no("stream-K compilations run one CTA per program part");
+  if (stream_k_asked()) return no("stream-K compilations run one CTA per program part");
   if (cluster_ > 1) return no("the kernel already runs each program on a cluster (cluster_size)");
   // The pair's two programs must copy the same B tile at every iteration, and run the same
   // number of iterations (each CTA's producer fills half of both rings).
@@ -213,7 +213,7 @@ void Emitter::plan_epilogue_overlap() {
   if (!wg_.tma_store)
     return no("the epilogue is not staged through shared memory and TMA stores (a 2-D bf16 or f16 output, "
               "tma_store_epilogue = 1)");
-  if (tg_.stream_k) return no("stream-K compilations store some blocks through a workspace");
+  if (stream_k_asked()) return no("stream-K compilations store some blocks through a workspace");
   // Registers: one CTA per SM has 65536. With more than one consumer warpgroup ptxas caps
   // every thread at 65536 / threads (168 at 384); setmaxnreg gives the producer warpgroup's
   // share (it needs few: one thread issues copies) to the consumers, 232 each at 384 threads

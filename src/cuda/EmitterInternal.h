@@ -464,6 +464,8 @@ class Emitter {
   // per CTA (tsr_pb / tsr_pe: the part of tile tsr_t this item covers, in 1/gridDim.x of its
   // K loop); emit_stream_k_fixup hands the later parts to the CTA that began the tile.
   bool stream_k_ = false;
+  // Stream-K asked for: by the target (CudaTarget::stream_k) or the kernel's stream_k knob.
+  bool stream_k_asked() const { return tg_.stream_k || knob("stream_k", 0) == 1; }
   void emit_stream_k_fixup(const std::string& frag);
   // One CTA per program, but the programs renumbered into the persistent kernel's grouped
   // order (8 rows of axis 0 at a time): for kernels with a 2-D grid and a pipelined mma.sync

@@ -71,6 +71,8 @@ const std::vector<KnobDecl>& codegen_knobs() {
       {{"split_k", KnobKind::Codegen, {0, 2, 3, 4}, 0, {"cuda:sm_90a"},
         "CTAs sharing a wgmma program's K loop: 0 the runtime's rule (split_k_factor), n >= 2 n ways; read at launch"},
        "dot-loop"},
+      {{"stream_k", KnobKind::Codegen, {0, 1}, 0, {"cuda:sm_90a"},
+        "a persistent wgmma matmul's last partial wave cut into equal shares of K work, one per CTA"}, "dot-loop"},
       {{"epilogue_overlap", KnobKind::Codegen, {1, 0}, 1, {"cuda:sm_90a"},
         "store a block during the next block's wgmma"}, "dot-loop"},
       {{"tma_store_epilogue", KnobKind::Codegen, {1, 0}, 1, {"cuda:sm_90a"}, "TMA-store epilogue"}, "dot-loop"},
@@ -247,36 +249,73 @@ Constraint cuda_smem_constraint() {
           }};
 }
 
+namespace {
+
+// Whether a dot of `bound` has a multiple of 64 rows: what the persistent wgmma loop (and so its
+// split-K and stream-K forms) needs.
+bool has_wgmma_rows(const Kernel& bound) {
+  bool rows = false;
+  walk(const_cast<Kernel&>(bound), [&](Op& op) {
+    if (op.kind != OpKind::Dot || !shape_is_static(op.result()->type.shape)) return;
+    const auto sh = static_shape(op.result()->type.shape);
+    rows |= sh.size() == 2 && sh[0] % 64 == 0;
+  });
+  return rows;
+}
+
+// The programs of the candidate's grid at its sizes; -1 when the grid reads scalar parameters.
+int64_t programs_of(const Candidate& c) {
+  try {
+    const auto g = cuda_grid_size(c.bound, c.sizes);
+    return g[0] * g[1] * g[2];
+  } catch (const TesseraError&) {
+    return -1;
+  }
+}
+
+int64_t config_value(const Config& c, const std::string& name, int64_t fallback) {
+  auto it = c.find(name);
+  return it == c.end() ? fallback : it->second;
+}
+
+}  // namespace
+
 Constraint cuda_split_k_constraint(int64_t sms) {
   return {"cuda-split-k",
           "split_k >= 2 only for wgmma dots (a multiple of 64 rows), at most two waves once split, and not the "
           "split the runtime picks anyway",
           [sms](const Candidate& c) -> std::string {
-            auto it = c.config.find(kSplitKKnob);
-            if (it == c.config.end() || it->second < 2 || c.target.rfind("cuda:", 0) != 0) return "";
-            const int64_t s = it->second;
+            const int64_t s = config_value(c.config, kSplitKKnob, 0);
+            if (s < 2 || c.target.rfind("cuda:", 0) != 0) return "";
             const std::string what = "split_k = " + std::to_string(s);
-            // The split compilation needs the persistent wgmma loop: dots of 64-row multiples.
-            bool wgmma_rows = false;
-            walk(const_cast<Kernel&>(c.bound), [&](Op& op) {
-              if (op.kind != OpKind::Dot || !shape_is_static(op.result()->type.shape)) return;
-              const auto sh = static_shape(op.result()->type.shape);
-              if (sh.size() == 2 && sh[0] % 64 == 0) wgmma_rows = true;
-            });
-            if (!wgmma_rows) return what + ": no dot of a multiple of 64 rows (wgmma), which a split needs";
-            int64_t programs = 0;
-            try {
-              const auto g = cuda_grid_size(c.bound, c.sizes);
-              programs = g[0] * g[1] * g[2];
-            } catch (const TesseraError&) {
-              return "";  // a grid that reads scalar parameters: the runtime decides
-            }
-            auto mb = c.config.find("min_blocks");
-            const int64_t capacity = sms * std::max<int64_t>(1, mb == c.config.end() ? 1 : mb->second);
+            if (!has_wgmma_rows(c.bound)) return what + ": no dot of a multiple of 64 rows (wgmma), which a split needs";
+            const int64_t programs = programs_of(c);
+            if (programs < 0) return "";  // the runtime decides
+            const int64_t capacity = sms * std::max<int64_t>(1, config_value(c.config, "min_blocks", 1));
             if (programs * s > 2 * capacity)
               return what + ": " + std::to_string(programs) + " programs x " + std::to_string(s) + " CTAs are over two waves";
             if (cuda::split_k_factor(programs, capacity) == s)
               return what + " is what the runtime picks for " + std::to_string(programs) + " programs (split_k = 0)";
+            return "";
+          }};
+}
+
+Constraint cuda_stream_k_constraint(int64_t sms) {
+  return {"cuda-stream-k",
+          "stream_k = 1 only for wgmma dots whose programs end in a partial wave of at least half the CTAs, "
+          "without cluster_m or a split (which it replaces)",
+          [sms](const Candidate& c) -> std::string {
+            if (config_value(c.config, "stream_k", 0) != 1 || c.target.rfind("cuda:", 0) != 0) return "";
+            if (!has_wgmma_rows(c.bound)) return "stream_k = 1: no dot of a multiple of 64 rows (wgmma)";
+            if (config_value(c.config, "cluster_m", 1) != 1) return "stream_k = 1 with cluster_m: the clusters are not taken";
+            if (config_value(c.config, kSplitKKnob, 0) >= 2) return "stream_k = 1 with split_k: the split compilation runs";
+            const int64_t programs = programs_of(c);
+            if (programs < 0) return "";
+            // A persistent wgmma kernel launches one CTA per multiprocessor; the runtime's split
+            // takes programs that fill at most a third of them.
+            if (2 * programs < sms || programs % sms == 0 || cuda::split_k_factor(programs, sms) > 1)
+              return "stream_k = 1: " + std::to_string(programs) + " programs end in no partial wave of at least half of " +
+                     std::to_string(sms) + " CTAs";
             return "";
           }};
 }
@@ -344,7 +383,7 @@ Space make_space(const Kernel& unbound, const std::string& target, const Config&
     s.knobs.push_back(std::move(k));
   }
   s.constraints = {tile_cover_constraint(), cpu_tile_bytes_constraint(), cpu_dot_block_constraint(),
-                   cuda_smem_constraint(), cuda_split_k_constraint()};
+                   cuda_smem_constraint(), cuda_split_k_constraint(), cuda_stream_k_constraint()};
   return s;
 }
 

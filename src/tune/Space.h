@@ -132,6 +132,11 @@ int64_t cuda_smem_limit(const std::string& target);
 // runtime's own rule, split_k_factor, which would pick n anyway). `sms`: the H100 / H200's 132
 // (the device is not known when a space is pruned).
 Constraint cuda_split_k_constraint(int64_t sms = 132);
+// "cuda-stream-k": stream_k = 1 needs a dot of a multiple of 64 rows, programs that end in a
+// partial last wave of at least half the `sms` CTAs (the runtime's condition; else it is the
+// plain kernel without its epilogue overlap), and neither cluster_m = 2 (not taken with
+// stream-K) nor a split (the split compilation runs instead).
+Constraint cuda_stream_k_constraint(int64_t sms = 132);
 
 // A copy of `k` with the codegen knobs of `knobs` it does not declare set as constexprs of one
 // value (Kernel::set_constexpr), which is how a kernel gets a knob the backends read; knobs it

@@ -214,6 +214,25 @@ TEST(CudaWgmma, KnobValuesWithoutAMeaningAreErrors) {
             std::string::npos);
   EXPECT_NE(error(256, "split_k", -1).find("knob split_k = -1"), std::string::npos);
   EXPECT_EQ(error(256, "split_k", 3), "");
+  EXPECT_NE(error(256, "stream_k", 2).find("knob stream_k = 2: 0 (whole programs) or 1"), std::string::npos);
+  EXPECT_EQ(error(256, "stream_k", 1), "");
+}
+
+// The stream_k knob (which the tuner varies) is the stream-K compilation CudaTarget::stream_k
+// asks for: the same kernel but for the knob's constexpr line.
+TEST(CudaWgmma, TheStreamKKnobIsTheStreamKCompilation) {
+  auto k = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 128}, {"BLOCK_K", 64}});
+  CudaTarget sk = CudaTarget::parse("sm_90a");
+  sk.stream_k = true;
+  const CudaEmission by_target = emit_cuda_with_info(*k, sk);
+  k->set_constexpr("stream_k", 1);
+  const CudaEmission by_knob = emit(*k);
+  EXPECT_TRUE(by_knob.info.stream_k);
+  std::string src = by_knob.source;
+  const std::string knob_line = "  [[maybe_unused]] constexpr int64_t stream_k = 1LL;\n";
+  ASSERT_NE(src.find(knob_line), std::string::npos);
+  src.erase(src.find(knob_line), knob_line.size());
+  EXPECT_EQ(src, by_target.source);
 }
 
 // split_k is read by the runtime at launch: configs that differ only in it print the same

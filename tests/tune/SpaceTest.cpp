@@ -151,6 +151,30 @@ TEST(Space, SplitKNeedsAWgmmaDotFewProgramsAndADifferentSplit) {
   EXPECT_EQ(find(make_space(*b, "cuda:sm_80").knobs, "split_k"), nullptr);
 }
 
+// stream_k = 1 is kept where it changes the launch: a partial last wave of at least half the
+// CTAs, no cluster (not taken with stream-K), no split (the split compilation runs instead).
+TEST(Space, StreamKNeedsAPartialWaveAndNoClusterOrSplit) {
+  auto b = lib("matmul", ScalarKind::BF16);
+  const std::string t90 = "cuda:sm_90a";
+  auto reason = [&](int64_t bm, int64_t bn, const Sizes& sz, int64_t cluster = 1, int64_t split = 0) {
+    Config c = {{"BLOCK_M", bm},     {"BLOCK_N", bn},        {"BLOCK_K", 64},
+                {"stream_k", 1},     {"cluster_m", cluster}, {"split_k", split}};
+    auto bound = bind_config(*b, c);
+    return cuda_stream_k_constraint().rejects({c, *bound, sz, t90});
+  };
+  const Sizes mid = {{"M", 1024}, {"N", 4608}, {"K", 3584}};  // 288 programs of 128 x 128: 2.2 waves
+  EXPECT_EQ(reason(128, 128, mid), "");
+  EXPECT_EQ(reason(128, 128, mid, 2), "stream_k = 1 with cluster_m: the clusters are not taken");
+  EXPECT_EQ(reason(128, 128, mid, 1, 2), "stream_k = 1 with split_k: the split compilation runs");
+  EXPECT_EQ(reason(16, 128, mid), "stream_k = 1: no dot of a multiple of 64 rows (wgmma)");
+  const Sizes small = {{"M", 128}, {"N", 4096}, {"K", 4096}};  // 16 programs of 128 x 256
+  EXPECT_EQ(reason(128, 256, small), "stream_k = 1: 16 programs end in no partial wave of at least half of 132 CTAs");
+  const Sizes whole = {{"M", 1024}, {"N", 4224}, {"K", 4096}};  // 8 x 33 = 264 programs: two whole waves
+  EXPECT_NE(reason(128, 128, whole), "");
+  Config off = {{"BLOCK_M", 128}, {"BLOCK_N", 128}, {"BLOCK_K", 64}, {"stream_k", 0}};
+  EXPECT_EQ(cuda_stream_k_constraint().rejects({off, *bind_config(*b, off), small, t90}), "");
+}
+
 TEST(Space, AKernelWithoutCandidatesHasNoKnobs) {
   auto m = parse_module(
       "kernel @copy(%x: view<f32, [N]>, %y: view<f32, [N]>) {\n"
