@@ -606,8 +606,9 @@ void Emitter::emit_tma_ring_loop(const Op& op, const std::vector<const Value*>& 
   const bool pingpong = persistent && consumers_ == 2;
   if (pingpong) {
     // Every program's loop has the same trip count (pingpong-consumers checked that its bounds
-    // do not depend on program ids): the producer issued the programs before this one's
-    // 2 tsr_j + tsr_cons loops first.
+    // do not depend on program ids), and the producer issues the programs in order: the
+    // 2 tsr_j + tsr_cons programs before this one took the ring's iterations below
+    // (2 tsr_j + tsr_cons) * trips.
     const std::string trips = fresh("trips"), ub = nm(op.operand(1));
     line("const uint32_t " + trips + " = " + step + " > 0 && " + ub + " > " + lb + " ? uint32_t((int64_t(" + ub + ") - " +
          lb + " + " + step + " - 1) / " + step + ") : 0u;");
