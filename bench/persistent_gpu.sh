@@ -8,14 +8,7 @@
 # and cuBLAS (bench/torch_gemm.py, after ours); the GELU form at 128 x 128 tiles too (session
 # 19's config). SANITIZE=1 adds compute-sanitizer.
 set -uo pipefail
-B=${BUILD:-build-gpu}
-cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null &&
-  timeout 400 cmake --build "$B" -j16 --target tessera 2>&1 | tail -1
-T="$B/bin/tessera"
-D=$(mktemp -d)
-sed -e 's/f16/bf16/g' tests/corpus/matmul_bias_gelu.tile > "$D/gelu.tile"
-sed -e 's/%gh = cast %g :/%gh = cast %x :/' "$D/gelu.tile" > "$D/bias.tile"
-sed -e 's/%gh = cast %g :/%gh = cast %acc :/' "$D/gelu.tile" > "$D/plain.tile"
+source bench/matmul_forms.sh
 for f in gelu bias plain; do
   sed 's/    yield %gm, %gn$/    yield %gm, %gn {persistent = 0}/' "$D/$f.tile" > "$D/${f}_np.tile"
   grep -q "persistent = 0" "$D/${f}_np.tile" || echo "persistent_gpu.sh: could not write persistent = 0 into $f"

@@ -1395,10 +1395,15 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
             on_wgmma = true;
         });
         if (wgmma && !on_wgmma) wgmma = false;  // nothing to retry without it
+        // pingpong-consumers' `consumers = 2`: the layouts are one warpgroup's (each consumer
+        // holds a whole tile), the program runs two of them (plan_warp_specialization).
+        int warps = default_num_warps(*lowered);
+        for (const auto& op : lowered->body->ops)
+          if (op->kind == OpKind::For && op->has_attr("consumers") && op->attr_int("consumers") == 2) warps /= 2;
         auto print = [&] {
           cudagen::Emitter e(*lowered, target);
           e.lowered_ = true;
-          e.warps_ = default_num_warps(*lowered);
+          e.warps_ = warps;
           e.lowered_wgmma_ = on_wgmma;
           return e.run();
         };
@@ -1437,7 +1442,11 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
         if (!no_producer.empty()) {
           // Printed again from IR that says what is printed: the loop without a producer.
           for (const auto& op : lowered->body->ops)
-            if (op->kind == OpKind::For && op->has_attr("warp_specialize")) op->set_attr("warp_specialize", int64_t{0});
+            if (op->kind == OpKind::For && op->has_attr("warp_specialize")) {
+              op->set_attr("warp_specialize", int64_t{0});
+              // The layouts stay one warpgroup's: the program is that warpgroup alone.
+              if (op->has_attr("consumers")) op->set_attr("consumers", int64_t{1});
+            }
           // Without a producer the programs run one per CTA (persistence follows the producer),
           // and their stores go out from registers (the TMA store follows persistence).
           if (Op* y = lowered->grid ? lowered->grid->terminator() : nullptr; y && y->has_attr("persistent")) {

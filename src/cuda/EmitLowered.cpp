@@ -532,10 +532,10 @@ void Emitter::plan_tma_rings(std::vector<std::string>& sig, CudaKernelInfo& info
   });
 }
 
-std::string Emitter::init_ring_barriers(int64_t S) {
+std::string Emitter::init_ring_barriers(int64_t S, int64_t order, int64_t order_count) {
   const std::string SS = num(S) + "u";
   const int64_t off = (lowered_smem_ + 7) / 8 * 8;
-  lowered_smem_ = off + 16 * S;
+  lowered_smem_ = off + 16 * S + 8 * order;
   const std::string bars = fresh("mb");
   line("const uint32_t " + bars + " = tsr::smem_u32(" + lowered_base() + " + " + num(off) + ");");
   open("if (tsr_tid == 0) {");
@@ -543,6 +543,9 @@ std::string Emitter::init_ring_barriers(int64_t S) {
   line("  tsr::mbar_init(" + bars + " + 8u * s_, 1);");
   line("  tsr::mbar_init(" + bars + " + 8u * (" + SS + " + s_), " + num(warps_) + ");");
   line("}");
+  if (order > 0)
+    line("for (uint32_t o_ = 0; o_ < " + num(order) + "u; ++o_) tsr::mbar_init(" + bars + " + 8u * (2u * " + SS +
+         " + o_), " + num(order_count) + ");");
   line("tsr::mbar_init_fence();");
   close();
   barrier();
@@ -600,6 +603,29 @@ void Emitter::emit_tma_ring_loop(const Op& op, const std::vector<const Value*>& 
     if (!producer) issue_tma_stage(op, loads, chain, bars, S, iv, it, true);
   };
   std::string rn0 = "0";
+  const bool pingpong = persistent && consumers_ == 2;
+  if (pingpong) {
+    // Every program's loop has the same trip count (pingpong-consumers checked that its bounds
+    // do not depend on program ids), and the producer issues the programs in order: the
+    // 2 tsr_j + tsr_cons programs before this one took the ring's iterations below
+    // (2 tsr_j + tsr_cons) * trips.
+    const std::string trips = fresh("trips"), ub = nm(op.operand(1));
+    line("const uint32_t " + trips + " = " + step + " > 0 && " + ub + " > " + lb + " ? uint32_t((int64_t(" + ub + ") - " +
+         lb + " + " + step + " - 1) / " + step + ") : 0u;");
+    line(rn + " = uint32_t(2 * tsr_j + tsr_cons) * " + trips + ";  // this consumer's share of the ring");
+    // The order barrier: program p's loop begins after program p - 1's (the other consumer's)
+    // has released its last stage. Consumer 1's j-th waits for phase j of consumer 0's barrier,
+    // consumer 0's j-th (j > 0) for phase j - 1 of consumer 1's. Each wait is within one phase of
+    // the barrier's: consumer 1 at its j-th program saw consumer 0's phase j - 1 complete (its
+    // own (j - 1)-th waited for it), and consumer 0 cannot complete phase j + 1 before consumer
+    // 1's j-th is done (likewise for consumer 0's waits), so the parity names the right phase.
+    // The program before always exists (program 2j + c > 0 exists, so does 2j + c - 1), and a
+    // consumer without programs neither waits nor arrives. With every earlier program's stages
+    // released, this loop's full-barrier waits are within one phase too (the copies of
+    // iteration rn + S wait for rn's release), so no consumer reads the other's stage.
+    line("if (tsr_cons == 1) tsr::mbar_wait(" + ws_order_ + ", uint32_t(tsr_j) & 1u);  // consumer 0's j-th loop is done");
+    line("else if (tsr_j > 0) tsr::mbar_wait(" + ws_order_ + " + 8u, uint32_t(tsr_j - 1) & 1u);  // consumer 1's (j - 1)-th");
+  }
   if (persistent) {
     rn0 = fresh("rn");
     line("int " + stage + " = int(" + rn + " % " + SS + ");");
@@ -649,6 +675,13 @@ void Emitter::emit_tma_ring_loop(const Op& op, const std::vector<const Value*>& 
     async_dot_ = nullptr;
     count("wgmma-dots-in-flight");
   }
+  if (pingpong) {
+    // After the warp's last release (and, in flight, its last wait): the other consumer's next
+    // loop may begin. One arrival per warp of this warpgroup.
+    line("__syncwarp();");
+    line("if (tsr_lane == 0) tsr::mbar_arrive(" + ws_order_ + " + 8u * uint32_t(tsr_cons));  // this program's loop is done");
+    count("pingpong-order-barriers");
+  }
   count("tma-ring-loops");
   if (producer) count("producer-warpgroups");
 }
@@ -662,14 +695,20 @@ void Emitter::plan_warp_specialization(std::vector<std::string>& sig, CudaKernel
     if (why.empty())
       for (const Op* l : ring_loads(*o, nullptr))
         if (!tma_loads_.count(l)) why = "its load at " + l->loc.str() + " is not a TMA copy";
-    if (why.empty() && T_ + 128 > 1024)
-      why = "its " + num(T_) + " compute threads and a producer warpgroup would be over 1024 threads";
+    const int64_t C = o->has_attr("consumers") && o->attr_int("consumers") == 2 ? 2 : 1;
+    const Op* yp = k_.grid ? k_.grid->terminator() : nullptr;
+    if (why.empty() && C == 2 && (!yp || !yp->has_attr("persistent") || yp->attr_int("persistent") != 1))
+      why = "consumers = 2 needs persistent CTAs";
+    if (why.empty() && C * T_ + 128 > 1024)
+      why = "its " + num(C * T_) + " compute threads and a producer warpgroup would be over 1024 threads";
     if (!why.empty()) {
       notes_.push_back("for at " + o->loc.str() + ": no producer warpgroup: " + why);
       continue;
     }
     ws_loop_ = o.get();
-    info.block_threads = T_ + 128;
+    consumers_ = static_cast<int>(C);
+    info.block_threads = static_cast<int>(C * T_ + 128);
+    if (C == 2) count("pingpong-consumers");
     const Op* y = k_.grid ? k_.grid->terminator() : nullptr;
     if (y && y->has_attr("persistent") && y->attr_int("persistent") == 1) {
       ws_persistent_ = true;
@@ -691,11 +730,15 @@ void Emitter::plan_warp_specialization(std::vector<std::string>& sig, CudaKernel
   }
 }
 
-void Emitter::open_program_loop() {
+void Emitter::open_program_loop(bool pingpong) {
   const std::string G = num(ws_group_rows_);
   line("const int64_t tsr_plane = int64_t(tsr_grid0) * tsr_grid1, tsr_programs = tsr_plane * tsr_grid2;");
   line("const int64_t tsr_in_group = " + G + " * int64_t(tsr_grid1);");
-  open("for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {");
+  if (pingpong)
+    open("for (int64_t tsr_j = 0, tsr_t = int64_t(blockIdx.x) + int64_t(tsr_cons) * gridDim.x; tsr_t < tsr_programs; "
+         "++tsr_j, tsr_t += 2 * int64_t(gridDim.x)) {");
+  else
+    open("for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {");
   // Within a plane of axis 2: groups of G values of axis 0, each taken for every value of axis 1
   // in turn, axis 0 fastest (the planning emitter's grouped order).
   line("const int64_t tsr_u = tsr_t % tsr_plane;");
@@ -712,25 +755,31 @@ void Emitter::emit_warp_specialized_body() {
   const std::vector<const Op*>& slice = ws_slice_;
   // The ring and its barriers, before the branches (both use them).
   alloc_rings(loads, S);
+  // The compute warps: consumers_ warpgroups (ping-pong) or warps_ warps that split each tile.
+  const int64_t CW = warps_ * consumers_, CT = T_ * consumers_;
   if (tma_store_op_) {
     // Two 64 x 64 boxes of 16-bit elements per compute warpgroup, 1024-byte aligned (the swizzle).
+    // Printed before the consumers' branch: tsr_tid / 128 is the warpgroup, and so the consumer.
     const int64_t off = (lowered_smem_ + 1023) / 1024 * 1024;
-    lowered_smem_ = off + (warps_ / 4) * 16384;
+    lowered_smem_ = off + (CW / 4) * 16384;
     tma_store_buf_ = fresh("epi");
     line("const uint32_t " + tma_store_buf_ + " = tsr::smem_u32(" + lowered_base() + " + " + num(off) +
          ") + uint32_t(tsr_tid / 128) * 16384u;");
   }
-  ws_bars_ = init_ring_barriers(S);
-  const std::string W = num(warps_);
+  // Ping-pong: an empty barrier counts one consumer's warps (one warpgroup releases a stage),
+  // and two order barriers follow the ring's, one per consumer, each for its warps' arrivals.
+  ws_bars_ = init_ring_barriers(S, consumers_ == 2 ? 2 : 0, warps_);
+  if (consumers_ == 2) ws_order_ = "(" + ws_bars_ + " + " + num(16 * S) + "u)";
+  const std::string W = num(CW);
   // Registers move from the producer (which keeps a few scalars) to the compute warps, as in
   // the planning emitter's warp-specialized matmul: 40 for the producer, the rest of the 64 Ki
   // shared among the compute threads (232 for two warpgroups, at most 240); with one compute
   // warpgroup the 256 threads get the 255 registers a thread can address anyway.
-  const bool realloc = warps_ > 4;
-  const int64_t consumer_regs = std::min<int64_t>(240, (65536 - 128 * 40) / T_ / 8 * 8);
+  const bool realloc = CW > 4;
+  const int64_t consumer_regs = std::min<int64_t>(240, (65536 - 128 * 40) / CT / 8 * 8);
   open("if (tsr_warp >= " + W + ") {  // the producer warpgroup: one thread issues every stage's copies");
   if (realloc) line("tsr::setmaxnreg_dec<40>();");
-  open("if (tsr_tid == " + num(T_) + ") {");
+  open("if (tsr_tid == " + num(CT) + ") {");
   const auto saved_names = name_;
   const auto saved_stats = stats_;
   // The stages issued: over all the CTA's programs when it is persistent (the ring's phases
@@ -759,20 +808,34 @@ void Emitter::emit_warp_specialized_body() {
   ++ind_;
   if (realloc) line("tsr::setmaxnreg_inc<" + num(consumer_regs) + ">();");
   const size_t first = lines_.size();
+  const bool pingpong = consumers_ == 2;
+  if (pingpong) {
+    // Ping-pong (pingpong-consumers): warpgroup c is consumer c, a whole program's tile on its
+    // own, and the layouts' thread ids are relative to it.
+    line("const int tsr_cons = tsr_tid / " + num(T_) + ", tsr_ctid = tsr_tid;  // which consumer warpgroup");
+    open("{");
+    line("const int tsr_tid = tsr_ctid - " + num(T_) + " * tsr_cons;  // within the consumer's warpgroup");
+    line("const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;  (void)tsr_lane; (void)tsr_warp;");
+  }
   ws_consumers_ = true;
   if (ws_persistent_) {
     ws_rn_ = fresh("rn");
     line("uint32_t " + ws_rn_ + " = 0;  // iterations begun, over the CTA's programs");
-    open_program_loop();
+    open_program_loop(pingpong);
   }
   emit_block(*k_.body);
   if (ws_persistent_) close();
   // The TMA stores read their buffers until they complete: the program's shared memory stays.
   if (tma_store_op_) line("if (tsr_tid % 128 == 0) tsr::bulk_wait_all();");
   ws_consumers_ = false;
-  for (size_t i = first; i < lines_.size(); ++i)
+  if (pingpong) close();
+  for (size_t i = first; i < lines_.size(); ++i) {
     if (lines_[i].find("__syncthreads()") != std::string::npos)
       throw NotWarpSpecializable{"the compute warps' code has a whole-program barrier"};
+    // One named barrier for both consumers, each counting its own threads, would mix them.
+    if (pingpong && lines_[i].find("tsr::named_barrier(" + num(kComputeBarrier) + "u") != std::string::npos)
+      throw NotWarpSpecializable{"the ping-pong consumers' code has a barrier over the compute warps"};
+  }
   close();
 }
 
@@ -781,25 +844,37 @@ void Emitter::emit_tma_store(const Op& op) {
   const std::vector<int64_t> S = shape_of(op, tile);
   const int64_t N = S[1], boxes = N / 64;
   const ScalarKind t = op.operand(0)->type.elem;
-  const std::string r = nm(tile), pk = fresh("pk");
+  // A warpgroup's 64-row blocks: one, where the warpgroups split the tile; M / 64 where one
+  // holds it all (pingpong-consumers). Block mt of warpgroup wg is rows 64 (mt G + wg).
+  const int64_t G = tile->type.layout.warps[0] / 4, MT = S[0] / (64 * G);
+  const std::string r = nm(tile);
   open("{  // by TMA from shared memory, a 64 x 64 box at a time (store-epilogues-by-tma)");
-  // The accumulator's slots 4j .. 4j + 3 are columns 8j + 2t, +1 of rows g and g + 8: the pairs
-  // epilogue_box_sw128 takes.
-  line("uint32_t " + pk + "[" + num(N / 4) + "];");
-  line("#pragma unroll");
-  open("for (int j_ = 0; j_ < " + num(N / 8) + "; ++j_) {");
+  // The accumulator's slots mt N / 2 + 4j .. + 3 are columns 8j + 2t, +1 of rows g and g + 8 of
+  // block mt: the pairs epilogue_box_sw128 takes.
   auto half = [&](const std::string& s) { return "uint32_t(" + store_conv(t, r + "[" + s + "]") + ")"; };
-  line(pk + "[2 * j_] = " + half("4 * j_") + " | (" + half("4 * j_ + 1") + " << 16);");
-  line(pk + "[2 * j_ + 1] = " + half("4 * j_ + 2") + " | (" + half("4 * j_ + 3") + " << 16);");
-  close();
-  const std::string row = "int(int64_t(" + nm(op.operand(2)) + ") * " + num(S[0]) + ") + (tsr_tid / 128) * 64";
+  std::vector<std::string> pk;
+  for (int64_t mt = 0; mt < MT; ++mt) {
+    pk.push_back(fresh("pk"));
+    const std::string base = mt ? num(mt * N / 2) + " + " : "";
+    line("uint32_t " + pk[mt] + "[" + num(N / 4) + "];");
+    line("#pragma unroll");
+    open("for (int j_ = 0; j_ < " + num(N / 8) + "; ++j_) {");
+    line(pk[mt] + "[2 * j_] = " + half(base + "4 * j_") + " | (" + half(base + "4 * j_ + 1") + " << 16);");
+    line(pk[mt] + "[2 * j_ + 1] = " + half(base + "4 * j_ + 2") + " | (" + half(base + "4 * j_ + 3") + " << 16);");
+    close();
+  }
   const std::string col = "int(int64_t(" + nm(op.operand(3)) + ") * " + num(N) + ")";
-  // Two buffers: with an odd number of boxes, the next program's first box writes the buffer of
-  // this program's last, so every store must be done reading.
-  const std::string in_flight = num(epilogue_box_in_flight(boxes, 2));
-  for (int64_t c = 0; c < boxes; ++c)
-    line("tsr::epilogue_box_sw128<" + num(c) + ", " + in_flight + ">(&" + tma_store_map_ + ", " + tma_store_buf_ + " + " +
-         num((c % 2) * 8192) + "u, " + pk + ", " + col + ", " + row + ");");
+  // Two buffers, taken in turn over the blocks' boxes: with an odd number of boxes, the next
+  // program's first box writes the buffer of this program's last, so every store must be done
+  // reading.
+  const std::string in_flight = num(epilogue_box_in_flight(MT * boxes, 2));
+  for (int64_t mt = 0; mt < MT; ++mt) {
+    const std::string row = "int(int64_t(" + nm(op.operand(2)) + ") * " + num(S[0]) + ") + (tsr_tid / 128) * 64" +
+                            (mt ? " + " + num(64 * mt * G) : "");
+    for (int64_t c = 0; c < boxes; ++c)
+      line("tsr::epilogue_box_sw128<" + num(c) + ", " + in_flight + ">(&" + tma_store_map_ + ", " + tma_store_buf_ + " + " +
+           num(((mt * boxes + c) % 2) * 8192) + "u, " + pk[mt] + ", " + col + ", " + row + ");");
+  }
   close();
 }
 

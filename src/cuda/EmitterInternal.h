@@ -591,7 +591,8 @@ class Emitter {
   // The ring's 2 S mbarriers ("full" s at bars + 8 s, one arrival with the stage's bytes;
   // "empty" s at bars + 8 (S + s), one arrival per compute warp), initialised by thread 0
   // before a barrier; returns the name of their base address.
-  std::string init_ring_barriers(int64_t S);
+  // `order` > 0: that many more barriers after the ring's, each for `order_count` arrivals.
+  std::string init_ring_barriers(int64_t S, int64_t order = 0, int64_t order_count = 0);
   // The TMA copies of the iteration numbered `it` (induction value `iv`) of `loop` into its
   // stage, once the warps have released what the stage held S iterations before; only thread
   // 0 issues them unless `one_thread` is false (the caller has chosen the thread).
@@ -616,6 +617,11 @@ class Emitter {
   bool ws_persistent_ = false;
   int64_t ws_group_rows_ = 8;
   std::string ws_rn_;  // the compute warps' count of the loop's iterations begun, over all programs
+  // pingpong-consumers' `consumers = 2`: two consumer warpgroups of T_ threads each (warps_
+  // warps, the layouts' count), consumer c taking the CTA's programs 2j + c; ws_order_ is their
+  // two order barriers (emit_warp_specialized_body says why they make it race-free).
+  int consumers_ = 1;
+  std::string ws_order_;
   // store-epilogues-by-tma's `tma_store = 1` store of a persistent kernel: its tensor map, and
   // the compute warpgroup's two 8 KiB staging buffers (a shared address).
   const Op* tma_store_op_ = nullptr;
@@ -624,7 +630,8 @@ class Emitter {
   void plan_warp_specialization(std::vector<std::string>& sig, CudaKernelInfo& info);
   void emit_warp_specialized_body();
   // Opens the persistent CTA's loop over the programs and names their ids (ws_persistent_).
-  void open_program_loop();
+  // `pingpong`: consumer tsr_cons's loop, over the CTA's programs 2j + tsr_cons (j is tsr_j).
+  void open_program_loop(bool pingpong = false);
   // The ids of program `t` (an int64 expression) in grouped order: groups of G values of axis 0
   // (G0 of them in all; pairs: CTA pairs of a cluster, each its rank's program), each taken for
   // every value of axis 1 in turn. Needs tsr_in_group = G * (axis 1's size) declared.

@@ -1170,6 +1170,22 @@ class Verifier {
         if (const Attr* w = op.find_attr("warp_specialize"); w && std::get<int64_t>(*w) != 0 && std::get<int64_t>(*w) != 1)
           return fail("warp_specialize must be 0 or 1 (a producer warpgroup issues the loop's copies), got " +
                       attr_str(*w));
+        if (const Attr* c = op.find_attr("consumers")) {
+          if (std::get<int64_t>(*c) != 1 && std::get<int64_t>(*c) != 2)
+            return fail("consumers must be 1 or 2 (compute warpgroups that take alternate programs), got " +
+                        attr_str(*c));
+          // Written before specialize-warps decides, it may come without warp_specialize; a
+          // loop that has none (0) has no ring to share.
+          if (std::get<int64_t>(*c) == 2 && op.find_attr("warp_specialize") && op.attr_int("warp_specialize") != 1)
+            return fail("consumers = 2 needs warp_specialize = 1 (the consumers share the producer's ring)");
+          // Lowered (pingpong-consumers): each consumer holds the whole accumulator.
+          for (size_t i = 3; std::get<int64_t>(*c) == 2 && i < op.operands.size(); ++i) {
+            const Layout& l = ot(i).layout;
+            if (l.kind == Layout::Kind::Mma && l.version == 3 && l.warps.size() == 2 && l.warps[0] * l.warps[1] != 4)
+              return fail("consumers = 2 needs each carried wgmma accumulator on one warpgroup (warps = [4, 1]), got " +
+                          l.str());
+          }
+        }
         auto carried = operand_types(3);
         for (size_t i = 0; i < carried.size(); ++i)
           if (!carried[i].is_value())

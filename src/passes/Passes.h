@@ -120,6 +120,10 @@ void persist_programs(Kernel& k, PassStats& stats);
 // A persistent kernel's wgmma result stored from shared memory by TMA: `tma_store = 1` on its
 // store_tile (StoreEpiloguesByTma.cpp).
 void store_epilogues_by_tma(Kernel& k, PassStats& stats);
+// Two consumer warpgroups taking alternate programs of a persistent CTA (ping-pong), opt-in:
+// `consumers = 2` on the warp-specialized loop, every wgmma accumulator layout on one warpgroup
+// (PingPongConsumers.cpp).
+void pingpong_consumers(Kernel& k, PassStats& stats);
 // The top-level pure scalar ops, in program order, that a producer warpgroup re-computes to
 // issue `loop`'s ring copies (its bounds, its loads' indices); *why says what stops a producer
 // (then the result is empty; "" when it can run).

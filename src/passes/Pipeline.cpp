@@ -53,6 +53,7 @@ std::vector<Pass> gpu_lowering_passes(const GpuLoweringOptions& o) {
       {"specialize-warps", [o](Kernel& k, PassStats& st) { specialize_warps(k, o, st); }},
       {"persist-programs", persist_programs},
       {"store-epilogues-by-tma", store_epilogues_by_tma},
+      {"pingpong-consumers", pingpong_consumers},
       {"verify-lowered", verify_bound},
   };
 }

@@ -110,6 +110,29 @@ TEST(LayoutEmitterGpu, PersistentCtasRunSeveralPrograms) {
   for (int64_t k : {400, 40}) expect_matches(*b, {{"M", 1040}, {"N", 2104}, {"K", k}});
 }
 
+// pingpong-consumers on sm_90a: the same kernel with `consumers = 2` written on its K loop, so
+// that two consumer warpgroups take alternate programs of each persistent CTA. 9 x 17 programs
+// (some CTAs run two, one per consumer), 16 x 17 (two or three: consumer 0 runs one more than
+// consumer 1 on some CTAs, across order-barrier phases) and 3 x 5 (fewer than the SMs: every
+// consumer 1 has none); K = 400 is 7 iterations of the ring per program, K = 40 one partial.
+TEST(LayoutEmitterGpu, PingPongConsumersTakeAlternatePrograms) {
+  REQUIRE_GPU();
+  std::ifstream in(std::string(TESSERA_SOURCE_DIR) + "/tests/corpus/matmul_bias_gelu.tile");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string src = text.str();
+  const std::string loop = "%acc = for %c0, %ktiles, %c1, %acc0 :";
+  ASSERT_NE(src.find(loop), std::string::npos);
+  src.replace(src.find(loop), loop.size(), "%acc = for %c0, %ktiles, %c1, %acc0 {consumers = 2} :");
+  auto m = parse_module(src, "matmul_bias_gelu.tile");
+  auto b = bind_constexprs(*m->find("matmul_bias_gelu"), {{"BM", 128}, {"BN", 128}, {"BK", 64}});
+  CudaEmission em = emit_cuda_with_info(*run_pipeline(*b, {}), cuda_target_for(layout_options()));
+  if (cuda_target_for(layout_options()).str() == "sm_90a") EXPECT_EQ(em.stats["pingpong-consumers"], 1);
+  for (const Sizes& s : {Sizes{{"M", 1040}, {"N", 2104}, {"K", 400}}, Sizes{{"M", 2000}, {"N", 2104}, {"K", 200}},
+                         Sizes{{"M", 300}, {"N", 520}, {"K", 40}}})
+    expect_matches(*b, s);
+}
+
 // The library kernels the layout emitter prints (all but matmul_fp8 and topk), in each
 // dtype, bound with the device target's preferred config, at ragged sizes (partial tiles in
 // every dim).
