@@ -3,6 +3,7 @@
 // needed; tests/cpu/sort_test.cpp checks the values, the GPU tests run them).
 #include "CudaTestUtil.h"
 #include "../common/SortKernel.h"
+#include "kernels/Kernels.h"
 
 namespace tessera::cudatest {
 namespace {
@@ -48,6 +49,33 @@ TEST(CudaSort, LibraryTopkReadsItsScatteredResultsAfterABarrier) {
   EXPECT_EQ(em.stats["histograms"], 1);
   EXPECT_EQ(em.stats["write-read-barriers"], 1);
   EXPECT_EQ(em.stats["sorts"], 1);
+}
+
+// The segmented top-k's kernels (LibraryKernel::stages at 1 x 2^24, k = 1024: the segment form
+// over x, over candidates, and the merge) emit and NVRTC compiles them, f32 for sm_90a and bf16
+// for sm_80: a histogram each, a sort only in the merge (the segments' candidates stay in
+// column order), whose read of its scattered results follows a barrier.
+TEST(CudaSort, SegmentedTopkStagesCompile) {
+  std::string why;
+  bool nvrtc = nvrtc_available(&why);
+  const LibraryKernel* lk = find_library_kernel("topk");
+  for (auto [dt, target] : {std::pair{ScalarKind::F32, "sm_90a"}, std::pair{ScalarKind::BF16, "sm_80"}}) {
+    LibraryStages st =
+        kernels::topk_stages(dt, 1, int64_t{1} << 24, 1024, 8192, 16384);
+    ASSERT_EQ(st.stages.size(), 5u);
+    ASSERT_NE(lk, nullptr);
+    for (size_t i : {size_t{0}, size_t{1}, size_t{4}}) {
+      auto k = bind_constexprs(*st.stages[i].build(dt), st.stages[i].config);
+      SCOPED_TRACE(k->name + " " + target);
+      CudaTarget t = CudaTarget::parse(target);
+      CudaEmission em = emit_cuda_with_info(*k, t);
+      EXPECT_EQ(em.stats["histograms"], 1);
+      EXPECT_EQ(em.stats["sorts"], i == 4 ? 1 : 0);
+      EXPECT_EQ(em.stats["write-read-barriers"], i == 4 ? 1 : 0);
+      if (nvrtc) expect_nvrtc_accepts(em, t);
+    }
+  }
+  if (!nvrtc) GTEST_SKIP() << "emitted text checked; not compiled: " << why;
 }
 
 }  // namespace
