@@ -73,6 +73,8 @@ struct Form {
   // segment's top-min(K, its length) go unsorted, in column order, to slots [s * K, s * K + K)
   // of outputs [M, W] (W = segments * K), the rest of the K slots get column -1.
   bool segments = false;
+  // The row (or segment) is one tile (BLOCK_N >= N, or SEGMENT = BLOCK_N), loaded once.
+  bool one_tile = false;
 };
 
 std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
@@ -128,7 +130,20 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
   // only given in the candidate form, else null).
   using Body = std::function<void(Val, Val, Val, Val)>;
   std::function<void(const Body&)> over_row;
-  if (f.candidates) {
+  if (f.one_tile) {
+    // The row (or segment) is one tile: read once before the passes, which then work on
+    // registers (the ring below would copy it again for every pass).
+    Val j0 = full({}, 0, ScalarKind::I32);
+    Val t = reshape(x.tile({1, BN}).load({row, at_tile(j0)}), {BN});
+    Val c, kk;
+    if (f.candidates) {
+      c = reshape(cols->tile({1, BN}).load({row, at_tile(j0)}, -1), {BN});
+      kk = where(c < 0, pad_key, key(t));
+    } else {
+      kk = where(arange(BN) < n, key(t), pad_key);
+    }
+    over_row = [=](const Body& body) { body(j0, t, kk, c); };
+  } else if (f.candidates) {
     // Candidates are few beside the row (K per segment): plain loads, the values with their
     // columns; a -1 column (a padding slot, or past C) gets pad_key.
     over_row = [&](const Body& body) {
@@ -276,7 +291,7 @@ void sorted_rows_reference(std::vector<KernelArg>& args, int64_t M, int64_t N, i
 }
 
 LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_t segment, int64_t merge_limit,
-                          const std::map<std::string, int64_t>& given) {
+                          const std::map<std::string, int64_t>& given, int64_t candidate_tile) {
   LibraryStages st;
   if (segment <= 0 || N <= segment || K > N) return st;
   // cuda: the segments are the grid's y extent (at most 65535).
@@ -289,9 +304,9 @@ LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_
     if (auto it = given.find(knob); it != given.end()) c1[knob] = it->second;
   segment = std::max(segment, c1["BLOCK_N"]);
   c1["SEGMENT"] = segment;
-  // A single tile per segment needs one ring slot per group (a second would copy the next
-  // segment's tile).
-  if (!given.count("RING_GROUP") && segment == c1["BLOCK_N"]) c1["RING_GROUP"] = 1;
+  // A segment of one tile is read once, into registers (no ring).
+  const bool one_tile = segment == c1["BLOCK_N"];
+  if (one_tile) c1.erase("RING_GROUP");
   auto temporaries = [&](int64_t width) {
     st.temporaries.push_back({dt, {M, width}});
     st.temporaries.push_back({ScalarKind::I32, {M, width}});
@@ -299,22 +314,39 @@ LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_
   };
   int64_t width = (N + segment - 1) / segment * K;
   int out = temporaries(width);
-  st.stages.push_back({[](ScalarKind d) { return build_select(d, "topk_segments", {false, true}); }, c1, {0, out, out - 1}});
+  st.stages.push_back({[one_tile](ScalarKind d) {
+                         return build_select(d, one_tile ? "topk_segments_tile" : "topk_segments", {false, true, one_tile});
+                       },
+                       c1, {0, out, out - 1}});
+  // The candidate forms' tile: a segment (or the merge's row) of at most candidate_tile
+  // candidates is one tile, else tiles of min(candidate_tile, 4096) (values and columns).
+  auto candidate_config = [&](int64_t len) {
+    const int64_t one = pow2_at_least(len, 256);
+    return std::map<std::string, int64_t>{{"K", K}, {"BLOCK_N", one <= candidate_tile ? one : std::min<int64_t>(candidate_tile, 4096)}};
+  };
   // Further levels over the candidates while there are more than merge_limit a row and a level
   // shrinks them at least 4x (segments of at least 4K candidates).
   while (width > merge_limit && 4 * K <= segment && width >= 2 * segment) {
-    std::map<std::string, int64_t> c{{"K", K}, {"SEGMENT", segment}, {"BLOCK_N", std::min<int64_t>(segment, 4096)}};
+    std::map<std::string, int64_t> c = candidate_config(segment);
+    c["SEGMENT"] = segment;
+    const bool one = c["BLOCK_N"] == segment;
     int64_t next = (width + segment - 1) / segment * K;
     int in = out;
     out = temporaries(next);
-    st.stages.push_back({[](ScalarKind d) { return build_select(d, "topk_segments_candidates", {true, true}); }, c,
-                         {in, in - 1, out, out - 1}});
+    st.stages.push_back({[one](ScalarKind d) {
+                           return build_select(d, one ? "topk_segments_candidates_tile" : "topk_segments_candidates",
+                                               {true, true, one});
+                         },
+                         c, {in, in - 1, out, out - 1}});
     width = next;
   }
   // The merge: the candidate form with the sorted output, into the op's values and indices.
-  std::map<std::string, int64_t> cm{{"K", K}, {"BLOCK_N", std::min<int64_t>(pow2_at_least(width, 256), 4096)}};
-  st.stages.push_back(
-      {[](ScalarKind d) { return build_select(d, "topk_merge", {true, false}); }, cm, {out, out - 1, 1, 2}});
+  std::map<std::string, int64_t> cm = candidate_config(width);
+  const bool merge_one = cm["BLOCK_N"] >= width;
+  st.stages.push_back({[merge_one](ScalarKind d) {
+                         return build_select(d, merge_one ? "topk_merge_tile" : "topk_merge", {true, false, merge_one});
+                       },
+                       cm, {out, out - 1, 1, 2}});
   return st;
 }
 

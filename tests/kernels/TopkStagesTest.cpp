@@ -22,6 +22,9 @@ struct StagesCase {
   int64_t M, N, K, segment, merge_limit;
   size_t stages;  // how many kernels the plan must have
   bool few_values;  // rows drawn from NaN, +-inf, +-0 and a few ties; else random
+  // The first level's BLOCK_N (0: the segment, one tile) and the candidate forms' largest one
+  // tile (smaller: their multi-tile loops).
+  int64_t block_n = 0, candidate_tile = 8192;
 };
 
 // Runs topk's stages on `backend` ("interp" or "cpu") on the op's tensors, temporaries filled
@@ -51,7 +54,9 @@ void check_stages(const StagesCase& c, const std::string& backend, uint64_t seed
   SCOPED_TRACE(backend + " " + std::string(scalar_name(c.dtype)) + " M=" + std::to_string(c.M) +
                " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) + " segment=" + std::to_string(c.segment));
   const LibraryKernel* lk = find_library_kernel("topk");
-  LibraryStages st = kernels::topk_stages(c.dtype, c.M, c.N, c.K, c.segment, c.merge_limit);
+  std::map<std::string, int64_t> given;
+  if (c.block_n) given["BLOCK_N"] = c.block_n;
+  LibraryStages st = kernels::topk_stages(c.dtype, c.M, c.N, c.K, c.segment, c.merge_limit, given, c.candidate_tile);
   ASSERT_EQ(st.stages.size(), c.stages);
   Sizes sizes{{"M", c.M}, {"N", c.N}, {"K", c.K}};
   auto op = bind_constexprs(*lk->build(c.dtype), {{"K", c.K}});
@@ -71,7 +76,8 @@ void check_stages(const StagesCase& c, const std::string& backend, uint64_t seed
 
 // Ragged rows (the last segment short), K above a segment's length (segments padded with
 // column -1), K = N, a level over the candidates (whose last segments hold padding slots), and
-// rows of a handful of values: ties everywhere, across every segment boundary.
+// rows of a handful of values: ties everywhere, across every segment boundary; segments and
+// candidate rows of one tile (read once) and of several.
 const StagesCase kCases[] = {
     {ScalarKind::F32, 3, 1000, 37, 256, 1 << 20, 2, false},
     {ScalarKind::F32, 2, 1100, 100, 256, 1 << 20, 2, true},
@@ -80,6 +86,9 @@ const StagesCase kCases[] = {
     {ScalarKind::F32, 2, 2830, 60, 256, 300, 3, true},
     {ScalarKind::BF16, 2, 2830, 60, 256, 300, 3, true},
     {ScalarKind::F32, 1, 9000, 64, 256, 100, 4, true},
+    // Segments of two tiles (the ring), candidate levels and the merge over several tiles.
+    {ScalarKind::F32, 2, 11000, 50, 512, 300, 3, true, 256, 256},
+    {ScalarKind::BF16, 3, 2100, 130, 512, 1 << 20, 2, false, 256, 256},
 };
 
 TEST(TopkStages, InterpreterMatchesTheReferenceExactly) {
