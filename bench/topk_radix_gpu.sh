@@ -6,9 +6,12 @@
 # it with cuda_bench (do_bench: L2 flushed before each launch, median) at 64 x 131072,
 # k = 64 / 256 / 1024 and 1 x 2^24, k = 1024, for the default config and BLOCK_N / num_warps
 # variants, and torch.topk at the same shapes with triton's do_bench in the same call.
-# Every line that matters starts with PASS, FAIL, topk, [variant], split stage or torch.topk.
-# VARIANTS=0: the default config only (no variants, no split stages).
+# Every line that matters starts with PASS, FAIL, topk, [variant] or torch.topk.
+# VARIANTS=0: the default config only (no variants).
+# The whole-row kernel throughout (TESSERA_TOPK_SEGMENT=0): bench/topk_seg_gpu.sh times the
+# segmented top-k that replaced the split stages this script timed before.
 set -uo pipefail
+export TESSERA_TOPK_SEGMENT=0
 B=build-gpu
 cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_TESTS=OFF > /dev/null 2>&1 || cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null
 timeout 300 cmake --build $B -j16 --target tessera cuda_bench 2>&1 | tail -1
@@ -31,15 +34,6 @@ timeout 300 $B/bin/cuda_bench --only topk 2>&1 | grep -E "^kernel|^topk"
   sets=""
   for a in $v; do sets="$sets --set $a"; done
   timeout 300 $B/bin/cuda_bench --only topk $sets 2>&1 | grep -E "^topk" | sed "s|^|[$v] |"
-done
-# One long row on one CTA is the single-program design's limit. A split top-k would run the
-# row as 128 segments (a [128, 131072] view of the same memory: their top-k, exact, columns
-# within the segment) and then one top-k of the 128 x 1024 candidates (ties by candidate
-# position = by column: segments in column order, each one's candidates sorted); its time is
-# about the sum of these two (not a library kernel yet: the second stage needs the candidates'
-# columns as an input, and a composite launch).
-[ "${VARIANTS:-1}" = 0 ] || for s in M=128,N=131072,K=1024 M=1,N=131072,K=1024; do
-  timeout 60 $T bench topk -b cuda --size $s --reps 20 2>&1 | tail -1 | sed 's/^/split stage: /'
 done
 python3 -c "
 import torch; from triton.testing import do_bench
