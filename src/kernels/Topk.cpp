@@ -383,7 +383,9 @@ LibraryKernel topk() {
     } else if (target.rfind("cuda:", 0) != 0 || M >= 1024 || N < 4 * segment) {
       segment = 0;
     }
-    return topk_stages(dt, M, N, K, segment, 16384, given);
+    // At most 8192 candidates a row for the merge: one tile, read once (64 x 131072, k = 1024:
+    // a level of two segments a row, 16384 -> 2048, rather than one CTA a row over 16384).
+    return topk_stages(dt, M, N, K, segment, 8192, given);
   };
   k.bytes = [](const Sizes& s, ScalarKind dt) {
     return double(s.at("M")) * (double(s.at("N")) * scalar_bytes(dt) + double(s.at("K")) * (scalar_bytes(dt) + 4));
