@@ -20,8 +20,10 @@
 // --tune: matmul over its whole constexpr space at the first shape only (4096^3; 2048^3 with
 // --quick); softmax/layernorm/rmsnorm over every BLOCK_N (the loop branch included) and CTA
 // size, each checked against the default's output.
-// topk (f32): 64 x 131072 at k = 64, 256 and 1024, and 1 x 2^24 at k = 1024; sort (f32): 4096 x 4096, one tile a row. The
-// anchors time torch.topk / torch.sort at the same shapes (compare the `topk` rows' ms).
+// topk (f32; bf16 too with --only topk): 64 x 131072 at k = 64, 256 and 1024, and 1 x 2^24 at k = 1024; sort (f32):
+// 4096 x 4096, one tile a row. The anchors time torch.topk / torch.sort at the same shapes (compare the `topk` rows' ms).
+// Where topk runs as the segmented top-k (LibraryKernel::stages), its row times the stages and
+// `topk_one_kernel` the whole-row kernel at the same shape.
 // --quick: small row shapes and one matmul shape (2048^3) without alternatives.
 // --mnk N or MxNxK: that one matmul shape instead of the list.
 //
@@ -354,6 +356,44 @@ void measure(const LibraryKernel& lk, const Kernel& k, CudaKernel& ck, const Siz
   if (b.sets.size() > 1) r.note = "rotating " + std::to_string(b.sets.size()) + " buffer sets";
 }
 
+// A library op that runs as several kernels at these sizes (LibraryKernel::stages, the
+// segmented top-k): every stage compiled (r.compile_s: their sum, cold), the op's buffers as
+// for its own kernel and the temporaries allocated once; each timed launch runs the stages in
+// turn on the stream (do_bench's L2 flush before the first). The note names the kernels.
+void measure_stages(const LibraryKernel& lk, const Kernel& op, const LibraryStages& st, ScalarKind dt,
+                    const Sizes& sizes, const CudaOptions& opts, Result& r, const Flags& f) {
+  std::vector<std::unique_ptr<Kernel>> bound;
+  std::vector<std::shared_ptr<CudaKernel>> cks;
+  r.compile_s = 0;
+  r.note = std::to_string(st.stages.size()) + " kernels:";
+  for (const LibraryStage& s : st.stages) {
+    bound.push_back(bind_constexprs(*s.build(dt), s.config));
+    cks.push_back(compile_cuda(*bound.back(), opts));
+    r.compile_s += cks.back()->compile_seconds;
+    r.note += " " + bound.back()->name + "(" + config_str(*bound.back()) + ")";
+  }
+  Buffers b = make_buffers(op, sizes, static_cast<uint64_t>(device().l2_bytes));
+  std::vector<Tensor> temps;
+  std::vector<DeviceBuffer> tbufs;
+  std::vector<KernelArg> targs;
+  std::vector<uint64_t> tptrs;
+  for (const LibraryTemporary& t : st.temporaries) {
+    temps.emplace_back(t.dtype, t.shape);
+    tbufs.emplace_back(static_cast<size_t>(temps.back().numel()) * scalar_bytes(t.dtype));
+    tptrs.push_back(tbufs.back().get());
+  }
+  for (Tensor& t : temps) targs.push_back({&t, int64_t{0}});
+  const auto ptrs = ptrs_for_all(op, b);
+  auto launch = [&](int i) {
+    for (size_t s = 0; s < st.stages.size(); ++s)
+      cks[s]->launch(stage_args(st.stages[s], b.args, targs), stage_args(st.stages[s], ptrs[i % ptrs.size()], tptrs),
+                     nullptr);
+  };
+  r.median_ms = median(time_launches(launch, f.iters));
+  r.figure = lk.bytes(sizes, dt) / (r.median_ms * 1e-3) / 1e9;
+  r.unit = "GB/s";
+}
+
 // ---- cuBLAS, loaded at run time ----
 struct Cublas {
   int (*create)(void**) = nullptr;
@@ -647,6 +687,11 @@ std::vector<BenchCase> bench_cases(const Flags& f) {
     for (int64_t k : {64, 256, 1024}) c.push_back({"topk", ScalarKind::F32, {{"M", 64}, {"N", 131072}, {"K", k}}, false});
   // One row of 2^24 at k = 1024 (one program: the long-row figure).
   if (!f.quick) c.push_back({"topk", ScalarKind::F32, {{"M", 1}, {"N", int64_t{1} << 24}, {"K", 1024}}, false});
+  // --only topk: the same four shapes in bf16 too.
+  if (f.only == "topk") {
+    for (int64_t k : {64, 256, 1024}) c.push_back({"topk", ScalarKind::BF16, {{"M", 64}, {"N", 131072}, {"K", k}}, false});
+    if (!f.quick) c.push_back({"topk", ScalarKind::BF16, {{"M", 1}, {"N", int64_t{1} << 24}, {"K", 1024}}, false});
+  }
   if (!f.quick || f.only == "sort") c.push_back({"sort", ScalarKind::F32, {{"M", 4096}, {"N", 4096}}, false});
   std::vector<BenchCase> out;
   for (auto& x : c)
@@ -1221,6 +1266,21 @@ int main(int argc, char** argv) {
         r.note = "no device: compile only";
         results.push_back(r);
         continue;
+      }
+      // An op made of stages at this shape: the stages are its row; its own kernel (the
+      // whole-row topk) follows as `NAME_one_kernel`, timed in the same call for comparison.
+      if (lk->stages) {
+        std::map<std::string, int64_t> given(f.sets.begin(), f.sets.end());
+        LibraryStages st = lk->stages(bc.dt, target, bc.sizes, given);
+        if (!st.stages.empty()) {
+          Result one = r;
+          measure_stages(*lk, *k, st, bc.dt, bc.sizes, opts, r, f);
+          results.push_back(r);
+          one.kernel += "_one_kernel";
+          measure(*lk, *k, *ck, bc.sizes, bc.dt, one, f);
+          results.push_back(one);
+          continue;
+        }
       }
       Buffers bufs;
       measure(*lk, *k, *ck, bc.sizes, bc.dt, r, f, &bufs);

@@ -6,9 +6,12 @@
 # it with cuda_bench (do_bench: L2 flushed before each launch, median) at 64 x 131072,
 # k = 64 / 256 / 1024 and 1 x 2^24, k = 1024, for the default config and BLOCK_N / num_warps
 # variants, and torch.topk at the same shapes with triton's do_bench in the same call.
-# Every line that matters starts with PASS, FAIL, topk, [variant], split stage or torch.topk.
-# VARIANTS=0: the default config only (no variants, no split stages).
+# Every line that matters starts with PASS, FAIL, topk, [variant] or torch.topk.
+# VARIANTS=0: the default config only (no variants).
+# The whole-row kernel throughout (TESSERA_TOPK_SEGMENT=0): bench/topk_seg_gpu.sh times the
+# segmented top-k that replaced the split stages this script timed before.
 set -uo pipefail
+export TESSERA_TOPK_SEGMENT=0
 B=build-gpu
 cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_TESTS=OFF > /dev/null 2>&1 || cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null
 timeout 300 cmake --build $B -j16 --target tessera cuda_bench 2>&1 | tail -1
@@ -19,26 +22,9 @@ for dt in f32 bf16; do
   done
 done
 timeout 120 $T run topk -b cuda --check --size M=1,N=16777216,K=1024 2>&1 | tail -1
-# Rows drawn from a handful of values (NaN, +-inf, both zeros, ties): .npy files written by
-# hand (f32, and bf16 as its raw bits, <u2), so that no NumPy is needed.
+# Rows drawn from a handful of values (NaN, +-inf, both zeros, ties), as .npy files.
 D=$(mktemp -d)
-python3 - "$D" <<'PY'
-import math, random, struct, sys
-d = sys.argv[1]
-M, N = 3, 70001
-few = [-1.5, -0.0, 0.0, 2.0, math.inf, -math.inf, math.nan, 0.5]
-rng = random.Random(7)
-vals = [few[rng.randrange(len(few))] if rng.random() < 0.7 else rng.randint(-500, 500) / 64 for _ in range(M * N)]
-def npy(path, descr, data):
-    h = "{'descr': '%s', 'fortran_order': False, 'shape': (%d, %d), }" % (descr, M, N)
-    h += " " * (63 - (10 + len(h)) % 64) + "\n"
-    with open(path, "wb") as f:
-        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode() + data)
-f32 = struct.pack("<%df" % len(vals), *vals)
-npy(d + "/x_f32.npy", "<f4", f32)
-bits = struct.unpack("<%dI" % len(vals), f32)
-npy(d + "/x_bf16.npy", "<u2", struct.pack("<%dH" % len(vals), *[(0x7FC0 if (b & 0x7FFFFFFF) > 0x7F800000 else b >> 16) for b in bits]))
-PY
+python3 bench/topk_ties_npy.py "$D"
 for dt in f32 bf16; do
   timeout 60 $T run topk -b cuda --check --dtype $dt --size M=3,N=70001,K=300 --input x=$D/x_$dt.npy 2>&1 | tail -1
 done
@@ -48,15 +34,6 @@ timeout 300 $B/bin/cuda_bench --only topk 2>&1 | grep -E "^kernel|^topk"
   sets=""
   for a in $v; do sets="$sets --set $a"; done
   timeout 300 $B/bin/cuda_bench --only topk $sets 2>&1 | grep -E "^topk" | sed "s|^|[$v] |"
-done
-# One long row on one CTA is the single-program design's limit. A split top-k would run the
-# row as 128 segments (a [128, 131072] view of the same memory: their top-k, exact, columns
-# within the segment) and then one top-k of the 128 x 1024 candidates (ties by candidate
-# position = by column: segments in column order, each one's candidates sorted); its time is
-# about the sum of these two (not a library kernel yet: the second stage needs the candidates'
-# columns as an input, and a composite launch).
-[ "${VARIANTS:-1}" = 0 ] || for s in M=128,N=131072,K=1024 M=1,N=131072,K=1024; do
-  timeout 60 $T bench topk -b cuda --size $s --reps 20 2>&1 | tail -1 | sed 's/^/split stage: /'
 done
 python3 -c "
 import torch; from triton.testing import do_bench

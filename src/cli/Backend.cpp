@@ -4,6 +4,7 @@
 #include "cuda/CudaBackend.h"
 #include "cuda/Driver.h"
 #include "interp/Interpreter.h"
+#include "passes/Passes.h"
 
 namespace tessera::cli {
 
@@ -29,6 +30,20 @@ class CpuRunner : public Runner {
   std::shared_ptr<CpuKernel> compiled_;
 };
 
+// Device copies of the tensors of `args` (appended to `buffers`), and their addresses by
+// argument (0 for a scalar).
+std::vector<uint64_t> upload(const std::vector<KernelArg>& args, std::vector<cuda::DeviceBuffer>& buffers) {
+  std::vector<uint64_t> ptrs(args.size(), 0);
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!args[i].tensor) continue;
+    const Tensor& t = *args[i].tensor;
+    buffers.emplace_back(std::max<size_t>(t.data.size(), 1));
+    buffers.back().upload(t.data.data(), t.data.size());
+    ptrs[i] = buffers.back().get();
+  }
+  return ptrs;
+}
+
 class CudaRunner : public Runner {
  public:
   explicit CudaRunner(const Kernel& k) {
@@ -46,18 +61,15 @@ class CudaRunner : public Runner {
 
   void make_resident(std::vector<KernelArg>& args) override {
     buffers_.clear();
-    ptrs_.assign(args.size(), 0);
-    for (size_t i = 0; i < args.size(); ++i) {
-      if (!args[i].tensor) continue;
-      const Tensor& t = *args[i].tensor;
-      buffers_.emplace_back(std::max<size_t>(t.data.size(), 1));
-      buffers_.back().upload(t.data.data(), t.data.size());
-      ptrs_[i] = buffers_.back().get();
-    }
+    ptrs_ = upload(args, buffers_);
   }
   void run_resident(std::vector<KernelArg>& args) override {
     compiled_->launch(args, ptrs_, nullptr);
     cuda::check(cuda::driver()->cuCtxSynchronize(), "cuCtxSynchronize");
+  }
+  // A launch on device memory the caller holds, not waited for (StagedRunner).
+  void launch(const std::vector<KernelArg>& args, const std::vector<uint64_t>& ptrs) {
+    compiled_->launch(args, ptrs, nullptr);
   }
 
  private:
@@ -66,7 +78,68 @@ class CudaRunner : public Runner {
   std::vector<uint64_t> ptrs_;
 };
 
+// A library op's stages (LibraryStages) on one backend.
+class StagedRunner : public Runner {
+ public:
+  StagedRunner(const std::string& backend, LibraryStages st, ScalarKind dtype, const std::vector<std::string>& disabled)
+      : backend_(backend), st_(std::move(st)) {
+    for (const LibraryStage& s : st_.stages) {
+      PipelineOptions po;
+      po.config = s.config;
+      po.disabled = disabled;
+      bound_.push_back(run_pipeline(*s.build(dtype), po));
+      runners_.push_back(make_runner(backend, *bound_.back()));
+      compile_seconds += runners_.back()->compile_seconds;
+    }
+    detail = runners_.front()->detail;
+    detail += (detail.empty() ? "" : ", ") + std::to_string(st_.stages.size()) + " kernels:";
+    for (const auto& k : bound_) detail += " " + k->name;
+    for (const LibraryTemporary& t : st_.temporaries) temps_.emplace_back(t.dtype, t.shape);
+    for (Tensor& t : temps_) temp_args_.push_back({&t, int64_t{0}});
+  }
+  void run(std::vector<KernelArg>& args) override {
+    for (size_t i = 0; i < runners_.size(); ++i) {
+      std::vector<KernelArg> a = stage_args(st_.stages[i], args, temp_args_);
+      runners_[i]->run(a);
+    }
+  }
+  void make_resident(std::vector<KernelArg>& args) override {
+    if (backend_ != "cuda") return;
+    buffers_.clear();
+    op_ptrs_ = upload(args, buffers_);
+    temp_ptrs_ = upload(temp_args_, buffers_);  // their contents do not matter
+  }
+  void run_resident(std::vector<KernelArg>& args) override {
+    if (backend_ != "cuda") return run(args);
+    for (size_t i = 0; i < runners_.size(); ++i)
+      static_cast<CudaRunner&>(*runners_[i])
+          .launch(stage_args(st_.stages[i], args, temp_args_), stage_args(st_.stages[i], op_ptrs_, temp_ptrs_));
+    cuda::check(cuda::driver()->cuCtxSynchronize(), "cuCtxSynchronize");
+  }
+
+ private:
+  std::string backend_;
+  LibraryStages st_;
+  std::vector<std::unique_ptr<Kernel>> bound_;
+  std::vector<std::unique_ptr<Runner>> runners_;
+  std::vector<Tensor> temps_;
+  std::vector<KernelArg> temp_args_;
+  std::vector<cuda::DeviceBuffer> buffers_;
+  std::vector<uint64_t> op_ptrs_, temp_ptrs_;
+};
+
 }  // namespace
+
+std::unique_ptr<Runner> make_library_runner(const std::string& backend, const Kernel& bound, const LibraryKernel* lib,
+                                            ScalarKind dtype, const Sizes& sizes,
+                                            const std::map<std::string, int64_t>& given,
+                                            const std::vector<std::string>& disabled) {
+  if (lib && lib->stages) {
+    LibraryStages st = lib->stages(dtype, backend_target(backend), sizes, given);
+    if (!st.stages.empty()) return std::make_unique<StagedRunner>(backend, std::move(st), dtype, disabled);
+  }
+  return make_runner(backend, bound);
+}
 
 CudaTarget cuda_backend_target() {
   CudaOptions o;

@@ -2,12 +2,14 @@
 // then call many times.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "cuda/CudaBackend.h"
 #include "ir/IR.h"
+#include "kernels/Library.h"
 #include "runtime/Tensor.h"
 
 namespace tessera::cli {
@@ -35,6 +37,17 @@ CudaTarget cuda_backend_target();
 // What a backend compiles for here, as a LibraryKernel::target_configs key: "cuda:sm_90a"
 // (cuda_backend_target), "cpu", or "" for the interpreter (no preferred configs).
 std::string backend_target(const std::string& backend);
+
+// The runner of a library op at `sizes`: its stages (LibraryKernel::stages for the backend's
+// target, `given` the caller's constexprs; each stage bound, through the pipeline without
+// `disabled` passes, and compiled once) when it has some there, else make_runner(backend,
+// bound). It runs on the op's arguments (`bound`'s): the stages' temporaries are its own,
+// host tensors for run(), device memory for run_resident() on cuda, where the stages are
+// launched in turn and waited for once. `lib` may be null (a .tile file's kernel).
+std::unique_ptr<Runner> make_library_runner(const std::string& backend, const Kernel& bound, const LibraryKernel* lib,
+                                            ScalarKind dtype, const Sizes& sizes,
+                                            const std::map<std::string, int64_t>& given,
+                                            const std::vector<std::string>& disabled);
 
 // "interp", "cpu" or "cuda". `bound` must outlive the runner. Throws TesseraError when the
 // backend cannot be used here (cuda without NVRTC or without a device).

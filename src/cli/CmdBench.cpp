@@ -50,10 +50,9 @@ int cmd_bench(const BenchOptions& o) {
     const Sizes& sizes = plan.sizes;
     PipelineOptions po;
     po.config = plan.config;
-  po.disabled = o.k.disable_passes;
     po.disabled = o.k.disable_passes;
     std::unique_ptr<Kernel> bound = run_pipeline(*k, po);
-    auto runner = make_runner(o.backend, *bound);
+    auto runner = make_library_runner(o.backend, *bound, src->lib, src->dtype, sizes, plan.config, o.k.disable_passes);
     std::vector<Tensor> tensors = make_random_tensors(*bound, sizes, o.k.seed);
     std::vector<KernelArg> args = make_args(*bound, tensors, o.k.seed, plan.scalars);
 

@@ -14,6 +14,37 @@
 
 namespace tessera {
 
+// A library op that runs as several kernels in turn, with temporaries between them (issue 18:
+// the segmented top-k, whose segments' candidates a second kernel merges). The op keeps its
+// own kernel (LibraryKernel::build): its parameters are the op's, and it is what `tessera
+// compile` and `tune` see; the stages replace it where LibraryKernel::stages gives some for
+// the sizes (`tessera run` and `bench`, bench/cuda_bench, tests). Each stage is a kernel of its
+// own, bound with `config` and compiled as a library kernel is; the runner allocates the
+// temporaries where the kernels run (host tensors on interp and cpu, device memory on cuda:
+// cli::make_library_runner), their contents undefined until a stage writes them.
+struct LibraryTemporary {
+  ScalarKind dtype = ScalarKind::F32;
+  std::vector<int64_t> shape;
+};
+struct LibraryStage {
+  std::function<std::unique_ptr<Kernel>(ScalarKind dtype)> build;  // unbound, as LibraryKernel::build
+  std::map<std::string, int64_t> config;  // every constexpr it is bound with
+  // Its parameters in order: i >= 0 is the op's parameter i (of LibraryKernel::build's kernel),
+  // -1 - t is temporary t.
+  std::vector<int> args;
+};
+struct LibraryStages {
+  std::vector<LibraryTemporary> temporaries;
+  std::vector<LibraryStage> stages;  // run in order; empty: the op's own kernel runs instead
+};
+// A stage's arguments (KernelArgs, device pointers, ...) from the op's and the temporaries'.
+template <class T>
+std::vector<T> stage_args(const LibraryStage& s, const std::vector<T>& op, const std::vector<T>& temporaries) {
+  std::vector<T> out;
+  for (int a : s.args) out.push_back(a >= 0 ? op.at(static_cast<size_t>(a)) : temporaries.at(static_cast<size_t>(-1 - a)));
+  return out;
+}
+
 struct LibraryKernel {
   std::string name;
   std::string summary;
@@ -44,6 +75,12 @@ struct LibraryKernel {
   // sizes with this message; the interpreter would stop at an out-of-bounds scatter, and the
   // compiled backends would drop those stores and return a wrong result. Null: no condition.
   std::function<std::string(const Sizes& sizes)> size_error;
+  // The stages that run the op at these sizes for a target key (as size_configs) and dtype
+  // instead of its own kernel (LibraryStages above); `given`: the caller's constexpr values
+  // (--config), which a stage may take over. Null, or no stages: the op's own kernel.
+  std::function<LibraryStages(ScalarKind dtype, const std::string& target, const Sizes& sizes,
+                              const std::map<std::string, int64_t>& given)>
+      stages;
   // Build the kernel's IR (unbound: constexprs keep their candidates) for a dtype.
   std::function<std::unique_ptr<Kernel>(ScalarKind dtype)> build;
   // Compute the expected outputs in place: args hold the same inputs the kernel got; the

@@ -26,7 +26,28 @@
 // Padding past N gets a key past every real key and comes after every real element by column,
 // so with k <= N it is never kept. Exact for rows up to
 // 2^24 columns (i32 columns and counts).
+//
+// The segmented top-k (topk_stages; LibraryKernel::stages picks it for long rows, few rows):
+// one program per row is one CTA per row on cuda (64 rows: half the H200's SMs; a row of 2^24:
+// one). The same radix select runs instead
+// - on each segment of SEGMENT columns (grid M x segments): the segment's top-min(K, length)
+//   are scattered as above, unsorted, in column order, to its K slots in candidates [M, W]
+//   (W = segments * K), with their columns; the slots left over (a segment shorter than K)
+//   get column -1;
+// - while a row has more than merge_limit candidates, on segments of the candidates the same
+//   way (the candidate form: the columns are read with the values, and column -1 gets the
+//   padding's key);
+// - and once over each row's candidates with the sorted output (the merge).
+// Exact, ties included: order the row's elements by (key, column), a total order in which the
+// top-k are the first k. An element of the row's top-k has fewer than k elements before it in
+// the row, so fewer in its segment: it is among its segment's candidates (the same holds at
+// each level). The candidates of a row lie in column order (segments in order, each one's in
+// column order), so the keep pass's "equal keys: the first by position" is "by column", and
+// the final stable sort keeps equal values in that order: ties by smaller column, as one
+// program over the row. Padding slots (column -1) have the key past every real key and the
+// row has at least k real elements (k <= N), so none is kept by the merge.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
@@ -40,12 +61,30 @@ namespace tessera::kernels {
 
 namespace {
 
-std::unique_ptr<Kernel> build(ScalarKind dt) {
+// What a kernel of this file reads and writes: the library's topk is the whole-row form; the
+// segmented top-k (topk_stages) runs the segment form on x, optionally the segment form on
+// candidates, then the candidate form with sorted output (the merge).
+struct Form {
+  // Reads candidates (values [M, C] and their columns [M, C], -1 where there is none: a
+  // padding slot) instead of x [M, N]: each element's column is the one read, and a -1 gets
+  // the padding's key.
+  bool candidates = false;
+  // One program per segment of SEGMENT consecutive elements of a row (grid M x segments): the
+  // segment's top-min(K, its length) go unsorted, in column order, to slots [s * K, s * K + K)
+  // of outputs [M, W] (W = segments * K), the rest of the K slots get column -1.
+  bool segments = false;
+  // The row (or segment) is one tile (BLOCK_N >= N, or SEGMENT = BLOCK_N), loaded once.
+  bool one_tile = false;
+};
+
+std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
   using namespace lang;
-  KernelBuilder k("topk");
-  auto x = k.view("x", dt, {"M", "N"});
-  auto values = k.view("values", dt, {"M", "K"});
-  auto indices = k.view("indices", ScalarKind::I32, {"M", "K"});
+  KernelBuilder k(name);
+  auto x = k.view(f.candidates ? "cand_values" : "x", dt, {"M", f.candidates ? "C" : "N"});
+  std::optional<View> cols;
+  if (f.candidates) cols = k.view("cand_indices", ScalarKind::I32, {"M", "C"});
+  auto values = k.view(f.segments ? "seg_values" : "values", dt, {"M", f.segments ? "W" : "K"});
+  auto indices = k.view(f.segments ? "seg_indices" : "indices", ScalarKind::I32, {"M", f.segments ? "W" : "K"});
   // K is the output's width: any value from 1 (the size_configs bind it from the sizes).
   auto K = k.constexpr_("K", {}, 64);
   // cuda: one program (CTA) per row; each column tile costs a few barriers (the histogram's),
@@ -54,9 +93,24 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
   k.constexpr_("num_warps", {4, 8, 16, 32}, 16);
   // cuda: the ring's copies as cp.async (0: plain copies, each waited for at once).
   k.constexpr_("struct_cp_async", {0, 1}, 1);
-  k.grid({x.dim(0)});
+  // The segment form's segment length: a multiple of BLOCK_N (topk_stages picks both).
+  std::optional<Constexpr> SEG;
+  if (f.segments) {
+    SEG = k.constexpr_("SEGMENT", {256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072}, 8192);
+    k.grid({x.dim(0), cdiv(x.dim(1), *SEG)});
+  } else {
+    k.grid({x.dim(0)});
+  }
   auto row = program_id(0);
-  auto n = x.dim(1);
+  // The segment form: segment `seg` of the row is its tiles t0, t0 + 1, ... (n elements; only
+  // a row's last segment is shorter than SEGMENT).
+  Val seg, t0;
+  if (f.segments) {
+    seg = program_id(1);
+    t0 = seg * (SEG->val() / BN.val());
+  }
+  auto at_tile = [&](Val j) { return f.segments ? t0 + j : j; };  // a tile's index in the row
+  Val n = f.segments ? minimum(*SEG, x.dim(1) - seg * *SEG) : x.dim(1);
   auto tiles = cdiv(n, BN);
   const bool f32 = dt == ScalarKind::F32;
   const int key_bits = f32 ? 32 : 16;
@@ -72,42 +126,74 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
   };
   // Past every real key (-inf's is 0xFF800000, or 0xFF80 for bf16): the padding's.
   Val pad_key = full({}, f32 ? 4294967295.0 : 65535.0, ScalarKind::U32);
-  // The row's column tiles reach shared memory through a ring of asynchronous copies, two
-  // groups of RING_GROUP slots: while the tiles of one group are worked on, the next group's
-  // copies are in flight, more bytes than registers could hold (RING_GROUP * BLOCK_N
-  // elements; cuda: 2 * RING_GROUP * BLOCK_N elements of shared memory, 128 KiB for f32 at the
-  // defaults). A loop over the row: body(j, tile j, its keys). The copies pad with 0
-  // (cp.async zero-fills), so the last tile's columns past N get pad_key.
-  auto G = k.constexpr_("RING_GROUP", {1, 2, 3}, 2);
-  Buffer ring = alloc_shared(dt, {Dim(2) * Dim(G), 1, BN});
-  auto groups = cdiv(tiles, G);
-  auto over_row = [&](const std::function<void(Val, Val, Val)>& body) {
-    for_range(0, G, 1, [&](Val i) { ring.copy({i}, x.tile({1, BN}), {row, i}); });
-    for_range(0, groups, 1, [&](Val g) {
-      async_wait();
-      Val half = (g % 2) * G;
-      if_(g + 1 < groups, [&] {
-        for_range(0, G, 1, [&](Val i) { ring.copy({(G - half) + i}, x.tile({1, BN}), {row, (g + 1) * G + i}); });
+  // A loop over the row (or segment): body(j, tile j, its keys, its columns; the columns are
+  // only given in the candidate form, else null).
+  using Body = std::function<void(Val, Val, Val, Val)>;
+  std::function<void(const Body&)> over_row;
+  if (f.one_tile) {
+    // The row (or segment) is one tile: read once before the passes, which then work on
+    // registers (the ring below would copy it again for every pass).
+    Val j0 = full({}, 0, ScalarKind::I32);
+    Val t = reshape(x.tile({1, BN}).load({row, at_tile(j0)}), {BN});
+    Val c, kk;
+    if (f.candidates) {
+      c = reshape(cols->tile({1, BN}).load({row, at_tile(j0)}, -1), {BN});
+      kk = where(c < 0, pad_key, key(t));
+    } else {
+      kk = where(arange(BN) < n, key(t), pad_key);
+    }
+    over_row = [=](const Body& body) { body(j0, t, kk, c); };
+  } else if (f.candidates) {
+    // Candidates are few beside the row (K per segment): plain loads, the values with their
+    // columns; a -1 column (a padding slot, or past C) gets pad_key.
+    over_row = [&](const Body& body) {
+      for_range(0, tiles, 1, [&](Val j) {
+        Val t = reshape(x.tile({1, BN}).load({row, at_tile(j)}), {BN});
+        Val c = reshape(cols->tile({1, BN}).load({row, at_tile(j)}, -1), {BN});
+        body(j, t, where(c < 0, pad_key, key(t)), c);
       });
-      for_range(0, minimum(G, tiles - g * G), 1, [&](Val i) {
-        Val j = g * G + i;
-        Val t = reshape(ring.read({half + i}), {BN});
-        Val kk = key(t);
-        kk = if_(
-            eq(j, tiles - 1), [&] { return where(arange(BN) + j * BN < n, kk, pad_key); }, [&] { return kk; });
-        body(j, t, kk);
+    };
+  } else {
+    // The row's column tiles reach shared memory through a ring of asynchronous copies, two
+    // groups of RING_GROUP slots: while the tiles of one group are worked on, the next group's
+    // copies are in flight, more bytes than registers could hold (RING_GROUP * BLOCK_N
+    // elements; cuda: 2 * RING_GROUP * BLOCK_N elements of shared memory, 128 KiB for f32 at the
+    // defaults). The copies pad with 0 (cp.async zero-fills), so the last tile's columns past N
+    // get pad_key.
+    auto G = k.constexpr_("RING_GROUP", {1, 2, 3}, 2);
+    Buffer ring = alloc_shared(dt, {Dim(2) * Dim(G), 1, BN});
+    auto groups = cdiv(tiles, G);
+    over_row = [&, G, ring, groups](const Body& body) {
+      for_range(0, G, 1, [&](Val i) { ring.copy({i}, x.tile({1, BN}), {row, at_tile(i)}); });
+      for_range(0, groups, 1, [&](Val g) {
+        async_wait();
+        Val half = (g % 2) * G;
+        if_(g + 1 < groups, [&] {
+          for_range(0, G, 1,
+                    [&](Val i) { ring.copy({(G - half) + i}, x.tile({1, BN}), {row, at_tile((g + 1) * G + i)}); });
+        });
+        for_range(0, minimum(G, tiles - g * G), 1, [&](Val i) {
+          Val j = g * G + i;
+          Val t = reshape(ring.read({half + i}), {BN});
+          Val kk = key(t);
+          kk = if_(
+              eq(j, tiles - 1), [&] { return where(arange(BN) + j * BN < n, kk, pad_key); }, [&] { return kk; });
+          body(j, t, kk, Val());
+        });
       });
-    });
-  };
+    };
+  }
 
   Var prefix = zeros({}, ScalarKind::U32);  // T's digits found so far (the rest 0)
-  Var wanted = K;  // how many of the keys matching `prefix` are still wanted
+  // How many of the keys matching `prefix` are still wanted: K, or a segment's length if less.
+  Var wanted = K;
+  if (f.segments) wanted = minimum(K, n);
   Var resolved = full({}, key_bits, ScalarKind::U32);  // T's bits from here up are known
   Var refine = full({}, 1, ScalarKind::I1);
   // One pass: the digit of `nbins` bins below bit `high` (0 <= shift = high - log2(nbins)).
   auto pass = [&](Val high, Val shift, int64_t nbins) {
     Var hist = zeros({nbins}, ScalarKind::I32);
-    over_row([&](Val, Val, Val kk) {
+    over_row([&](Val, Val, Val kk, Val) {
       Val digit = ((kk >> shift) & (nbins - 1)).to(ScalarKind::I32);
       // The first pass counts every key (a shift by the key's width or more gives 0).
       digit = where(eq(kk >> high, prefix >> high), digit, -1);
@@ -145,7 +231,7 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
   // Keep the keys below T and the first `wanted` equal to it (at the resolved digits).
   Val T = prefix >> resolved;
   Var kept = 0, kept_equal = 0;
-  over_row([&](Val j, Val t, Val keys) {
+  over_row([&](Val j, Val t, Val keys, Val c) {
     Val kk = keys >> resolved;
     Val equal = eq(kk, T);
     Val below = kk < T;
@@ -159,11 +245,19 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
           return below | (equal & (rank <= wanted));
         });
     Val at = cumsum(keep.to(ScalarKind::I32), 0) + (kept - 1);
+    if (f.segments) at = at + seg * K;  // the segment's slots
     scatter(values, t, {row, at}, keep);
-    scatter(indices, arange(BN) + j * BN, {row, at}, keep);
+    scatter(indices, f.candidates ? c : arange(BN) + at_tile(j) * BN, {row, at}, keep);
     kept_equal = kept_equal + n_equal;
     kept = kept + sum(keep.to(ScalarKind::I32), 0);
   });
+  if (f.segments) {
+    // The segment's slots past its kept elements (a segment shorter than K) get column -1:
+    // other addresses than the scatters' above, so no order between them is needed.
+    Val r = arange(K);
+    scatter(indices, full({K}, -1, ScalarKind::I32), {row, r + seg * K}, r >= kept);
+    return k.finish();
+  }
   Sorted best = sort_pairs(values.tile({1, K}).load({row, 0}), indices.tile({1, K}).load({row, 0}), 1, true);
   values.tile({1, K}).store({row, 0}, best.values);
   indices.tile({1, K}).store({row, 0}, best.indices);
@@ -196,6 +290,66 @@ void sorted_rows_reference(std::vector<KernelArg>& args, int64_t M, int64_t N, i
   }
 }
 
+LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_t segment, int64_t merge_limit,
+                          const std::map<std::string, int64_t>& given, int64_t candidate_tile) {
+  LibraryStages st;
+  if (segment <= 0 || N <= segment || K > N) return st;
+  // cuda: the segments are the grid's y extent (at most 65535).
+  while ((N + segment - 1) / segment > 65535) segment *= 2;
+  auto pow2_at_least = [](int64_t v, int64_t lo) { return std::max(lo, int64_t(std::bit_ceil(uint64_t(v)))); };
+  // Level 1: the segment form over x. Its tile is the segment's (or 8192 when longer: the
+  // whole-row kernel's), BLOCK_N, num_warps, RING_GROUP and struct_cp_async as given.
+  std::map<std::string, int64_t> c1{{"K", K}, {"BLOCK_N", std::min<int64_t>(segment, 8192)}};
+  for (const char* knob : {"BLOCK_N", "num_warps", "RING_GROUP", "struct_cp_async"})
+    if (auto it = given.find(knob); it != given.end()) c1[knob] = it->second;
+  segment = std::max(segment, c1["BLOCK_N"]);
+  c1["SEGMENT"] = segment;
+  // A segment of one tile is read once, into registers (no ring).
+  const bool one_tile = segment == c1["BLOCK_N"];
+  if (one_tile) c1.erase("RING_GROUP");
+  auto temporaries = [&](int64_t width) {
+    st.temporaries.push_back({dt, {M, width}});
+    st.temporaries.push_back({ScalarKind::I32, {M, width}});
+    return -1 - int(st.temporaries.size() - 2);  // the values' argument; the columns' is one less
+  };
+  int64_t width = (N + segment - 1) / segment * K;
+  int out = temporaries(width);
+  st.stages.push_back({[one_tile](ScalarKind d) {
+                         return build_select(d, one_tile ? "topk_segments_tile" : "topk_segments", {false, true, one_tile});
+                       },
+                       c1, {0, out, out - 1}});
+  // The candidate forms' tile: a segment (or the merge's row) of at most candidate_tile
+  // candidates is one tile, else tiles of min(candidate_tile, 4096) (values and columns).
+  auto candidate_config = [&](int64_t len) {
+    const int64_t one = pow2_at_least(len, 256);
+    return std::map<std::string, int64_t>{{"K", K}, {"BLOCK_N", one <= candidate_tile ? one : std::min<int64_t>(candidate_tile, 4096)}};
+  };
+  // Further levels over the candidates while there are more than merge_limit a row and a level
+  // shrinks them at least 4x (segments of at least 4K candidates).
+  while (width > merge_limit && 4 * K <= segment && width >= 2 * segment) {
+    std::map<std::string, int64_t> c = candidate_config(segment);
+    c["SEGMENT"] = segment;
+    const bool one = c["BLOCK_N"] == segment;
+    int64_t next = (width + segment - 1) / segment * K;
+    int in = out;
+    out = temporaries(next);
+    st.stages.push_back({[one](ScalarKind d) {
+                           return build_select(d, one ? "topk_segments_candidates_tile" : "topk_segments_candidates",
+                                               {true, true, one});
+                         },
+                         c, {in, in - 1, out, out - 1}});
+    width = next;
+  }
+  // The merge: the candidate form with the sorted output, into the op's values and indices.
+  std::map<std::string, int64_t> cm = candidate_config(width);
+  const bool merge_one = cm["BLOCK_N"] >= width;
+  st.stages.push_back({[merge_one](ScalarKind d) {
+                         return build_select(d, merge_one ? "topk_merge_tile" : "topk_merge", {true, false, merge_one});
+                       },
+                       cm, {out, out - 1, 1, 2}});
+  return st;
+}
+
 LibraryKernel topk() {
   LibraryKernel k;
   k.name = "topk";
@@ -208,13 +362,30 @@ LibraryKernel topk() {
     return "topk: K = " + std::to_string(kk->second) + " is more than the row length N = " + std::to_string(n->second) +
            " (the k largest of a row need k <= N)";
   };
-  k.build = build;
+  k.build = [](ScalarKind dt) { return build_select(dt, "topk", {}); };
   k.reference = [](std::vector<KernelArg>& args, const Sizes& s) {
     sorted_rows_reference(args, s.at("M"), s.at("N"), s.at("K"), true);
   };
   // K is the output's width, so it follows the sizes.
   k.size_configs = [](ScalarKind, const std::string&, const Sizes& s) {
     return std::map<std::string, int64_t>{{"K", s.at("K")}};
+  };
+  // On cuda, rows of at least four segments (8192 columns, or 8K when more), fewer rows than
+  // fill a GPU several times over, run as the segmented top-k (topk_stages). Not on cpu: there
+  // the rows alone keep the cores busy, and the segments' passes cost more (2 cores, 64 x
+  // 131072, k = 64: 92 ms against 63). TESSERA_TOPK_SEGMENT=S sets the segment length on any
+  // backend (0: never).
+  k.stages = [](ScalarKind dt, const std::string& target, const Sizes& s, const std::map<std::string, int64_t>& given) {
+    const int64_t M = s.at("M"), N = s.at("N"), K = s.at("K");
+    int64_t segment = std::max<int64_t>(8192, int64_t(std::bit_ceil(uint64_t(8 * K))));
+    if (const char* e = std::getenv("TESSERA_TOPK_SEGMENT"); e && *e) {
+      segment = std::atoll(e);
+    } else if (target.rfind("cuda:", 0) != 0 || M >= 1024 || N < 4 * segment) {
+      segment = 0;
+    }
+    // At most 8192 candidates a row for the merge: one tile, read once (64 x 131072, k = 1024:
+    // a level of two segments a row, 16384 -> 2048, rather than one CTA a row over 16384).
+    return topk_stages(dt, M, N, K, segment, 8192, given);
   };
   k.bytes = [](const Sizes& s, ScalarKind dt) {
     return double(s.at("M")) * (double(s.at("N")) * scalar_bytes(dt) + double(s.at("K")) * (scalar_bytes(dt) + 4));

@@ -301,6 +301,20 @@ TEST_F(Cli, TopkWithKAboveTheRowLengthIsRefused) {
   EXPECT_EQ(ok.status, 0) << ok.err;
 }
 
+// A library op of several kernels (LibraryKernel::stages): topk as the segmented top-k
+// (segments of 256 by TESSERA_TOPK_SEGMENT) through run --check and bench on the interpreter,
+// bench naming the kernels it ran.
+TEST_F(Cli, SegmentedTopkRunsItsStages) {
+  ::setenv("TESSERA_TOPK_SEGMENT", "256", 1);
+  Result run = tessera("run topk --backend interp --check --size M=2,N=1000,K=300");
+  Result bench = tessera("bench topk --backend interp --size M=2,N=1000,K=30 --reps 1");
+  ::unsetenv("TESSERA_TOPK_SEGMENT");
+  EXPECT_EQ(run.status, 0) << run.err;
+  EXPECT_THAT(run.out, StartsWith("PASS topk interp M=2,N=1000,K=300 max_abs_err=0 "));
+  EXPECT_EQ(bench.status, 0) << bench.err;
+  EXPECT_THAT(bench.out, HasSubstr("(2 kernels: topk_segments_tile topk_merge_tile)"));
+}
+
 TEST_F(Cli, RunOutOfRangeConstexprIsAnError) {
   Result r = tessera("run softmax --backend interp --config BLOCK_N=3");
   EXPECT_EQ(r.status, 1);

@@ -3,6 +3,7 @@
 // needed; tests/cpu/sort_test.cpp checks the values, the GPU tests run them).
 #include "CudaTestUtil.h"
 #include "../common/SortKernel.h"
+#include "kernels/Kernels.h"
 
 namespace tessera::cudatest {
 namespace {
@@ -48,6 +49,45 @@ TEST(CudaSort, LibraryTopkReadsItsScatteredResultsAfterABarrier) {
   EXPECT_EQ(em.stats["histograms"], 1);
   EXPECT_EQ(em.stats["write-read-barriers"], 1);
   EXPECT_EQ(em.stats["sorts"], 1);
+}
+
+// The segmented top-k's kernels (at 1 x 2^24, k = 1024: the segment form over x, over
+// candidates, and the merge) emit and NVRTC compiles them: f32 for sm_90a with the default
+// tiles (each segment, candidate segment and merge row one tile, read once), bf16 for sm_80
+// with smaller ones (the ring over a segment's tiles, the candidate forms' tile loops). A
+// histogram each, a sort only in the merge (the segments' candidates stay in column order),
+// whose read of its scattered results follows a barrier.
+TEST(CudaSort, SegmentedTopkStagesCompile) {
+  std::string why;
+  bool nvrtc = nvrtc_available(&why);
+  struct Plan {
+    ScalarKind dt;
+    const char* target;
+    std::map<std::string, int64_t> given;
+    int64_t candidate_tile;
+    const char* names;
+  };
+  for (const Plan& p : {Plan{ScalarKind::F32, "sm_90a", {}, 8192, "topk_segments_tile topk_segments_candidates_tile topk_merge_tile"},
+                        Plan{ScalarKind::BF16, "sm_80", {{"BLOCK_N", 4096}}, 2048, "topk_segments topk_segments_candidates topk_merge"}}) {
+    LibraryStages st = kernels::topk_stages(p.dt, 1, int64_t{1} << 24, 1024, 8192, 16384, p.given, p.candidate_tile);
+    ASSERT_EQ(st.stages.size(), 5u);
+    std::string names;
+    for (size_t i : {size_t{0}, size_t{1}, size_t{4}}) {
+      auto k = bind_constexprs(*st.stages[i].build(p.dt), st.stages[i].config);
+      names += (names.empty() ? "" : " ") + k->name;
+      SCOPED_TRACE(k->name + " " + p.target);
+      CudaTarget t = CudaTarget::parse(p.target);
+      CudaEmission em = emit_cuda_with_info(*k, t);
+      EXPECT_EQ(em.stats["histograms"], 1);
+      EXPECT_EQ(em.stats["sorts"], i == 4 ? 1 : 0);
+      // The one-tile merge's scatters are followed by a reduction's barrier (the count of kept
+      // elements), which orders them before the read: no barrier of its own.
+      EXPECT_EQ(em.stats["write-read-barriers"], i == 4 && p.candidate_tile < 8192 ? 1 : 0);
+      if (nvrtc) expect_nvrtc_accepts(em, t);
+    }
+    EXPECT_EQ(names, p.names);
+  }
+  if (!nvrtc) GTEST_SKIP() << "emitted text checked; not compiled: " << why;
 }
 
 }  // namespace

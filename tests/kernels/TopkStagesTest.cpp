@@ -1,0 +1,131 @@
+// The segmented top-k (issue 18): topk's stages (a segment top-k per program, levels over the
+// candidates, a merge) run on the interpreter and the cpu backend against the reference, exact
+// on ties (smaller column first), NaN, -0 and infinities across segment boundaries; and the
+// rule that picks the stages.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "check/Compare.h"
+#include "cpu/CpuBackend.h"
+#include "interp/Interpreter.h"
+#include "kernels/Kernels.h"
+#include "kernels/Library.h"
+#include "passes/Passes.h"
+
+namespace tessera {
+namespace {
+
+struct StagesCase {
+  ScalarKind dtype;
+  int64_t M, N, K, segment, merge_limit;
+  size_t stages;  // how many kernels the plan must have
+  bool few_values;  // rows drawn from NaN, +-inf, +-0 and a few ties; else random
+  // The first level's BLOCK_N (0: the segment, one tile) and the candidate forms' largest one
+  // tile (smaller: their multi-tile loops).
+  int64_t block_n = 0, candidate_tile = 8192;
+};
+
+// Runs topk's stages on `backend` ("interp" or "cpu") on the op's tensors, temporaries filled
+// with garbage (NaN values, column 12345) so that a slot a stage should write and does not
+// shows.
+void run_stages(const LibraryStages& st, ScalarKind dt, std::vector<KernelArg>& op, const std::string& backend) {
+  std::vector<Tensor> temps;
+  for (const LibraryTemporary& t : st.temporaries) {
+    temps.emplace_back(t.dtype, t.shape);
+    for (int64_t i = 0; i < temps.back().numel(); ++i)
+      t.dtype == ScalarKind::I32 ? temps.back().set_int(i, 12345) : temps.back().set(i, NAN);
+  }
+  std::vector<KernelArg> targs;
+  for (Tensor& t : temps) targs.push_back({&t, int64_t{0}});
+  for (const LibraryStage& s : st.stages) {
+    auto bound = run_pipeline(*s.build(dt), PipelineOptions{s.config, "", nullptr, {}});
+    std::vector<KernelArg> a = stage_args(s, op, targs);
+    if (backend == "cpu") {
+      compile_cpu(*bound)->run(a);
+    } else {
+      run_interp(*bound, a);
+    }
+  }
+}
+
+void check_stages(const StagesCase& c, const std::string& backend, uint64_t seed) {
+  SCOPED_TRACE(backend + " " + std::string(scalar_name(c.dtype)) + " M=" + std::to_string(c.M) +
+               " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) + " segment=" + std::to_string(c.segment));
+  const LibraryKernel* lk = find_library_kernel("topk");
+  std::map<std::string, int64_t> given;
+  if (c.block_n) given["BLOCK_N"] = c.block_n;
+  LibraryStages st = kernels::topk_stages(c.dtype, c.M, c.N, c.K, c.segment, c.merge_limit, given, c.candidate_tile);
+  ASSERT_EQ(st.stages.size(), c.stages);
+  Sizes sizes{{"M", c.M}, {"N", c.N}, {"K", c.K}};
+  auto op = bind_constexprs(*lk->build(c.dtype), {{"K", c.K}});
+  std::vector<Tensor> got = make_random_tensors(*op, sizes, seed);
+  if (c.few_values) {
+    const double few[] = {-1.5, -0.0, 0.0, 2, INFINITY, -INFINITY, NAN, 0.5};
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    for (int64_t i = 0; i < got[0].numel(); ++i) got[0].set(i, few[rng() % 8]);
+  }
+  std::vector<Tensor> want = got;
+  std::vector<KernelArg> ga = make_args(*op, got, sizes), wa = make_args(*op, want, sizes);
+  run_stages(st, c.dtype, ga, backend);
+  lk->reference(wa, sizes);
+  Comparison cmp = compare_outputs(*op, got, want);
+  EXPECT_TRUE(cmp.ok()) << cmp.mismatches << "/" << cmp.elements << " first: " << cmp.first_mismatch;
+}
+
+// Ragged rows (the last segment short), K above a segment's length (segments padded with
+// column -1), K = N, a level over the candidates (whose last segments hold padding slots), and
+// rows of a handful of values: ties everywhere, across every segment boundary; segments and
+// candidate rows of one tile (read once) and of several.
+const StagesCase kCases[] = {
+    {ScalarKind::F32, 3, 1000, 37, 256, 1 << 20, 2, false},
+    {ScalarKind::F32, 2, 1100, 100, 256, 1 << 20, 2, true},
+    {ScalarKind::BF16, 2, 777, 300, 256, 1 << 20, 2, false},
+    {ScalarKind::F32, 2, 600, 600, 256, 1 << 20, 2, true},
+    {ScalarKind::F32, 2, 2830, 60, 256, 300, 3, true},
+    {ScalarKind::BF16, 2, 2830, 60, 256, 300, 3, true},
+    {ScalarKind::F32, 1, 9000, 64, 256, 100, 4, true},
+    // Segments of two tiles (the ring), candidate levels and the merge over several tiles.
+    {ScalarKind::F32, 2, 11000, 50, 512, 300, 3, true, 256, 256},
+    {ScalarKind::BF16, 3, 2100, 130, 512, 1 << 20, 2, false, 256, 256},
+};
+
+TEST(TopkStages, InterpreterMatchesTheReferenceExactly) {
+  uint64_t seed = 11;
+  for (const StagesCase& c : kCases) check_stages(c, "interp", seed++);
+}
+
+// The cpu backend on the tie-heavy level case (three kernels) in both dtypes.
+TEST(TopkStages, CpuMatchesTheReferenceExactly) {
+  check_stages(kCases[4], "cpu", 21);
+  check_stages(kCases[5], "cpu", 22);
+}
+
+// The rule: on cuda, rows of four segments or more and fewer than 1024 rows take the stages; the
+// issue's shapes get two kernels (64 x 131072; three at k = 1024) and five (1 x 2^24, k = 1024:
+// levels until a row has at most 8192 candidates); short rows and many rows keep the whole-row kernel.
+TEST(TopkStages, TheRuleKeepsShortRowsOnTheWholeRowKernel) {
+  if (std::getenv("TESSERA_TOPK_SEGMENT")) GTEST_SKIP() << "TESSERA_TOPK_SEGMENT overrides the rule";
+  const LibraryKernel* lk = find_library_kernel("topk");
+  auto kernels = [&](int64_t M, int64_t N, int64_t K) {
+    return lk->stages(ScalarKind::F32, "cuda:sm_90a", {{"M", M}, {"N", N}, {"K", K}}, {}).stages.size();
+  };
+  EXPECT_EQ(kernels(64, 131072, 64), 2u);
+  EXPECT_EQ(kernels(64, 131072, 256), 2u);
+  EXPECT_EQ(kernels(64, 131072, 1024), 3u);
+  EXPECT_EQ(kernels(1, int64_t{1} << 24, 1024), 5u);
+  EXPECT_EQ(kernels(64, 4096, 64), 0u);
+  EXPECT_EQ(kernels(64, 16384, 64), 0u);
+  EXPECT_EQ(kernels(4096, 131072, 64), 0u);
+  // K = 8192: segments of 65536, so a row of 131072 is two segments: the whole-row kernel.
+  EXPECT_EQ(kernels(8, 131072, 8192), 0u);
+  // Only on cuda.
+  EXPECT_EQ(lk->stages(ScalarKind::F32, "cpu", {{"M", 64}, {"N", 131072}, {"K", 64}}, {}).stages.size(), 0u);
+  // Every stage binds with its config (each value a candidate of its constexpr).
+  LibraryStages st = lk->stages(ScalarKind::BF16, "cpu", {{"M", 1}, {"N", int64_t{1} << 24}, {"K", 1000}}, {});
+  for (const LibraryStage& s : st.stages) EXPECT_NO_THROW(bind_constexprs(*s.build(ScalarKind::BF16), s.config));
+}
+
+}  // namespace
+}  // namespace tessera
