@@ -286,9 +286,16 @@ def main():
     # 1. The tunes, the larger M first (the small shapes' 3 measurements then have a history).
     order = sorted(shapes, key=lambda s: -int(dict(kv.split("=") for kv in s.split(","))["M"]))
     tuned = {}
-    # One tune process per budget (shapes in order within it).
-    for budget in sorted(set(budgets.values()), reverse=True):
-        group = [s for s in order if budgets[s] == budget]
+    # The shapes in that order, a tune process for each run of one budget (they share the
+    # database, so the order of learning stays the larger M first).
+    groups = []
+    for s in order:
+        if groups and budgets[groups[-1][0]] == budgets[s]:
+            groups[-1].append(s)
+        else:
+            groups.append([s])
+    for group in groups:
+        budget = budgets[group[0]]
         log(start, f"tune {len(group)} shapes, budget {budget} (until {tune_until:.0f} s)")
         tuned.update(run_shapes(args, base + ["--db", os.path.join(args.work, "tuned.db"), "--budget",
                                               str(budget)] + timing,

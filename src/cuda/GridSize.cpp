@@ -88,6 +88,8 @@ std::array<int64_t, 3> cuda_grid_size(const Kernel& k, const Sizes& sizes, const
         if (!v->type.is_view() || axis < 0 || axis >= v->type.rank())
           throw TesseraError(op.loc, "cuda backend: dim of a non-view or out of range");
         const Dim& d = v->type.shape[static_cast<size_t>(axis)];
+        if (!d.is_static() && !sizes.count(d.symbol))
+          throw TesseraError(op.loc, "cuda backend: the grid reads dim " + d.symbol + ", which has no size");
         r = Num{false, d.is_static() ? d.value : sizes.at(d.symbol), 0};
         break;
       }

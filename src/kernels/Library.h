@@ -76,8 +76,9 @@ struct LibraryKernel {
   // compiled backends would drop those stores and return a wrong result. Null: no condition.
   std::function<std::string(const Sizes& sizes)> size_error;
   // The stages that run the op at these sizes for a target key (as size_configs) and dtype
-  // instead of its own kernel (LibraryStages above); `given`: the caller's constexpr values
-  // (--config), which a stage may take over. Null, or no stages: the op's own kernel.
+  // instead of its own kernel (LibraryStages above); `given`: the constexpr values the op's own
+  // kernel would be bound with (--config, then a tuning database's config for that kernel),
+  // which a stage may take over. Null, or no stages: the op's own kernel.
   std::function<LibraryStages(ScalarKind dtype, const std::string& target, const Sizes& sizes,
                               const std::map<std::string, int64_t>& given)>
       stages;

@@ -61,6 +61,13 @@ namespace tessera::kernels {
 
 namespace {
 
+// The largest SEGMENT candidate: a longer segment runs the whole-row kernel instead.
+constexpr int64_t kMaxTopkSegment = 131072;
+
+}  // namespace
+
+namespace {
+
 // What a kernel of this file reads and writes: the library's topk is the whole-row form; the
 // segmented top-k (topk_stages) runs the segment form on x, optionally the segment form on
 // candidates, then the candidate form with sorted output (the merge).
@@ -96,7 +103,7 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
   // The segment form's segment length: a multiple of BLOCK_N (topk_stages picks both).
   std::optional<Constexpr> SEG;
   if (f.segments) {
-    SEG = k.constexpr_("SEGMENT", {256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072}, 8192);
+    SEG = k.constexpr_("SEGMENT", {256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, kMaxTopkSegment}, 8192);
     k.grid({x.dim(0), cdiv(x.dim(1), *SEG)});
   } else {
     k.grid({x.dim(0)});
@@ -294,8 +301,10 @@ LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_
                           const std::map<std::string, int64_t>& given, int64_t candidate_tile) {
   LibraryStages st;
   if (segment <= 0 || N <= segment || K > N) return st;
-  // cuda: the segments are the grid's y extent (at most 65535).
+  // cuda: the segments are the grid's y extent (at most 65535). Longer than the largest SEGMENT
+  // candidate (131072: k above 16384, or rows past 2^33): the whole-row kernel.
   while ((N + segment - 1) / segment > 65535) segment *= 2;
+  if (segment > kMaxTopkSegment) return st;
   auto pow2_at_least = [](int64_t v, int64_t lo) { return std::max(lo, int64_t(std::bit_ceil(uint64_t(v)))); };
   // Level 1: the segment form over x. Its tile is the segment's (or 8192 when longer: the
   // whole-row kernel's), BLOCK_N, num_warps, RING_GROUP and struct_cp_async as given.
@@ -380,6 +389,9 @@ LibraryKernel topk() {
     int64_t segment = std::max<int64_t>(8192, int64_t(std::bit_ceil(uint64_t(8 * K))));
     if (const char* e = std::getenv("TESSERA_TOPK_SEGMENT"); e && *e) {
       segment = std::atoll(e);
+      if (segment != 0 && (segment < 256 || segment > kMaxTopkSegment || !std::has_single_bit(uint64_t(segment))))
+        throw TesseraError("TESSERA_TOPK_SEGMENT = " + std::string(e) +
+                           ": 0 (the whole-row kernel) or a power of two from 256 to " + std::to_string(kMaxTopkSegment));
     } else if (target.rfind("cuda:", 0) != 0 || M >= 1024 || N < 4 * segment) {
       segment = 0;
     }

@@ -158,17 +158,23 @@ namespace {
 // On sm_90a a dot of fewer than 64 rows cannot take wgmma: the least candidate of 64 rows or
 // more is another code path (the persistent TMA + wgmma loop, split-K), not only padding, when
 // `v` (of knob `d`) is a dot's row count.
-bool least_wgmma_rows(const Candidate& c, const ConstexprDecl& d, int64_t v) {
+bool least_wgmma_rows(const Candidate& c, const ConstexprDecl& d, int64_t v, const std::string& dim) {
   if (c.target != "cuda:sm_90a" || v % 64 != 0) return false;
   int64_t least = 0;
   for (int64_t cand : d.candidates)
     if (cand >= 64 && cand % 64 == 0 && (least == 0 || cand < least)) least = cand;
   if (v != least) return false;
+  // A dot of v rows whose left operand is loaded from a view whose rows are `dim`: the knob tiles
+  // the dot's M (not its K or N, which only pad).
   bool rows = false;
   walk(const_cast<Kernel&>(c.bound), [&](Op& op) {
     if (op.kind != OpKind::Dot || !shape_is_static(op.result()->type.shape)) return;
     const auto sh = static_shape(op.result()->type.shape);
-    rows |= sh.size() == 2 && sh[0] == v;
+    if (sh.size() != 2 || sh[0] != v) return;
+    const Op* load = op.operand(0)->def;
+    if (!load || load->kind != OpKind::LoadTile) return;
+    const Type& view = load->operand(0)->type;
+    rows |= view.is_view() && view.rank() == 2 && !view.shape[0].is_static() && view.shape[0].symbol == dim;
   });
   return rows;
 }
@@ -188,7 +194,7 @@ Constraint tile_cover_constraint() {
               int64_t cover = 0;
               for (int64_t cand : d->candidates)
                 if (cand >= size && (cover == 0 || cand < cover)) cover = cand;
-              if (cover != 0 && v > cover && !least_wgmma_rows(c, *d, v))
+              if (cover != 0 && v > cover && !least_wgmma_rows(c, *d, v, dim))
                 return name + " = " + std::to_string(v) + " > " + std::to_string(cover) + ", which covers " + dim +
                        " = " + std::to_string(size);
             }
@@ -289,6 +295,8 @@ Constraint cuda_split_k_constraint(int64_t sms) {
             if (s < 2 || c.target.rfind("cuda:", 0) != 0) return "";
             const std::string what = "split_k = " + std::to_string(s);
             if (!has_wgmma_rows(c.bound)) return what + ": no dot of a multiple of 64 rows (wgmma), which a split needs";
+            if (config_value(c.config, "cluster_m", 1) != 1)
+              return what + " with cluster_m: the split compilation has no clusters";
             const int64_t programs = programs_of(c);
             if (programs < 0) return "";  // the runtime decides
             const int64_t capacity = sms * std::max<int64_t>(1, config_value(c.config, "min_blocks", 1));
@@ -311,9 +319,11 @@ Constraint cuda_stream_k_constraint(int64_t sms) {
             if (config_value(c.config, kSplitKKnob, 0) >= 2) return "stream_k = 1 with split_k: the split compilation runs";
             const int64_t programs = programs_of(c);
             if (programs < 0) return "";
-            // A persistent wgmma kernel launches one CTA per multiprocessor; the runtime's split
-            // takes programs that fill at most a third of them.
-            if (2 * programs < sms || programs % sms == 0 || cuda::split_k_factor(programs, sms) > 1)
+            // A persistent wgmma kernel launches one CTA per multiprocessor and cuts only a last
+            // wave of at least half of them (the emitter's tsr_L); the runtime's split takes
+            // programs that fill at most a third of its capacity.
+            const int64_t capacity = sms * std::max<int64_t>(1, config_value(c.config, "min_blocks", 1));
+            if (2 * (programs % sms) < sms || cuda::split_k_factor(programs, capacity) > 1)
               return "stream_k = 1: " + std::to_string(programs) + " programs end in no partial wave of at least half of " +
                      std::to_string(sms) + " CTAs";
             return "";

@@ -173,7 +173,7 @@ TEST(WgmmaGpu, SplitKMatchesTheInterpreterLaunchAfterLaunch) {
 
 // The split_k knob (a kernel constexpr the runtime reads at launch, which the tuner varies)
 // fixes the split: 3 ways where the runtime's own rule would pick 4 for these 8 programs, and
-// 2 where the programs are too many for the rule to split at all (36 of 64 x 128).
+// 2 where the rule would pick 3 (36 programs of 64 x 128).
 TEST(WgmmaGpu, TheSplitKKnobFixesTheSplit) {
   REQUIRE_HOPPER();
   struct Case {

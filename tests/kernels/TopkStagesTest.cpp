@@ -120,11 +120,32 @@ TEST(TopkStages, TheRuleKeepsShortRowsOnTheWholeRowKernel) {
   EXPECT_EQ(kernels(4096, 131072, 64), 0u);
   // K = 8192: segments of 65536, so a row of 131072 is two segments: the whole-row kernel.
   EXPECT_EQ(kernels(8, 131072, 8192), 0u);
+  // K above 16384: a segment of 8K would be longer than the largest SEGMENT: the whole-row kernel.
+  EXPECT_EQ(kernels(1, int64_t{1} << 21, 20000), 0u);
   // Only on cuda.
   EXPECT_EQ(lk->stages(ScalarKind::F32, "cpu", {{"M", 64}, {"N", 131072}, {"K", 64}}, {}).stages.size(), 0u);
   // Every stage binds with its config (each value a candidate of its constexpr).
   LibraryStages st = lk->stages(ScalarKind::BF16, "cpu", {{"M", 1}, {"N", int64_t{1} << 24}, {"K", 1000}}, {});
   for (const LibraryStage& s : st.stages) EXPECT_NO_THROW(bind_constexprs(*s.build(ScalarKind::BF16), s.config));
+}
+
+// TESSERA_TOPK_SEGMENT takes 0 or a SEGMENT candidate; anything else is an error naming it,
+// not a knob the user never set.
+TEST(TopkStages, ASegmentLengthThatIsNoCandidateIsAnError) {
+  const LibraryKernel* lk = find_library_kernel("topk");
+  const char* before = std::getenv("TESSERA_TOPK_SEGMENT");
+  const std::string saved = before ? before : "";
+  ::setenv("TESSERA_TOPK_SEGMENT", "1000", 1);
+  try {
+    lk->stages(ScalarKind::F32, "cuda:sm_90a", {{"M", 1}, {"N", 100000}, {"K", 10}}, {});
+    ADD_FAILURE() << "no error";
+  } catch (const TesseraError& e) {
+    EXPECT_NE(std::string(e.what()).find("TESSERA_TOPK_SEGMENT = 1000: 0 (the whole-row kernel) or a power of two"),
+              std::string::npos)
+        << e.what();
+  }
+  if (before) ::setenv("TESSERA_TOPK_SEGMENT", saved.c_str(), 1);
+  else ::unsetenv("TESSERA_TOPK_SEGMENT");
 }
 
 }  // namespace

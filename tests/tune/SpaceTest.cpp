@@ -69,10 +69,10 @@ TEST(Space, TileCoverKeepsTheLeastTileThatCoversEachDim) {
   // On sm_90a, 64 rows (the least a wgmma dot takes) stay beside the cover of M = 1; 32 and 128
   // only pad. Not for BLOCK_N, nor on sm_80.
   auto b = lib("matmul", ScalarKind::BF16);
-  auto kept = [&](const std::string& target, int64_t bm, int64_t bn) {
+  auto kept = [&](const std::string& target, int64_t bm, int64_t bn, int64_t k = 4096) {
     const Config c = {{"BLOCK_M", bm}, {"BLOCK_N", bn}, {"BLOCK_K", 64}};
     auto bound = bind_config(*b, c);
-    const Sizes sz = {{"M", 1}, {"N", 40}, {"K", 4096}};
+    const Sizes sz = {{"M", 1}, {"N", 40}, {"K", k}};
     return tile_cover_constraint().rejects({c, *bound, sz, target}).empty();
   };
   EXPECT_TRUE(kept("cuda:sm_90a", 64, 64));
@@ -81,6 +81,7 @@ TEST(Space, TileCoverKeepsTheLeastTileThatCoversEachDim) {
   EXPECT_FALSE(kept("cuda:sm_90a", 128, 64));
   EXPECT_FALSE(kept("cuda:sm_90a", 64, 128));  // N = 40: 64 covers it
   EXPECT_FALSE(kept("cuda:sm_80", 64, 64));
+  EXPECT_FALSE(kept("cuda:sm_90a", 64, 64, 20));  // BLOCK_K = 64 at K = 20: K is not the dot's rows
 }
 
 TEST(Space, TheDotBlockMustDivideAndDifferFromTheHeadersChoice) {
@@ -126,8 +127,10 @@ TEST(Space, CpuTileBytesAndCudaSmemConstraints) {
 TEST(Space, SplitKNeedsAWgmmaDotFewProgramsAndADifferentSplit) {
   auto b = lib("matmul", ScalarKind::BF16);
   const std::string t90 = "cuda:sm_90a";
-  auto reason = [&](int64_t bm, int64_t bn, int64_t split, const Sizes& sz, int64_t min_blocks = 1) {
-    Config c = {{"BLOCK_M", bm}, {"BLOCK_N", bn}, {"BLOCK_K", 64}, {"split_k", split}, {"min_blocks", min_blocks}};
+  auto reason = [&](int64_t bm, int64_t bn, int64_t split, const Sizes& sz, int64_t min_blocks = 1,
+                    int64_t cluster = 1) {
+    Config c = {{"BLOCK_M", bm},   {"BLOCK_N", bn},           {"BLOCK_K", 64},
+                {"split_k", split}, {"min_blocks", min_blocks}, {"cluster_m", cluster}};
     auto bound = bind_config(*b, c);
     return cuda_split_k_constraint().rejects({c, *bound, sz, t90});
   };
@@ -136,6 +139,7 @@ TEST(Space, SplitKNeedsAWgmmaDotFewProgramsAndADifferentSplit) {
   EXPECT_EQ(reason(64, 128, 2, decode), "");
   EXPECT_EQ(reason(64, 128, 3, decode), "split_k = 3 is what the runtime picks for 36 programs (split_k = 0)");
   EXPECT_EQ(reason(64, 128, 4, decode), "");
+  EXPECT_EQ(reason(64, 128, 4, decode, 1, 2), "split_k = 4 with cluster_m: the split compilation has no clusters");
   EXPECT_EQ(reason(16, 128, 2, decode), "split_k = 2: no dot of a multiple of 64 rows (wgmma), which a split needs");
   // 18 programs of 64 x 256: the runtime splits 4 ways by itself.
   EXPECT_EQ(reason(64, 256, 4, decode), "split_k = 4 is what the runtime picks for 18 programs (split_k = 0)");
@@ -162,11 +166,14 @@ TEST(Space, StreamKNeedsAPartialWaveAndNoClusterOrSplit) {
     auto bound = bind_config(*b, c);
     return cuda_stream_k_constraint().rejects({c, *bound, sz, t90});
   };
-  const Sizes mid = {{"M", 1024}, {"N", 4608}, {"K", 3584}};  // 288 programs of 128 x 128: 2.2 waves
+  const Sizes mid = {{"M", 1024}, {"N", 3584}, {"K", 3584}};  // 224 programs of 128 x 128: a last wave of 92
   EXPECT_EQ(reason(128, 128, mid), "");
   EXPECT_EQ(reason(128, 128, mid, 2), "stream_k = 1 with cluster_m: the clusters are not taken");
   EXPECT_EQ(reason(128, 128, mid, 1, 2), "stream_k = 1 with split_k: the split compilation runs");
   EXPECT_EQ(reason(16, 128, mid), "stream_k = 1: no dot of a multiple of 64 rows (wgmma)");
+  // 288 programs: a last wave of 24 CTAs, under half, which the kernel runs whole (tsr_L = 0).
+  const Sizes short_wave = {{"M", 1024}, {"N", 4608}, {"K", 3584}};
+  EXPECT_EQ(reason(128, 128, short_wave), "stream_k = 1: 288 programs end in no partial wave of at least half of 132 CTAs");
   const Sizes small = {{"M", 128}, {"N", 4096}, {"K", 4096}};  // 16 programs of 128 x 256
   EXPECT_EQ(reason(128, 256, small), "stream_k = 1: 16 programs end in no partial wave of at least half of 132 CTAs");
   const Sizes whole = {{"M", 1024}, {"N", 4224}, {"K", 4096}};  // 8 x 33 = 264 programs: two whole waves
