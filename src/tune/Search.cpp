@@ -264,6 +264,24 @@ SearchResult search(const Space& space, const std::vector<Config>& candidates, c
     for (size_t i : order) out.push_back(cs[i]);
     return out;
   };
+  // |log2 ratio| of each pair of configs measured at one shape that differ in knob k alone.
+  auto pair_ratios = [&](size_t k, const std::vector<Measurement>& ms, std::vector<double>& d) {
+    // The rest of the config -> this knob's value -> least log2 ms.
+    std::map<std::string, std::map<int64_t, double>> by_rest;
+    for (const Measurement& x : ms) {
+      if (!x.ok() || x.ms <= 0) continue;
+      Config rest = x.config;
+      rest.erase(space.knobs[k].name);
+      auto [it, fresh] = by_rest[config_str(rest)].insert({value_of(x.config, space.knobs[k]), std::log2(x.ms)});
+      if (!fresh) it->second = std::min(it->second, std::log2(x.ms));
+    }
+    for (const auto& [rest, vs] : by_rest)
+      for (auto a = vs.begin(); a != vs.end(); ++a)
+        for (auto b = std::next(a); b != vs.end(); ++b) d.push_back(std::abs(a->second - b->second));
+  };
+  std::vector<std::vector<double>> hist_ratios(space.knobs.size());  // the history's, once
+  for (size_t k = 0; k < space.knobs.size(); ++k)
+    for (const History& h : history) pair_ratios(k, h.measured, hist_ratios[k]);
   // Knobs of minor effect: over the pairs of configs measured at one shape (the history's and
   // this one's) that differ in that knob alone, the median |log2 of their times' ratio| is under
   // log2(1.02). Unknown (fewer than 3 pairs): not minor. Knobs the model cannot tell apart at
@@ -272,23 +290,8 @@ SearchResult search(const Space& space, const std::vector<Config>& candidates, c
   auto minor_knobs = [&] {
     std::vector<char> minor(space.knobs.size(), 0);
     for (size_t k = 0; k < space.knobs.size(); ++k) {
-      std::vector<double> d;
-      auto pairs = [&](const std::vector<Measurement>& ms) {
-        // The rest of the config -> this knob's value -> least log2 ms.
-        std::map<std::string, std::map<int64_t, double>> by_rest;
-        for (const Measurement& x : ms) {
-          if (!x.ok() || x.ms <= 0) continue;
-          Config rest = x.config;
-          rest.erase(space.knobs[k].name);
-          auto [it, fresh] = by_rest[config_str(rest)].insert({value_of(x.config, space.knobs[k]), std::log2(x.ms)});
-          if (!fresh) it->second = std::min(it->second, std::log2(x.ms));
-        }
-        for (const auto& [rest, vs] : by_rest)
-          for (auto a = vs.begin(); a != vs.end(); ++a)
-            for (auto b = std::next(a); b != vs.end(); ++b) d.push_back(std::abs(a->second - b->second));
-      };
-      for (const History& h : history) pairs(h.measured);
-      pairs(res.measured);
+      std::vector<double> d = hist_ratios[k];
+      pair_ratios(k, res.measured, d);
       if (d.size() < 3) continue;
       std::nth_element(d.begin(), d.begin() + static_cast<std::ptrdiff_t>(d.size() / 2), d.end());
       minor[k] = d[d.size() / 2] < std::log2(1.02);
