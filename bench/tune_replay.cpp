@@ -1,13 +1,20 @@
-// The autotuner's search replayed over exhaustive data (docs/tuning.md): for each shape of a
-// JSON Lines export (`tessera tune --export`) that measured a kernel's whole pruned space, the
-// search runs with a measurer that answers from the data (each config's least time), the
-// shapes in file order with the history of the earlier ones, as bench/tune_cpu_figure.sh
-// tunes them. Noise-free and deterministic: it compares search variants and seeds, and a
-// random search of the same budget, without measuring anything.
+// The autotuner's search replayed over exhaustive data (src/tune/Replay.h, docs/tuning.md):
+// for each shape of a JSON Lines export (`tessera tune --export`) that measured a kernel's
+// whole pruned space, search() runs with a measurer that answers from the data, shape after
+// shape with the history of the shapes before, beside a random search of the same budget.
+// No compile, no device: it compares search variants over several seeds.
 //
-//   tune_replay FILE.jsonl [--budget 6] [--seeds 20]
-//   xz -dc bench/data/tune_cpu_matmul_exhaustive_20.jsonl.xz | tune_replay - --budget 34 --seeds 5
+//   tune_replay FILE.jsonl|- [--budget B | --percent 5] [--cores 1] [--order-by DIM]
+//               [--seeds 5] [--noise 0] [--shapes] [--trace]
+//   # the H200 figure's tunes (bench/tune_cuda_figure.py): 5% of each shape's space, 132 SMs,
+//   # larger budgets first, then larger M
+//   xz -dc bench/data/tune_cuda_matmul_exhaustive_50_splitk.jsonl.xz | build/bin/tune_replay - --cores 132 --order-by M
+//
+// Per seed: how many shapes the tuned config is within 2% of the data's best at, the worst,
+// and the geometric mean of tuned / best; then the seeds' mean, and with --shapes each shape's
+// count over the seeds and mean distance.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -16,62 +23,40 @@
 #include <string>
 #include <vector>
 
+#include "kernels/Library.h"
 #include "support/Diagnostic.h"
-#include "tune/Database.h"
-#include "tune/Search.h"
+#include "tune/Replay.h"
 
 using namespace tessera;
 using namespace tessera::tune;
 
-namespace {
-
-class Replay : public Measurer {
- public:
-  explicit Replay(const std::map<std::string, double>& ms) : ms_(ms) {}
-  std::vector<Measurement> measure(const std::vector<Config>& cs) override {
-    std::vector<Measurement> out;
-    for (const Config& c : cs) {
-      Measurement m;
-      m.config = c;
-      if (auto it = ms_.find(config_str(c)); it != ms_.end()) {
-        m.ms = it->second;
-        m.round_ms = {m.ms};
-      } else {
-        m.status = "timeout";
-        m.message = "not in the data";
-      }
-      out.push_back(m);
-    }
-    return out;
-  }
-  std::string device() const override { return "replay"; }
-  std::string compiler() const override { return "replay"; }
-
- private:
-  const std::map<std::string, double>& ms_;
-};
-
-struct ShapeData {
-  Sizes sizes;
-  std::map<std::string, double> ms;  // config_str -> least ms of its passing rows
-  Config fallback_default;           // the first row's config: what the tune measured first
-};
-
-}  // namespace
-
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: tune_replay FILE.jsonl [--budget 6] [--seeds 20]\n");
+    std::fprintf(stderr,
+                 "usage: tune_replay FILE.jsonl|- [--budget B | --percent 5] [--cores 1] [--order-by DIM] "
+                 "[--seeds 5] [--noise 0] [--shapes] [--trace]\n");
     return 1;
   }
-  int64_t budget = 6;
-  int seeds = 20;
-  for (int i = 2; i + 1 < argc; i += 2) {
-    std::string a = argv[i];
-    if (a == "--budget") budget = std::stoll(argv[i + 1]);
-    else if (a == "--seeds") seeds = std::stoi(argv[i + 1]);
-  }
+  ReplayOptions o;
+  int seeds = 5;
+  bool per_shape = false, trace = false;
   try {
+    for (int i = 2; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "--shapes" || a == "--trace") {
+        (a == "--shapes" ? per_shape : trace) = true;
+        continue;
+      }
+      if (i + 1 >= argc) throw TesseraError(a + " needs a value");
+      const std::string v = argv[++i];
+      if (a == "--budget") o.budget = std::stoll(v);
+      else if (a == "--percent") o.percent = std::stod(v);
+      else if (a == "--cores") o.cores = std::stoi(v);
+      else if (a == "--order-by") o.order_dim = v;
+      else if (a == "--seeds") seeds = std::stoi(v);
+      else if (a == "--noise") o.noise = std::stod(v);
+      else throw TesseraError("unknown option " + a);
+    }
     Database db(":memory:", true);
     const std::string file = argv[1];
     if (file == "-") {
@@ -81,74 +66,72 @@ int main(int argc, char** argv) {
       if (!in) throw TesseraError("cannot read " + file);
       db.import_jsonl(in, file);
     }
+    ReplayData data = replay_data(db.all());
+    // The grid's knobs (which tiles count programs) from the library kernel of that name.
+    if (const LibraryKernel* lib = find_library_kernel(data.kernel))
+      data.grid_knobs = grid_knobs(*lib->build(lib->dtypes.at(0)));
+    std::string grid;
+    if (data.grid_knobs)
+      for (const std::string& g : *data.grid_knobs) grid += (grid.empty() ? "" : ",") + g;
+    char budget[64];
+    if (o.budget > 0) std::snprintf(budget, sizeof budget, "budget %lld", static_cast<long long>(o.budget));
+    else std::snprintf(budget, sizeof budget, "budget %g%% of each shape", o.percent);
+    std::printf("%s: %zu shapes, %zu knobs (grid %s), ranker %s, cores %d, %s, noise %g\n", file.c_str(),
+                data.shapes.size(), data.knobs.size(), !data.grid_knobs ? "not known" : grid.empty() ? "none" : grid.c_str(),
+                make_ranker(1)->name().c_str(), o.cores, budget, o.noise);
+    std::map<std::string, std::pair<int, double>> shapes;  // within count, summed regret
     std::vector<std::string> order;
-    std::map<std::string, ShapeData> shapes;
-    for (const Record& r : db.all()) {
-      ShapeData& s = shapes[r.key.shape];
-      if (s.sizes.empty()) {
-        order.push_back(r.key.shape);
-        for (const auto& [d, v] : parse_config_str(r.key.shape, "shape")) s.sizes[d] = v;
-        s.fallback_default = r.config;
-      }
-      if (r.status != "ok") continue;
-      auto [it, fresh] = s.ms.insert({config_str(r.config), r.ms});
-      if (!fresh) it->second = std::min(it->second, r.ms);
-    }
-    // The space: every knob's values as the data holds them (the configs share their keys).
-    int within_search = 0, within_random = 0, runs = 0;
-    double regret_search = 0, regret_random = 0;
+    double within_all = 0, geo_all = 0, worst_all = 0, random_within = 0;
     for (int seed = 1; seed <= seeds; ++seed) {
-      std::vector<History> history;
+      const std::vector<ReplayResult> rs = replay(data, o, static_cast<uint64_t>(seed));
+      int within = 0;
+      double worst = 0, log_sum = 0;
+      int64_t measured = 0, configs = 0;
       std::mt19937_64 rng(static_cast<uint64_t>(seed));
-      for (const std::string& name : order) {
-        const ShapeData& sh = shapes[name];
-        Space space;
-        std::map<std::string, std::vector<int64_t>> values;
-        std::vector<Config> candidates;
-        double best = 1e300;
-        for (const auto& [c, ms] : sh.ms) {
-          Config cfg = parse_config_str(c, "config");
-          for (const auto& [k, v] : cfg) values[k].push_back(v);
-          candidates.push_back(cfg);
-          best = std::min(best, ms);
-        }
-        for (auto& [k, vs] : values) {
-          std::sort(vs.begin(), vs.end());
-          vs.erase(std::unique(vs.begin(), vs.end()), vs.end());
-          if (vs.size() > 1) space.knobs.push_back({k, KnobKind::Tile, vs, sh.fallback_default.at(k), {}, ""});
-        }
-        Replay m(sh.ms);
-        SearchOptions o;
-        o.budget = budget;
-        o.seed = static_cast<uint64_t>(seed);
-        SearchResult r = search(space, candidates, sh.fallback_default, sh.sizes, m, history, o);
-        const double got = r.best ? r.measured[*r.best].ms : 1e300;
-        // Random search: the default and budget - 1 others.
-        std::vector<Config> pool = candidates;
+      for (const ReplayResult& r : rs) {
+        within += r.regret() <= 0.02;
+        worst = std::max(worst, r.regret());
+        log_sum += std::log1p(std::min(r.regret(), 1e3));
+        measured = std::max(measured, r.measured), configs += r.configs;
+        if (!shapes.count(r.shape)) order.push_back(r.shape);
+        auto& [n, reg] = shapes[r.shape];
+        n += r.regret() <= 0.02;
+        reg += r.regret();
+        // A random search of the same budget: the default and budget - 1 other configs.
+        const ReplayShape& sh = *std::find_if(data.shapes.begin(), data.shapes.end(),
+                                              [&](const ReplayShape& s) { return s.key == r.shape; });
+        std::vector<const Measurement*> pool;
+        double rnd = 1e300;
+        for (const Measurement& m : sh.results)
+          if (config_str(m.config) == config_str(sh.default_config)) rnd = m.ok() ? m.ms : rnd;
+          else pool.push_back(&m);
         std::shuffle(pool.begin(), pool.end(), rng);
-        double rnd = sh.ms.count(config_str(sh.fallback_default)) ? sh.ms.at(config_str(sh.fallback_default)) : 1e300;
-        for (int64_t i = 0; i + 1 < budget && i < static_cast<int64_t>(pool.size()); ++i)
-          rnd = std::min(rnd, sh.ms.at(config_str(pool[static_cast<size_t>(i)])));
-        within_search += got <= best * 1.02;
-        within_random += rnd <= best * 1.02;
-        regret_search += got / best - 1;
-        regret_random += rnd / best - 1;
-        ++runs;
-        History h;
-        h.sizes = sh.sizes;
-        h.measured = r.measured;
-        history.push_back(std::move(h));
+        for (int64_t i = 0; i + 1 < r.budget && i < static_cast<int64_t>(pool.size()); ++i)
+          if (pool[static_cast<size_t>(i)]->ok()) rnd = std::min(rnd, pool[static_cast<size_t>(i)]->ms);
+        random_within += rnd <= r.best_ms * 1.02;
+        if (trace) {
+          std::printf("    seed %d %s: budget %lld, %+.1f%%\n", seed, r.shape.c_str(), static_cast<long long>(r.budget),
+                      100 * r.regret());
+          for (const Measurement& m : r.trace)
+            std::printf("      %s %s %.4g\n", config_str(m.config).c_str(), m.status.c_str(), m.ms / r.best_ms);
+        }
       }
+      const double geo = std::exp(log_sum / static_cast<double>(rs.size()));
+      std::printf("  seed %d: within 2%% at %d of %zu shapes, worst %+.1f%%, tuned/best geomean %.4f\n", seed, within,
+                  rs.size(), 100 * worst, geo);
+      within_all += within, geo_all += geo, worst_all += worst;
     }
-    std::printf("%s: %zu shapes x %d seeds, budget %lld, ranker %s\n", argv[1], order.size(), seeds,
-                static_cast<long long>(budget), make_ranker(1)->name().c_str());
-    std::printf("  search: within 2%% of the best in %.1f%% of runs, mean regret %.1f%%\n", 100.0 * within_search / runs,
-                100 * regret_search / runs);
-    std::printf("  random: within 2%% of the best in %.1f%% of runs, mean regret %.1f%%\n", 100.0 * within_random / runs,
-                100 * regret_random / runs);
+    std::printf("  mean over %d seeds: within 2%% at %.1f of %zu shapes, worst %+.1f%%, tuned/best geomean %.4f "
+                "(random search of the same budgets: within 2%% at %.1f)\n",
+                seeds, within_all / seeds, data.shapes.size(), 100 * worst_all / seeds, geo_all / seeds,
+                random_within / seeds);
+    if (per_shape)
+      for (const std::string& s : order)
+        std::printf("    %-28s within 2%% in %d of %d seeds, mean %+.1f%%\n", s.c_str(), shapes[s].first, seeds,
+                    100 * shapes[s].second / seeds);
     return 0;
-  } catch (const TesseraError& e) {
-    std::fprintf(stderr, "%s\n", e.what());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tune_replay: %s\n", e.what());
     return 1;
   }
 }

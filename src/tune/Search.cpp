@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 
+#include "cuda/RuntimeInternal.h"
 #include "support/Diagnostic.h"
 
 namespace tessera::tune {
@@ -29,7 +30,8 @@ std::vector<std::string> feature_names(const Space& space, const Sizes& sizes) {
   std::vector<std::string> n;
   for (const auto& [d, v] : sizes) n.push_back("log2 " + d);
   for (const Knob& k : space.knobs) n.push_back("log2 " + k.name);
-  for (const char* f : {"log2 programs", "log2 waves", "last wave fill", "tile fill", "log2 elements/program"})
+  for (const char* f : {"log2 programs", "log2 split", "log2 CTAs", "log2 waves", "last wave fill", "tile fill",
+                        "log2 elements/program", "log2 loop steps/CTA"})
     n.push_back(f);
   return n;
 }
@@ -38,23 +40,44 @@ std::vector<float> features(const Space& space, const Sizes& sizes, const Config
   std::vector<float> f;
   for (const auto& [d, v] : sizes) f.push_back(lg(static_cast<double>(v)));
   for (const Knob& k : space.knobs) f.push_back(lg(static_cast<double>(value_of(config, k))));
-  double programs = 1, fill = 1, elems = 1;
+  // Programs: the tiles of the dims the grid spans (the grid's knobs when the space knows
+  // them); the other tiled dims are loop steps within a program (matmul's K over BLOCK_K).
+  double programs = 1, steps = 1, fill = 1, elems = 1;
   for (const auto& [name, v] : config) {
     std::string dim = tiled_dim(name, sizes);
     if (dim.empty() || v < 1) continue;
     const double x = static_cast<double>(sizes.at(dim)), b = static_cast<double>(v);
     const double tiles = std::ceil(x / b);
-    programs *= tiles;
+    const bool grid = !space.grid_knobs ||
+                      std::find(space.grid_knobs->begin(), space.grid_knobs->end(), name) != space.grid_knobs->end();
+    (grid ? programs : steps) *= tiles;
     fill *= x / (tiles * b);
     elems *= std::min(x, b);
   }
+  // The CTAs a launch runs: programs x the runtime's split over K (split_k: n >= 2 ways, 0 its
+  // own rule at the occupancy min_blocks asks for, cuda::split_k_factor). Stream-K shares the
+  // last partial wave out, so it runs full.
   const double c = std::max(cores, 1);
-  const double waves = std::ceil(programs / c);
+  double split = 1;
+  if (auto it = config.find("split_k"); it != config.end()) {
+    auto mb = config.find("min_blocks");
+    const int64_t capacity = static_cast<int64_t>(c) * std::max<int64_t>(1, mb == config.end() ? 1 : mb->second);
+    split = it->second >= 2   ? static_cast<double>(it->second)
+            : it->second == 0 ? cuda::split_k_factor(static_cast<int64_t>(programs), capacity)
+                              : 1;
+  }
+  const double ctas = programs * split;
+  const double waves = std::ceil(ctas / c);
+  auto sk = config.find("stream_k");
+  const bool stream = sk != config.end() && sk->second == 1;
   f.push_back(lg(programs));
-  f.push_back(lg(programs / c));
-  f.push_back(static_cast<float>(programs / (waves * c)));
+  f.push_back(lg(split));
+  f.push_back(lg(ctas));
+  f.push_back(lg(ctas / c));
+  f.push_back(stream ? 1.0f : static_cast<float>(ctas / (waves * c)));
   f.push_back(static_cast<float>(fill));
   f.push_back(lg(elems));
+  f.push_back(lg(steps / split));
   return f;
 }
 
@@ -155,11 +178,15 @@ SearchResult search(const Space& space, const std::vector<Config>& candidates, c
     for (const Measurement& x : h.measured) ok += x.ok();
     known_groups += ok >= 2;
   }
-  // With rows at other shapes the model already ranks this one, and one far config guards
-  // against its worst misses: replayed over bench/data/tune_cpu_matmul_exhaustive_10.jsonl.xz
-  // (bench/tune_replay), budget 6, the mean distance from the best fell from 11.5% with none
-  // to 5.7% with one (more did not help).
-  const int64_t sample = known_groups > 0 ? std::min<int64_t>(1, remaining())
+  // With rows at other shapes the model already ranks this one. At a small budget one far
+  // config guards against its worst misses: replayed over
+  // bench/data/tune_cpu_matmul_exhaustive_10.jsonl.xz (bench/tune_replay), budget 6, the mean
+  // distance from the best fell from 11.5% with none to 5.7% with one (session 14; 8.0% and 4.0%
+  // in session 21). At 10 or more the model and the genetic step make better use of it: at the
+  // H200's decode shapes (budgets 11-16, bench/RESULTS.md session 21) within 2% of the best at
+  // 17.1 of 20 shapes without it against 16.6 with it (10 seeds), and 17.4 against 16.3 of 20
+  // on bench/data/tune_cpu_matmul_exhaustive_20.jsonl.xz (budgets of 5%).
+  const int64_t sample = known_groups > 0 ? std::min<int64_t>(o.budget < 10 ? 1 : 0, remaining())
                                           : std::min<int64_t>(remaining(), std::max<int64_t>(3, o.budget / 3));
   {
     std::vector<std::vector<double>> chosen;
@@ -237,6 +264,63 @@ SearchResult search(const Space& space, const std::vector<Config>& candidates, c
     for (size_t i : order) out.push_back(cs[i]);
     return out;
   };
+  // |log2 ratio| of each pair of configs measured at one shape that differ in knob k alone.
+  auto pair_ratios = [&](size_t k, const std::vector<Measurement>& ms, std::vector<double>& d) {
+    // The rest of the config -> this knob's value -> least log2 ms.
+    std::map<std::string, std::map<int64_t, double>> by_rest;
+    for (const Measurement& x : ms) {
+      if (!x.ok() || x.ms <= 0) continue;
+      Config rest = x.config;
+      rest.erase(space.knobs[k].name);
+      auto [it, fresh] = by_rest[config_str(rest)].insert({value_of(x.config, space.knobs[k]), std::log2(x.ms)});
+      if (!fresh) it->second = std::min(it->second, std::log2(x.ms));
+    }
+    for (const auto& [rest, vs] : by_rest)
+      for (auto a = vs.begin(); a != vs.end(); ++a)
+        for (auto b = std::next(a); b != vs.end(); ++b) d.push_back(std::abs(a->second - b->second));
+  };
+  std::vector<std::vector<double>> hist_ratios(space.knobs.size());  // the history's, once
+  for (size_t k = 0; k < space.knobs.size(); ++k)
+    for (const History& h : history) pair_ratios(k, h.measured, hist_ratios[k]);
+  // Knobs of minor effect: over the pairs of configs measured at one shape (the history's and
+  // this one's) that differ in that knob alone, the median |log2 of their times' ratio| is under
+  // log2(1.02). Unknown (fewer than 3 pairs): not minor. Knobs the model cannot tell apart at
+  // these shapes (cluster_m and min_blocks at the H200's decode shapes) would otherwise fill
+  // whole batches with variants of one config.
+  auto minor_knobs = [&] {
+    std::vector<char> minor(space.knobs.size(), 0);
+    for (size_t k = 0; k < space.knobs.size(); ++k) {
+      std::vector<double> d = hist_ratios[k];
+      pair_ratios(k, res.measured, d);
+      if (d.size() < 3) continue;
+      std::nth_element(d.begin(), d.begin() + static_cast<std::ptrdiff_t>(d.size() / 2), d.end());
+      minor[k] = d[d.size() / 2] < std::log2(1.02);
+    }
+    return minor;
+  };
+  // The first `n` of `ranked` whose major knobs (not minor_knobs) differ from each other's and,
+  // with `unmeasured`, from every measured config's; then the others in rank order, when too
+  // few are left.
+  auto diverse = [&](const std::vector<size_t>& ranked, size_t n, bool unmeasured) {
+    const std::vector<char> minor = minor_knobs();
+    auto major = [&](const Config& c) {
+      std::string key;
+      for (size_t k = 0; k < space.knobs.size(); ++k)
+        if (!minor[k]) key += std::to_string(value_of(c, space.knobs[k])) + ",";
+      return key;
+    };
+    std::set<std::string> taken;
+    if (unmeasured)
+      for (const Measurement& x : res.measured) taken.insert(major(x.config));
+    std::vector<size_t> out, rest;
+    for (size_t i : ranked) {
+      if (out.size() >= n) break;
+      if (taken.insert(major(candidates[i])).second) out.push_back(i);
+      else rest.push_back(i);
+    }
+    for (size_t i = 0; out.size() < n && i < rest.size(); ++i) out.push_back(rest[i]);
+    return out;
+  };
   auto configs_of = [&](const std::vector<size_t>& cs) {
     std::vector<Config> out;
     for (size_t i : cs) out.push_back(candidates[i]);
@@ -252,8 +336,7 @@ SearchResult search(const Space& space, const std::vector<Config>& candidates, c
     if (pool.empty()) break;
     if (fit()) pool = rank(pool);
     else std::shuffle(pool.begin(), pool.end(), rng);
-    pool.resize(std::min<size_t>(pool.size(), static_cast<size_t>(
-                                                 std::min<int64_t>(o.batch, model_end - res.measured.size()))));
+    pool = diverse(pool, static_cast<size_t>(std::min<int64_t>(o.batch, model_end - res.measured.size())), true);
     if (!run_batch(configs_of(pool), "model")) break;
   }
 
@@ -294,7 +377,7 @@ SearchResult search(const Space& space, const std::vector<Config>& candidates, c
     if (pool.empty()) break;
     if (fit()) pool = rank(pool);
     else std::shuffle(pool.begin(), pool.end(), rng);
-    pool.resize(std::min<size_t>(pool.size(), static_cast<size_t>(o.batch)));
+    pool = diverse(pool, static_cast<size_t>(o.batch), false);
     if (!run_batch(configs_of(pool), "genetic")) break;
   }
   return res;

@@ -358,10 +358,24 @@ Constraint cpu_dot_block_constraint() {
           }};
 }
 
+std::vector<std::string> grid_knobs(const Kernel& unbound) {
+  std::vector<std::string> out;
+  if (!unbound.grid) return out;
+  walk(*unbound.grid, [&](Op& op) {
+    if (op.kind != OpKind::Param) return;
+    const Attr* n = op.find_attr("name");
+    if (!n || !std::holds_alternative<std::string>(*n)) return;
+    const std::string& name = std::get<std::string>(*n);
+    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+  });
+  return out;
+}
+
 Space make_space(const Kernel& unbound, const std::string& target, const Config& defaults) {
   Space s;
   s.kernel = unbound.name;
   s.target = target;
+  s.grid_knobs = grid_knobs(unbound);
   for (const ConstexprDecl& d : unbound.constexprs) {
     const KnobDecl* decl = find_codegen_knob(d.name);
     Knob k;

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,10 @@ struct Space {
   Config fixed;                         // constexprs with one value here (not tuned), and the defaults of knobs of other targets
   std::vector<Constraint> constraints;  // in the order they are tried
   std::vector<Knob> elsewhere;          // the kernel's knobs that apply to other targets only
+  // The constexprs the kernel's grid reads (matmul's BLOCK_M and BLOCK_N, not BLOCK_K): the
+  // tile knobs that count programs (features()). Not known (a space made by hand): every tile
+  // knob counts.
+  std::optional<std::vector<std::string>> grid_knobs;
 
   // The number of configurations before pruning (the product of the knobs' value counts).
   int64_t size() const;
@@ -87,6 +92,9 @@ struct Space {
   // The knobs' defaults.
   Config defaults() const;
 };
+
+// The constexprs `unbound`'s grid reads (its `param` ops), in order of first use.
+std::vector<std::string> grid_knobs(const Kernel& unbound);
 
 // The space of `unbound` (a kernel whose constexprs keep their candidates) on `target`: every
 // constexpr with two candidates or more that applies to the target (a constexpr named in

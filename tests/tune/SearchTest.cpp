@@ -2,12 +2,14 @@
 // that it finds the optimum of a smooth space measuring a fraction of it. The rankers alone.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <thread>
 #include <set>
 
 #include "support/Diagnostic.h"
+#include "cuda/RuntimeInternal.h"
 #include "tune/Search.h"
 
 namespace tessera::tune {
@@ -146,10 +148,19 @@ TEST(Search, HistoryOfOtherShapesShrinksTheColdSample) {
   SearchResult r = search(s, all, s.defaults(), {{"N", 1024}}, m, hist, o, [&](const SearchProgress& p) {
     if (p.phase == "sample") sampled += static_cast<int>(p.batch->size());
   });
-  EXPECT_EQ(sampled, 1);  // the model, trained on the other shapes, picks the rest
+  EXPECT_EQ(sampled, 0);  // the model, trained on the other shapes, picks them all
   double opt = 1e30;
   for (const Config& c : all) opt = std::min(opt, FakeMeasurer::cost(c, 1024));
   EXPECT_LE(r.measured[*r.best].ms, opt * 1.05);
+  // Under a budget of 10, one far config guards against the model's worst misses.
+  sampled = 0;
+  FakeMeasurer small(1024);
+  o.budget = 9;
+  search(s, all, s.defaults(), {{"N", 1024}}, small, hist, o, [&](const SearchProgress& p) {
+    if (p.phase == "sample") sampled += static_cast<int>(p.batch->size());
+  });
+  EXPECT_EQ(sampled, 1);
+  o.budget = 30;
   // Without the history: a third of the budget.
   sampled = 0;
   FakeMeasurer cold(1024);
@@ -166,6 +177,95 @@ TEST(Search, FeaturesNameEveryColumn) {
   EXPECT_EQ(f.size(), feature_names(s, sz).size());
   // BLOCK_M = 64 over M = 100: 2 tiles, BLOCK_N = 64 over 300: 5 tiles, so 10 programs.
   EXPECT_FLOAT_EQ(f[sz.size() + s.knobs.size()], static_cast<float>(std::log2(11.0)));
+}
+
+TEST(Search, FeaturesCountTheCtasASplitLaunches) {
+  Space s;
+  s.knobs = {{"BLOCK_M", KnobKind::Tile, {16, 64}, 64, {}, ""},
+             {"BLOCK_N", KnobKind::Tile, {64, 128}, 128, {}, ""},
+             {"BLOCK_K", KnobKind::Tile, {64, 128}, 64, {}, ""},
+             {"min_blocks", KnobKind::Codegen, {1, 2}, 1, {}, ""},
+             {"split_k", KnobKind::Codegen, {0, 1, 3}, 0, {}, ""},
+             {"stream_k", KnobKind::Codegen, {0, 1}, 0, {}, ""}};
+  s.grid_knobs = std::vector<std::string>{"BLOCK_M", "BLOCK_N"};
+  const Sizes sz = {{"K", 7168}, {"M", 16}, {"N", 1600}};
+  const std::vector<std::string> names = feature_names(s, sz);
+  auto at = [&](const Config& c, const std::string& name) {
+    std::vector<float> f = features(s, sz, c, 132);
+    EXPECT_EQ(f.size(), names.size());
+    return f.at(static_cast<size_t>(std::find(names.begin(), names.end(), name) - names.begin()));
+  };
+  auto lg = [](double v) { return static_cast<float>(std::log2(v + 1)); };
+  Config c = s.defaults();
+  // 13 programs of 64 x 128 (BLOCK_K is a loop within a program); split_k = 0: the runtime's rule.
+  const int rule = cuda::split_k_factor(13, 132);
+  ASSERT_GT(rule, 1);
+  EXPECT_FLOAT_EQ(at(c, "log2 programs"), lg(13));
+  EXPECT_FLOAT_EQ(at(c, "log2 split"), lg(rule));
+  EXPECT_FLOAT_EQ(at(c, "log2 CTAs"), lg(13.0 * rule));
+  EXPECT_FLOAT_EQ(at(c, "last wave fill"), static_cast<float>(13.0 * rule / 132));
+  EXPECT_FLOAT_EQ(at(c, "log2 loop steps/CTA"), lg(112.0 / rule));
+  c["split_k"] = 3;
+  EXPECT_FLOAT_EQ(at(c, "log2 CTAs"), lg(39));
+  c["split_k"] = 1;
+  EXPECT_FLOAT_EQ(at(c, "log2 CTAs"), lg(13));
+  c["stream_k"] = 1;  // the last wave shared out
+  EXPECT_FLOAT_EQ(at(c, "last wave fill"), 1.0f);
+  // 2 resident CTAs per multiprocessor: the rule splits 13 programs to fill 264.
+  c = s.defaults();
+  c["min_blocks"] = 2;
+  EXPECT_FLOAT_EQ(at(c, "log2 split"), lg(cuda::split_k_factor(13, 264)));
+  // A space that does not know its grid counts every tile knob as programs.
+  s.grid_knobs.reset();
+  EXPECT_FLOAT_EQ(at(s.defaults(), "log2 programs"), lg(13 * 112));
+}
+
+// A knob of minor effect (under 1% here, at every shape) does not fill a model batch with
+// variants of one config once the history shows it minor.
+TEST(Search, ModelBatchesSpreadOverTheKnobsThatMatter) {
+  Space s = synthetic_space();
+  s.knobs.push_back({"minor", KnobKind::Codegen, {1, 2, 3, 4}, 1, {}, ""});
+  class Minor : public FakeMeasurer {
+   public:
+    using FakeMeasurer::FakeMeasurer;
+    std::vector<Measurement> measure(const std::vector<Config>& cs) override {
+      std::vector<Measurement> out = FakeMeasurer::measure(cs);
+      for (Measurement& m : out) m.ms *= 1 + 0.002 * static_cast<double>(m.config.at("minor"));
+      return out;
+    }
+  };
+  std::vector<Config> all = s.enumerate();
+  History h;  // another shape, every minor variant of 12 configs
+  h.sizes = {{"N", 256}};
+  {
+    Minor m(256);
+    std::vector<Config> some;
+    for (size_t i = 0; i < all.size() && some.size() < 48; i += 97)
+      for (int64_t v : {1, 2, 3, 4}) {
+        Config c = all[i];
+        c["minor"] = v;
+        some.push_back(c);
+      }
+    h.measured = m.measure(some);
+  }
+  for (uint64_t seed : {1, 2}) {
+    Minor m(1024);
+    SearchOptions o;
+    o.budget = 40;
+    o.seed = seed;
+    int batches = 0;
+    search(s, all, s.defaults(), {{"N", 1024}}, m, {h}, o, [&](const SearchProgress& p) {
+      if (p.phase != "model") return;
+      ++batches;
+      std::set<std::string> major;
+      for (const Measurement& x : *p.batch) {
+        Config c = x.config;
+        c.erase("minor");
+        EXPECT_TRUE(major.insert(config_str(c)).second) << "seed " << seed << ": " << config_str(x.config);
+      }
+    });
+    EXPECT_GE(batches, 3);
+  }
 }
 
 TEST(Search, RankersOrderByWhatTheyLearnt) {

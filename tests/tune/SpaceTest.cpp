@@ -34,6 +34,9 @@ TEST(Space, MatmulOnCpuIsItsTileKnobsAndTheDotBlock) {
   // The cuda codegen knobs are declared, but for cuda targets only.
   ASSERT_NE(find(s.elsewhere, "cluster_m"), nullptr);
   EXPECT_EQ(find(s.elsewhere, "cluster_m")->targets, std::vector<std::string>{"cuda:sm_90a"});
+  // The grid's knobs count programs; BLOCK_K is a loop over K within a program.
+  EXPECT_EQ(s.grid_knobs, (std::vector<std::string>{"BLOCK_M", "BLOCK_N"}));
+  EXPECT_TRUE(grid_knobs(*lib("softmax")).empty());  // a program per row whatever the tiles
 }
 
 TEST(Space, CudaTargetsAddTheirCodegenKnobs) {
