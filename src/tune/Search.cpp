@@ -8,7 +8,6 @@
 #include <random>
 #include <set>
 
-#include "cuda/RuntimeInternal.h"
 #include "support/Diagnostic.h"
 
 namespace tessera::tune {
@@ -58,14 +57,8 @@ std::vector<float> features(const Space& space, const Sizes& sizes, const Config
   // own rule at the occupancy min_blocks asks for, cuda::split_k_factor). Stream-K shares the
   // last partial wave out, so it runs full.
   const double c = std::max(cores, 1);
-  double split = 1;
-  if (auto it = config.find("split_k"); it != config.end()) {
-    auto mb = config.find("min_blocks");
-    const int64_t capacity = static_cast<int64_t>(c) * std::max<int64_t>(1, mb == config.end() ? 1 : mb->second);
-    split = it->second >= 2   ? static_cast<double>(it->second)
-            : it->second == 0 ? cuda::split_k_factor(static_cast<int64_t>(programs), capacity)
-                              : 1;
-  }
+  const double split =
+      static_cast<double>(launch_splits(config, static_cast<int64_t>(programs), static_cast<int64_t>(c)));
   const double ctas = programs * split;
   const double waves = std::ceil(ctas / c);
   auto sk = config.find("stream_k");

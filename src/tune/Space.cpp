@@ -286,6 +286,17 @@ int64_t config_value(const Config& c, const std::string& name, int64_t fallback)
 
 }  // namespace
 
+int64_t split_capacity(const Config& c, int64_t sms) {
+  return sms * std::max<int64_t>(1, config_value(c, "min_blocks", 1));
+}
+
+int64_t launch_splits(const Config& c, int64_t programs, int64_t sms) {
+  auto it = c.find(kSplitKKnob);
+  if (it == c.end()) return 1;
+  if (it->second >= 2) return it->second;
+  return it->second == 0 ? cuda::split_k_factor(programs, split_capacity(c, sms)) : 1;
+}
+
 Constraint cuda_split_k_constraint(int64_t sms) {
   return {"cuda-split-k",
           "split_k >= 2 only for wgmma dots (a multiple of 64 rows), at most two waves once split, and not the "
@@ -299,7 +310,7 @@ Constraint cuda_split_k_constraint(int64_t sms) {
               return what + " with cluster_m: the split compilation has no clusters";
             const int64_t programs = programs_of(c);
             if (programs < 0) return "";  // the runtime decides
-            const int64_t capacity = sms * std::max<int64_t>(1, config_value(c.config, "min_blocks", 1));
+            const int64_t capacity = split_capacity(c.config, sms);
             if (programs * s > 2 * capacity)
               return what + ": " + std::to_string(programs) + " programs x " + std::to_string(s) + " CTAs are over two waves";
             if (cuda::split_k_factor(programs, capacity) == s)
@@ -322,8 +333,7 @@ Constraint cuda_stream_k_constraint(int64_t sms) {
             // A persistent wgmma kernel launches one CTA per multiprocessor and cuts only a last
             // wave of at least half of them (the emitter's tsr_L); the runtime's split takes
             // programs that fill at most a third of its capacity.
-            const int64_t capacity = sms * std::max<int64_t>(1, config_value(c.config, "min_blocks", 1));
-            if (2 * (programs % sms) < sms || cuda::split_k_factor(programs, capacity) > 1)
+            if (2 * (programs % sms) < sms || launch_splits(c.config, programs, sms) > 1)
               return "stream_k = 1: " + std::to_string(programs) + " programs end in no partial wave of at least half of " +
                      std::to_string(sms) + " CTAs";
             return "";

@@ -145,6 +145,13 @@ Constraint cuda_split_k_constraint(int64_t sms = 132);
 // plain kernel without its epilogue overlap), and neither cluster_m = 2 (not taken with
 // stream-K) nor a split (the split compilation runs instead).
 Constraint cuda_stream_k_constraint(int64_t sms = 132);
+// The CTAs a launch holds at once for config `c` on `sms` multiprocessors: sms x min_blocks.
+int64_t split_capacity(const Config& c, int64_t sms);
+// The CTAs per program the cuda runtime launches for config `c` at `programs` programs: its
+// split_k (n >= 2), the runtime's rule for split_k = 0 (cuda::split_k_factor at
+// split_capacity), 1 without the knob or for split_k = 1. Shared by the constraints and the
+// search's features.
+int64_t launch_splits(const Config& c, int64_t programs, int64_t sms);
 
 // A copy of `k` with the codegen knobs of `knobs` it does not declare set as constexprs of one
 // value (Kernel::set_constexpr), which is how a kernel gets a knob the backends read; knobs it
