@@ -1449,10 +1449,8 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
             }
           // Without a producer the programs run one per CTA (persistence follows the producer),
           // and their stores go out from registers (the TMA store follows persistence).
-          if (Op* y = lowered->grid ? lowered->grid->terminator() : nullptr; y && y->has_attr("persistent")) {
-            y->set_attr("persistent", int64_t{0});
-            std::erase_if(y->attrs, [](const NamedAttr& a) { return a.name == "group_rows"; });
-          }
+          if (Op* y = lowered->grid ? lowered->grid->terminator() : nullptr; y && y->has_attr("persistent"))
+            take_back_persistence(*y);
           store_from_registers();
           out = print();
           for (const std::string& n : no_producer) out.notes.push_back(n + " (warp_specialize = 0)");

@@ -117,6 +117,9 @@ void specialize_warps(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
 // Persistent CTAs, in grouped order, for a kernel with a producer warpgroup: `persistent = 1,
 // group_rows = 8` on the grid block's yield (PersistPrograms.cpp).
 void persist_programs(Kernel& k, PassStats& stats);
+// The grid's yield `yield` says one CTA per program again: `persistent = 0`, no `group_rows`
+// (persist-programs declining a written 1, the cuda emitter printing without a producer).
+void take_back_persistence(Op& yield);
 // A persistent kernel's wgmma result stored from shared memory by TMA: `tma_store = 1` on its
 // store_tile (StoreEpiloguesByTma.cpp).
 void store_epilogues_by_tma(Kernel& k, PassStats& stats);

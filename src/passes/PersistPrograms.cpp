@@ -31,6 +31,11 @@
 
 namespace tessera {
 
+void take_back_persistence(Op& yield) {
+  yield.set_attr("persistent", int64_t{0});
+  std::erase_if(yield.attrs, [](const NamedAttr& a) { return a.name == "group_rows"; });
+}
+
 void persist_programs(Kernel& k, PassStats& stats) {
   if (!k.grid) return;
   Op* yield = k.grid->terminator();
@@ -50,8 +55,7 @@ void persist_programs(Kernel& k, PassStats& stats) {
   else if (other_ring) why = "the pipelined loop at " + other_ring->loc.str() + " has a ring of its own";
   if (!why.empty()) {
     if (written) {
-      yield->set_attr("persistent", int64_t{0});
-      std::erase_if(yield->attrs, [](const NamedAttr& a) { return a.name == "group_rows"; });
+      take_back_persistence(*yield);
       stats.notes.push_back("grid at " + yield->loc.str() + ": persistent = 1 not taken: " + why);
     } else if (producer) {
       ++stats["persist-programs.other-rings"];
