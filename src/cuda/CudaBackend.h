@@ -28,11 +28,12 @@ struct CudaTarget {
   // K loop, and the last to finish sums the slices and runs the epilogue. The runtime compiles
   // and launches this variant when the programs alone would leave multiprocessors idle.
   bool split_k = false;
-  // sm_90a: a persistent wgmma kernel whose programs end in a partial wave of at least half the
-  // CTAs spreads that last wave's K loops evenly over all CTAs (stream-K): the CTA that began a
-  // tile adds the later parts, which other CTAs leave in a workspace. Off by default: on the
-  // H200 it measured slower at 4096^3 and 128x14336x4096, level at 8192^3 (bench/RESULTS.md,
-  // session 7).
+  // sm_90a: a persistent wgmma kernel whose programs end in a partial wave spreads that wave's
+  // K loops (with the full wave before it when it is under half the CTAs: cuda::stream_k_tiles)
+  // evenly over all CTAs (stream-K): the CTA that ends a tile adds the earlier parts, which
+  // other CTAs leave in a workspace. Off by default (a tuning knob, stream_k): on the H200 it
+  // wins at short last waves (1024x4608x3584: 0.0539 against 0.0763 ms) and loses where whole
+  // tiles nearly fill the last wave (4096^3: 0.196 against 0.189; bench/RESULTS.md, session 22).
   bool stream_k = false;
   // Print the kernel from the GPU lowering's IR (the layout emitter, EmitLowered.cpp): each op
   // in the layout the passes gave it, with mma.sync dots (no wgmma yet). A kernel it cannot

@@ -1102,8 +1102,9 @@ CudaEmission Emitter::run() {
   if (stream_k_) {
     info.stream_k = true;
     count("stream-k");
-    notes_.push_back("stream-K: a last partial wave of at least half the CTAs is cut into equal shares of K work, one "
-                     "per CTA; the CTA that began a tile adds the later parts in K order");
+    notes_.push_back("stream-K: a last partial wave (of at least half the CTAs, else with the full wave before it) is "
+                     "cut into equal shares of K work, one per CTA, each run last tile first; the CTA that ends a tile "
+                     "adds the earlier parts in K order");
   }
   grouped_ = !lowered_ && !persistent_ && !split_k_ && !wg_.ok && has_pipelined_mma_loop();
   if (grouped_) {
@@ -1215,19 +1216,25 @@ CudaEmission Emitter::run() {
     // The loop over the programs, each running the kernel's body.
     auto program_loop = [&] {
       if (stream_k_) {
-        // Whole tiles tsr_t = blockIdx.x, + gridDim.x, ... below tsr_dp; the last partial wave
-        // (tsr_L tiles, when at least half of gridDim.x, else none) as tsr_L * gridDim.x units of
-        // K work, gridDim.x per tile, of which CTA c takes units [c * tsr_L, (c + 1) * tsr_L):
-        // parts of at most two tiles. [tsr_pb, tsr_pe) is the item's part of its tile, in units.
+        // Whole tiles tsr_t = blockIdx.x, + gridDim.x, ... below tsr_dp; the last tsr_L tiles
+        // (cuda::stream_k_tiles: a last partial wave of at least half of gridDim.x, a smaller
+        // one with the full wave before it) as tsr_L * gridDim.x units of K work, gridDim.x per
+        // tile, of which CTA c takes units [c * tsr_L, (c + 1) * tsr_L): parts of at most three
+        // tiles (tsr_L < 2 * gridDim.x), of which only the last can end inside a tile. A CTA
+        // runs them last tile first: every CTA starts its stream-K work at K = 0 (or, when its
+        // units lie inside one tile, within (G - L) / G of the K loop from it), so the parts
+        // running at once read nearby K panels (as whole tiles in a wave do, for L2), and
+        // the parts that end inside a tile, which the tile's last part waits for, run first.
+        // [tsr_pb, tsr_pe) is the item's part of its tile, in units.
         line("const int32_t tsr_G = int32_t(gridDim.x), tsr_rem = int32_t(tsr_programs % tsr_G);");
-        line("const int32_t tsr_L = 2 * tsr_rem >= tsr_G ? tsr_rem : 0;");
+        line("const int32_t tsr_L = tsr_rem == 0 ? 0 : 2 * tsr_rem >= tsr_G ? tsr_rem : tsr_programs > tsr_G ? tsr_rem + tsr_G : 0;");
         line("const int64_t tsr_dp = tsr_programs - tsr_L;");
         line("const int32_t tsr_u0 = int32_t(blockIdx.x) * tsr_L, tsr_u1 = tsr_u0 + tsr_L;");
         line("const int32_t tsr_ndp = int64_t(blockIdx.x) < tsr_dp ? int32_t((tsr_dp - 1 - int64_t(blockIdx.x)) / tsr_G) + 1 : 0;");
         line("const int32_t tsr_nsk = tsr_L > 0 ? (tsr_u1 - 1) / tsr_G - tsr_u0 / tsr_G + 1 : 0;");
         open("for (int32_t tsr_i = 0; tsr_i < tsr_ndp + tsr_nsk; ++tsr_i) {");
         line("const bool tsr_sk = tsr_i >= tsr_ndp;");
-        line("const int64_t tsr_t = tsr_sk ? tsr_dp + tsr_u0 / tsr_G + (tsr_i - tsr_ndp) : int64_t(blockIdx.x) + int64_t(tsr_i) * tsr_G;");
+        line("const int64_t tsr_t = tsr_sk ? tsr_dp + (tsr_u1 - 1) / tsr_G - (tsr_i - tsr_ndp) : int64_t(blockIdx.x) + int64_t(tsr_i) * tsr_G;");
         line("const int32_t tsr_tu = tsr_sk ? int32_t(tsr_t - tsr_dp) * tsr_G : 0;  // the tile's first unit (stream-K tiles)");
         line("const int32_t tsr_pb = tsr_sk && tsr_u0 > tsr_tu ? tsr_u0 - tsr_tu : 0;");
         line("const int32_t tsr_pe = tsr_sk && tsr_u1 < tsr_tu + tsr_G ? tsr_u1 - tsr_tu : tsr_G;");

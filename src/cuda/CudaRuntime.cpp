@@ -218,7 +218,8 @@ class CudaKernelImpl : public CudaKernel {
         throw TesseraError(k.loc, "kernel " + kname(k) + ": " + std::to_string(programs) +
                                       " programs are more than a persistent kernel can count (2^31 - 1)");
       const int64_t ctas = int64_t(dev.num_sms) * (info.persistent_fill ? c_->ctas_per_sm : 1);
-      // Stream-K spreads a wave of at least half the CTAs over all of them.
+      // Stream-K runs on all the CTAs when the programs are at least half of them (the kernel
+      // shares out cuda::stream_k_tiles of the tiles; none for fewer, which run one CTA each).
       launch_grid = {info.stream_k && 2 * programs >= ctas ? ctas : std::min<int64_t>(programs, ctas), 1, 1};
       if (const int64_t c = info.persistent_cluster; c > 1) {
         // Clusters of c CTAs each take c programs of axis 0 (the last group of a row partly
@@ -495,6 +496,14 @@ class CudaKernelImpl : public CudaKernel {
 int cuda::split_k_factor(int64_t programs, int64_t capacity) {
   if (programs < 1 || capacity < 3 * programs) return 1;
   return static_cast<int>(std::min<int64_t>(kAutoSplitK, capacity / programs));
+}
+
+int64_t cuda::stream_k_tiles(int64_t programs, int64_t ctas) {
+  if (ctas < 1 || programs < 1) return 0;
+  const int64_t rem = programs % ctas;
+  if (rem == 0) return 0;
+  if (2 * rem >= ctas) return rem;
+  return programs > ctas ? rem + ctas : 0;
 }
 
 CudaTarget cuda_target_for(const CudaOptions& o) {

@@ -213,7 +213,6 @@ void Emitter::plan_epilogue_overlap() {
   if (!wg_.tma_store)
     return no("the epilogue is not staged through shared memory and TMA stores (a 2-D bf16 or f16 output, "
               "tma_store_epilogue = 1)");
-  if (stream_k_asked()) return no("stream-K compilations store some blocks through a workspace");
   // Registers: one CTA per SM has 65536. With more than one consumer warpgroup ptxas caps
   // every thread at 65536 / threads (168 at 384); setmaxnreg gives the producer warpgroup's
   // share (it needs few: one thread issues copies) to the consumers, 232 each at 384 threads
@@ -539,38 +538,61 @@ void Emitter::emit_wgmma_consumer(const std::string& frag, const std::string& tr
   }
 }
 
+int64_t Emitter::stream_k_batch() const {
+  const WgmmaPlan& w = wg_;
+  const int64_t nt = w.BN / 8;
+  // Per consumer thread: setmaxnreg's share under epilogue_overlap, else ptxas's cap for the
+  // block (255 for one consumer warpgroup and the producer's, 65536 / threads beyond). The
+  // packed pending block is not live here (its boxes left during the loop). ptxas (13.0)
+  // spills nothing at 128 x 256 with 16 columns a batch under overlap.
+  const int64_t threads = int64_t(w.consumer_warps + 4) * 32;
+  const int64_t cap = w.consumer_regs ? w.consumer_regs : std::min<int64_t>(255, 65536 / threads / 8 * 8);
+  const int64_t spare = cap - w.BN / 2 - 40;
+  int64_t b = 1;
+  while (2 * b <= std::min<int64_t>(nt, 16) && nt % (2 * b) == 0 && 4 * 2 * b <= spare) b *= 2;
+  return b;
+}
+
 void Emitter::emit_stream_k_fixup(const std::string& frag) {
   const WgmmaPlan& w = wg_;
+  // Under epilogue_overlap the producer's own program loop has no fragments: it goes on to the
+  // next item's copies (a part that leaves its sum has no store to skip: only the consumers store).
+  if (role_ == Role::Producer) return;
   auto n = [](int64_t v) { return std::to_string(v); };
   const std::string CW = n(w.consumer_warps), CT = n(int64_t(w.consumer_warps) * 32);
   // Workspace (CudaKernelInfo::stream_k): a flag per CTA, then a slot per CTA. A CTA leaves a
-  // slot at most once per launch (only its first stream-K item can start inside a tile).
+  // slot at most once per launch: only its part that ends inside a tile (the last of its units,
+  // which it runs first) does.
   line("unsigned* const skflag_ = reinterpret_cast<unsigned*>(tsr_ws);");
   line("float* const skslot_ = reinterpret_cast<float*>(tsr_ws + (tsr_G * 4 + 255) / 256 * 256);");
   line("const int64_t skslot_n_ = " + n(int64_t(w.consumer_warps) * 32 * w.BN / 2) + ";");
-  open("if (tsr_pb > 0) {");
-  line("// stream-K, a later part of the tile: leave the partial sum for the CTA that began it.");
+  open("if (tsr_pe < tsr_G) {");
+  line("// stream-K, a part that ends inside the tile: leave the partial sum for the CTA that ends it.");
   open("if (warp_ < " + CW + ") {");
   line("tsr::frags_to_slot(" + frag + ", skslot_ + int64_t(blockIdx.x) * skslot_n_, tsr_tid, " + CT + ");");
   line("__threadfence();");
   line("tsr::named_barrier(8u, " + CT + "u);");
   line("if (tsr_tid == 0) tsr::flag_release(skflag_ + blockIdx.x);");
   close();
+  // The pending block (epilogue_overlap) left during this part's loop; nothing is pending now.
+  if (w.overlap) line("pend_ = false;");
   line("continue;");
   close();
-  open("if (tsr_pe < tsr_G) {");
-  line("// stream-K, the tile's first part: add the later parts, CTA by CTA (K order), as they arrive.");
+  open("if (tsr_pb > 0) {");
+  line("// stream-K, the tile's last part: add the earlier parts, CTA by CTA (K order). They ran");
+  line("// first in their CTAs, so they are (nearly) always there already.");
   open("if (warp_ < " + CW + ") {");
-  open("for (int32_t c_ = int32_t(blockIdx.x) + 1; c_ * tsr_L < tsr_tu + tsr_G; ++c_) {");
+  open("for (int32_t c_ = tsr_tu / tsr_L; c_ < int32_t(blockIdx.x); ++c_) {");
   line("if (tsr_tid == 0) tsr::flag_poll(skflag_ + c_);");
   line("tsr::named_barrier(8u, " + CT + "u);");
   line("(void)tsr::flag_acquire(skflag_ + c_);  // set: orders this thread's slot reads after it");
-  line("tsr::frags_add_slot(" + frag + ", skslot_ + int64_t(c_) * skslot_n_, tsr_tid, " + CT + ");");
+  line("tsr::frags_add_slot_batched<" + n(stream_k_batch()) + ">(" + frag + ", skslot_ + int64_t(c_) * skslot_n_, tsr_tid, " +
+       CT + ");");
   close();
   // Every thread has seen the flags: zero them for the next launch (stream order).
   line("tsr::named_barrier(8u, " + CT + "u);");
   line("if (tsr_tid == 0)");
-  line("  for (int32_t c_ = int32_t(blockIdx.x) + 1; c_ * tsr_L < tsr_tu + tsr_G; ++c_) skflag_[c_] = 0u;");
+  line("  for (int32_t c_ = tsr_tu / tsr_L; c_ < int32_t(blockIdx.x); ++c_) skflag_[c_] = 0u;");
   close();
   close();
 }

@@ -459,14 +459,19 @@ class Emitter {
   // picks a slice of the wgmma loop's iterations; emit_split_k_fixup then combines the slices.
   bool split_k_ = false;
   void emit_split_k_fixup(const std::string& frag);
-  // Stream-K in a persistent kernel (CudaTarget::stream_k): when the programs end in a partial
-  // wave of at least half the CTAs, that wave's tiles are cut into equal shares of K work, one
-  // per CTA (tsr_pb / tsr_pe: the part of tile tsr_t this item covers, in 1/gridDim.x of its
-  // K loop); emit_stream_k_fixup hands the later parts to the CTA that began the tile.
+  // Stream-K in a persistent kernel (CudaTarget::stream_k): the tiles cuda::stream_k_tiles names
+  // (a partial last wave, with the full wave before it when it is under half the CTAs) are cut
+  // into equal shares of K work, one per CTA (tsr_pb / tsr_pe: the part of tile tsr_t this item
+  // covers, in 1/gridDim.x of its K loop); emit_stream_k_fixup hands the parts that end inside
+  // a tile to the CTA that ends it.
   bool stream_k_ = false;
   // Stream-K asked for: by the target (CudaTarget::stream_k) or the kernel's stream_k knob.
   bool stream_k_asked() const { return tg_.stream_k || knob("stream_k", 0) == 1; }
   void emit_stream_k_fixup(const std::string& frag);
+  // Columns of an earlier part's slot that the stream-K fixup loads at once: as many as the
+  // consumers' registers hold beside the accumulators (the packed pending block is dead
+  // there), each batch one round of L2 latency (one column at a time: 32 rounds at BN = 256).
+  int64_t stream_k_batch() const;
   // One CTA per program, but the programs renumbered into the persistent kernel's grouped
   // order (8 rows of axis 0 at a time): for kernels with a 2-D grid and a pipelined mma.sync
   // matmul loop at the top level, whose CTAs then share operand tiles in L2.

@@ -29,4 +29,12 @@ std::string op_summary(const Op& op);
 inline constexpr int kAutoSplitK = 4;
 int split_k_factor(int64_t programs, int64_t capacity);
 
+// Stream-K (CudaKernelInfo::stream_k): of `programs` whole tiles on `ctas` persistent CTAs, how
+// many the kernel shares out as equal parts of K work over all of them (the rest run whole,
+// one CTA each). The last partial wave when it holds at least half the CTAs; a smaller one
+// with the full wave before it (so that no CTA idles for most of a tile time while a few run
+// the last tiles); none when the tiles fill whole waves or are too few for a full wave. The
+// generated kernel computes the same (EmitWgmma / CudaEmitter's tsr_L).
+int64_t stream_k_tiles(int64_t programs, int64_t ctas);
+
 }  // namespace tessera::cuda

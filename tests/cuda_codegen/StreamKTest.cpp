@@ -1,5 +1,6 @@
 // Stream-K on sm_90a (CudaTarget::stream_k, opt-in): a persistent wgmma kernel cuts a
-// last partial wave of at least half its CTAs into equal shares of K work; what it emits, and
+// last partial wave (with the full wave before it when it is under half its CTAs) into equal
+// shares of K work; what it emits, and
 // that NVRTC accepts it for every planned tile. The GPU tests run it against the interpreter
 // and the double-precision reference (tests/gpu/wgmma_gpu_test.cpp).
 #include <gtest/gtest.h>
@@ -35,23 +36,38 @@ TEST(CudaStreamK, PersistentMatmulSharesItsLastWaveOverEveryCta) {
   for (const CudaParam& p : em.info.params) workspaces += p.kind == CudaParam::Kind::SplitWorkspace;
   EXPECT_EQ(workspaces, 1);
   const std::string& src = em.source;
-  // The last wave is shared only when it holds at least half the CTAs.
-  EXPECT_NE(src.find("const int32_t tsr_L = 2 * tsr_rem >= tsr_G ? tsr_rem : 0;"), std::string::npos) << src;
+  // The last wave is shared when it holds at least half the CTAs, else with the full wave
+  // before it (cuda::stream_k_tiles), never when the programs are fewer than the CTAs.
+  EXPECT_NE(src.find("const int32_t tsr_L = tsr_rem == 0 ? 0 : 2 * tsr_rem >= tsr_G ? tsr_rem : tsr_programs > tsr_G ? "
+                     "tsr_rem + tsr_G : 0;"),
+            std::string::npos)
+      << src;
   EXPECT_NE(src.find("const int32_t tsr_u0 = int32_t(blockIdx.x) * tsr_L, tsr_u1 = tsr_u0 + tsr_L;"), std::string::npos);
   // The item's part of the K loop, rounded the same way in every CTA.
   EXPECT_NE(src.find("* tsr_pb / tsr_G, trip"), std::string::npos);
   EXPECT_NE(src.find("* tsr_pe / tsr_G - first_;"), std::string::npos);
-  // Later parts leave their sums and raise a flag, then skip the epilogue; the first part waits
-  // for each flag in K order, adds the slot, and zeroes the flags for the next launch.
+  // A CTA runs its parts last tile first (each starts its stream-K work at or near K = 0). Parts that
+  // end inside a tile leave their sums and raise a flag, then skip the epilogue; the tile's
+  // last part waits for each earlier CTA's flag in K order, adds the slot, and zeroes the flags
+  // for the next launch.
+  EXPECT_NE(src.find("tsr_dp + (tsr_u1 - 1) / tsr_G - (tsr_i - tsr_ndp)"), std::string::npos);
+  EXPECT_NE(src.find("if (tsr_pe < tsr_G) {"), std::string::npos);
+  EXPECT_NE(src.find("for (int32_t c_ = tsr_tu / tsr_L; c_ < int32_t(blockIdx.x); ++c_) {"), std::string::npos);
   EXPECT_NE(src.find("tsr::frags_to_slot(frag"), std::string::npos);
   EXPECT_NE(src.find("tsr::flag_release(skflag_ + blockIdx.x);"), std::string::npos);
   EXPECT_NE(src.find("continue;"), std::string::npos);
   EXPECT_NE(src.find("if (tsr_tid == 0) tsr::flag_poll(skflag_ + c_);"), std::string::npos);
   EXPECT_NE(src.find("(void)tsr::flag_acquire(skflag_ + c_);"), std::string::npos);
-  EXPECT_NE(src.find("tsr::frags_add_slot(frag"), std::string::npos);
+  // The slot's 32 columns in two batches of 16 loads (the consumers' 232 registers under
+  // epilogue_overlap hold them beside the 128 accumulators).
+  EXPECT_NE(src.find("tsr::frags_add_slot_batched<16>(frag"), std::string::npos);
   EXPECT_NE(src.find("skflag_[c_] = 0u;"), std::string::npos);
-  // The fixup comes before the TMA-store epilogue.
-  EXPECT_LT(src.find("tsr::frags_add_slot("), src.find("tsr::tma_store_2d("));
+  // The epilogue is overlapped with the next item's loop as in the whole-tile kernel: the
+  // fixup comes before the block is packed, and a later part leaves nothing pending.
+  EXPECT_EQ(em.stats["epilogue-overlap"], 1) << codegentest::notes(em);
+  EXPECT_LT(src.find("tsr::frags_add_slot_batched<"), src.find("pend_ = true;"));
+  const size_t release = src.find("tsr::flag_release(skflag_ + blockIdx.x);");
+  EXPECT_LT(src.find("pend_ = false;", release), src.find("continue;", release));
   EXPECT_NE(codegentest::notes(em).find("stream-K"), std::string::npos);
 }
 

@@ -393,24 +393,22 @@ TEST(CudaWgmma, EpilogueOverlapStoresEachBlockDuringTheNextProgramsLoop) {
   EXPECT_EQ(plain.source.find("pk_"), std::string::npos);
   EXPECT_EQ(plain.stats.count("epilogue-overlap"), 0u);
 
-  // Not taken, each with a note: stream-K, a direct (non-TMA) epilogue, and a
+  // Not taken, each with a note: a direct (non-TMA) epilogue, and a
   // block whose accumulators and packed copy need more registers than a consumer can have
   // (192 x 256: three consumer warpgroups share 152 each). An error: a value without a meaning.
   auto nt = [](int bm, int bn) { return testutil::nt_matmul("bf16", "bf16", bm, bn, 64); };
-  auto note_for = [&](auto&& adjust, bool stream_k = false, int64_t bm = 128) {
+  auto note_for = [&](auto&& adjust, int64_t bm = 128) {
     auto n = nt(bm, 256);
     n->set_constexpr("epilogue_overlap", 1);
     adjust(*n);
     CudaTarget t = CudaTarget::parse("sm_90a");
-    t.stream_k = stream_k;
     CudaEmission e = emit_cuda_with_info(*n, t);
     EXPECT_EQ(e.stats.count("epilogue-overlap"), 0u) << notes(e);
     return notes(e);
   };
-  EXPECT_NE(note_for([](Kernel&) {}, true).find("epilogue_overlap = 1 not taken: stream-K"), std::string::npos);
   EXPECT_NE(note_for([](Kernel& n) { n.set_constexpr("tma_store_epilogue", 0); }).find("not taken: the epilogue is not staged"),
             std::string::npos);
-  EXPECT_NE(note_for([](Kernel&) {}, false, 192).find("128 accumulator and 64 packed registers"), std::string::npos);
+  EXPECT_NE(note_for([](Kernel&) {}, 192).find("128 accumulator and 64 packed registers"), std::string::npos);
   // By default (the knob not set) a kernel that cannot have it takes the plain epilogue quietly.
   CudaEmission quiet = emit(*nt(192, 256));
   EXPECT_EQ(quiet.stats.count("epilogue-overlap"), 0u);

@@ -4,6 +4,7 @@
 // against the double-precision reference.
 #include "GpuTestUtil.h"
 #include "cuda/Driver.h"
+#include "cuda/RuntimeInternal.h"
 #include "text/Text.h"
 #include "../common/NtMatmulText.h"
 
@@ -228,11 +229,14 @@ TEST(WgmmaGpu, LongKLoopMatchesTheReference) {
 }
 
 // Stream-K: grids whose last wave holds at least half the SMs spread it over all of them (a
-// tile's K loop in two or three parts, the first CTA adding the later ones). Sizes are picked
-// from the device's SM count: fewer programs than SMs, more (a full wave first), K loops
-// shorter than the parts (empty parts), ragged edges. The same compiled kernel runs launch
-// after launch: the flags must be zero again each time. Then against the reference, stream-K
-// and whole tiles.
+// tile's K loop in two or three parts, the CTA that ends it adding the earlier ones); a
+// smaller last wave goes with the full wave before it (parts of up to three tiles per CTA, the
+// middle one whole). Sizes are picked from the device's SM count: fewer programs than SMs,
+// more (a full wave first), a last wave of about a quarter and of a few programs after one and
+// two full waves, K
+// loops shorter than the parts (empty parts), ragged edges. The same compiled kernel runs
+// launch after launch: the flags must be zero again each time. Then against the reference,
+// stream-K and whole tiles.
 TEST(WgmmaGpu, StreamKMatchesTheInterpreterLaunchAfterLaunch) {
   REQUIRE_HOPPER();
   const int64_t sms = cuda::device().num_sms;
@@ -240,17 +244,17 @@ TEST(WgmmaGpu, StreamKMatchesTheInterpreterLaunchAfterLaunch) {
   CudaOptions o = no_split_options();
   o.target.stream_k = true;
   auto ck = compile_cuda(*k, o);
-  // rows x cols programs of 64 x 64 with rows * cols % sms >= sms / 2.
+  // rows x cols programs of 64 x 64 (cols rounded up: the programs are a multiple of 4).
   auto sizes = [&](int64_t programs, int64_t kdim) {
     const int64_t rows = 4, cols = (programs + rows - 1) / rows;
     return Sizes{{"M", rows * 64 - 24}, {"N", cols * 64 - 8}, {"K", kdim}};
   };
   uint64_t seed = 41;
   for (Sizes s : {sizes(sms * 3 / 4 + 1, 520), sizes(sms + sms * 3 / 4, 264), sizes(sms * 3 / 4 + 1, 40),
-                  sizes(sms * 3 / 4 + 1, 520)}) {
+                  sizes(sms + sms / 4, 392), sizes(2 * sms + 3, 200), sizes(sms + 1, 24), sizes(sms * 3 / 4 + 1, 520)}) {
     SCOPED_TRACE(sizes_str(s));
     const int64_t programs = ((s.at("M") + 63) / 64) * ((s.at("N") + 63) / 64);
-    ASSERT_GE(2 * (programs % sms), sms) << "the sizes should leave a last wave of at least half the SMs";
+    ASSERT_GT(cuda::stream_k_tiles(programs, sms), 0) << "the sizes should leave a partial wave to share out";
     run_compiled_and_compare(*ck, *k, s, seed++);
   }
   EXPECT_EQ(ck->launches_without_tma, 0);
@@ -262,9 +266,11 @@ TEST(WgmmaGpu, StreamKMatchesTheReference) {
   const int64_t sms = cuda::device().num_sms;
   // 128 x 256 tiles (two consumer warpgroups): about 0.85 and 1.85 waves of programs. K is
   // short: the host reference is slow.
-  const int64_t p1 = sms * 85 / 100, p2 = sms + sms * 85 / 100;
+  const int64_t p1 = sms * 85 / 100, p2 = sms + sms * 85 / 100, p3 = sms + sms / 8;
   expect_matches_reference({{"M", 128 * 8 - 40}, {"N", 256 * ((p1 + 7) / 8)}, {"K", 200}}, 128, 256, 64, true);
   expect_matches_reference({{"M", 128 * 8}, {"N", 256 * ((p2 + 7) / 8) - 16}, {"K", 136}}, 128, 256, 64, true);
+  // A last wave of about an eighth, shared out with the full wave before it.
+  expect_matches_reference({{"M", 128 * 8 - 8}, {"N", 256 * ((p3 + 7) / 8) - 40}, {"K", 264}}, 128, 256, 64, true);
 }
 
 TEST(WgmmaGpu, ManyProgramsPerCtaMatchTheReference) {
@@ -278,7 +284,8 @@ TEST(WgmmaGpu, ManyProgramsPerCtaMatchTheReference) {
 // (so that epilogue buffers and the ring's phases carry from tile to tile): four epilogue
 // buffers per consumer warpgroup (a ring stage less), the copies' L2 hints forced each way
 // and never, the direct (not TMA-store) epilogue, and the TMA-store epilogue after each
-// program's loop instead of under the next one (epilogue_overlap = 0). Then the automatic hint's streamed
+// program's loop instead of under the next one (epilogue_overlap = 0), and stream-K with those
+// two epilogues (every CTA's warps take the fixup's paths). Then the automatic hint's streamed
 // case (B read by one row of tiles) and tiles whose boxes do not rotate through the buffers.
 TEST(WgmmaGpu, PersistentKnobsMatchTheInterpreter) {
   REQUIRE_HOPPER();
@@ -288,7 +295,11 @@ TEST(WgmmaGpu, PersistentKnobsMatchTheInterpreter) {
                                 ConstexprConfig{{"tma_hint_a", 3}, {"tma_hint_b", 3}},
                                 ConstexprConfig{{"tma_store_epilogue", 0}},
                                 ConstexprConfig{{"epilogue_overlap", 0}},
-                                ConstexprConfig{{"epilogue_overlap", 0}, {"epilogue_buffers", 4}}}) {
+                                ConstexprConfig{{"epilogue_overlap", 0}, {"epilogue_buffers", 4}},
+                                // Stream-K (144 programs: a short last wave shared out with the
+                                // full wave before it) with the plain epilogues.
+                                ConstexprConfig{{"stream_k", 1}, {"epilogue_overlap", 0}},
+                                ConstexprConfig{{"stream_k", 1}, {"tma_store_epilogue", 0}}}) {
     auto k = matmul(ScalarKind::BF16, 128, 256, 64);
     std::string what;
     for (const auto& [name, v] : knobs) {

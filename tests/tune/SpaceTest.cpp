@@ -1,6 +1,7 @@
 // Tuning spaces: knobs from constexprs and the declared codegen knobs, and pruning.
 #include <gtest/gtest.h>
 
+#include "cuda/RuntimeInternal.h"
 #include "kernels/Library.h"
 #include "support/Diagnostic.h"
 #include "text/Text.h"
@@ -158,8 +159,9 @@ TEST(Space, SplitKNeedsAWgmmaDotFewProgramsAndADifferentSplit) {
   EXPECT_EQ(find(make_space(*b, "cuda:sm_80").knobs, "split_k"), nullptr);
 }
 
-// stream_k = 1 is kept where it changes the launch: a partial last wave of at least half the
-// CTAs, no cluster (not taken with stream-K), no split (the split compilation runs instead).
+// stream_k = 1 is kept where it changes the launch: a partial last wave the kernel shares out
+// (cuda::stream_k_tiles), no cluster (not taken with stream-K), no split (the split
+// compilation runs instead).
 TEST(Space, StreamKNeedsAPartialWaveAndNoClusterOrSplit) {
   auto b = lib("matmul", ScalarKind::BF16);
   const std::string t90 = "cuda:sm_90a";
@@ -174,11 +176,16 @@ TEST(Space, StreamKNeedsAPartialWaveAndNoClusterOrSplit) {
   EXPECT_EQ(reason(128, 128, mid, 2), "stream_k = 1 with cluster_m: the clusters are not taken");
   EXPECT_EQ(reason(128, 128, mid, 1, 2), "stream_k = 1 with split_k: the split compilation runs");
   EXPECT_EQ(reason(16, 128, mid), "stream_k = 1: no dot of a multiple of 64 rows (wgmma)");
-  // 288 programs: a last wave of 24 CTAs, under half, which the kernel runs whole (tsr_L = 0).
+  // 288 programs: a last wave of 24 CTAs, under half, which the kernel shares out with the
+  // full wave before it (cuda::stream_k_tiles: 156 tiles).
   const Sizes short_wave = {{"M", 1024}, {"N", 4608}, {"K", 3584}};
-  EXPECT_EQ(reason(128, 128, short_wave), "stream_k = 1: 288 programs end in no partial wave of at least half of 132 CTAs");
+  EXPECT_EQ(cuda::stream_k_tiles(288, 132), 156);
+  EXPECT_EQ(reason(128, 128, short_wave), "");
   const Sizes small = {{"M", 128}, {"N", 4096}, {"K", 4096}};  // 16 programs of 128 x 256
-  EXPECT_EQ(reason(128, 256, small), "stream_k = 1: 16 programs end in no partial wave of at least half of 132 CTAs");
+  EXPECT_EQ(reason(128, 256, small), "stream_k = 1: the runtime splits 16 programs over K");
+  // 50 programs: unsplit, one CTA each (fewer than half the CTAs), nothing to share out.
+  const Sizes few = {{"M", 256}, {"N", 6400}, {"K", 4096}};
+  EXPECT_EQ(reason(128, 256, few), "stream_k = 1: 50 programs on 132 CTAs leave no partial wave to share out");
   const Sizes whole = {{"M", 1024}, {"N", 4224}, {"K", 4096}};  // 8 x 33 = 264 programs: two whole waves
   EXPECT_NE(reason(128, 128, whole), "");
   Config off = {{"BLOCK_M", 128}, {"BLOCK_N", 128}, {"BLOCK_K", 64}, {"stream_k", 0}};

@@ -300,11 +300,12 @@ TSR_D void frags_sum_slots(float (&d)[1][NT][4], const float* first, int64_t str
   for (int s = 0; s < splits; ++s) frags_add_slot_batched<B>(d, first + s * stride, tid, nthreads);
 }
 
-// Stream-K (src/cuda/EmitWgmma.cpp): a CTA that computed a later part of a tile's K loop leaves
-// its f32 fragments in its slot (frags_to_slot) and raises its flag with release semantics;
-// the CTA that began the tile waits for each flag (one thread polls, backing off, so that the
-// waiting CTAs do not flood L2 with loads), and after a barrier every thread takes the flag
-// with acquire semantics itself before it reads the slot, adding the slots in K order.
+// Stream-K (src/cuda/EmitWgmma.cpp): a CTA whose part of a tile's K loop ends inside the tile
+// leaves its f32 fragments in its slot (frags_to_slot) and raises its flag with release
+// semantics; the CTA that ends the tile waits for each earlier part's flag (one thread polls,
+// backing off, so that the waiting CTAs do not flood L2 with loads), and after a barrier every
+// thread takes the flag with acquire semantics itself before it reads the slot, adding the
+// slots in K order.
 TSR_D void flag_release(unsigned* flag) {
   asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(flag), "r"(1u) : "memory");
 }
@@ -315,11 +316,6 @@ TSR_D unsigned flag_acquire(const unsigned* flag) {
 }
 TSR_D void flag_poll(const unsigned* flag) {
   for (unsigned ns = 32; flag_acquire(flag) == 0u; ns = ns < 1024 ? 2 * ns : ns) __nanosleep(ns);
-}
-// d += the slot that frags_to_slot wrote (stream-K: one slot per tile, one column at a time).
-template <int NT>
-TSR_D void frags_add_slot(float (&d)[1][NT][4], const float* slot, int tid, int nthreads) {
-  frags_add_slot_batched<1>(d, slot, tid, nthreads);
 }
 
 // Register reallocation between warpgroups (sm_90a): producers give registers back, consumers
