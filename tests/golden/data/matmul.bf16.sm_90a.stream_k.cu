@@ -40,68 +40,69 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
   }
   __syncthreads();
   const int64_t tsr_programs = int64_t(tsr_grid0) * int64_t(tsr_grid1), tsr_in_group = 8 * int64_t(tsr_grid1);
-  const int32_t tsr_G = int32_t(gridDim.x), tsr_rem = int32_t(tsr_programs % tsr_G);
-  const int32_t tsr_L = 2 * tsr_rem >= tsr_G ? tsr_rem : 0;
-  const int64_t tsr_dp = tsr_programs - tsr_L;
-  const int32_t tsr_u0 = int32_t(blockIdx.x) * tsr_L, tsr_u1 = tsr_u0 + tsr_L;
-  const int32_t tsr_ndp = int64_t(blockIdx.x) < tsr_dp ? int32_t((tsr_dp - 1 - int64_t(blockIdx.x)) / tsr_G) + 1 : 0;
-  const int32_t tsr_nsk = tsr_L > 0 ? (tsr_u1 - 1) / tsr_G - tsr_u0 / tsr_G + 1 : 0;
-  for (int32_t tsr_i = 0; tsr_i < tsr_ndp + tsr_nsk; ++tsr_i) {
-    const bool tsr_sk = tsr_i >= tsr_ndp;
-    const int64_t tsr_t = tsr_sk ? tsr_dp + tsr_u0 / tsr_G + (tsr_i - tsr_ndp) : int64_t(blockIdx.x) + int64_t(tsr_i) * tsr_G;
-    const int32_t tsr_tu = tsr_sk ? int32_t(tsr_t - tsr_dp) * tsr_G : 0;  // the tile's first unit (stream-K tiles)
-    const int32_t tsr_pb = tsr_sk && tsr_u0 > tsr_tu ? tsr_u0 - tsr_tu : 0;
-    const int32_t tsr_pe = tsr_sk && tsr_u1 < tsr_tu + tsr_G ? tsr_u1 - tsr_tu : tsr_G;
-    const int64_t tsr_first = tsr_t / tsr_in_group * 8, tsr_rows = tsr_grid0 - tsr_first < 8 ? tsr_grid0 - tsr_first : 8;
-    const int32_t tsr_pid0 = int32_t(tsr_first + tsr_t % tsr_in_group % tsr_rows);
-    const int32_t tsr_pid1 = int32_t(tsr_t % tsr_in_group / tsr_rows);
-    (void)tsr_pid0; (void)tsr_pid1;
-    // %11 = const {value = 1} : i32
-    const int32_t v0 = int32_t(1LL);
-    // %12 = program_id {axis = 0} : i32
-    const int32_t v1 = tsr_pid0;
-    // %13 = program_id {axis = 1} : i32
-    const int32_t v2 = tsr_pid1;
-    // %14 = const {value = 0.0} : f32
-    const float v3 = 0x0p+0f;
-    // %15 = splat %14 : tile<f32, [128, 256]>
-    float v4[88];
-    #pragma unroll
-    for (int s5 = 0; s5 < 88; ++s5) {
-      v4[s5] = v3;
-    }
-    // %16 = dim %a {axis = 1} : i32
-    const int32_t v6 = int32_t(int64_t(tsr_dim_K));
-    // %17 = const {value = 64} : i32
-    const int32_t v7 = int32_t(64LL);
-    // %18 = add %16, %17 : i32
-    const int32_t v8 = int32_t(uint32_t(v6) + uint32_t(v7));
-    // %19 = sub %18, %11 : i32
-    const int32_t v9 = int32_t(uint32_t(v8) - uint32_t(v0));
-    // %20 = div %19, %17 : i32
-    const int32_t v10 = tsr::idiv<int32_t>(v9, v7);
-    // %21 = const {value = 0} : i32
-    const int32_t v11 = int32_t(0LL);
-    // %22 = for %21, %20, %11, %15 {pipeline = 4} : tile<f32, [128, 256]> {...}
-    float c12[88];
-    #pragma unroll
-    for (int s13 = 0; s13 < 88; ++s13) {
-      c12[s13] = v4[s13];
-    }
-    float frag14[1][32][4];
-    #pragma unroll
-    for (int i_ = 0; i_ < 1; ++i_)
-      #pragma unroll
-      for (int j_ = 0; j_ < 32; ++j_)
-        frag14[i_][j_][0] = frag14[i_][j_][1] = frag14[i_][j_][2] = frag14[i_][j_][3] = float(v3);
-    {
-      const int warp_ = tsr_tid / 32, lane_ = tsr_tid % 32, g_ = lane_ / 4, t_ = lane_ % 4;
-      const int m0_ = (warp_ / 1) * 16, n0_ = (warp_ % 1) * 256;
-      (void)g_; (void)t_; (void)lane_;
-      const int64_t trip_all16 = v0 > 0 && int64_t(v10) > int64_t(v11) ? (int64_t(v10) - int64_t(v11) + v0 - 1) / v0 : 0;
-      const int64_t first_ = trip_all16 * tsr_pb / tsr_G, trip15 = trip_all16 * tsr_pe / tsr_G - first_;
-      if (warp_ >= 8) {
-        if (tsr_tid == 256) {
+  if (tsr_tid >= 256) {  // the producer warpgroup: one thread issues the copies
+    tsr::setmaxnreg_dec<40>();
+    if (tsr_tid == 256) {
+      const int32_t tsr_G = int32_t(gridDim.x), tsr_rem = int32_t(tsr_programs % tsr_G);
+      const int32_t tsr_L = tsr_rem == 0 ? 0 : 2 * tsr_rem >= tsr_G ? tsr_rem : tsr_programs > tsr_G ? tsr_rem + tsr_G : 0;
+      const int64_t tsr_dp = tsr_programs - tsr_L;
+      const int32_t tsr_u0 = int32_t(blockIdx.x) * tsr_L, tsr_u1 = tsr_u0 + tsr_L;
+      const int32_t tsr_ndp = int64_t(blockIdx.x) < tsr_dp ? int32_t((tsr_dp - 1 - int64_t(blockIdx.x)) / tsr_G) + 1 : 0;
+      const int32_t tsr_nsk = tsr_L > 0 ? (tsr_u1 - 1) / tsr_G - tsr_u0 / tsr_G + 1 : 0;
+      for (int32_t tsr_i = 0; tsr_i < tsr_ndp + tsr_nsk; ++tsr_i) {
+        const bool tsr_sk = tsr_i >= tsr_ndp;
+        const int64_t tsr_t = tsr_sk ? tsr_dp + (tsr_u1 - 1) / tsr_G - (tsr_i - tsr_ndp) : int64_t(blockIdx.x) + int64_t(tsr_i) * tsr_G;
+        const int32_t tsr_tu = tsr_sk ? int32_t(tsr_t - tsr_dp) * tsr_G : 0;  // the tile's first unit (stream-K tiles)
+        const int32_t tsr_pb = tsr_sk && tsr_u0 > tsr_tu ? tsr_u0 - tsr_tu : 0;
+        const int32_t tsr_pe = tsr_sk && tsr_u1 < tsr_tu + tsr_G ? tsr_u1 - tsr_tu : tsr_G;
+        const int64_t tsr_first = tsr_t / tsr_in_group * 8, tsr_rows = tsr_grid0 - tsr_first < 8 ? tsr_grid0 - tsr_first : 8;
+        const int32_t tsr_pid0 = int32_t(tsr_first + tsr_t % tsr_in_group % tsr_rows);
+        const int32_t tsr_pid1 = int32_t(tsr_t % tsr_in_group / tsr_rows);
+        (void)tsr_pid0; (void)tsr_pid1;
+        // %11 = const {value = 1} : i32
+        const int32_t v0 = int32_t(1LL);
+        // %12 = program_id {axis = 0} : i32
+        const int32_t v1 = tsr_pid0;
+        // %13 = program_id {axis = 1} : i32
+        const int32_t v2 = tsr_pid1;
+        // %14 = const {value = 0.0} : f32
+        const float v3 = 0x0p+0f;
+        // %15 = splat %14 : tile<f32, [128, 256]>
+        float v4[88];
+        #pragma unroll
+        for (int s5 = 0; s5 < 88; ++s5) {
+          v4[s5] = v3;
+        }
+        // %16 = dim %a {axis = 1} : i32
+        const int32_t v6 = int32_t(int64_t(tsr_dim_K));
+        // %17 = const {value = 64} : i32
+        const int32_t v7 = int32_t(64LL);
+        // %18 = add %16, %17 : i32
+        const int32_t v8 = int32_t(uint32_t(v6) + uint32_t(v7));
+        // %19 = sub %18, %11 : i32
+        const int32_t v9 = int32_t(uint32_t(v8) - uint32_t(v0));
+        // %20 = div %19, %17 : i32
+        const int32_t v10 = tsr::idiv<int32_t>(v9, v7);
+        // %21 = const {value = 0} : i32
+        const int32_t v11 = int32_t(0LL);
+        // %22 = for %21, %20, %11, %15 {pipeline = 4} : tile<f32, [128, 256]> {...}
+        float c12[88];
+        #pragma unroll
+        for (int s13 = 0; s13 < 88; ++s13) {
+          c12[s13] = v4[s13];
+        }
+        float frag14[1][32][4];
+        #pragma unroll
+        for (int i_ = 0; i_ < 1; ++i_)
+          #pragma unroll
+          for (int j_ = 0; j_ < 32; ++j_)
+            frag14[i_][j_][0] = frag14[i_][j_][1] = frag14[i_][j_][2] = frag14[i_][j_][3] = float(v3);
+        {
+          const int warp_ = tsr_tid / 32, lane_ = tsr_tid % 32, g_ = lane_ / 4, t_ = lane_ % 4;
+          const int m0_ = (warp_ / 1) * 16, n0_ = (warp_ % 1) * 256;
+          (void)g_; (void)t_; (void)lane_;
+          const int64_t trip_all16 = v0 > 0 && int64_t(v10) > int64_t(v11) ? (int64_t(v10) - int64_t(v11) + v0 - 1) / v0 : 0;
+          const int64_t first_ = trip_all16 * tsr_pb / tsr_G, trip15 = trip_all16 * tsr_pe / tsr_G - first_;
           const bool stream_a_ = (int64_t(tsr_dim_N) + 255) / 256 <= 2;
           const bool stream_b_ = (int64_t(tsr_dim_M) + 127) / 128 <= 2;
           const uint64_t pol_first_ = tsr::l2_policy_evict_first();
@@ -117,91 +118,158 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
             if (stream_b_) tsr::tma_load_2d_hint(sa_ + 32768u, &tsr_tma1, int(int64_t(v2) * 256 + 128), int(int64_t(ivp17) * 64), bar_, pol_first_); else tsr::tma_load_2d(sa_ + 32768u, &tsr_tma1, int(int64_t(v2) * 256 + 128), int(int64_t(ivp17) * 64), bar_);
             if (stream_b_) tsr::tma_load_2d_hint(sa_ + 40960u, &tsr_tma1, int(int64_t(v2) * 256 + 192), int(int64_t(ivp17) * 64), bar_, pol_first_); else tsr::tma_load_2d(sa_ + 40960u, &tsr_tma1, int(int64_t(v2) * 256 + 192), int(int64_t(ivp17) * 64), bar_);
           }
+          ring_it_ += trip15;
         }
-      } else {
+        // %28 = cast %22 : tile<bf16, [128, 256]>
+        // store_tile %c, %28, %12, %13
+      }
+    }
+  } else {  // the consumer warpgroups
+    tsr::setmaxnreg_inc<232>();
+    uint32_t pk_[64];
+    int prow_ = 0, pcol_ = 0;
+    bool pend_ = false;
+    const uint32_t epi_buf_ = ring_ + 196608u + uint32_t(tsr_tid / 128) * 16384u;
+    const int32_t tsr_G = int32_t(gridDim.x), tsr_rem = int32_t(tsr_programs % tsr_G);
+    const int32_t tsr_L = tsr_rem == 0 ? 0 : 2 * tsr_rem >= tsr_G ? tsr_rem : tsr_programs > tsr_G ? tsr_rem + tsr_G : 0;
+    const int64_t tsr_dp = tsr_programs - tsr_L;
+    const int32_t tsr_u0 = int32_t(blockIdx.x) * tsr_L, tsr_u1 = tsr_u0 + tsr_L;
+    const int32_t tsr_ndp = int64_t(blockIdx.x) < tsr_dp ? int32_t((tsr_dp - 1 - int64_t(blockIdx.x)) / tsr_G) + 1 : 0;
+    const int32_t tsr_nsk = tsr_L > 0 ? (tsr_u1 - 1) / tsr_G - tsr_u0 / tsr_G + 1 : 0;
+    for (int32_t tsr_i = 0; tsr_i < tsr_ndp + tsr_nsk; ++tsr_i) {
+      const bool tsr_sk = tsr_i >= tsr_ndp;
+      const int64_t tsr_t = tsr_sk ? tsr_dp + (tsr_u1 - 1) / tsr_G - (tsr_i - tsr_ndp) : int64_t(blockIdx.x) + int64_t(tsr_i) * tsr_G;
+      const int32_t tsr_tu = tsr_sk ? int32_t(tsr_t - tsr_dp) * tsr_G : 0;  // the tile's first unit (stream-K tiles)
+      const int32_t tsr_pb = tsr_sk && tsr_u0 > tsr_tu ? tsr_u0 - tsr_tu : 0;
+      const int32_t tsr_pe = tsr_sk && tsr_u1 < tsr_tu + tsr_G ? tsr_u1 - tsr_tu : tsr_G;
+      const int64_t tsr_first = tsr_t / tsr_in_group * 8, tsr_rows = tsr_grid0 - tsr_first < 8 ? tsr_grid0 - tsr_first : 8;
+      const int32_t tsr_pid0 = int32_t(tsr_first + tsr_t % tsr_in_group % tsr_rows);
+      const int32_t tsr_pid1 = int32_t(tsr_t % tsr_in_group / tsr_rows);
+      (void)tsr_pid0; (void)tsr_pid1;
+      // %11 = const {value = 1} : i32
+      const int32_t v18 = int32_t(1LL);
+      // %12 = program_id {axis = 0} : i32
+      const int32_t v19 = tsr_pid0;
+      // %13 = program_id {axis = 1} : i32
+      const int32_t v20 = tsr_pid1;
+      // %14 = const {value = 0.0} : f32
+      const float v21 = 0x0p+0f;
+      // %15 = splat %14 : tile<f32, [128, 256]>
+      float v22[88];
+      #pragma unroll
+      for (int s23 = 0; s23 < 88; ++s23) {
+        v22[s23] = v21;
+      }
+      // %16 = dim %a {axis = 1} : i32
+      const int32_t v24 = int32_t(int64_t(tsr_dim_K));
+      // %17 = const {value = 64} : i32
+      const int32_t v25 = int32_t(64LL);
+      // %18 = add %16, %17 : i32
+      const int32_t v26 = int32_t(uint32_t(v24) + uint32_t(v25));
+      // %19 = sub %18, %11 : i32
+      const int32_t v27 = int32_t(uint32_t(v26) - uint32_t(v18));
+      // %20 = div %19, %17 : i32
+      const int32_t v28 = tsr::idiv<int32_t>(v27, v25);
+      // %21 = const {value = 0} : i32
+      const int32_t v29 = int32_t(0LL);
+      // %22 = for %21, %20, %11, %15 {pipeline = 4} : tile<f32, [128, 256]> {...}
+      float c30[88];
+      #pragma unroll
+      for (int s31 = 0; s31 < 88; ++s31) {
+        c30[s31] = v22[s31];
+      }
+      float frag32[1][32][4];
+      #pragma unroll
+      for (int i_ = 0; i_ < 1; ++i_)
+        #pragma unroll
+        for (int j_ = 0; j_ < 32; ++j_)
+          frag32[i_][j_][0] = frag32[i_][j_][1] = frag32[i_][j_][2] = frag32[i_][j_][3] = float(v21);
+      {
+        const int warp_ = tsr_tid / 32, lane_ = tsr_tid % 32, g_ = lane_ / 4, t_ = lane_ % 4;
+        const int m0_ = (warp_ / 1) * 16, n0_ = (warp_ % 1) * 256;
+        (void)g_; (void)t_; (void)lane_;
+        const int64_t trip_all34 = v18 > 0 && int64_t(v28) > int64_t(v29) ? (int64_t(v28) - int64_t(v29) + v18 - 1) / v18 : 0;
+        const int64_t first_ = trip_all34 * tsr_pb / tsr_G, trip33 = trip_all34 * tsr_pe / tsr_G - first_;
         const uint32_t wg_ = uint32_t(warp_) / 4u;
-        tsr::wgmma_fence_regs(frag14);
-        for (int64_t i_ = 0; i_ < trip15; ++i_) {
+        tsr::wgmma_fence_regs(frag32);
+        for (int64_t i_ = 0; i_ < trip33; ++i_) {
           const uint32_t s_ = uint32_t((ring_it_ + i_) % 4), ph_ = uint32_t((ring_it_ + i_) / 4) & 1u;
           tsr::mbar_wait(full_ + 8u * s_, ph_);
           const uint32_t sa_ = ring_ + s_ * 49152u + wg_ * 8192u, sb_ = ring_ + s_ * 49152u + 16384u;
           tsr::wgmma_fence();
-          tsr::wgmma_m64n256k16_bf16<1>(frag14, tsr::wgmma_desc_sw128(sa_ + 0u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 0u, 8192u, 1024u));
-          tsr::wgmma_m64n256k16_bf16<1>(frag14, tsr::wgmma_desc_sw128(sa_ + 32u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 2048u, 8192u, 1024u));
-          tsr::wgmma_m64n256k16_bf16<1>(frag14, tsr::wgmma_desc_sw128(sa_ + 64u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 4096u, 8192u, 1024u));
-          tsr::wgmma_m64n256k16_bf16<1>(frag14, tsr::wgmma_desc_sw128(sa_ + 96u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 6144u, 8192u, 1024u));
+          tsr::wgmma_m64n256k16_bf16<1>(frag32, tsr::wgmma_desc_sw128(sa_ + 0u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 0u, 8192u, 1024u));
+          tsr::wgmma_m64n256k16_bf16<1>(frag32, tsr::wgmma_desc_sw128(sa_ + 32u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 2048u, 8192u, 1024u));
+          tsr::wgmma_m64n256k16_bf16<1>(frag32, tsr::wgmma_desc_sw128(sa_ + 64u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 4096u, 8192u, 1024u));
+          tsr::wgmma_m64n256k16_bf16<1>(frag32, tsr::wgmma_desc_sw128(sa_ + 96u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 6144u, 8192u, 1024u));
           tsr::wgmma_commit();
+          if (pend_) {
+            if (i_ == 0) tsr::epilogue_box_sw128<0, 1>(&tsr_tma2, epi_buf_ + 0u, pk_, pcol_, prow_);
+            else if (i_ == 1) tsr::epilogue_box_sw128<1, 1>(&tsr_tma2, epi_buf_ + 8192u, pk_, pcol_, prow_);
+            else if (i_ == 2) tsr::epilogue_box_sw128<2, 1>(&tsr_tma2, epi_buf_ + 0u, pk_, pcol_, prow_);
+            else if (i_ == 3) tsr::epilogue_box_sw128<3, 1>(&tsr_tma2, epi_buf_ + 8192u, pk_, pcol_, prow_);
+          }
           tsr::wgmma_wait<1>();
           if (i_ > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * uint32_t((ring_it_ + i_ - 1) % 4));
         }
         tsr::wgmma_wait<0>();
-        tsr::wgmma_fence_regs(frag14);
-        if (trip15 > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * uint32_t((ring_it_ + trip15 - 1) % 4));
-      }
-      ring_it_ += trip15;
-      unsigned* const skflag_ = reinterpret_cast<unsigned*>(tsr_ws);
-      float* const skslot_ = reinterpret_cast<float*>(tsr_ws + (tsr_G * 4 + 255) / 256 * 256);
-      const int64_t skslot_n_ = 32768;
-      if (tsr_pb > 0) {
-        // stream-K, a later part of the tile: leave the partial sum for the CTA that began it.
-        if (warp_ < 8) {
-          tsr::frags_to_slot(frag14, skslot_ + int64_t(blockIdx.x) * skslot_n_, tsr_tid, 256);
-          __threadfence();
-          tsr::named_barrier(8u, 256u);
-          if (tsr_tid == 0) tsr::flag_release(skflag_ + blockIdx.x);
+        tsr::wgmma_fence_regs(frag32);
+        if (trip33 > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * uint32_t((ring_it_ + trip33 - 1) % 4));
+        if (pend_) {  // boxes the loop had too few iterations for
+          if (trip33 <= 0) tsr::epilogue_box_sw128<0, 1>(&tsr_tma2, epi_buf_ + 0u, pk_, pcol_, prow_);
+          if (trip33 <= 1) tsr::epilogue_box_sw128<1, 1>(&tsr_tma2, epi_buf_ + 8192u, pk_, pcol_, prow_);
+          if (trip33 <= 2) tsr::epilogue_box_sw128<2, 1>(&tsr_tma2, epi_buf_ + 0u, pk_, pcol_, prow_);
+          if (trip33 <= 3) tsr::epilogue_box_sw128<3, 1>(&tsr_tma2, epi_buf_ + 8192u, pk_, pcol_, prow_);
         }
-        continue;
-      }
-      if (tsr_pe < tsr_G) {
-        // stream-K, the tile's first part: add the later parts, CTA by CTA (K order), as they arrive.
-        if (warp_ < 8) {
-          for (int32_t c_ = int32_t(blockIdx.x) + 1; c_ * tsr_L < tsr_tu + tsr_G; ++c_) {
-            if (tsr_tid == 0) tsr::flag_poll(skflag_ + c_);
+        ring_it_ += trip33;
+        unsigned* const skflag_ = reinterpret_cast<unsigned*>(tsr_ws);
+        float* const skslot_ = reinterpret_cast<float*>(tsr_ws + (tsr_G * 4 + 255) / 256 * 256);
+        const int64_t skslot_n_ = 32768;
+        if (tsr_pe < tsr_G) {
+          // stream-K, a part that ends inside the tile: leave the partial sum for the CTA that ends it.
+          if (warp_ < 8) {
+            tsr::frags_to_slot(frag32, skslot_ + int64_t(blockIdx.x) * skslot_n_, tsr_tid, 256);
+            __threadfence();
             tsr::named_barrier(8u, 256u);
-            (void)tsr::flag_acquire(skflag_ + c_);  // set: orders this thread's slot reads after it
-            tsr::frags_add_slot(frag14, skslot_ + int64_t(c_) * skslot_n_, tsr_tid, 256);
+            if (tsr_tid == 0) tsr::flag_release(skflag_ + blockIdx.x);
           }
-          tsr::named_barrier(8u, 256u);
-          if (tsr_tid == 0)
-            for (int32_t c_ = int32_t(blockIdx.x) + 1; c_ * tsr_L < tsr_tu + tsr_G; ++c_) skflag_[c_] = 0u;
+          pend_ = false;
+          continue;
         }
+        if (tsr_pb > 0) {
+          // stream-K, the tile's last part: add the earlier parts, CTA by CTA (K order). They ran
+          // first in their CTAs, so they are (nearly) always there already.
+          if (warp_ < 8) {
+            for (int32_t c_ = tsr_tu / tsr_L; c_ < int32_t(blockIdx.x); ++c_) {
+              if (tsr_tid == 0) tsr::flag_poll(skflag_ + c_);
+              tsr::named_barrier(8u, 256u);
+              (void)tsr::flag_acquire(skflag_ + c_);  // set: orders this thread's slot reads after it
+              tsr::frags_add_slot_batched<16>(frag32, skslot_ + int64_t(c_) * skslot_n_, tsr_tid, 256);
+            }
+            tsr::named_barrier(8u, 256u);
+            if (tsr_tid == 0)
+              for (int32_t c_ = tsr_tu / tsr_L; c_ < int32_t(blockIdx.x); ++c_) skflag_[c_] = 0u;
+          }
+        }
+      }
+      // %28 = cast %22 : tile<bf16, [128, 256]>
+      // store_tile %c, %28, %12, %13
+      {
+        auto cv_ = [=](float x_) -> uint32_t { return uint32_t(tsr::f2bf(x_)); };
+        #pragma unroll
+        for (int j_ = 0; j_ < 32; ++j_) {
+          pk_[2 * j_] = cv_(frag32[0][j_][0]) | (cv_(frag32[0][j_][1]) << 16);
+          pk_[2 * j_ + 1] = cv_(frag32[0][j_][2]) | (cv_(frag32[0][j_][3]) << 16);
+        }
+        prow_ = int(int64_t(v19) * 128) + (tsr_tid / 128) * 64;
+        pcol_ = int(int64_t(v20) * 256);
+        pend_ = true;
       }
     }
-    // %28 = cast %22 : tile<bf16, [128, 256]>
-    // store_tile %c, %28, %12, %13
-    {
-      const int warp_ = tsr_tid / 32, lane_ = tsr_tid % 32, g_ = lane_ / 4, t_ = lane_ % 4;
-      const int m0_ = (warp_ / 1) * 16, n0_ = (warp_ % 1) * 256;
-      (void)g_; (void)t_; (void)lane_;
-      if (warp_ < 8) {
-        const uint32_t wg_ = uint32_t(warp_) / 4u, v_ = uint32_t(warp_) % 4u;
-        const uint32_t stg_ = ring_ + 196608u + wg_ * 16384u;
-        const bool lead_ = tsr_tid % 128 == 0;
-        const int row0_ = int(int64_t(v1) * 128) + int(wg_) * 64;
-        const int col0_ = int(int64_t(v2) * 256);
-        #pragma unroll
-        for (int c_ = 0; c_ < 4; ++c_) {
-          if (lead_) tsr::bulk_wait_read<1>();
-          tsr::named_barrier(1u + wg_, 128u);
-          const uint32_t buf_ = stg_ + uint32_t(c_ & 1) * 8192u;
-          #pragma unroll
-          for (int j_ = 0; j_ < 8; ++j_) {
-            #pragma unroll
-            for (int h_ = 0; h_ < 2; ++h_) {
-              const uint32_t r_ = 16u * v_ + uint32_t(g_) + 8u * uint32_t(h_);
-              auto cv_ = [=](float x_) -> uint32_t { return uint32_t(tsr::f2bf(x_)); };
-              const uint32_t packed_ = cv_(frag14[0][8 * c_ + j_][2 * h_]) | (cv_(frag14[0][8 * c_ + j_][2 * h_ + 1]) << 16);
-              tsr::st_shared_u32(buf_ + r_ * 128u + ((uint32_t(j_) ^ (r_ & 7u)) << 4) + 4u * uint32_t(t_), packed_);
-            }
-          }
-          tsr::fence_proxy_async();
-          tsr::named_barrier(1u + wg_, 128u);
-          if (lead_) {
-            tsr::tma_store_2d(&tsr_tma2, buf_, col0_ + 64 * c_, row0_);
-            tsr::bulk_commit();
-          }
-        }
-      }
+    if (pend_) {  // the last program's block
+      tsr::epilogue_box_sw128<0, 1>(&tsr_tma2, epi_buf_ + 0u, pk_, pcol_, prow_);
+      tsr::epilogue_box_sw128<1, 1>(&tsr_tma2, epi_buf_ + 8192u, pk_, pcol_, prow_);
+      tsr::epilogue_box_sw128<2, 1>(&tsr_tma2, epi_buf_ + 0u, pk_, pcol_, prow_);
+      tsr::epilogue_box_sw128<3, 1>(&tsr_tma2, epi_buf_ + 8192u, pk_, pcol_, prow_);
     }
   }
   if (tsr_tid < 256 && tsr_tid % 128 == 0) tsr::bulk_wait_all();
@@ -227,6 +295,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
 // header tessera/hopper.cuh
 // header tessera/wgmma.cuh
 // stat dot.wgmma_tma = 1
+// stat epilogue-overlap = 1
 // stat mma-carried-accumulators = 1
 // stat persistent = 1
 // stat pipeline-stages = 4
@@ -236,6 +305,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
 // stat tma-l2-policy-auto = 2
 // stat tma-store-epilogues = 1
 // stat warp-specialized = 1
-// note stream-K: a last partial wave of at least half the CTAs is cut into equal shares of K work, one per CTA; the CTA that began a tile adds the later parts in K order
+// note dot at src/kernels/Matmul.cpp:32:14: epilogue overlapped: the producer and consumer warpgroups run their own program loops (setmaxnreg 40 / 232); the consumers store box c of each block during iteration c of the next program's loop
+// note stream-K: a last partial wave (of at least half the CTAs, else with the full wave before it) is cut into equal shares of K work, one per CTA, each run last tile first; the CTA that ends a tile adds the earlier parts in K order
 // note persistent: one CTA per SM loops over the programs, 8 rows of axis 0 at a time
 // note dot at src/kernels/Matmul.cpp:32:14: wgmma m64n256k16 bf16 (B MN-major) fed by a 4-stage TMA + mbarrier ring; 2 consumer warpgroup(s) and one producer warpgroup
