@@ -5,7 +5,7 @@
 // No compile, no device: it compares search variants over several seeds.
 //
 //   tune_replay FILE.jsonl|- [--budget B | --percent 5] [--cores 1] [--order-by DIM]
-//               [--seeds 5] [--noise 0] [--shapes] [--trace]
+//               [--seeds 5] [--noise 0] [--finalists 4] [--shapes] [--trace]
 //   # the H200 figure's tunes (bench/tune_cuda_figure.py): 5% of each shape's space, 132 SMs,
 //   # larger budgets first, then larger M
 //   xz -dc bench/data/tune_cuda_matmul_exhaustive_50_splitk.jsonl.xz | build/bin/tune_replay - --cores 132 --order-by M
@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: tune_replay FILE.jsonl|- [--budget B | --percent 5] [--cores 1] [--order-by DIM] "
-                 "[--seeds 5] [--noise 0] [--shapes] [--trace]\n");
+                 "[--seeds 5] [--noise 0] [--finalists 4] [--shapes] [--trace]\n");
     return 1;
   }
   ReplayOptions o;
@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
       else if (a == "--order-by") o.order_dim = v;
       else if (a == "--seeds") seeds = std::stoi(v);
       else if (a == "--noise") o.noise = std::stod(v);
+      else if (a == "--finalists") o.finalists = std::stoi(v);
       else throw TesseraError("unknown option " + a);
     }
     Database db(":memory:", true);
@@ -76,9 +77,9 @@ int main(int argc, char** argv) {
     char budget[64];
     if (o.budget > 0) std::snprintf(budget, sizeof budget, "budget %lld", static_cast<long long>(o.budget));
     else std::snprintf(budget, sizeof budget, "budget %g%% of each shape", o.percent);
-    std::printf("%s: %zu shapes, %zu knobs (grid %s), ranker %s, cores %d, %s, noise %g\n", file.c_str(),
+    std::printf("%s: %zu shapes, %zu knobs (grid %s), ranker %s, cores %d, %s, noise %g, finalists %d\n", file.c_str(),
                 data.shapes.size(), data.knobs.size(), !data.grid_knobs ? "not known" : grid.empty() ? "none" : grid.c_str(),
-                make_ranker(1)->name().c_str(), o.cores, budget, o.noise);
+                make_ranker(1)->name().c_str(), o.cores, budget, o.noise, o.finalists);
     std::map<std::string, std::pair<int, double>> shapes;  // within count, summed regret
     std::vector<std::string> order;
     double within_all = 0, geo_all = 0, worst_all = 0, random_within = 0;

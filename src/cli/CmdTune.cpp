@@ -532,25 +532,19 @@ int tune_shape(const TuneOptions& o, const KernelSource& src, const KernelOption
   });
   progress.done();
 
-  // The best and the default measured again, side by side in the same rounds: the search
-  // measured them at different times, and a shared machine's load drifts. These rows are stored
-  // too, marked confirmed, and the table shows them.
+  // The search's fastest few (within 10% of its best) and the default measured again, side by
+  // side in two calls (tune::confirm_best): the search measured them at different times, a
+  // shared machine's load drifts, and its least time is often a lucky draw. These rows are
+  // stored too, marked confirmed; the least mean of them is the pick (as Database::best, which
+  // `run` uses, decides), and the table shows it.
   def = res.measured.front();
   if (res.best) best_m = res.measured[*res.best];
   if (best_m) {
-    const bool vs_default = def.ok() && best_m->config != def.config;
-    std::vector<Config> configs = {best_m->config};
-    if (vs_default) configs.push_back(def.config);
-    if (!o.json) std::cerr << (vs_default ? "tune: confirming the best against the default\n" : "tune: confirming the best\n");
-    std::vector<Measurement> again = measurer->measure(configs);
-    // Confirmed rows: the database's best is the fastest of these (Database::best), so `run`
-    // takes what this table reports.
-    store(again, true);
-    if (std::all_of(again.begin(), again.end(), [](const Measurement& m) { return m.ok(); })) {
-      best_m = again[0];
-      def = vs_default ? again[1] : again[0];
-      if (def.ms < best_m->ms) best_m = def;  // the default holds its own: keep it
-    }
+    if (!o.json) std::cerr << "tune: confirming the fastest against the default\n";
+    tune::Confirmation c = tune::confirm_best(*measurer, res);
+    store(c.rows, true);
+    best_m = c.best;
+    if (c.dflt) def = *c.dflt;
   }
   return report(o, k, sizes, dtype, space, n, res, def, best_m, seconds_since(t0), db_path, measurer->stats(), inputs_s,
                 setup_s, seconds_since(t_start));

@@ -150,6 +150,11 @@ std::vector<ReplayResult> replay(const ReplayData& data, const ReplayOptions& o,
     r.measured = static_cast<int64_t>(res.measured.size());
     if (res.best) {
       r.tuned = res.measured[*res.best].config;
+      if (o.finalists > 0) {
+        ConfirmOptions co;
+        co.finalists = o.finalists;
+        if (Confirmation c = confirm_best(m, res, co); c.best) r.tuned = c.best->config;
+      }
       r.tuned_ms = data_ms.at(config_str(r.tuned));
     }
     r.trace = res.measured;

@@ -40,6 +40,8 @@ struct ReplayOptions {
   std::string order_dim;    // non-empty: larger budgets first, then larger sizes of this dim
                             // (stable), as the figure runs its tunes; empty: the file's order
   double noise = 0;         // each answer's time x exp(noise x a normal draw from the seed)
+  int finalists = 4;        // confirm_best's finalists after each search, as `tessera tune`
+                            // does (0: the search's own pick, unconfirmed)
 };
 
 struct ReplayResult {

@@ -74,4 +74,21 @@ SearchResult search(const Space& space, const std::vector<Config>& candidates, c
                     const Sizes& sizes, Measurer& m, const std::vector<History>& history, const SearchOptions& o,
                     const std::function<void(const SearchProgress&)>& progress = {});
 
+// The search's pick checked again (src/tune/Confirm.cpp): the fastest `finalists` passing
+// configs it measured (those within `margin` of its best) and the default, measured again side
+// by side in `rounds` Measurer calls, so that the pick is not the luckiest of many noisy draws.
+struct ConfirmOptions {
+  int finalists = 4;    // the search's fastest configs timed again (at least 1: its best)
+  double margin = 0.1;  // only those within this fraction of its best time
+  int rounds = 2;       // Measurer calls over the finalists; the mean of a config's times decides
+};
+struct Confirmation {
+  std::vector<Measurement> rows;    // every measurement taken, in order (stored as confirmed)
+  std::optional<Measurement> best;  // the least mean of those that passed every round (the
+                                    // default on a tie), its ms that mean; else the search's best
+  std::optional<Measurement> dflt;  // the default's: its mean when it passed every round, else
+                                    // the search's measurement when that passed
+};
+Confirmation confirm_best(Measurer& m, const SearchResult& res, const ConfirmOptions& o = {});
+
 }  // namespace tessera::tune

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <thread>
 #include <set>
 
@@ -283,6 +284,86 @@ TEST(Search, RankersOrderByWhatTheyLearnt) {
     EXPECT_GT(s[1], s[0]) << r->name();
   }
   EXPECT_EQ(make_ranker(1)->name(), have_xgboost() ? "xgboost rank:pairwise" : "neighbour");
+}
+
+// confirm_best: the search's least time was a lucky draw; timed again, another finalist is
+// faster and becomes the pick. Only configs within the margin go, each once, the default last;
+// every round's rows are returned; a config that fails a round is not picked; the default wins
+// a tie.
+TEST(Search, ConfirmationPicksTheFastestOfTheFinalistsTimedAgain) {
+  // Times by BLOCK_M from a table; one config answers its rounds from a list.
+  class Table : public Measurer {
+   public:
+    std::map<int64_t, std::vector<double>> ms;  // BLOCK_M -> the time of each call (the last repeats)
+    std::map<int64_t, int> seen;
+    std::vector<std::vector<int64_t>> calls;
+    std::vector<Measurement> measure(const std::vector<Config>& cs) override {
+      std::vector<Measurement> out;
+      calls.emplace_back();
+      for (const Config& c : cs) {
+        const int64_t bm = c.at("BLOCK_M");
+        calls.back().push_back(bm);
+        const auto& v = ms.at(bm);
+        Measurement m;
+        m.config = c;
+        m.ms = v[std::min<size_t>(static_cast<size_t>(seen[bm]++), v.size() - 1)];
+        if (m.ms < 0) m.status = "check-failed", m.ms = 0;
+        out.push_back(m);
+      }
+      return out;
+    }
+    std::string device() const override { return "fake"; }
+    std::string compiler() const override { return "fake"; }
+  };
+  auto meas = [](int64_t bm, double ms) {
+    Measurement m;
+    m.config = {{"BLOCK_M", bm}};
+    m.ms = ms;
+    return m;
+  };
+  SearchResult res;
+  // The default (BLOCK_M 1), then the search's draws: 2 looked fastest, 3 and 4 near it, 5 twice
+  // (once failing), 6 over the 10% margin.
+  res.measured = {meas(1, 2.0), meas(2, 1.00), meas(3, 1.02), meas(4, 1.05), meas(5, 1.06), meas(6, 1.2)};
+  Measurement failed = meas(5, 0);
+  failed.status = "check-failed";
+  res.measured.push_back(failed);
+  res.best = 1;
+  Table t;
+  t.ms = {{1, {2.0}}, {2, {1.10}}, {3, {1.01}}, {4, {1.00, -1}}, {5, {1.2}}, {6, {0.5}}};
+  Confirmation c = confirm_best(t, res);
+  ASSERT_EQ(t.calls.size(), 2u);  // two rounds
+  EXPECT_EQ(t.calls[0], (std::vector<int64_t>{2, 3, 4, 5, 1}));  // 4 finalists in time order, the default last
+  EXPECT_EQ(c.rows.size(), 10u);
+  ASSERT_TRUE(c.best);
+  // 4 was fastest in round 1 but failed round 2: 3 is the pick, its time the mean.
+  EXPECT_EQ(c.best->config.at("BLOCK_M"), 3);
+  EXPECT_DOUBLE_EQ(c.best->ms, 1.01);
+  ASSERT_TRUE(c.dflt);
+  EXPECT_DOUBLE_EQ(c.dflt->ms, 2.0);
+
+  // The default ties the fastest finalist: it stays.
+  Table tie;
+  tie.ms = {{1, {1.0}}, {2, {1.0}}, {3, {1.5}}, {4, {1.5}}, {5, {1.5}}};
+  Confirmation d = confirm_best(tie, res);
+  ASSERT_TRUE(d.best);
+  EXPECT_EQ(d.best->config.at("BLOCK_M"), 1);
+
+  // No search pick: nothing measured; fewer finalists asked: fewer timed.
+  SearchResult none;
+  none.measured = {failed};
+  Table unused;
+  EXPECT_FALSE(confirm_best(unused, none).best);
+  EXPECT_TRUE(unused.calls.empty());
+  Table one;
+  one.ms = t.ms;
+  ConfirmOptions o;
+  o.finalists = 1;
+  o.rounds = 1;
+  Confirmation e = confirm_best(one, res, o);
+  ASSERT_EQ(one.calls.size(), 1u);
+  EXPECT_EQ(one.calls[0], (std::vector<int64_t>{2, 1}));
+  EXPECT_EQ(e.best->config.at("BLOCK_M"), 2);
 }
 
 }  // namespace
