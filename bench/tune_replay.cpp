@@ -5,7 +5,7 @@
 // No compile, no device: it compares search variants over several seeds.
 //
 //   tune_replay FILE.jsonl|- [--budget B | --percent 5] [--cores 1] [--order-by DIM]
-//               [--seeds 5] [--noise 0] [--finalists 4] [--shapes] [--trace]
+//               [--seeds 5] [--noise 0] [--finalists 4] [--confirm-rounds 2] [--shapes] [--trace]
 //   # the H200 figure's tunes (bench/tune_cuda_figure.py): 5% of each shape's space, 132 SMs,
 //   # larger budgets first, then larger M
 //   xz -dc bench/data/tune_cuda_matmul_exhaustive_50_splitk.jsonl.xz | build/bin/tune_replay - --cores 132 --order-by M
@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: tune_replay FILE.jsonl|- [--budget B | --percent 5] [--cores 1] [--order-by DIM] "
-                 "[--seeds 5] [--noise 0] [--finalists 4] [--shapes] [--trace]\n");
+                 "[--seeds 5] [--noise 0] [--finalists 4] [--confirm-rounds 2] [--shapes] [--trace]\n");
     return 1;
   }
   ReplayOptions o;
@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
       else if (a == "--seeds") seeds = std::stoi(v);
       else if (a == "--noise") o.noise = std::stod(v);
       else if (a == "--finalists") o.finalists = std::stoi(v);
+      else if (a == "--confirm-rounds") o.confirm_rounds = std::stoi(v);
       else throw TesseraError("unknown option " + a);
     }
     Database db(":memory:", true);

@@ -535,8 +535,9 @@ int tune_shape(const TuneOptions& o, const KernelSource& src, const KernelOption
   // The search's fastest few (within 10% of its best) and the default measured again, side by
   // side in two calls (tune::confirm_best): the search measured them at different times, a
   // shared machine's load drifts, and its least time is often a lucky draw. These rows are
-  // stored too, marked confirmed; the least mean of them is the pick (as Database::best, which
-  // `run` uses, decides), and the table shows it.
+  // stored too, marked confirmed; the least mean of those that passed both calls is the pick
+  // (as Database::best, which `run` uses, decides from the confirmed rows), and the table shows
+  // it. None passing again is the error of a tune where nothing passed.
   def = res.measured.front();
   if (res.best) best_m = res.measured[*res.best];
   if (best_m) {

@@ -3,10 +3,11 @@
 // Why: search() keeps the least time it saw, and with a few percent of noise per measurement
 // the least of ten or twenty draws is often a lucky draw of a config a few percent slower than
 // another it measured. Replayed against the H200 data with 2% noise (bench/RESULTS.md, session
-// 22; 10 seeds): the search's own pick came within 2% of the best at 41 of 50 shapes, the best
-// confirmed against the default (what `tessera tune` did before) at 42.3, the 4 fastest and the
-// default timed again in 2 calls at 44.2. The mean of those calls decides, as Database::best
-// decides among a shape's confirmed rows.
+// 22; 10 seeds): the search's own pick came within 2% of the best at 41.6 of 50 shapes, the
+// best confirmed against the default in one call (what `tessera tune` did before) at 42.3, the
+// 4 fastest and the default timed again in 2 calls at 44.2. The mean of those calls decides, as
+// Database::best decides among a shape's confirmed rows (which also holds earlier tunes' rows
+// of the shape, if any, and breaks an exact tie by config order).
 #include "tune/Search.h"
 
 #include <algorithm>
@@ -22,7 +23,6 @@ Confirmation confirm_best(Measurer& m, const SearchResult& res, const ConfirmOpt
   if (def.ok()) c.dflt = def;
   if (!res.best) return c;
   const Measurement& best = res.measured[*res.best];
-  c.best = best;
   // The finalists: the search's fastest passing configs within the margin, each once, then the
   // default (last, so that it wins a tie: it is what runs without a database).
   std::vector<size_t> order;
@@ -37,34 +37,53 @@ Confirmation confirm_best(Measurer& m, const SearchResult& res, const ConfirmOpt
     if (seen.insert(config_str(x.config)).second) configs.push_back(x.config);
   }
   if (def.ok() && seen.insert(config_str(def.config)).second) configs.push_back(def.config);
-  // `rounds` calls; a config counts only if it passed in every one.
-  std::vector<double> sum(configs.size(), 0);
-  std::vector<bool> passed(configs.size(), true);
-  for (int r = 0; r < std::max(1, o.rounds); ++r) {
+  // `rounds` calls; a config counts only if it passed in every one (a config that failed a
+  // check or timed out once is not what `run` should use: Database::best leaves it out too).
+  const int n = std::max(1, o.rounds);
+  std::vector<double> sum(configs.size(), 0), lo(configs.size(), 0), hi(configs.size(), 0);
+  std::vector<std::optional<Measurement>> failed(configs.size());
+  for (int r = 0; r < n; ++r) {
     std::vector<Measurement> again = m.measure(configs);
+    // (One per config, as Measurer promises; a missing one counts as a failure.)
+    for (size_t i = again.size(); i < configs.size(); ++i) {
+      Measurement x;
+      x.config = configs[i];
+      x.status = "run-error";
+      x.message = "not measured";
+      again.push_back(x);
+    }
+    again.resize(configs.size());
     for (size_t i = 0; i < configs.size(); ++i) {
-      const bool ok = i < again.size() && again[i].ok();
-      passed[i] = passed[i] && ok;
-      if (ok) sum[i] += again[i].ms;
+      if (!again[i].ok()) {
+        if (!failed[i]) failed[i] = again[i];
+        continue;
+      }
+      sum[i] += again[i].ms;
+      lo[i] = r == 0 ? again[i].ms : std::min(lo[i], again[i].ms);
+      hi[i] = r == 0 ? again[i].ms : std::max(hi[i], again[i].ms);
     }
     c.rows.insert(c.rows.end(), again.begin(), again.end());
   }
-  std::optional<size_t> pick;
-  for (size_t i = 0; i < configs.size(); ++i)
-    if (passed[i] && (!pick || sum[i] <= sum[*pick])) {
-      // (`<=`: the later one wins a tie, and the default is last)
-      if (pick && sum[i] == sum[*pick] && !(def.ok() && configs[i] == def.config)) continue;
-      pick = i;
-    }
-  const int n = std::max(1, o.rounds);
+  // A config's confirmed figure: the mean of its calls, their spread as its noise.
   auto mean_of = [&](size_t i) {
-    Measurement x = c.rows[i];  // the first round's row, its time the mean of the rounds'
+    Measurement x = c.rows[i];  // the first call's row
     x.ms = sum[i] / n;
+    x.noise = lo[i] > 0 ? (hi[i] - lo[i]) / lo[i] : 0;  // as Measurement::noise, over the calls
+    x.round_ms.clear();
+    for (int r = 0; r < n; ++r) x.round_ms.push_back(c.rows[static_cast<size_t>(r) * configs.size() + i].ms);
     return x;
   };
-  if (pick) c.best = mean_of(*pick);
+  std::optional<size_t> pick;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    if (failed[i]) continue;
+    const bool is_default = def.ok() && configs[i] == def.config;
+    // The least mean; the default (last) wins a tie.
+    if (!pick || sum[i] < sum[*pick] || (sum[i] == sum[*pick] && is_default)) pick = i;
+  }
+  // Nothing passed again: no pick (the search's best failed its confirmation).
+  c.best = pick ? std::optional<Measurement>(mean_of(*pick)) : std::nullopt;
   for (size_t i = 0; i < configs.size(); ++i)
-    if (passed[i] && def.ok() && configs[i] == def.config) c.dflt = mean_of(i);
+    if (def.ok() && configs[i] == def.config) c.dflt = failed[i] ? *failed[i] : mean_of(i);
   return c;
 }
 

@@ -10,6 +10,7 @@
 #include <ctime>
 #include <istream>
 #include <ostream>
+#include <set>
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -380,6 +381,11 @@ std::optional<Config> Database::best(const TuneKey& key) const {
   std::vector<Record> rows = select(key, true);
   const bool any_confirmed =
       std::any_of(rows.begin(), rows.end(), [](const Record& r) { return r.confirmed && r.status == "ok"; });
+  // A config with a failing row among those (a check that failed, a timeout in a tune's
+  // confirmation) is never the pick, whatever its passing rows say.
+  std::set<std::string> failed;
+  for (const Record& r : rows)
+    if (r.status != "ok" && (r.confirmed || !any_confirmed)) failed.insert(config_str(r.config));
   for (const Record& r : rows)
     if (r.status == "ok" && r.ms > 0 && (r.confirmed || !any_confirmed)) {
       Sum& sum = by_config[config_str(r.config)];
@@ -390,6 +396,7 @@ std::optional<Config> Database::best(const TuneKey& key) const {
   std::optional<Config> best;
   double best_ms = 0;
   for (const auto& [key_str, sum] : by_config) {
+    if (failed.count(key_str)) continue;
     const double ms = sum.ms / sum.n;
     if (!best || ms < best_ms) {
       best = sum.config;

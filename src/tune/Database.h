@@ -60,8 +60,8 @@ class Database {
   // or, when `same_shape`, in every field.
   std::vector<Record> select(const TuneKey& key, bool same_shape) const;
   // The config with the least time among passing rows of exactly `key` (each config's rows
-  // averaged), among the confirmed rows when there are any (the last tunes' decisions), or
-  // nullopt.
+  // averaged), among the confirmed rows when there are any (the last tunes' decisions), leaving
+  // out a config with a failing row among those; or nullopt.
   std::optional<Config> best(const TuneKey& key) const;
   // Whether any row has this key's kernel, dtype, target and shape (whatever its device and
   // compiler): a cheap test before the key's device and compiler are worked out.

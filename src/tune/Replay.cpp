@@ -153,6 +153,7 @@ std::vector<ReplayResult> replay(const ReplayData& data, const ReplayOptions& o,
       if (o.finalists > 0) {
         ConfirmOptions co;
         co.finalists = o.finalists;
+        co.rounds = o.confirm_rounds;
         if (Confirmation c = confirm_best(m, res, co); c.best) r.tuned = c.best->config;
       }
       r.tuned_ms = data_ms.at(config_str(r.tuned));

@@ -42,6 +42,8 @@ struct ReplayOptions {
   double noise = 0;         // each answer's time x exp(noise x a normal draw from the seed)
   int finalists = 4;        // confirm_best's finalists after each search, as `tessera tune`
                             // does (0: the search's own pick, unconfirmed)
+  int confirm_rounds = 2;   // confirm_best's calls (1 with finalists 1: the best against the
+                            // default once, as `tessera tune` did before session 22)
 };
 
 struct ReplayResult {

@@ -336,10 +336,11 @@ SearchResult search(const Space& space, const std::vector<Config>& candidates, c
   // 4. Genetic refinement: children of the fastest measured configs (uniform crossover, then a
   // step of one knob to a neighbouring value), and the fastest config with any other value of
   // one knob, those in the pruned space and not measured yet, ranked by the model. The one-knob
-  // variants reach values a step never does in a few batches (cpu_dot_mr 4 from 0 or 8: every
-  // config within 2% at the first cpu shape had it); replayed (10 seeds, bench/RESULTS.md
-  // session 22) within 2% at 17.9 of 20 cpu shapes against 17.4 without them (16.5 against 15.1
-  // with 2% noise), the H200 data level (46.7 and 44.2 of 50).
+  // variants reach values that one-step moves seldom do within the budget (at the first cpu
+  // shape every config within 2% had cpu_dot_mr = 4, which the search never tried); replayed
+  // (10 seeds, bench/RESULTS.md session 22) within 2% at 17.9 of 20 cpu shapes against 17.4
+  // without them (16.5 against 15.1 with 2% noise), the session-22 H200 data level (46.7 and
+  // 44.2 of 50), session 16's 48.0 against 47.6 without noise, 47.1 against 47.6 with it.
   while (remaining() > 0 && !out_of_time()) {
     std::vector<const Measurement*> parents;
     for (const Measurement& x : res.measured)

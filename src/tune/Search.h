@@ -83,11 +83,13 @@ struct ConfirmOptions {
   int rounds = 2;       // Measurer calls over the finalists; the mean of a config's times decides
 };
 struct Confirmation {
-  std::vector<Measurement> rows;    // every measurement taken, in order (stored as confirmed)
-  std::optional<Measurement> best;  // the least mean of those that passed every round (the
-                                    // default on a tie), its ms that mean; else the search's best
-  std::optional<Measurement> dflt;  // the default's: its mean when it passed every round, else
-                                    // the search's measurement when that passed
+  std::vector<Measurement> rows;    // every measurement taken, call after call (stored as confirmed)
+  std::optional<Measurement> best;  // the least mean of those that passed every call (the default
+                                    // on a tie), its ms that mean, noise and round_ms over the
+                                    // calls; none when none did (or the search had no pick)
+  std::optional<Measurement> dflt;  // the default's: its mean as for `best`, or its failing row
+                                    // when it failed a call; the search's own row when it was
+                                    // not measured again (no pick); none when it failed there
 };
 Confirmation confirm_best(Measurer& m, const SearchResult& res, const ConfirmOptions& o = {});
 

@@ -79,6 +79,17 @@ TEST(Database, ATunesConfirmedDecisionOutranksALuckyRow) {
   EXPECT_FALSE(db.select(key("M=10"), true)[0].confirmed);
 }
 
+// A config that failed one of its confirmed rows (a check, a timeout in a tune's
+// confirmation) is never the pick, though its passing row is the fastest.
+TEST(Database, AConfigThatFailedAConfirmedRowIsNotPicked) {
+  Database db(temp_db("confirmed_failed"), true);
+  Record fast = row("M=10", 16, 0.5), fast_failed = row("M=10", 16, 0), steady = row("M=10", 32, 0.9);
+  fast_failed.status = "check-failed";
+  fast.confirmed = fast_failed.confirmed = steady.confirmed = true;
+  db.insert({fast, fast_failed, steady});
+  EXPECT_EQ(db.best(key("M=10"))->at("BLOCK_M"), 32);
+}
+
 TEST(Database, ANewerSchemaIsRefused) {
   std::string p = temp_db("newer");
   { Database db(p, true); }

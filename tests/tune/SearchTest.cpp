@@ -288,13 +288,13 @@ TEST(Search, RankersOrderByWhatTheyLearnt) {
 
 // confirm_best: the search's least time was a lucky draw; timed again, another finalist is
 // faster and becomes the pick. Only configs within the margin go, each once, the default last;
-// every round's rows are returned; a config that fails a round is not picked; the default wins
-// a tie.
+// every call's rows are returned; the mean of the calls decides; a config that fails a call is
+// not picked; the default wins a tie; nothing is picked when nothing passes again.
 TEST(Search, ConfirmationPicksTheFastestOfTheFinalistsTimedAgain) {
-  // Times by BLOCK_M from a table; one config answers its rounds from a list.
+  // Times by BLOCK_M, one per call (the last repeats; a negative one fails its check).
   class Table : public Measurer {
    public:
-    std::map<int64_t, std::vector<double>> ms;  // BLOCK_M -> the time of each call (the last repeats)
+    std::map<int64_t, std::vector<double>> ms;
     std::map<int64_t, int> seen;
     std::vector<std::vector<int64_t>> calls;
     std::vector<Measurement> measure(const std::vector<Config>& cs) override {
@@ -321,35 +321,54 @@ TEST(Search, ConfirmationPicksTheFastestOfTheFinalistsTimedAgain) {
     m.ms = ms;
     return m;
   };
-  SearchResult res;
-  // The default (BLOCK_M 1), then the search's draws: 2 looked fastest, 3 and 4 near it, 5 twice
-  // (once failing), 6 over the 10% margin.
-  res.measured = {meas(1, 2.0), meas(2, 1.00), meas(3, 1.02), meas(4, 1.05), meas(5, 1.06), meas(6, 1.2)};
   Measurement failed = meas(5, 0);
   failed.status = "check-failed";
-  res.measured.push_back(failed);
+  SearchResult res;
+  // The default (BLOCK_M 1, 2.0 ms), then the search's draws: 2 looked fastest, 3 near it and
+  // measured twice, 6 over the 10% margin, 5 failed once in the search (not a finalist for it).
+  res.measured = {meas(1, 2.0), meas(2, 1.00), meas(3, 1.02), meas(3, 1.04), meas(6, 1.11), failed, meas(5, 1.05)};
   res.best = 1;
   Table t;
-  t.ms = {{1, {2.0}}, {2, {1.10}}, {3, {1.01}}, {4, {1.00, -1}}, {5, {1.2}}, {6, {0.5}}};
+  // 3 has the least mean (1.0 and 1.1: 1.05) though 5 was fastest in the first call (0.9, then
+  // 1.3: 1.1); 2 is slower both times.
+  t.ms = {{1, {2.0, 2.2}}, {2, {1.2}}, {3, {1.0, 1.1}}, {5, {0.9, 1.3}}, {6, {0.5}}};
   Confirmation c = confirm_best(t, res);
-  ASSERT_EQ(t.calls.size(), 2u);  // two rounds
-  EXPECT_EQ(t.calls[0], (std::vector<int64_t>{2, 3, 4, 5, 1}));  // 4 finalists in time order, the default last
-  EXPECT_EQ(c.rows.size(), 10u);
+  ASSERT_EQ(t.calls.size(), 2u);  // two calls
+  // Within 10% of 1.00 in time order, each once (6 is over the margin), the default last.
+  EXPECT_EQ(t.calls[0], (std::vector<int64_t>{2, 3, 5, 1}));
+  EXPECT_EQ(t.calls[1], t.calls[0]);
+  EXPECT_EQ(c.rows.size(), 8u);
   ASSERT_TRUE(c.best);
-  // 4 was fastest in round 1 but failed round 2: 3 is the pick, its time the mean.
   EXPECT_EQ(c.best->config.at("BLOCK_M"), 3);
-  EXPECT_DOUBLE_EQ(c.best->ms, 1.01);
+  EXPECT_DOUBLE_EQ(c.best->ms, 1.05);
+  EXPECT_EQ(c.best->round_ms, (std::vector<double>{1.0, 1.1}));
+  EXPECT_NEAR(c.best->noise, 0.1, 1e-12);
   ASSERT_TRUE(c.dflt);
-  EXPECT_DOUBLE_EQ(c.dflt->ms, 2.0);
+  EXPECT_DOUBLE_EQ(c.dflt->ms, 2.1);  // the default's mean, not its search figure
+
+  // 5 fastest in both calls but failing the second: not picked; the default failing a call is
+  // reported as failed.
+  Table fails;
+  fails.ms = {{1, {2.0, -1}}, {2, {1.2}}, {3, {1.1}}, {5, {0.5, -1}}};
+  Confirmation f = confirm_best(fails, res);
+  ASSERT_TRUE(f.best);
+  EXPECT_EQ(f.best->config.at("BLOCK_M"), 3);
+  ASSERT_TRUE(f.dflt);
+  EXPECT_EQ(f.dflt->status, "check-failed");
 
   // The default ties the fastest finalist: it stays.
   Table tie;
-  tie.ms = {{1, {1.0}}, {2, {1.0}}, {3, {1.5}}, {4, {1.5}}, {5, {1.5}}};
+  tie.ms = {{1, {1.0}}, {2, {1.0}}, {3, {1.5}}, {5, {1.5}}};
   Confirmation d = confirm_best(tie, res);
   ASSERT_TRUE(d.best);
   EXPECT_EQ(d.best->config.at("BLOCK_M"), 1);
 
-  // No search pick: nothing measured; fewer finalists asked: fewer timed.
+  // Nothing passes again: no pick.
+  Table none_pass;
+  none_pass.ms = {{1, {-1}}, {2, {-1}}, {3, {-1}}, {5, {-1}}};
+  EXPECT_FALSE(confirm_best(none_pass, res).best);
+
+  // No search pick: nothing measured; fewer finalists and calls asked: fewer timed.
   SearchResult none;
   none.measured = {failed};
   Table unused;
@@ -363,6 +382,7 @@ TEST(Search, ConfirmationPicksTheFastestOfTheFinalistsTimedAgain) {
   Confirmation e = confirm_best(one, res, o);
   ASSERT_EQ(one.calls.size(), 1u);
   EXPECT_EQ(one.calls[0], (std::vector<int64_t>{2, 1}));
+  ASSERT_TRUE(e.best);
   EXPECT_EQ(e.best->config.at("BLOCK_M"), 2);
 }
 
