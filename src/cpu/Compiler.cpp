@@ -80,30 +80,29 @@ const std::string& compiler_version(const std::string& cxx) {
   return memo[cxx] = out;
 }
 
-std::string compiler_identity(const std::string& cxx) {
-  // The program execvp would run: cxx itself when it names a path, else the first executable
-  // regular file of that name on $PATH. stat only (a few microseconds), so a compiler replaced
-  // while the process runs is seen.
+std::string find_program(const std::string& name) {
   auto runnable = [](const std::string& p) {
     struct stat st;
     return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
   };
-  std::string found;
-  if (cxx.find('/') != std::string::npos) {
-    if (runnable(cxx)) found = cxx;
-  } else if (const char* path = std::getenv("PATH")) {
-    std::string all = path;
-    for (size_t b = 0; b <= all.size();) {
-      size_t e = all.find(':', b);
-      if (e == std::string::npos) e = all.size();
-      std::string dir = e > b ? all.substr(b, e - b) : ".";
-      if (runnable(dir + "/" + cxx)) {
-        found = dir + "/" + cxx;
-        break;
-      }
-      b = e + 1;
-    }
+  if (name.find('/') != std::string::npos) return runnable(name) ? name : "";
+  const char* path = std::getenv("PATH");
+  if (!path) return "";
+  const std::string all = path;
+  for (size_t b = 0; b <= all.size();) {
+    size_t e = all.find(':', b);
+    if (e == std::string::npos) e = all.size();
+    const std::string dir = e > b ? all.substr(b, e - b) : ".";
+    if (runnable(dir + "/" + name)) return dir + "/" + name;
+    b = e + 1;
   }
+  return "";
+}
+
+std::string compiler_identity(const std::string& cxx) {
+  // The program execvp would run (find_program: stat only, a few microseconds, so a compiler
+  // replaced while the process runs is seen).
+  const std::string found = find_program(cxx);
   if (found.empty())
     throw TesseraError("cpu backend: C++ compiler '" + cxx +
                        "' not found (set TESSERA_CXX or CpuOptions::compiler to a working compiler)");

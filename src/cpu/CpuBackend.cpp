@@ -3,7 +3,6 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <mutex>
@@ -42,18 +41,7 @@ std::string resolve_compiler(const CpuOptions& o) {
 // compile takes here (topk f32 0.57 -> 0.55, layernorm bf16 0.50 -> 0.46; lld was slower,
 // bench/RESULTS.md session 22). Looked up once per process, without running anything.
 bool gold_on_path() {
-  static const bool found = [] {
-    const char* path = std::getenv("PATH");
-    std::string dirs = path ? path : "";
-    size_t at = 0;
-    while (at <= dirs.size()) {
-      const size_t end = std::min(dirs.find(':', at), dirs.size());
-      const std::string dir = dirs.substr(at, end - at);
-      if (!dir.empty() && ::access((dir + "/ld.gold").c_str(), X_OK) == 0) return true;
-      at = end + 1;
-    }
-    return false;
-  }();
+  static const bool found = !find_program("ld.gold").empty();
   return found;
 }
 

@@ -50,6 +50,10 @@ const std::string& compiler_version(const std::string& cxx);
 // ($PATH, symlinks) with its size, mtime and inode, so an upgraded or switched compiler misses
 // the cache. Not memoized (stat only); throws TesseraError ("not found") when there is none.
 std::string compiler_identity(const std::string& cxx);
+// The program execvp would run for `name`: `name` itself when it holds a '/', else the first
+// executable regular file of that name on $PATH (an empty entry is "."); "" when there is none.
+// stat only.
+std::string find_program(const std::string& name);
 
 struct CompileResult {
   bool ok = false;

@@ -218,9 +218,7 @@ class CudaKernelImpl : public CudaKernel {
         throw TesseraError(k.loc, "kernel " + kname(k) + ": " + std::to_string(programs) +
                                       " programs are more than a persistent kernel can count (2^31 - 1)");
       const int64_t ctas = int64_t(dev.num_sms) * (info.persistent_fill ? c_->ctas_per_sm : 1);
-      // Stream-K runs on all the CTAs when the programs are at least half of them (the kernel
-      // shares out cuda::stream_k_tiles of the tiles; none for fewer, which run one CTA each).
-      launch_grid = {info.stream_k && 2 * programs >= ctas ? ctas : std::min<int64_t>(programs, ctas), 1, 1};
+      launch_grid = {info.stream_k ? cuda::stream_k_ctas(programs, ctas) : std::min<int64_t>(programs, ctas), 1, 1};
       if (const int64_t c = info.persistent_cluster; c > 1) {
         // Clusters of c CTAs each take c programs of axis 0 (the last group of a row partly
         // past the grid): whole clusters, no more than the multiprocessors hold at once.
@@ -504,6 +502,10 @@ int64_t cuda::stream_k_tiles(int64_t programs, int64_t ctas) {
   if (rem == 0) return 0;
   if (2 * rem >= ctas) return rem;
   return programs > ctas ? rem + ctas : 0;
+}
+
+int64_t cuda::stream_k_ctas(int64_t programs, int64_t ctas) {
+  return 2 * programs >= ctas ? ctas : std::min<int64_t>(programs, ctas);
 }
 
 CudaTarget cuda_target_for(const CudaOptions& o) {

@@ -36,5 +36,9 @@ int split_k_factor(int64_t programs, int64_t capacity);
 // the last tiles); none when the tiles fill whole waves or are too few for a full wave. The
 // generated kernel computes the same (EmitWgmma / CudaEmitter's tsr_L).
 int64_t stream_k_tiles(int64_t programs, int64_t ctas);
+// The CTAs a persistent stream-K launch of `programs` runs on a device that holds `ctas` at
+// once: all of them when the programs are at least half (stream_k_tiles shares the tiles out),
+// else one per program.
+int64_t stream_k_ctas(int64_t programs, int64_t ctas);
 
 }  // namespace tessera::cuda

@@ -11,8 +11,9 @@
 #include "tune/Search.h"
 
 #include <algorithm>
-#include <map>
+#include <optional>
 #include <set>
+#include <vector>
 
 namespace tessera::tune {
 
@@ -40,37 +41,40 @@ Confirmation confirm_best(Measurer& m, const SearchResult& res, const ConfirmOpt
   // `rounds` calls; a config counts only if it passed in every one (a config that failed a
   // check or timed out once is not what `run` should use: Database::best leaves it out too).
   const int n = std::max(1, o.rounds);
-  std::vector<double> sum(configs.size(), 0), lo(configs.size(), 0), hi(configs.size(), 0);
+  std::vector<std::vector<double>> times(configs.size());  // each config's passing calls
   std::vector<std::optional<Measurement>> failed(configs.size());
+  std::vector<size_t> first_row(configs.size(), 0);
   for (int r = 0; r < n; ++r) {
     std::vector<Measurement> again = m.measure(configs);
-    // (One per config, as Measurer promises; a missing one counts as a failure.)
-    for (size_t i = again.size(); i < configs.size(); ++i) {
-      Measurement x;
-      x.config = configs[i];
-      x.status = "run-error";
-      x.message = "not measured";
-      again.push_back(x);
-    }
-    again.resize(configs.size());
     for (size_t i = 0; i < configs.size(); ++i) {
-      if (!again[i].ok()) {
-        if (!failed[i]) failed[i] = again[i];
+      // (One per config, as Measurer promises; a missing one counts as a failure.)
+      if (i >= again.size() || !again[i].ok()) {
+        if (!failed[i]) {
+          Measurement x;
+          if (i < again.size()) x = again[i];
+          else x.config = configs[i], x.status = "run-error", x.message = "not measured";
+          failed[i] = x;
+        }
         continue;
       }
-      sum[i] += again[i].ms;
-      lo[i] = r == 0 ? again[i].ms : std::min(lo[i], again[i].ms);
-      hi[i] = r == 0 ? again[i].ms : std::max(hi[i], again[i].ms);
+      if (times[i].empty()) first_row[i] = c.rows.size() + i;
+      times[i].push_back(again[i].ms);
     }
     c.rows.insert(c.rows.end(), again.begin(), again.end());
   }
-  // A config's confirmed figure: the mean of its calls, their spread as its noise.
-  auto mean_of = [&](size_t i) {
-    Measurement x = c.rows[i];  // the first call's row
-    x.ms = sum[i] / n;
-    x.noise = lo[i] > 0 ? (hi[i] - lo[i]) / lo[i] : 0;  // as Measurement::noise, over the calls
-    x.round_ms.clear();
-    for (int r = 0; r < n; ++r) x.round_ms.push_back(c.rows[static_cast<size_t>(r) * configs.size() + i].ms);
+  auto mean = [&](size_t i) {
+    double t = 0;
+    for (double x : times[i]) t += x;
+    return t / static_cast<double>(times[i].size());
+  };
+  // A config's confirmed figure: its first call's row with the mean of the calls, their spread
+  // as its noise (as Measurement::noise) and their times as its rounds.
+  auto confirmed = [&](size_t i) {
+    Measurement x = c.rows[first_row[i]];
+    const auto [lo, hi] = std::minmax_element(times[i].begin(), times[i].end());
+    x.ms = mean(i);
+    x.noise = *lo > 0 ? (*hi - *lo) / *lo : 0;
+    x.round_ms = times[i];
     return x;
   };
   std::optional<size_t> pick;
@@ -78,12 +82,12 @@ Confirmation confirm_best(Measurer& m, const SearchResult& res, const ConfirmOpt
     if (failed[i]) continue;
     const bool is_default = def.ok() && configs[i] == def.config;
     // The least mean; the default (last) wins a tie.
-    if (!pick || sum[i] < sum[*pick] || (sum[i] == sum[*pick] && is_default)) pick = i;
+    if (!pick || mean(i) < mean(*pick) || (mean(i) == mean(*pick) && is_default)) pick = i;
   }
   // Nothing passed again: no pick (the search's best failed its confirmation).
-  c.best = pick ? std::optional<Measurement>(mean_of(*pick)) : std::nullopt;
+  c.best = pick ? std::optional<Measurement>(confirmed(*pick)) : std::nullopt;
   for (size_t i = 0; i < configs.size(); ++i)
-    if (def.ok() && configs[i] == def.config) c.dflt = failed[i] ? *failed[i] : mean_of(i);
+    if (def.ok() && configs[i] == def.config) c.dflt = failed[i] ? *failed[i] : confirmed(i);
   return c;
 }
 

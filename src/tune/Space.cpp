@@ -335,8 +335,7 @@ Constraint cuda_stream_k_constraint(int64_t sms) {
             // programs that fill at most a third of its capacity.
             if (launch_splits(c.config, programs, sms) > 1) return "stream_k = 1: the runtime splits " +
                                                                   std::to_string(programs) + " programs over K";
-            const int64_t ctas = 2 * programs >= sms ? sms : programs;  // (CudaRuntime's launch)
-            if (cuda::stream_k_tiles(programs, ctas) == 0)
+            if (cuda::stream_k_tiles(programs, cuda::stream_k_ctas(programs, sms)) == 0)
               return "stream_k = 1: " + std::to_string(programs) + " programs on " + std::to_string(sms) +
                      " CTAs leave no partial wave to share out";
             return "";
