@@ -29,8 +29,9 @@ struct CudaTarget {
   // and launches this variant when the programs alone would leave multiprocessors idle.
   bool split_k = false;
   // sm_90a: a persistent wgmma kernel whose programs end in a partial wave spreads that wave's
-  // K loops (with the full wave before it when it is under half the CTAs: cuda::stream_k_tiles)
-  // evenly over all CTAs (stream-K): the CTA that ends a tile adds the earlier parts, which
+  // K loops (with the full wave before it when it is under half the CTAs; all of them when
+  // they are fewer than the CTAs: cuda::stream_k_tiles, stream_k_ctas) evenly over all CTAs
+  // (stream-K): the CTA that ends a tile adds the earlier parts, which
   // other CTAs leave in a workspace. Off by default (a tuning knob, stream_k): on the H200 it
   // wins at short last waves (1024x4608x3584: 0.0539 against 0.0763 ms) and loses where whole
   // tiles nearly fill the last wave (4096^3: 0.196 against 0.189; bench/RESULTS.md, session 22).

@@ -1217,17 +1217,18 @@ CudaEmission Emitter::run() {
     auto program_loop = [&] {
       if (stream_k_) {
         // Whole tiles tsr_t = blockIdx.x, + gridDim.x, ... below tsr_dp; the last tsr_L tiles
-        // (cuda::stream_k_tiles: a last partial wave of at least half of gridDim.x, a smaller
-        // one with the full wave before it) as tsr_L * gridDim.x units of K work, gridDim.x per
-        // tile, of which CTA c takes units [c * tsr_L, (c + 1) * tsr_L): parts of at most three
-        // tiles (tsr_L < 2 * gridDim.x), of which only the last can end inside a tile. A CTA
+        // (cuda::stream_k_tiles: all of them when they are fewer than gridDim.x, else a last
+        // partial wave of at least half of gridDim.x, a smaller one with the full wave before
+        // it) as tsr_L * gridDim.x units of K work, gridDim.x per tile, of which CTA c takes
+        // units [c * tsr_L, (c + 1) * tsr_L): parts of at most three tiles (tsr_L < 2 *
+        // gridDim.x), of which only the last can end inside a tile. A CTA
         // runs them last tile first: every CTA starts its stream-K work at K = 0 (or, when its
         // units lie inside one tile, within (G - L) / G of the K loop from it), so the parts
         // running at once read nearby K panels (as whole tiles in a wave do, for L2), and
         // the parts that end inside a tile, which the tile's last part waits for, run first.
         // [tsr_pb, tsr_pe) is the item's part of its tile, in units.
         line("const int32_t tsr_G = int32_t(gridDim.x), tsr_rem = int32_t(tsr_programs % tsr_G);");
-        line("const int32_t tsr_L = tsr_rem == 0 ? 0 : 2 * tsr_rem >= tsr_G ? tsr_rem : tsr_programs > tsr_G ? tsr_rem + tsr_G : 0;");
+        line("const int32_t tsr_L = tsr_rem == 0 ? 0 : 2 * tsr_rem >= tsr_G || tsr_programs < tsr_G ? tsr_rem : tsr_rem + tsr_G;");
         line("const int64_t tsr_dp = tsr_programs - tsr_L;");
         line("const int32_t tsr_u0 = int32_t(blockIdx.x) * tsr_L, tsr_u1 = tsr_u0 + tsr_L;");
         line("const int32_t tsr_ndp = int64_t(blockIdx.x) < tsr_dp ? int32_t((tsr_dp - 1 - int64_t(blockIdx.x)) / tsr_G) + 1 : 0;");

@@ -500,12 +500,11 @@ int64_t cuda::stream_k_tiles(int64_t programs, int64_t ctas) {
   if (ctas < 1 || programs < 1) return 0;
   const int64_t rem = programs % ctas;
   if (rem == 0) return 0;
-  if (2 * rem >= ctas) return rem;
-  return programs > ctas ? rem + ctas : 0;
+  return 2 * rem >= ctas || programs < ctas ? rem : rem + ctas;
 }
 
 int64_t cuda::stream_k_ctas(int64_t programs, int64_t ctas) {
-  return 2 * programs >= ctas ? ctas : std::min<int64_t>(programs, ctas);
+  return std::max<int64_t>(1, std::min<int64_t>(ctas, kStreamKMaxParts * programs));
 }
 
 CudaTarget cuda_target_for(const CudaOptions& o) {

@@ -566,10 +566,13 @@ void Emitter::emit_stream_k_fixup(const std::string& frag) {
   line("unsigned* const skflag_ = reinterpret_cast<unsigned*>(tsr_ws);");
   line("float* const skslot_ = reinterpret_cast<float*>(tsr_ws + (tsr_G * 4 + 255) / 256 * 256);");
   line("const int64_t skslot_n_ = " + n(int64_t(w.consumer_warps) * 32 * w.BN / 2) + ";");
+  // Warps whose rows all lie past the output's end neither leave nor add their part of a slot
+  // (a decode shape's 1 or 16 rows of a 64-row tile: a quarter of the traffic).
+  line("const bool skmine_ = " + fixup_rows_in_output() + ";");
   open("if (tsr_pe < tsr_G) {");
   line("// stream-K, a part that ends inside the tile: leave the partial sum for the CTA that ends it.");
   open("if (warp_ < " + CW + ") {");
-  line("tsr::frags_to_slot(" + frag + ", skslot_ + int64_t(blockIdx.x) * skslot_n_, tsr_tid, " + CT + ");");
+  line("if (skmine_) tsr::frags_to_slot(" + frag + ", skslot_ + int64_t(blockIdx.x) * skslot_n_, tsr_tid, " + CT + ");");
   line("__threadfence();");
   line("tsr::named_barrier(8u, " + CT + "u);");
   line("if (tsr_tid == 0) tsr::flag_release(skflag_ + blockIdx.x);");
@@ -586,7 +589,8 @@ void Emitter::emit_stream_k_fixup(const std::string& frag) {
   line("if (tsr_tid == 0) tsr::flag_poll(skflag_ + c_);");
   line("tsr::named_barrier(8u, " + CT + "u);");
   line("(void)tsr::flag_acquire(skflag_ + c_);  // set: orders this thread's slot reads after it");
-  line("tsr::frags_add_slot_batched<" + n(stream_k_batch()) + ">(" + frag + ", skslot_ + int64_t(c_) * skslot_n_, tsr_tid, " +
+  line("if (skmine_)");
+  line("  tsr::frags_add_slot_batched<" + n(stream_k_batch()) + ">(" + frag + ", skslot_ + int64_t(c_) * skslot_n_, tsr_tid, " +
        CT + ");");
   close();
   // Every thread has seen the flags: zero them for the next launch (stream order).
@@ -597,14 +601,12 @@ void Emitter::emit_stream_k_fixup(const std::string& frag) {
   close();
 }
 
-void Emitter::emit_split_k_fixup(const std::string& frag) {
+std::string Emitter::fixup_rows_in_output() const {
   const WgmmaPlan& w = wg_;
-  auto n = [](int64_t v) { return std::to_string(v); };
-  const int64_t CT = int64_t(w.consumer_warps) * 32;
   // Rows past the output's end need not travel: a warp whose 16 rows all lie beyond it skips
   // its slot (the epilogue masks those rows anyway). Known only when the store's row index is
   // computed before the loop; otherwise every consumer warp takes part.
-  std::string mine = "warp_ < " + n(w.consumer_warps);
+  std::string mine = "warp_ < " + std::to_string(w.consumer_warps);
   const Op& st = *w.store;
   const Op* rdef = st.operand(2)->def;
   bool before = rdef == nullptr;
@@ -613,7 +615,16 @@ void Emitter::emit_split_k_fixup(const std::string& frag) {
     before |= o.get() == rdef;
   }
   if (before)
-    mine += " && int64_t(" + nm(st.operand(2)) + ") * " + n(w.BM) + " + m0_ < int64_t(" + view_of(st, st.operand(0)).dims[0] + ")";
+    mine += " && int64_t(" + nm(st.operand(2)) + ") * " + std::to_string(w.BM) + " + m0_ < int64_t(" +
+            view_of(st, st.operand(0)).dims[0] + ")";
+  return mine;
+}
+
+void Emitter::emit_split_k_fixup(const std::string& frag) {
+  const WgmmaPlan& w = wg_;
+  auto n = [](int64_t v) { return std::to_string(v); };
+  const int64_t CT = int64_t(w.consumer_warps) * 32;
+  const std::string mine = fixup_rows_in_output();
   line("// split-K: this CTA's slice of the sum goes to its slot of the workspace; the last of the");
   line("// program's gridDim.z CTAs to arrive adds every slot in split order and runs the epilogue.");
   open("if (gridDim.z > 1) {");

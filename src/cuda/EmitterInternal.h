@@ -468,6 +468,10 @@ class Emitter {
   // Stream-K asked for: by the target (CudaTarget::stream_k) or the kernel's stream_k knob.
   bool stream_k_asked() const { return tg_.stream_k || knob("stream_k", 0) == 1; }
   void emit_stream_k_fixup(const std::string& frag);
+  // The condition (C++) under which a thread's warp holds rows of the output in a split-K or
+  // stream-K fixup: a consumer warp, and (where the store's row is known before the K loop)
+  // one whose 16 rows start inside the output.
+  std::string fixup_rows_in_output() const;
   // Columns of an earlier part's slot that the stream-K fixup loads at once: as many as the
   // consumers' registers hold beside the accumulators (the packed pending block is dead
   // there), each batch one round of L2 latency (one column at a time: 32 rounds at BN = 256).

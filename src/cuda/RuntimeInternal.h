@@ -31,14 +31,16 @@ int split_k_factor(int64_t programs, int64_t capacity);
 
 // Stream-K (CudaKernelInfo::stream_k): of `programs` whole tiles on `ctas` persistent CTAs, how
 // many the kernel shares out as equal parts of K work over all of them (the rest run whole,
-// one CTA each). The last partial wave when it holds at least half the CTAs; a smaller one
-// with the full wave before it (so that no CTA idles for most of a tile time while a few run
-// the last tiles); none when the tiles fill whole waves or are too few for a full wave. The
-// generated kernel computes the same (EmitWgmma / CudaEmitter's tsr_L).
+// one CTA each). All of them when they are fewer than the CTAs; else the last partial wave
+// when it holds at least half the CTAs, a smaller one with the full wave before it (so that no
+// CTA idles for most of a tile time while a few run the last tiles); none when the tiles fill
+// whole waves. The generated kernel computes the same (EmitWgmma / CudaEmitter's tsr_L).
 int64_t stream_k_tiles(int64_t programs, int64_t ctas);
 // The CTAs a persistent stream-K launch of `programs` runs on a device that holds `ctas` at
-// once: all of them when the programs are at least half (stream_k_tiles shares the tiles out),
-// else one per program.
+// once: all of them, or kStreamKMaxParts per program when that is fewer. The tile's last part
+// adds the earlier parts' sums one after another; past four parts that serial fixup costs more
+// than the shorter K loops save (as kAutoSplitK found for split-K at 16x4096x4096).
+inline constexpr int64_t kStreamKMaxParts = 4;
 int64_t stream_k_ctas(int64_t programs, int64_t ctas);
 
 }  // namespace tessera::cuda

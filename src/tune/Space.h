@@ -141,8 +141,8 @@ int64_t cuda_smem_limit(const std::string& target);
 // (the device is not known when a space is pruned).
 Constraint cuda_split_k_constraint(int64_t sms = 132);
 // "cuda-stream-k": stream_k = 1 needs a dot of a multiple of 64 rows, programs that end in a
-// partial last wave the kernel shares out (cuda::stream_k_tiles on `sms` CTAs; else it runs
-// whole tiles only), and neither cluster_m = 2 (not taken with stream-K) nor a split (the
+// partial last wave the kernel shares out (cuda::stream_k_tiles on cuda::stream_k_ctas of
+// `sms`: any wave but a full one), and neither cluster_m = 2 (not taken with stream-K) nor a split (the
 // split compilation runs instead).
 Constraint cuda_stream_k_constraint(int64_t sms = 132);
 // The CTAs a launch holds at once for config `c` on `sms` multiprocessors: sms x min_blocks.

@@ -36,10 +36,10 @@ TEST(CudaStreamK, PersistentMatmulSharesItsLastWaveOverEveryCta) {
   for (const CudaParam& p : em.info.params) workspaces += p.kind == CudaParam::Kind::SplitWorkspace;
   EXPECT_EQ(workspaces, 1);
   const std::string& src = em.source;
-  // The last wave is shared when it holds at least half the CTAs, else with the full wave
-  // before it (cuda::stream_k_tiles), never when the programs are fewer than the CTAs.
-  EXPECT_NE(src.find("const int32_t tsr_L = tsr_rem == 0 ? 0 : 2 * tsr_rem >= tsr_G ? tsr_rem : tsr_programs > tsr_G ? "
-                     "tsr_rem + tsr_G : 0;"),
+  // Every tile is shared out when they are fewer than the CTAs; else the last wave when it
+  // holds at least half the CTAs, a smaller one with the full wave before it (cuda::stream_k_tiles).
+  EXPECT_NE(src.find("const int32_t tsr_L = tsr_rem == 0 ? 0 : 2 * tsr_rem >= tsr_G || tsr_programs < tsr_G ? tsr_rem : "
+                     "tsr_rem + tsr_G;"),
             std::string::npos)
       << src;
   EXPECT_NE(src.find("const int32_t tsr_u0 = int32_t(blockIdx.x) * tsr_L, tsr_u1 = tsr_u0 + tsr_L;"), std::string::npos);

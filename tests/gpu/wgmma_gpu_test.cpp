@@ -231,10 +231,11 @@ TEST(WgmmaGpu, LongKLoopMatchesTheReference) {
 // Stream-K: grids whose last wave holds at least half the SMs spread it over all of them (a
 // tile's K loop in two or three parts, the CTA that ends it adding the earlier ones); a
 // smaller last wave goes with the full wave before it (parts of up to three tiles per CTA, the
-// middle one whole). Sizes are picked from the device's SM count: fewer programs than SMs,
-// more (a full wave first), a last wave of about a quarter and of a few programs after one and
-// two full waves, K
-// loops shorter than the parts (empty parts), ragged edges. The same compiled kernel runs
+// middle one whole); fewer programs than half the SMs are all shared out (over four CTAs each
+// at most). Sizes are picked from the device's SM count: fewer programs than SMs (three
+// quarters, a third, a fifth), more (a full wave first), a last wave of about a quarter and of
+// a few programs after one and two full waves, K loops shorter than the parts (empty parts),
+// ragged edges. The same compiled kernel runs
 // launch after launch: the flags must be zero again each time. Then against the reference,
 // stream-K and whole tiles.
 TEST(WgmmaGpu, StreamKMatchesTheInterpreterLaunchAfterLaunch) {
@@ -251,10 +252,12 @@ TEST(WgmmaGpu, StreamKMatchesTheInterpreterLaunchAfterLaunch) {
   };
   uint64_t seed = 41;
   for (Sizes s : {sizes(sms * 3 / 4 + 1, 520), sizes(sms + sms * 3 / 4, 264), sizes(sms * 3 / 4 + 1, 40),
-                  sizes(sms + sms / 4, 392), sizes(2 * sms + 3, 200), sizes(sms + 1, 24), sizes(sms * 3 / 4 + 1, 520)}) {
+                  sizes(sms + sms / 4, 392), sizes(2 * sms + 3, 200), sizes(sms + 1, 24), sizes(sms / 3, 456),
+                  sizes(sms / 5, 40), sizes(sms / 5, 584), sizes(sms * 3 / 4 + 1, 520)}) {
     SCOPED_TRACE(sizes_str(s));
     const int64_t programs = ((s.at("M") + 63) / 64) * ((s.at("N") + 63) / 64);
-    ASSERT_GT(cuda::stream_k_tiles(programs, sms), 0) << "the sizes should leave a partial wave to share out";
+    ASSERT_GT(cuda::stream_k_tiles(programs, cuda::stream_k_ctas(programs, sms)), 0)
+        << "the sizes should leave a partial wave to share out";
     run_compiled_and_compare(*ck, *k, s, seed++);
   }
   EXPECT_EQ(ck->launches_without_tma, 0);
@@ -271,6 +274,8 @@ TEST(WgmmaGpu, StreamKMatchesTheReference) {
   expect_matches_reference({{"M", 128 * 8}, {"N", 256 * ((p2 + 7) / 8) - 16}, {"K", 136}}, 128, 256, 64, true);
   // A last wave of about an eighth, shared out with the full wave before it.
   expect_matches_reference({{"M", 128 * 8 - 8}, {"N", 256 * ((p3 + 7) / 8) - 40}, {"K", 264}}, 128, 256, 64, true);
+  // 48 programs (1024x1536 in 128 x 256 tiles), fewer than half the CTAs: all shared out.
+  expect_matches_reference({{"M", 128 * 8 - 40}, {"N", 256 * 6 - 24}, {"K", 456}}, 128, 256, 64, true);
 }
 
 TEST(WgmmaGpu, ManyProgramsPerCtaMatchTheReference) {

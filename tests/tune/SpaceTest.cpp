@@ -183,9 +183,15 @@ TEST(Space, StreamKNeedsAPartialWaveAndNoClusterOrSplit) {
   EXPECT_EQ(reason(128, 128, short_wave), "");
   const Sizes small = {{"M", 128}, {"N", 4096}, {"K", 4096}};  // 16 programs of 128 x 256
   EXPECT_EQ(reason(128, 256, small), "stream_k = 1: the runtime splits 16 programs over K");
-  // 50 programs: unsplit, one CTA each (fewer than half the CTAs), nothing to share out.
+  // 50 programs, unsplit (over a third of the CTAs): all shared out over the 132 CTAs; 20
+  // (under a third, split_k = 1 keeps the runtime from splitting them): over 80, four parts each.
   const Sizes few = {{"M", 256}, {"N", 6400}, {"K", 4096}};
-  EXPECT_EQ(reason(128, 256, few), "stream_k = 1: 50 programs on 132 CTAs leave no partial wave to share out");
+  EXPECT_EQ(reason(128, 256, few), "");
+  EXPECT_EQ(cuda::stream_k_ctas(50, 132), 132);
+  EXPECT_EQ(cuda::stream_k_tiles(50, 132), 50);
+  EXPECT_EQ(reason(128, 256, {{"M", 256}, {"N", 2560}, {"K", 4096}}, 1, 1), "");
+  EXPECT_EQ(cuda::stream_k_ctas(20, 132), 80);
+  EXPECT_EQ(cuda::stream_k_tiles(20, 80), 20);
   const Sizes whole = {{"M", 1024}, {"N", 4224}, {"K", 4096}};  // 8 x 33 = 264 programs: two whole waves
   EXPECT_NE(reason(128, 128, whole), "");
   Config off = {{"BLOCK_M", 128}, {"BLOCK_N", 128}, {"BLOCK_K", 64}, {"stream_k", 0}};
