@@ -44,7 +44,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
     tsr::setmaxnreg_dec<40>();
     if (tsr_tid == 256) {
       const int32_t tsr_G = int32_t(gridDim.x), tsr_rem = int32_t(tsr_programs % tsr_G);
-      const int32_t tsr_L = tsr_rem == 0 ? 0 : 2 * tsr_rem >= tsr_G ? tsr_rem : tsr_programs > tsr_G ? tsr_rem + tsr_G : 0;
+      const int32_t tsr_L = tsr_rem == 0 ? 0 : 2 * tsr_rem >= tsr_G || tsr_programs < tsr_G ? tsr_rem : tsr_rem + tsr_G;
       const int64_t tsr_dp = tsr_programs - tsr_L;
       const int32_t tsr_u0 = int32_t(blockIdx.x) * tsr_L, tsr_u1 = tsr_u0 + tsr_L;
       const int32_t tsr_ndp = int64_t(blockIdx.x) < tsr_dp ? int32_t((tsr_dp - 1 - int64_t(blockIdx.x)) / tsr_G) + 1 : 0;
@@ -131,7 +131,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
     bool pend_ = false;
     const uint32_t epi_buf_ = ring_ + 196608u + uint32_t(tsr_tid / 128) * 16384u;
     const int32_t tsr_G = int32_t(gridDim.x), tsr_rem = int32_t(tsr_programs % tsr_G);
-    const int32_t tsr_L = tsr_rem == 0 ? 0 : 2 * tsr_rem >= tsr_G ? tsr_rem : tsr_programs > tsr_G ? tsr_rem + tsr_G : 0;
+    const int32_t tsr_L = tsr_rem == 0 ? 0 : 2 * tsr_rem >= tsr_G || tsr_programs < tsr_G ? tsr_rem : tsr_rem + tsr_G;
     const int64_t tsr_dp = tsr_programs - tsr_L;
     const int32_t tsr_u0 = int32_t(blockIdx.x) * tsr_L, tsr_u1 = tsr_u0 + tsr_L;
     const int32_t tsr_ndp = int64_t(blockIdx.x) < tsr_dp ? int32_t((tsr_dp - 1 - int64_t(blockIdx.x)) / tsr_G) + 1 : 0;
@@ -224,10 +224,11 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
         unsigned* const skflag_ = reinterpret_cast<unsigned*>(tsr_ws);
         float* const skslot_ = reinterpret_cast<float*>(tsr_ws + (tsr_G * 4 + 255) / 256 * 256);
         const int64_t skslot_n_ = 32768;
+        const bool skmine_ = warp_ < 8 && int64_t(v19) * 128 + m0_ < int64_t(int64_t(tsr_dim_M));
         if (tsr_pe < tsr_G) {
           // stream-K, a part that ends inside the tile: leave the partial sum for the CTA that ends it.
           if (warp_ < 8) {
-            tsr::frags_to_slot(frag32, skslot_ + int64_t(blockIdx.x) * skslot_n_, tsr_tid, 256);
+            if (skmine_) tsr::frags_to_slot(frag32, skslot_ + int64_t(blockIdx.x) * skslot_n_, tsr_tid, 256);
             __threadfence();
             tsr::named_barrier(8u, 256u);
             if (tsr_tid == 0) tsr::flag_release(skflag_ + blockIdx.x);
@@ -243,7 +244,8 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
               if (tsr_tid == 0) tsr::flag_poll(skflag_ + c_);
               tsr::named_barrier(8u, 256u);
               (void)tsr::flag_acquire(skflag_ + c_);  // set: orders this thread's slot reads after it
-              tsr::frags_add_slot_batched<16>(frag32, skslot_ + int64_t(c_) * skslot_n_, tsr_tid, 256);
+              if (skmine_)
+                tsr::frags_add_slot_batched<16>(frag32, skslot_ + int64_t(c_) * skslot_n_, tsr_tid, 256);
             }
             tsr::named_barrier(8u, 256u);
             if (tsr_tid == 0)
