@@ -7,9 +7,10 @@ cluster_m, min_blocks, split_k, stream_k), each shape
     into one database, the larger shapes first so that the small ones learn from them;
   - measured exhaustively (`tune --exhaustive`: every config of the pruned space once, then the 8
     fastest and the default in 3 rounds), into a database of its own so that the tunes learn
-    nothing from it; kept as data (bench/data/tune_cuda_matmul_exhaustive_50_splitk.jsonl.xz): shapes
-    already there are not measured again, so a figure that runs out of time in one call is
-    finished by a second one after that file is committed;
+    nothing from it; kept as data (bench/data/tune_cuda_matmul_exhaustive_50_splitk.jsonl.xz): the
+    configs already there are not measured again (`--exhaustive --missing` measures those the
+    data lacks: shapes not swept yet, configs a grown space added), so a figure that runs out of
+    time in one call is finished by a second one after that file is committed;
   - cuBLAS through torch.matmul, timed by triton's do_bench (as the tuner times), in the same call.
 
 Each phase ends at its deadline (seconds from the start of the device call, which the shell
@@ -307,35 +308,40 @@ def main():
         log(start, "cuBLAS through torch")
         cb = cublas(args, shapes, start, cublas_until - (time.time() - start))
 
-    # 3. Exhaustive, for the shapes the kept data lacks.
-    kept = read_exhaustive([exh_data])
+    # 3. Exhaustive, for the configs the kept data lacks: its rows go into the sweep's database
+    # first, and `--exhaustive --missing` measures at each shape only the pruned configs without
+    # a row there (a whole shape the data lacks; the configs a grown space added), beside the
+    # default and the finalists again. A shape whose kept configs are as many as its pruned space
+    # is not swept.
+    kept_configs = {}
+    if os.path.exists(exh_data):
+        with lzma.open(exh_data, "rt") as f:
+            for line in f:
+                r = json.loads(line)
+                kept_configs.setdefault(r["shape"], set()).add(json.dumps(r["config"], sort_keys=True))
     # The small shapes first (the cheapest sweeps): a call cut short covers the most shapes.
-    missing = [s for s in shapes if shape_key(s) not in kept]
-    log(start, f"exhaustive: {len(shapes) - len(missing)} shapes from {exh_data}, {len(missing)} to measure "
+    missing = [s for s in shapes if len(kept_configs.get(shape_key(s), ())) < spaces[s][0]]
+    log(start, f"exhaustive: {len(shapes) - len(missing)} shapes complete in {exh_data}, {len(missing)} to measure "
                f"(until {total:.0f} s)")
     exh_db = os.path.join(args.work, "exhaustive.db")
-    complete = {}
-    if missing:
-        complete = run_shapes(args, base + ["--db", exh_db, "--exhaustive"] + exh_timing, missing, [],
-                              os.path.join(args.work, "exhaustive_runs.jsonl"), total - 10, start, "exhaustive")
-    # Only the rows of shapes whose sweep finished (a shape cut at the deadline is measured
-    # again by the next call).
-    complete = {shape_key(s) for s, r in complete.items() if "error" not in r}
-    new_rows = os.path.join(args.work, "exhaustive.jsonl")
     if os.path.exists(exh_db):
-        p = subprocess.run([args.tessera, "tune", "--db", exh_db, "--export", "-"], capture_output=True, text=True)
-        with open(new_rows, "w") as f:
-            for line in p.stdout.splitlines():
-                if json.loads(line)["shape"] in complete:
-                    f.write(line + "\n")
-    exh = read_exhaustive([exh_data, new_rows])
-    # The data to keep: the kept rows and the new ones, for `git add` (the file is small).
+        os.remove(exh_db)
+    if os.path.exists(exh_data):
+        plain = os.path.join(args.work, "kept.jsonl")
+        with lzma.open(exh_data, "rt") as f, open(plain, "w") as out:
+            out.write(f.read())
+        p = subprocess.run([args.tessera, "tune", "--db", exh_db, "--import", plain], capture_output=True, text=True)
+        log(start, (p.stdout.strip() or p.stderr.strip())[:200])
+    if missing:
+        run_shapes(args, base + ["--db", exh_db, "--exhaustive", "--missing"] + exh_timing, missing, [],
+                   os.path.join(args.work, "exhaustive_runs.jsonl"), total - 10, start, "exhaustive")
+    # Every row (the kept ones and the new; a shape cut at the deadline keeps what it measured,
+    # and the next call measures the rest), for `git add` (the file is small).
     merged = os.path.join(args.work, os.path.basename(EXH_DATA))
+    p = subprocess.run([args.tessera, "tune", "--db", exh_db, "--export", "-"], capture_output=True, text=True)
     with lzma.open(merged, "wt") as out:
-        for path in (exh_data, new_rows):
-            if os.path.exists(path):
-                with (lzma.open if path.endswith(".xz") else open)(path, "rt") as f:
-                    out.write(f.read())
+        out.write(p.stdout)
+    exh = read_exhaustive([merged])
 
     text = table(shapes, tuned, exh, cb, ("cluster_m", "min_blocks", "split_k", "stream_k"))
     print(text, end="")

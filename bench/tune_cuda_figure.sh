@@ -10,12 +10,12 @@
 # Builds the CLI (Release, no tests; 2-3 minutes from scratch on 16 cores), then
 # bench/tune_cuda_figure.py runs the phases against deadlines counted from this script's start
 # (TOTAL=530 s in all): every config compiled in parallel, the 50 tunes (one process, one CUDA
-# context), cuBLAS, then the exhaustive sweeps of the shapes that
+# context), cuBLAS, then the exhaustive sweeps of the configs that
 # bench/data/tune_cuda_matmul_exhaustive_50_splitk.jsonl.xz does not hold yet, and the table. The
 # exhaustive data (old and new rows) is written to $WORK and $OUT as
 # tune_cuda_matmul_exhaustive_50_splitk.jsonl.xz: when the sweeps did not all fit, commit that file as
 # bench/data/tune_cuda_matmul_exhaustive_50_splitk.jsonl.xz and run the command again; the second call
-# measures only the shapes still missing. Everything goes to $WORK (default
+# measures only the configs still missing. Everything goes to $WORK (default
 # /tmp/tessera-tune-cuda); the table, the exhaustive data and a tarball of the logs to $OUT when
 # it names a folder.
 #

@@ -450,6 +450,15 @@ int tune_shape(const TuneOptions& o, const KernelSource& src, const KernelOption
     m.ms = r.ms;
     h.measured.push_back(std::move(m));
   }
+  // --exhaustive --missing: each config's earlier figure at this shape, its least passing row
+  // (any failing row: it failed).
+  std::map<Config, Measurement> have;
+  if (o.missing)
+    if (auto it = by_shape.find(key.shape); it != by_shape.end())
+      for (const Measurement& m : it->second.measured) {
+        auto [at, fresh] = have.emplace(m.config, m);
+        if (!fresh && at->second.ok() && (!m.ok() || m.ms < at->second.ms)) at->second = m;
+      }
   std::vector<tune::History> history;
   for (auto& [s, h] : by_shape) history.push_back(std::move(h));
 
@@ -472,9 +481,15 @@ int tune_shape(const TuneOptions& o, const KernelSource& src, const KernelOption
   if (o.exhaustive) {
     // Every config once (the default first), in batches stored as measured; then the fastest
     // timed again side by side in --rounds rounds, stored confirmed.
+    // --missing: the configs with a row at this shape already (an earlier sweep, imported)
+    // count as measured; the default is measured again, so that it is timed beside the new ones.
     std::vector<Config> all = {default_config};
-    for (const Config& c : pruned.configs)
-      if (c != default_config) all.push_back(c);
+    for (const Config& c : pruned.configs) {
+      if (c == default_config) continue;
+      if (auto it = have.find(c); it != have.end()) res.measured.push_back(it->second);
+      else all.push_back(c);
+    }
+    const size_t earlier = res.measured.size();
     constexpr size_t kBatch = 32;
     for (size_t i = 0; i < all.size(); i += kBatch) {
       std::vector<Config> batch(all.begin() + static_cast<std::ptrdiff_t>(i),
@@ -483,8 +498,10 @@ int tune_shape(const TuneOptions& o, const KernelSource& src, const KernelOption
       if (i == 0) default_runs(got[0]);
       store(got, false);
       for (Measurement& g : got) res.measured.push_back(std::move(g));
-      if (!o.json) std::cerr << "tune: exhaustive " << res.measured.size() << "/" << all.size() << " measured\n";
+      if (!o.json) std::cerr << "tune: exhaustive " << res.measured.size() - earlier << "/" << all.size() << " measured\n";
     }
+    // The default first (as the search's results have it), the earlier rows after the new ones.
+    std::rotate(res.measured.begin(), res.measured.begin() + static_cast<std::ptrdiff_t>(earlier), res.measured.end());
     res.ranker = "exhaustive";
     // The finalists: the fastest, and the default, timed in --rounds rounds in all (alternating
     // order), each config's figure the least of its rounds.

@@ -67,6 +67,7 @@ struct TuneOptions {
   std::string shapes_file;  // --shapes: one --size value per line, every shape tuned in this process
   bool exhaustive = false;  // --exhaustive: measure the whole pruned space, no search
   int finalists = 8;        // --exhaustive: re-timed in --rounds rounds
+  bool missing = false;     // --exhaustive --missing: only configs without a row at the shape in --db
   std::string export_file, import_file;  // JSON Lines
 };
 

@@ -172,6 +172,11 @@ int main(int argc, char** argv) {
                                      "fastest in --rounds rounds; every row stored");
   tune_cmd->add_option("--finalists", tune.finalists, "with --exhaustive: how many of the fastest are timed again")
       ->capture_default_str();
+  tune_cmd->add_flag("--missing", tune.missing,
+                     "with --exhaustive: measure only the configs that have no row at the shape in --db (an "
+                     "earlier sweep, or rows --import added, completed after the space grew); the default is "
+                     "measured again, and the finalists come from the earlier rows and the new ones")
+      ->needs(exh_opt);
   exh_opt->excludes(budget_opt);
   exh_opt->excludes(time_opt);
   tune_cmd->add_option("--export", tune.export_file, "write the database as JSON Lines to FILE (- for stdout)");

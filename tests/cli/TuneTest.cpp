@@ -182,6 +182,21 @@ TEST(CliTune, ShapesInOneProcessExhaustiveAndHungConfigs) {
   EXPECT_THAT(ls[1], HasSubstr("\"pruned\": 5, \"measured\": 5, "));
   EXPECT_THAT(h.err, HasSubstr("note: tune: 1 config(s) that timed out or failed to run at N=3001 before are left out\n"));
 
+  // --missing: with every config there now, only the default is swept again (and the finalists
+  // re-timed); the earlier rows still count as measured.
+  auto swept_at_4000 = [&] {
+    int n = 0;
+    for (const std::string& l : lines(tessera("tune --db " + db2 + " --export -").out))
+      n += l.find("\"shape\": \"N=4000\"") != std::string::npos && l.find("\"confirmed\": 0}") != std::string::npos;
+    return n;
+  };
+  const int before = swept_at_4000();
+  Result mi = tessera("tune vector_add --db " + db2 + " --shapes " + va + " --exhaustive --missing --rounds 1 --json");
+  EXPECT_EQ(mi.status, 0) << mi.err;
+  EXPECT_THAT(mi.out, HasSubstr("\"pruned\": 5, \"measured\": 5, "));
+  EXPECT_EQ(swept_at_4000(), before + 1);
+  EXPECT_NE(tessera("tune vector_add --size N=4000 --missing").status, 0);  // needs --exhaustive
+
   // Bad input: one message; a shape that fails says so in its line and the others go on.
   auto fails = [](const std::string& args, const std::string& msg) {
     Result b = tessera(args);
