@@ -311,18 +311,12 @@ def main():
     # 3. Exhaustive, for the configs the kept data lacks: its rows go into the sweep's database
     # first, and `--exhaustive --missing` measures at each shape only the pruned configs without
     # a row there (a whole shape the data lacks; the configs a grown space added), beside the
-    # default and the finalists again. A shape whose kept configs are as many as its pruned space
-    # is not swept.
-    kept_configs = {}
-    if os.path.exists(exh_data):
-        with lzma.open(exh_data, "rt") as f:
-            for line in f:
-                r = json.loads(line)
-                kept_configs.setdefault(r["shape"], set()).add(json.dumps(r["config"], sort_keys=True))
-    # The small shapes first (the cheapest sweeps): a call cut short covers the most shapes.
-    missing = [s for s in shapes if len(kept_configs.get(shape_key(s), ())) < spaces[s][0]]
-    log(start, f"exhaustive: {len(shapes) - len(missing)} shapes complete in {exh_data}, {len(missing)} to measure "
-               f"(until {total:.0f} s)")
+    # default and the finalists again; a shape with nothing new measures nothing.
+    kept_shapes = set(read_exhaustive([exh_data]))
+    # The shapes the data lacks first (a call cut short then adds the most).
+    missing = sorted(shapes, key=lambda s: shape_key(s) in kept_shapes)
+    log(start, f"exhaustive: {len(kept_shapes & {shape_key(s) for s in shapes})} shapes in {exh_data}, the "
+               f"configs they lack measured (until {total:.0f} s)")
     exh_db = os.path.join(args.work, "exhaustive.db")
     if os.path.exists(exh_db):
         os.remove(exh_db)

@@ -482,7 +482,8 @@ int tune_shape(const TuneOptions& o, const KernelSource& src, const KernelOption
     // Every config once (the default first), in batches stored as measured; then the fastest
     // timed again side by side in --rounds rounds, stored confirmed.
     // --missing: the configs with a row at this shape already (an earlier sweep, imported)
-    // count as measured; the default is measured again, so that it is timed beside the new ones.
+    // count as measured; the default is measured again, so that it is timed beside the new ones,
+    // unless nothing is new (then nothing is measured: the result is the earlier rows').
     std::vector<Config> all = {default_config};
     for (const Config& c : pruned.configs) {
       if (c == default_config) continue;
@@ -490,6 +491,10 @@ int tune_shape(const TuneOptions& o, const KernelSource& src, const KernelOption
       else all.push_back(c);
     }
     const size_t earlier = res.measured.size();
+    if (all.size() == 1 && have.count(default_config)) {
+      all.clear();
+      res.measured.push_back(have.at(default_config));
+    }
     constexpr size_t kBatch = 32;
     for (size_t i = 0; i < all.size(); i += kBatch) {
       std::vector<Config> batch(all.begin() + static_cast<std::ptrdiff_t>(i),
@@ -511,7 +516,7 @@ int tune_shape(const TuneOptions& o, const KernelSource& src, const KernelOption
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return res.measured[a].ms < res.measured[b].ms; });
     if (order.size() > static_cast<size_t>(o.finalists)) order.resize(static_cast<size_t>(o.finalists));
     if (res.measured.front().ok() && std::find(order.begin(), order.end(), size_t{0}) == order.end()) order.push_back(0);
-    for (int r = 0; r < o.rounds - 1 && !order.empty(); ++r) {
+    for (int r = 0; r < o.rounds - 1 && !order.empty() && !all.empty(); ++r) {
       std::vector<Config> fin;
       for (size_t i : order) fin.push_back(res.measured[i].config);
       std::vector<Measurement> again = measurer->measure(fin);

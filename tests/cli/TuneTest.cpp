@@ -182,19 +182,32 @@ TEST(CliTune, ShapesInOneProcessExhaustiveAndHungConfigs) {
   EXPECT_THAT(ls[1], HasSubstr("\"pruned\": 5, \"measured\": 5, "));
   EXPECT_THAT(h.err, HasSubstr("note: tune: 1 config(s) that timed out or failed to run at N=3001 before are left out\n"));
 
-  // --missing: with every config there now, only the default is swept again (and the finalists
-  // re-timed); the earlier rows still count as measured.
-  auto swept_at_4000 = [&] {
+  // --missing: only the configs without a row at the shape are swept, beside the default (and
+  // the finalists re-timed); the earlier rows count as measured. With every config there,
+  // nothing is measured.
+  auto swept_at_4000 = [&](const std::string& d) {
     int n = 0;
-    for (const std::string& l : lines(tessera("tune --db " + db2 + " --export -").out))
+    for (const std::string& l : lines(tessera("tune --db " + d + " --export -").out))
       n += l.find("\"shape\": \"N=4000\"") != std::string::npos && l.find("\"confirmed\": 0}") != std::string::npos;
     return n;
   };
-  const int before = swept_at_4000();
-  Result mi = tessera("tune vector_add --db " + db2 + " --shapes " + va + " --exhaustive --missing --rounds 1 --json");
+  const std::string va4000 = write_temp("tune_va4000.txt", "N=4000\n");
+  const int before = swept_at_4000(db2);
+  Result mi = tessera("tune vector_add --db " + db2 + " --shapes " + va4000 + " --exhaustive --missing --rounds 1 --json");
   EXPECT_EQ(mi.status, 0) << mi.err;
   EXPECT_THAT(mi.out, HasSubstr("\"pruned\": 5, \"measured\": 5, "));
-  EXPECT_EQ(swept_at_4000(), before + 1);
+  EXPECT_EQ(swept_at_4000(db2), before);
+  std::string all_but_256;
+  for (const std::string& l : lines(tessera("tune --db " + db2 + " --export -").out))
+    if (l.find("\"BLOCK\": 256}") == std::string::npos) all_but_256 += l + "\n";
+  const std::string db3 = db + ".missing";
+  std::filesystem::remove(db3);
+  EXPECT_EQ(tessera("tune --db " + db3 + " --import " + write_temp("tune_missing.jsonl", all_but_256)).status, 0);
+  const int kept = swept_at_4000(db3);
+  mi = tessera("tune vector_add --db " + db3 + " --shapes " + va4000 + " --exhaustive --missing --rounds 1 --json");
+  EXPECT_EQ(mi.status, 0) << mi.err;
+  EXPECT_THAT(mi.out, HasSubstr("\"pruned\": 5, \"measured\": 5, "));
+  EXPECT_EQ(swept_at_4000(db3), kept + 2);  // BLOCK = 256 and the default
   EXPECT_NE(tessera("tune vector_add --size N=4000 --missing").status, 0);  // needs --exhaustive
 
   // Bad input: one message; a shape that fails says so in its line and the others go on.
