@@ -338,6 +338,13 @@ class CudaKernelImpl : public CudaKernel {
     const CudaKernelInfo& info = o.em_.info;
     last_splits = p.splits;
     if (p.splits > 1) ++launches_split_k;
+    // Split-K counts arrivals per program (gridDim.x x gridDim.y), stream-K raises a flag per CTA.
+    for (size_t i = 0; i < info.params.size(); ++i)
+      if (info.params[i].kind == CudaParam::Kind::SplitWorkspace)
+        p.owner->zero_counters(p.slots[i],
+                               CudaKernelInfo::split_counter_bytes(info.stream_k ? int64_t(p.grid[0])
+                                                                                 : int64_t(p.grid[0]) * p.grid[1]),
+                               p.stream);
     CUresult r = driver()->cuLaunchKernel(o.c_->fn, p.grid[0], p.grid[1], p.grid[2],
                                           static_cast<unsigned>(info.block_threads), 1, 1,
                                           static_cast<unsigned>(info.dynamic_smem_bytes), static_cast<CUstream>(p.stream),
@@ -472,8 +479,24 @@ class CudaKernelImpl : public CudaKernel {
       if (b.get()) retired_.push_back(std::move(b));
       b = DeviceBuffer(need);
       check(driver()->cuMemsetD8(b.get(), 0, need), "cuMemsetD8");
+      zeroed_[b.get()] = static_cast<int64_t>(need);
     }
     return b.get();
+  }
+
+  // Before a launch that uses workspace `ws` with `counters` bytes of counters or flags at its
+  // start (CudaKernelInfo::split_counter_bytes): the kernel needs them zero, and leaves them
+  // zero, but the slots after them are where an earlier launch with fewer counters (fewer
+  // programs, or a stream-K launch on fewer CTAs) left partial sums. Zero what the earlier
+  // launches may have written in stream order, on the launch's stream.
+  void zero_counters(uint64_t ws, int64_t counters, void* stream) {
+    std::lock_guard<std::mutex> lock(fallback_mu_);
+    int64_t& zero = zeroed_[ws];  // bytes from ws known zero once the launches before finish
+    if (counters > zero)
+      check(driver()->cuMemsetD32Async(ws + static_cast<uint64_t>(zero), 0u, static_cast<size_t>((counters - zero) / 4),
+                                       static_cast<CUstream>(stream)),
+            "cuMemsetD32Async");
+    zero = counters;
   }
 
   std::shared_ptr<Compiled> c_;
@@ -484,6 +507,7 @@ class CudaKernelImpl : public CudaKernel {
   std::shared_ptr<CudaKernel> fallback_;
   std::shared_ptr<CudaKernelImpl> split_;
   std::map<void*, DeviceBuffer> workspaces_;
+  std::map<uint64_t, int64_t> zeroed_;  // per workspace: see zero_counters (fallback_mu_)
   std::vector<DeviceBuffer> retired_;
   std::mutex prepared_mu_;
   std::vector<std::unique_ptr<Prepared>> prepared_;
