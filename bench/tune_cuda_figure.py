@@ -326,11 +326,15 @@ def main():
             out.write(f.read())
         p = subprocess.run([args.tessera, "tune", "--db", exh_db, "--import", plain], capture_output=True, text=True)
         log(start, (p.stdout.strip() or p.stderr.strip())[:200])
+        if p.returncode != 0:  # the merged file below would lose the kept rows
+            log(start, "exhaustive: the kept data did not import; no sweep, no data written")
+            return 1
     if missing:
         run_shapes(args, base + ["--db", exh_db, "--exhaustive", "--missing"] + exh_timing, missing, [],
                    os.path.join(args.work, "exhaustive_runs.jsonl"), total - 10, start, "exhaustive")
     # Every row (the kept ones and the new; a shape cut at the deadline keeps what it measured,
-    # and the next call measures the rest), for `git add` (the file is small).
+    # and the next call measures the rest), for `git add` (the file is small). The table's
+    # exhaustive best is over those rows: at a shape whose sweep was cut, over what it holds.
     merged = os.path.join(args.work, os.path.basename(EXH_DATA))
     p = subprocess.run([args.tessera, "tune", "--db", exh_db, "--export", "-"], capture_output=True, text=True)
     with lzma.open(merged, "wt") as out:

@@ -30,7 +30,7 @@ struct CudaTarget {
   bool split_k = false;
   // sm_90a: a persistent wgmma kernel whose programs end in a partial wave spreads that wave's
   // K loops (with the full wave before it when it is under half the CTAs; all of them when
-  // they are fewer than the CTAs: cuda::stream_k_tiles, stream_k_ctas) evenly over all CTAs
+  // they are fewer than the CTAs: cuda::stream_k_tiles, stream_k_ctas) evenly over the CTAs
   // (stream-K): the CTA that ends a tile adds the earlier parts, which
   // other CTAs leave in a workspace. Off by default (a tuning knob, stream_k): on the H200 it
   // wins at short last waves (1024x4608x3584: 0.0539 against 0.0763 ms) and loses where whole

@@ -1102,8 +1102,8 @@ CudaEmission Emitter::run() {
   if (stream_k_) {
     info.stream_k = true;
     count("stream-k");
-    notes_.push_back("stream-K: a last partial wave (of at least half the CTAs, else with the full wave before it) is "
-                     "cut into equal shares of K work, one per CTA, each run last tile first; the CTA that ends a tile "
+    notes_.push_back("stream-K: the tiles when they are fewer than the CTAs, else a last partial wave (of at least half "
+                     "the CTAs, else with the full wave before it), are cut into equal shares of K work, one per CTA, each run last tile first; the CTA that ends a tile "
                      "adds the earlier parts in K order");
   }
   grouped_ = !lowered_ && !persistent_ && !split_k_ && !wg_.ok && has_pipelined_mma_loop();

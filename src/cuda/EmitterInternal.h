@@ -460,7 +460,8 @@ class Emitter {
   bool split_k_ = false;
   void emit_split_k_fixup(const std::string& frag);
   // Stream-K in a persistent kernel (CudaTarget::stream_k): the tiles cuda::stream_k_tiles names
-  // (a partial last wave, with the full wave before it when it is under half the CTAs) are cut
+  // (all of them when they are fewer than the CTAs; else a partial last wave, with the full wave
+  // before it when it is under half the CTAs) are cut
   // into equal shares of K work, one per CTA (tsr_pb / tsr_pe: the part of tile tsr_t this item
   // covers, in 1/gridDim.x of its K loop); emit_stream_k_fixup hands the parts that end inside
   // a tile to the CTA that ends it.

@@ -37,9 +37,11 @@ int split_k_factor(int64_t programs, int64_t capacity);
 // whole waves. The generated kernel computes the same (EmitWgmma / CudaEmitter's tsr_L).
 int64_t stream_k_tiles(int64_t programs, int64_t ctas);
 // The CTAs a persistent stream-K launch of `programs` runs on a device that holds `ctas` at
-// once: all of them, or kStreamKMaxParts per program when that is fewer. The tile's last part
-// adds the earlier parts' sums one after another; past four parts that serial fixup costs more
-// than the shorter K loops save (as kAutoSplitK found for split-K at 16x4096x4096).
+// once: all of them, or kStreamKMaxParts per program when that is fewer, so that a tile's K
+// loop is cut into about 4 parts at most (G / programs of them, one more where a CTA's share
+// does not start at a tile's edge: 5 at 34-43 tiles on 132 CTAs). The tile's last part adds
+// the earlier parts' sums one after another; past four parts that serial fixup costs more than
+// the shorter K loops save (as kAutoSplitK found for split-K at 16x4096x4096).
 inline constexpr int64_t kStreamKMaxParts = 4;
 int64_t stream_k_ctas(int64_t programs, int64_t ctas);
 

@@ -322,7 +322,8 @@ Constraint cuda_split_k_constraint(int64_t sms) {
 Constraint cuda_stream_k_constraint(int64_t sms) {
   return {"cuda-stream-k",
           "stream_k = 1 only for wgmma dots whose programs end in a partial wave that the kernel shares out "
-          "(at least half the CTAs, or after a full wave), without cluster_m or a split (which it replaces)",
+          "(fewer tiles than CTAs, at least half the CTAs, or after a full wave), without cluster_m or a split (which "
+          "it replaces)",
           [sms](const Candidate& c) -> std::string {
             if (config_value(c.config, "stream_k", 0) != 1 || c.target.rfind("cuda:", 0) != 0) return "";
             if (!has_wgmma_rows(c.bound)) return "stream_k = 1: no dot of a multiple of 64 rows (wgmma)";
@@ -330,8 +331,9 @@ Constraint cuda_stream_k_constraint(int64_t sms) {
             if (config_value(c.config, kSplitKKnob, 0) >= 2) return "stream_k = 1 with split_k: the split compilation runs";
             const int64_t programs = programs_of(c);
             if (programs < 0) return "";
-            // A persistent wgmma kernel launches one CTA per multiprocessor and shares out the
-            // tiles cuda::stream_k_tiles says (the emitter's tsr_L); the runtime's split takes
+            // A persistent wgmma kernel launches cuda::stream_k_ctas CTAs (one per
+            // multiprocessor, or four per tile when that is fewer) and shares out the tiles
+            // cuda::stream_k_tiles says (the emitter's tsr_L); the runtime's split takes
             // programs that fill at most a third of its capacity.
             if (launch_splits(c.config, programs, sms) > 1) return "stream_k = 1: the runtime splits " +
                                                                   std::to_string(programs) + " programs over K";

@@ -231,8 +231,8 @@ TEST(WgmmaGpu, LongKLoopMatchesTheReference) {
 // Stream-K: grids whose last wave holds at least half the SMs spread it over all of them (a
 // tile's K loop in two or three parts, the CTA that ends it adding the earlier ones); a
 // smaller last wave goes with the full wave before it (parts of up to three tiles per CTA, the
-// middle one whole); fewer programs than half the SMs are all shared out (over four CTAs each
-// at most). Sizes are picked from the device's SM count: fewer programs than SMs (three
+// middle one whole); fewer programs than half the SMs are all shared out (on at most four CTAs
+// per program). Sizes are picked from the device's SM count: fewer programs than SMs (three
 // quarters, a third, a fifth), more (a full wave first), a last wave of about a quarter and of
 // a few programs after one and two full waves, K loops shorter than the parts (empty parts),
 // ragged edges. The same compiled kernel runs
