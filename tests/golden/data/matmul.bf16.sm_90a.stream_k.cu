@@ -308,6 +308,6 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
 // stat tma-store-epilogues = 1
 // stat warp-specialized = 1
 // note dot at src/kernels/Matmul.cpp:32:14: epilogue overlapped: the producer and consumer warpgroups run their own program loops (setmaxnreg 40 / 232); the consumers store box c of each block during iteration c of the next program's loop
-// note stream-K: a last partial wave (of at least half the CTAs, else with the full wave before it) is cut into equal shares of K work, one per CTA, each run last tile first; the CTA that ends a tile adds the earlier parts in K order
+// note stream-K: the tiles when they are fewer than the CTAs, else a last partial wave (of at least half the CTAs, else with the full wave before it), are cut into equal shares of K work, one per CTA, each run last tile first; the CTA that ends a tile adds the earlier parts in K order
 // note persistent: one CTA per SM loops over the programs, 8 rows of axis 0 at a time
 // note dot at src/kernels/Matmul.cpp:32:14: wgmma m64n256k16 bf16 (B MN-major) fed by a 4-stage TMA + mbarrier ring; 2 consumer warpgroup(s) and one producer warpgroup
