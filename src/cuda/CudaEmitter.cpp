@@ -520,7 +520,7 @@ void Emitter::emit_unary(const Op& op) {
     case OpKind::Sigmoid:
       need_float();
       elementwise(op, [&](const std::vector<std::string>& a) {
-        return d ? "(1.0 / (1.0 + exp(-" + a[0] + ")))" : fround(t, "1.0f / (1.0f + tsr::fexp(-" + a[0] + "))");
+        return d ? "(1.0 / (1.0 + exp(-" + a[0] + ")))" : fround(t, "tsr::fsigmoid(" + a[0] + ")");
       });
       break;
     case OpKind::Abs:

@@ -141,5 +141,24 @@ TEST(PingPongConsumers, WideTileStaysCooperative) {
   EXPECT_EQ(em.source.find("tsr_cons"), std::string::npos);
 }
 
+// The same GELU through sigmoid (x * sigmoid(2 a), no tanh) at the cooperative 128 x 256: the
+// sigmoid's division is the approximate one (tsr::fsigmoid), whose IEEE form's slow path was a
+// subroutine call per value and left the 128-value epilogue with a 304-byte stack frame (and
+// 1.5x the kernel's time on the H200).
+TEST(CudaSigmoid, AWgmmaEpilogueThroughSigmoidHasNoStackFrame) {
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  std::string t = std::regex_replace(kernel_text(false), std::regex("  %th = tanh %arg[^\n]*\n  %onep = add[^\n]*\n"),
+                                     "  %arg2 = add %arg, %arg : tile<f32, [BM, BN]>\n  %sg = sigmoid %arg2 : tile<f32, [BM, BN]>\n");
+  t = std::regex_replace(t, std::regex("  %g = mul %hx, %onep :"), "  %g = mul %x, %sg :");
+  ASSERT_NE(t.find("sigmoid %arg2"), std::string::npos);
+  ASSERT_NE(t.find("%g = mul %x, %sg"), std::string::npos);
+  CudaEmission em = emit(t, 256);
+  EXPECT_NE(em.source.find("tsr::fsigmoid("), std::string::npos);
+  const NvrtcResult r = nvrtc_compile(em.source, CudaTarget::parse("sm_90a"), "sigmoid.cu", em.line_op);
+  EXPECT_EQ(r.ptx.find("rcp.rn.f32"), std::string::npos);
+  EXPECT_EQ(cubin_resources(r.cubin, em.info.symbol).frame_bytes, 0) << "spills";
+}
+
 }  // namespace
 }  // namespace tessera::cudatest
