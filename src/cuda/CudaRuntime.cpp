@@ -478,8 +478,10 @@ class CudaKernelImpl : public CudaKernel {
       // Prepared launches of other argument sets may still name the old buffer: keep it.
       if (b.get()) retired_.push_back(std::move(b));
       b = DeviceBuffer(need);
-      check(driver()->cuMemsetD8(b.get(), 0, need), "cuMemsetD8");
-      zeroed_[b.get()] = static_cast<int64_t>(need);
+      // Nothing of it is zero yet: the launch's zero_counters clears its counters on its own
+      // stream (a memset on the legacy stream would not be ordered before a launch on a
+      // non-blocking one). The slots need no clearing: every slot is written before it is read.
+      zeroed_[b.get()] = 0;
     }
     return b.get();
   }
