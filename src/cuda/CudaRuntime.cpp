@@ -472,7 +472,7 @@ class CudaKernelImpl : public CudaKernel {
   // its counters zeroed.
   uint64_t split_workspace(void* stream, int64_t programs, int64_t splits) {
     size_t need = static_cast<size_t>(em_.info.split_workspace_bytes(programs, splits));
-    std::lock_guard<std::mutex> lock(fallback_mu_);
+    std::lock_guard<std::mutex> lock(workspace_mu_);
     DeviceBuffer& b = workspaces_[stream];
     if (b.bytes() < need) {
       // Prepared launches of other argument sets may still name the old buffer: keep it.
@@ -492,7 +492,7 @@ class CudaKernelImpl : public CudaKernel {
   // programs, or a stream-K launch on fewer CTAs) left partial sums. Zero what the earlier
   // launches may have written in stream order, on the launch's stream.
   void zero_counters(uint64_t ws, int64_t counters, void* stream) {
-    std::lock_guard<std::mutex> lock(fallback_mu_);
+    std::lock_guard<std::mutex> lock(workspace_mu_);
     int64_t& zero = zeroed_[ws];  // bytes from ws known zero once the launches before finish
     if (counters > zero)
       check(driver()->cuMemsetD32Async(ws + static_cast<uint64_t>(zero), 0u, static_cast<size_t>((counters - zero) / 4),
@@ -508,8 +508,11 @@ class CudaKernelImpl : public CudaKernel {
   std::mutex fallback_mu_;
   std::shared_ptr<CudaKernel> fallback_;
   std::shared_ptr<CudaKernelImpl> split_;
+  // Guards workspaces_, zeroed_ and retired_: its own lock, not fallback_mu_, which is held
+  // through a fallback's NVRTC compile that every launch would otherwise wait for.
+  std::mutex workspace_mu_;
   std::map<void*, DeviceBuffer> workspaces_;
-  std::map<uint64_t, int64_t> zeroed_;  // per workspace: see zero_counters (fallback_mu_)
+  std::map<uint64_t, int64_t> zeroed_;  // per workspace: see zero_counters (workspace_mu_)
   std::vector<DeviceBuffer> retired_;
   std::mutex prepared_mu_;
   std::vector<std::unique_ptr<Prepared>> prepared_;
