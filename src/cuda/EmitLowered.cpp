@@ -614,16 +614,18 @@ void Emitter::emit_tma_ring_loop(const Op& op, const std::vector<const Value*>& 
          lb + " + " + step + " - 1) / " + step + ") : 0u;");
     line(rn + " = uint32_t(2 * tsr_j + tsr_cons) * " + trips + ";  // this consumer's share of the ring");
     // The order barrier: program p's loop begins after program p - 1's (the other consumer's)
-    // has released its last stage. Consumer 1's j-th waits for phase j of consumer 0's barrier,
+    // has issued its last dot. Consumer 1's j-th waits for phase j of consumer 0's barrier,
     // consumer 0's j-th (j > 0) for phase j - 1 of consumer 1's. Each wait is within one phase of
     // the barrier's: consumer 1 at its j-th program saw consumer 0's phase j - 1 complete (its
     // own (j - 1)-th waited for it), and consumer 0 cannot complete phase j + 1 before consumer
     // 1's j-th is done (likewise for consumer 0's waits), so the parity names the right phase.
     // The program before always exists (program 2j + c > 0 exists, so does 2j + c - 1), and a
-    // consumer without programs neither waits nor arrives. With every earlier program's stages
-    // released, this loop's full-barrier waits are within one phase too (the copies of
-    // iteration rn + S wait for rn's release), so no consumer reads the other's stage.
-    line("if (tsr_cons == 1) tsr::mbar_wait(" + ws_order_ + ", uint32_t(tsr_j) & 1u);  // consumer 0's j-th loop is done");
+    // consumer without programs neither waits nor arrives. This loop's full-barrier waits are
+    // within one phase too: every earlier iteration's copies were waited for by its consumer
+    // before this loop could begin, and the copies of iteration rn + S wait for rn's release,
+    // this consumer's own; the other consumer's last stage may still be in use (its last group
+    // in flight) but is a different stage, released before the producer refills it.
+    line("if (tsr_cons == 1) tsr::mbar_wait(" + ws_order_ + ", uint32_t(tsr_j) & 1u);  // consumer 0's j-th loop is issued");
     line("else if (tsr_j > 0) tsr::mbar_wait(" + ws_order_ + " + 8u, uint32_t(tsr_j - 1) & 1u);  // consumer 1's (j - 1)-th");
   }
   if (persistent) {
@@ -665,6 +667,17 @@ void Emitter::emit_tma_ring_loop(const Op& op, const std::vector<const Value*>& 
               line("++" + rn + ";");
               line(stage + " = (" + stage + " + 1) % " + num(S) + ";");
             });
+  // The order barrier (ping-pong): the other consumer's next loop may begin once this one has
+  // issued its last dot. With a dot in flight that is before the wait for its last group, so
+  // the other consumer's first groups queue behind it and the tensor cores do not drain between
+  // programs (the ring's barriers, not this one, keep the two consumers' stages apart). One
+  // arrival per warp of this warpgroup.
+  auto order_arrive = [&] {
+    line("__syncwarp();");
+    line("if (tsr_lane == 0) tsr::mbar_arrive(" + ws_order_ + " + 8u * uint32_t(tsr_cons));  // this program's dots are issued");
+    count("pingpong-order-barriers");
+  };
+  if (pingpong && async) order_arrive();
   if (async) {
     line("tsr::wgmma_wait<0>();  // the last group");
     wgmma_fence_acc(async->result(), nm(async->operand(2)));
@@ -675,13 +688,7 @@ void Emitter::emit_tma_ring_loop(const Op& op, const std::vector<const Value*>& 
     async_dot_ = nullptr;
     count("wgmma-dots-in-flight");
   }
-  if (pingpong) {
-    // After the warp's last release (and, in flight, its last wait): the other consumer's next
-    // loop may begin. One arrival per warp of this warpgroup.
-    line("__syncwarp();");
-    line("if (tsr_lane == 0) tsr::mbar_arrive(" + ws_order_ + " + 8u * uint32_t(tsr_cons));  // this program's loop is done");
-    count("pingpong-order-barriers");
-  }
+  if (pingpong && !async) order_arrive();  // a synchronous body has waited for every group
   count("tma-ring-loops");
   if (producer) count("producer-warpgroups");
 }

@@ -4,7 +4,8 @@
 // phase before), and two consumer warpgroups of 4 warps each take the CTA's programs 2j + c,
 // starting consumer c's j-th at ring iteration (2j + c) * trips, waiting for a stage's "full"
 // barrier by parity ((rn / S) & 1), releasing it one iteration later (a wgmma group in flight)
-// and the last after the loop, and arriving on their order barrier after each loop. mbarriers
+// and the last after the loop, and arriving on their order barrier once a loop's last group is
+// issued, before that group's reads end (the other consumer may begin meanwhile). mbarriers
 // are modelled as the PTX ISA has them: a phase completes when its arrivals are in, and a
 // parity wait returns once the phase of that parity before the current one has completed
 // (the current phase's parity differs). Every read is checked to see the iteration it waits
@@ -96,13 +97,18 @@ Result run_model(int programs, int trips, int S, bool order, uint32_t seed) {
       ++w.rn, ++w.k;
       return true;
     }
-    // wait_group 0, the last release, the order barrier's arrival; then the next program.
+    // The order barrier's arrival once the last group is issued (its reads still going on);
+    // then wait_group 0, the last release and the next program.
+    if (w.k == trips) {
+      if (order) ord[w.c].arrive();
+      ++w.k;
+      return true;
+    }
     if (w.rn > w.rn0) {
       const int prev = int((w.rn - 1) % S);
       if (data[prev] != int64_t(w.rn - 1)) res.wrong_read = true;
       empty[prev].arrive();
     }
-    if (order) ord[w.c].arrive();
     ++w.j;
     w.k = -1;
     return true;
