@@ -22,7 +22,8 @@ inline constexpr int kSchemaVersion = 1;
 // What a measurement is of: the key a best config is looked up by.
 struct TuneKey {
   std::string kernel;       // the kernel's name (for people; the hash is the key)
-  std::string kernel_hash;  // hash of the kernel's IR for the dtype, knobs unbound (kernel_ir_hash)
+  std::string kernel_hash;  // hash of the kernel's IR for the dtype, knobs unbound, without its
+                            // constexprs' defaults and candidates (kernel_identity_hash)
   std::string shape;        // sizes_key of the sizes measured at
   std::string dtype;
   std::string target;       // "cpu", "cuda:sm_90a"

@@ -17,7 +17,7 @@ TuneKey key_without_machine(const Kernel& unbound, const std::string& dtype, con
                             const Sizes& sizes) {
   TuneKey k;
   k.kernel = unbound.name;
-  k.kernel_hash = kernel_ir_hash(unbound);
+  k.kernel_hash = kernel_identity_hash(unbound);
   k.shape = sizes_key(sizes);
   k.dtype = dtype;
   k.target = target;

@@ -524,6 +524,15 @@ void Watchdog::disarm() {
 
 std::string kernel_ir_hash(const Kernel& k) { return content_hash(print_kernel(k)); }
 
+std::string kernel_identity_hash(const Kernel& unbound) {
+  auto k = unbound.clone();
+  for (ConstexprDecl& c : k->constexprs) {
+    c.value = 0;
+    c.candidates.clear();
+  }
+  return kernel_ir_hash(*k);
+}
+
 std::string cpu_device_name() {
   std::ifstream in("/proc/cpuinfo");
   std::string line, model = "unknown cpu";

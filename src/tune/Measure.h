@@ -172,6 +172,13 @@ class Watchdog {
 
 // 32 hex digits over the printed IR (the compile cache's content_hash).
 std::string kernel_ir_hash(const Kernel& k);
+// The database's kernel key (TuneKey::kernel_hash): kernel_ir_hash of the unbound kernel with
+// its constexprs' defaults and candidate lists left out. What a configuration computes depends
+// on the program and the configuration (which every row records whole), not on which other
+// values the space offers, so a space grown by a candidate (or given a new default) keeps
+// every row measured before: the sweep of a grown space measures only the new configs. (A key
+// over the config list is what Triton's autotune cache is faulted for.)
+std::string kernel_identity_hash(const Kernel& unbound);
 // "AMD EPYC 9B14 x2": /proc/cpuinfo's model name and the threads kernels run on (the cores,
 // or $OMP_NUM_THREADS): a config tuned on one thread is not the one for two.
 std::string cpu_device_name();

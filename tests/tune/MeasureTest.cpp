@@ -22,6 +22,24 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// The database's kernel key leaves the space out: a candidate added or a default changed keeps
+// the key (and so every measured row); a change to what the kernel computes does not.
+TEST(Measure, TheKernelKeyIgnoresTheSpaceButNotTheProgram) {
+  auto k = find_library_kernel("matmul")->build(ScalarKind::BF16);
+  const std::string key = kernel_identity_hash(*k);
+  auto grown = k->clone();
+  for (ConstexprDecl& c : grown->constexprs) {
+    c.candidates.push_back(512);
+    c.value = 32;
+  }
+  EXPECT_NE(kernel_ir_hash(*grown), kernel_ir_hash(*k));  // the printed IR differs
+  EXPECT_EQ(kernel_identity_hash(*grown), key);
+  EXPECT_NE(kernel_identity_hash(*find_library_kernel("matmul")->build(ScalarKind::F16)), key);
+  EXPECT_NE(kernel_identity_hash(*find_library_kernel("vector_add")->build(ScalarKind::BF16)), key);
+  // The unbound kernel itself is left as it was.
+  EXPECT_EQ(kernel_ir_hash(*k), kernel_ir_hash(*find_library_kernel("matmul")->build(ScalarKind::BF16)));
+}
+
 TEST(Measure, ChildrenAnswerTimeOutAndCrashApart) {
   auto r = run_in_children(4, 2, 2.0, [](int i) -> std::string {
     if (i == 1) std::abort();
