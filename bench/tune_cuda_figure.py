@@ -314,7 +314,13 @@ def main():
     # default and the finalists again; a shape with nothing new measures nothing.
     kept_shapes = set(read_exhaustive([exh_data]))
     # The shapes the data lacks first (a call cut short then adds the most).
-    missing = sorted(shapes, key=lambda s: shape_key(s) in kept_shapes)
+    # SWEEP_M (e.g. "1024,4096,128"): shapes of those batch sizes next, in that order (a grown
+    # space swept over two calls covers the shapes it was grown for in the first).
+    first_m = [int(x) for x in env.get("SWEEP_M", "").split(",") if x]
+    def sweep_rank(s):
+        m = int(dict(kv.split("=") for kv in s.split(","))["M"])
+        return (shape_key(s) in kept_shapes, first_m.index(m) if m in first_m else len(first_m))
+    missing = sorted(shapes, key=sweep_rank)
     log(start, f"exhaustive: {len(kept_shapes & {shape_key(s) for s in shapes})} shapes in {exh_data}, the "
                f"configs they lack measured (until {total:.0f} s)")
     exh_db = os.path.join(args.work, "exhaustive.db")

@@ -21,7 +21,7 @@
 #
 #   DRY=1 bench/tune_cuda_figure.sh       # no GPU: build, --space and --compile-only only
 #   BACKEND=cpu bench/tune_cuda_figure.sh # no GPU: the whole driver on the cpu backend, 3 small shapes
-#   NSHAPES=10 TOTAL=300 TUNE_UNTIL=... CUBLAS_UNTIL=... REP=10 EXH_REP=5 KNOBS=... EXH_DATA=...
+#   NSHAPES=10 TOTAL=300 TUNE_UNTIL=... CUBLAS_UNTIL=... REP=10 EXH_REP=5 KNOBS=... EXH_DATA=... SWEEP_M=1024,4096
 set -uo pipefail
 cd "$(dirname "$0")/.."
 START=$(date +%s)

@@ -19,8 +19,8 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
   // while the ring (3 stages on sm_80, 4 on sm_90) stays ahead of memory. It is also the tile
   // the sm_90a wgmma path takes (target_configs below).
   bool tc = dt == ScalarKind::BF16 || dt == ScalarKind::F16;
-  auto BM = k.constexpr_("BLOCK_M", {16, 32, 64, 128}, tc ? 128 : 64);
-  auto BN = k.constexpr_("BLOCK_N", {16, 32, 64, 128, 256}, tc ? 256 : 64);
+  auto BM = k.constexpr_("BLOCK_M", {16, 32, 64, 128, 192}, tc ? 128 : 64);
+  auto BN = k.constexpr_("BLOCK_N", {16, 32, 64, 128, 192, 256}, tc ? 256 : 64);
   auto BK = k.constexpr_("BLOCK_K", {16, 32, 64, 128}, tc ? 64 : 32);
   k.grid({cdiv(a.dim(0), BM), cdiv(b.dim(1), BN)});
   auto pm = program_id(0), pn = program_id(1);
@@ -128,6 +128,11 @@ LibraryKernel matmul() {
   k.reference = reference;
   k.error_bounds = error_bounds;
   k.row_dim = "M";
+  // The candidates of 192 (BLOCK_M, BLOCK_N) are for the tuner: three 64-row wgmma blocks, or
+  // three 64-column TMA boxes, cut the output so that the tiles fill the last wave where powers
+  // of two leave it short (1024 x 1536: 64 x 192 makes 128 tiles for 132 SMs, against 48 of
+  // 128 x 256; 1024 x 6144: 128 x 192 makes 256, two waves of 97%, against 192 of 128 x 256,
+  // 1.45 waves). No default takes them.
   // sm_90a: 16-bit matmuls take the TMA + wgmma path only for BLOCK_M in {64, 128, 192},
   // BLOCK_N a multiple of 64 up to 256 and BLOCK_K in {64, 128} (src/cuda/EmitWgmma.cpp). On
   // the H200 (bf16, 4096^3) 128x256x64 ran at 778 TFLOP/s there against 251 for the mma.sync

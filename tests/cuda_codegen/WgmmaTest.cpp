@@ -395,10 +395,11 @@ TEST(CudaWgmma, EpilogueOverlapStoresEachBlockDuringTheNextProgramsLoop) {
 
   // Not taken, each with a note: a direct (non-TMA) epilogue, and a
   // block whose accumulators and packed copy need more registers than a consumer can have
-  // (192 x 256: three consumer warpgroups share 152 each). An error: a value without a meaning.
+  // (192 x 192: three consumer warpgroups share 152 each; 192 x 256 does not take wgmma at all).
+  // An error: a value without a meaning.
   auto nt = [](int bm, int bn) { return testutil::nt_matmul("bf16", "bf16", bm, bn, 64); };
-  auto note_for = [&](auto&& adjust, int64_t bm = 128) {
-    auto n = nt(bm, 256);
+  auto note_for = [&](auto&& adjust, int64_t bm = 128, int64_t bn = 256) {
+    auto n = nt(bm, bn);
     n->set_constexpr("epilogue_overlap", 1);
     adjust(*n);
     CudaTarget t = CudaTarget::parse("sm_90a");
@@ -408,9 +409,9 @@ TEST(CudaWgmma, EpilogueOverlapStoresEachBlockDuringTheNextProgramsLoop) {
   };
   EXPECT_NE(note_for([](Kernel& n) { n.set_constexpr("tma_store_epilogue", 0); }).find("not taken: the epilogue is not staged"),
             std::string::npos);
-  EXPECT_NE(note_for([](Kernel&) {}, 192).find("128 accumulator and 64 packed registers"), std::string::npos);
+  EXPECT_NE(note_for([](Kernel&) {}, 192, 192).find("96 accumulator and 48 packed registers"), std::string::npos);
   // By default (the knob not set) a kernel that cannot have it takes the plain epilogue quietly.
-  CudaEmission quiet = emit(*nt(192, 256));
+  CudaEmission quiet = emit(*nt(192, 192));
   EXPECT_EQ(quiet.stats.count("epilogue-overlap"), 0u);
   EXPECT_EQ(notes(quiet).find("epilogue_overlap"), std::string::npos) << notes(quiet);
   k->set_constexpr("epilogue_overlap", 2);
@@ -576,6 +577,17 @@ TEST(CudaWgmma, ShapesTheRingCannotTakeStayOnMmaSyncWithAReason) {
   em = emit(*lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 32}, {"BLOCK_N", 128}, {"BLOCK_K", 64}}));
   EXPECT_EQ(em.stats["dot.wgmma_tma"], 0);
   EXPECT_NE(notes(em).find("BLOCK_M = 32"), std::string::npos) << notes(em);
+  // 192 x 256: three consumer warpgroups and the producer's are 512 threads, 128 registers
+  // each, fewer than 128 accumulators and the loop's state (ptxas would stop: "Insufficient
+  // registers"); 192 x 192 and 128 x 256 fit.
+  em = emit(*lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 192}, {"BLOCK_N", 256}, {"BLOCK_K", 64}}));
+  EXPECT_EQ(em.stats["dot.wgmma_tma"], 0);
+  EXPECT_NE(notes(em).find("128 accumulator registers per thread do not fit the 128 that 512 threads leave"),
+            std::string::npos)
+      << notes(em);
+  for (int64_t bn : {192, 128})
+    EXPECT_EQ(emit(*lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 192}, {"BLOCK_N", bn}, {"BLOCK_K", 64}})).stats["dot.wgmma_tma"], 1)
+        << bn;
   // f32 operands.
   em = emit(*lib_matmul(ScalarKind::F32, {{"BLOCK_M", 128}, {"BLOCK_N", 128}, {"BLOCK_K", 64}}));
   EXPECT_EQ(em.stats["dot.wgmma_tma"], 0);

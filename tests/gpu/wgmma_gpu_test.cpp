@@ -74,6 +74,25 @@ TEST(WgmmaGpu, BlockShapesAndRaggedSizesMatchTheInterpreter) {
     }
 }
 
+// Tiles of 192 rows (three consumer warpgroups) or 192 columns (three TMA boxes, wgmma n192),
+// which the tuner's space has for the wave fit: small grids (split over K by default, and
+// not), and grids of more programs than SMs (persistent CTAs running several each).
+TEST(WgmmaGpu, TilesOf192MatchTheInterpreter) {
+  REQUIRE_HOPPER();
+  struct Cfg {
+    int64_t m, n;
+  };
+  for (Cfg c : {Cfg{64, 192}, Cfg{128, 192}, Cfg{192, 128}, Cfg{192, 192}, Cfg{192, 64}}) {
+    auto k = matmul(ScalarKind::BF16, c.m, c.n, 64);
+    SCOPED_TRACE(std::to_string(c.m) + "x" + std::to_string(c.n));
+    for (Sizes s : {Sizes{{"M", 200}, {"N", 264}, {"K", 136}}, Sizes{{"M", 1}, {"N", 8}, {"K", 8}},
+                    Sizes{{"M", 2000}, {"N", 3000}, {"K", 200}}}) {
+      EXPECT_EQ(run_and_compare(*k, s, 9), 0) << "the TMA path should have run at " << sizes_str(s);
+      EXPECT_EQ(run_and_compare(*k, s, 10, no_split_options()), 0) << sizes_str(s);
+    }
+  }
+}
+
 // B as [N, K] (K-major in shared memory) in 16-bit and fp8, with the scale multiply folded into
 // the TMA-store epilogue; the interpreter computes the same products and sums in f32.
 TEST(WgmmaGpu, TransposedBAndFp8MatchTheInterpreter) {
