@@ -658,7 +658,9 @@ void Emitter::emit_split_k_fixup(const std::string& frag) {
   // consumer warpgroup has 255 registers per thread beside BN / 2 accumulators; two or three
   // share 168 or 128).
   const int64_t nt = w.BN / 8;
-  const int64_t batch = std::min<int64_t>(nt, w.consumer_warps == 4 ? 16 : w.BN >= 256 ? 2 : 4);
+  // A batch divides the block's BN / 8 column groups (BN = 192: 24, so 8 rather than 16).
+  int64_t batch = std::min<int64_t>(nt, w.consumer_warps == 4 ? 16 : w.BN >= 256 ? 2 : 4);
+  while (nt % batch != 0) batch /= 2;
   line("if (mine_) tsr::frags_sum_slots<" + n(batch) + ">(" + frag + ", slots_ + prog_ * slot_, progs_ * slot_, int(gridDim.z), tsr_tid, " +
        n(CT) + ");");
   close();

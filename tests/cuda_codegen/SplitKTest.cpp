@@ -64,7 +64,10 @@ TEST(CudaSplitK, NvrtcCompilesTheSplitCompilationOfEveryPlannedShape) {
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << why;
   for (ScalarKind dt : {ScalarKind::BF16, ScalarKind::F16})
-    for (auto [m, n] : {std::pair<int64_t, int64_t>{64, 64}, {64, 256}, {128, 128}, {64, 128}}) {
+    for (auto [m, n] : {std::pair<int64_t, int64_t>{64, 64}, {64, 256}, {128, 128}, {64, 128}, {64, 192}, {128, 192},
+                        {192, 64}, {192, 128}, {192, 192}}) {
+      // (64 x 192: the slots are added 8 column groups at a time, not 16, which do not divide 24.)
+      if (dt == ScalarKind::F16 && (m == 192 || n == 192)) continue;
       SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n));
       CudaEmission em = emit_cuda_with_info(*lib_matmul(dt, {{"BLOCK_M", m}, {"BLOCK_N", n}, {"BLOCK_K", 64}}), split_target());
       ASSERT_TRUE(em.info.split_k);
