@@ -52,6 +52,9 @@ void bind_constexprs_in_place(Kernel& k, const ConstexprConfig& config);
 // pipelined loop, with the pipe's stages as `pipeline`): PipesToLoads.cpp.
 void pipes_to_loads(Kernel& k, PassStats& stats);
 void canonicalize(Kernel& k, PassStats& stats);  // folds scalar arithmetic on constants
+// 1 + tanh(y) -> 2 sigmoid(2y), 1 - tanh(y) -> 2 sigmoid(-2y): no cancellation near tanh = -1
+// (TanhSumsToSigmoid.cpp)
+void tanh_sums_to_sigmoid(Kernel& k, PassStats& stats);
 void cse(Kernel& k, PassStats& stats);           // merges identical pure ops
 void dce(Kernel& k, PassStats& stats);           // removes pure ops whose results are unused
 // Moves ops of a `for` body that compute the same value every iteration (and cannot fail or

@@ -32,6 +32,9 @@ std::vector<Pass> pipeline_passes(const ConstexprConfig& config) {
       {"bind-constexprs", [config](Kernel& k, PassStats&) { bind_constexprs_in_place(k, config); }},
       {"pipes-to-loads", pipes_to_loads},
       {"canonicalize", canonicalize},
+      // After canonicalize (its 1s are constants by then), before cse and dce (which take the
+      // splats of 2 it makes, and the sums and tanhs it leaves unused).
+      {"tanh-sums-to-sigmoid", tanh_sums_to_sigmoid},
       {"cse", cse},
       {"licm", licm},
       // After licm, so that the loops hold only what varies; before dce, which removes the
