@@ -37,8 +37,12 @@ std::string dlit(double v) {
   return buf;
 }
 
-// A constant of kind `k` with value `v` (already a number of that kind, e.g. an attribute).
+// A constant of kind `k` with value `v` (already a number of that kind, e.g. an attribute). A
+// narrow float is rounded here (support/Float.h, the interpreter's rounding) and written as the
+// float it is: `tsr::bf2f(tsr::f2bf_d(0x0p+0))` at every padded load was for GCC to fold,
+// ~0.015 s of topk bf16's cold compile (bench/RESULTS.md session 24).
 std::string klit(ScalarKind k, double v) {
+  if (is_narrow(k)) return "float(" + dlit(round_to_float(k, v)) + ")";
   if (is_float(k)) return dround(k, dlit(v));
   if (k == ScalarKind::I1) return v != 0 ? "uint8_t(1)" : "uint8_t(0)";
   return ctype(k) + "(INT64_C(" + std::to_string(static_cast<int64_t>(v)) + "))";
@@ -66,6 +70,17 @@ std::string row_conv(ScalarKind k) {
     case ScalarKind::F8E5M2: return "ld_e5m2";
     case ScalarKind::I1: return "ld_i1";
     default: return "ld_same";
+  }
+}
+
+// The tsr::store_row conversion (runtime header) from kind k's compute type to its storage.
+std::string row_store_conv(ScalarKind k) {
+  switch (k) {
+    case ScalarKind::BF16: return "st_bf16";
+    case ScalarKind::F16: return "st_f16";
+    case ScalarKind::F8E4M3: return "st_e4m3";
+    case ScalarKind::F8E5M2: return "st_e5m2";
+    default: return "st_same";
   }
 }
 
@@ -227,6 +242,7 @@ class Emitter {
   // so the materialized array is usually dead and the compiler drops it.
   std::unordered_map<const Value*, std::string> uniform_;
   std::unordered_set<std::string> float_arrays_;  // names of declared float arrays (declare_array)
+  std::unordered_set<const Value*> bf16_rows_;     // bf16 tiles read in place (a tsr::bf16_row, not a pointer)
   // Elementwise results used once, by an op that reads them element by element in the same
   // block, are not materialized: the user inlines the expression (with @I@ for the index).
   std::unordered_map<const Value*, std::string> expr_;
@@ -1194,6 +1210,7 @@ void Emitter::emit_load_store(const Op& op, const LoadInto* into) {
     rbuf = r + "_pad";
     declare_array(op, t, rbuf, numel(tile), true);
     line("tsr::bf16_row " + r + "{" + rbuf + "};");
+    bf16_rows_.insert(tile);
   } else if (in_place) {
     r = bind_new(tile);
     rbuf = r + "_pad";
@@ -1228,6 +1245,12 @@ void Emitter::emit_load_store(const Op& op, const LoadInto* into) {
     std::string n = std::to_string(S[rank - 1]);
     if (in_place)
       line(r + (t == ScalarKind::BF16 ? ".p" : "") + " = A.p" + js + " + " + goff + ";");
+    else if (load && rows == 1 && is_narrow(t) && S[rank - 1] >= 256)
+      // One long row converted from a narrow float: the ragged path's tsr::load_row with the
+      // whole row inside, one instance for both (the conversion loop inline, vectorized at each
+      // such load, cost ~0.005 s each; topk bf16 has five; bench/RESULTS.md session 24).
+      line("tsr::load_row<tsr::" + row_conv(t) + ">(" + r + (toff == "0" ? "" : " + " + toff) + ", A.p" + js + ", " + goff +
+           ", 0, " + n + ", " + n + ", " + pad + ");");
     else if (load)
       line("for (int64_t " + i + " = 0; " + i + " < " + n + "; ++" + i + ") " + r + "[" + toff + " + " + i + "] = " +
            load_conv(t, "A.p" + js + "[" + goff + " + " + i + "]") + ";");
@@ -1292,6 +1315,14 @@ void Emitter::emit_load_store(const Op& op, const LoadInto* into) {
           line("if (" + ok + ") " + conv + dst + " + " + rowoff + ", " + ol + ", " + lo + ", " + hi + ", " + n + ", " + padv + ");");
           line("else " + conv + dst + ", 0, 0, 0, " + n + ", " + padv + ");");
         }
+      } else if (!expr_.count(tile) && !uniform_.count(tile) && !bf16_rows_.count(tile) &&
+                 elem(tile, "@I@") == nm(tile) + "[@I@]") {
+        // tsr::store_row, out of line like load_row: the conversion loop inline at every store
+        // (vectorized, with epilogues) cost ~0.04 s of topk bf16's cold compile for one row
+        // of 64 (bench/RESULTS.md session 24).
+        const std::string src = nm(tile) + (toff == "0" ? "" : " + " + toff);
+        line("if (" + ok + ") tsr::store_row<tsr::" + row_store_conv(t) + ">(A.p" + js + (rowoff.empty() ? "" : " + " + rowoff) +
+             ", " + src + ", " + ol + ", " + lo + ", " + hi + ");");
       } else {
         line("if (" + ok + ")");
         line("  for (int64_t " + i + " = " + lo + "; " + i + " < " + hi + "; ++" + i + ") A.p" + js + "[" + goff + " + " + i + "] = " +
@@ -1327,7 +1358,9 @@ std::pair<std::string, std::string> Emitter::indexed_access(const Op& op, int j,
   for (int d = 0; d < rank; ++d) {
     std::string g = "int64_t(" + elem(op.operand(first + d), i) + ")";
     ok += " && " + g + " >= 0 && " + g + " < A.d" + js + "_" + std::to_string(d);
-    off += (d ? " + " : "") + g + " * A.s" + js + "_" + std::to_string(d);
+    // The last dim's stride is 1 (unpack: views are row-major): written as 1, GCC no longer
+    // versions every gather / scatter loop on it (a second copy of the loop to compile).
+    off += (d ? " + " : "") + g + (d + 1 < rank ? " * A.s" + js + "_" + std::to_string(d) : "");
   }
   if (rank == 0) off = "0";
   return {ok, off};
@@ -1707,6 +1740,12 @@ void Emitter::emit_reduce(const Op& op) {
     line(out("o_", "0") + " = nan_ ? " + C + "(NAN) : " + fin(acc) + ";");
     --ind_;
     line("}");
+  } else if (inner == 1 && len % 16 == 0 && len >= 32 && !xs.empty() && elem(x, "@I@") == xs + "[@I@]") {
+    // Contiguous rows of an array: tsr::row_lanes16, 16 independent lanes (they vectorize)
+    // combined at the end, out of line (one instance per type and kind: each inline copy cost
+    // ~0.01 s of compile, and topk has five; bench/RESULTS.md session 24).
+    line("for (int64_t o_ = 0; o_ < " + O + "; ++o_) " + out("o_", "0") + " = " +
+         fin("tsr::row_lanes16<tsr::rd_" + kind + ", " + C + ">(" + xs + " + o_ * " + L + ", " + L + ", " + init + ")") + ";");
   } else if (inner == 1 && len % 16 == 0 && len >= 32) {
     // Contiguous rows: 16 independent lanes vectorize; combined at the end.
     line("for (int64_t o_ = 0; o_ < " + O + "; ++o_) {");
