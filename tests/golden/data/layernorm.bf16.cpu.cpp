@@ -126,8 +126,8 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         const int64_t lo20 = o17 >= 0 ? 0 : -o17 < 1024 ? -o17 : 1024;
         const int64_t hi21 = A.d0_1 - o17 >= 1024 ? 1024 : A.d0_1 - o17 > lo20 ? A.d0_1 - o17 : lo20;
         for (int64_t i22 = 0; i22 < 1; ++i22) {
-          if ((o16 + i22) >= 0 && (o16 + i22) < A.d0_0) tsr::load_row<tsr::ld_same>(v15_pad + (i22) * 1024, A.p0 + (o16 + i22) * A.s0_0, o17, lo20, hi21, 1024, tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0))));
-          else tsr::load_row<tsr::ld_same>(v15_pad + (i22) * 1024, A.p0, 0, 0, 0, 1024, tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0))));
+          if ((o16 + i22) >= 0 && (o16 + i22) < A.d0_0) tsr::load_row<tsr::ld_same>(v15_pad + (i22) * 1024, A.p0 + (o16 + i22) * A.s0_0, o17, lo20, hi21, 1024, tsr::f2bf(float(0x0p+0)));
+          else tsr::load_row<tsr::ld_same>(v15_pad + (i22) * 1024, A.p0, 0, 0, 0, 1024, tsr::f2bf(float(0x0p+0)));
         }
       }
     }
@@ -144,7 +144,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // partly outside: each row copies its columns inside [lo, hi) and pads the rest
         const int64_t lo27 = o25 >= 0 ? 0 : -o25 < 1024 ? -o25 : 1024;
         const int64_t hi28 = A.d1_0 - o25 >= 1024 ? 1024 : A.d1_0 - o25 > lo27 ? A.d1_0 - o25 : lo27;
-        tsr::load_row<tsr::ld_same>(v24_pad, A.p1, o25, lo27, hi28, 1024, tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0))));
+        tsr::load_row<tsr::ld_same>(v24_pad, A.p1, o25, lo27, hi28, 1024, tsr::f2bf(float(0x0p+0)));
       }
     }
     // %18 = cast %17 : tile<f32, [1024]>
@@ -160,7 +160,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // partly outside: each row copies its columns inside [lo, hi) and pads the rest
         const int64_t lo33 = o31 >= 0 ? 0 : -o31 < 1024 ? -o31 : 1024;
         const int64_t hi34 = A.d2_0 - o31 >= 1024 ? 1024 : A.d2_0 - o31 > lo33 ? A.d2_0 - o31 : lo33;
-        tsr::load_row<tsr::ld_same>(v30_pad, A.p2, o31, lo33, hi34, 1024, tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0))));
+        tsr::load_row<tsr::ld_same>(v30_pad, A.p2, o31, lo33, hi34, 1024, tsr::f2bf(float(0x0p+0)));
       }
     }
     // %20 = cast %19 : tile<f32, [1024]>
@@ -286,8 +286,8 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           const int64_t lo70 = o67 >= 0 ? 0 : -o67 < 1024 ? -o67 : 1024;
           const int64_t hi71 = A.d0_1 - o67 >= 1024 ? 1024 : A.d0_1 - o67 > lo70 ? A.d0_1 - o67 : lo70;
           for (int64_t i72 = 0; i72 < 1; ++i72) {
-            if ((o66 + i72) >= 0 && (o66 + i72) < A.d0_0) tsr::load_row<tsr::ld_same>(v65_pad + (i72) * 1024, A.p0 + (o66 + i72) * A.s0_0, o67, lo70, hi71, 1024, tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0))));
-            else tsr::load_row<tsr::ld_same>(v65_pad + (i72) * 1024, A.p0, 0, 0, 0, 1024, tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0))));
+            if ((o66 + i72) >= 0 && (o66 + i72) < A.d0_0) tsr::load_row<tsr::ld_same>(v65_pad + (i72) * 1024, A.p0 + (o66 + i72) * A.s0_0, o67, lo70, hi71, 1024, tsr::f2bf(float(0x0p+0)));
+            else tsr::load_row<tsr::ld_same>(v65_pad + (i72) * 1024, A.p0, 0, 0, 0, 1024, tsr::f2bf(float(0x0p+0)));
           }
         }
       }
@@ -339,8 +339,8 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           const int64_t lo87 = o84 >= 0 ? 0 : -o84 < 1024 ? -o84 : 1024;
           const int64_t hi88 = A.d0_1 - o84 >= 1024 ? 1024 : A.d0_1 - o84 > lo87 ? A.d0_1 - o84 : lo87;
           for (int64_t i89 = 0; i89 < 1; ++i89) {
-            if ((o83 + i89) >= 0 && (o83 + i89) < A.d0_0) tsr::load_row<tsr::ld_same>(v82_pad + (i89) * 1024, A.p0 + (o83 + i89) * A.s0_0, o84, lo87, hi88, 1024, tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0))));
-            else tsr::load_row<tsr::ld_same>(v82_pad + (i89) * 1024, A.p0, 0, 0, 0, 1024, tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0))));
+            if ((o83 + i89) >= 0 && (o83 + i89) < A.d0_0) tsr::load_row<tsr::ld_same>(v82_pad + (i89) * 1024, A.p0 + (o83 + i89) * A.s0_0, o84, lo87, hi88, 1024, tsr::f2bf(float(0x0p+0)));
+            else tsr::load_row<tsr::ld_same>(v82_pad + (i89) * 1024, A.p0, 0, 0, 0, 1024, tsr::f2bf(float(0x0p+0)));
           }
         }
       }
@@ -420,8 +420,8 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           const int64_t lo106 = o103 >= 0 ? 0 : -o103 < 1024 ? -o103 : 1024;
           const int64_t hi107 = A.d0_1 - o103 >= 1024 ? 1024 : A.d0_1 - o103 > lo106 ? A.d0_1 - o103 : lo106;
           for (int64_t i108 = 0; i108 < 1; ++i108) {
-            if ((o102 + i108) >= 0 && (o102 + i108) < A.d0_0) tsr::load_row<tsr::ld_same>(v101_pad + (i108) * 1024, A.p0 + (o102 + i108) * A.s0_0, o103, lo106, hi107, 1024, tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0))));
-            else tsr::load_row<tsr::ld_same>(v101_pad + (i108) * 1024, A.p0, 0, 0, 0, 1024, tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0))));
+            if ((o102 + i108) >= 0 && (o102 + i108) < A.d0_0) tsr::load_row<tsr::ld_same>(v101_pad + (i108) * 1024, A.p0 + (o102 + i108) * A.s0_0, o103, lo106, hi107, 1024, tsr::f2bf(float(0x0p+0)));
+            else tsr::load_row<tsr::ld_same>(v101_pad + (i108) * 1024, A.p0, 0, 0, 0, 1024, tsr::f2bf(float(0x0p+0)));
           }
         }
       }
@@ -438,7 +438,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
           const int64_t lo113 = o111 >= 0 ? 0 : -o111 < 1024 ? -o111 : 1024;
           const int64_t hi114 = A.d1_0 - o111 >= 1024 ? 1024 : A.d1_0 - o111 > lo113 ? A.d1_0 - o111 : lo113;
-          tsr::load_row<tsr::ld_same>(v110_pad, A.p1, o111, lo113, hi114, 1024, tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0))));
+          tsr::load_row<tsr::ld_same>(v110_pad, A.p1, o111, lo113, hi114, 1024, tsr::f2bf(float(0x0p+0)));
         }
       }
       // %90 = cast %89 : tile<f32, [1024]>
@@ -454,7 +454,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
           const int64_t lo119 = o117 >= 0 ? 0 : -o117 < 1024 ? -o117 : 1024;
           const int64_t hi120 = A.d2_0 - o117 >= 1024 ? 1024 : A.d2_0 - o117 > lo119 ? A.d2_0 - o117 : lo119;
-          tsr::load_row<tsr::ld_same>(v116_pad, A.p2, o117, lo119, hi120, 1024, tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0))));
+          tsr::load_row<tsr::ld_same>(v116_pad, A.p2, o117, lo119, hi120, 1024, tsr::f2bf(float(0x0p+0)));
         }
       }
       // %92 = cast %91 : tile<f32, [1024]>

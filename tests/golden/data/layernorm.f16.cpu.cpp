@@ -118,15 +118,15 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       const int64_t o17 = int64_t(v14) * 1024;
       if (o16 >= 0 && o16 + 1 <= A.d0_0 && o17 >= 0 && o17 + 1024 <= A.d0_1) {
         for (int64_t i18 = 0; i18 < 1; ++i18) {
-          for (int64_t i19 = 0; i19 < 1024; ++i19) v15[(i18) * 1024 + i19] = tsr::h2f(A.p0[(o16 + i18) * A.s0_0 + o17 + i19]);
+          tsr::load_row<tsr::ld_f16>(v15 + (i18) * 1024, A.p0, (o16 + i18) * A.s0_0 + o17, 0, 1024, 1024, float(0x0p+0));
         }
       } else {
         // partly outside: each row copies its columns inside [lo, hi) and pads the rest
         const int64_t lo20 = o17 >= 0 ? 0 : -o17 < 1024 ? -o17 : 1024;
         const int64_t hi21 = A.d0_1 - o17 >= 1024 ? 1024 : A.d0_1 - o17 > lo20 ? A.d0_1 - o17 : lo20;
         for (int64_t i22 = 0; i22 < 1; ++i22) {
-          if ((o16 + i22) >= 0 && (o16 + i22) < A.d0_0) tsr::load_row<tsr::ld_f16>(v15 + (i22) * 1024, A.p0 + (o16 + i22) * A.s0_0, o17, lo20, hi21, 1024, tsr::h2f(tsr::f2h(0x0p+0)));
-          else tsr::load_row<tsr::ld_f16>(v15 + (i22) * 1024, A.p0, 0, 0, 0, 1024, tsr::h2f(tsr::f2h(0x0p+0)));
+          if ((o16 + i22) >= 0 && (o16 + i22) < A.d0_0) tsr::load_row<tsr::ld_f16>(v15 + (i22) * 1024, A.p0 + (o16 + i22) * A.s0_0, o17, lo20, hi21, 1024, float(0x0p+0));
+          else tsr::load_row<tsr::ld_f16>(v15 + (i22) * 1024, A.p0, 0, 0, 0, 1024, float(0x0p+0));
         }
       }
     }
@@ -137,12 +137,12 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     {
       const int64_t o25 = int64_t(v14) * 1024;
       if (o25 >= 0 && o25 + 1024 <= A.d1_0) {
-        for (int64_t i26 = 0; i26 < 1024; ++i26) v24[0 + i26] = tsr::h2f(A.p1[o25 + i26]);
+        tsr::load_row<tsr::ld_f16>(v24, A.p1, o25, 0, 1024, 1024, float(0x0p+0));
       } else {
         // partly outside: each row copies its columns inside [lo, hi) and pads the rest
         const int64_t lo27 = o25 >= 0 ? 0 : -o25 < 1024 ? -o25 : 1024;
         const int64_t hi28 = A.d1_0 - o25 >= 1024 ? 1024 : A.d1_0 - o25 > lo27 ? A.d1_0 - o25 : lo27;
-        tsr::load_row<tsr::ld_f16>(v24, A.p1, o25, lo27, hi28, 1024, tsr::h2f(tsr::f2h(0x0p+0)));
+        tsr::load_row<tsr::ld_f16>(v24, A.p1, o25, lo27, hi28, 1024, float(0x0p+0));
       }
     }
     // %18 = cast %17 : tile<f32, [1024]>
@@ -152,12 +152,12 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     {
       const int64_t o31 = int64_t(v14) * 1024;
       if (o31 >= 0 && o31 + 1024 <= A.d2_0) {
-        for (int64_t i32 = 0; i32 < 1024; ++i32) v30[0 + i32] = tsr::h2f(A.p2[o31 + i32]);
+        tsr::load_row<tsr::ld_f16>(v30, A.p2, o31, 0, 1024, 1024, float(0x0p+0));
       } else {
         // partly outside: each row copies its columns inside [lo, hi) and pads the rest
         const int64_t lo33 = o31 >= 0 ? 0 : -o31 < 1024 ? -o31 : 1024;
         const int64_t hi34 = A.d2_0 - o31 >= 1024 ? 1024 : A.d2_0 - o31 > lo33 ? A.d2_0 - o31 : lo33;
-        tsr::load_row<tsr::ld_f16>(v30, A.p2, o31, lo33, hi34, 1024, tsr::h2f(tsr::f2h(0x0p+0)));
+        tsr::load_row<tsr::ld_f16>(v30, A.p2, o31, lo33, hi34, 1024, float(0x0p+0));
       }
     }
     // %20 = cast %19 : tile<f32, [1024]>
@@ -273,15 +273,15 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         const int64_t o66 = int64_t(iv63) * 1024;
         if (o65 >= 0 && o65 + 1 <= A.d0_0 && o66 >= 0 && o66 + 1024 <= A.d0_1) {
           for (int64_t i67 = 0; i67 < 1; ++i67) {
-            for (int64_t i68 = 0; i68 < 1024; ++i68) v64[(i67) * 1024 + i68] = tsr::h2f(A.p0[(o65 + i67) * A.s0_0 + o66 + i68]);
+            tsr::load_row<tsr::ld_f16>(v64 + (i67) * 1024, A.p0, (o65 + i67) * A.s0_0 + o66, 0, 1024, 1024, float(0x0p+0));
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
           const int64_t lo69 = o66 >= 0 ? 0 : -o66 < 1024 ? -o66 : 1024;
           const int64_t hi70 = A.d0_1 - o66 >= 1024 ? 1024 : A.d0_1 - o66 > lo69 ? A.d0_1 - o66 : lo69;
           for (int64_t i71 = 0; i71 < 1; ++i71) {
-            if ((o65 + i71) >= 0 && (o65 + i71) < A.d0_0) tsr::load_row<tsr::ld_f16>(v64 + (i71) * 1024, A.p0 + (o65 + i71) * A.s0_0, o66, lo69, hi70, 1024, tsr::h2f(tsr::f2h(0x0p+0)));
-            else tsr::load_row<tsr::ld_f16>(v64 + (i71) * 1024, A.p0, 0, 0, 0, 1024, tsr::h2f(tsr::f2h(0x0p+0)));
+            if ((o65 + i71) >= 0 && (o65 + i71) < A.d0_0) tsr::load_row<tsr::ld_f16>(v64 + (i71) * 1024, A.p0 + (o65 + i71) * A.s0_0, o66, lo69, hi70, 1024, float(0x0p+0));
+            else tsr::load_row<tsr::ld_f16>(v64 + (i71) * 1024, A.p0, 0, 0, 0, 1024, float(0x0p+0));
           }
         }
       }
@@ -325,15 +325,15 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         const int64_t o83 = int64_t(iv80) * 1024;
         if (o82 >= 0 && o82 + 1 <= A.d0_0 && o83 >= 0 && o83 + 1024 <= A.d0_1) {
           for (int64_t i84 = 0; i84 < 1; ++i84) {
-            for (int64_t i85 = 0; i85 < 1024; ++i85) v81[(i84) * 1024 + i85] = tsr::h2f(A.p0[(o82 + i84) * A.s0_0 + o83 + i85]);
+            tsr::load_row<tsr::ld_f16>(v81 + (i84) * 1024, A.p0, (o82 + i84) * A.s0_0 + o83, 0, 1024, 1024, float(0x0p+0));
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
           const int64_t lo86 = o83 >= 0 ? 0 : -o83 < 1024 ? -o83 : 1024;
           const int64_t hi87 = A.d0_1 - o83 >= 1024 ? 1024 : A.d0_1 - o83 > lo86 ? A.d0_1 - o83 : lo86;
           for (int64_t i88 = 0; i88 < 1; ++i88) {
-            if ((o82 + i88) >= 0 && (o82 + i88) < A.d0_0) tsr::load_row<tsr::ld_f16>(v81 + (i88) * 1024, A.p0 + (o82 + i88) * A.s0_0, o83, lo86, hi87, 1024, tsr::h2f(tsr::f2h(0x0p+0)));
-            else tsr::load_row<tsr::ld_f16>(v81 + (i88) * 1024, A.p0, 0, 0, 0, 1024, tsr::h2f(tsr::f2h(0x0p+0)));
+            if ((o82 + i88) >= 0 && (o82 + i88) < A.d0_0) tsr::load_row<tsr::ld_f16>(v81 + (i88) * 1024, A.p0 + (o82 + i88) * A.s0_0, o83, lo86, hi87, 1024, float(0x0p+0));
+            else tsr::load_row<tsr::ld_f16>(v81 + (i88) * 1024, A.p0, 0, 0, 0, 1024, float(0x0p+0));
           }
         }
       }
@@ -405,15 +405,15 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         const int64_t o102 = int64_t(iv99) * 1024;
         if (o101 >= 0 && o101 + 1 <= A.d0_0 && o102 >= 0 && o102 + 1024 <= A.d0_1) {
           for (int64_t i103 = 0; i103 < 1; ++i103) {
-            for (int64_t i104 = 0; i104 < 1024; ++i104) v100[(i103) * 1024 + i104] = tsr::h2f(A.p0[(o101 + i103) * A.s0_0 + o102 + i104]);
+            tsr::load_row<tsr::ld_f16>(v100 + (i103) * 1024, A.p0, (o101 + i103) * A.s0_0 + o102, 0, 1024, 1024, float(0x0p+0));
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
           const int64_t lo105 = o102 >= 0 ? 0 : -o102 < 1024 ? -o102 : 1024;
           const int64_t hi106 = A.d0_1 - o102 >= 1024 ? 1024 : A.d0_1 - o102 > lo105 ? A.d0_1 - o102 : lo105;
           for (int64_t i107 = 0; i107 < 1; ++i107) {
-            if ((o101 + i107) >= 0 && (o101 + i107) < A.d0_0) tsr::load_row<tsr::ld_f16>(v100 + (i107) * 1024, A.p0 + (o101 + i107) * A.s0_0, o102, lo105, hi106, 1024, tsr::h2f(tsr::f2h(0x0p+0)));
-            else tsr::load_row<tsr::ld_f16>(v100 + (i107) * 1024, A.p0, 0, 0, 0, 1024, tsr::h2f(tsr::f2h(0x0p+0)));
+            if ((o101 + i107) >= 0 && (o101 + i107) < A.d0_0) tsr::load_row<tsr::ld_f16>(v100 + (i107) * 1024, A.p0 + (o101 + i107) * A.s0_0, o102, lo105, hi106, 1024, float(0x0p+0));
+            else tsr::load_row<tsr::ld_f16>(v100 + (i107) * 1024, A.p0, 0, 0, 0, 1024, float(0x0p+0));
           }
         }
       }
@@ -424,12 +424,12 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       {
         const int64_t o110 = int64_t(iv99) * 1024;
         if (o110 >= 0 && o110 + 1024 <= A.d1_0) {
-          for (int64_t i111 = 0; i111 < 1024; ++i111) v109[0 + i111] = tsr::h2f(A.p1[o110 + i111]);
+          tsr::load_row<tsr::ld_f16>(v109, A.p1, o110, 0, 1024, 1024, float(0x0p+0));
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
           const int64_t lo112 = o110 >= 0 ? 0 : -o110 < 1024 ? -o110 : 1024;
           const int64_t hi113 = A.d1_0 - o110 >= 1024 ? 1024 : A.d1_0 - o110 > lo112 ? A.d1_0 - o110 : lo112;
-          tsr::load_row<tsr::ld_f16>(v109, A.p1, o110, lo112, hi113, 1024, tsr::h2f(tsr::f2h(0x0p+0)));
+          tsr::load_row<tsr::ld_f16>(v109, A.p1, o110, lo112, hi113, 1024, float(0x0p+0));
         }
       }
       // %90 = cast %89 : tile<f32, [1024]>
@@ -439,12 +439,12 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       {
         const int64_t o116 = int64_t(iv99) * 1024;
         if (o116 >= 0 && o116 + 1024 <= A.d2_0) {
-          for (int64_t i117 = 0; i117 < 1024; ++i117) v115[0 + i117] = tsr::h2f(A.p2[o116 + i117]);
+          tsr::load_row<tsr::ld_f16>(v115, A.p2, o116, 0, 1024, 1024, float(0x0p+0));
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
           const int64_t lo118 = o116 >= 0 ? 0 : -o116 < 1024 ? -o116 : 1024;
           const int64_t hi119 = A.d2_0 - o116 >= 1024 ? 1024 : A.d2_0 - o116 > lo118 ? A.d2_0 - o116 : lo118;
-          tsr::load_row<tsr::ld_f16>(v115, A.p2, o116, lo118, hi119, 1024, tsr::h2f(tsr::f2h(0x0p+0)));
+          tsr::load_row<tsr::ld_f16>(v115, A.p2, o116, lo118, hi119, 1024, float(0x0p+0));
         }
       }
       // %92 = cast %91 : tile<f32, [1024]>

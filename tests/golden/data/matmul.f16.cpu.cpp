@@ -112,8 +112,8 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         const int64_t lo30 = o27 >= 0 ? 0 : -o27 < 128 ? -o27 : 128;
         const int64_t hi31 = A.d0_1 - o27 >= 128 ? 128 : A.d0_1 - o27 > lo30 ? A.d0_1 - o27 : lo30;
         for (int64_t i32 = 0; i32 < 128; ++i32) {
-          if ((o26 + i32) >= 0 && (o26 + i32) < A.d0_0) tsr::load_row<tsr::ld_f16>(v25 + (i32) * 128, A.p0 + (o26 + i32) * A.s0_0, o27, lo30, hi31, 128, tsr::h2f(tsr::f2h(0x0p+0)));
-          else tsr::load_row<tsr::ld_f16>(v25 + (i32) * 128, A.p0, 0, 0, 0, 128, tsr::h2f(tsr::f2h(0x0p+0)));
+          if ((o26 + i32) >= 0 && (o26 + i32) < A.d0_0) tsr::load_row<tsr::ld_f16>(v25 + (i32) * 128, A.p0 + (o26 + i32) * A.s0_0, o27, lo30, hi31, 128, float(0x0p+0));
+          else tsr::load_row<tsr::ld_f16>(v25 + (i32) * 128, A.p0, 0, 0, 0, 128, float(0x0p+0));
         }
       }
     }
@@ -131,8 +131,8 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         const int64_t lo39 = o36 >= 0 ? 0 : -o36 < 256 ? -o36 : 256;
         const int64_t hi40 = A.d1_1 - o36 >= 256 ? 256 : A.d1_1 - o36 > lo39 ? A.d1_1 - o36 : lo39;
         for (int64_t i41 = 0; i41 < 128; ++i41) {
-          if ((o35 + i41) >= 0 && (o35 + i41) < A.d1_0) tsr::load_row<tsr::ld_f16>(v34 + (i41) * 256, A.p1 + (o35 + i41) * A.s1_0, o36, lo39, hi40, 256, tsr::h2f(tsr::f2h(0x0p+0)));
-          else tsr::load_row<tsr::ld_f16>(v34 + (i41) * 256, A.p1, 0, 0, 0, 256, tsr::h2f(tsr::f2h(0x0p+0)));
+          if ((o35 + i41) >= 0 && (o35 + i41) < A.d1_0) tsr::load_row<tsr::ld_f16>(v34 + (i41) * 256, A.p1 + (o35 + i41) * A.s1_0, o36, lo39, hi40, 256, float(0x0p+0));
+          else tsr::load_row<tsr::ld_f16>(v34 + (i41) * 256, A.p1, 0, 0, 0, 256, float(0x0p+0));
         }
       }
     }

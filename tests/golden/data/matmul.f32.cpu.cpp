@@ -152,8 +152,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       const int64_t lo46 = o43 >= 0 ? 0 : -o43 < 64 ? -o43 : 64;
       const int64_t hi47 = A.d2_1 - o43 >= 64 ? 64 : A.d2_1 - o43 > lo46 ? A.d2_1 - o43 : lo46;
       for (int64_t i48 = 0; i48 < 64; ++i48) {
-        if ((o42 + i48) >= 0 && (o42 + i48) < A.d2_0)
-          for (int64_t i49 = lo46; i49 < hi47; ++i49) A.p2[(o42 + i48) * A.s2_0 + o43 + i49] = c22[(i48) * 64 + i49];
+        if ((o42 + i48) >= 0 && (o42 + i48) < A.d2_0) tsr::store_row<tsr::st_same>(A.p2 + (o42 + i48) * A.s2_0, c22 + (i48) * 64, o43, lo46, hi47);
       }
     }
   }

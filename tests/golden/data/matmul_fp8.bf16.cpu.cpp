@@ -114,8 +114,8 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         const int64_t lo29 = o26 >= 0 ? 0 : -o26 < 64 ? -o26 : 64;
         const int64_t hi30 = A.d0_1 - o26 >= 64 ? 64 : A.d0_1 - o26 > lo29 ? A.d0_1 - o26 : lo29;
         for (int64_t i31 = 0; i31 < 128; ++i31) {
-          if ((o25 + i31) >= 0 && (o25 + i31) < A.d0_0) tsr::load_row<tsr::ld_e4m3>(v24 + (i31) * 64, A.p0 + (o25 + i31) * A.s0_0, o26, lo29, hi30, 64, tsr::e4m32f(tsr::f2e4m3(0x0p+0)));
-          else tsr::load_row<tsr::ld_e4m3>(v24 + (i31) * 64, A.p0, 0, 0, 0, 64, tsr::e4m32f(tsr::f2e4m3(0x0p+0)));
+          if ((o25 + i31) >= 0 && (o25 + i31) < A.d0_0) tsr::load_row<tsr::ld_e4m3>(v24 + (i31) * 64, A.p0 + (o25 + i31) * A.s0_0, o26, lo29, hi30, 64, float(0x0p+0));
+          else tsr::load_row<tsr::ld_e4m3>(v24 + (i31) * 64, A.p0, 0, 0, 0, 64, float(0x0p+0));
         }
       }
     }
@@ -133,8 +133,8 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         const int64_t lo38 = o35 >= 0 ? 0 : -o35 < 64 ? -o35 : 64;
         const int64_t hi39 = A.d1_1 - o35 >= 64 ? 64 : A.d1_1 - o35 > lo38 ? A.d1_1 - o35 : lo38;
         for (int64_t i40 = 0; i40 < 128; ++i40) {
-          if ((o34 + i40) >= 0 && (o34 + i40) < A.d1_0) tsr::load_row<tsr::ld_e4m3>(v33 + (i40) * 64, A.p1 + (o34 + i40) * A.s1_0, o35, lo38, hi39, 64, tsr::e4m32f(tsr::f2e4m3(0x0p+0)));
-          else tsr::load_row<tsr::ld_e4m3>(v33 + (i40) * 64, A.p1, 0, 0, 0, 64, tsr::e4m32f(tsr::f2e4m3(0x0p+0)));
+          if ((o34 + i40) >= 0 && (o34 + i40) < A.d1_0) tsr::load_row<tsr::ld_e4m3>(v33 + (i40) * 64, A.p1 + (o34 + i40) * A.s1_0, o35, lo38, hi39, 64, float(0x0p+0));
+          else tsr::load_row<tsr::ld_e4m3>(v33 + (i40) * 64, A.p1, 0, 0, 0, 64, float(0x0p+0));
         }
       }
     }

@@ -111,8 +111,8 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         const int64_t lo16 = o13 >= 0 ? 0 : -o13 < 1024 ? -o13 : 1024;
         const int64_t hi17 = A.d0_1 - o13 >= 1024 ? 1024 : A.d0_1 - o13 > lo16 ? A.d0_1 - o13 : lo16;
         for (int64_t i18 = 0; i18 < 1; ++i18) {
-          if ((o12 + i18) >= 0 && (o12 + i18) < A.d0_0) tsr::load_row<tsr::ld_same>(v11_pad + (i18) * 1024, A.p0 + (o12 + i18) * A.s0_0, o13, lo16, hi17, 1024, tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0))));
-          else tsr::load_row<tsr::ld_same>(v11_pad + (i18) * 1024, A.p0, 0, 0, 0, 1024, tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0))));
+          if ((o12 + i18) >= 0 && (o12 + i18) < A.d0_0) tsr::load_row<tsr::ld_same>(v11_pad + (i18) * 1024, A.p0 + (o12 + i18) * A.s0_0, o13, lo16, hi17, 1024, tsr::f2bf(float(0x0p+0)));
+          else tsr::load_row<tsr::ld_same>(v11_pad + (i18) * 1024, A.p0, 0, 0, 0, 1024, tsr::f2bf(float(0x0p+0)));
         }
       }
     }
@@ -129,7 +129,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // partly outside: each row copies its columns inside [lo, hi) and pads the rest
         const int64_t lo23 = o21 >= 0 ? 0 : -o21 < 1024 ? -o21 : 1024;
         const int64_t hi24 = A.d1_0 - o21 >= 1024 ? 1024 : A.d1_0 - o21 > lo23 ? A.d1_0 - o21 : lo23;
-        tsr::load_row<tsr::ld_same>(v20_pad, A.p1, o21, lo23, hi24, 1024, tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0))));
+        tsr::load_row<tsr::ld_same>(v20_pad, A.p1, o21, lo23, hi24, 1024, tsr::f2bf(float(0x0p+0)));
       }
     }
     // %14 = cast %13 : tile<f32, [1024]>
@@ -227,8 +227,8 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           const int64_t lo52 = o49 >= 0 ? 0 : -o49 < 1024 ? -o49 : 1024;
           const int64_t hi53 = A.d0_1 - o49 >= 1024 ? 1024 : A.d0_1 - o49 > lo52 ? A.d0_1 - o49 : lo52;
           for (int64_t i54 = 0; i54 < 1; ++i54) {
-            if ((o48 + i54) >= 0 && (o48 + i54) < A.d0_0) tsr::load_row<tsr::ld_same>(v47_pad + (i54) * 1024, A.p0 + (o48 + i54) * A.s0_0, o49, lo52, hi53, 1024, tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0))));
-            else tsr::load_row<tsr::ld_same>(v47_pad + (i54) * 1024, A.p0, 0, 0, 0, 1024, tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0))));
+            if ((o48 + i54) >= 0 && (o48 + i54) < A.d0_0) tsr::load_row<tsr::ld_same>(v47_pad + (i54) * 1024, A.p0 + (o48 + i54) * A.s0_0, o49, lo52, hi53, 1024, tsr::f2bf(float(0x0p+0)));
+            else tsr::load_row<tsr::ld_same>(v47_pad + (i54) * 1024, A.p0, 0, 0, 0, 1024, tsr::f2bf(float(0x0p+0)));
           }
         }
       }
@@ -286,8 +286,8 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           const int64_t lo67 = o64 >= 0 ? 0 : -o64 < 1024 ? -o64 : 1024;
           const int64_t hi68 = A.d0_1 - o64 >= 1024 ? 1024 : A.d0_1 - o64 > lo67 ? A.d0_1 - o64 : lo67;
           for (int64_t i69 = 0; i69 < 1; ++i69) {
-            if ((o63 + i69) >= 0 && (o63 + i69) < A.d0_0) tsr::load_row<tsr::ld_same>(v62_pad + (i69) * 1024, A.p0 + (o63 + i69) * A.s0_0, o64, lo67, hi68, 1024, tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0))));
-            else tsr::load_row<tsr::ld_same>(v62_pad + (i69) * 1024, A.p0, 0, 0, 0, 1024, tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0))));
+            if ((o63 + i69) >= 0 && (o63 + i69) < A.d0_0) tsr::load_row<tsr::ld_same>(v62_pad + (i69) * 1024, A.p0 + (o63 + i69) * A.s0_0, o64, lo67, hi68, 1024, tsr::f2bf(float(0x0p+0)));
+            else tsr::load_row<tsr::ld_same>(v62_pad + (i69) * 1024, A.p0, 0, 0, 0, 1024, tsr::f2bf(float(0x0p+0)));
           }
         }
       }
@@ -304,7 +304,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
           const int64_t lo74 = o72 >= 0 ? 0 : -o72 < 1024 ? -o72 : 1024;
           const int64_t hi75 = A.d1_0 - o72 >= 1024 ? 1024 : A.d1_0 - o72 > lo74 ? A.d1_0 - o72 : lo74;
-          tsr::load_row<tsr::ld_same>(v71_pad, A.p1, o72, lo74, hi75, 1024, tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0))));
+          tsr::load_row<tsr::ld_same>(v71_pad, A.p1, o72, lo74, hi75, 1024, tsr::f2bf(float(0x0p+0)));
         }
       }
       // %50 = cast %49 : tile<f32, [1024]>

@@ -103,15 +103,15 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       const int64_t o13 = int64_t(v10) * 1024;
       if (o12 >= 0 && o12 + 1 <= A.d0_0 && o13 >= 0 && o13 + 1024 <= A.d0_1) {
         for (int64_t i14 = 0; i14 < 1; ++i14) {
-          for (int64_t i15 = 0; i15 < 1024; ++i15) v11[(i14) * 1024 + i15] = tsr::h2f(A.p0[(o12 + i14) * A.s0_0 + o13 + i15]);
+          tsr::load_row<tsr::ld_f16>(v11 + (i14) * 1024, A.p0, (o12 + i14) * A.s0_0 + o13, 0, 1024, 1024, float(0x0p+0));
         }
       } else {
         // partly outside: each row copies its columns inside [lo, hi) and pads the rest
         const int64_t lo16 = o13 >= 0 ? 0 : -o13 < 1024 ? -o13 : 1024;
         const int64_t hi17 = A.d0_1 - o13 >= 1024 ? 1024 : A.d0_1 - o13 > lo16 ? A.d0_1 - o13 : lo16;
         for (int64_t i18 = 0; i18 < 1; ++i18) {
-          if ((o12 + i18) >= 0 && (o12 + i18) < A.d0_0) tsr::load_row<tsr::ld_f16>(v11 + (i18) * 1024, A.p0 + (o12 + i18) * A.s0_0, o13, lo16, hi17, 1024, tsr::h2f(tsr::f2h(0x0p+0)));
-          else tsr::load_row<tsr::ld_f16>(v11 + (i18) * 1024, A.p0, 0, 0, 0, 1024, tsr::h2f(tsr::f2h(0x0p+0)));
+          if ((o12 + i18) >= 0 && (o12 + i18) < A.d0_0) tsr::load_row<tsr::ld_f16>(v11 + (i18) * 1024, A.p0 + (o12 + i18) * A.s0_0, o13, lo16, hi17, 1024, float(0x0p+0));
+          else tsr::load_row<tsr::ld_f16>(v11 + (i18) * 1024, A.p0, 0, 0, 0, 1024, float(0x0p+0));
         }
       }
     }
@@ -122,12 +122,12 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     {
       const int64_t o21 = int64_t(v10) * 1024;
       if (o21 >= 0 && o21 + 1024 <= A.d1_0) {
-        for (int64_t i22 = 0; i22 < 1024; ++i22) v20[0 + i22] = tsr::h2f(A.p1[o21 + i22]);
+        tsr::load_row<tsr::ld_f16>(v20, A.p1, o21, 0, 1024, 1024, float(0x0p+0));
       } else {
         // partly outside: each row copies its columns inside [lo, hi) and pads the rest
         const int64_t lo23 = o21 >= 0 ? 0 : -o21 < 1024 ? -o21 : 1024;
         const int64_t hi24 = A.d1_0 - o21 >= 1024 ? 1024 : A.d1_0 - o21 > lo23 ? A.d1_0 - o21 : lo23;
-        tsr::load_row<tsr::ld_f16>(v20, A.p1, o21, lo23, hi24, 1024, tsr::h2f(tsr::f2h(0x0p+0)));
+        tsr::load_row<tsr::ld_f16>(v20, A.p1, o21, lo23, hi24, 1024, float(0x0p+0));
       }
     }
     // %14 = cast %13 : tile<f32, [1024]>
@@ -215,15 +215,15 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         const int64_t o48 = int64_t(iv45) * 1024;
         if (o47 >= 0 && o47 + 1 <= A.d0_0 && o48 >= 0 && o48 + 1024 <= A.d0_1) {
           for (int64_t i49 = 0; i49 < 1; ++i49) {
-            for (int64_t i50 = 0; i50 < 1024; ++i50) v46[(i49) * 1024 + i50] = tsr::h2f(A.p0[(o47 + i49) * A.s0_0 + o48 + i50]);
+            tsr::load_row<tsr::ld_f16>(v46 + (i49) * 1024, A.p0, (o47 + i49) * A.s0_0 + o48, 0, 1024, 1024, float(0x0p+0));
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
           const int64_t lo51 = o48 >= 0 ? 0 : -o48 < 1024 ? -o48 : 1024;
           const int64_t hi52 = A.d0_1 - o48 >= 1024 ? 1024 : A.d0_1 - o48 > lo51 ? A.d0_1 - o48 : lo51;
           for (int64_t i53 = 0; i53 < 1; ++i53) {
-            if ((o47 + i53) >= 0 && (o47 + i53) < A.d0_0) tsr::load_row<tsr::ld_f16>(v46 + (i53) * 1024, A.p0 + (o47 + i53) * A.s0_0, o48, lo51, hi52, 1024, tsr::h2f(tsr::f2h(0x0p+0)));
-            else tsr::load_row<tsr::ld_f16>(v46 + (i53) * 1024, A.p0, 0, 0, 0, 1024, tsr::h2f(tsr::f2h(0x0p+0)));
+            if ((o47 + i53) >= 0 && (o47 + i53) < A.d0_0) tsr::load_row<tsr::ld_f16>(v46 + (i53) * 1024, A.p0 + (o47 + i53) * A.s0_0, o48, lo51, hi52, 1024, float(0x0p+0));
+            else tsr::load_row<tsr::ld_f16>(v46 + (i53) * 1024, A.p0, 0, 0, 0, 1024, float(0x0p+0));
           }
         }
       }
@@ -273,15 +273,15 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         const int64_t o63 = int64_t(iv60) * 1024;
         if (o62 >= 0 && o62 + 1 <= A.d0_0 && o63 >= 0 && o63 + 1024 <= A.d0_1) {
           for (int64_t i64 = 0; i64 < 1; ++i64) {
-            for (int64_t i65 = 0; i65 < 1024; ++i65) v61[(i64) * 1024 + i65] = tsr::h2f(A.p0[(o62 + i64) * A.s0_0 + o63 + i65]);
+            tsr::load_row<tsr::ld_f16>(v61 + (i64) * 1024, A.p0, (o62 + i64) * A.s0_0 + o63, 0, 1024, 1024, float(0x0p+0));
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
           const int64_t lo66 = o63 >= 0 ? 0 : -o63 < 1024 ? -o63 : 1024;
           const int64_t hi67 = A.d0_1 - o63 >= 1024 ? 1024 : A.d0_1 - o63 > lo66 ? A.d0_1 - o63 : lo66;
           for (int64_t i68 = 0; i68 < 1; ++i68) {
-            if ((o62 + i68) >= 0 && (o62 + i68) < A.d0_0) tsr::load_row<tsr::ld_f16>(v61 + (i68) * 1024, A.p0 + (o62 + i68) * A.s0_0, o63, lo66, hi67, 1024, tsr::h2f(tsr::f2h(0x0p+0)));
-            else tsr::load_row<tsr::ld_f16>(v61 + (i68) * 1024, A.p0, 0, 0, 0, 1024, tsr::h2f(tsr::f2h(0x0p+0)));
+            if ((o62 + i68) >= 0 && (o62 + i68) < A.d0_0) tsr::load_row<tsr::ld_f16>(v61 + (i68) * 1024, A.p0 + (o62 + i68) * A.s0_0, o63, lo66, hi67, 1024, float(0x0p+0));
+            else tsr::load_row<tsr::ld_f16>(v61 + (i68) * 1024, A.p0, 0, 0, 0, 1024, float(0x0p+0));
           }
         }
       }
@@ -292,12 +292,12 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       {
         const int64_t o71 = int64_t(iv60) * 1024;
         if (o71 >= 0 && o71 + 1024 <= A.d1_0) {
-          for (int64_t i72 = 0; i72 < 1024; ++i72) v70[0 + i72] = tsr::h2f(A.p1[o71 + i72]);
+          tsr::load_row<tsr::ld_f16>(v70, A.p1, o71, 0, 1024, 1024, float(0x0p+0));
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
           const int64_t lo73 = o71 >= 0 ? 0 : -o71 < 1024 ? -o71 : 1024;
           const int64_t hi74 = A.d1_0 - o71 >= 1024 ? 1024 : A.d1_0 - o71 > lo73 ? A.d1_0 - o71 : lo73;
-          tsr::load_row<tsr::ld_f16>(v70, A.p1, o71, lo73, hi74, 1024, tsr::h2f(tsr::f2h(0x0p+0)));
+          tsr::load_row<tsr::ld_f16>(v70, A.p1, o71, lo73, hi74, 1024, float(0x0p+0));
         }
       }
       // %50 = cast %49 : tile<f32, [1024]>

@@ -104,8 +104,8 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         const int64_t lo15 = o12 >= 0 ? 0 : -o12 < 1024 ? -o12 : 1024;
         const int64_t hi16 = A.d0_1 - o12 >= 1024 ? 1024 : A.d0_1 - o12 > lo15 ? A.d0_1 - o12 : lo15;
         for (int64_t i17 = 0; i17 < 1; ++i17) {
-          if ((o11 + i17) >= 0 && (o11 + i17) < A.d0_0) tsr::load_row<tsr::ld_same>(v10_pad + (i17) * 1024, A.p0 + (o11 + i17) * A.s0_0, o12, lo15, hi16, 1024, tsr::f2bf(tsr::bf2f(tsr::f2bf_d(double(-INFINITY)))));
-          else tsr::load_row<tsr::ld_same>(v10_pad + (i17) * 1024, A.p0, 0, 0, 0, 1024, tsr::f2bf(tsr::bf2f(tsr::f2bf_d(double(-INFINITY)))));
+          if ((o11 + i17) >= 0 && (o11 + i17) < A.d0_0) tsr::load_row<tsr::ld_same>(v10_pad + (i17) * 1024, A.p0 + (o11 + i17) * A.s0_0, o12, lo15, hi16, 1024, tsr::f2bf(float(double(-INFINITY))));
+          else tsr::load_row<tsr::ld_same>(v10_pad + (i17) * 1024, A.p0, 0, 0, 0, 1024, tsr::f2bf(float(double(-INFINITY))));
         }
       }
     }
@@ -203,8 +203,8 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           const int64_t lo53 = o50 >= 0 ? 0 : -o50 < 1024 ? -o50 : 1024;
           const int64_t hi54 = A.d0_1 - o50 >= 1024 ? 1024 : A.d0_1 - o50 > lo53 ? A.d0_1 - o50 : lo53;
           for (int64_t i55 = 0; i55 < 1; ++i55) {
-            if ((o49 + i55) >= 0 && (o49 + i55) < A.d0_0) tsr::load_row<tsr::ld_same>(v48_pad + (i55) * 1024, A.p0 + (o49 + i55) * A.s0_0, o50, lo53, hi54, 1024, tsr::f2bf(tsr::bf2f(tsr::f2bf_d(double(-INFINITY)))));
-            else tsr::load_row<tsr::ld_same>(v48_pad + (i55) * 1024, A.p0, 0, 0, 0, 1024, tsr::f2bf(tsr::bf2f(tsr::f2bf_d(double(-INFINITY)))));
+            if ((o49 + i55) >= 0 && (o49 + i55) < A.d0_0) tsr::load_row<tsr::ld_same>(v48_pad + (i55) * 1024, A.p0 + (o49 + i55) * A.s0_0, o50, lo53, hi54, 1024, tsr::f2bf(float(double(-INFINITY))));
+            else tsr::load_row<tsr::ld_same>(v48_pad + (i55) * 1024, A.p0, 0, 0, 0, 1024, tsr::f2bf(float(double(-INFINITY))));
           }
         }
       }
@@ -268,8 +268,8 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           const int64_t lo75 = o72 >= 0 ? 0 : -o72 < 1024 ? -o72 : 1024;
           const int64_t hi76 = A.d0_1 - o72 >= 1024 ? 1024 : A.d0_1 - o72 > lo75 ? A.d0_1 - o72 : lo75;
           for (int64_t i77 = 0; i77 < 1; ++i77) {
-            if ((o71 + i77) >= 0 && (o71 + i77) < A.d0_0) tsr::load_row<tsr::ld_same>(v70_pad + (i77) * 1024, A.p0 + (o71 + i77) * A.s0_0, o72, lo75, hi76, 1024, tsr::f2bf(tsr::bf2f(tsr::f2bf_d(double(-INFINITY)))));
-            else tsr::load_row<tsr::ld_same>(v70_pad + (i77) * 1024, A.p0, 0, 0, 0, 1024, tsr::f2bf(tsr::bf2f(tsr::f2bf_d(double(-INFINITY)))));
+            if ((o71 + i77) >= 0 && (o71 + i77) < A.d0_0) tsr::load_row<tsr::ld_same>(v70_pad + (i77) * 1024, A.p0 + (o71 + i77) * A.s0_0, o72, lo75, hi76, 1024, tsr::f2bf(float(double(-INFINITY))));
+            else tsr::load_row<tsr::ld_same>(v70_pad + (i77) * 1024, A.p0, 0, 0, 0, 1024, tsr::f2bf(float(double(-INFINITY))));
           }
         }
       }

@@ -96,15 +96,15 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       const int64_t o12 = int64_t(v9) * 1024;
       if (o11 >= 0 && o11 + 1 <= A.d0_0 && o12 >= 0 && o12 + 1024 <= A.d0_1) {
         for (int64_t i13 = 0; i13 < 1; ++i13) {
-          for (int64_t i14 = 0; i14 < 1024; ++i14) v10[(i13) * 1024 + i14] = tsr::h2f(A.p0[(o11 + i13) * A.s0_0 + o12 + i14]);
+          tsr::load_row<tsr::ld_f16>(v10 + (i13) * 1024, A.p0, (o11 + i13) * A.s0_0 + o12, 0, 1024, 1024, float(double(-INFINITY)));
         }
       } else {
         // partly outside: each row copies its columns inside [lo, hi) and pads the rest
         const int64_t lo15 = o12 >= 0 ? 0 : -o12 < 1024 ? -o12 : 1024;
         const int64_t hi16 = A.d0_1 - o12 >= 1024 ? 1024 : A.d0_1 - o12 > lo15 ? A.d0_1 - o12 : lo15;
         for (int64_t i17 = 0; i17 < 1; ++i17) {
-          if ((o11 + i17) >= 0 && (o11 + i17) < A.d0_0) tsr::load_row<tsr::ld_f16>(v10 + (i17) * 1024, A.p0 + (o11 + i17) * A.s0_0, o12, lo15, hi16, 1024, tsr::h2f(tsr::f2h(double(-INFINITY))));
-          else tsr::load_row<tsr::ld_f16>(v10 + (i17) * 1024, A.p0, 0, 0, 0, 1024, tsr::h2f(tsr::f2h(double(-INFINITY))));
+          if ((o11 + i17) >= 0 && (o11 + i17) < A.d0_0) tsr::load_row<tsr::ld_f16>(v10 + (i17) * 1024, A.p0 + (o11 + i17) * A.s0_0, o12, lo15, hi16, 1024, float(double(-INFINITY)));
+          else tsr::load_row<tsr::ld_f16>(v10 + (i17) * 1024, A.p0, 0, 0, 0, 1024, float(double(-INFINITY)));
         }
       }
     }
@@ -193,15 +193,15 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         const int64_t o50 = int64_t(iv47) * 1024;
         if (o49 >= 0 && o49 + 1 <= A.d0_0 && o50 >= 0 && o50 + 1024 <= A.d0_1) {
           for (int64_t i51 = 0; i51 < 1; ++i51) {
-            for (int64_t i52 = 0; i52 < 1024; ++i52) v48[(i51) * 1024 + i52] = tsr::h2f(A.p0[(o49 + i51) * A.s0_0 + o50 + i52]);
+            tsr::load_row<tsr::ld_f16>(v48 + (i51) * 1024, A.p0, (o49 + i51) * A.s0_0 + o50, 0, 1024, 1024, float(double(-INFINITY)));
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
           const int64_t lo53 = o50 >= 0 ? 0 : -o50 < 1024 ? -o50 : 1024;
           const int64_t hi54 = A.d0_1 - o50 >= 1024 ? 1024 : A.d0_1 - o50 > lo53 ? A.d0_1 - o50 : lo53;
           for (int64_t i55 = 0; i55 < 1; ++i55) {
-            if ((o49 + i55) >= 0 && (o49 + i55) < A.d0_0) tsr::load_row<tsr::ld_f16>(v48 + (i55) * 1024, A.p0 + (o49 + i55) * A.s0_0, o50, lo53, hi54, 1024, tsr::h2f(tsr::f2h(double(-INFINITY))));
-            else tsr::load_row<tsr::ld_f16>(v48 + (i55) * 1024, A.p0, 0, 0, 0, 1024, tsr::h2f(tsr::f2h(double(-INFINITY))));
+            if ((o49 + i55) >= 0 && (o49 + i55) < A.d0_0) tsr::load_row<tsr::ld_f16>(v48 + (i55) * 1024, A.p0 + (o49 + i55) * A.s0_0, o50, lo53, hi54, 1024, float(double(-INFINITY)));
+            else tsr::load_row<tsr::ld_f16>(v48 + (i55) * 1024, A.p0, 0, 0, 0, 1024, float(double(-INFINITY)));
           }
         }
       }
@@ -257,15 +257,15 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         const int64_t o72 = int64_t(iv69) * 1024;
         if (o71 >= 0 && o71 + 1 <= A.d0_0 && o72 >= 0 && o72 + 1024 <= A.d0_1) {
           for (int64_t i73 = 0; i73 < 1; ++i73) {
-            for (int64_t i74 = 0; i74 < 1024; ++i74) v70[(i73) * 1024 + i74] = tsr::h2f(A.p0[(o71 + i73) * A.s0_0 + o72 + i74]);
+            tsr::load_row<tsr::ld_f16>(v70 + (i73) * 1024, A.p0, (o71 + i73) * A.s0_0 + o72, 0, 1024, 1024, float(double(-INFINITY)));
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
           const int64_t lo75 = o72 >= 0 ? 0 : -o72 < 1024 ? -o72 : 1024;
           const int64_t hi76 = A.d0_1 - o72 >= 1024 ? 1024 : A.d0_1 - o72 > lo75 ? A.d0_1 - o72 : lo75;
           for (int64_t i77 = 0; i77 < 1; ++i77) {
-            if ((o71 + i77) >= 0 && (o71 + i77) < A.d0_0) tsr::load_row<tsr::ld_f16>(v70 + (i77) * 1024, A.p0 + (o71 + i77) * A.s0_0, o72, lo75, hi76, 1024, tsr::h2f(tsr::f2h(double(-INFINITY))));
-            else tsr::load_row<tsr::ld_f16>(v70 + (i77) * 1024, A.p0, 0, 0, 0, 1024, tsr::h2f(tsr::f2h(double(-INFINITY))));
+            if ((o71 + i77) >= 0 && (o71 + i77) < A.d0_0) tsr::load_row<tsr::ld_f16>(v70 + (i77) * 1024, A.p0 + (o71 + i77) * A.s0_0, o72, lo75, hi76, 1024, float(double(-INFINITY)));
+            else tsr::load_row<tsr::ld_f16>(v70 + (i77) * 1024, A.p0, 0, 0, 0, 1024, float(double(-INFINITY)));
           }
         }
       }

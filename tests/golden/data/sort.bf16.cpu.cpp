@@ -100,15 +100,15 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     const int64_t o5 = int64_t(v2) * 1024;
     if (o4 >= 0 && o4 + 1 <= A.d0_0 && o5 >= 0 && o5 + 1024 <= A.d0_1) {
       for (int64_t i6 = 0; i6 < 1; ++i6) {
-        for (int64_t i7 = 0; i7 < 1024; ++i7) v3[(i6) * 1024 + i7] = tsr::bf2f(A.p0[(o4 + i6) * A.s0_0 + o5 + i7]);
+        tsr::load_row<tsr::ld_bf16>(v3 + (i6) * 1024, A.p0, (o4 + i6) * A.s0_0 + o5, 0, 1024, 1024, float(double(NAN)));
       }
     } else {
       // partly outside: each row copies its columns inside [lo, hi) and pads the rest
       const int64_t lo8 = o5 >= 0 ? 0 : -o5 < 1024 ? -o5 : 1024;
       const int64_t hi9 = A.d0_1 - o5 >= 1024 ? 1024 : A.d0_1 - o5 > lo8 ? A.d0_1 - o5 : lo8;
       for (int64_t i10 = 0; i10 < 1; ++i10) {
-        if ((o4 + i10) >= 0 && (o4 + i10) < A.d0_0) tsr::load_row<tsr::ld_bf16>(v3 + (i10) * 1024, A.p0 + (o4 + i10) * A.s0_0, o5, lo8, hi9, 1024, tsr::bf2f(tsr::f2bf_d(double(NAN))));
-        else tsr::load_row<tsr::ld_bf16>(v3 + (i10) * 1024, A.p0, 0, 0, 0, 1024, tsr::bf2f(tsr::f2bf_d(double(NAN))));
+        if ((o4 + i10) >= 0 && (o4 + i10) < A.d0_0) tsr::load_row<tsr::ld_bf16>(v3 + (i10) * 1024, A.p0 + (o4 + i10) * A.s0_0, o5, lo8, hi9, 1024, float(double(NAN)));
+        else tsr::load_row<tsr::ld_bf16>(v3 + (i10) * 1024, A.p0, 0, 0, 0, 1024, float(double(NAN)));
       }
     }
   }
@@ -138,8 +138,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       const int64_t lo22 = o17 >= 0 ? 0 : -o17 < 1024 ? -o17 : 1024;
       const int64_t hi23 = A.d1_1 - o17 >= 1024 ? 1024 : A.d1_1 - o17 > lo22 ? A.d1_1 - o17 : lo22;
       for (int64_t i24 = 0; i24 < 1; ++i24) {
-        if ((o16 + i24) >= 0 && (o16 + i24) < A.d1_0)
-          for (int64_t i25 = lo22; i25 < hi23; ++i25) A.p1[(o16 + i24) * A.s1_0 + o17 + i25] = tsr::f2bf(v12[(i24) * 1024 + i25]);
+        if ((o16 + i24) >= 0 && (o16 + i24) < A.d1_0) tsr::store_row<tsr::st_bf16>(A.p1 + (o16 + i24) * A.s1_0, v12 + (i24) * 1024, o17, lo22, hi23);
       }
     }
   }
@@ -156,8 +155,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       const int64_t lo30 = o27 >= 0 ? 0 : -o27 < 1024 ? -o27 : 1024;
       const int64_t hi31 = A.d2_1 - o27 >= 1024 ? 1024 : A.d2_1 - o27 > lo30 ? A.d2_1 - o27 : lo30;
       for (int64_t i32 = 0; i32 < 1; ++i32) {
-        if ((o26 + i32) >= 0 && (o26 + i32) < A.d2_0)
-          for (int64_t i33 = lo30; i33 < hi31; ++i33) A.p2[(o26 + i32) * A.s2_0 + o27 + i33] = v13[(i32) * 1024 + i33];
+        if ((o26 + i32) >= 0 && (o26 + i32) < A.d2_0) tsr::store_row<tsr::st_same>(A.p2 + (o26 + i32) * A.s2_0, v13 + (i32) * 1024, o27, lo30, hi31);
       }
     }
   }

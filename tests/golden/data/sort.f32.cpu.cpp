@@ -136,8 +136,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       const int64_t lo21 = o17 >= 0 ? 0 : -o17 < 1024 ? -o17 : 1024;
       const int64_t hi22 = A.d1_1 - o17 >= 1024 ? 1024 : A.d1_1 - o17 > lo21 ? A.d1_1 - o17 : lo21;
       for (int64_t i23 = 0; i23 < 1; ++i23) {
-        if ((o16 + i23) >= 0 && (o16 + i23) < A.d1_0)
-          for (int64_t i24 = lo21; i24 < hi22; ++i24) A.p1[(o16 + i23) * A.s1_0 + o17 + i24] = v12[(i23) * 1024 + i24];
+        if ((o16 + i23) >= 0 && (o16 + i23) < A.d1_0) tsr::store_row<tsr::st_same>(A.p1 + (o16 + i23) * A.s1_0, v12 + (i23) * 1024, o17, lo21, hi22);
       }
     }
   }
@@ -154,8 +153,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       const int64_t lo29 = o26 >= 0 ? 0 : -o26 < 1024 ? -o26 : 1024;
       const int64_t hi30 = A.d2_1 - o26 >= 1024 ? 1024 : A.d2_1 - o26 > lo29 ? A.d2_1 - o26 : lo29;
       for (int64_t i31 = 0; i31 < 1; ++i31) {
-        if ((o25 + i31) >= 0 && (o25 + i31) < A.d2_0)
-          for (int64_t i32 = lo29; i32 < hi30; ++i32) A.p2[(o25 + i31) * A.s2_0 + o26 + i32] = v13[(i31) * 1024 + i32];
+        if ((o25 + i31) >= 0 && (o25 + i31) < A.d2_0) tsr::store_row<tsr::st_same>(A.p2 + (o25 + i31) * A.s2_0, v13 + (i31) * 1024, o26, lo29, hi30);
       }
     }
   }

@@ -141,15 +141,15 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
             const int64_t o41 = int64_t(iv38) * 8192;
             if (o40 >= 0 && o40 + 1 <= A.d0_0 && o41 >= 0 && o41 + 8192 <= A.d0_1) {
               for (int64_t i42 = 0; i42 < 1; ++i42) {
-                for (int64_t i43 = 0; i43 < 8192; ++i43) dst39[(i42) * 8192 + i43] = tsr::bf2f(A.p0[(o40 + i42) * A.s0_0 + o41 + i43]);
+                tsr::load_row<tsr::ld_bf16>(dst39 + (i42) * 8192, A.p0, (o40 + i42) * A.s0_0 + o41, 0, 8192, 8192, float(0x0p+0));
               }
             } else {
               // partly outside: each row copies its columns inside [lo, hi) and pads the rest
               const int64_t lo44 = o41 >= 0 ? 0 : -o41 < 8192 ? -o41 : 8192;
               const int64_t hi45 = A.d0_1 - o41 >= 8192 ? 8192 : A.d0_1 - o41 > lo44 ? A.d0_1 - o41 : lo44;
               for (int64_t i46 = 0; i46 < 1; ++i46) {
-                if ((o40 + i46) >= 0 && (o40 + i46) < A.d0_0) tsr::load_row<tsr::ld_bf16>(dst39 + (i46) * 8192, A.p0 + (o40 + i46) * A.s0_0, o41, lo44, hi45, 8192, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
-                else tsr::load_row<tsr::ld_bf16>(dst39 + (i46) * 8192, A.p0, 0, 0, 0, 8192, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+                if ((o40 + i46) >= 0 && (o40 + i46) < A.d0_0) tsr::load_row<tsr::ld_bf16>(dst39 + (i46) * 8192, A.p0 + (o40 + i46) * A.s0_0, o41, lo44, hi45, 8192, float(0x0p+0));
+                else tsr::load_row<tsr::ld_bf16>(dst39 + (i46) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
               }
             }
           }
@@ -205,15 +205,15 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
                 const int64_t o67 = int64_t(v63) * 8192;
                 if (o66 >= 0 && o66 + 1 <= A.d0_0 && o67 >= 0 && o67 + 8192 <= A.d0_1) {
                   for (int64_t i68 = 0; i68 < 1; ++i68) {
-                    for (int64_t i69 = 0; i69 < 8192; ++i69) dst65[(i68) * 8192 + i69] = tsr::bf2f(A.p0[(o66 + i68) * A.s0_0 + o67 + i69]);
+                    tsr::load_row<tsr::ld_bf16>(dst65 + (i68) * 8192, A.p0, (o66 + i68) * A.s0_0 + o67, 0, 8192, 8192, float(0x0p+0));
                   }
                 } else {
                   // partly outside: each row copies its columns inside [lo, hi) and pads the rest
                   const int64_t lo70 = o67 >= 0 ? 0 : -o67 < 8192 ? -o67 : 8192;
                   const int64_t hi71 = A.d0_1 - o67 >= 8192 ? 8192 : A.d0_1 - o67 > lo70 ? A.d0_1 - o67 : lo70;
                   for (int64_t i72 = 0; i72 < 1; ++i72) {
-                    if ((o66 + i72) >= 0 && (o66 + i72) < A.d0_0) tsr::load_row<tsr::ld_bf16>(dst65 + (i72) * 8192, A.p0 + (o66 + i72) * A.s0_0, o67, lo70, hi71, 8192, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
-                    else tsr::load_row<tsr::ld_bf16>(dst65 + (i72) * 8192, A.p0, 0, 0, 0, 8192, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+                    if ((o66 + i72) >= 0 && (o66 + i72) < A.d0_0) tsr::load_row<tsr::ld_bf16>(dst65 + (i72) * 8192, A.p0 + (o66 + i72) * A.s0_0, o67, lo70, hi71, 8192, float(0x0p+0));
+                    else tsr::load_row<tsr::ld_bf16>(dst65 + (i72) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
                   }
                 }
               }
@@ -347,15 +347,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       for (int64_t i101 = 0; i101 < 256; ++i101) v100[i101] = int32_t(v98[i101]);
       // %106 = reduce %105 {axis = 0, kind = "sum"} : i32
       int32_t v102;
-      for (int64_t o_ = 0; o_ < 1; ++o_) {
-        int32_t ln_[16];
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-        for (int64_t l_ = 0; l_ < 256; l_ += 16)
-          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v100[o_ * 256 + l_ + q_]);
-        int32_t acc_ = ln_[0];
-        for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-        v102 = acc_;
-      }
+      for (int64_t o_ = 0; o_ < 1; ++o_) v102 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v100 + o_ * 256, 256, int32_t(0));
       // %107 = arange : tile<i32, [256]>
       // (computed inside its user)
       // %108 = splat %106 : tile<i32, [256]>
@@ -367,29 +359,13 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       for (int64_t i104 = 0; i104 < 256; ++i104) v103[i104] = ((uint8_t((int32_t(0 + i104)) == (v102))) ? c54[i104] : v18);
       // %111 = reduce %110 {axis = 0, kind = "sum"} : i32
       int32_t v105;
-      for (int64_t o_ = 0; o_ < 1; ++o_) {
-        int32_t ln_[16];
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-        for (int64_t l_ = 0; l_ < 256; l_ += 16)
-          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v103[o_ * 256 + l_ + q_]);
-        int32_t acc_ = ln_[0];
-        for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-        v105 = acc_;
-      }
+      for (int64_t o_ = 0; o_ < 1; ++o_) v105 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v103 + o_ * 256, 256, int32_t(0));
       // %112 = where %104, %48, %40 : tile<i32, [256]>
       alignas(64) int32_t v106[256];
       for (int64_t i107 = 0; i107 < 256; ++i107) v106[i107] = (v98[i107] ? c54[i107] : v18);
       // %113 = reduce %112 {axis = 0, kind = "sum"} : i32
       int32_t v108;
-      for (int64_t o_ = 0; o_ < 1; ++o_) {
-        int32_t ln_[16];
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-        for (int64_t l_ = 0; l_ < 256; l_ += 16)
-          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v106[o_ * 256 + l_ + q_]);
-        int32_t acc_ = ln_[0];
-        for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-        v108 = acc_;
-      }
+      for (int64_t o_ = 0; o_ < 1; ++o_) v108 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v106 + o_ * 256, 256, int32_t(0));
       // %114 = sub %25, %113 : i32
       const int32_t v109 = tsr::wsub(c20, v108);
       // %115 = cast %106 : u32
@@ -432,15 +408,15 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         const int64_t o118 = int64_t(iv115) * 8192;
         if (o117 >= 0 && o117 + 1 <= A.d0_0 && o118 >= 0 && o118 + 8192 <= A.d0_1) {
           for (int64_t i119 = 0; i119 < 1; ++i119) {
-            for (int64_t i120 = 0; i120 < 8192; ++i120) dst116[(i119) * 8192 + i120] = tsr::bf2f(A.p0[(o117 + i119) * A.s0_0 + o118 + i120]);
+            tsr::load_row<tsr::ld_bf16>(dst116 + (i119) * 8192, A.p0, (o117 + i119) * A.s0_0 + o118, 0, 8192, 8192, float(0x0p+0));
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
           const int64_t lo121 = o118 >= 0 ? 0 : -o118 < 8192 ? -o118 : 8192;
           const int64_t hi122 = A.d0_1 - o118 >= 8192 ? 8192 : A.d0_1 - o118 > lo121 ? A.d0_1 - o118 : lo121;
           for (int64_t i123 = 0; i123 < 1; ++i123) {
-            if ((o117 + i123) >= 0 && (o117 + i123) < A.d0_0) tsr::load_row<tsr::ld_bf16>(dst116 + (i123) * 8192, A.p0 + (o117 + i123) * A.s0_0, o118, lo121, hi122, 8192, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
-            else tsr::load_row<tsr::ld_bf16>(dst116 + (i123) * 8192, A.p0, 0, 0, 0, 8192, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+            if ((o117 + i123) >= 0 && (o117 + i123) < A.d0_0) tsr::load_row<tsr::ld_bf16>(dst116 + (i123) * 8192, A.p0 + (o117 + i123) * A.s0_0, o118, lo121, hi122, 8192, float(0x0p+0));
+            else tsr::load_row<tsr::ld_bf16>(dst116 + (i123) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
           }
         }
       }
@@ -492,15 +468,15 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
             const int64_t o142 = int64_t(v138) * 8192;
             if (o141 >= 0 && o141 + 1 <= A.d0_0 && o142 >= 0 && o142 + 8192 <= A.d0_1) {
               for (int64_t i143 = 0; i143 < 1; ++i143) {
-                for (int64_t i144 = 0; i144 < 8192; ++i144) dst140[(i143) * 8192 + i144] = tsr::bf2f(A.p0[(o141 + i143) * A.s0_0 + o142 + i144]);
+                tsr::load_row<tsr::ld_bf16>(dst140 + (i143) * 8192, A.p0, (o141 + i143) * A.s0_0 + o142, 0, 8192, 8192, float(0x0p+0));
               }
             } else {
               // partly outside: each row copies its columns inside [lo, hi) and pads the rest
               const int64_t lo145 = o142 >= 0 ? 0 : -o142 < 8192 ? -o142 : 8192;
               const int64_t hi146 = A.d0_1 - o142 >= 8192 ? 8192 : A.d0_1 - o142 > lo145 ? A.d0_1 - o142 : lo145;
               for (int64_t i147 = 0; i147 < 1; ++i147) {
-                if ((o141 + i147) >= 0 && (o141 + i147) < A.d0_0) tsr::load_row<tsr::ld_bf16>(dst140 + (i147) * 8192, A.p0 + (o141 + i147) * A.s0_0, o142, lo145, hi146, 8192, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
-                else tsr::load_row<tsr::ld_bf16>(dst140 + (i147) * 8192, A.p0, 0, 0, 0, 8192, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+                if ((o141 + i147) >= 0 && (o141 + i147) < A.d0_0) tsr::load_row<tsr::ld_bf16>(dst140 + (i147) * 8192, A.p0 + (o141 + i147) * A.s0_0, o142, lo145, hi146, 8192, float(0x0p+0));
+                else tsr::load_row<tsr::ld_bf16>(dst140 + (i147) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
               }
             }
           }
@@ -600,15 +576,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       for (int64_t i176 = 0; i176 < 8192; ++i176) v175[i176] = int32_t(v171[i176]);
       // %175 = reduce %174 {axis = 0, kind = "sum"} : i32
       int32_t v177;
-      for (int64_t o_ = 0; o_ < 1; ++o_) {
-        int32_t ln_[16];
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-        for (int64_t l_ = 0; l_ < 8192; l_ += 16)
-          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v175[o_ * 8192 + l_ + q_]);
-        int32_t acc_ = ln_[0];
-        for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-        v177 = acc_;
-      }
+      for (int64_t o_ = 0; o_ < 1; ++o_) v177 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v175 + o_ * 8192, 8192, int32_t(0));
       // %176 = add %145, %175 : i32
       const int32_t v178 = tsr::wadd(c153, v177);
       // %177 = cmp %176, %20 {pred = "le"} : i1
@@ -675,7 +643,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       for (int64_t i197 = 0; i197 < 8192; ++i197) v196[i197] = v1;
       // scatter %values, %149, %192, %191, %178
       for (int64_t i198 = 0; i198 < 8192; ++i198) {
-        if ((v180[i198] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v194[i198]) >= 0 && int64_t(v194[i198]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v194[i198]) * A.s1_1] = tsr::f2bf(v157[i198]);
+        if ((v180[i198] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v194[i198]) >= 0 && int64_t(v194[i198]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v194[i198])] = tsr::f2bf(v157[i198]);
       }
       // %193 = mul %146, %3 : i32
       const int32_t v199 = tsr::wmul(v155, v3);
@@ -688,19 +656,11 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       for (int64_t i201 = 0; i201 < 8192; ++i201) v200[i201] = tsr::wadd((int32_t(0 + i201)), (v199));
       // scatter %indices, %196, %192, %191, %178
       for (int64_t i202 = 0; i202 < 8192; ++i202) {
-        if ((v180[i202] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v194[i202]) >= 0 && int64_t(v194[i202]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v194[i202]) * A.s2_1] = v200[i202];
+        if ((v180[i202] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v194[i202]) >= 0 && int64_t(v194[i202]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v194[i202])] = v200[i202];
       }
       // %197 = reduce %188 {axis = 0, kind = "sum"} : i32
       int32_t v203;
-      for (int64_t o_ = 0; o_ < 1; ++o_) {
-        int32_t ln_[16];
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-        for (int64_t l_ = 0; l_ < 8192; l_ += 16)
-          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v189[o_ * 8192 + l_ + q_]);
-        int32_t acc_ = ln_[0];
-        for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-        v203 = acc_;
-      }
+      for (int64_t o_ = 0; o_ < 1; ++o_) v203 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v189 + o_ * 8192, 8192, int32_t(0));
       // %198 = add %144, %197 : i32
       const int32_t v204 = tsr::wadd(c152, v203);
       // yield %198, %176
@@ -744,8 +704,8 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       const int64_t lo219 = o216 >= 0 ? 0 : -o216 < 64 ? -o216 : 64;
       const int64_t hi220 = A.d1_1 - o216 >= 64 ? 64 : A.d1_1 - o216 > lo219 ? A.d1_1 - o216 : lo219;
       for (int64_t i221 = 0; i221 < 1; ++i221) {
-        if ((o215 + i221) >= 0 && (o215 + i221) < A.d1_0) tsr::load_row<tsr::ld_bf16>(v214 + (i221) * 64, A.p1 + (o215 + i221) * A.s1_0, o216, lo219, hi220, 64, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
-        else tsr::load_row<tsr::ld_bf16>(v214 + (i221) * 64, A.p1, 0, 0, 0, 64, tsr::bf2f(tsr::f2bf_d(0x0p+0)));
+        if ((o215 + i221) >= 0 && (o215 + i221) < A.d1_0) tsr::load_row<tsr::ld_bf16>(v214 + (i221) * 64, A.p1 + (o215 + i221) * A.s1_0, o216, lo219, hi220, 64, float(0x0p+0));
+        else tsr::load_row<tsr::ld_bf16>(v214 + (i221) * 64, A.p1, 0, 0, 0, 64, float(0x0p+0));
       }
     }
   }
@@ -770,8 +730,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       const int64_t lo232 = o228 >= 0 ? 0 : -o228 < 64 ? -o228 : 64;
       const int64_t hi233 = A.d1_1 - o228 >= 64 ? 64 : A.d1_1 - o228 > lo232 ? A.d1_1 - o228 : lo232;
       for (int64_t i234 = 0; i234 < 1; ++i234) {
-        if ((o227 + i234) >= 0 && (o227 + i234) < A.d1_0)
-          for (int64_t i235 = lo232; i235 < hi233; ++i235) A.p1[(o227 + i234) * A.s1_0 + o228 + i235] = tsr::f2bf(v223[(i234) * 64 + i235]);
+        if ((o227 + i234) >= 0 && (o227 + i234) < A.d1_0) tsr::store_row<tsr::st_bf16>(A.p1 + (o227 + i234) * A.s1_0, v223 + (i234) * 64, o228, lo232, hi233);
       }
     }
   }
@@ -788,8 +747,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       const int64_t lo240 = o237 >= 0 ? 0 : -o237 < 64 ? -o237 : 64;
       const int64_t hi241 = A.d2_1 - o237 >= 64 ? 64 : A.d2_1 - o237 > lo240 ? A.d2_1 - o237 : lo240;
       for (int64_t i242 = 0; i242 < 1; ++i242) {
-        if ((o236 + i242) >= 0 && (o236 + i242) < A.d2_0)
-          for (int64_t i243 = lo240; i243 < hi241; ++i243) A.p2[(o236 + i242) * A.s2_0 + o237 + i243] = v224[(i242) * 64 + i243];
+        if ((o236 + i242) >= 0 && (o236 + i242) < A.d2_0) tsr::store_row<tsr::st_same>(A.p2 + (o236 + i242) * A.s2_0, v224 + (i242) * 64, o237, lo240, hi241);
       }
     }
   }

@@ -347,15 +347,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       for (int64_t i102 = 0; i102 < 2048; ++i102) v101[i102] = int32_t(v99[i102]);
       // %106 = reduce %105 {axis = 0, kind = "sum"} : i32
       int32_t v103;
-      for (int64_t o_ = 0; o_ < 1; ++o_) {
-        int32_t ln_[16];
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-        for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v101[o_ * 2048 + l_ + q_]);
-        int32_t acc_ = ln_[0];
-        for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-        v103 = acc_;
-      }
+      for (int64_t o_ = 0; o_ < 1; ++o_) v103 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v101 + o_ * 2048, 2048, int32_t(0));
       // %107 = arange : tile<i32, [2048]>
       // (computed inside its user)
       // %108 = splat %106 : tile<i32, [2048]>
@@ -367,29 +359,13 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       for (int64_t i105 = 0; i105 < 2048; ++i105) v104[i105] = ((uint8_t((int32_t(0 + i105)) == (v103))) ? c55[i105] : v18);
       // %111 = reduce %110 {axis = 0, kind = "sum"} : i32
       int32_t v106;
-      for (int64_t o_ = 0; o_ < 1; ++o_) {
-        int32_t ln_[16];
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-        for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v104[o_ * 2048 + l_ + q_]);
-        int32_t acc_ = ln_[0];
-        for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-        v106 = acc_;
-      }
+      for (int64_t o_ = 0; o_ < 1; ++o_) v106 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v104 + o_ * 2048, 2048, int32_t(0));
       // %112 = where %104, %49, %41 : tile<i32, [2048]>
       alignas(64) int32_t v107[2048];
       for (int64_t i108 = 0; i108 < 2048; ++i108) v107[i108] = (v99[i108] ? c55[i108] : v18);
       // %113 = reduce %112 {axis = 0, kind = "sum"} : i32
       int32_t v109;
-      for (int64_t o_ = 0; o_ < 1; ++o_) {
-        int32_t ln_[16];
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-        for (int64_t l_ = 0; l_ < 2048; l_ += 16)
-          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v107[o_ * 2048 + l_ + q_]);
-        int32_t acc_ = ln_[0];
-        for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-        v109 = acc_;
-      }
+      for (int64_t o_ = 0; o_ < 1; ++o_) v109 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v107 + o_ * 2048, 2048, int32_t(0));
       // %114 = sub %26, %113 : i32
       const int32_t v110 = tsr::wsub(c21, v109);
       // %115 = cast %106 : u32
@@ -598,15 +574,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       for (int64_t i177 = 0; i177 < 8192; ++i177) v176[i177] = int32_t(v172[i177]);
       // %174 = reduce %173 {axis = 0, kind = "sum"} : i32
       int32_t v178;
-      for (int64_t o_ = 0; o_ < 1; ++o_) {
-        int32_t ln_[16];
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-        for (int64_t l_ = 0; l_ < 8192; l_ += 16)
-          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v176[o_ * 8192 + l_ + q_]);
-        int32_t acc_ = ln_[0];
-        for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-        v178 = acc_;
-      }
+      for (int64_t o_ = 0; o_ < 1; ++o_) v178 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v176 + o_ * 8192, 8192, int32_t(0));
       // %175 = add %145, %174 : i32
       const int32_t v179 = tsr::wadd(c154, v178);
       // %176 = cmp %175, %21 {pred = "le"} : i1
@@ -673,7 +641,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       for (int64_t i198 = 0; i198 < 8192; ++i198) v197[i198] = v1;
       // scatter %values, %149, %191, %190, %177
       for (int64_t i199 = 0; i199 < 8192; ++i199) {
-        if ((v181[i199] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v195[i199]) >= 0 && int64_t(v195[i199]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v195[i199]) * A.s1_1] = v158[i199];
+        if ((v181[i199] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v195[i199]) >= 0 && int64_t(v195[i199]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v195[i199])] = v158[i199];
       }
       // %192 = mul %146, %3 : i32
       const int32_t v200 = tsr::wmul(v156, v3);
@@ -686,19 +654,11 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       for (int64_t i202 = 0; i202 < 8192; ++i202) v201[i202] = tsr::wadd((int32_t(0 + i202)), (v200));
       // scatter %indices, %195, %191, %190, %177
       for (int64_t i203 = 0; i203 < 8192; ++i203) {
-        if ((v181[i203] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v195[i203]) >= 0 && int64_t(v195[i203]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v195[i203]) * A.s2_1] = v201[i203];
+        if ((v181[i203] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v195[i203]) >= 0 && int64_t(v195[i203]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v195[i203])] = v201[i203];
       }
       // %196 = reduce %187 {axis = 0, kind = "sum"} : i32
       int32_t v204;
-      for (int64_t o_ = 0; o_ < 1; ++o_) {
-        int32_t ln_[16];
-        for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = int32_t(0);
-        for (int64_t l_ = 0; l_ < 8192; l_ += 16)
-          for (int q_ = 0; q_ < 16; ++q_) ln_[q_] = tsr::wadd(ln_[q_], v190[o_ * 8192 + l_ + q_]);
-        int32_t acc_ = ln_[0];
-        for (int q_ = 1; q_ < 16; ++q_) acc_ = tsr::wadd(acc_, ln_[q_]);
-        v204 = acc_;
-      }
+      for (int64_t o_ = 0; o_ < 1; ++o_) v204 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v190 + o_ * 8192, 8192, int32_t(0));
       // %197 = add %144, %196 : i32
       const int32_t v205 = tsr::wadd(c153, v204);
       // yield %197, %175
@@ -766,8 +726,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       const int64_t lo232 = o229 >= 0 ? 0 : -o229 < 64 ? -o229 : 64;
       const int64_t hi233 = A.d1_1 - o229 >= 64 ? 64 : A.d1_1 - o229 > lo232 ? A.d1_1 - o229 : lo232;
       for (int64_t i234 = 0; i234 < 1; ++i234) {
-        if ((o228 + i234) >= 0 && (o228 + i234) < A.d1_0)
-          for (int64_t i235 = lo232; i235 < hi233; ++i235) A.p1[(o228 + i234) * A.s1_0 + o229 + i235] = v224[(i234) * 64 + i235];
+        if ((o228 + i234) >= 0 && (o228 + i234) < A.d1_0) tsr::store_row<tsr::st_same>(A.p1 + (o228 + i234) * A.s1_0, v224 + (i234) * 64, o229, lo232, hi233);
       }
     }
   }
@@ -784,8 +743,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       const int64_t lo240 = o237 >= 0 ? 0 : -o237 < 64 ? -o237 : 64;
       const int64_t hi241 = A.d2_1 - o237 >= 64 ? 64 : A.d2_1 - o237 > lo240 ? A.d2_1 - o237 : lo240;
       for (int64_t i242 = 0; i242 < 1; ++i242) {
-        if ((o236 + i242) >= 0 && (o236 + i242) < A.d2_0)
-          for (int64_t i243 = lo240; i243 < hi241; ++i243) A.p2[(o236 + i242) * A.s2_0 + o237 + i243] = v225[(i242) * 64 + i243];
+        if ((o236 + i242) >= 0 && (o236 + i242) < A.d2_0) tsr::store_row<tsr::st_same>(A.p2 + (o236 + i242) * A.s2_0, v225 + (i242) * 64, o237, lo240, hi241);
       }
     }
   }

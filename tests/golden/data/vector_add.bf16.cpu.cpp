@@ -77,7 +77,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // partly outside: each row copies its columns inside [lo, hi) and pads the rest
       const int64_t lo10 = o8 >= 0 ? 0 : -o8 < 1024 ? -o8 : 1024;
       const int64_t hi11 = A.d0_0 - o8 >= 1024 ? 1024 : A.d0_0 - o8 > lo10 ? A.d0_0 - o8 : lo10;
-      tsr::load_row<tsr::ld_same>(v7_pad, A.p0, o8, lo10, hi11, 1024, tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0))));
+      tsr::load_row<tsr::ld_same>(v7_pad, A.p0, o8, lo10, hi11, 1024, tsr::f2bf(float(0x0p+0)));
     }
   }
   // %8 = cast %7 : tile<f32, [1024]>
@@ -93,7 +93,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // partly outside: each row copies its columns inside [lo, hi) and pads the rest
       const int64_t lo16 = o14 >= 0 ? 0 : -o14 < 1024 ? -o14 : 1024;
       const int64_t hi17 = A.d1_0 - o14 >= 1024 ? 1024 : A.d1_0 - o14 > lo16 ? A.d1_0 - o14 : lo16;
-      tsr::load_row<tsr::ld_same>(v13_pad, A.p1, o14, lo16, hi17, 1024, tsr::f2bf(tsr::bf2f(tsr::f2bf_d(0x0p+0))));
+      tsr::load_row<tsr::ld_same>(v13_pad, A.p1, o14, lo16, hi17, 1024, tsr::f2bf(float(0x0p+0)));
     }
   }
   // %10 = cast %9 : tile<f32, [1024]>

@@ -91,12 +91,12 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   {
     const int64_t o8 = int64_t(v6) * 1024;
     if (o8 >= 0 && o8 + 1024 <= A.d0_0) {
-      for (int64_t i9 = 0; i9 < 1024; ++i9) v7[0 + i9] = tsr::h2f(A.p0[o8 + i9]);
+      tsr::load_row<tsr::ld_f16>(v7, A.p0, o8, 0, 1024, 1024, float(0x0p+0));
     } else {
       // partly outside: each row copies its columns inside [lo, hi) and pads the rest
       const int64_t lo10 = o8 >= 0 ? 0 : -o8 < 1024 ? -o8 : 1024;
       const int64_t hi11 = A.d0_0 - o8 >= 1024 ? 1024 : A.d0_0 - o8 > lo10 ? A.d0_0 - o8 : lo10;
-      tsr::load_row<tsr::ld_f16>(v7, A.p0, o8, lo10, hi11, 1024, tsr::h2f(tsr::f2h(0x0p+0)));
+      tsr::load_row<tsr::ld_f16>(v7, A.p0, o8, lo10, hi11, 1024, float(0x0p+0));
     }
   }
   // %8 = cast %7 : tile<f32, [1024]>
@@ -106,12 +106,12 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   {
     const int64_t o14 = int64_t(v6) * 1024;
     if (o14 >= 0 && o14 + 1024 <= A.d1_0) {
-      for (int64_t i15 = 0; i15 < 1024; ++i15) v13[0 + i15] = tsr::h2f(A.p1[o14 + i15]);
+      tsr::load_row<tsr::ld_f16>(v13, A.p1, o14, 0, 1024, 1024, float(0x0p+0));
     } else {
       // partly outside: each row copies its columns inside [lo, hi) and pads the rest
       const int64_t lo16 = o14 >= 0 ? 0 : -o14 < 1024 ? -o14 : 1024;
       const int64_t hi17 = A.d1_0 - o14 >= 1024 ? 1024 : A.d1_0 - o14 > lo16 ? A.d1_0 - o14 : lo16;
-      tsr::load_row<tsr::ld_f16>(v13, A.p1, o14, lo16, hi17, 1024, tsr::h2f(tsr::f2h(0x0p+0)));
+      tsr::load_row<tsr::ld_f16>(v13, A.p1, o14, lo16, hi17, 1024, float(0x0p+0));
     }
   }
   // %10 = cast %9 : tile<f32, [1024]>
