@@ -73,9 +73,10 @@ Emitter::WgmmaPlan Emitter::plan_wgmma() const {
   int64_t BM = AS[0], BK = AS[1], BN = BS[1];
   if (BM % 64 || BM > 192) return no("BLOCK_M = " + std::to_string(BM) + " (wgmma needs 64, 128 or 192)");
   if (BN % 64 || BN > 256) return no("BLOCK_N = " + std::to_string(BN) + " (wgmma + TMA needs 64, 128, 192 or 256)");
-  // Registers: ptxas caps every thread at 65536 / threads (setmaxnreg moves registers between
-  // warpgroups at run time, not at compile time): one consumer warpgroup per 64 rows and the
-  // producer's, so 192 x 256 (512 threads, 128 registers) cannot hold its 128 accumulators.
+  // Registers: ptxas compiles the kernel within 65536 / threads a thread (its launch bound;
+  // setmaxnreg's larger share for the consumers, which plan_epilogue_overlap budgets, is granted
+  // at run time): one consumer warpgroup per 64 rows and the producer's, so 192 x 256 (512
+  // threads, 128 registers) cannot hold its 128 accumulators ("Insufficient registers").
   {
     const int64_t threads = (BM / 16 + 4) * 32, cap = std::min<int64_t>(255, 65536 / threads / 8 * 8);
     if (BN / 2 + 32 > cap)

@@ -94,12 +94,16 @@ class Rewriter {
     return k_.create_op(*before.parent, OpKind::Splat, {c}, {t}, {}, before.loc, 0, &before)->result();
   }
 
+  // The new ops go where the tanh was (y is defined before it, and the tanh before the sum): a
+  // tanh hoisted out of a loop whose sum stays in it keeps its sigmoid out of the loop too.
   void rewrite(Op& op, Value* y, double sign) {
-    Block& b = *op.parent;
+    Op& at = *(op.operand(0)->def->kind == OpKind::Tanh && op.operand(0)->def->operand(0) == y ? op.operand(0)->def
+                                                                                                : op.operand(1)->def);
+    Block& b = *at.parent;
     const Type t = op.result()->type;
-    Value* two_y = k_.create_op(b, OpKind::Mul, {constant(op, t, 2.0 * sign), y}, {t}, {}, op.loc, 0, &op)->result();
-    Value* sig = k_.create_op(b, OpKind::Sigmoid, {two_y}, {t}, {}, op.loc, 0, &op)->result();
-    Value* out = k_.create_op(b, OpKind::Mul, {constant(op, t, 2.0), sig}, {t}, {}, op.loc, 0, &op)->result();
+    Value* two_y = k_.create_op(b, OpKind::Mul, {constant(at, t, 2.0 * sign), y}, {t}, {}, at.loc, 0, &at)->result();
+    Value* sig = k_.create_op(b, OpKind::Sigmoid, {two_y}, {t}, {}, at.loc, 0, &at)->result();
+    Value* out = k_.create_op(b, OpKind::Mul, {constant(at, t, 2.0), sig}, {t}, {}, at.loc, 0, &at)->result();
     out->name = op.result()->name;
     op.result()->name.clear();
     replace_all_uses(k_, op.result(), out);

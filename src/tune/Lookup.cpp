@@ -93,11 +93,22 @@ std::optional<Config> lookup_tuned(const Kernel& unbound, const std::string& dty
     std::optional<Config> best = db.best(key);
     if (!best) continue;
     if (tuned_at && dist > 0) *tuned_at = shape;
+    // The key leaves the space out (kernel_identity_hash), so a row may name a value the
+    // kernel's constexpr no longer offers (a candidate taken away, or a one-value constexpr
+    // given another): such a config is not this space's, and that shape gives none.
     Config mine;
+    bool in_space = true;
     for (const auto& [n, v] : *best) {
       const KnobDecl* d = find_codegen_knob(n);
-      if (unbound.find_constexpr(n) || (d && knob_applies(d->knob, target))) mine[n] = v;
+      if (const ConstexprDecl* c = unbound.find_constexpr(n)) {
+        in_space = in_space && (c->candidates.empty() || std::find(c->candidates.begin(), c->candidates.end(), v) !=
+                                                             c->candidates.end());
+        mine[n] = v;
+      } else if (d && knob_applies(d->knob, target)) {
+        mine[n] = v;
+      }
     }
+    if (!in_space) continue;
     return mine;
   }
   return std::nullopt;

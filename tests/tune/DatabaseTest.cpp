@@ -241,6 +241,13 @@ TEST(Database, RunLooksTheBestConfigUpByTheKernelsKey) {
   EXPECT_FALSE(lookup_tuned(*k, "f32", "cpu", {{"M", 65}, {"N", 65}, {"K", 17}}, p));
   auto other = find_library_kernel("matmul")->build(ScalarKind::BF16);
   EXPECT_FALSE(lookup_tuned(*other, "f32", "cpu", sizes, p));  // another IR hash
+  // The same kernel with a smaller space (the key does not hold it): a row whose value is no
+  // longer a candidate is not taken; one whose values all are still is.
+  auto fewer = k->clone();
+  fewer->find_constexpr("BLOCK_M")->candidates = {64, 128};
+  EXPECT_FALSE(lookup_tuned(*fewer, "f32", "cpu", sizes, p));
+  fewer->find_constexpr("BLOCK_M")->candidates = {16, 32};
+  EXPECT_EQ(lookup_tuned(*fewer, "f32", "cpu", sizes, p), got);
 }
 
 }  // namespace
