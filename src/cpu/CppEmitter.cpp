@@ -210,6 +210,14 @@ class Emitter {
     }
     return n;
   }
+  // A result that is a new name for its operand's array (an exact cast, a reshape): it is read
+  // the way the operand is, so it takes the operand's uniform value and, for a bf16 row read in
+  // place, its tsr::bf16_row form (not a pointer: no tsr::store_row of it).
+  void alias(const Value* res, const Value* src) {
+    name_[res] = nm(src);
+    if (auto it = uniform_.find(src); it != uniform_.end()) uniform_[res] = it->second;
+    if (bf16_rows_.count(src)) bf16_rows_.insert(res);
+  }
   // An exp of a float tile of at least kVectorExpMin elements (f32, or a narrow float computing
   // as f32) is computed by tsr::exp_inplace over its own array: the loop writes the argument,
   // then the runtime's AVX-512 exp (vscalefps, a degree-6 polynomial) runs over it 16 lanes at
@@ -1159,8 +1167,7 @@ void Emitter::emit_cast(const Op& op) {
   // An exact cast within one compute type (bf16 -> f32: both float here) is a new name for
   // the operand's array; a copy would be one more pass over the row per use.
   if (is_alias_cast(op) && !can_defer(op) && !expr_.count(src)) {
-    name_[r] = nm(src);
-    if (auto it = uniform_.find(src); it != uniform_.end()) uniform_[r] = it->second;
+    alias(r, src);
     line("// (the same array as its operand: exact in the compute type)");
     return;
   }
@@ -1461,8 +1468,7 @@ void Emitter::emit_shape(const Op& op) {
       // Flat row-major storage is the same: the result names the operand's array.
       if (src->type.is_tile() && res->type.is_tile()) {
         if (numel(src) != numel(res)) fail(op, "element counts differ");
-        name_[res] = nm(src);
-        if (auto it = uniform_.find(src); it != uniform_.end()) uniform_[res] = it->second;
+        alias(res, src);
       } else if (res->type.is_tile()) {
         std::string n = declare(op, res);
         line(n + "[0] = " + nm(src) + ";");

@@ -87,6 +87,28 @@ TEST(CpuSpeedPaths, Bf16SoftmaxRaggedRows) {
   expect_same_as_interp(*k, {{"M", 2}, {"N", 128}}, 43);
 }
 
+// A bf16 row read in place and renamed by shape ops before a ragged store: the store reads it
+// as a tsr::bf16_row (element by element), not through tsr::store_row's pointer, which did not
+// compile (the reshape's name lost the row's form).
+TEST(CpuSpeedPaths, Bf16RowReshapedBeforeARaggedStore) {
+  auto m = parse_module(R"(kernel @rr(%x: view<bf16, [M, N]>, %y: view<bf16, [M, N]>) {
+  grid {
+    %m = dim %x {axis = 0} : i32
+    yield %m
+  }
+  %pid = program_id {axis = 0} : i32
+  %c0 = const {value = 0} : i32
+  %t = load_tile %x, %pid, %c0 {pad = 0.0} : tile<bf16, [1, 128]>
+  %e = expand_dims %t {axis = 0} : tile<bf16, [1, 1, 128]>
+  %r = reshape %e : tile<bf16, [1, 128]>
+  store_tile %y, %r, %pid, %c0
+}
+)", "t.tile");
+  auto k = bind_constexprs(*m->kernels.at(0), {});
+  EXPECT_NE(emit_cpp(*k).find("tsr::bf16_row v"), std::string::npos);
+  for (int64_t n : {100, 128}) expect_same_as_interp(*k, {{"M", 3}, {"N", n}}, 47 + n);
+}
+
 // f32 values stored as a narrow float through a cast that only the store reads: one rounding
 // (the store's), bit for bit the interpreter's on ties to even, just beside ties, NaN, inf,
 // overflow, -0 and subnormals.
