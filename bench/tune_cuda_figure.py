@@ -46,7 +46,7 @@ MS = [1, 16, 128, 1024, 4096]
 # fixed at their defaults (bf16 matmul on sm_90a has 4.9 million configs in all). The default
 # config (size_configs) is in it, and is what `tessera run` binds without a database.
 CUDA_KNOBS = ("num_warps=0,whole_tile_checks=0,mma_l2_prefetch=0,mma_spread_copies=0,mma_early_last_step=0,"
-              "epilogue_buffers=2,epilogue_overlap=1,tma_store_epilogue=1,tma_hint_a=0,tma_hint_b=0")
+              "epilogue_buffers=2,epilogue_overlap=1,tma_store_epilogue=1,tma_hint_a=0,tma_hint_b=0,ring_stages=0")
 EXH_DATA = "bench/data/tune_cuda_matmul_exhaustive_50_splitk.jsonl.xz"
 
 

@@ -446,6 +446,11 @@ int tune_shape(const TuneOptions& o, const KernelSource& src, const KernelOption
     }
     Measurement m;
     m.config = r.config;
+    // A row written before a codegen knob existed was measured with that knob's default (the
+    // knob's 0 / first value is what the emitter did before it): its config takes the default,
+    // so that --missing and the history see the same config a sweep would make now.
+    for (const auto& [n, v] : default_config)
+      if (!m.config.count(n) && tune::find_codegen_knob(n)) m.config[n] = v;
     m.status = r.status;
     m.ms = r.ms;
     h.measured.push_back(std::move(m));

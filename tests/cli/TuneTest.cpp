@@ -210,6 +210,31 @@ TEST(CliTune, ShapesInOneProcessExhaustiveAndHungConfigs) {
   EXPECT_EQ(swept_at_4000(db3), kept + 2);  // BLOCK = 256 and the default
   EXPECT_NE(tessera("tune vector_add --size N=4000 --missing").status, 0);  // needs --exhaustive
 
+  // Rows written before a codegen knob existed (here cpu_dot_nr, stripped from every row) were
+  // measured with its default: --missing counts them as the configs with the default, so only
+  // the config without a row (cpu_dot_mr = 8) and the default are measured.
+  const std::string mm_small = " matmul --dtype f32 --config BLOCK_M=16,BLOCK_N=16,BLOCK_K=16,cpu_dot_nr=0 --size M=33,N=33,K=33";
+  const std::string db4 = db + ".knob", db5 = db + ".oldrows";
+  std::filesystem::remove(db4), std::filesystem::remove(db5);
+  ASSERT_EQ(tessera("tune" + mm_small + " --db " + db4 + " --exhaustive --rounds 1 --json").status, 0);
+  std::string old_rows;
+  int swept = 0;
+  for (std::string l : lines(tessera("tune --db " + db4 + " --export -").out)) {
+    if (l.find("\"confirmed\": 0}") == std::string::npos || l.find("\"cpu_dot_mr\": 8") != std::string::npos) continue;
+    const size_t at = l.find(", \"cpu_dot_nr\": 0");
+    ASSERT_NE(at, std::string::npos) << l;
+    old_rows += l.erase(at, std::string(", \"cpu_dot_nr\": 0").size()) + "\n";
+    ++swept;
+  }
+  ASSERT_GE(swept, 2);
+  ASSERT_EQ(tessera("tune --db " + db5 + " --import " + write_temp("tune_old_rows.jsonl", old_rows)).status, 0);
+  Result again = tessera("tune" + mm_small + " --db " + db5 + " --exhaustive --missing --rounds 1 --json");
+  EXPECT_EQ(again.status, 0) << again.err;
+  int unconfirmed = 0;
+  for (const std::string& l : lines(tessera("tune --db " + db5 + " --export -").out))
+    unconfirmed += l.find("\"confirmed\": 0}") != std::string::npos;
+  EXPECT_EQ(unconfirmed, swept + 2) << again.err;  // cpu_dot_mr = 8 and the default
+
   // Bad input: one message; a shape that fails says so in its line and the others go on.
   auto fails = [](const std::string& args, const std::string& msg) {
     Result b = tessera(args);

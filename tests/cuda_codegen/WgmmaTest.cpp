@@ -183,6 +183,29 @@ TEST(CudaWgmma, EpilogueKnobs) {
   EXPECT_FALSE(nvrtc_compile(direct.source, CudaTarget::parse("sm_90a"), "direct.cu", direct.line_op).cubin.empty());
 }
 
+// Knob ring_stages: the TMA ring holds that many stages where shared memory has room (64 x 128
+// tiles: 4 from the loop's annotation, 8 asked; 128 x 256: 4 fit of 6 asked), and 9 is an error.
+TEST(CudaWgmma, RingStagesKnob) {
+  auto k = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 64}, {"BLOCK_N", 128}, {"BLOCK_K", 64}});
+  EXPECT_EQ(emit(*k).stats["pipeline-stages"], 4);
+  k->set_constexpr("ring_stages", 8);
+  CudaEmission eight = emit(*k);
+  EXPECT_EQ(eight.stats["pipeline-stages"], 8);
+  auto big = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}});
+  big->set_constexpr("ring_stages", 6);
+  EXPECT_EQ(emit(*big).stats["pipeline-stages"], 4);
+  k->set_constexpr("ring_stages", 9);
+  try {
+    emit(*k);
+    ADD_FAILURE() << "ring_stages = 9 was taken";
+  } catch (const TesseraError& e) {
+    EXPECT_NE(std::string(e.what()).find("knob ring_stages = 9: 0 (the loop's pipeline) or 2..8"), std::string::npos) << e.what();
+  }
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  EXPECT_FALSE(nvrtc_compile(eight.source, CudaTarget::parse("sm_90a"), "eight.cu", eight.line_op).cubin.empty());
+}
+
 // A knob value the emitter gives no meaning is an error, not quietly the default; so is
 // epilogue_buffers = 4 on a tile of fewer than four 64-column boxes, where a box would rewrite
 // a buffer that an earlier tile's store may still be reading.
