@@ -2,7 +2,7 @@
 # Does a deeper TMA ring help the decode shapes (issue 20)? One GPU call from the repo root after
 # `source .devdeps/setup.sh`: at the 11 shapes of the 50-shape figure where the tuned matmul was
 # under cuBLAS (session 25), `tessera tune --exhaustive` over BLOCK_N x ring_stages {0, 6, 8}
-# (BLOCK_M 64, BLOCK_K 64 and 128, never split (split_k 1), no cluster, the figure's other knobs) with
+# (BLOCK_M 64, BLOCK_K 64 and 128, split_k 0 (the runtime's rule), no cluster, the figure's other knobs) with
 # the figure's timing (do_bench, rep 5, 8 finalists in 3 rounds), then cuBLAS through torch at the
 # same shapes as the figure times it. Prints, per shape, the best time at each ring depth and
 # cuBLAS's. Rows to $OUT/ring_stages.jsonl when $OUT is set.
@@ -20,7 +20,7 @@ SHAPES=(M=1,N=4608,K=3584 M=1,N=3584,K=3584 M=1,N=1536,K=7168 M=1,N=7168,K=2048 
         M=128,N=1536,K=7168)
 for s in "${SHAPES[@]}"; do
   for bk in 64 128; do
-    for sk in 1; do
+    for sk in 0; do
       [ $(( $(date +%s) - S0 )) -gt "${UNTIL:-330}" ] && break 3
       timeout 100 "$T" tune matmul --dtype bf16 -b cuda --config "$KN,BLOCK_K=$bk,split_k=$sk" --size "$s" --exhaustive \
         --rounds 3 --finalists 8 --rep 5 --timeout 20 --db "$W/rs.db" --json > /dev/null 2>> "$W/tune.err" ||
