@@ -1383,6 +1383,24 @@ const Op* first_layout_op(const Block& b) {
   return nullptr;
 }
 
+// The codegen knobs that only the planning emitter (or the runtime, for its compilations)
+// reads, with the value that asks for nothing: the GPU lowering has no pass that takes them
+// yet, so a kernel the layout emitter prints says which of them it was given and ignored,
+// rather than running as if they had been taken.
+std::vector<std::string> planning_only_knob_notes(const Kernel& k) {
+  static const std::pair<const char*, int64_t> kKnobs[] = {
+      {kSplitKKnob, 0},          {"stream_k", 0},          {"cluster_m", 1},         {"ring_stages", 0},
+      {"epilogue_buffers", 2},   {"epilogue_overlap", 1},  {"tma_store_epilogue", 1}, {"tma_hint_a", 0},
+      {"tma_hint_b", 0},         {"mma_l2_prefetch", 0},   {"mma_spread_copies", 0}, {"mma_early_last_step", 0},
+      {"whole_tile_checks", 0},  {"prefetch_programs", 2}, {"prefetch_invariant", 1}};
+  std::vector<std::string> notes;
+  for (const auto& [name, off] : kKnobs)
+    if (const ConstexprDecl* d = k.find_constexpr(name); d && d->value != off)
+      notes.push_back("knob " + std::string(name) + " = " + std::to_string(d->value) +
+                      " is read by the planning emitter only: the layout emitter ignores it");
+  return notes;
+}
+
 }  // namespace
 
 CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& target) {
@@ -1464,6 +1482,7 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
           for (const std::string& n : no_producer) out.notes.push_back(n + " (warp_specialize = 0)");
         }
         out.notes.push_back("printed from the GPU lowering's layouts (the layout emitter)");
+        for (std::string& n : planning_only_knob_notes(bound_kernel)) out.notes.push_back(std::move(n));
         if (!wgmma_note.empty()) out.notes.push_back(wgmma_note);
         out.lowered = std::move(lowered);
         return out;

@@ -152,6 +152,28 @@ TEST(LayoutEmitter, PrintsEveryLibraryKernelButTheKnownGaps) {
       }
 }
 
+// Knobs the GPU lowering has no pass for yet (split-K, clusters, the ring's depth, ...) are not
+// silently dropped: the layout emitter's kernel says which it was given; defaults say nothing.
+TEST(LayoutEmitter, NamesThePlanningEmittersKnobsItIgnores) {
+  const LibraryKernel* lk = find_library_kernel("matmul");
+  ASSERT_NE(lk, nullptr);
+  auto notes_with = [&](const std::map<std::string, int64_t>& knobs) {
+    auto k = lk->build(ScalarKind::BF16);
+    for (const auto& [n, v] : knobs) k->set_constexpr(n, v);
+    bool printed = false;
+    CudaEmission em = by_layouts(*bind_constexprs(*k, library_config(*lk, ScalarKind::BF16, "cuda:sm_90a")), "sm_90a", &printed);
+    EXPECT_TRUE(printed);
+    std::string all;
+    for (const std::string& n : em.notes) all += n + "\n";
+    return all;
+  };
+  const std::string given = notes_with({{"split_k", 3}, {"cluster_m", 2}, {"epilogue_overlap", 1}});
+  EXPECT_NE(given.find("knob split_k = 3 is read by the planning emitter only: the layout emitter ignores it"), std::string::npos) << given;
+  EXPECT_NE(given.find("knob cluster_m = 2 is read by the planning emitter only"), std::string::npos) << given;
+  EXPECT_EQ(given.find("epilogue_overlap"), std::string::npos) << given;  // its default asks for nothing
+  EXPECT_EQ(notes_with({}).find("knob "), std::string::npos);
+}
+
 // NVRTC (and ptxas) compile what the layout emitter prints for the kernels it learned to print
 // last, for sm_80 and sm_90a: the corpus's FMA dots (f32 and small dots), argmax, gathers,
 // atomics and insert_tile; the library's sort, and its 16-bit matmul on sm_80 (the ring cut to
