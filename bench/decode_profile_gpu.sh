@@ -8,7 +8,8 @@
 #  2. tessera bench at those configs (median ms), for the same kernels timed without ncu.
 #  3. cuBLAS(Lt) at 4096^3 bf16: plain, bias only, fused bias + tanh-GELU, unfused; beside the
 #     library matmul and matmul + bias + GELU (layout emitter, 128 x 256) timed in the same call.
-# PARTS (default "1a 1b 2 3") picks the parts; WARPSTATE=1 adds ncu's warp-state section to 1a.
+# PARTS (default "1a 1b 2 3") picks the parts; WARPSTATE=1 adds ncu's warp-state and scheduler
+# sections to the ncu parts (1a and 1b).
 set -uo pipefail
 PARTS=" ${PARTS:-1a 1b 2 3} "
 part() { [[ "$PARTS" == *" $1 "* ]]; }

@@ -3,14 +3,15 @@
 # `source .devdeps/setup.sh`: at the 11 shapes of the 50-shape figure where the tuned matmul was
 # under cuBLAS (session 25), `tessera tune --exhaustive` over BLOCK_N x ring_stages {0, 6, 8}
 # (BLOCK_M 64, BLOCK_K 64 and 128, split_k 0 (the runtime's rule), no cluster, the figure's other knobs) with
-# the figure's timing (do_bench, rep 5, 8 finalists in 3 rounds), then cuBLAS through torch at the
+# the figure's timing (do_bench, rep 5, 8 finalists in 3 rounds; at the shapes the runtime
+# splits, the split compilation's ring is 8 stages whatever the knob), then cuBLAS through torch at the
 # same shapes as the figure times it. Prints, per shape, the best time at each ring depth and
 # cuBLAS's. Rows to $OUT/ring_stages.jsonl when $OUT is set.
 set -uo pipefail
 B=${BUILD:-build-gpu}
 S0=$(date +%s)
-cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null 2>&1 &&
-  timeout 300 cmake --build "$B" -j16 --target tessera 2>&1 | tail -1
+cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release > /tmp/ring_cmake.log 2>&1 || { tail -20 /tmp/ring_cmake.log; exit 1; }
+timeout 300 cmake --build "$B" -j16 --target tessera 2>&1 | tail -1
 T="$B/bin/tessera"
 W=$(mktemp -d)
 KN="num_warps=0,whole_tile_checks=0,mma_l2_prefetch=0,mma_spread_copies=0,mma_early_last_step=0,epilogue_buffers=2"
@@ -48,7 +49,7 @@ for s in sys.argv[2:]:
     cb = do_bench(lambda: x @ w, warmup=10, rep=40, return_mode="median")
     best = {}
     for r in rows:
-        # The confirmed rows (the finalists' rounds) where there are any, else the sweep's.
+        # The least over every row of the config (sweep rows and finalists' rounds alike).
         if r["shape"] != key or r["status"] != "ok": continue
         c = r["config"]; rs = c.get("ring_stages", 0)
         tag = f'{c["BLOCK_N"]}x{c["BLOCK_K"]} sk{c["split_k"]}'

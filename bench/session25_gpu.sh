@@ -4,8 +4,8 @@
 #  2. matmul + bias + GELU in bf16 at 4096^3 (layout emitter, 128 x 256) with and without the
 #     tanh-sums-to-sigmoid pass, alternated over three rounds, beside the library matmul and
 #     cuBLASLt's fused bias + GELU (bench/torch_decode_gelu.py gelu) in the same call, after a
-#     --check at ragged sizes with the pass;
-#  3. PART3=1: bench/decode_profile_gpu.sh's ncu pass over our decode kernels (reports to $OUT).
+#     --check at ragged sizes with the pass.
+# (Section 1 stops after 200 s: `WgmmaGpu.*` takes longer, so name fewer tests to see a verdict.)
 set -uo pipefail
 B=${BUILD:-build-gpu}
 S=$(date +%s)

@@ -11,7 +11,9 @@ cluster_m, min_blocks, split_k, stream_k), each shape
     configs already there are not measured again (`--exhaustive --missing` measures those the
     data lacks: shapes not swept yet, configs a grown space added), so a figure that runs out of
     time in one call is finished by a second one after that file is committed;
-  - cuBLAS through torch.matmul, timed by triton's do_bench (as the tuner times), in the same call.
+  - cuBLAS through torch.matmul, timed by triton's do_bench (as the tuner times), in the same call;
+  - the tuned config and the exhaustive data's fastest timed again side by side (`tune --compare`),
+    so that "within 2%" also compares two figures of one call.
 
 Each phase ends at its deadline (seconds from the start of the device call, which the shell
 script passes): the tunes first (the figure's main part), then cuBLAS, then the exhaustive
@@ -139,8 +141,16 @@ print(f"cuBLAS: {len(res)} shapes")
         return {}
 
 
+# Codegen knobs added after the kept data began, per target, with the value its rows were
+# measured at (the knob's table default, as `tessera tune` completes such rows): a row of that
+# target without one is that config.
+NEW_KNOBS = {"cuda:sm_90a": {"ring_stages": 0}}
+
+
 def read_exhaustive(paths):
-    """{shape key: {config json: least ms}} over the "ok" rows of exported databases."""
+    """{shape key: {config json: least ms}} over the "ok" rows of exported databases (configs
+    completed with their target's NEW_KNOBS, so that a tuned config names the same key as the
+    old rows)."""
     best = {}
     for path in paths:
         if not os.path.exists(path):
@@ -151,13 +161,63 @@ def read_exhaustive(paths):
                 r = json.loads(line)
                 if r["status"] != "ok":
                     continue
-                c = json.dumps(r["config"], sort_keys=True)
+                c = json.dumps({**NEW_KNOBS.get(r.get("target"), {}), **r["config"]}, sort_keys=True)
                 t = best.setdefault(r["shape"], {})
                 t[c] = min(t.get(c, 1e30), r["ms"])
     return best
 
 
-def table(shapes, tuned, exh, cb, cfg_keys):
+def exhaustive_best(exh, s):
+    """The exhaustive data's fastest config at shape s (a dict) and its least time, or (None, None)."""
+    e = exh.get(shape_key(s), {})
+    if not e:
+        return None, None
+    c = min(e, key=e.get)
+    return json.loads(c), e[c]
+
+
+def side_by_side(args, base, shapes, tuned, exh, deadline, start, timing):
+    """The tuned config and the exhaustive data's fastest, timed again side by side at each shape
+    in one `tessera tune --compare` process (the same call, alternating rounds): the data's times
+    come from sweeps of other calls and its least is over however many rows a config has (the
+    finalists' several rounds, the others' one), so "within 2%" from them alone compares unlike
+    figures. Returns {shape: tuned ms / exhaustive best ms} (1.0 where they are one config)."""
+    out = {}
+    for s in shapes:
+        t = (tuned.get(s) or {}).get("best")
+        best, _ = exhaustive_best(exh, s)
+        if not t or not best:
+            continue
+        if json.dumps(t["config"], sort_keys=True) == json.dumps(best, sort_keys=True):
+            out[s] = 1.0
+            continue
+        left = deadline - (time.time() - start)
+        if left < 5:
+            log(start, f"side by side: deadline, {len(shapes) - len(out)} shapes not compared")
+            break
+        path = os.path.join(args.work, "compare.txt")
+        with open(path, "w") as f:
+            for c in (t["config"], best):
+                f.write(",".join(f"{k}={v}" for k, v in sorted(c.items())) + "\n")
+        cmd = base + ["--size", s, "--compare", path, "--db", os.path.join(args.work, "compare.db"), "--json"] + timing
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=left)
+        except subprocess.TimeoutExpired:
+            log(start, "side by side: deadline reached inside a run")
+            break
+        with open(os.path.join(args.work, "compare.jsonl"), "a") as f:
+            f.write(p.stdout)
+        try:
+            r = json.loads(p.stdout.strip().splitlines()[-1])["compare"]
+        except (ValueError, IndexError, KeyError):
+            log(start, f"side by side {s}: {(p.stderr.strip().splitlines() or ['no output'])[-1][:200]}")
+            continue
+        if r[0]["status"] == "ok" and r[1]["status"] == "ok" and r[1]["ms"] > 0:
+            out[s] = r[0]["ms"] / r[1]["ms"]
+    return out
+
+
+def table(shapes, tuned, exh, cb, cfg_keys, sbs=None):
     def cfg(c):
         return ",".join(f"{k}={v}" for k, v in sorted(c.items()) if k.startswith("BLOCK") or k in cfg_keys)
 
@@ -165,8 +225,9 @@ def table(shapes, tuned, exh, cb, cfg_keys):
         return f"{x:.4g}" if x else "-"
 
     lines = ["| shape | measured of pruned | tuning s | tuned ms | tuned config | default ms | tuned/default "
-             "| exh. best ms | tuned cfg in exh. ms | tuned vs exh. best | cuBLAS ms | cuBLAS/tuned |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| exh. best ms | tuned cfg in exh. ms | tuned vs exh. best | same call | cuBLAS ms | cuBLAS/tuned |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    sbs = sbs or {}
     speed, vs_cublas, within, fractions, secs = [], [], [], [], []
     for s in shapes:
         t = tuned.get(s)
@@ -175,7 +236,7 @@ def table(shapes, tuned, exh, cb, cfg_keys):
         c = cb.get(s)
         if not t or not t.get("best"):
             why = (t or {}).get("error", "not tuned")
-            lines.append(f"| {s} | {why[:60]} | | | | | | {fmt(eb)} | | | {fmt(c)} | |")
+            lines.append(f"| {s} | {why[:60]} | | | | | | {fmt(eb)} | | | | {fmt(c)} | |")
             continue
         b = t["best"]["ms"]
         d = t["default"]["ms"] if t["default"]["status"] == "ok" else None
@@ -194,7 +255,8 @@ def table(shapes, tuned, exh, cb, cfg_keys):
             vs_cublas.append(r)
         lines.append(f"| {s} | {t['measured']} of {t['pruned']} ({100 * frac:.1f}%) | {t['seconds']:.3g} | {b:.4g} | "
                      f"{cfg(t['best']['config'])} | {fmt(d)} | {su and f'{su:.2f}x' or '-'} | {fmt(eb)} | {fmt(mine)} | "
-                     f"{'-' if w is None else f'{100 * w:+.1f}%'} | {fmt(c)} | {r and f'{r:.2f}x' or '-'} |")
+                     f"{'-' if w is None else f'{100 * w:+.1f}%'} | "
+                     f"{f'{100 * (sbs[s] - 1):+.1f}%' if s in sbs else '-'} | {fmt(c)} | {r and f'{r:.2f}x' or '-'} |")
 
     def geo(v):
         return math.exp(sum(map(math.log, v)) / len(v)) if v else float("nan")
@@ -205,6 +267,9 @@ def table(shapes, tuned, exh, cb, cfg_keys):
                  f"pruned space, {sum(secs):.0f} s of tuning ({max(secs, default=0):.1f} s at most per shape)")
     lines.append(f"within 2% of the exhaustive best: {sum(w <= 0.02 for w in within)} of {len(within)} shapes with "
                  f"exhaustive data (worst {100 * max(within, default=float('nan')):+.1f}%)")
+    same = [v - 1 for v in sbs.values()]
+    lines.append(f"within 2% of the exhaustive best, the two timed side by side in this call: "
+                 f"{sum(w <= 0.02 for w in same)} of {len(same)} shapes (worst {100 * max(same, default=float('nan')):+.1f}%)")
     lines.append(f"tuned over default: geomean {geo(speed):.3f}x (min {min(speed, default=float('nan')):.2f}x)")
     lines.append(f"tuned over cuBLAS (cuBLAS ms / tuned ms): geomean {geo(vs_cublas):.3f}x, "
                  f"{sum(r >= 1.0 for r in vs_cublas)} of {len(vs_cublas)} at >= 1.0x, "
@@ -225,6 +290,7 @@ def main():
     total = float(env.get("TOTAL", 530))           # the whole call, build included
     tune_until = float(env.get("TUNE_UNTIL", total - 150))
     cublas_until = float(env.get("CUBLAS_UNTIL", tune_until + 45))
+    cmp_s = float(env.get("CMP_S", 45))  # the side-by-side step's share of the end of the call
     os.makedirs(args.work, exist_ok=True)
     for f in os.listdir(args.work):
         if f.endswith((".json", ".jsonl", ".db", ".log", ".txt")):
@@ -237,6 +303,7 @@ def main():
         exh_data = env.get("EXH_DATA", os.path.join(args.work, "none.jsonl.xz"))  # never the repo's
         timing = ["--rounds", "2", "--timeout", "120"]
         exh_timing = ["--rounds", "2", "--finalists", "3", "--timeout", "120"]
+        cmp_timing = ["--rounds", "3", "--timeout", "120"]
     else:
         shapes = [f"M={m},N={n},K={k}" for m in MS for n, k in NK]
         base = [args.tessera, "tune", "matmul", "--dtype", "bf16", "-b", "cuda", "--config", env.get("KNOBS", CUDA_KNOBS)]
@@ -245,6 +312,7 @@ def main():
         # take more rounds.
         timing = ["--rounds", "2", "--rep", env.get("REP", "10"), "--timeout", "20"]
         exh_timing = ["--rounds", "3", "--finalists", "8", "--rep", env.get("EXH_REP", "5"), "--timeout", "20"]
+        cmp_timing = ["--rounds", "5", "--rep", env.get("REP", "10"), "--timeout", "20"]
     if env.get("NSHAPES"):
         shapes = shapes[:int(env["NSHAPES"])]
     with open(os.path.join(args.work, "shapes.txt"), "w") as f:
@@ -337,7 +405,7 @@ def main():
             return 1
     if missing:
         run_shapes(args, base + ["--db", exh_db, "--exhaustive", "--missing"] + exh_timing, missing, [],
-                   os.path.join(args.work, "exhaustive_runs.jsonl"), total - 10, start, "exhaustive")
+                   os.path.join(args.work, "exhaustive_runs.jsonl"), total - 10 - cmp_s, start, "exhaustive")
     # Every row (the kept ones and the new; a shape cut at the deadline keeps what it measured,
     # and the next call measures the rest), for `git add` (the file is small). The table's
     # exhaustive best is over those rows: at a shape whose sweep was cut, over what it holds.
@@ -347,7 +415,11 @@ def main():
         out.write(p.stdout)
     exh = read_exhaustive([merged])
 
-    text = table(shapes, tuned, exh, cb, ("cluster_m", "min_blocks", "split_k", "stream_k"))
+    # 4. The tuned config against the exhaustive best, side by side in this call.
+    log(start, f"side by side: the tuned config and the exhaustive best at each shape (until {total - 5:.0f} s)")
+    sbs = side_by_side(args, base, shapes, tuned, exh, total - 5, start, cmp_timing)
+
+    text = table(shapes, tuned, exh, cb, ("cluster_m", "min_blocks", "split_k", "stream_k"), sbs)
     print(text, end="")
     with open(os.path.join(args.work, "table.md"), "w") as f:
         f.write(text)

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <set>
@@ -206,6 +207,22 @@ void reference_on_rows(const LibraryKernel& lib, const Kernel& bound, const Size
 }
 
 // The tune's result: a JSON line (--json) or a table; 1 when no config passed.
+// A measurement as the --json lines print it: config, status, ms, noise.
+std::string measurement_json(const Measurement* m) {
+  if (!m) return "null";
+  std::string cfg;
+  for (const auto& [nme, v] : m->config) cfg += (cfg.empty() ? "" : ", ") + json_str(nme) + ": " + std::to_string(v);
+  return "{\"config\": {" + cfg + "}, \"status\": " + json_str(m->status) + ", \"ms\": " + ms_str(m->ms) +
+         ", \"noise\": " + ms_str(m->noise) + "}";
+}
+
+// The kernel's symbolic dims and their sizes, as a JSON object.
+std::string sizes_json(const Kernel& k, const Sizes& sizes) {
+  std::string sz;
+  for (const auto& d : symbolic_dims(k)) sz += (sz.empty() ? "" : ", ") + json_str(d) + ": " + std::to_string(sizes.at(d));
+  return "{" + sz + "}";
+}
+
 int report(const TuneOptions& o, const Kernel& k, const Sizes& sizes, const std::string& dtype, const tune::Space& space,
            int64_t n, const tune::SearchResult& res, const Measurement& def, const std::optional<Measurement>& best_m,
            double seconds, const std::string& db_path, const tune::MeasureStats& st, double inputs_s, double setup_s,
@@ -216,15 +233,7 @@ int report(const TuneOptions& o, const Kernel& k, const Sizes& sizes, const std:
   const Measurement* best = best_m ? &*best_m : nullptr;
   const double speedup = best && def.ok() && best->ms > 0 ? def.ms / best->ms : 0;
   if (o.json) {
-    auto meas = [](const Measurement* m) -> std::string {
-      if (!m) return "null";
-      std::string cfg;
-      for (const auto& [nme, v] : m->config) cfg += (cfg.empty() ? "" : ", ") + json_str(nme) + ": " + std::to_string(v);
-      return "{\"config\": {" + cfg + "}, \"status\": " + json_str(m->status) + ", \"ms\": " + ms_str(m->ms) +
-             ", \"noise\": " + ms_str(m->noise) + "}";
-    };
-    std::string sz, fails;
-    for (const auto& d : symbolic_dims(k)) sz += (sz.empty() ? "" : ", ") + json_str(d) + ": " + std::to_string(sizes.at(d));
+    std::string fails;
     for (const auto& [s, c] : failures) fails += (fails.empty() ? "" : ", ") + json_str(s) + ": " + std::to_string(c);
     // Where the time went: the problem's inputs and reference, then the measurer's phases.
     std::string phases = "{\"inputs_s\": " + ms_str(inputs_s) + ", \"reference_s\": " + ms_str(setup_s - inputs_s) +
@@ -233,10 +242,10 @@ int report(const TuneOptions& o, const Kernel& k, const Sizes& sizes, const std:
                          ", \"forks\": " + std::to_string(st.forks) + ", \"checked\": " + std::to_string(st.checked) +
                          ", \"timed\": " + std::to_string(st.timed) + ", \"total_s\": " + ms_str(total_s) + "}";
     std::cout << "{\"kernel\": " << json_str(k.name) << ", \"backend\": " << json_str(o.backend)
-              << ", \"dtype\": " << json_str(dtype) << ", \"sizes\": {" << sz << "}"
+              << ", \"dtype\": " << json_str(dtype) << ", \"sizes\": " << sizes_json(k, sizes)
               << ", \"space\": " << space.size() << ", \"pruned\": " << n << ", \"measured\": " << res.measured.size()
               << ", \"ranker\": " << json_str(res.ranker) << ", \"seconds\": " << ms_str(seconds)
-              << ", \"best\": " << meas(best) << ", \"default\": " << meas(&def)
+              << ", \"best\": " << measurement_json(best) << ", \"default\": " << measurement_json(&def)
               << ", \"speedup\": " << ms_str(speedup) << ", \"failures\": {" << fails << "}"
               << ", \"phases\": " << phases << ", \"database\": " << json_str(db_path) << "}\n";
   } else {
@@ -271,6 +280,75 @@ int report(const TuneOptions& o, const Kernel& k, const Sizes& sizes, const std:
 }
 
 // One shape: `ko` is the command's kernel options with this shape's --size.
+// One more round of a config: a failure puts it out (its row says why), a pass adds its times
+// (the config's figure the least of its rounds, its noise their spread).
+void add_round(Measurement& m, const Measurement& again) {
+  if (!again.ok()) {
+    m = again;
+    return;
+  }
+  m.round_ms.insert(m.round_ms.end(), again.round_ms.begin(), again.round_ms.end());
+  auto [lo, hi] = std::minmax_element(m.round_ms.begin(), m.round_ms.end());
+  m.ms = *lo;
+  m.noise = *lo > 0 ? (*hi - *lo) / *lo : 0;
+}
+
+// --compare FILE: its configs, each completed with the default's values for the knobs it does
+// not name; a name that is not a knob of the space, or a config the pruning removed, is an error
+// naming the line.
+std::vector<Config> compare_list(const std::string& path, const Config& defaults, const tune::Pruned& pruned) {
+  std::ifstream in(path);
+  if (!in) throw TesseraError("--compare: cannot open '" + path + "'");
+  std::vector<Config> out;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (const size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    const size_t b = line.find_first_not_of(" \t\r");
+    if (b == std::string::npos) continue;
+    line = line.substr(b, line.find_last_not_of(" \t\r") + 1 - b);
+    const std::string where = path + ":" + std::to_string(n);
+    Config c = defaults;
+    for (const auto& [name, v] : tune::parse_config_str(line, "--compare " + where)) {
+      if (!defaults.count(name)) throw TesseraError("--compare " + where + ": '" + name + "' is not a knob of this kernel's space");
+      c[name] = v;
+    }
+    if (std::find(pruned.configs.begin(), pruned.configs.end(), c) == pruned.configs.end() && c != defaults)
+      throw TesseraError("--compare " + where + ": not a config of the pruned space (`tessera tune --space` says why)");
+    out.push_back(std::move(c));
+  }
+  if (out.empty()) throw TesseraError("--compare " + path + ": no config in it");
+  return out;
+}
+
+// The configs side by side: --rounds calls of the measurer over all of them, the order reversed
+// each round (so that none always runs first after the others warmed the device), each config's
+// figure the least of its rounds, as --exhaustive's finalists.
+int compare_configs(const TuneOptions& o, const Kernel& k, const Sizes& sizes, const std::vector<Config>& configs,
+                    tune::Measurer& measurer, const std::function<void(const std::vector<Measurement>&)>& store) {
+  std::vector<Measurement> res(configs.size());
+  std::vector<size_t> order(configs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i, res[i].config = configs[i], res[i].status = "ok";
+  for (int r = 0; r < o.rounds; ++r) {
+    std::vector<Config> batch;
+    for (size_t i : order) batch.push_back(configs[i]);
+    std::vector<Measurement> got = measurer.measure(batch);
+    store(got);
+    for (size_t j = 0; j < got.size(); ++j)
+      if (res[order[j]].ok()) add_round(res[order[j]], got[j]);
+    std::reverse(order.begin(), order.end());
+  }
+  if (o.json) {
+    std::cout << "{\"kernel\": " << json_str(k.name) << ", \"backend\": " << json_str(o.backend)
+              << ", \"sizes\": " << sizes_json(k, sizes) << ", \"compare\": [";
+    for (size_t i = 0; i < res.size(); ++i) std::cout << (i ? ", " : "") << measurement_json(&res[i]);
+    std::cout << "]}\n";
+  } else {
+    for (const Measurement& m : res)
+      std::cout << tune::config_str(m.config) << ": " << (m.ok() ? ms_str(m.ms) + " ms" : m.status) << "\n";
+  }
+  return 0;
+}
+
 int tune_shape(const TuneOptions& o, const KernelSource& src, const KernelOptions& ko_in) {
   const auto t_start = std::chrono::steady_clock::now();
   // --config may also fix a codegen knob the kernel does not declare (cluster_m=1): the
@@ -337,6 +415,17 @@ int tune_shape(const TuneOptions& o, const KernelSource& src, const KernelOption
   }
   const Config default_config = space.defaults();
   if (o.compile_only) return compile_only(k, target, sizes, pruned, space, o);
+  // A row written before one of the space's codegen knobs existed was measured as the knob's
+  // table default makes the emitter run (its "nothing asked" value: ring_stages 0 is the
+  // loop's annotation, what the emitter did before the knob): its config gets that value (not
+  // --config's, which may ask for something else), so that the earlier failures, --missing and
+  // the history see the config a sweep would make now.
+  auto complete = [&](Config c) {
+    for (const auto& [n, v] : default_config)
+      if (!c.count(n))
+        if (const tune::KnobDecl* d = tune::find_codegen_knob(n)) c[n] = d->knob.default_value;
+    return c;
+  };
 
   const std::string db_path = o.db.empty() ? tune::default_database_path() : o.db;
   tune::Database db(db_path, true);
@@ -346,7 +435,7 @@ int tune_shape(const TuneOptions& o, const KernelSource& src, const KernelOption
   {
     std::set<std::string> failed;
     for (const tune::Record& r : db.select(key, true))
-      if (r.status == "timeout" || r.status == "run-error") failed.insert(tune::config_str(r.config));
+      if (r.status == "timeout" || r.status == "run-error") failed.insert(tune::config_str(complete(r.config)));
     if (failed.count(tune::config_str(default_config)))
       throw TesseraError("kernel '" + k.name + "' at " + sizes_str(k, sizes) + ": its default config timed out or "
                          "failed to run here before (tuning database " + db_path + ")");
@@ -435,6 +524,10 @@ int tune_shape(const TuneOptions& o, const KernelSource& src, const KernelOption
   else if (o.backend == "cuda") mo.round_ms = 10;
   mo.on_hang = [&](const Measurement& m) { store({m}, false); };
   auto measurer = o.backend == "cuda" ? tune::make_cuda_measurer(prob, mo) : tune::make_cpu_measurer(prob, mo);
+  if (!o.compare_file.empty()) {
+    return compare_configs(o, k, sizes, compare_list(o.compare_file, default_config, pruned), *measurer,
+                           [&](const std::vector<Measurement>& rows) { store(rows, true); });
+  }
 
   // The history: this kernel's rows at every shape on this machine and compiler.
   std::map<std::string, tune::History> by_shape;
@@ -445,12 +538,7 @@ int tune_shape(const TuneOptions& o, const KernelSource& src, const KernelOption
         h.sizes[d] = v;
     }
     Measurement m;
-    m.config = r.config;
-    // A row written before a codegen knob existed was measured with that knob's default (the
-    // knob's 0 / first value is what the emitter did before it): its config takes the default,
-    // so that --missing and the history see the same config a sweep would make now.
-    for (const auto& [n, v] : default_config)
-      if (!m.config.count(n) && tune::find_codegen_knob(n)) m.config[n] = v;
+    m.config = complete(r.config);
     m.status = r.status;
     m.ms = r.ms;
     h.measured.push_back(std::move(m));
@@ -526,17 +614,7 @@ int tune_shape(const TuneOptions& o, const KernelSource& src, const KernelOption
       for (size_t i : order) fin.push_back(res.measured[i].config);
       std::vector<Measurement> again = measurer->measure(fin);
       store(again, true);
-      for (size_t j = 0; j < again.size(); ++j) {
-        Measurement& m = res.measured[order[j]];
-        if (!again[j].ok()) {
-          m = again[j];  // failed on a later run: it is out
-          continue;
-        }
-        m.round_ms.insert(m.round_ms.end(), again[j].round_ms.begin(), again[j].round_ms.end());
-        auto [lo, hi] = std::minmax_element(m.round_ms.begin(), m.round_ms.end());
-        m.ms = *lo;
-        m.noise = *lo > 0 ? (*hi - *lo) / *lo : 0;
-      }
+      for (size_t j = 0; j < again.size(); ++j) add_round(res.measured[order[j]], again[j]);
       std::reverse(order.begin(), order.end());
     }
     def = res.measured.front();

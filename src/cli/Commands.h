@@ -68,6 +68,7 @@ struct TuneOptions {
   bool exhaustive = false;  // --exhaustive: measure the whole pruned space, no search
   int finalists = 8;        // --exhaustive: re-timed in --rounds rounds
   bool missing = false;     // --exhaustive --missing: only configs without a row at the shape in --db
+  std::string compare_file;  // --compare: only these configs, side by side in --rounds rounds
   std::string export_file, import_file;  // JSON Lines
 };
 

@@ -179,6 +179,14 @@ int main(int argc, char** argv) {
       ->needs(exh_opt);
   exh_opt->excludes(budget_opt);
   exh_opt->excludes(time_opt);
+  auto* cmp_opt = tune_cmd->add_option("--compare", tune.compare_file,
+                                       "FILE: configs of the pruned space, one NAME=VALUE,... per line (# comments; "
+                                       "knobs not named keep the default's values), measured side by side in --rounds "
+                                       "rounds in alternating order, nothing else; rows stored confirmed (a figure that "
+                                       "compares two configs from one call, not from rows of different calls)");
+  cmp_opt->excludes(exh_opt);
+  cmp_opt->excludes(budget_opt);
+  cmp_opt->excludes(time_opt);
   tune_cmd->add_option("--export", tune.export_file, "write the database as JSON Lines to FILE (- for stdout)");
   tune_cmd->add_option("--import", tune.import_file, "add the JSON Lines rows of FILE to the database");
   budget_opt->excludes(time_opt);

@@ -1388,14 +1388,19 @@ const Op* first_layout_op(const Block& b) {
 // yet, so a kernel the layout emitter prints says which of them it was given and ignored,
 // rather than running as if they had been taken.
 std::vector<std::string> planning_only_knob_notes(const Kernel& k) {
-  static const std::pair<const char*, int64_t> kKnobs[] = {
-      {kSplitKKnob, 0},          {"stream_k", 0},          {"cluster_m", 1},         {"ring_stages", 0},
-      {"epilogue_buffers", 2},   {"epilogue_overlap", 1},  {"tma_store_epilogue", 1}, {"tma_hint_a", 0},
-      {"tma_hint_b", 0},         {"mma_l2_prefetch", 0},   {"mma_spread_copies", 0}, {"mma_early_last_step", 0},
-      {"whole_tile_checks", 0},  {"prefetch_programs", 2}, {"prefetch_invariant", 1}};
+  // Each knob with the values that ask for nothing the layout emitter does not do anyway
+  // (split_k 1: never split; prefetch_programs 0: off, 2: the backend's choice).
+  static const std::pair<const char*, std::vector<int64_t>> kKnobs[] = {
+      {kSplitKKnob, {0, 1}},          {"stream_k", {0}},           {"cluster_m", {1}},
+      {"cluster_size", {1}},          {"ring_stages", {0}},        {"epilogue_buffers", {2}},
+      {"epilogue_overlap", {1}},      {"tma_store_epilogue", {1}}, {"tma_hint_a", {0}},
+      {"tma_hint_b", {0}},            {"mma_l2_prefetch", {0}},    {"mma_spread_copies", {0}},
+      {"mma_early_last_step", {0}},   {"whole_tile_checks", {0}},  {"prefetch_programs", {0, 2}},
+      {"prefetch_invariant", {1}}};
   std::vector<std::string> notes;
-  for (const auto& [name, off] : kKnobs)
-    if (const ConstexprDecl* d = k.find_constexpr(name); d && d->value != off)
+  for (const auto& [name, nothing] : kKnobs)
+    if (const ConstexprDecl* d = k.find_constexpr(name);
+        d && std::find(nothing.begin(), nothing.end(), d->value) == nothing.end())
       notes.push_back("knob " + std::string(name) + " = " + std::to_string(d->value) +
                       " is read by the planning emitter only: the layout emitter ignores it");
   return notes;
@@ -1491,7 +1496,8 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
           wgmma_note = "not on wgmma (" + e.why + "): lowered for mma.sync";
           continue;
         }
-        layouts_note = "the layout emitter cannot print this kernel yet (" + e.why + "): the planning emitter made it";
+        layouts_note = "the layout emitter cannot print this kernel yet (" + e.why +
+                       (wgmma_note.empty() ? std::string() : "; " + wgmma_note) + "): the planning emitter made it";
         break;
       }
     }

@@ -118,14 +118,15 @@ Emitter::WgmmaPlan Emitter::plan_wgmma() const {
   // A split-K compilation runs for grids too small to fill the GPU: each CTA streams its slice
   // of K with nothing else on its SM to hide the memory latency, so its ring is as deep as
   // shared memory allows (up to 8 stages) rather than what the annotation chose for full grids.
-  if (tg_.split_k) S = 8;
   // The ring_stages knob: a ring of that many stages (as many as fit, at least 2), for launches
   // whose few CTAs each stream a long slice of the weights (decode shapes) and want more bytes
-  // in flight than the loop's annotation gives; 0 keeps the annotation (or split-K's 8).
+  // in flight than the loop's annotation gives; 0 keeps the annotation. (Not the split-K
+  // compilation's, which keeps its 8.)
   if (const int64_t rs = knob("ring_stages", 0); rs != 0) {
     if (rs < 2 || rs > 8) fail(*dot, "knob ring_stages = " + std::to_string(rs) + ": 0 (the loop's pipeline) or 2..8");
     S = rs;
   }
+  if (tg_.split_k) S = 8;
   while (S > 2 && S * (stage + 16) + 1024 + staging > kMaxSmem) --S;
   if (S < 2 || S * (stage + 16) + 1024 + staging > kMaxSmem)
     return no("two stages of " + std::to_string(stage) + " bytes do not fit in shared memory");

@@ -234,6 +234,43 @@ TEST(CliTune, ShapesInOneProcessExhaustiveAndHungConfigs) {
   for (const std::string& l : lines(tessera("tune --db " + db5 + " --export -").out))
     unconfirmed += l.find("\"confirmed\": 0}") != std::string::npos;
   EXPECT_EQ(unconfirmed, swept + 2) << again.err;  // cpu_dot_mr = 8 and the default
+  // --compare: the configs of a file (knobs not named keep the default's values) side by side
+  // in --rounds rounds, every round's rows stored confirmed; bad lines are located errors.
+  const std::string pair = write_temp("tune_compare.txt", "# two configs\ncpu_dot_mr=8\n\ncpu_dot_mr=0  # the default\n");
+  const std::string db7 = db + ".compare";
+  std::filesystem::remove(db7);
+  Result cmp = tessera("tune" + mm_small + " --db " + db7 + " --compare " + pair + " --rounds 2 --json");
+  EXPECT_EQ(cmp.status, 0) << cmp.err;
+  EXPECT_THAT(cmp.out, HasSubstr("\"compare\": [{\"config\": {\"BLOCK_K\": 16, \"BLOCK_M\": 16, \"BLOCK_N\": 16, "
+                                 "\"cpu_dot_mr\": 8, \"cpu_dot_nr\": 0}, \"status\": \"ok\""));
+  EXPECT_THAT(cmp.out, HasSubstr("}, {\"config\": {\"BLOCK_K\": 16, \"BLOCK_M\": 16, \"BLOCK_N\": 16, \"cpu_dot_mr\": 0, "));
+  int compared = 0;
+  for (const std::string& l : lines(tessera("tune --db " + db7 + " --export -").out))
+    compared += l.find("\"confirmed\": 1}") != std::string::npos;
+  EXPECT_EQ(compared, 4);
+  auto cmp_err = [&](const std::string& text) {
+    return tessera("tune" + mm_small + " --db " + db7 + " --compare " + write_temp("tune_compare_bad.txt", text)).err;
+  };
+  EXPECT_THAT(cmp_err("cpu_dot_mr=8\nwarps=4\n"), HasSubstr("tune_compare_bad.txt:2: 'warps' is not a knob of this kernel's space"));
+  EXPECT_THAT(cmp_err("cpu_dot_mr=4\n"), HasSubstr("tune_compare_bad.txt:1: not a config of the pruned space"));
+  EXPECT_THAT(cmp_err("# nothing\n"), HasSubstr("no config in it"));
+  EXPECT_NE(tessera("tune" + mm_small + " --compare " + pair + " --exhaustive").status, 0);
+
+  // They count as the knob's table default (0), not as what --config asks for now: with
+  // cpu_dot_nr = 8 fixed, none of them is that config, and every config is measured.
+  const std::string mm_nr8 = " matmul --dtype f32 --config BLOCK_M=16,BLOCK_N=16,BLOCK_K=16,cpu_dot_nr=8 --size M=33,N=33,K=33";
+  const std::string db6 = db + ".oldrows8";
+  std::filesystem::remove(db6);
+  ASSERT_EQ(tessera("tune --db " + db6 + " --import " + write_temp("tune_old_rows8.jsonl", old_rows)).status, 0);
+  Result nr8 = tessera("tune" + mm_nr8 + " --db " + db6 + " --exhaustive --missing --rounds 1 --json");
+  EXPECT_EQ(nr8.status, 0) << nr8.err;
+  unconfirmed = 0;
+  for (const std::string& l : lines(tessera("tune --db " + db6 + " --export -").out))
+    unconfirmed += l.find("\"confirmed\": 0}") != std::string::npos;
+  const size_t at = nr8.out.find("\"pruned\": ");
+  ASSERT_NE(at, std::string::npos) << nr8.out;
+  const int pruned8 = std::stoi(nr8.out.substr(at + std::string("\"pruned\": ").size()));
+  EXPECT_EQ(unconfirmed, swept + pruned8) << nr8.err;  // every config of the space, none taken from the old rows
 
   // Bad input: one message; a shape that fails says so in its line and the others go on.
   auto fails = [](const std::string& args, const std::string& msg) {

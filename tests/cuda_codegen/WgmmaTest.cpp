@@ -184,7 +184,8 @@ TEST(CudaWgmma, EpilogueKnobs) {
 }
 
 // Knob ring_stages: the TMA ring holds that many stages where shared memory has room (64 x 128
-// tiles: 4 from the loop's annotation, 8 asked; 128 x 256: 4 fit of 6 asked), and 9 is an error.
+// tiles: 4 from the loop's annotation, 8 asked; 128 x 256: 4 fit of 6 asked), not in the split-K
+// compilation (8), and 9 is an error.
 TEST(CudaWgmma, RingStagesKnob) {
   auto k = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 64}, {"BLOCK_N", 128}, {"BLOCK_K", 64}});
   EXPECT_EQ(emit(*k).stats["pipeline-stages"], 4);
@@ -194,6 +195,11 @@ TEST(CudaWgmma, RingStagesKnob) {
   auto big = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}});
   big->set_constexpr("ring_stages", 6);
   EXPECT_EQ(emit(*big).stats["pipeline-stages"], 4);
+  // The split-K compilation keeps its 8 stages, deeper or shallower than the knob.
+  CudaTarget split = CudaTarget::parse("sm_90a");
+  split.split_k = true;
+  k->set_constexpr("ring_stages", 6);
+  EXPECT_EQ(emit_cuda_with_info(*k, split).stats["pipeline-stages"], 8);
   k->set_constexpr("ring_stages", 9);
   try {
     emit(*k);
