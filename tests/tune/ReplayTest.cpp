@@ -58,6 +58,23 @@ TEST(Replay, ReadsTheDataOnceAConfig) {
   EXPECT_THROW(replay_data(mixed), TesseraError);
 }
 
+// Rows from before a codegen knob existed (split_k left out of the first shape's rows) are that
+// knob at its table default: one config with the newer rows that name it, not another config.
+TEST(Replay, RowsWithoutANewerKnobAreItsDefault) {
+  std::vector<Record> r = rows({256});
+  for (Record& x : r)
+    if (x.config.at("split_k") == 0) x.config.erase("split_k");
+  Record again = r[1];  // BLOCK_K 8, 16 x 16, split_k 0 (left out): measured again, faster, naming it
+  again.config["split_k"] = 0;
+  again.ms = 0.5;
+  r.push_back(again);
+  ReplayData d = replay_data(r);
+  ASSERT_EQ(d.shapes.size(), 1u);
+  EXPECT_EQ(d.shapes[0].results.size(), 480u);
+  EXPECT_EQ(config_str(d.shapes[0].default_config), "BLOCK_K=16,BLOCK_M=16,BLOCK_N=16,split_k=0");
+  EXPECT_DOUBLE_EQ(d.shapes[0].results[1].ms, 0.5);
+}
+
 TEST(Replay, FindsTheBestOfEachShapeMeasuringFivePercentWithTheHistory) {
   ReplayData d = replay_data(rows({256, 2048, 512}));
   ReplayOptions o;
