@@ -206,7 +206,6 @@ void reference_on_rows(const LibraryKernel& lib, const Kernel& bound, const Size
   if (lib.error_bounds) prob.bounds = lib.error_bounds(args, s);
 }
 
-// The tune's result: a JSON line (--json) or a table; 1 when no config passed.
 // A measurement as the --json lines print it: config, status, ms, noise.
 std::string measurement_json(const Measurement* m) {
   if (!m) return "null";
@@ -223,6 +222,7 @@ std::string sizes_json(const Kernel& k, const Sizes& sizes) {
   return "{" + sz + "}";
 }
 
+// The tune's result: a JSON line (--json) or a table; 1 when no config passed.
 int report(const TuneOptions& o, const Kernel& k, const Sizes& sizes, const std::string& dtype, const tune::Space& space,
            int64_t n, const tune::SearchResult& res, const Measurement& def, const std::optional<Measurement>& best_m,
            double seconds, const std::string& db_path, const tune::MeasureStats& st, double inputs_s, double setup_s,
@@ -279,7 +279,6 @@ int report(const TuneOptions& o, const Kernel& k, const Sizes& sizes, const std:
   return 0;
 }
 
-// One shape: `ko` is the command's kernel options with this shape's --size.
 // One more round of a config: a failure puts it out (its row says why), a pass adds its times
 // (the config's figure the least of its rounds, its noise their spread).
 void add_round(Measurement& m, const Measurement& again) {
@@ -313,7 +312,8 @@ std::vector<Config> compare_list(const std::string& path, const Config& defaults
       c[name] = v;
     }
     if (std::find(pruned.configs.begin(), pruned.configs.end(), c) == pruned.configs.end() && c != defaults)
-      throw TesseraError("--compare " + where + ": not a config of the pruned space (`tessera tune --space` says why)");
+      throw TesseraError("--compare " + where + ": not a config of the pruned space (`tessera tune --space` says why), "
+                         "or one that timed out or failed to run at this shape before");
     out.push_back(std::move(c));
   }
   if (out.empty()) throw TesseraError("--compare " + path + ": no config in it");
@@ -349,6 +349,7 @@ int compare_configs(const TuneOptions& o, const Kernel& k, const Sizes& sizes, c
   return 0;
 }
 
+// One shape: `ko` is the command's kernel options with this shape's --size.
 int tune_shape(const TuneOptions& o, const KernelSource& src, const KernelOptions& ko_in) {
   const auto t_start = std::chrono::steady_clock::now();
   // --config may also fix a codegen knob the kernel does not declare (cluster_m=1): the
