@@ -1356,12 +1356,18 @@ namespace tessera {
 // 4096x32768 ran 6%, 23% and 8% slower on clusters of 8 CTAs of 128 threads than on one CTA of
 // 1024 threads per row (every reduction waits for the whole cluster, as a CTA barrier waits for
 // the whole CTA, and pays a cluster barrier and remote reads besides).
-static int pick_cluster(const Kernel& k, const CudaTarget& t, std::string& why_not) {
+// A cluster_size no path can take is an error on either emitter, not a note on one.
+static void check_cluster_size(const Kernel& k) {
   const ConstexprDecl* d = k.find_constexpr("cluster_size");
-  if (!d || d->value == 1) return 1;
-  if (d->value != 2 && d->value != 4 && d->value != 8)
+  if (d && d->value != 1 && d->value != 2 && d->value != 4 && d->value != 8)
     throw TesseraError(d->loc, "cuda backend: constexpr cluster_size of kernel @" + k.name + " is " +
                                    std::to_string(d->value) + "; it must be 1, 2, 4 or 8");
+}
+
+static int pick_cluster(const Kernel& k, const CudaTarget& t, std::string& why_not) {
+  check_cluster_size(k);
+  const ConstexprDecl* d = k.find_constexpr("cluster_size");
+  if (!d || d->value == 1) return 1;
   if (t.sm < 90) {
     why_not = "cluster_size = " + std::to_string(d->value) + " needs sm_90 or newer (thread-block clusters)";
     return 1;
@@ -1388,6 +1394,7 @@ const Op* first_layout_op(const Block& b) {
 // yet, so a kernel the layout emitter prints says which of them it was given and ignored,
 // rather than running as if they had been taken.
 std::vector<std::string> planning_only_knob_notes(const Kernel& k) {
+  check_cluster_size(k);
   // Each knob with the values that ask for nothing the layout emitter does not do anyway
   // (split_k 1: never split; prefetch_programs 0: off, 2: the backend's choice).
   static const std::pair<const char*, std::vector<int64_t>> kKnobs[] = {

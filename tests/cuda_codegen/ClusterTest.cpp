@@ -74,15 +74,20 @@ TEST(CudaCluster, ClusterSizeConstexprPicksTheSplit) {
   EXPECT_TRUE(has_note(ampere, "cluster_size = 4 needs sm_90"));
 }
 
+// On either emitter: the layout emitter, which takes no clusters, does not let it pass either.
 TEST(CudaCluster, BadClusterSizeIsALocatedError) {
   auto k = row_kernel("softmax", 8192, 3);
-  try {
-    emit(*k);
-    FAIL() << "cluster_size = 3 accepted";
-  } catch (const TesseraError& e) {
-    EXPECT_NE(std::string(e.what()).find("cluster_size of kernel @softmax is 3; it must be 1, 2, 4 or 8"),
-              std::string::npos)
-        << e.what();
+  CudaTarget layouts = CudaTarget::parse("sm_90a");
+  layouts.from_layouts = true;
+  for (const CudaTarget& t : {CudaTarget::parse("sm_90a"), layouts}) {
+    try {
+      emit_cuda_with_info(*k, t);
+      ADD_FAILURE() << "cluster_size = 3 accepted (from_layouts " << t.from_layouts << ")";
+    } catch (const TesseraError& e) {
+      EXPECT_NE(std::string(e.what()).find("cluster_size of kernel @softmax is 3; it must be 1, 2, 4 or 8"),
+                std::string::npos)
+          << e.what();
+    }
   }
 }
 
