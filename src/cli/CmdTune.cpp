@@ -320,33 +320,46 @@ std::vector<Config> compare_list(const std::string& path, const Config& defaults
   return out;
 }
 
-// The configs side by side: --rounds calls of the measurer over all of them, the order reversed
-// each round (so that none always runs first after the others warmed the device), each config's
-// figure the least of its rounds, as --exhaustive's finalists.
-int compare_configs(const TuneOptions& o, const Kernel& k, const Sizes& sizes, const std::vector<Config>& configs,
-                    tune::Measurer& measurer, const std::function<void(const std::vector<Measurement>&)>& store) {
+// The configs side by side: --rounds calls of the measurer, one round each, over those that
+// have passed so far, the order reversed each round (so that none always runs first after the
+// others warmed the device), each config's figure the least of its rounds, as --exhaustive's
+// finalists. 1 when none passed.
+int compare_configs(const TuneOptions& o, const Kernel& k, const Sizes& sizes, const std::string& dtype,
+                    const std::vector<Config>& configs, tune::Measurer& measurer,
+                    const std::function<void(const std::vector<Measurement>&)>& store) {
   std::vector<Measurement> res(configs.size());
   std::vector<size_t> order(configs.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i, res[i].config = configs[i], res[i].status = "ok";
   for (int r = 0; r < o.rounds; ++r) {
+    std::vector<size_t> live;
+    for (size_t i : order)
+      if (res[i].ok()) live.push_back(i);
+    if (live.empty()) break;
     std::vector<Config> batch;
-    for (size_t i : order) batch.push_back(configs[i]);
+    for (size_t i : live) batch.push_back(configs[i]);
     std::vector<Measurement> got = measurer.measure(batch);
     store(got);
-    for (size_t j = 0; j < got.size(); ++j)
-      if (res[order[j]].ok()) add_round(res[order[j]], got[j]);
+    for (size_t j = 0; j < got.size() && j < live.size(); ++j) add_round(res[live[j]], got[j]);
     std::reverse(order.begin(), order.end());
   }
+  const bool any = std::any_of(res.begin(), res.end(), [](const Measurement& m) { return m.ok(); });
   if (o.json) {
     std::cout << "{\"kernel\": " << json_str(k.name) << ", \"backend\": " << json_str(o.backend)
-              << ", \"sizes\": " << sizes_json(k, sizes) << ", \"compare\": [";
-    for (size_t i = 0; i < res.size(); ++i) std::cout << (i ? ", " : "") << measurement_json(&res[i]);
+              << ", \"dtype\": " << json_str(dtype) << ", \"sizes\": " << sizes_json(k, sizes) << ", \"compare\": [";
+    for (size_t i = 0; i < res.size(); ++i) {
+      std::string m = measurement_json(&res[i]);
+      m.insert(m.size() - 1, ", \"message\": " + json_str(res[i].message));
+      std::cout << (i ? ", " : "") << m;
+    }
     std::cout << "]}\n";
   } else {
+    std::cout << k.name << " " << o.backend << " " << sizes_str(k, sizes) << (dtype.empty() ? "" : " dtype=" + dtype)
+              << ": " << res.size() << " configs side by side, " << o.rounds << " rounds\n";
     for (const Measurement& m : res)
-      std::cout << tune::config_str(m.config) << ": " << (m.ok() ? ms_str(m.ms) + " ms" : m.status) << "\n";
+      std::cout << "  " << tune::config_str(m.config) << ": "
+                << (m.ok() ? ms_str(m.ms) + " ms" : m.status + (m.message.empty() ? "" : " (" + m.message + ")")) << "\n";
   }
-  return 0;
+  return any ? 0 : 1;
 }
 
 // One shape: `ko` is the command's kernel options with this shape's --size.
@@ -449,6 +462,9 @@ int tune_shape(const TuneOptions& o, const KernelSource& src, const KernelOption
     }
     if (pruned.configs.empty()) pruned.configs.push_back(default_config);
   }
+  // --compare's configs, read before the inputs and the reference are made (a typo costs nothing).
+  const std::vector<Config> compared =
+      o.compare_file.empty() ? std::vector<Config>{} : compare_list(o.compare_file, default_config, pruned);
   const int64_t n = static_cast<int64_t>(pruned.configs.size());
   int64_t budget = o.budget > 0 ? o.budget : std::max<int64_t>(8, (n * 5 + 99) / 100);
   budget = std::min(budget, n + 1);  // every candidate and the default
@@ -519,16 +535,16 @@ int tune_shape(const TuneOptions& o, const KernelSource& src, const KernelOption
     db.insert(rows);
   };
   tune::MeasureOptions mo;
-  mo.rounds = o.exhaustive ? 1 : o.rounds;  // --exhaustive: its finalists' rounds are measure() calls
+  // --exhaustive and --compare: their rounds are measure() calls of one round each.
+  mo.rounds = o.exhaustive || !compared.empty() ? 1 : o.rounds;
   mo.timeout_s = o.timeout_s;
   if (o.rep_ms > 0) mo.round_ms = o.rep_ms;
   else if (o.backend == "cuda") mo.round_ms = 10;
   mo.on_hang = [&](const Measurement& m) { store({m}, false); };
   auto measurer = o.backend == "cuda" ? tune::make_cuda_measurer(prob, mo) : tune::make_cpu_measurer(prob, mo);
-  if (!o.compare_file.empty()) {
-    return compare_configs(o, k, sizes, compare_list(o.compare_file, default_config, pruned), *measurer,
+  if (!compared.empty())
+    return compare_configs(o, k, sizes, dtype, compared, *measurer,
                            [&](const std::vector<Measurement>& rows) { store(rows, true); });
-  }
 
   // The history: this kernel's rows at every shape on this machine and compiler.
   std::map<std::string, tune::History> by_shape;

@@ -151,8 +151,9 @@ int main(int argc, char** argv) {
                        "configs to measure, the default's included (default: 5% of the pruned space, at least 8)");
   auto* time_opt = tune_cmd->add_option("--time", tune.time_s, "seconds: start no new batch of measurements after this long");
   tune_cmd->add_flag("--json", tune.json, "one JSON object: the best config, the default, the search's figures");
-  tune_cmd->add_flag("--space", tune.space, "print the knobs, constraints and the pruned size; measure nothing");
-  tune_cmd->add_flag("--compile-only", tune.compile_only,
+  auto* space_opt =
+      tune_cmd->add_flag("--space", tune.space, "print the knobs, constraints and the pruned size; measure nothing");
+  auto* compile_only_opt = tune_cmd->add_flag("--compile-only", tune.compile_only,
                      "cuda: compile every config of the pruned space in parallel (into the compile cache) and "
                      "report what ptxas's registers and shared memory prune; needs no GPU, measures nothing");
   tune_cmd->add_option("--db", tune.db,
@@ -187,6 +188,8 @@ int main(int argc, char** argv) {
   cmp_opt->excludes(exh_opt);
   cmp_opt->excludes(budget_opt);
   cmp_opt->excludes(time_opt);
+  cmp_opt->excludes(space_opt);
+  cmp_opt->excludes(compile_only_opt);
   tune_cmd->add_option("--export", tune.export_file, "write the database as JSON Lines to FILE (- for stdout)");
   tune_cmd->add_option("--import", tune.import_file, "add the JSON Lines rows of FILE to the database");
   budget_opt->excludes(time_opt);

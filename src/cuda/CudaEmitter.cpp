@@ -1365,8 +1365,7 @@ static void check_cluster_size(const Kernel& k) {
 }
 
 static int pick_cluster(const Kernel& k, const CudaTarget& t, std::string& why_not) {
-  check_cluster_size(k);
-  const ConstexprDecl* d = k.find_constexpr("cluster_size");
+  const ConstexprDecl* d = k.find_constexpr("cluster_size");  // (check_cluster_size: 1, 2, 4 or 8)
   if (!d || d->value == 1) return 1;
   if (t.sm < 90) {
     why_not = "cluster_size = " + std::to_string(d->value) + " needs sm_90 or newer (thread-block clusters)";
@@ -1394,7 +1393,6 @@ const Op* first_layout_op(const Block& b) {
 // yet, so a kernel the layout emitter prints says which of them it was given and ignored,
 // rather than running as if they had been taken.
 std::vector<std::string> planning_only_knob_notes(const Kernel& k) {
-  check_cluster_size(k);
   // Each knob with the values that ask for nothing the layout emitter does not do anyway
   // (split_k 1: never split; prefetch_programs 0: off, 2: the backend's choice).
   static const std::pair<const char*, std::vector<int64_t>> kKnobs[] = {
@@ -1416,6 +1414,7 @@ std::vector<std::string> planning_only_knob_notes(const Kernel& k) {
 }  // namespace
 
 CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& target) {
+  check_cluster_size(bound_kernel);  // before either emitter: a located error on both
   std::string why_not, layouts_note;
   if (target.from_layouts) {
     // wgmma where the target has it (sm_90a), as `tessera compile --dump-after` shows; what

@@ -245,9 +245,12 @@ TEST(CliTune, ShapesInOneProcessExhaustiveAndHungConfigs) {
                                  "\"cpu_dot_mr\": 8, \"cpu_dot_nr\": 0}, \"status\": \"ok\""));
   EXPECT_THAT(cmp.out, HasSubstr("}, {\"config\": {\"BLOCK_K\": 16, \"BLOCK_M\": 16, \"BLOCK_N\": 16, \"cpu_dot_mr\": 0, "));
   int compared = 0;
-  for (const std::string& l : lines(tessera("tune --db " + db7 + " --export -").out))
+  for (const std::string& l : lines(tessera("tune --db " + db7 + " --export -").out)) {
     compared += l.find("\"confirmed\": 1}") != std::string::npos;
+    EXPECT_THAT(l, HasSubstr("\"rounds\": 1,"));  // one timed round per measure() call
+  }
   EXPECT_EQ(compared, 4);
+  EXPECT_NE(tessera("tune" + mm_small + " --compare " + pair + " --space").status, 0);
   auto cmp_err = [&](const std::string& text) {
     return tessera("tune" + mm_small + " --db " + db7 + " --compare " + write_temp("tune_compare_bad.txt", text)).err;
   };
