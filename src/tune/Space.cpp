@@ -24,10 +24,16 @@ Config parse_config_str(const std::string& s, const std::string& what) {
     size_t end = s.find(',', pos);
     if (end == std::string::npos) end = s.size();
     std::string item = s.substr(pos, end - pos);
+    // Spaces around a name or a value are not part of it (a hand-written `--compare` line).
+    auto trim = [](std::string t) {
+      const size_t b = t.find_first_not_of(" \t");
+      return b == std::string::npos ? std::string() : t.substr(b, t.find_last_not_of(" \t") + 1 - b);
+    };
     size_t eq = item.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
-      throw TesseraError(what + ": bad item '" + item + "' (expected NAME=VALUE)");
-    const std::string num = item.substr(eq + 1);
+    const std::string name = eq == std::string::npos ? std::string() : trim(item.substr(0, eq));
+    const std::string num = eq == std::string::npos ? std::string() : trim(item.substr(eq + 1));
+    if (name.empty() || num.empty()) throw TesseraError(what + ": bad item '" + item + "' (expected NAME=VALUE)");
+    if (c.count(name)) throw TesseraError(what + ": '" + name + "' given twice");
     size_t used = 0;
     int64_t v = 0;
     try {
@@ -36,7 +42,7 @@ Config parse_config_str(const std::string& s, const std::string& what) {
       used = 0;
     }
     if (used != num.size()) throw TesseraError(what + ": bad value in '" + item + "' (expected an integer)");
-    c[item.substr(0, eq)] = v;
+    c[name] = v;
     pos = end + 1;
   }
   return c;

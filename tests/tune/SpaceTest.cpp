@@ -223,6 +223,11 @@ TEST(Space, ConfigStringsRoundTrip) {
   EXPECT_TRUE(parse_config_str("", "x").empty());
   EXPECT_THROW(parse_config_str("BLOCK_M=6x", "x"), TesseraError);
   EXPECT_THROW(parse_config_str("BLOCK_M", "x"), TesseraError);
+  // Spaces around names and values are dropped; a name given twice is an error, not the last.
+  EXPECT_EQ(parse_config_str(" BLOCK_M = 64 ,split_k=2 ", "x"), (Config{{"BLOCK_M", 64}, {"split_k", 2}}));
+  EXPECT_THROW(parse_config_str("BLOCK_M=64,BLOCK_M=128", "x"), TesseraError);
+  EXPECT_THROW(parse_config_str("BLOCK_M= ", "x"), TesseraError);
+  EXPECT_THROW(parse_config_str("BLOCK_M=6 4", "x"), TesseraError);
 }
 
 }  // namespace
