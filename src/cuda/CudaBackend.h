@@ -90,7 +90,8 @@ struct CudaOptions {
   // (sm_90 -> sm_90a). Set false to compile for `target` exactly (cross-compiling, tests).
   bool target_from_device = true;
   // Split-K for wgmma matmuls (CudaTarget::split_k): 0 lets the runtime launch the split-K
-  // compilation when the programs would fill at most a third of the device (split_k_factor);
+  // compilation when the programs would fill at most a third of the device and the K loop gives
+  // each slice at least kMinSplitKSlice of K (split_k_factor);
   // 1 never splits; n >= 2 always splits n ways where the kernel allows it (for experiments).
   int split_k = 0;
 };

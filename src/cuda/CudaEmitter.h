@@ -162,5 +162,12 @@ std::array<int64_t, 3> cuda_grid_size(const Kernel& bound_kernel, const std::vec
 // that reads one not given is a TesseraError).
 std::array<int64_t, 3> cuda_grid_size(const Kernel& bound_kernel, const Sizes& sizes,
                                       const std::vector<KernelArg>& args = {});
+// The reduction length of the loop a split-K launch splits (the first loop at the top of the
+// body whose body holds a dot: the wgmma loop of a split-K-capable kernel): its trip count x
+// its dot's K per step, for dims `sizes` and the scalar parameters in `args`; -1 when its bounds
+// are not known before the programs run (they read a program id, a tile, or an op the host does
+// not evaluate). The runtime weighs the K a slice would get against the split's fixup
+// (cuda::split_k_factor).
+int64_t cuda_split_loop_k(const Kernel& bound_kernel, const Sizes& sizes, const std::vector<KernelArg>& args = {});
 
 }  // namespace tessera

@@ -163,19 +163,20 @@ class CudaKernelImpl : public CudaKernel {
     if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) return;  // nothing to run
     // Which compilation runs is decided before any tensor map is encoded: only the one launched
     // encodes its maps (tens of microseconds each time the prepared launches miss).
-    const int splits = split_ways(ptrs, sizes, grid, dev);
+    const int splits = split_ways(args, ptrs, sizes, grid, dev);
     CudaKernelImpl& run = splits > 1 ? split_variant() : *this;
     run.launch_splits(args, ptrs, stream, sizes, grid, splits, std::move(key), *this);
   }
 
  private:
   // How many CTAs share each program's K loop: more than 1 only for a split-K-capable
-  // compilation whose programs are too few to fill the device (split_k_factor), or as
+  // compilation whose programs are too few to fill the device and whose K loop is long enough
+  // to pay for the fixup (split_k_factor, cuda_split_loop_k), or as
   // opts_.split_k or the kernel's split_k knob (kSplitKKnob) asks, and only when TMA can
   // describe the operands (else the compilation without TMA runs, unsplit, and the split one
   // need not be compiled).
-  int split_ways(const std::vector<uint64_t>& ptrs, const Sizes& sizes, const std::array<int64_t, 3>& grid,
-                 const DeviceInfo& dev) {
+  int split_ways(const std::vector<KernelArg>& args, const std::vector<uint64_t>& ptrs, const Sizes& sizes,
+                 const std::array<int64_t, 3>& grid, const DeviceInfo& dev) {
     const CudaKernelInfo& info = em_.info;
     int want = opts_.split_k;
     if (const ConstexprDecl* d = k_->find_constexpr(kSplitKKnob); d && want == 0)
@@ -188,7 +189,7 @@ class CudaKernelImpl : public CudaKernel {
     if (want >= 2) return std::min(want, kMaxSplitK);
     const int64_t programs = grid[0] * grid[1] * grid[2];
     ensure_loaded(dev);
-    int s = split_k_factor(programs, int64_t(dev.num_sms) * c_->ctas_per_sm);
+    int s = split_k_factor(programs, int64_t(dev.num_sms) * c_->ctas_per_sm, cuda_split_loop_k(*k_, sizes, args));
     if (s < 2) return 1;
     // The split compilation's deeper ring may hold fewer CTAs per SM: no more splits than its
     // CTAs fit at once.
@@ -520,9 +521,11 @@ class CudaKernelImpl : public CudaKernel {
 
 }  // namespace
 
-int cuda::split_k_factor(int64_t programs, int64_t capacity) {
+int cuda::split_k_factor(int64_t programs, int64_t capacity, int64_t loop_k) {
   if (programs < 1 || capacity < 3 * programs) return 1;
-  return static_cast<int>(std::min<int64_t>(kAutoSplitK, capacity / programs));
+  int64_t s = std::min<int64_t>(kAutoSplitK, capacity / programs);
+  if (loop_k >= 0) s = std::min(s, loop_k / kMinSplitKSlice);
+  return static_cast<int>(std::max<int64_t>(s, 1));
 }
 
 int64_t cuda::stream_k_tiles(int64_t programs, int64_t ctas) {

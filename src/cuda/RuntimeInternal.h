@@ -26,8 +26,16 @@ std::string op_summary(const Op& op);
 // partial sums of large tiles cost more than the idle SMs), and at 16x4096x4096 4 ways beat 8
 // and 16 for every tile (128x256: 22 / 18 / 12 TFLOP/s; 64x128: 31 / 25 / 20): the last CTA's
 // reads of the other slots grow with the splits.
+// `loop_k`, the split loop's reduction length when known (cuda_split_loop_k; -1 when not): no
+// more ways than give each slice kMinSplitKSlice of it. The fixup costs a few microseconds
+// whatever the split (the partial tiles written, the counter, the last CTA's reads, in series),
+// which a short slice does not win back. Measured on the H200 (bench/split_steps_gpu.sh,
+// session 26, M = 1 at 64 x 128 x 64 and 64 x 256 x 64 tiles, 12-36 programs): at K = 256 and
+// 512 every split ran 5-40% slower than none, at 1024 none was within 1-5% of the best split,
+// at 2048 2-4 ways ran 7-20% faster: slices of at least 640 (10 k steps of 64).
 inline constexpr int kAutoSplitK = 4;
-int split_k_factor(int64_t programs, int64_t capacity);
+inline constexpr int64_t kMinSplitKSlice = 640;
+int split_k_factor(int64_t programs, int64_t capacity, int64_t loop_k = -1);
 
 // Stream-K (CudaKernelInfo::stream_k): of `programs` whole tiles on `ctas` persistent CTAs, how
 // many the kernel shares out as equal parts of K work over all of them (the rest run whole,

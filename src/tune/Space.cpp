@@ -299,11 +299,11 @@ int64_t split_capacity(const Config& c, int64_t sms) {
   return sms * std::max<int64_t>(1, config_value(c, "min_blocks", 1));
 }
 
-int64_t launch_splits(const Config& c, int64_t programs, int64_t sms) {
+int64_t launch_splits(const Config& c, int64_t programs, int64_t sms, int64_t loop_k) {
   auto it = c.find(kSplitKKnob);
   if (it == c.end()) return 1;
   if (it->second >= 2) return it->second;
-  return it->second == 0 ? cuda::split_k_factor(programs, split_capacity(c, sms)) : 1;
+  return it->second == 0 ? cuda::split_k_factor(programs, split_capacity(c, sms), loop_k) : 1;
 }
 
 Constraint cuda_split_k_constraint(int64_t sms) {
@@ -322,7 +322,7 @@ Constraint cuda_split_k_constraint(int64_t sms) {
             const int64_t capacity = split_capacity(c.config, sms);
             if (programs * s > 2 * capacity)
               return what + ": " + std::to_string(programs) + " programs x " + std::to_string(s) + " CTAs are over two waves";
-            if (cuda::split_k_factor(programs, capacity) == s)
+            if (cuda::split_k_factor(programs, capacity, cuda_split_loop_k(c.bound, c.sizes)) == s)
               return what + " is what the runtime picks for " + std::to_string(programs) + " programs (split_k = 0)";
             return "";
           }};
@@ -343,8 +343,8 @@ Constraint cuda_stream_k_constraint(int64_t sms) {
             // A persistent wgmma kernel launches cuda::stream_k_ctas CTAs (one per
             // multiprocessor, or four per tile when that is fewer) and shares out the tiles
             // cuda::stream_k_tiles says (the emitter's tsr_L); the runtime's split takes
-            // programs that fill at most a third of its capacity.
-            if (launch_splits(c.config, programs, sms) > 1) return "stream_k = 1: the runtime splits " +
+            // programs that fill at most a third of its capacity when their K loop is long enough.
+            if (launch_splits(c.config, programs, sms, cuda_split_loop_k(c.bound, c.sizes)) > 1) return "stream_k = 1: the runtime splits " +
                                                                   std::to_string(programs) + " programs over K";
             if (cuda::stream_k_tiles(programs, cuda::stream_k_ctas(programs, sms)) == 0)
               return "stream_k = 1: " + std::to_string(programs) + " programs on " + std::to_string(sms) +

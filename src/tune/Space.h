@@ -149,9 +149,9 @@ Constraint cuda_stream_k_constraint(int64_t sms = 132);
 int64_t split_capacity(const Config& c, int64_t sms);
 // The CTAs per program the cuda runtime launches for config `c` at `programs` programs: its
 // split_k (n >= 2), the runtime's rule for split_k = 0 (cuda::split_k_factor at
-// split_capacity), 1 without the knob or for split_k = 1. Shared by the constraints and the
-// search's features.
-int64_t launch_splits(const Config& c, int64_t programs, int64_t sms);
+// split_capacity and `loop_k`, the split loop's reduction length, -1 when not known), 1 without
+// the knob or for split_k = 1. Shared by the constraints and the search's features.
+int64_t launch_splits(const Config& c, int64_t programs, int64_t sms, int64_t loop_k = -1);
 
 // A copy of `k` with the codegen knobs of `knobs` it does not declare set as constexprs of one
 // value (Kernel::set_constexpr), which is how a kernel gets a knob the backends read; knobs it

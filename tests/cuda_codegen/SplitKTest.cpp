@@ -8,6 +8,7 @@
 #include "cuda/CudaBackend.h"
 #include "cuda/CudaEmitter.h"
 #include "cuda/RuntimeInternal.h"
+#include "text/Text.h"
 
 namespace tessera {
 namespace {
@@ -113,6 +114,72 @@ TEST(CudaSplitK, FactorFillsTheDeviceOnlyWhenProgramsLeaveMostOfItIdle) {
   EXPECT_EQ(split_k_factor(1024, 132), 1);  // large problems: never
   EXPECT_EQ(split_k_factor(1, 132), cuda::kAutoSplitK);
   EXPECT_EQ(split_k_factor(0, 132), 1);
+}
+
+// The K a slice gets bounds the split (kMinSplitKSlice, measured in session 26): 36 programs of
+// 64 x 128 at K = 3584 split 3 ways as before, at K = 1024 and 512 not at all; -1 (the loop's
+// length not known) leaves the rule as it was.
+TEST(CudaSplitK, FactorGivesEachSliceAtLeastTheMinimumK) {
+  using cuda::split_k_factor;
+  EXPECT_EQ(split_k_factor(36, 132, 3584), 3);
+  EXPECT_EQ(split_k_factor(36, 132, 2048), 3);
+  EXPECT_EQ(split_k_factor(36, 132, 1024), 1);
+  EXPECT_EQ(split_k_factor(36, 132, 512), 1);
+  EXPECT_EQ(split_k_factor(12, 132, 7168), 4);
+  EXPECT_EQ(split_k_factor(12, 132, 1600), 2);
+  EXPECT_EQ(split_k_factor(12, 132, 0), 1);
+  EXPECT_EQ(split_k_factor(36, 132, -1), 3);
+  EXPECT_EQ(split_k_factor(45, 132, 100000), 1);  // a third of the device still bounds it
+}
+
+// The host reads the split loop's length from the sizes: the library matmul's loop runs
+// cdiv(K, BLOCK_K) steps of BLOCK_K; a loop bound that is a scalar parameter needs that argument; one read
+// from the program id is not known before the programs run.
+TEST(CudaSplitK, SplitLoopLengthIsEvaluatedOnTheHost) {
+  auto k = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 64}, {"BLOCK_N", 128}, {"BLOCK_K", 64}});
+  EXPECT_EQ(cuda_split_loop_k(*k, {{"M", 1}, {"N", 4608}, {"K", 3584}}), 3584);
+  EXPECT_EQ(cuda_split_loop_k(*k, {{"M", 1}, {"N", 4608}, {"K", 100}}), 128);
+  EXPECT_EQ(cuda_split_loop_k(*k, {{"M", 1}, {"N", 4608}}), -1);  // K has no size
+
+  // A loop without a dot first (not the split loop), then the dot loop, up to `bound` in steps of 2.
+  auto loops = [](const std::string& bound) {
+    std::string t = R"(kernel @loops(%a: view<f32, [M, K]>, %b: view<f32, [K, N]>, %c: view<f32, [M, N]>, %n: i32) {
+  grid {
+    %one = const {value = 1} : i32
+    yield %one
+  }
+  %p = program_id {axis = 0} : i32
+  %zero = const {value = 0} : i32
+  %one = const {value = 1} : i32
+  %f0 = const {value = 0.0} : f32
+  %acc0 = splat %f0 : tile<f32, [16, 16]>
+  %x = for %zero, %p, %one, %acc0 : tile<f32, [16, 16]> {
+    ^(%i: i32, %s: tile<f32, [16, 16]>):
+    %t = add %s, %s : tile<f32, [16, 16]>
+    yield %t
+  }
+  %two = const {value = 2} : i32
+  %acc = for %zero, BOUND, %two, %x : tile<f32, [16, 16]> {
+    ^(%kk: i32, %accc: tile<f32, [16, 16]>):
+    %ta = load_tile %a, %zero, %kk : tile<f32, [16, 16]>
+    %tb = load_tile %b, %kk, %zero : tile<f32, [16, 16]>
+    %accn = dot %ta, %tb, %accc : tile<f32, [16, 16]>
+    yield %accn
+  }
+  store_tile %c, %acc, %zero, %zero
+}
+)";
+    t.replace(t.find("BOUND"), 5, bound);
+    return parse_module(t, "loops.tile");
+  };
+  const Sizes s{{"M", 16}, {"N", 16}, {"K", 16}};
+  std::vector<KernelArg> args(4);
+  args[3].scalar = int64_t{7};
+  auto by_param = loops("%n");
+  EXPECT_EQ(cuda_split_loop_k(*by_param->kernels.at(0), s, args), 4 * 16);  // 4 steps of 16
+  EXPECT_EQ(cuda_split_loop_k(*by_param->kernels.at(0), s), -1);           // %n not given
+  auto by_program = loops("%p");
+  EXPECT_EQ(cuda_split_loop_k(*by_program->kernels.at(0), s, args), -1);
 }
 
 }  // namespace

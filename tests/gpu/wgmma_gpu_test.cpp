@@ -169,8 +169,9 @@ void expect_matches_reference(const Sizes& s, int64_t bm, int64_t bn, int64_t bk
 
 // Few programs: the runtime launches the split-K compilation, whose CTAs meet in a workspace.
 // The same compiled kernel runs three times with new inputs: the arrival counters must be zero
-// again after each launch, or no CTA would run the epilogue the next time. Includes K loops
-// shorter than the split (empty slices) and M far below the tile (rows skip their slots).
+// again after each launch, or no CTA would run the epilogue the next time. Includes a ragged K
+// and M far below the tile (rows skip their slots); a K loop too short for the rule runs unsplit,
+// and forced 4 ways over its 2 steps it has empty slices.
 TEST(WgmmaGpu, SplitKMatchesTheInterpreterLaunchAfterLaunch) {
   REQUIRE_HOPPER();
   struct Cfg {
@@ -181,13 +182,23 @@ TEST(WgmmaGpu, SplitKMatchesTheInterpreterLaunchAfterLaunch) {
     SCOPED_TRACE(std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k));
     auto ck = compile_cuda(*k, test_options());
     int64_t launches = 0;
-    for (Sizes s : {Sizes{{"M", 16}, {"N", 1000}, {"K", 1000}}, Sizes{{"M", 5}, {"N", 264}, {"K", 2000}},
-                    Sizes{{"M", 130}, {"N", 520}, {"K", 72}}, Sizes{{"M", 16}, {"N", 1000}, {"K", 1000}}}) {
+    for (Sizes s : {Sizes{{"M", 16}, {"N", 1000}, {"K", 2000}}, Sizes{{"M", 5}, {"N", 264}, {"K", 2000}},
+                    Sizes{{"M", 130}, {"N", 520}, {"K", 1400}}, Sizes{{"M", 16}, {"N", 1000}, {"K", 2000}}}) {
       run_compiled_and_compare(*ck, *k, s, 11 + uint64_t(launches));
       EXPECT_EQ(ck->launches_split_k, ++launches) << sizes_str(s);
       EXPECT_GE(ck->last_splits, 2);
     }
+    // A K loop too short to pay for the fixup (cuda::kMinSplitKSlice) runs unsplit.
+    run_compiled_and_compare(*ck, *k, {{"M", 130}, {"N", 520}, {"K", 72}}, 17);
+    EXPECT_EQ(ck->launches_split_k, launches);
+    EXPECT_EQ(ck->last_splits, 1);
     EXPECT_EQ(ck->launches_without_tma, 0);
+    CudaOptions forced = test_options();
+    forced.split_k = 4;
+    auto fk = compile_cuda(*k, forced);
+    for (int round = 0; round < 2; ++round) run_compiled_and_compare(*fk, *k, {{"M", 130}, {"N", 520}, {"K", 72}}, 19);
+    EXPECT_EQ(fk->launches_split_k, 2);
+    EXPECT_EQ(fk->last_splits, 4);
   }
 }
 
@@ -216,7 +227,7 @@ TEST(WgmmaGpu, RepeatedLaunchesOnTheSameBuffersReadTheirNewContents) {
   REQUIRE_HOPPER();
   for (bool split : {true, false}) {
     auto k = matmul(ScalarKind::BF16, 64, 128, 64);
-    Sizes s{{"M", 16}, {"N", 520}, {"K", 1000}};
+    Sizes s{{"M", 16}, {"N", 520}, {"K", 2000}};
     CudaOptions o = split ? test_options() : no_split_options();
     auto ck = compile_cuda(*k, o);
     std::vector<Tensor> first = make_random_tensors(*k, s, 31);
