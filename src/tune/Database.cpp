@@ -20,6 +20,7 @@
 
 #include "support/Diagnostic.h"
 #include "support/Json.h"
+#include "tune/Space.h"
 
 namespace tessera::tune {
 
@@ -379,6 +380,16 @@ std::optional<Config> Database::best(const TuneKey& key) const {
   };
   std::map<std::string, Sum> by_config;  // (keyed by config_str: the order ties are broken in)
   std::vector<Record> rows = select(key, true);
+  // A row written before one of the codegen knobs its neighbours name existed ran that knob's
+  // table default (what the emitter did before the knob): it and the rows naming the default
+  // are one config, averaged and failed together.
+  std::set<std::string> knobs;
+  for (const Record& r : rows)
+    for (const auto& [n, v] : r.config)
+      if (find_codegen_knob(n)) knobs.insert(n);
+  for (Record& r : rows)
+    for (const std::string& n : knobs)
+      if (!r.config.count(n)) r.config[n] = find_codegen_knob(n)->knob.default_value;
   const bool any_confirmed =
       std::any_of(rows.begin(), rows.end(), [](const Record& r) { return r.confirmed && r.status == "ok"; });
   // A config with a failing row among those (a check that failed, a timeout in a tune's

@@ -62,7 +62,9 @@ class Database {
   std::vector<Record> select(const TuneKey& key, bool same_shape) const;
   // The config with the least time among passing rows of exactly `key` (each config's rows
   // averaged), among the confirmed rows when there are any (the last tunes' decisions), leaving
-  // out a config with a failing row among those; or nullopt.
+  // out a config with a failing row among those; or nullopt. A row that lacks a codegen knob
+  // other rows of the key name counts as that knob's table default (find_codegen_knob: the
+  // rows written before the knob existed ran it), and the config returned names it.
   std::optional<Config> best(const TuneKey& key) const;
   // Whether any row has this key's kernel, dtype, target and shape (whatever its device and
   // compiler): a cheap test before the key's device and compiler are worked out.

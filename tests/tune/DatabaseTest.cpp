@@ -90,6 +90,30 @@ TEST(Database, AConfigThatFailedAConfirmedRowIsNotPicked) {
   EXPECT_EQ(db.best(key("M=10"))->at("BLOCK_M"), 32);
 }
 
+// Rows written before the ring_stages knob existed ran its table default (0): they are one config
+// with the rows that name ring_stages = 0, averaged and failed together.
+TEST(Database, ARowWithoutACodegenKnobIsTheKnobsDefault) {
+  Database db(temp_db("knob_default"), true);
+  Record old_fast = row("M=10", 16, 0.5), new_slow = row("M=10", 16, 1.5), other = row("M=10", 32, 0.9),
+         deeper = row("M=10", 16, 0.95);
+  new_slow.config["ring_stages"] = 0;
+  other.config["ring_stages"] = 0;
+  deeper.config["ring_stages"] = 8;
+  db.insert({old_fast, new_slow, other, deeper});
+  // BLOCK_M 16 at the default ring: (0.5 + 1.5) / 2 = 1.0, not the old row's 0.5.
+  std::optional<Config> best = db.best(key("M=10"));
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->at("BLOCK_M"), 32);
+  EXPECT_EQ(best->at("ring_stages"), 0);
+  // An old failing row (no ring_stages) fails the config that names the default.
+  Record failed = row("M=10", 32, 0, "check-failed");
+  db.insert({failed});
+  best = db.best(key("M=10"));
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->at("BLOCK_M"), 16);
+  EXPECT_EQ(best->at("ring_stages"), 8);
+}
+
 TEST(Database, ANewerSchemaIsRefused) {
   std::string p = temp_db("newer");
   { Database db(p, true); }
