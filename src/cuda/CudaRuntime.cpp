@@ -189,7 +189,9 @@ class CudaKernelImpl : public CudaKernel {
     if (want >= 2) return std::min(want, kMaxSplitK);
     const int64_t programs = grid[0] * grid[1] * grid[2];
     ensure_loaded(dev);
-    int s = split_k_factor(programs, int64_t(dev.num_sms) * c_->ctas_per_sm, cuda_split_loop_k(*k_, sizes, args));
+    const int64_t capacity = int64_t(dev.num_sms) * c_->ctas_per_sm;
+    // The loop's length is worked out only where the programs leave room to split.
+    int s = split_k_factor(programs, capacity, 3 * programs <= capacity ? cuda_split_loop_k(*k_, sizes, args) : -1);
     if (s < 2) return 1;
     // The split compilation's deeper ring may hold fewer CTAs per SM: no more splits than its
     // CTAs fit at once.

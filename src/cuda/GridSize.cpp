@@ -40,6 +40,18 @@ std::unordered_map<const Value*, Num> scalar_params(const Kernel& k, const std::
   return val;
 }
 
+// The op kinds eval_host_op evaluates.
+bool host_evaluable(OpKind k) {
+  switch (k) {
+    case OpKind::Const: case OpKind::Param: case OpKind::Dim: case OpKind::Add: case OpKind::Sub: case OpKind::Mul:
+    case OpKind::Div: case OpKind::Rem: case OpKind::Cdiv: case OpKind::Min: case OpKind::Max: case OpKind::Cmp:
+    case OpKind::Where: case OpKind::Cast: case OpKind::Bitcast: case OpKind::Neg:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // One scalar op of a grid block, or of a kernel body's top level, over dims (`sizes`),
 // constexprs and the values `get(op, i)` gives its operands (get throws for one it lacks).
 template <class Get>
@@ -214,11 +226,12 @@ int64_t cuda_split_loop_k(const Kernel& k, const Sizes& sizes, const std::vector
         return -1;
       }
     }
-    if (op.results.size() != 1 || !op.result()->type.is_scalar()) continue;
+    // (program ids, loads, tiles: not known before the programs run)
+    if (op.results.size() != 1 || !op.result()->type.is_scalar() || !host_evaluable(op.kind)) continue;
     try {
       val[op.result()] = eval_host_op(k, sizes, op, get);
     } catch (const Unknown&) {   // an operand computed per program (program_id) or in a tile
-    } catch (const TesseraError&) {  // an op the host does not evaluate, a dim without a size
+    } catch (const TesseraError&) {  // a dim without a size, a division by zero
     }
   }
   return -1;

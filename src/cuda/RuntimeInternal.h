@@ -31,8 +31,9 @@ std::string op_summary(const Op& op);
 // whatever the split (the partial tiles written, the counter, the last CTA's reads, in series),
 // which a short slice does not win back. Measured on the H200 (bench/split_steps_gpu.sh,
 // session 26, M = 1 at 64 x 128 x 64 and 64 x 256 x 64 tiles, 12-36 programs): at K = 256 and
-// 512 every split ran 5-40% slower than none, at 1024 none was within 1-5% of the best split,
-// at 2048 2-4 ways ran 7-20% faster: slices of at least 640 (10 k steps of 64).
+// 512 every split ran 6-40% slower than none, at 1024 none was within 3% of the best split, at
+// 2048 the best of 2-4 ways ran 7-18% faster: slices of at least 640 (10 k steps of 64). Measured
+// in bf16 only (an fp8 slice of the same K moves half the bytes).
 inline constexpr int kAutoSplitK = 4;
 inline constexpr int64_t kMinSplitKSlice = 640;
 int split_k_factor(int64_t programs, int64_t capacity, int64_t loop_k = -1);

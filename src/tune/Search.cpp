@@ -41,7 +41,9 @@ std::vector<float> features(const Space& space, const Sizes& sizes, const Config
   for (const Knob& k : space.knobs) f.push_back(lg(static_cast<double>(value_of(config, k))));
   // Programs: the tiles of the dims the grid spans (the grid's knobs when the space knows
   // them); the other tiled dims are loop steps within a program (matmul's K over BLOCK_K).
-  double programs = 1, steps = 1, fill = 1, elems = 1, loop_k = 1;
+  // loop_k: the padded extent of the tiled dims the grid does not read (matmul's K), what the
+  // runtime's split rule weighs; -1 (not known: the rule as without it) when there is none.
+  double programs = 1, steps = 1, fill = 1, elems = 1, loop_k = -1;
   for (const auto& [name, v] : config) {
     std::string dim = tiled_dim(name, sizes);
     if (dim.empty() || v < 1) continue;
@@ -50,7 +52,7 @@ std::vector<float> features(const Space& space, const Sizes& sizes, const Config
     const bool grid = !space.grid_knobs ||
                       std::find(space.grid_knobs->begin(), space.grid_knobs->end(), name) != space.grid_knobs->end();
     (grid ? programs : steps) *= tiles;
-    if (!grid) loop_k *= tiles * b;
+    if (!grid) loop_k = (loop_k < 0 ? 1 : loop_k) * tiles * b;
     fill *= x / (tiles * b);
     elems *= std::min(x, b);
   }

@@ -37,6 +37,14 @@ CudaOptions no_split_options() {
   return o;
 }
 
+// Split 3 ways whatever the K loop's length: these tests' K loops are shorter than the runtime's
+// rule splits (cuda::kMinSplitKSlice), and the split compilation must still match.
+CudaOptions forced_split_options() {
+  CudaOptions o = test_options();
+  o.split_k = 3;
+  return o;
+}
+
 // Runs `ck` (a compilation of k) at `s` and compares with the interpreter.
 void run_compiled_and_compare(CudaKernel& ck, const Kernel& k, const Sizes& s, uint64_t seed) {
   std::vector<Tensor> want = make_random_tensors(k, s, seed), got = want;
@@ -65,18 +73,19 @@ TEST(WgmmaGpu, BlockShapesAndRaggedSizesMatchTheInterpreter) {
                    std::to_string(c.k));
       // Tile multiples; then partial tiles in M, N and K with rows still multiples of 16 bytes
       // (TMA), K shorter than one block, and one row.
-      // These grids are small: by default they run split over K; one CTA per program too.
+      // These grids are small: split over K (forced: their K loops are short), and one CTA per
+      // program (what the runtime's rule runs them as).
       for (Sizes s : {Sizes{{"M", 256}, {"N", 512}, {"K", 192}}, Sizes{{"M", 200}, {"N", 264}, {"K", 136}},
                       Sizes{{"M", 72}, {"N", 88}, {"K", 24}}, Sizes{{"M", 1}, {"N", 8}, {"K", 8}}}) {
-        EXPECT_EQ(run_and_compare(*k, s, 7), 0) << "the TMA path should have run at " << sizes_str(s);
+        EXPECT_EQ(run_and_compare(*k, s, 7, forced_split_options()), 0) << "the TMA path should have run at " << sizes_str(s);
         EXPECT_EQ(run_and_compare(*k, s, 8, no_split_options()), 0) << sizes_str(s);
       }
     }
 }
 
 // Tiles of 192 rows (three consumer warpgroups) or 192 columns (three TMA boxes, wgmma n192),
-// which the tuner's space has for the wave fit: small grids (split over K by default, and
-// not), and grids of more programs than SMs (persistent CTAs running several each).
+// which the tuner's space has for the wave fit: small grids (split over K, forced, and not), and
+// grids of more programs than SMs (persistent CTAs running several each).
 TEST(WgmmaGpu, TilesOf192MatchTheInterpreter) {
   REQUIRE_HOPPER();
   struct Cfg {
@@ -87,7 +96,9 @@ TEST(WgmmaGpu, TilesOf192MatchTheInterpreter) {
     SCOPED_TRACE(std::to_string(c.m) + "x" + std::to_string(c.n));
     for (Sizes s : {Sizes{{"M", 200}, {"N", 264}, {"K", 136}}, Sizes{{"M", 1}, {"N", 8}, {"K", 8}},
                     Sizes{{"M", 2000}, {"N", 3000}, {"K", 200}}}) {
-      EXPECT_EQ(run_and_compare(*k, s, 9), 0) << "the TMA path should have run at " << sizes_str(s);
+      const bool small = s.at("M") < 1000;
+      EXPECT_EQ(run_and_compare(*k, s, 9, small ? forced_split_options() : test_options()), 0)
+          << "the TMA path should have run at " << sizes_str(s);
       EXPECT_EQ(run_and_compare(*k, s, 10, no_split_options()), 0) << sizes_str(s);
     }
   }
@@ -106,9 +117,12 @@ TEST(WgmmaGpu, TransposedBAndFp8MatchTheInterpreter) {
     auto k = testutil::nt_matmul(c.in, "bf16", c.bm, c.bn, c.bk);
     SCOPED_TRACE(c.in + " " + std::to_string(c.bm) + "x" + std::to_string(c.bn) + "x" + std::to_string(c.bk));
     // Tile multiples; partial tiles everywhere with rows still multiples of 16 bytes; one row.
+    // Split over K (forced: the K loops are short) and not.
     for (Sizes s : {Sizes{{"M", 256}, {"N", 256}, {"K", 256}}, Sizes{{"M", 200}, {"N", 264}, {"K", 272}},
-                    Sizes{{"M", 1}, {"N", 16}, {"K", 16}}})
-      EXPECT_EQ(run_and_compare(*k, s, 9), 0) << "the TMA path should have run at " << sizes_str(s);
+                    Sizes{{"M", 1}, {"N", 16}, {"K", 16}}}) {
+      EXPECT_EQ(run_and_compare(*k, s, 9, forced_split_options()), 0) << "the TMA path should have run at " << sizes_str(s);
+      EXPECT_EQ(run_and_compare(*k, s, 11, no_split_options()), 0) << sizes_str(s);
+    }
     // K = 40 fp8 / 20 16-bit: rows of 40 bytes, which TMA cannot describe: the compilation
     // without TMA runs (the mma.sync ring, fp8 included: m16n8k32 with element-wise copies).
     Sizes odd{{"M", 70}, {"N", 72}, {"K", c.in[1] == '8' ? 40 : 20}};
@@ -204,7 +218,7 @@ TEST(WgmmaGpu, SplitKMatchesTheInterpreterLaunchAfterLaunch) {
 
 // The split_k knob (a kernel constexpr the runtime reads at launch, which the tuner varies)
 // fixes the split: 3 ways where the runtime's own rule would pick 4 for these 8 programs, and
-// 2 where the rule would pick 3 (36 programs of 64 x 128).
+// 2 where the rule would pick 3 (36 programs of 64 x 128), at a K the rule splits (3000).
 TEST(WgmmaGpu, TheSplitKKnobFixesTheSplit) {
   REQUIRE_HOPPER();
   struct Case {
@@ -215,7 +229,7 @@ TEST(WgmmaGpu, TheSplitKKnobFixesTheSplit) {
     auto k = matmul(ScalarKind::BF16, 64, 128, 64);
     k->set_constexpr(kSplitKKnob, c.split);
     auto ck = compile_cuda(*k, test_options());
-    run_compiled_and_compare(*ck, *k, {{"M", 16}, {"N", c.n}, {"K", 1000}}, 41);
+    run_compiled_and_compare(*ck, *k, {{"M", 16}, {"N", c.n}, {"K", 3000}}, 41);
     EXPECT_EQ(ck->launches_split_k, 1);
     EXPECT_EQ(ck->last_splits, c.split);
   }

@@ -216,9 +216,15 @@ TEST(Search, FeaturesCountTheCtasASplitLaunches) {
   c = s.defaults();
   c["min_blocks"] = 2;
   EXPECT_FLOAT_EQ(at(c, "log2 split"), lg(cuda::split_k_factor(13, 264)));
-  // A space that does not know its grid counts every tile knob as programs.
+  // At K = 1024 the rule leaves the programs unsplit (slices under cuda::kMinSplitKSlice).
+  const Sizes short_k = {{"K", 1024}, {"M", 16}, {"N", 1600}};
+  const std::vector<float> fs = features(s, short_k, s.defaults(), 132);
+  EXPECT_FLOAT_EQ(fs.at(static_cast<size_t>(std::find(names.begin(), names.end(), "log2 split") - names.begin())), lg(1));
+  // A space that does not know its grid counts every tile knob as programs, and no K loop: the
+  // rule as the runtime has it without the loop's length.
   s.grid_knobs.reset();
   EXPECT_FLOAT_EQ(at(s.defaults(), "log2 programs"), lg(13 * 112));
+  EXPECT_FLOAT_EQ(at(s.defaults(), "log2 split"), lg(cuda::split_k_factor(13 * 112, 132)));
 }
 
 // A knob of minor effect (under 1% here, at every shape) does not fill a model batch with

@@ -148,6 +148,11 @@ TEST(Space, SplitKNeedsAWgmmaDotFewProgramsAndADifferentSplit) {
   // 18 programs of 64 x 256: the runtime splits 4 ways by itself.
   EXPECT_EQ(reason(64, 256, 4, decode), "split_k = 4 is what the runtime picks for 18 programs (split_k = 0)");
   EXPECT_EQ(reason(64, 256, 3, decode), "");
+  // At K = 1024 the runtime does not split (slices under cuda::kMinSplitKSlice): 3 ways is a
+  // launch of its own, and 2 ways at K = 1400 (1408 / 640) is what it picks.
+  EXPECT_EQ(reason(64, 128, 3, {{"M", 1}, {"N", 4608}, {"K", 1024}}), "");
+  EXPECT_EQ(reason(64, 128, 2, {{"M", 1}, {"N", 4608}, {"K", 1400}}),
+            "split_k = 2 is what the runtime picks for 36 programs (split_k = 0)");
   const Sizes big = {{"M", 4096}, {"N", 4096}, {"K", 4096}};
   EXPECT_EQ(reason(128, 256, 2, big), "split_k = 2: 512 programs x 2 CTAs are over two waves");
   // Two CTAs per SM double the capacity: 96 programs x 2 fit two waves of 132 x 2.
@@ -183,6 +188,8 @@ TEST(Space, StreamKNeedsAPartialWaveAndNoClusterOrSplit) {
   EXPECT_EQ(reason(128, 128, short_wave), "");
   const Sizes small = {{"M", 128}, {"N", 4096}, {"K", 4096}};  // 16 programs of 128 x 256
   EXPECT_EQ(reason(128, 256, small), "stream_k = 1: the runtime splits 16 programs over K");
+  // The same programs over a K loop too short to split: stream-K runs.
+  EXPECT_EQ(reason(128, 256, {{"M", 128}, {"N", 4096}, {"K", 1024}}), "");
   // 50 programs, unsplit (over a third of the CTAs): all shared out over the 132 CTAs; 20
   // (under a third, split_k = 1 keeps the runtime from splitting them): over 80, four parts each.
   const Sizes few = {{"M", 256}, {"N", 6400}, {"K", 4096}};
