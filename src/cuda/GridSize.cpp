@@ -2,6 +2,7 @@
 // constexprs and scalar parameters) for concrete arguments; and, the same way, the reduction
 // length of the loop a split-K launch splits.
 #include <cmath>
+#include <optional>
 #include <unordered_map>
 
 #include "cuda/CudaEmitter.h"
@@ -40,22 +41,11 @@ std::unordered_map<const Value*, Num> scalar_params(const Kernel& k, const std::
   return val;
 }
 
-// The op kinds eval_host_op evaluates.
-bool host_evaluable(OpKind k) {
-  switch (k) {
-    case OpKind::Const: case OpKind::Param: case OpKind::Dim: case OpKind::Add: case OpKind::Sub: case OpKind::Mul:
-    case OpKind::Div: case OpKind::Rem: case OpKind::Cdiv: case OpKind::Min: case OpKind::Max: case OpKind::Cmp:
-    case OpKind::Where: case OpKind::Cast: case OpKind::Bitcast: case OpKind::Neg:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // One scalar op of a grid block, or of a kernel body's top level, over dims (`sizes`),
-// constexprs and the values `get(op, i)` gives its operands (get throws for one it lacks).
+// constexprs and the values `get(op, i)` gives its operands (get throws for one it lacks);
+// nullopt for an op of another kind (program ids, loads, tiles).
 template <class Get>
-Num eval_host_op(const Kernel& k, const Sizes& sizes, const Op& op, Get get) {
+std::optional<Num> eval_host_op(const Kernel& k, const Sizes& sizes, const Op& op, Get get) {
   if (op.results.size() != 1) throw TesseraError(op.loc, "cuda backend: unsupported op in the grid");
   ScalarKind t = op.result()->type.elem;
   bool f = is_float(t);
@@ -163,7 +153,7 @@ Num eval_host_op(const Kernel& k, const Sizes& sizes, const Op& op, Get get) {
     }
     case OpKind::Neg: r = fin(get(op, 0).f ? Num{true, 0, -get(op, 0).d} : Num{false, -get(op, 0).i, 0}); break;
     default:
-      throw TesseraError(op.loc, "cuda backend: op '" + std::string(op.name()) + "' cannot be evaluated in the grid");
+      return std::nullopt;
   }
   return r;
 }
@@ -194,7 +184,9 @@ std::array<int64_t, 3> cuda_grid_size(const Kernel& k, const Sizes& sizes, const
       }
       return g;
     }
-    val[op.result()] = eval_host_op(k, sizes, op, get);
+    std::optional<Num> r = eval_host_op(k, sizes, op, get);
+    if (!r) throw TesseraError(op.loc, "cuda backend: op '" + std::string(op.name()) + "' cannot be evaluated in the grid");
+    val[op.result()] = *r;
   }
   throw TesseraError(k.loc, "cuda backend: the grid block has no yield");
 }
@@ -226,10 +218,10 @@ int64_t cuda_split_loop_k(const Kernel& k, const Sizes& sizes, const std::vector
         return -1;
       }
     }
-    // (program ids, loads, tiles: not known before the programs run)
-    if (op.results.size() != 1 || !op.result()->type.is_scalar() || !host_evaluable(op.kind)) continue;
+    if (op.results.size() != 1 || !op.result()->type.is_scalar()) continue;
     try {
-      val[op.result()] = eval_host_op(k, sizes, op, get);
+      // (program ids, loads, tiles: not known before the programs run)
+      if (std::optional<Num> r = eval_host_op(k, sizes, op, get)) val[op.result()] = *r;
     } catch (const Unknown&) {   // an operand computed per program (program_id) or in a tile
     } catch (const TesseraError&) {  // a dim without a size, a division by zero
     }

@@ -20,7 +20,6 @@
 
 #include "support/Diagnostic.h"
 #include "support/Json.h"
-#include "tune/Space.h"
 
 namespace tessera::tune {
 
@@ -372,6 +371,15 @@ std::vector<std::string> Database::shapes(const TuneKey& key) const {
   return out;
 }
 
+void complete_knob_defaults(std::vector<Record>& rows) {
+  std::map<std::string, int64_t> defaults;
+  for (const Record& r : rows)
+    for (const auto& [name, v] : r.config)
+      if (const KnobDecl* decl = find_codegen_knob(name)) defaults.emplace(name, decl->knob.default_value);
+  for (Record& r : rows)
+    for (const auto& [name, v] : defaults) r.config.emplace(name, v);
+}
+
 std::optional<Config> Database::best(const TuneKey& key) const {
   struct Sum {
     double ms = 0;
@@ -380,16 +388,7 @@ std::optional<Config> Database::best(const TuneKey& key) const {
   };
   std::map<std::string, Sum> by_config;  // (keyed by config_str: the order ties are broken in)
   std::vector<Record> rows = select(key, true);
-  // A row written before one of the codegen knobs its neighbours name existed ran that knob's
-  // table default (what the emitter did before the knob): it and the rows naming the default
-  // are one config, averaged and failed together.
-  std::set<std::string> knobs;
-  for (const Record& r : rows)
-    for (const auto& [n, v] : r.config)
-      if (find_codegen_knob(n)) knobs.insert(n);
-  for (Record& r : rows)
-    for (const std::string& n : knobs)
-      if (!r.config.count(n)) r.config[n] = find_codegen_knob(n)->knob.default_value;
+  complete_knob_defaults(rows);  // an older row and the rows naming the default: one config
   const bool any_confirmed =
       std::any_of(rows.begin(), rows.end(), [](const Record& r) { return r.confirmed && r.status == "ok"; });
   // A config with a failing row among those (a check that failed, a timeout in a tune's

@@ -45,6 +45,11 @@ struct Record {
   bool confirmed = false;
 };
 
+// A row written before a codegen knob that other rows of `rows` name existed was measured at the
+// knob's table default (what the emitter did before the knob): its config gets that value, so
+// that it is one config with the newer rows naming the default (Database::best, replay).
+void complete_knob_defaults(std::vector<Record>& rows);
+
 class Database {
  public:
   // Opens (creating when `create` and missing) the database at `path`, and checks its schema.

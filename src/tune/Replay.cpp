@@ -52,24 +52,19 @@ class ReplayMeasurer : public Measurer {
 
 }  // namespace
 
-ReplayData replay_data(const std::vector<Record>& rows) {
+ReplayData replay_data(const std::vector<Record>& given) {
   ReplayData d;
-  if (rows.empty()) throw TesseraError("replay: no rows");
+  if (given.empty()) throw TesseraError("replay: no rows");
+  // A row written before a codegen knob that other rows name existed is one config with the
+  // newer rows that name the knob's default (as `tessera tune` reads such rows).
+  std::vector<Record> rows = given;
+  complete_knob_defaults(rows);
   const TuneKey& k0 = rows[0].key;
   d.kernel = k0.kernel;
   std::map<std::string, size_t> shape_index;
   std::vector<std::map<std::string, size_t>> config_index;
   std::map<std::string, std::vector<int64_t>> values;
-  // A row written before a codegen knob that other rows name existed was measured at the knob's
-  // table default (as `tessera tune` reads such rows): its config gets it, so that it is one
-  // config with the newer rows that name the default.
-  std::map<std::string, int64_t> knob_defaults;
-  for (const Record& r : rows)
-    for (const auto& [name, v] : r.config)
-      if (const KnobDecl* decl = find_codegen_knob(name)) knob_defaults.emplace(name, decl->knob.default_value);
-  for (const Record& row : rows) {
-    Record r = row;
-    for (const auto& [name, v] : knob_defaults) r.config.emplace(name, v);
+  for (const Record& r : rows) {
     if (r.key.kernel_hash != k0.kernel_hash || r.key.dtype != k0.dtype || r.key.target != k0.target ||
         r.key.device != k0.device)
       throw TesseraError("replay: rows of more than one kernel, dtype, target or device (" + r.key.kernel + " " +
