@@ -80,6 +80,9 @@ struct Flags {
   int iters = 0;  // 0: adaptive
   int split_k = 0;  // CudaOptions::split_k: 0 automatic, 1 never, n >= 2 always n ways
   bool stream_k = false;  // CudaTarget::stream_k (--stream-k: share the last partial wave's K work)
+  // --split-ab: each matmul shape also compiled with CudaOptions::split_k_cluster = false, and
+  // the two fixups of a split launch (cluster and workspace) timed in alternating rounds.
+  bool split_ab = false;
   std::vector<std::pair<std::string, int64_t>> sets;  // --set NAME=V, in order
   // Rounds of the default matmul tile and cuBLAS timed alternately (--rounds; 0: 3, 1 with --quick).
   int rounds = 0;
@@ -585,6 +588,7 @@ Flags parse_flags(int argc, char** argv) {
     else if (a == "--vec-n") f.vec_n = std::stoll(need(i));
     else if (a == "--split-k") f.split_k = std::stoi(need(i));
     else if (a == "--stream-k") f.stream_k = true;
+    else if (a == "--split-ab") f.split_ab = true;
     else if (a == "--set") {
       std::string v = need(i);
       size_t eq = v.find('=');
@@ -637,7 +641,8 @@ Flags parse_flags(int argc, char** argv) {
                   "matmul (bf16) shapes: 4096^3 (the one --tune searches), 8192^3, 4096x14336x4096,\n"
                   "128x14336x4096, 16x4096x4096 (MxNxK), each beside cuBLAS; --quick: 2048^3 only;\n"
                   "--mnk: that one shape. --split-k: 0 (default) lets the runtime split small wgmma\n"
-                  "matmuls over K, 1 never splits, N >= 2 always splits N ways.\n");
+                  "matmuls over K, 1 never splits, N >= 2 always splits N ways. --split-ab: a split's\n"
+                  "partial sums added within a cluster and through the workspace, alternately timed.\n");
       std::exit(0);
     } else {
       std::fprintf(stderr, "cuda_bench: unknown flag %s\n", a.c_str());
@@ -1130,6 +1135,26 @@ std::vector<Result> bench_matmul(const LibraryKernel& lk, const BenchCase& bc, c
     set_matmul_time(lk, bc.sizes, bc.dt, c, median(theirs));
     c.cublas = c.figure;
   }
+  // --split-ab: the same launches through the workspace's fixup (a second compilation with
+  // split_k_cluster off), alternated with the cluster's, R rounds each.
+  if (f.split_ab) {
+    CudaOptions wo = opts;
+    wo.split_k_cluster = false;
+    auto wk = compile_cuda(k, wo);
+    const auto ptrs = ptrs_for_all(k, bufs);
+    std::vector<double> cl, ws;
+    for (int round = 0; round < std::max(f.rounds, 2); ++round) {
+      cl.push_back(median(time_launches([&](int i) { ck.launch(bufs.args, ptrs[i % ptrs.size()], nullptr); }, f.iters)));
+      ws.push_back(median(time_launches([&](int i) { wk->launch(bufs.args, ptrs[i % ptrs.size()], nullptr); }, f.iters)));
+    }
+    char b[200];
+    std::snprintf(b, sizeof b, "split A/B (%d ways, %lld in clusters): cluster %.5f ms, workspace %.5f ms (%.3f)",
+                  ck.last_splits, static_cast<long long>(ck.launches_split_cluster), median(cl), median(ws),
+                  median(cl) / median(ws));
+    note(r, b);
+    std::printf("%s %s %s: %s; cuBLAS %.5f ms\n", r.kernel.c_str(), r.sizes.c_str(), tile_str(k).c_str(), b,
+                c.median_ms);
+  }
   auto vs_cublas = [&](Result& x) {
     if (c.figure <= 0) return;
     x.cublas = c.figure;
@@ -1197,7 +1222,12 @@ int main(int argc, char** argv) {
     device_desc = d.name + " sm_" + std::to_string(d.sm) + ", " + std::to_string(d.num_sms) + " SMs, L2 " +
                   std::to_string(d.l2_bytes >> 20) + " MB";
   }
-  std::string cache = (std::filesystem::temp_directory_path() / ("tessera-cuda-bench-" + std::to_string(::getpid()))).string();
+  // A fresh compile cache per process (cold compiles are timed), unless CUDA_BENCH_CACHE names
+  // one that scripts running many processes share.
+  const char* cache_env = std::getenv("CUDA_BENCH_CACHE");
+  const bool shared_cache = cache_env && *cache_env;
+  std::string cache = shared_cache ? std::string(cache_env)
+                          : (std::filesystem::temp_directory_path() / ("tessera-cuda-bench-" + std::to_string(::getpid()))).string();
   CudaOptions opts;
   opts.cache_dir = cache;
   // The device's own architecture, sm_90 as sm_90a (compile_cuda's own default rule), and
@@ -1240,7 +1270,7 @@ int main(int argc, char** argv) {
       if (compiled.insert(bc.kernel + " " + r.dtype + " " + r.config).second) {
         // Cold NVRTC compile, then a memory-cache hit and a disk-cache hit (as a new process).
         clear_cuda_memory_cache();
-        std::filesystem::remove_all(cache);
+        if (!shared_cache) std::filesystem::remove_all(cache);
         ck = compile_cuda(*k, opts);
         r.compile_s = ck->compile_seconds;
         double t0 = now_s();
@@ -1360,7 +1390,7 @@ int main(int argc, char** argv) {
       status = 1;
     }
   }
-  std::filesystem::remove_all(cache);
+  if (!shared_cache) std::filesystem::remove_all(cache);
   print_results(results, f, device_desc);
   return status;
 }

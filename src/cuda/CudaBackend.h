@@ -94,6 +94,11 @@ struct CudaOptions {
   // each slice at least kMinSplitKSlice of K (split_k_factor);
   // 1 never splits; n >= 2 always splits n ways where the kernel allows it (for experiments).
   int split_k = 0;
+  // A split of at most kMaxSplitKCluster CTAs per program runs them as one thread-block cluster
+  // whose first CTA adds the others' partial sums over distributed shared memory
+  // (CudaKernelInfo::split_cluster); false (or TESSERA_CUDA_SPLIT_K_WORKSPACE=1) meets them in
+  // the global workspace instead, as splits of more CTAs always do.
+  bool split_k_cluster = true;
 };
 
 class CudaKernel {
@@ -120,6 +125,11 @@ class CudaKernel {
   // to fill the device.
   int64_t launches_split_k = 0;
   int last_splits = 1;  // CTAs per program of the latest launch (split-K), 1 otherwise
+  // Of those, the launches whose split ran as one cluster per program (partial sums added over
+  // distributed shared memory, CudaKernelInfo::split_cluster), and cluster launches the driver
+  // refused (run again without clusters, through the workspace).
+  int64_t launches_split_cluster = 0;
+  int64_t cluster_launches_refused = 0;
   // CTAs per program when the kernel runs each program on a thread-block cluster (sm_90+;
   // CudaKernelInfo::cluster), 1 otherwise.
   int cluster = 1;

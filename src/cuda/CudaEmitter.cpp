@@ -1095,9 +1095,14 @@ CudaEmission Emitter::run() {
   }
   if (split_k_) {
     info.split_k = true;
+    info.split_cluster = cluster_fixup_fits();
     count("split-k");
-    notes_.push_back("split-K: gridDim.z CTAs share each program's K loop; partial sums meet in a workspace and the "
-                     "last CTA adds them in split order");
+    notes_.push_back(std::string("split-K: gridDim.z CTAs share each program's K loop; ") +
+                     (info.split_cluster ? "launched as one cluster (up to " + std::to_string(kMaxSplitKCluster) +
+                                               " CTAs), the first adds its peers' partial sums over distributed shared "
+                                               "memory; otherwise partial sums"
+                                         : "partial sums") +
+                     " meet in a workspace and the last CTA adds them in split order");
   }
   if (stream_k_) {
     info.stream_k = true;
@@ -1146,7 +1151,7 @@ CudaEmission Emitter::run() {
                      " CTAs, each holding 1/" + std::to_string(cluster_) +
                      " of every tile; reductions meet through distributed shared memory");
   }
-  if (wg_.cluster_m > 1) {
+  if (wg_.cluster_m > 1 || (split_k_ && cluster_fixup_fits())) {
     line("#include \"tessera/cluster.cuh\"");
     out.headers.push_back("tessera/cluster.cuh");
   }

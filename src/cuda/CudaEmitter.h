@@ -62,6 +62,9 @@ inline constexpr const char* kCudaCodegenVersion = "tessera-cuda-codegen-1";
 // The most CTAs a split-K launch gives one program (CudaTarget::split_k): each adds a slot of
 // partial sums that the program's last CTA reads back.
 inline constexpr int kMaxSplitK = 16;
+// The most CTAs of a split launched as one cluster (CudaKernelInfo::split_cluster): the portable
+// cluster size; splits beyond it take the workspace's path.
+inline constexpr int kMaxSplitKCluster = 8;
 // The codegen knob that asks for a split (tune/Space.cpp's table): a kernel constexpr read by
 // the runtime at launch (0: its own rule, split_k_factor; n >= 2: n ways where the kernel
 // allows it), not by the emitters, and left out of the printed source, so that configs that
@@ -123,6 +126,11 @@ struct CudaKernelInfo {
   // zero again, so one workspace serves launch after launch in stream order.
   bool split_k = false;
   int64_t split_slot_bytes = 0;  // one CTA's partial accumulators
+  // A split-K compilation that can also add its partial sums within a cluster: launched with a
+  // cluster of 1 x 1 x splits CTAs (at most kMaxSplitKCluster, cuLaunchKernelEx), CTA 0 of each
+  // program adds its peers' sums over distributed shared memory and the workspace goes unused;
+  // launched without clusters it takes the workspace's path.
+  bool split_cluster = false;
   // A persistent kernel with stream-K (CudaTarget::stream_k): pass a SplitWorkspace of
   // split_workspace_bytes(CTAs launched, 1) bytes, its counters (one flag per CTA) zero; the
   // kernel leaves them zero again.

@@ -22,6 +22,7 @@
 #include "cuda/RuntimeInternal.h"
 #include "cuda/DeviceHeaders.h"
 #include "runtime/DiskCache.h"
+#include "support/Env.h"
 #include "support/Float.h"
 
 namespace tessera {
@@ -281,6 +282,14 @@ class CudaKernelImpl : public CudaKernel {
     p->args = std::move(key);
     p->owner = this;
     p->splits = splits;
+    // A split compilation that can add its partial sums within a cluster runs each program's
+    // CTAs as one (CudaKernelInfo::split_cluster) where that pays (split_in_clusters), unless
+    // CudaOptions::split_k_cluster or
+    // TESSERA_CUDA_SPLIT_K_WORKSPACE=1 (an A/B switch) keeps the workspace's fixup.
+    static const bool workspace_only = env_flag("TESSERA_CUDA_SPLIT_K_WORKSPACE");
+    if (info.split_k && info.split_cluster && driver()->cuLaunchKernelEx && root.opts_.split_k_cluster && !workspace_only &&
+        split_in_clusters(grid[0] * grid[1] * grid[2] * splits, splits, dev.num_sms))
+      p->cluster_z = static_cast<unsigned>(splits);
     for (int i = 0; i < 3; ++i) p->grid[i] = static_cast<unsigned>(launch_grid[i]);
     p->slots = std::move(slots);
     p->maps = std::move(maps);
@@ -304,6 +313,7 @@ class CudaKernelImpl : public CudaKernel {
     std::vector<int64_t> args;        // arg_key
     CudaKernelImpl* owner = nullptr;  // the compilation launched: this kernel or its split-K variant
     int splits = 1;
+    unsigned cluster_z = 1;  // > 1: launched with clusters of 1 x 1 x cluster_z CTAs
     unsigned grid[3] = {1, 1, 1};
     std::vector<uint64_t> slots;
     std::vector<CUtensorMap> maps;
@@ -348,12 +358,32 @@ class CudaKernelImpl : public CudaKernel {
                                CudaKernelInfo::split_counter_bytes(info.stream_k ? int64_t(p.grid[0])
                                                                                  : int64_t(p.grid[0]) * p.grid[1]),
                                p.stream);
-    CUresult r = driver()->cuLaunchKernel(o.c_->fn, p.grid[0], p.grid[1], p.grid[2],
-                                          static_cast<unsigned>(info.block_threads), 1, 1,
-                                          static_cast<unsigned>(info.dynamic_smem_bytes), static_cast<CUstream>(p.stream),
-                                          p.params.data(), nullptr);
+    CUresult r = CUDA_SUCCESS;
+    const char* call = "cuLaunchKernel";
+    if (p.cluster_z > 1) {
+      CUlaunchAttribute cl;
+      cl.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+      cl.value.clusterDim = {1, 1, p.cluster_z};
+      CUlaunchConfig cfg;
+      cfg.gridDimX = p.grid[0], cfg.gridDimY = p.grid[1], cfg.gridDimZ = p.grid[2];
+      cfg.blockDimX = static_cast<unsigned>(info.block_threads);
+      cfg.sharedMemBytes = static_cast<unsigned>(info.dynamic_smem_bytes);
+      cfg.hStream = static_cast<CUstream>(p.stream);
+      cfg.attrs = &cl;
+      cfg.numAttrs = 1;
+      r = driver()->cuLaunchKernelEx(&cfg, o.c_->fn, p.params.data(), nullptr);
+      // Clusters that cannot be placed (a launch error, not a sticky one): this and later
+      // launches of it take the workspace's path, which the kernel picks when it runs without
+      // a cluster.
+      if (r != CUDA_SUCCESS) p.cluster_z = 1, ++cluster_launches_refused;
+      else ++launches_split_cluster;
+    }
+    if (p.cluster_z <= 1)
+      r = driver()->cuLaunchKernel(o.c_->fn, p.grid[0], p.grid[1], p.grid[2], static_cast<unsigned>(info.block_threads), 1,
+                                   1, static_cast<unsigned>(info.dynamic_smem_bytes), static_cast<CUstream>(p.stream),
+                                   p.params.data(), nullptr);
     if (r != CUDA_SUCCESS)
-      throw TesseraError(k_->loc, "cuda: " + error_text(r, "cuLaunchKernel") + " for kernel " + kname(*k_) + " (grid " +
+      throw TesseraError(k_->loc, "cuda: " + error_text(r, call) + " for kernel " + kname(*k_) + " (grid " +
                                       std::to_string(p.grid[0]) + "x" + std::to_string(p.grid[1]) + "x" +
                                       std::to_string(p.grid[2]) + ", block " + std::to_string(info.block_threads) +
                                       ", dynamic shared memory " + std::to_string(info.dynamic_smem_bytes) + " bytes)");
@@ -528,6 +558,10 @@ int cuda::split_k_factor(int64_t programs, int64_t capacity, int64_t loop_k) {
   int64_t s = std::min<int64_t>(kAutoSplitK, capacity / programs);
   if (loop_k >= 0) s = std::min(s, loop_k / kMinSplitKSlice);
   return static_cast<int>(std::max<int64_t>(s, 1));
+}
+
+bool cuda::split_in_clusters(int64_t ctas, int splits, int64_t sms) {
+  return splits >= 2 && splits <= kMaxSplitKCluster && double(ctas) <= kSplitClusterMaxShare * double(sms);
 }
 
 int64_t cuda::stream_k_tiles(int64_t programs, int64_t ctas) {

@@ -75,6 +75,8 @@ Loaded load() {
   if (!ok) return L;
   if (void* p = ::dlsym(h, "cuTensorMapEncodeTiled"))
     d.cuTensorMapEncodeTiled = reinterpret_cast<decltype(d.cuTensorMapEncodeTiled)>(p);
+  if (void* p = ::dlsym(h, "cuLaunchKernelEx"))
+    d.cuLaunchKernelEx = reinterpret_cast<decltype(d.cuLaunchKernelEx)>(p);
   CUresult r = d.cuInit(0);
   if (r != CUDA_SUCCESS) {
     const char* n = nullptr;

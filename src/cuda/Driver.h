@@ -57,6 +57,29 @@ inline constexpr int CU_TENSOR_MAP_SWIZZLE_128B = 3;
 inline constexpr int CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3;
 inline constexpr int CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0;
 
+// cuLaunchKernelEx's configuration (cuda.h's CUlaunchConfig and CUlaunchAttribute, with only
+// the cluster-dimension attribute's member of the 64-byte value union).
+inline constexpr int CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4;
+struct CUlaunchAttribute {
+  int id = 0;
+  char pad[4] = {};
+  union {
+    char bytes[64];
+    struct {
+      unsigned x, y, z;
+    } clusterDim;
+  } value = {};
+};
+struct CUlaunchConfig {
+  unsigned gridDimX = 1, gridDimY = 1, gridDimZ = 1;
+  unsigned blockDimX = 1, blockDimY = 1, blockDimZ = 1;
+  unsigned sharedMemBytes = 0;
+  CUstream hStream = nullptr;
+  CUlaunchAttribute* attrs = nullptr;
+  unsigned numAttrs = 0;
+};
+static_assert(sizeof(CUlaunchAttribute) == 72 && sizeof(CUlaunchConfig) == 56, "cuda.h's layouts");
+
 struct Driver {
   CUresult (*cuInit)(unsigned);
   CUresult (*cuDriverGetVersion)(int*);
@@ -93,6 +116,9 @@ struct Driver {
   // mma.sync compilation.
   CUresult (*cuTensorMapEncodeTiled)(CUtensorMap*, int, uint32_t, void*, const uint64_t*, const uint64_t*,
                                      const uint32_t*, const uint32_t*, int, int, int, int) = nullptr;
+  // Optional (CUDA 12+ drivers): launches with a cluster shape chosen at launch time (split-K's
+  // clusters of the split's CTAs); without it those launches run without clusters.
+  CUresult (*cuLaunchKernelEx)(const CUlaunchConfig*, CUfunction, void**, void**) = nullptr;
 };
 
 // The loaded and initialised driver, or null with the reason in `why` (no libcuda, cuInit

@@ -644,15 +644,39 @@ void Emitter::emit_split_k_fixup(const std::string& frag) {
   auto n = [](int64_t v) { return std::to_string(v); };
   const int64_t CT = int64_t(w.consumer_warps) * 32;
   const std::string mine = fixup_rows_in_output();
+  // Columns loaded per batch: as many as registers allow without spills (ptxas, sm_90a: one
+  // consumer warpgroup has 255 registers per thread beside BN / 2 accumulators; two or three
+  // share 168 or 128).
+  const int64_t nt = w.BN / 8;
+  // A batch divides the block's BN / 8 column groups (BN = 192: 24, so 8 rather than 16).
+  int64_t batch = std::min<int64_t>(nt, w.consumer_warps == 4 ? 16 : w.BN >= 256 ? 2 : 4);
+  while (nt % batch != 0) batch /= 2;
+  open("if (gridDim.z > 1) {");
+  line("const bool mine_ = " + mine + ";");
+  // The runtime launches the split's CTAs as one cluster where it can (CudaKernelInfo::
+  // split_cluster): the partial sums then meet in the idle rings' shared memory.
+  if (cluster_fixup_fits()) {
+    open("if (tsr::cluster_ctas() == gridDim.z) {");
+    line("// split-K in a cluster: CTAs 1.. leave their slice of the sum in their ring; CTA 0 adds them");
+    line("// over distributed shared memory in split order and runs the epilogue.");
+    line("if (blockIdx.z != 0 && mine_) tsr::frags_to_smem(" + frag + ", ring_, tsr_tid, " + n(CT) + ");");
+    line("tsr::cluster_sync();");
+    line("if (blockIdx.z == 0 && mine_) tsr::frags_add_cluster<" + n(batch) + ">(" + frag + ", ring_, gridDim.z, tsr_tid, " +
+         n(CT) + ");");
+    line("tsr::cluster_sync();  // (no CTA leaves while CTA 0 may still read its shared memory)");
+    line("if (blockIdx.z != 0) return;");
+    close();
+    open("else {");
+  } else {
+    open("{");
+  }
   line("// split-K: this CTA's slice of the sum goes to its slot of the workspace; the last of the");
   line("// program's gridDim.z CTAs to arrive adds every slot in split order and runs the epilogue.");
-  open("if (gridDim.z > 1) {");
   line("__shared__ int tsr_last_;");
   line("const int64_t prog_ = int64_t(blockIdx.y) * gridDim.x + blockIdx.x, progs_ = int64_t(gridDim.x) * gridDim.y;");
   line("unsigned* const cnt_ = reinterpret_cast<unsigned*>(tsr_ws);");
   line("float* const slots_ = reinterpret_cast<float*>(tsr_ws + (progs_ * 4 + 255) / 256 * 256);");
   line("const int64_t slot_ = " + n(CT * w.BN / 2) + ";");
-  line("const bool mine_ = " + mine + ";");
   line("if (mine_) tsr::frags_to_slot(" + frag + ", slots_ + (int64_t(blockIdx.z) * progs_ + prog_) * slot_, tsr_tid, " +
        n(CT) + ");");
   line("__threadfence();");
@@ -663,16 +687,15 @@ void Emitter::emit_split_k_fixup(const std::string& frag) {
   line("__threadfence();");
   // Zero again for the next launch, which stream order places after this one.
   line("if (tsr_tid == 0) cnt_[prog_] = 0u;");
-  // Columns loaded per batch: as many as registers allow without spills (ptxas, sm_90a: one
-  // consumer warpgroup has 255 registers per thread beside BN / 2 accumulators; two or three
-  // share 168 or 128).
-  const int64_t nt = w.BN / 8;
-  // A batch divides the block's BN / 8 column groups (BN = 192: 24, so 8 rather than 16).
-  int64_t batch = std::min<int64_t>(nt, w.consumer_warps == 4 ? 16 : w.BN >= 256 ? 2 : 4);
-  while (nt % batch != 0) batch /= 2;
   line("if (mine_) tsr::frags_sum_slots<" + n(batch) + ">(" + frag + ", slots_ + prog_ * slot_, progs_ * slot_, int(gridDim.z), tsr_tid, " +
        n(CT) + ");");
   close();
+  close();
+}
+
+bool Emitter::cluster_fixup_fits() const {
+  // One CTA's fragments (CudaKernelInfo::split_slot_bytes) must fit in its ring.
+  return int64_t(wg_.consumer_warps) * 32 * (wg_.BN / 2) * 4 <= wg_.ring_bytes();
 }
 
 void Emitter::emit_wgmma_tma_store(const Op& st, const FragTile& ft) {

@@ -459,6 +459,8 @@ class Emitter {
   // picks a slice of the wgmma loop's iterations; emit_split_k_fixup then combines the slices.
   bool split_k_ = false;
   void emit_split_k_fixup(const std::string& frag);
+  // Whether a CTA's partial sums fit in its ring, for the fixup within a cluster.
+  bool cluster_fixup_fits() const;
   // Stream-K in a persistent kernel (CudaTarget::stream_k): the tiles cuda::stream_k_tiles names
   // (all of them when they are fewer than the CTAs; else a partial last wave, with the full wave
   // before it when it is under half the CTAs) are cut

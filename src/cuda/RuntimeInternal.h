@@ -38,6 +38,17 @@ inline constexpr int kAutoSplitK = 4;
 inline constexpr int64_t kMinSplitKSlice = 640;
 int split_k_factor(int64_t programs, int64_t capacity, int64_t loop_k = -1);
 
+// Whether a split launch of `ctas` CTAs (programs x splits) on `sms` multiprocessors runs each
+// program's CTAs as one cluster (CudaKernelInfo::split_cluster): at most kMaxSplitKCluster ways,
+// and CTAs that fill at most 55% of the SMs. Measured on the H200 (bench/split_cluster_gpu.sh,
+// session 27: the same launches with both fixups in alternating rounds, M = 1, 16 and 128 at
+// 8 decode shapes, 64 x 64 / 128 / 256 tiles, 2-4 ways): at up to 72 CTAs on 132 SMs the
+// cluster's launch was the faster in 31 of 38 (geomean 0.957 of the workspace's time, 0.915 to
+// 1.052), from 84 to 224 CTAs in 16 of 52 (geomean 1.035, 0.916 to 1.178: a cluster's CTAs
+// must be placed together, within one GPC).
+inline constexpr double kSplitClusterMaxShare = 0.55;
+bool split_in_clusters(int64_t ctas, int splits, int64_t sms);
+
 // Stream-K (CudaKernelInfo::stream_k): of `programs` whole tiles on `ctas` persistent CTAs, how
 // many the kernel shares out as equal parts of K work over all of them (the rest run whole,
 // one CTA each). All of them when they are fewer than the CTAs; else the last partial wave

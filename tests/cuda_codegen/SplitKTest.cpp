@@ -49,6 +49,22 @@ TEST(CudaSplitK, LibraryMatmulIsCapableAndItsSplitCompilationCombinesSlots) {
   EXPECT_NE(em.source.find("if (!tsr_last_) return;"), std::string::npos);
   EXPECT_NE(em.source.find("tsr::frags_sum_slots<2>("), std::string::npos);
   EXPECT_NE(em.source.find("cnt_[prog_] = 0u"), std::string::npos);
+  // Launched as one cluster per program (the runtime's choice, up to kMaxSplitKCluster CTAs),
+  // the CTAs after the first leave their sums in their idle rings (128 KiB of the 4 stages'
+  // 192) and the first adds them over distributed shared memory between two cluster barriers;
+  // the workspace's path is the other branch of the same kernel.
+  EXPECT_TRUE(em.info.split_cluster);
+  const size_t cl = em.source.find("if (tsr::cluster_ctas() == gridDim.z) {");
+  ASSERT_NE(cl, std::string::npos) << em.source;
+  const size_t to = em.source.find("if (blockIdx.z != 0 && mine_) tsr::frags_to_smem(", cl),
+               add = em.source.find("if (blockIdx.z == 0 && mine_) tsr::frags_add_cluster<2>(", cl),
+               bar1 = em.source.find("tsr::cluster_sync();", cl);
+  ASSERT_NE(to, std::string::npos);
+  ASSERT_NE(add, std::string::npos);
+  EXPECT_LT(to, bar1);
+  EXPECT_LT(bar1, add);
+  EXPECT_NE(em.source.find("tsr::cluster_sync();", add), std::string::npos);
+  EXPECT_LT(add, em.source.find("tsr::frags_to_slot("));
   // The tensor maps are fetched while the barriers are set up.
   EXPECT_NE(em.source.find("tsr::prefetch_tensormap(&tsr_tma0);"), std::string::npos);
   EXPECT_NE(em.source.find("* 128 + m0_ < int64_t("), std::string::npos) << em.source;
@@ -114,6 +130,18 @@ TEST(CudaSplitK, FactorFillsTheDeviceOnlyWhenProgramsLeaveMostOfItIdle) {
   EXPECT_EQ(split_k_factor(1024, 132), 1);  // large problems: never
   EXPECT_EQ(split_k_factor(1, 132), cuda::kAutoSplitK);
   EXPECT_EQ(split_k_factor(0, 132), 1);
+}
+
+// A split runs in clusters (sums over distributed shared memory) only where that measured
+// faster: at most kMaxSplitKCluster ways and CTAs filling at most 55% of the SMs.
+TEST(CudaSplitK, ClustersOnlyForSplitsThatLeaveMostSmsFree) {
+  EXPECT_TRUE(cuda::split_in_clusters(12 * 4, 4, 132));
+  EXPECT_TRUE(cuda::split_in_clusters(18 * 4, 4, 132));
+  EXPECT_FALSE(cuda::split_in_clusters(24 * 4, 4, 132));
+  EXPECT_FALSE(cuda::split_in_clusters(56 * 2, 2, 132));
+  EXPECT_FALSE(cuda::split_in_clusters(5, 1, 132));
+  EXPECT_TRUE(cuda::split_in_clusters(8, 8, 132));
+  EXPECT_FALSE(cuda::split_in_clusters(9, 9, 132));  // past the portable cluster size
 }
 
 // The K a slice gets bounds the split (kMinSplitKSlice, measured in session 26): 36 programs of

@@ -201,18 +201,28 @@ TEST(WgmmaGpu, SplitKMatchesTheInterpreterLaunchAfterLaunch) {
       run_compiled_and_compare(*ck, *k, s, 11 + uint64_t(launches));
       EXPECT_EQ(ck->launches_split_k, ++launches) << sizes_str(s);
       EXPECT_GE(ck->last_splits, 2);
+      // (at most kAutoSplitK ways of few programs: one cluster per program, sums over distributed
+      // shared memory)
+      EXPECT_EQ(ck->launches_split_cluster, launches);
     }
+    EXPECT_EQ(ck->cluster_launches_refused, 0);
     // A K loop too short to pay for the fixup (cuda::kMinSplitKSlice) runs unsplit.
     run_compiled_and_compare(*ck, *k, {{"M", 130}, {"N", 520}, {"K", 72}}, 17);
     EXPECT_EQ(ck->launches_split_k, launches);
     EXPECT_EQ(ck->last_splits, 1);
     EXPECT_EQ(ck->launches_without_tma, 0);
-    CudaOptions forced = test_options();
-    forced.split_k = 4;
-    auto fk = compile_cuda(*k, forced);
-    for (int round = 0; round < 2; ++round) run_compiled_and_compare(*fk, *k, {{"M", 130}, {"N", 520}, {"K", 72}}, 19);
-    EXPECT_EQ(fk->launches_split_k, 2);
-    EXPECT_EQ(fk->last_splits, 4);
+    // Forced 4 ways, in clusters and through the workspace.
+    for (bool cluster : {true, false}) {
+      CudaOptions forced = test_options();
+      forced.split_k = 4;
+      forced.split_k_cluster = cluster;
+      auto fk = compile_cuda(*k, forced);
+      for (int round = 0; round < 2; ++round) run_compiled_and_compare(*fk, *k, {{"M", 130}, {"N", 520}, {"K", 72}}, 19);
+      EXPECT_EQ(fk->launches_split_k, 2);
+      const int64_t ctas = (130 + c.m - 1) / c.m * ((520 + c.n - 1) / c.n) * 4;
+      EXPECT_EQ(fk->launches_split_cluster, cluster && cuda::split_in_clusters(ctas, 4, cuda::device().num_sms) ? 2 : 0);
+      EXPECT_EQ(fk->last_splits, 4);
+    }
   }
 }
 

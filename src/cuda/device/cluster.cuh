@@ -1,6 +1,6 @@
 // Tessera device library: thread-block clusters (sm_90+), for kernels whose program runs on a
-// cluster of CTAs (cluster-split tiles, CudaEmitter.cpp). Included by generated code as
-// "tessera/cluster.cuh".
+// cluster of CTAs (cluster-split tiles, CudaEmitter.cpp; TMA multicast pairs and split-K's
+// fixup within a cluster, EmitWgmma.cpp). Included by generated code as "tessera/cluster.cuh".
 //
 //  * A program's CTAs are the cluster's: its index is %clusterid, a CTA's share of each tile is
 //    picked by %cluster_ctarank.
@@ -20,6 +20,12 @@ namespace tsr {
 TSR_D unsigned cluster_rank() {
   unsigned r;
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+// CTAs in this CTA's cluster: 1 when the kernel was launched without clusters.
+TSR_D unsigned cluster_ctas() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
   return r;
 }
 TSR_D unsigned cluster_id_x() {

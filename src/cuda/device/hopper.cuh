@@ -300,6 +300,44 @@ TSR_D void frags_sum_slots(float (&d)[1][NT][4], const float* first, int64_t str
   for (int s = 0; s < splits; ++s) frags_add_slot_batched<B>(d, first + s * stride, tid, nthreads);
 }
 
+// Split-K within a cluster (src/cuda/EmitWgmma.cpp): when the runtime launches a program's
+// gridDim.z CTAs as one cluster, the partial sums meet in shared memory instead: every CTA but
+// the first leaves its fragments in its own (now idle) TMA ring, in frags_to_slot's order, and
+// after a cluster barrier the first reads them through distributed shared memory (mapa +
+// ld.shared::cluster), adding them in split order: the same sum, bit for bit, as the workspace's
+// (0 + slot 0 + slot 1 + ...), without the round trips through L2 or the arrival counter.
+// (cluster_ctas and cluster_sync: tessera/cluster.cuh.)
+template <int NT>
+TSR_D void frags_to_smem(const float (&d)[1][NT][4], uint32_t buf, int tid, int nthreads) {
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+    asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(buf + 16u * uint32_t(j * nthreads + tid)),
+                 "f"(d[0][j][0]), "f"(d[0][j][1]), "f"(d[0][j][2]), "f"(d[0][j][3])
+                 : "memory");
+}
+// d += the buffers at `buf` of cluster ranks 1 .. ranks-1, in that order, B columns at a time.
+template <int B, int NT>
+TSR_D void frags_add_cluster(float (&d)[1][NT][4], uint32_t buf, unsigned ranks, int tid, int nthreads) {
+  static_assert(B >= 1 && NT % B == 0, "whole batches of columns");
+  for (unsigned r = 1; r < ranks; ++r) {
+    uint32_t remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(buf), "r"(r));
+#pragma unroll
+    for (int j0 = 0; j0 < NT; j0 += B) {
+      float4 v[B];
+#pragma unroll
+      for (int b = 0; b < B; ++b)
+        asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=f"(v[b].x), "=f"(v[b].y), "=f"(v[b].z), "=f"(v[b].w)
+                     : "r"(remote + 16u * uint32_t((j0 + b) * nthreads + tid))
+                     : "memory");
+#pragma unroll
+      for (int b = 0; b < B; ++b)
+        d[0][j0 + b][0] += v[b].x, d[0][j0 + b][1] += v[b].y, d[0][j0 + b][2] += v[b].z, d[0][j0 + b][3] += v[b].w;
+    }
+  }
+}
+
 // Stream-K (src/cuda/EmitWgmma.cpp): a CTA whose part of a tile's K loop ends inside the tile
 // leaves its f32 fragments in its slot (frags_to_slot) and raises its flag with release
 // semantics; the CTA that ends the tile waits for each earlier part's flag (one thread polls,
