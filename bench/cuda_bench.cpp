@@ -1223,7 +1223,7 @@ int main(int argc, char** argv) {
                   std::to_string(d.l2_bytes >> 20) + " MB";
   }
   // A fresh compile cache per process (cold compiles are timed), unless CUDA_BENCH_CACHE names
-  // one that scripts running many processes share.
+  // one that scripts running many processes share (the compile times are then disk-cache hits).
   const char* cache_env = std::getenv("CUDA_BENCH_CACHE");
   const bool shared_cache = cache_env && *cache_env;
   std::string cache = shared_cache ? std::string(cache_env)

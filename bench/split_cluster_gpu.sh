@@ -4,6 +4,7 @@
 # root after `source .devdeps/setup.sh`: `cuda_bench --split-ab` per decode shape and tile, each
 # process timing both fixups of the same launch in alternating rounds (do_bench's method, L2
 # flushed) beside cuBLAS. SPLITS: the --split-k values (0: the runtime's rule; n: forced).
+# Measured at BLOCK_M 64 and 2-4 ways only (cuda::split_in_clusters's bound comes from it).
 set -uo pipefail
 B=${BUILD:-build-gpu}
 if [ -z "${CUDA_BENCH:-}" ]; then
@@ -11,7 +12,12 @@ if [ -z "${CUDA_BENCH:-}" ]; then
   timeout 300 cmake --build "$B" -j16 --target cuda_bench 2>&1 | tail -1
   CUDA_BENCH="$B/bin/cuda_bench"
 fi
-export CUDA_BENCH_CACHE=${CUDA_BENCH_CACHE:-$(mktemp -d)}  # one compile cache for all the processes
+# One compile cache for all the processes (their "compile" column is then a disk-cache hit).
+if [ -z "${CUDA_BENCH_CACHE:-}" ]; then
+  CUDA_BENCH_CACHE=$(mktemp -d)
+  trap 'rm -rf "$CUDA_BENCH_CACHE"' EXIT
+fi
+export CUDA_BENCH_CACHE
 SHAPES=${SHAPES:-1x4608x3584 1x1536x7168 1x7168x2048 1x3584x3584 16x4608x3584 16x3584x3584 128x3584x3584 128x1536x7168}
 TILES=${TILES:-64 128 256}
 SPLITS=${SPLITS:-0 2 3 4}

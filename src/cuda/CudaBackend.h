@@ -94,10 +94,11 @@ struct CudaOptions {
   // each slice at least kMinSplitKSlice of K (split_k_factor);
   // 1 never splits; n >= 2 always splits n ways where the kernel allows it (for experiments).
   int split_k = 0;
-  // A split of at most kMaxSplitKCluster CTAs per program runs them as one thread-block cluster
-  // whose first CTA adds the others' partial sums over distributed shared memory
-  // (CudaKernelInfo::split_cluster); false (or TESSERA_CUDA_SPLIT_K_WORKSPACE=1) meets them in
-  // the global workspace instead, as splits of more CTAs always do.
+  // A split launch that cuda::split_in_clusters allows (at most kMaxSplitKCluster ways, its CTAs
+  // filling at most 55% of the SMs) runs each program's CTAs as one thread-block cluster whose
+  // first CTA adds the others' partial sums over distributed shared memory, where the tile's
+  // partial sums fit in its ring (CudaKernelInfo::split_cluster); false (or
+  // TESSERA_CUDA_SPLIT_K_WORKSPACE=1) meets them in the global workspace, as other splits do.
   bool split_k_cluster = true;
 };
 
@@ -130,6 +131,7 @@ class CudaKernel {
   // refused (run again without clusters, through the workspace).
   int64_t launches_split_cluster = 0;
   int64_t cluster_launches_refused = 0;
+  std::string cluster_refusal;  // the first refusal's error
   // CTAs per program when the kernel runs each program on a thread-block cluster (sm_90+;
   // CudaKernelInfo::cluster), 1 otherwise.
   int cluster = 1;

@@ -1063,8 +1063,9 @@ CudaEmission Emitter::run() {
     };
     const int64_t atom = 128 / wg_.eb;  // a box row is one 128-byte swizzle atom
     persistent_ = can_be_persistent();
-    info.split_k_capable = persistent_;
-    if (persistent_ && tg_.split_k) split_k_ = true, persistent_ = false;
+    const bool parts_add = persistent_ && accumulator_starts_at_zero();
+    info.split_k_capable = parts_add;
+    if (parts_add && tg_.split_k) split_k_ = true, persistent_ = false;
     wg_.cluster_m = plan_wgmma_cluster();
     info.persistent_cluster = wg_.cluster_m;
     wg_.tma_a = add_map(wg_.load_a->operand(0), atom, wg_.BM);
@@ -1087,7 +1088,9 @@ CudaEmission Emitter::run() {
   plan_struct_tma(sig, info);
   if (lowered_) plan_tma_rings(sig, info);
   if (lowered_) plan_warp_specialization(sig, info);
-  stream_k_ = persistent_ && stream_k_asked();
+  stream_k_ = persistent_ && stream_k_asked() && accumulator_starts_at_zero();
+  if (persistent_ && stream_k_asked() && !stream_k_)
+    notes_.push_back("stream-K not taken: the accumulator does not start at 0, and each part would add its start");
   if (split_k_ || stream_k_) {
     sig.push_back("unsigned char* __restrict__ tsr_ws");
     info.params.push_back({CudaParam::Kind::SplitWorkspace, ScalarKind::U8, 8, "split_workspace", -1});

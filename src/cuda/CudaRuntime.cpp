@@ -284,8 +284,7 @@ class CudaKernelImpl : public CudaKernel {
     p->splits = splits;
     // A split compilation that can add its partial sums within a cluster runs each program's
     // CTAs as one (CudaKernelInfo::split_cluster) where that pays (split_in_clusters), unless
-    // CudaOptions::split_k_cluster or
-    // TESSERA_CUDA_SPLIT_K_WORKSPACE=1 (an A/B switch) keeps the workspace's fixup.
+    // CudaOptions::split_k_cluster is false or TESSERA_CUDA_SPLIT_K_WORKSPACE=1 (an A/B switch).
     static const bool workspace_only = env_flag("TESSERA_CUDA_SPLIT_K_WORKSPACE");
     if (info.split_k && info.split_cluster && driver()->cuLaunchKernelEx && root.opts_.split_k_cluster && !workspace_only &&
         split_in_clusters(grid[0] * grid[1] * grid[2] * splits, splits, dev.num_sms))
@@ -359,7 +358,7 @@ class CudaKernelImpl : public CudaKernel {
                                                                                  : int64_t(p.grid[0]) * p.grid[1]),
                                p.stream);
     CUresult r = CUDA_SUCCESS;
-    const char* call = "cuLaunchKernel";
+    if (p.cluster_z > 1 && clusters_refused_) p.cluster_z = 1;
     if (p.cluster_z > 1) {
       CUlaunchAttribute cl;
       cl.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
@@ -372,18 +371,23 @@ class CudaKernelImpl : public CudaKernel {
       cfg.attrs = &cl;
       cfg.numAttrs = 1;
       r = driver()->cuLaunchKernelEx(&cfg, o.c_->fn, p.params.data(), nullptr);
-      // Clusters that cannot be placed (a launch error, not a sticky one): this and later
-      // launches of it take the workspace's path, which the kernel picks when it runs without
-      // a cluster.
-      if (r != CUDA_SUCCESS) p.cluster_z = 1, ++cluster_launches_refused;
-      else ++launches_split_cluster;
+      // Clusters the driver will not place (a launch error, not a sticky one): this launch and
+      // every later one of this kernel take the workspace's path, which the kernel picks when it
+      // runs without a cluster; the first refusal's reason is kept. A sticky error surfaces
+      // from the launch without clusters.
+      if (r != CUDA_SUCCESS) {
+        p.cluster_z = 1, clusters_refused_ = true, ++cluster_launches_refused;
+        if (cluster_refusal.empty()) cluster_refusal = error_text(r, "cuLaunchKernelEx");
+      } else {
+        ++launches_split_cluster;
+      }
     }
     if (p.cluster_z <= 1)
       r = driver()->cuLaunchKernel(o.c_->fn, p.grid[0], p.grid[1], p.grid[2], static_cast<unsigned>(info.block_threads), 1,
                                    1, static_cast<unsigned>(info.dynamic_smem_bytes), static_cast<CUstream>(p.stream),
                                    p.params.data(), nullptr);
     if (r != CUDA_SUCCESS)
-      throw TesseraError(k_->loc, "cuda: " + error_text(r, call) + " for kernel " + kname(*k_) + " (grid " +
+      throw TesseraError(k_->loc, "cuda: " + error_text(r, "cuLaunchKernel") + " for kernel " + kname(*k_) + " (grid " +
                                       std::to_string(p.grid[0]) + "x" + std::to_string(p.grid[1]) + "x" +
                                       std::to_string(p.grid[2]) + ", block " + std::to_string(info.block_threads) +
                                       ", dynamic shared memory " + std::to_string(info.dynamic_smem_bytes) + " bytes)");
@@ -549,6 +553,7 @@ class CudaKernelImpl : public CudaKernel {
   std::vector<DeviceBuffer> retired_;
   std::mutex prepared_mu_;
   std::vector<std::unique_ptr<Prepared>> prepared_;
+  bool clusters_refused_ = false;  // (prepared_mu_) the driver refused a split's cluster launch
 };
 
 }  // namespace

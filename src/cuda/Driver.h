@@ -63,7 +63,7 @@ inline constexpr int CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4;
 struct CUlaunchAttribute {
   int id = 0;
   char pad[4] = {};
-  union {
+  union alignas(8) {
     char bytes[64];
     struct {
       unsigned x, y, z;
@@ -78,7 +78,10 @@ struct CUlaunchConfig {
   CUlaunchAttribute* attrs = nullptr;
   unsigned numAttrs = 0;
 };
-static_assert(sizeof(CUlaunchAttribute) == 72 && sizeof(CUlaunchConfig) == 56, "cuda.h's layouts");
+static_assert(sizeof(CUlaunchAttribute) == 72 && offsetof(CUlaunchAttribute, value) == 8 &&
+                  alignof(CUlaunchAttribute) == 8 && sizeof(CUlaunchConfig) == 56 &&
+                  offsetof(CUlaunchConfig, hStream) == 32 && offsetof(CUlaunchConfig, attrs) == 40,
+              "cuda.h's layouts");
 
 struct Driver {
   CUresult (*cuInit)(unsigned);

@@ -461,6 +461,9 @@ class Emitter {
   void emit_split_k_fixup(const std::string& frag);
   // Whether a CTA's partial sums fit in its ring, for the fixup within a cluster.
   bool cluster_fixup_fits() const;
+  // Whether the wgmma loop's accumulator starts as a splat of the constant 0: only then may its
+  // K loop be cut into parts (split-K, stream-K) whose partial sums are added.
+  bool accumulator_starts_at_zero() const;
   // Stream-K in a persistent kernel (CudaTarget::stream_k): the tiles cuda::stream_k_tiles names
   // (all of them when they are fewer than the CTAs; else a partial last wave, with the full wave
   // before it when it is under half the CTAs) are cut

@@ -132,6 +132,29 @@ TEST(CudaSplitK, FactorFillsTheDeviceOnlyWhenProgramsLeaveMostOfItIdle) {
   EXPECT_EQ(split_k_factor(0, 132), 1);
 }
 
+// Parts of a K loop add their partial sums: an accumulator that starts at anything but 0 would
+// be counted once per part, so such a kernel is neither split nor cut into stream-K parts.
+TEST(CudaSplitK, AnAccumulatorThatDoesNotStartAtZeroIsNotSplit) {
+  auto k = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 64}, {"BLOCK_N", 128}, {"BLOCK_K", 64}});
+  Op* start = nullptr;
+  walk(*k, [&](Op& op) {
+    if (op.kind == OpKind::For && op.operands.size() > 3 && op.operand(3)->def && op.operand(3)->def->kind == OpKind::Splat)
+      start = op.operand(3)->def->operand(0)->def;
+  });
+  ASSERT_TRUE(start && start->kind == OpKind::Const);
+  EXPECT_TRUE(emit(*k).info.split_k_capable);
+  start->set_attr("value", 1.0);
+  CudaEmission em = emit(*k);
+  EXPECT_TRUE(em.info.persistent);
+  EXPECT_FALSE(em.info.split_k_capable);
+  EXPECT_FALSE(emit_cuda_with_info(*k, split_target()).info.split_k);
+  CudaTarget sk = CudaTarget::parse("sm_90a");
+  sk.stream_k = true;
+  CudaEmission sem = emit_cuda_with_info(*k, sk);
+  EXPECT_FALSE(sem.info.stream_k);
+  EXPECT_NE(codegentest::notes(sem).find("stream-K not taken"), std::string::npos);
+}
+
 // A split runs in clusters (sums over distributed shared memory) only where that measured
 // faster: at most kMaxSplitKCluster ways and CTAs filling at most 55% of the SMs.
 TEST(CudaSplitK, ClustersOnlyForSplitsThatLeaveMostSmsFree) {

@@ -315,10 +315,16 @@ TSR_D void frags_to_smem(const float (&d)[1][NT][4], uint32_t buf, int tid, int 
                  "f"(d[0][j][0]), "f"(d[0][j][1]), "f"(d[0][j][2]), "f"(d[0][j][3])
                  : "memory");
 }
-// d += the buffers at `buf` of cluster ranks 1 .. ranks-1, in that order, B columns at a time.
+// d = 0 + d + the buffers at `buf` of cluster ranks 1 .. ranks-1, in that order, B columns at a
+// time.
 template <int B, int NT>
 TSR_D void frags_add_cluster(float (&d)[1][NT][4], uint32_t buf, unsigned ranks, int tid, int nthreads) {
   static_assert(B >= 1 && NT % B == 0, "whole batches of columns");
+  // 0 + d first, as the workspace's sum starts (a -0 slice of rank 0 gives +0 there too).
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) d[0][j][r] = 0.0f + d[0][j][r];
   for (unsigned r = 1; r < ranks; ++r) {
     uint32_t remote;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(buf), "r"(r));
