@@ -4,7 +4,7 @@
 # root after `source .devdeps/setup.sh`: `cuda_bench --split-ab` per decode shape and tile, each
 # process timing both fixups of the same launch in alternating rounds (do_bench's method, L2
 # flushed) beside cuBLAS. SPLITS: the --split-k values (0: the runtime's rule; n: forced).
-# Measured at BLOCK_M 64 and 2-4 ways only (cuda::split_in_clusters's bound comes from it).
+# BM: BLOCK_M (default 64, where cuda::split_in_clusters's bound was measured; 128 in session 27's second call).
 set -uo pipefail
 B=${BUILD:-build-gpu}
 if [ -z "${CUDA_BENCH:-}" ]; then
@@ -24,7 +24,7 @@ SPLITS=${SPLITS:-0 2 3 4}
 for s in $SHAPES; do
   for bn in $TILES; do
     for sk in $SPLITS; do
-      echo "--- $s BLOCK_N=$bn split-k=$sk: $($CUDA_BENCH --only matmul --quick --mnk "$s" --set BLOCK_M=64 --set BLOCK_N=$bn \
+      echo "--- $s BLOCK_N=$bn split-k=$sk: $($CUDA_BENCH --only matmul --quick --mnk "$s" --set BLOCK_M=${BM:-64} --set BLOCK_N=$bn \
         --set BLOCK_K=64 --split-k "$sk" --rounds 3 --split-ab 2>&1 | grep -E 'split A/B|rror' | head -2)"
     done
   done
