@@ -8,6 +8,7 @@
 #     (through a TESSERA_CXX wrapper, so each has its own cache key), least of ROUNDS medians.
 #   EXTRA="--param max-completely-peel-times=4" ROUNDS=3 bash bench/cpu_flags_ab.sh
 set -uo pipefail
+unset TESSERA_CXX  # (both sides from the same c++; the wrapper adds EXTRA)
 B=${BUILD:-build}
 EXTRA=${EXTRA:---param max-completely-peel-times=4}
 ROUNDS=${ROUNDS:-3}
@@ -23,8 +24,8 @@ printf '#!/bin/sh\nexec c++ %s "$@"\n' "$EXTRA" > "$W/cxx"
 chmod +x "$W/cxx"
 F="-O3 -march=native -mprefer-vector-width=512 -fopenmp -fPIC -shared -std=c++20 -w"
 command -v ld.gold > /dev/null && F="$F -fuse-ld=gold"
-cpu_s() { /usr/bin/time -f "%U %S" -o "$W/time" "$@" > /dev/null 2>&1; tail -1 "$W/time" | awk '{print $1 + $2}'; }
-least() { printf '%s\n' "$@" | sort -g | head -1; }
+cpu_s() { /usr/bin/time -f "%U %S" -o "$W/time" "$@" > /dev/null 2>&1 && tail -1 "$W/time" | awk '{print $1 + $2}'; }
+least() { printf '%s\n' "$@" | grep . | sort -g | head -1; }
 echo "| kernel | compile s | with EXTRA | bench ms | with EXTRA | speed ratio (base / with) |"
 echo "|---|---|---|---|---|---|"
 for kd in $KERNELS; do
@@ -36,8 +37,8 @@ for kd in $KERNELS; do
     cb+=("$(cpu_s c++ $F $EXTRA "$W/k.cpp" -o "$W/b.so")")
   done
   for r in $(seq "$ROUNDS"); do
-    ba+=("$(TESSERA_CACHE_DIR=$W/ca "$B/bin/tessera" bench "$k" -b cpu --dtype "$d" 2>&1 | grep -o 'median_ms=[0-9.e-]*' | cut -d= -f2)")
-    bb+=("$(TESSERA_CXX=$W/cxx TESSERA_CACHE_DIR=$W/cb "$B/bin/tessera" bench "$k" -b cpu --dtype "$d" 2>&1 | grep -o 'median_ms=[0-9.e-]*' | cut -d= -f2)")
+    ba+=("$(TESSERA_CACHE_DIR=$W/ca "$B/bin/tessera" bench "$k" -b cpu --dtype "$d" 2>&1 | grep -o 'median_ms=[0-9.e+-]*' | cut -d= -f2)")
+    bb+=("$(TESSERA_CXX=$W/cxx TESSERA_CACHE_DIR=$W/cb "$B/bin/tessera" bench "$k" -b cpu --dtype "$d" 2>&1 | grep -o 'median_ms=[0-9.e+-]*' | cut -d= -f2)")
   done
   a=$(least "${ba[@]}") b=$(least "${bb[@]}")
   echo "| $k $d | $(least "${ca[@]}") | $(least "${cb[@]}") | $a | $b | $(python3 -c "print('%.3f' % ($a / $b))" 2>/dev/null) |"

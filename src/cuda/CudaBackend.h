@@ -97,7 +97,7 @@ struct CudaOptions {
   // A split launch that cuda::split_in_clusters allows (at most kMaxSplitKCluster ways, its CTAs
   // filling at most 55% of the SMs) runs each program's CTAs as one thread-block cluster whose
   // first CTA adds the others' partial sums over distributed shared memory, where the tile's
-  // partial sums fit in its ring (CudaKernelInfo::split_cluster); false (or
+  // partial sums fit in its ring and staging (CudaKernelInfo::split_cluster); false (or
   // TESSERA_CUDA_SPLIT_K_WORKSPACE=1) meets them in the global workspace, as other splits do.
   bool split_k_cluster = true;
 };

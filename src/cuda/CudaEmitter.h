@@ -117,8 +117,8 @@ struct CudaKernelInfo {
   // __cluster_dims__): launch gridDim.x as a multiple of it. 1: no clusters.
   int persistent_cluster = 1;
   // The kernel's wgmma loop could be split over K (its top level is what a persistent kernel
-  // allows): when programs are too few to fill the device, the runtime launches the kernel's
-  // split-K compilation (CudaTarget::split_k) instead.
+  // allows, and its accumulator starts at a splat of 0): when programs are too few to fill the
+  // device, the runtime launches the kernel's split-K compilation (CudaTarget::split_k) instead.
   bool split_k_capable = false;
   // This is a split-K compilation: launch gridDim.z = splits CTAs per program (grid x and y as
   // usual) and pass a SplitWorkspace of split_workspace_bytes(programs, splits) bytes whose

@@ -371,21 +371,22 @@ class CudaKernelImpl : public CudaKernel {
       cfg.attrs = &cl;
       cfg.numAttrs = 1;
       r = driver()->cuLaunchKernelEx(&cfg, o.c_->fn, p.params.data(), nullptr);
-      // Clusters the driver will not place (a launch error, not a sticky one): this launch and
-      // every later one of this kernel take the workspace's path, which the kernel picks when it
-      // runs without a cluster; the first refusal's reason is kept. A sticky error surfaces
-      // from the launch without clusters.
-      if (r != CUDA_SUCCESS) {
-        p.cluster_z = 1, clusters_refused_ = true, ++cluster_launches_refused;
-        if (cluster_refusal.empty()) cluster_refusal = error_text(r, "cuLaunchKernelEx");
-      } else {
+      if (r == CUDA_SUCCESS) {
         ++launches_split_cluster;
+        return;
       }
     }
-    if (p.cluster_z <= 1)
-      r = driver()->cuLaunchKernel(o.c_->fn, p.grid[0], p.grid[1], p.grid[2], static_cast<unsigned>(info.block_threads), 1,
-                                   1, static_cast<unsigned>(info.dynamic_smem_bytes), static_cast<CUstream>(p.stream),
-                                   p.params.data(), nullptr);
+    const CUresult refused = r;
+    r = driver()->cuLaunchKernel(o.c_->fn, p.grid[0], p.grid[1], p.grid[2], static_cast<unsigned>(info.block_threads), 1, 1,
+                                 static_cast<unsigned>(info.dynamic_smem_bytes), static_cast<CUstream>(p.stream),
+                                 p.params.data(), nullptr);
+    // Clusters the driver would not place where the launch without them runs (the kernel then
+    // takes the workspace's path): this launch and every later one of this kernel run without
+    // clusters, and the first refusal's reason is kept. Other errors throw below.
+    if (refused != CUDA_SUCCESS && r == CUDA_SUCCESS) {
+      p.cluster_z = 1, clusters_refused_ = true, ++cluster_launches_refused;
+      if (cluster_refusal.empty()) cluster_refusal = error_text(refused, "cuLaunchKernelEx");
+    }
     if (r != CUDA_SUCCESS)
       throw TesseraError(k_->loc, "cuda: " + error_text(r, "cuLaunchKernel") + " for kernel " + kname(*k_) + " (grid " +
                                       std::to_string(p.grid[0]) + "x" + std::to_string(p.grid[1]) + "x" +

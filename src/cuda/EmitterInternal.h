@@ -459,7 +459,8 @@ class Emitter {
   // picks a slice of the wgmma loop's iterations; emit_split_k_fixup then combines the slices.
   bool split_k_ = false;
   void emit_split_k_fixup(const std::string& frag);
-  // Whether a CTA's partial sums fit in its ring, for the fixup within a cluster.
+  // Whether a CTA's partial sums fit in its ring and epilogue staging, for the fixup within a
+  // cluster.
   bool cluster_fixup_fits() const;
   // Whether the wgmma loop's accumulator starts as a splat of the constant 0: only then may its
   // K loop be cut into parts (split-K, stream-K) whose partial sums are added.
