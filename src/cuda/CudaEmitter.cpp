@@ -1094,7 +1094,7 @@ CudaEmission Emitter::run() {
   if (split_k_ || stream_k_) {
     sig.push_back("unsigned char* __restrict__ tsr_ws");
     info.params.push_back({CudaParam::Kind::SplitWorkspace, ScalarKind::U8, 8, "split_workspace", -1});
-    info.split_slot_bytes = int64_t(wg_.consumer_warps) * 32 * (wg_.BN / 2) * 4;
+    info.split_slot_bytes = wg_.partial_sum_bytes();
   }
   if (split_k_) {
     info.split_k = true;
@@ -1154,7 +1154,7 @@ CudaEmission Emitter::run() {
                      " CTAs, each holding 1/" + std::to_string(cluster_) +
                      " of every tile; reductions meet through distributed shared memory");
   }
-  if (wg_.cluster_m > 1 || (split_k_ && cluster_fixup_fits())) {
+  if (wg_.cluster_m > 1 || info.split_cluster) {
     line("#include \"tessera/cluster.cuh\"");
     out.headers.push_back("tessera/cluster.cuh");
   }

@@ -676,7 +676,7 @@ void Emitter::emit_split_k_fixup(const std::string& frag) {
   line("const int64_t prog_ = int64_t(blockIdx.y) * gridDim.x + blockIdx.x, progs_ = int64_t(gridDim.x) * gridDim.y;");
   line("unsigned* const cnt_ = reinterpret_cast<unsigned*>(tsr_ws);");
   line("float* const slots_ = reinterpret_cast<float*>(tsr_ws + (progs_ * 4 + 255) / 256 * 256);");
-  line("const int64_t slot_ = " + n(CT * w.BN / 2) + ";");
+  line("const int64_t slot_ = " + n(w.partial_sum_bytes() / 4) + ";");
   line("if (mine_) tsr::frags_to_slot(" + frag + ", slots_ + (int64_t(blockIdx.z) * progs_ + prog_) * slot_, tsr_tid, " +
        n(CT) + ");");
   line("__threadfence();");
@@ -696,18 +696,14 @@ void Emitter::emit_split_k_fixup(const std::string& frag) {
 bool Emitter::cluster_fixup_fits() const {
   // One CTA's fragments (CudaKernelInfo::split_slot_bytes) must fit in its ring and the epilogue
   // staging after it, which the split compilation (never persistent) does not use.
-  return int64_t(wg_.consumer_warps) * 32 * (wg_.BN / 2) * 4 <= wg_.ring_bytes() + wg_.staging_bytes();
+  return wg_.partial_sum_bytes() <= wg_.ring_bytes() + wg_.staging_bytes();
 }
 
 bool Emitter::accumulator_starts_at_zero() const {
   // (a split or stream-K part's partial sum would otherwise count the start once per part)
   const Op* init = wg_.loop->operand(3)->def;
   const Op* c = init && init->kind == OpKind::Splat ? init->operand(0)->def : nullptr;
-  const Attr* a = c && c->kind == OpKind::Const ? c->find_attr("value") : nullptr;
-  if (!a) return false;
-  if (const int64_t* i = std::get_if<int64_t>(a)) return *i == 0;
-  const double* d = std::get_if<double>(a);
-  return d && *d == 0.0;
+  return c && c->kind == OpKind::Const && c->attr_number("value") == 0.0;
 }
 
 void Emitter::emit_wgmma_tma_store(const Op& st, const FragTile& ft) {

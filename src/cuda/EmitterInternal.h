@@ -398,6 +398,8 @@ class Emitter {
     std::string tma_c;
     int64_t stage_bytes() const { return (BM * BK + BK * BN) * eb; }
     int64_t ring_bytes() const { return int64_t(stages) * stage_bytes(); }
+    // One CTA's f32 accumulators (BM x BN, BN / 2 per consumer thread): a split-K slot.
+    int64_t partial_sum_bytes() const { return int64_t(consumer_warps) * 32 * (BN / 2) * 4; }
     // Buffers of 8 KiB per consumer warpgroup (knob epilogue_buffers: 2, or 4 so that no box
     // waits for an earlier box's store; the ring then has a stage less). Reserved in shared
     // memory for every wgmma plan, before it is known whether the kernel is persistent with a
