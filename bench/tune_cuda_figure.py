@@ -144,7 +144,7 @@ print(f"cuBLAS: {len(res)} shapes")
 # Codegen knobs added after the kept data began, per target, with the value its rows were
 # measured at (the knob's table default, as `tessera tune` completes such rows): a row of that
 # target without one is that config.
-NEW_KNOBS = {"cuda:sm_90a": {"ring_stages": 0}}
+NEW_KNOBS = {"cuda:sm_90a": {"ring_stages": 0, "swap_operands": 0}}
 
 
 def read_exhaustive(paths):
@@ -424,7 +424,7 @@ def main():
     log(start, f"side by side: the tuned config and the exhaustive best at each shape (until {total - 5:.0f} s)")
     sbs = side_by_side(args, base, shapes, tuned, exh, total - 5, start, cmp_timing)
 
-    text = table(shapes, tuned, exh, cb, ("cluster_m", "min_blocks", "split_k", "stream_k"), sbs)
+    text = table(shapes, tuned, exh, cb, ("cluster_m", "min_blocks", "split_k", "stream_k", "swap_operands"), sbs)
     print(text, end="")
     with open(os.path.join(args.work, "table.md"), "w") as f:
         f.write(text)

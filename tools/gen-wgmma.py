@@ -25,7 +25,9 @@ w("// Accumulator layout (PTX ISA, \"wgmma 64xNx16 register fragment D\"): threa
 w("// warp v = t / 32, g = (t % 32) / 4, q = t % 4 holds, for every 8-column block j, the four values")
 w("// d[0][j][0..1] = D[16v + g][8j + 2q .. +1] and d[0][j][2..3] = D[16v + g + 8][8j + 2q .. +1]:")
 w("// the mma.sync m16n8 C fragment of warp v, repeated over N / 8 column blocks.")
-w("// TB: B is MN-major (row-major [K, N] in shared memory) when 1, K-major when 0. A is K-major.")
+w("// TB: B is MN-major (row-major [K, N] in shared memory) when 1, K-major when 0. TA (SS forms only):")
+w("// A is MN-major (row-major [K, M], the swapped product's weights read from a [K, N] view) when 1,")
+w("// K-major (row-major [M, K]) when 0.")
 w("// The fp8 forms (k32, e4m3/e5m2) take both operands K-major only (no transpose immediates).")
 w("// RS (PTX: d, {a[0], a[1], a[2], a[3]}, b-desc, scale-d, imm-scale-a, imm-scale-b[, imm-tnsp-b];")
 w("// no A transpose: A is row-major M x K). A register fragment (PTX ISA, \"wgmma 64xNx16 register")
@@ -54,7 +56,7 @@ for name, ptx, kk, tnsp in TYPES:
             na = 4 if rs else 1
             ib, isd = regs + na, regs + na + 1
             if tnsp:
-                w("template <int TB>")
+                w("template <int TB, int TA = 0>" if not rs else "template <int TB>")
             fn = f"wgmma_m64n{n}k{kk}_{name}" + ("_rs" if rs else "")
             aparam = "const uint32_t (&a)[4]" if rs else "uint64_t da"
             w(f"TSR_D void {fn}(float (&d)[1][{nt}][4], {aparam}, uint64_t db) {{")
@@ -65,12 +67,13 @@ for name, ptx, kk, tnsp in TYPES:
             w(f'      "wgmma.mma_async.sync.aligned.m64n{n}k{kk}.f32.{ptx}.{ptx} "')
             w('      "{' + dl + '}, "')
             # SS: imm-scale-a, imm-scale-b, imm-tnsp-a (0: K-major), imm-tnsp-b; RS has no tnsp-a.
-            imms = "1, 1" + ((f", %{isd + 1}" if rs else f", 0, %{isd + 1}") if tnsp else "")
+            imms = "1, 1" + ((f", %{isd + 1}" if rs else f", %{isd + 2}, %{isd + 1}") if tnsp else "")
             w(f'      "{aop}, %{ib}, p, {imms};\\n}}\\n"')
             outs = ", ".join(f'"+f"(d[0][{i // 4}][{i % 4}])' for i in range(regs))
             w(f"      : {outs}")
             ains = '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3])' if rs else '"l"(da)'
-            w(f'      : {ains}, "l"(db), "r"(1)' + (', "n"(TB));' if tnsp else ");"))
+            tail = (', "n"(TB));' if rs else ', "n"(TB), "n"(TA));') if tnsp else ");"
+            w(f'      : {ains}, "l"(db), "r"(1)' + tail)
             w("}")
             w("")
 w("}  // namespace tsr")

@@ -5,6 +5,7 @@
 
 #include "cli/Args.h"
 #include "tune/Lookup.h"
+#include "tune/Space.h"
 
 namespace tessera::cli {
 
@@ -17,8 +18,10 @@ void apply_target_configs(const KernelSource& src, std::vector<KernelPlan>& plan
     // The lookup keys on the kernel as declared (the tuner's key), not on a copy with --config's
     // codegen knobs; what --config gave wins over the database.
     std::string tuned_at;
+    bool tuned_here = false;
     if (!p.sizes.empty())
       if (auto tuned = tune::lookup_tuned(*p.base, tune_dtype(src), target, p.sizes, "", &tuned_at)) {
+        tuned_here = true;
         tune::Config applied;
         for (const auto& [name, v] : *tuned) {
           const bool declared = p.base->find_constexpr(name);
@@ -30,7 +33,22 @@ void apply_target_configs(const KernelSource& src, std::vector<KernelPlan>& plan
                     << (tuned_at.empty() ? "" : " (tuned at " + tuned_at + ", the nearest shape of its bucket)")
                     << " from the tuning database " << tune::default_database_path() << "\n";
       }
-    if (src.lib) p.config = library_config(*src.lib, src.dtype, target, p.config, &p.sizes);
+    if (src.lib) {
+      p.config = library_config(*src.lib, src.dtype, target, p.config, &p.sizes);
+      // A size rule may ask for a codegen knob the kernel does not declare (matmul's
+      // swap_operands at decode shapes): it joins the knobs, under --config's. Not under a tuned
+      // config, which is a whole config (a row from before the knob existed was measured without it).
+      bool added = false;
+      for (auto it = p.config.begin(); it != p.config.end();) {
+        if (!p.base->find_constexpr(it->first) && tune::find_codegen_knob(it->first)) {
+          if (!tuned_here) added |= p.knobs.insert(*it).second;
+          it = p.config.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      if (added) p.set_knobs();
+    }
   }
 }
 

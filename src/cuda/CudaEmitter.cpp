@@ -1068,7 +1068,7 @@ CudaEmission Emitter::run() {
     if (parts_add && tg_.split_k) split_k_ = true, persistent_ = false;
     wg_.cluster_m = plan_wgmma_cluster();
     info.persistent_cluster = wg_.cluster_m;
-    wg_.tma_a = add_map(wg_.load_a->operand(0), atom, wg_.BM);
+    wg_.tma_a = add_map(wg_.load_a->operand(0), atom, wg_.a_kmajor ? wg_.BM : wg_.BK);
     // (Under multicast each CTA of the pair copies half of B's box rows.)
     wg_.tma_b = add_map(wg_.load_b->operand(0), atom, (wg_.b_kmajor ? wg_.BN : wg_.BK) / wg_.cluster_m);
     if (persistent_) {
@@ -1076,8 +1076,9 @@ CudaEmission Emitter::run() {
       // Knob tma_store_epilogue = 0: the consumers store their fragments straight to global
       // memory instead (no staging, no barriers between the boxes; plan_wgmma has already
       // sized the ring with the staging buffers' shared memory, which then stays unused).
+      // (The swapped product's fragments hold C^T: stored transposed from registers.)
       if (out->type.rank() == 2 && (out->type.elem == ScalarKind::BF16 || out->type.elem == ScalarKind::F16) &&
-          knob("tma_store_epilogue", 1) != 0) {
+          !wg_.swapped && knob("tma_store_epilogue", 1) != 0) {
         wg_.tma_store = true;
         wg_.tma_c = add_map(out, 64, 64);
       }
@@ -1409,7 +1410,7 @@ std::vector<std::string> planning_only_knob_notes(const Kernel& k) {
       {"epilogue_overlap", {1}},      {"tma_store_epilogue", {1}}, {"tma_hint_a", {0}},
       {"tma_hint_b", {0}},            {"mma_l2_prefetch", {0}},    {"mma_spread_copies", {0}},
       {"mma_early_last_step", {0}},   {"whole_tile_checks", {0}},  {"prefetch_programs", {0, 2}},
-      {"prefetch_invariant", {1}}};
+      {"prefetch_invariant", {1}},    {"swap_operands", {0}}};
   std::vector<std::string> notes;
   for (const auto& [name, nothing] : kKnobs)
     if (const ConstexprDecl* d = k.find_constexpr(name);

@@ -261,6 +261,18 @@ bool Emitter::store_frag_tile(const Op& st) {
   std::string St = stype(vt);
   open("{");
   warp_coords(*this, p);
+  if (wg_.swapped && ft.frag == frag_of_.at(wg_.dot)) {
+    // The swapped product's fragments hold C^T (p.M: the tile's columns, p.N: its rows).
+    open("if (warp_ < " + std::to_string(p.wm * p.wn) + ") {");
+    line("tsr::store_frags_t(" + ft.frag + ", " + vi.ptr + ", int64_t(" + nm(st.operand(3)) + ") * " + std::to_string(p.M) +
+         " + m0_, int64_t(" + nm(st.operand(2)) + ") * " + std::to_string(p.N) + " + n0_, " + vi.dims[0] + ", " +
+         vi.dims[1] + ", " + vi.strides[0] + ", lane_, [=](float x_) -> " + St + " { return " + frag_store_conv(ft, vt) +
+         "; });");
+    close();
+    close();
+    count("mma-transposed-epilogues");
+    return true;
+  }
   // Through shared memory, out in 16-byte row chunks, for 16- and 32-bit outputs whose padded
   // tile fits in shared memory (it reuses the operands' space): by default for 16-bit outputs
   // of a pipelined mma.sync matmul with tiles 256 or more wide (H200, 4096^3 bf16 at

@@ -71,8 +71,24 @@ Emitter::WgmmaPlan Emitter::plan_wgmma() const {
   const int eb = scalar_bytes(in);
   auto AS = static_shape(a->type.shape), BS = static_shape(b->type.shape);
   int64_t BM = AS[0], BK = AS[1], BN = BS[1];
-  if (BM % 64 || BM > 192) return no("BLOCK_M = " + std::to_string(BM) + " (wgmma needs 64, 128 or 192)");
-  if (BN % 64 || BN > 256) return no("BLOCK_N = " + std::to_string(BN) + " (wgmma + TMA needs 64, 128, 192 or 256)");
+  // Knob swap_operands = 1: a dot whose M tile is under wgmma's 64 rows runs as the swapped
+  // product (WgmmaPlan::swapped); from here on BM and BN are the instruction's.
+  const int64_t swap = knob("swap_operands", 0);
+  if (swap != 0 && swap != 1)
+    fail(*dot, "knob swap_operands = " + std::to_string(swap) +
+                   ": 0 (the default: a dot's M tile on wgmma's 64-row blocks) or 1 (M tiles of 8, 16 or 32 on "
+                   "wgmma's n, the product computed transposed)");
+  const bool swapped = swap == 1 && BM < 64;
+  if (swapped) {
+    if (BM % 8 || BM > 32 || BM == 24)
+      return no("BLOCK_M = " + std::to_string(BM) + " (the swapped product puts it on wgmma's n: 8, 16 or 32)");
+    if (BN % 64 || BN > 192)
+      return no("BLOCK_N = " + std::to_string(BN) + " (the swapped product puts it on wgmma's 64-row blocks: 64, 128 or 192)");
+    std::swap(BM, BN);
+  } else {
+    if (BM % 64 || BM > 192) return no("BLOCK_M = " + std::to_string(BM) + " (wgmma needs 64, 128 or 192)");
+    if (BN % 64 || BN > 256) return no("BLOCK_N = " + std::to_string(BN) + " (wgmma + TMA needs 64, 128, 192 or 256)");
+  }
   // Registers: ptxas compiles the kernel within 65536 / threads a thread (its launch bound;
   // setmaxnreg's larger share for the consumers, which plan_epilogue_overlap budgets, is granted
   // at run time): one consumer warpgroup per 64 rows and the producer's, so 192 x 256 (512
@@ -104,6 +120,15 @@ Emitter::WgmmaPlan Emitter::plan_wgmma() const {
               " view and a load (or the transpose of one) in the loop body");
   if (!perm && eb != 2)
     return no("wgmma reads f8 operands K-major only: give b as [N, K] and transpose its tile in the dot");
+  if (swapped) {
+    // The fragments hold C^T: only an epilogue that stores them (transposed) may read them, and
+    // they must start as a splat (no tile to exchange into them).
+    const Op* init = loop->operand(3)->def;
+    if (frag_store_chain(*loop, 0).empty() || !init || init->kind != OpKind::Splat ||
+        !init->operand(0)->type.is_scalar())
+      return no("the swapped product needs an accumulator that starts as a splat and is only stored after the loop "
+                "(through scalar arithmetic and a cast)");
+  }
   for (const auto& o : body.ops)
     if (o.get() != dot && o.get() != la && o.get() != lb && o.get() != perm && o->kind != OpKind::Yield &&
         !pure_scalar(*o))
@@ -135,6 +160,11 @@ Emitter::WgmmaPlan Emitter::plan_wgmma() const {
   w.perm_b = perm;
   w.ok = true;
   w.loop = loop, w.dot = dot, w.load_a = la, w.load_b = lb;
+  if (swapped) {
+    w.swapped = true;
+    w.load_a = lb, w.load_b = la;  // the weights on wgmma's A, the batch on its B
+    w.a_kmajor = perm != nullptr, w.b_kmajor = true;
+  }
   w.stages = static_cast<int>(S);
   w.bf16 = in == ScalarKind::BF16;  // (mma plan only)
   w.consumer_warps = static_cast<int>(BM / 16);
@@ -199,6 +229,7 @@ int Emitter::plan_wgmma_cluster() {
   if (!persistent_) return no("the kernel is not persistent");
   if (stream_k_asked()) return no("stream-K compilations run one CTA per program part");
   if (cluster_ > 1) return no("the kernel already runs each program on a cluster (cluster_size)");
+  if (wg_.swapped) return no("the operands are swapped (B is the batch's few rows: nothing to share)");
   // The pair's two programs must copy the same B tile at every iteration, and run the same
   // number of iterations (each CTA's producer fills half of both rings).
   const Op& lb = *wg_.load_b;
@@ -342,8 +373,13 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
   count("pipeline-stages", S);
   uses_mma_ = true;
   const std::string kk = w.eb == 2 ? "16" : "32";
-  notes_.push_back("dot at " + w.dot->loc.str() + ": wgmma m64n" + n(w.BN) + "k" + kk + " " + w.type + " (B " +
-                   (w.b_kmajor ? "K" : "MN") + "-major) fed by a " + n(S) + "-stage TMA + mbarrier ring; " + n(CW / 4) +
+  if (w.swapped) count("wgmma-swapped-operands");
+  notes_.push_back("dot at " + w.dot->loc.str() + ": wgmma m64n" + n(w.BN) + "k" + kk + " " + w.type +
+                   (w.swapped ? std::string(" on swapped operands (C^T = B^T A^T: the dot's ") + n(w.BM) +
+                                    " columns on wgmma's rows, its " + n(w.BN) + " rows on n; A " +
+                                    (w.a_kmajor ? "K" : "MN") + "-major, B K-major)"
+                              : std::string(" (B ") + (w.b_kmajor ? "K" : "MN") + "-major)") +
+                   " fed by a " + n(S) + "-stage TMA + mbarrier ring; " + n(CW / 4) +
                    " consumer warpgroup(s) and one producer warpgroup" +
                    (w.eb == 1 ? "; fp8 wgmma adds into the f32 accumulators with the tensor cores' reduced internal "
                                 "precision (like cuBLASLt's fast accumulation), not an exact f32 sum"
@@ -442,8 +478,10 @@ void Emitter::emit_wgmma_producer(const Op& f, const std::string& trip, const st
     need_first = true;
     return "?" + flag;
   };
-  const std::string hint_a = hint_of("a", tiles(w.b_kmajor ? vb.dims[0] : vb.dims[1], w.BN));
-  const std::string hint_b = hint_of("b", tiles(va.dims[0], w.BM));
+  // A's tiles are read by the programs along B's M or N extent, and the other way round. (The
+  // knobs name the dot's operands: under the swap, wgmma's A is the dot's b.)
+  const std::string hint_a = hint_of(w.swapped ? "b" : "a", tiles(w.b_kmajor ? vb.dims[0] : vb.dims[1], w.BN));
+  const std::string hint_b = hint_of(w.swapped ? "a" : "b", tiles(w.a_kmajor ? va.dims[0] : va.dims[1], w.BM));
   if (need_first) line("const uint64_t pol_first_ = tsr::l2_policy_evict_first();");
   if (need_last) line("const uint64_t pol_last_ = tsr::l2_policy_evict_last();");
   // One box copy: dst, tensor map, c0, c1 (as C++ expressions) under the operand's hint.
@@ -477,25 +515,33 @@ void Emitter::emit_wgmma_producer(const Op& f, const std::string& trip, const st
     if (o.get() != w.dot && o.get() != w.load_a && o.get() != w.load_b && o.get() != w.perm_b && o->kind != OpKind::Yield)
       emit_op(*o);
   line("const uint32_t sa_ = ring_ + s_ * " + n(stage) + "u, bar_ = full_ + 8u * s_;");
-  // A: BK / atom boxes of BM rows x 128 bytes. B MN-major: BN / 64 boxes of BK rows x 128
-  // bytes; B K-major ([N, K] view): BK / atom boxes of BN rows x 128 bytes.
-  std::string arow = "int(int64_t(" + nm(la.operand(1)) + ") * " + n(w.BM) + ")";
-  std::string acol = "int64_t(" + nm(la.operand(2)) + ") * " + n(w.BK);
-  for (int64_t c = 0; c < w.BK / atom; ++c)
-    copy(hint_a, "sa_ + " + n(c * w.BM * 128) + "u, &" + w.tma_a + ", int(" + acol + " + " + n(atom * c) + "), " + arow);
-  if (w.b_kmajor) {
-    const auto [off, brow] = b_half("int64_t(" + nm(lb.operand(1)) + ") * " + n(w.BN));
-    std::string bcol = "int64_t(" + nm(lb.operand(2)) + ") * " + n(w.BK);
-    for (int64_t c = 0; c < w.BK / atom; ++c)
-      copy(hint_b, "sa_ + " + n(a_bytes + c * w.BN * 128) + "u" + off + ", &" + w.tma_b + ", int(" + bcol + " + " +
-                       n(atom * c) + "), " + brow, mc);
-  } else {
-    const auto [off, brow] = b_half("int64_t(" + nm(lb.operand(1)) + ") * " + n(w.BK));
-    std::string bcol = "int64_t(" + nm(lb.operand(2)) + ") * " + n(w.BN);
-    for (int64_t j = 0; j < w.BN / 64; ++j)
-      copy(hint_b, "sa_ + " + n(a_bytes + j * w.BK * 128) + "u" + off + ", &" + w.tma_b + ", int(" + bcol + " + " +
-                       n(64 * j) + "), " + brow, mc);
-  }
+  // A K-major: BK / atom boxes of BM rows x 128 bytes; MN-major (the swapped product's weights
+  // from a [K, N] view): BM / 64 boxes of BK rows x 128 bytes. B MN-major: BN / 64 boxes of BK
+  // rows x 128 bytes; B K-major ([N, K] view, or the swapped product's batch): BK / atom boxes
+  // of BN rows x 128 bytes.
+  // One operand's boxes: `l` loads tile (op 1, op 2) of its view, `mn` is the operand's M or N
+  // extent, `off` its place in the stage, `half` B's multicast half (cluster_m = 2).
+  auto copy_operand = [&](const Op& l, bool kmajor, int64_t mn, int64_t off, const std::string& hint,
+                          const std::string& map, bool half) {
+    const std::string i0 = nm(l.operand(1)), i1 = nm(l.operand(2));
+    if (kmajor) {
+      const auto [moff, row] = half ? b_half("int64_t(" + i0 + ") * " + n(mn))
+                                    : std::make_pair(std::string(), "int(int64_t(" + i0 + ") * " + n(mn) + ")");
+      std::string col = "int64_t(" + i1 + ") * " + n(w.BK);
+      for (int64_t c = 0; c < w.BK / atom; ++c)
+        copy(hint, "sa_ + " + n(off + c * mn * 128) + "u" + moff + ", &" + map + ", int(" + col + " + " + n(atom * c) +
+                       "), " + row, half && mc);
+    } else {
+      const auto [moff, row] = half ? b_half("int64_t(" + i0 + ") * " + n(w.BK))
+                                    : std::make_pair(std::string(), "int(int64_t(" + i0 + ") * " + n(w.BK) + ")");
+      std::string col = "int64_t(" + i1 + ") * " + n(mn);
+      for (int64_t j = 0; j < mn / 64; ++j)
+        copy(hint, "sa_ + " + n(off + j * w.BK * 128) + "u" + moff + ", &" + map + ", int(" + col + " + " + n(64 * j) +
+                       "), " + row, half && mc);
+    }
+  };
+  copy_operand(la, w.a_kmajor, w.BM, 0, hint_a, w.tma_a, false);
+  copy_operand(lb, w.b_kmajor, w.BN, a_bytes, hint_b, w.tma_b, true);
   close();
 }
 
@@ -514,16 +560,22 @@ void Emitter::emit_wgmma_consumer(const std::string& frag, const std::string& tr
   open("for (int64_t i_ = 0; i_ < " + trip + "; ++i_) {");
   slot("ring_it_ + i_");
   line("tsr::mbar_wait(full_ + 8u * s_, ph_);");
-  line("const uint32_t sa_ = ring_ + s_ * " + n(stage) + "u + wg_ * " + n(64 * 128) + "u, sb_ = ring_ + s_ * " + n(stage) +
-       "u + " + n(a_bytes) + "u;");
+  // Warpgroup wg_'s 64 rows of A: rows 64 wg_.. of every K-major box, or MN-major box wg_.
+  line("const uint32_t sa_ = ring_ + s_ * " + n(stage) + "u + wg_ * " + n(w.a_kmajor ? 64 * 128 : w.BK * 128) +
+       "u, sb_ = ring_ + s_ * " + n(stage) + "u + " + n(a_bytes) + "u;");
   line("tsr::wgmma_fence();");
-  std::string fn = "tsr::wgmma_m64n" + n(w.BN) + "k" + kk + "_" + w.type + (w.eb == 2 ? (w.b_kmajor ? "<0>" : "<1>") : "");
+  std::string fn = "tsr::wgmma_m64n" + n(w.BN) + "k" + kk + "_" + w.type +
+                   (w.eb == 2 ? std::string(w.b_kmajor ? "<0" : "<1") + (w.a_kmajor ? ">" : ", 1>") : "");
   for (int64_t k = 0; k < ksteps; ++k) {
     // K-major tiles (A, and B from an [N, K] view): 8-row groups 1024 bytes apart; a k-step is
     // 32 bytes inside the swizzled 128-byte row (the hardware applies the swizzle to the final
     // address), the next atom after 4 steps. MN-major B: 64-column boxes BK * 128 bytes apart
     // (leading offset), 8-row groups 1024 bytes apart; a k16 step is 16 rows.
-    std::string da = "tsr::wgmma_desc_sw128(sa_ + " + n((k / 4) * w.BM * 128 + (k % 4) * 32) + "u, 16u, 1024u)";
+    // (MN-major A, the swapped product's weights: one 64-column box per warpgroup, a k16 step
+    // 16 of its rows, as for MN-major B.)
+    std::string da = w.a_kmajor
+                         ? "tsr::wgmma_desc_sw128(sa_ + " + n((k / 4) * w.BM * 128 + (k % 4) * 32) + "u, 16u, 1024u)"
+                         : "tsr::wgmma_desc_sw128(sa_ + " + n(k * 16 * 128) + "u, " + n(w.BK * 128) + "u, 1024u)";
     std::string db = w.b_kmajor
                          ? "tsr::wgmma_desc_sw128(sb_ + " + n((k / 4) * w.BN * 128 + (k % 4) * 32) + "u, 16u, 1024u)"
                          : "tsr::wgmma_desc_sw128(sb_ + " + n(k * 16 * 128) + "u, " + n(w.BK * 128) + "u, 1024u)";
@@ -627,15 +679,17 @@ std::string Emitter::fixup_rows_in_output() const {
   // computed before the loop; otherwise every consumer warp takes part.
   std::string mine = "warp_ < " + std::to_string(w.consumer_warps);
   const Op& st = *w.store;
-  const Op* rdef = st.operand(2)->def;
+  // (Swapped: the fragments' rows are the output's columns.)
+  const Value* index = st.operand(w.swapped ? 3 : 2);
+  const Op* rdef = index->def;
   bool before = rdef == nullptr;
   for (const auto& o : k_.body->ops) {
     if (o.get() == w.loop) break;
     before |= o.get() == rdef;
   }
   if (before)
-    mine += " && int64_t(" + nm(st.operand(2)) + ") * " + std::to_string(w.BM) + " + m0_ < int64_t(" +
-            view_of(st, st.operand(0)).dims[0] + ")";
+    mine += " && int64_t(" + nm(index) + ") * " + std::to_string(w.BM) + " + m0_ < int64_t(" +
+            view_of(st, st.operand(0)).dims[w.swapped ? 1 : 0] + ")";
   return mine;
 }
 

@@ -388,6 +388,15 @@ class Emitter {
     std::string type = "bf16";
     bool b_kmajor = false;
     const Op* perm_b = nullptr;
+    // The operand-swapped product (knob swap_operands; a dot whose M tile is 8, 16 or 32 rows,
+    // under wgmma's 64): the instruction computes C^T = B^T A^T, the dot's B tile (the weights)
+    // on wgmma's 64-row blocks and its A tile (the batch) on n = 8-32, so that no 64-row A tile
+    // is mostly padding. Then BM and BN below are the instruction's (BM = the dot's N tile, BN =
+    // its M tile), load_a is the dot's B load (the weights: K-major from an [N, K] view under
+    // perm_b, else MN-major, 16-bit only) and load_b its A load (K-major), and the fragments
+    // hold C^T: the epilogue stores them transposed (tsr::store_frags_t).
+    bool swapped = false;
+    bool a_kmajor = true;
     MmaPlan mma;
     std::string tma_a, tma_b;  // kernel parameter names of the tensor maps
     // Persistent kernels with a 16-bit output: the epilogue stages each consumer warpgroup's

@@ -152,7 +152,7 @@ LibraryKernel matmul() {
     // 374 -> 393, f16 336-353 -> 370-372 GFLOP/s, session 17).
     return {{"cuda:sm_90a", {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}}}, {"cpu", {{"BLOCK_K", 128}}}};
   };
-  // sm_90a, few programs: with M <= 64, 64-row tiles (wgmma's least), which split-K then
+  // sm_90a, few programs: with 16 < M <= 64, 64-row tiles (wgmma's least), which split-K then
   // spreads over the SMs: 16x4096x4096 ran at 30.7 TFLOP/s with 64x128x64 against 21 with
   // 128x256x64. Fewer 128x256 tiles than half the SMs of an H100/H200 (132): 64x256 doubles the
   // programs: 128x14336x4096 (56 tiles) 407-410 against 338 (bench/RESULTS.md, sessions 6-7).
@@ -174,6 +174,13 @@ LibraryKernel matmul() {
       return c;
     }
     if (target != "cuda:sm_90a" || (dt != ScalarKind::BF16 && dt != ScalarKind::F16)) return {};
+    // M <= 16 (decode): 16-row tiles on wgmma with the operands swapped (the codegen knob
+    // swap_operands: the weights on wgmma's 64 rows, the batch on n = 16), 64 columns while they
+    // make at most one wave, 128-deep K steps. H200, bf16: 13.9-16.6 us against 15.0-18.4 for
+    // the best 64-row tiles and 15.2-16.4 for cuBLAS at 1 and 16 x 4608x3584, 1536x7168 and
+    // 7168x2048 (bench/RESULTS.md, session 28).
+    if (m->second <= 16)
+      return {{"BLOCK_M", 16}, {"BLOCK_N", (n->second + 63) / 64 <= 132 ? 64 : 128}, {"BLOCK_K", 128}, {"swap_operands", 1}};
     if (m->second <= 64) return {{"BLOCK_M", 64}, {"BLOCK_N", 128}};
     const int64_t big_tiles = (m->second + 127) / 128 * ((n->second + 255) / 256);
     if (2 * big_tiles < 132) return {{"BLOCK_M", 64}, {"BLOCK_N", 256}};

@@ -80,6 +80,9 @@ const std::vector<KnobDecl>& codegen_knobs() {
       {{"ring_stages", KnobKind::Codegen, {0, 6, 8}, 0, {"cuda:sm_90a"},
         "stages of a wgmma matmul's TMA ring (as many as fit): 0 the loop's pipeline annotation"},
        "dot-loop"},
+      {{"swap_operands", KnobKind::Codegen, {0, 1}, 0, {"cuda:sm_90a"},
+        "a wgmma dot whose M tile is 8, 16 or 32 rows computed as C^T = B^T A^T (that tile on wgmma's n)"},
+       "dot-loop"},
       {{"stream_k", KnobKind::Codegen, {0, 1}, 0, {"cuda:sm_90a"},
         "a persistent wgmma matmul's last partial wave cut into equal shares of K work, one per CTA"}, "dot-loop"},
       {{"epilogue_overlap", KnobKind::Codegen, {1, 0}, 1, {"cuda:sm_90a"},
@@ -268,12 +271,28 @@ namespace {
 
 // Whether a dot of `bound` has a multiple of 64 rows: what the persistent wgmma loop (and so its
 // split-K and stream-K forms) needs.
+// A dot of 8, 16 or 32 rows and 64, 128 or 192 columns: what swap_operands = 1 puts on wgmma.
+bool swappable_dot_shape(const std::vector<int64_t>& sh) {
+  return sh.size() == 2 && (sh[0] == 8 || sh[0] == 16 || sh[0] == 32) && sh[1] % 64 == 0 && sh[1] <= 192;
+}
+
+bool has_swappable_dot(const Kernel& bound) {
+  bool any = false;
+  walk(const_cast<Kernel&>(bound), [&](Op& op) {
+    if (op.kind == OpKind::Dot && shape_is_static(op.result()->type.shape))
+      any |= swappable_dot_shape(static_shape(op.result()->type.shape));
+  });
+  return any;
+}
+
 bool has_wgmma_rows(const Kernel& bound) {
+  const ConstexprDecl* swap = bound.find_constexpr("swap_operands");
+  const bool swapped = swap && swap->value == 1;
   bool rows = false;
   walk(const_cast<Kernel&>(bound), [&](Op& op) {
     if (op.kind != OpKind::Dot || !shape_is_static(op.result()->type.shape)) return;
     const auto sh = static_shape(op.result()->type.shape);
-    rows |= sh.size() == 2 && sh[0] % 64 == 0;
+    rows |= (sh.size() == 2 && sh[0] % 64 == 0) || (swapped && swappable_dot_shape(sh));
   });
   return rows;
 }
@@ -308,7 +327,7 @@ int64_t launch_splits(const Config& c, int64_t programs, int64_t sms, int64_t lo
 
 Constraint cuda_split_k_constraint(int64_t sms) {
   return {"cuda-split-k",
-          "split_k >= 2 only for wgmma dots (a multiple of 64 rows), at most two waves once split, and not the "
+          "split_k >= 2 only for wgmma dots (a multiple of 64 rows, or swapped), at most two waves once split, and not the "
           "split the runtime picks anyway",
           [sms](const Candidate& c) -> std::string {
             const int64_t s = config_value(c.config, kSplitKKnob, 0);
@@ -324,6 +343,16 @@ Constraint cuda_split_k_constraint(int64_t sms) {
               return what + ": " + std::to_string(programs) + " programs x " + std::to_string(s) + " CTAs are over two waves";
             if (cuda::split_k_factor(programs, capacity, cuda_split_loop_k(c.bound, c.sizes)) == s)
               return what + " is what the runtime picks for " + std::to_string(programs) + " programs (split_k = 0)";
+            return "";
+          }};
+}
+
+Constraint cuda_swap_constraint() {
+  return {"cuda-swap-operands", "swap_operands = 1 only for a dot of 8, 16 or 32 rows (else it changes nothing)",
+          [](const Candidate& c) -> std::string {
+            if (config_value(c.config, "swap_operands", 0) != 1 || c.target.rfind("cuda:", 0) != 0) return "";
+            if (!has_swappable_dot(c.bound))
+              return "swap_operands = 1: no dot of 8, 16 or 32 rows and 64, 128 or 192 columns (the swap takes only those)";
             return "";
           }};
 }
@@ -430,7 +459,8 @@ Space make_space(const Kernel& unbound, const std::string& target, const Config&
     s.knobs.push_back(std::move(k));
   }
   s.constraints = {tile_cover_constraint(), cpu_tile_bytes_constraint(), cpu_dot_block_constraint(),
-                   cuda_smem_constraint(), cuda_split_k_constraint(), cuda_stream_k_constraint()};
+                   cuda_smem_constraint(), cuda_split_k_constraint(), cuda_stream_k_constraint(),
+                   cuda_swap_constraint()};
   return s;
 }
 

@@ -135,7 +135,7 @@ Constraint cuda_smem_constraint();
 // sm_89 99 KiB, sm_90 and sm_90a 227 KiB.
 int64_t cuda_smem_limit(const std::string& target);
 // "cuda-split-k": a config with split_k = n >= 2 (the runtime's split-K, kSplitKKnob) needs a
-// dot of a multiple of 64 rows (the wgmma loop the split compilation splits), at most two
+// dot of a multiple of 64 rows, or a swapped one (the wgmma loop the split compilation splits), at most two
 // waves of `sms` multiprocessors (x min_blocks) once split, and differs from split_k = 0 (the
 // runtime's own rule, split_k_factor, which would pick n anyway). `sms`: the H100 / H200's 132
 // (the device is not known when a space is pruned).
@@ -145,6 +145,10 @@ Constraint cuda_split_k_constraint(int64_t sms = 132);
 // `sms`: any wave but a full one), and neither cluster_m = 2 (not taken with stream-K) nor a split (the
 // split compilation runs instead).
 Constraint cuda_stream_k_constraint(int64_t sms = 132);
+// "cuda-swap-operands": swap_operands = 1 needs a dot of 8, 16 or 32 rows and 64, 128 or 192
+// columns (what the wgmma plan swaps); elsewhere it is the same program as 0. (With the swap,
+// such a dot counts as wgmma's for split_k and stream_k too.)
+Constraint cuda_swap_constraint();
 // The CTAs a launch holds at once for config `c` on `sms` multiprocessors: sms x min_blocks.
 int64_t split_capacity(const Config& c, int64_t sms);
 // The CTAs per program the cuda runtime launches for config `c` at `programs` programs: its

@@ -720,6 +720,58 @@ TEST(CudaWgmma, StructMatmulGetsTheSameRings) {
   EXPECT_TRUE(em.info.persistent);
 }
 
+// swap_operands = 1: a 16-row M tile runs as C^T = B^T A^T, the weights (b) on wgmma's 64-row
+// blocks and the batch on n = 16; bf16 reads b MN-major (the A-transpose immediate), fp8 (b as
+// [N, K]) K-major; the fragments leave transposed from registers.
+TEST(CudaWgmma, SwappedOperandsPutTheBatchOnN) {
+  auto k = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 16}, {"BLOCK_N", 128}, {"BLOCK_K", 64}});
+  EXPECT_EQ(emit(*k).stats["dot.wgmma_tma"], 0);  // by default the mma.sync path
+  k->set_constexpr("swap_operands", 1);
+  CudaEmission em = emit(*k);
+  ASSERT_EQ(em.stats["dot.wgmma_tma"], 1) << notes(em);
+  EXPECT_EQ(em.stats["wgmma-swapped-operands"], 1);
+  EXPECT_EQ(em.info.block_threads, 384);  // 128 weight rows: two consumer warpgroups
+  EXPECT_NE(em.source.find("tsr::wgmma_m64n16k16_bf16<0, 1>"), std::string::npos) << em.source;
+  EXPECT_EQ(em.stats["mma-transposed-epilogues"], 1);
+  EXPECT_EQ(em.stats["tma-store-epilogues"], 0);
+  EXPECT_NE(em.source.find("tsr::store_frags_t("), std::string::npos);
+  // Stages of 16 KiB of weights and 2 KiB of the batch; the weights' map has boxes of 64 rows of
+  // K x 64 columns, the batch's 16 rows x 64.
+  ASSERT_NE(map_of(em, 1), nullptr);
+  EXPECT_EQ(map_of(em, 1)->box[1], 64);
+  ASSERT_NE(map_of(em, 0), nullptr);
+  EXPECT_EQ(map_of(em, 0)->box[1], 16);
+  EXPECT_NE(notes(em).find("on swapped operands"), std::string::npos) << notes(em);
+  // An M tile wgmma's n cannot take keeps the reason.
+  auto odd = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 16}, {"BLOCK_N", 256}, {"BLOCK_K", 64}});
+  odd->set_constexpr("swap_operands", 1);
+  CudaEmission no = emit(*odd);
+  EXPECT_EQ(no.stats["dot.wgmma_tma"], 0);
+  EXPECT_NE(notes(no).find("BLOCK_N = 256 (the swapped product puts it on wgmma's 64-row blocks"), std::string::npos)
+      << notes(no);
+  // fp8: both operands K-major, no transpose immediates.
+  auto f8 = bind_constexprs(*find_library_kernel("matmul_fp8")->build(ScalarKind::BF16),
+                            {{"BLOCK_M", 32}, {"BLOCK_N", 64}, {"BLOCK_K", 128}});
+  f8->set_constexpr("swap_operands", 1);
+  CudaEmission e8 = emit(*f8);
+  ASSERT_EQ(e8.stats["dot.wgmma_tma"], 1) << notes(e8);
+  EXPECT_NE(e8.source.find("tsr::wgmma_m64n32k32_e4m3("), std::string::npos);
+  EXPECT_EQ(e8.stats["mma-fused-epilogue-ops"], 1);  // the scales, on the transposed store too
+  // The split-K compilation adds the parts as before; its rows past the output are columns now.
+  CudaTarget split = CudaTarget::parse("sm_90a");
+  split.split_k = true;
+  CudaEmission es = emit_cuda_with_info(*k, split);
+  EXPECT_TRUE(es.info.split_k);
+  EXPECT_NE(es.source.find("tsr::store_frags_t("), std::string::npos);
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  for (const CudaEmission* e : {&em, &e8, &es}) {
+    NvrtcResult r = nvrtc_compile(e->source, CudaTarget::parse("sm_90a"), "swapped.cu", e->line_op);
+    EXPECT_FALSE(r.cubin.empty());
+    EXPECT_EQ(r.log.find("serialized"), std::string::npos) << r.log;
+  }
+}
+
 // NVRTC accepts every block shape the planner takes, in bf16 and f16.
 TEST(CudaWgmma, NvrtcCompilesEveryPlannedShape) {
   std::string why;

@@ -234,6 +234,39 @@ TEST(WgmmaGpu, SplitKMatchesTheInterpreterLaunchAfterLaunch) {
 // the two launches' outputs are the same bits, at 1-3 consumer warpgroups, bf16, f16 and fp8
 // operands (K-major B; 5 ways over 8 k steps, so one slice is empty), and up to 8 ways (the
 // portable cluster size). The 16-bit ones are also checked against the interpreter.
+// swap_operands = 1 (C^T = B^T A^T, M tiles of 8-32 rows on wgmma's n): bf16 and f16 with the
+// weights MN-major, fp8 with them K-major; ragged M, N and K, one row, a K loop the runtime
+// splits and one it does not; both split-K fixups (cluster and workspace) and no split.
+TEST(WgmmaGpu, SwappedOperandsMatchTheInterpreter) {
+  REQUIRE_HOPPER();
+  struct Cfg {
+    const char* kernel;
+    ScalarKind dt;
+    int64_t bm, bn, bk;
+  };
+  for (Cfg c : {Cfg{"matmul", ScalarKind::BF16, 16, 128, 64}, Cfg{"matmul", ScalarKind::BF16, 16, 64, 128},
+                Cfg{"matmul", ScalarKind::BF16, 32, 192, 128}, Cfg{"matmul", ScalarKind::F16, 16, 64, 64},
+                Cfg{"matmul_fp8", ScalarKind::BF16, 16, 128, 128}, Cfg{"matmul_fp8", ScalarKind::BF16, 32, 64, 128}}) {
+    SCOPED_TRACE(std::string(c.kernel) + " " + std::string(scalar_name(c.dt)) + " " + std::to_string(c.bm) + "x" +
+                 std::to_string(c.bn) + "x" + std::to_string(c.bk));
+    auto k = bind_constexprs(*find_library_kernel(c.kernel)->build(c.dt),
+                             {{"BLOCK_M", c.bm}, {"BLOCK_N", c.bn}, {"BLOCK_K", c.bk}});
+    k->set_constexpr("swap_operands", 1);
+    ASSERT_EQ(emit_cuda_with_info(*k, CudaTarget::parse("sm_90a")).stats["wgmma-swapped-operands"], 1);
+    // (fp8: a shorter K, within the f32 tolerance that wgmma's fast accumulation keeps to, and
+    // rows of whole 16 bytes, which TMA needs)
+    const bool f8 = std::string(c.kernel) == "matmul_fp8";
+    for (Sizes s : {Sizes{{"M", 1}, {"N", 1000}, {"K", f8 ? 384 : 2048}}, Sizes{{"M", 37}, {"N", 200}, {"K", f8 ? 144 : 136}},
+                    Sizes{{"M", 16}, {"N", 384}, {"K", 512}}, Sizes{{"M", 5}, {"N", 8}, {"K", 16}}}) {
+      SCOPED_TRACE(sizes_str(s));
+      CudaOptions workspace = forced_split_options();
+      workspace.split_k_cluster = false;
+      for (const CudaOptions& o : {forced_split_options(), workspace, no_split_options(), test_options()})
+        EXPECT_EQ(run_and_compare(*k, s, 12, o), 0) << "the TMA path should have run";
+    }
+  }
+}
+
 TEST(WgmmaGpu, SplitKInClustersGivesTheWorkspacesBits) {
   REQUIRE_HOPPER();
   if (std::getenv("TESSERA_CUDA_SPLIT_K_WORKSPACE")) GTEST_SKIP() << "TESSERA_CUDA_SPLIT_K_WORKSPACE is set";

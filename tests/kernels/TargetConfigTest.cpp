@@ -10,6 +10,7 @@
 #include "kernels/Library.h"
 #include "kernels/Tolerance.h"
 #include "passes/Passes.h"
+#include "tune/Space.h"
 
 namespace tessera {
 namespace {
@@ -72,13 +73,23 @@ TEST(TargetConfigs, MatmulOnSm90aTakesSmallerTilesForFewPrograms) {
               big = {{"M", 4096}, {"N", 4096}, {"K", 4096}};
   for (const Sizes& s : {m16, m128, big})
     for (const auto& [name, v] : mm.size_configs(ScalarKind::BF16, "cuda:sm_90a", s)) {
+      if (name == "swap_operands") {  // a codegen knob (tune::codegen_knobs)
+        EXPECT_EQ(v, 1);
+        continue;
+      }
       const ConstexprDecl* c = unbound->find_constexpr(name);
       ASSERT_NE(c, nullptr) << name;
       EXPECT_NE(std::find(c->candidates.begin(), c->candidates.end(), v), c->candidates.end()) << name << "=" << v;
     }
+  // M <= 16: 16 x 64 x 128 tiles on swapped wgmma operands (128 columns past one wave of 64);
   // M <= 64: 64 x 128 tiles (split-K spreads them); 56 tiles of 128 x 256: 64 x 256; many: the
   // target's 128 x 256.
   EXPECT_EQ(library_config(mm, ScalarKind::BF16, "cuda:sm_90a", {}, &m16),
+            (ConstexprConfig{{"BLOCK_M", 16}, {"BLOCK_N", 64}, {"BLOCK_K", 128}, {"swap_operands", 1}}));
+  const Sizes m1_wide = {{"M", 1}, {"N", 18944}, {"K", 3584}}, m40 = {{"M", 40}, {"N", 4096}, {"K", 4096}};
+  EXPECT_EQ(library_config(mm, ScalarKind::BF16, "cuda:sm_90a", {}, &m1_wide),
+            (ConstexprConfig{{"BLOCK_M", 16}, {"BLOCK_N", 128}, {"BLOCK_K", 128}, {"swap_operands", 1}}));
+  EXPECT_EQ(library_config(mm, ScalarKind::BF16, "cuda:sm_90a", {}, &m40),
             (ConstexprConfig{{"BLOCK_M", 64}, {"BLOCK_N", 128}, {"BLOCK_K", 64}}));
   EXPECT_EQ(library_config(mm, ScalarKind::F16, "cuda:sm_90a", {}, &m128),
             (ConstexprConfig{{"BLOCK_M", 64}, {"BLOCK_N", 256}, {"BLOCK_K", 64}}));
@@ -90,11 +101,12 @@ TEST(TargetConfigs, MatmulOnSm90aTakesSmallerTilesForFewPrograms) {
   EXPECT_TRUE(library_config(mm, ScalarKind::BF16, "cuda:sm_80", {}, &m16).empty());
   EXPECT_TRUE(library_config(mm, ScalarKind::F32, "cuda:sm_90a", {}, &m16).empty());
   // The caller's values win over the size rule.
-  EXPECT_EQ(library_config(mm, ScalarKind::BF16, "cuda:sm_90a", {{"BLOCK_N", 64}}, &m16),
-            (ConstexprConfig{{"BLOCK_M", 64}, {"BLOCK_N", 64}, {"BLOCK_K", 64}}));
+  EXPECT_EQ(library_config(mm, ScalarKind::BF16, "cuda:sm_90a", {{"BLOCK_N", 128}}, &m16),
+            (ConstexprConfig{{"BLOCK_M", 16}, {"BLOCK_N", 128}, {"BLOCK_K", 128}, {"swap_operands", 1}}));
 }
 
-// Every kernel's size rule names candidates of its own constexprs, on every target and dtype, at
+// Every kernel's size rule names candidates of its own constexprs (or values of the target's
+// codegen knobs), on every target and dtype, at
 // sizes from one program to many (matmul_struct once inherited matmul's 256-column tiles).
 TEST(TargetConfigs, SizeConfigsAreCandidatesOfEveryKernel) {
   for (const LibraryKernel& lk : library()) {
@@ -107,7 +119,13 @@ TEST(TargetConfigs, SizeConfigsAreCandidatesOfEveryKernel) {
           for (auto& [dim, v] : s) v = dim == "K" && lk.name == "topk" ? 1 : n;
           for (const auto& [name, v] : lk.size_configs(dt, target, s)) {
             const ConstexprDecl* c = unbound->find_constexpr(name);
-            ASSERT_NE(c, nullptr) << lk.name << " " << name;
+            if (!c) {  // else a codegen knob of the target, at one of its values
+              const tune::KnobDecl* d = tune::find_codegen_knob(name);
+              ASSERT_NE(d, nullptr) << lk.name << " " << name;
+              EXPECT_TRUE(tune::knob_applies(d->knob, target)) << lk.name << " " << name << " on " << target;
+              EXPECT_NE(std::find(d->knob.values.begin(), d->knob.values.end(), v), d->knob.values.end()) << name;
+              continue;
+            }
             EXPECT_TRUE(c->candidates.empty() ||
                         std::find(c->candidates.begin(), c->candidates.end(), v) != c->candidates.end())
                 << lk.name << " " << scalar_name(dt) << " " << target << " " << name << "=" << v << " at " << n;

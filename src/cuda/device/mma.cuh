@@ -455,6 +455,31 @@ TSR_D void store_frags(const float (&c)[MT][NT][4], S* g, int64_t row0, int64_t 
     }
 }
 
+// The transpose of store_frags: fragment element (r, c) of the warp's block (rows r0 + .., as
+// store_frags counts them) goes to g[(col0 + c) * ld + row0 + r]. For the operand-swapped wgmma
+// matmul, whose accumulator holds C^T (the weights' N along wgmma's 64 rows, the batch along its
+// n of 8-32): a fragment's row is C's column. Element by element: a pair (c, c + 1) lies in two
+// rows of C; the eight rows g of a column block land in eight consecutive elements of a row.
+template <class S, int MT, int NT, class Conv>
+TSR_D void store_frags_t(const float (&c)[MT][NT][4], S* g, int64_t row0, int64_t col0, int64_t nrows, int64_t ncols,
+                         int64_t ld, int lane, Conv conv) {
+  const int64_t r0 = row0 + (lane >> 2), c0 = col0 + 2 * (lane & 3);
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t r = r0 + 16 * i + 8 * h;  // C's column
+      if (r < 0 || r >= ncols) continue;
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int64_t cc = c0 + 8 * j + e;  // C's row
+          if (cc >= 0 && cc < nrows) g[cc * ld + r] = conv(c[i][j][2 * h + e]);
+        }
+    }
+}
+
 
 // The first n elements of a chunk, element by element: a ragged or unaligned edge of an
 // epilogue's store, out of line (inline, unrolled at every call site, it cost ptxas 0.1 s of the

@@ -4,7 +4,7 @@
 #include "tessera/hopper.cuh"
 #include "tessera/wgmma.cuh"
 
-extern "C" __global__ void __launch_bounds__(256, 1) tessera_matmul(uint16_t* tsr_p0, uint16_t* tsr_p1, uint16_t* tsr_p2, int32_t tsr_dim_M, int32_t tsr_dim_K, int32_t tsr_dim_N, const __grid_constant__ tsr::TmaDesc tsr_tma0, const __grid_constant__ tsr::TmaDesc tsr_tma1, const __grid_constant__ tsr::TmaDesc tsr_tma2, int32_t tsr_grid0, int32_t tsr_grid1) {
+extern "C" __global__ void __launch_bounds__(256, 1) tessera_matmul(uint16_t* tsr_p0, uint16_t* tsr_p1, uint16_t* tsr_p2, int32_t tsr_dim_M, int32_t tsr_dim_K, int32_t tsr_dim_N, const __grid_constant__ tsr::TmaDesc tsr_tma1, const __grid_constant__ tsr::TmaDesc tsr_tma0, int32_t tsr_grid0, int32_t tsr_grid1) {
   extern __shared__ __align__(16) unsigned char tsr_smem[];
   const int tsr_tid = int(threadIdx.x);
   constexpr int tsr_nthreads = 256;
@@ -21,17 +21,17 @@ extern "C" __global__ void __launch_bounds__(256, 1) tessera_matmul(uint16_t* ts
   (void)tsr_p2_s1;
   const int64_t tsr_p2_s0 = tsr_p2_s1 * int64_t(tsr_dim_N);
   (void)tsr_p2_s0;
-  [[maybe_unused]] constexpr int64_t BLOCK_M = 64LL;
-  [[maybe_unused]] constexpr int64_t BLOCK_N = 128LL;
-  [[maybe_unused]] constexpr int64_t BLOCK_K = 64LL;
+  [[maybe_unused]] constexpr int64_t BLOCK_M = 16LL;
+  [[maybe_unused]] constexpr int64_t BLOCK_N = 64LL;
+  [[maybe_unused]] constexpr int64_t BLOCK_K = 128LL;
+  [[maybe_unused]] constexpr int64_t swap_operands = 1LL;
   const uint32_t ring_ = (tsr::smem_u32(tsr_smem) + 1023u) & ~1023u;
-  const uint32_t full_ = ring_ + 114688u, empty_ = full_ + 32u;
+  const uint32_t full_ = ring_ + 98304u, empty_ = full_ + 32u;
   int64_t ring_it_ = 0;
   tsr::fence_proxy_async();
   if (tsr_tid == 0) {
-    tsr::prefetch_tensormap(&tsr_tma0);
     tsr::prefetch_tensormap(&tsr_tma1);
-    tsr::prefetch_tensormap(&tsr_tma2);
+    tsr::prefetch_tensormap(&tsr_tma0);
     for (int s_ = 0; s_ < 4; ++s_) {
       tsr::mbar_init(full_ + 8u * s_, 1);
       tsr::mbar_init(empty_ + 8u * s_, 4);
@@ -40,180 +40,111 @@ extern "C" __global__ void __launch_bounds__(256, 1) tessera_matmul(uint16_t* ts
   }
   __syncthreads();
   const int64_t tsr_programs = int64_t(tsr_grid0) * int64_t(tsr_grid1), tsr_in_group = 8 * int64_t(tsr_grid1);
-  if (tsr_tid >= 128) {  // the producer warpgroup: one thread issues the copies
-    if (tsr_tid == 128) {
-      for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {
-        const int64_t tsr_first = tsr_t / tsr_in_group * 8, tsr_rows = tsr_grid0 - tsr_first < 8 ? tsr_grid0 - tsr_first : 8;
-        const int32_t tsr_pid0 = int32_t(tsr_first + tsr_t % tsr_in_group % tsr_rows);
-        const int32_t tsr_pid1 = int32_t(tsr_t % tsr_in_group / tsr_rows);
-        (void)tsr_pid0; (void)tsr_pid1;
-        // %11 = const {value = 1} : i32
-        const int32_t v0 = int32_t(1LL);
-        // %12 = program_id {axis = 0} : i32
-        const int32_t v1 = tsr_pid0;
-        // %13 = program_id {axis = 1} : i32
-        const int32_t v2 = tsr_pid1;
-        // %14 = const {value = 0.0} : f32
-        const float v3 = 0x0p+0f;
-        // %15 = splat %14 : tile<f32, [64, 128]>
-        float v4[32];
-        #pragma unroll
-        for (int s5 = 0; s5 < 32; ++s5) {
-          v4[s5] = v3;
-        }
-        // %16 = dim %a {axis = 1} : i32
-        const int32_t v6 = int32_t(int64_t(tsr_dim_K));
-        // %17 = const {value = 64} : i32
-        const int32_t v7 = int32_t(64LL);
-        // %18 = add %16, %17 : i32
-        const int32_t v8 = int32_t(uint32_t(v6) + uint32_t(v7));
-        // %19 = sub %18, %11 : i32
-        const int32_t v9 = int32_t(uint32_t(v8) - uint32_t(v0));
-        // %20 = div %19, %17 : i32
-        const int32_t v10 = tsr::idiv<int32_t>(v9, v7);
-        // %21 = const {value = 0} : i32
-        const int32_t v11 = int32_t(0LL);
-        // %22 = for %21, %20, %11, %15 {pipeline = 4} : tile<f32, [64, 128]> {...}
-        float c12[32];
-        #pragma unroll
-        for (int s13 = 0; s13 < 32; ++s13) {
-          c12[s13] = v4[s13];
-        }
-        float frag14[1][16][4];
-        #pragma unroll
-        for (int i_ = 0; i_ < 1; ++i_)
-          #pragma unroll
-          for (int j_ = 0; j_ < 16; ++j_)
-            frag14[i_][j_][0] = frag14[i_][j_][1] = frag14[i_][j_][2] = frag14[i_][j_][3] = float(v3);
-        {
-          const int warp_ = tsr_tid / 32, lane_ = tsr_tid % 32, g_ = lane_ / 4, t_ = lane_ % 4;
-          const int m0_ = (warp_ / 1) * 16, n0_ = (warp_ % 1) * 128;
-          (void)g_; (void)t_; (void)lane_;
-          const int64_t trip15 = v0 > 0 && int64_t(v10) > int64_t(v11) ? (int64_t(v10) - int64_t(v11) + v0 - 1) / v0 : 0;
-          const bool stream_a_ = (int64_t(tsr_dim_N) + 127) / 128 <= 2;
-          const bool stream_b_ = (int64_t(tsr_dim_M) + 63) / 64 <= 2;
+  for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {
+    const int64_t tsr_first = tsr_t / tsr_in_group * 8, tsr_rows = tsr_grid0 - tsr_first < 8 ? tsr_grid0 - tsr_first : 8;
+    const int32_t tsr_pid0 = int32_t(tsr_first + tsr_t % tsr_in_group % tsr_rows);
+    const int32_t tsr_pid1 = int32_t(tsr_t % tsr_in_group / tsr_rows);
+    (void)tsr_pid0; (void)tsr_pid1;
+    // %11 = const {value = 1} : i32
+    const int32_t v0 = int32_t(1LL);
+    // %12 = program_id {axis = 0} : i32
+    const int32_t v1 = tsr_pid0;
+    // %13 = program_id {axis = 1} : i32
+    const int32_t v2 = tsr_pid1;
+    // %14 = const {value = 0.0} : f32
+    const float v3 = 0x0p+0f;
+    // %15 = splat %14 : tile<f32, [16, 64]>
+    float v4[4];
+    #pragma unroll
+    for (int s5 = 0; s5 < 4; ++s5) {
+      v4[s5] = v3;
+    }
+    // %16 = dim %a {axis = 1} : i32
+    const int32_t v6 = int32_t(int64_t(tsr_dim_K));
+    // %17 = const {value = 128} : i32
+    const int32_t v7 = int32_t(128LL);
+    // %18 = add %16, %17 : i32
+    const int32_t v8 = int32_t(uint32_t(v6) + uint32_t(v7));
+    // %19 = sub %18, %11 : i32
+    const int32_t v9 = int32_t(uint32_t(v8) - uint32_t(v0));
+    // %20 = div %19, %17 : i32
+    const int32_t v10 = tsr::idiv<int32_t>(v9, v7);
+    // %21 = const {value = 0} : i32
+    const int32_t v11 = int32_t(0LL);
+    // %22 = for %21, %20, %11, %15 {pipeline = 4} : tile<f32, [16, 64]> {...}
+    float c12[4];
+    #pragma unroll
+    for (int s13 = 0; s13 < 4; ++s13) {
+      c12[s13] = v4[s13];
+    }
+    float frag14[1][2][4];
+    #pragma unroll
+    for (int i_ = 0; i_ < 1; ++i_)
+      #pragma unroll
+      for (int j_ = 0; j_ < 2; ++j_)
+        frag14[i_][j_][0] = frag14[i_][j_][1] = frag14[i_][j_][2] = frag14[i_][j_][3] = float(v3);
+    {
+      const int warp_ = tsr_tid / 32, lane_ = tsr_tid % 32, g_ = lane_ / 4, t_ = lane_ % 4;
+      const int m0_ = (warp_ / 1) * 16, n0_ = (warp_ % 1) * 16;
+      (void)g_; (void)t_; (void)lane_;
+      const int64_t trip15 = v0 > 0 && int64_t(v10) > int64_t(v11) ? (int64_t(v10) - int64_t(v11) + v0 - 1) / v0 : 0;
+      if (warp_ >= 4) {
+        if (tsr_tid == 128) {
+          const bool stream_b_ = (int64_t(tsr_dim_M) + 15) / 16 <= 2;
+          const bool stream_a_ = (int64_t(tsr_dim_N) + 63) / 64 <= 2;
           const uint64_t pol_first_ = tsr::l2_policy_evict_first();
           for (int64_t i_ = 0; i_ < trip15; ++i_) {
             const uint32_t s_ = uint32_t((ring_it_ + i_) % 4), ph_ = uint32_t((ring_it_ + i_) / 4) & 1u;
             tsr::mbar_wait(empty_ + 8u * s_, ph_ ^ 1u);
-            tsr::mbar_arrive_expect_tx(full_ + 8u * s_, 24576u);
+            tsr::mbar_arrive_expect_tx(full_ + 8u * s_, 20480u);
             const int32_t ivp16 = int32_t(int64_t(v11) + (0 + i_) * int64_t(v0));
-            const uint32_t sa_ = ring_ + s_ * 24576u, bar_ = full_ + 8u * s_;
-            if (stream_a_) tsr::tma_load_2d_hint(sa_ + 0u, &tsr_tma0, int(int64_t(ivp16) * 64 + 0), int(int64_t(v1) * 64), bar_, pol_first_); else tsr::tma_load_2d(sa_ + 0u, &tsr_tma0, int(int64_t(ivp16) * 64 + 0), int(int64_t(v1) * 64), bar_);
-            if (stream_b_) tsr::tma_load_2d_hint(sa_ + 8192u, &tsr_tma1, int(int64_t(v2) * 128 + 0), int(int64_t(ivp16) * 64), bar_, pol_first_); else tsr::tma_load_2d(sa_ + 8192u, &tsr_tma1, int(int64_t(v2) * 128 + 0), int(int64_t(ivp16) * 64), bar_);
-            if (stream_b_) tsr::tma_load_2d_hint(sa_ + 16384u, &tsr_tma1, int(int64_t(v2) * 128 + 64), int(int64_t(ivp16) * 64), bar_, pol_first_); else tsr::tma_load_2d(sa_ + 16384u, &tsr_tma1, int(int64_t(v2) * 128 + 64), int(int64_t(ivp16) * 64), bar_);
+            const uint32_t sa_ = ring_ + s_ * 20480u, bar_ = full_ + 8u * s_;
+            if (stream_b_) tsr::tma_load_2d_hint(sa_ + 0u, &tsr_tma1, int(int64_t(v2) * 64 + 0), int(int64_t(ivp16) * 128), bar_, pol_first_); else tsr::tma_load_2d(sa_ + 0u, &tsr_tma1, int(int64_t(v2) * 64 + 0), int(int64_t(ivp16) * 128), bar_);
+            if (stream_a_) tsr::tma_load_2d_hint(sa_ + 16384u, &tsr_tma0, int(int64_t(ivp16) * 128 + 0), int(int64_t(v1) * 16), bar_, pol_first_); else tsr::tma_load_2d(sa_ + 16384u, &tsr_tma0, int(int64_t(ivp16) * 128 + 0), int(int64_t(v1) * 16), bar_);
+            if (stream_a_) tsr::tma_load_2d_hint(sa_ + 18432u, &tsr_tma0, int(int64_t(ivp16) * 128 + 64), int(int64_t(v1) * 16), bar_, pol_first_); else tsr::tma_load_2d(sa_ + 18432u, &tsr_tma0, int(int64_t(ivp16) * 128 + 64), int(int64_t(v1) * 16), bar_);
           }
-          ring_it_ += trip15;
         }
-        // %28 = cast %22 : tile<bf16, [64, 128]>
-        // store_tile %c, %28, %12, %13
-      }
-    }
-  } else {  // the consumer warpgroups
-    uint32_t pk_[32];
-    int prow_ = 0, pcol_ = 0;
-    bool pend_ = false;
-    const uint32_t epi_buf_ = ring_ + 98304u + uint32_t(tsr_tid / 128) * 16384u;
-    for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {
-      const int64_t tsr_first = tsr_t / tsr_in_group * 8, tsr_rows = tsr_grid0 - tsr_first < 8 ? tsr_grid0 - tsr_first : 8;
-      const int32_t tsr_pid0 = int32_t(tsr_first + tsr_t % tsr_in_group % tsr_rows);
-      const int32_t tsr_pid1 = int32_t(tsr_t % tsr_in_group / tsr_rows);
-      (void)tsr_pid0; (void)tsr_pid1;
-      // %11 = const {value = 1} : i32
-      const int32_t v17 = int32_t(1LL);
-      // %12 = program_id {axis = 0} : i32
-      const int32_t v18 = tsr_pid0;
-      // %13 = program_id {axis = 1} : i32
-      const int32_t v19 = tsr_pid1;
-      // %14 = const {value = 0.0} : f32
-      const float v20 = 0x0p+0f;
-      // %15 = splat %14 : tile<f32, [64, 128]>
-      float v21[32];
-      #pragma unroll
-      for (int s22 = 0; s22 < 32; ++s22) {
-        v21[s22] = v20;
-      }
-      // %16 = dim %a {axis = 1} : i32
-      const int32_t v23 = int32_t(int64_t(tsr_dim_K));
-      // %17 = const {value = 64} : i32
-      const int32_t v24 = int32_t(64LL);
-      // %18 = add %16, %17 : i32
-      const int32_t v25 = int32_t(uint32_t(v23) + uint32_t(v24));
-      // %19 = sub %18, %11 : i32
-      const int32_t v26 = int32_t(uint32_t(v25) - uint32_t(v17));
-      // %20 = div %19, %17 : i32
-      const int32_t v27 = tsr::idiv<int32_t>(v26, v24);
-      // %21 = const {value = 0} : i32
-      const int32_t v28 = int32_t(0LL);
-      // %22 = for %21, %20, %11, %15 {pipeline = 4} : tile<f32, [64, 128]> {...}
-      float c29[32];
-      #pragma unroll
-      for (int s30 = 0; s30 < 32; ++s30) {
-        c29[s30] = v21[s30];
-      }
-      float frag31[1][16][4];
-      #pragma unroll
-      for (int i_ = 0; i_ < 1; ++i_)
-        #pragma unroll
-        for (int j_ = 0; j_ < 16; ++j_)
-          frag31[i_][j_][0] = frag31[i_][j_][1] = frag31[i_][j_][2] = frag31[i_][j_][3] = float(v20);
-      {
-        const int warp_ = tsr_tid / 32, lane_ = tsr_tid % 32, g_ = lane_ / 4, t_ = lane_ % 4;
-        const int m0_ = (warp_ / 1) * 16, n0_ = (warp_ % 1) * 128;
-        (void)g_; (void)t_; (void)lane_;
-        const int64_t trip32 = v17 > 0 && int64_t(v27) > int64_t(v28) ? (int64_t(v27) - int64_t(v28) + v17 - 1) / v17 : 0;
+      } else {
         const uint32_t wg_ = uint32_t(warp_) / 4u;
-        tsr::wgmma_fence_regs(frag31);
-        for (int64_t i_ = 0; i_ < trip32; ++i_) {
+        tsr::wgmma_fence_regs(frag14);
+        for (int64_t i_ = 0; i_ < trip15; ++i_) {
           const uint32_t s_ = uint32_t((ring_it_ + i_) % 4), ph_ = uint32_t((ring_it_ + i_) / 4) & 1u;
           tsr::mbar_wait(full_ + 8u * s_, ph_);
-          const uint32_t sa_ = ring_ + s_ * 24576u + wg_ * 8192u, sb_ = ring_ + s_ * 24576u + 8192u;
+          const uint32_t sa_ = ring_ + s_ * 20480u + wg_ * 16384u, sb_ = ring_ + s_ * 20480u + 16384u;
           tsr::wgmma_fence();
-          tsr::wgmma_m64n128k16_bf16<1>(frag31, tsr::wgmma_desc_sw128(sa_ + 0u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 0u, 8192u, 1024u));
-          tsr::wgmma_m64n128k16_bf16<1>(frag31, tsr::wgmma_desc_sw128(sa_ + 32u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 2048u, 8192u, 1024u));
-          tsr::wgmma_m64n128k16_bf16<1>(frag31, tsr::wgmma_desc_sw128(sa_ + 64u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 4096u, 8192u, 1024u));
-          tsr::wgmma_m64n128k16_bf16<1>(frag31, tsr::wgmma_desc_sw128(sa_ + 96u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 6144u, 8192u, 1024u));
+          tsr::wgmma_m64n16k16_bf16<0, 1>(frag14, tsr::wgmma_desc_sw128(sa_ + 0u, 16384u, 1024u), tsr::wgmma_desc_sw128(sb_ + 0u, 16u, 1024u));
+          tsr::wgmma_m64n16k16_bf16<0, 1>(frag14, tsr::wgmma_desc_sw128(sa_ + 2048u, 16384u, 1024u), tsr::wgmma_desc_sw128(sb_ + 32u, 16u, 1024u));
+          tsr::wgmma_m64n16k16_bf16<0, 1>(frag14, tsr::wgmma_desc_sw128(sa_ + 4096u, 16384u, 1024u), tsr::wgmma_desc_sw128(sb_ + 64u, 16u, 1024u));
+          tsr::wgmma_m64n16k16_bf16<0, 1>(frag14, tsr::wgmma_desc_sw128(sa_ + 6144u, 16384u, 1024u), tsr::wgmma_desc_sw128(sb_ + 96u, 16u, 1024u));
+          tsr::wgmma_m64n16k16_bf16<0, 1>(frag14, tsr::wgmma_desc_sw128(sa_ + 8192u, 16384u, 1024u), tsr::wgmma_desc_sw128(sb_ + 2048u, 16u, 1024u));
+          tsr::wgmma_m64n16k16_bf16<0, 1>(frag14, tsr::wgmma_desc_sw128(sa_ + 10240u, 16384u, 1024u), tsr::wgmma_desc_sw128(sb_ + 2080u, 16u, 1024u));
+          tsr::wgmma_m64n16k16_bf16<0, 1>(frag14, tsr::wgmma_desc_sw128(sa_ + 12288u, 16384u, 1024u), tsr::wgmma_desc_sw128(sb_ + 2112u, 16u, 1024u));
+          tsr::wgmma_m64n16k16_bf16<0, 1>(frag14, tsr::wgmma_desc_sw128(sa_ + 14336u, 16384u, 1024u), tsr::wgmma_desc_sw128(sb_ + 2144u, 16u, 1024u));
           tsr::wgmma_commit();
-          if (pend_) {
-            if (i_ == 0) tsr::epilogue_box_sw128<0, 1>(&tsr_tma2, epi_buf_ + 0u, pk_, pcol_, prow_);
-            else if (i_ == 1) tsr::epilogue_box_sw128<1, 1>(&tsr_tma2, epi_buf_ + 8192u, pk_, pcol_, prow_);
-          }
           tsr::wgmma_wait<1>();
           if (i_ > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * uint32_t((ring_it_ + i_ - 1) % 4));
         }
         tsr::wgmma_wait<0>();
-        tsr::wgmma_fence_regs(frag31);
-        if (trip32 > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * uint32_t((ring_it_ + trip32 - 1) % 4));
-        if (pend_) {  // boxes the loop had too few iterations for
-          if (trip32 <= 0) tsr::epilogue_box_sw128<0, 1>(&tsr_tma2, epi_buf_ + 0u, pk_, pcol_, prow_);
-          if (trip32 <= 1) tsr::epilogue_box_sw128<1, 1>(&tsr_tma2, epi_buf_ + 8192u, pk_, pcol_, prow_);
-        }
-        ring_it_ += trip32;
+        tsr::wgmma_fence_regs(frag14);
+        if (trip15 > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * uint32_t((ring_it_ + trip15 - 1) % 4));
       }
-      // %28 = cast %22 : tile<bf16, [64, 128]>
-      // store_tile %c, %28, %12, %13
-      {
-        auto cv_ = [=](float x_) -> uint32_t { return uint32_t(tsr::f2bf(x_)); };
-        #pragma unroll
-        for (int j_ = 0; j_ < 16; ++j_) {
-          pk_[2 * j_] = cv_(frag31[0][j_][0]) | (cv_(frag31[0][j_][1]) << 16);
-          pk_[2 * j_ + 1] = cv_(frag31[0][j_][2]) | (cv_(frag31[0][j_][3]) << 16);
-        }
-        prow_ = int(int64_t(v18) * 64) + (tsr_tid / 128) * 64;
-        pcol_ = int(int64_t(v19) * 128);
-        pend_ = true;
-      }
+      ring_it_ += trip15;
     }
-    if (pend_) {  // the last program's block
-      tsr::epilogue_box_sw128<0, 1>(&tsr_tma2, epi_buf_ + 0u, pk_, pcol_, prow_);
-      tsr::epilogue_box_sw128<1, 1>(&tsr_tma2, epi_buf_ + 8192u, pk_, pcol_, prow_);
+    // %28 = cast %22 : tile<bf16, [16, 64]>
+    // store_tile %c, %28, %12, %13
+    {
+      const int warp_ = tsr_tid / 32, lane_ = tsr_tid % 32, g_ = lane_ / 4, t_ = lane_ % 4;
+      const int m0_ = (warp_ / 1) * 16, n0_ = (warp_ % 1) * 16;
+      (void)g_; (void)t_; (void)lane_;
+      if (warp_ < 4) {
+        tsr::store_frags_t(frag14, tsr_p2, int64_t(v2) * 64 + m0_, int64_t(v1) * 16 + n0_, int64_t(tsr_dim_M), int64_t(tsr_dim_N), tsr_p2_s0, lane_, [=](float x_) -> uint16_t { return tsr::f2bf(x_); });
+      }
     }
   }
-  if (tsr_tid < 128 && tsr_tid % 128 == 0) tsr::bulk_wait_all();
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_matmul, block_threads 256, static_smem 0, dynamic_smem 115776
+// symbol tessera_matmul, block_threads 256, static_smem 0, dynamic_smem 99392
 // persistent 1, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 1, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer a bf16 bytes 8 index 0
 // param pointer b bf16 bytes 8 index 1
@@ -221,9 +152,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) tessera_matmul(uint16_t* ts
 // param dim M i32 bytes 4 index -1
 // param dim K i32 bytes 4 index -1
 // param dim N i32 bytes 4 index -1
-// param tensor_map a bf16 bytes 128 index 0 box 64x64 swizzle 128
-// param tensor_map b bf16 bytes 128 index 1 box 64x64 swizzle 128
-// param tensor_map c bf16 bytes 128 index 2 box 64x64 swizzle 128
+// param tensor_map b bf16 bytes 128 index 1 box 64x128 swizzle 128
+// param tensor_map a bf16 bytes 128 index 0 box 64x16 swizzle 128
 // param grid_size grid0 i32 bytes 4 index 0
 // param grid_size grid1 i32 bytes 4 index 1
 // header tessera/core.cuh
@@ -231,15 +161,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) tessera_matmul(uint16_t* ts
 // header tessera/hopper.cuh
 // header tessera/wgmma.cuh
 // stat dot.wgmma_tma = 1
-// stat epilogue-overlap = 1
 // stat mma-carried-accumulators = 1
+// stat mma-transposed-epilogues = 1
 // stat persistent = 1
 // stat pipeline-stages = 4
-// stat smem-bytes = 115776
+// stat smem-bytes = 99392
 // stat threads = 256
 // stat tma-l2-policy-auto = 2
-// stat tma-store-epilogues = 1
 // stat warp-specialized = 1
-// note dot at src/kernels/Matmul.cpp:32:14: epilogue overlapped: the producer and consumer warpgroups run their own program loops; the consumers store box c of each block during iteration c of the next program's loop
+// stat wgmma-swapped-operands = 1
 // note persistent: one CTA per SM loops over the programs, 8 rows of axis 0 at a time
-// note dot at src/kernels/Matmul.cpp:32:14: wgmma m64n128k16 bf16 (B MN-major) fed by a 4-stage TMA + mbarrier ring; 1 consumer warpgroup(s) and one producer warpgroup
+// note dot at src/kernels/Matmul.cpp:32:14: wgmma m64n16k16 bf16 on swapped operands (C^T = B^T A^T: the dot's 64 columns on wgmma's rows, its 16 rows on n; A MN-major, B K-major) fed by a 4-stage TMA + mbarrier ring; 1 consumer warpgroup(s) and one producer warpgroup

@@ -5,7 +5,7 @@
 #include "tessera/hopper.cuh"
 #include "tessera/wgmma.cuh"
 
-extern "C" __global__ void __launch_bounds__(256, 1) tessera_matmul(uint16_t* tsr_p0, uint16_t* tsr_p1, uint16_t* tsr_p2, int32_t tsr_dim_M, int32_t tsr_dim_K, int32_t tsr_dim_N, const __grid_constant__ tsr::TmaDesc tsr_tma0, const __grid_constant__ tsr::TmaDesc tsr_tma1, unsigned char* __restrict__ tsr_ws) {
+extern "C" __global__ void __launch_bounds__(256, 1) tessera_matmul(uint16_t* tsr_p0, uint16_t* tsr_p1, uint16_t* tsr_p2, int32_t tsr_dim_M, int32_t tsr_dim_K, int32_t tsr_dim_N, const __grid_constant__ tsr::TmaDesc tsr_tma1, const __grid_constant__ tsr::TmaDesc tsr_tma0, unsigned char* __restrict__ tsr_ws) {
   extern __shared__ __align__(16) unsigned char tsr_smem[];
   const int tsr_tid = int(threadIdx.x);
   constexpr int tsr_nthreads = 256;
@@ -22,9 +22,10 @@ extern "C" __global__ void __launch_bounds__(256, 1) tessera_matmul(uint16_t* ts
   (void)tsr_p2_s1;
   const int64_t tsr_p2_s0 = tsr_p2_s1 * int64_t(tsr_dim_N);
   (void)tsr_p2_s0;
-  [[maybe_unused]] constexpr int64_t BLOCK_M = 64LL;
-  [[maybe_unused]] constexpr int64_t BLOCK_N = 128LL;
-  [[maybe_unused]] constexpr int64_t BLOCK_K = 64LL;
+  [[maybe_unused]] constexpr int64_t BLOCK_M = 16LL;
+  [[maybe_unused]] constexpr int64_t BLOCK_N = 64LL;
+  [[maybe_unused]] constexpr int64_t BLOCK_K = 128LL;
+  [[maybe_unused]] constexpr int64_t swap_operands = 1LL;
   // %11 = const {value = 1} : i32
   const int32_t v0 = int32_t(1LL);
   // %12 = program_id {axis = 0} : i32
@@ -33,16 +34,16 @@ extern "C" __global__ void __launch_bounds__(256, 1) tessera_matmul(uint16_t* ts
   const int32_t v2 = int32_t(blockIdx.y);
   // %14 = const {value = 0.0} : f32
   const float v3 = 0x0p+0f;
-  // %15 = splat %14 : tile<f32, [64, 128]>
-  float v4[32];
+  // %15 = splat %14 : tile<f32, [16, 64]>
+  float v4[4];
   #pragma unroll
-  for (int s5 = 0; s5 < 32; ++s5) {
+  for (int s5 = 0; s5 < 4; ++s5) {
     v4[s5] = v3;
   }
   // %16 = dim %a {axis = 1} : i32
   const int32_t v6 = int32_t(int64_t(tsr_dim_K));
-  // %17 = const {value = 64} : i32
-  const int32_t v7 = int32_t(64LL);
+  // %17 = const {value = 128} : i32
+  const int32_t v7 = int32_t(128LL);
   // %18 = add %16, %17 : i32
   const int32_t v8 = int32_t(uint32_t(v6) + uint32_t(v7));
   // %19 = sub %18, %11 : i32
@@ -51,26 +52,26 @@ extern "C" __global__ void __launch_bounds__(256, 1) tessera_matmul(uint16_t* ts
   const int32_t v10 = tsr::idiv<int32_t>(v9, v7);
   // %21 = const {value = 0} : i32
   const int32_t v11 = int32_t(0LL);
-  // %22 = for %21, %20, %11, %15 {pipeline = 4} : tile<f32, [64, 128]> {...}
-  float c12[32];
+  // %22 = for %21, %20, %11, %15 {pipeline = 4} : tile<f32, [16, 64]> {...}
+  float c12[4];
   #pragma unroll
-  for (int s13 = 0; s13 < 32; ++s13) {
+  for (int s13 = 0; s13 < 4; ++s13) {
     c12[s13] = v4[s13];
   }
-  float frag14[1][16][4];
+  float frag14[1][2][4];
   #pragma unroll
   for (int i_ = 0; i_ < 1; ++i_)
     #pragma unroll
-    for (int j_ = 0; j_ < 16; ++j_)
+    for (int j_ = 0; j_ < 2; ++j_)
       frag14[i_][j_][0] = frag14[i_][j_][1] = frag14[i_][j_][2] = frag14[i_][j_][3] = float(v3);
   {
     const uint32_t ring_ = (tsr::smem_u32(tsr_smem) + 1023u) & ~1023u;
-    const uint32_t full_ = ring_ + 212992u, empty_ = full_ + 64u;
+    const uint32_t full_ = ring_ + 180224u, empty_ = full_ + 64u;
     int64_t ring_it_ = 0;
     tsr::fence_proxy_async();
     if (tsr_tid == 0) {
-      tsr::prefetch_tensormap(&tsr_tma0);
       tsr::prefetch_tensormap(&tsr_tma1);
+      tsr::prefetch_tensormap(&tsr_tma0);
       for (int s_ = 0; s_ < 8; ++s_) {
         tsr::mbar_init(full_ + 8u * s_, 1);
         tsr::mbar_init(empty_ + 8u * s_, 4);
@@ -79,25 +80,25 @@ extern "C" __global__ void __launch_bounds__(256, 1) tessera_matmul(uint16_t* ts
     }
     __syncthreads();
     const int warp_ = tsr_tid / 32, lane_ = tsr_tid % 32, g_ = lane_ / 4, t_ = lane_ % 4;
-    const int m0_ = (warp_ / 1) * 16, n0_ = (warp_ % 1) * 128;
+    const int m0_ = (warp_ / 1) * 16, n0_ = (warp_ % 1) * 16;
     (void)g_; (void)t_; (void)lane_;
     const int64_t trip_all16 = v0 > 0 && int64_t(v10) > int64_t(v11) ? (int64_t(v10) - int64_t(v11) + v0 - 1) / v0 : 0;
     const int64_t chunk_ = (trip_all16 + int64_t(gridDim.z) - 1) / int64_t(gridDim.z), first_ = int64_t(blockIdx.z) * chunk_;
     const int64_t trip15 = first_ < trip_all16 ? (trip_all16 - first_ < chunk_ ? trip_all16 - first_ : chunk_) : 0;
     if (warp_ >= 4) {
       if (tsr_tid == 128) {
-        const bool stream_a_ = (int64_t(tsr_dim_N) + 127) / 128 <= 2;
-        const bool stream_b_ = (int64_t(tsr_dim_M) + 63) / 64 <= 2;
+        const bool stream_b_ = (int64_t(tsr_dim_M) + 15) / 16 <= 2;
+        const bool stream_a_ = (int64_t(tsr_dim_N) + 63) / 64 <= 2;
         const uint64_t pol_first_ = tsr::l2_policy_evict_first();
         for (int64_t i_ = 0; i_ < trip15; ++i_) {
           const uint32_t s_ = uint32_t((ring_it_ + i_) % 8), ph_ = uint32_t((ring_it_ + i_) / 8) & 1u;
           tsr::mbar_wait(empty_ + 8u * s_, ph_ ^ 1u);
-          tsr::mbar_arrive_expect_tx(full_ + 8u * s_, 24576u);
+          tsr::mbar_arrive_expect_tx(full_ + 8u * s_, 20480u);
           const int32_t ivp17 = int32_t(int64_t(v11) + (first_ + i_) * int64_t(v0));
-          const uint32_t sa_ = ring_ + s_ * 24576u, bar_ = full_ + 8u * s_;
-          if (stream_a_) tsr::tma_load_2d_hint(sa_ + 0u, &tsr_tma0, int(int64_t(ivp17) * 64 + 0), int(int64_t(v1) * 64), bar_, pol_first_); else tsr::tma_load_2d(sa_ + 0u, &tsr_tma0, int(int64_t(ivp17) * 64 + 0), int(int64_t(v1) * 64), bar_);
-          if (stream_b_) tsr::tma_load_2d_hint(sa_ + 8192u, &tsr_tma1, int(int64_t(v2) * 128 + 0), int(int64_t(ivp17) * 64), bar_, pol_first_); else tsr::tma_load_2d(sa_ + 8192u, &tsr_tma1, int(int64_t(v2) * 128 + 0), int(int64_t(ivp17) * 64), bar_);
-          if (stream_b_) tsr::tma_load_2d_hint(sa_ + 16384u, &tsr_tma1, int(int64_t(v2) * 128 + 64), int(int64_t(ivp17) * 64), bar_, pol_first_); else tsr::tma_load_2d(sa_ + 16384u, &tsr_tma1, int(int64_t(v2) * 128 + 64), int(int64_t(ivp17) * 64), bar_);
+          const uint32_t sa_ = ring_ + s_ * 20480u, bar_ = full_ + 8u * s_;
+          if (stream_b_) tsr::tma_load_2d_hint(sa_ + 0u, &tsr_tma1, int(int64_t(v2) * 64 + 0), int(int64_t(ivp17) * 128), bar_, pol_first_); else tsr::tma_load_2d(sa_ + 0u, &tsr_tma1, int(int64_t(v2) * 64 + 0), int(int64_t(ivp17) * 128), bar_);
+          if (stream_a_) tsr::tma_load_2d_hint(sa_ + 16384u, &tsr_tma0, int(int64_t(ivp17) * 128 + 0), int(int64_t(v1) * 16), bar_, pol_first_); else tsr::tma_load_2d(sa_ + 16384u, &tsr_tma0, int(int64_t(ivp17) * 128 + 0), int(int64_t(v1) * 16), bar_);
+          if (stream_a_) tsr::tma_load_2d_hint(sa_ + 18432u, &tsr_tma0, int(int64_t(ivp17) * 128 + 64), int(int64_t(v1) * 16), bar_, pol_first_); else tsr::tma_load_2d(sa_ + 18432u, &tsr_tma0, int(int64_t(ivp17) * 128 + 64), int(int64_t(v1) * 16), bar_);
         }
       }
     } else {
@@ -106,12 +107,16 @@ extern "C" __global__ void __launch_bounds__(256, 1) tessera_matmul(uint16_t* ts
       for (int64_t i_ = 0; i_ < trip15; ++i_) {
         const uint32_t s_ = uint32_t((ring_it_ + i_) % 8), ph_ = uint32_t((ring_it_ + i_) / 8) & 1u;
         tsr::mbar_wait(full_ + 8u * s_, ph_);
-        const uint32_t sa_ = ring_ + s_ * 24576u + wg_ * 8192u, sb_ = ring_ + s_ * 24576u + 8192u;
+        const uint32_t sa_ = ring_ + s_ * 20480u + wg_ * 16384u, sb_ = ring_ + s_ * 20480u + 16384u;
         tsr::wgmma_fence();
-        tsr::wgmma_m64n128k16_bf16<1>(frag14, tsr::wgmma_desc_sw128(sa_ + 0u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 0u, 8192u, 1024u));
-        tsr::wgmma_m64n128k16_bf16<1>(frag14, tsr::wgmma_desc_sw128(sa_ + 32u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 2048u, 8192u, 1024u));
-        tsr::wgmma_m64n128k16_bf16<1>(frag14, tsr::wgmma_desc_sw128(sa_ + 64u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 4096u, 8192u, 1024u));
-        tsr::wgmma_m64n128k16_bf16<1>(frag14, tsr::wgmma_desc_sw128(sa_ + 96u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 6144u, 8192u, 1024u));
+        tsr::wgmma_m64n16k16_bf16<0, 1>(frag14, tsr::wgmma_desc_sw128(sa_ + 0u, 16384u, 1024u), tsr::wgmma_desc_sw128(sb_ + 0u, 16u, 1024u));
+        tsr::wgmma_m64n16k16_bf16<0, 1>(frag14, tsr::wgmma_desc_sw128(sa_ + 2048u, 16384u, 1024u), tsr::wgmma_desc_sw128(sb_ + 32u, 16u, 1024u));
+        tsr::wgmma_m64n16k16_bf16<0, 1>(frag14, tsr::wgmma_desc_sw128(sa_ + 4096u, 16384u, 1024u), tsr::wgmma_desc_sw128(sb_ + 64u, 16u, 1024u));
+        tsr::wgmma_m64n16k16_bf16<0, 1>(frag14, tsr::wgmma_desc_sw128(sa_ + 6144u, 16384u, 1024u), tsr::wgmma_desc_sw128(sb_ + 96u, 16u, 1024u));
+        tsr::wgmma_m64n16k16_bf16<0, 1>(frag14, tsr::wgmma_desc_sw128(sa_ + 8192u, 16384u, 1024u), tsr::wgmma_desc_sw128(sb_ + 2048u, 16u, 1024u));
+        tsr::wgmma_m64n16k16_bf16<0, 1>(frag14, tsr::wgmma_desc_sw128(sa_ + 10240u, 16384u, 1024u), tsr::wgmma_desc_sw128(sb_ + 2080u, 16u, 1024u));
+        tsr::wgmma_m64n16k16_bf16<0, 1>(frag14, tsr::wgmma_desc_sw128(sa_ + 12288u, 16384u, 1024u), tsr::wgmma_desc_sw128(sb_ + 2112u, 16u, 1024u));
+        tsr::wgmma_m64n16k16_bf16<0, 1>(frag14, tsr::wgmma_desc_sw128(sa_ + 14336u, 16384u, 1024u), tsr::wgmma_desc_sw128(sb_ + 2144u, 16u, 1024u));
         tsr::wgmma_commit();
         tsr::wgmma_wait<1>();
         if (i_ > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * uint32_t((ring_it_ + i_ - 1) % 8));
@@ -123,13 +128,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) tessera_matmul(uint16_t* ts
     ring_it_ += trip15;
     __syncthreads();
     if (gridDim.z > 1) {
-      const bool mine_ = warp_ < 4 && int64_t(v1) * 64 + m0_ < int64_t(int64_t(tsr_dim_M));
+      const bool mine_ = warp_ < 4 && int64_t(v2) * 64 + m0_ < int64_t(int64_t(tsr_dim_N));
       if (tsr::cluster_ctas() == gridDim.z) {
         // split-K in a cluster: CTAs 1.. leave their slice of the sum in their ring; CTA 0 adds them
         // over distributed shared memory in split order and runs the epilogue.
         if (blockIdx.z != 0 && mine_) tsr::frags_to_smem(frag14, ring_, tsr_tid, 128);
         tsr::cluster_sync();
-        if (blockIdx.z == 0 && mine_) tsr::frags_add_cluster<16>(frag14, ring_, gridDim.z, tsr_tid, 128);
+        if (blockIdx.z == 0 && mine_) tsr::frags_add_cluster<2>(frag14, ring_, gridDim.z, tsr_tid, 128);
         tsr::cluster_sync();  // (no CTA leaves while CTA 0 may still read its shared memory)
         if (blockIdx.z != 0) return;
       }
@@ -140,7 +145,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) tessera_matmul(uint16_t* ts
         const int64_t prog_ = int64_t(blockIdx.y) * gridDim.x + blockIdx.x, progs_ = int64_t(gridDim.x) * gridDim.y;
         unsigned* const cnt_ = reinterpret_cast<unsigned*>(tsr_ws);
         float* const slots_ = reinterpret_cast<float*>(tsr_ws + (progs_ * 4 + 255) / 256 * 256);
-        const int64_t slot_ = 8192;
+        const int64_t slot_ = 1024;
         if (mine_) tsr::frags_to_slot(frag14, slots_ + (int64_t(blockIdx.z) * progs_ + prog_) * slot_, tsr_tid, 128);
         __threadfence();
         __syncthreads();
@@ -149,33 +154,33 @@ extern "C" __global__ void __launch_bounds__(256, 1) tessera_matmul(uint16_t* ts
         if (!tsr_last_) return;
         __threadfence();
         if (tsr_tid == 0) cnt_[prog_] = 0u;
-        if (mine_) tsr::frags_sum_slots<16>(frag14, slots_ + prog_ * slot_, progs_ * slot_, int(gridDim.z), tsr_tid, 128);
+        if (mine_) tsr::frags_sum_slots<2>(frag14, slots_ + prog_ * slot_, progs_ * slot_, int(gridDim.z), tsr_tid, 128);
       }
     }
   }
-  // %28 = cast %22 : tile<bf16, [64, 128]>
+  // %28 = cast %22 : tile<bf16, [16, 64]>
   // store_tile %c, %28, %12, %13
   {
     const int warp_ = tsr_tid / 32, lane_ = tsr_tid % 32, g_ = lane_ / 4, t_ = lane_ % 4;
-    const int m0_ = (warp_ / 1) * 16, n0_ = (warp_ % 1) * 128;
+    const int m0_ = (warp_ / 1) * 16, n0_ = (warp_ % 1) * 16;
     (void)g_; (void)t_; (void)lane_;
     if (warp_ < 4) {
-      tsr::store_frags(frag14, tsr_p2, int64_t(v1) * 64 + m0_, int64_t(v2) * 128 + n0_, int64_t(tsr_dim_M), int64_t(tsr_dim_N), tsr_p2_s0, tsr::aligned_vec<uint16_t, 2>(tsr_p2) && tsr_p2_s0 % 2 == 0, lane_, [=](float x_) -> uint16_t { return tsr::f2bf(x_); });
+      tsr::store_frags_t(frag14, tsr_p2, int64_t(v2) * 64 + m0_, int64_t(v1) * 16 + n0_, int64_t(tsr_dim_M), int64_t(tsr_dim_N), tsr_p2_s0, lane_, [=](float x_) -> uint16_t { return tsr::f2bf(x_); });
     }
   }
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_matmul, block_threads 256, static_smem 0, dynamic_smem 214144
-// persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 1, split_k 1, split_slot_bytes 32768, stream_k 0
+// symbol tessera_matmul, block_threads 256, static_smem 0, dynamic_smem 181376
+// persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 1, split_k 1, split_slot_bytes 4096, stream_k 0
 // param pointer a bf16 bytes 8 index 0
 // param pointer b bf16 bytes 8 index 1
 // param pointer c bf16 bytes 8 index 2
 // param dim M i32 bytes 4 index -1
 // param dim K i32 bytes 4 index -1
 // param dim N i32 bytes 4 index -1
-// param tensor_map a bf16 bytes 128 index 0 box 64x64 swizzle 128
-// param tensor_map b bf16 bytes 128 index 1 box 64x64 swizzle 128
+// param tensor_map b bf16 bytes 128 index 1 box 64x128 swizzle 128
+// param tensor_map a bf16 bytes 128 index 0 box 64x16 swizzle 128
 // param split_workspace split_workspace u8 bytes 8 index -1
 // header tessera/core.cuh
 // header tessera/mma.cuh
@@ -184,12 +189,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) tessera_matmul(uint16_t* ts
 // header tessera/wgmma.cuh
 // stat dot.wgmma_tma = 1
 // stat mma-carried-accumulators = 1
-// stat mma-direct-epilogues = 1
+// stat mma-transposed-epilogues = 1
 // stat pipeline-stages = 8
-// stat smem-bytes = 214144
+// stat smem-bytes = 181376
 // stat split-k = 1
 // stat threads = 256
 // stat tma-l2-policy-auto = 2
 // stat warp-specialized = 1
+// stat wgmma-swapped-operands = 1
 // note split-K: gridDim.z CTAs share each program's K loop; launched as one cluster (up to 8 CTAs), the first adds its peers' partial sums over distributed shared memory; otherwise partial sums meet in a workspace and the last CTA adds them in split order
-// note dot at src/kernels/Matmul.cpp:32:14: wgmma m64n128k16 bf16 (B MN-major) fed by a 8-stage TMA + mbarrier ring; 1 consumer warpgroup(s) and one producer warpgroup
+// note dot at src/kernels/Matmul.cpp:32:14: wgmma m64n16k16 bf16 on swapped operands (C^T = B^T A^T: the dot's 64 columns on wgmma's rows, its 16 rows on n; A MN-major, B K-major) fed by a 8-stage TMA + mbarrier ring; 1 consumer warpgroup(s) and one producer warpgroup
