@@ -1264,6 +1264,10 @@ int main(int argc, char** argv) {
       // The row kernels' tile for the row length, else the target's preferred config.
       ConstexprConfig cfg = library_config(*lk, bc.dt, target, row_config(*unbound, bc), &bc.sizes);
       for (const auto& [name, v] : f.sets) cfg[name] = v;
+      // A size rule's codegen knob that the kernel does not declare (matmul's swap_operands at
+      // M <= 16): a constexpr of the kernel, as the CLI applies it.
+      for (const auto& [name, v] : cfg)
+        if (!unbound->find_constexpr(name)) unbound->set_constexpr(name, v);
       auto k = bind_constexprs(*unbound, cfg);
       r.config = config_str(*k);
       std::shared_ptr<CudaKernel> ck;

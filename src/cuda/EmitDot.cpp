@@ -261,7 +261,7 @@ bool Emitter::store_frag_tile(const Op& st) {
   std::string St = stype(vt);
   open("{");
   warp_coords(*this, p);
-  if (wg_.swapped && ft.frag == frag_of_.at(wg_.dot)) {
+  if (auto w = frag_of_.find(wg_.dot); wg_.swapped && w != frag_of_.end() && ft.frag == w->second) {
     // The swapped product's fragments hold C^T (p.M: the tile's columns, p.N: its rows).
     open("if (warp_ < " + std::to_string(p.wm * p.wn) + ") {");
     line("tsr::store_frags_t(" + ft.frag + ", " + vi.ptr + ", int64_t(" + nm(st.operand(3)) + ") * " + std::to_string(p.M) +

@@ -414,7 +414,8 @@ class Emitter {
     // memory for every wgmma plan, before it is known whether the kernel is persistent with a
     // TMA-store epilogue (split-K, f32 outputs and tma_store_epilogue = 0 leave them unused).
     int epilogue_buffers = 2;
-    int64_t staging_bytes() const { return 8192 * epilogue_buffers * (BM / 64); }
+    // (None for the swapped product, whose fragments are stored transposed from registers.)
+    int64_t staging_bytes() const { return swapped ? 0 : 8192 * epilogue_buffers * (BM / 64); }
     // How many earlier box stores may still read their buffers when a box is staged (BN / 64
     // boxes: 128 and 256 with two buffers, 256 with four, let buffers - 1 run on).
     int64_t epilogue_in_flight() const { return epilogue_box_in_flight(BN / 64, epilogue_buffers); }

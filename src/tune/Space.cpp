@@ -269,30 +269,42 @@ Constraint cuda_smem_constraint() {
 
 namespace {
 
-// Whether a dot of `bound` has a multiple of 64 rows: what the persistent wgmma loop (and so its
-// split-K and stream-K forms) needs.
-// A dot of 8, 16 or 32 rows and 64, 128 or 192 columns: what swap_operands = 1 puts on wgmma.
-bool swappable_dot_shape(const std::vector<int64_t>& sh) {
-  return sh.size() == 2 && (sh[0] == 8 || sh[0] == 16 || sh[0] == 32) && sh[1] % 64 == 0 && sh[1] <= 192;
+int64_t config_value(const Config& c, const std::string& name, int64_t fallback) {
+  auto it = c.find(name);
+  return it == c.end() ? fallback : it->second;
+}
+
+// A dot that swap_operands = 1 puts on wgmma (EmitWgmma.cpp's plan): 8, 16 or 32 rows, 64, 128
+// or 192 columns, 16-bit operands (or fp8 with b transposed: both K-major), K steps of one or
+// two 128-byte rows.
+bool swappable_dot(const Op& dot) {
+  if (!shape_is_static(dot.result()->type.shape) || !shape_is_static(dot.operand(0)->type.shape)) return false;
+  const auto sh = static_shape(dot.result()->type.shape);
+  if (sh.size() != 2 || (sh[0] != 8 && sh[0] != 16 && sh[0] != 32) || sh[1] % 64 != 0 || sh[1] > 192) return false;
+  const ScalarKind in = dot.operand(0)->type.elem;
+  const bool f8 = in == ScalarKind::F8E4M3 || in == ScalarKind::F8E5M2;
+  if (in != ScalarKind::BF16 && in != ScalarKind::F16 && !f8) return false;
+  if (f8 && !(dot.operand(1)->def && dot.operand(1)->def->kind == OpKind::Permute)) return false;
+  const int64_t k_bytes = static_shape(dot.operand(0)->type.shape)[1] * scalar_bytes(in);
+  return k_bytes % 128 == 0 && k_bytes <= 256;
 }
 
 bool has_swappable_dot(const Kernel& bound) {
   bool any = false;
-  walk(const_cast<Kernel&>(bound), [&](Op& op) {
-    if (op.kind == OpKind::Dot && shape_is_static(op.result()->type.shape))
-      any |= swappable_dot_shape(static_shape(op.result()->type.shape));
-  });
+  walk(const_cast<Kernel&>(bound), [&](Op& op) { any |= op.kind == OpKind::Dot && swappable_dot(op); });
   return any;
 }
 
-bool has_wgmma_rows(const Kernel& bound) {
-  const ConstexprDecl* swap = bound.find_constexpr("swap_operands");
-  const bool swapped = swap && swap->value == 1;
+// Whether the candidate has a dot on wgmma, what the persistent wgmma loop (and so its split-K
+// and stream-K forms) needs: of a multiple of 64 rows, or swapped. (The swap is read from the
+// config: prune binds one kernel per tile, whatever the codegen knobs.)
+bool has_wgmma_rows(const Candidate& c) {
+  const bool swapped = config_value(c.config, "swap_operands", 0) == 1;
   bool rows = false;
-  walk(const_cast<Kernel&>(bound), [&](Op& op) {
+  walk(const_cast<Kernel&>(c.bound), [&](Op& op) {
     if (op.kind != OpKind::Dot || !shape_is_static(op.result()->type.shape)) return;
     const auto sh = static_shape(op.result()->type.shape);
-    rows |= (sh.size() == 2 && sh[0] % 64 == 0) || (swapped && swappable_dot_shape(sh));
+    rows |= (sh.size() == 2 && sh[0] % 64 == 0) || (swapped && swappable_dot(op));
   });
   return rows;
 }
@@ -307,10 +319,6 @@ int64_t programs_of(const Candidate& c) {
   }
 }
 
-int64_t config_value(const Config& c, const std::string& name, int64_t fallback) {
-  auto it = c.find(name);
-  return it == c.end() ? fallback : it->second;
-}
 
 }  // namespace
 
@@ -333,7 +341,7 @@ Constraint cuda_split_k_constraint(int64_t sms) {
             const int64_t s = config_value(c.config, kSplitKKnob, 0);
             if (s < 2 || c.target.rfind("cuda:", 0) != 0) return "";
             const std::string what = "split_k = " + std::to_string(s);
-            if (!has_wgmma_rows(c.bound)) return what + ": no dot of a multiple of 64 rows (wgmma), which a split needs";
+            if (!has_wgmma_rows(c)) return what + ": no dot of a multiple of 64 rows (wgmma), which a split needs";
             if (config_value(c.config, "cluster_m", 1) != 1)
               return what + " with cluster_m: the split compilation has no clusters";
             const int64_t programs = programs_of(c);
@@ -348,11 +356,16 @@ Constraint cuda_split_k_constraint(int64_t sms) {
 }
 
 Constraint cuda_swap_constraint() {
-  return {"cuda-swap-operands", "swap_operands = 1 only for a dot of 8, 16 or 32 rows (else it changes nothing)",
+  return {"cuda-swap-operands",
+          "swap_operands = 1 only for a dot of 8, 16 or 32 rows (else it changes nothing), without cluster_m (not taken "
+          "with it)",
           [](const Candidate& c) -> std::string {
             if (config_value(c.config, "swap_operands", 0) != 1 || c.target.rfind("cuda:", 0) != 0) return "";
             if (!has_swappable_dot(c.bound))
-              return "swap_operands = 1: no dot of 8, 16 or 32 rows and 64, 128 or 192 columns (the swap takes only those)";
+              return "swap_operands = 1: no dot of 8, 16 or 32 rows and 64, 128 or 192 columns on 16-bit or fp8 operands "
+                     "(the swap takes only those)";
+            if (config_value(c.config, "cluster_m", 1) != 1)
+              return "swap_operands = 1 with cluster_m: the pairs are not taken (the batch's tile is the one they would share)";
             return "";
           }};
 }
@@ -364,7 +377,7 @@ Constraint cuda_stream_k_constraint(int64_t sms) {
           "it replaces)",
           [sms](const Candidate& c) -> std::string {
             if (config_value(c.config, "stream_k", 0) != 1 || c.target.rfind("cuda:", 0) != 0) return "";
-            if (!has_wgmma_rows(c.bound)) return "stream_k = 1: no dot of a multiple of 64 rows (wgmma)";
+            if (!has_wgmma_rows(c)) return "stream_k = 1: no dot of a multiple of 64 rows (wgmma)";
             if (config_value(c.config, "cluster_m", 1) != 1) return "stream_k = 1 with cluster_m: the clusters are not taken";
             if (config_value(c.config, kSplitKKnob, 0) >= 2) return "stream_k = 1 with split_k: the split compilation runs";
             const int64_t programs = programs_of(c);

@@ -264,6 +264,11 @@ TEST(WgmmaGpu, SwappedOperandsMatchTheInterpreter) {
       for (const CudaOptions& o : {forced_split_options(), workspace, no_split_options(), test_options()})
         EXPECT_EQ(run_and_compare(*k, s, 12, o), 0) << "the TMA path should have run";
     }
+    // Stream-K (the runtime's split off): the few tiles cut into shares of K over the CTAs.
+    auto sk = k->clone();
+    sk->set_constexpr("stream_k", 1);
+    ASSERT_EQ(emit_cuda_with_info(*sk, CudaTarget::parse("sm_90a")).stats["stream-k"], 1);
+    EXPECT_EQ(run_and_compare(*sk, {{"M", 37}, {"N", 200}, {"K", f8 ? 512 : 2048}}, 13, no_split_options()), 0);
   }
 }
 

@@ -205,6 +205,60 @@ TEST(Space, StreamKNeedsAPartialWaveAndNoClusterOrSplit) {
   EXPECT_EQ(cuda_stream_k_constraint().rejects({off, *bind_config(*b, off), small, t90}), "");
 }
 
+// swap_operands = 1 is kept for a dot of 8, 16 or 32 rows and 64-192 columns (elsewhere the
+// same program as 0), without cluster_m (not taken with it); with it such a dot is wgmma's, so
+// split_k >= 2 is kept for it.
+TEST(Space, SwapOperandsNeedsASmallMTileAndMakesItWgmma) {
+  auto b = lib("matmul", ScalarKind::BF16);
+  const std::string t90 = "cuda:sm_90a";
+  const Sizes decode = {{"M", 1}, {"N", 4608}, {"K", 3584}};
+  auto config = [](int64_t bm, int64_t bn, int64_t swap, int64_t cluster = 1, int64_t split = 0) {
+    return Config{{"BLOCK_M", bm},      {"BLOCK_N", bn},        {"BLOCK_K", 64},
+                  {"swap_operands", swap}, {"cluster_m", cluster}, {"split_k", split}};
+  };
+  auto reason = [&](const Constraint& k, const Config& c) { return k.rejects({c, *bind_config(*b, c), decode, t90}); };
+  EXPECT_EQ(reason(cuda_swap_constraint(), config(16, 128, 1)), "");
+  EXPECT_EQ(reason(cuda_swap_constraint(), config(32, 64, 1)), "");
+  EXPECT_EQ(reason(cuda_swap_constraint(), config(16, 128, 0)), "");
+  const std::string none =
+      "swap_operands = 1: no dot of 8, 16 or 32 rows and 64, 128 or 192 columns on 16-bit or fp8 operands (the swap "
+      "takes only those)";
+  EXPECT_EQ(reason(cuda_swap_constraint(), config(64, 128, 1)), none);
+  EXPECT_EQ(reason(cuda_swap_constraint(), config(16, 256, 1)), none);
+  EXPECT_NE(reason(cuda_swap_constraint(), config(16, 128, 1, 2)).find("with cluster_m"), std::string::npos);
+  // 72 programs of 16 x 64: a split of 2 is two waves' worth at most, and the runtime's rule
+  // would not pick it for so many programs; on mma.sync (swap 0) there is nothing to split.
+  EXPECT_EQ(reason(cuda_split_k_constraint(), config(16, 64, 1, 1, 2)), "");
+  EXPECT_NE(reason(cuda_split_k_constraint(), config(16, 64, 0, 1, 2)), "");
+  EXPECT_NE(find(make_space(*b, t90).knobs, "swap_operands"), nullptr);
+  EXPECT_EQ(find(make_space(*b, "cuda:sm_80").knobs, "swap_operands"), nullptr);
+}
+
+// prune() binds one kernel per tile combination: the swap must count from each config, so that
+// with the knob free the swapped splits survive beside the unswapped (mma.sync) config.
+TEST(Space, PruningKeepsSwappedSplitsWithTheKnobFree) {
+  auto b = lib("matmul", ScalarKind::BF16);
+  Space space = make_space(*b, "cuda:sm_90a");
+  const Config tile = {{"BLOCK_M", 16}, {"BLOCK_N", 64}, {"BLOCK_K", 128}};
+  for (auto it = space.knobs.begin(); it != space.knobs.end();) {
+    if (it->name == "swap_operands" || it->name == "split_k") {
+      ++it;
+      continue;
+    }
+    space.fixed[it->name] = tile.count(it->name) ? tile.at(it->name) : it->default_value;
+    it = space.knobs.erase(it);
+  }
+  ASSERT_EQ(space.size(), 8);  // swap {0, 1} x split_k {0, 2, 3, 4}
+  Pruned pr = prune(space, *b, {{"M", 1}, {"N", 4608}, {"K", 3584}});
+  int swapped = 0, split = 0;
+  for (const Config& c : pr.configs) {
+    swapped += c.at("swap_operands") == 1;
+    split += c.at("swap_operands") == 1 && c.at("split_k") >= 2;
+  }
+  EXPECT_EQ(pr.configs.size() - swapped, 1u);  // mma.sync: nothing to split
+  EXPECT_GE(split, 2) << "swapped configs with an explicit split were pruned";
+}
+
 TEST(Space, AKernelWithoutCandidatesHasNoKnobs) {
   auto m = parse_module(
       "kernel @copy(%x: view<f32, [N]>, %y: view<f32, [N]>) {\n"
