@@ -26,7 +26,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) tessera_matmul(uint16_t* ts
   [[maybe_unused]] constexpr int64_t BLOCK_K = 128LL;
   [[maybe_unused]] constexpr int64_t swap_operands = 1LL;
   const uint32_t ring_ = (tsr::smem_u32(tsr_smem) + 1023u) & ~1023u;
-  const uint32_t full_ = ring_ + 98304u, empty_ = full_ + 32u;
+  const uint32_t full_ = ring_ + 81920u, empty_ = full_ + 32u;
   int64_t ring_it_ = 0;
   tsr::fence_proxy_async();
   if (tsr_tid == 0) {
@@ -144,7 +144,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) tessera_matmul(uint16_t* ts
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_matmul, block_threads 256, static_smem 0, dynamic_smem 99392
+// symbol tessera_matmul, block_threads 256, static_smem 0, dynamic_smem 83008
 // persistent 1, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 1, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer a bf16 bytes 8 index 0
 // param pointer b bf16 bytes 8 index 1
@@ -165,7 +165,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) tessera_matmul(uint16_t* ts
 // stat mma-transposed-epilogues = 1
 // stat persistent = 1
 // stat pipeline-stages = 4
-// stat smem-bytes = 99392
+// stat smem-bytes = 83008
 // stat threads = 256
 // stat tma-l2-policy-auto = 2
 // stat warp-specialized = 1

@@ -66,7 +66,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) tessera_matmul(uint16_t* ts
       frag14[i_][j_][0] = frag14[i_][j_][1] = frag14[i_][j_][2] = frag14[i_][j_][3] = float(v3);
   {
     const uint32_t ring_ = (tsr::smem_u32(tsr_smem) + 1023u) & ~1023u;
-    const uint32_t full_ = ring_ + 180224u, empty_ = full_ + 64u;
+    const uint32_t full_ = ring_ + 163840u, empty_ = full_ + 64u;
     int64_t ring_it_ = 0;
     tsr::fence_proxy_async();
     if (tsr_tid == 0) {
@@ -171,7 +171,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) tessera_matmul(uint16_t* ts
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_matmul, block_threads 256, static_smem 0, dynamic_smem 181376
+// symbol tessera_matmul, block_threads 256, static_smem 0, dynamic_smem 164992
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 1, split_k 1, split_slot_bytes 4096, stream_k 0
 // param pointer a bf16 bytes 8 index 0
 // param pointer b bf16 bytes 8 index 1
@@ -191,7 +191,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) tessera_matmul(uint16_t* ts
 // stat mma-carried-accumulators = 1
 // stat mma-transposed-epilogues = 1
 // stat pipeline-stages = 8
-// stat smem-bytes = 181376
+// stat smem-bytes = 164992
 // stat split-k = 1
 // stat threads = 256
 // stat tma-l2-policy-auto = 2
