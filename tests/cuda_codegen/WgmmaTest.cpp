@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 
 #include "cuda/CudaBackend.h"
 #include "cuda/CudaEmitter.h"
@@ -770,6 +772,24 @@ TEST(CudaWgmma, SwappedOperandsPutTheBatchOnN) {
     EXPECT_FALSE(r.cubin.empty());
     EXPECT_EQ(r.log.find("serialized"), std::string::npos) << r.log;
   }
+}
+
+// A kernel that stores an mma.sync loop's fragments before its swapped wgmma loop: the first
+// store is direct, the second transposed (the transposed store once looked the swapped dot's
+// fragments up before they existed: an internal error).
+TEST(CudaWgmma, SwappedLoopAfterAnMmaSyncLoop) {
+  std::ifstream in(std::string(TESSERA_SOURCE_DIR) + "/tests/cuda_codegen/data/swapped_after_mma_loop.tile");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto m = parse_module(text.str(), "swapped_after_mma_loop.tile");
+  auto k = bind_constexprs(*m->kernels.at(0), {});
+  CudaEmission em = emit(*k);
+  EXPECT_EQ(em.stats["wgmma-swapped-operands"], 1) << notes(em);
+  EXPECT_EQ(em.stats["mma-transposed-epilogues"], 1);
+  EXPECT_EQ(em.stats["mma-direct-epilogues"], 1);
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  EXPECT_FALSE(nvrtc_compile(em.source, CudaTarget::parse("sm_90a"), "two.cu", em.line_op).cubin.empty());
 }
 
 // NVRTC accepts every block shape the planner takes, in bf16 and f16.
