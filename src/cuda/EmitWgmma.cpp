@@ -86,6 +86,10 @@ Emitter::WgmmaPlan Emitter::plan_wgmma() const {
       return no("BLOCK_N = " + std::to_string(BN) + " (the swapped product puts it on wgmma's 64-row blocks: 64, 128 or 192)");
     std::swap(BM, BN);
   } else {
+    if ((BM == 8 || BM == 16 || BM == 32) && BN % 64 == 0 && BN <= 192)
+      return no("BLOCK_M = " + std::to_string(BM) +
+                " (wgmma needs 64, 128 or 192; swap_operands = 1 would put it on wgmma's n, the product computed "
+                "transposed)");
     if (BM % 64 || BM > 192) return no("BLOCK_M = " + std::to_string(BM) + " (wgmma needs 64, 128 or 192)");
     if (BN % 64 || BN > 256) return no("BLOCK_N = " + std::to_string(BN) + " (wgmma + TMA needs 64, 128, 192 or 256)");
   }

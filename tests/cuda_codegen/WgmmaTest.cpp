@@ -604,10 +604,12 @@ TEST(CudaWgmma, ShapesTheRingCannotTakeStayOnMmaSyncWithAReason) {
   EXPECT_NE(em.wgmma_not_taken.find(": not wgmma: BLOCK_K = 32"), std::string::npos) << em.wgmma_not_taken;
   EXPECT_EQ(std::count(em.notes.begin(), em.notes.end(), em.wgmma_not_taken), 1);
   EXPECT_EQ(emit(*lib_matmul(ScalarKind::BF16)).wgmma_not_taken, "");
-  // BLOCK_M = 32: below one warpgroup's 64 rows.
+  // BLOCK_M = 32: below one warpgroup's 64 rows; the note names the knob that takes it.
   em = emit(*lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 32}, {"BLOCK_N", 128}, {"BLOCK_K", 64}}));
   EXPECT_EQ(em.stats["dot.wgmma_tma"], 0);
-  EXPECT_NE(notes(em).find("BLOCK_M = 32"), std::string::npos) << notes(em);
+  EXPECT_NE(notes(em).find("BLOCK_M = 32 (wgmma needs 64, 128 or 192; swap_operands = 1 would put it on wgmma's n"),
+            std::string::npos)
+      << notes(em);
   // 192 x 256: three consumer warpgroups and the producer's are 512 threads, 128 registers
   // each, fewer than 128 accumulators and the loop's state (ptxas would stop: "Insufficient
   // registers"); 192 x 192 and 128 x 256 fit.
