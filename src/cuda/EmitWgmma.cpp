@@ -152,7 +152,7 @@ Emitter::WgmmaPlan Emitter::plan_wgmma() const {
   // in flight than the loop's annotation gives; 0 keeps the annotation. (Not the split-K
   // compilation's, which keeps its 8.)
   if (const int64_t rs = knob("ring_stages", 0); rs != 0) {
-    if (rs < 2 || rs > 8) fail(*dot, "knob ring_stages = " + std::to_string(rs) + ": 0 (the loop's pipeline) or 2..8");
+    if (rs < 2 || rs > 16) fail(*dot, "knob ring_stages = " + std::to_string(rs) + ": 0 (the loop's pipeline) or 2..16");
     S = rs;
   }
   if (tg_.split_k) S = 8;

@@ -187,13 +187,17 @@ TEST(CudaWgmma, EpilogueKnobs) {
 
 // Knob ring_stages: the TMA ring holds that many stages where shared memory has room (64 x 128
 // tiles: 4 from the loop's annotation, 8 asked; 128 x 256: 4 fit of 6 asked), not in the split-K
-// compilation (8), and 9 is an error.
+// compilation (8), and 17 is an error. 64 x 64 tiles (16 KiB stages) hold 13 of 16 asked.
 TEST(CudaWgmma, RingStagesKnob) {
   auto k = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 64}, {"BLOCK_N", 128}, {"BLOCK_K", 64}});
   EXPECT_EQ(emit(*k).stats["pipeline-stages"], 4);
   k->set_constexpr("ring_stages", 8);
   CudaEmission eight = emit(*k);
   EXPECT_EQ(eight.stats["pipeline-stages"], 8);
+  auto small = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 64}, {"BLOCK_N", 64}, {"BLOCK_K", 64}});
+  small->set_constexpr("ring_stages", 16);
+  CudaEmission thirteen = emit(*small);
+  EXPECT_EQ(thirteen.stats["pipeline-stages"], 13);
   auto big = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}});
   big->set_constexpr("ring_stages", 6);
   EXPECT_EQ(emit(*big).stats["pipeline-stages"], 4);
@@ -202,16 +206,17 @@ TEST(CudaWgmma, RingStagesKnob) {
   split.split_k = true;
   k->set_constexpr("ring_stages", 6);
   EXPECT_EQ(emit_cuda_with_info(*k, split).stats["pipeline-stages"], 8);
-  k->set_constexpr("ring_stages", 9);
+  k->set_constexpr("ring_stages", 17);
   try {
     emit(*k);
-    ADD_FAILURE() << "ring_stages = 9 was taken";
+    ADD_FAILURE() << "ring_stages = 17 was taken";
   } catch (const TesseraError& e) {
-    EXPECT_NE(std::string(e.what()).find("knob ring_stages = 9: 0 (the loop's pipeline) or 2..8"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("knob ring_stages = 17: 0 (the loop's pipeline) or 2..16"), std::string::npos) << e.what();
   }
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << why;
   EXPECT_FALSE(nvrtc_compile(eight.source, CudaTarget::parse("sm_90a"), "eight.cu", eight.line_op).cubin.empty());
+  EXPECT_FALSE(nvrtc_compile(thirteen.source, CudaTarget::parse("sm_90a"), "thirteen.cu", thirteen.line_op).cubin.empty());
 }
 
 // A knob value the emitter gives no meaning is an error, not quietly the default; so is
