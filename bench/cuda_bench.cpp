@@ -66,6 +66,7 @@
 #include "kernels/Library.h"
 #include "passes/Passes.h"
 #include "support/Float.h"
+#include "tune/Space.h"
 
 using namespace tessera;
 using namespace tessera::cuda;
@@ -1267,7 +1268,7 @@ int main(int argc, char** argv) {
       // A size rule's codegen knob that the kernel does not declare (matmul's swap_operands at
       // M <= 16): a constexpr of the kernel, as the CLI applies it.
       for (const auto& [name, v] : cfg)
-        if (!unbound->find_constexpr(name)) unbound->set_constexpr(name, v);
+        if (!unbound->find_constexpr(name) && tune::find_codegen_knob(name)) unbound->set_constexpr(name, v);
       auto k = bind_constexprs(*unbound, cfg);
       r.config = config_str(*k);
       std::shared_ptr<CudaKernel> ck;

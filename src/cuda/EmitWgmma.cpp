@@ -82,6 +82,7 @@ Emitter::WgmmaPlan Emitter::plan_wgmma() const {
   if (swapped) {
     if (BM % 8 || BM > 32 || BM == 24)
       return no("BLOCK_M = " + std::to_string(BM) + " (the swapped product puts it on wgmma's n: 8, 16 or 32)");
+    // (256, four consumer warpgroups, would fit the registers but has not run on a GPU.)
     if (BN % 64 || BN > 192)
       return no("BLOCK_N = " + std::to_string(BN) + " (the swapped product puts it on wgmma's 64-row blocks: 64, 128 or 192)");
     std::swap(BM, BN);
@@ -142,6 +143,7 @@ Emitter::WgmmaPlan Emitter::plan_wgmma() const {
   else
     fail(*dot, "knob epilogue_buffers = " + std::to_string(bufs) + ": 2 (the default) or 4");
   w.BM = BM, w.BN = BN, w.BK = BK, w.eb = eb;  // (the plan stays !ok until the end)
+  w.swapped = swapped;                          // (before staging_bytes: the swap has none)
   const int64_t stage = w.stage_bytes(), staging = w.staging_bytes();
   int64_t S = std::min<int64_t>(std::get<int64_t>(*loop->find_attr("pipeline")), 8);
   // A split-K compilation runs for grids too small to fill the GPU: each CTA streams its slice

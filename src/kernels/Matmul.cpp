@@ -176,7 +176,7 @@ LibraryKernel matmul() {
     if (target != "cuda:sm_90a" || (dt != ScalarKind::BF16 && dt != ScalarKind::F16)) return {};
     // M <= 16 (decode): 16-row tiles on wgmma with the operands swapped (the codegen knob
     // swap_operands: the weights on wgmma's 64 rows, the batch on n = 16), 64 columns while they
-    // make at most one wave, 128-deep K steps. H200, bf16: 13.9-16.6 us against 15.0-18.4 for
+    // make at most one wave, 128-deep K steps. H200, bf16: 13.9-16.6 us against 15.0-18.3 for
     // the best 64-row tiles and 15.2-16.4 for cuBLAS at 1 and 16 x 4608x3584, 1536x7168 and
     // 7168x2048 (bench/RESULTS.md, session 28).
     if (m->second <= 16)

@@ -146,7 +146,8 @@ Constraint cuda_split_k_constraint(int64_t sms = 132);
 // split compilation runs instead).
 Constraint cuda_stream_k_constraint(int64_t sms = 132);
 // "cuda-swap-operands": swap_operands = 1 needs a dot of 8, 16 or 32 rows and 64, 128 or 192
-// columns (what the wgmma plan swaps); elsewhere it is the same program as 0. Not with
+// columns on 16-bit or fp8 (b transposed) operands with K steps of one or two 128-byte rows (what the
+// wgmma plan swaps); elsewhere it is the same program as 0. Not with
 // cluster_m = 2, which the swapped plan does not take (the same program as 1). (With the swap,
 // such a dot counts as wgmma's for split_k and stream_k too.)
 Constraint cuda_swap_constraint();

@@ -751,13 +751,24 @@ TEST(CudaWgmma, SwappedOperandsPutTheBatchOnN) {
   ASSERT_NE(map_of(em, 0), nullptr);
   EXPECT_EQ(map_of(em, 0)->box[1], 16);
   EXPECT_NE(notes(em).find("on swapped operands"), std::string::npos) << notes(em);
-  // An M tile wgmma's n cannot take keeps the reason.
-  auto odd = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 16}, {"BLOCK_N", 256}, {"BLOCK_K", 64}});
+  // An N tile wgmma's 64-row blocks cannot take keeps the reason.
+  auto odd = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 16}, {"BLOCK_N", 32}, {"BLOCK_K", 64}});
   odd->set_constexpr("swap_operands", 1);
   CudaEmission no = emit(*odd);
   EXPECT_EQ(no.stats["dot.wgmma_tma"], 0);
-  EXPECT_NE(notes(no).find("BLOCK_N = 256 (the swapped product puts it on wgmma's 64-row blocks"), std::string::npos)
+  EXPECT_NE(notes(no).find("BLOCK_N = 32 (the swapped product puts it on wgmma's 64-row blocks: 64, 128 or 192)"),
+            std::string::npos)
       << notes(no);
+  auto wide = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 16}, {"BLOCK_N", 256}, {"BLOCK_K", 64}});
+  wide->set_constexpr("swap_operands", 1);
+  EXPECT_EQ(emit(*wide).stats["dot.wgmma_tma"], 0);
+  // No TMA-store staging is reserved for the swap, so the split-K compilation's ring holds six
+  // stages of 36 KiB at 16 x 128 x 128 (five beside staging it would not use).
+  auto deep = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 16}, {"BLOCK_N", 128}, {"BLOCK_K", 128}});
+  deep->set_constexpr("swap_operands", 1);
+  CudaTarget split6 = CudaTarget::parse("sm_90a");
+  split6.split_k = true;
+  EXPECT_EQ(emit_cuda_with_info(*deep, split6).stats["pipeline-stages"], 6);
   // fp8: both operands K-major, no transpose immediates.
   auto f8 = bind_constexprs(*find_library_kernel("matmul_fp8")->build(ScalarKind::BF16),
                             {{"BLOCK_M", 32}, {"BLOCK_N", 64}, {"BLOCK_K", 128}});

@@ -225,6 +225,11 @@ TEST(Space, SwapOperandsNeedsASmallMTileAndMakesItWgmma) {
       "takes only those)";
   EXPECT_EQ(reason(cuda_swap_constraint(), config(64, 128, 1)), none);
   EXPECT_EQ(reason(cuda_swap_constraint(), config(16, 256, 1)), none);
+  EXPECT_EQ(reason(cuda_swap_constraint(), config(16, 32, 1)), none);
+  // f32 operands stay off wgmma: nothing to swap.
+  auto f32 = lib("matmul", ScalarKind::F32);
+  const Config c32 = config(16, 64, 1);
+  EXPECT_EQ(cuda_swap_constraint().rejects({c32, *bind_config(*f32, c32), decode, t90}), none);
   EXPECT_NE(reason(cuda_swap_constraint(), config(16, 128, 1, 2)).find("with cluster_m"), std::string::npos);
   // 72 programs of 16 x 64: a split of 2 is two waves' worth at most, and the runtime's rule
   // would not pick it for so many programs; on mma.sync (swap 0) there is nothing to split.
