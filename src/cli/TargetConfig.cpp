@@ -21,13 +21,13 @@ void apply_target_configs(const KernelSource& src, std::vector<KernelPlan>& plan
     bool tuned_here = false;
     if (!p.sizes.empty())
       if (auto tuned = tune::lookup_tuned(*p.base, tune_dtype(src), target, p.sizes, "", &tuned_at)) {
-        tuned_here = true;
         tune::Config applied;
         for (const auto& [name, v] : *tuned) {
           const bool declared = p.base->find_constexpr(name);
           if (declared ? p.config.insert({name, v}).second : p.knobs.insert({name, v}).second) applied[name] = v;
         }
         p.set_knobs();
+        tuned_here = !applied.empty();  // (not when --config gave every value the database has)
         if (!applied.empty())
           std::cerr << "note: " << p.kernel->name << ": tuned config " << tune::config_str(applied)
                     << (tuned_at.empty() ? "" : " (tuned at " + tuned_at + ", the nearest shape of its bucket)")
