@@ -1267,8 +1267,7 @@ int main(int argc, char** argv) {
       for (const auto& [name, v] : f.sets) cfg[name] = v;
       // A size rule's codegen knob that the kernel does not declare (matmul's swap_operands at
       // M <= 16): a constexpr of the kernel, as the CLI applies it.
-      for (const auto& [name, v] : cfg)
-        if (!unbound->find_constexpr(name) && tune::find_codegen_knob(name)) unbound->set_constexpr(name, v);
+      for (const auto& [name, v] : tune::take_codegen_knobs(*unbound, cfg)) unbound->set_constexpr(name, v);
       auto k = bind_constexprs(*unbound, cfg);
       r.config = config_str(*k);
       std::shared_ptr<CudaKernel> ck;

@@ -39,14 +39,8 @@ void apply_target_configs(const KernelSource& src, std::vector<KernelPlan>& plan
       // swap_operands at decode shapes): it joins the knobs, under --config's. Not under a tuned
       // config, which is a whole config (a row from before the knob existed was measured without it).
       bool added = false;
-      for (auto it = p.config.begin(); it != p.config.end();) {
-        if (!p.base->find_constexpr(it->first) && tune::find_codegen_knob(it->first)) {
-          if (!tuned_here) added |= p.knobs.insert(*it).second;
-          it = p.config.erase(it);
-        } else {
-          ++it;
-        }
-      }
+      for (const auto& kv : tune::take_codegen_knobs(*p.base, p.config))
+        if (!tuned_here) added |= p.knobs.insert(kv).second;
       if (added) p.set_knobs();
     }
   }

@@ -1056,6 +1056,8 @@ CudaEmission Emitter::run() {
     notes_.push_back(wgmma_not_taken_);
   }
   info.block_threads = T_;
+  // Whether the wgmma loop's K may be cut into parts whose sums add (split-K, stream-K).
+  const bool zero_start = wg_.ok && accumulator_starts_at_zero();
   // Tensor maps of the wgmma pipeline's operand views, last (CudaEmitter.h, parameter ABI).
   if (wg_.ok) {
     auto add_map = [&](const Value* view, int64_t box_cols, int64_t box_rows) {
@@ -1063,7 +1065,7 @@ CudaEmission Emitter::run() {
     };
     const int64_t atom = 128 / wg_.eb;  // a box row is one 128-byte swizzle atom
     persistent_ = can_be_persistent();
-    const bool parts_add = persistent_ && accumulator_starts_at_zero();
+    const bool parts_add = persistent_ && zero_start;
     info.split_k_capable = parts_add;
     if (parts_add && tg_.split_k) split_k_ = true, persistent_ = false;
     wg_.cluster_m = plan_wgmma_cluster();
@@ -1089,7 +1091,7 @@ CudaEmission Emitter::run() {
   plan_struct_tma(sig, info);
   if (lowered_) plan_tma_rings(sig, info);
   if (lowered_) plan_warp_specialization(sig, info);
-  stream_k_ = persistent_ && stream_k_asked() && accumulator_starts_at_zero();
+  stream_k_ = persistent_ && stream_k_asked() && zero_start;
   if (persistent_ && stream_k_asked() && !stream_k_)
     notes_.push_back("stream-K not taken: the accumulator does not start at 0, and each part would add its start");
   if (split_k_ || stream_k_) {

@@ -80,14 +80,14 @@ Emitter::WgmmaPlan Emitter::plan_wgmma() const {
                    "wgmma's n, the product computed transposed)");
   const bool swapped = swap == 1 && BM < 64;
   if (swapped) {
-    if (BM % 8 || BM > 32 || BM == 24)
+    if (!wgmma_swap_m(BM))
       return no("BLOCK_M = " + std::to_string(BM) + " (the swapped product puts it on wgmma's n: 8, 16 or 32)");
     // (256, four consumer warpgroups, would fit the registers but has not run on a GPU.)
-    if (BN % 64 || BN > 192)
+    if (!wgmma_swap_n(BN))
       return no("BLOCK_N = " + std::to_string(BN) + " (the swapped product puts it on wgmma's 64-row blocks: 64, 128 or 192)");
     std::swap(BM, BN);
   } else {
-    if ((BM == 8 || BM == 16 || BM == 32) && BN % 64 == 0 && BN <= 192)
+    if (wgmma_swap_m(BM) && wgmma_swap_n(BN))
       return no("BLOCK_M = " + std::to_string(BM) +
                 " (wgmma needs 64, 128 or 192; swap_operands = 1 would put it on wgmma's n, the product computed "
                 "transposed)");
@@ -167,7 +167,6 @@ Emitter::WgmmaPlan Emitter::plan_wgmma() const {
   w.ok = true;
   w.loop = loop, w.dot = dot, w.load_a = la, w.load_b = lb;
   if (swapped) {
-    w.swapped = true;
     w.load_a = lb, w.load_b = la;  // the weights on wgmma's A, the batch on its B
     w.a_kmajor = perm != nullptr, w.b_kmajor = true;
   }

@@ -280,7 +280,7 @@ int64_t config_value(const Config& c, const std::string& name, int64_t fallback)
 bool swappable_dot(const Op& dot) {
   if (!shape_is_static(dot.result()->type.shape) || !shape_is_static(dot.operand(0)->type.shape)) return false;
   const auto sh = static_shape(dot.result()->type.shape);
-  if (sh.size() != 2 || (sh[0] != 8 && sh[0] != 16 && sh[0] != 32) || sh[1] % 64 != 0 || sh[1] > 192) return false;
+  if (sh.size() != 2 || !wgmma_swap_m(sh[0]) || !wgmma_swap_n(sh[1])) return false;
   const ScalarKind in = dot.operand(0)->type.elem;
   const bool f8 = in == ScalarKind::F8E4M3 || in == ScalarKind::F8E5M2;
   if (in != ScalarKind::BF16 && in != ScalarKind::F16 && !f8) return false;
@@ -482,6 +482,19 @@ std::unique_ptr<Kernel> with_codegen_knobs(const Kernel& k, const Config& knobs)
   for (const auto& [n, v] : knobs)
     if (!k.find_constexpr(n)) copy->set_constexpr(n, v);
   return copy;
+}
+
+Config take_codegen_knobs(const Kernel& k, std::map<std::string, int64_t>& config) {
+  Config knobs;
+  for (auto it = config.begin(); it != config.end();) {
+    if (!k.find_constexpr(it->first) && find_codegen_knob(it->first)) {
+      knobs.insert(*it);
+      it = config.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return knobs;
 }
 
 std::unique_ptr<Kernel> bind_config(const Kernel& unbound, const Config& config) {

@@ -168,6 +168,10 @@ std::unique_ptr<Kernel> with_codegen_knobs(const Kernel& k, const Config& knobs)
 // the kernel does not declare become constexprs of one candidate first. Throws TesseraError
 // when the config does not bind or verify.
 std::unique_ptr<Kernel> bind_config(const Kernel& unbound, const Config& config);
+// Takes out of `config` the declared codegen knobs that `k` does not declare as constexprs (a
+// library size rule's swap_operands, say) and returns them, for tune::with_codegen_knobs or
+// Kernel::set_constexpr: bind_constexprs takes only the kernel's own constexprs.
+Config take_codegen_knobs(const Kernel& k, std::map<std::string, int64_t>& config);
 
 // The symbolic dim a tile knob tiles: BLOCK_X -> X when `sizes` has X; BLOCK (or BLOCK_SIZE)
 // -> the only dim of a kernel with one; else "".

@@ -22,6 +22,7 @@
 
 #include "cpu/CpuBackend.h"
 #include "cuda/CudaBackend.h"
+#include "tune/Space.h"
 #include "cuda/CudaEmitter.h"
 #include "kernels/Library.h"
 #include "passes/Passes.h"
@@ -175,14 +176,7 @@ std::string generate(const GoldenCase& c) {
   PipelineOptions po;
   po.config = library_config(*lib, c.dtype, key, c.v.knobs, c.v.sizes.empty() ? nullptr : &c.v.sizes);
   // (A size rule's codegen knob that the kernel does not declare: a constexpr of the copy.)
-  for (auto it = po.config.begin(); it != po.config.end();) {
-    if (k->find_constexpr(it->first)) {
-      ++it;
-      continue;
-    }
-    k->set_constexpr(it->first, it->second);
-    it = po.config.erase(it);
-  }
+  for (const auto& [name, value] : tune::take_codegen_knobs(*k, po.config)) k->set_constexpr(name, value);
   auto bound = run_pipeline(*k, po);
   if (cpu) return relative_paths(emit_cpp(*bound));
   CudaTarget t = CudaTarget::parse(c.target);

@@ -271,21 +271,26 @@ TSR_D float4 ld_cg_f4(const float* p) {
                : "memory");
   return v;
 }
-// d += the slot that frags_to_slot wrote with the same tid and nthreads, B columns at a time:
-// a batch's B loads are in flight together before any of them is added (B is what registers
-// allow beside the accumulators without spills).
-template <int B, int NT>
-TSR_D void frags_add_slot_batched(float (&d)[1][NT][4], const float* slot, int tid, int nthreads) {
+// d += load(j) for every fragment column j, B columns at a time: a batch's B loads are in
+// flight together before any of them is added (B is what registers allow beside the
+// accumulators without spills). `load` reads a slot (global) or a peer's ring (cluster).
+template <int B, int NT, class Load>
+TSR_D void frags_add_batched(float (&d)[1][NT][4], Load load) {
   static_assert(B >= 1 && NT % B == 0, "whole batches of columns");
 #pragma unroll
   for (int j0 = 0; j0 < NT; j0 += B) {
     float4 v[B];
 #pragma unroll
-    for (int b = 0; b < B; ++b) v[b] = ld_cg_f4(slot + 4 * (int64_t(j0 + b) * nthreads + tid));
+    for (int b = 0; b < B; ++b) v[b] = load(j0 + b);
 #pragma unroll
     for (int b = 0; b < B; ++b)
       d[0][j0 + b][0] += v[b].x, d[0][j0 + b][1] += v[b].y, d[0][j0 + b][2] += v[b].z, d[0][j0 + b][3] += v[b].w;
   }
+}
+// d += the slot that frags_to_slot wrote with the same tid and nthreads.
+template <int B, int NT>
+TSR_D void frags_add_slot_batched(float (&d)[1][NT][4], const float* slot, int tid, int nthreads) {
+  frags_add_batched<B>(d, [&](int j) { return ld_cg_f4(slot + 4 * (int64_t(j) * nthreads + tid)); });
 }
 // d = the sum over s = 0 .. splits-1 of slot `first + s * stride`, added in that order, slot by
 // slot, B columns at a time: the rounds of L2 latency are splits * NT / B (B = NT: one per slot;
@@ -319,7 +324,6 @@ TSR_D void frags_to_smem(const float (&d)[1][NT][4], uint32_t buf, int tid, int 
 // time.
 template <int B, int NT>
 TSR_D void frags_add_cluster(float (&d)[1][NT][4], uint32_t buf, unsigned ranks, int tid, int nthreads) {
-  static_assert(B >= 1 && NT % B == 0, "whole batches of columns");
   // 0 + d first, as the workspace's sum starts (a -0 slice of rank 0 gives +0 there too).
 #pragma unroll
   for (int j = 0; j < NT; ++j)
@@ -328,19 +332,14 @@ TSR_D void frags_add_cluster(float (&d)[1][NT][4], uint32_t buf, unsigned ranks,
   for (unsigned r = 1; r < ranks; ++r) {
     uint32_t remote;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(buf), "r"(r));
-#pragma unroll
-    for (int j0 = 0; j0 < NT; j0 += B) {
-      float4 v[B];
-#pragma unroll
-      for (int b = 0; b < B; ++b)
-        asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-                     : "=f"(v[b].x), "=f"(v[b].y), "=f"(v[b].z), "=f"(v[b].w)
-                     : "r"(remote + 16u * uint32_t((j0 + b) * nthreads + tid))
-                     : "memory");
-#pragma unroll
-      for (int b = 0; b < B; ++b)
-        d[0][j0 + b][0] += v[b].x, d[0][j0 + b][1] += v[b].y, d[0][j0 + b][2] += v[b].z, d[0][j0 + b][3] += v[b].w;
-    }
+    frags_add_batched<B>(d, [&](int j) {
+      float4 v;
+      asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                   : "r"(remote + 16u * uint32_t(j * nthreads + tid))
+                   : "memory");
+      return v;
+    });
   }
 }
 
