@@ -66,10 +66,10 @@ inline constexpr int kMaxSplitK = 16;
 // cluster size; splits beyond it take the workspace's path.
 inline constexpr int kMaxSplitKCluster = 8;
 // The dot tiles (M x N) that the wgmma plan computes on swapped operands (knob swap_operands):
-// M on wgmma's n (8, 16 or 32), N on its 64-row blocks (one to three consumer warpgroups).
+// M on wgmma's n (8, 16 or 32), N on its 64-row blocks (one to four consumer warpgroups).
 // Shared by the plan and the tuner's cuda-swap-operands constraint.
 inline bool wgmma_swap_m(int64_t m) { return m == 8 || m == 16 || m == 32; }
-inline bool wgmma_swap_n(int64_t n) { return n % 64 == 0 && n >= 64 && n <= 192; }
+inline bool wgmma_swap_n(int64_t n) { return n % 64 == 0 && n >= 64 && n <= 256; }
 // The codegen knob that asks for a split (tune/Space.cpp's table): a kernel constexpr read by
 // the runtime at launch (0: its own rule, split_k_factor; n >= 2: n ways where the kernel
 // allows it), not by the emitters, and left out of the printed source, so that configs that

@@ -82,9 +82,8 @@ Emitter::WgmmaPlan Emitter::plan_wgmma() const {
   if (swapped) {
     if (!wgmma_swap_m(BM))
       return no("BLOCK_M = " + std::to_string(BM) + " (the swapped product puts it on wgmma's n: 8, 16 or 32)");
-    // (256, four consumer warpgroups, would fit the registers but has not run on a GPU.)
     if (!wgmma_swap_n(BN))
-      return no("BLOCK_N = " + std::to_string(BN) + " (the swapped product puts it on wgmma's 64-row blocks: 64, 128 or 192)");
+      return no("BLOCK_N = " + std::to_string(BN) + " (the swapped product puts it on wgmma's 64-row blocks: 64, 128, 192 or 256)");
     std::swap(BM, BN);
   } else {
     if (wgmma_swap_m(BM) && wgmma_swap_n(BN))
@@ -435,9 +434,19 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
 }
 
 // Stage and phase of the ring's iteration `it` (int64 expression).
-static std::string ring_slot(int S, const std::string& it) {
+// The ring's stage and phase of a loop's iterations, in 32 bits: `ring_base` (before the loop)
+// splits the 64-bit count of earlier iterations once, `ring_slot` (iteration i_) adds i_ to the
+// stage it starts at. A 64-bit division by a stage count that is not a power of 2 is a chain of
+// wide multiplies on the GPU, on the consumers' path to every wait (12 stages ran 27% slower
+// than 8; bench/RESULTS.md, session 29); in 32 bits it is one multiply-high. (rs_ + i_ stays
+// far under 2^32: a loop's trip count is under 2^31.)
+static std::string ring_base(int S) {
   const std::string n = std::to_string(S);
-  return "const uint32_t s_ = uint32_t((" + it + ") % " + n + "), ph_ = uint32_t((" + it + ") / " + n + ") & 1u;";
+  return "const uint32_t rs_ = uint32_t(ring_it_ % " + n + "), rp_ = uint32_t(ring_it_ / " + n + ") & 1u;";
+}
+static std::string ring_slot(int S) {
+  const std::string n = std::to_string(S);
+  return "const uint32_t it_ = rs_ + uint32_t(i_), s_ = it_ % " + n + "u, ph_ = (rp_ + it_ / " + n + "u) & 1u;";
 }
 
 void Emitter::emit_wgmma_producer(const Op& f, const std::string& trip, const std::string& first) {
@@ -448,7 +457,6 @@ void Emitter::emit_wgmma_producer(const Op& f, const std::string& trip, const st
   const int64_t atom = 128 / w.eb;  // elements in one 128-byte swizzled row
   auto n = [](int64_t v) { return std::to_string(v); };
   std::string lo = nm(f.operand(0)), step = nm(f.operand(2));
-  auto slot = [&](const std::string& it) { line(ring_slot(S, it)); };
   // The L2 policy of the A and B copies. A tile that at most two programs read (B's when the
   // grid has at most two rows of tiles, A's when at most two columns) is copied with the
   // evict_first hint: it then replaces lines of its own kind rather than lines that other
@@ -509,8 +517,9 @@ void Emitter::emit_wgmma_producer(const Op& f, const std::string& trip, const st
                                                                              n(b_rows / 2) + ")")
               : std::make_pair(std::string(), "int(" + row + ")");
   };
+  line(ring_base(S));
   open("for (int64_t i_ = 0; i_ < " + trip + "; ++i_) {");
-  slot("ring_it_ + i_");
+  line(ring_slot(S));
   line("tsr::mbar_wait(empty_ + 8u * s_, ph_ ^ 1u);");
   line("tsr::mbar_arrive_expect_tx(full_ + 8u * s_, " + n(stage) + "u);");
   std::string ivn = fresh("ivp");
@@ -557,13 +566,13 @@ void Emitter::emit_wgmma_consumer(const std::string& frag, const std::string& tr
   const int64_t ksteps = w.BK * w.eb / 32;  // wgmma instructions per stage (32 bytes of K each)
   const bool mc = w.cluster_m > 1;
   auto n = [](int64_t v) { return std::to_string(v); };
-  auto slot = [&](const std::string& it) { line(ring_slot(S, it)); };
   const std::string kk = w.eb == 2 ? "16" : "32";
   line("const uint32_t wg_ = uint32_t(warp_) / 4u;");
   if (mc) line("const uint32_t mc_peer_ = tsr::cluster_rank() ^ 1u;");
   line("tsr::wgmma_fence_regs(" + frag + ");");
+  line(ring_base(S));
   open("for (int64_t i_ = 0; i_ < " + trip + "; ++i_) {");
-  slot("ring_it_ + i_");
+  line(ring_slot(S));
   line("tsr::mbar_wait(full_ + 8u * s_, ph_);");
   // Warpgroup wg_'s 64 rows of A: rows 64 wg_.. of every K-major box, or MN-major box wg_.
   line("const uint32_t sa_ = ring_ + s_ * " + n(stage) + "u + wg_ * " + n(w.a_kmajor ? 64 * 128 : w.BK * 128) +
@@ -600,13 +609,13 @@ void Emitter::emit_wgmma_consumer(const std::string& frag, const std::string& tr
     return mc ? "{ tsr::mbar_arrive(" + bar + "); tsr::mbar_arrive_cluster(" + bar + ", mc_peer_); }"
               : "tsr::mbar_arrive(" + bar + ");";
   };
-  line("if (i_ > 0 && lane_ == 0) " + release("empty_ + 8u * uint32_t((ring_it_ + i_ - 1) % " + n(S) + ")"));
+  line("if (i_ > 0 && lane_ == 0) " + release("empty_ + 8u * ((it_ - 1u) % " + n(S) + "u)"));
   close();
   line("tsr::wgmma_wait<0>();");
   line("tsr::wgmma_fence_regs(" + frag + ");");
   // The last stage is released too: a persistent kernel's producer reuses it for the next program.
   line("if (" + trip + " > 0 && lane_ == 0) " +
-       release("empty_ + 8u * uint32_t((ring_it_ + " + trip + " - 1) % " + n(S) + ")"));
+       release("empty_ + 8u * ((rs_ + uint32_t(" + trip + ") - 1u) % " + n(S) + "u)"));
   if (w.overlap) {
     open("if (pend_) {  // boxes the loop had too few iterations for");
     for (int64_t c = 0; c < w.BN / 64; ++c) line("if (" + trip + " <= " + n(c) + ") " + pending_box(c));

@@ -274,8 +274,8 @@ int64_t config_value(const Config& c, const std::string& name, int64_t fallback)
   return it == c.end() ? fallback : it->second;
 }
 
-// A dot that swap_operands = 1 puts on wgmma (EmitWgmma.cpp's plan): 8, 16 or 32 rows, 64, 128
-// or 192 columns, 16-bit operands (or fp8 with b transposed: both K-major), K steps of one or
+// A dot that swap_operands = 1 puts on wgmma (EmitWgmma.cpp's plan): 8, 16 or 32 rows, 64 to 256
+// columns, 16-bit operands (or fp8 with b transposed: both K-major), K steps of one or
 // two 128-byte rows.
 bool swappable_dot(const Op& dot) {
   if (!shape_is_static(dot.result()->type.shape) || !shape_is_static(dot.operand(0)->type.shape)) return false;
@@ -362,7 +362,7 @@ Constraint cuda_swap_constraint() {
           [](const Candidate& c) -> std::string {
             if (config_value(c.config, "swap_operands", 0) != 1 || c.target.rfind("cuda:", 0) != 0) return "";
             if (!has_swappable_dot(c.bound))
-              return "swap_operands = 1: no dot of 8, 16 or 32 rows and 64, 128 or 192 columns on 16-bit or fp8 operands "
+              return "swap_operands = 1: no dot of 8, 16 or 32 rows and 64 to 256 columns on 16-bit or fp8 operands "
                      "(the swap takes only those)";
             if (config_value(c.config, "cluster_m", 1) != 1)
               return "swap_operands = 1 with cluster_m: the pairs are not taken (the batch's tile is the one they would share)";

@@ -198,6 +198,10 @@ TEST(CudaWgmma, RingStagesKnob) {
   small->set_constexpr("ring_stages", 16);
   CudaEmission thirteen = emit(*small);
   EXPECT_EQ(thirteen.stats["pipeline-stages"], 13);
+  // An iteration's stage and phase in 32 bits (a 64-bit division by 13 in every iteration cost
+  // deep rings more than their depth gave).
+  EXPECT_NE(thirteen.source.find("s_ = it_ % 13u, ph_ = (rp_ + it_ / 13u) & 1u;"), std::string::npos);
+  EXPECT_EQ(thirteen.source.find("(ring_it_ + i_)"), std::string::npos);
   auto big = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}});
   big->set_constexpr("ring_stages", 6);
   EXPECT_EQ(emit(*big).stats["pipeline-stages"], 4);
@@ -341,7 +345,7 @@ TEST(CudaWgmma, ClusterPairsMulticastBTiles) {
   EXPECT_EQ(count(em.source, "tsr::tma_load_2d_multicast("), 4u);
   EXPECT_EQ(count(em.source, "tsr::tma_load_2d_hint(sa_ + 0u, &tsr_tma0"), 1u);
   EXPECT_EQ(em.info.params[7].box[1], 32);
-  EXPECT_EQ(count(em.source, "tsr::mbar_arrive_cluster(empty_ + 8u * uint32_t("), 2u);
+  EXPECT_EQ(count(em.source, "tsr::mbar_arrive_cluster(empty_ + 8u * ("), 2u);
   EXPECT_NE(em.source.find("const uint32_t mc_peer_ = tsr::cluster_rank() ^ 1u;"), std::string::npos);
   // Without the knob: one CTA per program, whole B boxes.
   CudaEmission one = emit(*lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}}));
@@ -756,12 +760,16 @@ TEST(CudaWgmma, SwappedOperandsPutTheBatchOnN) {
   odd->set_constexpr("swap_operands", 1);
   CudaEmission no = emit(*odd);
   EXPECT_EQ(no.stats["dot.wgmma_tma"], 0);
-  EXPECT_NE(notes(no).find("BLOCK_N = 32 (the swapped product puts it on wgmma's 64-row blocks: 64, 128 or 192)"),
+  EXPECT_NE(notes(no).find("BLOCK_N = 32 (the swapped product puts it on wgmma's 64-row blocks: 64, 128, 192 or 256)"),
             std::string::npos)
       << notes(no);
+  // 256 columns: four consumer warpgroups (640 threads, 8 accumulators each).
   auto wide = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 16}, {"BLOCK_N", 256}, {"BLOCK_K", 64}});
   wide->set_constexpr("swap_operands", 1);
-  EXPECT_EQ(emit(*wide).stats["dot.wgmma_tma"], 0);
+  CudaEmission w256 = emit(*wide);
+  EXPECT_EQ(w256.stats["wgmma-swapped-operands"], 1);
+  EXPECT_NE(w256.source.find("wgmma_m64n16k16_bf16"), std::string::npos);
+  EXPECT_NE(w256.source.find("__launch_bounds__(640"), std::string::npos);
   // No TMA-store staging is reserved for the swap, so the split-K compilation's ring holds six
   // stages of 36 KiB at 16 x 128 x 128 (five beside staging it would not use).
   auto deep = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 16}, {"BLOCK_N", 128}, {"BLOCK_K", 128}});

@@ -246,7 +246,8 @@ TEST(WgmmaGpu, SwappedOperandsMatchTheInterpreter) {
   };
   for (Cfg c : {Cfg{"matmul", ScalarKind::BF16, 16, 128, 64}, Cfg{"matmul", ScalarKind::BF16, 16, 64, 128},
                 Cfg{"matmul", ScalarKind::BF16, 32, 192, 128}, Cfg{"matmul", ScalarKind::F16, 16, 64, 64},
-                Cfg{"matmul_fp8", ScalarKind::BF16, 16, 128, 128}, Cfg{"matmul_fp8", ScalarKind::BF16, 32, 64, 128}}) {
+                Cfg{"matmul", ScalarKind::BF16, 16, 256, 128}, Cfg{"matmul_fp8", ScalarKind::BF16, 16, 128, 128},
+                Cfg{"matmul_fp8", ScalarKind::BF16, 32, 64, 128}, Cfg{"matmul_fp8", ScalarKind::BF16, 16, 256, 128}}) {
     SCOPED_TRACE(std::string(c.kernel) + " " + std::string(scalar_name(c.dt)) + " " + std::to_string(c.bm) + "x" +
                  std::to_string(c.bn) + "x" + std::to_string(c.bk));
     auto k = bind_constexprs(*find_library_kernel(c.kernel)->build(c.dt),

@@ -93,8 +93,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
           const bool stream_a_ = (int64_t(tsr_dim_N) + 255) / 256 <= 2;
           const bool stream_b_ = (int64_t(tsr_dim_M) + 127) / 128 <= 2;
           const uint64_t pol_first_ = tsr::l2_policy_evict_first();
+          const uint32_t rs_ = uint32_t(ring_it_ % 4), rp_ = uint32_t(ring_it_ / 4) & 1u;
           for (int64_t i_ = 0; i_ < trip15; ++i_) {
-            const uint32_t s_ = uint32_t((ring_it_ + i_) % 4), ph_ = uint32_t((ring_it_ + i_) / 4) & 1u;
+            const uint32_t it_ = rs_ + uint32_t(i_), s_ = it_ % 4u, ph_ = (rp_ + it_ / 4u) & 1u;
             tsr::mbar_wait(empty_ + 8u * s_, ph_ ^ 1u);
             tsr::mbar_arrive_expect_tx(full_ + 8u * s_, 49152u);
             const int32_t ivp16 = int32_t(int64_t(v11) + (0 + i_) * int64_t(v0));
@@ -109,8 +110,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
       } else {
         const uint32_t wg_ = uint32_t(warp_) / 4u;
         tsr::wgmma_fence_regs(frag14);
+        const uint32_t rs_ = uint32_t(ring_it_ % 4), rp_ = uint32_t(ring_it_ / 4) & 1u;
         for (int64_t i_ = 0; i_ < trip15; ++i_) {
-          const uint32_t s_ = uint32_t((ring_it_ + i_) % 4), ph_ = uint32_t((ring_it_ + i_) / 4) & 1u;
+          const uint32_t it_ = rs_ + uint32_t(i_), s_ = it_ % 4u, ph_ = (rp_ + it_ / 4u) & 1u;
           tsr::mbar_wait(full_ + 8u * s_, ph_);
           const uint32_t sa_ = ring_ + s_ * 49152u + wg_ * 8192u, sb_ = ring_ + s_ * 49152u + 16384u;
           tsr::wgmma_fence();
@@ -120,11 +122,11 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
           tsr::wgmma_m64n256k16_bf16<1>(frag14, tsr::wgmma_desc_sw128(sa_ + 96u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 6144u, 8192u, 1024u));
           tsr::wgmma_commit();
           tsr::wgmma_wait<1>();
-          if (i_ > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * uint32_t((ring_it_ + i_ - 1) % 4));
+          if (i_ > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * ((it_ - 1u) % 4u));
         }
         tsr::wgmma_wait<0>();
         tsr::wgmma_fence_regs(frag14);
-        if (trip15 > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * uint32_t((ring_it_ + trip15 - 1) % 4));
+        if (trip15 > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * ((rs_ + uint32_t(trip15) - 1u) % 4u));
       }
       ring_it_ += trip15;
     }
