@@ -1060,8 +1060,8 @@ CudaEmission Emitter::run() {
   const bool zero_start = wg_.ok && accumulator_starts_at_zero();
   // Tensor maps of the wgmma pipeline's operand views, last (CudaEmitter.h, parameter ABI).
   if (wg_.ok) {
-    auto add_map = [&](const Value* view, int64_t box_cols, int64_t box_rows) {
-      return add_tensor_map(sig, info, view, box_cols, box_rows, 128);
+    auto add_map = [&](const Value* view, int64_t box_cols, int64_t box_rows, int swizzle = 128) {
+      return add_tensor_map(sig, info, view, box_cols, box_rows, swizzle);
     };
     const int64_t atom = 128 / wg_.eb;  // a box row is one 128-byte swizzle atom
     persistent_ = can_be_persistent();
@@ -1072,7 +1072,8 @@ CudaEmission Emitter::run() {
     info.persistent_cluster = wg_.cluster_m;
     wg_.tma_a = add_map(wg_.load_a->operand(0), atom, wg_.a_kmajor ? wg_.BM : wg_.BK);
     // (Under multicast each CTA of the pair copies half of B's box rows.)
-    wg_.tma_b = add_map(wg_.load_b->operand(0), atom, (wg_.b_kmajor ? wg_.BN : wg_.BK) / wg_.cluster_m);
+    wg_.tma_b = add_map(wg_.load_b->operand(0), wg_.b_swizzle / wg_.eb, (wg_.b_kmajor ? wg_.BN : wg_.BK) / wg_.cluster_m,
+                        wg_.b_swizzle);
     if (persistent_) {
       const Value* out = wg_.store->operand(0);
       // Knob tma_store_epilogue = 0: the consumers store their fragments straight to global
@@ -1080,7 +1081,7 @@ CudaEmission Emitter::run() {
       // sized the ring with the staging buffers' shared memory, which then stays unused).
       // (The swapped product's fragments hold C^T: stored transposed from registers.)
       if (out->type.rank() == 2 && (out->type.elem == ScalarKind::BF16 || out->type.elem == ScalarKind::F16) &&
-          !wg_.swapped && knob("tma_store_epilogue", 1) != 0) {
+          !wg_.swapped && wg_.BN % 64 == 0 && knob("tma_store_epilogue", 1) != 0) {
         wg_.tma_store = true;
         wg_.tma_c = add_map(out, 64, 64);
       }

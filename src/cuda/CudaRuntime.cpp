@@ -125,7 +125,9 @@ bool encode_tensor_map(const Driver& d, const CudaParam& p, uint64_t base, const
   return d.cuTensorMapEncodeTiled(&out, type, static_cast<unsigned>(r), reinterpret_cast<void*>(base), gdim, gstride,
                                   box, estride,
                                   CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                  p.swizzle == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+                                  p.swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                                  : p.swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                                    : CU_TENSOR_MAP_SWIZZLE_NONE,
                                   CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 

@@ -53,6 +53,7 @@ inline constexpr int CU_TENSOR_MAP_DATA_TYPE_FLOAT16 = 6;
 inline constexpr int CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 = 9;
 inline constexpr int CU_TENSOR_MAP_INTERLEAVE_NONE = 0;
 inline constexpr int CU_TENSOR_MAP_SWIZZLE_NONE = 0;
+inline constexpr int CU_TENSOR_MAP_SWIZZLE_64B = 2;
 inline constexpr int CU_TENSOR_MAP_SWIZZLE_128B = 3;
 inline constexpr int CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3;
 inline constexpr int CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0;

@@ -91,7 +91,8 @@ Emitter::WgmmaPlan Emitter::plan_wgmma() const {
                 " (wgmma needs 64, 128 or 192; swap_operands = 1 would put it on wgmma's n, the product computed "
                 "transposed)");
     if (BM % 64 || BM > 192) return no("BLOCK_M = " + std::to_string(BM) + " (wgmma needs 64, 128 or 192)");
-    if (BN % 64 || BN > 256) return no("BLOCK_N = " + std::to_string(BN) + " (wgmma + TMA needs 64, 128, 192 or 256)");
+    if (BN % 32 || BN > 256)
+      return no("BLOCK_N = " + std::to_string(BN) + " (wgmma + TMA needs a multiple of 32 up to 256: 64, 96, 128, ...)");
   }
   // Registers: ptxas compiles the kernel within 65536 / threads a thread (its launch bound;
   // setmaxnreg's larger share for the consumers, which plan_epilogue_overlap budgets, is granted
@@ -162,6 +163,8 @@ Emitter::WgmmaPlan Emitter::plan_wgmma() const {
     return no("two stages of " + std::to_string(stage) + " bytes do not fit in shared memory");
   w.type = kTypes.at(in);
   w.b_kmajor = perm != nullptr;
+  // An MN-major B of N = 32 (mod 64) columns: 32-column boxes, 64-byte swizzle.
+  if (!w.b_kmajor && !swapped && BN % 64) w.b_swizzle = 64;
   w.perm_b = perm;
   w.ok = true;
   w.loop = loop, w.dot = dot, w.load_a = la, w.load_b = lb;
@@ -513,7 +516,7 @@ void Emitter::emit_wgmma_producer(const Op& f, const std::string& trip, const st
   const int64_t b_rows = w.b_kmajor ? w.BN : w.BK;
   if (mc) line("const uint32_t mc_rank_ = tsr::cluster_rank();");
   auto b_half = [&](const std::string& row) {
-    return mc ? std::make_pair(" + mc_rank_ * " + n(b_rows / 2 * 128) + "u", "int(" + row + " + int64_t(mc_rank_) * " +
+    return mc ? std::make_pair(" + mc_rank_ * " + n(b_rows / 2 * w.b_swizzle) + "u", "int(" + row + " + int64_t(mc_rank_) * " +
                                                                              n(b_rows / 2) + ")")
               : std::make_pair(std::string(), "int(" + row + ")");
   };
@@ -531,7 +534,7 @@ void Emitter::emit_wgmma_producer(const Op& f, const std::string& trip, const st
   line("const uint32_t sa_ = ring_ + s_ * " + n(stage) + "u, bar_ = full_ + 8u * s_;");
   // A K-major: BK / atom boxes of BM rows x 128 bytes; MN-major (the swapped product's weights
   // from a [K, N] view): BM / 64 boxes of BK rows x 128 bytes. B MN-major: BN / 64 boxes of BK
-  // rows x 128 bytes; B K-major ([N, K] view, or the swapped product's batch): BK / atom boxes
+  // rows x 128 bytes (BN / 32 boxes of BK rows x 64 bytes under b_swizzle = 64); B K-major ([N, K] view, or the swapped product's batch): BK / atom boxes
   // of BN rows x 128 bytes.
   // One operand's boxes: `l` loads tile (op 1, op 2) of its view, `mn` is the operand's M or N
   // extent, `off` its place in the stage, `half` B's multicast half (cluster_m = 2).
@@ -548,9 +551,11 @@ void Emitter::emit_wgmma_producer(const Op& f, const std::string& trip, const st
     } else {
       const auto [moff, row] = half ? b_half("int64_t(" + i0 + ") * " + n(w.BK))
                                     : std::make_pair(std::string(), "int(int64_t(" + i0 + ") * " + n(w.BK) + ")");
+      // (Boxes of `sw` bytes a row: 128, or 64 for B under b_swizzle = 64.)
+      const int64_t sw = &l == w.load_b ? w.b_swizzle : 128, cols = sw / w.eb;
       std::string col = "int64_t(" + i1 + ") * " + n(mn);
-      for (int64_t j = 0; j < mn / 64; ++j)
-        copy(hint, "sa_ + " + n(off + j * w.BK * 128) + "u" + moff + ", &" + map + ", int(" + col + " + " + n(64 * j) +
+      for (int64_t j = 0; j < mn / cols; ++j)
+        copy(hint, "sa_ + " + n(off + j * w.BK * sw) + "u" + moff + ", &" + map + ", int(" + col + " + " + n(cols * j) +
                        "), " + row, half && mc);
     }
   };
@@ -590,9 +595,12 @@ void Emitter::emit_wgmma_consumer(const std::string& frag, const std::string& tr
     std::string da = w.a_kmajor
                          ? "tsr::wgmma_desc_sw128(sa_ + " + n((k / 4) * w.BM * 128 + (k % 4) * 32) + "u, 16u, 1024u)"
                          : "tsr::wgmma_desc_sw128(sa_ + " + n(k * 16 * 128) + "u, " + n(w.BK * 128) + "u, 1024u)";
-    std::string db = w.b_kmajor
-                         ? "tsr::wgmma_desc_sw128(sb_ + " + n((k / 4) * w.BN * 128 + (k % 4) * 32) + "u, 16u, 1024u)"
-                         : "tsr::wgmma_desc_sw128(sb_ + " + n(k * 16 * 128) + "u, " + n(w.BK * 128) + "u, 1024u)";
+    // (MN-major B under 64-byte swizzle: 32-column boxes BK * 64 bytes apart, 8-row groups of
+    // 512 bytes, a k16 step 1024 bytes.)
+    const int64_t bsw = w.b_swizzle;
+    std::string db = w.b_kmajor ? "tsr::wgmma_desc_sw128(sb_ + " + n((k / 4) * w.BN * 128 + (k % 4) * 32) + "u, 16u, 1024u)"
+                     : bsw == 64 ? "tsr::wgmma_desc_sw64(sb_ + " + n(k * 16 * 64) + "u, " + n(w.BK * 64) + "u, 512u)"
+                                 : "tsr::wgmma_desc_sw128(sb_ + " + n(k * 16 * 128) + "u, " + n(w.BK * 128) + "u, 1024u)";
     line(fn + "(" + frag + ", " + da + ", " + db + ");");
   }
   line("tsr::wgmma_commit();");

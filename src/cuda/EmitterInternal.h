@@ -388,6 +388,10 @@ class Emitter {
     std::string type = "bf16";
     bool b_kmajor = false;
     const Op* perm_b = nullptr;
+    // Bytes of a row of B's swizzle atom: 128, or 64 for an MN-major B tile of N = 32 (mod 64)
+    // columns (96: cuBLAS's tile at 1024x1536x7168), copied as boxes of 32 columns (64-byte
+    // swizzle). Such a tile has no TMA-store epilogue (its boxes are 64 columns).
+    int b_swizzle = 128;
     // The operand-swapped product (knob swap_operands; a dot whose M tile is 8, 16 or 32 rows,
     // under wgmma's 64): the instruction computes C^T = B^T A^T, the dot's B tile (the weights)
     // on wgmma's 64-row blocks and its A tile (the batch) on n = 8-32, so that no 64-row A tile
@@ -414,8 +418,9 @@ class Emitter {
     // memory for every wgmma plan, before it is known whether the kernel is persistent with a
     // TMA-store epilogue (split-K, f32 outputs and tma_store_epilogue = 0 leave them unused).
     int epilogue_buffers = 2;
-    // (None for the swapped product, whose fragments are stored transposed from registers.)
-    int64_t staging_bytes() const { return swapped ? 0 : 8192 * epilogue_buffers * (BM / 64); }
+    // (None for the swapped product, whose fragments are stored transposed from registers, nor
+    // for N tiles that are no whole number of 64-column boxes.)
+    int64_t staging_bytes() const { return swapped || BN % 64 ? 0 : 8192 * epilogue_buffers * (BM / 64); }
     // How many earlier box stores may still read their buffers when a box is staged (BN / 64
     // boxes: 128 and 256 with two buffers, 256 with four, let buffers - 1 run on).
     int64_t epilogue_in_flight() const { return epilogue_box_in_flight(BN / 64, epilogue_buffers); }

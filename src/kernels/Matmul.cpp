@@ -20,7 +20,10 @@ std::unique_ptr<Kernel> build(ScalarKind dt) {
   // the sm_90a wgmma path takes (target_configs below).
   bool tc = dt == ScalarKind::BF16 || dt == ScalarKind::F16;
   auto BM = k.constexpr_("BLOCK_M", {16, 32, 64, 128, 192}, tc ? 128 : 64);
-  auto BN = k.constexpr_("BLOCK_N", {16, 32, 64, 128, 192, 256}, tc ? 256 : 64);
+  // (96: 16-bit types only, for the tuner; see below.)
+  auto BN = k.constexpr_("BLOCK_N", tc ? std::vector<int64_t>{16, 32, 64, 96, 128, 192, 256}
+                                       : std::vector<int64_t>{16, 32, 64, 128, 192, 256},
+                         tc ? 256 : 64);
   auto BK = k.constexpr_("BLOCK_K", {16, 32, 64, 128}, tc ? 64 : 32);
   k.grid({cdiv(a.dim(0), BM), cdiv(b.dim(1), BN)});
   auto pm = program_id(0), pn = program_id(1);
@@ -132,9 +135,11 @@ LibraryKernel matmul() {
   // three 64-column TMA boxes, cut the output so that the tiles fill the last wave where powers
   // of two leave it short (1024 x 1536: 64 x 192 makes 128 tiles for 132 SMs, against 48 of
   // 128 x 256; 1024 x 6144: 128 x 192 makes 256, two waves of 97%, against 192 of 128 x 256,
-  // 1.45 waves). No default takes them.
+  // 1.45 waves). No default takes them. BLOCK_N 96 (16-bit types) likewise: 1024 x 1536 in
+  // 128 x 96 tiles is 128 programs, one wave without splitting K, the tile cuBLAS runs there
+  // (bench/RESULTS.md, session 29); its B tile is copied in 32-column boxes (64-byte swizzle).
   // sm_90a: 16-bit matmuls take the TMA + wgmma path only for BLOCK_M in {64, 128, 192},
-  // BLOCK_N a multiple of 64 up to 256 and BLOCK_K in {64, 128} (src/cuda/EmitWgmma.cpp). On
+  // BLOCK_N a multiple of 32 up to 256 and BLOCK_K in {64, 128} (src/cuda/EmitWgmma.cpp). On
   // the H200 (bf16, 4096^3) 128x256x64 ran at 778 TFLOP/s there against 251 for the mma.sync
   // path's former default 128x128x32 (bench/RESULTS.md). The kernel's own default is now the
   // same tile (for mma.sync elsewhere); the entry stays so that sm_90a keeps it whatever the

@@ -653,6 +653,37 @@ const CudaParam* map_of(const CudaEmission& em, int view) {
   return nullptr;
 }
 
+// An MN-major B tile of 96 columns: three boxes of 32 columns (64 bytes) under 64-byte swizzle,
+// read through 64-byte-swizzle descriptors (32-column boxes BK * 64 bytes apart, 8-row groups
+// 512 bytes apart); its fragments are stored directly (no 64-column TMA-store boxes), so no
+// staging is reserved and the ring holds a stage more. K-major B of 96 rows keeps 128 bytes.
+TEST(CudaWgmma, NinetySixColumnsOfBTakeSixtyFourByteSwizzle) {
+  auto k = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 96}, {"BLOCK_K", 64}});
+  CudaEmission em = emit(*k);
+  ASSERT_EQ(em.stats["dot.wgmma_tma"], 1) << notes(em);
+  ASSERT_NE(map_of(em, 1), nullptr);
+  EXPECT_EQ(map_of(em, 1)->swizzle, 64);
+  EXPECT_EQ(map_of(em, 1)->box[0], 32);
+  EXPECT_EQ(map_of(em, 0)->swizzle, 128);
+  EXPECT_EQ(map_of(em, 2), nullptr);  // (no TMA-store map for c)
+  EXPECT_NE(em.source.find("wgmma_m64n96k16_bf16<1>"), std::string::npos);
+  EXPECT_NE(em.source.find("tsr::wgmma_desc_sw64(sb_ + 1024u, 4096u, 512u)"), std::string::npos);
+  EXPECT_NE(em.source.find("int(int64_t(v2) * 96 + 64)"), std::string::npos);  // the third box
+  EXPECT_EQ(em.stats["pipeline-stages"], 4);
+  // A pair multicasts half of each 64-byte box's rows: 32 rows x 64 bytes further on.
+  auto pair = k->clone();
+  pair->set_constexpr("cluster_m", 2);
+  CudaEmission pe = emit(*pair);
+  EXPECT_EQ(pe.stats["tma-multicast"], 1) << notes(pe);
+  EXPECT_NE(pe.source.find("mc_rank_ * 2048u"), std::string::npos);
+  EXPECT_EQ(map_of(pe, 1)->box[1], 32);
+  // K-major (an [N, K] view): 96 rows of 128-byte atoms.
+  CudaEmission nt = emit(*testutil::nt_matmul("bf16", "bf16", 128, 96, 64));
+  ASSERT_EQ(nt.stats["dot.wgmma_tma"], 1) << notes(nt);
+  EXPECT_EQ(map_of(nt, 1)->swizzle, 128);
+  EXPECT_EQ(nt.source.find("desc_sw64"), std::string::npos);
+}
+
 // B as [N, K] with a transposed tile: K-major B in shared memory (the only layout fp8 wgmma
 // reads), and the scale multiply folded into the TMA-store epilogue.
 TEST(CudaWgmma, TransposedBIsKMajorAndFp8UsesK32Instructions) {
@@ -826,7 +857,8 @@ TEST(CudaWgmma, NvrtcCompilesEveryPlannedShape) {
     int64_t m, n, k;
   };
   for (ScalarKind dt : {ScalarKind::BF16, ScalarKind::F16})
-    for (Cfg c : {Cfg{128, 256, 64}, Cfg{128, 128, 64}, Cfg{64, 64, 64}, Cfg{64, 256, 64}, Cfg{128, 64, 64}}) {
+    for (Cfg c : {Cfg{128, 256, 64}, Cfg{128, 128, 64}, Cfg{64, 64, 64}, Cfg{64, 256, 64}, Cfg{128, 64, 64},
+                  Cfg{128, 96, 64}}) {
       SCOPED_TRACE(std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k));
       auto k = lib_matmul(dt, {{"BLOCK_M", c.m}, {"BLOCK_N", c.n}, {"BLOCK_K", c.k}});
       CudaEmission em = emit(*k);

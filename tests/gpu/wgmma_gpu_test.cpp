@@ -107,6 +107,36 @@ TEST(WgmmaGpu, TilesOf192MatchTheInterpreter) {
   }
 }
 
+// Tiles of 96 columns (cuBLAS's at 1024x1536x7168): an MN-major B tile as three 32-column boxes
+// under 64-byte swizzle, or K-major from an [N, K] view; stored from the fragments (no TMA-store
+// epilogue). Small grids (split over K, forced, and not), persistent grids, CTA pairs (half of
+// each B box multicast) and stream-K.
+TEST(WgmmaGpu, TilesOf96MatchTheInterpreter) {
+  REQUIRE_HOPPER();
+  uint64_t seed = 91;
+  for (int64_t bm : {128, 64}) {
+    auto k = matmul(ScalarKind::BF16, bm, 96, 64);
+    SCOPED_TRACE(std::to_string(bm) + "x96");
+    for (Sizes s : {Sizes{{"M", 200}, {"N", 264}, {"K", 136}}, Sizes{{"M", 1}, {"N", 8}, {"K", 8}},
+                    Sizes{{"M", 2000}, {"N", 3000}, {"K", 200}}}) {
+      const bool small = s.at("M") < 1000;
+      EXPECT_EQ(run_and_compare(*k, s, seed++, small ? forced_split_options() : test_options()), 0)
+          << "the TMA path should have run at " << sizes_str(s);
+      EXPECT_EQ(run_and_compare(*k, s, seed++, no_split_options()), 0) << sizes_str(s);
+    }
+    auto pair = k->clone();
+    pair->set_constexpr("cluster_m", 2);
+    EXPECT_EQ(run_and_compare(*pair, {{"M", bm * 13 - 40}, {"N", 96 * 23 - 8}, {"K", 264}}, seed++, no_split_options()), 0);
+    auto sk = k->clone();
+    sk->set_constexpr("stream_k", 1);
+    ASSERT_EQ(emit_cuda_with_info(*sk, CudaTarget::parse("sm_90a")).stats["stream-k"], 1);
+    EXPECT_EQ(run_and_compare(*sk, {{"M", 300}, {"N", 504}, {"K", 2048}}, seed++, no_split_options()), 0);
+  }
+  auto nt = testutil::nt_matmul("bf16", "bf16", 128, 96, 64);
+  for (Sizes s : {Sizes{{"M", 200}, {"N", 264}, {"K", 272}}, Sizes{{"M", 2000}, {"N", 3000}, {"K", 200}}})
+    EXPECT_EQ(run_and_compare(*nt, s, seed++, no_split_options()), 0) << "NT at " << sizes_str(s);
+}
+
 // B as [N, K] (K-major in shared memory) in 16-bit and fp8, with the scale multiply folded into
 // the TMA-store epilogue; the interpreter computes the same products and sums in f32.
 TEST(WgmmaGpu, TransposedBAndFp8MatchTheInterpreter) {
