@@ -43,9 +43,11 @@ MS = [1, 16, 128, 1024, 4096]
 # The sub-space: the tiles (BLOCK_M x BLOCK_N x BLOCK_K), 2-CTA clusters (cluster_m), the
 # occupancy hint (min_blocks), the runtime's split over K (split_k: 0 its own rule, 2-4 ways,
 # kept only where programs are few: cuda-split-k) and stream-K (stream_k, kept where a partial
-# last wave is: cuda-stream-k): 2560 configs before pruning (222-572 after), 240 of them
-# without split_k (session 16's figure, bench/data/tune_cuda_matmul_exhaustive_50.jsonl.xz); the other codegen knobs
-# fixed at their defaults (bf16 matmul on sm_90a has 4.9 million configs in all). The default
+# last wave is: cuda-stream-k), and since session 28 swap_operands, since session 29 BLOCK_N 96
+# (16-bit only; not in the exhaustive data yet: the sweep measures it): 8960 configs before
+# pruning (378-852 after at M = 1, 1024, 4096), 240 of them without split_k
+# (session 16's figure, bench/data/tune_cuda_matmul_exhaustive_50.jsonl.xz); the other codegen knobs
+# fixed at their defaults (bf16 matmul on sm_90a has 550 million configs in all). The default
 # config (size_configs) is in it, and is what `tessera run` binds without a database.
 CUDA_KNOBS = ("num_warps=0,whole_tile_checks=0,mma_l2_prefetch=0,mma_spread_copies=0,mma_early_last_step=0,"
               "epilogue_buffers=2,epilogue_overlap=1,tma_store_epilogue=1,tma_hint_a=0,tma_hint_b=0,ring_stages=0")

@@ -93,8 +93,8 @@ struct CudaParam {
   // rings take views up to rank 5): dims and box are then innermost first, box[2..] the box's
   // extents along the outer dims, the strides those of the dense row-major view.
   int rank = 2;
-  // TensorMap: 128 (the 128-byte swizzle of the wgmma ring and the TMA-store epilogue) or 0 (none:
-  // a Struct async_copy's row-major slot).
+  // TensorMap: 128 (the 128-byte swizzle of the wgmma ring and the TMA-store epilogue), 64 (the
+  // wgmma ring's MN-major B of 96 columns) or 0 (none: a Struct async_copy's row-major slot).
   int swizzle = 128;
 };
 

@@ -6,8 +6,8 @@
 //              of the BM x BN accumulator, BN / 2 f32 registers per thread) and one producer
 //              warpgroup after them, of which one thread issues the copies.
 //   ring:      S stages, each A [BM x BK] as BK / 64 TMA boxes of BM rows x 128 bytes and B
-//              [BK x BN] as BN / 64 boxes of BK rows x 128 bytes, 128-byte swizzled, 1024-byte
-//              aligned; per stage a "full" mbarrier (1 arrival + the stage's bytes) and an
+//              [BK x BN] as BN / 64 boxes of BK rows x 128 bytes, 128-byte swizzled (BN = 96: three
+//              boxes of BK rows x 64 bytes, 64-byte swizzled), 1024-byte aligned; per stage a "full" mbarrier (1 arrival + the stage's bytes) and an
 //              "empty" one (one arrival per consumer warp).
 //   producer:  for iteration i: wait empty[i % S] (parity of round i / S, minus one), expect the
 //              stage's bytes on full[i % S], re-emit the body's index arithmetic for iteration i,
@@ -91,8 +91,9 @@ Emitter::WgmmaPlan Emitter::plan_wgmma() const {
                 " (wgmma needs 64, 128 or 192; swap_operands = 1 would put it on wgmma's n, the product computed "
                 "transposed)");
     if (BM % 64 || BM > 192) return no("BLOCK_M = " + std::to_string(BM) + " (wgmma needs 64, 128 or 192)");
-    if (BN % 32 || BN > 256)
-      return no("BLOCK_N = " + std::to_string(BN) + " (wgmma + TMA needs a multiple of 32 up to 256: 64, 96, 128, ...)");
+    // (96: B as 32-column boxes under 64-byte swizzle when MN-major; wgmma.cuh has no n160 or n224.)
+    if ((BN % 64 && BN != 96) || BN > 256)
+      return no("BLOCK_N = " + std::to_string(BN) + " (wgmma + TMA needs 64, 96, 128, 192 or 256)");
   }
   // Registers: ptxas compiles the kernel within 65536 / threads a thread (its launch bound;
   // setmaxnreg's larger share for the consumers, which plan_epilogue_overlap budgets, is granted
@@ -269,7 +270,7 @@ void Emitter::plan_epilogue_overlap() {
   if (!persistent_) return no("the kernel is not persistent");
   if (!wg_.tma_store)
     return no("the epilogue is not staged through shared memory and TMA stores (a 2-D bf16 or f16 output, "
-              "tma_store_epilogue = 1)");
+              "an N tile of whole 64-column boxes, tma_store_epilogue = 1)");
   // Registers: one CTA per SM has 65536. With more than one consumer warpgroup ptxas caps
   // every thread at 65536 / threads (168 at 384); setmaxnreg gives the producer warpgroup's
   // share (it needs few: one thread issues copies) to the consumers, 232 each at 384 threads
@@ -436,20 +437,21 @@ void Emitter::emit_wgmma_loop(const Op& f, const std::string& frag) {
   close();
 }
 
-// Stage and phase of the ring's iteration `it` (int64 expression).
-// The ring's stage and phase of a loop's iterations, in 32 bits: `ring_base` (before the loop)
-// splits the 64-bit count of earlier iterations once, `ring_slot` (iteration i_) adds i_ to the
-// stage it starts at. A 64-bit division by a stage count that is not a power of 2 is a chain of
-// wide multiplies on the GPU, on the consumers' path to every wait (12 stages ran 27% slower
-// than 8; bench/RESULTS.md, session 29); in 32 bits it is one multiply-high. (rs_ + i_ stays
-// far under 2^32: a loop's trip count is under 2^31.)
-static std::string ring_base(int S) {
+// The ring's stage and phase of a loop's iterations, counted as they go: `ring_base` (before
+// the loop) splits the count of earlier iterations once, `ring_slot` (at the top of iteration
+// i_) takes the stage s_ and phase ph_ and steps them on, wrapping at S; with `last`, ps_ is the
+// previous iteration's stage and ls_ (after the loop) the last one's. Computing them from the
+// count in every iteration instead (it % S and it / S, even in 32 bits) ran rings of 5, 6 or 7
+// stages 10-20% slower than rings of 4 or 8 on the H200, 13 at 64 x 64 x 64 too
+// (bench/RESULTS.md, session 29).
+static std::string ring_base(int S, bool last) {
   const std::string n = std::to_string(S);
-  return "const uint32_t rs_ = uint32_t(ring_it_ % " + n + "), rp_ = uint32_t(ring_it_ / " + n + ") & 1u;";
+  return "uint32_t cs_ = uint32_t(ring_it_ % " + n + "), cp_ = uint32_t(ring_it_ / " + n + ") & 1u" +
+         (last ? ", ls_ = 0;" : ";");
 }
-static std::string ring_slot(int S) {
-  const std::string n = std::to_string(S);
-  return "const uint32_t it_ = rs_ + uint32_t(i_), s_ = it_ % " + n + "u, ph_ = (rp_ + it_ / " + n + "u) & 1u;";
+static std::string ring_slot(int S, bool last) {
+  return std::string("const uint32_t s_ = cs_, ph_ = cp_") + (last ? ", ps_ = ls_; ls_ = s_;" : ";") + " if (++cs_ == " +
+         std::to_string(S) + "u) cs_ = 0, cp_ ^= 1u;";
 }
 
 void Emitter::emit_wgmma_producer(const Op& f, const std::string& trip, const std::string& first) {
@@ -520,9 +522,9 @@ void Emitter::emit_wgmma_producer(const Op& f, const std::string& trip, const st
                                                                              n(b_rows / 2) + ")")
               : std::make_pair(std::string(), "int(" + row + ")");
   };
-  line(ring_base(S));
+  line(ring_base(S, false));
   open("for (int64_t i_ = 0; i_ < " + trip + "; ++i_) {");
-  line(ring_slot(S));
+  line(ring_slot(S, false));
   line("tsr::mbar_wait(empty_ + 8u * s_, ph_ ^ 1u);");
   line("tsr::mbar_arrive_expect_tx(full_ + 8u * s_, " + n(stage) + "u);");
   std::string ivn = fresh("ivp");
@@ -575,9 +577,9 @@ void Emitter::emit_wgmma_consumer(const std::string& frag, const std::string& tr
   line("const uint32_t wg_ = uint32_t(warp_) / 4u;");
   if (mc) line("const uint32_t mc_peer_ = tsr::cluster_rank() ^ 1u;");
   line("tsr::wgmma_fence_regs(" + frag + ");");
-  line(ring_base(S));
+  line(ring_base(S, true));
   open("for (int64_t i_ = 0; i_ < " + trip + "; ++i_) {");
-  line(ring_slot(S));
+  line(ring_slot(S, true));
   line("tsr::mbar_wait(full_ + 8u * s_, ph_);");
   // Warpgroup wg_'s 64 rows of A: rows 64 wg_.. of every K-major box, or MN-major box wg_.
   line("const uint32_t sa_ = ring_ + s_ * " + n(stage) + "u + wg_ * " + n(w.a_kmajor ? 64 * 128 : w.BK * 128) +
@@ -617,13 +619,13 @@ void Emitter::emit_wgmma_consumer(const std::string& frag, const std::string& tr
     return mc ? "{ tsr::mbar_arrive(" + bar + "); tsr::mbar_arrive_cluster(" + bar + ", mc_peer_); }"
               : "tsr::mbar_arrive(" + bar + ");";
   };
-  line("if (i_ > 0 && lane_ == 0) " + release("empty_ + 8u * ((it_ - 1u) % " + n(S) + "u)"));
+  line("if (i_ > 0 && lane_ == 0) " + release("empty_ + 8u * ps_"));
   close();
   line("tsr::wgmma_wait<0>();");
   line("tsr::wgmma_fence_regs(" + frag + ");");
   // The last stage is released too: a persistent kernel's producer reuses it for the next program.
   line("if (" + trip + " > 0 && lane_ == 0) " +
-       release("empty_ + 8u * ((rs_ + uint32_t(" + trip + ") - 1u) % " + n(S) + "u)"));
+       release("empty_ + 8u * ls_"));
   if (w.overlap) {
     open("if (pend_) {  // boxes the loop had too few iterations for");
     for (int64_t c = 0; c < w.BN / 64; ++c) line("if (" + trip + " <= " + n(c) + ") " + pending_box(c));

@@ -403,7 +403,8 @@ class Emitter {
     bool a_kmajor = true;
     MmaPlan mma;
     std::string tma_a, tma_b;  // kernel parameter names of the tensor maps
-    // Persistent kernels with a 16-bit output: the epilogue stages each consumer warpgroup's
+    // Persistent kernels with a 16-bit output (and an N tile of whole 64-column boxes, not
+    // swapped, tma_store_epilogue = 1): the epilogue stages each consumer warpgroup's
     // 64 x BN block in 64-column boxes through swizzled 8 KiB buffers and stores them with
     // TMA, so the consumers return to the ring while the copy engine writes.
     const Op* store = nullptr;
@@ -606,7 +607,7 @@ class Emitter {
   // write into shared memory once the CTA has exited).
   void drain_struct_tma();
   // Adds a TensorMap parameter (CudaEmitter.h) for 2-D kernel parameter `view` with this box
-  // and swizzle (128 or 0) unless one exists; returns its name.
+  // and swizzle (128, 64 or 0) unless one exists; returns its name.
   std::string add_tensor_map(std::vector<std::string>& sig, CudaKernelInfo& info, const Value* view,
                              int64_t box_cols, int64_t box_rows, int swizzle);
   // The same for a view of any rank up to 5, `box` innermost first (one entry per view dim).

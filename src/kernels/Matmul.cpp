@@ -139,7 +139,7 @@ LibraryKernel matmul() {
   // 128 x 96 tiles is 128 programs, one wave without splitting K, the tile cuBLAS runs there
   // (bench/RESULTS.md, session 29); its B tile is copied in 32-column boxes (64-byte swizzle).
   // sm_90a: 16-bit matmuls take the TMA + wgmma path only for BLOCK_M in {64, 128, 192},
-  // BLOCK_N a multiple of 32 up to 256 and BLOCK_K in {64, 128} (src/cuda/EmitWgmma.cpp). On
+  // BLOCK_N 64, 96, 128, 192 or 256 and BLOCK_K in {64, 128} (src/cuda/EmitWgmma.cpp). On
   // the H200 (bf16, 4096^3) 128x256x64 ran at 778 TFLOP/s there against 251 for the mma.sync
   // path's former default 128x128x32 (bench/RESULTS.md). The kernel's own default is now the
   // same tile (for mma.sync elsewhere); the entry stays so that sm_90a keeps it whatever the

@@ -274,8 +274,8 @@ int64_t config_value(const Config& c, const std::string& name, int64_t fallback)
   return it == c.end() ? fallback : it->second;
 }
 
-// A dot that swap_operands = 1 puts on wgmma (EmitWgmma.cpp's plan): 8, 16 or 32 rows, 64 to 256
-// columns, 16-bit operands (or fp8 with b transposed: both K-major), K steps of one or
+// A dot that swap_operands = 1 puts on wgmma (EmitWgmma.cpp's plan): 8, 16 or 32 rows, 64, 128,
+// 192 or 256 columns, 16-bit operands (or fp8 with b transposed: both K-major), K steps of one or
 // two 128-byte rows.
 bool swappable_dot(const Op& dot) {
   if (!shape_is_static(dot.result()->type.shape) || !shape_is_static(dot.operand(0)->type.shape)) return false;
@@ -362,11 +362,32 @@ Constraint cuda_swap_constraint() {
           [](const Candidate& c) -> std::string {
             if (config_value(c.config, "swap_operands", 0) != 1 || c.target.rfind("cuda:", 0) != 0) return "";
             if (!has_swappable_dot(c.bound))
-              return "swap_operands = 1: no dot of 8, 16 or 32 rows and 64 to 256 columns on 16-bit or fp8 operands "
+              return "swap_operands = 1: no dot of 8, 16 or 32 rows and 64, 128, 192 or 256 columns on 16-bit or fp8 operands "
                      "(the swap takes only those)";
             if (config_value(c.config, "cluster_m", 1) != 1)
               return "swap_operands = 1 with cluster_m: the pairs are not taken (the batch's tile is the one they would share)";
             return "";
+          }};
+}
+
+Constraint cuda_narrow_b_constraint() {
+  return {"cuda-b-tile-96",
+          "a dot of 96 columns only on sm_90a's wgmma (16-bit, a multiple of 64 rows): elsewhere its B rows of 12 "
+          "16-byte chunks take no cp.async ring",
+          [](const Candidate& c) -> std::string {
+            if (c.target.rfind("cuda:", 0) != 0) return "";
+            std::string why;
+            walk(const_cast<Kernel&>(c.bound), [&](Op& op) {
+              if (!why.empty() || op.kind != OpKind::Dot || !shape_is_static(op.result()->type.shape)) return;
+              const auto sh = static_shape(op.result()->type.shape);
+              if (sh.size() != 2 || sh[1] != 96) return;
+              const ScalarKind in = op.operand(0)->type.elem;
+              if (c.target != "cuda:sm_90a" || sh[0] % 64 != 0 || (in != ScalarKind::BF16 && in != ScalarKind::F16))
+                why = "a dot of " + std::to_string(sh[0]) + " x 96 on " + c.target +
+                      ": 96 columns are for sm_90a's wgmma (16-bit, a multiple of 64 rows); elsewhere the dot runs "
+                      "without a ring";
+            });
+            return why;
           }};
 }
 
@@ -473,7 +494,7 @@ Space make_space(const Kernel& unbound, const std::string& target, const Config&
   }
   s.constraints = {tile_cover_constraint(), cpu_tile_bytes_constraint(), cpu_dot_block_constraint(),
                    cuda_smem_constraint(), cuda_split_k_constraint(), cuda_stream_k_constraint(),
-                   cuda_swap_constraint()};
+                   cuda_swap_constraint(), cuda_narrow_b_constraint()};
   return s;
 }
 

@@ -145,8 +145,12 @@ Constraint cuda_split_k_constraint(int64_t sms = 132);
 // `sms`: any wave but a full one), and neither cluster_m = 2 (not taken with stream-K) nor a split (the
 // split compilation runs instead).
 Constraint cuda_stream_k_constraint(int64_t sms = 132);
-// "cuda-swap-operands": swap_operands = 1 needs a dot of 8, 16 or 32 rows and 64, 128 or 192
-// columns on 16-bit or fp8 (b transposed) operands with K steps of one or two 128-byte rows (what the
+// "cuda-b-tile-96": a dot of 96 columns only where the wgmma plan takes it (cuda:sm_90a, 16-bit
+// operands, a multiple of 64 rows; B as 32-column boxes): elsewhere B's rows of 12 16-byte
+// chunks take no cp.async ring and the dot runs unpipelined.
+Constraint cuda_narrow_b_constraint();
+// "cuda-swap-operands": swap_operands = 1 needs a dot of 8, 16 or 32 rows and 64, 128, 192 or
+// 256 columns on 16-bit or fp8 (b transposed) operands with K steps of one or two 128-byte rows (what the
 // wgmma plan swaps); elsewhere it is the same program as 0. Not with
 // cluster_m = 2, which the swapped plan does not take (the same program as 1). (With the swap,
 // such a dot counts as wgmma's for split_k and stream_k too.)

@@ -205,7 +205,25 @@ TEST(Space, StreamKNeedsAPartialWaveAndNoClusterOrSplit) {
   EXPECT_EQ(cuda_stream_k_constraint().rejects({off, *bind_config(*b, off), small, t90}), "");
 }
 
-// swap_operands = 1 is kept for a dot of 8, 16 or 32 rows and 64-192 columns (elsewhere the
+// BLOCK_N 96 (16-bit matmuls) is kept where the wgmma plan takes it: sm_90a and a multiple of 64
+// rows; on sm_80, in a 16-row tile and on the cpu target it is pruned or left alone as said.
+TEST(Space, TilesOf96ColumnsOnlyOnWgmma) {
+  auto b = lib("matmul", ScalarKind::BF16);
+  const Sizes big = {{"M", 1024}, {"N", 1536}, {"K", 7168}};
+  auto reason = [&](int64_t bm, const std::string& target) {
+    const Config c{{"BLOCK_M", bm}, {"BLOCK_N", 96}, {"BLOCK_K", 64}};
+    return cuda_narrow_b_constraint().rejects({c, *bind_config(*b, c), big, target});
+  };
+  EXPECT_EQ(reason(128, "cuda:sm_90a"), "");
+  EXPECT_EQ(reason(64, "cuda:sm_90a"), "");
+  EXPECT_NE(reason(128, "cuda:sm_80").find("96 columns are for sm_90a's wgmma"), std::string::npos);
+  EXPECT_NE(reason(16, "cuda:sm_90a").find("a dot of 16 x 96"), std::string::npos);
+  EXPECT_EQ(reason(16, "cpu"), "");
+  const Config c128{{"BLOCK_M", 128}, {"BLOCK_N", 128}, {"BLOCK_K", 64}};
+  EXPECT_EQ(cuda_narrow_b_constraint().rejects({c128, *bind_config(*b, c128), big, "cuda:sm_80"}), "");
+}
+
+// swap_operands = 1 is kept for a dot of 8, 16 or 32 rows and 64, 128, 192 or 256 columns (elsewhere the
 // same program as 0), without cluster_m (not taken with it); with it such a dot is wgmma's, so
 // split_k >= 2 is kept for it.
 TEST(Space, SwapOperandsNeedsASmallMTileAndMakesItWgmma) {
@@ -221,7 +239,7 @@ TEST(Space, SwapOperandsNeedsASmallMTileAndMakesItWgmma) {
   EXPECT_EQ(reason(cuda_swap_constraint(), config(32, 64, 1)), "");
   EXPECT_EQ(reason(cuda_swap_constraint(), config(16, 128, 0)), "");
   const std::string none =
-      "swap_operands = 1: no dot of 8, 16 or 32 rows and 64 to 256 columns on 16-bit or fp8 operands (the swap "
+      "swap_operands = 1: no dot of 8, 16 or 32 rows and 64, 128, 192 or 256 columns on 16-bit or fp8 operands (the swap "
       "takes only those)";
   EXPECT_EQ(reason(cuda_swap_constraint(), config(64, 128, 1)), none);
   EXPECT_EQ(reason(cuda_swap_constraint(), config(16, 256, 1)), "");

@@ -93,9 +93,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) tessera_matmul(uint16_t* ts
           const bool stream_b_ = (int64_t(tsr_dim_M) + 15) / 16 <= 2;
           const bool stream_a_ = (int64_t(tsr_dim_N) + 63) / 64 <= 2;
           const uint64_t pol_first_ = tsr::l2_policy_evict_first();
-          const uint32_t rs_ = uint32_t(ring_it_ % 4), rp_ = uint32_t(ring_it_ / 4) & 1u;
+          uint32_t cs_ = uint32_t(ring_it_ % 4), cp_ = uint32_t(ring_it_ / 4) & 1u;
           for (int64_t i_ = 0; i_ < trip15; ++i_) {
-            const uint32_t it_ = rs_ + uint32_t(i_), s_ = it_ % 4u, ph_ = (rp_ + it_ / 4u) & 1u;
+            const uint32_t s_ = cs_, ph_ = cp_; if (++cs_ == 4u) cs_ = 0, cp_ ^= 1u;
             tsr::mbar_wait(empty_ + 8u * s_, ph_ ^ 1u);
             tsr::mbar_arrive_expect_tx(full_ + 8u * s_, 20480u);
             const int32_t ivp16 = int32_t(int64_t(v11) + (0 + i_) * int64_t(v0));
@@ -108,9 +108,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) tessera_matmul(uint16_t* ts
       } else {
         const uint32_t wg_ = uint32_t(warp_) / 4u;
         tsr::wgmma_fence_regs(frag14);
-        const uint32_t rs_ = uint32_t(ring_it_ % 4), rp_ = uint32_t(ring_it_ / 4) & 1u;
+        uint32_t cs_ = uint32_t(ring_it_ % 4), cp_ = uint32_t(ring_it_ / 4) & 1u, ls_ = 0;
         for (int64_t i_ = 0; i_ < trip15; ++i_) {
-          const uint32_t it_ = rs_ + uint32_t(i_), s_ = it_ % 4u, ph_ = (rp_ + it_ / 4u) & 1u;
+          const uint32_t s_ = cs_, ph_ = cp_, ps_ = ls_; ls_ = s_; if (++cs_ == 4u) cs_ = 0, cp_ ^= 1u;
           tsr::mbar_wait(full_ + 8u * s_, ph_);
           const uint32_t sa_ = ring_ + s_ * 20480u + wg_ * 16384u, sb_ = ring_ + s_ * 20480u + 16384u;
           tsr::wgmma_fence();
@@ -124,11 +124,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) tessera_matmul(uint16_t* ts
           tsr::wgmma_m64n16k16_bf16<0, 1>(frag14, tsr::wgmma_desc_sw128(sa_ + 14336u, 16384u, 1024u), tsr::wgmma_desc_sw128(sb_ + 2144u, 16u, 1024u));
           tsr::wgmma_commit();
           tsr::wgmma_wait<1>();
-          if (i_ > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * ((it_ - 1u) % 4u));
+          if (i_ > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * ps_);
         }
         tsr::wgmma_wait<0>();
         tsr::wgmma_fence_regs(frag14);
-        if (trip15 > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * ((rs_ + uint32_t(trip15) - 1u) % 4u));
+        if (trip15 > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * ls_);
       }
       ring_it_ += trip15;
     }
@@ -173,4 +173,4 @@ extern "C" __global__ void __launch_bounds__(256, 1) tessera_matmul(uint16_t* ts
 // stat warp-specialized = 1
 // stat wgmma-swapped-operands = 1
 // note persistent: one CTA per SM loops over the programs, 8 rows of axis 0 at a time
-// note dot at src/kernels/Matmul.cpp:32:14: wgmma m64n16k16 bf16 on swapped operands (C^T = B^T A^T: the dot's 64 columns on wgmma's rows, its 16 rows on n; A MN-major, B K-major) fed by a 4-stage TMA + mbarrier ring; 1 consumer warpgroup(s) and one producer warpgroup
+// note dot at src/kernels/Matmul.cpp:35:14: wgmma m64n16k16 bf16 on swapped operands (C^T = B^T A^T: the dot's 64 columns on wgmma's rows, its 16 rows on n; A MN-major, B K-major) fed by a 4-stage TMA + mbarrier ring; 1 consumer warpgroup(s) and one producer warpgroup

@@ -160,5 +160,5 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
 // stat pipeline-stages = 4
 // stat smem-bytes = 196608
 // stat threads = 256
-// note dot at src/kernels/Matmul.cpp:32:14: not wgmma: TMA is disabled for this compilation (operands a tensor map cannot describe)
+// note dot at src/kernels/Matmul.cpp:35:14: not wgmma: TMA is disabled for this compilation (operands a tensor map cannot describe)
 // note grouped order: CTAs take the programs 8 rows of axis 0 at a time, for L2 reuse of the operand tiles

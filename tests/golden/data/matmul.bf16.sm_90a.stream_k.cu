@@ -106,9 +106,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
           const bool stream_a_ = (int64_t(tsr_dim_N) + 255) / 256 <= 2;
           const bool stream_b_ = (int64_t(tsr_dim_M) + 127) / 128 <= 2;
           const uint64_t pol_first_ = tsr::l2_policy_evict_first();
-          const uint32_t rs_ = uint32_t(ring_it_ % 4), rp_ = uint32_t(ring_it_ / 4) & 1u;
+          uint32_t cs_ = uint32_t(ring_it_ % 4), cp_ = uint32_t(ring_it_ / 4) & 1u;
           for (int64_t i_ = 0; i_ < trip15; ++i_) {
-            const uint32_t it_ = rs_ + uint32_t(i_), s_ = it_ % 4u, ph_ = (rp_ + it_ / 4u) & 1u;
+            const uint32_t s_ = cs_, ph_ = cp_; if (++cs_ == 4u) cs_ = 0, cp_ ^= 1u;
             tsr::mbar_wait(empty_ + 8u * s_, ph_ ^ 1u);
             tsr::mbar_arrive_expect_tx(full_ + 8u * s_, 49152u);
             const int32_t ivp17 = int32_t(int64_t(v11) + (first_ + i_) * int64_t(v0));
@@ -193,9 +193,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
         const int64_t first_ = trip_all34 * tsr_pb / tsr_G, trip33 = trip_all34 * tsr_pe / tsr_G - first_;
         const uint32_t wg_ = uint32_t(warp_) / 4u;
         tsr::wgmma_fence_regs(frag32);
-        const uint32_t rs_ = uint32_t(ring_it_ % 4), rp_ = uint32_t(ring_it_ / 4) & 1u;
+        uint32_t cs_ = uint32_t(ring_it_ % 4), cp_ = uint32_t(ring_it_ / 4) & 1u, ls_ = 0;
         for (int64_t i_ = 0; i_ < trip33; ++i_) {
-          const uint32_t it_ = rs_ + uint32_t(i_), s_ = it_ % 4u, ph_ = (rp_ + it_ / 4u) & 1u;
+          const uint32_t s_ = cs_, ph_ = cp_, ps_ = ls_; ls_ = s_; if (++cs_ == 4u) cs_ = 0, cp_ ^= 1u;
           tsr::mbar_wait(full_ + 8u * s_, ph_);
           const uint32_t sa_ = ring_ + s_ * 49152u + wg_ * 8192u, sb_ = ring_ + s_ * 49152u + 16384u;
           tsr::wgmma_fence();
@@ -211,11 +211,11 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
             else if (i_ == 3) tsr::epilogue_box_sw128<3, 1>(&tsr_tma2, epi_buf_ + 8192u, pk_, pcol_, prow_);
           }
           tsr::wgmma_wait<1>();
-          if (i_ > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * ((it_ - 1u) % 4u));
+          if (i_ > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * ps_);
         }
         tsr::wgmma_wait<0>();
         tsr::wgmma_fence_regs(frag32);
-        if (trip33 > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * ((rs_ + uint32_t(trip33) - 1u) % 4u));
+        if (trip33 > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * ls_);
         if (pend_) {  // boxes the loop had too few iterations for
           if (trip33 <= 0) tsr::epilogue_box_sw128<0, 1>(&tsr_tma2, epi_buf_ + 0u, pk_, pcol_, prow_);
           if (trip33 <= 1) tsr::epilogue_box_sw128<1, 1>(&tsr_tma2, epi_buf_ + 8192u, pk_, pcol_, prow_);
@@ -309,7 +309,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
 // stat tma-l2-policy-auto = 2
 // stat tma-store-epilogues = 1
 // stat warp-specialized = 1
-// note dot at src/kernels/Matmul.cpp:32:14: epilogue overlapped: the producer and consumer warpgroups run their own program loops (setmaxnreg 40 / 232); the consumers store box c of each block during iteration c of the next program's loop
+// note dot at src/kernels/Matmul.cpp:35:14: epilogue overlapped: the producer and consumer warpgroups run their own program loops (setmaxnreg 40 / 232); the consumers store box c of each block during iteration c of the next program's loop
 // note stream-K: the tiles when they are fewer than the CTAs, else a last partial wave (of at least half the CTAs, else with the full wave before it), are cut into equal shares of K work, one per CTA, each run last tile first; the CTA that ends a tile adds the earlier parts in K order
 // note persistent: one CTA per SM loops over the programs, 8 rows of axis 0 at a time
-// note dot at src/kernels/Matmul.cpp:32:14: wgmma m64n256k16 bf16 (B MN-major) fed by a 4-stage TMA + mbarrier ring; 2 consumer warpgroup(s) and one producer warpgroup
+// note dot at src/kernels/Matmul.cpp:35:14: wgmma m64n256k16 bf16 (B MN-major) fed by a 4-stage TMA + mbarrier ring; 2 consumer warpgroup(s) and one producer warpgroup

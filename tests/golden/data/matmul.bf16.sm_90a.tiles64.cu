@@ -93,9 +93,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) tessera_matmul(uint16_t* ts
           const bool stream_a_ = (int64_t(tsr_dim_N) + 63) / 64 <= 2;
           const bool stream_b_ = (int64_t(tsr_dim_M) + 63) / 64 <= 2;
           const uint64_t pol_first_ = tsr::l2_policy_evict_first();
-          const uint32_t rs_ = uint32_t(ring_it_ % 4), rp_ = uint32_t(ring_it_ / 4) & 1u;
+          uint32_t cs_ = uint32_t(ring_it_ % 4), cp_ = uint32_t(ring_it_ / 4) & 1u;
           for (int64_t i_ = 0; i_ < trip15; ++i_) {
-            const uint32_t it_ = rs_ + uint32_t(i_), s_ = it_ % 4u, ph_ = (rp_ + it_ / 4u) & 1u;
+            const uint32_t s_ = cs_, ph_ = cp_; if (++cs_ == 4u) cs_ = 0, cp_ ^= 1u;
             tsr::mbar_wait(empty_ + 8u * s_, ph_ ^ 1u);
             tsr::mbar_arrive_expect_tx(full_ + 8u * s_, 16384u);
             const int32_t ivp16 = int32_t(int64_t(v11) + (0 + i_) * int64_t(v0));
@@ -164,9 +164,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) tessera_matmul(uint16_t* ts
         const int64_t trip32 = v17 > 0 && int64_t(v27) > int64_t(v28) ? (int64_t(v27) - int64_t(v28) + v17 - 1) / v17 : 0;
         const uint32_t wg_ = uint32_t(warp_) / 4u;
         tsr::wgmma_fence_regs(frag31);
-        const uint32_t rs_ = uint32_t(ring_it_ % 4), rp_ = uint32_t(ring_it_ / 4) & 1u;
+        uint32_t cs_ = uint32_t(ring_it_ % 4), cp_ = uint32_t(ring_it_ / 4) & 1u, ls_ = 0;
         for (int64_t i_ = 0; i_ < trip32; ++i_) {
-          const uint32_t it_ = rs_ + uint32_t(i_), s_ = it_ % 4u, ph_ = (rp_ + it_ / 4u) & 1u;
+          const uint32_t s_ = cs_, ph_ = cp_, ps_ = ls_; ls_ = s_; if (++cs_ == 4u) cs_ = 0, cp_ ^= 1u;
           tsr::mbar_wait(full_ + 8u * s_, ph_);
           const uint32_t sa_ = ring_ + s_ * 16384u + wg_ * 8192u, sb_ = ring_ + s_ * 16384u + 8192u;
           tsr::wgmma_fence();
@@ -179,11 +179,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) tessera_matmul(uint16_t* ts
             if (i_ == 0) tsr::epilogue_box_sw128<0, 0>(&tsr_tma2, epi_buf_ + 0u, pk_, pcol_, prow_);
           }
           tsr::wgmma_wait<1>();
-          if (i_ > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * ((it_ - 1u) % 4u));
+          if (i_ > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * ps_);
         }
         tsr::wgmma_wait<0>();
         tsr::wgmma_fence_regs(frag31);
-        if (trip32 > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * ((rs_ + uint32_t(trip32) - 1u) % 4u));
+        if (trip32 > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * ls_);
         if (pend_) {  // boxes the loop had too few iterations for
           if (trip32 <= 0) tsr::epilogue_box_sw128<0, 0>(&tsr_tma2, epi_buf_ + 0u, pk_, pcol_, prow_);
         }
@@ -238,6 +238,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) tessera_matmul(uint16_t* ts
 // stat tma-l2-policy-auto = 2
 // stat tma-store-epilogues = 1
 // stat warp-specialized = 1
-// note dot at src/kernels/Matmul.cpp:32:14: epilogue overlapped: the producer and consumer warpgroups run their own program loops; the consumers store box c of each block during iteration c of the next program's loop
+// note dot at src/kernels/Matmul.cpp:35:14: epilogue overlapped: the producer and consumer warpgroups run their own program loops; the consumers store box c of each block during iteration c of the next program's loop
 // note persistent: one CTA per SM loops over the programs, 8 rows of axis 0 at a time
-// note dot at src/kernels/Matmul.cpp:32:14: wgmma m64n64k16 bf16 (B MN-major) fed by a 4-stage TMA + mbarrier ring; 1 consumer warpgroup(s) and one producer warpgroup
+// note dot at src/kernels/Matmul.cpp:35:14: wgmma m64n64k16 bf16 (B MN-major) fed by a 4-stage TMA + mbarrier ring; 1 consumer warpgroup(s) and one producer warpgroup

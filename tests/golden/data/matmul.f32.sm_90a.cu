@@ -194,4 +194,4 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul(float* tsr_p0, 
 // stat smem-bytes = 16384
 // stat threads = 128
 // stat vector-accesses = 3
-// note dot at src/kernels/Matmul.cpp:32:14: not wgmma: wgmma here takes bf16, f16 or f8 operands (both the same) into an f32 accumulator, not f32 x f32 into f32
+// note dot at src/kernels/Matmul.cpp:35:14: not wgmma: wgmma here takes bf16, f16 or f8 operands (both the same) into an f32 accumulator, not f32 x f32 into f32

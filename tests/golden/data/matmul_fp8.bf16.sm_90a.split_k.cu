@@ -89,9 +89,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul_fp8(uint8_t*
         const bool stream_a_ = (int64_t(tsr_dim_N) + 255) / 256 <= 2;
         const bool stream_b_ = (int64_t(tsr_dim_M) + 127) / 128 <= 2;
         const uint64_t pol_first_ = tsr::l2_policy_evict_first();
-        const uint32_t rs_ = uint32_t(ring_it_ % 4), rp_ = uint32_t(ring_it_ / 4) & 1u;
+        uint32_t cs_ = uint32_t(ring_it_ % 4), cp_ = uint32_t(ring_it_ / 4) & 1u;
         for (int64_t i_ = 0; i_ < trip15; ++i_) {
-          const uint32_t it_ = rs_ + uint32_t(i_), s_ = it_ % 4u, ph_ = (rp_ + it_ / 4u) & 1u;
+          const uint32_t s_ = cs_, ph_ = cp_; if (++cs_ == 4u) cs_ = 0, cp_ ^= 1u;
           tsr::mbar_wait(empty_ + 8u * s_, ph_ ^ 1u);
           tsr::mbar_arrive_expect_tx(full_ + 8u * s_, 49152u);
           const int32_t ivp17 = int32_t(int64_t(v11) + (first_ + i_) * int64_t(v0));
@@ -103,9 +103,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul_fp8(uint8_t*
     } else {
       const uint32_t wg_ = uint32_t(warp_) / 4u;
       tsr::wgmma_fence_regs(frag14);
-      const uint32_t rs_ = uint32_t(ring_it_ % 4), rp_ = uint32_t(ring_it_ / 4) & 1u;
+      uint32_t cs_ = uint32_t(ring_it_ % 4), cp_ = uint32_t(ring_it_ / 4) & 1u, ls_ = 0;
       for (int64_t i_ = 0; i_ < trip15; ++i_) {
-        const uint32_t it_ = rs_ + uint32_t(i_), s_ = it_ % 4u, ph_ = (rp_ + it_ / 4u) & 1u;
+        const uint32_t s_ = cs_, ph_ = cp_, ps_ = ls_; ls_ = s_; if (++cs_ == 4u) cs_ = 0, cp_ ^= 1u;
         tsr::mbar_wait(full_ + 8u * s_, ph_);
         const uint32_t sa_ = ring_ + s_ * 49152u + wg_ * 8192u, sb_ = ring_ + s_ * 49152u + 16384u;
         tsr::wgmma_fence();
@@ -115,11 +115,11 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul_fp8(uint8_t*
         tsr::wgmma_m64n256k32_e4m3(frag14, tsr::wgmma_desc_sw128(sa_ + 96u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 96u, 16u, 1024u));
         tsr::wgmma_commit();
         tsr::wgmma_wait<1>();
-        if (i_ > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * ((it_ - 1u) % 4u));
+        if (i_ > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * ps_);
       }
       tsr::wgmma_wait<0>();
       tsr::wgmma_fence_regs(frag14);
-      if (trip15 > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * ((rs_ + uint32_t(trip15) - 1u) % 4u));
+      if (trip15 > 0 && lane_ == 0) tsr::mbar_arrive(empty_ + 8u * ls_);
     }
     ring_it_ += trip15;
     __syncthreads();
