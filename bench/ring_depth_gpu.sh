@@ -4,14 +4,13 @@
 # ROUNDS rounds, for each "shape:tile" of CASES. One GPU call after `source .devdeps/setup.sh`
 # and a build of build-gpu/bin/tessera.
 set -uo pipefail
-T=${TESSERA:-build-gpu/bin/tessera}
+source bench/gpu_common.sh
 for cs in ${CASES:-M=1024,N=1536,K=7168:BLOCK_M=128,BLOCK_N=96,BLOCK_K=64 M=128,N=3584,K=3584:BLOCK_M=64,BLOCK_N=64,BLOCK_K=64 M=1024,N=1536,K=7040:BLOCK_M=128,BLOCK_N=96,BLOCK_K=64}; do
   s=${cs%%:*} c=${cs#*:}
   for r in $(seq "${ROUNDS:-2}"); do
     line="$s $c r$r:"
     for st in ${STAGES:-4 5 6 7 8 12 16}; do
-      ms=$("$T" bench matmul --dtype bf16 -b cuda --size "$s" --reps 100 --warmup 10 \
-        --config "$c,split_k=0,stream_k=0,ring_stages=$st" 2>&1 | grep -o 'median_ms=[0-9.e+-]*' | cut -d= -f2)
+      ms=$(matmul_ms "$s" "$c,split_k=0,stream_k=0,ring_stages=$st")
       line="$line $st:${ms:-fail}"
     done
     echo "$line"

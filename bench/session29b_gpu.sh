@@ -4,21 +4,14 @@
 # cuBLAS's 13-stage nvjet kernel at M = 128) and one-wave tiles at 1024x1536x7168, `tessera bench`
 # medians (no L2 flush) in alternated rounds, cuBLAS beside them (bench/cublas_kernels.py).
 set -uo pipefail
-B=${BUILD:-build-gpu}
-S0=$(date +%s)
-cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release > /tmp/s29_cmake.log 2>&1 || { tail -20 /tmp/s29_cmake.log; exit 1; }
-timeout 400 cmake --build "$B" -j16 --target tessera tessera_gpu_tests 2>&1 | tail -1
-echo "[$(( $(date +%s) - S0 )) s] built"
+source bench/gpu_common.sh
+gpu_build tessera tessera_gpu_tests
 timeout 300 "$B/bin/tessera_gpu_tests" --gtest_filter="${FILTER:-WgmmaGpu.*:LibraryGpu.*Matmul*:ClusterGpu.*}" 2>&1 | grep -E "^\[  (FAILED|PASSED) |Failure|error|tests ran" | head -30
 echo "[$(( $(date +%s) - S0 )) s] tests"
-T="$B/bin/tessera"
-bench() {  # shape, config
-  "$T" bench matmul --dtype bf16 -b cuda --size "$1" --reps 200 --warmup 20 --config "$2" 2>&1 | grep -o 'median_ms=[0-9.e+-]*' | cut -d= -f2
-}
 run_set() {  # shape, configs...
   local s=$1; shift
   for r in 1 2; do
-    for c in "$@"; do echo "$s r$r $c: $(bench "$s" "$c")"; done
+    for c in "$@"; do echo "$s r$r $c: $(matmul_ms "$s" "$c" 200 20)"; done
   done
 }
 D="split_k=0,stream_k=0"

@@ -5,11 +5,8 @@
 # timing: do_bench, rep 5, 3 rounds of the finalists) over ring_stages {0, 6, 8} for each of
 # CONFIGS (the figure's other knobs fixed), and cuBLAS (bench/cublas_kernels.py) beside it.
 set -uo pipefail
-B=${BUILD:-build-gpu}
-S0=$(date +%s)
-cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release > /tmp/t96_cmake.log 2>&1 || { tail -20 /tmp/t96_cmake.log; exit 1; }
-timeout 400 cmake --build "$B" -j16 --target tessera tessera_gpu_tests 2>&1 | tail -1
-echo "[$(( $(date +%s) - S0 )) s] built"
+source bench/gpu_common.sh
+gpu_build tessera tessera_gpu_tests
 [ -z "${NOTEST:-}" ] && timeout 240 "$B/bin/tessera_gpu_tests" --gtest_filter="${FILTER:-WgmmaGpu.TilesOf96*}" 2>&1 | grep -E "^\[ *(OK|FAILED|PASSED) |Failure|Which is|error" | head -30
 echo "[$(( $(date +%s) - S0 )) s] tests"
 T="$B/bin/tessera"

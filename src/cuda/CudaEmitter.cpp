@@ -1072,8 +1072,8 @@ CudaEmission Emitter::run() {
     info.persistent_cluster = wg_.cluster_m;
     wg_.tma_a = add_map(wg_.load_a->operand(0), atom, wg_.a_kmajor ? wg_.BM : wg_.BK);
     // (Under multicast each CTA of the pair copies half of B's box rows.)
-    wg_.tma_b = add_map(wg_.load_b->operand(0), wg_.b_swizzle / wg_.eb, (wg_.b_kmajor ? wg_.BN : wg_.BK) / wg_.cluster_m,
-                        wg_.b_swizzle);
+    wg_.tma_b = add_map(wg_.load_b->operand(0), wg_.b_swizzle / wg_.eb,
+                        (wg_.b_kmajor ? wg_.BN : wg_.BK) / wg_.cluster_m, wg_.b_swizzle);
     if (persistent_) {
       const Value* out = wg_.store->operand(0);
       // Knob tma_store_epilogue = 0: the consumers store their fragments straight to global

@@ -6,9 +6,10 @@
 //              of the BM x BN accumulator, BN / 2 f32 registers per thread) and one producer
 //              warpgroup after them, of which one thread issues the copies.
 //   ring:      S stages, each A [BM x BK] as BK / 64 TMA boxes of BM rows x 128 bytes and B
-//              [BK x BN] as BN / 64 boxes of BK rows x 128 bytes, 128-byte swizzled (BN = 96: three
-//              boxes of BK rows x 64 bytes, 64-byte swizzled), 1024-byte aligned; per stage a "full" mbarrier (1 arrival + the stage's bytes) and an
-//              "empty" one (one arrival per consumer warp).
+//              [BK x BN] as BN / 64 boxes of BK rows x 128 bytes, 128-byte swizzled (BN = 96:
+//              three boxes of BK rows x 64 bytes, 64-byte swizzled), 1024-byte aligned; per
+//              stage a "full" mbarrier (1 arrival + the stage's bytes) and an "empty" one (one
+//              arrival per consumer warp).
 //   producer:  for iteration i: wait empty[i % S] (parity of round i / S, minus one), expect the
 //              stage's bytes on full[i % S], re-emit the body's index arithmetic for iteration i,
 //              issue the TMA boxes.
@@ -83,7 +84,8 @@ Emitter::WgmmaPlan Emitter::plan_wgmma() const {
     if (!wgmma_swap_m(BM))
       return no("BLOCK_M = " + std::to_string(BM) + " (the swapped product puts it on wgmma's n: 8, 16 or 32)");
     if (!wgmma_swap_n(BN))
-      return no("BLOCK_N = " + std::to_string(BN) + " (the swapped product puts it on wgmma's 64-row blocks: 64, 128, 192 or 256)");
+      return no("BLOCK_N = " + std::to_string(BN) +
+                " (the swapped product puts it on wgmma's 64-row blocks: 64, 128, 192 or 256)");
     std::swap(BM, BN);
   } else {
     if (wgmma_swap_m(BM) && wgmma_swap_n(BN))
@@ -518,8 +520,8 @@ void Emitter::emit_wgmma_producer(const Op& f, const std::string& trip, const st
   const int64_t b_rows = w.b_kmajor ? w.BN : w.BK;
   if (mc) line("const uint32_t mc_rank_ = tsr::cluster_rank();");
   auto b_half = [&](const std::string& row) {
-    return mc ? std::make_pair(" + mc_rank_ * " + n(b_rows / 2 * w.b_swizzle) + "u", "int(" + row + " + int64_t(mc_rank_) * " +
-                                                                             n(b_rows / 2) + ")")
+    return mc ? std::make_pair(" + mc_rank_ * " + n(b_rows / 2 * w.b_swizzle) + "u",
+                               "int(" + row + " + int64_t(mc_rank_) * " + n(b_rows / 2) + ")")
               : std::make_pair(std::string(), "int(" + row + ")");
   };
   line(ring_base(S, false));
@@ -536,8 +538,8 @@ void Emitter::emit_wgmma_producer(const Op& f, const std::string& trip, const st
   line("const uint32_t sa_ = ring_ + s_ * " + n(stage) + "u, bar_ = full_ + 8u * s_;");
   // A K-major: BK / atom boxes of BM rows x 128 bytes; MN-major (the swapped product's weights
   // from a [K, N] view): BM / 64 boxes of BK rows x 128 bytes. B MN-major: BN / 64 boxes of BK
-  // rows x 128 bytes (BN / 32 boxes of BK rows x 64 bytes under b_swizzle = 64); B K-major ([N, K] view, or the swapped product's batch): BK / atom boxes
-  // of BN rows x 128 bytes.
+  // rows x 128 bytes (BN / 32 boxes of BK rows x 64 bytes under b_swizzle = 64); B K-major
+  // ([N, K] view, or the swapped product's batch): BK / atom boxes of BN rows x 128 bytes.
   // One operand's boxes: `l` loads tile (op 1, op 2) of its view, `mn` is the operand's M or N
   // extent, `off` its place in the stage, `half` B's multicast half (cluster_m = 2).
   auto copy_operand = [&](const Op& l, bool kmajor, int64_t mn, int64_t off, const std::string& hint,
@@ -598,11 +600,12 @@ void Emitter::emit_wgmma_consumer(const std::string& frag, const std::string& tr
                          ? "tsr::wgmma_desc_sw128(sa_ + " + n((k / 4) * w.BM * 128 + (k % 4) * 32) + "u, 16u, 1024u)"
                          : "tsr::wgmma_desc_sw128(sa_ + " + n(k * 16 * 128) + "u, " + n(w.BK * 128) + "u, 1024u)";
     // (MN-major B under 64-byte swizzle: 32-column boxes BK * 64 bytes apart, 8-row groups of
-    // 512 bytes, a k16 step 1024 bytes.)
-    const int64_t bsw = w.b_swizzle;
-    std::string db = w.b_kmajor ? "tsr::wgmma_desc_sw128(sb_ + " + n((k / 4) * w.BN * 128 + (k % 4) * 32) + "u, 16u, 1024u)"
-                     : bsw == 64 ? "tsr::wgmma_desc_sw64(sb_ + " + n(k * 16 * 64) + "u, " + n(w.BK * 64) + "u, 512u)"
-                                 : "tsr::wgmma_desc_sw128(sb_ + " + n(k * 16 * 128) + "u, " + n(w.BK * 128) + "u, 1024u)";
+    // 512 bytes, a k16 step 1024 bytes: the 128-byte form with every size halved.)
+    const int64_t sw = w.b_swizzle;
+    std::string db = w.b_kmajor
+                         ? "tsr::wgmma_desc_sw128(sb_ + " + n((k / 4) * w.BN * 128 + (k % 4) * 32) + "u, 16u, 1024u)"
+                         : "tsr::wgmma_desc_sw" + n(sw) + "(sb_ + " + n(k * 16 * sw) + "u, " + n(w.BK * sw) + "u, " +
+                               n(8 * sw) + "u)";
     line(fn + "(" + frag + ", " + da + ", " + db + ");");
   }
   line("tsr::wgmma_commit();");

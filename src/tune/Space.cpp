@@ -362,8 +362,8 @@ Constraint cuda_swap_constraint() {
           [](const Candidate& c) -> std::string {
             if (config_value(c.config, "swap_operands", 0) != 1 || c.target.rfind("cuda:", 0) != 0) return "";
             if (!has_swappable_dot(c.bound))
-              return "swap_operands = 1: no dot of 8, 16 or 32 rows and 64, 128, 192 or 256 columns on 16-bit or fp8 operands "
-                     "(the swap takes only those)";
+              return "swap_operands = 1: no dot of 8, 16 or 32 rows and 64, 128, 192 or 256 columns on 16-bit or fp8 "
+                     "operands (the swap takes only those)";
             if (config_value(c.config, "cluster_m", 1) != 1)
               return "swap_operands = 1 with cluster_m: the pairs are not taken (the batch's tile is the one they would share)";
             return "";

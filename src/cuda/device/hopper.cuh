@@ -205,18 +205,17 @@ TSR_D void epilogue_box_sw128(const TmaDesc* map, uint32_t buf, const uint32_t (
   }
 }
 
-// A wgmma shared-memory matrix descriptor: 128-byte swizzle, offsets in bytes.
-TSR_D uint64_t wgmma_desc_sw128(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+// A wgmma shared-memory matrix descriptor, offsets in bytes; `layout` in bits 62-63 is the
+// swizzle (1: 128-byte, 2: 64-byte).
+template <int Layout>
+TSR_D uint64_t wgmma_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
   return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t((lbo >> 4) & 0x3FFF) << 16) |
-         (uint64_t((sbo >> 4) & 0x3FFF) << 32) | (uint64_t(1) << 62);
+         (uint64_t((sbo >> 4) & 0x3FFF) << 32) | (uint64_t(Layout) << 62);
 }
-
-// The same with 64-byte swizzle (layout type 2): B tiles of N = 32 (mod 64) columns, MN-major,
-// as boxes of 32 columns (64 bytes) whose 8-row groups are 512 bytes.
-TSR_D uint64_t wgmma_desc_sw64(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t((lbo >> 4) & 0x3FFF) << 16) |
-         (uint64_t((sbo >> 4) & 0x3FFF) << 32) | (uint64_t(2) << 62);
-}
+TSR_D uint64_t wgmma_desc_sw128(uint32_t addr, uint32_t lbo, uint32_t sbo) { return wgmma_desc<1>(addr, lbo, sbo); }
+// 64-byte swizzle: B tiles of N = 32 (mod 64) columns, MN-major, as boxes of 32 columns (64
+// bytes) whose 8-row groups are 512 bytes.
+TSR_D uint64_t wgmma_desc_sw64(uint32_t addr, uint32_t lbo, uint32_t sbo) { return wgmma_desc<2>(addr, lbo, sbo); }
 
 TSR_D void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 TSR_D void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
