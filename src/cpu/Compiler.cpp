@@ -116,11 +116,12 @@ std::string compiler_identity(const std::string& cxx) {
 
 CompileResult run_compiler(const std::string& cxx, const std::vector<std::string>& flags,
                            const std::string& src_path, const std::string& out_path,
-                           const std::string& include_dir) {
+                           const std::string& include_dir, const std::vector<std::string>& inputs) {
   std::vector<std::string> argv{cxx};
   argv.insert(argv.end(), flags.begin(), flags.end());
   argv.push_back("-I" + include_dir);
   argv.push_back(src_path);
+  argv.insert(argv.end(), inputs.begin(), inputs.end());
   argv.push_back("-o");
   argv.push_back(out_path);
   std::string log = out_path + ".log";

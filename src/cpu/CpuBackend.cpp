@@ -139,9 +139,16 @@ class CpuKernelImpl : public CpuKernel {
 
 std::string cpu_cache_dir(const CpuOptions& o) { return default_cache_dir(o.cache_dir); }
 
+void build_cpu_runtime_object(const std::string& dir, const CpuOptions& o) {
+  store_runtime_object(resolve_compiler(o), resolve_flags(o), dir);
+}
+
 void clear_cpu_memory_cache() {
-  std::lock_guard<std::mutex> lock(g_mu);
-  g_memory.clear();
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_memory.clear();
+  }
+  forget_runtime_objects();
 }
 
 std::shared_ptr<CpuKernel> compile_cpu(const Kernel& k, const CpuOptions& opts) {
@@ -192,13 +199,29 @@ std::shared_ptr<CpuKernel> compile_cpu(const Kernel& k, const CpuOptions& opts) 
   }
   auto t0 = std::chrono::steady_clock::now();
   compiler_version(cxx);  // a compiler that does not run is a clear error, before any build
+  // The runtime header's helpers come compiled (src/cpu/RuntimeObject.cpp) where there is a
+  // copy or a disk cache to keep one; the kernel is the same either way, so the key does not
+  // say which.
+  std::shared_ptr<const RuntimeObject> runtime = find_runtime_object(cxx, flags, disk ? disk->dir() : "");
   std::string work = make_work_dir(disk ? disk->dir() : env_or("TMPDIR", "/tmp"));
   std::shared_ptr<SharedObject> so;
   try {
     write_whole_file(work + "/tessera_cpu.h", kRuntimeHeader, false);
     write_whole_file(work + "/kernel.cpp", src.source, false);
+    std::vector<std::string> kernel_flags = flags, inputs;
+    if (runtime) {
+      write_whole_file(work + "/runtime.o", runtime->bytes, false);
+      kernel_flags.push_back("-DTSR_PREBUILT_RUNTIME");
+      inputs.push_back(work + "/runtime.o");
+    }
     std::string out = work + "/kernel.so";
-    CompileResult r = run_compiler(cxx, flags, work + "/kernel.cpp", out, work);
+    CompileResult r = run_compiler(cxx, kernel_flags, work + "/kernel.cpp", out, work, inputs);
+    if (!r.ok && runtime && r.diagnostics.find("runtime.o") != std::string::npos) {
+      // The runtime object did not link (a bad entry that verified): dropped, and the kernel
+      // compiled self-contained (a new process builds a good object again).
+      drop_runtime_object(*runtime, disk ? disk->dir() : "");
+      r = run_compiler(cxx, flags, work + "/kernel.cpp", out, work);
+    }
     if (!r.ok) compile_failed(cxx, r.diagnostics, src);
     if (disk) disk->store(key, read_file(out));
     so = load_shared(out);  // this build's own file: the entry may be replaced or removed meanwhile

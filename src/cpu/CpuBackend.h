@@ -42,6 +42,10 @@ std::shared_ptr<CpuKernel> compile_cpu(const Kernel& bound_kernel, const CpuOpti
 void clear_cpu_memory_cache();
 // The disk cache directory `opts` resolves to (the defaults above applied).
 std::string cpu_cache_dir(const CpuOptions& opts = {});
+// Compiles the runtime object (the runtime header's helpers, linked into every kernel; see
+// src/cpu/RuntimeObject.cpp) for `opts`' compiler and flags into `dir`, unless it is there:
+// the CMake build's tessera_cpu_runtime step, so that no kernel compile pays for it.
+void build_cpu_runtime_object(const std::string& dir, const CpuOptions& opts = {});
 
 // Notes:
 //  - An unwritable cache directory is an error (TesseraError naming it), not a silent fallback.

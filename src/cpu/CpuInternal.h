@@ -5,6 +5,7 @@
 #include <functional>
 #include <unordered_map>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <string>
 #include <vector>
@@ -59,10 +60,36 @@ struct CompileResult {
   bool ok = false;
   std::string diagnostics;  // the compiler's stderr
 };
-// Compile `src_path` into the shared object `out_path`; `include_dir` holds tessera_cpu.h.
+// Compile `src_path` into `out_path` (what the flags make: a shared object, or an object with
+// -c); `include_dir` holds tessera_cpu.h; `inputs` are linked in after the source.
 CompileResult run_compiler(const std::string& cxx, const std::vector<std::string>& flags,
                            const std::string& src_path, const std::string& out_path,
-                           const std::string& include_dir);
+                           const std::string& include_dir, const std::vector<std::string>& inputs = {});
+
+// The runtime object (src/cpu/RuntimeObject.cpp): tessera_cpu.h's out-of-line helpers compiled
+// once per compiler and flags, linked into every kernel compiled with TSR_PREBUILT_RUNTIME.
+struct RuntimeObject {
+  std::string key;    // runtime_object_key
+  std::string bytes;  // the verified object file
+};
+// The flags that compile it: a kernel's, less -shared and -fuse-ld=, plus -c and the macro.
+std::vector<std::string> runtime_object_flags(const std::vector<std::string>& kernel_flags);
+std::string runtime_object_key(const std::string& cxx, const std::vector<std::string>& kernel_flags);
+// The object for kernels compiled by `cxx` with `kernel_flags`: from this process's memo, the
+// disk cache in `cache_dir` (none when empty), or the build's copy; else compiled and stored in
+// the disk cache. Null when there is no disk cache and no copy, or when it does not compile.
+std::shared_ptr<const RuntimeObject> find_runtime_object(const std::string& cxx,
+                                                         const std::vector<std::string>& kernel_flags,
+                                                         const std::string& cache_dir);
+// A runtime object a kernel would not link with (a verified entry that is not an object): it
+// is removed from `cache_dir`'s disk cache and not used again in this process.
+void drop_runtime_object(const RuntimeObject& o, const std::string& cache_dir);
+// Forget the memo (clear_cpu_memory_cache: as a new process would).
+void forget_runtime_objects();
+// Compiles it into `dir` (disk-cache format) unless an entry is there; throws when it fails.
+void store_runtime_object(const std::string& cxx, const std::vector<std::string>& kernel_flags, const std::string& dir);
+// Where the build keeps its copy (<build>/cpu-runtime; "" when the library was built without).
+std::string build_runtime_dir();
 
 // A loaded shared object and its entry point; dlclose on destruction.
 struct SharedObject {
