@@ -80,6 +80,29 @@ const std::string& compiler_version(const std::string& cxx) {
   return memo[cxx] = out;
 }
 
+const std::string& compiler_macros(const std::string& cxx, const std::vector<std::string>& flags) {
+  static std::mutex mu;
+  static std::map<std::string, std::string> memo;
+  std::vector<std::string> argv{cxx};
+  for (const std::string& f : flags)
+    if (f != "-shared" && f != "-c" && f.rfind("-fuse-ld=", 0) != 0) argv.push_back(f);
+  for (const char* a : {"-E", "-dM", "-x", "c++", "/dev/null"}) argv.push_back(a);
+  std::string id;
+  for (const std::string& a : argv) id += a + "\n";
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = memo.find(id); it != memo.end()) return it->second;
+  char tmpl[] = "/tmp/tessera-cxx-macros-XXXXXX";
+  int fd = ::mkstemp(tmpl);
+  if (fd < 0) throw TesseraError(std::string("cpu backend: cannot create a temporary file: ") + std::strerror(errno));
+  ::close(fd);
+  const int rc = run_process(argv, tmpl);
+  std::string out = read_all(tmpl);
+  ::unlink(tmpl);
+  // A compiler that cannot say: the flags alone stand for the target (as the kernels' keys do).
+  if (rc != 0) out.clear();
+  return memo[id] = out;
+}
+
 std::string find_program(const std::string& name) {
   auto runnable = [](const std::string& p) {
     struct stat st;

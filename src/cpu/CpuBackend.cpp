@@ -208,23 +208,37 @@ std::shared_ptr<CpuKernel> compile_cpu(const Kernel& k, const CpuOptions& opts) 
   try {
     write_whole_file(work + "/tessera_cpu.h", kRuntimeHeader, false);
     write_whole_file(work + "/kernel.cpp", src.source, false);
-    std::vector<std::string> kernel_flags = flags, inputs;
-    if (runtime) {
-      write_whole_file(work + "/runtime.o", runtime->bytes, false);
-      kernel_flags.push_back("-DTSR_PREBUILT_RUNTIME");
-      inputs.push_back(work + "/runtime.o");
-    }
-    std::string out = work + "/kernel.so";
-    CompileResult r = run_compiler(cxx, kernel_flags, work + "/kernel.cpp", out, work, inputs);
-    if (!r.ok && runtime && r.diagnostics.find("runtime.o") != std::string::npos) {
-      // The runtime object did not link (a bad entry that verified): dropped, and the kernel
-      // compiled self-contained (a new process builds a good object again).
+    const std::string out = work + "/kernel.so", rt = work + "/runtime.o";
+    if (runtime) write_whole_file(rt, runtime->bytes, false);
+    auto build = [&](bool with_runtime) {
+      std::vector<std::string> kernel_flags = flags, inputs;
+      if (with_runtime) {
+        kernel_flags.push_back("-DTSR_PREBUILT_RUNTIME");
+        inputs.push_back(rt);
+      }
+      return run_compiler(cxx, kernel_flags, work + "/kernel.cpp", out, work, inputs);
+    };
+    CompileResult r = build(runtime != nullptr);
+    // A runtime object the kernel does not link with (a bad entry that verified) or that lacks
+    // one of its helpers (an object made for another CPU: dlopen names the missing tsr::
+    // symbol) is dropped and the kernel compiled self-contained. Loaded before it is stored, so
+    // such a kernel never reaches the disk cache.
+    auto drop_and_rebuild = [&] {
       drop_runtime_object(*runtime, disk ? disk->dir() : "");
-      r = run_compiler(cxx, flags, work + "/kernel.cpp", out, work);
-    }
+      runtime = nullptr;
+      r = build(false);
+    };
+    if (!r.ok && runtime && r.diagnostics.find(rt) != std::string::npos) drop_and_rebuild();
     if (!r.ok) compile_failed(cxx, r.diagnostics, src);
+    try {
+      so = load_shared(out);  // this build's own file: the entry may be replaced or removed meanwhile
+    } catch (const TesseraError& e) {
+      if (!runtime || std::string(e.what()).find("_ZN3tsr") == std::string::npos) throw;
+      drop_and_rebuild();
+      if (!r.ok) compile_failed(cxx, r.diagnostics, src);
+      so = load_shared(out);
+    }
     if (disk) disk->store(key, read_file(out));
-    so = load_shared(out);  // this build's own file: the entry may be replaced or removed meanwhile
   } catch (...) {
     remove_tree(work);
     throw;

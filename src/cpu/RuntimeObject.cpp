@@ -6,11 +6,13 @@
 // self-contained (nothing to load beside it, no symbol shared between kernels).
 //
 // Where it comes from, first found: this process's memo; the kernel disk cache (an entry like a
-// kernel's, verified the same way); the build's own copy (the tessera_cpu_runtime step of the
-// CMake build writes one into <build>/cpu-runtime for the default compiler and flags); else it
-// is compiled (~2.7 s of CPU, once) and stored in the disk cache. Without a disk cache and
-// without the build's copy, kernels are compiled self-contained as before (a per-process
-// runtime would cost every one-off compile more than it saves).
+// kernel's, verified the same way); the build's own copy (the CMake target
+// tessera_cpu_runtime_object writes one into <build>/cpu-runtime for the default compiler and
+// flags); else it is compiled (~2-2.7 s of CPU, once) and stored in the disk cache. Without a
+// disk cache and without the build's copy, kernels are compiled self-contained as before (a
+// per-process object would cost every one-off compile more than it saves). Its key holds the
+// compiler's predefined macros, so an object made for another CPU (a build folder or a cache
+// carried to another host) is never taken for this one's.
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -45,6 +47,9 @@ std::vector<std::string> runtime_object_flags(const std::vector<std::string>& ke
 std::string runtime_object_key(const std::string& cxx, const std::vector<std::string>& kernel_flags) {
   std::string in = std::string(kRuntimeMagic) + "\n" + kCodegenVersion + "\n" + cxx + "\n" + compiler_identity(cxx) + "\n";
   for (const std::string& f : runtime_object_flags(kernel_flags)) in += f + "\n";
+  // The target the flags resolve to here (-march=native names no CPU): an object made on
+  // another host (a build folder or a cache carried over) is not this one's.
+  in += compiler_macros(cxx, kernel_flags);
   in += kRuntimeHeader;
   return content_hash(in);
 }
@@ -91,7 +96,14 @@ void forget_runtime_objects() {
 void drop_runtime_object(const RuntimeObject& o, const std::string& cache_dir) {
   std::lock_guard<std::mutex> lock(g_runtime_mu);
   g_runtime_memo[o.key] = nullptr;
-  if (!cache_dir.empty()) DiskCache(cache_dir, kRuntimeMagic, ".o").remove(o.key);
+  // Wherever it came from: the disk cache, or the build's copy (where that folder is writable).
+  for (const std::string& dir : {cache_dir, build_runtime_dir()}) {
+    if (dir.empty()) continue;
+    try {
+      DiskCache(dir, kRuntimeMagic, ".o").remove(o.key);
+    } catch (const TesseraError&) {
+    }
+  }
 }
 
 std::shared_ptr<const RuntimeObject> find_runtime_object(const std::string& cxx,
