@@ -485,6 +485,49 @@ TEST(CpuSpeedPaths, LongRowReductionsRunFourAccumulators) {
   }
 }
 
+// A sum scan of 32-bit integers along the row is the runtime's vector scan (16 lanes, a running
+// total): wrapping sums past 2^31 and a row of 1000 (62 vectors and a tail of 8), i32 and u32.
+TEST(CpuSpeedPaths, IntegerSumScanIsTheVectorScan) {
+  for (const std::string dt : {"i32", "u32"}) {
+    SCOPED_TRACE(dt);
+    const std::string row = "tile<" + dt + ", [1, 1000]>";
+    auto k = bound("kernel @scan(%x: view<" + dt + ", [M, N]>, %y: view<" + dt + ", [M, N]>) {\n" + kRowHead +
+                   "  %t = load_tile %x, %pid, %c0 : " + row + "\n  %s = scan %t {axis = 1, kind = \"sum\"} : " + row +
+                   "\n  store_tile %y, %s, %pid, %c0\n}\n");
+    EXPECT_NE(emit_cpp(*k).find("tsr::scan_add32("), std::string::npos);
+    for (int64_t n : {1000, 37}) {
+      std::vector<Tensor> got = run_both(*k, {{"M", 3}, {"N", n}}, 17, [&](std::vector<Tensor>& in) {
+        for (int64_t i = 0; i < 3 * n; i += 7) in[0].set_int(i, 2147483000 - i);  // sums wrap
+      });
+      EXPECT_NE(got[1].get_int(n - 1), 0);
+    }
+  }
+}
+
+// A scatter whose mask is mostly clear skips its clear 64-element chunks: set bits at both ends
+// of chunks and in the last, none in others, against the interpreter (the other columns keep
+// the output's own values).
+TEST(CpuSpeedPaths, SparseMaskedScatterSkipsClearChunks) {
+  auto k = bound(R"(kernel @sparse(%x: view<f32, [M, 256]>, %y: view<f32, [M, 256]>) {
+)" + std::string(kRowHead) + R"(  %t = load_tile %x, %pid, %c0 : tile<f32, [1, 256]>
+  %h = const {value = 1.5} : f32
+  %hb = splat %h : tile<f32, [1, 256]>
+  %m = cmp %t, %hb {pred = "gt"} : tile<i1, [1, 256]>
+  %r = splat %pid : tile<i32, [1, 256]>
+  %col = arange : tile<i32, [256]>
+  %cols = reshape %col : tile<i32, [1, 256]>
+  scatter %y, %t, %r, %cols, %m
+}
+)");
+  EXPECT_NE(emit_cpp(*k).find("tsr::any64("), std::string::npos);
+  std::vector<Tensor> got = run_both(*k, {{"M", 4}}, 23, [](std::vector<Tensor>& in) {
+    for (int64_t c : {0, 63, 64, 191, 255}) in[0].set(256 + c, 2.0 + double(c));  // row 1
+    in[0].set(3 * 256 + 130, 7.0);                                               // row 3
+  });
+  EXPECT_EQ(got[1].get(256 + 63), 65.0);
+  EXPECT_EQ(got[1].get(3 * 256 + 130), 7.0);
+}
+
 // A cheap elementwise result read twice by one op (d * d) is recomputed inside it, not written
 // to an array (layernorm's centered row, masked past the row's end); an expensive one (a log)
 // is computed once into its array.

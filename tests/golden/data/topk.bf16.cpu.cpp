@@ -328,26 +328,18 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       }
       // %102 = scan %48 {axis = 0, kind = "sum"} : tile<i32, [256]>
       alignas(64) int32_t v95[256];
-      for (int64_t o_ = 0; o_ < 1; ++o_)
-      for (int64_t n_ = 0; n_ < 1; ++n_) {
-        int32_t acc96 = c54[(o_ * 256 + 0) * 1 + n_];
-        v95[(o_ * 256 + 0) * 1 + n_] = acc96;
-        for (int64_t l97 = 1; l97 < 256; ++l97) {
-          acc96 = tsr::wadd(acc96, c54[(o_ * 256 + l97) * 1 + n_]);
-          v95[(o_ * 256 + l97) * 1 + n_] = acc96;
-        }
-      }
+      for (int64_t o_ = 0; o_ < 1; ++o_) tsr::scan_add32(c54 + o_ * 256, v95 + o_ * 256, 256);
       // %103 = splat %25 : tile<i32, [256]>
       // (computed inside its user)
       // %104 = cmp %102, %103 {pred = "lt"} : tile<i1, [256]>
-      alignas(64) uint8_t v98[256];
-      for (int64_t i99 = 0; i99 < 256; ++i99) v98[i99] = uint8_t(v95[i99] < (c20));
+      alignas(64) uint8_t v96[256];
+      for (int64_t i97 = 0; i97 < 256; ++i97) v96[i97] = uint8_t(v95[i97] < (c20));
       // %105 = cast %104 : tile<i32, [256]>
-      alignas(64) int32_t v100[256];
-      for (int64_t i101 = 0; i101 < 256; ++i101) v100[i101] = int32_t(v98[i101]);
+      alignas(64) int32_t v98[256];
+      for (int64_t i99 = 0; i99 < 256; ++i99) v98[i99] = int32_t(v96[i99]);
       // %106 = reduce %105 {axis = 0, kind = "sum"} : i32
-      int32_t v102;
-      for (int64_t o_ = 0; o_ < 1; ++o_) v102 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v100 + o_ * 256, 256, int32_t(0));
+      int32_t v100;
+      for (int64_t o_ = 0; o_ < 1; ++o_) v100 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v98 + o_ * 256, 256, int32_t(0));
       // %107 = arange : tile<i32, [256]>
       // (computed inside its user)
       // %108 = splat %106 : tile<i32, [256]>
@@ -355,32 +347,32 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %109 = cmp %107, %108 {pred = "eq"} : tile<i1, [256]>
       // (computed inside its user)
       // %110 = where %109, %48, %40 : tile<i32, [256]>
-      alignas(64) int32_t v103[256];
-      for (int64_t i104 = 0; i104 < 256; ++i104) v103[i104] = ((uint8_t((int32_t(0 + i104)) == (v102))) ? c54[i104] : v18);
+      alignas(64) int32_t v101[256];
+      for (int64_t i102 = 0; i102 < 256; ++i102) v101[i102] = ((uint8_t((int32_t(0 + i102)) == (v100))) ? c54[i102] : v18);
       // %111 = reduce %110 {axis = 0, kind = "sum"} : i32
-      int32_t v105;
-      for (int64_t o_ = 0; o_ < 1; ++o_) v105 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v103 + o_ * 256, 256, int32_t(0));
+      int32_t v103;
+      for (int64_t o_ = 0; o_ < 1; ++o_) v103 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v101 + o_ * 256, 256, int32_t(0));
       // %112 = where %104, %48, %40 : tile<i32, [256]>
-      alignas(64) int32_t v106[256];
-      for (int64_t i107 = 0; i107 < 256; ++i107) v106[i107] = (v98[i107] ? c54[i107] : v18);
+      alignas(64) int32_t v104[256];
+      for (int64_t i105 = 0; i105 < 256; ++i105) v104[i105] = (v96[i105] ? c54[i105] : v18);
       // %113 = reduce %112 {axis = 0, kind = "sum"} : i32
-      int32_t v108;
-      for (int64_t o_ = 0; o_ < 1; ++o_) v108 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v106 + o_ * 256, 256, int32_t(0));
+      int32_t v106;
+      for (int64_t o_ = 0; o_ < 1; ++o_) v106 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v104 + o_ * 256, 256, int32_t(0));
       // %114 = sub %25, %113 : i32
-      const int32_t v109 = tsr::wsub(c20, v108);
+      const int32_t v107 = tsr::wsub(c20, v106);
       // %115 = cast %106 : u32
-      const uint32_t v110 = uint32_t(v102);
+      const uint32_t v108 = uint32_t(v100);
       // %116 = shl %115, %39 : u32
-      const uint32_t v111 = tsr::ishl(v110, v35);
+      const uint32_t v109 = tsr::ishl(v108, v35);
       // %117 = or %24, %116 : u32
-      const uint32_t v112 = uint32_t(c19 | v111);
+      const uint32_t v110 = uint32_t(c19 | v109);
       // %118 = cmp %111, %114 {pred = "ne"} : i1
-      const uint8_t v113 = uint8_t(v105 != v109);
+      const uint8_t v111 = uint8_t(v103 != v107);
       // yield %117, %114, %39, %118
-      v24 = v112;
-      v25 = v109;
+      v24 = v110;
+      v25 = v107;
       v26 = v35;
-      v27 = v113;
+      v27 = v111;
     } else {
       // yield %24, %25, %26, %27
       v24 = c19;
@@ -395,28 +387,28 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     c22 = v27;
   }
   // %119 = shr %19, %21 : u32
-  const uint32_t v114 = tsr::ishr(c19, c21);
+  const uint32_t v112 = tsr::ishr(c19, c21);
   // for %18, %10, %4 {...}
-  for (int64_t iv115_ = v18; v4 > 0 && iv115_ < v10; iv115_ += v4) {
-    const int32_t iv115 = int32_t(iv115_);
+  for (int64_t iv113_ = v18; v4 > 0 && iv113_ < v10; iv113_ += v4) {
+    const int32_t iv113 = int32_t(iv113_);
     // async_copy %9, %x, %120, %1, %120
-    if (!(true && int64_t(iv115) >= 0 && int64_t(iv115) < 4)) { tsr_fault(1956); return; }
+    if (!(true && int64_t(iv113) >= 0 && int64_t(iv113) < 4)) { tsr_fault(1956); return; }
     {
-      float* const dst116 = buf9 + ((0) * 4 + int64_t(iv115)) * 8192;
+      float* const dst114 = buf9 + ((0) * 4 + int64_t(iv113)) * 8192;
       {
-        const int64_t o117 = int64_t(v1) * 1;
-        const int64_t o118 = int64_t(iv115) * 8192;
-        if (o117 >= 0 && o117 + 1 <= A.d0_0 && o118 >= 0 && o118 + 8192 <= A.d0_1) {
-          for (int64_t i119 = 0; i119 < 1; ++i119) {
-            tsr::load_row<tsr::ld_bf16>(dst116 + (i119) * 8192, A.p0, (o117 + i119) * A.s0_0 + o118, 0, 8192, 8192, float(0x0p+0));
+        const int64_t o115 = int64_t(v1) * 1;
+        const int64_t o116 = int64_t(iv113) * 8192;
+        if (o115 >= 0 && o115 + 1 <= A.d0_0 && o116 >= 0 && o116 + 8192 <= A.d0_1) {
+          for (int64_t i117 = 0; i117 < 1; ++i117) {
+            tsr::load_row<tsr::ld_bf16>(dst114 + (i117) * 8192, A.p0, (o115 + i117) * A.s0_0 + o116, 0, 8192, 8192, float(0x0p+0));
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-          const int64_t lo121 = o118 >= 0 ? 0 : -o118 < 8192 ? -o118 : 8192;
-          const int64_t hi122 = A.d0_1 - o118 >= 8192 ? 8192 : A.d0_1 - o118 > lo121 ? A.d0_1 - o118 : lo121;
-          for (int64_t i123 = 0; i123 < 1; ++i123) {
-            if ((o117 + i123) >= 0 && (o117 + i123) < A.d0_0) tsr::load_row<tsr::ld_bf16>(dst116 + (i123) * 8192, A.p0 + (o117 + i123) * A.s0_0, o118, lo121, hi122, 8192, float(0x0p+0));
-            else tsr::load_row<tsr::ld_bf16>(dst116 + (i123) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
+          const int64_t lo119 = o116 >= 0 ? 0 : -o116 < 8192 ? -o116 : 8192;
+          const int64_t hi120 = A.d0_1 - o116 >= 8192 ? 8192 : A.d0_1 - o116 > lo119 ? A.d0_1 - o116 : lo119;
+          for (int64_t i121 = 0; i121 < 1; ++i121) {
+            if ((o115 + i121) >= 0 && (o115 + i121) < A.d0_0) tsr::load_row<tsr::ld_bf16>(dst114 + (i121) * 8192, A.p0 + (o115 + i121) * A.s0_0, o116, lo119, hi120, 8192, float(0x0p+0));
+            else tsr::load_row<tsr::ld_bf16>(dst114 + (i121) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
           }
         }
       }
@@ -424,59 +416,59 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // yield
   }
   // %121 = const {value = 32767} : u32
-  const uint32_t v125 = uint32_t(INT64_C(32767));
+  const uint32_t v123 = uint32_t(INT64_C(32767));
   // %122 = const {value = 15} : u32
-  const uint32_t v126 = uint32_t(INT64_C(15));
+  const uint32_t v124 = uint32_t(INT64_C(15));
   // %123 = sub %7, %4 : i32
-  const int32_t v127 = tsr::wsub(v7, v4);
+  const int32_t v125 = tsr::wsub(v7, v4);
   // %124, %125 = for %18, %13, %4, %18, %18 : i32, i32 {...}
-  int32_t c128;
-  c128 = v18;
-  int32_t c129;
-  c129 = v18;
-  for (int64_t iv130_ = v18; v4 > 0 && iv130_ < v13; iv130_ += v4) {
-    const int32_t iv130 = int32_t(iv130_);
+  int32_t c126;
+  c126 = v18;
+  int32_t c127;
+  c127 = v18;
+  for (int64_t iv128_ = v18; v4 > 0 && iv128_ < v13; iv128_ += v4) {
+    const int32_t iv128 = int32_t(iv128_);
     // async_wait
     // (copies are synchronous here: nothing to wait for)
     // %129 = rem %126, %10 : i32
-    const int32_t v131 = tsr::irem(iv130, v10);
+    const int32_t v129 = tsr::irem(iv128, v10);
     // %130 = mul %129, %10 : i32
-    const int32_t v132 = tsr::wmul(v131, v10);
+    const int32_t v130 = tsr::wmul(v129, v10);
     // %131 = add %126, %4 : i32
-    const int32_t v133 = tsr::wadd(iv130, v4);
+    const int32_t v131 = tsr::wadd(iv128, v4);
     // %132 = cmp %131, %13 {pred = "lt"} : i1
-    const uint8_t v134 = uint8_t(v133 < v13);
+    const uint8_t v132 = uint8_t(v131 < v13);
     // if %132 {...}
-    if (v134) {
+    if (v132) {
       // %133 = mul %131, %10 : i32
-      const int32_t v135 = tsr::wmul(v133, v10);
+      const int32_t v133 = tsr::wmul(v131, v10);
       // %134 = sub %10, %130 : i32
-      const int32_t v136 = tsr::wsub(v10, v132);
+      const int32_t v134 = tsr::wsub(v10, v130);
       // for %18, %10, %4 {...}
-      for (int64_t iv137_ = v18; v4 > 0 && iv137_ < v10; iv137_ += v4) {
-        const int32_t iv137 = int32_t(iv137_);
+      for (int64_t iv135_ = v18; v4 > 0 && iv135_ < v10; iv135_ += v4) {
+        const int32_t iv135 = int32_t(iv135_);
         // %136 = add %133, %135 : i32
-        const int32_t v138 = tsr::wadd(v135, iv137);
+        const int32_t v136 = tsr::wadd(v133, iv135);
         // %137 = add %134, %135 : i32
-        const int32_t v139 = tsr::wadd(v136, iv137);
+        const int32_t v137 = tsr::wadd(v134, iv135);
         // async_copy %9, %x, %137, %1, %136
-        if (!(true && int64_t(v139) >= 0 && int64_t(v139) < 4)) { tsr_fault(2228); return; }
+        if (!(true && int64_t(v137) >= 0 && int64_t(v137) < 4)) { tsr_fault(2228); return; }
         {
-          float* const dst140 = buf9 + ((0) * 4 + int64_t(v139)) * 8192;
+          float* const dst138 = buf9 + ((0) * 4 + int64_t(v137)) * 8192;
           {
-            const int64_t o141 = int64_t(v1) * 1;
-            const int64_t o142 = int64_t(v138) * 8192;
-            if (o141 >= 0 && o141 + 1 <= A.d0_0 && o142 >= 0 && o142 + 8192 <= A.d0_1) {
-              for (int64_t i143 = 0; i143 < 1; ++i143) {
-                tsr::load_row<tsr::ld_bf16>(dst140 + (i143) * 8192, A.p0, (o141 + i143) * A.s0_0 + o142, 0, 8192, 8192, float(0x0p+0));
+            const int64_t o139 = int64_t(v1) * 1;
+            const int64_t o140 = int64_t(v136) * 8192;
+            if (o139 >= 0 && o139 + 1 <= A.d0_0 && o140 >= 0 && o140 + 8192 <= A.d0_1) {
+              for (int64_t i141 = 0; i141 < 1; ++i141) {
+                tsr::load_row<tsr::ld_bf16>(dst138 + (i141) * 8192, A.p0, (o139 + i141) * A.s0_0 + o140, 0, 8192, 8192, float(0x0p+0));
               }
             } else {
               // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-              const int64_t lo145 = o142 >= 0 ? 0 : -o142 < 8192 ? -o142 : 8192;
-              const int64_t hi146 = A.d0_1 - o142 >= 8192 ? 8192 : A.d0_1 - o142 > lo145 ? A.d0_1 - o142 : lo145;
-              for (int64_t i147 = 0; i147 < 1; ++i147) {
-                if ((o141 + i147) >= 0 && (o141 + i147) < A.d0_0) tsr::load_row<tsr::ld_bf16>(dst140 + (i147) * 8192, A.p0 + (o141 + i147) * A.s0_0, o142, lo145, hi146, 8192, float(0x0p+0));
-                else tsr::load_row<tsr::ld_bf16>(dst140 + (i147) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
+              const int64_t lo143 = o140 >= 0 ? 0 : -o140 < 8192 ? -o140 : 8192;
+              const int64_t hi144 = A.d0_1 - o140 >= 8192 ? 8192 : A.d0_1 - o140 > lo143 ? A.d0_1 - o140 : lo143;
+              for (int64_t i145 = 0; i145 < 1; ++i145) {
+                if ((o139 + i145) >= 0 && (o139 + i145) < A.d0_0) tsr::load_row<tsr::ld_bf16>(dst138 + (i145) * 8192, A.p0 + (o139 + i145) * A.s0_0, o140, lo143, hi144, 8192, float(0x0p+0));
+                else tsr::load_row<tsr::ld_bf16>(dst138 + (i145) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
               }
             }
           }
@@ -488,32 +480,32 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // yield
     }
     // %138 = mul %126, %10 : i32
-    const int32_t v149 = tsr::wmul(iv130, v10);
+    const int32_t v147 = tsr::wmul(iv128, v10);
     // %139 = sub %7, %138 : i32
-    const int32_t v150 = tsr::wsub(v7, v149);
+    const int32_t v148 = tsr::wsub(v7, v147);
     // %140 = min %10, %139 : i32
-    const int32_t v151 = tsr::imin(v10, v150);
+    const int32_t v149 = tsr::imin(v10, v148);
     // %141, %142 = for %18, %140, %4, %127, %128 : i32, i32 {...}
-    int32_t c152;
-    c152 = c128;
-    int32_t c153;
-    c153 = c129;
-    for (int64_t iv154_ = v18; v4 > 0 && iv154_ < v151; iv154_ += v4) {
-      const int32_t iv154 = int32_t(iv154_);
+    int32_t c150;
+    c150 = c126;
+    int32_t c151;
+    c151 = c127;
+    for (int64_t iv152_ = v18; v4 > 0 && iv152_ < v149; iv152_ += v4) {
+      const int32_t iv152 = int32_t(iv152_);
       // %146 = add %138, %143 : i32
-      const int32_t v155 = tsr::wadd(v149, iv154);
+      const int32_t v153 = tsr::wadd(v147, iv152);
       // %147 = add %130, %143 : i32
-      const int32_t v156 = tsr::wadd(v132, iv154);
+      const int32_t v154 = tsr::wadd(v130, iv152);
       // %148 = buffer_read %9, %147 : tile<bf16, [1, 8192]>
-      if (!(true && int64_t(v156) >= 0 && int64_t(v156) < 4)) { tsr_fault(2388); return; }
-      alignas(64) float v157[8192];
-      __builtin_memcpy(v157, buf9 + ((0) * 4 + int64_t(v156)) * 8192, sizeof(v157));
+      if (!(true && int64_t(v154) >= 0 && int64_t(v154) < 4)) { tsr_fault(2388); return; }
+      alignas(64) float v155[8192];
+      __builtin_memcpy(v155, buf9 + ((0) * 4 + int64_t(v154)) * 8192, sizeof(v155));
       // %149 = reshape %148 : tile<bf16, [8192]>
       // %150 = bitcast %149 : tile<u16, [8192]>
       // (computed inside its user)
       // %151 = cast %150 : tile<u32, [8192]>
-      alignas(64) uint32_t v158[8192];
-      for (int64_t i159 = 0; i159 < 8192; ++i159) v158[i159] = uint32_t((uint16_t(tsr::bf16_bits(v157[i159]))));
+      alignas(64) uint32_t v156[8192];
+      for (int64_t i157 = 0; i157 < 8192; ++i157) v156[i157] = uint32_t((uint16_t(tsr::bf16_bits(v155[i157]))));
       // %152 = splat %121 : tile<u32, [8192]>
       // (computed inside its user)
       // %153 = xor %151, %152 : tile<u32, [8192]>
@@ -527,15 +519,15 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %157 = cmp %155, %156 {pred = "eq"} : tile<i1, [8192]>
       // (computed inside its user)
       // %158 = where %157, %153, %151 : tile<u32, [8192]>
-      alignas(64) uint32_t v160[8192];
-      for (int64_t i161 = 0; i161 < 8192; ++i161) v160[i161] = ((uint8_t((tsr::ishr(v158[i161], (v126))) == (v14))) ? (uint32_t(v158[i161] ^ (v125))) : v158[i161]);
+      alignas(64) uint32_t v158[8192];
+      for (int64_t i159 = 0; i159 < 8192; ++i159) v158[i159] = ((uint8_t((tsr::ishr(v156[i159], (v124))) == (v14))) ? (uint32_t(v156[i159] ^ (v123))) : v156[i159]);
       // %159 = cmp %146, %123 {pred = "eq"} : i1
-      const uint8_t v162 = uint8_t(v155 == v127);
+      const uint8_t v160 = uint8_t(v153 == v125);
       // %160 = if %159 : tile<u32, [8192]> {...}
-      alignas(64) uint32_t v163[8192];
-      if (v162) {
+      alignas(64) uint32_t v161[8192];
+      if (v160) {
         // %161 = mul %146, %3 : i32
-        const int32_t v164 = tsr::wmul(v155, v3);
+        const int32_t v162 = tsr::wmul(v153, v3);
         // %162 = arange : tile<i32, [8192]>
         // (computed inside its user)
         // %163 = splat %161 : tile<i32, [8192]>
@@ -549,58 +541,50 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // %167 = splat %8 : tile<u32, [8192]>
         // (computed inside its user)
         // %168 = where %166, %158, %167 : tile<u32, [8192]>
-        alignas(64) uint32_t v165[8192];
-        for (int64_t i166 = 0; i166 < 8192; ++i166) v165[i166] = ((uint8_t((tsr::wadd((int32_t(0 + i166)), (v164))) < (v2))) ? v160[i166] : (v8));
+        alignas(64) uint32_t v163[8192];
+        for (int64_t i164 = 0; i164 < 8192; ++i164) v163[i164] = ((uint8_t((tsr::wadd((int32_t(0 + i164)), (v162))) < (v2))) ? v158[i164] : (v8));
         // yield %168
-        __builtin_memcpy(v163, v165, sizeof(v163));
+        __builtin_memcpy(v161, v163, sizeof(v161));
       } else {
         // yield %158
-        __builtin_memcpy(v163, v160, sizeof(v163));
+        __builtin_memcpy(v161, v158, sizeof(v161));
       }
       // %169 = splat %21 : tile<u32, [8192]>
       // (computed inside its user)
       // %170 = shr %160, %169 : tile<u32, [8192]>
-      alignas(64) uint32_t v167[8192];
-      for (int64_t i168 = 0; i168 < 8192; ++i168) v167[i168] = tsr::ishr(v163[i168], (c21));
+      alignas(64) uint32_t v165[8192];
+      for (int64_t i166 = 0; i166 < 8192; ++i166) v165[i166] = tsr::ishr(v161[i166], (c21));
       // %171 = splat %119 : tile<u32, [8192]>
-      alignas(64) uint32_t v169[8192];
-      for (int64_t i170 = 0; i170 < 8192; ++i170) v169[i170] = v114;
+      alignas(64) uint32_t v167[8192];
+      for (int64_t i168 = 0; i168 < 8192; ++i168) v167[i168] = v112;
       // %172 = cmp %170, %171 {pred = "eq"} : tile<i1, [8192]>
-      alignas(64) uint8_t v171[8192];
-      for (int64_t i172 = 0; i172 < 8192; ++i172) v171[i172] = uint8_t(v167[i172] == v114);
+      alignas(64) uint8_t v169[8192];
+      for (int64_t i170 = 0; i170 < 8192; ++i170) v169[i170] = uint8_t(v165[i170] == v112);
       // %173 = cmp %170, %171 {pred = "lt"} : tile<i1, [8192]>
-      alignas(64) uint8_t v173[8192];
-      for (int64_t i174 = 0; i174 < 8192; ++i174) v173[i174] = uint8_t(v167[i174] < v114);
+      alignas(64) uint8_t v171[8192];
+      for (int64_t i172 = 0; i172 < 8192; ++i172) v171[i172] = uint8_t(v165[i172] < v112);
       // %174 = cast %172 : tile<i32, [8192]>
-      alignas(64) int32_t v175[8192];
-      for (int64_t i176 = 0; i176 < 8192; ++i176) v175[i176] = int32_t(v171[i176]);
+      alignas(64) int32_t v173[8192];
+      for (int64_t i174 = 0; i174 < 8192; ++i174) v173[i174] = int32_t(v169[i174]);
       // %175 = reduce %174 {axis = 0, kind = "sum"} : i32
-      int32_t v177;
-      for (int64_t o_ = 0; o_ < 1; ++o_) v177 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v175 + o_ * 8192, 8192, int32_t(0));
+      int32_t v175;
+      for (int64_t o_ = 0; o_ < 1; ++o_) v175 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v173 + o_ * 8192, 8192, int32_t(0));
       // %176 = add %145, %175 : i32
-      const int32_t v178 = tsr::wadd(c153, v177);
+      const int32_t v176 = tsr::wadd(c151, v175);
       // %177 = cmp %176, %20 {pred = "le"} : i1
-      const uint8_t v179 = uint8_t(v178 <= c20);
+      const uint8_t v177 = uint8_t(v176 <= c20);
       // %178 = if %177 : tile<i1, [8192]> {...}
-      alignas(64) uint8_t v180[8192];
-      if (v179) {
+      alignas(64) uint8_t v178[8192];
+      if (v177) {
         // %179 = or %173, %172 : tile<i1, [8192]>
-        alignas(64) uint8_t v181[8192];
-        for (int64_t i182 = 0; i182 < 8192; ++i182) v181[i182] = uint8_t(v173[i182] | v171[i182]);
+        alignas(64) uint8_t v179[8192];
+        for (int64_t i180 = 0; i180 < 8192; ++i180) v179[i180] = uint8_t(v171[i180] | v169[i180]);
         // yield %179
-        __builtin_memcpy(v180, v181, sizeof(v180));
+        __builtin_memcpy(v178, v179, sizeof(v178));
       } else {
         // %180 = scan %174 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-        alignas(64) int32_t v183[8192];
-        for (int64_t o_ = 0; o_ < 1; ++o_)
-        for (int64_t n_ = 0; n_ < 1; ++n_) {
-          int32_t acc184 = v175[(o_ * 8192 + 0) * 1 + n_];
-          v183[(o_ * 8192 + 0) * 1 + n_] = acc184;
-          for (int64_t l185 = 1; l185 < 8192; ++l185) {
-            acc184 = tsr::wadd(acc184, v175[(o_ * 8192 + l185) * 1 + n_]);
-            v183[(o_ * 8192 + l185) * 1 + n_] = acc184;
-          }
-        }
+        alignas(64) int32_t v181[8192];
+        for (int64_t o_ = 0; o_ < 1; ++o_) tsr::scan_add32(v173 + o_ * 8192, v181 + o_ * 8192, 8192);
         // %181 = splat %145 : tile<i32, [8192]>
         // (computed inside its user)
         // %182 = add %180, %181 : tile<i32, [8192]>
@@ -612,142 +596,140 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // %185 = and %172, %184 : tile<i1, [8192]>
         // (computed inside its user)
         // %186 = or %173, %185 : tile<i1, [8192]>
-        alignas(64) uint8_t v186[8192];
-        for (int64_t i187 = 0; i187 < 8192; ++i187) v186[i187] = uint8_t(v173[i187] | (uint8_t(v171[i187] & (uint8_t((tsr::wadd(v183[i187], (c153))) <= (c20))))));
+        alignas(64) uint8_t v182[8192];
+        for (int64_t i183 = 0; i183 < 8192; ++i183) v182[i183] = uint8_t(v171[i183] | (uint8_t(v169[i183] & (uint8_t((tsr::wadd(v181[i183], (c151))) <= (c20))))));
         // yield %186
-        __builtin_memcpy(v180, v186, sizeof(v180));
+        __builtin_memcpy(v178, v182, sizeof(v178));
       }
       // %187 = sub %144, %4 : i32
-      const int32_t v188 = tsr::wsub(c152, v4);
+      const int32_t v184 = tsr::wsub(c150, v4);
       // %188 = cast %178 : tile<i32, [8192]>
-      alignas(64) int32_t v189[8192];
-      for (int64_t i190 = 0; i190 < 8192; ++i190) v189[i190] = int32_t(v180[i190]);
+      alignas(64) int32_t v185[8192];
+      for (int64_t i186 = 0; i186 < 8192; ++i186) v185[i186] = int32_t(v178[i186]);
       // %189 = scan %188 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-      alignas(64) int32_t v191[8192];
-      for (int64_t o_ = 0; o_ < 1; ++o_)
-      for (int64_t n_ = 0; n_ < 1; ++n_) {
-        int32_t acc192 = v189[(o_ * 8192 + 0) * 1 + n_];
-        v191[(o_ * 8192 + 0) * 1 + n_] = acc192;
-        for (int64_t l193 = 1; l193 < 8192; ++l193) {
-          acc192 = tsr::wadd(acc192, v189[(o_ * 8192 + l193) * 1 + n_]);
-          v191[(o_ * 8192 + l193) * 1 + n_] = acc192;
-        }
-      }
+      alignas(64) int32_t v187[8192];
+      for (int64_t o_ = 0; o_ < 1; ++o_) tsr::scan_add32(v185 + o_ * 8192, v187 + o_ * 8192, 8192);
       // %190 = splat %187 : tile<i32, [8192]>
       // (computed inside its user)
       // %191 = add %189, %190 : tile<i32, [8192]>
-      alignas(64) int32_t v194[8192];
-      for (int64_t i195 = 0; i195 < 8192; ++i195) v194[i195] = tsr::wadd(v191[i195], (v188));
+      alignas(64) int32_t v188[8192];
+      for (int64_t i189 = 0; i189 < 8192; ++i189) v188[i189] = tsr::wadd(v187[i189], (v184));
       // %192 = splat %1 : tile<i32, [8192]>
-      alignas(64) int32_t v196[8192];
-      for (int64_t i197 = 0; i197 < 8192; ++i197) v196[i197] = v1;
+      alignas(64) int32_t v190[8192];
+      for (int64_t i191 = 0; i191 < 8192; ++i191) v190[i191] = v1;
       // scatter %values, %149, %192, %191, %178
-      for (int64_t i198 = 0; i198 < 8192; ++i198) {
-        if ((v180[i198] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v194[i198]) >= 0 && int64_t(v194[i198]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v194[i198])] = tsr::f2bf(v157[i198]);
+      for (int64_t c192 = 0; c192 < 8192; c192 += 64) {
+        if (!tsr::any64(v178 + c192)) continue;
+        for (int64_t i193 = c192; i193 < c192 + 64; ++i193) {
+          if ((v178[i193] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v188[i193]) >= 0 && int64_t(v188[i193]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v188[i193])] = tsr::f2bf(v155[i193]);
+        }
       }
       // %193 = mul %146, %3 : i32
-      const int32_t v199 = tsr::wmul(v155, v3);
+      const int32_t v194 = tsr::wmul(v153, v3);
       // %194 = arange : tile<i32, [8192]>
       // (computed inside its user)
       // %195 = splat %193 : tile<i32, [8192]>
       // (computed inside its user)
       // %196 = add %194, %195 : tile<i32, [8192]>
-      alignas(64) int32_t v200[8192];
-      for (int64_t i201 = 0; i201 < 8192; ++i201) v200[i201] = tsr::wadd((int32_t(0 + i201)), (v199));
+      alignas(64) int32_t v195[8192];
+      for (int64_t i196 = 0; i196 < 8192; ++i196) v195[i196] = tsr::wadd((int32_t(0 + i196)), (v194));
       // scatter %indices, %196, %192, %191, %178
-      for (int64_t i202 = 0; i202 < 8192; ++i202) {
-        if ((v180[i202] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v194[i202]) >= 0 && int64_t(v194[i202]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v194[i202])] = v200[i202];
+      for (int64_t c197 = 0; c197 < 8192; c197 += 64) {
+        if (!tsr::any64(v178 + c197)) continue;
+        for (int64_t i198 = c197; i198 < c197 + 64; ++i198) {
+          if ((v178[i198] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v188[i198]) >= 0 && int64_t(v188[i198]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v188[i198])] = v195[i198];
+        }
       }
       // %197 = reduce %188 {axis = 0, kind = "sum"} : i32
-      int32_t v203;
-      for (int64_t o_ = 0; o_ < 1; ++o_) v203 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v189 + o_ * 8192, 8192, int32_t(0));
+      int32_t v199;
+      for (int64_t o_ = 0; o_ < 1; ++o_) v199 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v185 + o_ * 8192, 8192, int32_t(0));
       // %198 = add %144, %197 : i32
-      const int32_t v204 = tsr::wadd(c152, v203);
+      const int32_t v200 = tsr::wadd(c150, v199);
       // yield %198, %176
-      c152 = v204;
-      c153 = v178;
+      c150 = v200;
+      c151 = v176;
     }
     // yield %141, %142
-    c128 = c152;
-    c129 = c153;
+    c126 = c150;
+    c127 = c151;
   }
   // %199 = load_tile %indices, %1, %18 : tile<i32, [1, 64]>
-  alignas(64) int32_t v205[64];
+  alignas(64) int32_t v201[64];
   {
-    const int64_t o206 = int64_t(v1) * 1;
-    const int64_t o207 = int64_t(v18) * 64;
-    if (o206 >= 0 && o206 + 1 <= A.d2_0 && o207 >= 0 && o207 + 64 <= A.d2_1) {
-      for (int64_t i208 = 0; i208 < 1; ++i208) {
-        for (int64_t i209 = 0; i209 < 64; ++i209) v205[(i208) * 64 + i209] = A.p2[(o206 + i208) * A.s2_0 + o207 + i209];
+    const int64_t o202 = int64_t(v1) * 1;
+    const int64_t o203 = int64_t(v18) * 64;
+    if (o202 >= 0 && o202 + 1 <= A.d2_0 && o203 >= 0 && o203 + 64 <= A.d2_1) {
+      for (int64_t i204 = 0; i204 < 1; ++i204) {
+        for (int64_t i205 = 0; i205 < 64; ++i205) v201[(i204) * 64 + i205] = A.p2[(o202 + i204) * A.s2_0 + o203 + i205];
       }
     } else {
       // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-      const int64_t lo210 = o207 >= 0 ? 0 : -o207 < 64 ? -o207 : 64;
-      const int64_t hi211 = A.d2_1 - o207 >= 64 ? 64 : A.d2_1 - o207 > lo210 ? A.d2_1 - o207 : lo210;
-      for (int64_t i212 = 0; i212 < 1; ++i212) {
-        if ((o206 + i212) >= 0 && (o206 + i212) < A.d2_0) tsr::load_row<tsr::ld_same>(v205 + (i212) * 64, A.p2 + (o206 + i212) * A.s2_0, o207, lo210, hi211, 64, int32_t(INT64_C(0)));
-        else tsr::load_row<tsr::ld_same>(v205 + (i212) * 64, A.p2, 0, 0, 0, 64, int32_t(INT64_C(0)));
+      const int64_t lo206 = o203 >= 0 ? 0 : -o203 < 64 ? -o203 : 64;
+      const int64_t hi207 = A.d2_1 - o203 >= 64 ? 64 : A.d2_1 - o203 > lo206 ? A.d2_1 - o203 : lo206;
+      for (int64_t i208 = 0; i208 < 1; ++i208) {
+        if ((o202 + i208) >= 0 && (o202 + i208) < A.d2_0) tsr::load_row<tsr::ld_same>(v201 + (i208) * 64, A.p2 + (o202 + i208) * A.s2_0, o203, lo206, hi207, 64, int32_t(INT64_C(0)));
+        else tsr::load_row<tsr::ld_same>(v201 + (i208) * 64, A.p2, 0, 0, 0, 64, int32_t(INT64_C(0)));
       }
     }
   }
   // %200 = load_tile %values, %1, %18 : tile<bf16, [1, 64]>
-  alignas(64) float v214[64];
+  alignas(64) float v210[64];
   {
-    const int64_t o215 = int64_t(v1) * 1;
-    const int64_t o216 = int64_t(v18) * 64;
-    if (o215 >= 0 && o215 + 1 <= A.d1_0 && o216 >= 0 && o216 + 64 <= A.d1_1) {
-      for (int64_t i217 = 0; i217 < 1; ++i217) {
-        for (int64_t i218 = 0; i218 < 64; ++i218) v214[(i217) * 64 + i218] = tsr::bf2f(A.p1[(o215 + i217) * A.s1_0 + o216 + i218]);
+    const int64_t o211 = int64_t(v1) * 1;
+    const int64_t o212 = int64_t(v18) * 64;
+    if (o211 >= 0 && o211 + 1 <= A.d1_0 && o212 >= 0 && o212 + 64 <= A.d1_1) {
+      for (int64_t i213 = 0; i213 < 1; ++i213) {
+        for (int64_t i214 = 0; i214 < 64; ++i214) v210[(i213) * 64 + i214] = tsr::bf2f(A.p1[(o211 + i213) * A.s1_0 + o212 + i214]);
       }
     } else {
       // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-      const int64_t lo219 = o216 >= 0 ? 0 : -o216 < 64 ? -o216 : 64;
-      const int64_t hi220 = A.d1_1 - o216 >= 64 ? 64 : A.d1_1 - o216 > lo219 ? A.d1_1 - o216 : lo219;
-      for (int64_t i221 = 0; i221 < 1; ++i221) {
-        if ((o215 + i221) >= 0 && (o215 + i221) < A.d1_0) tsr::load_row<tsr::ld_bf16>(v214 + (i221) * 64, A.p1 + (o215 + i221) * A.s1_0, o216, lo219, hi220, 64, float(0x0p+0));
-        else tsr::load_row<tsr::ld_bf16>(v214 + (i221) * 64, A.p1, 0, 0, 0, 64, float(0x0p+0));
+      const int64_t lo215 = o212 >= 0 ? 0 : -o212 < 64 ? -o212 : 64;
+      const int64_t hi216 = A.d1_1 - o212 >= 64 ? 64 : A.d1_1 - o212 > lo215 ? A.d1_1 - o212 : lo215;
+      for (int64_t i217 = 0; i217 < 1; ++i217) {
+        if ((o211 + i217) >= 0 && (o211 + i217) < A.d1_0) tsr::load_row<tsr::ld_bf16>(v210 + (i217) * 64, A.p1 + (o211 + i217) * A.s1_0, o212, lo215, hi216, 64, float(0x0p+0));
+        else tsr::load_row<tsr::ld_bf16>(v210 + (i217) * 64, A.p1, 0, 0, 0, 64, float(0x0p+0));
       }
     }
   }
   // %201, %202 = sort %200, %199 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
-  alignas(64) float v223[64];
-  alignas(64) int32_t v224[64];
-  alignas(64) uint64_t sk225[128];
-  alignas(64) int32_t sp226[128];
-  tsr::sort_lines(v214, v205, v223, v224, 1, 64, 1, 64, true, sk225, sp226);
+  alignas(64) float v219[64];
+  alignas(64) int32_t v220[64];
+  alignas(64) uint64_t sk221[128];
+  alignas(64) int32_t sp222[128];
+  tsr::sort_lines(v210, v201, v219, v220, 1, 64, 1, 64, true, sk221, sp222);
   // store_tile %values, %201, %1, %18
   {
-    const int64_t o227 = int64_t(v1) * 1;
-    const int64_t o228 = int64_t(v18) * 64;
-    if (o227 >= 0 && o227 + 1 <= A.d1_0 && o228 >= 0 && o228 + 64 <= A.d1_1) {
-      for (int64_t i229 = 0; i229 < 1; ++i229) {
-        alignas(64) float st231[64];
-        for (int64_t i230 = 0; i230 < 64; ++i230) st231[i230 - 0] = v223[(i229) * 64 + i230];
-        tsr::store_bf16(A.p1 + (o227 + i229) * A.s1_0 + o228 + 0, st231, 64);
+    const int64_t o223 = int64_t(v1) * 1;
+    const int64_t o224 = int64_t(v18) * 64;
+    if (o223 >= 0 && o223 + 1 <= A.d1_0 && o224 >= 0 && o224 + 64 <= A.d1_1) {
+      for (int64_t i225 = 0; i225 < 1; ++i225) {
+        alignas(64) float st227[64];
+        for (int64_t i226 = 0; i226 < 64; ++i226) st227[i226 - 0] = v219[(i225) * 64 + i226];
+        tsr::store_bf16(A.p1 + (o223 + i225) * A.s1_0 + o224 + 0, st227, 64);
       }
     } else {
       // partly outside: each row copies its columns inside [lo, hi)
-      const int64_t lo232 = o228 >= 0 ? 0 : -o228 < 64 ? -o228 : 64;
-      const int64_t hi233 = A.d1_1 - o228 >= 64 ? 64 : A.d1_1 - o228 > lo232 ? A.d1_1 - o228 : lo232;
-      for (int64_t i234 = 0; i234 < 1; ++i234) {
-        if ((o227 + i234) >= 0 && (o227 + i234) < A.d1_0) tsr::store_row<tsr::st_bf16>(A.p1 + (o227 + i234) * A.s1_0, v223 + (i234) * 64, o228, lo232, hi233);
+      const int64_t lo228 = o224 >= 0 ? 0 : -o224 < 64 ? -o224 : 64;
+      const int64_t hi229 = A.d1_1 - o224 >= 64 ? 64 : A.d1_1 - o224 > lo228 ? A.d1_1 - o224 : lo228;
+      for (int64_t i230 = 0; i230 < 1; ++i230) {
+        if ((o223 + i230) >= 0 && (o223 + i230) < A.d1_0) tsr::store_row<tsr::st_bf16>(A.p1 + (o223 + i230) * A.s1_0, v219 + (i230) * 64, o224, lo228, hi229);
       }
     }
   }
   // store_tile %indices, %202, %1, %18
   {
-    const int64_t o236 = int64_t(v1) * 1;
-    const int64_t o237 = int64_t(v18) * 64;
-    if (o236 >= 0 && o236 + 1 <= A.d2_0 && o237 >= 0 && o237 + 64 <= A.d2_1) {
-      for (int64_t i238 = 0; i238 < 1; ++i238) {
-        for (int64_t i239 = 0; i239 < 64; ++i239) A.p2[(o236 + i238) * A.s2_0 + o237 + i239] = v224[(i238) * 64 + i239];
+    const int64_t o232 = int64_t(v1) * 1;
+    const int64_t o233 = int64_t(v18) * 64;
+    if (o232 >= 0 && o232 + 1 <= A.d2_0 && o233 >= 0 && o233 + 64 <= A.d2_1) {
+      for (int64_t i234 = 0; i234 < 1; ++i234) {
+        for (int64_t i235 = 0; i235 < 64; ++i235) A.p2[(o232 + i234) * A.s2_0 + o233 + i235] = v220[(i234) * 64 + i235];
       }
     } else {
       // partly outside: each row copies its columns inside [lo, hi)
-      const int64_t lo240 = o237 >= 0 ? 0 : -o237 < 64 ? -o237 : 64;
-      const int64_t hi241 = A.d2_1 - o237 >= 64 ? 64 : A.d2_1 - o237 > lo240 ? A.d2_1 - o237 : lo240;
-      for (int64_t i242 = 0; i242 < 1; ++i242) {
-        if ((o236 + i242) >= 0 && (o236 + i242) < A.d2_0) tsr::store_row<tsr::st_same>(A.p2 + (o236 + i242) * A.s2_0, v224 + (i242) * 64, o237, lo240, hi241);
+      const int64_t lo236 = o233 >= 0 ? 0 : -o233 < 64 ? -o233 : 64;
+      const int64_t hi237 = A.d2_1 - o233 >= 64 ? 64 : A.d2_1 - o233 > lo236 ? A.d2_1 - o233 : lo236;
+      for (int64_t i238 = 0; i238 < 1; ++i238) {
+        if ((o232 + i238) >= 0 && (o232 + i238) < A.d2_0) tsr::store_row<tsr::st_same>(A.p2 + (o232 + i238) * A.s2_0, v220 + (i238) * 64, o233, lo236, hi237);
       }
     }
   }

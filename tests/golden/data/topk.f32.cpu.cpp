@@ -328,26 +328,18 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       }
       // %102 = scan %49 {axis = 0, kind = "sum"} : tile<i32, [2048]>
       alignas(64) int32_t v96[2048];
-      for (int64_t o_ = 0; o_ < 1; ++o_)
-      for (int64_t n_ = 0; n_ < 1; ++n_) {
-        int32_t acc97 = c55[(o_ * 2048 + 0) * 1 + n_];
-        v96[(o_ * 2048 + 0) * 1 + n_] = acc97;
-        for (int64_t l98 = 1; l98 < 2048; ++l98) {
-          acc97 = tsr::wadd(acc97, c55[(o_ * 2048 + l98) * 1 + n_]);
-          v96[(o_ * 2048 + l98) * 1 + n_] = acc97;
-        }
-      }
+      for (int64_t o_ = 0; o_ < 1; ++o_) tsr::scan_add32(c55 + o_ * 2048, v96 + o_ * 2048, 2048);
       // %103 = splat %26 : tile<i32, [2048]>
       // (computed inside its user)
       // %104 = cmp %102, %103 {pred = "lt"} : tile<i1, [2048]>
-      alignas(64) uint8_t v99[2048];
-      for (int64_t i100 = 0; i100 < 2048; ++i100) v99[i100] = uint8_t(v96[i100] < (c21));
+      alignas(64) uint8_t v97[2048];
+      for (int64_t i98 = 0; i98 < 2048; ++i98) v97[i98] = uint8_t(v96[i98] < (c21));
       // %105 = cast %104 : tile<i32, [2048]>
-      alignas(64) int32_t v101[2048];
-      for (int64_t i102 = 0; i102 < 2048; ++i102) v101[i102] = int32_t(v99[i102]);
+      alignas(64) int32_t v99[2048];
+      for (int64_t i100 = 0; i100 < 2048; ++i100) v99[i100] = int32_t(v97[i100]);
       // %106 = reduce %105 {axis = 0, kind = "sum"} : i32
-      int32_t v103;
-      for (int64_t o_ = 0; o_ < 1; ++o_) v103 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v101 + o_ * 2048, 2048, int32_t(0));
+      int32_t v101;
+      for (int64_t o_ = 0; o_ < 1; ++o_) v101 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v99 + o_ * 2048, 2048, int32_t(0));
       // %107 = arange : tile<i32, [2048]>
       // (computed inside its user)
       // %108 = splat %106 : tile<i32, [2048]>
@@ -355,32 +347,32 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %109 = cmp %107, %108 {pred = "eq"} : tile<i1, [2048]>
       // (computed inside its user)
       // %110 = where %109, %49, %41 : tile<i32, [2048]>
-      alignas(64) int32_t v104[2048];
-      for (int64_t i105 = 0; i105 < 2048; ++i105) v104[i105] = ((uint8_t((int32_t(0 + i105)) == (v103))) ? c55[i105] : v18);
+      alignas(64) int32_t v102[2048];
+      for (int64_t i103 = 0; i103 < 2048; ++i103) v102[i103] = ((uint8_t((int32_t(0 + i103)) == (v101))) ? c55[i103] : v18);
       // %111 = reduce %110 {axis = 0, kind = "sum"} : i32
-      int32_t v106;
-      for (int64_t o_ = 0; o_ < 1; ++o_) v106 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v104 + o_ * 2048, 2048, int32_t(0));
+      int32_t v104;
+      for (int64_t o_ = 0; o_ < 1; ++o_) v104 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v102 + o_ * 2048, 2048, int32_t(0));
       // %112 = where %104, %49, %41 : tile<i32, [2048]>
-      alignas(64) int32_t v107[2048];
-      for (int64_t i108 = 0; i108 < 2048; ++i108) v107[i108] = (v99[i108] ? c55[i108] : v18);
+      alignas(64) int32_t v105[2048];
+      for (int64_t i106 = 0; i106 < 2048; ++i106) v105[i106] = (v97[i106] ? c55[i106] : v18);
       // %113 = reduce %112 {axis = 0, kind = "sum"} : i32
-      int32_t v109;
-      for (int64_t o_ = 0; o_ < 1; ++o_) v109 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v107 + o_ * 2048, 2048, int32_t(0));
+      int32_t v107;
+      for (int64_t o_ = 0; o_ < 1; ++o_) v107 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v105 + o_ * 2048, 2048, int32_t(0));
       // %114 = sub %26, %113 : i32
-      const int32_t v110 = tsr::wsub(c21, v109);
+      const int32_t v108 = tsr::wsub(c21, v107);
       // %115 = cast %106 : u32
-      const uint32_t v111 = uint32_t(v103);
+      const uint32_t v109 = uint32_t(v101);
       // %116 = shl %115, %40 : u32
-      const uint32_t v112 = tsr::ishl(v111, v36);
+      const uint32_t v110 = tsr::ishl(v109, v36);
       // %117 = or %25, %116 : u32
-      const uint32_t v113 = uint32_t(c20 | v112);
+      const uint32_t v111 = uint32_t(c20 | v110);
       // %118 = cmp %111, %114 {pred = "ne"} : i1
-      const uint8_t v114 = uint8_t(v106 != v110);
+      const uint8_t v112 = uint8_t(v104 != v108);
       // yield %117, %114, %40, %118
-      v25 = v113;
-      v26 = v110;
+      v25 = v111;
+      v26 = v108;
       v27 = v36;
-      v28 = v114;
+      v28 = v112;
     } else {
       // yield %25, %26, %27, %28
       v25 = c20;
@@ -395,28 +387,28 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     c23 = v28;
   }
   // %119 = shr %20, %22 : u32
-  const uint32_t v115 = tsr::ishr(c20, c22);
+  const uint32_t v113 = tsr::ishr(c20, c22);
   // for %18, %10, %4 {...}
-  for (int64_t iv116_ = v18; v4 > 0 && iv116_ < v10; iv116_ += v4) {
-    const int32_t iv116 = int32_t(iv116_);
+  for (int64_t iv114_ = v18; v4 > 0 && iv114_ < v10; iv114_ += v4) {
+    const int32_t iv114 = int32_t(iv114_);
     // async_copy %9, %x, %120, %1, %120
-    if (!(true && int64_t(iv116) >= 0 && int64_t(iv116) < 4)) { tsr_fault(1956); return; }
+    if (!(true && int64_t(iv114) >= 0 && int64_t(iv114) < 4)) { tsr_fault(1956); return; }
     {
-      float* const dst117 = buf9 + ((0) * 4 + int64_t(iv116)) * 8192;
+      float* const dst115 = buf9 + ((0) * 4 + int64_t(iv114)) * 8192;
       {
-        const int64_t o118 = int64_t(v1) * 1;
-        const int64_t o119 = int64_t(iv116) * 8192;
-        if (o118 >= 0 && o118 + 1 <= A.d0_0 && o119 >= 0 && o119 + 8192 <= A.d0_1) {
-          for (int64_t i120 = 0; i120 < 1; ++i120) {
-            for (int64_t i121 = 0; i121 < 8192; ++i121) dst117[(i120) * 8192 + i121] = A.p0[(o118 + i120) * A.s0_0 + o119 + i121];
+        const int64_t o116 = int64_t(v1) * 1;
+        const int64_t o117 = int64_t(iv114) * 8192;
+        if (o116 >= 0 && o116 + 1 <= A.d0_0 && o117 >= 0 && o117 + 8192 <= A.d0_1) {
+          for (int64_t i118 = 0; i118 < 1; ++i118) {
+            for (int64_t i119 = 0; i119 < 8192; ++i119) dst115[(i118) * 8192 + i119] = A.p0[(o116 + i118) * A.s0_0 + o117 + i119];
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-          const int64_t lo122 = o119 >= 0 ? 0 : -o119 < 8192 ? -o119 : 8192;
-          const int64_t hi123 = A.d0_1 - o119 >= 8192 ? 8192 : A.d0_1 - o119 > lo122 ? A.d0_1 - o119 : lo122;
-          for (int64_t i124 = 0; i124 < 1; ++i124) {
-            if ((o118 + i124) >= 0 && (o118 + i124) < A.d0_0) tsr::load_row<tsr::ld_same>(dst117 + (i124) * 8192, A.p0 + (o118 + i124) * A.s0_0, o119, lo122, hi123, 8192, float(0x0p+0));
-            else tsr::load_row<tsr::ld_same>(dst117 + (i124) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
+          const int64_t lo120 = o117 >= 0 ? 0 : -o117 < 8192 ? -o117 : 8192;
+          const int64_t hi121 = A.d0_1 - o117 >= 8192 ? 8192 : A.d0_1 - o117 > lo120 ? A.d0_1 - o117 : lo120;
+          for (int64_t i122 = 0; i122 < 1; ++i122) {
+            if ((o116 + i122) >= 0 && (o116 + i122) < A.d0_0) tsr::load_row<tsr::ld_same>(dst115 + (i122) * 8192, A.p0 + (o116 + i122) * A.s0_0, o117, lo120, hi121, 8192, float(0x0p+0));
+            else tsr::load_row<tsr::ld_same>(dst115 + (i122) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
           }
         }
       }
@@ -424,59 +416,59 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // yield
   }
   // %121 = const {value = 2147483647} : u32
-  const uint32_t v126 = uint32_t(INT64_C(2147483647));
+  const uint32_t v124 = uint32_t(INT64_C(2147483647));
   // %122 = const {value = 31} : u32
-  const uint32_t v127 = uint32_t(INT64_C(31));
+  const uint32_t v125 = uint32_t(INT64_C(31));
   // %123 = sub %7, %4 : i32
-  const int32_t v128 = tsr::wsub(v7, v4);
+  const int32_t v126 = tsr::wsub(v7, v4);
   // %124, %125 = for %18, %13, %4, %18, %18 : i32, i32 {...}
-  int32_t c129;
-  c129 = v18;
-  int32_t c130;
-  c130 = v18;
-  for (int64_t iv131_ = v18; v4 > 0 && iv131_ < v13; iv131_ += v4) {
-    const int32_t iv131 = int32_t(iv131_);
+  int32_t c127;
+  c127 = v18;
+  int32_t c128;
+  c128 = v18;
+  for (int64_t iv129_ = v18; v4 > 0 && iv129_ < v13; iv129_ += v4) {
+    const int32_t iv129 = int32_t(iv129_);
     // async_wait
     // (copies are synchronous here: nothing to wait for)
     // %129 = rem %126, %10 : i32
-    const int32_t v132 = tsr::irem(iv131, v10);
+    const int32_t v130 = tsr::irem(iv129, v10);
     // %130 = mul %129, %10 : i32
-    const int32_t v133 = tsr::wmul(v132, v10);
+    const int32_t v131 = tsr::wmul(v130, v10);
     // %131 = add %126, %4 : i32
-    const int32_t v134 = tsr::wadd(iv131, v4);
+    const int32_t v132 = tsr::wadd(iv129, v4);
     // %132 = cmp %131, %13 {pred = "lt"} : i1
-    const uint8_t v135 = uint8_t(v134 < v13);
+    const uint8_t v133 = uint8_t(v132 < v13);
     // if %132 {...}
-    if (v135) {
+    if (v133) {
       // %133 = mul %131, %10 : i32
-      const int32_t v136 = tsr::wmul(v134, v10);
+      const int32_t v134 = tsr::wmul(v132, v10);
       // %134 = sub %10, %130 : i32
-      const int32_t v137 = tsr::wsub(v10, v133);
+      const int32_t v135 = tsr::wsub(v10, v131);
       // for %18, %10, %4 {...}
-      for (int64_t iv138_ = v18; v4 > 0 && iv138_ < v10; iv138_ += v4) {
-        const int32_t iv138 = int32_t(iv138_);
+      for (int64_t iv136_ = v18; v4 > 0 && iv136_ < v10; iv136_ += v4) {
+        const int32_t iv136 = int32_t(iv136_);
         // %136 = add %133, %135 : i32
-        const int32_t v139 = tsr::wadd(v136, iv138);
+        const int32_t v137 = tsr::wadd(v134, iv136);
         // %137 = add %134, %135 : i32
-        const int32_t v140 = tsr::wadd(v137, iv138);
+        const int32_t v138 = tsr::wadd(v135, iv136);
         // async_copy %9, %x, %137, %1, %136
-        if (!(true && int64_t(v140) >= 0 && int64_t(v140) < 4)) { tsr_fault(2228); return; }
+        if (!(true && int64_t(v138) >= 0 && int64_t(v138) < 4)) { tsr_fault(2228); return; }
         {
-          float* const dst141 = buf9 + ((0) * 4 + int64_t(v140)) * 8192;
+          float* const dst139 = buf9 + ((0) * 4 + int64_t(v138)) * 8192;
           {
-            const int64_t o142 = int64_t(v1) * 1;
-            const int64_t o143 = int64_t(v139) * 8192;
-            if (o142 >= 0 && o142 + 1 <= A.d0_0 && o143 >= 0 && o143 + 8192 <= A.d0_1) {
-              for (int64_t i144 = 0; i144 < 1; ++i144) {
-                for (int64_t i145 = 0; i145 < 8192; ++i145) dst141[(i144) * 8192 + i145] = A.p0[(o142 + i144) * A.s0_0 + o143 + i145];
+            const int64_t o140 = int64_t(v1) * 1;
+            const int64_t o141 = int64_t(v137) * 8192;
+            if (o140 >= 0 && o140 + 1 <= A.d0_0 && o141 >= 0 && o141 + 8192 <= A.d0_1) {
+              for (int64_t i142 = 0; i142 < 1; ++i142) {
+                for (int64_t i143 = 0; i143 < 8192; ++i143) dst139[(i142) * 8192 + i143] = A.p0[(o140 + i142) * A.s0_0 + o141 + i143];
               }
             } else {
               // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-              const int64_t lo146 = o143 >= 0 ? 0 : -o143 < 8192 ? -o143 : 8192;
-              const int64_t hi147 = A.d0_1 - o143 >= 8192 ? 8192 : A.d0_1 - o143 > lo146 ? A.d0_1 - o143 : lo146;
-              for (int64_t i148 = 0; i148 < 1; ++i148) {
-                if ((o142 + i148) >= 0 && (o142 + i148) < A.d0_0) tsr::load_row<tsr::ld_same>(dst141 + (i148) * 8192, A.p0 + (o142 + i148) * A.s0_0, o143, lo146, hi147, 8192, float(0x0p+0));
-                else tsr::load_row<tsr::ld_same>(dst141 + (i148) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
+              const int64_t lo144 = o141 >= 0 ? 0 : -o141 < 8192 ? -o141 : 8192;
+              const int64_t hi145 = A.d0_1 - o141 >= 8192 ? 8192 : A.d0_1 - o141 > lo144 ? A.d0_1 - o141 : lo144;
+              for (int64_t i146 = 0; i146 < 1; ++i146) {
+                if ((o140 + i146) >= 0 && (o140 + i146) < A.d0_0) tsr::load_row<tsr::ld_same>(dst139 + (i146) * 8192, A.p0 + (o140 + i146) * A.s0_0, o141, lo144, hi145, 8192, float(0x0p+0));
+                else tsr::load_row<tsr::ld_same>(dst139 + (i146) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
               }
             }
           }
@@ -488,30 +480,30 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // yield
     }
     // %138 = mul %126, %10 : i32
-    const int32_t v150 = tsr::wmul(iv131, v10);
+    const int32_t v148 = tsr::wmul(iv129, v10);
     // %139 = sub %7, %138 : i32
-    const int32_t v151 = tsr::wsub(v7, v150);
+    const int32_t v149 = tsr::wsub(v7, v148);
     // %140 = min %10, %139 : i32
-    const int32_t v152 = tsr::imin(v10, v151);
+    const int32_t v150 = tsr::imin(v10, v149);
     // %141, %142 = for %18, %140, %4, %127, %128 : i32, i32 {...}
-    int32_t c153;
-    c153 = c129;
-    int32_t c154;
-    c154 = c130;
-    for (int64_t iv155_ = v18; v4 > 0 && iv155_ < v152; iv155_ += v4) {
-      const int32_t iv155 = int32_t(iv155_);
+    int32_t c151;
+    c151 = c127;
+    int32_t c152;
+    c152 = c128;
+    for (int64_t iv153_ = v18; v4 > 0 && iv153_ < v150; iv153_ += v4) {
+      const int32_t iv153 = int32_t(iv153_);
       // %146 = add %138, %143 : i32
-      const int32_t v156 = tsr::wadd(v150, iv155);
+      const int32_t v154 = tsr::wadd(v148, iv153);
       // %147 = add %130, %143 : i32
-      const int32_t v157 = tsr::wadd(v133, iv155);
+      const int32_t v155 = tsr::wadd(v131, iv153);
       // %148 = buffer_read %9, %147 : tile<f32, [1, 8192]>
-      if (!(true && int64_t(v157) >= 0 && int64_t(v157) < 4)) { tsr_fault(2388); return; }
-      alignas(64) float v158[8192];
-      __builtin_memcpy(v158, buf9 + ((0) * 4 + int64_t(v157)) * 8192, sizeof(v158));
+      if (!(true && int64_t(v155) >= 0 && int64_t(v155) < 4)) { tsr_fault(2388); return; }
+      alignas(64) float v156[8192];
+      __builtin_memcpy(v156, buf9 + ((0) * 4 + int64_t(v155)) * 8192, sizeof(v156));
       // %149 = reshape %148 : tile<f32, [8192]>
       // %150 = bitcast %149 : tile<u32, [8192]>
-      alignas(64) uint32_t v159[8192];
-      for (int64_t i160 = 0; i160 < 8192; ++i160) v159[i160] = uint32_t(tsr::f32_bits(v158[i160]));
+      alignas(64) uint32_t v157[8192];
+      for (int64_t i158 = 0; i158 < 8192; ++i158) v157[i158] = uint32_t(tsr::f32_bits(v156[i158]));
       // %151 = splat %121 : tile<u32, [8192]>
       // (computed inside its user)
       // %152 = xor %150, %151 : tile<u32, [8192]>
@@ -525,15 +517,15 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %156 = cmp %154, %155 {pred = "eq"} : tile<i1, [8192]>
       // (computed inside its user)
       // %157 = where %156, %152, %150 : tile<u32, [8192]>
-      alignas(64) uint32_t v161[8192];
-      for (int64_t i162 = 0; i162 < 8192; ++i162) v161[i162] = ((uint8_t((tsr::ishr(v159[i162], (v127))) == (v14))) ? (uint32_t(v159[i162] ^ (v126))) : v159[i162]);
+      alignas(64) uint32_t v159[8192];
+      for (int64_t i160 = 0; i160 < 8192; ++i160) v159[i160] = ((uint8_t((tsr::ishr(v157[i160], (v125))) == (v14))) ? (uint32_t(v157[i160] ^ (v124))) : v157[i160]);
       // %158 = cmp %146, %123 {pred = "eq"} : i1
-      const uint8_t v163 = uint8_t(v156 == v128);
+      const uint8_t v161 = uint8_t(v154 == v126);
       // %159 = if %158 : tile<u32, [8192]> {...}
-      alignas(64) uint32_t v164[8192];
-      if (v163) {
+      alignas(64) uint32_t v162[8192];
+      if (v161) {
         // %160 = mul %146, %3 : i32
-        const int32_t v165 = tsr::wmul(v156, v3);
+        const int32_t v163 = tsr::wmul(v154, v3);
         // %161 = arange : tile<i32, [8192]>
         // (computed inside its user)
         // %162 = splat %160 : tile<i32, [8192]>
@@ -547,58 +539,50 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // %166 = splat %8 : tile<u32, [8192]>
         // (computed inside its user)
         // %167 = where %165, %157, %166 : tile<u32, [8192]>
-        alignas(64) uint32_t v166[8192];
-        for (int64_t i167 = 0; i167 < 8192; ++i167) v166[i167] = ((uint8_t((tsr::wadd((int32_t(0 + i167)), (v165))) < (v2))) ? v161[i167] : (v8));
+        alignas(64) uint32_t v164[8192];
+        for (int64_t i165 = 0; i165 < 8192; ++i165) v164[i165] = ((uint8_t((tsr::wadd((int32_t(0 + i165)), (v163))) < (v2))) ? v159[i165] : (v8));
         // yield %167
-        __builtin_memcpy(v164, v166, sizeof(v164));
+        __builtin_memcpy(v162, v164, sizeof(v162));
       } else {
         // yield %157
-        __builtin_memcpy(v164, v161, sizeof(v164));
+        __builtin_memcpy(v162, v159, sizeof(v162));
       }
       // %168 = splat %22 : tile<u32, [8192]>
       // (computed inside its user)
       // %169 = shr %159, %168 : tile<u32, [8192]>
-      alignas(64) uint32_t v168[8192];
-      for (int64_t i169 = 0; i169 < 8192; ++i169) v168[i169] = tsr::ishr(v164[i169], (c22));
+      alignas(64) uint32_t v166[8192];
+      for (int64_t i167 = 0; i167 < 8192; ++i167) v166[i167] = tsr::ishr(v162[i167], (c22));
       // %170 = splat %119 : tile<u32, [8192]>
-      alignas(64) uint32_t v170[8192];
-      for (int64_t i171 = 0; i171 < 8192; ++i171) v170[i171] = v115;
+      alignas(64) uint32_t v168[8192];
+      for (int64_t i169 = 0; i169 < 8192; ++i169) v168[i169] = v113;
       // %171 = cmp %169, %170 {pred = "eq"} : tile<i1, [8192]>
-      alignas(64) uint8_t v172[8192];
-      for (int64_t i173 = 0; i173 < 8192; ++i173) v172[i173] = uint8_t(v168[i173] == v115);
+      alignas(64) uint8_t v170[8192];
+      for (int64_t i171 = 0; i171 < 8192; ++i171) v170[i171] = uint8_t(v166[i171] == v113);
       // %172 = cmp %169, %170 {pred = "lt"} : tile<i1, [8192]>
-      alignas(64) uint8_t v174[8192];
-      for (int64_t i175 = 0; i175 < 8192; ++i175) v174[i175] = uint8_t(v168[i175] < v115);
+      alignas(64) uint8_t v172[8192];
+      for (int64_t i173 = 0; i173 < 8192; ++i173) v172[i173] = uint8_t(v166[i173] < v113);
       // %173 = cast %171 : tile<i32, [8192]>
-      alignas(64) int32_t v176[8192];
-      for (int64_t i177 = 0; i177 < 8192; ++i177) v176[i177] = int32_t(v172[i177]);
+      alignas(64) int32_t v174[8192];
+      for (int64_t i175 = 0; i175 < 8192; ++i175) v174[i175] = int32_t(v170[i175]);
       // %174 = reduce %173 {axis = 0, kind = "sum"} : i32
-      int32_t v178;
-      for (int64_t o_ = 0; o_ < 1; ++o_) v178 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v176 + o_ * 8192, 8192, int32_t(0));
+      int32_t v176;
+      for (int64_t o_ = 0; o_ < 1; ++o_) v176 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v174 + o_ * 8192, 8192, int32_t(0));
       // %175 = add %145, %174 : i32
-      const int32_t v179 = tsr::wadd(c154, v178);
+      const int32_t v177 = tsr::wadd(c152, v176);
       // %176 = cmp %175, %21 {pred = "le"} : i1
-      const uint8_t v180 = uint8_t(v179 <= c21);
+      const uint8_t v178 = uint8_t(v177 <= c21);
       // %177 = if %176 : tile<i1, [8192]> {...}
-      alignas(64) uint8_t v181[8192];
-      if (v180) {
+      alignas(64) uint8_t v179[8192];
+      if (v178) {
         // %178 = or %172, %171 : tile<i1, [8192]>
-        alignas(64) uint8_t v182[8192];
-        for (int64_t i183 = 0; i183 < 8192; ++i183) v182[i183] = uint8_t(v174[i183] | v172[i183]);
+        alignas(64) uint8_t v180[8192];
+        for (int64_t i181 = 0; i181 < 8192; ++i181) v180[i181] = uint8_t(v172[i181] | v170[i181]);
         // yield %178
-        __builtin_memcpy(v181, v182, sizeof(v181));
+        __builtin_memcpy(v179, v180, sizeof(v179));
       } else {
         // %179 = scan %173 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-        alignas(64) int32_t v184[8192];
-        for (int64_t o_ = 0; o_ < 1; ++o_)
-        for (int64_t n_ = 0; n_ < 1; ++n_) {
-          int32_t acc185 = v176[(o_ * 8192 + 0) * 1 + n_];
-          v184[(o_ * 8192 + 0) * 1 + n_] = acc185;
-          for (int64_t l186 = 1; l186 < 8192; ++l186) {
-            acc185 = tsr::wadd(acc185, v176[(o_ * 8192 + l186) * 1 + n_]);
-            v184[(o_ * 8192 + l186) * 1 + n_] = acc185;
-          }
-        }
+        alignas(64) int32_t v182[8192];
+        for (int64_t o_ = 0; o_ < 1; ++o_) tsr::scan_add32(v174 + o_ * 8192, v182 + o_ * 8192, 8192);
         // %180 = splat %145 : tile<i32, [8192]>
         // (computed inside its user)
         // %181 = add %179, %180 : tile<i32, [8192]>
@@ -610,140 +594,138 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // %184 = and %171, %183 : tile<i1, [8192]>
         // (computed inside its user)
         // %185 = or %172, %184 : tile<i1, [8192]>
-        alignas(64) uint8_t v187[8192];
-        for (int64_t i188 = 0; i188 < 8192; ++i188) v187[i188] = uint8_t(v174[i188] | (uint8_t(v172[i188] & (uint8_t((tsr::wadd(v184[i188], (c154))) <= (c21))))));
+        alignas(64) uint8_t v183[8192];
+        for (int64_t i184 = 0; i184 < 8192; ++i184) v183[i184] = uint8_t(v172[i184] | (uint8_t(v170[i184] & (uint8_t((tsr::wadd(v182[i184], (c152))) <= (c21))))));
         // yield %185
-        __builtin_memcpy(v181, v187, sizeof(v181));
+        __builtin_memcpy(v179, v183, sizeof(v179));
       }
       // %186 = sub %144, %4 : i32
-      const int32_t v189 = tsr::wsub(c153, v4);
+      const int32_t v185 = tsr::wsub(c151, v4);
       // %187 = cast %177 : tile<i32, [8192]>
-      alignas(64) int32_t v190[8192];
-      for (int64_t i191 = 0; i191 < 8192; ++i191) v190[i191] = int32_t(v181[i191]);
+      alignas(64) int32_t v186[8192];
+      for (int64_t i187 = 0; i187 < 8192; ++i187) v186[i187] = int32_t(v179[i187]);
       // %188 = scan %187 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-      alignas(64) int32_t v192[8192];
-      for (int64_t o_ = 0; o_ < 1; ++o_)
-      for (int64_t n_ = 0; n_ < 1; ++n_) {
-        int32_t acc193 = v190[(o_ * 8192 + 0) * 1 + n_];
-        v192[(o_ * 8192 + 0) * 1 + n_] = acc193;
-        for (int64_t l194 = 1; l194 < 8192; ++l194) {
-          acc193 = tsr::wadd(acc193, v190[(o_ * 8192 + l194) * 1 + n_]);
-          v192[(o_ * 8192 + l194) * 1 + n_] = acc193;
-        }
-      }
+      alignas(64) int32_t v188[8192];
+      for (int64_t o_ = 0; o_ < 1; ++o_) tsr::scan_add32(v186 + o_ * 8192, v188 + o_ * 8192, 8192);
       // %189 = splat %186 : tile<i32, [8192]>
       // (computed inside its user)
       // %190 = add %188, %189 : tile<i32, [8192]>
-      alignas(64) int32_t v195[8192];
-      for (int64_t i196 = 0; i196 < 8192; ++i196) v195[i196] = tsr::wadd(v192[i196], (v189));
+      alignas(64) int32_t v189[8192];
+      for (int64_t i190 = 0; i190 < 8192; ++i190) v189[i190] = tsr::wadd(v188[i190], (v185));
       // %191 = splat %1 : tile<i32, [8192]>
-      alignas(64) int32_t v197[8192];
-      for (int64_t i198 = 0; i198 < 8192; ++i198) v197[i198] = v1;
+      alignas(64) int32_t v191[8192];
+      for (int64_t i192 = 0; i192 < 8192; ++i192) v191[i192] = v1;
       // scatter %values, %149, %191, %190, %177
-      for (int64_t i199 = 0; i199 < 8192; ++i199) {
-        if ((v181[i199] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v195[i199]) >= 0 && int64_t(v195[i199]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v195[i199])] = v158[i199];
+      for (int64_t c193 = 0; c193 < 8192; c193 += 64) {
+        if (!tsr::any64(v179 + c193)) continue;
+        for (int64_t i194 = c193; i194 < c193 + 64; ++i194) {
+          if ((v179[i194] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v189[i194]) >= 0 && int64_t(v189[i194]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v189[i194])] = v156[i194];
+        }
       }
       // %192 = mul %146, %3 : i32
-      const int32_t v200 = tsr::wmul(v156, v3);
+      const int32_t v195 = tsr::wmul(v154, v3);
       // %193 = arange : tile<i32, [8192]>
       // (computed inside its user)
       // %194 = splat %192 : tile<i32, [8192]>
       // (computed inside its user)
       // %195 = add %193, %194 : tile<i32, [8192]>
-      alignas(64) int32_t v201[8192];
-      for (int64_t i202 = 0; i202 < 8192; ++i202) v201[i202] = tsr::wadd((int32_t(0 + i202)), (v200));
+      alignas(64) int32_t v196[8192];
+      for (int64_t i197 = 0; i197 < 8192; ++i197) v196[i197] = tsr::wadd((int32_t(0 + i197)), (v195));
       // scatter %indices, %195, %191, %190, %177
-      for (int64_t i203 = 0; i203 < 8192; ++i203) {
-        if ((v181[i203] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v195[i203]) >= 0 && int64_t(v195[i203]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v195[i203])] = v201[i203];
+      for (int64_t c198 = 0; c198 < 8192; c198 += 64) {
+        if (!tsr::any64(v179 + c198)) continue;
+        for (int64_t i199 = c198; i199 < c198 + 64; ++i199) {
+          if ((v179[i199] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v189[i199]) >= 0 && int64_t(v189[i199]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v189[i199])] = v196[i199];
+        }
       }
       // %196 = reduce %187 {axis = 0, kind = "sum"} : i32
-      int32_t v204;
-      for (int64_t o_ = 0; o_ < 1; ++o_) v204 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v190 + o_ * 8192, 8192, int32_t(0));
+      int32_t v200;
+      for (int64_t o_ = 0; o_ < 1; ++o_) v200 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v186 + o_ * 8192, 8192, int32_t(0));
       // %197 = add %144, %196 : i32
-      const int32_t v205 = tsr::wadd(c153, v204);
+      const int32_t v201 = tsr::wadd(c151, v200);
       // yield %197, %175
-      c153 = v205;
-      c154 = v179;
+      c151 = v201;
+      c152 = v177;
     }
     // yield %141, %142
-    c129 = c153;
-    c130 = c154;
+    c127 = c151;
+    c128 = c152;
   }
   // %198 = load_tile %indices, %1, %18 : tile<i32, [1, 64]>
-  alignas(64) int32_t v206[64];
+  alignas(64) int32_t v202[64];
   {
-    const int64_t o207 = int64_t(v1) * 1;
-    const int64_t o208 = int64_t(v18) * 64;
-    if (o207 >= 0 && o207 + 1 <= A.d2_0 && o208 >= 0 && o208 + 64 <= A.d2_1) {
-      for (int64_t i209 = 0; i209 < 1; ++i209) {
-        for (int64_t i210 = 0; i210 < 64; ++i210) v206[(i209) * 64 + i210] = A.p2[(o207 + i209) * A.s2_0 + o208 + i210];
+    const int64_t o203 = int64_t(v1) * 1;
+    const int64_t o204 = int64_t(v18) * 64;
+    if (o203 >= 0 && o203 + 1 <= A.d2_0 && o204 >= 0 && o204 + 64 <= A.d2_1) {
+      for (int64_t i205 = 0; i205 < 1; ++i205) {
+        for (int64_t i206 = 0; i206 < 64; ++i206) v202[(i205) * 64 + i206] = A.p2[(o203 + i205) * A.s2_0 + o204 + i206];
       }
     } else {
       // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-      const int64_t lo211 = o208 >= 0 ? 0 : -o208 < 64 ? -o208 : 64;
-      const int64_t hi212 = A.d2_1 - o208 >= 64 ? 64 : A.d2_1 - o208 > lo211 ? A.d2_1 - o208 : lo211;
-      for (int64_t i213 = 0; i213 < 1; ++i213) {
-        if ((o207 + i213) >= 0 && (o207 + i213) < A.d2_0) tsr::load_row<tsr::ld_same>(v206 + (i213) * 64, A.p2 + (o207 + i213) * A.s2_0, o208, lo211, hi212, 64, int32_t(INT64_C(0)));
-        else tsr::load_row<tsr::ld_same>(v206 + (i213) * 64, A.p2, 0, 0, 0, 64, int32_t(INT64_C(0)));
+      const int64_t lo207 = o204 >= 0 ? 0 : -o204 < 64 ? -o204 : 64;
+      const int64_t hi208 = A.d2_1 - o204 >= 64 ? 64 : A.d2_1 - o204 > lo207 ? A.d2_1 - o204 : lo207;
+      for (int64_t i209 = 0; i209 < 1; ++i209) {
+        if ((o203 + i209) >= 0 && (o203 + i209) < A.d2_0) tsr::load_row<tsr::ld_same>(v202 + (i209) * 64, A.p2 + (o203 + i209) * A.s2_0, o204, lo207, hi208, 64, int32_t(INT64_C(0)));
+        else tsr::load_row<tsr::ld_same>(v202 + (i209) * 64, A.p2, 0, 0, 0, 64, int32_t(INT64_C(0)));
       }
     }
   }
   // %199 = load_tile %values, %1, %18 : tile<f32, [1, 64]>
-  alignas(64) float v215[64];
+  alignas(64) float v211[64];
   {
-    const int64_t o216 = int64_t(v1) * 1;
-    const int64_t o217 = int64_t(v18) * 64;
-    if (o216 >= 0 && o216 + 1 <= A.d1_0 && o217 >= 0 && o217 + 64 <= A.d1_1) {
-      for (int64_t i218 = 0; i218 < 1; ++i218) {
-        for (int64_t i219 = 0; i219 < 64; ++i219) v215[(i218) * 64 + i219] = A.p1[(o216 + i218) * A.s1_0 + o217 + i219];
+    const int64_t o212 = int64_t(v1) * 1;
+    const int64_t o213 = int64_t(v18) * 64;
+    if (o212 >= 0 && o212 + 1 <= A.d1_0 && o213 >= 0 && o213 + 64 <= A.d1_1) {
+      for (int64_t i214 = 0; i214 < 1; ++i214) {
+        for (int64_t i215 = 0; i215 < 64; ++i215) v211[(i214) * 64 + i215] = A.p1[(o212 + i214) * A.s1_0 + o213 + i215];
       }
     } else {
       // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-      const int64_t lo220 = o217 >= 0 ? 0 : -o217 < 64 ? -o217 : 64;
-      const int64_t hi221 = A.d1_1 - o217 >= 64 ? 64 : A.d1_1 - o217 > lo220 ? A.d1_1 - o217 : lo220;
-      for (int64_t i222 = 0; i222 < 1; ++i222) {
-        if ((o216 + i222) >= 0 && (o216 + i222) < A.d1_0) tsr::load_row<tsr::ld_same>(v215 + (i222) * 64, A.p1 + (o216 + i222) * A.s1_0, o217, lo220, hi221, 64, float(0x0p+0));
-        else tsr::load_row<tsr::ld_same>(v215 + (i222) * 64, A.p1, 0, 0, 0, 64, float(0x0p+0));
+      const int64_t lo216 = o213 >= 0 ? 0 : -o213 < 64 ? -o213 : 64;
+      const int64_t hi217 = A.d1_1 - o213 >= 64 ? 64 : A.d1_1 - o213 > lo216 ? A.d1_1 - o213 : lo216;
+      for (int64_t i218 = 0; i218 < 1; ++i218) {
+        if ((o212 + i218) >= 0 && (o212 + i218) < A.d1_0) tsr::load_row<tsr::ld_same>(v211 + (i218) * 64, A.p1 + (o212 + i218) * A.s1_0, o213, lo216, hi217, 64, float(0x0p+0));
+        else tsr::load_row<tsr::ld_same>(v211 + (i218) * 64, A.p1, 0, 0, 0, 64, float(0x0p+0));
       }
     }
   }
   // %200, %201 = sort %199, %198 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
-  alignas(64) float v224[64];
-  alignas(64) int32_t v225[64];
-  alignas(64) uint64_t sk226[128];
-  alignas(64) int32_t sp227[128];
-  tsr::sort_lines(v215, v206, v224, v225, 1, 64, 1, 64, true, sk226, sp227);
+  alignas(64) float v220[64];
+  alignas(64) int32_t v221[64];
+  alignas(64) uint64_t sk222[128];
+  alignas(64) int32_t sp223[128];
+  tsr::sort_lines(v211, v202, v220, v221, 1, 64, 1, 64, true, sk222, sp223);
   // store_tile %values, %200, %1, %18
   {
-    const int64_t o228 = int64_t(v1) * 1;
-    const int64_t o229 = int64_t(v18) * 64;
-    if (o228 >= 0 && o228 + 1 <= A.d1_0 && o229 >= 0 && o229 + 64 <= A.d1_1) {
-      for (int64_t i230 = 0; i230 < 1; ++i230) {
-        for (int64_t i231 = 0; i231 < 64; ++i231) A.p1[(o228 + i230) * A.s1_0 + o229 + i231] = v224[(i230) * 64 + i231];
+    const int64_t o224 = int64_t(v1) * 1;
+    const int64_t o225 = int64_t(v18) * 64;
+    if (o224 >= 0 && o224 + 1 <= A.d1_0 && o225 >= 0 && o225 + 64 <= A.d1_1) {
+      for (int64_t i226 = 0; i226 < 1; ++i226) {
+        for (int64_t i227 = 0; i227 < 64; ++i227) A.p1[(o224 + i226) * A.s1_0 + o225 + i227] = v220[(i226) * 64 + i227];
       }
     } else {
       // partly outside: each row copies its columns inside [lo, hi)
-      const int64_t lo232 = o229 >= 0 ? 0 : -o229 < 64 ? -o229 : 64;
-      const int64_t hi233 = A.d1_1 - o229 >= 64 ? 64 : A.d1_1 - o229 > lo232 ? A.d1_1 - o229 : lo232;
-      for (int64_t i234 = 0; i234 < 1; ++i234) {
-        if ((o228 + i234) >= 0 && (o228 + i234) < A.d1_0) tsr::store_row<tsr::st_same>(A.p1 + (o228 + i234) * A.s1_0, v224 + (i234) * 64, o229, lo232, hi233);
+      const int64_t lo228 = o225 >= 0 ? 0 : -o225 < 64 ? -o225 : 64;
+      const int64_t hi229 = A.d1_1 - o225 >= 64 ? 64 : A.d1_1 - o225 > lo228 ? A.d1_1 - o225 : lo228;
+      for (int64_t i230 = 0; i230 < 1; ++i230) {
+        if ((o224 + i230) >= 0 && (o224 + i230) < A.d1_0) tsr::store_row<tsr::st_same>(A.p1 + (o224 + i230) * A.s1_0, v220 + (i230) * 64, o225, lo228, hi229);
       }
     }
   }
   // store_tile %indices, %201, %1, %18
   {
-    const int64_t o236 = int64_t(v1) * 1;
-    const int64_t o237 = int64_t(v18) * 64;
-    if (o236 >= 0 && o236 + 1 <= A.d2_0 && o237 >= 0 && o237 + 64 <= A.d2_1) {
-      for (int64_t i238 = 0; i238 < 1; ++i238) {
-        for (int64_t i239 = 0; i239 < 64; ++i239) A.p2[(o236 + i238) * A.s2_0 + o237 + i239] = v225[(i238) * 64 + i239];
+    const int64_t o232 = int64_t(v1) * 1;
+    const int64_t o233 = int64_t(v18) * 64;
+    if (o232 >= 0 && o232 + 1 <= A.d2_0 && o233 >= 0 && o233 + 64 <= A.d2_1) {
+      for (int64_t i234 = 0; i234 < 1; ++i234) {
+        for (int64_t i235 = 0; i235 < 64; ++i235) A.p2[(o232 + i234) * A.s2_0 + o233 + i235] = v221[(i234) * 64 + i235];
       }
     } else {
       // partly outside: each row copies its columns inside [lo, hi)
-      const int64_t lo240 = o237 >= 0 ? 0 : -o237 < 64 ? -o237 : 64;
-      const int64_t hi241 = A.d2_1 - o237 >= 64 ? 64 : A.d2_1 - o237 > lo240 ? A.d2_1 - o237 : lo240;
-      for (int64_t i242 = 0; i242 < 1; ++i242) {
-        if ((o236 + i242) >= 0 && (o236 + i242) < A.d2_0) tsr::store_row<tsr::st_same>(A.p2 + (o236 + i242) * A.s2_0, v225 + (i242) * 64, o237, lo240, hi241);
+      const int64_t lo236 = o233 >= 0 ? 0 : -o233 < 64 ? -o233 : 64;
+      const int64_t hi237 = A.d2_1 - o233 >= 64 ? 64 : A.d2_1 - o233 > lo236 ? A.d2_1 - o233 : lo236;
+      for (int64_t i238 = 0; i238 < 1; ++i238) {
+        if ((o232 + i238) >= 0 && (o232 + i238) < A.d2_0) tsr::store_row<tsr::st_same>(A.p2 + (o232 + i238) * A.s2_0, v221 + (i238) * 64, o233, lo236, hi237);
       }
     }
   }
