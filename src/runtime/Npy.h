@@ -22,7 +22,7 @@ namespace tessera {
 struct NpyArray {
   std::string descr;  // as the header says it: '<f4', '|b1', ...
   std::vector<int64_t> shape;
-  std::vector<uint8_t> data;  // raw, C order
+  TensorBytes data;  // raw, C order
   uint64_t data_offset = 0;   // where the data starts in the file (for located errors)
 };
 

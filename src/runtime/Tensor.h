@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <new>
 #include <string>
 #include <variant>
 #include <vector>
@@ -14,10 +15,26 @@
 
 namespace tessera {
 
+// Storage that starts at a cache line (64 bytes): a row of a tensor whose rows are whole lines
+// then starts at one too, so the cpu kernels' 64-byte vector loads and stores do not split lines
+// (malloc's 16 bytes put every row of a large tensor 16 bytes past one).
+template <class T>
+struct CacheLineAllocator {
+  using value_type = T;
+  CacheLineAllocator() = default;
+  template <class U>
+  CacheLineAllocator(const CacheLineAllocator<U>&) {}  // NOLINT
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(64))); }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(64)); }
+  template <class U>
+  bool operator==(const CacheLineAllocator<U>&) const { return true; }
+};
+using TensorBytes = std::vector<uint8_t, CacheLineAllocator<uint8_t>>;
+
 struct Tensor {
   ScalarKind dtype = ScalarKind::F32;
   std::vector<int64_t> shape;
-  std::vector<uint8_t> data;
+  TensorBytes data;
 
   Tensor() = default;
   Tensor(ScalarKind dt, std::vector<int64_t> shape);  // zero-filled
