@@ -502,6 +502,13 @@ TEST(CpuSpeedPaths, IntegerSumScanIsTheVectorScan) {
       EXPECT_NE(got[1].get_int(n - 1), 0);
     }
   }
+  // Several rows of one tile (outer > 1), each scanned on its own.
+  const std::string t = "tile<i32, [4, 48]>";
+  auto k = bound("kernel @scan4(%x: view<i32, [M, 48]>, %y: view<i32, [M, 48]>) {\n" + std::string(kRowHead) +
+                 "  %t = load_tile %x, %pid, %c0 : " + t + "\n  %s = scan %t {axis = 1, kind = \"sum\"} : " + t +
+                 "\n  store_tile %y, %s, %pid, %c0\n}\n");
+  EXPECT_NE(emit_cpp(*k).find("tsr::scan_add32("), std::string::npos);
+  run_both(*k, {{"M", 9}}, 19, [](std::vector<Tensor>&) {});
 }
 
 // A scatter whose mask is mostly clear skips its clear 64-element chunks: set bits at both ends
