@@ -214,6 +214,7 @@ std::shared_ptr<CpuKernel> compile_cpu(const Kernel& k, const CpuOptions& opts) 
       std::vector<std::string> kernel_flags = flags, inputs;
       if (with_runtime) {
         kernel_flags.push_back("-DTSR_PREBUILT_RUNTIME");
+        kernel_flags.push_back("-Wl,--gc-sections");  // the object's helpers the kernel does not call
         inputs.push_back(rt);
       }
       return run_compiler(cxx, kernel_flags, work + "/kernel.cpp", out, work, inputs);
@@ -250,6 +251,7 @@ std::shared_ptr<CpuKernel> compile_cpu(const Kernel& k, const CpuOptions& opts) 
   }
   auto kk = make(so);
   kk->compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  kk->linked_runtime_object = runtime != nullptr;
   return kk;
 }
 

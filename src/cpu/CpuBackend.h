@@ -32,6 +32,9 @@ class CpuKernel {
   double compile_seconds = 0;  // 0 when it came from a cache
   bool from_disk_cache = false;
   bool from_memory_cache = false;
+  // A fresh compile that linked the runtime object (src/cpu/RuntimeObject.cpp) rather than
+  // compiling the runtime header's helpers itself (false for cache hits).
+  bool linked_runtime_object = false;
 };
 
 // Compile (or fetch from a cache) a bound kernel. Throws TesseraError with the compiler's

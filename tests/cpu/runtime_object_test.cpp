@@ -64,20 +64,23 @@ TEST(CpuRuntimeObject, TheDefaultFlagsLinkTheBuildsCopy) {
   clear_cpu_memory_cache();
   auto k = bound(kRows);
   auto ck = compile_cpu(*k, o);
+  EXPECT_TRUE(ck->linked_runtime_object);
   check_rows(ck, *k);
   // The build step made the copy, so nothing was compiled into this cache but the kernel.
   ASSERT_FALSE(cpu::build_runtime_dir().empty());
   EXPECT_TRUE(fs::exists(cpu::build_runtime_dir())) << "the build's tessera_cpu_runtime step did not run";
   EXPECT_EQ(runtime_entries(dir), 0u);
-  // The kernel's shared object holds the whole runtime object: a helper it never calls
-  // (sort_lines<double>) is there.
+  // The link keeps only the helpers the kernel calls (the whole object is ~110 KB) and exports
+  // none of them.
   std::vector<fs::path> sos;
   for (auto& e : fs::directory_iterator(dir))
     if (e.path().extension() == ".so") sos.push_back(e.path());
   ASSERT_EQ(sos.size(), 1u);
+  EXPECT_LT(fs::file_size(sos[0]), 64u * 1024u);
   void* h = ::dlopen(sos[0].c_str(), RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(h, nullptr) << ::dlerror();
-  EXPECT_NE(::dlsym(h, "_ZN3tsr10sort_linesIdEEvPKT_PKiPS1_PixxxxbPmS7_"), nullptr);
+  EXPECT_NE(::dlsym(h, "tessera_run"), nullptr);
+  EXPECT_EQ(::dlsym(h, "_ZN3tsr10sort_linesIdEEvPKT_PKiPS1_PixxxxbPmS7_"), nullptr);
   ::dlclose(h);
   clear_cpu_memory_cache();
 }
@@ -87,7 +90,9 @@ TEST(CpuRuntimeObject, OtherFlagsKeepTheirOwnInTheCacheAndABadOneIsRebuilt) {
   CpuOptions o = own_flags(dir);
   clear_cpu_memory_cache();
   auto k = bound(kRows);
-  check_rows(compile_cpu(*k, o), *k);
+  auto ck = compile_cpu(*k, o);
+  EXPECT_TRUE(ck->linked_runtime_object);
+  check_rows(ck, *k);
   ASSERT_EQ(runtime_entries(dir), 1u);
   const char* cxx = std::getenv("TESSERA_CXX");
   const std::string key = cpu::runtime_object_key(cxx && *cxx ? cxx : "c++", o.flags);
@@ -102,12 +107,16 @@ TEST(CpuRuntimeObject, OtherFlagsKeepTheirOwnInTheCacheAndABadOneIsRebuilt) {
     return bound(t.replace(t.find("add"), 3, op));
   };
   auto k2 = with("mul");
-  check_rows(compile_cpu(*k2, o), *k2);
+  auto ck2 = compile_cpu(*k2, o);
+  EXPECT_FALSE(ck2->linked_runtime_object);
+  check_rows(ck2, *k2);
   EXPECT_FALSE(fs::exists(dir + "/" + key + ".o"));
   // A new process (the memo forgotten) builds a good one again.
   clear_cpu_memory_cache();
   auto k3 = with("max");
-  check_rows(compile_cpu(*k3, o), *k3);
+  auto ck3 = compile_cpu(*k3, o);
+  EXPECT_TRUE(ck3->linked_runtime_object);
+  check_rows(ck3, *k3);
   ASSERT_TRUE(fs::exists(dir + "/" + key + ".o"));
   EXPECT_EQ(fs::file_size(dir + "/" + key + ".o"), good);
   // An object that links but lacks the helpers (as one made for another CPU would lack some):
@@ -120,7 +129,9 @@ TEST(CpuRuntimeObject, OtherFlagsKeepTheirOwnInTheCacheAndABadOneIsRebuilt) {
   DiskCache(dir, "tessera-cpu-runtime", ".o").store(key, bytes);
   clear_cpu_memory_cache();
   auto k4 = with("min");
-  check_rows(compile_cpu(*k4, o), *k4);
+  auto ck4 = compile_cpu(*k4, o);
+  EXPECT_FALSE(ck4->linked_runtime_object);
+  check_rows(ck4, *k4);
   EXPECT_FALSE(fs::exists(dir + "/" + key + ".o"));
   clear_cpu_memory_cache();
   check_rows(compile_cpu(*k4, o), *k4);  // from the disk cache: the self-contained build
