@@ -55,6 +55,18 @@ std::string read_all(const std::string& path) {
   return ss.str();
 }
 
+// Runs argv and returns its stdout+stderr; *rc gets the exit status (127: could not exec).
+std::string run_captured(const std::vector<std::string>& argv, int* rc) {
+  char tmpl[] = "/tmp/tessera-cxx-out-XXXXXX";
+  int fd = ::mkstemp(tmpl);
+  if (fd < 0) throw TesseraError(std::string("cpu backend: cannot create a temporary file: ") + std::strerror(errno));
+  ::close(fd);
+  *rc = run_process(argv, tmpl);
+  std::string out = read_all(tmpl);
+  ::unlink(tmpl);
+  return out;
+}
+
 }  // namespace
 
 const std::string& compiler_version(const std::string& cxx) {
@@ -63,13 +75,8 @@ const std::string& compiler_version(const std::string& cxx) {
   std::lock_guard<std::mutex> lock(mu);
   auto it = memo.find(cxx);
   if (it != memo.end()) return it->second;
-  char tmpl[] = "/tmp/tessera-cxx-version-XXXXXX";
-  int fd = ::mkstemp(tmpl);
-  if (fd < 0) throw TesseraError(std::string("cpu backend: cannot create a temporary file: ") + std::strerror(errno));
-  ::close(fd);
-  int rc = run_process({cxx, "--version"}, tmpl);
-  std::string out = read_all(tmpl);
-  ::unlink(tmpl);
+  int rc = 0;
+  std::string out = run_captured({cxx, "--version"}, &rc);
   if (rc == 127)
     throw TesseraError("cpu backend: C++ compiler '" + cxx +
                        "' not found (set TESSERA_CXX or CpuOptions::compiler to a working compiler)");
@@ -83,21 +90,16 @@ const std::string& compiler_version(const std::string& cxx) {
 const std::string& compiler_macros(const std::string& cxx, const std::vector<std::string>& flags) {
   static std::mutex mu;
   static std::map<std::string, std::string> memo;
+  // (-E stops before any link or object flag, -shared, -c, -fuse-ld=, would act.)
   std::vector<std::string> argv{cxx};
-  for (const std::string& f : flags)
-    if (f != "-shared" && f != "-c" && f.rfind("-fuse-ld=", 0) != 0) argv.push_back(f);
+  argv.insert(argv.end(), flags.begin(), flags.end());
   for (const char* a : {"-E", "-dM", "-x", "c++", "/dev/null"}) argv.push_back(a);
   std::string id;
   for (const std::string& a : argv) id += a + "\n";
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = memo.find(id); it != memo.end()) return it->second;
-  char tmpl[] = "/tmp/tessera-cxx-macros-XXXXXX";
-  int fd = ::mkstemp(tmpl);
-  if (fd < 0) throw TesseraError(std::string("cpu backend: cannot create a temporary file: ") + std::strerror(errno));
-  ::close(fd);
-  const int rc = run_process(argv, tmpl);
-  std::string out = read_all(tmpl);
-  ::unlink(tmpl);
+  int rc = 0;
+  std::string out = run_captured(argv, &rc);
   // A compiler that cannot say: the flags alone stand for the target (as the kernels' keys do).
   if (rc != 0) out.clear();
   return memo[id] = out;

@@ -311,7 +311,7 @@ class Emitter {
     for (int k = 0; k < 2; ++k) {
       const Value *a = m->def->operand(k), *s = m->def->operand(1 - k);
       auto us = uniform_.find(s);
-      if (us == uniform_.end() || expr_.count(a) || uniform_.count(a) || row_bcast_.count(a)) continue;
+      if (us == uniform_.end() || !in_array(a)) continue;
       auto na = name_.find(a);
       if (na == name_.end() || !float_arrays_.count(na->second) || a->type.shape != v->type.shape) continue;
       arr = na->second;
@@ -599,6 +599,9 @@ class Emitter {
     for (size_t p = e.find(mark); p != std::string::npos; p = e.find(mark, p + i.size())) e.replace(p, 3, i);
     return e;
   }
+  // A tile held in an array of its own (not an expression computed at its users, a uniform
+  // value or a broadcast row), whose name can be indexed and offset.
+  bool in_array(const Value* v) const { return !expr_.count(v) && !uniform_.count(v) && !row_bcast_.count(v); }
   std::string elem(const Value* v, const std::string& i) const {
     if (auto it = expr_.find(v); it != expr_.end()) return "(" + subst(it->second, i) + ")";
     if (auto it = uniform_.find(v); it != uniform_.end()) return it->second;
@@ -1412,8 +1415,7 @@ void Emitter::emit_gather_scatter(const Op& op) {
   // topk's "kept" flags are mostly clear (the keep pass's two scatters were ~30% of cpu topk).
   const Value* mask = has_mask && !gather ? op.operand(first + rank) : nullptr;
   if (mask && mask->type.is_tile() && mask->type.elem == ScalarKind::I1 && numel(mask) >= 64 &&
-      numel(mask) % 64 == 0 && numel(shaped) == numel(mask) && !expr_.count(mask) && !uniform_.count(mask) &&
-      !row_bcast_.count(mask)) {
+      numel(mask) % 64 == 0 && numel(shaped) == numel(mask) && in_array(mask)) {
     const std::string c = fresh("c"), i = fresh("i");
     line("for (int64_t " + c + " = 0; " + c + " < " + std::to_string(numel(mask)) + "; " + c + " += 64) {");
     ++ind_;
@@ -1820,7 +1822,7 @@ void Emitter::emit_scan(const Op& op) {
   // A sum scan of 32-bit integers along a contiguous axis: the runtime's vector scan (integer
   // sums are exact in any order).
   if (op.kind == OpKind::Scan && op.attr_string("kind") == "sum" && inner == 1 &&
-      (t == ScalarKind::I32 || t == ScalarKind::U32) && !expr_.count(x) && !uniform_.count(x) && !row_bcast_.count(x)) {
+      (t == ScalarKind::I32 || t == ScalarKind::U32) && in_array(x)) {
     line("for (int64_t o_ = 0; o_ < " + O + "; ++o_) tsr::scan_add32(" + xs + " + o_ * " + L + ", " + r + " + o_ * " + L +
          ", " + L + ");");
     return;

@@ -202,8 +202,9 @@ std::shared_ptr<CpuKernel> compile_cpu(const Kernel& k, const CpuOptions& opts) 
   // The runtime header's helpers come compiled (src/cpu/RuntimeObject.cpp) where there is a
   // copy or a disk cache to keep one; the kernel is the same either way, so the key does not
   // say which.
-  std::shared_ptr<const RuntimeObject> runtime = find_runtime_object(cxx, flags, disk ? disk->dir() : "");
-  std::string work = make_work_dir(disk ? disk->dir() : env_or("TMPDIR", "/tmp"));
+  const std::string cache_dir = disk ? disk->dir() : "";
+  std::shared_ptr<const RuntimeObject> runtime = find_runtime_object(cxx, flags, cache_dir);
+  std::string work = make_work_dir(disk ? cache_dir : env_or("TMPDIR", "/tmp"));
   std::shared_ptr<SharedObject> so;
   try {
     write_whole_file(work + "/tessera_cpu.h", kRuntimeHeader, false);
@@ -225,7 +226,7 @@ std::shared_ptr<CpuKernel> compile_cpu(const Kernel& k, const CpuOptions& opts) 
     // symbol) is dropped and the kernel compiled self-contained. Loaded before it is stored, so
     // such a kernel never reaches the disk cache.
     auto drop_and_rebuild = [&] {
-      drop_runtime_object(*runtime, disk ? disk->dir() : "");
+      drop_runtime_object(*runtime, cache_dir);
       runtime = nullptr;
       r = build(false);
     };

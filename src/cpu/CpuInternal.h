@@ -5,7 +5,6 @@
 #include <functional>
 #include <unordered_map>
 #include <memory>
-#include <optional>
 #include <string_view>
 #include <string>
 #include <vector>
@@ -47,8 +46,8 @@ namespace tessera::cpu {
 // cannot be run. Run only before a compile (a cache miss): a fork + exec per process cost a
 // warm cache hit ~5 ms.
 const std::string& compiler_version(const std::string& cxx);
-// The compiler's predefined macros under `flags` (`CXX flags -E -dM -x c++ /dev/null`, less
-// -shared, -c and -fuse-ld=): the instruction sets -march=native resolves to on this host.
+// The compiler's predefined macros under `flags` (`CXX flags -E -dM -x c++ /dev/null`): the
+// instruction sets -march=native resolves to on this host.
 // Memoized per compiler and flags; "" when it fails.
 const std::string& compiler_macros(const std::string& cxx, const std::vector<std::string>& flags);
 // What the cache key knows of the compiler without running it: the binary `cxx` resolves to

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "cpu/CpuInternal.h"
 #include "runtime/DiskCache.h"
@@ -53,11 +54,14 @@ std::string runtime_object_key(const std::string& cxx, const std::vector<std::st
   for (const std::string& f : runtime_object_flags(kernel_flags)) in += f + "\n";
   // The target the flags resolve to here (-march=native names no CPU): an object made on
   // another host (a build folder or a cache carried over) is not this one's.
-  in += compiler_macros(cxx, kernel_flags);
+  in += compiler_macros(cxx, runtime_object_flags(kernel_flags));
   in += kRuntimeHeader;
   return content_hash(in);
 }
 
+namespace {
+
+// The object compiled in the private folder `work`; nullopt when the compiler fails.
 std::optional<std::string> compile_runtime_object(const std::string& cxx, const std::vector<std::string>& kernel_flags,
                                                   const std::string& work) {
   write_whole_file(work + "/tessera_cpu.h", kRuntimeHeader, false);
@@ -67,6 +71,8 @@ std::optional<std::string> compile_runtime_object(const std::string& cxx, const 
   if (!r.ok) return std::nullopt;
   return read_file(out);
 }
+
+}  // namespace
 
 std::string build_runtime_dir() { return kBuildRuntimeDir; }
 
