@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <sstream>
@@ -122,6 +123,61 @@ int64_t work_estimate(const Block& b) {
   }
   return w;
 }
+
+// A program's element ops and the bytes its load_tile / store_tile ops move, loops by their
+// trip counts (kLoopGuess when unknown), an if by its costlier branch. A transcendental counts
+// as 15 ops (the runtime's exp is 13 vector instructions), a sort as its network's steps, the
+// rest as one each.
+struct Traffic {
+  double ops = 0, bytes = 0;
+};
+Traffic traffic_estimate(const Block& b) {
+  Traffic t;
+  for (const auto& o : b.ops) {
+    double n = 1;
+    for (const Value* r : o->results)
+      if (r->type.is_tile() && shape_is_static(r->type.shape)) n = std::max(n, double(shape_numel(r->type.shape)));
+    if (o->kind == OpKind::Dot && o->operand(0)->type.is_tile() && o->operand(0)->type.rank() == 2 &&
+        shape_is_static(o->operand(0)->type.shape))
+      n *= double(static_shape(o->operand(0)->type.shape)[1]);
+    if ((o->kind == OpKind::LoadTile || o->kind == OpKind::StoreTile) && !o->operands.empty()) {
+      const Value* tile = o->kind == OpKind::LoadTile ? o->result() : o->operands.size() > 1 ? o->operand(1) : nullptr;
+      if (tile && tile->type.is_tile() && shape_is_static(tile->type.shape))
+        t.bytes += double(shape_numel(tile->type.shape)) * scalar_bytes(o->operand(0)->type.elem);
+    }
+    static const OpKind transcendental[] = {OpKind::Exp,  OpKind::Exp2, OpKind::Log,  OpKind::Log2,    OpKind::Log1p, OpKind::Expm1,
+                                            OpKind::Sin,  OpKind::Cos,  OpKind::Tanh, OpKind::Sigmoid, OpKind::Erf,   OpKind::Pow};
+    double weight = std::find(std::begin(transcendental), std::end(transcendental), o->kind) != std::end(transcendental) ? 15 : 1;
+    if (o->kind == OpKind::Sort || o->kind == OpKind::Topk) {  // a merge network: log2(n) (log2(n) + 1) / 2 steps
+      const double lg = std::log2(std::max(2.0, n));
+      weight = lg * (lg + 1) / 2;
+    }
+    t.ops += n * weight;
+    double trips = 1;
+    if (o->kind == OpKind::While) trips = double(kLoopGuess);
+    if (o->kind == OpKind::For) {
+      auto lb = const_int(o->operand(0)), ub = const_int(o->operand(1)), st = const_int(o->operand(2));
+      trips = lb && ub && st && *st > 0 ? double(std::max<int64_t>(0, (*ub - *lb + *st - 1) / *st)) : double(kLoopGuess);
+    }
+    Traffic inner;
+    for (const auto& r : o->regions) {
+      Traffic x = traffic_estimate(*r);
+      if (o->kind == OpKind::If) {
+        inner.ops = std::max(inner.ops, x.ops), inner.bytes = std::max(inner.bytes, x.bytes);
+      } else {
+        inner.ops += x.ops * trips, inner.bytes += x.bytes * trips;
+      }
+    }
+    t.ops += inner.ops, t.bytes += inner.bytes;
+  }
+  return t;
+}
+// Long f32 / bf16 row stores stream (tsr::stream_f32 / stream_bf16, into views of at least
+// tsr::kStreamBytes) in kernels doing fewer element ops than this per byte they move: there a
+// plain store's read of each line it writes costs time, while a compute-bound kernel (bf16
+// softmax: ~6 ops a byte) ran 5-30% slower streaming (bench/RESULTS.md, session 31).
+constexpr double kStreamOpsPerByte = 4.0;
+constexpr int64_t kStreamPiece = 256;  // the emitter's kPrefetchPiece
 
 // Grids doing at most this many element ops in all run without OpenMP (about 0.2 ms of work).
 constexpr int64_t kSerialWork = int64_t{1} << 19;
@@ -306,14 +362,17 @@ class Emitter {
   bool scaled_row(const Value* v, std::string& arr, std::string& u) const {
     const Op* c = v->def;
     if (!c || c->kind != OpKind::Cast || !expr_.count(v) || v->type.elem != ScalarKind::BF16) return false;
-    const Value* m = c->operand(0);
+    return scaled_f32(c->operand(0), v->type.shape, arr, u);
+  }
+  // An f32 tile `a * u` computed inside its user (a an f32 array of `shape`, u one value).
+  bool scaled_f32(const Value* m, const Shape& shape, std::string& arr, std::string& u) const {
     if (m->type.elem != ScalarKind::F32 || !m->def || m->def->kind != OpKind::Mul || !expr_.count(m)) return false;
     for (int k = 0; k < 2; ++k) {
       const Value *a = m->def->operand(k), *s = m->def->operand(1 - k);
       auto us = uniform_.find(s);
       if (us == uniform_.end() || !in_array(a)) continue;
       auto na = name_.find(a);
-      if (na == name_.end() || !float_arrays_.count(na->second) || a->type.shape != v->type.shape) continue;
+      if (na == name_.end() || !float_arrays_.count(na->second) || a->type.shape != shape) continue;
       arr = na->second;
       u = us->second;
       return true;
@@ -525,9 +584,15 @@ class Emitter {
     long mem_pos = 0;  // position in `home` of the op that first reads the tile's memory
     std::string start, lines;  // names: the next tile's first cache line, its line count
     bool used = false;
+    const Op* used_at = nullptr;  // the site that printed it (a streamed store prints it in both branches)
     std::vector<std::pair<const Op*, int>> candidates;  // (loop op, cost), from the probe
   };
   std::vector<Prefetch> prefetch_;
+  // Views some store_tile of which streams (stream_store): each gets `const bool
+  // tsr_stream<j>` at the program's start (the view's size decides at run time).
+  std::vector<int> stream_views_;
+  bool stream_store(const Op& store) const;
+  std::string stream_flag(int j) const { return "tsr_stream" + std::to_string(j); }
   bool probe_ = true;
   std::vector<const Op*> chosen_;  // each prefetch's loop op, after the probe
   static constexpr int64_t kPrefetchPiece = 256;
@@ -838,7 +903,7 @@ std::vector<std::string> Emitter::prefetch_calls(const Op& site, int cost, const
   if (in_loop(site.parent)) return calls;
   for (size_t k = 0; k < prefetch_.size(); ++k) {
     Prefetch& p = prefetch_[k];
-    if (p.used) continue;
+    if (p.used && p.used_at != &site) continue;
     const Op* e = &site;
     while (e && e->parent != p.home) e = e->parent ? e->parent->parent : nullptr;
     if (!e || pos_in(p.home, e) <= p.mem_pos) continue;
@@ -848,7 +913,11 @@ std::vector<std::string> Emitter::prefetch_calls(const Op& site, int cost, const
     }
     if (k >= chosen_.size() || chosen_[k] != &site) continue;
     p.used = true;
-    calls.push_back(std::string(p.write ? "tsr::prefetch_part_w(" : "tsr::prefetch_part(") + p.start + ", " + p.lines + ", " + part + ", " + std::to_string(parts) + ");");
+    p.used_at = &site;
+    // A streamed store's lines are not brought into the cache (tsr::stream_f32 writes around it).
+    const std::string unless =
+        p.write && stream_store(*p.load) ? "if (!" + stream_flag(view_of(*p.load, p.load->operand(0))) + ") " : "";
+    calls.push_back(unless + (p.write ? "tsr::prefetch_part_w(" : "tsr::prefetch_part(") + p.start + ", " + p.lines + ", " + part + ", " + std::to_string(parts) + ");");
   }
   return calls;
 }
@@ -877,6 +946,25 @@ void Emitter::loop_with_prefetch(const Op& site, int64_t n, const std::string& i
   }
   if (!stmt.empty()) line("for (int64_t " + i + " = 0; " + i + " < " + N + "; ++" + i + ") " + piece(stmt, "0", N));
   if (!after.empty()) line(piece(after, "0", N));
+}
+
+// A store_tile of one long f32 or bf16 row (whole 256-element pieces, at least two), which
+// tsr::stream_f32 / stream_bf16 can write.
+bool streamable_row(const Op& store) {
+  if (store.kind != OpKind::StoreTile || store.operands.size() < 2) return false;
+  const Value* tile = store.operand(1);
+  const ScalarKind t = store.operand(0)->type.elem;
+  if ((t != ScalarKind::F32 && t != ScalarKind::BF16) || !tile->type.is_tile() || !shape_is_static(tile->type.shape)) return false;
+  const std::vector<int64_t> S = static_shape(tile->type.shape);
+  for (size_t d = 0; d + 1 < S.size(); ++d)
+    if (S[d] != 1) return false;
+  return S.back() >= 2 * kStreamPiece && S.back() % kStreamPiece == 0;
+}
+
+bool Emitter::stream_store(const Op& store) const {
+  auto v = store.operands.empty() ? view_index_.end() : view_index_.find(store.operand(0));
+  return v != view_index_.end() && std::find(stream_views_.begin(), stream_views_.end(), v->second) != stream_views_.end() &&
+         streamable_row(store);
 }
 
 void Emitter::emit_prefetch_prologue(const Block& body, size_t at) {
@@ -1253,6 +1341,29 @@ void Emitter::emit_load_store(const Op& op, const LoadInto* into) {
     toff = idx.empty() ? "0" : "(" + flat_index(idx, oshape) + ") * " + std::to_string(S[rank - 1]);
     std::string i = fresh("i");
     std::string n = std::to_string(S[rank - 1]);
+    // A streamed row (stream_store): tsr::stream_f32 / stream_bf16 where the view is large
+    // enough (its flag), the plain store below otherwise.
+    const bool stream = !load && !into && stream_store(op);
+    if (stream) {
+      const int64_t n = S[rank - 1];
+      const std::string dst = "A.p" + js + " + " + goff + " + @C@", bf = t == ScalarKind::BF16 ? "bf16" : "f32";
+      std::string sa, su;
+      line("if (" + stream_flag(j) + ") {");
+      ++ind_;
+      if (t == ScalarKind::BF16 ? scaled_row(tile, sa, su) : scaled_f32(tile, tile->type.shape, sa, su)) {
+        loop_with_prefetch(op, n, i, "", "tsr::stream_" + bf + "_mul(" + dst + ", " + sa + " + " + toff + " + @C@, " + su + ", @N@);");
+      } else if (t == ScalarKind::F32 && in_array(tile) && elem(tile, "@I@") == nm(tile) + "[@I@]") {
+        loop_with_prefetch(op, n, i, "", "tsr::stream_f32(" + dst + ", " + nm(tile) + " + " + toff + " + @C@, @N@);");
+      } else {
+        std::string f = fresh("st");
+        declare_array(op, ScalarKind::F32, f, kPrefetchPiece);
+        loop_with_prefetch(op, n, i, f + "[" + i + " - @C@] = " + elem(tile, toff + " + " + i) + ";",
+                           "tsr::stream_" + bf + "(" + dst + ", " + f + ", @N@);", true);
+      }
+      --ind_;
+      line("} else {");
+      ++ind_;
+    }
     if (in_place)
       line(r + (t == ScalarKind::BF16 ? ".p" : "") + " = A.p" + js + " + " + goff + ";");
     else if (load && rows == 1 && is_narrow(t) && S[rank - 1] >= 256)
@@ -1288,6 +1399,10 @@ void Emitter::emit_load_store(const Op& op, const LoadInto* into) {
     else
       line("for (int64_t " + i + " = 0; " + i + " < " + n + "; ++" + i + ") A.p" + js + "[" + goff + " + " + i + "] = " +
            store_conv(t, elem(tile, toff + " + " + i)) + ";");
+    if (stream) {
+      --ind_;
+      line("}");
+    }
   });
   --ind_;
   line("} else {");
@@ -2226,6 +2341,19 @@ EmittedCpp Emitter::run() {
   }
   --ind_;
   line("};");
+  // Streamed row stores (tsr::stream_f32): in kernels that move more bytes than they compute.
+  // TESSERA_CPU_STREAM_STORES=0: never (the A/B switch of bench/RESULTS.md, session 31).
+  const char* off = std::getenv("TESSERA_CPU_STREAM_STORES");
+  if (k.body && !(off && std::string(off) == "0")) {
+    const Traffic tr = traffic_estimate(*k.body);
+    if (tr.bytes > 0 && tr.ops < kStreamOpsPerByte * tr.bytes)
+      walk(*k.body, [&](Op& o) {
+        if (!streamable_row(o)) return;
+        auto v = view_index_.find(o.operand(0));
+        if (v != view_index_.end() && std::find(stream_views_.begin(), stream_views_.end(), v->second) == stream_views_.end())
+          stream_views_.push_back(v->second);
+      });
+  }
   line("");
   line("Args unpack(void** buf, const int64_t* dims, const int64_t* is, const double* fs) {");
   ++ind_;
@@ -2286,6 +2414,13 @@ EmittedCpp Emitter::run() {
   const size_t prologue_at = lines_.size();
   emit_block(*k.body);
   emit_prefetch_prologue(*k.body, prologue_at);
+  std::vector<std::string> flags;
+  for (int j : stream_views_) {
+    const std::string js = std::to_string(j);
+    flags.push_back("  const bool " + stream_flag(j) + " = tsr::stream_view(A.d" + js + "_0 * A.s" + js + "_0, " +
+                    std::to_string(scalar_bytes(k.params[size_t(j)]->type.elem)) + ");  // streamed stores (tsr::kStreamBytes)");
+  }
+  insert_lines(prologue_at, flags);
   for (const Op* p : pipes_) {
     cur_ = p;
     line("// the end of the program: " + text_of(*p) + " must be empty");
@@ -2324,15 +2459,29 @@ EmittedCpp Emitter::run() {
   line("if (" + std::string(gy->operands.size() == 3 ? "programs_" : "g0 * g1 * g2") + " <= INT64_C(" +
        std::to_string(kSerialWork) + ") / INT64_C(" + std::to_string(std::max<int64_t>(work, 1)) +
        ")) nt = 1;  // about " + std::to_string(work) + " element ops per program");
+  const std::string programs = "      for (int64_t x = 0; x < g0; ++x) program(A, int32_t(x), int32_t(y), int32_t(z), g[0], g[1], g[2]);";
   line("if (nt == 1) {");
   line("  for (int64_t z = 0; z < g2; ++z)");
   line("    for (int64_t y = 0; y < g1; ++y)");
-  line("      for (int64_t x = 0; x < g0; ++x) program(A, int32_t(x), int32_t(y), int32_t(z), g[0], g[1], g[2]);");
+  line(programs);
+  if (!stream_views_.empty()) line("  tsr::stream_fence();  // the streamed stores, before the caller reads them");
   line("} else {");
-  line("  #pragma omp parallel for collapse(3) schedule(static) num_threads(nt)");
-  line("  for (int64_t z = 0; z < g2; ++z)");
-  line("    for (int64_t y = 0; y < g1; ++y)");
-  line("      for (int64_t x = 0; x < g0; ++x) program(A, int32_t(x), int32_t(y), int32_t(z), g[0], g[1], g[2]);");
+  if (stream_views_.empty()) {
+    line("  #pragma omp parallel for collapse(3) schedule(static) num_threads(nt)");
+    line("  for (int64_t z = 0; z < g2; ++z)");
+    line("    for (int64_t y = 0; y < g1; ++y)");
+    line(programs);
+  } else {
+    // Each thread fences its own streamed stores before the team's closing barrier.
+    line("  #pragma omp parallel num_threads(nt)");
+    line("  {");
+    line("  #pragma omp for collapse(3) schedule(static) nowait");
+    line("  for (int64_t z = 0; z < g2; ++z)");
+    line("    for (int64_t y = 0; y < g1; ++y)");
+    line(programs);
+    line("  tsr::stream_fence();");
+    line("  }");
+  }
   line("}");
   const bool faults = has_struct_ || has_faults_;
   line(faults ? "return __atomic_exchange_n(&tsr_fault_code, 0, __ATOMIC_SEQ_CST);" : "return 0;");

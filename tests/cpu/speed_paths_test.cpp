@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "CpuTestUtil.h"
+#include "kernels/Library.h"
 
 namespace tessera::cputest {
 namespace {
@@ -788,6 +789,80 @@ TEST(CpuSpeedPaths, Bf16VectorExpGivesTheScalarExpsBits) {
   EXPECT_EQ(bad, 0);
   EXPECT_GT(inf, 1000);  // the sweep reaches overflow and subnormal results
   EXPECT_GT(sub, 1000);
+}
+
+// Streamed row stores (tsr::stream_f32 / stream_bf16: non-temporal, into views of at least
+// tsr::kStreamBytes, in kernels that move more bytes than they compute) give the plain stores'
+// bits: six programs of a kernel whose views are 8 MiB and more (2048 rows; the rows past the
+// grid keep their inputs' values on both sides), rows 1028 and 2056 wide so that the rows start
+// off a 64-byte line (the head stored plainly), a scaled f32 row (stream_f32_mul), its bf16
+// rounding (stream_bf16_mul: subnormal, NaN, infinite products take f2bf) and an expression
+// stored through a piece (stream_f32). The same kernel at 64 rows (views under the size) stores
+// plainly, and TESSERA_CPU_STREAM_STORES=0 emits no streamed store. softmax bf16, whose exp
+// makes it compute-bound, streams nothing; f32's does.
+TEST(CpuSpeedPaths, StreamedRowStoresGiveThePlainStoresBits) {
+  const std::string row = "tile<f32, [1, 1024]>";
+  // scaled: y = a * u is also rounded to bf16 (a materialized product: stream_f32, and the bf16
+  // store through a piece); else only its bf16 rounding is stored (stream_bf16_mul).
+  for (bool both : {true, false}) {
+    SCOPED_TRACE(both);
+    std::string text = R"(kernel @bigrows(%x: view<f32, [M, 1028]>, %s: view<f32, [M, 1]>, %y: view<f32, [M, 1028]>, %b: view<bf16, [M, 2056]>, %z: view<f32, [M, 1028]>) {
+  grid {
+    %g = const {value = 6} : i32
+    yield %g
+  }
+  %pid = program_id {axis = 0} : i32
+  %c0 = const {value = 0} : i32
+  %t = load_tile %x, %pid, %c0 : )" + row + R"(
+  %a = add %t, %t : )" + row + R"(
+  %m = reduce %a {axis = 1, kind = "max"} : tile<f32, [1]>
+  %me = expand_dims %m {axis = 0} : tile<f32, [1, 1]>
+  store_tile %s, %me, %pid, %c0
+  %u = load_tile %s, %pid, %c0 : tile<f32, [1, 1]>
+  %ub = broadcast %u : )" + row + R"(
+  %p = mul %a, %ub : )" + row + R"(
+)" + (both ? "  store_tile %y, %p, %pid, %c0\n" : "") + R"(  %h = cast %p : tile<bf16, [1, 1024]>
+  store_tile %b, %h, %pid, %c0
+  %q = sub %t, %ub : )" + row + R"(
+  store_tile %z, %q, %pid, %c0
+}
+)";
+    auto [k, src] = bound_and_emitted(text);
+    for (const char* call : {both ? "tsr::stream_f32(" : "tsr::stream_bf16_mul(", both ? "tsr::stream_bf16(" : "tsr::stream_f32(",
+                             "tsr::stream_fence();", "tsr::stream_view("})
+      EXPECT_NE(src.find(call), std::string::npos) << call << "\n" << src;
+    auto plant = [](std::vector<Tensor>& in) {
+      Tensor& x = in[0];
+      for (int64_t j = 0; j < 1024; ++j) {
+        x.set(j, std::ldexp(x.get(j), -64));  // row 0: a * max(a) subnormal
+        x.set(2 * 1028 + j, 1e38);           // row 2: infinities
+      }
+      x.set(1 * 1028 + 5, NAN);  // row 1: all NaN (the max is NaN)
+      x.set(4 * 1028 + 1023, NAN);
+      x.set(5 * 1028 + 7, 1e-40);
+    };
+    for (int64_t M : {2048, 64}) {
+      SCOPED_TRACE(M);
+      std::vector<Tensor> got = run_exact(*k, {{"M", M}}, 301, {1, 2, 3, 4}, plant);
+      int subnormal = 0, nan = 0, inf = 0;
+      for (int64_t j = 0; j < 1024; ++j) {
+        subnormal += got[3].get(j) != 0 && std::fabs(got[3].get(j)) < 1.1754943508222875e-38;
+        nan += std::isnan(got[3].get(2056 + j));
+        inf += std::isinf(got[3].get(2 * 2056 + j));
+      }
+      EXPECT_GT(subnormal, 256) << "the test stores subnormal bf16 values";
+      EXPECT_EQ(nan, 1024);
+      EXPECT_GT(inf, 256);
+    }
+    setenv("TESSERA_CPU_STREAM_STORES", "0", 1);
+    std::string off = emit_cpp(*k);
+    unsetenv("TESSERA_CPU_STREAM_STORES");
+    EXPECT_EQ(off.find("stream"), std::string::npos) << off;
+  }
+  for (ScalarKind dt : {ScalarKind::BF16, ScalarKind::F32}) {
+    auto sm = bind_constexprs(*find_library_kernel("softmax")->build(dt), {{"BLOCK_N", 4096}});
+    EXPECT_EQ(emit_cpp(*sm).find("tsr::stream_") != std::string::npos, dt == ScalarKind::F32) << scalar_name(dt);
+  }
 }
 
 }  // namespace

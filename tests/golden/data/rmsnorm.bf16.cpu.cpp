@@ -44,6 +44,7 @@ void grid_fn(const Args& A, int32_t* g) {
 void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np0, int32_t np1, int32_t np2) {
   (void)A; (void)pid0; (void)pid1; (void)pid2; (void)np0; (void)np1; (void)np2;
   [[maybe_unused]] constexpr int64_t BLOCK_N = INT64_C(1024);
+  const bool tsr_stream2 = tsr::stream_view(A.d2_0 * A.s2_0, 2);  // streamed stores (tsr::kStreamBytes)
   // The next program's row tiles, prefetched while this one computes (tsr::prefetch_part).
   const char* pf0_ = nullptr;
   int64_t pfl0_ = 0;
@@ -52,23 +53,23 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   if (int64_t(pid0) + 1 < int64_t(np0)) {
     const int32_t pn0_ = pid0 + 1;
     // %1 = program_id {axis = 0} : i32
-    const int32_t v88 = pn0_;
+    const int32_t v92 = pn0_;
     // %10 = const {value = 0} : i32
-    const int32_t v89 = int32_t(INT64_C(0));
+    const int32_t v93 = int32_t(INT64_C(0));
     {
-      const int64_t o90 = int64_t(v88) * 1;
-      const int64_t o91 = int64_t(v89) * 1024;
-      if (o90 >= 0 && o90 + 1 <= A.d0_0 && o91 >= 0 && o91 + 1024 <= A.d0_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p0 + o90 * A.s0_0 + o91);
+      const int64_t o94 = int64_t(v92) * 1;
+      const int64_t o95 = int64_t(v93) * 1024;
+      if (o94 >= 0 && o94 + 1 <= A.d0_0 && o95 >= 0 && o95 + 1024 <= A.d0_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p0 + o94 * A.s0_0 + o95);
         pf0_ = tsr::line_start(p_);
         pfl0_ = tsr::line_count(p_, 2048);
       }
     }
     {
-      const int64_t o92 = int64_t(v88) * 1;
-      const int64_t o93 = int64_t(v89) * 1024;
-      if (o92 >= 0 && o92 + 1 <= A.d2_0 && o93 >= 0 && o93 + 1024 <= A.d2_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p2 + o92 * A.s2_0 + o93);
+      const int64_t o96 = int64_t(v92) * 1;
+      const int64_t o97 = int64_t(v93) * 1024;
+      if (o96 >= 0 && o96 + 1 <= A.d2_0 && o97 >= 0 && o97 + 1024 <= A.d2_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p2 + o96 * A.s2_0 + o97);
         pf1_ = tsr::line_start(p_);
         pfl1_ = tsr::line_count(p_, 2048);
       }
@@ -180,55 +181,65 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       const int64_t o32 = int64_t(v10) * 1024;
       if (o31 >= 0 && o31 + 1 <= A.d2_0 && o32 >= 0 && o32 + 1024 <= A.d2_1) {
         for (int64_t i33 = 0; i33 < 1; ++i33) {
-          alignas(64) float st35[256];
-          for (int64_t c36 = 0; c36 < 1024; c36 += 256) {
-            tsr::prefetch_part(pf0_, pfl0_, c36 / 256, 4);
-            tsr::prefetch_part_w(pf1_, pfl1_, c36 / 256, 4);
-            for (int64_t i34 = c36; i34 < c36 + 256; ++i34) st35[i34 - c36] = (float((float((float(v11[(i33) * 1024 + i34] * v28[0])) * v20[(i33) * 1024 + i34]))));
-            tsr::store_bf16(A.p2 + (o31 + i33) * A.s2_0 + o32 + c36, st35, 256);
+          if (tsr_stream2) {
+            alignas(64) float st35[256];
+            for (int64_t c36 = 0; c36 < 1024; c36 += 256) {
+              tsr::prefetch_part(pf0_, pfl0_, c36 / 256, 4);
+              if (!tsr_stream2) tsr::prefetch_part_w(pf1_, pfl1_, c36 / 256, 4);
+              for (int64_t i34 = c36; i34 < c36 + 256; ++i34) st35[i34 - c36] = (float((float((float(v11[(i33) * 1024 + i34] * v28[0])) * v20[(i33) * 1024 + i34]))));
+              tsr::stream_bf16(A.p2 + (o31 + i33) * A.s2_0 + o32 + c36, st35, 256);
+            }
+          } else {
+            alignas(64) float st37[256];
+            for (int64_t c38 = 0; c38 < 1024; c38 += 256) {
+              tsr::prefetch_part(pf0_, pfl0_, c38 / 256, 4);
+              if (!tsr_stream2) tsr::prefetch_part_w(pf1_, pfl1_, c38 / 256, 4);
+              for (int64_t i34 = c38; i34 < c38 + 256; ++i34) st37[i34 - c38] = (float((float((float(v11[(i33) * 1024 + i34] * v28[0])) * v20[(i33) * 1024 + i34]))));
+              tsr::store_bf16(A.p2 + (o31 + i33) * A.s2_0 + o32 + c38, st37, 256);
+            }
           }
         }
       } else {
         // partly outside: each row copies its columns inside [lo, hi)
-        const int64_t lo37 = o32 >= 0 ? 0 : -o32 < 1024 ? -o32 : 1024;
-        const int64_t hi38 = A.d2_1 - o32 >= 1024 ? 1024 : A.d2_1 - o32 > lo37 ? A.d2_1 - o32 : lo37;
-        for (int64_t i39 = 0; i39 < 1; ++i39) {
-          if ((o31 + i39) >= 0 && (o31 + i39) < A.d2_0)
-            for (int64_t i40 = lo37; i40 < hi38; ++i40) A.p2[(o31 + i39) * A.s2_0 + o32 + i40] = tsr::f2bf((float((float((float(v11[(i39) * 1024 + i40] * v28[0])) * v20[(i39) * 1024 + i40])))));
+        const int64_t lo39 = o32 >= 0 ? 0 : -o32 < 1024 ? -o32 : 1024;
+        const int64_t hi40 = A.d2_1 - o32 >= 1024 ? 1024 : A.d2_1 - o32 > lo39 ? A.d2_1 - o32 : lo39;
+        for (int64_t i41 = 0; i41 < 1; ++i41) {
+          if ((o31 + i41) >= 0 && (o31 + i41) < A.d2_0)
+            for (int64_t i42 = lo39; i42 < hi40; ++i42) A.p2[(o31 + i41) * A.s2_0 + o32 + i42] = tsr::f2bf((float((float((float(v11[(i41) * 1024 + i42] * v28[0])) * v20[(i41) * 1024 + i42])))));
         }
       }
     }
     // yield
   } else {
     // %29 = const {value = 0.0} : f32
-    const float v41 = float(0x0p+0);
+    const float v43 = float(0x0p+0);
     // %30 = splat %29 : tile<f32, [1]>
-    alignas(64) float v42[1];
-    for (int64_t i43 = 0; i43 < 1; ++i43) v42[i43] = v41;
+    alignas(64) float v44[1];
+    for (int64_t i45 = 0; i45 < 1; ++i45) v44[i45] = v43;
     // %31 = const {value = 0} : i32
-    const int32_t v44 = int32_t(INT64_C(0));
+    const int32_t v46 = int32_t(INT64_C(0));
     // %32 = for %31, %7, %4, %30 : tile<f32, [1]> {...}
-    alignas(64) float c45[1];
-    __builtin_memcpy(c45, v42, sizeof(c45));
-    for (int64_t iv46_ = v44; v4 > 0 && iv46_ < v7; iv46_ += v4) {
-      const int32_t iv46 = int32_t(iv46_);
+    alignas(64) float c47[1];
+    __builtin_memcpy(c47, v44, sizeof(c47));
+    for (int64_t iv48_ = v46; v4 > 0 && iv48_ < v7; iv48_ += v4) {
+      const int32_t iv48 = int32_t(iv48_);
       // %35 = load_tile %x, %1, %33 : tile<bf16, [1, 1024]>
-      alignas(64) uint16_t v47_pad[1024];
-      tsr::bf16_row v47{v47_pad};
+      alignas(64) uint16_t v49_pad[1024];
+      tsr::bf16_row v49{v49_pad};
       {
-        const int64_t o48 = int64_t(v1) * 1;
-        const int64_t o49 = int64_t(iv46) * 1024;
-        if (o48 >= 0 && o48 + 1 <= A.d0_0 && o49 >= 0 && o49 + 1024 <= A.d0_1) {
-          for (int64_t i50 = 0; i50 < 1; ++i50) {
-            v47.p = A.p0 + (o48 + i50) * A.s0_0 + o49;
+        const int64_t o50 = int64_t(v1) * 1;
+        const int64_t o51 = int64_t(iv48) * 1024;
+        if (o50 >= 0 && o50 + 1 <= A.d0_0 && o51 >= 0 && o51 + 1024 <= A.d0_1) {
+          for (int64_t i52 = 0; i52 < 1; ++i52) {
+            v49.p = A.p0 + (o50 + i52) * A.s0_0 + o51;
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-          const int64_t lo52 = o49 >= 0 ? 0 : -o49 < 1024 ? -o49 : 1024;
-          const int64_t hi53 = A.d0_1 - o49 >= 1024 ? 1024 : A.d0_1 - o49 > lo52 ? A.d0_1 - o49 : lo52;
-          for (int64_t i54 = 0; i54 < 1; ++i54) {
-            if ((o48 + i54) >= 0 && (o48 + i54) < A.d0_0) tsr::load_row<tsr::ld_same>(v47_pad + (i54) * 1024, A.p0 + (o48 + i54) * A.s0_0, o49, lo52, hi53, 1024, tsr::f2bf(float(0x0p+0)));
-            else tsr::load_row<tsr::ld_same>(v47_pad + (i54) * 1024, A.p0, 0, 0, 0, 1024, tsr::f2bf(float(0x0p+0)));
+          const int64_t lo54 = o51 >= 0 ? 0 : -o51 < 1024 ? -o51 : 1024;
+          const int64_t hi55 = A.d0_1 - o51 >= 1024 ? 1024 : A.d0_1 - o51 > lo54 ? A.d0_1 - o51 : lo54;
+          for (int64_t i56 = 0; i56 < 1; ++i56) {
+            if ((o50 + i56) >= 0 && (o50 + i56) < A.d0_0) tsr::load_row<tsr::ld_same>(v49_pad + (i56) * 1024, A.p0 + (o50 + i56) * A.s0_0, o51, lo54, hi55, 1024, tsr::f2bf(float(0x0p+0)));
+            else tsr::load_row<tsr::ld_same>(v49_pad + (i56) * 1024, A.p0, 0, 0, 0, 1024, tsr::f2bf(float(0x0p+0)));
           }
         }
       }
@@ -237,22 +248,22 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %37 = mul %36, %36 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %38 = reduce %37 {axis = 1, kind = "sum"} : tile<f32, [1]>
-      alignas(64) float v56[1];
+      alignas(64) float v58[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float a0_ = float(0), a1_ = float(0);
         int nan_ = 0;
         #pragma omp simd reduction(+:a0_,a1_)
         for (int64_t l_ = 0; l_ < 512; ++l_) {
-          const float x0_ = (float((float(v47[o_ * 1024 + l_])) * (float(v47[o_ * 1024 + l_]))));
+          const float x0_ = (float((float(v49[o_ * 1024 + l_])) * (float(v49[o_ * 1024 + l_]))));
           a0_ += x0_;
-          const float x1_ = (float((float(v47[o_ * 1024 + 512 + l_])) * (float(v47[o_ * 1024 + 512 + l_]))));
+          const float x1_ = (float((float(v49[o_ * 1024 + 512 + l_])) * (float(v49[o_ * 1024 + 512 + l_]))));
           a1_ += x1_;
         }
-        v56[o_ * 1 + 0] = nan_ ? float(NAN) : float(a0_ + a1_);
+        v58[o_ * 1 + 0] = nan_ ? float(NAN) : float(a0_ + a1_);
       }
       // %39 = add %34, %38 : tile<f32, [1]>
-      // (written into the carried c45)
-      for (int64_t i57 = 0; i57 < 1; ++i57) c45[i57] = float(c45[i57] + v56[i57]);
+      // (written into the carried c47)
+      for (int64_t i59 = 0; i59 < 1; ++i59) c47[i59] = float(c47[i59] + v58[i59]);
       // yield %39
     }
     // %40 = splat %8 : tile<f32, [1]>
@@ -260,59 +271,59 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %41 = div %32, %40 : tile<f32, [1]>
     // (computed inside its user)
     // %42 = const {value = 1e-05} : f32
-    const float v58 = float(0x1.4f8b588e368f1p-17);
+    const float v60 = float(0x1.4f8b588e368f1p-17);
     // %43 = splat %42 : tile<f32, [1]>
     // (computed inside its user)
     // %44 = add %41, %43 : tile<f32, [1]>
     // (computed inside its user)
     // %45 = rsqrt %44 : tile<f32, [1]>
-    alignas(64) float v59[1];
-    for (int64_t i60 = 0; i60 < 1; ++i60) v59[i60] = float(1.0f / tsr::sqrt((float((float(c45[i60] / (v8))) + (v58)))));
+    alignas(64) float v61[1];
+    for (int64_t i62 = 0; i62 < 1; ++i62) v61[i62] = float(1.0f / tsr::sqrt((float((float(c47[i62] / (v8))) + (v60)))));
     // for %31, %7, %4 {...}
-    for (int64_t iv61_ = v44; v4 > 0 && iv61_ < v7; iv61_ += v4) {
-      const int32_t iv61 = int32_t(iv61_);
+    for (int64_t iv63_ = v46; v4 > 0 && iv63_ < v7; iv63_ += v4) {
+      const int32_t iv63 = int32_t(iv63_);
       // %47 = load_tile %x, %1, %46 : tile<bf16, [1, 1024]>
-      alignas(64) uint16_t v62_pad[1024];
-      tsr::bf16_row v62{v62_pad};
+      alignas(64) uint16_t v64_pad[1024];
+      tsr::bf16_row v64{v64_pad};
       {
-        const int64_t o63 = int64_t(v1) * 1;
-        const int64_t o64 = int64_t(iv61) * 1024;
-        if (o63 >= 0 && o63 + 1 <= A.d0_0 && o64 >= 0 && o64 + 1024 <= A.d0_1) {
-          for (int64_t i65 = 0; i65 < 1; ++i65) {
-            v62.p = A.p0 + (o63 + i65) * A.s0_0 + o64;
+        const int64_t o65 = int64_t(v1) * 1;
+        const int64_t o66 = int64_t(iv63) * 1024;
+        if (o65 >= 0 && o65 + 1 <= A.d0_0 && o66 >= 0 && o66 + 1024 <= A.d0_1) {
+          for (int64_t i67 = 0; i67 < 1; ++i67) {
+            v64.p = A.p0 + (o65 + i67) * A.s0_0 + o66;
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-          const int64_t lo67 = o64 >= 0 ? 0 : -o64 < 1024 ? -o64 : 1024;
-          const int64_t hi68 = A.d0_1 - o64 >= 1024 ? 1024 : A.d0_1 - o64 > lo67 ? A.d0_1 - o64 : lo67;
-          for (int64_t i69 = 0; i69 < 1; ++i69) {
-            if ((o63 + i69) >= 0 && (o63 + i69) < A.d0_0) tsr::load_row<tsr::ld_same>(v62_pad + (i69) * 1024, A.p0 + (o63 + i69) * A.s0_0, o64, lo67, hi68, 1024, tsr::f2bf(float(0x0p+0)));
-            else tsr::load_row<tsr::ld_same>(v62_pad + (i69) * 1024, A.p0, 0, 0, 0, 1024, tsr::f2bf(float(0x0p+0)));
+          const int64_t lo69 = o66 >= 0 ? 0 : -o66 < 1024 ? -o66 : 1024;
+          const int64_t hi70 = A.d0_1 - o66 >= 1024 ? 1024 : A.d0_1 - o66 > lo69 ? A.d0_1 - o66 : lo69;
+          for (int64_t i71 = 0; i71 < 1; ++i71) {
+            if ((o65 + i71) >= 0 && (o65 + i71) < A.d0_0) tsr::load_row<tsr::ld_same>(v64_pad + (i71) * 1024, A.p0 + (o65 + i71) * A.s0_0, o66, lo69, hi70, 1024, tsr::f2bf(float(0x0p+0)));
+            else tsr::load_row<tsr::ld_same>(v64_pad + (i71) * 1024, A.p0, 0, 0, 0, 1024, tsr::f2bf(float(0x0p+0)));
           }
         }
       }
       // %48 = cast %47 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %49 = load_tile %w, %46 : tile<bf16, [1024]>
-      alignas(64) uint16_t v71_pad[1024];
-      tsr::bf16_row v71{v71_pad};
+      alignas(64) uint16_t v73_pad[1024];
+      tsr::bf16_row v73{v73_pad};
       {
-        const int64_t o72 = int64_t(iv61) * 1024;
-        if (o72 >= 0 && o72 + 1024 <= A.d1_0) {
-          v71.p = A.p1 + o72;
+        const int64_t o74 = int64_t(iv63) * 1024;
+        if (o74 >= 0 && o74 + 1024 <= A.d1_0) {
+          v73.p = A.p1 + o74;
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-          const int64_t lo74 = o72 >= 0 ? 0 : -o72 < 1024 ? -o72 : 1024;
-          const int64_t hi75 = A.d1_0 - o72 >= 1024 ? 1024 : A.d1_0 - o72 > lo74 ? A.d1_0 - o72 : lo74;
-          tsr::load_row<tsr::ld_same>(v71_pad, A.p1, o72, lo74, hi75, 1024, tsr::f2bf(float(0x0p+0)));
+          const int64_t lo76 = o74 >= 0 ? 0 : -o74 < 1024 ? -o74 : 1024;
+          const int64_t hi77 = A.d1_0 - o74 >= 1024 ? 1024 : A.d1_0 - o74 > lo76 ? A.d1_0 - o74 : lo76;
+          tsr::load_row<tsr::ld_same>(v73_pad, A.p1, o74, lo76, hi77, 1024, tsr::f2bf(float(0x0p+0)));
         }
       }
       // %50 = cast %49 : tile<f32, [1024]>
       // (the same array as its operand: exact in the compute type)
       // %51 = expand_dims %45 {axis = 0} : tile<f32, [1, 1]>
       // %52 = broadcast %51 : tile<f32, [1, 1024]>
-      alignas(64) float v77[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v77[i_] = v59[0];
+      alignas(64) float v79[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v79[i_] = v61[0];
       // %53 = mul %48, %52 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %54 = expand_dims %50 {axis = 0} : tile<f32, [1, 1024]>
@@ -322,23 +333,31 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // (computed inside its user)
       // store_tile %y, %56, %1, %46
       {
-        const int64_t o78 = int64_t(v1) * 1;
-        const int64_t o79 = int64_t(iv61) * 1024;
-        if (o78 >= 0 && o78 + 1 <= A.d2_0 && o79 >= 0 && o79 + 1024 <= A.d2_1) {
-          for (int64_t i80 = 0; i80 < 1; ++i80) {
-            alignas(64) float st82[256];
-            for (int64_t c83 = 0; c83 < 1024; c83 += 256) {
-              for (int64_t i81 = c83; i81 < c83 + 256; ++i81) st82[i81 - c83] = (float((float((float((float(v62[(i80) * 1024 + i81])) * v59[0])) * v71[(i80) * 1024 + i81]))));
-              tsr::store_bf16(A.p2 + (o78 + i80) * A.s2_0 + o79 + c83, st82, 256);
+        const int64_t o80 = int64_t(v1) * 1;
+        const int64_t o81 = int64_t(iv63) * 1024;
+        if (o80 >= 0 && o80 + 1 <= A.d2_0 && o81 >= 0 && o81 + 1024 <= A.d2_1) {
+          for (int64_t i82 = 0; i82 < 1; ++i82) {
+            if (tsr_stream2) {
+              alignas(64) float st84[256];
+              for (int64_t c85 = 0; c85 < 1024; c85 += 256) {
+                for (int64_t i83 = c85; i83 < c85 + 256; ++i83) st84[i83 - c85] = (float((float((float((float(v64[(i82) * 1024 + i83])) * v61[0])) * v73[(i82) * 1024 + i83]))));
+                tsr::stream_bf16(A.p2 + (o80 + i82) * A.s2_0 + o81 + c85, st84, 256);
+              }
+            } else {
+              alignas(64) float st86[256];
+              for (int64_t c87 = 0; c87 < 1024; c87 += 256) {
+                for (int64_t i83 = c87; i83 < c87 + 256; ++i83) st86[i83 - c87] = (float((float((float((float(v64[(i82) * 1024 + i83])) * v61[0])) * v73[(i82) * 1024 + i83]))));
+                tsr::store_bf16(A.p2 + (o80 + i82) * A.s2_0 + o81 + c87, st86, 256);
+              }
             }
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi)
-          const int64_t lo84 = o79 >= 0 ? 0 : -o79 < 1024 ? -o79 : 1024;
-          const int64_t hi85 = A.d2_1 - o79 >= 1024 ? 1024 : A.d2_1 - o79 > lo84 ? A.d2_1 - o79 : lo84;
-          for (int64_t i86 = 0; i86 < 1; ++i86) {
-            if ((o78 + i86) >= 0 && (o78 + i86) < A.d2_0)
-              for (int64_t i87 = lo84; i87 < hi85; ++i87) A.p2[(o78 + i86) * A.s2_0 + o79 + i87] = tsr::f2bf((float((float((float((float(v62[(i86) * 1024 + i87])) * v59[0])) * v71[(i86) * 1024 + i87])))));
+          const int64_t lo88 = o81 >= 0 ? 0 : -o81 < 1024 ? -o81 : 1024;
+          const int64_t hi89 = A.d2_1 - o81 >= 1024 ? 1024 : A.d2_1 - o81 > lo88 ? A.d2_1 - o81 : lo88;
+          for (int64_t i90 = 0; i90 < 1; ++i90) {
+            if ((o80 + i90) >= 0 && (o80 + i90) < A.d2_0)
+              for (int64_t i91 = lo88; i91 < hi89; ++i91) A.p2[(o80 + i90) * A.s2_0 + o81 + i91] = tsr::f2bf((float((float((float((float(v64[(i90) * 1024 + i91])) * v61[0])) * v73[(i90) * 1024 + i91])))));
           }
         }
       }
@@ -363,11 +382,16 @@ extern "C" int tessera_run(void** buf, const int64_t* dims, const int64_t* is, c
     for (int64_t z = 0; z < g2; ++z)
       for (int64_t y = 0; y < g1; ++y)
         for (int64_t x = 0; x < g0; ++x) program(A, int32_t(x), int32_t(y), int32_t(z), g[0], g[1], g[2]);
+    tsr::stream_fence();  // the streamed stores, before the caller reads them
   } else {
-    #pragma omp parallel for collapse(3) schedule(static) num_threads(nt)
+    #pragma omp parallel num_threads(nt)
+    {
+    #pragma omp for collapse(3) schedule(static) nowait
     for (int64_t z = 0; z < g2; ++z)
       for (int64_t y = 0; y < g1; ++y)
         for (int64_t x = 0; x < g0; ++x) program(A, int32_t(x), int32_t(y), int32_t(z), g[0], g[1], g[2]);
+    tsr::stream_fence();
+    }
   }
   return 0;
 }

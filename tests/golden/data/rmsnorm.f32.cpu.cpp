@@ -44,6 +44,7 @@ void grid_fn(const Args& A, int32_t* g) {
 void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np0, int32_t np1, int32_t np2) {
   (void)A; (void)pid0; (void)pid1; (void)pid2; (void)np0; (void)np1; (void)np2;
   [[maybe_unused]] constexpr int64_t BLOCK_N = INT64_C(1024);
+  const bool tsr_stream2 = tsr::stream_view(A.d2_0 * A.s2_0, 4);  // streamed stores (tsr::kStreamBytes)
   // The next program's row tiles, prefetched while this one computes (tsr::prefetch_part).
   const char* pf0_ = nullptr;
   int64_t pfl0_ = 0;
@@ -52,23 +53,23 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   if (int64_t(pid0) + 1 < int64_t(np0)) {
     const int32_t pn0_ = pid0 + 1;
     // %1 = program_id {axis = 0} : i32
-    const int32_t v85 = pn0_;
+    const int32_t v89 = pn0_;
     // %10 = const {value = 0} : i32
-    const int32_t v86 = int32_t(INT64_C(0));
+    const int32_t v90 = int32_t(INT64_C(0));
     {
-      const int64_t o87 = int64_t(v85) * 1;
-      const int64_t o88 = int64_t(v86) * 1024;
-      if (o87 >= 0 && o87 + 1 <= A.d0_0 && o88 >= 0 && o88 + 1024 <= A.d0_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p0 + o87 * A.s0_0 + o88);
+      const int64_t o91 = int64_t(v89) * 1;
+      const int64_t o92 = int64_t(v90) * 1024;
+      if (o91 >= 0 && o91 + 1 <= A.d0_0 && o92 >= 0 && o92 + 1024 <= A.d0_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p0 + o91 * A.s0_0 + o92);
         pf0_ = tsr::line_start(p_);
         pfl0_ = tsr::line_count(p_, 4096);
       }
     }
     {
-      const int64_t o89 = int64_t(v85) * 1;
-      const int64_t o90 = int64_t(v86) * 1024;
-      if (o89 >= 0 && o89 + 1 <= A.d2_0 && o90 >= 0 && o90 + 1024 <= A.d2_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p2 + o89 * A.s2_0 + o90);
+      const int64_t o93 = int64_t(v89) * 1;
+      const int64_t o94 = int64_t(v90) * 1024;
+      if (o93 >= 0 && o93 + 1 <= A.d2_0 && o94 >= 0 && o94 + 1024 <= A.d2_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p2 + o93 * A.s2_0 + o94);
         pf1_ = tsr::line_start(p_);
         pfl1_ = tsr::line_count(p_, 4096);
       }
@@ -174,75 +175,85 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       const int64_t o32 = int64_t(v10) * 1024;
       if (o31 >= 0 && o31 + 1 <= A.d2_0 && o32 >= 0 && o32 + 1024 <= A.d2_1) {
         for (int64_t i33 = 0; i33 < 1; ++i33) {
-          for (int64_t c35 = 0; c35 < 1024; c35 += 256) {
-            tsr::prefetch_part(pf0_, pfl0_, c35 / 256, 4);
-            tsr::prefetch_part_w(pf1_, pfl1_, c35 / 256, 4);
-            for (int64_t i34 = c35; i34 < c35 + 256; ++i34) A.p2[(o31 + i33) * A.s2_0 + o32 + i34] = (float((float(v11[(i33) * 1024 + i34] * v28[0])) * v20[(i33) * 1024 + i34]));
+          if (tsr_stream2) {
+            alignas(64) float st35[256];
+            for (int64_t c36 = 0; c36 < 1024; c36 += 256) {
+              tsr::prefetch_part(pf0_, pfl0_, c36 / 256, 4);
+              if (!tsr_stream2) tsr::prefetch_part_w(pf1_, pfl1_, c36 / 256, 4);
+              for (int64_t i34 = c36; i34 < c36 + 256; ++i34) st35[i34 - c36] = (float((float(v11[(i33) * 1024 + i34] * v28[0])) * v20[(i33) * 1024 + i34]));
+              tsr::stream_f32(A.p2 + (o31 + i33) * A.s2_0 + o32 + c36, st35, 256);
+            }
+          } else {
+            for (int64_t c37 = 0; c37 < 1024; c37 += 256) {
+              tsr::prefetch_part(pf0_, pfl0_, c37 / 256, 4);
+              if (!tsr_stream2) tsr::prefetch_part_w(pf1_, pfl1_, c37 / 256, 4);
+              for (int64_t i34 = c37; i34 < c37 + 256; ++i34) A.p2[(o31 + i33) * A.s2_0 + o32 + i34] = (float((float(v11[(i33) * 1024 + i34] * v28[0])) * v20[(i33) * 1024 + i34]));
+            }
           }
         }
       } else {
         // partly outside: each row copies its columns inside [lo, hi)
-        const int64_t lo36 = o32 >= 0 ? 0 : -o32 < 1024 ? -o32 : 1024;
-        const int64_t hi37 = A.d2_1 - o32 >= 1024 ? 1024 : A.d2_1 - o32 > lo36 ? A.d2_1 - o32 : lo36;
-        for (int64_t i38 = 0; i38 < 1; ++i38) {
-          if ((o31 + i38) >= 0 && (o31 + i38) < A.d2_0)
-            for (int64_t i39 = lo36; i39 < hi37; ++i39) A.p2[(o31 + i38) * A.s2_0 + o32 + i39] = (float((float(v11[(i38) * 1024 + i39] * v28[0])) * v20[(i38) * 1024 + i39]));
+        const int64_t lo38 = o32 >= 0 ? 0 : -o32 < 1024 ? -o32 : 1024;
+        const int64_t hi39 = A.d2_1 - o32 >= 1024 ? 1024 : A.d2_1 - o32 > lo38 ? A.d2_1 - o32 : lo38;
+        for (int64_t i40 = 0; i40 < 1; ++i40) {
+          if ((o31 + i40) >= 0 && (o31 + i40) < A.d2_0)
+            for (int64_t i41 = lo38; i41 < hi39; ++i41) A.p2[(o31 + i40) * A.s2_0 + o32 + i41] = (float((float(v11[(i40) * 1024 + i41] * v28[0])) * v20[(i40) * 1024 + i41]));
         }
       }
     }
     // yield
   } else {
     // %26 = const {value = 0.0} : f32
-    const float v40 = float(0x0p+0);
+    const float v42 = float(0x0p+0);
     // %27 = splat %26 : tile<f32, [1]>
-    alignas(64) float v41[1];
-    for (int64_t i42 = 0; i42 < 1; ++i42) v41[i42] = v40;
+    alignas(64) float v43[1];
+    for (int64_t i44 = 0; i44 < 1; ++i44) v43[i44] = v42;
     // %28 = const {value = 0} : i32
-    const int32_t v43 = int32_t(INT64_C(0));
+    const int32_t v45 = int32_t(INT64_C(0));
     // %29 = for %28, %7, %4, %27 : tile<f32, [1]> {...}
-    alignas(64) float c44[1];
-    __builtin_memcpy(c44, v41, sizeof(c44));
-    for (int64_t iv45_ = v43; v4 > 0 && iv45_ < v7; iv45_ += v4) {
-      const int32_t iv45 = int32_t(iv45_);
+    alignas(64) float c46[1];
+    __builtin_memcpy(c46, v43, sizeof(c46));
+    for (int64_t iv47_ = v45; v4 > 0 && iv47_ < v7; iv47_ += v4) {
+      const int32_t iv47 = int32_t(iv47_);
       // %32 = load_tile %x, %1, %30 : tile<f32, [1, 1024]>
-      alignas(64) float v46_pad[1024];
-      const float* v46 = v46_pad;
+      alignas(64) float v48_pad[1024];
+      const float* v48 = v48_pad;
       {
-        const int64_t o47 = int64_t(v1) * 1;
-        const int64_t o48 = int64_t(iv45) * 1024;
-        if (o47 >= 0 && o47 + 1 <= A.d0_0 && o48 >= 0 && o48 + 1024 <= A.d0_1) {
-          for (int64_t i49 = 0; i49 < 1; ++i49) {
-            v46 = A.p0 + (o47 + i49) * A.s0_0 + o48;
+        const int64_t o49 = int64_t(v1) * 1;
+        const int64_t o50 = int64_t(iv47) * 1024;
+        if (o49 >= 0 && o49 + 1 <= A.d0_0 && o50 >= 0 && o50 + 1024 <= A.d0_1) {
+          for (int64_t i51 = 0; i51 < 1; ++i51) {
+            v48 = A.p0 + (o49 + i51) * A.s0_0 + o50;
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-          const int64_t lo51 = o48 >= 0 ? 0 : -o48 < 1024 ? -o48 : 1024;
-          const int64_t hi52 = A.d0_1 - o48 >= 1024 ? 1024 : A.d0_1 - o48 > lo51 ? A.d0_1 - o48 : lo51;
-          for (int64_t i53 = 0; i53 < 1; ++i53) {
-            if ((o47 + i53) >= 0 && (o47 + i53) < A.d0_0) tsr::load_row<tsr::ld_same>(v46_pad + (i53) * 1024, A.p0 + (o47 + i53) * A.s0_0, o48, lo51, hi52, 1024, float(0x0p+0));
-            else tsr::load_row<tsr::ld_same>(v46_pad + (i53) * 1024, A.p0, 0, 0, 0, 1024, float(0x0p+0));
+          const int64_t lo53 = o50 >= 0 ? 0 : -o50 < 1024 ? -o50 : 1024;
+          const int64_t hi54 = A.d0_1 - o50 >= 1024 ? 1024 : A.d0_1 - o50 > lo53 ? A.d0_1 - o50 : lo53;
+          for (int64_t i55 = 0; i55 < 1; ++i55) {
+            if ((o49 + i55) >= 0 && (o49 + i55) < A.d0_0) tsr::load_row<tsr::ld_same>(v48_pad + (i55) * 1024, A.p0 + (o49 + i55) * A.s0_0, o50, lo53, hi54, 1024, float(0x0p+0));
+            else tsr::load_row<tsr::ld_same>(v48_pad + (i55) * 1024, A.p0, 0, 0, 0, 1024, float(0x0p+0));
           }
         }
       }
       // %33 = mul %32, %32 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %34 = reduce %33 {axis = 1, kind = "sum"} : tile<f32, [1]>
-      alignas(64) float v55[1];
+      alignas(64) float v57[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float a0_ = float(0), a1_ = float(0);
         int nan_ = 0;
         #pragma omp simd reduction(+:a0_,a1_)
         for (int64_t l_ = 0; l_ < 512; ++l_) {
-          const float x0_ = (float(v46[o_ * 1024 + l_] * v46[o_ * 1024 + l_]));
+          const float x0_ = (float(v48[o_ * 1024 + l_] * v48[o_ * 1024 + l_]));
           a0_ += x0_;
-          const float x1_ = (float(v46[o_ * 1024 + 512 + l_] * v46[o_ * 1024 + 512 + l_]));
+          const float x1_ = (float(v48[o_ * 1024 + 512 + l_] * v48[o_ * 1024 + 512 + l_]));
           a1_ += x1_;
         }
-        v55[o_ * 1 + 0] = nan_ ? float(NAN) : float(a0_ + a1_);
+        v57[o_ * 1 + 0] = nan_ ? float(NAN) : float(a0_ + a1_);
       }
       // %35 = add %31, %34 : tile<f32, [1]>
-      // (written into the carried c44)
-      for (int64_t i56 = 0; i56 < 1; ++i56) c44[i56] = float(c44[i56] + v55[i56]);
+      // (written into the carried c46)
+      for (int64_t i58 = 0; i58 < 1; ++i58) c46[i58] = float(c46[i58] + v57[i58]);
       // yield %35
     }
     // %36 = splat %8 : tile<f32, [1]>
@@ -250,55 +261,55 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %37 = div %29, %36 : tile<f32, [1]>
     // (computed inside its user)
     // %38 = const {value = 1e-05} : f32
-    const float v57 = float(0x1.4f8b588e368f1p-17);
+    const float v59 = float(0x1.4f8b588e368f1p-17);
     // %39 = splat %38 : tile<f32, [1]>
     // (computed inside its user)
     // %40 = add %37, %39 : tile<f32, [1]>
     // (computed inside its user)
     // %41 = rsqrt %40 : tile<f32, [1]>
-    alignas(64) float v58[1];
-    for (int64_t i59 = 0; i59 < 1; ++i59) v58[i59] = float(1.0f / tsr::sqrt((float((float(c44[i59] / (v8))) + (v57)))));
+    alignas(64) float v60[1];
+    for (int64_t i61 = 0; i61 < 1; ++i61) v60[i61] = float(1.0f / tsr::sqrt((float((float(c46[i61] / (v8))) + (v59)))));
     // for %28, %7, %4 {...}
-    for (int64_t iv60_ = v43; v4 > 0 && iv60_ < v7; iv60_ += v4) {
-      const int32_t iv60 = int32_t(iv60_);
+    for (int64_t iv62_ = v45; v4 > 0 && iv62_ < v7; iv62_ += v4) {
+      const int32_t iv62 = int32_t(iv62_);
       // %43 = load_tile %x, %1, %42 : tile<f32, [1, 1024]>
-      alignas(64) float v61_pad[1024];
-      const float* v61 = v61_pad;
+      alignas(64) float v63_pad[1024];
+      const float* v63 = v63_pad;
       {
-        const int64_t o62 = int64_t(v1) * 1;
-        const int64_t o63 = int64_t(iv60) * 1024;
-        if (o62 >= 0 && o62 + 1 <= A.d0_0 && o63 >= 0 && o63 + 1024 <= A.d0_1) {
-          for (int64_t i64 = 0; i64 < 1; ++i64) {
-            v61 = A.p0 + (o62 + i64) * A.s0_0 + o63;
+        const int64_t o64 = int64_t(v1) * 1;
+        const int64_t o65 = int64_t(iv62) * 1024;
+        if (o64 >= 0 && o64 + 1 <= A.d0_0 && o65 >= 0 && o65 + 1024 <= A.d0_1) {
+          for (int64_t i66 = 0; i66 < 1; ++i66) {
+            v63 = A.p0 + (o64 + i66) * A.s0_0 + o65;
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-          const int64_t lo66 = o63 >= 0 ? 0 : -o63 < 1024 ? -o63 : 1024;
-          const int64_t hi67 = A.d0_1 - o63 >= 1024 ? 1024 : A.d0_1 - o63 > lo66 ? A.d0_1 - o63 : lo66;
-          for (int64_t i68 = 0; i68 < 1; ++i68) {
-            if ((o62 + i68) >= 0 && (o62 + i68) < A.d0_0) tsr::load_row<tsr::ld_same>(v61_pad + (i68) * 1024, A.p0 + (o62 + i68) * A.s0_0, o63, lo66, hi67, 1024, float(0x0p+0));
-            else tsr::load_row<tsr::ld_same>(v61_pad + (i68) * 1024, A.p0, 0, 0, 0, 1024, float(0x0p+0));
+          const int64_t lo68 = o65 >= 0 ? 0 : -o65 < 1024 ? -o65 : 1024;
+          const int64_t hi69 = A.d0_1 - o65 >= 1024 ? 1024 : A.d0_1 - o65 > lo68 ? A.d0_1 - o65 : lo68;
+          for (int64_t i70 = 0; i70 < 1; ++i70) {
+            if ((o64 + i70) >= 0 && (o64 + i70) < A.d0_0) tsr::load_row<tsr::ld_same>(v63_pad + (i70) * 1024, A.p0 + (o64 + i70) * A.s0_0, o65, lo68, hi69, 1024, float(0x0p+0));
+            else tsr::load_row<tsr::ld_same>(v63_pad + (i70) * 1024, A.p0, 0, 0, 0, 1024, float(0x0p+0));
           }
         }
       }
       // %44 = load_tile %w, %42 : tile<f32, [1024]>
-      alignas(64) float v70_pad[1024];
-      const float* v70 = v70_pad;
+      alignas(64) float v72_pad[1024];
+      const float* v72 = v72_pad;
       {
-        const int64_t o71 = int64_t(iv60) * 1024;
-        if (o71 >= 0 && o71 + 1024 <= A.d1_0) {
-          v70 = A.p1 + o71;
+        const int64_t o73 = int64_t(iv62) * 1024;
+        if (o73 >= 0 && o73 + 1024 <= A.d1_0) {
+          v72 = A.p1 + o73;
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-          const int64_t lo73 = o71 >= 0 ? 0 : -o71 < 1024 ? -o71 : 1024;
-          const int64_t hi74 = A.d1_0 - o71 >= 1024 ? 1024 : A.d1_0 - o71 > lo73 ? A.d1_0 - o71 : lo73;
-          tsr::load_row<tsr::ld_same>(v70_pad, A.p1, o71, lo73, hi74, 1024, float(0x0p+0));
+          const int64_t lo75 = o73 >= 0 ? 0 : -o73 < 1024 ? -o73 : 1024;
+          const int64_t hi76 = A.d1_0 - o73 >= 1024 ? 1024 : A.d1_0 - o73 > lo75 ? A.d1_0 - o73 : lo75;
+          tsr::load_row<tsr::ld_same>(v72_pad, A.p1, o73, lo75, hi76, 1024, float(0x0p+0));
         }
       }
       // %45 = expand_dims %41 {axis = 0} : tile<f32, [1, 1]>
       // %46 = broadcast %45 : tile<f32, [1, 1024]>
-      alignas(64) float v76[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v76[i_] = v58[0];
+      alignas(64) float v78[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v78[i_] = v60[0];
       // %47 = mul %43, %46 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %48 = expand_dims %44 {axis = 0} : tile<f32, [1, 1024]>
@@ -306,19 +317,27 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // (computed inside its user)
       // store_tile %y, %49, %1, %42
       {
-        const int64_t o77 = int64_t(v1) * 1;
-        const int64_t o78 = int64_t(iv60) * 1024;
-        if (o77 >= 0 && o77 + 1 <= A.d2_0 && o78 >= 0 && o78 + 1024 <= A.d2_1) {
-          for (int64_t i79 = 0; i79 < 1; ++i79) {
-            for (int64_t i80 = 0; i80 < 1024; ++i80) A.p2[(o77 + i79) * A.s2_0 + o78 + i80] = (float((float(v61[(i79) * 1024 + i80] * v58[0])) * v70[(i79) * 1024 + i80]));
+        const int64_t o79 = int64_t(v1) * 1;
+        const int64_t o80 = int64_t(iv62) * 1024;
+        if (o79 >= 0 && o79 + 1 <= A.d2_0 && o80 >= 0 && o80 + 1024 <= A.d2_1) {
+          for (int64_t i81 = 0; i81 < 1; ++i81) {
+            if (tsr_stream2) {
+              alignas(64) float st83[256];
+              for (int64_t c84 = 0; c84 < 1024; c84 += 256) {
+                for (int64_t i82 = c84; i82 < c84 + 256; ++i82) st83[i82 - c84] = (float((float(v63[(i81) * 1024 + i82] * v60[0])) * v72[(i81) * 1024 + i82]));
+                tsr::stream_f32(A.p2 + (o79 + i81) * A.s2_0 + o80 + c84, st83, 256);
+              }
+            } else {
+              for (int64_t i82 = 0; i82 < 1024; ++i82) A.p2[(o79 + i81) * A.s2_0 + o80 + i82] = (float((float(v63[(i81) * 1024 + i82] * v60[0])) * v72[(i81) * 1024 + i82]));
+            }
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi)
-          const int64_t lo81 = o78 >= 0 ? 0 : -o78 < 1024 ? -o78 : 1024;
-          const int64_t hi82 = A.d2_1 - o78 >= 1024 ? 1024 : A.d2_1 - o78 > lo81 ? A.d2_1 - o78 : lo81;
-          for (int64_t i83 = 0; i83 < 1; ++i83) {
-            if ((o77 + i83) >= 0 && (o77 + i83) < A.d2_0)
-              for (int64_t i84 = lo81; i84 < hi82; ++i84) A.p2[(o77 + i83) * A.s2_0 + o78 + i84] = (float((float(v61[(i83) * 1024 + i84] * v58[0])) * v70[(i83) * 1024 + i84]));
+          const int64_t lo85 = o80 >= 0 ? 0 : -o80 < 1024 ? -o80 : 1024;
+          const int64_t hi86 = A.d2_1 - o80 >= 1024 ? 1024 : A.d2_1 - o80 > lo85 ? A.d2_1 - o80 : lo85;
+          for (int64_t i87 = 0; i87 < 1; ++i87) {
+            if ((o79 + i87) >= 0 && (o79 + i87) < A.d2_0)
+              for (int64_t i88 = lo85; i88 < hi86; ++i88) A.p2[(o79 + i87) * A.s2_0 + o80 + i88] = (float((float(v63[(i87) * 1024 + i88] * v60[0])) * v72[(i87) * 1024 + i88]));
           }
         }
       }
@@ -343,11 +362,16 @@ extern "C" int tessera_run(void** buf, const int64_t* dims, const int64_t* is, c
     for (int64_t z = 0; z < g2; ++z)
       for (int64_t y = 0; y < g1; ++y)
         for (int64_t x = 0; x < g0; ++x) program(A, int32_t(x), int32_t(y), int32_t(z), g[0], g[1], g[2]);
+    tsr::stream_fence();  // the streamed stores, before the caller reads them
   } else {
-    #pragma omp parallel for collapse(3) schedule(static) num_threads(nt)
+    #pragma omp parallel num_threads(nt)
+    {
+    #pragma omp for collapse(3) schedule(static) nowait
     for (int64_t z = 0; z < g2; ++z)
       for (int64_t y = 0; y < g1; ++y)
         for (int64_t x = 0; x < g0; ++x) program(A, int32_t(x), int32_t(y), int32_t(z), g[0], g[1], g[2]);
+    tsr::stream_fence();
+    }
   }
   return 0;
 }

@@ -39,6 +39,7 @@ void grid_fn(const Args& A, int32_t* g) {
 void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np0, int32_t np1, int32_t np2) {
   (void)A; (void)pid0; (void)pid1; (void)pid2; (void)np0; (void)np1; (void)np2;
   [[maybe_unused]] constexpr int64_t BLOCK_N = INT64_C(1024);
+  const bool tsr_stream1 = tsr::stream_view(A.d1_0 * A.s1_0, 4);  // streamed stores (tsr::kStreamBytes)
   // The next program's row tiles, prefetched while this one computes (tsr::prefetch_part).
   const char* pf0_ = nullptr;
   int64_t pfl0_ = 0;
@@ -123,7 +124,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     float es23 = 0.0f;
     for (int64_t c24 = 0; c24 < 1024; c24 += 256) {
       tsr::prefetch_part(pf0_, pfl0_, c24 / 256, 4);
-      tsr::prefetch_part_w(pf1_, pfl1_, c24 / 256, 4);
+      if (!tsr_stream1) tsr::prefetch_part_w(pf1_, pfl1_, c24 / 256, 4);
       for (int64_t i22 = c24; i22 < c24 + 256; ++i22) v21[i22] = (float(v10[i22] - v19[0]));
       es23 += tsr::exp_sum_inplace(v21 + c24, 256);
     }
@@ -150,7 +151,11 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       const int64_t o31 = int64_t(v9) * 1024;
       if (o30 >= 0 && o30 + 1 <= A.d1_0 && o31 >= 0 && o31 + 1024 <= A.d1_1) {
         for (int64_t i32 = 0; i32 < 1; ++i32) {
-          for (int64_t i33 = 0; i33 < 1024; ++i33) A.p1[(o30 + i32) * A.s1_0 + o31 + i33] = (float(v21[(i32) * 1024 + i33] * v27[0]));
+          if (tsr_stream1) {
+            tsr::stream_f32_mul(A.p1 + (o30 + i32) * A.s1_0 + o31 + 0, v21 + (i32) * 1024 + 0, v27[0], 1024);
+          } else {
+            for (int64_t i33 = 0; i33 < 1024; ++i33) A.p1[(o30 + i32) * A.s1_0 + o31 + i33] = (float(v21[(i32) * 1024 + i33] * v27[0]));
+          }
         }
       } else {
         // partly outside: each row copies its columns inside [lo, hi)
@@ -288,7 +293,11 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         const int64_t o84 = int64_t(iv69) * 1024;
         if (o83 >= 0 && o83 + 1 <= A.d1_0 && o84 >= 0 && o84 + 1024 <= A.d1_1) {
           for (int64_t i85 = 0; i85 < 1; ++i85) {
-            for (int64_t i86 = 0; i86 < 1024; ++i86) A.p1[(o83 + i85) * A.s1_0 + o84 + i86] = (float(v80[(i85) * 1024 + i86] * v67[0]));
+            if (tsr_stream1) {
+              tsr::stream_f32_mul(A.p1 + (o83 + i85) * A.s1_0 + o84 + 0, v80 + (i85) * 1024 + 0, v67[0], 1024);
+            } else {
+              for (int64_t i86 = 0; i86 < 1024; ++i86) A.p1[(o83 + i85) * A.s1_0 + o84 + i86] = (float(v80[(i85) * 1024 + i86] * v67[0]));
+            }
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi)
@@ -321,11 +330,16 @@ extern "C" int tessera_run(void** buf, const int64_t* dims, const int64_t* is, c
     for (int64_t z = 0; z < g2; ++z)
       for (int64_t y = 0; y < g1; ++y)
         for (int64_t x = 0; x < g0; ++x) program(A, int32_t(x), int32_t(y), int32_t(z), g[0], g[1], g[2]);
+    tsr::stream_fence();  // the streamed stores, before the caller reads them
   } else {
-    #pragma omp parallel for collapse(3) schedule(static) num_threads(nt)
+    #pragma omp parallel num_threads(nt)
+    {
+    #pragma omp for collapse(3) schedule(static) nowait
     for (int64_t z = 0; z < g2; ++z)
       for (int64_t y = 0; y < g1; ++y)
         for (int64_t x = 0; x < g0; ++x) program(A, int32_t(x), int32_t(y), int32_t(z), g[0], g[1], g[2]);
+    tsr::stream_fence();
+    }
   }
   return 0;
 }

@@ -48,17 +48,18 @@ void grid_fn(const Args& A, int32_t* g) {
 void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np0, int32_t np1, int32_t np2) {
   (void)A; (void)pid0; (void)pid1; (void)pid2; (void)np0; (void)np1; (void)np2;
   [[maybe_unused]] constexpr int64_t BLOCK = INT64_C(1024);
+  const bool tsr_stream2 = tsr::stream_view(A.d2_0 * A.s2_0, 2);  // streamed stores (tsr::kStreamBytes)
   // The next program's row tiles, prefetched while this one computes (tsr::prefetch_part).
   const char* pf2_ = nullptr;
   int64_t pfl2_ = 0;
   if (int64_t(pid0) + 1 < int64_t(np0)) {
     const int32_t pn0_ = pid0 + 1;
     // %6 = program_id {axis = 0} : i32
-    const int32_t v26 = pn0_;
+    const int32_t v28 = pn0_;
     {
-      const int64_t o27 = int64_t(v26) * 1024;
-      if (o27 >= 0 && o27 + 1024 <= A.d2_0) {
-        const char* p_ = reinterpret_cast<const char*>(A.p2 + o27);
+      const int64_t o29 = int64_t(v28) * 1024;
+      if (o29 >= 0 && o29 + 1024 <= A.d2_0) {
+        const char* p_ = reinterpret_cast<const char*>(A.p2 + o29);
         pf2_ = tsr::line_start(p_);
         pfl2_ = tsr::line_count(p_, 2048);
       }
@@ -106,18 +107,27 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   {
     const int64_t o19 = int64_t(v6) * 1024;
     if (o19 >= 0 && o19 + 1024 <= A.d2_0) {
-      alignas(64) float st21[256];
-      for (int64_t c22 = 0; c22 < 1024; c22 += 256) {
-        tsr::prefetch_part_w(pf2_, pfl2_, c22 / 256, 4);
-        for (int64_t i20 = c22; i20 < c22 + 256; ++i20) st21[i20 - c22] = (float((float((float(v7[0 + i20])) + (float(v13[0 + i20]))))));
-        tsr::store_bf16(A.p2 + o19 + c22, st21, 256);
+      if (tsr_stream2) {
+        alignas(64) float st21[256];
+        for (int64_t c22 = 0; c22 < 1024; c22 += 256) {
+          if (!tsr_stream2) tsr::prefetch_part_w(pf2_, pfl2_, c22 / 256, 4);
+          for (int64_t i20 = c22; i20 < c22 + 256; ++i20) st21[i20 - c22] = (float((float((float(v7[0 + i20])) + (float(v13[0 + i20]))))));
+          tsr::stream_bf16(A.p2 + o19 + c22, st21, 256);
+        }
+      } else {
+        alignas(64) float st23[256];
+        for (int64_t c24 = 0; c24 < 1024; c24 += 256) {
+          if (!tsr_stream2) tsr::prefetch_part_w(pf2_, pfl2_, c24 / 256, 4);
+          for (int64_t i20 = c24; i20 < c24 + 256; ++i20) st23[i20 - c24] = (float((float((float(v7[0 + i20])) + (float(v13[0 + i20]))))));
+          tsr::store_bf16(A.p2 + o19 + c24, st23, 256);
+        }
       }
     } else {
       // partly outside: each row copies its columns inside [lo, hi)
-      const int64_t lo23 = o19 >= 0 ? 0 : -o19 < 1024 ? -o19 : 1024;
-      const int64_t hi24 = A.d2_0 - o19 >= 1024 ? 1024 : A.d2_0 - o19 > lo23 ? A.d2_0 - o19 : lo23;
+      const int64_t lo25 = o19 >= 0 ? 0 : -o19 < 1024 ? -o19 : 1024;
+      const int64_t hi26 = A.d2_0 - o19 >= 1024 ? 1024 : A.d2_0 - o19 > lo25 ? A.d2_0 - o19 : lo25;
       if (true)
-        for (int64_t i25 = lo23; i25 < hi24; ++i25) A.p2[o19 + i25] = tsr::f2bf((float((float((float(v7[0 + i25])) + (float(v13[0 + i25])))))));
+        for (int64_t i27 = lo25; i27 < hi26; ++i27) A.p2[o19 + i27] = tsr::f2bf((float((float((float(v7[0 + i27])) + (float(v13[0 + i27])))))));
     }
   }
 }
@@ -137,11 +147,16 @@ extern "C" int tessera_run(void** buf, const int64_t* dims, const int64_t* is, c
     for (int64_t z = 0; z < g2; ++z)
       for (int64_t y = 0; y < g1; ++y)
         for (int64_t x = 0; x < g0; ++x) program(A, int32_t(x), int32_t(y), int32_t(z), g[0], g[1], g[2]);
+    tsr::stream_fence();  // the streamed stores, before the caller reads them
   } else {
-    #pragma omp parallel for collapse(3) schedule(static) num_threads(nt)
+    #pragma omp parallel num_threads(nt)
+    {
+    #pragma omp for collapse(3) schedule(static) nowait
     for (int64_t z = 0; z < g2; ++z)
       for (int64_t y = 0; y < g1; ++y)
         for (int64_t x = 0; x < g0; ++x) program(A, int32_t(x), int32_t(y), int32_t(z), g[0], g[1], g[2]);
+    tsr::stream_fence();
+    }
   }
   return 0;
 }
