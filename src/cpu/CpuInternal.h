@@ -14,7 +14,7 @@
 namespace tessera::cpu {
 
 // Bumped whenever the generated code changes meaning, so old disk cache entries are not reused.
-inline constexpr const char* kCodegenVersion = "tessera-cpu-codegen-10";
+inline constexpr const char* kCodegenVersion = "tessera-cpu-codegen-11";
 
 // The runtime header the generated code includes as "tessera_cpu.h" (embedded at build time).
 extern const char* const kRuntimeHeader;
