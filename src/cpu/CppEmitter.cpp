@@ -148,7 +148,9 @@ Traffic traffic_estimate(const Block& b) {
     static const OpKind transcendental[] = {OpKind::Exp,  OpKind::Exp2, OpKind::Log,  OpKind::Log2,    OpKind::Log1p, OpKind::Expm1,
                                             OpKind::Sin,  OpKind::Cos,  OpKind::Tanh, OpKind::Sigmoid, OpKind::Erf,   OpKind::Pow};
     double weight = std::find(std::begin(transcendental), std::end(transcendental), o->kind) != std::end(transcendental) ? 15 : 1;
-    if (o->kind == OpKind::Sort || o->kind == OpKind::Topk) {  // a merge network: log2(n) (log2(n) + 1) / 2 steps
+    if (o->kind == OpKind::Sort || o->kind == OpKind::Topk) {  // a merge network over the operand: log2(n) (log2(n) + 1) / 2 steps
+      const Value* x = o->operand(0);
+      if (x->type.is_tile() && shape_is_static(x->type.shape)) n = std::max(n, double(shape_numel(x->type.shape)));
       const double lg = std::log2(std::max(2.0, n));
       weight = lg * (lg + 1) / 2;
     }
@@ -596,6 +598,8 @@ class Emitter {
   bool probe_ = true;
   std::vector<const Op*> chosen_;  // each prefetch's loop op, after the probe
   static constexpr int64_t kPrefetchPiece = 256;
+  static_assert(kPrefetchPiece == kStreamPiece, "streamable_row's pieces are loop_with_prefetch's");
+  bool in_streamed_store_ = false;  // printing a streamed store (its write prefetch is left out)
   std::string pid_expr_[3];  // what program_id reads (empty: pidN)
   // The pure scalar ops computing `v` (constants, dims, program ids, scalar arithmetic), added
   // to `slice` (each with whether it reads a program id); false if `v` depends on anything
@@ -914,7 +918,9 @@ std::vector<std::string> Emitter::prefetch_calls(const Op& site, int cost, const
     if (k >= chosen_.size() || chosen_[k] != &site) continue;
     p.used = true;
     p.used_at = &site;
-    // A streamed store's lines are not brought into the cache (tsr::stream_f32 writes around it).
+    // A streamed store's lines are not brought into the cache (tsr::stream_f32 writes around it):
+    // none in its streamed branch, and in its plain one only when the view does not stream.
+    if (p.write && in_streamed_store_) continue;
     const std::string unless =
         p.write && stream_store(*p.load) ? "if (!" + stream_flag(view_of(*p.load, p.load->operand(0))) + ") " : "";
     calls.push_back(unless + (p.write ? "tsr::prefetch_part_w(" : "tsr::prefetch_part(") + p.start + ", " + p.lines + ", " + part + ", " + std::to_string(parts) + ");");
@@ -1350,6 +1356,7 @@ void Emitter::emit_load_store(const Op& op, const LoadInto* into) {
       std::string sa, su;
       line("if (" + stream_flag(j) + ") {");
       ++ind_;
+      in_streamed_store_ = true;
       if (t == ScalarKind::BF16 ? scaled_row(tile, sa, su) : scaled_f32(tile, tile->type.shape, sa, su)) {
         loop_with_prefetch(op, n, i, "", "tsr::stream_" + bf + "_mul(" + dst + ", " + sa + " + " + toff + " + @C@, " + su + ", @N@);");
       } else if (t == ScalarKind::F32 && in_array(tile) && elem(tile, "@I@") == nm(tile) + "[@I@]") {
@@ -1360,6 +1367,7 @@ void Emitter::emit_load_store(const Op& op, const LoadInto* into) {
         loop_with_prefetch(op, n, i, f + "[" + i + " - @C@] = " + elem(tile, toff + " + " + i) + ";",
                            "tsr::stream_" + bf + "(" + dst + ", " + f + ", @N@);", true);
       }
+      in_streamed_store_ = false;
       --ind_;
       line("} else {");
       ++ind_;

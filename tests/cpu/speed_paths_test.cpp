@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "CpuTestUtil.h"
+#include "cpu/CpuInternal.h"
 #include "kernels/Library.h"
 
 namespace tessera::cputest {
@@ -793,22 +794,28 @@ TEST(CpuSpeedPaths, Bf16VectorExpGivesTheScalarExpsBits) {
 
 // Streamed row stores (tsr::stream_f32 / stream_bf16: non-temporal, into views of at least
 // tsr::kStreamBytes, in kernels that move more bytes than they compute) give the plain stores'
-// bits: six programs of a kernel whose views are 8 MiB and more (2048 rows; the rows past the
-// grid keep their inputs' values on both sides), rows 1028 and 2056 wide so that the rows start
-// off a 64-byte line (the head stored plainly), a scaled f32 row (stream_f32_mul), its bf16
-// rounding (stream_bf16_mul: subnormal, NaN, infinite products take f2bf) and an expression
-// stored through a piece (stream_f32). The same kernel at 64 rows (views under the size) stores
-// plainly, and TESSERA_CPU_STREAM_STORES=0 emits no streamed store. softmax bf16, whose exp
-// makes it compute-bound, streams nothing; f32's does.
+// bits: 96 programs (enough for the OpenMP launcher, whose threads fence their own stores) of
+// a kernel whose views are 16.8 MB (4096 rows; the rows past the grid keep their inputs'
+// values), rows 1028 and 2056 wide so that rows start off a 64-byte line (the head stored
+// plainly), scaled f32 rows (stream_f32_mul, and stream_f32 of a materialized product), their
+// bf16 rounding (stream_bf16_mul, or a piece and stream_bf16: subnormal, NaN and infinite
+// products take f2bf) and an expression through a piece. Against the interpreter, and byte for
+// byte against the same kernel emitted with TESSERA_CPU_STREAM_STORES=0 (every output, NaN
+// bits included). At 64 rows the views are under the size and the plain stores run.
 TEST(CpuSpeedPaths, StreamedRowStoresGiveThePlainStoresBits) {
+  // The views below must reach the runtime's threshold for the streamed branch to run.
+  const std::string header = cpu::kRuntimeHeader;
+  ASSERT_NE(header.find("constexpr int64_t kStreamBytes = int64_t(16) << 20;"), std::string::npos);
+  ASSERT_GE(int64_t{4096} * 1028 * 4, int64_t{16} << 20);
   const std::string row = "tile<f32, [1, 1024]>";
-  // scaled: y = a * u is also rounded to bf16 (a materialized product: stream_f32, and the bf16
-  // store through a piece); else only its bf16 rounding is stored (stream_bf16_mul).
+  // both: y = a * u is also rounded to bf16 (a materialized product: stream_f32, and the bf16
+  // store through a piece); else y = a * 2u and only the bf16 rounding of a * u is stored
+  // (stream_f32_mul, stream_bf16_mul).
   for (bool both : {true, false}) {
     SCOPED_TRACE(both);
     std::string text = R"(kernel @bigrows(%x: view<f32, [M, 1028]>, %s: view<f32, [M, 1]>, %y: view<f32, [M, 1028]>, %b: view<bf16, [M, 2056]>, %z: view<f32, [M, 1028]>) {
   grid {
-    %g = const {value = 6} : i32
+    %g = const {value = 96} : i32
     yield %g
   }
   %pid = program_id {axis = 0} : i32
@@ -821,16 +828,26 @@ TEST(CpuSpeedPaths, StreamedRowStoresGiveThePlainStoresBits) {
   %u = load_tile %s, %pid, %c0 : tile<f32, [1, 1]>
   %ub = broadcast %u : )" + row + R"(
   %p = mul %a, %ub : )" + row + R"(
-)" + (both ? "  store_tile %y, %p, %pid, %c0\n" : "") + R"(  %h = cast %p : tile<bf16, [1, 1024]>
+)" + (both ? "  store_tile %y, %p, %pid, %c0\n"
+           : "  %u2 = add %u, %u : tile<f32, [1, 1]>\n  %ub2 = broadcast %u2 : " + row + "\n  %p2 = mul %a, %ub2 : " + row +
+                 "\n  store_tile %y, %p2, %pid, %c0\n") +
+                       R"(  %h = cast %p : tile<bf16, [1, 1024]>
   store_tile %b, %h, %pid, %c0
   %q = sub %t, %ub : )" + row + R"(
   store_tile %z, %q, %pid, %c0
 }
 )";
     auto [k, src] = bound_and_emitted(text);
-    for (const char* call : {both ? "tsr::stream_f32(" : "tsr::stream_bf16_mul(", both ? "tsr::stream_bf16(" : "tsr::stream_f32(",
-                             "tsr::stream_fence();", "tsr::stream_view("})
-      EXPECT_NE(src.find(call), std::string::npos) << call << "\n" << src;
+    std::vector<const char*> calls = {"tsr::stream_f32(", "tsr::stream_fence();", "tsr::stream_view(A.d2_0 * A.s2_0, 4)",
+                                      "tsr::stream_view(A.d3_0 * A.s3_0, 2)"};
+    calls.push_back(both ? "tsr::stream_bf16(" : "tsr::stream_bf16_mul(");
+    if (!both) calls.push_back("tsr::stream_f32_mul(");
+    for (const char* call : calls) EXPECT_NE(src.find(call), std::string::npos) << call << "\n" << src;
+    setenv("TESSERA_CPU_STREAM_STORES", "0", 1);
+    std::string off = emit_cpp(*k);
+    auto plain = compile_cpu(*k, test_options());
+    unsetenv("TESSERA_CPU_STREAM_STORES");
+    EXPECT_EQ(off.find("stream"), std::string::npos) << off;
     auto plant = [](std::vector<Tensor>& in) {
       Tensor& x = in[0];
       for (int64_t j = 0; j < 1024; ++j) {
@@ -838,12 +855,18 @@ TEST(CpuSpeedPaths, StreamedRowStoresGiveThePlainStoresBits) {
         x.set(2 * 1028 + j, 1e38);           // row 2: infinities
       }
       x.set(1 * 1028 + 5, NAN);  // row 1: all NaN (the max is NaN)
-      x.set(4 * 1028 + 1023, NAN);
+      const uint32_t payload_nan = 0x7fa12345u;  // a signaling NaN with payload bits (vcvtne2ps2bf16 keeps some)
+      std::memcpy(x.data.data() + 4 * (4 * 1028 + 1023), &payload_nan, 4);
       x.set(5 * 1028 + 7, 1e-40);
     };
-    for (int64_t M : {2048, 64}) {
+    for (int64_t M : {4096, 64}) {
       SCOPED_TRACE(M);
       std::vector<Tensor> got = run_exact(*k, {{"M", M}}, 301, {1, 2, 3, 4}, plant);
+      std::vector<Tensor> base = make_random_tensors(*k, {{"M", M}}, 301);
+      plant(base);
+      auto ba = args_for(*k, base);
+      plain->run(ba);
+      for (size_t o : {1, 2, 3, 4}) EXPECT_TRUE(got[o].data == base[o].data) << "output " << o << " differs from the plain stores' bytes";
       int subnormal = 0, nan = 0, inf = 0;
       for (int64_t j = 0; j < 1024; ++j) {
         subnormal += got[3].get(j) != 0 && std::fabs(got[3].get(j)) < 1.1754943508222875e-38;
@@ -854,10 +877,6 @@ TEST(CpuSpeedPaths, StreamedRowStoresGiveThePlainStoresBits) {
       EXPECT_EQ(nan, 1024);
       EXPECT_GT(inf, 256);
     }
-    setenv("TESSERA_CPU_STREAM_STORES", "0", 1);
-    std::string off = emit_cpp(*k);
-    unsetenv("TESSERA_CPU_STREAM_STORES");
-    EXPECT_EQ(off.find("stream"), std::string::npos) << off;
   }
   for (ScalarKind dt : {ScalarKind::BF16, ScalarKind::F32}) {
     auto sm = bind_constexprs(*find_library_kernel("softmax")->build(dt), {{"BLOCK_N", 4096}});

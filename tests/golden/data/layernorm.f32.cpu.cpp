@@ -236,7 +236,6 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
             alignas(64) float st53[256];
             for (int64_t c54 = 0; c54 < 1024; c54 += 256) {
               tsr::prefetch_part(pf0_, pfl0_, c54 / 256, 4);
-              if (!tsr_stream3) tsr::prefetch_part_w(pf1_, pfl1_, c54 / 256, 4);
               for (int64_t i52 = c54; i52 < c54 + 256; ++i52) st53[i52 - c54] = (float((float((float((float(v15[(i51) * 1024 + i52] - v39[0])) * v46[0])) * v24[(i51) * 1024 + i52])) + v30[(i51) * 1024 + i52]));
               tsr::stream_f32(A.p3 + (o49 + i51) * A.s3_0 + o50 + c54, st53, 256);
             }

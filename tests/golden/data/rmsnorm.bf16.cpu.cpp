@@ -185,7 +185,6 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
             alignas(64) float st35[256];
             for (int64_t c36 = 0; c36 < 1024; c36 += 256) {
               tsr::prefetch_part(pf0_, pfl0_, c36 / 256, 4);
-              if (!tsr_stream2) tsr::prefetch_part_w(pf1_, pfl1_, c36 / 256, 4);
               for (int64_t i34 = c36; i34 < c36 + 256; ++i34) st35[i34 - c36] = (float((float((float(v11[(i33) * 1024 + i34] * v28[0])) * v20[(i33) * 1024 + i34]))));
               tsr::stream_bf16(A.p2 + (o31 + i33) * A.s2_0 + o32 + c36, st35, 256);
             }

@@ -110,7 +110,6 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       if (tsr_stream2) {
         alignas(64) float st21[256];
         for (int64_t c22 = 0; c22 < 1024; c22 += 256) {
-          if (!tsr_stream2) tsr::prefetch_part_w(pf2_, pfl2_, c22 / 256, 4);
           for (int64_t i20 = c22; i20 < c22 + 256; ++i20) st21[i20 - c22] = (float((float((float(v7[0 + i20])) + (float(v13[0 + i20]))))));
           tsr::stream_bf16(A.p2 + o19 + c22, st21, 256);
         }
