@@ -103,6 +103,9 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
   // The segment form's segment length: a multiple of BLOCK_N (topk_stages picks both).
   std::optional<Constexpr> SEG;
   if (f.segments) {
+    // cuda: CTAs per SM that __launch_bounds__ asks registers for (0: none asked; the segment
+    // kernel at 88 registers runs one 16-warp CTA per SM).
+    k.constexpr_("min_blocks", {0, 1, 2, 3, 4}, 0);
     SEG = k.constexpr_("SEGMENT", {256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, kMaxTopkSegment}, 8192);
     k.grid({x.dim(0), cdiv(x.dim(1), *SEG)});
   } else {
@@ -307,10 +310,15 @@ LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_
   if (segment > kMaxTopkSegment) return st;
   auto pow2_at_least = [](int64_t v, int64_t lo) { return std::max(lo, int64_t(std::bit_ceil(uint64_t(v)))); };
   // Level 1: the segment form over x. Its tile is the segment's (or 8192 when longer: the
-  // whole-row kernel's), BLOCK_N, num_warps, RING_GROUP and struct_cp_async as given.
+  // whole-row kernel's), BLOCK_N, num_warps, RING_GROUP, struct_cp_async and min_blocks as given.
   std::map<std::string, int64_t> c1{{"K", K}, {"BLOCK_N", std::min<int64_t>(segment, 8192)}};
-  for (const char* knob : {"BLOCK_N", "num_warps", "RING_GROUP", "struct_cp_async"})
+  for (const char* knob : {"BLOCK_N", "num_warps", "RING_GROUP", "struct_cp_async", "min_blocks"})
     if (auto it = given.find(knob); it != given.end()) c1[knob] = it->second;
+  // cuda: two 16-warp CTAs of the f32 segment kernel per SM (ptxas holds it to 64 registers,
+  // from 88; 8 bytes of stack): it is latency-bound at one CTA per SM (issue slots ~46% busy).
+  // 64 x 131072 f32: 0.097 -> 0.073 ms at k = 64, 0.137 -> 0.113 at k = 1024 (bench/RESULTS.md,
+  // session 31). bf16 (64 registers already) ran 5% slower with it.
+  if (dt == ScalarKind::F32 && !given.count("min_blocks") && !given.count("num_warps")) c1["min_blocks"] = 2;
   segment = std::max(segment, c1["BLOCK_N"]);
   c1["SEGMENT"] = segment;
   // A segment of one tile is read once, into registers (no ring).

@@ -56,7 +56,8 @@ TEST(CudaSort, LibraryTopkReadsItsScatteredResultsAfterABarrier) {
 // tiles (each segment, candidate segment and merge row one tile, read once), bf16 for sm_80
 // with smaller ones (the ring over a segment's tiles, the candidate forms' tile loops). A
 // histogram each, a sort only in the merge (the segments' candidates stay in column order),
-// whose read of its scattered results follows a barrier.
+// whose read of its scattered results follows a barrier; two CTAs per SM asked for the f32
+// segment kernel only.
 TEST(CudaSort, SegmentedTopkStagesCompile) {
   std::string why;
   bool nvrtc = nvrtc_available(&why);
@@ -80,6 +81,9 @@ TEST(CudaSort, SegmentedTopkStagesCompile) {
       CudaEmission em = emit_cuda_with_info(*k, t);
       EXPECT_EQ(em.stats["histograms"], 1);
       EXPECT_EQ(em.stats["sorts"], i == 4 ? 1 : 0);
+      // The f32 segment kernel asks for two CTAs per SM (topk_stages' min_blocks); no other does.
+      const bool two = i == 0 && p.dt == ScalarKind::F32;
+      EXPECT_EQ(em.source.find("__launch_bounds__(512, 2)") != std::string::npos, two) << em.source.substr(0, 400);
       // The one-tile merge's scatters are followed by a reduction's barrier (the count of kept
       // elements), which orders them before the read: no barrier of its own.
       EXPECT_EQ(em.stats["write-read-barriers"], i == 4 && p.candidate_tile < 8192 ? 1 : 0);
