@@ -11,6 +11,7 @@
 #include "cuda/CubinInfo.h"
 #include "cuda/CudaBackend.h"
 #include "cuda/CudaEmitter.h"
+#include "kernels/Library.h"
 #include "text/Text.h"
 
 namespace tessera::cli {
@@ -73,7 +74,34 @@ int cmd_compile(const CompileOptions& o) {
     target.split_k = o.split_k;
   }
   // The target's preferred configs key on the architecture as CudaTarget prints it.
-  apply_target_configs(*src, plans, cuda_target ? "cuda:" + CudaTarget::parse(o.target).str() : o.target);
+  const std::string target_key = cuda_target ? "cuda:" + CudaTarget::parse(o.target).str() : o.target;
+  apply_target_configs(*src, plans, target_key);
+  // --size: a library op that runs as several kernels at these sizes (LibraryKernel::stages,
+  // e.g. the segmented top-k on cuda) compiles those kernels, each at its config, in launch
+  // order; at sizes where it runs as one kernel, that kernel (with a note).
+  std::vector<std::unique_ptr<Kernel>> stage_kernels;
+  if (!o.k.sizes.empty()) {
+    if (!src->lib) throw TesseraError("--size picks the kernels a library op runs at those sizes; a .tile file compiles with symbolic sizes");
+    if (o.check_passes || o.split) throw TesseraError(std::string(o.check_passes ? "--check-passes" : "--split") + " does not take --size");
+    const Sizes sizes = resolve_sizes(*plans.front().base, src->lib, o.k.sizes);
+    LibraryStages st;
+    if (src->lib->stages) st = src->lib->stages(src->dtype, target_key, sizes, plans.front().config);
+    if (st.stages.empty()) {
+      std::cerr << "note: " << src->lib->name << " runs as one kernel at " << sizes_str(*plans.front().base, sizes) << "\n";
+    } else {
+      std::vector<KernelPlan> staged;
+      for (const LibraryStage& stage : st.stages) {
+        stage_kernels.push_back(stage.build(src->dtype));
+        KernelPlan p;
+        p.kernel = p.base = stage_kernels.back().get();
+        p.config = stage.config;
+        staged.push_back(std::move(p));
+      }
+      std::cerr << "note: " << src->lib->name << " runs as " << staged.size() << " kernels at "
+                << sizes_str(*plans.front().base, sizes) << "\n";
+      plans = std::move(staged);
+    }
+  }
   PipelineOptions po;
   po.dump_after = o.dump_after;
   po.disabled = o.k.disable_passes;

@@ -101,6 +101,10 @@ int main(int argc, char** argv) {
   auto* compile_cmd = app.add_subcommand(
       "compile", "run the pass pipeline and print the result (stdout); dumps and --stats go to stderr");
   add_kernel_options(compile_cmd, comp.k, false);
+  compile_cmd->add_option("--size", comp.k.sizes,
+                          "a library op's sizes, NAME=VALUE or M=1,N=2: compile the kernels it runs there (an op of "
+                          "several kernels, e.g. topk's segmented form on cuda, prints each in launch order)")
+      ->allow_extra_args(false);
   compile_cmd->add_option("--target,-t", comp.target,
                           "cpu, cuda:sm_80, cuda:sm_89 (Ada: fp8 mma.sync), cuda:sm_90 (Hopper without wgmma: the "
                           "mma.sync path) or cuda:sm_90a")

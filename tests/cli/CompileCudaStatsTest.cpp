@@ -192,4 +192,26 @@ TEST(CliCompileStats, TimePrintsNvrtcPhasesPerKernel) {
   EXPECT_THAT(cpu.err, HasSubstr("--time times NVRTC: it needs a cuda target"));
 }
 
+// --size: a library op that runs as several kernels at those sizes (topk's segmented form on
+// cuda) compiles each of them at its config, in launch order, and says so; at sizes where it
+// is one kernel, that kernel with a note. A .tile file takes no --size.
+TEST(CliCompileStats, SizesPickTheKernelsALibraryOpRuns) {
+  Outcome r = compile("topk --size M=64,N=131072,K=64 --target cuda:sm_90a --emit cuda");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("note: topk runs as 2 kernels at M=64,N=131072,K=64"));
+  const size_t seg = r.out.find("tessera_topk_segments_tile("), merge = r.out.find("tessera_topk_merge_tile(");
+  ASSERT_NE(seg, std::string::npos) << r.out.substr(0, 2000);
+  ASSERT_NE(merge, std::string::npos);
+  EXPECT_LT(seg, merge);
+  // The f32 segment kernel asks for two CTAs per SM (topk_stages' min_blocks).
+  EXPECT_THAT(r.out, HasSubstr("__launch_bounds__(512, 2) tessera_topk_segments_tile("));
+  Outcome one = compile("topk --size M=64,N=4096,K=64 --target cuda:sm_90a --emit cuda");
+  ASSERT_EQ(one.status, 0) << one.err;
+  EXPECT_THAT(one.err, HasSubstr("note: topk runs as one kernel at M=64,N=4096,K=64"));
+  EXPECT_THAT(one.out, HasSubstr("tessera_topk("));
+  Outcome file = compile("tests/corpus/layernorm.tile --size M=4");
+  EXPECT_NE(file.status, 0);
+  EXPECT_THAT(file.err, HasSubstr("a .tile file compiles with symbolic sizes"));
+}
+
 }  // namespace
