@@ -75,15 +75,20 @@ int cmd_compile(const CompileOptions& o) {
   }
   // The target's preferred configs key on the architecture as CudaTarget prints it.
   const std::string target_key = cuda_target ? "cuda:" + CudaTarget::parse(o.target).str() : o.target;
-  apply_target_configs(*src, plans, target_key);
-  // --size: a library op that runs as several kernels at these sizes (LibraryKernel::stages,
-  // e.g. the segmented top-k on cuda) compiles those kernels, each at its config, in launch
-  // order; at sizes where it runs as one kernel, that kernel (with a note).
-  std::vector<std::unique_ptr<Kernel>> stage_kernels;
+  // --size: what a library op runs at these sizes, as `run --size` would: its size rules and
+  // tuned configs apply (topk's K), and an op that runs as several kernels there
+  // (LibraryKernel::stages, e.g. the segmented top-k on cuda) compiles those kernels, each at
+  // its config, in launch order (a note says which).
+  Sizes sizes;
   if (!o.k.sizes.empty()) {
     if (!src->lib) throw TesseraError("--size picks the kernels a library op runs at those sizes; a .tile file compiles with symbolic sizes");
     if (o.check_passes || o.split) throw TesseraError(std::string(o.check_passes ? "--check-passes" : "--split") + " does not take --size");
-    const Sizes sizes = resolve_sizes(*plans.front().base, src->lib, o.k.sizes);
+    sizes = resolve_sizes(*plans.front().base, src->lib, o.k.sizes);
+    for (KernelPlan& p : plans) p.sizes = sizes;
+  }
+  apply_target_configs(*src, plans, target_key);
+  std::vector<std::unique_ptr<Kernel>> stage_kernels;
+  if (!sizes.empty()) {
     LibraryStages st;
     if (src->lib->stages) st = src->lib->stages(src->dtype, target_key, sizes, plans.front().config);
     if (st.stages.empty()) {

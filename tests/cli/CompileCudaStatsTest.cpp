@@ -194,7 +194,7 @@ TEST(CliCompileStats, TimePrintsNvrtcPhasesPerKernel) {
 
 // --size: a library op that runs as several kernels at those sizes (topk's segmented form on
 // cuda) compiles each of them at its config, in launch order, and says so; at sizes where it
-// is one kernel, that kernel with a note. A .tile file takes no --size.
+// is one kernel, that kernel with a note, its size rules applied. A .tile file takes no --size.
 TEST(CliCompileStats, SizesPickTheKernelsALibraryOpRuns) {
   Outcome r = compile("topk --size M=64,N=131072,K=64 --target cuda:sm_90a --emit cuda");
   ASSERT_EQ(r.status, 0) << r.err;
@@ -209,6 +209,10 @@ TEST(CliCompileStats, SizesPickTheKernelsALibraryOpRuns) {
   ASSERT_EQ(one.status, 0) << one.err;
   EXPECT_THAT(one.err, HasSubstr("note: topk runs as one kernel at M=64,N=4096,K=64"));
   EXPECT_THAT(one.out, HasSubstr("tessera_topk("));
+  // The op's size rules apply, as for `run --size`: topk's K follows the size K.
+  Outcome k100 = compile("topk --size M=64,N=4096,K=100");
+  ASSERT_EQ(k100.status, 0) << k100.err;
+  EXPECT_THAT(k100.out, HasSubstr("constexpr K = 100"));
   Outcome file = compile("tests/corpus/layernorm.tile --size M=4");
   EXPECT_NE(file.status, 0);
   EXPECT_THAT(file.err, HasSubstr("a .tile file compiles with symbolic sizes"));
