@@ -87,6 +87,14 @@ struct KernelPlan {
   std::map<std::string, int64_t> knobs;
   std::shared_ptr<Kernel> with_knobs;
   void set_knobs();  // remakes with_knobs from base and knobs, and points kernel at it
+  // What a library op's stages are given (LibraryKernel::stages): the config and the codegen
+  // knobs, which a stage kernel may declare where the op's own kernel does not (topk's segment
+  // kernels take min_blocks).
+  ConstexprConfig given() const {
+    ConstexprConfig g = config;
+    g.insert(knobs.begin(), knobs.end());
+    return g;
+  }
   Sizes sizes;                       // empty unless sizes were asked for
   ConstexprConfig config;
   std::vector<std::string> scalars;  // NAME=VALUE items of this kernel's scalar parameters

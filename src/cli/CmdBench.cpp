@@ -52,7 +52,7 @@ int cmd_bench(const BenchOptions& o) {
     po.config = plan.config;
     po.disabled = o.k.disable_passes;
     std::unique_ptr<Kernel> bound = run_pipeline(*k, po);
-    auto runner = make_library_runner(o.backend, *bound, src->lib, src->dtype, sizes, plan.config, o.k.disable_passes);
+    auto runner = make_library_runner(o.backend, *bound, src->lib, src->dtype, sizes, plan.given(), o.k.disable_passes);
     std::vector<Tensor> tensors = make_random_tensors(*bound, sizes, o.k.seed);
     std::vector<KernelArg> args = make_args(*bound, tensors, o.k.seed, plan.scalars);
 

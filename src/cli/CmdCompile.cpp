@@ -90,7 +90,7 @@ int cmd_compile(const CompileOptions& o) {
   std::vector<std::unique_ptr<Kernel>> stage_kernels;
   if (!sizes.empty()) {
     LibraryStages st;
-    if (src->lib->stages) st = src->lib->stages(src->dtype, target_key, sizes, plans.front().config);
+    if (src->lib->stages) st = src->lib->stages(src->dtype, target_key, sizes, plans.front().given());
     if (st.stages.empty()) {
       std::cerr << "note: " << src->lib->name << " runs as one kernel at " << sizes_str(*plans.front().base, sizes) << "\n";
     } else {

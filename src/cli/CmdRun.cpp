@@ -37,7 +37,7 @@ bool run_one(const KernelSource& src, const KernelPlan& plan, const RunOptions& 
   po.disabled = o.k.disable_passes;
   std::unique_ptr<Kernel> bound = run_pipeline(k, po);
   // A library op may run as several kernels at these sizes (LibraryKernel::stages).
-  auto runner = make_library_runner(o.backend, *bound, src.lib, src.dtype, sizes, plan.config, o.k.disable_passes);
+  auto runner = make_library_runner(o.backend, *bound, src.lib, src.dtype, sizes, plan.given(), o.k.disable_passes);
 
   // One copy of the tensors, two with --check (the reference's, taken before the backend writes
   // them; a .tile file on the interpreter is its own reference): what plan_kernels budgets.

@@ -314,16 +314,18 @@ LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_
   std::map<std::string, int64_t> c1{{"K", K}, {"BLOCK_N", std::min<int64_t>(segment, 8192)}};
   for (const char* knob : {"BLOCK_N", "num_warps", "RING_GROUP", "struct_cp_async", "min_blocks"})
     if (auto it = given.find(knob); it != given.end()) c1[knob] = it->second;
-  // cuda: two 16-warp CTAs of the f32 segment kernel per SM (ptxas holds it to 64 registers,
-  // from 88; 8 bytes of stack): it is latency-bound at one CTA per SM (issue slots ~46% busy).
-  // 64 x 131072 f32: 0.097 -> 0.073 ms at k = 64, 0.137 -> 0.113 at k = 1024 (bench/RESULTS.md,
-  // session 31). bf16 (64 registers already) ran 5% slower with it.
-  if (dt == ScalarKind::F32 && !given.count("min_blocks") && !given.count("num_warps")) c1["min_blocks"] = 2;
   segment = std::max(segment, c1["BLOCK_N"]);
   c1["SEGMENT"] = segment;
   // A segment of one tile is read once, into registers (no ring).
   const bool one_tile = segment == c1["BLOCK_N"];
   if (one_tile) c1.erase("RING_GROUP");
+  // cuda: two 16-warp CTAs of the f32 one-tile segment kernel per SM (ptxas holds it to 64
+  // registers, from 88; 8 bytes of stack): it is latency-bound at one CTA per SM (issue slots
+  // ~46% busy). 64 x 131072 f32: 0.097 -> 0.073 ms at k = 64, 0.137 -> 0.113 at k = 1024
+  // (bench/RESULTS.md, session 31). bf16 (64 registers already) ran 5% slower with it; the ring
+  // form (segments over 8192: k >= 2048) needs 136 KiB of shared memory, so one CTA per SM
+  // whatever the registers, and the cap only spilled.
+  if (one_tile && dt == ScalarKind::F32 && !given.count("min_blocks") && !given.count("num_warps")) c1["min_blocks"] = 2;
   auto temporaries = [&](int64_t width) {
     st.temporaries.push_back({dt, {M, width}});
     st.temporaries.push_back({ScalarKind::I32, {M, width}});

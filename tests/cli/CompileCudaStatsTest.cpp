@@ -209,6 +209,16 @@ TEST(CliCompileStats, SizesPickTheKernelsALibraryOpRuns) {
   ASSERT_EQ(one.status, 0) << one.err;
   EXPECT_THAT(one.err, HasSubstr("note: topk runs as one kernel at M=64,N=4096,K=64"));
   EXPECT_THAT(one.out, HasSubstr("tessera_topk("));
+  EXPECT_THAT(r.out, Not(HasSubstr("note:")));  // notes go to stderr
+  // --config reaches the stages, codegen knobs included: min_blocks = 0 asks for nothing.
+  Outcome zero = compile("topk --size M=64,N=131072,K=64 --target cuda:sm_90a --emit cuda --config min_blocks=0");
+  ASSERT_EQ(zero.status, 0) << zero.err;
+  EXPECT_THAT(zero.out, HasSubstr("__launch_bounds__(512) tessera_topk_segments_tile("));
+  // Segments longer than a tile (k = 2048: the ring form, 136 KiB of shared memory, one CTA per
+  // SM whatever the registers) ask for nothing either.
+  Outcome ring = compile("topk --size M=64,N=131072,K=2048 --target cuda:sm_90a --emit cuda");
+  ASSERT_EQ(ring.status, 0) << ring.err;
+  EXPECT_THAT(ring.out, HasSubstr("__launch_bounds__(512) tessera_topk_segments("));
   // The op's size rules apply, as for `run --size`: topk's K follows the size K.
   Outcome k100 = compile("topk --size M=64,N=4096,K=100");
   ASSERT_EQ(k100.status, 0) << k100.err;
