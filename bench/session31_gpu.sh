@@ -22,13 +22,7 @@ for dk in "f32 64" "f32 1024" "bf16 64"; do
 done
 echo "[$(( $(date +%s) - S0 )) s] ncu"
 timeout 150 "$B/bin/cuda_bench" --only topk 2>&1 | grep -E "^kernel|^topk"
-python3 -c "
-import torch; from triton.testing import do_bench
-for dt in (torch.float32, torch.bfloat16):
-    for m, n, k in [(64, 131072, 64), (64, 131072, 256), (64, 131072, 1024), (1, 1 << 24, 1024)]:
-        x = torch.randn(m, n, device='cuda').to(dt)
-        print('torch.topk %s %dx%d k=%d: %.4f ms' % (str(dt)[6:], m, n, k, do_bench(lambda: torch.topk(x, k, dim=1), return_mode='median')))
-" 2>&1 | tail -8
+python3 bench/torch_topk.py 2>&1 | tail -8
 echo "[$(( $(date +%s) - S0 )) s] cuda_bench, torch"
 # Segment lengths and CTA sizes of the first level (f32 and bf16, --quick: 64 x 131072 k = 64 ...).
 for v in "SEG=16384" "SEG=4096 num_warps=8" "SEG=2048 num_warps=4" "SEG=8192 num_warps=8"; do

@@ -31,11 +31,5 @@ for mb in 0 2; do
     --reps 1 --warmup 1 > ${OUT:-/tmp}/ncu_mb$mb.txt 2>&1
   grep -E "^  [a-z_]+.*\(|Duration|Registers Per|Achieved Occupancy|Warp Cycles Per Issued|Block Limit (Reg|Shared)|Shared Memory Configuration|Grid Size" ${OUT:-/tmp}/ncu_mb$mb.txt | head -20
 done
-python3 -c "
-import torch; from triton.testing import do_bench
-for dt in (torch.float32, torch.bfloat16):
-    for m, n, k in [(64, 131072, 64), (64, 131072, 256), (64, 131072, 1024)]:
-        x = torch.randn(m, n, device='cuda').to(dt)
-        print('torch.topk %s %dx%d k=%d: %.4f ms' % (str(dt)[6:], m, n, k, do_bench(lambda: torch.topk(x, k, dim=1), return_mode='median')))
-" 2>&1 | tail -6
+python3 bench/torch_topk.py f32:64x131072:64 f32:64x131072:256 f32:64x131072:1024 bf16:64x131072:64 bf16:64x131072:256 bf16:64x131072:1024 2>&1 | tail -6
 echo "[$(( $(date +%s) - S0 )) s] done"

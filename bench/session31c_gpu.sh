@@ -17,11 +17,5 @@ TESSERA_TOPK_SEGMENT=256 timeout 60 $T run topk -b cuda --check --size M=3,N=200
 TESSERA_TOPK_SEGMENT=2048 timeout 60 $T run topk -b cuda --check --size M=2,N=1000000,K=200 2>&1 | tail -1
 echo "[$(( $(date +%s) - S0 )) s] checks"
 timeout 150 "$B/bin/cuda_bench" --only topk 2>&1 | grep -E "^topk " | awk '{print $1, $2, $3, $4}'
-python3 -c "
-import torch; from triton.testing import do_bench
-for dt in (torch.float32, torch.bfloat16):
-    for m, n, k in [(64, 131072, 64), (64, 131072, 256), (64, 131072, 1024), (1, 1 << 24, 1024)]:
-        x = torch.randn(m, n, device='cuda').to(dt)
-        print('torch.topk %s %dx%d k=%d: %.4f ms' % (str(dt)[6:], m, n, k, do_bench(lambda: torch.topk(x, k, dim=1), return_mode='median')))
-" 2>&1 | tail -8
+python3 bench/torch_topk.py 2>&1 | tail -8
 echo "[$(( $(date +%s) - S0 )) s] done"

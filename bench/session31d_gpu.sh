@@ -12,9 +12,5 @@ done
 timeout 40 $T run topk -b cuda --check --dtype bf16 --size M=64,N=131072,K=256 2>&1 | tail -1
 echo "[$(( $(date +%s) - S0 )) s] checks"
 timeout 40 $T bench topk -b cuda --size M=64,N=131072,K=64 --reps 50 2>&1 | tail -1
-python3 -c "
-import torch; from triton.testing import do_bench
-x = torch.randn(64, 131072, device='cuda')
-print('torch.topk f32 64x131072 k=64: %.4f ms' % do_bench(lambda: torch.topk(x, 64, dim=1), return_mode='median'))
-" 2>&1 | tail -1
+python3 bench/torch_topk.py f32:64x131072:64 2>&1 | tail -1
 echo "[$(( $(date +%s) - S0 )) s] done"

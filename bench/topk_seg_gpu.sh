@@ -51,10 +51,4 @@ timeout 200 $B/bin/cuda_bench --only topk 2>&1 | grep -E "^kernel|^topk"
   done
   TESSERA_TOPK_SEGMENT=$seg timeout 100 $B/bin/cuda_bench --only topk --quick $sets 2>&1 | grep -E "^topk " | sed "s|^|[$v] |"
 done
-python3 -c "
-import torch; from triton.testing import do_bench
-for dt in (torch.float32, torch.bfloat16):
-    for m, n, k in [(64, 131072, 64), (64, 131072, 256), (64, 131072, 1024), (1, 1 << 24, 1024)]:
-        x = torch.randn(m, n, device='cuda').to(dt)
-        print('torch.topk %s %dx%d k=%d: %.4f ms' % (str(dt)[6:], m, n, k, do_bench(lambda: torch.topk(x, k, dim=1), return_mode='median')))
-" 2>&1 | tail -8
+python3 bench/torch_topk.py 2>&1 | tail -8

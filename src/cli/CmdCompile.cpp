@@ -91,8 +91,9 @@ int cmd_compile(const CompileOptions& o) {
   if (!sizes.empty()) {
     LibraryStages st;
     if (src->lib->stages) st = src->lib->stages(src->dtype, target_key, sizes, plans.front().given());
+    const std::string at = " at " + sizes_str(*plans.front().base, sizes) + "\n";
     if (st.stages.empty()) {
-      std::cerr << "note: " << src->lib->name << " runs as one kernel at " << sizes_str(*plans.front().base, sizes) << "\n";
+      std::cerr << "note: " << src->lib->name << " runs as one kernel" << at;
     } else {
       std::vector<KernelPlan> staged;
       for (const LibraryStage& stage : st.stages) {
@@ -102,8 +103,7 @@ int cmd_compile(const CompileOptions& o) {
         p.config = stage.config;
         staged.push_back(std::move(p));
       }
-      std::cerr << "note: " << src->lib->name << " runs as " << staged.size() << " kernels at "
-                << sizes_str(*plans.front().base, sizes) << "\n";
+      std::cerr << "note: " << src->lib->name << " runs as " << staged.size() << " kernels" << at;
       plans = std::move(staged);
     }
   }

@@ -93,13 +93,23 @@ std::string flat_index(const std::vector<std::string>& idx, const std::vector<in
   return e;
 }
 
-// Roughly how many element operations one program instance does: the elements of every tile
-// its ops produce (a dot: M * N * K), a loop's body counted kLoopGuess times unless its trip
-// count is constant, an `if` as its larger branch. Saturates at 2^40.
+// What one program instance does, in one walk of its body, loops counted by their trip counts
+// (kLoopGuess times unless constant), an `if` by its larger branch:
+// - `elements`: the elements of every tile its ops produce (a dot: M * N * K), saturating at
+//   2^40 (how much work a grid is: the serial launcher's rule);
+// - `ops` and `bytes`: the same elements weighed as work (a transcendental 15 ops, the
+//   runtime's exp being 13 vector instructions; a sort or topk its merge network's steps over
+//   its operand), and the bytes its load_tile / store_tile ops move (the streamed stores' rule).
 constexpr int64_t kLoopGuess = 4;
-int64_t work_estimate(const Block& b) {
+struct ProgramWork {
+  int64_t elements = 0;
+  double ops = 0, bytes = 0;
+};
+ProgramWork estimate_work(const Block& b) {
   auto sat = [](int64_t a, int64_t m) { return (a > (int64_t{1} << 40) / std::max<int64_t>(m, 1)) ? (int64_t{1} << 40) : a * m; };
-  int64_t w = 0;
+  static const OpKind transcendental[] = {OpKind::Exp, OpKind::Exp2, OpKind::Log,     OpKind::Log2, OpKind::Log1p, OpKind::Expm1,
+                                          OpKind::Sin, OpKind::Cos,  OpKind::Tanh,    OpKind::Sigmoid, OpKind::Erf, OpKind::Pow};
+  ProgramWork w;
   for (const auto& o : b.ops) {
     int64_t here = 1;
     for (const Value* r : o->results)
@@ -107,9 +117,27 @@ int64_t work_estimate(const Block& b) {
     if (o->kind == OpKind::Dot && o->operands.size() >= 2 && o->operand(0)->type.is_tile() &&
         shape_is_static(o->operand(0)->type.shape) && o->operand(0)->type.rank() == 2)
       here = sat(here, static_shape(o->operand(0)->type.shape)[1]);
-    int64_t inner = 0;
+    double ops = double(here);
+    if (std::find(std::begin(transcendental), std::end(transcendental), o->kind) != std::end(transcendental)) ops *= 15;
+    if (o->kind == OpKind::Sort || o->kind == OpKind::Topk) {  // a merge network over the operand: log2(n) (log2(n) + 1) / 2 steps
+      const Value* x = o->operand(0);
+      double n = double(here);
+      if (x->type.is_tile() && shape_is_static(x->type.shape)) n = std::max(n, double(shape_numel(x->type.shape)));
+      const double lg = std::log2(std::max(2.0, n));
+      ops = n * lg * (lg + 1) / 2;
+    }
+    if ((o->kind == OpKind::LoadTile || o->kind == OpKind::StoreTile) && !o->operands.empty()) {
+      const Value* tile = o->kind == OpKind::LoadTile ? o->result() : o->operands.size() > 1 ? o->operand(1) : nullptr;
+      if (tile && tile->type.is_tile() && shape_is_static(tile->type.shape))
+        w.bytes += double(shape_numel(tile->type.shape)) * scalar_bytes(o->operand(0)->type.elem);
+    }
+    ProgramWork inner;
     if (o->kind == OpKind::If) {
-      for (const auto& r : o->regions) inner = std::max(inner, work_estimate(*r));
+      for (const auto& r : o->regions) {
+        ProgramWork x = estimate_work(*r);
+        inner.elements = std::max(inner.elements, x.elements);
+        inner.ops = std::max(inner.ops, x.ops), inner.bytes = std::max(inner.bytes, x.bytes);
+      }
     } else {
       int64_t trips = 1;
       if (o->kind == OpKind::While) trips = kLoopGuess;
@@ -117,62 +145,16 @@ int64_t work_estimate(const Block& b) {
         auto lb = const_int(o->operand(0)), ub = const_int(o->operand(1)), st = const_int(o->operand(2));
         trips = lb && ub && st && *st > 0 ? std::max<int64_t>(0, (*ub - *lb + *st - 1) / *st) : kLoopGuess;
       }
-      for (const auto& r : o->regions) inner += sat(work_estimate(*r), trips);
-    }
-    w = std::min(int64_t{1} << 40, w + here + inner);
-  }
-  return w;
-}
-
-// A program's element ops and the bytes its load_tile / store_tile ops move, loops by their
-// trip counts (kLoopGuess when unknown), an if by its costlier branch. A transcendental counts
-// as 15 ops (the runtime's exp is 13 vector instructions), a sort as its network's steps, the
-// rest as one each.
-struct Traffic {
-  double ops = 0, bytes = 0;
-};
-Traffic traffic_estimate(const Block& b) {
-  Traffic t;
-  for (const auto& o : b.ops) {
-    double n = 1;
-    for (const Value* r : o->results)
-      if (r->type.is_tile() && shape_is_static(r->type.shape)) n = std::max(n, double(shape_numel(r->type.shape)));
-    if (o->kind == OpKind::Dot && o->operand(0)->type.is_tile() && o->operand(0)->type.rank() == 2 &&
-        shape_is_static(o->operand(0)->type.shape))
-      n *= double(static_shape(o->operand(0)->type.shape)[1]);
-    if ((o->kind == OpKind::LoadTile || o->kind == OpKind::StoreTile) && !o->operands.empty()) {
-      const Value* tile = o->kind == OpKind::LoadTile ? o->result() : o->operands.size() > 1 ? o->operand(1) : nullptr;
-      if (tile && tile->type.is_tile() && shape_is_static(tile->type.shape))
-        t.bytes += double(shape_numel(tile->type.shape)) * scalar_bytes(o->operand(0)->type.elem);
-    }
-    static const OpKind transcendental[] = {OpKind::Exp,  OpKind::Exp2, OpKind::Log,  OpKind::Log2,    OpKind::Log1p, OpKind::Expm1,
-                                            OpKind::Sin,  OpKind::Cos,  OpKind::Tanh, OpKind::Sigmoid, OpKind::Erf,   OpKind::Pow};
-    double weight = std::find(std::begin(transcendental), std::end(transcendental), o->kind) != std::end(transcendental) ? 15 : 1;
-    if (o->kind == OpKind::Sort || o->kind == OpKind::Topk) {  // a merge network over the operand: log2(n) (log2(n) + 1) / 2 steps
-      const Value* x = o->operand(0);
-      if (x->type.is_tile() && shape_is_static(x->type.shape)) n = std::max(n, double(shape_numel(x->type.shape)));
-      const double lg = std::log2(std::max(2.0, n));
-      weight = lg * (lg + 1) / 2;
-    }
-    t.ops += n * weight;
-    double trips = 1;
-    if (o->kind == OpKind::While) trips = double(kLoopGuess);
-    if (o->kind == OpKind::For) {
-      auto lb = const_int(o->operand(0)), ub = const_int(o->operand(1)), st = const_int(o->operand(2));
-      trips = lb && ub && st && *st > 0 ? double(std::max<int64_t>(0, (*ub - *lb + *st - 1) / *st)) : double(kLoopGuess);
-    }
-    Traffic inner;
-    for (const auto& r : o->regions) {
-      Traffic x = traffic_estimate(*r);
-      if (o->kind == OpKind::If) {
-        inner.ops = std::max(inner.ops, x.ops), inner.bytes = std::max(inner.bytes, x.bytes);
-      } else {
-        inner.ops += x.ops * trips, inner.bytes += x.bytes * trips;
+      for (const auto& r : o->regions) {
+        ProgramWork x = estimate_work(*r);
+        inner.elements += sat(x.elements, trips);
+        inner.ops += x.ops * double(trips), inner.bytes += x.bytes * double(trips);
       }
     }
-    t.ops += inner.ops, t.bytes += inner.bytes;
+    w.elements = std::min(int64_t{1} << 40, w.elements + here + inner.elements);
+    w.ops += ops + inner.ops, w.bytes += inner.bytes;
   }
-  return t;
+  return w;
 }
 // Long f32 / bf16 row stores stream (tsr::stream_f32 / stream_bf16, into views of at least
 // tsr::kStreamBytes) in kernels doing fewer element ops than this per byte they move: there a
@@ -1359,7 +1341,7 @@ void Emitter::emit_load_store(const Op& op, const LoadInto* into) {
       in_streamed_store_ = true;
       if (t == ScalarKind::BF16 ? scaled_row(tile, sa, su) : scaled_f32(tile, tile->type.shape, sa, su)) {
         loop_with_prefetch(op, n, i, "", "tsr::stream_" + bf + "_mul(" + dst + ", " + sa + " + " + toff + " + @C@, " + su + ", @N@);");
-      } else if (t == ScalarKind::F32 && in_array(tile) && elem(tile, "@I@") == nm(tile) + "[@I@]") {
+      } else if (t == ScalarKind::F32 && in_array(tile)) {
         loop_with_prefetch(op, n, i, "", "tsr::stream_f32(" + dst + ", " + nm(tile) + " + " + toff + " + @C@, @N@);");
       } else {
         std::string f = fresh("st");
@@ -2353,8 +2335,8 @@ EmittedCpp Emitter::run() {
   // TESSERA_CPU_STREAM_STORES=0: never (the A/B switch of bench/RESULTS.md, session 31).
   const char* off = std::getenv("TESSERA_CPU_STREAM_STORES");
   if (k.body && !(off && std::string(off) == "0")) {
-    const Traffic tr = traffic_estimate(*k.body);
-    if (tr.bytes > 0 && tr.ops < kStreamOpsPerByte * tr.bytes)
+    const ProgramWork pw = estimate_work(*k.body);
+    if (pw.bytes > 0 && pw.ops < kStreamOpsPerByte * pw.bytes)
       walk(*k.body, [&](Op& o) {
         if (!streamable_row(o)) return;
         auto v = view_index_.find(o.operand(0));
@@ -2462,7 +2444,7 @@ EmittedCpp Emitter::run() {
   }
   // A grid with little work runs on the calling thread: waking OpenMP's team (the first time,
   // creating it) costs more than such a run (a warm cache hit of a tiny kernel: 2-12 ms).
-  const int64_t work = work_estimate(*k.body);
+  const int64_t work = estimate_work(*k.body).elements;
   line("if (nt <= 0) nt = omp_get_max_threads();");
   line("if (" + std::string(gy->operands.size() == 3 ? "programs_" : "g0 * g1 * g2") + " <= INT64_C(" +
        std::to_string(kSerialWork) + ") / INT64_C(" + std::to_string(std::max<int64_t>(work, 1)) +
