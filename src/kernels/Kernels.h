@@ -31,9 +31,13 @@ void sorted_rows_reference(std::vector<KernelArg>& args, int64_t M, int64_t N, i
 // whole-row kernel), then levels over the candidates while a row has more than `merge_limit`,
 // then the merge. `given`: the caller's BLOCK_N, num_warps, RING_GROUP, struct_cp_async for the
 // first level. A segment that is one tile (SEGMENT = BLOCK_N), and a candidate segment or merge
-// row of at most `candidate_tile` candidates, is read once into registers.
+// row of at most `candidate_tile` candidates, is read once into registers. `row_threshold`:
+// three kernels first count the row's histograms of its keys' first two digits, from which
+// every select stage starts (a segment keeps only the keys at or below the row's threshold;
+// the merge resolves the last digit only).
 LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_t segment, int64_t merge_limit,
-                          const std::map<std::string, int64_t>& given = {}, int64_t candidate_tile = 8192);
+                          const std::map<std::string, int64_t>& given = {}, int64_t candidate_tile = 8192,
+                          bool row_threshold = true);
 
 // c = scale * (a @ b) for row-major a [M, K] and b [K, N] (or b [N, K] read transposed when
 // b_is_nk), M, N, K from `sizes`, summed in double and rounded once to c's dtype: the

@@ -46,6 +46,19 @@
 // the final stable sort keeps equal values in that order: ties by smaller column, as one
 // program over the row. Padding slots (column -1) have the key past every real key and the
 // row has at least k real elements (k <= N), so none is kept by the merge.
+//
+// From the row threshold (the default; Form::row_threshold): a segment's three digit passes
+// cost ~2,300 instructions a thread on the H200 (instruction-bound, not memory-bound), where
+// most of its keys cannot be in the row's top-k. So three small kernels first clear hist
+// [M, 2 * bins], add every tile's histogram of its keys' first digit to its row's (atomics),
+// then of the second digit of the keys whose first is the row's K-th key's. From those two
+// histograms every later kernel settles the row's state after two digits (T's first 22 bits
+// for f32, all 16 for bf16; the keys before T's bin, all wanted): a segment keeps every key at
+// or below T at those bits (a superset of its share of the row's top-k) when they fit its K
+// slots, one prefix sum, no digit pass; only a segment with more (ties at T) selects its own
+// top K from scratch. The merge starts from the row's state and runs the digit passes left
+// (f32: one). Exact as above: each level still keeps a superset of the row's top-k in column
+// order.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -82,7 +95,74 @@ struct Form {
   bool segments = false;
   // The row (or segment) is one tile (BLOCK_N >= N, or SEGMENT = BLOCK_N), loaded once.
   bool one_tile = false;
+  // Starts from the row's threshold that hist [M, 2 * bins] (the row's histograms of its keys'
+  // first digit, and of the second among keys whose first is the row's K-th's:
+  // build_digit_histogram) settle: a segment keeps every key at or below it (all of them, if
+  // at most K, else it selects its top K from scratch), the merge resolves only the digits
+  // after the two.
+  bool row_threshold = false;
 };
+
+// The radix select's digits over dt's keys, most significant first: f32 11, 11 and 10 bits;
+// bf16 8 and 8. The row-threshold histograms settle the first two.
+struct Digits {
+  int key_bits, count, width;
+  int64_t bins;
+};
+Digits digits_of(ScalarKind dt) {
+  return dt == ScalarKind::F32 ? Digits{32, 3, 11, 2048} : Digits{16, 2, 8, 256};
+}
+constexpr int kRowDigits = 2;
+
+// A key per element whose ascending order is the values' descending order (the file's comment).
+lang::Val radix_key(ScalarKind dt, lang::Val t) {
+  using namespace lang;
+  if (dt == ScalarKind::F32) {
+    Val u = bitcast(t, ScalarKind::U32);
+    return where(eq(u >> 31, 0), u ^ 0x7FFFFFFF, u);
+  }
+  Val u = bitcast(t, ScalarKind::U16).to(ScalarKind::U32);
+  return where(eq(u >> 15, 0), u ^ 0x7FFF, u);
+}
+
+// Where a radix select stands: T's digits found so far (`prefix`, the rest 0), the bit from
+// which up they are known (`resolved`), how many keys matching them are still wanted, and
+// whether another digit is needed (`refine`: false once T's bin holds exactly the number
+// still wanted).
+struct SelectState {
+  lang::Var prefix, wanted, resolved, refine;
+};
+
+// Settles one digit (the `nbins` bins at `shift`) from its histogram over the keys matching
+// the prefix: T's digit is the first bin whose prefix sum reaches the number still wanted.
+void settle_digit(SelectState& s, lang::Val hist, lang::Val shift, int64_t nbins) {
+  using namespace lang;
+  Val before = cumsum(hist, 0) < s.wanted;       // the bins whose keys are all wanted
+  Val bin = sum(before.to(ScalarKind::I32), 0);  // T's digit
+  Val in_bin = sum(where(eq(arange(nbins), bin), hist, 0), 0);
+  s.wanted = s.wanted - sum(where(before, hist, 0), 0);
+  s.prefix = s.prefix | (bin.to(ScalarKind::U32) << shift);
+  s.resolved = shift;
+  s.refine = ne(in_bin, s.wanted);
+}
+
+// The row's state after its first `count` digits (at most kRowDigits), from hist's row `row`
+// (K wanted to start).
+void settle_row(SelectState& s, ScalarKind dt, const lang::View& hist, lang::Val row, lang::Val K,
+                int count = kRowDigits) {
+  using namespace lang;
+  const Digits g = digits_of(dt);
+  auto at = [](int64_t v) { return full({}, double(v), ScalarKind::U32); };
+  s.prefix = zeros({}, ScalarKind::U32);
+  s.wanted = K;
+  s.resolved = at(g.key_bits);
+  s.refine = full({}, 1, ScalarKind::I1);
+  for (int p = 0; p < count; ++p)
+    if_(s.refine, [&] {
+      Val h = reshape(hist.tile({1, g.bins}).load({row, full({}, p, ScalarKind::I32)}), {g.bins});
+      settle_digit(s, h, at(g.key_bits - (p + 1) * g.width), g.bins);
+    });
+}
 
 std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
   using namespace lang;
@@ -123,17 +203,12 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
   Val n = f.segments ? minimum(*SEG, x.dim(1) - seg * *SEG) : x.dim(1);
   auto tiles = cdiv(n, BN);
   const bool f32 = dt == ScalarKind::F32;
-  const int key_bits = f32 ? 32 : 16;
-  const int digits = f32 ? 3 : 2, d = f32 ? 11 : 8;  // f32: 11, 11 and 10 bits; bf16: 8 and 8
-  const int64_t bins = int64_t(1) << d;
-  auto key = [&](Val t) {
-    if (f32) {
-      Val u = bitcast(t, ScalarKind::U32);
-      return where(eq(u >> 31, 0), u ^ 0x7FFFFFFF, u);
-    }
-    Val u = bitcast(t, ScalarKind::U16).to(ScalarKind::U32);
-    return where(eq(u >> 15, 0), u ^ 0x7FFF, u);
-  };
+  const Digits g = digits_of(dt);
+  const int key_bits = g.key_bits, digits = g.count, d = g.width;
+  const int64_t bins = g.bins;
+  auto key = [&](Val t) { return radix_key(dt, t); };
+  std::optional<View> row_hist;
+  if (f.row_threshold) row_hist = k.view("hist", ScalarKind::I32, {"M", "H"});
   // Past every real key (-inf's is 0xFF800000, or 0xFF80 for bf16): the padding's.
   Val pad_key = full({}, f32 ? 4294967295.0 : 65535.0, ScalarKind::U32);
   // A loop over the row (or segment): body(j, tile j, its keys, its columns; the columns are
@@ -194,12 +269,10 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
     };
   }
 
-  Var prefix = zeros({}, ScalarKind::U32);  // T's digits found so far (the rest 0)
+  SelectState st{zeros({}, ScalarKind::U32), K, full({}, key_bits, ScalarKind::U32), full({}, 1, ScalarKind::I1)};
+  Var &prefix = st.prefix, &wanted = st.wanted, &resolved = st.resolved, &refine = st.refine;
   // How many of the keys matching `prefix` are still wanted: K, or a segment's length if less.
-  Var wanted = K;
   if (f.segments) wanted = minimum(K, n);
-  Var resolved = full({}, key_bits, ScalarKind::U32);  // T's bits from here up are known
-  Var refine = full({}, 1, ScalarKind::I1);
   // One pass: the digit of `nbins` bins below bit `high` (0 <= shift = high - log2(nbins)).
   auto pass = [&](Val high, Val shift, int64_t nbins) {
     Var hist = zeros({nbins}, ScalarKind::I32);
@@ -209,33 +282,56 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
       digit = where(eq(kk >> high, prefix >> high), digit, -1);
       hist = hist + histogram(digit, nbins);
     });
-    Val before = cumsum(hist, 0) < wanted;    // the bins whose keys are all wanted
-    Val bin = sum(before.to(ScalarKind::I32), 0);  // T's digit
-    Val in_bin = sum(where(eq(arange(nbins), bin), hist, 0), 0);
-    wanted = wanted - sum(where(before, hist, 0), 0);
-    prefix = prefix | (bin.to(ScalarKind::U32) << shift);
-    resolved = shift;
-    refine = ne(in_bin, wanted);
+    settle_digit(st, hist, shift, nbins);
   };
-  // The passes are one loop, so NVRTC compiles the pass once (f32 topk: 1.35 -> 0.8 s of CPU on
-  // sm_80). Pass p takes the d bits below bit key_bits - p * d; the last f32 pass, where 10
-  // remain, reads bits 0..10, and bit 10 (resolved by the pass before) is the same in every key
-  // it counts. TESSERA_TOPK_UNROLLED_PASSES=1 writes one copy per pass instead, each its exact
-  // width (the former code; the A/B switch of tools/h200-nvcold-check).
-  if (env_flag("TESSERA_TOPK_UNROLLED_PASSES")) {
-    for (int p = 0, high = key_bits; p < digits; ++p) {
-      const int width = std::min(d, high), shift = high - width;
-      auto at = [](int64_t v) { return full({}, double(v), ScalarKind::U32); };
-      if_(refine, [&] { pass(at(high), at(shift), int64_t(1) << width); });
-      high = shift;
-    }
-  } else {
-    for_range(0, int64_t(digits), 1, [&](Val p) {
-      if_(refine, [&] {
-        Val high = (key_bits - p * d).to(ScalarKind::U32);
-        pass(high, maximum(high, d) - d, bins);
+  // The passes from digit `first` on. They are one loop, so NVRTC compiles the pass once (f32
+  // topk: 1.35 -> 0.8 s of CPU on sm_80). Pass p takes the d bits below bit key_bits - p * d;
+  // the last f32 pass, where 10 remain, reads bits 0..10, and bit 10 (resolved by the pass
+  // before) is the same in every key it counts. TESSERA_TOPK_UNROLLED_PASSES=1 writes one copy
+  // per pass instead, each its exact width (the former code; the A/B switch of
+  // tools/h200-nvcold-check).
+  auto passes = [&](int first) {
+    if (first >= digits) return;
+    if (env_flag("TESSERA_TOPK_UNROLLED_PASSES")) {
+      for (int p = first, high = key_bits - first * d; p < digits; ++p) {
+        const int width = std::min(d, high), shift = high - width;
+        auto at = [](int64_t v) { return full({}, double(v), ScalarKind::U32); };
+        if_(refine, [&] { pass(at(high), at(shift), int64_t(1) << width); });
+        high = shift;
+      }
+    } else {
+      for_range(int64_t(first), int64_t(digits), 1, [&](Val p) {
+        if_(refine, [&] {
+          Val high = (key_bits - p * d).to(ScalarKind::U32);
+          pass(high, maximum(high, d) - d, bins);
+        });
       });
-    });
+    }
+  };
+  if (!f.row_threshold) {
+    passes(0);
+  } else if (!f.segments) {
+    // The merge: its candidates hold every key of the row's top K, so the row's state holds.
+    settle_row(st, dt, *row_hist, row, K.val());
+    passes(kRowDigits);
+  } else {
+    // A segment keeps every key at or below the row's threshold T (at the digits the row's
+    // histograms resolved: every key of the row's top K is one) where they fit its K slots;
+    // else (many keys equal to T at those digits: ties) its own top K, from scratch.
+    settle_row(st, dt, *row_hist, row, K.val());
+    Val T = prefix >> resolved;
+    Var count = 0;
+    over_row([&](Val, Val, Val kk, Val) { count = count + sum(((kk >> resolved) <= T).to(ScalarKind::I32), 0); });
+    if_(
+        count > K,
+        [&] {
+          prefix = zeros({}, ScalarKind::U32);
+          wanted = minimum(K, n);
+          resolved = full({}, key_bits, ScalarKind::U32);
+          refine = full({}, 1, ScalarKind::I1);
+          passes(0);
+        },
+        [&] { wanted = K; });  // every key at or below T
   }
 
   // Keep the keys below T and the first `wanted` equal to it (at the resolved digits).
@@ -274,6 +370,49 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
   return k.finish();
 }
 
+// The row threshold's histograms (Form::row_threshold) in hist [M, 2 * bins], one kernel each:
+// `which` = -1 clears them; 0 adds each program's histogram of its tile's first digits to its
+// row's first bins (atomics: a row's programs share them); 1 adds that of the second digits of
+// the keys whose first digit is the row's K-th key's (settled from the first bins) to the
+// second bins, nothing where the first digit settled the row.
+std::unique_ptr<Kernel> build_row_histogram(ScalarKind dt, const char* name, int which) {
+  using namespace lang;
+  KernelBuilder k(name);
+  const Digits g = digits_of(dt);
+  if (which < 0) {
+    auto hist = k.view("hist", ScalarKind::I32, {"M", "H"});
+    k.grid({hist.dim(0)});
+    hist.tile({1, kRowDigits * g.bins}).store({program_id(0), 0}, zeros({1, kRowDigits * g.bins}, ScalarKind::I32));
+    return k.finish();
+  }
+  auto x = k.view("x", dt, {"M", "N"});
+  auto hist = k.view("hist", ScalarKind::I32, {"M", "H"});
+  auto K = k.constexpr_("K", {}, 64);
+  auto BN = k.constexpr_("BLOCK_N", {256, 512, 1024, 2048, 4096, 8192}, 8192);
+  k.constexpr_("num_warps", {4, 8, 16, 32}, 16);
+  k.grid({x.dim(0), cdiv(x.dim(1), BN)});
+  Val row = program_id(0), j = program_id(1);
+  Val kk = radix_key(dt, reshape(x.tile({1, BN}).load({row, j}), {BN}));
+  Val counted = arange(BN) + j * BN < x.dim(1);
+  auto add = [&](Val counted) {
+    Val shift = full({}, g.key_bits - (which + 1) * g.width, ScalarKind::U32);
+    Val digit = where(counted, ((kk >> shift) & (g.bins - 1)).to(ScalarKind::I32), -1);
+    Val h = histogram(digit, g.bins);
+    atomic_add(hist, h, {row, arange(g.bins) + which * g.bins}, h > 0);
+  };
+  if (which == 0) {
+    add(counted);
+  } else {
+    SelectState s{zeros({}, ScalarKind::U32), K, full({}, g.key_bits, ScalarKind::U32), full({}, 1, ScalarKind::I1)};
+    settle_row(s, dt, hist, row, K.val(), 1);
+    if_(s.refine, [&] {
+      Val high = full({}, g.key_bits - g.width, ScalarKind::U32);
+      add(counted & eq(kk >> high, s.prefix >> high));
+    });
+  }
+  return k.finish();
+}
+
 }  // namespace
 
 // Row i of args[1] ([M, width]) gets the first `width` elements of row i of args[0] ([M, N]) in
@@ -301,7 +440,7 @@ void sorted_rows_reference(std::vector<KernelArg>& args, int64_t M, int64_t N, i
 }
 
 LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_t segment, int64_t merge_limit,
-                          const std::map<std::string, int64_t>& given, int64_t candidate_tile) {
+                          const std::map<std::string, int64_t>& given, int64_t candidate_tile, bool row_threshold) {
   LibraryStages st;
   if (segment <= 0 || N <= segment || K > N) return st;
   // cuda: the segments are the grid's y extent (at most 65535). Longer than the largest SEGMENT
@@ -331,12 +470,32 @@ LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_
     st.temporaries.push_back({ScalarKind::I32, {M, width}});
     return -1 - int(st.temporaries.size() - 2);  // the values' argument; the columns' is one less
   };
+  // The row threshold: the row's histograms of its first two digits (Form::row_threshold),
+  // cleared, then counted over tiles of 8192 (or the segment, if shorter), as the last
+  // argument of every select stage after them.
+  std::vector<int> hist;
+  if (row_threshold) {
+    st.temporaries.push_back({ScalarKind::I32, {M, kRowDigits * digits_of(dt).bins}});
+    hist = {-int(st.temporaries.size())};
+    st.stages.push_back({[](ScalarKind d) { return build_row_histogram(d, "topk_histogram_clear", -1); }, {}, hist});
+    const std::map<std::string, int64_t> ch{{"K", K}, {"BLOCK_N", std::min<int64_t>(segment, 8192)}};
+    st.stages.push_back({[](ScalarKind d) { return build_row_histogram(d, "topk_histogram_high", 0); }, ch, {0, hist[0]}});
+    st.stages.push_back({[](ScalarKind d) { return build_row_histogram(d, "topk_histogram_low", 1); }, ch, {0, hist[0]}});
+  }
+  auto args = [&](std::vector<int> a) {
+    a.insert(a.end(), hist.begin(), hist.end());
+    return a;
+  };
+  auto named = [row_threshold](const char* plain, const char* at_threshold) {
+    return row_threshold ? at_threshold : plain;
+  };
   int64_t width = (N + segment - 1) / segment * K;
   int out = temporaries(width);
-  st.stages.push_back({[one_tile](ScalarKind d) {
-                         return build_select(d, one_tile ? "topk_segments_tile" : "topk_segments", {false, true, one_tile});
+  st.stages.push_back({[one_tile, row_threshold, name = named(one_tile ? "topk_segments_tile" : "topk_segments",
+                                                               one_tile ? "topk_threshold_segments_tile" : "topk_threshold_segments")](ScalarKind d) {
+                         return build_select(d, name, {false, true, one_tile, row_threshold});
                        },
-                       c1, {0, out, out - 1}});
+                       c1, args({0, out, out - 1})});
   // The candidate forms' tile: a segment (or the merge's row) of at most candidate_tile
   // candidates is one tile, else tiles of min(candidate_tile, 4096) (values and columns).
   auto candidate_config = [&](int64_t len) {
@@ -352,20 +511,23 @@ LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_
     int64_t next = (width + segment - 1) / segment * K;
     int in = out;
     out = temporaries(next);
-    st.stages.push_back({[one](ScalarKind d) {
-                           return build_select(d, one ? "topk_segments_candidates_tile" : "topk_segments_candidates",
-                                               {true, true, one});
+    const char* name = one ? named("topk_segments_candidates_tile", "topk_threshold_segments_candidates_tile")
+                           : named("topk_segments_candidates", "topk_threshold_segments_candidates");
+    st.stages.push_back({[one, row_threshold, name](ScalarKind d) {
+                           return build_select(d, name, {true, true, one, row_threshold});
                          },
-                         c, {in, in - 1, out, out - 1}});
+                         c, args({in, in - 1, out, out - 1})});
     width = next;
   }
   // The merge: the candidate form with the sorted output, into the op's values and indices.
   std::map<std::string, int64_t> cm = candidate_config(width);
   const bool merge_one = cm["BLOCK_N"] >= width;
-  st.stages.push_back({[merge_one](ScalarKind d) {
-                         return build_select(d, merge_one ? "topk_merge_tile" : "topk_merge", {true, false, merge_one});
+  const char* merge_name = merge_one ? named("topk_merge_tile", "topk_threshold_merge_tile")
+                                     : named("topk_merge", "topk_threshold_merge");
+  st.stages.push_back({[merge_one, row_threshold, merge_name](ScalarKind d) {
+                         return build_select(d, merge_name, {true, false, merge_one, row_threshold});
                        },
-                       cm, {out, out - 1, 1, 2}});
+                       cm, args({out, out - 1, 1, 2})});
   return st;
 }
 
@@ -407,7 +569,9 @@ LibraryKernel topk() {
     }
     // At most 8192 candidates a row for the merge: one tile, read once (64 x 131072, k = 1024:
     // a level of two segments a row, 16384 -> 2048, rather than one CTA a row over 16384).
-    return topk_stages(dt, M, N, K, segment, 8192, given);
+    // TESSERA_TOPK_ROW_THRESHOLD=0: every segment selects from scratch (the A/B switch).
+    const char* rt = std::getenv("TESSERA_TOPK_ROW_THRESHOLD");
+    return topk_stages(dt, M, N, K, segment, 8192, given, 8192, !(rt && std::string(rt) == "0"));
   };
   k.bytes = [](const Sizes& s, ScalarKind dt) {
     return double(s.at("M")) * (double(s.at("N")) * scalar_bytes(dt) + double(s.at("K")) * (scalar_bytes(dt) + 4));

@@ -312,7 +312,8 @@ TEST_F(Cli, SegmentedTopkRunsItsStages) {
   EXPECT_EQ(run.status, 0) << run.err;
   EXPECT_THAT(run.out, StartsWith("PASS topk interp M=2,N=1000,K=300 max_abs_err=0 "));
   EXPECT_EQ(bench.status, 0) << bench.err;
-  EXPECT_THAT(bench.out, HasSubstr("(2 kernels: topk_segments_tile topk_merge_tile)"));
+  EXPECT_THAT(bench.out, HasSubstr("(5 kernels: topk_histogram_clear topk_histogram_high topk_histogram_low "
+                                   "topk_threshold_segments_tile topk_threshold_merge_tile)"));
 }
 
 TEST_F(Cli, RunOutOfRangeConstexprIsAnError) {

@@ -52,10 +52,11 @@ TEST(CudaSort, LibraryTopkReadsItsScatteredResultsAfterABarrier) {
 }
 
 // The segmented top-k's kernels (at 1 x 2^24, k = 1024: the segment form over x, over
-// candidates, and the merge) emit and NVRTC compiles them: f32 for sm_90a with the default
-// tiles (each segment, candidate segment and merge row one tile, read once), bf16 for sm_80
-// with smaller ones (the ring over a segment's tiles, the candidate forms' tile loops). A
-// histogram each, a sort only in the merge (the segments' candidates stay in column order),
+// candidates, and the merge) emit and NVRTC compiles them: f32 for sm_90a from the row
+// threshold (its two histogram kernels too) with the default tiles (each segment, candidate
+// segment and merge row one tile, read once), bf16 for sm_80 without it, with smaller tiles
+// (the ring over a segment's tiles, the candidate forms' tile loops). A histogram each, a sort
+// only in the merge (the segments' candidates stay in column order),
 // whose read of its scattered results follows a barrier; two CTAs per SM asked for the f32
 // segment kernel only.
 TEST(CudaSort, SegmentedTopkStagesCompile) {
@@ -66,27 +67,38 @@ TEST(CudaSort, SegmentedTopkStagesCompile) {
     const char* target;
     std::map<std::string, int64_t> given;
     int64_t candidate_tile;
+    bool row_threshold;
+    std::vector<size_t> compiled;  // the stages compiled: the selects' first level, a candidate level, the merge
     const char* names;
   };
-  for (const Plan& p : {Plan{ScalarKind::F32, "sm_90a", {}, 8192, "topk_segments_tile topk_segments_candidates_tile topk_merge_tile"},
-                        Plan{ScalarKind::BF16, "sm_80", {{"BLOCK_N", 4096}}, 2048, "topk_segments topk_segments_candidates topk_merge"}}) {
-    LibraryStages st = kernels::topk_stages(p.dt, 1, int64_t{1} << 24, 1024, 8192, 16384, p.given, p.candidate_tile);
-    ASSERT_EQ(st.stages.size(), 5u);
+  for (const Plan& p :
+       {Plan{ScalarKind::F32, "sm_90a", {}, 8192, true, {1, 2, 3, 4, 7},
+             "topk_histogram_high topk_histogram_low topk_threshold_segments_tile "
+             "topk_threshold_segments_candidates_tile topk_threshold_merge_tile"},
+        Plan{ScalarKind::BF16, "sm_80", {{"BLOCK_N", 4096}}, 2048, false, {0, 1, 4},
+             "topk_segments topk_segments_candidates topk_merge"}}) {
+    LibraryStages st =
+        kernels::topk_stages(p.dt, 1, int64_t{1} << 24, 1024, 8192, 16384, p.given, p.candidate_tile, p.row_threshold);
+    const size_t selects = p.row_threshold ? 3 : 0;  // the stages before the selects
+    ASSERT_EQ(st.stages.size(), 5u + selects);
     std::string names;
-    for (size_t i : {size_t{0}, size_t{1}, size_t{4}}) {
+    for (size_t i : p.compiled) {
       auto k = bind_constexprs(*st.stages[i].build(p.dt), st.stages[i].config);
       names += (names.empty() ? "" : " ") + k->name;
       SCOPED_TRACE(k->name + " " + p.target);
       CudaTarget t = CudaTarget::parse(p.target);
       CudaEmission em = emit_cuda_with_info(*k, t);
+      const bool merge = i == st.stages.size() - 1;
+      // A histogram kernel counts once; a select's passes are one loop (the merge from the row
+      // threshold has one pass left for f32).
       EXPECT_EQ(em.stats["histograms"], 1);
-      EXPECT_EQ(em.stats["sorts"], i == 4 ? 1 : 0);
+      EXPECT_EQ(em.stats["sorts"], merge ? 1 : 0);
       // The f32 segment kernel asks for two CTAs per SM (topk_stages' min_blocks); no other does.
-      const bool two = i == 0 && p.dt == ScalarKind::F32;
+      const bool two = i == selects && p.dt == ScalarKind::F32;
       EXPECT_EQ(em.source.find("__launch_bounds__(512, 2)") != std::string::npos, two) << em.source.substr(0, 400);
       // The one-tile merge's scatters are followed by a reduction's barrier (the count of kept
       // elements), which orders them before the read: no barrier of its own.
-      EXPECT_EQ(em.stats["write-read-barriers"], i == 4 && p.candidate_tile < 8192 ? 1 : 0);
+      EXPECT_EQ(em.stats["write-read-barriers"], merge && p.candidate_tile < 8192 ? 1 : 0);
       if (nvrtc) expect_nvrtc_accepts(em, t);
     }
     EXPECT_EQ(names, p.names);

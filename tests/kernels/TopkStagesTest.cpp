@@ -50,14 +50,17 @@ void run_stages(const LibraryStages& st, ScalarKind dt, std::vector<KernelArg>& 
   }
 }
 
-void check_stages(const StagesCase& c, const std::string& backend, uint64_t seed) {
+// `row_threshold`: the stages start from the row's digit histograms (three kernels more).
+void check_stages(const StagesCase& c, const std::string& backend, uint64_t seed, bool row_threshold) {
   SCOPED_TRACE(backend + " " + std::string(scalar_name(c.dtype)) + " M=" + std::to_string(c.M) +
-               " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) + " segment=" + std::to_string(c.segment));
+               " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) + " segment=" + std::to_string(c.segment) +
+               " row_threshold=" + std::to_string(row_threshold));
   const LibraryKernel* lk = find_library_kernel("topk");
   std::map<std::string, int64_t> given;
   if (c.block_n) given["BLOCK_N"] = c.block_n;
-  LibraryStages st = kernels::topk_stages(c.dtype, c.M, c.N, c.K, c.segment, c.merge_limit, given, c.candidate_tile);
-  ASSERT_EQ(st.stages.size(), c.stages);
+  LibraryStages st =
+      kernels::topk_stages(c.dtype, c.M, c.N, c.K, c.segment, c.merge_limit, given, c.candidate_tile, row_threshold);
+  ASSERT_EQ(st.stages.size(), c.stages + (row_threshold ? 3 : 0));
   Sizes sizes{{"M", c.M}, {"N", c.N}, {"K", c.K}};
   auto op = bind_constexprs(*lk->build(c.dtype), {{"K", c.K}});
   std::vector<Tensor> got = make_random_tensors(*op, sizes, seed);
@@ -91,30 +94,38 @@ const StagesCase kCases[] = {
     {ScalarKind::BF16, 3, 2100, 130, 512, 1 << 20, 2, false, 256, 256},
 };
 
+// Each case from the row threshold (random rows: the segments keep only the keys at or below
+// it; rows of a few values: ties at the threshold overflow a segment's slots, which then selects
+// from scratch) and without it.
 TEST(TopkStages, InterpreterMatchesTheReferenceExactly) {
   uint64_t seed = 11;
-  for (const StagesCase& c : kCases) check_stages(c, "interp", seed++);
+  for (const StagesCase& c : kCases)
+    for (bool row_threshold : {true, false}) check_stages(c, "interp", seed++, row_threshold);
 }
 
-// The cpu backend on the tie-heavy level case (three kernels) in both dtypes.
+// The cpu backend on the tie-heavy level case (three kernels) in both dtypes, and a random one
+// from the row threshold.
 TEST(TopkStages, CpuMatchesTheReferenceExactly) {
-  check_stages(kCases[4], "cpu", 21);
-  check_stages(kCases[5], "cpu", 22);
+  check_stages(kCases[4], "cpu", 21, true);
+  check_stages(kCases[5], "cpu", 22, false);
+  check_stages(kCases[0], "cpu", 23, true);
 }
 
 // The rule: on cuda, rows of four segments or more and fewer than 1024 rows take the stages; the
-// issue's shapes get two kernels (64 x 131072; three at k = 1024) and five (1 x 2^24, k = 1024:
-// levels until a row has at most 8192 candidates); short rows and many rows keep the whole-row kernel.
+// issue's shapes get two select kernels (64 x 131072; three at k = 1024) and five (1 x 2^24,
+// k = 1024: levels until a row has at most 8192 candidates) after the row threshold's three;
+// short rows and many rows keep the whole-row kernel.
 TEST(TopkStages, TheRuleKeepsShortRowsOnTheWholeRowKernel) {
   if (std::getenv("TESSERA_TOPK_SEGMENT")) GTEST_SKIP() << "TESSERA_TOPK_SEGMENT overrides the rule";
   const LibraryKernel* lk = find_library_kernel("topk");
   auto kernels = [&](int64_t M, int64_t N, int64_t K) {
     return lk->stages(ScalarKind::F32, "cuda:sm_90a", {{"M", M}, {"N", N}, {"K", K}}, {}).stages.size();
   };
-  EXPECT_EQ(kernels(64, 131072, 64), 2u);
-  EXPECT_EQ(kernels(64, 131072, 256), 2u);
-  EXPECT_EQ(kernels(64, 131072, 1024), 3u);
-  EXPECT_EQ(kernels(1, int64_t{1} << 24, 1024), 5u);
+  // Three histogram kernels (the row threshold) come first.
+  EXPECT_EQ(kernels(64, 131072, 64), 5u);
+  EXPECT_EQ(kernels(64, 131072, 256), 5u);
+  EXPECT_EQ(kernels(64, 131072, 1024), 6u);
+  EXPECT_EQ(kernels(1, int64_t{1} << 24, 1024), 8u);
   EXPECT_EQ(kernels(64, 4096, 64), 0u);
   EXPECT_EQ(kernels(64, 16384, 64), 0u);
   EXPECT_EQ(kernels(4096, 131072, 64), 0u);
