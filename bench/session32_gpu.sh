@@ -25,6 +25,11 @@ for round in 1 2; do
     TESSERA_TOPK_ROW_THRESHOLD=$rt timeout 150 "$B/bin/cuda_bench" --only topk 2>&1 | grep -E "^topk " | awk '{print $1, $2, $3, $4}'
   done
 done
+echo "--- row threshold 1, the segment kernel without min_blocks (ptxas: 72 B of stack at 2)"
+timeout 150 "$B/bin/cuda_bench" --only topk --set min_blocks=0 2>&1 | grep -E "^topk " | awk '{print $1, $2, $3, $4}'
+echo "--- row threshold 1, histograms adding each warp's lanes of a bin once (TESSERA_CUDA_HIST_MATCH=1)"
+TESSERA_CUDA_HIST_MATCH=1 timeout 150 "$B/bin/cuda_bench" --only topk 2>&1 | grep -E "^topk " | awk '{print $1, $2, $3, $4}'
+TESSERA_CUDA_HIST_MATCH=1 timeout 60 $T run topk -b cuda --check --size M=64,N=131072,K=64 2>&1 | tail -1
 python3 bench/torch_topk.py 2>&1 | tail -8
 echo "[$(( $(date +%s) - S0 )) s] timed"
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)

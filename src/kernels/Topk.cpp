@@ -492,7 +492,7 @@ LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_
   int64_t width = (N + segment - 1) / segment * K;
   int out = temporaries(width);
   st.stages.push_back({[one_tile, row_threshold, name = named(one_tile ? "topk_segments_tile" : "topk_segments",
-                                                               one_tile ? "topk_threshold_segments_tile" : "topk_threshold_segments")](ScalarKind d) {
+                                                               one_tile ? "topk_thr_segments_tile" : "topk_thr_segments")](ScalarKind d) {
                          return build_select(d, name, {false, true, one_tile, row_threshold});
                        },
                        c1, args({0, out, out - 1})});
@@ -511,8 +511,8 @@ LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_
     int64_t next = (width + segment - 1) / segment * K;
     int in = out;
     out = temporaries(next);
-    const char* name = one ? named("topk_segments_candidates_tile", "topk_threshold_segments_candidates_tile")
-                           : named("topk_segments_candidates", "topk_threshold_segments_candidates");
+    const char* name = one ? named("topk_segments_candidates_tile", "topk_thr_candidates_tile")
+                           : named("topk_segments_candidates", "topk_thr_candidates");
     st.stages.push_back({[one, row_threshold, name](ScalarKind d) {
                            return build_select(d, name, {true, true, one, row_threshold});
                          },
@@ -522,8 +522,8 @@ LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_
   // The merge: the candidate form with the sorted output, into the op's values and indices.
   std::map<std::string, int64_t> cm = candidate_config(width);
   const bool merge_one = cm["BLOCK_N"] >= width;
-  const char* merge_name = merge_one ? named("topk_merge_tile", "topk_threshold_merge_tile")
-                                     : named("topk_merge", "topk_threshold_merge");
+  const char* merge_name = merge_one ? named("topk_merge_tile", "topk_thr_merge_tile")
+                                     : named("topk_merge", "topk_thr_merge");
   st.stages.push_back({[merge_one, row_threshold, merge_name](ScalarKind d) {
                          return build_select(d, merge_name, {true, false, merge_one, row_threshold});
                        },

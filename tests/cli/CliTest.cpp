@@ -313,7 +313,7 @@ TEST_F(Cli, SegmentedTopkRunsItsStages) {
   EXPECT_THAT(run.out, StartsWith("PASS topk interp M=2,N=1000,K=300 max_abs_err=0 "));
   EXPECT_EQ(bench.status, 0) << bench.err;
   EXPECT_THAT(bench.out, HasSubstr("(5 kernels: topk_histogram_clear topk_histogram_high topk_histogram_low "
-                                   "topk_threshold_segments_tile topk_threshold_merge_tile)"));
+                                   "topk_thr_segments_tile topk_thr_merge_tile)"));
 }
 
 TEST_F(Cli, RunOutOfRangeConstexprIsAnError) {

@@ -73,8 +73,8 @@ TEST(CudaSort, SegmentedTopkStagesCompile) {
   };
   for (const Plan& p :
        {Plan{ScalarKind::F32, "sm_90a", {}, 8192, true, {1, 2, 3, 4, 7},
-             "topk_histogram_high topk_histogram_low topk_threshold_segments_tile "
-             "topk_threshold_segments_candidates_tile topk_threshold_merge_tile"},
+             "topk_histogram_high topk_histogram_low topk_thr_segments_tile "
+             "topk_thr_candidates_tile topk_thr_merge_tile"},
         Plan{ScalarKind::BF16, "sm_80", {{"BLOCK_N", 4096}}, 2048, false, {0, 1, 4},
              "topk_segments topk_segments_candidates topk_merge"}}) {
     LibraryStages st =
