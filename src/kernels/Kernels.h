@@ -34,10 +34,10 @@ void sorted_rows_reference(std::vector<KernelArg>& args, int64_t M, int64_t N, i
 // row of at most `candidate_tile` candidates, is read once into registers. `row_threshold`:
 // three kernels first count the row's histograms of its keys' first two digits, from which
 // every select stage starts (a segment keeps only the keys at or below the row's threshold;
-// the merge resolves the last digit only).
+// the merge resolves the last digit only); slower on the H200 (Topk.cpp says why).
 LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_t segment, int64_t merge_limit,
                           const std::map<std::string, int64_t>& given = {}, int64_t candidate_tile = 8192,
-                          bool row_threshold = true);
+                          bool row_threshold = false);
 
 // c = scale * (a @ b) for row-major a [M, K] and b [K, N] (or b [N, K] read transposed when
 // b_is_nk), M, N, K from `sizes`, summed in double and rounded once to c's dtype: the

@@ -47,9 +47,10 @@
 // program over the row. Padding slots (column -1) have the key past every real key and the
 // row has at least k real elements (k <= N), so none is kept by the merge.
 //
-// From the row threshold (the default; Form::row_threshold): a segment's three digit passes
-// cost ~2,300 instructions a thread on the H200 (instruction-bound, not memory-bound), where
-// most of its keys cannot be in the row's top-k. So three small kernels first clear hist
+// From the row threshold (Form::row_threshold; topk_stages' row_threshold, not the default): a
+// segment's three digit passes cost ~2,300 instructions a thread on the H200 (instruction-
+// bound, not memory-bound), where most of its keys cannot be in the row's top-k. So three
+// small kernels first clear hist
 // [M, 2 * bins], add every tile's histogram of its keys' first digit to its row's (atomics),
 // then of the second digit of the keys whose first is the row's K-th key's. From those two
 // histograms every later kernel settles the row's state after two digits (T's first 22 bits
@@ -58,7 +59,11 @@
 // slots, one prefix sum, no digit pass; only a segment with more (ties at T) selects its own
 // top K from scratch. The merge starts from the row's state and runs the digit passes left
 // (f32: one). Exact as above: each level still keeps a superset of the row's top-k in column
-// order.
+// order. Measured on the H200 it is slower (64 x 131072 f32, k = 64: 0.105 against 0.073 ms;
+// ncu: the histograms 19 and 28 us, the segments 47, where the plain segment kernel takes ~60):
+// each program's fixed costs (the row histograms' loads and scans, the count, the keep pass)
+// and the two extra reads of x outweigh the digit passes saved. Kept as an option for plans
+// that amortize them (TESSERA_TOPK_ROW_THRESHOLD=1).
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -569,9 +574,9 @@ LibraryKernel topk() {
     }
     // At most 8192 candidates a row for the merge: one tile, read once (64 x 131072, k = 1024:
     // a level of two segments a row, 16384 -> 2048, rather than one CTA a row over 16384).
-    // TESSERA_TOPK_ROW_THRESHOLD=0: every segment selects from scratch (the A/B switch).
-    const char* rt = std::getenv("TESSERA_TOPK_ROW_THRESHOLD");
-    return topk_stages(dt, M, N, K, segment, 8192, given, 8192, !(rt && std::string(rt) == "0"));
+    // TESSERA_TOPK_ROW_THRESHOLD=1: the stages start from the row threshold (slower on the
+    // H200: 0.105 against 0.073 ms at 64 x 131072 f32 k = 64; bench/RESULTS.md, session 32).
+    return topk_stages(dt, M, N, K, segment, 8192, given, 8192, env_flag("TESSERA_TOPK_ROW_THRESHOLD"));
   };
   k.bytes = [](const Sizes& s, ScalarKind dt) {
     return double(s.at("M")) * (double(s.at("N")) * scalar_bytes(dt) + double(s.at("K")) * (scalar_bytes(dt) + 4));

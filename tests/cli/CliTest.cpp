@@ -303,17 +303,25 @@ TEST_F(Cli, TopkWithKAboveTheRowLengthIsRefused) {
 
 // A library op of several kernels (LibraryKernel::stages): topk as the segmented top-k
 // (segments of 256 by TESSERA_TOPK_SEGMENT) through run --check and bench on the interpreter,
-// bench naming the kernels it ran.
+// bench naming the kernels it ran; TESSERA_TOPK_ROW_THRESHOLD=1 starts them from the row
+// threshold (three histogram kernels first).
 TEST_F(Cli, SegmentedTopkRunsItsStages) {
   ::setenv("TESSERA_TOPK_SEGMENT", "256", 1);
   Result run = tessera("run topk --backend interp --check --size M=2,N=1000,K=300");
   Result bench = tessera("bench topk --backend interp --size M=2,N=1000,K=30 --reps 1");
+  ::setenv("TESSERA_TOPK_ROW_THRESHOLD", "1", 1);
+  Result run_rt = tessera("run topk --backend interp --check --size M=2,N=1000,K=30");
+  Result bench_rt = tessera("bench topk --backend interp --size M=2,N=1000,K=30 --reps 1");
+  ::unsetenv("TESSERA_TOPK_ROW_THRESHOLD");
   ::unsetenv("TESSERA_TOPK_SEGMENT");
   EXPECT_EQ(run.status, 0) << run.err;
   EXPECT_THAT(run.out, StartsWith("PASS topk interp M=2,N=1000,K=300 max_abs_err=0 "));
   EXPECT_EQ(bench.status, 0) << bench.err;
-  EXPECT_THAT(bench.out, HasSubstr("(5 kernels: topk_histogram_clear topk_histogram_high topk_histogram_low "
-                                   "topk_thr_segments_tile topk_thr_merge_tile)"));
+  EXPECT_THAT(bench.out, HasSubstr("(2 kernels: topk_segments_tile topk_merge_tile)"));
+  EXPECT_EQ(run_rt.status, 0) << run_rt.err;
+  EXPECT_THAT(run_rt.out, StartsWith("PASS topk interp M=2,N=1000,K=30 max_abs_err=0 "));
+  EXPECT_THAT(bench_rt.out, HasSubstr("(5 kernels: topk_histogram_clear topk_histogram_high topk_histogram_low "
+                                      "topk_thr_segments_tile topk_thr_merge_tile)"));
 }
 
 TEST_F(Cli, RunOutOfRangeConstexprIsAnError) {

@@ -364,19 +364,9 @@ TSR_D uint64_t sort_key(unsigned long long v) { return v; }
 // adds 32 once (a constant or padded stretch of a row would otherwise queue 32 atomics on one
 // address); other lanes add one each. B: int for values of up to 32 bits (an unsigned value
 // past 2^31 turns negative, past any bin count either way), long long for wider ones.
-// TSR_HIST_MATCH (TESSERA_CUDA_HIST_MATCH=1 prints it): the lanes of a warp that hold one bin
-// find each other (match.any) and the first adds their count, one atomic a bin a warp.
 template <class B>
 TSR_D void hist_add(unsigned* h, B b, B bins) {
   const bool in = b >= 0 && b < bins;
-#ifdef TSR_HIST_MATCH
-  const unsigned counted = __ballot_sync(0xffffffffu, in);
-  if (in) {
-    const unsigned peers = __match_any_sync(counted, b);
-    if (int(threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(h + b, unsigned(__popc(peers)));
-  }
-  return;
-#endif
   const B first = __shfl_sync(0xffffffffu, b, 0);
   if (__all_sync(0xffffffffu, in && b == first)) {
     if ((threadIdx.x & 31) == 0) atomicAdd(h + first, 32u);
