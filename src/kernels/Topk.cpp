@@ -106,16 +106,21 @@ struct Form {
   // at most K, else it selects its top K from scratch), the merge resolves only the digits
   // after the two.
   bool row_threshold = false;
+  // The digits' width in bits (0: f32 11, bf16 8; topk_stages' RADIX_BITS).
+  int radix_bits = 0;
 };
 
-// The radix select's digits over dt's keys, most significant first: f32 11, 11 and 10 bits;
-// bf16 8 and 8. The row-threshold histograms settle the first two.
+// The radix select's digits over dt's keys, most significant first: by default f32 11, 11 and
+// 10 bits, bf16 8 and 8 (`radix_bits` 8: f32 four of 8). The row-threshold histograms settle
+// the first two.
 struct Digits {
   int key_bits, count, width;
   int64_t bins;
 };
-Digits digits_of(ScalarKind dt) {
-  return dt == ScalarKind::F32 ? Digits{32, 3, 11, 2048} : Digits{16, 2, 8, 256};
+Digits digits_of(ScalarKind dt, int radix_bits = 0) {
+  const int key_bits = dt == ScalarKind::F32 ? 32 : 16;
+  const int width = radix_bits ? radix_bits : (dt == ScalarKind::F32 ? 11 : 8);
+  return Digits{key_bits, (key_bits + width - 1) / width, width, int64_t(1) << width};
 }
 constexpr int kRowDigits = 2;
 
@@ -153,10 +158,9 @@ void settle_digit(SelectState& s, lang::Val hist, lang::Val shift, int64_t nbins
 
 // The row's state after its first `count` digits (at most kRowDigits), from hist's row `row`
 // (K wanted to start).
-void settle_row(SelectState& s, ScalarKind dt, const lang::View& hist, lang::Val row, lang::Val K,
+void settle_row(SelectState& s, const Digits& g, const lang::View& hist, lang::Val row, lang::Val K,
                 int count = kRowDigits) {
   using namespace lang;
-  const Digits g = digits_of(dt);
   auto at = [](int64_t v) { return full({}, double(v), ScalarKind::U32); };
   s.prefix = zeros({}, ScalarKind::U32);
   s.wanted = K;
@@ -182,7 +186,7 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
   // cuda: one program (CTA) per row; each column tile costs a few barriers (the histogram's),
   // so tiles are long (registers bound them: 8192 f32 at 16 warps).
   auto BN = k.constexpr_("BLOCK_N", {256, 512, 1024, 2048, 4096, 8192}, 8192);
-  k.constexpr_("num_warps", {4, 8, 16, 32}, 16);
+  k.constexpr_("num_warps", {1, 2, 4, 8, 16, 32}, 16);
   // cuda: the ring's copies as cp.async (0: plain copies, each waited for at once).
   k.constexpr_("struct_cp_async", {0, 1}, 1);
   // The segment form's segment length: a multiple of BLOCK_N (topk_stages picks both).
@@ -208,7 +212,7 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
   Val n = f.segments ? minimum(*SEG, x.dim(1) - seg * *SEG) : x.dim(1);
   auto tiles = cdiv(n, BN);
   const bool f32 = dt == ScalarKind::F32;
-  const Digits g = digits_of(dt);
+  const Digits g = digits_of(dt, f.radix_bits);
   const int key_bits = g.key_bits, digits = g.count, d = g.width;
   const int64_t bins = g.bins;
   auto key = [&](Val t) { return radix_key(dt, t); };
@@ -317,13 +321,13 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
     passes(0);
   } else if (!f.segments) {
     // The merge: its candidates hold every key of the row's top K, so the row's state holds.
-    settle_row(st, dt, *row_hist, row, K.val());
+    settle_row(st, g, *row_hist, row, K.val());
     passes(kRowDigits);
   } else {
     // A segment keeps every key at or below the row's threshold T (at the digits the row's
     // histograms resolved: every key of the row's top K is one) where they fit its K slots;
     // else (many keys equal to T at those digits: ties) its own top K, from scratch.
-    settle_row(st, dt, *row_hist, row, K.val());
+    settle_row(st, g, *row_hist, row, K.val());
     Val T = prefix >> resolved;
     Var count = 0;
     over_row([&](Val, Val, Val kk, Val) { count = count + sum(((kk >> resolved) <= T).to(ScalarKind::I32), 0); });
@@ -380,10 +384,10 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
 // row's first bins (atomics: a row's programs share them); 1 adds that of the second digits of
 // the keys whose first digit is the row's K-th key's (settled from the first bins) to the
 // second bins, nothing where the first digit settled the row.
-std::unique_ptr<Kernel> build_row_histogram(ScalarKind dt, const char* name, int which) {
+std::unique_ptr<Kernel> build_row_histogram(ScalarKind dt, const char* name, int which, int radix_bits) {
   using namespace lang;
   KernelBuilder k(name);
-  const Digits g = digits_of(dt);
+  const Digits g = digits_of(dt, radix_bits);
   if (which < 0) {
     auto hist = k.view("hist", ScalarKind::I32, {"M", "H"});
     k.grid({hist.dim(0)});
@@ -394,7 +398,7 @@ std::unique_ptr<Kernel> build_row_histogram(ScalarKind dt, const char* name, int
   auto hist = k.view("hist", ScalarKind::I32, {"M", "H"});
   auto K = k.constexpr_("K", {}, 64);
   auto BN = k.constexpr_("BLOCK_N", {256, 512, 1024, 2048, 4096, 8192}, 8192);
-  k.constexpr_("num_warps", {4, 8, 16, 32}, 16);
+  k.constexpr_("num_warps", {1, 2, 4, 8, 16, 32}, 16);
   k.grid({x.dim(0), cdiv(x.dim(1), BN)});
   Val row = program_id(0), j = program_id(1);
   Val kk = radix_key(dt, reshape(x.tile({1, BN}).load({row, j}), {BN}));
@@ -409,7 +413,7 @@ std::unique_ptr<Kernel> build_row_histogram(ScalarKind dt, const char* name, int
     add(counted);
   } else {
     SelectState s{zeros({}, ScalarKind::U32), K, full({}, g.key_bits, ScalarKind::U32), full({}, 1, ScalarKind::I1)};
-    settle_row(s, dt, hist, row, K.val(), 1);
+    settle_row(s, g, hist, row, K.val(), 1);
     if_(s.refine, [&] {
       Val high = full({}, g.key_bits - g.width, ScalarKind::U32);
       add(counted & eq(kk >> high, s.prefix >> high));
@@ -453,6 +457,13 @@ LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_
   while ((N + segment - 1) / segment > 65535) segment *= 2;
   if (segment > kMaxTopkSegment) return st;
   auto pow2_at_least = [](int64_t v, int64_t lo) { return std::max(lo, int64_t(std::bit_ceil(uint64_t(v)))); };
+  // RADIX_BITS (given): the digits' width of every select of the plan (8 or 11; bf16 8 only).
+  int radix = 0;
+  if (auto it = given.find("RADIX_BITS"); it != given.end()) {
+    radix = int(it->second);
+    if (!(radix == 8 || (radix == 11 && dt == ScalarKind::F32)))
+      throw TesseraError("topk: RADIX_BITS = " + std::to_string(it->second) + ": 8, or 11 for f32");
+  }
   // Level 1: the segment form over x. Its tile is the segment's (or 8192 when longer: the
   // whole-row kernel's), BLOCK_N, num_warps, RING_GROUP, struct_cp_async and min_blocks as given.
   std::map<std::string, int64_t> c1{{"K", K}, {"BLOCK_N", std::min<int64_t>(segment, 8192)}};
@@ -480,12 +491,12 @@ LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_
   // argument of every select stage after them.
   std::vector<int> hist;
   if (row_threshold) {
-    st.temporaries.push_back({ScalarKind::I32, {M, kRowDigits * digits_of(dt).bins}});
+    st.temporaries.push_back({ScalarKind::I32, {M, kRowDigits * digits_of(dt, radix).bins}});
     hist = {-int(st.temporaries.size())};
-    st.stages.push_back({[](ScalarKind d) { return build_row_histogram(d, "topk_histogram_clear", -1); }, {}, hist});
+    st.stages.push_back({[radix](ScalarKind d) { return build_row_histogram(d, "topk_histogram_clear", -1, radix); }, {}, hist});
     const std::map<std::string, int64_t> ch{{"K", K}, {"BLOCK_N", std::min<int64_t>(segment, 8192)}};
-    st.stages.push_back({[](ScalarKind d) { return build_row_histogram(d, "topk_histogram_high", 0); }, ch, {0, hist[0]}});
-    st.stages.push_back({[](ScalarKind d) { return build_row_histogram(d, "topk_histogram_low", 1); }, ch, {0, hist[0]}});
+    st.stages.push_back({[radix](ScalarKind d) { return build_row_histogram(d, "topk_histogram_high", 0, radix); }, ch, {0, hist[0]}});
+    st.stages.push_back({[radix](ScalarKind d) { return build_row_histogram(d, "topk_histogram_low", 1, radix); }, ch, {0, hist[0]}});
   }
   auto args = [&](std::vector<int> a) {
     a.insert(a.end(), hist.begin(), hist.end());
@@ -496,9 +507,9 @@ LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_
   };
   int64_t width = (N + segment - 1) / segment * K;
   int out = temporaries(width);
-  st.stages.push_back({[one_tile, row_threshold, name = named(one_tile ? "topk_segments_tile" : "topk_segments",
+  st.stages.push_back({[one_tile, row_threshold, radix, name = named(one_tile ? "topk_segments_tile" : "topk_segments",
                                                                one_tile ? "topk_thr_segments_tile" : "topk_thr_segments")](ScalarKind d) {
-                         return build_select(d, name, {false, true, one_tile, row_threshold});
+                         return build_select(d, name, {false, true, one_tile, row_threshold, radix});
                        },
                        c1, args({0, out, out - 1})});
   // The candidate forms' tile: a segment (or the merge's row) of at most candidate_tile
@@ -518,8 +529,8 @@ LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_
     out = temporaries(next);
     const char* name = one ? named("topk_segments_candidates_tile", "topk_thr_candidates_tile")
                            : named("topk_segments_candidates", "topk_thr_candidates");
-    st.stages.push_back({[one, row_threshold, name](ScalarKind d) {
-                           return build_select(d, name, {true, true, one, row_threshold});
+    st.stages.push_back({[one, row_threshold, radix, name](ScalarKind d) {
+                           return build_select(d, name, {true, true, one, row_threshold, radix});
                          },
                          c, args({in, in - 1, out, out - 1})});
     width = next;
@@ -529,8 +540,8 @@ LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_
   const bool merge_one = cm["BLOCK_N"] >= width;
   const char* merge_name = merge_one ? named("topk_merge_tile", "topk_thr_merge_tile")
                                      : named("topk_merge", "topk_thr_merge");
-  st.stages.push_back({[merge_one, row_threshold, merge_name](ScalarKind d) {
-                         return build_select(d, merge_name, {true, false, merge_one, row_threshold});
+  st.stages.push_back({[merge_one, row_threshold, radix, merge_name](ScalarKind d) {
+                         return build_select(d, merge_name, {true, false, merge_one, row_threshold, radix});
                        },
                        cm, args({out, out - 1, 1, 2})});
   return st;
@@ -576,7 +587,12 @@ LibraryKernel topk() {
     // a level of two segments a row, 16384 -> 2048, rather than one CTA a row over 16384).
     // TESSERA_TOPK_ROW_THRESHOLD=1: the stages start from the row threshold (slower on the
     // H200: 0.105 against 0.073 ms at 64 x 131072 f32 k = 64; bench/RESULTS.md, session 32).
-    return topk_stages(dt, M, N, K, segment, 8192, given, 8192, env_flag("TESSERA_TOPK_ROW_THRESHOLD"));
+    // TESSERA_TOPK_RADIX_BITS=B: the stages' RADIX_BITS where the caller gives none (the
+    // whole-row kernel has no such constexpr, so the CLI's --config cannot name it).
+    std::map<std::string, int64_t> g = given;
+    if (const char* e = std::getenv("TESSERA_TOPK_RADIX_BITS"); e && *e && !g.count("RADIX_BITS"))
+      g["RADIX_BITS"] = std::atoll(e);
+    return topk_stages(dt, M, N, K, segment, 8192, g, 8192, env_flag("TESSERA_TOPK_ROW_THRESHOLD"));
   };
   k.bytes = [](const Sizes& s, ScalarKind dt) {
     return double(s.at("M")) * (double(s.at("N")) * scalar_bytes(dt) + double(s.at("K")) * (scalar_bytes(dt) + 4));

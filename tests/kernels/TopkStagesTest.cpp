@@ -25,6 +25,7 @@ struct StagesCase {
   // The first level's BLOCK_N (0: the segment, one tile) and the candidate forms' largest one
   // tile (smaller: their multi-tile loops).
   int64_t block_n = 0, candidate_tile = 8192;
+  int64_t radix_bits = 0;  // RADIX_BITS given (0: none, the dtype's default)
 };
 
 // Runs topk's stages on `backend` ("interp" or "cpu") on the op's tensors, temporaries filled
@@ -58,6 +59,7 @@ void check_stages(const StagesCase& c, const std::string& backend, uint64_t seed
   const LibraryKernel* lk = find_library_kernel("topk");
   std::map<std::string, int64_t> given;
   if (c.block_n) given["BLOCK_N"] = c.block_n;
+  if (c.radix_bits) given["RADIX_BITS"] = c.radix_bits;
   LibraryStages st =
       kernels::topk_stages(c.dtype, c.M, c.N, c.K, c.segment, c.merge_limit, given, c.candidate_tile, row_threshold);
   ASSERT_EQ(st.stages.size(), c.stages + (row_threshold ? 3 : 0));
@@ -92,6 +94,9 @@ const StagesCase kCases[] = {
     // Segments of two tiles (the ring), candidate levels and the merge over several tiles.
     {ScalarKind::F32, 2, 11000, 50, 512, 300, 3, true, 256, 256},
     {ScalarKind::BF16, 3, 2100, 130, 512, 1 << 20, 2, false, 256, 256},
+    // Digits of 8 bits (four f32 passes), ties and random, a candidate level.
+    {ScalarKind::F32, 2, 2830, 60, 256, 300, 3, true, 0, 8192, 8},
+    {ScalarKind::F32, 3, 1000, 37, 256, 1 << 20, 2, false, 0, 8192, 8},
 };
 
 // Each case from the row threshold (random rows: the segments keep only the keys at or below
@@ -131,6 +136,13 @@ TEST(TopkStages, TheRuleKeepsShortRowsOnTheWholeRowKernel) {
   EXPECT_EQ(kernels(8, 131072, 8192), 0u);
   // K above 16384: a segment of 8K would be longer than the largest SEGMENT: the whole-row kernel.
   EXPECT_EQ(kernels(1, int64_t{1} << 21, 20000), 0u);
+  // RADIX_BITS: 8, or 11 for f32; anything else is an error naming it.
+  try {
+    lk->stages(ScalarKind::BF16, "cuda:sm_90a", {{"M", 64}, {"N", 131072}, {"K", 64}}, {{"RADIX_BITS", 11}});
+    ADD_FAILURE() << "RADIX_BITS = 11 taken for bf16";
+  } catch (const TesseraError& e) {
+    EXPECT_NE(std::string(e.what()).find("topk: RADIX_BITS = 11: 8, or 11 for f32"), std::string::npos) << e.what();
+  }
   // Only on cuda.
   EXPECT_EQ(lk->stages(ScalarKind::F32, "cpu", {{"M", 64}, {"N", 131072}, {"K", 64}}, {}).stages.size(), 0u);
   // Every stage binds with its config (each value a candidate of its constexpr).
