@@ -4,6 +4,9 @@
 # keeps only the keys at or below the row's threshold): exact checks at the shapes and
 # ragged ones, then cuda_bench's topk rows with TESSERA_TOPK_ROW_THRESHOLD=1 and =0 (two rounds),
 # torch.topk beside them, and ncu's kernel durations at 64 x 131072 f32 k = 64 and 1024.
+# As run at bdd638d, where the row threshold was the default: since a841f28 it is opt-in, so the
+# plain `run --check`, min_blocks=0, TESSERA_CUDA_HIST_MATCH (removed) and ncu lines now time
+# the plain plan; prefix them with TESSERA_TOPK_ROW_THRESHOLD=1 to repeat the call.
 set -uo pipefail
 source bench/gpu_common.sh
 gpu_build tessera cuda_bench

@@ -34,7 +34,8 @@ void sorted_rows_reference(std::vector<KernelArg>& args, int64_t M, int64_t N, i
 // row of at most `candidate_tile` candidates, is read once into registers. `row_threshold`:
 // three kernels first count the row's histograms of its keys' first two digits, from which
 // every select stage starts (a segment keeps only the keys at or below the row's threshold;
-// the merge resolves the last digit only); slower on the H200 (Topk.cpp says why).
+// the merge resolves only the digits after those two); slower on the H200 (Topk.cpp says why).
+// `given` may also hold RADIX_BITS: the digits' width (8, or 11 for f32; an error otherwise).
 LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_t segment, int64_t merge_limit,
                           const std::map<std::string, int64_t>& given = {}, int64_t candidate_tile = 8192,
                           bool row_threshold = false);

@@ -50,15 +50,17 @@
 // From the row threshold (Form::row_threshold; topk_stages' row_threshold, not the default): a
 // segment's three digit passes cost ~2,300 instructions a thread on the H200 (instruction-
 // bound, not memory-bound), where most of its keys cannot be in the row's top-k. So three
-// small kernels first clear hist
-// [M, 2 * bins], add every tile's histogram of its keys' first digit to its row's (atomics),
-// then of the second digit of the keys whose first is the row's K-th key's. From those two
-// histograms every later kernel settles the row's state after two digits (T's first 22 bits
-// for f32, all 16 for bf16; the keys before T's bin, all wanted): a segment keeps every key at
-// or below T at those bits (a superset of its share of the row's top-k) when they fit its K
-// slots, one prefix sum, no digit pass; only a segment with more (ties at T) selects its own
-// top K from scratch. The merge starts from the row's state and runs the digit passes left
-// (f32: one). Exact as above: each level still keeps a superset of the row's top-k in column
+// small kernels first clear hist [M, 2 * bins], add every tile's histogram of its keys' first
+// digit to its row's (atomics), then of the second digit of the keys whose first is the row's
+// K-th key's. From those two histograms every later kernel settles the row's state after two
+// digits (T's first 22 bits for f32 at the default digits, 16 at 8-bit ones, all 16 for bf16;
+// the keys before T's bin, all wanted): a segment keeps every key at or below T at those bits
+// (a superset of its share of the row's top-k) when they fit its K slots, one prefix sum, no
+// digit pass; only a segment with more (ties at T) selects its own top K from scratch. The
+// merge starts from the row's state and runs the digit passes left (none for bf16). The
+// histograms count real keys only, so T's resolved bits can be the padding's (an exact fit in
+// the last bin, K = N): these kernels leave padding out by its key, not by the order of keys.
+// Exact as above: each level still keeps a superset of the row's top-k in column
 // order. Measured on the H200 it is slower (64 x 131072 f32, k = 64: 0.105 against 0.073 ms;
 // ncu: the histograms 19 and 28 us, the segments 47, where the plain segment kernel takes ~60):
 // each program's fixed costs (the row histograms' loads and scans, the count, the keep pass)
@@ -102,7 +104,7 @@ struct Form {
   bool one_tile = false;
   // Starts from the row's threshold that hist [M, 2 * bins] (the row's histograms of its keys'
   // first digit, and of the second among keys whose first is the row's K-th's:
-  // build_digit_histogram) settle: a segment keeps every key at or below it (all of them, if
+  // build_row_histogram) settle: a segment keeps every key at or below it (all of them, if
   // at most K, else it selects its top K from scratch), the merge resolves only the digits
   // after the two.
   bool row_threshold = false;
@@ -330,7 +332,9 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
     settle_row(st, g, *row_hist, row, K.val());
     Val T = prefix >> resolved;
     Var count = 0;
-    over_row([&](Val, Val, Val kk, Val) { count = count + sum(((kk >> resolved) <= T).to(ScalarKind::I32), 0); });
+    over_row([&](Val, Val, Val kk, Val) {
+      count = count + sum((((kk >> resolved) <= T) & ne(kk, pad_key)).to(ScalarKind::I32), 0);
+    });
     if_(
         count > K,
         [&] {
@@ -350,6 +354,15 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
     Val kk = keys >> resolved;
     Val equal = eq(kk, T);
     Val below = kk < T;
+    if (f.row_threshold) {
+      // The row's state comes from histograms of the real keys only, so T's resolved bits can
+      // be the padding's (an exact fit in the last bin: K = N, -inf or -2^127 and below, 8-bit
+      // digits): padding (past n, or column -1) is left out by its key, which no real key has
+      // (bitcast makes every NaN the positive canonical one).
+      Val real = ne(keys, pad_key);
+      equal = equal & real;
+      below = below & real;
+    }
     Val n_equal = sum(equal.to(ScalarKind::I32), 0);
     // Usually every equal key of the tile is wanted (always when the passes stopped early);
     // only a tile where the equal keys run past `wanted` ranks them.
@@ -396,13 +409,14 @@ std::unique_ptr<Kernel> build_row_histogram(ScalarKind dt, const char* name, int
   }
   auto x = k.view("x", dt, {"M", "N"});
   auto hist = k.view("hist", ScalarKind::I32, {"M", "H"});
-  auto K = k.constexpr_("K", {}, 64);
+  std::optional<Constexpr> K;  // the second digit's kernel settles the first for K wanted
+  if (which == 1) K = k.constexpr_("K", {}, 64);
   auto BN = k.constexpr_("BLOCK_N", {256, 512, 1024, 2048, 4096, 8192}, 8192);
   k.constexpr_("num_warps", {1, 2, 4, 8, 16, 32}, 16);
   k.grid({x.dim(0), cdiv(x.dim(1), BN)});
   Val row = program_id(0), j = program_id(1);
   Val kk = radix_key(dt, reshape(x.tile({1, BN}).load({row, j}), {BN}));
-  Val counted = arange(BN) + j * BN < x.dim(1);
+  Val real = arange(BN) + j * BN < x.dim(1);
   auto add = [&](Val counted) {
     Val shift = full({}, g.key_bits - (which + 1) * g.width, ScalarKind::U32);
     Val digit = where(counted, ((kk >> shift) & (g.bins - 1)).to(ScalarKind::I32), -1);
@@ -410,13 +424,13 @@ std::unique_ptr<Kernel> build_row_histogram(ScalarKind dt, const char* name, int
     atomic_add(hist, h, {row, arange(g.bins) + which * g.bins}, h > 0);
   };
   if (which == 0) {
-    add(counted);
+    add(real);
   } else {
-    SelectState s{zeros({}, ScalarKind::U32), K, full({}, g.key_bits, ScalarKind::U32), full({}, 1, ScalarKind::I1)};
-    settle_row(s, g, hist, row, K.val(), 1);
+    SelectState s{zeros({}, ScalarKind::U32), *K, full({}, g.key_bits, ScalarKind::U32), full({}, 1, ScalarKind::I1)};
+    settle_row(s, g, hist, row, K->val(), 1);
     if_(s.refine, [&] {
       Val high = full({}, g.key_bits - g.width, ScalarKind::U32);
-      add(counted & eq(kk >> high, s.prefix >> high));
+      add(real & eq(kk >> high, s.prefix >> high));
     });
   }
   return k.finish();
@@ -451,12 +465,6 @@ void sorted_rows_reference(std::vector<KernelArg>& args, int64_t M, int64_t N, i
 LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_t segment, int64_t merge_limit,
                           const std::map<std::string, int64_t>& given, int64_t candidate_tile, bool row_threshold) {
   LibraryStages st;
-  if (segment <= 0 || N <= segment || K > N) return st;
-  // cuda: the segments are the grid's y extent (at most 65535). Longer than the largest SEGMENT
-  // candidate (131072: k above 16384, or rows past 2^33): the whole-row kernel.
-  while ((N + segment - 1) / segment > 65535) segment *= 2;
-  if (segment > kMaxTopkSegment) return st;
-  auto pow2_at_least = [](int64_t v, int64_t lo) { return std::max(lo, int64_t(std::bit_ceil(uint64_t(v)))); };
   // RADIX_BITS (given): the digits' width of every select of the plan (8 or 11; bf16 8 only).
   int radix = 0;
   if (auto it = given.find("RADIX_BITS"); it != given.end()) {
@@ -464,6 +472,12 @@ LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_
     if (!(radix == 8 || (radix == 11 && dt == ScalarKind::F32)))
       throw TesseraError("topk: RADIX_BITS = " + std::to_string(it->second) + ": 8, or 11 for f32");
   }
+  if (segment <= 0 || N <= segment || K > N) return st;
+  // cuda: the segments are the grid's y extent (at most 65535). Longer than the largest SEGMENT
+  // candidate (131072: k above 16384, or rows past 2^33): the whole-row kernel.
+  while ((N + segment - 1) / segment > 65535) segment *= 2;
+  if (segment > kMaxTopkSegment) return st;
+  auto pow2_at_least = [](int64_t v, int64_t lo) { return std::max(lo, int64_t(std::bit_ceil(uint64_t(v)))); };
   // Level 1: the segment form over x. Its tile is the segment's (or 8192 when longer: the
   // whole-row kernel's), BLOCK_N, num_warps, RING_GROUP, struct_cp_async and min_blocks as given.
   std::map<std::string, int64_t> c1{{"K", K}, {"BLOCK_N", std::min<int64_t>(segment, 8192)}};
@@ -494,9 +508,11 @@ LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_
     st.temporaries.push_back({ScalarKind::I32, {M, kRowDigits * digits_of(dt, radix).bins}});
     hist = {-int(st.temporaries.size())};
     st.stages.push_back({[radix](ScalarKind d) { return build_row_histogram(d, "topk_histogram_clear", -1, radix); }, {}, hist});
-    const std::map<std::string, int64_t> ch{{"K", K}, {"BLOCK_N", std::min<int64_t>(segment, 8192)}};
+    const std::map<std::string, int64_t> ch{{"BLOCK_N", std::min<int64_t>(segment, 8192)}};
+    std::map<std::string, int64_t> cl = ch;
+    cl["K"] = K;
     st.stages.push_back({[radix](ScalarKind d) { return build_row_histogram(d, "topk_histogram_high", 0, radix); }, ch, {0, hist[0]}});
-    st.stages.push_back({[radix](ScalarKind d) { return build_row_histogram(d, "topk_histogram_low", 1, radix); }, ch, {0, hist[0]}});
+    st.stages.push_back({[radix](ScalarKind d) { return build_row_histogram(d, "topk_histogram_low", 1, radix); }, cl, {0, hist[0]}});
   }
   auto args = [&](std::vector<int> a) {
     a.insert(a.end(), hist.begin(), hist.end());

@@ -320,6 +320,7 @@ TEST_F(Cli, SegmentedTopkRunsItsStages) {
   EXPECT_THAT(bench.out, HasSubstr("(2 kernels: topk_segments_tile topk_merge_tile)"));
   EXPECT_EQ(run_rt.status, 0) << run_rt.err;
   EXPECT_THAT(run_rt.out, StartsWith("PASS topk interp M=2,N=1000,K=30 max_abs_err=0 "));
+  EXPECT_EQ(bench_rt.status, 0) << bench_rt.err;
   EXPECT_THAT(bench_rt.out, HasSubstr("(5 kernels: topk_histogram_clear topk_histogram_high topk_histogram_low "
                                       "topk_thr_segments_tile topk_thr_merge_tile)"));
 }

@@ -68,7 +68,9 @@ TEST(CudaSort, SegmentedTopkStagesCompile) {
     std::map<std::string, int64_t> given;
     int64_t candidate_tile;
     bool row_threshold;
-    std::vector<size_t> compiled;  // the stages compiled: the selects' first level, a candidate level, the merge
+    // The stages compiled: the row threshold's two histogram kernels (where it has them), the
+    // selects' first level, a candidate level, the merge.
+    std::vector<size_t> compiled;
     const char* names;
   };
   for (const Plan& p :

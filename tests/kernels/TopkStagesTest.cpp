@@ -97,6 +97,11 @@ const StagesCase kCases[] = {
     // Digits of 8 bits (four f32 passes), ties and random, a candidate level.
     {ScalarKind::F32, 2, 2830, 60, 256, 300, 3, true, 0, 8192, 8},
     {ScalarKind::F32, 3, 1000, 37, 256, 1 << 20, 2, false, 0, 8192, 8},
+    // K = N with 8-bit digits (bf16, and f32 at RADIX_BITS 8), a short last segment and -inf:
+    // the row threshold's first digit fits exactly in the last bin, which the padding's key
+    // shares at the resolved bits.
+    {ScalarKind::BF16, 2, 600, 600, 256, 1 << 20, 2, true},
+    {ScalarKind::F32, 2, 600, 600, 256, 1 << 20, 2, true, 0, 8192, 8},
 };
 
 // Each case from the row threshold (random rows: the segments keep only the keys at or below
