@@ -15,8 +15,9 @@ best=""; best_ms=9
 for c in "${CONFIGS[@]}"; do
   set -- $c
   seg=$1 nw=$2 rb=$3
-  cfg=(); [ "$nw" != 16 ] && cfg=(--config num_warps=$nw)
+  cfg=()
   envs=(TESSERA_TOPK_SEGMENT=$seg); [ "$rb" != 0 ] && envs+=(TESSERA_TOPK_RADIX_BITS=$rb)
+  [ "$nw" != 16 ] && envs+=(TESSERA_TOPK_SEGMENT_WARPS=$nw)
   chk=$(env "${envs[@]}" timeout 60 $T run topk -b cuda --check --size M=64,N=131072,K=64 "${cfg[@]}" 2>&1 | tail -1 | cut -c1-12)
   chk2=$(env "${envs[@]}" timeout 60 $T run topk -b cuda --check --size M=3,N=100001,K=100 "${cfg[@]}" 2>&1 | tail -1 | cut -c1-12)
   f=$(env "${envs[@]}" timeout 60 $T bench topk -b cuda --size M=64,N=131072,K=64 --reps 50 "${cfg[@]}" 2>&1 | grep -o 'median_ms=[0-9.e+-]*' | cut -d= -f2)
@@ -26,12 +27,13 @@ for c in "${CONFIGS[@]}"; do
 done
 echo "[$(( $(date +%s) - S0 )) s] sweep; fastest f32: $best"
 set -- $best
-sets=(); [ "$2" != 16 ] && sets+=(--set num_warps=$2)
+sets=(); [ "$2" != 16 ] && sets+=(TESSERA_TOPK_SEGMENT_WARPS=$2)
+[ "$3" != 0 ] && sets+=(TESSERA_TOPK_RADIX_BITS=$3)
 for round in 1 2; do
   echo "--- cuda_bench default, round $round"
   timeout 120 "$B/bin/cuda_bench" --only topk 2>&1 | grep -E "^topk " | awk '{print $1, $2, $3, $4}'
   echo "--- cuda_bench segment $1 warps $2 radix $3, round $round"
-  env TESSERA_TOPK_SEGMENT=$1 TESSERA_TOPK_RADIX_BITS=$3 timeout 150 "$B/bin/cuda_bench" --only topk "${sets[@]}" 2>&1 | grep -E "^topk " | awk '{print $1, $2, $3, $4}'
+  env TESSERA_TOPK_SEGMENT=$1 "${sets[@]}" timeout 150 "$B/bin/cuda_bench" --only topk 2>&1 | grep -E "^topk " | awk '{print $1, $2, $3, $4}'
 done
 python3 bench/torch_topk.py f32:64x131072:64 bf16:64x131072:64 2>&1 | tail -2
 echo "[$(( $(date +%s) - S0 )) s] timed"

@@ -188,7 +188,12 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
   // cuda: one program (CTA) per row; each column tile costs a few barriers (the histogram's),
   // so tiles are long (registers bound them: 8192 f32 at 16 warps).
   auto BN = k.constexpr_("BLOCK_N", {256, 512, 1024, 2048, 4096, 8192}, 8192);
-  k.constexpr_("num_warps", {1, 2, 4, 8, 16, 32}, 16);
+  // The stages' kernels also take 1 or 2 warps (small programs over short segments); the
+  // whole-row kernel at 1 warp holds 256 f32 a thread (ptxas: 2.8 KB of stack, 9 s to compile).
+  if (f.segments || f.candidates)
+    k.constexpr_("num_warps", {1, 2, 4, 8, 16, 32}, 16);
+  else
+    k.constexpr_("num_warps", {4, 8, 16, 32}, 16);
   // cuda: the ring's copies as cp.async (0: plain copies, each waited for at once).
   k.constexpr_("struct_cp_async", {0, 1}, 1);
   // The segment form's segment length: a multiple of BLOCK_N (topk_stages picks both).
@@ -603,11 +608,14 @@ LibraryKernel topk() {
     // a level of two segments a row, 16384 -> 2048, rather than one CTA a row over 16384).
     // TESSERA_TOPK_ROW_THRESHOLD=1: the stages start from the row threshold (slower on the
     // H200: 0.105 against 0.073 ms at 64 x 131072 f32 k = 64; bench/RESULTS.md, session 32).
-    // TESSERA_TOPK_RADIX_BITS=B: the stages' RADIX_BITS where the caller gives none (the
-    // whole-row kernel has no such constexpr, so the CLI's --config cannot name it).
+    // TESSERA_TOPK_RADIX_BITS=B and TESSERA_TOPK_SEGMENT_WARPS=W: the stages' RADIX_BITS and
+    // the segment kernel's num_warps where the caller gives none (the CLI's --config checks a
+    // value against the whole-row kernel, which has no RADIX_BITS and takes 4 warps or more).
     std::map<std::string, int64_t> g = given;
     if (const char* e = std::getenv("TESSERA_TOPK_RADIX_BITS"); e && *e && !g.count("RADIX_BITS"))
       g["RADIX_BITS"] = std::atoll(e);
+    if (const char* e = std::getenv("TESSERA_TOPK_SEGMENT_WARPS"); e && *e && !g.count("num_warps"))
+      g["num_warps"] = std::atoll(e);
     return topk_stages(dt, M, N, K, segment, 8192, g, 8192, env_flag("TESSERA_TOPK_ROW_THRESHOLD"));
   };
   k.bytes = [](const Sizes& s, ScalarKind dt) {
