@@ -38,6 +38,10 @@ done
 python3 bench/torch_topk.py f32:64x131072:64 bf16:64x131072:64 2>&1 | tail -2
 echo "[$(( $(date +%s) - S0 )) s] timed"
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+echo "--- ncu kernel durations, segment $1 warps $2 radix $3 (f32 k = 64)"
+env TESSERA_TOPK_SEGMENT=$1 "${sets[@]}" timeout 90 "$NCU" --clock-control none -k regex:topk --launch-skip 6 --launch-count 4 \
+  --metrics gpu__time_duration.sum,launch__registers_per_thread,launch__grid_size \
+  "$T" bench topk -b cuda --size M=64,N=131072,K=64 --reps 3 2>&1 | grep -E "^  [a-z_]+.*\(|duration|registers|grid_size" | head -16
 TESSERA_NVRTC_LINEINFO=1 timeout 200 "$NCU" --clock-control none -k regex:topk_segments_tile --launch-skip 2 --launch-count 1 \
   --section SourceCounters --section WarpStateStats --section InstructionStats --section SchedulerStats --section LaunchStats \
   -o "$R/seg" -f "$T" bench topk -b cuda --size M=64,N=131072,K=64 --reps 3 > "$R/ncu_run.txt" 2>&1
