@@ -35,6 +35,9 @@ for round in 1 2; do
   echo "--- cuda_bench segment $1 warps $2 radix $3, round $round"
   env TESSERA_TOPK_SEGMENT=$1 "${sets[@]}" timeout 150 "$B/bin/cuda_bench" --only topk 2>&1 | grep -E "^topk " | awk '{print $1, $2, $3, $4}'
 done
+echo "--- cuda_bench default, warps with no lane to count skip tsr::hist_add (TESSERA_CUDA_HIST_SKIP=1)"
+TESSERA_CUDA_HIST_SKIP=1 timeout 120 "$B/bin/cuda_bench" --only topk 2>&1 | grep -E "^topk " | awk '{print $1, $2, $3, $4}'
+TESSERA_CUDA_HIST_SKIP=1 timeout 60 $T run topk -b cuda --check --size M=64,N=131072,K=1024 2>&1 | tail -1
 python3 bench/torch_topk.py f32:64x131072:64 bf16:64x131072:64 2>&1 | tail -2
 echo "[$(( $(date +%s) - S0 )) s] timed"
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)

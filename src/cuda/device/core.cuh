@@ -364,9 +364,14 @@ TSR_D uint64_t sort_key(unsigned long long v) { return v; }
 // adds 32 once (a constant or padded stretch of a row would otherwise queue 32 atomics on one
 // address); other lanes add one each. B: int for values of up to 32 bits (an unsigned value
 // past 2^31 turns negative, past any bin count either way), long long for wider ones.
+// TSR_HIST_SKIP (TESSERA_CUDA_HIST_SKIP=1 prints it): a warp none of whose lanes counts (most
+// warps in a radix select's later passes) leaves after one vote.
 template <class B>
 TSR_D void hist_add(unsigned* h, B b, B bins) {
   const bool in = b >= 0 && b < bins;
+#ifdef TSR_HIST_SKIP
+  if (!__any_sync(0xffffffffu, in)) return;
+#endif
   const B first = __shfl_sync(0xffffffffu, b, 0);
   if (__all_sync(0xffffffffu, in && b == first)) {
     if ((threadIdx.x & 31) == 0) atomicAdd(h + first, 32u);
