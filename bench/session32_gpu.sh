@@ -12,14 +12,7 @@ source bench/gpu_common.sh
 gpu_build tessera cuda_bench
 T=$B/bin/tessera
 R=${OUT:-/tmp}
-for dt in f32 bf16; do
-  for s in M=64,N=131072,K=64 M=64,N=131072,K=1024 M=1,N=16777216,K=1024; do
-    timeout 60 $T run topk -b cuda --check --dtype $dt --size $s 2>&1 | tail -1
-  done
-done
-timeout 60 $T run topk -b cuda --check --size M=3,N=100001,K=1000 2>&1 | tail -1
-TESSERA_TOPK_SEGMENT=256 timeout 60 $T run topk -b cuda --check --size M=3,N=2000,K=300 2>&1 | tail -1
-TESSERA_TOPK_SEGMENT=2048 timeout 60 $T run topk -b cuda --check --size M=2,N=1000000,K=200 2>&1 | tail -1
+topk_checks
 TESSERA_TOPK_SEGMENT=256 timeout 60 $T run topk -b cuda --check --dtype bf16 --size M=5,N=3001,K=100 2>&1 | tail -1
 echo "[$(( $(date +%s) - S0 )) s] checks"
 for round in 1 2; do

@@ -142,6 +142,19 @@ lang::Val radix_key(ScalarKind dt, lang::Val t) {
 // whether another digit is needed (`refine`: false once T's bin holds exactly the number
 // still wanted).
 struct SelectState {
+  // A select that starts: no digit known, `wanted` keys wanted.
+  SelectState(const Digits& g, const lang::Operand& wanted)
+      : prefix(lang::zeros({}, ScalarKind::U32)),
+        wanted(wanted),
+        resolved(lang::full({}, g.key_bits, ScalarKind::U32)),
+        refine(lang::full({}, 1, ScalarKind::I1)) {}
+  // The same start, assigned (inside a branch: the Vars become its results).
+  void restart(const Digits& g, const lang::Operand& w) {
+    prefix = lang::zeros({}, ScalarKind::U32);
+    wanted = w;
+    resolved = lang::full({}, g.key_bits, ScalarKind::U32);
+    refine = lang::full({}, 1, ScalarKind::I1);
+  }
   lang::Var prefix, wanted, resolved, refine;
 };
 
@@ -158,20 +171,14 @@ void settle_digit(SelectState& s, lang::Val hist, lang::Val shift, int64_t nbins
   s.refine = ne(in_bin, s.wanted);
 }
 
-// The row's state after its first `count` digits (at most kRowDigits), from hist's row `row`
-// (K wanted to start).
-void settle_row(SelectState& s, const Digits& g, const lang::View& hist, lang::Val row, lang::Val K,
-                int count = kRowDigits) {
+// The row's state after its first `count` digits (at most kRowDigits), from hist's row `row`;
+// `s` is a select that starts with the op's K wanted.
+void settle_row(SelectState& s, const Digits& g, const lang::View& hist, lang::Val row, int count = kRowDigits) {
   using namespace lang;
-  auto at = [](int64_t v) { return full({}, double(v), ScalarKind::U32); };
-  s.prefix = zeros({}, ScalarKind::U32);
-  s.wanted = K;
-  s.resolved = at(g.key_bits);
-  s.refine = full({}, 1, ScalarKind::I1);
   for (int p = 0; p < count; ++p)
     if_(s.refine, [&] {
       Val h = reshape(hist.tile({1, g.bins}).load({row, full({}, p, ScalarKind::I32)}), {g.bins});
-      settle_digit(s, h, at(g.key_bits - (p + 1) * g.width), g.bins);
+      settle_digit(s, h, full({}, g.key_bits - (p + 1) * g.width, ScalarKind::U32), g.bins);
     });
 }
 
@@ -285,10 +292,11 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
     };
   }
 
-  SelectState st{zeros({}, ScalarKind::U32), K, full({}, key_bits, ScalarKind::U32), full({}, 1, ScalarKind::I1)};
+  SelectState st(g, K);
   Var &prefix = st.prefix, &wanted = st.wanted, &resolved = st.resolved, &refine = st.refine;
-  // How many of the keys matching `prefix` are still wanted: K, or a segment's length if less.
-  if (f.segments) wanted = minimum(K, n);
+  // How many of the keys matching `prefix` are still wanted: K, or a segment's length if less
+  // (from the row threshold, the row's K to start, and the segment's own only from scratch).
+  if (f.segments && !f.row_threshold) wanted = minimum(K, n);
   // One pass: the digit of `nbins` bins below bit `high` (0 <= shift = high - log2(nbins)).
   auto pass = [&](Val high, Val shift, int64_t nbins) {
     Var hist = zeros({nbins}, ScalarKind::I32);
@@ -328,13 +336,13 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
     passes(0);
   } else if (!f.segments) {
     // The merge: its candidates hold every key of the row's top K, so the row's state holds.
-    settle_row(st, g, *row_hist, row, K.val());
+    settle_row(st, g, *row_hist, row);
     passes(kRowDigits);
   } else {
     // A segment keeps every key at or below the row's threshold T (at the digits the row's
     // histograms resolved: every key of the row's top K is one) where they fit its K slots;
     // else (many keys equal to T at those digits: ties) its own top K, from scratch.
-    settle_row(st, g, *row_hist, row, K.val());
+    settle_row(st, g, *row_hist, row);
     Val T = prefix >> resolved;
     Var count = 0;
     over_row([&](Val, Val, Val kk, Val) {
@@ -343,10 +351,7 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
     if_(
         count > K,
         [&] {
-          prefix = zeros({}, ScalarKind::U32);
-          wanted = minimum(K, n);
-          resolved = full({}, key_bits, ScalarKind::U32);
-          refine = full({}, 1, ScalarKind::I1);
+          st.restart(g, minimum(K, n));
           passes(0);
         },
         [&] { wanted = K; });  // every key at or below T
@@ -431,8 +436,8 @@ std::unique_ptr<Kernel> build_row_histogram(ScalarKind dt, const char* name, int
   if (which == 0) {
     add(real);
   } else {
-    SelectState s{zeros({}, ScalarKind::U32), *K, full({}, g.key_bits, ScalarKind::U32), full({}, 1, ScalarKind::I1)};
-    settle_row(s, g, hist, row, K->val(), 1);
+    SelectState s(g, *K);
+    settle_row(s, g, hist, row, 1);
     if_(s.refine, [&] {
       Val high = full({}, g.key_bits - g.width, ScalarKind::U32);
       add(real & eq(kk >> high, s.prefix >> high));
@@ -519,20 +524,19 @@ LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_
     st.stages.push_back({[radix](ScalarKind d) { return build_row_histogram(d, "topk_histogram_high", 0, radix); }, ch, {0, hist[0]}});
     st.stages.push_back({[radix](ScalarKind d) { return build_row_histogram(d, "topk_histogram_low", 1, radix); }, cl, {0, hist[0]}});
   }
-  auto args = [&](std::vector<int> a) {
+  // A select stage of `form` (the plan's row threshold and digits) on arguments `a` (and hist,
+  // last), named `plain`, or `at_threshold` from the row threshold, "_tile" added for one tile.
+  auto add_select = [&](const std::string& plain, const std::string& at_threshold, Form form,
+                        std::map<std::string, int64_t> config, std::vector<int> a) {
+    form.row_threshold = row_threshold;
+    form.radix_bits = radix;
+    const std::string name = (row_threshold ? at_threshold : plain) + (form.one_tile ? "_tile" : "");
     a.insert(a.end(), hist.begin(), hist.end());
-    return a;
-  };
-  auto named = [row_threshold](const char* plain, const char* at_threshold) {
-    return row_threshold ? at_threshold : plain;
+    st.stages.push_back({[form, name](ScalarKind d) { return build_select(d, name.c_str(), form); }, std::move(config), std::move(a)});
   };
   int64_t width = (N + segment - 1) / segment * K;
   int out = temporaries(width);
-  st.stages.push_back({[one_tile, row_threshold, radix, name = named(one_tile ? "topk_segments_tile" : "topk_segments",
-                                                               one_tile ? "topk_thr_segments_tile" : "topk_thr_segments")](ScalarKind d) {
-                         return build_select(d, name, {false, true, one_tile, row_threshold, radix});
-                       },
-                       c1, args({0, out, out - 1})});
+  add_select("topk_segments", "topk_thr_segments", {.segments = true, .one_tile = one_tile}, c1, {0, out, out - 1});
   // The candidate forms' tile: a segment (or the merge's row) of at most candidate_tile
   // candidates is one tile, else tiles of min(candidate_tile, 4096) (values and columns).
   auto candidate_config = [&](int64_t len) {
@@ -548,23 +552,14 @@ LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_
     int64_t next = (width + segment - 1) / segment * K;
     int in = out;
     out = temporaries(next);
-    const char* name = one ? named("topk_segments_candidates_tile", "topk_thr_candidates_tile")
-                           : named("topk_segments_candidates", "topk_thr_candidates");
-    st.stages.push_back({[one, row_threshold, radix, name](ScalarKind d) {
-                           return build_select(d, name, {true, true, one, row_threshold, radix});
-                         },
-                         c, args({in, in - 1, out, out - 1})});
+    add_select("topk_segments_candidates", "topk_thr_candidates", {.candidates = true, .segments = true, .one_tile = one}, c,
+               {in, in - 1, out, out - 1});
     width = next;
   }
   // The merge: the candidate form with the sorted output, into the op's values and indices.
   std::map<std::string, int64_t> cm = candidate_config(width);
   const bool merge_one = cm["BLOCK_N"] >= width;
-  const char* merge_name = merge_one ? named("topk_merge_tile", "topk_thr_merge_tile")
-                                     : named("topk_merge", "topk_thr_merge");
-  st.stages.push_back({[merge_one, row_threshold, radix, merge_name](ScalarKind d) {
-                         return build_select(d, merge_name, {true, false, merge_one, row_threshold, radix});
-                       },
-                       cm, args({out, out - 1, 1, 2})});
+  add_select("topk_merge", "topk_thr_merge", {.candidates = true, .one_tile = merge_one}, cm, {out, out - 1, 1, 2});
   return st;
 }
 

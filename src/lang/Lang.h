@@ -140,7 +140,11 @@ class Var {
     requires VarInit<T>
   Var(T&& init, SrcLoc sl = SrcLoc::current())  // NOLINT
   {
-    attach(Operand(std::forward<T>(init), sl), sl);
+    // An Operand as it is (Operand(an Operand, sl) would go through Var and recurse).
+    if constexpr (std::same_as<std::remove_cvref_t<T>, Operand>)
+      attach(init, sl);
+    else
+      attach(Operand(std::forward<T>(init), sl), sl);
   }
   Var(const Var& o);
   Var& operator=(const Var& o);

@@ -64,6 +64,19 @@ TEST(Builder, VectorAddPrintsExpectedIR) {
 
 // The radix-select key of a float (docs/semantics.md): its bits as u32, negatives flipped whole,
 // the rest by the sign bit, so that the keys order as the floats do. Printed as text, and run.
+// A Var made from an Operand holds it (the constructor once went through Var again and
+// recursed without end).
+TEST(Builder, VarFromAnOperandHoldsIt) {
+  KernelBuilder k("v");
+  auto y = k.view("y", f32, {"N"});
+  k.grid({1});
+  const Operand o = 3.5f;
+  Var v(o);
+  y.tile({1}).store({0}, splat(v, {1}));
+  auto kernel = k.finish();
+  EXPECT_NE(print_kernel(*kernel).find("const {value = 3.5} : f32"), std::string::npos) << print_kernel(*kernel);
+}
+
 TEST(Builder, BitcastMakesOrderedKeys) {
   KernelBuilder k("keys");
   auto x = k.view("x", f32, {"N"}), y = k.view("y", u32, {"N"});
