@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Issue 16: can the layout emitter (the GPU lowering's passes, TESSERA_CUDA_FROM_LAYOUTS=1) be
+# the default? One call on the GPU machine (about 8 minutes), from the repo root:
+#
+#   source .devdeps/setup.sh && bash bench/emitters_gpu.sh
+#
+# 1. `run --check` of every library kernel the layout emitter prints, in f32 and bf16, at ragged
+#    sizes (not multiples of the tiles), with the layout emitter: each line must say PASS.
+# 2. cuda_bench (the issue's figures: the bf16 matmul at 4096^3, 8192^3, 4096x14336x4096,
+#    128x14336x4096 and 16x4096x4096 beside cuBLAS, the row kernels, vector_add), once with the
+#    planning emitter and once with the layout emitter, twice in turn (rounds a / b), JSON to
+#    $OUT.
+# 3. A table: each benchmark's median ms under both emitters, each round, and layout / planning.
+#
+# Expected (sessions 20-22): the library matmul level at 4096^3 (0.185 against 0.183 ms in
+# session 20); the decode shape 16x4096x4096 slower under the layout emitter, which has no
+# split-K (the runtime's split-K compilation is the planning emitter's); the row kernels
+# unknown (the layout emitter ignores whole_tile_checks and the program-prefetch knobs).
+# A row where layout / planning > 1.03 is what a flip of the default must first mend.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source bench/gpu_common.sh
+OUTDIR=${OUT:-/tmp/emitters}
+mkdir -p "$OUTDIR"
+gpu_build tessera cuda_bench
+
+echo "=== checks, layout emitter ($(( $(date +%s) - S0 )) s)"
+for dt in f32 bf16; do
+  for spec in "vector_add N=100003" "softmax M=37,N=3001" "layernorm M=37,N=3001" "rmsnorm M=37,N=3001" \
+              "matmul M=200,N=300,K=136" "matmul_struct M=200,N=300,K=136" "sort M=5,N=1000"; do
+    set -- $spec
+    TESSERA_CUDA_FROM_LAYOUTS=1 timeout 120 "$B/bin/tessera" run "$1" -b cuda --check --dtype $dt --size "$2" 2>&1 | tail -1
+  done
+done
+
+for round in a b; do
+  for em in planning layouts; do
+    echo "=== cuda_bench, $em emitter, round $round ($(( $(date +%s) - S0 )) s)"
+    if [ $em = layouts ]; then export TESSERA_CUDA_FROM_LAYOUTS=1; else unset TESSERA_CUDA_FROM_LAYOUTS; fi
+    timeout 240 "$B/bin/cuda_bench" --json "$OUTDIR/cuda_bench_${em}_$round.json" > "$OUTDIR/cuda_bench_${em}_$round.txt" 2>&1 ||
+      { echo "cuda_bench ($em, $round) failed: tail of its log:"; tail -5 "$OUTDIR/cuda_bench_${em}_$round.txt"; }
+  done
+done
+unset TESSERA_CUDA_FROM_LAYOUTS
+
+echo "=== layout / planning ($(( $(date +%s) - S0 )) s)"
+python3 - "$OUTDIR" <<'PY'
+import json, sys
+d = sys.argv[1]
+def load(em, r):
+    try:
+        return {(x["kernel"], x["dtype"], x["sizes"]): x for x in json.load(open(f"{d}/cuda_bench_{em}_{r}.json"))["results"]}
+    except Exception as e:
+        print(f"no results for {em} {r}: {e}")
+        return {}
+runs = {(em, r): load(em, r) for em in ("planning", "layouts") for r in "ab"}
+keys = [k for k in runs[("planning", "a")] if all(k in v for v in runs.values())]
+print(f"{'kernel':14} {'dtype':5} {'sizes':24} {'planning a/b ms':>18} {'layouts a/b ms':>18} {'layouts/planning':>17}  cuBLAS ratio p / l")
+for k in keys:
+    p = [runs[("planning", r)][k]["median_ms"] for r in "ab"]
+    l = [runs[("layouts", r)][k]["median_ms"] for r in "ab"]
+    ratio = (l[0] + l[1]) / (p[0] + p[1]) if p[0] + p[1] > 0 else float("nan")
+    cb = [runs[(em, "a")][k].get("cublas_ratio", 0) for em in ("planning", "layouts")]
+    flag = "  <- slower" if ratio > 1.03 else ""
+    print(f"{k[0]:14} {k[1]:5} {k[2]:24} {p[0]:8.4f} {p[1]:8.4f} {l[0]:8.4f} {l[1]:8.4f} {ratio:17.3f}  "
+          f"{cb[0]:.3f} / {cb[1]:.3f}{flag}")
+PY
+echo "[$(( $(date +%s) - S0 )) s] done"
