@@ -7,6 +7,11 @@
 // decided (launch shape, shared memory, parameters, statistics, notes), since those are part of
 // what a pass that takes over a decision has to reproduce.
 //
+// The layout emitter (the GPU lowering's passes printed, CudaTarget::from_layouts) has files of
+// its own, `*.layouts.cu`: every library kernel it prints and every kernel of tests/corpus (the
+// FlashAttention family among them), for sm_80 and sm_90a. Moving the layout emitter's
+// remaining decisions (shared-memory allocation, barriers) into passes must keep those too.
+//
 // To rewrite the files after a deliberate change:
 //   TESSERA_UPDATE_GOLDEN=1 build/bin/tessera_golden_tests
 // (tools/update-golden does exactly that), then review `git diff tests/golden`.
@@ -26,6 +31,7 @@
 #include "cuda/CudaEmitter.h"
 #include "kernels/Library.h"
 #include "passes/Passes.h"
+#include "text/Text.h"
 
 namespace tessera {
 namespace {
@@ -33,6 +39,7 @@ namespace {
 namespace fs = std::filesystem;
 
 const fs::path kDir = fs::path(TESSERA_SOURCE_DIR) / "tests" / "golden" / "data";
+const fs::path kCorpus = fs::path(TESSERA_SOURCE_DIR) / "tests" / "corpus";
 
 // One generated file: a library kernel at a dtype for a target, with knobs (constexprs declared
 // on the built kernel, as tests and cuda_bench set them), target flags and, for kernels whose
@@ -40,14 +47,16 @@ const fs::path kDir = fs::path(TESSERA_SOURCE_DIR) / "tests" / "golden" / "data"
 struct Variant {
   ConstexprConfig knobs = {};
   bool split_k = false, stream_k = false, no_tma = false;
+  bool layouts = false;  // printed by the layout emitter
   Sizes sizes = {};  // non-empty: size_configs apply too (as for `tessera run`)
 };
 struct GoldenCase {
   std::string name;    // file name without extension
-  std::string kernel;  // library kernel
+  std::string kernel;  // library kernel (empty for a corpus file)
   ScalarKind dtype;
   std::string target;  // "cpu", or a CudaTarget ("sm_80", "sm_90", "sm_90a")
   Variant v = {};
+  std::string file = {};  // a .tile file of tests/corpus (its constexprs' defaults), or empty: the library
 };
 // gtest prints a parameter it cannot print as its raw bytes (heap pointers of the strings), and
 // gtest_discover_tests puts that text into the ctest names: a name that changes from build to
@@ -55,6 +64,13 @@ struct GoldenCase {
 void PrintTo(const GoldenCase& c, std::ostream* os) { *os << c.name; }
 
 const char* dtype_tag(ScalarKind dt) { return scalar_name(dt).data(); }
+
+std::unique_ptr<Module> corpus_module(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_module(text.str(), "tests/corpus/" + path.filename().string());
+}
 
 std::vector<GoldenCase> golden_cases() {
   std::vector<GoldenCase> cases;
@@ -113,6 +129,24 @@ std::vector<GoldenCase> golden_cases() {
   add("unpacked", "rmsnorm", SK::BF16, "sm_80", {.knobs = {{"pack_narrow_loads", 0}}});
   add("whole_tile_checks0", "layernorm", SK::F32, "sm_80", {.knobs = {{"whole_tile_checks", 0}}});
   add("num_warps8", "vector_add", SK::F16, "sm_80", {.knobs = {{"num_warps", 8}}});
+
+  // The layout emitter: every library kernel it prints (not yet matmul_fp8's 1-byte mma operands
+  // or topk's histograms: tests/cuda/layout_emitter_test.cpp), and every corpus kernel.
+  for (const LibraryKernel& lib : library()) {
+    if (lib.name == "matmul_fp8" || lib.name == "topk") continue;
+    for (ScalarKind dt : lib.dtypes)
+      for (const char* target : {"sm_80", "sm_90a"}) add("layouts", lib.name, dt, target, {.layouts = true});
+  }
+  std::vector<fs::path> tiles;
+  for (const auto& e : fs::directory_iterator(kCorpus))
+    if (e.path().extension() == ".tile") tiles.push_back(e.path());
+  std::sort(tiles.begin(), tiles.end());
+  // (One file per .tile file and target, its kernels in order: the cases are listed before
+  // main, when the parser's tables may not be made yet.)
+  for (const fs::path& f : tiles)
+    for (const char* target : {"sm_80", "sm_90a"})
+      cases.push_back({"corpus." + f.stem().string() + "." + target + ".layouts", "", ScalarKind::F32, target,
+                       {.layouts = true}, f.filename().string()});
   return cases;
 }
 
@@ -166,6 +200,17 @@ std::string launch_summary(const CudaEmission& em) {
 }
 
 std::string generate(const GoldenCase& c) {
+  if (!c.file.empty()) {  // a corpus file's kernels at their constexprs' defaults, as `tessera compile FILE` binds them
+    std::string out;
+    const auto m = corpus_module(kCorpus / c.file);
+    for (const auto& k : m->kernels) {
+      CudaTarget t = CudaTarget::parse(c.target);
+      t.from_layouts = true;
+      CudaEmission em = emit_cuda_with_info(*run_pipeline(*bind_constexprs(*k, {}), {}), t);
+      out += em.source + launch_summary(em);
+    }
+    return relative_paths(out);
+  }
   const LibraryKernel* lib = find_library_kernel(c.kernel);
   if (!lib) throw std::runtime_error("no library kernel " + c.kernel);
   auto k = lib->build(c.dtype);
@@ -183,6 +228,7 @@ std::string generate(const GoldenCase& c) {
   t.split_k = c.v.split_k;
   t.stream_k = c.v.stream_k;
   t.tma = !c.v.no_tma;
+  t.from_layouts = c.v.layouts;
   CudaEmission em = emit_cuda_with_info(*bound, t);
   return relative_paths(em.source + launch_summary(em));
 }
