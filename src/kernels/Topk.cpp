@@ -591,10 +591,10 @@ LibraryKernel topk() {
   k.stages = [](ScalarKind dt, const std::string& target, const Sizes& s, const std::map<std::string, int64_t>& given) {
     const int64_t M = s.at("M"), N = s.at("N"), K = s.at("K");
     int64_t segment = std::max<int64_t>(8192, int64_t(std::bit_ceil(uint64_t(8 * K))));
-    if (const char* e = std::getenv("TESSERA_TOPK_SEGMENT"); e && *e) {
-      segment = std::atoll(e);
+    if (const std::optional<int64_t> e = env_int("TESSERA_TOPK_SEGMENT")) {
+      segment = *e;
       if (segment != 0 && (segment < 256 || segment > kMaxTopkSegment || !std::has_single_bit(uint64_t(segment))))
-        throw TesseraError("TESSERA_TOPK_SEGMENT = " + std::string(e) +
+        throw TesseraError("TESSERA_TOPK_SEGMENT = " + std::to_string(segment) +
                            ": 0 (the whole-row kernel) or a power of two from 256 to " + std::to_string(kMaxTopkSegment));
     } else if (target.rfind("cuda:", 0) != 0 || M >= 1024 || N < 4 * segment) {
       segment = 0;
@@ -607,10 +607,10 @@ LibraryKernel topk() {
     // the segment kernel's num_warps where the caller gives none (the CLI's --config checks a
     // value against the whole-row kernel, which has no RADIX_BITS and takes 4 warps or more).
     std::map<std::string, int64_t> g = given;
-    if (const char* e = std::getenv("TESSERA_TOPK_RADIX_BITS"); e && *e && !g.count("RADIX_BITS"))
-      g["RADIX_BITS"] = std::atoll(e);
-    if (const char* e = std::getenv("TESSERA_TOPK_SEGMENT_WARPS"); e && *e && !g.count("num_warps"))
-      g["num_warps"] = std::atoll(e);
+    if (const std::optional<int64_t> e = env_int("TESSERA_TOPK_RADIX_BITS"); e && !g.count("RADIX_BITS"))
+      g["RADIX_BITS"] = *e;
+    if (const std::optional<int64_t> e = env_int("TESSERA_TOPK_SEGMENT_WARPS"); e && !g.count("num_warps"))
+      g["num_warps"] = *e;
     return topk_stages(dt, M, N, K, segment, 8192, g, 8192, env_flag("TESSERA_TOPK_ROW_THRESHOLD"));
   };
   k.bytes = [](const Sizes& s, ScalarKind dt) {

@@ -1,15 +1,35 @@
 // Switches read from the environment (A/B switches of the GPU check scripts, debugging aids):
-// NAME=1 turns one on; any other value, or none, leaves it off.
+// NAME=1 turns one on; any other value, or none, leaves it off. env_int reads a number.
 #pragma once
 
+#include <cerrno>
+#include <cstdint>
 #include <cstdlib>
+#include <optional>
+#include <string>
 #include <string_view>
+
+#include "support/Diagnostic.h"
 
 namespace tessera {
 
 inline bool env_flag(const char* name) {
   const char* e = std::getenv(name);
   return e && std::string_view(e) == "1";
+}
+
+// NAME as a whole decimal integer, or nothing when NAME is unset or empty; any other text (a
+// word, a trailing character, a value past 64 bits) is an error naming it, not a 0 the user
+// never wrote (atoll's answer).
+inline std::optional<int64_t> env_int(const char* name) {
+  const char* e = std::getenv(name);
+  if (!e || !*e) return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(e, &end, 10);
+  if (end == e || *end != '\0' || errno == ERANGE)
+    throw TesseraError(std::string(name) + " = '" + e + "': not an integer");
+  return static_cast<int64_t>(v);
 }
 
 }  // namespace tessera

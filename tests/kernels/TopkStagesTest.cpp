@@ -156,22 +156,32 @@ TEST(TopkStages, TheRuleKeepsShortRowsOnTheWholeRowKernel) {
 }
 
 // TESSERA_TOPK_SEGMENT takes 0 or a SEGMENT candidate; anything else is an error naming it,
-// not a knob the user never set.
+// not a knob the user never set. Text that is not a whole integer is an error too (it was read
+// as 0, the whole-row kernel, in silence), and so for the stages' other switches.
 TEST(TopkStages, ASegmentLengthThatIsNoCandidateIsAnError) {
   const LibraryKernel* lk = find_library_kernel("topk");
-  const char* before = std::getenv("TESSERA_TOPK_SEGMENT");
-  const std::string saved = before ? before : "";
-  ::setenv("TESSERA_TOPK_SEGMENT", "1000", 1);
-  try {
-    lk->stages(ScalarKind::F32, "cuda:sm_90a", {{"M", 1}, {"N", 100000}, {"K", 10}}, {});
-    ADD_FAILURE() << "no error";
-  } catch (const TesseraError& e) {
-    EXPECT_NE(std::string(e.what()).find("TESSERA_TOPK_SEGMENT = 1000: 0 (the whole-row kernel) or a power of two"),
-              std::string::npos)
-        << e.what();
+  const std::pair<const char*, const char*> cases[] = {
+      {"TESSERA_TOPK_SEGMENT=1000", "TESSERA_TOPK_SEGMENT = 1000: 0 (the whole-row kernel) or a power of two"},
+      {"TESSERA_TOPK_SEGMENT=abc", "TESSERA_TOPK_SEGMENT = 'abc': not an integer"},
+      {"TESSERA_TOPK_SEGMENT=256x", "TESSERA_TOPK_SEGMENT = '256x': not an integer"},
+      {"TESSERA_TOPK_SEGMENT=99999999999999999999", "not an integer"},
+      {"TESSERA_TOPK_RADIX_BITS=eleven", "TESSERA_TOPK_RADIX_BITS = 'eleven': not an integer"},
+      {"TESSERA_TOPK_SEGMENT_WARPS=4.5", "TESSERA_TOPK_SEGMENT_WARPS = '4.5': not an integer"},
+  };
+  for (const auto& [assignment, message] : cases) {
+    const std::string a = assignment, name = a.substr(0, a.find('='));
+    const char* before = std::getenv(name.c_str());
+    const std::string saved = before ? before : "";
+    ::setenv(name.c_str(), a.substr(a.find('=') + 1).c_str(), 1);
+    try {
+      lk->stages(ScalarKind::F32, "cuda:sm_90a", {{"M", 1}, {"N", 100000}, {"K", 10}}, {});
+      ADD_FAILURE() << assignment << ": no error";
+    } catch (const TesseraError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << assignment << ": " << e.what();
+    }
+    if (before) ::setenv(name.c_str(), saved.c_str(), 1);
+    else ::unsetenv(name.c_str());
   }
-  if (before) ::setenv("TESSERA_TOPK_SEGMENT", saved.c_str(), 1);
-  else ::unsetenv("TESSERA_TOPK_SEGMENT");
 }
 
 }  // namespace
