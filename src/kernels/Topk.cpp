@@ -160,15 +160,23 @@ struct SelectState {
 
 // Settles one digit (the `nbins` bins at `shift`) from its histogram over the keys matching
 // the prefix: T's digit is the first bin whose prefix sum reaches the number still wanted.
+// T's bin holds exactly the keys still wanted (no further digit needed) when that prefix sum
+// equals the number wanted, that is when some bin's prefix sum does (the sums never fall).
+// The three counts (bins before T's, bins whose prefix sum is the number wanted, keys in the
+// bins before T's) are fields of one 64-bit sum: one block reduction where there were three,
+// the third waiting on the first (bins <= 2048 fit 12 bits each; keys < 2^40 the rest).
 void settle_digit(SelectState& s, lang::Val hist, lang::Val shift, int64_t nbins) {
   using namespace lang;
-  Val before = cumsum(hist, 0) < s.wanted;       // the bins whose keys are all wanted
-  Val bin = sum(before.to(ScalarKind::I32), 0);  // T's digit
-  Val in_bin = sum(where(eq(arange(nbins), bin), hist, 0), 0);
-  s.wanted = s.wanted - sum(where(before, hist, 0), 0);
+  if (nbins >= 4096) throw TesseraError("topk: a digit of " + std::to_string(nbins) + " bins does not fit settle_digit's 12-bit fields");
+  Val cs = cumsum(hist, 0);
+  Val before = cs < s.wanted;  // the bins whose keys are all wanted
+  Val counts = where(before, (hist.to(ScalarKind::I64) << 24) + 1, 0) + where(eq(cs, s.wanted), 4096, 0).to(ScalarKind::I64);
+  Val packed = sum(counts, 0);
+  Val bin = (packed & 0xFFF).to(ScalarKind::I32);  // T's digit
+  s.wanted = s.wanted - (packed >> 24).to(ScalarKind::I32);
   s.prefix = s.prefix | (bin.to(ScalarKind::U32) << shift);
   s.resolved = shift;
-  s.refine = ne(in_bin, s.wanted);
+  s.refine = eq((packed >> 12) & 0xFFF, 0);
 }
 
 // The row's state after its first `count` digits (at most kRowDigits), from hist's row `row`;

@@ -330,49 +330,77 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       alignas(64) int32_t v95[256];
       for (int64_t o_ = 0; o_ < 1; ++o_) tsr::scan_add32(c54 + o_ * 256, v95 + o_ * 256, 256);
       // %103 = splat %25 : tile<i32, [256]>
-      // (computed inside its user)
+      alignas(64) int32_t v96[256];
+      for (int64_t i97 = 0; i97 < 256; ++i97) v96[i97] = c20;
       // %104 = cmp %102, %103 {pred = "lt"} : tile<i1, [256]>
-      alignas(64) uint8_t v96[256];
-      for (int64_t i97 = 0; i97 < 256; ++i97) v96[i97] = uint8_t(v95[i97] < (c20));
-      // %105 = cast %104 : tile<i32, [256]>
-      alignas(64) int32_t v98[256];
-      for (int64_t i99 = 0; i99 < 256; ++i99) v98[i99] = int32_t(v96[i99]);
-      // %106 = reduce %105 {axis = 0, kind = "sum"} : i32
-      int32_t v100;
-      for (int64_t o_ = 0; o_ < 1; ++o_) v100 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v98 + o_ * 256, 256, int32_t(0));
-      // %107 = arange : tile<i32, [256]>
       // (computed inside its user)
-      // %108 = splat %106 : tile<i32, [256]>
+      // %105 = cmp %102, %103 {pred = "eq"} : tile<i1, [256]>
       // (computed inside its user)
-      // %109 = cmp %107, %108 {pred = "eq"} : tile<i1, [256]>
+      // %106 = const {value = 4096} : i32
+      const int32_t v98 = int32_t(INT64_C(4096));
+      // %107 = splat %106 : tile<i32, [256]>
       // (computed inside its user)
-      // %110 = where %109, %48, %40 : tile<i32, [256]>
-      alignas(64) int32_t v101[256];
-      for (int64_t i102 = 0; i102 < 256; ++i102) v101[i102] = ((uint8_t((int32_t(0 + i102)) == (v100))) ? c54[i102] : v18);
-      // %111 = reduce %110 {axis = 0, kind = "sum"} : i32
-      int32_t v103;
-      for (int64_t o_ = 0; o_ < 1; ++o_) v103 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v101 + o_ * 256, 256, int32_t(0));
-      // %112 = where %104, %48, %40 : tile<i32, [256]>
-      alignas(64) int32_t v104[256];
-      for (int64_t i105 = 0; i105 < 256; ++i105) v104[i105] = (v96[i105] ? c54[i105] : v18);
-      // %113 = reduce %112 {axis = 0, kind = "sum"} : i32
-      int32_t v106;
-      for (int64_t o_ = 0; o_ < 1; ++o_) v106 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v104 + o_ * 256, 256, int32_t(0));
-      // %114 = sub %25, %113 : i32
-      const int32_t v107 = tsr::wsub(c20, v106);
-      // %115 = cast %106 : u32
-      const uint32_t v108 = uint32_t(v100);
-      // %116 = shl %115, %39 : u32
-      const uint32_t v109 = tsr::ishl(v108, v35);
-      // %117 = or %24, %116 : u32
-      const uint32_t v110 = uint32_t(c19 | v109);
-      // %118 = cmp %111, %114 {pred = "ne"} : i1
-      const uint8_t v111 = uint8_t(v103 != v107);
-      // yield %117, %114, %39, %118
-      v24 = v110;
-      v25 = v107;
+      // %108 = where %105, %107, %40 : tile<i32, [256]>
+      // (computed inside its user)
+      // %109 = cast %108 : tile<i64, [256]>
+      // (computed inside its user)
+      // %110 = cast %48 : tile<i64, [256]>
+      // (computed inside its user)
+      // %111 = const {value = 24} : i64
+      const int64_t v99 = int64_t(INT64_C(24));
+      // %112 = splat %111 : tile<i64, [256]>
+      // (computed inside its user)
+      // %113 = shl %110, %112 : tile<i64, [256]>
+      // (computed inside its user)
+      // %114 = const {value = 1} : i64
+      const int64_t v100 = int64_t(INT64_C(1));
+      // %115 = splat %114 : tile<i64, [256]>
+      // (computed inside its user)
+      // %116 = add %113, %115 : tile<i64, [256]>
+      // (computed inside its user)
+      // %117 = const {value = 0} : i64
+      const int64_t v101 = int64_t(INT64_C(0));
+      // %118 = splat %117 : tile<i64, [256]>
+      // (computed inside its user)
+      // %119 = where %104, %116, %118 : tile<i64, [256]>
+      // (computed inside its user)
+      // %120 = add %119, %109 : tile<i64, [256]>
+      alignas(64) int64_t v102[256];
+      for (int64_t i103 = 0; i103 < 256; ++i103) v102[i103] = tsr::wadd((((uint8_t(v95[i103] < c20)) ? (tsr::wadd((tsr::ishl((int64_t(c54[i103])), (v99))), (v100))) : (v101))), (int64_t((((uint8_t(v95[i103] == c20)) ? (v98) : v18)))));
+      // %121 = reduce %120 {axis = 0, kind = "sum"} : i64
+      int64_t v104;
+      for (int64_t o_ = 0; o_ < 1; ++o_) v104 = tsr::row_lanes16<tsr::rd_sum, int64_t>(v102 + o_ * 256, 256, int64_t(0));
+      // %122 = const {value = 4095} : i64
+      const int64_t v105 = int64_t(INT64_C(4095));
+      // %123 = and %121, %122 : i64
+      const int64_t v106 = int64_t(v104 & v105);
+      // %124 = cast %123 : i32
+      const int32_t v107 = int32_t(v106);
+      // %125 = shr %121, %111 : i64
+      const int64_t v108 = tsr::ishr(v104, v99);
+      // %126 = cast %125 : i32
+      const int32_t v109 = int32_t(v108);
+      // %127 = sub %25, %126 : i32
+      const int32_t v110 = tsr::wsub(c20, v109);
+      // %128 = cast %124 : u32
+      const uint32_t v111 = uint32_t(v107);
+      // %129 = shl %128, %39 : u32
+      const uint32_t v112 = tsr::ishl(v111, v35);
+      // %130 = or %24, %129 : u32
+      const uint32_t v113 = uint32_t(c19 | v112);
+      // %131 = const {value = 12} : i64
+      const int64_t v114 = int64_t(INT64_C(12));
+      // %132 = shr %121, %131 : i64
+      const int64_t v115 = tsr::ishr(v104, v114);
+      // %133 = and %132, %122 : i64
+      const int64_t v116 = int64_t(v115 & v105);
+      // %134 = cmp %133, %117 {pred = "eq"} : i1
+      const uint8_t v117 = uint8_t(v116 == v101);
+      // yield %130, %127, %39, %134
+      v24 = v113;
+      v25 = v110;
       v26 = v35;
-      v27 = v111;
+      v27 = v117;
     } else {
       // yield %24, %25, %26, %27
       v24 = c19;
@@ -386,89 +414,89 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     c21 = v26;
     c22 = v27;
   }
-  // %119 = shr %19, %21 : u32
-  const uint32_t v112 = tsr::ishr(c19, c21);
+  // %135 = shr %19, %21 : u32
+  const uint32_t v118 = tsr::ishr(c19, c21);
   // for %18, %10, %4 {...}
-  for (int64_t iv113_ = v18; v4 > 0 && iv113_ < v10; iv113_ += v4) {
-    const int32_t iv113 = int32_t(iv113_);
-    // async_copy %9, %x, %120, %1, %120
-    if (!(true && int64_t(iv113) >= 0 && int64_t(iv113) < 4)) { tsr_fault(1956); return; }
+  for (int64_t iv119_ = v18; v4 > 0 && iv119_ < v10; iv119_ += v4) {
+    const int32_t iv119 = int32_t(iv119_);
+    // async_copy %9, %x, %136, %1, %136
+    if (!(true && int64_t(iv119) >= 0 && int64_t(iv119) < 4)) { tsr_fault(2212); return; }
     {
-      float* const dst114 = buf9 + ((0) * 4 + int64_t(iv113)) * 8192;
+      float* const dst120 = buf9 + ((0) * 4 + int64_t(iv119)) * 8192;
       {
-        const int64_t o115 = int64_t(v1) * 1;
-        const int64_t o116 = int64_t(iv113) * 8192;
-        if (o115 >= 0 && o115 + 1 <= A.d0_0 && o116 >= 0 && o116 + 8192 <= A.d0_1) {
-          for (int64_t i117 = 0; i117 < 1; ++i117) {
-            tsr::load_row<tsr::ld_bf16>(dst114 + (i117) * 8192, A.p0, (o115 + i117) * A.s0_0 + o116, 0, 8192, 8192, float(0x0p+0));
+        const int64_t o121 = int64_t(v1) * 1;
+        const int64_t o122 = int64_t(iv119) * 8192;
+        if (o121 >= 0 && o121 + 1 <= A.d0_0 && o122 >= 0 && o122 + 8192 <= A.d0_1) {
+          for (int64_t i123 = 0; i123 < 1; ++i123) {
+            tsr::load_row<tsr::ld_bf16>(dst120 + (i123) * 8192, A.p0, (o121 + i123) * A.s0_0 + o122, 0, 8192, 8192, float(0x0p+0));
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-          const int64_t lo119 = o116 >= 0 ? 0 : -o116 < 8192 ? -o116 : 8192;
-          const int64_t hi120 = A.d0_1 - o116 >= 8192 ? 8192 : A.d0_1 - o116 > lo119 ? A.d0_1 - o116 : lo119;
-          for (int64_t i121 = 0; i121 < 1; ++i121) {
-            if ((o115 + i121) >= 0 && (o115 + i121) < A.d0_0) tsr::load_row<tsr::ld_bf16>(dst114 + (i121) * 8192, A.p0 + (o115 + i121) * A.s0_0, o116, lo119, hi120, 8192, float(0x0p+0));
-            else tsr::load_row<tsr::ld_bf16>(dst114 + (i121) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
+          const int64_t lo125 = o122 >= 0 ? 0 : -o122 < 8192 ? -o122 : 8192;
+          const int64_t hi126 = A.d0_1 - o122 >= 8192 ? 8192 : A.d0_1 - o122 > lo125 ? A.d0_1 - o122 : lo125;
+          for (int64_t i127 = 0; i127 < 1; ++i127) {
+            if ((o121 + i127) >= 0 && (o121 + i127) < A.d0_0) tsr::load_row<tsr::ld_bf16>(dst120 + (i127) * 8192, A.p0 + (o121 + i127) * A.s0_0, o122, lo125, hi126, 8192, float(0x0p+0));
+            else tsr::load_row<tsr::ld_bf16>(dst120 + (i127) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
           }
         }
       }
     }
     // yield
   }
-  // %121 = const {value = 32767} : u32
-  const uint32_t v123 = uint32_t(INT64_C(32767));
-  // %122 = const {value = 15} : u32
-  const uint32_t v124 = uint32_t(INT64_C(15));
-  // %123 = sub %7, %4 : i32
-  const int32_t v125 = tsr::wsub(v7, v4);
-  // %124, %125 = for %18, %13, %4, %18, %18 : i32, i32 {...}
-  int32_t c126;
-  c126 = v18;
-  int32_t c127;
-  c127 = v18;
-  for (int64_t iv128_ = v18; v4 > 0 && iv128_ < v13; iv128_ += v4) {
-    const int32_t iv128 = int32_t(iv128_);
+  // %137 = const {value = 32767} : u32
+  const uint32_t v129 = uint32_t(INT64_C(32767));
+  // %138 = const {value = 15} : u32
+  const uint32_t v130 = uint32_t(INT64_C(15));
+  // %139 = sub %7, %4 : i32
+  const int32_t v131 = tsr::wsub(v7, v4);
+  // %140, %141 = for %18, %13, %4, %18, %18 : i32, i32 {...}
+  int32_t c132;
+  c132 = v18;
+  int32_t c133;
+  c133 = v18;
+  for (int64_t iv134_ = v18; v4 > 0 && iv134_ < v13; iv134_ += v4) {
+    const int32_t iv134 = int32_t(iv134_);
     // async_wait
     // (copies are synchronous here: nothing to wait for)
-    // %129 = rem %126, %10 : i32
-    const int32_t v129 = tsr::irem(iv128, v10);
-    // %130 = mul %129, %10 : i32
-    const int32_t v130 = tsr::wmul(v129, v10);
-    // %131 = add %126, %4 : i32
-    const int32_t v131 = tsr::wadd(iv128, v4);
-    // %132 = cmp %131, %13 {pred = "lt"} : i1
-    const uint8_t v132 = uint8_t(v131 < v13);
-    // if %132 {...}
-    if (v132) {
-      // %133 = mul %131, %10 : i32
-      const int32_t v133 = tsr::wmul(v131, v10);
-      // %134 = sub %10, %130 : i32
-      const int32_t v134 = tsr::wsub(v10, v130);
+    // %145 = rem %142, %10 : i32
+    const int32_t v135 = tsr::irem(iv134, v10);
+    // %146 = mul %145, %10 : i32
+    const int32_t v136 = tsr::wmul(v135, v10);
+    // %147 = add %142, %4 : i32
+    const int32_t v137 = tsr::wadd(iv134, v4);
+    // %148 = cmp %147, %13 {pred = "lt"} : i1
+    const uint8_t v138 = uint8_t(v137 < v13);
+    // if %148 {...}
+    if (v138) {
+      // %149 = mul %147, %10 : i32
+      const int32_t v139 = tsr::wmul(v137, v10);
+      // %150 = sub %10, %146 : i32
+      const int32_t v140 = tsr::wsub(v10, v136);
       // for %18, %10, %4 {...}
-      for (int64_t iv135_ = v18; v4 > 0 && iv135_ < v10; iv135_ += v4) {
-        const int32_t iv135 = int32_t(iv135_);
-        // %136 = add %133, %135 : i32
-        const int32_t v136 = tsr::wadd(v133, iv135);
-        // %137 = add %134, %135 : i32
-        const int32_t v137 = tsr::wadd(v134, iv135);
-        // async_copy %9, %x, %137, %1, %136
-        if (!(true && int64_t(v137) >= 0 && int64_t(v137) < 4)) { tsr_fault(2228); return; }
+      for (int64_t iv141_ = v18; v4 > 0 && iv141_ < v10; iv141_ += v4) {
+        const int32_t iv141 = int32_t(iv141_);
+        // %152 = add %149, %151 : i32
+        const int32_t v142 = tsr::wadd(v139, iv141);
+        // %153 = add %150, %151 : i32
+        const int32_t v143 = tsr::wadd(v140, iv141);
+        // async_copy %9, %x, %153, %1, %152
+        if (!(true && int64_t(v143) >= 0 && int64_t(v143) < 4)) { tsr_fault(2484); return; }
         {
-          float* const dst138 = buf9 + ((0) * 4 + int64_t(v137)) * 8192;
+          float* const dst144 = buf9 + ((0) * 4 + int64_t(v143)) * 8192;
           {
-            const int64_t o139 = int64_t(v1) * 1;
-            const int64_t o140 = int64_t(v136) * 8192;
-            if (o139 >= 0 && o139 + 1 <= A.d0_0 && o140 >= 0 && o140 + 8192 <= A.d0_1) {
-              for (int64_t i141 = 0; i141 < 1; ++i141) {
-                tsr::load_row<tsr::ld_bf16>(dst138 + (i141) * 8192, A.p0, (o139 + i141) * A.s0_0 + o140, 0, 8192, 8192, float(0x0p+0));
+            const int64_t o145 = int64_t(v1) * 1;
+            const int64_t o146 = int64_t(v142) * 8192;
+            if (o145 >= 0 && o145 + 1 <= A.d0_0 && o146 >= 0 && o146 + 8192 <= A.d0_1) {
+              for (int64_t i147 = 0; i147 < 1; ++i147) {
+                tsr::load_row<tsr::ld_bf16>(dst144 + (i147) * 8192, A.p0, (o145 + i147) * A.s0_0 + o146, 0, 8192, 8192, float(0x0p+0));
               }
             } else {
               // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-              const int64_t lo143 = o140 >= 0 ? 0 : -o140 < 8192 ? -o140 : 8192;
-              const int64_t hi144 = A.d0_1 - o140 >= 8192 ? 8192 : A.d0_1 - o140 > lo143 ? A.d0_1 - o140 : lo143;
-              for (int64_t i145 = 0; i145 < 1; ++i145) {
-                if ((o139 + i145) >= 0 && (o139 + i145) < A.d0_0) tsr::load_row<tsr::ld_bf16>(dst138 + (i145) * 8192, A.p0 + (o139 + i145) * A.s0_0, o140, lo143, hi144, 8192, float(0x0p+0));
-                else tsr::load_row<tsr::ld_bf16>(dst138 + (i145) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
+              const int64_t lo149 = o146 >= 0 ? 0 : -o146 < 8192 ? -o146 : 8192;
+              const int64_t hi150 = A.d0_1 - o146 >= 8192 ? 8192 : A.d0_1 - o146 > lo149 ? A.d0_1 - o146 : lo149;
+              for (int64_t i151 = 0; i151 < 1; ++i151) {
+                if ((o145 + i151) >= 0 && (o145 + i151) < A.d0_0) tsr::load_row<tsr::ld_bf16>(dst144 + (i151) * 8192, A.p0 + (o145 + i151) * A.s0_0, o146, lo149, hi150, 8192, float(0x0p+0));
+                else tsr::load_row<tsr::ld_bf16>(dst144 + (i151) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
               }
             }
           }
@@ -479,257 +507,257 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     } else {
       // yield
     }
-    // %138 = mul %126, %10 : i32
-    const int32_t v147 = tsr::wmul(iv128, v10);
-    // %139 = sub %7, %138 : i32
-    const int32_t v148 = tsr::wsub(v7, v147);
-    // %140 = min %10, %139 : i32
-    const int32_t v149 = tsr::imin(v10, v148);
-    // %141, %142 = for %18, %140, %4, %127, %128 : i32, i32 {...}
-    int32_t c150;
-    c150 = c126;
-    int32_t c151;
-    c151 = c127;
-    for (int64_t iv152_ = v18; v4 > 0 && iv152_ < v149; iv152_ += v4) {
-      const int32_t iv152 = int32_t(iv152_);
-      // %146 = add %138, %143 : i32
-      const int32_t v153 = tsr::wadd(v147, iv152);
-      // %147 = add %130, %143 : i32
-      const int32_t v154 = tsr::wadd(v130, iv152);
-      // %148 = buffer_read %9, %147 : tile<bf16, [1, 8192]>
-      if (!(true && int64_t(v154) >= 0 && int64_t(v154) < 4)) { tsr_fault(2388); return; }
-      alignas(64) float v155[8192];
-      __builtin_memcpy(v155, buf9 + ((0) * 4 + int64_t(v154)) * 8192, sizeof(v155));
-      // %149 = reshape %148 : tile<bf16, [8192]>
-      // %150 = bitcast %149 : tile<u16, [8192]>
+    // %154 = mul %142, %10 : i32
+    const int32_t v153 = tsr::wmul(iv134, v10);
+    // %155 = sub %7, %154 : i32
+    const int32_t v154 = tsr::wsub(v7, v153);
+    // %156 = min %10, %155 : i32
+    const int32_t v155 = tsr::imin(v10, v154);
+    // %157, %158 = for %18, %156, %4, %143, %144 : i32, i32 {...}
+    int32_t c156;
+    c156 = c132;
+    int32_t c157;
+    c157 = c133;
+    for (int64_t iv158_ = v18; v4 > 0 && iv158_ < v155; iv158_ += v4) {
+      const int32_t iv158 = int32_t(iv158_);
+      // %162 = add %154, %159 : i32
+      const int32_t v159 = tsr::wadd(v153, iv158);
+      // %163 = add %146, %159 : i32
+      const int32_t v160 = tsr::wadd(v136, iv158);
+      // %164 = buffer_read %9, %163 : tile<bf16, [1, 8192]>
+      if (!(true && int64_t(v160) >= 0 && int64_t(v160) < 4)) { tsr_fault(2644); return; }
+      alignas(64) float v161[8192];
+      __builtin_memcpy(v161, buf9 + ((0) * 4 + int64_t(v160)) * 8192, sizeof(v161));
+      // %165 = reshape %164 : tile<bf16, [8192]>
+      // %166 = bitcast %165 : tile<u16, [8192]>
       // (computed inside its user)
-      // %151 = cast %150 : tile<u32, [8192]>
-      alignas(64) uint32_t v156[8192];
-      for (int64_t i157 = 0; i157 < 8192; ++i157) v156[i157] = uint32_t((uint16_t(tsr::bf16_bits(v155[i157]))));
-      // %152 = splat %121 : tile<u32, [8192]>
+      // %167 = cast %166 : tile<u32, [8192]>
+      alignas(64) uint32_t v162[8192];
+      for (int64_t i163 = 0; i163 < 8192; ++i163) v162[i163] = uint32_t((uint16_t(tsr::bf16_bits(v161[i163]))));
+      // %168 = splat %137 : tile<u32, [8192]>
       // (computed inside its user)
-      // %153 = xor %151, %152 : tile<u32, [8192]>
+      // %169 = xor %167, %168 : tile<u32, [8192]>
       // (computed inside its user)
-      // %154 = splat %122 : tile<u32, [8192]>
+      // %170 = splat %138 : tile<u32, [8192]>
       // (computed inside its user)
-      // %155 = shr %151, %154 : tile<u32, [8192]>
+      // %171 = shr %167, %170 : tile<u32, [8192]>
       // (computed inside its user)
-      // %156 = splat %14 : tile<u32, [8192]>
+      // %172 = splat %14 : tile<u32, [8192]>
       // (computed inside its user)
-      // %157 = cmp %155, %156 {pred = "eq"} : tile<i1, [8192]>
+      // %173 = cmp %171, %172 {pred = "eq"} : tile<i1, [8192]>
       // (computed inside its user)
-      // %158 = where %157, %153, %151 : tile<u32, [8192]>
-      alignas(64) uint32_t v158[8192];
-      for (int64_t i159 = 0; i159 < 8192; ++i159) v158[i159] = ((uint8_t((tsr::ishr(v156[i159], (v124))) == (v14))) ? (uint32_t(v156[i159] ^ (v123))) : v156[i159]);
-      // %159 = cmp %146, %123 {pred = "eq"} : i1
-      const uint8_t v160 = uint8_t(v153 == v125);
-      // %160 = if %159 : tile<u32, [8192]> {...}
-      alignas(64) uint32_t v161[8192];
-      if (v160) {
-        // %161 = mul %146, %3 : i32
-        const int32_t v162 = tsr::wmul(v153, v3);
-        // %162 = arange : tile<i32, [8192]>
-        // (computed inside its user)
-        // %163 = splat %161 : tile<i32, [8192]>
-        // (computed inside its user)
-        // %164 = add %162, %163 : tile<i32, [8192]>
-        // (computed inside its user)
-        // %165 = splat %2 : tile<i32, [8192]>
-        // (computed inside its user)
-        // %166 = cmp %164, %165 {pred = "lt"} : tile<i1, [8192]>
-        // (computed inside its user)
-        // %167 = splat %8 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %168 = where %166, %158, %167 : tile<u32, [8192]>
-        alignas(64) uint32_t v163[8192];
-        for (int64_t i164 = 0; i164 < 8192; ++i164) v163[i164] = ((uint8_t((tsr::wadd((int32_t(0 + i164)), (v162))) < (v2))) ? v158[i164] : (v8));
-        // yield %168
-        __builtin_memcpy(v161, v163, sizeof(v161));
-      } else {
-        // yield %158
-        __builtin_memcpy(v161, v158, sizeof(v161));
-      }
-      // %169 = splat %21 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %170 = shr %160, %169 : tile<u32, [8192]>
-      alignas(64) uint32_t v165[8192];
-      for (int64_t i166 = 0; i166 < 8192; ++i166) v165[i166] = tsr::ishr(v161[i166], (c21));
-      // %171 = splat %119 : tile<u32, [8192]>
+      // %174 = where %173, %169, %167 : tile<u32, [8192]>
+      alignas(64) uint32_t v164[8192];
+      for (int64_t i165 = 0; i165 < 8192; ++i165) v164[i165] = ((uint8_t((tsr::ishr(v162[i165], (v130))) == (v14))) ? (uint32_t(v162[i165] ^ (v129))) : v162[i165]);
+      // %175 = cmp %162, %139 {pred = "eq"} : i1
+      const uint8_t v166 = uint8_t(v159 == v131);
+      // %176 = if %175 : tile<u32, [8192]> {...}
       alignas(64) uint32_t v167[8192];
-      for (int64_t i168 = 0; i168 < 8192; ++i168) v167[i168] = v112;
-      // %172 = cmp %170, %171 {pred = "eq"} : tile<i1, [8192]>
-      alignas(64) uint8_t v169[8192];
-      for (int64_t i170 = 0; i170 < 8192; ++i170) v169[i170] = uint8_t(v165[i170] == v112);
-      // %173 = cmp %170, %171 {pred = "lt"} : tile<i1, [8192]>
-      alignas(64) uint8_t v171[8192];
-      for (int64_t i172 = 0; i172 < 8192; ++i172) v171[i172] = uint8_t(v165[i172] < v112);
-      // %174 = cast %172 : tile<i32, [8192]>
-      alignas(64) int32_t v173[8192];
-      for (int64_t i174 = 0; i174 < 8192; ++i174) v173[i174] = int32_t(v169[i174]);
-      // %175 = reduce %174 {axis = 0, kind = "sum"} : i32
-      int32_t v175;
-      for (int64_t o_ = 0; o_ < 1; ++o_) v175 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v173 + o_ * 8192, 8192, int32_t(0));
-      // %176 = add %145, %175 : i32
-      const int32_t v176 = tsr::wadd(c151, v175);
-      // %177 = cmp %176, %20 {pred = "le"} : i1
-      const uint8_t v177 = uint8_t(v176 <= c20);
-      // %178 = if %177 : tile<i1, [8192]> {...}
-      alignas(64) uint8_t v178[8192];
-      if (v177) {
-        // %179 = or %173, %172 : tile<i1, [8192]>
-        alignas(64) uint8_t v179[8192];
-        for (int64_t i180 = 0; i180 < 8192; ++i180) v179[i180] = uint8_t(v171[i180] | v169[i180]);
-        // yield %179
-        __builtin_memcpy(v178, v179, sizeof(v178));
+      if (v166) {
+        // %177 = mul %162, %3 : i32
+        const int32_t v168 = tsr::wmul(v159, v3);
+        // %178 = arange : tile<i32, [8192]>
+        // (computed inside its user)
+        // %179 = splat %177 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %180 = add %178, %179 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %181 = splat %2 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %182 = cmp %180, %181 {pred = "lt"} : tile<i1, [8192]>
+        // (computed inside its user)
+        // %183 = splat %8 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %184 = where %182, %174, %183 : tile<u32, [8192]>
+        alignas(64) uint32_t v169[8192];
+        for (int64_t i170 = 0; i170 < 8192; ++i170) v169[i170] = ((uint8_t((tsr::wadd((int32_t(0 + i170)), (v168))) < (v2))) ? v164[i170] : (v8));
+        // yield %184
+        __builtin_memcpy(v167, v169, sizeof(v167));
       } else {
-        // %180 = scan %174 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-        alignas(64) int32_t v181[8192];
-        for (int64_t o_ = 0; o_ < 1; ++o_) tsr::scan_add32(v173 + o_ * 8192, v181 + o_ * 8192, 8192);
-        // %181 = splat %145 : tile<i32, [8192]>
-        // (computed inside its user)
-        // %182 = add %180, %181 : tile<i32, [8192]>
-        // (computed inside its user)
-        // %183 = splat %20 : tile<i32, [8192]>
-        // (computed inside its user)
-        // %184 = cmp %182, %183 {pred = "le"} : tile<i1, [8192]>
-        // (computed inside its user)
-        // %185 = and %172, %184 : tile<i1, [8192]>
-        // (computed inside its user)
-        // %186 = or %173, %185 : tile<i1, [8192]>
-        alignas(64) uint8_t v182[8192];
-        for (int64_t i183 = 0; i183 < 8192; ++i183) v182[i183] = uint8_t(v171[i183] | (uint8_t(v169[i183] & (uint8_t((tsr::wadd(v181[i183], (c151))) <= (c20))))));
-        // yield %186
-        __builtin_memcpy(v178, v182, sizeof(v178));
+        // yield %174
+        __builtin_memcpy(v167, v164, sizeof(v167));
       }
-      // %187 = sub %144, %4 : i32
-      const int32_t v184 = tsr::wsub(c150, v4);
-      // %188 = cast %178 : tile<i32, [8192]>
-      alignas(64) int32_t v185[8192];
-      for (int64_t i186 = 0; i186 < 8192; ++i186) v185[i186] = int32_t(v178[i186]);
-      // %189 = scan %188 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-      alignas(64) int32_t v187[8192];
-      for (int64_t o_ = 0; o_ < 1; ++o_) tsr::scan_add32(v185 + o_ * 8192, v187 + o_ * 8192, 8192);
-      // %190 = splat %187 : tile<i32, [8192]>
+      // %185 = splat %21 : tile<u32, [8192]>
       // (computed inside its user)
-      // %191 = add %189, %190 : tile<i32, [8192]>
-      alignas(64) int32_t v188[8192];
-      for (int64_t i189 = 0; i189 < 8192; ++i189) v188[i189] = tsr::wadd(v187[i189], (v184));
-      // %192 = splat %1 : tile<i32, [8192]>
-      alignas(64) int32_t v190[8192];
-      for (int64_t i191 = 0; i191 < 8192; ++i191) v190[i191] = v1;
-      // scatter %values, %149, %192, %191, %178
-      for (int64_t c192 = 0; c192 < 8192; c192 += 64) {
-        if (!tsr::any64(v178 + c192)) continue;
-        for (int64_t i193 = c192; i193 < c192 + 64; ++i193) {
-          if ((v178[i193] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v188[i193]) >= 0 && int64_t(v188[i193]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v188[i193])] = tsr::f2bf(v155[i193]);
+      // %186 = shr %176, %185 : tile<u32, [8192]>
+      alignas(64) uint32_t v171[8192];
+      for (int64_t i172 = 0; i172 < 8192; ++i172) v171[i172] = tsr::ishr(v167[i172], (c21));
+      // %187 = splat %135 : tile<u32, [8192]>
+      alignas(64) uint32_t v173[8192];
+      for (int64_t i174 = 0; i174 < 8192; ++i174) v173[i174] = v118;
+      // %188 = cmp %186, %187 {pred = "eq"} : tile<i1, [8192]>
+      alignas(64) uint8_t v175[8192];
+      for (int64_t i176 = 0; i176 < 8192; ++i176) v175[i176] = uint8_t(v171[i176] == v118);
+      // %189 = cmp %186, %187 {pred = "lt"} : tile<i1, [8192]>
+      alignas(64) uint8_t v177[8192];
+      for (int64_t i178 = 0; i178 < 8192; ++i178) v177[i178] = uint8_t(v171[i178] < v118);
+      // %190 = cast %188 : tile<i32, [8192]>
+      alignas(64) int32_t v179[8192];
+      for (int64_t i180 = 0; i180 < 8192; ++i180) v179[i180] = int32_t(v175[i180]);
+      // %191 = reduce %190 {axis = 0, kind = "sum"} : i32
+      int32_t v181;
+      for (int64_t o_ = 0; o_ < 1; ++o_) v181 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v179 + o_ * 8192, 8192, int32_t(0));
+      // %192 = add %161, %191 : i32
+      const int32_t v182 = tsr::wadd(c157, v181);
+      // %193 = cmp %192, %20 {pred = "le"} : i1
+      const uint8_t v183 = uint8_t(v182 <= c20);
+      // %194 = if %193 : tile<i1, [8192]> {...}
+      alignas(64) uint8_t v184[8192];
+      if (v183) {
+        // %195 = or %189, %188 : tile<i1, [8192]>
+        alignas(64) uint8_t v185[8192];
+        for (int64_t i186 = 0; i186 < 8192; ++i186) v185[i186] = uint8_t(v177[i186] | v175[i186]);
+        // yield %195
+        __builtin_memcpy(v184, v185, sizeof(v184));
+      } else {
+        // %196 = scan %190 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+        alignas(64) int32_t v187[8192];
+        for (int64_t o_ = 0; o_ < 1; ++o_) tsr::scan_add32(v179 + o_ * 8192, v187 + o_ * 8192, 8192);
+        // %197 = splat %161 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %198 = add %196, %197 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %199 = splat %20 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %200 = cmp %198, %199 {pred = "le"} : tile<i1, [8192]>
+        // (computed inside its user)
+        // %201 = and %188, %200 : tile<i1, [8192]>
+        // (computed inside its user)
+        // %202 = or %189, %201 : tile<i1, [8192]>
+        alignas(64) uint8_t v188[8192];
+        for (int64_t i189 = 0; i189 < 8192; ++i189) v188[i189] = uint8_t(v177[i189] | (uint8_t(v175[i189] & (uint8_t((tsr::wadd(v187[i189], (c157))) <= (c20))))));
+        // yield %202
+        __builtin_memcpy(v184, v188, sizeof(v184));
+      }
+      // %203 = sub %160, %4 : i32
+      const int32_t v190 = tsr::wsub(c156, v4);
+      // %204 = cast %194 : tile<i32, [8192]>
+      alignas(64) int32_t v191[8192];
+      for (int64_t i192 = 0; i192 < 8192; ++i192) v191[i192] = int32_t(v184[i192]);
+      // %205 = scan %204 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+      alignas(64) int32_t v193[8192];
+      for (int64_t o_ = 0; o_ < 1; ++o_) tsr::scan_add32(v191 + o_ * 8192, v193 + o_ * 8192, 8192);
+      // %206 = splat %203 : tile<i32, [8192]>
+      // (computed inside its user)
+      // %207 = add %205, %206 : tile<i32, [8192]>
+      alignas(64) int32_t v194[8192];
+      for (int64_t i195 = 0; i195 < 8192; ++i195) v194[i195] = tsr::wadd(v193[i195], (v190));
+      // %208 = splat %1 : tile<i32, [8192]>
+      alignas(64) int32_t v196[8192];
+      for (int64_t i197 = 0; i197 < 8192; ++i197) v196[i197] = v1;
+      // scatter %values, %165, %208, %207, %194
+      for (int64_t c198 = 0; c198 < 8192; c198 += 64) {
+        if (!tsr::any64(v184 + c198)) continue;
+        for (int64_t i199 = c198; i199 < c198 + 64; ++i199) {
+          if ((v184[i199] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v194[i199]) >= 0 && int64_t(v194[i199]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v194[i199])] = tsr::f2bf(v161[i199]);
         }
       }
-      // %193 = mul %146, %3 : i32
-      const int32_t v194 = tsr::wmul(v153, v3);
-      // %194 = arange : tile<i32, [8192]>
+      // %209 = mul %162, %3 : i32
+      const int32_t v200 = tsr::wmul(v159, v3);
+      // %210 = arange : tile<i32, [8192]>
       // (computed inside its user)
-      // %195 = splat %193 : tile<i32, [8192]>
+      // %211 = splat %209 : tile<i32, [8192]>
       // (computed inside its user)
-      // %196 = add %194, %195 : tile<i32, [8192]>
-      alignas(64) int32_t v195[8192];
-      for (int64_t i196 = 0; i196 < 8192; ++i196) v195[i196] = tsr::wadd((int32_t(0 + i196)), (v194));
-      // scatter %indices, %196, %192, %191, %178
-      for (int64_t c197 = 0; c197 < 8192; c197 += 64) {
-        if (!tsr::any64(v178 + c197)) continue;
-        for (int64_t i198 = c197; i198 < c197 + 64; ++i198) {
-          if ((v178[i198] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v188[i198]) >= 0 && int64_t(v188[i198]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v188[i198])] = v195[i198];
+      // %212 = add %210, %211 : tile<i32, [8192]>
+      alignas(64) int32_t v201[8192];
+      for (int64_t i202 = 0; i202 < 8192; ++i202) v201[i202] = tsr::wadd((int32_t(0 + i202)), (v200));
+      // scatter %indices, %212, %208, %207, %194
+      for (int64_t c203 = 0; c203 < 8192; c203 += 64) {
+        if (!tsr::any64(v184 + c203)) continue;
+        for (int64_t i204 = c203; i204 < c203 + 64; ++i204) {
+          if ((v184[i204] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v194[i204]) >= 0 && int64_t(v194[i204]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v194[i204])] = v201[i204];
         }
       }
-      // %197 = reduce %188 {axis = 0, kind = "sum"} : i32
-      int32_t v199;
-      for (int64_t o_ = 0; o_ < 1; ++o_) v199 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v185 + o_ * 8192, 8192, int32_t(0));
-      // %198 = add %144, %197 : i32
-      const int32_t v200 = tsr::wadd(c150, v199);
-      // yield %198, %176
-      c150 = v200;
-      c151 = v176;
+      // %213 = reduce %204 {axis = 0, kind = "sum"} : i32
+      int32_t v205;
+      for (int64_t o_ = 0; o_ < 1; ++o_) v205 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v191 + o_ * 8192, 8192, int32_t(0));
+      // %214 = add %160, %213 : i32
+      const int32_t v206 = tsr::wadd(c156, v205);
+      // yield %214, %192
+      c156 = v206;
+      c157 = v182;
     }
-    // yield %141, %142
-    c126 = c150;
-    c127 = c151;
+    // yield %157, %158
+    c132 = c156;
+    c133 = c157;
   }
-  // %199 = load_tile %indices, %1, %18 : tile<i32, [1, 64]>
-  alignas(64) int32_t v201[64];
+  // %215 = load_tile %indices, %1, %18 : tile<i32, [1, 64]>
+  alignas(64) int32_t v207[64];
   {
-    const int64_t o202 = int64_t(v1) * 1;
-    const int64_t o203 = int64_t(v18) * 64;
-    if (o202 >= 0 && o202 + 1 <= A.d2_0 && o203 >= 0 && o203 + 64 <= A.d2_1) {
-      for (int64_t i204 = 0; i204 < 1; ++i204) {
-        for (int64_t i205 = 0; i205 < 64; ++i205) v201[(i204) * 64 + i205] = A.p2[(o202 + i204) * A.s2_0 + o203 + i205];
+    const int64_t o208 = int64_t(v1) * 1;
+    const int64_t o209 = int64_t(v18) * 64;
+    if (o208 >= 0 && o208 + 1 <= A.d2_0 && o209 >= 0 && o209 + 64 <= A.d2_1) {
+      for (int64_t i210 = 0; i210 < 1; ++i210) {
+        for (int64_t i211 = 0; i211 < 64; ++i211) v207[(i210) * 64 + i211] = A.p2[(o208 + i210) * A.s2_0 + o209 + i211];
       }
     } else {
       // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-      const int64_t lo206 = o203 >= 0 ? 0 : -o203 < 64 ? -o203 : 64;
-      const int64_t hi207 = A.d2_1 - o203 >= 64 ? 64 : A.d2_1 - o203 > lo206 ? A.d2_1 - o203 : lo206;
-      for (int64_t i208 = 0; i208 < 1; ++i208) {
-        if ((o202 + i208) >= 0 && (o202 + i208) < A.d2_0) tsr::load_row<tsr::ld_same>(v201 + (i208) * 64, A.p2 + (o202 + i208) * A.s2_0, o203, lo206, hi207, 64, int32_t(INT64_C(0)));
-        else tsr::load_row<tsr::ld_same>(v201 + (i208) * 64, A.p2, 0, 0, 0, 64, int32_t(INT64_C(0)));
+      const int64_t lo212 = o209 >= 0 ? 0 : -o209 < 64 ? -o209 : 64;
+      const int64_t hi213 = A.d2_1 - o209 >= 64 ? 64 : A.d2_1 - o209 > lo212 ? A.d2_1 - o209 : lo212;
+      for (int64_t i214 = 0; i214 < 1; ++i214) {
+        if ((o208 + i214) >= 0 && (o208 + i214) < A.d2_0) tsr::load_row<tsr::ld_same>(v207 + (i214) * 64, A.p2 + (o208 + i214) * A.s2_0, o209, lo212, hi213, 64, int32_t(INT64_C(0)));
+        else tsr::load_row<tsr::ld_same>(v207 + (i214) * 64, A.p2, 0, 0, 0, 64, int32_t(INT64_C(0)));
       }
     }
   }
-  // %200 = load_tile %values, %1, %18 : tile<bf16, [1, 64]>
-  alignas(64) float v210[64];
+  // %216 = load_tile %values, %1, %18 : tile<bf16, [1, 64]>
+  alignas(64) float v216[64];
   {
-    const int64_t o211 = int64_t(v1) * 1;
-    const int64_t o212 = int64_t(v18) * 64;
-    if (o211 >= 0 && o211 + 1 <= A.d1_0 && o212 >= 0 && o212 + 64 <= A.d1_1) {
-      for (int64_t i213 = 0; i213 < 1; ++i213) {
-        for (int64_t i214 = 0; i214 < 64; ++i214) v210[(i213) * 64 + i214] = tsr::bf2f(A.p1[(o211 + i213) * A.s1_0 + o212 + i214]);
+    const int64_t o217 = int64_t(v1) * 1;
+    const int64_t o218 = int64_t(v18) * 64;
+    if (o217 >= 0 && o217 + 1 <= A.d1_0 && o218 >= 0 && o218 + 64 <= A.d1_1) {
+      for (int64_t i219 = 0; i219 < 1; ++i219) {
+        for (int64_t i220 = 0; i220 < 64; ++i220) v216[(i219) * 64 + i220] = tsr::bf2f(A.p1[(o217 + i219) * A.s1_0 + o218 + i220]);
       }
     } else {
       // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-      const int64_t lo215 = o212 >= 0 ? 0 : -o212 < 64 ? -o212 : 64;
-      const int64_t hi216 = A.d1_1 - o212 >= 64 ? 64 : A.d1_1 - o212 > lo215 ? A.d1_1 - o212 : lo215;
-      for (int64_t i217 = 0; i217 < 1; ++i217) {
-        if ((o211 + i217) >= 0 && (o211 + i217) < A.d1_0) tsr::load_row<tsr::ld_bf16>(v210 + (i217) * 64, A.p1 + (o211 + i217) * A.s1_0, o212, lo215, hi216, 64, float(0x0p+0));
-        else tsr::load_row<tsr::ld_bf16>(v210 + (i217) * 64, A.p1, 0, 0, 0, 64, float(0x0p+0));
+      const int64_t lo221 = o218 >= 0 ? 0 : -o218 < 64 ? -o218 : 64;
+      const int64_t hi222 = A.d1_1 - o218 >= 64 ? 64 : A.d1_1 - o218 > lo221 ? A.d1_1 - o218 : lo221;
+      for (int64_t i223 = 0; i223 < 1; ++i223) {
+        if ((o217 + i223) >= 0 && (o217 + i223) < A.d1_0) tsr::load_row<tsr::ld_bf16>(v216 + (i223) * 64, A.p1 + (o217 + i223) * A.s1_0, o218, lo221, hi222, 64, float(0x0p+0));
+        else tsr::load_row<tsr::ld_bf16>(v216 + (i223) * 64, A.p1, 0, 0, 0, 64, float(0x0p+0));
       }
     }
   }
-  // %201, %202 = sort %200, %199 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
-  alignas(64) float v219[64];
-  alignas(64) int32_t v220[64];
-  alignas(64) uint64_t sk221[128];
-  alignas(64) int32_t sp222[128];
-  tsr::sort_lines(v210, v201, v219, v220, 1, 64, 1, 64, true, sk221, sp222);
-  // store_tile %values, %201, %1, %18
+  // %217, %218 = sort %216, %215 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
+  alignas(64) float v225[64];
+  alignas(64) int32_t v226[64];
+  alignas(64) uint64_t sk227[128];
+  alignas(64) int32_t sp228[128];
+  tsr::sort_lines(v216, v207, v225, v226, 1, 64, 1, 64, true, sk227, sp228);
+  // store_tile %values, %217, %1, %18
   {
-    const int64_t o223 = int64_t(v1) * 1;
-    const int64_t o224 = int64_t(v18) * 64;
-    if (o223 >= 0 && o223 + 1 <= A.d1_0 && o224 >= 0 && o224 + 64 <= A.d1_1) {
-      for (int64_t i225 = 0; i225 < 1; ++i225) {
-        alignas(64) float st227[64];
-        for (int64_t i226 = 0; i226 < 64; ++i226) st227[i226 - 0] = v219[(i225) * 64 + i226];
-        tsr::store_bf16(A.p1 + (o223 + i225) * A.s1_0 + o224 + 0, st227, 64);
+    const int64_t o229 = int64_t(v1) * 1;
+    const int64_t o230 = int64_t(v18) * 64;
+    if (o229 >= 0 && o229 + 1 <= A.d1_0 && o230 >= 0 && o230 + 64 <= A.d1_1) {
+      for (int64_t i231 = 0; i231 < 1; ++i231) {
+        alignas(64) float st233[64];
+        for (int64_t i232 = 0; i232 < 64; ++i232) st233[i232 - 0] = v225[(i231) * 64 + i232];
+        tsr::store_bf16(A.p1 + (o229 + i231) * A.s1_0 + o230 + 0, st233, 64);
       }
     } else {
       // partly outside: each row copies its columns inside [lo, hi)
-      const int64_t lo228 = o224 >= 0 ? 0 : -o224 < 64 ? -o224 : 64;
-      const int64_t hi229 = A.d1_1 - o224 >= 64 ? 64 : A.d1_1 - o224 > lo228 ? A.d1_1 - o224 : lo228;
-      for (int64_t i230 = 0; i230 < 1; ++i230) {
-        if ((o223 + i230) >= 0 && (o223 + i230) < A.d1_0) tsr::store_row<tsr::st_bf16>(A.p1 + (o223 + i230) * A.s1_0, v219 + (i230) * 64, o224, lo228, hi229);
+      const int64_t lo234 = o230 >= 0 ? 0 : -o230 < 64 ? -o230 : 64;
+      const int64_t hi235 = A.d1_1 - o230 >= 64 ? 64 : A.d1_1 - o230 > lo234 ? A.d1_1 - o230 : lo234;
+      for (int64_t i236 = 0; i236 < 1; ++i236) {
+        if ((o229 + i236) >= 0 && (o229 + i236) < A.d1_0) tsr::store_row<tsr::st_bf16>(A.p1 + (o229 + i236) * A.s1_0, v225 + (i236) * 64, o230, lo234, hi235);
       }
     }
   }
-  // store_tile %indices, %202, %1, %18
+  // store_tile %indices, %218, %1, %18
   {
-    const int64_t o232 = int64_t(v1) * 1;
-    const int64_t o233 = int64_t(v18) * 64;
-    if (o232 >= 0 && o232 + 1 <= A.d2_0 && o233 >= 0 && o233 + 64 <= A.d2_1) {
-      for (int64_t i234 = 0; i234 < 1; ++i234) {
-        for (int64_t i235 = 0; i235 < 64; ++i235) A.p2[(o232 + i234) * A.s2_0 + o233 + i235] = v220[(i234) * 64 + i235];
+    const int64_t o238 = int64_t(v1) * 1;
+    const int64_t o239 = int64_t(v18) * 64;
+    if (o238 >= 0 && o238 + 1 <= A.d2_0 && o239 >= 0 && o239 + 64 <= A.d2_1) {
+      for (int64_t i240 = 0; i240 < 1; ++i240) {
+        for (int64_t i241 = 0; i241 < 64; ++i241) A.p2[(o238 + i240) * A.s2_0 + o239 + i241] = v226[(i240) * 64 + i241];
       }
     } else {
       // partly outside: each row copies its columns inside [lo, hi)
-      const int64_t lo236 = o233 >= 0 ? 0 : -o233 < 64 ? -o233 : 64;
-      const int64_t hi237 = A.d2_1 - o233 >= 64 ? 64 : A.d2_1 - o233 > lo236 ? A.d2_1 - o233 : lo236;
-      for (int64_t i238 = 0; i238 < 1; ++i238) {
-        if ((o232 + i238) >= 0 && (o232 + i238) < A.d2_0) tsr::store_row<tsr::st_same>(A.p2 + (o232 + i238) * A.s2_0, v220 + (i238) * 64, o233, lo236, hi237);
+      const int64_t lo242 = o239 >= 0 ? 0 : -o239 < 64 ? -o239 : 64;
+      const int64_t hi243 = A.d2_1 - o239 >= 64 ? 64 : A.d2_1 - o239 > lo242 ? A.d2_1 - o239 : lo242;
+      for (int64_t i244 = 0; i244 < 1; ++i244) {
+        if ((o238 + i244) >= 0 && (o238 + i244) < A.d2_0) tsr::store_row<tsr::st_same>(A.p2 + (o238 + i244) * A.s2_0, v226 + (i244) * 64, o239, lo242, hi243);
       }
     }
   }
@@ -745,7 +773,7 @@ extern "C" int tessera_run(void** buf, const int64_t* dims, const int64_t* is, c
   if (g0 < 0) return 24;  // grid size on axis 0 of kernel 'topk' is negative (a size of 0 runs no programs; a negative size is an error)
   if (g0 == 0 || g1 == 0 || g2 == 0) return 0;  // no programs
   if (nt <= 0) nt = omp_get_max_threads();
-  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(13263335)) nt = 1;  // about 13263335 element ops per program
+  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(13266427)) nt = 1;  // about 13266427 element ops per program
   if (nt == 1) {
     for (int64_t z = 0; z < g2; ++z)
       for (int64_t y = 0; y < g1; ++y)

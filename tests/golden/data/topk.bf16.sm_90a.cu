@@ -8,11 +8,9 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
   constexpr int tsr_nthreads = 512;
   (void)tsr_tid; (void)tsr_smem;
   constexpr int64_t tsr_struct_base = 1024LL;  // buffers and pipe rings, after the scratch
-  int tsr_red164_at = 0;  // the copy of tsr_red164_mem the next exchange uses
-  int tsr_red176_at = 0;  // the copy of tsr_red176_mem the next exchange uses
-  int tsr_red182_at = 0;  // the copy of tsr_red182_mem the next exchange uses
-  int tsr_red284_at = 0;  // the copy of tsr_red284_mem the next exchange uses
-  int tsr_red335_at = 0;  // the copy of tsr_red335_mem the next exchange uses
+  int tsr_red190_at = 0;  // the copy of tsr_red190_mem the next exchange uses
+  int tsr_red300_at = 0;  // the copy of tsr_red300_mem the next exchange uses
+  int tsr_red351_at = 0;  // the copy of tsr_red351_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_N);
@@ -465,138 +463,144 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
       for (int s158 = 0; s158 < 1; ++s158) {
         v157[s158] = uint8_t(v150[s158] < v155[s158]);
       }
-      // %105 = cast %104 : tile<i32, [256]>
-      int32_t v159[1];
+      // %105 = cmp %102, %103 {pred = "eq"} : tile<i1, [256]>
+      uint8_t v159[1];
       #pragma unroll
       for (int s160 = 0; s160 < 1; ++s160) {
-        v159[s160] = int32_t(v157[s160]);
+        v159[s160] = uint8_t(v150[s160] == v155[s160]);
       }
-      // %106 = reduce %105 {axis = 0, kind = "sum"} : i32
-      int32_t v161;
-      int32_t racc162[1];
-      #pragma unroll
-      for (int v_ = 0; v_ < 1; ++v_) racc162[v_] = int32_t(0);
+      // %106 = const {value = 4096} : i32
+      const int32_t v161 = int32_t(4096LL);
+      // %107 = splat %106 : tile<i32, [256]>
+      int32_t v162[1];
       #pragma unroll
       for (int s163 = 0; s163 < 1; ++s163) {
-        if (((s163 * 512 + tsr_tid) < 256)) racc162[s163 % 1] = int32_t(uint32_t(racc162[s163 % 1]) + uint32_t(v159[s163]));
+        v162[s163] = v161;
       }
-      racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 16)));
-      racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 8)));
-      racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 4)));
-      racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 2)));
-      racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 1)));
-      __shared__ int32_t tsr_red164_mem[32];
-      int32_t* const tsr_red164 = tsr_red164_mem + tsr_red164_at;
-      tsr_red164_at ^= 16;
-      if ((tsr_tid & 31) == 0) {
-        tsr_red164[(tsr_tid >> 5) * 1 + 0] = racc162[0];
-      }
-      __syncthreads();
-      racc162[0] = tsr_red164[(tsr_tid & 15) * 1 + 0];
-      racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 8)));
-      racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 4)));
-      racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 2)));
-      racc162[0] = int32_t(uint32_t(racc162[0]) + uint32_t(tsr::shfl_xor(racc162[0], 1)));
-      v161 = racc162[0];
-      // %107 = arange : tile<i32, [256]>
-      int32_t v165[1];
+      // %108 = where %105, %107, %40 : tile<i32, [256]>
+      int32_t v164[1];
       #pragma unroll
-      for (int s166 = 0; s166 < 1; ++s166) {
-        v165[s166] = int32_t(0 + (s166 * 512 + tsr_tid));
+      for (int s165 = 0; s165 < 1; ++s165) {
+        v164[s165] = (v159[s165] ? v162[s165] : v35[s165]);
       }
-      // %108 = splat %106 : tile<i32, [256]>
-      int32_t v167[1];
+      // %109 = cast %108 : tile<i64, [256]>
+      int64_t v166[1];
       #pragma unroll
-      for (int s168 = 0; s168 < 1; ++s168) {
-        v167[s168] = v161;
+      for (int s167 = 0; s167 < 1; ++s167) {
+        v166[s167] = int64_t(v164[s167]);
       }
-      // %109 = cmp %107, %108 {pred = "eq"} : tile<i1, [256]>
-      uint8_t v169[1];
+      // %110 = cast %48 : tile<i64, [256]>
+      int64_t v168[1];
       #pragma unroll
-      for (int s170 = 0; s170 < 1; ++s170) {
-        v169[s170] = uint8_t(v165[s170] == v167[s170]);
+      for (int s169 = 0; s169 < 1; ++s169) {
+        v168[s169] = int64_t(c51[s169]);
       }
-      // %110 = where %109, %48, %40 : tile<i32, [256]>
-      int32_t v171[1];
+      // %111 = const {value = 24} : i64
+      const int64_t v170 = int64_t(24LL);
+      // %112 = splat %111 : tile<i64, [256]>
+      int64_t v171[1];
       #pragma unroll
       for (int s172 = 0; s172 < 1; ++s172) {
-        v171[s172] = (v169[s172] ? c51[s172] : v35[s172]);
+        v171[s172] = v170;
       }
-      // %111 = reduce %110 {axis = 0, kind = "sum"} : i32
-      int32_t v173;
-      int32_t racc174[1];
+      // %113 = shl %110, %112 : tile<i64, [256]>
+      int64_t v173[1];
       #pragma unroll
-      for (int v_ = 0; v_ < 1; ++v_) racc174[v_] = int32_t(0);
-      #pragma unroll
-      for (int s175 = 0; s175 < 1; ++s175) {
-        if (((s175 * 512 + tsr_tid) < 256)) racc174[s175 % 1] = int32_t(uint32_t(racc174[s175 % 1]) + uint32_t(v171[s175]));
+      for (int s174 = 0; s174 < 1; ++s174) {
+        v173[s174] = tsr::ishl<int64_t>(v168[s174], v171[s174]);
       }
-      racc174[0] = int32_t(uint32_t(racc174[0]) + uint32_t(tsr::shfl_xor(racc174[0], 16)));
-      racc174[0] = int32_t(uint32_t(racc174[0]) + uint32_t(tsr::shfl_xor(racc174[0], 8)));
-      racc174[0] = int32_t(uint32_t(racc174[0]) + uint32_t(tsr::shfl_xor(racc174[0], 4)));
-      racc174[0] = int32_t(uint32_t(racc174[0]) + uint32_t(tsr::shfl_xor(racc174[0], 2)));
-      racc174[0] = int32_t(uint32_t(racc174[0]) + uint32_t(tsr::shfl_xor(racc174[0], 1)));
-      __shared__ int32_t tsr_red176_mem[32];
-      int32_t* const tsr_red176 = tsr_red176_mem + tsr_red176_at;
-      tsr_red176_at ^= 16;
+      // %114 = const {value = 1} : i64
+      const int64_t v175 = int64_t(1LL);
+      // %115 = splat %114 : tile<i64, [256]>
+      int64_t v176[1];
+      #pragma unroll
+      for (int s177 = 0; s177 < 1; ++s177) {
+        v176[s177] = v175;
+      }
+      // %116 = add %113, %115 : tile<i64, [256]>
+      int64_t v178[1];
+      #pragma unroll
+      for (int s179 = 0; s179 < 1; ++s179) {
+        v178[s179] = int64_t(uint64_t(v173[s179]) + uint64_t(v176[s179]));
+      }
+      // %117 = const {value = 0} : i64
+      const int64_t v180 = int64_t(0LL);
+      // %118 = splat %117 : tile<i64, [256]>
+      int64_t v181[1];
+      #pragma unroll
+      for (int s182 = 0; s182 < 1; ++s182) {
+        v181[s182] = v180;
+      }
+      // %119 = where %104, %116, %118 : tile<i64, [256]>
+      int64_t v183[1];
+      #pragma unroll
+      for (int s184 = 0; s184 < 1; ++s184) {
+        v183[s184] = (v157[s184] ? v178[s184] : v181[s184]);
+      }
+      // %120 = add %119, %109 : tile<i64, [256]>
+      int64_t v185[1];
+      #pragma unroll
+      for (int s186 = 0; s186 < 1; ++s186) {
+        v185[s186] = int64_t(uint64_t(v183[s186]) + uint64_t(v166[s186]));
+      }
+      // %121 = reduce %120 {axis = 0, kind = "sum"} : i64
+      int64_t v187;
+      int64_t racc188[1];
+      #pragma unroll
+      for (int v_ = 0; v_ < 1; ++v_) racc188[v_] = int64_t(0);
+      #pragma unroll
+      for (int s189 = 0; s189 < 1; ++s189) {
+        if (((s189 * 512 + tsr_tid) < 256)) racc188[s189 % 1] = int64_t(uint64_t(racc188[s189 % 1]) + uint64_t(v185[s189]));
+      }
+      racc188[0] = int64_t(uint64_t(racc188[0]) + uint64_t(tsr::shfl_xor(racc188[0], 16)));
+      racc188[0] = int64_t(uint64_t(racc188[0]) + uint64_t(tsr::shfl_xor(racc188[0], 8)));
+      racc188[0] = int64_t(uint64_t(racc188[0]) + uint64_t(tsr::shfl_xor(racc188[0], 4)));
+      racc188[0] = int64_t(uint64_t(racc188[0]) + uint64_t(tsr::shfl_xor(racc188[0], 2)));
+      racc188[0] = int64_t(uint64_t(racc188[0]) + uint64_t(tsr::shfl_xor(racc188[0], 1)));
+      __shared__ int64_t tsr_red190_mem[32];
+      int64_t* const tsr_red190 = tsr_red190_mem + tsr_red190_at;
+      tsr_red190_at ^= 16;
       if ((tsr_tid & 31) == 0) {
-        tsr_red176[(tsr_tid >> 5) * 1 + 0] = racc174[0];
+        tsr_red190[(tsr_tid >> 5) * 1 + 0] = racc188[0];
       }
       __syncthreads();
-      racc174[0] = tsr_red176[(tsr_tid & 15) * 1 + 0];
-      racc174[0] = int32_t(uint32_t(racc174[0]) + uint32_t(tsr::shfl_xor(racc174[0], 8)));
-      racc174[0] = int32_t(uint32_t(racc174[0]) + uint32_t(tsr::shfl_xor(racc174[0], 4)));
-      racc174[0] = int32_t(uint32_t(racc174[0]) + uint32_t(tsr::shfl_xor(racc174[0], 2)));
-      racc174[0] = int32_t(uint32_t(racc174[0]) + uint32_t(tsr::shfl_xor(racc174[0], 1)));
-      v173 = racc174[0];
-      // %112 = where %104, %48, %40 : tile<i32, [256]>
-      int32_t v177[1];
-      #pragma unroll
-      for (int s178 = 0; s178 < 1; ++s178) {
-        v177[s178] = (v157[s178] ? c51[s178] : v35[s178]);
-      }
-      // %113 = reduce %112 {axis = 0, kind = "sum"} : i32
-      int32_t v179;
-      int32_t racc180[1];
-      #pragma unroll
-      for (int v_ = 0; v_ < 1; ++v_) racc180[v_] = int32_t(0);
-      #pragma unroll
-      for (int s181 = 0; s181 < 1; ++s181) {
-        if (((s181 * 512 + tsr_tid) < 256)) racc180[s181 % 1] = int32_t(uint32_t(racc180[s181 % 1]) + uint32_t(v177[s181]));
-      }
-      racc180[0] = int32_t(uint32_t(racc180[0]) + uint32_t(tsr::shfl_xor(racc180[0], 16)));
-      racc180[0] = int32_t(uint32_t(racc180[0]) + uint32_t(tsr::shfl_xor(racc180[0], 8)));
-      racc180[0] = int32_t(uint32_t(racc180[0]) + uint32_t(tsr::shfl_xor(racc180[0], 4)));
-      racc180[0] = int32_t(uint32_t(racc180[0]) + uint32_t(tsr::shfl_xor(racc180[0], 2)));
-      racc180[0] = int32_t(uint32_t(racc180[0]) + uint32_t(tsr::shfl_xor(racc180[0], 1)));
-      __shared__ int32_t tsr_red182_mem[32];
-      int32_t* const tsr_red182 = tsr_red182_mem + tsr_red182_at;
-      tsr_red182_at ^= 16;
-      if ((tsr_tid & 31) == 0) {
-        tsr_red182[(tsr_tid >> 5) * 1 + 0] = racc180[0];
-      }
-      __syncthreads();
-      racc180[0] = tsr_red182[(tsr_tid & 15) * 1 + 0];
-      racc180[0] = int32_t(uint32_t(racc180[0]) + uint32_t(tsr::shfl_xor(racc180[0], 8)));
-      racc180[0] = int32_t(uint32_t(racc180[0]) + uint32_t(tsr::shfl_xor(racc180[0], 4)));
-      racc180[0] = int32_t(uint32_t(racc180[0]) + uint32_t(tsr::shfl_xor(racc180[0], 2)));
-      racc180[0] = int32_t(uint32_t(racc180[0]) + uint32_t(tsr::shfl_xor(racc180[0], 1)));
-      v179 = racc180[0];
-      // %114 = sub %25, %113 : i32
-      const int32_t v183 = int32_t(uint32_t(c19) - uint32_t(v179));
-      // %115 = cast %106 : u32
-      const uint32_t v184 = uint32_t(v161);
-      // %116 = shl %115, %39 : u32
-      const uint32_t v185 = tsr::ishl<uint32_t>(v184, v34);
-      // %117 = or %24, %116 : u32
-      const uint32_t v186 = uint32_t(c18 | v185);
-      // %118 = cmp %111, %114 {pred = "ne"} : i1
-      const uint8_t v187 = uint8_t(v173 != v183);
-      // yield %117, %114, %39, %118
-      v23 = v186;
-      v24 = v183;
+      racc188[0] = tsr_red190[(tsr_tid & 15) * 1 + 0];
+      racc188[0] = int64_t(uint64_t(racc188[0]) + uint64_t(tsr::shfl_xor(racc188[0], 8)));
+      racc188[0] = int64_t(uint64_t(racc188[0]) + uint64_t(tsr::shfl_xor(racc188[0], 4)));
+      racc188[0] = int64_t(uint64_t(racc188[0]) + uint64_t(tsr::shfl_xor(racc188[0], 2)));
+      racc188[0] = int64_t(uint64_t(racc188[0]) + uint64_t(tsr::shfl_xor(racc188[0], 1)));
+      v187 = racc188[0];
+      // %122 = const {value = 4095} : i64
+      const int64_t v191 = int64_t(4095LL);
+      // %123 = and %121, %122 : i64
+      const int64_t v192 = int64_t(v187 & v191);
+      // %124 = cast %123 : i32
+      const int32_t v193 = int32_t(v192);
+      // %125 = shr %121, %111 : i64
+      const int64_t v194 = tsr::ishr<int64_t>(v187, v170);
+      // %126 = cast %125 : i32
+      const int32_t v195 = int32_t(v194);
+      // %127 = sub %25, %126 : i32
+      const int32_t v196 = int32_t(uint32_t(c19) - uint32_t(v195));
+      // %128 = cast %124 : u32
+      const uint32_t v197 = uint32_t(v193);
+      // %129 = shl %128, %39 : u32
+      const uint32_t v198 = tsr::ishl<uint32_t>(v197, v34);
+      // %130 = or %24, %129 : u32
+      const uint32_t v199 = uint32_t(c18 | v198);
+      // %131 = const {value = 12} : i64
+      const int64_t v200 = int64_t(12LL);
+      // %132 = shr %121, %131 : i64
+      const int64_t v201 = tsr::ishr<int64_t>(v187, v200);
+      // %133 = and %132, %122 : i64
+      const int64_t v202 = int64_t(v201 & v191);
+      // %134 = cmp %133, %117 {pred = "eq"} : i1
+      const uint8_t v203 = uint8_t(v202 == v180);
+      // yield %130, %127, %39, %134
+      v23 = v199;
+      v24 = v196;
       v25 = v34;
-      v26 = v187;
+      v26 = v203;
     } else {
       // yield %24, %25, %26, %27
       v23 = c18;
@@ -610,80 +614,80 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
     c20 = v25;
     c21 = v26;
   }
-  // %119 = shr %19, %21 : u32
-  const uint32_t v188 = tsr::ishr<uint32_t>(c18, c20);
+  // %135 = shr %19, %21 : u32
+  const uint32_t v204 = tsr::ishr<uint32_t>(c18, c20);
   // for %18, %10, %4 {...}
-  for (int64_t iv189_ = v17; v3 > 0 && iv189_ < v9; iv189_ += v3) {
-    const int32_t iv189 = int32_t(iv189_);
-    // async_copy %9, %x, %120, %1, %120
-    if (!(true && int64_t(iv189) >= 0 && int64_t(iv189) < 4LL)) __trap();  // slot index out of range
+  for (int64_t iv205_ = v17; v3 > 0 && iv205_ < v9; iv205_ += v3) {
+    const int32_t iv205 = int32_t(iv205_);
+    // async_copy %9, %x, %136, %1, %136
+    if (!(true && int64_t(iv205) >= 0 && int64_t(iv205) < 4LL)) __trap();  // slot index out of range
     {
-      uint16_t* const dst190 = buf8 + ((0LL) * 4LL + int64_t(iv189)) * 8192LL;
+      uint16_t* const dst206 = buf8 + ((0LL) * 4LL + int64_t(iv205)) * 8192LL;
       __syncthreads();
       {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
-        const int64_t o191 = int64_t(v0) * 1LL;
-        const int64_t o192 = int64_t(iv189) * 8192LL;
+        const int64_t o207 = int64_t(v0) * 1LL;
+        const int64_t o208 = int64_t(iv205) * 8192LL;
         #pragma unroll 1
-        for (int64_t q193 = tsr_tid; q193 < 1024LL; q193 += tsr_nthreads) {
-          const int64_t gc195 = o192 + (q193 % 1024LL) * 8LL;
-          const int64_t nv196 = (true && (o191 + 0) >= 0 && (o191 + 0) < int64_t(tsr_dim_M) && gc195 >= 0) ? int64_t(tsr_dim_N) - gc195 : 0LL;  // elements in bounds (<= 0: none)
-          tsr::struct_copy_chunk(dst190 + q193 * 8LL, nv196 > 0 ? tsr_p0 + ((o191 + 0) * tsr_p0_s0 + gc195 * tsr_p0_s1) : tsr_p0, nv196, tsr_p0_s1);
+        for (int64_t q209 = tsr_tid; q209 < 1024LL; q209 += tsr_nthreads) {
+          const int64_t gc211 = o208 + (q209 % 1024LL) * 8LL;
+          const int64_t nv212 = (true && (o207 + 0) >= 0 && (o207 + 0) < int64_t(tsr_dim_M) && gc211 >= 0) ? int64_t(tsr_dim_N) - gc211 : 0LL;  // elements in bounds (<= 0: none)
+          tsr::struct_copy_chunk(dst206 + q209 * 8LL, nv212 > 0 ? tsr_p0 + ((o207 + 0) * tsr_p0_s0 + gc211 * tsr_p0_s1) : tsr_p0, nv212, tsr_p0_s1);
         }
       }
       tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
     }
     // yield
   }
-  // %121 = const {value = 32767} : u32
-  const uint32_t v197 = uint32_t(32767LL);
-  // %122 = const {value = 15} : u32
-  const uint32_t v198 = uint32_t(15LL);
-  // %123 = sub %7, %4 : i32
-  const int32_t v199 = int32_t(uint32_t(v6) - uint32_t(v3));
-  // %124, %125 = for %18, %13, %4, %18, %18 : i32, i32 {...}
-  int32_t c200;
-  c200 = v17;
-  int32_t c201;
-  c201 = v17;
-  for (int64_t iv202_ = v17; v3 > 0 && iv202_ < v12; iv202_ += v3) {
-    const int32_t iv202 = int32_t(iv202_);
+  // %137 = const {value = 32767} : u32
+  const uint32_t v213 = uint32_t(32767LL);
+  // %138 = const {value = 15} : u32
+  const uint32_t v214 = uint32_t(15LL);
+  // %139 = sub %7, %4 : i32
+  const int32_t v215 = int32_t(uint32_t(v6) - uint32_t(v3));
+  // %140, %141 = for %18, %13, %4, %18, %18 : i32, i32 {...}
+  int32_t c216;
+  c216 = v17;
+  int32_t c217;
+  c217 = v17;
+  for (int64_t iv218_ = v17; v3 > 0 && iv218_ < v12; iv218_ += v3) {
+    const int32_t iv218 = int32_t(iv218_);
     // async_wait
     tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible
     __syncthreads();
-    // %129 = rem %126, %10 : i32
-    const int32_t v203 = tsr::irem<int32_t>(iv202, v9);
-    // %130 = mul %129, %10 : i32
-    const int32_t v204 = int32_t(uint32_t(v203) * uint32_t(v9));
-    // %131 = add %126, %4 : i32
-    const int32_t v205 = int32_t(uint32_t(iv202) + uint32_t(v3));
-    // %132 = cmp %131, %13 {pred = "lt"} : i1
-    const uint8_t v206 = uint8_t(v205 < v12);
-    // if %132 {...}
-    if (v206) {
-      // %133 = mul %131, %10 : i32
-      const int32_t v207 = int32_t(uint32_t(v205) * uint32_t(v9));
-      // %134 = sub %10, %130 : i32
-      const int32_t v208 = int32_t(uint32_t(v9) - uint32_t(v204));
+    // %145 = rem %142, %10 : i32
+    const int32_t v219 = tsr::irem<int32_t>(iv218, v9);
+    // %146 = mul %145, %10 : i32
+    const int32_t v220 = int32_t(uint32_t(v219) * uint32_t(v9));
+    // %147 = add %142, %4 : i32
+    const int32_t v221 = int32_t(uint32_t(iv218) + uint32_t(v3));
+    // %148 = cmp %147, %13 {pred = "lt"} : i1
+    const uint8_t v222 = uint8_t(v221 < v12);
+    // if %148 {...}
+    if (v222) {
+      // %149 = mul %147, %10 : i32
+      const int32_t v223 = int32_t(uint32_t(v221) * uint32_t(v9));
+      // %150 = sub %10, %146 : i32
+      const int32_t v224 = int32_t(uint32_t(v9) - uint32_t(v220));
       // for %18, %10, %4 {...}
-      for (int64_t iv209_ = v17; v3 > 0 && iv209_ < v9; iv209_ += v3) {
-        const int32_t iv209 = int32_t(iv209_);
-        // %136 = add %133, %135 : i32
-        const int32_t v210 = int32_t(uint32_t(v207) + uint32_t(iv209));
-        // %137 = add %134, %135 : i32
-        const int32_t v211 = int32_t(uint32_t(v208) + uint32_t(iv209));
-        // async_copy %9, %x, %137, %1, %136
-        if (!(true && int64_t(v211) >= 0 && int64_t(v211) < 4LL)) __trap();  // slot index out of range
+      for (int64_t iv225_ = v17; v3 > 0 && iv225_ < v9; iv225_ += v3) {
+        const int32_t iv225 = int32_t(iv225_);
+        // %152 = add %149, %151 : i32
+        const int32_t v226 = int32_t(uint32_t(v223) + uint32_t(iv225));
+        // %153 = add %150, %151 : i32
+        const int32_t v227 = int32_t(uint32_t(v224) + uint32_t(iv225));
+        // async_copy %9, %x, %153, %1, %152
+        if (!(true && int64_t(v227) >= 0 && int64_t(v227) < 4LL)) __trap();  // slot index out of range
         {
-          uint16_t* const dst212 = buf8 + ((0LL) * 4LL + int64_t(v211)) * 8192LL;
+          uint16_t* const dst228 = buf8 + ((0LL) * 4LL + int64_t(v227)) * 8192LL;
           __syncthreads();
           {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
-            const int64_t o213 = int64_t(v0) * 1LL;
-            const int64_t o214 = int64_t(v210) * 8192LL;
+            const int64_t o229 = int64_t(v0) * 1LL;
+            const int64_t o230 = int64_t(v226) * 8192LL;
             #pragma unroll 1
-            for (int64_t q215 = tsr_tid; q215 < 1024LL; q215 += tsr_nthreads) {
-              const int64_t gc217 = o214 + (q215 % 1024LL) * 8LL;
-              const int64_t nv218 = (true && (o213 + 0) >= 0 && (o213 + 0) < int64_t(tsr_dim_M) && gc217 >= 0) ? int64_t(tsr_dim_N) - gc217 : 0LL;  // elements in bounds (<= 0: none)
-              tsr::struct_copy_chunk(dst212 + q215 * 8LL, nv218 > 0 ? tsr_p0 + ((o213 + 0) * tsr_p0_s0 + gc217 * tsr_p0_s1) : tsr_p0, nv218, tsr_p0_s1);
+            for (int64_t q231 = tsr_tid; q231 < 1024LL; q231 += tsr_nthreads) {
+              const int64_t gc233 = o230 + (q231 % 1024LL) * 8LL;
+              const int64_t nv234 = (true && (o229 + 0) >= 0 && (o229 + 0) < int64_t(tsr_dim_M) && gc233 >= 0) ? int64_t(tsr_dim_N) - gc233 : 0LL;  // elements in bounds (<= 0: none)
+              tsr::struct_copy_chunk(dst228 + q231 * 8LL, nv234 > 0 ? tsr_p0 + ((o229 + 0) * tsr_p0_s0 + gc233 * tsr_p0_s1) : tsr_p0, nv234, tsr_p0_s1);
             }
           }
           tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
@@ -694,511 +698,511 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
     } else {
       // yield
     }
-    // %138 = mul %126, %10 : i32
-    const int32_t v219 = int32_t(uint32_t(iv202) * uint32_t(v9));
-    // %139 = sub %7, %138 : i32
-    const int32_t v220 = int32_t(uint32_t(v6) - uint32_t(v219));
-    // %140 = min %10, %139 : i32
-    const int32_t v221 = tsr::imin<int32_t>(v9, v220);
-    // %141, %142 = for %18, %140, %4, %127, %128 : i32, i32 {...}
-    int32_t c222;
-    c222 = c200;
-    int32_t c223;
-    c223 = c201;
-    for (int64_t iv224_ = v17; v3 > 0 && iv224_ < v221; iv224_ += v3) {
-      const int32_t iv224 = int32_t(iv224_);
-      // %146 = add %138, %143 : i32
-      const int32_t v225 = int32_t(uint32_t(v219) + uint32_t(iv224));
-      // %147 = add %130, %143 : i32
-      const int32_t v226 = int32_t(uint32_t(v204) + uint32_t(iv224));
-      // %148 = buffer_read %9, %147 : tile<bf16, [1, 8192]>
-      if (!(true && int64_t(v226) >= 0 && int64_t(v226) < 4LL)) __trap();  // slot index out of range
-      const uint16_t* const src227 = buf8 + ((0LL) * 4LL + int64_t(v226)) * 8192LL;
-      float v228[16];
+    // %154 = mul %142, %10 : i32
+    const int32_t v235 = int32_t(uint32_t(iv218) * uint32_t(v9));
+    // %155 = sub %7, %154 : i32
+    const int32_t v236 = int32_t(uint32_t(v6) - uint32_t(v235));
+    // %156 = min %10, %155 : i32
+    const int32_t v237 = tsr::imin<int32_t>(v9, v236);
+    // %157, %158 = for %18, %156, %4, %143, %144 : i32, i32 {...}
+    int32_t c238;
+    c238 = c216;
+    int32_t c239;
+    c239 = c217;
+    for (int64_t iv240_ = v17; v3 > 0 && iv240_ < v237; iv240_ += v3) {
+      const int32_t iv240 = int32_t(iv240_);
+      // %162 = add %154, %159 : i32
+      const int32_t v241 = int32_t(uint32_t(v235) + uint32_t(iv240));
+      // %163 = add %146, %159 : i32
+      const int32_t v242 = int32_t(uint32_t(v220) + uint32_t(iv240));
+      // %164 = buffer_read %9, %163 : tile<bf16, [1, 8192]>
+      if (!(true && int64_t(v242) >= 0 && int64_t(v242) < 4LL)) __trap();  // slot index out of range
+      const uint16_t* const src243 = buf8 + ((0LL) * 4LL + int64_t(v242)) * 8192LL;
+      float v244[16];
       #pragma unroll
-      for (int c229 = 0; c229 < 2; ++c229) {
+      for (int c245 = 0; c245 < 2; ++c245) {
         uint16_t v_[8];
-        tsr::copy_vec<uint16_t, 8>(v_, src227 + c229 * 4096 + tsr_tid * 8);
+        tsr::copy_vec<uint16_t, 8>(v_, src243 + c245 * 4096 + tsr_tid * 8);
         #pragma unroll
-        for (int l_ = 0; l_ < 8; ++l_) v228[c229 * 8 + l_] = tsr::bf2f(v_[l_]);
+        for (int l_ = 0; l_ < 8; ++l_) v244[c245 * 8 + l_] = tsr::bf2f(v_[l_]);
       }
-      // %149 = reshape %148 : tile<bf16, [8192]>
-      float v230[16];
-      #pragma unroll
-      for (int s231 = 0; s231 < 16; ++s231) {
-        v230[s231] = v228[s231];
-      }
-      // %150 = bitcast %149 : tile<u16, [8192]>
-      uint16_t v232[16];
-      #pragma unroll
-      for (int s233 = 0; s233 < 16; ++s233) {
-        v232[s233] = uint16_t(tsr::bf16_bits(v230[s233]));
-      }
-      // %151 = cast %150 : tile<u32, [8192]>
-      uint32_t v234[16];
-      #pragma unroll
-      for (int s235 = 0; s235 < 16; ++s235) {
-        v234[s235] = uint32_t(v232[s235]);
-      }
-      // %152 = splat %121 : tile<u32, [8192]>
-      uint32_t v236[16];
-      #pragma unroll
-      for (int s237 = 0; s237 < 16; ++s237) {
-        v236[s237] = v197;
-      }
-      // %153 = xor %151, %152 : tile<u32, [8192]>
-      uint32_t v238[16];
-      #pragma unroll
-      for (int s239 = 0; s239 < 16; ++s239) {
-        v238[s239] = uint32_t(v234[s239] ^ v236[s239]);
-      }
-      // %154 = splat %122 : tile<u32, [8192]>
-      uint32_t v240[16];
-      #pragma unroll
-      for (int s241 = 0; s241 < 16; ++s241) {
-        v240[s241] = v198;
-      }
-      // %155 = shr %151, %154 : tile<u32, [8192]>
-      uint32_t v242[16];
-      #pragma unroll
-      for (int s243 = 0; s243 < 16; ++s243) {
-        v242[s243] = tsr::ishr<uint32_t>(v234[s243], v240[s243]);
-      }
-      // %156 = splat %14 : tile<u32, [8192]>
-      uint32_t v244[16];
-      #pragma unroll
-      for (int s245 = 0; s245 < 16; ++s245) {
-        v244[s245] = v13;
-      }
-      // %157 = cmp %155, %156 {pred = "eq"} : tile<i1, [8192]>
-      uint8_t v246[16];
+      // %165 = reshape %164 : tile<bf16, [8192]>
+      float v246[16];
       #pragma unroll
       for (int s247 = 0; s247 < 16; ++s247) {
-        v246[s247] = uint8_t(v242[s247] == v244[s247]);
+        v246[s247] = v244[s247];
       }
-      // %158 = where %157, %153, %151 : tile<u32, [8192]>
-      uint32_t v248[16];
+      // %166 = bitcast %165 : tile<u16, [8192]>
+      uint16_t v248[16];
       #pragma unroll
       for (int s249 = 0; s249 < 16; ++s249) {
-        v248[s249] = (v246[s249] ? v238[s249] : v234[s249]);
+        v248[s249] = uint16_t(tsr::bf16_bits(v246[s249]));
       }
-      // %159 = cmp %146, %123 {pred = "eq"} : i1
-      const uint8_t v250 = uint8_t(v225 == v199);
-      // %160 = if %159 : tile<u32, [8192]> {...}
-      uint32_t v251[16];
-      if (v250) {
-        // %161 = mul %146, %3 : i32
-        const int32_t v252 = int32_t(uint32_t(v225) * uint32_t(v2));
-        // %162 = arange : tile<i32, [8192]>
-        int32_t v253[16];
+      // %167 = cast %166 : tile<u32, [8192]>
+      uint32_t v250[16];
+      #pragma unroll
+      for (int s251 = 0; s251 < 16; ++s251) {
+        v250[s251] = uint32_t(v248[s251]);
+      }
+      // %168 = splat %137 : tile<u32, [8192]>
+      uint32_t v252[16];
+      #pragma unroll
+      for (int s253 = 0; s253 < 16; ++s253) {
+        v252[s253] = v213;
+      }
+      // %169 = xor %167, %168 : tile<u32, [8192]>
+      uint32_t v254[16];
+      #pragma unroll
+      for (int s255 = 0; s255 < 16; ++s255) {
+        v254[s255] = uint32_t(v250[s255] ^ v252[s255]);
+      }
+      // %170 = splat %138 : tile<u32, [8192]>
+      uint32_t v256[16];
+      #pragma unroll
+      for (int s257 = 0; s257 < 16; ++s257) {
+        v256[s257] = v214;
+      }
+      // %171 = shr %167, %170 : tile<u32, [8192]>
+      uint32_t v258[16];
+      #pragma unroll
+      for (int s259 = 0; s259 < 16; ++s259) {
+        v258[s259] = tsr::ishr<uint32_t>(v250[s259], v256[s259]);
+      }
+      // %172 = splat %14 : tile<u32, [8192]>
+      uint32_t v260[16];
+      #pragma unroll
+      for (int s261 = 0; s261 < 16; ++s261) {
+        v260[s261] = v13;
+      }
+      // %173 = cmp %171, %172 {pred = "eq"} : tile<i1, [8192]>
+      uint8_t v262[16];
+      #pragma unroll
+      for (int s263 = 0; s263 < 16; ++s263) {
+        v262[s263] = uint8_t(v258[s263] == v260[s263]);
+      }
+      // %174 = where %173, %169, %167 : tile<u32, [8192]>
+      uint32_t v264[16];
+      #pragma unroll
+      for (int s265 = 0; s265 < 16; ++s265) {
+        v264[s265] = (v262[s265] ? v254[s265] : v250[s265]);
+      }
+      // %175 = cmp %162, %139 {pred = "eq"} : i1
+      const uint8_t v266 = uint8_t(v241 == v215);
+      // %176 = if %175 : tile<u32, [8192]> {...}
+      uint32_t v267[16];
+      if (v266) {
+        // %177 = mul %162, %3 : i32
+        const int32_t v268 = int32_t(uint32_t(v241) * uint32_t(v2));
+        // %178 = arange : tile<i32, [8192]>
+        int32_t v269[16];
         #pragma unroll
-        for (int s254 = 0; s254 < 16; ++s254) {
-          v253[s254] = int32_t(0 + ((s254 / 8) * 4096 + tsr_tid * 8 + (s254 % 8)));
+        for (int s270 = 0; s270 < 16; ++s270) {
+          v269[s270] = int32_t(0 + ((s270 / 8) * 4096 + tsr_tid * 8 + (s270 % 8)));
         }
-        // %163 = splat %161 : tile<i32, [8192]>
-        int32_t v255[16];
+        // %179 = splat %177 : tile<i32, [8192]>
+        int32_t v271[16];
         #pragma unroll
-        for (int s256 = 0; s256 < 16; ++s256) {
-          v255[s256] = v252;
+        for (int s272 = 0; s272 < 16; ++s272) {
+          v271[s272] = v268;
         }
-        // %164 = add %162, %163 : tile<i32, [8192]>
-        int32_t v257[16];
+        // %180 = add %178, %179 : tile<i32, [8192]>
+        int32_t v273[16];
         #pragma unroll
-        for (int s258 = 0; s258 < 16; ++s258) {
-          v257[s258] = int32_t(uint32_t(v253[s258]) + uint32_t(v255[s258]));
+        for (int s274 = 0; s274 < 16; ++s274) {
+          v273[s274] = int32_t(uint32_t(v269[s274]) + uint32_t(v271[s274]));
         }
-        // %165 = splat %2 : tile<i32, [8192]>
-        int32_t v259[16];
+        // %181 = splat %2 : tile<i32, [8192]>
+        int32_t v275[16];
         #pragma unroll
-        for (int s260 = 0; s260 < 16; ++s260) {
-          v259[s260] = v1;
+        for (int s276 = 0; s276 < 16; ++s276) {
+          v275[s276] = v1;
         }
-        // %166 = cmp %164, %165 {pred = "lt"} : tile<i1, [8192]>
-        uint8_t v261[16];
+        // %182 = cmp %180, %181 {pred = "lt"} : tile<i1, [8192]>
+        uint8_t v277[16];
         #pragma unroll
-        for (int s262 = 0; s262 < 16; ++s262) {
-          v261[s262] = uint8_t(v257[s262] < v259[s262]);
+        for (int s278 = 0; s278 < 16; ++s278) {
+          v277[s278] = uint8_t(v273[s278] < v275[s278]);
         }
-        // %167 = splat %8 : tile<u32, [8192]>
-        uint32_t v263[16];
+        // %183 = splat %8 : tile<u32, [8192]>
+        uint32_t v279[16];
         #pragma unroll
-        for (int s264 = 0; s264 < 16; ++s264) {
-          v263[s264] = v7;
+        for (int s280 = 0; s280 < 16; ++s280) {
+          v279[s280] = v7;
         }
-        // %168 = where %166, %158, %167 : tile<u32, [8192]>
-        uint32_t v265[16];
+        // %184 = where %182, %174, %183 : tile<u32, [8192]>
+        uint32_t v281[16];
         #pragma unroll
-        for (int s266 = 0; s266 < 16; ++s266) {
-          v265[s266] = (v261[s266] ? v248[s266] : v263[s266]);
+        for (int s282 = 0; s282 < 16; ++s282) {
+          v281[s282] = (v277[s282] ? v264[s282] : v279[s282]);
         }
-        // yield %168
+        // yield %184
         #pragma unroll
-        for (int s267 = 0; s267 < 16; ++s267) {
-          v251[s267] = v265[s267];
+        for (int s283 = 0; s283 < 16; ++s283) {
+          v267[s283] = v281[s283];
         }
       } else {
-        // yield %158
+        // yield %174
         #pragma unroll
-        for (int s268 = 0; s268 < 16; ++s268) {
-          v251[s268] = v248[s268];
+        for (int s284 = 0; s284 < 16; ++s284) {
+          v267[s284] = v264[s284];
         }
       }
-      // %169 = splat %21 : tile<u32, [8192]>
-      uint32_t v269[16];
+      // %185 = splat %21 : tile<u32, [8192]>
+      uint32_t v285[16];
       #pragma unroll
-      for (int s270 = 0; s270 < 16; ++s270) {
-        v269[s270] = c20;
+      for (int s286 = 0; s286 < 16; ++s286) {
+        v285[s286] = c20;
       }
-      // %170 = shr %160, %169 : tile<u32, [8192]>
-      uint32_t v271[16];
+      // %186 = shr %176, %185 : tile<u32, [8192]>
+      uint32_t v287[16];
       #pragma unroll
-      for (int s272 = 0; s272 < 16; ++s272) {
-        v271[s272] = tsr::ishr<uint32_t>(v251[s272], v269[s272]);
+      for (int s288 = 0; s288 < 16; ++s288) {
+        v287[s288] = tsr::ishr<uint32_t>(v267[s288], v285[s288]);
       }
-      // %171 = splat %119 : tile<u32, [8192]>
-      uint32_t v273[16];
+      // %187 = splat %135 : tile<u32, [8192]>
+      uint32_t v289[16];
       #pragma unroll
-      for (int s274 = 0; s274 < 16; ++s274) {
-        v273[s274] = v188;
+      for (int s290 = 0; s290 < 16; ++s290) {
+        v289[s290] = v204;
       }
-      // %172 = cmp %170, %171 {pred = "eq"} : tile<i1, [8192]>
-      uint8_t v275[16];
+      // %188 = cmp %186, %187 {pred = "eq"} : tile<i1, [8192]>
+      uint8_t v291[16];
       #pragma unroll
-      for (int s276 = 0; s276 < 16; ++s276) {
-        v275[s276] = uint8_t(v271[s276] == v273[s276]);
+      for (int s292 = 0; s292 < 16; ++s292) {
+        v291[s292] = uint8_t(v287[s292] == v289[s292]);
       }
-      // %173 = cmp %170, %171 {pred = "lt"} : tile<i1, [8192]>
-      uint8_t v277[16];
+      // %189 = cmp %186, %187 {pred = "lt"} : tile<i1, [8192]>
+      uint8_t v293[16];
       #pragma unroll
-      for (int s278 = 0; s278 < 16; ++s278) {
-        v277[s278] = uint8_t(v271[s278] < v273[s278]);
+      for (int s294 = 0; s294 < 16; ++s294) {
+        v293[s294] = uint8_t(v287[s294] < v289[s294]);
       }
-      // %174 = cast %172 : tile<i32, [8192]>
-      int32_t v279[16];
+      // %190 = cast %188 : tile<i32, [8192]>
+      int32_t v295[16];
       #pragma unroll
-      for (int s280 = 0; s280 < 16; ++s280) {
-        v279[s280] = int32_t(v275[s280]);
+      for (int s296 = 0; s296 < 16; ++s296) {
+        v295[s296] = int32_t(v291[s296]);
       }
-      // %175 = reduce %174 {axis = 0, kind = "sum"} : i32
-      int32_t v281;
-      int32_t racc282[8];
+      // %191 = reduce %190 {axis = 0, kind = "sum"} : i32
+      int32_t v297;
+      int32_t racc298[8];
       #pragma unroll
-      for (int v_ = 0; v_ < 8; ++v_) racc282[v_] = int32_t(0);
+      for (int v_ = 0; v_ < 8; ++v_) racc298[v_] = int32_t(0);
       #pragma unroll
-      for (int s283 = 0; s283 < 16; ++s283) {
-        racc282[s283 % 8] = int32_t(uint32_t(racc282[s283 % 8]) + uint32_t(v279[s283]));
+      for (int s299 = 0; s299 < 16; ++s299) {
+        racc298[s299 % 8] = int32_t(uint32_t(racc298[s299 % 8]) + uint32_t(v295[s299]));
       }
-      racc282[0] = int32_t(uint32_t(racc282[0]) + uint32_t(racc282[4]));
-      racc282[1] = int32_t(uint32_t(racc282[1]) + uint32_t(racc282[5]));
-      racc282[2] = int32_t(uint32_t(racc282[2]) + uint32_t(racc282[6]));
-      racc282[3] = int32_t(uint32_t(racc282[3]) + uint32_t(racc282[7]));
-      racc282[0] = int32_t(uint32_t(racc282[0]) + uint32_t(racc282[2]));
-      racc282[1] = int32_t(uint32_t(racc282[1]) + uint32_t(racc282[3]));
-      racc282[0] = int32_t(uint32_t(racc282[0]) + uint32_t(racc282[1]));
-      racc282[0] = int32_t(uint32_t(racc282[0]) + uint32_t(tsr::shfl_xor(racc282[0], 16)));
-      racc282[0] = int32_t(uint32_t(racc282[0]) + uint32_t(tsr::shfl_xor(racc282[0], 8)));
-      racc282[0] = int32_t(uint32_t(racc282[0]) + uint32_t(tsr::shfl_xor(racc282[0], 4)));
-      racc282[0] = int32_t(uint32_t(racc282[0]) + uint32_t(tsr::shfl_xor(racc282[0], 2)));
-      racc282[0] = int32_t(uint32_t(racc282[0]) + uint32_t(tsr::shfl_xor(racc282[0], 1)));
-      __shared__ int32_t tsr_red284_mem[32];
-      int32_t* const tsr_red284 = tsr_red284_mem + tsr_red284_at;
-      tsr_red284_at ^= 16;
+      racc298[0] = int32_t(uint32_t(racc298[0]) + uint32_t(racc298[4]));
+      racc298[1] = int32_t(uint32_t(racc298[1]) + uint32_t(racc298[5]));
+      racc298[2] = int32_t(uint32_t(racc298[2]) + uint32_t(racc298[6]));
+      racc298[3] = int32_t(uint32_t(racc298[3]) + uint32_t(racc298[7]));
+      racc298[0] = int32_t(uint32_t(racc298[0]) + uint32_t(racc298[2]));
+      racc298[1] = int32_t(uint32_t(racc298[1]) + uint32_t(racc298[3]));
+      racc298[0] = int32_t(uint32_t(racc298[0]) + uint32_t(racc298[1]));
+      racc298[0] = int32_t(uint32_t(racc298[0]) + uint32_t(tsr::shfl_xor(racc298[0], 16)));
+      racc298[0] = int32_t(uint32_t(racc298[0]) + uint32_t(tsr::shfl_xor(racc298[0], 8)));
+      racc298[0] = int32_t(uint32_t(racc298[0]) + uint32_t(tsr::shfl_xor(racc298[0], 4)));
+      racc298[0] = int32_t(uint32_t(racc298[0]) + uint32_t(tsr::shfl_xor(racc298[0], 2)));
+      racc298[0] = int32_t(uint32_t(racc298[0]) + uint32_t(tsr::shfl_xor(racc298[0], 1)));
+      __shared__ int32_t tsr_red300_mem[32];
+      int32_t* const tsr_red300 = tsr_red300_mem + tsr_red300_at;
+      tsr_red300_at ^= 16;
       if ((tsr_tid & 31) == 0) {
-        tsr_red284[(tsr_tid >> 5) * 1 + 0] = racc282[0];
+        tsr_red300[(tsr_tid >> 5) * 1 + 0] = racc298[0];
       }
       __syncthreads();
-      racc282[0] = tsr_red284[(tsr_tid & 15) * 1 + 0];
-      racc282[0] = int32_t(uint32_t(racc282[0]) + uint32_t(tsr::shfl_xor(racc282[0], 8)));
-      racc282[0] = int32_t(uint32_t(racc282[0]) + uint32_t(tsr::shfl_xor(racc282[0], 4)));
-      racc282[0] = int32_t(uint32_t(racc282[0]) + uint32_t(tsr::shfl_xor(racc282[0], 2)));
-      racc282[0] = int32_t(uint32_t(racc282[0]) + uint32_t(tsr::shfl_xor(racc282[0], 1)));
-      v281 = racc282[0];
-      // %176 = add %145, %175 : i32
-      const int32_t v285 = int32_t(uint32_t(c223) + uint32_t(v281));
-      // %177 = cmp %176, %20 {pred = "le"} : i1
-      const uint8_t v286 = uint8_t(v285 <= c19);
-      // %178 = if %177 : tile<i1, [8192]> {...}
-      uint8_t v287[16];
-      if (v286) {
-        // %179 = or %173, %172 : tile<i1, [8192]>
-        uint8_t v288[16];
-        #pragma unroll
-        for (int s289 = 0; s289 < 16; ++s289) {
-          v288[s289] = uint8_t(v277[s289] | v275[s289]);
-        }
-        // yield %179
-        #pragma unroll
-        for (int s290 = 0; s290 < 16; ++s290) {
-          v287[s290] = v288[s290];
-        }
-      } else {
-        // %180 = scan %174 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-        int32_t v291[16];
-        uint32_t run292 = uint32_t(0);
-        uint32_t acc293_0 = uint32_t(0);
-        acc293_0 += uint32_t(v279[0]); v291[0] = int32_t(acc293_0);
-        acc293_0 += uint32_t(v279[1]); v291[1] = int32_t(acc293_0);
-        acc293_0 += uint32_t(v279[2]); v291[2] = int32_t(acc293_0);
-        acc293_0 += uint32_t(v279[3]); v291[3] = int32_t(acc293_0);
-        acc293_0 += uint32_t(v279[4]); v291[4] = int32_t(acc293_0);
-        acc293_0 += uint32_t(v279[5]); v291[5] = int32_t(acc293_0);
-        acc293_0 += uint32_t(v279[6]); v291[6] = int32_t(acc293_0);
-        acc293_0 += uint32_t(v279[7]); v291[7] = int32_t(acc293_0);
-        __syncthreads();
-        uint32_t tot295_0;
-        const uint32_t off294_0 = run292 + tsr::block_exclusive_sum<16>(acc293_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot295_0);
-        v291[0] = int32_t(uint32_t(v291[0]) + off294_0);
-        v291[1] = int32_t(uint32_t(v291[1]) + off294_0);
-        v291[2] = int32_t(uint32_t(v291[2]) + off294_0);
-        v291[3] = int32_t(uint32_t(v291[3]) + off294_0);
-        v291[4] = int32_t(uint32_t(v291[4]) + off294_0);
-        v291[5] = int32_t(uint32_t(v291[5]) + off294_0);
-        v291[6] = int32_t(uint32_t(v291[6]) + off294_0);
-        v291[7] = int32_t(uint32_t(v291[7]) + off294_0);
-        run292 += tot295_0;
-        uint32_t acc293_1 = uint32_t(0);
-        acc293_1 += uint32_t(v279[8]); v291[8] = int32_t(acc293_1);
-        acc293_1 += uint32_t(v279[9]); v291[9] = int32_t(acc293_1);
-        acc293_1 += uint32_t(v279[10]); v291[10] = int32_t(acc293_1);
-        acc293_1 += uint32_t(v279[11]); v291[11] = int32_t(acc293_1);
-        acc293_1 += uint32_t(v279[12]); v291[12] = int32_t(acc293_1);
-        acc293_1 += uint32_t(v279[13]); v291[13] = int32_t(acc293_1);
-        acc293_1 += uint32_t(v279[14]); v291[14] = int32_t(acc293_1);
-        acc293_1 += uint32_t(v279[15]); v291[15] = int32_t(acc293_1);
-        __syncthreads();
-        uint32_t tot295_1;
-        const uint32_t off294_1 = run292 + tsr::block_exclusive_sum<16>(acc293_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot295_1);
-        v291[8] = int32_t(uint32_t(v291[8]) + off294_1);
-        v291[9] = int32_t(uint32_t(v291[9]) + off294_1);
-        v291[10] = int32_t(uint32_t(v291[10]) + off294_1);
-        v291[11] = int32_t(uint32_t(v291[11]) + off294_1);
-        v291[12] = int32_t(uint32_t(v291[12]) + off294_1);
-        v291[13] = int32_t(uint32_t(v291[13]) + off294_1);
-        v291[14] = int32_t(uint32_t(v291[14]) + off294_1);
-        v291[15] = int32_t(uint32_t(v291[15]) + off294_1);
-        run292 += tot295_1;
-        // %181 = splat %145 : tile<i32, [8192]>
-        int32_t v296[16];
-        #pragma unroll
-        for (int s297 = 0; s297 < 16; ++s297) {
-          v296[s297] = c223;
-        }
-        // %182 = add %180, %181 : tile<i32, [8192]>
-        int32_t v298[16];
-        #pragma unroll
-        for (int s299 = 0; s299 < 16; ++s299) {
-          v298[s299] = int32_t(uint32_t(v291[s299]) + uint32_t(v296[s299]));
-        }
-        // %183 = splat %20 : tile<i32, [8192]>
-        int32_t v300[16];
-        #pragma unroll
-        for (int s301 = 0; s301 < 16; ++s301) {
-          v300[s301] = c19;
-        }
-        // %184 = cmp %182, %183 {pred = "le"} : tile<i1, [8192]>
-        uint8_t v302[16];
-        #pragma unroll
-        for (int s303 = 0; s303 < 16; ++s303) {
-          v302[s303] = uint8_t(v298[s303] <= v300[s303]);
-        }
-        // %185 = and %172, %184 : tile<i1, [8192]>
+      racc298[0] = tsr_red300[(tsr_tid & 15) * 1 + 0];
+      racc298[0] = int32_t(uint32_t(racc298[0]) + uint32_t(tsr::shfl_xor(racc298[0], 8)));
+      racc298[0] = int32_t(uint32_t(racc298[0]) + uint32_t(tsr::shfl_xor(racc298[0], 4)));
+      racc298[0] = int32_t(uint32_t(racc298[0]) + uint32_t(tsr::shfl_xor(racc298[0], 2)));
+      racc298[0] = int32_t(uint32_t(racc298[0]) + uint32_t(tsr::shfl_xor(racc298[0], 1)));
+      v297 = racc298[0];
+      // %192 = add %161, %191 : i32
+      const int32_t v301 = int32_t(uint32_t(c239) + uint32_t(v297));
+      // %193 = cmp %192, %20 {pred = "le"} : i1
+      const uint8_t v302 = uint8_t(v301 <= c19);
+      // %194 = if %193 : tile<i1, [8192]> {...}
+      uint8_t v303[16];
+      if (v302) {
+        // %195 = or %189, %188 : tile<i1, [8192]>
         uint8_t v304[16];
         #pragma unroll
         for (int s305 = 0; s305 < 16; ++s305) {
-          v304[s305] = uint8_t(v275[s305] & v302[s305]);
+          v304[s305] = uint8_t(v293[s305] | v291[s305]);
         }
-        // %186 = or %173, %185 : tile<i1, [8192]>
-        uint8_t v306[16];
+        // yield %195
         #pragma unroll
-        for (int s307 = 0; s307 < 16; ++s307) {
-          v306[s307] = uint8_t(v277[s307] | v304[s307]);
+        for (int s306 = 0; s306 < 16; ++s306) {
+          v303[s306] = v304[s306];
         }
-        // yield %186
+      } else {
+        // %196 = scan %190 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+        int32_t v307[16];
+        uint32_t run308 = uint32_t(0);
+        uint32_t acc309_0 = uint32_t(0);
+        acc309_0 += uint32_t(v295[0]); v307[0] = int32_t(acc309_0);
+        acc309_0 += uint32_t(v295[1]); v307[1] = int32_t(acc309_0);
+        acc309_0 += uint32_t(v295[2]); v307[2] = int32_t(acc309_0);
+        acc309_0 += uint32_t(v295[3]); v307[3] = int32_t(acc309_0);
+        acc309_0 += uint32_t(v295[4]); v307[4] = int32_t(acc309_0);
+        acc309_0 += uint32_t(v295[5]); v307[5] = int32_t(acc309_0);
+        acc309_0 += uint32_t(v295[6]); v307[6] = int32_t(acc309_0);
+        acc309_0 += uint32_t(v295[7]); v307[7] = int32_t(acc309_0);
+        __syncthreads();
+        uint32_t tot311_0;
+        const uint32_t off310_0 = run308 + tsr::block_exclusive_sum<16>(acc309_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot311_0);
+        v307[0] = int32_t(uint32_t(v307[0]) + off310_0);
+        v307[1] = int32_t(uint32_t(v307[1]) + off310_0);
+        v307[2] = int32_t(uint32_t(v307[2]) + off310_0);
+        v307[3] = int32_t(uint32_t(v307[3]) + off310_0);
+        v307[4] = int32_t(uint32_t(v307[4]) + off310_0);
+        v307[5] = int32_t(uint32_t(v307[5]) + off310_0);
+        v307[6] = int32_t(uint32_t(v307[6]) + off310_0);
+        v307[7] = int32_t(uint32_t(v307[7]) + off310_0);
+        run308 += tot311_0;
+        uint32_t acc309_1 = uint32_t(0);
+        acc309_1 += uint32_t(v295[8]); v307[8] = int32_t(acc309_1);
+        acc309_1 += uint32_t(v295[9]); v307[9] = int32_t(acc309_1);
+        acc309_1 += uint32_t(v295[10]); v307[10] = int32_t(acc309_1);
+        acc309_1 += uint32_t(v295[11]); v307[11] = int32_t(acc309_1);
+        acc309_1 += uint32_t(v295[12]); v307[12] = int32_t(acc309_1);
+        acc309_1 += uint32_t(v295[13]); v307[13] = int32_t(acc309_1);
+        acc309_1 += uint32_t(v295[14]); v307[14] = int32_t(acc309_1);
+        acc309_1 += uint32_t(v295[15]); v307[15] = int32_t(acc309_1);
+        __syncthreads();
+        uint32_t tot311_1;
+        const uint32_t off310_1 = run308 + tsr::block_exclusive_sum<16>(acc309_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot311_1);
+        v307[8] = int32_t(uint32_t(v307[8]) + off310_1);
+        v307[9] = int32_t(uint32_t(v307[9]) + off310_1);
+        v307[10] = int32_t(uint32_t(v307[10]) + off310_1);
+        v307[11] = int32_t(uint32_t(v307[11]) + off310_1);
+        v307[12] = int32_t(uint32_t(v307[12]) + off310_1);
+        v307[13] = int32_t(uint32_t(v307[13]) + off310_1);
+        v307[14] = int32_t(uint32_t(v307[14]) + off310_1);
+        v307[15] = int32_t(uint32_t(v307[15]) + off310_1);
+        run308 += tot311_1;
+        // %197 = splat %161 : tile<i32, [8192]>
+        int32_t v312[16];
         #pragma unroll
-        for (int s308 = 0; s308 < 16; ++s308) {
-          v287[s308] = v306[s308];
+        for (int s313 = 0; s313 < 16; ++s313) {
+          v312[s313] = c239;
+        }
+        // %198 = add %196, %197 : tile<i32, [8192]>
+        int32_t v314[16];
+        #pragma unroll
+        for (int s315 = 0; s315 < 16; ++s315) {
+          v314[s315] = int32_t(uint32_t(v307[s315]) + uint32_t(v312[s315]));
+        }
+        // %199 = splat %20 : tile<i32, [8192]>
+        int32_t v316[16];
+        #pragma unroll
+        for (int s317 = 0; s317 < 16; ++s317) {
+          v316[s317] = c19;
+        }
+        // %200 = cmp %198, %199 {pred = "le"} : tile<i1, [8192]>
+        uint8_t v318[16];
+        #pragma unroll
+        for (int s319 = 0; s319 < 16; ++s319) {
+          v318[s319] = uint8_t(v314[s319] <= v316[s319]);
+        }
+        // %201 = and %188, %200 : tile<i1, [8192]>
+        uint8_t v320[16];
+        #pragma unroll
+        for (int s321 = 0; s321 < 16; ++s321) {
+          v320[s321] = uint8_t(v291[s321] & v318[s321]);
+        }
+        // %202 = or %189, %201 : tile<i1, [8192]>
+        uint8_t v322[16];
+        #pragma unroll
+        for (int s323 = 0; s323 < 16; ++s323) {
+          v322[s323] = uint8_t(v293[s323] | v320[s323]);
+        }
+        // yield %202
+        #pragma unroll
+        for (int s324 = 0; s324 < 16; ++s324) {
+          v303[s324] = v322[s324];
         }
       }
-      // %187 = sub %144, %4 : i32
-      const int32_t v309 = int32_t(uint32_t(c222) - uint32_t(v3));
-      // %188 = cast %178 : tile<i32, [8192]>
-      int32_t v310[16];
+      // %203 = sub %160, %4 : i32
+      const int32_t v325 = int32_t(uint32_t(c238) - uint32_t(v3));
+      // %204 = cast %194 : tile<i32, [8192]>
+      int32_t v326[16];
       #pragma unroll
-      for (int s311 = 0; s311 < 16; ++s311) {
-        v310[s311] = int32_t(v287[s311]);
+      for (int s327 = 0; s327 < 16; ++s327) {
+        v326[s327] = int32_t(v303[s327]);
       }
-      // %189 = scan %188 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-      int32_t v312[16];
-      uint32_t run313 = uint32_t(0);
-      uint32_t acc314_0 = uint32_t(0);
-      acc314_0 += uint32_t(v310[0]); v312[0] = int32_t(acc314_0);
-      acc314_0 += uint32_t(v310[1]); v312[1] = int32_t(acc314_0);
-      acc314_0 += uint32_t(v310[2]); v312[2] = int32_t(acc314_0);
-      acc314_0 += uint32_t(v310[3]); v312[3] = int32_t(acc314_0);
-      acc314_0 += uint32_t(v310[4]); v312[4] = int32_t(acc314_0);
-      acc314_0 += uint32_t(v310[5]); v312[5] = int32_t(acc314_0);
-      acc314_0 += uint32_t(v310[6]); v312[6] = int32_t(acc314_0);
-      acc314_0 += uint32_t(v310[7]); v312[7] = int32_t(acc314_0);
+      // %205 = scan %204 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+      int32_t v328[16];
+      uint32_t run329 = uint32_t(0);
+      uint32_t acc330_0 = uint32_t(0);
+      acc330_0 += uint32_t(v326[0]); v328[0] = int32_t(acc330_0);
+      acc330_0 += uint32_t(v326[1]); v328[1] = int32_t(acc330_0);
+      acc330_0 += uint32_t(v326[2]); v328[2] = int32_t(acc330_0);
+      acc330_0 += uint32_t(v326[3]); v328[3] = int32_t(acc330_0);
+      acc330_0 += uint32_t(v326[4]); v328[4] = int32_t(acc330_0);
+      acc330_0 += uint32_t(v326[5]); v328[5] = int32_t(acc330_0);
+      acc330_0 += uint32_t(v326[6]); v328[6] = int32_t(acc330_0);
+      acc330_0 += uint32_t(v326[7]); v328[7] = int32_t(acc330_0);
       __syncthreads();
-      uint32_t tot316_0;
-      const uint32_t off315_0 = run313 + tsr::block_exclusive_sum<16>(acc314_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot316_0);
-      v312[0] = int32_t(uint32_t(v312[0]) + off315_0);
-      v312[1] = int32_t(uint32_t(v312[1]) + off315_0);
-      v312[2] = int32_t(uint32_t(v312[2]) + off315_0);
-      v312[3] = int32_t(uint32_t(v312[3]) + off315_0);
-      v312[4] = int32_t(uint32_t(v312[4]) + off315_0);
-      v312[5] = int32_t(uint32_t(v312[5]) + off315_0);
-      v312[6] = int32_t(uint32_t(v312[6]) + off315_0);
-      v312[7] = int32_t(uint32_t(v312[7]) + off315_0);
-      run313 += tot316_0;
-      uint32_t acc314_1 = uint32_t(0);
-      acc314_1 += uint32_t(v310[8]); v312[8] = int32_t(acc314_1);
-      acc314_1 += uint32_t(v310[9]); v312[9] = int32_t(acc314_1);
-      acc314_1 += uint32_t(v310[10]); v312[10] = int32_t(acc314_1);
-      acc314_1 += uint32_t(v310[11]); v312[11] = int32_t(acc314_1);
-      acc314_1 += uint32_t(v310[12]); v312[12] = int32_t(acc314_1);
-      acc314_1 += uint32_t(v310[13]); v312[13] = int32_t(acc314_1);
-      acc314_1 += uint32_t(v310[14]); v312[14] = int32_t(acc314_1);
-      acc314_1 += uint32_t(v310[15]); v312[15] = int32_t(acc314_1);
+      uint32_t tot332_0;
+      const uint32_t off331_0 = run329 + tsr::block_exclusive_sum<16>(acc330_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot332_0);
+      v328[0] = int32_t(uint32_t(v328[0]) + off331_0);
+      v328[1] = int32_t(uint32_t(v328[1]) + off331_0);
+      v328[2] = int32_t(uint32_t(v328[2]) + off331_0);
+      v328[3] = int32_t(uint32_t(v328[3]) + off331_0);
+      v328[4] = int32_t(uint32_t(v328[4]) + off331_0);
+      v328[5] = int32_t(uint32_t(v328[5]) + off331_0);
+      v328[6] = int32_t(uint32_t(v328[6]) + off331_0);
+      v328[7] = int32_t(uint32_t(v328[7]) + off331_0);
+      run329 += tot332_0;
+      uint32_t acc330_1 = uint32_t(0);
+      acc330_1 += uint32_t(v326[8]); v328[8] = int32_t(acc330_1);
+      acc330_1 += uint32_t(v326[9]); v328[9] = int32_t(acc330_1);
+      acc330_1 += uint32_t(v326[10]); v328[10] = int32_t(acc330_1);
+      acc330_1 += uint32_t(v326[11]); v328[11] = int32_t(acc330_1);
+      acc330_1 += uint32_t(v326[12]); v328[12] = int32_t(acc330_1);
+      acc330_1 += uint32_t(v326[13]); v328[13] = int32_t(acc330_1);
+      acc330_1 += uint32_t(v326[14]); v328[14] = int32_t(acc330_1);
+      acc330_1 += uint32_t(v326[15]); v328[15] = int32_t(acc330_1);
       __syncthreads();
-      uint32_t tot316_1;
-      const uint32_t off315_1 = run313 + tsr::block_exclusive_sum<16>(acc314_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot316_1);
-      v312[8] = int32_t(uint32_t(v312[8]) + off315_1);
-      v312[9] = int32_t(uint32_t(v312[9]) + off315_1);
-      v312[10] = int32_t(uint32_t(v312[10]) + off315_1);
-      v312[11] = int32_t(uint32_t(v312[11]) + off315_1);
-      v312[12] = int32_t(uint32_t(v312[12]) + off315_1);
-      v312[13] = int32_t(uint32_t(v312[13]) + off315_1);
-      v312[14] = int32_t(uint32_t(v312[14]) + off315_1);
-      v312[15] = int32_t(uint32_t(v312[15]) + off315_1);
-      run313 += tot316_1;
-      // %190 = splat %187 : tile<i32, [8192]>
-      int32_t v317[16];
-      #pragma unroll
-      for (int s318 = 0; s318 < 16; ++s318) {
-        v317[s318] = v309;
-      }
-      // %191 = add %189, %190 : tile<i32, [8192]>
-      int32_t v319[16];
-      #pragma unroll
-      for (int s320 = 0; s320 < 16; ++s320) {
-        v319[s320] = int32_t(uint32_t(v312[s320]) + uint32_t(v317[s320]));
-      }
-      // %192 = splat %1 : tile<i32, [8192]>
-      int32_t v321[16];
-      #pragma unroll
-      for (int s322 = 0; s322 < 16; ++s322) {
-        v321[s322] = v0;
-      }
-      // scatter %values, %149, %192, %191, %178
-      #pragma unroll
-      for (int s323 = 0; s323 < 16; ++s323) {
-        if ((v287[s323] != 0) && (int64_t(v321[s323]) >= 0 && int64_t(v321[s323]) < int64_t(tsr_dim_M) && int64_t(v319[s323]) >= 0 && int64_t(v319[s323]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v321[s323]) * tsr_p1_s0 + int64_t(v319[s323]) * tsr_p1_s1] = tsr::f2bf(v230[s323]);
-      }
-      // %193 = mul %146, %3 : i32
-      const int32_t v324 = int32_t(uint32_t(v225) * uint32_t(v2));
-      // %194 = arange : tile<i32, [8192]>
-      int32_t v325[16];
-      #pragma unroll
-      for (int s326 = 0; s326 < 16; ++s326) {
-        v325[s326] = int32_t(0 + ((s326 / 8) * 4096 + tsr_tid * 8 + (s326 % 8)));
-      }
-      // %195 = splat %193 : tile<i32, [8192]>
-      int32_t v327[16];
-      #pragma unroll
-      for (int s328 = 0; s328 < 16; ++s328) {
-        v327[s328] = v324;
-      }
-      // %196 = add %194, %195 : tile<i32, [8192]>
-      int32_t v329[16];
-      #pragma unroll
-      for (int s330 = 0; s330 < 16; ++s330) {
-        v329[s330] = int32_t(uint32_t(v325[s330]) + uint32_t(v327[s330]));
-      }
-      // scatter %indices, %196, %192, %191, %178
-      #pragma unroll
-      for (int s331 = 0; s331 < 16; ++s331) {
-        if ((v287[s331] != 0) && (int64_t(v321[s331]) >= 0 && int64_t(v321[s331]) < int64_t(tsr_dim_M) && int64_t(v319[s331]) >= 0 && int64_t(v319[s331]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v321[s331]) * tsr_p2_s0 + int64_t(v319[s331]) * tsr_p2_s1] = v329[s331];
-      }
-      // %197 = reduce %188 {axis = 0, kind = "sum"} : i32
-      int32_t v332;
-      int32_t racc333[8];
-      #pragma unroll
-      for (int v_ = 0; v_ < 8; ++v_) racc333[v_] = int32_t(0);
+      uint32_t tot332_1;
+      const uint32_t off331_1 = run329 + tsr::block_exclusive_sum<16>(acc330_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot332_1);
+      v328[8] = int32_t(uint32_t(v328[8]) + off331_1);
+      v328[9] = int32_t(uint32_t(v328[9]) + off331_1);
+      v328[10] = int32_t(uint32_t(v328[10]) + off331_1);
+      v328[11] = int32_t(uint32_t(v328[11]) + off331_1);
+      v328[12] = int32_t(uint32_t(v328[12]) + off331_1);
+      v328[13] = int32_t(uint32_t(v328[13]) + off331_1);
+      v328[14] = int32_t(uint32_t(v328[14]) + off331_1);
+      v328[15] = int32_t(uint32_t(v328[15]) + off331_1);
+      run329 += tot332_1;
+      // %206 = splat %203 : tile<i32, [8192]>
+      int32_t v333[16];
       #pragma unroll
       for (int s334 = 0; s334 < 16; ++s334) {
-        racc333[s334 % 8] = int32_t(uint32_t(racc333[s334 % 8]) + uint32_t(v310[s334]));
+        v333[s334] = v325;
       }
-      racc333[0] = int32_t(uint32_t(racc333[0]) + uint32_t(racc333[4]));
-      racc333[1] = int32_t(uint32_t(racc333[1]) + uint32_t(racc333[5]));
-      racc333[2] = int32_t(uint32_t(racc333[2]) + uint32_t(racc333[6]));
-      racc333[3] = int32_t(uint32_t(racc333[3]) + uint32_t(racc333[7]));
-      racc333[0] = int32_t(uint32_t(racc333[0]) + uint32_t(racc333[2]));
-      racc333[1] = int32_t(uint32_t(racc333[1]) + uint32_t(racc333[3]));
-      racc333[0] = int32_t(uint32_t(racc333[0]) + uint32_t(racc333[1]));
-      racc333[0] = int32_t(uint32_t(racc333[0]) + uint32_t(tsr::shfl_xor(racc333[0], 16)));
-      racc333[0] = int32_t(uint32_t(racc333[0]) + uint32_t(tsr::shfl_xor(racc333[0], 8)));
-      racc333[0] = int32_t(uint32_t(racc333[0]) + uint32_t(tsr::shfl_xor(racc333[0], 4)));
-      racc333[0] = int32_t(uint32_t(racc333[0]) + uint32_t(tsr::shfl_xor(racc333[0], 2)));
-      racc333[0] = int32_t(uint32_t(racc333[0]) + uint32_t(tsr::shfl_xor(racc333[0], 1)));
-      __shared__ int32_t tsr_red335_mem[32];
-      int32_t* const tsr_red335 = tsr_red335_mem + tsr_red335_at;
-      tsr_red335_at ^= 16;
+      // %207 = add %205, %206 : tile<i32, [8192]>
+      int32_t v335[16];
+      #pragma unroll
+      for (int s336 = 0; s336 < 16; ++s336) {
+        v335[s336] = int32_t(uint32_t(v328[s336]) + uint32_t(v333[s336]));
+      }
+      // %208 = splat %1 : tile<i32, [8192]>
+      int32_t v337[16];
+      #pragma unroll
+      for (int s338 = 0; s338 < 16; ++s338) {
+        v337[s338] = v0;
+      }
+      // scatter %values, %165, %208, %207, %194
+      #pragma unroll
+      for (int s339 = 0; s339 < 16; ++s339) {
+        if ((v303[s339] != 0) && (int64_t(v337[s339]) >= 0 && int64_t(v337[s339]) < int64_t(tsr_dim_M) && int64_t(v335[s339]) >= 0 && int64_t(v335[s339]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v337[s339]) * tsr_p1_s0 + int64_t(v335[s339]) * tsr_p1_s1] = tsr::f2bf(v246[s339]);
+      }
+      // %209 = mul %162, %3 : i32
+      const int32_t v340 = int32_t(uint32_t(v241) * uint32_t(v2));
+      // %210 = arange : tile<i32, [8192]>
+      int32_t v341[16];
+      #pragma unroll
+      for (int s342 = 0; s342 < 16; ++s342) {
+        v341[s342] = int32_t(0 + ((s342 / 8) * 4096 + tsr_tid * 8 + (s342 % 8)));
+      }
+      // %211 = splat %209 : tile<i32, [8192]>
+      int32_t v343[16];
+      #pragma unroll
+      for (int s344 = 0; s344 < 16; ++s344) {
+        v343[s344] = v340;
+      }
+      // %212 = add %210, %211 : tile<i32, [8192]>
+      int32_t v345[16];
+      #pragma unroll
+      for (int s346 = 0; s346 < 16; ++s346) {
+        v345[s346] = int32_t(uint32_t(v341[s346]) + uint32_t(v343[s346]));
+      }
+      // scatter %indices, %212, %208, %207, %194
+      #pragma unroll
+      for (int s347 = 0; s347 < 16; ++s347) {
+        if ((v303[s347] != 0) && (int64_t(v337[s347]) >= 0 && int64_t(v337[s347]) < int64_t(tsr_dim_M) && int64_t(v335[s347]) >= 0 && int64_t(v335[s347]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v337[s347]) * tsr_p2_s0 + int64_t(v335[s347]) * tsr_p2_s1] = v345[s347];
+      }
+      // %213 = reduce %204 {axis = 0, kind = "sum"} : i32
+      int32_t v348;
+      int32_t racc349[8];
+      #pragma unroll
+      for (int v_ = 0; v_ < 8; ++v_) racc349[v_] = int32_t(0);
+      #pragma unroll
+      for (int s350 = 0; s350 < 16; ++s350) {
+        racc349[s350 % 8] = int32_t(uint32_t(racc349[s350 % 8]) + uint32_t(v326[s350]));
+      }
+      racc349[0] = int32_t(uint32_t(racc349[0]) + uint32_t(racc349[4]));
+      racc349[1] = int32_t(uint32_t(racc349[1]) + uint32_t(racc349[5]));
+      racc349[2] = int32_t(uint32_t(racc349[2]) + uint32_t(racc349[6]));
+      racc349[3] = int32_t(uint32_t(racc349[3]) + uint32_t(racc349[7]));
+      racc349[0] = int32_t(uint32_t(racc349[0]) + uint32_t(racc349[2]));
+      racc349[1] = int32_t(uint32_t(racc349[1]) + uint32_t(racc349[3]));
+      racc349[0] = int32_t(uint32_t(racc349[0]) + uint32_t(racc349[1]));
+      racc349[0] = int32_t(uint32_t(racc349[0]) + uint32_t(tsr::shfl_xor(racc349[0], 16)));
+      racc349[0] = int32_t(uint32_t(racc349[0]) + uint32_t(tsr::shfl_xor(racc349[0], 8)));
+      racc349[0] = int32_t(uint32_t(racc349[0]) + uint32_t(tsr::shfl_xor(racc349[0], 4)));
+      racc349[0] = int32_t(uint32_t(racc349[0]) + uint32_t(tsr::shfl_xor(racc349[0], 2)));
+      racc349[0] = int32_t(uint32_t(racc349[0]) + uint32_t(tsr::shfl_xor(racc349[0], 1)));
+      __shared__ int32_t tsr_red351_mem[32];
+      int32_t* const tsr_red351 = tsr_red351_mem + tsr_red351_at;
+      tsr_red351_at ^= 16;
       if ((tsr_tid & 31) == 0) {
-        tsr_red335[(tsr_tid >> 5) * 1 + 0] = racc333[0];
+        tsr_red351[(tsr_tid >> 5) * 1 + 0] = racc349[0];
       }
       __syncthreads();
-      racc333[0] = tsr_red335[(tsr_tid & 15) * 1 + 0];
-      racc333[0] = int32_t(uint32_t(racc333[0]) + uint32_t(tsr::shfl_xor(racc333[0], 8)));
-      racc333[0] = int32_t(uint32_t(racc333[0]) + uint32_t(tsr::shfl_xor(racc333[0], 4)));
-      racc333[0] = int32_t(uint32_t(racc333[0]) + uint32_t(tsr::shfl_xor(racc333[0], 2)));
-      racc333[0] = int32_t(uint32_t(racc333[0]) + uint32_t(tsr::shfl_xor(racc333[0], 1)));
-      v332 = racc333[0];
-      // %198 = add %144, %197 : i32
-      const int32_t v336 = int32_t(uint32_t(c222) + uint32_t(v332));
-      // yield %198, %176
-      c222 = v336;
-      c223 = v285;
+      racc349[0] = tsr_red351[(tsr_tid & 15) * 1 + 0];
+      racc349[0] = int32_t(uint32_t(racc349[0]) + uint32_t(tsr::shfl_xor(racc349[0], 8)));
+      racc349[0] = int32_t(uint32_t(racc349[0]) + uint32_t(tsr::shfl_xor(racc349[0], 4)));
+      racc349[0] = int32_t(uint32_t(racc349[0]) + uint32_t(tsr::shfl_xor(racc349[0], 2)));
+      racc349[0] = int32_t(uint32_t(racc349[0]) + uint32_t(tsr::shfl_xor(racc349[0], 1)));
+      v348 = racc349[0];
+      // %214 = add %160, %213 : i32
+      const int32_t v352 = int32_t(uint32_t(c238) + uint32_t(v348));
+      // yield %214, %192
+      c238 = v352;
+      c239 = v301;
     }
-    // yield %141, %142
-    c200 = c222;
-    c201 = c223;
+    // yield %157, %158
+    c216 = c238;
+    c217 = c239;
   }
-  // %199 = load_tile %indices, %1, %18 : tile<i32, [1, 64]>
+  // %215 = load_tile %indices, %1, %18 : tile<i32, [1, 64]>
   __syncthreads();
-  int32_t v337[1];
+  int32_t v353[1];
   {
-    const int64_t o338 = int64_t(v0) * 1;
-    const int64_t o339 = int64_t(v17) * 64;
+    const int64_t o354 = int64_t(v0) * 1;
+    const int64_t o355 = int64_t(v17) * 64;
     #pragma unroll
-    for (int s340 = 0; s340 < 1; ++s340) {
-      const int e341 = (s340 * 512 + tsr_tid);
-      v337[s340] = ((s340 * 512 + tsr_tid) < 64) && ((o338 + 0) >= 0 && (o338 + 0) < int64_t(tsr_dim_M) && (o339 + (e341)) >= 0 && (o339 + (e341)) < int64_t(tsr_dim_K)) ? tsr_p2[(o338 + 0) * tsr_p2_s0 + (o339 + (e341)) * tsr_p2_s1] : int32_t(0LL);
+    for (int s356 = 0; s356 < 1; ++s356) {
+      const int e357 = (s356 * 512 + tsr_tid);
+      v353[s356] = ((s356 * 512 + tsr_tid) < 64) && ((o354 + 0) >= 0 && (o354 + 0) < int64_t(tsr_dim_M) && (o355 + (e357)) >= 0 && (o355 + (e357)) < int64_t(tsr_dim_K)) ? tsr_p2[(o354 + 0) * tsr_p2_s0 + (o355 + (e357)) * tsr_p2_s1] : int32_t(0LL);
     }
   }
-  // %200 = load_tile %values, %1, %18 : tile<bf16, [1, 64]>
-  float v342[1];
+  // %216 = load_tile %values, %1, %18 : tile<bf16, [1, 64]>
+  float v358[1];
   {
-    const int64_t o343 = int64_t(v0) * 1;
-    const int64_t o344 = int64_t(v17) * 64;
+    const int64_t o359 = int64_t(v0) * 1;
+    const int64_t o360 = int64_t(v17) * 64;
     #pragma unroll
-    for (int s345 = 0; s345 < 1; ++s345) {
-      const int e346 = (s345 * 512 + tsr_tid);
-      v342[s345] = ((s345 * 512 + tsr_tid) < 64) && ((o343 + 0) >= 0 && (o343 + 0) < int64_t(tsr_dim_M) && (o344 + (e346)) >= 0 && (o344 + (e346)) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p1[(o343 + 0) * tsr_p1_s0 + (o344 + (e346)) * tsr_p1_s1]) : 0x0p+0f;
+    for (int s361 = 0; s361 < 1; ++s361) {
+      const int e362 = (s361 * 512 + tsr_tid);
+      v358[s361] = ((s361 * 512 + tsr_tid) < 64) && ((o359 + 0) >= 0 && (o359 + 0) < int64_t(tsr_dim_M) && (o360 + (e362)) >= 0 && (o360 + (e362)) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p1[(o359 + 0) * tsr_p1_s0 + (o360 + (e362)) * tsr_p1_s1]) : 0x0p+0f;
     }
   }
-  // %201, %202 = sort %200, %199 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
-  float v347[1];
-  int32_t v348[1];
+  // %217, %218 = sort %216, %215 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
+  float v363[1];
+  int32_t v364[1];
   __syncthreads();
   #pragma unroll
-  for (int s349 = 0; s349 < 1; ++s349) {
-    if (((s349 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s349 * 512 + tsr_tid)] = v342[s349];
+  for (int s365 = 0; s365 < 1; ++s365) {
+    if (((s365 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s365 * 512 + tsr_tid)] = v358[s365];
   }
   __syncthreads();
   #pragma unroll
-  for (int s350 = 0; s350 < 1; ++s350) {
-    if (((s350 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s350 * 512 + tsr_tid)] = v337[s350];
+  for (int s366 = 0; s366 < 1; ++s366) {
+    if (((s366 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s366 * 512 + tsr_tid)] = v353[s366];
   }
   __syncthreads();
   for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
@@ -1224,39 +1228,39 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
     }
   }
   #pragma unroll
-  for (int s351 = 0; s351 < 1; ++s351) {
-    const int e352 = (s351 * 512 + tsr_tid);
-    v347[s351] = ((s351 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e352) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e352) / 64) * 1 + ((e352) % 1)) * 64 + (((e352) / 1) % 64)]) * 1 + ((e352) % 1)]) : float(0);
+  for (int s367 = 0; s367 < 1; ++s367) {
+    const int e368 = (s367 * 512 + tsr_tid);
+    v363[s367] = ((s367 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e368) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e368) / 64) * 1 + ((e368) % 1)) * 64 + (((e368) / 1) % 64)]) * 1 + ((e368) % 1)]) : float(0);
   }
   #pragma unroll
-  for (int s353 = 0; s353 < 1; ++s353) {
-    const int e354 = (s353 * 512 + tsr_tid);
-    v348[s353] = ((s353 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e354) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e354) / 64) * 1 + ((e354) % 1)) * 64 + (((e354) / 1) % 64)]) * 1 + ((e354) % 1)]) : int32_t(0);
+  for (int s369 = 0; s369 < 1; ++s369) {
+    const int e370 = (s369 * 512 + tsr_tid);
+    v364[s369] = ((s369 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e370) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e370) / 64) * 1 + ((e370) % 1)) * 64 + (((e370) / 1) % 64)]) * 1 + ((e370) % 1)]) : int32_t(0);
   }
-  // store_tile %values, %201, %1, %18
+  // store_tile %values, %217, %1, %18
   {
-    const int64_t o355 = int64_t(v0) * 1;
-    const int64_t o356 = int64_t(v17) * 64;
+    const int64_t o371 = int64_t(v0) * 1;
+    const int64_t o372 = int64_t(v17) * 64;
     #pragma unroll
-    for (int s357 = 0; s357 < 1; ++s357) {
-      const int e358 = (s357 * 512 + tsr_tid);
-      if (((s357 * 512 + tsr_tid) < 64) && ((o355 + 0) >= 0 && (o355 + 0) < int64_t(tsr_dim_M) && (o356 + (e358)) >= 0 && (o356 + (e358)) < int64_t(tsr_dim_K))) tsr_p1[(o355 + 0) * tsr_p1_s0 + (o356 + (e358)) * tsr_p1_s1] = tsr::f2bf(v347[s357]);
+    for (int s373 = 0; s373 < 1; ++s373) {
+      const int e374 = (s373 * 512 + tsr_tid);
+      if (((s373 * 512 + tsr_tid) < 64) && ((o371 + 0) >= 0 && (o371 + 0) < int64_t(tsr_dim_M) && (o372 + (e374)) >= 0 && (o372 + (e374)) < int64_t(tsr_dim_K))) tsr_p1[(o371 + 0) * tsr_p1_s0 + (o372 + (e374)) * tsr_p1_s1] = tsr::f2bf(v363[s373]);
     }
   }
-  // store_tile %indices, %202, %1, %18
+  // store_tile %indices, %218, %1, %18
   {
-    const int64_t o359 = int64_t(v0) * 1;
-    const int64_t o360 = int64_t(v17) * 64;
+    const int64_t o375 = int64_t(v0) * 1;
+    const int64_t o376 = int64_t(v17) * 64;
     #pragma unroll
-    for (int s361 = 0; s361 < 1; ++s361) {
-      const int e362 = (s361 * 512 + tsr_tid);
-      if (((s361 * 512 + tsr_tid) < 64) && ((o359 + 0) >= 0 && (o359 + 0) < int64_t(tsr_dim_M) && (o360 + (e362)) >= 0 && (o360 + (e362)) < int64_t(tsr_dim_K))) tsr_p2[(o359 + 0) * tsr_p2_s0 + (o360 + (e362)) * tsr_p2_s1] = v348[s361];
+    for (int s377 = 0; s377 < 1; ++s377) {
+      const int e378 = (s377 * 512 + tsr_tid);
+      if (((s377 * 512 + tsr_tid) < 64) && ((o375 + 0) >= 0 && (o375 + 0) < int64_t(tsr_dim_M) && (o376 + (e378)) >= 0 && (o376 + (e378)) < int64_t(tsr_dim_K))) tsr_p2[(o375 + 0) * tsr_p2_s0 + (o376 + (e378)) * tsr_p2_s1] = v364[s377];
     }
   }
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_topk, block_threads 512, static_smem 640, dynamic_smem 66560
+// symbol tessera_topk, block_threads 512, static_smem 512, dynamic_smem 66560
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer x bf16 bytes 8 index 0
 // param pointer values bf16 bytes 8 index 1
@@ -1266,15 +1270,15 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
 // param dim K i32 bytes 4 index -1
 // header tessera/core.cuh
 // header tessera/mma.cuh
-// stat block-exchanges = 5
+// stat block-exchanges = 3
 // stat block-scans = 3
 // stat histograms = 1
-// stat reductions = 5
+// stat reductions = 3
 // stat smem-bytes = 66560
 // stat sorts = 1
 // stat struct-cp-async-copies = 4
 // stat struct-smem-bytes = 65536
 // stat threads = 512
 // stat vector-buffer-reads = 2
-// stat warp-reductions = 5
+// stat warp-reductions = 3
 // stat write-read-barriers = 1

@@ -330,49 +330,77 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       alignas(64) int32_t v96[2048];
       for (int64_t o_ = 0; o_ < 1; ++o_) tsr::scan_add32(c55 + o_ * 2048, v96 + o_ * 2048, 2048);
       // %103 = splat %26 : tile<i32, [2048]>
-      // (computed inside its user)
+      alignas(64) int32_t v97[2048];
+      for (int64_t i98 = 0; i98 < 2048; ++i98) v97[i98] = c21;
       // %104 = cmp %102, %103 {pred = "lt"} : tile<i1, [2048]>
-      alignas(64) uint8_t v97[2048];
-      for (int64_t i98 = 0; i98 < 2048; ++i98) v97[i98] = uint8_t(v96[i98] < (c21));
-      // %105 = cast %104 : tile<i32, [2048]>
-      alignas(64) int32_t v99[2048];
-      for (int64_t i100 = 0; i100 < 2048; ++i100) v99[i100] = int32_t(v97[i100]);
-      // %106 = reduce %105 {axis = 0, kind = "sum"} : i32
-      int32_t v101;
-      for (int64_t o_ = 0; o_ < 1; ++o_) v101 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v99 + o_ * 2048, 2048, int32_t(0));
-      // %107 = arange : tile<i32, [2048]>
       // (computed inside its user)
-      // %108 = splat %106 : tile<i32, [2048]>
+      // %105 = cmp %102, %103 {pred = "eq"} : tile<i1, [2048]>
       // (computed inside its user)
-      // %109 = cmp %107, %108 {pred = "eq"} : tile<i1, [2048]>
+      // %106 = const {value = 4096} : i32
+      const int32_t v99 = int32_t(INT64_C(4096));
+      // %107 = splat %106 : tile<i32, [2048]>
       // (computed inside its user)
-      // %110 = where %109, %49, %41 : tile<i32, [2048]>
-      alignas(64) int32_t v102[2048];
-      for (int64_t i103 = 0; i103 < 2048; ++i103) v102[i103] = ((uint8_t((int32_t(0 + i103)) == (v101))) ? c55[i103] : v18);
-      // %111 = reduce %110 {axis = 0, kind = "sum"} : i32
-      int32_t v104;
-      for (int64_t o_ = 0; o_ < 1; ++o_) v104 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v102 + o_ * 2048, 2048, int32_t(0));
-      // %112 = where %104, %49, %41 : tile<i32, [2048]>
-      alignas(64) int32_t v105[2048];
-      for (int64_t i106 = 0; i106 < 2048; ++i106) v105[i106] = (v97[i106] ? c55[i106] : v18);
-      // %113 = reduce %112 {axis = 0, kind = "sum"} : i32
-      int32_t v107;
-      for (int64_t o_ = 0; o_ < 1; ++o_) v107 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v105 + o_ * 2048, 2048, int32_t(0));
-      // %114 = sub %26, %113 : i32
-      const int32_t v108 = tsr::wsub(c21, v107);
-      // %115 = cast %106 : u32
-      const uint32_t v109 = uint32_t(v101);
-      // %116 = shl %115, %40 : u32
-      const uint32_t v110 = tsr::ishl(v109, v36);
-      // %117 = or %25, %116 : u32
-      const uint32_t v111 = uint32_t(c20 | v110);
-      // %118 = cmp %111, %114 {pred = "ne"} : i1
-      const uint8_t v112 = uint8_t(v104 != v108);
-      // yield %117, %114, %40, %118
-      v25 = v111;
-      v26 = v108;
+      // %108 = where %105, %107, %41 : tile<i32, [2048]>
+      // (computed inside its user)
+      // %109 = cast %108 : tile<i64, [2048]>
+      // (computed inside its user)
+      // %110 = cast %49 : tile<i64, [2048]>
+      // (computed inside its user)
+      // %111 = const {value = 24} : i64
+      const int64_t v100 = int64_t(INT64_C(24));
+      // %112 = splat %111 : tile<i64, [2048]>
+      // (computed inside its user)
+      // %113 = shl %110, %112 : tile<i64, [2048]>
+      // (computed inside its user)
+      // %114 = const {value = 1} : i64
+      const int64_t v101 = int64_t(INT64_C(1));
+      // %115 = splat %114 : tile<i64, [2048]>
+      // (computed inside its user)
+      // %116 = add %113, %115 : tile<i64, [2048]>
+      // (computed inside its user)
+      // %117 = const {value = 0} : i64
+      const int64_t v102 = int64_t(INT64_C(0));
+      // %118 = splat %117 : tile<i64, [2048]>
+      // (computed inside its user)
+      // %119 = where %104, %116, %118 : tile<i64, [2048]>
+      // (computed inside its user)
+      // %120 = add %119, %109 : tile<i64, [2048]>
+      alignas(64) int64_t v103[2048];
+      for (int64_t i104 = 0; i104 < 2048; ++i104) v103[i104] = tsr::wadd((((uint8_t(v96[i104] < c21)) ? (tsr::wadd((tsr::ishl((int64_t(c55[i104])), (v100))), (v101))) : (v102))), (int64_t((((uint8_t(v96[i104] == c21)) ? (v99) : v18)))));
+      // %121 = reduce %120 {axis = 0, kind = "sum"} : i64
+      int64_t v105;
+      for (int64_t o_ = 0; o_ < 1; ++o_) v105 = tsr::row_lanes16<tsr::rd_sum, int64_t>(v103 + o_ * 2048, 2048, int64_t(0));
+      // %122 = const {value = 4095} : i64
+      const int64_t v106 = int64_t(INT64_C(4095));
+      // %123 = and %121, %122 : i64
+      const int64_t v107 = int64_t(v105 & v106);
+      // %124 = cast %123 : i32
+      const int32_t v108 = int32_t(v107);
+      // %125 = shr %121, %111 : i64
+      const int64_t v109 = tsr::ishr(v105, v100);
+      // %126 = cast %125 : i32
+      const int32_t v110 = int32_t(v109);
+      // %127 = sub %26, %126 : i32
+      const int32_t v111 = tsr::wsub(c21, v110);
+      // %128 = cast %124 : u32
+      const uint32_t v112 = uint32_t(v108);
+      // %129 = shl %128, %40 : u32
+      const uint32_t v113 = tsr::ishl(v112, v36);
+      // %130 = or %25, %129 : u32
+      const uint32_t v114 = uint32_t(c20 | v113);
+      // %131 = const {value = 12} : i64
+      const int64_t v115 = int64_t(INT64_C(12));
+      // %132 = shr %121, %131 : i64
+      const int64_t v116 = tsr::ishr(v105, v115);
+      // %133 = and %132, %122 : i64
+      const int64_t v117 = int64_t(v116 & v106);
+      // %134 = cmp %133, %117 {pred = "eq"} : i1
+      const uint8_t v118 = uint8_t(v117 == v102);
+      // yield %130, %127, %40, %134
+      v25 = v114;
+      v26 = v111;
       v27 = v36;
-      v28 = v112;
+      v28 = v118;
     } else {
       // yield %25, %26, %27, %28
       v25 = c20;
@@ -386,89 +414,89 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     c22 = v27;
     c23 = v28;
   }
-  // %119 = shr %20, %22 : u32
-  const uint32_t v113 = tsr::ishr(c20, c22);
+  // %135 = shr %20, %22 : u32
+  const uint32_t v119 = tsr::ishr(c20, c22);
   // for %18, %10, %4 {...}
-  for (int64_t iv114_ = v18; v4 > 0 && iv114_ < v10; iv114_ += v4) {
-    const int32_t iv114 = int32_t(iv114_);
-    // async_copy %9, %x, %120, %1, %120
-    if (!(true && int64_t(iv114) >= 0 && int64_t(iv114) < 4)) { tsr_fault(1956); return; }
+  for (int64_t iv120_ = v18; v4 > 0 && iv120_ < v10; iv120_ += v4) {
+    const int32_t iv120 = int32_t(iv120_);
+    // async_copy %9, %x, %136, %1, %136
+    if (!(true && int64_t(iv120) >= 0 && int64_t(iv120) < 4)) { tsr_fault(2212); return; }
     {
-      float* const dst115 = buf9 + ((0) * 4 + int64_t(iv114)) * 8192;
+      float* const dst121 = buf9 + ((0) * 4 + int64_t(iv120)) * 8192;
       {
-        const int64_t o116 = int64_t(v1) * 1;
-        const int64_t o117 = int64_t(iv114) * 8192;
-        if (o116 >= 0 && o116 + 1 <= A.d0_0 && o117 >= 0 && o117 + 8192 <= A.d0_1) {
-          for (int64_t i118 = 0; i118 < 1; ++i118) {
-            for (int64_t i119 = 0; i119 < 8192; ++i119) dst115[(i118) * 8192 + i119] = A.p0[(o116 + i118) * A.s0_0 + o117 + i119];
+        const int64_t o122 = int64_t(v1) * 1;
+        const int64_t o123 = int64_t(iv120) * 8192;
+        if (o122 >= 0 && o122 + 1 <= A.d0_0 && o123 >= 0 && o123 + 8192 <= A.d0_1) {
+          for (int64_t i124 = 0; i124 < 1; ++i124) {
+            for (int64_t i125 = 0; i125 < 8192; ++i125) dst121[(i124) * 8192 + i125] = A.p0[(o122 + i124) * A.s0_0 + o123 + i125];
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-          const int64_t lo120 = o117 >= 0 ? 0 : -o117 < 8192 ? -o117 : 8192;
-          const int64_t hi121 = A.d0_1 - o117 >= 8192 ? 8192 : A.d0_1 - o117 > lo120 ? A.d0_1 - o117 : lo120;
-          for (int64_t i122 = 0; i122 < 1; ++i122) {
-            if ((o116 + i122) >= 0 && (o116 + i122) < A.d0_0) tsr::load_row<tsr::ld_same>(dst115 + (i122) * 8192, A.p0 + (o116 + i122) * A.s0_0, o117, lo120, hi121, 8192, float(0x0p+0));
-            else tsr::load_row<tsr::ld_same>(dst115 + (i122) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
+          const int64_t lo126 = o123 >= 0 ? 0 : -o123 < 8192 ? -o123 : 8192;
+          const int64_t hi127 = A.d0_1 - o123 >= 8192 ? 8192 : A.d0_1 - o123 > lo126 ? A.d0_1 - o123 : lo126;
+          for (int64_t i128 = 0; i128 < 1; ++i128) {
+            if ((o122 + i128) >= 0 && (o122 + i128) < A.d0_0) tsr::load_row<tsr::ld_same>(dst121 + (i128) * 8192, A.p0 + (o122 + i128) * A.s0_0, o123, lo126, hi127, 8192, float(0x0p+0));
+            else tsr::load_row<tsr::ld_same>(dst121 + (i128) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
           }
         }
       }
     }
     // yield
   }
-  // %121 = const {value = 2147483647} : u32
-  const uint32_t v124 = uint32_t(INT64_C(2147483647));
-  // %122 = const {value = 31} : u32
-  const uint32_t v125 = uint32_t(INT64_C(31));
-  // %123 = sub %7, %4 : i32
-  const int32_t v126 = tsr::wsub(v7, v4);
-  // %124, %125 = for %18, %13, %4, %18, %18 : i32, i32 {...}
-  int32_t c127;
-  c127 = v18;
-  int32_t c128;
-  c128 = v18;
-  for (int64_t iv129_ = v18; v4 > 0 && iv129_ < v13; iv129_ += v4) {
-    const int32_t iv129 = int32_t(iv129_);
+  // %137 = const {value = 2147483647} : u32
+  const uint32_t v130 = uint32_t(INT64_C(2147483647));
+  // %138 = const {value = 31} : u32
+  const uint32_t v131 = uint32_t(INT64_C(31));
+  // %139 = sub %7, %4 : i32
+  const int32_t v132 = tsr::wsub(v7, v4);
+  // %140, %141 = for %18, %13, %4, %18, %18 : i32, i32 {...}
+  int32_t c133;
+  c133 = v18;
+  int32_t c134;
+  c134 = v18;
+  for (int64_t iv135_ = v18; v4 > 0 && iv135_ < v13; iv135_ += v4) {
+    const int32_t iv135 = int32_t(iv135_);
     // async_wait
     // (copies are synchronous here: nothing to wait for)
-    // %129 = rem %126, %10 : i32
-    const int32_t v130 = tsr::irem(iv129, v10);
-    // %130 = mul %129, %10 : i32
-    const int32_t v131 = tsr::wmul(v130, v10);
-    // %131 = add %126, %4 : i32
-    const int32_t v132 = tsr::wadd(iv129, v4);
-    // %132 = cmp %131, %13 {pred = "lt"} : i1
-    const uint8_t v133 = uint8_t(v132 < v13);
-    // if %132 {...}
-    if (v133) {
-      // %133 = mul %131, %10 : i32
-      const int32_t v134 = tsr::wmul(v132, v10);
-      // %134 = sub %10, %130 : i32
-      const int32_t v135 = tsr::wsub(v10, v131);
+    // %145 = rem %142, %10 : i32
+    const int32_t v136 = tsr::irem(iv135, v10);
+    // %146 = mul %145, %10 : i32
+    const int32_t v137 = tsr::wmul(v136, v10);
+    // %147 = add %142, %4 : i32
+    const int32_t v138 = tsr::wadd(iv135, v4);
+    // %148 = cmp %147, %13 {pred = "lt"} : i1
+    const uint8_t v139 = uint8_t(v138 < v13);
+    // if %148 {...}
+    if (v139) {
+      // %149 = mul %147, %10 : i32
+      const int32_t v140 = tsr::wmul(v138, v10);
+      // %150 = sub %10, %146 : i32
+      const int32_t v141 = tsr::wsub(v10, v137);
       // for %18, %10, %4 {...}
-      for (int64_t iv136_ = v18; v4 > 0 && iv136_ < v10; iv136_ += v4) {
-        const int32_t iv136 = int32_t(iv136_);
-        // %136 = add %133, %135 : i32
-        const int32_t v137 = tsr::wadd(v134, iv136);
-        // %137 = add %134, %135 : i32
-        const int32_t v138 = tsr::wadd(v135, iv136);
-        // async_copy %9, %x, %137, %1, %136
-        if (!(true && int64_t(v138) >= 0 && int64_t(v138) < 4)) { tsr_fault(2228); return; }
+      for (int64_t iv142_ = v18; v4 > 0 && iv142_ < v10; iv142_ += v4) {
+        const int32_t iv142 = int32_t(iv142_);
+        // %152 = add %149, %151 : i32
+        const int32_t v143 = tsr::wadd(v140, iv142);
+        // %153 = add %150, %151 : i32
+        const int32_t v144 = tsr::wadd(v141, iv142);
+        // async_copy %9, %x, %153, %1, %152
+        if (!(true && int64_t(v144) >= 0 && int64_t(v144) < 4)) { tsr_fault(2484); return; }
         {
-          float* const dst139 = buf9 + ((0) * 4 + int64_t(v138)) * 8192;
+          float* const dst145 = buf9 + ((0) * 4 + int64_t(v144)) * 8192;
           {
-            const int64_t o140 = int64_t(v1) * 1;
-            const int64_t o141 = int64_t(v137) * 8192;
-            if (o140 >= 0 && o140 + 1 <= A.d0_0 && o141 >= 0 && o141 + 8192 <= A.d0_1) {
-              for (int64_t i142 = 0; i142 < 1; ++i142) {
-                for (int64_t i143 = 0; i143 < 8192; ++i143) dst139[(i142) * 8192 + i143] = A.p0[(o140 + i142) * A.s0_0 + o141 + i143];
+            const int64_t o146 = int64_t(v1) * 1;
+            const int64_t o147 = int64_t(v143) * 8192;
+            if (o146 >= 0 && o146 + 1 <= A.d0_0 && o147 >= 0 && o147 + 8192 <= A.d0_1) {
+              for (int64_t i148 = 0; i148 < 1; ++i148) {
+                for (int64_t i149 = 0; i149 < 8192; ++i149) dst145[(i148) * 8192 + i149] = A.p0[(o146 + i148) * A.s0_0 + o147 + i149];
               }
             } else {
               // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-              const int64_t lo144 = o141 >= 0 ? 0 : -o141 < 8192 ? -o141 : 8192;
-              const int64_t hi145 = A.d0_1 - o141 >= 8192 ? 8192 : A.d0_1 - o141 > lo144 ? A.d0_1 - o141 : lo144;
-              for (int64_t i146 = 0; i146 < 1; ++i146) {
-                if ((o140 + i146) >= 0 && (o140 + i146) < A.d0_0) tsr::load_row<tsr::ld_same>(dst139 + (i146) * 8192, A.p0 + (o140 + i146) * A.s0_0, o141, lo144, hi145, 8192, float(0x0p+0));
-                else tsr::load_row<tsr::ld_same>(dst139 + (i146) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
+              const int64_t lo150 = o147 >= 0 ? 0 : -o147 < 8192 ? -o147 : 8192;
+              const int64_t hi151 = A.d0_1 - o147 >= 8192 ? 8192 : A.d0_1 - o147 > lo150 ? A.d0_1 - o147 : lo150;
+              for (int64_t i152 = 0; i152 < 1; ++i152) {
+                if ((o146 + i152) >= 0 && (o146 + i152) < A.d0_0) tsr::load_row<tsr::ld_same>(dst145 + (i152) * 8192, A.p0 + (o146 + i152) * A.s0_0, o147, lo150, hi151, 8192, float(0x0p+0));
+                else tsr::load_row<tsr::ld_same>(dst145 + (i152) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
               }
             }
           }
@@ -479,253 +507,253 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     } else {
       // yield
     }
-    // %138 = mul %126, %10 : i32
-    const int32_t v148 = tsr::wmul(iv129, v10);
-    // %139 = sub %7, %138 : i32
-    const int32_t v149 = tsr::wsub(v7, v148);
-    // %140 = min %10, %139 : i32
-    const int32_t v150 = tsr::imin(v10, v149);
-    // %141, %142 = for %18, %140, %4, %127, %128 : i32, i32 {...}
-    int32_t c151;
-    c151 = c127;
-    int32_t c152;
-    c152 = c128;
-    for (int64_t iv153_ = v18; v4 > 0 && iv153_ < v150; iv153_ += v4) {
-      const int32_t iv153 = int32_t(iv153_);
-      // %146 = add %138, %143 : i32
-      const int32_t v154 = tsr::wadd(v148, iv153);
-      // %147 = add %130, %143 : i32
-      const int32_t v155 = tsr::wadd(v131, iv153);
-      // %148 = buffer_read %9, %147 : tile<f32, [1, 8192]>
-      if (!(true && int64_t(v155) >= 0 && int64_t(v155) < 4)) { tsr_fault(2388); return; }
-      alignas(64) float v156[8192];
-      __builtin_memcpy(v156, buf9 + ((0) * 4 + int64_t(v155)) * 8192, sizeof(v156));
-      // %149 = reshape %148 : tile<f32, [8192]>
-      // %150 = bitcast %149 : tile<u32, [8192]>
-      alignas(64) uint32_t v157[8192];
-      for (int64_t i158 = 0; i158 < 8192; ++i158) v157[i158] = uint32_t(tsr::f32_bits(v156[i158]));
-      // %151 = splat %121 : tile<u32, [8192]>
+    // %154 = mul %142, %10 : i32
+    const int32_t v154 = tsr::wmul(iv135, v10);
+    // %155 = sub %7, %154 : i32
+    const int32_t v155 = tsr::wsub(v7, v154);
+    // %156 = min %10, %155 : i32
+    const int32_t v156 = tsr::imin(v10, v155);
+    // %157, %158 = for %18, %156, %4, %143, %144 : i32, i32 {...}
+    int32_t c157;
+    c157 = c133;
+    int32_t c158;
+    c158 = c134;
+    for (int64_t iv159_ = v18; v4 > 0 && iv159_ < v156; iv159_ += v4) {
+      const int32_t iv159 = int32_t(iv159_);
+      // %162 = add %154, %159 : i32
+      const int32_t v160 = tsr::wadd(v154, iv159);
+      // %163 = add %146, %159 : i32
+      const int32_t v161 = tsr::wadd(v137, iv159);
+      // %164 = buffer_read %9, %163 : tile<f32, [1, 8192]>
+      if (!(true && int64_t(v161) >= 0 && int64_t(v161) < 4)) { tsr_fault(2644); return; }
+      alignas(64) float v162[8192];
+      __builtin_memcpy(v162, buf9 + ((0) * 4 + int64_t(v161)) * 8192, sizeof(v162));
+      // %165 = reshape %164 : tile<f32, [8192]>
+      // %166 = bitcast %165 : tile<u32, [8192]>
+      alignas(64) uint32_t v163[8192];
+      for (int64_t i164 = 0; i164 < 8192; ++i164) v163[i164] = uint32_t(tsr::f32_bits(v162[i164]));
+      // %167 = splat %137 : tile<u32, [8192]>
       // (computed inside its user)
-      // %152 = xor %150, %151 : tile<u32, [8192]>
+      // %168 = xor %166, %167 : tile<u32, [8192]>
       // (computed inside its user)
-      // %153 = splat %122 : tile<u32, [8192]>
+      // %169 = splat %138 : tile<u32, [8192]>
       // (computed inside its user)
-      // %154 = shr %150, %153 : tile<u32, [8192]>
+      // %170 = shr %166, %169 : tile<u32, [8192]>
       // (computed inside its user)
-      // %155 = splat %14 : tile<u32, [8192]>
+      // %171 = splat %14 : tile<u32, [8192]>
       // (computed inside its user)
-      // %156 = cmp %154, %155 {pred = "eq"} : tile<i1, [8192]>
+      // %172 = cmp %170, %171 {pred = "eq"} : tile<i1, [8192]>
       // (computed inside its user)
-      // %157 = where %156, %152, %150 : tile<u32, [8192]>
-      alignas(64) uint32_t v159[8192];
-      for (int64_t i160 = 0; i160 < 8192; ++i160) v159[i160] = ((uint8_t((tsr::ishr(v157[i160], (v125))) == (v14))) ? (uint32_t(v157[i160] ^ (v124))) : v157[i160]);
-      // %158 = cmp %146, %123 {pred = "eq"} : i1
-      const uint8_t v161 = uint8_t(v154 == v126);
-      // %159 = if %158 : tile<u32, [8192]> {...}
-      alignas(64) uint32_t v162[8192];
-      if (v161) {
-        // %160 = mul %146, %3 : i32
-        const int32_t v163 = tsr::wmul(v154, v3);
-        // %161 = arange : tile<i32, [8192]>
-        // (computed inside its user)
-        // %162 = splat %160 : tile<i32, [8192]>
-        // (computed inside its user)
-        // %163 = add %161, %162 : tile<i32, [8192]>
-        // (computed inside its user)
-        // %164 = splat %2 : tile<i32, [8192]>
-        // (computed inside its user)
-        // %165 = cmp %163, %164 {pred = "lt"} : tile<i1, [8192]>
-        // (computed inside its user)
-        // %166 = splat %8 : tile<u32, [8192]>
-        // (computed inside its user)
-        // %167 = where %165, %157, %166 : tile<u32, [8192]>
-        alignas(64) uint32_t v164[8192];
-        for (int64_t i165 = 0; i165 < 8192; ++i165) v164[i165] = ((uint8_t((tsr::wadd((int32_t(0 + i165)), (v163))) < (v2))) ? v159[i165] : (v8));
-        // yield %167
-        __builtin_memcpy(v162, v164, sizeof(v162));
-      } else {
-        // yield %157
-        __builtin_memcpy(v162, v159, sizeof(v162));
-      }
-      // %168 = splat %22 : tile<u32, [8192]>
-      // (computed inside its user)
-      // %169 = shr %159, %168 : tile<u32, [8192]>
-      alignas(64) uint32_t v166[8192];
-      for (int64_t i167 = 0; i167 < 8192; ++i167) v166[i167] = tsr::ishr(v162[i167], (c22));
-      // %170 = splat %119 : tile<u32, [8192]>
+      // %173 = where %172, %168, %166 : tile<u32, [8192]>
+      alignas(64) uint32_t v165[8192];
+      for (int64_t i166 = 0; i166 < 8192; ++i166) v165[i166] = ((uint8_t((tsr::ishr(v163[i166], (v131))) == (v14))) ? (uint32_t(v163[i166] ^ (v130))) : v163[i166]);
+      // %174 = cmp %162, %139 {pred = "eq"} : i1
+      const uint8_t v167 = uint8_t(v160 == v132);
+      // %175 = if %174 : tile<u32, [8192]> {...}
       alignas(64) uint32_t v168[8192];
-      for (int64_t i169 = 0; i169 < 8192; ++i169) v168[i169] = v113;
-      // %171 = cmp %169, %170 {pred = "eq"} : tile<i1, [8192]>
-      alignas(64) uint8_t v170[8192];
-      for (int64_t i171 = 0; i171 < 8192; ++i171) v170[i171] = uint8_t(v166[i171] == v113);
-      // %172 = cmp %169, %170 {pred = "lt"} : tile<i1, [8192]>
-      alignas(64) uint8_t v172[8192];
-      for (int64_t i173 = 0; i173 < 8192; ++i173) v172[i173] = uint8_t(v166[i173] < v113);
-      // %173 = cast %171 : tile<i32, [8192]>
-      alignas(64) int32_t v174[8192];
-      for (int64_t i175 = 0; i175 < 8192; ++i175) v174[i175] = int32_t(v170[i175]);
-      // %174 = reduce %173 {axis = 0, kind = "sum"} : i32
-      int32_t v176;
-      for (int64_t o_ = 0; o_ < 1; ++o_) v176 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v174 + o_ * 8192, 8192, int32_t(0));
-      // %175 = add %145, %174 : i32
-      const int32_t v177 = tsr::wadd(c152, v176);
-      // %176 = cmp %175, %21 {pred = "le"} : i1
-      const uint8_t v178 = uint8_t(v177 <= c21);
-      // %177 = if %176 : tile<i1, [8192]> {...}
-      alignas(64) uint8_t v179[8192];
-      if (v178) {
-        // %178 = or %172, %171 : tile<i1, [8192]>
-        alignas(64) uint8_t v180[8192];
-        for (int64_t i181 = 0; i181 < 8192; ++i181) v180[i181] = uint8_t(v172[i181] | v170[i181]);
-        // yield %178
-        __builtin_memcpy(v179, v180, sizeof(v179));
+      if (v167) {
+        // %176 = mul %162, %3 : i32
+        const int32_t v169 = tsr::wmul(v160, v3);
+        // %177 = arange : tile<i32, [8192]>
+        // (computed inside its user)
+        // %178 = splat %176 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %179 = add %177, %178 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %180 = splat %2 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %181 = cmp %179, %180 {pred = "lt"} : tile<i1, [8192]>
+        // (computed inside its user)
+        // %182 = splat %8 : tile<u32, [8192]>
+        // (computed inside its user)
+        // %183 = where %181, %173, %182 : tile<u32, [8192]>
+        alignas(64) uint32_t v170[8192];
+        for (int64_t i171 = 0; i171 < 8192; ++i171) v170[i171] = ((uint8_t((tsr::wadd((int32_t(0 + i171)), (v169))) < (v2))) ? v165[i171] : (v8));
+        // yield %183
+        __builtin_memcpy(v168, v170, sizeof(v168));
       } else {
-        // %179 = scan %173 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-        alignas(64) int32_t v182[8192];
-        for (int64_t o_ = 0; o_ < 1; ++o_) tsr::scan_add32(v174 + o_ * 8192, v182 + o_ * 8192, 8192);
-        // %180 = splat %145 : tile<i32, [8192]>
-        // (computed inside its user)
-        // %181 = add %179, %180 : tile<i32, [8192]>
-        // (computed inside its user)
-        // %182 = splat %21 : tile<i32, [8192]>
-        // (computed inside its user)
-        // %183 = cmp %181, %182 {pred = "le"} : tile<i1, [8192]>
-        // (computed inside its user)
-        // %184 = and %171, %183 : tile<i1, [8192]>
-        // (computed inside its user)
-        // %185 = or %172, %184 : tile<i1, [8192]>
-        alignas(64) uint8_t v183[8192];
-        for (int64_t i184 = 0; i184 < 8192; ++i184) v183[i184] = uint8_t(v172[i184] | (uint8_t(v170[i184] & (uint8_t((tsr::wadd(v182[i184], (c152))) <= (c21))))));
-        // yield %185
-        __builtin_memcpy(v179, v183, sizeof(v179));
+        // yield %173
+        __builtin_memcpy(v168, v165, sizeof(v168));
       }
-      // %186 = sub %144, %4 : i32
-      const int32_t v185 = tsr::wsub(c151, v4);
-      // %187 = cast %177 : tile<i32, [8192]>
-      alignas(64) int32_t v186[8192];
-      for (int64_t i187 = 0; i187 < 8192; ++i187) v186[i187] = int32_t(v179[i187]);
-      // %188 = scan %187 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-      alignas(64) int32_t v188[8192];
-      for (int64_t o_ = 0; o_ < 1; ++o_) tsr::scan_add32(v186 + o_ * 8192, v188 + o_ * 8192, 8192);
-      // %189 = splat %186 : tile<i32, [8192]>
+      // %184 = splat %22 : tile<u32, [8192]>
       // (computed inside its user)
-      // %190 = add %188, %189 : tile<i32, [8192]>
-      alignas(64) int32_t v189[8192];
-      for (int64_t i190 = 0; i190 < 8192; ++i190) v189[i190] = tsr::wadd(v188[i190], (v185));
-      // %191 = splat %1 : tile<i32, [8192]>
-      alignas(64) int32_t v191[8192];
-      for (int64_t i192 = 0; i192 < 8192; ++i192) v191[i192] = v1;
-      // scatter %values, %149, %191, %190, %177
-      for (int64_t c193 = 0; c193 < 8192; c193 += 64) {
-        if (!tsr::any64(v179 + c193)) continue;
-        for (int64_t i194 = c193; i194 < c193 + 64; ++i194) {
-          if ((v179[i194] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v189[i194]) >= 0 && int64_t(v189[i194]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v189[i194])] = v156[i194];
+      // %185 = shr %175, %184 : tile<u32, [8192]>
+      alignas(64) uint32_t v172[8192];
+      for (int64_t i173 = 0; i173 < 8192; ++i173) v172[i173] = tsr::ishr(v168[i173], (c22));
+      // %186 = splat %135 : tile<u32, [8192]>
+      alignas(64) uint32_t v174[8192];
+      for (int64_t i175 = 0; i175 < 8192; ++i175) v174[i175] = v119;
+      // %187 = cmp %185, %186 {pred = "eq"} : tile<i1, [8192]>
+      alignas(64) uint8_t v176[8192];
+      for (int64_t i177 = 0; i177 < 8192; ++i177) v176[i177] = uint8_t(v172[i177] == v119);
+      // %188 = cmp %185, %186 {pred = "lt"} : tile<i1, [8192]>
+      alignas(64) uint8_t v178[8192];
+      for (int64_t i179 = 0; i179 < 8192; ++i179) v178[i179] = uint8_t(v172[i179] < v119);
+      // %189 = cast %187 : tile<i32, [8192]>
+      alignas(64) int32_t v180[8192];
+      for (int64_t i181 = 0; i181 < 8192; ++i181) v180[i181] = int32_t(v176[i181]);
+      // %190 = reduce %189 {axis = 0, kind = "sum"} : i32
+      int32_t v182;
+      for (int64_t o_ = 0; o_ < 1; ++o_) v182 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v180 + o_ * 8192, 8192, int32_t(0));
+      // %191 = add %161, %190 : i32
+      const int32_t v183 = tsr::wadd(c158, v182);
+      // %192 = cmp %191, %21 {pred = "le"} : i1
+      const uint8_t v184 = uint8_t(v183 <= c21);
+      // %193 = if %192 : tile<i1, [8192]> {...}
+      alignas(64) uint8_t v185[8192];
+      if (v184) {
+        // %194 = or %188, %187 : tile<i1, [8192]>
+        alignas(64) uint8_t v186[8192];
+        for (int64_t i187 = 0; i187 < 8192; ++i187) v186[i187] = uint8_t(v178[i187] | v176[i187]);
+        // yield %194
+        __builtin_memcpy(v185, v186, sizeof(v185));
+      } else {
+        // %195 = scan %189 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+        alignas(64) int32_t v188[8192];
+        for (int64_t o_ = 0; o_ < 1; ++o_) tsr::scan_add32(v180 + o_ * 8192, v188 + o_ * 8192, 8192);
+        // %196 = splat %161 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %197 = add %195, %196 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %198 = splat %21 : tile<i32, [8192]>
+        // (computed inside its user)
+        // %199 = cmp %197, %198 {pred = "le"} : tile<i1, [8192]>
+        // (computed inside its user)
+        // %200 = and %187, %199 : tile<i1, [8192]>
+        // (computed inside its user)
+        // %201 = or %188, %200 : tile<i1, [8192]>
+        alignas(64) uint8_t v189[8192];
+        for (int64_t i190 = 0; i190 < 8192; ++i190) v189[i190] = uint8_t(v178[i190] | (uint8_t(v176[i190] & (uint8_t((tsr::wadd(v188[i190], (c158))) <= (c21))))));
+        // yield %201
+        __builtin_memcpy(v185, v189, sizeof(v185));
+      }
+      // %202 = sub %160, %4 : i32
+      const int32_t v191 = tsr::wsub(c157, v4);
+      // %203 = cast %193 : tile<i32, [8192]>
+      alignas(64) int32_t v192[8192];
+      for (int64_t i193 = 0; i193 < 8192; ++i193) v192[i193] = int32_t(v185[i193]);
+      // %204 = scan %203 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+      alignas(64) int32_t v194[8192];
+      for (int64_t o_ = 0; o_ < 1; ++o_) tsr::scan_add32(v192 + o_ * 8192, v194 + o_ * 8192, 8192);
+      // %205 = splat %202 : tile<i32, [8192]>
+      // (computed inside its user)
+      // %206 = add %204, %205 : tile<i32, [8192]>
+      alignas(64) int32_t v195[8192];
+      for (int64_t i196 = 0; i196 < 8192; ++i196) v195[i196] = tsr::wadd(v194[i196], (v191));
+      // %207 = splat %1 : tile<i32, [8192]>
+      alignas(64) int32_t v197[8192];
+      for (int64_t i198 = 0; i198 < 8192; ++i198) v197[i198] = v1;
+      // scatter %values, %165, %207, %206, %193
+      for (int64_t c199 = 0; c199 < 8192; c199 += 64) {
+        if (!tsr::any64(v185 + c199)) continue;
+        for (int64_t i200 = c199; i200 < c199 + 64; ++i200) {
+          if ((v185[i200] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v195[i200]) >= 0 && int64_t(v195[i200]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v195[i200])] = v162[i200];
         }
       }
-      // %192 = mul %146, %3 : i32
-      const int32_t v195 = tsr::wmul(v154, v3);
-      // %193 = arange : tile<i32, [8192]>
+      // %208 = mul %162, %3 : i32
+      const int32_t v201 = tsr::wmul(v160, v3);
+      // %209 = arange : tile<i32, [8192]>
       // (computed inside its user)
-      // %194 = splat %192 : tile<i32, [8192]>
+      // %210 = splat %208 : tile<i32, [8192]>
       // (computed inside its user)
-      // %195 = add %193, %194 : tile<i32, [8192]>
-      alignas(64) int32_t v196[8192];
-      for (int64_t i197 = 0; i197 < 8192; ++i197) v196[i197] = tsr::wadd((int32_t(0 + i197)), (v195));
-      // scatter %indices, %195, %191, %190, %177
-      for (int64_t c198 = 0; c198 < 8192; c198 += 64) {
-        if (!tsr::any64(v179 + c198)) continue;
-        for (int64_t i199 = c198; i199 < c198 + 64; ++i199) {
-          if ((v179[i199] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v189[i199]) >= 0 && int64_t(v189[i199]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v189[i199])] = v196[i199];
+      // %211 = add %209, %210 : tile<i32, [8192]>
+      alignas(64) int32_t v202[8192];
+      for (int64_t i203 = 0; i203 < 8192; ++i203) v202[i203] = tsr::wadd((int32_t(0 + i203)), (v201));
+      // scatter %indices, %211, %207, %206, %193
+      for (int64_t c204 = 0; c204 < 8192; c204 += 64) {
+        if (!tsr::any64(v185 + c204)) continue;
+        for (int64_t i205 = c204; i205 < c204 + 64; ++i205) {
+          if ((v185[i205] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v195[i205]) >= 0 && int64_t(v195[i205]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v195[i205])] = v202[i205];
         }
       }
-      // %196 = reduce %187 {axis = 0, kind = "sum"} : i32
-      int32_t v200;
-      for (int64_t o_ = 0; o_ < 1; ++o_) v200 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v186 + o_ * 8192, 8192, int32_t(0));
-      // %197 = add %144, %196 : i32
-      const int32_t v201 = tsr::wadd(c151, v200);
-      // yield %197, %175
-      c151 = v201;
-      c152 = v177;
+      // %212 = reduce %203 {axis = 0, kind = "sum"} : i32
+      int32_t v206;
+      for (int64_t o_ = 0; o_ < 1; ++o_) v206 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v192 + o_ * 8192, 8192, int32_t(0));
+      // %213 = add %160, %212 : i32
+      const int32_t v207 = tsr::wadd(c157, v206);
+      // yield %213, %191
+      c157 = v207;
+      c158 = v183;
     }
-    // yield %141, %142
-    c127 = c151;
-    c128 = c152;
+    // yield %157, %158
+    c133 = c157;
+    c134 = c158;
   }
-  // %198 = load_tile %indices, %1, %18 : tile<i32, [1, 64]>
-  alignas(64) int32_t v202[64];
+  // %214 = load_tile %indices, %1, %18 : tile<i32, [1, 64]>
+  alignas(64) int32_t v208[64];
   {
-    const int64_t o203 = int64_t(v1) * 1;
-    const int64_t o204 = int64_t(v18) * 64;
-    if (o203 >= 0 && o203 + 1 <= A.d2_0 && o204 >= 0 && o204 + 64 <= A.d2_1) {
-      for (int64_t i205 = 0; i205 < 1; ++i205) {
-        for (int64_t i206 = 0; i206 < 64; ++i206) v202[(i205) * 64 + i206] = A.p2[(o203 + i205) * A.s2_0 + o204 + i206];
+    const int64_t o209 = int64_t(v1) * 1;
+    const int64_t o210 = int64_t(v18) * 64;
+    if (o209 >= 0 && o209 + 1 <= A.d2_0 && o210 >= 0 && o210 + 64 <= A.d2_1) {
+      for (int64_t i211 = 0; i211 < 1; ++i211) {
+        for (int64_t i212 = 0; i212 < 64; ++i212) v208[(i211) * 64 + i212] = A.p2[(o209 + i211) * A.s2_0 + o210 + i212];
       }
     } else {
       // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-      const int64_t lo207 = o204 >= 0 ? 0 : -o204 < 64 ? -o204 : 64;
-      const int64_t hi208 = A.d2_1 - o204 >= 64 ? 64 : A.d2_1 - o204 > lo207 ? A.d2_1 - o204 : lo207;
-      for (int64_t i209 = 0; i209 < 1; ++i209) {
-        if ((o203 + i209) >= 0 && (o203 + i209) < A.d2_0) tsr::load_row<tsr::ld_same>(v202 + (i209) * 64, A.p2 + (o203 + i209) * A.s2_0, o204, lo207, hi208, 64, int32_t(INT64_C(0)));
-        else tsr::load_row<tsr::ld_same>(v202 + (i209) * 64, A.p2, 0, 0, 0, 64, int32_t(INT64_C(0)));
+      const int64_t lo213 = o210 >= 0 ? 0 : -o210 < 64 ? -o210 : 64;
+      const int64_t hi214 = A.d2_1 - o210 >= 64 ? 64 : A.d2_1 - o210 > lo213 ? A.d2_1 - o210 : lo213;
+      for (int64_t i215 = 0; i215 < 1; ++i215) {
+        if ((o209 + i215) >= 0 && (o209 + i215) < A.d2_0) tsr::load_row<tsr::ld_same>(v208 + (i215) * 64, A.p2 + (o209 + i215) * A.s2_0, o210, lo213, hi214, 64, int32_t(INT64_C(0)));
+        else tsr::load_row<tsr::ld_same>(v208 + (i215) * 64, A.p2, 0, 0, 0, 64, int32_t(INT64_C(0)));
       }
     }
   }
-  // %199 = load_tile %values, %1, %18 : tile<f32, [1, 64]>
-  alignas(64) float v211[64];
+  // %215 = load_tile %values, %1, %18 : tile<f32, [1, 64]>
+  alignas(64) float v217[64];
   {
-    const int64_t o212 = int64_t(v1) * 1;
-    const int64_t o213 = int64_t(v18) * 64;
-    if (o212 >= 0 && o212 + 1 <= A.d1_0 && o213 >= 0 && o213 + 64 <= A.d1_1) {
-      for (int64_t i214 = 0; i214 < 1; ++i214) {
-        for (int64_t i215 = 0; i215 < 64; ++i215) v211[(i214) * 64 + i215] = A.p1[(o212 + i214) * A.s1_0 + o213 + i215];
+    const int64_t o218 = int64_t(v1) * 1;
+    const int64_t o219 = int64_t(v18) * 64;
+    if (o218 >= 0 && o218 + 1 <= A.d1_0 && o219 >= 0 && o219 + 64 <= A.d1_1) {
+      for (int64_t i220 = 0; i220 < 1; ++i220) {
+        for (int64_t i221 = 0; i221 < 64; ++i221) v217[(i220) * 64 + i221] = A.p1[(o218 + i220) * A.s1_0 + o219 + i221];
       }
     } else {
       // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-      const int64_t lo216 = o213 >= 0 ? 0 : -o213 < 64 ? -o213 : 64;
-      const int64_t hi217 = A.d1_1 - o213 >= 64 ? 64 : A.d1_1 - o213 > lo216 ? A.d1_1 - o213 : lo216;
-      for (int64_t i218 = 0; i218 < 1; ++i218) {
-        if ((o212 + i218) >= 0 && (o212 + i218) < A.d1_0) tsr::load_row<tsr::ld_same>(v211 + (i218) * 64, A.p1 + (o212 + i218) * A.s1_0, o213, lo216, hi217, 64, float(0x0p+0));
-        else tsr::load_row<tsr::ld_same>(v211 + (i218) * 64, A.p1, 0, 0, 0, 64, float(0x0p+0));
+      const int64_t lo222 = o219 >= 0 ? 0 : -o219 < 64 ? -o219 : 64;
+      const int64_t hi223 = A.d1_1 - o219 >= 64 ? 64 : A.d1_1 - o219 > lo222 ? A.d1_1 - o219 : lo222;
+      for (int64_t i224 = 0; i224 < 1; ++i224) {
+        if ((o218 + i224) >= 0 && (o218 + i224) < A.d1_0) tsr::load_row<tsr::ld_same>(v217 + (i224) * 64, A.p1 + (o218 + i224) * A.s1_0, o219, lo222, hi223, 64, float(0x0p+0));
+        else tsr::load_row<tsr::ld_same>(v217 + (i224) * 64, A.p1, 0, 0, 0, 64, float(0x0p+0));
       }
     }
   }
-  // %200, %201 = sort %199, %198 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
-  alignas(64) float v220[64];
-  alignas(64) int32_t v221[64];
-  alignas(64) uint64_t sk222[128];
-  alignas(64) int32_t sp223[128];
-  tsr::sort_lines(v211, v202, v220, v221, 1, 64, 1, 64, true, sk222, sp223);
-  // store_tile %values, %200, %1, %18
+  // %216, %217 = sort %215, %214 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
+  alignas(64) float v226[64];
+  alignas(64) int32_t v227[64];
+  alignas(64) uint64_t sk228[128];
+  alignas(64) int32_t sp229[128];
+  tsr::sort_lines(v217, v208, v226, v227, 1, 64, 1, 64, true, sk228, sp229);
+  // store_tile %values, %216, %1, %18
   {
-    const int64_t o224 = int64_t(v1) * 1;
-    const int64_t o225 = int64_t(v18) * 64;
-    if (o224 >= 0 && o224 + 1 <= A.d1_0 && o225 >= 0 && o225 + 64 <= A.d1_1) {
-      for (int64_t i226 = 0; i226 < 1; ++i226) {
-        for (int64_t i227 = 0; i227 < 64; ++i227) A.p1[(o224 + i226) * A.s1_0 + o225 + i227] = v220[(i226) * 64 + i227];
+    const int64_t o230 = int64_t(v1) * 1;
+    const int64_t o231 = int64_t(v18) * 64;
+    if (o230 >= 0 && o230 + 1 <= A.d1_0 && o231 >= 0 && o231 + 64 <= A.d1_1) {
+      for (int64_t i232 = 0; i232 < 1; ++i232) {
+        for (int64_t i233 = 0; i233 < 64; ++i233) A.p1[(o230 + i232) * A.s1_0 + o231 + i233] = v226[(i232) * 64 + i233];
       }
     } else {
       // partly outside: each row copies its columns inside [lo, hi)
-      const int64_t lo228 = o225 >= 0 ? 0 : -o225 < 64 ? -o225 : 64;
-      const int64_t hi229 = A.d1_1 - o225 >= 64 ? 64 : A.d1_1 - o225 > lo228 ? A.d1_1 - o225 : lo228;
-      for (int64_t i230 = 0; i230 < 1; ++i230) {
-        if ((o224 + i230) >= 0 && (o224 + i230) < A.d1_0) tsr::store_row<tsr::st_same>(A.p1 + (o224 + i230) * A.s1_0, v220 + (i230) * 64, o225, lo228, hi229);
+      const int64_t lo234 = o231 >= 0 ? 0 : -o231 < 64 ? -o231 : 64;
+      const int64_t hi235 = A.d1_1 - o231 >= 64 ? 64 : A.d1_1 - o231 > lo234 ? A.d1_1 - o231 : lo234;
+      for (int64_t i236 = 0; i236 < 1; ++i236) {
+        if ((o230 + i236) >= 0 && (o230 + i236) < A.d1_0) tsr::store_row<tsr::st_same>(A.p1 + (o230 + i236) * A.s1_0, v226 + (i236) * 64, o231, lo234, hi235);
       }
     }
   }
-  // store_tile %indices, %201, %1, %18
+  // store_tile %indices, %217, %1, %18
   {
-    const int64_t o232 = int64_t(v1) * 1;
-    const int64_t o233 = int64_t(v18) * 64;
-    if (o232 >= 0 && o232 + 1 <= A.d2_0 && o233 >= 0 && o233 + 64 <= A.d2_1) {
-      for (int64_t i234 = 0; i234 < 1; ++i234) {
-        for (int64_t i235 = 0; i235 < 64; ++i235) A.p2[(o232 + i234) * A.s2_0 + o233 + i235] = v221[(i234) * 64 + i235];
+    const int64_t o238 = int64_t(v1) * 1;
+    const int64_t o239 = int64_t(v18) * 64;
+    if (o238 >= 0 && o238 + 1 <= A.d2_0 && o239 >= 0 && o239 + 64 <= A.d2_1) {
+      for (int64_t i240 = 0; i240 < 1; ++i240) {
+        for (int64_t i241 = 0; i241 < 64; ++i241) A.p2[(o238 + i240) * A.s2_0 + o239 + i241] = v227[(i240) * 64 + i241];
       }
     } else {
       // partly outside: each row copies its columns inside [lo, hi)
-      const int64_t lo236 = o233 >= 0 ? 0 : -o233 < 64 ? -o233 : 64;
-      const int64_t hi237 = A.d2_1 - o233 >= 64 ? 64 : A.d2_1 - o233 > lo236 ? A.d2_1 - o233 : lo236;
-      for (int64_t i238 = 0; i238 < 1; ++i238) {
-        if ((o232 + i238) >= 0 && (o232 + i238) < A.d2_0) tsr::store_row<tsr::st_same>(A.p2 + (o232 + i238) * A.s2_0, v221 + (i238) * 64, o233, lo236, hi237);
+      const int64_t lo242 = o239 >= 0 ? 0 : -o239 < 64 ? -o239 : 64;
+      const int64_t hi243 = A.d2_1 - o239 >= 64 ? 64 : A.d2_1 - o239 > lo242 ? A.d2_1 - o239 : lo242;
+      for (int64_t i244 = 0; i244 < 1; ++i244) {
+        if ((o238 + i244) >= 0 && (o238 + i244) < A.d2_0) tsr::store_row<tsr::st_same>(A.p2 + (o238 + i244) * A.s2_0, v227 + (i244) * 64, o239, lo242, hi243);
       }
     }
   }
@@ -741,7 +769,7 @@ extern "C" int tessera_run(void** buf, const int64_t* dims, const int64_t* is, c
   if (g0 < 0) return 24;  // grid size on axis 0 of kernel 'topk' is negative (a size of 0 runs no programs; a negative size is an error)
   if (g0 == 0 || g1 == 0 || g2 == 0) return 0;  // no programs
   if (nt <= 0) nt = omp_get_max_threads();
-  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(16936126)) nt = 1;  // about 16936126 element ops per program
+  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(16973020)) nt = 1;  // about 16973020 element ops per program
   if (nt == 1) {
     for (int64_t z = 0; z < g2; ++z)
       for (int64_t y = 0; y < g1; ++y)

@@ -8,11 +8,9 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
   constexpr int tsr_nthreads = 512;
   (void)tsr_tid; (void)tsr_smem;
   constexpr int64_t tsr_struct_base = 8192LL;  // buffers and pipe rings, after the scratch
-  int tsr_red163_at = 0;  // the copy of tsr_red163_mem the next exchange uses
-  int tsr_red175_at = 0;  // the copy of tsr_red175_mem the next exchange uses
-  int tsr_red181_at = 0;  // the copy of tsr_red181_mem the next exchange uses
-  int tsr_red281_at = 0;  // the copy of tsr_red281_mem the next exchange uses
-  int tsr_red332_at = 0;  // the copy of tsr_red332_mem the next exchange uses
+  int tsr_red189_at = 0;  // the copy of tsr_red189_mem the next exchange uses
+  int tsr_red297_at = 0;  // the copy of tsr_red297_mem the next exchange uses
+  int tsr_red348_at = 0;  // the copy of tsr_red348_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_N);
@@ -467,147 +465,147 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
       for (int s157 = 0; s157 < 4; ++s157) {
         v156[s157] = uint8_t(v149[s157] < v154[s157]);
       }
-      // %105 = cast %104 : tile<i32, [2048]>
-      int32_t v158[4];
+      // %105 = cmp %102, %103 {pred = "eq"} : tile<i1, [2048]>
+      uint8_t v158[4];
       #pragma unroll
       for (int s159 = 0; s159 < 4; ++s159) {
-        v158[s159] = int32_t(v156[s159]);
+        v158[s159] = uint8_t(v149[s159] == v154[s159]);
       }
-      // %106 = reduce %105 {axis = 0, kind = "sum"} : i32
-      int32_t v160;
-      int32_t racc161[4];
-      #pragma unroll
-      for (int v_ = 0; v_ < 4; ++v_) racc161[v_] = int32_t(0);
+      // %106 = const {value = 4096} : i32
+      const int32_t v160 = int32_t(4096LL);
+      // %107 = splat %106 : tile<i32, [2048]>
+      int32_t v161[4];
       #pragma unroll
       for (int s162 = 0; s162 < 4; ++s162) {
-        racc161[s162 % 4] = int32_t(uint32_t(racc161[s162 % 4]) + uint32_t(v158[s162]));
+        v161[s162] = v160;
       }
-      racc161[0] = int32_t(uint32_t(racc161[0]) + uint32_t(racc161[2]));
-      racc161[1] = int32_t(uint32_t(racc161[1]) + uint32_t(racc161[3]));
-      racc161[0] = int32_t(uint32_t(racc161[0]) + uint32_t(racc161[1]));
-      racc161[0] = int32_t(uint32_t(racc161[0]) + uint32_t(tsr::shfl_xor(racc161[0], 16)));
-      racc161[0] = int32_t(uint32_t(racc161[0]) + uint32_t(tsr::shfl_xor(racc161[0], 8)));
-      racc161[0] = int32_t(uint32_t(racc161[0]) + uint32_t(tsr::shfl_xor(racc161[0], 4)));
-      racc161[0] = int32_t(uint32_t(racc161[0]) + uint32_t(tsr::shfl_xor(racc161[0], 2)));
-      racc161[0] = int32_t(uint32_t(racc161[0]) + uint32_t(tsr::shfl_xor(racc161[0], 1)));
-      __shared__ int32_t tsr_red163_mem[32];
-      int32_t* const tsr_red163 = tsr_red163_mem + tsr_red163_at;
-      tsr_red163_at ^= 16;
-      if ((tsr_tid & 31) == 0) {
-        tsr_red163[(tsr_tid >> 5) * 1 + 0] = racc161[0];
-      }
-      __syncthreads();
-      racc161[0] = tsr_red163[(tsr_tid & 15) * 1 + 0];
-      racc161[0] = int32_t(uint32_t(racc161[0]) + uint32_t(tsr::shfl_xor(racc161[0], 8)));
-      racc161[0] = int32_t(uint32_t(racc161[0]) + uint32_t(tsr::shfl_xor(racc161[0], 4)));
-      racc161[0] = int32_t(uint32_t(racc161[0]) + uint32_t(tsr::shfl_xor(racc161[0], 2)));
-      racc161[0] = int32_t(uint32_t(racc161[0]) + uint32_t(tsr::shfl_xor(racc161[0], 1)));
-      v160 = racc161[0];
-      // %107 = arange : tile<i32, [2048]>
-      int32_t v164[4];
+      // %108 = where %105, %107, %41 : tile<i32, [2048]>
+      int32_t v163[4];
       #pragma unroll
-      for (int s165 = 0; s165 < 4; ++s165) {
-        v164[s165] = int32_t(0 + ((s165 / 4) * 2048 + tsr_tid * 4 + (s165 % 4)));
+      for (int s164 = 0; s164 < 4; ++s164) {
+        v163[s164] = (v158[s164] ? v161[s164] : v36[s164]);
       }
-      // %108 = splat %106 : tile<i32, [2048]>
-      int32_t v166[4];
+      // %109 = cast %108 : tile<i64, [2048]>
+      int64_t v165[4];
       #pragma unroll
-      for (int s167 = 0; s167 < 4; ++s167) {
-        v166[s167] = v160;
+      for (int s166 = 0; s166 < 4; ++s166) {
+        v165[s166] = int64_t(v163[s166]);
       }
-      // %109 = cmp %107, %108 {pred = "eq"} : tile<i1, [2048]>
-      uint8_t v168[4];
+      // %110 = cast %49 : tile<i64, [2048]>
+      int64_t v167[4];
       #pragma unroll
-      for (int s169 = 0; s169 < 4; ++s169) {
-        v168[s169] = uint8_t(v164[s169] == v166[s169]);
+      for (int s168 = 0; s168 < 4; ++s168) {
+        v167[s168] = int64_t(c52[s168]);
       }
-      // %110 = where %109, %49, %41 : tile<i32, [2048]>
-      int32_t v170[4];
+      // %111 = const {value = 24} : i64
+      const int64_t v169 = int64_t(24LL);
+      // %112 = splat %111 : tile<i64, [2048]>
+      int64_t v170[4];
       #pragma unroll
       for (int s171 = 0; s171 < 4; ++s171) {
-        v170[s171] = (v168[s171] ? c52[s171] : v36[s171]);
+        v170[s171] = v169;
       }
-      // %111 = reduce %110 {axis = 0, kind = "sum"} : i32
-      int32_t v172;
-      int32_t racc173[4];
+      // %113 = shl %110, %112 : tile<i64, [2048]>
+      int64_t v172[4];
       #pragma unroll
-      for (int v_ = 0; v_ < 4; ++v_) racc173[v_] = int32_t(0);
-      #pragma unroll
-      for (int s174 = 0; s174 < 4; ++s174) {
-        racc173[s174 % 4] = int32_t(uint32_t(racc173[s174 % 4]) + uint32_t(v170[s174]));
+      for (int s173 = 0; s173 < 4; ++s173) {
+        v172[s173] = tsr::ishl<int64_t>(v167[s173], v170[s173]);
       }
-      racc173[0] = int32_t(uint32_t(racc173[0]) + uint32_t(racc173[2]));
-      racc173[1] = int32_t(uint32_t(racc173[1]) + uint32_t(racc173[3]));
-      racc173[0] = int32_t(uint32_t(racc173[0]) + uint32_t(racc173[1]));
-      racc173[0] = int32_t(uint32_t(racc173[0]) + uint32_t(tsr::shfl_xor(racc173[0], 16)));
-      racc173[0] = int32_t(uint32_t(racc173[0]) + uint32_t(tsr::shfl_xor(racc173[0], 8)));
-      racc173[0] = int32_t(uint32_t(racc173[0]) + uint32_t(tsr::shfl_xor(racc173[0], 4)));
-      racc173[0] = int32_t(uint32_t(racc173[0]) + uint32_t(tsr::shfl_xor(racc173[0], 2)));
-      racc173[0] = int32_t(uint32_t(racc173[0]) + uint32_t(tsr::shfl_xor(racc173[0], 1)));
-      __shared__ int32_t tsr_red175_mem[32];
-      int32_t* const tsr_red175 = tsr_red175_mem + tsr_red175_at;
-      tsr_red175_at ^= 16;
+      // %114 = const {value = 1} : i64
+      const int64_t v174 = int64_t(1LL);
+      // %115 = splat %114 : tile<i64, [2048]>
+      int64_t v175[4];
+      #pragma unroll
+      for (int s176 = 0; s176 < 4; ++s176) {
+        v175[s176] = v174;
+      }
+      // %116 = add %113, %115 : tile<i64, [2048]>
+      int64_t v177[4];
+      #pragma unroll
+      for (int s178 = 0; s178 < 4; ++s178) {
+        v177[s178] = int64_t(uint64_t(v172[s178]) + uint64_t(v175[s178]));
+      }
+      // %117 = const {value = 0} : i64
+      const int64_t v179 = int64_t(0LL);
+      // %118 = splat %117 : tile<i64, [2048]>
+      int64_t v180[4];
+      #pragma unroll
+      for (int s181 = 0; s181 < 4; ++s181) {
+        v180[s181] = v179;
+      }
+      // %119 = where %104, %116, %118 : tile<i64, [2048]>
+      int64_t v182[4];
+      #pragma unroll
+      for (int s183 = 0; s183 < 4; ++s183) {
+        v182[s183] = (v156[s183] ? v177[s183] : v180[s183]);
+      }
+      // %120 = add %119, %109 : tile<i64, [2048]>
+      int64_t v184[4];
+      #pragma unroll
+      for (int s185 = 0; s185 < 4; ++s185) {
+        v184[s185] = int64_t(uint64_t(v182[s185]) + uint64_t(v165[s185]));
+      }
+      // %121 = reduce %120 {axis = 0, kind = "sum"} : i64
+      int64_t v186;
+      int64_t racc187[4];
+      #pragma unroll
+      for (int v_ = 0; v_ < 4; ++v_) racc187[v_] = int64_t(0);
+      #pragma unroll
+      for (int s188 = 0; s188 < 4; ++s188) {
+        racc187[s188 % 4] = int64_t(uint64_t(racc187[s188 % 4]) + uint64_t(v184[s188]));
+      }
+      racc187[0] = int64_t(uint64_t(racc187[0]) + uint64_t(racc187[2]));
+      racc187[1] = int64_t(uint64_t(racc187[1]) + uint64_t(racc187[3]));
+      racc187[0] = int64_t(uint64_t(racc187[0]) + uint64_t(racc187[1]));
+      racc187[0] = int64_t(uint64_t(racc187[0]) + uint64_t(tsr::shfl_xor(racc187[0], 16)));
+      racc187[0] = int64_t(uint64_t(racc187[0]) + uint64_t(tsr::shfl_xor(racc187[0], 8)));
+      racc187[0] = int64_t(uint64_t(racc187[0]) + uint64_t(tsr::shfl_xor(racc187[0], 4)));
+      racc187[0] = int64_t(uint64_t(racc187[0]) + uint64_t(tsr::shfl_xor(racc187[0], 2)));
+      racc187[0] = int64_t(uint64_t(racc187[0]) + uint64_t(tsr::shfl_xor(racc187[0], 1)));
+      __shared__ int64_t tsr_red189_mem[32];
+      int64_t* const tsr_red189 = tsr_red189_mem + tsr_red189_at;
+      tsr_red189_at ^= 16;
       if ((tsr_tid & 31) == 0) {
-        tsr_red175[(tsr_tid >> 5) * 1 + 0] = racc173[0];
+        tsr_red189[(tsr_tid >> 5) * 1 + 0] = racc187[0];
       }
       __syncthreads();
-      racc173[0] = tsr_red175[(tsr_tid & 15) * 1 + 0];
-      racc173[0] = int32_t(uint32_t(racc173[0]) + uint32_t(tsr::shfl_xor(racc173[0], 8)));
-      racc173[0] = int32_t(uint32_t(racc173[0]) + uint32_t(tsr::shfl_xor(racc173[0], 4)));
-      racc173[0] = int32_t(uint32_t(racc173[0]) + uint32_t(tsr::shfl_xor(racc173[0], 2)));
-      racc173[0] = int32_t(uint32_t(racc173[0]) + uint32_t(tsr::shfl_xor(racc173[0], 1)));
-      v172 = racc173[0];
-      // %112 = where %104, %49, %41 : tile<i32, [2048]>
-      int32_t v176[4];
-      #pragma unroll
-      for (int s177 = 0; s177 < 4; ++s177) {
-        v176[s177] = (v156[s177] ? c52[s177] : v36[s177]);
-      }
-      // %113 = reduce %112 {axis = 0, kind = "sum"} : i32
-      int32_t v178;
-      int32_t racc179[4];
-      #pragma unroll
-      for (int v_ = 0; v_ < 4; ++v_) racc179[v_] = int32_t(0);
-      #pragma unroll
-      for (int s180 = 0; s180 < 4; ++s180) {
-        racc179[s180 % 4] = int32_t(uint32_t(racc179[s180 % 4]) + uint32_t(v176[s180]));
-      }
-      racc179[0] = int32_t(uint32_t(racc179[0]) + uint32_t(racc179[2]));
-      racc179[1] = int32_t(uint32_t(racc179[1]) + uint32_t(racc179[3]));
-      racc179[0] = int32_t(uint32_t(racc179[0]) + uint32_t(racc179[1]));
-      racc179[0] = int32_t(uint32_t(racc179[0]) + uint32_t(tsr::shfl_xor(racc179[0], 16)));
-      racc179[0] = int32_t(uint32_t(racc179[0]) + uint32_t(tsr::shfl_xor(racc179[0], 8)));
-      racc179[0] = int32_t(uint32_t(racc179[0]) + uint32_t(tsr::shfl_xor(racc179[0], 4)));
-      racc179[0] = int32_t(uint32_t(racc179[0]) + uint32_t(tsr::shfl_xor(racc179[0], 2)));
-      racc179[0] = int32_t(uint32_t(racc179[0]) + uint32_t(tsr::shfl_xor(racc179[0], 1)));
-      __shared__ int32_t tsr_red181_mem[32];
-      int32_t* const tsr_red181 = tsr_red181_mem + tsr_red181_at;
-      tsr_red181_at ^= 16;
-      if ((tsr_tid & 31) == 0) {
-        tsr_red181[(tsr_tid >> 5) * 1 + 0] = racc179[0];
-      }
-      __syncthreads();
-      racc179[0] = tsr_red181[(tsr_tid & 15) * 1 + 0];
-      racc179[0] = int32_t(uint32_t(racc179[0]) + uint32_t(tsr::shfl_xor(racc179[0], 8)));
-      racc179[0] = int32_t(uint32_t(racc179[0]) + uint32_t(tsr::shfl_xor(racc179[0], 4)));
-      racc179[0] = int32_t(uint32_t(racc179[0]) + uint32_t(tsr::shfl_xor(racc179[0], 2)));
-      racc179[0] = int32_t(uint32_t(racc179[0]) + uint32_t(tsr::shfl_xor(racc179[0], 1)));
-      v178 = racc179[0];
-      // %114 = sub %26, %113 : i32
-      const int32_t v182 = int32_t(uint32_t(c20) - uint32_t(v178));
-      // %115 = cast %106 : u32
-      const uint32_t v183 = uint32_t(v160);
-      // %116 = shl %115, %40 : u32
-      const uint32_t v184 = tsr::ishl<uint32_t>(v183, v35);
-      // %117 = or %25, %116 : u32
-      const uint32_t v185 = uint32_t(c19 | v184);
-      // %118 = cmp %111, %114 {pred = "ne"} : i1
-      const uint8_t v186 = uint8_t(v172 != v182);
-      // yield %117, %114, %40, %118
-      v24 = v185;
-      v25 = v182;
+      racc187[0] = tsr_red189[(tsr_tid & 15) * 1 + 0];
+      racc187[0] = int64_t(uint64_t(racc187[0]) + uint64_t(tsr::shfl_xor(racc187[0], 8)));
+      racc187[0] = int64_t(uint64_t(racc187[0]) + uint64_t(tsr::shfl_xor(racc187[0], 4)));
+      racc187[0] = int64_t(uint64_t(racc187[0]) + uint64_t(tsr::shfl_xor(racc187[0], 2)));
+      racc187[0] = int64_t(uint64_t(racc187[0]) + uint64_t(tsr::shfl_xor(racc187[0], 1)));
+      v186 = racc187[0];
+      // %122 = const {value = 4095} : i64
+      const int64_t v190 = int64_t(4095LL);
+      // %123 = and %121, %122 : i64
+      const int64_t v191 = int64_t(v186 & v190);
+      // %124 = cast %123 : i32
+      const int32_t v192 = int32_t(v191);
+      // %125 = shr %121, %111 : i64
+      const int64_t v193 = tsr::ishr<int64_t>(v186, v169);
+      // %126 = cast %125 : i32
+      const int32_t v194 = int32_t(v193);
+      // %127 = sub %26, %126 : i32
+      const int32_t v195 = int32_t(uint32_t(c20) - uint32_t(v194));
+      // %128 = cast %124 : u32
+      const uint32_t v196 = uint32_t(v192);
+      // %129 = shl %128, %40 : u32
+      const uint32_t v197 = tsr::ishl<uint32_t>(v196, v35);
+      // %130 = or %25, %129 : u32
+      const uint32_t v198 = uint32_t(c19 | v197);
+      // %131 = const {value = 12} : i64
+      const int64_t v199 = int64_t(12LL);
+      // %132 = shr %121, %131 : i64
+      const int64_t v200 = tsr::ishr<int64_t>(v186, v199);
+      // %133 = and %132, %122 : i64
+      const int64_t v201 = int64_t(v200 & v190);
+      // %134 = cmp %133, %117 {pred = "eq"} : i1
+      const uint8_t v202 = uint8_t(v201 == v179);
+      // yield %130, %127, %40, %134
+      v24 = v198;
+      v25 = v195;
       v26 = v35;
-      v27 = v186;
+      v27 = v202;
     } else {
       // yield %25, %26, %27, %28
       v24 = c19;
@@ -621,80 +619,80 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
     c21 = v26;
     c22 = v27;
   }
-  // %119 = shr %20, %22 : u32
-  const uint32_t v187 = tsr::ishr<uint32_t>(c19, c21);
+  // %135 = shr %20, %22 : u32
+  const uint32_t v203 = tsr::ishr<uint32_t>(c19, c21);
   // for %18, %10, %4 {...}
-  for (int64_t iv188_ = v17; v3 > 0 && iv188_ < v9; iv188_ += v3) {
-    const int32_t iv188 = int32_t(iv188_);
-    // async_copy %9, %x, %120, %1, %120
-    if (!(true && int64_t(iv188) >= 0 && int64_t(iv188) < 4LL)) __trap();  // slot index out of range
+  for (int64_t iv204_ = v17; v3 > 0 && iv204_ < v9; iv204_ += v3) {
+    const int32_t iv204 = int32_t(iv204_);
+    // async_copy %9, %x, %136, %1, %136
+    if (!(true && int64_t(iv204) >= 0 && int64_t(iv204) < 4LL)) __trap();  // slot index out of range
     {
-      float* const dst189 = buf8 + ((0LL) * 4LL + int64_t(iv188)) * 8192LL;
+      float* const dst205 = buf8 + ((0LL) * 4LL + int64_t(iv204)) * 8192LL;
       __syncthreads();
       {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
-        const int64_t o190 = int64_t(v0) * 1LL;
-        const int64_t o191 = int64_t(iv188) * 8192LL;
+        const int64_t o206 = int64_t(v0) * 1LL;
+        const int64_t o207 = int64_t(iv204) * 8192LL;
         #pragma unroll 1
-        for (int64_t q192 = tsr_tid; q192 < 2048LL; q192 += tsr_nthreads) {
-          const int64_t gc194 = o191 + (q192 % 2048LL) * 4LL;
-          const int64_t nv195 = (true && (o190 + 0) >= 0 && (o190 + 0) < int64_t(tsr_dim_M) && gc194 >= 0) ? int64_t(tsr_dim_N) - gc194 : 0LL;  // elements in bounds (<= 0: none)
-          tsr::struct_copy_chunk(dst189 + q192 * 4LL, nv195 > 0 ? tsr_p0 + ((o190 + 0) * tsr_p0_s0 + gc194 * tsr_p0_s1) : tsr_p0, nv195, tsr_p0_s1);
+        for (int64_t q208 = tsr_tid; q208 < 2048LL; q208 += tsr_nthreads) {
+          const int64_t gc210 = o207 + (q208 % 2048LL) * 4LL;
+          const int64_t nv211 = (true && (o206 + 0) >= 0 && (o206 + 0) < int64_t(tsr_dim_M) && gc210 >= 0) ? int64_t(tsr_dim_N) - gc210 : 0LL;  // elements in bounds (<= 0: none)
+          tsr::struct_copy_chunk(dst205 + q208 * 4LL, nv211 > 0 ? tsr_p0 + ((o206 + 0) * tsr_p0_s0 + gc210 * tsr_p0_s1) : tsr_p0, nv211, tsr_p0_s1);
         }
       }
       tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
     }
     // yield
   }
-  // %121 = const {value = 2147483647} : u32
-  const uint32_t v196 = uint32_t(2147483647LL);
-  // %122 = const {value = 31} : u32
-  const uint32_t v197 = uint32_t(31LL);
-  // %123 = sub %7, %4 : i32
-  const int32_t v198 = int32_t(uint32_t(v6) - uint32_t(v3));
-  // %124, %125 = for %18, %13, %4, %18, %18 : i32, i32 {...}
-  int32_t c199;
-  c199 = v17;
-  int32_t c200;
-  c200 = v17;
-  for (int64_t iv201_ = v17; v3 > 0 && iv201_ < v12; iv201_ += v3) {
-    const int32_t iv201 = int32_t(iv201_);
+  // %137 = const {value = 2147483647} : u32
+  const uint32_t v212 = uint32_t(2147483647LL);
+  // %138 = const {value = 31} : u32
+  const uint32_t v213 = uint32_t(31LL);
+  // %139 = sub %7, %4 : i32
+  const int32_t v214 = int32_t(uint32_t(v6) - uint32_t(v3));
+  // %140, %141 = for %18, %13, %4, %18, %18 : i32, i32 {...}
+  int32_t c215;
+  c215 = v17;
+  int32_t c216;
+  c216 = v17;
+  for (int64_t iv217_ = v17; v3 > 0 && iv217_ < v12; iv217_ += v3) {
+    const int32_t iv217 = int32_t(iv217_);
     // async_wait
     tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible
     __syncthreads();
-    // %129 = rem %126, %10 : i32
-    const int32_t v202 = tsr::irem<int32_t>(iv201, v9);
-    // %130 = mul %129, %10 : i32
-    const int32_t v203 = int32_t(uint32_t(v202) * uint32_t(v9));
-    // %131 = add %126, %4 : i32
-    const int32_t v204 = int32_t(uint32_t(iv201) + uint32_t(v3));
-    // %132 = cmp %131, %13 {pred = "lt"} : i1
-    const uint8_t v205 = uint8_t(v204 < v12);
-    // if %132 {...}
-    if (v205) {
-      // %133 = mul %131, %10 : i32
-      const int32_t v206 = int32_t(uint32_t(v204) * uint32_t(v9));
-      // %134 = sub %10, %130 : i32
-      const int32_t v207 = int32_t(uint32_t(v9) - uint32_t(v203));
+    // %145 = rem %142, %10 : i32
+    const int32_t v218 = tsr::irem<int32_t>(iv217, v9);
+    // %146 = mul %145, %10 : i32
+    const int32_t v219 = int32_t(uint32_t(v218) * uint32_t(v9));
+    // %147 = add %142, %4 : i32
+    const int32_t v220 = int32_t(uint32_t(iv217) + uint32_t(v3));
+    // %148 = cmp %147, %13 {pred = "lt"} : i1
+    const uint8_t v221 = uint8_t(v220 < v12);
+    // if %148 {...}
+    if (v221) {
+      // %149 = mul %147, %10 : i32
+      const int32_t v222 = int32_t(uint32_t(v220) * uint32_t(v9));
+      // %150 = sub %10, %146 : i32
+      const int32_t v223 = int32_t(uint32_t(v9) - uint32_t(v219));
       // for %18, %10, %4 {...}
-      for (int64_t iv208_ = v17; v3 > 0 && iv208_ < v9; iv208_ += v3) {
-        const int32_t iv208 = int32_t(iv208_);
-        // %136 = add %133, %135 : i32
-        const int32_t v209 = int32_t(uint32_t(v206) + uint32_t(iv208));
-        // %137 = add %134, %135 : i32
-        const int32_t v210 = int32_t(uint32_t(v207) + uint32_t(iv208));
-        // async_copy %9, %x, %137, %1, %136
-        if (!(true && int64_t(v210) >= 0 && int64_t(v210) < 4LL)) __trap();  // slot index out of range
+      for (int64_t iv224_ = v17; v3 > 0 && iv224_ < v9; iv224_ += v3) {
+        const int32_t iv224 = int32_t(iv224_);
+        // %152 = add %149, %151 : i32
+        const int32_t v225 = int32_t(uint32_t(v222) + uint32_t(iv224));
+        // %153 = add %150, %151 : i32
+        const int32_t v226 = int32_t(uint32_t(v223) + uint32_t(iv224));
+        // async_copy %9, %x, %153, %1, %152
+        if (!(true && int64_t(v226) >= 0 && int64_t(v226) < 4LL)) __trap();  // slot index out of range
         {
-          float* const dst211 = buf8 + ((0LL) * 4LL + int64_t(v210)) * 8192LL;
+          float* const dst227 = buf8 + ((0LL) * 4LL + int64_t(v226)) * 8192LL;
           __syncthreads();
           {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
-            const int64_t o212 = int64_t(v0) * 1LL;
-            const int64_t o213 = int64_t(v209) * 8192LL;
+            const int64_t o228 = int64_t(v0) * 1LL;
+            const int64_t o229 = int64_t(v225) * 8192LL;
             #pragma unroll 1
-            for (int64_t q214 = tsr_tid; q214 < 2048LL; q214 += tsr_nthreads) {
-              const int64_t gc216 = o213 + (q214 % 2048LL) * 4LL;
-              const int64_t nv217 = (true && (o212 + 0) >= 0 && (o212 + 0) < int64_t(tsr_dim_M) && gc216 >= 0) ? int64_t(tsr_dim_N) - gc216 : 0LL;  // elements in bounds (<= 0: none)
-              tsr::struct_copy_chunk(dst211 + q214 * 4LL, nv217 > 0 ? tsr_p0 + ((o212 + 0) * tsr_p0_s0 + gc216 * tsr_p0_s1) : tsr_p0, nv217, tsr_p0_s1);
+            for (int64_t q230 = tsr_tid; q230 < 2048LL; q230 += tsr_nthreads) {
+              const int64_t gc232 = o229 + (q230 % 2048LL) * 4LL;
+              const int64_t nv233 = (true && (o228 + 0) >= 0 && (o228 + 0) < int64_t(tsr_dim_M) && gc232 >= 0) ? int64_t(tsr_dim_N) - gc232 : 0LL;  // elements in bounds (<= 0: none)
+              tsr::struct_copy_chunk(dst227 + q230 * 4LL, nv233 > 0 ? tsr_p0 + ((o228 + 0) * tsr_p0_s0 + gc232 * tsr_p0_s1) : tsr_p0, nv233, tsr_p0_s1);
             }
           }
           tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
@@ -705,505 +703,505 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
     } else {
       // yield
     }
-    // %138 = mul %126, %10 : i32
-    const int32_t v218 = int32_t(uint32_t(iv201) * uint32_t(v9));
-    // %139 = sub %7, %138 : i32
-    const int32_t v219 = int32_t(uint32_t(v6) - uint32_t(v218));
-    // %140 = min %10, %139 : i32
-    const int32_t v220 = tsr::imin<int32_t>(v9, v219);
-    // %141, %142 = for %18, %140, %4, %127, %128 : i32, i32 {...}
-    int32_t c221;
-    c221 = c199;
-    int32_t c222;
-    c222 = c200;
-    for (int64_t iv223_ = v17; v3 > 0 && iv223_ < v220; iv223_ += v3) {
-      const int32_t iv223 = int32_t(iv223_);
-      // %146 = add %138, %143 : i32
-      const int32_t v224 = int32_t(uint32_t(v218) + uint32_t(iv223));
-      // %147 = add %130, %143 : i32
-      const int32_t v225 = int32_t(uint32_t(v203) + uint32_t(iv223));
-      // %148 = buffer_read %9, %147 : tile<f32, [1, 8192]>
-      if (!(true && int64_t(v225) >= 0 && int64_t(v225) < 4LL)) __trap();  // slot index out of range
-      const float* const src226 = buf8 + ((0LL) * 4LL + int64_t(v225)) * 8192LL;
-      float v227[16];
+    // %154 = mul %142, %10 : i32
+    const int32_t v234 = int32_t(uint32_t(iv217) * uint32_t(v9));
+    // %155 = sub %7, %154 : i32
+    const int32_t v235 = int32_t(uint32_t(v6) - uint32_t(v234));
+    // %156 = min %10, %155 : i32
+    const int32_t v236 = tsr::imin<int32_t>(v9, v235);
+    // %157, %158 = for %18, %156, %4, %143, %144 : i32, i32 {...}
+    int32_t c237;
+    c237 = c215;
+    int32_t c238;
+    c238 = c216;
+    for (int64_t iv239_ = v17; v3 > 0 && iv239_ < v236; iv239_ += v3) {
+      const int32_t iv239 = int32_t(iv239_);
+      // %162 = add %154, %159 : i32
+      const int32_t v240 = int32_t(uint32_t(v234) + uint32_t(iv239));
+      // %163 = add %146, %159 : i32
+      const int32_t v241 = int32_t(uint32_t(v219) + uint32_t(iv239));
+      // %164 = buffer_read %9, %163 : tile<f32, [1, 8192]>
+      if (!(true && int64_t(v241) >= 0 && int64_t(v241) < 4LL)) __trap();  // slot index out of range
+      const float* const src242 = buf8 + ((0LL) * 4LL + int64_t(v241)) * 8192LL;
+      float v243[16];
       #pragma unroll
-      for (int c228 = 0; c228 < 2; ++c228) {
+      for (int c244 = 0; c244 < 2; ++c244) {
         float v_[8];
-        tsr::copy_vec<float, 8>(v_, src226 + c228 * 4096 + tsr_tid * 8);
+        tsr::copy_vec<float, 8>(v_, src242 + c244 * 4096 + tsr_tid * 8);
         #pragma unroll
-        for (int l_ = 0; l_ < 8; ++l_) v227[c228 * 8 + l_] = v_[l_];
+        for (int l_ = 0; l_ < 8; ++l_) v243[c244 * 8 + l_] = v_[l_];
       }
-      // %149 = reshape %148 : tile<f32, [8192]>
-      float v229[16];
-      #pragma unroll
-      for (int s230 = 0; s230 < 16; ++s230) {
-        v229[s230] = v227[s230];
-      }
-      // %150 = bitcast %149 : tile<u32, [8192]>
-      uint32_t v231[16];
-      #pragma unroll
-      for (int s232 = 0; s232 < 16; ++s232) {
-        v231[s232] = uint32_t(tsr::f32_bits(v229[s232]));
-      }
-      // %151 = splat %121 : tile<u32, [8192]>
-      uint32_t v233[16];
-      #pragma unroll
-      for (int s234 = 0; s234 < 16; ++s234) {
-        v233[s234] = v196;
-      }
-      // %152 = xor %150, %151 : tile<u32, [8192]>
-      uint32_t v235[16];
-      #pragma unroll
-      for (int s236 = 0; s236 < 16; ++s236) {
-        v235[s236] = uint32_t(v231[s236] ^ v233[s236]);
-      }
-      // %153 = splat %122 : tile<u32, [8192]>
-      uint32_t v237[16];
-      #pragma unroll
-      for (int s238 = 0; s238 < 16; ++s238) {
-        v237[s238] = v197;
-      }
-      // %154 = shr %150, %153 : tile<u32, [8192]>
-      uint32_t v239[16];
-      #pragma unroll
-      for (int s240 = 0; s240 < 16; ++s240) {
-        v239[s240] = tsr::ishr<uint32_t>(v231[s240], v237[s240]);
-      }
-      // %155 = splat %14 : tile<u32, [8192]>
-      uint32_t v241[16];
-      #pragma unroll
-      for (int s242 = 0; s242 < 16; ++s242) {
-        v241[s242] = v13;
-      }
-      // %156 = cmp %154, %155 {pred = "eq"} : tile<i1, [8192]>
-      uint8_t v243[16];
-      #pragma unroll
-      for (int s244 = 0; s244 < 16; ++s244) {
-        v243[s244] = uint8_t(v239[s244] == v241[s244]);
-      }
-      // %157 = where %156, %152, %150 : tile<u32, [8192]>
-      uint32_t v245[16];
+      // %165 = reshape %164 : tile<f32, [8192]>
+      float v245[16];
       #pragma unroll
       for (int s246 = 0; s246 < 16; ++s246) {
-        v245[s246] = (v243[s246] ? v235[s246] : v231[s246]);
+        v245[s246] = v243[s246];
       }
-      // %158 = cmp %146, %123 {pred = "eq"} : i1
-      const uint8_t v247 = uint8_t(v224 == v198);
-      // %159 = if %158 : tile<u32, [8192]> {...}
-      uint32_t v248[16];
-      if (v247) {
-        // %160 = mul %146, %3 : i32
-        const int32_t v249 = int32_t(uint32_t(v224) * uint32_t(v2));
-        // %161 = arange : tile<i32, [8192]>
-        int32_t v250[16];
+      // %166 = bitcast %165 : tile<u32, [8192]>
+      uint32_t v247[16];
+      #pragma unroll
+      for (int s248 = 0; s248 < 16; ++s248) {
+        v247[s248] = uint32_t(tsr::f32_bits(v245[s248]));
+      }
+      // %167 = splat %137 : tile<u32, [8192]>
+      uint32_t v249[16];
+      #pragma unroll
+      for (int s250 = 0; s250 < 16; ++s250) {
+        v249[s250] = v212;
+      }
+      // %168 = xor %166, %167 : tile<u32, [8192]>
+      uint32_t v251[16];
+      #pragma unroll
+      for (int s252 = 0; s252 < 16; ++s252) {
+        v251[s252] = uint32_t(v247[s252] ^ v249[s252]);
+      }
+      // %169 = splat %138 : tile<u32, [8192]>
+      uint32_t v253[16];
+      #pragma unroll
+      for (int s254 = 0; s254 < 16; ++s254) {
+        v253[s254] = v213;
+      }
+      // %170 = shr %166, %169 : tile<u32, [8192]>
+      uint32_t v255[16];
+      #pragma unroll
+      for (int s256 = 0; s256 < 16; ++s256) {
+        v255[s256] = tsr::ishr<uint32_t>(v247[s256], v253[s256]);
+      }
+      // %171 = splat %14 : tile<u32, [8192]>
+      uint32_t v257[16];
+      #pragma unroll
+      for (int s258 = 0; s258 < 16; ++s258) {
+        v257[s258] = v13;
+      }
+      // %172 = cmp %170, %171 {pred = "eq"} : tile<i1, [8192]>
+      uint8_t v259[16];
+      #pragma unroll
+      for (int s260 = 0; s260 < 16; ++s260) {
+        v259[s260] = uint8_t(v255[s260] == v257[s260]);
+      }
+      // %173 = where %172, %168, %166 : tile<u32, [8192]>
+      uint32_t v261[16];
+      #pragma unroll
+      for (int s262 = 0; s262 < 16; ++s262) {
+        v261[s262] = (v259[s262] ? v251[s262] : v247[s262]);
+      }
+      // %174 = cmp %162, %139 {pred = "eq"} : i1
+      const uint8_t v263 = uint8_t(v240 == v214);
+      // %175 = if %174 : tile<u32, [8192]> {...}
+      uint32_t v264[16];
+      if (v263) {
+        // %176 = mul %162, %3 : i32
+        const int32_t v265 = int32_t(uint32_t(v240) * uint32_t(v2));
+        // %177 = arange : tile<i32, [8192]>
+        int32_t v266[16];
         #pragma unroll
-        for (int s251 = 0; s251 < 16; ++s251) {
-          v250[s251] = int32_t(0 + ((s251 / 8) * 4096 + tsr_tid * 8 + (s251 % 8)));
+        for (int s267 = 0; s267 < 16; ++s267) {
+          v266[s267] = int32_t(0 + ((s267 / 8) * 4096 + tsr_tid * 8 + (s267 % 8)));
         }
-        // %162 = splat %160 : tile<i32, [8192]>
-        int32_t v252[16];
+        // %178 = splat %176 : tile<i32, [8192]>
+        int32_t v268[16];
         #pragma unroll
-        for (int s253 = 0; s253 < 16; ++s253) {
-          v252[s253] = v249;
+        for (int s269 = 0; s269 < 16; ++s269) {
+          v268[s269] = v265;
         }
-        // %163 = add %161, %162 : tile<i32, [8192]>
-        int32_t v254[16];
+        // %179 = add %177, %178 : tile<i32, [8192]>
+        int32_t v270[16];
         #pragma unroll
-        for (int s255 = 0; s255 < 16; ++s255) {
-          v254[s255] = int32_t(uint32_t(v250[s255]) + uint32_t(v252[s255]));
+        for (int s271 = 0; s271 < 16; ++s271) {
+          v270[s271] = int32_t(uint32_t(v266[s271]) + uint32_t(v268[s271]));
         }
-        // %164 = splat %2 : tile<i32, [8192]>
-        int32_t v256[16];
+        // %180 = splat %2 : tile<i32, [8192]>
+        int32_t v272[16];
         #pragma unroll
-        for (int s257 = 0; s257 < 16; ++s257) {
-          v256[s257] = v1;
+        for (int s273 = 0; s273 < 16; ++s273) {
+          v272[s273] = v1;
         }
-        // %165 = cmp %163, %164 {pred = "lt"} : tile<i1, [8192]>
-        uint8_t v258[16];
+        // %181 = cmp %179, %180 {pred = "lt"} : tile<i1, [8192]>
+        uint8_t v274[16];
         #pragma unroll
-        for (int s259 = 0; s259 < 16; ++s259) {
-          v258[s259] = uint8_t(v254[s259] < v256[s259]);
+        for (int s275 = 0; s275 < 16; ++s275) {
+          v274[s275] = uint8_t(v270[s275] < v272[s275]);
         }
-        // %166 = splat %8 : tile<u32, [8192]>
-        uint32_t v260[16];
+        // %182 = splat %8 : tile<u32, [8192]>
+        uint32_t v276[16];
         #pragma unroll
-        for (int s261 = 0; s261 < 16; ++s261) {
-          v260[s261] = v7;
+        for (int s277 = 0; s277 < 16; ++s277) {
+          v276[s277] = v7;
         }
-        // %167 = where %165, %157, %166 : tile<u32, [8192]>
-        uint32_t v262[16];
+        // %183 = where %181, %173, %182 : tile<u32, [8192]>
+        uint32_t v278[16];
         #pragma unroll
-        for (int s263 = 0; s263 < 16; ++s263) {
-          v262[s263] = (v258[s263] ? v245[s263] : v260[s263]);
+        for (int s279 = 0; s279 < 16; ++s279) {
+          v278[s279] = (v274[s279] ? v261[s279] : v276[s279]);
         }
-        // yield %167
+        // yield %183
         #pragma unroll
-        for (int s264 = 0; s264 < 16; ++s264) {
-          v248[s264] = v262[s264];
+        for (int s280 = 0; s280 < 16; ++s280) {
+          v264[s280] = v278[s280];
         }
       } else {
-        // yield %157
+        // yield %173
         #pragma unroll
-        for (int s265 = 0; s265 < 16; ++s265) {
-          v248[s265] = v245[s265];
+        for (int s281 = 0; s281 < 16; ++s281) {
+          v264[s281] = v261[s281];
         }
       }
-      // %168 = splat %22 : tile<u32, [8192]>
-      uint32_t v266[16];
+      // %184 = splat %22 : tile<u32, [8192]>
+      uint32_t v282[16];
       #pragma unroll
-      for (int s267 = 0; s267 < 16; ++s267) {
-        v266[s267] = c21;
+      for (int s283 = 0; s283 < 16; ++s283) {
+        v282[s283] = c21;
       }
-      // %169 = shr %159, %168 : tile<u32, [8192]>
-      uint32_t v268[16];
+      // %185 = shr %175, %184 : tile<u32, [8192]>
+      uint32_t v284[16];
       #pragma unroll
-      for (int s269 = 0; s269 < 16; ++s269) {
-        v268[s269] = tsr::ishr<uint32_t>(v248[s269], v266[s269]);
+      for (int s285 = 0; s285 < 16; ++s285) {
+        v284[s285] = tsr::ishr<uint32_t>(v264[s285], v282[s285]);
       }
-      // %170 = splat %119 : tile<u32, [8192]>
-      uint32_t v270[16];
+      // %186 = splat %135 : tile<u32, [8192]>
+      uint32_t v286[16];
       #pragma unroll
-      for (int s271 = 0; s271 < 16; ++s271) {
-        v270[s271] = v187;
+      for (int s287 = 0; s287 < 16; ++s287) {
+        v286[s287] = v203;
       }
-      // %171 = cmp %169, %170 {pred = "eq"} : tile<i1, [8192]>
-      uint8_t v272[16];
+      // %187 = cmp %185, %186 {pred = "eq"} : tile<i1, [8192]>
+      uint8_t v288[16];
       #pragma unroll
-      for (int s273 = 0; s273 < 16; ++s273) {
-        v272[s273] = uint8_t(v268[s273] == v270[s273]);
+      for (int s289 = 0; s289 < 16; ++s289) {
+        v288[s289] = uint8_t(v284[s289] == v286[s289]);
       }
-      // %172 = cmp %169, %170 {pred = "lt"} : tile<i1, [8192]>
-      uint8_t v274[16];
+      // %188 = cmp %185, %186 {pred = "lt"} : tile<i1, [8192]>
+      uint8_t v290[16];
       #pragma unroll
-      for (int s275 = 0; s275 < 16; ++s275) {
-        v274[s275] = uint8_t(v268[s275] < v270[s275]);
+      for (int s291 = 0; s291 < 16; ++s291) {
+        v290[s291] = uint8_t(v284[s291] < v286[s291]);
       }
-      // %173 = cast %171 : tile<i32, [8192]>
-      int32_t v276[16];
+      // %189 = cast %187 : tile<i32, [8192]>
+      int32_t v292[16];
       #pragma unroll
-      for (int s277 = 0; s277 < 16; ++s277) {
-        v276[s277] = int32_t(v272[s277]);
+      for (int s293 = 0; s293 < 16; ++s293) {
+        v292[s293] = int32_t(v288[s293]);
       }
-      // %174 = reduce %173 {axis = 0, kind = "sum"} : i32
-      int32_t v278;
-      int32_t racc279[8];
+      // %190 = reduce %189 {axis = 0, kind = "sum"} : i32
+      int32_t v294;
+      int32_t racc295[8];
       #pragma unroll
-      for (int v_ = 0; v_ < 8; ++v_) racc279[v_] = int32_t(0);
+      for (int v_ = 0; v_ < 8; ++v_) racc295[v_] = int32_t(0);
       #pragma unroll
-      for (int s280 = 0; s280 < 16; ++s280) {
-        racc279[s280 % 8] = int32_t(uint32_t(racc279[s280 % 8]) + uint32_t(v276[s280]));
+      for (int s296 = 0; s296 < 16; ++s296) {
+        racc295[s296 % 8] = int32_t(uint32_t(racc295[s296 % 8]) + uint32_t(v292[s296]));
       }
-      racc279[0] = int32_t(uint32_t(racc279[0]) + uint32_t(racc279[4]));
-      racc279[1] = int32_t(uint32_t(racc279[1]) + uint32_t(racc279[5]));
-      racc279[2] = int32_t(uint32_t(racc279[2]) + uint32_t(racc279[6]));
-      racc279[3] = int32_t(uint32_t(racc279[3]) + uint32_t(racc279[7]));
-      racc279[0] = int32_t(uint32_t(racc279[0]) + uint32_t(racc279[2]));
-      racc279[1] = int32_t(uint32_t(racc279[1]) + uint32_t(racc279[3]));
-      racc279[0] = int32_t(uint32_t(racc279[0]) + uint32_t(racc279[1]));
-      racc279[0] = int32_t(uint32_t(racc279[0]) + uint32_t(tsr::shfl_xor(racc279[0], 16)));
-      racc279[0] = int32_t(uint32_t(racc279[0]) + uint32_t(tsr::shfl_xor(racc279[0], 8)));
-      racc279[0] = int32_t(uint32_t(racc279[0]) + uint32_t(tsr::shfl_xor(racc279[0], 4)));
-      racc279[0] = int32_t(uint32_t(racc279[0]) + uint32_t(tsr::shfl_xor(racc279[0], 2)));
-      racc279[0] = int32_t(uint32_t(racc279[0]) + uint32_t(tsr::shfl_xor(racc279[0], 1)));
-      __shared__ int32_t tsr_red281_mem[32];
-      int32_t* const tsr_red281 = tsr_red281_mem + tsr_red281_at;
-      tsr_red281_at ^= 16;
+      racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(racc295[4]));
+      racc295[1] = int32_t(uint32_t(racc295[1]) + uint32_t(racc295[5]));
+      racc295[2] = int32_t(uint32_t(racc295[2]) + uint32_t(racc295[6]));
+      racc295[3] = int32_t(uint32_t(racc295[3]) + uint32_t(racc295[7]));
+      racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(racc295[2]));
+      racc295[1] = int32_t(uint32_t(racc295[1]) + uint32_t(racc295[3]));
+      racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(racc295[1]));
+      racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 16)));
+      racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 8)));
+      racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 4)));
+      racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 2)));
+      racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 1)));
+      __shared__ int32_t tsr_red297_mem[32];
+      int32_t* const tsr_red297 = tsr_red297_mem + tsr_red297_at;
+      tsr_red297_at ^= 16;
       if ((tsr_tid & 31) == 0) {
-        tsr_red281[(tsr_tid >> 5) * 1 + 0] = racc279[0];
+        tsr_red297[(tsr_tid >> 5) * 1 + 0] = racc295[0];
       }
       __syncthreads();
-      racc279[0] = tsr_red281[(tsr_tid & 15) * 1 + 0];
-      racc279[0] = int32_t(uint32_t(racc279[0]) + uint32_t(tsr::shfl_xor(racc279[0], 8)));
-      racc279[0] = int32_t(uint32_t(racc279[0]) + uint32_t(tsr::shfl_xor(racc279[0], 4)));
-      racc279[0] = int32_t(uint32_t(racc279[0]) + uint32_t(tsr::shfl_xor(racc279[0], 2)));
-      racc279[0] = int32_t(uint32_t(racc279[0]) + uint32_t(tsr::shfl_xor(racc279[0], 1)));
-      v278 = racc279[0];
-      // %175 = add %145, %174 : i32
-      const int32_t v282 = int32_t(uint32_t(c222) + uint32_t(v278));
-      // %176 = cmp %175, %21 {pred = "le"} : i1
-      const uint8_t v283 = uint8_t(v282 <= c20);
-      // %177 = if %176 : tile<i1, [8192]> {...}
-      uint8_t v284[16];
-      if (v283) {
-        // %178 = or %172, %171 : tile<i1, [8192]>
-        uint8_t v285[16];
-        #pragma unroll
-        for (int s286 = 0; s286 < 16; ++s286) {
-          v285[s286] = uint8_t(v274[s286] | v272[s286]);
-        }
-        // yield %178
-        #pragma unroll
-        for (int s287 = 0; s287 < 16; ++s287) {
-          v284[s287] = v285[s287];
-        }
-      } else {
-        // %179 = scan %173 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-        int32_t v288[16];
-        uint32_t run289 = uint32_t(0);
-        uint32_t acc290_0 = uint32_t(0);
-        acc290_0 += uint32_t(v276[0]); v288[0] = int32_t(acc290_0);
-        acc290_0 += uint32_t(v276[1]); v288[1] = int32_t(acc290_0);
-        acc290_0 += uint32_t(v276[2]); v288[2] = int32_t(acc290_0);
-        acc290_0 += uint32_t(v276[3]); v288[3] = int32_t(acc290_0);
-        acc290_0 += uint32_t(v276[4]); v288[4] = int32_t(acc290_0);
-        acc290_0 += uint32_t(v276[5]); v288[5] = int32_t(acc290_0);
-        acc290_0 += uint32_t(v276[6]); v288[6] = int32_t(acc290_0);
-        acc290_0 += uint32_t(v276[7]); v288[7] = int32_t(acc290_0);
-        __syncthreads();
-        uint32_t tot292_0;
-        const uint32_t off291_0 = run289 + tsr::block_exclusive_sum<16>(acc290_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot292_0);
-        v288[0] = int32_t(uint32_t(v288[0]) + off291_0);
-        v288[1] = int32_t(uint32_t(v288[1]) + off291_0);
-        v288[2] = int32_t(uint32_t(v288[2]) + off291_0);
-        v288[3] = int32_t(uint32_t(v288[3]) + off291_0);
-        v288[4] = int32_t(uint32_t(v288[4]) + off291_0);
-        v288[5] = int32_t(uint32_t(v288[5]) + off291_0);
-        v288[6] = int32_t(uint32_t(v288[6]) + off291_0);
-        v288[7] = int32_t(uint32_t(v288[7]) + off291_0);
-        run289 += tot292_0;
-        uint32_t acc290_1 = uint32_t(0);
-        acc290_1 += uint32_t(v276[8]); v288[8] = int32_t(acc290_1);
-        acc290_1 += uint32_t(v276[9]); v288[9] = int32_t(acc290_1);
-        acc290_1 += uint32_t(v276[10]); v288[10] = int32_t(acc290_1);
-        acc290_1 += uint32_t(v276[11]); v288[11] = int32_t(acc290_1);
-        acc290_1 += uint32_t(v276[12]); v288[12] = int32_t(acc290_1);
-        acc290_1 += uint32_t(v276[13]); v288[13] = int32_t(acc290_1);
-        acc290_1 += uint32_t(v276[14]); v288[14] = int32_t(acc290_1);
-        acc290_1 += uint32_t(v276[15]); v288[15] = int32_t(acc290_1);
-        __syncthreads();
-        uint32_t tot292_1;
-        const uint32_t off291_1 = run289 + tsr::block_exclusive_sum<16>(acc290_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot292_1);
-        v288[8] = int32_t(uint32_t(v288[8]) + off291_1);
-        v288[9] = int32_t(uint32_t(v288[9]) + off291_1);
-        v288[10] = int32_t(uint32_t(v288[10]) + off291_1);
-        v288[11] = int32_t(uint32_t(v288[11]) + off291_1);
-        v288[12] = int32_t(uint32_t(v288[12]) + off291_1);
-        v288[13] = int32_t(uint32_t(v288[13]) + off291_1);
-        v288[14] = int32_t(uint32_t(v288[14]) + off291_1);
-        v288[15] = int32_t(uint32_t(v288[15]) + off291_1);
-        run289 += tot292_1;
-        // %180 = splat %145 : tile<i32, [8192]>
-        int32_t v293[16];
-        #pragma unroll
-        for (int s294 = 0; s294 < 16; ++s294) {
-          v293[s294] = c222;
-        }
-        // %181 = add %179, %180 : tile<i32, [8192]>
-        int32_t v295[16];
-        #pragma unroll
-        for (int s296 = 0; s296 < 16; ++s296) {
-          v295[s296] = int32_t(uint32_t(v288[s296]) + uint32_t(v293[s296]));
-        }
-        // %182 = splat %21 : tile<i32, [8192]>
-        int32_t v297[16];
-        #pragma unroll
-        for (int s298 = 0; s298 < 16; ++s298) {
-          v297[s298] = c20;
-        }
-        // %183 = cmp %181, %182 {pred = "le"} : tile<i1, [8192]>
-        uint8_t v299[16];
-        #pragma unroll
-        for (int s300 = 0; s300 < 16; ++s300) {
-          v299[s300] = uint8_t(v295[s300] <= v297[s300]);
-        }
-        // %184 = and %171, %183 : tile<i1, [8192]>
+      racc295[0] = tsr_red297[(tsr_tid & 15) * 1 + 0];
+      racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 8)));
+      racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 4)));
+      racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 2)));
+      racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 1)));
+      v294 = racc295[0];
+      // %191 = add %161, %190 : i32
+      const int32_t v298 = int32_t(uint32_t(c238) + uint32_t(v294));
+      // %192 = cmp %191, %21 {pred = "le"} : i1
+      const uint8_t v299 = uint8_t(v298 <= c20);
+      // %193 = if %192 : tile<i1, [8192]> {...}
+      uint8_t v300[16];
+      if (v299) {
+        // %194 = or %188, %187 : tile<i1, [8192]>
         uint8_t v301[16];
         #pragma unroll
         for (int s302 = 0; s302 < 16; ++s302) {
-          v301[s302] = uint8_t(v272[s302] & v299[s302]);
+          v301[s302] = uint8_t(v290[s302] | v288[s302]);
         }
-        // %185 = or %172, %184 : tile<i1, [8192]>
-        uint8_t v303[16];
+        // yield %194
         #pragma unroll
-        for (int s304 = 0; s304 < 16; ++s304) {
-          v303[s304] = uint8_t(v274[s304] | v301[s304]);
+        for (int s303 = 0; s303 < 16; ++s303) {
+          v300[s303] = v301[s303];
         }
-        // yield %185
+      } else {
+        // %195 = scan %189 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+        int32_t v304[16];
+        uint32_t run305 = uint32_t(0);
+        uint32_t acc306_0 = uint32_t(0);
+        acc306_0 += uint32_t(v292[0]); v304[0] = int32_t(acc306_0);
+        acc306_0 += uint32_t(v292[1]); v304[1] = int32_t(acc306_0);
+        acc306_0 += uint32_t(v292[2]); v304[2] = int32_t(acc306_0);
+        acc306_0 += uint32_t(v292[3]); v304[3] = int32_t(acc306_0);
+        acc306_0 += uint32_t(v292[4]); v304[4] = int32_t(acc306_0);
+        acc306_0 += uint32_t(v292[5]); v304[5] = int32_t(acc306_0);
+        acc306_0 += uint32_t(v292[6]); v304[6] = int32_t(acc306_0);
+        acc306_0 += uint32_t(v292[7]); v304[7] = int32_t(acc306_0);
+        __syncthreads();
+        uint32_t tot308_0;
+        const uint32_t off307_0 = run305 + tsr::block_exclusive_sum<16>(acc306_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot308_0);
+        v304[0] = int32_t(uint32_t(v304[0]) + off307_0);
+        v304[1] = int32_t(uint32_t(v304[1]) + off307_0);
+        v304[2] = int32_t(uint32_t(v304[2]) + off307_0);
+        v304[3] = int32_t(uint32_t(v304[3]) + off307_0);
+        v304[4] = int32_t(uint32_t(v304[4]) + off307_0);
+        v304[5] = int32_t(uint32_t(v304[5]) + off307_0);
+        v304[6] = int32_t(uint32_t(v304[6]) + off307_0);
+        v304[7] = int32_t(uint32_t(v304[7]) + off307_0);
+        run305 += tot308_0;
+        uint32_t acc306_1 = uint32_t(0);
+        acc306_1 += uint32_t(v292[8]); v304[8] = int32_t(acc306_1);
+        acc306_1 += uint32_t(v292[9]); v304[9] = int32_t(acc306_1);
+        acc306_1 += uint32_t(v292[10]); v304[10] = int32_t(acc306_1);
+        acc306_1 += uint32_t(v292[11]); v304[11] = int32_t(acc306_1);
+        acc306_1 += uint32_t(v292[12]); v304[12] = int32_t(acc306_1);
+        acc306_1 += uint32_t(v292[13]); v304[13] = int32_t(acc306_1);
+        acc306_1 += uint32_t(v292[14]); v304[14] = int32_t(acc306_1);
+        acc306_1 += uint32_t(v292[15]); v304[15] = int32_t(acc306_1);
+        __syncthreads();
+        uint32_t tot308_1;
+        const uint32_t off307_1 = run305 + tsr::block_exclusive_sum<16>(acc306_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot308_1);
+        v304[8] = int32_t(uint32_t(v304[8]) + off307_1);
+        v304[9] = int32_t(uint32_t(v304[9]) + off307_1);
+        v304[10] = int32_t(uint32_t(v304[10]) + off307_1);
+        v304[11] = int32_t(uint32_t(v304[11]) + off307_1);
+        v304[12] = int32_t(uint32_t(v304[12]) + off307_1);
+        v304[13] = int32_t(uint32_t(v304[13]) + off307_1);
+        v304[14] = int32_t(uint32_t(v304[14]) + off307_1);
+        v304[15] = int32_t(uint32_t(v304[15]) + off307_1);
+        run305 += tot308_1;
+        // %196 = splat %161 : tile<i32, [8192]>
+        int32_t v309[16];
         #pragma unroll
-        for (int s305 = 0; s305 < 16; ++s305) {
-          v284[s305] = v303[s305];
+        for (int s310 = 0; s310 < 16; ++s310) {
+          v309[s310] = c238;
+        }
+        // %197 = add %195, %196 : tile<i32, [8192]>
+        int32_t v311[16];
+        #pragma unroll
+        for (int s312 = 0; s312 < 16; ++s312) {
+          v311[s312] = int32_t(uint32_t(v304[s312]) + uint32_t(v309[s312]));
+        }
+        // %198 = splat %21 : tile<i32, [8192]>
+        int32_t v313[16];
+        #pragma unroll
+        for (int s314 = 0; s314 < 16; ++s314) {
+          v313[s314] = c20;
+        }
+        // %199 = cmp %197, %198 {pred = "le"} : tile<i1, [8192]>
+        uint8_t v315[16];
+        #pragma unroll
+        for (int s316 = 0; s316 < 16; ++s316) {
+          v315[s316] = uint8_t(v311[s316] <= v313[s316]);
+        }
+        // %200 = and %187, %199 : tile<i1, [8192]>
+        uint8_t v317[16];
+        #pragma unroll
+        for (int s318 = 0; s318 < 16; ++s318) {
+          v317[s318] = uint8_t(v288[s318] & v315[s318]);
+        }
+        // %201 = or %188, %200 : tile<i1, [8192]>
+        uint8_t v319[16];
+        #pragma unroll
+        for (int s320 = 0; s320 < 16; ++s320) {
+          v319[s320] = uint8_t(v290[s320] | v317[s320]);
+        }
+        // yield %201
+        #pragma unroll
+        for (int s321 = 0; s321 < 16; ++s321) {
+          v300[s321] = v319[s321];
         }
       }
-      // %186 = sub %144, %4 : i32
-      const int32_t v306 = int32_t(uint32_t(c221) - uint32_t(v3));
-      // %187 = cast %177 : tile<i32, [8192]>
-      int32_t v307[16];
+      // %202 = sub %160, %4 : i32
+      const int32_t v322 = int32_t(uint32_t(c237) - uint32_t(v3));
+      // %203 = cast %193 : tile<i32, [8192]>
+      int32_t v323[16];
       #pragma unroll
-      for (int s308 = 0; s308 < 16; ++s308) {
-        v307[s308] = int32_t(v284[s308]);
+      for (int s324 = 0; s324 < 16; ++s324) {
+        v323[s324] = int32_t(v300[s324]);
       }
-      // %188 = scan %187 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-      int32_t v309[16];
-      uint32_t run310 = uint32_t(0);
-      uint32_t acc311_0 = uint32_t(0);
-      acc311_0 += uint32_t(v307[0]); v309[0] = int32_t(acc311_0);
-      acc311_0 += uint32_t(v307[1]); v309[1] = int32_t(acc311_0);
-      acc311_0 += uint32_t(v307[2]); v309[2] = int32_t(acc311_0);
-      acc311_0 += uint32_t(v307[3]); v309[3] = int32_t(acc311_0);
-      acc311_0 += uint32_t(v307[4]); v309[4] = int32_t(acc311_0);
-      acc311_0 += uint32_t(v307[5]); v309[5] = int32_t(acc311_0);
-      acc311_0 += uint32_t(v307[6]); v309[6] = int32_t(acc311_0);
-      acc311_0 += uint32_t(v307[7]); v309[7] = int32_t(acc311_0);
+      // %204 = scan %203 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+      int32_t v325[16];
+      uint32_t run326 = uint32_t(0);
+      uint32_t acc327_0 = uint32_t(0);
+      acc327_0 += uint32_t(v323[0]); v325[0] = int32_t(acc327_0);
+      acc327_0 += uint32_t(v323[1]); v325[1] = int32_t(acc327_0);
+      acc327_0 += uint32_t(v323[2]); v325[2] = int32_t(acc327_0);
+      acc327_0 += uint32_t(v323[3]); v325[3] = int32_t(acc327_0);
+      acc327_0 += uint32_t(v323[4]); v325[4] = int32_t(acc327_0);
+      acc327_0 += uint32_t(v323[5]); v325[5] = int32_t(acc327_0);
+      acc327_0 += uint32_t(v323[6]); v325[6] = int32_t(acc327_0);
+      acc327_0 += uint32_t(v323[7]); v325[7] = int32_t(acc327_0);
       __syncthreads();
-      uint32_t tot313_0;
-      const uint32_t off312_0 = run310 + tsr::block_exclusive_sum<16>(acc311_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot313_0);
-      v309[0] = int32_t(uint32_t(v309[0]) + off312_0);
-      v309[1] = int32_t(uint32_t(v309[1]) + off312_0);
-      v309[2] = int32_t(uint32_t(v309[2]) + off312_0);
-      v309[3] = int32_t(uint32_t(v309[3]) + off312_0);
-      v309[4] = int32_t(uint32_t(v309[4]) + off312_0);
-      v309[5] = int32_t(uint32_t(v309[5]) + off312_0);
-      v309[6] = int32_t(uint32_t(v309[6]) + off312_0);
-      v309[7] = int32_t(uint32_t(v309[7]) + off312_0);
-      run310 += tot313_0;
-      uint32_t acc311_1 = uint32_t(0);
-      acc311_1 += uint32_t(v307[8]); v309[8] = int32_t(acc311_1);
-      acc311_1 += uint32_t(v307[9]); v309[9] = int32_t(acc311_1);
-      acc311_1 += uint32_t(v307[10]); v309[10] = int32_t(acc311_1);
-      acc311_1 += uint32_t(v307[11]); v309[11] = int32_t(acc311_1);
-      acc311_1 += uint32_t(v307[12]); v309[12] = int32_t(acc311_1);
-      acc311_1 += uint32_t(v307[13]); v309[13] = int32_t(acc311_1);
-      acc311_1 += uint32_t(v307[14]); v309[14] = int32_t(acc311_1);
-      acc311_1 += uint32_t(v307[15]); v309[15] = int32_t(acc311_1);
+      uint32_t tot329_0;
+      const uint32_t off328_0 = run326 + tsr::block_exclusive_sum<16>(acc327_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot329_0);
+      v325[0] = int32_t(uint32_t(v325[0]) + off328_0);
+      v325[1] = int32_t(uint32_t(v325[1]) + off328_0);
+      v325[2] = int32_t(uint32_t(v325[2]) + off328_0);
+      v325[3] = int32_t(uint32_t(v325[3]) + off328_0);
+      v325[4] = int32_t(uint32_t(v325[4]) + off328_0);
+      v325[5] = int32_t(uint32_t(v325[5]) + off328_0);
+      v325[6] = int32_t(uint32_t(v325[6]) + off328_0);
+      v325[7] = int32_t(uint32_t(v325[7]) + off328_0);
+      run326 += tot329_0;
+      uint32_t acc327_1 = uint32_t(0);
+      acc327_1 += uint32_t(v323[8]); v325[8] = int32_t(acc327_1);
+      acc327_1 += uint32_t(v323[9]); v325[9] = int32_t(acc327_1);
+      acc327_1 += uint32_t(v323[10]); v325[10] = int32_t(acc327_1);
+      acc327_1 += uint32_t(v323[11]); v325[11] = int32_t(acc327_1);
+      acc327_1 += uint32_t(v323[12]); v325[12] = int32_t(acc327_1);
+      acc327_1 += uint32_t(v323[13]); v325[13] = int32_t(acc327_1);
+      acc327_1 += uint32_t(v323[14]); v325[14] = int32_t(acc327_1);
+      acc327_1 += uint32_t(v323[15]); v325[15] = int32_t(acc327_1);
       __syncthreads();
-      uint32_t tot313_1;
-      const uint32_t off312_1 = run310 + tsr::block_exclusive_sum<16>(acc311_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot313_1);
-      v309[8] = int32_t(uint32_t(v309[8]) + off312_1);
-      v309[9] = int32_t(uint32_t(v309[9]) + off312_1);
-      v309[10] = int32_t(uint32_t(v309[10]) + off312_1);
-      v309[11] = int32_t(uint32_t(v309[11]) + off312_1);
-      v309[12] = int32_t(uint32_t(v309[12]) + off312_1);
-      v309[13] = int32_t(uint32_t(v309[13]) + off312_1);
-      v309[14] = int32_t(uint32_t(v309[14]) + off312_1);
-      v309[15] = int32_t(uint32_t(v309[15]) + off312_1);
-      run310 += tot313_1;
-      // %189 = splat %186 : tile<i32, [8192]>
-      int32_t v314[16];
-      #pragma unroll
-      for (int s315 = 0; s315 < 16; ++s315) {
-        v314[s315] = v306;
-      }
-      // %190 = add %188, %189 : tile<i32, [8192]>
-      int32_t v316[16];
-      #pragma unroll
-      for (int s317 = 0; s317 < 16; ++s317) {
-        v316[s317] = int32_t(uint32_t(v309[s317]) + uint32_t(v314[s317]));
-      }
-      // %191 = splat %1 : tile<i32, [8192]>
-      int32_t v318[16];
-      #pragma unroll
-      for (int s319 = 0; s319 < 16; ++s319) {
-        v318[s319] = v0;
-      }
-      // scatter %values, %149, %191, %190, %177
-      #pragma unroll
-      for (int s320 = 0; s320 < 16; ++s320) {
-        if ((v284[s320] != 0) && (int64_t(v318[s320]) >= 0 && int64_t(v318[s320]) < int64_t(tsr_dim_M) && int64_t(v316[s320]) >= 0 && int64_t(v316[s320]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v318[s320]) * tsr_p1_s0 + int64_t(v316[s320]) * tsr_p1_s1] = v229[s320];
-      }
-      // %192 = mul %146, %3 : i32
-      const int32_t v321 = int32_t(uint32_t(v224) * uint32_t(v2));
-      // %193 = arange : tile<i32, [8192]>
-      int32_t v322[16];
-      #pragma unroll
-      for (int s323 = 0; s323 < 16; ++s323) {
-        v322[s323] = int32_t(0 + ((s323 / 8) * 4096 + tsr_tid * 8 + (s323 % 8)));
-      }
-      // %194 = splat %192 : tile<i32, [8192]>
-      int32_t v324[16];
-      #pragma unroll
-      for (int s325 = 0; s325 < 16; ++s325) {
-        v324[s325] = v321;
-      }
-      // %195 = add %193, %194 : tile<i32, [8192]>
-      int32_t v326[16];
-      #pragma unroll
-      for (int s327 = 0; s327 < 16; ++s327) {
-        v326[s327] = int32_t(uint32_t(v322[s327]) + uint32_t(v324[s327]));
-      }
-      // scatter %indices, %195, %191, %190, %177
-      #pragma unroll
-      for (int s328 = 0; s328 < 16; ++s328) {
-        if ((v284[s328] != 0) && (int64_t(v318[s328]) >= 0 && int64_t(v318[s328]) < int64_t(tsr_dim_M) && int64_t(v316[s328]) >= 0 && int64_t(v316[s328]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v318[s328]) * tsr_p2_s0 + int64_t(v316[s328]) * tsr_p2_s1] = v326[s328];
-      }
-      // %196 = reduce %187 {axis = 0, kind = "sum"} : i32
-      int32_t v329;
-      int32_t racc330[8];
-      #pragma unroll
-      for (int v_ = 0; v_ < 8; ++v_) racc330[v_] = int32_t(0);
+      uint32_t tot329_1;
+      const uint32_t off328_1 = run326 + tsr::block_exclusive_sum<16>(acc327_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot329_1);
+      v325[8] = int32_t(uint32_t(v325[8]) + off328_1);
+      v325[9] = int32_t(uint32_t(v325[9]) + off328_1);
+      v325[10] = int32_t(uint32_t(v325[10]) + off328_1);
+      v325[11] = int32_t(uint32_t(v325[11]) + off328_1);
+      v325[12] = int32_t(uint32_t(v325[12]) + off328_1);
+      v325[13] = int32_t(uint32_t(v325[13]) + off328_1);
+      v325[14] = int32_t(uint32_t(v325[14]) + off328_1);
+      v325[15] = int32_t(uint32_t(v325[15]) + off328_1);
+      run326 += tot329_1;
+      // %205 = splat %202 : tile<i32, [8192]>
+      int32_t v330[16];
       #pragma unroll
       for (int s331 = 0; s331 < 16; ++s331) {
-        racc330[s331 % 8] = int32_t(uint32_t(racc330[s331 % 8]) + uint32_t(v307[s331]));
+        v330[s331] = v322;
       }
-      racc330[0] = int32_t(uint32_t(racc330[0]) + uint32_t(racc330[4]));
-      racc330[1] = int32_t(uint32_t(racc330[1]) + uint32_t(racc330[5]));
-      racc330[2] = int32_t(uint32_t(racc330[2]) + uint32_t(racc330[6]));
-      racc330[3] = int32_t(uint32_t(racc330[3]) + uint32_t(racc330[7]));
-      racc330[0] = int32_t(uint32_t(racc330[0]) + uint32_t(racc330[2]));
-      racc330[1] = int32_t(uint32_t(racc330[1]) + uint32_t(racc330[3]));
-      racc330[0] = int32_t(uint32_t(racc330[0]) + uint32_t(racc330[1]));
-      racc330[0] = int32_t(uint32_t(racc330[0]) + uint32_t(tsr::shfl_xor(racc330[0], 16)));
-      racc330[0] = int32_t(uint32_t(racc330[0]) + uint32_t(tsr::shfl_xor(racc330[0], 8)));
-      racc330[0] = int32_t(uint32_t(racc330[0]) + uint32_t(tsr::shfl_xor(racc330[0], 4)));
-      racc330[0] = int32_t(uint32_t(racc330[0]) + uint32_t(tsr::shfl_xor(racc330[0], 2)));
-      racc330[0] = int32_t(uint32_t(racc330[0]) + uint32_t(tsr::shfl_xor(racc330[0], 1)));
-      __shared__ int32_t tsr_red332_mem[32];
-      int32_t* const tsr_red332 = tsr_red332_mem + tsr_red332_at;
-      tsr_red332_at ^= 16;
+      // %206 = add %204, %205 : tile<i32, [8192]>
+      int32_t v332[16];
+      #pragma unroll
+      for (int s333 = 0; s333 < 16; ++s333) {
+        v332[s333] = int32_t(uint32_t(v325[s333]) + uint32_t(v330[s333]));
+      }
+      // %207 = splat %1 : tile<i32, [8192]>
+      int32_t v334[16];
+      #pragma unroll
+      for (int s335 = 0; s335 < 16; ++s335) {
+        v334[s335] = v0;
+      }
+      // scatter %values, %165, %207, %206, %193
+      #pragma unroll
+      for (int s336 = 0; s336 < 16; ++s336) {
+        if ((v300[s336] != 0) && (int64_t(v334[s336]) >= 0 && int64_t(v334[s336]) < int64_t(tsr_dim_M) && int64_t(v332[s336]) >= 0 && int64_t(v332[s336]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v334[s336]) * tsr_p1_s0 + int64_t(v332[s336]) * tsr_p1_s1] = v245[s336];
+      }
+      // %208 = mul %162, %3 : i32
+      const int32_t v337 = int32_t(uint32_t(v240) * uint32_t(v2));
+      // %209 = arange : tile<i32, [8192]>
+      int32_t v338[16];
+      #pragma unroll
+      for (int s339 = 0; s339 < 16; ++s339) {
+        v338[s339] = int32_t(0 + ((s339 / 8) * 4096 + tsr_tid * 8 + (s339 % 8)));
+      }
+      // %210 = splat %208 : tile<i32, [8192]>
+      int32_t v340[16];
+      #pragma unroll
+      for (int s341 = 0; s341 < 16; ++s341) {
+        v340[s341] = v337;
+      }
+      // %211 = add %209, %210 : tile<i32, [8192]>
+      int32_t v342[16];
+      #pragma unroll
+      for (int s343 = 0; s343 < 16; ++s343) {
+        v342[s343] = int32_t(uint32_t(v338[s343]) + uint32_t(v340[s343]));
+      }
+      // scatter %indices, %211, %207, %206, %193
+      #pragma unroll
+      for (int s344 = 0; s344 < 16; ++s344) {
+        if ((v300[s344] != 0) && (int64_t(v334[s344]) >= 0 && int64_t(v334[s344]) < int64_t(tsr_dim_M) && int64_t(v332[s344]) >= 0 && int64_t(v332[s344]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v334[s344]) * tsr_p2_s0 + int64_t(v332[s344]) * tsr_p2_s1] = v342[s344];
+      }
+      // %212 = reduce %203 {axis = 0, kind = "sum"} : i32
+      int32_t v345;
+      int32_t racc346[8];
+      #pragma unroll
+      for (int v_ = 0; v_ < 8; ++v_) racc346[v_] = int32_t(0);
+      #pragma unroll
+      for (int s347 = 0; s347 < 16; ++s347) {
+        racc346[s347 % 8] = int32_t(uint32_t(racc346[s347 % 8]) + uint32_t(v323[s347]));
+      }
+      racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(racc346[4]));
+      racc346[1] = int32_t(uint32_t(racc346[1]) + uint32_t(racc346[5]));
+      racc346[2] = int32_t(uint32_t(racc346[2]) + uint32_t(racc346[6]));
+      racc346[3] = int32_t(uint32_t(racc346[3]) + uint32_t(racc346[7]));
+      racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(racc346[2]));
+      racc346[1] = int32_t(uint32_t(racc346[1]) + uint32_t(racc346[3]));
+      racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(racc346[1]));
+      racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 16)));
+      racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 8)));
+      racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 4)));
+      racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 2)));
+      racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 1)));
+      __shared__ int32_t tsr_red348_mem[32];
+      int32_t* const tsr_red348 = tsr_red348_mem + tsr_red348_at;
+      tsr_red348_at ^= 16;
       if ((tsr_tid & 31) == 0) {
-        tsr_red332[(tsr_tid >> 5) * 1 + 0] = racc330[0];
+        tsr_red348[(tsr_tid >> 5) * 1 + 0] = racc346[0];
       }
       __syncthreads();
-      racc330[0] = tsr_red332[(tsr_tid & 15) * 1 + 0];
-      racc330[0] = int32_t(uint32_t(racc330[0]) + uint32_t(tsr::shfl_xor(racc330[0], 8)));
-      racc330[0] = int32_t(uint32_t(racc330[0]) + uint32_t(tsr::shfl_xor(racc330[0], 4)));
-      racc330[0] = int32_t(uint32_t(racc330[0]) + uint32_t(tsr::shfl_xor(racc330[0], 2)));
-      racc330[0] = int32_t(uint32_t(racc330[0]) + uint32_t(tsr::shfl_xor(racc330[0], 1)));
-      v329 = racc330[0];
-      // %197 = add %144, %196 : i32
-      const int32_t v333 = int32_t(uint32_t(c221) + uint32_t(v329));
-      // yield %197, %175
-      c221 = v333;
-      c222 = v282;
+      racc346[0] = tsr_red348[(tsr_tid & 15) * 1 + 0];
+      racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 8)));
+      racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 4)));
+      racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 2)));
+      racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 1)));
+      v345 = racc346[0];
+      // %213 = add %160, %212 : i32
+      const int32_t v349 = int32_t(uint32_t(c237) + uint32_t(v345));
+      // yield %213, %191
+      c237 = v349;
+      c238 = v298;
     }
-    // yield %141, %142
-    c199 = c221;
-    c200 = c222;
+    // yield %157, %158
+    c215 = c237;
+    c216 = c238;
   }
-  // %198 = load_tile %indices, %1, %18 : tile<i32, [1, 64]>
+  // %214 = load_tile %indices, %1, %18 : tile<i32, [1, 64]>
   __syncthreads();
-  int32_t v334[1];
+  int32_t v350[1];
   {
-    const int64_t o335 = int64_t(v0) * 1;
-    const int64_t o336 = int64_t(v17) * 64;
+    const int64_t o351 = int64_t(v0) * 1;
+    const int64_t o352 = int64_t(v17) * 64;
     #pragma unroll
-    for (int s337 = 0; s337 < 1; ++s337) {
-      const int e338 = (s337 * 512 + tsr_tid);
-      v334[s337] = ((s337 * 512 + tsr_tid) < 64) && ((o335 + 0) >= 0 && (o335 + 0) < int64_t(tsr_dim_M) && (o336 + (e338)) >= 0 && (o336 + (e338)) < int64_t(tsr_dim_K)) ? tsr_p2[(o335 + 0) * tsr_p2_s0 + (o336 + (e338)) * tsr_p2_s1] : int32_t(0LL);
+    for (int s353 = 0; s353 < 1; ++s353) {
+      const int e354 = (s353 * 512 + tsr_tid);
+      v350[s353] = ((s353 * 512 + tsr_tid) < 64) && ((o351 + 0) >= 0 && (o351 + 0) < int64_t(tsr_dim_M) && (o352 + (e354)) >= 0 && (o352 + (e354)) < int64_t(tsr_dim_K)) ? tsr_p2[(o351 + 0) * tsr_p2_s0 + (o352 + (e354)) * tsr_p2_s1] : int32_t(0LL);
     }
   }
-  // %199 = load_tile %values, %1, %18 : tile<f32, [1, 64]>
-  float v339[1];
+  // %215 = load_tile %values, %1, %18 : tile<f32, [1, 64]>
+  float v355[1];
   {
-    const int64_t o340 = int64_t(v0) * 1;
-    const int64_t o341 = int64_t(v17) * 64;
+    const int64_t o356 = int64_t(v0) * 1;
+    const int64_t o357 = int64_t(v17) * 64;
     #pragma unroll
-    for (int s342 = 0; s342 < 1; ++s342) {
-      const int e343 = (s342 * 512 + tsr_tid);
-      v339[s342] = ((s342 * 512 + tsr_tid) < 64) && ((o340 + 0) >= 0 && (o340 + 0) < int64_t(tsr_dim_M) && (o341 + (e343)) >= 0 && (o341 + (e343)) < int64_t(tsr_dim_K)) ? tsr_p1[(o340 + 0) * tsr_p1_s0 + (o341 + (e343)) * tsr_p1_s1] : 0x0p+0f;
+    for (int s358 = 0; s358 < 1; ++s358) {
+      const int e359 = (s358 * 512 + tsr_tid);
+      v355[s358] = ((s358 * 512 + tsr_tid) < 64) && ((o356 + 0) >= 0 && (o356 + 0) < int64_t(tsr_dim_M) && (o357 + (e359)) >= 0 && (o357 + (e359)) < int64_t(tsr_dim_K)) ? tsr_p1[(o356 + 0) * tsr_p1_s0 + (o357 + (e359)) * tsr_p1_s1] : 0x0p+0f;
     }
   }
-  // %200, %201 = sort %199, %198 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
-  float v344[1];
-  int32_t v345[1];
+  // %216, %217 = sort %215, %214 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
+  float v360[1];
+  int32_t v361[1];
   __syncthreads();
   #pragma unroll
-  for (int s346 = 0; s346 < 1; ++s346) {
-    if (((s346 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s346 * 512 + tsr_tid)] = v339[s346];
+  for (int s362 = 0; s362 < 1; ++s362) {
+    if (((s362 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s362 * 512 + tsr_tid)] = v355[s362];
   }
   __syncthreads();
   #pragma unroll
-  for (int s347 = 0; s347 < 1; ++s347) {
-    if (((s347 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s347 * 512 + tsr_tid)] = v334[s347];
+  for (int s363 = 0; s363 < 1; ++s363) {
+    if (((s363 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s363 * 512 + tsr_tid)] = v350[s363];
   }
   __syncthreads();
   for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
@@ -1229,39 +1227,39 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
     }
   }
   #pragma unroll
-  for (int s348 = 0; s348 < 1; ++s348) {
-    const int e349 = (s348 * 512 + tsr_tid);
-    v344[s348] = ((s348 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e349) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e349) / 64) * 1 + ((e349) % 1)) * 64 + (((e349) / 1) % 64)]) * 1 + ((e349) % 1)]) : float(0);
+  for (int s364 = 0; s364 < 1; ++s364) {
+    const int e365 = (s364 * 512 + tsr_tid);
+    v360[s364] = ((s364 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e365) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e365) / 64) * 1 + ((e365) % 1)) * 64 + (((e365) / 1) % 64)]) * 1 + ((e365) % 1)]) : float(0);
   }
   #pragma unroll
-  for (int s350 = 0; s350 < 1; ++s350) {
-    const int e351 = (s350 * 512 + tsr_tid);
-    v345[s350] = ((s350 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e351) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e351) / 64) * 1 + ((e351) % 1)) * 64 + (((e351) / 1) % 64)]) * 1 + ((e351) % 1)]) : int32_t(0);
+  for (int s366 = 0; s366 < 1; ++s366) {
+    const int e367 = (s366 * 512 + tsr_tid);
+    v361[s366] = ((s366 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e367) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e367) / 64) * 1 + ((e367) % 1)) * 64 + (((e367) / 1) % 64)]) * 1 + ((e367) % 1)]) : int32_t(0);
   }
-  // store_tile %values, %200, %1, %18
+  // store_tile %values, %216, %1, %18
   {
-    const int64_t o352 = int64_t(v0) * 1;
-    const int64_t o353 = int64_t(v17) * 64;
+    const int64_t o368 = int64_t(v0) * 1;
+    const int64_t o369 = int64_t(v17) * 64;
     #pragma unroll
-    for (int s354 = 0; s354 < 1; ++s354) {
-      const int e355 = (s354 * 512 + tsr_tid);
-      if (((s354 * 512 + tsr_tid) < 64) && ((o352 + 0) >= 0 && (o352 + 0) < int64_t(tsr_dim_M) && (o353 + (e355)) >= 0 && (o353 + (e355)) < int64_t(tsr_dim_K))) tsr_p1[(o352 + 0) * tsr_p1_s0 + (o353 + (e355)) * tsr_p1_s1] = v344[s354];
+    for (int s370 = 0; s370 < 1; ++s370) {
+      const int e371 = (s370 * 512 + tsr_tid);
+      if (((s370 * 512 + tsr_tid) < 64) && ((o368 + 0) >= 0 && (o368 + 0) < int64_t(tsr_dim_M) && (o369 + (e371)) >= 0 && (o369 + (e371)) < int64_t(tsr_dim_K))) tsr_p1[(o368 + 0) * tsr_p1_s0 + (o369 + (e371)) * tsr_p1_s1] = v360[s370];
     }
   }
-  // store_tile %indices, %201, %1, %18
+  // store_tile %indices, %217, %1, %18
   {
-    const int64_t o356 = int64_t(v0) * 1;
-    const int64_t o357 = int64_t(v17) * 64;
+    const int64_t o372 = int64_t(v0) * 1;
+    const int64_t o373 = int64_t(v17) * 64;
     #pragma unroll
-    for (int s358 = 0; s358 < 1; ++s358) {
-      const int e359 = (s358 * 512 + tsr_tid);
-      if (((s358 * 512 + tsr_tid) < 64) && ((o356 + 0) >= 0 && (o356 + 0) < int64_t(tsr_dim_M) && (o357 + (e359)) >= 0 && (o357 + (e359)) < int64_t(tsr_dim_K))) tsr_p2[(o356 + 0) * tsr_p2_s0 + (o357 + (e359)) * tsr_p2_s1] = v345[s358];
+    for (int s374 = 0; s374 < 1; ++s374) {
+      const int e375 = (s374 * 512 + tsr_tid);
+      if (((s374 * 512 + tsr_tid) < 64) && ((o372 + 0) >= 0 && (o372 + 0) < int64_t(tsr_dim_M) && (o373 + (e375)) >= 0 && (o373 + (e375)) < int64_t(tsr_dim_K))) tsr_p2[(o372 + 0) * tsr_p2_s0 + (o373 + (e375)) * tsr_p2_s1] = v361[s374];
     }
   }
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_topk, block_threads 512, static_smem 640, dynamic_smem 139264
+// symbol tessera_topk, block_threads 512, static_smem 512, dynamic_smem 139264
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer x f32 bytes 8 index 0
 // param pointer values f32 bytes 8 index 1
@@ -1271,15 +1269,15 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
 // param dim K i32 bytes 4 index -1
 // header tessera/core.cuh
 // header tessera/mma.cuh
-// stat block-exchanges = 5
+// stat block-exchanges = 3
 // stat block-scans = 3
 // stat histograms = 1
-// stat reductions = 5
+// stat reductions = 3
 // stat smem-bytes = 139264
 // stat sorts = 1
 // stat struct-cp-async-copies = 4
 // stat struct-smem-bytes = 131072
 // stat threads = 512
 // stat vector-buffer-reads = 2
-// stat warp-reductions = 5
+// stat warp-reductions = 3
 // stat write-read-barriers = 1
