@@ -381,7 +381,10 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
       equal = equal & real;
       below = below & real;
     }
-    Val n_equal = sum(equal.to(ScalarKind::I32), 0);
+    // The tile's equal and below keys counted in one reduction (16-bit fields: BLOCK_N <=
+    // 8192), and so how many it keeps without a reduction of its own over the keep flags.
+    Val counts = sum(where(equal, 1, 0) + where(below, 1 << 16, 0), 0);
+    Val n_equal = counts & 0xFFFF, n_below = counts >> 16;
     // Usually every equal key of the tile is wanted (always when the passes stopped early);
     // only a tile where the equal keys run past `wanted` ranks them.
     Val keep = if_(
@@ -394,8 +397,9 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
     if (f.segments) at = at + seg * K;  // the segment's slots
     scatter(values, t, {row, at}, keep);
     scatter(indices, f.candidates ? c : arange(BN) + at_tile(j) * BN, {row, at}, keep);
+    // The equal keys kept: those ranked at most `wanted`, all of them in the first branch.
+    kept = kept + n_below + minimum(n_equal, maximum(wanted - kept_equal, 0));
     kept_equal = kept_equal + n_equal;
-    kept = kept + sum(keep.to(ScalarKind::I32), 0);
   });
   if (f.segments) {
     // The segment's slots past its kept elements (a segment shorter than K) get column -1:

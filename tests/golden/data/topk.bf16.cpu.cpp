@@ -449,54 +449,60 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   const uint32_t v130 = uint32_t(INT64_C(15));
   // %139 = sub %7, %4 : i32
   const int32_t v131 = tsr::wsub(v7, v4);
-  // %140, %141 = for %18, %13, %4, %18, %18 : i32, i32 {...}
-  int32_t c132;
-  c132 = v18;
-  int32_t c133;
-  c133 = v18;
-  for (int64_t iv134_ = v18; v4 > 0 && iv134_ < v13; iv134_ += v4) {
-    const int32_t iv134 = int32_t(iv134_);
+  // %140 = const {value = 65536} : i32
+  const int32_t v132 = int32_t(INT64_C(65536));
+  // %141 = const {value = 65535} : i32
+  const int32_t v133 = int32_t(INT64_C(65535));
+  // %142 = const {value = 16} : i32
+  const int32_t v134 = int32_t(INT64_C(16));
+  // %143, %144 = for %18, %13, %4, %18, %18 : i32, i32 {...}
+  int32_t c135;
+  c135 = v18;
+  int32_t c136;
+  c136 = v18;
+  for (int64_t iv137_ = v18; v4 > 0 && iv137_ < v13; iv137_ += v4) {
+    const int32_t iv137 = int32_t(iv137_);
     // async_wait
     // (copies are synchronous here: nothing to wait for)
-    // %145 = rem %142, %10 : i32
-    const int32_t v135 = tsr::irem(iv134, v10);
-    // %146 = mul %145, %10 : i32
-    const int32_t v136 = tsr::wmul(v135, v10);
-    // %147 = add %142, %4 : i32
-    const int32_t v137 = tsr::wadd(iv134, v4);
-    // %148 = cmp %147, %13 {pred = "lt"} : i1
-    const uint8_t v138 = uint8_t(v137 < v13);
-    // if %148 {...}
-    if (v138) {
-      // %149 = mul %147, %10 : i32
-      const int32_t v139 = tsr::wmul(v137, v10);
-      // %150 = sub %10, %146 : i32
-      const int32_t v140 = tsr::wsub(v10, v136);
+    // %148 = rem %145, %10 : i32
+    const int32_t v138 = tsr::irem(iv137, v10);
+    // %149 = mul %148, %10 : i32
+    const int32_t v139 = tsr::wmul(v138, v10);
+    // %150 = add %145, %4 : i32
+    const int32_t v140 = tsr::wadd(iv137, v4);
+    // %151 = cmp %150, %13 {pred = "lt"} : i1
+    const uint8_t v141 = uint8_t(v140 < v13);
+    // if %151 {...}
+    if (v141) {
+      // %152 = mul %150, %10 : i32
+      const int32_t v142 = tsr::wmul(v140, v10);
+      // %153 = sub %10, %149 : i32
+      const int32_t v143 = tsr::wsub(v10, v139);
       // for %18, %10, %4 {...}
-      for (int64_t iv141_ = v18; v4 > 0 && iv141_ < v10; iv141_ += v4) {
-        const int32_t iv141 = int32_t(iv141_);
-        // %152 = add %149, %151 : i32
-        const int32_t v142 = tsr::wadd(v139, iv141);
-        // %153 = add %150, %151 : i32
-        const int32_t v143 = tsr::wadd(v140, iv141);
-        // async_copy %9, %x, %153, %1, %152
-        if (!(true && int64_t(v143) >= 0 && int64_t(v143) < 4)) { tsr_fault(2484); return; }
+      for (int64_t iv144_ = v18; v4 > 0 && iv144_ < v10; iv144_ += v4) {
+        const int32_t iv144 = int32_t(iv144_);
+        // %155 = add %152, %154 : i32
+        const int32_t v145 = tsr::wadd(v142, iv144);
+        // %156 = add %153, %154 : i32
+        const int32_t v146 = tsr::wadd(v143, iv144);
+        // async_copy %9, %x, %156, %1, %155
+        if (!(true && int64_t(v146) >= 0 && int64_t(v146) < 4)) { tsr_fault(2532); return; }
         {
-          float* const dst144 = buf9 + ((0) * 4 + int64_t(v143)) * 8192;
+          float* const dst147 = buf9 + ((0) * 4 + int64_t(v146)) * 8192;
           {
-            const int64_t o145 = int64_t(v1) * 1;
-            const int64_t o146 = int64_t(v142) * 8192;
-            if (o145 >= 0 && o145 + 1 <= A.d0_0 && o146 >= 0 && o146 + 8192 <= A.d0_1) {
-              for (int64_t i147 = 0; i147 < 1; ++i147) {
-                tsr::load_row<tsr::ld_bf16>(dst144 + (i147) * 8192, A.p0, (o145 + i147) * A.s0_0 + o146, 0, 8192, 8192, float(0x0p+0));
+            const int64_t o148 = int64_t(v1) * 1;
+            const int64_t o149 = int64_t(v145) * 8192;
+            if (o148 >= 0 && o148 + 1 <= A.d0_0 && o149 >= 0 && o149 + 8192 <= A.d0_1) {
+              for (int64_t i150 = 0; i150 < 1; ++i150) {
+                tsr::load_row<tsr::ld_bf16>(dst147 + (i150) * 8192, A.p0, (o148 + i150) * A.s0_0 + o149, 0, 8192, 8192, float(0x0p+0));
               }
             } else {
               // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-              const int64_t lo149 = o146 >= 0 ? 0 : -o146 < 8192 ? -o146 : 8192;
-              const int64_t hi150 = A.d0_1 - o146 >= 8192 ? 8192 : A.d0_1 - o146 > lo149 ? A.d0_1 - o146 : lo149;
-              for (int64_t i151 = 0; i151 < 1; ++i151) {
-                if ((o145 + i151) >= 0 && (o145 + i151) < A.d0_0) tsr::load_row<tsr::ld_bf16>(dst144 + (i151) * 8192, A.p0 + (o145 + i151) * A.s0_0, o146, lo149, hi150, 8192, float(0x0p+0));
-                else tsr::load_row<tsr::ld_bf16>(dst144 + (i151) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
+              const int64_t lo152 = o149 >= 0 ? 0 : -o149 < 8192 ? -o149 : 8192;
+              const int64_t hi153 = A.d0_1 - o149 >= 8192 ? 8192 : A.d0_1 - o149 > lo152 ? A.d0_1 - o149 : lo152;
+              for (int64_t i154 = 0; i154 < 1; ++i154) {
+                if ((o148 + i154) >= 0 && (o148 + i154) < A.d0_0) tsr::load_row<tsr::ld_bf16>(dst147 + (i154) * 8192, A.p0 + (o148 + i154) * A.s0_0, o149, lo152, hi153, 8192, float(0x0p+0));
+                else tsr::load_row<tsr::ld_bf16>(dst147 + (i154) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
               }
             }
           }
@@ -507,257 +513,280 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     } else {
       // yield
     }
-    // %154 = mul %142, %10 : i32
-    const int32_t v153 = tsr::wmul(iv134, v10);
-    // %155 = sub %7, %154 : i32
-    const int32_t v154 = tsr::wsub(v7, v153);
-    // %156 = min %10, %155 : i32
-    const int32_t v155 = tsr::imin(v10, v154);
-    // %157, %158 = for %18, %156, %4, %143, %144 : i32, i32 {...}
-    int32_t c156;
-    c156 = c132;
-    int32_t c157;
-    c157 = c133;
-    for (int64_t iv158_ = v18; v4 > 0 && iv158_ < v155; iv158_ += v4) {
-      const int32_t iv158 = int32_t(iv158_);
-      // %162 = add %154, %159 : i32
-      const int32_t v159 = tsr::wadd(v153, iv158);
-      // %163 = add %146, %159 : i32
-      const int32_t v160 = tsr::wadd(v136, iv158);
-      // %164 = buffer_read %9, %163 : tile<bf16, [1, 8192]>
-      if (!(true && int64_t(v160) >= 0 && int64_t(v160) < 4)) { tsr_fault(2644); return; }
-      alignas(64) float v161[8192];
-      __builtin_memcpy(v161, buf9 + ((0) * 4 + int64_t(v160)) * 8192, sizeof(v161));
-      // %165 = reshape %164 : tile<bf16, [8192]>
-      // %166 = bitcast %165 : tile<u16, [8192]>
+    // %157 = mul %145, %10 : i32
+    const int32_t v156 = tsr::wmul(iv137, v10);
+    // %158 = sub %7, %157 : i32
+    const int32_t v157 = tsr::wsub(v7, v156);
+    // %159 = min %10, %158 : i32
+    const int32_t v158 = tsr::imin(v10, v157);
+    // %160, %161 = for %18, %159, %4, %146, %147 : i32, i32 {...}
+    int32_t c159;
+    c159 = c135;
+    int32_t c160;
+    c160 = c136;
+    for (int64_t iv161_ = v18; v4 > 0 && iv161_ < v158; iv161_ += v4) {
+      const int32_t iv161 = int32_t(iv161_);
+      // %165 = add %157, %162 : i32
+      const int32_t v162 = tsr::wadd(v156, iv161);
+      // %166 = add %149, %162 : i32
+      const int32_t v163 = tsr::wadd(v139, iv161);
+      // %167 = buffer_read %9, %166 : tile<bf16, [1, 8192]>
+      if (!(true && int64_t(v163) >= 0 && int64_t(v163) < 4)) { tsr_fault(2692); return; }
+      alignas(64) float v164[8192];
+      __builtin_memcpy(v164, buf9 + ((0) * 4 + int64_t(v163)) * 8192, sizeof(v164));
+      // %168 = reshape %167 : tile<bf16, [8192]>
+      // %169 = bitcast %168 : tile<u16, [8192]>
       // (computed inside its user)
-      // %167 = cast %166 : tile<u32, [8192]>
-      alignas(64) uint32_t v162[8192];
-      for (int64_t i163 = 0; i163 < 8192; ++i163) v162[i163] = uint32_t((uint16_t(tsr::bf16_bits(v161[i163]))));
-      // %168 = splat %137 : tile<u32, [8192]>
+      // %170 = cast %169 : tile<u32, [8192]>
+      alignas(64) uint32_t v165[8192];
+      for (int64_t i166 = 0; i166 < 8192; ++i166) v165[i166] = uint32_t((uint16_t(tsr::bf16_bits(v164[i166]))));
+      // %171 = splat %137 : tile<u32, [8192]>
       // (computed inside its user)
-      // %169 = xor %167, %168 : tile<u32, [8192]>
+      // %172 = xor %170, %171 : tile<u32, [8192]>
       // (computed inside its user)
-      // %170 = splat %138 : tile<u32, [8192]>
+      // %173 = splat %138 : tile<u32, [8192]>
       // (computed inside its user)
-      // %171 = shr %167, %170 : tile<u32, [8192]>
+      // %174 = shr %170, %173 : tile<u32, [8192]>
       // (computed inside its user)
-      // %172 = splat %14 : tile<u32, [8192]>
+      // %175 = splat %14 : tile<u32, [8192]>
       // (computed inside its user)
-      // %173 = cmp %171, %172 {pred = "eq"} : tile<i1, [8192]>
+      // %176 = cmp %174, %175 {pred = "eq"} : tile<i1, [8192]>
       // (computed inside its user)
-      // %174 = where %173, %169, %167 : tile<u32, [8192]>
-      alignas(64) uint32_t v164[8192];
-      for (int64_t i165 = 0; i165 < 8192; ++i165) v164[i165] = ((uint8_t((tsr::ishr(v162[i165], (v130))) == (v14))) ? (uint32_t(v162[i165] ^ (v129))) : v162[i165]);
-      // %175 = cmp %162, %139 {pred = "eq"} : i1
-      const uint8_t v166 = uint8_t(v159 == v131);
-      // %176 = if %175 : tile<u32, [8192]> {...}
+      // %177 = where %176, %172, %170 : tile<u32, [8192]>
       alignas(64) uint32_t v167[8192];
-      if (v166) {
-        // %177 = mul %162, %3 : i32
-        const int32_t v168 = tsr::wmul(v159, v3);
-        // %178 = arange : tile<i32, [8192]>
+      for (int64_t i168 = 0; i168 < 8192; ++i168) v167[i168] = ((uint8_t((tsr::ishr(v165[i168], (v130))) == (v14))) ? (uint32_t(v165[i168] ^ (v129))) : v165[i168]);
+      // %178 = cmp %165, %139 {pred = "eq"} : i1
+      const uint8_t v169 = uint8_t(v162 == v131);
+      // %179 = if %178 : tile<u32, [8192]> {...}
+      alignas(64) uint32_t v170[8192];
+      if (v169) {
+        // %180 = mul %165, %3 : i32
+        const int32_t v171 = tsr::wmul(v162, v3);
+        // %181 = arange : tile<i32, [8192]>
         // (computed inside its user)
-        // %179 = splat %177 : tile<i32, [8192]>
+        // %182 = splat %180 : tile<i32, [8192]>
         // (computed inside its user)
-        // %180 = add %178, %179 : tile<i32, [8192]>
+        // %183 = add %181, %182 : tile<i32, [8192]>
         // (computed inside its user)
-        // %181 = splat %2 : tile<i32, [8192]>
+        // %184 = splat %2 : tile<i32, [8192]>
         // (computed inside its user)
-        // %182 = cmp %180, %181 {pred = "lt"} : tile<i1, [8192]>
+        // %185 = cmp %183, %184 {pred = "lt"} : tile<i1, [8192]>
         // (computed inside its user)
-        // %183 = splat %8 : tile<u32, [8192]>
+        // %186 = splat %8 : tile<u32, [8192]>
         // (computed inside its user)
-        // %184 = where %182, %174, %183 : tile<u32, [8192]>
-        alignas(64) uint32_t v169[8192];
-        for (int64_t i170 = 0; i170 < 8192; ++i170) v169[i170] = ((uint8_t((tsr::wadd((int32_t(0 + i170)), (v168))) < (v2))) ? v164[i170] : (v8));
-        // yield %184
-        __builtin_memcpy(v167, v169, sizeof(v167));
+        // %187 = where %185, %177, %186 : tile<u32, [8192]>
+        alignas(64) uint32_t v172[8192];
+        for (int64_t i173 = 0; i173 < 8192; ++i173) v172[i173] = ((uint8_t((tsr::wadd((int32_t(0 + i173)), (v171))) < (v2))) ? v167[i173] : (v8));
+        // yield %187
+        __builtin_memcpy(v170, v172, sizeof(v170));
       } else {
-        // yield %174
-        __builtin_memcpy(v167, v164, sizeof(v167));
+        // yield %177
+        __builtin_memcpy(v170, v167, sizeof(v170));
       }
-      // %185 = splat %21 : tile<u32, [8192]>
+      // %188 = splat %21 : tile<u32, [8192]>
       // (computed inside its user)
-      // %186 = shr %176, %185 : tile<u32, [8192]>
-      alignas(64) uint32_t v171[8192];
-      for (int64_t i172 = 0; i172 < 8192; ++i172) v171[i172] = tsr::ishr(v167[i172], (c21));
-      // %187 = splat %135 : tile<u32, [8192]>
-      alignas(64) uint32_t v173[8192];
-      for (int64_t i174 = 0; i174 < 8192; ++i174) v173[i174] = v118;
-      // %188 = cmp %186, %187 {pred = "eq"} : tile<i1, [8192]>
-      alignas(64) uint8_t v175[8192];
-      for (int64_t i176 = 0; i176 < 8192; ++i176) v175[i176] = uint8_t(v171[i176] == v118);
-      // %189 = cmp %186, %187 {pred = "lt"} : tile<i1, [8192]>
-      alignas(64) uint8_t v177[8192];
-      for (int64_t i178 = 0; i178 < 8192; ++i178) v177[i178] = uint8_t(v171[i178] < v118);
-      // %190 = cast %188 : tile<i32, [8192]>
-      alignas(64) int32_t v179[8192];
-      for (int64_t i180 = 0; i180 < 8192; ++i180) v179[i180] = int32_t(v175[i180]);
-      // %191 = reduce %190 {axis = 0, kind = "sum"} : i32
-      int32_t v181;
-      for (int64_t o_ = 0; o_ < 1; ++o_) v181 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v179 + o_ * 8192, 8192, int32_t(0));
-      // %192 = add %161, %191 : i32
-      const int32_t v182 = tsr::wadd(c157, v181);
-      // %193 = cmp %192, %20 {pred = "le"} : i1
-      const uint8_t v183 = uint8_t(v182 <= c20);
-      // %194 = if %193 : tile<i1, [8192]> {...}
-      alignas(64) uint8_t v184[8192];
-      if (v183) {
-        // %195 = or %189, %188 : tile<i1, [8192]>
-        alignas(64) uint8_t v185[8192];
-        for (int64_t i186 = 0; i186 < 8192; ++i186) v185[i186] = uint8_t(v177[i186] | v175[i186]);
-        // yield %195
-        __builtin_memcpy(v184, v185, sizeof(v184));
+      // %189 = shr %179, %188 : tile<u32, [8192]>
+      alignas(64) uint32_t v174[8192];
+      for (int64_t i175 = 0; i175 < 8192; ++i175) v174[i175] = tsr::ishr(v170[i175], (c21));
+      // %190 = splat %135 : tile<u32, [8192]>
+      alignas(64) uint32_t v176[8192];
+      for (int64_t i177 = 0; i177 < 8192; ++i177) v176[i177] = v118;
+      // %191 = cmp %189, %190 {pred = "eq"} : tile<i1, [8192]>
+      alignas(64) uint8_t v178[8192];
+      for (int64_t i179 = 0; i179 < 8192; ++i179) v178[i179] = uint8_t(v174[i179] == v118);
+      // %192 = cmp %189, %190 {pred = "lt"} : tile<i1, [8192]>
+      alignas(64) uint8_t v180[8192];
+      for (int64_t i181 = 0; i181 < 8192; ++i181) v180[i181] = uint8_t(v174[i181] < v118);
+      // %193 = splat %140 : tile<i32, [8192]>
+      // (computed inside its user)
+      // %194 = splat %18 : tile<i32, [8192]>
+      alignas(64) int32_t v182[8192];
+      for (int64_t i183 = 0; i183 < 8192; ++i183) v182[i183] = v18;
+      // %195 = where %192, %193, %194 : tile<i32, [8192]>
+      // (computed inside its user)
+      // %196 = splat %4 : tile<i32, [8192]>
+      // (computed inside its user)
+      // %197 = where %191, %196, %194 : tile<i32, [8192]>
+      // (computed inside its user)
+      // %198 = add %197, %195 : tile<i32, [8192]>
+      alignas(64) int32_t v184[8192];
+      for (int64_t i185 = 0; i185 < 8192; ++i185) v184[i185] = tsr::wadd(((v178[i185] ? (v4) : v18)), ((v180[i185] ? (v132) : v18)));
+      // %199 = reduce %198 {axis = 0, kind = "sum"} : i32
+      int32_t v186;
+      for (int64_t o_ = 0; o_ < 1; ++o_) v186 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v184 + o_ * 8192, 8192, int32_t(0));
+      // %200 = and %199, %141 : i32
+      const int32_t v187 = int32_t(v186 & v133);
+      // %201 = shr %199, %142 : i32
+      const int32_t v188 = tsr::ishr(v186, v134);
+      // %202 = add %164, %200 : i32
+      const int32_t v189 = tsr::wadd(c160, v187);
+      // %203 = cmp %202, %20 {pred = "le"} : i1
+      const uint8_t v190 = uint8_t(v189 <= c20);
+      // %204 = if %203 : tile<i1, [8192]> {...}
+      alignas(64) uint8_t v191[8192];
+      if (v190) {
+        // %205 = or %192, %191 : tile<i1, [8192]>
+        alignas(64) uint8_t v192[8192];
+        for (int64_t i193 = 0; i193 < 8192; ++i193) v192[i193] = uint8_t(v180[i193] | v178[i193]);
+        // yield %205
+        __builtin_memcpy(v191, v192, sizeof(v191));
       } else {
-        // %196 = scan %190 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-        alignas(64) int32_t v187[8192];
-        for (int64_t o_ = 0; o_ < 1; ++o_) tsr::scan_add32(v179 + o_ * 8192, v187 + o_ * 8192, 8192);
-        // %197 = splat %161 : tile<i32, [8192]>
+        // %206 = cast %191 : tile<i32, [8192]>
+        alignas(64) int32_t v194[8192];
+        for (int64_t i195 = 0; i195 < 8192; ++i195) v194[i195] = int32_t(v178[i195]);
+        // %207 = scan %206 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+        alignas(64) int32_t v196[8192];
+        for (int64_t o_ = 0; o_ < 1; ++o_) tsr::scan_add32(v194 + o_ * 8192, v196 + o_ * 8192, 8192);
+        // %208 = splat %164 : tile<i32, [8192]>
         // (computed inside its user)
-        // %198 = add %196, %197 : tile<i32, [8192]>
+        // %209 = add %207, %208 : tile<i32, [8192]>
         // (computed inside its user)
-        // %199 = splat %20 : tile<i32, [8192]>
+        // %210 = splat %20 : tile<i32, [8192]>
         // (computed inside its user)
-        // %200 = cmp %198, %199 {pred = "le"} : tile<i1, [8192]>
+        // %211 = cmp %209, %210 {pred = "le"} : tile<i1, [8192]>
         // (computed inside its user)
-        // %201 = and %188, %200 : tile<i1, [8192]>
+        // %212 = and %191, %211 : tile<i1, [8192]>
         // (computed inside its user)
-        // %202 = or %189, %201 : tile<i1, [8192]>
-        alignas(64) uint8_t v188[8192];
-        for (int64_t i189 = 0; i189 < 8192; ++i189) v188[i189] = uint8_t(v177[i189] | (uint8_t(v175[i189] & (uint8_t((tsr::wadd(v187[i189], (c157))) <= (c20))))));
-        // yield %202
-        __builtin_memcpy(v184, v188, sizeof(v184));
+        // %213 = or %192, %212 : tile<i1, [8192]>
+        alignas(64) uint8_t v197[8192];
+        for (int64_t i198 = 0; i198 < 8192; ++i198) v197[i198] = uint8_t(v180[i198] | (uint8_t(v178[i198] & (uint8_t((tsr::wadd(v196[i198], (c160))) <= (c20))))));
+        // yield %213
+        __builtin_memcpy(v191, v197, sizeof(v191));
       }
-      // %203 = sub %160, %4 : i32
-      const int32_t v190 = tsr::wsub(c156, v4);
-      // %204 = cast %194 : tile<i32, [8192]>
-      alignas(64) int32_t v191[8192];
-      for (int64_t i192 = 0; i192 < 8192; ++i192) v191[i192] = int32_t(v184[i192]);
-      // %205 = scan %204 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-      alignas(64) int32_t v193[8192];
-      for (int64_t o_ = 0; o_ < 1; ++o_) tsr::scan_add32(v191 + o_ * 8192, v193 + o_ * 8192, 8192);
-      // %206 = splat %203 : tile<i32, [8192]>
+      // %214 = sub %163, %4 : i32
+      const int32_t v199 = tsr::wsub(c159, v4);
+      // %215 = cast %204 : tile<i32, [8192]>
+      alignas(64) int32_t v200[8192];
+      for (int64_t i201 = 0; i201 < 8192; ++i201) v200[i201] = int32_t(v191[i201]);
+      // %216 = scan %215 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+      alignas(64) int32_t v202[8192];
+      for (int64_t o_ = 0; o_ < 1; ++o_) tsr::scan_add32(v200 + o_ * 8192, v202 + o_ * 8192, 8192);
+      // %217 = splat %214 : tile<i32, [8192]>
       // (computed inside its user)
-      // %207 = add %205, %206 : tile<i32, [8192]>
-      alignas(64) int32_t v194[8192];
-      for (int64_t i195 = 0; i195 < 8192; ++i195) v194[i195] = tsr::wadd(v193[i195], (v190));
-      // %208 = splat %1 : tile<i32, [8192]>
-      alignas(64) int32_t v196[8192];
-      for (int64_t i197 = 0; i197 < 8192; ++i197) v196[i197] = v1;
-      // scatter %values, %165, %208, %207, %194
-      for (int64_t c198 = 0; c198 < 8192; c198 += 64) {
-        if (!tsr::any64(v184 + c198)) continue;
-        for (int64_t i199 = c198; i199 < c198 + 64; ++i199) {
-          if ((v184[i199] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v194[i199]) >= 0 && int64_t(v194[i199]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v194[i199])] = tsr::f2bf(v161[i199]);
+      // %218 = add %216, %217 : tile<i32, [8192]>
+      alignas(64) int32_t v203[8192];
+      for (int64_t i204 = 0; i204 < 8192; ++i204) v203[i204] = tsr::wadd(v202[i204], (v199));
+      // %219 = splat %1 : tile<i32, [8192]>
+      alignas(64) int32_t v205[8192];
+      for (int64_t i206 = 0; i206 < 8192; ++i206) v205[i206] = v1;
+      // scatter %values, %168, %219, %218, %204
+      for (int64_t c207 = 0; c207 < 8192; c207 += 64) {
+        if (!tsr::any64(v191 + c207)) continue;
+        for (int64_t i208 = c207; i208 < c207 + 64; ++i208) {
+          if ((v191[i208] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v203[i208]) >= 0 && int64_t(v203[i208]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v203[i208])] = tsr::f2bf(v164[i208]);
         }
       }
-      // %209 = mul %162, %3 : i32
-      const int32_t v200 = tsr::wmul(v159, v3);
-      // %210 = arange : tile<i32, [8192]>
+      // %220 = mul %165, %3 : i32
+      const int32_t v209 = tsr::wmul(v162, v3);
+      // %221 = arange : tile<i32, [8192]>
       // (computed inside its user)
-      // %211 = splat %209 : tile<i32, [8192]>
+      // %222 = splat %220 : tile<i32, [8192]>
       // (computed inside its user)
-      // %212 = add %210, %211 : tile<i32, [8192]>
-      alignas(64) int32_t v201[8192];
-      for (int64_t i202 = 0; i202 < 8192; ++i202) v201[i202] = tsr::wadd((int32_t(0 + i202)), (v200));
-      // scatter %indices, %212, %208, %207, %194
-      for (int64_t c203 = 0; c203 < 8192; c203 += 64) {
-        if (!tsr::any64(v184 + c203)) continue;
-        for (int64_t i204 = c203; i204 < c203 + 64; ++i204) {
-          if ((v184[i204] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v194[i204]) >= 0 && int64_t(v194[i204]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v194[i204])] = v201[i204];
+      // %223 = add %221, %222 : tile<i32, [8192]>
+      alignas(64) int32_t v210[8192];
+      for (int64_t i211 = 0; i211 < 8192; ++i211) v210[i211] = tsr::wadd((int32_t(0 + i211)), (v209));
+      // scatter %indices, %223, %219, %218, %204
+      for (int64_t c212 = 0; c212 < 8192; c212 += 64) {
+        if (!tsr::any64(v191 + c212)) continue;
+        for (int64_t i213 = c212; i213 < c212 + 64; ++i213) {
+          if ((v191[i213] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v203[i213]) >= 0 && int64_t(v203[i213]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v203[i213])] = v210[i213];
         }
       }
-      // %213 = reduce %204 {axis = 0, kind = "sum"} : i32
-      int32_t v205;
-      for (int64_t o_ = 0; o_ < 1; ++o_) v205 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v191 + o_ * 8192, 8192, int32_t(0));
-      // %214 = add %160, %213 : i32
-      const int32_t v206 = tsr::wadd(c156, v205);
-      // yield %214, %192
-      c156 = v206;
-      c157 = v182;
+      // %224 = sub %20, %164 : i32
+      const int32_t v214 = tsr::wsub(c20, c160);
+      // %225 = max %224, %18 : i32
+      const int32_t v215 = tsr::imax(v214, v18);
+      // %226 = min %200, %225 : i32
+      const int32_t v216 = tsr::imin(v187, v215);
+      // %227 = add %163, %201 : i32
+      const int32_t v217 = tsr::wadd(c159, v188);
+      // %228 = add %227, %226 : i32
+      const int32_t v218 = tsr::wadd(v217, v216);
+      // yield %228, %202
+      c159 = v218;
+      c160 = v189;
     }
-    // yield %157, %158
-    c132 = c156;
-    c133 = c157;
+    // yield %160, %161
+    c135 = c159;
+    c136 = c160;
   }
-  // %215 = load_tile %indices, %1, %18 : tile<i32, [1, 64]>
-  alignas(64) int32_t v207[64];
+  // %229 = load_tile %indices, %1, %18 : tile<i32, [1, 64]>
+  alignas(64) int32_t v219[64];
   {
-    const int64_t o208 = int64_t(v1) * 1;
-    const int64_t o209 = int64_t(v18) * 64;
-    if (o208 >= 0 && o208 + 1 <= A.d2_0 && o209 >= 0 && o209 + 64 <= A.d2_1) {
-      for (int64_t i210 = 0; i210 < 1; ++i210) {
-        for (int64_t i211 = 0; i211 < 64; ++i211) v207[(i210) * 64 + i211] = A.p2[(o208 + i210) * A.s2_0 + o209 + i211];
+    const int64_t o220 = int64_t(v1) * 1;
+    const int64_t o221 = int64_t(v18) * 64;
+    if (o220 >= 0 && o220 + 1 <= A.d2_0 && o221 >= 0 && o221 + 64 <= A.d2_1) {
+      for (int64_t i222 = 0; i222 < 1; ++i222) {
+        for (int64_t i223 = 0; i223 < 64; ++i223) v219[(i222) * 64 + i223] = A.p2[(o220 + i222) * A.s2_0 + o221 + i223];
       }
     } else {
       // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-      const int64_t lo212 = o209 >= 0 ? 0 : -o209 < 64 ? -o209 : 64;
-      const int64_t hi213 = A.d2_1 - o209 >= 64 ? 64 : A.d2_1 - o209 > lo212 ? A.d2_1 - o209 : lo212;
-      for (int64_t i214 = 0; i214 < 1; ++i214) {
-        if ((o208 + i214) >= 0 && (o208 + i214) < A.d2_0) tsr::load_row<tsr::ld_same>(v207 + (i214) * 64, A.p2 + (o208 + i214) * A.s2_0, o209, lo212, hi213, 64, int32_t(INT64_C(0)));
-        else tsr::load_row<tsr::ld_same>(v207 + (i214) * 64, A.p2, 0, 0, 0, 64, int32_t(INT64_C(0)));
+      const int64_t lo224 = o221 >= 0 ? 0 : -o221 < 64 ? -o221 : 64;
+      const int64_t hi225 = A.d2_1 - o221 >= 64 ? 64 : A.d2_1 - o221 > lo224 ? A.d2_1 - o221 : lo224;
+      for (int64_t i226 = 0; i226 < 1; ++i226) {
+        if ((o220 + i226) >= 0 && (o220 + i226) < A.d2_0) tsr::load_row<tsr::ld_same>(v219 + (i226) * 64, A.p2 + (o220 + i226) * A.s2_0, o221, lo224, hi225, 64, int32_t(INT64_C(0)));
+        else tsr::load_row<tsr::ld_same>(v219 + (i226) * 64, A.p2, 0, 0, 0, 64, int32_t(INT64_C(0)));
       }
     }
   }
-  // %216 = load_tile %values, %1, %18 : tile<bf16, [1, 64]>
-  alignas(64) float v216[64];
-  {
-    const int64_t o217 = int64_t(v1) * 1;
-    const int64_t o218 = int64_t(v18) * 64;
-    if (o217 >= 0 && o217 + 1 <= A.d1_0 && o218 >= 0 && o218 + 64 <= A.d1_1) {
-      for (int64_t i219 = 0; i219 < 1; ++i219) {
-        for (int64_t i220 = 0; i220 < 64; ++i220) v216[(i219) * 64 + i220] = tsr::bf2f(A.p1[(o217 + i219) * A.s1_0 + o218 + i220]);
-      }
-    } else {
-      // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-      const int64_t lo221 = o218 >= 0 ? 0 : -o218 < 64 ? -o218 : 64;
-      const int64_t hi222 = A.d1_1 - o218 >= 64 ? 64 : A.d1_1 - o218 > lo221 ? A.d1_1 - o218 : lo221;
-      for (int64_t i223 = 0; i223 < 1; ++i223) {
-        if ((o217 + i223) >= 0 && (o217 + i223) < A.d1_0) tsr::load_row<tsr::ld_bf16>(v216 + (i223) * 64, A.p1 + (o217 + i223) * A.s1_0, o218, lo221, hi222, 64, float(0x0p+0));
-        else tsr::load_row<tsr::ld_bf16>(v216 + (i223) * 64, A.p1, 0, 0, 0, 64, float(0x0p+0));
-      }
-    }
-  }
-  // %217, %218 = sort %216, %215 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
-  alignas(64) float v225[64];
-  alignas(64) int32_t v226[64];
-  alignas(64) uint64_t sk227[128];
-  alignas(64) int32_t sp228[128];
-  tsr::sort_lines(v216, v207, v225, v226, 1, 64, 1, 64, true, sk227, sp228);
-  // store_tile %values, %217, %1, %18
+  // %230 = load_tile %values, %1, %18 : tile<bf16, [1, 64]>
+  alignas(64) float v228[64];
   {
     const int64_t o229 = int64_t(v1) * 1;
     const int64_t o230 = int64_t(v18) * 64;
     if (o229 >= 0 && o229 + 1 <= A.d1_0 && o230 >= 0 && o230 + 64 <= A.d1_1) {
       for (int64_t i231 = 0; i231 < 1; ++i231) {
-        alignas(64) float st233[64];
-        for (int64_t i232 = 0; i232 < 64; ++i232) st233[i232 - 0] = v225[(i231) * 64 + i232];
-        tsr::store_bf16(A.p1 + (o229 + i231) * A.s1_0 + o230 + 0, st233, 64);
+        for (int64_t i232 = 0; i232 < 64; ++i232) v228[(i231) * 64 + i232] = tsr::bf2f(A.p1[(o229 + i231) * A.s1_0 + o230 + i232]);
       }
     } else {
-      // partly outside: each row copies its columns inside [lo, hi)
-      const int64_t lo234 = o230 >= 0 ? 0 : -o230 < 64 ? -o230 : 64;
-      const int64_t hi235 = A.d1_1 - o230 >= 64 ? 64 : A.d1_1 - o230 > lo234 ? A.d1_1 - o230 : lo234;
-      for (int64_t i236 = 0; i236 < 1; ++i236) {
-        if ((o229 + i236) >= 0 && (o229 + i236) < A.d1_0) tsr::store_row<tsr::st_bf16>(A.p1 + (o229 + i236) * A.s1_0, v225 + (i236) * 64, o230, lo234, hi235);
+      // partly outside: each row copies its columns inside [lo, hi) and pads the rest
+      const int64_t lo233 = o230 >= 0 ? 0 : -o230 < 64 ? -o230 : 64;
+      const int64_t hi234 = A.d1_1 - o230 >= 64 ? 64 : A.d1_1 - o230 > lo233 ? A.d1_1 - o230 : lo233;
+      for (int64_t i235 = 0; i235 < 1; ++i235) {
+        if ((o229 + i235) >= 0 && (o229 + i235) < A.d1_0) tsr::load_row<tsr::ld_bf16>(v228 + (i235) * 64, A.p1 + (o229 + i235) * A.s1_0, o230, lo233, hi234, 64, float(0x0p+0));
+        else tsr::load_row<tsr::ld_bf16>(v228 + (i235) * 64, A.p1, 0, 0, 0, 64, float(0x0p+0));
       }
     }
   }
-  // store_tile %indices, %218, %1, %18
+  // %231, %232 = sort %230, %229 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
+  alignas(64) float v237[64];
+  alignas(64) int32_t v238[64];
+  alignas(64) uint64_t sk239[128];
+  alignas(64) int32_t sp240[128];
+  tsr::sort_lines(v228, v219, v237, v238, 1, 64, 1, 64, true, sk239, sp240);
+  // store_tile %values, %231, %1, %18
   {
-    const int64_t o238 = int64_t(v1) * 1;
-    const int64_t o239 = int64_t(v18) * 64;
-    if (o238 >= 0 && o238 + 1 <= A.d2_0 && o239 >= 0 && o239 + 64 <= A.d2_1) {
-      for (int64_t i240 = 0; i240 < 1; ++i240) {
-        for (int64_t i241 = 0; i241 < 64; ++i241) A.p2[(o238 + i240) * A.s2_0 + o239 + i241] = v226[(i240) * 64 + i241];
+    const int64_t o241 = int64_t(v1) * 1;
+    const int64_t o242 = int64_t(v18) * 64;
+    if (o241 >= 0 && o241 + 1 <= A.d1_0 && o242 >= 0 && o242 + 64 <= A.d1_1) {
+      for (int64_t i243 = 0; i243 < 1; ++i243) {
+        alignas(64) float st245[64];
+        for (int64_t i244 = 0; i244 < 64; ++i244) st245[i244 - 0] = v237[(i243) * 64 + i244];
+        tsr::store_bf16(A.p1 + (o241 + i243) * A.s1_0 + o242 + 0, st245, 64);
       }
     } else {
       // partly outside: each row copies its columns inside [lo, hi)
-      const int64_t lo242 = o239 >= 0 ? 0 : -o239 < 64 ? -o239 : 64;
-      const int64_t hi243 = A.d2_1 - o239 >= 64 ? 64 : A.d2_1 - o239 > lo242 ? A.d2_1 - o239 : lo242;
-      for (int64_t i244 = 0; i244 < 1; ++i244) {
-        if ((o238 + i244) >= 0 && (o238 + i244) < A.d2_0) tsr::store_row<tsr::st_same>(A.p2 + (o238 + i244) * A.s2_0, v226 + (i244) * 64, o239, lo242, hi243);
+      const int64_t lo246 = o242 >= 0 ? 0 : -o242 < 64 ? -o242 : 64;
+      const int64_t hi247 = A.d1_1 - o242 >= 64 ? 64 : A.d1_1 - o242 > lo246 ? A.d1_1 - o242 : lo246;
+      for (int64_t i248 = 0; i248 < 1; ++i248) {
+        if ((o241 + i248) >= 0 && (o241 + i248) < A.d1_0) tsr::store_row<tsr::st_bf16>(A.p1 + (o241 + i248) * A.s1_0, v237 + (i248) * 64, o242, lo246, hi247);
+      }
+    }
+  }
+  // store_tile %indices, %232, %1, %18
+  {
+    const int64_t o250 = int64_t(v1) * 1;
+    const int64_t o251 = int64_t(v18) * 64;
+    if (o250 >= 0 && o250 + 1 <= A.d2_0 && o251 >= 0 && o251 + 64 <= A.d2_1) {
+      for (int64_t i252 = 0; i252 < 1; ++i252) {
+        for (int64_t i253 = 0; i253 < 64; ++i253) A.p2[(o250 + i252) * A.s2_0 + o251 + i253] = v238[(i252) * 64 + i253];
+      }
+    } else {
+      // partly outside: each row copies its columns inside [lo, hi)
+      const int64_t lo254 = o251 >= 0 ? 0 : -o251 < 64 ? -o251 : 64;
+      const int64_t hi255 = A.d2_1 - o251 >= 64 ? 64 : A.d2_1 - o251 > lo254 ? A.d2_1 - o251 : lo254;
+      for (int64_t i256 = 0; i256 < 1; ++i256) {
+        if ((o250 + i256) >= 0 && (o250 + i256) < A.d2_0) tsr::store_row<tsr::st_same>(A.p2 + (o250 + i256) * A.s2_0, v238 + (i256) * 64, o251, lo254, hi255);
       }
     }
   }
@@ -773,7 +802,7 @@ extern "C" int tessera_run(void** buf, const int64_t* dims, const int64_t* is, c
   if (g0 < 0) return 24;  // grid size on axis 0 of kernel 'topk' is negative (a size of 0 runs no programs; a negative size is an error)
   if (g0 == 0 || g1 == 0 || g2 == 0) return 0;  // no programs
   if (nt <= 0) nt = omp_get_max_threads();
-  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(13266427)) nt = 1;  // about 13266427 element ops per program
+  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(14052942)) nt = 1;  // about 14052942 element ops per program
   if (nt == 1) {
     for (int64_t z = 0; z < g2; ++z)
       for (int64_t y = 0; y < g1; ++y)

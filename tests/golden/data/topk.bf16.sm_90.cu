@@ -9,8 +9,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
   (void)tsr_tid; (void)tsr_smem;
   constexpr int64_t tsr_struct_base = 1024LL;  // buffers and pipe rings, after the scratch
   int tsr_red190_at = 0;  // the copy of tsr_red190_mem the next exchange uses
-  int tsr_red300_at = 0;  // the copy of tsr_red300_mem the next exchange uses
-  int tsr_red351_at = 0;  // the copy of tsr_red351_mem the next exchange uses
+  int tsr_red313_at = 0;  // the copy of tsr_red313_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_N);
@@ -644,50 +643,56 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
   const uint32_t v214 = uint32_t(15LL);
   // %139 = sub %7, %4 : i32
   const int32_t v215 = int32_t(uint32_t(v6) - uint32_t(v3));
-  // %140, %141 = for %18, %13, %4, %18, %18 : i32, i32 {...}
-  int32_t c216;
-  c216 = v17;
-  int32_t c217;
-  c217 = v17;
-  for (int64_t iv218_ = v17; v3 > 0 && iv218_ < v12; iv218_ += v3) {
-    const int32_t iv218 = int32_t(iv218_);
+  // %140 = const {value = 65536} : i32
+  const int32_t v216 = int32_t(65536LL);
+  // %141 = const {value = 65535} : i32
+  const int32_t v217 = int32_t(65535LL);
+  // %142 = const {value = 16} : i32
+  const int32_t v218 = int32_t(16LL);
+  // %143, %144 = for %18, %13, %4, %18, %18 : i32, i32 {...}
+  int32_t c219;
+  c219 = v17;
+  int32_t c220;
+  c220 = v17;
+  for (int64_t iv221_ = v17; v3 > 0 && iv221_ < v12; iv221_ += v3) {
+    const int32_t iv221 = int32_t(iv221_);
     // async_wait
     tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible
     __syncthreads();
-    // %145 = rem %142, %10 : i32
-    const int32_t v219 = tsr::irem<int32_t>(iv218, v9);
-    // %146 = mul %145, %10 : i32
-    const int32_t v220 = int32_t(uint32_t(v219) * uint32_t(v9));
-    // %147 = add %142, %4 : i32
-    const int32_t v221 = int32_t(uint32_t(iv218) + uint32_t(v3));
-    // %148 = cmp %147, %13 {pred = "lt"} : i1
-    const uint8_t v222 = uint8_t(v221 < v12);
-    // if %148 {...}
-    if (v222) {
-      // %149 = mul %147, %10 : i32
-      const int32_t v223 = int32_t(uint32_t(v221) * uint32_t(v9));
-      // %150 = sub %10, %146 : i32
-      const int32_t v224 = int32_t(uint32_t(v9) - uint32_t(v220));
+    // %148 = rem %145, %10 : i32
+    const int32_t v222 = tsr::irem<int32_t>(iv221, v9);
+    // %149 = mul %148, %10 : i32
+    const int32_t v223 = int32_t(uint32_t(v222) * uint32_t(v9));
+    // %150 = add %145, %4 : i32
+    const int32_t v224 = int32_t(uint32_t(iv221) + uint32_t(v3));
+    // %151 = cmp %150, %13 {pred = "lt"} : i1
+    const uint8_t v225 = uint8_t(v224 < v12);
+    // if %151 {...}
+    if (v225) {
+      // %152 = mul %150, %10 : i32
+      const int32_t v226 = int32_t(uint32_t(v224) * uint32_t(v9));
+      // %153 = sub %10, %149 : i32
+      const int32_t v227 = int32_t(uint32_t(v9) - uint32_t(v223));
       // for %18, %10, %4 {...}
-      for (int64_t iv225_ = v17; v3 > 0 && iv225_ < v9; iv225_ += v3) {
-        const int32_t iv225 = int32_t(iv225_);
-        // %152 = add %149, %151 : i32
-        const int32_t v226 = int32_t(uint32_t(v223) + uint32_t(iv225));
-        // %153 = add %150, %151 : i32
-        const int32_t v227 = int32_t(uint32_t(v224) + uint32_t(iv225));
-        // async_copy %9, %x, %153, %1, %152
-        if (!(true && int64_t(v227) >= 0 && int64_t(v227) < 4LL)) __trap();  // slot index out of range
+      for (int64_t iv228_ = v17; v3 > 0 && iv228_ < v9; iv228_ += v3) {
+        const int32_t iv228 = int32_t(iv228_);
+        // %155 = add %152, %154 : i32
+        const int32_t v229 = int32_t(uint32_t(v226) + uint32_t(iv228));
+        // %156 = add %153, %154 : i32
+        const int32_t v230 = int32_t(uint32_t(v227) + uint32_t(iv228));
+        // async_copy %9, %x, %156, %1, %155
+        if (!(true && int64_t(v230) >= 0 && int64_t(v230) < 4LL)) __trap();  // slot index out of range
         {
-          uint16_t* const dst228 = buf8 + ((0LL) * 4LL + int64_t(v227)) * 8192LL;
+          uint16_t* const dst231 = buf8 + ((0LL) * 4LL + int64_t(v230)) * 8192LL;
           __syncthreads();
           {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
-            const int64_t o229 = int64_t(v0) * 1LL;
-            const int64_t o230 = int64_t(v226) * 8192LL;
+            const int64_t o232 = int64_t(v0) * 1LL;
+            const int64_t o233 = int64_t(v229) * 8192LL;
             #pragma unroll 1
-            for (int64_t q231 = tsr_tid; q231 < 1024LL; q231 += tsr_nthreads) {
-              const int64_t gc233 = o230 + (q231 % 1024LL) * 8LL;
-              const int64_t nv234 = (true && (o229 + 0) >= 0 && (o229 + 0) < int64_t(tsr_dim_M) && gc233 >= 0) ? int64_t(tsr_dim_N) - gc233 : 0LL;  // elements in bounds (<= 0: none)
-              tsr::struct_copy_chunk(dst228 + q231 * 8LL, nv234 > 0 ? tsr_p0 + ((o229 + 0) * tsr_p0_s0 + gc233 * tsr_p0_s1) : tsr_p0, nv234, tsr_p0_s1);
+            for (int64_t q234 = tsr_tid; q234 < 1024LL; q234 += tsr_nthreads) {
+              const int64_t gc236 = o233 + (q234 % 1024LL) * 8LL;
+              const int64_t nv237 = (true && (o232 + 0) >= 0 && (o232 + 0) < int64_t(tsr_dim_M) && gc236 >= 0) ? int64_t(tsr_dim_N) - gc236 : 0LL;  // elements in bounds (<= 0: none)
+              tsr::struct_copy_chunk(dst231 + q234 * 8LL, nv237 > 0 ? tsr_p0 + ((o232 + 0) * tsr_p0_s0 + gc236 * tsr_p0_s1) : tsr_p0, nv237, tsr_p0_s1);
             }
           }
           tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
@@ -698,511 +703,525 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
     } else {
       // yield
     }
-    // %154 = mul %142, %10 : i32
-    const int32_t v235 = int32_t(uint32_t(iv218) * uint32_t(v9));
-    // %155 = sub %7, %154 : i32
-    const int32_t v236 = int32_t(uint32_t(v6) - uint32_t(v235));
-    // %156 = min %10, %155 : i32
-    const int32_t v237 = tsr::imin<int32_t>(v9, v236);
-    // %157, %158 = for %18, %156, %4, %143, %144 : i32, i32 {...}
-    int32_t c238;
-    c238 = c216;
-    int32_t c239;
-    c239 = c217;
-    for (int64_t iv240_ = v17; v3 > 0 && iv240_ < v237; iv240_ += v3) {
-      const int32_t iv240 = int32_t(iv240_);
-      // %162 = add %154, %159 : i32
-      const int32_t v241 = int32_t(uint32_t(v235) + uint32_t(iv240));
-      // %163 = add %146, %159 : i32
-      const int32_t v242 = int32_t(uint32_t(v220) + uint32_t(iv240));
-      // %164 = buffer_read %9, %163 : tile<bf16, [1, 8192]>
-      if (!(true && int64_t(v242) >= 0 && int64_t(v242) < 4LL)) __trap();  // slot index out of range
-      const uint16_t* const src243 = buf8 + ((0LL) * 4LL + int64_t(v242)) * 8192LL;
-      float v244[16];
+    // %157 = mul %145, %10 : i32
+    const int32_t v238 = int32_t(uint32_t(iv221) * uint32_t(v9));
+    // %158 = sub %7, %157 : i32
+    const int32_t v239 = int32_t(uint32_t(v6) - uint32_t(v238));
+    // %159 = min %10, %158 : i32
+    const int32_t v240 = tsr::imin<int32_t>(v9, v239);
+    // %160, %161 = for %18, %159, %4, %146, %147 : i32, i32 {...}
+    int32_t c241;
+    c241 = c219;
+    int32_t c242;
+    c242 = c220;
+    for (int64_t iv243_ = v17; v3 > 0 && iv243_ < v240; iv243_ += v3) {
+      const int32_t iv243 = int32_t(iv243_);
+      // %165 = add %157, %162 : i32
+      const int32_t v244 = int32_t(uint32_t(v238) + uint32_t(iv243));
+      // %166 = add %149, %162 : i32
+      const int32_t v245 = int32_t(uint32_t(v223) + uint32_t(iv243));
+      // %167 = buffer_read %9, %166 : tile<bf16, [1, 8192]>
+      if (!(true && int64_t(v245) >= 0 && int64_t(v245) < 4LL)) __trap();  // slot index out of range
+      const uint16_t* const src246 = buf8 + ((0LL) * 4LL + int64_t(v245)) * 8192LL;
+      float v247[16];
       #pragma unroll
-      for (int c245 = 0; c245 < 2; ++c245) {
+      for (int c248 = 0; c248 < 2; ++c248) {
         uint16_t v_[8];
-        tsr::copy_vec<uint16_t, 8>(v_, src243 + c245 * 4096 + tsr_tid * 8);
+        tsr::copy_vec<uint16_t, 8>(v_, src246 + c248 * 4096 + tsr_tid * 8);
         #pragma unroll
-        for (int l_ = 0; l_ < 8; ++l_) v244[c245 * 8 + l_] = tsr::bf2f(v_[l_]);
+        for (int l_ = 0; l_ < 8; ++l_) v247[c248 * 8 + l_] = tsr::bf2f(v_[l_]);
       }
-      // %165 = reshape %164 : tile<bf16, [8192]>
-      float v246[16];
+      // %168 = reshape %167 : tile<bf16, [8192]>
+      float v249[16];
       #pragma unroll
-      for (int s247 = 0; s247 < 16; ++s247) {
-        v246[s247] = v244[s247];
+      for (int s250 = 0; s250 < 16; ++s250) {
+        v249[s250] = v247[s250];
       }
-      // %166 = bitcast %165 : tile<u16, [8192]>
-      uint16_t v248[16];
+      // %169 = bitcast %168 : tile<u16, [8192]>
+      uint16_t v251[16];
       #pragma unroll
-      for (int s249 = 0; s249 < 16; ++s249) {
-        v248[s249] = uint16_t(tsr::bf16_bits(v246[s249]));
+      for (int s252 = 0; s252 < 16; ++s252) {
+        v251[s252] = uint16_t(tsr::bf16_bits(v249[s252]));
       }
-      // %167 = cast %166 : tile<u32, [8192]>
-      uint32_t v250[16];
+      // %170 = cast %169 : tile<u32, [8192]>
+      uint32_t v253[16];
       #pragma unroll
-      for (int s251 = 0; s251 < 16; ++s251) {
-        v250[s251] = uint32_t(v248[s251]);
+      for (int s254 = 0; s254 < 16; ++s254) {
+        v253[s254] = uint32_t(v251[s254]);
       }
-      // %168 = splat %137 : tile<u32, [8192]>
-      uint32_t v252[16];
+      // %171 = splat %137 : tile<u32, [8192]>
+      uint32_t v255[16];
       #pragma unroll
-      for (int s253 = 0; s253 < 16; ++s253) {
-        v252[s253] = v213;
+      for (int s256 = 0; s256 < 16; ++s256) {
+        v255[s256] = v213;
       }
-      // %169 = xor %167, %168 : tile<u32, [8192]>
-      uint32_t v254[16];
+      // %172 = xor %170, %171 : tile<u32, [8192]>
+      uint32_t v257[16];
       #pragma unroll
-      for (int s255 = 0; s255 < 16; ++s255) {
-        v254[s255] = uint32_t(v250[s255] ^ v252[s255]);
+      for (int s258 = 0; s258 < 16; ++s258) {
+        v257[s258] = uint32_t(v253[s258] ^ v255[s258]);
       }
-      // %170 = splat %138 : tile<u32, [8192]>
-      uint32_t v256[16];
+      // %173 = splat %138 : tile<u32, [8192]>
+      uint32_t v259[16];
       #pragma unroll
-      for (int s257 = 0; s257 < 16; ++s257) {
-        v256[s257] = v214;
+      for (int s260 = 0; s260 < 16; ++s260) {
+        v259[s260] = v214;
       }
-      // %171 = shr %167, %170 : tile<u32, [8192]>
-      uint32_t v258[16];
+      // %174 = shr %170, %173 : tile<u32, [8192]>
+      uint32_t v261[16];
       #pragma unroll
-      for (int s259 = 0; s259 < 16; ++s259) {
-        v258[s259] = tsr::ishr<uint32_t>(v250[s259], v256[s259]);
+      for (int s262 = 0; s262 < 16; ++s262) {
+        v261[s262] = tsr::ishr<uint32_t>(v253[s262], v259[s262]);
       }
-      // %172 = splat %14 : tile<u32, [8192]>
-      uint32_t v260[16];
+      // %175 = splat %14 : tile<u32, [8192]>
+      uint32_t v263[16];
       #pragma unroll
-      for (int s261 = 0; s261 < 16; ++s261) {
-        v260[s261] = v13;
+      for (int s264 = 0; s264 < 16; ++s264) {
+        v263[s264] = v13;
       }
-      // %173 = cmp %171, %172 {pred = "eq"} : tile<i1, [8192]>
-      uint8_t v262[16];
+      // %176 = cmp %174, %175 {pred = "eq"} : tile<i1, [8192]>
+      uint8_t v265[16];
       #pragma unroll
-      for (int s263 = 0; s263 < 16; ++s263) {
-        v262[s263] = uint8_t(v258[s263] == v260[s263]);
+      for (int s266 = 0; s266 < 16; ++s266) {
+        v265[s266] = uint8_t(v261[s266] == v263[s266]);
       }
-      // %174 = where %173, %169, %167 : tile<u32, [8192]>
-      uint32_t v264[16];
-      #pragma unroll
-      for (int s265 = 0; s265 < 16; ++s265) {
-        v264[s265] = (v262[s265] ? v254[s265] : v250[s265]);
-      }
-      // %175 = cmp %162, %139 {pred = "eq"} : i1
-      const uint8_t v266 = uint8_t(v241 == v215);
-      // %176 = if %175 : tile<u32, [8192]> {...}
+      // %177 = where %176, %172, %170 : tile<u32, [8192]>
       uint32_t v267[16];
-      if (v266) {
-        // %177 = mul %162, %3 : i32
-        const int32_t v268 = int32_t(uint32_t(v241) * uint32_t(v2));
-        // %178 = arange : tile<i32, [8192]>
-        int32_t v269[16];
+      #pragma unroll
+      for (int s268 = 0; s268 < 16; ++s268) {
+        v267[s268] = (v265[s268] ? v257[s268] : v253[s268]);
+      }
+      // %178 = cmp %165, %139 {pred = "eq"} : i1
+      const uint8_t v269 = uint8_t(v244 == v215);
+      // %179 = if %178 : tile<u32, [8192]> {...}
+      uint32_t v270[16];
+      if (v269) {
+        // %180 = mul %165, %3 : i32
+        const int32_t v271 = int32_t(uint32_t(v244) * uint32_t(v2));
+        // %181 = arange : tile<i32, [8192]>
+        int32_t v272[16];
         #pragma unroll
-        for (int s270 = 0; s270 < 16; ++s270) {
-          v269[s270] = int32_t(0 + ((s270 / 8) * 4096 + tsr_tid * 8 + (s270 % 8)));
+        for (int s273 = 0; s273 < 16; ++s273) {
+          v272[s273] = int32_t(0 + ((s273 / 8) * 4096 + tsr_tid * 8 + (s273 % 8)));
         }
-        // %179 = splat %177 : tile<i32, [8192]>
-        int32_t v271[16];
+        // %182 = splat %180 : tile<i32, [8192]>
+        int32_t v274[16];
         #pragma unroll
-        for (int s272 = 0; s272 < 16; ++s272) {
-          v271[s272] = v268;
+        for (int s275 = 0; s275 < 16; ++s275) {
+          v274[s275] = v271;
         }
-        // %180 = add %178, %179 : tile<i32, [8192]>
-        int32_t v273[16];
+        // %183 = add %181, %182 : tile<i32, [8192]>
+        int32_t v276[16];
         #pragma unroll
-        for (int s274 = 0; s274 < 16; ++s274) {
-          v273[s274] = int32_t(uint32_t(v269[s274]) + uint32_t(v271[s274]));
+        for (int s277 = 0; s277 < 16; ++s277) {
+          v276[s277] = int32_t(uint32_t(v272[s277]) + uint32_t(v274[s277]));
         }
-        // %181 = splat %2 : tile<i32, [8192]>
-        int32_t v275[16];
+        // %184 = splat %2 : tile<i32, [8192]>
+        int32_t v278[16];
         #pragma unroll
-        for (int s276 = 0; s276 < 16; ++s276) {
-          v275[s276] = v1;
+        for (int s279 = 0; s279 < 16; ++s279) {
+          v278[s279] = v1;
         }
-        // %182 = cmp %180, %181 {pred = "lt"} : tile<i1, [8192]>
-        uint8_t v277[16];
+        // %185 = cmp %183, %184 {pred = "lt"} : tile<i1, [8192]>
+        uint8_t v280[16];
         #pragma unroll
-        for (int s278 = 0; s278 < 16; ++s278) {
-          v277[s278] = uint8_t(v273[s278] < v275[s278]);
+        for (int s281 = 0; s281 < 16; ++s281) {
+          v280[s281] = uint8_t(v276[s281] < v278[s281]);
         }
-        // %183 = splat %8 : tile<u32, [8192]>
-        uint32_t v279[16];
-        #pragma unroll
-        for (int s280 = 0; s280 < 16; ++s280) {
-          v279[s280] = v7;
-        }
-        // %184 = where %182, %174, %183 : tile<u32, [8192]>
-        uint32_t v281[16];
-        #pragma unroll
-        for (int s282 = 0; s282 < 16; ++s282) {
-          v281[s282] = (v277[s282] ? v264[s282] : v279[s282]);
-        }
-        // yield %184
+        // %186 = splat %8 : tile<u32, [8192]>
+        uint32_t v282[16];
         #pragma unroll
         for (int s283 = 0; s283 < 16; ++s283) {
-          v267[s283] = v281[s283];
+          v282[s283] = v7;
+        }
+        // %187 = where %185, %177, %186 : tile<u32, [8192]>
+        uint32_t v284[16];
+        #pragma unroll
+        for (int s285 = 0; s285 < 16; ++s285) {
+          v284[s285] = (v280[s285] ? v267[s285] : v282[s285]);
+        }
+        // yield %187
+        #pragma unroll
+        for (int s286 = 0; s286 < 16; ++s286) {
+          v270[s286] = v284[s286];
         }
       } else {
-        // yield %174
+        // yield %177
         #pragma unroll
-        for (int s284 = 0; s284 < 16; ++s284) {
-          v267[s284] = v264[s284];
+        for (int s287 = 0; s287 < 16; ++s287) {
+          v270[s287] = v267[s287];
         }
       }
-      // %185 = splat %21 : tile<u32, [8192]>
-      uint32_t v285[16];
+      // %188 = splat %21 : tile<u32, [8192]>
+      uint32_t v288[16];
       #pragma unroll
-      for (int s286 = 0; s286 < 16; ++s286) {
-        v285[s286] = c20;
+      for (int s289 = 0; s289 < 16; ++s289) {
+        v288[s289] = c20;
       }
-      // %186 = shr %176, %185 : tile<u32, [8192]>
-      uint32_t v287[16];
+      // %189 = shr %179, %188 : tile<u32, [8192]>
+      uint32_t v290[16];
       #pragma unroll
-      for (int s288 = 0; s288 < 16; ++s288) {
-        v287[s288] = tsr::ishr<uint32_t>(v267[s288], v285[s288]);
+      for (int s291 = 0; s291 < 16; ++s291) {
+        v290[s291] = tsr::ishr<uint32_t>(v270[s291], v288[s291]);
       }
-      // %187 = splat %135 : tile<u32, [8192]>
-      uint32_t v289[16];
+      // %190 = splat %135 : tile<u32, [8192]>
+      uint32_t v292[16];
       #pragma unroll
-      for (int s290 = 0; s290 < 16; ++s290) {
-        v289[s290] = v204;
+      for (int s293 = 0; s293 < 16; ++s293) {
+        v292[s293] = v204;
       }
-      // %188 = cmp %186, %187 {pred = "eq"} : tile<i1, [8192]>
-      uint8_t v291[16];
+      // %191 = cmp %189, %190 {pred = "eq"} : tile<i1, [8192]>
+      uint8_t v294[16];
       #pragma unroll
-      for (int s292 = 0; s292 < 16; ++s292) {
-        v291[s292] = uint8_t(v287[s292] == v289[s292]);
+      for (int s295 = 0; s295 < 16; ++s295) {
+        v294[s295] = uint8_t(v290[s295] == v292[s295]);
       }
-      // %189 = cmp %186, %187 {pred = "lt"} : tile<i1, [8192]>
-      uint8_t v293[16];
+      // %192 = cmp %189, %190 {pred = "lt"} : tile<i1, [8192]>
+      uint8_t v296[16];
       #pragma unroll
-      for (int s294 = 0; s294 < 16; ++s294) {
-        v293[s294] = uint8_t(v287[s294] < v289[s294]);
+      for (int s297 = 0; s297 < 16; ++s297) {
+        v296[s297] = uint8_t(v290[s297] < v292[s297]);
       }
-      // %190 = cast %188 : tile<i32, [8192]>
-      int32_t v295[16];
-      #pragma unroll
-      for (int s296 = 0; s296 < 16; ++s296) {
-        v295[s296] = int32_t(v291[s296]);
-      }
-      // %191 = reduce %190 {axis = 0, kind = "sum"} : i32
-      int32_t v297;
-      int32_t racc298[8];
-      #pragma unroll
-      for (int v_ = 0; v_ < 8; ++v_) racc298[v_] = int32_t(0);
+      // %193 = splat %140 : tile<i32, [8192]>
+      int32_t v298[16];
       #pragma unroll
       for (int s299 = 0; s299 < 16; ++s299) {
-        racc298[s299 % 8] = int32_t(uint32_t(racc298[s299 % 8]) + uint32_t(v295[s299]));
+        v298[s299] = v216;
       }
-      racc298[0] = int32_t(uint32_t(racc298[0]) + uint32_t(racc298[4]));
-      racc298[1] = int32_t(uint32_t(racc298[1]) + uint32_t(racc298[5]));
-      racc298[2] = int32_t(uint32_t(racc298[2]) + uint32_t(racc298[6]));
-      racc298[3] = int32_t(uint32_t(racc298[3]) + uint32_t(racc298[7]));
-      racc298[0] = int32_t(uint32_t(racc298[0]) + uint32_t(racc298[2]));
-      racc298[1] = int32_t(uint32_t(racc298[1]) + uint32_t(racc298[3]));
-      racc298[0] = int32_t(uint32_t(racc298[0]) + uint32_t(racc298[1]));
-      racc298[0] = int32_t(uint32_t(racc298[0]) + uint32_t(tsr::shfl_xor(racc298[0], 16)));
-      racc298[0] = int32_t(uint32_t(racc298[0]) + uint32_t(tsr::shfl_xor(racc298[0], 8)));
-      racc298[0] = int32_t(uint32_t(racc298[0]) + uint32_t(tsr::shfl_xor(racc298[0], 4)));
-      racc298[0] = int32_t(uint32_t(racc298[0]) + uint32_t(tsr::shfl_xor(racc298[0], 2)));
-      racc298[0] = int32_t(uint32_t(racc298[0]) + uint32_t(tsr::shfl_xor(racc298[0], 1)));
-      __shared__ int32_t tsr_red300_mem[32];
-      int32_t* const tsr_red300 = tsr_red300_mem + tsr_red300_at;
-      tsr_red300_at ^= 16;
+      // %194 = splat %18 : tile<i32, [8192]>
+      int32_t v300[16];
+      #pragma unroll
+      for (int s301 = 0; s301 < 16; ++s301) {
+        v300[s301] = v17;
+      }
+      // %195 = where %192, %193, %194 : tile<i32, [8192]>
+      int32_t v302[16];
+      #pragma unroll
+      for (int s303 = 0; s303 < 16; ++s303) {
+        v302[s303] = (v296[s303] ? v298[s303] : v300[s303]);
+      }
+      // %196 = splat %4 : tile<i32, [8192]>
+      int32_t v304[16];
+      #pragma unroll
+      for (int s305 = 0; s305 < 16; ++s305) {
+        v304[s305] = v3;
+      }
+      // %197 = where %191, %196, %194 : tile<i32, [8192]>
+      int32_t v306[16];
+      #pragma unroll
+      for (int s307 = 0; s307 < 16; ++s307) {
+        v306[s307] = (v294[s307] ? v304[s307] : v300[s307]);
+      }
+      // %198 = add %197, %195 : tile<i32, [8192]>
+      int32_t v308[16];
+      #pragma unroll
+      for (int s309 = 0; s309 < 16; ++s309) {
+        v308[s309] = int32_t(uint32_t(v306[s309]) + uint32_t(v302[s309]));
+      }
+      // %199 = reduce %198 {axis = 0, kind = "sum"} : i32
+      int32_t v310;
+      int32_t racc311[8];
+      #pragma unroll
+      for (int v_ = 0; v_ < 8; ++v_) racc311[v_] = int32_t(0);
+      #pragma unroll
+      for (int s312 = 0; s312 < 16; ++s312) {
+        racc311[s312 % 8] = int32_t(uint32_t(racc311[s312 % 8]) + uint32_t(v308[s312]));
+      }
+      racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(racc311[4]));
+      racc311[1] = int32_t(uint32_t(racc311[1]) + uint32_t(racc311[5]));
+      racc311[2] = int32_t(uint32_t(racc311[2]) + uint32_t(racc311[6]));
+      racc311[3] = int32_t(uint32_t(racc311[3]) + uint32_t(racc311[7]));
+      racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(racc311[2]));
+      racc311[1] = int32_t(uint32_t(racc311[1]) + uint32_t(racc311[3]));
+      racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(racc311[1]));
+      racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(tsr::shfl_xor(racc311[0], 16)));
+      racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(tsr::shfl_xor(racc311[0], 8)));
+      racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(tsr::shfl_xor(racc311[0], 4)));
+      racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(tsr::shfl_xor(racc311[0], 2)));
+      racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(tsr::shfl_xor(racc311[0], 1)));
+      __shared__ int32_t tsr_red313_mem[32];
+      int32_t* const tsr_red313 = tsr_red313_mem + tsr_red313_at;
+      tsr_red313_at ^= 16;
       if ((tsr_tid & 31) == 0) {
-        tsr_red300[(tsr_tid >> 5) * 1 + 0] = racc298[0];
+        tsr_red313[(tsr_tid >> 5) * 1 + 0] = racc311[0];
       }
       __syncthreads();
-      racc298[0] = tsr_red300[(tsr_tid & 15) * 1 + 0];
-      racc298[0] = int32_t(uint32_t(racc298[0]) + uint32_t(tsr::shfl_xor(racc298[0], 8)));
-      racc298[0] = int32_t(uint32_t(racc298[0]) + uint32_t(tsr::shfl_xor(racc298[0], 4)));
-      racc298[0] = int32_t(uint32_t(racc298[0]) + uint32_t(tsr::shfl_xor(racc298[0], 2)));
-      racc298[0] = int32_t(uint32_t(racc298[0]) + uint32_t(tsr::shfl_xor(racc298[0], 1)));
-      v297 = racc298[0];
-      // %192 = add %161, %191 : i32
-      const int32_t v301 = int32_t(uint32_t(c239) + uint32_t(v297));
-      // %193 = cmp %192, %20 {pred = "le"} : i1
-      const uint8_t v302 = uint8_t(v301 <= c19);
-      // %194 = if %193 : tile<i1, [8192]> {...}
-      uint8_t v303[16];
-      if (v302) {
-        // %195 = or %189, %188 : tile<i1, [8192]>
-        uint8_t v304[16];
+      racc311[0] = tsr_red313[(tsr_tid & 15) * 1 + 0];
+      racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(tsr::shfl_xor(racc311[0], 8)));
+      racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(tsr::shfl_xor(racc311[0], 4)));
+      racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(tsr::shfl_xor(racc311[0], 2)));
+      racc311[0] = int32_t(uint32_t(racc311[0]) + uint32_t(tsr::shfl_xor(racc311[0], 1)));
+      v310 = racc311[0];
+      // %200 = and %199, %141 : i32
+      const int32_t v314 = int32_t(v310 & v217);
+      // %201 = shr %199, %142 : i32
+      const int32_t v315 = tsr::ishr<int32_t>(v310, v218);
+      // %202 = add %164, %200 : i32
+      const int32_t v316 = int32_t(uint32_t(c242) + uint32_t(v314));
+      // %203 = cmp %202, %20 {pred = "le"} : i1
+      const uint8_t v317 = uint8_t(v316 <= c19);
+      // %204 = if %203 : tile<i1, [8192]> {...}
+      uint8_t v318[16];
+      if (v317) {
+        // %205 = or %192, %191 : tile<i1, [8192]>
+        uint8_t v319[16];
         #pragma unroll
-        for (int s305 = 0; s305 < 16; ++s305) {
-          v304[s305] = uint8_t(v293[s305] | v291[s305]);
+        for (int s320 = 0; s320 < 16; ++s320) {
+          v319[s320] = uint8_t(v296[s320] | v294[s320]);
         }
-        // yield %195
-        #pragma unroll
-        for (int s306 = 0; s306 < 16; ++s306) {
-          v303[s306] = v304[s306];
-        }
-      } else {
-        // %196 = scan %190 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-        int32_t v307[16];
-        uint32_t run308 = uint32_t(0);
-        uint32_t acc309_0 = uint32_t(0);
-        acc309_0 += uint32_t(v295[0]); v307[0] = int32_t(acc309_0);
-        acc309_0 += uint32_t(v295[1]); v307[1] = int32_t(acc309_0);
-        acc309_0 += uint32_t(v295[2]); v307[2] = int32_t(acc309_0);
-        acc309_0 += uint32_t(v295[3]); v307[3] = int32_t(acc309_0);
-        acc309_0 += uint32_t(v295[4]); v307[4] = int32_t(acc309_0);
-        acc309_0 += uint32_t(v295[5]); v307[5] = int32_t(acc309_0);
-        acc309_0 += uint32_t(v295[6]); v307[6] = int32_t(acc309_0);
-        acc309_0 += uint32_t(v295[7]); v307[7] = int32_t(acc309_0);
-        __syncthreads();
-        uint32_t tot311_0;
-        const uint32_t off310_0 = run308 + tsr::block_exclusive_sum<16>(acc309_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot311_0);
-        v307[0] = int32_t(uint32_t(v307[0]) + off310_0);
-        v307[1] = int32_t(uint32_t(v307[1]) + off310_0);
-        v307[2] = int32_t(uint32_t(v307[2]) + off310_0);
-        v307[3] = int32_t(uint32_t(v307[3]) + off310_0);
-        v307[4] = int32_t(uint32_t(v307[4]) + off310_0);
-        v307[5] = int32_t(uint32_t(v307[5]) + off310_0);
-        v307[6] = int32_t(uint32_t(v307[6]) + off310_0);
-        v307[7] = int32_t(uint32_t(v307[7]) + off310_0);
-        run308 += tot311_0;
-        uint32_t acc309_1 = uint32_t(0);
-        acc309_1 += uint32_t(v295[8]); v307[8] = int32_t(acc309_1);
-        acc309_1 += uint32_t(v295[9]); v307[9] = int32_t(acc309_1);
-        acc309_1 += uint32_t(v295[10]); v307[10] = int32_t(acc309_1);
-        acc309_1 += uint32_t(v295[11]); v307[11] = int32_t(acc309_1);
-        acc309_1 += uint32_t(v295[12]); v307[12] = int32_t(acc309_1);
-        acc309_1 += uint32_t(v295[13]); v307[13] = int32_t(acc309_1);
-        acc309_1 += uint32_t(v295[14]); v307[14] = int32_t(acc309_1);
-        acc309_1 += uint32_t(v295[15]); v307[15] = int32_t(acc309_1);
-        __syncthreads();
-        uint32_t tot311_1;
-        const uint32_t off310_1 = run308 + tsr::block_exclusive_sum<16>(acc309_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot311_1);
-        v307[8] = int32_t(uint32_t(v307[8]) + off310_1);
-        v307[9] = int32_t(uint32_t(v307[9]) + off310_1);
-        v307[10] = int32_t(uint32_t(v307[10]) + off310_1);
-        v307[11] = int32_t(uint32_t(v307[11]) + off310_1);
-        v307[12] = int32_t(uint32_t(v307[12]) + off310_1);
-        v307[13] = int32_t(uint32_t(v307[13]) + off310_1);
-        v307[14] = int32_t(uint32_t(v307[14]) + off310_1);
-        v307[15] = int32_t(uint32_t(v307[15]) + off310_1);
-        run308 += tot311_1;
-        // %197 = splat %161 : tile<i32, [8192]>
-        int32_t v312[16];
-        #pragma unroll
-        for (int s313 = 0; s313 < 16; ++s313) {
-          v312[s313] = c239;
-        }
-        // %198 = add %196, %197 : tile<i32, [8192]>
-        int32_t v314[16];
-        #pragma unroll
-        for (int s315 = 0; s315 < 16; ++s315) {
-          v314[s315] = int32_t(uint32_t(v307[s315]) + uint32_t(v312[s315]));
-        }
-        // %199 = splat %20 : tile<i32, [8192]>
-        int32_t v316[16];
-        #pragma unroll
-        for (int s317 = 0; s317 < 16; ++s317) {
-          v316[s317] = c19;
-        }
-        // %200 = cmp %198, %199 {pred = "le"} : tile<i1, [8192]>
-        uint8_t v318[16];
-        #pragma unroll
-        for (int s319 = 0; s319 < 16; ++s319) {
-          v318[s319] = uint8_t(v314[s319] <= v316[s319]);
-        }
-        // %201 = and %188, %200 : tile<i1, [8192]>
-        uint8_t v320[16];
+        // yield %205
         #pragma unroll
         for (int s321 = 0; s321 < 16; ++s321) {
-          v320[s321] = uint8_t(v291[s321] & v318[s321]);
+          v318[s321] = v319[s321];
         }
-        // %202 = or %189, %201 : tile<i1, [8192]>
-        uint8_t v322[16];
+      } else {
+        // %206 = cast %191 : tile<i32, [8192]>
+        int32_t v322[16];
         #pragma unroll
         for (int s323 = 0; s323 < 16; ++s323) {
-          v322[s323] = uint8_t(v293[s323] | v320[s323]);
+          v322[s323] = int32_t(v294[s323]);
         }
-        // yield %202
+        // %207 = scan %206 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+        int32_t v324[16];
+        uint32_t run325 = uint32_t(0);
+        uint32_t acc326_0 = uint32_t(0);
+        acc326_0 += uint32_t(v322[0]); v324[0] = int32_t(acc326_0);
+        acc326_0 += uint32_t(v322[1]); v324[1] = int32_t(acc326_0);
+        acc326_0 += uint32_t(v322[2]); v324[2] = int32_t(acc326_0);
+        acc326_0 += uint32_t(v322[3]); v324[3] = int32_t(acc326_0);
+        acc326_0 += uint32_t(v322[4]); v324[4] = int32_t(acc326_0);
+        acc326_0 += uint32_t(v322[5]); v324[5] = int32_t(acc326_0);
+        acc326_0 += uint32_t(v322[6]); v324[6] = int32_t(acc326_0);
+        acc326_0 += uint32_t(v322[7]); v324[7] = int32_t(acc326_0);
+        __syncthreads();
+        uint32_t tot328_0;
+        const uint32_t off327_0 = run325 + tsr::block_exclusive_sum<16>(acc326_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot328_0);
+        v324[0] = int32_t(uint32_t(v324[0]) + off327_0);
+        v324[1] = int32_t(uint32_t(v324[1]) + off327_0);
+        v324[2] = int32_t(uint32_t(v324[2]) + off327_0);
+        v324[3] = int32_t(uint32_t(v324[3]) + off327_0);
+        v324[4] = int32_t(uint32_t(v324[4]) + off327_0);
+        v324[5] = int32_t(uint32_t(v324[5]) + off327_0);
+        v324[6] = int32_t(uint32_t(v324[6]) + off327_0);
+        v324[7] = int32_t(uint32_t(v324[7]) + off327_0);
+        run325 += tot328_0;
+        uint32_t acc326_1 = uint32_t(0);
+        acc326_1 += uint32_t(v322[8]); v324[8] = int32_t(acc326_1);
+        acc326_1 += uint32_t(v322[9]); v324[9] = int32_t(acc326_1);
+        acc326_1 += uint32_t(v322[10]); v324[10] = int32_t(acc326_1);
+        acc326_1 += uint32_t(v322[11]); v324[11] = int32_t(acc326_1);
+        acc326_1 += uint32_t(v322[12]); v324[12] = int32_t(acc326_1);
+        acc326_1 += uint32_t(v322[13]); v324[13] = int32_t(acc326_1);
+        acc326_1 += uint32_t(v322[14]); v324[14] = int32_t(acc326_1);
+        acc326_1 += uint32_t(v322[15]); v324[15] = int32_t(acc326_1);
+        __syncthreads();
+        uint32_t tot328_1;
+        const uint32_t off327_1 = run325 + tsr::block_exclusive_sum<16>(acc326_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot328_1);
+        v324[8] = int32_t(uint32_t(v324[8]) + off327_1);
+        v324[9] = int32_t(uint32_t(v324[9]) + off327_1);
+        v324[10] = int32_t(uint32_t(v324[10]) + off327_1);
+        v324[11] = int32_t(uint32_t(v324[11]) + off327_1);
+        v324[12] = int32_t(uint32_t(v324[12]) + off327_1);
+        v324[13] = int32_t(uint32_t(v324[13]) + off327_1);
+        v324[14] = int32_t(uint32_t(v324[14]) + off327_1);
+        v324[15] = int32_t(uint32_t(v324[15]) + off327_1);
+        run325 += tot328_1;
+        // %208 = splat %164 : tile<i32, [8192]>
+        int32_t v329[16];
         #pragma unroll
-        for (int s324 = 0; s324 < 16; ++s324) {
-          v303[s324] = v322[s324];
+        for (int s330 = 0; s330 < 16; ++s330) {
+          v329[s330] = c242;
+        }
+        // %209 = add %207, %208 : tile<i32, [8192]>
+        int32_t v331[16];
+        #pragma unroll
+        for (int s332 = 0; s332 < 16; ++s332) {
+          v331[s332] = int32_t(uint32_t(v324[s332]) + uint32_t(v329[s332]));
+        }
+        // %210 = splat %20 : tile<i32, [8192]>
+        int32_t v333[16];
+        #pragma unroll
+        for (int s334 = 0; s334 < 16; ++s334) {
+          v333[s334] = c19;
+        }
+        // %211 = cmp %209, %210 {pred = "le"} : tile<i1, [8192]>
+        uint8_t v335[16];
+        #pragma unroll
+        for (int s336 = 0; s336 < 16; ++s336) {
+          v335[s336] = uint8_t(v331[s336] <= v333[s336]);
+        }
+        // %212 = and %191, %211 : tile<i1, [8192]>
+        uint8_t v337[16];
+        #pragma unroll
+        for (int s338 = 0; s338 < 16; ++s338) {
+          v337[s338] = uint8_t(v294[s338] & v335[s338]);
+        }
+        // %213 = or %192, %212 : tile<i1, [8192]>
+        uint8_t v339[16];
+        #pragma unroll
+        for (int s340 = 0; s340 < 16; ++s340) {
+          v339[s340] = uint8_t(v296[s340] | v337[s340]);
+        }
+        // yield %213
+        #pragma unroll
+        for (int s341 = 0; s341 < 16; ++s341) {
+          v318[s341] = v339[s341];
         }
       }
-      // %203 = sub %160, %4 : i32
-      const int32_t v325 = int32_t(uint32_t(c238) - uint32_t(v3));
-      // %204 = cast %194 : tile<i32, [8192]>
-      int32_t v326[16];
-      #pragma unroll
-      for (int s327 = 0; s327 < 16; ++s327) {
-        v326[s327] = int32_t(v303[s327]);
-      }
-      // %205 = scan %204 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-      int32_t v328[16];
-      uint32_t run329 = uint32_t(0);
-      uint32_t acc330_0 = uint32_t(0);
-      acc330_0 += uint32_t(v326[0]); v328[0] = int32_t(acc330_0);
-      acc330_0 += uint32_t(v326[1]); v328[1] = int32_t(acc330_0);
-      acc330_0 += uint32_t(v326[2]); v328[2] = int32_t(acc330_0);
-      acc330_0 += uint32_t(v326[3]); v328[3] = int32_t(acc330_0);
-      acc330_0 += uint32_t(v326[4]); v328[4] = int32_t(acc330_0);
-      acc330_0 += uint32_t(v326[5]); v328[5] = int32_t(acc330_0);
-      acc330_0 += uint32_t(v326[6]); v328[6] = int32_t(acc330_0);
-      acc330_0 += uint32_t(v326[7]); v328[7] = int32_t(acc330_0);
-      __syncthreads();
-      uint32_t tot332_0;
-      const uint32_t off331_0 = run329 + tsr::block_exclusive_sum<16>(acc330_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot332_0);
-      v328[0] = int32_t(uint32_t(v328[0]) + off331_0);
-      v328[1] = int32_t(uint32_t(v328[1]) + off331_0);
-      v328[2] = int32_t(uint32_t(v328[2]) + off331_0);
-      v328[3] = int32_t(uint32_t(v328[3]) + off331_0);
-      v328[4] = int32_t(uint32_t(v328[4]) + off331_0);
-      v328[5] = int32_t(uint32_t(v328[5]) + off331_0);
-      v328[6] = int32_t(uint32_t(v328[6]) + off331_0);
-      v328[7] = int32_t(uint32_t(v328[7]) + off331_0);
-      run329 += tot332_0;
-      uint32_t acc330_1 = uint32_t(0);
-      acc330_1 += uint32_t(v326[8]); v328[8] = int32_t(acc330_1);
-      acc330_1 += uint32_t(v326[9]); v328[9] = int32_t(acc330_1);
-      acc330_1 += uint32_t(v326[10]); v328[10] = int32_t(acc330_1);
-      acc330_1 += uint32_t(v326[11]); v328[11] = int32_t(acc330_1);
-      acc330_1 += uint32_t(v326[12]); v328[12] = int32_t(acc330_1);
-      acc330_1 += uint32_t(v326[13]); v328[13] = int32_t(acc330_1);
-      acc330_1 += uint32_t(v326[14]); v328[14] = int32_t(acc330_1);
-      acc330_1 += uint32_t(v326[15]); v328[15] = int32_t(acc330_1);
-      __syncthreads();
-      uint32_t tot332_1;
-      const uint32_t off331_1 = run329 + tsr::block_exclusive_sum<16>(acc330_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot332_1);
-      v328[8] = int32_t(uint32_t(v328[8]) + off331_1);
-      v328[9] = int32_t(uint32_t(v328[9]) + off331_1);
-      v328[10] = int32_t(uint32_t(v328[10]) + off331_1);
-      v328[11] = int32_t(uint32_t(v328[11]) + off331_1);
-      v328[12] = int32_t(uint32_t(v328[12]) + off331_1);
-      v328[13] = int32_t(uint32_t(v328[13]) + off331_1);
-      v328[14] = int32_t(uint32_t(v328[14]) + off331_1);
-      v328[15] = int32_t(uint32_t(v328[15]) + off331_1);
-      run329 += tot332_1;
-      // %206 = splat %203 : tile<i32, [8192]>
-      int32_t v333[16];
-      #pragma unroll
-      for (int s334 = 0; s334 < 16; ++s334) {
-        v333[s334] = v325;
-      }
-      // %207 = add %205, %206 : tile<i32, [8192]>
-      int32_t v335[16];
-      #pragma unroll
-      for (int s336 = 0; s336 < 16; ++s336) {
-        v335[s336] = int32_t(uint32_t(v328[s336]) + uint32_t(v333[s336]));
-      }
-      // %208 = splat %1 : tile<i32, [8192]>
-      int32_t v337[16];
-      #pragma unroll
-      for (int s338 = 0; s338 < 16; ++s338) {
-        v337[s338] = v0;
-      }
-      // scatter %values, %165, %208, %207, %194
-      #pragma unroll
-      for (int s339 = 0; s339 < 16; ++s339) {
-        if ((v303[s339] != 0) && (int64_t(v337[s339]) >= 0 && int64_t(v337[s339]) < int64_t(tsr_dim_M) && int64_t(v335[s339]) >= 0 && int64_t(v335[s339]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v337[s339]) * tsr_p1_s0 + int64_t(v335[s339]) * tsr_p1_s1] = tsr::f2bf(v246[s339]);
-      }
-      // %209 = mul %162, %3 : i32
-      const int32_t v340 = int32_t(uint32_t(v241) * uint32_t(v2));
-      // %210 = arange : tile<i32, [8192]>
-      int32_t v341[16];
-      #pragma unroll
-      for (int s342 = 0; s342 < 16; ++s342) {
-        v341[s342] = int32_t(0 + ((s342 / 8) * 4096 + tsr_tid * 8 + (s342 % 8)));
-      }
-      // %211 = splat %209 : tile<i32, [8192]>
+      // %214 = sub %163, %4 : i32
+      const int32_t v342 = int32_t(uint32_t(c241) - uint32_t(v3));
+      // %215 = cast %204 : tile<i32, [8192]>
       int32_t v343[16];
       #pragma unroll
       for (int s344 = 0; s344 < 16; ++s344) {
-        v343[s344] = v340;
+        v343[s344] = int32_t(v318[s344]);
       }
-      // %212 = add %210, %211 : tile<i32, [8192]>
+      // %216 = scan %215 {axis = 0, kind = "sum"} : tile<i32, [8192]>
       int32_t v345[16];
-      #pragma unroll
-      for (int s346 = 0; s346 < 16; ++s346) {
-        v345[s346] = int32_t(uint32_t(v341[s346]) + uint32_t(v343[s346]));
-      }
-      // scatter %indices, %212, %208, %207, %194
-      #pragma unroll
-      for (int s347 = 0; s347 < 16; ++s347) {
-        if ((v303[s347] != 0) && (int64_t(v337[s347]) >= 0 && int64_t(v337[s347]) < int64_t(tsr_dim_M) && int64_t(v335[s347]) >= 0 && int64_t(v335[s347]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v337[s347]) * tsr_p2_s0 + int64_t(v335[s347]) * tsr_p2_s1] = v345[s347];
-      }
-      // %213 = reduce %204 {axis = 0, kind = "sum"} : i32
-      int32_t v348;
-      int32_t racc349[8];
-      #pragma unroll
-      for (int v_ = 0; v_ < 8; ++v_) racc349[v_] = int32_t(0);
-      #pragma unroll
-      for (int s350 = 0; s350 < 16; ++s350) {
-        racc349[s350 % 8] = int32_t(uint32_t(racc349[s350 % 8]) + uint32_t(v326[s350]));
-      }
-      racc349[0] = int32_t(uint32_t(racc349[0]) + uint32_t(racc349[4]));
-      racc349[1] = int32_t(uint32_t(racc349[1]) + uint32_t(racc349[5]));
-      racc349[2] = int32_t(uint32_t(racc349[2]) + uint32_t(racc349[6]));
-      racc349[3] = int32_t(uint32_t(racc349[3]) + uint32_t(racc349[7]));
-      racc349[0] = int32_t(uint32_t(racc349[0]) + uint32_t(racc349[2]));
-      racc349[1] = int32_t(uint32_t(racc349[1]) + uint32_t(racc349[3]));
-      racc349[0] = int32_t(uint32_t(racc349[0]) + uint32_t(racc349[1]));
-      racc349[0] = int32_t(uint32_t(racc349[0]) + uint32_t(tsr::shfl_xor(racc349[0], 16)));
-      racc349[0] = int32_t(uint32_t(racc349[0]) + uint32_t(tsr::shfl_xor(racc349[0], 8)));
-      racc349[0] = int32_t(uint32_t(racc349[0]) + uint32_t(tsr::shfl_xor(racc349[0], 4)));
-      racc349[0] = int32_t(uint32_t(racc349[0]) + uint32_t(tsr::shfl_xor(racc349[0], 2)));
-      racc349[0] = int32_t(uint32_t(racc349[0]) + uint32_t(tsr::shfl_xor(racc349[0], 1)));
-      __shared__ int32_t tsr_red351_mem[32];
-      int32_t* const tsr_red351 = tsr_red351_mem + tsr_red351_at;
-      tsr_red351_at ^= 16;
-      if ((tsr_tid & 31) == 0) {
-        tsr_red351[(tsr_tid >> 5) * 1 + 0] = racc349[0];
-      }
+      uint32_t run346 = uint32_t(0);
+      uint32_t acc347_0 = uint32_t(0);
+      acc347_0 += uint32_t(v343[0]); v345[0] = int32_t(acc347_0);
+      acc347_0 += uint32_t(v343[1]); v345[1] = int32_t(acc347_0);
+      acc347_0 += uint32_t(v343[2]); v345[2] = int32_t(acc347_0);
+      acc347_0 += uint32_t(v343[3]); v345[3] = int32_t(acc347_0);
+      acc347_0 += uint32_t(v343[4]); v345[4] = int32_t(acc347_0);
+      acc347_0 += uint32_t(v343[5]); v345[5] = int32_t(acc347_0);
+      acc347_0 += uint32_t(v343[6]); v345[6] = int32_t(acc347_0);
+      acc347_0 += uint32_t(v343[7]); v345[7] = int32_t(acc347_0);
       __syncthreads();
-      racc349[0] = tsr_red351[(tsr_tid & 15) * 1 + 0];
-      racc349[0] = int32_t(uint32_t(racc349[0]) + uint32_t(tsr::shfl_xor(racc349[0], 8)));
-      racc349[0] = int32_t(uint32_t(racc349[0]) + uint32_t(tsr::shfl_xor(racc349[0], 4)));
-      racc349[0] = int32_t(uint32_t(racc349[0]) + uint32_t(tsr::shfl_xor(racc349[0], 2)));
-      racc349[0] = int32_t(uint32_t(racc349[0]) + uint32_t(tsr::shfl_xor(racc349[0], 1)));
-      v348 = racc349[0];
-      // %214 = add %160, %213 : i32
-      const int32_t v352 = int32_t(uint32_t(c238) + uint32_t(v348));
-      // yield %214, %192
-      c238 = v352;
-      c239 = v301;
+      uint32_t tot349_0;
+      const uint32_t off348_0 = run346 + tsr::block_exclusive_sum<16>(acc347_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot349_0);
+      v345[0] = int32_t(uint32_t(v345[0]) + off348_0);
+      v345[1] = int32_t(uint32_t(v345[1]) + off348_0);
+      v345[2] = int32_t(uint32_t(v345[2]) + off348_0);
+      v345[3] = int32_t(uint32_t(v345[3]) + off348_0);
+      v345[4] = int32_t(uint32_t(v345[4]) + off348_0);
+      v345[5] = int32_t(uint32_t(v345[5]) + off348_0);
+      v345[6] = int32_t(uint32_t(v345[6]) + off348_0);
+      v345[7] = int32_t(uint32_t(v345[7]) + off348_0);
+      run346 += tot349_0;
+      uint32_t acc347_1 = uint32_t(0);
+      acc347_1 += uint32_t(v343[8]); v345[8] = int32_t(acc347_1);
+      acc347_1 += uint32_t(v343[9]); v345[9] = int32_t(acc347_1);
+      acc347_1 += uint32_t(v343[10]); v345[10] = int32_t(acc347_1);
+      acc347_1 += uint32_t(v343[11]); v345[11] = int32_t(acc347_1);
+      acc347_1 += uint32_t(v343[12]); v345[12] = int32_t(acc347_1);
+      acc347_1 += uint32_t(v343[13]); v345[13] = int32_t(acc347_1);
+      acc347_1 += uint32_t(v343[14]); v345[14] = int32_t(acc347_1);
+      acc347_1 += uint32_t(v343[15]); v345[15] = int32_t(acc347_1);
+      __syncthreads();
+      uint32_t tot349_1;
+      const uint32_t off348_1 = run346 + tsr::block_exclusive_sum<16>(acc347_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot349_1);
+      v345[8] = int32_t(uint32_t(v345[8]) + off348_1);
+      v345[9] = int32_t(uint32_t(v345[9]) + off348_1);
+      v345[10] = int32_t(uint32_t(v345[10]) + off348_1);
+      v345[11] = int32_t(uint32_t(v345[11]) + off348_1);
+      v345[12] = int32_t(uint32_t(v345[12]) + off348_1);
+      v345[13] = int32_t(uint32_t(v345[13]) + off348_1);
+      v345[14] = int32_t(uint32_t(v345[14]) + off348_1);
+      v345[15] = int32_t(uint32_t(v345[15]) + off348_1);
+      run346 += tot349_1;
+      // %217 = splat %214 : tile<i32, [8192]>
+      int32_t v350[16];
+      #pragma unroll
+      for (int s351 = 0; s351 < 16; ++s351) {
+        v350[s351] = v342;
+      }
+      // %218 = add %216, %217 : tile<i32, [8192]>
+      int32_t v352[16];
+      #pragma unroll
+      for (int s353 = 0; s353 < 16; ++s353) {
+        v352[s353] = int32_t(uint32_t(v345[s353]) + uint32_t(v350[s353]));
+      }
+      // %219 = splat %1 : tile<i32, [8192]>
+      int32_t v354[16];
+      #pragma unroll
+      for (int s355 = 0; s355 < 16; ++s355) {
+        v354[s355] = v0;
+      }
+      // scatter %values, %168, %219, %218, %204
+      #pragma unroll
+      for (int s356 = 0; s356 < 16; ++s356) {
+        if ((v318[s356] != 0) && (int64_t(v354[s356]) >= 0 && int64_t(v354[s356]) < int64_t(tsr_dim_M) && int64_t(v352[s356]) >= 0 && int64_t(v352[s356]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v354[s356]) * tsr_p1_s0 + int64_t(v352[s356]) * tsr_p1_s1] = tsr::f2bf(v249[s356]);
+      }
+      // %220 = mul %165, %3 : i32
+      const int32_t v357 = int32_t(uint32_t(v244) * uint32_t(v2));
+      // %221 = arange : tile<i32, [8192]>
+      int32_t v358[16];
+      #pragma unroll
+      for (int s359 = 0; s359 < 16; ++s359) {
+        v358[s359] = int32_t(0 + ((s359 / 8) * 4096 + tsr_tid * 8 + (s359 % 8)));
+      }
+      // %222 = splat %220 : tile<i32, [8192]>
+      int32_t v360[16];
+      #pragma unroll
+      for (int s361 = 0; s361 < 16; ++s361) {
+        v360[s361] = v357;
+      }
+      // %223 = add %221, %222 : tile<i32, [8192]>
+      int32_t v362[16];
+      #pragma unroll
+      for (int s363 = 0; s363 < 16; ++s363) {
+        v362[s363] = int32_t(uint32_t(v358[s363]) + uint32_t(v360[s363]));
+      }
+      // scatter %indices, %223, %219, %218, %204
+      #pragma unroll
+      for (int s364 = 0; s364 < 16; ++s364) {
+        if ((v318[s364] != 0) && (int64_t(v354[s364]) >= 0 && int64_t(v354[s364]) < int64_t(tsr_dim_M) && int64_t(v352[s364]) >= 0 && int64_t(v352[s364]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v354[s364]) * tsr_p2_s0 + int64_t(v352[s364]) * tsr_p2_s1] = v362[s364];
+      }
+      // %224 = sub %20, %164 : i32
+      const int32_t v365 = int32_t(uint32_t(c19) - uint32_t(c242));
+      // %225 = max %224, %18 : i32
+      const int32_t v366 = tsr::imax<int32_t>(v365, v17);
+      // %226 = min %200, %225 : i32
+      const int32_t v367 = tsr::imin<int32_t>(v314, v366);
+      // %227 = add %163, %201 : i32
+      const int32_t v368 = int32_t(uint32_t(c241) + uint32_t(v315));
+      // %228 = add %227, %226 : i32
+      const int32_t v369 = int32_t(uint32_t(v368) + uint32_t(v367));
+      // yield %228, %202
+      c241 = v369;
+      c242 = v316;
     }
-    // yield %157, %158
-    c216 = c238;
-    c217 = c239;
+    // yield %160, %161
+    c219 = c241;
+    c220 = c242;
   }
-  // %215 = load_tile %indices, %1, %18 : tile<i32, [1, 64]>
+  // %229 = load_tile %indices, %1, %18 : tile<i32, [1, 64]>
   __syncthreads();
-  int32_t v353[1];
+  int32_t v370[1];
   {
-    const int64_t o354 = int64_t(v0) * 1;
-    const int64_t o355 = int64_t(v17) * 64;
+    const int64_t o371 = int64_t(v0) * 1;
+    const int64_t o372 = int64_t(v17) * 64;
     #pragma unroll
-    for (int s356 = 0; s356 < 1; ++s356) {
-      const int e357 = (s356 * 512 + tsr_tid);
-      v353[s356] = ((s356 * 512 + tsr_tid) < 64) && ((o354 + 0) >= 0 && (o354 + 0) < int64_t(tsr_dim_M) && (o355 + (e357)) >= 0 && (o355 + (e357)) < int64_t(tsr_dim_K)) ? tsr_p2[(o354 + 0) * tsr_p2_s0 + (o355 + (e357)) * tsr_p2_s1] : int32_t(0LL);
+    for (int s373 = 0; s373 < 1; ++s373) {
+      const int e374 = (s373 * 512 + tsr_tid);
+      v370[s373] = ((s373 * 512 + tsr_tid) < 64) && ((o371 + 0) >= 0 && (o371 + 0) < int64_t(tsr_dim_M) && (o372 + (e374)) >= 0 && (o372 + (e374)) < int64_t(tsr_dim_K)) ? tsr_p2[(o371 + 0) * tsr_p2_s0 + (o372 + (e374)) * tsr_p2_s1] : int32_t(0LL);
     }
   }
-  // %216 = load_tile %values, %1, %18 : tile<bf16, [1, 64]>
-  float v358[1];
+  // %230 = load_tile %values, %1, %18 : tile<bf16, [1, 64]>
+  float v375[1];
   {
-    const int64_t o359 = int64_t(v0) * 1;
-    const int64_t o360 = int64_t(v17) * 64;
+    const int64_t o376 = int64_t(v0) * 1;
+    const int64_t o377 = int64_t(v17) * 64;
     #pragma unroll
-    for (int s361 = 0; s361 < 1; ++s361) {
-      const int e362 = (s361 * 512 + tsr_tid);
-      v358[s361] = ((s361 * 512 + tsr_tid) < 64) && ((o359 + 0) >= 0 && (o359 + 0) < int64_t(tsr_dim_M) && (o360 + (e362)) >= 0 && (o360 + (e362)) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p1[(o359 + 0) * tsr_p1_s0 + (o360 + (e362)) * tsr_p1_s1]) : 0x0p+0f;
+    for (int s378 = 0; s378 < 1; ++s378) {
+      const int e379 = (s378 * 512 + tsr_tid);
+      v375[s378] = ((s378 * 512 + tsr_tid) < 64) && ((o376 + 0) >= 0 && (o376 + 0) < int64_t(tsr_dim_M) && (o377 + (e379)) >= 0 && (o377 + (e379)) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p1[(o376 + 0) * tsr_p1_s0 + (o377 + (e379)) * tsr_p1_s1]) : 0x0p+0f;
     }
   }
-  // %217, %218 = sort %216, %215 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
-  float v363[1];
-  int32_t v364[1];
+  // %231, %232 = sort %230, %229 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
+  float v380[1];
+  int32_t v381[1];
   __syncthreads();
   #pragma unroll
-  for (int s365 = 0; s365 < 1; ++s365) {
-    if (((s365 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s365 * 512 + tsr_tid)] = v358[s365];
+  for (int s382 = 0; s382 < 1; ++s382) {
+    if (((s382 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s382 * 512 + tsr_tid)] = v375[s382];
   }
   __syncthreads();
   #pragma unroll
-  for (int s366 = 0; s366 < 1; ++s366) {
-    if (((s366 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s366 * 512 + tsr_tid)] = v353[s366];
+  for (int s383 = 0; s383 < 1; ++s383) {
+    if (((s383 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s383 * 512 + tsr_tid)] = v370[s383];
   }
   __syncthreads();
   for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
@@ -1228,39 +1247,39 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
     }
   }
   #pragma unroll
-  for (int s367 = 0; s367 < 1; ++s367) {
-    const int e368 = (s367 * 512 + tsr_tid);
-    v363[s367] = ((s367 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e368) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e368) / 64) * 1 + ((e368) % 1)) * 64 + (((e368) / 1) % 64)]) * 1 + ((e368) % 1)]) : float(0);
+  for (int s384 = 0; s384 < 1; ++s384) {
+    const int e385 = (s384 * 512 + tsr_tid);
+    v380[s384] = ((s384 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e385) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e385) / 64) * 1 + ((e385) % 1)) * 64 + (((e385) / 1) % 64)]) * 1 + ((e385) % 1)]) : float(0);
   }
   #pragma unroll
-  for (int s369 = 0; s369 < 1; ++s369) {
-    const int e370 = (s369 * 512 + tsr_tid);
-    v364[s369] = ((s369 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e370) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e370) / 64) * 1 + ((e370) % 1)) * 64 + (((e370) / 1) % 64)]) * 1 + ((e370) % 1)]) : int32_t(0);
+  for (int s386 = 0; s386 < 1; ++s386) {
+    const int e387 = (s386 * 512 + tsr_tid);
+    v381[s386] = ((s386 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e387) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e387) / 64) * 1 + ((e387) % 1)) * 64 + (((e387) / 1) % 64)]) * 1 + ((e387) % 1)]) : int32_t(0);
   }
-  // store_tile %values, %217, %1, %18
+  // store_tile %values, %231, %1, %18
   {
-    const int64_t o371 = int64_t(v0) * 1;
-    const int64_t o372 = int64_t(v17) * 64;
+    const int64_t o388 = int64_t(v0) * 1;
+    const int64_t o389 = int64_t(v17) * 64;
     #pragma unroll
-    for (int s373 = 0; s373 < 1; ++s373) {
-      const int e374 = (s373 * 512 + tsr_tid);
-      if (((s373 * 512 + tsr_tid) < 64) && ((o371 + 0) >= 0 && (o371 + 0) < int64_t(tsr_dim_M) && (o372 + (e374)) >= 0 && (o372 + (e374)) < int64_t(tsr_dim_K))) tsr_p1[(o371 + 0) * tsr_p1_s0 + (o372 + (e374)) * tsr_p1_s1] = tsr::f2bf(v363[s373]);
+    for (int s390 = 0; s390 < 1; ++s390) {
+      const int e391 = (s390 * 512 + tsr_tid);
+      if (((s390 * 512 + tsr_tid) < 64) && ((o388 + 0) >= 0 && (o388 + 0) < int64_t(tsr_dim_M) && (o389 + (e391)) >= 0 && (o389 + (e391)) < int64_t(tsr_dim_K))) tsr_p1[(o388 + 0) * tsr_p1_s0 + (o389 + (e391)) * tsr_p1_s1] = tsr::f2bf(v380[s390]);
     }
   }
-  // store_tile %indices, %218, %1, %18
+  // store_tile %indices, %232, %1, %18
   {
-    const int64_t o375 = int64_t(v0) * 1;
-    const int64_t o376 = int64_t(v17) * 64;
+    const int64_t o392 = int64_t(v0) * 1;
+    const int64_t o393 = int64_t(v17) * 64;
     #pragma unroll
-    for (int s377 = 0; s377 < 1; ++s377) {
-      const int e378 = (s377 * 512 + tsr_tid);
-      if (((s377 * 512 + tsr_tid) < 64) && ((o375 + 0) >= 0 && (o375 + 0) < int64_t(tsr_dim_M) && (o376 + (e378)) >= 0 && (o376 + (e378)) < int64_t(tsr_dim_K))) tsr_p2[(o375 + 0) * tsr_p2_s0 + (o376 + (e378)) * tsr_p2_s1] = v364[s377];
+    for (int s394 = 0; s394 < 1; ++s394) {
+      const int e395 = (s394 * 512 + tsr_tid);
+      if (((s394 * 512 + tsr_tid) < 64) && ((o392 + 0) >= 0 && (o392 + 0) < int64_t(tsr_dim_M) && (o393 + (e395)) >= 0 && (o393 + (e395)) < int64_t(tsr_dim_K))) tsr_p2[(o392 + 0) * tsr_p2_s0 + (o393 + (e395)) * tsr_p2_s1] = v381[s394];
     }
   }
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_topk, block_threads 512, static_smem 512, dynamic_smem 66560
+// symbol tessera_topk, block_threads 512, static_smem 384, dynamic_smem 66560
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer x bf16 bytes 8 index 0
 // param pointer values bf16 bytes 8 index 1
@@ -1270,15 +1289,15 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
 // param dim K i32 bytes 4 index -1
 // header tessera/core.cuh
 // header tessera/mma.cuh
-// stat block-exchanges = 3
+// stat block-exchanges = 2
 // stat block-scans = 3
 // stat histograms = 1
-// stat reductions = 3
+// stat reductions = 2
 // stat smem-bytes = 66560
 // stat sorts = 1
 // stat struct-cp-async-copies = 4
 // stat struct-smem-bytes = 65536
 // stat threads = 512
 // stat vector-buffer-reads = 2
-// stat warp-reductions = 3
+// stat warp-reductions = 2
 // stat write-read-barriers = 1

@@ -449,54 +449,60 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   const uint32_t v131 = uint32_t(INT64_C(31));
   // %139 = sub %7, %4 : i32
   const int32_t v132 = tsr::wsub(v7, v4);
-  // %140, %141 = for %18, %13, %4, %18, %18 : i32, i32 {...}
-  int32_t c133;
-  c133 = v18;
-  int32_t c134;
-  c134 = v18;
-  for (int64_t iv135_ = v18; v4 > 0 && iv135_ < v13; iv135_ += v4) {
-    const int32_t iv135 = int32_t(iv135_);
+  // %140 = const {value = 65536} : i32
+  const int32_t v133 = int32_t(INT64_C(65536));
+  // %141 = const {value = 65535} : i32
+  const int32_t v134 = int32_t(INT64_C(65535));
+  // %142 = const {value = 16} : i32
+  const int32_t v135 = int32_t(INT64_C(16));
+  // %143, %144 = for %18, %13, %4, %18, %18 : i32, i32 {...}
+  int32_t c136;
+  c136 = v18;
+  int32_t c137;
+  c137 = v18;
+  for (int64_t iv138_ = v18; v4 > 0 && iv138_ < v13; iv138_ += v4) {
+    const int32_t iv138 = int32_t(iv138_);
     // async_wait
     // (copies are synchronous here: nothing to wait for)
-    // %145 = rem %142, %10 : i32
-    const int32_t v136 = tsr::irem(iv135, v10);
-    // %146 = mul %145, %10 : i32
-    const int32_t v137 = tsr::wmul(v136, v10);
-    // %147 = add %142, %4 : i32
-    const int32_t v138 = tsr::wadd(iv135, v4);
-    // %148 = cmp %147, %13 {pred = "lt"} : i1
-    const uint8_t v139 = uint8_t(v138 < v13);
-    // if %148 {...}
-    if (v139) {
-      // %149 = mul %147, %10 : i32
-      const int32_t v140 = tsr::wmul(v138, v10);
-      // %150 = sub %10, %146 : i32
-      const int32_t v141 = tsr::wsub(v10, v137);
+    // %148 = rem %145, %10 : i32
+    const int32_t v139 = tsr::irem(iv138, v10);
+    // %149 = mul %148, %10 : i32
+    const int32_t v140 = tsr::wmul(v139, v10);
+    // %150 = add %145, %4 : i32
+    const int32_t v141 = tsr::wadd(iv138, v4);
+    // %151 = cmp %150, %13 {pred = "lt"} : i1
+    const uint8_t v142 = uint8_t(v141 < v13);
+    // if %151 {...}
+    if (v142) {
+      // %152 = mul %150, %10 : i32
+      const int32_t v143 = tsr::wmul(v141, v10);
+      // %153 = sub %10, %149 : i32
+      const int32_t v144 = tsr::wsub(v10, v140);
       // for %18, %10, %4 {...}
-      for (int64_t iv142_ = v18; v4 > 0 && iv142_ < v10; iv142_ += v4) {
-        const int32_t iv142 = int32_t(iv142_);
-        // %152 = add %149, %151 : i32
-        const int32_t v143 = tsr::wadd(v140, iv142);
-        // %153 = add %150, %151 : i32
-        const int32_t v144 = tsr::wadd(v141, iv142);
-        // async_copy %9, %x, %153, %1, %152
-        if (!(true && int64_t(v144) >= 0 && int64_t(v144) < 4)) { tsr_fault(2484); return; }
+      for (int64_t iv145_ = v18; v4 > 0 && iv145_ < v10; iv145_ += v4) {
+        const int32_t iv145 = int32_t(iv145_);
+        // %155 = add %152, %154 : i32
+        const int32_t v146 = tsr::wadd(v143, iv145);
+        // %156 = add %153, %154 : i32
+        const int32_t v147 = tsr::wadd(v144, iv145);
+        // async_copy %9, %x, %156, %1, %155
+        if (!(true && int64_t(v147) >= 0 && int64_t(v147) < 4)) { tsr_fault(2532); return; }
         {
-          float* const dst145 = buf9 + ((0) * 4 + int64_t(v144)) * 8192;
+          float* const dst148 = buf9 + ((0) * 4 + int64_t(v147)) * 8192;
           {
-            const int64_t o146 = int64_t(v1) * 1;
-            const int64_t o147 = int64_t(v143) * 8192;
-            if (o146 >= 0 && o146 + 1 <= A.d0_0 && o147 >= 0 && o147 + 8192 <= A.d0_1) {
-              for (int64_t i148 = 0; i148 < 1; ++i148) {
-                for (int64_t i149 = 0; i149 < 8192; ++i149) dst145[(i148) * 8192 + i149] = A.p0[(o146 + i148) * A.s0_0 + o147 + i149];
+            const int64_t o149 = int64_t(v1) * 1;
+            const int64_t o150 = int64_t(v146) * 8192;
+            if (o149 >= 0 && o149 + 1 <= A.d0_0 && o150 >= 0 && o150 + 8192 <= A.d0_1) {
+              for (int64_t i151 = 0; i151 < 1; ++i151) {
+                for (int64_t i152 = 0; i152 < 8192; ++i152) dst148[(i151) * 8192 + i152] = A.p0[(o149 + i151) * A.s0_0 + o150 + i152];
               }
             } else {
               // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-              const int64_t lo150 = o147 >= 0 ? 0 : -o147 < 8192 ? -o147 : 8192;
-              const int64_t hi151 = A.d0_1 - o147 >= 8192 ? 8192 : A.d0_1 - o147 > lo150 ? A.d0_1 - o147 : lo150;
-              for (int64_t i152 = 0; i152 < 1; ++i152) {
-                if ((o146 + i152) >= 0 && (o146 + i152) < A.d0_0) tsr::load_row<tsr::ld_same>(dst145 + (i152) * 8192, A.p0 + (o146 + i152) * A.s0_0, o147, lo150, hi151, 8192, float(0x0p+0));
-                else tsr::load_row<tsr::ld_same>(dst145 + (i152) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
+              const int64_t lo153 = o150 >= 0 ? 0 : -o150 < 8192 ? -o150 : 8192;
+              const int64_t hi154 = A.d0_1 - o150 >= 8192 ? 8192 : A.d0_1 - o150 > lo153 ? A.d0_1 - o150 : lo153;
+              for (int64_t i155 = 0; i155 < 1; ++i155) {
+                if ((o149 + i155) >= 0 && (o149 + i155) < A.d0_0) tsr::load_row<tsr::ld_same>(dst148 + (i155) * 8192, A.p0 + (o149 + i155) * A.s0_0, o150, lo153, hi154, 8192, float(0x0p+0));
+                else tsr::load_row<tsr::ld_same>(dst148 + (i155) * 8192, A.p0, 0, 0, 0, 8192, float(0x0p+0));
               }
             }
           }
@@ -507,253 +513,276 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     } else {
       // yield
     }
-    // %154 = mul %142, %10 : i32
-    const int32_t v154 = tsr::wmul(iv135, v10);
-    // %155 = sub %7, %154 : i32
-    const int32_t v155 = tsr::wsub(v7, v154);
-    // %156 = min %10, %155 : i32
-    const int32_t v156 = tsr::imin(v10, v155);
-    // %157, %158 = for %18, %156, %4, %143, %144 : i32, i32 {...}
-    int32_t c157;
-    c157 = c133;
-    int32_t c158;
-    c158 = c134;
-    for (int64_t iv159_ = v18; v4 > 0 && iv159_ < v156; iv159_ += v4) {
-      const int32_t iv159 = int32_t(iv159_);
-      // %162 = add %154, %159 : i32
-      const int32_t v160 = tsr::wadd(v154, iv159);
-      // %163 = add %146, %159 : i32
-      const int32_t v161 = tsr::wadd(v137, iv159);
-      // %164 = buffer_read %9, %163 : tile<f32, [1, 8192]>
-      if (!(true && int64_t(v161) >= 0 && int64_t(v161) < 4)) { tsr_fault(2644); return; }
-      alignas(64) float v162[8192];
-      __builtin_memcpy(v162, buf9 + ((0) * 4 + int64_t(v161)) * 8192, sizeof(v162));
-      // %165 = reshape %164 : tile<f32, [8192]>
-      // %166 = bitcast %165 : tile<u32, [8192]>
-      alignas(64) uint32_t v163[8192];
-      for (int64_t i164 = 0; i164 < 8192; ++i164) v163[i164] = uint32_t(tsr::f32_bits(v162[i164]));
-      // %167 = splat %137 : tile<u32, [8192]>
+    // %157 = mul %145, %10 : i32
+    const int32_t v157 = tsr::wmul(iv138, v10);
+    // %158 = sub %7, %157 : i32
+    const int32_t v158 = tsr::wsub(v7, v157);
+    // %159 = min %10, %158 : i32
+    const int32_t v159 = tsr::imin(v10, v158);
+    // %160, %161 = for %18, %159, %4, %146, %147 : i32, i32 {...}
+    int32_t c160;
+    c160 = c136;
+    int32_t c161;
+    c161 = c137;
+    for (int64_t iv162_ = v18; v4 > 0 && iv162_ < v159; iv162_ += v4) {
+      const int32_t iv162 = int32_t(iv162_);
+      // %165 = add %157, %162 : i32
+      const int32_t v163 = tsr::wadd(v157, iv162);
+      // %166 = add %149, %162 : i32
+      const int32_t v164 = tsr::wadd(v140, iv162);
+      // %167 = buffer_read %9, %166 : tile<f32, [1, 8192]>
+      if (!(true && int64_t(v164) >= 0 && int64_t(v164) < 4)) { tsr_fault(2692); return; }
+      alignas(64) float v165[8192];
+      __builtin_memcpy(v165, buf9 + ((0) * 4 + int64_t(v164)) * 8192, sizeof(v165));
+      // %168 = reshape %167 : tile<f32, [8192]>
+      // %169 = bitcast %168 : tile<u32, [8192]>
+      alignas(64) uint32_t v166[8192];
+      for (int64_t i167 = 0; i167 < 8192; ++i167) v166[i167] = uint32_t(tsr::f32_bits(v165[i167]));
+      // %170 = splat %137 : tile<u32, [8192]>
       // (computed inside its user)
-      // %168 = xor %166, %167 : tile<u32, [8192]>
+      // %171 = xor %169, %170 : tile<u32, [8192]>
       // (computed inside its user)
-      // %169 = splat %138 : tile<u32, [8192]>
+      // %172 = splat %138 : tile<u32, [8192]>
       // (computed inside its user)
-      // %170 = shr %166, %169 : tile<u32, [8192]>
+      // %173 = shr %169, %172 : tile<u32, [8192]>
       // (computed inside its user)
-      // %171 = splat %14 : tile<u32, [8192]>
+      // %174 = splat %14 : tile<u32, [8192]>
       // (computed inside its user)
-      // %172 = cmp %170, %171 {pred = "eq"} : tile<i1, [8192]>
+      // %175 = cmp %173, %174 {pred = "eq"} : tile<i1, [8192]>
       // (computed inside its user)
-      // %173 = where %172, %168, %166 : tile<u32, [8192]>
-      alignas(64) uint32_t v165[8192];
-      for (int64_t i166 = 0; i166 < 8192; ++i166) v165[i166] = ((uint8_t((tsr::ishr(v163[i166], (v131))) == (v14))) ? (uint32_t(v163[i166] ^ (v130))) : v163[i166]);
-      // %174 = cmp %162, %139 {pred = "eq"} : i1
-      const uint8_t v167 = uint8_t(v160 == v132);
-      // %175 = if %174 : tile<u32, [8192]> {...}
+      // %176 = where %175, %171, %169 : tile<u32, [8192]>
       alignas(64) uint32_t v168[8192];
-      if (v167) {
-        // %176 = mul %162, %3 : i32
-        const int32_t v169 = tsr::wmul(v160, v3);
-        // %177 = arange : tile<i32, [8192]>
+      for (int64_t i169 = 0; i169 < 8192; ++i169) v168[i169] = ((uint8_t((tsr::ishr(v166[i169], (v131))) == (v14))) ? (uint32_t(v166[i169] ^ (v130))) : v166[i169]);
+      // %177 = cmp %165, %139 {pred = "eq"} : i1
+      const uint8_t v170 = uint8_t(v163 == v132);
+      // %178 = if %177 : tile<u32, [8192]> {...}
+      alignas(64) uint32_t v171[8192];
+      if (v170) {
+        // %179 = mul %165, %3 : i32
+        const int32_t v172 = tsr::wmul(v163, v3);
+        // %180 = arange : tile<i32, [8192]>
         // (computed inside its user)
-        // %178 = splat %176 : tile<i32, [8192]>
+        // %181 = splat %179 : tile<i32, [8192]>
         // (computed inside its user)
-        // %179 = add %177, %178 : tile<i32, [8192]>
+        // %182 = add %180, %181 : tile<i32, [8192]>
         // (computed inside its user)
-        // %180 = splat %2 : tile<i32, [8192]>
+        // %183 = splat %2 : tile<i32, [8192]>
         // (computed inside its user)
-        // %181 = cmp %179, %180 {pred = "lt"} : tile<i1, [8192]>
+        // %184 = cmp %182, %183 {pred = "lt"} : tile<i1, [8192]>
         // (computed inside its user)
-        // %182 = splat %8 : tile<u32, [8192]>
+        // %185 = splat %8 : tile<u32, [8192]>
         // (computed inside its user)
-        // %183 = where %181, %173, %182 : tile<u32, [8192]>
-        alignas(64) uint32_t v170[8192];
-        for (int64_t i171 = 0; i171 < 8192; ++i171) v170[i171] = ((uint8_t((tsr::wadd((int32_t(0 + i171)), (v169))) < (v2))) ? v165[i171] : (v8));
-        // yield %183
-        __builtin_memcpy(v168, v170, sizeof(v168));
+        // %186 = where %184, %176, %185 : tile<u32, [8192]>
+        alignas(64) uint32_t v173[8192];
+        for (int64_t i174 = 0; i174 < 8192; ++i174) v173[i174] = ((uint8_t((tsr::wadd((int32_t(0 + i174)), (v172))) < (v2))) ? v168[i174] : (v8));
+        // yield %186
+        __builtin_memcpy(v171, v173, sizeof(v171));
       } else {
-        // yield %173
-        __builtin_memcpy(v168, v165, sizeof(v168));
+        // yield %176
+        __builtin_memcpy(v171, v168, sizeof(v171));
       }
-      // %184 = splat %22 : tile<u32, [8192]>
+      // %187 = splat %22 : tile<u32, [8192]>
       // (computed inside its user)
-      // %185 = shr %175, %184 : tile<u32, [8192]>
-      alignas(64) uint32_t v172[8192];
-      for (int64_t i173 = 0; i173 < 8192; ++i173) v172[i173] = tsr::ishr(v168[i173], (c22));
-      // %186 = splat %135 : tile<u32, [8192]>
-      alignas(64) uint32_t v174[8192];
-      for (int64_t i175 = 0; i175 < 8192; ++i175) v174[i175] = v119;
-      // %187 = cmp %185, %186 {pred = "eq"} : tile<i1, [8192]>
-      alignas(64) uint8_t v176[8192];
-      for (int64_t i177 = 0; i177 < 8192; ++i177) v176[i177] = uint8_t(v172[i177] == v119);
-      // %188 = cmp %185, %186 {pred = "lt"} : tile<i1, [8192]>
-      alignas(64) uint8_t v178[8192];
-      for (int64_t i179 = 0; i179 < 8192; ++i179) v178[i179] = uint8_t(v172[i179] < v119);
-      // %189 = cast %187 : tile<i32, [8192]>
-      alignas(64) int32_t v180[8192];
-      for (int64_t i181 = 0; i181 < 8192; ++i181) v180[i181] = int32_t(v176[i181]);
-      // %190 = reduce %189 {axis = 0, kind = "sum"} : i32
-      int32_t v182;
-      for (int64_t o_ = 0; o_ < 1; ++o_) v182 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v180 + o_ * 8192, 8192, int32_t(0));
-      // %191 = add %161, %190 : i32
-      const int32_t v183 = tsr::wadd(c158, v182);
-      // %192 = cmp %191, %21 {pred = "le"} : i1
-      const uint8_t v184 = uint8_t(v183 <= c21);
-      // %193 = if %192 : tile<i1, [8192]> {...}
-      alignas(64) uint8_t v185[8192];
-      if (v184) {
-        // %194 = or %188, %187 : tile<i1, [8192]>
-        alignas(64) uint8_t v186[8192];
-        for (int64_t i187 = 0; i187 < 8192; ++i187) v186[i187] = uint8_t(v178[i187] | v176[i187]);
-        // yield %194
-        __builtin_memcpy(v185, v186, sizeof(v185));
+      // %188 = shr %178, %187 : tile<u32, [8192]>
+      alignas(64) uint32_t v175[8192];
+      for (int64_t i176 = 0; i176 < 8192; ++i176) v175[i176] = tsr::ishr(v171[i176], (c22));
+      // %189 = splat %135 : tile<u32, [8192]>
+      alignas(64) uint32_t v177[8192];
+      for (int64_t i178 = 0; i178 < 8192; ++i178) v177[i178] = v119;
+      // %190 = cmp %188, %189 {pred = "eq"} : tile<i1, [8192]>
+      alignas(64) uint8_t v179[8192];
+      for (int64_t i180 = 0; i180 < 8192; ++i180) v179[i180] = uint8_t(v175[i180] == v119);
+      // %191 = cmp %188, %189 {pred = "lt"} : tile<i1, [8192]>
+      alignas(64) uint8_t v181[8192];
+      for (int64_t i182 = 0; i182 < 8192; ++i182) v181[i182] = uint8_t(v175[i182] < v119);
+      // %192 = splat %140 : tile<i32, [8192]>
+      // (computed inside its user)
+      // %193 = splat %18 : tile<i32, [8192]>
+      alignas(64) int32_t v183[8192];
+      for (int64_t i184 = 0; i184 < 8192; ++i184) v183[i184] = v18;
+      // %194 = where %191, %192, %193 : tile<i32, [8192]>
+      // (computed inside its user)
+      // %195 = splat %4 : tile<i32, [8192]>
+      // (computed inside its user)
+      // %196 = where %190, %195, %193 : tile<i32, [8192]>
+      // (computed inside its user)
+      // %197 = add %196, %194 : tile<i32, [8192]>
+      alignas(64) int32_t v185[8192];
+      for (int64_t i186 = 0; i186 < 8192; ++i186) v185[i186] = tsr::wadd(((v179[i186] ? (v4) : v18)), ((v181[i186] ? (v133) : v18)));
+      // %198 = reduce %197 {axis = 0, kind = "sum"} : i32
+      int32_t v187;
+      for (int64_t o_ = 0; o_ < 1; ++o_) v187 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v185 + o_ * 8192, 8192, int32_t(0));
+      // %199 = and %198, %141 : i32
+      const int32_t v188 = int32_t(v187 & v134);
+      // %200 = shr %198, %142 : i32
+      const int32_t v189 = tsr::ishr(v187, v135);
+      // %201 = add %164, %199 : i32
+      const int32_t v190 = tsr::wadd(c161, v188);
+      // %202 = cmp %201, %21 {pred = "le"} : i1
+      const uint8_t v191 = uint8_t(v190 <= c21);
+      // %203 = if %202 : tile<i1, [8192]> {...}
+      alignas(64) uint8_t v192[8192];
+      if (v191) {
+        // %204 = or %191, %190 : tile<i1, [8192]>
+        alignas(64) uint8_t v193[8192];
+        for (int64_t i194 = 0; i194 < 8192; ++i194) v193[i194] = uint8_t(v181[i194] | v179[i194]);
+        // yield %204
+        __builtin_memcpy(v192, v193, sizeof(v192));
       } else {
-        // %195 = scan %189 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-        alignas(64) int32_t v188[8192];
-        for (int64_t o_ = 0; o_ < 1; ++o_) tsr::scan_add32(v180 + o_ * 8192, v188 + o_ * 8192, 8192);
-        // %196 = splat %161 : tile<i32, [8192]>
+        // %205 = cast %190 : tile<i32, [8192]>
+        alignas(64) int32_t v195[8192];
+        for (int64_t i196 = 0; i196 < 8192; ++i196) v195[i196] = int32_t(v179[i196]);
+        // %206 = scan %205 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+        alignas(64) int32_t v197[8192];
+        for (int64_t o_ = 0; o_ < 1; ++o_) tsr::scan_add32(v195 + o_ * 8192, v197 + o_ * 8192, 8192);
+        // %207 = splat %164 : tile<i32, [8192]>
         // (computed inside its user)
-        // %197 = add %195, %196 : tile<i32, [8192]>
+        // %208 = add %206, %207 : tile<i32, [8192]>
         // (computed inside its user)
-        // %198 = splat %21 : tile<i32, [8192]>
+        // %209 = splat %21 : tile<i32, [8192]>
         // (computed inside its user)
-        // %199 = cmp %197, %198 {pred = "le"} : tile<i1, [8192]>
+        // %210 = cmp %208, %209 {pred = "le"} : tile<i1, [8192]>
         // (computed inside its user)
-        // %200 = and %187, %199 : tile<i1, [8192]>
+        // %211 = and %190, %210 : tile<i1, [8192]>
         // (computed inside its user)
-        // %201 = or %188, %200 : tile<i1, [8192]>
-        alignas(64) uint8_t v189[8192];
-        for (int64_t i190 = 0; i190 < 8192; ++i190) v189[i190] = uint8_t(v178[i190] | (uint8_t(v176[i190] & (uint8_t((tsr::wadd(v188[i190], (c158))) <= (c21))))));
-        // yield %201
-        __builtin_memcpy(v185, v189, sizeof(v185));
+        // %212 = or %191, %211 : tile<i1, [8192]>
+        alignas(64) uint8_t v198[8192];
+        for (int64_t i199 = 0; i199 < 8192; ++i199) v198[i199] = uint8_t(v181[i199] | (uint8_t(v179[i199] & (uint8_t((tsr::wadd(v197[i199], (c161))) <= (c21))))));
+        // yield %212
+        __builtin_memcpy(v192, v198, sizeof(v192));
       }
-      // %202 = sub %160, %4 : i32
-      const int32_t v191 = tsr::wsub(c157, v4);
-      // %203 = cast %193 : tile<i32, [8192]>
-      alignas(64) int32_t v192[8192];
-      for (int64_t i193 = 0; i193 < 8192; ++i193) v192[i193] = int32_t(v185[i193]);
-      // %204 = scan %203 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-      alignas(64) int32_t v194[8192];
-      for (int64_t o_ = 0; o_ < 1; ++o_) tsr::scan_add32(v192 + o_ * 8192, v194 + o_ * 8192, 8192);
-      // %205 = splat %202 : tile<i32, [8192]>
+      // %213 = sub %163, %4 : i32
+      const int32_t v200 = tsr::wsub(c160, v4);
+      // %214 = cast %203 : tile<i32, [8192]>
+      alignas(64) int32_t v201[8192];
+      for (int64_t i202 = 0; i202 < 8192; ++i202) v201[i202] = int32_t(v192[i202]);
+      // %215 = scan %214 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+      alignas(64) int32_t v203[8192];
+      for (int64_t o_ = 0; o_ < 1; ++o_) tsr::scan_add32(v201 + o_ * 8192, v203 + o_ * 8192, 8192);
+      // %216 = splat %213 : tile<i32, [8192]>
       // (computed inside its user)
-      // %206 = add %204, %205 : tile<i32, [8192]>
-      alignas(64) int32_t v195[8192];
-      for (int64_t i196 = 0; i196 < 8192; ++i196) v195[i196] = tsr::wadd(v194[i196], (v191));
-      // %207 = splat %1 : tile<i32, [8192]>
-      alignas(64) int32_t v197[8192];
-      for (int64_t i198 = 0; i198 < 8192; ++i198) v197[i198] = v1;
-      // scatter %values, %165, %207, %206, %193
-      for (int64_t c199 = 0; c199 < 8192; c199 += 64) {
-        if (!tsr::any64(v185 + c199)) continue;
-        for (int64_t i200 = c199; i200 < c199 + 64; ++i200) {
-          if ((v185[i200] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v195[i200]) >= 0 && int64_t(v195[i200]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v195[i200])] = v162[i200];
+      // %217 = add %215, %216 : tile<i32, [8192]>
+      alignas(64) int32_t v204[8192];
+      for (int64_t i205 = 0; i205 < 8192; ++i205) v204[i205] = tsr::wadd(v203[i205], (v200));
+      // %218 = splat %1 : tile<i32, [8192]>
+      alignas(64) int32_t v206[8192];
+      for (int64_t i207 = 0; i207 < 8192; ++i207) v206[i207] = v1;
+      // scatter %values, %168, %218, %217, %203
+      for (int64_t c208 = 0; c208 < 8192; c208 += 64) {
+        if (!tsr::any64(v192 + c208)) continue;
+        for (int64_t i209 = c208; i209 < c208 + 64; ++i209) {
+          if ((v192[i209] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d1_0 && int64_t(v204[i209]) >= 0 && int64_t(v204[i209]) < A.d1_1) A.p1[int64_t(v1) * A.s1_0 + int64_t(v204[i209])] = v165[i209];
         }
       }
-      // %208 = mul %162, %3 : i32
-      const int32_t v201 = tsr::wmul(v160, v3);
-      // %209 = arange : tile<i32, [8192]>
+      // %219 = mul %165, %3 : i32
+      const int32_t v210 = tsr::wmul(v163, v3);
+      // %220 = arange : tile<i32, [8192]>
       // (computed inside its user)
-      // %210 = splat %208 : tile<i32, [8192]>
+      // %221 = splat %219 : tile<i32, [8192]>
       // (computed inside its user)
-      // %211 = add %209, %210 : tile<i32, [8192]>
-      alignas(64) int32_t v202[8192];
-      for (int64_t i203 = 0; i203 < 8192; ++i203) v202[i203] = tsr::wadd((int32_t(0 + i203)), (v201));
-      // scatter %indices, %211, %207, %206, %193
-      for (int64_t c204 = 0; c204 < 8192; c204 += 64) {
-        if (!tsr::any64(v185 + c204)) continue;
-        for (int64_t i205 = c204; i205 < c204 + 64; ++i205) {
-          if ((v185[i205] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v195[i205]) >= 0 && int64_t(v195[i205]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v195[i205])] = v202[i205];
+      // %222 = add %220, %221 : tile<i32, [8192]>
+      alignas(64) int32_t v211[8192];
+      for (int64_t i212 = 0; i212 < 8192; ++i212) v211[i212] = tsr::wadd((int32_t(0 + i212)), (v210));
+      // scatter %indices, %222, %218, %217, %203
+      for (int64_t c213 = 0; c213 < 8192; c213 += 64) {
+        if (!tsr::any64(v192 + c213)) continue;
+        for (int64_t i214 = c213; i214 < c213 + 64; ++i214) {
+          if ((v192[i214] != 0) && int64_t(v1) >= 0 && int64_t(v1) < A.d2_0 && int64_t(v204[i214]) >= 0 && int64_t(v204[i214]) < A.d2_1) A.p2[int64_t(v1) * A.s2_0 + int64_t(v204[i214])] = v211[i214];
         }
       }
-      // %212 = reduce %203 {axis = 0, kind = "sum"} : i32
-      int32_t v206;
-      for (int64_t o_ = 0; o_ < 1; ++o_) v206 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v192 + o_ * 8192, 8192, int32_t(0));
-      // %213 = add %160, %212 : i32
-      const int32_t v207 = tsr::wadd(c157, v206);
-      // yield %213, %191
-      c157 = v207;
-      c158 = v183;
+      // %223 = sub %21, %164 : i32
+      const int32_t v215 = tsr::wsub(c21, c161);
+      // %224 = max %223, %18 : i32
+      const int32_t v216 = tsr::imax(v215, v18);
+      // %225 = min %199, %224 : i32
+      const int32_t v217 = tsr::imin(v188, v216);
+      // %226 = add %163, %200 : i32
+      const int32_t v218 = tsr::wadd(c160, v189);
+      // %227 = add %226, %225 : i32
+      const int32_t v219 = tsr::wadd(v218, v217);
+      // yield %227, %201
+      c160 = v219;
+      c161 = v190;
     }
-    // yield %157, %158
-    c133 = c157;
-    c134 = c158;
+    // yield %160, %161
+    c136 = c160;
+    c137 = c161;
   }
-  // %214 = load_tile %indices, %1, %18 : tile<i32, [1, 64]>
-  alignas(64) int32_t v208[64];
+  // %228 = load_tile %indices, %1, %18 : tile<i32, [1, 64]>
+  alignas(64) int32_t v220[64];
   {
-    const int64_t o209 = int64_t(v1) * 1;
-    const int64_t o210 = int64_t(v18) * 64;
-    if (o209 >= 0 && o209 + 1 <= A.d2_0 && o210 >= 0 && o210 + 64 <= A.d2_1) {
-      for (int64_t i211 = 0; i211 < 1; ++i211) {
-        for (int64_t i212 = 0; i212 < 64; ++i212) v208[(i211) * 64 + i212] = A.p2[(o209 + i211) * A.s2_0 + o210 + i212];
+    const int64_t o221 = int64_t(v1) * 1;
+    const int64_t o222 = int64_t(v18) * 64;
+    if (o221 >= 0 && o221 + 1 <= A.d2_0 && o222 >= 0 && o222 + 64 <= A.d2_1) {
+      for (int64_t i223 = 0; i223 < 1; ++i223) {
+        for (int64_t i224 = 0; i224 < 64; ++i224) v220[(i223) * 64 + i224] = A.p2[(o221 + i223) * A.s2_0 + o222 + i224];
       }
     } else {
       // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-      const int64_t lo213 = o210 >= 0 ? 0 : -o210 < 64 ? -o210 : 64;
-      const int64_t hi214 = A.d2_1 - o210 >= 64 ? 64 : A.d2_1 - o210 > lo213 ? A.d2_1 - o210 : lo213;
-      for (int64_t i215 = 0; i215 < 1; ++i215) {
-        if ((o209 + i215) >= 0 && (o209 + i215) < A.d2_0) tsr::load_row<tsr::ld_same>(v208 + (i215) * 64, A.p2 + (o209 + i215) * A.s2_0, o210, lo213, hi214, 64, int32_t(INT64_C(0)));
-        else tsr::load_row<tsr::ld_same>(v208 + (i215) * 64, A.p2, 0, 0, 0, 64, int32_t(INT64_C(0)));
+      const int64_t lo225 = o222 >= 0 ? 0 : -o222 < 64 ? -o222 : 64;
+      const int64_t hi226 = A.d2_1 - o222 >= 64 ? 64 : A.d2_1 - o222 > lo225 ? A.d2_1 - o222 : lo225;
+      for (int64_t i227 = 0; i227 < 1; ++i227) {
+        if ((o221 + i227) >= 0 && (o221 + i227) < A.d2_0) tsr::load_row<tsr::ld_same>(v220 + (i227) * 64, A.p2 + (o221 + i227) * A.s2_0, o222, lo225, hi226, 64, int32_t(INT64_C(0)));
+        else tsr::load_row<tsr::ld_same>(v220 + (i227) * 64, A.p2, 0, 0, 0, 64, int32_t(INT64_C(0)));
       }
     }
   }
-  // %215 = load_tile %values, %1, %18 : tile<f32, [1, 64]>
-  alignas(64) float v217[64];
-  {
-    const int64_t o218 = int64_t(v1) * 1;
-    const int64_t o219 = int64_t(v18) * 64;
-    if (o218 >= 0 && o218 + 1 <= A.d1_0 && o219 >= 0 && o219 + 64 <= A.d1_1) {
-      for (int64_t i220 = 0; i220 < 1; ++i220) {
-        for (int64_t i221 = 0; i221 < 64; ++i221) v217[(i220) * 64 + i221] = A.p1[(o218 + i220) * A.s1_0 + o219 + i221];
-      }
-    } else {
-      // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-      const int64_t lo222 = o219 >= 0 ? 0 : -o219 < 64 ? -o219 : 64;
-      const int64_t hi223 = A.d1_1 - o219 >= 64 ? 64 : A.d1_1 - o219 > lo222 ? A.d1_1 - o219 : lo222;
-      for (int64_t i224 = 0; i224 < 1; ++i224) {
-        if ((o218 + i224) >= 0 && (o218 + i224) < A.d1_0) tsr::load_row<tsr::ld_same>(v217 + (i224) * 64, A.p1 + (o218 + i224) * A.s1_0, o219, lo222, hi223, 64, float(0x0p+0));
-        else tsr::load_row<tsr::ld_same>(v217 + (i224) * 64, A.p1, 0, 0, 0, 64, float(0x0p+0));
-      }
-    }
-  }
-  // %216, %217 = sort %215, %214 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
-  alignas(64) float v226[64];
-  alignas(64) int32_t v227[64];
-  alignas(64) uint64_t sk228[128];
-  alignas(64) int32_t sp229[128];
-  tsr::sort_lines(v217, v208, v226, v227, 1, 64, 1, 64, true, sk228, sp229);
-  // store_tile %values, %216, %1, %18
+  // %229 = load_tile %values, %1, %18 : tile<f32, [1, 64]>
+  alignas(64) float v229[64];
   {
     const int64_t o230 = int64_t(v1) * 1;
     const int64_t o231 = int64_t(v18) * 64;
     if (o230 >= 0 && o230 + 1 <= A.d1_0 && o231 >= 0 && o231 + 64 <= A.d1_1) {
       for (int64_t i232 = 0; i232 < 1; ++i232) {
-        for (int64_t i233 = 0; i233 < 64; ++i233) A.p1[(o230 + i232) * A.s1_0 + o231 + i233] = v226[(i232) * 64 + i233];
+        for (int64_t i233 = 0; i233 < 64; ++i233) v229[(i232) * 64 + i233] = A.p1[(o230 + i232) * A.s1_0 + o231 + i233];
       }
     } else {
-      // partly outside: each row copies its columns inside [lo, hi)
+      // partly outside: each row copies its columns inside [lo, hi) and pads the rest
       const int64_t lo234 = o231 >= 0 ? 0 : -o231 < 64 ? -o231 : 64;
       const int64_t hi235 = A.d1_1 - o231 >= 64 ? 64 : A.d1_1 - o231 > lo234 ? A.d1_1 - o231 : lo234;
       for (int64_t i236 = 0; i236 < 1; ++i236) {
-        if ((o230 + i236) >= 0 && (o230 + i236) < A.d1_0) tsr::store_row<tsr::st_same>(A.p1 + (o230 + i236) * A.s1_0, v226 + (i236) * 64, o231, lo234, hi235);
+        if ((o230 + i236) >= 0 && (o230 + i236) < A.d1_0) tsr::load_row<tsr::ld_same>(v229 + (i236) * 64, A.p1 + (o230 + i236) * A.s1_0, o231, lo234, hi235, 64, float(0x0p+0));
+        else tsr::load_row<tsr::ld_same>(v229 + (i236) * 64, A.p1, 0, 0, 0, 64, float(0x0p+0));
       }
     }
   }
-  // store_tile %indices, %217, %1, %18
+  // %230, %231 = sort %229, %228 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
+  alignas(64) float v238[64];
+  alignas(64) int32_t v239[64];
+  alignas(64) uint64_t sk240[128];
+  alignas(64) int32_t sp241[128];
+  tsr::sort_lines(v229, v220, v238, v239, 1, 64, 1, 64, true, sk240, sp241);
+  // store_tile %values, %230, %1, %18
   {
-    const int64_t o238 = int64_t(v1) * 1;
-    const int64_t o239 = int64_t(v18) * 64;
-    if (o238 >= 0 && o238 + 1 <= A.d2_0 && o239 >= 0 && o239 + 64 <= A.d2_1) {
-      for (int64_t i240 = 0; i240 < 1; ++i240) {
-        for (int64_t i241 = 0; i241 < 64; ++i241) A.p2[(o238 + i240) * A.s2_0 + o239 + i241] = v227[(i240) * 64 + i241];
+    const int64_t o242 = int64_t(v1) * 1;
+    const int64_t o243 = int64_t(v18) * 64;
+    if (o242 >= 0 && o242 + 1 <= A.d1_0 && o243 >= 0 && o243 + 64 <= A.d1_1) {
+      for (int64_t i244 = 0; i244 < 1; ++i244) {
+        for (int64_t i245 = 0; i245 < 64; ++i245) A.p1[(o242 + i244) * A.s1_0 + o243 + i245] = v238[(i244) * 64 + i245];
       }
     } else {
       // partly outside: each row copies its columns inside [lo, hi)
-      const int64_t lo242 = o239 >= 0 ? 0 : -o239 < 64 ? -o239 : 64;
-      const int64_t hi243 = A.d2_1 - o239 >= 64 ? 64 : A.d2_1 - o239 > lo242 ? A.d2_1 - o239 : lo242;
-      for (int64_t i244 = 0; i244 < 1; ++i244) {
-        if ((o238 + i244) >= 0 && (o238 + i244) < A.d2_0) tsr::store_row<tsr::st_same>(A.p2 + (o238 + i244) * A.s2_0, v227 + (i244) * 64, o239, lo242, hi243);
+      const int64_t lo246 = o243 >= 0 ? 0 : -o243 < 64 ? -o243 : 64;
+      const int64_t hi247 = A.d1_1 - o243 >= 64 ? 64 : A.d1_1 - o243 > lo246 ? A.d1_1 - o243 : lo246;
+      for (int64_t i248 = 0; i248 < 1; ++i248) {
+        if ((o242 + i248) >= 0 && (o242 + i248) < A.d1_0) tsr::store_row<tsr::st_same>(A.p1 + (o242 + i248) * A.s1_0, v238 + (i248) * 64, o243, lo246, hi247);
+      }
+    }
+  }
+  // store_tile %indices, %231, %1, %18
+  {
+    const int64_t o250 = int64_t(v1) * 1;
+    const int64_t o251 = int64_t(v18) * 64;
+    if (o250 >= 0 && o250 + 1 <= A.d2_0 && o251 >= 0 && o251 + 64 <= A.d2_1) {
+      for (int64_t i252 = 0; i252 < 1; ++i252) {
+        for (int64_t i253 = 0; i253 < 64; ++i253) A.p2[(o250 + i252) * A.s2_0 + o251 + i253] = v239[(i252) * 64 + i253];
+      }
+    } else {
+      // partly outside: each row copies its columns inside [lo, hi)
+      const int64_t lo254 = o251 >= 0 ? 0 : -o251 < 64 ? -o251 : 64;
+      const int64_t hi255 = A.d2_1 - o251 >= 64 ? 64 : A.d2_1 - o251 > lo254 ? A.d2_1 - o251 : lo254;
+      for (int64_t i256 = 0; i256 < 1; ++i256) {
+        if ((o250 + i256) >= 0 && (o250 + i256) < A.d2_0) tsr::store_row<tsr::st_same>(A.p2 + (o250 + i256) * A.s2_0, v239 + (i256) * 64, o251, lo254, hi255);
       }
     }
   }
@@ -769,7 +798,7 @@ extern "C" int tessera_run(void** buf, const int64_t* dims, const int64_t* is, c
   if (g0 < 0) return 24;  // grid size on axis 0 of kernel 'topk' is negative (a size of 0 runs no programs; a negative size is an error)
   if (g0 == 0 || g1 == 0 || g2 == 0) return 0;  // no programs
   if (nt <= 0) nt = omp_get_max_threads();
-  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(16973020)) nt = 1;  // about 16973020 element ops per program
+  if (g0 * g1 * g2 <= INT64_C(524288) / INT64_C(17759535)) nt = 1;  // about 17759535 element ops per program
   if (nt == 1) {
     for (int64_t z = 0; z < g2; ++z)
       for (int64_t y = 0; y < g1; ++y)

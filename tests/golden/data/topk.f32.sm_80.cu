@@ -9,8 +9,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
   (void)tsr_tid; (void)tsr_smem;
   constexpr int64_t tsr_struct_base = 8192LL;  // buffers and pipe rings, after the scratch
   int tsr_red189_at = 0;  // the copy of tsr_red189_mem the next exchange uses
-  int tsr_red297_at = 0;  // the copy of tsr_red297_mem the next exchange uses
-  int tsr_red348_at = 0;  // the copy of tsr_red348_mem the next exchange uses
+  int tsr_red310_at = 0;  // the copy of tsr_red310_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_N);
@@ -649,50 +648,56 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
   const uint32_t v213 = uint32_t(31LL);
   // %139 = sub %7, %4 : i32
   const int32_t v214 = int32_t(uint32_t(v6) - uint32_t(v3));
-  // %140, %141 = for %18, %13, %4, %18, %18 : i32, i32 {...}
-  int32_t c215;
-  c215 = v17;
-  int32_t c216;
-  c216 = v17;
-  for (int64_t iv217_ = v17; v3 > 0 && iv217_ < v12; iv217_ += v3) {
-    const int32_t iv217 = int32_t(iv217_);
+  // %140 = const {value = 65536} : i32
+  const int32_t v215 = int32_t(65536LL);
+  // %141 = const {value = 65535} : i32
+  const int32_t v216 = int32_t(65535LL);
+  // %142 = const {value = 16} : i32
+  const int32_t v217 = int32_t(16LL);
+  // %143, %144 = for %18, %13, %4, %18, %18 : i32, i32 {...}
+  int32_t c218;
+  c218 = v17;
+  int32_t c219;
+  c219 = v17;
+  for (int64_t iv220_ = v17; v3 > 0 && iv220_ < v12; iv220_ += v3) {
+    const int32_t iv220 = int32_t(iv220_);
     // async_wait
     tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible
     __syncthreads();
-    // %145 = rem %142, %10 : i32
-    const int32_t v218 = tsr::irem<int32_t>(iv217, v9);
-    // %146 = mul %145, %10 : i32
-    const int32_t v219 = int32_t(uint32_t(v218) * uint32_t(v9));
-    // %147 = add %142, %4 : i32
-    const int32_t v220 = int32_t(uint32_t(iv217) + uint32_t(v3));
-    // %148 = cmp %147, %13 {pred = "lt"} : i1
-    const uint8_t v221 = uint8_t(v220 < v12);
-    // if %148 {...}
-    if (v221) {
-      // %149 = mul %147, %10 : i32
-      const int32_t v222 = int32_t(uint32_t(v220) * uint32_t(v9));
-      // %150 = sub %10, %146 : i32
-      const int32_t v223 = int32_t(uint32_t(v9) - uint32_t(v219));
+    // %148 = rem %145, %10 : i32
+    const int32_t v221 = tsr::irem<int32_t>(iv220, v9);
+    // %149 = mul %148, %10 : i32
+    const int32_t v222 = int32_t(uint32_t(v221) * uint32_t(v9));
+    // %150 = add %145, %4 : i32
+    const int32_t v223 = int32_t(uint32_t(iv220) + uint32_t(v3));
+    // %151 = cmp %150, %13 {pred = "lt"} : i1
+    const uint8_t v224 = uint8_t(v223 < v12);
+    // if %151 {...}
+    if (v224) {
+      // %152 = mul %150, %10 : i32
+      const int32_t v225 = int32_t(uint32_t(v223) * uint32_t(v9));
+      // %153 = sub %10, %149 : i32
+      const int32_t v226 = int32_t(uint32_t(v9) - uint32_t(v222));
       // for %18, %10, %4 {...}
-      for (int64_t iv224_ = v17; v3 > 0 && iv224_ < v9; iv224_ += v3) {
-        const int32_t iv224 = int32_t(iv224_);
-        // %152 = add %149, %151 : i32
-        const int32_t v225 = int32_t(uint32_t(v222) + uint32_t(iv224));
-        // %153 = add %150, %151 : i32
-        const int32_t v226 = int32_t(uint32_t(v223) + uint32_t(iv224));
-        // async_copy %9, %x, %153, %1, %152
-        if (!(true && int64_t(v226) >= 0 && int64_t(v226) < 4LL)) __trap();  // slot index out of range
+      for (int64_t iv227_ = v17; v3 > 0 && iv227_ < v9; iv227_ += v3) {
+        const int32_t iv227 = int32_t(iv227_);
+        // %155 = add %152, %154 : i32
+        const int32_t v228 = int32_t(uint32_t(v225) + uint32_t(iv227));
+        // %156 = add %153, %154 : i32
+        const int32_t v229 = int32_t(uint32_t(v226) + uint32_t(iv227));
+        // async_copy %9, %x, %156, %1, %155
+        if (!(true && int64_t(v229) >= 0 && int64_t(v229) < 4LL)) __trap();  // slot index out of range
         {
-          float* const dst227 = buf8 + ((0LL) * 4LL + int64_t(v226)) * 8192LL;
+          float* const dst230 = buf8 + ((0LL) * 4LL + int64_t(v229)) * 8192LL;
           __syncthreads();
           {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
-            const int64_t o228 = int64_t(v0) * 1LL;
-            const int64_t o229 = int64_t(v225) * 8192LL;
+            const int64_t o231 = int64_t(v0) * 1LL;
+            const int64_t o232 = int64_t(v228) * 8192LL;
             #pragma unroll 1
-            for (int64_t q230 = tsr_tid; q230 < 2048LL; q230 += tsr_nthreads) {
-              const int64_t gc232 = o229 + (q230 % 2048LL) * 4LL;
-              const int64_t nv233 = (true && (o228 + 0) >= 0 && (o228 + 0) < int64_t(tsr_dim_M) && gc232 >= 0) ? int64_t(tsr_dim_N) - gc232 : 0LL;  // elements in bounds (<= 0: none)
-              tsr::struct_copy_chunk(dst227 + q230 * 4LL, nv233 > 0 ? tsr_p0 + ((o228 + 0) * tsr_p0_s0 + gc232 * tsr_p0_s1) : tsr_p0, nv233, tsr_p0_s1);
+            for (int64_t q233 = tsr_tid; q233 < 2048LL; q233 += tsr_nthreads) {
+              const int64_t gc235 = o232 + (q233 % 2048LL) * 4LL;
+              const int64_t nv236 = (true && (o231 + 0) >= 0 && (o231 + 0) < int64_t(tsr_dim_M) && gc235 >= 0) ? int64_t(tsr_dim_N) - gc235 : 0LL;  // elements in bounds (<= 0: none)
+              tsr::struct_copy_chunk(dst230 + q233 * 4LL, nv236 > 0 ? tsr_p0 + ((o231 + 0) * tsr_p0_s0 + gc235 * tsr_p0_s1) : tsr_p0, nv236, tsr_p0_s1);
             }
           }
           tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
@@ -703,505 +708,519 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
     } else {
       // yield
     }
-    // %154 = mul %142, %10 : i32
-    const int32_t v234 = int32_t(uint32_t(iv217) * uint32_t(v9));
-    // %155 = sub %7, %154 : i32
-    const int32_t v235 = int32_t(uint32_t(v6) - uint32_t(v234));
-    // %156 = min %10, %155 : i32
-    const int32_t v236 = tsr::imin<int32_t>(v9, v235);
-    // %157, %158 = for %18, %156, %4, %143, %144 : i32, i32 {...}
-    int32_t c237;
-    c237 = c215;
-    int32_t c238;
-    c238 = c216;
-    for (int64_t iv239_ = v17; v3 > 0 && iv239_ < v236; iv239_ += v3) {
-      const int32_t iv239 = int32_t(iv239_);
-      // %162 = add %154, %159 : i32
-      const int32_t v240 = int32_t(uint32_t(v234) + uint32_t(iv239));
-      // %163 = add %146, %159 : i32
-      const int32_t v241 = int32_t(uint32_t(v219) + uint32_t(iv239));
-      // %164 = buffer_read %9, %163 : tile<f32, [1, 8192]>
-      if (!(true && int64_t(v241) >= 0 && int64_t(v241) < 4LL)) __trap();  // slot index out of range
-      const float* const src242 = buf8 + ((0LL) * 4LL + int64_t(v241)) * 8192LL;
-      float v243[16];
+    // %157 = mul %145, %10 : i32
+    const int32_t v237 = int32_t(uint32_t(iv220) * uint32_t(v9));
+    // %158 = sub %7, %157 : i32
+    const int32_t v238 = int32_t(uint32_t(v6) - uint32_t(v237));
+    // %159 = min %10, %158 : i32
+    const int32_t v239 = tsr::imin<int32_t>(v9, v238);
+    // %160, %161 = for %18, %159, %4, %146, %147 : i32, i32 {...}
+    int32_t c240;
+    c240 = c218;
+    int32_t c241;
+    c241 = c219;
+    for (int64_t iv242_ = v17; v3 > 0 && iv242_ < v239; iv242_ += v3) {
+      const int32_t iv242 = int32_t(iv242_);
+      // %165 = add %157, %162 : i32
+      const int32_t v243 = int32_t(uint32_t(v237) + uint32_t(iv242));
+      // %166 = add %149, %162 : i32
+      const int32_t v244 = int32_t(uint32_t(v222) + uint32_t(iv242));
+      // %167 = buffer_read %9, %166 : tile<f32, [1, 8192]>
+      if (!(true && int64_t(v244) >= 0 && int64_t(v244) < 4LL)) __trap();  // slot index out of range
+      const float* const src245 = buf8 + ((0LL) * 4LL + int64_t(v244)) * 8192LL;
+      float v246[16];
       #pragma unroll
-      for (int c244 = 0; c244 < 2; ++c244) {
+      for (int c247 = 0; c247 < 2; ++c247) {
         float v_[8];
-        tsr::copy_vec<float, 8>(v_, src242 + c244 * 4096 + tsr_tid * 8);
+        tsr::copy_vec<float, 8>(v_, src245 + c247 * 4096 + tsr_tid * 8);
         #pragma unroll
-        for (int l_ = 0; l_ < 8; ++l_) v243[c244 * 8 + l_] = v_[l_];
+        for (int l_ = 0; l_ < 8; ++l_) v246[c247 * 8 + l_] = v_[l_];
       }
-      // %165 = reshape %164 : tile<f32, [8192]>
-      float v245[16];
+      // %168 = reshape %167 : tile<f32, [8192]>
+      float v248[16];
       #pragma unroll
-      for (int s246 = 0; s246 < 16; ++s246) {
-        v245[s246] = v243[s246];
+      for (int s249 = 0; s249 < 16; ++s249) {
+        v248[s249] = v246[s249];
       }
-      // %166 = bitcast %165 : tile<u32, [8192]>
-      uint32_t v247[16];
+      // %169 = bitcast %168 : tile<u32, [8192]>
+      uint32_t v250[16];
       #pragma unroll
-      for (int s248 = 0; s248 < 16; ++s248) {
-        v247[s248] = uint32_t(tsr::f32_bits(v245[s248]));
+      for (int s251 = 0; s251 < 16; ++s251) {
+        v250[s251] = uint32_t(tsr::f32_bits(v248[s251]));
       }
-      // %167 = splat %137 : tile<u32, [8192]>
-      uint32_t v249[16];
+      // %170 = splat %137 : tile<u32, [8192]>
+      uint32_t v252[16];
       #pragma unroll
-      for (int s250 = 0; s250 < 16; ++s250) {
-        v249[s250] = v212;
+      for (int s253 = 0; s253 < 16; ++s253) {
+        v252[s253] = v212;
       }
-      // %168 = xor %166, %167 : tile<u32, [8192]>
-      uint32_t v251[16];
+      // %171 = xor %169, %170 : tile<u32, [8192]>
+      uint32_t v254[16];
       #pragma unroll
-      for (int s252 = 0; s252 < 16; ++s252) {
-        v251[s252] = uint32_t(v247[s252] ^ v249[s252]);
+      for (int s255 = 0; s255 < 16; ++s255) {
+        v254[s255] = uint32_t(v250[s255] ^ v252[s255]);
       }
-      // %169 = splat %138 : tile<u32, [8192]>
-      uint32_t v253[16];
+      // %172 = splat %138 : tile<u32, [8192]>
+      uint32_t v256[16];
       #pragma unroll
-      for (int s254 = 0; s254 < 16; ++s254) {
-        v253[s254] = v213;
+      for (int s257 = 0; s257 < 16; ++s257) {
+        v256[s257] = v213;
       }
-      // %170 = shr %166, %169 : tile<u32, [8192]>
-      uint32_t v255[16];
+      // %173 = shr %169, %172 : tile<u32, [8192]>
+      uint32_t v258[16];
       #pragma unroll
-      for (int s256 = 0; s256 < 16; ++s256) {
-        v255[s256] = tsr::ishr<uint32_t>(v247[s256], v253[s256]);
+      for (int s259 = 0; s259 < 16; ++s259) {
+        v258[s259] = tsr::ishr<uint32_t>(v250[s259], v256[s259]);
       }
-      // %171 = splat %14 : tile<u32, [8192]>
-      uint32_t v257[16];
+      // %174 = splat %14 : tile<u32, [8192]>
+      uint32_t v260[16];
       #pragma unroll
-      for (int s258 = 0; s258 < 16; ++s258) {
-        v257[s258] = v13;
+      for (int s261 = 0; s261 < 16; ++s261) {
+        v260[s261] = v13;
       }
-      // %172 = cmp %170, %171 {pred = "eq"} : tile<i1, [8192]>
-      uint8_t v259[16];
+      // %175 = cmp %173, %174 {pred = "eq"} : tile<i1, [8192]>
+      uint8_t v262[16];
       #pragma unroll
-      for (int s260 = 0; s260 < 16; ++s260) {
-        v259[s260] = uint8_t(v255[s260] == v257[s260]);
+      for (int s263 = 0; s263 < 16; ++s263) {
+        v262[s263] = uint8_t(v258[s263] == v260[s263]);
       }
-      // %173 = where %172, %168, %166 : tile<u32, [8192]>
-      uint32_t v261[16];
-      #pragma unroll
-      for (int s262 = 0; s262 < 16; ++s262) {
-        v261[s262] = (v259[s262] ? v251[s262] : v247[s262]);
-      }
-      // %174 = cmp %162, %139 {pred = "eq"} : i1
-      const uint8_t v263 = uint8_t(v240 == v214);
-      // %175 = if %174 : tile<u32, [8192]> {...}
+      // %176 = where %175, %171, %169 : tile<u32, [8192]>
       uint32_t v264[16];
-      if (v263) {
-        // %176 = mul %162, %3 : i32
-        const int32_t v265 = int32_t(uint32_t(v240) * uint32_t(v2));
-        // %177 = arange : tile<i32, [8192]>
-        int32_t v266[16];
+      #pragma unroll
+      for (int s265 = 0; s265 < 16; ++s265) {
+        v264[s265] = (v262[s265] ? v254[s265] : v250[s265]);
+      }
+      // %177 = cmp %165, %139 {pred = "eq"} : i1
+      const uint8_t v266 = uint8_t(v243 == v214);
+      // %178 = if %177 : tile<u32, [8192]> {...}
+      uint32_t v267[16];
+      if (v266) {
+        // %179 = mul %165, %3 : i32
+        const int32_t v268 = int32_t(uint32_t(v243) * uint32_t(v2));
+        // %180 = arange : tile<i32, [8192]>
+        int32_t v269[16];
         #pragma unroll
-        for (int s267 = 0; s267 < 16; ++s267) {
-          v266[s267] = int32_t(0 + ((s267 / 8) * 4096 + tsr_tid * 8 + (s267 % 8)));
+        for (int s270 = 0; s270 < 16; ++s270) {
+          v269[s270] = int32_t(0 + ((s270 / 8) * 4096 + tsr_tid * 8 + (s270 % 8)));
         }
-        // %178 = splat %176 : tile<i32, [8192]>
-        int32_t v268[16];
+        // %181 = splat %179 : tile<i32, [8192]>
+        int32_t v271[16];
         #pragma unroll
-        for (int s269 = 0; s269 < 16; ++s269) {
-          v268[s269] = v265;
+        for (int s272 = 0; s272 < 16; ++s272) {
+          v271[s272] = v268;
         }
-        // %179 = add %177, %178 : tile<i32, [8192]>
-        int32_t v270[16];
+        // %182 = add %180, %181 : tile<i32, [8192]>
+        int32_t v273[16];
         #pragma unroll
-        for (int s271 = 0; s271 < 16; ++s271) {
-          v270[s271] = int32_t(uint32_t(v266[s271]) + uint32_t(v268[s271]));
+        for (int s274 = 0; s274 < 16; ++s274) {
+          v273[s274] = int32_t(uint32_t(v269[s274]) + uint32_t(v271[s274]));
         }
-        // %180 = splat %2 : tile<i32, [8192]>
-        int32_t v272[16];
+        // %183 = splat %2 : tile<i32, [8192]>
+        int32_t v275[16];
         #pragma unroll
-        for (int s273 = 0; s273 < 16; ++s273) {
-          v272[s273] = v1;
+        for (int s276 = 0; s276 < 16; ++s276) {
+          v275[s276] = v1;
         }
-        // %181 = cmp %179, %180 {pred = "lt"} : tile<i1, [8192]>
-        uint8_t v274[16];
+        // %184 = cmp %182, %183 {pred = "lt"} : tile<i1, [8192]>
+        uint8_t v277[16];
         #pragma unroll
-        for (int s275 = 0; s275 < 16; ++s275) {
-          v274[s275] = uint8_t(v270[s275] < v272[s275]);
+        for (int s278 = 0; s278 < 16; ++s278) {
+          v277[s278] = uint8_t(v273[s278] < v275[s278]);
         }
-        // %182 = splat %8 : tile<u32, [8192]>
-        uint32_t v276[16];
-        #pragma unroll
-        for (int s277 = 0; s277 < 16; ++s277) {
-          v276[s277] = v7;
-        }
-        // %183 = where %181, %173, %182 : tile<u32, [8192]>
-        uint32_t v278[16];
-        #pragma unroll
-        for (int s279 = 0; s279 < 16; ++s279) {
-          v278[s279] = (v274[s279] ? v261[s279] : v276[s279]);
-        }
-        // yield %183
+        // %185 = splat %8 : tile<u32, [8192]>
+        uint32_t v279[16];
         #pragma unroll
         for (int s280 = 0; s280 < 16; ++s280) {
-          v264[s280] = v278[s280];
+          v279[s280] = v7;
+        }
+        // %186 = where %184, %176, %185 : tile<u32, [8192]>
+        uint32_t v281[16];
+        #pragma unroll
+        for (int s282 = 0; s282 < 16; ++s282) {
+          v281[s282] = (v277[s282] ? v264[s282] : v279[s282]);
+        }
+        // yield %186
+        #pragma unroll
+        for (int s283 = 0; s283 < 16; ++s283) {
+          v267[s283] = v281[s283];
         }
       } else {
-        // yield %173
+        // yield %176
         #pragma unroll
-        for (int s281 = 0; s281 < 16; ++s281) {
-          v264[s281] = v261[s281];
+        for (int s284 = 0; s284 < 16; ++s284) {
+          v267[s284] = v264[s284];
         }
       }
-      // %184 = splat %22 : tile<u32, [8192]>
-      uint32_t v282[16];
+      // %187 = splat %22 : tile<u32, [8192]>
+      uint32_t v285[16];
       #pragma unroll
-      for (int s283 = 0; s283 < 16; ++s283) {
-        v282[s283] = c21;
+      for (int s286 = 0; s286 < 16; ++s286) {
+        v285[s286] = c21;
       }
-      // %185 = shr %175, %184 : tile<u32, [8192]>
-      uint32_t v284[16];
+      // %188 = shr %178, %187 : tile<u32, [8192]>
+      uint32_t v287[16];
       #pragma unroll
-      for (int s285 = 0; s285 < 16; ++s285) {
-        v284[s285] = tsr::ishr<uint32_t>(v264[s285], v282[s285]);
+      for (int s288 = 0; s288 < 16; ++s288) {
+        v287[s288] = tsr::ishr<uint32_t>(v267[s288], v285[s288]);
       }
-      // %186 = splat %135 : tile<u32, [8192]>
-      uint32_t v286[16];
+      // %189 = splat %135 : tile<u32, [8192]>
+      uint32_t v289[16];
       #pragma unroll
-      for (int s287 = 0; s287 < 16; ++s287) {
-        v286[s287] = v203;
+      for (int s290 = 0; s290 < 16; ++s290) {
+        v289[s290] = v203;
       }
-      // %187 = cmp %185, %186 {pred = "eq"} : tile<i1, [8192]>
-      uint8_t v288[16];
+      // %190 = cmp %188, %189 {pred = "eq"} : tile<i1, [8192]>
+      uint8_t v291[16];
       #pragma unroll
-      for (int s289 = 0; s289 < 16; ++s289) {
-        v288[s289] = uint8_t(v284[s289] == v286[s289]);
+      for (int s292 = 0; s292 < 16; ++s292) {
+        v291[s292] = uint8_t(v287[s292] == v289[s292]);
       }
-      // %188 = cmp %185, %186 {pred = "lt"} : tile<i1, [8192]>
-      uint8_t v290[16];
+      // %191 = cmp %188, %189 {pred = "lt"} : tile<i1, [8192]>
+      uint8_t v293[16];
       #pragma unroll
-      for (int s291 = 0; s291 < 16; ++s291) {
-        v290[s291] = uint8_t(v284[s291] < v286[s291]);
+      for (int s294 = 0; s294 < 16; ++s294) {
+        v293[s294] = uint8_t(v287[s294] < v289[s294]);
       }
-      // %189 = cast %187 : tile<i32, [8192]>
-      int32_t v292[16];
-      #pragma unroll
-      for (int s293 = 0; s293 < 16; ++s293) {
-        v292[s293] = int32_t(v288[s293]);
-      }
-      // %190 = reduce %189 {axis = 0, kind = "sum"} : i32
-      int32_t v294;
-      int32_t racc295[8];
-      #pragma unroll
-      for (int v_ = 0; v_ < 8; ++v_) racc295[v_] = int32_t(0);
+      // %192 = splat %140 : tile<i32, [8192]>
+      int32_t v295[16];
       #pragma unroll
       for (int s296 = 0; s296 < 16; ++s296) {
-        racc295[s296 % 8] = int32_t(uint32_t(racc295[s296 % 8]) + uint32_t(v292[s296]));
+        v295[s296] = v215;
       }
-      racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(racc295[4]));
-      racc295[1] = int32_t(uint32_t(racc295[1]) + uint32_t(racc295[5]));
-      racc295[2] = int32_t(uint32_t(racc295[2]) + uint32_t(racc295[6]));
-      racc295[3] = int32_t(uint32_t(racc295[3]) + uint32_t(racc295[7]));
-      racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(racc295[2]));
-      racc295[1] = int32_t(uint32_t(racc295[1]) + uint32_t(racc295[3]));
-      racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(racc295[1]));
-      racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 16)));
-      racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 8)));
-      racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 4)));
-      racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 2)));
-      racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 1)));
-      __shared__ int32_t tsr_red297_mem[32];
-      int32_t* const tsr_red297 = tsr_red297_mem + tsr_red297_at;
-      tsr_red297_at ^= 16;
+      // %193 = splat %18 : tile<i32, [8192]>
+      int32_t v297[16];
+      #pragma unroll
+      for (int s298 = 0; s298 < 16; ++s298) {
+        v297[s298] = v17;
+      }
+      // %194 = where %191, %192, %193 : tile<i32, [8192]>
+      int32_t v299[16];
+      #pragma unroll
+      for (int s300 = 0; s300 < 16; ++s300) {
+        v299[s300] = (v293[s300] ? v295[s300] : v297[s300]);
+      }
+      // %195 = splat %4 : tile<i32, [8192]>
+      int32_t v301[16];
+      #pragma unroll
+      for (int s302 = 0; s302 < 16; ++s302) {
+        v301[s302] = v3;
+      }
+      // %196 = where %190, %195, %193 : tile<i32, [8192]>
+      int32_t v303[16];
+      #pragma unroll
+      for (int s304 = 0; s304 < 16; ++s304) {
+        v303[s304] = (v291[s304] ? v301[s304] : v297[s304]);
+      }
+      // %197 = add %196, %194 : tile<i32, [8192]>
+      int32_t v305[16];
+      #pragma unroll
+      for (int s306 = 0; s306 < 16; ++s306) {
+        v305[s306] = int32_t(uint32_t(v303[s306]) + uint32_t(v299[s306]));
+      }
+      // %198 = reduce %197 {axis = 0, kind = "sum"} : i32
+      int32_t v307;
+      int32_t racc308[8];
+      #pragma unroll
+      for (int v_ = 0; v_ < 8; ++v_) racc308[v_] = int32_t(0);
+      #pragma unroll
+      for (int s309 = 0; s309 < 16; ++s309) {
+        racc308[s309 % 8] = int32_t(uint32_t(racc308[s309 % 8]) + uint32_t(v305[s309]));
+      }
+      racc308[0] = int32_t(uint32_t(racc308[0]) + uint32_t(racc308[4]));
+      racc308[1] = int32_t(uint32_t(racc308[1]) + uint32_t(racc308[5]));
+      racc308[2] = int32_t(uint32_t(racc308[2]) + uint32_t(racc308[6]));
+      racc308[3] = int32_t(uint32_t(racc308[3]) + uint32_t(racc308[7]));
+      racc308[0] = int32_t(uint32_t(racc308[0]) + uint32_t(racc308[2]));
+      racc308[1] = int32_t(uint32_t(racc308[1]) + uint32_t(racc308[3]));
+      racc308[0] = int32_t(uint32_t(racc308[0]) + uint32_t(racc308[1]));
+      racc308[0] = int32_t(uint32_t(racc308[0]) + uint32_t(tsr::shfl_xor(racc308[0], 16)));
+      racc308[0] = int32_t(uint32_t(racc308[0]) + uint32_t(tsr::shfl_xor(racc308[0], 8)));
+      racc308[0] = int32_t(uint32_t(racc308[0]) + uint32_t(tsr::shfl_xor(racc308[0], 4)));
+      racc308[0] = int32_t(uint32_t(racc308[0]) + uint32_t(tsr::shfl_xor(racc308[0], 2)));
+      racc308[0] = int32_t(uint32_t(racc308[0]) + uint32_t(tsr::shfl_xor(racc308[0], 1)));
+      __shared__ int32_t tsr_red310_mem[32];
+      int32_t* const tsr_red310 = tsr_red310_mem + tsr_red310_at;
+      tsr_red310_at ^= 16;
       if ((tsr_tid & 31) == 0) {
-        tsr_red297[(tsr_tid >> 5) * 1 + 0] = racc295[0];
+        tsr_red310[(tsr_tid >> 5) * 1 + 0] = racc308[0];
       }
       __syncthreads();
-      racc295[0] = tsr_red297[(tsr_tid & 15) * 1 + 0];
-      racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 8)));
-      racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 4)));
-      racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 2)));
-      racc295[0] = int32_t(uint32_t(racc295[0]) + uint32_t(tsr::shfl_xor(racc295[0], 1)));
-      v294 = racc295[0];
-      // %191 = add %161, %190 : i32
-      const int32_t v298 = int32_t(uint32_t(c238) + uint32_t(v294));
-      // %192 = cmp %191, %21 {pred = "le"} : i1
-      const uint8_t v299 = uint8_t(v298 <= c20);
-      // %193 = if %192 : tile<i1, [8192]> {...}
-      uint8_t v300[16];
-      if (v299) {
-        // %194 = or %188, %187 : tile<i1, [8192]>
-        uint8_t v301[16];
+      racc308[0] = tsr_red310[(tsr_tid & 15) * 1 + 0];
+      racc308[0] = int32_t(uint32_t(racc308[0]) + uint32_t(tsr::shfl_xor(racc308[0], 8)));
+      racc308[0] = int32_t(uint32_t(racc308[0]) + uint32_t(tsr::shfl_xor(racc308[0], 4)));
+      racc308[0] = int32_t(uint32_t(racc308[0]) + uint32_t(tsr::shfl_xor(racc308[0], 2)));
+      racc308[0] = int32_t(uint32_t(racc308[0]) + uint32_t(tsr::shfl_xor(racc308[0], 1)));
+      v307 = racc308[0];
+      // %199 = and %198, %141 : i32
+      const int32_t v311 = int32_t(v307 & v216);
+      // %200 = shr %198, %142 : i32
+      const int32_t v312 = tsr::ishr<int32_t>(v307, v217);
+      // %201 = add %164, %199 : i32
+      const int32_t v313 = int32_t(uint32_t(c241) + uint32_t(v311));
+      // %202 = cmp %201, %21 {pred = "le"} : i1
+      const uint8_t v314 = uint8_t(v313 <= c20);
+      // %203 = if %202 : tile<i1, [8192]> {...}
+      uint8_t v315[16];
+      if (v314) {
+        // %204 = or %191, %190 : tile<i1, [8192]>
+        uint8_t v316[16];
         #pragma unroll
-        for (int s302 = 0; s302 < 16; ++s302) {
-          v301[s302] = uint8_t(v290[s302] | v288[s302]);
+        for (int s317 = 0; s317 < 16; ++s317) {
+          v316[s317] = uint8_t(v293[s317] | v291[s317]);
         }
-        // yield %194
-        #pragma unroll
-        for (int s303 = 0; s303 < 16; ++s303) {
-          v300[s303] = v301[s303];
-        }
-      } else {
-        // %195 = scan %189 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-        int32_t v304[16];
-        uint32_t run305 = uint32_t(0);
-        uint32_t acc306_0 = uint32_t(0);
-        acc306_0 += uint32_t(v292[0]); v304[0] = int32_t(acc306_0);
-        acc306_0 += uint32_t(v292[1]); v304[1] = int32_t(acc306_0);
-        acc306_0 += uint32_t(v292[2]); v304[2] = int32_t(acc306_0);
-        acc306_0 += uint32_t(v292[3]); v304[3] = int32_t(acc306_0);
-        acc306_0 += uint32_t(v292[4]); v304[4] = int32_t(acc306_0);
-        acc306_0 += uint32_t(v292[5]); v304[5] = int32_t(acc306_0);
-        acc306_0 += uint32_t(v292[6]); v304[6] = int32_t(acc306_0);
-        acc306_0 += uint32_t(v292[7]); v304[7] = int32_t(acc306_0);
-        __syncthreads();
-        uint32_t tot308_0;
-        const uint32_t off307_0 = run305 + tsr::block_exclusive_sum<16>(acc306_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot308_0);
-        v304[0] = int32_t(uint32_t(v304[0]) + off307_0);
-        v304[1] = int32_t(uint32_t(v304[1]) + off307_0);
-        v304[2] = int32_t(uint32_t(v304[2]) + off307_0);
-        v304[3] = int32_t(uint32_t(v304[3]) + off307_0);
-        v304[4] = int32_t(uint32_t(v304[4]) + off307_0);
-        v304[5] = int32_t(uint32_t(v304[5]) + off307_0);
-        v304[6] = int32_t(uint32_t(v304[6]) + off307_0);
-        v304[7] = int32_t(uint32_t(v304[7]) + off307_0);
-        run305 += tot308_0;
-        uint32_t acc306_1 = uint32_t(0);
-        acc306_1 += uint32_t(v292[8]); v304[8] = int32_t(acc306_1);
-        acc306_1 += uint32_t(v292[9]); v304[9] = int32_t(acc306_1);
-        acc306_1 += uint32_t(v292[10]); v304[10] = int32_t(acc306_1);
-        acc306_1 += uint32_t(v292[11]); v304[11] = int32_t(acc306_1);
-        acc306_1 += uint32_t(v292[12]); v304[12] = int32_t(acc306_1);
-        acc306_1 += uint32_t(v292[13]); v304[13] = int32_t(acc306_1);
-        acc306_1 += uint32_t(v292[14]); v304[14] = int32_t(acc306_1);
-        acc306_1 += uint32_t(v292[15]); v304[15] = int32_t(acc306_1);
-        __syncthreads();
-        uint32_t tot308_1;
-        const uint32_t off307_1 = run305 + tsr::block_exclusive_sum<16>(acc306_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot308_1);
-        v304[8] = int32_t(uint32_t(v304[8]) + off307_1);
-        v304[9] = int32_t(uint32_t(v304[9]) + off307_1);
-        v304[10] = int32_t(uint32_t(v304[10]) + off307_1);
-        v304[11] = int32_t(uint32_t(v304[11]) + off307_1);
-        v304[12] = int32_t(uint32_t(v304[12]) + off307_1);
-        v304[13] = int32_t(uint32_t(v304[13]) + off307_1);
-        v304[14] = int32_t(uint32_t(v304[14]) + off307_1);
-        v304[15] = int32_t(uint32_t(v304[15]) + off307_1);
-        run305 += tot308_1;
-        // %196 = splat %161 : tile<i32, [8192]>
-        int32_t v309[16];
-        #pragma unroll
-        for (int s310 = 0; s310 < 16; ++s310) {
-          v309[s310] = c238;
-        }
-        // %197 = add %195, %196 : tile<i32, [8192]>
-        int32_t v311[16];
-        #pragma unroll
-        for (int s312 = 0; s312 < 16; ++s312) {
-          v311[s312] = int32_t(uint32_t(v304[s312]) + uint32_t(v309[s312]));
-        }
-        // %198 = splat %21 : tile<i32, [8192]>
-        int32_t v313[16];
-        #pragma unroll
-        for (int s314 = 0; s314 < 16; ++s314) {
-          v313[s314] = c20;
-        }
-        // %199 = cmp %197, %198 {pred = "le"} : tile<i1, [8192]>
-        uint8_t v315[16];
-        #pragma unroll
-        for (int s316 = 0; s316 < 16; ++s316) {
-          v315[s316] = uint8_t(v311[s316] <= v313[s316]);
-        }
-        // %200 = and %187, %199 : tile<i1, [8192]>
-        uint8_t v317[16];
+        // yield %204
         #pragma unroll
         for (int s318 = 0; s318 < 16; ++s318) {
-          v317[s318] = uint8_t(v288[s318] & v315[s318]);
+          v315[s318] = v316[s318];
         }
-        // %201 = or %188, %200 : tile<i1, [8192]>
-        uint8_t v319[16];
+      } else {
+        // %205 = cast %190 : tile<i32, [8192]>
+        int32_t v319[16];
         #pragma unroll
         for (int s320 = 0; s320 < 16; ++s320) {
-          v319[s320] = uint8_t(v290[s320] | v317[s320]);
+          v319[s320] = int32_t(v291[s320]);
         }
-        // yield %201
+        // %206 = scan %205 {axis = 0, kind = "sum"} : tile<i32, [8192]>
+        int32_t v321[16];
+        uint32_t run322 = uint32_t(0);
+        uint32_t acc323_0 = uint32_t(0);
+        acc323_0 += uint32_t(v319[0]); v321[0] = int32_t(acc323_0);
+        acc323_0 += uint32_t(v319[1]); v321[1] = int32_t(acc323_0);
+        acc323_0 += uint32_t(v319[2]); v321[2] = int32_t(acc323_0);
+        acc323_0 += uint32_t(v319[3]); v321[3] = int32_t(acc323_0);
+        acc323_0 += uint32_t(v319[4]); v321[4] = int32_t(acc323_0);
+        acc323_0 += uint32_t(v319[5]); v321[5] = int32_t(acc323_0);
+        acc323_0 += uint32_t(v319[6]); v321[6] = int32_t(acc323_0);
+        acc323_0 += uint32_t(v319[7]); v321[7] = int32_t(acc323_0);
+        __syncthreads();
+        uint32_t tot325_0;
+        const uint32_t off324_0 = run322 + tsr::block_exclusive_sum<16>(acc323_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot325_0);
+        v321[0] = int32_t(uint32_t(v321[0]) + off324_0);
+        v321[1] = int32_t(uint32_t(v321[1]) + off324_0);
+        v321[2] = int32_t(uint32_t(v321[2]) + off324_0);
+        v321[3] = int32_t(uint32_t(v321[3]) + off324_0);
+        v321[4] = int32_t(uint32_t(v321[4]) + off324_0);
+        v321[5] = int32_t(uint32_t(v321[5]) + off324_0);
+        v321[6] = int32_t(uint32_t(v321[6]) + off324_0);
+        v321[7] = int32_t(uint32_t(v321[7]) + off324_0);
+        run322 += tot325_0;
+        uint32_t acc323_1 = uint32_t(0);
+        acc323_1 += uint32_t(v319[8]); v321[8] = int32_t(acc323_1);
+        acc323_1 += uint32_t(v319[9]); v321[9] = int32_t(acc323_1);
+        acc323_1 += uint32_t(v319[10]); v321[10] = int32_t(acc323_1);
+        acc323_1 += uint32_t(v319[11]); v321[11] = int32_t(acc323_1);
+        acc323_1 += uint32_t(v319[12]); v321[12] = int32_t(acc323_1);
+        acc323_1 += uint32_t(v319[13]); v321[13] = int32_t(acc323_1);
+        acc323_1 += uint32_t(v319[14]); v321[14] = int32_t(acc323_1);
+        acc323_1 += uint32_t(v319[15]); v321[15] = int32_t(acc323_1);
+        __syncthreads();
+        uint32_t tot325_1;
+        const uint32_t off324_1 = run322 + tsr::block_exclusive_sum<16>(acc323_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot325_1);
+        v321[8] = int32_t(uint32_t(v321[8]) + off324_1);
+        v321[9] = int32_t(uint32_t(v321[9]) + off324_1);
+        v321[10] = int32_t(uint32_t(v321[10]) + off324_1);
+        v321[11] = int32_t(uint32_t(v321[11]) + off324_1);
+        v321[12] = int32_t(uint32_t(v321[12]) + off324_1);
+        v321[13] = int32_t(uint32_t(v321[13]) + off324_1);
+        v321[14] = int32_t(uint32_t(v321[14]) + off324_1);
+        v321[15] = int32_t(uint32_t(v321[15]) + off324_1);
+        run322 += tot325_1;
+        // %207 = splat %164 : tile<i32, [8192]>
+        int32_t v326[16];
         #pragma unroll
-        for (int s321 = 0; s321 < 16; ++s321) {
-          v300[s321] = v319[s321];
+        for (int s327 = 0; s327 < 16; ++s327) {
+          v326[s327] = c241;
+        }
+        // %208 = add %206, %207 : tile<i32, [8192]>
+        int32_t v328[16];
+        #pragma unroll
+        for (int s329 = 0; s329 < 16; ++s329) {
+          v328[s329] = int32_t(uint32_t(v321[s329]) + uint32_t(v326[s329]));
+        }
+        // %209 = splat %21 : tile<i32, [8192]>
+        int32_t v330[16];
+        #pragma unroll
+        for (int s331 = 0; s331 < 16; ++s331) {
+          v330[s331] = c20;
+        }
+        // %210 = cmp %208, %209 {pred = "le"} : tile<i1, [8192]>
+        uint8_t v332[16];
+        #pragma unroll
+        for (int s333 = 0; s333 < 16; ++s333) {
+          v332[s333] = uint8_t(v328[s333] <= v330[s333]);
+        }
+        // %211 = and %190, %210 : tile<i1, [8192]>
+        uint8_t v334[16];
+        #pragma unroll
+        for (int s335 = 0; s335 < 16; ++s335) {
+          v334[s335] = uint8_t(v291[s335] & v332[s335]);
+        }
+        // %212 = or %191, %211 : tile<i1, [8192]>
+        uint8_t v336[16];
+        #pragma unroll
+        for (int s337 = 0; s337 < 16; ++s337) {
+          v336[s337] = uint8_t(v293[s337] | v334[s337]);
+        }
+        // yield %212
+        #pragma unroll
+        for (int s338 = 0; s338 < 16; ++s338) {
+          v315[s338] = v336[s338];
         }
       }
-      // %202 = sub %160, %4 : i32
-      const int32_t v322 = int32_t(uint32_t(c237) - uint32_t(v3));
-      // %203 = cast %193 : tile<i32, [8192]>
-      int32_t v323[16];
-      #pragma unroll
-      for (int s324 = 0; s324 < 16; ++s324) {
-        v323[s324] = int32_t(v300[s324]);
-      }
-      // %204 = scan %203 {axis = 0, kind = "sum"} : tile<i32, [8192]>
-      int32_t v325[16];
-      uint32_t run326 = uint32_t(0);
-      uint32_t acc327_0 = uint32_t(0);
-      acc327_0 += uint32_t(v323[0]); v325[0] = int32_t(acc327_0);
-      acc327_0 += uint32_t(v323[1]); v325[1] = int32_t(acc327_0);
-      acc327_0 += uint32_t(v323[2]); v325[2] = int32_t(acc327_0);
-      acc327_0 += uint32_t(v323[3]); v325[3] = int32_t(acc327_0);
-      acc327_0 += uint32_t(v323[4]); v325[4] = int32_t(acc327_0);
-      acc327_0 += uint32_t(v323[5]); v325[5] = int32_t(acc327_0);
-      acc327_0 += uint32_t(v323[6]); v325[6] = int32_t(acc327_0);
-      acc327_0 += uint32_t(v323[7]); v325[7] = int32_t(acc327_0);
-      __syncthreads();
-      uint32_t tot329_0;
-      const uint32_t off328_0 = run326 + tsr::block_exclusive_sum<16>(acc327_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot329_0);
-      v325[0] = int32_t(uint32_t(v325[0]) + off328_0);
-      v325[1] = int32_t(uint32_t(v325[1]) + off328_0);
-      v325[2] = int32_t(uint32_t(v325[2]) + off328_0);
-      v325[3] = int32_t(uint32_t(v325[3]) + off328_0);
-      v325[4] = int32_t(uint32_t(v325[4]) + off328_0);
-      v325[5] = int32_t(uint32_t(v325[5]) + off328_0);
-      v325[6] = int32_t(uint32_t(v325[6]) + off328_0);
-      v325[7] = int32_t(uint32_t(v325[7]) + off328_0);
-      run326 += tot329_0;
-      uint32_t acc327_1 = uint32_t(0);
-      acc327_1 += uint32_t(v323[8]); v325[8] = int32_t(acc327_1);
-      acc327_1 += uint32_t(v323[9]); v325[9] = int32_t(acc327_1);
-      acc327_1 += uint32_t(v323[10]); v325[10] = int32_t(acc327_1);
-      acc327_1 += uint32_t(v323[11]); v325[11] = int32_t(acc327_1);
-      acc327_1 += uint32_t(v323[12]); v325[12] = int32_t(acc327_1);
-      acc327_1 += uint32_t(v323[13]); v325[13] = int32_t(acc327_1);
-      acc327_1 += uint32_t(v323[14]); v325[14] = int32_t(acc327_1);
-      acc327_1 += uint32_t(v323[15]); v325[15] = int32_t(acc327_1);
-      __syncthreads();
-      uint32_t tot329_1;
-      const uint32_t off328_1 = run326 + tsr::block_exclusive_sum<16>(acc327_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot329_1);
-      v325[8] = int32_t(uint32_t(v325[8]) + off328_1);
-      v325[9] = int32_t(uint32_t(v325[9]) + off328_1);
-      v325[10] = int32_t(uint32_t(v325[10]) + off328_1);
-      v325[11] = int32_t(uint32_t(v325[11]) + off328_1);
-      v325[12] = int32_t(uint32_t(v325[12]) + off328_1);
-      v325[13] = int32_t(uint32_t(v325[13]) + off328_1);
-      v325[14] = int32_t(uint32_t(v325[14]) + off328_1);
-      v325[15] = int32_t(uint32_t(v325[15]) + off328_1);
-      run326 += tot329_1;
-      // %205 = splat %202 : tile<i32, [8192]>
-      int32_t v330[16];
-      #pragma unroll
-      for (int s331 = 0; s331 < 16; ++s331) {
-        v330[s331] = v322;
-      }
-      // %206 = add %204, %205 : tile<i32, [8192]>
-      int32_t v332[16];
-      #pragma unroll
-      for (int s333 = 0; s333 < 16; ++s333) {
-        v332[s333] = int32_t(uint32_t(v325[s333]) + uint32_t(v330[s333]));
-      }
-      // %207 = splat %1 : tile<i32, [8192]>
-      int32_t v334[16];
-      #pragma unroll
-      for (int s335 = 0; s335 < 16; ++s335) {
-        v334[s335] = v0;
-      }
-      // scatter %values, %165, %207, %206, %193
-      #pragma unroll
-      for (int s336 = 0; s336 < 16; ++s336) {
-        if ((v300[s336] != 0) && (int64_t(v334[s336]) >= 0 && int64_t(v334[s336]) < int64_t(tsr_dim_M) && int64_t(v332[s336]) >= 0 && int64_t(v332[s336]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v334[s336]) * tsr_p1_s0 + int64_t(v332[s336]) * tsr_p1_s1] = v245[s336];
-      }
-      // %208 = mul %162, %3 : i32
-      const int32_t v337 = int32_t(uint32_t(v240) * uint32_t(v2));
-      // %209 = arange : tile<i32, [8192]>
-      int32_t v338[16];
-      #pragma unroll
-      for (int s339 = 0; s339 < 16; ++s339) {
-        v338[s339] = int32_t(0 + ((s339 / 8) * 4096 + tsr_tid * 8 + (s339 % 8)));
-      }
-      // %210 = splat %208 : tile<i32, [8192]>
+      // %213 = sub %163, %4 : i32
+      const int32_t v339 = int32_t(uint32_t(c240) - uint32_t(v3));
+      // %214 = cast %203 : tile<i32, [8192]>
       int32_t v340[16];
       #pragma unroll
       for (int s341 = 0; s341 < 16; ++s341) {
-        v340[s341] = v337;
+        v340[s341] = int32_t(v315[s341]);
       }
-      // %211 = add %209, %210 : tile<i32, [8192]>
+      // %215 = scan %214 {axis = 0, kind = "sum"} : tile<i32, [8192]>
       int32_t v342[16];
-      #pragma unroll
-      for (int s343 = 0; s343 < 16; ++s343) {
-        v342[s343] = int32_t(uint32_t(v338[s343]) + uint32_t(v340[s343]));
-      }
-      // scatter %indices, %211, %207, %206, %193
-      #pragma unroll
-      for (int s344 = 0; s344 < 16; ++s344) {
-        if ((v300[s344] != 0) && (int64_t(v334[s344]) >= 0 && int64_t(v334[s344]) < int64_t(tsr_dim_M) && int64_t(v332[s344]) >= 0 && int64_t(v332[s344]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v334[s344]) * tsr_p2_s0 + int64_t(v332[s344]) * tsr_p2_s1] = v342[s344];
-      }
-      // %212 = reduce %203 {axis = 0, kind = "sum"} : i32
-      int32_t v345;
-      int32_t racc346[8];
-      #pragma unroll
-      for (int v_ = 0; v_ < 8; ++v_) racc346[v_] = int32_t(0);
-      #pragma unroll
-      for (int s347 = 0; s347 < 16; ++s347) {
-        racc346[s347 % 8] = int32_t(uint32_t(racc346[s347 % 8]) + uint32_t(v323[s347]));
-      }
-      racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(racc346[4]));
-      racc346[1] = int32_t(uint32_t(racc346[1]) + uint32_t(racc346[5]));
-      racc346[2] = int32_t(uint32_t(racc346[2]) + uint32_t(racc346[6]));
-      racc346[3] = int32_t(uint32_t(racc346[3]) + uint32_t(racc346[7]));
-      racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(racc346[2]));
-      racc346[1] = int32_t(uint32_t(racc346[1]) + uint32_t(racc346[3]));
-      racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(racc346[1]));
-      racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 16)));
-      racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 8)));
-      racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 4)));
-      racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 2)));
-      racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 1)));
-      __shared__ int32_t tsr_red348_mem[32];
-      int32_t* const tsr_red348 = tsr_red348_mem + tsr_red348_at;
-      tsr_red348_at ^= 16;
-      if ((tsr_tid & 31) == 0) {
-        tsr_red348[(tsr_tid >> 5) * 1 + 0] = racc346[0];
-      }
+      uint32_t run343 = uint32_t(0);
+      uint32_t acc344_0 = uint32_t(0);
+      acc344_0 += uint32_t(v340[0]); v342[0] = int32_t(acc344_0);
+      acc344_0 += uint32_t(v340[1]); v342[1] = int32_t(acc344_0);
+      acc344_0 += uint32_t(v340[2]); v342[2] = int32_t(acc344_0);
+      acc344_0 += uint32_t(v340[3]); v342[3] = int32_t(acc344_0);
+      acc344_0 += uint32_t(v340[4]); v342[4] = int32_t(acc344_0);
+      acc344_0 += uint32_t(v340[5]); v342[5] = int32_t(acc344_0);
+      acc344_0 += uint32_t(v340[6]); v342[6] = int32_t(acc344_0);
+      acc344_0 += uint32_t(v340[7]); v342[7] = int32_t(acc344_0);
       __syncthreads();
-      racc346[0] = tsr_red348[(tsr_tid & 15) * 1 + 0];
-      racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 8)));
-      racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 4)));
-      racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 2)));
-      racc346[0] = int32_t(uint32_t(racc346[0]) + uint32_t(tsr::shfl_xor(racc346[0], 1)));
-      v345 = racc346[0];
-      // %213 = add %160, %212 : i32
-      const int32_t v349 = int32_t(uint32_t(c237) + uint32_t(v345));
-      // yield %213, %191
-      c237 = v349;
-      c238 = v298;
+      uint32_t tot346_0;
+      const uint32_t off345_0 = run343 + tsr::block_exclusive_sum<16>(acc344_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot346_0);
+      v342[0] = int32_t(uint32_t(v342[0]) + off345_0);
+      v342[1] = int32_t(uint32_t(v342[1]) + off345_0);
+      v342[2] = int32_t(uint32_t(v342[2]) + off345_0);
+      v342[3] = int32_t(uint32_t(v342[3]) + off345_0);
+      v342[4] = int32_t(uint32_t(v342[4]) + off345_0);
+      v342[5] = int32_t(uint32_t(v342[5]) + off345_0);
+      v342[6] = int32_t(uint32_t(v342[6]) + off345_0);
+      v342[7] = int32_t(uint32_t(v342[7]) + off345_0);
+      run343 += tot346_0;
+      uint32_t acc344_1 = uint32_t(0);
+      acc344_1 += uint32_t(v340[8]); v342[8] = int32_t(acc344_1);
+      acc344_1 += uint32_t(v340[9]); v342[9] = int32_t(acc344_1);
+      acc344_1 += uint32_t(v340[10]); v342[10] = int32_t(acc344_1);
+      acc344_1 += uint32_t(v340[11]); v342[11] = int32_t(acc344_1);
+      acc344_1 += uint32_t(v340[12]); v342[12] = int32_t(acc344_1);
+      acc344_1 += uint32_t(v340[13]); v342[13] = int32_t(acc344_1);
+      acc344_1 += uint32_t(v340[14]); v342[14] = int32_t(acc344_1);
+      acc344_1 += uint32_t(v340[15]); v342[15] = int32_t(acc344_1);
+      __syncthreads();
+      uint32_t tot346_1;
+      const uint32_t off345_1 = run343 + tsr::block_exclusive_sum<16>(acc344_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot346_1);
+      v342[8] = int32_t(uint32_t(v342[8]) + off345_1);
+      v342[9] = int32_t(uint32_t(v342[9]) + off345_1);
+      v342[10] = int32_t(uint32_t(v342[10]) + off345_1);
+      v342[11] = int32_t(uint32_t(v342[11]) + off345_1);
+      v342[12] = int32_t(uint32_t(v342[12]) + off345_1);
+      v342[13] = int32_t(uint32_t(v342[13]) + off345_1);
+      v342[14] = int32_t(uint32_t(v342[14]) + off345_1);
+      v342[15] = int32_t(uint32_t(v342[15]) + off345_1);
+      run343 += tot346_1;
+      // %216 = splat %213 : tile<i32, [8192]>
+      int32_t v347[16];
+      #pragma unroll
+      for (int s348 = 0; s348 < 16; ++s348) {
+        v347[s348] = v339;
+      }
+      // %217 = add %215, %216 : tile<i32, [8192]>
+      int32_t v349[16];
+      #pragma unroll
+      for (int s350 = 0; s350 < 16; ++s350) {
+        v349[s350] = int32_t(uint32_t(v342[s350]) + uint32_t(v347[s350]));
+      }
+      // %218 = splat %1 : tile<i32, [8192]>
+      int32_t v351[16];
+      #pragma unroll
+      for (int s352 = 0; s352 < 16; ++s352) {
+        v351[s352] = v0;
+      }
+      // scatter %values, %168, %218, %217, %203
+      #pragma unroll
+      for (int s353 = 0; s353 < 16; ++s353) {
+        if ((v315[s353] != 0) && (int64_t(v351[s353]) >= 0 && int64_t(v351[s353]) < int64_t(tsr_dim_M) && int64_t(v349[s353]) >= 0 && int64_t(v349[s353]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v351[s353]) * tsr_p1_s0 + int64_t(v349[s353]) * tsr_p1_s1] = v248[s353];
+      }
+      // %219 = mul %165, %3 : i32
+      const int32_t v354 = int32_t(uint32_t(v243) * uint32_t(v2));
+      // %220 = arange : tile<i32, [8192]>
+      int32_t v355[16];
+      #pragma unroll
+      for (int s356 = 0; s356 < 16; ++s356) {
+        v355[s356] = int32_t(0 + ((s356 / 8) * 4096 + tsr_tid * 8 + (s356 % 8)));
+      }
+      // %221 = splat %219 : tile<i32, [8192]>
+      int32_t v357[16];
+      #pragma unroll
+      for (int s358 = 0; s358 < 16; ++s358) {
+        v357[s358] = v354;
+      }
+      // %222 = add %220, %221 : tile<i32, [8192]>
+      int32_t v359[16];
+      #pragma unroll
+      for (int s360 = 0; s360 < 16; ++s360) {
+        v359[s360] = int32_t(uint32_t(v355[s360]) + uint32_t(v357[s360]));
+      }
+      // scatter %indices, %222, %218, %217, %203
+      #pragma unroll
+      for (int s361 = 0; s361 < 16; ++s361) {
+        if ((v315[s361] != 0) && (int64_t(v351[s361]) >= 0 && int64_t(v351[s361]) < int64_t(tsr_dim_M) && int64_t(v349[s361]) >= 0 && int64_t(v349[s361]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v351[s361]) * tsr_p2_s0 + int64_t(v349[s361]) * tsr_p2_s1] = v359[s361];
+      }
+      // %223 = sub %21, %164 : i32
+      const int32_t v362 = int32_t(uint32_t(c20) - uint32_t(c241));
+      // %224 = max %223, %18 : i32
+      const int32_t v363 = tsr::imax<int32_t>(v362, v17);
+      // %225 = min %199, %224 : i32
+      const int32_t v364 = tsr::imin<int32_t>(v311, v363);
+      // %226 = add %163, %200 : i32
+      const int32_t v365 = int32_t(uint32_t(c240) + uint32_t(v312));
+      // %227 = add %226, %225 : i32
+      const int32_t v366 = int32_t(uint32_t(v365) + uint32_t(v364));
+      // yield %227, %201
+      c240 = v366;
+      c241 = v313;
     }
-    // yield %157, %158
-    c215 = c237;
-    c216 = c238;
+    // yield %160, %161
+    c218 = c240;
+    c219 = c241;
   }
-  // %214 = load_tile %indices, %1, %18 : tile<i32, [1, 64]>
+  // %228 = load_tile %indices, %1, %18 : tile<i32, [1, 64]>
   __syncthreads();
-  int32_t v350[1];
+  int32_t v367[1];
   {
-    const int64_t o351 = int64_t(v0) * 1;
-    const int64_t o352 = int64_t(v17) * 64;
+    const int64_t o368 = int64_t(v0) * 1;
+    const int64_t o369 = int64_t(v17) * 64;
     #pragma unroll
-    for (int s353 = 0; s353 < 1; ++s353) {
-      const int e354 = (s353 * 512 + tsr_tid);
-      v350[s353] = ((s353 * 512 + tsr_tid) < 64) && ((o351 + 0) >= 0 && (o351 + 0) < int64_t(tsr_dim_M) && (o352 + (e354)) >= 0 && (o352 + (e354)) < int64_t(tsr_dim_K)) ? tsr_p2[(o351 + 0) * tsr_p2_s0 + (o352 + (e354)) * tsr_p2_s1] : int32_t(0LL);
+    for (int s370 = 0; s370 < 1; ++s370) {
+      const int e371 = (s370 * 512 + tsr_tid);
+      v367[s370] = ((s370 * 512 + tsr_tid) < 64) && ((o368 + 0) >= 0 && (o368 + 0) < int64_t(tsr_dim_M) && (o369 + (e371)) >= 0 && (o369 + (e371)) < int64_t(tsr_dim_K)) ? tsr_p2[(o368 + 0) * tsr_p2_s0 + (o369 + (e371)) * tsr_p2_s1] : int32_t(0LL);
     }
   }
-  // %215 = load_tile %values, %1, %18 : tile<f32, [1, 64]>
-  float v355[1];
+  // %229 = load_tile %values, %1, %18 : tile<f32, [1, 64]>
+  float v372[1];
   {
-    const int64_t o356 = int64_t(v0) * 1;
-    const int64_t o357 = int64_t(v17) * 64;
+    const int64_t o373 = int64_t(v0) * 1;
+    const int64_t o374 = int64_t(v17) * 64;
     #pragma unroll
-    for (int s358 = 0; s358 < 1; ++s358) {
-      const int e359 = (s358 * 512 + tsr_tid);
-      v355[s358] = ((s358 * 512 + tsr_tid) < 64) && ((o356 + 0) >= 0 && (o356 + 0) < int64_t(tsr_dim_M) && (o357 + (e359)) >= 0 && (o357 + (e359)) < int64_t(tsr_dim_K)) ? tsr_p1[(o356 + 0) * tsr_p1_s0 + (o357 + (e359)) * tsr_p1_s1] : 0x0p+0f;
+    for (int s375 = 0; s375 < 1; ++s375) {
+      const int e376 = (s375 * 512 + tsr_tid);
+      v372[s375] = ((s375 * 512 + tsr_tid) < 64) && ((o373 + 0) >= 0 && (o373 + 0) < int64_t(tsr_dim_M) && (o374 + (e376)) >= 0 && (o374 + (e376)) < int64_t(tsr_dim_K)) ? tsr_p1[(o373 + 0) * tsr_p1_s0 + (o374 + (e376)) * tsr_p1_s1] : 0x0p+0f;
     }
   }
-  // %216, %217 = sort %215, %214 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
-  float v360[1];
-  int32_t v361[1];
+  // %230, %231 = sort %229, %228 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
+  float v377[1];
+  int32_t v378[1];
   __syncthreads();
   #pragma unroll
-  for (int s362 = 0; s362 < 1; ++s362) {
-    if (((s362 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s362 * 512 + tsr_tid)] = v355[s362];
+  for (int s379 = 0; s379 < 1; ++s379) {
+    if (((s379 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s379 * 512 + tsr_tid)] = v372[s379];
   }
   __syncthreads();
   #pragma unroll
-  for (int s363 = 0; s363 < 1; ++s363) {
-    if (((s363 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s363 * 512 + tsr_tid)] = v350[s363];
+  for (int s380 = 0; s380 < 1; ++s380) {
+    if (((s380 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s380 * 512 + tsr_tid)] = v367[s380];
   }
   __syncthreads();
   for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
@@ -1227,39 +1246,39 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
     }
   }
   #pragma unroll
-  for (int s364 = 0; s364 < 1; ++s364) {
-    const int e365 = (s364 * 512 + tsr_tid);
-    v360[s364] = ((s364 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e365) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e365) / 64) * 1 + ((e365) % 1)) * 64 + (((e365) / 1) % 64)]) * 1 + ((e365) % 1)]) : float(0);
+  for (int s381 = 0; s381 < 1; ++s381) {
+    const int e382 = (s381 * 512 + tsr_tid);
+    v377[s381] = ((s381 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e382) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e382) / 64) * 1 + ((e382) % 1)) * 64 + (((e382) / 1) % 64)]) * 1 + ((e382) % 1)]) : float(0);
   }
   #pragma unroll
-  for (int s366 = 0; s366 < 1; ++s366) {
-    const int e367 = (s366 * 512 + tsr_tid);
-    v361[s366] = ((s366 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e367) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e367) / 64) * 1 + ((e367) % 1)) * 64 + (((e367) / 1) % 64)]) * 1 + ((e367) % 1)]) : int32_t(0);
+  for (int s383 = 0; s383 < 1; ++s383) {
+    const int e384 = (s383 * 512 + tsr_tid);
+    v378[s383] = ((s383 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e384) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e384) / 64) * 1 + ((e384) % 1)) * 64 + (((e384) / 1) % 64)]) * 1 + ((e384) % 1)]) : int32_t(0);
   }
-  // store_tile %values, %216, %1, %18
+  // store_tile %values, %230, %1, %18
   {
-    const int64_t o368 = int64_t(v0) * 1;
-    const int64_t o369 = int64_t(v17) * 64;
+    const int64_t o385 = int64_t(v0) * 1;
+    const int64_t o386 = int64_t(v17) * 64;
     #pragma unroll
-    for (int s370 = 0; s370 < 1; ++s370) {
-      const int e371 = (s370 * 512 + tsr_tid);
-      if (((s370 * 512 + tsr_tid) < 64) && ((o368 + 0) >= 0 && (o368 + 0) < int64_t(tsr_dim_M) && (o369 + (e371)) >= 0 && (o369 + (e371)) < int64_t(tsr_dim_K))) tsr_p1[(o368 + 0) * tsr_p1_s0 + (o369 + (e371)) * tsr_p1_s1] = v360[s370];
+    for (int s387 = 0; s387 < 1; ++s387) {
+      const int e388 = (s387 * 512 + tsr_tid);
+      if (((s387 * 512 + tsr_tid) < 64) && ((o385 + 0) >= 0 && (o385 + 0) < int64_t(tsr_dim_M) && (o386 + (e388)) >= 0 && (o386 + (e388)) < int64_t(tsr_dim_K))) tsr_p1[(o385 + 0) * tsr_p1_s0 + (o386 + (e388)) * tsr_p1_s1] = v377[s387];
     }
   }
-  // store_tile %indices, %217, %1, %18
+  // store_tile %indices, %231, %1, %18
   {
-    const int64_t o372 = int64_t(v0) * 1;
-    const int64_t o373 = int64_t(v17) * 64;
+    const int64_t o389 = int64_t(v0) * 1;
+    const int64_t o390 = int64_t(v17) * 64;
     #pragma unroll
-    for (int s374 = 0; s374 < 1; ++s374) {
-      const int e375 = (s374 * 512 + tsr_tid);
-      if (((s374 * 512 + tsr_tid) < 64) && ((o372 + 0) >= 0 && (o372 + 0) < int64_t(tsr_dim_M) && (o373 + (e375)) >= 0 && (o373 + (e375)) < int64_t(tsr_dim_K))) tsr_p2[(o372 + 0) * tsr_p2_s0 + (o373 + (e375)) * tsr_p2_s1] = v361[s374];
+    for (int s391 = 0; s391 < 1; ++s391) {
+      const int e392 = (s391 * 512 + tsr_tid);
+      if (((s391 * 512 + tsr_tid) < 64) && ((o389 + 0) >= 0 && (o389 + 0) < int64_t(tsr_dim_M) && (o390 + (e392)) >= 0 && (o390 + (e392)) < int64_t(tsr_dim_K))) tsr_p2[(o389 + 0) * tsr_p2_s0 + (o390 + (e392)) * tsr_p2_s1] = v378[s391];
     }
   }
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_topk, block_threads 512, static_smem 512, dynamic_smem 139264
+// symbol tessera_topk, block_threads 512, static_smem 384, dynamic_smem 139264
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer x f32 bytes 8 index 0
 // param pointer values f32 bytes 8 index 1
@@ -1269,15 +1288,15 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
 // param dim K i32 bytes 4 index -1
 // header tessera/core.cuh
 // header tessera/mma.cuh
-// stat block-exchanges = 3
+// stat block-exchanges = 2
 // stat block-scans = 3
 // stat histograms = 1
-// stat reductions = 3
+// stat reductions = 2
 // stat smem-bytes = 139264
 // stat sorts = 1
 // stat struct-cp-async-copies = 4
 // stat struct-smem-bytes = 131072
 // stat threads = 512
 // stat vector-buffer-reads = 2
-// stat warp-reductions = 3
+// stat warp-reductions = 2
 // stat write-read-barriers = 1
