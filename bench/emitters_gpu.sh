@@ -11,6 +11,8 @@
 #    planning emitter and once with the layout emitter, twice in turn (rounds a / b), JSON to
 #    $OUT.
 # 3. A table: each benchmark's median ms under both emitters, each round, and layout / planning.
+# Between 1 and 2: the segmented top-k under the layout emitter, checked and timed beside the
+# planning emitter's.
 #
 # Expected (sessions 20-22): the library matmul level at 4096^3 (0.185 against 0.183 ms in
 # session 20); the decode shape 16x4096x4096 slower under the layout emitter, which has no
@@ -30,6 +32,21 @@ for dt in f32 bf16; do
               "matmul M=200,N=300,K=136" "matmul_struct M=200,N=300,K=136" "sort M=5,N=1000"; do
     set -- $spec
     TESSERA_CUDA_FROM_LAYOUTS=1 timeout 120 "$B/bin/tessera" run "$1" -b cuda --check --dtype $dt --size "$2" 2>&1 | tail -1
+  done
+done
+
+# The segmented top-k, printed by the layout emitter since session 33 (its prefix sums as block
+# scans from registers): exact at issue 18's shapes and ragged ones, then `tessera bench` medians
+# (no L2 flush) beside the planning emitter's, alternated.
+echo "=== topk checks, layout emitter ($(( $(date +%s) - S0 )) s)"
+TESSERA_CUDA_FROM_LAYOUTS=1 topk_checks
+for round in a b; do
+  for em in planning layouts; do
+    for dt in f32 bf16; do
+      ms=$(env $([ $em = layouts ] && echo TESSERA_CUDA_FROM_LAYOUTS=1) timeout 60 "$B/bin/tessera" bench topk -b cuda \
+        --dtype $dt --size M=64,N=131072,K=64 --reps 100 2>&1 | grep -o 'median_ms=[0-9.e+-]*')
+      echo "topk $dt 64x131072 k=64 $em round $round: $ms"
+    done
   done
 done
 

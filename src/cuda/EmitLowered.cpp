@@ -117,6 +117,7 @@ bool Emitter::emit_lowered(const Op& op) {
     case OpKind::ExpandDims:
     case OpKind::Broadcast: lowered_shape(op); return true;
     case OpKind::Reduce: lowered_reduce(op); return true;
+    case OpKind::Scan: lowered_block_scan(op); return true;
     case OpKind::InsertTile: lowered_insert(op); return true;
     case OpKind::ExtractTile: lowered_extract(op); return true;
     case OpKind::Dot:
@@ -1129,6 +1130,88 @@ void Emitter::lowered_reduce_to_scalar(const Op& op) {
     count("reduction-warp-exchanges");
   }
   if (rounds_at_end(kind, t)) line(n + " = " + (is_float(t) ? fround(t, n) : "uint8_t((" + n + ") & 1)") + ";");
+}
+
+// A sum scan along the one axis of a tile that is a single line (every other dim 1), whose
+// layout gives each thread runs of `run` consecutive elements, the threads' runs in thread
+// order, then again (a repeat) past all of them: element (slot s, thread t) at
+//     s % run + run * t' + run * owners * (s / run)
+// where t' counts the owning threads before t (lane and warp bits of no dim make copies). The
+// blocked layouts assign-layouts gives such tiles (topk's histograms and keep flags) are of this
+// form; the check evaluates every slot of every thread. Per repeat: each thread's inclusive sums
+// over its run, then tsr::block_exclusive_sum of the runs' totals (owners only), the repeats
+// chained by the running total: the planning emitter's block scan. Copies then take the owners'
+// values through shared memory. Sums of integers wrap (in the unsigned type), f32 / f64 add in
+// order within a run (not the interpreter's order across runs: scans of floats are within the
+// tolerance of reductions, docs/checking.md).
+void Emitter::lowered_block_scan(const Op& op) {
+  const Value *x = op.operand(0), *r = op.result();
+  const ScalarKind t = x->type.elem;
+  const int64_t axis = op.attr_int("axis");
+  if (op.attr_string("kind") != "sum") throw NotLowerable{"a scan of kind " + op.attr_string("kind")};
+  if (!(t == ScalarKind::F32 || t == ScalarKind::F64 || (is_int(t) && !is_bool(t))))
+    throw NotLowerable{"a scan of " + std::string(scalar_name(t))};
+  const std::vector<int64_t> S = static_shape(x->type.shape);
+  for (size_t d = 0; d < S.size(); ++d)
+    if (int64_t(d) != axis && S[d] != 1) throw NotLowerable{"a scan of a tile of more than one line"};
+  const Dist& X = dist_of(x);
+  if (dist_of(r).digits.size() != X.digits.size() || r->type.layout != x->type.layout)
+    throw NotLowerable{"a scan whose result has another layout than its operand"};
+  // Owners in thread order, and the run length (the fastest digit when it counts along the axis by 1).
+  const int threads = T_, lanes = 32;
+  auto owner = [&](int tid) {
+    const int lane = tid % lanes, warp = tid / lanes;
+    for (size_t b = 0; b < X.lane_bits.size(); ++b)
+      if (X.lane_bits[b].dim < 0 && ((lane >> b) & 1)) return false;
+    for (size_t b = 0; b < X.warp_bits.size(); ++b)
+      if (X.warp_bits[b].dim < 0 && ((warp >> b) & 1)) return false;
+    return true;
+  };
+  std::vector<int> rank(threads, -1);
+  int owners = 0;
+  for (int tid = 0; tid < threads; ++tid)
+    if (owner(tid)) rank[tid] = owners++;
+  const int64_t slots = X.slots();
+  int64_t run = 1;
+  if (!X.digits.empty() && X.digits[0].dim == axis && X.digits[0].coef == 1) run = X.digits[0].radix;
+  if (slots % run != 0) throw NotLowerable{"a scan over a layout of partial runs"};
+  for (int tid = 0; tid < threads; ++tid) {
+    if (rank[tid] < 0) continue;
+    for (int64_t s = 0; s < slots; ++s) {
+      const int64_t want = s % run + run * rank[tid] + run * owners * (s / run);
+      if (X.coord(s, tid % lanes, tid / lanes)[static_cast<size_t>(axis)] != want)
+        throw NotLowerable{"a scan over a layout whose threads do not hold consecutive runs in thread order"};
+    }
+  }
+  const std::string C = ctype(t), U = is_float(t) ? C : scalar_bits(t) > 32 ? "uint64_t" : "uint32_t";
+  const std::string own = X.owner_expr(), res = declare(op, r);
+  const std::string part = smem_ptr(U, 0, (T_ / 32) * 8);
+  const std::string total = fresh("run"), acc = fresh("acc"), off = fresh("off"), tot = fresh("tot");
+  line(U + " " + total + " = " + U + "(0);");
+  for (int64_t c = 0; c < slots / run; ++c) {
+    const std::string a = acc + "_" + num(c);
+    line(U + " " + a + " = " + U + "(0);");
+    for (int64_t l = 0; l < run; ++l) {
+      const std::string sl = num(c * run + l);
+      line(a + " += " + U + "(" + nm(x) + "[" + sl + "]); " + res + "[" + sl + "] = " + C + "(" + a + ");");
+    }
+    barrier();  // the runs' totals: the previous readers of `part` are done
+    line(U + " " + tot + "_" + num(c) + ";");
+    line("const " + U + " " + off + "_" + num(c) + " = " + total + " + tsr::block_exclusive_sum<" + num(T_ / 32) + ">(" +
+         (own == "true" ? a : "(" + own + " ? " + a + " : " + U + "(0))") + ", " + part + ", " + tot + "_" + num(c) + ");");
+    for (int64_t l = 0; l < run; ++l) {
+      const std::string sl = num(c * run + l);
+      line(res + "[" + sl + "] = " + C + "(" + U + "(" + res + "[" + sl + "]) + " + off + "_" + num(c) + ");");
+    }
+    line(total + " += " + tot + "_" + num(c) + ";");
+  }
+  if (owners < threads) {  // the copies take their owners' sums
+    const std::string ptr = smem_ptr(C, 0, shape_numel(r->type.shape) * std::max(4, scalar_bytes(t)));
+    stage(r, ptr);
+    barrier();
+    gather_into(r, res, [&](const std::string& e) { return ptr + "[" + e + "]"; });
+  }
+  count("block-scans");
 }
 
 // An argmax or argmin: the fold of a reduction over (value, index) pairs, the index the

@@ -94,6 +94,9 @@ class Emitter {
   void lowered_shape(const Op& op);
   void lowered_reduce(const Op& op);
   void lowered_reduce_to_scalar(const Op& op);
+  // A sum scan of a tile that is one line along its axis, from registers: each thread's runs of
+  // consecutive elements, then the CTA's (tsr::block_exclusive_sum); NotLowerable for others.
+  void lowered_block_scan(const Op& op);
   void lowered_arg_reduce(const Op& op);  // argmax, argmin
   void lowered_insert(const Op& op);      // insert_tile
   void lowered_extract(const Op& op);     // extract_tile

@@ -155,6 +155,61 @@ TEST(LayoutEmitter, PrintsEveryLibraryKernelButTheKnownGaps) {
       }
 }
 
+// The segmented top-k's kernels (topk_stages at issue 18's shapes: 64 x 131072 k = 64, the
+// segments and the merge; 1 x 2^24 k = 1024, a candidate level too) are printed by the layout
+// emitter for sm_80 and sm_90a in f32 and bf16: their histograms' and keep flags' prefix sums
+// are block scans from registers (lowered_block_scan), and NVRTC compiles them. (The whole-row
+// form, the library's own topk kernel, is not printed yet: above.) A scan the block scan does
+// not take (of kind max, or of a tile of several lines) leaves the kernel to the planning
+// emitter, with a note that says why.
+TEST(LayoutEmitter, PrintsTheSegmentedTopk) {
+  std::string why;
+  const bool nvrtc = nvrtc_available(&why);
+  const LibraryKernel* lk = find_library_kernel("topk");
+  for (const char* target : {"sm_80", "sm_90a"})
+    for (ScalarKind dt : {ScalarKind::F32, ScalarKind::BF16})
+      for (const Sizes& s : {Sizes{{"M", 64}, {"N", 131072}, {"K", 64}}, Sizes{{"M", 1}, {"N", 1 << 24}, {"K", 1024}}}) {
+        LibraryStages st = lk->stages(dt, std::string("cuda:") + target, s, {});
+        ASSERT_GE(st.stages.size(), 2u);
+        for (const LibraryStage& stage : st.stages) {
+          auto k = bind_constexprs(*stage.build(dt), stage.config);
+          SCOPED_TRACE(k->name + " " + std::string(scalar_name(dt)) + " " + target);
+          bool printed = false;
+          CudaEmission em = by_layouts(*k, target, &printed);
+          EXPECT_TRUE(printed) << em.notes.back();
+          EXPECT_GE(em.stats["block-scans"], 1);
+          if (nvrtc && s.at("M") == 64) expect_nvrtc_accepts(em, CudaTarget::parse(target));
+        }
+      }
+  auto fallback = [](const std::string& text) {
+    auto m = parse_module(text, "scan.tile");
+    bool printed = false;
+    CudaEmission em = by_layouts(*bind_constexprs(*m->kernels[0], {}), "sm_90a", &printed);
+    EXPECT_FALSE(printed);
+    return em.notes.back();
+  };
+  EXPECT_NE(fallback(R"(kernel @scan_max(%x: view<i32, [N]>, %y: view<i32, [N]>) {
+  grid { %g = const {value = 1} : i32
+  yield %g }
+  %c0 = const {value = 0} : i32
+  %t = load_tile %x, %c0 : tile<i32, [2048]>
+  %s = scan %t {axis = 0, kind = "max"} : tile<i32, [2048]>
+  store_tile %y, %s, %c0
+}
+)").find("a scan of kind max"),
+            std::string::npos);
+  EXPECT_NE(fallback(R"(kernel @scan_rows(%x: view<i32, [M, N]>, %y: view<i32, [M, N]>) {
+  grid { %g = const {value = 1} : i32
+  yield %g }
+  %c0 = const {value = 0} : i32
+  %t = load_tile %x, %c0, %c0 : tile<i32, [4, 256]>
+  %s = scan %t {axis = 1, kind = "sum"} : tile<i32, [4, 256]>
+  store_tile %y, %s, %c0, %c0
+}
+)").find("a scan of a tile of more than one line"),
+            std::string::npos);
+}
+
 // Knobs the GPU lowering has no pass for yet (split-K, clusters, the ring's depth, ...) are not
 // silently dropped: the layout emitter's kernel says which it was given; defaults say nothing.
 TEST(LayoutEmitter, NamesThePlanningEmittersKnobsItIgnores) {
