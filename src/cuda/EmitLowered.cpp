@@ -1146,6 +1146,10 @@ void Emitter::lowered_reduce_to_scalar(const Op& op) {
 // tolerance of reductions, docs/checking.md).
 void Emitter::lowered_block_scan(const Op& op) {
   const Value *x = op.operand(0), *r = op.result();
+  // tsr::block_exclusive_sum waits for the whole CTA (__syncthreads) and numbers warps from
+  // threadIdx.x: not in a warp-specialized kernel's compute warps, which the producer warpgroup
+  // never joins there.
+  if (ws_consumers_) throw NotWarpSpecializable{"the compute warps' code has a block scan (a whole-program barrier)"};
   const ScalarKind t = x->type.elem;
   const int64_t axis = op.attr_int("axis");
   if (op.attr_string("kind") != "sum") throw NotLowerable{"a scan of kind " + op.attr_string("kind")};
@@ -1172,9 +1176,11 @@ void Emitter::lowered_block_scan(const Op& op) {
   for (int tid = 0; tid < threads; ++tid)
     if (owner(tid)) rank[tid] = owners++;
   const int64_t slots = X.slots();
-  int64_t run = 1;
+  int64_t run = 1;  // (the first digit's radix divides the slots)
   if (!X.digits.empty() && X.digits[0].dim == axis && X.digits[0].coef == 1) run = X.digits[0].radix;
-  if (slots % run != 0) throw NotLowerable{"a scan over a layout of partial runs"};
+  // Each repeat costs a block_exclusive_sum (two barriers): as many as the planning emitter's
+  // block scan takes (16 chunks).
+  if (slots / run > 16) throw NotLowerable{"a scan of more than 16 runs a thread"};
   for (int tid = 0; tid < threads; ++tid) {
     if (rank[tid] < 0) continue;
     for (int64_t s = 0; s < slots; ++s) {
@@ -1206,7 +1212,11 @@ void Emitter::lowered_block_scan(const Op& op) {
     line(total + " += " + tot + "_" + num(c) + ";");
   }
   if (owners < threads) {  // the copies take their owners' sums
-    const std::string ptr = smem_ptr(C, 0, shape_numel(r->type.shape) * std::max(4, scalar_bytes(t)));
+    const int64_t bytes = shape_numel(r->type.shape) * std::max(4, scalar_bytes(t));
+    // (Within the exchanges' scratch, which the kernel's rings may not spare more of; the
+    // check comes late, but a NotLowerable only makes the planning emitter print the kernel.)
+    if (bytes > kExchangeBytes) throw NotLowerable{"a scan whose copies exchange more than the scratch holds"};
+    const std::string ptr = smem_ptr(C, 0, bytes);
     stage(r, ptr);
     barrier();
     gather_into(r, res, [&](const std::string& e) { return ptr + "[" + e + "]"; });

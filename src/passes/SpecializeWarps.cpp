@@ -75,7 +75,7 @@ std::vector<const Op*> producer_slice(const Kernel& k, const Op& loop, std::stri
   std::string other;
   walk(*k.body, [&](Op& op) {
     const OpClass c = op.info().cls;
-    if (other.empty() && (c == OpClass::Sort || c == OpClass::Struct || c == OpClass::Raw))
+    if (other.empty() && (c == OpClass::Sort || c == OpClass::Scan || c == OpClass::Struct || c == OpClass::Raw))
       other = std::string(op.info().name) + " at " + op.loc.str();
   });
   if (!other.empty()) return no("the kernel has " + other + ", whose code synchronises the whole program");
