@@ -48,6 +48,7 @@ struct Variant {
   ConstexprConfig knobs = {};
   bool split_k = false, stream_k = false, no_tma = false;
   bool layouts = false;  // printed by the layout emitter
+  bool stages = false;   // the kernels LibraryKernel::stages runs at `sizes` (topk's segmented form), in order
   Sizes sizes = {};  // non-empty: size_configs apply too (as for `tessera run`)
 };
 struct GoldenCase {
@@ -130,8 +131,16 @@ std::vector<GoldenCase> golden_cases() {
   add("whole_tile_checks0", "layernorm", SK::F32, "sm_80", {.knobs = {{"whole_tile_checks", 0}}});
   add("num_warps8", "vector_add", SK::F16, "sm_80", {.knobs = {{"num_warps", 8}}});
 
+  // The segmented top-k (topk's stages at issue 18's shape: the segments, the merge), by both
+  // emitters: what runs on cuda at 64 x 131072.
+  for (ScalarKind dt : {SK::F32, SK::BF16})
+    for (bool layouts : {false, true})
+      add(layouts ? "stages.layouts" : "stages", "topk", dt, "sm_90a",
+          {.layouts = layouts, .stages = true, .sizes = {{"M", 64}, {"N", 131072}, {"K", 64}}});
+
   // The layout emitter: every library kernel it prints (not yet matmul_fp8's 1-byte mma operands
-  // or topk's histograms: tests/cuda/layout_emitter_test.cpp), and every corpus kernel.
+  // or topk's whole-row kernel, whose ring of row copies is Struct ops:
+  // tests/cuda/layout_emitter_test.cpp), and every corpus kernel.
   for (const LibraryKernel& lib : library()) {
     if (lib.name == "matmul_fp8" || lib.name == "topk") continue;
     for (ScalarKind dt : lib.dtypes)
@@ -213,6 +222,16 @@ std::string generate(const GoldenCase& c) {
   }
   const LibraryKernel* lib = find_library_kernel(c.kernel);
   if (!lib) throw std::runtime_error("no library kernel " + c.kernel);
+  if (c.v.stages) {
+    CudaTarget t = CudaTarget::parse(c.target);
+    t.from_layouts = c.v.layouts;
+    std::string out;
+    for (const LibraryStage& st : lib->stages(c.dtype, "cuda:" + t.str(), c.v.sizes, {}).stages) {
+      CudaEmission em = emit_cuda_with_info(*run_pipeline(*bind_constexprs(*st.build(c.dtype), st.config), {}), t);
+      out += em.source + launch_summary(em);
+    }
+    return relative_paths(out);
+  }
   auto k = lib->build(c.dtype);
   for (const auto& [name, value] : c.v.knobs)
     if (!k->find_constexpr(name)) k->set_constexpr(name, value);
@@ -281,7 +300,8 @@ TEST_P(GoldenFile, MatchesTheGeneratedCode) {
 INSTANTIATE_TEST_SUITE_P(Library, GoldenFile, testing::ValuesIn(golden_cases()),
                          [](const testing::TestParamInfo<GoldenCase>& i) {
                            std::string n = i.param.name;
-                           std::replace(n.begin(), n.end(), '.', '_');
+                           for (char& ch : n)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return n;
                          });
 
