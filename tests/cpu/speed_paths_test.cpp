@@ -579,12 +579,13 @@ TEST(CpuSpeedPaths, CheapResultReadTwiceByOneOpIsInlined) {
   run_both(*k, {{"M", 13}}, 93, [](std::vector<Tensor>& in) { in[0].set(5, -1.0); });  // a NaN log
 }
 
-// A bf16 row store converts through tsr::store_bf16 (vcvtneps2bf16 where the CPU has it, which
-// flushes subnormals and keeps NaN payloads; such vectors take f2bf): every stored value equals
-// the interpreter's exactly, subnormal results, NaN, infinities and ties included, in a row cut
-// in pieces (512) and a row with a tail (100).
+// A bf16 row store converts through tsr::store_bf16 (vcvtne2ps2bf16 32 values at a time, then
+// vcvtneps2bf16 for 16, where the CPU has them: they flush subnormals and keep NaN payloads;
+// such vectors take f2bf): every stored value equals the interpreter's exactly, its zero's sign
+// too, subnormal results, NaN, infinities and ties included, in a row cut in pieces (512), a
+// row with a tail of 4 (100) and one with a 16-wide step and a tail of 8 (120).
 TEST(CpuSpeedPaths, Bf16RowStoreMatchesTheInterpreterBitForBit) {
-  for (int64_t w : {512, 100}) {
+  for (int64_t w : {512, 100, 120}) {
     const std::string in = "tile<f32, [1, " + std::to_string(w) + "]>", out = "tile<bf16, [1, " + std::to_string(w) + "]>";
     std::string text = std::string(R"(kernel @bfstore(%x: view<f32, [M, N]>, %y: view<bf16, [M, N]>) {
 )") + kRowHead + R"(  %t = load_tile %x, %pid, %c0 : )" + in + R"(
@@ -609,7 +610,8 @@ TEST(CpuSpeedPaths, Bf16RowStoreMatchesTheInterpreterBitForBit) {
     int nonzero_subnormal = 0;
     for (int64_t i = 0; i < got[1].numel(); ++i) {
       double g = got[1].get(i), e = want[1].get(i);
-      EXPECT_TRUE(g == e || (std::isnan(g) && std::isnan(e))) << "w " << w << " element " << i << ": cpu " << g << " interp " << e;
+      EXPECT_TRUE((g == e && std::signbit(g) == std::signbit(e)) || (std::isnan(g) && std::isnan(e)))
+          << "w " << w << " element " << i << ": cpu " << g << " interp " << e;
       nonzero_subnormal += e != 0 && std::fabs(e) < 1.1754943508222875e-38;
     }
     EXPECT_GT(nonzero_subnormal, w / 2) << "the test stores subnormal bf16 values";
