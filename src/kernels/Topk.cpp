@@ -490,7 +490,7 @@ LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_
   // RADIX_BITS (given): the digits' width of every select of the plan (8 or 11; bf16 8 only).
   int radix = 0;
   if (auto it = given.find("RADIX_BITS"); it != given.end()) {
-    radix = int(it->second);
+    radix = it->second == 8 || it->second == 11 ? int(it->second) : 0;
     if (!(radix == 8 || (radix == 11 && dt == ScalarKind::F32)))
       throw TesseraError("topk: RADIX_BITS = " + std::to_string(it->second) + ": 8, or 11 for f32");
   }
@@ -619,10 +619,10 @@ LibraryKernel topk() {
     // the segment kernel's num_warps where the caller gives none (the CLI's --config checks a
     // value against the whole-row kernel, which has no RADIX_BITS and takes 4 warps or more).
     std::map<std::string, int64_t> g = given;
-    if (const std::optional<int64_t> e = env_int("TESSERA_TOPK_RADIX_BITS"); e && !g.count("RADIX_BITS"))
-      g["RADIX_BITS"] = *e;
-    if (const std::optional<int64_t> e = env_int("TESSERA_TOPK_SEGMENT_WARPS"); e && !g.count("num_warps"))
-      g["num_warps"] = *e;
+    if (!g.count("RADIX_BITS"))
+      if (const std::optional<int64_t> e = env_int("TESSERA_TOPK_RADIX_BITS")) g["RADIX_BITS"] = *e;
+    if (!g.count("num_warps"))
+      if (const std::optional<int64_t> e = env_int("TESSERA_TOPK_SEGMENT_WARPS")) g["num_warps"] = *e;
     return topk_stages(dt, M, N, K, segment, 8192, g, 8192, env_flag("TESSERA_TOPK_ROW_THRESHOLD"));
   };
   k.bytes = [](const Sizes& s, ScalarKind dt) {

@@ -18,17 +18,19 @@ inline bool env_flag(const char* name) {
   return e && std::string_view(e) == "1";
 }
 
-// NAME as a whole decimal integer, or nothing when NAME is unset or empty; any other text (a
-// word, a trailing character, a value past 64 bits) is an error naming it, not a 0 the user
-// never wrote (atoll's answer).
+// NAME as a decimal integer (digits, an optional leading '-'), or nothing when NAME is unset or
+// empty; any other text (a word, a space, a '+', a trailing character) is an error naming it,
+// not a 0 the user never wrote (atoll's answer), and so is a value past 64 bits.
 inline std::optional<int64_t> env_int(const char* name) {
   const char* e = std::getenv(name);
   if (!e || !*e) return std::nullopt;
-  char* end = nullptr;
+  const char* digits = e + (*e == '-' ? 1 : 0);
+  bool ok = *digits != '\0';
+  for (const char* c = digits; *c; ++c) ok = ok && *c >= '0' && *c <= '9';
+  if (!ok) throw TesseraError(std::string(name) + " = '" + e + "': not an integer");
   errno = 0;
-  const long long v = std::strtoll(e, &end, 10);
-  if (end == e || *end != '\0' || errno == ERANGE)
-    throw TesseraError(std::string(name) + " = '" + e + "': not an integer");
+  const long long v = std::strtoll(e, nullptr, 10);
+  if (errno == ERANGE) throw TesseraError(std::string(name) + " = '" + e + "': out of the 64-bit range");
   return static_cast<int64_t>(v);
 }
 

@@ -156,15 +156,20 @@ TEST(TopkStages, TheRuleKeepsShortRowsOnTheWholeRowKernel) {
 }
 
 // TESSERA_TOPK_SEGMENT takes 0 or a SEGMENT candidate; anything else is an error naming it,
-// not a knob the user never set. Text that is not a whole integer is an error too (it was read
-// as 0, the whole-row kernel, in silence), and so for the stages' other switches.
+// not a knob the user never set. Text that is not a decimal integer is an error too (it was read
+// as 0, the whole-row kernel, in silence), and so for the stages' other switches; RADIX_BITS is
+// checked before it is narrowed (2^32 + 8 is not 8).
 TEST(TopkStages, ASegmentLengthThatIsNoCandidateIsAnError) {
   const LibraryKernel* lk = find_library_kernel("topk");
   const std::pair<const char*, const char*> cases[] = {
       {"TESSERA_TOPK_SEGMENT=1000", "TESSERA_TOPK_SEGMENT = 1000: 0 (the whole-row kernel) or a power of two"},
       {"TESSERA_TOPK_SEGMENT=abc", "TESSERA_TOPK_SEGMENT = 'abc': not an integer"},
       {"TESSERA_TOPK_SEGMENT=256x", "TESSERA_TOPK_SEGMENT = '256x': not an integer"},
-      {"TESSERA_TOPK_SEGMENT=99999999999999999999", "not an integer"},
+      {"TESSERA_TOPK_SEGMENT=99999999999999999999", "TESSERA_TOPK_SEGMENT = '99999999999999999999': out of the 64-bit range"},
+      {"TESSERA_TOPK_SEGMENT= 8192", "TESSERA_TOPK_SEGMENT = ' 8192': not an integer"},
+      {"TESSERA_TOPK_SEGMENT=+8192", "TESSERA_TOPK_SEGMENT = '+8192': not an integer"},
+      {"TESSERA_TOPK_SEGMENT=-", "TESSERA_TOPK_SEGMENT = '-': not an integer"},
+      {"TESSERA_TOPK_RADIX_BITS=4294967304", "RADIX_BITS = 4294967304: 8, or 11 for f32"},
       {"TESSERA_TOPK_RADIX_BITS=eleven", "TESSERA_TOPK_RADIX_BITS = 'eleven': not an integer"},
       {"TESSERA_TOPK_SEGMENT_WARPS=4.5", "TESSERA_TOPK_SEGMENT_WARPS = '4.5': not an integer"},
   };
