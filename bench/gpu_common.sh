@@ -12,7 +12,10 @@ S0=${S0:-$(date +%s)}
 gpu_build() {
   cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release > /tmp/gpu_common_cmake.log 2>&1 ||
     { tail -20 /tmp/gpu_common_cmake.log; exit 1; }
-  timeout 400 cmake --build "$B" -j16 --target "$@" 2>&1 | tail -1
+  # A failed (or timed-out) build stops the script: its binaries would be missing or old.
+  timeout 400 cmake --build "$B" -j16 --target "$@" > /tmp/gpu_common_build.log 2>&1 ||
+    { tail -30 /tmp/gpu_common_build.log; echo "gpu_build: the build failed"; exit 1; }
+  tail -1 /tmp/gpu_common_build.log
   echo "[$(( $(date +%s) - S0 )) s] built"
 }
 matmul_ms() {
