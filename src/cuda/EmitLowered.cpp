@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "cuda/EmitterInternal.h"
+#include "support/Env.h"
 #include "passes/Passes.h"
 
 namespace tessera::cudagen {
@@ -1191,25 +1192,49 @@ void Emitter::lowered_block_scan(const Op& op) {
   }
   const std::string C = ctype(t), U = is_float(t) ? C : scalar_bits(t) > 32 ? "uint64_t" : "uint32_t";
   const std::string own = X.owner_expr(), res = declare(op, r);
-  const std::string part = smem_ptr(U, 0, (T_ / 32) * 8);
-  const std::string total = fresh("run"), acc = fresh("acc"), off = fresh("off"), tot = fresh("tot");
-  line(U + " " + total + " = " + U + "(0);");
-  for (int64_t c = 0; c < slots / run; ++c) {
-    const std::string a = acc + "_" + num(c);
-    line(U + " " + a + " = " + U + "(0);");
-    for (int64_t l = 0; l < run; ++l) {
-      const std::string sl = num(c * run + l);
-      line(a + " += " + U + "(" + nm(x) + "[" + sl + "]); " + res + "[" + sl + "] = " + C + "(" + a + ");");
+  if (env_flag("TESSERA_CUDA_ONE_BARRIER_SCANS")) {
+    // An A/B switch (bench/session33_gpu.sh): every repeat's runs first, then one
+    // tsr::block_exclusive_sums for all of them (one barrier where each repeat took two).
+    const int64_t R = slots / run;
+    const std::string part = smem_ptr(U, 0, (T_ / 32) * R * 8), accs = fresh("accs"), offs = fresh("offs");
+    line(U + " " + accs + "[" + num(R) + "], " + offs + "[" + num(R) + "];");
+    for (int64_t c = 0; c < R; ++c) {
+      const std::string a = accs + "[" + num(c) + "]";
+      line(a + " = " + U + "(0);");
+      for (int64_t l = 0; l < run; ++l) {
+        const std::string sl = num(c * run + l);
+        line(a + " += " + U + "(" + nm(x) + "[" + sl + "]); " + res + "[" + sl + "] = " + C + "(" + a + ");");
+      }
+      if (own != "true") line("if (!" + own + ") " + a + " = " + U + "(0);");
     }
     barrier();  // the runs' totals: the previous readers of `part` are done
-    line(U + " " + tot + "_" + num(c) + ";");
-    line("const " + U + " " + off + "_" + num(c) + " = " + total + " + tsr::block_exclusive_sum<" + num(T_ / 32) + ">(" +
-         (own == "true" ? a : "(" + own + " ? " + a + " : " + U + "(0))") + ", " + part + ", " + tot + "_" + num(c) + ");");
-    for (int64_t l = 0; l < run; ++l) {
-      const std::string sl = num(c * run + l);
-      line(res + "[" + sl + "] = " + C + "(" + U + "(" + res + "[" + sl + "]) + " + off + "_" + num(c) + ");");
+    line("tsr::block_exclusive_sums<" + num(T_ / 32) + ", " + num(R) + ">(" + accs + ", " + offs + ", " + part + ");");
+    for (int64_t c = 0; c < R; ++c)
+      for (int64_t l = 0; l < run; ++l) {
+        const std::string sl = num(c * run + l);
+        line(res + "[" + sl + "] = " + C + "(" + U + "(" + res + "[" + sl + "]) + " + offs + "[" + num(c) + "]);");
+      }
+  } else {
+    const std::string part = smem_ptr(U, 0, (T_ / 32) * 8);
+    const std::string total = fresh("run"), acc = fresh("acc"), off = fresh("off"), tot = fresh("tot");
+    line(U + " " + total + " = " + U + "(0);");
+    for (int64_t c = 0; c < slots / run; ++c) {
+      const std::string a = acc + "_" + num(c);
+      line(U + " " + a + " = " + U + "(0);");
+      for (int64_t l = 0; l < run; ++l) {
+        const std::string sl = num(c * run + l);
+        line(a + " += " + U + "(" + nm(x) + "[" + sl + "]); " + res + "[" + sl + "] = " + C + "(" + a + ");");
+      }
+      barrier();  // the runs' totals: the previous readers of `part` are done
+      line(U + " " + tot + "_" + num(c) + ";");
+      line("const " + U + " " + off + "_" + num(c) + " = " + total + " + tsr::block_exclusive_sum<" + num(T_ / 32) + ">(" +
+           (own == "true" ? a : "(" + own + " ? " + a + " : " + U + "(0))") + ", " + part + ", " + tot + "_" + num(c) + ");");
+      for (int64_t l = 0; l < run; ++l) {
+        const std::string sl = num(c * run + l);
+        line(res + "[" + sl + "] = " + C + "(" + U + "(" + res + "[" + sl + "]) + " + off + "_" + num(c) + ");");
+      }
+      line(total + " += " + tot + "_" + num(c) + ";");
     }
-    line(total + " += " + tot + "_" + num(c) + ";");
   }
   if (owners < threads) {  // the copies take their owners' sums
     const int64_t bytes = shape_numel(r->type.shape) * std::max(4, scalar_bytes(t));

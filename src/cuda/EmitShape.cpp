@@ -2,6 +2,7 @@
 // the shared-memory scratch (a flat row-major copy of the source); reshape and expand_dims keep
 // the flat order and therefore the layout, so they are register copies.
 #include "cuda/EmitterInternal.h"
+#include "support/Env.h"
 
 namespace tessera::cudagen {
 
@@ -511,6 +512,32 @@ bool Emitter::emit_block_scan(const Op& op) {
   if (L.replicated || L.chunks > 16) return false;  // (each chunk's code is written out)
   const std::string C = ctype(t), U = is_float(t) ? C : scalar_bits(t) > 32 ? "uint64_t" : "uint32_t";
   std::string res = declare(op, r);
+  if (env_flag("TESSERA_CUDA_ONE_BARRIER_SCANS")) {
+    // An A/B switch (bench/session33_gpu.sh): every chunk's runs first, then one
+    // tsr::block_exclusive_sums for all chunks (one barrier where each chunk took two).
+    const int64_t R = L.chunks;
+    const std::string part = smem_ptr(U, 0, (T_ / 32) * R * 8), accs = fresh("accs"), offs = fresh("offs");
+    line(U + " " + accs + "[" + std::to_string(R) + "], " + offs + "[" + std::to_string(R) + "];");
+    for (int64_t c = 0; c < R; ++c) {
+      const std::string a = accs + "[" + std::to_string(c) + "]";
+      line(a + " = " + U + "(0);");
+      for (int l = 0; l < L.vec; ++l) {
+        std::string sl = std::to_string(c * L.vec + l), ok = valid_expr(L, sl);
+        std::string add = a + " += " + U + "(" + nm(x) + "[" + sl + "]); ";
+        line((ok == "true" ? add : "if (" + ok + ") " + add) + res + "[" + sl + "] = " + C + "(" + a + ");");
+      }
+    }
+    barrier();  // the partial sums' previous readers are done
+    line("tsr::block_exclusive_sums<" + std::to_string(T_ / 32) + ", " + std::to_string(R) + ">(" + accs + ", " + offs + ", " +
+         part + ");");
+    for (int64_t c = 0; c < R; ++c)
+      for (int l = 0; l < L.vec; ++l) {
+        std::string sl = std::to_string(c * L.vec + l);
+        line(res + "[" + sl + "] = " + C + "(" + U + "(" + res + "[" + sl + "]) + " + offs + "[" + std::to_string(c) + "]);");
+      }
+    count("block-scans");
+    return true;
+  }
   std::string part = smem_ptr(U, 0, (T_ / 32) * 8);
   std::string run = fresh("run"), acc = fresh("acc"), off = fresh("off"), tot = fresh("tot");
   line(U + " " + run + " = " + U + "(0);");

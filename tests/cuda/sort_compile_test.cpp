@@ -109,5 +109,36 @@ TEST(CudaSort, SegmentedTopkStagesCompile) {
   if (!nvrtc) GTEST_SKIP() << "emitted text checked; not compiled: " << why;
 }
 
+// TESSERA_CUDA_ONE_BARRIER_SCANS=1 (an A/B switch, bench/session33_gpu.sh): a block scan of
+// several chunks (repeats) a thread is one tsr::block_exclusive_sums, one barrier, in both
+// emitters; the segmented top-k's kernels (f32, sm_90a) and the whole-row one (sm_80) print it
+// and NVRTC compiles them. Off, the former code (the golden files hold it).
+TEST(CudaSort, OneBarrierScansCompile) {
+  std::string why;
+  const bool nvrtc = nvrtc_available(&why);
+  ::setenv("TESSERA_CUDA_ONE_BARRIER_SCANS", "1", 1);
+  const LibraryKernel* lk = find_library_kernel("topk");
+  std::vector<std::pair<std::unique_ptr<Kernel>, std::string>> kernels;
+  for (const LibraryStage& st : lk->stages(ScalarKind::F32, "cuda:sm_90a", {{"M", 64}, {"N", 131072}, {"K", 64}}, {}).stages)
+    kernels.emplace_back(bind_constexprs(*st.build(ScalarKind::F32), st.config), "sm_90a");
+  kernels.emplace_back(bind_constexprs(*lk->build(ScalarKind::F32), library_config(*lk, ScalarKind::F32, "cuda:sm_80")), "sm_80");
+  for (const auto& [k, target] : kernels)
+    for (bool layouts : {false, true}) {
+      SCOPED_TRACE(k->name + " " + target + (layouts ? " layouts" : " planning"));
+      CudaTarget t = CudaTarget::parse(target);
+      t.from_layouts = layouts;
+      CudaEmission em = emit_cuda_with_info(*run_pipeline(*k, {}), t);
+      const bool printed = std::any_of(em.notes.begin(), em.notes.end(), [](const std::string& n) {
+        return n.find("printed from the GPU lowering") != std::string::npos;
+      });
+      if (layouts && !printed) continue;  // (the whole-row kernel falls back: its ring is Struct ops)
+      EXPECT_NE(em.source.find("tsr::block_exclusive_sums<16, "), std::string::npos);
+      EXPECT_EQ(em.source.find("tsr::block_exclusive_sum<"), std::string::npos);
+      if (nvrtc) expect_nvrtc_accepts(em, t);
+    }
+  ::unsetenv("TESSERA_CUDA_ONE_BARRIER_SCANS");
+  if (!nvrtc) GTEST_SKIP() << "emitted text checked; not compiled: " << why;
+}
+
 }  // namespace
 }  // namespace tessera::cudatest

@@ -413,4 +413,43 @@ template <int NW, class T> TSR_D T block_exclusive_sum(T v, T* part, T& total) {
   return (warp > 0 ? before_warp : T(0)) + before_lane;
 }
 
+// block_exclusive_sum for R values a thread at once, with one barrier where R calls take R: the
+// values in the order (value 0 of every thread in thread order, then value 1 of every thread,
+// ...), as a blocked tile's repeats lie. off[r] is the sum of everything before this thread's
+// value r (added as a single call's `run + (before the warp + before the lane)`, so float sums
+// round alike), and the return value the sum of all. `part` is NW * R elements of shared
+// memory that no thread still reads (the caller's barrier).
+template <int NW, int R, class T> TSR_D T block_exclusive_sums(const T (&v)[R], T (&off)[R], T* part) {
+  const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
+  T x[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    x[r] = v[r];
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const T y = shfl_up(x[r], d);
+      if (lane >= d) x[r] += y;
+    }
+    if (lane == 31) part[r * NW + warp] = x[r];
+  }
+  __syncthreads();
+  T run = T(0);
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    T w = lane < NW ? part[r * NW + lane] : T(0);
+#pragma unroll
+    for (int d = 1; d < NW; d <<= 1) {
+      const T y = shfl_up(w, d);
+      if (lane >= d) w += y;
+    }
+    const T total = shfl_idx(w, NW - 1);
+    const T before_warp = shfl_idx(w, warp > 0 ? warp - 1 : 0);
+    T before_lane = shfl_up(x[r], 1);
+    if (lane == 0) before_lane = T(0);
+    off[r] = run + ((warp > 0 ? before_warp : T(0)) + before_lane);
+    run += total;
+  }
+  return run;
+}
+
 }  // namespace tsr
