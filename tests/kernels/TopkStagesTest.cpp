@@ -13,6 +13,7 @@
 #include "kernels/Kernels.h"
 #include "kernels/Library.h"
 #include "passes/Passes.h"
+#include "../common/TopkStages.h"
 
 namespace tessera {
 namespace {
@@ -28,27 +29,12 @@ struct StagesCase {
   int64_t radix_bits = 0;  // RADIX_BITS given (0: none, the dtype's default)
 };
 
-// Runs topk's stages on `backend` ("interp" or "cpu") on the op's tensors, temporaries filled
-// with garbage (NaN values, column 12345) so that a slot a stage should write and does not
-// shows.
+// Runs topk's stages on `backend` ("interp" or "cpu") on the op's tensors.
 void run_stages(const LibraryStages& st, ScalarKind dt, std::vector<KernelArg>& op, const std::string& backend) {
-  std::vector<Tensor> temps;
-  for (const LibraryTemporary& t : st.temporaries) {
-    temps.emplace_back(t.dtype, t.shape);
-    for (int64_t i = 0; i < temps.back().numel(); ++i)
-      t.dtype == ScalarKind::I32 ? temps.back().set_int(i, 12345) : temps.back().set(i, NAN);
-  }
-  std::vector<KernelArg> targs;
-  for (Tensor& t : temps) targs.push_back({&t, int64_t{0}});
-  for (const LibraryStage& s : st.stages) {
-    auto bound = run_pipeline(*s.build(dt), PipelineOptions{s.config, "", nullptr, {}});
-    std::vector<KernelArg> a = stage_args(s, op, targs);
-    if (backend == "cpu") {
-      compile_cpu(*bound)->run(a);
-    } else {
-      run_interp(*bound, a);
-    }
-  }
+  testutil::run_topk_stages(st, dt, op, [&](const Kernel& bound, std::vector<KernelArg>& a) {
+    if (backend == "cpu") compile_cpu(bound)->run(a);
+    else run_interp(bound, a);
+  });
 }
 
 // `row_threshold`: the stages start from the row's digit histograms (three kernels more).
@@ -66,11 +52,7 @@ void check_stages(const StagesCase& c, const std::string& backend, uint64_t seed
   Sizes sizes{{"M", c.M}, {"N", c.N}, {"K", c.K}};
   auto op = bind_constexprs(*lk->build(c.dtype), {{"K", c.K}});
   std::vector<Tensor> got = make_random_tensors(*op, sizes, seed);
-  if (c.few_values) {
-    const double few[] = {-1.5, -0.0, 0.0, 2, INFINITY, -INFINITY, NAN, 0.5};
-    std::mt19937 rng(static_cast<unsigned>(seed));
-    for (int64_t i = 0; i < got[0].numel(); ++i) got[0].set(i, few[rng() % 8]);
-  }
+  if (c.few_values) testutil::fill_few_values(got[0], seed);
   std::vector<Tensor> want = got;
   std::vector<KernelArg> ga = make_args(*op, got, sizes), wa = make_args(*op, want, sizes);
   run_stages(st, c.dtype, ga, backend);
