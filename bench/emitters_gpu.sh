@@ -14,7 +14,8 @@
 #   128x14336x4096 and 16x4096x4096 beside cuBLAS, the row kernels, vector_add) with the planning
 #   emitter and with the layout emitter, in turn, for each of ROUNDS (default "a b"; "a" alone if
 #   the call runs short), JSON to $OUT, then a table: each benchmark's median ms under both
-#   emitters and layout / planning.
+#   emitters and layout / planning. On a machine that starts cold, the build and four
+#   cuda_bench runs may pass 10 minutes: ROUNDS=a then ROUNDS=b as two calls.
 # Every line also goes to $OUT/emitters_part$PART.log.
 #
 # Expected (sessions 20-22): the library matmul level at 4096^3 (0.185 against 0.183 ms in
@@ -27,8 +28,13 @@ cd "$(dirname "$0")/.."
 source bench/gpu_common.sh
 OUTDIR=${OUT:-/tmp/emitters}
 PART=${PART:-1}
+case "$PART" in 1 | 2) ;; *) echo "PART=1 or PART=2" >&2; exit 2 ;; esac
 mkdir -p "$OUTDIR"
 exec > >(tee -a "$OUTDIR/emitters_part$PART.log") 2>&1
+TEE=$!
+# Before the script ends: close the pipe to tee and wait, so that the log has every line.
+finish() { exec >&- 2>&-; wait "$TEE"; }
+trap finish EXIT
 gpu_build tessera cuda_bench
 
 if [ "$PART" = 1 ]; then

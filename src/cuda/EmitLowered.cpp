@@ -1194,7 +1194,8 @@ void Emitter::lowered_block_scan(const Op& op) {
   const std::string own = X.owner_expr(), res = declare(op, r);
   if (env_flag("TESSERA_CUDA_ONE_BARRIER_SCANS")) {
     // An A/B switch (bench/session33_gpu.sh): every repeat's runs first, then one
-    // tsr::block_exclusive_sums for all of them (one barrier where each repeat took two).
+    // tsr::block_exclusive_sums for all of them: two barriers (the one below, one inside)
+    // where R repeats took 2R.
     const int64_t R = slots / run;
     const std::string part = smem_ptr(U, 0, (T_ / 32) * R * 8), accs = fresh("accs"), offs = fresh("offs");
     line(U + " " + accs + "[" + num(R) + "], " + offs + "[" + num(R) + "];");

@@ -514,7 +514,8 @@ bool Emitter::emit_block_scan(const Op& op) {
   std::string res = declare(op, r);
   if (env_flag("TESSERA_CUDA_ONE_BARRIER_SCANS")) {
     // An A/B switch (bench/session33_gpu.sh): every chunk's runs first, then one
-    // tsr::block_exclusive_sums for all chunks (one barrier where each chunk took two).
+    // tsr::block_exclusive_sums for all chunks: two barriers (the one below, one inside) where
+    // R chunks took 2R.
     const int64_t R = L.chunks;
     const std::string part = smem_ptr(U, 0, (T_ / 32) * R * 8), accs = fresh("accs"), offs = fresh("offs");
     line(U + " " + accs + "[" + std::to_string(R) + "], " + offs + "[" + std::to_string(R) + "];");

@@ -2,6 +2,7 @@
 // bitonic network per op and NVRTC compiles it, for a 32-bit and a 64-bit key type (no GPU
 // needed; tests/cpu/sort_test.cpp checks the values, the GPU tests run them).
 #include "CudaTestUtil.h"
+#include "../common/ScopedEnv.h"
 #include "../common/SortKernel.h"
 #include "kernels/Kernels.h"
 
@@ -116,7 +117,7 @@ TEST(CudaSort, SegmentedTopkStagesCompile) {
 TEST(CudaSort, OneBarrierScansCompile) {
   std::string why;
   const bool nvrtc = nvrtc_available(&why);
-  ::setenv("TESSERA_CUDA_ONE_BARRIER_SCANS", "1", 1);
+  const testutil::ScopedEnv one_barrier("TESSERA_CUDA_ONE_BARRIER_SCANS", "1");
   const LibraryKernel* lk = find_library_kernel("topk");
   std::vector<std::pair<std::unique_ptr<Kernel>, std::string>> kernels;
   for (const LibraryStage& st : lk->stages(ScalarKind::F32, "cuda:sm_90a", {{"M", 64}, {"N", 131072}, {"K", 64}}, {}).stages)
@@ -136,7 +137,6 @@ TEST(CudaSort, OneBarrierScansCompile) {
       EXPECT_EQ(em.source.find("tsr::block_exclusive_sum<"), std::string::npos);
       if (nvrtc) expect_nvrtc_accepts(em, t);
     }
-  ::unsetenv("TESSERA_CUDA_ONE_BARRIER_SCANS");
   if (!nvrtc) GTEST_SKIP() << "emitted text checked; not compiled: " << why;
 }
 

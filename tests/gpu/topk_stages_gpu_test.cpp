@@ -1,12 +1,16 @@
 // The segmented top-k's kernels (topk's stages: segments, candidate levels, the merge) on the
 // GPU against the reference, exact, at ragged sizes, on random rows and on rows of a few values
-// (ties, NaN, infinities and zeros of both signs across every segment), printed three ways: by
-// the planning emitter (the default), by the layout emitter (its block scans from registers,
-// session 33), and by the layout emitter with TESSERA_CUDA_ONE_BARRIER_SCANS=1 (every scan's
-// chunks in one tsr::block_exclusive_sums). tests/kernels/TopkStagesTest.cpp runs the same
-// stages on the interpreter and the cpu backend.
+// (ties, NaN, infinities and zeros of both signs across every segment), printed four ways: by
+// the planning emitter (the default) and the layout emitter (its block scans from registers,
+// session 33), each also with TESSERA_CUDA_ONE_BARRIER_SCANS=1 (every scan's chunks in one
+// tsr::block_exclusive_sums). Then the block scans' own cases that topk does not reach: padding
+// slots (a tile that does not fill the threads' chunks), threads holding copies, f32 and i64,
+// the same bits with the switch as without. tests/kernels/TopkStagesTest.cpp runs the stages
+// on the interpreter and the cpu backend.
 #include <cstdlib>
+#include <optional>
 
+#include "../common/ScopedEnv.h"
 #include "../common/TopkStages.h"
 #include "GpuTestUtil.h"
 #include "check/Compare.h"
@@ -16,6 +20,32 @@
 namespace tessera::gputest {
 namespace {
 
+struct Way {
+  const char* name;
+  bool layouts, one_barrier;
+};
+constexpr Way kWays[] = {{"planning", false, false},
+                         {"planning, one-barrier scans", false, true},
+                         {"layouts", true, false},
+                         {"layouts, one-barrier scans", true, true}};
+
+// Compiles `k` the way `w` says, checking that it was printed so (the layout emitter, the
+// one-barrier scans) rather than passing by a fallback.
+std::shared_ptr<CudaKernel> compile_as(const Kernel& k, const Way& w) {
+  CudaOptions o = test_options();
+  o.target.from_layouts = w.layouts;
+  auto c = compile_cuda(k, o);
+  const std::string& src = c->source();
+  EXPECT_EQ(src.find("tsr::block_exclusive_sums<") != std::string::npos, w.one_barrier) << k.name;
+  if (w.layouts) {
+    const CudaEmission em = emit_cuda_with_info(k, cuda_target_for(o));
+    bool printed = false;
+    for (const std::string& n : em.notes) printed |= n.find("printed from the GPU lowering") != std::string::npos;
+    EXPECT_TRUE(printed) << k.name << ": " << em.notes.back();
+  }
+  return c;
+}
+
 TEST(TopkStagesGpu, MatchTheReferenceInEveryEmitter) {
   REQUIRE_GPU();
   const LibraryKernel* lk = find_library_kernel("topk");
@@ -24,19 +54,17 @@ TEST(TopkStagesGpu, MatchTheReferenceInEveryEmitter) {
     int64_t M, N, K;
     bool few_values;
   };
-  const Case cases[] = {{ScalarKind::F32, 3, 100001, 1000, false},
-                        {ScalarKind::BF16, 2, 70001, 64, true},
-                        {ScalarKind::F32, 4, 40000, 64, true},
-                        {ScalarKind::F32, 1, 1 << 20, 1024, false}};
+  // (Two cases: each compiles its two or three kernels four ways, about a minute of NVRTC.)
+  const Case cases[] = {{ScalarKind::F32, 3, 100001, 1000, false}, {ScalarKind::BF16, 2, 70001, 64, true}};
   uint64_t seed = 7;
   for (const Case& c : cases)
-    for (const char* how : {"planning", "layouts", "layouts, one-barrier scans"}) {
-      SCOPED_TRACE(std::string(how) + " " + std::string(scalar_name(c.dt)) + " M=" + std::to_string(c.M) +
+    for (const Way& w : kWays) {
+      SCOPED_TRACE(std::string(w.name) + " " + std::string(scalar_name(c.dt)) + " M=" + std::to_string(c.M) +
                    " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K));
+      std::optional<testutil::ScopedEnv> one_barrier;
+      if (w.one_barrier) one_barrier.emplace("TESSERA_CUDA_ONE_BARRIER_SCANS", "1");
       CudaOptions o = test_options();
-      o.target.from_layouts = std::string(how) != "planning";
-      const bool one_barrier = std::string(how).find("one-barrier") != std::string::npos;
-      if (one_barrier) ::setenv("TESSERA_CUDA_ONE_BARRIER_SCANS", "1", 1);
+      o.target.from_layouts = w.layouts;
       const Sizes sizes{{"M", c.M}, {"N", c.N}, {"K", c.K}};
       LibraryStages st = lk->stages(c.dt, "cuda:" + cuda_target_for(o).str(), sizes, {});
       ASSERT_GE(st.stages.size(), 2u) << "the rule picked the whole-row kernel";
@@ -46,12 +74,47 @@ TEST(TopkStagesGpu, MatchTheReferenceInEveryEmitter) {
       std::vector<Tensor> want = got;
       std::vector<KernelArg> ga = make_args(*op, got, sizes), wa = make_args(*op, want, sizes);
       testutil::run_topk_stages(st, c.dt, ga, [&](const Kernel& bound, std::vector<KernelArg>& a) {
-        compile_cuda(bound, o)->run_host(a);
+        compile_as(bound, w)->run_host(a);
       });
-      if (one_barrier) ::unsetenv("TESSERA_CUDA_ONE_BARRIER_SCANS");
       lk->reference(wa, sizes);
       Comparison cmp = compare_outputs(*op, got, want);
       EXPECT_TRUE(cmp.ok()) << cmp.mismatches << "/" << cmp.elements << " first: " << cmp.first_mismatch;
+    }
+}
+
+// A sum scan of one line per program on 16 warps: f32 [1000] (the planning emitter's chunks
+// with padding slots past 1000; in the layout emitter threads past the tile hold copies) and
+// i64 [256] (most threads hold copies). Integers exactly as the interpreter's; floats within
+// the tolerance of a sum (the interpreter adds in order, the GPU by blocks); with the switch
+// bit for bit as without it.
+TEST(TopkStagesGpu, BlockScansOfPaddedAndCopiedTiles) {
+  REQUIRE_GPU();
+  for (const auto& [type, n] : {std::pair<const char*, int>{"f32", 1000}, {"i64", 256}}) {
+      const std::string t = type, N = std::to_string(n);
+      auto m = parse_module("kernel @scan(%x: view<" + t + ", [R, " + N + "]>, %y: view<" + t + ", [R, " + N +
+                                "]>) {\n  constexpr num_warps = 16 in [16]\n  grid {\n    %r = dim %x {axis = 0} : i32\n"
+                                "    yield %r\n  }\n  %p = program_id {axis = 0} : i32\n"
+                                "  %z = const {value = 0} : i32\n  %t = load_tile %x, %p, %z : tile<" + t + ", [1, " +
+                                N + "]>\n  %s = scan %t {axis = 1, kind = \"sum\"} : tile<" + t + ", [1, " + N +
+                                "]>\n  store_tile %y, %s, %p, %z\n}\n",
+                            "scan.tile");
+      auto k = bind_constexprs(*m->kernels.at(0), {});
+      const Sizes sizes{{"R", 5}};
+      for (bool layouts : {false, true}) {
+        SCOPED_TRACE(t + " [" + N + "] " + (layouts ? "layouts" : "planning"));
+        std::vector<Tensor> outs[2];
+        for (bool one : {false, true}) {
+          std::optional<testutil::ScopedEnv> env;
+          if (one) env.emplace("TESSERA_CUDA_ONE_BARRIER_SCANS", "1");
+          std::vector<Tensor> want = make_random_tensors(*k, sizes, 19), got = want;
+          auto wa = args_for(*k, want), ga = args_for(*k, got);
+          run_interp(*k, wa);
+          compile_as(*k, Way{"scan", layouts, one})->run_host(ga);
+          EXPECT_GT(testutil::expect_tensors_match(want, got, "scan", "gpu", {}, tile_error_bounds(*k, sizes, want)), 0);
+          outs[one] = got;
+        }
+        EXPECT_TRUE(outs[0][1].data == outs[1][1].data) << "the one-barrier scan's bits differ";
+      }
     }
 }
 

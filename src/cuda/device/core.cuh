@@ -413,12 +413,12 @@ template <int NW, class T> TSR_D T block_exclusive_sum(T v, T* part, T& total) {
   return (warp > 0 ? before_warp : T(0)) + before_lane;
 }
 
-// block_exclusive_sum for R values a thread at once, with one barrier where R calls take R: the
-// values in the order (value 0 of every thread in thread order, then value 1 of every thread,
-// ...), as a blocked tile's repeats lie. off[r] is the sum of everything before this thread's
-// value r (added as a single call's `run + (before the warp + before the lane)`, so float sums
-// round alike), and the return value the sum of all. `part` is NW * R elements of shared
-// memory that no thread still reads (the caller's barrier).
+// block_exclusive_sum for R values a thread at once, with one barrier inside where R calls
+// take R: the values in the order (value 0 of every thread in thread order, then value 1 of
+// every thread, ...), as a blocked tile's repeats lie. off[r] is the sum of everything before
+// this thread's value r (added as a single call's `run + (before the warp + before the lane)`,
+// so float sums round alike), and the return value the sum of all. `part` is NW * R elements
+// of shared memory that no thread still reads (the caller's barrier).
 template <int NW, int R, class T> TSR_D T block_exclusive_sums(const T (&v)[R], T (&off)[R], T* part) {
   const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
   T x[R];
