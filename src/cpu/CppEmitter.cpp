@@ -1085,7 +1085,7 @@ void Emitter::emit_op(const Op& op) {
     case OpClass::Compare: emit_binary(op); break;
     case OpClass::Ternary:
       if (op.kind == OpKind::Where) {
-        elementwise(op, [](const std::vector<std::string>& a) { return "(" + a[0] + " ? " + a[1] + " : " + a[2] + ")"; });
+        elementwise(op, [](const std::vector<std::string>& a) { return "tsr::sel(" + a[0] + ", " + a[1] + ", " + a[2] + ")"; });
       } else {
         ScalarKind t = op.result()->type.elem;
         if (!is_float(t)) fail(op, "fma needs a float type");

@@ -194,9 +194,9 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       int nan_ = 0;
       #pragma omp simd reduction(+:a0_,a1_)
       for (int64_t l_ = 0; l_ < 512; ++l_) {
-        const float x0_ = (float((float(((v41[o_ * 1024 + l_] ? v15[o_ * 1024 + l_] : v39[0])) - v39[0])) * (float(((v41[o_ * 1024 + l_] ? v15[o_ * 1024 + l_] : v39[0])) - v39[0]))));
+        const float x0_ = (float((float((tsr::sel(v41[o_ * 1024 + l_], v15[o_ * 1024 + l_], v39[0])) - v39[0])) * (float((tsr::sel(v41[o_ * 1024 + l_], v15[o_ * 1024 + l_], v39[0])) - v39[0]))));
         a0_ += x0_;
-        const float x1_ = (float((float(((v41[o_ * 1024 + 512 + l_] ? v15[o_ * 1024 + 512 + l_] : v39[0])) - v39[0])) * (float(((v41[o_ * 1024 + 512 + l_] ? v15[o_ * 1024 + 512 + l_] : v39[0])) - v39[0]))));
+        const float x1_ = (float((float((tsr::sel(v41[o_ * 1024 + 512 + l_], v15[o_ * 1024 + 512 + l_], v39[0])) - v39[0])) * (float((tsr::sel(v41[o_ * 1024 + 512 + l_], v15[o_ * 1024 + 512 + l_], v39[0])) - v39[0]))));
         a1_ += x1_;
       }
       v44[o_ * 1 + 0] = nan_ ? float(NAN) : float(a0_ + a1_);
@@ -363,9 +363,9 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         int nan_ = 0;
         #pragma omp simd reduction(+:a0_,a1_)
         for (int64_t l_ = 0; l_ < 512; ++l_) {
-          const float x0_ = ((v94[o_ * 1024 + l_] ? (float((float(v83[o_ * 1024 + l_] - v79[0])) * (float(v83[o_ * 1024 + l_] - v79[0])))) : (v60)));
+          const float x0_ = (tsr::sel(v94[o_ * 1024 + l_], (float((float(v83[o_ * 1024 + l_] - v79[0])) * (float(v83[o_ * 1024 + l_] - v79[0])))), (v60)));
           a0_ += x0_;
-          const float x1_ = ((v94[o_ * 1024 + 512 + l_] ? (float((float(v83[o_ * 1024 + 512 + l_] - v79[0])) * (float(v83[o_ * 1024 + 512 + l_] - v79[0])))) : (v60)));
+          const float x1_ = (tsr::sel(v94[o_ * 1024 + 512 + l_], (float((float(v83[o_ * 1024 + 512 + l_] - v79[0])) * (float(v83[o_ * 1024 + 512 + l_] - v79[0])))), (v60)));
           a1_ += x1_;
         }
         v96[o_ * 1 + 0] = nan_ ? float(NAN) : float(a0_ + a1_);

@@ -263,7 +263,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           // (computed inside its user)
           // %78 = where %77, %73, %71 : tile<u32, [8192]>
           alignas(64) uint32_t v84[8192];
-          for (int64_t i85 = 0; i85 < 8192; ++i85) v84[i85] = ((uint8_t((tsr::ishr(v82[i85], (v49))) == (v14))) ? (uint32_t(v82[i85] ^ (v48))) : v82[i85]);
+          for (int64_t i85 = 0; i85 < 8192; ++i85) v84[i85] = tsr::sel((uint8_t((tsr::ishr(v82[i85], (v49))) == (v14))), (uint32_t(v82[i85] ^ (v48))), v82[i85]);
           // %79 = cmp %66, %44 {pred = "eq"} : i1
           const uint8_t v86 = uint8_t(v79 == v50);
           // %80 = if %79 : tile<u32, [8192]> {...}
@@ -285,7 +285,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
             // (computed inside its user)
             // %88 = where %86, %78, %87 : tile<u32, [8192]>
             alignas(64) uint32_t v89[8192];
-            for (int64_t i90 = 0; i90 < 8192; ++i90) v89[i90] = ((uint8_t((tsr::wadd((int32_t(0 + i90)), (v88))) < (v2))) ? v84[i90] : (v8));
+            for (int64_t i90 = 0; i90 < 8192; ++i90) v89[i90] = tsr::sel((uint8_t((tsr::wadd((int32_t(0 + i90)), (v88))) < (v2))), v84[i90], (v8));
             // yield %88
             __builtin_memcpy(v87, v89, sizeof(v87));
           } else {
@@ -314,7 +314,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           // (computed inside its user)
           // %99 = where %97, %93, %98 : tile<i32, [8192]>
           alignas(64) int32_t v91[8192];
-          for (int64_t i92 = 0; i92 < 8192; ++i92) v91[i92] = ((uint8_t((tsr::ishr(v87[i92], (v32))) == (v52))) ? (int32_t((uint32_t((tsr::ishr(v87[i92], (v35))) & (v51))))) : (v53));
+          for (int64_t i92 = 0; i92 < 8192; ++i92) v91[i92] = tsr::sel((uint8_t((tsr::ishr(v87[i92], (v32))) == (v52))), (int32_t((uint32_t((tsr::ishr(v87[i92], (v35))) & (v51))))), (v53));
           // %100 = histogram %99 : tile<i32, [256]>
           alignas(64) int32_t v93[256];
           tsr::histogram(v91, 8192, v93, 256);
@@ -366,7 +366,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // (computed inside its user)
       // %120 = add %119, %109 : tile<i64, [256]>
       alignas(64) int64_t v102[256];
-      for (int64_t i103 = 0; i103 < 256; ++i103) v102[i103] = tsr::wadd((((uint8_t(v95[i103] < c20)) ? (tsr::wadd((tsr::ishl((int64_t(c54[i103])), (v99))), (v100))) : (v101))), (int64_t((((uint8_t(v95[i103] == c20)) ? (v98) : v18)))));
+      for (int64_t i103 = 0; i103 < 256; ++i103) v102[i103] = tsr::wadd((tsr::sel((uint8_t(v95[i103] < c20)), (tsr::wadd((tsr::ishl((int64_t(c54[i103])), (v99))), (v100))), (v101))), (int64_t((tsr::sel((uint8_t(v95[i103] == c20)), (v98), v18)))));
       // %121 = reduce %120 {axis = 0, kind = "sum"} : i64
       int64_t v104;
       for (int64_t o_ = 0; o_ < 1; ++o_) v104 = tsr::row_lanes16<tsr::rd_sum, int64_t>(v102 + o_ * 256, 256, int64_t(0));
@@ -554,7 +554,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // (computed inside its user)
       // %177 = where %176, %172, %170 : tile<u32, [8192]>
       alignas(64) uint32_t v167[8192];
-      for (int64_t i168 = 0; i168 < 8192; ++i168) v167[i168] = ((uint8_t((tsr::ishr(v165[i168], (v130))) == (v14))) ? (uint32_t(v165[i168] ^ (v129))) : v165[i168]);
+      for (int64_t i168 = 0; i168 < 8192; ++i168) v167[i168] = tsr::sel((uint8_t((tsr::ishr(v165[i168], (v130))) == (v14))), (uint32_t(v165[i168] ^ (v129))), v165[i168]);
       // %178 = cmp %165, %139 {pred = "eq"} : i1
       const uint8_t v169 = uint8_t(v162 == v131);
       // %179 = if %178 : tile<u32, [8192]> {...}
@@ -576,7 +576,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // (computed inside its user)
         // %187 = where %185, %177, %186 : tile<u32, [8192]>
         alignas(64) uint32_t v172[8192];
-        for (int64_t i173 = 0; i173 < 8192; ++i173) v172[i173] = ((uint8_t((tsr::wadd((int32_t(0 + i173)), (v171))) < (v2))) ? v167[i173] : (v8));
+        for (int64_t i173 = 0; i173 < 8192; ++i173) v172[i173] = tsr::sel((uint8_t((tsr::wadd((int32_t(0 + i173)), (v171))) < (v2))), v167[i173], (v8));
         // yield %187
         __builtin_memcpy(v170, v172, sizeof(v170));
       } else {
@@ -610,7 +610,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // (computed inside its user)
       // %198 = add %197, %195 : tile<i32, [8192]>
       alignas(64) int32_t v184[8192];
-      for (int64_t i185 = 0; i185 < 8192; ++i185) v184[i185] = tsr::wadd(((v178[i185] ? (v4) : v18)), ((v180[i185] ? (v132) : v18)));
+      for (int64_t i185 = 0; i185 < 8192; ++i185) v184[i185] = tsr::wadd((tsr::sel(v178[i185], (v4), v18)), (tsr::sel(v180[i185], (v132), v18)));
       // %199 = reduce %198 {axis = 0, kind = "sum"} : i32
       int32_t v186;
       for (int64_t o_ = 0; o_ < 1; ++o_) v186 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v184 + o_ * 8192, 8192, int32_t(0));

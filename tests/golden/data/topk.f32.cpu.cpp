@@ -263,7 +263,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           // (computed inside its user)
           // %78 = where %77, %73, %71 : tile<u32, [8192]>
           alignas(64) uint32_t v85[8192];
-          for (int64_t i86 = 0; i86 < 8192; ++i86) v85[i86] = ((uint8_t((tsr::ishr(v83[i86], (v50))) == (v14))) ? (uint32_t(v83[i86] ^ (v49))) : v83[i86]);
+          for (int64_t i86 = 0; i86 < 8192; ++i86) v85[i86] = tsr::sel((uint8_t((tsr::ishr(v83[i86], (v50))) == (v14))), (uint32_t(v83[i86] ^ (v49))), v83[i86]);
           // %79 = cmp %67, %45 {pred = "eq"} : i1
           const uint8_t v87 = uint8_t(v80 == v51);
           // %80 = if %79 : tile<u32, [8192]> {...}
@@ -285,7 +285,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
             // (computed inside its user)
             // %88 = where %86, %78, %87 : tile<u32, [8192]>
             alignas(64) uint32_t v90[8192];
-            for (int64_t i91 = 0; i91 < 8192; ++i91) v90[i91] = ((uint8_t((tsr::wadd((int32_t(0 + i91)), (v89))) < (v2))) ? v85[i91] : (v8));
+            for (int64_t i91 = 0; i91 < 8192; ++i91) v90[i91] = tsr::sel((uint8_t((tsr::wadd((int32_t(0 + i91)), (v89))) < (v2))), v85[i91], (v8));
             // yield %88
             __builtin_memcpy(v88, v90, sizeof(v88));
           } else {
@@ -314,7 +314,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           // (computed inside its user)
           // %99 = where %97, %93, %98 : tile<i32, [8192]>
           alignas(64) int32_t v92[8192];
-          for (int64_t i93 = 0; i93 < 8192; ++i93) v92[i93] = ((uint8_t((tsr::ishr(v88[i93], (v33))) == (v53))) ? (int32_t((uint32_t((tsr::ishr(v88[i93], (v36))) & (v52))))) : (v54));
+          for (int64_t i93 = 0; i93 < 8192; ++i93) v92[i93] = tsr::sel((uint8_t((tsr::ishr(v88[i93], (v33))) == (v53))), (int32_t((uint32_t((tsr::ishr(v88[i93], (v36))) & (v52))))), (v54));
           // %100 = histogram %99 : tile<i32, [2048]>
           alignas(64) int32_t v94[2048];
           tsr::histogram(v92, 8192, v94, 2048);
@@ -366,7 +366,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // (computed inside its user)
       // %120 = add %119, %109 : tile<i64, [2048]>
       alignas(64) int64_t v103[2048];
-      for (int64_t i104 = 0; i104 < 2048; ++i104) v103[i104] = tsr::wadd((((uint8_t(v96[i104] < c21)) ? (tsr::wadd((tsr::ishl((int64_t(c55[i104])), (v100))), (v101))) : (v102))), (int64_t((((uint8_t(v96[i104] == c21)) ? (v99) : v18)))));
+      for (int64_t i104 = 0; i104 < 2048; ++i104) v103[i104] = tsr::wadd((tsr::sel((uint8_t(v96[i104] < c21)), (tsr::wadd((tsr::ishl((int64_t(c55[i104])), (v100))), (v101))), (v102))), (int64_t((tsr::sel((uint8_t(v96[i104] == c21)), (v99), v18)))));
       // %121 = reduce %120 {axis = 0, kind = "sum"} : i64
       int64_t v105;
       for (int64_t o_ = 0; o_ < 1; ++o_) v105 = tsr::row_lanes16<tsr::rd_sum, int64_t>(v103 + o_ * 2048, 2048, int64_t(0));
@@ -552,7 +552,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // (computed inside its user)
       // %176 = where %175, %171, %169 : tile<u32, [8192]>
       alignas(64) uint32_t v168[8192];
-      for (int64_t i169 = 0; i169 < 8192; ++i169) v168[i169] = ((uint8_t((tsr::ishr(v166[i169], (v131))) == (v14))) ? (uint32_t(v166[i169] ^ (v130))) : v166[i169]);
+      for (int64_t i169 = 0; i169 < 8192; ++i169) v168[i169] = tsr::sel((uint8_t((tsr::ishr(v166[i169], (v131))) == (v14))), (uint32_t(v166[i169] ^ (v130))), v166[i169]);
       // %177 = cmp %165, %139 {pred = "eq"} : i1
       const uint8_t v170 = uint8_t(v163 == v132);
       // %178 = if %177 : tile<u32, [8192]> {...}
@@ -574,7 +574,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         // (computed inside its user)
         // %186 = where %184, %176, %185 : tile<u32, [8192]>
         alignas(64) uint32_t v173[8192];
-        for (int64_t i174 = 0; i174 < 8192; ++i174) v173[i174] = ((uint8_t((tsr::wadd((int32_t(0 + i174)), (v172))) < (v2))) ? v168[i174] : (v8));
+        for (int64_t i174 = 0; i174 < 8192; ++i174) v173[i174] = tsr::sel((uint8_t((tsr::wadd((int32_t(0 + i174)), (v172))) < (v2))), v168[i174], (v8));
         // yield %186
         __builtin_memcpy(v171, v173, sizeof(v171));
       } else {
@@ -608,7 +608,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // (computed inside its user)
       // %197 = add %196, %194 : tile<i32, [8192]>
       alignas(64) int32_t v185[8192];
-      for (int64_t i186 = 0; i186 < 8192; ++i186) v185[i186] = tsr::wadd(((v179[i186] ? (v4) : v18)), ((v181[i186] ? (v133) : v18)));
+      for (int64_t i186 = 0; i186 < 8192; ++i186) v185[i186] = tsr::wadd((tsr::sel(v179[i186], (v4), v18)), (tsr::sel(v181[i186], (v133), v18)));
       // %198 = reduce %197 {axis = 0, kind = "sum"} : i32
       int32_t v187;
       for (int64_t o_ = 0; o_ < 1; ++o_) v187 = tsr::row_lanes16<tsr::rd_sum, int32_t>(v185 + o_ * 8192, 8192, int32_t(0));
