@@ -257,9 +257,12 @@ DimValue eval_dim(const Dim& d, const std::function<std::optional<int64_t>(const
       case DOp::Mul: overflow = __builtin_mul_overflow(x, y, &z); break;
       case DOp::Div:
         if (y == 0) return say("division by zero");
+        if (x == INT64_MIN && y == -1) {  // before x % y, which traps on it (SIGFPE)
+          overflow = true;
+          break;
+        }
         if (x % y != 0) return say("'/' in a shape must divide evenly (cdiv rounds up)");
-        if (x == INT64_MIN && y == -1) overflow = true;
-        else z = x / y;
+        z = x / y;
         break;
       case DOp::Cdiv:
         if (y <= 0) return say("cdiv needs a positive divisor");

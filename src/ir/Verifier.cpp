@@ -10,6 +10,7 @@
 #include "ir/Struct.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <unordered_map>
@@ -18,6 +19,29 @@
 namespace tessera {
 
 namespace {
+
+// The cpu and cuda backends declare every constexpr by its own name in the generated C++ (raw
+// bodies read them), so a name C++ gives a meaning, or one the generated function already
+// declares, would not compile there: "" or why `name` cannot be a constexpr's.
+std::string reserved_constexpr_name(const std::string& name) {
+  static const std::unordered_set<std::string> keywords = {
+      "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch",
+      "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval", "constexpr",
+      "constinit", "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype", "default", "delete",
+      "do", "double", "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false", "float", "for",
+      "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
+      "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register", "reinterpret_cast",
+      "requires", "return", "short", "signed", "sizeof", "static", "static_assert", "static_cast", "struct",
+      "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid", "typename",
+      "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq"};
+  // The cpu backend's program function: its argument block and program ids and counts.
+  static const std::unordered_set<std::string> generated = {"A", "pid0", "pid1", "pid2", "np0", "np1", "np2"};
+  if (keywords.count(name)) return "is a C++ keyword, and the generated C++ and CUDA declare constexprs by name";
+  if (generated.count(name)) return "is a name the cpu backend's generated program function already declares";
+  if (name.starts_with("__") || (name.size() > 1 && name[0] == '_' && std::isupper(static_cast<unsigned char>(name[1]))))
+    return "names beginning with '__' or '_' and a capital are reserved to the C++ implementation";
+  return "";
+}
 
 std::string q(std::string_view s) { return "'" + std::string(s) + "'"; }
 
@@ -178,6 +202,10 @@ class Verifier {
       const Loc& loc = c.loc.known() ? c.loc : k_.loc;
       if (!names.insert(c.name).second) {
         error(loc, "constexpr " + c.name + " is declared twice");
+        continue;
+      }
+      if (std::string why = reserved_constexpr_name(c.name); !why.empty()) {
+        error(loc, "constexpr " + c.name + ": " + why);
         continue;
       }
       std::string range = constexpr_range_error(c.name, c.value);
