@@ -111,7 +111,21 @@ int64_t run_split(const Kernel& bound, const SplitKernels& s, std::vector<Kernel
   if (runs < 1) throw TesseraError("the number of runs of a split reduction must be at least 1, not " + std::to_string(runs));
   std::array<int64_t, 3> g = interp_grid(bound, args);
   const int64_t programs = g[0] * g[1] * g[2];
-  // The partial views follow the kernel's own parameters, one per carried value.
+  // The partial views follow the kernel's own parameters, one per carried value. Counted
+  // before anything is allocated: `--split 2147483647` would otherwise fill gigabytes element
+  // by element until the host runs out (the CLI's tensor limit, 16 GiB, holds here too).
+  constexpr double kMaxBytes = 16.0 * (1ull << 30);
+  double bytes = 0;
+  for (size_t i = bound.params.size(); i < s.partial->params.size(); ++i) {
+    const Type& t = s.partial->params[i]->type;
+    double n = double(programs) * double(runs) * scalar_bytes(t.elem);
+    for (size_t d = 2; d < t.shape.size(); ++d) n *= double(t.shape[d].value);
+    bytes += n;
+  }
+  if (bytes > kMaxBytes)
+    throw TesseraError("the split's partial results (" + std::to_string(programs) + " programs x " + std::to_string(runs) +
+                       " runs) need " + std::to_string(static_cast<long long>(bytes / (1ull << 30))) +
+                       " GiB; the limit is 16 GiB: fewer runs");
   std::vector<Tensor> partials;
   partials.reserve(s.partial->params.size() - bound.params.size());
   std::mt19937_64 rng(seed);

@@ -211,6 +211,40 @@ int64_t parse_int(const std::string& text, const std::string& what) {
   return v;
 }
 
+namespace {
+
+// A --scalar value for an integer parameter of kind `sk`, which it must fit: an i32 given
+// 99999999999 or an i1 given 2 is an error, not a value wrapped in silence. A u64 takes all
+// of [0, 2^64 - 1] and is held as its bits.
+int64_t parse_scalar_int(const std::string& text, ScalarKind sk, const std::string& name) {
+  const std::string what = "--scalar value for " + name;
+  const int bits = scalar_bits(sk);
+  const std::string type(scalar_name(sk));
+  if (is_unsigned_int(sk) || is_bool(sk)) {
+    uint64_t u = 0;
+    auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), u);
+    if (ec == std::errc() && p == text.data() + text.size()) {
+      const uint64_t top = bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
+      if (u > top)
+        throw TesseraError("bad " + what + " '" + text + "': out of the range of " + type + " [0, " + std::to_string(top) + "]");
+      return static_cast<int64_t>(u);
+    }
+    if (ec == std::errc::result_out_of_range || (!text.empty() && text[0] == '-' && parse_int(text, what) < 0))
+      throw TesseraError("bad " + what + " '" + text + "': out of the range of " + type);
+    throw TesseraError("bad " + what + " '" + text + "': expected an integer");
+  }
+  const int64_t v = parse_int(text, what);
+  if (bits < 64) {
+    const int64_t hi = (int64_t{1} << (bits - 1)) - 1, lo = -hi - 1;
+    if (v < lo || v > hi)
+      throw TesseraError("bad " + what + " '" + text + "': out of the range of " + type + " [" + std::to_string(lo) +
+                         ", " + std::to_string(hi) + "]");
+  }
+  return v;
+}
+
+}  // namespace
+
 ConstexprConfig parse_config(const std::vector<std::string>& items) {
   ConstexprConfig c;
   for (const auto& [name, value] : split_assignments(items, "--config"))
@@ -315,7 +349,7 @@ std::vector<KernelArg> make_args(const Kernel& k, std::vector<Tensor>& tensors, 
             throw TesseraError("bad --scalar " + p->name + "=" + it->second + ": expected a number");
           a.scalar = v;
         } else {
-          a.scalar = parse_int(it->second, "--scalar value for " + p->name);
+          a.scalar = parse_scalar_int(it->second, sk, p->name);
         }
       } else if (is_float(sk)) {
         a.scalar = 0.5 + std::uniform_real_distribution<double>(0, 1)(rng);

@@ -71,6 +71,9 @@ int cmd_compile(const CompileOptions& o) {
   CudaTarget target;
   if (cuda_target) {
     target = CudaTarget::parse(o.target);
+    // Split-K is the wgmma matmul's compilation: another target would print the same code.
+    if (o.split_k && !(target.sm == 90 && target.arch_specific))
+      throw TesseraError("--split-k is the split-K compilation of wgmma matmuls: it needs --target cuda:sm_90a, not " + o.target);
     target.split_k = o.split_k;
   }
   // The target's preferred configs key on the architecture as CudaTarget prints it.

@@ -84,7 +84,8 @@ int main(int argc, char** argv) {
                       "NAME=FILE.npy: view NAME's data from a NumPy file of its dtype and shape (repeatable; "
                       "the other views random; bf16 and f8 as raw bits, '<u2' and '|u1')")
       ->allow_extra_args(false);
-  run_cmd->add_option("--output", run.output_dir, "write every view as DIR/NAME.npy after the run (creates DIR)");
+  run_cmd->add_option("--output", run.output_dir, "write every view as DIR/NAME.npy after the run (creates DIR)")
+      ->check([](const std::string& d) { return d.empty() ? std::string("needs a directory, not ''") : std::string(); });
   run_cmd->add_option("--reference", run.references,
                       "NAME=FILE.npy: check view NAME against this data, under --check's tolerances "
                       "(repeatable; implies --check; the line then says reference=npy:NAMES)")
@@ -92,7 +93,14 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--split", run.split,
                       "N: run the split schedule (FlashDecoding) of the kernel's rolling reduction: a partial "
                       "kernel over N runs of the loop per program, then the merge kernel (docs/passes.md); "
-                      "--check compares with the interpreter on the kernel as written");
+                      "--check compares with the interpreter on the kernel as written")
+      ->check([](const std::string& v) {
+        // 0 (the default) means no split, so a given 0 would be taken in silence for it.
+        int64_t n = 0;
+        auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+        return ec == std::errc() && p == v.data() + v.size() && n < 1 ? "needs N >= 1 runs per program, not " + v
+                                                                        : std::string();
+      });
   run_cmd->add_flag("--check-passes", run.check_passes,
                     "also run the kernel on the interpreter before and after each pass (at these sizes, "
                     "seeds --seed, +1, +2) and name the first pass that changes its output (stderr)");

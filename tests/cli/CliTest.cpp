@@ -265,6 +265,48 @@ TEST_F(Cli, RunFileWithScalarParameter) {
   EXPECT_EQ(bad.err, "error: kernel 'vadd' has no scalar parameter 'q' (its scalar parameters: k)\n");
 }
 
+// A --scalar value must fit its parameter's kind: wrapped in silence, an i32 given 99999999999
+// ran with 1215752191, and an i1 given 2 ran as 2 on cpu and as 1 on the interpreter.
+TEST_F(Cli, RunScalarOutOfItsKindsRange) {
+  Result r = tessera("run tests/cli/data/vadd_i32.tile --size N=3 --scalar k=99999999999");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "error: bad --scalar value for k '99999999999': out of the range of i32 [-2147483648, 2147483647]\n");
+  const std::string f = "run tests/cli/data/scalar_kinds.tile --size N=3 --scalar ";
+  r = tessera(f + "a=256,b=1,c=1");
+  EXPECT_EQ(r.err, "error: bad --scalar value for a '256': out of the range of u8 [0, 255]\n");
+  r = tessera(f + "a=1,b=2,c=1");
+  EXPECT_EQ(r.err, "error: bad --scalar value for b '2': out of the range of i1 [0, 1]\n");
+  r = tessera(f + "a=1,b=1,c=-1");
+  EXPECT_EQ(r.err, "error: bad --scalar value for c '-1': out of the range of u64\n");
+  // The whole of u64, held as its bits: the cpu backend agrees with the interpreter.
+  r = tessera(f + "a=255,b=1,c=18446744073709551615 --backend cpu --check");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, StartsWith("PASS scalar_kinds cpu N=3 "));
+}
+
+// Options that would have been taken in silence: --split 0 (no split: the default), an empty
+// --output directory (nothing written), --split-k for a target without wgmma (the same code).
+TEST_F(Cli, RunAndCompileRefuseOptionsThatWouldDoNothing) {
+  Result r = tessera("run tests/corpus/decode_attention.tile --size H=1,T=100,DH=64 --split 0");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "error: --split: needs N >= 1 runs per program, not 0 (see `tessera run --help`)\n");
+  r = tessera("run tests/cli/data/vadd_i32.tile --size N=3 --output ''");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "error: --output: needs a directory, not '' (see `tessera run --help`)\n");
+  r = tessera("compile matmul --dtype bf16 -t cuda:sm_80 -e cuda --split-k");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "error: --split-k is the split-K compilation of wgmma matmuls: it needs --target cuda:sm_90a, not cuda:sm_80\n");
+}
+
+// --split N allocates programs x N partial results: past the 16 GiB tensor limit it stops
+// before allocating (it had filled gigabytes element by element until the host ran out).
+TEST_F(Cli, RunSplitWithinTheTensorLimit) {
+  Result r = tessera("run tests/corpus/decode_attention.tile --size H=1,T=100,DH=64 --split 2147483647");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "error: the split's partial results (1 programs x 2147483647 runs) need 527 GiB; the limit is 16 "
+                   "GiB: fewer runs\n");
+}
+
 TEST_F(Cli, RunUnknownKernel) {
   Result r = tessera("run no_such_kernel --backend interp");
   EXPECT_EQ(r.status, 1);
