@@ -298,6 +298,32 @@ class Emitter {
   // A result read by one op (possibly as several of its operands: d * d) in the same block. One
   // read more than once is recomputed at each read, so only a cheap expression is (cheap_tree).
   bool can_defer(const Op& op) const {
+    if (auto it = defer_memo_.find(&op); it != defer_memo_.end()) return it->second;
+    const bool d = can_defer_here(op) && expression_weight(op) <= kMaxExpressionWeight;
+    defer_memo_[&op] = d;
+    return d;
+  }
+  // An expression computed inside its user repeats, in the C++ text, every expression it
+  // inlines, once per read: `a * a` chains double at each step. Past this many ops (counted
+  // with their repeats) the value is an array of its own, so that the generated source (and
+  // the emitter's time) stays linear in the kernel (a 20-deep chain of squares was 2^20 copies;
+  // a chain of 20000 adds, quadratic). No library kernel comes near it.
+  static constexpr int64_t kMaxExpressionWeight = 256;
+  mutable std::unordered_map<const Op*, bool> defer_memo_;
+  mutable std::unordered_map<const Op*, int64_t> weight_memo_;
+  // The ops in op's expression, with the deferred expressions it inlines at each read.
+  int64_t expression_weight(const Op& op) const {
+    if (auto it = weight_memo_.find(&op); it != weight_memo_.end()) return it->second;
+    int64_t w = 1;
+    for (const Value* v : op.operands) {
+      const Op* d = v->def;
+      if (!d || !v->type.is_tile() || !(is_elementwise(*d) || d->info().cls == OpClass::Create) || !can_defer(*d)) continue;
+      w = std::min<int64_t>(w + expression_weight(*d), int64_t{1} << 40);
+    }
+    weight_memo_[&op] = w;
+    return w;
+  }
+  bool can_defer_here(const Op& op) const {
     const Value* r = op.result();
     if (!r->type.is_tile() || vector_exp(op)) return false;
     auto it = users_.find(r);

@@ -47,6 +47,35 @@ TEST(CpuHostile, TilesPastTheStackBudgetLiveOnTheHeap) {
 }
 
 
+// A value read twice and computed inside its user is repeated in the C++ at each read: a chain
+// of `a = a * a - h` doubles its text at every step (20 steps took over 60 s and megabytes to
+// emit), and a long chain of adds grew quadratically. Past a cap the value gets its own array:
+// the source stays small and the results those of the interpreter.
+TEST(CpuHostile, ChainsOfElementwiseOpsEmitInLinearSize) {
+  auto chain = [](int steps, bool square) {
+    std::string t = R"(kernel @chain(%x: view<f32, [N]>, %y: view<f32, [N]>) {
+  grid {
+    %one = const {value = 1} : i32
+    yield %one
+  }
+  %c0 = const {value = 0} : i32
+  %a0 = load_tile %x, %c0 : tile<f32, [64]>
+  %h0 = const {value = 0.5} : f32
+  %h = splat %h0 : tile<f32, [64]>
+)";
+    for (int i = 0; i < steps; ++i) {
+      const std::string a = "%a" + std::to_string(i), s = "%s" + std::to_string(i), b = "%a" + std::to_string(i + 1);
+      t += square ? "  " + s + " = mul " + a + ", " + a + " : tile<f32, [64]>\n  " + b + " = sub " + s + ", %h : tile<f32, [64]>\n"
+                  : "  " + b + " = add " + a + ", %a0 : tile<f32, [64]>\n";
+    }
+    return t + "  store_tile %y, %a" + std::to_string(steps) + ", %c0\n}\n";
+  };
+  auto squares = bound(chain(24, true));
+  EXPECT_LT(emit_cpp(*squares).size(), 200000u);
+  EXPECT_GT(expect_same_as_interp(*squares, {{"N", 50}}, 3), 49);
+  EXPECT_LT(emit_cpp(*bound(chain(3000, false))).size(), 3000u * 400);
+}
+
 // The located error of running `text` on the interpreter and on the cpu backend (each must
 // throw; "FILE:LINE:COL: error: message").
 std::pair<std::string, std::string> errors_of(const std::string& text, const Sizes& sizes) {
