@@ -1663,7 +1663,9 @@ void Emitter::emit_shape(const Op& op) {
       std::vector<int64_t> R = shape_of(op, res), Sx = shape_of(op, src);
       if (dims.size() != R.size()) fail(op, "dims must be a permutation of the operand dims");
       std::string n = declare(op, res);
-      if (R.size() == 2 && dims[0] == 1 && dims[1] == 0) {  // a transpose: blocked (tsr::transpose)
+      // A transpose: blocked (tsr::transpose), from an array (a bf16 row read in place is a
+      // tsr::bf16_row, read element by element below).
+      if (R.size() == 2 && dims[0] == 1 && dims[1] == 0 && !bf16_rows_.count(src)) {
         line("tsr::transpose<" + ctype(res->type.elem) + ", " + std::to_string(Sx[0]) + ", " + std::to_string(Sx[1]) + ">(" +
              nm(src) + ", " + n + ");");
         return;
@@ -1683,7 +1685,10 @@ void Emitter::emit_shape(const Op& op) {
       size_t first = ext ? 1 : 2;
       if (op.operands.size() != first + Big.size()) fail(op, "needs one index per dim");
       std::string n = declare(op, res);
-      if (!ext) line("__builtin_memcpy(" + n + ", " + nm(src) + ", sizeof(" + n + "));");
+      if (!ext && bf16_rows_.count(src))  // a bf16 row read in place: converted element by element
+        line("for (int64_t i_ = 0; i_ < " + std::to_string(numel(res)) + "; ++i_) " + n + "[i_] = " + nm(src) + "[i_];");
+      else if (!ext)
+        line("__builtin_memcpy(" + n + ", " + nm(src) + ", sizeof(" + n + "));");
       std::vector<std::string> o;
       for (size_t d = 0; d < Big.size(); ++d) {
         o.push_back(fresh("o"));
@@ -2335,6 +2340,14 @@ EmittedCpp Emitter::run() {
   };
   if (k.grid) walk(*k.grid, count);
   if (k.body) walk(*k.body, count);
+  // can_defer's memo filled in program order: each op's operands are decided before it, so
+  // expression_weight's recursion stays one level deep (an analysis asking first about the
+  // end of a long chain would otherwise recurse through all of it).
+  auto decide = [&](Op& o) {
+    if (o.results.size() == 1) (void)can_defer(o);
+  };
+  if (k.grid) walk(*k.grid, decide);
+  if (k.body) walk(*k.body, decide);
   line("struct Args {");
   ++ind_;
   int nviews = 0, nscalars = 0;

@@ -147,5 +147,34 @@ TEST(CpuInPlaceLoad, RowTilesReadInPlaceAndPadded) {
   expect_same_as_interp(*k, {{"M", 3}, {"N", 128}}, 24);
 }
 
+// A bf16 row read in place is a tsr::bf16_row, not an array: a transpose of it and an
+// insert_tile into it (which copied it with tsr::transpose and memcpy) read it element by
+// element; the generated C++ did not compile.
+TEST(CpuInPlaceLoad, Bf16RowsPermutedAndInsertedInto) {
+  const std::string head = R"(kernel @p(%x: view<bf16, [M, N]>, %y: view<bf16, [N, M]>) {
+  grid {
+    %m = dim %x {axis = 0} : i32
+    yield %m
+  }
+  %p = program_id {axis = 0} : i32
+  %c0 = const {value = 0} : i32
+  %c1 = const {value = 1} : i32
+  %t = load_tile %x, %p, %c0 : tile<bf16, [1, 64]>
+)";
+  auto permuted = bound(head + R"(  %tt = permute %t {dims = [1, 0]} : tile<bf16, [64, 1]>
+  store_tile %y, %tt, %c0, %p
+}
+)");
+  EXPECT_NE(emit_cpp(*permuted).find("tsr::bf16_row"), std::string::npos) << "expected the row read in place";
+  EXPECT_GT(expect_same_as_interp(*permuted, {{"M", 5}, {"N", 50}}, 25), 0);
+  auto inserted = bound(head + R"(  %s = extract_tile %t, %c0, %c1 : tile<bf16, [1, 32]>
+  %r = insert_tile %t, %s, %c0, %c0 : tile<bf16, [1, 64]>
+  %rt = permute %r {dims = [1, 0]} : tile<bf16, [64, 1]>
+  store_tile %y, %rt, %c0, %p
+}
+)");
+  EXPECT_GT(expect_same_as_interp(*inserted, {{"M", 5}, {"N", 50}}, 26), 0);
+}
+
 }  // namespace
 }  // namespace tessera::cputest
