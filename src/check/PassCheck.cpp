@@ -1,6 +1,7 @@
 #include "check/PassCheck.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <random>
 
 #include "check/Compare.h"
@@ -110,10 +111,14 @@ int64_t run_split(const Kernel& bound, const SplitKernels& s, std::vector<Kernel
   if (!s.partial || !s.merge) throw TesseraError(bound.loc, "kernel '" + bound.name + "' was not split: " + s.why);
   if (runs < 1) throw TesseraError("the number of runs of a split reduction must be at least 1, not " + std::to_string(runs));
   std::array<int64_t, 3> g = interp_grid(bound, args);
-  const int64_t programs = g[0] * g[1] * g[2];
+  int64_t programs = 0;
+  if (__builtin_mul_overflow(g[0], g[1], &programs) || __builtin_mul_overflow(programs, g[2], &programs))
+    throw TesseraError("the split's grid of " + std::to_string(g[0]) + " x " + std::to_string(g[1]) + " x " +
+                       std::to_string(g[2]) + " programs overflows int64");
   // The partial views follow the kernel's own parameters, one per carried value. Counted
   // before anything is allocated: `--split 2147483647` would otherwise fill gigabytes element
-  // by element until the host runs out (the CLI's tensor limit, 16 GiB, holds here too).
+  // by element until the host runs out. They have a limit of their own, 16 GiB, as the
+  // kernel's tensors have (the CLI's check_tensor_budget).
   constexpr double kMaxBytes = 16.0 * (1ull << 30);
   double bytes = 0;
   for (size_t i = bound.params.size(); i < s.partial->params.size(); ++i) {
@@ -122,10 +127,12 @@ int64_t run_split(const Kernel& bound, const SplitKernels& s, std::vector<Kernel
     for (size_t d = 2; d < t.shape.size(); ++d) n *= double(t.shape[d].value);
     bytes += n;
   }
-  if (bytes > kMaxBytes)
+  if (bytes > kMaxBytes) {
+    char gib[32];
+    std::snprintf(gib, sizeof gib, "%.1f", bytes / double(1ull << 30));
     throw TesseraError("the split's partial results (" + std::to_string(programs) + " programs x " + std::to_string(runs) +
-                       " runs) need " + std::to_string(static_cast<long long>(bytes / (1ull << 30))) +
-                       " GiB; the limit is 16 GiB: fewer runs");
+                       " runs) need " + gib + " GiB; the limit is 16 GiB: fewer runs");
+  }
   std::vector<Tensor> partials;
   partials.reserve(s.partial->params.size() - bound.params.size());
   std::mt19937_64 rng(seed);

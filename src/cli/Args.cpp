@@ -229,7 +229,9 @@ int64_t parse_scalar_int(const std::string& text, ScalarKind sk, const std::stri
         throw TesseraError("bad " + what + " '" + text + "': out of the range of " + type + " [0, " + std::to_string(top) + "]");
       return static_cast<int64_t>(u);
     }
-    if (ec == std::errc::result_out_of_range || (!text.empty() && text[0] == '-' && parse_int(text, what) < 0))
+    if (ec != std::errc::result_out_of_range && !text.empty() && text[0] == '-' && parse_int(text, what) == 0)
+      return 0;  // -0
+    if (ec == std::errc::result_out_of_range || (!text.empty() && text[0] == '-'))
       throw TesseraError("bad " + what + " '" + text + "': out of the range of " + type);
     throw TesseraError("bad " + what + " '" + text + "': expected an integer");
   }

@@ -93,14 +93,7 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--split", run.split,
                       "N: run the split schedule (FlashDecoding) of the kernel's rolling reduction: a partial "
                       "kernel over N runs of the loop per program, then the merge kernel (docs/passes.md); "
-                      "--check compares with the interpreter on the kernel as written")
-      ->check([](const std::string& v) {
-        // 0 (the default) means no split, so a given 0 would be taken in silence for it.
-        int64_t n = 0;
-        auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-        return ec == std::errc() && p == v.data() + v.size() && n < 1 ? "needs N >= 1 runs per program, not " + v
-                                                                        : std::string();
-      });
+                      "--check compares with the interpreter on the kernel as written");
   run_cmd->add_flag("--check-passes", run.check_passes,
                     "also run the kernel on the interpreter before and after each pass (at these sizes, "
                     "seeds --seed, +1, +2) and name the first pass that changes its output (stderr)");
@@ -232,6 +225,10 @@ int main(int argc, char** argv) {
     if (*list) return cmd_list(verbose);
     if (*ops) return cmd_ops();
     if (*check) return cmd_check(files);
+    // Checked on the parsed value (CLI11 reads 0x0, +0 and 010 too): 0, the default, means no
+    // split, so a given 0 would be taken in silence for it.
+    if (*run_cmd && run_cmd->count("--split") && run.split < 1)
+      throw tessera::TesseraError("--split needs N >= 1 runs per program, not " + std::to_string(run.split));
     if (*run_cmd) return cmd_run(run);
     if (*compile_cmd) return cmd_compile(comp);
     if (*bench_cmd) return cmd_bench(bench);

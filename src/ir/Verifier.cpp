@@ -34,12 +34,30 @@ std::string reserved_constexpr_name(const std::string& name) {
       "requires", "return", "short", "signed", "sizeof", "static", "static_assert", "static_cast", "struct",
       "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid", "typename",
       "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq"};
-  // The cpu backend's program function: its argument block and program ids and counts.
-  static const std::unordered_set<std::string> generated = {"A", "pid0", "pid1", "pid2", "np0", "np1", "np2"};
+  // The cpu backend's program function (its argument block, program ids and counts), the
+  // integer types and macros the generated code uses, CUDA's built-in variables and types.
+  static const std::unordered_set<std::string> taken = {
+      "A", "pid0", "pid1", "pid2", "np0", "np1", "np2", "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t",
+      "uint16_t", "uint32_t", "uint64_t", "intptr_t", "uintptr_t", "size_t", "ptrdiff_t", "NAN", "INFINITY",
+      "HUGE_VAL", "HUGE_VALF", "SIZE_MAX", "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "dim3",
+      "half", "half2"};
   if (keywords.count(name)) return "is a C++ keyword, and the generated C++ and CUDA declare constexprs by name";
-  if (generated.count(name)) return "is a name the cpu backend's generated program function already declares";
+  if (taken.count(name)) return "is a name the generated C++ or CUDA already uses (a type, a macro or a variable)";
   if (name.starts_with("__") || (name.size() > 1 && name[0] == '_' && std::isupper(static_cast<unsigned char>(name[1]))))
     return "names beginning with '__' or '_' and a capital are reserved to the C++ implementation";
+  if (name.starts_with("tsr")) return "names beginning with 'tsr' are the generated code's (its runtime and locals)";
+  // The emitters' own locals: a lower-case stem and a number (v12, i3, buf2, v7_name), and
+  // names ending in '_' (o_, l_, a0_); <stdint.h>'s limit and constant macros (INT64_MAX, UINT8_C).
+  size_t i = 0;
+  while (i < name.size() && std::islower(static_cast<unsigned char>(name[i]))) ++i;
+  const size_t digits = i;
+  while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) ++i;
+  if (digits > 0 && i > digits && (i == name.size() || name[i] == '_'))
+    return "a lower-case word and a number is how the generated code names its locals";
+  if (name.back() == '_') return "names ending in '_' are the generated code's locals";
+  for (const char* p : {"INT", "UINT"})
+    if (name.starts_with(p) && (name.ends_with("_MIN") || name.ends_with("_MAX") || name.ends_with("_C")))
+      return "is the form of <stdint.h>'s macros (INT64_MAX, UINT8_C)";
   return "";
 }
 

@@ -41,6 +41,21 @@ Tensor load(const std::string& path, ScalarKind dt) {
   return tessera::npy_to_tensor(tessera::read_npy(path), dt, path);
 }
 
+// Scalars at the ends of their types reach the kernel as given (u64's top value as its bits,
+// -0 as 0) on interp and cpu: the kernel stores a (u8), b (i1) and c (u64) cast to i64.
+TEST(CliTensorIO, ScalarsAtTheEndsOfTheirTypes) {
+  const std::string d = temp_dir("scalars");
+  for (const char* backend : {"interp", "cpu"}) {
+    Result r = tessera(std::string("run tests/cli/data/scalar_kinds.tile --size N=3 --scalar a=255,b=-0,c=18446744073709551615 ") +
+                       "--backend " + backend + " --output " + d + "/" + backend);
+    ASSERT_EQ(r.status, 0) << r.err;
+    Tensor y = load(d + "/" + backend + "/y.npy", ScalarKind::I64);
+    EXPECT_EQ(y.get_int(0), 255) << backend;
+    EXPECT_EQ(y.get_int(1), 0) << backend;
+    EXPECT_EQ(y.get_int(2), -1) << backend;  // 2^64 - 1 cast to i64 wraps
+  }
+}
+
 // Given inputs, interp and cpu write the same files, and c is a + b + k computed here.
 TEST(CliTensorIO, InputsAndOutputsAgreeOnInterpAndCpu) {
   const std::string d = temp_dir("vadd");

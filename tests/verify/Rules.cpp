@@ -54,6 +54,24 @@ TEST(Verify, ValidKernelHasNoErrors) {
   EXPECT_EQ(f.errors(), std::vector<std::string>{});
 }
 
+// Constexprs are declared by name in the generated C++ and CUDA: names those give a meaning
+// are located errors; ordinary names, upper or lower case, are not.
+TEST(Verify, ConstexprNamesTheGeneratedCodeUses) {
+  for (const char* bad : {"int", "for", "A", "pid1", "np2", "v12", "buf2_x", "i3", "o_", "a0_", "tsr_tid", "tsrx",
+                          "int64_t", "size_t", "NAN", "INFINITY", "INT64_MAX", "UINT8_C", "threadIdx", "gridDim",
+                          "__B", "_Q"}) {
+    Fixture f;
+    f.k.constexprs.push_back({bad, 4, {}, Loc::in_file("t.tile", 3, 3)});
+    EXPECT_EQ(f.first().rfind("t.tile:3:3: error: constexpr " + std::string(bad) + ": ", 0), 0u) << bad << ": " << f.first();
+  }
+  for (const char* good : {"BLOCK_N", "HD", "K", "k", "v", "num_warps", "K2", "split_k", "b2b", "Tile_1", "_x"}) {
+    Fixture f;
+    f.add(OpKind::StoreTile, {f.y, f.load->result(), f.c0->result(), f.c0->result()}, {});
+    f.k.constexprs.push_back({good, 4, {}, Loc::in_file("t.tile", 3, 3)});
+    EXPECT_EQ(f.errors(), std::vector<std::string>{}) << good;
+  }
+}
+
 TEST(Verify, NullOperand) {
   Fixture f;
   f.add(OpKind::Add, {f.c0->result(), nullptr}, {Type::scalar(S::I32)});
