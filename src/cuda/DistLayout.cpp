@@ -280,6 +280,11 @@ Dist make_dist(const Layout& l, const std::vector<int64_t>& shape, int warps) {
     }
     default: throw NotLowerable{"tiles in shared memory or without a layout"};
   }
+  // A thread's elements are a register array the printed code unrolls over: a replicated
+  // [3000] tile (every thread holds all of it) kept NVRTC busy for minutes, and [1000] took
+  // 18 s. Past kMaxSlots the planning emitter makes the kernel.
+  if (d.slots() > kMaxSlots)
+    throw NotLowerable{"a tile of " + num(d.slots()) + " elements a thread (more than " + num(kMaxSlots) + ")"};
   return d;
 }
 

@@ -27,6 +27,9 @@ namespace tessera::cudagen {
 
 // Thrown by the layout emitter for what it cannot print yet; the kernel is then emitted by the
 // planning emitter, with `why` as a note.
+// The most elements of one tile a thread holds in the layout emitter's code (make_dist).
+inline constexpr int64_t kMaxSlots = 256;
+
 struct NotLowerable {
   std::string why;
 };

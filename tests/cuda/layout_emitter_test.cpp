@@ -210,6 +210,27 @@ TEST(LayoutEmitter, PrintsTheSegmentedTopk) {
             std::string::npos);
 }
 
+// A tile whose layout leaves a thread more than kMaxSlots elements (a replicated [3000]: every
+// thread all of it) is the planning emitter's: the layout emitter's unrolled register arrays
+// kept NVRTC busy for minutes (found by fuzzing). A replicated [96] tile still prints.
+TEST(LayoutEmitter, LeavesTilesOfTooManyElementsAThread) {
+  auto kernel = [](int n) {
+    const std::string t = "tile<f32, [" + std::to_string(n) + "]>";
+    return "kernel @r(%x: view<f32, [N]>, %y: view<f32, [N]>) {\n  grid {\n    %n = dim %x {axis = 0} : i32\n"
+           "    %b = const {value = " + std::to_string(n) + "} : i32\n    %g = cdiv %n, %b : i32\n    yield %g\n  }\n"
+           "  %p = program_id {axis = 0} : i32\n  %a = load_tile %x, %p : " + t + "\n  %e = exp %a : " + t +
+           "\n  store_tile %y, %e, %p\n}\n";
+  };
+  bool printed = true;
+  auto m = parse_module(kernel(3000), "r.tile");
+  CudaEmission em = by_layouts(*bind_constexprs(*m->kernels[0], {}), "sm_90a", &printed);
+  EXPECT_FALSE(printed);
+  EXPECT_NE(em.notes.back().find("elements a thread (more than 256)"), std::string::npos) << em.notes.back();
+  m = parse_module(kernel(96), "r.tile");
+  by_layouts(*bind_constexprs(*m->kernels[0], {}), "sm_90a", &printed);
+  EXPECT_TRUE(printed);
+}
+
 // Knobs the GPU lowering has no pass for yet (split-K, clusters, the ring's depth, ...) are not
 // silently dropped: the layout emitter's kernel says which it was given; defaults say nothing.
 TEST(LayoutEmitter, NamesThePlanningEmittersKnobsItIgnores) {
