@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 34's first GPU call (none was lent that session), from the repo root, one call of
+# Session 34's GPU call (run once that session, late: bench/RESULTS.md "Session 34 (H200)"), from the repo root, one call of
 # under 10 minutes that gives the most where a device comes rarely:
 #
 #   source .devdeps/setup.sh && bash bench/session34_gpu.sh
