@@ -1208,13 +1208,7 @@ void Emitter::lowered_block_scan(const Op& op) {
       }
       if (own != "true") line("if (!" + own + ") " + a + " = " + U + "(0);");
     }
-    barrier();  // the runs' totals: the previous readers of `part` are done
-    line("tsr::block_exclusive_sums<" + num(T_ / 32) + ", " + num(R) + ">(" + accs + ", " + offs + ", " + part + ");");
-    for (int64_t c = 0; c < R; ++c)
-      for (int64_t l = 0; l < run; ++l) {
-        const std::string sl = num(c * run + l);
-        line(res + "[" + sl + "] = " + C + "(" + U + "(" + res + "[" + sl + "]) + " + offs + "[" + num(c) + "]);");
-      }
+    add_block_offsets(res, C, U, accs, offs, part, R, run);
   } else {
     const std::string part = smem_ptr(U, 0, (T_ / 32) * 8);
     const std::string total = fresh("run"), acc = fresh("acc"), off = fresh("off"), tot = fresh("tot");

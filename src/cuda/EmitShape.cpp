@@ -528,14 +528,7 @@ bool Emitter::emit_block_scan(const Op& op) {
         line((ok == "true" ? add : "if (" + ok + ") " + add) + res + "[" + sl + "] = " + C + "(" + a + ");");
       }
     }
-    barrier();  // the partial sums' previous readers are done
-    line("tsr::block_exclusive_sums<" + std::to_string(T_ / 32) + ", " + std::to_string(R) + ">(" + accs + ", " + offs + ", " +
-         part + ");");
-    for (int64_t c = 0; c < R; ++c)
-      for (int l = 0; l < L.vec; ++l) {
-        std::string sl = std::to_string(c * L.vec + l);
-        line(res + "[" + sl + "] = " + C + "(" + U + "(" + res + "[" + sl + "]) + " + offs + "[" + std::to_string(c) + "]);");
-      }
+    add_block_offsets(res, C, U, accs, offs, part, R, L.vec);
     count("block-scans");
     return true;
   }
@@ -732,6 +725,22 @@ std::string arg_better(const std::string& kind, const std::string& v1, const std
   std::string cmp = kind == "argmax" ? ">" : "<";
   return "((" + n1 + " && !" + n2 + ") || (!" + n1 + " && !" + n2 + " && " + v1 + " " + cmp + " " + v2 + ") || (((" + n1 +
          " && " + n2 + ") || " + v1 + " == " + v2 + ") && " + i1 + " < " + i2 + "))";
+}
+
+// The end of a one-barrier block scan (both emitters): a barrier (the previous readers of
+// `part` are done), one tsr::block_exclusive_sums over the R runs' totals in `accs`, and each
+// run's offset added to its `run` inclusive sums in `res`.
+void Emitter::add_block_offsets(const std::string& res, const std::string& C, const std::string& U,
+                                const std::string& accs, const std::string& offs, const std::string& part, int64_t R,
+                                int64_t run) {
+  barrier();
+  line("tsr::block_exclusive_sums<" + std::to_string(T_ / 32) + ", " + std::to_string(R) + ">(" + accs + ", " + offs + ", " +
+       part + ");");
+  for (int64_t c = 0; c < R; ++c)
+    for (int64_t l = 0; l < run; ++l) {
+      const std::string sl = std::to_string(c * run + l);
+      line(res + "[" + sl + "] = " + C + "(" + U + "(" + res + "[" + sl + "]) + " + offs + "[" + std::to_string(c) + "]);");
+    }
 }
 
 }  // namespace tessera::cudagen

@@ -97,6 +97,10 @@ class Emitter {
   // A sum scan of a tile that is one line along its axis, from registers: each thread's runs of
   // consecutive elements, then the CTA's (tsr::block_exclusive_sum); NotLowerable for others.
   void lowered_block_scan(const Op& op);
+  // The barrier, tsr::block_exclusive_sums and offset adds that end a one-barrier block scan
+  // (TESSERA_CUDA_ONE_BARRIER_SCANS) in either emitter.
+  void add_block_offsets(const std::string& res, const std::string& C, const std::string& U, const std::string& accs,
+                         const std::string& offs, const std::string& part, int64_t R, int64_t run);
   void lowered_arg_reduce(const Op& op);  // argmax, argmin
   void lowered_insert(const Op& op);      // insert_tile
   void lowered_extract(const Op& op);     // extract_tile
