@@ -459,6 +459,7 @@ void Emitter::emit_dot(const Op& op) {
     line("const int m_ = " + e + " / " + N_ + ", n_ = " + e + " % " + N_ + ";");
     line(CO + " s_ = " + nm(acc) + "[" + s + "];");
     open("if (" + valid_expr(LR, s) + ") {");
+    line("#pragma unroll 4");
     open("for (int k_ = 0; k_ < " + K_ + "; ++k_) {");
     line("const " + CI + " x_ = " + sA + "[m_ * " + K_ + " + k_], y_ = " + sB + "[k_ * " + N_ + " + n_];");
     line("s_ = " + step + ";");
