@@ -69,11 +69,11 @@ bool mma_sync_operand(const tessera::Layout& l) {
          l.parent->version == 2;
 }
 
-// Are rows of `n` elements of `t` whole 16-byte chunks of 2-, 4- or 8-byte elements (what the
-// cp.async copies into shared tiles move)?
+// Are rows of `n` elements of `t` whole 16-byte chunks of 1-, 2-, 4- or 8-byte elements (what
+// the cp.async copies into shared tiles move)?
 bool whole_chunk_rows(ScalarKind t, int64_t n) {
   const int eb = scalar_bytes(t);
-  return (eb == 2 || eb == 4 || eb == 8) && n % (16 / eb) == 0;
+  return (eb == 1 || eb == 2 || eb == 4 || eb == 8) && n % (16 / eb) == 0;
 }
 
 // Whether every reader of `v` in `b` is a dot that takes it as operand A or B (and there is one).
@@ -285,7 +285,7 @@ Emitter::SharedView Emitter::alloc_shared(const Value* v, const std::vector<int6
   if (order.empty())
     for (int d = R - 1; d >= 0; --d) order.push_back(d);
   const int64_t eb = scalar_bytes(v->type.elem);
-  if (eb != 2 && eb != 4 && eb != 8) throw NotLowerable{"a shared tile of other than 2-, 4- or 8-byte elements"};
+  if (eb != 1 && eb != 2 && eb != 4 && eb != 8) throw NotLowerable{"a shared tile of other than 1-, 2-, 4- or 8-byte elements"};
   const std::string st = stype(v->type.elem);
   SharedView sv;
   sv.strides.assign(R, 0);
@@ -424,7 +424,7 @@ void Emitter::lowered_load_shared(const Op& op) {
   }
   const std::vector<int64_t> S = shape_of(op, tile);
   if (!whole_chunk_rows(tile->type.elem, S.back()))
-    throw NotLowerable{"a load into shared memory of other than rows of whole 16-byte chunks of 2-, 4- or 8-byte elements"};
+    throw NotLowerable{"a load into shared memory of other than rows of whole 16-byte chunks of 1-, 2-, 4- or 8-byte elements"};
   const SharedView sv = alloc_shared(tile, tile->type.layout.order);
   if (sv.strides.back() != 1) throw NotLowerable{"a load into a shared tile that is not row-major"};
   shared_[tile] = sv;
@@ -443,7 +443,7 @@ void Emitter::alloc_rings(const std::vector<const Op*>& loads, int64_t S) {
   for (const Op* l : loads) {
     const std::vector<int64_t> shape = static_shape(l->result()->type.shape);
     if (!whole_chunk_rows(l->result()->type.elem, shape.back()))
-      throw NotLowerable{"a ring load of other than rows of whole 16-byte chunks of 2-, 4- or 8-byte elements"};
+      throw NotLowerable{"a ring load of other than rows of whole 16-byte chunks of 1-, 2-, 4- or 8-byte elements"};
     Ring ring;
     ring.view = alloc_shared(l->result(), l->result()->type.layout.order, S, &ring.stage_elems);
     if (ring.view.strides.back() != 1) throw NotLowerable{"a ring load into a shared tile that is not row-major"};
@@ -1487,7 +1487,7 @@ void Emitter::lowered_dot(const Op& op) {
 }
 
 // A dot with a blocked (or replicated) accumulator: FMAs. Operands in shared memory (what
-// assign-layouts gives an FMA dot's operands of 2, 4 or 8 bytes) are read per k: lowered_fma_dot_shared.
+// assign-layouts gives an FMA dot's operands of 1, 2, 4 or 8 bytes) are read per k: lowered_fma_dot_shared.
 // Operands in registers have layouts (dot_operand of that accumulator) that give each thread the
 // rows of A and the columns of B its accumulator slots need, every k, so the dot reads nothing
 // from other threads: for each k, each slot folds in A's and B's slots of the same thread
