@@ -117,9 +117,8 @@ int64_t run_split(const Kernel& bound, const SplitKernels& s, std::vector<Kernel
                        std::to_string(g[2]) + " programs overflows int64");
   // The partial views follow the kernel's own parameters, one per carried value. Counted
   // before anything is allocated: `--split 2147483647` would otherwise fill gigabytes element
-  // by element until the host runs out. They have a limit of their own, 16 GiB, as the
-  // kernel's tensors have (the CLI's check_tensor_budget).
-  constexpr double kMaxBytes = 16.0 * (1ull << 30);
+  // by element until the host runs out. They have the limit the kernel's tensors have
+  // (kMaxHostTensorBytes, the CLI's check_tensor_budget).
   double bytes = 0;
   for (size_t i = bound.params.size(); i < s.partial->params.size(); ++i) {
     const Type& t = s.partial->params[i]->type;
@@ -127,11 +126,11 @@ int64_t run_split(const Kernel& bound, const SplitKernels& s, std::vector<Kernel
     for (size_t d = 2; d < t.shape.size(); ++d) n *= double(t.shape[d].value);
     bytes += n;
   }
-  if (bytes > kMaxBytes) {
+  if (bytes > kMaxHostTensorBytes) {
     char gib[32];
     std::snprintf(gib, sizeof gib, "%.1f", bytes / double(1ull << 30));
     throw TesseraError("the split's partial results (" + std::to_string(programs) + " programs x " + std::to_string(runs) +
-                       " runs) need " + gib + " GiB; the limit is 16 GiB: fewer runs");
+                       " runs) need " + gib + " GiB; the limit is " + kMaxHostTensorBytesText + ": fewer runs");
   }
   std::vector<Tensor> partials;
   partials.reserve(s.partial->params.size() - bound.params.size());

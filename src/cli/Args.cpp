@@ -305,8 +305,6 @@ std::string sizes_str(const Kernel& k, const Sizes& sizes) {
 }
 
 void check_tensor_budget(const Kernel& k, const Sizes& sizes, int copies) {
-  // Well above any test, well below what makes a host swap instead of failing cleanly.
-  constexpr double kMaxBytes = 16.0 * (1ull << 30);
   double total = 0;
   for (const Value* p : k.params) {
     if (!p->type.is_view()) continue;
@@ -317,11 +315,11 @@ void check_tensor_budget(const Kernel& k, const Sizes& sizes, int copies) {
     }
     total += n * copies;
   }
-  if (total > kMaxBytes)
+  if (total > kMaxHostTensorBytes)
     throw TesseraError("the tensors of '" + k.name + "' at " + sizes_str(k, sizes) + " need " +
                        fmt_num(total / (1ull << 30)) + " GiB" +
                        (copies > 1 ? " (" + std::to_string(copies) + " copies: the inputs are kept for the reference)" : "") +
-                       "; the limit is 16 GiB");
+                       "; the limit is " + kMaxHostTensorBytesText);
 }
 
 std::vector<KernelArg> make_args(const Kernel& k, std::vector<Tensor>& tensors, uint64_t seed,

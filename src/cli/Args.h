@@ -64,7 +64,7 @@ std::vector<std::string> symbolic_dims(const Kernel& k);
 std::string sizes_str(const Kernel& k, const Sizes& sizes);
 
 // Throws when the view tensors, `copies` times over (what the command holds at once), would be
-// too large to allocate sensibly on this host (more than 16 GiB).
+// too large to allocate sensibly on this host (more than kMaxHostTensorBytes, 16 GiB).
 void check_tensor_budget(const Kernel& k, const Sizes& sizes, int copies);
 
 // Kernel arguments over `tensors` (one per view parameter, in order) and a value for every

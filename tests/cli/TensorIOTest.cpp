@@ -5,6 +5,8 @@
 
 #include <filesystem>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "runtime/Npy.h"
 #include "Subprocess.h"
@@ -18,10 +20,22 @@ using tessera::Tensor;
 
 const std::string kVadd = "tests/cli/data/vadd_i32.tile";
 
+// The folders temp_dir made, removed when the test binary exits (each run made its own, named
+// by the process id, and left them in the temp folder).
+struct TempDirs {
+  std::vector<std::string> made;
+  ~TempDirs() {
+    std::error_code ec;
+    for (const std::string& d : made) std::filesystem::remove_all(d, ec);
+  }
+};
+TempDirs temp_dirs;
+
 std::string temp_dir(const std::string& name) {
   std::string d = testing::TempDir() + "/tensorio_" + std::to_string(::getpid()) + "_" + name;
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
+  temp_dirs.made.push_back(d);
   return d;
 }
 
