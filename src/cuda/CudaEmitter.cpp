@@ -884,50 +884,6 @@ static std::string scalar_abi_type(ScalarKind k) {
   return ctype(k);
 }
 
-// Threads per CTA: the kernel's `num_warps` constexpr, else 4 warps, 8 for large dots, and for
-// tiles of more than 4096 elements one warp per 1024 elements (at most 32 warps).
-static int pick_threads(const Kernel& k, int cluster) {
-  if (const ConstexprDecl* d = k.find_constexpr("num_warps"))
-    if (d->value >= 1 && d->value <= 32) return static_cast<int>(d->value) * 32;
-  int64_t biggest = 0;
-  bool big_dot = false, any_dot = false;
-  walk(const_cast<Block&>(*k.body), [&](Op& op) {
-    for (const Value* r : op.results)
-      if (r->type.is_tile() && shape_is_static(r->type.shape)) biggest = std::max(biggest, shape_numel(r->type.shape));
-    any_dot |= op.kind == OpKind::Dot;
-    if (op.kind == OpKind::Dot && op.result()->type.rank() == 2 && shape_is_static(op.result()->type.shape)) {
-      auto S = static_shape(op.result()->type.shape);
-      big_dot |= S[0] >= 128 && S[1] >= 128;
-    }
-  });
-  if (big_dot) return 256;
-  if (any_dot) return biggest >= 8192 ? 256 : 128;
-  // Large tiles without dots (whole rows of memory-bound kernels): about 32 elements per thread,
-  // so a row stays in registers (32768 elements: 1024 threads, 64 registers each; on a cluster
-  // of 8 CTAs, 128 threads each).
-  biggest /= cluster;
-  int threads = 128;
-  while (threads < 1024 && biggest > int64_t(threads) * 32) threads *= 2;
-  // A kernel that loads three or more such tiles in one block (layernorm's x, w and b) would
-  // hold 48 of a 1024-thread CTA's 64 registers per thread in them and spill: 512 threads, 64
-  // elements and 128 registers each. H200, layernorm 4096x32768 bf16: 3522 -> 3655 GB/s.
-  if (threads == 1024 && cluster == 1) {
-    auto big_loads = [&](const Block& b) {
-      int n = 0;
-      for (const auto& o : b.ops)
-        n += o->kind == OpKind::LoadTile && shape_is_static(o->result()->type.shape) &&
-             shape_numel(o->result()->type.shape) == biggest;
-      return n;
-    };
-    int most = big_loads(*k.body);
-    walk(const_cast<Block&>(*k.body), [&](Op& op) {
-      for (const auto& r : op.regions) most = std::max(most, big_loads(*r));
-    });
-    if (most >= 3) threads = 512;
-  }
-  return threads;
-}
-
 int64_t Emitter::group_rows() const {
   const ConstexprDecl* d = k_.find_constexpr("GROUP_M");
   if (!d) return 8;
@@ -988,11 +944,15 @@ std::string Emitter::add_tensor_map(std::vector<std::string>& sig, CudaKernelInf
 
 CudaEmission Emitter::run() {
   const Kernel& k = k_;
-  T_ = lowered_ ? 32 * warps_ : pick_threads(k, cluster_);
+  T_ = lowered_ ? 32 * warps_ : 32 * default_num_warps(k, cluster_);
   CudaEmission out;
   CudaKernelInfo& info = out.info;
   info.symbol = "tessera_" + sanitize(k.name);
   info.block_threads = T_;
+  if (const ConstexprDecl* d = k.find_constexpr("num_warps"); d && (d->value < 0 || d->value > kMaxWarps))
+    throw TesseraError(d->loc, "cuda backend: constexpr num_warps of kernel @" + k.name + " is " + std::to_string(d->value) +
+                                   "; it must be 0 (the backend's choice) or between 1 and " + std::to_string(kMaxWarps) +
+                                   " (a CTA has at most 1024 threads)");
   // The runtime's knob (kSplitKKnob): not printed, but a value it gives no meaning is an error
   // here, where the kernel is compiled, as the emitters' knobs are.
   if (const ConstexprDecl* d = k.find_constexpr(kSplitKKnob); d && (d->value < 0 || d->value > kMaxSplitK))

@@ -39,15 +39,46 @@ int64_t pow2_dividing(int64_t n, int64_t limit) {
 
 }  // namespace
 
-int default_num_warps(const Kernel& k) {
-  if (const ConstexprDecl* d = k.find_constexpr("num_warps"); d && d->value >= 1) return static_cast<int>(d->value);
-  bool big = false;
-  walk(*k.body, [&](Op& op) {
+int default_num_warps(const Kernel& k, int cluster) {
+  if (const ConstexprDecl* d = k.find_constexpr("num_warps"); d && d->value >= 1 && d->value <= kMaxWarps)
+    return static_cast<int>(d->value);
+  int64_t biggest = 0;
+  bool big_dot = false, any_dot = false;
+  walk(const_cast<Block&>(*k.body), [&](Op& op) {
     for (const Value* r : op.results)
-      if (r->type.is_tile() && shape_is_static(r->type.shape) && shape_numel(r->type.shape) >= 8192) big = true;
-    if (op.kind == OpKind::Dot && shape_numel(op.result()->type.shape) >= 128 * 128) big = true;
+      if (r->type.is_tile() && shape_is_static(r->type.shape)) biggest = std::max(biggest, shape_numel(r->type.shape));
+    any_dot |= op.kind == OpKind::Dot;
+    if (op.kind == OpKind::Dot && op.result()->type.rank() == 2 && shape_is_static(op.result()->type.shape)) {
+      auto S = static_shape(op.result()->type.shape);
+      big_dot |= S[0] >= 128 && S[1] >= 128;
+    }
   });
-  return big ? 8 : 4;
+  if (big_dot) return 8;
+  if (any_dot) return biggest >= 8192 ? 8 : 4;
+  // Large tiles without dots (whole rows of memory-bound kernels): about 32 elements per thread,
+  // so a row stays in registers (32768 elements: 32 warps, 64 registers each; on a cluster of 8
+  // CTAs, 4 warps each).
+  biggest /= std::max(1, cluster);
+  int warps = 4;
+  while (warps < kMaxWarps && biggest > int64_t(warps) * 32 * 32) warps *= 2;
+  // A kernel that loads three or more such tiles in one block (layernorm's x, w and b) would
+  // hold 48 of a 32-warp CTA's 64 registers per thread in them and spill: 16 warps, 64
+  // elements and 128 registers each. H200, layernorm 4096x32768 bf16: 3522 -> 3655 GB/s.
+  if (warps == kMaxWarps && cluster == 1) {
+    auto big_loads = [&](const Block& b) {
+      int n = 0;
+      for (const auto& o : b.ops)
+        n += o->kind == OpKind::LoadTile && shape_is_static(o->result()->type.shape) &&
+             shape_numel(o->result()->type.shape) == biggest;
+      return n;
+    };
+    int most = big_loads(*k.body);
+    walk(const_cast<Block&>(*k.body), [&](Op& op) {
+      for (const auto& r : op.regions) most = std::max(most, big_loads(*r));
+    });
+    if (most >= 3) warps = kMaxWarps / 2;
+  }
+  return warps;
 }
 
 Layout default_blocked_layout(const std::vector<int64_t>& shape, int elem_bytes, int num_warps) {

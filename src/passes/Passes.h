@@ -104,9 +104,14 @@ struct GpuLoweringOptions {
   // false keeps them in registers for all of K (the dot_operand layouts: the former lowering).
   bool fma_operands_in_shared = !fma_dot_in_registers_env();
 };
-// The warps of a program: the kernel's `num_warps` constexpr, else 8 for a kernel with a tile
-// of 8192 elements or a dot of 128 x 128, else 4 (the cuda emitter's rule).
-int default_num_warps(const Kernel& k);
+// The most warps of a program (1024 threads, a CTA's limit).
+inline constexpr int kMaxWarps = 32;
+// The warps of a program, for both cuda emitters: the kernel's `num_warps` constexpr (1 to
+// kMaxWarps; 0 is the backend's choice, the emitters reject others), else 8 for a dot of 128 x 128 or a kernel with a dot
+// and a tile of 8192 elements, 4 for other kernels with dots, and for kernels without dots
+// about 32 elements of the largest tile per thread (split over `cluster` CTAs), 4 to 32 warps
+// (16 where three such tiles are loaded in one block).
+int default_num_warps(const Kernel& k, int cluster = 1);
 // The blocked layout a tile of this static shape starts in: 16 bytes per thread along the
 // fastest dim, the warp's threads fastest dim first, the warps slowest dim first (replicated
 // when no blocked layout fits).

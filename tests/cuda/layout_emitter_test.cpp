@@ -253,6 +253,42 @@ TEST(LayoutEmitter, NamesThePlanningEmittersKnobsItIgnores) {
   EXPECT_EQ(notes_with({}).find("knob "), std::string::npos);
 }
 
+// Both emitters launch a program with the same warps (default_num_warps): whole rows of the
+// norm kernels at 32768 elements take 16 warps (three such tiles loaded: x, w, b) or 32, not
+// the 8 the layout emitter once took for every large tile (layernorm f32 at BLOCK_N = 32768: 128
+// f32 a thread, 2.3 KB of stack and 5.9 s of NVRTC). A num_warps outside 1..32 is a located
+// error on both, where it was silently replaced (0 is the backend's choice, as the tuner asks).
+TEST(LayoutEmitter, TakesThePlanningEmittersWarps) {
+  for (const auto& [name, block_n, threads] :
+       std::vector<std::tuple<const char*, int64_t, int>>{{"layernorm", 32768, 512}, {"rmsnorm", 32768, 1024},
+                                                          {"softmax", 32768, 1024}, {"softmax", 4096, 128}}) {
+    SCOPED_TRACE(std::string(name) + " " + std::to_string(block_n));
+    const LibraryKernel* lk = find_library_kernel(name);
+    ASSERT_NE(lk, nullptr);
+    auto k = bind_constexprs(*lk->build(ScalarKind::F32), {{"BLOCK_N", block_n}});
+    bool printed = false;
+    CudaEmission lay = by_layouts(*k, "sm_90a", &printed);
+    EXPECT_TRUE(printed);
+    EXPECT_EQ(lay.info.block_threads, threads);
+    EXPECT_EQ(emit_cuda_with_info(*run_pipeline(*k, {}), CudaTarget::parse("sm_90a")).info.block_threads, threads);
+  }
+  for (int64_t warps : {-1, 33}) {
+    auto k = find_library_kernel("softmax")->build(ScalarKind::F32);
+    k->set_constexpr("num_warps", warps);
+    for (bool layouts : {false, true}) {
+      CudaTarget t = CudaTarget::parse("sm_90a");
+      t.from_layouts = layouts;
+      try {
+        emit_cuda_with_info(*run_pipeline(*bind_constexprs(*k, {}), {}), t);
+        ADD_FAILURE() << "num_warps = " << warps << " accepted";
+      } catch (const TesseraError& e) {
+        EXPECT_NE(std::string(e.what()).find("num_warps of kernel @softmax is " + std::to_string(warps)), std::string::npos)
+            << e.what();
+      }
+    }
+  }
+}
+
 // NVRTC (and ptxas) compile what the layout emitter prints for the kernels it learned to print
 // last, for sm_80 and sm_90a: the corpus's FMA dots (f32 and small dots), argmax, gathers,
 // atomics and insert_tile; the library's sort, and its 16-bit matmul on sm_80 (the ring cut to
