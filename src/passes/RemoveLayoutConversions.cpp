@@ -287,7 +287,7 @@ class Remove {
       if (src->kind == OpKind::Reshape && y->type.layout.order.empty() &&
           only_unit_dims_change(src->operand(0)->type, x->type) && uses(src->operand(0)).size() == 1)
         load = src->operand(0)->def;
-      if (load && load->kind == OpKind::LoadTile && pads_with_positive_zero(*load)) {
+      if (load && load->kind == OpKind::LoadTile && pads_with_positive_zero(*load) && loads_in_whole_chunks(load->result()->type)) {
         for (Value* v : {load->result(), x}) {
           v->type.layout = y->type.layout;
           v->type.space = y->type.space;

@@ -124,7 +124,9 @@ class Stage {
     // 16-bit tiles for the tensor cores; 1-, 2-, 4- or 8-byte ones for an FMA dot (unswizzled).
     // Asynchronous copies fill what lies past the view with +0: other pads stay in registers.
     const int eb = scalar_bytes(lt.elem);
-    if (!(eb == 2 || (swizzle == 0 && (eb == 1 || eb == 4 || eb == 8))) || !pads_with_positive_zero(load)) return false;
+    if (!(eb == 2 || (swizzle == 0 && (eb == 1 || eb == 4 || eb == 8))) || !pads_with_positive_zero(load) ||
+        !loads_in_whole_chunks(lt))
+      return false;
     // Row-major at the load; a reshape keeps the order of the dims it keeps; a permute
     // reorders them.
     std::vector<int64_t> order = row_major(lt.rank());

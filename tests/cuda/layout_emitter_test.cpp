@@ -271,6 +271,10 @@ TEST(LayoutEmitter, TakesThePlanningEmittersWarps) {
     EXPECT_TRUE(printed);
     EXPECT_EQ(lay.info.block_threads, threads);
     EXPECT_EQ(emit_cuda_with_info(*run_pipeline(*k, {}), CudaTarget::parse("sm_90a")).info.block_threads, threads);
+    // num_warps = 0 is the backend's choice (the tuner's candidate), not an error.
+    auto k0 = lk->build(ScalarKind::F32);
+    k0->set_constexpr("num_warps", 0);
+    EXPECT_EQ(by_layouts(*bind_constexprs(*k0, {{"BLOCK_N", block_n}}), "sm_90a", &printed).info.block_threads, threads);
   }
   for (int64_t warps : {-1, 33}) {
     auto k = find_library_kernel("softmax")->build(ScalarKind::F32);
@@ -286,6 +290,34 @@ TEST(LayoutEmitter, TakesThePlanningEmittersWarps) {
             << e.what();
       }
     }
+  }
+}
+
+// A load whose rows are not whole 16-byte chunks (24 i8 elements) cannot be cp.async copies:
+// it stays a load into registers, stored into the shared tile after it, and the layout
+// emitter prints the kernel (it fell back to the planning emitter when remove-layout-conversions
+// made every such load write shared memory); B's rows of 32 bytes load into shared memory.
+TEST(LayoutEmitter, LoadsIntoSharedMemoryOnlyInWholeChunks) {
+  auto m = parse_module(R"(kernel @k24(%a: view<i8, [M, K]>, %b: view<i8, [K, N]>, %c: view<i32, [M, N]>) {
+  grid {
+    %one = const {value = 1} : i32
+    yield %one
+  }
+  %z = const {value = 0} : i32
+  %x = load_tile %a, %z, %z : tile<i8, [32, 24]>
+  %y = load_tile %b, %z, %z : tile<i8, [24, 32]>
+  %acc = splat %z : tile<i32, [32, 32]>
+  %d = dot %x, %y, %acc : tile<i32, [32, 32]>
+  store_tile %c, %d, %z, %z
+})", "k24.tile");
+  for (const char* target : {"sm_80", "sm_90a"}) {
+    SCOPED_TRACE(target);
+    bool printed = false;
+    CudaEmission em = by_layouts(*m->kernels[0], target, &printed);
+    EXPECT_TRUE(printed) << em.notes.back();
+    EXPECT_EQ(em.stats["fma-dots-from-shared"], 1);
+    EXPECT_EQ(em.stats["loads-into-shared"], 1);
+    EXPECT_EQ(em.stats["stores-to-shared"], 1);
   }
 }
 
