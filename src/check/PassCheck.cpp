@@ -130,7 +130,7 @@ int64_t run_split(const Kernel& bound, const SplitKernels& s, std::vector<Kernel
     char gib[32];
     std::snprintf(gib, sizeof gib, "%.1f", bytes / double(1ull << 30));
     throw TesseraError("the split's partial results (" + std::to_string(programs) + " programs x " + std::to_string(runs) +
-                       " runs) need " + gib + " GiB; the limit is " + kMaxHostTensorBytesText + ": fewer runs");
+                       " runs) need " + gib + " GiB; the limit is " + std::to_string(kMaxHostTensorGiB) + " GiB: fewer runs");
   }
   std::vector<Tensor> partials;
   partials.reserve(s.partial->params.size() - bound.params.size());

@@ -319,7 +319,7 @@ void check_tensor_budget(const Kernel& k, const Sizes& sizes, int copies) {
     throw TesseraError("the tensors of '" + k.name + "' at " + sizes_str(k, sizes) + " need " +
                        fmt_num(total / (1ull << 30)) + " GiB" +
                        (copies > 1 ? " (" + std::to_string(copies) + " copies: the inputs are kept for the reference)" : "") +
-                       "; the limit is " + kMaxHostTensorBytesText);
+                       "; the limit is " + std::to_string(kMaxHostTensorGiB) + " GiB");
 }
 
 std::vector<KernelArg> make_args(const Kernel& k, std::vector<Tensor>& tensors, uint64_t seed,

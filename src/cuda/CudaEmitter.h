@@ -16,7 +16,9 @@
 //   block_threads = 32 * num_warps: the kernel's constexpr `num_warps` when declared; else, for
 //   a kernel with a dot, 8 (a dot output of >= 128x128 or a tile of >= 8192 elements) or 4; for
 //   a kernel without, 4 doubled while the largest tile has more than 32 elements per thread
-//   (at most 1024 threads); a loop printed with a producer warpgroup (specialize-warps) adds 128.
+//   (at most 1024 threads; 512 where a block loads three such tiles); both emitters take it from
+//   default_num_warps (src/passes); a loop printed with a producer warpgroup (specialize-warps)
+//   adds 128.
 //
 // * Parameter ABI, in this order (info.params lists them):
 //     1. one device pointer per view (or ptr) parameter, in signature order;

@@ -383,7 +383,7 @@ void Emitter::issue_shared_copies(const Op& op, const SharedView& dst_view) {
   const int64_t chunks = shape_numel(tile->type.shape) / E, rounds = (chunks + T_ - 1) / T_;
   const std::string i = fresh("i");
   // Up to 16 rounds unrolled in full (every library and corpus kernel's loads), more four at a
-  // time: each round carries a cp.async and its unaligned fallback, and a [1, 2048] u8
+  // time: each round carries a cp.async and its unaligned fallback, and a [2048, 64] u8
   // operand's 64 rounds a thread unrolled in full were 15,000 PTX lines (1 s of ptxas).
   line(rounds > 16 ? "#pragma unroll 4" : "#pragma unroll");
   open("for (int " + i + " = 0; " + i + " < " + num(rounds) + "; ++" + i + ") {");

@@ -100,7 +100,7 @@ bool fma_dot_in_registers_env();
 struct GpuLoweringOptions {
   int sm = 90;         // compute capability, major * 10 + minor
   bool wgmma = false;  // sm_90a: wgmma accumulators, operands in shared memory
-  // An FMA dot's operands of 2, 4 or 8 bytes in shared memory, read per k (assign-layouts);
+  // An FMA dot's operands in shared memory, read per k (assign-layouts);
   // false keeps them in registers for all of K (the dot_operand layouts: the former lowering).
   bool fma_operands_in_shared = !fma_dot_in_registers_env();
 };

@@ -18,8 +18,8 @@ namespace tessera {
 // The most bytes of host tensors the CLI allocates for one run (the kernel's views, the copies
 // kept for a reference, a split's partial results): well above any test, well below what makes
 // a host swap instead of failing cleanly. Counted before anything is allocated.
-inline constexpr double kMaxHostTensorBytes = 16.0 * double(1ull << 30);
-inline constexpr const char* kMaxHostTensorBytesText = "16 GiB";
+inline constexpr int kMaxHostTensorGiB = 16;
+inline constexpr double kMaxHostTensorBytes = kMaxHostTensorGiB * double(1ull << 30);
 
 // Storage that starts at a cache line (64 bytes): a row of a tensor whose rows are whole lines
 // then starts at one too, so the cpu kernels' 64-byte vector loads and stores do not split lines
