@@ -1408,7 +1408,7 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
         if (wgmma && !on_wgmma) wgmma = false;  // nothing to retry without it
         // pingpong-consumers' `consumers = 2`: the layouts are one warpgroup's (each consumer
         // holds a whole tile), the program runs two of them (plan_warp_specialization).
-        int warps = default_num_warps(*lowered);
+        int warps = launch_warps(*lowered);
         for (const auto& op : lowered->body->ops)
           if (op->kind == OpKind::For && op->has_attr("consumers") && op->attr_int("consumers") == 2) warps /= 2;
         auto print = [&] {

@@ -86,7 +86,9 @@ Extra extra(OpKind k) {
     case OpKind::For: return {{opt("pipeline", A::Int), opt("warp_specialize", A::Int), opt("consumers", A::Int)}, "for iv = lb; iv < ub; iv += step, with loop-carried values"};
     case OpKind::If: return {{}, "if cond then region 0 else region 1, each yielding the results"};
     case OpKind::While: return {{}, "while region 0 (carried) yields true, run region 1 (carried) -> carried"};
-    case OpKind::Yield: return {{opt("persistent", A::Int), opt("group_rows", A::Int)}, "end a region, passing its values out"};
+    case OpKind::Yield:
+      return {{opt("persistent", A::Int), opt("group_rows", A::Int), opt("num_warps", A::Int)},
+              "end a region, passing its values out"};
     case OpKind::Alloc: return {{}, "a buffer in the result type's memory space (\"shared\"), live for the whole program; a slot is read only after something wrote it"};
     case OpKind::AsyncCopy: return {{opt("pad", A::Number)}, "start copying tile (i0, ...) of a view into buffer slot (s0, ...), as load_tile reads it (pad); done at the next async_wait"};
     case OpKind::AsyncWait: return {{}, "wait until this program's async copies have landed (a barrier of the program's threads)"};

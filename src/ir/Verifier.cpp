@@ -281,8 +281,8 @@ class Verifier {
           error(op->loc, "'yield' is not allowed in the kernel body");
         else if (i + 1 != b.ops.size())
           error(op->loc, "'yield' must be the last op of its region");
-        else if (role != BlockRole::Grid && (op->find_attr("persistent") || op->find_attr("group_rows")))
-          error(op->loc, "'yield' takes persistent and group_rows only in the grid block (they say how its programs run)");
+        else if (role != BlockRole::Grid && (op->find_attr("persistent") || op->find_attr("group_rows") || op->find_attr("num_warps")))
+          error(op->loc, "'yield' takes persistent, group_rows and num_warps only in the grid block (they say how its programs run)");
       }
       verify_op(*op, role == BlockRole::Grid);
       for (const Value* r : op->results)
@@ -590,6 +590,10 @@ class Verifier {
     // groups of `group_rows` values of axis 0.
     if (const Attr* p = op.find_attr("persistent"); p && std::get<int64_t>(*p) != 0 && std::get<int64_t>(*p) != 1)
       return fail("persistent must be 0 or 1 (CTAs that loop over the programs), got " + attr_str(*p));
+    // The warps of every program (assign-launch-shape): a CTA has at most 1024 threads.
+    if (const Attr* w = op.find_attr("num_warps"); w && (std::get<int64_t>(*w) < 1 || std::get<int64_t>(*w) > 32))
+      return fail("num_warps must be between 1 and 32 (warps of each program: a CTA has at most 1024 threads), got " +
+                  attr_str(*w));
     if (const Attr* g = op.find_attr("group_rows")) {
       if (!op.find_attr("persistent") || op.attr_int("persistent") != 1)
         return fail("group_rows needs persistent = 1 (the order in which persistent CTAs take the programs)");

@@ -110,7 +110,7 @@ std::vector<int64_t> dims(const Type& t) { return static_shape(t.shape); }
 
 class Assign {
  public:
-  Assign(Kernel& k, const GpuLoweringOptions& o) : k_(k), o_(o), warps_(default_num_warps(k)) {}
+  Assign(Kernel& k, const GpuLoweringOptions& o) : k_(k), o_(o), warps_(launch_warps(k)) {}
 
   int64_t run() {
     block(*k_.body);

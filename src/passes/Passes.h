@@ -112,6 +112,11 @@ inline constexpr int kMaxWarps = 32;
 // about 32 elements of the largest tile per thread (split over `cluster` CTAs), 4 to 32 warps
 // (16 where three such tiles are loaded in one block).
 int default_num_warps(const Kernel& k, int cluster = 1);
+// The warps of a program in the GPU lowering's passes and the layout emitter: the `num_warps`
+// that assign-launch-shape wrote on the grid's yield, else default_num_warps.
+int launch_warps(const Kernel& k);
+// Writes `num_warps` on the grid's yield (AssignLaunchShape.cpp).
+void assign_launch_shape(Kernel& k, PassStats& stats);
 // The blocked layout a tile of this static shape starts in: 16 bytes per thread along the
 // fastest dim, the warp's threads fastest dim first, the warps slowest dim first (replicated
 // when no blocked layout fits).

@@ -57,7 +57,7 @@ struct Use {
 
 class Remove {
  public:
-  explicit Remove(Kernel& k) : k_(k), warps_(default_num_warps(k)) {}
+  explicit Remove(Kernel& k) : k_(k), warps_(launch_warps(k)) {}
 
   bool step() {
     std::vector<Op*> converts;
@@ -648,7 +648,7 @@ std::pair<int64_t, int64_t> conversion_cost(const Block& b, int64_t weight) {
 // between threads: Layout.h, layouts_place_alike).
 int64_t free_conversions(const Kernel& k) {
   int64_t n = 0;
-  const int warps = default_num_warps(k);
+  const int warps = launch_warps(k);
   walk(*k.body, [&](Op& op) {
     if (op.kind != OpKind::ConvertLayout || !op.result()->type.is_tile()) return;
     const Type& a = op.operand(0)->type;

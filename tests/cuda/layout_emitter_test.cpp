@@ -656,8 +656,9 @@ TEST(LayoutEmitter, LoopPrintedWithoutItsProducerSaysSoInTheIr) {
   const std::string ir = print_kernel(*em.lowered);
   EXPECT_NE(ir.find("warp_specialize = 0"), std::string::npos) << ir;
   EXPECT_EQ(ir.find("warp_specialize = 1"), std::string::npos) << ir;
-  // Without its producer the kernel runs one program per CTA, and its IR says so.
-  EXPECT_NE(ir.find("yield %g {persistent = 0}"), std::string::npos) << ir;
+  // Without its producer the kernel runs one program per CTA, and its IR says so (with the
+  // warps assign-launch-shape wrote).
+  EXPECT_NE(ir.find("yield %g {persistent = 0, num_warps = 8}"), std::string::npos) << ir;
   EXPECT_EQ(em.source.find("warp_specialize = 1"), std::string::npos);
   EXPECT_EQ(em.source.find("the compute warps"), std::string::npos);
   const bool noted = std::any_of(em.notes.begin(), em.notes.end(), [](const std::string& n) {
