@@ -11,6 +11,7 @@
 
 #include "cuda/EmitterInternal.h"
 #include "support/Env.h"
+#include "passes/BlockEdit.h"
 #include "passes/Passes.h"
 
 namespace tessera::cudagen {
@@ -67,13 +68,6 @@ bool rounds_at_end(const std::string& kind, ScalarKind t) {
 bool mma_sync_operand(const tessera::Layout& l) {
   return l.kind == tessera::Layout::Kind::DotOperand && l.parent && l.parent->kind == tessera::Layout::Kind::Mma &&
          l.parent->version == 2;
-}
-
-// Are rows of `n` elements of `t` whole 16-byte chunks of 1-, 2-, 4- or 8-byte elements (what
-// the cp.async copies into shared tiles move)?
-bool whole_chunk_rows(ScalarKind t, int64_t n) {
-  const int eb = scalar_bytes(t);
-  return (eb == 1 || eb == 2 || eb == 4 || eb == 8) && n % (16 / eb) == 0;
 }
 
 // Whether every reader of `v` in `b` is a dot that takes it as operand A or B (and there is one).

@@ -28,13 +28,17 @@ inline bool pads_with_positive_zero(const Op& load) {
   return !load.has_attr("pad") || (load.attr_number("pad") == 0.0 && !std::signbit(load.attr_number("pad")));
 }
 
-// Whether a load of `t` can write a shared tile with asynchronous copies: rows of whole 16-byte
-// chunks of 1-, 2-, 4- or 8-byte elements (what the layout emitter's cp.async copies move; a
-// tile with other rows stays a load into registers, stored into shared memory after it).
+// Are rows of `n` elements of `t` whole 16-byte chunks of 1-, 2-, 4- or 8-byte elements (what
+// the layout emitter's cp.async copies into shared tiles move)?
+inline bool whole_chunk_rows(ScalarKind t, int64_t n) {
+  const int eb = scalar_bytes(t);
+  return (eb == 1 || eb == 2 || eb == 4 || eb == 8) && n % (16 / eb) == 0;
+}
+
+// Whether a load of `t` can write a shared tile with asynchronous copies (a tile with other
+// rows stays a load into registers, stored into shared memory after it).
 inline bool loads_in_whole_chunks(const Type& t) {
-  if (!shape_is_static(t.shape) || t.shape.empty()) return false;
-  const int eb = scalar_bytes(t.elem);
-  return (eb == 1 || eb == 2 || eb == 4 || eb == 8) && t.shape.back().value % (16 / eb) == 0;
+  return shape_is_static(t.shape) && !t.shape.empty() && whole_chunk_rows(t.elem, t.shape.back().value);
 }
 
 // Does a reshape from `from` to `to` only add or drop dims of extent 1, keeping the last dim?
