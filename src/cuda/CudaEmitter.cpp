@@ -204,6 +204,7 @@ std::string Emitter::smem_ptr(const std::string& type, int64_t off, int64_t byte
   // The scratch carries tile data between threads: a cluster-split CTA holds only its part.
   if (cluster_ > 1) throw NotClusterable{"an exchange of tile data through shared memory"};
   smem_ = std::max(smem_, off + bytes);
+  ++scratch_uses_;
   return "reinterpret_cast<" + type + "*>(tsr_smem + " + std::to_string(off) + ")";
 }
 

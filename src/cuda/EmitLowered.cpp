@@ -884,6 +884,10 @@ void Emitter::emit_tma_store(const Op& op) {
   close();
 }
 
+int64_t Emitter::lowered_vector_width(const Value* v) const {
+  return vector_width(dist_of(v), v->type.rank() - 1, scalar_bytes(v->type.elem));
+}
+
 void Emitter::lowered_load_store(const Op& op) {
   if (&op == tma_store_op_ && ws_consumers_) return emit_tma_store(op);
   const bool load = op.kind == OpKind::LoadTile;
@@ -898,7 +902,17 @@ void Emitter::lowered_load_store(const Op& op) {
   const std::vector<int64_t> S = shape_of(op, tile);
   const Dist& d = dist_of(tile);
   const ScalarKind t = view->type.elem;
-  const std::string r = load ? declare(op, tile) : nm(tile);
+  // A 16-bit float tile that only casts to f32 read slot by slot use (packs_load) is held as
+  // packed words, half the registers, and its casts convert at each use (alias_packed_cast),
+  // as in the planning emitter.
+  const bool packed = load && packs_load(op);
+  const std::string r = !load ? nm(tile)
+                        : packed ? bind_new(tile)
+                                 : declare(op, tile);
+  if (packed) {
+    line(std::string("tsr::Packed16<") + (t == ScalarKind::BF16 ? "true" : "false") + ", " + num(d.slots()) + "> " + r + ";");
+    count("packed-loads");
+  }
   const std::string pad = lit(t, op.has_attr("pad") ? op.attr_number("pad") : 0.0);
   const std::string own = d.owner_expr();
   open("{");
@@ -927,12 +941,61 @@ void Emitter::lowered_load_store(const Op& op) {
   // A thread's run of V elements along the last dim (the layout's fastest slots) is one vector
   // access of up to 16 bytes where it is in bounds and aligned.
   const int64_t V = vector_width(d, R - 1, scalar_bytes(t));
+  // Words of a packed tile from a run's storage-type buffer.
+  auto pack_words = [&](const std::string& s0, const std::string& buf) {
+    for (int64_t v = 0; v < V; v += 2)
+      line(r + ".w[(" + s0 + ") / 2 + " + num(v / 2) + "] = uint32_t(" + buf + "[" + num(v) + "]) | (uint32_t(" + buf + "[" +
+           num(v + 1) + "]) << 16);");
+  };
   if (V == 1) {
     slots(layout_of(tile), [&](const std::string& s) { scalar_access(s, 0); });
     close();
     return;
   }
-  const std::string St = stype(t), c = fresh("c");
+  const std::string St = stype(t);
+  // One test that the whole tile is in bounds, its first element aligned to the vector and
+  // every row stride a multiple of it; then every run is a vector access with no test of its
+  // own. A tile at a ragged or unaligned edge takes the run-by-run path below. On unless the
+  // kernel sets whole_tile_checks = 0 (the planning emitter's knob, off there by default: see
+  // EmitMemory.cpp). H100, bf16 4096-wide rows: layernorm (which sets it) 1066 -> 2477 GB/s
+  // with 16-byte runs; softmax and rmsnorm per run 2537 and 2029 GB/s.
+  const ConstexprDecl* wt = k_.find_constexpr("whole_tile_checks");
+  const bool whole_tile = (!wt || wt->value == 1) && d.slots() / V > 1;
+  if (whole_tile) {
+    std::string whole, origin;
+    for (int q = 0; q < R; ++q) {
+      const std::string at = "int64_t(" + nm(op.operand(first + q)) + ") * " + num(S[q]);
+      whole += (q ? " && " : "") + at + " >= 0 && " + at + " + " + num(S[q]) + " <= " + vi.dims[q];
+      if (q < R - 1 && S[q] > 1) whole += " && " + vi.strides[q] + " % " + num(V) + " == 0";
+      origin += (q ? " + " : "") + at + " * " + vi.strides[q];
+    }
+    whole += " && tsr::aligned_vec<" + St + ", " + num(V) + ">(" + vi.ptr + " + " + origin + ")";
+    const std::string wv = fresh("whole"), c = fresh("c"), s0 = c + " * " + num(V), buf = fresh("vb");
+    line("const bool " + wv + " = " + whole + ";");
+    open("if (" + wv + ") {");
+    line("#pragma unroll");
+    open("for (int " + c + " = 0; " + c + " < " + num(d.slots() / V) + "; ++" + c + ") {");
+    std::string ok, at;
+    element(s0, 0, ok, at);
+    if (packed) {
+      line("tsr::copy_vec<uint32_t, " + num(V / 2) + ">(" + r + ".w + (" + s0 + ") / 2, reinterpret_cast<const uint32_t*>(" +
+           vi.ptr + " + " + at + "));");
+    } else if (load) {
+      line(St + " " + buf + "[" + num(V) + "];");
+      line("tsr::copy_vec<" + St + ", " + num(V) + ">(" + buf + ", " + vi.ptr + " + " + at + ");");
+      for (int64_t v = 0; v < V; ++v) line(r + "[" + s0 + " + " + num(v) + "] = " + load_conv(t, buf + "[" + num(v) + "]") + ";");
+    } else {
+      line(St + " " + buf + "[" + num(V) + "];");
+      for (int64_t v = 0; v < V; ++v) line(buf + "[" + num(v) + "] = " + store_conv(t, r + "[" + s0 + " + " + num(v) + "]") + ";");
+      line((own == "true" ? "" : "if (" + own + ") ") + "tsr::copy_vec<" + St + ", " + num(V) + ">(" + vi.ptr + " + " + at +
+           ", " + buf + ");");
+    }
+    close();
+    count("whole-tile-accesses");
+    --ind_;
+    open("} else {");
+  }
+  const std::string c = fresh("c");
   line("#pragma unroll");
   open("for (int " + c + " = 0; " + c + " < " + num(d.slots() / V) + "; ++" + c + ") {");
   const std::string s0 = c + " * " + num(V);
@@ -942,6 +1005,24 @@ void Emitter::lowered_load_store(const Op& op) {
   const std::string buf = fresh("vb");
   line(St + " " + buf + "[" + num(V) + "];");
   open("if (" + last_ok + " && tsr::aligned_vec<" + St + ", " + num(V) + ">(" + vi.ptr + " + " + at + ")) {");
+  if (packed) {
+    // Both paths fill the storage-type buffer and the words are made after the join.
+    line("tsr::copy_vec<" + St + ", " + num(V) + ">(" + buf + ", " + vi.ptr + " + " + at + ");");
+    --ind_;
+    open("} else {");
+    for (int64_t v = 0; v < V; ++v) {
+      std::string eok, eat;
+      element(s0, v, eok, eat);
+      line(buf + "[" + num(v) + "] = (" + eok + ") ? " + vi.ptr + "[" + eat + "] : " + St + "(" + store_conv(t, pad) + ");");
+    }
+    close();
+    pack_words(s0, buf);
+    close();
+    if (whole_tile) close();
+    count("vector-accesses");
+    close();
+    return;
+  }
   if (load) {
     line("tsr::copy_vec<" + St + ", " + num(V) + ">(" + buf + ", " + vi.ptr + " + " + at + ");");
     for (int64_t v = 0; v < V; ++v) line(r + "[" + s0 + " + " + num(v) + "] = " + load_conv(t, buf + "[" + num(v) + "]") + ";");
@@ -955,6 +1036,7 @@ void Emitter::lowered_load_store(const Op& op) {
   for (int64_t v = 0; v < V; ++v) scalar_access(s0, v);
   close();
   close();
+  if (whole_tile) close();
   count("vector-accesses");
   close();
 }
@@ -1352,13 +1434,35 @@ void Emitter::lowered_reduce(const Op& op) {
   if (kind == "with") fold = [&](const std::string& a, const std::string& b) { return combine(op, a, b); };
   if (!fold) throw NotLowerable{"a reduction of kind " + kind};
   const std::string n = declare(op, r);
-  std::vector<bool> seen(Y.slots(), false);
-  for (int64_t s = 0; s < X.slots(); ++s) {
-    const int64_t y = into[s];
-    const std::string e = nm(x) + "[" + num(s) + "]", acc = n + "[" + num(y) + "]";
-    if (!seen[y]) line(acc + " = " + e + ";");
-    else line(acc + " = " + fold(acc, e) + ";");
-    seen[y] = true;
+  std::vector<std::vector<int64_t>> folded(Y.slots());
+  for (int64_t s = 0; s < X.slots(); ++s) folded[into[s]].push_back(s);
+  for (int64_t y = 0; y < Y.slots(); ++y) {
+    const std::vector<int64_t>& from = folded[y];
+    if (from.empty()) continue;
+    const std::string acc = n + "[" + num(y) + "]";
+    auto e = [&](size_t i) { return nm(x) + "[" + num(from[i]) + "]"; };
+    // A thread's many elements fold into eight partials and then a tree (as the planning
+    // emitter's reductions do): eight chains of additions in flight instead of one. Sums,
+    // products, max and min (NaN-propagating) only; a user's combiner folds in order.
+    const size_t P = kind == "with" ? 1 : from.size() >= 16 ? 8 : from.size() >= 8 ? 4 : 1;
+    if (P == 1) {
+      line(acc + " = " + e(0) + ";");
+      for (size_t i = 1; i < from.size(); ++i) line(acc + " = " + fold(acc, e(i)) + ";");
+      continue;
+    }
+    const std::string p = fresh("part");
+    line(T + " " + p + "[" + num(int64_t(P)) + "];");
+    for (size_t i = 0; i < P; ++i) line(p + "[" + num(int64_t(i)) + "] = " + e(i) + ";");
+    for (size_t i = P; i < from.size(); ++i) {
+      const std::string pi = p + "[" + num(int64_t(i % P)) + "]";
+      line(pi + " = " + fold(pi, e(i)) + ";");
+    }
+    for (size_t h = P / 2; h >= 1; h /= 2)
+      for (size_t i = 0; i < h; ++i) {
+        const std::string pi = p + "[" + num(int64_t(i)) + "]";
+        line(pi + " = " + fold(pi, p + "[" + num(int64_t(i + h)) + "]") + ";");
+      }
+    line(acc + " = " + p + "[0];");
   }
   // Along the lanes the axis is spread over: a butterfly of shuffles.
   for (size_t b = 0; b < X.lane_bits.size(); ++b) {
@@ -1380,12 +1484,20 @@ void Emitter::lowered_reduce(const Op& op) {
   };
   if (wa.empty()) return finish();
   const int64_t G = int64_t{1} << wa.size(), numel = shape_numel(r->type.shape);
-  const std::string ptr = smem_ptr(T, 0, G * numel * std::max(4, scalar_bytes(r->type.elem)));
+  const int64_t bytes = G * numel * std::max(4, scalar_bytes(r->type.elem));
+  // Two reductions in a row (softmax's max and sum, layernorm's mean and variance) alternate
+  // halves of the scratch, and the second needs no barrier before its writes (LastReduction).
+  const bool follows = bytes <= kReductionHalf && last_reduction_.block == op.parent &&
+                       last_reduction_.uses == scratch_uses_;
+  const int64_t off = follows && last_reduction_.off == 0 ? kReductionHalf : 0;
+  const std::string ptr = smem_ptr(T, off, bytes);
+  last_reduction_ = {bytes <= kReductionHalf ? op.parent : nullptr, scratch_uses_, off};
   const std::string widx = warp_part_index(wa);
   int64_t lm = 0;
   for (size_t b = 0; b < X.lane_bits.size(); ++b)
     if (X.lane_bits[b].dim == axis) lm |= int64_t{1} << b;
-  barrier();
+  if (follows) count("reduction-barriers-saved");
+  else barrier();
   slots(layout_of(r), [&](const std::string& s) {
     line("if ((tsr_lane & " + num(lm) + ") == 0) " + ptr + "[(" + widx + ") * " + num(numel) + " + " + Y.flat_expr(s) +
          "] = " + n + "[" + s + "];");

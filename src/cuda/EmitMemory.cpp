@@ -284,10 +284,15 @@ bool Emitter::packs_load(const Op& load) {
   if (const ConstexprDecl* d = k_.find_constexpr("pack_narrow_loads"); d && d->value == 0) return ok = false;
   ScalarKind t = v->type.elem;
   if ((t != ScalarKind::BF16 && t != ScalarKind::F16) || !v->type.is_tile() || !shape_is_static(v->type.shape)) return ok = false;
-  // Only the vector path fills whole words; its vectors are even.
+  // Only the vector path fills whole words; its vectors are even. (The layout emitter's runs
+  // along the last dim: lowered_load_store fills each run's words.)
   Layout L = layout_of(v);
   std::vector<int64_t> S = static_shape(v->type.shape);
-  if (L.replicated || L.vec < 2 || S.empty() || S.back() % L.vec != 0) return ok = false;
+  if (lowered_) {
+    if (S.empty() || lowered_vector_width(v) % 2 != 0) return ok = false;
+  } else if (L.replicated || L.vec < 2 || S.empty() || S.back() % L.vec != 0) {
+    return ok = false;
+  }
   if (users_.empty())
     walk(const_cast<Block&>(*k_.body), [&](Op& o) {
       for (const Value* x : o.operands) users_[x].push_back(&o);

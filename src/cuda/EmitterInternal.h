@@ -91,6 +91,9 @@ class Emitter {
   bool emit_lowered(const Op& op);  // true when it printed `op`
   void lowered_convert(const Op& op);
   void lowered_load_store(const Op& op);
+  // The width of a load or store's vector accesses of tile `v` from memory (1: element by
+  // element): its slots' runs along the last dim, at most 16 bytes of its elements.
+  int64_t lowered_vector_width(const Value* v) const;
   void lowered_shape(const Op& op);
   void lowered_reduce(const Op& op);
   void lowered_reduce_to_scalar(const Op& op);
@@ -122,6 +125,18 @@ class Emitter {
                         const std::function<std::string(const std::string&)>& src_flat);
   // The most shared memory one exchange takes at a time (larger tiles go in parts).
   static constexpr int64_t kExchangeBytes = 8192;
+  // Every smem_ptr call (a use of the exchange scratch) counts here.
+  int64_t scratch_uses_ = 0;
+  // The last reduction's warp exchange (lowered_reduce): its block, the scratch_uses_ count just
+  // after it and its half of the scratch (0 or kReductionHalf); block null when it used more.
+  // A reduction that follows it in the same block with no other use of the scratch between
+  // writes the other half with no barrier first: the barrier after the last one's writes
+  // already ordered the reads of the one before it, which used this half.
+  struct LastReduction {
+    const Block* block = nullptr;
+    int64_t uses = -1, off = 0;
+  } last_reduction_;
+  static constexpr int64_t kReductionHalf = 1024;
   // An mma operand kept in shared memory for the dots that read it (16-bit elements, rows of
   // `ld` elements; `dim0_fastest`: stored transposed, dim 0 contiguous).
   struct StagedOperand {

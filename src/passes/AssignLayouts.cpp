@@ -14,6 +14,7 @@
 // Kernels with Struct or raw ops, or tiles carried through `while` loops, are left as they are
 // (stat assign-layouts.skipped): their tiles have storage of their own.
 #include <algorithm>
+#include <map>
 #include <unordered_map>
 
 #include "ir/IR.h"
@@ -110,7 +111,15 @@ std::vector<int64_t> dims(const Type& t) { return static_shape(t.shape); }
 
 class Assign {
  public:
-  Assign(Kernel& k, const GpuLoweringOptions& o) : k_(k), o_(o), warps_(launch_warps(k)) {}
+  Assign(Kernel& k, const GpuLoweringOptions& o) : k_(k), o_(o), warps_(launch_warps(k)) {
+    walk(*k_.body, [&](Op& op) {
+      if (op.kind != OpKind::LoadTile && op.kind != OpKind::StoreTile) return;
+      const Value* tile = op.kind == OpKind::LoadTile ? op.result() : op.operand(1);
+      if (!tile->type.is_tile() || !shape_is_static(tile->type.shape)) return;
+      auto it = access_bytes_.emplace(dims(tile->type), 4).first;
+      it->second = std::min(it->second, scalar_bytes(op.operand(0)->type.elem));
+    });
+  }
 
   int64_t run() {
     block(*k_.body);
@@ -122,12 +131,19 @@ class Assign {
   const GpuLoweringOptions& o_;
   int warps_;
   int64_t inserted_ = 0;
+  // For each tile shape the kernel loads or stores, the narrowest element of those accesses
+  // in memory (4 at most).
+  std::map<std::vector<int64_t>, int> access_bytes_;
 
-  // One default per shape, whatever the element type (four elements per thread along the
-  // fastest dim: 16 bytes of the f32 the row kernels compute in), so that a bf16 load, its f32
-  // cast and an i1 mask of the same shape agree; the width of memory accesses is a later
-  // decision of the memory ops.
-  Layout blocked(const Type& t) const { return default_blocked_layout(dims(t), 4, warps_); }
+  // One default per shape, whatever the element type, so that a bf16 load, its f32 cast and an
+  // i1 mask of the same shape agree: 16 bytes of the narrowest element the kernel loads or
+  // stores in that shape per thread along the fastest dim (eight of a bf16 row kernel's
+  // elements, one 16-byte vector access; four for a shape it only computes in f32), and the
+  // memory ops' vectors are as wide as that run.
+  Layout blocked(const Type& t) const {
+    auto it = access_bytes_.find(dims(t));
+    return default_blocked_layout(dims(t), it == access_bytes_.end() ? 4 : it->second, warps_);
+  }
 
   // `v` as op `user`'s operand `i` in layout `want` (and space): the value itself, or a new
   // convert_layout in front of `user`.

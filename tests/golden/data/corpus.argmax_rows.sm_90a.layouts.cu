@@ -66,153 +66,166 @@ extern "C" __global__ void __launch_bounds__(128) tessera_argmax_rows(float* tsr
     {
       const int64_t o19 = int64_t(v0_pm) * 8 + (((tsr_warp >> 0) & 3));
       const int64_t o20 = int64_t(iv17) * 128 + (((tsr_lane >> 0) & 31) * 4);
-      #pragma unroll
-      for (int c21 = 0; c21 < 2; ++c21) {
-        float vb22[4];
-        if ((o19 + ((((c21 * 4) / 4) % 2) * 4)) < int64_t(tsr_dim_M) && (o20 + (((c21 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + (o19 + ((((c21 * 4) / 4) % 2) * 4)) * tsr_p0_s0 + (o20 + (((c21 * 4) % 4))) * tsr_p0_s1)) {
-          tsr::copy_vec<float, 4>(vb22, tsr_p0 + (o19 + ((((c21 * 4) / 4) % 2) * 4)) * tsr_p0_s0 + (o20 + (((c21 * 4) % 4))) * tsr_p0_s1);
-          v18_xt[c21 * 4 + 0] = vb22[0];
-          v18_xt[c21 * 4 + 1] = vb22[1];
-          v18_xt[c21 * 4 + 2] = vb22[2];
-          v18_xt[c21 * 4 + 3] = vb22[3];
-        } else {
-          v18_xt[c21 * 4] = ((o19 + ((((c21 * 4) / 4) % 2) * 4)) < int64_t(tsr_dim_M) && (o20 + (((c21 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr_p0[(o19 + ((((c21 * 4) / 4) % 2) * 4)) * tsr_p0_s0 + (o20 + (((c21 * 4) % 4))) * tsr_p0_s1] : (-tsr::inf_f());
-          v18_xt[c21 * 4 + 1] = ((o19 + ((((c21 * 4) / 4) % 2) * 4)) < int64_t(tsr_dim_M) && (o20 + (((c21 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o19 + ((((c21 * 4) / 4) % 2) * 4)) * tsr_p0_s0 + (o20 + (((c21 * 4) % 4)) + 1) * tsr_p0_s1] : (-tsr::inf_f());
-          v18_xt[c21 * 4 + 2] = ((o19 + ((((c21 * 4) / 4) % 2) * 4)) < int64_t(tsr_dim_M) && (o20 + (((c21 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o19 + ((((c21 * 4) / 4) % 2) * 4)) * tsr_p0_s0 + (o20 + (((c21 * 4) % 4)) + 2) * tsr_p0_s1] : (-tsr::inf_f());
-          v18_xt[c21 * 4 + 3] = ((o19 + ((((c21 * 4) / 4) % 2) * 4)) < int64_t(tsr_dim_M) && (o20 + (((c21 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o19 + ((((c21 * 4) / 4) % 2) * 4)) * tsr_p0_s0 + (o20 + (((c21 * 4) % 4)) + 3) * tsr_p0_s1] : (-tsr::inf_f());
+      const bool whole21 = int64_t(v0_pm) * 8 >= 0 && int64_t(v0_pm) * 8 + 8 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && int64_t(iv17) * 128 >= 0 && int64_t(iv17) * 128 + 128 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + int64_t(v0_pm) * 8 * tsr_p0_s0 + int64_t(iv17) * 128 * tsr_p0_s1);
+      if (whole21) {
+        #pragma unroll
+        for (int c22 = 0; c22 < 2; ++c22) {
+          float vb23[4];
+          tsr::copy_vec<float, 4>(vb23, tsr_p0 + (o19 + ((((c22 * 4) / 4) % 2) * 4)) * tsr_p0_s0 + (o20 + (((c22 * 4) % 4))) * tsr_p0_s1);
+          v18_xt[c22 * 4 + 0] = vb23[0];
+          v18_xt[c22 * 4 + 1] = vb23[1];
+          v18_xt[c22 * 4 + 2] = vb23[2];
+          v18_xt[c22 * 4 + 3] = vb23[3];
+        }
+      } else {
+        #pragma unroll
+        for (int c24 = 0; c24 < 2; ++c24) {
+          float vb25[4];
+          if ((o19 + ((((c24 * 4) / 4) % 2) * 4)) < int64_t(tsr_dim_M) && (o20 + (((c24 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + (o19 + ((((c24 * 4) / 4) % 2) * 4)) * tsr_p0_s0 + (o20 + (((c24 * 4) % 4))) * tsr_p0_s1)) {
+            tsr::copy_vec<float, 4>(vb25, tsr_p0 + (o19 + ((((c24 * 4) / 4) % 2) * 4)) * tsr_p0_s0 + (o20 + (((c24 * 4) % 4))) * tsr_p0_s1);
+            v18_xt[c24 * 4 + 0] = vb25[0];
+            v18_xt[c24 * 4 + 1] = vb25[1];
+            v18_xt[c24 * 4 + 2] = vb25[2];
+            v18_xt[c24 * 4 + 3] = vb25[3];
+          } else {
+            v18_xt[c24 * 4] = ((o19 + ((((c24 * 4) / 4) % 2) * 4)) < int64_t(tsr_dim_M) && (o20 + (((c24 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr_p0[(o19 + ((((c24 * 4) / 4) % 2) * 4)) * tsr_p0_s0 + (o20 + (((c24 * 4) % 4))) * tsr_p0_s1] : (-tsr::inf_f());
+            v18_xt[c24 * 4 + 1] = ((o19 + ((((c24 * 4) / 4) % 2) * 4)) < int64_t(tsr_dim_M) && (o20 + (((c24 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o19 + ((((c24 * 4) / 4) % 2) * 4)) * tsr_p0_s0 + (o20 + (((c24 * 4) % 4)) + 1) * tsr_p0_s1] : (-tsr::inf_f());
+            v18_xt[c24 * 4 + 2] = ((o19 + ((((c24 * 4) / 4) % 2) * 4)) < int64_t(tsr_dim_M) && (o20 + (((c24 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o19 + ((((c24 * 4) / 4) % 2) * 4)) * tsr_p0_s0 + (o20 + (((c24 * 4) % 4)) + 2) * tsr_p0_s1] : (-tsr::inf_f());
+            v18_xt[c24 * 4 + 3] = ((o19 + ((((c24 * 4) / 4) % 2) * 4)) < int64_t(tsr_dim_M) && (o20 + (((c24 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o19 + ((((c24 * 4) / 4) % 2) * 4)) * tsr_p0_s0 + (o20 + (((c24 * 4) % 4)) + 3) * tsr_p0_s1] : (-tsr::inf_f());
+          }
         }
       }
     }
     // %tmax = reduce %xt {axis = 1, kind = "max"} : tile<f32, [8], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-    float v23_tmax[2];
-    v23_tmax[0] = v18_xt[0];
-    v23_tmax[0] = tsr::max_nan_f32(v23_tmax[0], v18_xt[1]);
-    v23_tmax[0] = tsr::max_nan_f32(v23_tmax[0], v18_xt[2]);
-    v23_tmax[0] = tsr::max_nan_f32(v23_tmax[0], v18_xt[3]);
-    v23_tmax[1] = v18_xt[4];
-    v23_tmax[1] = tsr::max_nan_f32(v23_tmax[1], v18_xt[5]);
-    v23_tmax[1] = tsr::max_nan_f32(v23_tmax[1], v18_xt[6]);
-    v23_tmax[1] = tsr::max_nan_f32(v23_tmax[1], v18_xt[7]);
-    const float sh24 = __shfl_xor_sync(0xffffffffu, v23_tmax[0], 1);
-    v23_tmax[0] = tsr::max_nan_f32(v23_tmax[0], sh24);
-    const float sh25 = __shfl_xor_sync(0xffffffffu, v23_tmax[1], 1);
-    v23_tmax[1] = tsr::max_nan_f32(v23_tmax[1], sh25);
-    const float sh26 = __shfl_xor_sync(0xffffffffu, v23_tmax[0], 2);
-    v23_tmax[0] = tsr::max_nan_f32(v23_tmax[0], sh26);
-    const float sh27 = __shfl_xor_sync(0xffffffffu, v23_tmax[1], 2);
-    v23_tmax[1] = tsr::max_nan_f32(v23_tmax[1], sh27);
-    const float sh28 = __shfl_xor_sync(0xffffffffu, v23_tmax[0], 4);
-    v23_tmax[0] = tsr::max_nan_f32(v23_tmax[0], sh28);
-    const float sh29 = __shfl_xor_sync(0xffffffffu, v23_tmax[1], 4);
-    v23_tmax[1] = tsr::max_nan_f32(v23_tmax[1], sh29);
-    const float sh30 = __shfl_xor_sync(0xffffffffu, v23_tmax[0], 8);
-    v23_tmax[0] = tsr::max_nan_f32(v23_tmax[0], sh30);
-    const float sh31 = __shfl_xor_sync(0xffffffffu, v23_tmax[1], 8);
-    v23_tmax[1] = tsr::max_nan_f32(v23_tmax[1], sh31);
-    const float sh32 = __shfl_xor_sync(0xffffffffu, v23_tmax[0], 16);
-    v23_tmax[0] = tsr::max_nan_f32(v23_tmax[0], sh32);
-    const float sh33 = __shfl_xor_sync(0xffffffffu, v23_tmax[1], 16);
-    v23_tmax[1] = tsr::max_nan_f32(v23_tmax[1], sh33);
+    float v26_tmax[2];
+    v26_tmax[0] = v18_xt[0];
+    v26_tmax[0] = tsr::max_nan_f32(v26_tmax[0], v18_xt[1]);
+    v26_tmax[0] = tsr::max_nan_f32(v26_tmax[0], v18_xt[2]);
+    v26_tmax[0] = tsr::max_nan_f32(v26_tmax[0], v18_xt[3]);
+    v26_tmax[1] = v18_xt[4];
+    v26_tmax[1] = tsr::max_nan_f32(v26_tmax[1], v18_xt[5]);
+    v26_tmax[1] = tsr::max_nan_f32(v26_tmax[1], v18_xt[6]);
+    v26_tmax[1] = tsr::max_nan_f32(v26_tmax[1], v18_xt[7]);
+    const float sh27 = __shfl_xor_sync(0xffffffffu, v26_tmax[0], 1);
+    v26_tmax[0] = tsr::max_nan_f32(v26_tmax[0], sh27);
+    const float sh28 = __shfl_xor_sync(0xffffffffu, v26_tmax[1], 1);
+    v26_tmax[1] = tsr::max_nan_f32(v26_tmax[1], sh28);
+    const float sh29 = __shfl_xor_sync(0xffffffffu, v26_tmax[0], 2);
+    v26_tmax[0] = tsr::max_nan_f32(v26_tmax[0], sh29);
+    const float sh30 = __shfl_xor_sync(0xffffffffu, v26_tmax[1], 2);
+    v26_tmax[1] = tsr::max_nan_f32(v26_tmax[1], sh30);
+    const float sh31 = __shfl_xor_sync(0xffffffffu, v26_tmax[0], 4);
+    v26_tmax[0] = tsr::max_nan_f32(v26_tmax[0], sh31);
+    const float sh32 = __shfl_xor_sync(0xffffffffu, v26_tmax[1], 4);
+    v26_tmax[1] = tsr::max_nan_f32(v26_tmax[1], sh32);
+    const float sh33 = __shfl_xor_sync(0xffffffffu, v26_tmax[0], 8);
+    v26_tmax[0] = tsr::max_nan_f32(v26_tmax[0], sh33);
+    const float sh34 = __shfl_xor_sync(0xffffffffu, v26_tmax[1], 8);
+    v26_tmax[1] = tsr::max_nan_f32(v26_tmax[1], sh34);
+    const float sh35 = __shfl_xor_sync(0xffffffffu, v26_tmax[0], 16);
+    v26_tmax[0] = tsr::max_nan_f32(v26_tmax[0], sh35);
+    const float sh36 = __shfl_xor_sync(0xffffffffu, v26_tmax[1], 16);
+    v26_tmax[1] = tsr::max_nan_f32(v26_tmax[1], sh36);
     // %targ = reduce %xt {axis = 1, kind = "argmax"} : tile<i32, [8], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-    float av34[2];
-    int32_t ai35[2];
-    av34[0] = v18_xt[0]; ai35[0] = int32_t((((0) % 4)) + (((tsr_lane >> 0) & 31) * 4));
-    if ((((v18_xt[1] != v18_xt[1]) && !(av34[0] != av34[0])) || (!(v18_xt[1] != v18_xt[1]) && !(av34[0] != av34[0]) && v18_xt[1] > av34[0]) || ((((v18_xt[1] != v18_xt[1]) && (av34[0] != av34[0])) || v18_xt[1] == av34[0]) && int32_t((((1) % 4)) + (((tsr_lane >> 0) & 31) * 4)) < ai35[0]))) { av34[0] = v18_xt[1]; ai35[0] = int32_t((((1) % 4)) + (((tsr_lane >> 0) & 31) * 4)); }
-    if ((((v18_xt[2] != v18_xt[2]) && !(av34[0] != av34[0])) || (!(v18_xt[2] != v18_xt[2]) && !(av34[0] != av34[0]) && v18_xt[2] > av34[0]) || ((((v18_xt[2] != v18_xt[2]) && (av34[0] != av34[0])) || v18_xt[2] == av34[0]) && int32_t((((2) % 4)) + (((tsr_lane >> 0) & 31) * 4)) < ai35[0]))) { av34[0] = v18_xt[2]; ai35[0] = int32_t((((2) % 4)) + (((tsr_lane >> 0) & 31) * 4)); }
-    if ((((v18_xt[3] != v18_xt[3]) && !(av34[0] != av34[0])) || (!(v18_xt[3] != v18_xt[3]) && !(av34[0] != av34[0]) && v18_xt[3] > av34[0]) || ((((v18_xt[3] != v18_xt[3]) && (av34[0] != av34[0])) || v18_xt[3] == av34[0]) && int32_t((((3) % 4)) + (((tsr_lane >> 0) & 31) * 4)) < ai35[0]))) { av34[0] = v18_xt[3]; ai35[0] = int32_t((((3) % 4)) + (((tsr_lane >> 0) & 31) * 4)); }
-    av34[1] = v18_xt[4]; ai35[1] = int32_t((((4) % 4)) + (((tsr_lane >> 0) & 31) * 4));
-    if ((((v18_xt[5] != v18_xt[5]) && !(av34[1] != av34[1])) || (!(v18_xt[5] != v18_xt[5]) && !(av34[1] != av34[1]) && v18_xt[5] > av34[1]) || ((((v18_xt[5] != v18_xt[5]) && (av34[1] != av34[1])) || v18_xt[5] == av34[1]) && int32_t((((5) % 4)) + (((tsr_lane >> 0) & 31) * 4)) < ai35[1]))) { av34[1] = v18_xt[5]; ai35[1] = int32_t((((5) % 4)) + (((tsr_lane >> 0) & 31) * 4)); }
-    if ((((v18_xt[6] != v18_xt[6]) && !(av34[1] != av34[1])) || (!(v18_xt[6] != v18_xt[6]) && !(av34[1] != av34[1]) && v18_xt[6] > av34[1]) || ((((v18_xt[6] != v18_xt[6]) && (av34[1] != av34[1])) || v18_xt[6] == av34[1]) && int32_t((((6) % 4)) + (((tsr_lane >> 0) & 31) * 4)) < ai35[1]))) { av34[1] = v18_xt[6]; ai35[1] = int32_t((((6) % 4)) + (((tsr_lane >> 0) & 31) * 4)); }
-    if ((((v18_xt[7] != v18_xt[7]) && !(av34[1] != av34[1])) || (!(v18_xt[7] != v18_xt[7]) && !(av34[1] != av34[1]) && v18_xt[7] > av34[1]) || ((((v18_xt[7] != v18_xt[7]) && (av34[1] != av34[1])) || v18_xt[7] == av34[1]) && int32_t((((7) % 4)) + (((tsr_lane >> 0) & 31) * 4)) < ai35[1]))) { av34[1] = v18_xt[7]; ai35[1] = int32_t((((7) % 4)) + (((tsr_lane >> 0) & 31) * 4)); }
-    const float sv36 = __shfl_xor_sync(0xffffffffu, av34[0], 1);
-    const int32_t si37 = __shfl_xor_sync(0xffffffffu, ai35[0], 1);
-    if ((((sv36 != sv36) && !(av34[0] != av34[0])) || (!(sv36 != sv36) && !(av34[0] != av34[0]) && sv36 > av34[0]) || ((((sv36 != sv36) && (av34[0] != av34[0])) || sv36 == av34[0]) && si37 < ai35[0]))) { av34[0] = sv36; ai35[0] = si37; }
-    const float sv38 = __shfl_xor_sync(0xffffffffu, av34[1], 1);
-    const int32_t si39 = __shfl_xor_sync(0xffffffffu, ai35[1], 1);
-    if ((((sv38 != sv38) && !(av34[1] != av34[1])) || (!(sv38 != sv38) && !(av34[1] != av34[1]) && sv38 > av34[1]) || ((((sv38 != sv38) && (av34[1] != av34[1])) || sv38 == av34[1]) && si39 < ai35[1]))) { av34[1] = sv38; ai35[1] = si39; }
-    const float sv40 = __shfl_xor_sync(0xffffffffu, av34[0], 2);
-    const int32_t si41 = __shfl_xor_sync(0xffffffffu, ai35[0], 2);
-    if ((((sv40 != sv40) && !(av34[0] != av34[0])) || (!(sv40 != sv40) && !(av34[0] != av34[0]) && sv40 > av34[0]) || ((((sv40 != sv40) && (av34[0] != av34[0])) || sv40 == av34[0]) && si41 < ai35[0]))) { av34[0] = sv40; ai35[0] = si41; }
-    const float sv42 = __shfl_xor_sync(0xffffffffu, av34[1], 2);
-    const int32_t si43 = __shfl_xor_sync(0xffffffffu, ai35[1], 2);
-    if ((((sv42 != sv42) && !(av34[1] != av34[1])) || (!(sv42 != sv42) && !(av34[1] != av34[1]) && sv42 > av34[1]) || ((((sv42 != sv42) && (av34[1] != av34[1])) || sv42 == av34[1]) && si43 < ai35[1]))) { av34[1] = sv42; ai35[1] = si43; }
-    const float sv44 = __shfl_xor_sync(0xffffffffu, av34[0], 4);
-    const int32_t si45 = __shfl_xor_sync(0xffffffffu, ai35[0], 4);
-    if ((((sv44 != sv44) && !(av34[0] != av34[0])) || (!(sv44 != sv44) && !(av34[0] != av34[0]) && sv44 > av34[0]) || ((((sv44 != sv44) && (av34[0] != av34[0])) || sv44 == av34[0]) && si45 < ai35[0]))) { av34[0] = sv44; ai35[0] = si45; }
-    const float sv46 = __shfl_xor_sync(0xffffffffu, av34[1], 4);
-    const int32_t si47 = __shfl_xor_sync(0xffffffffu, ai35[1], 4);
-    if ((((sv46 != sv46) && !(av34[1] != av34[1])) || (!(sv46 != sv46) && !(av34[1] != av34[1]) && sv46 > av34[1]) || ((((sv46 != sv46) && (av34[1] != av34[1])) || sv46 == av34[1]) && si47 < ai35[1]))) { av34[1] = sv46; ai35[1] = si47; }
-    const float sv48 = __shfl_xor_sync(0xffffffffu, av34[0], 8);
-    const int32_t si49 = __shfl_xor_sync(0xffffffffu, ai35[0], 8);
-    if ((((sv48 != sv48) && !(av34[0] != av34[0])) || (!(sv48 != sv48) && !(av34[0] != av34[0]) && sv48 > av34[0]) || ((((sv48 != sv48) && (av34[0] != av34[0])) || sv48 == av34[0]) && si49 < ai35[0]))) { av34[0] = sv48; ai35[0] = si49; }
-    const float sv50 = __shfl_xor_sync(0xffffffffu, av34[1], 8);
-    const int32_t si51 = __shfl_xor_sync(0xffffffffu, ai35[1], 8);
-    if ((((sv50 != sv50) && !(av34[1] != av34[1])) || (!(sv50 != sv50) && !(av34[1] != av34[1]) && sv50 > av34[1]) || ((((sv50 != sv50) && (av34[1] != av34[1])) || sv50 == av34[1]) && si51 < ai35[1]))) { av34[1] = sv50; ai35[1] = si51; }
-    const float sv52 = __shfl_xor_sync(0xffffffffu, av34[0], 16);
-    const int32_t si53 = __shfl_xor_sync(0xffffffffu, ai35[0], 16);
-    if ((((sv52 != sv52) && !(av34[0] != av34[0])) || (!(sv52 != sv52) && !(av34[0] != av34[0]) && sv52 > av34[0]) || ((((sv52 != sv52) && (av34[0] != av34[0])) || sv52 == av34[0]) && si53 < ai35[0]))) { av34[0] = sv52; ai35[0] = si53; }
-    const float sv54 = __shfl_xor_sync(0xffffffffu, av34[1], 16);
-    const int32_t si55 = __shfl_xor_sync(0xffffffffu, ai35[1], 16);
-    if ((((sv54 != sv54) && !(av34[1] != av34[1])) || (!(sv54 != sv54) && !(av34[1] != av34[1]) && sv54 > av34[1]) || ((((sv54 != sv54) && (av34[1] != av34[1])) || sv54 == av34[1]) && si55 < ai35[1]))) { av34[1] = sv54; ai35[1] = si55; }
-    int32_t v56_targ[2];
-    v56_targ[0] = ai35[0];
-    v56_targ[1] = ai35[1];
+    float av37[2];
+    int32_t ai38[2];
+    av37[0] = v18_xt[0]; ai38[0] = int32_t((((0) % 4)) + (((tsr_lane >> 0) & 31) * 4));
+    if ((((v18_xt[1] != v18_xt[1]) && !(av37[0] != av37[0])) || (!(v18_xt[1] != v18_xt[1]) && !(av37[0] != av37[0]) && v18_xt[1] > av37[0]) || ((((v18_xt[1] != v18_xt[1]) && (av37[0] != av37[0])) || v18_xt[1] == av37[0]) && int32_t((((1) % 4)) + (((tsr_lane >> 0) & 31) * 4)) < ai38[0]))) { av37[0] = v18_xt[1]; ai38[0] = int32_t((((1) % 4)) + (((tsr_lane >> 0) & 31) * 4)); }
+    if ((((v18_xt[2] != v18_xt[2]) && !(av37[0] != av37[0])) || (!(v18_xt[2] != v18_xt[2]) && !(av37[0] != av37[0]) && v18_xt[2] > av37[0]) || ((((v18_xt[2] != v18_xt[2]) && (av37[0] != av37[0])) || v18_xt[2] == av37[0]) && int32_t((((2) % 4)) + (((tsr_lane >> 0) & 31) * 4)) < ai38[0]))) { av37[0] = v18_xt[2]; ai38[0] = int32_t((((2) % 4)) + (((tsr_lane >> 0) & 31) * 4)); }
+    if ((((v18_xt[3] != v18_xt[3]) && !(av37[0] != av37[0])) || (!(v18_xt[3] != v18_xt[3]) && !(av37[0] != av37[0]) && v18_xt[3] > av37[0]) || ((((v18_xt[3] != v18_xt[3]) && (av37[0] != av37[0])) || v18_xt[3] == av37[0]) && int32_t((((3) % 4)) + (((tsr_lane >> 0) & 31) * 4)) < ai38[0]))) { av37[0] = v18_xt[3]; ai38[0] = int32_t((((3) % 4)) + (((tsr_lane >> 0) & 31) * 4)); }
+    av37[1] = v18_xt[4]; ai38[1] = int32_t((((4) % 4)) + (((tsr_lane >> 0) & 31) * 4));
+    if ((((v18_xt[5] != v18_xt[5]) && !(av37[1] != av37[1])) || (!(v18_xt[5] != v18_xt[5]) && !(av37[1] != av37[1]) && v18_xt[5] > av37[1]) || ((((v18_xt[5] != v18_xt[5]) && (av37[1] != av37[1])) || v18_xt[5] == av37[1]) && int32_t((((5) % 4)) + (((tsr_lane >> 0) & 31) * 4)) < ai38[1]))) { av37[1] = v18_xt[5]; ai38[1] = int32_t((((5) % 4)) + (((tsr_lane >> 0) & 31) * 4)); }
+    if ((((v18_xt[6] != v18_xt[6]) && !(av37[1] != av37[1])) || (!(v18_xt[6] != v18_xt[6]) && !(av37[1] != av37[1]) && v18_xt[6] > av37[1]) || ((((v18_xt[6] != v18_xt[6]) && (av37[1] != av37[1])) || v18_xt[6] == av37[1]) && int32_t((((6) % 4)) + (((tsr_lane >> 0) & 31) * 4)) < ai38[1]))) { av37[1] = v18_xt[6]; ai38[1] = int32_t((((6) % 4)) + (((tsr_lane >> 0) & 31) * 4)); }
+    if ((((v18_xt[7] != v18_xt[7]) && !(av37[1] != av37[1])) || (!(v18_xt[7] != v18_xt[7]) && !(av37[1] != av37[1]) && v18_xt[7] > av37[1]) || ((((v18_xt[7] != v18_xt[7]) && (av37[1] != av37[1])) || v18_xt[7] == av37[1]) && int32_t((((7) % 4)) + (((tsr_lane >> 0) & 31) * 4)) < ai38[1]))) { av37[1] = v18_xt[7]; ai38[1] = int32_t((((7) % 4)) + (((tsr_lane >> 0) & 31) * 4)); }
+    const float sv39 = __shfl_xor_sync(0xffffffffu, av37[0], 1);
+    const int32_t si40 = __shfl_xor_sync(0xffffffffu, ai38[0], 1);
+    if ((((sv39 != sv39) && !(av37[0] != av37[0])) || (!(sv39 != sv39) && !(av37[0] != av37[0]) && sv39 > av37[0]) || ((((sv39 != sv39) && (av37[0] != av37[0])) || sv39 == av37[0]) && si40 < ai38[0]))) { av37[0] = sv39; ai38[0] = si40; }
+    const float sv41 = __shfl_xor_sync(0xffffffffu, av37[1], 1);
+    const int32_t si42 = __shfl_xor_sync(0xffffffffu, ai38[1], 1);
+    if ((((sv41 != sv41) && !(av37[1] != av37[1])) || (!(sv41 != sv41) && !(av37[1] != av37[1]) && sv41 > av37[1]) || ((((sv41 != sv41) && (av37[1] != av37[1])) || sv41 == av37[1]) && si42 < ai38[1]))) { av37[1] = sv41; ai38[1] = si42; }
+    const float sv43 = __shfl_xor_sync(0xffffffffu, av37[0], 2);
+    const int32_t si44 = __shfl_xor_sync(0xffffffffu, ai38[0], 2);
+    if ((((sv43 != sv43) && !(av37[0] != av37[0])) || (!(sv43 != sv43) && !(av37[0] != av37[0]) && sv43 > av37[0]) || ((((sv43 != sv43) && (av37[0] != av37[0])) || sv43 == av37[0]) && si44 < ai38[0]))) { av37[0] = sv43; ai38[0] = si44; }
+    const float sv45 = __shfl_xor_sync(0xffffffffu, av37[1], 2);
+    const int32_t si46 = __shfl_xor_sync(0xffffffffu, ai38[1], 2);
+    if ((((sv45 != sv45) && !(av37[1] != av37[1])) || (!(sv45 != sv45) && !(av37[1] != av37[1]) && sv45 > av37[1]) || ((((sv45 != sv45) && (av37[1] != av37[1])) || sv45 == av37[1]) && si46 < ai38[1]))) { av37[1] = sv45; ai38[1] = si46; }
+    const float sv47 = __shfl_xor_sync(0xffffffffu, av37[0], 4);
+    const int32_t si48 = __shfl_xor_sync(0xffffffffu, ai38[0], 4);
+    if ((((sv47 != sv47) && !(av37[0] != av37[0])) || (!(sv47 != sv47) && !(av37[0] != av37[0]) && sv47 > av37[0]) || ((((sv47 != sv47) && (av37[0] != av37[0])) || sv47 == av37[0]) && si48 < ai38[0]))) { av37[0] = sv47; ai38[0] = si48; }
+    const float sv49 = __shfl_xor_sync(0xffffffffu, av37[1], 4);
+    const int32_t si50 = __shfl_xor_sync(0xffffffffu, ai38[1], 4);
+    if ((((sv49 != sv49) && !(av37[1] != av37[1])) || (!(sv49 != sv49) && !(av37[1] != av37[1]) && sv49 > av37[1]) || ((((sv49 != sv49) && (av37[1] != av37[1])) || sv49 == av37[1]) && si50 < ai38[1]))) { av37[1] = sv49; ai38[1] = si50; }
+    const float sv51 = __shfl_xor_sync(0xffffffffu, av37[0], 8);
+    const int32_t si52 = __shfl_xor_sync(0xffffffffu, ai38[0], 8);
+    if ((((sv51 != sv51) && !(av37[0] != av37[0])) || (!(sv51 != sv51) && !(av37[0] != av37[0]) && sv51 > av37[0]) || ((((sv51 != sv51) && (av37[0] != av37[0])) || sv51 == av37[0]) && si52 < ai38[0]))) { av37[0] = sv51; ai38[0] = si52; }
+    const float sv53 = __shfl_xor_sync(0xffffffffu, av37[1], 8);
+    const int32_t si54 = __shfl_xor_sync(0xffffffffu, ai38[1], 8);
+    if ((((sv53 != sv53) && !(av37[1] != av37[1])) || (!(sv53 != sv53) && !(av37[1] != av37[1]) && sv53 > av37[1]) || ((((sv53 != sv53) && (av37[1] != av37[1])) || sv53 == av37[1]) && si54 < ai38[1]))) { av37[1] = sv53; ai38[1] = si54; }
+    const float sv55 = __shfl_xor_sync(0xffffffffu, av37[0], 16);
+    const int32_t si56 = __shfl_xor_sync(0xffffffffu, ai38[0], 16);
+    if ((((sv55 != sv55) && !(av37[0] != av37[0])) || (!(sv55 != sv55) && !(av37[0] != av37[0]) && sv55 > av37[0]) || ((((sv55 != sv55) && (av37[0] != av37[0])) || sv55 == av37[0]) && si56 < ai38[0]))) { av37[0] = sv55; ai38[0] = si56; }
+    const float sv57 = __shfl_xor_sync(0xffffffffu, av37[1], 16);
+    const int32_t si58 = __shfl_xor_sync(0xffffffffu, ai38[1], 16);
+    if ((((sv57 != sv57) && !(av37[1] != av37[1])) || (!(sv57 != sv57) && !(av37[1] != av37[1]) && sv57 > av37[1]) || ((((sv57 != sv57) && (av37[1] != av37[1])) || sv57 == av37[1]) && si58 < ai38[1]))) { av37[1] = sv57; ai38[1] = si58; }
+    int32_t v59_targ[2];
+    v59_targ[0] = ai38[0];
+    v59_targ[1] = ai38[1];
     // %off = mul %j, %bn : i32
-    const int32_t v57_off = int32_t(uint32_t(iv17) * uint32_t(v4_bn));
+    const int32_t v60_off = int32_t(uint32_t(iv17) * uint32_t(v4_bn));
     // %2 = splat %off : tile<i32, [8], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-    int32_t v58[2];
+    int32_t v61[2];
     #pragma unroll
-    for (int s59 = 0; s59 < 2; ++s59) {
-      v58[s59] = v57_off;
+    for (int s62 = 0; s62 < 2; ++s62) {
+      v61[s62] = v60_off;
     }
     // %tcol = add %targ, %2 : tile<i32, [8], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-    int32_t v60_tcol[2];
+    int32_t v63_tcol[2];
     #pragma unroll
-    for (int s61 = 0; s61 < 2; ++s61) {
-      v60_tcol[s61] = int32_t(uint32_t(v56_targ[s61]) + uint32_t(v58[s61]));
+    for (int s64 = 0; s64 < 2; ++s64) {
+      v63_tcol[s64] = int32_t(uint32_t(v59_targ[s64]) + uint32_t(v61[s64]));
     }
     // %better = cmp %tmax, %vc {pred = "gt"} : tile<i1, [8], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v62_better[2];
+    uint8_t v65_better[2];
     #pragma unroll
-    for (int s63 = 0; s63 < 2; ++s63) {
-      v62_better[s63] = uint8_t(v23_tmax[s63] > c13_vals[s63]);
+    for (int s66 = 0; s66 < 2; ++s66) {
+      v65_better[s66] = uint8_t(v26_tmax[s66] > c13_vals[s66]);
     }
     // %vn = where %better, %tmax, %vc : tile<f32, [8], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-    float v64_vn[2];
+    float v67_vn[2];
     #pragma unroll
-    for (int s65 = 0; s65 < 2; ++s65) {
-      v64_vn[s65] = (v62_better[s65] ? v23_tmax[s65] : c13_vals[s65]);
+    for (int s68 = 0; s68 < 2; ++s68) {
+      v67_vn[s68] = (v65_better[s68] ? v26_tmax[s68] : c13_vals[s68]);
     }
     // %in = where %better, %tcol, %ic : tile<i32, [8], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-    int32_t v66_in[2];
+    int32_t v69_in[2];
     #pragma unroll
-    for (int s67 = 0; s67 < 2; ++s67) {
-      v66_in[s67] = (v62_better[s67] ? v60_tcol[s67] : c15_inds[s67]);
+    for (int s70 = 0; s70 < 2; ++s70) {
+      v69_in[s70] = (v65_better[s70] ? v63_tcol[s70] : c15_inds[s70]);
     }
     // yield %vn, %in
     #pragma unroll
-    for (int s68 = 0; s68 < 2; ++s68) {
-      c13_vals[s68] = v64_vn[s68];
+    for (int s71 = 0; s71 < 2; ++s71) {
+      c13_vals[s71] = v67_vn[s71];
     }
     #pragma unroll
-    for (int s69 = 0; s69 < 2; ++s69) {
-      c15_inds[s69] = v66_in[s69];
+    for (int s72 = 0; s72 < 2; ++s72) {
+      c15_inds[s72] = v69_in[s72];
     }
   }
   // store_tile %best, %vals, %pm
   {
-    const int64_t o70 = int64_t(v0_pm) * 8 + (((tsr_warp >> 0) & 3));
+    const int64_t o73 = int64_t(v0_pm) * 8 + (((tsr_warp >> 0) & 3));
     #pragma unroll
-    for (int s71 = 0; s71 < 2; ++s71) {
-      if (((tsr_lane & 31) == 0) && (o70 + (((s71) % 2) * 4)) < int64_t(tsr_dim_M)) tsr_p1[(o70 + (((s71) % 2) * 4)) * tsr_p1_s0] = c13_vals[s71];
+    for (int s74 = 0; s74 < 2; ++s74) {
+      if (((tsr_lane & 31) == 0) && (o73 + (((s74) % 2) * 4)) < int64_t(tsr_dim_M)) tsr_p1[(o73 + (((s74) % 2) * 4)) * tsr_p1_s0] = c13_vals[s74];
     }
   }
   // store_tile %idx, %inds, %pm
   {
-    const int64_t o72 = int64_t(v0_pm) * 8 + (((tsr_warp >> 0) & 3));
+    const int64_t o75 = int64_t(v0_pm) * 8 + (((tsr_warp >> 0) & 3));
     #pragma unroll
-    for (int s73 = 0; s73 < 2; ++s73) {
-      if (((tsr_lane & 31) == 0) && (o72 + (((s73) % 2) * 4)) < int64_t(tsr_dim_M)) tsr_p2[(o72 + (((s73) % 2) * 4)) * tsr_p2_s0] = c15_inds[s73];
+    for (int s76 = 0; s76 < 2; ++s76) {
+      if (((tsr_lane & 31) == 0) && (o75 + (((s76) % 2) * 4)) < int64_t(tsr_dim_M)) tsr_p2[(o75 + (((s76) % 2) * 4)) * tsr_p2_s0] = c15_inds[s76];
     }
   }
 }
@@ -232,4 +245,5 @@ extern "C" __global__ void __launch_bounds__(128) tessera_argmax_rows(float* tsr
 // stat smem-bytes = 0
 // stat threads = 128
 // stat vector-accesses = 1
+// stat whole-tile-accesses = 1
 // note printed from the GPU lowering's layouts (the layout emitter)

@@ -52,133 +52,146 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain(float*
   {
     const int64_t o11 = int64_t(v4_pm) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
     const int64_t o12 = int64_t(v5_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    #pragma unroll
-    for (int c13 = 0; c13 < 4; ++c13) {
-      float vb14[4];
-      if ((o11 + ((((c13 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o12 + (((c13 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p0 + (o11 + ((((c13 * 4) / 4) % 4) * 8)) * tsr_p0_s0 + (o12 + (((c13 * 4) % 4))) * tsr_p0_s1)) {
-        tsr::copy_vec<float, 4>(vb14, tsr_p0 + (o11 + ((((c13 * 4) / 4) % 4) * 8)) * tsr_p0_s0 + (o12 + (((c13 * 4) % 4))) * tsr_p0_s1);
-        v10_qt[c13 * 4 + 0] = vb14[0];
-        v10_qt[c13 * 4 + 1] = vb14[1];
-        v10_qt[c13 * 4 + 2] = vb14[2];
-        v10_qt[c13 * 4 + 3] = vb14[3];
-      } else {
-        v10_qt[c13 * 4] = ((o11 + ((((c13 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o12 + (((c13 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p0[(o11 + ((((c13 * 4) / 4) % 4) * 8)) * tsr_p0_s0 + (o12 + (((c13 * 4) % 4))) * tsr_p0_s1] : 0x0p+0f;
-        v10_qt[c13 * 4 + 1] = ((o11 + ((((c13 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o12 + (((c13 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p0[(o11 + ((((c13 * 4) / 4) % 4) * 8)) * tsr_p0_s0 + (o12 + (((c13 * 4) % 4)) + 1) * tsr_p0_s1] : 0x0p+0f;
-        v10_qt[c13 * 4 + 2] = ((o11 + ((((c13 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o12 + (((c13 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p0[(o11 + ((((c13 * 4) / 4) % 4) * 8)) * tsr_p0_s0 + (o12 + (((c13 * 4) % 4)) + 2) * tsr_p0_s1] : 0x0p+0f;
-        v10_qt[c13 * 4 + 3] = ((o11 + ((((c13 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o12 + (((c13 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p0[(o11 + ((((c13 * 4) / 4) % 4) * 8)) * tsr_p0_s0 + (o12 + (((c13 * 4) % 4)) + 3) * tsr_p0_s1] : 0x0p+0f;
+    const bool whole13 = int64_t(v4_pm) * 32 >= 0 && int64_t(v4_pm) * 32 + 32 <= int64_t(tsr_dim_S) && tsr_p0_s0 % 4 == 0 && int64_t(v5_c0) * 64 >= 0 && int64_t(v5_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p0 + int64_t(v4_pm) * 32 * tsr_p0_s0 + int64_t(v5_c0) * 64 * tsr_p0_s1);
+    if (whole13) {
+      #pragma unroll
+      for (int c14 = 0; c14 < 4; ++c14) {
+        float vb15[4];
+        tsr::copy_vec<float, 4>(vb15, tsr_p0 + (o11 + ((((c14 * 4) / 4) % 4) * 8)) * tsr_p0_s0 + (o12 + (((c14 * 4) % 4))) * tsr_p0_s1);
+        v10_qt[c14 * 4 + 0] = vb15[0];
+        v10_qt[c14 * 4 + 1] = vb15[1];
+        v10_qt[c14 * 4 + 2] = vb15[2];
+        v10_qt[c14 * 4 + 3] = vb15[3];
+      }
+    } else {
+      #pragma unroll
+      for (int c16 = 0; c16 < 4; ++c16) {
+        float vb17[4];
+        if ((o11 + ((((c16 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o12 + (((c16 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p0 + (o11 + ((((c16 * 4) / 4) % 4) * 8)) * tsr_p0_s0 + (o12 + (((c16 * 4) % 4))) * tsr_p0_s1)) {
+          tsr::copy_vec<float, 4>(vb17, tsr_p0 + (o11 + ((((c16 * 4) / 4) % 4) * 8)) * tsr_p0_s0 + (o12 + (((c16 * 4) % 4))) * tsr_p0_s1);
+          v10_qt[c16 * 4 + 0] = vb17[0];
+          v10_qt[c16 * 4 + 1] = vb17[1];
+          v10_qt[c16 * 4 + 2] = vb17[2];
+          v10_qt[c16 * 4 + 3] = vb17[3];
+        } else {
+          v10_qt[c16 * 4] = ((o11 + ((((c16 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o12 + (((c16 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p0[(o11 + ((((c16 * 4) / 4) % 4) * 8)) * tsr_p0_s0 + (o12 + (((c16 * 4) % 4))) * tsr_p0_s1] : 0x0p+0f;
+          v10_qt[c16 * 4 + 1] = ((o11 + ((((c16 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o12 + (((c16 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p0[(o11 + ((((c16 * 4) / 4) % 4) * 8)) * tsr_p0_s0 + (o12 + (((c16 * 4) % 4)) + 1) * tsr_p0_s1] : 0x0p+0f;
+          v10_qt[c16 * 4 + 2] = ((o11 + ((((c16 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o12 + (((c16 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p0[(o11 + ((((c16 * 4) / 4) % 4) * 8)) * tsr_p0_s0 + (o12 + (((c16 * 4) % 4)) + 2) * tsr_p0_s1] : 0x0p+0f;
+          v10_qt[c16 * 4 + 3] = ((o11 + ((((c16 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o12 + (((c16 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p0[(o11 + ((((c16 * 4) / 4) % 4) * 8)) * tsr_p0_s0 + (o12 + (((c16 * 4) % 4)) + 3) * tsr_p0_s1] : 0x0p+0f;
+        }
       }
     }
   }
   // %scales = splat %scale : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v15_scales[16];
+  float v18_scales[16];
   #pragma unroll
-  for (int s16 = 0; s16 < 16; ++s16) {
-    v15_scales[s16] = v9_scale;
+  for (int s19 = 0; s19 < 16; ++s19) {
+    v18_scales[s19] = v9_scale;
   }
   // %qs = mul %qt, %scales : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v17_qs[16];
+  float v20_qs[16];
   #pragma unroll
-  for (int s18 = 0; s18 < 16; ++s18) {
-    v17_qs[s18] = float(v10_qt[s18] * v15_scales[s18]);
+  for (int s21 = 0; s21 < 16; ++s21) {
+    v20_qs[s21] = float(v10_qt[s21] * v18_scales[s21]);
   }
   // %f0 = const {value = 0.0} : f32
-  const float v19_f0 = 0x0p+0f;
+  const float v22_f0 = 0x0p+0f;
   // %ninf = const {value = -inf} : f32
-  const float v20_ninf = (-tsr::inf_f());
+  const float v23_ninf = (-tsr::inf_f());
   // %4 = const {value = -inf} : f32
-  const float v21 = (-tsr::inf_f());
+  const float v24 = (-tsr::inf_f());
   // %5 = const {value = 0.0} : f32
-  const float v22 = 0x0p+0f;
+  const float v25 = 0x0p+0f;
   // %ozero = splat %f0 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v23_ozero[16];
+  float v26_ozero[16];
   #pragma unroll
-  for (int s24 = 0; s24 < 16; ++s24) {
-    v23_ozero[s24] = v19_f0;
+  for (int s27 = 0; s27 < 16; ++s27) {
+    v26_ozero[s27] = v22_f0;
   }
   // %6 = convert_layout %qs : tile<f32, [32, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-  float* const sh25 = reinterpret_cast<float*>((tsr_smem + 0) + 0);
+  float* const sh28 = reinterpret_cast<float*>((tsr_smem + 0) + 0);
   __syncthreads();
   #pragma unroll
-  for (int c26 = 0; c26 < 4; ++c26) {
-    float w27[4];
-    w27[0] = v17_qs[c26 * 4 + 0];
-    w27[1] = v17_qs[c26 * 4 + 1];
-    w27[2] = v17_qs[c26 * 4 + 2];
-    w27[3] = v17_qs[c26 * 4 + 3];
-    tsr::copy_vec<float, 4>(sh25 + (((((c26 * 4) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c26 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w27);
+  for (int c29 = 0; c29 < 4; ++c29) {
+    float w30[4];
+    w30[0] = v20_qs[c29 * 4 + 0];
+    w30[1] = v20_qs[c29 * 4 + 1];
+    w30[2] = v20_qs[c29 * 4 + 2];
+    w30[3] = v20_qs[c29 * 4 + 3];
+    tsr::copy_vec<float, 4>(sh28 + (((((c29 * 4) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c29 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w30);
   }
   __syncthreads();
   // %7 = splat %4 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v28[4];
+  float v31[4];
   #pragma unroll
-  for (int s29 = 0; s29 < 4; ++s29) {
-    v28[s29] = v21;
+  for (int s32 = 0; s32 < 4; ++s32) {
+    v31[s32] = v24;
   }
   // %8 = splat %5 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v30[4];
+  float v33[4];
   #pragma unroll
-  for (int s31 = 0; s31 < 4; ++s31) {
-    v30[s31] = v22;
+  for (int s34 = 0; s34 < 4; ++s34) {
+    v33[s34] = v25;
   }
   // %9, %10, %11 = for %0, %2, %1, %7, %8, %ozero {pipeline = 2} : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>, tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>, tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>> {...}
-  float c32_mx[4];
+  float c35_mx[4];
   #pragma unroll
-  for (int s33 = 0; s33 < 4; ++s33) {
-    c32_mx[s33] = v28[s33];
+  for (int s36 = 0; s36 < 4; ++s36) {
+    c35_mx[s36] = v31[s36];
   }
-  float c34_sum[4];
+  float c37_sum[4];
   #pragma unroll
-  for (int s35 = 0; s35 < 4; ++s35) {
-    c34_sum[s35] = v30[s35];
+  for (int s38 = 0; s38 < 4; ++s38) {
+    c37_sum[s38] = v33[s38];
   }
-  float c36_out[16];
+  float c39_out[16];
   #pragma unroll
-  for (int s37 = 0; s37 < 16; ++s37) {
-    c36_out[s37] = v23_ozero[s37];
+  for (int s40 = 0; s40 < 16; ++s40) {
+    c39_out[s40] = v26_ozero[s40];
   }
-  float* const sh39 = reinterpret_cast<float*>((tsr_smem + 0) + 8704);
-  int rs38 = 0;
+  float* const sh42 = reinterpret_cast<float*>((tsr_smem + 0) + 8704);
+  int rs41 = 0;
   if ((int64_t(v0) + 0 * int64_t(v1)) < int64_t(v2)) {
-    const int32_t nx40 = int32_t((int64_t(v0) + 0 * int64_t(v1)));
+    const int32_t nx43 = int32_t((int64_t(v0) + 0 * int64_t(v1)));
     // %14 = mul %chunk, %3 : i32
-    const int32_t v41 = int32_t(uint32_t(nx40) * uint32_t(v3));
+    const int32_t v44 = int32_t(uint32_t(nx43) * uint32_t(v3));
     {
-      const int64_t o42 = int64_t(nx40) * 64;
-      const int64_t o43 = int64_t(v5_c0) * 64;
+      const int64_t o45 = int64_t(nx43) * 64;
+      const int64_t o46 = int64_t(v5_c0) * 64;
       #pragma unroll
-      for (int i44 = 0; i44 < 8; ++i44) {
-        const int q45 = i44 * 128 + tsr_tid;
-        const int64_t n46 = !(true && (o42 + ((q45 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o43 + ((q45 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o43 + ((q45 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o43 + ((q45 * 4) % 64))) : 4;
-        const float* src47 = tsr_p2 + (n46 > 0 ? (o42 + ((q45 * 4) / 64)) * tsr_p2_s0 + (o43 + ((q45 * 4) % 64)) * tsr_p2_s1 : 0);
-        float* const dst48 = (sh39 + (0) * 4352) + (((q45 * 4) / 64)) * 68 + (((q45 * 4) % 64)) * 1;
-        if (tsr::aligned_vec<float, 4>(src47)) {
-          tsr::cp_async_16(tsr::smem_u32(dst48), src47, int(n46) * 4);
+      for (int i47 = 0; i47 < 8; ++i47) {
+        const int q48 = i47 * 128 + tsr_tid;
+        const int64_t n49 = !(true && (o45 + ((q48 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o46 + ((q48 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o46 + ((q48 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o46 + ((q48 * 4) % 64))) : 4;
+        const float* src50 = tsr_p2 + (n49 > 0 ? (o45 + ((q48 * 4) / 64)) * tsr_p2_s0 + (o46 + ((q48 * 4) % 64)) * tsr_p2_s1 : 0);
+        float* const dst51 = (sh42 + (0) * 4352) + (((q48 * 4) / 64)) * 68 + (((q48 * 4) % 64)) * 1;
+        if (tsr::aligned_vec<float, 4>(src50)) {
+          tsr::cp_async_16(tsr::smem_u32(dst51), src50, int(n49) * 4);
         } else {
-          for (int v_ = 0; v_ < 4; ++v_) dst48[v_] = v_ < n46 ? src47[v_] : float(0);
+          for (int v_ = 0; v_ < 4; ++v_) dst51[v_] = v_ < n49 ? src50[v_] : float(0);
         }
       }
     }
   }
   tsr::cp_async_commit();
-  for (int64_t iv49_ = v0; v1 > 0 && iv49_ < v2; iv49_ += v1) {
-    const int32_t iv49 = int32_t(iv49_);
-    if ((iv49_ + 1 * int64_t(v1)) < int64_t(v2)) {
-      const int32_t nx50 = int32_t((iv49_ + 1 * int64_t(v1)));
+  for (int64_t iv52_ = v0; v1 > 0 && iv52_ < v2; iv52_ += v1) {
+    const int32_t iv52 = int32_t(iv52_);
+    if ((iv52_ + 1 * int64_t(v1)) < int64_t(v2)) {
+      const int32_t nx53 = int32_t((iv52_ + 1 * int64_t(v1)));
       // %14 = mul %chunk, %3 : i32
-      const int32_t v51 = int32_t(uint32_t(nx50) * uint32_t(v3));
+      const int32_t v54 = int32_t(uint32_t(nx53) * uint32_t(v3));
       {
-        const int64_t o52 = int64_t(nx50) * 64;
-        const int64_t o53 = int64_t(v5_c0) * 64;
+        const int64_t o55 = int64_t(nx53) * 64;
+        const int64_t o56 = int64_t(v5_c0) * 64;
         #pragma unroll
-        for (int i54 = 0; i54 < 8; ++i54) {
-          const int q55 = i54 * 128 + tsr_tid;
-          const int64_t n56 = !(true && (o52 + ((q55 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o53 + ((q55 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o53 + ((q55 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o53 + ((q55 * 4) % 64))) : 4;
-          const float* src57 = tsr_p2 + (n56 > 0 ? (o52 + ((q55 * 4) / 64)) * tsr_p2_s0 + (o53 + ((q55 * 4) % 64)) * tsr_p2_s1 : 0);
-          float* const dst58 = (sh39 + ((rs38 + 1) % 2) * 4352) + (((q55 * 4) / 64)) * 68 + (((q55 * 4) % 64)) * 1;
-          if (tsr::aligned_vec<float, 4>(src57)) {
-            tsr::cp_async_16(tsr::smem_u32(dst58), src57, int(n56) * 4);
+        for (int i57 = 0; i57 < 8; ++i57) {
+          const int q58 = i57 * 128 + tsr_tid;
+          const int64_t n59 = !(true && (o55 + ((q58 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o56 + ((q58 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o56 + ((q58 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o56 + ((q58 * 4) % 64))) : 4;
+          const float* src60 = tsr_p2 + (n59 > 0 ? (o55 + ((q58 * 4) / 64)) * tsr_p2_s0 + (o56 + ((q58 * 4) % 64)) * tsr_p2_s1 : 0);
+          float* const dst61 = (sh42 + ((rs41 + 1) % 2) * 4352) + (((q58 * 4) / 64)) * 68 + (((q58 * 4) % 64)) * 1;
+          if (tsr::aligned_vec<float, 4>(src60)) {
+            tsr::cp_async_16(tsr::smem_u32(dst61), src60, int(n59) * 4);
           } else {
-            for (int v_ = 0; v_ < 4; ++v_) dst58[v_] = v_ < n56 ? src57[v_] : float(0);
+            for (int v_ = 0; v_ < 4; ++v_) dst61[v_] = v_ < n59 ? src60[v_] : float(0);
           }
         }
       }
@@ -187,516 +200,542 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain(float*
     tsr::cp_async_wait<1>();  // this iteration's copies are in
     __syncthreads();
     // %kt = load_tile %k, %chunk, %c0 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v59_kt[32];
+    float v62_kt[32];
     {
-      const int64_t o60 = int64_t(iv49) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o61 = int64_t(v5_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      #pragma unroll
-      for (int c62 = 0; c62 < 8; ++c62) {
-        float vb63[4];
-        if ((o60 + ((((c62 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o61 + (((c62 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o60 + ((((c62 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o61 + (((c62 * 4) % 4))) * tsr_p1_s1)) {
-          tsr::copy_vec<float, 4>(vb63, tsr_p1 + (o60 + ((((c62 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o61 + (((c62 * 4) % 4))) * tsr_p1_s1);
-          v59_kt[c62 * 4 + 0] = vb63[0];
-          v59_kt[c62 * 4 + 1] = vb63[1];
-          v59_kt[c62 * 4 + 2] = vb63[2];
-          v59_kt[c62 * 4 + 3] = vb63[3];
-        } else {
-          v59_kt[c62 * 4] = ((o60 + ((((c62 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o61 + (((c62 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o60 + ((((c62 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o61 + (((c62 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
-          v59_kt[c62 * 4 + 1] = ((o60 + ((((c62 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o61 + (((c62 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o60 + ((((c62 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o61 + (((c62 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
-          v59_kt[c62 * 4 + 2] = ((o60 + ((((c62 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o61 + (((c62 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o60 + ((((c62 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o61 + (((c62 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
-          v59_kt[c62 * 4 + 3] = ((o60 + ((((c62 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o61 + (((c62 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o60 + ((((c62 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o61 + (((c62 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
+      const int64_t o63 = int64_t(iv52) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o64 = int64_t(v5_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole65 = int64_t(iv52) * 64 >= 0 && int64_t(iv52) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s0 % 4 == 0 && int64_t(v5_c0) * 64 >= 0 && int64_t(v5_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(iv52) * 64 * tsr_p1_s0 + int64_t(v5_c0) * 64 * tsr_p1_s1);
+      if (whole65) {
+        #pragma unroll
+        for (int c66 = 0; c66 < 8; ++c66) {
+          float vb67[4];
+          tsr::copy_vec<float, 4>(vb67, tsr_p1 + (o63 + ((((c66 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o64 + (((c66 * 4) % 4))) * tsr_p1_s1);
+          v62_kt[c66 * 4 + 0] = vb67[0];
+          v62_kt[c66 * 4 + 1] = vb67[1];
+          v62_kt[c66 * 4 + 2] = vb67[2];
+          v62_kt[c66 * 4 + 3] = vb67[3];
+        }
+      } else {
+        #pragma unroll
+        for (int c68 = 0; c68 < 8; ++c68) {
+          float vb69[4];
+          if ((o63 + ((((c68 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o64 + (((c68 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o63 + ((((c68 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o64 + (((c68 * 4) % 4))) * tsr_p1_s1)) {
+            tsr::copy_vec<float, 4>(vb69, tsr_p1 + (o63 + ((((c68 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o64 + (((c68 * 4) % 4))) * tsr_p1_s1);
+            v62_kt[c68 * 4 + 0] = vb69[0];
+            v62_kt[c68 * 4 + 1] = vb69[1];
+            v62_kt[c68 * 4 + 2] = vb69[2];
+            v62_kt[c68 * 4 + 3] = vb69[3];
+          } else {
+            v62_kt[c68 * 4] = ((o63 + ((((c68 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o64 + (((c68 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o63 + ((((c68 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o64 + (((c68 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
+            v62_kt[c68 * 4 + 1] = ((o63 + ((((c68 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o64 + (((c68 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o63 + ((((c68 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o64 + (((c68 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
+            v62_kt[c68 * 4 + 2] = ((o63 + ((((c68 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o64 + (((c68 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o63 + ((((c68 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o64 + (((c68 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
+            v62_kt[c68 * 4 + 3] = ((o63 + ((((c68 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o64 + (((c68 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o63 + ((((c68 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o64 + (((c68 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
+          }
         }
       }
     }
     // %ktt = permute %kt {dims = [1, 0]} : tile<f32, [64, 64], layout = blocked<per_thread = [4, 1], threads = [16, 2], warps = [1, 4], order = [0, 1]>>
-    float v64_ktt[32];
-    v64_ktt[0] = v59_kt[0];
-    v64_ktt[1] = v59_kt[1];
-    v64_ktt[2] = v59_kt[2];
-    v64_ktt[3] = v59_kt[3];
-    v64_ktt[4] = v59_kt[4];
-    v64_ktt[5] = v59_kt[5];
-    v64_ktt[6] = v59_kt[6];
-    v64_ktt[7] = v59_kt[7];
-    v64_ktt[8] = v59_kt[8];
-    v64_ktt[9] = v59_kt[9];
-    v64_ktt[10] = v59_kt[10];
-    v64_ktt[11] = v59_kt[11];
-    v64_ktt[12] = v59_kt[12];
-    v64_ktt[13] = v59_kt[13];
-    v64_ktt[14] = v59_kt[14];
-    v64_ktt[15] = v59_kt[15];
-    v64_ktt[16] = v59_kt[16];
-    v64_ktt[17] = v59_kt[17];
-    v64_ktt[18] = v59_kt[18];
-    v64_ktt[19] = v59_kt[19];
-    v64_ktt[20] = v59_kt[20];
-    v64_ktt[21] = v59_kt[21];
-    v64_ktt[22] = v59_kt[22];
-    v64_ktt[23] = v59_kt[23];
-    v64_ktt[24] = v59_kt[24];
-    v64_ktt[25] = v59_kt[25];
-    v64_ktt[26] = v59_kt[26];
-    v64_ktt[27] = v59_kt[27];
-    v64_ktt[28] = v59_kt[28];
-    v64_ktt[29] = v59_kt[29];
-    v64_ktt[30] = v59_kt[30];
-    v64_ktt[31] = v59_kt[31];
+    float v70_ktt[32];
+    v70_ktt[0] = v62_kt[0];
+    v70_ktt[1] = v62_kt[1];
+    v70_ktt[2] = v62_kt[2];
+    v70_ktt[3] = v62_kt[3];
+    v70_ktt[4] = v62_kt[4];
+    v70_ktt[5] = v62_kt[5];
+    v70_ktt[6] = v62_kt[6];
+    v70_ktt[7] = v62_kt[7];
+    v70_ktt[8] = v62_kt[8];
+    v70_ktt[9] = v62_kt[9];
+    v70_ktt[10] = v62_kt[10];
+    v70_ktt[11] = v62_kt[11];
+    v70_ktt[12] = v62_kt[12];
+    v70_ktt[13] = v62_kt[13];
+    v70_ktt[14] = v62_kt[14];
+    v70_ktt[15] = v62_kt[15];
+    v70_ktt[16] = v62_kt[16];
+    v70_ktt[17] = v62_kt[17];
+    v70_ktt[18] = v62_kt[18];
+    v70_ktt[19] = v62_kt[19];
+    v70_ktt[20] = v62_kt[20];
+    v70_ktt[21] = v62_kt[21];
+    v70_ktt[22] = v62_kt[22];
+    v70_ktt[23] = v62_kt[23];
+    v70_ktt[24] = v62_kt[24];
+    v70_ktt[25] = v62_kt[25];
+    v70_ktt[26] = v62_kt[26];
+    v70_ktt[27] = v62_kt[27];
+    v70_ktt[28] = v62_kt[28];
+    v70_ktt[29] = v62_kt[29];
+    v70_ktt[30] = v62_kt[30];
+    v70_ktt[31] = v62_kt[31];
     // %12 = splat %f0 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v65[16];
+    float v71[16];
     #pragma unroll
-    for (int s66 = 0; s66 < 16; ++s66) {
-      v65[s66] = v19_f0;
+    for (int s72 = 0; s72 < 16; ++s72) {
+      v71[s72] = v22_f0;
     }
     // %13 = convert_layout %ktt : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh67 = reinterpret_cast<float*>((tsr_smem + 0) + 43520);
+    float* const sh73 = reinterpret_cast<float*>((tsr_smem + 0) + 43520);
     __syncthreads();
     #pragma unroll
-    for (int c68 = 0; c68 < 32; ++c68) {
-      float w69[1];
-      w69[0] = v64_ktt[c68 * 1 + 0];
-      tsr::copy_vec<float, 1>(sh67 + ((((c68 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c68 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w69);
+    for (int c74 = 0; c74 < 32; ++c74) {
+      float w75[1];
+      w75[0] = v70_ktt[c74 * 1 + 0];
+      tsr::copy_vec<float, 1>(sh73 + ((((c74 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c74 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w75);
     }
     __syncthreads();
     // %s = dot %6, %13, %12 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v70_s[16];
+    float v76_s[16];
     #pragma unroll
-    for (int s71 = 0; s71 < 16; ++s71) {
-      v70_s[s71] = v65[s71];
+    for (int s77 = 0; s77 < 16; ++s77) {
+      v76_s[s77] = v71[s77];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll 4
       for (int k_ = 0; k_ < 64; ++k_) {
-        const auto a0_ = sh25[(tm_ + 0) * 68 + (k_) * 1];
-        const auto a1_ = sh25[(tm_ + 8) * 68 + (k_) * 1];
-        const auto a2_ = sh25[(tm_ + 16) * 68 + (k_) * 1];
-        const auto a3_ = sh25[(tm_ + 24) * 68 + (k_) * 1];
-        const auto b0_ = sh67[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = sh67[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = sh67[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = sh67[(k_) * 68 + (tn_ + 3) * 1];
-        v70_s[0] = fmaf(float(a0_), float(b0_), v70_s[0]);
-        v70_s[1] = fmaf(float(a0_), float(b1_), v70_s[1]);
-        v70_s[2] = fmaf(float(a0_), float(b2_), v70_s[2]);
-        v70_s[3] = fmaf(float(a0_), float(b3_), v70_s[3]);
-        v70_s[4] = fmaf(float(a1_), float(b0_), v70_s[4]);
-        v70_s[5] = fmaf(float(a1_), float(b1_), v70_s[5]);
-        v70_s[6] = fmaf(float(a1_), float(b2_), v70_s[6]);
-        v70_s[7] = fmaf(float(a1_), float(b3_), v70_s[7]);
-        v70_s[8] = fmaf(float(a2_), float(b0_), v70_s[8]);
-        v70_s[9] = fmaf(float(a2_), float(b1_), v70_s[9]);
-        v70_s[10] = fmaf(float(a2_), float(b2_), v70_s[10]);
-        v70_s[11] = fmaf(float(a2_), float(b3_), v70_s[11]);
-        v70_s[12] = fmaf(float(a3_), float(b0_), v70_s[12]);
-        v70_s[13] = fmaf(float(a3_), float(b1_), v70_s[13]);
-        v70_s[14] = fmaf(float(a3_), float(b2_), v70_s[14]);
-        v70_s[15] = fmaf(float(a3_), float(b3_), v70_s[15]);
+        const auto a0_ = sh28[(tm_ + 0) * 68 + (k_) * 1];
+        const auto a1_ = sh28[(tm_ + 8) * 68 + (k_) * 1];
+        const auto a2_ = sh28[(tm_ + 16) * 68 + (k_) * 1];
+        const auto a3_ = sh28[(tm_ + 24) * 68 + (k_) * 1];
+        const auto b0_ = sh73[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = sh73[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = sh73[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = sh73[(k_) * 68 + (tn_ + 3) * 1];
+        v76_s[0] = fmaf(float(a0_), float(b0_), v76_s[0]);
+        v76_s[1] = fmaf(float(a0_), float(b1_), v76_s[1]);
+        v76_s[2] = fmaf(float(a0_), float(b2_), v76_s[2]);
+        v76_s[3] = fmaf(float(a0_), float(b3_), v76_s[3]);
+        v76_s[4] = fmaf(float(a1_), float(b0_), v76_s[4]);
+        v76_s[5] = fmaf(float(a1_), float(b1_), v76_s[5]);
+        v76_s[6] = fmaf(float(a1_), float(b2_), v76_s[6]);
+        v76_s[7] = fmaf(float(a1_), float(b3_), v76_s[7]);
+        v76_s[8] = fmaf(float(a2_), float(b0_), v76_s[8]);
+        v76_s[9] = fmaf(float(a2_), float(b1_), v76_s[9]);
+        v76_s[10] = fmaf(float(a2_), float(b2_), v76_s[10]);
+        v76_s[11] = fmaf(float(a2_), float(b3_), v76_s[11]);
+        v76_s[12] = fmaf(float(a3_), float(b0_), v76_s[12]);
+        v76_s[13] = fmaf(float(a3_), float(b1_), v76_s[13]);
+        v76_s[14] = fmaf(float(a3_), float(b2_), v76_s[14]);
+        v76_s[15] = fmaf(float(a3_), float(b3_), v76_s[15]);
       }
     }
     // %14 = mul %chunk, %3 : i32
-    const int32_t v72 = int32_t(uint32_t(iv49) * uint32_t(v3));
+    const int32_t v78 = int32_t(uint32_t(iv52) * uint32_t(v3));
     // %15 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v73[4];
-    #pragma unroll
-    for (int s74 = 0; s74 < 4; ++s74) {
-      v73[s74] = int32_t(0 + (((s74) % 4)) + (((tsr_lane >> 0) & 15) * 4));
-    }
-    // %16 = splat %14 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v75[4];
-    #pragma unroll
-    for (int s76 = 0; s76 < 4; ++s76) {
-      v75[s76] = v72;
-    }
-    // %17 = add %15, %16 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v77[4];
-    #pragma unroll
-    for (int s78 = 0; s78 < 4; ++s78) {
-      v77[s78] = int32_t(uint32_t(v73[s78]) + uint32_t(v75[s78]));
-    }
-    // %18 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v79[4];
     #pragma unroll
     for (int s80 = 0; s80 < 4; ++s80) {
-      v79[s80] = v6_t;
+      v79[s80] = int32_t(0 + (((s80) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
-    // %19 = cmp %17, %18 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v81[4];
+    // %16 = splat %14 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v81[4];
     #pragma unroll
     for (int s82 = 0; s82 < 4; ++s82) {
-      v81[s82] = uint8_t(v77[s82] < v79[s82]);
+      v81[s82] = v78;
+    }
+    // %17 = add %15, %16 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v83[4];
+    #pragma unroll
+    for (int s84 = 0; s84 < 4; ++s84) {
+      v83[s84] = int32_t(uint32_t(v79[s84]) + uint32_t(v81[s84]));
+    }
+    // %18 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v85[4];
+    #pragma unroll
+    for (int s86 = 0; s86 < 4; ++s86) {
+      v85[s86] = v6_t;
+    }
+    // %19 = cmp %17, %18 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    uint8_t v87[4];
+    #pragma unroll
+    for (int s88 = 0; s88 < 4; ++s88) {
+      v87[s88] = uint8_t(v83[s88] < v85[s88]);
     }
     // %valid2 = expand_dims %19 {axis = 0} : tile<i1, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v83_valid2[4];
-    v83_valid2[0] = v81[0];
-    v83_valid2[1] = v81[1];
-    v83_valid2[2] = v81[2];
-    v83_valid2[3] = v81[3];
+    uint8_t v89_valid2[4];
+    v89_valid2[0] = v87[0];
+    v89_valid2[1] = v87[1];
+    v89_valid2[2] = v87[2];
+    v89_valid2[3] = v87[3];
     // %validb = broadcast %valid2 : tile<i1, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v84_validb[16];
-    v84_validb[0] = v83_valid2[0];
-    v84_validb[1] = v83_valid2[1];
-    v84_validb[2] = v83_valid2[2];
-    v84_validb[3] = v83_valid2[3];
-    v84_validb[4] = v83_valid2[0];
-    v84_validb[5] = v83_valid2[1];
-    v84_validb[6] = v83_valid2[2];
-    v84_validb[7] = v83_valid2[3];
-    v84_validb[8] = v83_valid2[0];
-    v84_validb[9] = v83_valid2[1];
-    v84_validb[10] = v83_valid2[2];
-    v84_validb[11] = v83_valid2[3];
-    v84_validb[12] = v83_valid2[0];
-    v84_validb[13] = v83_valid2[1];
-    v84_validb[14] = v83_valid2[2];
-    v84_validb[15] = v83_valid2[3];
+    uint8_t v90_validb[16];
+    v90_validb[0] = v89_valid2[0];
+    v90_validb[1] = v89_valid2[1];
+    v90_validb[2] = v89_valid2[2];
+    v90_validb[3] = v89_valid2[3];
+    v90_validb[4] = v89_valid2[0];
+    v90_validb[5] = v89_valid2[1];
+    v90_validb[6] = v89_valid2[2];
+    v90_validb[7] = v89_valid2[3];
+    v90_validb[8] = v89_valid2[0];
+    v90_validb[9] = v89_valid2[1];
+    v90_validb[10] = v89_valid2[2];
+    v90_validb[11] = v89_valid2[3];
+    v90_validb[12] = v89_valid2[0];
+    v90_validb[13] = v89_valid2[1];
+    v90_validb[14] = v89_valid2[2];
+    v90_validb[15] = v89_valid2[3];
     // %20 = splat %ninf : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v85[16];
+    float v91[16];
     #pragma unroll
-    for (int s86 = 0; s86 < 16; ++s86) {
-      v85[s86] = v20_ninf;
+    for (int s92 = 0; s92 < 16; ++s92) {
+      v91[s92] = v23_ninf;
     }
     // %sm = where %validb, %s, %20 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v87_sm[16];
+    float v93_sm[16];
     #pragma unroll
-    for (int s88 = 0; s88 < 16; ++s88) {
-      v87_sm[s88] = (v84_validb[s88] ? v70_s[s88] : v85[s88]);
+    for (int s94 = 0; s94 < 16; ++s94) {
+      v93_sm[s94] = (v90_validb[s94] ? v76_s[s94] : v91[s94]);
     }
     // %21 = reduce %sm {axis = 1, kind = "max"} : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v89[4];
-    v89[0] = v87_sm[0];
-    v89[0] = tsr::max_nan_f32(v89[0], v87_sm[1]);
-    v89[0] = tsr::max_nan_f32(v89[0], v87_sm[2]);
-    v89[0] = tsr::max_nan_f32(v89[0], v87_sm[3]);
-    v89[1] = v87_sm[4];
-    v89[1] = tsr::max_nan_f32(v89[1], v87_sm[5]);
-    v89[1] = tsr::max_nan_f32(v89[1], v87_sm[6]);
-    v89[1] = tsr::max_nan_f32(v89[1], v87_sm[7]);
-    v89[2] = v87_sm[8];
-    v89[2] = tsr::max_nan_f32(v89[2], v87_sm[9]);
-    v89[2] = tsr::max_nan_f32(v89[2], v87_sm[10]);
-    v89[2] = tsr::max_nan_f32(v89[2], v87_sm[11]);
-    v89[3] = v87_sm[12];
-    v89[3] = tsr::max_nan_f32(v89[3], v87_sm[13]);
-    v89[3] = tsr::max_nan_f32(v89[3], v87_sm[14]);
-    v89[3] = tsr::max_nan_f32(v89[3], v87_sm[15]);
-    const float sh90 = __shfl_xor_sync(0xffffffffu, v89[0], 1);
-    v89[0] = tsr::max_nan_f32(v89[0], sh90);
-    const float sh91 = __shfl_xor_sync(0xffffffffu, v89[1], 1);
-    v89[1] = tsr::max_nan_f32(v89[1], sh91);
-    const float sh92 = __shfl_xor_sync(0xffffffffu, v89[2], 1);
-    v89[2] = tsr::max_nan_f32(v89[2], sh92);
-    const float sh93 = __shfl_xor_sync(0xffffffffu, v89[3], 1);
-    v89[3] = tsr::max_nan_f32(v89[3], sh93);
-    const float sh94 = __shfl_xor_sync(0xffffffffu, v89[0], 2);
-    v89[0] = tsr::max_nan_f32(v89[0], sh94);
-    const float sh95 = __shfl_xor_sync(0xffffffffu, v89[1], 2);
-    v89[1] = tsr::max_nan_f32(v89[1], sh95);
-    const float sh96 = __shfl_xor_sync(0xffffffffu, v89[2], 2);
-    v89[2] = tsr::max_nan_f32(v89[2], sh96);
-    const float sh97 = __shfl_xor_sync(0xffffffffu, v89[3], 2);
-    v89[3] = tsr::max_nan_f32(v89[3], sh97);
-    const float sh98 = __shfl_xor_sync(0xffffffffu, v89[0], 4);
-    v89[0] = tsr::max_nan_f32(v89[0], sh98);
-    const float sh99 = __shfl_xor_sync(0xffffffffu, v89[1], 4);
-    v89[1] = tsr::max_nan_f32(v89[1], sh99);
-    const float sh100 = __shfl_xor_sync(0xffffffffu, v89[2], 4);
-    v89[2] = tsr::max_nan_f32(v89[2], sh100);
-    const float sh101 = __shfl_xor_sync(0xffffffffu, v89[3], 4);
-    v89[3] = tsr::max_nan_f32(v89[3], sh101);
-    const float sh102 = __shfl_xor_sync(0xffffffffu, v89[0], 8);
-    v89[0] = tsr::max_nan_f32(v89[0], sh102);
-    const float sh103 = __shfl_xor_sync(0xffffffffu, v89[1], 8);
-    v89[1] = tsr::max_nan_f32(v89[1], sh103);
-    const float sh104 = __shfl_xor_sync(0xffffffffu, v89[2], 8);
-    v89[2] = tsr::max_nan_f32(v89[2], sh104);
-    const float sh105 = __shfl_xor_sync(0xffffffffu, v89[3], 8);
-    v89[3] = tsr::max_nan_f32(v89[3], sh105);
+    float v95[4];
+    v95[0] = v93_sm[0];
+    v95[0] = tsr::max_nan_f32(v95[0], v93_sm[1]);
+    v95[0] = tsr::max_nan_f32(v95[0], v93_sm[2]);
+    v95[0] = tsr::max_nan_f32(v95[0], v93_sm[3]);
+    v95[1] = v93_sm[4];
+    v95[1] = tsr::max_nan_f32(v95[1], v93_sm[5]);
+    v95[1] = tsr::max_nan_f32(v95[1], v93_sm[6]);
+    v95[1] = tsr::max_nan_f32(v95[1], v93_sm[7]);
+    v95[2] = v93_sm[8];
+    v95[2] = tsr::max_nan_f32(v95[2], v93_sm[9]);
+    v95[2] = tsr::max_nan_f32(v95[2], v93_sm[10]);
+    v95[2] = tsr::max_nan_f32(v95[2], v93_sm[11]);
+    v95[3] = v93_sm[12];
+    v95[3] = tsr::max_nan_f32(v95[3], v93_sm[13]);
+    v95[3] = tsr::max_nan_f32(v95[3], v93_sm[14]);
+    v95[3] = tsr::max_nan_f32(v95[3], v93_sm[15]);
+    const float sh96 = __shfl_xor_sync(0xffffffffu, v95[0], 1);
+    v95[0] = tsr::max_nan_f32(v95[0], sh96);
+    const float sh97 = __shfl_xor_sync(0xffffffffu, v95[1], 1);
+    v95[1] = tsr::max_nan_f32(v95[1], sh97);
+    const float sh98 = __shfl_xor_sync(0xffffffffu, v95[2], 1);
+    v95[2] = tsr::max_nan_f32(v95[2], sh98);
+    const float sh99 = __shfl_xor_sync(0xffffffffu, v95[3], 1);
+    v95[3] = tsr::max_nan_f32(v95[3], sh99);
+    const float sh100 = __shfl_xor_sync(0xffffffffu, v95[0], 2);
+    v95[0] = tsr::max_nan_f32(v95[0], sh100);
+    const float sh101 = __shfl_xor_sync(0xffffffffu, v95[1], 2);
+    v95[1] = tsr::max_nan_f32(v95[1], sh101);
+    const float sh102 = __shfl_xor_sync(0xffffffffu, v95[2], 2);
+    v95[2] = tsr::max_nan_f32(v95[2], sh102);
+    const float sh103 = __shfl_xor_sync(0xffffffffu, v95[3], 2);
+    v95[3] = tsr::max_nan_f32(v95[3], sh103);
+    const float sh104 = __shfl_xor_sync(0xffffffffu, v95[0], 4);
+    v95[0] = tsr::max_nan_f32(v95[0], sh104);
+    const float sh105 = __shfl_xor_sync(0xffffffffu, v95[1], 4);
+    v95[1] = tsr::max_nan_f32(v95[1], sh105);
+    const float sh106 = __shfl_xor_sync(0xffffffffu, v95[2], 4);
+    v95[2] = tsr::max_nan_f32(v95[2], sh106);
+    const float sh107 = __shfl_xor_sync(0xffffffffu, v95[3], 4);
+    v95[3] = tsr::max_nan_f32(v95[3], sh107);
+    const float sh108 = __shfl_xor_sync(0xffffffffu, v95[0], 8);
+    v95[0] = tsr::max_nan_f32(v95[0], sh108);
+    const float sh109 = __shfl_xor_sync(0xffffffffu, v95[1], 8);
+    v95[1] = tsr::max_nan_f32(v95[1], sh109);
+    const float sh110 = __shfl_xor_sync(0xffffffffu, v95[2], 8);
+    v95[2] = tsr::max_nan_f32(v95[2], sh110);
+    const float sh111 = __shfl_xor_sync(0xffffffffu, v95[3], 8);
+    v95[3] = tsr::max_nan_f32(v95[3], sh111);
     // %22 = max %m_run, %21 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v106_mx[4];
-    #pragma unroll
-    for (int s107 = 0; s107 < 4; ++s107) {
-      v106_mx[s107] = tsr::fmax_nan_z<float>(c32_mx[s107], v89[s107]);
-    }
-    // %23 = splat %ninf : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v108[4];
-    #pragma unroll
-    for (int s109 = 0; s109 < 4; ++s109) {
-      v108[s109] = v20_ninf;
-    }
-    // %m_none = cmp %22, %23 {pred = "eq"} : tile<i1, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v110_m_none[4];
-    #pragma unroll
-    for (int s111 = 0; s111 < 4; ++s111) {
-      v110_m_none[s111] = uint8_t(v106_mx[s111] == v108[s111]);
-    }
-    // %24 = splat %f0 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v112[4];
+    float v112_mx[4];
     #pragma unroll
     for (int s113 = 0; s113 < 4; ++s113) {
-      v112[s113] = v19_f0;
+      v112_mx[s113] = tsr::fmax_nan_z<float>(c35_mx[s113], v95[s113]);
     }
-    // %m_shift = where %m_none, %24, %22 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v114_m_shift[4];
+    // %23 = splat %ninf : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v114[4];
     #pragma unroll
     for (int s115 = 0; s115 < 4; ++s115) {
-      v114_m_shift[s115] = (v110_m_none[s115] ? v112[s115] : v106_mx[s115]);
+      v114[s115] = v23_ninf;
     }
-    // %m_delta = sub %m_run, %m_shift : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v116_m_delta[4];
+    // %m_none = cmp %22, %23 {pred = "eq"} : tile<i1, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    uint8_t v116_m_none[4];
     #pragma unroll
     for (int s117 = 0; s117 < 4; ++s117) {
-      v116_m_delta[s117] = float(c32_mx[s117] - v114_m_shift[s117]);
+      v116_m_none[s117] = uint8_t(v112_mx[s117] == v114[s117]);
     }
-    // %alpha = exp %m_delta : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v118_alpha[4];
+    // %24 = splat %f0 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v118[4];
     #pragma unroll
     for (int s119 = 0; s119 < 4; ++s119) {
-      v118_alpha[s119] = float(tsr::fexp(v116_m_delta[s119]));
+      v118[s119] = v22_f0;
+    }
+    // %m_shift = where %m_none, %24, %22 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v120_m_shift[4];
+    #pragma unroll
+    for (int s121 = 0; s121 < 4; ++s121) {
+      v120_m_shift[s121] = (v116_m_none[s121] ? v118[s121] : v112_mx[s121]);
+    }
+    // %m_delta = sub %m_run, %m_shift : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v122_m_delta[4];
+    #pragma unroll
+    for (int s123 = 0; s123 < 4; ++s123) {
+      v122_m_delta[s123] = float(c35_mx[s123] - v120_m_shift[s123]);
+    }
+    // %alpha = exp %m_delta : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v124_alpha[4];
+    #pragma unroll
+    for (int s125 = 0; s125 < 4; ++s125) {
+      v124_alpha[s125] = float(tsr::fexp(v122_m_delta[s125]));
     }
     // %25 = expand_dims %m_shift {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v120[4];
-    v120[0] = v114_m_shift[0];
-    v120[1] = v114_m_shift[1];
-    v120[2] = v114_m_shift[2];
-    v120[3] = v114_m_shift[3];
+    float v126[4];
+    v126[0] = v120_m_shift[0];
+    v126[1] = v120_m_shift[1];
+    v126[2] = v120_m_shift[2];
+    v126[3] = v120_m_shift[3];
     // %mxb = broadcast %25 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v121_mxb[16];
-    v121_mxb[0] = v120[0];
-    v121_mxb[1] = v120[0];
-    v121_mxb[2] = v120[0];
-    v121_mxb[3] = v120[0];
-    v121_mxb[4] = v120[1];
-    v121_mxb[5] = v120[1];
-    v121_mxb[6] = v120[1];
-    v121_mxb[7] = v120[1];
-    v121_mxb[8] = v120[2];
-    v121_mxb[9] = v120[2];
-    v121_mxb[10] = v120[2];
-    v121_mxb[11] = v120[2];
-    v121_mxb[12] = v120[3];
-    v121_mxb[13] = v120[3];
-    v121_mxb[14] = v120[3];
-    v121_mxb[15] = v120[3];
+    float v127_mxb[16];
+    v127_mxb[0] = v126[0];
+    v127_mxb[1] = v126[0];
+    v127_mxb[2] = v126[0];
+    v127_mxb[3] = v126[0];
+    v127_mxb[4] = v126[1];
+    v127_mxb[5] = v126[1];
+    v127_mxb[6] = v126[1];
+    v127_mxb[7] = v126[1];
+    v127_mxb[8] = v126[2];
+    v127_mxb[9] = v126[2];
+    v127_mxb[10] = v126[2];
+    v127_mxb[11] = v126[2];
+    v127_mxb[12] = v126[3];
+    v127_mxb[13] = v126[3];
+    v127_mxb[14] = v126[3];
+    v127_mxb[15] = v126[3];
     // %sd = sub %sm, %mxb : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v122_sd[16];
+    float v128_sd[16];
     #pragma unroll
-    for (int s123 = 0; s123 < 16; ++s123) {
-      v122_sd[s123] = float(v87_sm[s123] - v121_mxb[s123]);
+    for (int s129 = 0; s129 < 16; ++s129) {
+      v128_sd[s129] = float(v93_sm[s129] - v127_mxb[s129]);
     }
     // %e = exp %sd : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v124_e[16];
+    float v130_e[16];
     #pragma unroll
-    for (int s125 = 0; s125 < 16; ++s125) {
-      v124_e[s125] = float(tsr::fexp(v122_sd[s125]));
+    for (int s131 = 0; s131 < 16; ++s131) {
+      v130_e[s131] = float(tsr::fexp(v128_sd[s131]));
     }
     // %26 = reduce %e {axis = 1, kind = "sum"} : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v126[4];
-    v126[0] = v124_e[0];
-    v126[0] = float(v126[0] + v124_e[1]);
-    v126[0] = float(v126[0] + v124_e[2]);
-    v126[0] = float(v126[0] + v124_e[3]);
-    v126[1] = v124_e[4];
-    v126[1] = float(v126[1] + v124_e[5]);
-    v126[1] = float(v126[1] + v124_e[6]);
-    v126[1] = float(v126[1] + v124_e[7]);
-    v126[2] = v124_e[8];
-    v126[2] = float(v126[2] + v124_e[9]);
-    v126[2] = float(v126[2] + v124_e[10]);
-    v126[2] = float(v126[2] + v124_e[11]);
-    v126[3] = v124_e[12];
-    v126[3] = float(v126[3] + v124_e[13]);
-    v126[3] = float(v126[3] + v124_e[14]);
-    v126[3] = float(v126[3] + v124_e[15]);
-    const float sh127 = __shfl_xor_sync(0xffffffffu, v126[0], 1);
-    v126[0] = float(v126[0] + sh127);
-    const float sh128 = __shfl_xor_sync(0xffffffffu, v126[1], 1);
-    v126[1] = float(v126[1] + sh128);
-    const float sh129 = __shfl_xor_sync(0xffffffffu, v126[2], 1);
-    v126[2] = float(v126[2] + sh129);
-    const float sh130 = __shfl_xor_sync(0xffffffffu, v126[3], 1);
-    v126[3] = float(v126[3] + sh130);
-    const float sh131 = __shfl_xor_sync(0xffffffffu, v126[0], 2);
-    v126[0] = float(v126[0] + sh131);
-    const float sh132 = __shfl_xor_sync(0xffffffffu, v126[1], 2);
-    v126[1] = float(v126[1] + sh132);
-    const float sh133 = __shfl_xor_sync(0xffffffffu, v126[2], 2);
-    v126[2] = float(v126[2] + sh133);
-    const float sh134 = __shfl_xor_sync(0xffffffffu, v126[3], 2);
-    v126[3] = float(v126[3] + sh134);
-    const float sh135 = __shfl_xor_sync(0xffffffffu, v126[0], 4);
-    v126[0] = float(v126[0] + sh135);
-    const float sh136 = __shfl_xor_sync(0xffffffffu, v126[1], 4);
-    v126[1] = float(v126[1] + sh136);
-    const float sh137 = __shfl_xor_sync(0xffffffffu, v126[2], 4);
-    v126[2] = float(v126[2] + sh137);
-    const float sh138 = __shfl_xor_sync(0xffffffffu, v126[3], 4);
-    v126[3] = float(v126[3] + sh138);
-    const float sh139 = __shfl_xor_sync(0xffffffffu, v126[0], 8);
-    v126[0] = float(v126[0] + sh139);
-    const float sh140 = __shfl_xor_sync(0xffffffffu, v126[1], 8);
-    v126[1] = float(v126[1] + sh140);
-    const float sh141 = __shfl_xor_sync(0xffffffffu, v126[2], 8);
-    v126[2] = float(v126[2] + sh141);
-    const float sh142 = __shfl_xor_sync(0xffffffffu, v126[3], 8);
-    v126[3] = float(v126[3] + sh142);
+    float v132[4];
+    v132[0] = v130_e[0];
+    v132[0] = float(v132[0] + v130_e[1]);
+    v132[0] = float(v132[0] + v130_e[2]);
+    v132[0] = float(v132[0] + v130_e[3]);
+    v132[1] = v130_e[4];
+    v132[1] = float(v132[1] + v130_e[5]);
+    v132[1] = float(v132[1] + v130_e[6]);
+    v132[1] = float(v132[1] + v130_e[7]);
+    v132[2] = v130_e[8];
+    v132[2] = float(v132[2] + v130_e[9]);
+    v132[2] = float(v132[2] + v130_e[10]);
+    v132[2] = float(v132[2] + v130_e[11]);
+    v132[3] = v130_e[12];
+    v132[3] = float(v132[3] + v130_e[13]);
+    v132[3] = float(v132[3] + v130_e[14]);
+    v132[3] = float(v132[3] + v130_e[15]);
+    const float sh133 = __shfl_xor_sync(0xffffffffu, v132[0], 1);
+    v132[0] = float(v132[0] + sh133);
+    const float sh134 = __shfl_xor_sync(0xffffffffu, v132[1], 1);
+    v132[1] = float(v132[1] + sh134);
+    const float sh135 = __shfl_xor_sync(0xffffffffu, v132[2], 1);
+    v132[2] = float(v132[2] + sh135);
+    const float sh136 = __shfl_xor_sync(0xffffffffu, v132[3], 1);
+    v132[3] = float(v132[3] + sh136);
+    const float sh137 = __shfl_xor_sync(0xffffffffu, v132[0], 2);
+    v132[0] = float(v132[0] + sh137);
+    const float sh138 = __shfl_xor_sync(0xffffffffu, v132[1], 2);
+    v132[1] = float(v132[1] + sh138);
+    const float sh139 = __shfl_xor_sync(0xffffffffu, v132[2], 2);
+    v132[2] = float(v132[2] + sh139);
+    const float sh140 = __shfl_xor_sync(0xffffffffu, v132[3], 2);
+    v132[3] = float(v132[3] + sh140);
+    const float sh141 = __shfl_xor_sync(0xffffffffu, v132[0], 4);
+    v132[0] = float(v132[0] + sh141);
+    const float sh142 = __shfl_xor_sync(0xffffffffu, v132[1], 4);
+    v132[1] = float(v132[1] + sh142);
+    const float sh143 = __shfl_xor_sync(0xffffffffu, v132[2], 4);
+    v132[2] = float(v132[2] + sh143);
+    const float sh144 = __shfl_xor_sync(0xffffffffu, v132[3], 4);
+    v132[3] = float(v132[3] + sh144);
+    const float sh145 = __shfl_xor_sync(0xffffffffu, v132[0], 8);
+    v132[0] = float(v132[0] + sh145);
+    const float sh146 = __shfl_xor_sync(0xffffffffu, v132[1], 8);
+    v132[1] = float(v132[1] + sh146);
+    const float sh147 = __shfl_xor_sync(0xffffffffu, v132[2], 8);
+    v132[2] = float(v132[2] + sh147);
+    const float sh148 = __shfl_xor_sync(0xffffffffu, v132[3], 8);
+    v132[3] = float(v132[3] + sh148);
     // %27 = mul %sum_run, %alpha : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v143[4];
+    float v149[4];
     #pragma unroll
-    for (int s144 = 0; s144 < 4; ++s144) {
-      v143[s144] = float(c34_sum[s144] * v118_alpha[s144]);
+    for (int s150 = 0; s150 < 4; ++s150) {
+      v149[s150] = float(c37_sum[s150] * v124_alpha[s150]);
     }
     // %28 = add %27, %26 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v145_sum[4];
+    float v151_sum[4];
     #pragma unroll
-    for (int s146 = 0; s146 < 4; ++s146) {
-      v145_sum[s146] = float(v143[s146] + v126[s146]);
+    for (int s152 = 0; s152 < 4; ++s152) {
+      v151_sum[s152] = float(v149[s152] + v132[s152]);
     }
     // %vt = load_tile %v, %chunk, %c0 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %29 = expand_dims %alpha {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v147[4];
-    v147[0] = v118_alpha[0];
-    v147[1] = v118_alpha[1];
-    v147[2] = v118_alpha[2];
-    v147[3] = v118_alpha[3];
+    float v153[4];
+    v153[0] = v124_alpha[0];
+    v153[1] = v124_alpha[1];
+    v153[2] = v124_alpha[2];
+    v153[3] = v124_alpha[3];
     // %30 = broadcast %29 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v148[16];
-    v148[0] = v147[0];
-    v148[1] = v147[0];
-    v148[2] = v147[0];
-    v148[3] = v147[0];
-    v148[4] = v147[1];
-    v148[5] = v147[1];
-    v148[6] = v147[1];
-    v148[7] = v147[1];
-    v148[8] = v147[2];
-    v148[9] = v147[2];
-    v148[10] = v147[2];
-    v148[11] = v147[2];
-    v148[12] = v147[3];
-    v148[13] = v147[3];
-    v148[14] = v147[3];
-    v148[15] = v147[3];
+    float v154[16];
+    v154[0] = v153[0];
+    v154[1] = v153[0];
+    v154[2] = v153[0];
+    v154[3] = v153[0];
+    v154[4] = v153[1];
+    v154[5] = v153[1];
+    v154[6] = v153[1];
+    v154[7] = v153[1];
+    v154[8] = v153[2];
+    v154[9] = v153[2];
+    v154[10] = v153[2];
+    v154[11] = v153[2];
+    v154[12] = v153[3];
+    v154[13] = v153[3];
+    v154[14] = v153[3];
+    v154[15] = v153[3];
     // %31 = mul %out_run, %30 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v149[16];
+    float v155[16];
     #pragma unroll
-    for (int s150 = 0; s150 < 16; ++s150) {
-      v149[s150] = float(c36_out[s150] * v148[s150]);
+    for (int s156 = 0; s156 < 16; ++s156) {
+      v155[s156] = float(c39_out[s156] * v154[s156]);
     }
     // %32 = convert_layout %e : tile<f32, [32, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh151 = reinterpret_cast<float*>((tsr_smem + 0) + 60928);
+    float* const sh157 = reinterpret_cast<float*>((tsr_smem + 0) + 60928);
     __syncthreads();
     #pragma unroll
-    for (int c152 = 0; c152 < 4; ++c152) {
-      float w153[4];
-      w153[0] = v124_e[c152 * 4 + 0];
-      w153[1] = v124_e[c152 * 4 + 1];
-      w153[2] = v124_e[c152 * 4 + 2];
-      w153[3] = v124_e[c152 * 4 + 3];
-      tsr::copy_vec<float, 4>(sh151 + (((((c152 * 4) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c152 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w153);
+    for (int c158 = 0; c158 < 4; ++c158) {
+      float w159[4];
+      w159[0] = v130_e[c158 * 4 + 0];
+      w159[1] = v130_e[c158 * 4 + 1];
+      w159[2] = v130_e[c158 * 4 + 2];
+      w159[3] = v130_e[c158 * 4 + 3];
+      tsr::copy_vec<float, 4>(sh157 + (((((c158 * 4) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c158 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w159);
     }
     __syncthreads();
     // %33 = dot %32, %vt, %31 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v154_out[16];
+    float v160_out[16];
     #pragma unroll
-    for (int s155 = 0; s155 < 16; ++s155) {
-      v154_out[s155] = v149[s155];
+    for (int s161 = 0; s161 < 16; ++s161) {
+      v160_out[s161] = v155[s161];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll 4
       for (int k_ = 0; k_ < 64; ++k_) {
-        const auto a0_ = sh151[(tm_ + 0) * 68 + (k_) * 1];
-        const auto a1_ = sh151[(tm_ + 8) * 68 + (k_) * 1];
-        const auto a2_ = sh151[(tm_ + 16) * 68 + (k_) * 1];
-        const auto a3_ = sh151[(tm_ + 24) * 68 + (k_) * 1];
-        const auto b0_ = (sh39 + rs38 * 4352)[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = (sh39 + rs38 * 4352)[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = (sh39 + rs38 * 4352)[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = (sh39 + rs38 * 4352)[(k_) * 68 + (tn_ + 3) * 1];
-        v154_out[0] = fmaf(float(a0_), float(b0_), v154_out[0]);
-        v154_out[1] = fmaf(float(a0_), float(b1_), v154_out[1]);
-        v154_out[2] = fmaf(float(a0_), float(b2_), v154_out[2]);
-        v154_out[3] = fmaf(float(a0_), float(b3_), v154_out[3]);
-        v154_out[4] = fmaf(float(a1_), float(b0_), v154_out[4]);
-        v154_out[5] = fmaf(float(a1_), float(b1_), v154_out[5]);
-        v154_out[6] = fmaf(float(a1_), float(b2_), v154_out[6]);
-        v154_out[7] = fmaf(float(a1_), float(b3_), v154_out[7]);
-        v154_out[8] = fmaf(float(a2_), float(b0_), v154_out[8]);
-        v154_out[9] = fmaf(float(a2_), float(b1_), v154_out[9]);
-        v154_out[10] = fmaf(float(a2_), float(b2_), v154_out[10]);
-        v154_out[11] = fmaf(float(a2_), float(b3_), v154_out[11]);
-        v154_out[12] = fmaf(float(a3_), float(b0_), v154_out[12]);
-        v154_out[13] = fmaf(float(a3_), float(b1_), v154_out[13]);
-        v154_out[14] = fmaf(float(a3_), float(b2_), v154_out[14]);
-        v154_out[15] = fmaf(float(a3_), float(b3_), v154_out[15]);
+        const auto a0_ = sh157[(tm_ + 0) * 68 + (k_) * 1];
+        const auto a1_ = sh157[(tm_ + 8) * 68 + (k_) * 1];
+        const auto a2_ = sh157[(tm_ + 16) * 68 + (k_) * 1];
+        const auto a3_ = sh157[(tm_ + 24) * 68 + (k_) * 1];
+        const auto b0_ = (sh42 + rs41 * 4352)[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = (sh42 + rs41 * 4352)[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = (sh42 + rs41 * 4352)[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = (sh42 + rs41 * 4352)[(k_) * 68 + (tn_ + 3) * 1];
+        v160_out[0] = fmaf(float(a0_), float(b0_), v160_out[0]);
+        v160_out[1] = fmaf(float(a0_), float(b1_), v160_out[1]);
+        v160_out[2] = fmaf(float(a0_), float(b2_), v160_out[2]);
+        v160_out[3] = fmaf(float(a0_), float(b3_), v160_out[3]);
+        v160_out[4] = fmaf(float(a1_), float(b0_), v160_out[4]);
+        v160_out[5] = fmaf(float(a1_), float(b1_), v160_out[5]);
+        v160_out[6] = fmaf(float(a1_), float(b2_), v160_out[6]);
+        v160_out[7] = fmaf(float(a1_), float(b3_), v160_out[7]);
+        v160_out[8] = fmaf(float(a2_), float(b0_), v160_out[8]);
+        v160_out[9] = fmaf(float(a2_), float(b1_), v160_out[9]);
+        v160_out[10] = fmaf(float(a2_), float(b2_), v160_out[10]);
+        v160_out[11] = fmaf(float(a2_), float(b3_), v160_out[11]);
+        v160_out[12] = fmaf(float(a3_), float(b0_), v160_out[12]);
+        v160_out[13] = fmaf(float(a3_), float(b1_), v160_out[13]);
+        v160_out[14] = fmaf(float(a3_), float(b2_), v160_out[14]);
+        v160_out[15] = fmaf(float(a3_), float(b3_), v160_out[15]);
       }
     }
     // yield %22, %28, %33
     #pragma unroll
-    for (int s156 = 0; s156 < 4; ++s156) {
-      c32_mx[s156] = v106_mx[s156];
+    for (int s162 = 0; s162 < 4; ++s162) {
+      c35_mx[s162] = v112_mx[s162];
     }
     #pragma unroll
-    for (int s157 = 0; s157 < 4; ++s157) {
-      c34_sum[s157] = v145_sum[s157];
+    for (int s163 = 0; s163 < 4; ++s163) {
+      c37_sum[s163] = v151_sum[s163];
     }
     #pragma unroll
-    for (int s158 = 0; s158 < 16; ++s158) {
-      c36_out[s158] = v154_out[s158];
+    for (int s164 = 0; s164 < 16; ++s164) {
+      c39_out[s164] = v160_out[s164];
     }
     __syncthreads();
-    rs38 = (rs38 + 1) % 2;
+    rs41 = (rs41 + 1) % 2;
   }
   tsr::cp_async_wait<0>();
   // %34 = expand_dims %10 {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v159[4];
-  v159[0] = c34_sum[0];
-  v159[1] = c34_sum[1];
-  v159[2] = c34_sum[2];
-  v159[3] = c34_sum[3];
+  float v165[4];
+  v165[0] = c37_sum[0];
+  v165[1] = c37_sum[1];
+  v165[2] = c37_sum[2];
+  v165[3] = c37_sum[3];
   // %35 = broadcast %34 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v160[16];
-  v160[0] = v159[0];
-  v160[1] = v159[0];
-  v160[2] = v159[0];
-  v160[3] = v159[0];
-  v160[4] = v159[1];
-  v160[5] = v159[1];
-  v160[6] = v159[1];
-  v160[7] = v159[1];
-  v160[8] = v159[2];
-  v160[9] = v159[2];
-  v160[10] = v159[2];
-  v160[11] = v159[2];
-  v160[12] = v159[3];
-  v160[13] = v159[3];
-  v160[14] = v159[3];
-  v160[15] = v159[3];
+  float v166[16];
+  v166[0] = v165[0];
+  v166[1] = v165[0];
+  v166[2] = v165[0];
+  v166[3] = v165[0];
+  v166[4] = v165[1];
+  v166[5] = v165[1];
+  v166[6] = v165[1];
+  v166[7] = v165[1];
+  v166[8] = v165[2];
+  v166[9] = v165[2];
+  v166[10] = v165[2];
+  v166[11] = v165[2];
+  v166[12] = v165[3];
+  v166[13] = v165[3];
+  v166[14] = v165[3];
+  v166[15] = v165[3];
   // %36 = div %11, %35 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v161[16];
+  float v167[16];
   #pragma unroll
-  for (int s162 = 0; s162 < 16; ++s162) {
-    v161[s162] = float(c36_out[s162] / v160[s162]);
+  for (int s168 = 0; s168 < 16; ++s168) {
+    v167[s168] = float(c39_out[s168] / v166[s168]);
   }
   // store_tile %o, %36, %pm, %c0
   {
-    const int64_t o163 = int64_t(v4_pm) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o164 = int64_t(v5_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    #pragma unroll
-    for (int c165 = 0; c165 < 4; ++c165) {
-      float vb166[4];
-      if ((o163 + ((((c165 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o164 + (((c165 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o163 + ((((c165 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o164 + (((c165 * 4) % 4))) * tsr_p3_s1)) {
-        vb166[0] = v161[c165 * 4 + 0];
-        vb166[1] = v161[c165 * 4 + 1];
-        vb166[2] = v161[c165 * 4 + 2];
-        vb166[3] = v161[c165 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p3 + (o163 + ((((c165 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o164 + (((c165 * 4) % 4))) * tsr_p3_s1, vb166);
-      } else {
-        if ((o163 + ((((c165 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o164 + (((c165 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o163 + ((((c165 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o164 + (((c165 * 4) % 4))) * tsr_p3_s1] = v161[c165 * 4];
-        if ((o163 + ((((c165 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o164 + (((c165 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o163 + ((((c165 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o164 + (((c165 * 4) % 4)) + 1) * tsr_p3_s1] = v161[c165 * 4 + 1];
-        if ((o163 + ((((c165 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o164 + (((c165 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o163 + ((((c165 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o164 + (((c165 * 4) % 4)) + 2) * tsr_p3_s1] = v161[c165 * 4 + 2];
-        if ((o163 + ((((c165 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o164 + (((c165 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o163 + ((((c165 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o164 + (((c165 * 4) % 4)) + 3) * tsr_p3_s1] = v161[c165 * 4 + 3];
+    const int64_t o169 = int64_t(v4_pm) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o170 = int64_t(v5_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole171 = int64_t(v4_pm) * 32 >= 0 && int64_t(v4_pm) * 32 + 32 <= int64_t(tsr_dim_S) && tsr_p3_s0 % 4 == 0 && int64_t(v5_c0) * 64 >= 0 && int64_t(v5_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v4_pm) * 32 * tsr_p3_s0 + int64_t(v5_c0) * 64 * tsr_p3_s1);
+    if (whole171) {
+      #pragma unroll
+      for (int c172 = 0; c172 < 4; ++c172) {
+        float vb173[4];
+        vb173[0] = v167[c172 * 4 + 0];
+        vb173[1] = v167[c172 * 4 + 1];
+        vb173[2] = v167[c172 * 4 + 2];
+        vb173[3] = v167[c172 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p3 + (o169 + ((((c172 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o170 + (((c172 * 4) % 4))) * tsr_p3_s1, vb173);
+      }
+    } else {
+      #pragma unroll
+      for (int c174 = 0; c174 < 4; ++c174) {
+        float vb175[4];
+        if ((o169 + ((((c174 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o170 + (((c174 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o169 + ((((c174 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o170 + (((c174 * 4) % 4))) * tsr_p3_s1)) {
+          vb175[0] = v167[c174 * 4 + 0];
+          vb175[1] = v167[c174 * 4 + 1];
+          vb175[2] = v167[c174 * 4 + 2];
+          vb175[3] = v167[c174 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p3 + (o169 + ((((c174 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o170 + (((c174 * 4) % 4))) * tsr_p3_s1, vb175);
+        } else {
+          if ((o169 + ((((c174 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o170 + (((c174 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o169 + ((((c174 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o170 + (((c174 * 4) % 4))) * tsr_p3_s1] = v167[c174 * 4];
+          if ((o169 + ((((c174 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o170 + (((c174 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o169 + ((((c174 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o170 + (((c174 * 4) % 4)) + 1) * tsr_p3_s1] = v167[c174 * 4 + 1];
+          if ((o169 + ((((c174 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o170 + (((c174 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o169 + ((((c174 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o170 + (((c174 * 4) % 4)) + 2) * tsr_p3_s1] = v167[c174 * 4 + 2];
+          if ((o169 + ((((c174 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o170 + (((c174 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o169 + ((((c174 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o170 + (((c174 * 4) % 4)) + 3) * tsr_p3_s1] = v167[c174 * 4 + 3];
+        }
       }
     }
   }
@@ -723,4 +762,5 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain(float*
 // stat stores-to-shared = 3
 // stat threads = 128
 // stat vector-accesses = 3
+// stat whole-tile-accesses = 3
 // note printed from the GPU lowering's layouts (the layout emitter)

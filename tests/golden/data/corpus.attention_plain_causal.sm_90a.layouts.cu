@@ -63,181 +63,194 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain_causal
     const int64_t o12 = int64_t(v5_ph) * 1 + 0;
     const int64_t o13 = int64_t(v4_pm) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
     const int64_t o14 = int64_t(v6_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    #pragma unroll
-    for (int c15 = 0; c15 < 4; ++c15) {
-      float vb16[4];
-      if ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c15 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c15 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + ((((c15 * 4) / 4) % 4) * 8)) * tsr_p0_s1 + (o14 + (((c15 * 4) % 4))) * tsr_p0_s2)) {
-        tsr::copy_vec<float, 4>(vb16, tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + ((((c15 * 4) / 4) % 4) * 8)) * tsr_p0_s1 + (o14 + (((c15 * 4) % 4))) * tsr_p0_s2);
-        v11_q3[c15 * 4 + 0] = vb16[0];
-        v11_q3[c15 * 4 + 1] = vb16[1];
-        v11_q3[c15 * 4 + 2] = vb16[2];
-        v11_q3[c15 * 4 + 3] = vb16[3];
-      } else {
-        v11_q3[c15 * 4] = ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c15 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c15 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c15 * 4) / 4) % 4) * 8)) * tsr_p0_s1 + (o14 + (((c15 * 4) % 4))) * tsr_p0_s2] : 0x0p+0f;
-        v11_q3[c15 * 4 + 1] = ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c15 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c15 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c15 * 4) / 4) % 4) * 8)) * tsr_p0_s1 + (o14 + (((c15 * 4) % 4)) + 1) * tsr_p0_s2] : 0x0p+0f;
-        v11_q3[c15 * 4 + 2] = ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c15 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c15 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c15 * 4) / 4) % 4) * 8)) * tsr_p0_s1 + (o14 + (((c15 * 4) % 4)) + 2) * tsr_p0_s2] : 0x0p+0f;
-        v11_q3[c15 * 4 + 3] = ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c15 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c15 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c15 * 4) / 4) % 4) * 8)) * tsr_p0_s1 + (o14 + (((c15 * 4) % 4)) + 3) * tsr_p0_s2] : 0x0p+0f;
+    const bool whole15 = int64_t(v5_ph) * 1 >= 0 && int64_t(v5_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v4_pm) * 32 >= 0 && int64_t(v4_pm) * 32 + 32 <= int64_t(tsr_dim_S) && tsr_p0_s1 % 4 == 0 && int64_t(v6_c0) * 64 >= 0 && int64_t(v6_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p0 + int64_t(v5_ph) * 1 * tsr_p0_s0 + int64_t(v4_pm) * 32 * tsr_p0_s1 + int64_t(v6_c0) * 64 * tsr_p0_s2);
+    if (whole15) {
+      #pragma unroll
+      for (int c16 = 0; c16 < 4; ++c16) {
+        float vb17[4];
+        tsr::copy_vec<float, 4>(vb17, tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + ((((c16 * 4) / 4) % 4) * 8)) * tsr_p0_s1 + (o14 + (((c16 * 4) % 4))) * tsr_p0_s2);
+        v11_q3[c16 * 4 + 0] = vb17[0];
+        v11_q3[c16 * 4 + 1] = vb17[1];
+        v11_q3[c16 * 4 + 2] = vb17[2];
+        v11_q3[c16 * 4 + 3] = vb17[3];
+      }
+    } else {
+      #pragma unroll
+      for (int c18 = 0; c18 < 4; ++c18) {
+        float vb19[4];
+        if ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c18 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c18 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 4) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4))) * tsr_p0_s2)) {
+          tsr::copy_vec<float, 4>(vb19, tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 4) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4))) * tsr_p0_s2);
+          v11_q3[c18 * 4 + 0] = vb19[0];
+          v11_q3[c18 * 4 + 1] = vb19[1];
+          v11_q3[c18 * 4 + 2] = vb19[2];
+          v11_q3[c18 * 4 + 3] = vb19[3];
+        } else {
+          v11_q3[c18 * 4] = ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c18 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c18 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 4) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4))) * tsr_p0_s2] : 0x0p+0f;
+          v11_q3[c18 * 4 + 1] = ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c18 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c18 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 4) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4)) + 1) * tsr_p0_s2] : 0x0p+0f;
+          v11_q3[c18 * 4 + 2] = ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c18 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c18 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 4) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4)) + 2) * tsr_p0_s2] : 0x0p+0f;
+          v11_q3[c18 * 4 + 3] = ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c18 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c18 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 4) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4)) + 3) * tsr_p0_s2] : 0x0p+0f;
+        }
       }
     }
   }
   // %qt = reshape %q3 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v17_qt[16];
-  v17_qt[0] = v11_q3[0];
-  v17_qt[1] = v11_q3[1];
-  v17_qt[2] = v11_q3[2];
-  v17_qt[3] = v11_q3[3];
-  v17_qt[4] = v11_q3[4];
-  v17_qt[5] = v11_q3[5];
-  v17_qt[6] = v11_q3[6];
-  v17_qt[7] = v11_q3[7];
-  v17_qt[8] = v11_q3[8];
-  v17_qt[9] = v11_q3[9];
-  v17_qt[10] = v11_q3[10];
-  v17_qt[11] = v11_q3[11];
-  v17_qt[12] = v11_q3[12];
-  v17_qt[13] = v11_q3[13];
-  v17_qt[14] = v11_q3[14];
-  v17_qt[15] = v11_q3[15];
+  float v20_qt[16];
+  v20_qt[0] = v11_q3[0];
+  v20_qt[1] = v11_q3[1];
+  v20_qt[2] = v11_q3[2];
+  v20_qt[3] = v11_q3[3];
+  v20_qt[4] = v11_q3[4];
+  v20_qt[5] = v11_q3[5];
+  v20_qt[6] = v11_q3[6];
+  v20_qt[7] = v11_q3[7];
+  v20_qt[8] = v11_q3[8];
+  v20_qt[9] = v11_q3[9];
+  v20_qt[10] = v11_q3[10];
+  v20_qt[11] = v11_q3[11];
+  v20_qt[12] = v11_q3[12];
+  v20_qt[13] = v11_q3[13];
+  v20_qt[14] = v11_q3[14];
+  v20_qt[15] = v11_q3[15];
   // %scales = splat %scale : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v18_scales[16];
+  float v21_scales[16];
   #pragma unroll
-  for (int s19 = 0; s19 < 16; ++s19) {
-    v18_scales[s19] = v10_scale;
+  for (int s22 = 0; s22 < 16; ++s22) {
+    v21_scales[s22] = v10_scale;
   }
   // %qs = mul %qt, %scales : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v20_qs[16];
+  float v23_qs[16];
   #pragma unroll
-  for (int s21 = 0; s21 < 16; ++s21) {
-    v20_qs[s21] = float(v17_qt[s21] * v18_scales[s21]);
+  for (int s24 = 0; s24 < 16; ++s24) {
+    v23_qs[s24] = float(v20_qt[s24] * v21_scales[s24]);
   }
   // %f0 = const {value = 0.0} : f32
-  const float v22_f0 = 0x0p+0f;
+  const float v25_f0 = 0x0p+0f;
   // %bm = const {value = 32} : i32
-  const int32_t v23_bm = int32_t(32LL);
+  const int32_t v26_bm = int32_t(32LL);
   // %row0 = mul %pm, %bm : i32
-  const int32_t v24_row0 = int32_t(uint32_t(v4_pm) * uint32_t(v23_bm));
+  const int32_t v27_row0 = int32_t(uint32_t(v4_pm) * uint32_t(v26_bm));
   // %4 = arange : tile<i32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  int32_t v25[4];
+  int32_t v28[4];
   #pragma unroll
-  for (int s26 = 0; s26 < 4; ++s26) {
-    v25[s26] = int32_t(0 + (((s26) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2));
+  for (int s29 = 0; s29 < 4; ++s29) {
+    v28[s29] = int32_t(0 + (((s29) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2));
   }
   // %5 = splat %row0 : tile<i32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  int32_t v27[4];
+  int32_t v30[4];
   #pragma unroll
-  for (int s28 = 0; s28 < 4; ++s28) {
-    v27[s28] = v24_row0;
+  for (int s31 = 0; s31 < 4; ++s31) {
+    v30[s31] = v27_row0;
   }
   // %6 = add %4, %5 : tile<i32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  int32_t v29[4];
+  int32_t v32[4];
   #pragma unroll
-  for (int s30 = 0; s30 < 4; ++s30) {
-    v29[s30] = int32_t(uint32_t(v25[s30]) + uint32_t(v27[s30]));
+  for (int s33 = 0; s33 < 4; ++s33) {
+    v32[s33] = int32_t(uint32_t(v28[s33]) + uint32_t(v30[s33]));
   }
   // %rows2 = expand_dims %6 {axis = 1} : tile<i32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  int32_t v31_rows2[4];
-  v31_rows2[0] = v29[0];
-  v31_rows2[1] = v29[1];
-  v31_rows2[2] = v29[2];
-  v31_rows2[3] = v29[3];
+  int32_t v34_rows2[4];
+  v34_rows2[0] = v32[0];
+  v34_rows2[1] = v32[1];
+  v34_rows2[2] = v32[2];
+  v34_rows2[3] = v32[3];
   // %ninf = const {value = -inf} : f32
-  const float v32_ninf = (-tsr::inf_f());
+  const float v35_ninf = (-tsr::inf_f());
   // %7 = const {value = -inf} : f32
-  const float v33 = (-tsr::inf_f());
+  const float v36 = (-tsr::inf_f());
   // %8 = const {value = 0.0} : f32
-  const float v34 = 0x0p+0f;
+  const float v37 = 0x0p+0f;
   // %ozero = splat %f0 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v35_ozero[16];
+  float v38_ozero[16];
   #pragma unroll
-  for (int s36 = 0; s36 < 16; ++s36) {
-    v35_ozero[s36] = v22_f0;
+  for (int s39 = 0; s39 < 16; ++s39) {
+    v38_ozero[s39] = v25_f0;
   }
   // %9 = convert_layout %qs : tile<f32, [32, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-  float* const sh37 = reinterpret_cast<float*>((tsr_smem + 0) + 0);
+  float* const sh40 = reinterpret_cast<float*>((tsr_smem + 0) + 0);
   __syncthreads();
   #pragma unroll
-  for (int c38 = 0; c38 < 4; ++c38) {
-    float w39[4];
-    w39[0] = v20_qs[c38 * 4 + 0];
-    w39[1] = v20_qs[c38 * 4 + 1];
-    w39[2] = v20_qs[c38 * 4 + 2];
-    w39[3] = v20_qs[c38 * 4 + 3];
-    tsr::copy_vec<float, 4>(sh37 + (((((c38 * 4) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c38 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w39);
+  for (int c41 = 0; c41 < 4; ++c41) {
+    float w42[4];
+    w42[0] = v23_qs[c41 * 4 + 0];
+    w42[1] = v23_qs[c41 * 4 + 1];
+    w42[2] = v23_qs[c41 * 4 + 2];
+    w42[3] = v23_qs[c41 * 4 + 3];
+    tsr::copy_vec<float, 4>(sh40 + (((((c41 * 4) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c41 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w42);
   }
   __syncthreads();
   // %10 = splat %7 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v40[4];
+  float v43[4];
   #pragma unroll
-  for (int s41 = 0; s41 < 4; ++s41) {
-    v40[s41] = v33;
+  for (int s44 = 0; s44 < 4; ++s44) {
+    v43[s44] = v36;
   }
   // %11 = splat %8 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v42[4];
+  float v45[4];
   #pragma unroll
-  for (int s43 = 0; s43 < 4; ++s43) {
-    v42[s43] = v34;
+  for (int s46 = 0; s46 < 4; ++s46) {
+    v45[s46] = v37;
   }
   // %12, %13, %14 = for %0, %2, %1, %10, %11, %ozero {pipeline = 2} : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>, tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>, tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>> {...}
-  float c44_mx[4];
+  float c47_mx[4];
   #pragma unroll
-  for (int s45 = 0; s45 < 4; ++s45) {
-    c44_mx[s45] = v40[s45];
+  for (int s48 = 0; s48 < 4; ++s48) {
+    c47_mx[s48] = v43[s48];
   }
-  float c46_sum[4];
+  float c49_sum[4];
   #pragma unroll
-  for (int s47 = 0; s47 < 4; ++s47) {
-    c46_sum[s47] = v42[s47];
+  for (int s50 = 0; s50 < 4; ++s50) {
+    c49_sum[s50] = v45[s50];
   }
-  float c48_out[16];
+  float c51_out[16];
   #pragma unroll
-  for (int s49 = 0; s49 < 16; ++s49) {
-    c48_out[s49] = v35_ozero[s49];
+  for (int s52 = 0; s52 < 16; ++s52) {
+    c51_out[s52] = v38_ozero[s52];
   }
-  float* const sh51 = reinterpret_cast<float*>((tsr_smem + 0) + 8704);
-  int rs50 = 0;
+  float* const sh54 = reinterpret_cast<float*>((tsr_smem + 0) + 8704);
+  int rs53 = 0;
   if ((int64_t(v0) + 0 * int64_t(v1)) < int64_t(v2)) {
-    const int32_t nx52 = int32_t((int64_t(v0) + 0 * int64_t(v1)));
+    const int32_t nx55 = int32_t((int64_t(v0) + 0 * int64_t(v1)));
     // %17 = mul %chunk, %3 : i32
-    const int32_t v53 = int32_t(uint32_t(nx52) * uint32_t(v3));
+    const int32_t v56 = int32_t(uint32_t(nx55) * uint32_t(v3));
     {
-      const int64_t o54 = int64_t(v5_ph) * 1;
-      const int64_t o55 = int64_t(nx52) * 64;
-      const int64_t o56 = int64_t(v6_c0) * 64;
+      const int64_t o57 = int64_t(v5_ph) * 1;
+      const int64_t o58 = int64_t(nx55) * 64;
+      const int64_t o59 = int64_t(v6_c0) * 64;
       #pragma unroll
-      for (int i57 = 0; i57 < 8; ++i57) {
-        const int q58 = i57 * 128 + tsr_tid;
-        const int64_t n59 = !(true && (o54 + 0) < int64_t(tsr_dim_H) && (o55 + ((q58 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o56 + ((q58 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o56 + ((q58 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o56 + ((q58 * 4) % 64))) : 4;
-        const float* src60 = tsr_p2 + (n59 > 0 ? (o54 + 0) * tsr_p2_s0 + (o55 + ((q58 * 4) / 64)) * tsr_p2_s1 + (o56 + ((q58 * 4) % 64)) * tsr_p2_s2 : 0);
-        float* const dst61 = (sh51 + (0) * 4352) + (0) * 4352 + (((q58 * 4) / 64)) * 68 + (((q58 * 4) % 64)) * 1;
-        if (tsr::aligned_vec<float, 4>(src60)) {
-          tsr::cp_async_16(tsr::smem_u32(dst61), src60, int(n59) * 4);
+      for (int i60 = 0; i60 < 8; ++i60) {
+        const int q61 = i60 * 128 + tsr_tid;
+        const int64_t n62 = !(true && (o57 + 0) < int64_t(tsr_dim_H) && (o58 + ((q61 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o59 + ((q61 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o59 + ((q61 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o59 + ((q61 * 4) % 64))) : 4;
+        const float* src63 = tsr_p2 + (n62 > 0 ? (o57 + 0) * tsr_p2_s0 + (o58 + ((q61 * 4) / 64)) * tsr_p2_s1 + (o59 + ((q61 * 4) % 64)) * tsr_p2_s2 : 0);
+        float* const dst64 = (sh54 + (0) * 4352) + (0) * 4352 + (((q61 * 4) / 64)) * 68 + (((q61 * 4) % 64)) * 1;
+        if (tsr::aligned_vec<float, 4>(src63)) {
+          tsr::cp_async_16(tsr::smem_u32(dst64), src63, int(n62) * 4);
         } else {
-          for (int v_ = 0; v_ < 4; ++v_) dst61[v_] = v_ < n59 ? src60[v_] : float(0);
+          for (int v_ = 0; v_ < 4; ++v_) dst64[v_] = v_ < n62 ? src63[v_] : float(0);
         }
       }
     }
   }
   tsr::cp_async_commit();
-  for (int64_t iv62_ = v0; v1 > 0 && iv62_ < v2; iv62_ += v1) {
-    const int32_t iv62 = int32_t(iv62_);
-    if ((iv62_ + 1 * int64_t(v1)) < int64_t(v2)) {
-      const int32_t nx63 = int32_t((iv62_ + 1 * int64_t(v1)));
+  for (int64_t iv65_ = v0; v1 > 0 && iv65_ < v2; iv65_ += v1) {
+    const int32_t iv65 = int32_t(iv65_);
+    if ((iv65_ + 1 * int64_t(v1)) < int64_t(v2)) {
+      const int32_t nx66 = int32_t((iv65_ + 1 * int64_t(v1)));
       // %17 = mul %chunk, %3 : i32
-      const int32_t v64 = int32_t(uint32_t(nx63) * uint32_t(v3));
+      const int32_t v67 = int32_t(uint32_t(nx66) * uint32_t(v3));
       {
-        const int64_t o65 = int64_t(v5_ph) * 1;
-        const int64_t o66 = int64_t(nx63) * 64;
-        const int64_t o67 = int64_t(v6_c0) * 64;
+        const int64_t o68 = int64_t(v5_ph) * 1;
+        const int64_t o69 = int64_t(nx66) * 64;
+        const int64_t o70 = int64_t(v6_c0) * 64;
         #pragma unroll
-        for (int i68 = 0; i68 < 8; ++i68) {
-          const int q69 = i68 * 128 + tsr_tid;
-          const int64_t n70 = !(true && (o65 + 0) < int64_t(tsr_dim_H) && (o66 + ((q69 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o67 + ((q69 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o67 + ((q69 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o67 + ((q69 * 4) % 64))) : 4;
-          const float* src71 = tsr_p2 + (n70 > 0 ? (o65 + 0) * tsr_p2_s0 + (o66 + ((q69 * 4) / 64)) * tsr_p2_s1 + (o67 + ((q69 * 4) % 64)) * tsr_p2_s2 : 0);
-          float* const dst72 = (sh51 + ((rs50 + 1) % 2) * 4352) + (0) * 4352 + (((q69 * 4) / 64)) * 68 + (((q69 * 4) % 64)) * 1;
-          if (tsr::aligned_vec<float, 4>(src71)) {
-            tsr::cp_async_16(tsr::smem_u32(dst72), src71, int(n70) * 4);
+        for (int i71 = 0; i71 < 8; ++i71) {
+          const int q72 = i71 * 128 + tsr_tid;
+          const int64_t n73 = !(true && (o68 + 0) < int64_t(tsr_dim_H) && (o69 + ((q72 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o70 + ((q72 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o70 + ((q72 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o70 + ((q72 * 4) % 64))) : 4;
+          const float* src74 = tsr_p2 + (n73 > 0 ? (o68 + 0) * tsr_p2_s0 + (o69 + ((q72 * 4) / 64)) * tsr_p2_s1 + (o70 + ((q72 * 4) % 64)) * tsr_p2_s2 : 0);
+          float* const dst75 = (sh54 + ((rs53 + 1) % 2) * 4352) + (0) * 4352 + (((q72 * 4) / 64)) * 68 + (((q72 * 4) % 64)) * 1;
+          if (tsr::aligned_vec<float, 4>(src74)) {
+            tsr::cp_async_16(tsr::smem_u32(dst75), src74, int(n73) * 4);
           } else {
-            for (int v_ = 0; v_ < 4; ++v_) dst72[v_] = v_ < n70 ? src71[v_] : float(0);
+            for (int v_ = 0; v_ < 4; ++v_) dst75[v_] = v_ < n73 ? src74[v_] : float(0);
           }
         }
       }
@@ -246,643 +259,669 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain_causal
     tsr::cp_async_wait<1>();  // this iteration's copies are in
     __syncthreads();
     // %k3 = load_tile %k, %ph, %chunk, %c0 : tile<f32, [1, 64, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-    float v73_k3[32];
+    float v76_k3[32];
     {
-      const int64_t o74 = int64_t(v5_ph) * 1 + 0;
-      const int64_t o75 = int64_t(iv62) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o76 = int64_t(v6_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      #pragma unroll
-      for (int c77 = 0; c77 < 8; ++c77) {
-        float vb78[4];
-        if ((o74 + 0) < int64_t(tsr_dim_H) && (o75 + ((((c77 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o76 + (((c77 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o74 + 0) * tsr_p1_s0 + (o75 + ((((c77 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o76 + (((c77 * 4) % 4))) * tsr_p1_s2)) {
-          tsr::copy_vec<float, 4>(vb78, tsr_p1 + (o74 + 0) * tsr_p1_s0 + (o75 + ((((c77 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o76 + (((c77 * 4) % 4))) * tsr_p1_s2);
-          v73_k3[c77 * 4 + 0] = vb78[0];
-          v73_k3[c77 * 4 + 1] = vb78[1];
-          v73_k3[c77 * 4 + 2] = vb78[2];
-          v73_k3[c77 * 4 + 3] = vb78[3];
-        } else {
-          v73_k3[c77 * 4] = ((o74 + 0) < int64_t(tsr_dim_H) && (o75 + ((((c77 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o76 + (((c77 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o74 + 0) * tsr_p1_s0 + (o75 + ((((c77 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o76 + (((c77 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
-          v73_k3[c77 * 4 + 1] = ((o74 + 0) < int64_t(tsr_dim_H) && (o75 + ((((c77 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o76 + (((c77 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o74 + 0) * tsr_p1_s0 + (o75 + ((((c77 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o76 + (((c77 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
-          v73_k3[c77 * 4 + 2] = ((o74 + 0) < int64_t(tsr_dim_H) && (o75 + ((((c77 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o76 + (((c77 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o74 + 0) * tsr_p1_s0 + (o75 + ((((c77 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o76 + (((c77 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
-          v73_k3[c77 * 4 + 3] = ((o74 + 0) < int64_t(tsr_dim_H) && (o75 + ((((c77 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o76 + (((c77 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o74 + 0) * tsr_p1_s0 + (o75 + ((((c77 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o76 + (((c77 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
+      const int64_t o77 = int64_t(v5_ph) * 1 + 0;
+      const int64_t o78 = int64_t(iv65) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o79 = int64_t(v6_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole80 = int64_t(v5_ph) * 1 >= 0 && int64_t(v5_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv65) * 64 >= 0 && int64_t(iv65) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 4 == 0 && int64_t(v6_c0) * 64 >= 0 && int64_t(v6_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v5_ph) * 1 * tsr_p1_s0 + int64_t(iv65) * 64 * tsr_p1_s1 + int64_t(v6_c0) * 64 * tsr_p1_s2);
+      if (whole80) {
+        #pragma unroll
+        for (int c81 = 0; c81 < 8; ++c81) {
+          float vb82[4];
+          tsr::copy_vec<float, 4>(vb82, tsr_p1 + (o77 + 0) * tsr_p1_s0 + (o78 + ((((c81 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o79 + (((c81 * 4) % 4))) * tsr_p1_s2);
+          v76_k3[c81 * 4 + 0] = vb82[0];
+          v76_k3[c81 * 4 + 1] = vb82[1];
+          v76_k3[c81 * 4 + 2] = vb82[2];
+          v76_k3[c81 * 4 + 3] = vb82[3];
+        }
+      } else {
+        #pragma unroll
+        for (int c83 = 0; c83 < 8; ++c83) {
+          float vb84[4];
+          if ((o77 + 0) < int64_t(tsr_dim_H) && (o78 + ((((c83 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o79 + (((c83 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o77 + 0) * tsr_p1_s0 + (o78 + ((((c83 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o79 + (((c83 * 4) % 4))) * tsr_p1_s2)) {
+            tsr::copy_vec<float, 4>(vb84, tsr_p1 + (o77 + 0) * tsr_p1_s0 + (o78 + ((((c83 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o79 + (((c83 * 4) % 4))) * tsr_p1_s2);
+            v76_k3[c83 * 4 + 0] = vb84[0];
+            v76_k3[c83 * 4 + 1] = vb84[1];
+            v76_k3[c83 * 4 + 2] = vb84[2];
+            v76_k3[c83 * 4 + 3] = vb84[3];
+          } else {
+            v76_k3[c83 * 4] = ((o77 + 0) < int64_t(tsr_dim_H) && (o78 + ((((c83 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o79 + (((c83 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o77 + 0) * tsr_p1_s0 + (o78 + ((((c83 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o79 + (((c83 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
+            v76_k3[c83 * 4 + 1] = ((o77 + 0) < int64_t(tsr_dim_H) && (o78 + ((((c83 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o79 + (((c83 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o77 + 0) * tsr_p1_s0 + (o78 + ((((c83 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o79 + (((c83 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
+            v76_k3[c83 * 4 + 2] = ((o77 + 0) < int64_t(tsr_dim_H) && (o78 + ((((c83 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o79 + (((c83 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o77 + 0) * tsr_p1_s0 + (o78 + ((((c83 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o79 + (((c83 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
+            v76_k3[c83 * 4 + 3] = ((o77 + 0) < int64_t(tsr_dim_H) && (o78 + ((((c83 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o79 + (((c83 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o77 + 0) * tsr_p1_s0 + (o78 + ((((c83 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o79 + (((c83 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
+          }
         }
       }
     }
     // %kt = reshape %k3 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v79_kt[32];
-    v79_kt[0] = v73_k3[0];
-    v79_kt[1] = v73_k3[1];
-    v79_kt[2] = v73_k3[2];
-    v79_kt[3] = v73_k3[3];
-    v79_kt[4] = v73_k3[4];
-    v79_kt[5] = v73_k3[5];
-    v79_kt[6] = v73_k3[6];
-    v79_kt[7] = v73_k3[7];
-    v79_kt[8] = v73_k3[8];
-    v79_kt[9] = v73_k3[9];
-    v79_kt[10] = v73_k3[10];
-    v79_kt[11] = v73_k3[11];
-    v79_kt[12] = v73_k3[12];
-    v79_kt[13] = v73_k3[13];
-    v79_kt[14] = v73_k3[14];
-    v79_kt[15] = v73_k3[15];
-    v79_kt[16] = v73_k3[16];
-    v79_kt[17] = v73_k3[17];
-    v79_kt[18] = v73_k3[18];
-    v79_kt[19] = v73_k3[19];
-    v79_kt[20] = v73_k3[20];
-    v79_kt[21] = v73_k3[21];
-    v79_kt[22] = v73_k3[22];
-    v79_kt[23] = v73_k3[23];
-    v79_kt[24] = v73_k3[24];
-    v79_kt[25] = v73_k3[25];
-    v79_kt[26] = v73_k3[26];
-    v79_kt[27] = v73_k3[27];
-    v79_kt[28] = v73_k3[28];
-    v79_kt[29] = v73_k3[29];
-    v79_kt[30] = v73_k3[30];
-    v79_kt[31] = v73_k3[31];
+    float v85_kt[32];
+    v85_kt[0] = v76_k3[0];
+    v85_kt[1] = v76_k3[1];
+    v85_kt[2] = v76_k3[2];
+    v85_kt[3] = v76_k3[3];
+    v85_kt[4] = v76_k3[4];
+    v85_kt[5] = v76_k3[5];
+    v85_kt[6] = v76_k3[6];
+    v85_kt[7] = v76_k3[7];
+    v85_kt[8] = v76_k3[8];
+    v85_kt[9] = v76_k3[9];
+    v85_kt[10] = v76_k3[10];
+    v85_kt[11] = v76_k3[11];
+    v85_kt[12] = v76_k3[12];
+    v85_kt[13] = v76_k3[13];
+    v85_kt[14] = v76_k3[14];
+    v85_kt[15] = v76_k3[15];
+    v85_kt[16] = v76_k3[16];
+    v85_kt[17] = v76_k3[17];
+    v85_kt[18] = v76_k3[18];
+    v85_kt[19] = v76_k3[19];
+    v85_kt[20] = v76_k3[20];
+    v85_kt[21] = v76_k3[21];
+    v85_kt[22] = v76_k3[22];
+    v85_kt[23] = v76_k3[23];
+    v85_kt[24] = v76_k3[24];
+    v85_kt[25] = v76_k3[25];
+    v85_kt[26] = v76_k3[26];
+    v85_kt[27] = v76_k3[27];
+    v85_kt[28] = v76_k3[28];
+    v85_kt[29] = v76_k3[29];
+    v85_kt[30] = v76_k3[30];
+    v85_kt[31] = v76_k3[31];
     // %ktt = permute %kt {dims = [1, 0]} : tile<f32, [64, 64], layout = blocked<per_thread = [4, 1], threads = [16, 2], warps = [1, 4], order = [0, 1]>>
-    float v80_ktt[32];
-    v80_ktt[0] = v79_kt[0];
-    v80_ktt[1] = v79_kt[1];
-    v80_ktt[2] = v79_kt[2];
-    v80_ktt[3] = v79_kt[3];
-    v80_ktt[4] = v79_kt[4];
-    v80_ktt[5] = v79_kt[5];
-    v80_ktt[6] = v79_kt[6];
-    v80_ktt[7] = v79_kt[7];
-    v80_ktt[8] = v79_kt[8];
-    v80_ktt[9] = v79_kt[9];
-    v80_ktt[10] = v79_kt[10];
-    v80_ktt[11] = v79_kt[11];
-    v80_ktt[12] = v79_kt[12];
-    v80_ktt[13] = v79_kt[13];
-    v80_ktt[14] = v79_kt[14];
-    v80_ktt[15] = v79_kt[15];
-    v80_ktt[16] = v79_kt[16];
-    v80_ktt[17] = v79_kt[17];
-    v80_ktt[18] = v79_kt[18];
-    v80_ktt[19] = v79_kt[19];
-    v80_ktt[20] = v79_kt[20];
-    v80_ktt[21] = v79_kt[21];
-    v80_ktt[22] = v79_kt[22];
-    v80_ktt[23] = v79_kt[23];
-    v80_ktt[24] = v79_kt[24];
-    v80_ktt[25] = v79_kt[25];
-    v80_ktt[26] = v79_kt[26];
-    v80_ktt[27] = v79_kt[27];
-    v80_ktt[28] = v79_kt[28];
-    v80_ktt[29] = v79_kt[29];
-    v80_ktt[30] = v79_kt[30];
-    v80_ktt[31] = v79_kt[31];
+    float v86_ktt[32];
+    v86_ktt[0] = v85_kt[0];
+    v86_ktt[1] = v85_kt[1];
+    v86_ktt[2] = v85_kt[2];
+    v86_ktt[3] = v85_kt[3];
+    v86_ktt[4] = v85_kt[4];
+    v86_ktt[5] = v85_kt[5];
+    v86_ktt[6] = v85_kt[6];
+    v86_ktt[7] = v85_kt[7];
+    v86_ktt[8] = v85_kt[8];
+    v86_ktt[9] = v85_kt[9];
+    v86_ktt[10] = v85_kt[10];
+    v86_ktt[11] = v85_kt[11];
+    v86_ktt[12] = v85_kt[12];
+    v86_ktt[13] = v85_kt[13];
+    v86_ktt[14] = v85_kt[14];
+    v86_ktt[15] = v85_kt[15];
+    v86_ktt[16] = v85_kt[16];
+    v86_ktt[17] = v85_kt[17];
+    v86_ktt[18] = v85_kt[18];
+    v86_ktt[19] = v85_kt[19];
+    v86_ktt[20] = v85_kt[20];
+    v86_ktt[21] = v85_kt[21];
+    v86_ktt[22] = v85_kt[22];
+    v86_ktt[23] = v85_kt[23];
+    v86_ktt[24] = v85_kt[24];
+    v86_ktt[25] = v85_kt[25];
+    v86_ktt[26] = v85_kt[26];
+    v86_ktt[27] = v85_kt[27];
+    v86_ktt[28] = v85_kt[28];
+    v86_ktt[29] = v85_kt[29];
+    v86_ktt[30] = v85_kt[30];
+    v86_ktt[31] = v85_kt[31];
     // %15 = splat %f0 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v81[16];
+    float v87[16];
     #pragma unroll
-    for (int s82 = 0; s82 < 16; ++s82) {
-      v81[s82] = v22_f0;
+    for (int s88 = 0; s88 < 16; ++s88) {
+      v87[s88] = v25_f0;
     }
     // %16 = convert_layout %ktt : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh83 = reinterpret_cast<float*>((tsr_smem + 0) + 43520);
+    float* const sh89 = reinterpret_cast<float*>((tsr_smem + 0) + 43520);
     __syncthreads();
     #pragma unroll
-    for (int c84 = 0; c84 < 32; ++c84) {
-      float w85[1];
-      w85[0] = v80_ktt[c84 * 1 + 0];
-      tsr::copy_vec<float, 1>(sh83 + ((((c84 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c84 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w85);
+    for (int c90 = 0; c90 < 32; ++c90) {
+      float w91[1];
+      w91[0] = v86_ktt[c90 * 1 + 0];
+      tsr::copy_vec<float, 1>(sh89 + ((((c90 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c90 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w91);
     }
     __syncthreads();
     // %s = dot %9, %16, %15 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v86_s[16];
+    float v92_s[16];
     #pragma unroll
-    for (int s87 = 0; s87 < 16; ++s87) {
-      v86_s[s87] = v81[s87];
+    for (int s93 = 0; s93 < 16; ++s93) {
+      v92_s[s93] = v87[s93];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll 4
       for (int k_ = 0; k_ < 64; ++k_) {
-        const auto a0_ = sh37[(tm_ + 0) * 68 + (k_) * 1];
-        const auto a1_ = sh37[(tm_ + 8) * 68 + (k_) * 1];
-        const auto a2_ = sh37[(tm_ + 16) * 68 + (k_) * 1];
-        const auto a3_ = sh37[(tm_ + 24) * 68 + (k_) * 1];
-        const auto b0_ = sh83[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = sh83[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = sh83[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = sh83[(k_) * 68 + (tn_ + 3) * 1];
-        v86_s[0] = fmaf(float(a0_), float(b0_), v86_s[0]);
-        v86_s[1] = fmaf(float(a0_), float(b1_), v86_s[1]);
-        v86_s[2] = fmaf(float(a0_), float(b2_), v86_s[2]);
-        v86_s[3] = fmaf(float(a0_), float(b3_), v86_s[3]);
-        v86_s[4] = fmaf(float(a1_), float(b0_), v86_s[4]);
-        v86_s[5] = fmaf(float(a1_), float(b1_), v86_s[5]);
-        v86_s[6] = fmaf(float(a1_), float(b2_), v86_s[6]);
-        v86_s[7] = fmaf(float(a1_), float(b3_), v86_s[7]);
-        v86_s[8] = fmaf(float(a2_), float(b0_), v86_s[8]);
-        v86_s[9] = fmaf(float(a2_), float(b1_), v86_s[9]);
-        v86_s[10] = fmaf(float(a2_), float(b2_), v86_s[10]);
-        v86_s[11] = fmaf(float(a2_), float(b3_), v86_s[11]);
-        v86_s[12] = fmaf(float(a3_), float(b0_), v86_s[12]);
-        v86_s[13] = fmaf(float(a3_), float(b1_), v86_s[13]);
-        v86_s[14] = fmaf(float(a3_), float(b2_), v86_s[14]);
-        v86_s[15] = fmaf(float(a3_), float(b3_), v86_s[15]);
+        const auto a0_ = sh40[(tm_ + 0) * 68 + (k_) * 1];
+        const auto a1_ = sh40[(tm_ + 8) * 68 + (k_) * 1];
+        const auto a2_ = sh40[(tm_ + 16) * 68 + (k_) * 1];
+        const auto a3_ = sh40[(tm_ + 24) * 68 + (k_) * 1];
+        const auto b0_ = sh89[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = sh89[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = sh89[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = sh89[(k_) * 68 + (tn_ + 3) * 1];
+        v92_s[0] = fmaf(float(a0_), float(b0_), v92_s[0]);
+        v92_s[1] = fmaf(float(a0_), float(b1_), v92_s[1]);
+        v92_s[2] = fmaf(float(a0_), float(b2_), v92_s[2]);
+        v92_s[3] = fmaf(float(a0_), float(b3_), v92_s[3]);
+        v92_s[4] = fmaf(float(a1_), float(b0_), v92_s[4]);
+        v92_s[5] = fmaf(float(a1_), float(b1_), v92_s[5]);
+        v92_s[6] = fmaf(float(a1_), float(b2_), v92_s[6]);
+        v92_s[7] = fmaf(float(a1_), float(b3_), v92_s[7]);
+        v92_s[8] = fmaf(float(a2_), float(b0_), v92_s[8]);
+        v92_s[9] = fmaf(float(a2_), float(b1_), v92_s[9]);
+        v92_s[10] = fmaf(float(a2_), float(b2_), v92_s[10]);
+        v92_s[11] = fmaf(float(a2_), float(b3_), v92_s[11]);
+        v92_s[12] = fmaf(float(a3_), float(b0_), v92_s[12]);
+        v92_s[13] = fmaf(float(a3_), float(b1_), v92_s[13]);
+        v92_s[14] = fmaf(float(a3_), float(b2_), v92_s[14]);
+        v92_s[15] = fmaf(float(a3_), float(b3_), v92_s[15]);
       }
     }
     // %17 = mul %chunk, %3 : i32
-    const int32_t v88 = int32_t(uint32_t(iv62) * uint32_t(v3));
+    const int32_t v94 = int32_t(uint32_t(iv65) * uint32_t(v3));
     // %18 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v89[4];
-    #pragma unroll
-    for (int s90 = 0; s90 < 4; ++s90) {
-      v89[s90] = int32_t(0 + (((s90) % 4)) + (((tsr_lane >> 0) & 15) * 4));
-    }
-    // %19 = splat %17 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v91[4];
-    #pragma unroll
-    for (int s92 = 0; s92 < 4; ++s92) {
-      v91[s92] = v88;
-    }
-    // %20 = add %18, %19 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v93[4];
-    #pragma unroll
-    for (int s94 = 0; s94 < 4; ++s94) {
-      v93[s94] = int32_t(uint32_t(v89[s94]) + uint32_t(v91[s94]));
-    }
-    // %21 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v95[4];
     #pragma unroll
     for (int s96 = 0; s96 < 4; ++s96) {
-      v95[s96] = v7_t;
+      v95[s96] = int32_t(0 + (((s96) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
-    // %22 = cmp %20, %21 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v97[4];
+    // %19 = splat %17 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v97[4];
     #pragma unroll
     for (int s98 = 0; s98 < 4; ++s98) {
-      v97[s98] = uint8_t(v93[s98] < v95[s98]);
+      v97[s98] = v94;
+    }
+    // %20 = add %18, %19 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v99[4];
+    #pragma unroll
+    for (int s100 = 0; s100 < 4; ++s100) {
+      v99[s100] = int32_t(uint32_t(v95[s100]) + uint32_t(v97[s100]));
+    }
+    // %21 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v101[4];
+    #pragma unroll
+    for (int s102 = 0; s102 < 4; ++s102) {
+      v101[s102] = v7_t;
+    }
+    // %22 = cmp %20, %21 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    uint8_t v103[4];
+    #pragma unroll
+    for (int s104 = 0; s104 < 4; ++s104) {
+      v103[s104] = uint8_t(v99[s104] < v101[s104]);
     }
     // %inside2 = expand_dims %22 {axis = 0} : tile<i1, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v99_inside2[4];
-    v99_inside2[0] = v97[0];
-    v99_inside2[1] = v97[1];
-    v99_inside2[2] = v97[2];
-    v99_inside2[3] = v97[3];
+    uint8_t v105_inside2[4];
+    v105_inside2[0] = v103[0];
+    v105_inside2[1] = v103[1];
+    v105_inside2[2] = v103[2];
+    v105_inside2[3] = v103[3];
     // %insideb = broadcast %inside2 : tile<i1, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v100_insideb[16];
-    v100_insideb[0] = v99_inside2[0];
-    v100_insideb[1] = v99_inside2[1];
-    v100_insideb[2] = v99_inside2[2];
-    v100_insideb[3] = v99_inside2[3];
-    v100_insideb[4] = v99_inside2[0];
-    v100_insideb[5] = v99_inside2[1];
-    v100_insideb[6] = v99_inside2[2];
-    v100_insideb[7] = v99_inside2[3];
-    v100_insideb[8] = v99_inside2[0];
-    v100_insideb[9] = v99_inside2[1];
-    v100_insideb[10] = v99_inside2[2];
-    v100_insideb[11] = v99_inside2[3];
-    v100_insideb[12] = v99_inside2[0];
-    v100_insideb[13] = v99_inside2[1];
-    v100_insideb[14] = v99_inside2[2];
-    v100_insideb[15] = v99_inside2[3];
+    uint8_t v106_insideb[16];
+    v106_insideb[0] = v105_inside2[0];
+    v106_insideb[1] = v105_inside2[1];
+    v106_insideb[2] = v105_inside2[2];
+    v106_insideb[3] = v105_inside2[3];
+    v106_insideb[4] = v105_inside2[0];
+    v106_insideb[5] = v105_inside2[1];
+    v106_insideb[6] = v105_inside2[2];
+    v106_insideb[7] = v105_inside2[3];
+    v106_insideb[8] = v105_inside2[0];
+    v106_insideb[9] = v105_inside2[1];
+    v106_insideb[10] = v105_inside2[2];
+    v106_insideb[11] = v105_inside2[3];
+    v106_insideb[12] = v105_inside2[0];
+    v106_insideb[13] = v105_inside2[1];
+    v106_insideb[14] = v105_inside2[2];
+    v106_insideb[15] = v105_inside2[3];
     // %rowsb = broadcast %rows2 : tile<i32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v101_rowsb[16];
-    v101_rowsb[0] = v31_rows2[0];
-    v101_rowsb[1] = v31_rows2[0];
-    v101_rowsb[2] = v31_rows2[0];
-    v101_rowsb[3] = v31_rows2[0];
-    v101_rowsb[4] = v31_rows2[1];
-    v101_rowsb[5] = v31_rows2[1];
-    v101_rowsb[6] = v31_rows2[1];
-    v101_rowsb[7] = v31_rows2[1];
-    v101_rowsb[8] = v31_rows2[2];
-    v101_rowsb[9] = v31_rows2[2];
-    v101_rowsb[10] = v31_rows2[2];
-    v101_rowsb[11] = v31_rows2[2];
-    v101_rowsb[12] = v31_rows2[3];
-    v101_rowsb[13] = v31_rows2[3];
-    v101_rowsb[14] = v31_rows2[3];
-    v101_rowsb[15] = v31_rows2[3];
+    int32_t v107_rowsb[16];
+    v107_rowsb[0] = v34_rows2[0];
+    v107_rowsb[1] = v34_rows2[0];
+    v107_rowsb[2] = v34_rows2[0];
+    v107_rowsb[3] = v34_rows2[0];
+    v107_rowsb[4] = v34_rows2[1];
+    v107_rowsb[5] = v34_rows2[1];
+    v107_rowsb[6] = v34_rows2[1];
+    v107_rowsb[7] = v34_rows2[1];
+    v107_rowsb[8] = v34_rows2[2];
+    v107_rowsb[9] = v34_rows2[2];
+    v107_rowsb[10] = v34_rows2[2];
+    v107_rowsb[11] = v34_rows2[2];
+    v107_rowsb[12] = v34_rows2[3];
+    v107_rowsb[13] = v34_rows2[3];
+    v107_rowsb[14] = v34_rows2[3];
+    v107_rowsb[15] = v34_rows2[3];
     // %23 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v102[4];
+    int32_t v108[4];
     #pragma unroll
-    for (int s103 = 0; s103 < 4; ++s103) {
-      v102[s103] = int32_t(0 + (((s103) % 4)) + (((tsr_lane >> 0) & 15) * 4));
+    for (int s109 = 0; s109 < 4; ++s109) {
+      v108[s109] = int32_t(0 + (((s109) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
     // %24 = splat %17 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v104[4];
+    int32_t v110[4];
     #pragma unroll
-    for (int s105 = 0; s105 < 4; ++s105) {
-      v104[s105] = v88;
+    for (int s111 = 0; s111 < 4; ++s111) {
+      v110[s111] = v94;
     }
     // %25 = add %23, %24 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v106[4];
+    int32_t v112[4];
     #pragma unroll
-    for (int s107 = 0; s107 < 4; ++s107) {
-      v106[s107] = int32_t(uint32_t(v102[s107]) + uint32_t(v104[s107]));
+    for (int s113 = 0; s113 < 4; ++s113) {
+      v112[s113] = int32_t(uint32_t(v108[s113]) + uint32_t(v110[s113]));
     }
     // %cols2 = expand_dims %25 {axis = 0} : tile<i32, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v108_cols2[4];
-    v108_cols2[0] = v106[0];
-    v108_cols2[1] = v106[1];
-    v108_cols2[2] = v106[2];
-    v108_cols2[3] = v106[3];
+    int32_t v114_cols2[4];
+    v114_cols2[0] = v112[0];
+    v114_cols2[1] = v112[1];
+    v114_cols2[2] = v112[2];
+    v114_cols2[3] = v112[3];
     // %colsb = broadcast %cols2 : tile<i32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v109_colsb[16];
-    v109_colsb[0] = v108_cols2[0];
-    v109_colsb[1] = v108_cols2[1];
-    v109_colsb[2] = v108_cols2[2];
-    v109_colsb[3] = v108_cols2[3];
-    v109_colsb[4] = v108_cols2[0];
-    v109_colsb[5] = v108_cols2[1];
-    v109_colsb[6] = v108_cols2[2];
-    v109_colsb[7] = v108_cols2[3];
-    v109_colsb[8] = v108_cols2[0];
-    v109_colsb[9] = v108_cols2[1];
-    v109_colsb[10] = v108_cols2[2];
-    v109_colsb[11] = v108_cols2[3];
-    v109_colsb[12] = v108_cols2[0];
-    v109_colsb[13] = v108_cols2[1];
-    v109_colsb[14] = v108_cols2[2];
-    v109_colsb[15] = v108_cols2[3];
+    int32_t v115_colsb[16];
+    v115_colsb[0] = v114_cols2[0];
+    v115_colsb[1] = v114_cols2[1];
+    v115_colsb[2] = v114_cols2[2];
+    v115_colsb[3] = v114_cols2[3];
+    v115_colsb[4] = v114_cols2[0];
+    v115_colsb[5] = v114_cols2[1];
+    v115_colsb[6] = v114_cols2[2];
+    v115_colsb[7] = v114_cols2[3];
+    v115_colsb[8] = v114_cols2[0];
+    v115_colsb[9] = v114_cols2[1];
+    v115_colsb[10] = v114_cols2[2];
+    v115_colsb[11] = v114_cols2[3];
+    v115_colsb[12] = v114_cols2[0];
+    v115_colsb[13] = v114_cols2[1];
+    v115_colsb[14] = v114_cols2[2];
+    v115_colsb[15] = v114_cols2[3];
     // %before = cmp %colsb, %rowsb {pred = "le"} : tile<i1, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v110_before[16];
-    #pragma unroll
-    for (int s111 = 0; s111 < 16; ++s111) {
-      v110_before[s111] = uint8_t(v109_colsb[s111] <= v101_rowsb[s111]);
-    }
-    // %valid = and %insideb, %before : tile<i1, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v112_valid[16];
-    #pragma unroll
-    for (int s113 = 0; s113 < 16; ++s113) {
-      v112_valid[s113] = uint8_t(v100_insideb[s113] & v110_before[s113]);
-    }
-    // %26 = splat %ninf : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v114[16];
-    #pragma unroll
-    for (int s115 = 0; s115 < 16; ++s115) {
-      v114[s115] = v32_ninf;
-    }
-    // %sm = where %valid, %s, %26 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v116_sm[16];
+    uint8_t v116_before[16];
     #pragma unroll
     for (int s117 = 0; s117 < 16; ++s117) {
-      v116_sm[s117] = (v112_valid[s117] ? v86_s[s117] : v114[s117]);
+      v116_before[s117] = uint8_t(v115_colsb[s117] <= v107_rowsb[s117]);
+    }
+    // %valid = and %insideb, %before : tile<i1, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+    uint8_t v118_valid[16];
+    #pragma unroll
+    for (int s119 = 0; s119 < 16; ++s119) {
+      v118_valid[s119] = uint8_t(v106_insideb[s119] & v116_before[s119]);
+    }
+    // %26 = splat %ninf : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+    float v120[16];
+    #pragma unroll
+    for (int s121 = 0; s121 < 16; ++s121) {
+      v120[s121] = v35_ninf;
+    }
+    // %sm = where %valid, %s, %26 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+    float v122_sm[16];
+    #pragma unroll
+    for (int s123 = 0; s123 < 16; ++s123) {
+      v122_sm[s123] = (v118_valid[s123] ? v92_s[s123] : v120[s123]);
     }
     // %27 = reduce %sm {axis = 1, kind = "max"} : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v118[4];
-    v118[0] = v116_sm[0];
-    v118[0] = tsr::max_nan_f32(v118[0], v116_sm[1]);
-    v118[0] = tsr::max_nan_f32(v118[0], v116_sm[2]);
-    v118[0] = tsr::max_nan_f32(v118[0], v116_sm[3]);
-    v118[1] = v116_sm[4];
-    v118[1] = tsr::max_nan_f32(v118[1], v116_sm[5]);
-    v118[1] = tsr::max_nan_f32(v118[1], v116_sm[6]);
-    v118[1] = tsr::max_nan_f32(v118[1], v116_sm[7]);
-    v118[2] = v116_sm[8];
-    v118[2] = tsr::max_nan_f32(v118[2], v116_sm[9]);
-    v118[2] = tsr::max_nan_f32(v118[2], v116_sm[10]);
-    v118[2] = tsr::max_nan_f32(v118[2], v116_sm[11]);
-    v118[3] = v116_sm[12];
-    v118[3] = tsr::max_nan_f32(v118[3], v116_sm[13]);
-    v118[3] = tsr::max_nan_f32(v118[3], v116_sm[14]);
-    v118[3] = tsr::max_nan_f32(v118[3], v116_sm[15]);
-    const float sh119 = __shfl_xor_sync(0xffffffffu, v118[0], 1);
-    v118[0] = tsr::max_nan_f32(v118[0], sh119);
-    const float sh120 = __shfl_xor_sync(0xffffffffu, v118[1], 1);
-    v118[1] = tsr::max_nan_f32(v118[1], sh120);
-    const float sh121 = __shfl_xor_sync(0xffffffffu, v118[2], 1);
-    v118[2] = tsr::max_nan_f32(v118[2], sh121);
-    const float sh122 = __shfl_xor_sync(0xffffffffu, v118[3], 1);
-    v118[3] = tsr::max_nan_f32(v118[3], sh122);
-    const float sh123 = __shfl_xor_sync(0xffffffffu, v118[0], 2);
-    v118[0] = tsr::max_nan_f32(v118[0], sh123);
-    const float sh124 = __shfl_xor_sync(0xffffffffu, v118[1], 2);
-    v118[1] = tsr::max_nan_f32(v118[1], sh124);
-    const float sh125 = __shfl_xor_sync(0xffffffffu, v118[2], 2);
-    v118[2] = tsr::max_nan_f32(v118[2], sh125);
-    const float sh126 = __shfl_xor_sync(0xffffffffu, v118[3], 2);
-    v118[3] = tsr::max_nan_f32(v118[3], sh126);
-    const float sh127 = __shfl_xor_sync(0xffffffffu, v118[0], 4);
-    v118[0] = tsr::max_nan_f32(v118[0], sh127);
-    const float sh128 = __shfl_xor_sync(0xffffffffu, v118[1], 4);
-    v118[1] = tsr::max_nan_f32(v118[1], sh128);
-    const float sh129 = __shfl_xor_sync(0xffffffffu, v118[2], 4);
-    v118[2] = tsr::max_nan_f32(v118[2], sh129);
-    const float sh130 = __shfl_xor_sync(0xffffffffu, v118[3], 4);
-    v118[3] = tsr::max_nan_f32(v118[3], sh130);
-    const float sh131 = __shfl_xor_sync(0xffffffffu, v118[0], 8);
-    v118[0] = tsr::max_nan_f32(v118[0], sh131);
-    const float sh132 = __shfl_xor_sync(0xffffffffu, v118[1], 8);
-    v118[1] = tsr::max_nan_f32(v118[1], sh132);
-    const float sh133 = __shfl_xor_sync(0xffffffffu, v118[2], 8);
-    v118[2] = tsr::max_nan_f32(v118[2], sh133);
-    const float sh134 = __shfl_xor_sync(0xffffffffu, v118[3], 8);
-    v118[3] = tsr::max_nan_f32(v118[3], sh134);
+    float v124[4];
+    v124[0] = v122_sm[0];
+    v124[0] = tsr::max_nan_f32(v124[0], v122_sm[1]);
+    v124[0] = tsr::max_nan_f32(v124[0], v122_sm[2]);
+    v124[0] = tsr::max_nan_f32(v124[0], v122_sm[3]);
+    v124[1] = v122_sm[4];
+    v124[1] = tsr::max_nan_f32(v124[1], v122_sm[5]);
+    v124[1] = tsr::max_nan_f32(v124[1], v122_sm[6]);
+    v124[1] = tsr::max_nan_f32(v124[1], v122_sm[7]);
+    v124[2] = v122_sm[8];
+    v124[2] = tsr::max_nan_f32(v124[2], v122_sm[9]);
+    v124[2] = tsr::max_nan_f32(v124[2], v122_sm[10]);
+    v124[2] = tsr::max_nan_f32(v124[2], v122_sm[11]);
+    v124[3] = v122_sm[12];
+    v124[3] = tsr::max_nan_f32(v124[3], v122_sm[13]);
+    v124[3] = tsr::max_nan_f32(v124[3], v122_sm[14]);
+    v124[3] = tsr::max_nan_f32(v124[3], v122_sm[15]);
+    const float sh125 = __shfl_xor_sync(0xffffffffu, v124[0], 1);
+    v124[0] = tsr::max_nan_f32(v124[0], sh125);
+    const float sh126 = __shfl_xor_sync(0xffffffffu, v124[1], 1);
+    v124[1] = tsr::max_nan_f32(v124[1], sh126);
+    const float sh127 = __shfl_xor_sync(0xffffffffu, v124[2], 1);
+    v124[2] = tsr::max_nan_f32(v124[2], sh127);
+    const float sh128 = __shfl_xor_sync(0xffffffffu, v124[3], 1);
+    v124[3] = tsr::max_nan_f32(v124[3], sh128);
+    const float sh129 = __shfl_xor_sync(0xffffffffu, v124[0], 2);
+    v124[0] = tsr::max_nan_f32(v124[0], sh129);
+    const float sh130 = __shfl_xor_sync(0xffffffffu, v124[1], 2);
+    v124[1] = tsr::max_nan_f32(v124[1], sh130);
+    const float sh131 = __shfl_xor_sync(0xffffffffu, v124[2], 2);
+    v124[2] = tsr::max_nan_f32(v124[2], sh131);
+    const float sh132 = __shfl_xor_sync(0xffffffffu, v124[3], 2);
+    v124[3] = tsr::max_nan_f32(v124[3], sh132);
+    const float sh133 = __shfl_xor_sync(0xffffffffu, v124[0], 4);
+    v124[0] = tsr::max_nan_f32(v124[0], sh133);
+    const float sh134 = __shfl_xor_sync(0xffffffffu, v124[1], 4);
+    v124[1] = tsr::max_nan_f32(v124[1], sh134);
+    const float sh135 = __shfl_xor_sync(0xffffffffu, v124[2], 4);
+    v124[2] = tsr::max_nan_f32(v124[2], sh135);
+    const float sh136 = __shfl_xor_sync(0xffffffffu, v124[3], 4);
+    v124[3] = tsr::max_nan_f32(v124[3], sh136);
+    const float sh137 = __shfl_xor_sync(0xffffffffu, v124[0], 8);
+    v124[0] = tsr::max_nan_f32(v124[0], sh137);
+    const float sh138 = __shfl_xor_sync(0xffffffffu, v124[1], 8);
+    v124[1] = tsr::max_nan_f32(v124[1], sh138);
+    const float sh139 = __shfl_xor_sync(0xffffffffu, v124[2], 8);
+    v124[2] = tsr::max_nan_f32(v124[2], sh139);
+    const float sh140 = __shfl_xor_sync(0xffffffffu, v124[3], 8);
+    v124[3] = tsr::max_nan_f32(v124[3], sh140);
     // %28 = max %m_run, %27 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v135_mx[4];
-    #pragma unroll
-    for (int s136 = 0; s136 < 4; ++s136) {
-      v135_mx[s136] = tsr::fmax_nan_z<float>(c44_mx[s136], v118[s136]);
-    }
-    // %29 = splat %ninf : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v137[4];
-    #pragma unroll
-    for (int s138 = 0; s138 < 4; ++s138) {
-      v137[s138] = v32_ninf;
-    }
-    // %m_none = cmp %28, %29 {pred = "eq"} : tile<i1, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v139_m_none[4];
-    #pragma unroll
-    for (int s140 = 0; s140 < 4; ++s140) {
-      v139_m_none[s140] = uint8_t(v135_mx[s140] == v137[s140]);
-    }
-    // %30 = splat %f0 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v141[4];
+    float v141_mx[4];
     #pragma unroll
     for (int s142 = 0; s142 < 4; ++s142) {
-      v141[s142] = v22_f0;
+      v141_mx[s142] = tsr::fmax_nan_z<float>(c47_mx[s142], v124[s142]);
     }
-    // %m_shift = where %m_none, %30, %28 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v143_m_shift[4];
+    // %29 = splat %ninf : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v143[4];
     #pragma unroll
     for (int s144 = 0; s144 < 4; ++s144) {
-      v143_m_shift[s144] = (v139_m_none[s144] ? v141[s144] : v135_mx[s144]);
+      v143[s144] = v35_ninf;
     }
-    // %m_delta = sub %m_run, %m_shift : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v145_m_delta[4];
+    // %m_none = cmp %28, %29 {pred = "eq"} : tile<i1, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    uint8_t v145_m_none[4];
     #pragma unroll
     for (int s146 = 0; s146 < 4; ++s146) {
-      v145_m_delta[s146] = float(c44_mx[s146] - v143_m_shift[s146]);
+      v145_m_none[s146] = uint8_t(v141_mx[s146] == v143[s146]);
     }
-    // %alpha = exp %m_delta : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v147_alpha[4];
+    // %30 = splat %f0 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v147[4];
     #pragma unroll
     for (int s148 = 0; s148 < 4; ++s148) {
-      v147_alpha[s148] = float(tsr::fexp(v145_m_delta[s148]));
+      v147[s148] = v25_f0;
+    }
+    // %m_shift = where %m_none, %30, %28 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v149_m_shift[4];
+    #pragma unroll
+    for (int s150 = 0; s150 < 4; ++s150) {
+      v149_m_shift[s150] = (v145_m_none[s150] ? v147[s150] : v141_mx[s150]);
+    }
+    // %m_delta = sub %m_run, %m_shift : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v151_m_delta[4];
+    #pragma unroll
+    for (int s152 = 0; s152 < 4; ++s152) {
+      v151_m_delta[s152] = float(c47_mx[s152] - v149_m_shift[s152]);
+    }
+    // %alpha = exp %m_delta : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v153_alpha[4];
+    #pragma unroll
+    for (int s154 = 0; s154 < 4; ++s154) {
+      v153_alpha[s154] = float(tsr::fexp(v151_m_delta[s154]));
     }
     // %31 = expand_dims %m_shift {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v149[4];
-    v149[0] = v143_m_shift[0];
-    v149[1] = v143_m_shift[1];
-    v149[2] = v143_m_shift[2];
-    v149[3] = v143_m_shift[3];
+    float v155[4];
+    v155[0] = v149_m_shift[0];
+    v155[1] = v149_m_shift[1];
+    v155[2] = v149_m_shift[2];
+    v155[3] = v149_m_shift[3];
     // %mxb = broadcast %31 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v150_mxb[16];
-    v150_mxb[0] = v149[0];
-    v150_mxb[1] = v149[0];
-    v150_mxb[2] = v149[0];
-    v150_mxb[3] = v149[0];
-    v150_mxb[4] = v149[1];
-    v150_mxb[5] = v149[1];
-    v150_mxb[6] = v149[1];
-    v150_mxb[7] = v149[1];
-    v150_mxb[8] = v149[2];
-    v150_mxb[9] = v149[2];
-    v150_mxb[10] = v149[2];
-    v150_mxb[11] = v149[2];
-    v150_mxb[12] = v149[3];
-    v150_mxb[13] = v149[3];
-    v150_mxb[14] = v149[3];
-    v150_mxb[15] = v149[3];
+    float v156_mxb[16];
+    v156_mxb[0] = v155[0];
+    v156_mxb[1] = v155[0];
+    v156_mxb[2] = v155[0];
+    v156_mxb[3] = v155[0];
+    v156_mxb[4] = v155[1];
+    v156_mxb[5] = v155[1];
+    v156_mxb[6] = v155[1];
+    v156_mxb[7] = v155[1];
+    v156_mxb[8] = v155[2];
+    v156_mxb[9] = v155[2];
+    v156_mxb[10] = v155[2];
+    v156_mxb[11] = v155[2];
+    v156_mxb[12] = v155[3];
+    v156_mxb[13] = v155[3];
+    v156_mxb[14] = v155[3];
+    v156_mxb[15] = v155[3];
     // %sd = sub %sm, %mxb : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v151_sd[16];
+    float v157_sd[16];
     #pragma unroll
-    for (int s152 = 0; s152 < 16; ++s152) {
-      v151_sd[s152] = float(v116_sm[s152] - v150_mxb[s152]);
+    for (int s158 = 0; s158 < 16; ++s158) {
+      v157_sd[s158] = float(v122_sm[s158] - v156_mxb[s158]);
     }
     // %e = exp %sd : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v153_e[16];
+    float v159_e[16];
     #pragma unroll
-    for (int s154 = 0; s154 < 16; ++s154) {
-      v153_e[s154] = float(tsr::fexp(v151_sd[s154]));
+    for (int s160 = 0; s160 < 16; ++s160) {
+      v159_e[s160] = float(tsr::fexp(v157_sd[s160]));
     }
     // %32 = reduce %e {axis = 1, kind = "sum"} : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v155[4];
-    v155[0] = v153_e[0];
-    v155[0] = float(v155[0] + v153_e[1]);
-    v155[0] = float(v155[0] + v153_e[2]);
-    v155[0] = float(v155[0] + v153_e[3]);
-    v155[1] = v153_e[4];
-    v155[1] = float(v155[1] + v153_e[5]);
-    v155[1] = float(v155[1] + v153_e[6]);
-    v155[1] = float(v155[1] + v153_e[7]);
-    v155[2] = v153_e[8];
-    v155[2] = float(v155[2] + v153_e[9]);
-    v155[2] = float(v155[2] + v153_e[10]);
-    v155[2] = float(v155[2] + v153_e[11]);
-    v155[3] = v153_e[12];
-    v155[3] = float(v155[3] + v153_e[13]);
-    v155[3] = float(v155[3] + v153_e[14]);
-    v155[3] = float(v155[3] + v153_e[15]);
-    const float sh156 = __shfl_xor_sync(0xffffffffu, v155[0], 1);
-    v155[0] = float(v155[0] + sh156);
-    const float sh157 = __shfl_xor_sync(0xffffffffu, v155[1], 1);
-    v155[1] = float(v155[1] + sh157);
-    const float sh158 = __shfl_xor_sync(0xffffffffu, v155[2], 1);
-    v155[2] = float(v155[2] + sh158);
-    const float sh159 = __shfl_xor_sync(0xffffffffu, v155[3], 1);
-    v155[3] = float(v155[3] + sh159);
-    const float sh160 = __shfl_xor_sync(0xffffffffu, v155[0], 2);
-    v155[0] = float(v155[0] + sh160);
-    const float sh161 = __shfl_xor_sync(0xffffffffu, v155[1], 2);
-    v155[1] = float(v155[1] + sh161);
-    const float sh162 = __shfl_xor_sync(0xffffffffu, v155[2], 2);
-    v155[2] = float(v155[2] + sh162);
-    const float sh163 = __shfl_xor_sync(0xffffffffu, v155[3], 2);
-    v155[3] = float(v155[3] + sh163);
-    const float sh164 = __shfl_xor_sync(0xffffffffu, v155[0], 4);
-    v155[0] = float(v155[0] + sh164);
-    const float sh165 = __shfl_xor_sync(0xffffffffu, v155[1], 4);
-    v155[1] = float(v155[1] + sh165);
-    const float sh166 = __shfl_xor_sync(0xffffffffu, v155[2], 4);
-    v155[2] = float(v155[2] + sh166);
-    const float sh167 = __shfl_xor_sync(0xffffffffu, v155[3], 4);
-    v155[3] = float(v155[3] + sh167);
-    const float sh168 = __shfl_xor_sync(0xffffffffu, v155[0], 8);
-    v155[0] = float(v155[0] + sh168);
-    const float sh169 = __shfl_xor_sync(0xffffffffu, v155[1], 8);
-    v155[1] = float(v155[1] + sh169);
-    const float sh170 = __shfl_xor_sync(0xffffffffu, v155[2], 8);
-    v155[2] = float(v155[2] + sh170);
-    const float sh171 = __shfl_xor_sync(0xffffffffu, v155[3], 8);
-    v155[3] = float(v155[3] + sh171);
+    float v161[4];
+    v161[0] = v159_e[0];
+    v161[0] = float(v161[0] + v159_e[1]);
+    v161[0] = float(v161[0] + v159_e[2]);
+    v161[0] = float(v161[0] + v159_e[3]);
+    v161[1] = v159_e[4];
+    v161[1] = float(v161[1] + v159_e[5]);
+    v161[1] = float(v161[1] + v159_e[6]);
+    v161[1] = float(v161[1] + v159_e[7]);
+    v161[2] = v159_e[8];
+    v161[2] = float(v161[2] + v159_e[9]);
+    v161[2] = float(v161[2] + v159_e[10]);
+    v161[2] = float(v161[2] + v159_e[11]);
+    v161[3] = v159_e[12];
+    v161[3] = float(v161[3] + v159_e[13]);
+    v161[3] = float(v161[3] + v159_e[14]);
+    v161[3] = float(v161[3] + v159_e[15]);
+    const float sh162 = __shfl_xor_sync(0xffffffffu, v161[0], 1);
+    v161[0] = float(v161[0] + sh162);
+    const float sh163 = __shfl_xor_sync(0xffffffffu, v161[1], 1);
+    v161[1] = float(v161[1] + sh163);
+    const float sh164 = __shfl_xor_sync(0xffffffffu, v161[2], 1);
+    v161[2] = float(v161[2] + sh164);
+    const float sh165 = __shfl_xor_sync(0xffffffffu, v161[3], 1);
+    v161[3] = float(v161[3] + sh165);
+    const float sh166 = __shfl_xor_sync(0xffffffffu, v161[0], 2);
+    v161[0] = float(v161[0] + sh166);
+    const float sh167 = __shfl_xor_sync(0xffffffffu, v161[1], 2);
+    v161[1] = float(v161[1] + sh167);
+    const float sh168 = __shfl_xor_sync(0xffffffffu, v161[2], 2);
+    v161[2] = float(v161[2] + sh168);
+    const float sh169 = __shfl_xor_sync(0xffffffffu, v161[3], 2);
+    v161[3] = float(v161[3] + sh169);
+    const float sh170 = __shfl_xor_sync(0xffffffffu, v161[0], 4);
+    v161[0] = float(v161[0] + sh170);
+    const float sh171 = __shfl_xor_sync(0xffffffffu, v161[1], 4);
+    v161[1] = float(v161[1] + sh171);
+    const float sh172 = __shfl_xor_sync(0xffffffffu, v161[2], 4);
+    v161[2] = float(v161[2] + sh172);
+    const float sh173 = __shfl_xor_sync(0xffffffffu, v161[3], 4);
+    v161[3] = float(v161[3] + sh173);
+    const float sh174 = __shfl_xor_sync(0xffffffffu, v161[0], 8);
+    v161[0] = float(v161[0] + sh174);
+    const float sh175 = __shfl_xor_sync(0xffffffffu, v161[1], 8);
+    v161[1] = float(v161[1] + sh175);
+    const float sh176 = __shfl_xor_sync(0xffffffffu, v161[2], 8);
+    v161[2] = float(v161[2] + sh176);
+    const float sh177 = __shfl_xor_sync(0xffffffffu, v161[3], 8);
+    v161[3] = float(v161[3] + sh177);
     // %33 = mul %sum_run, %alpha : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v172[4];
+    float v178[4];
     #pragma unroll
-    for (int s173 = 0; s173 < 4; ++s173) {
-      v172[s173] = float(c46_sum[s173] * v147_alpha[s173]);
+    for (int s179 = 0; s179 < 4; ++s179) {
+      v178[s179] = float(c49_sum[s179] * v153_alpha[s179]);
     }
     // %34 = add %33, %32 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v174_sum[4];
+    float v180_sum[4];
     #pragma unroll
-    for (int s175 = 0; s175 < 4; ++s175) {
-      v174_sum[s175] = float(v172[s175] + v155[s175]);
+    for (int s181 = 0; s181 < 4; ++s181) {
+      v180_sum[s181] = float(v178[s181] + v161[s181]);
     }
     // %v3 = load_tile %v, %ph, %chunk, %c0 : tile<f32, [1, 64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %vt = reshape %v3 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %35 = expand_dims %alpha {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v176[4];
-    v176[0] = v147_alpha[0];
-    v176[1] = v147_alpha[1];
-    v176[2] = v147_alpha[2];
-    v176[3] = v147_alpha[3];
+    float v182[4];
+    v182[0] = v153_alpha[0];
+    v182[1] = v153_alpha[1];
+    v182[2] = v153_alpha[2];
+    v182[3] = v153_alpha[3];
     // %36 = broadcast %35 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v177[16];
-    v177[0] = v176[0];
-    v177[1] = v176[0];
-    v177[2] = v176[0];
-    v177[3] = v176[0];
-    v177[4] = v176[1];
-    v177[5] = v176[1];
-    v177[6] = v176[1];
-    v177[7] = v176[1];
-    v177[8] = v176[2];
-    v177[9] = v176[2];
-    v177[10] = v176[2];
-    v177[11] = v176[2];
-    v177[12] = v176[3];
-    v177[13] = v176[3];
-    v177[14] = v176[3];
-    v177[15] = v176[3];
+    float v183[16];
+    v183[0] = v182[0];
+    v183[1] = v182[0];
+    v183[2] = v182[0];
+    v183[3] = v182[0];
+    v183[4] = v182[1];
+    v183[5] = v182[1];
+    v183[6] = v182[1];
+    v183[7] = v182[1];
+    v183[8] = v182[2];
+    v183[9] = v182[2];
+    v183[10] = v182[2];
+    v183[11] = v182[2];
+    v183[12] = v182[3];
+    v183[13] = v182[3];
+    v183[14] = v182[3];
+    v183[15] = v182[3];
     // %37 = mul %out_run, %36 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v178[16];
+    float v184[16];
     #pragma unroll
-    for (int s179 = 0; s179 < 16; ++s179) {
-      v178[s179] = float(c48_out[s179] * v177[s179]);
+    for (int s185 = 0; s185 < 16; ++s185) {
+      v184[s185] = float(c51_out[s185] * v183[s185]);
     }
     // %38 = convert_layout %e : tile<f32, [32, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh180 = reinterpret_cast<float*>((tsr_smem + 0) + 60928);
+    float* const sh186 = reinterpret_cast<float*>((tsr_smem + 0) + 60928);
     __syncthreads();
     #pragma unroll
-    for (int c181 = 0; c181 < 4; ++c181) {
-      float w182[4];
-      w182[0] = v153_e[c181 * 4 + 0];
-      w182[1] = v153_e[c181 * 4 + 1];
-      w182[2] = v153_e[c181 * 4 + 2];
-      w182[3] = v153_e[c181 * 4 + 3];
-      tsr::copy_vec<float, 4>(sh180 + (((((c181 * 4) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c181 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w182);
+    for (int c187 = 0; c187 < 4; ++c187) {
+      float w188[4];
+      w188[0] = v159_e[c187 * 4 + 0];
+      w188[1] = v159_e[c187 * 4 + 1];
+      w188[2] = v159_e[c187 * 4 + 2];
+      w188[3] = v159_e[c187 * 4 + 3];
+      tsr::copy_vec<float, 4>(sh186 + (((((c187 * 4) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c187 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w188);
     }
     __syncthreads();
     // %39 = dot %38, %vt, %37 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v183_out[16];
+    float v189_out[16];
     #pragma unroll
-    for (int s184 = 0; s184 < 16; ++s184) {
-      v183_out[s184] = v178[s184];
+    for (int s190 = 0; s190 < 16; ++s190) {
+      v189_out[s190] = v184[s190];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll 4
       for (int k_ = 0; k_ < 64; ++k_) {
-        const auto a0_ = sh180[(tm_ + 0) * 68 + (k_) * 1];
-        const auto a1_ = sh180[(tm_ + 8) * 68 + (k_) * 1];
-        const auto a2_ = sh180[(tm_ + 16) * 68 + (k_) * 1];
-        const auto a3_ = sh180[(tm_ + 24) * 68 + (k_) * 1];
-        const auto b0_ = (sh51 + rs50 * 4352)[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = (sh51 + rs50 * 4352)[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = (sh51 + rs50 * 4352)[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = (sh51 + rs50 * 4352)[(k_) * 68 + (tn_ + 3) * 1];
-        v183_out[0] = fmaf(float(a0_), float(b0_), v183_out[0]);
-        v183_out[1] = fmaf(float(a0_), float(b1_), v183_out[1]);
-        v183_out[2] = fmaf(float(a0_), float(b2_), v183_out[2]);
-        v183_out[3] = fmaf(float(a0_), float(b3_), v183_out[3]);
-        v183_out[4] = fmaf(float(a1_), float(b0_), v183_out[4]);
-        v183_out[5] = fmaf(float(a1_), float(b1_), v183_out[5]);
-        v183_out[6] = fmaf(float(a1_), float(b2_), v183_out[6]);
-        v183_out[7] = fmaf(float(a1_), float(b3_), v183_out[7]);
-        v183_out[8] = fmaf(float(a2_), float(b0_), v183_out[8]);
-        v183_out[9] = fmaf(float(a2_), float(b1_), v183_out[9]);
-        v183_out[10] = fmaf(float(a2_), float(b2_), v183_out[10]);
-        v183_out[11] = fmaf(float(a2_), float(b3_), v183_out[11]);
-        v183_out[12] = fmaf(float(a3_), float(b0_), v183_out[12]);
-        v183_out[13] = fmaf(float(a3_), float(b1_), v183_out[13]);
-        v183_out[14] = fmaf(float(a3_), float(b2_), v183_out[14]);
-        v183_out[15] = fmaf(float(a3_), float(b3_), v183_out[15]);
+        const auto a0_ = sh186[(tm_ + 0) * 68 + (k_) * 1];
+        const auto a1_ = sh186[(tm_ + 8) * 68 + (k_) * 1];
+        const auto a2_ = sh186[(tm_ + 16) * 68 + (k_) * 1];
+        const auto a3_ = sh186[(tm_ + 24) * 68 + (k_) * 1];
+        const auto b0_ = (sh54 + rs53 * 4352)[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = (sh54 + rs53 * 4352)[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = (sh54 + rs53 * 4352)[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = (sh54 + rs53 * 4352)[(k_) * 68 + (tn_ + 3) * 1];
+        v189_out[0] = fmaf(float(a0_), float(b0_), v189_out[0]);
+        v189_out[1] = fmaf(float(a0_), float(b1_), v189_out[1]);
+        v189_out[2] = fmaf(float(a0_), float(b2_), v189_out[2]);
+        v189_out[3] = fmaf(float(a0_), float(b3_), v189_out[3]);
+        v189_out[4] = fmaf(float(a1_), float(b0_), v189_out[4]);
+        v189_out[5] = fmaf(float(a1_), float(b1_), v189_out[5]);
+        v189_out[6] = fmaf(float(a1_), float(b2_), v189_out[6]);
+        v189_out[7] = fmaf(float(a1_), float(b3_), v189_out[7]);
+        v189_out[8] = fmaf(float(a2_), float(b0_), v189_out[8]);
+        v189_out[9] = fmaf(float(a2_), float(b1_), v189_out[9]);
+        v189_out[10] = fmaf(float(a2_), float(b2_), v189_out[10]);
+        v189_out[11] = fmaf(float(a2_), float(b3_), v189_out[11]);
+        v189_out[12] = fmaf(float(a3_), float(b0_), v189_out[12]);
+        v189_out[13] = fmaf(float(a3_), float(b1_), v189_out[13]);
+        v189_out[14] = fmaf(float(a3_), float(b2_), v189_out[14]);
+        v189_out[15] = fmaf(float(a3_), float(b3_), v189_out[15]);
       }
     }
     // yield %28, %34, %39
     #pragma unroll
-    for (int s185 = 0; s185 < 4; ++s185) {
-      c44_mx[s185] = v135_mx[s185];
+    for (int s191 = 0; s191 < 4; ++s191) {
+      c47_mx[s191] = v141_mx[s191];
     }
     #pragma unroll
-    for (int s186 = 0; s186 < 4; ++s186) {
-      c46_sum[s186] = v174_sum[s186];
+    for (int s192 = 0; s192 < 4; ++s192) {
+      c49_sum[s192] = v180_sum[s192];
     }
     #pragma unroll
-    for (int s187 = 0; s187 < 16; ++s187) {
-      c48_out[s187] = v183_out[s187];
+    for (int s193 = 0; s193 < 16; ++s193) {
+      c51_out[s193] = v189_out[s193];
     }
     __syncthreads();
-    rs50 = (rs50 + 1) % 2;
+    rs53 = (rs53 + 1) % 2;
   }
   tsr::cp_async_wait<0>();
   // %40 = expand_dims %13 {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v188[4];
-  v188[0] = c46_sum[0];
-  v188[1] = c46_sum[1];
-  v188[2] = c46_sum[2];
-  v188[3] = c46_sum[3];
+  float v194[4];
+  v194[0] = c49_sum[0];
+  v194[1] = c49_sum[1];
+  v194[2] = c49_sum[2];
+  v194[3] = c49_sum[3];
   // %41 = broadcast %40 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v189[16];
-  v189[0] = v188[0];
-  v189[1] = v188[0];
-  v189[2] = v188[0];
-  v189[3] = v188[0];
-  v189[4] = v188[1];
-  v189[5] = v188[1];
-  v189[6] = v188[1];
-  v189[7] = v188[1];
-  v189[8] = v188[2];
-  v189[9] = v188[2];
-  v189[10] = v188[2];
-  v189[11] = v188[2];
-  v189[12] = v188[3];
-  v189[13] = v188[3];
-  v189[14] = v188[3];
-  v189[15] = v188[3];
+  float v195[16];
+  v195[0] = v194[0];
+  v195[1] = v194[0];
+  v195[2] = v194[0];
+  v195[3] = v194[0];
+  v195[4] = v194[1];
+  v195[5] = v194[1];
+  v195[6] = v194[1];
+  v195[7] = v194[1];
+  v195[8] = v194[2];
+  v195[9] = v194[2];
+  v195[10] = v194[2];
+  v195[11] = v194[2];
+  v195[12] = v194[3];
+  v195[13] = v194[3];
+  v195[14] = v194[3];
+  v195[15] = v194[3];
   // %42 = div %14, %41 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v190[16];
+  float v196[16];
   #pragma unroll
-  for (int s191 = 0; s191 < 16; ++s191) {
-    v190[s191] = float(c48_out[s191] / v189[s191]);
+  for (int s197 = 0; s197 < 16; ++s197) {
+    v196[s197] = float(c51_out[s197] / v195[s197]);
   }
   // %o3 = reshape %42 : tile<f32, [1, 32, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-  float v192_o3[16];
-  v192_o3[0] = v190[0];
-  v192_o3[1] = v190[1];
-  v192_o3[2] = v190[2];
-  v192_o3[3] = v190[3];
-  v192_o3[4] = v190[4];
-  v192_o3[5] = v190[5];
-  v192_o3[6] = v190[6];
-  v192_o3[7] = v190[7];
-  v192_o3[8] = v190[8];
-  v192_o3[9] = v190[9];
-  v192_o3[10] = v190[10];
-  v192_o3[11] = v190[11];
-  v192_o3[12] = v190[12];
-  v192_o3[13] = v190[13];
-  v192_o3[14] = v190[14];
-  v192_o3[15] = v190[15];
+  float v198_o3[16];
+  v198_o3[0] = v196[0];
+  v198_o3[1] = v196[1];
+  v198_o3[2] = v196[2];
+  v198_o3[3] = v196[3];
+  v198_o3[4] = v196[4];
+  v198_o3[5] = v196[5];
+  v198_o3[6] = v196[6];
+  v198_o3[7] = v196[7];
+  v198_o3[8] = v196[8];
+  v198_o3[9] = v196[9];
+  v198_o3[10] = v196[10];
+  v198_o3[11] = v196[11];
+  v198_o3[12] = v196[12];
+  v198_o3[13] = v196[13];
+  v198_o3[14] = v196[14];
+  v198_o3[15] = v196[15];
   // store_tile %o, %o3, %ph, %pm, %c0
   {
-    const int64_t o193 = int64_t(v5_ph) * 1 + 0;
-    const int64_t o194 = int64_t(v4_pm) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o195 = int64_t(v6_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    #pragma unroll
-    for (int c196 = 0; c196 < 4; ++c196) {
-      float vb197[4];
-      if ((o193 + 0) < int64_t(tsr_dim_H) && (o194 + ((((c196 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o195 + (((c196 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o193 + 0) * tsr_p3_s0 + (o194 + ((((c196 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o195 + (((c196 * 4) % 4))) * tsr_p3_s2)) {
-        vb197[0] = v192_o3[c196 * 4 + 0];
-        vb197[1] = v192_o3[c196 * 4 + 1];
-        vb197[2] = v192_o3[c196 * 4 + 2];
-        vb197[3] = v192_o3[c196 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p3 + (o193 + 0) * tsr_p3_s0 + (o194 + ((((c196 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o195 + (((c196 * 4) % 4))) * tsr_p3_s2, vb197);
-      } else {
-        if ((o193 + 0) < int64_t(tsr_dim_H) && (o194 + ((((c196 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o195 + (((c196 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o193 + 0) * tsr_p3_s0 + (o194 + ((((c196 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o195 + (((c196 * 4) % 4))) * tsr_p3_s2] = v192_o3[c196 * 4];
-        if ((o193 + 0) < int64_t(tsr_dim_H) && (o194 + ((((c196 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o195 + (((c196 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o193 + 0) * tsr_p3_s0 + (o194 + ((((c196 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o195 + (((c196 * 4) % 4)) + 1) * tsr_p3_s2] = v192_o3[c196 * 4 + 1];
-        if ((o193 + 0) < int64_t(tsr_dim_H) && (o194 + ((((c196 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o195 + (((c196 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o193 + 0) * tsr_p3_s0 + (o194 + ((((c196 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o195 + (((c196 * 4) % 4)) + 2) * tsr_p3_s2] = v192_o3[c196 * 4 + 2];
-        if ((o193 + 0) < int64_t(tsr_dim_H) && (o194 + ((((c196 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o195 + (((c196 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o193 + 0) * tsr_p3_s0 + (o194 + ((((c196 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o195 + (((c196 * 4) % 4)) + 3) * tsr_p3_s2] = v192_o3[c196 * 4 + 3];
+    const int64_t o199 = int64_t(v5_ph) * 1 + 0;
+    const int64_t o200 = int64_t(v4_pm) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o201 = int64_t(v6_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole202 = int64_t(v5_ph) * 1 >= 0 && int64_t(v5_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v4_pm) * 32 >= 0 && int64_t(v4_pm) * 32 + 32 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 4 == 0 && int64_t(v6_c0) * 64 >= 0 && int64_t(v6_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v5_ph) * 1 * tsr_p3_s0 + int64_t(v4_pm) * 32 * tsr_p3_s1 + int64_t(v6_c0) * 64 * tsr_p3_s2);
+    if (whole202) {
+      #pragma unroll
+      for (int c203 = 0; c203 < 4; ++c203) {
+        float vb204[4];
+        vb204[0] = v198_o3[c203 * 4 + 0];
+        vb204[1] = v198_o3[c203 * 4 + 1];
+        vb204[2] = v198_o3[c203 * 4 + 2];
+        vb204[3] = v198_o3[c203 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p3 + (o199 + 0) * tsr_p3_s0 + (o200 + ((((c203 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o201 + (((c203 * 4) % 4))) * tsr_p3_s2, vb204);
+      }
+    } else {
+      #pragma unroll
+      for (int c205 = 0; c205 < 4; ++c205) {
+        float vb206[4];
+        if ((o199 + 0) < int64_t(tsr_dim_H) && (o200 + ((((c205 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o201 + (((c205 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o199 + 0) * tsr_p3_s0 + (o200 + ((((c205 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o201 + (((c205 * 4) % 4))) * tsr_p3_s2)) {
+          vb206[0] = v198_o3[c205 * 4 + 0];
+          vb206[1] = v198_o3[c205 * 4 + 1];
+          vb206[2] = v198_o3[c205 * 4 + 2];
+          vb206[3] = v198_o3[c205 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p3 + (o199 + 0) * tsr_p3_s0 + (o200 + ((((c205 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o201 + (((c205 * 4) % 4))) * tsr_p3_s2, vb206);
+        } else {
+          if ((o199 + 0) < int64_t(tsr_dim_H) && (o200 + ((((c205 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o201 + (((c205 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o199 + 0) * tsr_p3_s0 + (o200 + ((((c205 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o201 + (((c205 * 4) % 4))) * tsr_p3_s2] = v198_o3[c205 * 4];
+          if ((o199 + 0) < int64_t(tsr_dim_H) && (o200 + ((((c205 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o201 + (((c205 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o199 + 0) * tsr_p3_s0 + (o200 + ((((c205 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o201 + (((c205 * 4) % 4)) + 1) * tsr_p3_s2] = v198_o3[c205 * 4 + 1];
+          if ((o199 + 0) < int64_t(tsr_dim_H) && (o200 + ((((c205 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o201 + (((c205 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o199 + 0) * tsr_p3_s0 + (o200 + ((((c205 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o201 + (((c205 * 4) % 4)) + 2) * tsr_p3_s2] = v198_o3[c205 * 4 + 2];
+          if ((o199 + 0) < int64_t(tsr_dim_H) && (o200 + ((((c205 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o201 + (((c205 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o199 + 0) * tsr_p3_s0 + (o200 + ((((c205 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o201 + (((c205 * 4) % 4)) + 3) * tsr_p3_s2] = v198_o3[c205 * 4 + 3];
+        }
       }
     }
   }
@@ -910,4 +949,5 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain_causal
 // stat stores-to-shared = 3
 // stat threads = 128
 // stat vector-accesses = 3
+// stat whole-tile-accesses = 3
 // note printed from the GPU lowering's layouts (the layout emitter)

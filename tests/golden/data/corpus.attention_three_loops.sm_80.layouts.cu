@@ -63,171 +63,184 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_three_loops(
     const int64_t o12 = int64_t(v1_ph) * 1 + 0;
     const int64_t o13 = int64_t(v0_pm) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
     const int64_t o14 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    #pragma unroll
-    for (int c15 = 0; c15 < 8; ++c15) {
-      float vb16[4];
-      if ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c15 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c15 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + ((((c15 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c15 * 4) % 4))) * tsr_p0_s2)) {
-        tsr::copy_vec<float, 4>(vb16, tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + ((((c15 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c15 * 4) % 4))) * tsr_p0_s2);
-        v11_q3[c15 * 4 + 0] = vb16[0];
-        v11_q3[c15 * 4 + 1] = vb16[1];
-        v11_q3[c15 * 4 + 2] = vb16[2];
-        v11_q3[c15 * 4 + 3] = vb16[3];
-      } else {
-        v11_q3[c15 * 4] = ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c15 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c15 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c15 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c15 * 4) % 4))) * tsr_p0_s2] : 0x0p+0f;
-        v11_q3[c15 * 4 + 1] = ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c15 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c15 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c15 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c15 * 4) % 4)) + 1) * tsr_p0_s2] : 0x0p+0f;
-        v11_q3[c15 * 4 + 2] = ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c15 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c15 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c15 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c15 * 4) % 4)) + 2) * tsr_p0_s2] : 0x0p+0f;
-        v11_q3[c15 * 4 + 3] = ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c15 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c15 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c15 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c15 * 4) % 4)) + 3) * tsr_p0_s2] : 0x0p+0f;
+    const bool whole15 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p0_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p0 + int64_t(v1_ph) * 1 * tsr_p0_s0 + int64_t(v0_pm) * 64 * tsr_p0_s1 + int64_t(v2_c0) * 64 * tsr_p0_s2);
+    if (whole15) {
+      #pragma unroll
+      for (int c16 = 0; c16 < 8; ++c16) {
+        float vb17[4];
+        tsr::copy_vec<float, 4>(vb17, tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + ((((c16 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c16 * 4) % 4))) * tsr_p0_s2);
+        v11_q3[c16 * 4 + 0] = vb17[0];
+        v11_q3[c16 * 4 + 1] = vb17[1];
+        v11_q3[c16 * 4 + 2] = vb17[2];
+        v11_q3[c16 * 4 + 3] = vb17[3];
+      }
+    } else {
+      #pragma unroll
+      for (int c18 = 0; c18 < 8; ++c18) {
+        float vb19[4];
+        if ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c18 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c18 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4))) * tsr_p0_s2)) {
+          tsr::copy_vec<float, 4>(vb19, tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4))) * tsr_p0_s2);
+          v11_q3[c18 * 4 + 0] = vb19[0];
+          v11_q3[c18 * 4 + 1] = vb19[1];
+          v11_q3[c18 * 4 + 2] = vb19[2];
+          v11_q3[c18 * 4 + 3] = vb19[3];
+        } else {
+          v11_q3[c18 * 4] = ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c18 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c18 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4))) * tsr_p0_s2] : 0x0p+0f;
+          v11_q3[c18 * 4 + 1] = ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c18 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c18 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4)) + 1) * tsr_p0_s2] : 0x0p+0f;
+          v11_q3[c18 * 4 + 2] = ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c18 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c18 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4)) + 2) * tsr_p0_s2] : 0x0p+0f;
+          v11_q3[c18 * 4 + 3] = ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c18 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c18 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4)) + 3) * tsr_p0_s2] : 0x0p+0f;
+        }
       }
     }
   }
   // %qt = reshape %q3 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v17_qt[32];
-  v17_qt[0] = v11_q3[0];
-  v17_qt[1] = v11_q3[1];
-  v17_qt[2] = v11_q3[2];
-  v17_qt[3] = v11_q3[3];
-  v17_qt[4] = v11_q3[4];
-  v17_qt[5] = v11_q3[5];
-  v17_qt[6] = v11_q3[6];
-  v17_qt[7] = v11_q3[7];
-  v17_qt[8] = v11_q3[8];
-  v17_qt[9] = v11_q3[9];
-  v17_qt[10] = v11_q3[10];
-  v17_qt[11] = v11_q3[11];
-  v17_qt[12] = v11_q3[12];
-  v17_qt[13] = v11_q3[13];
-  v17_qt[14] = v11_q3[14];
-  v17_qt[15] = v11_q3[15];
-  v17_qt[16] = v11_q3[16];
-  v17_qt[17] = v11_q3[17];
-  v17_qt[18] = v11_q3[18];
-  v17_qt[19] = v11_q3[19];
-  v17_qt[20] = v11_q3[20];
-  v17_qt[21] = v11_q3[21];
-  v17_qt[22] = v11_q3[22];
-  v17_qt[23] = v11_q3[23];
-  v17_qt[24] = v11_q3[24];
-  v17_qt[25] = v11_q3[25];
-  v17_qt[26] = v11_q3[26];
-  v17_qt[27] = v11_q3[27];
-  v17_qt[28] = v11_q3[28];
-  v17_qt[29] = v11_q3[29];
-  v17_qt[30] = v11_q3[30];
-  v17_qt[31] = v11_q3[31];
+  float v20_qt[32];
+  v20_qt[0] = v11_q3[0];
+  v20_qt[1] = v11_q3[1];
+  v20_qt[2] = v11_q3[2];
+  v20_qt[3] = v11_q3[3];
+  v20_qt[4] = v11_q3[4];
+  v20_qt[5] = v11_q3[5];
+  v20_qt[6] = v11_q3[6];
+  v20_qt[7] = v11_q3[7];
+  v20_qt[8] = v11_q3[8];
+  v20_qt[9] = v11_q3[9];
+  v20_qt[10] = v11_q3[10];
+  v20_qt[11] = v11_q3[11];
+  v20_qt[12] = v11_q3[12];
+  v20_qt[13] = v11_q3[13];
+  v20_qt[14] = v11_q3[14];
+  v20_qt[15] = v11_q3[15];
+  v20_qt[16] = v11_q3[16];
+  v20_qt[17] = v11_q3[17];
+  v20_qt[18] = v11_q3[18];
+  v20_qt[19] = v11_q3[19];
+  v20_qt[20] = v11_q3[20];
+  v20_qt[21] = v11_q3[21];
+  v20_qt[22] = v11_q3[22];
+  v20_qt[23] = v11_q3[23];
+  v20_qt[24] = v11_q3[24];
+  v20_qt[25] = v11_q3[25];
+  v20_qt[26] = v11_q3[26];
+  v20_qt[27] = v11_q3[27];
+  v20_qt[28] = v11_q3[28];
+  v20_qt[29] = v11_q3[29];
+  v20_qt[30] = v11_q3[30];
+  v20_qt[31] = v11_q3[31];
   // %scales = splat %scale : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v18_scales[32];
+  float v21_scales[32];
   #pragma unroll
-  for (int s19 = 0; s19 < 32; ++s19) {
-    v18_scales[s19] = v10_scale;
+  for (int s22 = 0; s22 < 32; ++s22) {
+    v21_scales[s22] = v10_scale;
   }
   // %qs = mul %qt, %scales : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v20_qs[32];
+  float v23_qs[32];
   #pragma unroll
-  for (int s21 = 0; s21 < 32; ++s21) {
-    v20_qs[s21] = float(v17_qt[s21] * v18_scales[s21]);
+  for (int s24 = 0; s24 < 32; ++s24) {
+    v23_qs[s24] = float(v20_qt[s24] * v21_scales[s24]);
   }
   // %ninf = const {value = -inf} : f32
-  const float v22_ninf = (-tsr::inf_f());
+  const float v25_ninf = (-tsr::inf_f());
   // %f0 = const {value = 0.0} : f32
-  const float v23_f0 = 0x0p+0f;
+  const float v26_f0 = 0x0p+0f;
   // %acc0 = splat %f0 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v24_acc0[32];
+  float v27_acc0[32];
   #pragma unroll
-  for (int s25 = 0; s25 < 32; ++s25) {
-    v24_acc0[s25] = v23_f0;
+  for (int s28 = 0; s28 < 32; ++s28) {
+    v27_acc0[s28] = v26_f0;
   }
   // %ninfs = splat %ninf : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v26_ninfs[32];
+  float v29_ninfs[32];
   #pragma unroll
-  for (int s27 = 0; s27 < 32; ++s27) {
-    v26_ninfs[s27] = v22_ninf;
+  for (int s30 = 0; s30 < 32; ++s30) {
+    v29_ninfs[s30] = v25_ninf;
   }
   // %0 = convert_layout %qs : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-  float* const sh28 = reinterpret_cast<float*>((tsr_smem + 0) + 0);
+  float* const sh31 = reinterpret_cast<float*>((tsr_smem + 0) + 0);
   __syncthreads();
   #pragma unroll
-  for (int c29 = 0; c29 < 8; ++c29) {
-    float w30[4];
-    w30[0] = v20_qs[c29 * 4 + 0];
-    w30[1] = v20_qs[c29 * 4 + 1];
-    w30[2] = v20_qs[c29 * 4 + 2];
-    w30[3] = v20_qs[c29 * 4 + 3];
-    tsr::copy_vec<float, 4>(sh28 + (((((c29 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c29 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w30);
+  for (int c32 = 0; c32 < 8; ++c32) {
+    float w33[4];
+    w33[0] = v23_qs[c32 * 4 + 0];
+    w33[1] = v23_qs[c32 * 4 + 1];
+    w33[2] = v23_qs[c32 * 4 + 2];
+    w33[3] = v23_qs[c32 * 4 + 3];
+    tsr::copy_vec<float, 4>(sh31 + (((((c32 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c32 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w33);
   }
   __syncthreads();
   // %1 = splat %ninf : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v31[8];
+  float v34[8];
   #pragma unroll
-  for (int s32 = 0; s32 < 8; ++s32) {
-    v31[s32] = v22_ninf;
+  for (int s35 = 0; s35 < 8; ++s35) {
+    v34[s35] = v25_ninf;
   }
   // %2 = splat %f0 : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v33[8];
+  float v36[8];
   #pragma unroll
-  for (int s34 = 0; s34 < 8; ++s34) {
-    v33[s34] = v23_f0;
+  for (int s37 = 0; s37 < 8; ++s37) {
+    v36[s37] = v26_f0;
   }
   // %m, %l, %acc = for %c0, %ntiles, %c1, %1, %2, %acc0 {pipeline = 2} : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>, tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>, tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>> {...}
-  float c35_m[8];
+  float c38_m[8];
   #pragma unroll
-  for (int s36 = 0; s36 < 8; ++s36) {
-    c35_m[s36] = v31[s36];
+  for (int s39 = 0; s39 < 8; ++s39) {
+    c38_m[s39] = v34[s39];
   }
-  float c37_l[8];
+  float c40_l[8];
   #pragma unroll
-  for (int s38 = 0; s38 < 8; ++s38) {
-    c37_l[s38] = v33[s38];
+  for (int s41 = 0; s41 < 8; ++s41) {
+    c40_l[s41] = v36[s41];
   }
-  float c39_acc[32];
+  float c42_acc[32];
   #pragma unroll
-  for (int s40 = 0; s40 < 32; ++s40) {
-    c39_acc[s40] = v24_acc0[s40];
+  for (int s43 = 0; s43 < 32; ++s43) {
+    c42_acc[s43] = v27_acc0[s43];
   }
-  float* const sh42 = reinterpret_cast<float*>((tsr_smem + 0) + 17408);
-  int rs41 = 0;
+  float* const sh45 = reinterpret_cast<float*>((tsr_smem + 0) + 17408);
+  int rs44 = 0;
   if ((int64_t(v2_c0) + 0 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
-    const int32_t nx43 = int32_t((int64_t(v2_c0) + 0 * int64_t(v3_c1)));
+    const int32_t nx46 = int32_t((int64_t(v2_c0) + 0 * int64_t(v3_c1)));
     // %off1 = mul %j1, %bn : i32
-    const int32_t v44_off1 = int32_t(uint32_t(nx43) * uint32_t(v5_bn));
+    const int32_t v47_off1 = int32_t(uint32_t(nx46) * uint32_t(v5_bn));
     {
-      const int64_t o45 = int64_t(v1_ph) * 1;
-      const int64_t o46 = int64_t(nx43) * 64;
-      const int64_t o47 = int64_t(v2_c0) * 64;
+      const int64_t o48 = int64_t(v1_ph) * 1;
+      const int64_t o49 = int64_t(nx46) * 64;
+      const int64_t o50 = int64_t(v2_c0) * 64;
       #pragma unroll
-      for (int i48 = 0; i48 < 8; ++i48) {
-        const int q49 = i48 * 128 + tsr_tid;
-        const int64_t n50 = !(true && (o45 + 0) < int64_t(tsr_dim_H) && (o46 + ((q49 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o47 + ((q49 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o47 + ((q49 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o47 + ((q49 * 4) % 64))) : 4;
-        const float* src51 = tsr_p2 + (n50 > 0 ? (o45 + 0) * tsr_p2_s0 + (o46 + ((q49 * 4) / 64)) * tsr_p2_s1 + (o47 + ((q49 * 4) % 64)) * tsr_p2_s2 : 0);
-        float* const dst52 = (sh42 + (0) * 4352) + (0) * 4352 + (((q49 * 4) / 64)) * 68 + (((q49 * 4) % 64)) * 1;
-        if (tsr::aligned_vec<float, 4>(src51)) {
-          tsr::cp_async_16(tsr::smem_u32(dst52), src51, int(n50) * 4);
+      for (int i51 = 0; i51 < 8; ++i51) {
+        const int q52 = i51 * 128 + tsr_tid;
+        const int64_t n53 = !(true && (o48 + 0) < int64_t(tsr_dim_H) && (o49 + ((q52 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o50 + ((q52 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o50 + ((q52 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o50 + ((q52 * 4) % 64))) : 4;
+        const float* src54 = tsr_p2 + (n53 > 0 ? (o48 + 0) * tsr_p2_s0 + (o49 + ((q52 * 4) / 64)) * tsr_p2_s1 + (o50 + ((q52 * 4) % 64)) * tsr_p2_s2 : 0);
+        float* const dst55 = (sh45 + (0) * 4352) + (0) * 4352 + (((q52 * 4) / 64)) * 68 + (((q52 * 4) % 64)) * 1;
+        if (tsr::aligned_vec<float, 4>(src54)) {
+          tsr::cp_async_16(tsr::smem_u32(dst55), src54, int(n53) * 4);
         } else {
-          for (int v_ = 0; v_ < 4; ++v_) dst52[v_] = v_ < n50 ? src51[v_] : float(0);
+          for (int v_ = 0; v_ < 4; ++v_) dst55[v_] = v_ < n53 ? src54[v_] : float(0);
         }
       }
     }
   }
   tsr::cp_async_commit();
-  for (int64_t iv53_ = v2_c0; v3_c1 > 0 && iv53_ < v8_ntiles; iv53_ += v3_c1) {
-    const int32_t iv53 = int32_t(iv53_);
-    if ((iv53_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
-      const int32_t nx54 = int32_t((iv53_ + 1 * int64_t(v3_c1)));
+  for (int64_t iv56_ = v2_c0; v3_c1 > 0 && iv56_ < v8_ntiles; iv56_ += v3_c1) {
+    const int32_t iv56 = int32_t(iv56_);
+    if ((iv56_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
+      const int32_t nx57 = int32_t((iv56_ + 1 * int64_t(v3_c1)));
       // %off1 = mul %j1, %bn : i32
-      const int32_t v55_off1 = int32_t(uint32_t(nx54) * uint32_t(v5_bn));
+      const int32_t v58_off1 = int32_t(uint32_t(nx57) * uint32_t(v5_bn));
       {
-        const int64_t o56 = int64_t(v1_ph) * 1;
-        const int64_t o57 = int64_t(nx54) * 64;
-        const int64_t o58 = int64_t(v2_c0) * 64;
+        const int64_t o59 = int64_t(v1_ph) * 1;
+        const int64_t o60 = int64_t(nx57) * 64;
+        const int64_t o61 = int64_t(v2_c0) * 64;
         #pragma unroll
-        for (int i59 = 0; i59 < 8; ++i59) {
-          const int q60 = i59 * 128 + tsr_tid;
-          const int64_t n61 = !(true && (o56 + 0) < int64_t(tsr_dim_H) && (o57 + ((q60 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o58 + ((q60 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o58 + ((q60 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o58 + ((q60 * 4) % 64))) : 4;
-          const float* src62 = tsr_p2 + (n61 > 0 ? (o56 + 0) * tsr_p2_s0 + (o57 + ((q60 * 4) / 64)) * tsr_p2_s1 + (o58 + ((q60 * 4) % 64)) * tsr_p2_s2 : 0);
-          float* const dst63 = (sh42 + ((rs41 + 1) % 2) * 4352) + (0) * 4352 + (((q60 * 4) / 64)) * 68 + (((q60 * 4) % 64)) * 1;
-          if (tsr::aligned_vec<float, 4>(src62)) {
-            tsr::cp_async_16(tsr::smem_u32(dst63), src62, int(n61) * 4);
+        for (int i62 = 0; i62 < 8; ++i62) {
+          const int q63 = i62 * 128 + tsr_tid;
+          const int64_t n64 = !(true && (o59 + 0) < int64_t(tsr_dim_H) && (o60 + ((q63 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o61 + ((q63 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o61 + ((q63 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o61 + ((q63 * 4) % 64))) : 4;
+          const float* src65 = tsr_p2 + (n64 > 0 ? (o59 + 0) * tsr_p2_s0 + (o60 + ((q63 * 4) / 64)) * tsr_p2_s1 + (o61 + ((q63 * 4) % 64)) * tsr_p2_s2 : 0);
+          float* const dst66 = (sh45 + ((rs44 + 1) % 2) * 4352) + (0) * 4352 + (((q63 * 4) / 64)) * 68 + (((q63 * 4) % 64)) * 1;
+          if (tsr::aligned_vec<float, 4>(src65)) {
+            tsr::cp_async_16(tsr::smem_u32(dst66), src65, int(n64) * 4);
           } else {
-            for (int v_ = 0; v_ < 4; ++v_) dst63[v_] = v_ < n61 ? src62[v_] : float(0);
+            for (int v_ = 0; v_ < 4; ++v_) dst66[v_] = v_ < n64 ? src65[v_] : float(0);
           }
         }
       }
@@ -236,787 +249,813 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_three_loops(
     tsr::cp_async_wait<1>();  // this iteration's copies are in
     __syncthreads();
     // %kblk1 = load_tile %k, %ph, %j1, %c0 : tile<f32, [1, 64, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-    float v64_kblk1[32];
+    float v67_kblk1[32];
     {
-      const int64_t o65 = int64_t(v1_ph) * 1 + 0;
-      const int64_t o66 = int64_t(iv53) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o67 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      #pragma unroll
-      for (int c68 = 0; c68 < 8; ++c68) {
-        float vb69[4];
-        if ((o65 + 0) < int64_t(tsr_dim_H) && (o66 + ((((c68 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o67 + (((c68 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o65 + 0) * tsr_p1_s0 + (o66 + ((((c68 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o67 + (((c68 * 4) % 4))) * tsr_p1_s2)) {
-          tsr::copy_vec<float, 4>(vb69, tsr_p1 + (o65 + 0) * tsr_p1_s0 + (o66 + ((((c68 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o67 + (((c68 * 4) % 4))) * tsr_p1_s2);
-          v64_kblk1[c68 * 4 + 0] = vb69[0];
-          v64_kblk1[c68 * 4 + 1] = vb69[1];
-          v64_kblk1[c68 * 4 + 2] = vb69[2];
-          v64_kblk1[c68 * 4 + 3] = vb69[3];
-        } else {
-          v64_kblk1[c68 * 4] = ((o65 + 0) < int64_t(tsr_dim_H) && (o66 + ((((c68 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o67 + (((c68 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o65 + 0) * tsr_p1_s0 + (o66 + ((((c68 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o67 + (((c68 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
-          v64_kblk1[c68 * 4 + 1] = ((o65 + 0) < int64_t(tsr_dim_H) && (o66 + ((((c68 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o67 + (((c68 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o65 + 0) * tsr_p1_s0 + (o66 + ((((c68 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o67 + (((c68 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
-          v64_kblk1[c68 * 4 + 2] = ((o65 + 0) < int64_t(tsr_dim_H) && (o66 + ((((c68 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o67 + (((c68 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o65 + 0) * tsr_p1_s0 + (o66 + ((((c68 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o67 + (((c68 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
-          v64_kblk1[c68 * 4 + 3] = ((o65 + 0) < int64_t(tsr_dim_H) && (o66 + ((((c68 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o67 + (((c68 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o65 + 0) * tsr_p1_s0 + (o66 + ((((c68 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o67 + (((c68 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
+      const int64_t o68 = int64_t(v1_ph) * 1 + 0;
+      const int64_t o69 = int64_t(iv56) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o70 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole71 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv56) * 64 >= 0 && int64_t(iv56) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v1_ph) * 1 * tsr_p1_s0 + int64_t(iv56) * 64 * tsr_p1_s1 + int64_t(v2_c0) * 64 * tsr_p1_s2);
+      if (whole71) {
+        #pragma unroll
+        for (int c72 = 0; c72 < 8; ++c72) {
+          float vb73[4];
+          tsr::copy_vec<float, 4>(vb73, tsr_p1 + (o68 + 0) * tsr_p1_s0 + (o69 + ((((c72 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o70 + (((c72 * 4) % 4))) * tsr_p1_s2);
+          v67_kblk1[c72 * 4 + 0] = vb73[0];
+          v67_kblk1[c72 * 4 + 1] = vb73[1];
+          v67_kblk1[c72 * 4 + 2] = vb73[2];
+          v67_kblk1[c72 * 4 + 3] = vb73[3];
+        }
+      } else {
+        #pragma unroll
+        for (int c74 = 0; c74 < 8; ++c74) {
+          float vb75[4];
+          if ((o68 + 0) < int64_t(tsr_dim_H) && (o69 + ((((c74 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o70 + (((c74 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o68 + 0) * tsr_p1_s0 + (o69 + ((((c74 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o70 + (((c74 * 4) % 4))) * tsr_p1_s2)) {
+            tsr::copy_vec<float, 4>(vb75, tsr_p1 + (o68 + 0) * tsr_p1_s0 + (o69 + ((((c74 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o70 + (((c74 * 4) % 4))) * tsr_p1_s2);
+            v67_kblk1[c74 * 4 + 0] = vb75[0];
+            v67_kblk1[c74 * 4 + 1] = vb75[1];
+            v67_kblk1[c74 * 4 + 2] = vb75[2];
+            v67_kblk1[c74 * 4 + 3] = vb75[3];
+          } else {
+            v67_kblk1[c74 * 4] = ((o68 + 0) < int64_t(tsr_dim_H) && (o69 + ((((c74 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o70 + (((c74 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o68 + 0) * tsr_p1_s0 + (o69 + ((((c74 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o70 + (((c74 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
+            v67_kblk1[c74 * 4 + 1] = ((o68 + 0) < int64_t(tsr_dim_H) && (o69 + ((((c74 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o70 + (((c74 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o68 + 0) * tsr_p1_s0 + (o69 + ((((c74 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o70 + (((c74 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
+            v67_kblk1[c74 * 4 + 2] = ((o68 + 0) < int64_t(tsr_dim_H) && (o69 + ((((c74 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o70 + (((c74 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o68 + 0) * tsr_p1_s0 + (o69 + ((((c74 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o70 + (((c74 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
+            v67_kblk1[c74 * 4 + 3] = ((o68 + 0) < int64_t(tsr_dim_H) && (o69 + ((((c74 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o70 + (((c74 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o68 + 0) * tsr_p1_s0 + (o69 + ((((c74 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o70 + (((c74 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
+          }
         }
       }
     }
     // %kt1 = reshape %kblk1 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v70_kt1[32];
-    v70_kt1[0] = v64_kblk1[0];
-    v70_kt1[1] = v64_kblk1[1];
-    v70_kt1[2] = v64_kblk1[2];
-    v70_kt1[3] = v64_kblk1[3];
-    v70_kt1[4] = v64_kblk1[4];
-    v70_kt1[5] = v64_kblk1[5];
-    v70_kt1[6] = v64_kblk1[6];
-    v70_kt1[7] = v64_kblk1[7];
-    v70_kt1[8] = v64_kblk1[8];
-    v70_kt1[9] = v64_kblk1[9];
-    v70_kt1[10] = v64_kblk1[10];
-    v70_kt1[11] = v64_kblk1[11];
-    v70_kt1[12] = v64_kblk1[12];
-    v70_kt1[13] = v64_kblk1[13];
-    v70_kt1[14] = v64_kblk1[14];
-    v70_kt1[15] = v64_kblk1[15];
-    v70_kt1[16] = v64_kblk1[16];
-    v70_kt1[17] = v64_kblk1[17];
-    v70_kt1[18] = v64_kblk1[18];
-    v70_kt1[19] = v64_kblk1[19];
-    v70_kt1[20] = v64_kblk1[20];
-    v70_kt1[21] = v64_kblk1[21];
-    v70_kt1[22] = v64_kblk1[22];
-    v70_kt1[23] = v64_kblk1[23];
-    v70_kt1[24] = v64_kblk1[24];
-    v70_kt1[25] = v64_kblk1[25];
-    v70_kt1[26] = v64_kblk1[26];
-    v70_kt1[27] = v64_kblk1[27];
-    v70_kt1[28] = v64_kblk1[28];
-    v70_kt1[29] = v64_kblk1[29];
-    v70_kt1[30] = v64_kblk1[30];
-    v70_kt1[31] = v64_kblk1[31];
+    float v76_kt1[32];
+    v76_kt1[0] = v67_kblk1[0];
+    v76_kt1[1] = v67_kblk1[1];
+    v76_kt1[2] = v67_kblk1[2];
+    v76_kt1[3] = v67_kblk1[3];
+    v76_kt1[4] = v67_kblk1[4];
+    v76_kt1[5] = v67_kblk1[5];
+    v76_kt1[6] = v67_kblk1[6];
+    v76_kt1[7] = v67_kblk1[7];
+    v76_kt1[8] = v67_kblk1[8];
+    v76_kt1[9] = v67_kblk1[9];
+    v76_kt1[10] = v67_kblk1[10];
+    v76_kt1[11] = v67_kblk1[11];
+    v76_kt1[12] = v67_kblk1[12];
+    v76_kt1[13] = v67_kblk1[13];
+    v76_kt1[14] = v67_kblk1[14];
+    v76_kt1[15] = v67_kblk1[15];
+    v76_kt1[16] = v67_kblk1[16];
+    v76_kt1[17] = v67_kblk1[17];
+    v76_kt1[18] = v67_kblk1[18];
+    v76_kt1[19] = v67_kblk1[19];
+    v76_kt1[20] = v67_kblk1[20];
+    v76_kt1[21] = v67_kblk1[21];
+    v76_kt1[22] = v67_kblk1[22];
+    v76_kt1[23] = v67_kblk1[23];
+    v76_kt1[24] = v67_kblk1[24];
+    v76_kt1[25] = v67_kblk1[25];
+    v76_kt1[26] = v67_kblk1[26];
+    v76_kt1[27] = v67_kblk1[27];
+    v76_kt1[28] = v67_kblk1[28];
+    v76_kt1[29] = v67_kblk1[29];
+    v76_kt1[30] = v67_kblk1[30];
+    v76_kt1[31] = v67_kblk1[31];
     // %ktt1 = permute %kt1 {dims = [1, 0]} : tile<f32, [64, 64], layout = blocked<per_thread = [4, 1], threads = [16, 2], warps = [1, 4], order = [0, 1]>>
-    float v71_ktt1[32];
-    v71_ktt1[0] = v70_kt1[0];
-    v71_ktt1[1] = v70_kt1[1];
-    v71_ktt1[2] = v70_kt1[2];
-    v71_ktt1[3] = v70_kt1[3];
-    v71_ktt1[4] = v70_kt1[4];
-    v71_ktt1[5] = v70_kt1[5];
-    v71_ktt1[6] = v70_kt1[6];
-    v71_ktt1[7] = v70_kt1[7];
-    v71_ktt1[8] = v70_kt1[8];
-    v71_ktt1[9] = v70_kt1[9];
-    v71_ktt1[10] = v70_kt1[10];
-    v71_ktt1[11] = v70_kt1[11];
-    v71_ktt1[12] = v70_kt1[12];
-    v71_ktt1[13] = v70_kt1[13];
-    v71_ktt1[14] = v70_kt1[14];
-    v71_ktt1[15] = v70_kt1[15];
-    v71_ktt1[16] = v70_kt1[16];
-    v71_ktt1[17] = v70_kt1[17];
-    v71_ktt1[18] = v70_kt1[18];
-    v71_ktt1[19] = v70_kt1[19];
-    v71_ktt1[20] = v70_kt1[20];
-    v71_ktt1[21] = v70_kt1[21];
-    v71_ktt1[22] = v70_kt1[22];
-    v71_ktt1[23] = v70_kt1[23];
-    v71_ktt1[24] = v70_kt1[24];
-    v71_ktt1[25] = v70_kt1[25];
-    v71_ktt1[26] = v70_kt1[26];
-    v71_ktt1[27] = v70_kt1[27];
-    v71_ktt1[28] = v70_kt1[28];
-    v71_ktt1[29] = v70_kt1[29];
-    v71_ktt1[30] = v70_kt1[30];
-    v71_ktt1[31] = v70_kt1[31];
+    float v77_ktt1[32];
+    v77_ktt1[0] = v76_kt1[0];
+    v77_ktt1[1] = v76_kt1[1];
+    v77_ktt1[2] = v76_kt1[2];
+    v77_ktt1[3] = v76_kt1[3];
+    v77_ktt1[4] = v76_kt1[4];
+    v77_ktt1[5] = v76_kt1[5];
+    v77_ktt1[6] = v76_kt1[6];
+    v77_ktt1[7] = v76_kt1[7];
+    v77_ktt1[8] = v76_kt1[8];
+    v77_ktt1[9] = v76_kt1[9];
+    v77_ktt1[10] = v76_kt1[10];
+    v77_ktt1[11] = v76_kt1[11];
+    v77_ktt1[12] = v76_kt1[12];
+    v77_ktt1[13] = v76_kt1[13];
+    v77_ktt1[14] = v76_kt1[14];
+    v77_ktt1[15] = v76_kt1[15];
+    v77_ktt1[16] = v76_kt1[16];
+    v77_ktt1[17] = v76_kt1[17];
+    v77_ktt1[18] = v76_kt1[18];
+    v77_ktt1[19] = v76_kt1[19];
+    v77_ktt1[20] = v76_kt1[20];
+    v77_ktt1[21] = v76_kt1[21];
+    v77_ktt1[22] = v76_kt1[22];
+    v77_ktt1[23] = v76_kt1[23];
+    v77_ktt1[24] = v76_kt1[24];
+    v77_ktt1[25] = v76_kt1[25];
+    v77_ktt1[26] = v76_kt1[26];
+    v77_ktt1[27] = v76_kt1[27];
+    v77_ktt1[28] = v76_kt1[28];
+    v77_ktt1[29] = v76_kt1[29];
+    v77_ktt1[30] = v76_kt1[30];
+    v77_ktt1[31] = v76_kt1[31];
     // %3 = convert_layout %ktt1 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh72 = reinterpret_cast<float*>((tsr_smem + 0) + 52224);
+    float* const sh78 = reinterpret_cast<float*>((tsr_smem + 0) + 52224);
     __syncthreads();
     #pragma unroll
-    for (int c73 = 0; c73 < 32; ++c73) {
-      float w74[1];
-      w74[0] = v71_ktt1[c73 * 1 + 0];
-      tsr::copy_vec<float, 1>(sh72 + ((((c73 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c73 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w74);
+    for (int c79 = 0; c79 < 32; ++c79) {
+      float w80[1];
+      w80[0] = v77_ktt1[c79 * 1 + 0];
+      tsr::copy_vec<float, 1>(sh78 + ((((c79 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c79 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w80);
     }
     __syncthreads();
     // %s1 = dot %0, %3, %acc0 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v75_s1[32];
+    float v81_s1[32];
     #pragma unroll
-    for (int s76 = 0; s76 < 32; ++s76) {
-      v75_s1[s76] = v24_acc0[s76];
+    for (int s82 = 0; s82 < 32; ++s82) {
+      v81_s1[s82] = v27_acc0[s82];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll 4
       for (int k_ = 0; k_ < 64; ++k_) {
-        const auto a0_ = sh28[(tm_ + 0) * 68 + (k_) * 1];
-        const auto a1_ = sh28[(tm_ + 8) * 68 + (k_) * 1];
-        const auto a2_ = sh28[(tm_ + 16) * 68 + (k_) * 1];
-        const auto a3_ = sh28[(tm_ + 24) * 68 + (k_) * 1];
-        const auto a4_ = sh28[(tm_ + 32) * 68 + (k_) * 1];
-        const auto a5_ = sh28[(tm_ + 40) * 68 + (k_) * 1];
-        const auto a6_ = sh28[(tm_ + 48) * 68 + (k_) * 1];
-        const auto a7_ = sh28[(tm_ + 56) * 68 + (k_) * 1];
-        const auto b0_ = sh72[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = sh72[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = sh72[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = sh72[(k_) * 68 + (tn_ + 3) * 1];
-        v75_s1[0] = fmaf(float(a0_), float(b0_), v75_s1[0]);
-        v75_s1[1] = fmaf(float(a0_), float(b1_), v75_s1[1]);
-        v75_s1[2] = fmaf(float(a0_), float(b2_), v75_s1[2]);
-        v75_s1[3] = fmaf(float(a0_), float(b3_), v75_s1[3]);
-        v75_s1[4] = fmaf(float(a1_), float(b0_), v75_s1[4]);
-        v75_s1[5] = fmaf(float(a1_), float(b1_), v75_s1[5]);
-        v75_s1[6] = fmaf(float(a1_), float(b2_), v75_s1[6]);
-        v75_s1[7] = fmaf(float(a1_), float(b3_), v75_s1[7]);
-        v75_s1[8] = fmaf(float(a2_), float(b0_), v75_s1[8]);
-        v75_s1[9] = fmaf(float(a2_), float(b1_), v75_s1[9]);
-        v75_s1[10] = fmaf(float(a2_), float(b2_), v75_s1[10]);
-        v75_s1[11] = fmaf(float(a2_), float(b3_), v75_s1[11]);
-        v75_s1[12] = fmaf(float(a3_), float(b0_), v75_s1[12]);
-        v75_s1[13] = fmaf(float(a3_), float(b1_), v75_s1[13]);
-        v75_s1[14] = fmaf(float(a3_), float(b2_), v75_s1[14]);
-        v75_s1[15] = fmaf(float(a3_), float(b3_), v75_s1[15]);
-        v75_s1[16] = fmaf(float(a4_), float(b0_), v75_s1[16]);
-        v75_s1[17] = fmaf(float(a4_), float(b1_), v75_s1[17]);
-        v75_s1[18] = fmaf(float(a4_), float(b2_), v75_s1[18]);
-        v75_s1[19] = fmaf(float(a4_), float(b3_), v75_s1[19]);
-        v75_s1[20] = fmaf(float(a5_), float(b0_), v75_s1[20]);
-        v75_s1[21] = fmaf(float(a5_), float(b1_), v75_s1[21]);
-        v75_s1[22] = fmaf(float(a5_), float(b2_), v75_s1[22]);
-        v75_s1[23] = fmaf(float(a5_), float(b3_), v75_s1[23]);
-        v75_s1[24] = fmaf(float(a6_), float(b0_), v75_s1[24]);
-        v75_s1[25] = fmaf(float(a6_), float(b1_), v75_s1[25]);
-        v75_s1[26] = fmaf(float(a6_), float(b2_), v75_s1[26]);
-        v75_s1[27] = fmaf(float(a6_), float(b3_), v75_s1[27]);
-        v75_s1[28] = fmaf(float(a7_), float(b0_), v75_s1[28]);
-        v75_s1[29] = fmaf(float(a7_), float(b1_), v75_s1[29]);
-        v75_s1[30] = fmaf(float(a7_), float(b2_), v75_s1[30]);
-        v75_s1[31] = fmaf(float(a7_), float(b3_), v75_s1[31]);
+        const auto a0_ = sh31[(tm_ + 0) * 68 + (k_) * 1];
+        const auto a1_ = sh31[(tm_ + 8) * 68 + (k_) * 1];
+        const auto a2_ = sh31[(tm_ + 16) * 68 + (k_) * 1];
+        const auto a3_ = sh31[(tm_ + 24) * 68 + (k_) * 1];
+        const auto a4_ = sh31[(tm_ + 32) * 68 + (k_) * 1];
+        const auto a5_ = sh31[(tm_ + 40) * 68 + (k_) * 1];
+        const auto a6_ = sh31[(tm_ + 48) * 68 + (k_) * 1];
+        const auto a7_ = sh31[(tm_ + 56) * 68 + (k_) * 1];
+        const auto b0_ = sh78[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = sh78[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = sh78[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = sh78[(k_) * 68 + (tn_ + 3) * 1];
+        v81_s1[0] = fmaf(float(a0_), float(b0_), v81_s1[0]);
+        v81_s1[1] = fmaf(float(a0_), float(b1_), v81_s1[1]);
+        v81_s1[2] = fmaf(float(a0_), float(b2_), v81_s1[2]);
+        v81_s1[3] = fmaf(float(a0_), float(b3_), v81_s1[3]);
+        v81_s1[4] = fmaf(float(a1_), float(b0_), v81_s1[4]);
+        v81_s1[5] = fmaf(float(a1_), float(b1_), v81_s1[5]);
+        v81_s1[6] = fmaf(float(a1_), float(b2_), v81_s1[6]);
+        v81_s1[7] = fmaf(float(a1_), float(b3_), v81_s1[7]);
+        v81_s1[8] = fmaf(float(a2_), float(b0_), v81_s1[8]);
+        v81_s1[9] = fmaf(float(a2_), float(b1_), v81_s1[9]);
+        v81_s1[10] = fmaf(float(a2_), float(b2_), v81_s1[10]);
+        v81_s1[11] = fmaf(float(a2_), float(b3_), v81_s1[11]);
+        v81_s1[12] = fmaf(float(a3_), float(b0_), v81_s1[12]);
+        v81_s1[13] = fmaf(float(a3_), float(b1_), v81_s1[13]);
+        v81_s1[14] = fmaf(float(a3_), float(b2_), v81_s1[14]);
+        v81_s1[15] = fmaf(float(a3_), float(b3_), v81_s1[15]);
+        v81_s1[16] = fmaf(float(a4_), float(b0_), v81_s1[16]);
+        v81_s1[17] = fmaf(float(a4_), float(b1_), v81_s1[17]);
+        v81_s1[18] = fmaf(float(a4_), float(b2_), v81_s1[18]);
+        v81_s1[19] = fmaf(float(a4_), float(b3_), v81_s1[19]);
+        v81_s1[20] = fmaf(float(a5_), float(b0_), v81_s1[20]);
+        v81_s1[21] = fmaf(float(a5_), float(b1_), v81_s1[21]);
+        v81_s1[22] = fmaf(float(a5_), float(b2_), v81_s1[22]);
+        v81_s1[23] = fmaf(float(a5_), float(b3_), v81_s1[23]);
+        v81_s1[24] = fmaf(float(a6_), float(b0_), v81_s1[24]);
+        v81_s1[25] = fmaf(float(a6_), float(b1_), v81_s1[25]);
+        v81_s1[26] = fmaf(float(a6_), float(b2_), v81_s1[26]);
+        v81_s1[27] = fmaf(float(a6_), float(b3_), v81_s1[27]);
+        v81_s1[28] = fmaf(float(a7_), float(b0_), v81_s1[28]);
+        v81_s1[29] = fmaf(float(a7_), float(b1_), v81_s1[29]);
+        v81_s1[30] = fmaf(float(a7_), float(b2_), v81_s1[30]);
+        v81_s1[31] = fmaf(float(a7_), float(b3_), v81_s1[31]);
       }
     }
     // %off1 = mul %j1, %bn : i32
-    const int32_t v77_off1 = int32_t(uint32_t(iv53) * uint32_t(v5_bn));
+    const int32_t v83_off1 = int32_t(uint32_t(iv56) * uint32_t(v5_bn));
     // %4 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v78[4];
-    #pragma unroll
-    for (int s79 = 0; s79 < 4; ++s79) {
-      v78[s79] = int32_t(0 + (((s79) % 4)) + (((tsr_lane >> 0) & 15) * 4));
-    }
-    // %5 = splat %off1 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v80[4];
-    #pragma unroll
-    for (int s81 = 0; s81 < 4; ++s81) {
-      v80[s81] = v77_off1;
-    }
-    // %6 = add %4, %5 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v82[4];
-    #pragma unroll
-    for (int s83 = 0; s83 < 4; ++s83) {
-      v82[s83] = int32_t(uint32_t(v78[s83]) + uint32_t(v80[s83]));
-    }
-    // %7 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v84[4];
     #pragma unroll
     for (int s85 = 0; s85 < 4; ++s85) {
-      v84[s85] = v4_t;
+      v84[s85] = int32_t(0 + (((s85) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
-    // %8 = cmp %6, %7 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v86[4];
+    // %5 = splat %off1 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v86[4];
     #pragma unroll
     for (int s87 = 0; s87 < 4; ++s87) {
-      v86[s87] = uint8_t(v82[s87] < v84[s87]);
+      v86[s87] = v83_off1;
+    }
+    // %6 = add %4, %5 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v88[4];
+    #pragma unroll
+    for (int s89 = 0; s89 < 4; ++s89) {
+      v88[s89] = int32_t(uint32_t(v84[s89]) + uint32_t(v86[s89]));
+    }
+    // %7 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v90[4];
+    #pragma unroll
+    for (int s91 = 0; s91 < 4; ++s91) {
+      v90[s91] = v4_t;
+    }
+    // %8 = cmp %6, %7 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    uint8_t v92[4];
+    #pragma unroll
+    for (int s93 = 0; s93 < 4; ++s93) {
+      v92[s93] = uint8_t(v88[s93] < v90[s93]);
     }
     // %validr1 = expand_dims %8 {axis = 0} : tile<i1, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v88_validr1[4];
-    v88_validr1[0] = v86[0];
-    v88_validr1[1] = v86[1];
-    v88_validr1[2] = v86[2];
-    v88_validr1[3] = v86[3];
+    uint8_t v94_validr1[4];
+    v94_validr1[0] = v92[0];
+    v94_validr1[1] = v92[1];
+    v94_validr1[2] = v92[2];
+    v94_validr1[3] = v92[3];
     // %validb1 = broadcast %validr1 : tile<i1, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v89_validb1[32];
-    v89_validb1[0] = v88_validr1[0];
-    v89_validb1[1] = v88_validr1[1];
-    v89_validb1[2] = v88_validr1[2];
-    v89_validb1[3] = v88_validr1[3];
-    v89_validb1[4] = v88_validr1[0];
-    v89_validb1[5] = v88_validr1[1];
-    v89_validb1[6] = v88_validr1[2];
-    v89_validb1[7] = v88_validr1[3];
-    v89_validb1[8] = v88_validr1[0];
-    v89_validb1[9] = v88_validr1[1];
-    v89_validb1[10] = v88_validr1[2];
-    v89_validb1[11] = v88_validr1[3];
-    v89_validb1[12] = v88_validr1[0];
-    v89_validb1[13] = v88_validr1[1];
-    v89_validb1[14] = v88_validr1[2];
-    v89_validb1[15] = v88_validr1[3];
-    v89_validb1[16] = v88_validr1[0];
-    v89_validb1[17] = v88_validr1[1];
-    v89_validb1[18] = v88_validr1[2];
-    v89_validb1[19] = v88_validr1[3];
-    v89_validb1[20] = v88_validr1[0];
-    v89_validb1[21] = v88_validr1[1];
-    v89_validb1[22] = v88_validr1[2];
-    v89_validb1[23] = v88_validr1[3];
-    v89_validb1[24] = v88_validr1[0];
-    v89_validb1[25] = v88_validr1[1];
-    v89_validb1[26] = v88_validr1[2];
-    v89_validb1[27] = v88_validr1[3];
-    v89_validb1[28] = v88_validr1[0];
-    v89_validb1[29] = v88_validr1[1];
-    v89_validb1[30] = v88_validr1[2];
-    v89_validb1[31] = v88_validr1[3];
+    uint8_t v95_validb1[32];
+    v95_validb1[0] = v94_validr1[0];
+    v95_validb1[1] = v94_validr1[1];
+    v95_validb1[2] = v94_validr1[2];
+    v95_validb1[3] = v94_validr1[3];
+    v95_validb1[4] = v94_validr1[0];
+    v95_validb1[5] = v94_validr1[1];
+    v95_validb1[6] = v94_validr1[2];
+    v95_validb1[7] = v94_validr1[3];
+    v95_validb1[8] = v94_validr1[0];
+    v95_validb1[9] = v94_validr1[1];
+    v95_validb1[10] = v94_validr1[2];
+    v95_validb1[11] = v94_validr1[3];
+    v95_validb1[12] = v94_validr1[0];
+    v95_validb1[13] = v94_validr1[1];
+    v95_validb1[14] = v94_validr1[2];
+    v95_validb1[15] = v94_validr1[3];
+    v95_validb1[16] = v94_validr1[0];
+    v95_validb1[17] = v94_validr1[1];
+    v95_validb1[18] = v94_validr1[2];
+    v95_validb1[19] = v94_validr1[3];
+    v95_validb1[20] = v94_validr1[0];
+    v95_validb1[21] = v94_validr1[1];
+    v95_validb1[22] = v94_validr1[2];
+    v95_validb1[23] = v94_validr1[3];
+    v95_validb1[24] = v94_validr1[0];
+    v95_validb1[25] = v94_validr1[1];
+    v95_validb1[26] = v94_validr1[2];
+    v95_validb1[27] = v94_validr1[3];
+    v95_validb1[28] = v94_validr1[0];
+    v95_validb1[29] = v94_validr1[1];
+    v95_validb1[30] = v94_validr1[2];
+    v95_validb1[31] = v94_validr1[3];
     // %sm1 = where %validb1, %s1, %ninfs : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v90_sm1[32];
+    float v96_sm1[32];
     #pragma unroll
-    for (int s91 = 0; s91 < 32; ++s91) {
-      v90_sm1[s91] = (v89_validb1[s91] ? v75_s1[s91] : v26_ninfs[s91]);
+    for (int s97 = 0; s97 < 32; ++s97) {
+      v96_sm1[s97] = (v95_validb1[s97] ? v81_s1[s97] : v29_ninfs[s97]);
     }
     // %rmax = reduce %sm1 {axis = 1, kind = "max"} : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v92_rmax[8];
-    v92_rmax[0] = v90_sm1[0];
-    v92_rmax[0] = tsr::max_nan_f32(v92_rmax[0], v90_sm1[1]);
-    v92_rmax[0] = tsr::max_nan_f32(v92_rmax[0], v90_sm1[2]);
-    v92_rmax[0] = tsr::max_nan_f32(v92_rmax[0], v90_sm1[3]);
-    v92_rmax[1] = v90_sm1[4];
-    v92_rmax[1] = tsr::max_nan_f32(v92_rmax[1], v90_sm1[5]);
-    v92_rmax[1] = tsr::max_nan_f32(v92_rmax[1], v90_sm1[6]);
-    v92_rmax[1] = tsr::max_nan_f32(v92_rmax[1], v90_sm1[7]);
-    v92_rmax[2] = v90_sm1[8];
-    v92_rmax[2] = tsr::max_nan_f32(v92_rmax[2], v90_sm1[9]);
-    v92_rmax[2] = tsr::max_nan_f32(v92_rmax[2], v90_sm1[10]);
-    v92_rmax[2] = tsr::max_nan_f32(v92_rmax[2], v90_sm1[11]);
-    v92_rmax[3] = v90_sm1[12];
-    v92_rmax[3] = tsr::max_nan_f32(v92_rmax[3], v90_sm1[13]);
-    v92_rmax[3] = tsr::max_nan_f32(v92_rmax[3], v90_sm1[14]);
-    v92_rmax[3] = tsr::max_nan_f32(v92_rmax[3], v90_sm1[15]);
-    v92_rmax[4] = v90_sm1[16];
-    v92_rmax[4] = tsr::max_nan_f32(v92_rmax[4], v90_sm1[17]);
-    v92_rmax[4] = tsr::max_nan_f32(v92_rmax[4], v90_sm1[18]);
-    v92_rmax[4] = tsr::max_nan_f32(v92_rmax[4], v90_sm1[19]);
-    v92_rmax[5] = v90_sm1[20];
-    v92_rmax[5] = tsr::max_nan_f32(v92_rmax[5], v90_sm1[21]);
-    v92_rmax[5] = tsr::max_nan_f32(v92_rmax[5], v90_sm1[22]);
-    v92_rmax[5] = tsr::max_nan_f32(v92_rmax[5], v90_sm1[23]);
-    v92_rmax[6] = v90_sm1[24];
-    v92_rmax[6] = tsr::max_nan_f32(v92_rmax[6], v90_sm1[25]);
-    v92_rmax[6] = tsr::max_nan_f32(v92_rmax[6], v90_sm1[26]);
-    v92_rmax[6] = tsr::max_nan_f32(v92_rmax[6], v90_sm1[27]);
-    v92_rmax[7] = v90_sm1[28];
-    v92_rmax[7] = tsr::max_nan_f32(v92_rmax[7], v90_sm1[29]);
-    v92_rmax[7] = tsr::max_nan_f32(v92_rmax[7], v90_sm1[30]);
-    v92_rmax[7] = tsr::max_nan_f32(v92_rmax[7], v90_sm1[31]);
-    const float sh93 = __shfl_xor_sync(0xffffffffu, v92_rmax[0], 1);
-    v92_rmax[0] = tsr::max_nan_f32(v92_rmax[0], sh93);
-    const float sh94 = __shfl_xor_sync(0xffffffffu, v92_rmax[1], 1);
-    v92_rmax[1] = tsr::max_nan_f32(v92_rmax[1], sh94);
-    const float sh95 = __shfl_xor_sync(0xffffffffu, v92_rmax[2], 1);
-    v92_rmax[2] = tsr::max_nan_f32(v92_rmax[2], sh95);
-    const float sh96 = __shfl_xor_sync(0xffffffffu, v92_rmax[3], 1);
-    v92_rmax[3] = tsr::max_nan_f32(v92_rmax[3], sh96);
-    const float sh97 = __shfl_xor_sync(0xffffffffu, v92_rmax[4], 1);
-    v92_rmax[4] = tsr::max_nan_f32(v92_rmax[4], sh97);
-    const float sh98 = __shfl_xor_sync(0xffffffffu, v92_rmax[5], 1);
-    v92_rmax[5] = tsr::max_nan_f32(v92_rmax[5], sh98);
-    const float sh99 = __shfl_xor_sync(0xffffffffu, v92_rmax[6], 1);
-    v92_rmax[6] = tsr::max_nan_f32(v92_rmax[6], sh99);
-    const float sh100 = __shfl_xor_sync(0xffffffffu, v92_rmax[7], 1);
-    v92_rmax[7] = tsr::max_nan_f32(v92_rmax[7], sh100);
-    const float sh101 = __shfl_xor_sync(0xffffffffu, v92_rmax[0], 2);
-    v92_rmax[0] = tsr::max_nan_f32(v92_rmax[0], sh101);
-    const float sh102 = __shfl_xor_sync(0xffffffffu, v92_rmax[1], 2);
-    v92_rmax[1] = tsr::max_nan_f32(v92_rmax[1], sh102);
-    const float sh103 = __shfl_xor_sync(0xffffffffu, v92_rmax[2], 2);
-    v92_rmax[2] = tsr::max_nan_f32(v92_rmax[2], sh103);
-    const float sh104 = __shfl_xor_sync(0xffffffffu, v92_rmax[3], 2);
-    v92_rmax[3] = tsr::max_nan_f32(v92_rmax[3], sh104);
-    const float sh105 = __shfl_xor_sync(0xffffffffu, v92_rmax[4], 2);
-    v92_rmax[4] = tsr::max_nan_f32(v92_rmax[4], sh105);
-    const float sh106 = __shfl_xor_sync(0xffffffffu, v92_rmax[5], 2);
-    v92_rmax[5] = tsr::max_nan_f32(v92_rmax[5], sh106);
-    const float sh107 = __shfl_xor_sync(0xffffffffu, v92_rmax[6], 2);
-    v92_rmax[6] = tsr::max_nan_f32(v92_rmax[6], sh107);
-    const float sh108 = __shfl_xor_sync(0xffffffffu, v92_rmax[7], 2);
-    v92_rmax[7] = tsr::max_nan_f32(v92_rmax[7], sh108);
-    const float sh109 = __shfl_xor_sync(0xffffffffu, v92_rmax[0], 4);
-    v92_rmax[0] = tsr::max_nan_f32(v92_rmax[0], sh109);
-    const float sh110 = __shfl_xor_sync(0xffffffffu, v92_rmax[1], 4);
-    v92_rmax[1] = tsr::max_nan_f32(v92_rmax[1], sh110);
-    const float sh111 = __shfl_xor_sync(0xffffffffu, v92_rmax[2], 4);
-    v92_rmax[2] = tsr::max_nan_f32(v92_rmax[2], sh111);
-    const float sh112 = __shfl_xor_sync(0xffffffffu, v92_rmax[3], 4);
-    v92_rmax[3] = tsr::max_nan_f32(v92_rmax[3], sh112);
-    const float sh113 = __shfl_xor_sync(0xffffffffu, v92_rmax[4], 4);
-    v92_rmax[4] = tsr::max_nan_f32(v92_rmax[4], sh113);
-    const float sh114 = __shfl_xor_sync(0xffffffffu, v92_rmax[5], 4);
-    v92_rmax[5] = tsr::max_nan_f32(v92_rmax[5], sh114);
-    const float sh115 = __shfl_xor_sync(0xffffffffu, v92_rmax[6], 4);
-    v92_rmax[6] = tsr::max_nan_f32(v92_rmax[6], sh115);
-    const float sh116 = __shfl_xor_sync(0xffffffffu, v92_rmax[7], 4);
-    v92_rmax[7] = tsr::max_nan_f32(v92_rmax[7], sh116);
-    const float sh117 = __shfl_xor_sync(0xffffffffu, v92_rmax[0], 8);
-    v92_rmax[0] = tsr::max_nan_f32(v92_rmax[0], sh117);
-    const float sh118 = __shfl_xor_sync(0xffffffffu, v92_rmax[1], 8);
-    v92_rmax[1] = tsr::max_nan_f32(v92_rmax[1], sh118);
-    const float sh119 = __shfl_xor_sync(0xffffffffu, v92_rmax[2], 8);
-    v92_rmax[2] = tsr::max_nan_f32(v92_rmax[2], sh119);
-    const float sh120 = __shfl_xor_sync(0xffffffffu, v92_rmax[3], 8);
-    v92_rmax[3] = tsr::max_nan_f32(v92_rmax[3], sh120);
-    const float sh121 = __shfl_xor_sync(0xffffffffu, v92_rmax[4], 8);
-    v92_rmax[4] = tsr::max_nan_f32(v92_rmax[4], sh121);
-    const float sh122 = __shfl_xor_sync(0xffffffffu, v92_rmax[5], 8);
-    v92_rmax[5] = tsr::max_nan_f32(v92_rmax[5], sh122);
-    const float sh123 = __shfl_xor_sync(0xffffffffu, v92_rmax[6], 8);
-    v92_rmax[6] = tsr::max_nan_f32(v92_rmax[6], sh123);
-    const float sh124 = __shfl_xor_sync(0xffffffffu, v92_rmax[7], 8);
-    v92_rmax[7] = tsr::max_nan_f32(v92_rmax[7], sh124);
+    float v98_rmax[8];
+    v98_rmax[0] = v96_sm1[0];
+    v98_rmax[0] = tsr::max_nan_f32(v98_rmax[0], v96_sm1[1]);
+    v98_rmax[0] = tsr::max_nan_f32(v98_rmax[0], v96_sm1[2]);
+    v98_rmax[0] = tsr::max_nan_f32(v98_rmax[0], v96_sm1[3]);
+    v98_rmax[1] = v96_sm1[4];
+    v98_rmax[1] = tsr::max_nan_f32(v98_rmax[1], v96_sm1[5]);
+    v98_rmax[1] = tsr::max_nan_f32(v98_rmax[1], v96_sm1[6]);
+    v98_rmax[1] = tsr::max_nan_f32(v98_rmax[1], v96_sm1[7]);
+    v98_rmax[2] = v96_sm1[8];
+    v98_rmax[2] = tsr::max_nan_f32(v98_rmax[2], v96_sm1[9]);
+    v98_rmax[2] = tsr::max_nan_f32(v98_rmax[2], v96_sm1[10]);
+    v98_rmax[2] = tsr::max_nan_f32(v98_rmax[2], v96_sm1[11]);
+    v98_rmax[3] = v96_sm1[12];
+    v98_rmax[3] = tsr::max_nan_f32(v98_rmax[3], v96_sm1[13]);
+    v98_rmax[3] = tsr::max_nan_f32(v98_rmax[3], v96_sm1[14]);
+    v98_rmax[3] = tsr::max_nan_f32(v98_rmax[3], v96_sm1[15]);
+    v98_rmax[4] = v96_sm1[16];
+    v98_rmax[4] = tsr::max_nan_f32(v98_rmax[4], v96_sm1[17]);
+    v98_rmax[4] = tsr::max_nan_f32(v98_rmax[4], v96_sm1[18]);
+    v98_rmax[4] = tsr::max_nan_f32(v98_rmax[4], v96_sm1[19]);
+    v98_rmax[5] = v96_sm1[20];
+    v98_rmax[5] = tsr::max_nan_f32(v98_rmax[5], v96_sm1[21]);
+    v98_rmax[5] = tsr::max_nan_f32(v98_rmax[5], v96_sm1[22]);
+    v98_rmax[5] = tsr::max_nan_f32(v98_rmax[5], v96_sm1[23]);
+    v98_rmax[6] = v96_sm1[24];
+    v98_rmax[6] = tsr::max_nan_f32(v98_rmax[6], v96_sm1[25]);
+    v98_rmax[6] = tsr::max_nan_f32(v98_rmax[6], v96_sm1[26]);
+    v98_rmax[6] = tsr::max_nan_f32(v98_rmax[6], v96_sm1[27]);
+    v98_rmax[7] = v96_sm1[28];
+    v98_rmax[7] = tsr::max_nan_f32(v98_rmax[7], v96_sm1[29]);
+    v98_rmax[7] = tsr::max_nan_f32(v98_rmax[7], v96_sm1[30]);
+    v98_rmax[7] = tsr::max_nan_f32(v98_rmax[7], v96_sm1[31]);
+    const float sh99 = __shfl_xor_sync(0xffffffffu, v98_rmax[0], 1);
+    v98_rmax[0] = tsr::max_nan_f32(v98_rmax[0], sh99);
+    const float sh100 = __shfl_xor_sync(0xffffffffu, v98_rmax[1], 1);
+    v98_rmax[1] = tsr::max_nan_f32(v98_rmax[1], sh100);
+    const float sh101 = __shfl_xor_sync(0xffffffffu, v98_rmax[2], 1);
+    v98_rmax[2] = tsr::max_nan_f32(v98_rmax[2], sh101);
+    const float sh102 = __shfl_xor_sync(0xffffffffu, v98_rmax[3], 1);
+    v98_rmax[3] = tsr::max_nan_f32(v98_rmax[3], sh102);
+    const float sh103 = __shfl_xor_sync(0xffffffffu, v98_rmax[4], 1);
+    v98_rmax[4] = tsr::max_nan_f32(v98_rmax[4], sh103);
+    const float sh104 = __shfl_xor_sync(0xffffffffu, v98_rmax[5], 1);
+    v98_rmax[5] = tsr::max_nan_f32(v98_rmax[5], sh104);
+    const float sh105 = __shfl_xor_sync(0xffffffffu, v98_rmax[6], 1);
+    v98_rmax[6] = tsr::max_nan_f32(v98_rmax[6], sh105);
+    const float sh106 = __shfl_xor_sync(0xffffffffu, v98_rmax[7], 1);
+    v98_rmax[7] = tsr::max_nan_f32(v98_rmax[7], sh106);
+    const float sh107 = __shfl_xor_sync(0xffffffffu, v98_rmax[0], 2);
+    v98_rmax[0] = tsr::max_nan_f32(v98_rmax[0], sh107);
+    const float sh108 = __shfl_xor_sync(0xffffffffu, v98_rmax[1], 2);
+    v98_rmax[1] = tsr::max_nan_f32(v98_rmax[1], sh108);
+    const float sh109 = __shfl_xor_sync(0xffffffffu, v98_rmax[2], 2);
+    v98_rmax[2] = tsr::max_nan_f32(v98_rmax[2], sh109);
+    const float sh110 = __shfl_xor_sync(0xffffffffu, v98_rmax[3], 2);
+    v98_rmax[3] = tsr::max_nan_f32(v98_rmax[3], sh110);
+    const float sh111 = __shfl_xor_sync(0xffffffffu, v98_rmax[4], 2);
+    v98_rmax[4] = tsr::max_nan_f32(v98_rmax[4], sh111);
+    const float sh112 = __shfl_xor_sync(0xffffffffu, v98_rmax[5], 2);
+    v98_rmax[5] = tsr::max_nan_f32(v98_rmax[5], sh112);
+    const float sh113 = __shfl_xor_sync(0xffffffffu, v98_rmax[6], 2);
+    v98_rmax[6] = tsr::max_nan_f32(v98_rmax[6], sh113);
+    const float sh114 = __shfl_xor_sync(0xffffffffu, v98_rmax[7], 2);
+    v98_rmax[7] = tsr::max_nan_f32(v98_rmax[7], sh114);
+    const float sh115 = __shfl_xor_sync(0xffffffffu, v98_rmax[0], 4);
+    v98_rmax[0] = tsr::max_nan_f32(v98_rmax[0], sh115);
+    const float sh116 = __shfl_xor_sync(0xffffffffu, v98_rmax[1], 4);
+    v98_rmax[1] = tsr::max_nan_f32(v98_rmax[1], sh116);
+    const float sh117 = __shfl_xor_sync(0xffffffffu, v98_rmax[2], 4);
+    v98_rmax[2] = tsr::max_nan_f32(v98_rmax[2], sh117);
+    const float sh118 = __shfl_xor_sync(0xffffffffu, v98_rmax[3], 4);
+    v98_rmax[3] = tsr::max_nan_f32(v98_rmax[3], sh118);
+    const float sh119 = __shfl_xor_sync(0xffffffffu, v98_rmax[4], 4);
+    v98_rmax[4] = tsr::max_nan_f32(v98_rmax[4], sh119);
+    const float sh120 = __shfl_xor_sync(0xffffffffu, v98_rmax[5], 4);
+    v98_rmax[5] = tsr::max_nan_f32(v98_rmax[5], sh120);
+    const float sh121 = __shfl_xor_sync(0xffffffffu, v98_rmax[6], 4);
+    v98_rmax[6] = tsr::max_nan_f32(v98_rmax[6], sh121);
+    const float sh122 = __shfl_xor_sync(0xffffffffu, v98_rmax[7], 4);
+    v98_rmax[7] = tsr::max_nan_f32(v98_rmax[7], sh122);
+    const float sh123 = __shfl_xor_sync(0xffffffffu, v98_rmax[0], 8);
+    v98_rmax[0] = tsr::max_nan_f32(v98_rmax[0], sh123);
+    const float sh124 = __shfl_xor_sync(0xffffffffu, v98_rmax[1], 8);
+    v98_rmax[1] = tsr::max_nan_f32(v98_rmax[1], sh124);
+    const float sh125 = __shfl_xor_sync(0xffffffffu, v98_rmax[2], 8);
+    v98_rmax[2] = tsr::max_nan_f32(v98_rmax[2], sh125);
+    const float sh126 = __shfl_xor_sync(0xffffffffu, v98_rmax[3], 8);
+    v98_rmax[3] = tsr::max_nan_f32(v98_rmax[3], sh126);
+    const float sh127 = __shfl_xor_sync(0xffffffffu, v98_rmax[4], 8);
+    v98_rmax[4] = tsr::max_nan_f32(v98_rmax[4], sh127);
+    const float sh128 = __shfl_xor_sync(0xffffffffu, v98_rmax[5], 8);
+    v98_rmax[5] = tsr::max_nan_f32(v98_rmax[5], sh128);
+    const float sh129 = __shfl_xor_sync(0xffffffffu, v98_rmax[6], 8);
+    v98_rmax[6] = tsr::max_nan_f32(v98_rmax[6], sh129);
+    const float sh130 = __shfl_xor_sync(0xffffffffu, v98_rmax[7], 8);
+    v98_rmax[7] = tsr::max_nan_f32(v98_rmax[7], sh130);
     // %mn = max %m_run, %rmax : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v125_mn[8];
-    #pragma unroll
-    for (int s126 = 0; s126 < 8; ++s126) {
-      v125_mn[s126] = tsr::fmax_nan_z<float>(c35_m[s126], v92_rmax[s126]);
-    }
-    // %9 = splat %ninf : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v127[8];
-    #pragma unroll
-    for (int s128 = 0; s128 < 8; ++s128) {
-      v127[s128] = v22_ninf;
-    }
-    // %m_none = cmp %mn, %9 {pred = "eq"} : tile<i1, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v129_m_none[8];
-    #pragma unroll
-    for (int s130 = 0; s130 < 8; ++s130) {
-      v129_m_none[s130] = uint8_t(v125_mn[s130] == v127[s130]);
-    }
-    // %10 = splat %f0 : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v131[8];
+    float v131_mn[8];
     #pragma unroll
     for (int s132 = 0; s132 < 8; ++s132) {
-      v131[s132] = v23_f0;
+      v131_mn[s132] = tsr::fmax_nan_z<float>(c38_m[s132], v98_rmax[s132]);
     }
-    // %m_shift = where %m_none, %10, %mn : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v133_m_shift[8];
+    // %9 = splat %ninf : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v133[8];
     #pragma unroll
     for (int s134 = 0; s134 < 8; ++s134) {
-      v133_m_shift[s134] = (v129_m_none[s134] ? v131[s134] : v125_mn[s134]);
+      v133[s134] = v25_ninf;
     }
-    // %m_delta = sub %m_run, %m_shift : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v135_m_delta[8];
+    // %m_none = cmp %mn, %9 {pred = "eq"} : tile<i1, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    uint8_t v135_m_none[8];
     #pragma unroll
     for (int s136 = 0; s136 < 8; ++s136) {
-      v135_m_delta[s136] = float(c35_m[s136] - v133_m_shift[s136]);
+      v135_m_none[s136] = uint8_t(v131_mn[s136] == v133[s136]);
     }
-    // %alpha = exp %m_delta : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v137_alpha[8];
+    // %10 = splat %f0 : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v137[8];
     #pragma unroll
     for (int s138 = 0; s138 < 8; ++s138) {
-      v137_alpha[s138] = float(tsr::fexp(v135_m_delta[s138]));
+      v137[s138] = v26_f0;
+    }
+    // %m_shift = where %m_none, %10, %mn : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v139_m_shift[8];
+    #pragma unroll
+    for (int s140 = 0; s140 < 8; ++s140) {
+      v139_m_shift[s140] = (v135_m_none[s140] ? v137[s140] : v131_mn[s140]);
+    }
+    // %m_delta = sub %m_run, %m_shift : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v141_m_delta[8];
+    #pragma unroll
+    for (int s142 = 0; s142 < 8; ++s142) {
+      v141_m_delta[s142] = float(c38_m[s142] - v139_m_shift[s142]);
+    }
+    // %alpha = exp %m_delta : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v143_alpha[8];
+    #pragma unroll
+    for (int s144 = 0; s144 < 8; ++s144) {
+      v143_alpha[s144] = float(tsr::fexp(v141_m_delta[s144]));
     }
     // %11 = expand_dims %m_shift {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v139[8];
-    v139[0] = v133_m_shift[0];
-    v139[1] = v133_m_shift[1];
-    v139[2] = v133_m_shift[2];
-    v139[3] = v133_m_shift[3];
-    v139[4] = v133_m_shift[4];
-    v139[5] = v133_m_shift[5];
-    v139[6] = v133_m_shift[6];
-    v139[7] = v133_m_shift[7];
+    float v145[8];
+    v145[0] = v139_m_shift[0];
+    v145[1] = v139_m_shift[1];
+    v145[2] = v139_m_shift[2];
+    v145[3] = v139_m_shift[3];
+    v145[4] = v139_m_shift[4];
+    v145[5] = v139_m_shift[5];
+    v145[6] = v139_m_shift[6];
+    v145[7] = v139_m_shift[7];
     // %12 = broadcast %11 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v140[32];
-    v140[0] = v139[0];
-    v140[1] = v139[0];
-    v140[2] = v139[0];
-    v140[3] = v139[0];
-    v140[4] = v139[1];
-    v140[5] = v139[1];
-    v140[6] = v139[1];
-    v140[7] = v139[1];
-    v140[8] = v139[2];
-    v140[9] = v139[2];
-    v140[10] = v139[2];
-    v140[11] = v139[2];
-    v140[12] = v139[3];
-    v140[13] = v139[3];
-    v140[14] = v139[3];
-    v140[15] = v139[3];
-    v140[16] = v139[4];
-    v140[17] = v139[4];
-    v140[18] = v139[4];
-    v140[19] = v139[4];
-    v140[20] = v139[5];
-    v140[21] = v139[5];
-    v140[22] = v139[5];
-    v140[23] = v139[5];
-    v140[24] = v139[6];
-    v140[25] = v139[6];
-    v140[26] = v139[6];
-    v140[27] = v139[6];
-    v140[28] = v139[7];
-    v140[29] = v139[7];
-    v140[30] = v139[7];
-    v140[31] = v139[7];
+    float v146[32];
+    v146[0] = v145[0];
+    v146[1] = v145[0];
+    v146[2] = v145[0];
+    v146[3] = v145[0];
+    v146[4] = v145[1];
+    v146[5] = v145[1];
+    v146[6] = v145[1];
+    v146[7] = v145[1];
+    v146[8] = v145[2];
+    v146[9] = v145[2];
+    v146[10] = v145[2];
+    v146[11] = v145[2];
+    v146[12] = v145[3];
+    v146[13] = v145[3];
+    v146[14] = v145[3];
+    v146[15] = v145[3];
+    v146[16] = v145[4];
+    v146[17] = v145[4];
+    v146[18] = v145[4];
+    v146[19] = v145[4];
+    v146[20] = v145[5];
+    v146[21] = v145[5];
+    v146[22] = v145[5];
+    v146[23] = v145[5];
+    v146[24] = v145[6];
+    v146[25] = v145[6];
+    v146[26] = v145[6];
+    v146[27] = v145[6];
+    v146[28] = v145[7];
+    v146[29] = v145[7];
+    v146[30] = v145[7];
+    v146[31] = v145[7];
     // %sd2 = sub %sm1, %12 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v141_sd2[32];
+    float v147_sd2[32];
     #pragma unroll
-    for (int s142 = 0; s142 < 32; ++s142) {
-      v141_sd2[s142] = float(v90_sm1[s142] - v140[s142]);
+    for (int s148 = 0; s148 < 32; ++s148) {
+      v147_sd2[s148] = float(v96_sm1[s148] - v146[s148]);
     }
     // %p2 = exp %sd2 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v143_p2[32];
+    float v149_p2[32];
     #pragma unroll
-    for (int s144 = 0; s144 < 32; ++s144) {
-      v143_p2[s144] = float(tsr::fexp(v141_sd2[s144]));
+    for (int s150 = 0; s150 < 32; ++s150) {
+      v149_p2[s150] = float(tsr::fexp(v147_sd2[s150]));
     }
     // %psum = reduce %p2 {axis = 1, kind = "sum"} : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v145_psum[8];
-    v145_psum[0] = v143_p2[0];
-    v145_psum[0] = float(v145_psum[0] + v143_p2[1]);
-    v145_psum[0] = float(v145_psum[0] + v143_p2[2]);
-    v145_psum[0] = float(v145_psum[0] + v143_p2[3]);
-    v145_psum[1] = v143_p2[4];
-    v145_psum[1] = float(v145_psum[1] + v143_p2[5]);
-    v145_psum[1] = float(v145_psum[1] + v143_p2[6]);
-    v145_psum[1] = float(v145_psum[1] + v143_p2[7]);
-    v145_psum[2] = v143_p2[8];
-    v145_psum[2] = float(v145_psum[2] + v143_p2[9]);
-    v145_psum[2] = float(v145_psum[2] + v143_p2[10]);
-    v145_psum[2] = float(v145_psum[2] + v143_p2[11]);
-    v145_psum[3] = v143_p2[12];
-    v145_psum[3] = float(v145_psum[3] + v143_p2[13]);
-    v145_psum[3] = float(v145_psum[3] + v143_p2[14]);
-    v145_psum[3] = float(v145_psum[3] + v143_p2[15]);
-    v145_psum[4] = v143_p2[16];
-    v145_psum[4] = float(v145_psum[4] + v143_p2[17]);
-    v145_psum[4] = float(v145_psum[4] + v143_p2[18]);
-    v145_psum[4] = float(v145_psum[4] + v143_p2[19]);
-    v145_psum[5] = v143_p2[20];
-    v145_psum[5] = float(v145_psum[5] + v143_p2[21]);
-    v145_psum[5] = float(v145_psum[5] + v143_p2[22]);
-    v145_psum[5] = float(v145_psum[5] + v143_p2[23]);
-    v145_psum[6] = v143_p2[24];
-    v145_psum[6] = float(v145_psum[6] + v143_p2[25]);
-    v145_psum[6] = float(v145_psum[6] + v143_p2[26]);
-    v145_psum[6] = float(v145_psum[6] + v143_p2[27]);
-    v145_psum[7] = v143_p2[28];
-    v145_psum[7] = float(v145_psum[7] + v143_p2[29]);
-    v145_psum[7] = float(v145_psum[7] + v143_p2[30]);
-    v145_psum[7] = float(v145_psum[7] + v143_p2[31]);
-    const float sh146 = __shfl_xor_sync(0xffffffffu, v145_psum[0], 1);
-    v145_psum[0] = float(v145_psum[0] + sh146);
-    const float sh147 = __shfl_xor_sync(0xffffffffu, v145_psum[1], 1);
-    v145_psum[1] = float(v145_psum[1] + sh147);
-    const float sh148 = __shfl_xor_sync(0xffffffffu, v145_psum[2], 1);
-    v145_psum[2] = float(v145_psum[2] + sh148);
-    const float sh149 = __shfl_xor_sync(0xffffffffu, v145_psum[3], 1);
-    v145_psum[3] = float(v145_psum[3] + sh149);
-    const float sh150 = __shfl_xor_sync(0xffffffffu, v145_psum[4], 1);
-    v145_psum[4] = float(v145_psum[4] + sh150);
-    const float sh151 = __shfl_xor_sync(0xffffffffu, v145_psum[5], 1);
-    v145_psum[5] = float(v145_psum[5] + sh151);
-    const float sh152 = __shfl_xor_sync(0xffffffffu, v145_psum[6], 1);
-    v145_psum[6] = float(v145_psum[6] + sh152);
-    const float sh153 = __shfl_xor_sync(0xffffffffu, v145_psum[7], 1);
-    v145_psum[7] = float(v145_psum[7] + sh153);
-    const float sh154 = __shfl_xor_sync(0xffffffffu, v145_psum[0], 2);
-    v145_psum[0] = float(v145_psum[0] + sh154);
-    const float sh155 = __shfl_xor_sync(0xffffffffu, v145_psum[1], 2);
-    v145_psum[1] = float(v145_psum[1] + sh155);
-    const float sh156 = __shfl_xor_sync(0xffffffffu, v145_psum[2], 2);
-    v145_psum[2] = float(v145_psum[2] + sh156);
-    const float sh157 = __shfl_xor_sync(0xffffffffu, v145_psum[3], 2);
-    v145_psum[3] = float(v145_psum[3] + sh157);
-    const float sh158 = __shfl_xor_sync(0xffffffffu, v145_psum[4], 2);
-    v145_psum[4] = float(v145_psum[4] + sh158);
-    const float sh159 = __shfl_xor_sync(0xffffffffu, v145_psum[5], 2);
-    v145_psum[5] = float(v145_psum[5] + sh159);
-    const float sh160 = __shfl_xor_sync(0xffffffffu, v145_psum[6], 2);
-    v145_psum[6] = float(v145_psum[6] + sh160);
-    const float sh161 = __shfl_xor_sync(0xffffffffu, v145_psum[7], 2);
-    v145_psum[7] = float(v145_psum[7] + sh161);
-    const float sh162 = __shfl_xor_sync(0xffffffffu, v145_psum[0], 4);
-    v145_psum[0] = float(v145_psum[0] + sh162);
-    const float sh163 = __shfl_xor_sync(0xffffffffu, v145_psum[1], 4);
-    v145_psum[1] = float(v145_psum[1] + sh163);
-    const float sh164 = __shfl_xor_sync(0xffffffffu, v145_psum[2], 4);
-    v145_psum[2] = float(v145_psum[2] + sh164);
-    const float sh165 = __shfl_xor_sync(0xffffffffu, v145_psum[3], 4);
-    v145_psum[3] = float(v145_psum[3] + sh165);
-    const float sh166 = __shfl_xor_sync(0xffffffffu, v145_psum[4], 4);
-    v145_psum[4] = float(v145_psum[4] + sh166);
-    const float sh167 = __shfl_xor_sync(0xffffffffu, v145_psum[5], 4);
-    v145_psum[5] = float(v145_psum[5] + sh167);
-    const float sh168 = __shfl_xor_sync(0xffffffffu, v145_psum[6], 4);
-    v145_psum[6] = float(v145_psum[6] + sh168);
-    const float sh169 = __shfl_xor_sync(0xffffffffu, v145_psum[7], 4);
-    v145_psum[7] = float(v145_psum[7] + sh169);
-    const float sh170 = __shfl_xor_sync(0xffffffffu, v145_psum[0], 8);
-    v145_psum[0] = float(v145_psum[0] + sh170);
-    const float sh171 = __shfl_xor_sync(0xffffffffu, v145_psum[1], 8);
-    v145_psum[1] = float(v145_psum[1] + sh171);
-    const float sh172 = __shfl_xor_sync(0xffffffffu, v145_psum[2], 8);
-    v145_psum[2] = float(v145_psum[2] + sh172);
-    const float sh173 = __shfl_xor_sync(0xffffffffu, v145_psum[3], 8);
-    v145_psum[3] = float(v145_psum[3] + sh173);
-    const float sh174 = __shfl_xor_sync(0xffffffffu, v145_psum[4], 8);
-    v145_psum[4] = float(v145_psum[4] + sh174);
-    const float sh175 = __shfl_xor_sync(0xffffffffu, v145_psum[5], 8);
-    v145_psum[5] = float(v145_psum[5] + sh175);
-    const float sh176 = __shfl_xor_sync(0xffffffffu, v145_psum[6], 8);
-    v145_psum[6] = float(v145_psum[6] + sh176);
-    const float sh177 = __shfl_xor_sync(0xffffffffu, v145_psum[7], 8);
-    v145_psum[7] = float(v145_psum[7] + sh177);
+    float v151_psum[8];
+    v151_psum[0] = v149_p2[0];
+    v151_psum[0] = float(v151_psum[0] + v149_p2[1]);
+    v151_psum[0] = float(v151_psum[0] + v149_p2[2]);
+    v151_psum[0] = float(v151_psum[0] + v149_p2[3]);
+    v151_psum[1] = v149_p2[4];
+    v151_psum[1] = float(v151_psum[1] + v149_p2[5]);
+    v151_psum[1] = float(v151_psum[1] + v149_p2[6]);
+    v151_psum[1] = float(v151_psum[1] + v149_p2[7]);
+    v151_psum[2] = v149_p2[8];
+    v151_psum[2] = float(v151_psum[2] + v149_p2[9]);
+    v151_psum[2] = float(v151_psum[2] + v149_p2[10]);
+    v151_psum[2] = float(v151_psum[2] + v149_p2[11]);
+    v151_psum[3] = v149_p2[12];
+    v151_psum[3] = float(v151_psum[3] + v149_p2[13]);
+    v151_psum[3] = float(v151_psum[3] + v149_p2[14]);
+    v151_psum[3] = float(v151_psum[3] + v149_p2[15]);
+    v151_psum[4] = v149_p2[16];
+    v151_psum[4] = float(v151_psum[4] + v149_p2[17]);
+    v151_psum[4] = float(v151_psum[4] + v149_p2[18]);
+    v151_psum[4] = float(v151_psum[4] + v149_p2[19]);
+    v151_psum[5] = v149_p2[20];
+    v151_psum[5] = float(v151_psum[5] + v149_p2[21]);
+    v151_psum[5] = float(v151_psum[5] + v149_p2[22]);
+    v151_psum[5] = float(v151_psum[5] + v149_p2[23]);
+    v151_psum[6] = v149_p2[24];
+    v151_psum[6] = float(v151_psum[6] + v149_p2[25]);
+    v151_psum[6] = float(v151_psum[6] + v149_p2[26]);
+    v151_psum[6] = float(v151_psum[6] + v149_p2[27]);
+    v151_psum[7] = v149_p2[28];
+    v151_psum[7] = float(v151_psum[7] + v149_p2[29]);
+    v151_psum[7] = float(v151_psum[7] + v149_p2[30]);
+    v151_psum[7] = float(v151_psum[7] + v149_p2[31]);
+    const float sh152 = __shfl_xor_sync(0xffffffffu, v151_psum[0], 1);
+    v151_psum[0] = float(v151_psum[0] + sh152);
+    const float sh153 = __shfl_xor_sync(0xffffffffu, v151_psum[1], 1);
+    v151_psum[1] = float(v151_psum[1] + sh153);
+    const float sh154 = __shfl_xor_sync(0xffffffffu, v151_psum[2], 1);
+    v151_psum[2] = float(v151_psum[2] + sh154);
+    const float sh155 = __shfl_xor_sync(0xffffffffu, v151_psum[3], 1);
+    v151_psum[3] = float(v151_psum[3] + sh155);
+    const float sh156 = __shfl_xor_sync(0xffffffffu, v151_psum[4], 1);
+    v151_psum[4] = float(v151_psum[4] + sh156);
+    const float sh157 = __shfl_xor_sync(0xffffffffu, v151_psum[5], 1);
+    v151_psum[5] = float(v151_psum[5] + sh157);
+    const float sh158 = __shfl_xor_sync(0xffffffffu, v151_psum[6], 1);
+    v151_psum[6] = float(v151_psum[6] + sh158);
+    const float sh159 = __shfl_xor_sync(0xffffffffu, v151_psum[7], 1);
+    v151_psum[7] = float(v151_psum[7] + sh159);
+    const float sh160 = __shfl_xor_sync(0xffffffffu, v151_psum[0], 2);
+    v151_psum[0] = float(v151_psum[0] + sh160);
+    const float sh161 = __shfl_xor_sync(0xffffffffu, v151_psum[1], 2);
+    v151_psum[1] = float(v151_psum[1] + sh161);
+    const float sh162 = __shfl_xor_sync(0xffffffffu, v151_psum[2], 2);
+    v151_psum[2] = float(v151_psum[2] + sh162);
+    const float sh163 = __shfl_xor_sync(0xffffffffu, v151_psum[3], 2);
+    v151_psum[3] = float(v151_psum[3] + sh163);
+    const float sh164 = __shfl_xor_sync(0xffffffffu, v151_psum[4], 2);
+    v151_psum[4] = float(v151_psum[4] + sh164);
+    const float sh165 = __shfl_xor_sync(0xffffffffu, v151_psum[5], 2);
+    v151_psum[5] = float(v151_psum[5] + sh165);
+    const float sh166 = __shfl_xor_sync(0xffffffffu, v151_psum[6], 2);
+    v151_psum[6] = float(v151_psum[6] + sh166);
+    const float sh167 = __shfl_xor_sync(0xffffffffu, v151_psum[7], 2);
+    v151_psum[7] = float(v151_psum[7] + sh167);
+    const float sh168 = __shfl_xor_sync(0xffffffffu, v151_psum[0], 4);
+    v151_psum[0] = float(v151_psum[0] + sh168);
+    const float sh169 = __shfl_xor_sync(0xffffffffu, v151_psum[1], 4);
+    v151_psum[1] = float(v151_psum[1] + sh169);
+    const float sh170 = __shfl_xor_sync(0xffffffffu, v151_psum[2], 4);
+    v151_psum[2] = float(v151_psum[2] + sh170);
+    const float sh171 = __shfl_xor_sync(0xffffffffu, v151_psum[3], 4);
+    v151_psum[3] = float(v151_psum[3] + sh171);
+    const float sh172 = __shfl_xor_sync(0xffffffffu, v151_psum[4], 4);
+    v151_psum[4] = float(v151_psum[4] + sh172);
+    const float sh173 = __shfl_xor_sync(0xffffffffu, v151_psum[5], 4);
+    v151_psum[5] = float(v151_psum[5] + sh173);
+    const float sh174 = __shfl_xor_sync(0xffffffffu, v151_psum[6], 4);
+    v151_psum[6] = float(v151_psum[6] + sh174);
+    const float sh175 = __shfl_xor_sync(0xffffffffu, v151_psum[7], 4);
+    v151_psum[7] = float(v151_psum[7] + sh175);
+    const float sh176 = __shfl_xor_sync(0xffffffffu, v151_psum[0], 8);
+    v151_psum[0] = float(v151_psum[0] + sh176);
+    const float sh177 = __shfl_xor_sync(0xffffffffu, v151_psum[1], 8);
+    v151_psum[1] = float(v151_psum[1] + sh177);
+    const float sh178 = __shfl_xor_sync(0xffffffffu, v151_psum[2], 8);
+    v151_psum[2] = float(v151_psum[2] + sh178);
+    const float sh179 = __shfl_xor_sync(0xffffffffu, v151_psum[3], 8);
+    v151_psum[3] = float(v151_psum[3] + sh179);
+    const float sh180 = __shfl_xor_sync(0xffffffffu, v151_psum[4], 8);
+    v151_psum[4] = float(v151_psum[4] + sh180);
+    const float sh181 = __shfl_xor_sync(0xffffffffu, v151_psum[5], 8);
+    v151_psum[5] = float(v151_psum[5] + sh181);
+    const float sh182 = __shfl_xor_sync(0xffffffffu, v151_psum[6], 8);
+    v151_psum[6] = float(v151_psum[6] + sh182);
+    const float sh183 = __shfl_xor_sync(0xffffffffu, v151_psum[7], 8);
+    v151_psum[7] = float(v151_psum[7] + sh183);
     // %13 = mul %lc, %alpha : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v178[8];
+    float v184[8];
     #pragma unroll
-    for (int s179 = 0; s179 < 8; ++s179) {
-      v178[s179] = float(c37_l[s179] * v137_alpha[s179]);
+    for (int s185 = 0; s185 < 8; ++s185) {
+      v184[s185] = float(c40_l[s185] * v143_alpha[s185]);
     }
     // %ln = add %13, %psum : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v180_ln[8];
+    float v186_ln[8];
     #pragma unroll
-    for (int s181 = 0; s181 < 8; ++s181) {
-      v180_ln[s181] = float(v178[s181] + v145_psum[s181]);
+    for (int s187 = 0; s187 < 8; ++s187) {
+      v186_ln[s187] = float(v184[s187] + v151_psum[s187]);
     }
     // %v3 = load_tile %v, %ph, %j1, %c0 : tile<f32, [1, 64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %vt = reshape %v3 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %14 = expand_dims %alpha {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v182[8];
-    v182[0] = v137_alpha[0];
-    v182[1] = v137_alpha[1];
-    v182[2] = v137_alpha[2];
-    v182[3] = v137_alpha[3];
-    v182[4] = v137_alpha[4];
-    v182[5] = v137_alpha[5];
-    v182[6] = v137_alpha[6];
-    v182[7] = v137_alpha[7];
+    float v188[8];
+    v188[0] = v143_alpha[0];
+    v188[1] = v143_alpha[1];
+    v188[2] = v143_alpha[2];
+    v188[3] = v143_alpha[3];
+    v188[4] = v143_alpha[4];
+    v188[5] = v143_alpha[5];
+    v188[6] = v143_alpha[6];
+    v188[7] = v143_alpha[7];
     // %15 = broadcast %14 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v183[32];
-    v183[0] = v182[0];
-    v183[1] = v182[0];
-    v183[2] = v182[0];
-    v183[3] = v182[0];
-    v183[4] = v182[1];
-    v183[5] = v182[1];
-    v183[6] = v182[1];
-    v183[7] = v182[1];
-    v183[8] = v182[2];
-    v183[9] = v182[2];
-    v183[10] = v182[2];
-    v183[11] = v182[2];
-    v183[12] = v182[3];
-    v183[13] = v182[3];
-    v183[14] = v182[3];
-    v183[15] = v182[3];
-    v183[16] = v182[4];
-    v183[17] = v182[4];
-    v183[18] = v182[4];
-    v183[19] = v182[4];
-    v183[20] = v182[5];
-    v183[21] = v182[5];
-    v183[22] = v182[5];
-    v183[23] = v182[5];
-    v183[24] = v182[6];
-    v183[25] = v182[6];
-    v183[26] = v182[6];
-    v183[27] = v182[6];
-    v183[28] = v182[7];
-    v183[29] = v182[7];
-    v183[30] = v182[7];
-    v183[31] = v182[7];
+    float v189[32];
+    v189[0] = v188[0];
+    v189[1] = v188[0];
+    v189[2] = v188[0];
+    v189[3] = v188[0];
+    v189[4] = v188[1];
+    v189[5] = v188[1];
+    v189[6] = v188[1];
+    v189[7] = v188[1];
+    v189[8] = v188[2];
+    v189[9] = v188[2];
+    v189[10] = v188[2];
+    v189[11] = v188[2];
+    v189[12] = v188[3];
+    v189[13] = v188[3];
+    v189[14] = v188[3];
+    v189[15] = v188[3];
+    v189[16] = v188[4];
+    v189[17] = v188[4];
+    v189[18] = v188[4];
+    v189[19] = v188[4];
+    v189[20] = v188[5];
+    v189[21] = v188[5];
+    v189[22] = v188[5];
+    v189[23] = v188[5];
+    v189[24] = v188[6];
+    v189[25] = v188[6];
+    v189[26] = v188[6];
+    v189[27] = v188[6];
+    v189[28] = v188[7];
+    v189[29] = v188[7];
+    v189[30] = v188[7];
+    v189[31] = v188[7];
     // %16 = mul %accc, %15 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v184[32];
+    float v190[32];
     #pragma unroll
-    for (int s185 = 0; s185 < 32; ++s185) {
-      v184[s185] = float(c39_acc[s185] * v183[s185]);
+    for (int s191 = 0; s191 < 32; ++s191) {
+      v190[s191] = float(c42_acc[s191] * v189[s191]);
     }
     // %17 = convert_layout %p2 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh186 = reinterpret_cast<float*>((tsr_smem + 0) + 69632);
+    float* const sh192 = reinterpret_cast<float*>((tsr_smem + 0) + 69632);
     __syncthreads();
     #pragma unroll
-    for (int c187 = 0; c187 < 8; ++c187) {
-      float w188[4];
-      w188[0] = v143_p2[c187 * 4 + 0];
-      w188[1] = v143_p2[c187 * 4 + 1];
-      w188[2] = v143_p2[c187 * 4 + 2];
-      w188[3] = v143_p2[c187 * 4 + 3];
-      tsr::copy_vec<float, 4>(sh186 + (((((c187 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c187 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w188);
+    for (int c193 = 0; c193 < 8; ++c193) {
+      float w194[4];
+      w194[0] = v149_p2[c193 * 4 + 0];
+      w194[1] = v149_p2[c193 * 4 + 1];
+      w194[2] = v149_p2[c193 * 4 + 2];
+      w194[3] = v149_p2[c193 * 4 + 3];
+      tsr::copy_vec<float, 4>(sh192 + (((((c193 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c193 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w194);
     }
     __syncthreads();
     // %accn = dot %17, %vt, %16 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v189_accn[32];
+    float v195_accn[32];
     #pragma unroll
-    for (int s190 = 0; s190 < 32; ++s190) {
-      v189_accn[s190] = v184[s190];
+    for (int s196 = 0; s196 < 32; ++s196) {
+      v195_accn[s196] = v190[s196];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll 4
       for (int k_ = 0; k_ < 64; ++k_) {
-        const auto a0_ = sh186[(tm_ + 0) * 68 + (k_) * 1];
-        const auto a1_ = sh186[(tm_ + 8) * 68 + (k_) * 1];
-        const auto a2_ = sh186[(tm_ + 16) * 68 + (k_) * 1];
-        const auto a3_ = sh186[(tm_ + 24) * 68 + (k_) * 1];
-        const auto a4_ = sh186[(tm_ + 32) * 68 + (k_) * 1];
-        const auto a5_ = sh186[(tm_ + 40) * 68 + (k_) * 1];
-        const auto a6_ = sh186[(tm_ + 48) * 68 + (k_) * 1];
-        const auto a7_ = sh186[(tm_ + 56) * 68 + (k_) * 1];
-        const auto b0_ = (sh42 + rs41 * 4352)[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = (sh42 + rs41 * 4352)[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = (sh42 + rs41 * 4352)[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = (sh42 + rs41 * 4352)[(k_) * 68 + (tn_ + 3) * 1];
-        v189_accn[0] = fmaf(float(a0_), float(b0_), v189_accn[0]);
-        v189_accn[1] = fmaf(float(a0_), float(b1_), v189_accn[1]);
-        v189_accn[2] = fmaf(float(a0_), float(b2_), v189_accn[2]);
-        v189_accn[3] = fmaf(float(a0_), float(b3_), v189_accn[3]);
-        v189_accn[4] = fmaf(float(a1_), float(b0_), v189_accn[4]);
-        v189_accn[5] = fmaf(float(a1_), float(b1_), v189_accn[5]);
-        v189_accn[6] = fmaf(float(a1_), float(b2_), v189_accn[6]);
-        v189_accn[7] = fmaf(float(a1_), float(b3_), v189_accn[7]);
-        v189_accn[8] = fmaf(float(a2_), float(b0_), v189_accn[8]);
-        v189_accn[9] = fmaf(float(a2_), float(b1_), v189_accn[9]);
-        v189_accn[10] = fmaf(float(a2_), float(b2_), v189_accn[10]);
-        v189_accn[11] = fmaf(float(a2_), float(b3_), v189_accn[11]);
-        v189_accn[12] = fmaf(float(a3_), float(b0_), v189_accn[12]);
-        v189_accn[13] = fmaf(float(a3_), float(b1_), v189_accn[13]);
-        v189_accn[14] = fmaf(float(a3_), float(b2_), v189_accn[14]);
-        v189_accn[15] = fmaf(float(a3_), float(b3_), v189_accn[15]);
-        v189_accn[16] = fmaf(float(a4_), float(b0_), v189_accn[16]);
-        v189_accn[17] = fmaf(float(a4_), float(b1_), v189_accn[17]);
-        v189_accn[18] = fmaf(float(a4_), float(b2_), v189_accn[18]);
-        v189_accn[19] = fmaf(float(a4_), float(b3_), v189_accn[19]);
-        v189_accn[20] = fmaf(float(a5_), float(b0_), v189_accn[20]);
-        v189_accn[21] = fmaf(float(a5_), float(b1_), v189_accn[21]);
-        v189_accn[22] = fmaf(float(a5_), float(b2_), v189_accn[22]);
-        v189_accn[23] = fmaf(float(a5_), float(b3_), v189_accn[23]);
-        v189_accn[24] = fmaf(float(a6_), float(b0_), v189_accn[24]);
-        v189_accn[25] = fmaf(float(a6_), float(b1_), v189_accn[25]);
-        v189_accn[26] = fmaf(float(a6_), float(b2_), v189_accn[26]);
-        v189_accn[27] = fmaf(float(a6_), float(b3_), v189_accn[27]);
-        v189_accn[28] = fmaf(float(a7_), float(b0_), v189_accn[28]);
-        v189_accn[29] = fmaf(float(a7_), float(b1_), v189_accn[29]);
-        v189_accn[30] = fmaf(float(a7_), float(b2_), v189_accn[30]);
-        v189_accn[31] = fmaf(float(a7_), float(b3_), v189_accn[31]);
+        const auto a0_ = sh192[(tm_ + 0) * 68 + (k_) * 1];
+        const auto a1_ = sh192[(tm_ + 8) * 68 + (k_) * 1];
+        const auto a2_ = sh192[(tm_ + 16) * 68 + (k_) * 1];
+        const auto a3_ = sh192[(tm_ + 24) * 68 + (k_) * 1];
+        const auto a4_ = sh192[(tm_ + 32) * 68 + (k_) * 1];
+        const auto a5_ = sh192[(tm_ + 40) * 68 + (k_) * 1];
+        const auto a6_ = sh192[(tm_ + 48) * 68 + (k_) * 1];
+        const auto a7_ = sh192[(tm_ + 56) * 68 + (k_) * 1];
+        const auto b0_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 3) * 1];
+        v195_accn[0] = fmaf(float(a0_), float(b0_), v195_accn[0]);
+        v195_accn[1] = fmaf(float(a0_), float(b1_), v195_accn[1]);
+        v195_accn[2] = fmaf(float(a0_), float(b2_), v195_accn[2]);
+        v195_accn[3] = fmaf(float(a0_), float(b3_), v195_accn[3]);
+        v195_accn[4] = fmaf(float(a1_), float(b0_), v195_accn[4]);
+        v195_accn[5] = fmaf(float(a1_), float(b1_), v195_accn[5]);
+        v195_accn[6] = fmaf(float(a1_), float(b2_), v195_accn[6]);
+        v195_accn[7] = fmaf(float(a1_), float(b3_), v195_accn[7]);
+        v195_accn[8] = fmaf(float(a2_), float(b0_), v195_accn[8]);
+        v195_accn[9] = fmaf(float(a2_), float(b1_), v195_accn[9]);
+        v195_accn[10] = fmaf(float(a2_), float(b2_), v195_accn[10]);
+        v195_accn[11] = fmaf(float(a2_), float(b3_), v195_accn[11]);
+        v195_accn[12] = fmaf(float(a3_), float(b0_), v195_accn[12]);
+        v195_accn[13] = fmaf(float(a3_), float(b1_), v195_accn[13]);
+        v195_accn[14] = fmaf(float(a3_), float(b2_), v195_accn[14]);
+        v195_accn[15] = fmaf(float(a3_), float(b3_), v195_accn[15]);
+        v195_accn[16] = fmaf(float(a4_), float(b0_), v195_accn[16]);
+        v195_accn[17] = fmaf(float(a4_), float(b1_), v195_accn[17]);
+        v195_accn[18] = fmaf(float(a4_), float(b2_), v195_accn[18]);
+        v195_accn[19] = fmaf(float(a4_), float(b3_), v195_accn[19]);
+        v195_accn[20] = fmaf(float(a5_), float(b0_), v195_accn[20]);
+        v195_accn[21] = fmaf(float(a5_), float(b1_), v195_accn[21]);
+        v195_accn[22] = fmaf(float(a5_), float(b2_), v195_accn[22]);
+        v195_accn[23] = fmaf(float(a5_), float(b3_), v195_accn[23]);
+        v195_accn[24] = fmaf(float(a6_), float(b0_), v195_accn[24]);
+        v195_accn[25] = fmaf(float(a6_), float(b1_), v195_accn[25]);
+        v195_accn[26] = fmaf(float(a6_), float(b2_), v195_accn[26]);
+        v195_accn[27] = fmaf(float(a6_), float(b3_), v195_accn[27]);
+        v195_accn[28] = fmaf(float(a7_), float(b0_), v195_accn[28]);
+        v195_accn[29] = fmaf(float(a7_), float(b1_), v195_accn[29]);
+        v195_accn[30] = fmaf(float(a7_), float(b2_), v195_accn[30]);
+        v195_accn[31] = fmaf(float(a7_), float(b3_), v195_accn[31]);
       }
     }
     // yield %mn, %ln, %accn
     #pragma unroll
-    for (int s191 = 0; s191 < 8; ++s191) {
-      c35_m[s191] = v125_mn[s191];
+    for (int s197 = 0; s197 < 8; ++s197) {
+      c38_m[s197] = v131_mn[s197];
     }
     #pragma unroll
-    for (int s192 = 0; s192 < 8; ++s192) {
-      c37_l[s192] = v180_ln[s192];
+    for (int s198 = 0; s198 < 8; ++s198) {
+      c40_l[s198] = v186_ln[s198];
     }
     #pragma unroll
-    for (int s193 = 0; s193 < 32; ++s193) {
-      c39_acc[s193] = v189_accn[s193];
+    for (int s199 = 0; s199 < 32; ++s199) {
+      c42_acc[s199] = v195_accn[s199];
     }
     __syncthreads();
-    rs41 = (rs41 + 1) % 2;
+    rs44 = (rs44 + 1) % 2;
   }
   tsr::cp_async_wait<0>();
   // %18 = expand_dims %l {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v194[8];
-  v194[0] = c37_l[0];
-  v194[1] = c37_l[1];
-  v194[2] = c37_l[2];
-  v194[3] = c37_l[3];
-  v194[4] = c37_l[4];
-  v194[5] = c37_l[5];
-  v194[6] = c37_l[6];
-  v194[7] = c37_l[7];
+  float v200[8];
+  v200[0] = c40_l[0];
+  v200[1] = c40_l[1];
+  v200[2] = c40_l[2];
+  v200[3] = c40_l[3];
+  v200[4] = c40_l[4];
+  v200[5] = c40_l[5];
+  v200[6] = c40_l[6];
+  v200[7] = c40_l[7];
   // %19 = broadcast %18 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v195[32];
-  v195[0] = v194[0];
-  v195[1] = v194[0];
-  v195[2] = v194[0];
-  v195[3] = v194[0];
-  v195[4] = v194[1];
-  v195[5] = v194[1];
-  v195[6] = v194[1];
-  v195[7] = v194[1];
-  v195[8] = v194[2];
-  v195[9] = v194[2];
-  v195[10] = v194[2];
-  v195[11] = v194[2];
-  v195[12] = v194[3];
-  v195[13] = v194[3];
-  v195[14] = v194[3];
-  v195[15] = v194[3];
-  v195[16] = v194[4];
-  v195[17] = v194[4];
-  v195[18] = v194[4];
-  v195[19] = v194[4];
-  v195[20] = v194[5];
-  v195[21] = v194[5];
-  v195[22] = v194[5];
-  v195[23] = v194[5];
-  v195[24] = v194[6];
-  v195[25] = v194[6];
-  v195[26] = v194[6];
-  v195[27] = v194[6];
-  v195[28] = v194[7];
-  v195[29] = v194[7];
-  v195[30] = v194[7];
-  v195[31] = v194[7];
+  float v201[32];
+  v201[0] = v200[0];
+  v201[1] = v200[0];
+  v201[2] = v200[0];
+  v201[3] = v200[0];
+  v201[4] = v200[1];
+  v201[5] = v200[1];
+  v201[6] = v200[1];
+  v201[7] = v200[1];
+  v201[8] = v200[2];
+  v201[9] = v200[2];
+  v201[10] = v200[2];
+  v201[11] = v200[2];
+  v201[12] = v200[3];
+  v201[13] = v200[3];
+  v201[14] = v200[3];
+  v201[15] = v200[3];
+  v201[16] = v200[4];
+  v201[17] = v200[4];
+  v201[18] = v200[4];
+  v201[19] = v200[4];
+  v201[20] = v200[5];
+  v201[21] = v200[5];
+  v201[22] = v200[5];
+  v201[23] = v200[5];
+  v201[24] = v200[6];
+  v201[25] = v200[6];
+  v201[26] = v200[6];
+  v201[27] = v200[6];
+  v201[28] = v200[7];
+  v201[29] = v200[7];
+  v201[30] = v200[7];
+  v201[31] = v200[7];
   // %20 = div %acc, %19 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v196[32];
+  float v202[32];
   #pragma unroll
-  for (int s197 = 0; s197 < 32; ++s197) {
-    v196[s197] = float(c39_acc[s197] / v195[s197]);
+  for (int s203 = 0; s203 < 32; ++s203) {
+    v202[s203] = float(c42_acc[s203] / v201[s203]);
   }
   // %o3 = reshape %20 : tile<f32, [1, 64, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-  float v198_o3[32];
-  v198_o3[0] = v196[0];
-  v198_o3[1] = v196[1];
-  v198_o3[2] = v196[2];
-  v198_o3[3] = v196[3];
-  v198_o3[4] = v196[4];
-  v198_o3[5] = v196[5];
-  v198_o3[6] = v196[6];
-  v198_o3[7] = v196[7];
-  v198_o3[8] = v196[8];
-  v198_o3[9] = v196[9];
-  v198_o3[10] = v196[10];
-  v198_o3[11] = v196[11];
-  v198_o3[12] = v196[12];
-  v198_o3[13] = v196[13];
-  v198_o3[14] = v196[14];
-  v198_o3[15] = v196[15];
-  v198_o3[16] = v196[16];
-  v198_o3[17] = v196[17];
-  v198_o3[18] = v196[18];
-  v198_o3[19] = v196[19];
-  v198_o3[20] = v196[20];
-  v198_o3[21] = v196[21];
-  v198_o3[22] = v196[22];
-  v198_o3[23] = v196[23];
-  v198_o3[24] = v196[24];
-  v198_o3[25] = v196[25];
-  v198_o3[26] = v196[26];
-  v198_o3[27] = v196[27];
-  v198_o3[28] = v196[28];
-  v198_o3[29] = v196[29];
-  v198_o3[30] = v196[30];
-  v198_o3[31] = v196[31];
+  float v204_o3[32];
+  v204_o3[0] = v202[0];
+  v204_o3[1] = v202[1];
+  v204_o3[2] = v202[2];
+  v204_o3[3] = v202[3];
+  v204_o3[4] = v202[4];
+  v204_o3[5] = v202[5];
+  v204_o3[6] = v202[6];
+  v204_o3[7] = v202[7];
+  v204_o3[8] = v202[8];
+  v204_o3[9] = v202[9];
+  v204_o3[10] = v202[10];
+  v204_o3[11] = v202[11];
+  v204_o3[12] = v202[12];
+  v204_o3[13] = v202[13];
+  v204_o3[14] = v202[14];
+  v204_o3[15] = v202[15];
+  v204_o3[16] = v202[16];
+  v204_o3[17] = v202[17];
+  v204_o3[18] = v202[18];
+  v204_o3[19] = v202[19];
+  v204_o3[20] = v202[20];
+  v204_o3[21] = v202[21];
+  v204_o3[22] = v202[22];
+  v204_o3[23] = v202[23];
+  v204_o3[24] = v202[24];
+  v204_o3[25] = v202[25];
+  v204_o3[26] = v202[26];
+  v204_o3[27] = v202[27];
+  v204_o3[28] = v202[28];
+  v204_o3[29] = v202[29];
+  v204_o3[30] = v202[30];
+  v204_o3[31] = v202[31];
   // store_tile %o, %o3, %ph, %pm, %c0
   {
-    const int64_t o199 = int64_t(v1_ph) * 1 + 0;
-    const int64_t o200 = int64_t(v0_pm) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o201 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    #pragma unroll
-    for (int c202 = 0; c202 < 8; ++c202) {
-      float vb203[4];
-      if ((o199 + 0) < int64_t(tsr_dim_H) && (o200 + ((((c202 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o201 + (((c202 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o199 + 0) * tsr_p3_s0 + (o200 + ((((c202 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o201 + (((c202 * 4) % 4))) * tsr_p3_s2)) {
-        vb203[0] = v198_o3[c202 * 4 + 0];
-        vb203[1] = v198_o3[c202 * 4 + 1];
-        vb203[2] = v198_o3[c202 * 4 + 2];
-        vb203[3] = v198_o3[c202 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p3 + (o199 + 0) * tsr_p3_s0 + (o200 + ((((c202 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o201 + (((c202 * 4) % 4))) * tsr_p3_s2, vb203);
-      } else {
-        if ((o199 + 0) < int64_t(tsr_dim_H) && (o200 + ((((c202 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o201 + (((c202 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o199 + 0) * tsr_p3_s0 + (o200 + ((((c202 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o201 + (((c202 * 4) % 4))) * tsr_p3_s2] = v198_o3[c202 * 4];
-        if ((o199 + 0) < int64_t(tsr_dim_H) && (o200 + ((((c202 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o201 + (((c202 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o199 + 0) * tsr_p3_s0 + (o200 + ((((c202 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o201 + (((c202 * 4) % 4)) + 1) * tsr_p3_s2] = v198_o3[c202 * 4 + 1];
-        if ((o199 + 0) < int64_t(tsr_dim_H) && (o200 + ((((c202 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o201 + (((c202 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o199 + 0) * tsr_p3_s0 + (o200 + ((((c202 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o201 + (((c202 * 4) % 4)) + 2) * tsr_p3_s2] = v198_o3[c202 * 4 + 2];
-        if ((o199 + 0) < int64_t(tsr_dim_H) && (o200 + ((((c202 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o201 + (((c202 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o199 + 0) * tsr_p3_s0 + (o200 + ((((c202 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o201 + (((c202 * 4) % 4)) + 3) * tsr_p3_s2] = v198_o3[c202 * 4 + 3];
+    const int64_t o205 = int64_t(v1_ph) * 1 + 0;
+    const int64_t o206 = int64_t(v0_pm) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o207 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole208 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
+    if (whole208) {
+      #pragma unroll
+      for (int c209 = 0; c209 < 8; ++c209) {
+        float vb210[4];
+        vb210[0] = v204_o3[c209 * 4 + 0];
+        vb210[1] = v204_o3[c209 * 4 + 1];
+        vb210[2] = v204_o3[c209 * 4 + 2];
+        vb210[3] = v204_o3[c209 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p3 + (o205 + 0) * tsr_p3_s0 + (o206 + ((((c209 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o207 + (((c209 * 4) % 4))) * tsr_p3_s2, vb210);
+      }
+    } else {
+      #pragma unroll
+      for (int c211 = 0; c211 < 8; ++c211) {
+        float vb212[4];
+        if ((o205 + 0) < int64_t(tsr_dim_H) && (o206 + ((((c211 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o207 + (((c211 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o205 + 0) * tsr_p3_s0 + (o206 + ((((c211 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o207 + (((c211 * 4) % 4))) * tsr_p3_s2)) {
+          vb212[0] = v204_o3[c211 * 4 + 0];
+          vb212[1] = v204_o3[c211 * 4 + 1];
+          vb212[2] = v204_o3[c211 * 4 + 2];
+          vb212[3] = v204_o3[c211 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p3 + (o205 + 0) * tsr_p3_s0 + (o206 + ((((c211 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o207 + (((c211 * 4) % 4))) * tsr_p3_s2, vb212);
+        } else {
+          if ((o205 + 0) < int64_t(tsr_dim_H) && (o206 + ((((c211 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o207 + (((c211 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o205 + 0) * tsr_p3_s0 + (o206 + ((((c211 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o207 + (((c211 * 4) % 4))) * tsr_p3_s2] = v204_o3[c211 * 4];
+          if ((o205 + 0) < int64_t(tsr_dim_H) && (o206 + ((((c211 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o207 + (((c211 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o205 + 0) * tsr_p3_s0 + (o206 + ((((c211 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o207 + (((c211 * 4) % 4)) + 1) * tsr_p3_s2] = v204_o3[c211 * 4 + 1];
+          if ((o205 + 0) < int64_t(tsr_dim_H) && (o206 + ((((c211 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o207 + (((c211 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o205 + 0) * tsr_p3_s0 + (o206 + ((((c211 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o207 + (((c211 * 4) % 4)) + 2) * tsr_p3_s2] = v204_o3[c211 * 4 + 2];
+          if ((o205 + 0) < int64_t(tsr_dim_H) && (o206 + ((((c211 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o207 + (((c211 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o205 + 0) * tsr_p3_s0 + (o206 + ((((c211 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o207 + (((c211 * 4) % 4)) + 3) * tsr_p3_s2] = v204_o3[c211 * 4 + 3];
+        }
       }
     }
   }
@@ -1044,4 +1083,5 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_three_loops(
 // stat stores-to-shared = 3
 // stat threads = 128
 // stat vector-accesses = 3
+// stat whole-tile-accesses = 3
 // note printed from the GPU lowering's layouts (the layout emitter)

@@ -70,358 +70,371 @@ extern "C" __global__ void __launch_bounds__(128) tessera_cross_entropy(float* t
     {
       const int64_t o21 = int64_t(v0_pm) * 16 + (((tsr_warp >> 0) & 3));
       const int64_t o22 = int64_t(iv19) * 128 + (((tsr_lane >> 0) & 31) * 4);
-      #pragma unroll
-      for (int c23 = 0; c23 < 4; ++c23) {
-        float vb24[4];
-        if ((o21 + ((((c23 * 4) / 4) % 4) * 4)) < int64_t(tsr_dim_M) && (o22 + (((c23 * 4) % 4)) + 3) < int64_t(tsr_dim_V) && tsr::aligned_vec<float, 4>(tsr_p0 + (o21 + ((((c23 * 4) / 4) % 4) * 4)) * tsr_p0_s0 + (o22 + (((c23 * 4) % 4))) * tsr_p0_s1)) {
-          tsr::copy_vec<float, 4>(vb24, tsr_p0 + (o21 + ((((c23 * 4) / 4) % 4) * 4)) * tsr_p0_s0 + (o22 + (((c23 * 4) % 4))) * tsr_p0_s1);
-          v20_x[c23 * 4 + 0] = vb24[0];
-          v20_x[c23 * 4 + 1] = vb24[1];
-          v20_x[c23 * 4 + 2] = vb24[2];
-          v20_x[c23 * 4 + 3] = vb24[3];
-        } else {
-          v20_x[c23 * 4] = ((o21 + ((((c23 * 4) / 4) % 4) * 4)) < int64_t(tsr_dim_M) && (o22 + (((c23 * 4) % 4))) < int64_t(tsr_dim_V)) ? tsr_p0[(o21 + ((((c23 * 4) / 4) % 4) * 4)) * tsr_p0_s0 + (o22 + (((c23 * 4) % 4))) * tsr_p0_s1] : (-tsr::inf_f());
-          v20_x[c23 * 4 + 1] = ((o21 + ((((c23 * 4) / 4) % 4) * 4)) < int64_t(tsr_dim_M) && (o22 + (((c23 * 4) % 4)) + 1) < int64_t(tsr_dim_V)) ? tsr_p0[(o21 + ((((c23 * 4) / 4) % 4) * 4)) * tsr_p0_s0 + (o22 + (((c23 * 4) % 4)) + 1) * tsr_p0_s1] : (-tsr::inf_f());
-          v20_x[c23 * 4 + 2] = ((o21 + ((((c23 * 4) / 4) % 4) * 4)) < int64_t(tsr_dim_M) && (o22 + (((c23 * 4) % 4)) + 2) < int64_t(tsr_dim_V)) ? tsr_p0[(o21 + ((((c23 * 4) / 4) % 4) * 4)) * tsr_p0_s0 + (o22 + (((c23 * 4) % 4)) + 2) * tsr_p0_s1] : (-tsr::inf_f());
-          v20_x[c23 * 4 + 3] = ((o21 + ((((c23 * 4) / 4) % 4) * 4)) < int64_t(tsr_dim_M) && (o22 + (((c23 * 4) % 4)) + 3) < int64_t(tsr_dim_V)) ? tsr_p0[(o21 + ((((c23 * 4) / 4) % 4) * 4)) * tsr_p0_s0 + (o22 + (((c23 * 4) % 4)) + 3) * tsr_p0_s1] : (-tsr::inf_f());
+      const bool whole23 = int64_t(v0_pm) * 16 >= 0 && int64_t(v0_pm) * 16 + 16 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && int64_t(iv19) * 128 >= 0 && int64_t(iv19) * 128 + 128 <= int64_t(tsr_dim_V) && tsr::aligned_vec<float, 4>(tsr_p0 + int64_t(v0_pm) * 16 * tsr_p0_s0 + int64_t(iv19) * 128 * tsr_p0_s1);
+      if (whole23) {
+        #pragma unroll
+        for (int c24 = 0; c24 < 4; ++c24) {
+          float vb25[4];
+          tsr::copy_vec<float, 4>(vb25, tsr_p0 + (o21 + ((((c24 * 4) / 4) % 4) * 4)) * tsr_p0_s0 + (o22 + (((c24 * 4) % 4))) * tsr_p0_s1);
+          v20_x[c24 * 4 + 0] = vb25[0];
+          v20_x[c24 * 4 + 1] = vb25[1];
+          v20_x[c24 * 4 + 2] = vb25[2];
+          v20_x[c24 * 4 + 3] = vb25[3];
+        }
+      } else {
+        #pragma unroll
+        for (int c26 = 0; c26 < 4; ++c26) {
+          float vb27[4];
+          if ((o21 + ((((c26 * 4) / 4) % 4) * 4)) < int64_t(tsr_dim_M) && (o22 + (((c26 * 4) % 4)) + 3) < int64_t(tsr_dim_V) && tsr::aligned_vec<float, 4>(tsr_p0 + (o21 + ((((c26 * 4) / 4) % 4) * 4)) * tsr_p0_s0 + (o22 + (((c26 * 4) % 4))) * tsr_p0_s1)) {
+            tsr::copy_vec<float, 4>(vb27, tsr_p0 + (o21 + ((((c26 * 4) / 4) % 4) * 4)) * tsr_p0_s0 + (o22 + (((c26 * 4) % 4))) * tsr_p0_s1);
+            v20_x[c26 * 4 + 0] = vb27[0];
+            v20_x[c26 * 4 + 1] = vb27[1];
+            v20_x[c26 * 4 + 2] = vb27[2];
+            v20_x[c26 * 4 + 3] = vb27[3];
+          } else {
+            v20_x[c26 * 4] = ((o21 + ((((c26 * 4) / 4) % 4) * 4)) < int64_t(tsr_dim_M) && (o22 + (((c26 * 4) % 4))) < int64_t(tsr_dim_V)) ? tsr_p0[(o21 + ((((c26 * 4) / 4) % 4) * 4)) * tsr_p0_s0 + (o22 + (((c26 * 4) % 4))) * tsr_p0_s1] : (-tsr::inf_f());
+            v20_x[c26 * 4 + 1] = ((o21 + ((((c26 * 4) / 4) % 4) * 4)) < int64_t(tsr_dim_M) && (o22 + (((c26 * 4) % 4)) + 1) < int64_t(tsr_dim_V)) ? tsr_p0[(o21 + ((((c26 * 4) / 4) % 4) * 4)) * tsr_p0_s0 + (o22 + (((c26 * 4) % 4)) + 1) * tsr_p0_s1] : (-tsr::inf_f());
+            v20_x[c26 * 4 + 2] = ((o21 + ((((c26 * 4) / 4) % 4) * 4)) < int64_t(tsr_dim_M) && (o22 + (((c26 * 4) % 4)) + 2) < int64_t(tsr_dim_V)) ? tsr_p0[(o21 + ((((c26 * 4) / 4) % 4) * 4)) * tsr_p0_s0 + (o22 + (((c26 * 4) % 4)) + 2) * tsr_p0_s1] : (-tsr::inf_f());
+            v20_x[c26 * 4 + 3] = ((o21 + ((((c26 * 4) / 4) % 4) * 4)) < int64_t(tsr_dim_M) && (o22 + (((c26 * 4) % 4)) + 3) < int64_t(tsr_dim_V)) ? tsr_p0[(o21 + ((((c26 * 4) / 4) % 4) * 4)) * tsr_p0_s0 + (o22 + (((c26 * 4) % 4)) + 3) * tsr_p0_s1] : (-tsr::inf_f());
+          }
         }
       }
     }
     // %xmax = reduce %x {axis = 1, kind = "max"} : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-    float v25_xmax[4];
-    v25_xmax[0] = v20_x[0];
-    v25_xmax[0] = tsr::max_nan_f32(v25_xmax[0], v20_x[1]);
-    v25_xmax[0] = tsr::max_nan_f32(v25_xmax[0], v20_x[2]);
-    v25_xmax[0] = tsr::max_nan_f32(v25_xmax[0], v20_x[3]);
-    v25_xmax[1] = v20_x[4];
-    v25_xmax[1] = tsr::max_nan_f32(v25_xmax[1], v20_x[5]);
-    v25_xmax[1] = tsr::max_nan_f32(v25_xmax[1], v20_x[6]);
-    v25_xmax[1] = tsr::max_nan_f32(v25_xmax[1], v20_x[7]);
-    v25_xmax[2] = v20_x[8];
-    v25_xmax[2] = tsr::max_nan_f32(v25_xmax[2], v20_x[9]);
-    v25_xmax[2] = tsr::max_nan_f32(v25_xmax[2], v20_x[10]);
-    v25_xmax[2] = tsr::max_nan_f32(v25_xmax[2], v20_x[11]);
-    v25_xmax[3] = v20_x[12];
-    v25_xmax[3] = tsr::max_nan_f32(v25_xmax[3], v20_x[13]);
-    v25_xmax[3] = tsr::max_nan_f32(v25_xmax[3], v20_x[14]);
-    v25_xmax[3] = tsr::max_nan_f32(v25_xmax[3], v20_x[15]);
-    const float sh26 = __shfl_xor_sync(0xffffffffu, v25_xmax[0], 1);
-    v25_xmax[0] = tsr::max_nan_f32(v25_xmax[0], sh26);
-    const float sh27 = __shfl_xor_sync(0xffffffffu, v25_xmax[1], 1);
-    v25_xmax[1] = tsr::max_nan_f32(v25_xmax[1], sh27);
-    const float sh28 = __shfl_xor_sync(0xffffffffu, v25_xmax[2], 1);
-    v25_xmax[2] = tsr::max_nan_f32(v25_xmax[2], sh28);
-    const float sh29 = __shfl_xor_sync(0xffffffffu, v25_xmax[3], 1);
-    v25_xmax[3] = tsr::max_nan_f32(v25_xmax[3], sh29);
-    const float sh30 = __shfl_xor_sync(0xffffffffu, v25_xmax[0], 2);
-    v25_xmax[0] = tsr::max_nan_f32(v25_xmax[0], sh30);
-    const float sh31 = __shfl_xor_sync(0xffffffffu, v25_xmax[1], 2);
-    v25_xmax[1] = tsr::max_nan_f32(v25_xmax[1], sh31);
-    const float sh32 = __shfl_xor_sync(0xffffffffu, v25_xmax[2], 2);
-    v25_xmax[2] = tsr::max_nan_f32(v25_xmax[2], sh32);
-    const float sh33 = __shfl_xor_sync(0xffffffffu, v25_xmax[3], 2);
-    v25_xmax[3] = tsr::max_nan_f32(v25_xmax[3], sh33);
-    const float sh34 = __shfl_xor_sync(0xffffffffu, v25_xmax[0], 4);
-    v25_xmax[0] = tsr::max_nan_f32(v25_xmax[0], sh34);
-    const float sh35 = __shfl_xor_sync(0xffffffffu, v25_xmax[1], 4);
-    v25_xmax[1] = tsr::max_nan_f32(v25_xmax[1], sh35);
-    const float sh36 = __shfl_xor_sync(0xffffffffu, v25_xmax[2], 4);
-    v25_xmax[2] = tsr::max_nan_f32(v25_xmax[2], sh36);
-    const float sh37 = __shfl_xor_sync(0xffffffffu, v25_xmax[3], 4);
-    v25_xmax[3] = tsr::max_nan_f32(v25_xmax[3], sh37);
-    const float sh38 = __shfl_xor_sync(0xffffffffu, v25_xmax[0], 8);
-    v25_xmax[0] = tsr::max_nan_f32(v25_xmax[0], sh38);
-    const float sh39 = __shfl_xor_sync(0xffffffffu, v25_xmax[1], 8);
-    v25_xmax[1] = tsr::max_nan_f32(v25_xmax[1], sh39);
-    const float sh40 = __shfl_xor_sync(0xffffffffu, v25_xmax[2], 8);
-    v25_xmax[2] = tsr::max_nan_f32(v25_xmax[2], sh40);
-    const float sh41 = __shfl_xor_sync(0xffffffffu, v25_xmax[3], 8);
-    v25_xmax[3] = tsr::max_nan_f32(v25_xmax[3], sh41);
-    const float sh42 = __shfl_xor_sync(0xffffffffu, v25_xmax[0], 16);
-    v25_xmax[0] = tsr::max_nan_f32(v25_xmax[0], sh42);
-    const float sh43 = __shfl_xor_sync(0xffffffffu, v25_xmax[1], 16);
-    v25_xmax[1] = tsr::max_nan_f32(v25_xmax[1], sh43);
-    const float sh44 = __shfl_xor_sync(0xffffffffu, v25_xmax[2], 16);
-    v25_xmax[2] = tsr::max_nan_f32(v25_xmax[2], sh44);
-    const float sh45 = __shfl_xor_sync(0xffffffffu, v25_xmax[3], 16);
-    v25_xmax[3] = tsr::max_nan_f32(v25_xmax[3], sh45);
+    float v28_xmax[4];
+    v28_xmax[0] = v20_x[0];
+    v28_xmax[0] = tsr::max_nan_f32(v28_xmax[0], v20_x[1]);
+    v28_xmax[0] = tsr::max_nan_f32(v28_xmax[0], v20_x[2]);
+    v28_xmax[0] = tsr::max_nan_f32(v28_xmax[0], v20_x[3]);
+    v28_xmax[1] = v20_x[4];
+    v28_xmax[1] = tsr::max_nan_f32(v28_xmax[1], v20_x[5]);
+    v28_xmax[1] = tsr::max_nan_f32(v28_xmax[1], v20_x[6]);
+    v28_xmax[1] = tsr::max_nan_f32(v28_xmax[1], v20_x[7]);
+    v28_xmax[2] = v20_x[8];
+    v28_xmax[2] = tsr::max_nan_f32(v28_xmax[2], v20_x[9]);
+    v28_xmax[2] = tsr::max_nan_f32(v28_xmax[2], v20_x[10]);
+    v28_xmax[2] = tsr::max_nan_f32(v28_xmax[2], v20_x[11]);
+    v28_xmax[3] = v20_x[12];
+    v28_xmax[3] = tsr::max_nan_f32(v28_xmax[3], v20_x[13]);
+    v28_xmax[3] = tsr::max_nan_f32(v28_xmax[3], v20_x[14]);
+    v28_xmax[3] = tsr::max_nan_f32(v28_xmax[3], v20_x[15]);
+    const float sh29 = __shfl_xor_sync(0xffffffffu, v28_xmax[0], 1);
+    v28_xmax[0] = tsr::max_nan_f32(v28_xmax[0], sh29);
+    const float sh30 = __shfl_xor_sync(0xffffffffu, v28_xmax[1], 1);
+    v28_xmax[1] = tsr::max_nan_f32(v28_xmax[1], sh30);
+    const float sh31 = __shfl_xor_sync(0xffffffffu, v28_xmax[2], 1);
+    v28_xmax[2] = tsr::max_nan_f32(v28_xmax[2], sh31);
+    const float sh32 = __shfl_xor_sync(0xffffffffu, v28_xmax[3], 1);
+    v28_xmax[3] = tsr::max_nan_f32(v28_xmax[3], sh32);
+    const float sh33 = __shfl_xor_sync(0xffffffffu, v28_xmax[0], 2);
+    v28_xmax[0] = tsr::max_nan_f32(v28_xmax[0], sh33);
+    const float sh34 = __shfl_xor_sync(0xffffffffu, v28_xmax[1], 2);
+    v28_xmax[1] = tsr::max_nan_f32(v28_xmax[1], sh34);
+    const float sh35 = __shfl_xor_sync(0xffffffffu, v28_xmax[2], 2);
+    v28_xmax[2] = tsr::max_nan_f32(v28_xmax[2], sh35);
+    const float sh36 = __shfl_xor_sync(0xffffffffu, v28_xmax[3], 2);
+    v28_xmax[3] = tsr::max_nan_f32(v28_xmax[3], sh36);
+    const float sh37 = __shfl_xor_sync(0xffffffffu, v28_xmax[0], 4);
+    v28_xmax[0] = tsr::max_nan_f32(v28_xmax[0], sh37);
+    const float sh38 = __shfl_xor_sync(0xffffffffu, v28_xmax[1], 4);
+    v28_xmax[1] = tsr::max_nan_f32(v28_xmax[1], sh38);
+    const float sh39 = __shfl_xor_sync(0xffffffffu, v28_xmax[2], 4);
+    v28_xmax[2] = tsr::max_nan_f32(v28_xmax[2], sh39);
+    const float sh40 = __shfl_xor_sync(0xffffffffu, v28_xmax[3], 4);
+    v28_xmax[3] = tsr::max_nan_f32(v28_xmax[3], sh40);
+    const float sh41 = __shfl_xor_sync(0xffffffffu, v28_xmax[0], 8);
+    v28_xmax[0] = tsr::max_nan_f32(v28_xmax[0], sh41);
+    const float sh42 = __shfl_xor_sync(0xffffffffu, v28_xmax[1], 8);
+    v28_xmax[1] = tsr::max_nan_f32(v28_xmax[1], sh42);
+    const float sh43 = __shfl_xor_sync(0xffffffffu, v28_xmax[2], 8);
+    v28_xmax[2] = tsr::max_nan_f32(v28_xmax[2], sh43);
+    const float sh44 = __shfl_xor_sync(0xffffffffu, v28_xmax[3], 8);
+    v28_xmax[3] = tsr::max_nan_f32(v28_xmax[3], sh44);
+    const float sh45 = __shfl_xor_sync(0xffffffffu, v28_xmax[0], 16);
+    v28_xmax[0] = tsr::max_nan_f32(v28_xmax[0], sh45);
+    const float sh46 = __shfl_xor_sync(0xffffffffu, v28_xmax[1], 16);
+    v28_xmax[1] = tsr::max_nan_f32(v28_xmax[1], sh46);
+    const float sh47 = __shfl_xor_sync(0xffffffffu, v28_xmax[2], 16);
+    v28_xmax[2] = tsr::max_nan_f32(v28_xmax[2], sh47);
+    const float sh48 = __shfl_xor_sync(0xffffffffu, v28_xmax[3], 16);
+    v28_xmax[3] = tsr::max_nan_f32(v28_xmax[3], sh48);
     // %mn = max %mc, %xmax : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-    float v46_mn[4];
+    float v49_mn[4];
     #pragma unroll
-    for (int s47 = 0; s47 < 4; ++s47) {
-      v46_mn[s47] = tsr::fmax_nan_z<float>(c15_m[s47], v25_xmax[s47]);
+    for (int s50 = 0; s50 < 4; ++s50) {
+      v49_mn[s50] = tsr::fmax_nan_z<float>(c15_m[s50], v28_xmax[s50]);
     }
     // %dm = sub %mc, %mn : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-    float v48_dm[4];
+    float v51_dm[4];
     #pragma unroll
-    for (int s49 = 0; s49 < 4; ++s49) {
-      v48_dm[s49] = float(c15_m[s49] - v46_mn[s49]);
+    for (int s52 = 0; s52 < 4; ++s52) {
+      v51_dm[s52] = float(c15_m[s52] - v49_mn[s52]);
     }
     // %alpha = exp %dm : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-    float v50_alpha[4];
+    float v53_alpha[4];
     #pragma unroll
-    for (int s51 = 0; s51 < 4; ++s51) {
-      v50_alpha[s51] = float(tsr::fexp(v48_dm[s51]));
+    for (int s54 = 0; s54 < 4; ++s54) {
+      v53_alpha[s54] = float(tsr::fexp(v51_dm[s54]));
     }
     // %mn2 = expand_dims %mn {axis = 1} : tile<f32, [16, 1], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v52_mn2[4];
-    v52_mn2[0] = v46_mn[0];
-    v52_mn2[1] = v46_mn[1];
-    v52_mn2[2] = v46_mn[2];
-    v52_mn2[3] = v46_mn[3];
+    float v55_mn2[4];
+    v55_mn2[0] = v49_mn[0];
+    v55_mn2[1] = v49_mn[1];
+    v55_mn2[2] = v49_mn[2];
+    v55_mn2[3] = v49_mn[3];
     // %mnb = broadcast %mn2 : tile<f32, [16, 128], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v53_mnb[16];
-    v53_mnb[0] = v52_mn2[0];
-    v53_mnb[1] = v52_mn2[0];
-    v53_mnb[2] = v52_mn2[0];
-    v53_mnb[3] = v52_mn2[0];
-    v53_mnb[4] = v52_mn2[1];
-    v53_mnb[5] = v52_mn2[1];
-    v53_mnb[6] = v52_mn2[1];
-    v53_mnb[7] = v52_mn2[1];
-    v53_mnb[8] = v52_mn2[2];
-    v53_mnb[9] = v52_mn2[2];
-    v53_mnb[10] = v52_mn2[2];
-    v53_mnb[11] = v52_mn2[2];
-    v53_mnb[12] = v52_mn2[3];
-    v53_mnb[13] = v52_mn2[3];
-    v53_mnb[14] = v52_mn2[3];
-    v53_mnb[15] = v52_mn2[3];
+    float v56_mnb[16];
+    v56_mnb[0] = v55_mn2[0];
+    v56_mnb[1] = v55_mn2[0];
+    v56_mnb[2] = v55_mn2[0];
+    v56_mnb[3] = v55_mn2[0];
+    v56_mnb[4] = v55_mn2[1];
+    v56_mnb[5] = v55_mn2[1];
+    v56_mnb[6] = v55_mn2[1];
+    v56_mnb[7] = v55_mn2[1];
+    v56_mnb[8] = v55_mn2[2];
+    v56_mnb[9] = v55_mn2[2];
+    v56_mnb[10] = v55_mn2[2];
+    v56_mnb[11] = v55_mn2[2];
+    v56_mnb[12] = v55_mn2[3];
+    v56_mnb[13] = v55_mn2[3];
+    v56_mnb[14] = v55_mn2[3];
+    v56_mnb[15] = v55_mn2[3];
     // %xd = sub %x, %mnb : tile<f32, [16, 128], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v54_xd[16];
+    float v57_xd[16];
     #pragma unroll
-    for (int s55 = 0; s55 < 16; ++s55) {
-      v54_xd[s55] = float(v20_x[s55] - v53_mnb[s55]);
+    for (int s58 = 0; s58 < 16; ++s58) {
+      v57_xd[s58] = float(v20_x[s58] - v56_mnb[s58]);
     }
     // %e = exp %xd : tile<f32, [16, 128], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v56_e[16];
+    float v59_e[16];
     #pragma unroll
-    for (int s57 = 0; s57 < 16; ++s57) {
-      v56_e[s57] = float(tsr::fexp(v54_xd[s57]));
+    for (int s60 = 0; s60 < 16; ++s60) {
+      v59_e[s60] = float(tsr::fexp(v57_xd[s60]));
     }
     // %es = reduce %e {axis = 1, kind = "sum"} : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-    float v58_es[4];
-    v58_es[0] = v56_e[0];
-    v58_es[0] = float(v58_es[0] + v56_e[1]);
-    v58_es[0] = float(v58_es[0] + v56_e[2]);
-    v58_es[0] = float(v58_es[0] + v56_e[3]);
-    v58_es[1] = v56_e[4];
-    v58_es[1] = float(v58_es[1] + v56_e[5]);
-    v58_es[1] = float(v58_es[1] + v56_e[6]);
-    v58_es[1] = float(v58_es[1] + v56_e[7]);
-    v58_es[2] = v56_e[8];
-    v58_es[2] = float(v58_es[2] + v56_e[9]);
-    v58_es[2] = float(v58_es[2] + v56_e[10]);
-    v58_es[2] = float(v58_es[2] + v56_e[11]);
-    v58_es[3] = v56_e[12];
-    v58_es[3] = float(v58_es[3] + v56_e[13]);
-    v58_es[3] = float(v58_es[3] + v56_e[14]);
-    v58_es[3] = float(v58_es[3] + v56_e[15]);
-    const float sh59 = __shfl_xor_sync(0xffffffffu, v58_es[0], 1);
-    v58_es[0] = float(v58_es[0] + sh59);
-    const float sh60 = __shfl_xor_sync(0xffffffffu, v58_es[1], 1);
-    v58_es[1] = float(v58_es[1] + sh60);
-    const float sh61 = __shfl_xor_sync(0xffffffffu, v58_es[2], 1);
-    v58_es[2] = float(v58_es[2] + sh61);
-    const float sh62 = __shfl_xor_sync(0xffffffffu, v58_es[3], 1);
-    v58_es[3] = float(v58_es[3] + sh62);
-    const float sh63 = __shfl_xor_sync(0xffffffffu, v58_es[0], 2);
-    v58_es[0] = float(v58_es[0] + sh63);
-    const float sh64 = __shfl_xor_sync(0xffffffffu, v58_es[1], 2);
-    v58_es[1] = float(v58_es[1] + sh64);
-    const float sh65 = __shfl_xor_sync(0xffffffffu, v58_es[2], 2);
-    v58_es[2] = float(v58_es[2] + sh65);
-    const float sh66 = __shfl_xor_sync(0xffffffffu, v58_es[3], 2);
-    v58_es[3] = float(v58_es[3] + sh66);
-    const float sh67 = __shfl_xor_sync(0xffffffffu, v58_es[0], 4);
-    v58_es[0] = float(v58_es[0] + sh67);
-    const float sh68 = __shfl_xor_sync(0xffffffffu, v58_es[1], 4);
-    v58_es[1] = float(v58_es[1] + sh68);
-    const float sh69 = __shfl_xor_sync(0xffffffffu, v58_es[2], 4);
-    v58_es[2] = float(v58_es[2] + sh69);
-    const float sh70 = __shfl_xor_sync(0xffffffffu, v58_es[3], 4);
-    v58_es[3] = float(v58_es[3] + sh70);
-    const float sh71 = __shfl_xor_sync(0xffffffffu, v58_es[0], 8);
-    v58_es[0] = float(v58_es[0] + sh71);
-    const float sh72 = __shfl_xor_sync(0xffffffffu, v58_es[1], 8);
-    v58_es[1] = float(v58_es[1] + sh72);
-    const float sh73 = __shfl_xor_sync(0xffffffffu, v58_es[2], 8);
-    v58_es[2] = float(v58_es[2] + sh73);
-    const float sh74 = __shfl_xor_sync(0xffffffffu, v58_es[3], 8);
-    v58_es[3] = float(v58_es[3] + sh74);
-    const float sh75 = __shfl_xor_sync(0xffffffffu, v58_es[0], 16);
-    v58_es[0] = float(v58_es[0] + sh75);
-    const float sh76 = __shfl_xor_sync(0xffffffffu, v58_es[1], 16);
-    v58_es[1] = float(v58_es[1] + sh76);
-    const float sh77 = __shfl_xor_sync(0xffffffffu, v58_es[2], 16);
-    v58_es[2] = float(v58_es[2] + sh77);
-    const float sh78 = __shfl_xor_sync(0xffffffffu, v58_es[3], 16);
-    v58_es[3] = float(v58_es[3] + sh78);
+    float v61_es[4];
+    v61_es[0] = v59_e[0];
+    v61_es[0] = float(v61_es[0] + v59_e[1]);
+    v61_es[0] = float(v61_es[0] + v59_e[2]);
+    v61_es[0] = float(v61_es[0] + v59_e[3]);
+    v61_es[1] = v59_e[4];
+    v61_es[1] = float(v61_es[1] + v59_e[5]);
+    v61_es[1] = float(v61_es[1] + v59_e[6]);
+    v61_es[1] = float(v61_es[1] + v59_e[7]);
+    v61_es[2] = v59_e[8];
+    v61_es[2] = float(v61_es[2] + v59_e[9]);
+    v61_es[2] = float(v61_es[2] + v59_e[10]);
+    v61_es[2] = float(v61_es[2] + v59_e[11]);
+    v61_es[3] = v59_e[12];
+    v61_es[3] = float(v61_es[3] + v59_e[13]);
+    v61_es[3] = float(v61_es[3] + v59_e[14]);
+    v61_es[3] = float(v61_es[3] + v59_e[15]);
+    const float sh62 = __shfl_xor_sync(0xffffffffu, v61_es[0], 1);
+    v61_es[0] = float(v61_es[0] + sh62);
+    const float sh63 = __shfl_xor_sync(0xffffffffu, v61_es[1], 1);
+    v61_es[1] = float(v61_es[1] + sh63);
+    const float sh64 = __shfl_xor_sync(0xffffffffu, v61_es[2], 1);
+    v61_es[2] = float(v61_es[2] + sh64);
+    const float sh65 = __shfl_xor_sync(0xffffffffu, v61_es[3], 1);
+    v61_es[3] = float(v61_es[3] + sh65);
+    const float sh66 = __shfl_xor_sync(0xffffffffu, v61_es[0], 2);
+    v61_es[0] = float(v61_es[0] + sh66);
+    const float sh67 = __shfl_xor_sync(0xffffffffu, v61_es[1], 2);
+    v61_es[1] = float(v61_es[1] + sh67);
+    const float sh68 = __shfl_xor_sync(0xffffffffu, v61_es[2], 2);
+    v61_es[2] = float(v61_es[2] + sh68);
+    const float sh69 = __shfl_xor_sync(0xffffffffu, v61_es[3], 2);
+    v61_es[3] = float(v61_es[3] + sh69);
+    const float sh70 = __shfl_xor_sync(0xffffffffu, v61_es[0], 4);
+    v61_es[0] = float(v61_es[0] + sh70);
+    const float sh71 = __shfl_xor_sync(0xffffffffu, v61_es[1], 4);
+    v61_es[1] = float(v61_es[1] + sh71);
+    const float sh72 = __shfl_xor_sync(0xffffffffu, v61_es[2], 4);
+    v61_es[2] = float(v61_es[2] + sh72);
+    const float sh73 = __shfl_xor_sync(0xffffffffu, v61_es[3], 4);
+    v61_es[3] = float(v61_es[3] + sh73);
+    const float sh74 = __shfl_xor_sync(0xffffffffu, v61_es[0], 8);
+    v61_es[0] = float(v61_es[0] + sh74);
+    const float sh75 = __shfl_xor_sync(0xffffffffu, v61_es[1], 8);
+    v61_es[1] = float(v61_es[1] + sh75);
+    const float sh76 = __shfl_xor_sync(0xffffffffu, v61_es[2], 8);
+    v61_es[2] = float(v61_es[2] + sh76);
+    const float sh77 = __shfl_xor_sync(0xffffffffu, v61_es[3], 8);
+    v61_es[3] = float(v61_es[3] + sh77);
+    const float sh78 = __shfl_xor_sync(0xffffffffu, v61_es[0], 16);
+    v61_es[0] = float(v61_es[0] + sh78);
+    const float sh79 = __shfl_xor_sync(0xffffffffu, v61_es[1], 16);
+    v61_es[1] = float(v61_es[1] + sh79);
+    const float sh80 = __shfl_xor_sync(0xffffffffu, v61_es[2], 16);
+    v61_es[2] = float(v61_es[2] + sh80);
+    const float sh81 = __shfl_xor_sync(0xffffffffu, v61_es[3], 16);
+    v61_es[3] = float(v61_es[3] + sh81);
     // %la = mul %lc, %alpha : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-    float v79_la[4];
+    float v82_la[4];
     #pragma unroll
-    for (int s80 = 0; s80 < 4; ++s80) {
-      v79_la[s80] = float(c17_l[s80] * v50_alpha[s80]);
+    for (int s83 = 0; s83 < 4; ++s83) {
+      v82_la[s83] = float(c17_l[s83] * v53_alpha[s83]);
     }
     // %ln = add %la, %es : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-    float v81_ln[4];
+    float v84_ln[4];
     #pragma unroll
-    for (int s82 = 0; s82 < 4; ++s82) {
-      v81_ln[s82] = float(v79_la[s82] + v58_es[s82]);
+    for (int s85 = 0; s85 < 4; ++s85) {
+      v84_ln[s85] = float(v82_la[s85] + v61_es[s85]);
     }
     // yield %mn, %ln
     #pragma unroll
-    for (int s83 = 0; s83 < 4; ++s83) {
-      c15_m[s83] = v46_mn[s83];
+    for (int s86 = 0; s86 < 4; ++s86) {
+      c15_m[s86] = v49_mn[s86];
     }
     #pragma unroll
-    for (int s84 = 0; s84 < 4; ++s84) {
-      c17_l[s84] = v81_ln[s84];
+    for (int s87 = 0; s87 < 4; ++s87) {
+      c17_l[s87] = v84_ln[s87];
     }
   }
   // %logl = log %l : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-  float v85_logl[4];
+  float v88_logl[4];
   #pragma unroll
-  for (int s86 = 0; s86 < 4; ++s86) {
-    v85_logl[s86] = float(logf(c17_l[s86]));
+  for (int s89 = 0; s89 < 4; ++s89) {
+    v88_logl[s89] = float(logf(c17_l[s89]));
   }
   // %lse = add %m, %logl : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-  float v87_lse[4];
+  float v90_lse[4];
   #pragma unroll
-  for (int s88 = 0; s88 < 4; ++s88) {
-    v87_lse[s88] = float(c15_m[s88] + v85_logl[s88]);
+  for (int s91 = 0; s91 < 4; ++s91) {
+    v90_lse[s91] = float(c15_m[s91] + v88_logl[s91]);
   }
   // %tg = load_tile %tgt, %pm {pad = -1} : tile<i32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-  int32_t v89_tg[4];
+  int32_t v92_tg[4];
   {
-    const int64_t o90 = int64_t(v0_pm) * 16 + (((tsr_warp >> 0) & 3));
+    const int64_t o93 = int64_t(v0_pm) * 16 + (((tsr_warp >> 0) & 3));
     #pragma unroll
-    for (int s91 = 0; s91 < 4; ++s91) {
-      v89_tg[s91] = ((o90 + (((s91) % 4) * 4)) < int64_t(tsr_dim_M)) ? tsr_p1[(o90 + (((s91) % 4) * 4)) * tsr_p1_s0] : int32_t(-1LL);
+    for (int s94 = 0; s94 < 4; ++s94) {
+      v92_tg[s94] = ((o93 + (((s94) % 4) * 4)) < int64_t(tsr_dim_M)) ? tsr_p1[(o93 + (((s94) % 4) * 4)) * tsr_p1_s0] : int32_t(-1LL);
     }
   }
   // %zeros = splat %c0 : tile<i32, [16], layout = blocked<per_thread = [4], threads = [32], warps = [4], order = [0]>>
-  int32_t v92_zeros[4];
+  int32_t v95_zeros[4];
   #pragma unroll
-  for (int s93 = 0; s93 < 4; ++s93) {
-    v92_zeros[s93] = v1_c0;
+  for (int s96 = 0; s96 < 4; ++s96) {
+    v95_zeros[s96] = v1_c0;
   }
   // %vocabs = splat %vocab : tile<i32, [16], layout = blocked<per_thread = [4], threads = [32], warps = [4], order = [0]>>
-  int32_t v94_vocabs[4];
+  int32_t v97_vocabs[4];
   #pragma unroll
-  for (int s95 = 0; s95 < 4; ++s95) {
-    v94_vocabs[s95] = v3_vocab;
+  for (int s98 = 0; s98 < 4; ++s98) {
+    v97_vocabs[s98] = v3_vocab;
   }
   // %2 = splat %c0 : tile<i32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-  int32_t v96[4];
+  int32_t v99[4];
   #pragma unroll
-  for (int s97 = 0; s97 < 4; ++s97) {
-    v96[s97] = v1_c0;
+  for (int s100 = 0; s100 < 4; ++s100) {
+    v99[s100] = v1_c0;
   }
   // %ge0 = cmp %tg, %2 {pred = "ge"} : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-  uint8_t v98_ge0[4];
+  uint8_t v101_ge0[4];
   #pragma unroll
-  for (int s99 = 0; s99 < 4; ++s99) {
-    v98_ge0[s99] = uint8_t(v89_tg[s99] >= v96[s99]);
+  for (int s102 = 0; s102 < 4; ++s102) {
+    v101_ge0[s102] = uint8_t(v92_tg[s102] >= v99[s102]);
   }
   // %3 = splat %vocab : tile<i32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-  int32_t v100[4];
+  int32_t v103[4];
   #pragma unroll
-  for (int s101 = 0; s101 < 4; ++s101) {
-    v100[s101] = v3_vocab;
+  for (int s104 = 0; s104 < 4; ++s104) {
+    v103[s104] = v3_vocab;
   }
   // %ltv = cmp %tg, %3 {pred = "lt"} : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-  uint8_t v102_ltv[4];
+  uint8_t v105_ltv[4];
   #pragma unroll
-  for (int s103 = 0; s103 < 4; ++s103) {
-    v102_ltv[s103] = uint8_t(v89_tg[s103] < v100[s103]);
+  for (int s106 = 0; s106 < 4; ++s106) {
+    v105_ltv[s106] = uint8_t(v92_tg[s106] < v103[s106]);
   }
   // %valid = and %ge0, %ltv : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-  uint8_t v104_valid[4];
-  #pragma unroll
-  for (int s105 = 0; s105 < 4; ++s105) {
-    v104_valid[s105] = uint8_t(v98_ge0[s105] & v102_ltv[s105]);
-  }
-  // %row0 = mul %pm, %bm : i32
-  const int32_t v106_row0 = int32_t(uint32_t(v0_pm) * uint32_t(v5_bm));
-  // %4 = arange : tile<i32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-  int32_t v107[4];
+  uint8_t v107_valid[4];
   #pragma unroll
   for (int s108 = 0; s108 < 4; ++s108) {
-    v107[s108] = int32_t(0 + (((s108) % 4) * 4) + (((tsr_warp >> 0) & 3)));
+    v107_valid[s108] = uint8_t(v101_ge0[s108] & v105_ltv[s108]);
+  }
+  // %row0 = mul %pm, %bm : i32
+  const int32_t v109_row0 = int32_t(uint32_t(v0_pm) * uint32_t(v5_bm));
+  // %4 = arange : tile<i32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
+  int32_t v110[4];
+  #pragma unroll
+  for (int s111 = 0; s111 < 4; ++s111) {
+    v110[s111] = int32_t(0 + (((s111) % 4) * 4) + (((tsr_warp >> 0) & 3)));
   }
   // %5 = splat %row0 : tile<i32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-  int32_t v109[4];
+  int32_t v112[4];
   #pragma unroll
-  for (int s110 = 0; s110 < 4; ++s110) {
-    v109[s110] = v106_row0;
+  for (int s113 = 0; s113 < 4; ++s113) {
+    v112[s113] = v109_row0;
   }
   // %6 = add %4, %5 : tile<i32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-  int32_t v111[4];
+  int32_t v114[4];
   #pragma unroll
-  for (int s112 = 0; s112 < 4; ++s112) {
-    v111[s112] = int32_t(uint32_t(v107[s112]) + uint32_t(v109[s112]));
+  for (int s115 = 0; s115 < 4; ++s115) {
+    v114[s115] = int32_t(uint32_t(v110[s115]) + uint32_t(v112[s115]));
   }
   // %xt = gather %logits, %6, %tg, %valid {pad = 0.0} : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-  float v113_xt[4];
+  float v116_xt[4];
   #pragma unroll
-  for (int s114 = 0; s114 < 4; ++s114) {
-    v113_xt[s114] = (v104_valid[s114] != 0) && (int64_t(v111[s114]) >= 0 && int64_t(v111[s114]) < int64_t(tsr_dim_M) && int64_t(v89_tg[s114]) >= 0 && int64_t(v89_tg[s114]) < int64_t(tsr_dim_V)) ? tsr_p0[int64_t(v111[s114]) * tsr_p0_s0 + int64_t(v89_tg[s114]) * tsr_p0_s1] : 0x0p+0f;
+  for (int s117 = 0; s117 < 4; ++s117) {
+    v116_xt[s117] = (v107_valid[s117] != 0) && (int64_t(v114[s117]) >= 0 && int64_t(v114[s117]) < int64_t(tsr_dim_M) && int64_t(v92_tg[s117]) >= 0 && int64_t(v92_tg[s117]) < int64_t(tsr_dim_V)) ? tsr_p0[int64_t(v114[s117]) * tsr_p0_s0 + int64_t(v92_tg[s117]) * tsr_p0_s1] : 0x0p+0f;
   }
   // %diff = sub %lse, %xt : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-  float v115_diff[4];
+  float v118_diff[4];
   #pragma unroll
-  for (int s116 = 0; s116 < 4; ++s116) {
-    v115_diff[s116] = float(v87_lse[s116] - v113_xt[s116]);
+  for (int s119 = 0; s119 < 4; ++s119) {
+    v118_diff[s119] = float(v90_lse[s119] - v116_xt[s119]);
   }
   // %7 = splat %c0 : tile<i32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-  int32_t v117[4];
+  int32_t v120[4];
   #pragma unroll
-  for (int s118 = 0; s118 < 4; ++s118) {
-    v117[s118] = v1_c0;
+  for (int s121 = 0; s121 < 4; ++s121) {
+    v120[s121] = v1_c0;
   }
   // %8 = cmp %tg, %7 {pred = "ge"} : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-  uint8_t v119[4];
+  uint8_t v122[4];
   #pragma unroll
-  for (int s120 = 0; s120 < 4; ++s120) {
-    v119[s120] = uint8_t(v89_tg[s120] >= v117[s120]);
+  for (int s123 = 0; s123 < 4; ++s123) {
+    v122[s123] = uint8_t(v92_tg[s123] >= v120[s123]);
   }
   // %9 = splat %vocab : tile<i32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-  int32_t v121[4];
+  int32_t v124[4];
   #pragma unroll
-  for (int s122 = 0; s122 < 4; ++s122) {
-    v121[s122] = v3_vocab;
+  for (int s125 = 0; s125 < 4; ++s125) {
+    v124[s125] = v3_vocab;
   }
   // %10 = cmp %tg, %9 {pred = "lt"} : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-  uint8_t v123[4];
+  uint8_t v126[4];
   #pragma unroll
-  for (int s124 = 0; s124 < 4; ++s124) {
-    v123[s124] = uint8_t(v89_tg[s124] < v121[s124]);
+  for (int s127 = 0; s127 < 4; ++s127) {
+    v126[s127] = uint8_t(v92_tg[s127] < v124[s127]);
   }
   // %11 = and %8, %10 : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-  uint8_t v125[4];
+  uint8_t v128[4];
   #pragma unroll
-  for (int s126 = 0; s126 < 4; ++s126) {
-    v125[s126] = uint8_t(v119[s126] & v123[s126]);
+  for (int s129 = 0; s129 < 4; ++s129) {
+    v128[s129] = uint8_t(v122[s129] & v126[s129]);
   }
   // %12 = splat %f0 : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-  float v127[4];
+  float v130[4];
   #pragma unroll
-  for (int s128 = 0; s128 < 4; ++s128) {
-    v127[s128] = v10_f0;
+  for (int s131 = 0; s131 < 4; ++s131) {
+    v130[s131] = v10_f0;
   }
   // %out = where %11, %diff, %12 : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-  float v129_out[4];
+  float v132_out[4];
   #pragma unroll
-  for (int s130 = 0; s130 < 4; ++s130) {
-    v129_out[s130] = (v125[s130] ? v115_diff[s130] : v127[s130]);
+  for (int s133 = 0; s133 < 4; ++s133) {
+    v132_out[s133] = (v128[s133] ? v118_diff[s133] : v130[s133]);
   }
   // store_tile %loss, %out, %pm
   {
-    const int64_t o131 = int64_t(v0_pm) * 16 + (((tsr_warp >> 0) & 3));
+    const int64_t o134 = int64_t(v0_pm) * 16 + (((tsr_warp >> 0) & 3));
     #pragma unroll
-    for (int s132 = 0; s132 < 4; ++s132) {
-      if (((tsr_lane & 31) == 0) && (o131 + (((s132) % 4) * 4)) < int64_t(tsr_dim_M)) tsr_p2[(o131 + (((s132) % 4) * 4)) * tsr_p2_s0] = v129_out[s132];
+    for (int s135 = 0; s135 < 4; ++s135) {
+      if (((tsr_lane & 31) == 0) && (o134 + (((s135) % 4) * 4)) < int64_t(tsr_dim_M)) tsr_p2[(o134 + (((s135) % 4) * 4)) * tsr_p2_s0] = v132_out[s135];
     }
   }
 }
@@ -441,4 +454,5 @@ extern "C" __global__ void __launch_bounds__(128) tessera_cross_entropy(float* t
 // stat smem-bytes = 0
 // stat threads = 128
 // stat vector-accesses = 1
+// stat whole-tile-accesses = 1
 // note printed from the GPU lowering's layouts (the layout emitter)

@@ -128,385 +128,411 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention(float
       const int64_t o29 = int64_t(v0_ph) * 1 + 0;
       const int64_t o30 = int64_t(iv27) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
       const int64_t o31 = int64_t(v1_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      #pragma unroll
-      for (int c32 = 0; c32 < 4; ++c32) {
-        float vb33[4];
-        if ((o29 + 0) < int64_t(tsr_dim_H) && (o30 + ((((c32 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o31 + (((c32 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o29 + 0) * tsr_p1_s0 + (o30 + ((((c32 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o31 + (((c32 * 4) % 4))) * tsr_p1_s2)) {
-          tsr::copy_vec<float, 4>(vb33, tsr_p1 + (o29 + 0) * tsr_p1_s0 + (o30 + ((((c32 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o31 + (((c32 * 4) % 4))) * tsr_p1_s2);
-          v28_k31[c32 * 4 + 0] = vb33[0];
-          v28_k31[c32 * 4 + 1] = vb33[1];
-          v28_k31[c32 * 4 + 2] = vb33[2];
-          v28_k31[c32 * 4 + 3] = vb33[3];
-        } else {
-          v28_k31[c32 * 4] = ((o29 + 0) < int64_t(tsr_dim_H) && (o30 + ((((c32 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o31 + (((c32 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o29 + 0) * tsr_p1_s0 + (o30 + ((((c32 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o31 + (((c32 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
-          v28_k31[c32 * 4 + 1] = ((o29 + 0) < int64_t(tsr_dim_H) && (o30 + ((((c32 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o31 + (((c32 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o29 + 0) * tsr_p1_s0 + (o30 + ((((c32 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o31 + (((c32 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
-          v28_k31[c32 * 4 + 2] = ((o29 + 0) < int64_t(tsr_dim_H) && (o30 + ((((c32 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o31 + (((c32 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o29 + 0) * tsr_p1_s0 + (o30 + ((((c32 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o31 + (((c32 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
-          v28_k31[c32 * 4 + 3] = ((o29 + 0) < int64_t(tsr_dim_H) && (o30 + ((((c32 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o31 + (((c32 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o29 + 0) * tsr_p1_s0 + (o30 + ((((c32 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o31 + (((c32 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
+      const bool whole32 = int64_t(v0_ph) * 1 >= 0 && int64_t(v0_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv27) * 32 >= 0 && int64_t(iv27) * 32 + 32 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 4 == 0 && int64_t(v1_c0) * 64 >= 0 && int64_t(v1_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v0_ph) * 1 * tsr_p1_s0 + int64_t(iv27) * 32 * tsr_p1_s1 + int64_t(v1_c0) * 64 * tsr_p1_s2);
+      if (whole32) {
+        #pragma unroll
+        for (int c33 = 0; c33 < 4; ++c33) {
+          float vb34[4];
+          tsr::copy_vec<float, 4>(vb34, tsr_p1 + (o29 + 0) * tsr_p1_s0 + (o30 + ((((c33 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o31 + (((c33 * 4) % 4))) * tsr_p1_s2);
+          v28_k31[c33 * 4 + 0] = vb34[0];
+          v28_k31[c33 * 4 + 1] = vb34[1];
+          v28_k31[c33 * 4 + 2] = vb34[2];
+          v28_k31[c33 * 4 + 3] = vb34[3];
+        }
+      } else {
+        #pragma unroll
+        for (int c35 = 0; c35 < 4; ++c35) {
+          float vb36[4];
+          if ((o29 + 0) < int64_t(tsr_dim_H) && (o30 + ((((c35 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o31 + (((c35 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o29 + 0) * tsr_p1_s0 + (o30 + ((((c35 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o31 + (((c35 * 4) % 4))) * tsr_p1_s2)) {
+            tsr::copy_vec<float, 4>(vb36, tsr_p1 + (o29 + 0) * tsr_p1_s0 + (o30 + ((((c35 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o31 + (((c35 * 4) % 4))) * tsr_p1_s2);
+            v28_k31[c35 * 4 + 0] = vb36[0];
+            v28_k31[c35 * 4 + 1] = vb36[1];
+            v28_k31[c35 * 4 + 2] = vb36[2];
+            v28_k31[c35 * 4 + 3] = vb36[3];
+          } else {
+            v28_k31[c35 * 4] = ((o29 + 0) < int64_t(tsr_dim_H) && (o30 + ((((c35 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o31 + (((c35 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o29 + 0) * tsr_p1_s0 + (o30 + ((((c35 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o31 + (((c35 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
+            v28_k31[c35 * 4 + 1] = ((o29 + 0) < int64_t(tsr_dim_H) && (o30 + ((((c35 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o31 + (((c35 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o29 + 0) * tsr_p1_s0 + (o30 + ((((c35 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o31 + (((c35 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
+            v28_k31[c35 * 4 + 2] = ((o29 + 0) < int64_t(tsr_dim_H) && (o30 + ((((c35 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o31 + (((c35 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o29 + 0) * tsr_p1_s0 + (o30 + ((((c35 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o31 + (((c35 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
+            v28_k31[c35 * 4 + 3] = ((o29 + 0) < int64_t(tsr_dim_H) && (o30 + ((((c35 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o31 + (((c35 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o29 + 0) * tsr_p1_s0 + (o30 + ((((c35 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o31 + (((c35 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
+          }
         }
       }
     }
     // %kt1 = reshape %k31 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v34_kt1[16];
-    v34_kt1[0] = v28_k31[0];
-    v34_kt1[1] = v28_k31[1];
-    v34_kt1[2] = v28_k31[2];
-    v34_kt1[3] = v28_k31[3];
-    v34_kt1[4] = v28_k31[4];
-    v34_kt1[5] = v28_k31[5];
-    v34_kt1[6] = v28_k31[6];
-    v34_kt1[7] = v28_k31[7];
-    v34_kt1[8] = v28_k31[8];
-    v34_kt1[9] = v28_k31[9];
-    v34_kt1[10] = v28_k31[10];
-    v34_kt1[11] = v28_k31[11];
-    v34_kt1[12] = v28_k31[12];
-    v34_kt1[13] = v28_k31[13];
-    v34_kt1[14] = v28_k31[14];
-    v34_kt1[15] = v28_k31[15];
+    float v37_kt1[16];
+    v37_kt1[0] = v28_k31[0];
+    v37_kt1[1] = v28_k31[1];
+    v37_kt1[2] = v28_k31[2];
+    v37_kt1[3] = v28_k31[3];
+    v37_kt1[4] = v28_k31[4];
+    v37_kt1[5] = v28_k31[5];
+    v37_kt1[6] = v28_k31[6];
+    v37_kt1[7] = v28_k31[7];
+    v37_kt1[8] = v28_k31[8];
+    v37_kt1[9] = v28_k31[9];
+    v37_kt1[10] = v28_k31[10];
+    v37_kt1[11] = v28_k31[11];
+    v37_kt1[12] = v28_k31[12];
+    v37_kt1[13] = v28_k31[13];
+    v37_kt1[14] = v28_k31[14];
+    v37_kt1[15] = v28_k31[15];
     // %qk1 = mul %qb, %kt1 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v35_qk1[16];
+    float v38_qk1[16];
     #pragma unroll
-    for (int s36 = 0; s36 < 16; ++s36) {
-      v35_qk1[s36] = float(v18_qb[s36] * v34_kt1[s36]);
+    for (int s39 = 0; s39 < 16; ++s39) {
+      v38_qk1[s39] = float(v18_qb[s39] * v37_kt1[s39]);
     }
     // %s1 = reduce %qk1 {axis = 1, kind = "sum"} : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v37_s1[4];
-    v37_s1[0] = v35_qk1[0];
-    v37_s1[0] = float(v37_s1[0] + v35_qk1[1]);
-    v37_s1[0] = float(v37_s1[0] + v35_qk1[2]);
-    v37_s1[0] = float(v37_s1[0] + v35_qk1[3]);
-    v37_s1[1] = v35_qk1[4];
-    v37_s1[1] = float(v37_s1[1] + v35_qk1[5]);
-    v37_s1[1] = float(v37_s1[1] + v35_qk1[6]);
-    v37_s1[1] = float(v37_s1[1] + v35_qk1[7]);
-    v37_s1[2] = v35_qk1[8];
-    v37_s1[2] = float(v37_s1[2] + v35_qk1[9]);
-    v37_s1[2] = float(v37_s1[2] + v35_qk1[10]);
-    v37_s1[2] = float(v37_s1[2] + v35_qk1[11]);
-    v37_s1[3] = v35_qk1[12];
-    v37_s1[3] = float(v37_s1[3] + v35_qk1[13]);
-    v37_s1[3] = float(v37_s1[3] + v35_qk1[14]);
-    v37_s1[3] = float(v37_s1[3] + v35_qk1[15]);
-    const float sh38 = __shfl_xor_sync(0xffffffffu, v37_s1[0], 1);
-    v37_s1[0] = float(v37_s1[0] + sh38);
-    const float sh39 = __shfl_xor_sync(0xffffffffu, v37_s1[1], 1);
-    v37_s1[1] = float(v37_s1[1] + sh39);
-    const float sh40 = __shfl_xor_sync(0xffffffffu, v37_s1[2], 1);
-    v37_s1[2] = float(v37_s1[2] + sh40);
-    const float sh41 = __shfl_xor_sync(0xffffffffu, v37_s1[3], 1);
-    v37_s1[3] = float(v37_s1[3] + sh41);
-    const float sh42 = __shfl_xor_sync(0xffffffffu, v37_s1[0], 2);
-    v37_s1[0] = float(v37_s1[0] + sh42);
-    const float sh43 = __shfl_xor_sync(0xffffffffu, v37_s1[1], 2);
-    v37_s1[1] = float(v37_s1[1] + sh43);
-    const float sh44 = __shfl_xor_sync(0xffffffffu, v37_s1[2], 2);
-    v37_s1[2] = float(v37_s1[2] + sh44);
-    const float sh45 = __shfl_xor_sync(0xffffffffu, v37_s1[3], 2);
-    v37_s1[3] = float(v37_s1[3] + sh45);
-    const float sh46 = __shfl_xor_sync(0xffffffffu, v37_s1[0], 4);
-    v37_s1[0] = float(v37_s1[0] + sh46);
-    const float sh47 = __shfl_xor_sync(0xffffffffu, v37_s1[1], 4);
-    v37_s1[1] = float(v37_s1[1] + sh47);
-    const float sh48 = __shfl_xor_sync(0xffffffffu, v37_s1[2], 4);
-    v37_s1[2] = float(v37_s1[2] + sh48);
-    const float sh49 = __shfl_xor_sync(0xffffffffu, v37_s1[3], 4);
-    v37_s1[3] = float(v37_s1[3] + sh49);
-    const float sh50 = __shfl_xor_sync(0xffffffffu, v37_s1[0], 8);
-    v37_s1[0] = float(v37_s1[0] + sh50);
-    const float sh51 = __shfl_xor_sync(0xffffffffu, v37_s1[1], 8);
-    v37_s1[1] = float(v37_s1[1] + sh51);
-    const float sh52 = __shfl_xor_sync(0xffffffffu, v37_s1[2], 8);
-    v37_s1[2] = float(v37_s1[2] + sh52);
-    const float sh53 = __shfl_xor_sync(0xffffffffu, v37_s1[3], 8);
-    v37_s1[3] = float(v37_s1[3] + sh53);
+    float v40_s1[4];
+    v40_s1[0] = v38_qk1[0];
+    v40_s1[0] = float(v40_s1[0] + v38_qk1[1]);
+    v40_s1[0] = float(v40_s1[0] + v38_qk1[2]);
+    v40_s1[0] = float(v40_s1[0] + v38_qk1[3]);
+    v40_s1[1] = v38_qk1[4];
+    v40_s1[1] = float(v40_s1[1] + v38_qk1[5]);
+    v40_s1[1] = float(v40_s1[1] + v38_qk1[6]);
+    v40_s1[1] = float(v40_s1[1] + v38_qk1[7]);
+    v40_s1[2] = v38_qk1[8];
+    v40_s1[2] = float(v40_s1[2] + v38_qk1[9]);
+    v40_s1[2] = float(v40_s1[2] + v38_qk1[10]);
+    v40_s1[2] = float(v40_s1[2] + v38_qk1[11]);
+    v40_s1[3] = v38_qk1[12];
+    v40_s1[3] = float(v40_s1[3] + v38_qk1[13]);
+    v40_s1[3] = float(v40_s1[3] + v38_qk1[14]);
+    v40_s1[3] = float(v40_s1[3] + v38_qk1[15]);
+    const float sh41 = __shfl_xor_sync(0xffffffffu, v40_s1[0], 1);
+    v40_s1[0] = float(v40_s1[0] + sh41);
+    const float sh42 = __shfl_xor_sync(0xffffffffu, v40_s1[1], 1);
+    v40_s1[1] = float(v40_s1[1] + sh42);
+    const float sh43 = __shfl_xor_sync(0xffffffffu, v40_s1[2], 1);
+    v40_s1[2] = float(v40_s1[2] + sh43);
+    const float sh44 = __shfl_xor_sync(0xffffffffu, v40_s1[3], 1);
+    v40_s1[3] = float(v40_s1[3] + sh44);
+    const float sh45 = __shfl_xor_sync(0xffffffffu, v40_s1[0], 2);
+    v40_s1[0] = float(v40_s1[0] + sh45);
+    const float sh46 = __shfl_xor_sync(0xffffffffu, v40_s1[1], 2);
+    v40_s1[1] = float(v40_s1[1] + sh46);
+    const float sh47 = __shfl_xor_sync(0xffffffffu, v40_s1[2], 2);
+    v40_s1[2] = float(v40_s1[2] + sh47);
+    const float sh48 = __shfl_xor_sync(0xffffffffu, v40_s1[3], 2);
+    v40_s1[3] = float(v40_s1[3] + sh48);
+    const float sh49 = __shfl_xor_sync(0xffffffffu, v40_s1[0], 4);
+    v40_s1[0] = float(v40_s1[0] + sh49);
+    const float sh50 = __shfl_xor_sync(0xffffffffu, v40_s1[1], 4);
+    v40_s1[1] = float(v40_s1[1] + sh50);
+    const float sh51 = __shfl_xor_sync(0xffffffffu, v40_s1[2], 4);
+    v40_s1[2] = float(v40_s1[2] + sh51);
+    const float sh52 = __shfl_xor_sync(0xffffffffu, v40_s1[3], 4);
+    v40_s1[3] = float(v40_s1[3] + sh52);
+    const float sh53 = __shfl_xor_sync(0xffffffffu, v40_s1[0], 8);
+    v40_s1[0] = float(v40_s1[0] + sh53);
+    const float sh54 = __shfl_xor_sync(0xffffffffu, v40_s1[1], 8);
+    v40_s1[1] = float(v40_s1[1] + sh54);
+    const float sh55 = __shfl_xor_sync(0xffffffffu, v40_s1[2], 8);
+    v40_s1[2] = float(v40_s1[2] + sh55);
+    const float sh56 = __shfl_xor_sync(0xffffffffu, v40_s1[3], 8);
+    v40_s1[3] = float(v40_s1[3] + sh56);
     // %off1 = mul %j1, %bn : i32
-    const int32_t v54_off1 = int32_t(uint32_t(iv27) * uint32_t(v4_bn));
+    const int32_t v57_off1 = int32_t(uint32_t(iv27) * uint32_t(v4_bn));
     // %3 = arange : tile<i32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v55[4];
+    int32_t v58[4];
     #pragma unroll
-    for (int s56 = 0; s56 < 4; ++s56) {
-      v55[s56] = int32_t(0 + (((s56) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2));
+    for (int s59 = 0; s59 < 4; ++s59) {
+      v58[s59] = int32_t(0 + (((s59) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2));
     }
     // %4 = splat %off1 : tile<i32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v57[4];
+    int32_t v60[4];
     #pragma unroll
-    for (int s58 = 0; s58 < 4; ++s58) {
-      v57[s58] = v54_off1;
+    for (int s61 = 0; s61 < 4; ++s61) {
+      v60[s61] = v57_off1;
     }
     // %5 = add %3, %4 : tile<i32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v59[4];
+    int32_t v62[4];
     #pragma unroll
-    for (int s60 = 0; s60 < 4; ++s60) {
-      v59[s60] = int32_t(uint32_t(v55[s60]) + uint32_t(v57[s60]));
+    for (int s63 = 0; s63 < 4; ++s63) {
+      v62[s63] = int32_t(uint32_t(v58[s63]) + uint32_t(v60[s63]));
     }
     // %6 = splat %t : tile<i32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v61[4];
+    int32_t v64[4];
     #pragma unroll
-    for (int s62 = 0; s62 < 4; ++s62) {
-      v61[s62] = v3_t;
+    for (int s65 = 0; s65 < 4; ++s65) {
+      v64[s65] = v3_t;
     }
     // %7 = cmp %5, %6 {pred = "lt"} : tile<i1, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v63[4];
+    uint8_t v66[4];
     #pragma unroll
-    for (int s64 = 0; s64 < 4; ++s64) {
-      v63[s64] = uint8_t(v59[s64] < v61[s64]);
+    for (int s67 = 0; s67 < 4; ++s67) {
+      v66[s67] = uint8_t(v62[s67] < v64[s67]);
     }
     // %8 = splat %ninf : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v65[4];
+    float v68[4];
     #pragma unroll
-    for (int s66 = 0; s66 < 4; ++s66) {
-      v65[s66] = v19_ninf;
+    for (int s69 = 0; s69 < 4; ++s69) {
+      v68[s69] = v19_ninf;
     }
     // %sm1 = where %7, %s1, %8 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v67_sm1[4];
+    float v70_sm1[4];
     #pragma unroll
-    for (int s68 = 0; s68 < 4; ++s68) {
-      v67_sm1[s68] = (v63[s68] ? v37_s1[s68] : v65[s68]);
+    for (int s71 = 0; s71 < 4; ++s71) {
+      v70_sm1[s71] = (v66[s71] ? v40_s1[s71] : v68[s71]);
     }
     // %rmax = reduce %sm1 {axis = 0, kind = "max"} : f32
-    float v69_rmax = v67_sm1[0];
-    v69_rmax = tsr::max_nan_f32(v69_rmax, v67_sm1[1]);
-    v69_rmax = tsr::max_nan_f32(v69_rmax, v67_sm1[2]);
-    v69_rmax = tsr::max_nan_f32(v69_rmax, v67_sm1[3]);
-    const float sh70 = __shfl_xor_sync(0xffffffffu, v69_rmax, 16);
-    v69_rmax = tsr::max_nan_f32(v69_rmax, sh70);
+    float v72_rmax = v70_sm1[0];
+    v72_rmax = tsr::max_nan_f32(v72_rmax, v70_sm1[1]);
+    v72_rmax = tsr::max_nan_f32(v72_rmax, v70_sm1[2]);
+    v72_rmax = tsr::max_nan_f32(v72_rmax, v70_sm1[3]);
+    const float sh73 = __shfl_xor_sync(0xffffffffu, v72_rmax, 16);
+    v72_rmax = tsr::max_nan_f32(v72_rmax, sh73);
     __syncthreads();
-    if (tsr_lane == 0) reinterpret_cast<float*>(tsr_smem + 0)[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)] = v69_rmax;
+    if (tsr_lane == 0) reinterpret_cast<float*>(tsr_smem + 0)[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)] = v72_rmax;
     __syncthreads();
-    v69_rmax = reinterpret_cast<float*>(tsr_smem + 0)[0];
-    v69_rmax = tsr::max_nan_f32(v69_rmax, reinterpret_cast<float*>(tsr_smem + 0)[1]);
-    v69_rmax = tsr::max_nan_f32(v69_rmax, reinterpret_cast<float*>(tsr_smem + 0)[2]);
-    v69_rmax = tsr::max_nan_f32(v69_rmax, reinterpret_cast<float*>(tsr_smem + 0)[3]);
+    v72_rmax = reinterpret_cast<float*>(tsr_smem + 0)[0];
+    v72_rmax = tsr::max_nan_f32(v72_rmax, reinterpret_cast<float*>(tsr_smem + 0)[1]);
+    v72_rmax = tsr::max_nan_f32(v72_rmax, reinterpret_cast<float*>(tsr_smem + 0)[2]);
+    v72_rmax = tsr::max_nan_f32(v72_rmax, reinterpret_cast<float*>(tsr_smem + 0)[3]);
     // %mn = max %m_run, %rmax : f32
-    const float v71_mn = tsr::fmax_nan_z<float>(c23_m, v69_rmax);
+    const float v74_mn = tsr::fmax_nan_z<float>(c23_m, v72_rmax);
     // %m_none = cmp %mn, %ninf {pred = "eq"} : i1
-    const uint8_t v72_m_none = uint8_t(v71_mn == v19_ninf);
+    const uint8_t v75_m_none = uint8_t(v74_mn == v19_ninf);
     // %m_shift = where %m_none, %f0, %mn : f32
-    const float v73_m_shift = (v72_m_none ? v20_f0 : v71_mn);
+    const float v76_m_shift = (v75_m_none ? v20_f0 : v74_mn);
     // %m_delta = sub %m_run, %m_shift : f32
-    const float v74_m_delta = float(c23_m - v73_m_shift);
+    const float v77_m_delta = float(c23_m - v76_m_shift);
     // %alpha = exp %m_delta : f32
-    const float v75_alpha = float(tsr::fexp(v74_m_delta));
+    const float v78_alpha = float(tsr::fexp(v77_m_delta));
     // %9 = splat %m_shift : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v76[4];
+    float v79[4];
     #pragma unroll
-    for (int s77 = 0; s77 < 4; ++s77) {
-      v76[s77] = v73_m_shift;
+    for (int s80 = 0; s80 < 4; ++s80) {
+      v79[s80] = v76_m_shift;
     }
     // %sd2 = sub %sm1, %9 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v78_sd2[4];
+    float v81_sd2[4];
     #pragma unroll
-    for (int s79 = 0; s79 < 4; ++s79) {
-      v78_sd2[s79] = float(v67_sm1[s79] - v76[s79]);
+    for (int s82 = 0; s82 < 4; ++s82) {
+      v81_sd2[s82] = float(v70_sm1[s82] - v79[s82]);
     }
     // %p2 = exp %sd2 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v80_p2[4];
+    float v83_p2[4];
     #pragma unroll
-    for (int s81 = 0; s81 < 4; ++s81) {
-      v80_p2[s81] = float(tsr::fexp(v78_sd2[s81]));
+    for (int s84 = 0; s84 < 4; ++s84) {
+      v83_p2[s84] = float(tsr::fexp(v81_sd2[s84]));
     }
     // %ps2 = reduce %p2 {axis = 0, kind = "sum"} : f32
-    float v82_ps2 = v80_p2[0];
-    v82_ps2 = float(v82_ps2 + v80_p2[1]);
-    v82_ps2 = float(v82_ps2 + v80_p2[2]);
-    v82_ps2 = float(v82_ps2 + v80_p2[3]);
-    const float sh83 = __shfl_xor_sync(0xffffffffu, v82_ps2, 16);
-    v82_ps2 = float(v82_ps2 + sh83);
+    float v85_ps2 = v83_p2[0];
+    v85_ps2 = float(v85_ps2 + v83_p2[1]);
+    v85_ps2 = float(v85_ps2 + v83_p2[2]);
+    v85_ps2 = float(v85_ps2 + v83_p2[3]);
+    const float sh86 = __shfl_xor_sync(0xffffffffu, v85_ps2, 16);
+    v85_ps2 = float(v85_ps2 + sh86);
     __syncthreads();
-    if (tsr_lane == 0) reinterpret_cast<float*>(tsr_smem + 0)[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)] = v82_ps2;
+    if (tsr_lane == 0) reinterpret_cast<float*>(tsr_smem + 0)[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)] = v85_ps2;
     __syncthreads();
-    v82_ps2 = reinterpret_cast<float*>(tsr_smem + 0)[0];
-    v82_ps2 = float(v82_ps2 + reinterpret_cast<float*>(tsr_smem + 0)[1]);
-    v82_ps2 = float(v82_ps2 + reinterpret_cast<float*>(tsr_smem + 0)[2]);
-    v82_ps2 = float(v82_ps2 + reinterpret_cast<float*>(tsr_smem + 0)[3]);
+    v85_ps2 = reinterpret_cast<float*>(tsr_smem + 0)[0];
+    v85_ps2 = float(v85_ps2 + reinterpret_cast<float*>(tsr_smem + 0)[1]);
+    v85_ps2 = float(v85_ps2 + reinterpret_cast<float*>(tsr_smem + 0)[2]);
+    v85_ps2 = float(v85_ps2 + reinterpret_cast<float*>(tsr_smem + 0)[3]);
     // %10 = mul %lc, %alpha : f32
-    const float v84 = float(c24_l * v75_alpha);
+    const float v87 = float(c24_l * v78_alpha);
     // %ln = add %10, %ps2 : f32
-    const float v85_ln = float(v84 + v82_ps2);
+    const float v88_ln = float(v87 + v85_ps2);
     // %v3 = load_tile %v, %ph, %j1, %c0 : tile<f32, [1, 32, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-    float v86_v3[16];
+    float v89_v3[16];
     {
-      const int64_t o87 = int64_t(v0_ph) * 1 + 0;
-      const int64_t o88 = int64_t(iv27) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o89 = int64_t(v1_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      #pragma unroll
-      for (int c90 = 0; c90 < 4; ++c90) {
-        float vb91[4];
-        if ((o87 + 0) < int64_t(tsr_dim_H) && (o88 + ((((c90 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o89 + (((c90 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + (o87 + 0) * tsr_p2_s0 + (o88 + ((((c90 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o89 + (((c90 * 4) % 4))) * tsr_p2_s2)) {
-          tsr::copy_vec<float, 4>(vb91, tsr_p2 + (o87 + 0) * tsr_p2_s0 + (o88 + ((((c90 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o89 + (((c90 * 4) % 4))) * tsr_p2_s2);
-          v86_v3[c90 * 4 + 0] = vb91[0];
-          v86_v3[c90 * 4 + 1] = vb91[1];
-          v86_v3[c90 * 4 + 2] = vb91[2];
-          v86_v3[c90 * 4 + 3] = vb91[3];
-        } else {
-          v86_v3[c90 * 4] = ((o87 + 0) < int64_t(tsr_dim_H) && (o88 + ((((c90 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o89 + (((c90 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p2[(o87 + 0) * tsr_p2_s0 + (o88 + ((((c90 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o89 + (((c90 * 4) % 4))) * tsr_p2_s2] : 0x0p+0f;
-          v86_v3[c90 * 4 + 1] = ((o87 + 0) < int64_t(tsr_dim_H) && (o88 + ((((c90 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o89 + (((c90 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p2[(o87 + 0) * tsr_p2_s0 + (o88 + ((((c90 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o89 + (((c90 * 4) % 4)) + 1) * tsr_p2_s2] : 0x0p+0f;
-          v86_v3[c90 * 4 + 2] = ((o87 + 0) < int64_t(tsr_dim_H) && (o88 + ((((c90 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o89 + (((c90 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p2[(o87 + 0) * tsr_p2_s0 + (o88 + ((((c90 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o89 + (((c90 * 4) % 4)) + 2) * tsr_p2_s2] : 0x0p+0f;
-          v86_v3[c90 * 4 + 3] = ((o87 + 0) < int64_t(tsr_dim_H) && (o88 + ((((c90 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o89 + (((c90 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p2[(o87 + 0) * tsr_p2_s0 + (o88 + ((((c90 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o89 + (((c90 * 4) % 4)) + 3) * tsr_p2_s2] : 0x0p+0f;
+      const int64_t o90 = int64_t(v0_ph) * 1 + 0;
+      const int64_t o91 = int64_t(iv27) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o92 = int64_t(v1_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole93 = int64_t(v0_ph) * 1 >= 0 && int64_t(v0_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv27) * 32 >= 0 && int64_t(iv27) * 32 + 32 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && int64_t(v1_c0) * 64 >= 0 && int64_t(v1_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(v0_ph) * 1 * tsr_p2_s0 + int64_t(iv27) * 32 * tsr_p2_s1 + int64_t(v1_c0) * 64 * tsr_p2_s2);
+      if (whole93) {
+        #pragma unroll
+        for (int c94 = 0; c94 < 4; ++c94) {
+          float vb95[4];
+          tsr::copy_vec<float, 4>(vb95, tsr_p2 + (o90 + 0) * tsr_p2_s0 + (o91 + ((((c94 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o92 + (((c94 * 4) % 4))) * tsr_p2_s2);
+          v89_v3[c94 * 4 + 0] = vb95[0];
+          v89_v3[c94 * 4 + 1] = vb95[1];
+          v89_v3[c94 * 4 + 2] = vb95[2];
+          v89_v3[c94 * 4 + 3] = vb95[3];
+        }
+      } else {
+        #pragma unroll
+        for (int c96 = 0; c96 < 4; ++c96) {
+          float vb97[4];
+          if ((o90 + 0) < int64_t(tsr_dim_H) && (o91 + ((((c96 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o92 + (((c96 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + (o90 + 0) * tsr_p2_s0 + (o91 + ((((c96 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o92 + (((c96 * 4) % 4))) * tsr_p2_s2)) {
+            tsr::copy_vec<float, 4>(vb97, tsr_p2 + (o90 + 0) * tsr_p2_s0 + (o91 + ((((c96 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o92 + (((c96 * 4) % 4))) * tsr_p2_s2);
+            v89_v3[c96 * 4 + 0] = vb97[0];
+            v89_v3[c96 * 4 + 1] = vb97[1];
+            v89_v3[c96 * 4 + 2] = vb97[2];
+            v89_v3[c96 * 4 + 3] = vb97[3];
+          } else {
+            v89_v3[c96 * 4] = ((o90 + 0) < int64_t(tsr_dim_H) && (o91 + ((((c96 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o92 + (((c96 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p2[(o90 + 0) * tsr_p2_s0 + (o91 + ((((c96 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o92 + (((c96 * 4) % 4))) * tsr_p2_s2] : 0x0p+0f;
+            v89_v3[c96 * 4 + 1] = ((o90 + 0) < int64_t(tsr_dim_H) && (o91 + ((((c96 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o92 + (((c96 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p2[(o90 + 0) * tsr_p2_s0 + (o91 + ((((c96 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o92 + (((c96 * 4) % 4)) + 1) * tsr_p2_s2] : 0x0p+0f;
+            v89_v3[c96 * 4 + 2] = ((o90 + 0) < int64_t(tsr_dim_H) && (o91 + ((((c96 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o92 + (((c96 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p2[(o90 + 0) * tsr_p2_s0 + (o91 + ((((c96 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o92 + (((c96 * 4) % 4)) + 2) * tsr_p2_s2] : 0x0p+0f;
+            v89_v3[c96 * 4 + 3] = ((o90 + 0) < int64_t(tsr_dim_H) && (o91 + ((((c96 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o92 + (((c96 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p2[(o90 + 0) * tsr_p2_s0 + (o91 + ((((c96 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o92 + (((c96 * 4) % 4)) + 3) * tsr_p2_s2] : 0x0p+0f;
+          }
         }
       }
     }
     // %vt = reshape %v3 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v92_vt[16];
-    v92_vt[0] = v86_v3[0];
-    v92_vt[1] = v86_v3[1];
-    v92_vt[2] = v86_v3[2];
-    v92_vt[3] = v86_v3[3];
-    v92_vt[4] = v86_v3[4];
-    v92_vt[5] = v86_v3[5];
-    v92_vt[6] = v86_v3[6];
-    v92_vt[7] = v86_v3[7];
-    v92_vt[8] = v86_v3[8];
-    v92_vt[9] = v86_v3[9];
-    v92_vt[10] = v86_v3[10];
-    v92_vt[11] = v86_v3[11];
-    v92_vt[12] = v86_v3[12];
-    v92_vt[13] = v86_v3[13];
-    v92_vt[14] = v86_v3[14];
-    v92_vt[15] = v86_v3[15];
+    float v98_vt[16];
+    v98_vt[0] = v89_v3[0];
+    v98_vt[1] = v89_v3[1];
+    v98_vt[2] = v89_v3[2];
+    v98_vt[3] = v89_v3[3];
+    v98_vt[4] = v89_v3[4];
+    v98_vt[5] = v89_v3[5];
+    v98_vt[6] = v89_v3[6];
+    v98_vt[7] = v89_v3[7];
+    v98_vt[8] = v89_v3[8];
+    v98_vt[9] = v89_v3[9];
+    v98_vt[10] = v89_v3[10];
+    v98_vt[11] = v89_v3[11];
+    v98_vt[12] = v89_v3[12];
+    v98_vt[13] = v89_v3[13];
+    v98_vt[14] = v89_v3[14];
+    v98_vt[15] = v89_v3[15];
     // %pe = expand_dims %p2 {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v93_pe[4];
-    v93_pe[0] = v80_p2[0];
-    v93_pe[1] = v80_p2[1];
-    v93_pe[2] = v80_p2[2];
-    v93_pe[3] = v80_p2[3];
+    float v99_pe[4];
+    v99_pe[0] = v83_p2[0];
+    v99_pe[1] = v83_p2[1];
+    v99_pe[2] = v83_p2[2];
+    v99_pe[3] = v83_p2[3];
     // %pb = broadcast %pe : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v94_pb[16];
-    v94_pb[0] = v93_pe[0];
-    v94_pb[1] = v93_pe[0];
-    v94_pb[2] = v93_pe[0];
-    v94_pb[3] = v93_pe[0];
-    v94_pb[4] = v93_pe[1];
-    v94_pb[5] = v93_pe[1];
-    v94_pb[6] = v93_pe[1];
-    v94_pb[7] = v93_pe[1];
-    v94_pb[8] = v93_pe[2];
-    v94_pb[9] = v93_pe[2];
-    v94_pb[10] = v93_pe[2];
-    v94_pb[11] = v93_pe[2];
-    v94_pb[12] = v93_pe[3];
-    v94_pb[13] = v93_pe[3];
-    v94_pb[14] = v93_pe[3];
-    v94_pb[15] = v93_pe[3];
+    float v100_pb[16];
+    v100_pb[0] = v99_pe[0];
+    v100_pb[1] = v99_pe[0];
+    v100_pb[2] = v99_pe[0];
+    v100_pb[3] = v99_pe[0];
+    v100_pb[4] = v99_pe[1];
+    v100_pb[5] = v99_pe[1];
+    v100_pb[6] = v99_pe[1];
+    v100_pb[7] = v99_pe[1];
+    v100_pb[8] = v99_pe[2];
+    v100_pb[9] = v99_pe[2];
+    v100_pb[10] = v99_pe[2];
+    v100_pb[11] = v99_pe[2];
+    v100_pb[12] = v99_pe[3];
+    v100_pb[13] = v99_pe[3];
+    v100_pb[14] = v99_pe[3];
+    v100_pb[15] = v99_pe[3];
     // %pv = mul %pb, %vt : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v95_pv[16];
+    float v101_pv[16];
     #pragma unroll
-    for (int s96 = 0; s96 < 16; ++s96) {
-      v95_pv[s96] = float(v94_pb[s96] * v92_vt[s96]);
+    for (int s102 = 0; s102 < 16; ++s102) {
+      v101_pv[s102] = float(v100_pb[s102] * v98_vt[s102]);
     }
     // %pvs = reduce %pv {axis = 0, kind = "sum"} : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v97_pvs[4];
-    v97_pvs[0] = v95_pv[0];
-    v97_pvs[1] = v95_pv[1];
-    v97_pvs[2] = v95_pv[2];
-    v97_pvs[3] = v95_pv[3];
-    v97_pvs[0] = float(v97_pvs[0] + v95_pv[4]);
-    v97_pvs[1] = float(v97_pvs[1] + v95_pv[5]);
-    v97_pvs[2] = float(v97_pvs[2] + v95_pv[6]);
-    v97_pvs[3] = float(v97_pvs[3] + v95_pv[7]);
-    v97_pvs[0] = float(v97_pvs[0] + v95_pv[8]);
-    v97_pvs[1] = float(v97_pvs[1] + v95_pv[9]);
-    v97_pvs[2] = float(v97_pvs[2] + v95_pv[10]);
-    v97_pvs[3] = float(v97_pvs[3] + v95_pv[11]);
-    v97_pvs[0] = float(v97_pvs[0] + v95_pv[12]);
-    v97_pvs[1] = float(v97_pvs[1] + v95_pv[13]);
-    v97_pvs[2] = float(v97_pvs[2] + v95_pv[14]);
-    v97_pvs[3] = float(v97_pvs[3] + v95_pv[15]);
-    const float sh98 = __shfl_xor_sync(0xffffffffu, v97_pvs[0], 16);
-    v97_pvs[0] = float(v97_pvs[0] + sh98);
-    const float sh99 = __shfl_xor_sync(0xffffffffu, v97_pvs[1], 16);
-    v97_pvs[1] = float(v97_pvs[1] + sh99);
-    const float sh100 = __shfl_xor_sync(0xffffffffu, v97_pvs[2], 16);
-    v97_pvs[2] = float(v97_pvs[2] + sh100);
-    const float sh101 = __shfl_xor_sync(0xffffffffu, v97_pvs[3], 16);
-    v97_pvs[3] = float(v97_pvs[3] + sh101);
+    float v103_pvs[4];
+    v103_pvs[0] = v101_pv[0];
+    v103_pvs[0] = float(v103_pvs[0] + v101_pv[4]);
+    v103_pvs[0] = float(v103_pvs[0] + v101_pv[8]);
+    v103_pvs[0] = float(v103_pvs[0] + v101_pv[12]);
+    v103_pvs[1] = v101_pv[1];
+    v103_pvs[1] = float(v103_pvs[1] + v101_pv[5]);
+    v103_pvs[1] = float(v103_pvs[1] + v101_pv[9]);
+    v103_pvs[1] = float(v103_pvs[1] + v101_pv[13]);
+    v103_pvs[2] = v101_pv[2];
+    v103_pvs[2] = float(v103_pvs[2] + v101_pv[6]);
+    v103_pvs[2] = float(v103_pvs[2] + v101_pv[10]);
+    v103_pvs[2] = float(v103_pvs[2] + v101_pv[14]);
+    v103_pvs[3] = v101_pv[3];
+    v103_pvs[3] = float(v103_pvs[3] + v101_pv[7]);
+    v103_pvs[3] = float(v103_pvs[3] + v101_pv[11]);
+    v103_pvs[3] = float(v103_pvs[3] + v101_pv[15]);
+    const float sh104 = __shfl_xor_sync(0xffffffffu, v103_pvs[0], 16);
+    v103_pvs[0] = float(v103_pvs[0] + sh104);
+    const float sh105 = __shfl_xor_sync(0xffffffffu, v103_pvs[1], 16);
+    v103_pvs[1] = float(v103_pvs[1] + sh105);
+    const float sh106 = __shfl_xor_sync(0xffffffffu, v103_pvs[2], 16);
+    v103_pvs[2] = float(v103_pvs[2] + sh106);
+    const float sh107 = __shfl_xor_sync(0xffffffffu, v103_pvs[3], 16);
+    v103_pvs[3] = float(v103_pvs[3] + sh107);
     __syncthreads();
     #pragma unroll
-    for (int s102 = 0; s102 < 4; ++s102) {
-      if ((tsr_lane & 16) == 0) reinterpret_cast<float*>(tsr_smem + 0)[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 64 + (((((s102) % 4)) + (((tsr_lane >> 0) & 15) * 4)))] = v97_pvs[s102];
+    for (int s108 = 0; s108 < 4; ++s108) {
+      if ((tsr_lane & 16) == 0) reinterpret_cast<float*>(tsr_smem + 0)[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 64 + (((((s108) % 4)) + (((tsr_lane >> 0) & 15) * 4)))] = v103_pvs[s108];
     }
     __syncthreads();
-    #pragma unroll
-    for (int s103 = 0; s103 < 4; ++s103) {
-      v97_pvs[s103] = reinterpret_cast<float*>(tsr_smem + 0)[(((((s103) % 4)) + (((tsr_lane >> 0) & 15) * 4)))];
-      v97_pvs[s103] = float(v97_pvs[s103] + reinterpret_cast<float*>(tsr_smem + 0)[64 + (((((s103) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
-      v97_pvs[s103] = float(v97_pvs[s103] + reinterpret_cast<float*>(tsr_smem + 0)[128 + (((((s103) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
-      v97_pvs[s103] = float(v97_pvs[s103] + reinterpret_cast<float*>(tsr_smem + 0)[192 + (((((s103) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
-    }
-    // %11 = splat %alpha : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v104[4];
-    #pragma unroll
-    for (int s105 = 0; s105 < 4; ++s105) {
-      v104[s105] = v75_alpha;
-    }
-    // %12 = mul %accc, %11 : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v106[4];
-    #pragma unroll
-    for (int s107 = 0; s107 < 4; ++s107) {
-      v106[s107] = float(c25_acc[s107] * v104[s107]);
-    }
-    // %accn = add %12, %pvs : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v108_accn[4];
     #pragma unroll
     for (int s109 = 0; s109 < 4; ++s109) {
-      v108_accn[s109] = float(v106[s109] + v97_pvs[s109]);
+      v103_pvs[s109] = reinterpret_cast<float*>(tsr_smem + 0)[(((((s109) % 4)) + (((tsr_lane >> 0) & 15) * 4)))];
+      v103_pvs[s109] = float(v103_pvs[s109] + reinterpret_cast<float*>(tsr_smem + 0)[64 + (((((s109) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
+      v103_pvs[s109] = float(v103_pvs[s109] + reinterpret_cast<float*>(tsr_smem + 0)[128 + (((((s109) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
+      v103_pvs[s109] = float(v103_pvs[s109] + reinterpret_cast<float*>(tsr_smem + 0)[192 + (((((s109) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
+    }
+    // %11 = splat %alpha : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v110[4];
+    #pragma unroll
+    for (int s111 = 0; s111 < 4; ++s111) {
+      v110[s111] = v78_alpha;
+    }
+    // %12 = mul %accc, %11 : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v112[4];
+    #pragma unroll
+    for (int s113 = 0; s113 < 4; ++s113) {
+      v112[s113] = float(c25_acc[s113] * v110[s113]);
+    }
+    // %accn = add %12, %pvs : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v114_accn[4];
+    #pragma unroll
+    for (int s115 = 0; s115 < 4; ++s115) {
+      v114_accn[s115] = float(v112[s115] + v103_pvs[s115]);
     }
     // yield %mn, %ln, %accn
-    c23_m = v71_mn;
-    c24_l = v85_ln;
+    c23_m = v74_mn;
+    c24_l = v88_ln;
     #pragma unroll
-    for (int s110 = 0; s110 < 4; ++s110) {
-      c25_acc[s110] = v108_accn[s110];
+    for (int s116 = 0; s116 < 4; ++s116) {
+      c25_acc[s116] = v114_accn[s116];
     }
   }
   // %13 = splat %l : tile<f32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [4], order = [0]>>
-  float v111[4];
+  float v117[4];
   #pragma unroll
-  for (int s112 = 0; s112 < 4; ++s112) {
-    v111[s112] = c24_l;
+  for (int s118 = 0; s118 < 4; ++s118) {
+    v117[s118] = c24_l;
   }
   // %14 = splat %l : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v113[4];
+  float v119[4];
   #pragma unroll
-  for (int s114 = 0; s114 < 4; ++s114) {
-    v113[s114] = c24_l;
+  for (int s120 = 0; s120 < 4; ++s120) {
+    v119[s120] = c24_l;
   }
   // %15 = div %acc, %14 : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v115[4];
+  float v121[4];
   #pragma unroll
-  for (int s116 = 0; s116 < 4; ++s116) {
-    v115[s116] = float(c25_acc[s116] / v113[s116]);
+  for (int s122 = 0; s122 < 4; ++s122) {
+    v121[s122] = float(c25_acc[s122] / v119[s122]);
   }
   // %16 = convert_layout %15 : tile<f32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [4], order = [0]>>
-  float v117[4];
-  v117[0] = v115[0];
-  v117[1] = v115[1];
-  v117[2] = v115[2];
-  v117[3] = v115[3];
+  float v123[4];
+  v123[0] = v121[0];
+  v123[1] = v121[1];
+  v123[2] = v121[2];
+  v123[3] = v121[3];
   // %res = reshape %16 : tile<f32, [1, 64], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-  float v118_res[4];
-  v118_res[0] = v117[0];
-  v118_res[1] = v117[1];
-  v118_res[2] = v117[2];
-  v118_res[3] = v117[3];
+  float v124_res[4];
+  v124_res[0] = v123[0];
+  v124_res[1] = v123[1];
+  v124_res[2] = v123[2];
+  v124_res[3] = v123[3];
   // store_tile %out, %res, %ph, %c0
   {
-    const int64_t o119 = int64_t(v0_ph) * 1 + 0;
-    const int64_t o120 = int64_t(v1_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const int64_t o125 = int64_t(v0_ph) * 1 + 0;
+    const int64_t o126 = int64_t(v1_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
     #pragma unroll
-    for (int c121 = 0; c121 < 1; ++c121) {
-      float vb122[4];
-      if ((o119 + 0) < int64_t(tsr_dim_H) && (o120 + (((c121 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o119 + 0) * tsr_p3_s0 + (o120 + (((c121 * 4) % 4))) * tsr_p3_s1)) {
-        vb122[0] = v118_res[c121 * 4 + 0];
-        vb122[1] = v118_res[c121 * 4 + 1];
-        vb122[2] = v118_res[c121 * 4 + 2];
-        vb122[3] = v118_res[c121 * 4 + 3];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0)) tsr::copy_vec<float, 4>(tsr_p3 + (o119 + 0) * tsr_p3_s0 + (o120 + (((c121 * 4) % 4))) * tsr_p3_s1, vb122);
+    for (int c127 = 0; c127 < 1; ++c127) {
+      float vb128[4];
+      if ((o125 + 0) < int64_t(tsr_dim_H) && (o126 + (((c127 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o125 + 0) * tsr_p3_s0 + (o126 + (((c127 * 4) % 4))) * tsr_p3_s1)) {
+        vb128[0] = v124_res[c127 * 4 + 0];
+        vb128[1] = v124_res[c127 * 4 + 1];
+        vb128[2] = v124_res[c127 * 4 + 2];
+        vb128[3] = v124_res[c127 * 4 + 3];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0)) tsr::copy_vec<float, 4>(tsr_p3 + (o125 + 0) * tsr_p3_s0 + (o126 + (((c127 * 4) % 4))) * tsr_p3_s1, vb128);
       } else {
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o119 + 0) < int64_t(tsr_dim_H) && (o120 + (((c121 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o119 + 0) * tsr_p3_s0 + (o120 + (((c121 * 4) % 4))) * tsr_p3_s1] = v118_res[c121 * 4];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o119 + 0) < int64_t(tsr_dim_H) && (o120 + (((c121 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o119 + 0) * tsr_p3_s0 + (o120 + (((c121 * 4) % 4)) + 1) * tsr_p3_s1] = v118_res[c121 * 4 + 1];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o119 + 0) < int64_t(tsr_dim_H) && (o120 + (((c121 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o119 + 0) * tsr_p3_s0 + (o120 + (((c121 * 4) % 4)) + 2) * tsr_p3_s1] = v118_res[c121 * 4 + 2];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o119 + 0) < int64_t(tsr_dim_H) && (o120 + (((c121 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o119 + 0) * tsr_p3_s0 + (o120 + (((c121 * 4) % 4)) + 3) * tsr_p3_s1] = v118_res[c121 * 4 + 3];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o125 + 0) < int64_t(tsr_dim_H) && (o126 + (((c127 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o125 + 0) * tsr_p3_s0 + (o126 + (((c127 * 4) % 4))) * tsr_p3_s1] = v124_res[c127 * 4];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o125 + 0) < int64_t(tsr_dim_H) && (o126 + (((c127 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o125 + 0) * tsr_p3_s0 + (o126 + (((c127 * 4) % 4)) + 1) * tsr_p3_s1] = v124_res[c127 * 4 + 1];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o125 + 0) < int64_t(tsr_dim_H) && (o126 + (((c127 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o125 + 0) * tsr_p3_s0 + (o126 + (((c127 * 4) % 4)) + 2) * tsr_p3_s1] = v124_res[c127 * 4 + 2];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o125 + 0) < int64_t(tsr_dim_H) && (o126 + (((c127 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o125 + 0) * tsr_p3_s0 + (o126 + (((c127 * 4) % 4)) + 3) * tsr_p3_s1] = v124_res[c127 * 4 + 3];
       }
     }
   }
@@ -531,4 +557,5 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention(float
 // stat smem-bytes = 1024
 // stat threads = 128
 // stat vector-accesses = 4
+// stat whole-tile-accesses = 2
 // note printed from the GPU lowering's layouts (the layout emitter)

@@ -158,395 +158,421 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention_split
       const int64_t o39 = int64_t(v0_ph) * 1 + 0;
       const int64_t o40 = int64_t(iv37) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
       const int64_t o41 = int64_t(v3_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      #pragma unroll
-      for (int c42 = 0; c42 < 4; ++c42) {
-        float vb43[4];
-        if ((o39 + 0) < int64_t(tsr_dim_H) && (o40 + ((((c42 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o41 + (((c42 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o39 + 0) * tsr_p1_s0 + (o40 + ((((c42 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o41 + (((c42 * 4) % 4))) * tsr_p1_s2)) {
-          tsr::copy_vec<float, 4>(vb43, tsr_p1 + (o39 + 0) * tsr_p1_s0 + (o40 + ((((c42 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o41 + (((c42 * 4) % 4))) * tsr_p1_s2);
-          v38_k3[c42 * 4 + 0] = vb43[0];
-          v38_k3[c42 * 4 + 1] = vb43[1];
-          v38_k3[c42 * 4 + 2] = vb43[2];
-          v38_k3[c42 * 4 + 3] = vb43[3];
-        } else {
-          v38_k3[c42 * 4] = ((o39 + 0) < int64_t(tsr_dim_H) && (o40 + ((((c42 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o41 + (((c42 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o39 + 0) * tsr_p1_s0 + (o40 + ((((c42 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o41 + (((c42 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
-          v38_k3[c42 * 4 + 1] = ((o39 + 0) < int64_t(tsr_dim_H) && (o40 + ((((c42 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o41 + (((c42 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o39 + 0) * tsr_p1_s0 + (o40 + ((((c42 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o41 + (((c42 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
-          v38_k3[c42 * 4 + 2] = ((o39 + 0) < int64_t(tsr_dim_H) && (o40 + ((((c42 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o41 + (((c42 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o39 + 0) * tsr_p1_s0 + (o40 + ((((c42 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o41 + (((c42 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
-          v38_k3[c42 * 4 + 3] = ((o39 + 0) < int64_t(tsr_dim_H) && (o40 + ((((c42 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o41 + (((c42 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o39 + 0) * tsr_p1_s0 + (o40 + ((((c42 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o41 + (((c42 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
+      const bool whole42 = int64_t(v0_ph) * 1 >= 0 && int64_t(v0_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv37) * 32 >= 0 && int64_t(iv37) * 32 + 32 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 4 == 0 && int64_t(v3_c0) * 64 >= 0 && int64_t(v3_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v0_ph) * 1 * tsr_p1_s0 + int64_t(iv37) * 32 * tsr_p1_s1 + int64_t(v3_c0) * 64 * tsr_p1_s2);
+      if (whole42) {
+        #pragma unroll
+        for (int c43 = 0; c43 < 4; ++c43) {
+          float vb44[4];
+          tsr::copy_vec<float, 4>(vb44, tsr_p1 + (o39 + 0) * tsr_p1_s0 + (o40 + ((((c43 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o41 + (((c43 * 4) % 4))) * tsr_p1_s2);
+          v38_k3[c43 * 4 + 0] = vb44[0];
+          v38_k3[c43 * 4 + 1] = vb44[1];
+          v38_k3[c43 * 4 + 2] = vb44[2];
+          v38_k3[c43 * 4 + 3] = vb44[3];
+        }
+      } else {
+        #pragma unroll
+        for (int c45 = 0; c45 < 4; ++c45) {
+          float vb46[4];
+          if ((o39 + 0) < int64_t(tsr_dim_H) && (o40 + ((((c45 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o41 + (((c45 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o39 + 0) * tsr_p1_s0 + (o40 + ((((c45 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o41 + (((c45 * 4) % 4))) * tsr_p1_s2)) {
+            tsr::copy_vec<float, 4>(vb46, tsr_p1 + (o39 + 0) * tsr_p1_s0 + (o40 + ((((c45 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o41 + (((c45 * 4) % 4))) * tsr_p1_s2);
+            v38_k3[c45 * 4 + 0] = vb46[0];
+            v38_k3[c45 * 4 + 1] = vb46[1];
+            v38_k3[c45 * 4 + 2] = vb46[2];
+            v38_k3[c45 * 4 + 3] = vb46[3];
+          } else {
+            v38_k3[c45 * 4] = ((o39 + 0) < int64_t(tsr_dim_H) && (o40 + ((((c45 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o41 + (((c45 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o39 + 0) * tsr_p1_s0 + (o40 + ((((c45 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o41 + (((c45 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
+            v38_k3[c45 * 4 + 1] = ((o39 + 0) < int64_t(tsr_dim_H) && (o40 + ((((c45 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o41 + (((c45 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o39 + 0) * tsr_p1_s0 + (o40 + ((((c45 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o41 + (((c45 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
+            v38_k3[c45 * 4 + 2] = ((o39 + 0) < int64_t(tsr_dim_H) && (o40 + ((((c45 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o41 + (((c45 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o39 + 0) * tsr_p1_s0 + (o40 + ((((c45 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o41 + (((c45 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
+            v38_k3[c45 * 4 + 3] = ((o39 + 0) < int64_t(tsr_dim_H) && (o40 + ((((c45 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o41 + (((c45 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o39 + 0) * tsr_p1_s0 + (o40 + ((((c45 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o41 + (((c45 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
+          }
         }
       }
     }
     // %kt = reshape %k3 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v44_kt[16];
-    v44_kt[0] = v38_k3[0];
-    v44_kt[1] = v38_k3[1];
-    v44_kt[2] = v38_k3[2];
-    v44_kt[3] = v38_k3[3];
-    v44_kt[4] = v38_k3[4];
-    v44_kt[5] = v38_k3[5];
-    v44_kt[6] = v38_k3[6];
-    v44_kt[7] = v38_k3[7];
-    v44_kt[8] = v38_k3[8];
-    v44_kt[9] = v38_k3[9];
-    v44_kt[10] = v38_k3[10];
-    v44_kt[11] = v38_k3[11];
-    v44_kt[12] = v38_k3[12];
-    v44_kt[13] = v38_k3[13];
-    v44_kt[14] = v38_k3[14];
-    v44_kt[15] = v38_k3[15];
+    float v47_kt[16];
+    v47_kt[0] = v38_k3[0];
+    v47_kt[1] = v38_k3[1];
+    v47_kt[2] = v38_k3[2];
+    v47_kt[3] = v38_k3[3];
+    v47_kt[4] = v38_k3[4];
+    v47_kt[5] = v38_k3[5];
+    v47_kt[6] = v38_k3[6];
+    v47_kt[7] = v38_k3[7];
+    v47_kt[8] = v38_k3[8];
+    v47_kt[9] = v38_k3[9];
+    v47_kt[10] = v38_k3[10];
+    v47_kt[11] = v38_k3[11];
+    v47_kt[12] = v38_k3[12];
+    v47_kt[13] = v38_k3[13];
+    v47_kt[14] = v38_k3[14];
+    v47_kt[15] = v38_k3[15];
     // %qk = mul %qb, %kt : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v45_qk[16];
+    float v48_qk[16];
     #pragma unroll
-    for (int s46 = 0; s46 < 16; ++s46) {
-      v45_qk[s46] = float(v28_qb[s46] * v44_kt[s46]);
+    for (int s49 = 0; s49 < 16; ++s49) {
+      v48_qk[s49] = float(v28_qb[s49] * v47_kt[s49]);
     }
     // %s = reduce %qk {axis = 1, kind = "sum"} : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v47_s[4];
-    v47_s[0] = v45_qk[0];
-    v47_s[0] = float(v47_s[0] + v45_qk[1]);
-    v47_s[0] = float(v47_s[0] + v45_qk[2]);
-    v47_s[0] = float(v47_s[0] + v45_qk[3]);
-    v47_s[1] = v45_qk[4];
-    v47_s[1] = float(v47_s[1] + v45_qk[5]);
-    v47_s[1] = float(v47_s[1] + v45_qk[6]);
-    v47_s[1] = float(v47_s[1] + v45_qk[7]);
-    v47_s[2] = v45_qk[8];
-    v47_s[2] = float(v47_s[2] + v45_qk[9]);
-    v47_s[2] = float(v47_s[2] + v45_qk[10]);
-    v47_s[2] = float(v47_s[2] + v45_qk[11]);
-    v47_s[3] = v45_qk[12];
-    v47_s[3] = float(v47_s[3] + v45_qk[13]);
-    v47_s[3] = float(v47_s[3] + v45_qk[14]);
-    v47_s[3] = float(v47_s[3] + v45_qk[15]);
-    const float sh48 = __shfl_xor_sync(0xffffffffu, v47_s[0], 1);
-    v47_s[0] = float(v47_s[0] + sh48);
-    const float sh49 = __shfl_xor_sync(0xffffffffu, v47_s[1], 1);
-    v47_s[1] = float(v47_s[1] + sh49);
-    const float sh50 = __shfl_xor_sync(0xffffffffu, v47_s[2], 1);
-    v47_s[2] = float(v47_s[2] + sh50);
-    const float sh51 = __shfl_xor_sync(0xffffffffu, v47_s[3], 1);
-    v47_s[3] = float(v47_s[3] + sh51);
-    const float sh52 = __shfl_xor_sync(0xffffffffu, v47_s[0], 2);
-    v47_s[0] = float(v47_s[0] + sh52);
-    const float sh53 = __shfl_xor_sync(0xffffffffu, v47_s[1], 2);
-    v47_s[1] = float(v47_s[1] + sh53);
-    const float sh54 = __shfl_xor_sync(0xffffffffu, v47_s[2], 2);
-    v47_s[2] = float(v47_s[2] + sh54);
-    const float sh55 = __shfl_xor_sync(0xffffffffu, v47_s[3], 2);
-    v47_s[3] = float(v47_s[3] + sh55);
-    const float sh56 = __shfl_xor_sync(0xffffffffu, v47_s[0], 4);
-    v47_s[0] = float(v47_s[0] + sh56);
-    const float sh57 = __shfl_xor_sync(0xffffffffu, v47_s[1], 4);
-    v47_s[1] = float(v47_s[1] + sh57);
-    const float sh58 = __shfl_xor_sync(0xffffffffu, v47_s[2], 4);
-    v47_s[2] = float(v47_s[2] + sh58);
-    const float sh59 = __shfl_xor_sync(0xffffffffu, v47_s[3], 4);
-    v47_s[3] = float(v47_s[3] + sh59);
-    const float sh60 = __shfl_xor_sync(0xffffffffu, v47_s[0], 8);
-    v47_s[0] = float(v47_s[0] + sh60);
-    const float sh61 = __shfl_xor_sync(0xffffffffu, v47_s[1], 8);
-    v47_s[1] = float(v47_s[1] + sh61);
-    const float sh62 = __shfl_xor_sync(0xffffffffu, v47_s[2], 8);
-    v47_s[2] = float(v47_s[2] + sh62);
-    const float sh63 = __shfl_xor_sync(0xffffffffu, v47_s[3], 8);
-    v47_s[3] = float(v47_s[3] + sh63);
+    float v50_s[4];
+    v50_s[0] = v48_qk[0];
+    v50_s[0] = float(v50_s[0] + v48_qk[1]);
+    v50_s[0] = float(v50_s[0] + v48_qk[2]);
+    v50_s[0] = float(v50_s[0] + v48_qk[3]);
+    v50_s[1] = v48_qk[4];
+    v50_s[1] = float(v50_s[1] + v48_qk[5]);
+    v50_s[1] = float(v50_s[1] + v48_qk[6]);
+    v50_s[1] = float(v50_s[1] + v48_qk[7]);
+    v50_s[2] = v48_qk[8];
+    v50_s[2] = float(v50_s[2] + v48_qk[9]);
+    v50_s[2] = float(v50_s[2] + v48_qk[10]);
+    v50_s[2] = float(v50_s[2] + v48_qk[11]);
+    v50_s[3] = v48_qk[12];
+    v50_s[3] = float(v50_s[3] + v48_qk[13]);
+    v50_s[3] = float(v50_s[3] + v48_qk[14]);
+    v50_s[3] = float(v50_s[3] + v48_qk[15]);
+    const float sh51 = __shfl_xor_sync(0xffffffffu, v50_s[0], 1);
+    v50_s[0] = float(v50_s[0] + sh51);
+    const float sh52 = __shfl_xor_sync(0xffffffffu, v50_s[1], 1);
+    v50_s[1] = float(v50_s[1] + sh52);
+    const float sh53 = __shfl_xor_sync(0xffffffffu, v50_s[2], 1);
+    v50_s[2] = float(v50_s[2] + sh53);
+    const float sh54 = __shfl_xor_sync(0xffffffffu, v50_s[3], 1);
+    v50_s[3] = float(v50_s[3] + sh54);
+    const float sh55 = __shfl_xor_sync(0xffffffffu, v50_s[0], 2);
+    v50_s[0] = float(v50_s[0] + sh55);
+    const float sh56 = __shfl_xor_sync(0xffffffffu, v50_s[1], 2);
+    v50_s[1] = float(v50_s[1] + sh56);
+    const float sh57 = __shfl_xor_sync(0xffffffffu, v50_s[2], 2);
+    v50_s[2] = float(v50_s[2] + sh57);
+    const float sh58 = __shfl_xor_sync(0xffffffffu, v50_s[3], 2);
+    v50_s[3] = float(v50_s[3] + sh58);
+    const float sh59 = __shfl_xor_sync(0xffffffffu, v50_s[0], 4);
+    v50_s[0] = float(v50_s[0] + sh59);
+    const float sh60 = __shfl_xor_sync(0xffffffffu, v50_s[1], 4);
+    v50_s[1] = float(v50_s[1] + sh60);
+    const float sh61 = __shfl_xor_sync(0xffffffffu, v50_s[2], 4);
+    v50_s[2] = float(v50_s[2] + sh61);
+    const float sh62 = __shfl_xor_sync(0xffffffffu, v50_s[3], 4);
+    v50_s[3] = float(v50_s[3] + sh62);
+    const float sh63 = __shfl_xor_sync(0xffffffffu, v50_s[0], 8);
+    v50_s[0] = float(v50_s[0] + sh63);
+    const float sh64 = __shfl_xor_sync(0xffffffffu, v50_s[1], 8);
+    v50_s[1] = float(v50_s[1] + sh64);
+    const float sh65 = __shfl_xor_sync(0xffffffffu, v50_s[2], 8);
+    v50_s[2] = float(v50_s[2] + sh65);
+    const float sh66 = __shfl_xor_sync(0xffffffffu, v50_s[3], 8);
+    v50_s[3] = float(v50_s[3] + sh66);
     // %off = mul %j, %bn : i32
-    const int32_t v64_off = int32_t(uint32_t(iv37) * uint32_t(v6_bn));
+    const int32_t v67_off = int32_t(uint32_t(iv37) * uint32_t(v6_bn));
     // %3 = arange : tile<i32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v65[4];
+    int32_t v68[4];
     #pragma unroll
-    for (int s66 = 0; s66 < 4; ++s66) {
-      v65[s66] = int32_t(0 + (((s66) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2));
+    for (int s69 = 0; s69 < 4; ++s69) {
+      v68[s69] = int32_t(0 + (((s69) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2));
     }
     // %4 = splat %off : tile<i32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v67[4];
+    int32_t v70[4];
     #pragma unroll
-    for (int s68 = 0; s68 < 4; ++s68) {
-      v67[s68] = v64_off;
+    for (int s71 = 0; s71 < 4; ++s71) {
+      v70[s71] = v67_off;
     }
     // %5 = add %3, %4 : tile<i32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v69[4];
+    int32_t v72[4];
     #pragma unroll
-    for (int s70 = 0; s70 < 4; ++s70) {
-      v69[s70] = int32_t(uint32_t(v65[s70]) + uint32_t(v67[s70]));
+    for (int s73 = 0; s73 < 4; ++s73) {
+      v72[s73] = int32_t(uint32_t(v68[s73]) + uint32_t(v70[s73]));
     }
     // %6 = splat %t : tile<i32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v71[4];
+    int32_t v74[4];
     #pragma unroll
-    for (int s72 = 0; s72 < 4; ++s72) {
-      v71[s72] = v5_t;
+    for (int s75 = 0; s75 < 4; ++s75) {
+      v74[s75] = v5_t;
     }
     // %7 = cmp %5, %6 {pred = "lt"} : tile<i1, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v73[4];
+    uint8_t v76[4];
     #pragma unroll
-    for (int s74 = 0; s74 < 4; ++s74) {
-      v73[s74] = uint8_t(v69[s74] < v71[s74]);
+    for (int s77 = 0; s77 < 4; ++s77) {
+      v76[s77] = uint8_t(v72[s77] < v74[s77]);
     }
     // %8 = splat %ninf : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v75[4];
+    float v78[4];
     #pragma unroll
-    for (int s76 = 0; s76 < 4; ++s76) {
-      v75[s76] = v29_ninf;
+    for (int s79 = 0; s79 < 4; ++s79) {
+      v78[s79] = v29_ninf;
     }
     // %sm = where %7, %s, %8 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v77_sm[4];
+    float v80_sm[4];
     #pragma unroll
-    for (int s78 = 0; s78 < 4; ++s78) {
-      v77_sm[s78] = (v73[s78] ? v47_s[s78] : v75[s78]);
+    for (int s81 = 0; s81 < 4; ++s81) {
+      v80_sm[s81] = (v76[s81] ? v50_s[s81] : v78[s81]);
     }
     // %rmax = reduce %sm {axis = 0, kind = "max"} : f32
-    float v79_rmax = v77_sm[0];
-    v79_rmax = tsr::max_nan_f32(v79_rmax, v77_sm[1]);
-    v79_rmax = tsr::max_nan_f32(v79_rmax, v77_sm[2]);
-    v79_rmax = tsr::max_nan_f32(v79_rmax, v77_sm[3]);
-    const float sh80 = __shfl_xor_sync(0xffffffffu, v79_rmax, 16);
-    v79_rmax = tsr::max_nan_f32(v79_rmax, sh80);
+    float v82_rmax = v80_sm[0];
+    v82_rmax = tsr::max_nan_f32(v82_rmax, v80_sm[1]);
+    v82_rmax = tsr::max_nan_f32(v82_rmax, v80_sm[2]);
+    v82_rmax = tsr::max_nan_f32(v82_rmax, v80_sm[3]);
+    const float sh83 = __shfl_xor_sync(0xffffffffu, v82_rmax, 16);
+    v82_rmax = tsr::max_nan_f32(v82_rmax, sh83);
     __syncthreads();
-    if (tsr_lane == 0) reinterpret_cast<float*>(tsr_smem + 0)[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)] = v79_rmax;
+    if (tsr_lane == 0) reinterpret_cast<float*>(tsr_smem + 0)[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)] = v82_rmax;
     __syncthreads();
-    v79_rmax = reinterpret_cast<float*>(tsr_smem + 0)[0];
-    v79_rmax = tsr::max_nan_f32(v79_rmax, reinterpret_cast<float*>(tsr_smem + 0)[1]);
-    v79_rmax = tsr::max_nan_f32(v79_rmax, reinterpret_cast<float*>(tsr_smem + 0)[2]);
-    v79_rmax = tsr::max_nan_f32(v79_rmax, reinterpret_cast<float*>(tsr_smem + 0)[3]);
+    v82_rmax = reinterpret_cast<float*>(tsr_smem + 0)[0];
+    v82_rmax = tsr::max_nan_f32(v82_rmax, reinterpret_cast<float*>(tsr_smem + 0)[1]);
+    v82_rmax = tsr::max_nan_f32(v82_rmax, reinterpret_cast<float*>(tsr_smem + 0)[2]);
+    v82_rmax = tsr::max_nan_f32(v82_rmax, reinterpret_cast<float*>(tsr_smem + 0)[3]);
     // %mn = max %mc, %rmax : f32
-    const float v81_mn = tsr::fmax_nan_z<float>(c33_m, v79_rmax);
+    const float v84_mn = tsr::fmax_nan_z<float>(c33_m, v82_rmax);
     // %dm = sub %mc, %mn : f32
-    const float v82_dm = float(c33_m - v81_mn);
+    const float v85_dm = float(c33_m - v84_mn);
     // %alpha = exp %dm : f32
-    const float v83_alpha = float(tsr::fexp(v82_dm));
+    const float v86_alpha = float(tsr::fexp(v85_dm));
     // %9 = splat %mn : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v84[4];
+    float v87[4];
     #pragma unroll
-    for (int s85 = 0; s85 < 4; ++s85) {
-      v84[s85] = v81_mn;
+    for (int s88 = 0; s88 < 4; ++s88) {
+      v87[s88] = v84_mn;
     }
     // %sd = sub %sm, %9 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v86_sd[4];
+    float v89_sd[4];
     #pragma unroll
-    for (int s87 = 0; s87 < 4; ++s87) {
-      v86_sd[s87] = float(v77_sm[s87] - v84[s87]);
+    for (int s90 = 0; s90 < 4; ++s90) {
+      v89_sd[s90] = float(v80_sm[s90] - v87[s90]);
     }
     // %p = exp %sd : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v88_p[4];
+    float v91_p[4];
     #pragma unroll
-    for (int s89 = 0; s89 < 4; ++s89) {
-      v88_p[s89] = float(tsr::fexp(v86_sd[s89]));
+    for (int s92 = 0; s92 < 4; ++s92) {
+      v91_p[s92] = float(tsr::fexp(v89_sd[s92]));
     }
     // %psumt = reduce %p {axis = 0, kind = "sum"} : f32
-    float v90_psumt = v88_p[0];
-    v90_psumt = float(v90_psumt + v88_p[1]);
-    v90_psumt = float(v90_psumt + v88_p[2]);
-    v90_psumt = float(v90_psumt + v88_p[3]);
-    const float sh91 = __shfl_xor_sync(0xffffffffu, v90_psumt, 16);
-    v90_psumt = float(v90_psumt + sh91);
+    float v93_psumt = v91_p[0];
+    v93_psumt = float(v93_psumt + v91_p[1]);
+    v93_psumt = float(v93_psumt + v91_p[2]);
+    v93_psumt = float(v93_psumt + v91_p[3]);
+    const float sh94 = __shfl_xor_sync(0xffffffffu, v93_psumt, 16);
+    v93_psumt = float(v93_psumt + sh94);
     __syncthreads();
-    if (tsr_lane == 0) reinterpret_cast<float*>(tsr_smem + 0)[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)] = v90_psumt;
+    if (tsr_lane == 0) reinterpret_cast<float*>(tsr_smem + 0)[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)] = v93_psumt;
     __syncthreads();
-    v90_psumt = reinterpret_cast<float*>(tsr_smem + 0)[0];
-    v90_psumt = float(v90_psumt + reinterpret_cast<float*>(tsr_smem + 0)[1]);
-    v90_psumt = float(v90_psumt + reinterpret_cast<float*>(tsr_smem + 0)[2]);
-    v90_psumt = float(v90_psumt + reinterpret_cast<float*>(tsr_smem + 0)[3]);
+    v93_psumt = reinterpret_cast<float*>(tsr_smem + 0)[0];
+    v93_psumt = float(v93_psumt + reinterpret_cast<float*>(tsr_smem + 0)[1]);
+    v93_psumt = float(v93_psumt + reinterpret_cast<float*>(tsr_smem + 0)[2]);
+    v93_psumt = float(v93_psumt + reinterpret_cast<float*>(tsr_smem + 0)[3]);
     // %la = mul %lc, %alpha : f32
-    const float v92_la = float(c34_l * v83_alpha);
+    const float v95_la = float(c34_l * v86_alpha);
     // %ln = add %la, %psumt : f32
-    const float v93_ln = float(v92_la + v90_psumt);
+    const float v96_ln = float(v95_la + v93_psumt);
     // %10 = splat %alpha : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v94[4];
+    float v97[4];
     #pragma unroll
-    for (int s95 = 0; s95 < 4; ++s95) {
-      v94[s95] = v83_alpha;
+    for (int s98 = 0; s98 < 4; ++s98) {
+      v97[s98] = v86_alpha;
     }
     // %accs = mul %accc, %10 : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v96_accs[4];
+    float v99_accs[4];
     #pragma unroll
-    for (int s97 = 0; s97 < 4; ++s97) {
-      v96_accs[s97] = float(c35_acc[s97] * v94[s97]);
+    for (int s100 = 0; s100 < 4; ++s100) {
+      v99_accs[s100] = float(c35_acc[s100] * v97[s100]);
     }
     // %v3 = load_tile %v, %ph, %j, %c0 : tile<f32, [1, 32, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-    float v98_v3[16];
+    float v101_v3[16];
     {
-      const int64_t o99 = int64_t(v0_ph) * 1 + 0;
-      const int64_t o100 = int64_t(iv37) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o101 = int64_t(v3_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      #pragma unroll
-      for (int c102 = 0; c102 < 4; ++c102) {
-        float vb103[4];
-        if ((o99 + 0) < int64_t(tsr_dim_H) && (o100 + ((((c102 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o101 + (((c102 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + (o99 + 0) * tsr_p2_s0 + (o100 + ((((c102 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o101 + (((c102 * 4) % 4))) * tsr_p2_s2)) {
-          tsr::copy_vec<float, 4>(vb103, tsr_p2 + (o99 + 0) * tsr_p2_s0 + (o100 + ((((c102 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o101 + (((c102 * 4) % 4))) * tsr_p2_s2);
-          v98_v3[c102 * 4 + 0] = vb103[0];
-          v98_v3[c102 * 4 + 1] = vb103[1];
-          v98_v3[c102 * 4 + 2] = vb103[2];
-          v98_v3[c102 * 4 + 3] = vb103[3];
-        } else {
-          v98_v3[c102 * 4] = ((o99 + 0) < int64_t(tsr_dim_H) && (o100 + ((((c102 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o101 + (((c102 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p2[(o99 + 0) * tsr_p2_s0 + (o100 + ((((c102 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o101 + (((c102 * 4) % 4))) * tsr_p2_s2] : 0x0p+0f;
-          v98_v3[c102 * 4 + 1] = ((o99 + 0) < int64_t(tsr_dim_H) && (o100 + ((((c102 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o101 + (((c102 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p2[(o99 + 0) * tsr_p2_s0 + (o100 + ((((c102 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o101 + (((c102 * 4) % 4)) + 1) * tsr_p2_s2] : 0x0p+0f;
-          v98_v3[c102 * 4 + 2] = ((o99 + 0) < int64_t(tsr_dim_H) && (o100 + ((((c102 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o101 + (((c102 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p2[(o99 + 0) * tsr_p2_s0 + (o100 + ((((c102 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o101 + (((c102 * 4) % 4)) + 2) * tsr_p2_s2] : 0x0p+0f;
-          v98_v3[c102 * 4 + 3] = ((o99 + 0) < int64_t(tsr_dim_H) && (o100 + ((((c102 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o101 + (((c102 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p2[(o99 + 0) * tsr_p2_s0 + (o100 + ((((c102 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o101 + (((c102 * 4) % 4)) + 3) * tsr_p2_s2] : 0x0p+0f;
+      const int64_t o102 = int64_t(v0_ph) * 1 + 0;
+      const int64_t o103 = int64_t(iv37) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o104 = int64_t(v3_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole105 = int64_t(v0_ph) * 1 >= 0 && int64_t(v0_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv37) * 32 >= 0 && int64_t(iv37) * 32 + 32 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && int64_t(v3_c0) * 64 >= 0 && int64_t(v3_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(v0_ph) * 1 * tsr_p2_s0 + int64_t(iv37) * 32 * tsr_p2_s1 + int64_t(v3_c0) * 64 * tsr_p2_s2);
+      if (whole105) {
+        #pragma unroll
+        for (int c106 = 0; c106 < 4; ++c106) {
+          float vb107[4];
+          tsr::copy_vec<float, 4>(vb107, tsr_p2 + (o102 + 0) * tsr_p2_s0 + (o103 + ((((c106 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o104 + (((c106 * 4) % 4))) * tsr_p2_s2);
+          v101_v3[c106 * 4 + 0] = vb107[0];
+          v101_v3[c106 * 4 + 1] = vb107[1];
+          v101_v3[c106 * 4 + 2] = vb107[2];
+          v101_v3[c106 * 4 + 3] = vb107[3];
+        }
+      } else {
+        #pragma unroll
+        for (int c108 = 0; c108 < 4; ++c108) {
+          float vb109[4];
+          if ((o102 + 0) < int64_t(tsr_dim_H) && (o103 + ((((c108 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o104 + (((c108 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + (o102 + 0) * tsr_p2_s0 + (o103 + ((((c108 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o104 + (((c108 * 4) % 4))) * tsr_p2_s2)) {
+            tsr::copy_vec<float, 4>(vb109, tsr_p2 + (o102 + 0) * tsr_p2_s0 + (o103 + ((((c108 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o104 + (((c108 * 4) % 4))) * tsr_p2_s2);
+            v101_v3[c108 * 4 + 0] = vb109[0];
+            v101_v3[c108 * 4 + 1] = vb109[1];
+            v101_v3[c108 * 4 + 2] = vb109[2];
+            v101_v3[c108 * 4 + 3] = vb109[3];
+          } else {
+            v101_v3[c108 * 4] = ((o102 + 0) < int64_t(tsr_dim_H) && (o103 + ((((c108 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o104 + (((c108 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p2[(o102 + 0) * tsr_p2_s0 + (o103 + ((((c108 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o104 + (((c108 * 4) % 4))) * tsr_p2_s2] : 0x0p+0f;
+            v101_v3[c108 * 4 + 1] = ((o102 + 0) < int64_t(tsr_dim_H) && (o103 + ((((c108 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o104 + (((c108 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p2[(o102 + 0) * tsr_p2_s0 + (o103 + ((((c108 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o104 + (((c108 * 4) % 4)) + 1) * tsr_p2_s2] : 0x0p+0f;
+            v101_v3[c108 * 4 + 2] = ((o102 + 0) < int64_t(tsr_dim_H) && (o103 + ((((c108 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o104 + (((c108 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p2[(o102 + 0) * tsr_p2_s0 + (o103 + ((((c108 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o104 + (((c108 * 4) % 4)) + 2) * tsr_p2_s2] : 0x0p+0f;
+            v101_v3[c108 * 4 + 3] = ((o102 + 0) < int64_t(tsr_dim_H) && (o103 + ((((c108 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o104 + (((c108 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p2[(o102 + 0) * tsr_p2_s0 + (o103 + ((((c108 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o104 + (((c108 * 4) % 4)) + 3) * tsr_p2_s2] : 0x0p+0f;
+          }
         }
       }
     }
     // %vt = reshape %v3 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v104_vt[16];
-    v104_vt[0] = v98_v3[0];
-    v104_vt[1] = v98_v3[1];
-    v104_vt[2] = v98_v3[2];
-    v104_vt[3] = v98_v3[3];
-    v104_vt[4] = v98_v3[4];
-    v104_vt[5] = v98_v3[5];
-    v104_vt[6] = v98_v3[6];
-    v104_vt[7] = v98_v3[7];
-    v104_vt[8] = v98_v3[8];
-    v104_vt[9] = v98_v3[9];
-    v104_vt[10] = v98_v3[10];
-    v104_vt[11] = v98_v3[11];
-    v104_vt[12] = v98_v3[12];
-    v104_vt[13] = v98_v3[13];
-    v104_vt[14] = v98_v3[14];
-    v104_vt[15] = v98_v3[15];
+    float v110_vt[16];
+    v110_vt[0] = v101_v3[0];
+    v110_vt[1] = v101_v3[1];
+    v110_vt[2] = v101_v3[2];
+    v110_vt[3] = v101_v3[3];
+    v110_vt[4] = v101_v3[4];
+    v110_vt[5] = v101_v3[5];
+    v110_vt[6] = v101_v3[6];
+    v110_vt[7] = v101_v3[7];
+    v110_vt[8] = v101_v3[8];
+    v110_vt[9] = v101_v3[9];
+    v110_vt[10] = v101_v3[10];
+    v110_vt[11] = v101_v3[11];
+    v110_vt[12] = v101_v3[12];
+    v110_vt[13] = v101_v3[13];
+    v110_vt[14] = v101_v3[14];
+    v110_vt[15] = v101_v3[15];
     // %p2 = expand_dims %p {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v105_p2[4];
-    v105_p2[0] = v88_p[0];
-    v105_p2[1] = v88_p[1];
-    v105_p2[2] = v88_p[2];
-    v105_p2[3] = v88_p[3];
+    float v111_p2[4];
+    v111_p2[0] = v91_p[0];
+    v111_p2[1] = v91_p[1];
+    v111_p2[2] = v91_p[2];
+    v111_p2[3] = v91_p[3];
     // %pb = broadcast %p2 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v106_pb[16];
-    v106_pb[0] = v105_p2[0];
-    v106_pb[1] = v105_p2[0];
-    v106_pb[2] = v105_p2[0];
-    v106_pb[3] = v105_p2[0];
-    v106_pb[4] = v105_p2[1];
-    v106_pb[5] = v105_p2[1];
-    v106_pb[6] = v105_p2[1];
-    v106_pb[7] = v105_p2[1];
-    v106_pb[8] = v105_p2[2];
-    v106_pb[9] = v105_p2[2];
-    v106_pb[10] = v105_p2[2];
-    v106_pb[11] = v105_p2[2];
-    v106_pb[12] = v105_p2[3];
-    v106_pb[13] = v105_p2[3];
-    v106_pb[14] = v105_p2[3];
-    v106_pb[15] = v105_p2[3];
+    float v112_pb[16];
+    v112_pb[0] = v111_p2[0];
+    v112_pb[1] = v111_p2[0];
+    v112_pb[2] = v111_p2[0];
+    v112_pb[3] = v111_p2[0];
+    v112_pb[4] = v111_p2[1];
+    v112_pb[5] = v111_p2[1];
+    v112_pb[6] = v111_p2[1];
+    v112_pb[7] = v111_p2[1];
+    v112_pb[8] = v111_p2[2];
+    v112_pb[9] = v111_p2[2];
+    v112_pb[10] = v111_p2[2];
+    v112_pb[11] = v111_p2[2];
+    v112_pb[12] = v111_p2[3];
+    v112_pb[13] = v111_p2[3];
+    v112_pb[14] = v111_p2[3];
+    v112_pb[15] = v111_p2[3];
     // %pv = mul %pb, %vt : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v107_pv[16];
+    float v113_pv[16];
     #pragma unroll
-    for (int s108 = 0; s108 < 16; ++s108) {
-      v107_pv[s108] = float(v106_pb[s108] * v104_vt[s108]);
+    for (int s114 = 0; s114 < 16; ++s114) {
+      v113_pv[s114] = float(v112_pb[s114] * v110_vt[s114]);
     }
     // %pvs = reduce %pv {axis = 0, kind = "sum"} : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v109_pvs[4];
-    v109_pvs[0] = v107_pv[0];
-    v109_pvs[1] = v107_pv[1];
-    v109_pvs[2] = v107_pv[2];
-    v109_pvs[3] = v107_pv[3];
-    v109_pvs[0] = float(v109_pvs[0] + v107_pv[4]);
-    v109_pvs[1] = float(v109_pvs[1] + v107_pv[5]);
-    v109_pvs[2] = float(v109_pvs[2] + v107_pv[6]);
-    v109_pvs[3] = float(v109_pvs[3] + v107_pv[7]);
-    v109_pvs[0] = float(v109_pvs[0] + v107_pv[8]);
-    v109_pvs[1] = float(v109_pvs[1] + v107_pv[9]);
-    v109_pvs[2] = float(v109_pvs[2] + v107_pv[10]);
-    v109_pvs[3] = float(v109_pvs[3] + v107_pv[11]);
-    v109_pvs[0] = float(v109_pvs[0] + v107_pv[12]);
-    v109_pvs[1] = float(v109_pvs[1] + v107_pv[13]);
-    v109_pvs[2] = float(v109_pvs[2] + v107_pv[14]);
-    v109_pvs[3] = float(v109_pvs[3] + v107_pv[15]);
-    const float sh110 = __shfl_xor_sync(0xffffffffu, v109_pvs[0], 16);
-    v109_pvs[0] = float(v109_pvs[0] + sh110);
-    const float sh111 = __shfl_xor_sync(0xffffffffu, v109_pvs[1], 16);
-    v109_pvs[1] = float(v109_pvs[1] + sh111);
-    const float sh112 = __shfl_xor_sync(0xffffffffu, v109_pvs[2], 16);
-    v109_pvs[2] = float(v109_pvs[2] + sh112);
-    const float sh113 = __shfl_xor_sync(0xffffffffu, v109_pvs[3], 16);
-    v109_pvs[3] = float(v109_pvs[3] + sh113);
+    float v115_pvs[4];
+    v115_pvs[0] = v113_pv[0];
+    v115_pvs[0] = float(v115_pvs[0] + v113_pv[4]);
+    v115_pvs[0] = float(v115_pvs[0] + v113_pv[8]);
+    v115_pvs[0] = float(v115_pvs[0] + v113_pv[12]);
+    v115_pvs[1] = v113_pv[1];
+    v115_pvs[1] = float(v115_pvs[1] + v113_pv[5]);
+    v115_pvs[1] = float(v115_pvs[1] + v113_pv[9]);
+    v115_pvs[1] = float(v115_pvs[1] + v113_pv[13]);
+    v115_pvs[2] = v113_pv[2];
+    v115_pvs[2] = float(v115_pvs[2] + v113_pv[6]);
+    v115_pvs[2] = float(v115_pvs[2] + v113_pv[10]);
+    v115_pvs[2] = float(v115_pvs[2] + v113_pv[14]);
+    v115_pvs[3] = v113_pv[3];
+    v115_pvs[3] = float(v115_pvs[3] + v113_pv[7]);
+    v115_pvs[3] = float(v115_pvs[3] + v113_pv[11]);
+    v115_pvs[3] = float(v115_pvs[3] + v113_pv[15]);
+    const float sh116 = __shfl_xor_sync(0xffffffffu, v115_pvs[0], 16);
+    v115_pvs[0] = float(v115_pvs[0] + sh116);
+    const float sh117 = __shfl_xor_sync(0xffffffffu, v115_pvs[1], 16);
+    v115_pvs[1] = float(v115_pvs[1] + sh117);
+    const float sh118 = __shfl_xor_sync(0xffffffffu, v115_pvs[2], 16);
+    v115_pvs[2] = float(v115_pvs[2] + sh118);
+    const float sh119 = __shfl_xor_sync(0xffffffffu, v115_pvs[3], 16);
+    v115_pvs[3] = float(v115_pvs[3] + sh119);
     __syncthreads();
     #pragma unroll
-    for (int s114 = 0; s114 < 4; ++s114) {
-      if ((tsr_lane & 16) == 0) reinterpret_cast<float*>(tsr_smem + 0)[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 64 + (((((s114) % 4)) + (((tsr_lane >> 0) & 15) * 4)))] = v109_pvs[s114];
+    for (int s120 = 0; s120 < 4; ++s120) {
+      if ((tsr_lane & 16) == 0) reinterpret_cast<float*>(tsr_smem + 0)[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 64 + (((((s120) % 4)) + (((tsr_lane >> 0) & 15) * 4)))] = v115_pvs[s120];
     }
     __syncthreads();
     #pragma unroll
-    for (int s115 = 0; s115 < 4; ++s115) {
-      v109_pvs[s115] = reinterpret_cast<float*>(tsr_smem + 0)[(((((s115) % 4)) + (((tsr_lane >> 0) & 15) * 4)))];
-      v109_pvs[s115] = float(v109_pvs[s115] + reinterpret_cast<float*>(tsr_smem + 0)[64 + (((((s115) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
-      v109_pvs[s115] = float(v109_pvs[s115] + reinterpret_cast<float*>(tsr_smem + 0)[128 + (((((s115) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
-      v109_pvs[s115] = float(v109_pvs[s115] + reinterpret_cast<float*>(tsr_smem + 0)[192 + (((((s115) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
+    for (int s121 = 0; s121 < 4; ++s121) {
+      v115_pvs[s121] = reinterpret_cast<float*>(tsr_smem + 0)[(((((s121) % 4)) + (((tsr_lane >> 0) & 15) * 4)))];
+      v115_pvs[s121] = float(v115_pvs[s121] + reinterpret_cast<float*>(tsr_smem + 0)[64 + (((((s121) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
+      v115_pvs[s121] = float(v115_pvs[s121] + reinterpret_cast<float*>(tsr_smem + 0)[128 + (((((s121) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
+      v115_pvs[s121] = float(v115_pvs[s121] + reinterpret_cast<float*>(tsr_smem + 0)[192 + (((((s121) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
     }
     // %accn = add %accs, %pvs : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v116_accn[4];
+    float v122_accn[4];
     #pragma unroll
-    for (int s117 = 0; s117 < 4; ++s117) {
-      v116_accn[s117] = float(v96_accs[s117] + v109_pvs[s117]);
+    for (int s123 = 0; s123 < 4; ++s123) {
+      v122_accn[s123] = float(v99_accs[s123] + v115_pvs[s123]);
     }
     // yield %mn, %ln, %accn
-    c33_m = v81_mn;
-    c34_l = v93_ln;
+    c33_m = v84_mn;
+    c34_l = v96_ln;
     #pragma unroll
-    for (int s118 = 0; s118 < 4; ++s118) {
-      c35_acc[s118] = v116_accn[s118];
+    for (int s124 = 0; s124 < 4; ++s124) {
+      c35_acc[s124] = v122_accn[s124];
     }
   }
   // %11 = convert_layout %acc : tile<f32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [4], order = [0]>>
-  float v119[4];
-  v119[0] = c35_acc[0];
-  v119[1] = c35_acc[1];
-  v119[2] = c35_acc[2];
-  v119[3] = c35_acc[3];
+  float v125[4];
+  v125[0] = c35_acc[0];
+  v125[1] = c35_acc[1];
+  v125[2] = c35_acc[2];
+  v125[3] = c35_acc[3];
   // %acc3 = reshape %11 : tile<f32, [1, 1, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 1, 32], warps = [4, 1, 1], order = [2, 1, 0]>>
-  float v120_acc3[4];
-  v120_acc3[0] = v119[0];
-  v120_acc3[1] = v119[1];
-  v120_acc3[2] = v119[2];
-  v120_acc3[3] = v119[3];
+  float v126_acc3[4];
+  v126_acc3[0] = v125[0];
+  v126_acc3[1] = v125[1];
+  v126_acc3[2] = v125[2];
+  v126_acc3[3] = v125[3];
   // store_tile %po, %acc3, %ph, %ps, %c0
   {
-    const int64_t o121 = int64_t(v0_ph) * 1 + 0;
-    const int64_t o122 = int64_t(v1_ps) * 1 + 0;
-    const int64_t o123 = int64_t(v3_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const int64_t o127 = int64_t(v0_ph) * 1 + 0;
+    const int64_t o128 = int64_t(v1_ps) * 1 + 0;
+    const int64_t o129 = int64_t(v3_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
     #pragma unroll
-    for (int c124 = 0; c124 < 1; ++c124) {
-      float vb125[4];
-      if ((o121 + 0) < int64_t(tsr_dim_H) && (o122 + 0) < int64_t(tsr_dim_NS) && (o123 + (((c124 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o121 + 0) * tsr_p3_s0 + (o122 + 0) * tsr_p3_s1 + (o123 + (((c124 * 4) % 4))) * tsr_p3_s2)) {
-        vb125[0] = v120_acc3[c124 * 4 + 0];
-        vb125[1] = v120_acc3[c124 * 4 + 1];
-        vb125[2] = v120_acc3[c124 * 4 + 2];
-        vb125[3] = v120_acc3[c124 * 4 + 3];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0)) tsr::copy_vec<float, 4>(tsr_p3 + (o121 + 0) * tsr_p3_s0 + (o122 + 0) * tsr_p3_s1 + (o123 + (((c124 * 4) % 4))) * tsr_p3_s2, vb125);
+    for (int c130 = 0; c130 < 1; ++c130) {
+      float vb131[4];
+      if ((o127 + 0) < int64_t(tsr_dim_H) && (o128 + 0) < int64_t(tsr_dim_NS) && (o129 + (((c130 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o127 + 0) * tsr_p3_s0 + (o128 + 0) * tsr_p3_s1 + (o129 + (((c130 * 4) % 4))) * tsr_p3_s2)) {
+        vb131[0] = v126_acc3[c130 * 4 + 0];
+        vb131[1] = v126_acc3[c130 * 4 + 1];
+        vb131[2] = v126_acc3[c130 * 4 + 2];
+        vb131[3] = v126_acc3[c130 * 4 + 3];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0)) tsr::copy_vec<float, 4>(tsr_p3 + (o127 + 0) * tsr_p3_s0 + (o128 + 0) * tsr_p3_s1 + (o129 + (((c130 * 4) % 4))) * tsr_p3_s2, vb131);
       } else {
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o121 + 0) < int64_t(tsr_dim_H) && (o122 + 0) < int64_t(tsr_dim_NS) && (o123 + (((c124 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o121 + 0) * tsr_p3_s0 + (o122 + 0) * tsr_p3_s1 + (o123 + (((c124 * 4) % 4))) * tsr_p3_s2] = v120_acc3[c124 * 4];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o121 + 0) < int64_t(tsr_dim_H) && (o122 + 0) < int64_t(tsr_dim_NS) && (o123 + (((c124 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o121 + 0) * tsr_p3_s0 + (o122 + 0) * tsr_p3_s1 + (o123 + (((c124 * 4) % 4)) + 1) * tsr_p3_s2] = v120_acc3[c124 * 4 + 1];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o121 + 0) < int64_t(tsr_dim_H) && (o122 + 0) < int64_t(tsr_dim_NS) && (o123 + (((c124 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o121 + 0) * tsr_p3_s0 + (o122 + 0) * tsr_p3_s1 + (o123 + (((c124 * 4) % 4)) + 2) * tsr_p3_s2] = v120_acc3[c124 * 4 + 2];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o121 + 0) < int64_t(tsr_dim_H) && (o122 + 0) < int64_t(tsr_dim_NS) && (o123 + (((c124 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o121 + 0) * tsr_p3_s0 + (o122 + 0) * tsr_p3_s1 + (o123 + (((c124 * 4) % 4)) + 3) * tsr_p3_s2] = v120_acc3[c124 * 4 + 3];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o127 + 0) < int64_t(tsr_dim_H) && (o128 + 0) < int64_t(tsr_dim_NS) && (o129 + (((c130 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o127 + 0) * tsr_p3_s0 + (o128 + 0) * tsr_p3_s1 + (o129 + (((c130 * 4) % 4))) * tsr_p3_s2] = v126_acc3[c130 * 4];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o127 + 0) < int64_t(tsr_dim_H) && (o128 + 0) < int64_t(tsr_dim_NS) && (o129 + (((c130 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o127 + 0) * tsr_p3_s0 + (o128 + 0) * tsr_p3_s1 + (o129 + (((c130 * 4) % 4)) + 1) * tsr_p3_s2] = v126_acc3[c130 * 4 + 1];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o127 + 0) < int64_t(tsr_dim_H) && (o128 + 0) < int64_t(tsr_dim_NS) && (o129 + (((c130 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o127 + 0) * tsr_p3_s0 + (o128 + 0) * tsr_p3_s1 + (o129 + (((c130 * 4) % 4)) + 2) * tsr_p3_s2] = v126_acc3[c130 * 4 + 2];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o127 + 0) < int64_t(tsr_dim_H) && (o128 + 0) < int64_t(tsr_dim_NS) && (o129 + (((c130 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o127 + 0) * tsr_p3_s0 + (o128 + 0) * tsr_p3_s1 + (o129 + (((c130 * 4) % 4)) + 3) * tsr_p3_s2] = v126_acc3[c130 * 4 + 3];
       }
     }
   }
   // %mt = splat %m : tile<f32, [1, 1], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-  float v126_mt[1];
+  float v132_mt[1];
   #pragma unroll
-  for (int s127 = 0; s127 < 1; ++s127) {
-    v126_mt[s127] = c33_m;
+  for (int s133 = 0; s133 < 1; ++s133) {
+    v132_mt[s133] = c33_m;
   }
   // store_tile %pmax, %mt, %ph, %ps
   {
-    const int64_t o128 = int64_t(v0_ph) * 1 + 0;
-    const int64_t o129 = int64_t(v1_ps) * 1 + 0;
+    const int64_t o134 = int64_t(v0_ph) * 1 + 0;
+    const int64_t o135 = int64_t(v1_ps) * 1 + 0;
     #pragma unroll
-    for (int s130 = 0; s130 < 1; ++s130) {
-      if (((tsr_lane & 31) == 0 && (tsr_warp & 3) == 0) && (o128 + 0) < int64_t(tsr_dim_H) && (o129 + 0) < int64_t(tsr_dim_NS)) tsr_p4[(o128 + 0) * tsr_p4_s0 + (o129 + 0) * tsr_p4_s1] = v126_mt[s130];
+    for (int s136 = 0; s136 < 1; ++s136) {
+      if (((tsr_lane & 31) == 0 && (tsr_warp & 3) == 0) && (o134 + 0) < int64_t(tsr_dim_H) && (o135 + 0) < int64_t(tsr_dim_NS)) tsr_p4[(o134 + 0) * tsr_p4_s0 + (o135 + 0) * tsr_p4_s1] = v132_mt[s136];
     }
   }
   // %lt = splat %l : tile<f32, [1, 1], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-  float v131_lt[1];
+  float v137_lt[1];
   #pragma unroll
-  for (int s132 = 0; s132 < 1; ++s132) {
-    v131_lt[s132] = c34_l;
+  for (int s138 = 0; s138 < 1; ++s138) {
+    v137_lt[s138] = c34_l;
   }
   // store_tile %psum, %lt, %ph, %ps
   {
-    const int64_t o133 = int64_t(v0_ph) * 1 + 0;
-    const int64_t o134 = int64_t(v1_ps) * 1 + 0;
+    const int64_t o139 = int64_t(v0_ph) * 1 + 0;
+    const int64_t o140 = int64_t(v1_ps) * 1 + 0;
     #pragma unroll
-    for (int s135 = 0; s135 < 1; ++s135) {
-      if (((tsr_lane & 31) == 0 && (tsr_warp & 3) == 0) && (o133 + 0) < int64_t(tsr_dim_H) && (o134 + 0) < int64_t(tsr_dim_NS)) tsr_p5[(o133 + 0) * tsr_p5_s0 + (o134 + 0) * tsr_p5_s1] = v131_lt[s135];
+    for (int s141 = 0; s141 < 1; ++s141) {
+      if (((tsr_lane & 31) == 0 && (tsr_warp & 3) == 0) && (o139 + 0) < int64_t(tsr_dim_H) && (o140 + 0) < int64_t(tsr_dim_NS)) tsr_p5[(o139 + 0) * tsr_p5_s0 + (o140 + 0) * tsr_p5_s1] = v137_lt[s141];
     }
   }
 }
@@ -573,6 +599,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention_split
 // stat smem-bytes = 1024
 // stat threads = 128
 // stat vector-accesses = 4
+// stat whole-tile-accesses = 2
 // note printed from the GPU lowering's layouts (the layout emitter)
 // Generated by Tessera (tessera-cuda-codegen-1) from kernel @decode_attention_merge for sm_90a.
 #include "tessera/core.cuh"
@@ -712,139 +739,152 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention_merge
     const int64_t o29 = int64_t(v0_ph) * 1 + 0;
     const int64_t o30 = int64_t(v1_c0) * 16 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
     const int64_t o31 = int64_t(v1_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    #pragma unroll
-    for (int c32 = 0; c32 < 2; ++c32) {
-      float vb33[4];
-      if ((o29 + 0) < int64_t(tsr_dim_H) && (o30 + ((((c32 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_NS) && (o31 + (((c32 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p0 + (o29 + 0) * tsr_p0_s0 + (o30 + ((((c32 * 4) / 4) % 2) * 8)) * tsr_p0_s1 + (o31 + (((c32 * 4) % 4))) * tsr_p0_s2)) {
-        tsr::copy_vec<float, 4>(vb33, tsr_p0 + (o29 + 0) * tsr_p0_s0 + (o30 + ((((c32 * 4) / 4) % 2) * 8)) * tsr_p0_s1 + (o31 + (((c32 * 4) % 4))) * tsr_p0_s2);
-        v28_o3[c32 * 4 + 0] = vb33[0];
-        v28_o3[c32 * 4 + 1] = vb33[1];
-        v28_o3[c32 * 4 + 2] = vb33[2];
-        v28_o3[c32 * 4 + 3] = vb33[3];
-      } else {
-        v28_o3[c32 * 4] = ((o29 + 0) < int64_t(tsr_dim_H) && (o30 + ((((c32 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_NS) && (o31 + (((c32 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p0[(o29 + 0) * tsr_p0_s0 + (o30 + ((((c32 * 4) / 4) % 2) * 8)) * tsr_p0_s1 + (o31 + (((c32 * 4) % 4))) * tsr_p0_s2] : 0x0p+0f;
-        v28_o3[c32 * 4 + 1] = ((o29 + 0) < int64_t(tsr_dim_H) && (o30 + ((((c32 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_NS) && (o31 + (((c32 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p0[(o29 + 0) * tsr_p0_s0 + (o30 + ((((c32 * 4) / 4) % 2) * 8)) * tsr_p0_s1 + (o31 + (((c32 * 4) % 4)) + 1) * tsr_p0_s2] : 0x0p+0f;
-        v28_o3[c32 * 4 + 2] = ((o29 + 0) < int64_t(tsr_dim_H) && (o30 + ((((c32 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_NS) && (o31 + (((c32 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p0[(o29 + 0) * tsr_p0_s0 + (o30 + ((((c32 * 4) / 4) % 2) * 8)) * tsr_p0_s1 + (o31 + (((c32 * 4) % 4)) + 2) * tsr_p0_s2] : 0x0p+0f;
-        v28_o3[c32 * 4 + 3] = ((o29 + 0) < int64_t(tsr_dim_H) && (o30 + ((((c32 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_NS) && (o31 + (((c32 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p0[(o29 + 0) * tsr_p0_s0 + (o30 + ((((c32 * 4) / 4) % 2) * 8)) * tsr_p0_s1 + (o31 + (((c32 * 4) % 4)) + 3) * tsr_p0_s2] : 0x0p+0f;
+    const bool whole32 = int64_t(v0_ph) * 1 >= 0 && int64_t(v0_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v1_c0) * 16 >= 0 && int64_t(v1_c0) * 16 + 16 <= int64_t(tsr_dim_NS) && tsr_p0_s1 % 4 == 0 && int64_t(v1_c0) * 64 >= 0 && int64_t(v1_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p0 + int64_t(v0_ph) * 1 * tsr_p0_s0 + int64_t(v1_c0) * 16 * tsr_p0_s1 + int64_t(v1_c0) * 64 * tsr_p0_s2);
+    if (whole32) {
+      #pragma unroll
+      for (int c33 = 0; c33 < 2; ++c33) {
+        float vb34[4];
+        tsr::copy_vec<float, 4>(vb34, tsr_p0 + (o29 + 0) * tsr_p0_s0 + (o30 + ((((c33 * 4) / 4) % 2) * 8)) * tsr_p0_s1 + (o31 + (((c33 * 4) % 4))) * tsr_p0_s2);
+        v28_o3[c33 * 4 + 0] = vb34[0];
+        v28_o3[c33 * 4 + 1] = vb34[1];
+        v28_o3[c33 * 4 + 2] = vb34[2];
+        v28_o3[c33 * 4 + 3] = vb34[3];
+      }
+    } else {
+      #pragma unroll
+      for (int c35 = 0; c35 < 2; ++c35) {
+        float vb36[4];
+        if ((o29 + 0) < int64_t(tsr_dim_H) && (o30 + ((((c35 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_NS) && (o31 + (((c35 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p0 + (o29 + 0) * tsr_p0_s0 + (o30 + ((((c35 * 4) / 4) % 2) * 8)) * tsr_p0_s1 + (o31 + (((c35 * 4) % 4))) * tsr_p0_s2)) {
+          tsr::copy_vec<float, 4>(vb36, tsr_p0 + (o29 + 0) * tsr_p0_s0 + (o30 + ((((c35 * 4) / 4) % 2) * 8)) * tsr_p0_s1 + (o31 + (((c35 * 4) % 4))) * tsr_p0_s2);
+          v28_o3[c35 * 4 + 0] = vb36[0];
+          v28_o3[c35 * 4 + 1] = vb36[1];
+          v28_o3[c35 * 4 + 2] = vb36[2];
+          v28_o3[c35 * 4 + 3] = vb36[3];
+        } else {
+          v28_o3[c35 * 4] = ((o29 + 0) < int64_t(tsr_dim_H) && (o30 + ((((c35 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_NS) && (o31 + (((c35 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p0[(o29 + 0) * tsr_p0_s0 + (o30 + ((((c35 * 4) / 4) % 2) * 8)) * tsr_p0_s1 + (o31 + (((c35 * 4) % 4))) * tsr_p0_s2] : 0x0p+0f;
+          v28_o3[c35 * 4 + 1] = ((o29 + 0) < int64_t(tsr_dim_H) && (o30 + ((((c35 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_NS) && (o31 + (((c35 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p0[(o29 + 0) * tsr_p0_s0 + (o30 + ((((c35 * 4) / 4) % 2) * 8)) * tsr_p0_s1 + (o31 + (((c35 * 4) % 4)) + 1) * tsr_p0_s2] : 0x0p+0f;
+          v28_o3[c35 * 4 + 2] = ((o29 + 0) < int64_t(tsr_dim_H) && (o30 + ((((c35 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_NS) && (o31 + (((c35 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p0[(o29 + 0) * tsr_p0_s0 + (o30 + ((((c35 * 4) / 4) % 2) * 8)) * tsr_p0_s1 + (o31 + (((c35 * 4) % 4)) + 2) * tsr_p0_s2] : 0x0p+0f;
+          v28_o3[c35 * 4 + 3] = ((o29 + 0) < int64_t(tsr_dim_H) && (o30 + ((((c35 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_NS) && (o31 + (((c35 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p0[(o29 + 0) * tsr_p0_s0 + (o30 + ((((c35 * 4) / 4) % 2) * 8)) * tsr_p0_s1 + (o31 + (((c35 * 4) % 4)) + 3) * tsr_p0_s2] : 0x0p+0f;
+        }
       }
     }
   }
   // %ov = reshape %o3 : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v34_ov[8];
-  v34_ov[0] = v28_o3[0];
-  v34_ov[1] = v28_o3[1];
-  v34_ov[2] = v28_o3[2];
-  v34_ov[3] = v28_o3[3];
-  v34_ov[4] = v28_o3[4];
-  v34_ov[5] = v28_o3[5];
-  v34_ov[6] = v28_o3[6];
-  v34_ov[7] = v28_o3[7];
+  float v37_ov[8];
+  v37_ov[0] = v28_o3[0];
+  v37_ov[1] = v28_o3[1];
+  v37_ov[2] = v28_o3[2];
+  v37_ov[3] = v28_o3[3];
+  v37_ov[4] = v28_o3[4];
+  v37_ov[5] = v28_o3[5];
+  v37_ov[6] = v28_o3[6];
+  v37_ov[7] = v28_o3[7];
   // %0 = convert_layout %w : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
   __syncthreads();
   #pragma unroll
-  for (int s35 = 0; s35 < 4; ++s35) {
-    if (((tsr_lane & 28) == 0 && (tsr_warp & 3) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[(((((s35) % 4)) + (((tsr_lane >> 0) & 3) * 4)))] = v15_w[s35];
+  for (int s38 = 0; s38 < 4; ++s38) {
+    if (((tsr_lane & 28) == 0 && (tsr_warp & 3) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[(((((s38) % 4)) + (((tsr_lane >> 0) & 3) * 4)))] = v15_w[s38];
   }
   __syncthreads();
-  float v36[2];
+  float v39[2];
   #pragma unroll
-  for (int s37 = 0; s37 < 2; ++s37) {
-    const int e38 = (((((s37) % 2) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)));
-    v36[s37] = reinterpret_cast<float*>(tsr_smem + 0)[e38];
+  for (int s40 = 0; s40 < 2; ++s40) {
+    const int e41 = (((((s40) % 2) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)));
+    v39[s40] = reinterpret_cast<float*>(tsr_smem + 0)[e41];
   }
   // %w2 = expand_dims %0 {axis = 1} : tile<f32, [16, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v39_w2[2];
-  v39_w2[0] = v36[0];
-  v39_w2[1] = v36[1];
+  float v42_w2[2];
+  v42_w2[0] = v39[0];
+  v42_w2[1] = v39[1];
   // %wb = broadcast %w2 : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v40_wb[8];
-  v40_wb[0] = v39_w2[0];
-  v40_wb[1] = v39_w2[0];
-  v40_wb[2] = v39_w2[0];
-  v40_wb[3] = v39_w2[0];
-  v40_wb[4] = v39_w2[1];
-  v40_wb[5] = v39_w2[1];
-  v40_wb[6] = v39_w2[1];
-  v40_wb[7] = v39_w2[1];
+  float v43_wb[8];
+  v43_wb[0] = v42_w2[0];
+  v43_wb[1] = v42_w2[0];
+  v43_wb[2] = v42_w2[0];
+  v43_wb[3] = v42_w2[0];
+  v43_wb[4] = v42_w2[1];
+  v43_wb[5] = v42_w2[1];
+  v43_wb[6] = v42_w2[1];
+  v43_wb[7] = v42_w2[1];
   // %wo = mul %wb, %ov : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v41_wo[8];
+  float v44_wo[8];
   #pragma unroll
-  for (int s42 = 0; s42 < 8; ++s42) {
-    v41_wo[s42] = float(v40_wb[s42] * v34_ov[s42]);
+  for (int s45 = 0; s45 < 8; ++s45) {
+    v44_wo[s45] = float(v43_wb[s45] * v37_ov[s45]);
   }
   // %num = reduce %wo {axis = 0, kind = "sum"} : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v43_num[4];
-  v43_num[0] = v41_wo[0];
-  v43_num[1] = v41_wo[1];
-  v43_num[2] = v41_wo[2];
-  v43_num[3] = v41_wo[3];
-  v43_num[0] = float(v43_num[0] + v41_wo[4]);
-  v43_num[1] = float(v43_num[1] + v41_wo[5]);
-  v43_num[2] = float(v43_num[2] + v41_wo[6]);
-  v43_num[3] = float(v43_num[3] + v41_wo[7]);
-  const float sh44 = __shfl_xor_sync(0xffffffffu, v43_num[0], 16);
-  v43_num[0] = float(v43_num[0] + sh44);
-  const float sh45 = __shfl_xor_sync(0xffffffffu, v43_num[1], 16);
-  v43_num[1] = float(v43_num[1] + sh45);
-  const float sh46 = __shfl_xor_sync(0xffffffffu, v43_num[2], 16);
-  v43_num[2] = float(v43_num[2] + sh46);
-  const float sh47 = __shfl_xor_sync(0xffffffffu, v43_num[3], 16);
-  v43_num[3] = float(v43_num[3] + sh47);
+  float v46_num[4];
+  v46_num[0] = v44_wo[0];
+  v46_num[0] = float(v46_num[0] + v44_wo[4]);
+  v46_num[1] = v44_wo[1];
+  v46_num[1] = float(v46_num[1] + v44_wo[5]);
+  v46_num[2] = v44_wo[2];
+  v46_num[2] = float(v46_num[2] + v44_wo[6]);
+  v46_num[3] = v44_wo[3];
+  v46_num[3] = float(v46_num[3] + v44_wo[7]);
+  const float sh47 = __shfl_xor_sync(0xffffffffu, v46_num[0], 16);
+  v46_num[0] = float(v46_num[0] + sh47);
+  const float sh48 = __shfl_xor_sync(0xffffffffu, v46_num[1], 16);
+  v46_num[1] = float(v46_num[1] + sh48);
+  const float sh49 = __shfl_xor_sync(0xffffffffu, v46_num[2], 16);
+  v46_num[2] = float(v46_num[2] + sh49);
+  const float sh50 = __shfl_xor_sync(0xffffffffu, v46_num[3], 16);
+  v46_num[3] = float(v46_num[3] + sh50);
   __syncthreads();
-  #pragma unroll
-  for (int s48 = 0; s48 < 4; ++s48) {
-    if ((tsr_lane & 16) == 0) reinterpret_cast<float*>(tsr_smem + 0)[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 64 + (((((s48) % 4)) + (((tsr_lane >> 0) & 15) * 4)))] = v43_num[s48];
-  }
-  __syncthreads();
-  #pragma unroll
-  for (int s49 = 0; s49 < 4; ++s49) {
-    v43_num[s49] = reinterpret_cast<float*>(tsr_smem + 0)[(((((s49) % 4)) + (((tsr_lane >> 0) & 15) * 4)))];
-    v43_num[s49] = float(v43_num[s49] + reinterpret_cast<float*>(tsr_smem + 0)[64 + (((((s49) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
-    v43_num[s49] = float(v43_num[s49] + reinterpret_cast<float*>(tsr_smem + 0)[128 + (((((s49) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
-    v43_num[s49] = float(v43_num[s49] + reinterpret_cast<float*>(tsr_smem + 0)[192 + (((((s49) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
-  }
-  // %1 = splat %den : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v50[4];
   #pragma unroll
   for (int s51 = 0; s51 < 4; ++s51) {
-    v50[s51] = v25_den;
+    if ((tsr_lane & 16) == 0) reinterpret_cast<float*>(tsr_smem + 0)[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 64 + (((((s51) % 4)) + (((tsr_lane >> 0) & 15) * 4)))] = v46_num[s51];
+  }
+  __syncthreads();
+  #pragma unroll
+  for (int s52 = 0; s52 < 4; ++s52) {
+    v46_num[s52] = reinterpret_cast<float*>(tsr_smem + 0)[(((((s52) % 4)) + (((tsr_lane >> 0) & 15) * 4)))];
+    v46_num[s52] = float(v46_num[s52] + reinterpret_cast<float*>(tsr_smem + 0)[64 + (((((s52) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
+    v46_num[s52] = float(v46_num[s52] + reinterpret_cast<float*>(tsr_smem + 0)[128 + (((((s52) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
+    v46_num[s52] = float(v46_num[s52] + reinterpret_cast<float*>(tsr_smem + 0)[192 + (((((s52) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
+  }
+  // %1 = splat %den : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+  float v53[4];
+  #pragma unroll
+  for (int s54 = 0; s54 < 4; ++s54) {
+    v53[s54] = v25_den;
   }
   // %res = div %num, %1 : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v52_res[4];
+  float v55_res[4];
   #pragma unroll
-  for (int s53 = 0; s53 < 4; ++s53) {
-    v52_res[s53] = float(v43_num[s53] / v50[s53]);
+  for (int s56 = 0; s56 < 4; ++s56) {
+    v55_res[s56] = float(v46_num[s56] / v53[s56]);
   }
   // %2 = convert_layout %res : tile<f32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [4], order = [0]>>
-  float v54[4];
-  v54[0] = v52_res[0];
-  v54[1] = v52_res[1];
-  v54[2] = v52_res[2];
-  v54[3] = v52_res[3];
+  float v57[4];
+  v57[0] = v55_res[0];
+  v57[1] = v55_res[1];
+  v57[2] = v55_res[2];
+  v57[3] = v55_res[3];
   // %res2 = reshape %2 : tile<f32, [1, 64], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-  float v55_res2[4];
-  v55_res2[0] = v54[0];
-  v55_res2[1] = v54[1];
-  v55_res2[2] = v54[2];
-  v55_res2[3] = v54[3];
+  float v58_res2[4];
+  v58_res2[0] = v57[0];
+  v58_res2[1] = v57[1];
+  v58_res2[2] = v57[2];
+  v58_res2[3] = v57[3];
   // store_tile %out, %res2, %ph, %c0
   {
-    const int64_t o56 = int64_t(v0_ph) * 1 + 0;
-    const int64_t o57 = int64_t(v1_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const int64_t o59 = int64_t(v0_ph) * 1 + 0;
+    const int64_t o60 = int64_t(v1_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
     #pragma unroll
-    for (int c58 = 0; c58 < 1; ++c58) {
-      float vb59[4];
-      if ((o56 + 0) < int64_t(tsr_dim_H) && (o57 + (((c58 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o56 + 0) * tsr_p3_s0 + (o57 + (((c58 * 4) % 4))) * tsr_p3_s1)) {
-        vb59[0] = v55_res2[c58 * 4 + 0];
-        vb59[1] = v55_res2[c58 * 4 + 1];
-        vb59[2] = v55_res2[c58 * 4 + 2];
-        vb59[3] = v55_res2[c58 * 4 + 3];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0)) tsr::copy_vec<float, 4>(tsr_p3 + (o56 + 0) * tsr_p3_s0 + (o57 + (((c58 * 4) % 4))) * tsr_p3_s1, vb59);
+    for (int c61 = 0; c61 < 1; ++c61) {
+      float vb62[4];
+      if ((o59 + 0) < int64_t(tsr_dim_H) && (o60 + (((c61 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o59 + 0) * tsr_p3_s0 + (o60 + (((c61 * 4) % 4))) * tsr_p3_s1)) {
+        vb62[0] = v58_res2[c61 * 4 + 0];
+        vb62[1] = v58_res2[c61 * 4 + 1];
+        vb62[2] = v58_res2[c61 * 4 + 2];
+        vb62[3] = v58_res2[c61 * 4 + 3];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0)) tsr::copy_vec<float, 4>(tsr_p3 + (o59 + 0) * tsr_p3_s0 + (o60 + (((c61 * 4) % 4))) * tsr_p3_s1, vb62);
       } else {
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o56 + 0) < int64_t(tsr_dim_H) && (o57 + (((c58 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o56 + 0) * tsr_p3_s0 + (o57 + (((c58 * 4) % 4))) * tsr_p3_s1] = v55_res2[c58 * 4];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o56 + 0) < int64_t(tsr_dim_H) && (o57 + (((c58 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o56 + 0) * tsr_p3_s0 + (o57 + (((c58 * 4) % 4)) + 1) * tsr_p3_s1] = v55_res2[c58 * 4 + 1];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o56 + 0) < int64_t(tsr_dim_H) && (o57 + (((c58 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o56 + 0) * tsr_p3_s0 + (o57 + (((c58 * 4) % 4)) + 2) * tsr_p3_s1] = v55_res2[c58 * 4 + 2];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o56 + 0) < int64_t(tsr_dim_H) && (o57 + (((c58 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o56 + 0) * tsr_p3_s0 + (o57 + (((c58 * 4) % 4)) + 3) * tsr_p3_s1] = v55_res2[c58 * 4 + 3];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o59 + 0) < int64_t(tsr_dim_H) && (o60 + (((c61 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o59 + 0) * tsr_p3_s0 + (o60 + (((c61 * 4) % 4))) * tsr_p3_s1] = v58_res2[c61 * 4];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o59 + 0) < int64_t(tsr_dim_H) && (o60 + (((c61 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o59 + 0) * tsr_p3_s0 + (o60 + (((c61 * 4) % 4)) + 1) * tsr_p3_s1] = v58_res2[c61 * 4 + 1];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o59 + 0) < int64_t(tsr_dim_H) && (o60 + (((c61 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o59 + 0) * tsr_p3_s0 + (o60 + (((c61 * 4) % 4)) + 2) * tsr_p3_s1] = v58_res2[c61 * 4 + 2];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o59 + 0) < int64_t(tsr_dim_H) && (o60 + (((c61 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o59 + 0) * tsr_p3_s0 + (o60 + (((c61 * 4) % 4)) + 3) * tsr_p3_s1] = v58_res2[c61 * 4 + 3];
       }
     }
   }
@@ -870,4 +910,5 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention_merge
 // stat smem-bytes = 1024
 // stat threads = 128
 // stat vector-accesses = 4
+// stat whole-tile-accesses = 1
 // note printed from the GPU lowering's layouts (the layout emitter)

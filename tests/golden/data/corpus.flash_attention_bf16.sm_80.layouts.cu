@@ -358,259 +358,295 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
     }
     // %rmax = reduce %sm {axis = 1, kind = "max"} : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
     float v101_rmax[2];
-    v101_rmax[0] = v99_sm[0];
-    v101_rmax[0] = tsr::max_nan_f32(v101_rmax[0], v99_sm[1]);
-    v101_rmax[1] = v99_sm[2];
-    v101_rmax[1] = tsr::max_nan_f32(v101_rmax[1], v99_sm[3]);
-    v101_rmax[0] = tsr::max_nan_f32(v101_rmax[0], v99_sm[4]);
-    v101_rmax[0] = tsr::max_nan_f32(v101_rmax[0], v99_sm[5]);
-    v101_rmax[1] = tsr::max_nan_f32(v101_rmax[1], v99_sm[6]);
-    v101_rmax[1] = tsr::max_nan_f32(v101_rmax[1], v99_sm[7]);
-    v101_rmax[0] = tsr::max_nan_f32(v101_rmax[0], v99_sm[8]);
-    v101_rmax[0] = tsr::max_nan_f32(v101_rmax[0], v99_sm[9]);
-    v101_rmax[1] = tsr::max_nan_f32(v101_rmax[1], v99_sm[10]);
-    v101_rmax[1] = tsr::max_nan_f32(v101_rmax[1], v99_sm[11]);
-    v101_rmax[0] = tsr::max_nan_f32(v101_rmax[0], v99_sm[12]);
-    v101_rmax[0] = tsr::max_nan_f32(v101_rmax[0], v99_sm[13]);
-    v101_rmax[1] = tsr::max_nan_f32(v101_rmax[1], v99_sm[14]);
-    v101_rmax[1] = tsr::max_nan_f32(v101_rmax[1], v99_sm[15]);
-    v101_rmax[0] = tsr::max_nan_f32(v101_rmax[0], v99_sm[16]);
-    v101_rmax[0] = tsr::max_nan_f32(v101_rmax[0], v99_sm[17]);
-    v101_rmax[1] = tsr::max_nan_f32(v101_rmax[1], v99_sm[18]);
-    v101_rmax[1] = tsr::max_nan_f32(v101_rmax[1], v99_sm[19]);
-    v101_rmax[0] = tsr::max_nan_f32(v101_rmax[0], v99_sm[20]);
-    v101_rmax[0] = tsr::max_nan_f32(v101_rmax[0], v99_sm[21]);
-    v101_rmax[1] = tsr::max_nan_f32(v101_rmax[1], v99_sm[22]);
-    v101_rmax[1] = tsr::max_nan_f32(v101_rmax[1], v99_sm[23]);
-    v101_rmax[0] = tsr::max_nan_f32(v101_rmax[0], v99_sm[24]);
-    v101_rmax[0] = tsr::max_nan_f32(v101_rmax[0], v99_sm[25]);
-    v101_rmax[1] = tsr::max_nan_f32(v101_rmax[1], v99_sm[26]);
-    v101_rmax[1] = tsr::max_nan_f32(v101_rmax[1], v99_sm[27]);
-    v101_rmax[0] = tsr::max_nan_f32(v101_rmax[0], v99_sm[28]);
-    v101_rmax[0] = tsr::max_nan_f32(v101_rmax[0], v99_sm[29]);
-    v101_rmax[1] = tsr::max_nan_f32(v101_rmax[1], v99_sm[30]);
-    v101_rmax[1] = tsr::max_nan_f32(v101_rmax[1], v99_sm[31]);
-    const float sh102 = __shfl_xor_sync(0xffffffffu, v101_rmax[0], 1);
-    v101_rmax[0] = tsr::max_nan_f32(v101_rmax[0], sh102);
-    const float sh103 = __shfl_xor_sync(0xffffffffu, v101_rmax[1], 1);
-    v101_rmax[1] = tsr::max_nan_f32(v101_rmax[1], sh103);
-    const float sh104 = __shfl_xor_sync(0xffffffffu, v101_rmax[0], 2);
+    float part102[8];
+    part102[0] = v99_sm[0];
+    part102[1] = v99_sm[1];
+    part102[2] = v99_sm[4];
+    part102[3] = v99_sm[5];
+    part102[4] = v99_sm[8];
+    part102[5] = v99_sm[9];
+    part102[6] = v99_sm[12];
+    part102[7] = v99_sm[13];
+    part102[0] = tsr::max_nan_f32(part102[0], v99_sm[16]);
+    part102[1] = tsr::max_nan_f32(part102[1], v99_sm[17]);
+    part102[2] = tsr::max_nan_f32(part102[2], v99_sm[20]);
+    part102[3] = tsr::max_nan_f32(part102[3], v99_sm[21]);
+    part102[4] = tsr::max_nan_f32(part102[4], v99_sm[24]);
+    part102[5] = tsr::max_nan_f32(part102[5], v99_sm[25]);
+    part102[6] = tsr::max_nan_f32(part102[6], v99_sm[28]);
+    part102[7] = tsr::max_nan_f32(part102[7], v99_sm[29]);
+    part102[0] = tsr::max_nan_f32(part102[0], part102[4]);
+    part102[1] = tsr::max_nan_f32(part102[1], part102[5]);
+    part102[2] = tsr::max_nan_f32(part102[2], part102[6]);
+    part102[3] = tsr::max_nan_f32(part102[3], part102[7]);
+    part102[0] = tsr::max_nan_f32(part102[0], part102[2]);
+    part102[1] = tsr::max_nan_f32(part102[1], part102[3]);
+    part102[0] = tsr::max_nan_f32(part102[0], part102[1]);
+    v101_rmax[0] = part102[0];
+    float part103[8];
+    part103[0] = v99_sm[2];
+    part103[1] = v99_sm[3];
+    part103[2] = v99_sm[6];
+    part103[3] = v99_sm[7];
+    part103[4] = v99_sm[10];
+    part103[5] = v99_sm[11];
+    part103[6] = v99_sm[14];
+    part103[7] = v99_sm[15];
+    part103[0] = tsr::max_nan_f32(part103[0], v99_sm[18]);
+    part103[1] = tsr::max_nan_f32(part103[1], v99_sm[19]);
+    part103[2] = tsr::max_nan_f32(part103[2], v99_sm[22]);
+    part103[3] = tsr::max_nan_f32(part103[3], v99_sm[23]);
+    part103[4] = tsr::max_nan_f32(part103[4], v99_sm[26]);
+    part103[5] = tsr::max_nan_f32(part103[5], v99_sm[27]);
+    part103[6] = tsr::max_nan_f32(part103[6], v99_sm[30]);
+    part103[7] = tsr::max_nan_f32(part103[7], v99_sm[31]);
+    part103[0] = tsr::max_nan_f32(part103[0], part103[4]);
+    part103[1] = tsr::max_nan_f32(part103[1], part103[5]);
+    part103[2] = tsr::max_nan_f32(part103[2], part103[6]);
+    part103[3] = tsr::max_nan_f32(part103[3], part103[7]);
+    part103[0] = tsr::max_nan_f32(part103[0], part103[2]);
+    part103[1] = tsr::max_nan_f32(part103[1], part103[3]);
+    part103[0] = tsr::max_nan_f32(part103[0], part103[1]);
+    v101_rmax[1] = part103[0];
+    const float sh104 = __shfl_xor_sync(0xffffffffu, v101_rmax[0], 1);
     v101_rmax[0] = tsr::max_nan_f32(v101_rmax[0], sh104);
-    const float sh105 = __shfl_xor_sync(0xffffffffu, v101_rmax[1], 2);
+    const float sh105 = __shfl_xor_sync(0xffffffffu, v101_rmax[1], 1);
     v101_rmax[1] = tsr::max_nan_f32(v101_rmax[1], sh105);
+    const float sh106 = __shfl_xor_sync(0xffffffffu, v101_rmax[0], 2);
+    v101_rmax[0] = tsr::max_nan_f32(v101_rmax[0], sh106);
+    const float sh107 = __shfl_xor_sync(0xffffffffu, v101_rmax[1], 2);
+    v101_rmax[1] = tsr::max_nan_f32(v101_rmax[1], sh107);
     // %mn = max %mc, %rmax : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v106_mn[2];
-    #pragma unroll
-    for (int s107 = 0; s107 < 2; ++s107) {
-      v106_mn[s107] = tsr::fmax_nan_z<float>(c30_m[s107], v101_rmax[s107]);
-    }
-    // %dm = sub %mc, %mn : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v108_dm[2];
+    float v108_mn[2];
     #pragma unroll
     for (int s109 = 0; s109 < 2; ++s109) {
-      v108_dm[s109] = float(c30_m[s109] - v106_mn[s109]);
+      v108_mn[s109] = tsr::fmax_nan_z<float>(c30_m[s109], v101_rmax[s109]);
     }
-    // %alpha = exp %dm : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v110_alpha[2];
+    // %dm = sub %mc, %mn : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
+    float v110_dm[2];
     #pragma unroll
     for (int s111 = 0; s111 < 2; ++s111) {
-      v110_alpha[s111] = float(tsr::fexp(v108_dm[s111]));
+      v110_dm[s111] = float(c30_m[s111] - v108_mn[s111]);
+    }
+    // %alpha = exp %dm : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
+    float v112_alpha[2];
+    #pragma unroll
+    for (int s113 = 0; s113 < 2; ++s113) {
+      v112_alpha[s113] = float(tsr::fexp(v110_dm[s113]));
     }
     // %mn2 = expand_dims %mn {axis = 1} : tile<f32, [64, 1], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v112_mn2[2];
-    v112_mn2[0] = v106_mn[0];
-    v112_mn2[1] = v106_mn[1];
+    float v114_mn2[2];
+    v114_mn2[0] = v108_mn[0];
+    v114_mn2[1] = v108_mn[1];
     // %mnb = broadcast %mn2 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v113_mnb[32];
-    v113_mnb[0] = v112_mn2[0];
-    v113_mnb[1] = v112_mn2[0];
-    v113_mnb[2] = v112_mn2[1];
-    v113_mnb[3] = v112_mn2[1];
-    v113_mnb[4] = v112_mn2[0];
-    v113_mnb[5] = v112_mn2[0];
-    v113_mnb[6] = v112_mn2[1];
-    v113_mnb[7] = v112_mn2[1];
-    v113_mnb[8] = v112_mn2[0];
-    v113_mnb[9] = v112_mn2[0];
-    v113_mnb[10] = v112_mn2[1];
-    v113_mnb[11] = v112_mn2[1];
-    v113_mnb[12] = v112_mn2[0];
-    v113_mnb[13] = v112_mn2[0];
-    v113_mnb[14] = v112_mn2[1];
-    v113_mnb[15] = v112_mn2[1];
-    v113_mnb[16] = v112_mn2[0];
-    v113_mnb[17] = v112_mn2[0];
-    v113_mnb[18] = v112_mn2[1];
-    v113_mnb[19] = v112_mn2[1];
-    v113_mnb[20] = v112_mn2[0];
-    v113_mnb[21] = v112_mn2[0];
-    v113_mnb[22] = v112_mn2[1];
-    v113_mnb[23] = v112_mn2[1];
-    v113_mnb[24] = v112_mn2[0];
-    v113_mnb[25] = v112_mn2[0];
-    v113_mnb[26] = v112_mn2[1];
-    v113_mnb[27] = v112_mn2[1];
-    v113_mnb[28] = v112_mn2[0];
-    v113_mnb[29] = v112_mn2[0];
-    v113_mnb[30] = v112_mn2[1];
-    v113_mnb[31] = v112_mn2[1];
+    float v115_mnb[32];
+    v115_mnb[0] = v114_mn2[0];
+    v115_mnb[1] = v114_mn2[0];
+    v115_mnb[2] = v114_mn2[1];
+    v115_mnb[3] = v114_mn2[1];
+    v115_mnb[4] = v114_mn2[0];
+    v115_mnb[5] = v114_mn2[0];
+    v115_mnb[6] = v114_mn2[1];
+    v115_mnb[7] = v114_mn2[1];
+    v115_mnb[8] = v114_mn2[0];
+    v115_mnb[9] = v114_mn2[0];
+    v115_mnb[10] = v114_mn2[1];
+    v115_mnb[11] = v114_mn2[1];
+    v115_mnb[12] = v114_mn2[0];
+    v115_mnb[13] = v114_mn2[0];
+    v115_mnb[14] = v114_mn2[1];
+    v115_mnb[15] = v114_mn2[1];
+    v115_mnb[16] = v114_mn2[0];
+    v115_mnb[17] = v114_mn2[0];
+    v115_mnb[18] = v114_mn2[1];
+    v115_mnb[19] = v114_mn2[1];
+    v115_mnb[20] = v114_mn2[0];
+    v115_mnb[21] = v114_mn2[0];
+    v115_mnb[22] = v114_mn2[1];
+    v115_mnb[23] = v114_mn2[1];
+    v115_mnb[24] = v114_mn2[0];
+    v115_mnb[25] = v114_mn2[0];
+    v115_mnb[26] = v114_mn2[1];
+    v115_mnb[27] = v114_mn2[1];
+    v115_mnb[28] = v114_mn2[0];
+    v115_mnb[29] = v114_mn2[0];
+    v115_mnb[30] = v114_mn2[1];
+    v115_mnb[31] = v114_mn2[1];
     // %sd = sub %sm, %mnb : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v114_sd[32];
-    #pragma unroll
-    for (int s115 = 0; s115 < 32; ++s115) {
-      v114_sd[s115] = float(v99_sm[s115] - v113_mnb[s115]);
-    }
-    // %p = exp %sd : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v116_p[32];
+    float v116_sd[32];
     #pragma unroll
     for (int s117 = 0; s117 < 32; ++s117) {
-      v116_p[s117] = float(tsr::fexp(v114_sd[s117]));
+      v116_sd[s117] = float(v99_sm[s117] - v115_mnb[s117]);
+    }
+    // %p = exp %sd : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+    float v118_p[32];
+    #pragma unroll
+    for (int s119 = 0; s119 < 32; ++s119) {
+      v118_p[s119] = float(tsr::fexp(v116_sd[s119]));
     }
     // %psum = reduce %p {axis = 1, kind = "sum"} : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v118_psum[2];
-    v118_psum[0] = v116_p[0];
-    v118_psum[0] = float(v118_psum[0] + v116_p[1]);
-    v118_psum[1] = v116_p[2];
-    v118_psum[1] = float(v118_psum[1] + v116_p[3]);
-    v118_psum[0] = float(v118_psum[0] + v116_p[4]);
-    v118_psum[0] = float(v118_psum[0] + v116_p[5]);
-    v118_psum[1] = float(v118_psum[1] + v116_p[6]);
-    v118_psum[1] = float(v118_psum[1] + v116_p[7]);
-    v118_psum[0] = float(v118_psum[0] + v116_p[8]);
-    v118_psum[0] = float(v118_psum[0] + v116_p[9]);
-    v118_psum[1] = float(v118_psum[1] + v116_p[10]);
-    v118_psum[1] = float(v118_psum[1] + v116_p[11]);
-    v118_psum[0] = float(v118_psum[0] + v116_p[12]);
-    v118_psum[0] = float(v118_psum[0] + v116_p[13]);
-    v118_psum[1] = float(v118_psum[1] + v116_p[14]);
-    v118_psum[1] = float(v118_psum[1] + v116_p[15]);
-    v118_psum[0] = float(v118_psum[0] + v116_p[16]);
-    v118_psum[0] = float(v118_psum[0] + v116_p[17]);
-    v118_psum[1] = float(v118_psum[1] + v116_p[18]);
-    v118_psum[1] = float(v118_psum[1] + v116_p[19]);
-    v118_psum[0] = float(v118_psum[0] + v116_p[20]);
-    v118_psum[0] = float(v118_psum[0] + v116_p[21]);
-    v118_psum[1] = float(v118_psum[1] + v116_p[22]);
-    v118_psum[1] = float(v118_psum[1] + v116_p[23]);
-    v118_psum[0] = float(v118_psum[0] + v116_p[24]);
-    v118_psum[0] = float(v118_psum[0] + v116_p[25]);
-    v118_psum[1] = float(v118_psum[1] + v116_p[26]);
-    v118_psum[1] = float(v118_psum[1] + v116_p[27]);
-    v118_psum[0] = float(v118_psum[0] + v116_p[28]);
-    v118_psum[0] = float(v118_psum[0] + v116_p[29]);
-    v118_psum[1] = float(v118_psum[1] + v116_p[30]);
-    v118_psum[1] = float(v118_psum[1] + v116_p[31]);
-    const float sh119 = __shfl_xor_sync(0xffffffffu, v118_psum[0], 1);
-    v118_psum[0] = float(v118_psum[0] + sh119);
-    const float sh120 = __shfl_xor_sync(0xffffffffu, v118_psum[1], 1);
-    v118_psum[1] = float(v118_psum[1] + sh120);
-    const float sh121 = __shfl_xor_sync(0xffffffffu, v118_psum[0], 2);
-    v118_psum[0] = float(v118_psum[0] + sh121);
-    const float sh122 = __shfl_xor_sync(0xffffffffu, v118_psum[1], 2);
-    v118_psum[1] = float(v118_psum[1] + sh122);
+    float v120_psum[2];
+    float part121[8];
+    part121[0] = v118_p[0];
+    part121[1] = v118_p[1];
+    part121[2] = v118_p[4];
+    part121[3] = v118_p[5];
+    part121[4] = v118_p[8];
+    part121[5] = v118_p[9];
+    part121[6] = v118_p[12];
+    part121[7] = v118_p[13];
+    part121[0] = float(part121[0] + v118_p[16]);
+    part121[1] = float(part121[1] + v118_p[17]);
+    part121[2] = float(part121[2] + v118_p[20]);
+    part121[3] = float(part121[3] + v118_p[21]);
+    part121[4] = float(part121[4] + v118_p[24]);
+    part121[5] = float(part121[5] + v118_p[25]);
+    part121[6] = float(part121[6] + v118_p[28]);
+    part121[7] = float(part121[7] + v118_p[29]);
+    part121[0] = float(part121[0] + part121[4]);
+    part121[1] = float(part121[1] + part121[5]);
+    part121[2] = float(part121[2] + part121[6]);
+    part121[3] = float(part121[3] + part121[7]);
+    part121[0] = float(part121[0] + part121[2]);
+    part121[1] = float(part121[1] + part121[3]);
+    part121[0] = float(part121[0] + part121[1]);
+    v120_psum[0] = part121[0];
+    float part122[8];
+    part122[0] = v118_p[2];
+    part122[1] = v118_p[3];
+    part122[2] = v118_p[6];
+    part122[3] = v118_p[7];
+    part122[4] = v118_p[10];
+    part122[5] = v118_p[11];
+    part122[6] = v118_p[14];
+    part122[7] = v118_p[15];
+    part122[0] = float(part122[0] + v118_p[18]);
+    part122[1] = float(part122[1] + v118_p[19]);
+    part122[2] = float(part122[2] + v118_p[22]);
+    part122[3] = float(part122[3] + v118_p[23]);
+    part122[4] = float(part122[4] + v118_p[26]);
+    part122[5] = float(part122[5] + v118_p[27]);
+    part122[6] = float(part122[6] + v118_p[30]);
+    part122[7] = float(part122[7] + v118_p[31]);
+    part122[0] = float(part122[0] + part122[4]);
+    part122[1] = float(part122[1] + part122[5]);
+    part122[2] = float(part122[2] + part122[6]);
+    part122[3] = float(part122[3] + part122[7]);
+    part122[0] = float(part122[0] + part122[2]);
+    part122[1] = float(part122[1] + part122[3]);
+    part122[0] = float(part122[0] + part122[1]);
+    v120_psum[1] = part122[0];
+    const float sh123 = __shfl_xor_sync(0xffffffffu, v120_psum[0], 1);
+    v120_psum[0] = float(v120_psum[0] + sh123);
+    const float sh124 = __shfl_xor_sync(0xffffffffu, v120_psum[1], 1);
+    v120_psum[1] = float(v120_psum[1] + sh124);
+    const float sh125 = __shfl_xor_sync(0xffffffffu, v120_psum[0], 2);
+    v120_psum[0] = float(v120_psum[0] + sh125);
+    const float sh126 = __shfl_xor_sync(0xffffffffu, v120_psum[1], 2);
+    v120_psum[1] = float(v120_psum[1] + sh126);
     // %la = mul %lc, %alpha : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v123_la[2];
+    float v127_la[2];
     #pragma unroll
-    for (int s124 = 0; s124 < 2; ++s124) {
-      v123_la[s124] = float(c32_l[s124] * v110_alpha[s124]);
+    for (int s128 = 0; s128 < 2; ++s128) {
+      v127_la[s128] = float(c32_l[s128] * v112_alpha[s128]);
     }
     // %ln = add %la, %psum : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v125_ln[2];
+    float v129_ln[2];
     #pragma unroll
-    for (int s126 = 0; s126 < 2; ++s126) {
-      v125_ln[s126] = float(v123_la[s126] + v118_psum[s126]);
+    for (int s130 = 0; s130 < 2; ++s130) {
+      v129_ln[s130] = float(v127_la[s130] + v120_psum[s130]);
     }
     // %alpha2 = expand_dims %alpha {axis = 1} : tile<f32, [64, 1], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v127_alpha2[2];
-    v127_alpha2[0] = v110_alpha[0];
-    v127_alpha2[1] = v110_alpha[1];
+    float v131_alpha2[2];
+    v131_alpha2[0] = v112_alpha[0];
+    v131_alpha2[1] = v112_alpha[1];
     // %alphab = broadcast %alpha2 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v128_alphab[32];
-    v128_alphab[0] = v127_alpha2[0];
-    v128_alphab[1] = v127_alpha2[0];
-    v128_alphab[2] = v127_alpha2[1];
-    v128_alphab[3] = v127_alpha2[1];
-    v128_alphab[4] = v127_alpha2[0];
-    v128_alphab[5] = v127_alpha2[0];
-    v128_alphab[6] = v127_alpha2[1];
-    v128_alphab[7] = v127_alpha2[1];
-    v128_alphab[8] = v127_alpha2[0];
-    v128_alphab[9] = v127_alpha2[0];
-    v128_alphab[10] = v127_alpha2[1];
-    v128_alphab[11] = v127_alpha2[1];
-    v128_alphab[12] = v127_alpha2[0];
-    v128_alphab[13] = v127_alpha2[0];
-    v128_alphab[14] = v127_alpha2[1];
-    v128_alphab[15] = v127_alpha2[1];
-    v128_alphab[16] = v127_alpha2[0];
-    v128_alphab[17] = v127_alpha2[0];
-    v128_alphab[18] = v127_alpha2[1];
-    v128_alphab[19] = v127_alpha2[1];
-    v128_alphab[20] = v127_alpha2[0];
-    v128_alphab[21] = v127_alpha2[0];
-    v128_alphab[22] = v127_alpha2[1];
-    v128_alphab[23] = v127_alpha2[1];
-    v128_alphab[24] = v127_alpha2[0];
-    v128_alphab[25] = v127_alpha2[0];
-    v128_alphab[26] = v127_alpha2[1];
-    v128_alphab[27] = v127_alpha2[1];
-    v128_alphab[28] = v127_alpha2[0];
-    v128_alphab[29] = v127_alpha2[0];
-    v128_alphab[30] = v127_alpha2[1];
-    v128_alphab[31] = v127_alpha2[1];
+    float v132_alphab[32];
+    v132_alphab[0] = v131_alpha2[0];
+    v132_alphab[1] = v131_alpha2[0];
+    v132_alphab[2] = v131_alpha2[1];
+    v132_alphab[3] = v131_alpha2[1];
+    v132_alphab[4] = v131_alpha2[0];
+    v132_alphab[5] = v131_alpha2[0];
+    v132_alphab[6] = v131_alpha2[1];
+    v132_alphab[7] = v131_alpha2[1];
+    v132_alphab[8] = v131_alpha2[0];
+    v132_alphab[9] = v131_alpha2[0];
+    v132_alphab[10] = v131_alpha2[1];
+    v132_alphab[11] = v131_alpha2[1];
+    v132_alphab[12] = v131_alpha2[0];
+    v132_alphab[13] = v131_alpha2[0];
+    v132_alphab[14] = v131_alpha2[1];
+    v132_alphab[15] = v131_alpha2[1];
+    v132_alphab[16] = v131_alpha2[0];
+    v132_alphab[17] = v131_alpha2[0];
+    v132_alphab[18] = v131_alpha2[1];
+    v132_alphab[19] = v131_alpha2[1];
+    v132_alphab[20] = v131_alpha2[0];
+    v132_alphab[21] = v131_alpha2[0];
+    v132_alphab[22] = v131_alpha2[1];
+    v132_alphab[23] = v131_alpha2[1];
+    v132_alphab[24] = v131_alpha2[0];
+    v132_alphab[25] = v131_alpha2[0];
+    v132_alphab[26] = v131_alpha2[1];
+    v132_alphab[27] = v131_alpha2[1];
+    v132_alphab[28] = v131_alpha2[0];
+    v132_alphab[29] = v131_alpha2[0];
+    v132_alphab[30] = v131_alpha2[1];
+    v132_alphab[31] = v131_alpha2[1];
     // %accs = mul %accc, %alphab : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v129_accs[32];
+    float v133_accs[32];
     #pragma unroll
-    for (int s130 = 0; s130 < 32; ++s130) {
-      v129_accs[s130] = float(c34_acc[s130] * v128_alphab[s130]);
+    for (int s134 = 0; s134 < 32; ++s134) {
+      v133_accs[s134] = float(c34_acc[s134] * v132_alphab[s134]);
     }
     // %v3 = load_tile %v, %ph, %j, %c0 : tile<bf16, [1, 64, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %vt = reshape %v3 : tile<bf16, [64, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %pb = cast %p : tile<bf16, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v131_pb[32];
+    float v135_pb[32];
     #pragma unroll
-    for (int s132 = 0; s132 < 32; ++s132) {
-      v131_pb[s132] = tsr::rbf16(float(float(v116_p[s132])));
+    for (int s136 = 0; s136 < 32; ++s136) {
+      v135_pb[s136] = tsr::rbf16(float(float(v118_p[s136])));
     }
     // %11 = convert_layout %pb : tile<bf16, [64, 64], layout = dot_operand<operand = 0, k_width = 2, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v133[32];
-    v133[0] = v131_pb[0];
-    v133[1] = v131_pb[1];
-    v133[2] = v131_pb[2];
-    v133[3] = v131_pb[3];
-    v133[4] = v131_pb[4];
-    v133[5] = v131_pb[5];
-    v133[6] = v131_pb[6];
-    v133[7] = v131_pb[7];
-    v133[8] = v131_pb[8];
-    v133[9] = v131_pb[9];
-    v133[10] = v131_pb[10];
-    v133[11] = v131_pb[11];
-    v133[12] = v131_pb[12];
-    v133[13] = v131_pb[13];
-    v133[14] = v131_pb[14];
-    v133[15] = v131_pb[15];
-    v133[16] = v131_pb[16];
-    v133[17] = v131_pb[17];
-    v133[18] = v131_pb[18];
-    v133[19] = v131_pb[19];
-    v133[20] = v131_pb[20];
-    v133[21] = v131_pb[21];
-    v133[22] = v131_pb[22];
-    v133[23] = v131_pb[23];
-    v133[24] = v131_pb[24];
-    v133[25] = v131_pb[25];
-    v133[26] = v131_pb[26];
-    v133[27] = v131_pb[27];
-    v133[28] = v131_pb[28];
-    v133[29] = v131_pb[29];
-    v133[30] = v131_pb[30];
-    v133[31] = v131_pb[31];
+    float v137[32];
+    v137[0] = v135_pb[0];
+    v137[1] = v135_pb[1];
+    v137[2] = v135_pb[2];
+    v137[3] = v135_pb[3];
+    v137[4] = v135_pb[4];
+    v137[5] = v135_pb[5];
+    v137[6] = v135_pb[6];
+    v137[7] = v135_pb[7];
+    v137[8] = v135_pb[8];
+    v137[9] = v135_pb[9];
+    v137[10] = v135_pb[10];
+    v137[11] = v135_pb[11];
+    v137[12] = v135_pb[12];
+    v137[13] = v135_pb[13];
+    v137[14] = v135_pb[14];
+    v137[15] = v135_pb[15];
+    v137[16] = v135_pb[16];
+    v137[17] = v135_pb[17];
+    v137[18] = v135_pb[18];
+    v137[19] = v135_pb[19];
+    v137[20] = v135_pb[20];
+    v137[21] = v135_pb[21];
+    v137[22] = v135_pb[22];
+    v137[23] = v135_pb[23];
+    v137[24] = v135_pb[24];
+    v137[25] = v135_pb[25];
+    v137[26] = v135_pb[26];
+    v137[27] = v135_pb[27];
+    v137[28] = v135_pb[28];
+    v137[29] = v135_pb[29];
+    v137[30] = v135_pb[30];
+    v137[31] = v135_pb[31];
     // %accn = dot %11, %vt, %accs : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v134_accn[32];
+    float v138_accn[32];
     #pragma unroll
-    for (int s135 = 0; s135 < 32; ++s135) {
-      v134_accn[s135] = v129_accs[s135];
+    for (int s139 = 0; s139 < 32; ++s139) {
+      v138_accn[s139] = v133_accs[s139];
     }
     {
       const int wm_ = tsr_warp / 1, wn_ = tsr_warp % 1;
@@ -618,140 +654,151 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
       #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         uint32_t fa[1][4], fb[8][2];
-        fa[0][0] = tsr::f2bf2(v133[8 * (ks + 4 * 0) + 0], v133[8 * (ks + 4 * 0) + 0 + 1]);
-        fa[0][1] = tsr::f2bf2(v133[8 * (ks + 4 * 0) + 2], v133[8 * (ks + 4 * 0) + 2 + 1]);
-        fa[0][2] = tsr::f2bf2(v133[8 * (ks + 4 * 0) + 4], v133[8 * (ks + 4 * 0) + 4 + 1]);
-        fa[0][3] = tsr::f2bf2(v133[8 * (ks + 4 * 0) + 6], v133[8 * (ks + 4 * 0) + 6 + 1]);
+        fa[0][0] = tsr::f2bf2(v137[8 * (ks + 4 * 0) + 0], v137[8 * (ks + 4 * 0) + 0 + 1]);
+        fa[0][1] = tsr::f2bf2(v137[8 * (ks + 4 * 0) + 2], v137[8 * (ks + 4 * 0) + 2 + 1]);
+        fa[0][2] = tsr::f2bf2(v137[8 * (ks + 4 * 0) + 4], v137[8 * (ks + 4 * 0) + 4 + 1]);
+        fa[0][3] = tsr::f2bf2(v137[8 * (ks + 4 * 0) + 6], v137[8 * (ks + 4 * 0) + 6 + 1]);
         tsr::ldsm_x4_trans(fb[0][0], fb[0][1], fb[1][0], fb[1][1], tsr::smem_u32((sh38 + rs36 * 4608)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 8 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         tsr::ldsm_x4_trans(fb[2][0], fb[2][1], fb[3][0], fb[3][1], tsr::smem_u32((sh38 + rs36 * 4608)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 8 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         tsr::ldsm_x4_trans(fb[4][0], fb[4][1], fb[5][0], fb[5][1], tsr::smem_u32((sh38 + rs36 * 4608)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 8 * (4 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         tsr::ldsm_x4_trans(fb[6][0], fb[6][1], fb[7][0], fb[7][1], tsr::smem_u32((sh38 + rs36 * 4608)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 8 * (6 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::mma_bf16_16816(&v134_accn[0], fa[0], fb[0]);
-        tsr::mma_bf16_16816(&v134_accn[4], fa[0], fb[1]);
-        tsr::mma_bf16_16816(&v134_accn[8], fa[0], fb[2]);
-        tsr::mma_bf16_16816(&v134_accn[12], fa[0], fb[3]);
-        tsr::mma_bf16_16816(&v134_accn[16], fa[0], fb[4]);
-        tsr::mma_bf16_16816(&v134_accn[20], fa[0], fb[5]);
-        tsr::mma_bf16_16816(&v134_accn[24], fa[0], fb[6]);
-        tsr::mma_bf16_16816(&v134_accn[28], fa[0], fb[7]);
+        tsr::mma_bf16_16816(&v138_accn[0], fa[0], fb[0]);
+        tsr::mma_bf16_16816(&v138_accn[4], fa[0], fb[1]);
+        tsr::mma_bf16_16816(&v138_accn[8], fa[0], fb[2]);
+        tsr::mma_bf16_16816(&v138_accn[12], fa[0], fb[3]);
+        tsr::mma_bf16_16816(&v138_accn[16], fa[0], fb[4]);
+        tsr::mma_bf16_16816(&v138_accn[20], fa[0], fb[5]);
+        tsr::mma_bf16_16816(&v138_accn[24], fa[0], fb[6]);
+        tsr::mma_bf16_16816(&v138_accn[28], fa[0], fb[7]);
       }
     }
     // yield %mn, %ln, %accn
     #pragma unroll
-    for (int s136 = 0; s136 < 2; ++s136) {
-      c30_m[s136] = v106_mn[s136];
+    for (int s140 = 0; s140 < 2; ++s140) {
+      c30_m[s140] = v108_mn[s140];
     }
     #pragma unroll
-    for (int s137 = 0; s137 < 2; ++s137) {
-      c32_l[s137] = v125_ln[s137];
+    for (int s141 = 0; s141 < 2; ++s141) {
+      c32_l[s141] = v129_ln[s141];
     }
     #pragma unroll
-    for (int s138 = 0; s138 < 32; ++s138) {
-      c34_acc[s138] = v134_accn[s138];
+    for (int s142 = 0; s142 < 32; ++s142) {
+      c34_acc[s142] = v138_accn[s142];
     }
     __syncthreads();
     rs36 = (rs36 + 1) % 2;
   }
   tsr::cp_async_wait<0>();
   // %l2 = expand_dims %l {axis = 1} : tile<f32, [64, 1], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v139_l2[2];
-  v139_l2[0] = c32_l[0];
-  v139_l2[1] = c32_l[1];
+  float v143_l2[2];
+  v143_l2[0] = c32_l[0];
+  v143_l2[1] = c32_l[1];
   // %lb = broadcast %l2 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v140_lb[32];
-  v140_lb[0] = v139_l2[0];
-  v140_lb[1] = v139_l2[0];
-  v140_lb[2] = v139_l2[1];
-  v140_lb[3] = v139_l2[1];
-  v140_lb[4] = v139_l2[0];
-  v140_lb[5] = v139_l2[0];
-  v140_lb[6] = v139_l2[1];
-  v140_lb[7] = v139_l2[1];
-  v140_lb[8] = v139_l2[0];
-  v140_lb[9] = v139_l2[0];
-  v140_lb[10] = v139_l2[1];
-  v140_lb[11] = v139_l2[1];
-  v140_lb[12] = v139_l2[0];
-  v140_lb[13] = v139_l2[0];
-  v140_lb[14] = v139_l2[1];
-  v140_lb[15] = v139_l2[1];
-  v140_lb[16] = v139_l2[0];
-  v140_lb[17] = v139_l2[0];
-  v140_lb[18] = v139_l2[1];
-  v140_lb[19] = v139_l2[1];
-  v140_lb[20] = v139_l2[0];
-  v140_lb[21] = v139_l2[0];
-  v140_lb[22] = v139_l2[1];
-  v140_lb[23] = v139_l2[1];
-  v140_lb[24] = v139_l2[0];
-  v140_lb[25] = v139_l2[0];
-  v140_lb[26] = v139_l2[1];
-  v140_lb[27] = v139_l2[1];
-  v140_lb[28] = v139_l2[0];
-  v140_lb[29] = v139_l2[0];
-  v140_lb[30] = v139_l2[1];
-  v140_lb[31] = v139_l2[1];
+  float v144_lb[32];
+  v144_lb[0] = v143_l2[0];
+  v144_lb[1] = v143_l2[0];
+  v144_lb[2] = v143_l2[1];
+  v144_lb[3] = v143_l2[1];
+  v144_lb[4] = v143_l2[0];
+  v144_lb[5] = v143_l2[0];
+  v144_lb[6] = v143_l2[1];
+  v144_lb[7] = v143_l2[1];
+  v144_lb[8] = v143_l2[0];
+  v144_lb[9] = v143_l2[0];
+  v144_lb[10] = v143_l2[1];
+  v144_lb[11] = v143_l2[1];
+  v144_lb[12] = v143_l2[0];
+  v144_lb[13] = v143_l2[0];
+  v144_lb[14] = v143_l2[1];
+  v144_lb[15] = v143_l2[1];
+  v144_lb[16] = v143_l2[0];
+  v144_lb[17] = v143_l2[0];
+  v144_lb[18] = v143_l2[1];
+  v144_lb[19] = v143_l2[1];
+  v144_lb[20] = v143_l2[0];
+  v144_lb[21] = v143_l2[0];
+  v144_lb[22] = v143_l2[1];
+  v144_lb[23] = v143_l2[1];
+  v144_lb[24] = v143_l2[0];
+  v144_lb[25] = v143_l2[0];
+  v144_lb[26] = v143_l2[1];
+  v144_lb[27] = v143_l2[1];
+  v144_lb[28] = v143_l2[0];
+  v144_lb[29] = v143_l2[0];
+  v144_lb[30] = v143_l2[1];
+  v144_lb[31] = v143_l2[1];
   // %out = div %acc, %lb : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v141_out[32];
+  float v145_out[32];
   #pragma unroll
-  for (int s142 = 0; s142 < 32; ++s142) {
-    v141_out[s142] = float(c34_acc[s142] / v140_lb[s142]);
+  for (int s146 = 0; s146 < 32; ++s146) {
+    v145_out[s146] = float(c34_acc[s146] / v144_lb[s146]);
   }
   // %outb = cast %out : tile<bf16, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v143_outb[32];
+  float v147_outb[32];
   #pragma unroll
-  for (int s144 = 0; s144 < 32; ++s144) {
-    v143_outb[s144] = tsr::rbf16(float(float(v141_out[s144])));
+  for (int s148 = 0; s148 < 32; ++s148) {
+    v147_outb[s148] = tsr::rbf16(float(float(v145_out[s148])));
   }
   // %o3 = reshape %outb : tile<bf16, [1, 64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v145_o3[32];
-  v145_o3[0] = v143_outb[0];
-  v145_o3[1] = v143_outb[1];
-  v145_o3[2] = v143_outb[2];
-  v145_o3[3] = v143_outb[3];
-  v145_o3[4] = v143_outb[4];
-  v145_o3[5] = v143_outb[5];
-  v145_o3[6] = v143_outb[6];
-  v145_o3[7] = v143_outb[7];
-  v145_o3[8] = v143_outb[8];
-  v145_o3[9] = v143_outb[9];
-  v145_o3[10] = v143_outb[10];
-  v145_o3[11] = v143_outb[11];
-  v145_o3[12] = v143_outb[12];
-  v145_o3[13] = v143_outb[13];
-  v145_o3[14] = v143_outb[14];
-  v145_o3[15] = v143_outb[15];
-  v145_o3[16] = v143_outb[16];
-  v145_o3[17] = v143_outb[17];
-  v145_o3[18] = v143_outb[18];
-  v145_o3[19] = v143_outb[19];
-  v145_o3[20] = v143_outb[20];
-  v145_o3[21] = v143_outb[21];
-  v145_o3[22] = v143_outb[22];
-  v145_o3[23] = v143_outb[23];
-  v145_o3[24] = v143_outb[24];
-  v145_o3[25] = v143_outb[25];
-  v145_o3[26] = v143_outb[26];
-  v145_o3[27] = v143_outb[27];
-  v145_o3[28] = v143_outb[28];
-  v145_o3[29] = v143_outb[29];
-  v145_o3[30] = v143_outb[30];
-  v145_o3[31] = v143_outb[31];
+  float v149_o3[32];
+  v149_o3[0] = v147_outb[0];
+  v149_o3[1] = v147_outb[1];
+  v149_o3[2] = v147_outb[2];
+  v149_o3[3] = v147_outb[3];
+  v149_o3[4] = v147_outb[4];
+  v149_o3[5] = v147_outb[5];
+  v149_o3[6] = v147_outb[6];
+  v149_o3[7] = v147_outb[7];
+  v149_o3[8] = v147_outb[8];
+  v149_o3[9] = v147_outb[9];
+  v149_o3[10] = v147_outb[10];
+  v149_o3[11] = v147_outb[11];
+  v149_o3[12] = v147_outb[12];
+  v149_o3[13] = v147_outb[13];
+  v149_o3[14] = v147_outb[14];
+  v149_o3[15] = v147_outb[15];
+  v149_o3[16] = v147_outb[16];
+  v149_o3[17] = v147_outb[17];
+  v149_o3[18] = v147_outb[18];
+  v149_o3[19] = v147_outb[19];
+  v149_o3[20] = v147_outb[20];
+  v149_o3[21] = v147_outb[21];
+  v149_o3[22] = v147_outb[22];
+  v149_o3[23] = v147_outb[23];
+  v149_o3[24] = v147_outb[24];
+  v149_o3[25] = v147_outb[25];
+  v149_o3[26] = v147_outb[26];
+  v149_o3[27] = v147_outb[27];
+  v149_o3[28] = v147_outb[28];
+  v149_o3[29] = v147_outb[29];
+  v149_o3[30] = v147_outb[30];
+  v149_o3[31] = v147_outb[31];
   // store_tile %o, %o3, %ph, %pm, %c0
   {
-    const int64_t o146 = int64_t(v1_ph) * 1 + 0;
-    const int64_t o147 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 3) * 16);
-    const int64_t o148 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 3) * 2);
-    #pragma unroll
-    for (int c149 = 0; c149 < 16; ++c149) {
-      uint16_t vb150[2];
-      if ((o146 + 0) < int64_t(tsr_dim_H) && (o147 + ((((c149 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o148 + (((c149 * 2) % 2) + (((c149 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o146 + 0) * tsr_p3_s0 + (o147 + ((((c149 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o148 + (((c149 * 2) % 2) + (((c149 * 2) / 4) % 8) * 8)) * tsr_p3_s2)) {
-        vb150[0] = tsr::f2bf(v145_o3[c149 * 2 + 0]);
-        vb150[1] = tsr::f2bf(v145_o3[c149 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o146 + 0) * tsr_p3_s0 + (o147 + ((((c149 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o148 + (((c149 * 2) % 2) + (((c149 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb150);
-      } else {
-        if ((o146 + 0) < int64_t(tsr_dim_H) && (o147 + ((((c149 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o148 + (((c149 * 2) % 2) + (((c149 * 2) / 4) % 8) * 8)) < int64_t(tsr_dim_DH)) tsr_p3[(o146 + 0) * tsr_p3_s0 + (o147 + ((((c149 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o148 + (((c149 * 2) % 2) + (((c149 * 2) / 4) % 8) * 8)) * tsr_p3_s2] = tsr::f2bf(v145_o3[c149 * 2]);
-        if ((o146 + 0) < int64_t(tsr_dim_H) && (o147 + ((((c149 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o148 + (((c149 * 2) % 2) + (((c149 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o146 + 0) * tsr_p3_s0 + (o147 + ((((c149 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o148 + (((c149 * 2) % 2) + (((c149 * 2) / 4) % 8) * 8) + 1) * tsr_p3_s2] = tsr::f2bf(v145_o3[c149 * 2 + 1]);
+    const int64_t o150 = int64_t(v1_ph) * 1 + 0;
+    const int64_t o151 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 3) * 16);
+    const int64_t o152 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 3) * 2);
+    const bool whole153 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 2 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
+    if (whole153) {
+      #pragma unroll
+      for (int c154 = 0; c154 < 16; ++c154) {
+        uint16_t vb155[2];
+        vb155[0] = tsr::f2bf(v149_o3[c154 * 2 + 0]);
+        vb155[1] = tsr::f2bf(v149_o3[c154 * 2 + 1]);
+        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o150 + 0) * tsr_p3_s0 + (o151 + ((((c154 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o152 + (((c154 * 2) % 2) + (((c154 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb155);
+      }
+    } else {
+      #pragma unroll
+      for (int c156 = 0; c156 < 16; ++c156) {
+        uint16_t vb157[2];
+        if ((o150 + 0) < int64_t(tsr_dim_H) && (o151 + ((((c156 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o152 + (((c156 * 2) % 2) + (((c156 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o150 + 0) * tsr_p3_s0 + (o151 + ((((c156 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o152 + (((c156 * 2) % 2) + (((c156 * 2) / 4) % 8) * 8)) * tsr_p3_s2)) {
+          vb157[0] = tsr::f2bf(v149_o3[c156 * 2 + 0]);
+          vb157[1] = tsr::f2bf(v149_o3[c156 * 2 + 1]);
+          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o150 + 0) * tsr_p3_s0 + (o151 + ((((c156 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o152 + (((c156 * 2) % 2) + (((c156 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb157);
+        } else {
+          if ((o150 + 0) < int64_t(tsr_dim_H) && (o151 + ((((c156 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o152 + (((c156 * 2) % 2) + (((c156 * 2) / 4) % 8) * 8)) < int64_t(tsr_dim_DH)) tsr_p3[(o150 + 0) * tsr_p3_s0 + (o151 + ((((c156 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o152 + (((c156 * 2) % 2) + (((c156 * 2) / 4) % 8) * 8)) * tsr_p3_s2] = tsr::f2bf(v149_o3[c156 * 2]);
+          if ((o150 + 0) < int64_t(tsr_dim_H) && (o151 + ((((c156 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o152 + (((c156 * 2) % 2) + (((c156 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o150 + 0) * tsr_p3_s0 + (o151 + ((((c156 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o152 + (((c156 * 2) % 2) + (((c156 * 2) / 4) % 8) * 8) + 1) * tsr_p3_s2] = tsr::f2bf(v149_o3[c156 * 2 + 1]);
+        }
       }
     }
   }
@@ -779,4 +826,5 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
 // stat smem-bytes = 46080
 // stat threads = 128
 // stat vector-accesses = 1
+// stat whole-tile-accesses = 1
 // note printed from the GPU lowering's layouts (the layout emitter)

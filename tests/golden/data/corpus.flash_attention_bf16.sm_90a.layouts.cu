@@ -303,289 +303,325 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
     }
     // %rmax = reduce %sm {axis = 1, kind = "max"} : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
     float v73_rmax[2];
-    v73_rmax[0] = v71_sm[0];
-    v73_rmax[0] = tsr::max_nan_f32(v73_rmax[0], v71_sm[1]);
-    v73_rmax[1] = v71_sm[2];
-    v73_rmax[1] = tsr::max_nan_f32(v73_rmax[1], v71_sm[3]);
-    v73_rmax[0] = tsr::max_nan_f32(v73_rmax[0], v71_sm[4]);
-    v73_rmax[0] = tsr::max_nan_f32(v73_rmax[0], v71_sm[5]);
-    v73_rmax[1] = tsr::max_nan_f32(v73_rmax[1], v71_sm[6]);
-    v73_rmax[1] = tsr::max_nan_f32(v73_rmax[1], v71_sm[7]);
-    v73_rmax[0] = tsr::max_nan_f32(v73_rmax[0], v71_sm[8]);
-    v73_rmax[0] = tsr::max_nan_f32(v73_rmax[0], v71_sm[9]);
-    v73_rmax[1] = tsr::max_nan_f32(v73_rmax[1], v71_sm[10]);
-    v73_rmax[1] = tsr::max_nan_f32(v73_rmax[1], v71_sm[11]);
-    v73_rmax[0] = tsr::max_nan_f32(v73_rmax[0], v71_sm[12]);
-    v73_rmax[0] = tsr::max_nan_f32(v73_rmax[0], v71_sm[13]);
-    v73_rmax[1] = tsr::max_nan_f32(v73_rmax[1], v71_sm[14]);
-    v73_rmax[1] = tsr::max_nan_f32(v73_rmax[1], v71_sm[15]);
-    v73_rmax[0] = tsr::max_nan_f32(v73_rmax[0], v71_sm[16]);
-    v73_rmax[0] = tsr::max_nan_f32(v73_rmax[0], v71_sm[17]);
-    v73_rmax[1] = tsr::max_nan_f32(v73_rmax[1], v71_sm[18]);
-    v73_rmax[1] = tsr::max_nan_f32(v73_rmax[1], v71_sm[19]);
-    v73_rmax[0] = tsr::max_nan_f32(v73_rmax[0], v71_sm[20]);
-    v73_rmax[0] = tsr::max_nan_f32(v73_rmax[0], v71_sm[21]);
-    v73_rmax[1] = tsr::max_nan_f32(v73_rmax[1], v71_sm[22]);
-    v73_rmax[1] = tsr::max_nan_f32(v73_rmax[1], v71_sm[23]);
-    v73_rmax[0] = tsr::max_nan_f32(v73_rmax[0], v71_sm[24]);
-    v73_rmax[0] = tsr::max_nan_f32(v73_rmax[0], v71_sm[25]);
-    v73_rmax[1] = tsr::max_nan_f32(v73_rmax[1], v71_sm[26]);
-    v73_rmax[1] = tsr::max_nan_f32(v73_rmax[1], v71_sm[27]);
-    v73_rmax[0] = tsr::max_nan_f32(v73_rmax[0], v71_sm[28]);
-    v73_rmax[0] = tsr::max_nan_f32(v73_rmax[0], v71_sm[29]);
-    v73_rmax[1] = tsr::max_nan_f32(v73_rmax[1], v71_sm[30]);
-    v73_rmax[1] = tsr::max_nan_f32(v73_rmax[1], v71_sm[31]);
-    const float sh74 = __shfl_xor_sync(0xffffffffu, v73_rmax[0], 1);
-    v73_rmax[0] = tsr::max_nan_f32(v73_rmax[0], sh74);
-    const float sh75 = __shfl_xor_sync(0xffffffffu, v73_rmax[1], 1);
-    v73_rmax[1] = tsr::max_nan_f32(v73_rmax[1], sh75);
-    const float sh76 = __shfl_xor_sync(0xffffffffu, v73_rmax[0], 2);
+    float part74[8];
+    part74[0] = v71_sm[0];
+    part74[1] = v71_sm[1];
+    part74[2] = v71_sm[4];
+    part74[3] = v71_sm[5];
+    part74[4] = v71_sm[8];
+    part74[5] = v71_sm[9];
+    part74[6] = v71_sm[12];
+    part74[7] = v71_sm[13];
+    part74[0] = tsr::max_nan_f32(part74[0], v71_sm[16]);
+    part74[1] = tsr::max_nan_f32(part74[1], v71_sm[17]);
+    part74[2] = tsr::max_nan_f32(part74[2], v71_sm[20]);
+    part74[3] = tsr::max_nan_f32(part74[3], v71_sm[21]);
+    part74[4] = tsr::max_nan_f32(part74[4], v71_sm[24]);
+    part74[5] = tsr::max_nan_f32(part74[5], v71_sm[25]);
+    part74[6] = tsr::max_nan_f32(part74[6], v71_sm[28]);
+    part74[7] = tsr::max_nan_f32(part74[7], v71_sm[29]);
+    part74[0] = tsr::max_nan_f32(part74[0], part74[4]);
+    part74[1] = tsr::max_nan_f32(part74[1], part74[5]);
+    part74[2] = tsr::max_nan_f32(part74[2], part74[6]);
+    part74[3] = tsr::max_nan_f32(part74[3], part74[7]);
+    part74[0] = tsr::max_nan_f32(part74[0], part74[2]);
+    part74[1] = tsr::max_nan_f32(part74[1], part74[3]);
+    part74[0] = tsr::max_nan_f32(part74[0], part74[1]);
+    v73_rmax[0] = part74[0];
+    float part75[8];
+    part75[0] = v71_sm[2];
+    part75[1] = v71_sm[3];
+    part75[2] = v71_sm[6];
+    part75[3] = v71_sm[7];
+    part75[4] = v71_sm[10];
+    part75[5] = v71_sm[11];
+    part75[6] = v71_sm[14];
+    part75[7] = v71_sm[15];
+    part75[0] = tsr::max_nan_f32(part75[0], v71_sm[18]);
+    part75[1] = tsr::max_nan_f32(part75[1], v71_sm[19]);
+    part75[2] = tsr::max_nan_f32(part75[2], v71_sm[22]);
+    part75[3] = tsr::max_nan_f32(part75[3], v71_sm[23]);
+    part75[4] = tsr::max_nan_f32(part75[4], v71_sm[26]);
+    part75[5] = tsr::max_nan_f32(part75[5], v71_sm[27]);
+    part75[6] = tsr::max_nan_f32(part75[6], v71_sm[30]);
+    part75[7] = tsr::max_nan_f32(part75[7], v71_sm[31]);
+    part75[0] = tsr::max_nan_f32(part75[0], part75[4]);
+    part75[1] = tsr::max_nan_f32(part75[1], part75[5]);
+    part75[2] = tsr::max_nan_f32(part75[2], part75[6]);
+    part75[3] = tsr::max_nan_f32(part75[3], part75[7]);
+    part75[0] = tsr::max_nan_f32(part75[0], part75[2]);
+    part75[1] = tsr::max_nan_f32(part75[1], part75[3]);
+    part75[0] = tsr::max_nan_f32(part75[0], part75[1]);
+    v73_rmax[1] = part75[0];
+    const float sh76 = __shfl_xor_sync(0xffffffffu, v73_rmax[0], 1);
     v73_rmax[0] = tsr::max_nan_f32(v73_rmax[0], sh76);
-    const float sh77 = __shfl_xor_sync(0xffffffffu, v73_rmax[1], 2);
+    const float sh77 = __shfl_xor_sync(0xffffffffu, v73_rmax[1], 1);
     v73_rmax[1] = tsr::max_nan_f32(v73_rmax[1], sh77);
+    const float sh78 = __shfl_xor_sync(0xffffffffu, v73_rmax[0], 2);
+    v73_rmax[0] = tsr::max_nan_f32(v73_rmax[0], sh78);
+    const float sh79 = __shfl_xor_sync(0xffffffffu, v73_rmax[1], 2);
+    v73_rmax[1] = tsr::max_nan_f32(v73_rmax[1], sh79);
     // %mn = max %mc, %rmax : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    float v78_mn[2];
-    #pragma unroll
-    for (int s79 = 0; s79 < 2; ++s79) {
-      v78_mn[s79] = tsr::fmax_nan_z<float>(c30_m[s79], v73_rmax[s79]);
-    }
-    // %dm = sub %mc, %mn : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    float v80_dm[2];
+    float v80_mn[2];
     #pragma unroll
     for (int s81 = 0; s81 < 2; ++s81) {
-      v80_dm[s81] = float(c30_m[s81] - v78_mn[s81]);
+      v80_mn[s81] = tsr::fmax_nan_z<float>(c30_m[s81], v73_rmax[s81]);
     }
-    // %alpha = exp %dm : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    float v82_alpha[2];
+    // %dm = sub %mc, %mn : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
+    float v82_dm[2];
     #pragma unroll
     for (int s83 = 0; s83 < 2; ++s83) {
-      v82_alpha[s83] = float(tsr::fexp(v80_dm[s83]));
+      v82_dm[s83] = float(c30_m[s83] - v80_mn[s83]);
+    }
+    // %alpha = exp %dm : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
+    float v84_alpha[2];
+    #pragma unroll
+    for (int s85 = 0; s85 < 2; ++s85) {
+      v84_alpha[s85] = float(tsr::fexp(v82_dm[s85]));
     }
     // %mn2 = expand_dims %mn {axis = 1} : tile<f32, [64, 1], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v84_mn2[2];
-    v84_mn2[0] = v78_mn[0];
-    v84_mn2[1] = v78_mn[1];
+    float v86_mn2[2];
+    v86_mn2[0] = v80_mn[0];
+    v86_mn2[1] = v80_mn[1];
     // %mnb = broadcast %mn2 : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v85_mnb[32];
-    v85_mnb[0] = v84_mn2[0];
-    v85_mnb[1] = v84_mn2[0];
-    v85_mnb[2] = v84_mn2[1];
-    v85_mnb[3] = v84_mn2[1];
-    v85_mnb[4] = v84_mn2[0];
-    v85_mnb[5] = v84_mn2[0];
-    v85_mnb[6] = v84_mn2[1];
-    v85_mnb[7] = v84_mn2[1];
-    v85_mnb[8] = v84_mn2[0];
-    v85_mnb[9] = v84_mn2[0];
-    v85_mnb[10] = v84_mn2[1];
-    v85_mnb[11] = v84_mn2[1];
-    v85_mnb[12] = v84_mn2[0];
-    v85_mnb[13] = v84_mn2[0];
-    v85_mnb[14] = v84_mn2[1];
-    v85_mnb[15] = v84_mn2[1];
-    v85_mnb[16] = v84_mn2[0];
-    v85_mnb[17] = v84_mn2[0];
-    v85_mnb[18] = v84_mn2[1];
-    v85_mnb[19] = v84_mn2[1];
-    v85_mnb[20] = v84_mn2[0];
-    v85_mnb[21] = v84_mn2[0];
-    v85_mnb[22] = v84_mn2[1];
-    v85_mnb[23] = v84_mn2[1];
-    v85_mnb[24] = v84_mn2[0];
-    v85_mnb[25] = v84_mn2[0];
-    v85_mnb[26] = v84_mn2[1];
-    v85_mnb[27] = v84_mn2[1];
-    v85_mnb[28] = v84_mn2[0];
-    v85_mnb[29] = v84_mn2[0];
-    v85_mnb[30] = v84_mn2[1];
-    v85_mnb[31] = v84_mn2[1];
+    float v87_mnb[32];
+    v87_mnb[0] = v86_mn2[0];
+    v87_mnb[1] = v86_mn2[0];
+    v87_mnb[2] = v86_mn2[1];
+    v87_mnb[3] = v86_mn2[1];
+    v87_mnb[4] = v86_mn2[0];
+    v87_mnb[5] = v86_mn2[0];
+    v87_mnb[6] = v86_mn2[1];
+    v87_mnb[7] = v86_mn2[1];
+    v87_mnb[8] = v86_mn2[0];
+    v87_mnb[9] = v86_mn2[0];
+    v87_mnb[10] = v86_mn2[1];
+    v87_mnb[11] = v86_mn2[1];
+    v87_mnb[12] = v86_mn2[0];
+    v87_mnb[13] = v86_mn2[0];
+    v87_mnb[14] = v86_mn2[1];
+    v87_mnb[15] = v86_mn2[1];
+    v87_mnb[16] = v86_mn2[0];
+    v87_mnb[17] = v86_mn2[0];
+    v87_mnb[18] = v86_mn2[1];
+    v87_mnb[19] = v86_mn2[1];
+    v87_mnb[20] = v86_mn2[0];
+    v87_mnb[21] = v86_mn2[0];
+    v87_mnb[22] = v86_mn2[1];
+    v87_mnb[23] = v86_mn2[1];
+    v87_mnb[24] = v86_mn2[0];
+    v87_mnb[25] = v86_mn2[0];
+    v87_mnb[26] = v86_mn2[1];
+    v87_mnb[27] = v86_mn2[1];
+    v87_mnb[28] = v86_mn2[0];
+    v87_mnb[29] = v86_mn2[0];
+    v87_mnb[30] = v86_mn2[1];
+    v87_mnb[31] = v86_mn2[1];
     // %sd = sub %sm, %mnb : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v86_sd[32];
-    #pragma unroll
-    for (int s87 = 0; s87 < 32; ++s87) {
-      v86_sd[s87] = float(v71_sm[s87] - v85_mnb[s87]);
-    }
-    // %p = exp %sd : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v88_p[32];
+    float v88_sd[32];
     #pragma unroll
     for (int s89 = 0; s89 < 32; ++s89) {
-      v88_p[s89] = float(tsr::fexp(v86_sd[s89]));
+      v88_sd[s89] = float(v71_sm[s89] - v87_mnb[s89]);
+    }
+    // %p = exp %sd : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
+    float v90_p[32];
+    #pragma unroll
+    for (int s91 = 0; s91 < 32; ++s91) {
+      v90_p[s91] = float(tsr::fexp(v88_sd[s91]));
     }
     // %psum = reduce %p {axis = 1, kind = "sum"} : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    float v90_psum[2];
-    v90_psum[0] = v88_p[0];
-    v90_psum[0] = float(v90_psum[0] + v88_p[1]);
-    v90_psum[1] = v88_p[2];
-    v90_psum[1] = float(v90_psum[1] + v88_p[3]);
-    v90_psum[0] = float(v90_psum[0] + v88_p[4]);
-    v90_psum[0] = float(v90_psum[0] + v88_p[5]);
-    v90_psum[1] = float(v90_psum[1] + v88_p[6]);
-    v90_psum[1] = float(v90_psum[1] + v88_p[7]);
-    v90_psum[0] = float(v90_psum[0] + v88_p[8]);
-    v90_psum[0] = float(v90_psum[0] + v88_p[9]);
-    v90_psum[1] = float(v90_psum[1] + v88_p[10]);
-    v90_psum[1] = float(v90_psum[1] + v88_p[11]);
-    v90_psum[0] = float(v90_psum[0] + v88_p[12]);
-    v90_psum[0] = float(v90_psum[0] + v88_p[13]);
-    v90_psum[1] = float(v90_psum[1] + v88_p[14]);
-    v90_psum[1] = float(v90_psum[1] + v88_p[15]);
-    v90_psum[0] = float(v90_psum[0] + v88_p[16]);
-    v90_psum[0] = float(v90_psum[0] + v88_p[17]);
-    v90_psum[1] = float(v90_psum[1] + v88_p[18]);
-    v90_psum[1] = float(v90_psum[1] + v88_p[19]);
-    v90_psum[0] = float(v90_psum[0] + v88_p[20]);
-    v90_psum[0] = float(v90_psum[0] + v88_p[21]);
-    v90_psum[1] = float(v90_psum[1] + v88_p[22]);
-    v90_psum[1] = float(v90_psum[1] + v88_p[23]);
-    v90_psum[0] = float(v90_psum[0] + v88_p[24]);
-    v90_psum[0] = float(v90_psum[0] + v88_p[25]);
-    v90_psum[1] = float(v90_psum[1] + v88_p[26]);
-    v90_psum[1] = float(v90_psum[1] + v88_p[27]);
-    v90_psum[0] = float(v90_psum[0] + v88_p[28]);
-    v90_psum[0] = float(v90_psum[0] + v88_p[29]);
-    v90_psum[1] = float(v90_psum[1] + v88_p[30]);
-    v90_psum[1] = float(v90_psum[1] + v88_p[31]);
-    const float sh91 = __shfl_xor_sync(0xffffffffu, v90_psum[0], 1);
-    v90_psum[0] = float(v90_psum[0] + sh91);
-    const float sh92 = __shfl_xor_sync(0xffffffffu, v90_psum[1], 1);
-    v90_psum[1] = float(v90_psum[1] + sh92);
-    const float sh93 = __shfl_xor_sync(0xffffffffu, v90_psum[0], 2);
-    v90_psum[0] = float(v90_psum[0] + sh93);
-    const float sh94 = __shfl_xor_sync(0xffffffffu, v90_psum[1], 2);
-    v90_psum[1] = float(v90_psum[1] + sh94);
+    float v92_psum[2];
+    float part93[8];
+    part93[0] = v90_p[0];
+    part93[1] = v90_p[1];
+    part93[2] = v90_p[4];
+    part93[3] = v90_p[5];
+    part93[4] = v90_p[8];
+    part93[5] = v90_p[9];
+    part93[6] = v90_p[12];
+    part93[7] = v90_p[13];
+    part93[0] = float(part93[0] + v90_p[16]);
+    part93[1] = float(part93[1] + v90_p[17]);
+    part93[2] = float(part93[2] + v90_p[20]);
+    part93[3] = float(part93[3] + v90_p[21]);
+    part93[4] = float(part93[4] + v90_p[24]);
+    part93[5] = float(part93[5] + v90_p[25]);
+    part93[6] = float(part93[6] + v90_p[28]);
+    part93[7] = float(part93[7] + v90_p[29]);
+    part93[0] = float(part93[0] + part93[4]);
+    part93[1] = float(part93[1] + part93[5]);
+    part93[2] = float(part93[2] + part93[6]);
+    part93[3] = float(part93[3] + part93[7]);
+    part93[0] = float(part93[0] + part93[2]);
+    part93[1] = float(part93[1] + part93[3]);
+    part93[0] = float(part93[0] + part93[1]);
+    v92_psum[0] = part93[0];
+    float part94[8];
+    part94[0] = v90_p[2];
+    part94[1] = v90_p[3];
+    part94[2] = v90_p[6];
+    part94[3] = v90_p[7];
+    part94[4] = v90_p[10];
+    part94[5] = v90_p[11];
+    part94[6] = v90_p[14];
+    part94[7] = v90_p[15];
+    part94[0] = float(part94[0] + v90_p[18]);
+    part94[1] = float(part94[1] + v90_p[19]);
+    part94[2] = float(part94[2] + v90_p[22]);
+    part94[3] = float(part94[3] + v90_p[23]);
+    part94[4] = float(part94[4] + v90_p[26]);
+    part94[5] = float(part94[5] + v90_p[27]);
+    part94[6] = float(part94[6] + v90_p[30]);
+    part94[7] = float(part94[7] + v90_p[31]);
+    part94[0] = float(part94[0] + part94[4]);
+    part94[1] = float(part94[1] + part94[5]);
+    part94[2] = float(part94[2] + part94[6]);
+    part94[3] = float(part94[3] + part94[7]);
+    part94[0] = float(part94[0] + part94[2]);
+    part94[1] = float(part94[1] + part94[3]);
+    part94[0] = float(part94[0] + part94[1]);
+    v92_psum[1] = part94[0];
+    const float sh95 = __shfl_xor_sync(0xffffffffu, v92_psum[0], 1);
+    v92_psum[0] = float(v92_psum[0] + sh95);
+    const float sh96 = __shfl_xor_sync(0xffffffffu, v92_psum[1], 1);
+    v92_psum[1] = float(v92_psum[1] + sh96);
+    const float sh97 = __shfl_xor_sync(0xffffffffu, v92_psum[0], 2);
+    v92_psum[0] = float(v92_psum[0] + sh97);
+    const float sh98 = __shfl_xor_sync(0xffffffffu, v92_psum[1], 2);
+    v92_psum[1] = float(v92_psum[1] + sh98);
     // %la = mul %lc, %alpha : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    float v95_la[2];
+    float v99_la[2];
     #pragma unroll
-    for (int s96 = 0; s96 < 2; ++s96) {
-      v95_la[s96] = float(c32_l[s96] * v82_alpha[s96]);
+    for (int s100 = 0; s100 < 2; ++s100) {
+      v99_la[s100] = float(c32_l[s100] * v84_alpha[s100]);
     }
     // %ln = add %la, %psum : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    float v97_ln[2];
+    float v101_ln[2];
     #pragma unroll
-    for (int s98 = 0; s98 < 2; ++s98) {
-      v97_ln[s98] = float(v95_la[s98] + v90_psum[s98]);
+    for (int s102 = 0; s102 < 2; ++s102) {
+      v101_ln[s102] = float(v99_la[s102] + v92_psum[s102]);
     }
     // %alpha2 = expand_dims %alpha {axis = 1} : tile<f32, [64, 1], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v99_alpha2[2];
-    v99_alpha2[0] = v82_alpha[0];
-    v99_alpha2[1] = v82_alpha[1];
+    float v103_alpha2[2];
+    v103_alpha2[0] = v84_alpha[0];
+    v103_alpha2[1] = v84_alpha[1];
     // %alphab = broadcast %alpha2 : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v100_alphab[32];
-    v100_alphab[0] = v99_alpha2[0];
-    v100_alphab[1] = v99_alpha2[0];
-    v100_alphab[2] = v99_alpha2[1];
-    v100_alphab[3] = v99_alpha2[1];
-    v100_alphab[4] = v99_alpha2[0];
-    v100_alphab[5] = v99_alpha2[0];
-    v100_alphab[6] = v99_alpha2[1];
-    v100_alphab[7] = v99_alpha2[1];
-    v100_alphab[8] = v99_alpha2[0];
-    v100_alphab[9] = v99_alpha2[0];
-    v100_alphab[10] = v99_alpha2[1];
-    v100_alphab[11] = v99_alpha2[1];
-    v100_alphab[12] = v99_alpha2[0];
-    v100_alphab[13] = v99_alpha2[0];
-    v100_alphab[14] = v99_alpha2[1];
-    v100_alphab[15] = v99_alpha2[1];
-    v100_alphab[16] = v99_alpha2[0];
-    v100_alphab[17] = v99_alpha2[0];
-    v100_alphab[18] = v99_alpha2[1];
-    v100_alphab[19] = v99_alpha2[1];
-    v100_alphab[20] = v99_alpha2[0];
-    v100_alphab[21] = v99_alpha2[0];
-    v100_alphab[22] = v99_alpha2[1];
-    v100_alphab[23] = v99_alpha2[1];
-    v100_alphab[24] = v99_alpha2[0];
-    v100_alphab[25] = v99_alpha2[0];
-    v100_alphab[26] = v99_alpha2[1];
-    v100_alphab[27] = v99_alpha2[1];
-    v100_alphab[28] = v99_alpha2[0];
-    v100_alphab[29] = v99_alpha2[0];
-    v100_alphab[30] = v99_alpha2[1];
-    v100_alphab[31] = v99_alpha2[1];
+    float v104_alphab[32];
+    v104_alphab[0] = v103_alpha2[0];
+    v104_alphab[1] = v103_alpha2[0];
+    v104_alphab[2] = v103_alpha2[1];
+    v104_alphab[3] = v103_alpha2[1];
+    v104_alphab[4] = v103_alpha2[0];
+    v104_alphab[5] = v103_alpha2[0];
+    v104_alphab[6] = v103_alpha2[1];
+    v104_alphab[7] = v103_alpha2[1];
+    v104_alphab[8] = v103_alpha2[0];
+    v104_alphab[9] = v103_alpha2[0];
+    v104_alphab[10] = v103_alpha2[1];
+    v104_alphab[11] = v103_alpha2[1];
+    v104_alphab[12] = v103_alpha2[0];
+    v104_alphab[13] = v103_alpha2[0];
+    v104_alphab[14] = v103_alpha2[1];
+    v104_alphab[15] = v103_alpha2[1];
+    v104_alphab[16] = v103_alpha2[0];
+    v104_alphab[17] = v103_alpha2[0];
+    v104_alphab[18] = v103_alpha2[1];
+    v104_alphab[19] = v103_alpha2[1];
+    v104_alphab[20] = v103_alpha2[0];
+    v104_alphab[21] = v103_alpha2[0];
+    v104_alphab[22] = v103_alpha2[1];
+    v104_alphab[23] = v103_alpha2[1];
+    v104_alphab[24] = v103_alpha2[0];
+    v104_alphab[25] = v103_alpha2[0];
+    v104_alphab[26] = v103_alpha2[1];
+    v104_alphab[27] = v103_alpha2[1];
+    v104_alphab[28] = v103_alpha2[0];
+    v104_alphab[29] = v103_alpha2[0];
+    v104_alphab[30] = v103_alpha2[1];
+    v104_alphab[31] = v103_alpha2[1];
     // %accs = mul %accc, %alphab : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v101_accs[32];
+    float v105_accs[32];
     #pragma unroll
-    for (int s102 = 0; s102 < 32; ++s102) {
-      v101_accs[s102] = float(c34_acc[s102] * v100_alphab[s102]);
+    for (int s106 = 0; s106 < 32; ++s106) {
+      v105_accs[s106] = float(c34_acc[s106] * v104_alphab[s106]);
     }
     // %v3 = load_tile %v, %ph, %j, %c0 : tile<bf16, [1, 64, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
     // %vt = reshape %v3 : tile<bf16, [64, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
     // %pb = cast %p : tile<bf16, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v103_pb[32];
+    float v107_pb[32];
     #pragma unroll
-    for (int s104 = 0; s104 < 32; ++s104) {
-      v103_pb[s104] = tsr::rbf16(float(float(v88_p[s104])));
+    for (int s108 = 0; s108 < 32; ++s108) {
+      v107_pb[s108] = tsr::rbf16(float(float(v90_p[s108])));
     }
     // %11 = convert_layout %pb : tile<bf16, [64, 64], layout = dot_operand<operand = 0, k_width = 2, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    float v105[32];
-    v105[0] = v103_pb[0];
-    v105[1] = v103_pb[1];
-    v105[2] = v103_pb[2];
-    v105[3] = v103_pb[3];
-    v105[4] = v103_pb[4];
-    v105[5] = v103_pb[5];
-    v105[6] = v103_pb[6];
-    v105[7] = v103_pb[7];
-    v105[8] = v103_pb[8];
-    v105[9] = v103_pb[9];
-    v105[10] = v103_pb[10];
-    v105[11] = v103_pb[11];
-    v105[12] = v103_pb[12];
-    v105[13] = v103_pb[13];
-    v105[14] = v103_pb[14];
-    v105[15] = v103_pb[15];
-    v105[16] = v103_pb[16];
-    v105[17] = v103_pb[17];
-    v105[18] = v103_pb[18];
-    v105[19] = v103_pb[19];
-    v105[20] = v103_pb[20];
-    v105[21] = v103_pb[21];
-    v105[22] = v103_pb[22];
-    v105[23] = v103_pb[23];
-    v105[24] = v103_pb[24];
-    v105[25] = v103_pb[25];
-    v105[26] = v103_pb[26];
-    v105[27] = v103_pb[27];
-    v105[28] = v103_pb[28];
-    v105[29] = v103_pb[29];
-    v105[30] = v103_pb[30];
-    v105[31] = v103_pb[31];
+    float v109[32];
+    v109[0] = v107_pb[0];
+    v109[1] = v107_pb[1];
+    v109[2] = v107_pb[2];
+    v109[3] = v107_pb[3];
+    v109[4] = v107_pb[4];
+    v109[5] = v107_pb[5];
+    v109[6] = v107_pb[6];
+    v109[7] = v107_pb[7];
+    v109[8] = v107_pb[8];
+    v109[9] = v107_pb[9];
+    v109[10] = v107_pb[10];
+    v109[11] = v107_pb[11];
+    v109[12] = v107_pb[12];
+    v109[13] = v107_pb[13];
+    v109[14] = v107_pb[14];
+    v109[15] = v107_pb[15];
+    v109[16] = v107_pb[16];
+    v109[17] = v107_pb[17];
+    v109[18] = v107_pb[18];
+    v109[19] = v107_pb[19];
+    v109[20] = v107_pb[20];
+    v109[21] = v107_pb[21];
+    v109[22] = v107_pb[22];
+    v109[23] = v107_pb[23];
+    v109[24] = v107_pb[24];
+    v109[25] = v107_pb[25];
+    v109[26] = v107_pb[26];
+    v109[27] = v107_pb[27];
+    v109[28] = v107_pb[28];
+    v109[29] = v107_pb[29];
+    v109[30] = v107_pb[30];
+    v109[31] = v107_pb[31];
     // %accn = dot %11, %vt, %accs : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v106_accn[32];
+    float v110_accn[32];
     #pragma unroll
-    for (int s107 = 0; s107 < 32; ++s107) {
-      v106_accn[s107] = v101_accs[s107];
+    for (int s111 = 0; s111 < 32; ++s111) {
+      v110_accn[s111] = v105_accs[s111];
     }
     {
       const uint32_t wg_ = uint32_t(tsr_warp) / 4u;
       (void)wg_;
       uint32_t fa_[1][4][4];
-      fa_[0][0][0] = tsr::f2bf2(v105[0], v105[1]);
-      fa_[0][0][1] = tsr::f2bf2(v105[2], v105[3]);
-      fa_[0][0][2] = tsr::f2bf2(v105[4], v105[5]);
-      fa_[0][0][3] = tsr::f2bf2(v105[6], v105[7]);
-      fa_[0][1][0] = tsr::f2bf2(v105[8], v105[9]);
-      fa_[0][1][1] = tsr::f2bf2(v105[10], v105[11]);
-      fa_[0][1][2] = tsr::f2bf2(v105[12], v105[13]);
-      fa_[0][1][3] = tsr::f2bf2(v105[14], v105[15]);
-      fa_[0][2][0] = tsr::f2bf2(v105[16], v105[17]);
-      fa_[0][2][1] = tsr::f2bf2(v105[18], v105[19]);
-      fa_[0][2][2] = tsr::f2bf2(v105[20], v105[21]);
-      fa_[0][2][3] = tsr::f2bf2(v105[22], v105[23]);
-      fa_[0][3][0] = tsr::f2bf2(v105[24], v105[25]);
-      fa_[0][3][1] = tsr::f2bf2(v105[26], v105[27]);
-      fa_[0][3][2] = tsr::f2bf2(v105[28], v105[29]);
-      fa_[0][3][3] = tsr::f2bf2(v105[30], v105[31]);
+      fa_[0][0][0] = tsr::f2bf2(v109[0], v109[1]);
+      fa_[0][0][1] = tsr::f2bf2(v109[2], v109[3]);
+      fa_[0][0][2] = tsr::f2bf2(v109[4], v109[5]);
+      fa_[0][0][3] = tsr::f2bf2(v109[6], v109[7]);
+      fa_[0][1][0] = tsr::f2bf2(v109[8], v109[9]);
+      fa_[0][1][1] = tsr::f2bf2(v109[10], v109[11]);
+      fa_[0][1][2] = tsr::f2bf2(v109[12], v109[13]);
+      fa_[0][1][3] = tsr::f2bf2(v109[14], v109[15]);
+      fa_[0][2][0] = tsr::f2bf2(v109[16], v109[17]);
+      fa_[0][2][1] = tsr::f2bf2(v109[18], v109[19]);
+      fa_[0][2][2] = tsr::f2bf2(v109[20], v109[21]);
+      fa_[0][2][3] = tsr::f2bf2(v109[22], v109[23]);
+      fa_[0][3][0] = tsr::f2bf2(v109[24], v109[25]);
+      fa_[0][3][1] = tsr::f2bf2(v109[26], v109[27]);
+      fa_[0][3][2] = tsr::f2bf2(v109[28], v109[29]);
+      fa_[0][3][3] = tsr::f2bf2(v109[30], v109[31]);
       const uint32_t sb_ = tsr::smem_u32((sh38 + rs36 * 4096));
       tsr::wgmma_fence();
-      tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v106_accn[0]), fa_[0][0], tsr::wgmma_desc_sw128(sb_ + 0u, 8192u, 1024u));
-      tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v106_accn[0]), fa_[0][1], tsr::wgmma_desc_sw128(sb_ + 2048u, 8192u, 1024u));
-      tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v106_accn[0]), fa_[0][2], tsr::wgmma_desc_sw128(sb_ + 4096u, 8192u, 1024u));
-      tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v106_accn[0]), fa_[0][3], tsr::wgmma_desc_sw128(sb_ + 6144u, 8192u, 1024u));
+      tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v110_accn[0]), fa_[0][0], tsr::wgmma_desc_sw128(sb_ + 0u, 8192u, 1024u));
+      tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v110_accn[0]), fa_[0][1], tsr::wgmma_desc_sw128(sb_ + 2048u, 8192u, 1024u));
+      tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v110_accn[0]), fa_[0][2], tsr::wgmma_desc_sw128(sb_ + 4096u, 8192u, 1024u));
+      tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v110_accn[0]), fa_[0][3], tsr::wgmma_desc_sw128(sb_ + 6144u, 8192u, 1024u));
       tsr::wgmma_commit();
       tsr::wgmma_wait<0>();
-      tsr::wgmma_fence_regs(*reinterpret_cast<float(*)[1][8][4]>(&v106_accn[0]));
+      tsr::wgmma_fence_regs(*reinterpret_cast<float(*)[1][8][4]>(&v110_accn[0]));
       tsr::wgmma_fence_a(fa_[0][0]);
       tsr::wgmma_fence_a(fa_[0][1]);
       tsr::wgmma_fence_a(fa_[0][2]);
@@ -593,16 +629,16 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
     }
     // yield %mn, %ln, %accn
     #pragma unroll
-    for (int s108 = 0; s108 < 2; ++s108) {
-      c30_m[s108] = v78_mn[s108];
+    for (int s112 = 0; s112 < 2; ++s112) {
+      c30_m[s112] = v80_mn[s112];
     }
     #pragma unroll
-    for (int s109 = 0; s109 < 2; ++s109) {
-      c32_l[s109] = v97_ln[s109];
+    for (int s113 = 0; s113 < 2; ++s113) {
+      c32_l[s113] = v101_ln[s113];
     }
     #pragma unroll
-    for (int s110 = 0; s110 < 32; ++s110) {
-      c34_acc[s110] = v106_accn[s110];
+    for (int s114 = 0; s114 < 32; ++s114) {
+      c34_acc[s114] = v110_accn[s114];
     }
     __syncwarp();
     if (tsr_lane == 0) tsr::mbar_arrive(mb39 + 8u * (2u + rn40 % 2u));
@@ -610,104 +646,115 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
     rs36 = (rs36 + 1) % 2;
   }
   // %l2 = expand_dims %l {axis = 1} : tile<f32, [64, 1], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-  float v111_l2[2];
-  v111_l2[0] = c32_l[0];
-  v111_l2[1] = c32_l[1];
+  float v115_l2[2];
+  v115_l2[0] = c32_l[0];
+  v115_l2[1] = c32_l[1];
   // %lb = broadcast %l2 : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-  float v112_lb[32];
-  v112_lb[0] = v111_l2[0];
-  v112_lb[1] = v111_l2[0];
-  v112_lb[2] = v111_l2[1];
-  v112_lb[3] = v111_l2[1];
-  v112_lb[4] = v111_l2[0];
-  v112_lb[5] = v111_l2[0];
-  v112_lb[6] = v111_l2[1];
-  v112_lb[7] = v111_l2[1];
-  v112_lb[8] = v111_l2[0];
-  v112_lb[9] = v111_l2[0];
-  v112_lb[10] = v111_l2[1];
-  v112_lb[11] = v111_l2[1];
-  v112_lb[12] = v111_l2[0];
-  v112_lb[13] = v111_l2[0];
-  v112_lb[14] = v111_l2[1];
-  v112_lb[15] = v111_l2[1];
-  v112_lb[16] = v111_l2[0];
-  v112_lb[17] = v111_l2[0];
-  v112_lb[18] = v111_l2[1];
-  v112_lb[19] = v111_l2[1];
-  v112_lb[20] = v111_l2[0];
-  v112_lb[21] = v111_l2[0];
-  v112_lb[22] = v111_l2[1];
-  v112_lb[23] = v111_l2[1];
-  v112_lb[24] = v111_l2[0];
-  v112_lb[25] = v111_l2[0];
-  v112_lb[26] = v111_l2[1];
-  v112_lb[27] = v111_l2[1];
-  v112_lb[28] = v111_l2[0];
-  v112_lb[29] = v111_l2[0];
-  v112_lb[30] = v111_l2[1];
-  v112_lb[31] = v111_l2[1];
+  float v116_lb[32];
+  v116_lb[0] = v115_l2[0];
+  v116_lb[1] = v115_l2[0];
+  v116_lb[2] = v115_l2[1];
+  v116_lb[3] = v115_l2[1];
+  v116_lb[4] = v115_l2[0];
+  v116_lb[5] = v115_l2[0];
+  v116_lb[6] = v115_l2[1];
+  v116_lb[7] = v115_l2[1];
+  v116_lb[8] = v115_l2[0];
+  v116_lb[9] = v115_l2[0];
+  v116_lb[10] = v115_l2[1];
+  v116_lb[11] = v115_l2[1];
+  v116_lb[12] = v115_l2[0];
+  v116_lb[13] = v115_l2[0];
+  v116_lb[14] = v115_l2[1];
+  v116_lb[15] = v115_l2[1];
+  v116_lb[16] = v115_l2[0];
+  v116_lb[17] = v115_l2[0];
+  v116_lb[18] = v115_l2[1];
+  v116_lb[19] = v115_l2[1];
+  v116_lb[20] = v115_l2[0];
+  v116_lb[21] = v115_l2[0];
+  v116_lb[22] = v115_l2[1];
+  v116_lb[23] = v115_l2[1];
+  v116_lb[24] = v115_l2[0];
+  v116_lb[25] = v115_l2[0];
+  v116_lb[26] = v115_l2[1];
+  v116_lb[27] = v115_l2[1];
+  v116_lb[28] = v115_l2[0];
+  v116_lb[29] = v115_l2[0];
+  v116_lb[30] = v115_l2[1];
+  v116_lb[31] = v115_l2[1];
   // %out = div %acc, %lb : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-  float v113_out[32];
+  float v117_out[32];
   #pragma unroll
-  for (int s114 = 0; s114 < 32; ++s114) {
-    v113_out[s114] = float(c34_acc[s114] / v112_lb[s114]);
+  for (int s118 = 0; s118 < 32; ++s118) {
+    v117_out[s118] = float(c34_acc[s118] / v116_lb[s118]);
   }
   // %outb = cast %out : tile<bf16, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-  float v115_outb[32];
+  float v119_outb[32];
   #pragma unroll
-  for (int s116 = 0; s116 < 32; ++s116) {
-    v115_outb[s116] = tsr::rbf16(float(float(v113_out[s116])));
+  for (int s120 = 0; s120 < 32; ++s120) {
+    v119_outb[s120] = tsr::rbf16(float(float(v117_out[s120])));
   }
   // %o3 = reshape %outb : tile<bf16, [1, 64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-  float v117_o3[32];
-  v117_o3[0] = v115_outb[0];
-  v117_o3[1] = v115_outb[1];
-  v117_o3[2] = v115_outb[2];
-  v117_o3[3] = v115_outb[3];
-  v117_o3[4] = v115_outb[4];
-  v117_o3[5] = v115_outb[5];
-  v117_o3[6] = v115_outb[6];
-  v117_o3[7] = v115_outb[7];
-  v117_o3[8] = v115_outb[8];
-  v117_o3[9] = v115_outb[9];
-  v117_o3[10] = v115_outb[10];
-  v117_o3[11] = v115_outb[11];
-  v117_o3[12] = v115_outb[12];
-  v117_o3[13] = v115_outb[13];
-  v117_o3[14] = v115_outb[14];
-  v117_o3[15] = v115_outb[15];
-  v117_o3[16] = v115_outb[16];
-  v117_o3[17] = v115_outb[17];
-  v117_o3[18] = v115_outb[18];
-  v117_o3[19] = v115_outb[19];
-  v117_o3[20] = v115_outb[20];
-  v117_o3[21] = v115_outb[21];
-  v117_o3[22] = v115_outb[22];
-  v117_o3[23] = v115_outb[23];
-  v117_o3[24] = v115_outb[24];
-  v117_o3[25] = v115_outb[25];
-  v117_o3[26] = v115_outb[26];
-  v117_o3[27] = v115_outb[27];
-  v117_o3[28] = v115_outb[28];
-  v117_o3[29] = v115_outb[29];
-  v117_o3[30] = v115_outb[30];
-  v117_o3[31] = v115_outb[31];
+  float v121_o3[32];
+  v121_o3[0] = v119_outb[0];
+  v121_o3[1] = v119_outb[1];
+  v121_o3[2] = v119_outb[2];
+  v121_o3[3] = v119_outb[3];
+  v121_o3[4] = v119_outb[4];
+  v121_o3[5] = v119_outb[5];
+  v121_o3[6] = v119_outb[6];
+  v121_o3[7] = v119_outb[7];
+  v121_o3[8] = v119_outb[8];
+  v121_o3[9] = v119_outb[9];
+  v121_o3[10] = v119_outb[10];
+  v121_o3[11] = v119_outb[11];
+  v121_o3[12] = v119_outb[12];
+  v121_o3[13] = v119_outb[13];
+  v121_o3[14] = v119_outb[14];
+  v121_o3[15] = v119_outb[15];
+  v121_o3[16] = v119_outb[16];
+  v121_o3[17] = v119_outb[17];
+  v121_o3[18] = v119_outb[18];
+  v121_o3[19] = v119_outb[19];
+  v121_o3[20] = v119_outb[20];
+  v121_o3[21] = v119_outb[21];
+  v121_o3[22] = v119_outb[22];
+  v121_o3[23] = v119_outb[23];
+  v121_o3[24] = v119_outb[24];
+  v121_o3[25] = v119_outb[25];
+  v121_o3[26] = v119_outb[26];
+  v121_o3[27] = v119_outb[27];
+  v121_o3[28] = v119_outb[28];
+  v121_o3[29] = v119_outb[29];
+  v121_o3[30] = v119_outb[30];
+  v121_o3[31] = v119_outb[31];
   // store_tile %o, %o3, %ph, %pm, %c0
   {
-    const int64_t o118 = int64_t(v1_ph) * 1 + 0;
-    const int64_t o119 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 3) * 16);
-    const int64_t o120 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 3) * 2);
-    #pragma unroll
-    for (int c121 = 0; c121 < 16; ++c121) {
-      uint16_t vb122[2];
-      if ((o118 + 0) < int64_t(tsr_dim_H) && (o119 + ((((c121 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o120 + (((c121 * 2) % 2) + (((c121 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o118 + 0) * tsr_p3_s0 + (o119 + ((((c121 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o120 + (((c121 * 2) % 2) + (((c121 * 2) / 4) % 8) * 8)) * tsr_p3_s2)) {
-        vb122[0] = tsr::f2bf(v117_o3[c121 * 2 + 0]);
-        vb122[1] = tsr::f2bf(v117_o3[c121 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o118 + 0) * tsr_p3_s0 + (o119 + ((((c121 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o120 + (((c121 * 2) % 2) + (((c121 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb122);
-      } else {
-        if ((o118 + 0) < int64_t(tsr_dim_H) && (o119 + ((((c121 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o120 + (((c121 * 2) % 2) + (((c121 * 2) / 4) % 8) * 8)) < int64_t(tsr_dim_DH)) tsr_p3[(o118 + 0) * tsr_p3_s0 + (o119 + ((((c121 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o120 + (((c121 * 2) % 2) + (((c121 * 2) / 4) % 8) * 8)) * tsr_p3_s2] = tsr::f2bf(v117_o3[c121 * 2]);
-        if ((o118 + 0) < int64_t(tsr_dim_H) && (o119 + ((((c121 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o120 + (((c121 * 2) % 2) + (((c121 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o118 + 0) * tsr_p3_s0 + (o119 + ((((c121 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o120 + (((c121 * 2) % 2) + (((c121 * 2) / 4) % 8) * 8) + 1) * tsr_p3_s2] = tsr::f2bf(v117_o3[c121 * 2 + 1]);
+    const int64_t o122 = int64_t(v1_ph) * 1 + 0;
+    const int64_t o123 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 3) * 16);
+    const int64_t o124 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 3) * 2);
+    const bool whole125 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 2 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
+    if (whole125) {
+      #pragma unroll
+      for (int c126 = 0; c126 < 16; ++c126) {
+        uint16_t vb127[2];
+        vb127[0] = tsr::f2bf(v121_o3[c126 * 2 + 0]);
+        vb127[1] = tsr::f2bf(v121_o3[c126 * 2 + 1]);
+        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o122 + 0) * tsr_p3_s0 + (o123 + ((((c126 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o124 + (((c126 * 2) % 2) + (((c126 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb127);
+      }
+    } else {
+      #pragma unroll
+      for (int c128 = 0; c128 < 16; ++c128) {
+        uint16_t vb129[2];
+        if ((o122 + 0) < int64_t(tsr_dim_H) && (o123 + ((((c128 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o124 + (((c128 * 2) % 2) + (((c128 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o122 + 0) * tsr_p3_s0 + (o123 + ((((c128 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o124 + (((c128 * 2) % 2) + (((c128 * 2) / 4) % 8) * 8)) * tsr_p3_s2)) {
+          vb129[0] = tsr::f2bf(v121_o3[c128 * 2 + 0]);
+          vb129[1] = tsr::f2bf(v121_o3[c128 * 2 + 1]);
+          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o122 + 0) * tsr_p3_s0 + (o123 + ((((c128 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o124 + (((c128 * 2) % 2) + (((c128 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb129);
+        } else {
+          if ((o122 + 0) < int64_t(tsr_dim_H) && (o123 + ((((c128 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o124 + (((c128 * 2) % 2) + (((c128 * 2) / 4) % 8) * 8)) < int64_t(tsr_dim_DH)) tsr_p3[(o122 + 0) * tsr_p3_s0 + (o123 + ((((c128 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o124 + (((c128 * 2) % 2) + (((c128 * 2) / 4) % 8) * 8)) * tsr_p3_s2] = tsr::f2bf(v121_o3[c128 * 2]);
+          if ((o122 + 0) < int64_t(tsr_dim_H) && (o123 + ((((c128 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o124 + (((c128 * 2) % 2) + (((c128 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o122 + 0) * tsr_p3_s0 + (o123 + ((((c128 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o124 + (((c128 * 2) % 2) + (((c128 * 2) / 4) % 8) * 8) + 1) * tsr_p3_s2] = tsr::f2bf(v121_o3[c128 * 2 + 1]);
+        }
       }
     }
   }
@@ -739,4 +786,5 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
 // stat tma-ring-loops = 1
 // stat vector-accesses = 1
 // stat wgmma-dots = 2
+// stat whole-tile-accesses = 1
 // note printed from the GPU lowering's layouts (the layout emitter)

@@ -73,235 +73,248 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_causal
     const int64_t o17 = int64_t(v1_ph) * 1 + 0;
     const int64_t o18 = int64_t(v0_pm) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
     const int64_t o19 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    #pragma unroll
-    for (int c20 = 0; c20 < 8; ++c20) {
-      float vb21[4];
-      if ((o17 + 0) < int64_t(tsr_dim_H) && (o18 + ((((c20 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o19 + (((c20 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p0 + (o17 + 0) * tsr_p0_s0 + (o18 + ((((c20 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o19 + (((c20 * 4) % 4))) * tsr_p0_s2)) {
-        tsr::copy_vec<float, 4>(vb21, tsr_p0 + (o17 + 0) * tsr_p0_s0 + (o18 + ((((c20 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o19 + (((c20 * 4) % 4))) * tsr_p0_s2);
-        v16_q3[c20 * 4 + 0] = vb21[0];
-        v16_q3[c20 * 4 + 1] = vb21[1];
-        v16_q3[c20 * 4 + 2] = vb21[2];
-        v16_q3[c20 * 4 + 3] = vb21[3];
-      } else {
-        v16_q3[c20 * 4] = ((o17 + 0) < int64_t(tsr_dim_H) && (o18 + ((((c20 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o19 + (((c20 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p0[(o17 + 0) * tsr_p0_s0 + (o18 + ((((c20 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o19 + (((c20 * 4) % 4))) * tsr_p0_s2] : 0x0p+0f;
-        v16_q3[c20 * 4 + 1] = ((o17 + 0) < int64_t(tsr_dim_H) && (o18 + ((((c20 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o19 + (((c20 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p0[(o17 + 0) * tsr_p0_s0 + (o18 + ((((c20 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o19 + (((c20 * 4) % 4)) + 1) * tsr_p0_s2] : 0x0p+0f;
-        v16_q3[c20 * 4 + 2] = ((o17 + 0) < int64_t(tsr_dim_H) && (o18 + ((((c20 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o19 + (((c20 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p0[(o17 + 0) * tsr_p0_s0 + (o18 + ((((c20 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o19 + (((c20 * 4) % 4)) + 2) * tsr_p0_s2] : 0x0p+0f;
-        v16_q3[c20 * 4 + 3] = ((o17 + 0) < int64_t(tsr_dim_H) && (o18 + ((((c20 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o19 + (((c20 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p0[(o17 + 0) * tsr_p0_s0 + (o18 + ((((c20 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o19 + (((c20 * 4) % 4)) + 3) * tsr_p0_s2] : 0x0p+0f;
+    const bool whole20 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_N) && tsr_p0_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p0 + int64_t(v1_ph) * 1 * tsr_p0_s0 + int64_t(v0_pm) * 64 * tsr_p0_s1 + int64_t(v2_c0) * 64 * tsr_p0_s2);
+    if (whole20) {
+      #pragma unroll
+      for (int c21 = 0; c21 < 8; ++c21) {
+        float vb22[4];
+        tsr::copy_vec<float, 4>(vb22, tsr_p0 + (o17 + 0) * tsr_p0_s0 + (o18 + ((((c21 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o19 + (((c21 * 4) % 4))) * tsr_p0_s2);
+        v16_q3[c21 * 4 + 0] = vb22[0];
+        v16_q3[c21 * 4 + 1] = vb22[1];
+        v16_q3[c21 * 4 + 2] = vb22[2];
+        v16_q3[c21 * 4 + 3] = vb22[3];
+      }
+    } else {
+      #pragma unroll
+      for (int c23 = 0; c23 < 8; ++c23) {
+        float vb24[4];
+        if ((o17 + 0) < int64_t(tsr_dim_H) && (o18 + ((((c23 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o19 + (((c23 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p0 + (o17 + 0) * tsr_p0_s0 + (o18 + ((((c23 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o19 + (((c23 * 4) % 4))) * tsr_p0_s2)) {
+          tsr::copy_vec<float, 4>(vb24, tsr_p0 + (o17 + 0) * tsr_p0_s0 + (o18 + ((((c23 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o19 + (((c23 * 4) % 4))) * tsr_p0_s2);
+          v16_q3[c23 * 4 + 0] = vb24[0];
+          v16_q3[c23 * 4 + 1] = vb24[1];
+          v16_q3[c23 * 4 + 2] = vb24[2];
+          v16_q3[c23 * 4 + 3] = vb24[3];
+        } else {
+          v16_q3[c23 * 4] = ((o17 + 0) < int64_t(tsr_dim_H) && (o18 + ((((c23 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o19 + (((c23 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p0[(o17 + 0) * tsr_p0_s0 + (o18 + ((((c23 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o19 + (((c23 * 4) % 4))) * tsr_p0_s2] : 0x0p+0f;
+          v16_q3[c23 * 4 + 1] = ((o17 + 0) < int64_t(tsr_dim_H) && (o18 + ((((c23 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o19 + (((c23 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p0[(o17 + 0) * tsr_p0_s0 + (o18 + ((((c23 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o19 + (((c23 * 4) % 4)) + 1) * tsr_p0_s2] : 0x0p+0f;
+          v16_q3[c23 * 4 + 2] = ((o17 + 0) < int64_t(tsr_dim_H) && (o18 + ((((c23 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o19 + (((c23 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p0[(o17 + 0) * tsr_p0_s0 + (o18 + ((((c23 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o19 + (((c23 * 4) % 4)) + 2) * tsr_p0_s2] : 0x0p+0f;
+          v16_q3[c23 * 4 + 3] = ((o17 + 0) < int64_t(tsr_dim_H) && (o18 + ((((c23 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o19 + (((c23 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p0[(o17 + 0) * tsr_p0_s0 + (o18 + ((((c23 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o19 + (((c23 * 4) % 4)) + 3) * tsr_p0_s2] : 0x0p+0f;
+        }
       }
     }
   }
   // %qt = reshape %q3 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v22_qt[32];
-  v22_qt[0] = v16_q3[0];
-  v22_qt[1] = v16_q3[1];
-  v22_qt[2] = v16_q3[2];
-  v22_qt[3] = v16_q3[3];
-  v22_qt[4] = v16_q3[4];
-  v22_qt[5] = v16_q3[5];
-  v22_qt[6] = v16_q3[6];
-  v22_qt[7] = v16_q3[7];
-  v22_qt[8] = v16_q3[8];
-  v22_qt[9] = v16_q3[9];
-  v22_qt[10] = v16_q3[10];
-  v22_qt[11] = v16_q3[11];
-  v22_qt[12] = v16_q3[12];
-  v22_qt[13] = v16_q3[13];
-  v22_qt[14] = v16_q3[14];
-  v22_qt[15] = v16_q3[15];
-  v22_qt[16] = v16_q3[16];
-  v22_qt[17] = v16_q3[17];
-  v22_qt[18] = v16_q3[18];
-  v22_qt[19] = v16_q3[19];
-  v22_qt[20] = v16_q3[20];
-  v22_qt[21] = v16_q3[21];
-  v22_qt[22] = v16_q3[22];
-  v22_qt[23] = v16_q3[23];
-  v22_qt[24] = v16_q3[24];
-  v22_qt[25] = v16_q3[25];
-  v22_qt[26] = v16_q3[26];
-  v22_qt[27] = v16_q3[27];
-  v22_qt[28] = v16_q3[28];
-  v22_qt[29] = v16_q3[29];
-  v22_qt[30] = v16_q3[30];
-  v22_qt[31] = v16_q3[31];
+  float v25_qt[32];
+  v25_qt[0] = v16_q3[0];
+  v25_qt[1] = v16_q3[1];
+  v25_qt[2] = v16_q3[2];
+  v25_qt[3] = v16_q3[3];
+  v25_qt[4] = v16_q3[4];
+  v25_qt[5] = v16_q3[5];
+  v25_qt[6] = v16_q3[6];
+  v25_qt[7] = v16_q3[7];
+  v25_qt[8] = v16_q3[8];
+  v25_qt[9] = v16_q3[9];
+  v25_qt[10] = v16_q3[10];
+  v25_qt[11] = v16_q3[11];
+  v25_qt[12] = v16_q3[12];
+  v25_qt[13] = v16_q3[13];
+  v25_qt[14] = v16_q3[14];
+  v25_qt[15] = v16_q3[15];
+  v25_qt[16] = v16_q3[16];
+  v25_qt[17] = v16_q3[17];
+  v25_qt[18] = v16_q3[18];
+  v25_qt[19] = v16_q3[19];
+  v25_qt[20] = v16_q3[20];
+  v25_qt[21] = v16_q3[21];
+  v25_qt[22] = v16_q3[22];
+  v25_qt[23] = v16_q3[23];
+  v25_qt[24] = v16_q3[24];
+  v25_qt[25] = v16_q3[25];
+  v25_qt[26] = v16_q3[26];
+  v25_qt[27] = v16_q3[27];
+  v25_qt[28] = v16_q3[28];
+  v25_qt[29] = v16_q3[29];
+  v25_qt[30] = v16_q3[30];
+  v25_qt[31] = v16_q3[31];
   // %scales = splat %scale : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v23_scales[32];
+  float v26_scales[32];
   #pragma unroll
-  for (int s24 = 0; s24 < 32; ++s24) {
-    v23_scales[s24] = v15_scale;
+  for (int s27 = 0; s27 < 32; ++s27) {
+    v26_scales[s27] = v15_scale;
   }
   // %qs = mul %qt, %scales : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v25_qs[32];
+  float v28_qs[32];
   #pragma unroll
-  for (int s26 = 0; s26 < 32; ++s26) {
-    v25_qs[s26] = float(v22_qt[s26] * v23_scales[s26]);
+  for (int s29 = 0; s29 < 32; ++s29) {
+    v28_qs[s29] = float(v25_qt[s29] * v26_scales[s29]);
   }
   // %ninf = const {value = -inf} : f32
-  const float v27_ninf = (-tsr::inf_f());
+  const float v30_ninf = (-tsr::inf_f());
   // %f0 = const {value = 0.0} : f32
-  const float v28_f0 = 0x0p+0f;
+  const float v31_f0 = 0x0p+0f;
   // %acc0 = splat %f0 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v29_acc0[32];
+  float v32_acc0[32];
   #pragma unroll
-  for (int s30 = 0; s30 < 32; ++s30) {
-    v29_acc0[s30] = v28_f0;
+  for (int s33 = 0; s33 < 32; ++s33) {
+    v32_acc0[s33] = v31_f0;
   }
   // %ninfs = splat %ninf : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v31_ninfs[32];
+  float v34_ninfs[32];
   #pragma unroll
-  for (int s32 = 0; s32 < 32; ++s32) {
-    v31_ninfs[s32] = v27_ninf;
+  for (int s35 = 0; s35 < 32; ++s35) {
+    v34_ninfs[s35] = v30_ninf;
   }
   // %row0 = mul %pm, %bm : i32
-  const int32_t v33_row0 = int32_t(uint32_t(v0_pm) * uint32_t(v5_bm));
+  const int32_t v36_row0 = int32_t(uint32_t(v0_pm) * uint32_t(v5_bm));
   // %0 = arange : tile<i32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  int32_t v34[8];
+  int32_t v37[8];
   #pragma unroll
-  for (int s35 = 0; s35 < 8; ++s35) {
-    v34[s35] = int32_t(0 + (((s35) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2));
+  for (int s38 = 0; s38 < 8; ++s38) {
+    v37[s38] = int32_t(0 + (((s38) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2));
   }
   // %1 = splat %row0 : tile<i32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  int32_t v36[8];
+  int32_t v39[8];
   #pragma unroll
-  for (int s37 = 0; s37 < 8; ++s37) {
-    v36[s37] = v33_row0;
+  for (int s40 = 0; s40 < 8; ++s40) {
+    v39[s40] = v36_row0;
   }
   // %2 = add %0, %1 : tile<i32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  int32_t v38[8];
+  int32_t v41[8];
   #pragma unroll
-  for (int s39 = 0; s39 < 8; ++s39) {
-    v38[s39] = int32_t(uint32_t(v34[s39]) + uint32_t(v36[s39]));
+  for (int s42 = 0; s42 < 8; ++s42) {
+    v41[s42] = int32_t(uint32_t(v37[s42]) + uint32_t(v39[s42]));
   }
   // %rows2 = expand_dims %2 {axis = 1} : tile<i32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  int32_t v40_rows2[8];
-  v40_rows2[0] = v38[0];
-  v40_rows2[1] = v38[1];
-  v40_rows2[2] = v38[2];
-  v40_rows2[3] = v38[3];
-  v40_rows2[4] = v38[4];
-  v40_rows2[5] = v38[5];
-  v40_rows2[6] = v38[6];
-  v40_rows2[7] = v38[7];
+  int32_t v43_rows2[8];
+  v43_rows2[0] = v41[0];
+  v43_rows2[1] = v41[1];
+  v43_rows2[2] = v41[2];
+  v43_rows2[3] = v41[3];
+  v43_rows2[4] = v41[4];
+  v43_rows2[5] = v41[5];
+  v43_rows2[6] = v41[6];
+  v43_rows2[7] = v41[7];
   // %rowsb = broadcast %rows2 : tile<i32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  int32_t v41_rowsb[32];
-  v41_rowsb[0] = v40_rows2[0];
-  v41_rowsb[1] = v40_rows2[0];
-  v41_rowsb[2] = v40_rows2[0];
-  v41_rowsb[3] = v40_rows2[0];
-  v41_rowsb[4] = v40_rows2[1];
-  v41_rowsb[5] = v40_rows2[1];
-  v41_rowsb[6] = v40_rows2[1];
-  v41_rowsb[7] = v40_rows2[1];
-  v41_rowsb[8] = v40_rows2[2];
-  v41_rowsb[9] = v40_rows2[2];
-  v41_rowsb[10] = v40_rows2[2];
-  v41_rowsb[11] = v40_rows2[2];
-  v41_rowsb[12] = v40_rows2[3];
-  v41_rowsb[13] = v40_rows2[3];
-  v41_rowsb[14] = v40_rows2[3];
-  v41_rowsb[15] = v40_rows2[3];
-  v41_rowsb[16] = v40_rows2[4];
-  v41_rowsb[17] = v40_rows2[4];
-  v41_rowsb[18] = v40_rows2[4];
-  v41_rowsb[19] = v40_rows2[4];
-  v41_rowsb[20] = v40_rows2[5];
-  v41_rowsb[21] = v40_rows2[5];
-  v41_rowsb[22] = v40_rows2[5];
-  v41_rowsb[23] = v40_rows2[5];
-  v41_rowsb[24] = v40_rows2[6];
-  v41_rowsb[25] = v40_rows2[6];
-  v41_rowsb[26] = v40_rows2[6];
-  v41_rowsb[27] = v40_rows2[6];
-  v41_rowsb[28] = v40_rows2[7];
-  v41_rowsb[29] = v40_rows2[7];
-  v41_rowsb[30] = v40_rows2[7];
-  v41_rowsb[31] = v40_rows2[7];
+  int32_t v44_rowsb[32];
+  v44_rowsb[0] = v43_rows2[0];
+  v44_rowsb[1] = v43_rows2[0];
+  v44_rowsb[2] = v43_rows2[0];
+  v44_rowsb[3] = v43_rows2[0];
+  v44_rowsb[4] = v43_rows2[1];
+  v44_rowsb[5] = v43_rows2[1];
+  v44_rowsb[6] = v43_rows2[1];
+  v44_rowsb[7] = v43_rows2[1];
+  v44_rowsb[8] = v43_rows2[2];
+  v44_rowsb[9] = v43_rows2[2];
+  v44_rowsb[10] = v43_rows2[2];
+  v44_rowsb[11] = v43_rows2[2];
+  v44_rowsb[12] = v43_rows2[3];
+  v44_rowsb[13] = v43_rows2[3];
+  v44_rowsb[14] = v43_rows2[3];
+  v44_rowsb[15] = v43_rows2[3];
+  v44_rowsb[16] = v43_rows2[4];
+  v44_rowsb[17] = v43_rows2[4];
+  v44_rowsb[18] = v43_rows2[4];
+  v44_rowsb[19] = v43_rows2[4];
+  v44_rowsb[20] = v43_rows2[5];
+  v44_rowsb[21] = v43_rows2[5];
+  v44_rowsb[22] = v43_rows2[5];
+  v44_rowsb[23] = v43_rows2[5];
+  v44_rowsb[24] = v43_rows2[6];
+  v44_rowsb[25] = v43_rows2[6];
+  v44_rowsb[26] = v43_rows2[6];
+  v44_rowsb[27] = v43_rows2[6];
+  v44_rowsb[28] = v43_rows2[7];
+  v44_rowsb[29] = v43_rows2[7];
+  v44_rowsb[30] = v43_rows2[7];
+  v44_rowsb[31] = v43_rows2[7];
   // %3 = convert_layout %qs : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-  float* const sh42 = reinterpret_cast<float*>((tsr_smem + 0) + 0);
+  float* const sh45 = reinterpret_cast<float*>((tsr_smem + 0) + 0);
   __syncthreads();
   #pragma unroll
-  for (int c43 = 0; c43 < 8; ++c43) {
-    float w44[4];
-    w44[0] = v25_qs[c43 * 4 + 0];
-    w44[1] = v25_qs[c43 * 4 + 1];
-    w44[2] = v25_qs[c43 * 4 + 2];
-    w44[3] = v25_qs[c43 * 4 + 3];
-    tsr::copy_vec<float, 4>(sh42 + (((((c43 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c43 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w44);
+  for (int c46 = 0; c46 < 8; ++c46) {
+    float w47[4];
+    w47[0] = v28_qs[c46 * 4 + 0];
+    w47[1] = v28_qs[c46 * 4 + 1];
+    w47[2] = v28_qs[c46 * 4 + 2];
+    w47[3] = v28_qs[c46 * 4 + 3];
+    tsr::copy_vec<float, 4>(sh45 + (((((c46 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c46 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w47);
   }
   __syncthreads();
   // %4 = splat %ninf : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v45[8];
+  float v48[8];
   #pragma unroll
-  for (int s46 = 0; s46 < 8; ++s46) {
-    v45[s46] = v27_ninf;
+  for (int s49 = 0; s49 < 8; ++s49) {
+    v48[s49] = v30_ninf;
   }
   // %5 = splat %f0 : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v47[8];
+  float v50[8];
   #pragma unroll
-  for (int s48 = 0; s48 < 8; ++s48) {
-    v47[s48] = v28_f0;
+  for (int s51 = 0; s51 < 8; ++s51) {
+    v50[s51] = v31_f0;
   }
   // %m, %l, %acc = for %c0, %hi, %c1, %4, %5, %acc0 {pipeline = 2} : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>, tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>, tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>> {...}
-  float c49_m[8];
+  float c52_m[8];
   #pragma unroll
-  for (int s50 = 0; s50 < 8; ++s50) {
-    c49_m[s50] = v45[s50];
+  for (int s53 = 0; s53 < 8; ++s53) {
+    c52_m[s53] = v48[s53];
   }
-  float c51_l[8];
+  float c54_l[8];
   #pragma unroll
-  for (int s52 = 0; s52 < 8; ++s52) {
-    c51_l[s52] = v47[s52];
+  for (int s55 = 0; s55 < 8; ++s55) {
+    c54_l[s55] = v50[s55];
   }
-  float c53_acc[32];
+  float c56_acc[32];
   #pragma unroll
-  for (int s54 = 0; s54 < 32; ++s54) {
-    c53_acc[s54] = v29_acc0[s54];
+  for (int s57 = 0; s57 < 32; ++s57) {
+    c56_acc[s57] = v32_acc0[s57];
   }
-  float* const sh56 = reinterpret_cast<float*>((tsr_smem + 0) + 17408);
-  int rs55 = 0;
+  float* const sh59 = reinterpret_cast<float*>((tsr_smem + 0) + 17408);
+  int rs58 = 0;
   if ((int64_t(v2_c0) + 0 * int64_t(v3_c1)) < int64_t(v13_hi)) {
-    const int32_t nx57 = int32_t((int64_t(v2_c0) + 0 * int64_t(v3_c1)));
+    const int32_t nx60 = int32_t((int64_t(v2_c0) + 0 * int64_t(v3_c1)));
     // %off = mul %j, %bm : i32
-    const int32_t v58_off = int32_t(uint32_t(nx57) * uint32_t(v5_bm));
+    const int32_t v61_off = int32_t(uint32_t(nx60) * uint32_t(v5_bm));
     {
-      const int64_t o59 = int64_t(v1_ph) * 1;
-      const int64_t o60 = int64_t(nx57) * 64;
-      const int64_t o61 = int64_t(v2_c0) * 64;
+      const int64_t o62 = int64_t(v1_ph) * 1;
+      const int64_t o63 = int64_t(nx60) * 64;
+      const int64_t o64 = int64_t(v2_c0) * 64;
       #pragma unroll
-      for (int i62 = 0; i62 < 8; ++i62) {
-        const int q63 = i62 * 128 + tsr_tid;
-        const int64_t n64 = !(true && (o59 + 0) < int64_t(tsr_dim_H) && (o60 + ((q63 * 4) / 64)) < int64_t(tsr_dim_N)) || (int64_t(tsr_dim_DH) - (o61 + ((q63 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o61 + ((q63 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o61 + ((q63 * 4) % 64))) : 4;
-        const float* src65 = tsr_p2 + (n64 > 0 ? (o59 + 0) * tsr_p2_s0 + (o60 + ((q63 * 4) / 64)) * tsr_p2_s1 + (o61 + ((q63 * 4) % 64)) * tsr_p2_s2 : 0);
-        float* const dst66 = (sh56 + (0) * 4352) + (0) * 4352 + (((q63 * 4) / 64)) * 68 + (((q63 * 4) % 64)) * 1;
-        if (tsr::aligned_vec<float, 4>(src65)) {
-          tsr::cp_async_16(tsr::smem_u32(dst66), src65, int(n64) * 4);
+      for (int i65 = 0; i65 < 8; ++i65) {
+        const int q66 = i65 * 128 + tsr_tid;
+        const int64_t n67 = !(true && (o62 + 0) < int64_t(tsr_dim_H) && (o63 + ((q66 * 4) / 64)) < int64_t(tsr_dim_N)) || (int64_t(tsr_dim_DH) - (o64 + ((q66 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o64 + ((q66 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o64 + ((q66 * 4) % 64))) : 4;
+        const float* src68 = tsr_p2 + (n67 > 0 ? (o62 + 0) * tsr_p2_s0 + (o63 + ((q66 * 4) / 64)) * tsr_p2_s1 + (o64 + ((q66 * 4) % 64)) * tsr_p2_s2 : 0);
+        float* const dst69 = (sh59 + (0) * 4352) + (0) * 4352 + (((q66 * 4) / 64)) * 68 + (((q66 * 4) % 64)) * 1;
+        if (tsr::aligned_vec<float, 4>(src68)) {
+          tsr::cp_async_16(tsr::smem_u32(dst69), src68, int(n67) * 4);
         } else {
-          for (int v_ = 0; v_ < 4; ++v_) dst66[v_] = v_ < n64 ? src65[v_] : float(0);
+          for (int v_ = 0; v_ < 4; ++v_) dst69[v_] = v_ < n67 ? src68[v_] : float(0);
         }
       }
     }
   }
   tsr::cp_async_commit();
-  for (int64_t iv67_ = v2_c0; v3_c1 > 0 && iv67_ < v13_hi; iv67_ += v3_c1) {
-    const int32_t iv67 = int32_t(iv67_);
-    if ((iv67_ + 1 * int64_t(v3_c1)) < int64_t(v13_hi)) {
-      const int32_t nx68 = int32_t((iv67_ + 1 * int64_t(v3_c1)));
+  for (int64_t iv70_ = v2_c0; v3_c1 > 0 && iv70_ < v13_hi; iv70_ += v3_c1) {
+    const int32_t iv70 = int32_t(iv70_);
+    if ((iv70_ + 1 * int64_t(v3_c1)) < int64_t(v13_hi)) {
+      const int32_t nx71 = int32_t((iv70_ + 1 * int64_t(v3_c1)));
       // %off = mul %j, %bm : i32
-      const int32_t v69_off = int32_t(uint32_t(nx68) * uint32_t(v5_bm));
+      const int32_t v72_off = int32_t(uint32_t(nx71) * uint32_t(v5_bm));
       {
-        const int64_t o70 = int64_t(v1_ph) * 1;
-        const int64_t o71 = int64_t(nx68) * 64;
-        const int64_t o72 = int64_t(v2_c0) * 64;
+        const int64_t o73 = int64_t(v1_ph) * 1;
+        const int64_t o74 = int64_t(nx71) * 64;
+        const int64_t o75 = int64_t(v2_c0) * 64;
         #pragma unroll
-        for (int i73 = 0; i73 < 8; ++i73) {
-          const int q74 = i73 * 128 + tsr_tid;
-          const int64_t n75 = !(true && (o70 + 0) < int64_t(tsr_dim_H) && (o71 + ((q74 * 4) / 64)) < int64_t(tsr_dim_N)) || (int64_t(tsr_dim_DH) - (o72 + ((q74 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o72 + ((q74 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o72 + ((q74 * 4) % 64))) : 4;
-          const float* src76 = tsr_p2 + (n75 > 0 ? (o70 + 0) * tsr_p2_s0 + (o71 + ((q74 * 4) / 64)) * tsr_p2_s1 + (o72 + ((q74 * 4) % 64)) * tsr_p2_s2 : 0);
-          float* const dst77 = (sh56 + ((rs55 + 1) % 2) * 4352) + (0) * 4352 + (((q74 * 4) / 64)) * 68 + (((q74 * 4) % 64)) * 1;
-          if (tsr::aligned_vec<float, 4>(src76)) {
-            tsr::cp_async_16(tsr::smem_u32(dst77), src76, int(n75) * 4);
+        for (int i76 = 0; i76 < 8; ++i76) {
+          const int q77 = i76 * 128 + tsr_tid;
+          const int64_t n78 = !(true && (o73 + 0) < int64_t(tsr_dim_H) && (o74 + ((q77 * 4) / 64)) < int64_t(tsr_dim_N)) || (int64_t(tsr_dim_DH) - (o75 + ((q77 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o75 + ((q77 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o75 + ((q77 * 4) % 64))) : 4;
+          const float* src79 = tsr_p2 + (n78 > 0 ? (o73 + 0) * tsr_p2_s0 + (o74 + ((q77 * 4) / 64)) * tsr_p2_s1 + (o75 + ((q77 * 4) % 64)) * tsr_p2_s2 : 0);
+          float* const dst80 = (sh59 + ((rs58 + 1) % 2) * 4352) + (0) * 4352 + (((q77 * 4) / 64)) * 68 + (((q77 * 4) % 64)) * 1;
+          if (tsr::aligned_vec<float, 4>(src79)) {
+            tsr::cp_async_16(tsr::smem_u32(dst80), src79, int(n78) * 4);
           } else {
-            for (int v_ = 0; v_ < 4; ++v_) dst77[v_] = v_ < n75 ? src76[v_] : float(0);
+            for (int v_ = 0; v_ < 4; ++v_) dst80[v_] = v_ < n78 ? src79[v_] : float(0);
           }
         }
       }
@@ -310,833 +323,859 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_causal
     tsr::cp_async_wait<1>();  // this iteration's copies are in
     __syncthreads();
     // %k3 = load_tile %k, %ph, %j, %c0 : tile<f32, [1, 64, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-    float v78_k3[32];
+    float v81_k3[32];
     {
-      const int64_t o79 = int64_t(v1_ph) * 1 + 0;
-      const int64_t o80 = int64_t(iv67) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o81 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      #pragma unroll
-      for (int c82 = 0; c82 < 8; ++c82) {
-        float vb83[4];
-        if ((o79 + 0) < int64_t(tsr_dim_H) && (o80 + ((((c82 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o81 + (((c82 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o79 + 0) * tsr_p1_s0 + (o80 + ((((c82 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o81 + (((c82 * 4) % 4))) * tsr_p1_s2)) {
-          tsr::copy_vec<float, 4>(vb83, tsr_p1 + (o79 + 0) * tsr_p1_s0 + (o80 + ((((c82 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o81 + (((c82 * 4) % 4))) * tsr_p1_s2);
-          v78_k3[c82 * 4 + 0] = vb83[0];
-          v78_k3[c82 * 4 + 1] = vb83[1];
-          v78_k3[c82 * 4 + 2] = vb83[2];
-          v78_k3[c82 * 4 + 3] = vb83[3];
-        } else {
-          v78_k3[c82 * 4] = ((o79 + 0) < int64_t(tsr_dim_H) && (o80 + ((((c82 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o81 + (((c82 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o79 + 0) * tsr_p1_s0 + (o80 + ((((c82 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o81 + (((c82 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
-          v78_k3[c82 * 4 + 1] = ((o79 + 0) < int64_t(tsr_dim_H) && (o80 + ((((c82 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o81 + (((c82 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o79 + 0) * tsr_p1_s0 + (o80 + ((((c82 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o81 + (((c82 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
-          v78_k3[c82 * 4 + 2] = ((o79 + 0) < int64_t(tsr_dim_H) && (o80 + ((((c82 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o81 + (((c82 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o79 + 0) * tsr_p1_s0 + (o80 + ((((c82 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o81 + (((c82 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
-          v78_k3[c82 * 4 + 3] = ((o79 + 0) < int64_t(tsr_dim_H) && (o80 + ((((c82 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o81 + (((c82 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o79 + 0) * tsr_p1_s0 + (o80 + ((((c82 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o81 + (((c82 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
+      const int64_t o82 = int64_t(v1_ph) * 1 + 0;
+      const int64_t o83 = int64_t(iv70) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o84 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole85 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv70) * 64 >= 0 && int64_t(iv70) * 64 + 64 <= int64_t(tsr_dim_N) && tsr_p1_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v1_ph) * 1 * tsr_p1_s0 + int64_t(iv70) * 64 * tsr_p1_s1 + int64_t(v2_c0) * 64 * tsr_p1_s2);
+      if (whole85) {
+        #pragma unroll
+        for (int c86 = 0; c86 < 8; ++c86) {
+          float vb87[4];
+          tsr::copy_vec<float, 4>(vb87, tsr_p1 + (o82 + 0) * tsr_p1_s0 + (o83 + ((((c86 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o84 + (((c86 * 4) % 4))) * tsr_p1_s2);
+          v81_k3[c86 * 4 + 0] = vb87[0];
+          v81_k3[c86 * 4 + 1] = vb87[1];
+          v81_k3[c86 * 4 + 2] = vb87[2];
+          v81_k3[c86 * 4 + 3] = vb87[3];
+        }
+      } else {
+        #pragma unroll
+        for (int c88 = 0; c88 < 8; ++c88) {
+          float vb89[4];
+          if ((o82 + 0) < int64_t(tsr_dim_H) && (o83 + ((((c88 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o84 + (((c88 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o82 + 0) * tsr_p1_s0 + (o83 + ((((c88 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o84 + (((c88 * 4) % 4))) * tsr_p1_s2)) {
+            tsr::copy_vec<float, 4>(vb89, tsr_p1 + (o82 + 0) * tsr_p1_s0 + (o83 + ((((c88 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o84 + (((c88 * 4) % 4))) * tsr_p1_s2);
+            v81_k3[c88 * 4 + 0] = vb89[0];
+            v81_k3[c88 * 4 + 1] = vb89[1];
+            v81_k3[c88 * 4 + 2] = vb89[2];
+            v81_k3[c88 * 4 + 3] = vb89[3];
+          } else {
+            v81_k3[c88 * 4] = ((o82 + 0) < int64_t(tsr_dim_H) && (o83 + ((((c88 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o84 + (((c88 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o82 + 0) * tsr_p1_s0 + (o83 + ((((c88 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o84 + (((c88 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
+            v81_k3[c88 * 4 + 1] = ((o82 + 0) < int64_t(tsr_dim_H) && (o83 + ((((c88 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o84 + (((c88 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o82 + 0) * tsr_p1_s0 + (o83 + ((((c88 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o84 + (((c88 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
+            v81_k3[c88 * 4 + 2] = ((o82 + 0) < int64_t(tsr_dim_H) && (o83 + ((((c88 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o84 + (((c88 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o82 + 0) * tsr_p1_s0 + (o83 + ((((c88 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o84 + (((c88 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
+            v81_k3[c88 * 4 + 3] = ((o82 + 0) < int64_t(tsr_dim_H) && (o83 + ((((c88 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o84 + (((c88 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o82 + 0) * tsr_p1_s0 + (o83 + ((((c88 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o84 + (((c88 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
+          }
         }
       }
     }
     // %kt = reshape %k3 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v84_kt[32];
-    v84_kt[0] = v78_k3[0];
-    v84_kt[1] = v78_k3[1];
-    v84_kt[2] = v78_k3[2];
-    v84_kt[3] = v78_k3[3];
-    v84_kt[4] = v78_k3[4];
-    v84_kt[5] = v78_k3[5];
-    v84_kt[6] = v78_k3[6];
-    v84_kt[7] = v78_k3[7];
-    v84_kt[8] = v78_k3[8];
-    v84_kt[9] = v78_k3[9];
-    v84_kt[10] = v78_k3[10];
-    v84_kt[11] = v78_k3[11];
-    v84_kt[12] = v78_k3[12];
-    v84_kt[13] = v78_k3[13];
-    v84_kt[14] = v78_k3[14];
-    v84_kt[15] = v78_k3[15];
-    v84_kt[16] = v78_k3[16];
-    v84_kt[17] = v78_k3[17];
-    v84_kt[18] = v78_k3[18];
-    v84_kt[19] = v78_k3[19];
-    v84_kt[20] = v78_k3[20];
-    v84_kt[21] = v78_k3[21];
-    v84_kt[22] = v78_k3[22];
-    v84_kt[23] = v78_k3[23];
-    v84_kt[24] = v78_k3[24];
-    v84_kt[25] = v78_k3[25];
-    v84_kt[26] = v78_k3[26];
-    v84_kt[27] = v78_k3[27];
-    v84_kt[28] = v78_k3[28];
-    v84_kt[29] = v78_k3[29];
-    v84_kt[30] = v78_k3[30];
-    v84_kt[31] = v78_k3[31];
+    float v90_kt[32];
+    v90_kt[0] = v81_k3[0];
+    v90_kt[1] = v81_k3[1];
+    v90_kt[2] = v81_k3[2];
+    v90_kt[3] = v81_k3[3];
+    v90_kt[4] = v81_k3[4];
+    v90_kt[5] = v81_k3[5];
+    v90_kt[6] = v81_k3[6];
+    v90_kt[7] = v81_k3[7];
+    v90_kt[8] = v81_k3[8];
+    v90_kt[9] = v81_k3[9];
+    v90_kt[10] = v81_k3[10];
+    v90_kt[11] = v81_k3[11];
+    v90_kt[12] = v81_k3[12];
+    v90_kt[13] = v81_k3[13];
+    v90_kt[14] = v81_k3[14];
+    v90_kt[15] = v81_k3[15];
+    v90_kt[16] = v81_k3[16];
+    v90_kt[17] = v81_k3[17];
+    v90_kt[18] = v81_k3[18];
+    v90_kt[19] = v81_k3[19];
+    v90_kt[20] = v81_k3[20];
+    v90_kt[21] = v81_k3[21];
+    v90_kt[22] = v81_k3[22];
+    v90_kt[23] = v81_k3[23];
+    v90_kt[24] = v81_k3[24];
+    v90_kt[25] = v81_k3[25];
+    v90_kt[26] = v81_k3[26];
+    v90_kt[27] = v81_k3[27];
+    v90_kt[28] = v81_k3[28];
+    v90_kt[29] = v81_k3[29];
+    v90_kt[30] = v81_k3[30];
+    v90_kt[31] = v81_k3[31];
     // %ktt = permute %kt {dims = [1, 0]} : tile<f32, [64, 64], layout = blocked<per_thread = [4, 1], threads = [16, 2], warps = [1, 4], order = [0, 1]>>
-    float v85_ktt[32];
-    v85_ktt[0] = v84_kt[0];
-    v85_ktt[1] = v84_kt[1];
-    v85_ktt[2] = v84_kt[2];
-    v85_ktt[3] = v84_kt[3];
-    v85_ktt[4] = v84_kt[4];
-    v85_ktt[5] = v84_kt[5];
-    v85_ktt[6] = v84_kt[6];
-    v85_ktt[7] = v84_kt[7];
-    v85_ktt[8] = v84_kt[8];
-    v85_ktt[9] = v84_kt[9];
-    v85_ktt[10] = v84_kt[10];
-    v85_ktt[11] = v84_kt[11];
-    v85_ktt[12] = v84_kt[12];
-    v85_ktt[13] = v84_kt[13];
-    v85_ktt[14] = v84_kt[14];
-    v85_ktt[15] = v84_kt[15];
-    v85_ktt[16] = v84_kt[16];
-    v85_ktt[17] = v84_kt[17];
-    v85_ktt[18] = v84_kt[18];
-    v85_ktt[19] = v84_kt[19];
-    v85_ktt[20] = v84_kt[20];
-    v85_ktt[21] = v84_kt[21];
-    v85_ktt[22] = v84_kt[22];
-    v85_ktt[23] = v84_kt[23];
-    v85_ktt[24] = v84_kt[24];
-    v85_ktt[25] = v84_kt[25];
-    v85_ktt[26] = v84_kt[26];
-    v85_ktt[27] = v84_kt[27];
-    v85_ktt[28] = v84_kt[28];
-    v85_ktt[29] = v84_kt[29];
-    v85_ktt[30] = v84_kt[30];
-    v85_ktt[31] = v84_kt[31];
+    float v91_ktt[32];
+    v91_ktt[0] = v90_kt[0];
+    v91_ktt[1] = v90_kt[1];
+    v91_ktt[2] = v90_kt[2];
+    v91_ktt[3] = v90_kt[3];
+    v91_ktt[4] = v90_kt[4];
+    v91_ktt[5] = v90_kt[5];
+    v91_ktt[6] = v90_kt[6];
+    v91_ktt[7] = v90_kt[7];
+    v91_ktt[8] = v90_kt[8];
+    v91_ktt[9] = v90_kt[9];
+    v91_ktt[10] = v90_kt[10];
+    v91_ktt[11] = v90_kt[11];
+    v91_ktt[12] = v90_kt[12];
+    v91_ktt[13] = v90_kt[13];
+    v91_ktt[14] = v90_kt[14];
+    v91_ktt[15] = v90_kt[15];
+    v91_ktt[16] = v90_kt[16];
+    v91_ktt[17] = v90_kt[17];
+    v91_ktt[18] = v90_kt[18];
+    v91_ktt[19] = v90_kt[19];
+    v91_ktt[20] = v90_kt[20];
+    v91_ktt[21] = v90_kt[21];
+    v91_ktt[22] = v90_kt[22];
+    v91_ktt[23] = v90_kt[23];
+    v91_ktt[24] = v90_kt[24];
+    v91_ktt[25] = v90_kt[25];
+    v91_ktt[26] = v90_kt[26];
+    v91_ktt[27] = v90_kt[27];
+    v91_ktt[28] = v90_kt[28];
+    v91_ktt[29] = v90_kt[29];
+    v91_ktt[30] = v90_kt[30];
+    v91_ktt[31] = v90_kt[31];
     // %6 = convert_layout %ktt : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh86 = reinterpret_cast<float*>((tsr_smem + 0) + 52224);
+    float* const sh92 = reinterpret_cast<float*>((tsr_smem + 0) + 52224);
     __syncthreads();
     #pragma unroll
-    for (int c87 = 0; c87 < 32; ++c87) {
-      float w88[1];
-      w88[0] = v85_ktt[c87 * 1 + 0];
-      tsr::copy_vec<float, 1>(sh86 + ((((c87 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c87 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w88);
+    for (int c93 = 0; c93 < 32; ++c93) {
+      float w94[1];
+      w94[0] = v91_ktt[c93 * 1 + 0];
+      tsr::copy_vec<float, 1>(sh92 + ((((c93 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c93 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w94);
     }
     __syncthreads();
     // %s = dot %3, %6, %acc0 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v89_s[32];
+    float v95_s[32];
     #pragma unroll
-    for (int s90 = 0; s90 < 32; ++s90) {
-      v89_s[s90] = v29_acc0[s90];
+    for (int s96 = 0; s96 < 32; ++s96) {
+      v95_s[s96] = v32_acc0[s96];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll 4
       for (int k_ = 0; k_ < 64; ++k_) {
-        const auto a0_ = sh42[(tm_ + 0) * 68 + (k_) * 1];
-        const auto a1_ = sh42[(tm_ + 8) * 68 + (k_) * 1];
-        const auto a2_ = sh42[(tm_ + 16) * 68 + (k_) * 1];
-        const auto a3_ = sh42[(tm_ + 24) * 68 + (k_) * 1];
-        const auto a4_ = sh42[(tm_ + 32) * 68 + (k_) * 1];
-        const auto a5_ = sh42[(tm_ + 40) * 68 + (k_) * 1];
-        const auto a6_ = sh42[(tm_ + 48) * 68 + (k_) * 1];
-        const auto a7_ = sh42[(tm_ + 56) * 68 + (k_) * 1];
-        const auto b0_ = sh86[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = sh86[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = sh86[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = sh86[(k_) * 68 + (tn_ + 3) * 1];
-        v89_s[0] = fmaf(float(a0_), float(b0_), v89_s[0]);
-        v89_s[1] = fmaf(float(a0_), float(b1_), v89_s[1]);
-        v89_s[2] = fmaf(float(a0_), float(b2_), v89_s[2]);
-        v89_s[3] = fmaf(float(a0_), float(b3_), v89_s[3]);
-        v89_s[4] = fmaf(float(a1_), float(b0_), v89_s[4]);
-        v89_s[5] = fmaf(float(a1_), float(b1_), v89_s[5]);
-        v89_s[6] = fmaf(float(a1_), float(b2_), v89_s[6]);
-        v89_s[7] = fmaf(float(a1_), float(b3_), v89_s[7]);
-        v89_s[8] = fmaf(float(a2_), float(b0_), v89_s[8]);
-        v89_s[9] = fmaf(float(a2_), float(b1_), v89_s[9]);
-        v89_s[10] = fmaf(float(a2_), float(b2_), v89_s[10]);
-        v89_s[11] = fmaf(float(a2_), float(b3_), v89_s[11]);
-        v89_s[12] = fmaf(float(a3_), float(b0_), v89_s[12]);
-        v89_s[13] = fmaf(float(a3_), float(b1_), v89_s[13]);
-        v89_s[14] = fmaf(float(a3_), float(b2_), v89_s[14]);
-        v89_s[15] = fmaf(float(a3_), float(b3_), v89_s[15]);
-        v89_s[16] = fmaf(float(a4_), float(b0_), v89_s[16]);
-        v89_s[17] = fmaf(float(a4_), float(b1_), v89_s[17]);
-        v89_s[18] = fmaf(float(a4_), float(b2_), v89_s[18]);
-        v89_s[19] = fmaf(float(a4_), float(b3_), v89_s[19]);
-        v89_s[20] = fmaf(float(a5_), float(b0_), v89_s[20]);
-        v89_s[21] = fmaf(float(a5_), float(b1_), v89_s[21]);
-        v89_s[22] = fmaf(float(a5_), float(b2_), v89_s[22]);
-        v89_s[23] = fmaf(float(a5_), float(b3_), v89_s[23]);
-        v89_s[24] = fmaf(float(a6_), float(b0_), v89_s[24]);
-        v89_s[25] = fmaf(float(a6_), float(b1_), v89_s[25]);
-        v89_s[26] = fmaf(float(a6_), float(b2_), v89_s[26]);
-        v89_s[27] = fmaf(float(a6_), float(b3_), v89_s[27]);
-        v89_s[28] = fmaf(float(a7_), float(b0_), v89_s[28]);
-        v89_s[29] = fmaf(float(a7_), float(b1_), v89_s[29]);
-        v89_s[30] = fmaf(float(a7_), float(b2_), v89_s[30]);
-        v89_s[31] = fmaf(float(a7_), float(b3_), v89_s[31]);
+        const auto a0_ = sh45[(tm_ + 0) * 68 + (k_) * 1];
+        const auto a1_ = sh45[(tm_ + 8) * 68 + (k_) * 1];
+        const auto a2_ = sh45[(tm_ + 16) * 68 + (k_) * 1];
+        const auto a3_ = sh45[(tm_ + 24) * 68 + (k_) * 1];
+        const auto a4_ = sh45[(tm_ + 32) * 68 + (k_) * 1];
+        const auto a5_ = sh45[(tm_ + 40) * 68 + (k_) * 1];
+        const auto a6_ = sh45[(tm_ + 48) * 68 + (k_) * 1];
+        const auto a7_ = sh45[(tm_ + 56) * 68 + (k_) * 1];
+        const auto b0_ = sh92[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = sh92[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = sh92[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = sh92[(k_) * 68 + (tn_ + 3) * 1];
+        v95_s[0] = fmaf(float(a0_), float(b0_), v95_s[0]);
+        v95_s[1] = fmaf(float(a0_), float(b1_), v95_s[1]);
+        v95_s[2] = fmaf(float(a0_), float(b2_), v95_s[2]);
+        v95_s[3] = fmaf(float(a0_), float(b3_), v95_s[3]);
+        v95_s[4] = fmaf(float(a1_), float(b0_), v95_s[4]);
+        v95_s[5] = fmaf(float(a1_), float(b1_), v95_s[5]);
+        v95_s[6] = fmaf(float(a1_), float(b2_), v95_s[6]);
+        v95_s[7] = fmaf(float(a1_), float(b3_), v95_s[7]);
+        v95_s[8] = fmaf(float(a2_), float(b0_), v95_s[8]);
+        v95_s[9] = fmaf(float(a2_), float(b1_), v95_s[9]);
+        v95_s[10] = fmaf(float(a2_), float(b2_), v95_s[10]);
+        v95_s[11] = fmaf(float(a2_), float(b3_), v95_s[11]);
+        v95_s[12] = fmaf(float(a3_), float(b0_), v95_s[12]);
+        v95_s[13] = fmaf(float(a3_), float(b1_), v95_s[13]);
+        v95_s[14] = fmaf(float(a3_), float(b2_), v95_s[14]);
+        v95_s[15] = fmaf(float(a3_), float(b3_), v95_s[15]);
+        v95_s[16] = fmaf(float(a4_), float(b0_), v95_s[16]);
+        v95_s[17] = fmaf(float(a4_), float(b1_), v95_s[17]);
+        v95_s[18] = fmaf(float(a4_), float(b2_), v95_s[18]);
+        v95_s[19] = fmaf(float(a4_), float(b3_), v95_s[19]);
+        v95_s[20] = fmaf(float(a5_), float(b0_), v95_s[20]);
+        v95_s[21] = fmaf(float(a5_), float(b1_), v95_s[21]);
+        v95_s[22] = fmaf(float(a5_), float(b2_), v95_s[22]);
+        v95_s[23] = fmaf(float(a5_), float(b3_), v95_s[23]);
+        v95_s[24] = fmaf(float(a6_), float(b0_), v95_s[24]);
+        v95_s[25] = fmaf(float(a6_), float(b1_), v95_s[25]);
+        v95_s[26] = fmaf(float(a6_), float(b2_), v95_s[26]);
+        v95_s[27] = fmaf(float(a6_), float(b3_), v95_s[27]);
+        v95_s[28] = fmaf(float(a7_), float(b0_), v95_s[28]);
+        v95_s[29] = fmaf(float(a7_), float(b1_), v95_s[29]);
+        v95_s[30] = fmaf(float(a7_), float(b2_), v95_s[30]);
+        v95_s[31] = fmaf(float(a7_), float(b3_), v95_s[31]);
       }
     }
     // %off = mul %j, %bm : i32
-    const int32_t v91_off = int32_t(uint32_t(iv67) * uint32_t(v5_bm));
+    const int32_t v97_off = int32_t(uint32_t(iv70) * uint32_t(v5_bm));
     // %7 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v92[4];
-    #pragma unroll
-    for (int s93 = 0; s93 < 4; ++s93) {
-      v92[s93] = int32_t(0 + (((s93) % 4)) + (((tsr_lane >> 0) & 15) * 4));
-    }
-    // %8 = splat %off : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v94[4];
-    #pragma unroll
-    for (int s95 = 0; s95 < 4; ++s95) {
-      v94[s95] = v91_off;
-    }
-    // %9 = add %7, %8 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v96[4];
-    #pragma unroll
-    for (int s97 = 0; s97 < 4; ++s97) {
-      v96[s97] = int32_t(uint32_t(v92[s97]) + uint32_t(v94[s97]));
-    }
-    // %10 = splat %n : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v98[4];
     #pragma unroll
     for (int s99 = 0; s99 < 4; ++s99) {
-      v98[s99] = v4_n;
+      v98[s99] = int32_t(0 + (((s99) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
-    // %11 = cmp %9, %10 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v100[4];
+    // %8 = splat %off : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v100[4];
     #pragma unroll
     for (int s101 = 0; s101 < 4; ++s101) {
-      v100[s101] = uint8_t(v96[s101] < v98[s101]);
+      v100[s101] = v97_off;
     }
-    // %inseq2 = expand_dims %11 {axis = 0} : tile<i1, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v102_inseq2[4];
-    v102_inseq2[0] = v100[0];
-    v102_inseq2[1] = v100[1];
-    v102_inseq2[2] = v100[2];
-    v102_inseq2[3] = v100[3];
-    // %inseqb = broadcast %inseq2 : tile<i1, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v103_inseqb[32];
-    v103_inseqb[0] = v102_inseq2[0];
-    v103_inseqb[1] = v102_inseq2[1];
-    v103_inseqb[2] = v102_inseq2[2];
-    v103_inseqb[3] = v102_inseq2[3];
-    v103_inseqb[4] = v102_inseq2[0];
-    v103_inseqb[5] = v102_inseq2[1];
-    v103_inseqb[6] = v102_inseq2[2];
-    v103_inseqb[7] = v102_inseq2[3];
-    v103_inseqb[8] = v102_inseq2[0];
-    v103_inseqb[9] = v102_inseq2[1];
-    v103_inseqb[10] = v102_inseq2[2];
-    v103_inseqb[11] = v102_inseq2[3];
-    v103_inseqb[12] = v102_inseq2[0];
-    v103_inseqb[13] = v102_inseq2[1];
-    v103_inseqb[14] = v102_inseq2[2];
-    v103_inseqb[15] = v102_inseq2[3];
-    v103_inseqb[16] = v102_inseq2[0];
-    v103_inseqb[17] = v102_inseq2[1];
-    v103_inseqb[18] = v102_inseq2[2];
-    v103_inseqb[19] = v102_inseq2[3];
-    v103_inseqb[20] = v102_inseq2[0];
-    v103_inseqb[21] = v102_inseq2[1];
-    v103_inseqb[22] = v102_inseq2[2];
-    v103_inseqb[23] = v102_inseq2[3];
-    v103_inseqb[24] = v102_inseq2[0];
-    v103_inseqb[25] = v102_inseq2[1];
-    v103_inseqb[26] = v102_inseq2[2];
-    v103_inseqb[27] = v102_inseq2[3];
-    v103_inseqb[28] = v102_inseq2[0];
-    v103_inseqb[29] = v102_inseq2[1];
-    v103_inseqb[30] = v102_inseq2[2];
-    v103_inseqb[31] = v102_inseq2[3];
-    // %12 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    // %9 = add %7, %8 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v102[4];
+    #pragma unroll
+    for (int s103 = 0; s103 < 4; ++s103) {
+      v102[s103] = int32_t(uint32_t(v98[s103]) + uint32_t(v100[s103]));
+    }
+    // %10 = splat %n : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v104[4];
     #pragma unroll
     for (int s105 = 0; s105 < 4; ++s105) {
-      v104[s105] = int32_t(0 + (((s105) % 4)) + (((tsr_lane >> 0) & 15) * 4));
+      v104[s105] = v4_n;
     }
-    // %13 = splat %off : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v106[4];
+    // %11 = cmp %9, %10 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    uint8_t v106[4];
     #pragma unroll
     for (int s107 = 0; s107 < 4; ++s107) {
-      v106[s107] = v91_off;
+      v106[s107] = uint8_t(v102[s107] < v104[s107]);
+    }
+    // %inseq2 = expand_dims %11 {axis = 0} : tile<i1, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+    uint8_t v108_inseq2[4];
+    v108_inseq2[0] = v106[0];
+    v108_inseq2[1] = v106[1];
+    v108_inseq2[2] = v106[2];
+    v108_inseq2[3] = v106[3];
+    // %inseqb = broadcast %inseq2 : tile<i1, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+    uint8_t v109_inseqb[32];
+    v109_inseqb[0] = v108_inseq2[0];
+    v109_inseqb[1] = v108_inseq2[1];
+    v109_inseqb[2] = v108_inseq2[2];
+    v109_inseqb[3] = v108_inseq2[3];
+    v109_inseqb[4] = v108_inseq2[0];
+    v109_inseqb[5] = v108_inseq2[1];
+    v109_inseqb[6] = v108_inseq2[2];
+    v109_inseqb[7] = v108_inseq2[3];
+    v109_inseqb[8] = v108_inseq2[0];
+    v109_inseqb[9] = v108_inseq2[1];
+    v109_inseqb[10] = v108_inseq2[2];
+    v109_inseqb[11] = v108_inseq2[3];
+    v109_inseqb[12] = v108_inseq2[0];
+    v109_inseqb[13] = v108_inseq2[1];
+    v109_inseqb[14] = v108_inseq2[2];
+    v109_inseqb[15] = v108_inseq2[3];
+    v109_inseqb[16] = v108_inseq2[0];
+    v109_inseqb[17] = v108_inseq2[1];
+    v109_inseqb[18] = v108_inseq2[2];
+    v109_inseqb[19] = v108_inseq2[3];
+    v109_inseqb[20] = v108_inseq2[0];
+    v109_inseqb[21] = v108_inseq2[1];
+    v109_inseqb[22] = v108_inseq2[2];
+    v109_inseqb[23] = v108_inseq2[3];
+    v109_inseqb[24] = v108_inseq2[0];
+    v109_inseqb[25] = v108_inseq2[1];
+    v109_inseqb[26] = v108_inseq2[2];
+    v109_inseqb[27] = v108_inseq2[3];
+    v109_inseqb[28] = v108_inseq2[0];
+    v109_inseqb[29] = v108_inseq2[1];
+    v109_inseqb[30] = v108_inseq2[2];
+    v109_inseqb[31] = v108_inseq2[3];
+    // %12 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v110[4];
+    #pragma unroll
+    for (int s111 = 0; s111 < 4; ++s111) {
+      v110[s111] = int32_t(0 + (((s111) % 4)) + (((tsr_lane >> 0) & 15) * 4));
+    }
+    // %13 = splat %off : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v112[4];
+    #pragma unroll
+    for (int s113 = 0; s113 < 4; ++s113) {
+      v112[s113] = v97_off;
     }
     // %14 = add %12, %13 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v108[4];
+    int32_t v114[4];
     #pragma unroll
-    for (int s109 = 0; s109 < 4; ++s109) {
-      v108[s109] = int32_t(uint32_t(v104[s109]) + uint32_t(v106[s109]));
+    for (int s115 = 0; s115 < 4; ++s115) {
+      v114[s115] = int32_t(uint32_t(v110[s115]) + uint32_t(v112[s115]));
     }
     // %col2 = expand_dims %14 {axis = 0} : tile<i32, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v110_col2[4];
-    v110_col2[0] = v108[0];
-    v110_col2[1] = v108[1];
-    v110_col2[2] = v108[2];
-    v110_col2[3] = v108[3];
+    int32_t v116_col2[4];
+    v116_col2[0] = v114[0];
+    v116_col2[1] = v114[1];
+    v116_col2[2] = v114[2];
+    v116_col2[3] = v114[3];
     // %colb = broadcast %col2 : tile<i32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v111_colb[32];
-    v111_colb[0] = v110_col2[0];
-    v111_colb[1] = v110_col2[1];
-    v111_colb[2] = v110_col2[2];
-    v111_colb[3] = v110_col2[3];
-    v111_colb[4] = v110_col2[0];
-    v111_colb[5] = v110_col2[1];
-    v111_colb[6] = v110_col2[2];
-    v111_colb[7] = v110_col2[3];
-    v111_colb[8] = v110_col2[0];
-    v111_colb[9] = v110_col2[1];
-    v111_colb[10] = v110_col2[2];
-    v111_colb[11] = v110_col2[3];
-    v111_colb[12] = v110_col2[0];
-    v111_colb[13] = v110_col2[1];
-    v111_colb[14] = v110_col2[2];
-    v111_colb[15] = v110_col2[3];
-    v111_colb[16] = v110_col2[0];
-    v111_colb[17] = v110_col2[1];
-    v111_colb[18] = v110_col2[2];
-    v111_colb[19] = v110_col2[3];
-    v111_colb[20] = v110_col2[0];
-    v111_colb[21] = v110_col2[1];
-    v111_colb[22] = v110_col2[2];
-    v111_colb[23] = v110_col2[3];
-    v111_colb[24] = v110_col2[0];
-    v111_colb[25] = v110_col2[1];
-    v111_colb[26] = v110_col2[2];
-    v111_colb[27] = v110_col2[3];
-    v111_colb[28] = v110_col2[0];
-    v111_colb[29] = v110_col2[1];
-    v111_colb[30] = v110_col2[2];
-    v111_colb[31] = v110_col2[3];
+    int32_t v117_colb[32];
+    v117_colb[0] = v116_col2[0];
+    v117_colb[1] = v116_col2[1];
+    v117_colb[2] = v116_col2[2];
+    v117_colb[3] = v116_col2[3];
+    v117_colb[4] = v116_col2[0];
+    v117_colb[5] = v116_col2[1];
+    v117_colb[6] = v116_col2[2];
+    v117_colb[7] = v116_col2[3];
+    v117_colb[8] = v116_col2[0];
+    v117_colb[9] = v116_col2[1];
+    v117_colb[10] = v116_col2[2];
+    v117_colb[11] = v116_col2[3];
+    v117_colb[12] = v116_col2[0];
+    v117_colb[13] = v116_col2[1];
+    v117_colb[14] = v116_col2[2];
+    v117_colb[15] = v116_col2[3];
+    v117_colb[16] = v116_col2[0];
+    v117_colb[17] = v116_col2[1];
+    v117_colb[18] = v116_col2[2];
+    v117_colb[19] = v116_col2[3];
+    v117_colb[20] = v116_col2[0];
+    v117_colb[21] = v116_col2[1];
+    v117_colb[22] = v116_col2[2];
+    v117_colb[23] = v116_col2[3];
+    v117_colb[24] = v116_col2[0];
+    v117_colb[25] = v116_col2[1];
+    v117_colb[26] = v116_col2[2];
+    v117_colb[27] = v116_col2[3];
+    v117_colb[28] = v116_col2[0];
+    v117_colb[29] = v116_col2[1];
+    v117_colb[30] = v116_col2[2];
+    v117_colb[31] = v116_col2[3];
     // %causal = cmp %colb, %rowsb {pred = "le"} : tile<i1, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v112_causal[32];
+    uint8_t v118_causal[32];
     #pragma unroll
-    for (int s113 = 0; s113 < 32; ++s113) {
-      v112_causal[s113] = uint8_t(v111_colb[s113] <= v41_rowsb[s113]);
+    for (int s119 = 0; s119 < 32; ++s119) {
+      v118_causal[s119] = uint8_t(v117_colb[s119] <= v44_rowsb[s119]);
     }
     // %keep = and %causal, %inseqb : tile<i1, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v114_keep[32];
+    uint8_t v120_keep[32];
     #pragma unroll
-    for (int s115 = 0; s115 < 32; ++s115) {
-      v114_keep[s115] = uint8_t(v112_causal[s115] & v103_inseqb[s115]);
+    for (int s121 = 0; s121 < 32; ++s121) {
+      v120_keep[s121] = uint8_t(v118_causal[s121] & v109_inseqb[s121]);
     }
     // %sm = where %keep, %s, %ninfs : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v116_sm[32];
+    float v122_sm[32];
     #pragma unroll
-    for (int s117 = 0; s117 < 32; ++s117) {
-      v116_sm[s117] = (v114_keep[s117] ? v89_s[s117] : v31_ninfs[s117]);
+    for (int s123 = 0; s123 < 32; ++s123) {
+      v122_sm[s123] = (v120_keep[s123] ? v95_s[s123] : v34_ninfs[s123]);
     }
     // %rmax = reduce %sm {axis = 1, kind = "max"} : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v118_rmax[8];
-    v118_rmax[0] = v116_sm[0];
-    v118_rmax[0] = tsr::max_nan_f32(v118_rmax[0], v116_sm[1]);
-    v118_rmax[0] = tsr::max_nan_f32(v118_rmax[0], v116_sm[2]);
-    v118_rmax[0] = tsr::max_nan_f32(v118_rmax[0], v116_sm[3]);
-    v118_rmax[1] = v116_sm[4];
-    v118_rmax[1] = tsr::max_nan_f32(v118_rmax[1], v116_sm[5]);
-    v118_rmax[1] = tsr::max_nan_f32(v118_rmax[1], v116_sm[6]);
-    v118_rmax[1] = tsr::max_nan_f32(v118_rmax[1], v116_sm[7]);
-    v118_rmax[2] = v116_sm[8];
-    v118_rmax[2] = tsr::max_nan_f32(v118_rmax[2], v116_sm[9]);
-    v118_rmax[2] = tsr::max_nan_f32(v118_rmax[2], v116_sm[10]);
-    v118_rmax[2] = tsr::max_nan_f32(v118_rmax[2], v116_sm[11]);
-    v118_rmax[3] = v116_sm[12];
-    v118_rmax[3] = tsr::max_nan_f32(v118_rmax[3], v116_sm[13]);
-    v118_rmax[3] = tsr::max_nan_f32(v118_rmax[3], v116_sm[14]);
-    v118_rmax[3] = tsr::max_nan_f32(v118_rmax[3], v116_sm[15]);
-    v118_rmax[4] = v116_sm[16];
-    v118_rmax[4] = tsr::max_nan_f32(v118_rmax[4], v116_sm[17]);
-    v118_rmax[4] = tsr::max_nan_f32(v118_rmax[4], v116_sm[18]);
-    v118_rmax[4] = tsr::max_nan_f32(v118_rmax[4], v116_sm[19]);
-    v118_rmax[5] = v116_sm[20];
-    v118_rmax[5] = tsr::max_nan_f32(v118_rmax[5], v116_sm[21]);
-    v118_rmax[5] = tsr::max_nan_f32(v118_rmax[5], v116_sm[22]);
-    v118_rmax[5] = tsr::max_nan_f32(v118_rmax[5], v116_sm[23]);
-    v118_rmax[6] = v116_sm[24];
-    v118_rmax[6] = tsr::max_nan_f32(v118_rmax[6], v116_sm[25]);
-    v118_rmax[6] = tsr::max_nan_f32(v118_rmax[6], v116_sm[26]);
-    v118_rmax[6] = tsr::max_nan_f32(v118_rmax[6], v116_sm[27]);
-    v118_rmax[7] = v116_sm[28];
-    v118_rmax[7] = tsr::max_nan_f32(v118_rmax[7], v116_sm[29]);
-    v118_rmax[7] = tsr::max_nan_f32(v118_rmax[7], v116_sm[30]);
-    v118_rmax[7] = tsr::max_nan_f32(v118_rmax[7], v116_sm[31]);
-    const float sh119 = __shfl_xor_sync(0xffffffffu, v118_rmax[0], 1);
-    v118_rmax[0] = tsr::max_nan_f32(v118_rmax[0], sh119);
-    const float sh120 = __shfl_xor_sync(0xffffffffu, v118_rmax[1], 1);
-    v118_rmax[1] = tsr::max_nan_f32(v118_rmax[1], sh120);
-    const float sh121 = __shfl_xor_sync(0xffffffffu, v118_rmax[2], 1);
-    v118_rmax[2] = tsr::max_nan_f32(v118_rmax[2], sh121);
-    const float sh122 = __shfl_xor_sync(0xffffffffu, v118_rmax[3], 1);
-    v118_rmax[3] = tsr::max_nan_f32(v118_rmax[3], sh122);
-    const float sh123 = __shfl_xor_sync(0xffffffffu, v118_rmax[4], 1);
-    v118_rmax[4] = tsr::max_nan_f32(v118_rmax[4], sh123);
-    const float sh124 = __shfl_xor_sync(0xffffffffu, v118_rmax[5], 1);
-    v118_rmax[5] = tsr::max_nan_f32(v118_rmax[5], sh124);
-    const float sh125 = __shfl_xor_sync(0xffffffffu, v118_rmax[6], 1);
-    v118_rmax[6] = tsr::max_nan_f32(v118_rmax[6], sh125);
-    const float sh126 = __shfl_xor_sync(0xffffffffu, v118_rmax[7], 1);
-    v118_rmax[7] = tsr::max_nan_f32(v118_rmax[7], sh126);
-    const float sh127 = __shfl_xor_sync(0xffffffffu, v118_rmax[0], 2);
-    v118_rmax[0] = tsr::max_nan_f32(v118_rmax[0], sh127);
-    const float sh128 = __shfl_xor_sync(0xffffffffu, v118_rmax[1], 2);
-    v118_rmax[1] = tsr::max_nan_f32(v118_rmax[1], sh128);
-    const float sh129 = __shfl_xor_sync(0xffffffffu, v118_rmax[2], 2);
-    v118_rmax[2] = tsr::max_nan_f32(v118_rmax[2], sh129);
-    const float sh130 = __shfl_xor_sync(0xffffffffu, v118_rmax[3], 2);
-    v118_rmax[3] = tsr::max_nan_f32(v118_rmax[3], sh130);
-    const float sh131 = __shfl_xor_sync(0xffffffffu, v118_rmax[4], 2);
-    v118_rmax[4] = tsr::max_nan_f32(v118_rmax[4], sh131);
-    const float sh132 = __shfl_xor_sync(0xffffffffu, v118_rmax[5], 2);
-    v118_rmax[5] = tsr::max_nan_f32(v118_rmax[5], sh132);
-    const float sh133 = __shfl_xor_sync(0xffffffffu, v118_rmax[6], 2);
-    v118_rmax[6] = tsr::max_nan_f32(v118_rmax[6], sh133);
-    const float sh134 = __shfl_xor_sync(0xffffffffu, v118_rmax[7], 2);
-    v118_rmax[7] = tsr::max_nan_f32(v118_rmax[7], sh134);
-    const float sh135 = __shfl_xor_sync(0xffffffffu, v118_rmax[0], 4);
-    v118_rmax[0] = tsr::max_nan_f32(v118_rmax[0], sh135);
-    const float sh136 = __shfl_xor_sync(0xffffffffu, v118_rmax[1], 4);
-    v118_rmax[1] = tsr::max_nan_f32(v118_rmax[1], sh136);
-    const float sh137 = __shfl_xor_sync(0xffffffffu, v118_rmax[2], 4);
-    v118_rmax[2] = tsr::max_nan_f32(v118_rmax[2], sh137);
-    const float sh138 = __shfl_xor_sync(0xffffffffu, v118_rmax[3], 4);
-    v118_rmax[3] = tsr::max_nan_f32(v118_rmax[3], sh138);
-    const float sh139 = __shfl_xor_sync(0xffffffffu, v118_rmax[4], 4);
-    v118_rmax[4] = tsr::max_nan_f32(v118_rmax[4], sh139);
-    const float sh140 = __shfl_xor_sync(0xffffffffu, v118_rmax[5], 4);
-    v118_rmax[5] = tsr::max_nan_f32(v118_rmax[5], sh140);
-    const float sh141 = __shfl_xor_sync(0xffffffffu, v118_rmax[6], 4);
-    v118_rmax[6] = tsr::max_nan_f32(v118_rmax[6], sh141);
-    const float sh142 = __shfl_xor_sync(0xffffffffu, v118_rmax[7], 4);
-    v118_rmax[7] = tsr::max_nan_f32(v118_rmax[7], sh142);
-    const float sh143 = __shfl_xor_sync(0xffffffffu, v118_rmax[0], 8);
-    v118_rmax[0] = tsr::max_nan_f32(v118_rmax[0], sh143);
-    const float sh144 = __shfl_xor_sync(0xffffffffu, v118_rmax[1], 8);
-    v118_rmax[1] = tsr::max_nan_f32(v118_rmax[1], sh144);
-    const float sh145 = __shfl_xor_sync(0xffffffffu, v118_rmax[2], 8);
-    v118_rmax[2] = tsr::max_nan_f32(v118_rmax[2], sh145);
-    const float sh146 = __shfl_xor_sync(0xffffffffu, v118_rmax[3], 8);
-    v118_rmax[3] = tsr::max_nan_f32(v118_rmax[3], sh146);
-    const float sh147 = __shfl_xor_sync(0xffffffffu, v118_rmax[4], 8);
-    v118_rmax[4] = tsr::max_nan_f32(v118_rmax[4], sh147);
-    const float sh148 = __shfl_xor_sync(0xffffffffu, v118_rmax[5], 8);
-    v118_rmax[5] = tsr::max_nan_f32(v118_rmax[5], sh148);
-    const float sh149 = __shfl_xor_sync(0xffffffffu, v118_rmax[6], 8);
-    v118_rmax[6] = tsr::max_nan_f32(v118_rmax[6], sh149);
-    const float sh150 = __shfl_xor_sync(0xffffffffu, v118_rmax[7], 8);
-    v118_rmax[7] = tsr::max_nan_f32(v118_rmax[7], sh150);
+    float v124_rmax[8];
+    v124_rmax[0] = v122_sm[0];
+    v124_rmax[0] = tsr::max_nan_f32(v124_rmax[0], v122_sm[1]);
+    v124_rmax[0] = tsr::max_nan_f32(v124_rmax[0], v122_sm[2]);
+    v124_rmax[0] = tsr::max_nan_f32(v124_rmax[0], v122_sm[3]);
+    v124_rmax[1] = v122_sm[4];
+    v124_rmax[1] = tsr::max_nan_f32(v124_rmax[1], v122_sm[5]);
+    v124_rmax[1] = tsr::max_nan_f32(v124_rmax[1], v122_sm[6]);
+    v124_rmax[1] = tsr::max_nan_f32(v124_rmax[1], v122_sm[7]);
+    v124_rmax[2] = v122_sm[8];
+    v124_rmax[2] = tsr::max_nan_f32(v124_rmax[2], v122_sm[9]);
+    v124_rmax[2] = tsr::max_nan_f32(v124_rmax[2], v122_sm[10]);
+    v124_rmax[2] = tsr::max_nan_f32(v124_rmax[2], v122_sm[11]);
+    v124_rmax[3] = v122_sm[12];
+    v124_rmax[3] = tsr::max_nan_f32(v124_rmax[3], v122_sm[13]);
+    v124_rmax[3] = tsr::max_nan_f32(v124_rmax[3], v122_sm[14]);
+    v124_rmax[3] = tsr::max_nan_f32(v124_rmax[3], v122_sm[15]);
+    v124_rmax[4] = v122_sm[16];
+    v124_rmax[4] = tsr::max_nan_f32(v124_rmax[4], v122_sm[17]);
+    v124_rmax[4] = tsr::max_nan_f32(v124_rmax[4], v122_sm[18]);
+    v124_rmax[4] = tsr::max_nan_f32(v124_rmax[4], v122_sm[19]);
+    v124_rmax[5] = v122_sm[20];
+    v124_rmax[5] = tsr::max_nan_f32(v124_rmax[5], v122_sm[21]);
+    v124_rmax[5] = tsr::max_nan_f32(v124_rmax[5], v122_sm[22]);
+    v124_rmax[5] = tsr::max_nan_f32(v124_rmax[5], v122_sm[23]);
+    v124_rmax[6] = v122_sm[24];
+    v124_rmax[6] = tsr::max_nan_f32(v124_rmax[6], v122_sm[25]);
+    v124_rmax[6] = tsr::max_nan_f32(v124_rmax[6], v122_sm[26]);
+    v124_rmax[6] = tsr::max_nan_f32(v124_rmax[6], v122_sm[27]);
+    v124_rmax[7] = v122_sm[28];
+    v124_rmax[7] = tsr::max_nan_f32(v124_rmax[7], v122_sm[29]);
+    v124_rmax[7] = tsr::max_nan_f32(v124_rmax[7], v122_sm[30]);
+    v124_rmax[7] = tsr::max_nan_f32(v124_rmax[7], v122_sm[31]);
+    const float sh125 = __shfl_xor_sync(0xffffffffu, v124_rmax[0], 1);
+    v124_rmax[0] = tsr::max_nan_f32(v124_rmax[0], sh125);
+    const float sh126 = __shfl_xor_sync(0xffffffffu, v124_rmax[1], 1);
+    v124_rmax[1] = tsr::max_nan_f32(v124_rmax[1], sh126);
+    const float sh127 = __shfl_xor_sync(0xffffffffu, v124_rmax[2], 1);
+    v124_rmax[2] = tsr::max_nan_f32(v124_rmax[2], sh127);
+    const float sh128 = __shfl_xor_sync(0xffffffffu, v124_rmax[3], 1);
+    v124_rmax[3] = tsr::max_nan_f32(v124_rmax[3], sh128);
+    const float sh129 = __shfl_xor_sync(0xffffffffu, v124_rmax[4], 1);
+    v124_rmax[4] = tsr::max_nan_f32(v124_rmax[4], sh129);
+    const float sh130 = __shfl_xor_sync(0xffffffffu, v124_rmax[5], 1);
+    v124_rmax[5] = tsr::max_nan_f32(v124_rmax[5], sh130);
+    const float sh131 = __shfl_xor_sync(0xffffffffu, v124_rmax[6], 1);
+    v124_rmax[6] = tsr::max_nan_f32(v124_rmax[6], sh131);
+    const float sh132 = __shfl_xor_sync(0xffffffffu, v124_rmax[7], 1);
+    v124_rmax[7] = tsr::max_nan_f32(v124_rmax[7], sh132);
+    const float sh133 = __shfl_xor_sync(0xffffffffu, v124_rmax[0], 2);
+    v124_rmax[0] = tsr::max_nan_f32(v124_rmax[0], sh133);
+    const float sh134 = __shfl_xor_sync(0xffffffffu, v124_rmax[1], 2);
+    v124_rmax[1] = tsr::max_nan_f32(v124_rmax[1], sh134);
+    const float sh135 = __shfl_xor_sync(0xffffffffu, v124_rmax[2], 2);
+    v124_rmax[2] = tsr::max_nan_f32(v124_rmax[2], sh135);
+    const float sh136 = __shfl_xor_sync(0xffffffffu, v124_rmax[3], 2);
+    v124_rmax[3] = tsr::max_nan_f32(v124_rmax[3], sh136);
+    const float sh137 = __shfl_xor_sync(0xffffffffu, v124_rmax[4], 2);
+    v124_rmax[4] = tsr::max_nan_f32(v124_rmax[4], sh137);
+    const float sh138 = __shfl_xor_sync(0xffffffffu, v124_rmax[5], 2);
+    v124_rmax[5] = tsr::max_nan_f32(v124_rmax[5], sh138);
+    const float sh139 = __shfl_xor_sync(0xffffffffu, v124_rmax[6], 2);
+    v124_rmax[6] = tsr::max_nan_f32(v124_rmax[6], sh139);
+    const float sh140 = __shfl_xor_sync(0xffffffffu, v124_rmax[7], 2);
+    v124_rmax[7] = tsr::max_nan_f32(v124_rmax[7], sh140);
+    const float sh141 = __shfl_xor_sync(0xffffffffu, v124_rmax[0], 4);
+    v124_rmax[0] = tsr::max_nan_f32(v124_rmax[0], sh141);
+    const float sh142 = __shfl_xor_sync(0xffffffffu, v124_rmax[1], 4);
+    v124_rmax[1] = tsr::max_nan_f32(v124_rmax[1], sh142);
+    const float sh143 = __shfl_xor_sync(0xffffffffu, v124_rmax[2], 4);
+    v124_rmax[2] = tsr::max_nan_f32(v124_rmax[2], sh143);
+    const float sh144 = __shfl_xor_sync(0xffffffffu, v124_rmax[3], 4);
+    v124_rmax[3] = tsr::max_nan_f32(v124_rmax[3], sh144);
+    const float sh145 = __shfl_xor_sync(0xffffffffu, v124_rmax[4], 4);
+    v124_rmax[4] = tsr::max_nan_f32(v124_rmax[4], sh145);
+    const float sh146 = __shfl_xor_sync(0xffffffffu, v124_rmax[5], 4);
+    v124_rmax[5] = tsr::max_nan_f32(v124_rmax[5], sh146);
+    const float sh147 = __shfl_xor_sync(0xffffffffu, v124_rmax[6], 4);
+    v124_rmax[6] = tsr::max_nan_f32(v124_rmax[6], sh147);
+    const float sh148 = __shfl_xor_sync(0xffffffffu, v124_rmax[7], 4);
+    v124_rmax[7] = tsr::max_nan_f32(v124_rmax[7], sh148);
+    const float sh149 = __shfl_xor_sync(0xffffffffu, v124_rmax[0], 8);
+    v124_rmax[0] = tsr::max_nan_f32(v124_rmax[0], sh149);
+    const float sh150 = __shfl_xor_sync(0xffffffffu, v124_rmax[1], 8);
+    v124_rmax[1] = tsr::max_nan_f32(v124_rmax[1], sh150);
+    const float sh151 = __shfl_xor_sync(0xffffffffu, v124_rmax[2], 8);
+    v124_rmax[2] = tsr::max_nan_f32(v124_rmax[2], sh151);
+    const float sh152 = __shfl_xor_sync(0xffffffffu, v124_rmax[3], 8);
+    v124_rmax[3] = tsr::max_nan_f32(v124_rmax[3], sh152);
+    const float sh153 = __shfl_xor_sync(0xffffffffu, v124_rmax[4], 8);
+    v124_rmax[4] = tsr::max_nan_f32(v124_rmax[4], sh153);
+    const float sh154 = __shfl_xor_sync(0xffffffffu, v124_rmax[5], 8);
+    v124_rmax[5] = tsr::max_nan_f32(v124_rmax[5], sh154);
+    const float sh155 = __shfl_xor_sync(0xffffffffu, v124_rmax[6], 8);
+    v124_rmax[6] = tsr::max_nan_f32(v124_rmax[6], sh155);
+    const float sh156 = __shfl_xor_sync(0xffffffffu, v124_rmax[7], 8);
+    v124_rmax[7] = tsr::max_nan_f32(v124_rmax[7], sh156);
     // %mn = max %mc, %rmax : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v151_mn[8];
+    float v157_mn[8];
     #pragma unroll
-    for (int s152 = 0; s152 < 8; ++s152) {
-      v151_mn[s152] = tsr::fmax_nan_z<float>(c49_m[s152], v118_rmax[s152]);
+    for (int s158 = 0; s158 < 8; ++s158) {
+      v157_mn[s158] = tsr::fmax_nan_z<float>(c52_m[s158], v124_rmax[s158]);
     }
     // %dm = sub %mc, %mn : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v153_dm[8];
+    float v159_dm[8];
     #pragma unroll
-    for (int s154 = 0; s154 < 8; ++s154) {
-      v153_dm[s154] = float(c49_m[s154] - v151_mn[s154]);
+    for (int s160 = 0; s160 < 8; ++s160) {
+      v159_dm[s160] = float(c52_m[s160] - v157_mn[s160]);
     }
     // %alpha = exp %dm : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v155_alpha[8];
+    float v161_alpha[8];
     #pragma unroll
-    for (int s156 = 0; s156 < 8; ++s156) {
-      v155_alpha[s156] = float(tsr::fexp(v153_dm[s156]));
+    for (int s162 = 0; s162 < 8; ++s162) {
+      v161_alpha[s162] = float(tsr::fexp(v159_dm[s162]));
     }
     // %mn2 = expand_dims %mn {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v157_mn2[8];
-    v157_mn2[0] = v151_mn[0];
-    v157_mn2[1] = v151_mn[1];
-    v157_mn2[2] = v151_mn[2];
-    v157_mn2[3] = v151_mn[3];
-    v157_mn2[4] = v151_mn[4];
-    v157_mn2[5] = v151_mn[5];
-    v157_mn2[6] = v151_mn[6];
-    v157_mn2[7] = v151_mn[7];
+    float v163_mn2[8];
+    v163_mn2[0] = v157_mn[0];
+    v163_mn2[1] = v157_mn[1];
+    v163_mn2[2] = v157_mn[2];
+    v163_mn2[3] = v157_mn[3];
+    v163_mn2[4] = v157_mn[4];
+    v163_mn2[5] = v157_mn[5];
+    v163_mn2[6] = v157_mn[6];
+    v163_mn2[7] = v157_mn[7];
     // %mnb = broadcast %mn2 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v158_mnb[32];
-    v158_mnb[0] = v157_mn2[0];
-    v158_mnb[1] = v157_mn2[0];
-    v158_mnb[2] = v157_mn2[0];
-    v158_mnb[3] = v157_mn2[0];
-    v158_mnb[4] = v157_mn2[1];
-    v158_mnb[5] = v157_mn2[1];
-    v158_mnb[6] = v157_mn2[1];
-    v158_mnb[7] = v157_mn2[1];
-    v158_mnb[8] = v157_mn2[2];
-    v158_mnb[9] = v157_mn2[2];
-    v158_mnb[10] = v157_mn2[2];
-    v158_mnb[11] = v157_mn2[2];
-    v158_mnb[12] = v157_mn2[3];
-    v158_mnb[13] = v157_mn2[3];
-    v158_mnb[14] = v157_mn2[3];
-    v158_mnb[15] = v157_mn2[3];
-    v158_mnb[16] = v157_mn2[4];
-    v158_mnb[17] = v157_mn2[4];
-    v158_mnb[18] = v157_mn2[4];
-    v158_mnb[19] = v157_mn2[4];
-    v158_mnb[20] = v157_mn2[5];
-    v158_mnb[21] = v157_mn2[5];
-    v158_mnb[22] = v157_mn2[5];
-    v158_mnb[23] = v157_mn2[5];
-    v158_mnb[24] = v157_mn2[6];
-    v158_mnb[25] = v157_mn2[6];
-    v158_mnb[26] = v157_mn2[6];
-    v158_mnb[27] = v157_mn2[6];
-    v158_mnb[28] = v157_mn2[7];
-    v158_mnb[29] = v157_mn2[7];
-    v158_mnb[30] = v157_mn2[7];
-    v158_mnb[31] = v157_mn2[7];
+    float v164_mnb[32];
+    v164_mnb[0] = v163_mn2[0];
+    v164_mnb[1] = v163_mn2[0];
+    v164_mnb[2] = v163_mn2[0];
+    v164_mnb[3] = v163_mn2[0];
+    v164_mnb[4] = v163_mn2[1];
+    v164_mnb[5] = v163_mn2[1];
+    v164_mnb[6] = v163_mn2[1];
+    v164_mnb[7] = v163_mn2[1];
+    v164_mnb[8] = v163_mn2[2];
+    v164_mnb[9] = v163_mn2[2];
+    v164_mnb[10] = v163_mn2[2];
+    v164_mnb[11] = v163_mn2[2];
+    v164_mnb[12] = v163_mn2[3];
+    v164_mnb[13] = v163_mn2[3];
+    v164_mnb[14] = v163_mn2[3];
+    v164_mnb[15] = v163_mn2[3];
+    v164_mnb[16] = v163_mn2[4];
+    v164_mnb[17] = v163_mn2[4];
+    v164_mnb[18] = v163_mn2[4];
+    v164_mnb[19] = v163_mn2[4];
+    v164_mnb[20] = v163_mn2[5];
+    v164_mnb[21] = v163_mn2[5];
+    v164_mnb[22] = v163_mn2[5];
+    v164_mnb[23] = v163_mn2[5];
+    v164_mnb[24] = v163_mn2[6];
+    v164_mnb[25] = v163_mn2[6];
+    v164_mnb[26] = v163_mn2[6];
+    v164_mnb[27] = v163_mn2[6];
+    v164_mnb[28] = v163_mn2[7];
+    v164_mnb[29] = v163_mn2[7];
+    v164_mnb[30] = v163_mn2[7];
+    v164_mnb[31] = v163_mn2[7];
     // %sd = sub %sm, %mnb : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v159_sd[32];
+    float v165_sd[32];
     #pragma unroll
-    for (int s160 = 0; s160 < 32; ++s160) {
-      v159_sd[s160] = float(v116_sm[s160] - v158_mnb[s160]);
+    for (int s166 = 0; s166 < 32; ++s166) {
+      v165_sd[s166] = float(v122_sm[s166] - v164_mnb[s166]);
     }
     // %p = exp %sd : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v161_p[32];
+    float v167_p[32];
     #pragma unroll
-    for (int s162 = 0; s162 < 32; ++s162) {
-      v161_p[s162] = float(tsr::fexp(v159_sd[s162]));
+    for (int s168 = 0; s168 < 32; ++s168) {
+      v167_p[s168] = float(tsr::fexp(v165_sd[s168]));
     }
     // %psum = reduce %p {axis = 1, kind = "sum"} : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v163_psum[8];
-    v163_psum[0] = v161_p[0];
-    v163_psum[0] = float(v163_psum[0] + v161_p[1]);
-    v163_psum[0] = float(v163_psum[0] + v161_p[2]);
-    v163_psum[0] = float(v163_psum[0] + v161_p[3]);
-    v163_psum[1] = v161_p[4];
-    v163_psum[1] = float(v163_psum[1] + v161_p[5]);
-    v163_psum[1] = float(v163_psum[1] + v161_p[6]);
-    v163_psum[1] = float(v163_psum[1] + v161_p[7]);
-    v163_psum[2] = v161_p[8];
-    v163_psum[2] = float(v163_psum[2] + v161_p[9]);
-    v163_psum[2] = float(v163_psum[2] + v161_p[10]);
-    v163_psum[2] = float(v163_psum[2] + v161_p[11]);
-    v163_psum[3] = v161_p[12];
-    v163_psum[3] = float(v163_psum[3] + v161_p[13]);
-    v163_psum[3] = float(v163_psum[3] + v161_p[14]);
-    v163_psum[3] = float(v163_psum[3] + v161_p[15]);
-    v163_psum[4] = v161_p[16];
-    v163_psum[4] = float(v163_psum[4] + v161_p[17]);
-    v163_psum[4] = float(v163_psum[4] + v161_p[18]);
-    v163_psum[4] = float(v163_psum[4] + v161_p[19]);
-    v163_psum[5] = v161_p[20];
-    v163_psum[5] = float(v163_psum[5] + v161_p[21]);
-    v163_psum[5] = float(v163_psum[5] + v161_p[22]);
-    v163_psum[5] = float(v163_psum[5] + v161_p[23]);
-    v163_psum[6] = v161_p[24];
-    v163_psum[6] = float(v163_psum[6] + v161_p[25]);
-    v163_psum[6] = float(v163_psum[6] + v161_p[26]);
-    v163_psum[6] = float(v163_psum[6] + v161_p[27]);
-    v163_psum[7] = v161_p[28];
-    v163_psum[7] = float(v163_psum[7] + v161_p[29]);
-    v163_psum[7] = float(v163_psum[7] + v161_p[30]);
-    v163_psum[7] = float(v163_psum[7] + v161_p[31]);
-    const float sh164 = __shfl_xor_sync(0xffffffffu, v163_psum[0], 1);
-    v163_psum[0] = float(v163_psum[0] + sh164);
-    const float sh165 = __shfl_xor_sync(0xffffffffu, v163_psum[1], 1);
-    v163_psum[1] = float(v163_psum[1] + sh165);
-    const float sh166 = __shfl_xor_sync(0xffffffffu, v163_psum[2], 1);
-    v163_psum[2] = float(v163_psum[2] + sh166);
-    const float sh167 = __shfl_xor_sync(0xffffffffu, v163_psum[3], 1);
-    v163_psum[3] = float(v163_psum[3] + sh167);
-    const float sh168 = __shfl_xor_sync(0xffffffffu, v163_psum[4], 1);
-    v163_psum[4] = float(v163_psum[4] + sh168);
-    const float sh169 = __shfl_xor_sync(0xffffffffu, v163_psum[5], 1);
-    v163_psum[5] = float(v163_psum[5] + sh169);
-    const float sh170 = __shfl_xor_sync(0xffffffffu, v163_psum[6], 1);
-    v163_psum[6] = float(v163_psum[6] + sh170);
-    const float sh171 = __shfl_xor_sync(0xffffffffu, v163_psum[7], 1);
-    v163_psum[7] = float(v163_psum[7] + sh171);
-    const float sh172 = __shfl_xor_sync(0xffffffffu, v163_psum[0], 2);
-    v163_psum[0] = float(v163_psum[0] + sh172);
-    const float sh173 = __shfl_xor_sync(0xffffffffu, v163_psum[1], 2);
-    v163_psum[1] = float(v163_psum[1] + sh173);
-    const float sh174 = __shfl_xor_sync(0xffffffffu, v163_psum[2], 2);
-    v163_psum[2] = float(v163_psum[2] + sh174);
-    const float sh175 = __shfl_xor_sync(0xffffffffu, v163_psum[3], 2);
-    v163_psum[3] = float(v163_psum[3] + sh175);
-    const float sh176 = __shfl_xor_sync(0xffffffffu, v163_psum[4], 2);
-    v163_psum[4] = float(v163_psum[4] + sh176);
-    const float sh177 = __shfl_xor_sync(0xffffffffu, v163_psum[5], 2);
-    v163_psum[5] = float(v163_psum[5] + sh177);
-    const float sh178 = __shfl_xor_sync(0xffffffffu, v163_psum[6], 2);
-    v163_psum[6] = float(v163_psum[6] + sh178);
-    const float sh179 = __shfl_xor_sync(0xffffffffu, v163_psum[7], 2);
-    v163_psum[7] = float(v163_psum[7] + sh179);
-    const float sh180 = __shfl_xor_sync(0xffffffffu, v163_psum[0], 4);
-    v163_psum[0] = float(v163_psum[0] + sh180);
-    const float sh181 = __shfl_xor_sync(0xffffffffu, v163_psum[1], 4);
-    v163_psum[1] = float(v163_psum[1] + sh181);
-    const float sh182 = __shfl_xor_sync(0xffffffffu, v163_psum[2], 4);
-    v163_psum[2] = float(v163_psum[2] + sh182);
-    const float sh183 = __shfl_xor_sync(0xffffffffu, v163_psum[3], 4);
-    v163_psum[3] = float(v163_psum[3] + sh183);
-    const float sh184 = __shfl_xor_sync(0xffffffffu, v163_psum[4], 4);
-    v163_psum[4] = float(v163_psum[4] + sh184);
-    const float sh185 = __shfl_xor_sync(0xffffffffu, v163_psum[5], 4);
-    v163_psum[5] = float(v163_psum[5] + sh185);
-    const float sh186 = __shfl_xor_sync(0xffffffffu, v163_psum[6], 4);
-    v163_psum[6] = float(v163_psum[6] + sh186);
-    const float sh187 = __shfl_xor_sync(0xffffffffu, v163_psum[7], 4);
-    v163_psum[7] = float(v163_psum[7] + sh187);
-    const float sh188 = __shfl_xor_sync(0xffffffffu, v163_psum[0], 8);
-    v163_psum[0] = float(v163_psum[0] + sh188);
-    const float sh189 = __shfl_xor_sync(0xffffffffu, v163_psum[1], 8);
-    v163_psum[1] = float(v163_psum[1] + sh189);
-    const float sh190 = __shfl_xor_sync(0xffffffffu, v163_psum[2], 8);
-    v163_psum[2] = float(v163_psum[2] + sh190);
-    const float sh191 = __shfl_xor_sync(0xffffffffu, v163_psum[3], 8);
-    v163_psum[3] = float(v163_psum[3] + sh191);
-    const float sh192 = __shfl_xor_sync(0xffffffffu, v163_psum[4], 8);
-    v163_psum[4] = float(v163_psum[4] + sh192);
-    const float sh193 = __shfl_xor_sync(0xffffffffu, v163_psum[5], 8);
-    v163_psum[5] = float(v163_psum[5] + sh193);
-    const float sh194 = __shfl_xor_sync(0xffffffffu, v163_psum[6], 8);
-    v163_psum[6] = float(v163_psum[6] + sh194);
-    const float sh195 = __shfl_xor_sync(0xffffffffu, v163_psum[7], 8);
-    v163_psum[7] = float(v163_psum[7] + sh195);
+    float v169_psum[8];
+    v169_psum[0] = v167_p[0];
+    v169_psum[0] = float(v169_psum[0] + v167_p[1]);
+    v169_psum[0] = float(v169_psum[0] + v167_p[2]);
+    v169_psum[0] = float(v169_psum[0] + v167_p[3]);
+    v169_psum[1] = v167_p[4];
+    v169_psum[1] = float(v169_psum[1] + v167_p[5]);
+    v169_psum[1] = float(v169_psum[1] + v167_p[6]);
+    v169_psum[1] = float(v169_psum[1] + v167_p[7]);
+    v169_psum[2] = v167_p[8];
+    v169_psum[2] = float(v169_psum[2] + v167_p[9]);
+    v169_psum[2] = float(v169_psum[2] + v167_p[10]);
+    v169_psum[2] = float(v169_psum[2] + v167_p[11]);
+    v169_psum[3] = v167_p[12];
+    v169_psum[3] = float(v169_psum[3] + v167_p[13]);
+    v169_psum[3] = float(v169_psum[3] + v167_p[14]);
+    v169_psum[3] = float(v169_psum[3] + v167_p[15]);
+    v169_psum[4] = v167_p[16];
+    v169_psum[4] = float(v169_psum[4] + v167_p[17]);
+    v169_psum[4] = float(v169_psum[4] + v167_p[18]);
+    v169_psum[4] = float(v169_psum[4] + v167_p[19]);
+    v169_psum[5] = v167_p[20];
+    v169_psum[5] = float(v169_psum[5] + v167_p[21]);
+    v169_psum[5] = float(v169_psum[5] + v167_p[22]);
+    v169_psum[5] = float(v169_psum[5] + v167_p[23]);
+    v169_psum[6] = v167_p[24];
+    v169_psum[6] = float(v169_psum[6] + v167_p[25]);
+    v169_psum[6] = float(v169_psum[6] + v167_p[26]);
+    v169_psum[6] = float(v169_psum[6] + v167_p[27]);
+    v169_psum[7] = v167_p[28];
+    v169_psum[7] = float(v169_psum[7] + v167_p[29]);
+    v169_psum[7] = float(v169_psum[7] + v167_p[30]);
+    v169_psum[7] = float(v169_psum[7] + v167_p[31]);
+    const float sh170 = __shfl_xor_sync(0xffffffffu, v169_psum[0], 1);
+    v169_psum[0] = float(v169_psum[0] + sh170);
+    const float sh171 = __shfl_xor_sync(0xffffffffu, v169_psum[1], 1);
+    v169_psum[1] = float(v169_psum[1] + sh171);
+    const float sh172 = __shfl_xor_sync(0xffffffffu, v169_psum[2], 1);
+    v169_psum[2] = float(v169_psum[2] + sh172);
+    const float sh173 = __shfl_xor_sync(0xffffffffu, v169_psum[3], 1);
+    v169_psum[3] = float(v169_psum[3] + sh173);
+    const float sh174 = __shfl_xor_sync(0xffffffffu, v169_psum[4], 1);
+    v169_psum[4] = float(v169_psum[4] + sh174);
+    const float sh175 = __shfl_xor_sync(0xffffffffu, v169_psum[5], 1);
+    v169_psum[5] = float(v169_psum[5] + sh175);
+    const float sh176 = __shfl_xor_sync(0xffffffffu, v169_psum[6], 1);
+    v169_psum[6] = float(v169_psum[6] + sh176);
+    const float sh177 = __shfl_xor_sync(0xffffffffu, v169_psum[7], 1);
+    v169_psum[7] = float(v169_psum[7] + sh177);
+    const float sh178 = __shfl_xor_sync(0xffffffffu, v169_psum[0], 2);
+    v169_psum[0] = float(v169_psum[0] + sh178);
+    const float sh179 = __shfl_xor_sync(0xffffffffu, v169_psum[1], 2);
+    v169_psum[1] = float(v169_psum[1] + sh179);
+    const float sh180 = __shfl_xor_sync(0xffffffffu, v169_psum[2], 2);
+    v169_psum[2] = float(v169_psum[2] + sh180);
+    const float sh181 = __shfl_xor_sync(0xffffffffu, v169_psum[3], 2);
+    v169_psum[3] = float(v169_psum[3] + sh181);
+    const float sh182 = __shfl_xor_sync(0xffffffffu, v169_psum[4], 2);
+    v169_psum[4] = float(v169_psum[4] + sh182);
+    const float sh183 = __shfl_xor_sync(0xffffffffu, v169_psum[5], 2);
+    v169_psum[5] = float(v169_psum[5] + sh183);
+    const float sh184 = __shfl_xor_sync(0xffffffffu, v169_psum[6], 2);
+    v169_psum[6] = float(v169_psum[6] + sh184);
+    const float sh185 = __shfl_xor_sync(0xffffffffu, v169_psum[7], 2);
+    v169_psum[7] = float(v169_psum[7] + sh185);
+    const float sh186 = __shfl_xor_sync(0xffffffffu, v169_psum[0], 4);
+    v169_psum[0] = float(v169_psum[0] + sh186);
+    const float sh187 = __shfl_xor_sync(0xffffffffu, v169_psum[1], 4);
+    v169_psum[1] = float(v169_psum[1] + sh187);
+    const float sh188 = __shfl_xor_sync(0xffffffffu, v169_psum[2], 4);
+    v169_psum[2] = float(v169_psum[2] + sh188);
+    const float sh189 = __shfl_xor_sync(0xffffffffu, v169_psum[3], 4);
+    v169_psum[3] = float(v169_psum[3] + sh189);
+    const float sh190 = __shfl_xor_sync(0xffffffffu, v169_psum[4], 4);
+    v169_psum[4] = float(v169_psum[4] + sh190);
+    const float sh191 = __shfl_xor_sync(0xffffffffu, v169_psum[5], 4);
+    v169_psum[5] = float(v169_psum[5] + sh191);
+    const float sh192 = __shfl_xor_sync(0xffffffffu, v169_psum[6], 4);
+    v169_psum[6] = float(v169_psum[6] + sh192);
+    const float sh193 = __shfl_xor_sync(0xffffffffu, v169_psum[7], 4);
+    v169_psum[7] = float(v169_psum[7] + sh193);
+    const float sh194 = __shfl_xor_sync(0xffffffffu, v169_psum[0], 8);
+    v169_psum[0] = float(v169_psum[0] + sh194);
+    const float sh195 = __shfl_xor_sync(0xffffffffu, v169_psum[1], 8);
+    v169_psum[1] = float(v169_psum[1] + sh195);
+    const float sh196 = __shfl_xor_sync(0xffffffffu, v169_psum[2], 8);
+    v169_psum[2] = float(v169_psum[2] + sh196);
+    const float sh197 = __shfl_xor_sync(0xffffffffu, v169_psum[3], 8);
+    v169_psum[3] = float(v169_psum[3] + sh197);
+    const float sh198 = __shfl_xor_sync(0xffffffffu, v169_psum[4], 8);
+    v169_psum[4] = float(v169_psum[4] + sh198);
+    const float sh199 = __shfl_xor_sync(0xffffffffu, v169_psum[5], 8);
+    v169_psum[5] = float(v169_psum[5] + sh199);
+    const float sh200 = __shfl_xor_sync(0xffffffffu, v169_psum[6], 8);
+    v169_psum[6] = float(v169_psum[6] + sh200);
+    const float sh201 = __shfl_xor_sync(0xffffffffu, v169_psum[7], 8);
+    v169_psum[7] = float(v169_psum[7] + sh201);
     // %la = mul %lc, %alpha : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v196_la[8];
+    float v202_la[8];
     #pragma unroll
-    for (int s197 = 0; s197 < 8; ++s197) {
-      v196_la[s197] = float(c51_l[s197] * v155_alpha[s197]);
+    for (int s203 = 0; s203 < 8; ++s203) {
+      v202_la[s203] = float(c54_l[s203] * v161_alpha[s203]);
     }
     // %ln = add %la, %psum : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v198_ln[8];
+    float v204_ln[8];
     #pragma unroll
-    for (int s199 = 0; s199 < 8; ++s199) {
-      v198_ln[s199] = float(v196_la[s199] + v163_psum[s199]);
+    for (int s205 = 0; s205 < 8; ++s205) {
+      v204_ln[s205] = float(v202_la[s205] + v169_psum[s205]);
     }
     // %alpha2 = expand_dims %alpha {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v200_alpha2[8];
-    v200_alpha2[0] = v155_alpha[0];
-    v200_alpha2[1] = v155_alpha[1];
-    v200_alpha2[2] = v155_alpha[2];
-    v200_alpha2[3] = v155_alpha[3];
-    v200_alpha2[4] = v155_alpha[4];
-    v200_alpha2[5] = v155_alpha[5];
-    v200_alpha2[6] = v155_alpha[6];
-    v200_alpha2[7] = v155_alpha[7];
+    float v206_alpha2[8];
+    v206_alpha2[0] = v161_alpha[0];
+    v206_alpha2[1] = v161_alpha[1];
+    v206_alpha2[2] = v161_alpha[2];
+    v206_alpha2[3] = v161_alpha[3];
+    v206_alpha2[4] = v161_alpha[4];
+    v206_alpha2[5] = v161_alpha[5];
+    v206_alpha2[6] = v161_alpha[6];
+    v206_alpha2[7] = v161_alpha[7];
     // %alphab = broadcast %alpha2 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v201_alphab[32];
-    v201_alphab[0] = v200_alpha2[0];
-    v201_alphab[1] = v200_alpha2[0];
-    v201_alphab[2] = v200_alpha2[0];
-    v201_alphab[3] = v200_alpha2[0];
-    v201_alphab[4] = v200_alpha2[1];
-    v201_alphab[5] = v200_alpha2[1];
-    v201_alphab[6] = v200_alpha2[1];
-    v201_alphab[7] = v200_alpha2[1];
-    v201_alphab[8] = v200_alpha2[2];
-    v201_alphab[9] = v200_alpha2[2];
-    v201_alphab[10] = v200_alpha2[2];
-    v201_alphab[11] = v200_alpha2[2];
-    v201_alphab[12] = v200_alpha2[3];
-    v201_alphab[13] = v200_alpha2[3];
-    v201_alphab[14] = v200_alpha2[3];
-    v201_alphab[15] = v200_alpha2[3];
-    v201_alphab[16] = v200_alpha2[4];
-    v201_alphab[17] = v200_alpha2[4];
-    v201_alphab[18] = v200_alpha2[4];
-    v201_alphab[19] = v200_alpha2[4];
-    v201_alphab[20] = v200_alpha2[5];
-    v201_alphab[21] = v200_alpha2[5];
-    v201_alphab[22] = v200_alpha2[5];
-    v201_alphab[23] = v200_alpha2[5];
-    v201_alphab[24] = v200_alpha2[6];
-    v201_alphab[25] = v200_alpha2[6];
-    v201_alphab[26] = v200_alpha2[6];
-    v201_alphab[27] = v200_alpha2[6];
-    v201_alphab[28] = v200_alpha2[7];
-    v201_alphab[29] = v200_alpha2[7];
-    v201_alphab[30] = v200_alpha2[7];
-    v201_alphab[31] = v200_alpha2[7];
+    float v207_alphab[32];
+    v207_alphab[0] = v206_alpha2[0];
+    v207_alphab[1] = v206_alpha2[0];
+    v207_alphab[2] = v206_alpha2[0];
+    v207_alphab[3] = v206_alpha2[0];
+    v207_alphab[4] = v206_alpha2[1];
+    v207_alphab[5] = v206_alpha2[1];
+    v207_alphab[6] = v206_alpha2[1];
+    v207_alphab[7] = v206_alpha2[1];
+    v207_alphab[8] = v206_alpha2[2];
+    v207_alphab[9] = v206_alpha2[2];
+    v207_alphab[10] = v206_alpha2[2];
+    v207_alphab[11] = v206_alpha2[2];
+    v207_alphab[12] = v206_alpha2[3];
+    v207_alphab[13] = v206_alpha2[3];
+    v207_alphab[14] = v206_alpha2[3];
+    v207_alphab[15] = v206_alpha2[3];
+    v207_alphab[16] = v206_alpha2[4];
+    v207_alphab[17] = v206_alpha2[4];
+    v207_alphab[18] = v206_alpha2[4];
+    v207_alphab[19] = v206_alpha2[4];
+    v207_alphab[20] = v206_alpha2[5];
+    v207_alphab[21] = v206_alpha2[5];
+    v207_alphab[22] = v206_alpha2[5];
+    v207_alphab[23] = v206_alpha2[5];
+    v207_alphab[24] = v206_alpha2[6];
+    v207_alphab[25] = v206_alpha2[6];
+    v207_alphab[26] = v206_alpha2[6];
+    v207_alphab[27] = v206_alpha2[6];
+    v207_alphab[28] = v206_alpha2[7];
+    v207_alphab[29] = v206_alpha2[7];
+    v207_alphab[30] = v206_alpha2[7];
+    v207_alphab[31] = v206_alpha2[7];
     // %accs = mul %accc, %alphab : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v202_accs[32];
+    float v208_accs[32];
     #pragma unroll
-    for (int s203 = 0; s203 < 32; ++s203) {
-      v202_accs[s203] = float(c53_acc[s203] * v201_alphab[s203]);
+    for (int s209 = 0; s209 < 32; ++s209) {
+      v208_accs[s209] = float(c56_acc[s209] * v207_alphab[s209]);
     }
     // %v3 = load_tile %v, %ph, %j, %c0 : tile<f32, [1, 64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %vt = reshape %v3 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %15 = convert_layout %p : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh204 = reinterpret_cast<float*>((tsr_smem + 0) + 69632);
+    float* const sh210 = reinterpret_cast<float*>((tsr_smem + 0) + 69632);
     __syncthreads();
     #pragma unroll
-    for (int c205 = 0; c205 < 8; ++c205) {
-      float w206[4];
-      w206[0] = v161_p[c205 * 4 + 0];
-      w206[1] = v161_p[c205 * 4 + 1];
-      w206[2] = v161_p[c205 * 4 + 2];
-      w206[3] = v161_p[c205 * 4 + 3];
-      tsr::copy_vec<float, 4>(sh204 + (((((c205 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c205 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w206);
+    for (int c211 = 0; c211 < 8; ++c211) {
+      float w212[4];
+      w212[0] = v167_p[c211 * 4 + 0];
+      w212[1] = v167_p[c211 * 4 + 1];
+      w212[2] = v167_p[c211 * 4 + 2];
+      w212[3] = v167_p[c211 * 4 + 3];
+      tsr::copy_vec<float, 4>(sh210 + (((((c211 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c211 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w212);
     }
     __syncthreads();
     // %accn = dot %15, %vt, %accs : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v207_accn[32];
+    float v213_accn[32];
     #pragma unroll
-    for (int s208 = 0; s208 < 32; ++s208) {
-      v207_accn[s208] = v202_accs[s208];
+    for (int s214 = 0; s214 < 32; ++s214) {
+      v213_accn[s214] = v208_accs[s214];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll 4
       for (int k_ = 0; k_ < 64; ++k_) {
-        const auto a0_ = sh204[(tm_ + 0) * 68 + (k_) * 1];
-        const auto a1_ = sh204[(tm_ + 8) * 68 + (k_) * 1];
-        const auto a2_ = sh204[(tm_ + 16) * 68 + (k_) * 1];
-        const auto a3_ = sh204[(tm_ + 24) * 68 + (k_) * 1];
-        const auto a4_ = sh204[(tm_ + 32) * 68 + (k_) * 1];
-        const auto a5_ = sh204[(tm_ + 40) * 68 + (k_) * 1];
-        const auto a6_ = sh204[(tm_ + 48) * 68 + (k_) * 1];
-        const auto a7_ = sh204[(tm_ + 56) * 68 + (k_) * 1];
-        const auto b0_ = (sh56 + rs55 * 4352)[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = (sh56 + rs55 * 4352)[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = (sh56 + rs55 * 4352)[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = (sh56 + rs55 * 4352)[(k_) * 68 + (tn_ + 3) * 1];
-        v207_accn[0] = fmaf(float(a0_), float(b0_), v207_accn[0]);
-        v207_accn[1] = fmaf(float(a0_), float(b1_), v207_accn[1]);
-        v207_accn[2] = fmaf(float(a0_), float(b2_), v207_accn[2]);
-        v207_accn[3] = fmaf(float(a0_), float(b3_), v207_accn[3]);
-        v207_accn[4] = fmaf(float(a1_), float(b0_), v207_accn[4]);
-        v207_accn[5] = fmaf(float(a1_), float(b1_), v207_accn[5]);
-        v207_accn[6] = fmaf(float(a1_), float(b2_), v207_accn[6]);
-        v207_accn[7] = fmaf(float(a1_), float(b3_), v207_accn[7]);
-        v207_accn[8] = fmaf(float(a2_), float(b0_), v207_accn[8]);
-        v207_accn[9] = fmaf(float(a2_), float(b1_), v207_accn[9]);
-        v207_accn[10] = fmaf(float(a2_), float(b2_), v207_accn[10]);
-        v207_accn[11] = fmaf(float(a2_), float(b3_), v207_accn[11]);
-        v207_accn[12] = fmaf(float(a3_), float(b0_), v207_accn[12]);
-        v207_accn[13] = fmaf(float(a3_), float(b1_), v207_accn[13]);
-        v207_accn[14] = fmaf(float(a3_), float(b2_), v207_accn[14]);
-        v207_accn[15] = fmaf(float(a3_), float(b3_), v207_accn[15]);
-        v207_accn[16] = fmaf(float(a4_), float(b0_), v207_accn[16]);
-        v207_accn[17] = fmaf(float(a4_), float(b1_), v207_accn[17]);
-        v207_accn[18] = fmaf(float(a4_), float(b2_), v207_accn[18]);
-        v207_accn[19] = fmaf(float(a4_), float(b3_), v207_accn[19]);
-        v207_accn[20] = fmaf(float(a5_), float(b0_), v207_accn[20]);
-        v207_accn[21] = fmaf(float(a5_), float(b1_), v207_accn[21]);
-        v207_accn[22] = fmaf(float(a5_), float(b2_), v207_accn[22]);
-        v207_accn[23] = fmaf(float(a5_), float(b3_), v207_accn[23]);
-        v207_accn[24] = fmaf(float(a6_), float(b0_), v207_accn[24]);
-        v207_accn[25] = fmaf(float(a6_), float(b1_), v207_accn[25]);
-        v207_accn[26] = fmaf(float(a6_), float(b2_), v207_accn[26]);
-        v207_accn[27] = fmaf(float(a6_), float(b3_), v207_accn[27]);
-        v207_accn[28] = fmaf(float(a7_), float(b0_), v207_accn[28]);
-        v207_accn[29] = fmaf(float(a7_), float(b1_), v207_accn[29]);
-        v207_accn[30] = fmaf(float(a7_), float(b2_), v207_accn[30]);
-        v207_accn[31] = fmaf(float(a7_), float(b3_), v207_accn[31]);
+        const auto a0_ = sh210[(tm_ + 0) * 68 + (k_) * 1];
+        const auto a1_ = sh210[(tm_ + 8) * 68 + (k_) * 1];
+        const auto a2_ = sh210[(tm_ + 16) * 68 + (k_) * 1];
+        const auto a3_ = sh210[(tm_ + 24) * 68 + (k_) * 1];
+        const auto a4_ = sh210[(tm_ + 32) * 68 + (k_) * 1];
+        const auto a5_ = sh210[(tm_ + 40) * 68 + (k_) * 1];
+        const auto a6_ = sh210[(tm_ + 48) * 68 + (k_) * 1];
+        const auto a7_ = sh210[(tm_ + 56) * 68 + (k_) * 1];
+        const auto b0_ = (sh59 + rs58 * 4352)[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = (sh59 + rs58 * 4352)[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = (sh59 + rs58 * 4352)[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = (sh59 + rs58 * 4352)[(k_) * 68 + (tn_ + 3) * 1];
+        v213_accn[0] = fmaf(float(a0_), float(b0_), v213_accn[0]);
+        v213_accn[1] = fmaf(float(a0_), float(b1_), v213_accn[1]);
+        v213_accn[2] = fmaf(float(a0_), float(b2_), v213_accn[2]);
+        v213_accn[3] = fmaf(float(a0_), float(b3_), v213_accn[3]);
+        v213_accn[4] = fmaf(float(a1_), float(b0_), v213_accn[4]);
+        v213_accn[5] = fmaf(float(a1_), float(b1_), v213_accn[5]);
+        v213_accn[6] = fmaf(float(a1_), float(b2_), v213_accn[6]);
+        v213_accn[7] = fmaf(float(a1_), float(b3_), v213_accn[7]);
+        v213_accn[8] = fmaf(float(a2_), float(b0_), v213_accn[8]);
+        v213_accn[9] = fmaf(float(a2_), float(b1_), v213_accn[9]);
+        v213_accn[10] = fmaf(float(a2_), float(b2_), v213_accn[10]);
+        v213_accn[11] = fmaf(float(a2_), float(b3_), v213_accn[11]);
+        v213_accn[12] = fmaf(float(a3_), float(b0_), v213_accn[12]);
+        v213_accn[13] = fmaf(float(a3_), float(b1_), v213_accn[13]);
+        v213_accn[14] = fmaf(float(a3_), float(b2_), v213_accn[14]);
+        v213_accn[15] = fmaf(float(a3_), float(b3_), v213_accn[15]);
+        v213_accn[16] = fmaf(float(a4_), float(b0_), v213_accn[16]);
+        v213_accn[17] = fmaf(float(a4_), float(b1_), v213_accn[17]);
+        v213_accn[18] = fmaf(float(a4_), float(b2_), v213_accn[18]);
+        v213_accn[19] = fmaf(float(a4_), float(b3_), v213_accn[19]);
+        v213_accn[20] = fmaf(float(a5_), float(b0_), v213_accn[20]);
+        v213_accn[21] = fmaf(float(a5_), float(b1_), v213_accn[21]);
+        v213_accn[22] = fmaf(float(a5_), float(b2_), v213_accn[22]);
+        v213_accn[23] = fmaf(float(a5_), float(b3_), v213_accn[23]);
+        v213_accn[24] = fmaf(float(a6_), float(b0_), v213_accn[24]);
+        v213_accn[25] = fmaf(float(a6_), float(b1_), v213_accn[25]);
+        v213_accn[26] = fmaf(float(a6_), float(b2_), v213_accn[26]);
+        v213_accn[27] = fmaf(float(a6_), float(b3_), v213_accn[27]);
+        v213_accn[28] = fmaf(float(a7_), float(b0_), v213_accn[28]);
+        v213_accn[29] = fmaf(float(a7_), float(b1_), v213_accn[29]);
+        v213_accn[30] = fmaf(float(a7_), float(b2_), v213_accn[30]);
+        v213_accn[31] = fmaf(float(a7_), float(b3_), v213_accn[31]);
       }
     }
     // yield %mn, %ln, %accn
     #pragma unroll
-    for (int s209 = 0; s209 < 8; ++s209) {
-      c49_m[s209] = v151_mn[s209];
+    for (int s215 = 0; s215 < 8; ++s215) {
+      c52_m[s215] = v157_mn[s215];
     }
     #pragma unroll
-    for (int s210 = 0; s210 < 8; ++s210) {
-      c51_l[s210] = v198_ln[s210];
+    for (int s216 = 0; s216 < 8; ++s216) {
+      c54_l[s216] = v204_ln[s216];
     }
     #pragma unroll
-    for (int s211 = 0; s211 < 32; ++s211) {
-      c53_acc[s211] = v207_accn[s211];
+    for (int s217 = 0; s217 < 32; ++s217) {
+      c56_acc[s217] = v213_accn[s217];
     }
     __syncthreads();
-    rs55 = (rs55 + 1) % 2;
+    rs58 = (rs58 + 1) % 2;
   }
   tsr::cp_async_wait<0>();
   // %l2 = expand_dims %l {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v212_l2[8];
-  v212_l2[0] = c51_l[0];
-  v212_l2[1] = c51_l[1];
-  v212_l2[2] = c51_l[2];
-  v212_l2[3] = c51_l[3];
-  v212_l2[4] = c51_l[4];
-  v212_l2[5] = c51_l[5];
-  v212_l2[6] = c51_l[6];
-  v212_l2[7] = c51_l[7];
+  float v218_l2[8];
+  v218_l2[0] = c54_l[0];
+  v218_l2[1] = c54_l[1];
+  v218_l2[2] = c54_l[2];
+  v218_l2[3] = c54_l[3];
+  v218_l2[4] = c54_l[4];
+  v218_l2[5] = c54_l[5];
+  v218_l2[6] = c54_l[6];
+  v218_l2[7] = c54_l[7];
   // %lb = broadcast %l2 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v213_lb[32];
-  v213_lb[0] = v212_l2[0];
-  v213_lb[1] = v212_l2[0];
-  v213_lb[2] = v212_l2[0];
-  v213_lb[3] = v212_l2[0];
-  v213_lb[4] = v212_l2[1];
-  v213_lb[5] = v212_l2[1];
-  v213_lb[6] = v212_l2[1];
-  v213_lb[7] = v212_l2[1];
-  v213_lb[8] = v212_l2[2];
-  v213_lb[9] = v212_l2[2];
-  v213_lb[10] = v212_l2[2];
-  v213_lb[11] = v212_l2[2];
-  v213_lb[12] = v212_l2[3];
-  v213_lb[13] = v212_l2[3];
-  v213_lb[14] = v212_l2[3];
-  v213_lb[15] = v212_l2[3];
-  v213_lb[16] = v212_l2[4];
-  v213_lb[17] = v212_l2[4];
-  v213_lb[18] = v212_l2[4];
-  v213_lb[19] = v212_l2[4];
-  v213_lb[20] = v212_l2[5];
-  v213_lb[21] = v212_l2[5];
-  v213_lb[22] = v212_l2[5];
-  v213_lb[23] = v212_l2[5];
-  v213_lb[24] = v212_l2[6];
-  v213_lb[25] = v212_l2[6];
-  v213_lb[26] = v212_l2[6];
-  v213_lb[27] = v212_l2[6];
-  v213_lb[28] = v212_l2[7];
-  v213_lb[29] = v212_l2[7];
-  v213_lb[30] = v212_l2[7];
-  v213_lb[31] = v212_l2[7];
+  float v219_lb[32];
+  v219_lb[0] = v218_l2[0];
+  v219_lb[1] = v218_l2[0];
+  v219_lb[2] = v218_l2[0];
+  v219_lb[3] = v218_l2[0];
+  v219_lb[4] = v218_l2[1];
+  v219_lb[5] = v218_l2[1];
+  v219_lb[6] = v218_l2[1];
+  v219_lb[7] = v218_l2[1];
+  v219_lb[8] = v218_l2[2];
+  v219_lb[9] = v218_l2[2];
+  v219_lb[10] = v218_l2[2];
+  v219_lb[11] = v218_l2[2];
+  v219_lb[12] = v218_l2[3];
+  v219_lb[13] = v218_l2[3];
+  v219_lb[14] = v218_l2[3];
+  v219_lb[15] = v218_l2[3];
+  v219_lb[16] = v218_l2[4];
+  v219_lb[17] = v218_l2[4];
+  v219_lb[18] = v218_l2[4];
+  v219_lb[19] = v218_l2[4];
+  v219_lb[20] = v218_l2[5];
+  v219_lb[21] = v218_l2[5];
+  v219_lb[22] = v218_l2[5];
+  v219_lb[23] = v218_l2[5];
+  v219_lb[24] = v218_l2[6];
+  v219_lb[25] = v218_l2[6];
+  v219_lb[26] = v218_l2[6];
+  v219_lb[27] = v218_l2[6];
+  v219_lb[28] = v218_l2[7];
+  v219_lb[29] = v218_l2[7];
+  v219_lb[30] = v218_l2[7];
+  v219_lb[31] = v218_l2[7];
   // %out = div %acc, %lb : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v214_out[32];
+  float v220_out[32];
   #pragma unroll
-  for (int s215 = 0; s215 < 32; ++s215) {
-    v214_out[s215] = float(c53_acc[s215] / v213_lb[s215]);
+  for (int s221 = 0; s221 < 32; ++s221) {
+    v220_out[s221] = float(c56_acc[s221] / v219_lb[s221]);
   }
   // %o3 = reshape %out : tile<f32, [1, 64, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-  float v216_o3[32];
-  v216_o3[0] = v214_out[0];
-  v216_o3[1] = v214_out[1];
-  v216_o3[2] = v214_out[2];
-  v216_o3[3] = v214_out[3];
-  v216_o3[4] = v214_out[4];
-  v216_o3[5] = v214_out[5];
-  v216_o3[6] = v214_out[6];
-  v216_o3[7] = v214_out[7];
-  v216_o3[8] = v214_out[8];
-  v216_o3[9] = v214_out[9];
-  v216_o3[10] = v214_out[10];
-  v216_o3[11] = v214_out[11];
-  v216_o3[12] = v214_out[12];
-  v216_o3[13] = v214_out[13];
-  v216_o3[14] = v214_out[14];
-  v216_o3[15] = v214_out[15];
-  v216_o3[16] = v214_out[16];
-  v216_o3[17] = v214_out[17];
-  v216_o3[18] = v214_out[18];
-  v216_o3[19] = v214_out[19];
-  v216_o3[20] = v214_out[20];
-  v216_o3[21] = v214_out[21];
-  v216_o3[22] = v214_out[22];
-  v216_o3[23] = v214_out[23];
-  v216_o3[24] = v214_out[24];
-  v216_o3[25] = v214_out[25];
-  v216_o3[26] = v214_out[26];
-  v216_o3[27] = v214_out[27];
-  v216_o3[28] = v214_out[28];
-  v216_o3[29] = v214_out[29];
-  v216_o3[30] = v214_out[30];
-  v216_o3[31] = v214_out[31];
+  float v222_o3[32];
+  v222_o3[0] = v220_out[0];
+  v222_o3[1] = v220_out[1];
+  v222_o3[2] = v220_out[2];
+  v222_o3[3] = v220_out[3];
+  v222_o3[4] = v220_out[4];
+  v222_o3[5] = v220_out[5];
+  v222_o3[6] = v220_out[6];
+  v222_o3[7] = v220_out[7];
+  v222_o3[8] = v220_out[8];
+  v222_o3[9] = v220_out[9];
+  v222_o3[10] = v220_out[10];
+  v222_o3[11] = v220_out[11];
+  v222_o3[12] = v220_out[12];
+  v222_o3[13] = v220_out[13];
+  v222_o3[14] = v220_out[14];
+  v222_o3[15] = v220_out[15];
+  v222_o3[16] = v220_out[16];
+  v222_o3[17] = v220_out[17];
+  v222_o3[18] = v220_out[18];
+  v222_o3[19] = v220_out[19];
+  v222_o3[20] = v220_out[20];
+  v222_o3[21] = v220_out[21];
+  v222_o3[22] = v220_out[22];
+  v222_o3[23] = v220_out[23];
+  v222_o3[24] = v220_out[24];
+  v222_o3[25] = v220_out[25];
+  v222_o3[26] = v220_out[26];
+  v222_o3[27] = v220_out[27];
+  v222_o3[28] = v220_out[28];
+  v222_o3[29] = v220_out[29];
+  v222_o3[30] = v220_out[30];
+  v222_o3[31] = v220_out[31];
   // store_tile %o, %o3, %ph, %pm, %c0
   {
-    const int64_t o217 = int64_t(v1_ph) * 1 + 0;
-    const int64_t o218 = int64_t(v0_pm) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o219 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    #pragma unroll
-    for (int c220 = 0; c220 < 8; ++c220) {
-      float vb221[4];
-      if ((o217 + 0) < int64_t(tsr_dim_H) && (o218 + ((((c220 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o219 + (((c220 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o217 + 0) * tsr_p3_s0 + (o218 + ((((c220 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o219 + (((c220 * 4) % 4))) * tsr_p3_s2)) {
-        vb221[0] = v216_o3[c220 * 4 + 0];
-        vb221[1] = v216_o3[c220 * 4 + 1];
-        vb221[2] = v216_o3[c220 * 4 + 2];
-        vb221[3] = v216_o3[c220 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p3 + (o217 + 0) * tsr_p3_s0 + (o218 + ((((c220 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o219 + (((c220 * 4) % 4))) * tsr_p3_s2, vb221);
-      } else {
-        if ((o217 + 0) < int64_t(tsr_dim_H) && (o218 + ((((c220 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o219 + (((c220 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o217 + 0) * tsr_p3_s0 + (o218 + ((((c220 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o219 + (((c220 * 4) % 4))) * tsr_p3_s2] = v216_o3[c220 * 4];
-        if ((o217 + 0) < int64_t(tsr_dim_H) && (o218 + ((((c220 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o219 + (((c220 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o217 + 0) * tsr_p3_s0 + (o218 + ((((c220 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o219 + (((c220 * 4) % 4)) + 1) * tsr_p3_s2] = v216_o3[c220 * 4 + 1];
-        if ((o217 + 0) < int64_t(tsr_dim_H) && (o218 + ((((c220 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o219 + (((c220 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o217 + 0) * tsr_p3_s0 + (o218 + ((((c220 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o219 + (((c220 * 4) % 4)) + 2) * tsr_p3_s2] = v216_o3[c220 * 4 + 2];
-        if ((o217 + 0) < int64_t(tsr_dim_H) && (o218 + ((((c220 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o219 + (((c220 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o217 + 0) * tsr_p3_s0 + (o218 + ((((c220 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o219 + (((c220 * 4) % 4)) + 3) * tsr_p3_s2] = v216_o3[c220 * 4 + 3];
+    const int64_t o223 = int64_t(v1_ph) * 1 + 0;
+    const int64_t o224 = int64_t(v0_pm) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o225 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole226 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_N) && tsr_p3_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
+    if (whole226) {
+      #pragma unroll
+      for (int c227 = 0; c227 < 8; ++c227) {
+        float vb228[4];
+        vb228[0] = v222_o3[c227 * 4 + 0];
+        vb228[1] = v222_o3[c227 * 4 + 1];
+        vb228[2] = v222_o3[c227 * 4 + 2];
+        vb228[3] = v222_o3[c227 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p3 + (o223 + 0) * tsr_p3_s0 + (o224 + ((((c227 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o225 + (((c227 * 4) % 4))) * tsr_p3_s2, vb228);
+      }
+    } else {
+      #pragma unroll
+      for (int c229 = 0; c229 < 8; ++c229) {
+        float vb230[4];
+        if ((o223 + 0) < int64_t(tsr_dim_H) && (o224 + ((((c229 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o225 + (((c229 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o223 + 0) * tsr_p3_s0 + (o224 + ((((c229 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o225 + (((c229 * 4) % 4))) * tsr_p3_s2)) {
+          vb230[0] = v222_o3[c229 * 4 + 0];
+          vb230[1] = v222_o3[c229 * 4 + 1];
+          vb230[2] = v222_o3[c229 * 4 + 2];
+          vb230[3] = v222_o3[c229 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p3 + (o223 + 0) * tsr_p3_s0 + (o224 + ((((c229 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o225 + (((c229 * 4) % 4))) * tsr_p3_s2, vb230);
+        } else {
+          if ((o223 + 0) < int64_t(tsr_dim_H) && (o224 + ((((c229 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o225 + (((c229 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o223 + 0) * tsr_p3_s0 + (o224 + ((((c229 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o225 + (((c229 * 4) % 4))) * tsr_p3_s2] = v222_o3[c229 * 4];
+          if ((o223 + 0) < int64_t(tsr_dim_H) && (o224 + ((((c229 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o225 + (((c229 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o223 + 0) * tsr_p3_s0 + (o224 + ((((c229 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o225 + (((c229 * 4) % 4)) + 1) * tsr_p3_s2] = v222_o3[c229 * 4 + 1];
+          if ((o223 + 0) < int64_t(tsr_dim_H) && (o224 + ((((c229 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o225 + (((c229 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o223 + 0) * tsr_p3_s0 + (o224 + ((((c229 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o225 + (((c229 * 4) % 4)) + 2) * tsr_p3_s2] = v222_o3[c229 * 4 + 2];
+          if ((o223 + 0) < int64_t(tsr_dim_H) && (o224 + ((((c229 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o225 + (((c229 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o223 + 0) * tsr_p3_s0 + (o224 + ((((c229 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o225 + (((c229 * 4) % 4)) + 3) * tsr_p3_s2] = v222_o3[c229 * 4 + 3];
+        }
       }
     }
   }
@@ -1163,4 +1202,5 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_causal
 // stat stores-to-shared = 3
 // stat threads = 128
 // stat vector-accesses = 3
+// stat whole-tile-accesses = 3
 // note printed from the GPU lowering's layouts (the layout emitter)

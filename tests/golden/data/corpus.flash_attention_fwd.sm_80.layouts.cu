@@ -63,171 +63,184 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_fwd(fl
     const int64_t o12 = int64_t(v1_ph) * 1 + 0;
     const int64_t o13 = int64_t(v0_pm) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
     const int64_t o14 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    #pragma unroll
-    for (int c15 = 0; c15 < 8; ++c15) {
-      float vb16[4];
-      if ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c15 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c15 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + ((((c15 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c15 * 4) % 4))) * tsr_p0_s2)) {
-        tsr::copy_vec<float, 4>(vb16, tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + ((((c15 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c15 * 4) % 4))) * tsr_p0_s2);
-        v11_q3[c15 * 4 + 0] = vb16[0];
-        v11_q3[c15 * 4 + 1] = vb16[1];
-        v11_q3[c15 * 4 + 2] = vb16[2];
-        v11_q3[c15 * 4 + 3] = vb16[3];
-      } else {
-        v11_q3[c15 * 4] = ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c15 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c15 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c15 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c15 * 4) % 4))) * tsr_p0_s2] : 0x0p+0f;
-        v11_q3[c15 * 4 + 1] = ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c15 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c15 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c15 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c15 * 4) % 4)) + 1) * tsr_p0_s2] : 0x0p+0f;
-        v11_q3[c15 * 4 + 2] = ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c15 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c15 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c15 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c15 * 4) % 4)) + 2) * tsr_p0_s2] : 0x0p+0f;
-        v11_q3[c15 * 4 + 3] = ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c15 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c15 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c15 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c15 * 4) % 4)) + 3) * tsr_p0_s2] : 0x0p+0f;
+    const bool whole15 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p0_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p0 + int64_t(v1_ph) * 1 * tsr_p0_s0 + int64_t(v0_pm) * 64 * tsr_p0_s1 + int64_t(v2_c0) * 64 * tsr_p0_s2);
+    if (whole15) {
+      #pragma unroll
+      for (int c16 = 0; c16 < 8; ++c16) {
+        float vb17[4];
+        tsr::copy_vec<float, 4>(vb17, tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + ((((c16 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c16 * 4) % 4))) * tsr_p0_s2);
+        v11_q3[c16 * 4 + 0] = vb17[0];
+        v11_q3[c16 * 4 + 1] = vb17[1];
+        v11_q3[c16 * 4 + 2] = vb17[2];
+        v11_q3[c16 * 4 + 3] = vb17[3];
+      }
+    } else {
+      #pragma unroll
+      for (int c18 = 0; c18 < 8; ++c18) {
+        float vb19[4];
+        if ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c18 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c18 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4))) * tsr_p0_s2)) {
+          tsr::copy_vec<float, 4>(vb19, tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4))) * tsr_p0_s2);
+          v11_q3[c18 * 4 + 0] = vb19[0];
+          v11_q3[c18 * 4 + 1] = vb19[1];
+          v11_q3[c18 * 4 + 2] = vb19[2];
+          v11_q3[c18 * 4 + 3] = vb19[3];
+        } else {
+          v11_q3[c18 * 4] = ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c18 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c18 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4))) * tsr_p0_s2] : 0x0p+0f;
+          v11_q3[c18 * 4 + 1] = ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c18 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c18 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4)) + 1) * tsr_p0_s2] : 0x0p+0f;
+          v11_q3[c18 * 4 + 2] = ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c18 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c18 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4)) + 2) * tsr_p0_s2] : 0x0p+0f;
+          v11_q3[c18 * 4 + 3] = ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c18 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c18 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4)) + 3) * tsr_p0_s2] : 0x0p+0f;
+        }
       }
     }
   }
   // %qt = reshape %q3 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v17_qt[32];
-  v17_qt[0] = v11_q3[0];
-  v17_qt[1] = v11_q3[1];
-  v17_qt[2] = v11_q3[2];
-  v17_qt[3] = v11_q3[3];
-  v17_qt[4] = v11_q3[4];
-  v17_qt[5] = v11_q3[5];
-  v17_qt[6] = v11_q3[6];
-  v17_qt[7] = v11_q3[7];
-  v17_qt[8] = v11_q3[8];
-  v17_qt[9] = v11_q3[9];
-  v17_qt[10] = v11_q3[10];
-  v17_qt[11] = v11_q3[11];
-  v17_qt[12] = v11_q3[12];
-  v17_qt[13] = v11_q3[13];
-  v17_qt[14] = v11_q3[14];
-  v17_qt[15] = v11_q3[15];
-  v17_qt[16] = v11_q3[16];
-  v17_qt[17] = v11_q3[17];
-  v17_qt[18] = v11_q3[18];
-  v17_qt[19] = v11_q3[19];
-  v17_qt[20] = v11_q3[20];
-  v17_qt[21] = v11_q3[21];
-  v17_qt[22] = v11_q3[22];
-  v17_qt[23] = v11_q3[23];
-  v17_qt[24] = v11_q3[24];
-  v17_qt[25] = v11_q3[25];
-  v17_qt[26] = v11_q3[26];
-  v17_qt[27] = v11_q3[27];
-  v17_qt[28] = v11_q3[28];
-  v17_qt[29] = v11_q3[29];
-  v17_qt[30] = v11_q3[30];
-  v17_qt[31] = v11_q3[31];
+  float v20_qt[32];
+  v20_qt[0] = v11_q3[0];
+  v20_qt[1] = v11_q3[1];
+  v20_qt[2] = v11_q3[2];
+  v20_qt[3] = v11_q3[3];
+  v20_qt[4] = v11_q3[4];
+  v20_qt[5] = v11_q3[5];
+  v20_qt[6] = v11_q3[6];
+  v20_qt[7] = v11_q3[7];
+  v20_qt[8] = v11_q3[8];
+  v20_qt[9] = v11_q3[9];
+  v20_qt[10] = v11_q3[10];
+  v20_qt[11] = v11_q3[11];
+  v20_qt[12] = v11_q3[12];
+  v20_qt[13] = v11_q3[13];
+  v20_qt[14] = v11_q3[14];
+  v20_qt[15] = v11_q3[15];
+  v20_qt[16] = v11_q3[16];
+  v20_qt[17] = v11_q3[17];
+  v20_qt[18] = v11_q3[18];
+  v20_qt[19] = v11_q3[19];
+  v20_qt[20] = v11_q3[20];
+  v20_qt[21] = v11_q3[21];
+  v20_qt[22] = v11_q3[22];
+  v20_qt[23] = v11_q3[23];
+  v20_qt[24] = v11_q3[24];
+  v20_qt[25] = v11_q3[25];
+  v20_qt[26] = v11_q3[26];
+  v20_qt[27] = v11_q3[27];
+  v20_qt[28] = v11_q3[28];
+  v20_qt[29] = v11_q3[29];
+  v20_qt[30] = v11_q3[30];
+  v20_qt[31] = v11_q3[31];
   // %scales = splat %scale : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v18_scales[32];
+  float v21_scales[32];
   #pragma unroll
-  for (int s19 = 0; s19 < 32; ++s19) {
-    v18_scales[s19] = v10_scale;
+  for (int s22 = 0; s22 < 32; ++s22) {
+    v21_scales[s22] = v10_scale;
   }
   // %qs = mul %qt, %scales : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v20_qs[32];
+  float v23_qs[32];
   #pragma unroll
-  for (int s21 = 0; s21 < 32; ++s21) {
-    v20_qs[s21] = float(v17_qt[s21] * v18_scales[s21]);
+  for (int s24 = 0; s24 < 32; ++s24) {
+    v23_qs[s24] = float(v20_qt[s24] * v21_scales[s24]);
   }
   // %ninf = const {value = -inf} : f32
-  const float v22_ninf = (-tsr::inf_f());
+  const float v25_ninf = (-tsr::inf_f());
   // %f0 = const {value = 0.0} : f32
-  const float v23_f0 = 0x0p+0f;
+  const float v26_f0 = 0x0p+0f;
   // %acc0 = splat %f0 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v24_acc0[32];
+  float v27_acc0[32];
   #pragma unroll
-  for (int s25 = 0; s25 < 32; ++s25) {
-    v24_acc0[s25] = v23_f0;
+  for (int s28 = 0; s28 < 32; ++s28) {
+    v27_acc0[s28] = v26_f0;
   }
   // %ninfs = splat %ninf : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v26_ninfs[32];
+  float v29_ninfs[32];
   #pragma unroll
-  for (int s27 = 0; s27 < 32; ++s27) {
-    v26_ninfs[s27] = v22_ninf;
+  for (int s30 = 0; s30 < 32; ++s30) {
+    v29_ninfs[s30] = v25_ninf;
   }
   // %0 = convert_layout %qs : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-  float* const sh28 = reinterpret_cast<float*>((tsr_smem + 0) + 0);
+  float* const sh31 = reinterpret_cast<float*>((tsr_smem + 0) + 0);
   __syncthreads();
   #pragma unroll
-  for (int c29 = 0; c29 < 8; ++c29) {
-    float w30[4];
-    w30[0] = v20_qs[c29 * 4 + 0];
-    w30[1] = v20_qs[c29 * 4 + 1];
-    w30[2] = v20_qs[c29 * 4 + 2];
-    w30[3] = v20_qs[c29 * 4 + 3];
-    tsr::copy_vec<float, 4>(sh28 + (((((c29 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c29 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w30);
+  for (int c32 = 0; c32 < 8; ++c32) {
+    float w33[4];
+    w33[0] = v23_qs[c32 * 4 + 0];
+    w33[1] = v23_qs[c32 * 4 + 1];
+    w33[2] = v23_qs[c32 * 4 + 2];
+    w33[3] = v23_qs[c32 * 4 + 3];
+    tsr::copy_vec<float, 4>(sh31 + (((((c32 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c32 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w33);
   }
   __syncthreads();
   // %1 = splat %ninf : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v31[8];
+  float v34[8];
   #pragma unroll
-  for (int s32 = 0; s32 < 8; ++s32) {
-    v31[s32] = v22_ninf;
+  for (int s35 = 0; s35 < 8; ++s35) {
+    v34[s35] = v25_ninf;
   }
   // %2 = splat %f0 : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v33[8];
+  float v36[8];
   #pragma unroll
-  for (int s34 = 0; s34 < 8; ++s34) {
-    v33[s34] = v23_f0;
+  for (int s37 = 0; s37 < 8; ++s37) {
+    v36[s37] = v26_f0;
   }
   // %m, %l, %acc = for %c0, %ntiles, %c1, %1, %2, %acc0 {pipeline = 2} : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>, tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>, tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>> {...}
-  float c35_m[8];
+  float c38_m[8];
   #pragma unroll
-  for (int s36 = 0; s36 < 8; ++s36) {
-    c35_m[s36] = v31[s36];
+  for (int s39 = 0; s39 < 8; ++s39) {
+    c38_m[s39] = v34[s39];
   }
-  float c37_l[8];
+  float c40_l[8];
   #pragma unroll
-  for (int s38 = 0; s38 < 8; ++s38) {
-    c37_l[s38] = v33[s38];
+  for (int s41 = 0; s41 < 8; ++s41) {
+    c40_l[s41] = v36[s41];
   }
-  float c39_acc[32];
+  float c42_acc[32];
   #pragma unroll
-  for (int s40 = 0; s40 < 32; ++s40) {
-    c39_acc[s40] = v24_acc0[s40];
+  for (int s43 = 0; s43 < 32; ++s43) {
+    c42_acc[s43] = v27_acc0[s43];
   }
-  float* const sh42 = reinterpret_cast<float*>((tsr_smem + 0) + 17408);
-  int rs41 = 0;
+  float* const sh45 = reinterpret_cast<float*>((tsr_smem + 0) + 17408);
+  int rs44 = 0;
   if ((int64_t(v2_c0) + 0 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
-    const int32_t nx43 = int32_t((int64_t(v2_c0) + 0 * int64_t(v3_c1)));
+    const int32_t nx46 = int32_t((int64_t(v2_c0) + 0 * int64_t(v3_c1)));
     // %off = mul %j, %bn : i32
-    const int32_t v44_off = int32_t(uint32_t(nx43) * uint32_t(v5_bn));
+    const int32_t v47_off = int32_t(uint32_t(nx46) * uint32_t(v5_bn));
     {
-      const int64_t o45 = int64_t(v1_ph) * 1;
-      const int64_t o46 = int64_t(nx43) * 64;
-      const int64_t o47 = int64_t(v2_c0) * 64;
+      const int64_t o48 = int64_t(v1_ph) * 1;
+      const int64_t o49 = int64_t(nx46) * 64;
+      const int64_t o50 = int64_t(v2_c0) * 64;
       #pragma unroll
-      for (int i48 = 0; i48 < 8; ++i48) {
-        const int q49 = i48 * 128 + tsr_tid;
-        const int64_t n50 = !(true && (o45 + 0) < int64_t(tsr_dim_H) && (o46 + ((q49 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o47 + ((q49 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o47 + ((q49 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o47 + ((q49 * 4) % 64))) : 4;
-        const float* src51 = tsr_p2 + (n50 > 0 ? (o45 + 0) * tsr_p2_s0 + (o46 + ((q49 * 4) / 64)) * tsr_p2_s1 + (o47 + ((q49 * 4) % 64)) * tsr_p2_s2 : 0);
-        float* const dst52 = (sh42 + (0) * 4352) + (0) * 4352 + (((q49 * 4) / 64)) * 68 + (((q49 * 4) % 64)) * 1;
-        if (tsr::aligned_vec<float, 4>(src51)) {
-          tsr::cp_async_16(tsr::smem_u32(dst52), src51, int(n50) * 4);
+      for (int i51 = 0; i51 < 8; ++i51) {
+        const int q52 = i51 * 128 + tsr_tid;
+        const int64_t n53 = !(true && (o48 + 0) < int64_t(tsr_dim_H) && (o49 + ((q52 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o50 + ((q52 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o50 + ((q52 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o50 + ((q52 * 4) % 64))) : 4;
+        const float* src54 = tsr_p2 + (n53 > 0 ? (o48 + 0) * tsr_p2_s0 + (o49 + ((q52 * 4) / 64)) * tsr_p2_s1 + (o50 + ((q52 * 4) % 64)) * tsr_p2_s2 : 0);
+        float* const dst55 = (sh45 + (0) * 4352) + (0) * 4352 + (((q52 * 4) / 64)) * 68 + (((q52 * 4) % 64)) * 1;
+        if (tsr::aligned_vec<float, 4>(src54)) {
+          tsr::cp_async_16(tsr::smem_u32(dst55), src54, int(n53) * 4);
         } else {
-          for (int v_ = 0; v_ < 4; ++v_) dst52[v_] = v_ < n50 ? src51[v_] : float(0);
+          for (int v_ = 0; v_ < 4; ++v_) dst55[v_] = v_ < n53 ? src54[v_] : float(0);
         }
       }
     }
   }
   tsr::cp_async_commit();
-  for (int64_t iv53_ = v2_c0; v3_c1 > 0 && iv53_ < v8_ntiles; iv53_ += v3_c1) {
-    const int32_t iv53 = int32_t(iv53_);
-    if ((iv53_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
-      const int32_t nx54 = int32_t((iv53_ + 1 * int64_t(v3_c1)));
+  for (int64_t iv56_ = v2_c0; v3_c1 > 0 && iv56_ < v8_ntiles; iv56_ += v3_c1) {
+    const int32_t iv56 = int32_t(iv56_);
+    if ((iv56_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
+      const int32_t nx57 = int32_t((iv56_ + 1 * int64_t(v3_c1)));
       // %off = mul %j, %bn : i32
-      const int32_t v55_off = int32_t(uint32_t(nx54) * uint32_t(v5_bn));
+      const int32_t v58_off = int32_t(uint32_t(nx57) * uint32_t(v5_bn));
       {
-        const int64_t o56 = int64_t(v1_ph) * 1;
-        const int64_t o57 = int64_t(nx54) * 64;
-        const int64_t o58 = int64_t(v2_c0) * 64;
+        const int64_t o59 = int64_t(v1_ph) * 1;
+        const int64_t o60 = int64_t(nx57) * 64;
+        const int64_t o61 = int64_t(v2_c0) * 64;
         #pragma unroll
-        for (int i59 = 0; i59 < 8; ++i59) {
-          const int q60 = i59 * 128 + tsr_tid;
-          const int64_t n61 = !(true && (o56 + 0) < int64_t(tsr_dim_H) && (o57 + ((q60 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o58 + ((q60 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o58 + ((q60 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o58 + ((q60 * 4) % 64))) : 4;
-          const float* src62 = tsr_p2 + (n61 > 0 ? (o56 + 0) * tsr_p2_s0 + (o57 + ((q60 * 4) / 64)) * tsr_p2_s1 + (o58 + ((q60 * 4) % 64)) * tsr_p2_s2 : 0);
-          float* const dst63 = (sh42 + ((rs41 + 1) % 2) * 4352) + (0) * 4352 + (((q60 * 4) / 64)) * 68 + (((q60 * 4) % 64)) * 1;
-          if (tsr::aligned_vec<float, 4>(src62)) {
-            tsr::cp_async_16(tsr::smem_u32(dst63), src62, int(n61) * 4);
+        for (int i62 = 0; i62 < 8; ++i62) {
+          const int q63 = i62 * 128 + tsr_tid;
+          const int64_t n64 = !(true && (o59 + 0) < int64_t(tsr_dim_H) && (o60 + ((q63 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o61 + ((q63 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o61 + ((q63 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o61 + ((q63 * 4) % 64))) : 4;
+          const float* src65 = tsr_p2 + (n64 > 0 ? (o59 + 0) * tsr_p2_s0 + (o60 + ((q63 * 4) / 64)) * tsr_p2_s1 + (o61 + ((q63 * 4) % 64)) * tsr_p2_s2 : 0);
+          float* const dst66 = (sh45 + ((rs44 + 1) % 2) * 4352) + (0) * 4352 + (((q63 * 4) / 64)) * 68 + (((q63 * 4) % 64)) * 1;
+          if (tsr::aligned_vec<float, 4>(src65)) {
+            tsr::cp_async_16(tsr::smem_u32(dst66), src65, int(n64) * 4);
           } else {
-            for (int v_ = 0; v_ < 4; ++v_) dst63[v_] = v_ < n61 ? src62[v_] : float(0);
+            for (int v_ = 0; v_ < 4; ++v_) dst66[v_] = v_ < n64 ? src65[v_] : float(0);
           }
         }
       }
@@ -236,763 +249,789 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_fwd(fl
     tsr::cp_async_wait<1>();  // this iteration's copies are in
     __syncthreads();
     // %k3 = load_tile %k, %ph, %j, %c0 : tile<f32, [1, 64, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-    float v64_k3[32];
+    float v67_k3[32];
     {
-      const int64_t o65 = int64_t(v1_ph) * 1 + 0;
-      const int64_t o66 = int64_t(iv53) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o67 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      #pragma unroll
-      for (int c68 = 0; c68 < 8; ++c68) {
-        float vb69[4];
-        if ((o65 + 0) < int64_t(tsr_dim_H) && (o66 + ((((c68 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o67 + (((c68 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o65 + 0) * tsr_p1_s0 + (o66 + ((((c68 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o67 + (((c68 * 4) % 4))) * tsr_p1_s2)) {
-          tsr::copy_vec<float, 4>(vb69, tsr_p1 + (o65 + 0) * tsr_p1_s0 + (o66 + ((((c68 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o67 + (((c68 * 4) % 4))) * tsr_p1_s2);
-          v64_k3[c68 * 4 + 0] = vb69[0];
-          v64_k3[c68 * 4 + 1] = vb69[1];
-          v64_k3[c68 * 4 + 2] = vb69[2];
-          v64_k3[c68 * 4 + 3] = vb69[3];
-        } else {
-          v64_k3[c68 * 4] = ((o65 + 0) < int64_t(tsr_dim_H) && (o66 + ((((c68 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o67 + (((c68 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o65 + 0) * tsr_p1_s0 + (o66 + ((((c68 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o67 + (((c68 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
-          v64_k3[c68 * 4 + 1] = ((o65 + 0) < int64_t(tsr_dim_H) && (o66 + ((((c68 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o67 + (((c68 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o65 + 0) * tsr_p1_s0 + (o66 + ((((c68 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o67 + (((c68 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
-          v64_k3[c68 * 4 + 2] = ((o65 + 0) < int64_t(tsr_dim_H) && (o66 + ((((c68 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o67 + (((c68 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o65 + 0) * tsr_p1_s0 + (o66 + ((((c68 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o67 + (((c68 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
-          v64_k3[c68 * 4 + 3] = ((o65 + 0) < int64_t(tsr_dim_H) && (o66 + ((((c68 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o67 + (((c68 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o65 + 0) * tsr_p1_s0 + (o66 + ((((c68 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o67 + (((c68 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
+      const int64_t o68 = int64_t(v1_ph) * 1 + 0;
+      const int64_t o69 = int64_t(iv56) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o70 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole71 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv56) * 64 >= 0 && int64_t(iv56) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v1_ph) * 1 * tsr_p1_s0 + int64_t(iv56) * 64 * tsr_p1_s1 + int64_t(v2_c0) * 64 * tsr_p1_s2);
+      if (whole71) {
+        #pragma unroll
+        for (int c72 = 0; c72 < 8; ++c72) {
+          float vb73[4];
+          tsr::copy_vec<float, 4>(vb73, tsr_p1 + (o68 + 0) * tsr_p1_s0 + (o69 + ((((c72 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o70 + (((c72 * 4) % 4))) * tsr_p1_s2);
+          v67_k3[c72 * 4 + 0] = vb73[0];
+          v67_k3[c72 * 4 + 1] = vb73[1];
+          v67_k3[c72 * 4 + 2] = vb73[2];
+          v67_k3[c72 * 4 + 3] = vb73[3];
+        }
+      } else {
+        #pragma unroll
+        for (int c74 = 0; c74 < 8; ++c74) {
+          float vb75[4];
+          if ((o68 + 0) < int64_t(tsr_dim_H) && (o69 + ((((c74 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o70 + (((c74 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o68 + 0) * tsr_p1_s0 + (o69 + ((((c74 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o70 + (((c74 * 4) % 4))) * tsr_p1_s2)) {
+            tsr::copy_vec<float, 4>(vb75, tsr_p1 + (o68 + 0) * tsr_p1_s0 + (o69 + ((((c74 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o70 + (((c74 * 4) % 4))) * tsr_p1_s2);
+            v67_k3[c74 * 4 + 0] = vb75[0];
+            v67_k3[c74 * 4 + 1] = vb75[1];
+            v67_k3[c74 * 4 + 2] = vb75[2];
+            v67_k3[c74 * 4 + 3] = vb75[3];
+          } else {
+            v67_k3[c74 * 4] = ((o68 + 0) < int64_t(tsr_dim_H) && (o69 + ((((c74 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o70 + (((c74 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o68 + 0) * tsr_p1_s0 + (o69 + ((((c74 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o70 + (((c74 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
+            v67_k3[c74 * 4 + 1] = ((o68 + 0) < int64_t(tsr_dim_H) && (o69 + ((((c74 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o70 + (((c74 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o68 + 0) * tsr_p1_s0 + (o69 + ((((c74 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o70 + (((c74 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
+            v67_k3[c74 * 4 + 2] = ((o68 + 0) < int64_t(tsr_dim_H) && (o69 + ((((c74 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o70 + (((c74 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o68 + 0) * tsr_p1_s0 + (o69 + ((((c74 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o70 + (((c74 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
+            v67_k3[c74 * 4 + 3] = ((o68 + 0) < int64_t(tsr_dim_H) && (o69 + ((((c74 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o70 + (((c74 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o68 + 0) * tsr_p1_s0 + (o69 + ((((c74 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o70 + (((c74 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
+          }
         }
       }
     }
     // %kt = reshape %k3 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v70_kt[32];
-    v70_kt[0] = v64_k3[0];
-    v70_kt[1] = v64_k3[1];
-    v70_kt[2] = v64_k3[2];
-    v70_kt[3] = v64_k3[3];
-    v70_kt[4] = v64_k3[4];
-    v70_kt[5] = v64_k3[5];
-    v70_kt[6] = v64_k3[6];
-    v70_kt[7] = v64_k3[7];
-    v70_kt[8] = v64_k3[8];
-    v70_kt[9] = v64_k3[9];
-    v70_kt[10] = v64_k3[10];
-    v70_kt[11] = v64_k3[11];
-    v70_kt[12] = v64_k3[12];
-    v70_kt[13] = v64_k3[13];
-    v70_kt[14] = v64_k3[14];
-    v70_kt[15] = v64_k3[15];
-    v70_kt[16] = v64_k3[16];
-    v70_kt[17] = v64_k3[17];
-    v70_kt[18] = v64_k3[18];
-    v70_kt[19] = v64_k3[19];
-    v70_kt[20] = v64_k3[20];
-    v70_kt[21] = v64_k3[21];
-    v70_kt[22] = v64_k3[22];
-    v70_kt[23] = v64_k3[23];
-    v70_kt[24] = v64_k3[24];
-    v70_kt[25] = v64_k3[25];
-    v70_kt[26] = v64_k3[26];
-    v70_kt[27] = v64_k3[27];
-    v70_kt[28] = v64_k3[28];
-    v70_kt[29] = v64_k3[29];
-    v70_kt[30] = v64_k3[30];
-    v70_kt[31] = v64_k3[31];
+    float v76_kt[32];
+    v76_kt[0] = v67_k3[0];
+    v76_kt[1] = v67_k3[1];
+    v76_kt[2] = v67_k3[2];
+    v76_kt[3] = v67_k3[3];
+    v76_kt[4] = v67_k3[4];
+    v76_kt[5] = v67_k3[5];
+    v76_kt[6] = v67_k3[6];
+    v76_kt[7] = v67_k3[7];
+    v76_kt[8] = v67_k3[8];
+    v76_kt[9] = v67_k3[9];
+    v76_kt[10] = v67_k3[10];
+    v76_kt[11] = v67_k3[11];
+    v76_kt[12] = v67_k3[12];
+    v76_kt[13] = v67_k3[13];
+    v76_kt[14] = v67_k3[14];
+    v76_kt[15] = v67_k3[15];
+    v76_kt[16] = v67_k3[16];
+    v76_kt[17] = v67_k3[17];
+    v76_kt[18] = v67_k3[18];
+    v76_kt[19] = v67_k3[19];
+    v76_kt[20] = v67_k3[20];
+    v76_kt[21] = v67_k3[21];
+    v76_kt[22] = v67_k3[22];
+    v76_kt[23] = v67_k3[23];
+    v76_kt[24] = v67_k3[24];
+    v76_kt[25] = v67_k3[25];
+    v76_kt[26] = v67_k3[26];
+    v76_kt[27] = v67_k3[27];
+    v76_kt[28] = v67_k3[28];
+    v76_kt[29] = v67_k3[29];
+    v76_kt[30] = v67_k3[30];
+    v76_kt[31] = v67_k3[31];
     // %ktt = permute %kt {dims = [1, 0]} : tile<f32, [64, 64], layout = blocked<per_thread = [4, 1], threads = [16, 2], warps = [1, 4], order = [0, 1]>>
-    float v71_ktt[32];
-    v71_ktt[0] = v70_kt[0];
-    v71_ktt[1] = v70_kt[1];
-    v71_ktt[2] = v70_kt[2];
-    v71_ktt[3] = v70_kt[3];
-    v71_ktt[4] = v70_kt[4];
-    v71_ktt[5] = v70_kt[5];
-    v71_ktt[6] = v70_kt[6];
-    v71_ktt[7] = v70_kt[7];
-    v71_ktt[8] = v70_kt[8];
-    v71_ktt[9] = v70_kt[9];
-    v71_ktt[10] = v70_kt[10];
-    v71_ktt[11] = v70_kt[11];
-    v71_ktt[12] = v70_kt[12];
-    v71_ktt[13] = v70_kt[13];
-    v71_ktt[14] = v70_kt[14];
-    v71_ktt[15] = v70_kt[15];
-    v71_ktt[16] = v70_kt[16];
-    v71_ktt[17] = v70_kt[17];
-    v71_ktt[18] = v70_kt[18];
-    v71_ktt[19] = v70_kt[19];
-    v71_ktt[20] = v70_kt[20];
-    v71_ktt[21] = v70_kt[21];
-    v71_ktt[22] = v70_kt[22];
-    v71_ktt[23] = v70_kt[23];
-    v71_ktt[24] = v70_kt[24];
-    v71_ktt[25] = v70_kt[25];
-    v71_ktt[26] = v70_kt[26];
-    v71_ktt[27] = v70_kt[27];
-    v71_ktt[28] = v70_kt[28];
-    v71_ktt[29] = v70_kt[29];
-    v71_ktt[30] = v70_kt[30];
-    v71_ktt[31] = v70_kt[31];
+    float v77_ktt[32];
+    v77_ktt[0] = v76_kt[0];
+    v77_ktt[1] = v76_kt[1];
+    v77_ktt[2] = v76_kt[2];
+    v77_ktt[3] = v76_kt[3];
+    v77_ktt[4] = v76_kt[4];
+    v77_ktt[5] = v76_kt[5];
+    v77_ktt[6] = v76_kt[6];
+    v77_ktt[7] = v76_kt[7];
+    v77_ktt[8] = v76_kt[8];
+    v77_ktt[9] = v76_kt[9];
+    v77_ktt[10] = v76_kt[10];
+    v77_ktt[11] = v76_kt[11];
+    v77_ktt[12] = v76_kt[12];
+    v77_ktt[13] = v76_kt[13];
+    v77_ktt[14] = v76_kt[14];
+    v77_ktt[15] = v76_kt[15];
+    v77_ktt[16] = v76_kt[16];
+    v77_ktt[17] = v76_kt[17];
+    v77_ktt[18] = v76_kt[18];
+    v77_ktt[19] = v76_kt[19];
+    v77_ktt[20] = v76_kt[20];
+    v77_ktt[21] = v76_kt[21];
+    v77_ktt[22] = v76_kt[22];
+    v77_ktt[23] = v76_kt[23];
+    v77_ktt[24] = v76_kt[24];
+    v77_ktt[25] = v76_kt[25];
+    v77_ktt[26] = v76_kt[26];
+    v77_ktt[27] = v76_kt[27];
+    v77_ktt[28] = v76_kt[28];
+    v77_ktt[29] = v76_kt[29];
+    v77_ktt[30] = v76_kt[30];
+    v77_ktt[31] = v76_kt[31];
     // %3 = convert_layout %ktt : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh72 = reinterpret_cast<float*>((tsr_smem + 0) + 52224);
+    float* const sh78 = reinterpret_cast<float*>((tsr_smem + 0) + 52224);
     __syncthreads();
     #pragma unroll
-    for (int c73 = 0; c73 < 32; ++c73) {
-      float w74[1];
-      w74[0] = v71_ktt[c73 * 1 + 0];
-      tsr::copy_vec<float, 1>(sh72 + ((((c73 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c73 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w74);
+    for (int c79 = 0; c79 < 32; ++c79) {
+      float w80[1];
+      w80[0] = v77_ktt[c79 * 1 + 0];
+      tsr::copy_vec<float, 1>(sh78 + ((((c79 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c79 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w80);
     }
     __syncthreads();
     // %s = dot %0, %3, %acc0 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v75_s[32];
+    float v81_s[32];
     #pragma unroll
-    for (int s76 = 0; s76 < 32; ++s76) {
-      v75_s[s76] = v24_acc0[s76];
+    for (int s82 = 0; s82 < 32; ++s82) {
+      v81_s[s82] = v27_acc0[s82];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll 4
       for (int k_ = 0; k_ < 64; ++k_) {
-        const auto a0_ = sh28[(tm_ + 0) * 68 + (k_) * 1];
-        const auto a1_ = sh28[(tm_ + 8) * 68 + (k_) * 1];
-        const auto a2_ = sh28[(tm_ + 16) * 68 + (k_) * 1];
-        const auto a3_ = sh28[(tm_ + 24) * 68 + (k_) * 1];
-        const auto a4_ = sh28[(tm_ + 32) * 68 + (k_) * 1];
-        const auto a5_ = sh28[(tm_ + 40) * 68 + (k_) * 1];
-        const auto a6_ = sh28[(tm_ + 48) * 68 + (k_) * 1];
-        const auto a7_ = sh28[(tm_ + 56) * 68 + (k_) * 1];
-        const auto b0_ = sh72[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = sh72[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = sh72[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = sh72[(k_) * 68 + (tn_ + 3) * 1];
-        v75_s[0] = fmaf(float(a0_), float(b0_), v75_s[0]);
-        v75_s[1] = fmaf(float(a0_), float(b1_), v75_s[1]);
-        v75_s[2] = fmaf(float(a0_), float(b2_), v75_s[2]);
-        v75_s[3] = fmaf(float(a0_), float(b3_), v75_s[3]);
-        v75_s[4] = fmaf(float(a1_), float(b0_), v75_s[4]);
-        v75_s[5] = fmaf(float(a1_), float(b1_), v75_s[5]);
-        v75_s[6] = fmaf(float(a1_), float(b2_), v75_s[6]);
-        v75_s[7] = fmaf(float(a1_), float(b3_), v75_s[7]);
-        v75_s[8] = fmaf(float(a2_), float(b0_), v75_s[8]);
-        v75_s[9] = fmaf(float(a2_), float(b1_), v75_s[9]);
-        v75_s[10] = fmaf(float(a2_), float(b2_), v75_s[10]);
-        v75_s[11] = fmaf(float(a2_), float(b3_), v75_s[11]);
-        v75_s[12] = fmaf(float(a3_), float(b0_), v75_s[12]);
-        v75_s[13] = fmaf(float(a3_), float(b1_), v75_s[13]);
-        v75_s[14] = fmaf(float(a3_), float(b2_), v75_s[14]);
-        v75_s[15] = fmaf(float(a3_), float(b3_), v75_s[15]);
-        v75_s[16] = fmaf(float(a4_), float(b0_), v75_s[16]);
-        v75_s[17] = fmaf(float(a4_), float(b1_), v75_s[17]);
-        v75_s[18] = fmaf(float(a4_), float(b2_), v75_s[18]);
-        v75_s[19] = fmaf(float(a4_), float(b3_), v75_s[19]);
-        v75_s[20] = fmaf(float(a5_), float(b0_), v75_s[20]);
-        v75_s[21] = fmaf(float(a5_), float(b1_), v75_s[21]);
-        v75_s[22] = fmaf(float(a5_), float(b2_), v75_s[22]);
-        v75_s[23] = fmaf(float(a5_), float(b3_), v75_s[23]);
-        v75_s[24] = fmaf(float(a6_), float(b0_), v75_s[24]);
-        v75_s[25] = fmaf(float(a6_), float(b1_), v75_s[25]);
-        v75_s[26] = fmaf(float(a6_), float(b2_), v75_s[26]);
-        v75_s[27] = fmaf(float(a6_), float(b3_), v75_s[27]);
-        v75_s[28] = fmaf(float(a7_), float(b0_), v75_s[28]);
-        v75_s[29] = fmaf(float(a7_), float(b1_), v75_s[29]);
-        v75_s[30] = fmaf(float(a7_), float(b2_), v75_s[30]);
-        v75_s[31] = fmaf(float(a7_), float(b3_), v75_s[31]);
+        const auto a0_ = sh31[(tm_ + 0) * 68 + (k_) * 1];
+        const auto a1_ = sh31[(tm_ + 8) * 68 + (k_) * 1];
+        const auto a2_ = sh31[(tm_ + 16) * 68 + (k_) * 1];
+        const auto a3_ = sh31[(tm_ + 24) * 68 + (k_) * 1];
+        const auto a4_ = sh31[(tm_ + 32) * 68 + (k_) * 1];
+        const auto a5_ = sh31[(tm_ + 40) * 68 + (k_) * 1];
+        const auto a6_ = sh31[(tm_ + 48) * 68 + (k_) * 1];
+        const auto a7_ = sh31[(tm_ + 56) * 68 + (k_) * 1];
+        const auto b0_ = sh78[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = sh78[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = sh78[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = sh78[(k_) * 68 + (tn_ + 3) * 1];
+        v81_s[0] = fmaf(float(a0_), float(b0_), v81_s[0]);
+        v81_s[1] = fmaf(float(a0_), float(b1_), v81_s[1]);
+        v81_s[2] = fmaf(float(a0_), float(b2_), v81_s[2]);
+        v81_s[3] = fmaf(float(a0_), float(b3_), v81_s[3]);
+        v81_s[4] = fmaf(float(a1_), float(b0_), v81_s[4]);
+        v81_s[5] = fmaf(float(a1_), float(b1_), v81_s[5]);
+        v81_s[6] = fmaf(float(a1_), float(b2_), v81_s[6]);
+        v81_s[7] = fmaf(float(a1_), float(b3_), v81_s[7]);
+        v81_s[8] = fmaf(float(a2_), float(b0_), v81_s[8]);
+        v81_s[9] = fmaf(float(a2_), float(b1_), v81_s[9]);
+        v81_s[10] = fmaf(float(a2_), float(b2_), v81_s[10]);
+        v81_s[11] = fmaf(float(a2_), float(b3_), v81_s[11]);
+        v81_s[12] = fmaf(float(a3_), float(b0_), v81_s[12]);
+        v81_s[13] = fmaf(float(a3_), float(b1_), v81_s[13]);
+        v81_s[14] = fmaf(float(a3_), float(b2_), v81_s[14]);
+        v81_s[15] = fmaf(float(a3_), float(b3_), v81_s[15]);
+        v81_s[16] = fmaf(float(a4_), float(b0_), v81_s[16]);
+        v81_s[17] = fmaf(float(a4_), float(b1_), v81_s[17]);
+        v81_s[18] = fmaf(float(a4_), float(b2_), v81_s[18]);
+        v81_s[19] = fmaf(float(a4_), float(b3_), v81_s[19]);
+        v81_s[20] = fmaf(float(a5_), float(b0_), v81_s[20]);
+        v81_s[21] = fmaf(float(a5_), float(b1_), v81_s[21]);
+        v81_s[22] = fmaf(float(a5_), float(b2_), v81_s[22]);
+        v81_s[23] = fmaf(float(a5_), float(b3_), v81_s[23]);
+        v81_s[24] = fmaf(float(a6_), float(b0_), v81_s[24]);
+        v81_s[25] = fmaf(float(a6_), float(b1_), v81_s[25]);
+        v81_s[26] = fmaf(float(a6_), float(b2_), v81_s[26]);
+        v81_s[27] = fmaf(float(a6_), float(b3_), v81_s[27]);
+        v81_s[28] = fmaf(float(a7_), float(b0_), v81_s[28]);
+        v81_s[29] = fmaf(float(a7_), float(b1_), v81_s[29]);
+        v81_s[30] = fmaf(float(a7_), float(b2_), v81_s[30]);
+        v81_s[31] = fmaf(float(a7_), float(b3_), v81_s[31]);
       }
     }
     // %off = mul %j, %bn : i32
-    const int32_t v77_off = int32_t(uint32_t(iv53) * uint32_t(v5_bn));
+    const int32_t v83_off = int32_t(uint32_t(iv56) * uint32_t(v5_bn));
     // %4 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v78[4];
-    #pragma unroll
-    for (int s79 = 0; s79 < 4; ++s79) {
-      v78[s79] = int32_t(0 + (((s79) % 4)) + (((tsr_lane >> 0) & 15) * 4));
-    }
-    // %5 = splat %off : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v80[4];
-    #pragma unroll
-    for (int s81 = 0; s81 < 4; ++s81) {
-      v80[s81] = v77_off;
-    }
-    // %6 = add %4, %5 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v82[4];
-    #pragma unroll
-    for (int s83 = 0; s83 < 4; ++s83) {
-      v82[s83] = int32_t(uint32_t(v78[s83]) + uint32_t(v80[s83]));
-    }
-    // %7 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v84[4];
     #pragma unroll
     for (int s85 = 0; s85 < 4; ++s85) {
-      v84[s85] = v4_t;
+      v84[s85] = int32_t(0 + (((s85) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
-    // %8 = cmp %6, %7 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v86[4];
+    // %5 = splat %off : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v86[4];
     #pragma unroll
     for (int s87 = 0; s87 < 4; ++s87) {
-      v86[s87] = uint8_t(v82[s87] < v84[s87]);
+      v86[s87] = v83_off;
+    }
+    // %6 = add %4, %5 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v88[4];
+    #pragma unroll
+    for (int s89 = 0; s89 < 4; ++s89) {
+      v88[s89] = int32_t(uint32_t(v84[s89]) + uint32_t(v86[s89]));
+    }
+    // %7 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v90[4];
+    #pragma unroll
+    for (int s91 = 0; s91 < 4; ++s91) {
+      v90[s91] = v4_t;
+    }
+    // %8 = cmp %6, %7 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    uint8_t v92[4];
+    #pragma unroll
+    for (int s93 = 0; s93 < 4; ++s93) {
+      v92[s93] = uint8_t(v88[s93] < v90[s93]);
     }
     // %valid2 = expand_dims %8 {axis = 0} : tile<i1, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v88_valid2[4];
-    v88_valid2[0] = v86[0];
-    v88_valid2[1] = v86[1];
-    v88_valid2[2] = v86[2];
-    v88_valid2[3] = v86[3];
+    uint8_t v94_valid2[4];
+    v94_valid2[0] = v92[0];
+    v94_valid2[1] = v92[1];
+    v94_valid2[2] = v92[2];
+    v94_valid2[3] = v92[3];
     // %validb = broadcast %valid2 : tile<i1, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v89_validb[32];
-    v89_validb[0] = v88_valid2[0];
-    v89_validb[1] = v88_valid2[1];
-    v89_validb[2] = v88_valid2[2];
-    v89_validb[3] = v88_valid2[3];
-    v89_validb[4] = v88_valid2[0];
-    v89_validb[5] = v88_valid2[1];
-    v89_validb[6] = v88_valid2[2];
-    v89_validb[7] = v88_valid2[3];
-    v89_validb[8] = v88_valid2[0];
-    v89_validb[9] = v88_valid2[1];
-    v89_validb[10] = v88_valid2[2];
-    v89_validb[11] = v88_valid2[3];
-    v89_validb[12] = v88_valid2[0];
-    v89_validb[13] = v88_valid2[1];
-    v89_validb[14] = v88_valid2[2];
-    v89_validb[15] = v88_valid2[3];
-    v89_validb[16] = v88_valid2[0];
-    v89_validb[17] = v88_valid2[1];
-    v89_validb[18] = v88_valid2[2];
-    v89_validb[19] = v88_valid2[3];
-    v89_validb[20] = v88_valid2[0];
-    v89_validb[21] = v88_valid2[1];
-    v89_validb[22] = v88_valid2[2];
-    v89_validb[23] = v88_valid2[3];
-    v89_validb[24] = v88_valid2[0];
-    v89_validb[25] = v88_valid2[1];
-    v89_validb[26] = v88_valid2[2];
-    v89_validb[27] = v88_valid2[3];
-    v89_validb[28] = v88_valid2[0];
-    v89_validb[29] = v88_valid2[1];
-    v89_validb[30] = v88_valid2[2];
-    v89_validb[31] = v88_valid2[3];
+    uint8_t v95_validb[32];
+    v95_validb[0] = v94_valid2[0];
+    v95_validb[1] = v94_valid2[1];
+    v95_validb[2] = v94_valid2[2];
+    v95_validb[3] = v94_valid2[3];
+    v95_validb[4] = v94_valid2[0];
+    v95_validb[5] = v94_valid2[1];
+    v95_validb[6] = v94_valid2[2];
+    v95_validb[7] = v94_valid2[3];
+    v95_validb[8] = v94_valid2[0];
+    v95_validb[9] = v94_valid2[1];
+    v95_validb[10] = v94_valid2[2];
+    v95_validb[11] = v94_valid2[3];
+    v95_validb[12] = v94_valid2[0];
+    v95_validb[13] = v94_valid2[1];
+    v95_validb[14] = v94_valid2[2];
+    v95_validb[15] = v94_valid2[3];
+    v95_validb[16] = v94_valid2[0];
+    v95_validb[17] = v94_valid2[1];
+    v95_validb[18] = v94_valid2[2];
+    v95_validb[19] = v94_valid2[3];
+    v95_validb[20] = v94_valid2[0];
+    v95_validb[21] = v94_valid2[1];
+    v95_validb[22] = v94_valid2[2];
+    v95_validb[23] = v94_valid2[3];
+    v95_validb[24] = v94_valid2[0];
+    v95_validb[25] = v94_valid2[1];
+    v95_validb[26] = v94_valid2[2];
+    v95_validb[27] = v94_valid2[3];
+    v95_validb[28] = v94_valid2[0];
+    v95_validb[29] = v94_valid2[1];
+    v95_validb[30] = v94_valid2[2];
+    v95_validb[31] = v94_valid2[3];
     // %sm = where %validb, %s, %ninfs : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v90_sm[32];
+    float v96_sm[32];
     #pragma unroll
-    for (int s91 = 0; s91 < 32; ++s91) {
-      v90_sm[s91] = (v89_validb[s91] ? v75_s[s91] : v26_ninfs[s91]);
+    for (int s97 = 0; s97 < 32; ++s97) {
+      v96_sm[s97] = (v95_validb[s97] ? v81_s[s97] : v29_ninfs[s97]);
     }
     // %rmax = reduce %sm {axis = 1, kind = "max"} : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v92_rmax[8];
-    v92_rmax[0] = v90_sm[0];
-    v92_rmax[0] = tsr::max_nan_f32(v92_rmax[0], v90_sm[1]);
-    v92_rmax[0] = tsr::max_nan_f32(v92_rmax[0], v90_sm[2]);
-    v92_rmax[0] = tsr::max_nan_f32(v92_rmax[0], v90_sm[3]);
-    v92_rmax[1] = v90_sm[4];
-    v92_rmax[1] = tsr::max_nan_f32(v92_rmax[1], v90_sm[5]);
-    v92_rmax[1] = tsr::max_nan_f32(v92_rmax[1], v90_sm[6]);
-    v92_rmax[1] = tsr::max_nan_f32(v92_rmax[1], v90_sm[7]);
-    v92_rmax[2] = v90_sm[8];
-    v92_rmax[2] = tsr::max_nan_f32(v92_rmax[2], v90_sm[9]);
-    v92_rmax[2] = tsr::max_nan_f32(v92_rmax[2], v90_sm[10]);
-    v92_rmax[2] = tsr::max_nan_f32(v92_rmax[2], v90_sm[11]);
-    v92_rmax[3] = v90_sm[12];
-    v92_rmax[3] = tsr::max_nan_f32(v92_rmax[3], v90_sm[13]);
-    v92_rmax[3] = tsr::max_nan_f32(v92_rmax[3], v90_sm[14]);
-    v92_rmax[3] = tsr::max_nan_f32(v92_rmax[3], v90_sm[15]);
-    v92_rmax[4] = v90_sm[16];
-    v92_rmax[4] = tsr::max_nan_f32(v92_rmax[4], v90_sm[17]);
-    v92_rmax[4] = tsr::max_nan_f32(v92_rmax[4], v90_sm[18]);
-    v92_rmax[4] = tsr::max_nan_f32(v92_rmax[4], v90_sm[19]);
-    v92_rmax[5] = v90_sm[20];
-    v92_rmax[5] = tsr::max_nan_f32(v92_rmax[5], v90_sm[21]);
-    v92_rmax[5] = tsr::max_nan_f32(v92_rmax[5], v90_sm[22]);
-    v92_rmax[5] = tsr::max_nan_f32(v92_rmax[5], v90_sm[23]);
-    v92_rmax[6] = v90_sm[24];
-    v92_rmax[6] = tsr::max_nan_f32(v92_rmax[6], v90_sm[25]);
-    v92_rmax[6] = tsr::max_nan_f32(v92_rmax[6], v90_sm[26]);
-    v92_rmax[6] = tsr::max_nan_f32(v92_rmax[6], v90_sm[27]);
-    v92_rmax[7] = v90_sm[28];
-    v92_rmax[7] = tsr::max_nan_f32(v92_rmax[7], v90_sm[29]);
-    v92_rmax[7] = tsr::max_nan_f32(v92_rmax[7], v90_sm[30]);
-    v92_rmax[7] = tsr::max_nan_f32(v92_rmax[7], v90_sm[31]);
-    const float sh93 = __shfl_xor_sync(0xffffffffu, v92_rmax[0], 1);
-    v92_rmax[0] = tsr::max_nan_f32(v92_rmax[0], sh93);
-    const float sh94 = __shfl_xor_sync(0xffffffffu, v92_rmax[1], 1);
-    v92_rmax[1] = tsr::max_nan_f32(v92_rmax[1], sh94);
-    const float sh95 = __shfl_xor_sync(0xffffffffu, v92_rmax[2], 1);
-    v92_rmax[2] = tsr::max_nan_f32(v92_rmax[2], sh95);
-    const float sh96 = __shfl_xor_sync(0xffffffffu, v92_rmax[3], 1);
-    v92_rmax[3] = tsr::max_nan_f32(v92_rmax[3], sh96);
-    const float sh97 = __shfl_xor_sync(0xffffffffu, v92_rmax[4], 1);
-    v92_rmax[4] = tsr::max_nan_f32(v92_rmax[4], sh97);
-    const float sh98 = __shfl_xor_sync(0xffffffffu, v92_rmax[5], 1);
-    v92_rmax[5] = tsr::max_nan_f32(v92_rmax[5], sh98);
-    const float sh99 = __shfl_xor_sync(0xffffffffu, v92_rmax[6], 1);
-    v92_rmax[6] = tsr::max_nan_f32(v92_rmax[6], sh99);
-    const float sh100 = __shfl_xor_sync(0xffffffffu, v92_rmax[7], 1);
-    v92_rmax[7] = tsr::max_nan_f32(v92_rmax[7], sh100);
-    const float sh101 = __shfl_xor_sync(0xffffffffu, v92_rmax[0], 2);
-    v92_rmax[0] = tsr::max_nan_f32(v92_rmax[0], sh101);
-    const float sh102 = __shfl_xor_sync(0xffffffffu, v92_rmax[1], 2);
-    v92_rmax[1] = tsr::max_nan_f32(v92_rmax[1], sh102);
-    const float sh103 = __shfl_xor_sync(0xffffffffu, v92_rmax[2], 2);
-    v92_rmax[2] = tsr::max_nan_f32(v92_rmax[2], sh103);
-    const float sh104 = __shfl_xor_sync(0xffffffffu, v92_rmax[3], 2);
-    v92_rmax[3] = tsr::max_nan_f32(v92_rmax[3], sh104);
-    const float sh105 = __shfl_xor_sync(0xffffffffu, v92_rmax[4], 2);
-    v92_rmax[4] = tsr::max_nan_f32(v92_rmax[4], sh105);
-    const float sh106 = __shfl_xor_sync(0xffffffffu, v92_rmax[5], 2);
-    v92_rmax[5] = tsr::max_nan_f32(v92_rmax[5], sh106);
-    const float sh107 = __shfl_xor_sync(0xffffffffu, v92_rmax[6], 2);
-    v92_rmax[6] = tsr::max_nan_f32(v92_rmax[6], sh107);
-    const float sh108 = __shfl_xor_sync(0xffffffffu, v92_rmax[7], 2);
-    v92_rmax[7] = tsr::max_nan_f32(v92_rmax[7], sh108);
-    const float sh109 = __shfl_xor_sync(0xffffffffu, v92_rmax[0], 4);
-    v92_rmax[0] = tsr::max_nan_f32(v92_rmax[0], sh109);
-    const float sh110 = __shfl_xor_sync(0xffffffffu, v92_rmax[1], 4);
-    v92_rmax[1] = tsr::max_nan_f32(v92_rmax[1], sh110);
-    const float sh111 = __shfl_xor_sync(0xffffffffu, v92_rmax[2], 4);
-    v92_rmax[2] = tsr::max_nan_f32(v92_rmax[2], sh111);
-    const float sh112 = __shfl_xor_sync(0xffffffffu, v92_rmax[3], 4);
-    v92_rmax[3] = tsr::max_nan_f32(v92_rmax[3], sh112);
-    const float sh113 = __shfl_xor_sync(0xffffffffu, v92_rmax[4], 4);
-    v92_rmax[4] = tsr::max_nan_f32(v92_rmax[4], sh113);
-    const float sh114 = __shfl_xor_sync(0xffffffffu, v92_rmax[5], 4);
-    v92_rmax[5] = tsr::max_nan_f32(v92_rmax[5], sh114);
-    const float sh115 = __shfl_xor_sync(0xffffffffu, v92_rmax[6], 4);
-    v92_rmax[6] = tsr::max_nan_f32(v92_rmax[6], sh115);
-    const float sh116 = __shfl_xor_sync(0xffffffffu, v92_rmax[7], 4);
-    v92_rmax[7] = tsr::max_nan_f32(v92_rmax[7], sh116);
-    const float sh117 = __shfl_xor_sync(0xffffffffu, v92_rmax[0], 8);
-    v92_rmax[0] = tsr::max_nan_f32(v92_rmax[0], sh117);
-    const float sh118 = __shfl_xor_sync(0xffffffffu, v92_rmax[1], 8);
-    v92_rmax[1] = tsr::max_nan_f32(v92_rmax[1], sh118);
-    const float sh119 = __shfl_xor_sync(0xffffffffu, v92_rmax[2], 8);
-    v92_rmax[2] = tsr::max_nan_f32(v92_rmax[2], sh119);
-    const float sh120 = __shfl_xor_sync(0xffffffffu, v92_rmax[3], 8);
-    v92_rmax[3] = tsr::max_nan_f32(v92_rmax[3], sh120);
-    const float sh121 = __shfl_xor_sync(0xffffffffu, v92_rmax[4], 8);
-    v92_rmax[4] = tsr::max_nan_f32(v92_rmax[4], sh121);
-    const float sh122 = __shfl_xor_sync(0xffffffffu, v92_rmax[5], 8);
-    v92_rmax[5] = tsr::max_nan_f32(v92_rmax[5], sh122);
-    const float sh123 = __shfl_xor_sync(0xffffffffu, v92_rmax[6], 8);
-    v92_rmax[6] = tsr::max_nan_f32(v92_rmax[6], sh123);
-    const float sh124 = __shfl_xor_sync(0xffffffffu, v92_rmax[7], 8);
-    v92_rmax[7] = tsr::max_nan_f32(v92_rmax[7], sh124);
+    float v98_rmax[8];
+    v98_rmax[0] = v96_sm[0];
+    v98_rmax[0] = tsr::max_nan_f32(v98_rmax[0], v96_sm[1]);
+    v98_rmax[0] = tsr::max_nan_f32(v98_rmax[0], v96_sm[2]);
+    v98_rmax[0] = tsr::max_nan_f32(v98_rmax[0], v96_sm[3]);
+    v98_rmax[1] = v96_sm[4];
+    v98_rmax[1] = tsr::max_nan_f32(v98_rmax[1], v96_sm[5]);
+    v98_rmax[1] = tsr::max_nan_f32(v98_rmax[1], v96_sm[6]);
+    v98_rmax[1] = tsr::max_nan_f32(v98_rmax[1], v96_sm[7]);
+    v98_rmax[2] = v96_sm[8];
+    v98_rmax[2] = tsr::max_nan_f32(v98_rmax[2], v96_sm[9]);
+    v98_rmax[2] = tsr::max_nan_f32(v98_rmax[2], v96_sm[10]);
+    v98_rmax[2] = tsr::max_nan_f32(v98_rmax[2], v96_sm[11]);
+    v98_rmax[3] = v96_sm[12];
+    v98_rmax[3] = tsr::max_nan_f32(v98_rmax[3], v96_sm[13]);
+    v98_rmax[3] = tsr::max_nan_f32(v98_rmax[3], v96_sm[14]);
+    v98_rmax[3] = tsr::max_nan_f32(v98_rmax[3], v96_sm[15]);
+    v98_rmax[4] = v96_sm[16];
+    v98_rmax[4] = tsr::max_nan_f32(v98_rmax[4], v96_sm[17]);
+    v98_rmax[4] = tsr::max_nan_f32(v98_rmax[4], v96_sm[18]);
+    v98_rmax[4] = tsr::max_nan_f32(v98_rmax[4], v96_sm[19]);
+    v98_rmax[5] = v96_sm[20];
+    v98_rmax[5] = tsr::max_nan_f32(v98_rmax[5], v96_sm[21]);
+    v98_rmax[5] = tsr::max_nan_f32(v98_rmax[5], v96_sm[22]);
+    v98_rmax[5] = tsr::max_nan_f32(v98_rmax[5], v96_sm[23]);
+    v98_rmax[6] = v96_sm[24];
+    v98_rmax[6] = tsr::max_nan_f32(v98_rmax[6], v96_sm[25]);
+    v98_rmax[6] = tsr::max_nan_f32(v98_rmax[6], v96_sm[26]);
+    v98_rmax[6] = tsr::max_nan_f32(v98_rmax[6], v96_sm[27]);
+    v98_rmax[7] = v96_sm[28];
+    v98_rmax[7] = tsr::max_nan_f32(v98_rmax[7], v96_sm[29]);
+    v98_rmax[7] = tsr::max_nan_f32(v98_rmax[7], v96_sm[30]);
+    v98_rmax[7] = tsr::max_nan_f32(v98_rmax[7], v96_sm[31]);
+    const float sh99 = __shfl_xor_sync(0xffffffffu, v98_rmax[0], 1);
+    v98_rmax[0] = tsr::max_nan_f32(v98_rmax[0], sh99);
+    const float sh100 = __shfl_xor_sync(0xffffffffu, v98_rmax[1], 1);
+    v98_rmax[1] = tsr::max_nan_f32(v98_rmax[1], sh100);
+    const float sh101 = __shfl_xor_sync(0xffffffffu, v98_rmax[2], 1);
+    v98_rmax[2] = tsr::max_nan_f32(v98_rmax[2], sh101);
+    const float sh102 = __shfl_xor_sync(0xffffffffu, v98_rmax[3], 1);
+    v98_rmax[3] = tsr::max_nan_f32(v98_rmax[3], sh102);
+    const float sh103 = __shfl_xor_sync(0xffffffffu, v98_rmax[4], 1);
+    v98_rmax[4] = tsr::max_nan_f32(v98_rmax[4], sh103);
+    const float sh104 = __shfl_xor_sync(0xffffffffu, v98_rmax[5], 1);
+    v98_rmax[5] = tsr::max_nan_f32(v98_rmax[5], sh104);
+    const float sh105 = __shfl_xor_sync(0xffffffffu, v98_rmax[6], 1);
+    v98_rmax[6] = tsr::max_nan_f32(v98_rmax[6], sh105);
+    const float sh106 = __shfl_xor_sync(0xffffffffu, v98_rmax[7], 1);
+    v98_rmax[7] = tsr::max_nan_f32(v98_rmax[7], sh106);
+    const float sh107 = __shfl_xor_sync(0xffffffffu, v98_rmax[0], 2);
+    v98_rmax[0] = tsr::max_nan_f32(v98_rmax[0], sh107);
+    const float sh108 = __shfl_xor_sync(0xffffffffu, v98_rmax[1], 2);
+    v98_rmax[1] = tsr::max_nan_f32(v98_rmax[1], sh108);
+    const float sh109 = __shfl_xor_sync(0xffffffffu, v98_rmax[2], 2);
+    v98_rmax[2] = tsr::max_nan_f32(v98_rmax[2], sh109);
+    const float sh110 = __shfl_xor_sync(0xffffffffu, v98_rmax[3], 2);
+    v98_rmax[3] = tsr::max_nan_f32(v98_rmax[3], sh110);
+    const float sh111 = __shfl_xor_sync(0xffffffffu, v98_rmax[4], 2);
+    v98_rmax[4] = tsr::max_nan_f32(v98_rmax[4], sh111);
+    const float sh112 = __shfl_xor_sync(0xffffffffu, v98_rmax[5], 2);
+    v98_rmax[5] = tsr::max_nan_f32(v98_rmax[5], sh112);
+    const float sh113 = __shfl_xor_sync(0xffffffffu, v98_rmax[6], 2);
+    v98_rmax[6] = tsr::max_nan_f32(v98_rmax[6], sh113);
+    const float sh114 = __shfl_xor_sync(0xffffffffu, v98_rmax[7], 2);
+    v98_rmax[7] = tsr::max_nan_f32(v98_rmax[7], sh114);
+    const float sh115 = __shfl_xor_sync(0xffffffffu, v98_rmax[0], 4);
+    v98_rmax[0] = tsr::max_nan_f32(v98_rmax[0], sh115);
+    const float sh116 = __shfl_xor_sync(0xffffffffu, v98_rmax[1], 4);
+    v98_rmax[1] = tsr::max_nan_f32(v98_rmax[1], sh116);
+    const float sh117 = __shfl_xor_sync(0xffffffffu, v98_rmax[2], 4);
+    v98_rmax[2] = tsr::max_nan_f32(v98_rmax[2], sh117);
+    const float sh118 = __shfl_xor_sync(0xffffffffu, v98_rmax[3], 4);
+    v98_rmax[3] = tsr::max_nan_f32(v98_rmax[3], sh118);
+    const float sh119 = __shfl_xor_sync(0xffffffffu, v98_rmax[4], 4);
+    v98_rmax[4] = tsr::max_nan_f32(v98_rmax[4], sh119);
+    const float sh120 = __shfl_xor_sync(0xffffffffu, v98_rmax[5], 4);
+    v98_rmax[5] = tsr::max_nan_f32(v98_rmax[5], sh120);
+    const float sh121 = __shfl_xor_sync(0xffffffffu, v98_rmax[6], 4);
+    v98_rmax[6] = tsr::max_nan_f32(v98_rmax[6], sh121);
+    const float sh122 = __shfl_xor_sync(0xffffffffu, v98_rmax[7], 4);
+    v98_rmax[7] = tsr::max_nan_f32(v98_rmax[7], sh122);
+    const float sh123 = __shfl_xor_sync(0xffffffffu, v98_rmax[0], 8);
+    v98_rmax[0] = tsr::max_nan_f32(v98_rmax[0], sh123);
+    const float sh124 = __shfl_xor_sync(0xffffffffu, v98_rmax[1], 8);
+    v98_rmax[1] = tsr::max_nan_f32(v98_rmax[1], sh124);
+    const float sh125 = __shfl_xor_sync(0xffffffffu, v98_rmax[2], 8);
+    v98_rmax[2] = tsr::max_nan_f32(v98_rmax[2], sh125);
+    const float sh126 = __shfl_xor_sync(0xffffffffu, v98_rmax[3], 8);
+    v98_rmax[3] = tsr::max_nan_f32(v98_rmax[3], sh126);
+    const float sh127 = __shfl_xor_sync(0xffffffffu, v98_rmax[4], 8);
+    v98_rmax[4] = tsr::max_nan_f32(v98_rmax[4], sh127);
+    const float sh128 = __shfl_xor_sync(0xffffffffu, v98_rmax[5], 8);
+    v98_rmax[5] = tsr::max_nan_f32(v98_rmax[5], sh128);
+    const float sh129 = __shfl_xor_sync(0xffffffffu, v98_rmax[6], 8);
+    v98_rmax[6] = tsr::max_nan_f32(v98_rmax[6], sh129);
+    const float sh130 = __shfl_xor_sync(0xffffffffu, v98_rmax[7], 8);
+    v98_rmax[7] = tsr::max_nan_f32(v98_rmax[7], sh130);
     // %mn = max %mc, %rmax : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v125_mn[8];
+    float v131_mn[8];
     #pragma unroll
-    for (int s126 = 0; s126 < 8; ++s126) {
-      v125_mn[s126] = tsr::fmax_nan_z<float>(c35_m[s126], v92_rmax[s126]);
+    for (int s132 = 0; s132 < 8; ++s132) {
+      v131_mn[s132] = tsr::fmax_nan_z<float>(c38_m[s132], v98_rmax[s132]);
     }
     // %dm = sub %mc, %mn : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v127_dm[8];
+    float v133_dm[8];
     #pragma unroll
-    for (int s128 = 0; s128 < 8; ++s128) {
-      v127_dm[s128] = float(c35_m[s128] - v125_mn[s128]);
+    for (int s134 = 0; s134 < 8; ++s134) {
+      v133_dm[s134] = float(c38_m[s134] - v131_mn[s134]);
     }
     // %alpha = exp %dm : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v129_alpha[8];
+    float v135_alpha[8];
     #pragma unroll
-    for (int s130 = 0; s130 < 8; ++s130) {
-      v129_alpha[s130] = float(tsr::fexp(v127_dm[s130]));
+    for (int s136 = 0; s136 < 8; ++s136) {
+      v135_alpha[s136] = float(tsr::fexp(v133_dm[s136]));
     }
     // %mn2 = expand_dims %mn {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v131_mn2[8];
-    v131_mn2[0] = v125_mn[0];
-    v131_mn2[1] = v125_mn[1];
-    v131_mn2[2] = v125_mn[2];
-    v131_mn2[3] = v125_mn[3];
-    v131_mn2[4] = v125_mn[4];
-    v131_mn2[5] = v125_mn[5];
-    v131_mn2[6] = v125_mn[6];
-    v131_mn2[7] = v125_mn[7];
+    float v137_mn2[8];
+    v137_mn2[0] = v131_mn[0];
+    v137_mn2[1] = v131_mn[1];
+    v137_mn2[2] = v131_mn[2];
+    v137_mn2[3] = v131_mn[3];
+    v137_mn2[4] = v131_mn[4];
+    v137_mn2[5] = v131_mn[5];
+    v137_mn2[6] = v131_mn[6];
+    v137_mn2[7] = v131_mn[7];
     // %mnb = broadcast %mn2 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v132_mnb[32];
-    v132_mnb[0] = v131_mn2[0];
-    v132_mnb[1] = v131_mn2[0];
-    v132_mnb[2] = v131_mn2[0];
-    v132_mnb[3] = v131_mn2[0];
-    v132_mnb[4] = v131_mn2[1];
-    v132_mnb[5] = v131_mn2[1];
-    v132_mnb[6] = v131_mn2[1];
-    v132_mnb[7] = v131_mn2[1];
-    v132_mnb[8] = v131_mn2[2];
-    v132_mnb[9] = v131_mn2[2];
-    v132_mnb[10] = v131_mn2[2];
-    v132_mnb[11] = v131_mn2[2];
-    v132_mnb[12] = v131_mn2[3];
-    v132_mnb[13] = v131_mn2[3];
-    v132_mnb[14] = v131_mn2[3];
-    v132_mnb[15] = v131_mn2[3];
-    v132_mnb[16] = v131_mn2[4];
-    v132_mnb[17] = v131_mn2[4];
-    v132_mnb[18] = v131_mn2[4];
-    v132_mnb[19] = v131_mn2[4];
-    v132_mnb[20] = v131_mn2[5];
-    v132_mnb[21] = v131_mn2[5];
-    v132_mnb[22] = v131_mn2[5];
-    v132_mnb[23] = v131_mn2[5];
-    v132_mnb[24] = v131_mn2[6];
-    v132_mnb[25] = v131_mn2[6];
-    v132_mnb[26] = v131_mn2[6];
-    v132_mnb[27] = v131_mn2[6];
-    v132_mnb[28] = v131_mn2[7];
-    v132_mnb[29] = v131_mn2[7];
-    v132_mnb[30] = v131_mn2[7];
-    v132_mnb[31] = v131_mn2[7];
+    float v138_mnb[32];
+    v138_mnb[0] = v137_mn2[0];
+    v138_mnb[1] = v137_mn2[0];
+    v138_mnb[2] = v137_mn2[0];
+    v138_mnb[3] = v137_mn2[0];
+    v138_mnb[4] = v137_mn2[1];
+    v138_mnb[5] = v137_mn2[1];
+    v138_mnb[6] = v137_mn2[1];
+    v138_mnb[7] = v137_mn2[1];
+    v138_mnb[8] = v137_mn2[2];
+    v138_mnb[9] = v137_mn2[2];
+    v138_mnb[10] = v137_mn2[2];
+    v138_mnb[11] = v137_mn2[2];
+    v138_mnb[12] = v137_mn2[3];
+    v138_mnb[13] = v137_mn2[3];
+    v138_mnb[14] = v137_mn2[3];
+    v138_mnb[15] = v137_mn2[3];
+    v138_mnb[16] = v137_mn2[4];
+    v138_mnb[17] = v137_mn2[4];
+    v138_mnb[18] = v137_mn2[4];
+    v138_mnb[19] = v137_mn2[4];
+    v138_mnb[20] = v137_mn2[5];
+    v138_mnb[21] = v137_mn2[5];
+    v138_mnb[22] = v137_mn2[5];
+    v138_mnb[23] = v137_mn2[5];
+    v138_mnb[24] = v137_mn2[6];
+    v138_mnb[25] = v137_mn2[6];
+    v138_mnb[26] = v137_mn2[6];
+    v138_mnb[27] = v137_mn2[6];
+    v138_mnb[28] = v137_mn2[7];
+    v138_mnb[29] = v137_mn2[7];
+    v138_mnb[30] = v137_mn2[7];
+    v138_mnb[31] = v137_mn2[7];
     // %sd = sub %sm, %mnb : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v133_sd[32];
+    float v139_sd[32];
     #pragma unroll
-    for (int s134 = 0; s134 < 32; ++s134) {
-      v133_sd[s134] = float(v90_sm[s134] - v132_mnb[s134]);
+    for (int s140 = 0; s140 < 32; ++s140) {
+      v139_sd[s140] = float(v96_sm[s140] - v138_mnb[s140]);
     }
     // %p = exp %sd : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v135_p[32];
+    float v141_p[32];
     #pragma unroll
-    for (int s136 = 0; s136 < 32; ++s136) {
-      v135_p[s136] = float(tsr::fexp(v133_sd[s136]));
+    for (int s142 = 0; s142 < 32; ++s142) {
+      v141_p[s142] = float(tsr::fexp(v139_sd[s142]));
     }
     // %psum = reduce %p {axis = 1, kind = "sum"} : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v137_psum[8];
-    v137_psum[0] = v135_p[0];
-    v137_psum[0] = float(v137_psum[0] + v135_p[1]);
-    v137_psum[0] = float(v137_psum[0] + v135_p[2]);
-    v137_psum[0] = float(v137_psum[0] + v135_p[3]);
-    v137_psum[1] = v135_p[4];
-    v137_psum[1] = float(v137_psum[1] + v135_p[5]);
-    v137_psum[1] = float(v137_psum[1] + v135_p[6]);
-    v137_psum[1] = float(v137_psum[1] + v135_p[7]);
-    v137_psum[2] = v135_p[8];
-    v137_psum[2] = float(v137_psum[2] + v135_p[9]);
-    v137_psum[2] = float(v137_psum[2] + v135_p[10]);
-    v137_psum[2] = float(v137_psum[2] + v135_p[11]);
-    v137_psum[3] = v135_p[12];
-    v137_psum[3] = float(v137_psum[3] + v135_p[13]);
-    v137_psum[3] = float(v137_psum[3] + v135_p[14]);
-    v137_psum[3] = float(v137_psum[3] + v135_p[15]);
-    v137_psum[4] = v135_p[16];
-    v137_psum[4] = float(v137_psum[4] + v135_p[17]);
-    v137_psum[4] = float(v137_psum[4] + v135_p[18]);
-    v137_psum[4] = float(v137_psum[4] + v135_p[19]);
-    v137_psum[5] = v135_p[20];
-    v137_psum[5] = float(v137_psum[5] + v135_p[21]);
-    v137_psum[5] = float(v137_psum[5] + v135_p[22]);
-    v137_psum[5] = float(v137_psum[5] + v135_p[23]);
-    v137_psum[6] = v135_p[24];
-    v137_psum[6] = float(v137_psum[6] + v135_p[25]);
-    v137_psum[6] = float(v137_psum[6] + v135_p[26]);
-    v137_psum[6] = float(v137_psum[6] + v135_p[27]);
-    v137_psum[7] = v135_p[28];
-    v137_psum[7] = float(v137_psum[7] + v135_p[29]);
-    v137_psum[7] = float(v137_psum[7] + v135_p[30]);
-    v137_psum[7] = float(v137_psum[7] + v135_p[31]);
-    const float sh138 = __shfl_xor_sync(0xffffffffu, v137_psum[0], 1);
-    v137_psum[0] = float(v137_psum[0] + sh138);
-    const float sh139 = __shfl_xor_sync(0xffffffffu, v137_psum[1], 1);
-    v137_psum[1] = float(v137_psum[1] + sh139);
-    const float sh140 = __shfl_xor_sync(0xffffffffu, v137_psum[2], 1);
-    v137_psum[2] = float(v137_psum[2] + sh140);
-    const float sh141 = __shfl_xor_sync(0xffffffffu, v137_psum[3], 1);
-    v137_psum[3] = float(v137_psum[3] + sh141);
-    const float sh142 = __shfl_xor_sync(0xffffffffu, v137_psum[4], 1);
-    v137_psum[4] = float(v137_psum[4] + sh142);
-    const float sh143 = __shfl_xor_sync(0xffffffffu, v137_psum[5], 1);
-    v137_psum[5] = float(v137_psum[5] + sh143);
-    const float sh144 = __shfl_xor_sync(0xffffffffu, v137_psum[6], 1);
-    v137_psum[6] = float(v137_psum[6] + sh144);
-    const float sh145 = __shfl_xor_sync(0xffffffffu, v137_psum[7], 1);
-    v137_psum[7] = float(v137_psum[7] + sh145);
-    const float sh146 = __shfl_xor_sync(0xffffffffu, v137_psum[0], 2);
-    v137_psum[0] = float(v137_psum[0] + sh146);
-    const float sh147 = __shfl_xor_sync(0xffffffffu, v137_psum[1], 2);
-    v137_psum[1] = float(v137_psum[1] + sh147);
-    const float sh148 = __shfl_xor_sync(0xffffffffu, v137_psum[2], 2);
-    v137_psum[2] = float(v137_psum[2] + sh148);
-    const float sh149 = __shfl_xor_sync(0xffffffffu, v137_psum[3], 2);
-    v137_psum[3] = float(v137_psum[3] + sh149);
-    const float sh150 = __shfl_xor_sync(0xffffffffu, v137_psum[4], 2);
-    v137_psum[4] = float(v137_psum[4] + sh150);
-    const float sh151 = __shfl_xor_sync(0xffffffffu, v137_psum[5], 2);
-    v137_psum[5] = float(v137_psum[5] + sh151);
-    const float sh152 = __shfl_xor_sync(0xffffffffu, v137_psum[6], 2);
-    v137_psum[6] = float(v137_psum[6] + sh152);
-    const float sh153 = __shfl_xor_sync(0xffffffffu, v137_psum[7], 2);
-    v137_psum[7] = float(v137_psum[7] + sh153);
-    const float sh154 = __shfl_xor_sync(0xffffffffu, v137_psum[0], 4);
-    v137_psum[0] = float(v137_psum[0] + sh154);
-    const float sh155 = __shfl_xor_sync(0xffffffffu, v137_psum[1], 4);
-    v137_psum[1] = float(v137_psum[1] + sh155);
-    const float sh156 = __shfl_xor_sync(0xffffffffu, v137_psum[2], 4);
-    v137_psum[2] = float(v137_psum[2] + sh156);
-    const float sh157 = __shfl_xor_sync(0xffffffffu, v137_psum[3], 4);
-    v137_psum[3] = float(v137_psum[3] + sh157);
-    const float sh158 = __shfl_xor_sync(0xffffffffu, v137_psum[4], 4);
-    v137_psum[4] = float(v137_psum[4] + sh158);
-    const float sh159 = __shfl_xor_sync(0xffffffffu, v137_psum[5], 4);
-    v137_psum[5] = float(v137_psum[5] + sh159);
-    const float sh160 = __shfl_xor_sync(0xffffffffu, v137_psum[6], 4);
-    v137_psum[6] = float(v137_psum[6] + sh160);
-    const float sh161 = __shfl_xor_sync(0xffffffffu, v137_psum[7], 4);
-    v137_psum[7] = float(v137_psum[7] + sh161);
-    const float sh162 = __shfl_xor_sync(0xffffffffu, v137_psum[0], 8);
-    v137_psum[0] = float(v137_psum[0] + sh162);
-    const float sh163 = __shfl_xor_sync(0xffffffffu, v137_psum[1], 8);
-    v137_psum[1] = float(v137_psum[1] + sh163);
-    const float sh164 = __shfl_xor_sync(0xffffffffu, v137_psum[2], 8);
-    v137_psum[2] = float(v137_psum[2] + sh164);
-    const float sh165 = __shfl_xor_sync(0xffffffffu, v137_psum[3], 8);
-    v137_psum[3] = float(v137_psum[3] + sh165);
-    const float sh166 = __shfl_xor_sync(0xffffffffu, v137_psum[4], 8);
-    v137_psum[4] = float(v137_psum[4] + sh166);
-    const float sh167 = __shfl_xor_sync(0xffffffffu, v137_psum[5], 8);
-    v137_psum[5] = float(v137_psum[5] + sh167);
-    const float sh168 = __shfl_xor_sync(0xffffffffu, v137_psum[6], 8);
-    v137_psum[6] = float(v137_psum[6] + sh168);
-    const float sh169 = __shfl_xor_sync(0xffffffffu, v137_psum[7], 8);
-    v137_psum[7] = float(v137_psum[7] + sh169);
+    float v143_psum[8];
+    v143_psum[0] = v141_p[0];
+    v143_psum[0] = float(v143_psum[0] + v141_p[1]);
+    v143_psum[0] = float(v143_psum[0] + v141_p[2]);
+    v143_psum[0] = float(v143_psum[0] + v141_p[3]);
+    v143_psum[1] = v141_p[4];
+    v143_psum[1] = float(v143_psum[1] + v141_p[5]);
+    v143_psum[1] = float(v143_psum[1] + v141_p[6]);
+    v143_psum[1] = float(v143_psum[1] + v141_p[7]);
+    v143_psum[2] = v141_p[8];
+    v143_psum[2] = float(v143_psum[2] + v141_p[9]);
+    v143_psum[2] = float(v143_psum[2] + v141_p[10]);
+    v143_psum[2] = float(v143_psum[2] + v141_p[11]);
+    v143_psum[3] = v141_p[12];
+    v143_psum[3] = float(v143_psum[3] + v141_p[13]);
+    v143_psum[3] = float(v143_psum[3] + v141_p[14]);
+    v143_psum[3] = float(v143_psum[3] + v141_p[15]);
+    v143_psum[4] = v141_p[16];
+    v143_psum[4] = float(v143_psum[4] + v141_p[17]);
+    v143_psum[4] = float(v143_psum[4] + v141_p[18]);
+    v143_psum[4] = float(v143_psum[4] + v141_p[19]);
+    v143_psum[5] = v141_p[20];
+    v143_psum[5] = float(v143_psum[5] + v141_p[21]);
+    v143_psum[5] = float(v143_psum[5] + v141_p[22]);
+    v143_psum[5] = float(v143_psum[5] + v141_p[23]);
+    v143_psum[6] = v141_p[24];
+    v143_psum[6] = float(v143_psum[6] + v141_p[25]);
+    v143_psum[6] = float(v143_psum[6] + v141_p[26]);
+    v143_psum[6] = float(v143_psum[6] + v141_p[27]);
+    v143_psum[7] = v141_p[28];
+    v143_psum[7] = float(v143_psum[7] + v141_p[29]);
+    v143_psum[7] = float(v143_psum[7] + v141_p[30]);
+    v143_psum[7] = float(v143_psum[7] + v141_p[31]);
+    const float sh144 = __shfl_xor_sync(0xffffffffu, v143_psum[0], 1);
+    v143_psum[0] = float(v143_psum[0] + sh144);
+    const float sh145 = __shfl_xor_sync(0xffffffffu, v143_psum[1], 1);
+    v143_psum[1] = float(v143_psum[1] + sh145);
+    const float sh146 = __shfl_xor_sync(0xffffffffu, v143_psum[2], 1);
+    v143_psum[2] = float(v143_psum[2] + sh146);
+    const float sh147 = __shfl_xor_sync(0xffffffffu, v143_psum[3], 1);
+    v143_psum[3] = float(v143_psum[3] + sh147);
+    const float sh148 = __shfl_xor_sync(0xffffffffu, v143_psum[4], 1);
+    v143_psum[4] = float(v143_psum[4] + sh148);
+    const float sh149 = __shfl_xor_sync(0xffffffffu, v143_psum[5], 1);
+    v143_psum[5] = float(v143_psum[5] + sh149);
+    const float sh150 = __shfl_xor_sync(0xffffffffu, v143_psum[6], 1);
+    v143_psum[6] = float(v143_psum[6] + sh150);
+    const float sh151 = __shfl_xor_sync(0xffffffffu, v143_psum[7], 1);
+    v143_psum[7] = float(v143_psum[7] + sh151);
+    const float sh152 = __shfl_xor_sync(0xffffffffu, v143_psum[0], 2);
+    v143_psum[0] = float(v143_psum[0] + sh152);
+    const float sh153 = __shfl_xor_sync(0xffffffffu, v143_psum[1], 2);
+    v143_psum[1] = float(v143_psum[1] + sh153);
+    const float sh154 = __shfl_xor_sync(0xffffffffu, v143_psum[2], 2);
+    v143_psum[2] = float(v143_psum[2] + sh154);
+    const float sh155 = __shfl_xor_sync(0xffffffffu, v143_psum[3], 2);
+    v143_psum[3] = float(v143_psum[3] + sh155);
+    const float sh156 = __shfl_xor_sync(0xffffffffu, v143_psum[4], 2);
+    v143_psum[4] = float(v143_psum[4] + sh156);
+    const float sh157 = __shfl_xor_sync(0xffffffffu, v143_psum[5], 2);
+    v143_psum[5] = float(v143_psum[5] + sh157);
+    const float sh158 = __shfl_xor_sync(0xffffffffu, v143_psum[6], 2);
+    v143_psum[6] = float(v143_psum[6] + sh158);
+    const float sh159 = __shfl_xor_sync(0xffffffffu, v143_psum[7], 2);
+    v143_psum[7] = float(v143_psum[7] + sh159);
+    const float sh160 = __shfl_xor_sync(0xffffffffu, v143_psum[0], 4);
+    v143_psum[0] = float(v143_psum[0] + sh160);
+    const float sh161 = __shfl_xor_sync(0xffffffffu, v143_psum[1], 4);
+    v143_psum[1] = float(v143_psum[1] + sh161);
+    const float sh162 = __shfl_xor_sync(0xffffffffu, v143_psum[2], 4);
+    v143_psum[2] = float(v143_psum[2] + sh162);
+    const float sh163 = __shfl_xor_sync(0xffffffffu, v143_psum[3], 4);
+    v143_psum[3] = float(v143_psum[3] + sh163);
+    const float sh164 = __shfl_xor_sync(0xffffffffu, v143_psum[4], 4);
+    v143_psum[4] = float(v143_psum[4] + sh164);
+    const float sh165 = __shfl_xor_sync(0xffffffffu, v143_psum[5], 4);
+    v143_psum[5] = float(v143_psum[5] + sh165);
+    const float sh166 = __shfl_xor_sync(0xffffffffu, v143_psum[6], 4);
+    v143_psum[6] = float(v143_psum[6] + sh166);
+    const float sh167 = __shfl_xor_sync(0xffffffffu, v143_psum[7], 4);
+    v143_psum[7] = float(v143_psum[7] + sh167);
+    const float sh168 = __shfl_xor_sync(0xffffffffu, v143_psum[0], 8);
+    v143_psum[0] = float(v143_psum[0] + sh168);
+    const float sh169 = __shfl_xor_sync(0xffffffffu, v143_psum[1], 8);
+    v143_psum[1] = float(v143_psum[1] + sh169);
+    const float sh170 = __shfl_xor_sync(0xffffffffu, v143_psum[2], 8);
+    v143_psum[2] = float(v143_psum[2] + sh170);
+    const float sh171 = __shfl_xor_sync(0xffffffffu, v143_psum[3], 8);
+    v143_psum[3] = float(v143_psum[3] + sh171);
+    const float sh172 = __shfl_xor_sync(0xffffffffu, v143_psum[4], 8);
+    v143_psum[4] = float(v143_psum[4] + sh172);
+    const float sh173 = __shfl_xor_sync(0xffffffffu, v143_psum[5], 8);
+    v143_psum[5] = float(v143_psum[5] + sh173);
+    const float sh174 = __shfl_xor_sync(0xffffffffu, v143_psum[6], 8);
+    v143_psum[6] = float(v143_psum[6] + sh174);
+    const float sh175 = __shfl_xor_sync(0xffffffffu, v143_psum[7], 8);
+    v143_psum[7] = float(v143_psum[7] + sh175);
     // %la = mul %lc, %alpha : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v170_la[8];
+    float v176_la[8];
     #pragma unroll
-    for (int s171 = 0; s171 < 8; ++s171) {
-      v170_la[s171] = float(c37_l[s171] * v129_alpha[s171]);
+    for (int s177 = 0; s177 < 8; ++s177) {
+      v176_la[s177] = float(c40_l[s177] * v135_alpha[s177]);
     }
     // %ln = add %la, %psum : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v172_ln[8];
+    float v178_ln[8];
     #pragma unroll
-    for (int s173 = 0; s173 < 8; ++s173) {
-      v172_ln[s173] = float(v170_la[s173] + v137_psum[s173]);
+    for (int s179 = 0; s179 < 8; ++s179) {
+      v178_ln[s179] = float(v176_la[s179] + v143_psum[s179]);
     }
     // %alpha2 = expand_dims %alpha {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v174_alpha2[8];
-    v174_alpha2[0] = v129_alpha[0];
-    v174_alpha2[1] = v129_alpha[1];
-    v174_alpha2[2] = v129_alpha[2];
-    v174_alpha2[3] = v129_alpha[3];
-    v174_alpha2[4] = v129_alpha[4];
-    v174_alpha2[5] = v129_alpha[5];
-    v174_alpha2[6] = v129_alpha[6];
-    v174_alpha2[7] = v129_alpha[7];
+    float v180_alpha2[8];
+    v180_alpha2[0] = v135_alpha[0];
+    v180_alpha2[1] = v135_alpha[1];
+    v180_alpha2[2] = v135_alpha[2];
+    v180_alpha2[3] = v135_alpha[3];
+    v180_alpha2[4] = v135_alpha[4];
+    v180_alpha2[5] = v135_alpha[5];
+    v180_alpha2[6] = v135_alpha[6];
+    v180_alpha2[7] = v135_alpha[7];
     // %alphab = broadcast %alpha2 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v175_alphab[32];
-    v175_alphab[0] = v174_alpha2[0];
-    v175_alphab[1] = v174_alpha2[0];
-    v175_alphab[2] = v174_alpha2[0];
-    v175_alphab[3] = v174_alpha2[0];
-    v175_alphab[4] = v174_alpha2[1];
-    v175_alphab[5] = v174_alpha2[1];
-    v175_alphab[6] = v174_alpha2[1];
-    v175_alphab[7] = v174_alpha2[1];
-    v175_alphab[8] = v174_alpha2[2];
-    v175_alphab[9] = v174_alpha2[2];
-    v175_alphab[10] = v174_alpha2[2];
-    v175_alphab[11] = v174_alpha2[2];
-    v175_alphab[12] = v174_alpha2[3];
-    v175_alphab[13] = v174_alpha2[3];
-    v175_alphab[14] = v174_alpha2[3];
-    v175_alphab[15] = v174_alpha2[3];
-    v175_alphab[16] = v174_alpha2[4];
-    v175_alphab[17] = v174_alpha2[4];
-    v175_alphab[18] = v174_alpha2[4];
-    v175_alphab[19] = v174_alpha2[4];
-    v175_alphab[20] = v174_alpha2[5];
-    v175_alphab[21] = v174_alpha2[5];
-    v175_alphab[22] = v174_alpha2[5];
-    v175_alphab[23] = v174_alpha2[5];
-    v175_alphab[24] = v174_alpha2[6];
-    v175_alphab[25] = v174_alpha2[6];
-    v175_alphab[26] = v174_alpha2[6];
-    v175_alphab[27] = v174_alpha2[6];
-    v175_alphab[28] = v174_alpha2[7];
-    v175_alphab[29] = v174_alpha2[7];
-    v175_alphab[30] = v174_alpha2[7];
-    v175_alphab[31] = v174_alpha2[7];
+    float v181_alphab[32];
+    v181_alphab[0] = v180_alpha2[0];
+    v181_alphab[1] = v180_alpha2[0];
+    v181_alphab[2] = v180_alpha2[0];
+    v181_alphab[3] = v180_alpha2[0];
+    v181_alphab[4] = v180_alpha2[1];
+    v181_alphab[5] = v180_alpha2[1];
+    v181_alphab[6] = v180_alpha2[1];
+    v181_alphab[7] = v180_alpha2[1];
+    v181_alphab[8] = v180_alpha2[2];
+    v181_alphab[9] = v180_alpha2[2];
+    v181_alphab[10] = v180_alpha2[2];
+    v181_alphab[11] = v180_alpha2[2];
+    v181_alphab[12] = v180_alpha2[3];
+    v181_alphab[13] = v180_alpha2[3];
+    v181_alphab[14] = v180_alpha2[3];
+    v181_alphab[15] = v180_alpha2[3];
+    v181_alphab[16] = v180_alpha2[4];
+    v181_alphab[17] = v180_alpha2[4];
+    v181_alphab[18] = v180_alpha2[4];
+    v181_alphab[19] = v180_alpha2[4];
+    v181_alphab[20] = v180_alpha2[5];
+    v181_alphab[21] = v180_alpha2[5];
+    v181_alphab[22] = v180_alpha2[5];
+    v181_alphab[23] = v180_alpha2[5];
+    v181_alphab[24] = v180_alpha2[6];
+    v181_alphab[25] = v180_alpha2[6];
+    v181_alphab[26] = v180_alpha2[6];
+    v181_alphab[27] = v180_alpha2[6];
+    v181_alphab[28] = v180_alpha2[7];
+    v181_alphab[29] = v180_alpha2[7];
+    v181_alphab[30] = v180_alpha2[7];
+    v181_alphab[31] = v180_alpha2[7];
     // %accs = mul %accc, %alphab : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v176_accs[32];
+    float v182_accs[32];
     #pragma unroll
-    for (int s177 = 0; s177 < 32; ++s177) {
-      v176_accs[s177] = float(c39_acc[s177] * v175_alphab[s177]);
+    for (int s183 = 0; s183 < 32; ++s183) {
+      v182_accs[s183] = float(c42_acc[s183] * v181_alphab[s183]);
     }
     // %v3 = load_tile %v, %ph, %j, %c0 : tile<f32, [1, 64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %vt = reshape %v3 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %9 = convert_layout %p : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh178 = reinterpret_cast<float*>((tsr_smem + 0) + 69632);
+    float* const sh184 = reinterpret_cast<float*>((tsr_smem + 0) + 69632);
     __syncthreads();
     #pragma unroll
-    for (int c179 = 0; c179 < 8; ++c179) {
-      float w180[4];
-      w180[0] = v135_p[c179 * 4 + 0];
-      w180[1] = v135_p[c179 * 4 + 1];
-      w180[2] = v135_p[c179 * 4 + 2];
-      w180[3] = v135_p[c179 * 4 + 3];
-      tsr::copy_vec<float, 4>(sh178 + (((((c179 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c179 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w180);
+    for (int c185 = 0; c185 < 8; ++c185) {
+      float w186[4];
+      w186[0] = v141_p[c185 * 4 + 0];
+      w186[1] = v141_p[c185 * 4 + 1];
+      w186[2] = v141_p[c185 * 4 + 2];
+      w186[3] = v141_p[c185 * 4 + 3];
+      tsr::copy_vec<float, 4>(sh184 + (((((c185 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c185 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w186);
     }
     __syncthreads();
     // %accn = dot %9, %vt, %accs : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v181_accn[32];
+    float v187_accn[32];
     #pragma unroll
-    for (int s182 = 0; s182 < 32; ++s182) {
-      v181_accn[s182] = v176_accs[s182];
+    for (int s188 = 0; s188 < 32; ++s188) {
+      v187_accn[s188] = v182_accs[s188];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll 4
       for (int k_ = 0; k_ < 64; ++k_) {
-        const auto a0_ = sh178[(tm_ + 0) * 68 + (k_) * 1];
-        const auto a1_ = sh178[(tm_ + 8) * 68 + (k_) * 1];
-        const auto a2_ = sh178[(tm_ + 16) * 68 + (k_) * 1];
-        const auto a3_ = sh178[(tm_ + 24) * 68 + (k_) * 1];
-        const auto a4_ = sh178[(tm_ + 32) * 68 + (k_) * 1];
-        const auto a5_ = sh178[(tm_ + 40) * 68 + (k_) * 1];
-        const auto a6_ = sh178[(tm_ + 48) * 68 + (k_) * 1];
-        const auto a7_ = sh178[(tm_ + 56) * 68 + (k_) * 1];
-        const auto b0_ = (sh42 + rs41 * 4352)[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = (sh42 + rs41 * 4352)[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = (sh42 + rs41 * 4352)[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = (sh42 + rs41 * 4352)[(k_) * 68 + (tn_ + 3) * 1];
-        v181_accn[0] = fmaf(float(a0_), float(b0_), v181_accn[0]);
-        v181_accn[1] = fmaf(float(a0_), float(b1_), v181_accn[1]);
-        v181_accn[2] = fmaf(float(a0_), float(b2_), v181_accn[2]);
-        v181_accn[3] = fmaf(float(a0_), float(b3_), v181_accn[3]);
-        v181_accn[4] = fmaf(float(a1_), float(b0_), v181_accn[4]);
-        v181_accn[5] = fmaf(float(a1_), float(b1_), v181_accn[5]);
-        v181_accn[6] = fmaf(float(a1_), float(b2_), v181_accn[6]);
-        v181_accn[7] = fmaf(float(a1_), float(b3_), v181_accn[7]);
-        v181_accn[8] = fmaf(float(a2_), float(b0_), v181_accn[8]);
-        v181_accn[9] = fmaf(float(a2_), float(b1_), v181_accn[9]);
-        v181_accn[10] = fmaf(float(a2_), float(b2_), v181_accn[10]);
-        v181_accn[11] = fmaf(float(a2_), float(b3_), v181_accn[11]);
-        v181_accn[12] = fmaf(float(a3_), float(b0_), v181_accn[12]);
-        v181_accn[13] = fmaf(float(a3_), float(b1_), v181_accn[13]);
-        v181_accn[14] = fmaf(float(a3_), float(b2_), v181_accn[14]);
-        v181_accn[15] = fmaf(float(a3_), float(b3_), v181_accn[15]);
-        v181_accn[16] = fmaf(float(a4_), float(b0_), v181_accn[16]);
-        v181_accn[17] = fmaf(float(a4_), float(b1_), v181_accn[17]);
-        v181_accn[18] = fmaf(float(a4_), float(b2_), v181_accn[18]);
-        v181_accn[19] = fmaf(float(a4_), float(b3_), v181_accn[19]);
-        v181_accn[20] = fmaf(float(a5_), float(b0_), v181_accn[20]);
-        v181_accn[21] = fmaf(float(a5_), float(b1_), v181_accn[21]);
-        v181_accn[22] = fmaf(float(a5_), float(b2_), v181_accn[22]);
-        v181_accn[23] = fmaf(float(a5_), float(b3_), v181_accn[23]);
-        v181_accn[24] = fmaf(float(a6_), float(b0_), v181_accn[24]);
-        v181_accn[25] = fmaf(float(a6_), float(b1_), v181_accn[25]);
-        v181_accn[26] = fmaf(float(a6_), float(b2_), v181_accn[26]);
-        v181_accn[27] = fmaf(float(a6_), float(b3_), v181_accn[27]);
-        v181_accn[28] = fmaf(float(a7_), float(b0_), v181_accn[28]);
-        v181_accn[29] = fmaf(float(a7_), float(b1_), v181_accn[29]);
-        v181_accn[30] = fmaf(float(a7_), float(b2_), v181_accn[30]);
-        v181_accn[31] = fmaf(float(a7_), float(b3_), v181_accn[31]);
+        const auto a0_ = sh184[(tm_ + 0) * 68 + (k_) * 1];
+        const auto a1_ = sh184[(tm_ + 8) * 68 + (k_) * 1];
+        const auto a2_ = sh184[(tm_ + 16) * 68 + (k_) * 1];
+        const auto a3_ = sh184[(tm_ + 24) * 68 + (k_) * 1];
+        const auto a4_ = sh184[(tm_ + 32) * 68 + (k_) * 1];
+        const auto a5_ = sh184[(tm_ + 40) * 68 + (k_) * 1];
+        const auto a6_ = sh184[(tm_ + 48) * 68 + (k_) * 1];
+        const auto a7_ = sh184[(tm_ + 56) * 68 + (k_) * 1];
+        const auto b0_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 3) * 1];
+        v187_accn[0] = fmaf(float(a0_), float(b0_), v187_accn[0]);
+        v187_accn[1] = fmaf(float(a0_), float(b1_), v187_accn[1]);
+        v187_accn[2] = fmaf(float(a0_), float(b2_), v187_accn[2]);
+        v187_accn[3] = fmaf(float(a0_), float(b3_), v187_accn[3]);
+        v187_accn[4] = fmaf(float(a1_), float(b0_), v187_accn[4]);
+        v187_accn[5] = fmaf(float(a1_), float(b1_), v187_accn[5]);
+        v187_accn[6] = fmaf(float(a1_), float(b2_), v187_accn[6]);
+        v187_accn[7] = fmaf(float(a1_), float(b3_), v187_accn[7]);
+        v187_accn[8] = fmaf(float(a2_), float(b0_), v187_accn[8]);
+        v187_accn[9] = fmaf(float(a2_), float(b1_), v187_accn[9]);
+        v187_accn[10] = fmaf(float(a2_), float(b2_), v187_accn[10]);
+        v187_accn[11] = fmaf(float(a2_), float(b3_), v187_accn[11]);
+        v187_accn[12] = fmaf(float(a3_), float(b0_), v187_accn[12]);
+        v187_accn[13] = fmaf(float(a3_), float(b1_), v187_accn[13]);
+        v187_accn[14] = fmaf(float(a3_), float(b2_), v187_accn[14]);
+        v187_accn[15] = fmaf(float(a3_), float(b3_), v187_accn[15]);
+        v187_accn[16] = fmaf(float(a4_), float(b0_), v187_accn[16]);
+        v187_accn[17] = fmaf(float(a4_), float(b1_), v187_accn[17]);
+        v187_accn[18] = fmaf(float(a4_), float(b2_), v187_accn[18]);
+        v187_accn[19] = fmaf(float(a4_), float(b3_), v187_accn[19]);
+        v187_accn[20] = fmaf(float(a5_), float(b0_), v187_accn[20]);
+        v187_accn[21] = fmaf(float(a5_), float(b1_), v187_accn[21]);
+        v187_accn[22] = fmaf(float(a5_), float(b2_), v187_accn[22]);
+        v187_accn[23] = fmaf(float(a5_), float(b3_), v187_accn[23]);
+        v187_accn[24] = fmaf(float(a6_), float(b0_), v187_accn[24]);
+        v187_accn[25] = fmaf(float(a6_), float(b1_), v187_accn[25]);
+        v187_accn[26] = fmaf(float(a6_), float(b2_), v187_accn[26]);
+        v187_accn[27] = fmaf(float(a6_), float(b3_), v187_accn[27]);
+        v187_accn[28] = fmaf(float(a7_), float(b0_), v187_accn[28]);
+        v187_accn[29] = fmaf(float(a7_), float(b1_), v187_accn[29]);
+        v187_accn[30] = fmaf(float(a7_), float(b2_), v187_accn[30]);
+        v187_accn[31] = fmaf(float(a7_), float(b3_), v187_accn[31]);
       }
     }
     // yield %mn, %ln, %accn
     #pragma unroll
-    for (int s183 = 0; s183 < 8; ++s183) {
-      c35_m[s183] = v125_mn[s183];
+    for (int s189 = 0; s189 < 8; ++s189) {
+      c38_m[s189] = v131_mn[s189];
     }
     #pragma unroll
-    for (int s184 = 0; s184 < 8; ++s184) {
-      c37_l[s184] = v172_ln[s184];
+    for (int s190 = 0; s190 < 8; ++s190) {
+      c40_l[s190] = v178_ln[s190];
     }
     #pragma unroll
-    for (int s185 = 0; s185 < 32; ++s185) {
-      c39_acc[s185] = v181_accn[s185];
+    for (int s191 = 0; s191 < 32; ++s191) {
+      c42_acc[s191] = v187_accn[s191];
     }
     __syncthreads();
-    rs41 = (rs41 + 1) % 2;
+    rs44 = (rs44 + 1) % 2;
   }
   tsr::cp_async_wait<0>();
   // %l2 = expand_dims %l {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v186_l2[8];
-  v186_l2[0] = c37_l[0];
-  v186_l2[1] = c37_l[1];
-  v186_l2[2] = c37_l[2];
-  v186_l2[3] = c37_l[3];
-  v186_l2[4] = c37_l[4];
-  v186_l2[5] = c37_l[5];
-  v186_l2[6] = c37_l[6];
-  v186_l2[7] = c37_l[7];
+  float v192_l2[8];
+  v192_l2[0] = c40_l[0];
+  v192_l2[1] = c40_l[1];
+  v192_l2[2] = c40_l[2];
+  v192_l2[3] = c40_l[3];
+  v192_l2[4] = c40_l[4];
+  v192_l2[5] = c40_l[5];
+  v192_l2[6] = c40_l[6];
+  v192_l2[7] = c40_l[7];
   // %lb = broadcast %l2 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v187_lb[32];
-  v187_lb[0] = v186_l2[0];
-  v187_lb[1] = v186_l2[0];
-  v187_lb[2] = v186_l2[0];
-  v187_lb[3] = v186_l2[0];
-  v187_lb[4] = v186_l2[1];
-  v187_lb[5] = v186_l2[1];
-  v187_lb[6] = v186_l2[1];
-  v187_lb[7] = v186_l2[1];
-  v187_lb[8] = v186_l2[2];
-  v187_lb[9] = v186_l2[2];
-  v187_lb[10] = v186_l2[2];
-  v187_lb[11] = v186_l2[2];
-  v187_lb[12] = v186_l2[3];
-  v187_lb[13] = v186_l2[3];
-  v187_lb[14] = v186_l2[3];
-  v187_lb[15] = v186_l2[3];
-  v187_lb[16] = v186_l2[4];
-  v187_lb[17] = v186_l2[4];
-  v187_lb[18] = v186_l2[4];
-  v187_lb[19] = v186_l2[4];
-  v187_lb[20] = v186_l2[5];
-  v187_lb[21] = v186_l2[5];
-  v187_lb[22] = v186_l2[5];
-  v187_lb[23] = v186_l2[5];
-  v187_lb[24] = v186_l2[6];
-  v187_lb[25] = v186_l2[6];
-  v187_lb[26] = v186_l2[6];
-  v187_lb[27] = v186_l2[6];
-  v187_lb[28] = v186_l2[7];
-  v187_lb[29] = v186_l2[7];
-  v187_lb[30] = v186_l2[7];
-  v187_lb[31] = v186_l2[7];
+  float v193_lb[32];
+  v193_lb[0] = v192_l2[0];
+  v193_lb[1] = v192_l2[0];
+  v193_lb[2] = v192_l2[0];
+  v193_lb[3] = v192_l2[0];
+  v193_lb[4] = v192_l2[1];
+  v193_lb[5] = v192_l2[1];
+  v193_lb[6] = v192_l2[1];
+  v193_lb[7] = v192_l2[1];
+  v193_lb[8] = v192_l2[2];
+  v193_lb[9] = v192_l2[2];
+  v193_lb[10] = v192_l2[2];
+  v193_lb[11] = v192_l2[2];
+  v193_lb[12] = v192_l2[3];
+  v193_lb[13] = v192_l2[3];
+  v193_lb[14] = v192_l2[3];
+  v193_lb[15] = v192_l2[3];
+  v193_lb[16] = v192_l2[4];
+  v193_lb[17] = v192_l2[4];
+  v193_lb[18] = v192_l2[4];
+  v193_lb[19] = v192_l2[4];
+  v193_lb[20] = v192_l2[5];
+  v193_lb[21] = v192_l2[5];
+  v193_lb[22] = v192_l2[5];
+  v193_lb[23] = v192_l2[5];
+  v193_lb[24] = v192_l2[6];
+  v193_lb[25] = v192_l2[6];
+  v193_lb[26] = v192_l2[6];
+  v193_lb[27] = v192_l2[6];
+  v193_lb[28] = v192_l2[7];
+  v193_lb[29] = v192_l2[7];
+  v193_lb[30] = v192_l2[7];
+  v193_lb[31] = v192_l2[7];
   // %out = div %acc, %lb : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v188_out[32];
+  float v194_out[32];
   #pragma unroll
-  for (int s189 = 0; s189 < 32; ++s189) {
-    v188_out[s189] = float(c39_acc[s189] / v187_lb[s189]);
+  for (int s195 = 0; s195 < 32; ++s195) {
+    v194_out[s195] = float(c42_acc[s195] / v193_lb[s195]);
   }
   // %o3 = reshape %out : tile<f32, [1, 64, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-  float v190_o3[32];
-  v190_o3[0] = v188_out[0];
-  v190_o3[1] = v188_out[1];
-  v190_o3[2] = v188_out[2];
-  v190_o3[3] = v188_out[3];
-  v190_o3[4] = v188_out[4];
-  v190_o3[5] = v188_out[5];
-  v190_o3[6] = v188_out[6];
-  v190_o3[7] = v188_out[7];
-  v190_o3[8] = v188_out[8];
-  v190_o3[9] = v188_out[9];
-  v190_o3[10] = v188_out[10];
-  v190_o3[11] = v188_out[11];
-  v190_o3[12] = v188_out[12];
-  v190_o3[13] = v188_out[13];
-  v190_o3[14] = v188_out[14];
-  v190_o3[15] = v188_out[15];
-  v190_o3[16] = v188_out[16];
-  v190_o3[17] = v188_out[17];
-  v190_o3[18] = v188_out[18];
-  v190_o3[19] = v188_out[19];
-  v190_o3[20] = v188_out[20];
-  v190_o3[21] = v188_out[21];
-  v190_o3[22] = v188_out[22];
-  v190_o3[23] = v188_out[23];
-  v190_o3[24] = v188_out[24];
-  v190_o3[25] = v188_out[25];
-  v190_o3[26] = v188_out[26];
-  v190_o3[27] = v188_out[27];
-  v190_o3[28] = v188_out[28];
-  v190_o3[29] = v188_out[29];
-  v190_o3[30] = v188_out[30];
-  v190_o3[31] = v188_out[31];
+  float v196_o3[32];
+  v196_o3[0] = v194_out[0];
+  v196_o3[1] = v194_out[1];
+  v196_o3[2] = v194_out[2];
+  v196_o3[3] = v194_out[3];
+  v196_o3[4] = v194_out[4];
+  v196_o3[5] = v194_out[5];
+  v196_o3[6] = v194_out[6];
+  v196_o3[7] = v194_out[7];
+  v196_o3[8] = v194_out[8];
+  v196_o3[9] = v194_out[9];
+  v196_o3[10] = v194_out[10];
+  v196_o3[11] = v194_out[11];
+  v196_o3[12] = v194_out[12];
+  v196_o3[13] = v194_out[13];
+  v196_o3[14] = v194_out[14];
+  v196_o3[15] = v194_out[15];
+  v196_o3[16] = v194_out[16];
+  v196_o3[17] = v194_out[17];
+  v196_o3[18] = v194_out[18];
+  v196_o3[19] = v194_out[19];
+  v196_o3[20] = v194_out[20];
+  v196_o3[21] = v194_out[21];
+  v196_o3[22] = v194_out[22];
+  v196_o3[23] = v194_out[23];
+  v196_o3[24] = v194_out[24];
+  v196_o3[25] = v194_out[25];
+  v196_o3[26] = v194_out[26];
+  v196_o3[27] = v194_out[27];
+  v196_o3[28] = v194_out[28];
+  v196_o3[29] = v194_out[29];
+  v196_o3[30] = v194_out[30];
+  v196_o3[31] = v194_out[31];
   // store_tile %o, %o3, %ph, %pm, %c0
   {
-    const int64_t o191 = int64_t(v1_ph) * 1 + 0;
-    const int64_t o192 = int64_t(v0_pm) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o193 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    #pragma unroll
-    for (int c194 = 0; c194 < 8; ++c194) {
-      float vb195[4];
-      if ((o191 + 0) < int64_t(tsr_dim_H) && (o192 + ((((c194 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o193 + (((c194 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o191 + 0) * tsr_p3_s0 + (o192 + ((((c194 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o193 + (((c194 * 4) % 4))) * tsr_p3_s2)) {
-        vb195[0] = v190_o3[c194 * 4 + 0];
-        vb195[1] = v190_o3[c194 * 4 + 1];
-        vb195[2] = v190_o3[c194 * 4 + 2];
-        vb195[3] = v190_o3[c194 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p3 + (o191 + 0) * tsr_p3_s0 + (o192 + ((((c194 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o193 + (((c194 * 4) % 4))) * tsr_p3_s2, vb195);
-      } else {
-        if ((o191 + 0) < int64_t(tsr_dim_H) && (o192 + ((((c194 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o193 + (((c194 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o191 + 0) * tsr_p3_s0 + (o192 + ((((c194 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o193 + (((c194 * 4) % 4))) * tsr_p3_s2] = v190_o3[c194 * 4];
-        if ((o191 + 0) < int64_t(tsr_dim_H) && (o192 + ((((c194 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o193 + (((c194 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o191 + 0) * tsr_p3_s0 + (o192 + ((((c194 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o193 + (((c194 * 4) % 4)) + 1) * tsr_p3_s2] = v190_o3[c194 * 4 + 1];
-        if ((o191 + 0) < int64_t(tsr_dim_H) && (o192 + ((((c194 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o193 + (((c194 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o191 + 0) * tsr_p3_s0 + (o192 + ((((c194 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o193 + (((c194 * 4) % 4)) + 2) * tsr_p3_s2] = v190_o3[c194 * 4 + 2];
-        if ((o191 + 0) < int64_t(tsr_dim_H) && (o192 + ((((c194 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o193 + (((c194 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o191 + 0) * tsr_p3_s0 + (o192 + ((((c194 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o193 + (((c194 * 4) % 4)) + 3) * tsr_p3_s2] = v190_o3[c194 * 4 + 3];
+    const int64_t o197 = int64_t(v1_ph) * 1 + 0;
+    const int64_t o198 = int64_t(v0_pm) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o199 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole200 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
+    if (whole200) {
+      #pragma unroll
+      for (int c201 = 0; c201 < 8; ++c201) {
+        float vb202[4];
+        vb202[0] = v196_o3[c201 * 4 + 0];
+        vb202[1] = v196_o3[c201 * 4 + 1];
+        vb202[2] = v196_o3[c201 * 4 + 2];
+        vb202[3] = v196_o3[c201 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p3 + (o197 + 0) * tsr_p3_s0 + (o198 + ((((c201 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o199 + (((c201 * 4) % 4))) * tsr_p3_s2, vb202);
+      }
+    } else {
+      #pragma unroll
+      for (int c203 = 0; c203 < 8; ++c203) {
+        float vb204[4];
+        if ((o197 + 0) < int64_t(tsr_dim_H) && (o198 + ((((c203 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o199 + (((c203 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o197 + 0) * tsr_p3_s0 + (o198 + ((((c203 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o199 + (((c203 * 4) % 4))) * tsr_p3_s2)) {
+          vb204[0] = v196_o3[c203 * 4 + 0];
+          vb204[1] = v196_o3[c203 * 4 + 1];
+          vb204[2] = v196_o3[c203 * 4 + 2];
+          vb204[3] = v196_o3[c203 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p3 + (o197 + 0) * tsr_p3_s0 + (o198 + ((((c203 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o199 + (((c203 * 4) % 4))) * tsr_p3_s2, vb204);
+        } else {
+          if ((o197 + 0) < int64_t(tsr_dim_H) && (o198 + ((((c203 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o199 + (((c203 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o197 + 0) * tsr_p3_s0 + (o198 + ((((c203 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o199 + (((c203 * 4) % 4))) * tsr_p3_s2] = v196_o3[c203 * 4];
+          if ((o197 + 0) < int64_t(tsr_dim_H) && (o198 + ((((c203 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o199 + (((c203 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o197 + 0) * tsr_p3_s0 + (o198 + ((((c203 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o199 + (((c203 * 4) % 4)) + 1) * tsr_p3_s2] = v196_o3[c203 * 4 + 1];
+          if ((o197 + 0) < int64_t(tsr_dim_H) && (o198 + ((((c203 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o199 + (((c203 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o197 + 0) * tsr_p3_s0 + (o198 + ((((c203 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o199 + (((c203 * 4) % 4)) + 2) * tsr_p3_s2] = v196_o3[c203 * 4 + 2];
+          if ((o197 + 0) < int64_t(tsr_dim_H) && (o198 + ((((c203 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o199 + (((c203 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o197 + 0) * tsr_p3_s0 + (o198 + ((((c203 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o199 + (((c203 * 4) % 4)) + 3) * tsr_p3_s2] = v196_o3[c203 * 4 + 3];
+        }
       }
     }
   }
@@ -1020,4 +1059,5 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_fwd(fl
 // stat stores-to-shared = 3
 // stat threads = 128
 // stat vector-accesses = 3
+// stat whole-tile-accesses = 3
 // note printed from the GPU lowering's layouts (the layout emitter)

@@ -47,7 +47,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int4_dequant_matmul(ui
   const uint8_t v8_four = uint8_t(4LL);
   // %zp = const {value = 8.0} : f16
   const float v9_zp = 0x1p+3f;
-  // %fours = splat %four : tile<u8, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+  // %fours = splat %four : tile<u8, [32, 64], layout = blocked<per_thread = [1, 16], threads = [8, 4], warps = [4, 1], order = [1, 0]>>
   uint8_t v10_fours[16];
   #pragma unroll
   for (int s11 = 0; s11 < 16; ++s11) {
@@ -133,240 +133,253 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int4_dequant_matmul(ui
     {
       const int64_t o42 = int64_t(iv32) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
       const int64_t o43 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      #pragma unroll
-      for (int c44 = 0; c44 < 4; ++c44) {
-        uint8_t vb45[4];
-        if ((o42 + ((((c44 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o43 + (((c44 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint8_t, 4>(tsr_p1 + (o42 + ((((c44 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o43 + (((c44 * 4) % 4))) * tsr_p1_s1)) {
-          tsr::copy_vec<uint8_t, 4>(vb45, tsr_p1 + (o42 + ((((c44 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o43 + (((c44 * 4) % 4))) * tsr_p1_s1);
-          v41_packed[c44 * 4 + 0] = vb45[0];
-          v41_packed[c44 * 4 + 1] = vb45[1];
-          v41_packed[c44 * 4 + 2] = vb45[2];
-          v41_packed[c44 * 4 + 3] = vb45[3];
-        } else {
-          v41_packed[c44 * 4] = ((o42 + ((((c44 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o43 + (((c44 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr_p1[(o42 + ((((c44 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o43 + (((c44 * 4) % 4))) * tsr_p1_s1] : uint8_t(0LL);
-          v41_packed[c44 * 4 + 1] = ((o42 + ((((c44 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o43 + (((c44 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr_p1[(o42 + ((((c44 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o43 + (((c44 * 4) % 4)) + 1) * tsr_p1_s1] : uint8_t(0LL);
-          v41_packed[c44 * 4 + 2] = ((o42 + ((((c44 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o43 + (((c44 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr_p1[(o42 + ((((c44 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o43 + (((c44 * 4) % 4)) + 2) * tsr_p1_s1] : uint8_t(0LL);
-          v41_packed[c44 * 4 + 3] = ((o42 + ((((c44 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o43 + (((c44 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr_p1[(o42 + ((((c44 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o43 + (((c44 * 4) % 4)) + 3) * tsr_p1_s1] : uint8_t(0LL);
+      const bool whole44 = int64_t(iv32) * 32 >= 0 && int64_t(iv32) * 32 + 32 <= int64_t(tsr_dim_KP) && tsr_p1_s0 % 4 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint8_t, 4>(tsr_p1 + int64_t(iv32) * 32 * tsr_p1_s0 + int64_t(v1_pn) * 64 * tsr_p1_s1);
+      if (whole44) {
+        #pragma unroll
+        for (int c45 = 0; c45 < 4; ++c45) {
+          uint8_t vb46[4];
+          tsr::copy_vec<uint8_t, 4>(vb46, tsr_p1 + (o42 + ((((c45 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o43 + (((c45 * 4) % 4))) * tsr_p1_s1);
+          v41_packed[c45 * 4 + 0] = vb46[0];
+          v41_packed[c45 * 4 + 1] = vb46[1];
+          v41_packed[c45 * 4 + 2] = vb46[2];
+          v41_packed[c45 * 4 + 3] = vb46[3];
+        }
+      } else {
+        #pragma unroll
+        for (int c47 = 0; c47 < 4; ++c47) {
+          uint8_t vb48[4];
+          if ((o42 + ((((c47 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o43 + (((c47 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint8_t, 4>(tsr_p1 + (o42 + ((((c47 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o43 + (((c47 * 4) % 4))) * tsr_p1_s1)) {
+            tsr::copy_vec<uint8_t, 4>(vb48, tsr_p1 + (o42 + ((((c47 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o43 + (((c47 * 4) % 4))) * tsr_p1_s1);
+            v41_packed[c47 * 4 + 0] = vb48[0];
+            v41_packed[c47 * 4 + 1] = vb48[1];
+            v41_packed[c47 * 4 + 2] = vb48[2];
+            v41_packed[c47 * 4 + 3] = vb48[3];
+          } else {
+            v41_packed[c47 * 4] = ((o42 + ((((c47 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o43 + (((c47 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr_p1[(o42 + ((((c47 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o43 + (((c47 * 4) % 4))) * tsr_p1_s1] : uint8_t(0LL);
+            v41_packed[c47 * 4 + 1] = ((o42 + ((((c47 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o43 + (((c47 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr_p1[(o42 + ((((c47 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o43 + (((c47 * 4) % 4)) + 1) * tsr_p1_s1] : uint8_t(0LL);
+            v41_packed[c47 * 4 + 2] = ((o42 + ((((c47 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o43 + (((c47 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr_p1[(o42 + ((((c47 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o43 + (((c47 * 4) % 4)) + 2) * tsr_p1_s1] : uint8_t(0LL);
+            v41_packed[c47 * 4 + 3] = ((o42 + ((((c47 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o43 + (((c47 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr_p1[(o42 + ((((c47 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o43 + (((c47 * 4) % 4)) + 3) * tsr_p1_s1] : uint8_t(0LL);
+          }
         }
       }
     }
     // %1 = splat %four : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
-    uint8_t v46[16];
+    uint8_t v49[16];
     #pragma unroll
-    for (int s47 = 0; s47 < 16; ++s47) {
-      v46[s47] = v8_four;
+    for (int s50 = 0; s50 < 16; ++s50) {
+      v49[s50] = v8_four;
     }
     // %hi = shr %packed, %1 : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
-    uint8_t v48_hi[16];
+    uint8_t v51_hi[16];
     #pragma unroll
-    for (int s49 = 0; s49 < 16; ++s49) {
-      v48_hi[s49] = tsr::ishr<uint8_t>(v41_packed[s49], v46[s49]);
+    for (int s52 = 0; s52 < 16; ++s52) {
+      v51_hi[s52] = tsr::ishr<uint8_t>(v41_packed[s52], v49[s52]);
     }
     // %2 = splat %mask4 : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
-    uint8_t v50[16];
+    uint8_t v53[16];
     #pragma unroll
-    for (int s51 = 0; s51 < 16; ++s51) {
-      v50[s51] = v7_mask4;
+    for (int s54 = 0; s54 < 16; ++s54) {
+      v53[s54] = v7_mask4;
     }
     // %3 = and %packed, %2 : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
-    uint8_t v52[16];
+    uint8_t v55[16];
     #pragma unroll
-    for (int s53 = 0; s53 < 16; ++s53) {
-      v52[s53] = uint8_t(v41_packed[s53] & v50[s53]);
+    for (int s56 = 0; s56 < 16; ++s56) {
+      v55[s56] = uint8_t(v41_packed[s56] & v53[s56]);
     }
     // %lo3 = expand_dims %3 {axis = 1} : tile<u8, [32, 1, 64], layout = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>
-    uint8_t v54_lo3[16];
-    v54_lo3[0] = v52[0];
-    v54_lo3[1] = v52[1];
-    v54_lo3[2] = v52[2];
-    v54_lo3[3] = v52[3];
-    v54_lo3[4] = v52[4];
-    v54_lo3[5] = v52[5];
-    v54_lo3[6] = v52[6];
-    v54_lo3[7] = v52[7];
-    v54_lo3[8] = v52[8];
-    v54_lo3[9] = v52[9];
-    v54_lo3[10] = v52[10];
-    v54_lo3[11] = v52[11];
-    v54_lo3[12] = v52[12];
-    v54_lo3[13] = v52[13];
-    v54_lo3[14] = v52[14];
-    v54_lo3[15] = v52[15];
+    uint8_t v57_lo3[16];
+    v57_lo3[0] = v55[0];
+    v57_lo3[1] = v55[1];
+    v57_lo3[2] = v55[2];
+    v57_lo3[3] = v55[3];
+    v57_lo3[4] = v55[4];
+    v57_lo3[5] = v55[5];
+    v57_lo3[6] = v55[6];
+    v57_lo3[7] = v55[7];
+    v57_lo3[8] = v55[8];
+    v57_lo3[9] = v55[9];
+    v57_lo3[10] = v55[10];
+    v57_lo3[11] = v55[11];
+    v57_lo3[12] = v55[12];
+    v57_lo3[13] = v55[13];
+    v57_lo3[14] = v55[14];
+    v57_lo3[15] = v55[15];
     // %hi3 = expand_dims %hi {axis = 1} : tile<u8, [32, 1, 64], layout = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>
-    uint8_t v55_hi3[16];
-    v55_hi3[0] = v48_hi[0];
-    v55_hi3[1] = v48_hi[1];
-    v55_hi3[2] = v48_hi[2];
-    v55_hi3[3] = v48_hi[3];
-    v55_hi3[4] = v48_hi[4];
-    v55_hi3[5] = v48_hi[5];
-    v55_hi3[6] = v48_hi[6];
-    v55_hi3[7] = v48_hi[7];
-    v55_hi3[8] = v48_hi[8];
-    v55_hi3[9] = v48_hi[9];
-    v55_hi3[10] = v48_hi[10];
-    v55_hi3[11] = v48_hi[11];
-    v55_hi3[12] = v48_hi[12];
-    v55_hi3[13] = v48_hi[13];
-    v55_hi3[14] = v48_hi[14];
-    v55_hi3[15] = v48_hi[15];
+    uint8_t v58_hi3[16];
+    v58_hi3[0] = v51_hi[0];
+    v58_hi3[1] = v51_hi[1];
+    v58_hi3[2] = v51_hi[2];
+    v58_hi3[3] = v51_hi[3];
+    v58_hi3[4] = v51_hi[4];
+    v58_hi3[5] = v51_hi[5];
+    v58_hi3[6] = v51_hi[6];
+    v58_hi3[7] = v51_hi[7];
+    v58_hi3[8] = v51_hi[8];
+    v58_hi3[9] = v51_hi[9];
+    v58_hi3[10] = v51_hi[10];
+    v58_hi3[11] = v51_hi[11];
+    v58_hi3[12] = v51_hi[12];
+    v58_hi3[13] = v51_hi[13];
+    v58_hi3[14] = v51_hi[14];
+    v58_hi3[15] = v51_hi[15];
     // %pairs1 = insert_tile %pairs0, %lo3, %c0, %c0, %c0 : tile<u8, [32, 2, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [4, 1, 1], order = [2, 1, 0]>>
     __syncthreads();
     #pragma unroll
-    for (int s56 = 0; s56 < 16; ++s56) {
-      if (true) reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((((s56) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64 + (((((s56) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 64)] = v54_lo3[s56];
+    for (int s59 = 0; s59 < 16; ++s59) {
+      if (true) reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((((s59) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64 + (((((s59) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 64)] = v57_lo3[s59];
     }
     __syncthreads();
-    uint8_t v57_pairs1[32];
+    uint8_t v60_pairs1[32];
     #pragma unroll
-    for (int s58 = 0; s58 < 32; ++s58) {
-      const int64_t q59 = ((((s58) / 4) % 8) * 4) + (((tsr_warp >> 0) & 3)) - int64_t(v2_c0) * 32;
-      const int64_t q60 = 0 + (((tsr_lane >> 4) & 1)) - int64_t(v2_c0) * 1;
-      const int64_t q61 = (((s58) % 4)) + (((tsr_lane >> 0) & 15) * 4) - int64_t(v2_c0) * 64;
-      v57_pairs1[s58] = (q59 >= 0 && q59 < 32 && q60 >= 0 && q60 < 1 && q61 >= 0 && q61 < 64) ? reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((q59) * 1 + q60) * 64 + q61)] : v15_pairs0[s58];
+    for (int s61 = 0; s61 < 32; ++s61) {
+      const int64_t q62 = ((((s61) / 4) % 8) * 4) + (((tsr_warp >> 0) & 3)) - int64_t(v2_c0) * 32;
+      const int64_t q63 = 0 + (((tsr_lane >> 4) & 1)) - int64_t(v2_c0) * 1;
+      const int64_t q64 = (((s61) % 4)) + (((tsr_lane >> 0) & 15) * 4) - int64_t(v2_c0) * 64;
+      v60_pairs1[s61] = (q62 >= 0 && q62 < 32 && q63 >= 0 && q63 < 1 && q64 >= 0 && q64 < 64) ? reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((q62) * 1 + q63) * 64 + q64)] : v15_pairs0[s61];
     }
     // %pairs2 = insert_tile %pairs1, %hi3, %c0, %c1, %c0 : tile<u8, [32, 2, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [4, 1, 1], order = [2, 1, 0]>>
     __syncthreads();
     #pragma unroll
-    for (int s62 = 0; s62 < 16; ++s62) {
-      if (true) reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((((s62) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64 + (((((s62) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 64)] = v55_hi3[s62];
+    for (int s65 = 0; s65 < 16; ++s65) {
+      if (true) reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((((s65) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64 + (((((s65) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 64)] = v58_hi3[s65];
     }
     __syncthreads();
-    uint8_t v63_pairs2[32];
+    uint8_t v66_pairs2[32];
     #pragma unroll
-    for (int s64 = 0; s64 < 32; ++s64) {
-      const int64_t q65 = ((((s64) / 4) % 8) * 4) + (((tsr_warp >> 0) & 3)) - int64_t(v2_c0) * 32;
-      const int64_t q66 = 0 + (((tsr_lane >> 4) & 1)) - int64_t(v3_c1) * 1;
-      const int64_t q67 = (((s64) % 4)) + (((tsr_lane >> 0) & 15) * 4) - int64_t(v2_c0) * 64;
-      v63_pairs2[s64] = (q65 >= 0 && q65 < 32 && q66 >= 0 && q66 < 1 && q67 >= 0 && q67 < 64) ? reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((q65) * 1 + q66) * 64 + q67)] : v57_pairs1[s64];
+    for (int s67 = 0; s67 < 32; ++s67) {
+      const int64_t q68 = ((((s67) / 4) % 8) * 4) + (((tsr_warp >> 0) & 3)) - int64_t(v2_c0) * 32;
+      const int64_t q69 = 0 + (((tsr_lane >> 4) & 1)) - int64_t(v3_c1) * 1;
+      const int64_t q70 = (((s67) % 4)) + (((tsr_lane >> 0) & 15) * 4) - int64_t(v2_c0) * 64;
+      v66_pairs2[s67] = (q68 >= 0 && q68 < 32 && q69 >= 0 && q69 < 1 && q70 >= 0 && q70 < 64) ? reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((q68) * 1 + q69) * 64 + q70)] : v60_pairs1[s67];
     }
     // %q = reshape %pairs2 : tile<u8, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v68_q[32];
-    v68_q[0] = v63_pairs2[0];
-    v68_q[1] = v63_pairs2[1];
-    v68_q[2] = v63_pairs2[2];
-    v68_q[3] = v63_pairs2[3];
-    v68_q[4] = v63_pairs2[4];
-    v68_q[5] = v63_pairs2[5];
-    v68_q[6] = v63_pairs2[6];
-    v68_q[7] = v63_pairs2[7];
-    v68_q[8] = v63_pairs2[8];
-    v68_q[9] = v63_pairs2[9];
-    v68_q[10] = v63_pairs2[10];
-    v68_q[11] = v63_pairs2[11];
-    v68_q[12] = v63_pairs2[12];
-    v68_q[13] = v63_pairs2[13];
-    v68_q[14] = v63_pairs2[14];
-    v68_q[15] = v63_pairs2[15];
-    v68_q[16] = v63_pairs2[16];
-    v68_q[17] = v63_pairs2[17];
-    v68_q[18] = v63_pairs2[18];
-    v68_q[19] = v63_pairs2[19];
-    v68_q[20] = v63_pairs2[20];
-    v68_q[21] = v63_pairs2[21];
-    v68_q[22] = v63_pairs2[22];
-    v68_q[23] = v63_pairs2[23];
-    v68_q[24] = v63_pairs2[24];
-    v68_q[25] = v63_pairs2[25];
-    v68_q[26] = v63_pairs2[26];
-    v68_q[27] = v63_pairs2[27];
-    v68_q[28] = v63_pairs2[28];
-    v68_q[29] = v63_pairs2[29];
-    v68_q[30] = v63_pairs2[30];
-    v68_q[31] = v63_pairs2[31];
+    uint8_t v71_q[32];
+    v71_q[0] = v66_pairs2[0];
+    v71_q[1] = v66_pairs2[1];
+    v71_q[2] = v66_pairs2[2];
+    v71_q[3] = v66_pairs2[3];
+    v71_q[4] = v66_pairs2[4];
+    v71_q[5] = v66_pairs2[5];
+    v71_q[6] = v66_pairs2[6];
+    v71_q[7] = v66_pairs2[7];
+    v71_q[8] = v66_pairs2[8];
+    v71_q[9] = v66_pairs2[9];
+    v71_q[10] = v66_pairs2[10];
+    v71_q[11] = v66_pairs2[11];
+    v71_q[12] = v66_pairs2[12];
+    v71_q[13] = v66_pairs2[13];
+    v71_q[14] = v66_pairs2[14];
+    v71_q[15] = v66_pairs2[15];
+    v71_q[16] = v66_pairs2[16];
+    v71_q[17] = v66_pairs2[17];
+    v71_q[18] = v66_pairs2[18];
+    v71_q[19] = v66_pairs2[19];
+    v71_q[20] = v66_pairs2[20];
+    v71_q[21] = v66_pairs2[21];
+    v71_q[22] = v66_pairs2[22];
+    v71_q[23] = v66_pairs2[23];
+    v71_q[24] = v66_pairs2[24];
+    v71_q[25] = v66_pairs2[25];
+    v71_q[26] = v66_pairs2[26];
+    v71_q[27] = v66_pairs2[27];
+    v71_q[28] = v66_pairs2[28];
+    v71_q[29] = v66_pairs2[29];
+    v71_q[30] = v66_pairs2[30];
+    v71_q[31] = v66_pairs2[31];
     // %qf = cast %q : tile<f16, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v69_qf[32];
+    float v72_qf[32];
     #pragma unroll
-    for (int s70 = 0; s70 < 32; ++s70) {
-      v69_qf[s70] = tsr::rf16(float(float(v68_q[s70])));
+    for (int s73 = 0; s73 < 32; ++s73) {
+      v72_qf[s73] = tsr::rf16(float(float(v71_q[s73])));
     }
     // %qc = sub %qf, %zps : tile<f16, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v71_qc[32];
+    float v74_qc[32];
     #pragma unroll
-    for (int s72 = 0; s72 < 32; ++s72) {
-      v71_qc[s72] = tsr::rf16(float(v69_qf[s72] - v12_zps[s72]));
+    for (int s75 = 0; s75 < 32; ++s75) {
+      v74_qc[s75] = tsr::rf16(float(v72_qf[s75] - v12_zps[s75]));
     }
     // %sc = load_tile %scales, %kk, %pn : tile<f16, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v73_sc[4];
+    float v76_sc[4];
     {
-      const int64_t o74 = int64_t(iv32) * 1 + 0;
-      const int64_t o75 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const int64_t o77 = int64_t(iv32) * 1 + 0;
+      const int64_t o78 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll
-      for (int c76 = 0; c76 < 1; ++c76) {
-        uint16_t vb77[4];
-        if ((o74 + 0) < int64_t(tsr_dim_G) && (o75 + (((c76 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p2 + (o74 + 0) * tsr_p2_s0 + (o75 + (((c76 * 4) % 4))) * tsr_p2_s1)) {
-          tsr::copy_vec<uint16_t, 4>(vb77, tsr_p2 + (o74 + 0) * tsr_p2_s0 + (o75 + (((c76 * 4) % 4))) * tsr_p2_s1);
-          v73_sc[c76 * 4 + 0] = tsr::h2f(vb77[0]);
-          v73_sc[c76 * 4 + 1] = tsr::h2f(vb77[1]);
-          v73_sc[c76 * 4 + 2] = tsr::h2f(vb77[2]);
-          v73_sc[c76 * 4 + 3] = tsr::h2f(vb77[3]);
+      for (int c79 = 0; c79 < 1; ++c79) {
+        uint16_t vb80[4];
+        if ((o77 + 0) < int64_t(tsr_dim_G) && (o78 + (((c79 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p2 + (o77 + 0) * tsr_p2_s0 + (o78 + (((c79 * 4) % 4))) * tsr_p2_s1)) {
+          tsr::copy_vec<uint16_t, 4>(vb80, tsr_p2 + (o77 + 0) * tsr_p2_s0 + (o78 + (((c79 * 4) % 4))) * tsr_p2_s1);
+          v76_sc[c79 * 4 + 0] = tsr::h2f(vb80[0]);
+          v76_sc[c79 * 4 + 1] = tsr::h2f(vb80[1]);
+          v76_sc[c79 * 4 + 2] = tsr::h2f(vb80[2]);
+          v76_sc[c79 * 4 + 3] = tsr::h2f(vb80[3]);
         } else {
-          v73_sc[c76 * 4] = ((o74 + 0) < int64_t(tsr_dim_G) && (o75 + (((c76 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o74 + 0) * tsr_p2_s0 + (o75 + (((c76 * 4) % 4))) * tsr_p2_s1]) : 0x0p+0f;
-          v73_sc[c76 * 4 + 1] = ((o74 + 0) < int64_t(tsr_dim_G) && (o75 + (((c76 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o74 + 0) * tsr_p2_s0 + (o75 + (((c76 * 4) % 4)) + 1) * tsr_p2_s1]) : 0x0p+0f;
-          v73_sc[c76 * 4 + 2] = ((o74 + 0) < int64_t(tsr_dim_G) && (o75 + (((c76 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o74 + 0) * tsr_p2_s0 + (o75 + (((c76 * 4) % 4)) + 2) * tsr_p2_s1]) : 0x0p+0f;
-          v73_sc[c76 * 4 + 3] = ((o74 + 0) < int64_t(tsr_dim_G) && (o75 + (((c76 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o74 + 0) * tsr_p2_s0 + (o75 + (((c76 * 4) % 4)) + 3) * tsr_p2_s1]) : 0x0p+0f;
+          v76_sc[c79 * 4] = ((o77 + 0) < int64_t(tsr_dim_G) && (o78 + (((c79 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o77 + 0) * tsr_p2_s0 + (o78 + (((c79 * 4) % 4))) * tsr_p2_s1]) : 0x0p+0f;
+          v76_sc[c79 * 4 + 1] = ((o77 + 0) < int64_t(tsr_dim_G) && (o78 + (((c79 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o77 + 0) * tsr_p2_s0 + (o78 + (((c79 * 4) % 4)) + 1) * tsr_p2_s1]) : 0x0p+0f;
+          v76_sc[c79 * 4 + 2] = ((o77 + 0) < int64_t(tsr_dim_G) && (o78 + (((c79 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o77 + 0) * tsr_p2_s0 + (o78 + (((c79 * 4) % 4)) + 2) * tsr_p2_s1]) : 0x0p+0f;
+          v76_sc[c79 * 4 + 3] = ((o77 + 0) < int64_t(tsr_dim_G) && (o78 + (((c79 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o77 + 0) * tsr_p2_s0 + (o78 + (((c79 * 4) % 4)) + 3) * tsr_p2_s1]) : 0x0p+0f;
         }
       }
     }
     // %scb = broadcast %sc : tile<f16, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v78_scb[32];
-    v78_scb[0] = v73_sc[0];
-    v78_scb[1] = v73_sc[1];
-    v78_scb[2] = v73_sc[2];
-    v78_scb[3] = v73_sc[3];
-    v78_scb[4] = v73_sc[0];
-    v78_scb[5] = v73_sc[1];
-    v78_scb[6] = v73_sc[2];
-    v78_scb[7] = v73_sc[3];
-    v78_scb[8] = v73_sc[0];
-    v78_scb[9] = v73_sc[1];
-    v78_scb[10] = v73_sc[2];
-    v78_scb[11] = v73_sc[3];
-    v78_scb[12] = v73_sc[0];
-    v78_scb[13] = v73_sc[1];
-    v78_scb[14] = v73_sc[2];
-    v78_scb[15] = v73_sc[3];
-    v78_scb[16] = v73_sc[0];
-    v78_scb[17] = v73_sc[1];
-    v78_scb[18] = v73_sc[2];
-    v78_scb[19] = v73_sc[3];
-    v78_scb[20] = v73_sc[0];
-    v78_scb[21] = v73_sc[1];
-    v78_scb[22] = v73_sc[2];
-    v78_scb[23] = v73_sc[3];
-    v78_scb[24] = v73_sc[0];
-    v78_scb[25] = v73_sc[1];
-    v78_scb[26] = v73_sc[2];
-    v78_scb[27] = v73_sc[3];
-    v78_scb[28] = v73_sc[0];
-    v78_scb[29] = v73_sc[1];
-    v78_scb[30] = v73_sc[2];
-    v78_scb[31] = v73_sc[3];
+    float v81_scb[32];
+    v81_scb[0] = v76_sc[0];
+    v81_scb[1] = v76_sc[1];
+    v81_scb[2] = v76_sc[2];
+    v81_scb[3] = v76_sc[3];
+    v81_scb[4] = v76_sc[0];
+    v81_scb[5] = v76_sc[1];
+    v81_scb[6] = v76_sc[2];
+    v81_scb[7] = v76_sc[3];
+    v81_scb[8] = v76_sc[0];
+    v81_scb[9] = v76_sc[1];
+    v81_scb[10] = v76_sc[2];
+    v81_scb[11] = v76_sc[3];
+    v81_scb[12] = v76_sc[0];
+    v81_scb[13] = v76_sc[1];
+    v81_scb[14] = v76_sc[2];
+    v81_scb[15] = v76_sc[3];
+    v81_scb[16] = v76_sc[0];
+    v81_scb[17] = v76_sc[1];
+    v81_scb[18] = v76_sc[2];
+    v81_scb[19] = v76_sc[3];
+    v81_scb[20] = v76_sc[0];
+    v81_scb[21] = v76_sc[1];
+    v81_scb[22] = v76_sc[2];
+    v81_scb[23] = v76_sc[3];
+    v81_scb[24] = v76_sc[0];
+    v81_scb[25] = v76_sc[1];
+    v81_scb[26] = v76_sc[2];
+    v81_scb[27] = v76_sc[3];
+    v81_scb[28] = v76_sc[0];
+    v81_scb[29] = v76_sc[1];
+    v81_scb[30] = v76_sc[2];
+    v81_scb[31] = v76_sc[3];
     // %wd = mul %qc, %scb : tile<f16, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v79_wd[32];
+    float v82_wd[32];
     #pragma unroll
-    for (int s80 = 0; s80 < 32; ++s80) {
-      v79_wd[s80] = tsr::rf16(float(v71_qc[s80] * v78_scb[s80]));
+    for (int s83 = 0; s83 < 32; ++s83) {
+      v82_wd[s83] = tsr::rf16(float(v74_qc[s83] * v81_scb[s83]));
     }
     // %4 = convert_layout %wd : tile<f16, [64, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
-    uint16_t* const sh81 = reinterpret_cast<uint16_t*>((tsr_smem + 8192) + 9216);
+    uint16_t* const sh84 = reinterpret_cast<uint16_t*>((tsr_smem + 8192) + 9216);
     __syncthreads();
     #pragma unroll
-    for (int c82 = 0; c82 < 8; ++c82) {
-      uint16_t w83[4];
-      w83[0] = tsr::f2h(v79_wd[c82 * 4 + 0]);
-      w83[1] = tsr::f2h(v79_wd[c82 * 4 + 1]);
-      w83[2] = tsr::f2h(v79_wd[c82 * 4 + 2]);
-      w83[3] = tsr::f2h(v79_wd[c82 * 4 + 3]);
-      tsr::copy_vec<uint16_t, 4>(sh81 + (((((c82 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 72 + ((((c82 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w83);
+    for (int c85 = 0; c85 < 8; ++c85) {
+      uint16_t w86[4];
+      w86[0] = tsr::f2h(v82_wd[c85 * 4 + 0]);
+      w86[1] = tsr::f2h(v82_wd[c85 * 4 + 1]);
+      w86[2] = tsr::f2h(v82_wd[c85 * 4 + 2]);
+      w86[3] = tsr::f2h(v82_wd[c85 * 4 + 3]);
+      tsr::copy_vec<uint16_t, 4>(sh84 + (((((c85 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 72 + ((((c85 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w86);
     }
     __syncthreads();
     // %5 = convert_layout %4 : tile<f16, [64, 64], layout = dot_operand<operand = 1, k_width = 2, parent = mma<version = 2, warps = [2, 2], instr = [16, 8]>>>
     // %accn = dot %xt, %5, %accc : tile<f32, [32, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-    float v84_accn[16];
+    float v87_accn[16];
     #pragma unroll
-    for (int s85 = 0; s85 < 16; ++s85) {
-      v84_accn[s85] = c20_acc[s85];
+    for (int s88 = 0; s88 < 16; ++s88) {
+      v87_accn[s88] = c20_acc[s88];
     }
     {
       const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
@@ -375,18 +388,18 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int4_dequant_matmul(ui
       for (int ks = 0; ks < 4; ++ks) {
         uint32_t fa[1][4], fb[4][2];
         tsr::ldsm_x4(fa[0][0], fa[0][1], fa[0][2], fa[0][3], tsr::smem_u32((sh23 + rs22 * 2304)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
-        tsr::ldsm_x4_trans(fb[0][0], fb[0][1], fb[1][0], fb[1][1], tsr::smem_u32(sh81) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[2][0], fb[2][1], fb[3][0], fb[3][1], tsr::smem_u32(sh81) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::mma_f16_16816(&v84_accn[0], fa[0], fb[0]);
-        tsr::mma_f16_16816(&v84_accn[4], fa[0], fb[1]);
-        tsr::mma_f16_16816(&v84_accn[8], fa[0], fb[2]);
-        tsr::mma_f16_16816(&v84_accn[12], fa[0], fb[3]);
+        tsr::ldsm_x4_trans(fb[0][0], fb[0][1], fb[1][0], fb[1][1], tsr::smem_u32(sh84) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+        tsr::ldsm_x4_trans(fb[2][0], fb[2][1], fb[3][0], fb[3][1], tsr::smem_u32(sh84) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+        tsr::mma_f16_16816(&v87_accn[0], fa[0], fb[0]);
+        tsr::mma_f16_16816(&v87_accn[4], fa[0], fb[1]);
+        tsr::mma_f16_16816(&v87_accn[8], fa[0], fb[2]);
+        tsr::mma_f16_16816(&v87_accn[12], fa[0], fb[3]);
       }
     }
     // yield %accn
     #pragma unroll
-    for (int s86 = 0; s86 < 16; ++s86) {
-      c20_acc[s86] = v84_accn[s86];
+    for (int s89 = 0; s89 < 16; ++s89) {
+      c20_acc[s89] = v87_accn[s89];
     }
     __syncthreads();
     rs22 = (rs22 + 1) % 2;
@@ -394,18 +407,29 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int4_dequant_matmul(ui
   tsr::cp_async_wait<0>();
   // store_tile %out, %acc, %pm, %pn
   {
-    const int64_t o87 = int64_t(v0_pm) * 32 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
-    const int64_t o88 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
-    #pragma unroll
-    for (int c89 = 0; c89 < 8; ++c89) {
-      float vb90[2];
-      if ((o87 + ((((c89 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o88 + (((c89 * 2) % 2) + (((c89 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p3 + (o87 + ((((c89 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o88 + (((c89 * 2) % 2) + (((c89 * 2) / 4) % 4) * 16)) * tsr_p3_s1)) {
-        vb90[0] = c20_acc[c89 * 2 + 0];
-        vb90[1] = c20_acc[c89 * 2 + 1];
-        tsr::copy_vec<float, 2>(tsr_p3 + (o87 + ((((c89 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o88 + (((c89 * 2) % 2) + (((c89 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb90);
-      } else {
-        if ((o87 + ((((c89 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o88 + (((c89 * 2) % 2) + (((c89 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p3[(o87 + ((((c89 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o88 + (((c89 * 2) % 2) + (((c89 * 2) / 4) % 4) * 16)) * tsr_p3_s1] = c20_acc[c89 * 2];
-        if ((o87 + ((((c89 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o88 + (((c89 * 2) % 2) + (((c89 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o87 + ((((c89 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o88 + (((c89 * 2) % 2) + (((c89 * 2) / 4) % 4) * 16) + 1) * tsr_p3_s1] = c20_acc[c89 * 2 + 1];
+    const int64_t o90 = int64_t(v0_pm) * 32 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
+    const int64_t o91 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
+    const bool whole92 = int64_t(v0_pm) * 32 >= 0 && int64_t(v0_pm) * 32 + 32 <= int64_t(tsr_dim_M) && tsr_p3_s0 % 2 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p3 + int64_t(v0_pm) * 32 * tsr_p3_s0 + int64_t(v1_pn) * 64 * tsr_p3_s1);
+    if (whole92) {
+      #pragma unroll
+      for (int c93 = 0; c93 < 8; ++c93) {
+        float vb94[2];
+        vb94[0] = c20_acc[c93 * 2 + 0];
+        vb94[1] = c20_acc[c93 * 2 + 1];
+        tsr::copy_vec<float, 2>(tsr_p3 + (o90 + ((((c93 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o91 + (((c93 * 2) % 2) + (((c93 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb94);
+      }
+    } else {
+      #pragma unroll
+      for (int c95 = 0; c95 < 8; ++c95) {
+        float vb96[2];
+        if ((o90 + ((((c95 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o91 + (((c95 * 2) % 2) + (((c95 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p3 + (o90 + ((((c95 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o91 + (((c95 * 2) % 2) + (((c95 * 2) / 4) % 4) * 16)) * tsr_p3_s1)) {
+          vb96[0] = c20_acc[c95 * 2 + 0];
+          vb96[1] = c20_acc[c95 * 2 + 1];
+          tsr::copy_vec<float, 2>(tsr_p3 + (o90 + ((((c95 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o91 + (((c95 * 2) % 2) + (((c95 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb96);
+        } else {
+          if ((o90 + ((((c95 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o91 + (((c95 * 2) % 2) + (((c95 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p3[(o90 + ((((c95 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o91 + (((c95 * 2) % 2) + (((c95 * 2) / 4) % 4) * 16)) * tsr_p3_s1] = c20_acc[c95 * 2];
+          if ((o90 + ((((c95 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o91 + (((c95 * 2) % 2) + (((c95 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o90 + ((((c95 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o91 + (((c95 * 2) % 2) + (((c95 * 2) / 4) % 4) * 16) + 1) * tsr_p3_s1] = c20_acc[c95 * 2 + 1];
+        }
       }
     }
   }
@@ -433,4 +457,5 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int4_dequant_matmul(ui
 // stat stores-to-shared = 1
 // stat threads = 128
 // stat vector-accesses = 3
+// stat whole-tile-accesses = 2
 // note printed from the GPU lowering's layouts (the layout emitter)

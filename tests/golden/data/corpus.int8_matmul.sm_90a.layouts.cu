@@ -169,20 +169,33 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int8_matmul(int8_t* ts
   {
     const int64_t o48 = int64_t(v0_pm) * 32 + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4);
     const int64_t o49 = int64_t(v1_pn) * 32 + (((tsr_lane >> 0) & 7) * 4);
-    #pragma unroll
-    for (int c50 = 0; c50 < 2; ++c50) {
-      int32_t vb51[4];
-      if ((o48 + ((((c50 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o49 + (((c50 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<int32_t, 4>(tsr_p2 + (o48 + ((((c50 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o49 + (((c50 * 4) % 4))) * tsr_p2_s1)) {
-        vb51[0] = c9_acc[c50 * 4 + 0];
-        vb51[1] = c9_acc[c50 * 4 + 1];
-        vb51[2] = c9_acc[c50 * 4 + 2];
-        vb51[3] = c9_acc[c50 * 4 + 3];
-        tsr::copy_vec<int32_t, 4>(tsr_p2 + (o48 + ((((c50 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o49 + (((c50 * 4) % 4))) * tsr_p2_s1, vb51);
-      } else {
-        if ((o48 + ((((c50 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o49 + (((c50 * 4) % 4))) < int64_t(tsr_dim_N)) tsr_p2[(o48 + ((((c50 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o49 + (((c50 * 4) % 4))) * tsr_p2_s1] = c9_acc[c50 * 4];
-        if ((o48 + ((((c50 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o49 + (((c50 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o48 + ((((c50 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o49 + (((c50 * 4) % 4)) + 1) * tsr_p2_s1] = c9_acc[c50 * 4 + 1];
-        if ((o48 + ((((c50 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o49 + (((c50 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o48 + ((((c50 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o49 + (((c50 * 4) % 4)) + 2) * tsr_p2_s1] = c9_acc[c50 * 4 + 2];
-        if ((o48 + ((((c50 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o49 + (((c50 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o48 + ((((c50 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o49 + (((c50 * 4) % 4)) + 3) * tsr_p2_s1] = c9_acc[c50 * 4 + 3];
+    const bool whole50 = int64_t(v0_pm) * 32 >= 0 && int64_t(v0_pm) * 32 + 32 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 4 == 0 && int64_t(v1_pn) * 32 >= 0 && int64_t(v1_pn) * 32 + 32 <= int64_t(tsr_dim_N) && tsr::aligned_vec<int32_t, 4>(tsr_p2 + int64_t(v0_pm) * 32 * tsr_p2_s0 + int64_t(v1_pn) * 32 * tsr_p2_s1);
+    if (whole50) {
+      #pragma unroll
+      for (int c51 = 0; c51 < 2; ++c51) {
+        int32_t vb52[4];
+        vb52[0] = c9_acc[c51 * 4 + 0];
+        vb52[1] = c9_acc[c51 * 4 + 1];
+        vb52[2] = c9_acc[c51 * 4 + 2];
+        vb52[3] = c9_acc[c51 * 4 + 3];
+        tsr::copy_vec<int32_t, 4>(tsr_p2 + (o48 + ((((c51 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o49 + (((c51 * 4) % 4))) * tsr_p2_s1, vb52);
+      }
+    } else {
+      #pragma unroll
+      for (int c53 = 0; c53 < 2; ++c53) {
+        int32_t vb54[4];
+        if ((o48 + ((((c53 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o49 + (((c53 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<int32_t, 4>(tsr_p2 + (o48 + ((((c53 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o49 + (((c53 * 4) % 4))) * tsr_p2_s1)) {
+          vb54[0] = c9_acc[c53 * 4 + 0];
+          vb54[1] = c9_acc[c53 * 4 + 1];
+          vb54[2] = c9_acc[c53 * 4 + 2];
+          vb54[3] = c9_acc[c53 * 4 + 3];
+          tsr::copy_vec<int32_t, 4>(tsr_p2 + (o48 + ((((c53 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o49 + (((c53 * 4) % 4))) * tsr_p2_s1, vb54);
+        } else {
+          if ((o48 + ((((c53 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o49 + (((c53 * 4) % 4))) < int64_t(tsr_dim_N)) tsr_p2[(o48 + ((((c53 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o49 + (((c53 * 4) % 4))) * tsr_p2_s1] = c9_acc[c53 * 4];
+          if ((o48 + ((((c53 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o49 + (((c53 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o48 + ((((c53 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o49 + (((c53 * 4) % 4)) + 1) * tsr_p2_s1] = c9_acc[c53 * 4 + 1];
+          if ((o48 + ((((c53 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o49 + (((c53 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o48 + ((((c53 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o49 + (((c53 * 4) % 4)) + 2) * tsr_p2_s1] = c9_acc[c53 * 4 + 2];
+          if ((o48 + ((((c53 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o49 + (((c53 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o48 + ((((c53 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o49 + (((c53 * 4) % 4)) + 3) * tsr_p2_s1] = c9_acc[c53 * 4 + 3];
+        }
       }
     }
   }
@@ -206,4 +219,5 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int8_matmul(int8_t* ts
 // stat smem-bytes = 11264
 // stat threads = 128
 // stat vector-accesses = 1
+// stat whole-tile-accesses = 1
 // note printed from the GPU lowering's layouts (the layout emitter)

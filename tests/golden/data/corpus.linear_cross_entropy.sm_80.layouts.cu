@@ -182,56 +182,69 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_cross_entropy(f
       {
         const int64_t o59 = int64_t(iv36) * 64 + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4);
         const int64_t o60 = int64_t(iv49) * 32 + (((tsr_lane >> 0) & 7) * 4);
-        #pragma unroll
-        for (int c61 = 0; c61 < 4; ++c61) {
-          float vb62[4];
-          if ((o59 + ((((c61 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o60 + (((c61 * 4) % 4)) + 3) < int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + (o59 + ((((c61 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o60 + (((c61 * 4) % 4))) * tsr_p1_s1)) {
-            tsr::copy_vec<float, 4>(vb62, tsr_p1 + (o59 + ((((c61 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o60 + (((c61 * 4) % 4))) * tsr_p1_s1);
-            v58_wt1[c61 * 4 + 0] = vb62[0];
-            v58_wt1[c61 * 4 + 1] = vb62[1];
-            v58_wt1[c61 * 4 + 2] = vb62[2];
-            v58_wt1[c61 * 4 + 3] = vb62[3];
-          } else {
-            v58_wt1[c61 * 4] = ((o59 + ((((c61 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o60 + (((c61 * 4) % 4))) < int64_t(tsr_dim_HID)) ? tsr_p1[(o59 + ((((c61 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o60 + (((c61 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
-            v58_wt1[c61 * 4 + 1] = ((o59 + ((((c61 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o60 + (((c61 * 4) % 4)) + 1) < int64_t(tsr_dim_HID)) ? tsr_p1[(o59 + ((((c61 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o60 + (((c61 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
-            v58_wt1[c61 * 4 + 2] = ((o59 + ((((c61 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o60 + (((c61 * 4) % 4)) + 2) < int64_t(tsr_dim_HID)) ? tsr_p1[(o59 + ((((c61 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o60 + (((c61 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
-            v58_wt1[c61 * 4 + 3] = ((o59 + ((((c61 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o60 + (((c61 * 4) % 4)) + 3) < int64_t(tsr_dim_HID)) ? tsr_p1[(o59 + ((((c61 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o60 + (((c61 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
+        const bool whole61 = int64_t(iv36) * 64 >= 0 && int64_t(iv36) * 64 + 64 <= int64_t(tsr_dim_V) && tsr_p1_s0 % 4 == 0 && int64_t(iv49) * 32 >= 0 && int64_t(iv49) * 32 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(iv36) * 64 * tsr_p1_s0 + int64_t(iv49) * 32 * tsr_p1_s1);
+        if (whole61) {
+          #pragma unroll
+          for (int c62 = 0; c62 < 4; ++c62) {
+            float vb63[4];
+            tsr::copy_vec<float, 4>(vb63, tsr_p1 + (o59 + ((((c62 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o60 + (((c62 * 4) % 4))) * tsr_p1_s1);
+            v58_wt1[c62 * 4 + 0] = vb63[0];
+            v58_wt1[c62 * 4 + 1] = vb63[1];
+            v58_wt1[c62 * 4 + 2] = vb63[2];
+            v58_wt1[c62 * 4 + 3] = vb63[3];
+          }
+        } else {
+          #pragma unroll
+          for (int c64 = 0; c64 < 4; ++c64) {
+            float vb65[4];
+            if ((o59 + ((((c64 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o60 + (((c64 * 4) % 4)) + 3) < int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + (o59 + ((((c64 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o60 + (((c64 * 4) % 4))) * tsr_p1_s1)) {
+              tsr::copy_vec<float, 4>(vb65, tsr_p1 + (o59 + ((((c64 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o60 + (((c64 * 4) % 4))) * tsr_p1_s1);
+              v58_wt1[c64 * 4 + 0] = vb65[0];
+              v58_wt1[c64 * 4 + 1] = vb65[1];
+              v58_wt1[c64 * 4 + 2] = vb65[2];
+              v58_wt1[c64 * 4 + 3] = vb65[3];
+            } else {
+              v58_wt1[c64 * 4] = ((o59 + ((((c64 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o60 + (((c64 * 4) % 4))) < int64_t(tsr_dim_HID)) ? tsr_p1[(o59 + ((((c64 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o60 + (((c64 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
+              v58_wt1[c64 * 4 + 1] = ((o59 + ((((c64 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o60 + (((c64 * 4) % 4)) + 1) < int64_t(tsr_dim_HID)) ? tsr_p1[(o59 + ((((c64 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o60 + (((c64 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
+              v58_wt1[c64 * 4 + 2] = ((o59 + ((((c64 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o60 + (((c64 * 4) % 4)) + 2) < int64_t(tsr_dim_HID)) ? tsr_p1[(o59 + ((((c64 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o60 + (((c64 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
+              v58_wt1[c64 * 4 + 3] = ((o59 + ((((c64 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o60 + (((c64 * 4) % 4)) + 3) < int64_t(tsr_dim_HID)) ? tsr_p1[(o59 + ((((c64 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o60 + (((c64 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
+            }
           }
         }
       }
       // %wtt1 = permute %wt1 {dims = [1, 0]} : tile<f32, [32, 64], layout = blocked<per_thread = [4, 1], threads = [8, 4], warps = [1, 4], order = [0, 1]>>
-      float v63_wtt1[16];
-      v63_wtt1[0] = v58_wt1[0];
-      v63_wtt1[1] = v58_wt1[1];
-      v63_wtt1[2] = v58_wt1[2];
-      v63_wtt1[3] = v58_wt1[3];
-      v63_wtt1[4] = v58_wt1[4];
-      v63_wtt1[5] = v58_wt1[5];
-      v63_wtt1[6] = v58_wt1[6];
-      v63_wtt1[7] = v58_wt1[7];
-      v63_wtt1[8] = v58_wt1[8];
-      v63_wtt1[9] = v58_wt1[9];
-      v63_wtt1[10] = v58_wt1[10];
-      v63_wtt1[11] = v58_wt1[11];
-      v63_wtt1[12] = v58_wt1[12];
-      v63_wtt1[13] = v58_wt1[13];
-      v63_wtt1[14] = v58_wt1[14];
-      v63_wtt1[15] = v58_wt1[15];
+      float v66_wtt1[16];
+      v66_wtt1[0] = v58_wt1[0];
+      v66_wtt1[1] = v58_wt1[1];
+      v66_wtt1[2] = v58_wt1[2];
+      v66_wtt1[3] = v58_wt1[3];
+      v66_wtt1[4] = v58_wt1[4];
+      v66_wtt1[5] = v58_wt1[5];
+      v66_wtt1[6] = v58_wt1[6];
+      v66_wtt1[7] = v58_wt1[7];
+      v66_wtt1[8] = v58_wt1[8];
+      v66_wtt1[9] = v58_wt1[9];
+      v66_wtt1[10] = v58_wt1[10];
+      v66_wtt1[11] = v58_wt1[11];
+      v66_wtt1[12] = v58_wt1[12];
+      v66_wtt1[13] = v58_wt1[13];
+      v66_wtt1[14] = v58_wt1[14];
+      v66_wtt1[15] = v58_wt1[15];
       // %3 = convert_layout %wtt1 : tile<f32, [32, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-      float* const sh64 = reinterpret_cast<float*>((tsr_smem + 0) + 4608);
+      float* const sh67 = reinterpret_cast<float*>((tsr_smem + 0) + 4608);
       __syncthreads();
       #pragma unroll
-      for (int c65 = 0; c65 < 16; ++c65) {
-        float w66[1];
-        w66[0] = v63_wtt1[c65 * 1 + 0];
-        tsr::copy_vec<float, 1>(sh64 + ((((c65 * 1) % 4)) + (((tsr_lane >> 0) & 7) * 4)) * 68 + (((((c65 * 1) / 4) % 4) * 16) + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4)) * 1, w66);
+      for (int c68 = 0; c68 < 16; ++c68) {
+        float w69[1];
+        w69[0] = v66_wtt1[c68 * 1 + 0];
+        tsr::copy_vec<float, 1>(sh67 + ((((c68 * 1) % 4)) + (((tsr_lane >> 0) & 7) * 4)) * 68 + (((((c68 * 1) / 4) % 4) * 16) + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4)) * 1, w69);
       }
       __syncthreads();
       // %an1 = dot %xt1, %3, %ac1 : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-      float v67_an1[8];
+      float v70_an1[8];
       #pragma unroll
-      for (int s68 = 0; s68 < 8; ++s68) {
-        v67_an1[s68] = c37_acc1[s68];
+      for (int s71 = 0; s71 < 8; ++s71) {
+        v70_an1[s71] = c37_acc1[s71];
       }
       {
         const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -239,373 +252,373 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_cross_entropy(f
         for (int k_ = 0; k_ < 32; ++k_) {
           const auto a0_ = (sh40 + rs39 * 576)[(tm_ + 0) * 36 + (k_) * 1];
           const auto a1_ = (sh40 + rs39 * 576)[(tm_ + 8) * 36 + (k_) * 1];
-          const auto b0_ = sh64[(k_) * 68 + (tn_ + 0) * 1];
-          const auto b1_ = sh64[(k_) * 68 + (tn_ + 1) * 1];
-          const auto b2_ = sh64[(k_) * 68 + (tn_ + 2) * 1];
-          const auto b3_ = sh64[(k_) * 68 + (tn_ + 3) * 1];
-          v67_an1[0] = fmaf(float(a0_), float(b0_), v67_an1[0]);
-          v67_an1[1] = fmaf(float(a0_), float(b1_), v67_an1[1]);
-          v67_an1[2] = fmaf(float(a0_), float(b2_), v67_an1[2]);
-          v67_an1[3] = fmaf(float(a0_), float(b3_), v67_an1[3]);
-          v67_an1[4] = fmaf(float(a1_), float(b0_), v67_an1[4]);
-          v67_an1[5] = fmaf(float(a1_), float(b1_), v67_an1[5]);
-          v67_an1[6] = fmaf(float(a1_), float(b2_), v67_an1[6]);
-          v67_an1[7] = fmaf(float(a1_), float(b3_), v67_an1[7]);
+          const auto b0_ = sh67[(k_) * 68 + (tn_ + 0) * 1];
+          const auto b1_ = sh67[(k_) * 68 + (tn_ + 1) * 1];
+          const auto b2_ = sh67[(k_) * 68 + (tn_ + 2) * 1];
+          const auto b3_ = sh67[(k_) * 68 + (tn_ + 3) * 1];
+          v70_an1[0] = fmaf(float(a0_), float(b0_), v70_an1[0]);
+          v70_an1[1] = fmaf(float(a0_), float(b1_), v70_an1[1]);
+          v70_an1[2] = fmaf(float(a0_), float(b2_), v70_an1[2]);
+          v70_an1[3] = fmaf(float(a0_), float(b3_), v70_an1[3]);
+          v70_an1[4] = fmaf(float(a1_), float(b0_), v70_an1[4]);
+          v70_an1[5] = fmaf(float(a1_), float(b1_), v70_an1[5]);
+          v70_an1[6] = fmaf(float(a1_), float(b2_), v70_an1[6]);
+          v70_an1[7] = fmaf(float(a1_), float(b3_), v70_an1[7]);
         }
       }
       // yield %an1
       #pragma unroll
-      for (int s69 = 0; s69 < 8; ++s69) {
-        c37_acc1[s69] = v67_an1[s69];
+      for (int s72 = 0; s72 < 8; ++s72) {
+        c37_acc1[s72] = v70_an1[s72];
       }
       __syncthreads();
       rs39 = (rs39 + 1) % 2;
     }
     tsr::cp_async_wait<0>();
     // %off1 = mul %j1, %bv : i32
-    const int32_t v70_off1 = int32_t(uint32_t(iv36) * uint32_t(v6_bv));
+    const int32_t v73_off1 = int32_t(uint32_t(iv36) * uint32_t(v6_bv));
     // %4 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v71[4];
+    int32_t v74[4];
     #pragma unroll
-    for (int s72 = 0; s72 < 4; ++s72) {
-      v71[s72] = int32_t(0 + (((s72) % 4)) + (((tsr_lane >> 0) & 15) * 4));
+    for (int s75 = 0; s75 < 4; ++s75) {
+      v74[s75] = int32_t(0 + (((s75) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
     // %5 = splat %off1 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v73[4];
+    int32_t v76[4];
     #pragma unroll
-    for (int s74 = 0; s74 < 4; ++s74) {
-      v73[s74] = v70_off1;
+    for (int s77 = 0; s77 < 4; ++s77) {
+      v76[s77] = v73_off1;
     }
     // %6 = add %4, %5 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v75[4];
+    int32_t v78[4];
     #pragma unroll
-    for (int s76 = 0; s76 < 4; ++s76) {
-      v75[s76] = int32_t(uint32_t(v71[s76]) + uint32_t(v73[s76]));
+    for (int s79 = 0; s79 < 4; ++s79) {
+      v78[s79] = int32_t(uint32_t(v74[s79]) + uint32_t(v76[s79]));
     }
     // %7 = splat %vocab : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v77[4];
+    int32_t v80[4];
     #pragma unroll
-    for (int s78 = 0; s78 < 4; ++s78) {
-      v77[s78] = v4_vocab;
+    for (int s81 = 0; s81 < 4; ++s81) {
+      v80[s81] = v4_vocab;
     }
     // %8 = cmp %6, %7 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v79[4];
+    uint8_t v82[4];
     #pragma unroll
-    for (int s80 = 0; s80 < 4; ++s80) {
-      v79[s80] = uint8_t(v75[s80] < v77[s80]);
+    for (int s83 = 0; s83 < 4; ++s83) {
+      v82[s83] = uint8_t(v78[s83] < v80[s83]);
     }
     // %invr1 = expand_dims %8 {axis = 0} : tile<i1, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v81_invr1[4];
-    v81_invr1[0] = v79[0];
-    v81_invr1[1] = v79[1];
-    v81_invr1[2] = v79[2];
-    v81_invr1[3] = v79[3];
+    uint8_t v84_invr1[4];
+    v84_invr1[0] = v82[0];
+    v84_invr1[1] = v82[1];
+    v84_invr1[2] = v82[2];
+    v84_invr1[3] = v82[3];
     // %invb1 = broadcast %invr1 : tile<i1, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v82_invb1[8];
-    v82_invb1[0] = v81_invr1[0];
-    v82_invb1[1] = v81_invr1[1];
-    v82_invb1[2] = v81_invr1[2];
-    v82_invb1[3] = v81_invr1[3];
-    v82_invb1[4] = v81_invr1[0];
-    v82_invb1[5] = v81_invr1[1];
-    v82_invb1[6] = v81_invr1[2];
-    v82_invb1[7] = v81_invr1[3];
+    uint8_t v85_invb1[8];
+    v85_invb1[0] = v84_invr1[0];
+    v85_invb1[1] = v84_invr1[1];
+    v85_invb1[2] = v84_invr1[2];
+    v85_invb1[3] = v84_invr1[3];
+    v85_invb1[4] = v84_invr1[0];
+    v85_invb1[5] = v84_invr1[1];
+    v85_invb1[6] = v84_invr1[2];
+    v85_invb1[7] = v84_invr1[3];
     // %lg1 = where %invb1, %acc1, %ninfs : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v83_lg1[8];
+    float v86_lg1[8];
     #pragma unroll
-    for (int s84 = 0; s84 < 8; ++s84) {
-      v83_lg1[s84] = (v82_invb1[s84] ? c37_acc1[s84] : v17_ninfs[s84]);
+    for (int s87 = 0; s87 < 8; ++s87) {
+      v86_lg1[s87] = (v85_invb1[s87] ? c37_acc1[s87] : v17_ninfs[s87]);
     }
     // %rmax = reduce %lg1 {axis = 1, kind = "max"} : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v85_rmax[2];
-    v85_rmax[0] = v83_lg1[0];
-    v85_rmax[0] = tsr::max_nan_f32(v85_rmax[0], v83_lg1[1]);
-    v85_rmax[0] = tsr::max_nan_f32(v85_rmax[0], v83_lg1[2]);
-    v85_rmax[0] = tsr::max_nan_f32(v85_rmax[0], v83_lg1[3]);
-    v85_rmax[1] = v83_lg1[4];
-    v85_rmax[1] = tsr::max_nan_f32(v85_rmax[1], v83_lg1[5]);
-    v85_rmax[1] = tsr::max_nan_f32(v85_rmax[1], v83_lg1[6]);
-    v85_rmax[1] = tsr::max_nan_f32(v85_rmax[1], v83_lg1[7]);
-    const float sh86 = __shfl_xor_sync(0xffffffffu, v85_rmax[0], 1);
-    v85_rmax[0] = tsr::max_nan_f32(v85_rmax[0], sh86);
-    const float sh87 = __shfl_xor_sync(0xffffffffu, v85_rmax[1], 1);
-    v85_rmax[1] = tsr::max_nan_f32(v85_rmax[1], sh87);
-    const float sh88 = __shfl_xor_sync(0xffffffffu, v85_rmax[0], 2);
-    v85_rmax[0] = tsr::max_nan_f32(v85_rmax[0], sh88);
-    const float sh89 = __shfl_xor_sync(0xffffffffu, v85_rmax[1], 2);
-    v85_rmax[1] = tsr::max_nan_f32(v85_rmax[1], sh89);
-    const float sh90 = __shfl_xor_sync(0xffffffffu, v85_rmax[0], 4);
-    v85_rmax[0] = tsr::max_nan_f32(v85_rmax[0], sh90);
-    const float sh91 = __shfl_xor_sync(0xffffffffu, v85_rmax[1], 4);
-    v85_rmax[1] = tsr::max_nan_f32(v85_rmax[1], sh91);
-    const float sh92 = __shfl_xor_sync(0xffffffffu, v85_rmax[0], 8);
-    v85_rmax[0] = tsr::max_nan_f32(v85_rmax[0], sh92);
-    const float sh93 = __shfl_xor_sync(0xffffffffu, v85_rmax[1], 8);
-    v85_rmax[1] = tsr::max_nan_f32(v85_rmax[1], sh93);
+    float v88_rmax[2];
+    v88_rmax[0] = v86_lg1[0];
+    v88_rmax[0] = tsr::max_nan_f32(v88_rmax[0], v86_lg1[1]);
+    v88_rmax[0] = tsr::max_nan_f32(v88_rmax[0], v86_lg1[2]);
+    v88_rmax[0] = tsr::max_nan_f32(v88_rmax[0], v86_lg1[3]);
+    v88_rmax[1] = v86_lg1[4];
+    v88_rmax[1] = tsr::max_nan_f32(v88_rmax[1], v86_lg1[5]);
+    v88_rmax[1] = tsr::max_nan_f32(v88_rmax[1], v86_lg1[6]);
+    v88_rmax[1] = tsr::max_nan_f32(v88_rmax[1], v86_lg1[7]);
+    const float sh89 = __shfl_xor_sync(0xffffffffu, v88_rmax[0], 1);
+    v88_rmax[0] = tsr::max_nan_f32(v88_rmax[0], sh89);
+    const float sh90 = __shfl_xor_sync(0xffffffffu, v88_rmax[1], 1);
+    v88_rmax[1] = tsr::max_nan_f32(v88_rmax[1], sh90);
+    const float sh91 = __shfl_xor_sync(0xffffffffu, v88_rmax[0], 2);
+    v88_rmax[0] = tsr::max_nan_f32(v88_rmax[0], sh91);
+    const float sh92 = __shfl_xor_sync(0xffffffffu, v88_rmax[1], 2);
+    v88_rmax[1] = tsr::max_nan_f32(v88_rmax[1], sh92);
+    const float sh93 = __shfl_xor_sync(0xffffffffu, v88_rmax[0], 4);
+    v88_rmax[0] = tsr::max_nan_f32(v88_rmax[0], sh93);
+    const float sh94 = __shfl_xor_sync(0xffffffffu, v88_rmax[1], 4);
+    v88_rmax[1] = tsr::max_nan_f32(v88_rmax[1], sh94);
+    const float sh95 = __shfl_xor_sync(0xffffffffu, v88_rmax[0], 8);
+    v88_rmax[0] = tsr::max_nan_f32(v88_rmax[0], sh95);
+    const float sh96 = __shfl_xor_sync(0xffffffffu, v88_rmax[1], 8);
+    v88_rmax[1] = tsr::max_nan_f32(v88_rmax[1], sh96);
     // %mn = max %m_run, %rmax : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v94_mn[2];
+    float v97_mn[2];
     #pragma unroll
-    for (int s95 = 0; s95 < 2; ++s95) {
-      v94_mn[s95] = tsr::fmax_nan_z<float>(c30_m[s95], v85_rmax[s95]);
+    for (int s98 = 0; s98 < 2; ++s98) {
+      v97_mn[s98] = tsr::fmax_nan_z<float>(c30_m[s98], v88_rmax[s98]);
     }
     // %9 = splat %ninf : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v96[2];
+    float v99[2];
     #pragma unroll
-    for (int s97 = 0; s97 < 2; ++s97) {
-      v96[s97] = v13_ninf;
+    for (int s100 = 0; s100 < 2; ++s100) {
+      v99[s100] = v13_ninf;
     }
     // %m_none = cmp %mn, %9 {pred = "eq"} : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v98_m_none[2];
+    uint8_t v101_m_none[2];
     #pragma unroll
-    for (int s99 = 0; s99 < 2; ++s99) {
-      v98_m_none[s99] = uint8_t(v94_mn[s99] == v96[s99]);
+    for (int s102 = 0; s102 < 2; ++s102) {
+      v101_m_none[s102] = uint8_t(v97_mn[s102] == v99[s102]);
     }
     // %10 = splat %f0 : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v100[2];
+    float v103[2];
     #pragma unroll
-    for (int s101 = 0; s101 < 2; ++s101) {
-      v100[s101] = v14_f0;
+    for (int s104 = 0; s104 < 2; ++s104) {
+      v103[s104] = v14_f0;
     }
     // %m_shift = where %m_none, %10, %mn : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v102_m_shift[2];
+    float v105_m_shift[2];
     #pragma unroll
-    for (int s103 = 0; s103 < 2; ++s103) {
-      v102_m_shift[s103] = (v98_m_none[s103] ? v100[s103] : v94_mn[s103]);
+    for (int s106 = 0; s106 < 2; ++s106) {
+      v105_m_shift[s106] = (v101_m_none[s106] ? v103[s106] : v97_mn[s106]);
     }
     // %m_delta = sub %m_run, %m_shift : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v104_m_delta[2];
+    float v107_m_delta[2];
     #pragma unroll
-    for (int s105 = 0; s105 < 2; ++s105) {
-      v104_m_delta[s105] = float(c30_m[s105] - v102_m_shift[s105]);
+    for (int s108 = 0; s108 < 2; ++s108) {
+      v107_m_delta[s108] = float(c30_m[s108] - v105_m_shift[s108]);
     }
     // %alpha = exp %m_delta : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v106_alpha[2];
+    float v109_alpha[2];
     #pragma unroll
-    for (int s107 = 0; s107 < 2; ++s107) {
-      v106_alpha[s107] = float(tsr::fexp(v104_m_delta[s107]));
+    for (int s110 = 0; s110 < 2; ++s110) {
+      v109_alpha[s110] = float(tsr::fexp(v107_m_delta[s110]));
     }
     // %11 = expand_dims %m_shift {axis = 1} : tile<f32, [16, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v108[2];
-    v108[0] = v102_m_shift[0];
-    v108[1] = v102_m_shift[1];
+    float v111[2];
+    v111[0] = v105_m_shift[0];
+    v111[1] = v105_m_shift[1];
     // %12 = broadcast %11 : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v109[8];
-    v109[0] = v108[0];
-    v109[1] = v108[0];
-    v109[2] = v108[0];
-    v109[3] = v108[0];
-    v109[4] = v108[1];
-    v109[5] = v108[1];
-    v109[6] = v108[1];
-    v109[7] = v108[1];
+    float v112[8];
+    v112[0] = v111[0];
+    v112[1] = v111[0];
+    v112[2] = v111[0];
+    v112[3] = v111[0];
+    v112[4] = v111[1];
+    v112[5] = v111[1];
+    v112[6] = v111[1];
+    v112[7] = v111[1];
     // %d = sub %lg1, %12 : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v110_d[8];
+    float v113_d[8];
     #pragma unroll
-    for (int s111 = 0; s111 < 8; ++s111) {
-      v110_d[s111] = float(v83_lg1[s111] - v109[s111]);
+    for (int s114 = 0; s114 < 8; ++s114) {
+      v113_d[s114] = float(v86_lg1[s114] - v112[s114]);
     }
     // %e = exp %d : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v112_e[8];
+    float v115_e[8];
     #pragma unroll
-    for (int s113 = 0; s113 < 8; ++s113) {
-      v112_e[s113] = float(tsr::fexp(v110_d[s113]));
+    for (int s116 = 0; s116 < 8; ++s116) {
+      v115_e[s116] = float(tsr::fexp(v113_d[s116]));
     }
     // %es = reduce %e {axis = 1, kind = "sum"} : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v114_es[2];
-    v114_es[0] = v112_e[0];
-    v114_es[0] = float(v114_es[0] + v112_e[1]);
-    v114_es[0] = float(v114_es[0] + v112_e[2]);
-    v114_es[0] = float(v114_es[0] + v112_e[3]);
-    v114_es[1] = v112_e[4];
-    v114_es[1] = float(v114_es[1] + v112_e[5]);
-    v114_es[1] = float(v114_es[1] + v112_e[6]);
-    v114_es[1] = float(v114_es[1] + v112_e[7]);
-    const float sh115 = __shfl_xor_sync(0xffffffffu, v114_es[0], 1);
-    v114_es[0] = float(v114_es[0] + sh115);
-    const float sh116 = __shfl_xor_sync(0xffffffffu, v114_es[1], 1);
-    v114_es[1] = float(v114_es[1] + sh116);
-    const float sh117 = __shfl_xor_sync(0xffffffffu, v114_es[0], 2);
-    v114_es[0] = float(v114_es[0] + sh117);
-    const float sh118 = __shfl_xor_sync(0xffffffffu, v114_es[1], 2);
-    v114_es[1] = float(v114_es[1] + sh118);
-    const float sh119 = __shfl_xor_sync(0xffffffffu, v114_es[0], 4);
-    v114_es[0] = float(v114_es[0] + sh119);
-    const float sh120 = __shfl_xor_sync(0xffffffffu, v114_es[1], 4);
-    v114_es[1] = float(v114_es[1] + sh120);
-    const float sh121 = __shfl_xor_sync(0xffffffffu, v114_es[0], 8);
-    v114_es[0] = float(v114_es[0] + sh121);
-    const float sh122 = __shfl_xor_sync(0xffffffffu, v114_es[1], 8);
-    v114_es[1] = float(v114_es[1] + sh122);
+    float v117_es[2];
+    v117_es[0] = v115_e[0];
+    v117_es[0] = float(v117_es[0] + v115_e[1]);
+    v117_es[0] = float(v117_es[0] + v115_e[2]);
+    v117_es[0] = float(v117_es[0] + v115_e[3]);
+    v117_es[1] = v115_e[4];
+    v117_es[1] = float(v117_es[1] + v115_e[5]);
+    v117_es[1] = float(v117_es[1] + v115_e[6]);
+    v117_es[1] = float(v117_es[1] + v115_e[7]);
+    const float sh118 = __shfl_xor_sync(0xffffffffu, v117_es[0], 1);
+    v117_es[0] = float(v117_es[0] + sh118);
+    const float sh119 = __shfl_xor_sync(0xffffffffu, v117_es[1], 1);
+    v117_es[1] = float(v117_es[1] + sh119);
+    const float sh120 = __shfl_xor_sync(0xffffffffu, v117_es[0], 2);
+    v117_es[0] = float(v117_es[0] + sh120);
+    const float sh121 = __shfl_xor_sync(0xffffffffu, v117_es[1], 2);
+    v117_es[1] = float(v117_es[1] + sh121);
+    const float sh122 = __shfl_xor_sync(0xffffffffu, v117_es[0], 4);
+    v117_es[0] = float(v117_es[0] + sh122);
+    const float sh123 = __shfl_xor_sync(0xffffffffu, v117_es[1], 4);
+    v117_es[1] = float(v117_es[1] + sh123);
+    const float sh124 = __shfl_xor_sync(0xffffffffu, v117_es[0], 8);
+    v117_es[0] = float(v117_es[0] + sh124);
+    const float sh125 = __shfl_xor_sync(0xffffffffu, v117_es[1], 8);
+    v117_es[1] = float(v117_es[1] + sh125);
     // %13 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v123[4];
+    int32_t v126[4];
     #pragma unroll
-    for (int s124 = 0; s124 < 4; ++s124) {
-      v123[s124] = int32_t(0 + (((s124) % 4)) + (((tsr_lane >> 0) & 15) * 4));
+    for (int s127 = 0; s127 < 4; ++s127) {
+      v126[s127] = int32_t(0 + (((s127) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
     // %14 = splat %off1 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v125[4];
+    int32_t v128[4];
     #pragma unroll
-    for (int s126 = 0; s126 < 4; ++s126) {
-      v125[s126] = v70_off1;
+    for (int s129 = 0; s129 < 4; ++s129) {
+      v128[s129] = v73_off1;
     }
     // %15 = add %13, %14 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v127[4];
+    int32_t v130[4];
     #pragma unroll
-    for (int s128 = 0; s128 < 4; ++s128) {
-      v127[s128] = int32_t(uint32_t(v123[s128]) + uint32_t(v125[s128]));
+    for (int s131 = 0; s131 < 4; ++s131) {
+      v130[s131] = int32_t(uint32_t(v126[s131]) + uint32_t(v128[s131]));
     }
     // %colr = expand_dims %15 {axis = 0} : tile<i32, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v129_colr[4];
-    v129_colr[0] = v127[0];
-    v129_colr[1] = v127[1];
-    v129_colr[2] = v127[2];
-    v129_colr[3] = v127[3];
+    int32_t v132_colr[4];
+    v132_colr[0] = v130[0];
+    v132_colr[1] = v130[1];
+    v132_colr[2] = v130[2];
+    v132_colr[3] = v130[3];
     // %colb = broadcast %colr : tile<i32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v130_colb[8];
-    v130_colb[0] = v129_colr[0];
-    v130_colb[1] = v129_colr[1];
-    v130_colb[2] = v129_colr[2];
-    v130_colb[3] = v129_colr[3];
-    v130_colb[4] = v129_colr[0];
-    v130_colb[5] = v129_colr[1];
-    v130_colb[6] = v129_colr[2];
-    v130_colb[7] = v129_colr[3];
+    int32_t v133_colb[8];
+    v133_colb[0] = v132_colr[0];
+    v133_colb[1] = v132_colr[1];
+    v133_colb[2] = v132_colr[2];
+    v133_colb[3] = v132_colr[3];
+    v133_colb[4] = v132_colr[0];
+    v133_colb[5] = v132_colr[1];
+    v133_colb[6] = v132_colr[2];
+    v133_colb[7] = v132_colr[3];
     // %ist = cmp %colb, %tgb {pred = "eq"} : tile<i1, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v131_ist[8];
+    uint8_t v134_ist[8];
     #pragma unroll
-    for (int s132 = 0; s132 < 8; ++s132) {
-      v131_ist[s132] = uint8_t(v130_colb[s132] == v23_tgb[s132]);
+    for (int s135 = 0; s135 < 8; ++s135) {
+      v134_ist[s135] = uint8_t(v133_colb[s135] == v23_tgb[s135]);
     }
     // %tl = where %ist, %acc1, %lz : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v133_tl[8];
+    float v136_tl[8];
     #pragma unroll
-    for (int s134 = 0; s134 < 8; ++s134) {
-      v133_tl[s134] = (v131_ist[s134] ? c37_acc1[s134] : v15_lz[s134]);
+    for (int s137 = 0; s137 < 8; ++s137) {
+      v136_tl[s137] = (v134_ist[s137] ? c37_acc1[s137] : v15_lz[s137]);
     }
     // %tls = reduce %tl {axis = 1, kind = "sum"} : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v135_tls[2];
-    v135_tls[0] = v133_tl[0];
-    v135_tls[0] = float(v135_tls[0] + v133_tl[1]);
-    v135_tls[0] = float(v135_tls[0] + v133_tl[2]);
-    v135_tls[0] = float(v135_tls[0] + v133_tl[3]);
-    v135_tls[1] = v133_tl[4];
-    v135_tls[1] = float(v135_tls[1] + v133_tl[5]);
-    v135_tls[1] = float(v135_tls[1] + v133_tl[6]);
-    v135_tls[1] = float(v135_tls[1] + v133_tl[7]);
-    const float sh136 = __shfl_xor_sync(0xffffffffu, v135_tls[0], 1);
-    v135_tls[0] = float(v135_tls[0] + sh136);
-    const float sh137 = __shfl_xor_sync(0xffffffffu, v135_tls[1], 1);
-    v135_tls[1] = float(v135_tls[1] + sh137);
-    const float sh138 = __shfl_xor_sync(0xffffffffu, v135_tls[0], 2);
-    v135_tls[0] = float(v135_tls[0] + sh138);
-    const float sh139 = __shfl_xor_sync(0xffffffffu, v135_tls[1], 2);
-    v135_tls[1] = float(v135_tls[1] + sh139);
-    const float sh140 = __shfl_xor_sync(0xffffffffu, v135_tls[0], 4);
-    v135_tls[0] = float(v135_tls[0] + sh140);
-    const float sh141 = __shfl_xor_sync(0xffffffffu, v135_tls[1], 4);
-    v135_tls[1] = float(v135_tls[1] + sh141);
-    const float sh142 = __shfl_xor_sync(0xffffffffu, v135_tls[0], 8);
-    v135_tls[0] = float(v135_tls[0] + sh142);
-    const float sh143 = __shfl_xor_sync(0xffffffffu, v135_tls[1], 8);
-    v135_tls[1] = float(v135_tls[1] + sh143);
+    float v138_tls[2];
+    v138_tls[0] = v136_tl[0];
+    v138_tls[0] = float(v138_tls[0] + v136_tl[1]);
+    v138_tls[0] = float(v138_tls[0] + v136_tl[2]);
+    v138_tls[0] = float(v138_tls[0] + v136_tl[3]);
+    v138_tls[1] = v136_tl[4];
+    v138_tls[1] = float(v138_tls[1] + v136_tl[5]);
+    v138_tls[1] = float(v138_tls[1] + v136_tl[6]);
+    v138_tls[1] = float(v138_tls[1] + v136_tl[7]);
+    const float sh139 = __shfl_xor_sync(0xffffffffu, v138_tls[0], 1);
+    v138_tls[0] = float(v138_tls[0] + sh139);
+    const float sh140 = __shfl_xor_sync(0xffffffffu, v138_tls[1], 1);
+    v138_tls[1] = float(v138_tls[1] + sh140);
+    const float sh141 = __shfl_xor_sync(0xffffffffu, v138_tls[0], 2);
+    v138_tls[0] = float(v138_tls[0] + sh141);
+    const float sh142 = __shfl_xor_sync(0xffffffffu, v138_tls[1], 2);
+    v138_tls[1] = float(v138_tls[1] + sh142);
+    const float sh143 = __shfl_xor_sync(0xffffffffu, v138_tls[0], 4);
+    v138_tls[0] = float(v138_tls[0] + sh143);
+    const float sh144 = __shfl_xor_sync(0xffffffffu, v138_tls[1], 4);
+    v138_tls[1] = float(v138_tls[1] + sh144);
+    const float sh145 = __shfl_xor_sync(0xffffffffu, v138_tls[0], 8);
+    v138_tls[0] = float(v138_tls[0] + sh145);
+    const float sh146 = __shfl_xor_sync(0xffffffffu, v138_tls[1], 8);
+    v138_tls[1] = float(v138_tls[1] + sh146);
     // %16 = mul %lc, %alpha : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v144[2];
+    float v147[2];
     #pragma unroll
-    for (int s145 = 0; s145 < 2; ++s145) {
-      v144[s145] = float(c32_l[s145] * v106_alpha[s145]);
+    for (int s148 = 0; s148 < 2; ++s148) {
+      v147[s148] = float(c32_l[s148] * v109_alpha[s148]);
     }
     // %ln = add %16, %es : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v146_ln[2];
+    float v149_ln[2];
     #pragma unroll
-    for (int s147 = 0; s147 < 2; ++s147) {
-      v146_ln[s147] = float(v144[s147] + v114_es[s147]);
+    for (int s150 = 0; s150 < 2; ++s150) {
+      v149_ln[s150] = float(v147[s150] + v117_es[s150]);
     }
     // %pn = add %pc, %tls : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v148_pn[2];
+    float v151_pn[2];
     #pragma unroll
-    for (int s149 = 0; s149 < 2; ++s149) {
-      v148_pn[s149] = float(c34_picked[s149] + v135_tls[s149]);
+    for (int s152 = 0; s152 < 2; ++s152) {
+      v151_pn[s152] = float(c34_picked[s152] + v138_tls[s152]);
     }
     // yield %mn, %ln, %pn
     #pragma unroll
-    for (int s150 = 0; s150 < 2; ++s150) {
-      c30_m[s150] = v94_mn[s150];
+    for (int s153 = 0; s153 < 2; ++s153) {
+      c30_m[s153] = v97_mn[s153];
     }
     #pragma unroll
-    for (int s151 = 0; s151 < 2; ++s151) {
-      c32_l[s151] = v146_ln[s151];
+    for (int s154 = 0; s154 < 2; ++s154) {
+      c32_l[s154] = v149_ln[s154];
     }
     #pragma unroll
-    for (int s152 = 0; s152 < 2; ++s152) {
-      c34_picked[s152] = v148_pn[s152];
+    for (int s155 = 0; s155 < 2; ++s155) {
+      c34_picked[s155] = v151_pn[s155];
     }
   }
   // %logl = log %l : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v153_logl[2];
+  float v156_logl[2];
   #pragma unroll
-  for (int s154 = 0; s154 < 2; ++s154) {
-    v153_logl[s154] = float(logf(c32_l[s154]));
+  for (int s157 = 0; s157 < 2; ++s157) {
+    v156_logl[s157] = float(logf(c32_l[s157]));
   }
   // %lse = add %m, %logl : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v155_lse[2];
+  float v158_lse[2];
   #pragma unroll
-  for (int s156 = 0; s156 < 2; ++s156) {
-    v155_lse[s156] = float(c30_m[s156] + v153_logl[s156]);
+  for (int s159 = 0; s159 < 2; ++s159) {
+    v158_lse[s159] = float(c30_m[s159] + v156_logl[s159]);
   }
   // %diff = sub %lse, %picked : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v157_diff[2];
+  float v160_diff[2];
   #pragma unroll
-  for (int s158 = 0; s158 < 2; ++s158) {
-    v157_diff[s158] = float(v155_lse[s158] - c34_picked[s158]);
+  for (int s161 = 0; s161 < 2; ++s161) {
+    v160_diff[s161] = float(v158_lse[s161] - c34_picked[s161]);
   }
   // %17 = splat %c0 : tile<i32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  int32_t v159[2];
+  int32_t v162[2];
   #pragma unroll
-  for (int s160 = 0; s160 < 2; ++s160) {
-    v159[s160] = v1_c0;
+  for (int s163 = 0; s163 < 2; ++s163) {
+    v162[s163] = v1_c0;
   }
   // %18 = cmp %tg, %17 {pred = "ge"} : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  uint8_t v161[2];
+  uint8_t v164[2];
   #pragma unroll
-  for (int s162 = 0; s162 < 2; ++s162) {
-    v161[s162] = uint8_t(v19_tg[s162] >= v159[s162]);
+  for (int s165 = 0; s165 < 2; ++s165) {
+    v164[s165] = uint8_t(v19_tg[s165] >= v162[s165]);
   }
   // %19 = splat %vocab : tile<i32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  int32_t v163[2];
+  int32_t v166[2];
   #pragma unroll
-  for (int s164 = 0; s164 < 2; ++s164) {
-    v163[s164] = v4_vocab;
+  for (int s167 = 0; s167 < 2; ++s167) {
+    v166[s167] = v4_vocab;
   }
   // %20 = cmp %tg, %19 {pred = "lt"} : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  uint8_t v165[2];
+  uint8_t v168[2];
   #pragma unroll
-  for (int s166 = 0; s166 < 2; ++s166) {
-    v165[s166] = uint8_t(v19_tg[s166] < v163[s166]);
+  for (int s169 = 0; s169 < 2; ++s169) {
+    v168[s169] = uint8_t(v19_tg[s169] < v166[s169]);
   }
   // %21 = and %18, %20 : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  uint8_t v167[2];
+  uint8_t v170[2];
   #pragma unroll
-  for (int s168 = 0; s168 < 2; ++s168) {
-    v167[s168] = uint8_t(v161[s168] & v165[s168]);
+  for (int s171 = 0; s171 < 2; ++s171) {
+    v170[s171] = uint8_t(v164[s171] & v168[s171]);
   }
   // %22 = splat %f0 : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v169[2];
+  float v172[2];
   #pragma unroll
-  for (int s170 = 0; s170 < 2; ++s170) {
-    v169[s170] = v14_f0;
+  for (int s173 = 0; s173 < 2; ++s173) {
+    v172[s173] = v14_f0;
   }
   // %out = where %21, %diff, %22 : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v171_out[2];
+  float v174_out[2];
   #pragma unroll
-  for (int s172 = 0; s172 < 2; ++s172) {
-    v171_out[s172] = (v167[s172] ? v157_diff[s172] : v169[s172]);
+  for (int s175 = 0; s175 < 2; ++s175) {
+    v174_out[s175] = (v170[s175] ? v160_diff[s175] : v172[s175]);
   }
   // store_tile %loss, %out, %pm
   {
-    const int64_t o173 = int64_t(v0_pm) * 16 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o176 = int64_t(v0_pm) * 16 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
     #pragma unroll
-    for (int s174 = 0; s174 < 2; ++s174) {
-      if (((tsr_lane & 15) == 0) && (o173 + (((s174) % 2) * 8)) < int64_t(tsr_dim_M)) tsr_p3[(o173 + (((s174) % 2) * 8)) * tsr_p3_s0] = v171_out[s174];
+    for (int s177 = 0; s177 < 2; ++s177) {
+      if (((tsr_lane & 15) == 0) && (o176 + (((s177) % 2) * 8)) < int64_t(tsr_dim_M)) tsr_p3[(o176 + (((s177) % 2) * 8)) * tsr_p3_s0] = v174_out[s177];
     }
   }
 }
@@ -631,4 +644,5 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_cross_entropy(f
 // stat stores-to-shared = 1
 // stat threads = 128
 // stat vector-accesses = 1
+// stat whole-tile-accesses = 1
 // note printed from the GPU lowering's layouts (the layout emitter)

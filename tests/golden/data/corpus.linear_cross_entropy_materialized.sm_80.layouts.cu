@@ -103,56 +103,69 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_logits(float* t
     {
       const int64_t o32 = int64_t(v1_pv) * 64 + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4);
       const int64_t o33 = int64_t(iv22) * 32 + (((tsr_lane >> 0) & 7) * 4);
-      #pragma unroll
-      for (int c34 = 0; c34 < 4; ++c34) {
-        float vb35[4];
-        if ((o32 + ((((c34 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o33 + (((c34 * 4) % 4)) + 3) < int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + (o32 + ((((c34 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o33 + (((c34 * 4) % 4))) * tsr_p1_s1)) {
-          tsr::copy_vec<float, 4>(vb35, tsr_p1 + (o32 + ((((c34 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o33 + (((c34 * 4) % 4))) * tsr_p1_s1);
-          v31_wt[c34 * 4 + 0] = vb35[0];
-          v31_wt[c34 * 4 + 1] = vb35[1];
-          v31_wt[c34 * 4 + 2] = vb35[2];
-          v31_wt[c34 * 4 + 3] = vb35[3];
-        } else {
-          v31_wt[c34 * 4] = ((o32 + ((((c34 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o33 + (((c34 * 4) % 4))) < int64_t(tsr_dim_HID)) ? tsr_p1[(o32 + ((((c34 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o33 + (((c34 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
-          v31_wt[c34 * 4 + 1] = ((o32 + ((((c34 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o33 + (((c34 * 4) % 4)) + 1) < int64_t(tsr_dim_HID)) ? tsr_p1[(o32 + ((((c34 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o33 + (((c34 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
-          v31_wt[c34 * 4 + 2] = ((o32 + ((((c34 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o33 + (((c34 * 4) % 4)) + 2) < int64_t(tsr_dim_HID)) ? tsr_p1[(o32 + ((((c34 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o33 + (((c34 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
-          v31_wt[c34 * 4 + 3] = ((o32 + ((((c34 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o33 + (((c34 * 4) % 4)) + 3) < int64_t(tsr_dim_HID)) ? tsr_p1[(o32 + ((((c34 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o33 + (((c34 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
+      const bool whole34 = int64_t(v1_pv) * 64 >= 0 && int64_t(v1_pv) * 64 + 64 <= int64_t(tsr_dim_V) && tsr_p1_s0 % 4 == 0 && int64_t(iv22) * 32 >= 0 && int64_t(iv22) * 32 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v1_pv) * 64 * tsr_p1_s0 + int64_t(iv22) * 32 * tsr_p1_s1);
+      if (whole34) {
+        #pragma unroll
+        for (int c35 = 0; c35 < 4; ++c35) {
+          float vb36[4];
+          tsr::copy_vec<float, 4>(vb36, tsr_p1 + (o32 + ((((c35 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o33 + (((c35 * 4) % 4))) * tsr_p1_s1);
+          v31_wt[c35 * 4 + 0] = vb36[0];
+          v31_wt[c35 * 4 + 1] = vb36[1];
+          v31_wt[c35 * 4 + 2] = vb36[2];
+          v31_wt[c35 * 4 + 3] = vb36[3];
+        }
+      } else {
+        #pragma unroll
+        for (int c37 = 0; c37 < 4; ++c37) {
+          float vb38[4];
+          if ((o32 + ((((c37 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o33 + (((c37 * 4) % 4)) + 3) < int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + (o32 + ((((c37 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o33 + (((c37 * 4) % 4))) * tsr_p1_s1)) {
+            tsr::copy_vec<float, 4>(vb38, tsr_p1 + (o32 + ((((c37 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o33 + (((c37 * 4) % 4))) * tsr_p1_s1);
+            v31_wt[c37 * 4 + 0] = vb38[0];
+            v31_wt[c37 * 4 + 1] = vb38[1];
+            v31_wt[c37 * 4 + 2] = vb38[2];
+            v31_wt[c37 * 4 + 3] = vb38[3];
+          } else {
+            v31_wt[c37 * 4] = ((o32 + ((((c37 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o33 + (((c37 * 4) % 4))) < int64_t(tsr_dim_HID)) ? tsr_p1[(o32 + ((((c37 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o33 + (((c37 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
+            v31_wt[c37 * 4 + 1] = ((o32 + ((((c37 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o33 + (((c37 * 4) % 4)) + 1) < int64_t(tsr_dim_HID)) ? tsr_p1[(o32 + ((((c37 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o33 + (((c37 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
+            v31_wt[c37 * 4 + 2] = ((o32 + ((((c37 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o33 + (((c37 * 4) % 4)) + 2) < int64_t(tsr_dim_HID)) ? tsr_p1[(o32 + ((((c37 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o33 + (((c37 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
+            v31_wt[c37 * 4 + 3] = ((o32 + ((((c37 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o33 + (((c37 * 4) % 4)) + 3) < int64_t(tsr_dim_HID)) ? tsr_p1[(o32 + ((((c37 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o33 + (((c37 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
+          }
         }
       }
     }
     // %wtt = permute %wt {dims = [1, 0]} : tile<f32, [32, 64], layout = blocked<per_thread = [4, 1], threads = [8, 4], warps = [1, 4], order = [0, 1]>>
-    float v36_wtt[16];
-    v36_wtt[0] = v31_wt[0];
-    v36_wtt[1] = v31_wt[1];
-    v36_wtt[2] = v31_wt[2];
-    v36_wtt[3] = v31_wt[3];
-    v36_wtt[4] = v31_wt[4];
-    v36_wtt[5] = v31_wt[5];
-    v36_wtt[6] = v31_wt[6];
-    v36_wtt[7] = v31_wt[7];
-    v36_wtt[8] = v31_wt[8];
-    v36_wtt[9] = v31_wt[9];
-    v36_wtt[10] = v31_wt[10];
-    v36_wtt[11] = v31_wt[11];
-    v36_wtt[12] = v31_wt[12];
-    v36_wtt[13] = v31_wt[13];
-    v36_wtt[14] = v31_wt[14];
-    v36_wtt[15] = v31_wt[15];
+    float v39_wtt[16];
+    v39_wtt[0] = v31_wt[0];
+    v39_wtt[1] = v31_wt[1];
+    v39_wtt[2] = v31_wt[2];
+    v39_wtt[3] = v31_wt[3];
+    v39_wtt[4] = v31_wt[4];
+    v39_wtt[5] = v31_wt[5];
+    v39_wtt[6] = v31_wt[6];
+    v39_wtt[7] = v31_wt[7];
+    v39_wtt[8] = v31_wt[8];
+    v39_wtt[9] = v31_wt[9];
+    v39_wtt[10] = v31_wt[10];
+    v39_wtt[11] = v31_wt[11];
+    v39_wtt[12] = v31_wt[12];
+    v39_wtt[13] = v31_wt[13];
+    v39_wtt[14] = v31_wt[14];
+    v39_wtt[15] = v31_wt[15];
     // %0 = convert_layout %wtt : tile<f32, [32, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh37 = reinterpret_cast<float*>((tsr_smem + 0) + 4608);
+    float* const sh40 = reinterpret_cast<float*>((tsr_smem + 0) + 4608);
     __syncthreads();
     #pragma unroll
-    for (int c38 = 0; c38 < 16; ++c38) {
-      float w39[1];
-      w39[0] = v36_wtt[c38 * 1 + 0];
-      tsr::copy_vec<float, 1>(sh37 + ((((c38 * 1) % 4)) + (((tsr_lane >> 0) & 7) * 4)) * 68 + (((((c38 * 1) / 4) % 4) * 16) + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4)) * 1, w39);
+    for (int c41 = 0; c41 < 16; ++c41) {
+      float w42[1];
+      w42[0] = v39_wtt[c41 * 1 + 0];
+      tsr::copy_vec<float, 1>(sh40 + ((((c41 * 1) % 4)) + (((tsr_lane >> 0) & 7) * 4)) * 68 + (((((c41 * 1) / 4) % 4) * 16) + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4)) * 1, w42);
     }
     __syncthreads();
     // %an = dot %xt, %0, %ac : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v40_an[8];
+    float v43_an[8];
     #pragma unroll
-    for (int s41 = 0; s41 < 8; ++s41) {
-      v40_an[s41] = c10_acc[s41];
+    for (int s44 = 0; s44 < 8; ++s44) {
+      v43_an[s44] = c10_acc[s44];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -160,24 +173,24 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_logits(float* t
       for (int k_ = 0; k_ < 32; ++k_) {
         const auto a0_ = (sh13 + rs12 * 576)[(tm_ + 0) * 36 + (k_) * 1];
         const auto a1_ = (sh13 + rs12 * 576)[(tm_ + 8) * 36 + (k_) * 1];
-        const auto b0_ = sh37[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = sh37[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = sh37[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = sh37[(k_) * 68 + (tn_ + 3) * 1];
-        v40_an[0] = fmaf(float(a0_), float(b0_), v40_an[0]);
-        v40_an[1] = fmaf(float(a0_), float(b1_), v40_an[1]);
-        v40_an[2] = fmaf(float(a0_), float(b2_), v40_an[2]);
-        v40_an[3] = fmaf(float(a0_), float(b3_), v40_an[3]);
-        v40_an[4] = fmaf(float(a1_), float(b0_), v40_an[4]);
-        v40_an[5] = fmaf(float(a1_), float(b1_), v40_an[5]);
-        v40_an[6] = fmaf(float(a1_), float(b2_), v40_an[6]);
-        v40_an[7] = fmaf(float(a1_), float(b3_), v40_an[7]);
+        const auto b0_ = sh40[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = sh40[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = sh40[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = sh40[(k_) * 68 + (tn_ + 3) * 1];
+        v43_an[0] = fmaf(float(a0_), float(b0_), v43_an[0]);
+        v43_an[1] = fmaf(float(a0_), float(b1_), v43_an[1]);
+        v43_an[2] = fmaf(float(a0_), float(b2_), v43_an[2]);
+        v43_an[3] = fmaf(float(a0_), float(b3_), v43_an[3]);
+        v43_an[4] = fmaf(float(a1_), float(b0_), v43_an[4]);
+        v43_an[5] = fmaf(float(a1_), float(b1_), v43_an[5]);
+        v43_an[6] = fmaf(float(a1_), float(b2_), v43_an[6]);
+        v43_an[7] = fmaf(float(a1_), float(b3_), v43_an[7]);
       }
     }
     // yield %an
     #pragma unroll
-    for (int s42 = 0; s42 < 8; ++s42) {
-      c10_acc[s42] = v40_an[s42];
+    for (int s45 = 0; s45 < 8; ++s45) {
+      c10_acc[s45] = v43_an[s45];
     }
     __syncthreads();
     rs12 = (rs12 + 1) % 2;
@@ -185,22 +198,35 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_logits(float* t
   tsr::cp_async_wait<0>();
   // store_tile %logits, %acc, %pm, %pv
   {
-    const int64_t o43 = int64_t(v0_pm) * 16 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o44 = int64_t(v1_pv) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    #pragma unroll
-    for (int c45 = 0; c45 < 2; ++c45) {
-      float vb46[4];
-      if ((o43 + ((((c45 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o44 + (((c45 * 4) % 4)) + 3) < int64_t(tsr_dim_V) && tsr::aligned_vec<float, 4>(tsr_p2 + (o43 + ((((c45 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o44 + (((c45 * 4) % 4))) * tsr_p2_s1)) {
-        vb46[0] = c10_acc[c45 * 4 + 0];
-        vb46[1] = c10_acc[c45 * 4 + 1];
-        vb46[2] = c10_acc[c45 * 4 + 2];
-        vb46[3] = c10_acc[c45 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p2 + (o43 + ((((c45 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o44 + (((c45 * 4) % 4))) * tsr_p2_s1, vb46);
-      } else {
-        if ((o43 + ((((c45 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o44 + (((c45 * 4) % 4))) < int64_t(tsr_dim_V)) tsr_p2[(o43 + ((((c45 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o44 + (((c45 * 4) % 4))) * tsr_p2_s1] = c10_acc[c45 * 4];
-        if ((o43 + ((((c45 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o44 + (((c45 * 4) % 4)) + 1) < int64_t(tsr_dim_V)) tsr_p2[(o43 + ((((c45 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o44 + (((c45 * 4) % 4)) + 1) * tsr_p2_s1] = c10_acc[c45 * 4 + 1];
-        if ((o43 + ((((c45 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o44 + (((c45 * 4) % 4)) + 2) < int64_t(tsr_dim_V)) tsr_p2[(o43 + ((((c45 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o44 + (((c45 * 4) % 4)) + 2) * tsr_p2_s1] = c10_acc[c45 * 4 + 2];
-        if ((o43 + ((((c45 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o44 + (((c45 * 4) % 4)) + 3) < int64_t(tsr_dim_V)) tsr_p2[(o43 + ((((c45 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o44 + (((c45 * 4) % 4)) + 3) * tsr_p2_s1] = c10_acc[c45 * 4 + 3];
+    const int64_t o46 = int64_t(v0_pm) * 16 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o47 = int64_t(v1_pv) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole48 = int64_t(v0_pm) * 16 >= 0 && int64_t(v0_pm) * 16 + 16 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 4 == 0 && int64_t(v1_pv) * 64 >= 0 && int64_t(v1_pv) * 64 + 64 <= int64_t(tsr_dim_V) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(v0_pm) * 16 * tsr_p2_s0 + int64_t(v1_pv) * 64 * tsr_p2_s1);
+    if (whole48) {
+      #pragma unroll
+      for (int c49 = 0; c49 < 2; ++c49) {
+        float vb50[4];
+        vb50[0] = c10_acc[c49 * 4 + 0];
+        vb50[1] = c10_acc[c49 * 4 + 1];
+        vb50[2] = c10_acc[c49 * 4 + 2];
+        vb50[3] = c10_acc[c49 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p2 + (o46 + ((((c49 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o47 + (((c49 * 4) % 4))) * tsr_p2_s1, vb50);
+      }
+    } else {
+      #pragma unroll
+      for (int c51 = 0; c51 < 2; ++c51) {
+        float vb52[4];
+        if ((o46 + ((((c51 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o47 + (((c51 * 4) % 4)) + 3) < int64_t(tsr_dim_V) && tsr::aligned_vec<float, 4>(tsr_p2 + (o46 + ((((c51 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o47 + (((c51 * 4) % 4))) * tsr_p2_s1)) {
+          vb52[0] = c10_acc[c51 * 4 + 0];
+          vb52[1] = c10_acc[c51 * 4 + 1];
+          vb52[2] = c10_acc[c51 * 4 + 2];
+          vb52[3] = c10_acc[c51 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p2 + (o46 + ((((c51 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o47 + (((c51 * 4) % 4))) * tsr_p2_s1, vb52);
+        } else {
+          if ((o46 + ((((c51 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o47 + (((c51 * 4) % 4))) < int64_t(tsr_dim_V)) tsr_p2[(o46 + ((((c51 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o47 + (((c51 * 4) % 4))) * tsr_p2_s1] = c10_acc[c51 * 4];
+          if ((o46 + ((((c51 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o47 + (((c51 * 4) % 4)) + 1) < int64_t(tsr_dim_V)) tsr_p2[(o46 + ((((c51 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o47 + (((c51 * 4) % 4)) + 1) * tsr_p2_s1] = c10_acc[c51 * 4 + 1];
+          if ((o46 + ((((c51 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o47 + (((c51 * 4) % 4)) + 2) < int64_t(tsr_dim_V)) tsr_p2[(o46 + ((((c51 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o47 + (((c51 * 4) % 4)) + 2) * tsr_p2_s1] = c10_acc[c51 * 4 + 2];
+          if ((o46 + ((((c51 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o47 + (((c51 * 4) % 4)) + 3) < int64_t(tsr_dim_V)) tsr_p2[(o46 + ((((c51 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o47 + (((c51 * 4) % 4)) + 3) * tsr_p2_s1] = c10_acc[c51 * 4 + 3];
+        }
       }
     }
   }
@@ -225,6 +251,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_logits(float* t
 // stat stores-to-shared = 1
 // stat threads = 128
 // stat vector-accesses = 2
+// stat whole-tile-accesses = 2
 // note printed from the GPU lowering's layouts (the layout emitter)
 // Generated by Tessera (tessera-cuda-codegen-1) from kernel @logits_cross_entropy for sm_80.
 #include "tessera/core.cuh"
@@ -338,327 +365,340 @@ extern "C" __global__ void __launch_bounds__(128) tessera_logits_cross_entropy(f
     {
       const int64_t o31 = int64_t(v0_pm) * 16 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
       const int64_t o32 = int64_t(iv29) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      #pragma unroll
-      for (int c33 = 0; c33 < 2; ++c33) {
-        float vb34[4];
-        if ((o31 + ((((c33 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o32 + (((c33 * 4) % 4)) + 3) < int64_t(tsr_dim_V) && tsr::aligned_vec<float, 4>(tsr_p0 + (o31 + ((((c33 * 4) / 4) % 2) * 8)) * tsr_p0_s0 + (o32 + (((c33 * 4) % 4))) * tsr_p0_s1)) {
-          tsr::copy_vec<float, 4>(vb34, tsr_p0 + (o31 + ((((c33 * 4) / 4) % 2) * 8)) * tsr_p0_s0 + (o32 + (((c33 * 4) % 4))) * tsr_p0_s1);
-          v30_lg1[c33 * 4 + 0] = vb34[0];
-          v30_lg1[c33 * 4 + 1] = vb34[1];
-          v30_lg1[c33 * 4 + 2] = vb34[2];
-          v30_lg1[c33 * 4 + 3] = vb34[3];
-        } else {
-          v30_lg1[c33 * 4] = ((o31 + ((((c33 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o32 + (((c33 * 4) % 4))) < int64_t(tsr_dim_V)) ? tsr_p0[(o31 + ((((c33 * 4) / 4) % 2) * 8)) * tsr_p0_s0 + (o32 + (((c33 * 4) % 4))) * tsr_p0_s1] : (-tsr::inf_f());
-          v30_lg1[c33 * 4 + 1] = ((o31 + ((((c33 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o32 + (((c33 * 4) % 4)) + 1) < int64_t(tsr_dim_V)) ? tsr_p0[(o31 + ((((c33 * 4) / 4) % 2) * 8)) * tsr_p0_s0 + (o32 + (((c33 * 4) % 4)) + 1) * tsr_p0_s1] : (-tsr::inf_f());
-          v30_lg1[c33 * 4 + 2] = ((o31 + ((((c33 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o32 + (((c33 * 4) % 4)) + 2) < int64_t(tsr_dim_V)) ? tsr_p0[(o31 + ((((c33 * 4) / 4) % 2) * 8)) * tsr_p0_s0 + (o32 + (((c33 * 4) % 4)) + 2) * tsr_p0_s1] : (-tsr::inf_f());
-          v30_lg1[c33 * 4 + 3] = ((o31 + ((((c33 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o32 + (((c33 * 4) % 4)) + 3) < int64_t(tsr_dim_V)) ? tsr_p0[(o31 + ((((c33 * 4) / 4) % 2) * 8)) * tsr_p0_s0 + (o32 + (((c33 * 4) % 4)) + 3) * tsr_p0_s1] : (-tsr::inf_f());
+      const bool whole33 = int64_t(v0_pm) * 16 >= 0 && int64_t(v0_pm) * 16 + 16 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && int64_t(iv29) * 64 >= 0 && int64_t(iv29) * 64 + 64 <= int64_t(tsr_dim_V) && tsr::aligned_vec<float, 4>(tsr_p0 + int64_t(v0_pm) * 16 * tsr_p0_s0 + int64_t(iv29) * 64 * tsr_p0_s1);
+      if (whole33) {
+        #pragma unroll
+        for (int c34 = 0; c34 < 2; ++c34) {
+          float vb35[4];
+          tsr::copy_vec<float, 4>(vb35, tsr_p0 + (o31 + ((((c34 * 4) / 4) % 2) * 8)) * tsr_p0_s0 + (o32 + (((c34 * 4) % 4))) * tsr_p0_s1);
+          v30_lg1[c34 * 4 + 0] = vb35[0];
+          v30_lg1[c34 * 4 + 1] = vb35[1];
+          v30_lg1[c34 * 4 + 2] = vb35[2];
+          v30_lg1[c34 * 4 + 3] = vb35[3];
+        }
+      } else {
+        #pragma unroll
+        for (int c36 = 0; c36 < 2; ++c36) {
+          float vb37[4];
+          if ((o31 + ((((c36 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o32 + (((c36 * 4) % 4)) + 3) < int64_t(tsr_dim_V) && tsr::aligned_vec<float, 4>(tsr_p0 + (o31 + ((((c36 * 4) / 4) % 2) * 8)) * tsr_p0_s0 + (o32 + (((c36 * 4) % 4))) * tsr_p0_s1)) {
+            tsr::copy_vec<float, 4>(vb37, tsr_p0 + (o31 + ((((c36 * 4) / 4) % 2) * 8)) * tsr_p0_s0 + (o32 + (((c36 * 4) % 4))) * tsr_p0_s1);
+            v30_lg1[c36 * 4 + 0] = vb37[0];
+            v30_lg1[c36 * 4 + 1] = vb37[1];
+            v30_lg1[c36 * 4 + 2] = vb37[2];
+            v30_lg1[c36 * 4 + 3] = vb37[3];
+          } else {
+            v30_lg1[c36 * 4] = ((o31 + ((((c36 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o32 + (((c36 * 4) % 4))) < int64_t(tsr_dim_V)) ? tsr_p0[(o31 + ((((c36 * 4) / 4) % 2) * 8)) * tsr_p0_s0 + (o32 + (((c36 * 4) % 4))) * tsr_p0_s1] : (-tsr::inf_f());
+            v30_lg1[c36 * 4 + 1] = ((o31 + ((((c36 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o32 + (((c36 * 4) % 4)) + 1) < int64_t(tsr_dim_V)) ? tsr_p0[(o31 + ((((c36 * 4) / 4) % 2) * 8)) * tsr_p0_s0 + (o32 + (((c36 * 4) % 4)) + 1) * tsr_p0_s1] : (-tsr::inf_f());
+            v30_lg1[c36 * 4 + 2] = ((o31 + ((((c36 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o32 + (((c36 * 4) % 4)) + 2) < int64_t(tsr_dim_V)) ? tsr_p0[(o31 + ((((c36 * 4) / 4) % 2) * 8)) * tsr_p0_s0 + (o32 + (((c36 * 4) % 4)) + 2) * tsr_p0_s1] : (-tsr::inf_f());
+            v30_lg1[c36 * 4 + 3] = ((o31 + ((((c36 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o32 + (((c36 * 4) % 4)) + 3) < int64_t(tsr_dim_V)) ? tsr_p0[(o31 + ((((c36 * 4) / 4) % 2) * 8)) * tsr_p0_s0 + (o32 + (((c36 * 4) % 4)) + 3) * tsr_p0_s1] : (-tsr::inf_f());
+          }
         }
       }
     }
     // %rmax = reduce %lg1 {axis = 1, kind = "max"} : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v35_rmax[2];
-    v35_rmax[0] = v30_lg1[0];
-    v35_rmax[0] = tsr::max_nan_f32(v35_rmax[0], v30_lg1[1]);
-    v35_rmax[0] = tsr::max_nan_f32(v35_rmax[0], v30_lg1[2]);
-    v35_rmax[0] = tsr::max_nan_f32(v35_rmax[0], v30_lg1[3]);
-    v35_rmax[1] = v30_lg1[4];
-    v35_rmax[1] = tsr::max_nan_f32(v35_rmax[1], v30_lg1[5]);
-    v35_rmax[1] = tsr::max_nan_f32(v35_rmax[1], v30_lg1[6]);
-    v35_rmax[1] = tsr::max_nan_f32(v35_rmax[1], v30_lg1[7]);
-    const float sh36 = __shfl_xor_sync(0xffffffffu, v35_rmax[0], 1);
-    v35_rmax[0] = tsr::max_nan_f32(v35_rmax[0], sh36);
-    const float sh37 = __shfl_xor_sync(0xffffffffu, v35_rmax[1], 1);
-    v35_rmax[1] = tsr::max_nan_f32(v35_rmax[1], sh37);
-    const float sh38 = __shfl_xor_sync(0xffffffffu, v35_rmax[0], 2);
-    v35_rmax[0] = tsr::max_nan_f32(v35_rmax[0], sh38);
-    const float sh39 = __shfl_xor_sync(0xffffffffu, v35_rmax[1], 2);
-    v35_rmax[1] = tsr::max_nan_f32(v35_rmax[1], sh39);
-    const float sh40 = __shfl_xor_sync(0xffffffffu, v35_rmax[0], 4);
-    v35_rmax[0] = tsr::max_nan_f32(v35_rmax[0], sh40);
-    const float sh41 = __shfl_xor_sync(0xffffffffu, v35_rmax[1], 4);
-    v35_rmax[1] = tsr::max_nan_f32(v35_rmax[1], sh41);
-    const float sh42 = __shfl_xor_sync(0xffffffffu, v35_rmax[0], 8);
-    v35_rmax[0] = tsr::max_nan_f32(v35_rmax[0], sh42);
-    const float sh43 = __shfl_xor_sync(0xffffffffu, v35_rmax[1], 8);
-    v35_rmax[1] = tsr::max_nan_f32(v35_rmax[1], sh43);
+    float v38_rmax[2];
+    v38_rmax[0] = v30_lg1[0];
+    v38_rmax[0] = tsr::max_nan_f32(v38_rmax[0], v30_lg1[1]);
+    v38_rmax[0] = tsr::max_nan_f32(v38_rmax[0], v30_lg1[2]);
+    v38_rmax[0] = tsr::max_nan_f32(v38_rmax[0], v30_lg1[3]);
+    v38_rmax[1] = v30_lg1[4];
+    v38_rmax[1] = tsr::max_nan_f32(v38_rmax[1], v30_lg1[5]);
+    v38_rmax[1] = tsr::max_nan_f32(v38_rmax[1], v30_lg1[6]);
+    v38_rmax[1] = tsr::max_nan_f32(v38_rmax[1], v30_lg1[7]);
+    const float sh39 = __shfl_xor_sync(0xffffffffu, v38_rmax[0], 1);
+    v38_rmax[0] = tsr::max_nan_f32(v38_rmax[0], sh39);
+    const float sh40 = __shfl_xor_sync(0xffffffffu, v38_rmax[1], 1);
+    v38_rmax[1] = tsr::max_nan_f32(v38_rmax[1], sh40);
+    const float sh41 = __shfl_xor_sync(0xffffffffu, v38_rmax[0], 2);
+    v38_rmax[0] = tsr::max_nan_f32(v38_rmax[0], sh41);
+    const float sh42 = __shfl_xor_sync(0xffffffffu, v38_rmax[1], 2);
+    v38_rmax[1] = tsr::max_nan_f32(v38_rmax[1], sh42);
+    const float sh43 = __shfl_xor_sync(0xffffffffu, v38_rmax[0], 4);
+    v38_rmax[0] = tsr::max_nan_f32(v38_rmax[0], sh43);
+    const float sh44 = __shfl_xor_sync(0xffffffffu, v38_rmax[1], 4);
+    v38_rmax[1] = tsr::max_nan_f32(v38_rmax[1], sh44);
+    const float sh45 = __shfl_xor_sync(0xffffffffu, v38_rmax[0], 8);
+    v38_rmax[0] = tsr::max_nan_f32(v38_rmax[0], sh45);
+    const float sh46 = __shfl_xor_sync(0xffffffffu, v38_rmax[1], 8);
+    v38_rmax[1] = tsr::max_nan_f32(v38_rmax[1], sh46);
     // %mn = max %m_run, %rmax : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v44_mn[2];
+    float v47_mn[2];
     #pragma unroll
-    for (int s45 = 0; s45 < 2; ++s45) {
-      v44_mn[s45] = tsr::fmax_nan_z<float>(c23_m[s45], v35_rmax[s45]);
+    for (int s48 = 0; s48 < 2; ++s48) {
+      v47_mn[s48] = tsr::fmax_nan_z<float>(c23_m[s48], v38_rmax[s48]);
     }
     // %3 = splat %ninf : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v46[2];
+    float v49[2];
     #pragma unroll
-    for (int s47 = 0; s47 < 2; ++s47) {
-      v46[s47] = v6_ninf;
+    for (int s50 = 0; s50 < 2; ++s50) {
+      v49[s50] = v6_ninf;
     }
     // %m_none = cmp %mn, %3 {pred = "eq"} : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v48_m_none[2];
+    uint8_t v51_m_none[2];
     #pragma unroll
-    for (int s49 = 0; s49 < 2; ++s49) {
-      v48_m_none[s49] = uint8_t(v44_mn[s49] == v46[s49]);
+    for (int s52 = 0; s52 < 2; ++s52) {
+      v51_m_none[s52] = uint8_t(v47_mn[s52] == v49[s52]);
     }
     // %4 = splat %f0 : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v50[2];
+    float v53[2];
     #pragma unroll
-    for (int s51 = 0; s51 < 2; ++s51) {
-      v50[s51] = v7_f0;
+    for (int s54 = 0; s54 < 2; ++s54) {
+      v53[s54] = v7_f0;
     }
     // %m_shift = where %m_none, %4, %mn : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v52_m_shift[2];
+    float v55_m_shift[2];
     #pragma unroll
-    for (int s53 = 0; s53 < 2; ++s53) {
-      v52_m_shift[s53] = (v48_m_none[s53] ? v50[s53] : v44_mn[s53]);
+    for (int s56 = 0; s56 < 2; ++s56) {
+      v55_m_shift[s56] = (v51_m_none[s56] ? v53[s56] : v47_mn[s56]);
     }
     // %m_delta = sub %m_run, %m_shift : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v54_m_delta[2];
+    float v57_m_delta[2];
     #pragma unroll
-    for (int s55 = 0; s55 < 2; ++s55) {
-      v54_m_delta[s55] = float(c23_m[s55] - v52_m_shift[s55]);
+    for (int s58 = 0; s58 < 2; ++s58) {
+      v57_m_delta[s58] = float(c23_m[s58] - v55_m_shift[s58]);
     }
     // %alpha = exp %m_delta : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v56_alpha[2];
+    float v59_alpha[2];
     #pragma unroll
-    for (int s57 = 0; s57 < 2; ++s57) {
-      v56_alpha[s57] = float(tsr::fexp(v54_m_delta[s57]));
+    for (int s60 = 0; s60 < 2; ++s60) {
+      v59_alpha[s60] = float(tsr::fexp(v57_m_delta[s60]));
     }
     // %5 = expand_dims %m_shift {axis = 1} : tile<f32, [16, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v58[2];
-    v58[0] = v52_m_shift[0];
-    v58[1] = v52_m_shift[1];
+    float v61[2];
+    v61[0] = v55_m_shift[0];
+    v61[1] = v55_m_shift[1];
     // %6 = broadcast %5 : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v59[8];
-    v59[0] = v58[0];
-    v59[1] = v58[0];
-    v59[2] = v58[0];
-    v59[3] = v58[0];
-    v59[4] = v58[1];
-    v59[5] = v58[1];
-    v59[6] = v58[1];
-    v59[7] = v58[1];
+    float v62[8];
+    v62[0] = v61[0];
+    v62[1] = v61[0];
+    v62[2] = v61[0];
+    v62[3] = v61[0];
+    v62[4] = v61[1];
+    v62[5] = v61[1];
+    v62[6] = v61[1];
+    v62[7] = v61[1];
     // %d = sub %lg1, %6 : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v60_d[8];
+    float v63_d[8];
     #pragma unroll
-    for (int s61 = 0; s61 < 8; ++s61) {
-      v60_d[s61] = float(v30_lg1[s61] - v59[s61]);
+    for (int s64 = 0; s64 < 8; ++s64) {
+      v63_d[s64] = float(v30_lg1[s64] - v62[s64]);
     }
     // %e = exp %d : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v62_e[8];
+    float v65_e[8];
     #pragma unroll
-    for (int s63 = 0; s63 < 8; ++s63) {
-      v62_e[s63] = float(tsr::fexp(v60_d[s63]));
+    for (int s66 = 0; s66 < 8; ++s66) {
+      v65_e[s66] = float(tsr::fexp(v63_d[s66]));
     }
     // %es = reduce %e {axis = 1, kind = "sum"} : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v64_es[2];
-    v64_es[0] = v62_e[0];
-    v64_es[0] = float(v64_es[0] + v62_e[1]);
-    v64_es[0] = float(v64_es[0] + v62_e[2]);
-    v64_es[0] = float(v64_es[0] + v62_e[3]);
-    v64_es[1] = v62_e[4];
-    v64_es[1] = float(v64_es[1] + v62_e[5]);
-    v64_es[1] = float(v64_es[1] + v62_e[6]);
-    v64_es[1] = float(v64_es[1] + v62_e[7]);
-    const float sh65 = __shfl_xor_sync(0xffffffffu, v64_es[0], 1);
-    v64_es[0] = float(v64_es[0] + sh65);
-    const float sh66 = __shfl_xor_sync(0xffffffffu, v64_es[1], 1);
-    v64_es[1] = float(v64_es[1] + sh66);
-    const float sh67 = __shfl_xor_sync(0xffffffffu, v64_es[0], 2);
-    v64_es[0] = float(v64_es[0] + sh67);
-    const float sh68 = __shfl_xor_sync(0xffffffffu, v64_es[1], 2);
-    v64_es[1] = float(v64_es[1] + sh68);
-    const float sh69 = __shfl_xor_sync(0xffffffffu, v64_es[0], 4);
-    v64_es[0] = float(v64_es[0] + sh69);
-    const float sh70 = __shfl_xor_sync(0xffffffffu, v64_es[1], 4);
-    v64_es[1] = float(v64_es[1] + sh70);
-    const float sh71 = __shfl_xor_sync(0xffffffffu, v64_es[0], 8);
-    v64_es[0] = float(v64_es[0] + sh71);
-    const float sh72 = __shfl_xor_sync(0xffffffffu, v64_es[1], 8);
-    v64_es[1] = float(v64_es[1] + sh72);
+    float v67_es[2];
+    v67_es[0] = v65_e[0];
+    v67_es[0] = float(v67_es[0] + v65_e[1]);
+    v67_es[0] = float(v67_es[0] + v65_e[2]);
+    v67_es[0] = float(v67_es[0] + v65_e[3]);
+    v67_es[1] = v65_e[4];
+    v67_es[1] = float(v67_es[1] + v65_e[5]);
+    v67_es[1] = float(v67_es[1] + v65_e[6]);
+    v67_es[1] = float(v67_es[1] + v65_e[7]);
+    const float sh68 = __shfl_xor_sync(0xffffffffu, v67_es[0], 1);
+    v67_es[0] = float(v67_es[0] + sh68);
+    const float sh69 = __shfl_xor_sync(0xffffffffu, v67_es[1], 1);
+    v67_es[1] = float(v67_es[1] + sh69);
+    const float sh70 = __shfl_xor_sync(0xffffffffu, v67_es[0], 2);
+    v67_es[0] = float(v67_es[0] + sh70);
+    const float sh71 = __shfl_xor_sync(0xffffffffu, v67_es[1], 2);
+    v67_es[1] = float(v67_es[1] + sh71);
+    const float sh72 = __shfl_xor_sync(0xffffffffu, v67_es[0], 4);
+    v67_es[0] = float(v67_es[0] + sh72);
+    const float sh73 = __shfl_xor_sync(0xffffffffu, v67_es[1], 4);
+    v67_es[1] = float(v67_es[1] + sh73);
+    const float sh74 = __shfl_xor_sync(0xffffffffu, v67_es[0], 8);
+    v67_es[0] = float(v67_es[0] + sh74);
+    const float sh75 = __shfl_xor_sync(0xffffffffu, v67_es[1], 8);
+    v67_es[1] = float(v67_es[1] + sh75);
     // %off = mul %j1, %bv : i32
-    const int32_t v73_off = int32_t(uint32_t(iv29) * uint32_t(v4_bv));
+    const int32_t v76_off = int32_t(uint32_t(iv29) * uint32_t(v4_bv));
     // %7 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v74[4];
+    int32_t v77[4];
     #pragma unroll
-    for (int s75 = 0; s75 < 4; ++s75) {
-      v74[s75] = int32_t(0 + (((s75) % 4)) + (((tsr_lane >> 0) & 15) * 4));
+    for (int s78 = 0; s78 < 4; ++s78) {
+      v77[s78] = int32_t(0 + (((s78) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
     // %8 = splat %off : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v76[4];
+    int32_t v79[4];
     #pragma unroll
-    for (int s77 = 0; s77 < 4; ++s77) {
-      v76[s77] = v73_off;
+    for (int s80 = 0; s80 < 4; ++s80) {
+      v79[s80] = v76_off;
     }
     // %9 = add %7, %8 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v78[4];
+    int32_t v81[4];
     #pragma unroll
-    for (int s79 = 0; s79 < 4; ++s79) {
-      v78[s79] = int32_t(uint32_t(v74[s79]) + uint32_t(v76[s79]));
+    for (int s82 = 0; s82 < 4; ++s82) {
+      v81[s82] = int32_t(uint32_t(v77[s82]) + uint32_t(v79[s82]));
     }
     // %colr = expand_dims %9 {axis = 0} : tile<i32, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v80_colr[4];
-    v80_colr[0] = v78[0];
-    v80_colr[1] = v78[1];
-    v80_colr[2] = v78[2];
-    v80_colr[3] = v78[3];
+    int32_t v83_colr[4];
+    v83_colr[0] = v81[0];
+    v83_colr[1] = v81[1];
+    v83_colr[2] = v81[2];
+    v83_colr[3] = v81[3];
     // %colb = broadcast %colr : tile<i32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v81_colb[8];
-    v81_colb[0] = v80_colr[0];
-    v81_colb[1] = v80_colr[1];
-    v81_colb[2] = v80_colr[2];
-    v81_colb[3] = v80_colr[3];
-    v81_colb[4] = v80_colr[0];
-    v81_colb[5] = v80_colr[1];
-    v81_colb[6] = v80_colr[2];
-    v81_colb[7] = v80_colr[3];
+    int32_t v84_colb[8];
+    v84_colb[0] = v83_colr[0];
+    v84_colb[1] = v83_colr[1];
+    v84_colb[2] = v83_colr[2];
+    v84_colb[3] = v83_colr[3];
+    v84_colb[4] = v83_colr[0];
+    v84_colb[5] = v83_colr[1];
+    v84_colb[6] = v83_colr[2];
+    v84_colb[7] = v83_colr[3];
     // %ist = cmp %colb, %tgb {pred = "eq"} : tile<i1, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v82_ist[8];
+    uint8_t v85_ist[8];
     #pragma unroll
-    for (int s83 = 0; s83 < 8; ++s83) {
-      v82_ist[s83] = uint8_t(v81_colb[s83] == v14_tgb[s83]);
+    for (int s86 = 0; s86 < 8; ++s86) {
+      v85_ist[s86] = uint8_t(v84_colb[s86] == v14_tgb[s86]);
     }
     // %tl = where %ist, %lg1, %lz : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v84_tl[8];
+    float v87_tl[8];
     #pragma unroll
-    for (int s85 = 0; s85 < 8; ++s85) {
-      v84_tl[s85] = (v82_ist[s85] ? v30_lg1[s85] : v8_lz[s85]);
+    for (int s88 = 0; s88 < 8; ++s88) {
+      v87_tl[s88] = (v85_ist[s88] ? v30_lg1[s88] : v8_lz[s88]);
     }
     // %tls = reduce %tl {axis = 1, kind = "sum"} : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v86_tls[2];
-    v86_tls[0] = v84_tl[0];
-    v86_tls[0] = float(v86_tls[0] + v84_tl[1]);
-    v86_tls[0] = float(v86_tls[0] + v84_tl[2]);
-    v86_tls[0] = float(v86_tls[0] + v84_tl[3]);
-    v86_tls[1] = v84_tl[4];
-    v86_tls[1] = float(v86_tls[1] + v84_tl[5]);
-    v86_tls[1] = float(v86_tls[1] + v84_tl[6]);
-    v86_tls[1] = float(v86_tls[1] + v84_tl[7]);
-    const float sh87 = __shfl_xor_sync(0xffffffffu, v86_tls[0], 1);
-    v86_tls[0] = float(v86_tls[0] + sh87);
-    const float sh88 = __shfl_xor_sync(0xffffffffu, v86_tls[1], 1);
-    v86_tls[1] = float(v86_tls[1] + sh88);
-    const float sh89 = __shfl_xor_sync(0xffffffffu, v86_tls[0], 2);
-    v86_tls[0] = float(v86_tls[0] + sh89);
-    const float sh90 = __shfl_xor_sync(0xffffffffu, v86_tls[1], 2);
-    v86_tls[1] = float(v86_tls[1] + sh90);
-    const float sh91 = __shfl_xor_sync(0xffffffffu, v86_tls[0], 4);
-    v86_tls[0] = float(v86_tls[0] + sh91);
-    const float sh92 = __shfl_xor_sync(0xffffffffu, v86_tls[1], 4);
-    v86_tls[1] = float(v86_tls[1] + sh92);
-    const float sh93 = __shfl_xor_sync(0xffffffffu, v86_tls[0], 8);
-    v86_tls[0] = float(v86_tls[0] + sh93);
-    const float sh94 = __shfl_xor_sync(0xffffffffu, v86_tls[1], 8);
-    v86_tls[1] = float(v86_tls[1] + sh94);
+    float v89_tls[2];
+    v89_tls[0] = v87_tl[0];
+    v89_tls[0] = float(v89_tls[0] + v87_tl[1]);
+    v89_tls[0] = float(v89_tls[0] + v87_tl[2]);
+    v89_tls[0] = float(v89_tls[0] + v87_tl[3]);
+    v89_tls[1] = v87_tl[4];
+    v89_tls[1] = float(v89_tls[1] + v87_tl[5]);
+    v89_tls[1] = float(v89_tls[1] + v87_tl[6]);
+    v89_tls[1] = float(v89_tls[1] + v87_tl[7]);
+    const float sh90 = __shfl_xor_sync(0xffffffffu, v89_tls[0], 1);
+    v89_tls[0] = float(v89_tls[0] + sh90);
+    const float sh91 = __shfl_xor_sync(0xffffffffu, v89_tls[1], 1);
+    v89_tls[1] = float(v89_tls[1] + sh91);
+    const float sh92 = __shfl_xor_sync(0xffffffffu, v89_tls[0], 2);
+    v89_tls[0] = float(v89_tls[0] + sh92);
+    const float sh93 = __shfl_xor_sync(0xffffffffu, v89_tls[1], 2);
+    v89_tls[1] = float(v89_tls[1] + sh93);
+    const float sh94 = __shfl_xor_sync(0xffffffffu, v89_tls[0], 4);
+    v89_tls[0] = float(v89_tls[0] + sh94);
+    const float sh95 = __shfl_xor_sync(0xffffffffu, v89_tls[1], 4);
+    v89_tls[1] = float(v89_tls[1] + sh95);
+    const float sh96 = __shfl_xor_sync(0xffffffffu, v89_tls[0], 8);
+    v89_tls[0] = float(v89_tls[0] + sh96);
+    const float sh97 = __shfl_xor_sync(0xffffffffu, v89_tls[1], 8);
+    v89_tls[1] = float(v89_tls[1] + sh97);
     // %10 = mul %lc, %alpha : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v95[2];
+    float v98[2];
     #pragma unroll
-    for (int s96 = 0; s96 < 2; ++s96) {
-      v95[s96] = float(c25_l[s96] * v56_alpha[s96]);
+    for (int s99 = 0; s99 < 2; ++s99) {
+      v98[s99] = float(c25_l[s99] * v59_alpha[s99]);
     }
     // %ln = add %10, %es : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v97_ln[2];
+    float v100_ln[2];
     #pragma unroll
-    for (int s98 = 0; s98 < 2; ++s98) {
-      v97_ln[s98] = float(v95[s98] + v64_es[s98]);
+    for (int s101 = 0; s101 < 2; ++s101) {
+      v100_ln[s101] = float(v98[s101] + v67_es[s101]);
     }
     // %pn = add %pc, %tls : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v99_pn[2];
+    float v102_pn[2];
     #pragma unroll
-    for (int s100 = 0; s100 < 2; ++s100) {
-      v99_pn[s100] = float(c27_picked[s100] + v86_tls[s100]);
+    for (int s103 = 0; s103 < 2; ++s103) {
+      v102_pn[s103] = float(c27_picked[s103] + v89_tls[s103]);
     }
     // yield %mn, %ln, %pn
     #pragma unroll
-    for (int s101 = 0; s101 < 2; ++s101) {
-      c23_m[s101] = v44_mn[s101];
+    for (int s104 = 0; s104 < 2; ++s104) {
+      c23_m[s104] = v47_mn[s104];
     }
     #pragma unroll
-    for (int s102 = 0; s102 < 2; ++s102) {
-      c25_l[s102] = v97_ln[s102];
+    for (int s105 = 0; s105 < 2; ++s105) {
+      c25_l[s105] = v100_ln[s105];
     }
     #pragma unroll
-    for (int s103 = 0; s103 < 2; ++s103) {
-      c27_picked[s103] = v99_pn[s103];
+    for (int s106 = 0; s106 < 2; ++s106) {
+      c27_picked[s106] = v102_pn[s106];
     }
   }
   // %logl = log %l : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v104_logl[2];
+  float v107_logl[2];
   #pragma unroll
-  for (int s105 = 0; s105 < 2; ++s105) {
-    v104_logl[s105] = float(logf(c25_l[s105]));
+  for (int s108 = 0; s108 < 2; ++s108) {
+    v107_logl[s108] = float(logf(c25_l[s108]));
   }
   // %lse = add %m, %logl : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v106_lse[2];
+  float v109_lse[2];
   #pragma unroll
-  for (int s107 = 0; s107 < 2; ++s107) {
-    v106_lse[s107] = float(c23_m[s107] + v104_logl[s107]);
+  for (int s110 = 0; s110 < 2; ++s110) {
+    v109_lse[s110] = float(c23_m[s110] + v107_logl[s110]);
   }
   // %diff = sub %lse, %picked : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v108_diff[2];
+  float v111_diff[2];
   #pragma unroll
-  for (int s109 = 0; s109 < 2; ++s109) {
-    v108_diff[s109] = float(v106_lse[s109] - c27_picked[s109]);
+  for (int s112 = 0; s112 < 2; ++s112) {
+    v111_diff[s112] = float(v109_lse[s112] - c27_picked[s112]);
   }
   // %zeros = splat %c0 : tile<i32, [16], layout = blocked<per_thread = [4], threads = [32], warps = [4], order = [0]>>
-  int32_t v110_zeros[4];
+  int32_t v113_zeros[4];
   #pragma unroll
-  for (int s111 = 0; s111 < 4; ++s111) {
-    v110_zeros[s111] = v1_c0;
+  for (int s114 = 0; s114 < 4; ++s114) {
+    v113_zeros[s114] = v1_c0;
   }
   // %vocabs = splat %vocab : tile<i32, [16], layout = blocked<per_thread = [4], threads = [32], warps = [4], order = [0]>>
-  int32_t v112_vocabs[4];
+  int32_t v115_vocabs[4];
   #pragma unroll
-  for (int s113 = 0; s113 < 4; ++s113) {
-    v112_vocabs[s113] = v3_vocab;
+  for (int s116 = 0; s116 < 4; ++s116) {
+    v115_vocabs[s116] = v3_vocab;
   }
   // %11 = splat %c0 : tile<i32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  int32_t v114[2];
+  int32_t v117[2];
   #pragma unroll
-  for (int s115 = 0; s115 < 2; ++s115) {
-    v114[s115] = v1_c0;
+  for (int s118 = 0; s118 < 2; ++s118) {
+    v117[s118] = v1_c0;
   }
   // %ge0 = cmp %tg, %11 {pred = "ge"} : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  uint8_t v116_ge0[2];
+  uint8_t v119_ge0[2];
   #pragma unroll
-  for (int s117 = 0; s117 < 2; ++s117) {
-    v116_ge0[s117] = uint8_t(v10_tg[s117] >= v114[s117]);
+  for (int s120 = 0; s120 < 2; ++s120) {
+    v119_ge0[s120] = uint8_t(v10_tg[s120] >= v117[s120]);
   }
   // %12 = splat %vocab : tile<i32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  int32_t v118[2];
+  int32_t v121[2];
   #pragma unroll
-  for (int s119 = 0; s119 < 2; ++s119) {
-    v118[s119] = v3_vocab;
+  for (int s122 = 0; s122 < 2; ++s122) {
+    v121[s122] = v3_vocab;
   }
   // %ltv = cmp %tg, %12 {pred = "lt"} : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  uint8_t v120_ltv[2];
+  uint8_t v123_ltv[2];
   #pragma unroll
-  for (int s121 = 0; s121 < 2; ++s121) {
-    v120_ltv[s121] = uint8_t(v10_tg[s121] < v118[s121]);
+  for (int s124 = 0; s124 < 2; ++s124) {
+    v123_ltv[s124] = uint8_t(v10_tg[s124] < v121[s124]);
   }
   // %valid = and %ge0, %ltv : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  uint8_t v122_valid[2];
+  uint8_t v125_valid[2];
   #pragma unroll
-  for (int s123 = 0; s123 < 2; ++s123) {
-    v122_valid[s123] = uint8_t(v116_ge0[s123] & v120_ltv[s123]);
+  for (int s126 = 0; s126 < 2; ++s126) {
+    v125_valid[s126] = uint8_t(v119_ge0[s126] & v123_ltv[s126]);
   }
   // %13 = splat %f0 : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v124[2];
+  float v127[2];
   #pragma unroll
-  for (int s125 = 0; s125 < 2; ++s125) {
-    v124[s125] = v7_f0;
+  for (int s128 = 0; s128 < 2; ++s128) {
+    v127[s128] = v7_f0;
   }
   // %out = where %valid, %diff, %13 : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v126_out[2];
+  float v129_out[2];
   #pragma unroll
-  for (int s127 = 0; s127 < 2; ++s127) {
-    v126_out[s127] = (v122_valid[s127] ? v108_diff[s127] : v124[s127]);
+  for (int s130 = 0; s130 < 2; ++s130) {
+    v129_out[s130] = (v125_valid[s130] ? v111_diff[s130] : v127[s130]);
   }
   // store_tile %loss, %out, %pm
   {
-    const int64_t o128 = int64_t(v0_pm) * 16 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o131 = int64_t(v0_pm) * 16 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
     #pragma unroll
-    for (int s129 = 0; s129 < 2; ++s129) {
-      if (((tsr_lane & 15) == 0) && (o128 + (((s129) % 2) * 8)) < int64_t(tsr_dim_M)) tsr_p2[(o128 + (((s129) % 2) * 8)) * tsr_p2_s0] = v126_out[s129];
+    for (int s132 = 0; s132 < 2; ++s132) {
+      if (((tsr_lane & 15) == 0) && (o131 + (((s132) % 2) * 8)) < int64_t(tsr_dim_M)) tsr_p2[(o131 + (((s132) % 2) * 8)) * tsr_p2_s0] = v129_out[s132];
     }
   }
 }
@@ -678,4 +718,5 @@ extern "C" __global__ void __launch_bounds__(128) tessera_logits_cross_entropy(f
 // stat smem-bytes = 0
 // stat threads = 128
 // stat vector-accesses = 1
+// stat whole-tile-accesses = 1
 // note printed from the GPU lowering's layouts (the layout emitter)

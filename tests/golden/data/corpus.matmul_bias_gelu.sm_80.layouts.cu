@@ -178,189 +178,211 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
   float v51_bt[16];
   {
     const int64_t o52 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2);
-    #pragma unroll
-    for (int c53 = 0; c53 < 8; ++c53) {
-      float vb54[2];
-      if ((o52 + (((c53 * 2) % 2) + (((c53 * 2) / 2) % 8) * 8) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p2 + (o52 + (((c53 * 2) % 2) + (((c53 * 2) / 2) % 8) * 8)) * tsr_p2_s0)) {
-        tsr::copy_vec<float, 2>(vb54, tsr_p2 + (o52 + (((c53 * 2) % 2) + (((c53 * 2) / 2) % 8) * 8)) * tsr_p2_s0);
-        v51_bt[c53 * 2 + 0] = vb54[0];
-        v51_bt[c53 * 2 + 1] = vb54[1];
-      } else {
-        v51_bt[c53 * 2] = ((o52 + (((c53 * 2) % 2) + (((c53 * 2) / 2) % 8) * 8)) < int64_t(tsr_dim_N)) ? tsr_p2[(o52 + (((c53 * 2) % 2) + (((c53 * 2) / 2) % 8) * 8)) * tsr_p2_s0] : 0x0p+0f;
-        v51_bt[c53 * 2 + 1] = ((o52 + (((c53 * 2) % 2) + (((c53 * 2) / 2) % 8) * 8) + 1) < int64_t(tsr_dim_N)) ? tsr_p2[(o52 + (((c53 * 2) % 2) + (((c53 * 2) / 2) % 8) * 8) + 1) * tsr_p2_s0] : 0x0p+0f;
+    const bool whole53 = int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p2 + int64_t(v1_pn) * 64 * tsr_p2_s0);
+    if (whole53) {
+      #pragma unroll
+      for (int c54 = 0; c54 < 8; ++c54) {
+        float vb55[2];
+        tsr::copy_vec<float, 2>(vb55, tsr_p2 + (o52 + (((c54 * 2) % 2) + (((c54 * 2) / 2) % 8) * 8)) * tsr_p2_s0);
+        v51_bt[c54 * 2 + 0] = vb55[0];
+        v51_bt[c54 * 2 + 1] = vb55[1];
+      }
+    } else {
+      #pragma unroll
+      for (int c56 = 0; c56 < 8; ++c56) {
+        float vb57[2];
+        if ((o52 + (((c56 * 2) % 2) + (((c56 * 2) / 2) % 8) * 8) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p2 + (o52 + (((c56 * 2) % 2) + (((c56 * 2) / 2) % 8) * 8)) * tsr_p2_s0)) {
+          tsr::copy_vec<float, 2>(vb57, tsr_p2 + (o52 + (((c56 * 2) % 2) + (((c56 * 2) / 2) % 8) * 8)) * tsr_p2_s0);
+          v51_bt[c56 * 2 + 0] = vb57[0];
+          v51_bt[c56 * 2 + 1] = vb57[1];
+        } else {
+          v51_bt[c56 * 2] = ((o52 + (((c56 * 2) % 2) + (((c56 * 2) / 2) % 8) * 8)) < int64_t(tsr_dim_N)) ? tsr_p2[(o52 + (((c56 * 2) % 2) + (((c56 * 2) / 2) % 8) * 8)) * tsr_p2_s0] : 0x0p+0f;
+          v51_bt[c56 * 2 + 1] = ((o52 + (((c56 * 2) % 2) + (((c56 * 2) / 2) % 8) * 8) + 1) < int64_t(tsr_dim_N)) ? tsr_p2[(o52 + (((c56 * 2) % 2) + (((c56 * 2) / 2) % 8) * 8) + 1) * tsr_p2_s0] : 0x0p+0f;
+        }
       }
     }
   }
   // %bt2 = expand_dims %bt {axis = 0} : tile<f32, [1, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v55_bt2[16];
-  v55_bt2[0] = v51_bt[0];
-  v55_bt2[1] = v51_bt[1];
-  v55_bt2[2] = v51_bt[2];
-  v55_bt2[3] = v51_bt[3];
-  v55_bt2[4] = v51_bt[4];
-  v55_bt2[5] = v51_bt[5];
-  v55_bt2[6] = v51_bt[6];
-  v55_bt2[7] = v51_bt[7];
-  v55_bt2[8] = v51_bt[8];
-  v55_bt2[9] = v51_bt[9];
-  v55_bt2[10] = v51_bt[10];
-  v55_bt2[11] = v51_bt[11];
-  v55_bt2[12] = v51_bt[12];
-  v55_bt2[13] = v51_bt[13];
-  v55_bt2[14] = v51_bt[14];
-  v55_bt2[15] = v51_bt[15];
+  float v58_bt2[16];
+  v58_bt2[0] = v51_bt[0];
+  v58_bt2[1] = v51_bt[1];
+  v58_bt2[2] = v51_bt[2];
+  v58_bt2[3] = v51_bt[3];
+  v58_bt2[4] = v51_bt[4];
+  v58_bt2[5] = v51_bt[5];
+  v58_bt2[6] = v51_bt[6];
+  v58_bt2[7] = v51_bt[7];
+  v58_bt2[8] = v51_bt[8];
+  v58_bt2[9] = v51_bt[9];
+  v58_bt2[10] = v51_bt[10];
+  v58_bt2[11] = v51_bt[11];
+  v58_bt2[12] = v51_bt[12];
+  v58_bt2[13] = v51_bt[13];
+  v58_bt2[14] = v51_bt[14];
+  v58_bt2[15] = v51_bt[15];
   // %btb = broadcast %bt2 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v56_btb[32];
-  v56_btb[0] = v55_bt2[0];
-  v56_btb[1] = v55_bt2[1];
-  v56_btb[2] = v55_bt2[0];
-  v56_btb[3] = v55_bt2[1];
-  v56_btb[4] = v55_bt2[2];
-  v56_btb[5] = v55_bt2[3];
-  v56_btb[6] = v55_bt2[2];
-  v56_btb[7] = v55_bt2[3];
-  v56_btb[8] = v55_bt2[4];
-  v56_btb[9] = v55_bt2[5];
-  v56_btb[10] = v55_bt2[4];
-  v56_btb[11] = v55_bt2[5];
-  v56_btb[12] = v55_bt2[6];
-  v56_btb[13] = v55_bt2[7];
-  v56_btb[14] = v55_bt2[6];
-  v56_btb[15] = v55_bt2[7];
-  v56_btb[16] = v55_bt2[8];
-  v56_btb[17] = v55_bt2[9];
-  v56_btb[18] = v55_bt2[8];
-  v56_btb[19] = v55_bt2[9];
-  v56_btb[20] = v55_bt2[10];
-  v56_btb[21] = v55_bt2[11];
-  v56_btb[22] = v55_bt2[10];
-  v56_btb[23] = v55_bt2[11];
-  v56_btb[24] = v55_bt2[12];
-  v56_btb[25] = v55_bt2[13];
-  v56_btb[26] = v55_bt2[12];
-  v56_btb[27] = v55_bt2[13];
-  v56_btb[28] = v55_bt2[14];
-  v56_btb[29] = v55_bt2[15];
-  v56_btb[30] = v55_bt2[14];
-  v56_btb[31] = v55_bt2[15];
+  float v59_btb[32];
+  v59_btb[0] = v58_bt2[0];
+  v59_btb[1] = v58_bt2[1];
+  v59_btb[2] = v58_bt2[0];
+  v59_btb[3] = v58_bt2[1];
+  v59_btb[4] = v58_bt2[2];
+  v59_btb[5] = v58_bt2[3];
+  v59_btb[6] = v58_bt2[2];
+  v59_btb[7] = v58_bt2[3];
+  v59_btb[8] = v58_bt2[4];
+  v59_btb[9] = v58_bt2[5];
+  v59_btb[10] = v58_bt2[4];
+  v59_btb[11] = v58_bt2[5];
+  v59_btb[12] = v58_bt2[6];
+  v59_btb[13] = v58_bt2[7];
+  v59_btb[14] = v58_bt2[6];
+  v59_btb[15] = v58_bt2[7];
+  v59_btb[16] = v58_bt2[8];
+  v59_btb[17] = v58_bt2[9];
+  v59_btb[18] = v58_bt2[8];
+  v59_btb[19] = v58_bt2[9];
+  v59_btb[20] = v58_bt2[10];
+  v59_btb[21] = v58_bt2[11];
+  v59_btb[22] = v58_bt2[10];
+  v59_btb[23] = v58_bt2[11];
+  v59_btb[24] = v58_bt2[12];
+  v59_btb[25] = v58_bt2[13];
+  v59_btb[26] = v58_bt2[12];
+  v59_btb[27] = v58_bt2[13];
+  v59_btb[28] = v58_bt2[14];
+  v59_btb[29] = v58_bt2[15];
+  v59_btb[30] = v58_bt2[14];
+  v59_btb[31] = v58_bt2[15];
   // %x = add %acc, %btb : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v57_x[32];
+  float v60_x[32];
   #pragma unroll
-  for (int s58 = 0; s58 < 32; ++s58) {
-    v57_x[s58] = float(c12_acc[s58] + v56_btb[s58]);
+  for (int s61 = 0; s61 < 32; ++s61) {
+    v60_x[s61] = float(c12_acc[s61] + v59_btb[s61]);
   }
   // %half = const {value = 0.5} : f32
-  const float v59_half = 0x1p-1f;
+  const float v62_half = 0x1p-1f;
   // %kc = const {value = 0.044715} : f32
-  const float v60_kc = 0x1.6e4e26p-5f;
+  const float v63_kc = 0x1.6e4e26p-5f;
   // %sq2pi = const {value = 0.7978845608028654} : f32
-  const float v61_sq2pi = 0x1.988454p-1f;
+  const float v64_sq2pi = 0x1.988454p-1f;
   // %x2 = mul %x, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v62_x2[32];
+  float v65_x2[32];
   #pragma unroll
-  for (int s63 = 0; s63 < 32; ++s63) {
-    v62_x2[s63] = float(v57_x[s63] * v57_x[s63]);
+  for (int s66 = 0; s66 < 32; ++s66) {
+    v65_x2[s66] = float(v60_x[s66] * v60_x[s66]);
   }
   // %x3 = mul %x2, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v64_x3[32];
+  float v67_x3[32];
   #pragma unroll
-  for (int s65 = 0; s65 < 32; ++s65) {
-    v64_x3[s65] = float(v62_x2[s65] * v57_x[s65]);
+  for (int s68 = 0; s68 < 32; ++s68) {
+    v67_x3[s68] = float(v65_x2[s68] * v60_x[s68]);
   }
   // %1 = splat %kc : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v66[32];
+  float v69[32];
   #pragma unroll
-  for (int s67 = 0; s67 < 32; ++s67) {
-    v66[s67] = v60_kc;
+  for (int s70 = 0; s70 < 32; ++s70) {
+    v69[s70] = v63_kc;
   }
   // %inner = fma %1, %x3, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v68_inner[32];
+  float v71_inner[32];
   #pragma unroll
-  for (int s69 = 0; s69 < 32; ++s69) {
-    v68_inner[s69] = float(fmaf(v66[s69], v64_x3[s69], v57_x[s69]));
+  for (int s72 = 0; s72 < 32; ++s72) {
+    v71_inner[s72] = float(fmaf(v69[s72], v67_x3[s72], v60_x[s72]));
   }
   // %2 = splat %sq2pi : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v70[32];
+  float v73[32];
   #pragma unroll
-  for (int s71 = 0; s71 < 32; ++s71) {
-    v70[s71] = v61_sq2pi;
+  for (int s74 = 0; s74 < 32; ++s74) {
+    v73[s74] = v64_sq2pi;
   }
   // %arg = mul %2, %inner : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v72_arg[32];
-  #pragma unroll
-  for (int s73 = 0; s73 < 32; ++s73) {
-    v72_arg[s73] = float(v70[s73] * v68_inner[s73]);
-  }
-  // %3 = const {value = 2.0} : f32
-  const float v74 = 0x1p+1f;
-  // %4 = splat %3 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v75[32];
+  float v75_arg[32];
   #pragma unroll
   for (int s76 = 0; s76 < 32; ++s76) {
-    v75[s76] = v74;
+    v75_arg[s76] = float(v73[s76] * v71_inner[s76]);
+  }
+  // %3 = const {value = 2.0} : f32
+  const float v77 = 0x1p+1f;
+  // %4 = splat %3 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+  float v78[32];
+  #pragma unroll
+  for (int s79 = 0; s79 < 32; ++s79) {
+    v78[s79] = v77;
   }
   // %5 = mul %4, %arg : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v77[32];
+  float v80[32];
   #pragma unroll
-  for (int s78 = 0; s78 < 32; ++s78) {
-    v77[s78] = float(v75[s78] * v72_arg[s78]);
+  for (int s81 = 0; s81 < 32; ++s81) {
+    v80[s81] = float(v78[s81] * v75_arg[s81]);
   }
   // %6 = sigmoid %5 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v79[32];
+  float v82[32];
   #pragma unroll
-  for (int s80 = 0; s80 < 32; ++s80) {
-    v79[s80] = float(tsr::fsigmoid(v77[s80]));
+  for (int s83 = 0; s83 < 32; ++s83) {
+    v82[s83] = float(tsr::fsigmoid(v80[s83]));
   }
   // %7 = splat %3 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v81[32];
+  float v84[32];
   #pragma unroll
-  for (int s82 = 0; s82 < 32; ++s82) {
-    v81[s82] = v74;
+  for (int s85 = 0; s85 < 32; ++s85) {
+    v84[s85] = v77;
   }
   // %onep = mul %7, %6 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v83_onep[32];
+  float v86_onep[32];
   #pragma unroll
-  for (int s84 = 0; s84 < 32; ++s84) {
-    v83_onep[s84] = float(v81[s84] * v79[s84]);
+  for (int s87 = 0; s87 < 32; ++s87) {
+    v86_onep[s87] = float(v84[s87] * v82[s87]);
   }
   // %8 = splat %half : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v85[32];
+  float v88[32];
   #pragma unroll
-  for (int s86 = 0; s86 < 32; ++s86) {
-    v85[s86] = v59_half;
+  for (int s89 = 0; s89 < 32; ++s89) {
+    v88[s89] = v62_half;
   }
   // %hx = mul %8, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v87_hx[32];
+  float v90_hx[32];
   #pragma unroll
-  for (int s88 = 0; s88 < 32; ++s88) {
-    v87_hx[s88] = float(v85[s88] * v57_x[s88]);
+  for (int s91 = 0; s91 < 32; ++s91) {
+    v90_hx[s91] = float(v88[s91] * v60_x[s91]);
   }
   // %g = mul %hx, %onep : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v89_g[32];
+  float v92_g[32];
   #pragma unroll
-  for (int s90 = 0; s90 < 32; ++s90) {
-    v89_g[s90] = float(v87_hx[s90] * v83_onep[s90]);
+  for (int s93 = 0; s93 < 32; ++s93) {
+    v92_g[s93] = float(v90_hx[s93] * v86_onep[s93]);
   }
   // %gh = cast %g : tile<f16, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v91_gh[32];
+  float v94_gh[32];
   #pragma unroll
-  for (int s92 = 0; s92 < 32; ++s92) {
-    v91_gh[s92] = tsr::rf16(float(float(v89_g[s92])));
+  for (int s95 = 0; s95 < 32; ++s95) {
+    v94_gh[s95] = tsr::rf16(float(float(v92_g[s95])));
   }
   // store_tile %c, %gh, %pm, %pn
   {
-    const int64_t o93 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 3) * 16);
-    const int64_t o94 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2);
-    #pragma unroll
-    for (int c95 = 0; c95 < 16; ++c95) {
-      uint16_t vb96[2];
-      if ((o93 + ((((c95 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o94 + (((c95 * 2) % 2) + (((c95 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o93 + ((((c95 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o94 + (((c95 * 2) % 2) + (((c95 * 2) / 4) % 8) * 8)) * tsr_p3_s1)) {
-        vb96[0] = tsr::f2h(v91_gh[c95 * 2 + 0]);
-        vb96[1] = tsr::f2h(v91_gh[c95 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o93 + ((((c95 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o94 + (((c95 * 2) % 2) + (((c95 * 2) / 4) % 8) * 8)) * tsr_p3_s1, vb96);
-      } else {
-        if ((o93 + ((((c95 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o94 + (((c95 * 2) % 2) + (((c95 * 2) / 4) % 8) * 8)) < int64_t(tsr_dim_N)) tsr_p3[(o93 + ((((c95 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o94 + (((c95 * 2) % 2) + (((c95 * 2) / 4) % 8) * 8)) * tsr_p3_s1] = tsr::f2h(v91_gh[c95 * 2]);
-        if ((o93 + ((((c95 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o94 + (((c95 * 2) % 2) + (((c95 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o93 + ((((c95 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o94 + (((c95 * 2) % 2) + (((c95 * 2) / 4) % 8) * 8) + 1) * tsr_p3_s1] = tsr::f2h(v91_gh[c95 * 2 + 1]);
+    const int64_t o96 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 3) * 16);
+    const int64_t o97 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2);
+    const bool whole98 = int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p3_s0 % 2 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v0_pm) * 64 * tsr_p3_s0 + int64_t(v1_pn) * 64 * tsr_p3_s1);
+    if (whole98) {
+      #pragma unroll
+      for (int c99 = 0; c99 < 16; ++c99) {
+        uint16_t vb100[2];
+        vb100[0] = tsr::f2h(v94_gh[c99 * 2 + 0]);
+        vb100[1] = tsr::f2h(v94_gh[c99 * 2 + 1]);
+        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o96 + ((((c99 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o97 + (((c99 * 2) % 2) + (((c99 * 2) / 4) % 8) * 8)) * tsr_p3_s1, vb100);
+      }
+    } else {
+      #pragma unroll
+      for (int c101 = 0; c101 < 16; ++c101) {
+        uint16_t vb102[2];
+        if ((o96 + ((((c101 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o97 + (((c101 * 2) % 2) + (((c101 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o96 + ((((c101 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o97 + (((c101 * 2) % 2) + (((c101 * 2) / 4) % 8) * 8)) * tsr_p3_s1)) {
+          vb102[0] = tsr::f2h(v94_gh[c101 * 2 + 0]);
+          vb102[1] = tsr::f2h(v94_gh[c101 * 2 + 1]);
+          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o96 + ((((c101 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o97 + (((c101 * 2) % 2) + (((c101 * 2) / 4) % 8) * 8)) * tsr_p3_s1, vb102);
+        } else {
+          if ((o96 + ((((c101 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o97 + (((c101 * 2) % 2) + (((c101 * 2) / 4) % 8) * 8)) < int64_t(tsr_dim_N)) tsr_p3[(o96 + ((((c101 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o97 + (((c101 * 2) % 2) + (((c101 * 2) / 4) % 8) * 8)) * tsr_p3_s1] = tsr::f2h(v94_gh[c101 * 2]);
+          if ((o96 + ((((c101 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o97 + (((c101 * 2) % 2) + (((c101 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o96 + ((((c101 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o97 + (((c101 * 2) % 2) + (((c101 * 2) / 4) % 8) * 8) + 1) * tsr_p3_s1] = tsr::f2h(v94_gh[c101 * 2 + 1]);
+        }
       }
     }
   }
@@ -384,4 +406,5 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
 // stat smem-bytes = 19456
 // stat threads = 128
 // stat vector-accesses = 2
+// stat whole-tile-accesses = 2
 // note printed from the GPU lowering's layouts (the layout emitter)

@@ -50,104 +50,135 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rmsnorm_residual(uint1
   c9_ssq = v8_f0;
   for (int64_t iv10_ = v1_c0; v2_c1 > 0 && iv10_ < v7_ntiles; iv10_ += v2_c1) {
     const int32_t iv10 = int32_t(iv10_);
-    // %xt = load_tile %x, %row, %j : tile<bf16, [1, 128], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v11_xt[4];
+    // %xt = load_tile %x, %row, %j : tile<bf16, [1, 128], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
+    float v11_xt[8];
     {
       const int64_t o12 = int64_t(v0_row) * 1 + 0;
-      const int64_t o13 = int64_t(iv10) * 128 + (((tsr_lane >> 0) & 31) * 4);
+      const int64_t o13 = int64_t(iv10) * 128 + (((tsr_lane >> 0) & 15) * 8);
       #pragma unroll
       for (int c14 = 0; c14 < 1; ++c14) {
-        uint16_t vb15[4];
-        if ((o12 + 0) < int64_t(tsr_dim_M) && (o13 + (((c14 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + (((c14 * 4) % 4))) * tsr_p0_s1)) {
-          tsr::copy_vec<uint16_t, 4>(vb15, tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + (((c14 * 4) % 4))) * tsr_p0_s1);
-          v11_xt[c14 * 4 + 0] = tsr::bf2f(vb15[0]);
-          v11_xt[c14 * 4 + 1] = tsr::bf2f(vb15[1]);
-          v11_xt[c14 * 4 + 2] = tsr::bf2f(vb15[2]);
-          v11_xt[c14 * 4 + 3] = tsr::bf2f(vb15[3]);
+        uint16_t vb15[8];
+        if ((o12 + 0) < int64_t(tsr_dim_M) && (o13 + (((c14 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + (((c14 * 8) % 8))) * tsr_p0_s1)) {
+          tsr::copy_vec<uint16_t, 8>(vb15, tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + (((c14 * 8) % 8))) * tsr_p0_s1);
+          v11_xt[c14 * 8 + 0] = tsr::bf2f(vb15[0]);
+          v11_xt[c14 * 8 + 1] = tsr::bf2f(vb15[1]);
+          v11_xt[c14 * 8 + 2] = tsr::bf2f(vb15[2]);
+          v11_xt[c14 * 8 + 3] = tsr::bf2f(vb15[3]);
+          v11_xt[c14 * 8 + 4] = tsr::bf2f(vb15[4]);
+          v11_xt[c14 * 8 + 5] = tsr::bf2f(vb15[5]);
+          v11_xt[c14 * 8 + 6] = tsr::bf2f(vb15[6]);
+          v11_xt[c14 * 8 + 7] = tsr::bf2f(vb15[7]);
         } else {
-          v11_xt[c14 * 4] = ((o12 + 0) < int64_t(tsr_dim_M) && (o13 + (((c14 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + (((c14 * 4) % 4))) * tsr_p0_s1]) : 0x0p+0f;
-          v11_xt[c14 * 4 + 1] = ((o12 + 0) < int64_t(tsr_dim_M) && (o13 + (((c14 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + (((c14 * 4) % 4)) + 1) * tsr_p0_s1]) : 0x0p+0f;
-          v11_xt[c14 * 4 + 2] = ((o12 + 0) < int64_t(tsr_dim_M) && (o13 + (((c14 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + (((c14 * 4) % 4)) + 2) * tsr_p0_s1]) : 0x0p+0f;
-          v11_xt[c14 * 4 + 3] = ((o12 + 0) < int64_t(tsr_dim_M) && (o13 + (((c14 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + (((c14 * 4) % 4)) + 3) * tsr_p0_s1]) : 0x0p+0f;
+          v11_xt[c14 * 8] = ((o12 + 0) < int64_t(tsr_dim_M) && (o13 + (((c14 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + (((c14 * 8) % 8))) * tsr_p0_s1]) : 0x0p+0f;
+          v11_xt[c14 * 8 + 1] = ((o12 + 0) < int64_t(tsr_dim_M) && (o13 + (((c14 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + (((c14 * 8) % 8)) + 1) * tsr_p0_s1]) : 0x0p+0f;
+          v11_xt[c14 * 8 + 2] = ((o12 + 0) < int64_t(tsr_dim_M) && (o13 + (((c14 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + (((c14 * 8) % 8)) + 2) * tsr_p0_s1]) : 0x0p+0f;
+          v11_xt[c14 * 8 + 3] = ((o12 + 0) < int64_t(tsr_dim_M) && (o13 + (((c14 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + (((c14 * 8) % 8)) + 3) * tsr_p0_s1]) : 0x0p+0f;
+          v11_xt[c14 * 8 + 4] = ((o12 + 0) < int64_t(tsr_dim_M) && (o13 + (((c14 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + (((c14 * 8) % 8)) + 4) * tsr_p0_s1]) : 0x0p+0f;
+          v11_xt[c14 * 8 + 5] = ((o12 + 0) < int64_t(tsr_dim_M) && (o13 + (((c14 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + (((c14 * 8) % 8)) + 5) * tsr_p0_s1]) : 0x0p+0f;
+          v11_xt[c14 * 8 + 6] = ((o12 + 0) < int64_t(tsr_dim_M) && (o13 + (((c14 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + (((c14 * 8) % 8)) + 6) * tsr_p0_s1]) : 0x0p+0f;
+          v11_xt[c14 * 8 + 7] = ((o12 + 0) < int64_t(tsr_dim_M) && (o13 + (((c14 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + (((c14 * 8) % 8)) + 7) * tsr_p0_s1]) : 0x0p+0f;
         }
       }
     }
-    // %rt = load_tile %res, %row, %j : tile<bf16, [1, 128], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v16_rt[4];
+    // %rt = load_tile %res, %row, %j : tile<bf16, [1, 128], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
+    float v16_rt[8];
     {
       const int64_t o17 = int64_t(v0_row) * 1 + 0;
-      const int64_t o18 = int64_t(iv10) * 128 + (((tsr_lane >> 0) & 31) * 4);
+      const int64_t o18 = int64_t(iv10) * 128 + (((tsr_lane >> 0) & 15) * 8);
       #pragma unroll
       for (int c19 = 0; c19 < 1; ++c19) {
-        uint16_t vb20[4];
-        if ((o17 + 0) < int64_t(tsr_dim_M) && (o18 + (((c19 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p1 + (o17 + 0) * tsr_p1_s0 + (o18 + (((c19 * 4) % 4))) * tsr_p1_s1)) {
-          tsr::copy_vec<uint16_t, 4>(vb20, tsr_p1 + (o17 + 0) * tsr_p1_s0 + (o18 + (((c19 * 4) % 4))) * tsr_p1_s1);
-          v16_rt[c19 * 4 + 0] = tsr::bf2f(vb20[0]);
-          v16_rt[c19 * 4 + 1] = tsr::bf2f(vb20[1]);
-          v16_rt[c19 * 4 + 2] = tsr::bf2f(vb20[2]);
-          v16_rt[c19 * 4 + 3] = tsr::bf2f(vb20[3]);
+        uint16_t vb20[8];
+        if ((o17 + 0) < int64_t(tsr_dim_M) && (o18 + (((c19 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + (o17 + 0) * tsr_p1_s0 + (o18 + (((c19 * 8) % 8))) * tsr_p1_s1)) {
+          tsr::copy_vec<uint16_t, 8>(vb20, tsr_p1 + (o17 + 0) * tsr_p1_s0 + (o18 + (((c19 * 8) % 8))) * tsr_p1_s1);
+          v16_rt[c19 * 8 + 0] = tsr::bf2f(vb20[0]);
+          v16_rt[c19 * 8 + 1] = tsr::bf2f(vb20[1]);
+          v16_rt[c19 * 8 + 2] = tsr::bf2f(vb20[2]);
+          v16_rt[c19 * 8 + 3] = tsr::bf2f(vb20[3]);
+          v16_rt[c19 * 8 + 4] = tsr::bf2f(vb20[4]);
+          v16_rt[c19 * 8 + 5] = tsr::bf2f(vb20[5]);
+          v16_rt[c19 * 8 + 6] = tsr::bf2f(vb20[6]);
+          v16_rt[c19 * 8 + 7] = tsr::bf2f(vb20[7]);
         } else {
-          v16_rt[c19 * 4] = ((o17 + 0) < int64_t(tsr_dim_M) && (o18 + (((c19 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o17 + 0) * tsr_p1_s0 + (o18 + (((c19 * 4) % 4))) * tsr_p1_s1]) : 0x0p+0f;
-          v16_rt[c19 * 4 + 1] = ((o17 + 0) < int64_t(tsr_dim_M) && (o18 + (((c19 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o17 + 0) * tsr_p1_s0 + (o18 + (((c19 * 4) % 4)) + 1) * tsr_p1_s1]) : 0x0p+0f;
-          v16_rt[c19 * 4 + 2] = ((o17 + 0) < int64_t(tsr_dim_M) && (o18 + (((c19 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o17 + 0) * tsr_p1_s0 + (o18 + (((c19 * 4) % 4)) + 2) * tsr_p1_s1]) : 0x0p+0f;
-          v16_rt[c19 * 4 + 3] = ((o17 + 0) < int64_t(tsr_dim_M) && (o18 + (((c19 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o17 + 0) * tsr_p1_s0 + (o18 + (((c19 * 4) % 4)) + 3) * tsr_p1_s1]) : 0x0p+0f;
+          v16_rt[c19 * 8] = ((o17 + 0) < int64_t(tsr_dim_M) && (o18 + (((c19 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o17 + 0) * tsr_p1_s0 + (o18 + (((c19 * 8) % 8))) * tsr_p1_s1]) : 0x0p+0f;
+          v16_rt[c19 * 8 + 1] = ((o17 + 0) < int64_t(tsr_dim_M) && (o18 + (((c19 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o17 + 0) * tsr_p1_s0 + (o18 + (((c19 * 8) % 8)) + 1) * tsr_p1_s1]) : 0x0p+0f;
+          v16_rt[c19 * 8 + 2] = ((o17 + 0) < int64_t(tsr_dim_M) && (o18 + (((c19 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o17 + 0) * tsr_p1_s0 + (o18 + (((c19 * 8) % 8)) + 2) * tsr_p1_s1]) : 0x0p+0f;
+          v16_rt[c19 * 8 + 3] = ((o17 + 0) < int64_t(tsr_dim_M) && (o18 + (((c19 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o17 + 0) * tsr_p1_s0 + (o18 + (((c19 * 8) % 8)) + 3) * tsr_p1_s1]) : 0x0p+0f;
+          v16_rt[c19 * 8 + 4] = ((o17 + 0) < int64_t(tsr_dim_M) && (o18 + (((c19 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o17 + 0) * tsr_p1_s0 + (o18 + (((c19 * 8) % 8)) + 4) * tsr_p1_s1]) : 0x0p+0f;
+          v16_rt[c19 * 8 + 5] = ((o17 + 0) < int64_t(tsr_dim_M) && (o18 + (((c19 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o17 + 0) * tsr_p1_s0 + (o18 + (((c19 * 8) % 8)) + 5) * tsr_p1_s1]) : 0x0p+0f;
+          v16_rt[c19 * 8 + 6] = ((o17 + 0) < int64_t(tsr_dim_M) && (o18 + (((c19 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o17 + 0) * tsr_p1_s0 + (o18 + (((c19 * 8) % 8)) + 6) * tsr_p1_s1]) : 0x0p+0f;
+          v16_rt[c19 * 8 + 7] = ((o17 + 0) < int64_t(tsr_dim_M) && (o18 + (((c19 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o17 + 0) * tsr_p1_s0 + (o18 + (((c19 * 8) % 8)) + 7) * tsr_p1_s1]) : 0x0p+0f;
         }
       }
     }
-    // %ht = add %xt, %rt : tile<bf16, [1, 128], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v21_ht[4];
+    // %ht = add %xt, %rt : tile<bf16, [1, 128], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
+    float v21_ht[8];
     #pragma unroll
-    for (int s22 = 0; s22 < 4; ++s22) {
+    for (int s22 = 0; s22 < 8; ++s22) {
       v21_ht[s22] = tsr::rbf16(float(v11_xt[s22] + v16_rt[s22]));
     }
     // store_tile %h, %ht, %row, %j
     {
       const int64_t o23 = int64_t(v0_row) * 1 + 0;
-      const int64_t o24 = int64_t(iv10) * 128 + (((tsr_lane >> 0) & 31) * 4);
+      const int64_t o24 = int64_t(iv10) * 128 + (((tsr_lane >> 0) & 15) * 8);
       #pragma unroll
       for (int c25 = 0; c25 < 1; ++c25) {
-        uint16_t vb26[4];
-        if ((o23 + 0) < int64_t(tsr_dim_M) && (o24 + (((c25 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p3 + (o23 + 0) * tsr_p3_s0 + (o24 + (((c25 * 4) % 4))) * tsr_p3_s1)) {
-          vb26[0] = tsr::f2bf(v21_ht[c25 * 4 + 0]);
-          vb26[1] = tsr::f2bf(v21_ht[c25 * 4 + 1]);
-          vb26[2] = tsr::f2bf(v21_ht[c25 * 4 + 2]);
-          vb26[3] = tsr::f2bf(v21_ht[c25 * 4 + 3]);
-          if (((tsr_warp & 3) == 0)) tsr::copy_vec<uint16_t, 4>(tsr_p3 + (o23 + 0) * tsr_p3_s0 + (o24 + (((c25 * 4) % 4))) * tsr_p3_s1, vb26);
+        uint16_t vb26[8];
+        if ((o23 + 0) < int64_t(tsr_dim_M) && (o24 + (((c25 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p3 + (o23 + 0) * tsr_p3_s0 + (o24 + (((c25 * 8) % 8))) * tsr_p3_s1)) {
+          vb26[0] = tsr::f2bf(v21_ht[c25 * 8 + 0]);
+          vb26[1] = tsr::f2bf(v21_ht[c25 * 8 + 1]);
+          vb26[2] = tsr::f2bf(v21_ht[c25 * 8 + 2]);
+          vb26[3] = tsr::f2bf(v21_ht[c25 * 8 + 3]);
+          vb26[4] = tsr::f2bf(v21_ht[c25 * 8 + 4]);
+          vb26[5] = tsr::f2bf(v21_ht[c25 * 8 + 5]);
+          vb26[6] = tsr::f2bf(v21_ht[c25 * 8 + 6]);
+          vb26[7] = tsr::f2bf(v21_ht[c25 * 8 + 7]);
+          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0)) tsr::copy_vec<uint16_t, 8>(tsr_p3 + (o23 + 0) * tsr_p3_s0 + (o24 + (((c25 * 8) % 8))) * tsr_p3_s1, vb26);
         } else {
-          if (((tsr_warp & 3) == 0) && (o23 + 0) < int64_t(tsr_dim_M) && (o24 + (((c25 * 4) % 4))) < int64_t(tsr_dim_N)) tsr_p3[(o23 + 0) * tsr_p3_s0 + (o24 + (((c25 * 4) % 4))) * tsr_p3_s1] = tsr::f2bf(v21_ht[c25 * 4]);
-          if (((tsr_warp & 3) == 0) && (o23 + 0) < int64_t(tsr_dim_M) && (o24 + (((c25 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o23 + 0) * tsr_p3_s0 + (o24 + (((c25 * 4) % 4)) + 1) * tsr_p3_s1] = tsr::f2bf(v21_ht[c25 * 4 + 1]);
-          if (((tsr_warp & 3) == 0) && (o23 + 0) < int64_t(tsr_dim_M) && (o24 + (((c25 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) tsr_p3[(o23 + 0) * tsr_p3_s0 + (o24 + (((c25 * 4) % 4)) + 2) * tsr_p3_s1] = tsr::f2bf(v21_ht[c25 * 4 + 2]);
-          if (((tsr_warp & 3) == 0) && (o23 + 0) < int64_t(tsr_dim_M) && (o24 + (((c25 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) tsr_p3[(o23 + 0) * tsr_p3_s0 + (o24 + (((c25 * 4) % 4)) + 3) * tsr_p3_s1] = tsr::f2bf(v21_ht[c25 * 4 + 3]);
+          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o23 + 0) < int64_t(tsr_dim_M) && (o24 + (((c25 * 8) % 8))) < int64_t(tsr_dim_N)) tsr_p3[(o23 + 0) * tsr_p3_s0 + (o24 + (((c25 * 8) % 8))) * tsr_p3_s1] = tsr::f2bf(v21_ht[c25 * 8]);
+          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o23 + 0) < int64_t(tsr_dim_M) && (o24 + (((c25 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o23 + 0) * tsr_p3_s0 + (o24 + (((c25 * 8) % 8)) + 1) * tsr_p3_s1] = tsr::f2bf(v21_ht[c25 * 8 + 1]);
+          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o23 + 0) < int64_t(tsr_dim_M) && (o24 + (((c25 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) tsr_p3[(o23 + 0) * tsr_p3_s0 + (o24 + (((c25 * 8) % 8)) + 2) * tsr_p3_s1] = tsr::f2bf(v21_ht[c25 * 8 + 2]);
+          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o23 + 0) < int64_t(tsr_dim_M) && (o24 + (((c25 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) tsr_p3[(o23 + 0) * tsr_p3_s0 + (o24 + (((c25 * 8) % 8)) + 3) * tsr_p3_s1] = tsr::f2bf(v21_ht[c25 * 8 + 3]);
+          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o23 + 0) < int64_t(tsr_dim_M) && (o24 + (((c25 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) tsr_p3[(o23 + 0) * tsr_p3_s0 + (o24 + (((c25 * 8) % 8)) + 4) * tsr_p3_s1] = tsr::f2bf(v21_ht[c25 * 8 + 4]);
+          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o23 + 0) < int64_t(tsr_dim_M) && (o24 + (((c25 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) tsr_p3[(o23 + 0) * tsr_p3_s0 + (o24 + (((c25 * 8) % 8)) + 5) * tsr_p3_s1] = tsr::f2bf(v21_ht[c25 * 8 + 5]);
+          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o23 + 0) < int64_t(tsr_dim_M) && (o24 + (((c25 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) tsr_p3[(o23 + 0) * tsr_p3_s0 + (o24 + (((c25 * 8) % 8)) + 6) * tsr_p3_s1] = tsr::f2bf(v21_ht[c25 * 8 + 6]);
+          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o23 + 0) < int64_t(tsr_dim_M) && (o24 + (((c25 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) tsr_p3[(o23 + 0) * tsr_p3_s0 + (o24 + (((c25 * 8) % 8)) + 7) * tsr_p3_s1] = tsr::f2bf(v21_ht[c25 * 8 + 7]);
         }
       }
     }
-    // %hf = cast %ht : tile<f32, [1, 128], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v27_hf[4];
+    // %hf = cast %ht : tile<f32, [1, 128], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
+    float v27_hf[8];
     #pragma unroll
-    for (int s28 = 0; s28 < 4; ++s28) {
+    for (int s28 = 0; s28 < 8; ++s28) {
       v27_hf[s28] = float(float(v21_ht[s28]));
     }
-    // %sq = mul %hf, %hf : tile<f32, [1, 128], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v29_sq[4];
+    // %sq = mul %hf, %hf : tile<f32, [1, 128], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
+    float v29_sq[8];
     #pragma unroll
-    for (int s30 = 0; s30 < 4; ++s30) {
+    for (int s30 = 0; s30 < 8; ++s30) {
       v29_sq[s30] = float(v27_hf[s30] * v27_hf[s30]);
     }
-    // %sqs = reduce %sq {axis = 1, kind = "sum"} : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
+    // %sqs = reduce %sq {axis = 1, kind = "sum"} : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
     float v31_sqs[1];
-    v31_sqs[0] = v29_sq[0];
-    v31_sqs[0] = float(v31_sqs[0] + v29_sq[1]);
-    v31_sqs[0] = float(v31_sqs[0] + v29_sq[2]);
-    v31_sqs[0] = float(v31_sqs[0] + v29_sq[3]);
-    const float sh32 = __shfl_xor_sync(0xffffffffu, v31_sqs[0], 1);
-    v31_sqs[0] = float(v31_sqs[0] + sh32);
-    const float sh33 = __shfl_xor_sync(0xffffffffu, v31_sqs[0], 2);
+    float part32[4];
+    part32[0] = v29_sq[0];
+    part32[1] = v29_sq[1];
+    part32[2] = v29_sq[2];
+    part32[3] = v29_sq[3];
+    part32[0] = float(part32[0] + v29_sq[4]);
+    part32[1] = float(part32[1] + v29_sq[5]);
+    part32[2] = float(part32[2] + v29_sq[6]);
+    part32[3] = float(part32[3] + v29_sq[7]);
+    part32[0] = float(part32[0] + part32[2]);
+    part32[1] = float(part32[1] + part32[3]);
+    part32[0] = float(part32[0] + part32[1]);
+    v31_sqs[0] = part32[0];
+    const float sh33 = __shfl_xor_sync(0xffffffffu, v31_sqs[0], 1);
     v31_sqs[0] = float(v31_sqs[0] + sh33);
-    const float sh34 = __shfl_xor_sync(0xffffffffu, v31_sqs[0], 4);
+    const float sh34 = __shfl_xor_sync(0xffffffffu, v31_sqs[0], 2);
     v31_sqs[0] = float(v31_sqs[0] + sh34);
-    const float sh35 = __shfl_xor_sync(0xffffffffu, v31_sqs[0], 8);
+    const float sh35 = __shfl_xor_sync(0xffffffffu, v31_sqs[0], 4);
     v31_sqs[0] = float(v31_sqs[0] + sh35);
-    const float sh36 = __shfl_xor_sync(0xffffffffu, v31_sqs[0], 16);
+    const float sh36 = __shfl_xor_sync(0xffffffffu, v31_sqs[0], 8);
     v31_sqs[0] = float(v31_sqs[0] + sh36);
     // %sq0 = reduce %sqs {axis = 0, kind = "sum"} : f32
     float v37_sq0 = v31_sqs[0];
@@ -166,134 +197,175 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rmsnorm_residual(uint1
   const float v42_mse = float(v40_ms + v41_eps);
   // %rstd = rsqrt %mse : f32
   const float v43_rstd = float(rsqrtf(v42_mse));
-  // %rstds = splat %rstd : tile<f32, [1, 128], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-  float v44_rstds[4];
+  // %rstds = splat %rstd : tile<f32, [1, 128], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
+  float v44_rstds[8];
   #pragma unroll
-  for (int s45 = 0; s45 < 4; ++s45) {
+  for (int s45 = 0; s45 < 8; ++s45) {
     v44_rstds[s45] = v43_rstd;
   }
   // for %c0, %ntiles, %c1 {...}
   for (int64_t iv46_ = v1_c0; v2_c1 > 0 && iv46_ < v7_ntiles; iv46_ += v2_c1) {
     const int32_t iv46 = int32_t(iv46_);
-    // %xt2 = load_tile %x, %row, %j2 : tile<bf16, [1, 128], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v47_xt2[4];
+    // %xt2 = load_tile %x, %row, %j2 : tile<bf16, [1, 128], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
+    float v47_xt2[8];
     {
       const int64_t o48 = int64_t(v0_row) * 1 + 0;
-      const int64_t o49 = int64_t(iv46) * 128 + (((tsr_lane >> 0) & 31) * 4);
+      const int64_t o49 = int64_t(iv46) * 128 + (((tsr_lane >> 0) & 15) * 8);
       #pragma unroll
       for (int c50 = 0; c50 < 1; ++c50) {
-        uint16_t vb51[4];
-        if ((o48 + 0) < int64_t(tsr_dim_M) && (o49 + (((c50 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p0 + (o48 + 0) * tsr_p0_s0 + (o49 + (((c50 * 4) % 4))) * tsr_p0_s1)) {
-          tsr::copy_vec<uint16_t, 4>(vb51, tsr_p0 + (o48 + 0) * tsr_p0_s0 + (o49 + (((c50 * 4) % 4))) * tsr_p0_s1);
-          v47_xt2[c50 * 4 + 0] = tsr::bf2f(vb51[0]);
-          v47_xt2[c50 * 4 + 1] = tsr::bf2f(vb51[1]);
-          v47_xt2[c50 * 4 + 2] = tsr::bf2f(vb51[2]);
-          v47_xt2[c50 * 4 + 3] = tsr::bf2f(vb51[3]);
+        uint16_t vb51[8];
+        if ((o48 + 0) < int64_t(tsr_dim_M) && (o49 + (((c50 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o48 + 0) * tsr_p0_s0 + (o49 + (((c50 * 8) % 8))) * tsr_p0_s1)) {
+          tsr::copy_vec<uint16_t, 8>(vb51, tsr_p0 + (o48 + 0) * tsr_p0_s0 + (o49 + (((c50 * 8) % 8))) * tsr_p0_s1);
+          v47_xt2[c50 * 8 + 0] = tsr::bf2f(vb51[0]);
+          v47_xt2[c50 * 8 + 1] = tsr::bf2f(vb51[1]);
+          v47_xt2[c50 * 8 + 2] = tsr::bf2f(vb51[2]);
+          v47_xt2[c50 * 8 + 3] = tsr::bf2f(vb51[3]);
+          v47_xt2[c50 * 8 + 4] = tsr::bf2f(vb51[4]);
+          v47_xt2[c50 * 8 + 5] = tsr::bf2f(vb51[5]);
+          v47_xt2[c50 * 8 + 6] = tsr::bf2f(vb51[6]);
+          v47_xt2[c50 * 8 + 7] = tsr::bf2f(vb51[7]);
         } else {
-          v47_xt2[c50 * 4] = ((o48 + 0) < int64_t(tsr_dim_M) && (o49 + (((c50 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o48 + 0) * tsr_p0_s0 + (o49 + (((c50 * 4) % 4))) * tsr_p0_s1]) : 0x0p+0f;
-          v47_xt2[c50 * 4 + 1] = ((o48 + 0) < int64_t(tsr_dim_M) && (o49 + (((c50 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o48 + 0) * tsr_p0_s0 + (o49 + (((c50 * 4) % 4)) + 1) * tsr_p0_s1]) : 0x0p+0f;
-          v47_xt2[c50 * 4 + 2] = ((o48 + 0) < int64_t(tsr_dim_M) && (o49 + (((c50 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o48 + 0) * tsr_p0_s0 + (o49 + (((c50 * 4) % 4)) + 2) * tsr_p0_s1]) : 0x0p+0f;
-          v47_xt2[c50 * 4 + 3] = ((o48 + 0) < int64_t(tsr_dim_M) && (o49 + (((c50 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o48 + 0) * tsr_p0_s0 + (o49 + (((c50 * 4) % 4)) + 3) * tsr_p0_s1]) : 0x0p+0f;
+          v47_xt2[c50 * 8] = ((o48 + 0) < int64_t(tsr_dim_M) && (o49 + (((c50 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o48 + 0) * tsr_p0_s0 + (o49 + (((c50 * 8) % 8))) * tsr_p0_s1]) : 0x0p+0f;
+          v47_xt2[c50 * 8 + 1] = ((o48 + 0) < int64_t(tsr_dim_M) && (o49 + (((c50 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o48 + 0) * tsr_p0_s0 + (o49 + (((c50 * 8) % 8)) + 1) * tsr_p0_s1]) : 0x0p+0f;
+          v47_xt2[c50 * 8 + 2] = ((o48 + 0) < int64_t(tsr_dim_M) && (o49 + (((c50 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o48 + 0) * tsr_p0_s0 + (o49 + (((c50 * 8) % 8)) + 2) * tsr_p0_s1]) : 0x0p+0f;
+          v47_xt2[c50 * 8 + 3] = ((o48 + 0) < int64_t(tsr_dim_M) && (o49 + (((c50 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o48 + 0) * tsr_p0_s0 + (o49 + (((c50 * 8) % 8)) + 3) * tsr_p0_s1]) : 0x0p+0f;
+          v47_xt2[c50 * 8 + 4] = ((o48 + 0) < int64_t(tsr_dim_M) && (o49 + (((c50 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o48 + 0) * tsr_p0_s0 + (o49 + (((c50 * 8) % 8)) + 4) * tsr_p0_s1]) : 0x0p+0f;
+          v47_xt2[c50 * 8 + 5] = ((o48 + 0) < int64_t(tsr_dim_M) && (o49 + (((c50 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o48 + 0) * tsr_p0_s0 + (o49 + (((c50 * 8) % 8)) + 5) * tsr_p0_s1]) : 0x0p+0f;
+          v47_xt2[c50 * 8 + 6] = ((o48 + 0) < int64_t(tsr_dim_M) && (o49 + (((c50 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o48 + 0) * tsr_p0_s0 + (o49 + (((c50 * 8) % 8)) + 6) * tsr_p0_s1]) : 0x0p+0f;
+          v47_xt2[c50 * 8 + 7] = ((o48 + 0) < int64_t(tsr_dim_M) && (o49 + (((c50 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o48 + 0) * tsr_p0_s0 + (o49 + (((c50 * 8) % 8)) + 7) * tsr_p0_s1]) : 0x0p+0f;
         }
       }
     }
-    // %rt2 = load_tile %res, %row, %j2 : tile<bf16, [1, 128], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v52_rt2[4];
+    // %rt2 = load_tile %res, %row, %j2 : tile<bf16, [1, 128], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
+    float v52_rt2[8];
     {
       const int64_t o53 = int64_t(v0_row) * 1 + 0;
-      const int64_t o54 = int64_t(iv46) * 128 + (((tsr_lane >> 0) & 31) * 4);
+      const int64_t o54 = int64_t(iv46) * 128 + (((tsr_lane >> 0) & 15) * 8);
       #pragma unroll
       for (int c55 = 0; c55 < 1; ++c55) {
-        uint16_t vb56[4];
-        if ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p1 + (o53 + 0) * tsr_p1_s0 + (o54 + (((c55 * 4) % 4))) * tsr_p1_s1)) {
-          tsr::copy_vec<uint16_t, 4>(vb56, tsr_p1 + (o53 + 0) * tsr_p1_s0 + (o54 + (((c55 * 4) % 4))) * tsr_p1_s1);
-          v52_rt2[c55 * 4 + 0] = tsr::bf2f(vb56[0]);
-          v52_rt2[c55 * 4 + 1] = tsr::bf2f(vb56[1]);
-          v52_rt2[c55 * 4 + 2] = tsr::bf2f(vb56[2]);
-          v52_rt2[c55 * 4 + 3] = tsr::bf2f(vb56[3]);
+        uint16_t vb56[8];
+        if ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + (o53 + 0) * tsr_p1_s0 + (o54 + (((c55 * 8) % 8))) * tsr_p1_s1)) {
+          tsr::copy_vec<uint16_t, 8>(vb56, tsr_p1 + (o53 + 0) * tsr_p1_s0 + (o54 + (((c55 * 8) % 8))) * tsr_p1_s1);
+          v52_rt2[c55 * 8 + 0] = tsr::bf2f(vb56[0]);
+          v52_rt2[c55 * 8 + 1] = tsr::bf2f(vb56[1]);
+          v52_rt2[c55 * 8 + 2] = tsr::bf2f(vb56[2]);
+          v52_rt2[c55 * 8 + 3] = tsr::bf2f(vb56[3]);
+          v52_rt2[c55 * 8 + 4] = tsr::bf2f(vb56[4]);
+          v52_rt2[c55 * 8 + 5] = tsr::bf2f(vb56[5]);
+          v52_rt2[c55 * 8 + 6] = tsr::bf2f(vb56[6]);
+          v52_rt2[c55 * 8 + 7] = tsr::bf2f(vb56[7]);
         } else {
-          v52_rt2[c55 * 4] = ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o53 + 0) * tsr_p1_s0 + (o54 + (((c55 * 4) % 4))) * tsr_p1_s1]) : 0x0p+0f;
-          v52_rt2[c55 * 4 + 1] = ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o53 + 0) * tsr_p1_s0 + (o54 + (((c55 * 4) % 4)) + 1) * tsr_p1_s1]) : 0x0p+0f;
-          v52_rt2[c55 * 4 + 2] = ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o53 + 0) * tsr_p1_s0 + (o54 + (((c55 * 4) % 4)) + 2) * tsr_p1_s1]) : 0x0p+0f;
-          v52_rt2[c55 * 4 + 3] = ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o53 + 0) * tsr_p1_s0 + (o54 + (((c55 * 4) % 4)) + 3) * tsr_p1_s1]) : 0x0p+0f;
+          v52_rt2[c55 * 8] = ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o53 + 0) * tsr_p1_s0 + (o54 + (((c55 * 8) % 8))) * tsr_p1_s1]) : 0x0p+0f;
+          v52_rt2[c55 * 8 + 1] = ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o53 + 0) * tsr_p1_s0 + (o54 + (((c55 * 8) % 8)) + 1) * tsr_p1_s1]) : 0x0p+0f;
+          v52_rt2[c55 * 8 + 2] = ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o53 + 0) * tsr_p1_s0 + (o54 + (((c55 * 8) % 8)) + 2) * tsr_p1_s1]) : 0x0p+0f;
+          v52_rt2[c55 * 8 + 3] = ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o53 + 0) * tsr_p1_s0 + (o54 + (((c55 * 8) % 8)) + 3) * tsr_p1_s1]) : 0x0p+0f;
+          v52_rt2[c55 * 8 + 4] = ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o53 + 0) * tsr_p1_s0 + (o54 + (((c55 * 8) % 8)) + 4) * tsr_p1_s1]) : 0x0p+0f;
+          v52_rt2[c55 * 8 + 5] = ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o53 + 0) * tsr_p1_s0 + (o54 + (((c55 * 8) % 8)) + 5) * tsr_p1_s1]) : 0x0p+0f;
+          v52_rt2[c55 * 8 + 6] = ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o53 + 0) * tsr_p1_s0 + (o54 + (((c55 * 8) % 8)) + 6) * tsr_p1_s1]) : 0x0p+0f;
+          v52_rt2[c55 * 8 + 7] = ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o53 + 0) * tsr_p1_s0 + (o54 + (((c55 * 8) % 8)) + 7) * tsr_p1_s1]) : 0x0p+0f;
         }
       }
     }
-    // %ht2 = add %xt2, %rt2 : tile<bf16, [1, 128], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v57_ht2[4];
+    // %ht2 = add %xt2, %rt2 : tile<bf16, [1, 128], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
+    float v57_ht2[8];
     #pragma unroll
-    for (int s58 = 0; s58 < 4; ++s58) {
+    for (int s58 = 0; s58 < 8; ++s58) {
       v57_ht2[s58] = tsr::rbf16(float(v47_xt2[s58] + v52_rt2[s58]));
     }
-    // %hf2 = cast %ht2 : tile<f32, [1, 128], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v59_hf2[4];
+    // %hf2 = cast %ht2 : tile<f32, [1, 128], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
+    float v59_hf2[8];
     #pragma unroll
-    for (int s60 = 0; s60 < 4; ++s60) {
+    for (int s60 = 0; s60 < 8; ++s60) {
       v59_hf2[s60] = float(float(v57_ht2[s60]));
     }
-    // %wt = load_tile %w, %j2 : tile<f32, [128], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-    float v61_wt[4];
+    // %wt = load_tile %w, %j2 : tile<f32, [128], layout = slice<dim = 0, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
+    float v61_wt[8];
     {
-      const int64_t o62 = int64_t(iv46) * 128 + (((tsr_lane >> 0) & 31) * 4);
-      #pragma unroll
-      for (int c63 = 0; c63 < 1; ++c63) {
-        float vb64[4];
-        if ((o62 + (((c63 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + (o62 + (((c63 * 4) % 4))) * tsr_p2_s0)) {
-          tsr::copy_vec<float, 4>(vb64, tsr_p2 + (o62 + (((c63 * 4) % 4))) * tsr_p2_s0);
-          v61_wt[c63 * 4 + 0] = vb64[0];
-          v61_wt[c63 * 4 + 1] = vb64[1];
-          v61_wt[c63 * 4 + 2] = vb64[2];
-          v61_wt[c63 * 4 + 3] = vb64[3];
-        } else {
-          v61_wt[c63 * 4] = ((o62 + (((c63 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr_p2[(o62 + (((c63 * 4) % 4))) * tsr_p2_s0] : 0x0p+0f;
-          v61_wt[c63 * 4 + 1] = ((o62 + (((c63 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr_p2[(o62 + (((c63 * 4) % 4)) + 1) * tsr_p2_s0] : 0x0p+0f;
-          v61_wt[c63 * 4 + 2] = ((o62 + (((c63 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr_p2[(o62 + (((c63 * 4) % 4)) + 2) * tsr_p2_s0] : 0x0p+0f;
-          v61_wt[c63 * 4 + 3] = ((o62 + (((c63 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr_p2[(o62 + (((c63 * 4) % 4)) + 3) * tsr_p2_s0] : 0x0p+0f;
+      const int64_t o62 = int64_t(iv46) * 128 + (((tsr_lane >> 0) & 15) * 8);
+      const bool whole63 = int64_t(iv46) * 128 >= 0 && int64_t(iv46) * 128 + 128 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(iv46) * 128 * tsr_p2_s0);
+      if (whole63) {
+        #pragma unroll
+        for (int c64 = 0; c64 < 2; ++c64) {
+          float vb65[4];
+          tsr::copy_vec<float, 4>(vb65, tsr_p2 + (o62 + (((c64 * 4) % 8))) * tsr_p2_s0);
+          v61_wt[c64 * 4 + 0] = vb65[0];
+          v61_wt[c64 * 4 + 1] = vb65[1];
+          v61_wt[c64 * 4 + 2] = vb65[2];
+          v61_wt[c64 * 4 + 3] = vb65[3];
+        }
+      } else {
+        #pragma unroll
+        for (int c66 = 0; c66 < 2; ++c66) {
+          float vb67[4];
+          if ((o62 + (((c66 * 4) % 8)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + (o62 + (((c66 * 4) % 8))) * tsr_p2_s0)) {
+            tsr::copy_vec<float, 4>(vb67, tsr_p2 + (o62 + (((c66 * 4) % 8))) * tsr_p2_s0);
+            v61_wt[c66 * 4 + 0] = vb67[0];
+            v61_wt[c66 * 4 + 1] = vb67[1];
+            v61_wt[c66 * 4 + 2] = vb67[2];
+            v61_wt[c66 * 4 + 3] = vb67[3];
+          } else {
+            v61_wt[c66 * 4] = ((o62 + (((c66 * 4) % 8))) < int64_t(tsr_dim_N)) ? tsr_p2[(o62 + (((c66 * 4) % 8))) * tsr_p2_s0] : 0x0p+0f;
+            v61_wt[c66 * 4 + 1] = ((o62 + (((c66 * 4) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p2[(o62 + (((c66 * 4) % 8)) + 1) * tsr_p2_s0] : 0x0p+0f;
+            v61_wt[c66 * 4 + 2] = ((o62 + (((c66 * 4) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p2[(o62 + (((c66 * 4) % 8)) + 2) * tsr_p2_s0] : 0x0p+0f;
+            v61_wt[c66 * 4 + 3] = ((o62 + (((c66 * 4) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p2[(o62 + (((c66 * 4) % 8)) + 3) * tsr_p2_s0] : 0x0p+0f;
+          }
         }
       }
     }
-    // %wt2 = expand_dims %wt {axis = 0} : tile<f32, [1, 128], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v65_wt2[4];
-    v65_wt2[0] = v61_wt[0];
-    v65_wt2[1] = v61_wt[1];
-    v65_wt2[2] = v61_wt[2];
-    v65_wt2[3] = v61_wt[3];
-    // %hn = mul %hf2, %rstds : tile<f32, [1, 128], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v66_hn[4];
+    // %wt2 = expand_dims %wt {axis = 0} : tile<f32, [1, 128], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
+    float v68_wt2[8];
+    v68_wt2[0] = v61_wt[0];
+    v68_wt2[1] = v61_wt[1];
+    v68_wt2[2] = v61_wt[2];
+    v68_wt2[3] = v61_wt[3];
+    v68_wt2[4] = v61_wt[4];
+    v68_wt2[5] = v61_wt[5];
+    v68_wt2[6] = v61_wt[6];
+    v68_wt2[7] = v61_wt[7];
+    // %hn = mul %hf2, %rstds : tile<f32, [1, 128], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
+    float v69_hn[8];
     #pragma unroll
-    for (int s67 = 0; s67 < 4; ++s67) {
-      v66_hn[s67] = float(v59_hf2[s67] * v44_rstds[s67]);
+    for (int s70 = 0; s70 < 8; ++s70) {
+      v69_hn[s70] = float(v59_hf2[s70] * v44_rstds[s70]);
     }
-    // %yf = mul %hn, %wt2 : tile<f32, [1, 128], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v68_yf[4];
+    // %yf = mul %hn, %wt2 : tile<f32, [1, 128], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
+    float v71_yf[8];
     #pragma unroll
-    for (int s69 = 0; s69 < 4; ++s69) {
-      v68_yf[s69] = float(v66_hn[s69] * v65_wt2[s69]);
+    for (int s72 = 0; s72 < 8; ++s72) {
+      v71_yf[s72] = float(v69_hn[s72] * v68_wt2[s72]);
     }
-    // %yt = cast %yf : tile<bf16, [1, 128], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v70_yt[4];
+    // %yt = cast %yf : tile<bf16, [1, 128], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
+    float v73_yt[8];
     #pragma unroll
-    for (int s71 = 0; s71 < 4; ++s71) {
-      v70_yt[s71] = tsr::rbf16(float(float(v68_yf[s71])));
+    for (int s74 = 0; s74 < 8; ++s74) {
+      v73_yt[s74] = tsr::rbf16(float(float(v71_yf[s74])));
     }
     // store_tile %y, %yt, %row, %j2
     {
-      const int64_t o72 = int64_t(v0_row) * 1 + 0;
-      const int64_t o73 = int64_t(iv46) * 128 + (((tsr_lane >> 0) & 31) * 4);
+      const int64_t o75 = int64_t(v0_row) * 1 + 0;
+      const int64_t o76 = int64_t(iv46) * 128 + (((tsr_lane >> 0) & 15) * 8);
       #pragma unroll
-      for (int c74 = 0; c74 < 1; ++c74) {
-        uint16_t vb75[4];
-        if ((o72 + 0) < int64_t(tsr_dim_M) && (o73 + (((c74 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p4 + (o72 + 0) * tsr_p4_s0 + (o73 + (((c74 * 4) % 4))) * tsr_p4_s1)) {
-          vb75[0] = tsr::f2bf(v70_yt[c74 * 4 + 0]);
-          vb75[1] = tsr::f2bf(v70_yt[c74 * 4 + 1]);
-          vb75[2] = tsr::f2bf(v70_yt[c74 * 4 + 2]);
-          vb75[3] = tsr::f2bf(v70_yt[c74 * 4 + 3]);
-          if (((tsr_warp & 3) == 0)) tsr::copy_vec<uint16_t, 4>(tsr_p4 + (o72 + 0) * tsr_p4_s0 + (o73 + (((c74 * 4) % 4))) * tsr_p4_s1, vb75);
+      for (int c77 = 0; c77 < 1; ++c77) {
+        uint16_t vb78[8];
+        if ((o75 + 0) < int64_t(tsr_dim_M) && (o76 + (((c77 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p4 + (o75 + 0) * tsr_p4_s0 + (o76 + (((c77 * 8) % 8))) * tsr_p4_s1)) {
+          vb78[0] = tsr::f2bf(v73_yt[c77 * 8 + 0]);
+          vb78[1] = tsr::f2bf(v73_yt[c77 * 8 + 1]);
+          vb78[2] = tsr::f2bf(v73_yt[c77 * 8 + 2]);
+          vb78[3] = tsr::f2bf(v73_yt[c77 * 8 + 3]);
+          vb78[4] = tsr::f2bf(v73_yt[c77 * 8 + 4]);
+          vb78[5] = tsr::f2bf(v73_yt[c77 * 8 + 5]);
+          vb78[6] = tsr::f2bf(v73_yt[c77 * 8 + 6]);
+          vb78[7] = tsr::f2bf(v73_yt[c77 * 8 + 7]);
+          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0)) tsr::copy_vec<uint16_t, 8>(tsr_p4 + (o75 + 0) * tsr_p4_s0 + (o76 + (((c77 * 8) % 8))) * tsr_p4_s1, vb78);
         } else {
-          if (((tsr_warp & 3) == 0) && (o72 + 0) < int64_t(tsr_dim_M) && (o73 + (((c74 * 4) % 4))) < int64_t(tsr_dim_N)) tsr_p4[(o72 + 0) * tsr_p4_s0 + (o73 + (((c74 * 4) % 4))) * tsr_p4_s1] = tsr::f2bf(v70_yt[c74 * 4]);
-          if (((tsr_warp & 3) == 0) && (o72 + 0) < int64_t(tsr_dim_M) && (o73 + (((c74 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) tsr_p4[(o72 + 0) * tsr_p4_s0 + (o73 + (((c74 * 4) % 4)) + 1) * tsr_p4_s1] = tsr::f2bf(v70_yt[c74 * 4 + 1]);
-          if (((tsr_warp & 3) == 0) && (o72 + 0) < int64_t(tsr_dim_M) && (o73 + (((c74 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) tsr_p4[(o72 + 0) * tsr_p4_s0 + (o73 + (((c74 * 4) % 4)) + 2) * tsr_p4_s1] = tsr::f2bf(v70_yt[c74 * 4 + 2]);
-          if (((tsr_warp & 3) == 0) && (o72 + 0) < int64_t(tsr_dim_M) && (o73 + (((c74 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) tsr_p4[(o72 + 0) * tsr_p4_s0 + (o73 + (((c74 * 4) % 4)) + 3) * tsr_p4_s1] = tsr::f2bf(v70_yt[c74 * 4 + 3]);
+          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o75 + 0) < int64_t(tsr_dim_M) && (o76 + (((c77 * 8) % 8))) < int64_t(tsr_dim_N)) tsr_p4[(o75 + 0) * tsr_p4_s0 + (o76 + (((c77 * 8) % 8))) * tsr_p4_s1] = tsr::f2bf(v73_yt[c77 * 8]);
+          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o75 + 0) < int64_t(tsr_dim_M) && (o76 + (((c77 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) tsr_p4[(o75 + 0) * tsr_p4_s0 + (o76 + (((c77 * 8) % 8)) + 1) * tsr_p4_s1] = tsr::f2bf(v73_yt[c77 * 8 + 1]);
+          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o75 + 0) < int64_t(tsr_dim_M) && (o76 + (((c77 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) tsr_p4[(o75 + 0) * tsr_p4_s0 + (o76 + (((c77 * 8) % 8)) + 2) * tsr_p4_s1] = tsr::f2bf(v73_yt[c77 * 8 + 2]);
+          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o75 + 0) < int64_t(tsr_dim_M) && (o76 + (((c77 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) tsr_p4[(o75 + 0) * tsr_p4_s0 + (o76 + (((c77 * 8) % 8)) + 3) * tsr_p4_s1] = tsr::f2bf(v73_yt[c77 * 8 + 3]);
+          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o75 + 0) < int64_t(tsr_dim_M) && (o76 + (((c77 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) tsr_p4[(o75 + 0) * tsr_p4_s0 + (o76 + (((c77 * 8) % 8)) + 4) * tsr_p4_s1] = tsr::f2bf(v73_yt[c77 * 8 + 4]);
+          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o75 + 0) < int64_t(tsr_dim_M) && (o76 + (((c77 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) tsr_p4[(o75 + 0) * tsr_p4_s0 + (o76 + (((c77 * 8) % 8)) + 5) * tsr_p4_s1] = tsr::f2bf(v73_yt[c77 * 8 + 5]);
+          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o75 + 0) < int64_t(tsr_dim_M) && (o76 + (((c77 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) tsr_p4[(o75 + 0) * tsr_p4_s0 + (o76 + (((c77 * 8) % 8)) + 6) * tsr_p4_s1] = tsr::f2bf(v73_yt[c77 * 8 + 6]);
+          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o75 + 0) < int64_t(tsr_dim_M) && (o76 + (((c77 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) tsr_p4[(o75 + 0) * tsr_p4_s0 + (o76 + (((c77 * 8) % 8)) + 7) * tsr_p4_s1] = tsr::f2bf(v73_yt[c77 * 8 + 7]);
         }
       }
     }
@@ -314,8 +386,9 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rmsnorm_residual(uint1
 // header tessera/core.cuh
 // header tessera/mma.cuh
 // stat producer-warpgroups = 0
-// stat reduction-shuffles = 5
+// stat reduction-shuffles = 4
 // stat smem-bytes = 0
 // stat threads = 128
 // stat vector-accesses = 7
+// stat whole-tile-accesses = 1
 // note printed from the GPU lowering's layouts (the layout emitter)

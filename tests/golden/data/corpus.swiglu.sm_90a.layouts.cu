@@ -280,16 +280,27 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
   {
     const int64_t o81 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 3) * 16);
     const int64_t o82 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2);
-    #pragma unroll
-    for (int c83 = 0; c83 < 16; ++c83) {
-      uint16_t vb84[2];
-      if ((o81 + ((((c83 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o82 + (((c83 * 2) % 2) + (((c83 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o81 + ((((c83 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o82 + (((c83 * 2) % 2) + (((c83 * 2) / 4) % 8) * 8)) * tsr_p3_s1)) {
-        vb84[0] = tsr::f2bf(v79_res[c83 * 2 + 0]);
-        vb84[1] = tsr::f2bf(v79_res[c83 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o81 + ((((c83 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o82 + (((c83 * 2) % 2) + (((c83 * 2) / 4) % 8) * 8)) * tsr_p3_s1, vb84);
-      } else {
-        if ((o81 + ((((c83 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o82 + (((c83 * 2) % 2) + (((c83 * 2) / 4) % 8) * 8)) < int64_t(tsr_dim_N)) tsr_p3[(o81 + ((((c83 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o82 + (((c83 * 2) % 2) + (((c83 * 2) / 4) % 8) * 8)) * tsr_p3_s1] = tsr::f2bf(v79_res[c83 * 2]);
-        if ((o81 + ((((c83 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o82 + (((c83 * 2) % 2) + (((c83 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o81 + ((((c83 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o82 + (((c83 * 2) % 2) + (((c83 * 2) / 4) % 8) * 8) + 1) * tsr_p3_s1] = tsr::f2bf(v79_res[c83 * 2 + 1]);
+    const bool whole83 = int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p3_s0 % 2 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v0_pm) * 64 * tsr_p3_s0 + int64_t(v1_pn) * 64 * tsr_p3_s1);
+    if (whole83) {
+      #pragma unroll
+      for (int c84 = 0; c84 < 16; ++c84) {
+        uint16_t vb85[2];
+        vb85[0] = tsr::f2bf(v79_res[c84 * 2 + 0]);
+        vb85[1] = tsr::f2bf(v79_res[c84 * 2 + 1]);
+        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o81 + ((((c84 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o82 + (((c84 * 2) % 2) + (((c84 * 2) / 4) % 8) * 8)) * tsr_p3_s1, vb85);
+      }
+    } else {
+      #pragma unroll
+      for (int c86 = 0; c86 < 16; ++c86) {
+        uint16_t vb87[2];
+        if ((o81 + ((((c86 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o82 + (((c86 * 2) % 2) + (((c86 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o81 + ((((c86 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o82 + (((c86 * 2) % 2) + (((c86 * 2) / 4) % 8) * 8)) * tsr_p3_s1)) {
+          vb87[0] = tsr::f2bf(v79_res[c86 * 2 + 0]);
+          vb87[1] = tsr::f2bf(v79_res[c86 * 2 + 1]);
+          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o81 + ((((c86 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o82 + (((c86 * 2) % 2) + (((c86 * 2) / 4) % 8) * 8)) * tsr_p3_s1, vb87);
+        } else {
+          if ((o81 + ((((c86 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o82 + (((c86 * 2) % 2) + (((c86 * 2) / 4) % 8) * 8)) < int64_t(tsr_dim_N)) tsr_p3[(o81 + ((((c86 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o82 + (((c86 * 2) % 2) + (((c86 * 2) / 4) % 8) * 8)) * tsr_p3_s1] = tsr::f2bf(v79_res[c86 * 2]);
+          if ((o81 + ((((c86 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o82 + (((c86 * 2) % 2) + (((c86 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o81 + ((((c86 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o82 + (((c86 * 2) % 2) + (((c86 * 2) / 4) % 8) * 8) + 1) * tsr_p3_s1] = tsr::f2bf(v79_res[c86 * 2 + 1]);
+        }
       }
     }
   }
@@ -313,5 +324,6 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
 // stat smem-bytes = 28672
 // stat threads = 128
 // stat vector-accesses = 1
+// stat whole-tile-accesses = 1
 // note printed from the GPU lowering's layouts (the layout emitter)
 // note not on wgmma (a 128-byte swizzled tile whose fastest dim is not a multiple of 64): lowered for mma.sync

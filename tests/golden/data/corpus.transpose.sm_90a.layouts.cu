@@ -22,53 +22,78 @@ extern "C" __global__ void __launch_bounds__(128) tessera_transpose(uint16_t* ts
   const int32_t v0_i = int32_t(blockIdx.x);
   // %j = program_id {axis = 1} : i32
   const int32_t v1_j = int32_t(blockIdx.y);
-  // %t = load_tile %x, %i, %j : tile<bf16, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+  // %t = load_tile %x, %i, %j : tile<bf16, [32, 64], layout = blocked<per_thread = [1, 8], threads = [4, 8], warps = [4, 1], order = [1, 0]>>
   float v2_t[16];
   {
-    const int64_t o3 = int64_t(v0_i) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o4 = int64_t(v1_j) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    #pragma unroll
-    for (int c5 = 0; c5 < 4; ++c5) {
-      uint16_t vb6[4];
-      if ((o3 + ((((c5 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_M) && (o4 + (((c5 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p0 + (o3 + ((((c5 * 4) / 4) % 4) * 8)) * tsr_p0_s0 + (o4 + (((c5 * 4) % 4))) * tsr_p0_s1)) {
-        tsr::copy_vec<uint16_t, 4>(vb6, tsr_p0 + (o3 + ((((c5 * 4) / 4) % 4) * 8)) * tsr_p0_s0 + (o4 + (((c5 * 4) % 4))) * tsr_p0_s1);
-        v2_t[c5 * 4 + 0] = tsr::bf2f(vb6[0]);
-        v2_t[c5 * 4 + 1] = tsr::bf2f(vb6[1]);
-        v2_t[c5 * 4 + 2] = tsr::bf2f(vb6[2]);
-        v2_t[c5 * 4 + 3] = tsr::bf2f(vb6[3]);
-      } else {
-        v2_t[c5 * 4] = ((o3 + ((((c5 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_M) && (o4 + (((c5 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o3 + ((((c5 * 4) / 4) % 4) * 8)) * tsr_p0_s0 + (o4 + (((c5 * 4) % 4))) * tsr_p0_s1]) : 0x0p+0f;
-        v2_t[c5 * 4 + 1] = ((o3 + ((((c5 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_M) && (o4 + (((c5 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o3 + ((((c5 * 4) / 4) % 4) * 8)) * tsr_p0_s0 + (o4 + (((c5 * 4) % 4)) + 1) * tsr_p0_s1]) : 0x0p+0f;
-        v2_t[c5 * 4 + 2] = ((o3 + ((((c5 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_M) && (o4 + (((c5 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o3 + ((((c5 * 4) / 4) % 4) * 8)) * tsr_p0_s0 + (o4 + (((c5 * 4) % 4)) + 2) * tsr_p0_s1]) : 0x0p+0f;
-        v2_t[c5 * 4 + 3] = ((o3 + ((((c5 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_M) && (o4 + (((c5 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o3 + ((((c5 * 4) / 4) % 4) * 8)) * tsr_p0_s0 + (o4 + (((c5 * 4) % 4)) + 3) * tsr_p0_s1]) : 0x0p+0f;
+    const int64_t o3 = int64_t(v0_i) * 32 + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4);
+    const int64_t o4 = int64_t(v1_j) * 64 + (((tsr_lane >> 0) & 7) * 8);
+    const bool whole5 = int64_t(v0_i) * 32 >= 0 && int64_t(v0_i) * 32 + 32 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && int64_t(v1_j) * 64 >= 0 && int64_t(v1_j) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + int64_t(v0_i) * 32 * tsr_p0_s0 + int64_t(v1_j) * 64 * tsr_p0_s1);
+    if (whole5) {
+      #pragma unroll
+      for (int c6 = 0; c6 < 2; ++c6) {
+        uint16_t vb7[8];
+        tsr::copy_vec<uint16_t, 8>(vb7, tsr_p0 + (o3 + ((((c6 * 8) / 8) % 2) * 16)) * tsr_p0_s0 + (o4 + (((c6 * 8) % 8))) * tsr_p0_s1);
+        v2_t[c6 * 8 + 0] = tsr::bf2f(vb7[0]);
+        v2_t[c6 * 8 + 1] = tsr::bf2f(vb7[1]);
+        v2_t[c6 * 8 + 2] = tsr::bf2f(vb7[2]);
+        v2_t[c6 * 8 + 3] = tsr::bf2f(vb7[3]);
+        v2_t[c6 * 8 + 4] = tsr::bf2f(vb7[4]);
+        v2_t[c6 * 8 + 5] = tsr::bf2f(vb7[5]);
+        v2_t[c6 * 8 + 6] = tsr::bf2f(vb7[6]);
+        v2_t[c6 * 8 + 7] = tsr::bf2f(vb7[7]);
+      }
+    } else {
+      #pragma unroll
+      for (int c8 = 0; c8 < 2; ++c8) {
+        uint16_t vb9[8];
+        if ((o3 + ((((c8 * 8) / 8) % 2) * 16)) < int64_t(tsr_dim_M) && (o4 + (((c8 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o3 + ((((c8 * 8) / 8) % 2) * 16)) * tsr_p0_s0 + (o4 + (((c8 * 8) % 8))) * tsr_p0_s1)) {
+          tsr::copy_vec<uint16_t, 8>(vb9, tsr_p0 + (o3 + ((((c8 * 8) / 8) % 2) * 16)) * tsr_p0_s0 + (o4 + (((c8 * 8) % 8))) * tsr_p0_s1);
+          v2_t[c8 * 8 + 0] = tsr::bf2f(vb9[0]);
+          v2_t[c8 * 8 + 1] = tsr::bf2f(vb9[1]);
+          v2_t[c8 * 8 + 2] = tsr::bf2f(vb9[2]);
+          v2_t[c8 * 8 + 3] = tsr::bf2f(vb9[3]);
+          v2_t[c8 * 8 + 4] = tsr::bf2f(vb9[4]);
+          v2_t[c8 * 8 + 5] = tsr::bf2f(vb9[5]);
+          v2_t[c8 * 8 + 6] = tsr::bf2f(vb9[6]);
+          v2_t[c8 * 8 + 7] = tsr::bf2f(vb9[7]);
+        } else {
+          v2_t[c8 * 8] = ((o3 + ((((c8 * 8) / 8) % 2) * 16)) < int64_t(tsr_dim_M) && (o4 + (((c8 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o3 + ((((c8 * 8) / 8) % 2) * 16)) * tsr_p0_s0 + (o4 + (((c8 * 8) % 8))) * tsr_p0_s1]) : 0x0p+0f;
+          v2_t[c8 * 8 + 1] = ((o3 + ((((c8 * 8) / 8) % 2) * 16)) < int64_t(tsr_dim_M) && (o4 + (((c8 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o3 + ((((c8 * 8) / 8) % 2) * 16)) * tsr_p0_s0 + (o4 + (((c8 * 8) % 8)) + 1) * tsr_p0_s1]) : 0x0p+0f;
+          v2_t[c8 * 8 + 2] = ((o3 + ((((c8 * 8) / 8) % 2) * 16)) < int64_t(tsr_dim_M) && (o4 + (((c8 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o3 + ((((c8 * 8) / 8) % 2) * 16)) * tsr_p0_s0 + (o4 + (((c8 * 8) % 8)) + 2) * tsr_p0_s1]) : 0x0p+0f;
+          v2_t[c8 * 8 + 3] = ((o3 + ((((c8 * 8) / 8) % 2) * 16)) < int64_t(tsr_dim_M) && (o4 + (((c8 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o3 + ((((c8 * 8) / 8) % 2) * 16)) * tsr_p0_s0 + (o4 + (((c8 * 8) % 8)) + 3) * tsr_p0_s1]) : 0x0p+0f;
+          v2_t[c8 * 8 + 4] = ((o3 + ((((c8 * 8) / 8) % 2) * 16)) < int64_t(tsr_dim_M) && (o4 + (((c8 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o3 + ((((c8 * 8) / 8) % 2) * 16)) * tsr_p0_s0 + (o4 + (((c8 * 8) % 8)) + 4) * tsr_p0_s1]) : 0x0p+0f;
+          v2_t[c8 * 8 + 5] = ((o3 + ((((c8 * 8) / 8) % 2) * 16)) < int64_t(tsr_dim_M) && (o4 + (((c8 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o3 + ((((c8 * 8) / 8) % 2) * 16)) * tsr_p0_s0 + (o4 + (((c8 * 8) % 8)) + 5) * tsr_p0_s1]) : 0x0p+0f;
+          v2_t[c8 * 8 + 6] = ((o3 + ((((c8 * 8) / 8) % 2) * 16)) < int64_t(tsr_dim_M) && (o4 + (((c8 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o3 + ((((c8 * 8) / 8) % 2) * 16)) * tsr_p0_s0 + (o4 + (((c8 * 8) % 8)) + 6) * tsr_p0_s1]) : 0x0p+0f;
+          v2_t[c8 * 8 + 7] = ((o3 + ((((c8 * 8) / 8) % 2) * 16)) < int64_t(tsr_dim_M) && (o4 + (((c8 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o3 + ((((c8 * 8) / 8) % 2) * 16)) * tsr_p0_s0 + (o4 + (((c8 * 8) % 8)) + 7) * tsr_p0_s1]) : 0x0p+0f;
+        }
       }
     }
   }
-  // %tt = permute %t {dims = [1, 0]} : tile<bf16, [64, 32], layout = blocked<per_thread = [4, 1], threads = [16, 2], warps = [1, 4], order = [0, 1]>>
-  float v7_tt[16];
-  v7_tt[0] = v2_t[0];
-  v7_tt[1] = v2_t[1];
-  v7_tt[2] = v2_t[2];
-  v7_tt[3] = v2_t[3];
-  v7_tt[4] = v2_t[4];
-  v7_tt[5] = v2_t[5];
-  v7_tt[6] = v2_t[6];
-  v7_tt[7] = v2_t[7];
-  v7_tt[8] = v2_t[8];
-  v7_tt[9] = v2_t[9];
-  v7_tt[10] = v2_t[10];
-  v7_tt[11] = v2_t[11];
-  v7_tt[12] = v2_t[12];
-  v7_tt[13] = v2_t[13];
-  v7_tt[14] = v2_t[14];
-  v7_tt[15] = v2_t[15];
+  // %tt = permute %t {dims = [1, 0]} : tile<bf16, [64, 32], layout = blocked<per_thread = [8, 1], threads = [8, 4], warps = [1, 4], order = [0, 1]>>
+  float v10_tt[16];
+  v10_tt[0] = v2_t[0];
+  v10_tt[1] = v2_t[1];
+  v10_tt[2] = v2_t[2];
+  v10_tt[3] = v2_t[3];
+  v10_tt[4] = v2_t[4];
+  v10_tt[5] = v2_t[5];
+  v10_tt[6] = v2_t[6];
+  v10_tt[7] = v2_t[7];
+  v10_tt[8] = v2_t[8];
+  v10_tt[9] = v2_t[9];
+  v10_tt[10] = v2_t[10];
+  v10_tt[11] = v2_t[11];
+  v10_tt[12] = v2_t[12];
+  v10_tt[13] = v2_t[13];
+  v10_tt[14] = v2_t[14];
+  v10_tt[15] = v2_t[15];
   // store_tile %y, %tt, %j, %i
   {
-    const int64_t o8 = int64_t(v1_j) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    const int64_t o9 = int64_t(v0_i) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o11 = int64_t(v1_j) * 64 + (((tsr_lane >> 0) & 7) * 8);
+    const int64_t o12 = int64_t(v0_i) * 32 + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4);
     #pragma unroll
-    for (int s10 = 0; s10 < 16; ++s10) {
-      if ((o8 + (((s10) % 4))) < int64_t(tsr_dim_N) && (o9 + ((((s10) / 4) % 4) * 8)) < int64_t(tsr_dim_M)) tsr_p1[(o8 + (((s10) % 4))) * tsr_p1_s0 + (o9 + ((((s10) / 4) % 4) * 8)) * tsr_p1_s1] = tsr::f2bf(v7_tt[s10]);
+    for (int s13 = 0; s13 < 16; ++s13) {
+      if ((o11 + (((s13) % 8))) < int64_t(tsr_dim_N) && (o12 + ((((s13) / 8) % 2) * 16)) < int64_t(tsr_dim_M)) tsr_p1[(o11 + (((s13) % 8))) * tsr_p1_s0 + (o12 + ((((s13) / 8) % 2) * 16)) * tsr_p1_s1] = tsr::f2bf(v10_tt[s13]);
     }
   }
 }
@@ -86,4 +111,5 @@ extern "C" __global__ void __launch_bounds__(128) tessera_transpose(uint16_t* ts
 // stat smem-bytes = 0
 // stat threads = 128
 // stat vector-accesses = 1
+// stat whole-tile-accesses = 1
 // note printed from the GPU lowering's layouts (the layout emitter)

@@ -45,832 +45,867 @@ extern "C" __global__ void __launch_bounds__(128) tessera_layernorm(uint16_t* ts
   if (v8) {
     // %14 = const {value = 0} : i32
     const int32_t v9 = int32_t(0LL);
-    // %15 = load_tile %x, %6, %14 : tile<bf16, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v10[8];
+    // %15 = load_tile %x, %6, %14 : tile<bf16, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    tsr::Packed16<true, 8> v10;
     {
       const int64_t o11 = int64_t(v1) * 1 + 0;
-      const int64_t o12 = int64_t(v9) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
+      const int64_t o12 = int64_t(v9) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
       #pragma unroll
-      for (int c13 = 0; c13 < 2; ++c13) {
-        uint16_t vb14[4];
-        if ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p0 + (o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512)) * tsr_p0_s1)) {
-          tsr::copy_vec<uint16_t, 4>(vb14, tsr_p0 + (o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512)) * tsr_p0_s1);
-          v10[c13 * 4 + 0] = tsr::bf2f(vb14[0]);
-          v10[c13 * 4 + 1] = tsr::bf2f(vb14[1]);
-          v10[c13 * 4 + 2] = tsr::bf2f(vb14[2]);
-          v10[c13 * 4 + 3] = tsr::bf2f(vb14[3]);
+      for (int c13 = 0; c13 < 1; ++c13) {
+        uint16_t vb14[8];
+        if ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8))) * tsr_p0_s1)) {
+          tsr::copy_vec<uint16_t, 8>(vb14, tsr_p0 + (o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8))) * tsr_p0_s1);
         } else {
-          v10[c13 * 4] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512)) * tsr_p0_s1]) : 0x0p+0f;
-          v10[c13 * 4 + 1] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512) + 1) * tsr_p0_s1]) : 0x0p+0f;
-          v10[c13 * 4 + 2] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512) + 2) * tsr_p0_s1]) : 0x0p+0f;
-          v10[c13 * 4 + 3] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512) + 3) * tsr_p0_s1]) : 0x0p+0f;
+          vb14[0] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8))) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb14[1] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 1) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb14[2] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 2) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb14[3] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 3) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb14[4] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 4) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb14[5] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 5) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb14[6] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 6) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb14[7] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 7) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
         }
+        v10.w[(c13 * 8) / 2 + 0] = uint32_t(vb14[0]) | (uint32_t(vb14[1]) << 16);
+        v10.w[(c13 * 8) / 2 + 1] = uint32_t(vb14[2]) | (uint32_t(vb14[3]) << 16);
+        v10.w[(c13 * 8) / 2 + 2] = uint32_t(vb14[4]) | (uint32_t(vb14[5]) << 16);
+        v10.w[(c13 * 8) / 2 + 3] = uint32_t(vb14[6]) | (uint32_t(vb14[7]) << 16);
       }
     }
-    // %16 = cast %15 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v15[8];
-    #pragma unroll
-    for (int s16 = 0; s16 < 8; ++s16) {
-      v15[s16] = float(float(v10[s16]));
-    }
-    // %17 = load_tile %w, %14 : tile<bf16, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v17[8];
+    // %16 = cast %15 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    const auto& v15 = v10;  // converts at each use
+    // %17 = load_tile %w, %14 : tile<bf16, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    tsr::Packed16<true, 8> v16;
     {
-      const int64_t o18 = int64_t(v9) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
+      const int64_t o17 = int64_t(v9) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
       #pragma unroll
-      for (int c19 = 0; c19 < 2; ++c19) {
-        uint16_t vb20[4];
-        if ((o18 + (((c19 * 4) % 4) + (((c19 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p1 + (o18 + (((c19 * 4) % 4) + (((c19 * 4) / 4) % 2) * 512)) * tsr_p1_s0)) {
-          tsr::copy_vec<uint16_t, 4>(vb20, tsr_p1 + (o18 + (((c19 * 4) % 4) + (((c19 * 4) / 4) % 2) * 512)) * tsr_p1_s0);
-          v17[c19 * 4 + 0] = tsr::bf2f(vb20[0]);
-          v17[c19 * 4 + 1] = tsr::bf2f(vb20[1]);
-          v17[c19 * 4 + 2] = tsr::bf2f(vb20[2]);
-          v17[c19 * 4 + 3] = tsr::bf2f(vb20[3]);
+      for (int c18 = 0; c18 < 1; ++c18) {
+        uint16_t vb19[8];
+        if ((o17 + (((c18 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + (o17 + (((c18 * 8) % 8))) * tsr_p1_s0)) {
+          tsr::copy_vec<uint16_t, 8>(vb19, tsr_p1 + (o17 + (((c18 * 8) % 8))) * tsr_p1_s0);
         } else {
-          v17[c19 * 4] = ((o18 + (((c19 * 4) % 4) + (((c19 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o18 + (((c19 * 4) % 4) + (((c19 * 4) / 4) % 2) * 512)) * tsr_p1_s0]) : 0x0p+0f;
-          v17[c19 * 4 + 1] = ((o18 + (((c19 * 4) % 4) + (((c19 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o18 + (((c19 * 4) % 4) + (((c19 * 4) / 4) % 2) * 512) + 1) * tsr_p1_s0]) : 0x0p+0f;
-          v17[c19 * 4 + 2] = ((o18 + (((c19 * 4) % 4) + (((c19 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o18 + (((c19 * 4) % 4) + (((c19 * 4) / 4) % 2) * 512) + 2) * tsr_p1_s0]) : 0x0p+0f;
-          v17[c19 * 4 + 3] = ((o18 + (((c19 * 4) % 4) + (((c19 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o18 + (((c19 * 4) % 4) + (((c19 * 4) / 4) % 2) * 512) + 3) * tsr_p1_s0]) : 0x0p+0f;
+          vb19[0] = ((o17 + (((c18 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p1[(o17 + (((c18 * 8) % 8))) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb19[1] = ((o17 + (((c18 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 1) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb19[2] = ((o17 + (((c18 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 2) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb19[3] = ((o17 + (((c18 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 3) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb19[4] = ((o17 + (((c18 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 4) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb19[5] = ((o17 + (((c18 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 5) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb19[6] = ((o17 + (((c18 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 6) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb19[7] = ((o17 + (((c18 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 7) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
         }
+        v16.w[(c18 * 8) / 2 + 0] = uint32_t(vb19[0]) | (uint32_t(vb19[1]) << 16);
+        v16.w[(c18 * 8) / 2 + 1] = uint32_t(vb19[2]) | (uint32_t(vb19[3]) << 16);
+        v16.w[(c18 * 8) / 2 + 2] = uint32_t(vb19[4]) | (uint32_t(vb19[5]) << 16);
+        v16.w[(c18 * 8) / 2 + 3] = uint32_t(vb19[6]) | (uint32_t(vb19[7]) << 16);
       }
     }
-    // %18 = cast %17 : tile<f32, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v21[8];
-    #pragma unroll
-    for (int s22 = 0; s22 < 8; ++s22) {
-      v21[s22] = float(float(v17[s22]));
-    }
-    // %19 = load_tile %b, %14 : tile<bf16, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v23[8];
+    // %18 = cast %17 : tile<f32, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    const auto& v20 = v16;  // converts at each use
+    // %19 = load_tile %b, %14 : tile<bf16, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    tsr::Packed16<true, 8> v21;
     {
-      const int64_t o24 = int64_t(v9) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
+      const int64_t o22 = int64_t(v9) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
       #pragma unroll
-      for (int c25 = 0; c25 < 2; ++c25) {
-        uint16_t vb26[4];
-        if ((o24 + (((c25 * 4) % 4) + (((c25 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p2 + (o24 + (((c25 * 4) % 4) + (((c25 * 4) / 4) % 2) * 512)) * tsr_p2_s0)) {
-          tsr::copy_vec<uint16_t, 4>(vb26, tsr_p2 + (o24 + (((c25 * 4) % 4) + (((c25 * 4) / 4) % 2) * 512)) * tsr_p2_s0);
-          v23[c25 * 4 + 0] = tsr::bf2f(vb26[0]);
-          v23[c25 * 4 + 1] = tsr::bf2f(vb26[1]);
-          v23[c25 * 4 + 2] = tsr::bf2f(vb26[2]);
-          v23[c25 * 4 + 3] = tsr::bf2f(vb26[3]);
+      for (int c23 = 0; c23 < 1; ++c23) {
+        uint16_t vb24[8];
+        if ((o22 + (((c23 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + (o22 + (((c23 * 8) % 8))) * tsr_p2_s0)) {
+          tsr::copy_vec<uint16_t, 8>(vb24, tsr_p2 + (o22 + (((c23 * 8) % 8))) * tsr_p2_s0);
         } else {
-          v23[c25 * 4] = ((o24 + (((c25 * 4) % 4) + (((c25 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p2[(o24 + (((c25 * 4) % 4) + (((c25 * 4) / 4) % 2) * 512)) * tsr_p2_s0]) : 0x0p+0f;
-          v23[c25 * 4 + 1] = ((o24 + (((c25 * 4) % 4) + (((c25 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p2[(o24 + (((c25 * 4) % 4) + (((c25 * 4) / 4) % 2) * 512) + 1) * tsr_p2_s0]) : 0x0p+0f;
-          v23[c25 * 4 + 2] = ((o24 + (((c25 * 4) % 4) + (((c25 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p2[(o24 + (((c25 * 4) % 4) + (((c25 * 4) / 4) % 2) * 512) + 2) * tsr_p2_s0]) : 0x0p+0f;
-          v23[c25 * 4 + 3] = ((o24 + (((c25 * 4) % 4) + (((c25 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p2[(o24 + (((c25 * 4) % 4) + (((c25 * 4) / 4) % 2) * 512) + 3) * tsr_p2_s0]) : 0x0p+0f;
+          vb24[0] = ((o22 + (((c23 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p2[(o22 + (((c23 * 8) % 8))) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb24[1] = ((o22 + (((c23 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p2[(o22 + (((c23 * 8) % 8)) + 1) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb24[2] = ((o22 + (((c23 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p2[(o22 + (((c23 * 8) % 8)) + 2) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb24[3] = ((o22 + (((c23 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p2[(o22 + (((c23 * 8) % 8)) + 3) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb24[4] = ((o22 + (((c23 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p2[(o22 + (((c23 * 8) % 8)) + 4) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb24[5] = ((o22 + (((c23 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p2[(o22 + (((c23 * 8) % 8)) + 5) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb24[6] = ((o22 + (((c23 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p2[(o22 + (((c23 * 8) % 8)) + 6) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb24[7] = ((o22 + (((c23 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p2[(o22 + (((c23 * 8) % 8)) + 7) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
         }
+        v21.w[(c23 * 8) / 2 + 0] = uint32_t(vb24[0]) | (uint32_t(vb24[1]) << 16);
+        v21.w[(c23 * 8) / 2 + 1] = uint32_t(vb24[2]) | (uint32_t(vb24[3]) << 16);
+        v21.w[(c23 * 8) / 2 + 2] = uint32_t(vb24[4]) | (uint32_t(vb24[5]) << 16);
+        v21.w[(c23 * 8) / 2 + 3] = uint32_t(vb24[6]) | (uint32_t(vb24[7]) << 16);
       }
     }
-    // %20 = cast %19 : tile<f32, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v27[8];
-    #pragma unroll
-    for (int s28 = 0; s28 < 8; ++s28) {
-      v27[s28] = float(float(v23[s28]));
-    }
-    // %21 = reduce %16 {axis = 1, kind = "sum"} : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v29[1];
-    v29[0] = v15[0];
-    v29[0] = float(v29[0] + v15[1]);
-    v29[0] = float(v29[0] + v15[2]);
-    v29[0] = float(v29[0] + v15[3]);
-    v29[0] = float(v29[0] + v15[4]);
-    v29[0] = float(v29[0] + v15[5]);
-    v29[0] = float(v29[0] + v15[6]);
-    v29[0] = float(v29[0] + v15[7]);
-    const float sh30 = __shfl_xor_sync(0xffffffffu, v29[0], 1);
-    v29[0] = float(v29[0] + sh30);
-    const float sh31 = __shfl_xor_sync(0xffffffffu, v29[0], 2);
-    v29[0] = float(v29[0] + sh31);
-    const float sh32 = __shfl_xor_sync(0xffffffffu, v29[0], 4);
-    v29[0] = float(v29[0] + sh32);
-    const float sh33 = __shfl_xor_sync(0xffffffffu, v29[0], 8);
-    v29[0] = float(v29[0] + sh33);
-    const float sh34 = __shfl_xor_sync(0xffffffffu, v29[0], 16);
-    v29[0] = float(v29[0] + sh34);
+    // %20 = cast %19 : tile<f32, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    const auto& v25 = v21;  // converts at each use
+    // %21 = reduce %16 {axis = 1, kind = "sum"} : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v26[1];
+    float part27[4];
+    part27[0] = v15[0];
+    part27[1] = v15[1];
+    part27[2] = v15[2];
+    part27[3] = v15[3];
+    part27[0] = float(part27[0] + v15[4]);
+    part27[1] = float(part27[1] + v15[5]);
+    part27[2] = float(part27[2] + v15[6]);
+    part27[3] = float(part27[3] + v15[7]);
+    part27[0] = float(part27[0] + part27[2]);
+    part27[1] = float(part27[1] + part27[3]);
+    part27[0] = float(part27[0] + part27[1]);
+    v26[0] = part27[0];
+    const float sh28 = __shfl_xor_sync(0xffffffffu, v26[0], 1);
+    v26[0] = float(v26[0] + sh28);
+    const float sh29 = __shfl_xor_sync(0xffffffffu, v26[0], 2);
+    v26[0] = float(v26[0] + sh29);
+    const float sh30 = __shfl_xor_sync(0xffffffffu, v26[0], 4);
+    v26[0] = float(v26[0] + sh30);
+    const float sh31 = __shfl_xor_sync(0xffffffffu, v26[0], 8);
+    v26[0] = float(v26[0] + sh31);
+    const float sh32 = __shfl_xor_sync(0xffffffffu, v26[0], 16);
+    v26[0] = float(v26[0] + sh32);
     __syncthreads();
     #pragma unroll
-    for (int s35 = 0; s35 < 1; ++s35) {
-      if ((tsr_lane & 31) == 0) reinterpret_cast<float*>(tsr_smem + 0)[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 1 + ((0 + 0))] = v29[s35];
+    for (int s33 = 0; s33 < 1; ++s33) {
+      if ((tsr_lane & 31) == 0) reinterpret_cast<float*>(tsr_smem + 0)[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 1 + ((0 + 0))] = v26[s33];
     }
     __syncthreads();
+    #pragma unroll
+    for (int s34 = 0; s34 < 1; ++s34) {
+      v26[s34] = reinterpret_cast<float*>(tsr_smem + 0)[((0 + 0))];
+      v26[s34] = float(v26[s34] + reinterpret_cast<float*>(tsr_smem + 0)[1 + ((0 + 0))]);
+      v26[s34] = float(v26[s34] + reinterpret_cast<float*>(tsr_smem + 0)[2 + ((0 + 0))]);
+      v26[s34] = float(v26[s34] + reinterpret_cast<float*>(tsr_smem + 0)[3 + ((0 + 0))]);
+    }
+    // %22 = splat %12 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v35[1];
     #pragma unroll
     for (int s36 = 0; s36 < 1; ++s36) {
-      v29[s36] = reinterpret_cast<float*>(tsr_smem + 0)[((0 + 0))];
-      v29[s36] = float(v29[s36] + reinterpret_cast<float*>(tsr_smem + 0)[1 + ((0 + 0))]);
-      v29[s36] = float(v29[s36] + reinterpret_cast<float*>(tsr_smem + 0)[2 + ((0 + 0))]);
-      v29[s36] = float(v29[s36] + reinterpret_cast<float*>(tsr_smem + 0)[3 + ((0 + 0))]);
+      v35[s36] = v7;
     }
-    // %22 = splat %12 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    // %23 = div %21, %22 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
     float v37[1];
     #pragma unroll
     for (int s38 = 0; s38 < 1; ++s38) {
-      v37[s38] = v7;
+      v37[s38] = float(v26[s38] / v35[s38]);
     }
-    // %23 = div %21, %22 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    // %24 = expand_dims %23 {axis = 1} : tile<f32, [1, 1], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
     float v39[1];
+    v39[0] = v37[0];
+    // %25 = arange : tile<i32, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    int32_t v40[8];
     #pragma unroll
-    for (int s40 = 0; s40 < 1; ++s40) {
-      v39[s40] = float(v29[s40] / v37[s40]);
+    for (int s41 = 0; s41 < 8; ++s41) {
+      v40[s41] = int32_t(0 + (((s41) % 8)) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256));
     }
-    // %24 = expand_dims %23 {axis = 1} : tile<f32, [1, 1], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v41[1];
-    v41[0] = v39[0];
-    // %25 = arange : tile<i32, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    // %26 = splat %7 : tile<i32, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
     int32_t v42[8];
     #pragma unroll
     for (int s43 = 0; s43 < 8; ++s43) {
-      v42[s43] = int32_t(0 + (((s43) % 4) + (((s43) / 4) % 2) * 512) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128));
+      v42[s43] = v2;
     }
-    // %26 = splat %7 : tile<i32, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    int32_t v44[8];
+    // %27 = cmp %25, %26 {pred = "lt"} : tile<i1, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    uint8_t v44[8];
     #pragma unroll
     for (int s45 = 0; s45 < 8; ++s45) {
-      v44[s45] = v2;
+      v44[s45] = uint8_t(v40[s45] < v42[s45]);
     }
-    // %27 = cmp %25, %26 {pred = "lt"} : tile<i1, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    // %28 = expand_dims %27 {axis = 0} : tile<i1, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
     uint8_t v46[8];
+    v46[0] = v44[0];
+    v46[1] = v44[1];
+    v46[2] = v44[2];
+    v46[3] = v44[3];
+    v46[4] = v44[4];
+    v46[5] = v44[5];
+    v46[6] = v44[6];
+    v46[7] = v44[7];
+    // %29 = broadcast %24 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v47[8];
+    v47[0] = v39[0];
+    v47[1] = v39[0];
+    v47[2] = v39[0];
+    v47[3] = v39[0];
+    v47[4] = v39[0];
+    v47[5] = v39[0];
+    v47[6] = v39[0];
+    v47[7] = v39[0];
+    // %30 = where %28, %16, %29 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v48[8];
     #pragma unroll
-    for (int s47 = 0; s47 < 8; ++s47) {
-      v46[s47] = uint8_t(v42[s47] < v44[s47]);
+    for (int s49 = 0; s49 < 8; ++s49) {
+      v48[s49] = (v46[s49] ? v15[s49] : v47[s49]);
     }
-    // %28 = expand_dims %27 {axis = 0} : tile<i1, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    uint8_t v48[8];
-    v48[0] = v46[0];
-    v48[1] = v46[1];
-    v48[2] = v46[2];
-    v48[3] = v46[3];
-    v48[4] = v46[4];
-    v48[5] = v46[5];
-    v48[6] = v46[6];
-    v48[7] = v46[7];
-    // %29 = broadcast %24 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v49[8];
-    v49[0] = v41[0];
-    v49[1] = v41[0];
-    v49[2] = v41[0];
-    v49[3] = v41[0];
-    v49[4] = v41[0];
-    v49[5] = v41[0];
-    v49[6] = v41[0];
-    v49[7] = v41[0];
-    // %30 = where %28, %16, %29 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    // %31 = sub %30, %29 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
     float v50[8];
     #pragma unroll
     for (int s51 = 0; s51 < 8; ++s51) {
-      v50[s51] = (v48[s51] ? v15[s51] : v49[s51]);
+      v50[s51] = float(v48[s51] - v47[s51]);
     }
-    // %31 = sub %30, %29 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    // %32 = mul %31, %31 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
     float v52[8];
     #pragma unroll
     for (int s53 = 0; s53 < 8; ++s53) {
-      v52[s53] = float(v50[s53] - v49[s53]);
+      v52[s53] = float(v50[s53] * v50[s53]);
     }
-    // %32 = mul %31, %31 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v54[8];
+    // %33 = reduce %32 {axis = 1, kind = "sum"} : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v54[1];
+    float part55[4];
+    part55[0] = v52[0];
+    part55[1] = v52[1];
+    part55[2] = v52[2];
+    part55[3] = v52[3];
+    part55[0] = float(part55[0] + v52[4]);
+    part55[1] = float(part55[1] + v52[5]);
+    part55[2] = float(part55[2] + v52[6]);
+    part55[3] = float(part55[3] + v52[7]);
+    part55[0] = float(part55[0] + part55[2]);
+    part55[1] = float(part55[1] + part55[3]);
+    part55[0] = float(part55[0] + part55[1]);
+    v54[0] = part55[0];
+    const float sh56 = __shfl_xor_sync(0xffffffffu, v54[0], 1);
+    v54[0] = float(v54[0] + sh56);
+    const float sh57 = __shfl_xor_sync(0xffffffffu, v54[0], 2);
+    v54[0] = float(v54[0] + sh57);
+    const float sh58 = __shfl_xor_sync(0xffffffffu, v54[0], 4);
+    v54[0] = float(v54[0] + sh58);
+    const float sh59 = __shfl_xor_sync(0xffffffffu, v54[0], 8);
+    v54[0] = float(v54[0] + sh59);
+    const float sh60 = __shfl_xor_sync(0xffffffffu, v54[0], 16);
+    v54[0] = float(v54[0] + sh60);
     #pragma unroll
-    for (int s55 = 0; s55 < 8; ++s55) {
-      v54[s55] = float(v52[s55] * v52[s55]);
+    for (int s61 = 0; s61 < 1; ++s61) {
+      if ((tsr_lane & 31) == 0) reinterpret_cast<float*>(tsr_smem + 1024)[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 1 + ((0 + 0))] = v54[s61];
     }
-    // %33 = reduce %32 {axis = 1, kind = "sum"} : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v56[1];
-    v56[0] = v54[0];
-    v56[0] = float(v56[0] + v54[1]);
-    v56[0] = float(v56[0] + v54[2]);
-    v56[0] = float(v56[0] + v54[3]);
-    v56[0] = float(v56[0] + v54[4]);
-    v56[0] = float(v56[0] + v54[5]);
-    v56[0] = float(v56[0] + v54[6]);
-    v56[0] = float(v56[0] + v54[7]);
-    const float sh57 = __shfl_xor_sync(0xffffffffu, v56[0], 1);
-    v56[0] = float(v56[0] + sh57);
-    const float sh58 = __shfl_xor_sync(0xffffffffu, v56[0], 2);
-    v56[0] = float(v56[0] + sh58);
-    const float sh59 = __shfl_xor_sync(0xffffffffu, v56[0], 4);
-    v56[0] = float(v56[0] + sh59);
-    const float sh60 = __shfl_xor_sync(0xffffffffu, v56[0], 8);
-    v56[0] = float(v56[0] + sh60);
-    const float sh61 = __shfl_xor_sync(0xffffffffu, v56[0], 16);
-    v56[0] = float(v56[0] + sh61);
     __syncthreads();
     #pragma unroll
     for (int s62 = 0; s62 < 1; ++s62) {
-      if ((tsr_lane & 31) == 0) reinterpret_cast<float*>(tsr_smem + 0)[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 1 + ((0 + 0))] = v56[s62];
+      v54[s62] = reinterpret_cast<float*>(tsr_smem + 1024)[((0 + 0))];
+      v54[s62] = float(v54[s62] + reinterpret_cast<float*>(tsr_smem + 1024)[1 + ((0 + 0))]);
+      v54[s62] = float(v54[s62] + reinterpret_cast<float*>(tsr_smem + 1024)[2 + ((0 + 0))]);
+      v54[s62] = float(v54[s62] + reinterpret_cast<float*>(tsr_smem + 1024)[3 + ((0 + 0))]);
     }
-    __syncthreads();
+    // %34 = splat %12 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v63[1];
     #pragma unroll
-    for (int s63 = 0; s63 < 1; ++s63) {
-      v56[s63] = reinterpret_cast<float*>(tsr_smem + 0)[((0 + 0))];
-      v56[s63] = float(v56[s63] + reinterpret_cast<float*>(tsr_smem + 0)[1 + ((0 + 0))]);
-      v56[s63] = float(v56[s63] + reinterpret_cast<float*>(tsr_smem + 0)[2 + ((0 + 0))]);
-      v56[s63] = float(v56[s63] + reinterpret_cast<float*>(tsr_smem + 0)[3 + ((0 + 0))]);
+    for (int s64 = 0; s64 < 1; ++s64) {
+      v63[s64] = v7;
     }
-    // %34 = splat %12 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v64[1];
+    // %35 = div %33, %34 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v65[1];
     #pragma unroll
-    for (int s65 = 0; s65 < 1; ++s65) {
-      v64[s65] = v7;
-    }
-    // %35 = div %33, %34 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v66[1];
-    #pragma unroll
-    for (int s67 = 0; s67 < 1; ++s67) {
-      v66[s67] = float(v56[s67] / v64[s67]);
+    for (int s66 = 0; s66 < 1; ++s66) {
+      v65[s66] = float(v54[s66] / v63[s66]);
     }
     // %36 = const {value = 1e-05} : f32
-    const float v68 = 0x1.4f8b58p-17f;
-    // %37 = splat %36 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v69[1];
+    const float v67 = 0x1.4f8b58p-17f;
+    // %37 = splat %36 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v68[1];
     #pragma unroll
-    for (int s70 = 0; s70 < 1; ++s70) {
-      v69[s70] = v68;
+    for (int s69 = 0; s69 < 1; ++s69) {
+      v68[s69] = v67;
     }
-    // %38 = add %35, %37 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v71[1];
+    // %38 = add %35, %37 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v70[1];
     #pragma unroll
-    for (int s72 = 0; s72 < 1; ++s72) {
-      v71[s72] = float(v66[s72] + v69[s72]);
+    for (int s71 = 0; s71 < 1; ++s71) {
+      v70[s71] = float(v65[s71] + v68[s71]);
     }
-    // %39 = rsqrt %38 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v73[1];
+    // %39 = rsqrt %38 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v72[1];
     #pragma unroll
-    for (int s74 = 0; s74 < 1; ++s74) {
-      v73[s74] = float(rsqrtf(v71[s74]));
+    for (int s73 = 0; s73 < 1; ++s73) {
+      v72[s73] = float(rsqrtf(v70[s73]));
     }
-    // %40 = expand_dims %39 {axis = 1} : tile<f32, [1, 1], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v75[1];
-    v75[0] = v73[0];
-    // %41 = sub %16, %29 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v76[8];
+    // %40 = expand_dims %39 {axis = 1} : tile<f32, [1, 1], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v74[1];
+    v74[0] = v72[0];
+    // %41 = sub %16, %29 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v75[8];
     #pragma unroll
-    for (int s77 = 0; s77 < 8; ++s77) {
-      v76[s77] = float(v15[s77] - v49[s77]);
+    for (int s76 = 0; s76 < 8; ++s76) {
+      v75[s76] = float(v15[s76] - v47[s76]);
     }
-    // %42 = broadcast %40 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    // %42 = broadcast %40 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v77[8];
+    v77[0] = v74[0];
+    v77[1] = v74[0];
+    v77[2] = v74[0];
+    v77[3] = v74[0];
+    v77[4] = v74[0];
+    v77[5] = v74[0];
+    v77[6] = v74[0];
+    v77[7] = v74[0];
+    // %43 = mul %41, %42 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
     float v78[8];
-    v78[0] = v75[0];
-    v78[1] = v75[0];
-    v78[2] = v75[0];
-    v78[3] = v75[0];
-    v78[4] = v75[0];
-    v78[5] = v75[0];
-    v78[6] = v75[0];
-    v78[7] = v75[0];
-    // %43 = mul %41, %42 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v79[8];
     #pragma unroll
-    for (int s80 = 0; s80 < 8; ++s80) {
-      v79[s80] = float(v76[s80] * v78[s80]);
+    for (int s79 = 0; s79 < 8; ++s79) {
+      v78[s79] = float(v75[s79] * v77[s79]);
     }
-    // %44 = expand_dims %18 {axis = 0} : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    // %44 = expand_dims %18 {axis = 0} : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v80[8];
+    v80[0] = v20[0];
+    v80[1] = v20[1];
+    v80[2] = v20[2];
+    v80[3] = v20[3];
+    v80[4] = v20[4];
+    v80[5] = v20[5];
+    v80[6] = v20[6];
+    v80[7] = v20[7];
+    // %45 = mul %43, %44 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
     float v81[8];
-    v81[0] = v21[0];
-    v81[1] = v21[1];
-    v81[2] = v21[2];
-    v81[3] = v21[3];
-    v81[4] = v21[4];
-    v81[5] = v21[5];
-    v81[6] = v21[6];
-    v81[7] = v21[7];
-    // %45 = mul %43, %44 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v82[8];
     #pragma unroll
-    for (int s83 = 0; s83 < 8; ++s83) {
-      v82[s83] = float(v79[s83] * v81[s83]);
+    for (int s82 = 0; s82 < 8; ++s82) {
+      v81[s82] = float(v78[s82] * v80[s82]);
     }
-    // %46 = expand_dims %20 {axis = 0} : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    // %46 = expand_dims %20 {axis = 0} : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v83[8];
+    v83[0] = v25[0];
+    v83[1] = v25[1];
+    v83[2] = v25[2];
+    v83[3] = v25[3];
+    v83[4] = v25[4];
+    v83[5] = v25[5];
+    v83[6] = v25[6];
+    v83[7] = v25[7];
+    // %47 = add %45, %46 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
     float v84[8];
-    v84[0] = v27[0];
-    v84[1] = v27[1];
-    v84[2] = v27[2];
-    v84[3] = v27[3];
-    v84[4] = v27[4];
-    v84[5] = v27[5];
-    v84[6] = v27[6];
-    v84[7] = v27[7];
-    // %47 = add %45, %46 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v85[8];
     #pragma unroll
-    for (int s86 = 0; s86 < 8; ++s86) {
-      v85[s86] = float(v82[s86] + v84[s86]);
+    for (int s85 = 0; s85 < 8; ++s85) {
+      v84[s85] = float(v81[s85] + v83[s85]);
     }
-    // %48 = cast %47 : tile<bf16, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v87[8];
+    // %48 = cast %47 : tile<bf16, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v86[8];
     #pragma unroll
-    for (int s88 = 0; s88 < 8; ++s88) {
-      v87[s88] = tsr::rbf16(float(float(v85[s88])));
+    for (int s87 = 0; s87 < 8; ++s87) {
+      v86[s87] = tsr::rbf16(float(float(v84[s87])));
     }
     // store_tile %y, %48, %6, %14
     {
-      const int64_t o89 = int64_t(v1) * 1 + 0;
-      const int64_t o90 = int64_t(v9) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
+      const int64_t o88 = int64_t(v1) * 1 + 0;
+      const int64_t o89 = int64_t(v9) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
       #pragma unroll
-      for (int c91 = 0; c91 < 2; ++c91) {
-        uint16_t vb92[4];
-        if ((o89 + 0) < int64_t(tsr_dim_M) && (o90 + (((c91 * 4) % 4) + (((c91 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p3 + (o89 + 0) * tsr_p3_s0 + (o90 + (((c91 * 4) % 4) + (((c91 * 4) / 4) % 2) * 512)) * tsr_p3_s1)) {
-          vb92[0] = tsr::f2bf(v87[c91 * 4 + 0]);
-          vb92[1] = tsr::f2bf(v87[c91 * 4 + 1]);
-          vb92[2] = tsr::f2bf(v87[c91 * 4 + 2]);
-          vb92[3] = tsr::f2bf(v87[c91 * 4 + 3]);
-          tsr::copy_vec<uint16_t, 4>(tsr_p3 + (o89 + 0) * tsr_p3_s0 + (o90 + (((c91 * 4) % 4) + (((c91 * 4) / 4) % 2) * 512)) * tsr_p3_s1, vb92);
+      for (int c90 = 0; c90 < 1; ++c90) {
+        uint16_t vb91[8];
+        if ((o88 + 0) < int64_t(tsr_dim_M) && (o89 + (((c90 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p3 + (o88 + 0) * tsr_p3_s0 + (o89 + (((c90 * 8) % 8))) * tsr_p3_s1)) {
+          vb91[0] = tsr::f2bf(v86[c90 * 8 + 0]);
+          vb91[1] = tsr::f2bf(v86[c90 * 8 + 1]);
+          vb91[2] = tsr::f2bf(v86[c90 * 8 + 2]);
+          vb91[3] = tsr::f2bf(v86[c90 * 8 + 3]);
+          vb91[4] = tsr::f2bf(v86[c90 * 8 + 4]);
+          vb91[5] = tsr::f2bf(v86[c90 * 8 + 5]);
+          vb91[6] = tsr::f2bf(v86[c90 * 8 + 6]);
+          vb91[7] = tsr::f2bf(v86[c90 * 8 + 7]);
+          tsr::copy_vec<uint16_t, 8>(tsr_p3 + (o88 + 0) * tsr_p3_s0 + (o89 + (((c90 * 8) % 8))) * tsr_p3_s1, vb91);
         } else {
-          if ((o89 + 0) < int64_t(tsr_dim_M) && (o90 + (((c91 * 4) % 4) + (((c91 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) tsr_p3[(o89 + 0) * tsr_p3_s0 + (o90 + (((c91 * 4) % 4) + (((c91 * 4) / 4) % 2) * 512)) * tsr_p3_s1] = tsr::f2bf(v87[c91 * 4]);
-          if ((o89 + 0) < int64_t(tsr_dim_M) && (o90 + (((c91 * 4) % 4) + (((c91 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o89 + 0) * tsr_p3_s0 + (o90 + (((c91 * 4) % 4) + (((c91 * 4) / 4) % 2) * 512) + 1) * tsr_p3_s1] = tsr::f2bf(v87[c91 * 4 + 1]);
-          if ((o89 + 0) < int64_t(tsr_dim_M) && (o90 + (((c91 * 4) % 4) + (((c91 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) tsr_p3[(o89 + 0) * tsr_p3_s0 + (o90 + (((c91 * 4) % 4) + (((c91 * 4) / 4) % 2) * 512) + 2) * tsr_p3_s1] = tsr::f2bf(v87[c91 * 4 + 2]);
-          if ((o89 + 0) < int64_t(tsr_dim_M) && (o90 + (((c91 * 4) % 4) + (((c91 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) tsr_p3[(o89 + 0) * tsr_p3_s0 + (o90 + (((c91 * 4) % 4) + (((c91 * 4) / 4) % 2) * 512) + 3) * tsr_p3_s1] = tsr::f2bf(v87[c91 * 4 + 3]);
+          if ((o88 + 0) < int64_t(tsr_dim_M) && (o89 + (((c90 * 8) % 8))) < int64_t(tsr_dim_N)) tsr_p3[(o88 + 0) * tsr_p3_s0 + (o89 + (((c90 * 8) % 8))) * tsr_p3_s1] = tsr::f2bf(v86[c90 * 8]);
+          if ((o88 + 0) < int64_t(tsr_dim_M) && (o89 + (((c90 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o88 + 0) * tsr_p3_s0 + (o89 + (((c90 * 8) % 8)) + 1) * tsr_p3_s1] = tsr::f2bf(v86[c90 * 8 + 1]);
+          if ((o88 + 0) < int64_t(tsr_dim_M) && (o89 + (((c90 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) tsr_p3[(o88 + 0) * tsr_p3_s0 + (o89 + (((c90 * 8) % 8)) + 2) * tsr_p3_s1] = tsr::f2bf(v86[c90 * 8 + 2]);
+          if ((o88 + 0) < int64_t(tsr_dim_M) && (o89 + (((c90 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) tsr_p3[(o88 + 0) * tsr_p3_s0 + (o89 + (((c90 * 8) % 8)) + 3) * tsr_p3_s1] = tsr::f2bf(v86[c90 * 8 + 3]);
+          if ((o88 + 0) < int64_t(tsr_dim_M) && (o89 + (((c90 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) tsr_p3[(o88 + 0) * tsr_p3_s0 + (o89 + (((c90 * 8) % 8)) + 4) * tsr_p3_s1] = tsr::f2bf(v86[c90 * 8 + 4]);
+          if ((o88 + 0) < int64_t(tsr_dim_M) && (o89 + (((c90 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) tsr_p3[(o88 + 0) * tsr_p3_s0 + (o89 + (((c90 * 8) % 8)) + 5) * tsr_p3_s1] = tsr::f2bf(v86[c90 * 8 + 5]);
+          if ((o88 + 0) < int64_t(tsr_dim_M) && (o89 + (((c90 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) tsr_p3[(o88 + 0) * tsr_p3_s0 + (o89 + (((c90 * 8) % 8)) + 6) * tsr_p3_s1] = tsr::f2bf(v86[c90 * 8 + 6]);
+          if ((o88 + 0) < int64_t(tsr_dim_M) && (o89 + (((c90 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) tsr_p3[(o88 + 0) * tsr_p3_s0 + (o89 + (((c90 * 8) % 8)) + 7) * tsr_p3_s1] = tsr::f2bf(v86[c90 * 8 + 7]);
         }
       }
     }
     // yield
   } else {
     // %49 = const {value = 0.0} : f32
-    const float v93 = 0x0p+0f;
+    const float v92 = 0x0p+0f;
     // %50 = const {value = 0} : i32
-    const int32_t v94 = int32_t(0LL);
-    // %51 = splat %49 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v95[1];
+    const int32_t v93 = int32_t(0LL);
+    // %51 = splat %49 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v94[1];
     #pragma unroll
-    for (int s96 = 0; s96 < 1; ++s96) {
-      v95[s96] = v93;
+    for (int s95 = 0; s95 < 1; ++s95) {
+      v94[s95] = v92;
     }
-    // %52 = for %50, %11, %5, %51 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>> {...}
-    float c97[1];
+    // %52 = for %50, %11, %5, %51 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>> {...}
+    float c96[1];
     #pragma unroll
-    for (int s98 = 0; s98 < 1; ++s98) {
-      c97[s98] = v95[s98];
+    for (int s97 = 0; s97 < 1; ++s97) {
+      c96[s97] = v94[s97];
     }
-    for (int64_t iv99_ = v94; v0 > 0 && iv99_ < v6; iv99_ += v0) {
-      const int32_t iv99 = int32_t(iv99_);
-      // %55 = load_tile %x, %6, %53 : tile<bf16, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-      float v100[8];
+    for (int64_t iv98_ = v93; v0 > 0 && iv98_ < v6; iv98_ += v0) {
+      const int32_t iv98 = int32_t(iv98_);
+      // %55 = load_tile %x, %6, %53 : tile<bf16, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+      tsr::Packed16<true, 8> v99;
       {
-        const int64_t o101 = int64_t(v1) * 1 + 0;
-        const int64_t o102 = int64_t(iv99) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
+        const int64_t o100 = int64_t(v1) * 1 + 0;
+        const int64_t o101 = int64_t(iv98) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
         #pragma unroll
-        for (int c103 = 0; c103 < 2; ++c103) {
-          uint16_t vb104[4];
-          if ((o101 + 0) < int64_t(tsr_dim_M) && (o102 + (((c103 * 4) % 4) + (((c103 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p0 + (o101 + 0) * tsr_p0_s0 + (o102 + (((c103 * 4) % 4) + (((c103 * 4) / 4) % 2) * 512)) * tsr_p0_s1)) {
-            tsr::copy_vec<uint16_t, 4>(vb104, tsr_p0 + (o101 + 0) * tsr_p0_s0 + (o102 + (((c103 * 4) % 4) + (((c103 * 4) / 4) % 2) * 512)) * tsr_p0_s1);
-            v100[c103 * 4 + 0] = tsr::bf2f(vb104[0]);
-            v100[c103 * 4 + 1] = tsr::bf2f(vb104[1]);
-            v100[c103 * 4 + 2] = tsr::bf2f(vb104[2]);
-            v100[c103 * 4 + 3] = tsr::bf2f(vb104[3]);
+        for (int c102 = 0; c102 < 1; ++c102) {
+          uint16_t vb103[8];
+          if ((o100 + 0) < int64_t(tsr_dim_M) && (o101 + (((c102 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o100 + 0) * tsr_p0_s0 + (o101 + (((c102 * 8) % 8))) * tsr_p0_s1)) {
+            tsr::copy_vec<uint16_t, 8>(vb103, tsr_p0 + (o100 + 0) * tsr_p0_s0 + (o101 + (((c102 * 8) % 8))) * tsr_p0_s1);
           } else {
-            v100[c103 * 4] = ((o101 + 0) < int64_t(tsr_dim_M) && (o102 + (((c103 * 4) % 4) + (((c103 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o101 + 0) * tsr_p0_s0 + (o102 + (((c103 * 4) % 4) + (((c103 * 4) / 4) % 2) * 512)) * tsr_p0_s1]) : 0x0p+0f;
-            v100[c103 * 4 + 1] = ((o101 + 0) < int64_t(tsr_dim_M) && (o102 + (((c103 * 4) % 4) + (((c103 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o101 + 0) * tsr_p0_s0 + (o102 + (((c103 * 4) % 4) + (((c103 * 4) / 4) % 2) * 512) + 1) * tsr_p0_s1]) : 0x0p+0f;
-            v100[c103 * 4 + 2] = ((o101 + 0) < int64_t(tsr_dim_M) && (o102 + (((c103 * 4) % 4) + (((c103 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o101 + 0) * tsr_p0_s0 + (o102 + (((c103 * 4) % 4) + (((c103 * 4) / 4) % 2) * 512) + 2) * tsr_p0_s1]) : 0x0p+0f;
-            v100[c103 * 4 + 3] = ((o101 + 0) < int64_t(tsr_dim_M) && (o102 + (((c103 * 4) % 4) + (((c103 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o101 + 0) * tsr_p0_s0 + (o102 + (((c103 * 4) % 4) + (((c103 * 4) / 4) % 2) * 512) + 3) * tsr_p0_s1]) : 0x0p+0f;
+            vb103[0] = ((o100 + 0) < int64_t(tsr_dim_M) && (o101 + (((c102 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p0[(o100 + 0) * tsr_p0_s0 + (o101 + (((c102 * 8) % 8))) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb103[1] = ((o100 + 0) < int64_t(tsr_dim_M) && (o101 + (((c102 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o100 + 0) * tsr_p0_s0 + (o101 + (((c102 * 8) % 8)) + 1) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb103[2] = ((o100 + 0) < int64_t(tsr_dim_M) && (o101 + (((c102 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o100 + 0) * tsr_p0_s0 + (o101 + (((c102 * 8) % 8)) + 2) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb103[3] = ((o100 + 0) < int64_t(tsr_dim_M) && (o101 + (((c102 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o100 + 0) * tsr_p0_s0 + (o101 + (((c102 * 8) % 8)) + 3) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb103[4] = ((o100 + 0) < int64_t(tsr_dim_M) && (o101 + (((c102 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p0[(o100 + 0) * tsr_p0_s0 + (o101 + (((c102 * 8) % 8)) + 4) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb103[5] = ((o100 + 0) < int64_t(tsr_dim_M) && (o101 + (((c102 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p0[(o100 + 0) * tsr_p0_s0 + (o101 + (((c102 * 8) % 8)) + 5) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb103[6] = ((o100 + 0) < int64_t(tsr_dim_M) && (o101 + (((c102 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p0[(o100 + 0) * tsr_p0_s0 + (o101 + (((c102 * 8) % 8)) + 6) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb103[7] = ((o100 + 0) < int64_t(tsr_dim_M) && (o101 + (((c102 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p0[(o100 + 0) * tsr_p0_s0 + (o101 + (((c102 * 8) % 8)) + 7) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
           }
+          v99.w[(c102 * 8) / 2 + 0] = uint32_t(vb103[0]) | (uint32_t(vb103[1]) << 16);
+          v99.w[(c102 * 8) / 2 + 1] = uint32_t(vb103[2]) | (uint32_t(vb103[3]) << 16);
+          v99.w[(c102 * 8) / 2 + 2] = uint32_t(vb103[4]) | (uint32_t(vb103[5]) << 16);
+          v99.w[(c102 * 8) / 2 + 3] = uint32_t(vb103[6]) | (uint32_t(vb103[7]) << 16);
         }
       }
-      // %56 = cast %55 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-      float v105[8];
+      // %56 = cast %55 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+      const auto& v104 = v99;  // converts at each use
+      // %57 = reduce %56 {axis = 1, kind = "sum"} : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+      float v105[1];
+      float part106[4];
+      part106[0] = v104[0];
+      part106[1] = v104[1];
+      part106[2] = v104[2];
+      part106[3] = v104[3];
+      part106[0] = float(part106[0] + v104[4]);
+      part106[1] = float(part106[1] + v104[5]);
+      part106[2] = float(part106[2] + v104[6]);
+      part106[3] = float(part106[3] + v104[7]);
+      part106[0] = float(part106[0] + part106[2]);
+      part106[1] = float(part106[1] + part106[3]);
+      part106[0] = float(part106[0] + part106[1]);
+      v105[0] = part106[0];
+      const float sh107 = __shfl_xor_sync(0xffffffffu, v105[0], 1);
+      v105[0] = float(v105[0] + sh107);
+      const float sh108 = __shfl_xor_sync(0xffffffffu, v105[0], 2);
+      v105[0] = float(v105[0] + sh108);
+      const float sh109 = __shfl_xor_sync(0xffffffffu, v105[0], 4);
+      v105[0] = float(v105[0] + sh109);
+      const float sh110 = __shfl_xor_sync(0xffffffffu, v105[0], 8);
+      v105[0] = float(v105[0] + sh110);
+      const float sh111 = __shfl_xor_sync(0xffffffffu, v105[0], 16);
+      v105[0] = float(v105[0] + sh111);
+      __syncthreads();
       #pragma unroll
-      for (int s106 = 0; s106 < 8; ++s106) {
-        v105[s106] = float(float(v100[s106]));
+      for (int s112 = 0; s112 < 1; ++s112) {
+        if ((tsr_lane & 31) == 0) reinterpret_cast<float*>(tsr_smem + 0)[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 1 + ((0 + 0))] = v105[s112];
       }
-      // %57 = reduce %56 {axis = 1, kind = "sum"} : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-      float v107[1];
-      v107[0] = v105[0];
-      v107[0] = float(v107[0] + v105[1]);
-      v107[0] = float(v107[0] + v105[2]);
-      v107[0] = float(v107[0] + v105[3]);
-      v107[0] = float(v107[0] + v105[4]);
-      v107[0] = float(v107[0] + v105[5]);
-      v107[0] = float(v107[0] + v105[6]);
-      v107[0] = float(v107[0] + v105[7]);
-      const float sh108 = __shfl_xor_sync(0xffffffffu, v107[0], 1);
-      v107[0] = float(v107[0] + sh108);
-      const float sh109 = __shfl_xor_sync(0xffffffffu, v107[0], 2);
-      v107[0] = float(v107[0] + sh109);
-      const float sh110 = __shfl_xor_sync(0xffffffffu, v107[0], 4);
-      v107[0] = float(v107[0] + sh110);
-      const float sh111 = __shfl_xor_sync(0xffffffffu, v107[0], 8);
-      v107[0] = float(v107[0] + sh111);
-      const float sh112 = __shfl_xor_sync(0xffffffffu, v107[0], 16);
-      v107[0] = float(v107[0] + sh112);
       __syncthreads();
       #pragma unroll
       for (int s113 = 0; s113 < 1; ++s113) {
-        if ((tsr_lane & 31) == 0) reinterpret_cast<float*>(tsr_smem + 0)[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 1 + ((0 + 0))] = v107[s113];
+        v105[s113] = reinterpret_cast<float*>(tsr_smem + 0)[((0 + 0))];
+        v105[s113] = float(v105[s113] + reinterpret_cast<float*>(tsr_smem + 0)[1 + ((0 + 0))]);
+        v105[s113] = float(v105[s113] + reinterpret_cast<float*>(tsr_smem + 0)[2 + ((0 + 0))]);
+        v105[s113] = float(v105[s113] + reinterpret_cast<float*>(tsr_smem + 0)[3 + ((0 + 0))]);
       }
-      __syncthreads();
+      // %58 = add %54, %57 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+      float v114[1];
       #pragma unroll
-      for (int s114 = 0; s114 < 1; ++s114) {
-        v107[s114] = reinterpret_cast<float*>(tsr_smem + 0)[((0 + 0))];
-        v107[s114] = float(v107[s114] + reinterpret_cast<float*>(tsr_smem + 0)[1 + ((0 + 0))]);
-        v107[s114] = float(v107[s114] + reinterpret_cast<float*>(tsr_smem + 0)[2 + ((0 + 0))]);
-        v107[s114] = float(v107[s114] + reinterpret_cast<float*>(tsr_smem + 0)[3 + ((0 + 0))]);
-      }
-      // %58 = add %54, %57 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-      float v115[1];
-      #pragma unroll
-      for (int s116 = 0; s116 < 1; ++s116) {
-        v115[s116] = float(c97[s116] + v107[s116]);
+      for (int s115 = 0; s115 < 1; ++s115) {
+        v114[s115] = float(c96[s115] + v105[s115]);
       }
       // yield %58
       #pragma unroll
-      for (int s117 = 0; s117 < 1; ++s117) {
-        c97[s117] = v115[s117];
+      for (int s116 = 0; s116 < 1; ++s116) {
+        c96[s116] = v114[s116];
       }
     }
     // %59 = splat %12 : tile<f32, [1], layout = blocked<per_thread = [1], threads = [32], warps = [4], order = [0]>>
-    float v118[1];
+    float v117[1];
     #pragma unroll
-    for (int s119 = 0; s119 < 1; ++s119) {
-      v118[s119] = v7;
+    for (int s118 = 0; s118 < 1; ++s118) {
+      v117[s118] = v7;
     }
-    // %60 = splat %12 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v120[1];
+    // %60 = splat %12 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v119[1];
     #pragma unroll
-    for (int s121 = 0; s121 < 1; ++s121) {
-      v120[s121] = v7;
+    for (int s120 = 0; s120 < 1; ++s120) {
+      v119[s120] = v7;
     }
-    // %61 = div %52, %60 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v122[1];
+    // %61 = div %52, %60 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v121[1];
     #pragma unroll
-    for (int s123 = 0; s123 < 1; ++s123) {
-      v122[s123] = float(c97[s123] / v120[s123]);
+    for (int s122 = 0; s122 < 1; ++s122) {
+      v121[s122] = float(c96[s122] / v119[s122]);
     }
     // %62 = expand_dims %61 {axis = 1} : tile<f32, [1, 1], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
+    float v123[1];
+    v123[0] = v121[0];
+    // %63 = splat %49 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
     float v124[1];
-    v124[0] = v122[0];
-    // %63 = splat %49 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v125[1];
     #pragma unroll
-    for (int s126 = 0; s126 < 1; ++s126) {
-      v125[s126] = v93;
+    for (int s125 = 0; s125 < 1; ++s125) {
+      v124[s125] = v92;
     }
-    // %64 = for %50, %11, %5, %63 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>> {...}
-    float c127[1];
+    // %64 = for %50, %11, %5, %63 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>> {...}
+    float c126[1];
     #pragma unroll
-    for (int s128 = 0; s128 < 1; ++s128) {
-      c127[s128] = v125[s128];
+    for (int s127 = 0; s127 < 1; ++s127) {
+      c126[s127] = v124[s127];
     }
-    for (int64_t iv129_ = v94; v0 > 0 && iv129_ < v6; iv129_ += v0) {
-      const int32_t iv129 = int32_t(iv129_);
-      // %67 = load_tile %x, %6, %65 : tile<bf16, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-      float v130[8];
+    for (int64_t iv128_ = v93; v0 > 0 && iv128_ < v6; iv128_ += v0) {
+      const int32_t iv128 = int32_t(iv128_);
+      // %67 = load_tile %x, %6, %65 : tile<bf16, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+      tsr::Packed16<true, 8> v129;
       {
-        const int64_t o131 = int64_t(v1) * 1 + 0;
-        const int64_t o132 = int64_t(iv129) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
+        const int64_t o130 = int64_t(v1) * 1 + 0;
+        const int64_t o131 = int64_t(iv128) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
         #pragma unroll
-        for (int c133 = 0; c133 < 2; ++c133) {
-          uint16_t vb134[4];
-          if ((o131 + 0) < int64_t(tsr_dim_M) && (o132 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p0 + (o131 + 0) * tsr_p0_s0 + (o132 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512)) * tsr_p0_s1)) {
-            tsr::copy_vec<uint16_t, 4>(vb134, tsr_p0 + (o131 + 0) * tsr_p0_s0 + (o132 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512)) * tsr_p0_s1);
-            v130[c133 * 4 + 0] = tsr::bf2f(vb134[0]);
-            v130[c133 * 4 + 1] = tsr::bf2f(vb134[1]);
-            v130[c133 * 4 + 2] = tsr::bf2f(vb134[2]);
-            v130[c133 * 4 + 3] = tsr::bf2f(vb134[3]);
+        for (int c132 = 0; c132 < 1; ++c132) {
+          uint16_t vb133[8];
+          if ((o130 + 0) < int64_t(tsr_dim_M) && (o131 + (((c132 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o130 + 0) * tsr_p0_s0 + (o131 + (((c132 * 8) % 8))) * tsr_p0_s1)) {
+            tsr::copy_vec<uint16_t, 8>(vb133, tsr_p0 + (o130 + 0) * tsr_p0_s0 + (o131 + (((c132 * 8) % 8))) * tsr_p0_s1);
           } else {
-            v130[c133 * 4] = ((o131 + 0) < int64_t(tsr_dim_M) && (o132 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o131 + 0) * tsr_p0_s0 + (o132 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512)) * tsr_p0_s1]) : 0x0p+0f;
-            v130[c133 * 4 + 1] = ((o131 + 0) < int64_t(tsr_dim_M) && (o132 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o131 + 0) * tsr_p0_s0 + (o132 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512) + 1) * tsr_p0_s1]) : 0x0p+0f;
-            v130[c133 * 4 + 2] = ((o131 + 0) < int64_t(tsr_dim_M) && (o132 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o131 + 0) * tsr_p0_s0 + (o132 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512) + 2) * tsr_p0_s1]) : 0x0p+0f;
-            v130[c133 * 4 + 3] = ((o131 + 0) < int64_t(tsr_dim_M) && (o132 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o131 + 0) * tsr_p0_s0 + (o132 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512) + 3) * tsr_p0_s1]) : 0x0p+0f;
+            vb133[0] = ((o130 + 0) < int64_t(tsr_dim_M) && (o131 + (((c132 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p0[(o130 + 0) * tsr_p0_s0 + (o131 + (((c132 * 8) % 8))) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb133[1] = ((o130 + 0) < int64_t(tsr_dim_M) && (o131 + (((c132 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o130 + 0) * tsr_p0_s0 + (o131 + (((c132 * 8) % 8)) + 1) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb133[2] = ((o130 + 0) < int64_t(tsr_dim_M) && (o131 + (((c132 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o130 + 0) * tsr_p0_s0 + (o131 + (((c132 * 8) % 8)) + 2) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb133[3] = ((o130 + 0) < int64_t(tsr_dim_M) && (o131 + (((c132 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o130 + 0) * tsr_p0_s0 + (o131 + (((c132 * 8) % 8)) + 3) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb133[4] = ((o130 + 0) < int64_t(tsr_dim_M) && (o131 + (((c132 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p0[(o130 + 0) * tsr_p0_s0 + (o131 + (((c132 * 8) % 8)) + 4) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb133[5] = ((o130 + 0) < int64_t(tsr_dim_M) && (o131 + (((c132 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p0[(o130 + 0) * tsr_p0_s0 + (o131 + (((c132 * 8) % 8)) + 5) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb133[6] = ((o130 + 0) < int64_t(tsr_dim_M) && (o131 + (((c132 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p0[(o130 + 0) * tsr_p0_s0 + (o131 + (((c132 * 8) % 8)) + 6) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb133[7] = ((o130 + 0) < int64_t(tsr_dim_M) && (o131 + (((c132 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p0[(o130 + 0) * tsr_p0_s0 + (o131 + (((c132 * 8) % 8)) + 7) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
           }
+          v129.w[(c132 * 8) / 2 + 0] = uint32_t(vb133[0]) | (uint32_t(vb133[1]) << 16);
+          v129.w[(c132 * 8) / 2 + 1] = uint32_t(vb133[2]) | (uint32_t(vb133[3]) << 16);
+          v129.w[(c132 * 8) / 2 + 2] = uint32_t(vb133[4]) | (uint32_t(vb133[5]) << 16);
+          v129.w[(c132 * 8) / 2 + 3] = uint32_t(vb133[6]) | (uint32_t(vb133[7]) << 16);
         }
       }
-      // %68 = cast %67 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+      // %68 = cast %67 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+      const auto& v134 = v129;  // converts at each use
+      // %69 = broadcast %62 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
       float v135[8];
+      v135[0] = v123[0];
+      v135[1] = v123[0];
+      v135[2] = v123[0];
+      v135[3] = v123[0];
+      v135[4] = v123[0];
+      v135[5] = v123[0];
+      v135[6] = v123[0];
+      v135[7] = v123[0];
+      // %70 = sub %68, %69 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+      float v136[8];
       #pragma unroll
-      for (int s136 = 0; s136 < 8; ++s136) {
-        v135[s136] = float(float(v130[s136]));
-      }
-      // %69 = broadcast %62 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-      float v137[8];
-      v137[0] = v124[0];
-      v137[1] = v124[0];
-      v137[2] = v124[0];
-      v137[3] = v124[0];
-      v137[4] = v124[0];
-      v137[5] = v124[0];
-      v137[6] = v124[0];
-      v137[7] = v124[0];
-      // %70 = sub %68, %69 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-      float v138[8];
-      #pragma unroll
-      for (int s139 = 0; s139 < 8; ++s139) {
-        v138[s139] = float(v135[s139] - v137[s139]);
+      for (int s137 = 0; s137 < 8; ++s137) {
+        v136[s137] = float(v134[s137] - v135[s137]);
       }
       // %71 = mul %65, %8 : i32
-      const int32_t v140 = int32_t(uint32_t(iv129) * uint32_t(v3));
-      // %72 = splat %71 : tile<i32, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+      const int32_t v138 = int32_t(uint32_t(iv128) * uint32_t(v3));
+      // %72 = splat %71 : tile<i32, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+      int32_t v139[8];
+      #pragma unroll
+      for (int s140 = 0; s140 < 8; ++s140) {
+        v139[s140] = v138;
+      }
+      // %73 = arange : tile<i32, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
       int32_t v141[8];
       #pragma unroll
       for (int s142 = 0; s142 < 8; ++s142) {
-        v141[s142] = v140;
+        v141[s142] = int32_t(0 + (((s142) % 8)) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256));
       }
-      // %73 = arange : tile<i32, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+      // %74 = add %72, %73 : tile<i32, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
       int32_t v143[8];
       #pragma unroll
       for (int s144 = 0; s144 < 8; ++s144) {
-        v143[s144] = int32_t(0 + (((s144) % 4) + (((s144) / 4) % 2) * 512) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128));
+        v143[s144] = int32_t(uint32_t(v139[s144]) + uint32_t(v141[s144]));
       }
-      // %74 = add %72, %73 : tile<i32, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+      // %75 = splat %7 : tile<i32, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
       int32_t v145[8];
       #pragma unroll
       for (int s146 = 0; s146 < 8; ++s146) {
-        v145[s146] = int32_t(uint32_t(v141[s146]) + uint32_t(v143[s146]));
+        v145[s146] = v2;
       }
-      // %75 = splat %7 : tile<i32, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-      int32_t v147[8];
+      // %76 = cmp %74, %75 {pred = "lt"} : tile<i1, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+      uint8_t v147[8];
       #pragma unroll
       for (int s148 = 0; s148 < 8; ++s148) {
-        v147[s148] = v2;
+        v147[s148] = uint8_t(v143[s148] < v145[s148]);
       }
-      // %76 = cmp %74, %75 {pred = "lt"} : tile<i1, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+      // %77 = expand_dims %76 {axis = 0} : tile<i1, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
       uint8_t v149[8];
+      v149[0] = v147[0];
+      v149[1] = v147[1];
+      v149[2] = v147[2];
+      v149[3] = v147[3];
+      v149[4] = v147[4];
+      v149[5] = v147[5];
+      v149[6] = v147[6];
+      v149[7] = v147[7];
+      // %78 = mul %70, %70 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+      float v150[8];
       #pragma unroll
-      for (int s150 = 0; s150 < 8; ++s150) {
-        v149[s150] = uint8_t(v145[s150] < v147[s150]);
+      for (int s151 = 0; s151 < 8; ++s151) {
+        v150[s151] = float(v136[s151] * v136[s151]);
       }
-      // %77 = expand_dims %76 {axis = 0} : tile<i1, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-      uint8_t v151[8];
-      v151[0] = v149[0];
-      v151[1] = v149[1];
-      v151[2] = v149[2];
-      v151[3] = v149[3];
-      v151[4] = v149[4];
-      v151[5] = v149[5];
-      v151[6] = v149[6];
-      v151[7] = v149[7];
-      // %78 = mul %70, %70 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+      // %79 = splat %49 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
       float v152[8];
       #pragma unroll
       for (int s153 = 0; s153 < 8; ++s153) {
-        v152[s153] = float(v138[s153] * v138[s153]);
+        v152[s153] = v92;
       }
-      // %79 = splat %49 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+      // %80 = where %77, %78, %79 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
       float v154[8];
       #pragma unroll
       for (int s155 = 0; s155 < 8; ++s155) {
-        v154[s155] = v93;
+        v154[s155] = (v149[s155] ? v150[s155] : v152[s155]);
       }
-      // %80 = where %77, %78, %79 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-      float v156[8];
+      // %81 = reduce %80 {axis = 1, kind = "sum"} : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+      float v156[1];
+      float part157[4];
+      part157[0] = v154[0];
+      part157[1] = v154[1];
+      part157[2] = v154[2];
+      part157[3] = v154[3];
+      part157[0] = float(part157[0] + v154[4]);
+      part157[1] = float(part157[1] + v154[5]);
+      part157[2] = float(part157[2] + v154[6]);
+      part157[3] = float(part157[3] + v154[7]);
+      part157[0] = float(part157[0] + part157[2]);
+      part157[1] = float(part157[1] + part157[3]);
+      part157[0] = float(part157[0] + part157[1]);
+      v156[0] = part157[0];
+      const float sh158 = __shfl_xor_sync(0xffffffffu, v156[0], 1);
+      v156[0] = float(v156[0] + sh158);
+      const float sh159 = __shfl_xor_sync(0xffffffffu, v156[0], 2);
+      v156[0] = float(v156[0] + sh159);
+      const float sh160 = __shfl_xor_sync(0xffffffffu, v156[0], 4);
+      v156[0] = float(v156[0] + sh160);
+      const float sh161 = __shfl_xor_sync(0xffffffffu, v156[0], 8);
+      v156[0] = float(v156[0] + sh161);
+      const float sh162 = __shfl_xor_sync(0xffffffffu, v156[0], 16);
+      v156[0] = float(v156[0] + sh162);
+      __syncthreads();
       #pragma unroll
-      for (int s157 = 0; s157 < 8; ++s157) {
-        v156[s157] = (v151[s157] ? v152[s157] : v154[s157]);
+      for (int s163 = 0; s163 < 1; ++s163) {
+        if ((tsr_lane & 31) == 0) reinterpret_cast<float*>(tsr_smem + 0)[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 1 + ((0 + 0))] = v156[s163];
       }
-      // %81 = reduce %80 {axis = 1, kind = "sum"} : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-      float v158[1];
-      v158[0] = v156[0];
-      v158[0] = float(v158[0] + v156[1]);
-      v158[0] = float(v158[0] + v156[2]);
-      v158[0] = float(v158[0] + v156[3]);
-      v158[0] = float(v158[0] + v156[4]);
-      v158[0] = float(v158[0] + v156[5]);
-      v158[0] = float(v158[0] + v156[6]);
-      v158[0] = float(v158[0] + v156[7]);
-      const float sh159 = __shfl_xor_sync(0xffffffffu, v158[0], 1);
-      v158[0] = float(v158[0] + sh159);
-      const float sh160 = __shfl_xor_sync(0xffffffffu, v158[0], 2);
-      v158[0] = float(v158[0] + sh160);
-      const float sh161 = __shfl_xor_sync(0xffffffffu, v158[0], 4);
-      v158[0] = float(v158[0] + sh161);
-      const float sh162 = __shfl_xor_sync(0xffffffffu, v158[0], 8);
-      v158[0] = float(v158[0] + sh162);
-      const float sh163 = __shfl_xor_sync(0xffffffffu, v158[0], 16);
-      v158[0] = float(v158[0] + sh163);
       __syncthreads();
       #pragma unroll
       for (int s164 = 0; s164 < 1; ++s164) {
-        if ((tsr_lane & 31) == 0) reinterpret_cast<float*>(tsr_smem + 0)[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 1 + ((0 + 0))] = v158[s164];
+        v156[s164] = reinterpret_cast<float*>(tsr_smem + 0)[((0 + 0))];
+        v156[s164] = float(v156[s164] + reinterpret_cast<float*>(tsr_smem + 0)[1 + ((0 + 0))]);
+        v156[s164] = float(v156[s164] + reinterpret_cast<float*>(tsr_smem + 0)[2 + ((0 + 0))]);
+        v156[s164] = float(v156[s164] + reinterpret_cast<float*>(tsr_smem + 0)[3 + ((0 + 0))]);
       }
-      __syncthreads();
+      // %82 = add %66, %81 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+      float v165[1];
       #pragma unroll
-      for (int s165 = 0; s165 < 1; ++s165) {
-        v158[s165] = reinterpret_cast<float*>(tsr_smem + 0)[((0 + 0))];
-        v158[s165] = float(v158[s165] + reinterpret_cast<float*>(tsr_smem + 0)[1 + ((0 + 0))]);
-        v158[s165] = float(v158[s165] + reinterpret_cast<float*>(tsr_smem + 0)[2 + ((0 + 0))]);
-        v158[s165] = float(v158[s165] + reinterpret_cast<float*>(tsr_smem + 0)[3 + ((0 + 0))]);
-      }
-      // %82 = add %66, %81 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-      float v166[1];
-      #pragma unroll
-      for (int s167 = 0; s167 < 1; ++s167) {
-        v166[s167] = float(c127[s167] + v158[s167]);
+      for (int s166 = 0; s166 < 1; ++s166) {
+        v165[s166] = float(c126[s166] + v156[s166]);
       }
       // yield %82
       #pragma unroll
-      for (int s168 = 0; s168 < 1; ++s168) {
-        c127[s168] = v166[s168];
+      for (int s167 = 0; s167 < 1; ++s167) {
+        c126[s167] = v165[s167];
       }
     }
-    // %83 = splat %12 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v169[1];
+    // %83 = splat %12 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v168[1];
     #pragma unroll
-    for (int s170 = 0; s170 < 1; ++s170) {
-      v169[s170] = v7;
+    for (int s169 = 0; s169 < 1; ++s169) {
+      v168[s169] = v7;
     }
-    // %84 = div %64, %83 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v171[1];
+    // %84 = div %64, %83 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v170[1];
     #pragma unroll
-    for (int s172 = 0; s172 < 1; ++s172) {
-      v171[s172] = float(c127[s172] / v169[s172]);
+    for (int s171 = 0; s171 < 1; ++s171) {
+      v170[s171] = float(c126[s171] / v168[s171]);
     }
     // %85 = const {value = 1e-05} : f32
-    const float v173 = 0x1.4f8b58p-17f;
+    const float v172 = 0x1.4f8b58p-17f;
     // %86 = splat %85 : tile<f32, [1], layout = blocked<per_thread = [1], threads = [32], warps = [4], order = [0]>>
-    float v174[1];
+    float v173[1];
     #pragma unroll
-    for (int s175 = 0; s175 < 1; ++s175) {
-      v174[s175] = v173;
+    for (int s174 = 0; s174 < 1; ++s174) {
+      v173[s174] = v172;
     }
-    // %87 = splat %85 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v176[1];
+    // %87 = splat %85 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v175[1];
     #pragma unroll
-    for (int s177 = 0; s177 < 1; ++s177) {
-      v176[s177] = v173;
+    for (int s176 = 0; s176 < 1; ++s176) {
+      v175[s176] = v172;
     }
-    // %88 = add %84, %87 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v178[1];
+    // %88 = add %84, %87 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v177[1];
     #pragma unroll
-    for (int s179 = 0; s179 < 1; ++s179) {
-      v178[s179] = float(v171[s179] + v176[s179]);
+    for (int s178 = 0; s178 < 1; ++s178) {
+      v177[s178] = float(v170[s178] + v175[s178]);
     }
-    // %89 = rsqrt %88 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v180[1];
+    // %89 = rsqrt %88 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v179[1];
     #pragma unroll
-    for (int s181 = 0; s181 < 1; ++s181) {
-      v180[s181] = float(rsqrtf(v178[s181]));
+    for (int s180 = 0; s180 < 1; ++s180) {
+      v179[s180] = float(rsqrtf(v177[s180]));
     }
     // %90 = expand_dims %89 {axis = 1} : tile<f32, [1, 1], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v182[1];
-    v182[0] = v180[0];
+    float v181[1];
+    v181[0] = v179[0];
     // for %50, %11, %5 {...}
-    for (int64_t iv183_ = v94; v0 > 0 && iv183_ < v6; iv183_ += v0) {
-      const int32_t iv183 = int32_t(iv183_);
-      // %92 = load_tile %x, %6, %91 : tile<bf16, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-      float v184[8];
+    for (int64_t iv182_ = v93; v0 > 0 && iv182_ < v6; iv182_ += v0) {
+      const int32_t iv182 = int32_t(iv182_);
+      // %92 = load_tile %x, %6, %91 : tile<bf16, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+      tsr::Packed16<true, 8> v183;
       {
-        const int64_t o185 = int64_t(v1) * 1 + 0;
-        const int64_t o186 = int64_t(iv183) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
+        const int64_t o184 = int64_t(v1) * 1 + 0;
+        const int64_t o185 = int64_t(iv182) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
         #pragma unroll
-        for (int c187 = 0; c187 < 2; ++c187) {
-          uint16_t vb188[4];
-          if ((o185 + 0) < int64_t(tsr_dim_M) && (o186 + (((c187 * 4) % 4) + (((c187 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p0 + (o185 + 0) * tsr_p0_s0 + (o186 + (((c187 * 4) % 4) + (((c187 * 4) / 4) % 2) * 512)) * tsr_p0_s1)) {
-            tsr::copy_vec<uint16_t, 4>(vb188, tsr_p0 + (o185 + 0) * tsr_p0_s0 + (o186 + (((c187 * 4) % 4) + (((c187 * 4) / 4) % 2) * 512)) * tsr_p0_s1);
-            v184[c187 * 4 + 0] = tsr::bf2f(vb188[0]);
-            v184[c187 * 4 + 1] = tsr::bf2f(vb188[1]);
-            v184[c187 * 4 + 2] = tsr::bf2f(vb188[2]);
-            v184[c187 * 4 + 3] = tsr::bf2f(vb188[3]);
+        for (int c186 = 0; c186 < 1; ++c186) {
+          uint16_t vb187[8];
+          if ((o184 + 0) < int64_t(tsr_dim_M) && (o185 + (((c186 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o184 + 0) * tsr_p0_s0 + (o185 + (((c186 * 8) % 8))) * tsr_p0_s1)) {
+            tsr::copy_vec<uint16_t, 8>(vb187, tsr_p0 + (o184 + 0) * tsr_p0_s0 + (o185 + (((c186 * 8) % 8))) * tsr_p0_s1);
           } else {
-            v184[c187 * 4] = ((o185 + 0) < int64_t(tsr_dim_M) && (o186 + (((c187 * 4) % 4) + (((c187 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o185 + 0) * tsr_p0_s0 + (o186 + (((c187 * 4) % 4) + (((c187 * 4) / 4) % 2) * 512)) * tsr_p0_s1]) : 0x0p+0f;
-            v184[c187 * 4 + 1] = ((o185 + 0) < int64_t(tsr_dim_M) && (o186 + (((c187 * 4) % 4) + (((c187 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o185 + 0) * tsr_p0_s0 + (o186 + (((c187 * 4) % 4) + (((c187 * 4) / 4) % 2) * 512) + 1) * tsr_p0_s1]) : 0x0p+0f;
-            v184[c187 * 4 + 2] = ((o185 + 0) < int64_t(tsr_dim_M) && (o186 + (((c187 * 4) % 4) + (((c187 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o185 + 0) * tsr_p0_s0 + (o186 + (((c187 * 4) % 4) + (((c187 * 4) / 4) % 2) * 512) + 2) * tsr_p0_s1]) : 0x0p+0f;
-            v184[c187 * 4 + 3] = ((o185 + 0) < int64_t(tsr_dim_M) && (o186 + (((c187 * 4) % 4) + (((c187 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o185 + 0) * tsr_p0_s0 + (o186 + (((c187 * 4) % 4) + (((c187 * 4) / 4) % 2) * 512) + 3) * tsr_p0_s1]) : 0x0p+0f;
+            vb187[0] = ((o184 + 0) < int64_t(tsr_dim_M) && (o185 + (((c186 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p0[(o184 + 0) * tsr_p0_s0 + (o185 + (((c186 * 8) % 8))) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb187[1] = ((o184 + 0) < int64_t(tsr_dim_M) && (o185 + (((c186 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o184 + 0) * tsr_p0_s0 + (o185 + (((c186 * 8) % 8)) + 1) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb187[2] = ((o184 + 0) < int64_t(tsr_dim_M) && (o185 + (((c186 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o184 + 0) * tsr_p0_s0 + (o185 + (((c186 * 8) % 8)) + 2) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb187[3] = ((o184 + 0) < int64_t(tsr_dim_M) && (o185 + (((c186 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o184 + 0) * tsr_p0_s0 + (o185 + (((c186 * 8) % 8)) + 3) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb187[4] = ((o184 + 0) < int64_t(tsr_dim_M) && (o185 + (((c186 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p0[(o184 + 0) * tsr_p0_s0 + (o185 + (((c186 * 8) % 8)) + 4) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb187[5] = ((o184 + 0) < int64_t(tsr_dim_M) && (o185 + (((c186 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p0[(o184 + 0) * tsr_p0_s0 + (o185 + (((c186 * 8) % 8)) + 5) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb187[6] = ((o184 + 0) < int64_t(tsr_dim_M) && (o185 + (((c186 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p0[(o184 + 0) * tsr_p0_s0 + (o185 + (((c186 * 8) % 8)) + 6) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb187[7] = ((o184 + 0) < int64_t(tsr_dim_M) && (o185 + (((c186 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p0[(o184 + 0) * tsr_p0_s0 + (o185 + (((c186 * 8) % 8)) + 7) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
           }
+          v183.w[(c186 * 8) / 2 + 0] = uint32_t(vb187[0]) | (uint32_t(vb187[1]) << 16);
+          v183.w[(c186 * 8) / 2 + 1] = uint32_t(vb187[2]) | (uint32_t(vb187[3]) << 16);
+          v183.w[(c186 * 8) / 2 + 2] = uint32_t(vb187[4]) | (uint32_t(vb187[5]) << 16);
+          v183.w[(c186 * 8) / 2 + 3] = uint32_t(vb187[6]) | (uint32_t(vb187[7]) << 16);
         }
       }
-      // %93 = cast %92 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-      float v189[8];
-      #pragma unroll
-      for (int s190 = 0; s190 < 8; ++s190) {
-        v189[s190] = float(float(v184[s190]));
-      }
-      // %94 = load_tile %w, %91 : tile<bf16, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-      float v191[8];
+      // %93 = cast %92 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+      const auto& v188 = v183;  // converts at each use
+      // %94 = load_tile %w, %91 : tile<bf16, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+      tsr::Packed16<true, 8> v189;
       {
-        const int64_t o192 = int64_t(iv183) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
+        const int64_t o190 = int64_t(iv182) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
         #pragma unroll
-        for (int c193 = 0; c193 < 2; ++c193) {
-          uint16_t vb194[4];
-          if ((o192 + (((c193 * 4) % 4) + (((c193 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p1 + (o192 + (((c193 * 4) % 4) + (((c193 * 4) / 4) % 2) * 512)) * tsr_p1_s0)) {
-            tsr::copy_vec<uint16_t, 4>(vb194, tsr_p1 + (o192 + (((c193 * 4) % 4) + (((c193 * 4) / 4) % 2) * 512)) * tsr_p1_s0);
-            v191[c193 * 4 + 0] = tsr::bf2f(vb194[0]);
-            v191[c193 * 4 + 1] = tsr::bf2f(vb194[1]);
-            v191[c193 * 4 + 2] = tsr::bf2f(vb194[2]);
-            v191[c193 * 4 + 3] = tsr::bf2f(vb194[3]);
+        for (int c191 = 0; c191 < 1; ++c191) {
+          uint16_t vb192[8];
+          if ((o190 + (((c191 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + (o190 + (((c191 * 8) % 8))) * tsr_p1_s0)) {
+            tsr::copy_vec<uint16_t, 8>(vb192, tsr_p1 + (o190 + (((c191 * 8) % 8))) * tsr_p1_s0);
           } else {
-            v191[c193 * 4] = ((o192 + (((c193 * 4) % 4) + (((c193 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o192 + (((c193 * 4) % 4) + (((c193 * 4) / 4) % 2) * 512)) * tsr_p1_s0]) : 0x0p+0f;
-            v191[c193 * 4 + 1] = ((o192 + (((c193 * 4) % 4) + (((c193 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o192 + (((c193 * 4) % 4) + (((c193 * 4) / 4) % 2) * 512) + 1) * tsr_p1_s0]) : 0x0p+0f;
-            v191[c193 * 4 + 2] = ((o192 + (((c193 * 4) % 4) + (((c193 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o192 + (((c193 * 4) % 4) + (((c193 * 4) / 4) % 2) * 512) + 2) * tsr_p1_s0]) : 0x0p+0f;
-            v191[c193 * 4 + 3] = ((o192 + (((c193 * 4) % 4) + (((c193 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o192 + (((c193 * 4) % 4) + (((c193 * 4) / 4) % 2) * 512) + 3) * tsr_p1_s0]) : 0x0p+0f;
+            vb192[0] = ((o190 + (((c191 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p1[(o190 + (((c191 * 8) % 8))) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb192[1] = ((o190 + (((c191 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p1[(o190 + (((c191 * 8) % 8)) + 1) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb192[2] = ((o190 + (((c191 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p1[(o190 + (((c191 * 8) % 8)) + 2) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb192[3] = ((o190 + (((c191 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p1[(o190 + (((c191 * 8) % 8)) + 3) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb192[4] = ((o190 + (((c191 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p1[(o190 + (((c191 * 8) % 8)) + 4) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb192[5] = ((o190 + (((c191 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p1[(o190 + (((c191 * 8) % 8)) + 5) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb192[6] = ((o190 + (((c191 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p1[(o190 + (((c191 * 8) % 8)) + 6) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb192[7] = ((o190 + (((c191 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p1[(o190 + (((c191 * 8) % 8)) + 7) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
           }
+          v189.w[(c191 * 8) / 2 + 0] = uint32_t(vb192[0]) | (uint32_t(vb192[1]) << 16);
+          v189.w[(c191 * 8) / 2 + 1] = uint32_t(vb192[2]) | (uint32_t(vb192[3]) << 16);
+          v189.w[(c191 * 8) / 2 + 2] = uint32_t(vb192[4]) | (uint32_t(vb192[5]) << 16);
+          v189.w[(c191 * 8) / 2 + 3] = uint32_t(vb192[6]) | (uint32_t(vb192[7]) << 16);
         }
       }
-      // %95 = cast %94 : tile<f32, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-      float v195[8];
-      #pragma unroll
-      for (int s196 = 0; s196 < 8; ++s196) {
-        v195[s196] = float(float(v191[s196]));
-      }
-      // %96 = load_tile %b, %91 : tile<bf16, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-      float v197[8];
+      // %95 = cast %94 : tile<f32, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+      const auto& v193 = v189;  // converts at each use
+      // %96 = load_tile %b, %91 : tile<bf16, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+      tsr::Packed16<true, 8> v194;
       {
-        const int64_t o198 = int64_t(iv183) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
+        const int64_t o195 = int64_t(iv182) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
         #pragma unroll
-        for (int c199 = 0; c199 < 2; ++c199) {
-          uint16_t vb200[4];
-          if ((o198 + (((c199 * 4) % 4) + (((c199 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p2 + (o198 + (((c199 * 4) % 4) + (((c199 * 4) / 4) % 2) * 512)) * tsr_p2_s0)) {
-            tsr::copy_vec<uint16_t, 4>(vb200, tsr_p2 + (o198 + (((c199 * 4) % 4) + (((c199 * 4) / 4) % 2) * 512)) * tsr_p2_s0);
-            v197[c199 * 4 + 0] = tsr::bf2f(vb200[0]);
-            v197[c199 * 4 + 1] = tsr::bf2f(vb200[1]);
-            v197[c199 * 4 + 2] = tsr::bf2f(vb200[2]);
-            v197[c199 * 4 + 3] = tsr::bf2f(vb200[3]);
+        for (int c196 = 0; c196 < 1; ++c196) {
+          uint16_t vb197[8];
+          if ((o195 + (((c196 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + (o195 + (((c196 * 8) % 8))) * tsr_p2_s0)) {
+            tsr::copy_vec<uint16_t, 8>(vb197, tsr_p2 + (o195 + (((c196 * 8) % 8))) * tsr_p2_s0);
           } else {
-            v197[c199 * 4] = ((o198 + (((c199 * 4) % 4) + (((c199 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p2[(o198 + (((c199 * 4) % 4) + (((c199 * 4) / 4) % 2) * 512)) * tsr_p2_s0]) : 0x0p+0f;
-            v197[c199 * 4 + 1] = ((o198 + (((c199 * 4) % 4) + (((c199 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p2[(o198 + (((c199 * 4) % 4) + (((c199 * 4) / 4) % 2) * 512) + 1) * tsr_p2_s0]) : 0x0p+0f;
-            v197[c199 * 4 + 2] = ((o198 + (((c199 * 4) % 4) + (((c199 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p2[(o198 + (((c199 * 4) % 4) + (((c199 * 4) / 4) % 2) * 512) + 2) * tsr_p2_s0]) : 0x0p+0f;
-            v197[c199 * 4 + 3] = ((o198 + (((c199 * 4) % 4) + (((c199 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p2[(o198 + (((c199 * 4) % 4) + (((c199 * 4) / 4) % 2) * 512) + 3) * tsr_p2_s0]) : 0x0p+0f;
+            vb197[0] = ((o195 + (((c196 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p2[(o195 + (((c196 * 8) % 8))) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb197[1] = ((o195 + (((c196 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p2[(o195 + (((c196 * 8) % 8)) + 1) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb197[2] = ((o195 + (((c196 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p2[(o195 + (((c196 * 8) % 8)) + 2) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb197[3] = ((o195 + (((c196 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p2[(o195 + (((c196 * 8) % 8)) + 3) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb197[4] = ((o195 + (((c196 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p2[(o195 + (((c196 * 8) % 8)) + 4) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb197[5] = ((o195 + (((c196 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p2[(o195 + (((c196 * 8) % 8)) + 5) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb197[6] = ((o195 + (((c196 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p2[(o195 + (((c196 * 8) % 8)) + 6) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb197[7] = ((o195 + (((c196 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p2[(o195 + (((c196 * 8) % 8)) + 7) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
           }
+          v194.w[(c196 * 8) / 2 + 0] = uint32_t(vb197[0]) | (uint32_t(vb197[1]) << 16);
+          v194.w[(c196 * 8) / 2 + 1] = uint32_t(vb197[2]) | (uint32_t(vb197[3]) << 16);
+          v194.w[(c196 * 8) / 2 + 2] = uint32_t(vb197[4]) | (uint32_t(vb197[5]) << 16);
+          v194.w[(c196 * 8) / 2 + 3] = uint32_t(vb197[6]) | (uint32_t(vb197[7]) << 16);
         }
       }
-      // %97 = cast %96 : tile<f32, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-      float v201[8];
+      // %97 = cast %96 : tile<f32, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+      const auto& v198 = v194;  // converts at each use
+      // %98 = broadcast %62 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+      float v199[8];
+      v199[0] = v123[0];
+      v199[1] = v123[0];
+      v199[2] = v123[0];
+      v199[3] = v123[0];
+      v199[4] = v123[0];
+      v199[5] = v123[0];
+      v199[6] = v123[0];
+      v199[7] = v123[0];
+      // %99 = sub %93, %98 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+      float v200[8];
       #pragma unroll
-      for (int s202 = 0; s202 < 8; ++s202) {
-        v201[s202] = float(float(v197[s202]));
+      for (int s201 = 0; s201 < 8; ++s201) {
+        v200[s201] = float(v188[s201] - v199[s201]);
       }
-      // %98 = broadcast %62 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+      // %100 = broadcast %90 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+      float v202[8];
+      v202[0] = v181[0];
+      v202[1] = v181[0];
+      v202[2] = v181[0];
+      v202[3] = v181[0];
+      v202[4] = v181[0];
+      v202[5] = v181[0];
+      v202[6] = v181[0];
+      v202[7] = v181[0];
+      // %101 = mul %99, %100 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
       float v203[8];
-      v203[0] = v124[0];
-      v203[1] = v124[0];
-      v203[2] = v124[0];
-      v203[3] = v124[0];
-      v203[4] = v124[0];
-      v203[5] = v124[0];
-      v203[6] = v124[0];
-      v203[7] = v124[0];
-      // %99 = sub %93, %98 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-      float v204[8];
       #pragma unroll
-      for (int s205 = 0; s205 < 8; ++s205) {
-        v204[s205] = float(v189[s205] - v203[s205]);
+      for (int s204 = 0; s204 < 8; ++s204) {
+        v203[s204] = float(v200[s204] * v202[s204]);
       }
-      // %100 = broadcast %90 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+      // %102 = expand_dims %95 {axis = 0} : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+      float v205[8];
+      v205[0] = v193[0];
+      v205[1] = v193[1];
+      v205[2] = v193[2];
+      v205[3] = v193[3];
+      v205[4] = v193[4];
+      v205[5] = v193[5];
+      v205[6] = v193[6];
+      v205[7] = v193[7];
+      // %103 = mul %101, %102 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
       float v206[8];
-      v206[0] = v182[0];
-      v206[1] = v182[0];
-      v206[2] = v182[0];
-      v206[3] = v182[0];
-      v206[4] = v182[0];
-      v206[5] = v182[0];
-      v206[6] = v182[0];
-      v206[7] = v182[0];
-      // %101 = mul %99, %100 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-      float v207[8];
       #pragma unroll
-      for (int s208 = 0; s208 < 8; ++s208) {
-        v207[s208] = float(v204[s208] * v206[s208]);
+      for (int s207 = 0; s207 < 8; ++s207) {
+        v206[s207] = float(v203[s207] * v205[s207]);
       }
-      // %102 = expand_dims %95 {axis = 0} : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+      // %104 = expand_dims %97 {axis = 0} : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+      float v208[8];
+      v208[0] = v198[0];
+      v208[1] = v198[1];
+      v208[2] = v198[2];
+      v208[3] = v198[3];
+      v208[4] = v198[4];
+      v208[5] = v198[5];
+      v208[6] = v198[6];
+      v208[7] = v198[7];
+      // %105 = add %103, %104 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
       float v209[8];
-      v209[0] = v195[0];
-      v209[1] = v195[1];
-      v209[2] = v195[2];
-      v209[3] = v195[3];
-      v209[4] = v195[4];
-      v209[5] = v195[5];
-      v209[6] = v195[6];
-      v209[7] = v195[7];
-      // %103 = mul %101, %102 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-      float v210[8];
       #pragma unroll
-      for (int s211 = 0; s211 < 8; ++s211) {
-        v210[s211] = float(v207[s211] * v209[s211]);
+      for (int s210 = 0; s210 < 8; ++s210) {
+        v209[s210] = float(v206[s210] + v208[s210]);
       }
-      // %104 = expand_dims %97 {axis = 0} : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-      float v212[8];
-      v212[0] = v201[0];
-      v212[1] = v201[1];
-      v212[2] = v201[2];
-      v212[3] = v201[3];
-      v212[4] = v201[4];
-      v212[5] = v201[5];
-      v212[6] = v201[6];
-      v212[7] = v201[7];
-      // %105 = add %103, %104 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-      float v213[8];
+      // %106 = cast %105 : tile<bf16, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+      float v211[8];
       #pragma unroll
-      for (int s214 = 0; s214 < 8; ++s214) {
-        v213[s214] = float(v210[s214] + v212[s214]);
-      }
-      // %106 = cast %105 : tile<bf16, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-      float v215[8];
-      #pragma unroll
-      for (int s216 = 0; s216 < 8; ++s216) {
-        v215[s216] = tsr::rbf16(float(float(v213[s216])));
+      for (int s212 = 0; s212 < 8; ++s212) {
+        v211[s212] = tsr::rbf16(float(float(v209[s212])));
       }
       // store_tile %y, %106, %6, %91
       {
-        const int64_t o217 = int64_t(v1) * 1 + 0;
-        const int64_t o218 = int64_t(iv183) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
+        const int64_t o213 = int64_t(v1) * 1 + 0;
+        const int64_t o214 = int64_t(iv182) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
         #pragma unroll
-        for (int c219 = 0; c219 < 2; ++c219) {
-          uint16_t vb220[4];
-          if ((o217 + 0) < int64_t(tsr_dim_M) && (o218 + (((c219 * 4) % 4) + (((c219 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p3 + (o217 + 0) * tsr_p3_s0 + (o218 + (((c219 * 4) % 4) + (((c219 * 4) / 4) % 2) * 512)) * tsr_p3_s1)) {
-            vb220[0] = tsr::f2bf(v215[c219 * 4 + 0]);
-            vb220[1] = tsr::f2bf(v215[c219 * 4 + 1]);
-            vb220[2] = tsr::f2bf(v215[c219 * 4 + 2]);
-            vb220[3] = tsr::f2bf(v215[c219 * 4 + 3]);
-            tsr::copy_vec<uint16_t, 4>(tsr_p3 + (o217 + 0) * tsr_p3_s0 + (o218 + (((c219 * 4) % 4) + (((c219 * 4) / 4) % 2) * 512)) * tsr_p3_s1, vb220);
+        for (int c215 = 0; c215 < 1; ++c215) {
+          uint16_t vb216[8];
+          if ((o213 + 0) < int64_t(tsr_dim_M) && (o214 + (((c215 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p3 + (o213 + 0) * tsr_p3_s0 + (o214 + (((c215 * 8) % 8))) * tsr_p3_s1)) {
+            vb216[0] = tsr::f2bf(v211[c215 * 8 + 0]);
+            vb216[1] = tsr::f2bf(v211[c215 * 8 + 1]);
+            vb216[2] = tsr::f2bf(v211[c215 * 8 + 2]);
+            vb216[3] = tsr::f2bf(v211[c215 * 8 + 3]);
+            vb216[4] = tsr::f2bf(v211[c215 * 8 + 4]);
+            vb216[5] = tsr::f2bf(v211[c215 * 8 + 5]);
+            vb216[6] = tsr::f2bf(v211[c215 * 8 + 6]);
+            vb216[7] = tsr::f2bf(v211[c215 * 8 + 7]);
+            tsr::copy_vec<uint16_t, 8>(tsr_p3 + (o213 + 0) * tsr_p3_s0 + (o214 + (((c215 * 8) % 8))) * tsr_p3_s1, vb216);
           } else {
-            if ((o217 + 0) < int64_t(tsr_dim_M) && (o218 + (((c219 * 4) % 4) + (((c219 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) tsr_p3[(o217 + 0) * tsr_p3_s0 + (o218 + (((c219 * 4) % 4) + (((c219 * 4) / 4) % 2) * 512)) * tsr_p3_s1] = tsr::f2bf(v215[c219 * 4]);
-            if ((o217 + 0) < int64_t(tsr_dim_M) && (o218 + (((c219 * 4) % 4) + (((c219 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o217 + 0) * tsr_p3_s0 + (o218 + (((c219 * 4) % 4) + (((c219 * 4) / 4) % 2) * 512) + 1) * tsr_p3_s1] = tsr::f2bf(v215[c219 * 4 + 1]);
-            if ((o217 + 0) < int64_t(tsr_dim_M) && (o218 + (((c219 * 4) % 4) + (((c219 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) tsr_p3[(o217 + 0) * tsr_p3_s0 + (o218 + (((c219 * 4) % 4) + (((c219 * 4) / 4) % 2) * 512) + 2) * tsr_p3_s1] = tsr::f2bf(v215[c219 * 4 + 2]);
-            if ((o217 + 0) < int64_t(tsr_dim_M) && (o218 + (((c219 * 4) % 4) + (((c219 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) tsr_p3[(o217 + 0) * tsr_p3_s0 + (o218 + (((c219 * 4) % 4) + (((c219 * 4) / 4) % 2) * 512) + 3) * tsr_p3_s1] = tsr::f2bf(v215[c219 * 4 + 3]);
+            if ((o213 + 0) < int64_t(tsr_dim_M) && (o214 + (((c215 * 8) % 8))) < int64_t(tsr_dim_N)) tsr_p3[(o213 + 0) * tsr_p3_s0 + (o214 + (((c215 * 8) % 8))) * tsr_p3_s1] = tsr::f2bf(v211[c215 * 8]);
+            if ((o213 + 0) < int64_t(tsr_dim_M) && (o214 + (((c215 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o213 + 0) * tsr_p3_s0 + (o214 + (((c215 * 8) % 8)) + 1) * tsr_p3_s1] = tsr::f2bf(v211[c215 * 8 + 1]);
+            if ((o213 + 0) < int64_t(tsr_dim_M) && (o214 + (((c215 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) tsr_p3[(o213 + 0) * tsr_p3_s0 + (o214 + (((c215 * 8) % 8)) + 2) * tsr_p3_s1] = tsr::f2bf(v211[c215 * 8 + 2]);
+            if ((o213 + 0) < int64_t(tsr_dim_M) && (o214 + (((c215 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) tsr_p3[(o213 + 0) * tsr_p3_s0 + (o214 + (((c215 * 8) % 8)) + 3) * tsr_p3_s1] = tsr::f2bf(v211[c215 * 8 + 3]);
+            if ((o213 + 0) < int64_t(tsr_dim_M) && (o214 + (((c215 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) tsr_p3[(o213 + 0) * tsr_p3_s0 + (o214 + (((c215 * 8) % 8)) + 4) * tsr_p3_s1] = tsr::f2bf(v211[c215 * 8 + 4]);
+            if ((o213 + 0) < int64_t(tsr_dim_M) && (o214 + (((c215 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) tsr_p3[(o213 + 0) * tsr_p3_s0 + (o214 + (((c215 * 8) % 8)) + 5) * tsr_p3_s1] = tsr::f2bf(v211[c215 * 8 + 5]);
+            if ((o213 + 0) < int64_t(tsr_dim_M) && (o214 + (((c215 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) tsr_p3[(o213 + 0) * tsr_p3_s0 + (o214 + (((c215 * 8) % 8)) + 6) * tsr_p3_s1] = tsr::f2bf(v211[c215 * 8 + 6]);
+            if ((o213 + 0) < int64_t(tsr_dim_M) && (o214 + (((c215 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) tsr_p3[(o213 + 0) * tsr_p3_s0 + (o214 + (((c215 * 8) % 8)) + 7) * tsr_p3_s1] = tsr::f2bf(v211[c215 * 8 + 7]);
           }
         }
       }
@@ -881,7 +916,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_layernorm(uint16_t* ts
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_layernorm, block_threads 128, static_smem 0, dynamic_smem 16
+// symbol tessera_layernorm, block_threads 128, static_smem 0, dynamic_smem 1040
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer x bf16 bytes 8 index 0
 // param pointer w bf16 bytes 8 index 1
@@ -891,10 +926,12 @@ extern "C" __global__ void __launch_bounds__(128) tessera_layernorm(uint16_t* ts
 // param dim N i32 bytes 4 index -1
 // header tessera/core.cuh
 // header tessera/mma.cuh
+// stat packed-loads = 8
 // stat producer-warpgroups = 0
+// stat reduction-barriers-saved = 1
 // stat reduction-shuffles = 20
 // stat reduction-warp-exchanges = 4
-// stat smem-bytes = 16
+// stat smem-bytes = 1040
 // stat threads = 128
 // stat vector-accesses = 10
 // note printed from the GPU lowering's layouts (the layout emitter)

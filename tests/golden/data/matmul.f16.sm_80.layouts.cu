@@ -254,16 +254,27 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
   {
     const int64_t o68 = int64_t(v1) * 128 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 7) * 16);
     const int64_t o69 = int64_t(v2) * 256 + (((tsr_lane >> 0) & 3) * 2);
-    #pragma unroll
-    for (int c70 = 0; c70 < 64; ++c70) {
-      uint16_t vb71[2];
-      if ((o68 + ((((c70 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o69 + (((c70 * 2) % 2) + (((c70 * 2) / 4) % 32) * 8) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + (o68 + ((((c70 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o69 + (((c70 * 2) % 2) + (((c70 * 2) / 4) % 32) * 8)) * tsr_p2_s1)) {
-        vb71[0] = tsr::f2h(v66[c70 * 2 + 0]);
-        vb71[1] = tsr::f2h(v66[c70 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o68 + ((((c70 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o69 + (((c70 * 2) % 2) + (((c70 * 2) / 4) % 32) * 8)) * tsr_p2_s1, vb71);
-      } else {
-        if ((o68 + ((((c70 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o69 + (((c70 * 2) % 2) + (((c70 * 2) / 4) % 32) * 8)) < int64_t(tsr_dim_N)) tsr_p2[(o68 + ((((c70 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o69 + (((c70 * 2) % 2) + (((c70 * 2) / 4) % 32) * 8)) * tsr_p2_s1] = tsr::f2h(v66[c70 * 2]);
-        if ((o68 + ((((c70 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o69 + (((c70 * 2) % 2) + (((c70 * 2) / 4) % 32) * 8) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o68 + ((((c70 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o69 + (((c70 * 2) % 2) + (((c70 * 2) / 4) % 32) * 8) + 1) * tsr_p2_s1] = tsr::f2h(v66[c70 * 2 + 1]);
+    const bool whole70 = int64_t(v1) * 128 >= 0 && int64_t(v1) * 128 + 128 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 2 == 0 && int64_t(v2) * 256 >= 0 && int64_t(v2) * 256 + 256 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + int64_t(v1) * 128 * tsr_p2_s0 + int64_t(v2) * 256 * tsr_p2_s1);
+    if (whole70) {
+      #pragma unroll
+      for (int c71 = 0; c71 < 64; ++c71) {
+        uint16_t vb72[2];
+        vb72[0] = tsr::f2h(v66[c71 * 2 + 0]);
+        vb72[1] = tsr::f2h(v66[c71 * 2 + 1]);
+        tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o68 + ((((c71 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o69 + (((c71 * 2) % 2) + (((c71 * 2) / 4) % 32) * 8)) * tsr_p2_s1, vb72);
+      }
+    } else {
+      #pragma unroll
+      for (int c73 = 0; c73 < 64; ++c73) {
+        uint16_t vb74[2];
+        if ((o68 + ((((c73 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o69 + (((c73 * 2) % 2) + (((c73 * 2) / 4) % 32) * 8) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + (o68 + ((((c73 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o69 + (((c73 * 2) % 2) + (((c73 * 2) / 4) % 32) * 8)) * tsr_p2_s1)) {
+          vb74[0] = tsr::f2h(v66[c73 * 2 + 0]);
+          vb74[1] = tsr::f2h(v66[c73 * 2 + 1]);
+          tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o68 + ((((c73 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o69 + (((c73 * 2) % 2) + (((c73 * 2) / 4) % 32) * 8)) * tsr_p2_s1, vb74);
+        } else {
+          if ((o68 + ((((c73 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o69 + (((c73 * 2) % 2) + (((c73 * 2) / 4) % 32) * 8)) < int64_t(tsr_dim_N)) tsr_p2[(o68 + ((((c73 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o69 + (((c73 * 2) % 2) + (((c73 * 2) / 4) % 32) * 8)) * tsr_p2_s1] = tsr::f2h(v66[c73 * 2]);
+          if ((o68 + ((((c73 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o69 + (((c73 * 2) % 2) + (((c73 * 2) / 4) % 32) * 8) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o68 + ((((c73 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o69 + (((c73 * 2) % 2) + (((c73 * 2) / 4) % 32) * 8) + 1) * tsr_p2_s1] = tsr::f2h(v66[c73 * 2 + 1]);
+        }
       }
     }
   }
@@ -286,4 +297,5 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
 // stat smem-bytes = 156672
 // stat threads = 256
 // stat vector-accesses = 1
+// stat whole-tile-accesses = 1
 // note printed from the GPU lowering's layouts (the layout emitter)

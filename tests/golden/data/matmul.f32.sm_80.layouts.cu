@@ -241,20 +241,33 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul(float* tsr_p0, 
   {
     const int64_t o66 = int64_t(v1) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
     const int64_t o67 = int64_t(v2) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    #pragma unroll
-    for (int c68 = 0; c68 < 8; ++c68) {
-      float vb69[4];
-      if ((o66 + ((((c68 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o67 + (((c68 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + (o66 + ((((c68 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o67 + (((c68 * 4) % 4))) * tsr_p2_s1)) {
-        vb69[0] = c12[c68 * 4 + 0];
-        vb69[1] = c12[c68 * 4 + 1];
-        vb69[2] = c12[c68 * 4 + 2];
-        vb69[3] = c12[c68 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p2 + (o66 + ((((c68 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o67 + (((c68 * 4) % 4))) * tsr_p2_s1, vb69);
-      } else {
-        if ((o66 + ((((c68 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o67 + (((c68 * 4) % 4))) < int64_t(tsr_dim_N)) tsr_p2[(o66 + ((((c68 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o67 + (((c68 * 4) % 4))) * tsr_p2_s1] = c12[c68 * 4];
-        if ((o66 + ((((c68 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o67 + (((c68 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o66 + ((((c68 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o67 + (((c68 * 4) % 4)) + 1) * tsr_p2_s1] = c12[c68 * 4 + 1];
-        if ((o66 + ((((c68 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o67 + (((c68 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o66 + ((((c68 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o67 + (((c68 * 4) % 4)) + 2) * tsr_p2_s1] = c12[c68 * 4 + 2];
-        if ((o66 + ((((c68 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o67 + (((c68 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o66 + ((((c68 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o67 + (((c68 * 4) % 4)) + 3) * tsr_p2_s1] = c12[c68 * 4 + 3];
+    const bool whole68 = int64_t(v1) * 64 >= 0 && int64_t(v1) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 4 == 0 && int64_t(v2) * 64 >= 0 && int64_t(v2) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(v1) * 64 * tsr_p2_s0 + int64_t(v2) * 64 * tsr_p2_s1);
+    if (whole68) {
+      #pragma unroll
+      for (int c69 = 0; c69 < 8; ++c69) {
+        float vb70[4];
+        vb70[0] = c12[c69 * 4 + 0];
+        vb70[1] = c12[c69 * 4 + 1];
+        vb70[2] = c12[c69 * 4 + 2];
+        vb70[3] = c12[c69 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p2 + (o66 + ((((c69 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o67 + (((c69 * 4) % 4))) * tsr_p2_s1, vb70);
+      }
+    } else {
+      #pragma unroll
+      for (int c71 = 0; c71 < 8; ++c71) {
+        float vb72[4];
+        if ((o66 + ((((c71 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o67 + (((c71 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + (o66 + ((((c71 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o67 + (((c71 * 4) % 4))) * tsr_p2_s1)) {
+          vb72[0] = c12[c71 * 4 + 0];
+          vb72[1] = c12[c71 * 4 + 1];
+          vb72[2] = c12[c71 * 4 + 2];
+          vb72[3] = c12[c71 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p2 + (o66 + ((((c71 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o67 + (((c71 * 4) % 4))) * tsr_p2_s1, vb72);
+        } else {
+          if ((o66 + ((((c71 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o67 + (((c71 * 4) % 4))) < int64_t(tsr_dim_N)) tsr_p2[(o66 + ((((c71 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o67 + (((c71 * 4) % 4))) * tsr_p2_s1] = c12[c71 * 4];
+          if ((o66 + ((((c71 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o67 + (((c71 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o66 + ((((c71 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o67 + (((c71 * 4) % 4)) + 1) * tsr_p2_s1] = c12[c71 * 4 + 1];
+          if ((o66 + ((((c71 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o67 + (((c71 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o66 + ((((c71 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o67 + (((c71 * 4) % 4)) + 2) * tsr_p2_s1] = c12[c71 * 4 + 2];
+          if ((o66 + ((((c71 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o67 + (((c71 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o66 + ((((c71 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o67 + (((c71 * 4) % 4)) + 3) * tsr_p2_s1] = c12[c71 * 4 + 3];
+        }
       }
     }
   }
@@ -278,4 +291,5 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul(float* tsr_p0, 
 // stat smem-bytes = 53760
 // stat threads = 128
 // stat vector-accesses = 1
+// stat whole-tile-accesses = 1
 // note printed from the GPU lowering's layouts (the layout emitter)

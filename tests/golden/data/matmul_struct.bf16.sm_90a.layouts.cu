@@ -183,16 +183,27 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
   {
     const int64_t o53 = int64_t(v1) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 3) * 16);
     const int64_t o54 = int64_t(v2) * 64 + (((tsr_lane >> 0) & 3) * 2);
-    #pragma unroll
-    for (int c55 = 0; c55 < 16; ++c55) {
-      uint16_t vb56[2];
-      if ((o53 + ((((c55 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o54 + (((c55 * 2) % 2) + (((c55 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + (o53 + ((((c55 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o54 + (((c55 * 2) % 2) + (((c55 * 2) / 4) % 8) * 8)) * tsr_p2_s1)) {
-        vb56[0] = tsr::f2bf(v51[c55 * 2 + 0]);
-        vb56[1] = tsr::f2bf(v51[c55 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o53 + ((((c55 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o54 + (((c55 * 2) % 2) + (((c55 * 2) / 4) % 8) * 8)) * tsr_p2_s1, vb56);
-      } else {
-        if ((o53 + ((((c55 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o54 + (((c55 * 2) % 2) + (((c55 * 2) / 4) % 8) * 8)) < int64_t(tsr_dim_N)) tsr_p2[(o53 + ((((c55 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o54 + (((c55 * 2) % 2) + (((c55 * 2) / 4) % 8) * 8)) * tsr_p2_s1] = tsr::f2bf(v51[c55 * 2]);
-        if ((o53 + ((((c55 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o54 + (((c55 * 2) % 2) + (((c55 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o53 + ((((c55 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o54 + (((c55 * 2) % 2) + (((c55 * 2) / 4) % 8) * 8) + 1) * tsr_p2_s1] = tsr::f2bf(v51[c55 * 2 + 1]);
+    const bool whole55 = int64_t(v1) * 64 >= 0 && int64_t(v1) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 2 == 0 && int64_t(v2) * 64 >= 0 && int64_t(v2) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + int64_t(v1) * 64 * tsr_p2_s0 + int64_t(v2) * 64 * tsr_p2_s1);
+    if (whole55) {
+      #pragma unroll
+      for (int c56 = 0; c56 < 16; ++c56) {
+        uint16_t vb57[2];
+        vb57[0] = tsr::f2bf(v51[c56 * 2 + 0]);
+        vb57[1] = tsr::f2bf(v51[c56 * 2 + 1]);
+        tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o53 + ((((c56 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o54 + (((c56 * 2) % 2) + (((c56 * 2) / 4) % 8) * 8)) * tsr_p2_s1, vb57);
+      }
+    } else {
+      #pragma unroll
+      for (int c58 = 0; c58 < 16; ++c58) {
+        uint16_t vb59[2];
+        if ((o53 + ((((c58 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o54 + (((c58 * 2) % 2) + (((c58 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + (o53 + ((((c58 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o54 + (((c58 * 2) % 2) + (((c58 * 2) / 4) % 8) * 8)) * tsr_p2_s1)) {
+          vb59[0] = tsr::f2bf(v51[c58 * 2 + 0]);
+          vb59[1] = tsr::f2bf(v51[c58 * 2 + 1]);
+          tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o53 + ((((c58 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o54 + (((c58 * 2) % 2) + (((c58 * 2) / 4) % 8) * 8)) * tsr_p2_s1, vb59);
+        } else {
+          if ((o53 + ((((c58 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o54 + (((c58 * 2) % 2) + (((c58 * 2) / 4) % 8) * 8)) < int64_t(tsr_dim_N)) tsr_p2[(o53 + ((((c58 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o54 + (((c58 * 2) % 2) + (((c58 * 2) / 4) % 8) * 8)) * tsr_p2_s1] = tsr::f2bf(v51[c58 * 2]);
+          if ((o53 + ((((c58 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o54 + (((c58 * 2) % 2) + (((c58 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o53 + ((((c58 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o54 + (((c58 * 2) % 2) + (((c58 * 2) / 4) % 8) * 8) + 1) * tsr_p2_s1] = tsr::f2bf(v51[c58 * 2 + 1]);
+        }
       }
     }
   }
@@ -215,5 +226,6 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
 // stat smem-bytes = 19456
 // stat threads = 128
 // stat vector-accesses = 1
+// stat whole-tile-accesses = 1
 // note printed from the GPU lowering's layouts (the layout emitter)
 // note not on wgmma (a 128-byte swizzled tile whose fastest dim is not a multiple of 64): lowered for mma.sync

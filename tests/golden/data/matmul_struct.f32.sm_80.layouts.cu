@@ -206,20 +206,33 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(float* t
   {
     const int64_t o51 = int64_t(v1) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
     const int64_t o52 = int64_t(v2) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    #pragma unroll
-    for (int c53 = 0; c53 < 8; ++c53) {
-      float vb54[4];
-      if ((o51 + ((((c53 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o52 + (((c53 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + (o51 + ((((c53 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o52 + (((c53 * 4) % 4))) * tsr_p2_s1)) {
-        vb54[0] = c12[c53 * 4 + 0];
-        vb54[1] = c12[c53 * 4 + 1];
-        vb54[2] = c12[c53 * 4 + 2];
-        vb54[3] = c12[c53 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p2 + (o51 + ((((c53 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o52 + (((c53 * 4) % 4))) * tsr_p2_s1, vb54);
-      } else {
-        if ((o51 + ((((c53 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o52 + (((c53 * 4) % 4))) < int64_t(tsr_dim_N)) tsr_p2[(o51 + ((((c53 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o52 + (((c53 * 4) % 4))) * tsr_p2_s1] = c12[c53 * 4];
-        if ((o51 + ((((c53 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o52 + (((c53 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o51 + ((((c53 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o52 + (((c53 * 4) % 4)) + 1) * tsr_p2_s1] = c12[c53 * 4 + 1];
-        if ((o51 + ((((c53 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o52 + (((c53 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o51 + ((((c53 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o52 + (((c53 * 4) % 4)) + 2) * tsr_p2_s1] = c12[c53 * 4 + 2];
-        if ((o51 + ((((c53 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o52 + (((c53 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o51 + ((((c53 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o52 + (((c53 * 4) % 4)) + 3) * tsr_p2_s1] = c12[c53 * 4 + 3];
+    const bool whole53 = int64_t(v1) * 64 >= 0 && int64_t(v1) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 4 == 0 && int64_t(v2) * 64 >= 0 && int64_t(v2) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(v1) * 64 * tsr_p2_s0 + int64_t(v2) * 64 * tsr_p2_s1);
+    if (whole53) {
+      #pragma unroll
+      for (int c54 = 0; c54 < 8; ++c54) {
+        float vb55[4];
+        vb55[0] = c12[c54 * 4 + 0];
+        vb55[1] = c12[c54 * 4 + 1];
+        vb55[2] = c12[c54 * 4 + 2];
+        vb55[3] = c12[c54 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p2 + (o51 + ((((c54 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o52 + (((c54 * 4) % 4))) * tsr_p2_s1, vb55);
+      }
+    } else {
+      #pragma unroll
+      for (int c56 = 0; c56 < 8; ++c56) {
+        float vb57[4];
+        if ((o51 + ((((c56 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o52 + (((c56 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + (o51 + ((((c56 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o52 + (((c56 * 4) % 4))) * tsr_p2_s1)) {
+          vb57[0] = c12[c56 * 4 + 0];
+          vb57[1] = c12[c56 * 4 + 1];
+          vb57[2] = c12[c56 * 4 + 2];
+          vb57[3] = c12[c56 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p2 + (o51 + ((((c56 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o52 + (((c56 * 4) % 4))) * tsr_p2_s1, vb57);
+        } else {
+          if ((o51 + ((((c56 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o52 + (((c56 * 4) % 4))) < int64_t(tsr_dim_N)) tsr_p2[(o51 + ((((c56 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o52 + (((c56 * 4) % 4))) * tsr_p2_s1] = c12[c56 * 4];
+          if ((o51 + ((((c56 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o52 + (((c56 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o51 + ((((c56 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o52 + (((c56 * 4) % 4)) + 1) * tsr_p2_s1] = c12[c56 * 4 + 1];
+          if ((o51 + ((((c56 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o52 + (((c56 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o51 + ((((c56 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o52 + (((c56 * 4) % 4)) + 2) * tsr_p2_s1] = c12[c56 * 4 + 2];
+          if ((o51 + ((((c56 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o52 + (((c56 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o51 + ((((c56 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o52 + (((c56 * 4) % 4)) + 3) * tsr_p2_s1] = c12[c56 * 4 + 3];
+        }
       }
     }
   }
@@ -243,4 +256,5 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(float* t
 // stat smem-bytes = 35840
 // stat threads = 128
 // stat vector-accesses = 1
+// stat whole-tile-accesses = 1
 // note printed from the GPU lowering's layouts (the layout emitter)

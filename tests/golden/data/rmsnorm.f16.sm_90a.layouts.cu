@@ -41,454 +41,480 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rmsnorm(uint16_t* tsr_
   if (v8) {
     // %10 = const {value = 0} : i32
     const int32_t v9 = int32_t(0LL);
-    // %11 = load_tile %x, %1, %10 : tile<f16, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v10[8];
+    // %11 = load_tile %x, %1, %10 : tile<f16, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    tsr::Packed16<false, 8> v10;
     {
       const int64_t o11 = int64_t(v0) * 1 + 0;
-      const int64_t o12 = int64_t(v9) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
+      const int64_t o12 = int64_t(v9) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
       #pragma unroll
-      for (int c13 = 0; c13 < 2; ++c13) {
-        uint16_t vb14[4];
-        if ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p0 + (o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512)) * tsr_p0_s1)) {
-          tsr::copy_vec<uint16_t, 4>(vb14, tsr_p0 + (o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512)) * tsr_p0_s1);
-          v10[c13 * 4 + 0] = tsr::h2f(vb14[0]);
-          v10[c13 * 4 + 1] = tsr::h2f(vb14[1]);
-          v10[c13 * 4 + 2] = tsr::h2f(vb14[2]);
-          v10[c13 * 4 + 3] = tsr::h2f(vb14[3]);
+      for (int c13 = 0; c13 < 1; ++c13) {
+        uint16_t vb14[8];
+        if ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8))) * tsr_p0_s1)) {
+          tsr::copy_vec<uint16_t, 8>(vb14, tsr_p0 + (o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8))) * tsr_p0_s1);
         } else {
-          v10[c13 * 4] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512)) * tsr_p0_s1]) : 0x0p+0f;
-          v10[c13 * 4 + 1] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512) + 1) * tsr_p0_s1]) : 0x0p+0f;
-          v10[c13 * 4 + 2] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512) + 2) * tsr_p0_s1]) : 0x0p+0f;
-          v10[c13 * 4 + 3] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512) + 3) * tsr_p0_s1]) : 0x0p+0f;
+          vb14[0] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8))) * tsr_p0_s1] : uint16_t(tsr::f2h(0x0p+0f));
+          vb14[1] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 1) * tsr_p0_s1] : uint16_t(tsr::f2h(0x0p+0f));
+          vb14[2] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 2) * tsr_p0_s1] : uint16_t(tsr::f2h(0x0p+0f));
+          vb14[3] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 3) * tsr_p0_s1] : uint16_t(tsr::f2h(0x0p+0f));
+          vb14[4] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 4) * tsr_p0_s1] : uint16_t(tsr::f2h(0x0p+0f));
+          vb14[5] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 5) * tsr_p0_s1] : uint16_t(tsr::f2h(0x0p+0f));
+          vb14[6] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 6) * tsr_p0_s1] : uint16_t(tsr::f2h(0x0p+0f));
+          vb14[7] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 7) * tsr_p0_s1] : uint16_t(tsr::f2h(0x0p+0f));
         }
+        v10.w[(c13 * 8) / 2 + 0] = uint32_t(vb14[0]) | (uint32_t(vb14[1]) << 16);
+        v10.w[(c13 * 8) / 2 + 1] = uint32_t(vb14[2]) | (uint32_t(vb14[3]) << 16);
+        v10.w[(c13 * 8) / 2 + 2] = uint32_t(vb14[4]) | (uint32_t(vb14[5]) << 16);
+        v10.w[(c13 * 8) / 2 + 3] = uint32_t(vb14[6]) | (uint32_t(vb14[7]) << 16);
       }
     }
-    // %12 = cast %11 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v15[8];
-    #pragma unroll
-    for (int s16 = 0; s16 < 8; ++s16) {
-      v15[s16] = float(float(v10[s16]));
-    }
-    // %13 = load_tile %w, %10 : tile<f16, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v17[8];
+    // %12 = cast %11 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    const auto& v15 = v10;  // converts at each use
+    // %13 = load_tile %w, %10 : tile<f16, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    tsr::Packed16<false, 8> v16;
     {
-      const int64_t o18 = int64_t(v9) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
+      const int64_t o17 = int64_t(v9) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
       #pragma unroll
-      for (int c19 = 0; c19 < 2; ++c19) {
-        uint16_t vb20[4];
-        if ((o18 + (((c19 * 4) % 4) + (((c19 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p1 + (o18 + (((c19 * 4) % 4) + (((c19 * 4) / 4) % 2) * 512)) * tsr_p1_s0)) {
-          tsr::copy_vec<uint16_t, 4>(vb20, tsr_p1 + (o18 + (((c19 * 4) % 4) + (((c19 * 4) / 4) % 2) * 512)) * tsr_p1_s0);
-          v17[c19 * 4 + 0] = tsr::h2f(vb20[0]);
-          v17[c19 * 4 + 1] = tsr::h2f(vb20[1]);
-          v17[c19 * 4 + 2] = tsr::h2f(vb20[2]);
-          v17[c19 * 4 + 3] = tsr::h2f(vb20[3]);
+      for (int c18 = 0; c18 < 1; ++c18) {
+        uint16_t vb19[8];
+        if ((o17 + (((c18 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + (o17 + (((c18 * 8) % 8))) * tsr_p1_s0)) {
+          tsr::copy_vec<uint16_t, 8>(vb19, tsr_p1 + (o17 + (((c18 * 8) % 8))) * tsr_p1_s0);
         } else {
-          v17[c19 * 4] = ((o18 + (((c19 * 4) % 4) + (((c19 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p1[(o18 + (((c19 * 4) % 4) + (((c19 * 4) / 4) % 2) * 512)) * tsr_p1_s0]) : 0x0p+0f;
-          v17[c19 * 4 + 1] = ((o18 + (((c19 * 4) % 4) + (((c19 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p1[(o18 + (((c19 * 4) % 4) + (((c19 * 4) / 4) % 2) * 512) + 1) * tsr_p1_s0]) : 0x0p+0f;
-          v17[c19 * 4 + 2] = ((o18 + (((c19 * 4) % 4) + (((c19 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p1[(o18 + (((c19 * 4) % 4) + (((c19 * 4) / 4) % 2) * 512) + 2) * tsr_p1_s0]) : 0x0p+0f;
-          v17[c19 * 4 + 3] = ((o18 + (((c19 * 4) % 4) + (((c19 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p1[(o18 + (((c19 * 4) % 4) + (((c19 * 4) / 4) % 2) * 512) + 3) * tsr_p1_s0]) : 0x0p+0f;
+          vb19[0] = ((o17 + (((c18 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p1[(o17 + (((c18 * 8) % 8))) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
+          vb19[1] = ((o17 + (((c18 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 1) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
+          vb19[2] = ((o17 + (((c18 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 2) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
+          vb19[3] = ((o17 + (((c18 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 3) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
+          vb19[4] = ((o17 + (((c18 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 4) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
+          vb19[5] = ((o17 + (((c18 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 5) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
+          vb19[6] = ((o17 + (((c18 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 6) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
+          vb19[7] = ((o17 + (((c18 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 7) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
         }
+        v16.w[(c18 * 8) / 2 + 0] = uint32_t(vb19[0]) | (uint32_t(vb19[1]) << 16);
+        v16.w[(c18 * 8) / 2 + 1] = uint32_t(vb19[2]) | (uint32_t(vb19[3]) << 16);
+        v16.w[(c18 * 8) / 2 + 2] = uint32_t(vb19[4]) | (uint32_t(vb19[5]) << 16);
+        v16.w[(c18 * 8) / 2 + 3] = uint32_t(vb19[6]) | (uint32_t(vb19[7]) << 16);
       }
     }
-    // %14 = cast %13 : tile<f32, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    // %14 = cast %13 : tile<f32, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    const auto& v20 = v16;  // converts at each use
+    // %15 = mul %12, %12 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
     float v21[8];
     #pragma unroll
     for (int s22 = 0; s22 < 8; ++s22) {
-      v21[s22] = float(float(v17[s22]));
+      v21[s22] = float(v15[s22] * v15[s22]);
     }
-    // %15 = mul %12, %12 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v23[8];
+    // %16 = reduce %15 {axis = 1, kind = "sum"} : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v23[1];
+    float part24[4];
+    part24[0] = v21[0];
+    part24[1] = v21[1];
+    part24[2] = v21[2];
+    part24[3] = v21[3];
+    part24[0] = float(part24[0] + v21[4]);
+    part24[1] = float(part24[1] + v21[5]);
+    part24[2] = float(part24[2] + v21[6]);
+    part24[3] = float(part24[3] + v21[7]);
+    part24[0] = float(part24[0] + part24[2]);
+    part24[1] = float(part24[1] + part24[3]);
+    part24[0] = float(part24[0] + part24[1]);
+    v23[0] = part24[0];
+    const float sh25 = __shfl_xor_sync(0xffffffffu, v23[0], 1);
+    v23[0] = float(v23[0] + sh25);
+    const float sh26 = __shfl_xor_sync(0xffffffffu, v23[0], 2);
+    v23[0] = float(v23[0] + sh26);
+    const float sh27 = __shfl_xor_sync(0xffffffffu, v23[0], 4);
+    v23[0] = float(v23[0] + sh27);
+    const float sh28 = __shfl_xor_sync(0xffffffffu, v23[0], 8);
+    v23[0] = float(v23[0] + sh28);
+    const float sh29 = __shfl_xor_sync(0xffffffffu, v23[0], 16);
+    v23[0] = float(v23[0] + sh29);
+    __syncthreads();
     #pragma unroll
-    for (int s24 = 0; s24 < 8; ++s24) {
-      v23[s24] = float(v15[s24] * v15[s24]);
+    for (int s30 = 0; s30 < 1; ++s30) {
+      if ((tsr_lane & 31) == 0) reinterpret_cast<float*>(tsr_smem + 0)[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 1 + ((0 + 0))] = v23[s30];
     }
-    // %16 = reduce %15 {axis = 1, kind = "sum"} : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v25[1];
-    v25[0] = v23[0];
-    v25[0] = float(v25[0] + v23[1]);
-    v25[0] = float(v25[0] + v23[2]);
-    v25[0] = float(v25[0] + v23[3]);
-    v25[0] = float(v25[0] + v23[4]);
-    v25[0] = float(v25[0] + v23[5]);
-    v25[0] = float(v25[0] + v23[6]);
-    v25[0] = float(v25[0] + v23[7]);
-    const float sh26 = __shfl_xor_sync(0xffffffffu, v25[0], 1);
-    v25[0] = float(v25[0] + sh26);
-    const float sh27 = __shfl_xor_sync(0xffffffffu, v25[0], 2);
-    v25[0] = float(v25[0] + sh27);
-    const float sh28 = __shfl_xor_sync(0xffffffffu, v25[0], 4);
-    v25[0] = float(v25[0] + sh28);
-    const float sh29 = __shfl_xor_sync(0xffffffffu, v25[0], 8);
-    v25[0] = float(v25[0] + sh29);
-    const float sh30 = __shfl_xor_sync(0xffffffffu, v25[0], 16);
-    v25[0] = float(v25[0] + sh30);
     __syncthreads();
     #pragma unroll
     for (int s31 = 0; s31 < 1; ++s31) {
-      if ((tsr_lane & 31) == 0) reinterpret_cast<float*>(tsr_smem + 0)[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 1 + ((0 + 0))] = v25[s31];
+      v23[s31] = reinterpret_cast<float*>(tsr_smem + 0)[((0 + 0))];
+      v23[s31] = float(v23[s31] + reinterpret_cast<float*>(tsr_smem + 0)[1 + ((0 + 0))]);
+      v23[s31] = float(v23[s31] + reinterpret_cast<float*>(tsr_smem + 0)[2 + ((0 + 0))]);
+      v23[s31] = float(v23[s31] + reinterpret_cast<float*>(tsr_smem + 0)[3 + ((0 + 0))]);
     }
-    __syncthreads();
+    // %17 = splat %8 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v32[1];
     #pragma unroll
-    for (int s32 = 0; s32 < 1; ++s32) {
-      v25[s32] = reinterpret_cast<float*>(tsr_smem + 0)[((0 + 0))];
-      v25[s32] = float(v25[s32] + reinterpret_cast<float*>(tsr_smem + 0)[1 + ((0 + 0))]);
-      v25[s32] = float(v25[s32] + reinterpret_cast<float*>(tsr_smem + 0)[2 + ((0 + 0))]);
-      v25[s32] = float(v25[s32] + reinterpret_cast<float*>(tsr_smem + 0)[3 + ((0 + 0))]);
+    for (int s33 = 0; s33 < 1; ++s33) {
+      v32[s33] = v7;
     }
-    // %17 = splat %8 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v33[1];
+    // %18 = div %16, %17 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v34[1];
     #pragma unroll
-    for (int s34 = 0; s34 < 1; ++s34) {
-      v33[s34] = v7;
-    }
-    // %18 = div %16, %17 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v35[1];
-    #pragma unroll
-    for (int s36 = 0; s36 < 1; ++s36) {
-      v35[s36] = float(v25[s36] / v33[s36]);
+    for (int s35 = 0; s35 < 1; ++s35) {
+      v34[s35] = float(v23[s35] / v32[s35]);
     }
     // %19 = const {value = 1e-05} : f32
-    const float v37 = 0x1.4f8b58p-17f;
-    // %20 = splat %19 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v38[1];
+    const float v36 = 0x1.4f8b58p-17f;
+    // %20 = splat %19 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v37[1];
     #pragma unroll
-    for (int s39 = 0; s39 < 1; ++s39) {
-      v38[s39] = v37;
+    for (int s38 = 0; s38 < 1; ++s38) {
+      v37[s38] = v36;
     }
-    // %21 = add %18, %20 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v40[1];
+    // %21 = add %18, %20 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v39[1];
     #pragma unroll
-    for (int s41 = 0; s41 < 1; ++s41) {
-      v40[s41] = float(v35[s41] + v38[s41]);
+    for (int s40 = 0; s40 < 1; ++s40) {
+      v39[s40] = float(v34[s40] + v37[s40]);
     }
-    // %22 = rsqrt %21 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v42[1];
+    // %22 = rsqrt %21 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v41[1];
     #pragma unroll
-    for (int s43 = 0; s43 < 1; ++s43) {
-      v42[s43] = float(rsqrtf(v40[s43]));
+    for (int s42 = 0; s42 < 1; ++s42) {
+      v41[s42] = float(rsqrtf(v39[s42]));
     }
-    // %23 = expand_dims %22 {axis = 0} : tile<f32, [1, 1], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v44[1];
-    v44[0] = v42[0];
-    // %24 = broadcast %23 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    // %23 = expand_dims %22 {axis = 0} : tile<f32, [1, 1], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v43[1];
+    v43[0] = v41[0];
+    // %24 = broadcast %23 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v44[8];
+    v44[0] = v43[0];
+    v44[1] = v43[0];
+    v44[2] = v43[0];
+    v44[3] = v43[0];
+    v44[4] = v43[0];
+    v44[5] = v43[0];
+    v44[6] = v43[0];
+    v44[7] = v43[0];
+    // %25 = mul %12, %24 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
     float v45[8];
-    v45[0] = v44[0];
-    v45[1] = v44[0];
-    v45[2] = v44[0];
-    v45[3] = v44[0];
-    v45[4] = v44[0];
-    v45[5] = v44[0];
-    v45[6] = v44[0];
-    v45[7] = v44[0];
-    // %25 = mul %12, %24 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v46[8];
     #pragma unroll
-    for (int s47 = 0; s47 < 8; ++s47) {
-      v46[s47] = float(v15[s47] * v45[s47]);
+    for (int s46 = 0; s46 < 8; ++s46) {
+      v45[s46] = float(v15[s46] * v44[s46]);
     }
-    // %26 = expand_dims %14 {axis = 0} : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    // %26 = expand_dims %14 {axis = 0} : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v47[8];
+    v47[0] = v20[0];
+    v47[1] = v20[1];
+    v47[2] = v20[2];
+    v47[3] = v20[3];
+    v47[4] = v20[4];
+    v47[5] = v20[5];
+    v47[6] = v20[6];
+    v47[7] = v20[7];
+    // %27 = mul %25, %26 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
     float v48[8];
-    v48[0] = v21[0];
-    v48[1] = v21[1];
-    v48[2] = v21[2];
-    v48[3] = v21[3];
-    v48[4] = v21[4];
-    v48[5] = v21[5];
-    v48[6] = v21[6];
-    v48[7] = v21[7];
-    // %27 = mul %25, %26 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v49[8];
     #pragma unroll
-    for (int s50 = 0; s50 < 8; ++s50) {
-      v49[s50] = float(v46[s50] * v48[s50]);
+    for (int s49 = 0; s49 < 8; ++s49) {
+      v48[s49] = float(v45[s49] * v47[s49]);
     }
-    // %28 = cast %27 : tile<f16, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v51[8];
+    // %28 = cast %27 : tile<f16, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v50[8];
     #pragma unroll
-    for (int s52 = 0; s52 < 8; ++s52) {
-      v51[s52] = tsr::rf16(float(float(v49[s52])));
+    for (int s51 = 0; s51 < 8; ++s51) {
+      v50[s51] = tsr::rf16(float(float(v48[s51])));
     }
     // store_tile %y, %28, %1, %10
     {
-      const int64_t o53 = int64_t(v0) * 1 + 0;
-      const int64_t o54 = int64_t(v9) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
+      const int64_t o52 = int64_t(v0) * 1 + 0;
+      const int64_t o53 = int64_t(v9) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
       #pragma unroll
-      for (int c55 = 0; c55 < 2; ++c55) {
-        uint16_t vb56[4];
-        if ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 4) % 4) + (((c55 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p2 + (o53 + 0) * tsr_p2_s0 + (o54 + (((c55 * 4) % 4) + (((c55 * 4) / 4) % 2) * 512)) * tsr_p2_s1)) {
-          vb56[0] = tsr::f2h(v51[c55 * 4 + 0]);
-          vb56[1] = tsr::f2h(v51[c55 * 4 + 1]);
-          vb56[2] = tsr::f2h(v51[c55 * 4 + 2]);
-          vb56[3] = tsr::f2h(v51[c55 * 4 + 3]);
-          tsr::copy_vec<uint16_t, 4>(tsr_p2 + (o53 + 0) * tsr_p2_s0 + (o54 + (((c55 * 4) % 4) + (((c55 * 4) / 4) % 2) * 512)) * tsr_p2_s1, vb56);
+      for (int c54 = 0; c54 < 1; ++c54) {
+        uint16_t vb55[8];
+        if ((o52 + 0) < int64_t(tsr_dim_M) && (o53 + (((c54 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + (o52 + 0) * tsr_p2_s0 + (o53 + (((c54 * 8) % 8))) * tsr_p2_s1)) {
+          vb55[0] = tsr::f2h(v50[c54 * 8 + 0]);
+          vb55[1] = tsr::f2h(v50[c54 * 8 + 1]);
+          vb55[2] = tsr::f2h(v50[c54 * 8 + 2]);
+          vb55[3] = tsr::f2h(v50[c54 * 8 + 3]);
+          vb55[4] = tsr::f2h(v50[c54 * 8 + 4]);
+          vb55[5] = tsr::f2h(v50[c54 * 8 + 5]);
+          vb55[6] = tsr::f2h(v50[c54 * 8 + 6]);
+          vb55[7] = tsr::f2h(v50[c54 * 8 + 7]);
+          tsr::copy_vec<uint16_t, 8>(tsr_p2 + (o52 + 0) * tsr_p2_s0 + (o53 + (((c54 * 8) % 8))) * tsr_p2_s1, vb55);
         } else {
-          if ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 4) % 4) + (((c55 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) tsr_p2[(o53 + 0) * tsr_p2_s0 + (o54 + (((c55 * 4) % 4) + (((c55 * 4) / 4) % 2) * 512)) * tsr_p2_s1] = tsr::f2h(v51[c55 * 4]);
-          if ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 4) % 4) + (((c55 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o53 + 0) * tsr_p2_s0 + (o54 + (((c55 * 4) % 4) + (((c55 * 4) / 4) % 2) * 512) + 1) * tsr_p2_s1] = tsr::f2h(v51[c55 * 4 + 1]);
-          if ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 4) % 4) + (((c55 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o53 + 0) * tsr_p2_s0 + (o54 + (((c55 * 4) % 4) + (((c55 * 4) / 4) % 2) * 512) + 2) * tsr_p2_s1] = tsr::f2h(v51[c55 * 4 + 2]);
-          if ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 4) % 4) + (((c55 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o53 + 0) * tsr_p2_s0 + (o54 + (((c55 * 4) % 4) + (((c55 * 4) / 4) % 2) * 512) + 3) * tsr_p2_s1] = tsr::f2h(v51[c55 * 4 + 3]);
+          if ((o52 + 0) < int64_t(tsr_dim_M) && (o53 + (((c54 * 8) % 8))) < int64_t(tsr_dim_N)) tsr_p2[(o52 + 0) * tsr_p2_s0 + (o53 + (((c54 * 8) % 8))) * tsr_p2_s1] = tsr::f2h(v50[c54 * 8]);
+          if ((o52 + 0) < int64_t(tsr_dim_M) && (o53 + (((c54 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o52 + 0) * tsr_p2_s0 + (o53 + (((c54 * 8) % 8)) + 1) * tsr_p2_s1] = tsr::f2h(v50[c54 * 8 + 1]);
+          if ((o52 + 0) < int64_t(tsr_dim_M) && (o53 + (((c54 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o52 + 0) * tsr_p2_s0 + (o53 + (((c54 * 8) % 8)) + 2) * tsr_p2_s1] = tsr::f2h(v50[c54 * 8 + 2]);
+          if ((o52 + 0) < int64_t(tsr_dim_M) && (o53 + (((c54 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o52 + 0) * tsr_p2_s0 + (o53 + (((c54 * 8) % 8)) + 3) * tsr_p2_s1] = tsr::f2h(v50[c54 * 8 + 3]);
+          if ((o52 + 0) < int64_t(tsr_dim_M) && (o53 + (((c54 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) tsr_p2[(o52 + 0) * tsr_p2_s0 + (o53 + (((c54 * 8) % 8)) + 4) * tsr_p2_s1] = tsr::f2h(v50[c54 * 8 + 4]);
+          if ((o52 + 0) < int64_t(tsr_dim_M) && (o53 + (((c54 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) tsr_p2[(o52 + 0) * tsr_p2_s0 + (o53 + (((c54 * 8) % 8)) + 5) * tsr_p2_s1] = tsr::f2h(v50[c54 * 8 + 5]);
+          if ((o52 + 0) < int64_t(tsr_dim_M) && (o53 + (((c54 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) tsr_p2[(o52 + 0) * tsr_p2_s0 + (o53 + (((c54 * 8) % 8)) + 6) * tsr_p2_s1] = tsr::f2h(v50[c54 * 8 + 6]);
+          if ((o52 + 0) < int64_t(tsr_dim_M) && (o53 + (((c54 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) tsr_p2[(o52 + 0) * tsr_p2_s0 + (o53 + (((c54 * 8) % 8)) + 7) * tsr_p2_s1] = tsr::f2h(v50[c54 * 8 + 7]);
         }
       }
     }
     // yield
   } else {
     // %29 = const {value = 0.0} : f32
-    const float v57 = 0x0p+0f;
+    const float v56 = 0x0p+0f;
     // %30 = const {value = 0} : i32
-    const int32_t v58 = int32_t(0LL);
-    // %31 = splat %29 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v59[1];
+    const int32_t v57 = int32_t(0LL);
+    // %31 = splat %29 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v58[1];
     #pragma unroll
-    for (int s60 = 0; s60 < 1; ++s60) {
-      v59[s60] = v57;
+    for (int s59 = 0; s59 < 1; ++s59) {
+      v58[s59] = v56;
     }
-    // %32 = for %30, %7, %4, %31 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>> {...}
-    float c61[1];
+    // %32 = for %30, %7, %4, %31 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>> {...}
+    float c60[1];
     #pragma unroll
-    for (int s62 = 0; s62 < 1; ++s62) {
-      c61[s62] = v59[s62];
+    for (int s61 = 0; s61 < 1; ++s61) {
+      c60[s61] = v58[s61];
     }
-    for (int64_t iv63_ = v58; v3 > 0 && iv63_ < v6; iv63_ += v3) {
-      const int32_t iv63 = int32_t(iv63_);
-      // %35 = load_tile %x, %1, %33 : tile<f16, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-      float v64[8];
+    for (int64_t iv62_ = v57; v3 > 0 && iv62_ < v6; iv62_ += v3) {
+      const int32_t iv62 = int32_t(iv62_);
+      // %35 = load_tile %x, %1, %33 : tile<f16, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+      tsr::Packed16<false, 8> v63;
       {
-        const int64_t o65 = int64_t(v0) * 1 + 0;
-        const int64_t o66 = int64_t(iv63) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
+        const int64_t o64 = int64_t(v0) * 1 + 0;
+        const int64_t o65 = int64_t(iv62) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
         #pragma unroll
-        for (int c67 = 0; c67 < 2; ++c67) {
-          uint16_t vb68[4];
-          if ((o65 + 0) < int64_t(tsr_dim_M) && (o66 + (((c67 * 4) % 4) + (((c67 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p0 + (o65 + 0) * tsr_p0_s0 + (o66 + (((c67 * 4) % 4) + (((c67 * 4) / 4) % 2) * 512)) * tsr_p0_s1)) {
-            tsr::copy_vec<uint16_t, 4>(vb68, tsr_p0 + (o65 + 0) * tsr_p0_s0 + (o66 + (((c67 * 4) % 4) + (((c67 * 4) / 4) % 2) * 512)) * tsr_p0_s1);
-            v64[c67 * 4 + 0] = tsr::h2f(vb68[0]);
-            v64[c67 * 4 + 1] = tsr::h2f(vb68[1]);
-            v64[c67 * 4 + 2] = tsr::h2f(vb68[2]);
-            v64[c67 * 4 + 3] = tsr::h2f(vb68[3]);
+        for (int c66 = 0; c66 < 1; ++c66) {
+          uint16_t vb67[8];
+          if ((o64 + 0) < int64_t(tsr_dim_M) && (o65 + (((c66 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o64 + 0) * tsr_p0_s0 + (o65 + (((c66 * 8) % 8))) * tsr_p0_s1)) {
+            tsr::copy_vec<uint16_t, 8>(vb67, tsr_p0 + (o64 + 0) * tsr_p0_s0 + (o65 + (((c66 * 8) % 8))) * tsr_p0_s1);
           } else {
-            v64[c67 * 4] = ((o65 + 0) < int64_t(tsr_dim_M) && (o66 + (((c67 * 4) % 4) + (((c67 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p0[(o65 + 0) * tsr_p0_s0 + (o66 + (((c67 * 4) % 4) + (((c67 * 4) / 4) % 2) * 512)) * tsr_p0_s1]) : 0x0p+0f;
-            v64[c67 * 4 + 1] = ((o65 + 0) < int64_t(tsr_dim_M) && (o66 + (((c67 * 4) % 4) + (((c67 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p0[(o65 + 0) * tsr_p0_s0 + (o66 + (((c67 * 4) % 4) + (((c67 * 4) / 4) % 2) * 512) + 1) * tsr_p0_s1]) : 0x0p+0f;
-            v64[c67 * 4 + 2] = ((o65 + 0) < int64_t(tsr_dim_M) && (o66 + (((c67 * 4) % 4) + (((c67 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p0[(o65 + 0) * tsr_p0_s0 + (o66 + (((c67 * 4) % 4) + (((c67 * 4) / 4) % 2) * 512) + 2) * tsr_p0_s1]) : 0x0p+0f;
-            v64[c67 * 4 + 3] = ((o65 + 0) < int64_t(tsr_dim_M) && (o66 + (((c67 * 4) % 4) + (((c67 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p0[(o65 + 0) * tsr_p0_s0 + (o66 + (((c67 * 4) % 4) + (((c67 * 4) / 4) % 2) * 512) + 3) * tsr_p0_s1]) : 0x0p+0f;
+            vb67[0] = ((o64 + 0) < int64_t(tsr_dim_M) && (o65 + (((c66 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p0[(o64 + 0) * tsr_p0_s0 + (o65 + (((c66 * 8) % 8))) * tsr_p0_s1] : uint16_t(tsr::f2h(0x0p+0f));
+            vb67[1] = ((o64 + 0) < int64_t(tsr_dim_M) && (o65 + (((c66 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o64 + 0) * tsr_p0_s0 + (o65 + (((c66 * 8) % 8)) + 1) * tsr_p0_s1] : uint16_t(tsr::f2h(0x0p+0f));
+            vb67[2] = ((o64 + 0) < int64_t(tsr_dim_M) && (o65 + (((c66 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o64 + 0) * tsr_p0_s0 + (o65 + (((c66 * 8) % 8)) + 2) * tsr_p0_s1] : uint16_t(tsr::f2h(0x0p+0f));
+            vb67[3] = ((o64 + 0) < int64_t(tsr_dim_M) && (o65 + (((c66 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o64 + 0) * tsr_p0_s0 + (o65 + (((c66 * 8) % 8)) + 3) * tsr_p0_s1] : uint16_t(tsr::f2h(0x0p+0f));
+            vb67[4] = ((o64 + 0) < int64_t(tsr_dim_M) && (o65 + (((c66 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p0[(o64 + 0) * tsr_p0_s0 + (o65 + (((c66 * 8) % 8)) + 4) * tsr_p0_s1] : uint16_t(tsr::f2h(0x0p+0f));
+            vb67[5] = ((o64 + 0) < int64_t(tsr_dim_M) && (o65 + (((c66 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p0[(o64 + 0) * tsr_p0_s0 + (o65 + (((c66 * 8) % 8)) + 5) * tsr_p0_s1] : uint16_t(tsr::f2h(0x0p+0f));
+            vb67[6] = ((o64 + 0) < int64_t(tsr_dim_M) && (o65 + (((c66 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p0[(o64 + 0) * tsr_p0_s0 + (o65 + (((c66 * 8) % 8)) + 6) * tsr_p0_s1] : uint16_t(tsr::f2h(0x0p+0f));
+            vb67[7] = ((o64 + 0) < int64_t(tsr_dim_M) && (o65 + (((c66 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p0[(o64 + 0) * tsr_p0_s0 + (o65 + (((c66 * 8) % 8)) + 7) * tsr_p0_s1] : uint16_t(tsr::f2h(0x0p+0f));
           }
+          v63.w[(c66 * 8) / 2 + 0] = uint32_t(vb67[0]) | (uint32_t(vb67[1]) << 16);
+          v63.w[(c66 * 8) / 2 + 1] = uint32_t(vb67[2]) | (uint32_t(vb67[3]) << 16);
+          v63.w[(c66 * 8) / 2 + 2] = uint32_t(vb67[4]) | (uint32_t(vb67[5]) << 16);
+          v63.w[(c66 * 8) / 2 + 3] = uint32_t(vb67[6]) | (uint32_t(vb67[7]) << 16);
         }
       }
-      // %36 = cast %35 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+      // %36 = cast %35 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+      const auto& v68 = v63;  // converts at each use
+      // %37 = mul %36, %36 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
       float v69[8];
       #pragma unroll
       for (int s70 = 0; s70 < 8; ++s70) {
-        v69[s70] = float(float(v64[s70]));
+        v69[s70] = float(v68[s70] * v68[s70]);
       }
-      // %37 = mul %36, %36 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-      float v71[8];
+      // %38 = reduce %37 {axis = 1, kind = "sum"} : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+      float v71[1];
+      float part72[4];
+      part72[0] = v69[0];
+      part72[1] = v69[1];
+      part72[2] = v69[2];
+      part72[3] = v69[3];
+      part72[0] = float(part72[0] + v69[4]);
+      part72[1] = float(part72[1] + v69[5]);
+      part72[2] = float(part72[2] + v69[6]);
+      part72[3] = float(part72[3] + v69[7]);
+      part72[0] = float(part72[0] + part72[2]);
+      part72[1] = float(part72[1] + part72[3]);
+      part72[0] = float(part72[0] + part72[1]);
+      v71[0] = part72[0];
+      const float sh73 = __shfl_xor_sync(0xffffffffu, v71[0], 1);
+      v71[0] = float(v71[0] + sh73);
+      const float sh74 = __shfl_xor_sync(0xffffffffu, v71[0], 2);
+      v71[0] = float(v71[0] + sh74);
+      const float sh75 = __shfl_xor_sync(0xffffffffu, v71[0], 4);
+      v71[0] = float(v71[0] + sh75);
+      const float sh76 = __shfl_xor_sync(0xffffffffu, v71[0], 8);
+      v71[0] = float(v71[0] + sh76);
+      const float sh77 = __shfl_xor_sync(0xffffffffu, v71[0], 16);
+      v71[0] = float(v71[0] + sh77);
+      __syncthreads();
       #pragma unroll
-      for (int s72 = 0; s72 < 8; ++s72) {
-        v71[s72] = float(v69[s72] * v69[s72]);
+      for (int s78 = 0; s78 < 1; ++s78) {
+        if ((tsr_lane & 31) == 0) reinterpret_cast<float*>(tsr_smem + 0)[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 1 + ((0 + 0))] = v71[s78];
       }
-      // %38 = reduce %37 {axis = 1, kind = "sum"} : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-      float v73[1];
-      v73[0] = v71[0];
-      v73[0] = float(v73[0] + v71[1]);
-      v73[0] = float(v73[0] + v71[2]);
-      v73[0] = float(v73[0] + v71[3]);
-      v73[0] = float(v73[0] + v71[4]);
-      v73[0] = float(v73[0] + v71[5]);
-      v73[0] = float(v73[0] + v71[6]);
-      v73[0] = float(v73[0] + v71[7]);
-      const float sh74 = __shfl_xor_sync(0xffffffffu, v73[0], 1);
-      v73[0] = float(v73[0] + sh74);
-      const float sh75 = __shfl_xor_sync(0xffffffffu, v73[0], 2);
-      v73[0] = float(v73[0] + sh75);
-      const float sh76 = __shfl_xor_sync(0xffffffffu, v73[0], 4);
-      v73[0] = float(v73[0] + sh76);
-      const float sh77 = __shfl_xor_sync(0xffffffffu, v73[0], 8);
-      v73[0] = float(v73[0] + sh77);
-      const float sh78 = __shfl_xor_sync(0xffffffffu, v73[0], 16);
-      v73[0] = float(v73[0] + sh78);
       __syncthreads();
       #pragma unroll
       for (int s79 = 0; s79 < 1; ++s79) {
-        if ((tsr_lane & 31) == 0) reinterpret_cast<float*>(tsr_smem + 0)[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 1 + ((0 + 0))] = v73[s79];
+        v71[s79] = reinterpret_cast<float*>(tsr_smem + 0)[((0 + 0))];
+        v71[s79] = float(v71[s79] + reinterpret_cast<float*>(tsr_smem + 0)[1 + ((0 + 0))]);
+        v71[s79] = float(v71[s79] + reinterpret_cast<float*>(tsr_smem + 0)[2 + ((0 + 0))]);
+        v71[s79] = float(v71[s79] + reinterpret_cast<float*>(tsr_smem + 0)[3 + ((0 + 0))]);
       }
-      __syncthreads();
+      // %39 = add %34, %38 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+      float v80[1];
       #pragma unroll
-      for (int s80 = 0; s80 < 1; ++s80) {
-        v73[s80] = reinterpret_cast<float*>(tsr_smem + 0)[((0 + 0))];
-        v73[s80] = float(v73[s80] + reinterpret_cast<float*>(tsr_smem + 0)[1 + ((0 + 0))]);
-        v73[s80] = float(v73[s80] + reinterpret_cast<float*>(tsr_smem + 0)[2 + ((0 + 0))]);
-        v73[s80] = float(v73[s80] + reinterpret_cast<float*>(tsr_smem + 0)[3 + ((0 + 0))]);
-      }
-      // %39 = add %34, %38 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-      float v81[1];
-      #pragma unroll
-      for (int s82 = 0; s82 < 1; ++s82) {
-        v81[s82] = float(c61[s82] + v73[s82]);
+      for (int s81 = 0; s81 < 1; ++s81) {
+        v80[s81] = float(c60[s81] + v71[s81]);
       }
       // yield %39
       #pragma unroll
-      for (int s83 = 0; s83 < 1; ++s83) {
-        c61[s83] = v81[s83];
+      for (int s82 = 0; s82 < 1; ++s82) {
+        c60[s82] = v80[s82];
       }
     }
     // %40 = splat %8 : tile<f32, [1], layout = blocked<per_thread = [1], threads = [32], warps = [4], order = [0]>>
-    float v84[1];
+    float v83[1];
     #pragma unroll
-    for (int s85 = 0; s85 < 1; ++s85) {
-      v84[s85] = v7;
+    for (int s84 = 0; s84 < 1; ++s84) {
+      v83[s84] = v7;
     }
-    // %41 = splat %8 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v86[1];
+    // %41 = splat %8 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v85[1];
     #pragma unroll
-    for (int s87 = 0; s87 < 1; ++s87) {
-      v86[s87] = v7;
+    for (int s86 = 0; s86 < 1; ++s86) {
+      v85[s86] = v7;
     }
-    // %42 = div %32, %41 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v88[1];
+    // %42 = div %32, %41 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v87[1];
     #pragma unroll
-    for (int s89 = 0; s89 < 1; ++s89) {
-      v88[s89] = float(c61[s89] / v86[s89]);
+    for (int s88 = 0; s88 < 1; ++s88) {
+      v87[s88] = float(c60[s88] / v85[s88]);
     }
     // %43 = const {value = 1e-05} : f32
-    const float v90 = 0x1.4f8b58p-17f;
+    const float v89 = 0x1.4f8b58p-17f;
     // %44 = splat %43 : tile<f32, [1], layout = blocked<per_thread = [1], threads = [32], warps = [4], order = [0]>>
-    float v91[1];
+    float v90[1];
     #pragma unroll
-    for (int s92 = 0; s92 < 1; ++s92) {
-      v91[s92] = v90;
+    for (int s91 = 0; s91 < 1; ++s91) {
+      v90[s91] = v89;
     }
-    // %45 = splat %43 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v93[1];
+    // %45 = splat %43 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v92[1];
     #pragma unroll
-    for (int s94 = 0; s94 < 1; ++s94) {
-      v93[s94] = v90;
+    for (int s93 = 0; s93 < 1; ++s93) {
+      v92[s93] = v89;
     }
-    // %46 = add %42, %45 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v95[1];
+    // %46 = add %42, %45 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v94[1];
     #pragma unroll
-    for (int s96 = 0; s96 < 1; ++s96) {
-      v95[s96] = float(v88[s96] + v93[s96]);
+    for (int s95 = 0; s95 < 1; ++s95) {
+      v94[s95] = float(v87[s95] + v92[s95]);
     }
-    // %47 = rsqrt %46 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v97[1];
+    // %47 = rsqrt %46 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v96[1];
     #pragma unroll
-    for (int s98 = 0; s98 < 1; ++s98) {
-      v97[s98] = float(rsqrtf(v95[s98]));
+    for (int s97 = 0; s97 < 1; ++s97) {
+      v96[s97] = float(rsqrtf(v94[s97]));
     }
     // for %30, %7, %4 {...}
-    for (int64_t iv99_ = v58; v3 > 0 && iv99_ < v6; iv99_ += v3) {
-      const int32_t iv99 = int32_t(iv99_);
-      // %49 = load_tile %x, %1, %48 : tile<f16, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-      float v100[8];
+    for (int64_t iv98_ = v57; v3 > 0 && iv98_ < v6; iv98_ += v3) {
+      const int32_t iv98 = int32_t(iv98_);
+      // %49 = load_tile %x, %1, %48 : tile<f16, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+      tsr::Packed16<false, 8> v99;
       {
-        const int64_t o101 = int64_t(v0) * 1 + 0;
-        const int64_t o102 = int64_t(iv99) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
+        const int64_t o100 = int64_t(v0) * 1 + 0;
+        const int64_t o101 = int64_t(iv98) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
         #pragma unroll
-        for (int c103 = 0; c103 < 2; ++c103) {
-          uint16_t vb104[4];
-          if ((o101 + 0) < int64_t(tsr_dim_M) && (o102 + (((c103 * 4) % 4) + (((c103 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p0 + (o101 + 0) * tsr_p0_s0 + (o102 + (((c103 * 4) % 4) + (((c103 * 4) / 4) % 2) * 512)) * tsr_p0_s1)) {
-            tsr::copy_vec<uint16_t, 4>(vb104, tsr_p0 + (o101 + 0) * tsr_p0_s0 + (o102 + (((c103 * 4) % 4) + (((c103 * 4) / 4) % 2) * 512)) * tsr_p0_s1);
-            v100[c103 * 4 + 0] = tsr::h2f(vb104[0]);
-            v100[c103 * 4 + 1] = tsr::h2f(vb104[1]);
-            v100[c103 * 4 + 2] = tsr::h2f(vb104[2]);
-            v100[c103 * 4 + 3] = tsr::h2f(vb104[3]);
+        for (int c102 = 0; c102 < 1; ++c102) {
+          uint16_t vb103[8];
+          if ((o100 + 0) < int64_t(tsr_dim_M) && (o101 + (((c102 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o100 + 0) * tsr_p0_s0 + (o101 + (((c102 * 8) % 8))) * tsr_p0_s1)) {
+            tsr::copy_vec<uint16_t, 8>(vb103, tsr_p0 + (o100 + 0) * tsr_p0_s0 + (o101 + (((c102 * 8) % 8))) * tsr_p0_s1);
           } else {
-            v100[c103 * 4] = ((o101 + 0) < int64_t(tsr_dim_M) && (o102 + (((c103 * 4) % 4) + (((c103 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p0[(o101 + 0) * tsr_p0_s0 + (o102 + (((c103 * 4) % 4) + (((c103 * 4) / 4) % 2) * 512)) * tsr_p0_s1]) : 0x0p+0f;
-            v100[c103 * 4 + 1] = ((o101 + 0) < int64_t(tsr_dim_M) && (o102 + (((c103 * 4) % 4) + (((c103 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p0[(o101 + 0) * tsr_p0_s0 + (o102 + (((c103 * 4) % 4) + (((c103 * 4) / 4) % 2) * 512) + 1) * tsr_p0_s1]) : 0x0p+0f;
-            v100[c103 * 4 + 2] = ((o101 + 0) < int64_t(tsr_dim_M) && (o102 + (((c103 * 4) % 4) + (((c103 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p0[(o101 + 0) * tsr_p0_s0 + (o102 + (((c103 * 4) % 4) + (((c103 * 4) / 4) % 2) * 512) + 2) * tsr_p0_s1]) : 0x0p+0f;
-            v100[c103 * 4 + 3] = ((o101 + 0) < int64_t(tsr_dim_M) && (o102 + (((c103 * 4) % 4) + (((c103 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p0[(o101 + 0) * tsr_p0_s0 + (o102 + (((c103 * 4) % 4) + (((c103 * 4) / 4) % 2) * 512) + 3) * tsr_p0_s1]) : 0x0p+0f;
+            vb103[0] = ((o100 + 0) < int64_t(tsr_dim_M) && (o101 + (((c102 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p0[(o100 + 0) * tsr_p0_s0 + (o101 + (((c102 * 8) % 8))) * tsr_p0_s1] : uint16_t(tsr::f2h(0x0p+0f));
+            vb103[1] = ((o100 + 0) < int64_t(tsr_dim_M) && (o101 + (((c102 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o100 + 0) * tsr_p0_s0 + (o101 + (((c102 * 8) % 8)) + 1) * tsr_p0_s1] : uint16_t(tsr::f2h(0x0p+0f));
+            vb103[2] = ((o100 + 0) < int64_t(tsr_dim_M) && (o101 + (((c102 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o100 + 0) * tsr_p0_s0 + (o101 + (((c102 * 8) % 8)) + 2) * tsr_p0_s1] : uint16_t(tsr::f2h(0x0p+0f));
+            vb103[3] = ((o100 + 0) < int64_t(tsr_dim_M) && (o101 + (((c102 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o100 + 0) * tsr_p0_s0 + (o101 + (((c102 * 8) % 8)) + 3) * tsr_p0_s1] : uint16_t(tsr::f2h(0x0p+0f));
+            vb103[4] = ((o100 + 0) < int64_t(tsr_dim_M) && (o101 + (((c102 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p0[(o100 + 0) * tsr_p0_s0 + (o101 + (((c102 * 8) % 8)) + 4) * tsr_p0_s1] : uint16_t(tsr::f2h(0x0p+0f));
+            vb103[5] = ((o100 + 0) < int64_t(tsr_dim_M) && (o101 + (((c102 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p0[(o100 + 0) * tsr_p0_s0 + (o101 + (((c102 * 8) % 8)) + 5) * tsr_p0_s1] : uint16_t(tsr::f2h(0x0p+0f));
+            vb103[6] = ((o100 + 0) < int64_t(tsr_dim_M) && (o101 + (((c102 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p0[(o100 + 0) * tsr_p0_s0 + (o101 + (((c102 * 8) % 8)) + 6) * tsr_p0_s1] : uint16_t(tsr::f2h(0x0p+0f));
+            vb103[7] = ((o100 + 0) < int64_t(tsr_dim_M) && (o101 + (((c102 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p0[(o100 + 0) * tsr_p0_s0 + (o101 + (((c102 * 8) % 8)) + 7) * tsr_p0_s1] : uint16_t(tsr::f2h(0x0p+0f));
           }
+          v99.w[(c102 * 8) / 2 + 0] = uint32_t(vb103[0]) | (uint32_t(vb103[1]) << 16);
+          v99.w[(c102 * 8) / 2 + 1] = uint32_t(vb103[2]) | (uint32_t(vb103[3]) << 16);
+          v99.w[(c102 * 8) / 2 + 2] = uint32_t(vb103[4]) | (uint32_t(vb103[5]) << 16);
+          v99.w[(c102 * 8) / 2 + 3] = uint32_t(vb103[6]) | (uint32_t(vb103[7]) << 16);
         }
       }
-      // %50 = cast %49 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-      float v105[8];
-      #pragma unroll
-      for (int s106 = 0; s106 < 8; ++s106) {
-        v105[s106] = float(float(v100[s106]));
-      }
-      // %51 = load_tile %w, %48 : tile<f16, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-      float v107[8];
+      // %50 = cast %49 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+      const auto& v104 = v99;  // converts at each use
+      // %51 = load_tile %w, %48 : tile<f16, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+      tsr::Packed16<false, 8> v105;
       {
-        const int64_t o108 = int64_t(iv99) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
+        const int64_t o106 = int64_t(iv98) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
         #pragma unroll
-        for (int c109 = 0; c109 < 2; ++c109) {
-          uint16_t vb110[4];
-          if ((o108 + (((c109 * 4) % 4) + (((c109 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p1 + (o108 + (((c109 * 4) % 4) + (((c109 * 4) / 4) % 2) * 512)) * tsr_p1_s0)) {
-            tsr::copy_vec<uint16_t, 4>(vb110, tsr_p1 + (o108 + (((c109 * 4) % 4) + (((c109 * 4) / 4) % 2) * 512)) * tsr_p1_s0);
-            v107[c109 * 4 + 0] = tsr::h2f(vb110[0]);
-            v107[c109 * 4 + 1] = tsr::h2f(vb110[1]);
-            v107[c109 * 4 + 2] = tsr::h2f(vb110[2]);
-            v107[c109 * 4 + 3] = tsr::h2f(vb110[3]);
+        for (int c107 = 0; c107 < 1; ++c107) {
+          uint16_t vb108[8];
+          if ((o106 + (((c107 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + (o106 + (((c107 * 8) % 8))) * tsr_p1_s0)) {
+            tsr::copy_vec<uint16_t, 8>(vb108, tsr_p1 + (o106 + (((c107 * 8) % 8))) * tsr_p1_s0);
           } else {
-            v107[c109 * 4] = ((o108 + (((c109 * 4) % 4) + (((c109 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p1[(o108 + (((c109 * 4) % 4) + (((c109 * 4) / 4) % 2) * 512)) * tsr_p1_s0]) : 0x0p+0f;
-            v107[c109 * 4 + 1] = ((o108 + (((c109 * 4) % 4) + (((c109 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p1[(o108 + (((c109 * 4) % 4) + (((c109 * 4) / 4) % 2) * 512) + 1) * tsr_p1_s0]) : 0x0p+0f;
-            v107[c109 * 4 + 2] = ((o108 + (((c109 * 4) % 4) + (((c109 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p1[(o108 + (((c109 * 4) % 4) + (((c109 * 4) / 4) % 2) * 512) + 2) * tsr_p1_s0]) : 0x0p+0f;
-            v107[c109 * 4 + 3] = ((o108 + (((c109 * 4) % 4) + (((c109 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p1[(o108 + (((c109 * 4) % 4) + (((c109 * 4) / 4) % 2) * 512) + 3) * tsr_p1_s0]) : 0x0p+0f;
+            vb108[0] = ((o106 + (((c107 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p1[(o106 + (((c107 * 8) % 8))) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
+            vb108[1] = ((o106 + (((c107 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p1[(o106 + (((c107 * 8) % 8)) + 1) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
+            vb108[2] = ((o106 + (((c107 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p1[(o106 + (((c107 * 8) % 8)) + 2) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
+            vb108[3] = ((o106 + (((c107 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p1[(o106 + (((c107 * 8) % 8)) + 3) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
+            vb108[4] = ((o106 + (((c107 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p1[(o106 + (((c107 * 8) % 8)) + 4) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
+            vb108[5] = ((o106 + (((c107 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p1[(o106 + (((c107 * 8) % 8)) + 5) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
+            vb108[6] = ((o106 + (((c107 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p1[(o106 + (((c107 * 8) % 8)) + 6) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
+            vb108[7] = ((o106 + (((c107 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p1[(o106 + (((c107 * 8) % 8)) + 7) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
           }
+          v105.w[(c107 * 8) / 2 + 0] = uint32_t(vb108[0]) | (uint32_t(vb108[1]) << 16);
+          v105.w[(c107 * 8) / 2 + 1] = uint32_t(vb108[2]) | (uint32_t(vb108[3]) << 16);
+          v105.w[(c107 * 8) / 2 + 2] = uint32_t(vb108[4]) | (uint32_t(vb108[5]) << 16);
+          v105.w[(c107 * 8) / 2 + 3] = uint32_t(vb108[6]) | (uint32_t(vb108[7]) << 16);
         }
       }
-      // %52 = cast %51 : tile<f32, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-      float v111[8];
-      #pragma unroll
-      for (int s112 = 0; s112 < 8; ++s112) {
-        v111[s112] = float(float(v107[s112]));
-      }
+      // %52 = cast %51 : tile<f32, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+      const auto& v109 = v105;  // converts at each use
       // %53 = expand_dims %47 {axis = 0} : tile<f32, [1, 1], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-      float v113[1];
-      v113[0] = v97[0];
-      // %54 = broadcast %53 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+      float v110[1];
+      v110[0] = v96[0];
+      // %54 = broadcast %53 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+      float v111[8];
+      v111[0] = v110[0];
+      v111[1] = v110[0];
+      v111[2] = v110[0];
+      v111[3] = v110[0];
+      v111[4] = v110[0];
+      v111[5] = v110[0];
+      v111[6] = v110[0];
+      v111[7] = v110[0];
+      // %55 = mul %50, %54 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+      float v112[8];
+      #pragma unroll
+      for (int s113 = 0; s113 < 8; ++s113) {
+        v112[s113] = float(v104[s113] * v111[s113]);
+      }
+      // %56 = expand_dims %52 {axis = 0} : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
       float v114[8];
-      v114[0] = v113[0];
-      v114[1] = v113[0];
-      v114[2] = v113[0];
-      v114[3] = v113[0];
-      v114[4] = v113[0];
-      v114[5] = v113[0];
-      v114[6] = v113[0];
-      v114[7] = v113[0];
-      // %55 = mul %50, %54 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+      v114[0] = v109[0];
+      v114[1] = v109[1];
+      v114[2] = v109[2];
+      v114[3] = v109[3];
+      v114[4] = v109[4];
+      v114[5] = v109[5];
+      v114[6] = v109[6];
+      v114[7] = v109[7];
+      // %57 = mul %55, %56 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
       float v115[8];
       #pragma unroll
       for (int s116 = 0; s116 < 8; ++s116) {
-        v115[s116] = float(v105[s116] * v114[s116]);
+        v115[s116] = float(v112[s116] * v114[s116]);
       }
-      // %56 = expand_dims %52 {axis = 0} : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+      // %58 = cast %57 : tile<f16, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
       float v117[8];
-      v117[0] = v111[0];
-      v117[1] = v111[1];
-      v117[2] = v111[2];
-      v117[3] = v111[3];
-      v117[4] = v111[4];
-      v117[5] = v111[5];
-      v117[6] = v111[6];
-      v117[7] = v111[7];
-      // %57 = mul %55, %56 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-      float v118[8];
       #pragma unroll
-      for (int s119 = 0; s119 < 8; ++s119) {
-        v118[s119] = float(v115[s119] * v117[s119]);
-      }
-      // %58 = cast %57 : tile<f16, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-      float v120[8];
-      #pragma unroll
-      for (int s121 = 0; s121 < 8; ++s121) {
-        v120[s121] = tsr::rf16(float(float(v118[s121])));
+      for (int s118 = 0; s118 < 8; ++s118) {
+        v117[s118] = tsr::rf16(float(float(v115[s118])));
       }
       // store_tile %y, %58, %1, %48
       {
-        const int64_t o122 = int64_t(v0) * 1 + 0;
-        const int64_t o123 = int64_t(iv99) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
+        const int64_t o119 = int64_t(v0) * 1 + 0;
+        const int64_t o120 = int64_t(iv98) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
         #pragma unroll
-        for (int c124 = 0; c124 < 2; ++c124) {
-          uint16_t vb125[4];
-          if ((o122 + 0) < int64_t(tsr_dim_M) && (o123 + (((c124 * 4) % 4) + (((c124 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p2 + (o122 + 0) * tsr_p2_s0 + (o123 + (((c124 * 4) % 4) + (((c124 * 4) / 4) % 2) * 512)) * tsr_p2_s1)) {
-            vb125[0] = tsr::f2h(v120[c124 * 4 + 0]);
-            vb125[1] = tsr::f2h(v120[c124 * 4 + 1]);
-            vb125[2] = tsr::f2h(v120[c124 * 4 + 2]);
-            vb125[3] = tsr::f2h(v120[c124 * 4 + 3]);
-            tsr::copy_vec<uint16_t, 4>(tsr_p2 + (o122 + 0) * tsr_p2_s0 + (o123 + (((c124 * 4) % 4) + (((c124 * 4) / 4) % 2) * 512)) * tsr_p2_s1, vb125);
+        for (int c121 = 0; c121 < 1; ++c121) {
+          uint16_t vb122[8];
+          if ((o119 + 0) < int64_t(tsr_dim_M) && (o120 + (((c121 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + (o119 + 0) * tsr_p2_s0 + (o120 + (((c121 * 8) % 8))) * tsr_p2_s1)) {
+            vb122[0] = tsr::f2h(v117[c121 * 8 + 0]);
+            vb122[1] = tsr::f2h(v117[c121 * 8 + 1]);
+            vb122[2] = tsr::f2h(v117[c121 * 8 + 2]);
+            vb122[3] = tsr::f2h(v117[c121 * 8 + 3]);
+            vb122[4] = tsr::f2h(v117[c121 * 8 + 4]);
+            vb122[5] = tsr::f2h(v117[c121 * 8 + 5]);
+            vb122[6] = tsr::f2h(v117[c121 * 8 + 6]);
+            vb122[7] = tsr::f2h(v117[c121 * 8 + 7]);
+            tsr::copy_vec<uint16_t, 8>(tsr_p2 + (o119 + 0) * tsr_p2_s0 + (o120 + (((c121 * 8) % 8))) * tsr_p2_s1, vb122);
           } else {
-            if ((o122 + 0) < int64_t(tsr_dim_M) && (o123 + (((c124 * 4) % 4) + (((c124 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) tsr_p2[(o122 + 0) * tsr_p2_s0 + (o123 + (((c124 * 4) % 4) + (((c124 * 4) / 4) % 2) * 512)) * tsr_p2_s1] = tsr::f2h(v120[c124 * 4]);
-            if ((o122 + 0) < int64_t(tsr_dim_M) && (o123 + (((c124 * 4) % 4) + (((c124 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o122 + 0) * tsr_p2_s0 + (o123 + (((c124 * 4) % 4) + (((c124 * 4) / 4) % 2) * 512) + 1) * tsr_p2_s1] = tsr::f2h(v120[c124 * 4 + 1]);
-            if ((o122 + 0) < int64_t(tsr_dim_M) && (o123 + (((c124 * 4) % 4) + (((c124 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o122 + 0) * tsr_p2_s0 + (o123 + (((c124 * 4) % 4) + (((c124 * 4) / 4) % 2) * 512) + 2) * tsr_p2_s1] = tsr::f2h(v120[c124 * 4 + 2]);
-            if ((o122 + 0) < int64_t(tsr_dim_M) && (o123 + (((c124 * 4) % 4) + (((c124 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o122 + 0) * tsr_p2_s0 + (o123 + (((c124 * 4) % 4) + (((c124 * 4) / 4) % 2) * 512) + 3) * tsr_p2_s1] = tsr::f2h(v120[c124 * 4 + 3]);
+            if ((o119 + 0) < int64_t(tsr_dim_M) && (o120 + (((c121 * 8) % 8))) < int64_t(tsr_dim_N)) tsr_p2[(o119 + 0) * tsr_p2_s0 + (o120 + (((c121 * 8) % 8))) * tsr_p2_s1] = tsr::f2h(v117[c121 * 8]);
+            if ((o119 + 0) < int64_t(tsr_dim_M) && (o120 + (((c121 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o119 + 0) * tsr_p2_s0 + (o120 + (((c121 * 8) % 8)) + 1) * tsr_p2_s1] = tsr::f2h(v117[c121 * 8 + 1]);
+            if ((o119 + 0) < int64_t(tsr_dim_M) && (o120 + (((c121 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o119 + 0) * tsr_p2_s0 + (o120 + (((c121 * 8) % 8)) + 2) * tsr_p2_s1] = tsr::f2h(v117[c121 * 8 + 2]);
+            if ((o119 + 0) < int64_t(tsr_dim_M) && (o120 + (((c121 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o119 + 0) * tsr_p2_s0 + (o120 + (((c121 * 8) % 8)) + 3) * tsr_p2_s1] = tsr::f2h(v117[c121 * 8 + 3]);
+            if ((o119 + 0) < int64_t(tsr_dim_M) && (o120 + (((c121 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) tsr_p2[(o119 + 0) * tsr_p2_s0 + (o120 + (((c121 * 8) % 8)) + 4) * tsr_p2_s1] = tsr::f2h(v117[c121 * 8 + 4]);
+            if ((o119 + 0) < int64_t(tsr_dim_M) && (o120 + (((c121 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) tsr_p2[(o119 + 0) * tsr_p2_s0 + (o120 + (((c121 * 8) % 8)) + 5) * tsr_p2_s1] = tsr::f2h(v117[c121 * 8 + 5]);
+            if ((o119 + 0) < int64_t(tsr_dim_M) && (o120 + (((c121 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) tsr_p2[(o119 + 0) * tsr_p2_s0 + (o120 + (((c121 * 8) % 8)) + 6) * tsr_p2_s1] = tsr::f2h(v117[c121 * 8 + 6]);
+            if ((o119 + 0) < int64_t(tsr_dim_M) && (o120 + (((c121 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) tsr_p2[(o119 + 0) * tsr_p2_s0 + (o120 + (((c121 * 8) % 8)) + 7) * tsr_p2_s1] = tsr::f2h(v117[c121 * 8 + 7]);
           }
         }
       }
@@ -508,6 +534,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rmsnorm(uint16_t* tsr_
 // param dim N i32 bytes 4 index -1
 // header tessera/core.cuh
 // header tessera/mma.cuh
+// stat packed-loads = 5
 // stat producer-warpgroups = 0
 // stat reduction-shuffles = 10
 // stat reduction-warp-exchanges = 2

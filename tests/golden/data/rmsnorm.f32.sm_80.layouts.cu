@@ -46,407 +46,508 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rmsnorm(float* tsr_p0,
     {
       const int64_t o11 = int64_t(v0) * 1 + 0;
       const int64_t o12 = int64_t(v9) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
-      #pragma unroll
-      for (int c13 = 0; c13 < 2; ++c13) {
-        float vb14[4];
-        if ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + (o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512)) * tsr_p0_s1)) {
-          tsr::copy_vec<float, 4>(vb14, tsr_p0 + (o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512)) * tsr_p0_s1);
-          v10[c13 * 4 + 0] = vb14[0];
-          v10[c13 * 4 + 1] = vb14[1];
-          v10[c13 * 4 + 2] = vb14[2];
-          v10[c13 * 4 + 3] = vb14[3];
-        } else {
-          v10[c13 * 4] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512)) * tsr_p0_s1] : 0x0p+0f;
-          v10[c13 * 4 + 1] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512) + 1) * tsr_p0_s1] : 0x0p+0f;
-          v10[c13 * 4 + 2] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512) + 2) * tsr_p0_s1] : 0x0p+0f;
-          v10[c13 * 4 + 3] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512) + 3) * tsr_p0_s1] : 0x0p+0f;
+      const bool whole13 = int64_t(v0) * 1 >= 0 && int64_t(v0) * 1 + 1 <= int64_t(tsr_dim_M) && int64_t(v9) * 1024 >= 0 && int64_t(v9) * 1024 + 1024 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + int64_t(v0) * 1 * tsr_p0_s0 + int64_t(v9) * 1024 * tsr_p0_s1);
+      if (whole13) {
+        #pragma unroll
+        for (int c14 = 0; c14 < 2; ++c14) {
+          float vb15[4];
+          tsr::copy_vec<float, 4>(vb15, tsr_p0 + (o11 + 0) * tsr_p0_s0 + (o12 + (((c14 * 4) % 4) + (((c14 * 4) / 4) % 2) * 512)) * tsr_p0_s1);
+          v10[c14 * 4 + 0] = vb15[0];
+          v10[c14 * 4 + 1] = vb15[1];
+          v10[c14 * 4 + 2] = vb15[2];
+          v10[c14 * 4 + 3] = vb15[3];
+        }
+      } else {
+        #pragma unroll
+        for (int c16 = 0; c16 < 2; ++c16) {
+          float vb17[4];
+          if ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c16 * 4) % 4) + (((c16 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + (o11 + 0) * tsr_p0_s0 + (o12 + (((c16 * 4) % 4) + (((c16 * 4) / 4) % 2) * 512)) * tsr_p0_s1)) {
+            tsr::copy_vec<float, 4>(vb17, tsr_p0 + (o11 + 0) * tsr_p0_s0 + (o12 + (((c16 * 4) % 4) + (((c16 * 4) / 4) % 2) * 512)) * tsr_p0_s1);
+            v10[c16 * 4 + 0] = vb17[0];
+            v10[c16 * 4 + 1] = vb17[1];
+            v10[c16 * 4 + 2] = vb17[2];
+            v10[c16 * 4 + 3] = vb17[3];
+          } else {
+            v10[c16 * 4] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c16 * 4) % 4) + (((c16 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c16 * 4) % 4) + (((c16 * 4) / 4) % 2) * 512)) * tsr_p0_s1] : 0x0p+0f;
+            v10[c16 * 4 + 1] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c16 * 4) % 4) + (((c16 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c16 * 4) % 4) + (((c16 * 4) / 4) % 2) * 512) + 1) * tsr_p0_s1] : 0x0p+0f;
+            v10[c16 * 4 + 2] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c16 * 4) % 4) + (((c16 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c16 * 4) % 4) + (((c16 * 4) / 4) % 2) * 512) + 2) * tsr_p0_s1] : 0x0p+0f;
+            v10[c16 * 4 + 3] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c16 * 4) % 4) + (((c16 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c16 * 4) % 4) + (((c16 * 4) / 4) % 2) * 512) + 3) * tsr_p0_s1] : 0x0p+0f;
+          }
         }
       }
     }
     // %12 = load_tile %w, %10 : tile<f32, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v15[8];
+    float v18[8];
     {
-      const int64_t o16 = int64_t(v9) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
-      #pragma unroll
-      for (int c17 = 0; c17 < 2; ++c17) {
-        float vb18[4];
-        if ((o16 + (((c17 * 4) % 4) + (((c17 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p1 + (o16 + (((c17 * 4) % 4) + (((c17 * 4) / 4) % 2) * 512)) * tsr_p1_s0)) {
-          tsr::copy_vec<float, 4>(vb18, tsr_p1 + (o16 + (((c17 * 4) % 4) + (((c17 * 4) / 4) % 2) * 512)) * tsr_p1_s0);
-          v15[c17 * 4 + 0] = vb18[0];
-          v15[c17 * 4 + 1] = vb18[1];
-          v15[c17 * 4 + 2] = vb18[2];
-          v15[c17 * 4 + 3] = vb18[3];
-        } else {
-          v15[c17 * 4] = ((o16 + (((c17 * 4) % 4) + (((c17 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) ? tsr_p1[(o16 + (((c17 * 4) % 4) + (((c17 * 4) / 4) % 2) * 512)) * tsr_p1_s0] : 0x0p+0f;
-          v15[c17 * 4 + 1] = ((o16 + (((c17 * 4) % 4) + (((c17 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr_p1[(o16 + (((c17 * 4) % 4) + (((c17 * 4) / 4) % 2) * 512) + 1) * tsr_p1_s0] : 0x0p+0f;
-          v15[c17 * 4 + 2] = ((o16 + (((c17 * 4) % 4) + (((c17 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr_p1[(o16 + (((c17 * 4) % 4) + (((c17 * 4) / 4) % 2) * 512) + 2) * tsr_p1_s0] : 0x0p+0f;
-          v15[c17 * 4 + 3] = ((o16 + (((c17 * 4) % 4) + (((c17 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr_p1[(o16 + (((c17 * 4) % 4) + (((c17 * 4) / 4) % 2) * 512) + 3) * tsr_p1_s0] : 0x0p+0f;
+      const int64_t o19 = int64_t(v9) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
+      const bool whole20 = int64_t(v9) * 1024 >= 0 && int64_t(v9) * 1024 + 1024 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v9) * 1024 * tsr_p1_s0);
+      if (whole20) {
+        #pragma unroll
+        for (int c21 = 0; c21 < 2; ++c21) {
+          float vb22[4];
+          tsr::copy_vec<float, 4>(vb22, tsr_p1 + (o19 + (((c21 * 4) % 4) + (((c21 * 4) / 4) % 2) * 512)) * tsr_p1_s0);
+          v18[c21 * 4 + 0] = vb22[0];
+          v18[c21 * 4 + 1] = vb22[1];
+          v18[c21 * 4 + 2] = vb22[2];
+          v18[c21 * 4 + 3] = vb22[3];
+        }
+      } else {
+        #pragma unroll
+        for (int c23 = 0; c23 < 2; ++c23) {
+          float vb24[4];
+          if ((o19 + (((c23 * 4) % 4) + (((c23 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p1 + (o19 + (((c23 * 4) % 4) + (((c23 * 4) / 4) % 2) * 512)) * tsr_p1_s0)) {
+            tsr::copy_vec<float, 4>(vb24, tsr_p1 + (o19 + (((c23 * 4) % 4) + (((c23 * 4) / 4) % 2) * 512)) * tsr_p1_s0);
+            v18[c23 * 4 + 0] = vb24[0];
+            v18[c23 * 4 + 1] = vb24[1];
+            v18[c23 * 4 + 2] = vb24[2];
+            v18[c23 * 4 + 3] = vb24[3];
+          } else {
+            v18[c23 * 4] = ((o19 + (((c23 * 4) % 4) + (((c23 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) ? tsr_p1[(o19 + (((c23 * 4) % 4) + (((c23 * 4) / 4) % 2) * 512)) * tsr_p1_s0] : 0x0p+0f;
+            v18[c23 * 4 + 1] = ((o19 + (((c23 * 4) % 4) + (((c23 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr_p1[(o19 + (((c23 * 4) % 4) + (((c23 * 4) / 4) % 2) * 512) + 1) * tsr_p1_s0] : 0x0p+0f;
+            v18[c23 * 4 + 2] = ((o19 + (((c23 * 4) % 4) + (((c23 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr_p1[(o19 + (((c23 * 4) % 4) + (((c23 * 4) / 4) % 2) * 512) + 2) * tsr_p1_s0] : 0x0p+0f;
+            v18[c23 * 4 + 3] = ((o19 + (((c23 * 4) % 4) + (((c23 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr_p1[(o19 + (((c23 * 4) % 4) + (((c23 * 4) / 4) % 2) * 512) + 3) * tsr_p1_s0] : 0x0p+0f;
+          }
         }
       }
     }
     // %13 = mul %11, %11 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v19[8];
+    float v25[8];
     #pragma unroll
-    for (int s20 = 0; s20 < 8; ++s20) {
-      v19[s20] = float(v10[s20] * v10[s20]);
+    for (int s26 = 0; s26 < 8; ++s26) {
+      v25[s26] = float(v10[s26] * v10[s26]);
     }
     // %14 = reduce %13 {axis = 1, kind = "sum"} : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v21[1];
-    v21[0] = v19[0];
-    v21[0] = float(v21[0] + v19[1]);
-    v21[0] = float(v21[0] + v19[2]);
-    v21[0] = float(v21[0] + v19[3]);
-    v21[0] = float(v21[0] + v19[4]);
-    v21[0] = float(v21[0] + v19[5]);
-    v21[0] = float(v21[0] + v19[6]);
-    v21[0] = float(v21[0] + v19[7]);
-    const float sh22 = __shfl_xor_sync(0xffffffffu, v21[0], 1);
-    v21[0] = float(v21[0] + sh22);
-    const float sh23 = __shfl_xor_sync(0xffffffffu, v21[0], 2);
-    v21[0] = float(v21[0] + sh23);
-    const float sh24 = __shfl_xor_sync(0xffffffffu, v21[0], 4);
-    v21[0] = float(v21[0] + sh24);
-    const float sh25 = __shfl_xor_sync(0xffffffffu, v21[0], 8);
-    v21[0] = float(v21[0] + sh25);
-    const float sh26 = __shfl_xor_sync(0xffffffffu, v21[0], 16);
-    v21[0] = float(v21[0] + sh26);
+    float v27[1];
+    float part28[4];
+    part28[0] = v25[0];
+    part28[1] = v25[1];
+    part28[2] = v25[2];
+    part28[3] = v25[3];
+    part28[0] = float(part28[0] + v25[4]);
+    part28[1] = float(part28[1] + v25[5]);
+    part28[2] = float(part28[2] + v25[6]);
+    part28[3] = float(part28[3] + v25[7]);
+    part28[0] = float(part28[0] + part28[2]);
+    part28[1] = float(part28[1] + part28[3]);
+    part28[0] = float(part28[0] + part28[1]);
+    v27[0] = part28[0];
+    const float sh29 = __shfl_xor_sync(0xffffffffu, v27[0], 1);
+    v27[0] = float(v27[0] + sh29);
+    const float sh30 = __shfl_xor_sync(0xffffffffu, v27[0], 2);
+    v27[0] = float(v27[0] + sh30);
+    const float sh31 = __shfl_xor_sync(0xffffffffu, v27[0], 4);
+    v27[0] = float(v27[0] + sh31);
+    const float sh32 = __shfl_xor_sync(0xffffffffu, v27[0], 8);
+    v27[0] = float(v27[0] + sh32);
+    const float sh33 = __shfl_xor_sync(0xffffffffu, v27[0], 16);
+    v27[0] = float(v27[0] + sh33);
     __syncthreads();
     #pragma unroll
-    for (int s27 = 0; s27 < 1; ++s27) {
-      if ((tsr_lane & 31) == 0) reinterpret_cast<float*>(tsr_smem + 0)[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 1 + ((0 + 0))] = v21[s27];
+    for (int s34 = 0; s34 < 1; ++s34) {
+      if ((tsr_lane & 31) == 0) reinterpret_cast<float*>(tsr_smem + 0)[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 1 + ((0 + 0))] = v27[s34];
     }
     __syncthreads();
-    #pragma unroll
-    for (int s28 = 0; s28 < 1; ++s28) {
-      v21[s28] = reinterpret_cast<float*>(tsr_smem + 0)[((0 + 0))];
-      v21[s28] = float(v21[s28] + reinterpret_cast<float*>(tsr_smem + 0)[1 + ((0 + 0))]);
-      v21[s28] = float(v21[s28] + reinterpret_cast<float*>(tsr_smem + 0)[2 + ((0 + 0))]);
-      v21[s28] = float(v21[s28] + reinterpret_cast<float*>(tsr_smem + 0)[3 + ((0 + 0))]);
-    }
-    // %15 = splat %8 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v29[1];
-    #pragma unroll
-    for (int s30 = 0; s30 < 1; ++s30) {
-      v29[s30] = v7;
-    }
-    // %16 = div %14, %15 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v31[1];
-    #pragma unroll
-    for (int s32 = 0; s32 < 1; ++s32) {
-      v31[s32] = float(v21[s32] / v29[s32]);
-    }
-    // %17 = const {value = 1e-05} : f32
-    const float v33 = 0x1.4f8b58p-17f;
-    // %18 = splat %17 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v34[1];
     #pragma unroll
     for (int s35 = 0; s35 < 1; ++s35) {
-      v34[s35] = v33;
+      v27[s35] = reinterpret_cast<float*>(tsr_smem + 0)[((0 + 0))];
+      v27[s35] = float(v27[s35] + reinterpret_cast<float*>(tsr_smem + 0)[1 + ((0 + 0))]);
+      v27[s35] = float(v27[s35] + reinterpret_cast<float*>(tsr_smem + 0)[2 + ((0 + 0))]);
+      v27[s35] = float(v27[s35] + reinterpret_cast<float*>(tsr_smem + 0)[3 + ((0 + 0))]);
     }
-    // %19 = add %16, %18 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    // %15 = splat %8 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
     float v36[1];
     #pragma unroll
     for (int s37 = 0; s37 < 1; ++s37) {
-      v36[s37] = float(v31[s37] + v34[s37]);
+      v36[s37] = v7;
     }
-    // %20 = rsqrt %19 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    // %16 = div %14, %15 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
     float v38[1];
     #pragma unroll
     for (int s39 = 0; s39 < 1; ++s39) {
-      v38[s39] = float(rsqrtf(v36[s39]));
+      v38[s39] = float(v27[s39] / v36[s39]);
+    }
+    // %17 = const {value = 1e-05} : f32
+    const float v40 = 0x1.4f8b58p-17f;
+    // %18 = splat %17 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v41[1];
+    #pragma unroll
+    for (int s42 = 0; s42 < 1; ++s42) {
+      v41[s42] = v40;
+    }
+    // %19 = add %16, %18 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v43[1];
+    #pragma unroll
+    for (int s44 = 0; s44 < 1; ++s44) {
+      v43[s44] = float(v38[s44] + v41[s44]);
+    }
+    // %20 = rsqrt %19 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v45[1];
+    #pragma unroll
+    for (int s46 = 0; s46 < 1; ++s46) {
+      v45[s46] = float(rsqrtf(v43[s46]));
     }
     // %21 = expand_dims %20 {axis = 0} : tile<f32, [1, 1], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v40[1];
-    v40[0] = v38[0];
+    float v47[1];
+    v47[0] = v45[0];
     // %22 = broadcast %21 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v41[8];
-    v41[0] = v40[0];
-    v41[1] = v40[0];
-    v41[2] = v40[0];
-    v41[3] = v40[0];
-    v41[4] = v40[0];
-    v41[5] = v40[0];
-    v41[6] = v40[0];
-    v41[7] = v40[0];
+    float v48[8];
+    v48[0] = v47[0];
+    v48[1] = v47[0];
+    v48[2] = v47[0];
+    v48[3] = v47[0];
+    v48[4] = v47[0];
+    v48[5] = v47[0];
+    v48[6] = v47[0];
+    v48[7] = v47[0];
     // %23 = mul %11, %22 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v42[8];
+    float v49[8];
     #pragma unroll
-    for (int s43 = 0; s43 < 8; ++s43) {
-      v42[s43] = float(v10[s43] * v41[s43]);
+    for (int s50 = 0; s50 < 8; ++s50) {
+      v49[s50] = float(v10[s50] * v48[s50]);
     }
     // %24 = expand_dims %12 {axis = 0} : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v44[8];
-    v44[0] = v15[0];
-    v44[1] = v15[1];
-    v44[2] = v15[2];
-    v44[3] = v15[3];
-    v44[4] = v15[4];
-    v44[5] = v15[5];
-    v44[6] = v15[6];
-    v44[7] = v15[7];
+    float v51[8];
+    v51[0] = v18[0];
+    v51[1] = v18[1];
+    v51[2] = v18[2];
+    v51[3] = v18[3];
+    v51[4] = v18[4];
+    v51[5] = v18[5];
+    v51[6] = v18[6];
+    v51[7] = v18[7];
     // %25 = mul %23, %24 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v45[8];
+    float v52[8];
     #pragma unroll
-    for (int s46 = 0; s46 < 8; ++s46) {
-      v45[s46] = float(v42[s46] * v44[s46]);
+    for (int s53 = 0; s53 < 8; ++s53) {
+      v52[s53] = float(v49[s53] * v51[s53]);
     }
     // store_tile %y, %25, %1, %10
     {
-      const int64_t o47 = int64_t(v0) * 1 + 0;
-      const int64_t o48 = int64_t(v9) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
-      #pragma unroll
-      for (int c49 = 0; c49 < 2; ++c49) {
-        float vb50[4];
-        if ((o47 + 0) < int64_t(tsr_dim_M) && (o48 + (((c49 * 4) % 4) + (((c49 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + (o47 + 0) * tsr_p2_s0 + (o48 + (((c49 * 4) % 4) + (((c49 * 4) / 4) % 2) * 512)) * tsr_p2_s1)) {
-          vb50[0] = v45[c49 * 4 + 0];
-          vb50[1] = v45[c49 * 4 + 1];
-          vb50[2] = v45[c49 * 4 + 2];
-          vb50[3] = v45[c49 * 4 + 3];
-          tsr::copy_vec<float, 4>(tsr_p2 + (o47 + 0) * tsr_p2_s0 + (o48 + (((c49 * 4) % 4) + (((c49 * 4) / 4) % 2) * 512)) * tsr_p2_s1, vb50);
-        } else {
-          if ((o47 + 0) < int64_t(tsr_dim_M) && (o48 + (((c49 * 4) % 4) + (((c49 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) tsr_p2[(o47 + 0) * tsr_p2_s0 + (o48 + (((c49 * 4) % 4) + (((c49 * 4) / 4) % 2) * 512)) * tsr_p2_s1] = v45[c49 * 4];
-          if ((o47 + 0) < int64_t(tsr_dim_M) && (o48 + (((c49 * 4) % 4) + (((c49 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o47 + 0) * tsr_p2_s0 + (o48 + (((c49 * 4) % 4) + (((c49 * 4) / 4) % 2) * 512) + 1) * tsr_p2_s1] = v45[c49 * 4 + 1];
-          if ((o47 + 0) < int64_t(tsr_dim_M) && (o48 + (((c49 * 4) % 4) + (((c49 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o47 + 0) * tsr_p2_s0 + (o48 + (((c49 * 4) % 4) + (((c49 * 4) / 4) % 2) * 512) + 2) * tsr_p2_s1] = v45[c49 * 4 + 2];
-          if ((o47 + 0) < int64_t(tsr_dim_M) && (o48 + (((c49 * 4) % 4) + (((c49 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o47 + 0) * tsr_p2_s0 + (o48 + (((c49 * 4) % 4) + (((c49 * 4) / 4) % 2) * 512) + 3) * tsr_p2_s1] = v45[c49 * 4 + 3];
+      const int64_t o54 = int64_t(v0) * 1 + 0;
+      const int64_t o55 = int64_t(v9) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
+      const bool whole56 = int64_t(v0) * 1 >= 0 && int64_t(v0) * 1 + 1 <= int64_t(tsr_dim_M) && int64_t(v9) * 1024 >= 0 && int64_t(v9) * 1024 + 1024 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(v0) * 1 * tsr_p2_s0 + int64_t(v9) * 1024 * tsr_p2_s1);
+      if (whole56) {
+        #pragma unroll
+        for (int c57 = 0; c57 < 2; ++c57) {
+          float vb58[4];
+          vb58[0] = v52[c57 * 4 + 0];
+          vb58[1] = v52[c57 * 4 + 1];
+          vb58[2] = v52[c57 * 4 + 2];
+          vb58[3] = v52[c57 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p2 + (o54 + 0) * tsr_p2_s0 + (o55 + (((c57 * 4) % 4) + (((c57 * 4) / 4) % 2) * 512)) * tsr_p2_s1, vb58);
+        }
+      } else {
+        #pragma unroll
+        for (int c59 = 0; c59 < 2; ++c59) {
+          float vb60[4];
+          if ((o54 + 0) < int64_t(tsr_dim_M) && (o55 + (((c59 * 4) % 4) + (((c59 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + (o54 + 0) * tsr_p2_s0 + (o55 + (((c59 * 4) % 4) + (((c59 * 4) / 4) % 2) * 512)) * tsr_p2_s1)) {
+            vb60[0] = v52[c59 * 4 + 0];
+            vb60[1] = v52[c59 * 4 + 1];
+            vb60[2] = v52[c59 * 4 + 2];
+            vb60[3] = v52[c59 * 4 + 3];
+            tsr::copy_vec<float, 4>(tsr_p2 + (o54 + 0) * tsr_p2_s0 + (o55 + (((c59 * 4) % 4) + (((c59 * 4) / 4) % 2) * 512)) * tsr_p2_s1, vb60);
+          } else {
+            if ((o54 + 0) < int64_t(tsr_dim_M) && (o55 + (((c59 * 4) % 4) + (((c59 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) tsr_p2[(o54 + 0) * tsr_p2_s0 + (o55 + (((c59 * 4) % 4) + (((c59 * 4) / 4) % 2) * 512)) * tsr_p2_s1] = v52[c59 * 4];
+            if ((o54 + 0) < int64_t(tsr_dim_M) && (o55 + (((c59 * 4) % 4) + (((c59 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o54 + 0) * tsr_p2_s0 + (o55 + (((c59 * 4) % 4) + (((c59 * 4) / 4) % 2) * 512) + 1) * tsr_p2_s1] = v52[c59 * 4 + 1];
+            if ((o54 + 0) < int64_t(tsr_dim_M) && (o55 + (((c59 * 4) % 4) + (((c59 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o54 + 0) * tsr_p2_s0 + (o55 + (((c59 * 4) % 4) + (((c59 * 4) / 4) % 2) * 512) + 2) * tsr_p2_s1] = v52[c59 * 4 + 2];
+            if ((o54 + 0) < int64_t(tsr_dim_M) && (o55 + (((c59 * 4) % 4) + (((c59 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o54 + 0) * tsr_p2_s0 + (o55 + (((c59 * 4) % 4) + (((c59 * 4) / 4) % 2) * 512) + 3) * tsr_p2_s1] = v52[c59 * 4 + 3];
+          }
         }
       }
     }
     // yield
   } else {
     // %26 = const {value = 0.0} : f32
-    const float v51 = 0x0p+0f;
+    const float v61 = 0x0p+0f;
     // %27 = const {value = 0} : i32
-    const int32_t v52 = int32_t(0LL);
+    const int32_t v62 = int32_t(0LL);
     // %28 = splat %26 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v53[1];
+    float v63[1];
     #pragma unroll
-    for (int s54 = 0; s54 < 1; ++s54) {
-      v53[s54] = v51;
+    for (int s64 = 0; s64 < 1; ++s64) {
+      v63[s64] = v61;
     }
     // %29 = for %27, %7, %4, %28 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>> {...}
-    float c55[1];
+    float c65[1];
     #pragma unroll
-    for (int s56 = 0; s56 < 1; ++s56) {
-      c55[s56] = v53[s56];
+    for (int s66 = 0; s66 < 1; ++s66) {
+      c65[s66] = v63[s66];
     }
-    for (int64_t iv57_ = v52; v3 > 0 && iv57_ < v6; iv57_ += v3) {
-      const int32_t iv57 = int32_t(iv57_);
+    for (int64_t iv67_ = v62; v3 > 0 && iv67_ < v6; iv67_ += v3) {
+      const int32_t iv67 = int32_t(iv67_);
       // %32 = load_tile %x, %1, %30 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-      float v58[8];
+      float v68[8];
       {
-        const int64_t o59 = int64_t(v0) * 1 + 0;
-        const int64_t o60 = int64_t(iv57) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
-        #pragma unroll
-        for (int c61 = 0; c61 < 2; ++c61) {
-          float vb62[4];
-          if ((o59 + 0) < int64_t(tsr_dim_M) && (o60 + (((c61 * 4) % 4) + (((c61 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + (o59 + 0) * tsr_p0_s0 + (o60 + (((c61 * 4) % 4) + (((c61 * 4) / 4) % 2) * 512)) * tsr_p0_s1)) {
-            tsr::copy_vec<float, 4>(vb62, tsr_p0 + (o59 + 0) * tsr_p0_s0 + (o60 + (((c61 * 4) % 4) + (((c61 * 4) / 4) % 2) * 512)) * tsr_p0_s1);
-            v58[c61 * 4 + 0] = vb62[0];
-            v58[c61 * 4 + 1] = vb62[1];
-            v58[c61 * 4 + 2] = vb62[2];
-            v58[c61 * 4 + 3] = vb62[3];
-          } else {
-            v58[c61 * 4] = ((o59 + 0) < int64_t(tsr_dim_M) && (o60 + (((c61 * 4) % 4) + (((c61 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) ? tsr_p0[(o59 + 0) * tsr_p0_s0 + (o60 + (((c61 * 4) % 4) + (((c61 * 4) / 4) % 2) * 512)) * tsr_p0_s1] : 0x0p+0f;
-            v58[c61 * 4 + 1] = ((o59 + 0) < int64_t(tsr_dim_M) && (o60 + (((c61 * 4) % 4) + (((c61 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o59 + 0) * tsr_p0_s0 + (o60 + (((c61 * 4) % 4) + (((c61 * 4) / 4) % 2) * 512) + 1) * tsr_p0_s1] : 0x0p+0f;
-            v58[c61 * 4 + 2] = ((o59 + 0) < int64_t(tsr_dim_M) && (o60 + (((c61 * 4) % 4) + (((c61 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o59 + 0) * tsr_p0_s0 + (o60 + (((c61 * 4) % 4) + (((c61 * 4) / 4) % 2) * 512) + 2) * tsr_p0_s1] : 0x0p+0f;
-            v58[c61 * 4 + 3] = ((o59 + 0) < int64_t(tsr_dim_M) && (o60 + (((c61 * 4) % 4) + (((c61 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o59 + 0) * tsr_p0_s0 + (o60 + (((c61 * 4) % 4) + (((c61 * 4) / 4) % 2) * 512) + 3) * tsr_p0_s1] : 0x0p+0f;
+        const int64_t o69 = int64_t(v0) * 1 + 0;
+        const int64_t o70 = int64_t(iv67) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
+        const bool whole71 = int64_t(v0) * 1 >= 0 && int64_t(v0) * 1 + 1 <= int64_t(tsr_dim_M) && int64_t(iv67) * 1024 >= 0 && int64_t(iv67) * 1024 + 1024 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + int64_t(v0) * 1 * tsr_p0_s0 + int64_t(iv67) * 1024 * tsr_p0_s1);
+        if (whole71) {
+          #pragma unroll
+          for (int c72 = 0; c72 < 2; ++c72) {
+            float vb73[4];
+            tsr::copy_vec<float, 4>(vb73, tsr_p0 + (o69 + 0) * tsr_p0_s0 + (o70 + (((c72 * 4) % 4) + (((c72 * 4) / 4) % 2) * 512)) * tsr_p0_s1);
+            v68[c72 * 4 + 0] = vb73[0];
+            v68[c72 * 4 + 1] = vb73[1];
+            v68[c72 * 4 + 2] = vb73[2];
+            v68[c72 * 4 + 3] = vb73[3];
+          }
+        } else {
+          #pragma unroll
+          for (int c74 = 0; c74 < 2; ++c74) {
+            float vb75[4];
+            if ((o69 + 0) < int64_t(tsr_dim_M) && (o70 + (((c74 * 4) % 4) + (((c74 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + (o69 + 0) * tsr_p0_s0 + (o70 + (((c74 * 4) % 4) + (((c74 * 4) / 4) % 2) * 512)) * tsr_p0_s1)) {
+              tsr::copy_vec<float, 4>(vb75, tsr_p0 + (o69 + 0) * tsr_p0_s0 + (o70 + (((c74 * 4) % 4) + (((c74 * 4) / 4) % 2) * 512)) * tsr_p0_s1);
+              v68[c74 * 4 + 0] = vb75[0];
+              v68[c74 * 4 + 1] = vb75[1];
+              v68[c74 * 4 + 2] = vb75[2];
+              v68[c74 * 4 + 3] = vb75[3];
+            } else {
+              v68[c74 * 4] = ((o69 + 0) < int64_t(tsr_dim_M) && (o70 + (((c74 * 4) % 4) + (((c74 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) ? tsr_p0[(o69 + 0) * tsr_p0_s0 + (o70 + (((c74 * 4) % 4) + (((c74 * 4) / 4) % 2) * 512)) * tsr_p0_s1] : 0x0p+0f;
+              v68[c74 * 4 + 1] = ((o69 + 0) < int64_t(tsr_dim_M) && (o70 + (((c74 * 4) % 4) + (((c74 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o69 + 0) * tsr_p0_s0 + (o70 + (((c74 * 4) % 4) + (((c74 * 4) / 4) % 2) * 512) + 1) * tsr_p0_s1] : 0x0p+0f;
+              v68[c74 * 4 + 2] = ((o69 + 0) < int64_t(tsr_dim_M) && (o70 + (((c74 * 4) % 4) + (((c74 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o69 + 0) * tsr_p0_s0 + (o70 + (((c74 * 4) % 4) + (((c74 * 4) / 4) % 2) * 512) + 2) * tsr_p0_s1] : 0x0p+0f;
+              v68[c74 * 4 + 3] = ((o69 + 0) < int64_t(tsr_dim_M) && (o70 + (((c74 * 4) % 4) + (((c74 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o69 + 0) * tsr_p0_s0 + (o70 + (((c74 * 4) % 4) + (((c74 * 4) / 4) % 2) * 512) + 3) * tsr_p0_s1] : 0x0p+0f;
+            }
           }
         }
       }
       // %33 = mul %32, %32 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-      float v63[8];
+      float v76[8];
       #pragma unroll
-      for (int s64 = 0; s64 < 8; ++s64) {
-        v63[s64] = float(v58[s64] * v58[s64]);
+      for (int s77 = 0; s77 < 8; ++s77) {
+        v76[s77] = float(v68[s77] * v68[s77]);
       }
       // %34 = reduce %33 {axis = 1, kind = "sum"} : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-      float v65[1];
-      v65[0] = v63[0];
-      v65[0] = float(v65[0] + v63[1]);
-      v65[0] = float(v65[0] + v63[2]);
-      v65[0] = float(v65[0] + v63[3]);
-      v65[0] = float(v65[0] + v63[4]);
-      v65[0] = float(v65[0] + v63[5]);
-      v65[0] = float(v65[0] + v63[6]);
-      v65[0] = float(v65[0] + v63[7]);
-      const float sh66 = __shfl_xor_sync(0xffffffffu, v65[0], 1);
-      v65[0] = float(v65[0] + sh66);
-      const float sh67 = __shfl_xor_sync(0xffffffffu, v65[0], 2);
-      v65[0] = float(v65[0] + sh67);
-      const float sh68 = __shfl_xor_sync(0xffffffffu, v65[0], 4);
-      v65[0] = float(v65[0] + sh68);
-      const float sh69 = __shfl_xor_sync(0xffffffffu, v65[0], 8);
-      v65[0] = float(v65[0] + sh69);
-      const float sh70 = __shfl_xor_sync(0xffffffffu, v65[0], 16);
-      v65[0] = float(v65[0] + sh70);
+      float v78[1];
+      float part79[4];
+      part79[0] = v76[0];
+      part79[1] = v76[1];
+      part79[2] = v76[2];
+      part79[3] = v76[3];
+      part79[0] = float(part79[0] + v76[4]);
+      part79[1] = float(part79[1] + v76[5]);
+      part79[2] = float(part79[2] + v76[6]);
+      part79[3] = float(part79[3] + v76[7]);
+      part79[0] = float(part79[0] + part79[2]);
+      part79[1] = float(part79[1] + part79[3]);
+      part79[0] = float(part79[0] + part79[1]);
+      v78[0] = part79[0];
+      const float sh80 = __shfl_xor_sync(0xffffffffu, v78[0], 1);
+      v78[0] = float(v78[0] + sh80);
+      const float sh81 = __shfl_xor_sync(0xffffffffu, v78[0], 2);
+      v78[0] = float(v78[0] + sh81);
+      const float sh82 = __shfl_xor_sync(0xffffffffu, v78[0], 4);
+      v78[0] = float(v78[0] + sh82);
+      const float sh83 = __shfl_xor_sync(0xffffffffu, v78[0], 8);
+      v78[0] = float(v78[0] + sh83);
+      const float sh84 = __shfl_xor_sync(0xffffffffu, v78[0], 16);
+      v78[0] = float(v78[0] + sh84);
       __syncthreads();
       #pragma unroll
-      for (int s71 = 0; s71 < 1; ++s71) {
-        if ((tsr_lane & 31) == 0) reinterpret_cast<float*>(tsr_smem + 0)[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 1 + ((0 + 0))] = v65[s71];
+      for (int s85 = 0; s85 < 1; ++s85) {
+        if ((tsr_lane & 31) == 0) reinterpret_cast<float*>(tsr_smem + 0)[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 1 + ((0 + 0))] = v78[s85];
       }
       __syncthreads();
       #pragma unroll
-      for (int s72 = 0; s72 < 1; ++s72) {
-        v65[s72] = reinterpret_cast<float*>(tsr_smem + 0)[((0 + 0))];
-        v65[s72] = float(v65[s72] + reinterpret_cast<float*>(tsr_smem + 0)[1 + ((0 + 0))]);
-        v65[s72] = float(v65[s72] + reinterpret_cast<float*>(tsr_smem + 0)[2 + ((0 + 0))]);
-        v65[s72] = float(v65[s72] + reinterpret_cast<float*>(tsr_smem + 0)[3 + ((0 + 0))]);
+      for (int s86 = 0; s86 < 1; ++s86) {
+        v78[s86] = reinterpret_cast<float*>(tsr_smem + 0)[((0 + 0))];
+        v78[s86] = float(v78[s86] + reinterpret_cast<float*>(tsr_smem + 0)[1 + ((0 + 0))]);
+        v78[s86] = float(v78[s86] + reinterpret_cast<float*>(tsr_smem + 0)[2 + ((0 + 0))]);
+        v78[s86] = float(v78[s86] + reinterpret_cast<float*>(tsr_smem + 0)[3 + ((0 + 0))]);
       }
       // %35 = add %31, %34 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-      float v73[1];
+      float v87[1];
       #pragma unroll
-      for (int s74 = 0; s74 < 1; ++s74) {
-        v73[s74] = float(c55[s74] + v65[s74]);
+      for (int s88 = 0; s88 < 1; ++s88) {
+        v87[s88] = float(c65[s88] + v78[s88]);
       }
       // yield %35
       #pragma unroll
-      for (int s75 = 0; s75 < 1; ++s75) {
-        c55[s75] = v73[s75];
+      for (int s89 = 0; s89 < 1; ++s89) {
+        c65[s89] = v87[s89];
       }
     }
     // %36 = splat %8 : tile<f32, [1], layout = blocked<per_thread = [1], threads = [32], warps = [4], order = [0]>>
-    float v76[1];
+    float v90[1];
     #pragma unroll
-    for (int s77 = 0; s77 < 1; ++s77) {
-      v76[s77] = v7;
+    for (int s91 = 0; s91 < 1; ++s91) {
+      v90[s91] = v7;
     }
     // %37 = splat %8 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v78[1];
+    float v92[1];
     #pragma unroll
-    for (int s79 = 0; s79 < 1; ++s79) {
-      v78[s79] = v7;
+    for (int s93 = 0; s93 < 1; ++s93) {
+      v92[s93] = v7;
     }
     // %38 = div %29, %37 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v80[1];
+    float v94[1];
     #pragma unroll
-    for (int s81 = 0; s81 < 1; ++s81) {
-      v80[s81] = float(c55[s81] / v78[s81]);
+    for (int s95 = 0; s95 < 1; ++s95) {
+      v94[s95] = float(c65[s95] / v92[s95]);
     }
     // %39 = const {value = 1e-05} : f32
-    const float v82 = 0x1.4f8b58p-17f;
+    const float v96 = 0x1.4f8b58p-17f;
     // %40 = splat %39 : tile<f32, [1], layout = blocked<per_thread = [1], threads = [32], warps = [4], order = [0]>>
-    float v83[1];
+    float v97[1];
     #pragma unroll
-    for (int s84 = 0; s84 < 1; ++s84) {
-      v83[s84] = v82;
+    for (int s98 = 0; s98 < 1; ++s98) {
+      v97[s98] = v96;
     }
     // %41 = splat %39 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v85[1];
+    float v99[1];
     #pragma unroll
-    for (int s86 = 0; s86 < 1; ++s86) {
-      v85[s86] = v82;
+    for (int s100 = 0; s100 < 1; ++s100) {
+      v99[s100] = v96;
     }
     // %42 = add %38, %41 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v87[1];
+    float v101[1];
     #pragma unroll
-    for (int s88 = 0; s88 < 1; ++s88) {
-      v87[s88] = float(v80[s88] + v85[s88]);
+    for (int s102 = 0; s102 < 1; ++s102) {
+      v101[s102] = float(v94[s102] + v99[s102]);
     }
     // %43 = rsqrt %42 : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v89[1];
+    float v103[1];
     #pragma unroll
-    for (int s90 = 0; s90 < 1; ++s90) {
-      v89[s90] = float(rsqrtf(v87[s90]));
+    for (int s104 = 0; s104 < 1; ++s104) {
+      v103[s104] = float(rsqrtf(v101[s104]));
     }
     // for %27, %7, %4 {...}
-    for (int64_t iv91_ = v52; v3 > 0 && iv91_ < v6; iv91_ += v3) {
-      const int32_t iv91 = int32_t(iv91_);
+    for (int64_t iv105_ = v62; v3 > 0 && iv105_ < v6; iv105_ += v3) {
+      const int32_t iv105 = int32_t(iv105_);
       // %45 = load_tile %x, %1, %44 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-      float v92[8];
+      float v106[8];
       {
-        const int64_t o93 = int64_t(v0) * 1 + 0;
-        const int64_t o94 = int64_t(iv91) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
-        #pragma unroll
-        for (int c95 = 0; c95 < 2; ++c95) {
-          float vb96[4];
-          if ((o93 + 0) < int64_t(tsr_dim_M) && (o94 + (((c95 * 4) % 4) + (((c95 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + (o93 + 0) * tsr_p0_s0 + (o94 + (((c95 * 4) % 4) + (((c95 * 4) / 4) % 2) * 512)) * tsr_p0_s1)) {
-            tsr::copy_vec<float, 4>(vb96, tsr_p0 + (o93 + 0) * tsr_p0_s0 + (o94 + (((c95 * 4) % 4) + (((c95 * 4) / 4) % 2) * 512)) * tsr_p0_s1);
-            v92[c95 * 4 + 0] = vb96[0];
-            v92[c95 * 4 + 1] = vb96[1];
-            v92[c95 * 4 + 2] = vb96[2];
-            v92[c95 * 4 + 3] = vb96[3];
-          } else {
-            v92[c95 * 4] = ((o93 + 0) < int64_t(tsr_dim_M) && (o94 + (((c95 * 4) % 4) + (((c95 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) ? tsr_p0[(o93 + 0) * tsr_p0_s0 + (o94 + (((c95 * 4) % 4) + (((c95 * 4) / 4) % 2) * 512)) * tsr_p0_s1] : 0x0p+0f;
-            v92[c95 * 4 + 1] = ((o93 + 0) < int64_t(tsr_dim_M) && (o94 + (((c95 * 4) % 4) + (((c95 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o93 + 0) * tsr_p0_s0 + (o94 + (((c95 * 4) % 4) + (((c95 * 4) / 4) % 2) * 512) + 1) * tsr_p0_s1] : 0x0p+0f;
-            v92[c95 * 4 + 2] = ((o93 + 0) < int64_t(tsr_dim_M) && (o94 + (((c95 * 4) % 4) + (((c95 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o93 + 0) * tsr_p0_s0 + (o94 + (((c95 * 4) % 4) + (((c95 * 4) / 4) % 2) * 512) + 2) * tsr_p0_s1] : 0x0p+0f;
-            v92[c95 * 4 + 3] = ((o93 + 0) < int64_t(tsr_dim_M) && (o94 + (((c95 * 4) % 4) + (((c95 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o93 + 0) * tsr_p0_s0 + (o94 + (((c95 * 4) % 4) + (((c95 * 4) / 4) % 2) * 512) + 3) * tsr_p0_s1] : 0x0p+0f;
+        const int64_t o107 = int64_t(v0) * 1 + 0;
+        const int64_t o108 = int64_t(iv105) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
+        const bool whole109 = int64_t(v0) * 1 >= 0 && int64_t(v0) * 1 + 1 <= int64_t(tsr_dim_M) && int64_t(iv105) * 1024 >= 0 && int64_t(iv105) * 1024 + 1024 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + int64_t(v0) * 1 * tsr_p0_s0 + int64_t(iv105) * 1024 * tsr_p0_s1);
+        if (whole109) {
+          #pragma unroll
+          for (int c110 = 0; c110 < 2; ++c110) {
+            float vb111[4];
+            tsr::copy_vec<float, 4>(vb111, tsr_p0 + (o107 + 0) * tsr_p0_s0 + (o108 + (((c110 * 4) % 4) + (((c110 * 4) / 4) % 2) * 512)) * tsr_p0_s1);
+            v106[c110 * 4 + 0] = vb111[0];
+            v106[c110 * 4 + 1] = vb111[1];
+            v106[c110 * 4 + 2] = vb111[2];
+            v106[c110 * 4 + 3] = vb111[3];
+          }
+        } else {
+          #pragma unroll
+          for (int c112 = 0; c112 < 2; ++c112) {
+            float vb113[4];
+            if ((o107 + 0) < int64_t(tsr_dim_M) && (o108 + (((c112 * 4) % 4) + (((c112 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + (o107 + 0) * tsr_p0_s0 + (o108 + (((c112 * 4) % 4) + (((c112 * 4) / 4) % 2) * 512)) * tsr_p0_s1)) {
+              tsr::copy_vec<float, 4>(vb113, tsr_p0 + (o107 + 0) * tsr_p0_s0 + (o108 + (((c112 * 4) % 4) + (((c112 * 4) / 4) % 2) * 512)) * tsr_p0_s1);
+              v106[c112 * 4 + 0] = vb113[0];
+              v106[c112 * 4 + 1] = vb113[1];
+              v106[c112 * 4 + 2] = vb113[2];
+              v106[c112 * 4 + 3] = vb113[3];
+            } else {
+              v106[c112 * 4] = ((o107 + 0) < int64_t(tsr_dim_M) && (o108 + (((c112 * 4) % 4) + (((c112 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) ? tsr_p0[(o107 + 0) * tsr_p0_s0 + (o108 + (((c112 * 4) % 4) + (((c112 * 4) / 4) % 2) * 512)) * tsr_p0_s1] : 0x0p+0f;
+              v106[c112 * 4 + 1] = ((o107 + 0) < int64_t(tsr_dim_M) && (o108 + (((c112 * 4) % 4) + (((c112 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o107 + 0) * tsr_p0_s0 + (o108 + (((c112 * 4) % 4) + (((c112 * 4) / 4) % 2) * 512) + 1) * tsr_p0_s1] : 0x0p+0f;
+              v106[c112 * 4 + 2] = ((o107 + 0) < int64_t(tsr_dim_M) && (o108 + (((c112 * 4) % 4) + (((c112 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o107 + 0) * tsr_p0_s0 + (o108 + (((c112 * 4) % 4) + (((c112 * 4) / 4) % 2) * 512) + 2) * tsr_p0_s1] : 0x0p+0f;
+              v106[c112 * 4 + 3] = ((o107 + 0) < int64_t(tsr_dim_M) && (o108 + (((c112 * 4) % 4) + (((c112 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o107 + 0) * tsr_p0_s0 + (o108 + (((c112 * 4) % 4) + (((c112 * 4) / 4) % 2) * 512) + 3) * tsr_p0_s1] : 0x0p+0f;
+            }
           }
         }
       }
       // %46 = load_tile %w, %44 : tile<f32, [1024], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-      float v97[8];
+      float v114[8];
       {
-        const int64_t o98 = int64_t(iv91) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
-        #pragma unroll
-        for (int c99 = 0; c99 < 2; ++c99) {
-          float vb100[4];
-          if ((o98 + (((c99 * 4) % 4) + (((c99 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p1 + (o98 + (((c99 * 4) % 4) + (((c99 * 4) / 4) % 2) * 512)) * tsr_p1_s0)) {
-            tsr::copy_vec<float, 4>(vb100, tsr_p1 + (o98 + (((c99 * 4) % 4) + (((c99 * 4) / 4) % 2) * 512)) * tsr_p1_s0);
-            v97[c99 * 4 + 0] = vb100[0];
-            v97[c99 * 4 + 1] = vb100[1];
-            v97[c99 * 4 + 2] = vb100[2];
-            v97[c99 * 4 + 3] = vb100[3];
-          } else {
-            v97[c99 * 4] = ((o98 + (((c99 * 4) % 4) + (((c99 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) ? tsr_p1[(o98 + (((c99 * 4) % 4) + (((c99 * 4) / 4) % 2) * 512)) * tsr_p1_s0] : 0x0p+0f;
-            v97[c99 * 4 + 1] = ((o98 + (((c99 * 4) % 4) + (((c99 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr_p1[(o98 + (((c99 * 4) % 4) + (((c99 * 4) / 4) % 2) * 512) + 1) * tsr_p1_s0] : 0x0p+0f;
-            v97[c99 * 4 + 2] = ((o98 + (((c99 * 4) % 4) + (((c99 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr_p1[(o98 + (((c99 * 4) % 4) + (((c99 * 4) / 4) % 2) * 512) + 2) * tsr_p1_s0] : 0x0p+0f;
-            v97[c99 * 4 + 3] = ((o98 + (((c99 * 4) % 4) + (((c99 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr_p1[(o98 + (((c99 * 4) % 4) + (((c99 * 4) / 4) % 2) * 512) + 3) * tsr_p1_s0] : 0x0p+0f;
+        const int64_t o115 = int64_t(iv105) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
+        const bool whole116 = int64_t(iv105) * 1024 >= 0 && int64_t(iv105) * 1024 + 1024 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(iv105) * 1024 * tsr_p1_s0);
+        if (whole116) {
+          #pragma unroll
+          for (int c117 = 0; c117 < 2; ++c117) {
+            float vb118[4];
+            tsr::copy_vec<float, 4>(vb118, tsr_p1 + (o115 + (((c117 * 4) % 4) + (((c117 * 4) / 4) % 2) * 512)) * tsr_p1_s0);
+            v114[c117 * 4 + 0] = vb118[0];
+            v114[c117 * 4 + 1] = vb118[1];
+            v114[c117 * 4 + 2] = vb118[2];
+            v114[c117 * 4 + 3] = vb118[3];
+          }
+        } else {
+          #pragma unroll
+          for (int c119 = 0; c119 < 2; ++c119) {
+            float vb120[4];
+            if ((o115 + (((c119 * 4) % 4) + (((c119 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p1 + (o115 + (((c119 * 4) % 4) + (((c119 * 4) / 4) % 2) * 512)) * tsr_p1_s0)) {
+              tsr::copy_vec<float, 4>(vb120, tsr_p1 + (o115 + (((c119 * 4) % 4) + (((c119 * 4) / 4) % 2) * 512)) * tsr_p1_s0);
+              v114[c119 * 4 + 0] = vb120[0];
+              v114[c119 * 4 + 1] = vb120[1];
+              v114[c119 * 4 + 2] = vb120[2];
+              v114[c119 * 4 + 3] = vb120[3];
+            } else {
+              v114[c119 * 4] = ((o115 + (((c119 * 4) % 4) + (((c119 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) ? tsr_p1[(o115 + (((c119 * 4) % 4) + (((c119 * 4) / 4) % 2) * 512)) * tsr_p1_s0] : 0x0p+0f;
+              v114[c119 * 4 + 1] = ((o115 + (((c119 * 4) % 4) + (((c119 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr_p1[(o115 + (((c119 * 4) % 4) + (((c119 * 4) / 4) % 2) * 512) + 1) * tsr_p1_s0] : 0x0p+0f;
+              v114[c119 * 4 + 2] = ((o115 + (((c119 * 4) % 4) + (((c119 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr_p1[(o115 + (((c119 * 4) % 4) + (((c119 * 4) / 4) % 2) * 512) + 2) * tsr_p1_s0] : 0x0p+0f;
+              v114[c119 * 4 + 3] = ((o115 + (((c119 * 4) % 4) + (((c119 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr_p1[(o115 + (((c119 * 4) % 4) + (((c119 * 4) / 4) % 2) * 512) + 3) * tsr_p1_s0] : 0x0p+0f;
+            }
           }
         }
       }
       // %47 = expand_dims %43 {axis = 0} : tile<f32, [1, 1], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-      float v101[1];
-      v101[0] = v89[0];
+      float v121[1];
+      v121[0] = v103[0];
       // %48 = broadcast %47 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-      float v102[8];
-      v102[0] = v101[0];
-      v102[1] = v101[0];
-      v102[2] = v101[0];
-      v102[3] = v101[0];
-      v102[4] = v101[0];
-      v102[5] = v101[0];
-      v102[6] = v101[0];
-      v102[7] = v101[0];
+      float v122[8];
+      v122[0] = v121[0];
+      v122[1] = v121[0];
+      v122[2] = v121[0];
+      v122[3] = v121[0];
+      v122[4] = v121[0];
+      v122[5] = v121[0];
+      v122[6] = v121[0];
+      v122[7] = v121[0];
       // %49 = mul %45, %48 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-      float v103[8];
+      float v123[8];
       #pragma unroll
-      for (int s104 = 0; s104 < 8; ++s104) {
-        v103[s104] = float(v92[s104] * v102[s104]);
+      for (int s124 = 0; s124 < 8; ++s124) {
+        v123[s124] = float(v106[s124] * v122[s124]);
       }
       // %50 = expand_dims %46 {axis = 0} : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-      float v105[8];
-      v105[0] = v97[0];
-      v105[1] = v97[1];
-      v105[2] = v97[2];
-      v105[3] = v97[3];
-      v105[4] = v97[4];
-      v105[5] = v97[5];
-      v105[6] = v97[6];
-      v105[7] = v97[7];
+      float v125[8];
+      v125[0] = v114[0];
+      v125[1] = v114[1];
+      v125[2] = v114[2];
+      v125[3] = v114[3];
+      v125[4] = v114[4];
+      v125[5] = v114[5];
+      v125[6] = v114[6];
+      v125[7] = v114[7];
       // %51 = mul %49, %50 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-      float v106[8];
+      float v126[8];
       #pragma unroll
-      for (int s107 = 0; s107 < 8; ++s107) {
-        v106[s107] = float(v103[s107] * v105[s107]);
+      for (int s127 = 0; s127 < 8; ++s127) {
+        v126[s127] = float(v123[s127] * v125[s127]);
       }
       // store_tile %y, %51, %1, %44
       {
-        const int64_t o108 = int64_t(v0) * 1 + 0;
-        const int64_t o109 = int64_t(iv91) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
-        #pragma unroll
-        for (int c110 = 0; c110 < 2; ++c110) {
-          float vb111[4];
-          if ((o108 + 0) < int64_t(tsr_dim_M) && (o109 + (((c110 * 4) % 4) + (((c110 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + (o108 + 0) * tsr_p2_s0 + (o109 + (((c110 * 4) % 4) + (((c110 * 4) / 4) % 2) * 512)) * tsr_p2_s1)) {
-            vb111[0] = v106[c110 * 4 + 0];
-            vb111[1] = v106[c110 * 4 + 1];
-            vb111[2] = v106[c110 * 4 + 2];
-            vb111[3] = v106[c110 * 4 + 3];
-            tsr::copy_vec<float, 4>(tsr_p2 + (o108 + 0) * tsr_p2_s0 + (o109 + (((c110 * 4) % 4) + (((c110 * 4) / 4) % 2) * 512)) * tsr_p2_s1, vb111);
-          } else {
-            if ((o108 + 0) < int64_t(tsr_dim_M) && (o109 + (((c110 * 4) % 4) + (((c110 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) tsr_p2[(o108 + 0) * tsr_p2_s0 + (o109 + (((c110 * 4) % 4) + (((c110 * 4) / 4) % 2) * 512)) * tsr_p2_s1] = v106[c110 * 4];
-            if ((o108 + 0) < int64_t(tsr_dim_M) && (o109 + (((c110 * 4) % 4) + (((c110 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o108 + 0) * tsr_p2_s0 + (o109 + (((c110 * 4) % 4) + (((c110 * 4) / 4) % 2) * 512) + 1) * tsr_p2_s1] = v106[c110 * 4 + 1];
-            if ((o108 + 0) < int64_t(tsr_dim_M) && (o109 + (((c110 * 4) % 4) + (((c110 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o108 + 0) * tsr_p2_s0 + (o109 + (((c110 * 4) % 4) + (((c110 * 4) / 4) % 2) * 512) + 2) * tsr_p2_s1] = v106[c110 * 4 + 2];
-            if ((o108 + 0) < int64_t(tsr_dim_M) && (o109 + (((c110 * 4) % 4) + (((c110 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o108 + 0) * tsr_p2_s0 + (o109 + (((c110 * 4) % 4) + (((c110 * 4) / 4) % 2) * 512) + 3) * tsr_p2_s1] = v106[c110 * 4 + 3];
+        const int64_t o128 = int64_t(v0) * 1 + 0;
+        const int64_t o129 = int64_t(iv105) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
+        const bool whole130 = int64_t(v0) * 1 >= 0 && int64_t(v0) * 1 + 1 <= int64_t(tsr_dim_M) && int64_t(iv105) * 1024 >= 0 && int64_t(iv105) * 1024 + 1024 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(v0) * 1 * tsr_p2_s0 + int64_t(iv105) * 1024 * tsr_p2_s1);
+        if (whole130) {
+          #pragma unroll
+          for (int c131 = 0; c131 < 2; ++c131) {
+            float vb132[4];
+            vb132[0] = v126[c131 * 4 + 0];
+            vb132[1] = v126[c131 * 4 + 1];
+            vb132[2] = v126[c131 * 4 + 2];
+            vb132[3] = v126[c131 * 4 + 3];
+            tsr::copy_vec<float, 4>(tsr_p2 + (o128 + 0) * tsr_p2_s0 + (o129 + (((c131 * 4) % 4) + (((c131 * 4) / 4) % 2) * 512)) * tsr_p2_s1, vb132);
+          }
+        } else {
+          #pragma unroll
+          for (int c133 = 0; c133 < 2; ++c133) {
+            float vb134[4];
+            if ((o128 + 0) < int64_t(tsr_dim_M) && (o129 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + (o128 + 0) * tsr_p2_s0 + (o129 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512)) * tsr_p2_s1)) {
+              vb134[0] = v126[c133 * 4 + 0];
+              vb134[1] = v126[c133 * 4 + 1];
+              vb134[2] = v126[c133 * 4 + 2];
+              vb134[3] = v126[c133 * 4 + 3];
+              tsr::copy_vec<float, 4>(tsr_p2 + (o128 + 0) * tsr_p2_s0 + (o129 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512)) * tsr_p2_s1, vb134);
+            } else {
+              if ((o128 + 0) < int64_t(tsr_dim_M) && (o129 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) tsr_p2[(o128 + 0) * tsr_p2_s0 + (o129 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512)) * tsr_p2_s1] = v126[c133 * 4];
+              if ((o128 + 0) < int64_t(tsr_dim_M) && (o129 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o128 + 0) * tsr_p2_s0 + (o129 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512) + 1) * tsr_p2_s1] = v126[c133 * 4 + 1];
+              if ((o128 + 0) < int64_t(tsr_dim_M) && (o129 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o128 + 0) * tsr_p2_s0 + (o129 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512) + 2) * tsr_p2_s1] = v126[c133 * 4 + 2];
+              if ((o128 + 0) < int64_t(tsr_dim_M) && (o129 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o128 + 0) * tsr_p2_s0 + (o129 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512) + 3) * tsr_p2_s1] = v126[c133 * 4 + 3];
+            }
           }
         }
       }
@@ -472,4 +573,5 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rmsnorm(float* tsr_p0,
 // stat smem-bytes = 16
 // stat threads = 128
 // stat vector-accesses = 7
+// stat whole-tile-accesses = 7
 // note printed from the GPU lowering's layouts (the layout emitter)

@@ -50,881 +50,930 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
   const int32_t v10 = int32_t(0LL);
   // %18 = add %11, %17 : i32
   const int32_t v11 = int32_t(uint32_t(v4) + uint32_t(v10));
-  // %19 = load_tile %x, %9, %18 : tile<bf16, [1, 8192], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 16], order = [1, 0]>>
+  // %19 = load_tile %x, %9, %18 : tile<bf16, [1, 8192], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 16], order = [1, 0]>>
   float v12[16];
   {
     const int64_t o13 = int64_t(v2) * 1 + 0;
-    const int64_t o14 = int64_t(v11) * 8192 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 15) * 128);
-    #pragma unroll
-    for (int c15 = 0; c15 < 4; ++c15) {
-      uint16_t vb16[4];
-      if ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 4) * 2048) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p0 + (o13 + 0) * tsr_p0_s0 + (o14 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 4) * 2048)) * tsr_p0_s1)) {
-        tsr::copy_vec<uint16_t, 4>(vb16, tsr_p0 + (o13 + 0) * tsr_p0_s0 + (o14 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 4) * 2048)) * tsr_p0_s1);
-        v12[c15 * 4 + 0] = tsr::bf2f(vb16[0]);
-        v12[c15 * 4 + 1] = tsr::bf2f(vb16[1]);
-        v12[c15 * 4 + 2] = tsr::bf2f(vb16[2]);
-        v12[c15 * 4 + 3] = tsr::bf2f(vb16[3]);
-      } else {
-        v12[c15 * 4] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 4) * 2048)) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 4) * 2048)) * tsr_p0_s1]) : 0x0p+0f;
-        v12[c15 * 4 + 1] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 4) * 2048) + 1) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 4) * 2048) + 1) * tsr_p0_s1]) : 0x0p+0f;
-        v12[c15 * 4 + 2] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 4) * 2048) + 2) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 4) * 2048) + 2) * tsr_p0_s1]) : 0x0p+0f;
-        v12[c15 * 4 + 3] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 4) * 2048) + 3) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 4) * 2048) + 3) * tsr_p0_s1]) : 0x0p+0f;
+    const int64_t o14 = int64_t(v11) * 8192 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256);
+    const bool whole15 = int64_t(v2) * 1 >= 0 && int64_t(v2) * 1 + 1 <= int64_t(tsr_dim_M) && int64_t(v11) * 8192 >= 0 && int64_t(v11) * 8192 + 8192 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + int64_t(v2) * 1 * tsr_p0_s0 + int64_t(v11) * 8192 * tsr_p0_s1);
+    if (whole15) {
+      #pragma unroll
+      for (int c16 = 0; c16 < 2; ++c16) {
+        uint16_t vb17[8];
+        tsr::copy_vec<uint16_t, 8>(vb17, tsr_p0 + (o13 + 0) * tsr_p0_s0 + (o14 + (((c16 * 8) % 8) + (((c16 * 8) / 8) % 2) * 4096)) * tsr_p0_s1);
+        v12[c16 * 8 + 0] = tsr::bf2f(vb17[0]);
+        v12[c16 * 8 + 1] = tsr::bf2f(vb17[1]);
+        v12[c16 * 8 + 2] = tsr::bf2f(vb17[2]);
+        v12[c16 * 8 + 3] = tsr::bf2f(vb17[3]);
+        v12[c16 * 8 + 4] = tsr::bf2f(vb17[4]);
+        v12[c16 * 8 + 5] = tsr::bf2f(vb17[5]);
+        v12[c16 * 8 + 6] = tsr::bf2f(vb17[6]);
+        v12[c16 * 8 + 7] = tsr::bf2f(vb17[7]);
+      }
+    } else {
+      #pragma unroll
+      for (int c18 = 0; c18 < 2; ++c18) {
+        uint16_t vb19[8];
+        if ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096)) * tsr_p0_s1)) {
+          tsr::copy_vec<uint16_t, 8>(vb19, tsr_p0 + (o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096)) * tsr_p0_s1);
+          v12[c18 * 8 + 0] = tsr::bf2f(vb19[0]);
+          v12[c18 * 8 + 1] = tsr::bf2f(vb19[1]);
+          v12[c18 * 8 + 2] = tsr::bf2f(vb19[2]);
+          v12[c18 * 8 + 3] = tsr::bf2f(vb19[3]);
+          v12[c18 * 8 + 4] = tsr::bf2f(vb19[4]);
+          v12[c18 * 8 + 5] = tsr::bf2f(vb19[5]);
+          v12[c18 * 8 + 6] = tsr::bf2f(vb19[6]);
+          v12[c18 * 8 + 7] = tsr::bf2f(vb19[7]);
+        } else {
+          v12[c18 * 8] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096)) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096)) * tsr_p0_s1]) : 0x0p+0f;
+          v12[c18 * 8 + 1] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096) + 1) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096) + 1) * tsr_p0_s1]) : 0x0p+0f;
+          v12[c18 * 8 + 2] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096) + 2) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096) + 2) * tsr_p0_s1]) : 0x0p+0f;
+          v12[c18 * 8 + 3] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096) + 3) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096) + 3) * tsr_p0_s1]) : 0x0p+0f;
+          v12[c18 * 8 + 4] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096) + 4) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096) + 4) * tsr_p0_s1]) : 0x0p+0f;
+          v12[c18 * 8 + 5] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096) + 5) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096) + 5) * tsr_p0_s1]) : 0x0p+0f;
+          v12[c18 * 8 + 6] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096) + 6) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096) + 6) * tsr_p0_s1]) : 0x0p+0f;
+          v12[c18 * 8 + 7] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096) + 7) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096) + 7) * tsr_p0_s1]) : 0x0p+0f;
+        }
       }
     }
   }
   // %20 = reshape %19 : tile<bf16, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  float v17[16];
-  v17[0] = v12[0];
-  v17[1] = v12[1];
-  v17[2] = v12[2];
-  v17[3] = v12[3];
-  v17[4] = v12[4];
-  v17[5] = v12[5];
-  v17[6] = v12[6];
-  v17[7] = v12[7];
-  v17[8] = v12[8];
-  v17[9] = v12[9];
-  v17[10] = v12[10];
-  v17[11] = v12[11];
-  v17[12] = v12[12];
-  v17[13] = v12[13];
-  v17[14] = v12[14];
-  v17[15] = v12[15];
-  // %21 = bitcast %20 : tile<u16, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint16_t v18[16];
-  #pragma unroll
-  for (int s19 = 0; s19 < 16; ++s19) {
-    v18[s19] = uint16_t(tsr::bf16_bits(v17[s19]));
-  }
-  // %22 = cast %21 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v20[16];
+  float v20[16];
+  __syncthreads();
   #pragma unroll
   for (int s21 = 0; s21 < 16; ++s21) {
-    v20[s21] = uint32_t(v18[s21]);
+    { const int e22 = (((((s21) % 8) + (((s21) / 8) % 2) * 4096) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256)) + (0 + 0) * 8192); if (e22 >= 0 && e22 < 2048) reinterpret_cast<float*>(tsr_smem + 0)[e22 - 0] = v12[s21]; }
   }
-  // %23 = const {value = 32767} : u32
-  const uint32_t v22 = uint32_t(32767LL);
-  // %24 = splat %23 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v23[16];
+  __syncthreads();
   #pragma unroll
-  for (int s24 = 0; s24 < 16; ++s24) {
-    v23[s24] = v22;
+  for (int s23 = 0; s23 < 16; ++s23) {
+    { const int f24 = (((((s23) % 4) + (((s23) / 4) % 4) * 2048) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 15) * 128))); if (f24 >= 0 && f24 < 2048) v20[s23] = reinterpret_cast<float*>(tsr_smem + 0)[f24 - 0]; }
   }
-  // %25 = xor %22, %24 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v25[16];
+  __syncthreads();
   #pragma unroll
-  for (int s26 = 0; s26 < 16; ++s26) {
-    v25[s26] = uint32_t(v20[s26] ^ v23[s26]);
+  for (int s25 = 0; s25 < 16; ++s25) {
+    { const int e26 = (((((s25) % 8) + (((s25) / 8) % 2) * 4096) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256)) + (0 + 0) * 8192); if (e26 >= 2048 && e26 < 4096) reinterpret_cast<float*>(tsr_smem + 0)[e26 - 2048] = v12[s25]; }
   }
-  // %26 = const {value = 15} : u32
-  const uint32_t v27 = uint32_t(15LL);
-  // %27 = splat %26 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v28[16];
+  __syncthreads();
+  #pragma unroll
+  for (int s27 = 0; s27 < 16; ++s27) {
+    { const int f28 = (((((s27) % 4) + (((s27) / 4) % 4) * 2048) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 15) * 128))); if (f28 >= 2048 && f28 < 4096) v20[s27] = reinterpret_cast<float*>(tsr_smem + 0)[f28 - 2048]; }
+  }
+  __syncthreads();
   #pragma unroll
   for (int s29 = 0; s29 < 16; ++s29) {
-    v28[s29] = v27;
+    { const int e30 = (((((s29) % 8) + (((s29) / 8) % 2) * 4096) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256)) + (0 + 0) * 8192); if (e30 >= 4096 && e30 < 6144) reinterpret_cast<float*>(tsr_smem + 0)[e30 - 4096] = v12[s29]; }
   }
-  // %28 = shr %22, %27 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v30[16];
+  __syncthreads();
   #pragma unroll
   for (int s31 = 0; s31 < 16; ++s31) {
-    v30[s31] = tsr::ishr<uint32_t>(v20[s31], v28[s31]);
+    { const int f32 = (((((s31) % 4) + (((s31) / 4) % 4) * 2048) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 15) * 128))); if (f32 >= 4096 && f32 < 6144) v20[s31] = reinterpret_cast<float*>(tsr_smem + 0)[f32 - 4096]; }
   }
-  // %29 = const {value = 0} : u32
-  const uint32_t v32 = uint32_t(0LL);
-  // %30 = splat %29 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v33[16];
+  __syncthreads();
   #pragma unroll
-  for (int s34 = 0; s34 < 16; ++s34) {
-    v33[s34] = v32;
+  for (int s33 = 0; s33 < 16; ++s33) {
+    { const int e34 = (((((s33) % 8) + (((s33) / 8) % 2) * 4096) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256)) + (0 + 0) * 8192); if (e34 >= 6144 && e34 < 8192) reinterpret_cast<float*>(tsr_smem + 0)[e34 - 6144] = v12[s33]; }
   }
-  // %31 = cmp %28, %30 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v35[16];
+  __syncthreads();
   #pragma unroll
-  for (int s36 = 0; s36 < 16; ++s36) {
-    v35[s36] = uint8_t(v30[s36] == v33[s36]);
+  for (int s35 = 0; s35 < 16; ++s35) {
+    { const int f36 = (((((s35) % 4) + (((s35) / 4) % 4) * 2048) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 15) * 128))); if (f36 >= 6144 && f36 < 8192) v20[s35] = reinterpret_cast<float*>(tsr_smem + 0)[f36 - 6144]; }
   }
-  // %32 = where %31, %25, %22 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v37[16];
+  // %21 = bitcast %20 : tile<u16, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  uint16_t v37[16];
   #pragma unroll
   for (int s38 = 0; s38 < 16; ++s38) {
-    v37[s38] = (v35[s38] ? v25[s38] : v20[s38]);
+    v37[s38] = uint16_t(tsr::bf16_bits(v20[s38]));
   }
-  // %33 = arange : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v39[16];
+  // %22 = cast %21 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  uint32_t v39[16];
   #pragma unroll
   for (int s40 = 0; s40 < 16; ++s40) {
-    v39[s40] = int32_t(0 + (((s40) % 4) + (((s40) / 4) % 4) * 2048) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 15) * 128));
+    v39[s40] = uint32_t(v37[s40]);
   }
-  // %34 = splat %15 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v41[16];
+  // %23 = const {value = 32767} : u32
+  const uint32_t v41 = uint32_t(32767LL);
+  // %24 = splat %23 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  uint32_t v42[16];
   #pragma unroll
-  for (int s42 = 0; s42 < 16; ++s42) {
-    v41[s42] = v8;
+  for (int s43 = 0; s43 < 16; ++s43) {
+    v42[s43] = v41;
   }
-  // %35 = cmp %33, %34 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v43[16];
+  // %25 = xor %22, %24 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  uint32_t v44[16];
   #pragma unroll
-  for (int s44 = 0; s44 < 16; ++s44) {
-    v43[s44] = uint8_t(v39[s44] < v41[s44]);
+  for (int s45 = 0; s45 < 16; ++s45) {
+    v44[s45] = uint32_t(v39[s45] ^ v42[s45]);
   }
-  // %36 = splat %16 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v45[16];
-  #pragma unroll
-  for (int s46 = 0; s46 < 16; ++s46) {
-    v45[s46] = v9;
-  }
-  // %37 = where %35, %32, %36 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  // %26 = const {value = 15} : u32
+  const uint32_t v46 = uint32_t(15LL);
+  // %27 = splat %26 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
   uint32_t v47[16];
   #pragma unroll
   for (int s48 = 0; s48 < 16; ++s48) {
-    v47[s48] = (v43[s48] ? v37[s48] : v45[s48]);
+    v47[s48] = v46;
+  }
+  // %28 = shr %22, %27 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  uint32_t v49[16];
+  #pragma unroll
+  for (int s50 = 0; s50 < 16; ++s50) {
+    v49[s50] = tsr::ishr<uint32_t>(v39[s50], v47[s50]);
+  }
+  // %29 = const {value = 0} : u32
+  const uint32_t v51 = uint32_t(0LL);
+  // %30 = splat %29 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  uint32_t v52[16];
+  #pragma unroll
+  for (int s53 = 0; s53 < 16; ++s53) {
+    v52[s53] = v51;
+  }
+  // %31 = cmp %28, %30 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  uint8_t v54[16];
+  #pragma unroll
+  for (int s55 = 0; s55 < 16; ++s55) {
+    v54[s55] = uint8_t(v49[s55] == v52[s55]);
+  }
+  // %32 = where %31, %25, %22 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  uint32_t v56[16];
+  #pragma unroll
+  for (int s57 = 0; s57 < 16; ++s57) {
+    v56[s57] = (v54[s57] ? v44[s57] : v39[s57]);
+  }
+  // %33 = arange : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  int32_t v58[16];
+  #pragma unroll
+  for (int s59 = 0; s59 < 16; ++s59) {
+    v58[s59] = int32_t(0 + (((s59) % 4) + (((s59) / 4) % 4) * 2048) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 15) * 128));
+  }
+  // %34 = splat %15 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  int32_t v60[16];
+  #pragma unroll
+  for (int s61 = 0; s61 < 16; ++s61) {
+    v60[s61] = v8;
+  }
+  // %35 = cmp %33, %34 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  uint8_t v62[16];
+  #pragma unroll
+  for (int s63 = 0; s63 < 16; ++s63) {
+    v62[s63] = uint8_t(v58[s63] < v60[s63]);
+  }
+  // %36 = splat %16 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  uint32_t v64[16];
+  #pragma unroll
+  for (int s65 = 0; s65 < 16; ++s65) {
+    v64[s65] = v9;
+  }
+  // %37 = where %35, %32, %36 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  uint32_t v66[16];
+  #pragma unroll
+  for (int s67 = 0; s67 < 16; ++s67) {
+    v66[s67] = (v62[s67] ? v56[s67] : v64[s67]);
   }
   // %38 = const {value = 64} : i32
-  const int32_t v49 = int32_t(64LL);
+  const int32_t v68 = int32_t(64LL);
   // %39 = const {value = 16} : u32
-  const uint32_t v50 = uint32_t(16LL);
+  const uint32_t v69 = uint32_t(16LL);
   // %40 = const {value = 1} : i1
-  const uint8_t v51 = uint8_t(1);
+  const uint8_t v70 = uint8_t(1);
   // %41 = min %38, %15 : i32
-  const int32_t v52 = tsr::imin<int32_t>(v49, v8);
+  const int32_t v71 = tsr::imin<int32_t>(v68, v8);
   // %42 = const {value = 2} : i32
-  const int32_t v53 = int32_t(2LL);
+  const int32_t v72 = int32_t(2LL);
   // %43, %44, %45, %46 = for %17, %42, %8, %29, %41, %39, %40 : u32, i32, u32, i1 {...}
-  uint32_t c54;
-  c54 = v32;
-  int32_t c55;
-  c55 = v52;
-  uint32_t c56;
-  c56 = v50;
-  uint8_t c57;
-  c57 = v51;
-  for (int64_t iv58_ = v10; v1 > 0 && iv58_ < v53; iv58_ += v1) {
-    const int32_t iv58 = int32_t(iv58_);
+  uint32_t c73;
+  c73 = v51;
+  int32_t c74;
+  c74 = v71;
+  uint32_t c75;
+  c75 = v69;
+  uint8_t c76;
+  c76 = v70;
+  for (int64_t iv77_ = v10; v1 > 0 && iv77_ < v72; iv77_ += v1) {
+    const int32_t iv77 = int32_t(iv77_);
     // %52, %53, %54, %55 = if %51 : u32, i32, u32, i1 {...}
-    uint32_t v59;
-    int32_t v60;
-    uint32_t v61;
-    uint8_t v62;
-    if (c57) {
+    uint32_t v78;
+    int32_t v79;
+    uint32_t v80;
+    uint8_t v81;
+    if (c76) {
       // %56 = const {value = 8} : i32
-      const int32_t v63 = int32_t(8LL);
+      const int32_t v82 = int32_t(8LL);
       // %57 = mul %47, %56 : i32
-      const int32_t v64 = int32_t(uint32_t(iv58) * uint32_t(v63));
+      const int32_t v83 = int32_t(uint32_t(iv77) * uint32_t(v82));
       // %58 = const {value = 16} : i32
-      const int32_t v65 = int32_t(16LL);
+      const int32_t v84 = int32_t(16LL);
       // %59 = sub %58, %57 : i32
-      const int32_t v66 = int32_t(uint32_t(v65) - uint32_t(v64));
+      const int32_t v85 = int32_t(uint32_t(v84) - uint32_t(v83));
       // %60 = cast %59 : u32
-      const uint32_t v67 = uint32_t(v66);
+      const uint32_t v86 = uint32_t(v85);
       // %61 = const {value = 8} : u32
-      const uint32_t v68 = uint32_t(8LL);
+      const uint32_t v87 = uint32_t(8LL);
       // %62 = max %60, %61 : u32
-      const uint32_t v69 = tsr::imax<uint32_t>(v67, v68);
+      const uint32_t v88 = tsr::imax<uint32_t>(v86, v87);
       // %63 = sub %62, %61 : u32
-      const uint32_t v70 = uint32_t(uint32_t(v69) - uint32_t(v68));
+      const uint32_t v89 = uint32_t(uint32_t(v88) - uint32_t(v87));
       // %64 = splat %17 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v71[4];
+      int32_t v90[4];
       #pragma unroll
-      for (int s72 = 0; s72 < 4; ++s72) {
-        v71[s72] = v10;
+      for (int s91 = 0; s91 < 4; ++s91) {
+        v90[s91] = v10;
       }
       // %65 = splat %63 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v73[16];
+      uint32_t v92[16];
       #pragma unroll
-      for (int s74 = 0; s74 < 16; ++s74) {
-        v73[s74] = v70;
+      for (int s93 = 0; s93 < 16; ++s93) {
+        v92[s93] = v89;
       }
       // %66 = shr %37, %65 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v75[16];
-      #pragma unroll
-      for (int s76 = 0; s76 < 16; ++s76) {
-        v75[s76] = tsr::ishr<uint32_t>(v47[s76], v73[s76]);
-      }
-      // %67 = const {value = 255} : u32
-      const uint32_t v77 = uint32_t(255LL);
-      // %68 = splat %67 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v78[16];
-      #pragma unroll
-      for (int s79 = 0; s79 < 16; ++s79) {
-        v78[s79] = v77;
-      }
-      // %69 = and %66, %68 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v80[16];
-      #pragma unroll
-      for (int s81 = 0; s81 < 16; ++s81) {
-        v80[s81] = uint32_t(v75[s81] & v78[s81]);
-      }
-      // %70 = cast %69 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v82[16];
-      #pragma unroll
-      for (int s83 = 0; s83 < 16; ++s83) {
-        v82[s83] = int32_t(v80[s83]);
-      }
-      // %71 = shr %48, %60 : u32
-      const uint32_t v84 = tsr::ishr<uint32_t>(c54, v67);
-      // %72 = splat %60 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v85[16];
-      #pragma unroll
-      for (int s86 = 0; s86 < 16; ++s86) {
-        v85[s86] = v67;
-      }
-      // %73 = shr %37, %72 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v87[16];
-      #pragma unroll
-      for (int s88 = 0; s88 < 16; ++s88) {
-        v87[s88] = tsr::ishr<uint32_t>(v47[s88], v85[s88]);
-      }
-      // %74 = splat %71 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v89[16];
-      #pragma unroll
-      for (int s90 = 0; s90 < 16; ++s90) {
-        v89[s90] = v84;
-      }
-      // %75 = cmp %73, %74 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint8_t v91[16];
-      #pragma unroll
-      for (int s92 = 0; s92 < 16; ++s92) {
-        v91[s92] = uint8_t(v87[s92] == v89[s92]);
-      }
-      // %76 = const {value = -1} : i32
-      const int32_t v93 = int32_t(-1LL);
-      // %77 = splat %76 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v94[16];
+      uint32_t v94[16];
       #pragma unroll
       for (int s95 = 0; s95 < 16; ++s95) {
-        v94[s95] = v93;
+        v94[s95] = tsr::ishr<uint32_t>(v66[s95], v92[s95]);
+      }
+      // %67 = const {value = 255} : u32
+      const uint32_t v96 = uint32_t(255LL);
+      // %68 = splat %67 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      uint32_t v97[16];
+      #pragma unroll
+      for (int s98 = 0; s98 < 16; ++s98) {
+        v97[s98] = v96;
+      }
+      // %69 = and %66, %68 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      uint32_t v99[16];
+      #pragma unroll
+      for (int s100 = 0; s100 < 16; ++s100) {
+        v99[s100] = uint32_t(v94[s100] & v97[s100]);
+      }
+      // %70 = cast %69 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int32_t v101[16];
+      #pragma unroll
+      for (int s102 = 0; s102 < 16; ++s102) {
+        v101[s102] = int32_t(v99[s102]);
+      }
+      // %71 = shr %48, %60 : u32
+      const uint32_t v103 = tsr::ishr<uint32_t>(c73, v86);
+      // %72 = splat %60 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      uint32_t v104[16];
+      #pragma unroll
+      for (int s105 = 0; s105 < 16; ++s105) {
+        v104[s105] = v86;
+      }
+      // %73 = shr %37, %72 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      uint32_t v106[16];
+      #pragma unroll
+      for (int s107 = 0; s107 < 16; ++s107) {
+        v106[s107] = tsr::ishr<uint32_t>(v66[s107], v104[s107]);
+      }
+      // %74 = splat %71 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      uint32_t v108[16];
+      #pragma unroll
+      for (int s109 = 0; s109 < 16; ++s109) {
+        v108[s109] = v103;
+      }
+      // %75 = cmp %73, %74 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      uint8_t v110[16];
+      #pragma unroll
+      for (int s111 = 0; s111 < 16; ++s111) {
+        v110[s111] = uint8_t(v106[s111] == v108[s111]);
+      }
+      // %76 = const {value = -1} : i32
+      const int32_t v112 = int32_t(-1LL);
+      // %77 = splat %76 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int32_t v113[16];
+      #pragma unroll
+      for (int s114 = 0; s114 < 16; ++s114) {
+        v113[s114] = v112;
       }
       // %78 = where %75, %70, %77 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v96[16];
+      int32_t v115[16];
       #pragma unroll
-      for (int s97 = 0; s97 < 16; ++s97) {
-        v96[s97] = (v91[s97] ? v82[s97] : v94[s97]);
+      for (int s116 = 0; s116 < 16; ++s116) {
+        v115[s116] = (v110[s116] ? v101[s116] : v113[s116]);
       }
       // %79 = histogram %78 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v98[4];
+      int32_t v117[4];
       __syncthreads();
       for (int b_ = tsr_tid; b_ < 256; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
       __syncthreads();
       #pragma unroll
-      for (int s99 = 0; s99 < 16; ++s99) {
-        tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v96[s99]), (int)(256));
+      for (int s118 = 0; s118 < 16; ++s118) {
+        tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v115[s118]), (int)(256));
       }
       __syncthreads();
       #pragma unroll
-      for (int s100 = 0; s100 < 4; ++s100) {
-        const int e101 = (((((s100) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 1) * 128)));
-        v98[s100] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e101]);
+      for (int s119 = 0; s119 < 4; ++s119) {
+        const int e120 = (((((s119) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 1) * 128)));
+        v117[s119] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e120]);
       }
       // %80 = add %64, %79 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v102[4];
-      #pragma unroll
-      for (int s103 = 0; s103 < 4; ++s103) {
-        v102[s103] = int32_t(uint32_t(v71[s103]) + uint32_t(v98[s103]));
-      }
-      // %81 = scan %80 {axis = 0, kind = "sum"} : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v104[4];
-      uint32_t run105 = uint32_t(0);
-      uint32_t acc106_0 = uint32_t(0);
-      acc106_0 += uint32_t(v102[0]); v104[0] = int32_t(acc106_0);
-      acc106_0 += uint32_t(v102[1]); v104[1] = int32_t(acc106_0);
-      acc106_0 += uint32_t(v102[2]); v104[2] = int32_t(acc106_0);
-      acc106_0 += uint32_t(v102[3]); v104[3] = int32_t(acc106_0);
-      __syncthreads();
-      uint32_t tot108_0;
-      const uint32_t off107_0 = run105 + tsr::block_exclusive_sum<16>((((tsr_warp & 14) == 0) ? acc106_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot108_0);
-      v104[0] = int32_t(uint32_t(v104[0]) + off107_0);
-      v104[1] = int32_t(uint32_t(v104[1]) + off107_0);
-      v104[2] = int32_t(uint32_t(v104[2]) + off107_0);
-      v104[3] = int32_t(uint32_t(v104[3]) + off107_0);
-      run105 += tot108_0;
-      __syncthreads();
-      #pragma unroll
-      for (int s109 = 0; s109 < 4; ++s109) {
-        if (((tsr_warp & 14) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s109) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 1) * 128)))] = v104[s109];
-      }
-      __syncthreads();
-      #pragma unroll
-      for (int s110 = 0; s110 < 4; ++s110) {
-        const int e111 = (((((s110) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 1) * 128)));
-        v104[s110] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e111];
-      }
-      // %82 = splat %49 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v112[4];
-      #pragma unroll
-      for (int s113 = 0; s113 < 4; ++s113) {
-        v112[s113] = c55;
-      }
-      // %83 = cmp %81, %82 {pred = "lt"} : tile<i1, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint8_t v114[4];
-      #pragma unroll
-      for (int s115 = 0; s115 < 4; ++s115) {
-        v114[s115] = uint8_t(v104[s115] < v112[s115]);
-      }
-      // %84 = cmp %81, %82 {pred = "eq"} : tile<i1, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint8_t v116[4];
-      #pragma unroll
-      for (int s117 = 0; s117 < 4; ++s117) {
-        v116[s117] = uint8_t(v104[s117] == v112[s117]);
-      }
-      // %85 = const {value = 4096} : i32
-      const int32_t v118 = int32_t(4096LL);
-      // %86 = splat %85 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v119[4];
-      #pragma unroll
-      for (int s120 = 0; s120 < 4; ++s120) {
-        v119[s120] = v118;
-      }
-      // %87 = where %84, %86, %64 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
       int32_t v121[4];
       #pragma unroll
       for (int s122 = 0; s122 < 4; ++s122) {
-        v121[s122] = (v116[s122] ? v119[s122] : v71[s122]);
+        v121[s122] = int32_t(uint32_t(v90[s122]) + uint32_t(v117[s122]));
       }
-      // %88 = cast %87 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v123[4];
+      // %81 = scan %80 {axis = 0, kind = "sum"} : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int32_t v123[4];
+      uint32_t run124 = uint32_t(0);
+      uint32_t acc125_0 = uint32_t(0);
+      acc125_0 += uint32_t(v121[0]); v123[0] = int32_t(acc125_0);
+      acc125_0 += uint32_t(v121[1]); v123[1] = int32_t(acc125_0);
+      acc125_0 += uint32_t(v121[2]); v123[2] = int32_t(acc125_0);
+      acc125_0 += uint32_t(v121[3]); v123[3] = int32_t(acc125_0);
+      __syncthreads();
+      uint32_t tot127_0;
+      const uint32_t off126_0 = run124 + tsr::block_exclusive_sum<16>((((tsr_warp & 14) == 0) ? acc125_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot127_0);
+      v123[0] = int32_t(uint32_t(v123[0]) + off126_0);
+      v123[1] = int32_t(uint32_t(v123[1]) + off126_0);
+      v123[2] = int32_t(uint32_t(v123[2]) + off126_0);
+      v123[3] = int32_t(uint32_t(v123[3]) + off126_0);
+      run124 += tot127_0;
+      __syncthreads();
       #pragma unroll
-      for (int s124 = 0; s124 < 4; ++s124) {
-        v123[s124] = int64_t(v121[s124]);
+      for (int s128 = 0; s128 < 4; ++s128) {
+        if (((tsr_warp & 14) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s128) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 1) * 128)))] = v123[s128];
       }
-      // %89 = cast %80 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v125[4];
-      #pragma unroll
-      for (int s126 = 0; s126 < 4; ++s126) {
-        v125[s126] = int64_t(v102[s126]);
-      }
-      // %90 = const {value = 24} : i64
-      const int64_t v127 = int64_t(24LL);
-      // %91 = splat %90 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v128[4];
+      __syncthreads();
       #pragma unroll
       for (int s129 = 0; s129 < 4; ++s129) {
-        v128[s129] = v127;
+        const int e130 = (((((s129) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 1) * 128)));
+        v123[s129] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e130];
       }
-      // %92 = shl %89, %91 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v130[4];
+      // %82 = splat %49 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int32_t v131[4];
       #pragma unroll
-      for (int s131 = 0; s131 < 4; ++s131) {
-        v130[s131] = tsr::ishl<int64_t>(v125[s131], v128[s131]);
+      for (int s132 = 0; s132 < 4; ++s132) {
+        v131[s132] = c74;
       }
-      // %93 = const {value = 1} : i64
-      const int64_t v132 = int64_t(1LL);
-      // %94 = splat %93 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v133[4];
+      // %83 = cmp %81, %82 {pred = "lt"} : tile<i1, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      uint8_t v133[4];
       #pragma unroll
       for (int s134 = 0; s134 < 4; ++s134) {
-        v133[s134] = v132;
+        v133[s134] = uint8_t(v123[s134] < v131[s134]);
       }
-      // %95 = add %92, %94 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v135[4];
+      // %84 = cmp %81, %82 {pred = "eq"} : tile<i1, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      uint8_t v135[4];
       #pragma unroll
       for (int s136 = 0; s136 < 4; ++s136) {
-        v135[s136] = int64_t(uint64_t(v130[s136]) + uint64_t(v133[s136]));
+        v135[s136] = uint8_t(v123[s136] == v131[s136]);
       }
-      // %96 = const {value = 0} : i64
-      const int64_t v137 = int64_t(0LL);
-      // %97 = splat %96 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v138[4];
+      // %85 = const {value = 4096} : i32
+      const int32_t v137 = int32_t(4096LL);
+      // %86 = splat %85 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int32_t v138[4];
       #pragma unroll
       for (int s139 = 0; s139 < 4; ++s139) {
         v138[s139] = v137;
       }
-      // %98 = where %83, %95, %97 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v140[4];
+      // %87 = where %84, %86, %64 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int32_t v140[4];
       #pragma unroll
       for (int s141 = 0; s141 < 4; ++s141) {
-        v140[s141] = (v114[s141] ? v135[s141] : v138[s141]);
+        v140[s141] = (v135[s141] ? v138[s141] : v90[s141]);
       }
-      // %99 = add %98, %88 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      // %88 = cast %87 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
       int64_t v142[4];
       #pragma unroll
       for (int s143 = 0; s143 < 4; ++s143) {
-        v142[s143] = int64_t(uint64_t(v140[s143]) + uint64_t(v123[s143]));
+        v142[s143] = int64_t(v140[s143]);
+      }
+      // %89 = cast %80 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int64_t v144[4];
+      #pragma unroll
+      for (int s145 = 0; s145 < 4; ++s145) {
+        v144[s145] = int64_t(v121[s145]);
+      }
+      // %90 = const {value = 24} : i64
+      const int64_t v146 = int64_t(24LL);
+      // %91 = splat %90 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int64_t v147[4];
+      #pragma unroll
+      for (int s148 = 0; s148 < 4; ++s148) {
+        v147[s148] = v146;
+      }
+      // %92 = shl %89, %91 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int64_t v149[4];
+      #pragma unroll
+      for (int s150 = 0; s150 < 4; ++s150) {
+        v149[s150] = tsr::ishl<int64_t>(v144[s150], v147[s150]);
+      }
+      // %93 = const {value = 1} : i64
+      const int64_t v151 = int64_t(1LL);
+      // %94 = splat %93 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int64_t v152[4];
+      #pragma unroll
+      for (int s153 = 0; s153 < 4; ++s153) {
+        v152[s153] = v151;
+      }
+      // %95 = add %92, %94 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int64_t v154[4];
+      #pragma unroll
+      for (int s155 = 0; s155 < 4; ++s155) {
+        v154[s155] = int64_t(uint64_t(v149[s155]) + uint64_t(v152[s155]));
+      }
+      // %96 = const {value = 0} : i64
+      const int64_t v156 = int64_t(0LL);
+      // %97 = splat %96 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int64_t v157[4];
+      #pragma unroll
+      for (int s158 = 0; s158 < 4; ++s158) {
+        v157[s158] = v156;
+      }
+      // %98 = where %83, %95, %97 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int64_t v159[4];
+      #pragma unroll
+      for (int s160 = 0; s160 < 4; ++s160) {
+        v159[s160] = (v133[s160] ? v154[s160] : v157[s160]);
+      }
+      // %99 = add %98, %88 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int64_t v161[4];
+      #pragma unroll
+      for (int s162 = 0; s162 < 4; ++s162) {
+        v161[s162] = int64_t(uint64_t(v159[s162]) + uint64_t(v142[s162]));
       }
       // %100 = reduce %99 {axis = 0, kind = "sum"} : i64
-      int64_t v144 = v142[0];
-      v144 = int64_t(uint64_t(v144) + uint64_t(v142[1]));
-      v144 = int64_t(uint64_t(v144) + uint64_t(v142[2]));
-      v144 = int64_t(uint64_t(v144) + uint64_t(v142[3]));
-      const int64_t sh145 = __shfl_xor_sync(0xffffffffu, v144, 1);
-      v144 = int64_t(uint64_t(v144) + uint64_t(sh145));
-      const int64_t sh146 = __shfl_xor_sync(0xffffffffu, v144, 2);
-      v144 = int64_t(uint64_t(v144) + uint64_t(sh146));
-      const int64_t sh147 = __shfl_xor_sync(0xffffffffu, v144, 4);
-      v144 = int64_t(uint64_t(v144) + uint64_t(sh147));
-      const int64_t sh148 = __shfl_xor_sync(0xffffffffu, v144, 8);
-      v144 = int64_t(uint64_t(v144) + uint64_t(sh148));
-      const int64_t sh149 = __shfl_xor_sync(0xffffffffu, v144, 16);
-      v144 = int64_t(uint64_t(v144) + uint64_t(sh149));
+      int64_t v163 = v161[0];
+      v163 = int64_t(uint64_t(v163) + uint64_t(v161[1]));
+      v163 = int64_t(uint64_t(v163) + uint64_t(v161[2]));
+      v163 = int64_t(uint64_t(v163) + uint64_t(v161[3]));
+      const int64_t sh164 = __shfl_xor_sync(0xffffffffu, v163, 1);
+      v163 = int64_t(uint64_t(v163) + uint64_t(sh164));
+      const int64_t sh165 = __shfl_xor_sync(0xffffffffu, v163, 2);
+      v163 = int64_t(uint64_t(v163) + uint64_t(sh165));
+      const int64_t sh166 = __shfl_xor_sync(0xffffffffu, v163, 4);
+      v163 = int64_t(uint64_t(v163) + uint64_t(sh166));
+      const int64_t sh167 = __shfl_xor_sync(0xffffffffu, v163, 8);
+      v163 = int64_t(uint64_t(v163) + uint64_t(sh167));
+      const int64_t sh168 = __shfl_xor_sync(0xffffffffu, v163, 16);
+      v163 = int64_t(uint64_t(v163) + uint64_t(sh168));
       __syncthreads();
-      if (tsr_lane == 0) reinterpret_cast<int64_t*>(tsr_smem + 0)[(((tsr_warp >> 0) & 1) << 0)] = v144;
+      if (tsr_lane == 0) reinterpret_cast<int64_t*>(tsr_smem + 0)[(((tsr_warp >> 0) & 1) << 0)] = v163;
       __syncthreads();
-      v144 = reinterpret_cast<int64_t*>(tsr_smem + 0)[0];
-      v144 = int64_t(uint64_t(v144) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[1]));
+      v163 = reinterpret_cast<int64_t*>(tsr_smem + 0)[0];
+      v163 = int64_t(uint64_t(v163) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[1]));
       // %101 = const {value = 4095} : i64
-      const int64_t v150 = int64_t(4095LL);
+      const int64_t v169 = int64_t(4095LL);
       // %102 = and %100, %101 : i64
-      const int64_t v151 = int64_t(v144 & v150);
+      const int64_t v170 = int64_t(v163 & v169);
       // %103 = cast %102 : i32
-      const int32_t v152 = int32_t(v151);
+      const int32_t v171 = int32_t(v170);
       // %104 = shr %100, %90 : i64
-      const int64_t v153 = tsr::ishr<int64_t>(v144, v127);
+      const int64_t v172 = tsr::ishr<int64_t>(v163, v146);
       // %105 = cast %104 : i32
-      const int32_t v154 = int32_t(v153);
+      const int32_t v173 = int32_t(v172);
       // %106 = sub %49, %105 : i32
-      const int32_t v155 = int32_t(uint32_t(c55) - uint32_t(v154));
+      const int32_t v174 = int32_t(uint32_t(c74) - uint32_t(v173));
       // %107 = cast %103 : u32
-      const uint32_t v156 = uint32_t(v152);
+      const uint32_t v175 = uint32_t(v171);
       // %108 = shl %107, %63 : u32
-      const uint32_t v157 = tsr::ishl<uint32_t>(v156, v70);
+      const uint32_t v176 = tsr::ishl<uint32_t>(v175, v89);
       // %109 = or %48, %108 : u32
-      const uint32_t v158 = uint32_t(c54 | v157);
+      const uint32_t v177 = uint32_t(c73 | v176);
       // %110 = const {value = 12} : i64
-      const int64_t v159 = int64_t(12LL);
+      const int64_t v178 = int64_t(12LL);
       // %111 = shr %100, %110 : i64
-      const int64_t v160 = tsr::ishr<int64_t>(v144, v159);
+      const int64_t v179 = tsr::ishr<int64_t>(v163, v178);
       // %112 = and %111, %101 : i64
-      const int64_t v161 = int64_t(v160 & v150);
+      const int64_t v180 = int64_t(v179 & v169);
       // %113 = cmp %112, %96 {pred = "eq"} : i1
-      const uint8_t v162 = uint8_t(v161 == v137);
+      const uint8_t v181 = uint8_t(v180 == v156);
       // yield %109, %106, %63, %113
-      v59 = v158;
-      v60 = v155;
-      v61 = v70;
-      v62 = v162;
+      v78 = v177;
+      v79 = v174;
+      v80 = v89;
+      v81 = v181;
     } else {
       // yield %48, %49, %50, %51
-      v59 = c54;
-      v60 = c55;
-      v61 = c56;
-      v62 = c57;
+      v78 = c73;
+      v79 = c74;
+      v80 = c75;
+      v81 = c76;
     }
     // yield %52, %53, %54, %55
-    c54 = v59;
-    c55 = v60;
-    c56 = v61;
-    c57 = v62;
+    c73 = v78;
+    c74 = v79;
+    c75 = v80;
+    c76 = v81;
   }
   // %114 = shr %43, %45 : u32
-  const uint32_t v163 = tsr::ishr<uint32_t>(c54, c56);
+  const uint32_t v182 = tsr::ishr<uint32_t>(c73, c75);
   // %115 = splat %45 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v164[16];
-  #pragma unroll
-  for (int s165 = 0; s165 < 16; ++s165) {
-    v164[s165] = c56;
-  }
-  // %116 = shr %37, %115 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v166[16];
-  #pragma unroll
-  for (int s167 = 0; s167 < 16; ++s167) {
-    v166[s167] = tsr::ishr<uint32_t>(v47[s167], v164[s167]);
-  }
-  // %117 = splat %114 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v168[16];
-  #pragma unroll
-  for (int s169 = 0; s169 < 16; ++s169) {
-    v168[s169] = v163;
-  }
-  // %118 = cmp %116, %117 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v170[16];
-  #pragma unroll
-  for (int s171 = 0; s171 < 16; ++s171) {
-    v170[s171] = uint8_t(v166[s171] == v168[s171]);
-  }
-  // %119 = cmp %116, %117 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v172[16];
-  #pragma unroll
-  for (int s173 = 0; s173 < 16; ++s173) {
-    v172[s173] = uint8_t(v166[s173] < v168[s173]);
-  }
-  // %120 = const {value = 65536} : i32
-  const int32_t v174 = int32_t(65536LL);
-  // %121 = splat %120 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v175[16];
-  #pragma unroll
-  for (int s176 = 0; s176 < 16; ++s176) {
-    v175[s176] = v174;
-  }
-  // %122 = splat %17 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v177[16];
-  #pragma unroll
-  for (int s178 = 0; s178 < 16; ++s178) {
-    v177[s178] = v10;
-  }
-  // %123 = where %119, %121, %122 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v179[16];
-  #pragma unroll
-  for (int s180 = 0; s180 < 16; ++s180) {
-    v179[s180] = (v172[s180] ? v175[s180] : v177[s180]);
-  }
-  // %124 = splat %8 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v181[16];
-  #pragma unroll
-  for (int s182 = 0; s182 < 16; ++s182) {
-    v181[s182] = v1;
-  }
-  // %125 = where %118, %124, %122 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v183[16];
+  uint32_t v183[16];
   #pragma unroll
   for (int s184 = 0; s184 < 16; ++s184) {
-    v183[s184] = (v170[s184] ? v181[s184] : v177[s184]);
+    v183[s184] = c75;
   }
-  // %126 = add %125, %123 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v185[16];
+  // %116 = shr %37, %115 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  uint32_t v185[16];
   #pragma unroll
   for (int s186 = 0; s186 < 16; ++s186) {
-    v185[s186] = int32_t(uint32_t(v183[s186]) + uint32_t(v179[s186]));
+    v185[s186] = tsr::ishr<uint32_t>(v66[s186], v183[s186]);
+  }
+  // %117 = splat %114 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  uint32_t v187[16];
+  #pragma unroll
+  for (int s188 = 0; s188 < 16; ++s188) {
+    v187[s188] = v182;
+  }
+  // %118 = cmp %116, %117 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  uint8_t v189[16];
+  #pragma unroll
+  for (int s190 = 0; s190 < 16; ++s190) {
+    v189[s190] = uint8_t(v185[s190] == v187[s190]);
+  }
+  // %119 = cmp %116, %117 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  uint8_t v191[16];
+  #pragma unroll
+  for (int s192 = 0; s192 < 16; ++s192) {
+    v191[s192] = uint8_t(v185[s192] < v187[s192]);
+  }
+  // %120 = const {value = 65536} : i32
+  const int32_t v193 = int32_t(65536LL);
+  // %121 = splat %120 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  int32_t v194[16];
+  #pragma unroll
+  for (int s195 = 0; s195 < 16; ++s195) {
+    v194[s195] = v193;
+  }
+  // %122 = splat %17 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  int32_t v196[16];
+  #pragma unroll
+  for (int s197 = 0; s197 < 16; ++s197) {
+    v196[s197] = v10;
+  }
+  // %123 = where %119, %121, %122 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  int32_t v198[16];
+  #pragma unroll
+  for (int s199 = 0; s199 < 16; ++s199) {
+    v198[s199] = (v191[s199] ? v194[s199] : v196[s199]);
+  }
+  // %124 = splat %8 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  int32_t v200[16];
+  #pragma unroll
+  for (int s201 = 0; s201 < 16; ++s201) {
+    v200[s201] = v1;
+  }
+  // %125 = where %118, %124, %122 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  int32_t v202[16];
+  #pragma unroll
+  for (int s203 = 0; s203 < 16; ++s203) {
+    v202[s203] = (v189[s203] ? v200[s203] : v196[s203]);
+  }
+  // %126 = add %125, %123 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  int32_t v204[16];
+  #pragma unroll
+  for (int s205 = 0; s205 < 16; ++s205) {
+    v204[s205] = int32_t(uint32_t(v202[s205]) + uint32_t(v198[s205]));
   }
   // %127 = reduce %126 {axis = 0, kind = "sum"} : i32
-  int32_t v187 = v185[0];
-  v187 = int32_t(uint32_t(v187) + uint32_t(v185[1]));
-  v187 = int32_t(uint32_t(v187) + uint32_t(v185[2]));
-  v187 = int32_t(uint32_t(v187) + uint32_t(v185[3]));
-  v187 = int32_t(uint32_t(v187) + uint32_t(v185[4]));
-  v187 = int32_t(uint32_t(v187) + uint32_t(v185[5]));
-  v187 = int32_t(uint32_t(v187) + uint32_t(v185[6]));
-  v187 = int32_t(uint32_t(v187) + uint32_t(v185[7]));
-  v187 = int32_t(uint32_t(v187) + uint32_t(v185[8]));
-  v187 = int32_t(uint32_t(v187) + uint32_t(v185[9]));
-  v187 = int32_t(uint32_t(v187) + uint32_t(v185[10]));
-  v187 = int32_t(uint32_t(v187) + uint32_t(v185[11]));
-  v187 = int32_t(uint32_t(v187) + uint32_t(v185[12]));
-  v187 = int32_t(uint32_t(v187) + uint32_t(v185[13]));
-  v187 = int32_t(uint32_t(v187) + uint32_t(v185[14]));
-  v187 = int32_t(uint32_t(v187) + uint32_t(v185[15]));
-  const int32_t sh188 = __shfl_xor_sync(0xffffffffu, v187, 1);
-  v187 = int32_t(uint32_t(v187) + uint32_t(sh188));
-  const int32_t sh189 = __shfl_xor_sync(0xffffffffu, v187, 2);
-  v187 = int32_t(uint32_t(v187) + uint32_t(sh189));
-  const int32_t sh190 = __shfl_xor_sync(0xffffffffu, v187, 4);
-  v187 = int32_t(uint32_t(v187) + uint32_t(sh190));
-  const int32_t sh191 = __shfl_xor_sync(0xffffffffu, v187, 8);
-  v187 = int32_t(uint32_t(v187) + uint32_t(sh191));
-  const int32_t sh192 = __shfl_xor_sync(0xffffffffu, v187, 16);
-  v187 = int32_t(uint32_t(v187) + uint32_t(sh192));
+  int32_t v206 = v204[0];
+  v206 = int32_t(uint32_t(v206) + uint32_t(v204[1]));
+  v206 = int32_t(uint32_t(v206) + uint32_t(v204[2]));
+  v206 = int32_t(uint32_t(v206) + uint32_t(v204[3]));
+  v206 = int32_t(uint32_t(v206) + uint32_t(v204[4]));
+  v206 = int32_t(uint32_t(v206) + uint32_t(v204[5]));
+  v206 = int32_t(uint32_t(v206) + uint32_t(v204[6]));
+  v206 = int32_t(uint32_t(v206) + uint32_t(v204[7]));
+  v206 = int32_t(uint32_t(v206) + uint32_t(v204[8]));
+  v206 = int32_t(uint32_t(v206) + uint32_t(v204[9]));
+  v206 = int32_t(uint32_t(v206) + uint32_t(v204[10]));
+  v206 = int32_t(uint32_t(v206) + uint32_t(v204[11]));
+  v206 = int32_t(uint32_t(v206) + uint32_t(v204[12]));
+  v206 = int32_t(uint32_t(v206) + uint32_t(v204[13]));
+  v206 = int32_t(uint32_t(v206) + uint32_t(v204[14]));
+  v206 = int32_t(uint32_t(v206) + uint32_t(v204[15]));
+  const int32_t sh207 = __shfl_xor_sync(0xffffffffu, v206, 1);
+  v206 = int32_t(uint32_t(v206) + uint32_t(sh207));
+  const int32_t sh208 = __shfl_xor_sync(0xffffffffu, v206, 2);
+  v206 = int32_t(uint32_t(v206) + uint32_t(sh208));
+  const int32_t sh209 = __shfl_xor_sync(0xffffffffu, v206, 4);
+  v206 = int32_t(uint32_t(v206) + uint32_t(sh209));
+  const int32_t sh210 = __shfl_xor_sync(0xffffffffu, v206, 8);
+  v206 = int32_t(uint32_t(v206) + uint32_t(sh210));
+  const int32_t sh211 = __shfl_xor_sync(0xffffffffu, v206, 16);
+  v206 = int32_t(uint32_t(v206) + uint32_t(sh211));
   __syncthreads();
-  if (tsr_lane == 0) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v187;
+  if (tsr_lane == 0) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v206;
   __syncthreads();
-  v187 = reinterpret_cast<int32_t*>(tsr_smem + 0)[0];
-  v187 = int32_t(uint32_t(v187) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[1]));
-  v187 = int32_t(uint32_t(v187) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[2]));
-  v187 = int32_t(uint32_t(v187) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[3]));
-  v187 = int32_t(uint32_t(v187) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[4]));
-  v187 = int32_t(uint32_t(v187) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[5]));
-  v187 = int32_t(uint32_t(v187) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[6]));
-  v187 = int32_t(uint32_t(v187) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[7]));
-  v187 = int32_t(uint32_t(v187) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[8]));
-  v187 = int32_t(uint32_t(v187) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[9]));
-  v187 = int32_t(uint32_t(v187) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[10]));
-  v187 = int32_t(uint32_t(v187) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[11]));
-  v187 = int32_t(uint32_t(v187) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[12]));
-  v187 = int32_t(uint32_t(v187) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[13]));
-  v187 = int32_t(uint32_t(v187) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[14]));
-  v187 = int32_t(uint32_t(v187) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[15]));
+  v206 = reinterpret_cast<int32_t*>(tsr_smem + 0)[0];
+  v206 = int32_t(uint32_t(v206) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[1]));
+  v206 = int32_t(uint32_t(v206) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[2]));
+  v206 = int32_t(uint32_t(v206) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[3]));
+  v206 = int32_t(uint32_t(v206) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[4]));
+  v206 = int32_t(uint32_t(v206) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[5]));
+  v206 = int32_t(uint32_t(v206) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[6]));
+  v206 = int32_t(uint32_t(v206) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[7]));
+  v206 = int32_t(uint32_t(v206) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[8]));
+  v206 = int32_t(uint32_t(v206) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[9]));
+  v206 = int32_t(uint32_t(v206) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[10]));
+  v206 = int32_t(uint32_t(v206) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[11]));
+  v206 = int32_t(uint32_t(v206) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[12]));
+  v206 = int32_t(uint32_t(v206) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[13]));
+  v206 = int32_t(uint32_t(v206) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[14]));
+  v206 = int32_t(uint32_t(v206) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[15]));
   // %128 = const {value = 65535} : i32
-  const int32_t v193 = int32_t(65535LL);
+  const int32_t v212 = int32_t(65535LL);
   // %129 = and %127, %128 : i32
-  const int32_t v194 = int32_t(v187 & v193);
+  const int32_t v213 = int32_t(v206 & v212);
   // %130 = const {value = 16} : i32
-  const int32_t v195 = int32_t(16LL);
+  const int32_t v214 = int32_t(16LL);
   // %131 = shr %127, %130 : i32
-  const int32_t v196 = tsr::ishr<int32_t>(v187, v195);
+  const int32_t v215 = tsr::ishr<int32_t>(v206, v214);
   // %132 = add %17, %129 : i32
-  const int32_t v197 = int32_t(uint32_t(v10) + uint32_t(v194));
+  const int32_t v216 = int32_t(uint32_t(v10) + uint32_t(v213));
   // %133 = cmp %132, %44 {pred = "le"} : i1
-  const uint8_t v198 = uint8_t(v197 <= c55);
+  const uint8_t v217 = uint8_t(v216 <= c74);
   // %134 = if %133 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>> {...}
-  uint8_t v199[16];
-  if (v198) {
+  uint8_t v218[16];
+  if (v217) {
     // %135 = or %119, %118 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v200[16];
+    uint8_t v219[16];
     #pragma unroll
-    for (int s201 = 0; s201 < 16; ++s201) {
-      v200[s201] = uint8_t(v172[s201] | v170[s201]);
+    for (int s220 = 0; s220 < 16; ++s220) {
+      v219[s220] = uint8_t(v191[s220] | v189[s220]);
     }
     // yield %135
     #pragma unroll
-    for (int s202 = 0; s202 < 16; ++s202) {
-      v199[s202] = v200[s202];
+    for (int s221 = 0; s221 < 16; ++s221) {
+      v218[s221] = v219[s221];
     }
   } else {
     // %136 = cast %118 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v203[16];
+    int32_t v222[16];
     #pragma unroll
-    for (int s204 = 0; s204 < 16; ++s204) {
-      v203[s204] = int32_t(v170[s204]);
+    for (int s223 = 0; s223 < 16; ++s223) {
+      v222[s223] = int32_t(v189[s223]);
     }
     // %137 = scan %136 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v205[16];
-    uint32_t run206 = uint32_t(0);
-    uint32_t acc207_0 = uint32_t(0);
-    acc207_0 += uint32_t(v203[0]); v205[0] = int32_t(acc207_0);
-    acc207_0 += uint32_t(v203[1]); v205[1] = int32_t(acc207_0);
-    acc207_0 += uint32_t(v203[2]); v205[2] = int32_t(acc207_0);
-    acc207_0 += uint32_t(v203[3]); v205[3] = int32_t(acc207_0);
+    int32_t v224[16];
+    uint32_t run225 = uint32_t(0);
+    uint32_t acc226_0 = uint32_t(0);
+    acc226_0 += uint32_t(v222[0]); v224[0] = int32_t(acc226_0);
+    acc226_0 += uint32_t(v222[1]); v224[1] = int32_t(acc226_0);
+    acc226_0 += uint32_t(v222[2]); v224[2] = int32_t(acc226_0);
+    acc226_0 += uint32_t(v222[3]); v224[3] = int32_t(acc226_0);
     __syncthreads();
-    uint32_t tot209_0;
-    const uint32_t off208_0 = run206 + tsr::block_exclusive_sum<16>(acc207_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot209_0);
-    v205[0] = int32_t(uint32_t(v205[0]) + off208_0);
-    v205[1] = int32_t(uint32_t(v205[1]) + off208_0);
-    v205[2] = int32_t(uint32_t(v205[2]) + off208_0);
-    v205[3] = int32_t(uint32_t(v205[3]) + off208_0);
-    run206 += tot209_0;
-    uint32_t acc207_1 = uint32_t(0);
-    acc207_1 += uint32_t(v203[4]); v205[4] = int32_t(acc207_1);
-    acc207_1 += uint32_t(v203[5]); v205[5] = int32_t(acc207_1);
-    acc207_1 += uint32_t(v203[6]); v205[6] = int32_t(acc207_1);
-    acc207_1 += uint32_t(v203[7]); v205[7] = int32_t(acc207_1);
+    uint32_t tot228_0;
+    const uint32_t off227_0 = run225 + tsr::block_exclusive_sum<16>(acc226_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot228_0);
+    v224[0] = int32_t(uint32_t(v224[0]) + off227_0);
+    v224[1] = int32_t(uint32_t(v224[1]) + off227_0);
+    v224[2] = int32_t(uint32_t(v224[2]) + off227_0);
+    v224[3] = int32_t(uint32_t(v224[3]) + off227_0);
+    run225 += tot228_0;
+    uint32_t acc226_1 = uint32_t(0);
+    acc226_1 += uint32_t(v222[4]); v224[4] = int32_t(acc226_1);
+    acc226_1 += uint32_t(v222[5]); v224[5] = int32_t(acc226_1);
+    acc226_1 += uint32_t(v222[6]); v224[6] = int32_t(acc226_1);
+    acc226_1 += uint32_t(v222[7]); v224[7] = int32_t(acc226_1);
     __syncthreads();
-    uint32_t tot209_1;
-    const uint32_t off208_1 = run206 + tsr::block_exclusive_sum<16>(acc207_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot209_1);
-    v205[4] = int32_t(uint32_t(v205[4]) + off208_1);
-    v205[5] = int32_t(uint32_t(v205[5]) + off208_1);
-    v205[6] = int32_t(uint32_t(v205[6]) + off208_1);
-    v205[7] = int32_t(uint32_t(v205[7]) + off208_1);
-    run206 += tot209_1;
-    uint32_t acc207_2 = uint32_t(0);
-    acc207_2 += uint32_t(v203[8]); v205[8] = int32_t(acc207_2);
-    acc207_2 += uint32_t(v203[9]); v205[9] = int32_t(acc207_2);
-    acc207_2 += uint32_t(v203[10]); v205[10] = int32_t(acc207_2);
-    acc207_2 += uint32_t(v203[11]); v205[11] = int32_t(acc207_2);
+    uint32_t tot228_1;
+    const uint32_t off227_1 = run225 + tsr::block_exclusive_sum<16>(acc226_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot228_1);
+    v224[4] = int32_t(uint32_t(v224[4]) + off227_1);
+    v224[5] = int32_t(uint32_t(v224[5]) + off227_1);
+    v224[6] = int32_t(uint32_t(v224[6]) + off227_1);
+    v224[7] = int32_t(uint32_t(v224[7]) + off227_1);
+    run225 += tot228_1;
+    uint32_t acc226_2 = uint32_t(0);
+    acc226_2 += uint32_t(v222[8]); v224[8] = int32_t(acc226_2);
+    acc226_2 += uint32_t(v222[9]); v224[9] = int32_t(acc226_2);
+    acc226_2 += uint32_t(v222[10]); v224[10] = int32_t(acc226_2);
+    acc226_2 += uint32_t(v222[11]); v224[11] = int32_t(acc226_2);
     __syncthreads();
-    uint32_t tot209_2;
-    const uint32_t off208_2 = run206 + tsr::block_exclusive_sum<16>(acc207_2, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot209_2);
-    v205[8] = int32_t(uint32_t(v205[8]) + off208_2);
-    v205[9] = int32_t(uint32_t(v205[9]) + off208_2);
-    v205[10] = int32_t(uint32_t(v205[10]) + off208_2);
-    v205[11] = int32_t(uint32_t(v205[11]) + off208_2);
-    run206 += tot209_2;
-    uint32_t acc207_3 = uint32_t(0);
-    acc207_3 += uint32_t(v203[12]); v205[12] = int32_t(acc207_3);
-    acc207_3 += uint32_t(v203[13]); v205[13] = int32_t(acc207_3);
-    acc207_3 += uint32_t(v203[14]); v205[14] = int32_t(acc207_3);
-    acc207_3 += uint32_t(v203[15]); v205[15] = int32_t(acc207_3);
+    uint32_t tot228_2;
+    const uint32_t off227_2 = run225 + tsr::block_exclusive_sum<16>(acc226_2, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot228_2);
+    v224[8] = int32_t(uint32_t(v224[8]) + off227_2);
+    v224[9] = int32_t(uint32_t(v224[9]) + off227_2);
+    v224[10] = int32_t(uint32_t(v224[10]) + off227_2);
+    v224[11] = int32_t(uint32_t(v224[11]) + off227_2);
+    run225 += tot228_2;
+    uint32_t acc226_3 = uint32_t(0);
+    acc226_3 += uint32_t(v222[12]); v224[12] = int32_t(acc226_3);
+    acc226_3 += uint32_t(v222[13]); v224[13] = int32_t(acc226_3);
+    acc226_3 += uint32_t(v222[14]); v224[14] = int32_t(acc226_3);
+    acc226_3 += uint32_t(v222[15]); v224[15] = int32_t(acc226_3);
     __syncthreads();
-    uint32_t tot209_3;
-    const uint32_t off208_3 = run206 + tsr::block_exclusive_sum<16>(acc207_3, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot209_3);
-    v205[12] = int32_t(uint32_t(v205[12]) + off208_3);
-    v205[13] = int32_t(uint32_t(v205[13]) + off208_3);
-    v205[14] = int32_t(uint32_t(v205[14]) + off208_3);
-    v205[15] = int32_t(uint32_t(v205[15]) + off208_3);
-    run206 += tot209_3;
+    uint32_t tot228_3;
+    const uint32_t off227_3 = run225 + tsr::block_exclusive_sum<16>(acc226_3, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot228_3);
+    v224[12] = int32_t(uint32_t(v224[12]) + off227_3);
+    v224[13] = int32_t(uint32_t(v224[13]) + off227_3);
+    v224[14] = int32_t(uint32_t(v224[14]) + off227_3);
+    v224[15] = int32_t(uint32_t(v224[15]) + off227_3);
+    run225 += tot228_3;
     // %138 = add %137, %122 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v210[16];
+    int32_t v229[16];
     #pragma unroll
-    for (int s211 = 0; s211 < 16; ++s211) {
-      v210[s211] = int32_t(uint32_t(v205[s211]) + uint32_t(v177[s211]));
+    for (int s230 = 0; s230 < 16; ++s230) {
+      v229[s230] = int32_t(uint32_t(v224[s230]) + uint32_t(v196[s230]));
     }
     // %139 = splat %44 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v212[16];
+    int32_t v231[16];
     #pragma unroll
-    for (int s213 = 0; s213 < 16; ++s213) {
-      v212[s213] = c55;
+    for (int s232 = 0; s232 < 16; ++s232) {
+      v231[s232] = c74;
     }
     // %140 = cmp %138, %139 {pred = "le"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v214[16];
+    uint8_t v233[16];
     #pragma unroll
-    for (int s215 = 0; s215 < 16; ++s215) {
-      v214[s215] = uint8_t(v210[s215] <= v212[s215]);
+    for (int s234 = 0; s234 < 16; ++s234) {
+      v233[s234] = uint8_t(v229[s234] <= v231[s234]);
     }
     // %141 = and %118, %140 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v216[16];
+    uint8_t v235[16];
     #pragma unroll
-    for (int s217 = 0; s217 < 16; ++s217) {
-      v216[s217] = uint8_t(v170[s217] & v214[s217]);
+    for (int s236 = 0; s236 < 16; ++s236) {
+      v235[s236] = uint8_t(v189[s236] & v233[s236]);
     }
     // %142 = or %119, %141 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v218[16];
+    uint8_t v237[16];
     #pragma unroll
-    for (int s219 = 0; s219 < 16; ++s219) {
-      v218[s219] = uint8_t(v172[s219] | v216[s219]);
+    for (int s238 = 0; s238 < 16; ++s238) {
+      v237[s238] = uint8_t(v191[s238] | v235[s238]);
     }
     // yield %142
     #pragma unroll
-    for (int s220 = 0; s220 < 16; ++s220) {
-      v199[s220] = v218[s220];
+    for (int s239 = 0; s239 < 16; ++s239) {
+      v218[s239] = v237[s239];
     }
   }
   // %143 = const {value = -1} : i32
-  const int32_t v221 = int32_t(-1LL);
+  const int32_t v240 = int32_t(-1LL);
   // %144 = cast %134 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v222[16];
+  int32_t v241[16];
   #pragma unroll
-  for (int s223 = 0; s223 < 16; ++s223) {
-    v222[s223] = int32_t(v199[s223]);
+  for (int s242 = 0; s242 < 16; ++s242) {
+    v241[s242] = int32_t(v218[s242]);
   }
   // %145 = scan %144 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v224[16];
-  uint32_t run225 = uint32_t(0);
-  uint32_t acc226_0 = uint32_t(0);
-  acc226_0 += uint32_t(v222[0]); v224[0] = int32_t(acc226_0);
-  acc226_0 += uint32_t(v222[1]); v224[1] = int32_t(acc226_0);
-  acc226_0 += uint32_t(v222[2]); v224[2] = int32_t(acc226_0);
-  acc226_0 += uint32_t(v222[3]); v224[3] = int32_t(acc226_0);
+  int32_t v243[16];
+  uint32_t run244 = uint32_t(0);
+  uint32_t acc245_0 = uint32_t(0);
+  acc245_0 += uint32_t(v241[0]); v243[0] = int32_t(acc245_0);
+  acc245_0 += uint32_t(v241[1]); v243[1] = int32_t(acc245_0);
+  acc245_0 += uint32_t(v241[2]); v243[2] = int32_t(acc245_0);
+  acc245_0 += uint32_t(v241[3]); v243[3] = int32_t(acc245_0);
   __syncthreads();
-  uint32_t tot228_0;
-  const uint32_t off227_0 = run225 + tsr::block_exclusive_sum<16>(acc226_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot228_0);
-  v224[0] = int32_t(uint32_t(v224[0]) + off227_0);
-  v224[1] = int32_t(uint32_t(v224[1]) + off227_0);
-  v224[2] = int32_t(uint32_t(v224[2]) + off227_0);
-  v224[3] = int32_t(uint32_t(v224[3]) + off227_0);
-  run225 += tot228_0;
-  uint32_t acc226_1 = uint32_t(0);
-  acc226_1 += uint32_t(v222[4]); v224[4] = int32_t(acc226_1);
-  acc226_1 += uint32_t(v222[5]); v224[5] = int32_t(acc226_1);
-  acc226_1 += uint32_t(v222[6]); v224[6] = int32_t(acc226_1);
-  acc226_1 += uint32_t(v222[7]); v224[7] = int32_t(acc226_1);
+  uint32_t tot247_0;
+  const uint32_t off246_0 = run244 + tsr::block_exclusive_sum<16>(acc245_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot247_0);
+  v243[0] = int32_t(uint32_t(v243[0]) + off246_0);
+  v243[1] = int32_t(uint32_t(v243[1]) + off246_0);
+  v243[2] = int32_t(uint32_t(v243[2]) + off246_0);
+  v243[3] = int32_t(uint32_t(v243[3]) + off246_0);
+  run244 += tot247_0;
+  uint32_t acc245_1 = uint32_t(0);
+  acc245_1 += uint32_t(v241[4]); v243[4] = int32_t(acc245_1);
+  acc245_1 += uint32_t(v241[5]); v243[5] = int32_t(acc245_1);
+  acc245_1 += uint32_t(v241[6]); v243[6] = int32_t(acc245_1);
+  acc245_1 += uint32_t(v241[7]); v243[7] = int32_t(acc245_1);
   __syncthreads();
-  uint32_t tot228_1;
-  const uint32_t off227_1 = run225 + tsr::block_exclusive_sum<16>(acc226_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot228_1);
-  v224[4] = int32_t(uint32_t(v224[4]) + off227_1);
-  v224[5] = int32_t(uint32_t(v224[5]) + off227_1);
-  v224[6] = int32_t(uint32_t(v224[6]) + off227_1);
-  v224[7] = int32_t(uint32_t(v224[7]) + off227_1);
-  run225 += tot228_1;
-  uint32_t acc226_2 = uint32_t(0);
-  acc226_2 += uint32_t(v222[8]); v224[8] = int32_t(acc226_2);
-  acc226_2 += uint32_t(v222[9]); v224[9] = int32_t(acc226_2);
-  acc226_2 += uint32_t(v222[10]); v224[10] = int32_t(acc226_2);
-  acc226_2 += uint32_t(v222[11]); v224[11] = int32_t(acc226_2);
+  uint32_t tot247_1;
+  const uint32_t off246_1 = run244 + tsr::block_exclusive_sum<16>(acc245_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot247_1);
+  v243[4] = int32_t(uint32_t(v243[4]) + off246_1);
+  v243[5] = int32_t(uint32_t(v243[5]) + off246_1);
+  v243[6] = int32_t(uint32_t(v243[6]) + off246_1);
+  v243[7] = int32_t(uint32_t(v243[7]) + off246_1);
+  run244 += tot247_1;
+  uint32_t acc245_2 = uint32_t(0);
+  acc245_2 += uint32_t(v241[8]); v243[8] = int32_t(acc245_2);
+  acc245_2 += uint32_t(v241[9]); v243[9] = int32_t(acc245_2);
+  acc245_2 += uint32_t(v241[10]); v243[10] = int32_t(acc245_2);
+  acc245_2 += uint32_t(v241[11]); v243[11] = int32_t(acc245_2);
   __syncthreads();
-  uint32_t tot228_2;
-  const uint32_t off227_2 = run225 + tsr::block_exclusive_sum<16>(acc226_2, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot228_2);
-  v224[8] = int32_t(uint32_t(v224[8]) + off227_2);
-  v224[9] = int32_t(uint32_t(v224[9]) + off227_2);
-  v224[10] = int32_t(uint32_t(v224[10]) + off227_2);
-  v224[11] = int32_t(uint32_t(v224[11]) + off227_2);
-  run225 += tot228_2;
-  uint32_t acc226_3 = uint32_t(0);
-  acc226_3 += uint32_t(v222[12]); v224[12] = int32_t(acc226_3);
-  acc226_3 += uint32_t(v222[13]); v224[13] = int32_t(acc226_3);
-  acc226_3 += uint32_t(v222[14]); v224[14] = int32_t(acc226_3);
-  acc226_3 += uint32_t(v222[15]); v224[15] = int32_t(acc226_3);
+  uint32_t tot247_2;
+  const uint32_t off246_2 = run244 + tsr::block_exclusive_sum<16>(acc245_2, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot247_2);
+  v243[8] = int32_t(uint32_t(v243[8]) + off246_2);
+  v243[9] = int32_t(uint32_t(v243[9]) + off246_2);
+  v243[10] = int32_t(uint32_t(v243[10]) + off246_2);
+  v243[11] = int32_t(uint32_t(v243[11]) + off246_2);
+  run244 += tot247_2;
+  uint32_t acc245_3 = uint32_t(0);
+  acc245_3 += uint32_t(v241[12]); v243[12] = int32_t(acc245_3);
+  acc245_3 += uint32_t(v241[13]); v243[13] = int32_t(acc245_3);
+  acc245_3 += uint32_t(v241[14]); v243[14] = int32_t(acc245_3);
+  acc245_3 += uint32_t(v241[15]); v243[15] = int32_t(acc245_3);
   __syncthreads();
-  uint32_t tot228_3;
-  const uint32_t off227_3 = run225 + tsr::block_exclusive_sum<16>(acc226_3, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot228_3);
-  v224[12] = int32_t(uint32_t(v224[12]) + off227_3);
-  v224[13] = int32_t(uint32_t(v224[13]) + off227_3);
-  v224[14] = int32_t(uint32_t(v224[14]) + off227_3);
-  v224[15] = int32_t(uint32_t(v224[15]) + off227_3);
-  run225 += tot228_3;
+  uint32_t tot247_3;
+  const uint32_t off246_3 = run244 + tsr::block_exclusive_sum<16>(acc245_3, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot247_3);
+  v243[12] = int32_t(uint32_t(v243[12]) + off246_3);
+  v243[13] = int32_t(uint32_t(v243[13]) + off246_3);
+  v243[14] = int32_t(uint32_t(v243[14]) + off246_3);
+  v243[15] = int32_t(uint32_t(v243[15]) + off246_3);
+  run244 += tot247_3;
   // %146 = splat %143 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v229[16];
+  int32_t v248[16];
   #pragma unroll
-  for (int s230 = 0; s230 < 16; ++s230) {
-    v229[s230] = v221;
+  for (int s249 = 0; s249 < 16; ++s249) {
+    v248[s249] = v240;
   }
   // %147 = add %145, %146 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v231[16];
+  int32_t v250[16];
   #pragma unroll
-  for (int s232 = 0; s232 < 16; ++s232) {
-    v231[s232] = int32_t(uint32_t(v224[s232]) + uint32_t(v229[s232]));
+  for (int s251 = 0; s251 < 16; ++s251) {
+    v250[s251] = int32_t(uint32_t(v243[s251]) + uint32_t(v248[s251]));
   }
   // %148 = mul %10, %38 : i32
-  const int32_t v233 = int32_t(uint32_t(v3) * uint32_t(v49));
+  const int32_t v252 = int32_t(uint32_t(v3) * uint32_t(v68));
   // %149 = splat %148 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v234[16];
+  int32_t v253[16];
   #pragma unroll
-  for (int s235 = 0; s235 < 16; ++s235) {
-    v234[s235] = v233;
+  for (int s254 = 0; s254 < 16; ++s254) {
+    v253[s254] = v252;
   }
   // %150 = add %147, %149 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v236[16];
+  int32_t v255[16];
   #pragma unroll
-  for (int s237 = 0; s237 < 16; ++s237) {
-    v236[s237] = int32_t(uint32_t(v231[s237]) + uint32_t(v234[s237]));
+  for (int s256 = 0; s256 < 16; ++s256) {
+    v255[s256] = int32_t(uint32_t(v250[s256]) + uint32_t(v253[s256]));
   }
   // %151 = splat %9 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v238[16];
+  int32_t v257[16];
   #pragma unroll
-  for (int s239 = 0; s239 < 16; ++s239) {
-    v238[s239] = v2;
+  for (int s258 = 0; s258 < 16; ++s258) {
+    v257[s258] = v2;
   }
   // scatter %seg_values, %20, %151, %150, %134
   #pragma unroll
-  for (int s240 = 0; s240 < 16; ++s240) {
-    if ((v199[s240] != 0) && (int64_t(v238[s240]) >= 0 && int64_t(v238[s240]) < int64_t(tsr_dim_M) && int64_t(v236[s240]) >= 0 && int64_t(v236[s240]) < int64_t(tsr_dim_W))) tsr_p1[int64_t(v238[s240]) * tsr_p1_s0 + int64_t(v236[s240]) * tsr_p1_s1] = tsr::f2bf(v17[s240]);
+  for (int s259 = 0; s259 < 16; ++s259) {
+    if ((v218[s259] != 0) && (int64_t(v257[s259]) >= 0 && int64_t(v257[s259]) < int64_t(tsr_dim_M) && int64_t(v255[s259]) >= 0 && int64_t(v255[s259]) < int64_t(tsr_dim_W))) tsr_p1[int64_t(v257[s259]) * tsr_p1_s0 + int64_t(v255[s259]) * tsr_p1_s1] = tsr::f2bf(v20[s259]);
   }
   // %152 = mul %18, %7 : i32
-  const int32_t v241 = int32_t(uint32_t(v11) * uint32_t(v0));
+  const int32_t v260 = int32_t(uint32_t(v11) * uint32_t(v0));
   // %153 = splat %152 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v242[16];
+  int32_t v261[16];
   #pragma unroll
-  for (int s243 = 0; s243 < 16; ++s243) {
-    v242[s243] = v241;
+  for (int s262 = 0; s262 < 16; ++s262) {
+    v261[s262] = v260;
   }
   // %154 = add %33, %153 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v244[16];
+  int32_t v263[16];
   #pragma unroll
-  for (int s245 = 0; s245 < 16; ++s245) {
-    v244[s245] = int32_t(uint32_t(v39[s245]) + uint32_t(v242[s245]));
+  for (int s264 = 0; s264 < 16; ++s264) {
+    v263[s264] = int32_t(uint32_t(v58[s264]) + uint32_t(v261[s264]));
   }
   // scatter %seg_indices, %154, %151, %150, %134
   #pragma unroll
-  for (int s246 = 0; s246 < 16; ++s246) {
-    if ((v199[s246] != 0) && (int64_t(v238[s246]) >= 0 && int64_t(v238[s246]) < int64_t(tsr_dim_M) && int64_t(v236[s246]) >= 0 && int64_t(v236[s246]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v238[s246]) * tsr_p2_s0 + int64_t(v236[s246]) * tsr_p2_s1] = v244[s246];
+  for (int s265 = 0; s265 < 16; ++s265) {
+    if ((v218[s265] != 0) && (int64_t(v257[s265]) >= 0 && int64_t(v257[s265]) < int64_t(tsr_dim_M) && int64_t(v255[s265]) >= 0 && int64_t(v255[s265]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v257[s265]) * tsr_p2_s0 + int64_t(v255[s265]) * tsr_p2_s1] = v263[s265];
   }
   // %155 = sub %44, %17 : i32
-  const int32_t v247 = int32_t(uint32_t(c55) - uint32_t(v10));
+  const int32_t v266 = int32_t(uint32_t(c74) - uint32_t(v10));
   // %156 = max %155, %17 : i32
-  const int32_t v248 = tsr::imax<int32_t>(v247, v10);
+  const int32_t v267 = tsr::imax<int32_t>(v266, v10);
   // %157 = min %129, %156 : i32
-  const int32_t v249 = tsr::imin<int32_t>(v194, v248);
+  const int32_t v268 = tsr::imin<int32_t>(v213, v267);
   // %158 = add %17, %131 : i32
-  const int32_t v250 = int32_t(uint32_t(v10) + uint32_t(v196));
+  const int32_t v269 = int32_t(uint32_t(v10) + uint32_t(v215));
   // %159 = add %158, %157 : i32
-  const int32_t v251 = int32_t(uint32_t(v250) + uint32_t(v249));
+  const int32_t v270 = int32_t(uint32_t(v269) + uint32_t(v268));
   // %160 = arange : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v252[4];
+  int32_t v271[4];
   #pragma unroll
-  for (int s253 = 0; s253 < 4; ++s253) {
-    v252[s253] = int32_t(0 + (((s253) % 4)) + (((tsr_lane >> 0) & 15) * 4));
+  for (int s272 = 0; s272 < 4; ++s272) {
+    v271[s272] = int32_t(0 + (((s272) % 4)) + (((tsr_lane >> 0) & 15) * 4));
   }
   // %161 = splat %159 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v254[4];
+  int32_t v273[4];
   #pragma unroll
-  for (int s255 = 0; s255 < 4; ++s255) {
-    v254[s255] = v251;
+  for (int s274 = 0; s274 < 4; ++s274) {
+    v273[s274] = v270;
   }
   // %162 = cmp %160, %161 {pred = "ge"} : tile<i1, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v256[4];
+  uint8_t v275[4];
   #pragma unroll
-  for (int s257 = 0; s257 < 4; ++s257) {
-    v256[s257] = uint8_t(v252[s257] >= v254[s257]);
+  for (int s276 = 0; s276 < 4; ++s276) {
+    v275[s276] = uint8_t(v271[s276] >= v273[s276]);
   }
   // %163 = splat %148 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v258[4];
+  int32_t v277[4];
   #pragma unroll
-  for (int s259 = 0; s259 < 4; ++s259) {
-    v258[s259] = v233;
+  for (int s278 = 0; s278 < 4; ++s278) {
+    v277[s278] = v252;
   }
   // %164 = add %160, %163 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v260[4];
+  int32_t v279[4];
   #pragma unroll
-  for (int s261 = 0; s261 < 4; ++s261) {
-    v260[s261] = int32_t(uint32_t(v252[s261]) + uint32_t(v258[s261]));
+  for (int s280 = 0; s280 < 4; ++s280) {
+    v279[s280] = int32_t(uint32_t(v271[s280]) + uint32_t(v277[s280]));
   }
   // %165 = splat %143 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v262[4];
+  int32_t v281[4];
   #pragma unroll
-  for (int s263 = 0; s263 < 4; ++s263) {
-    v262[s263] = v221;
+  for (int s282 = 0; s282 < 4; ++s282) {
+    v281[s282] = v240;
   }
   // %166 = splat %9 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v264[4];
+  int32_t v283[4];
   #pragma unroll
-  for (int s265 = 0; s265 < 4; ++s265) {
-    v264[s265] = v2;
+  for (int s284 = 0; s284 < 4; ++s284) {
+    v283[s284] = v2;
   }
   // scatter %seg_indices, %165, %166, %164, %162
   #pragma unroll
-  for (int s266 = 0; s266 < 4; ++s266) {
-    if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (v256[s266] != 0) && (int64_t(v264[s266]) >= 0 && int64_t(v264[s266]) < int64_t(tsr_dim_M) && int64_t(v260[s266]) >= 0 && int64_t(v260[s266]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v264[s266]) * tsr_p2_s0 + int64_t(v260[s266]) * tsr_p2_s1] = v262[s266];
+  for (int s285 = 0; s285 < 4; ++s285) {
+    if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (v275[s285] != 0) && (int64_t(v283[s285]) >= 0 && int64_t(v283[s285]) < int64_t(tsr_dim_M) && int64_t(v279[s285]) >= 0 && int64_t(v279[s285]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v283[s285]) * tsr_p2_s0 + int64_t(v279[s285]) * tsr_p2_s1] = v281[s285];
   }
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_topk_segments_tile, block_threads 512, static_smem 0, dynamic_smem 1024
+// symbol tessera_topk_segments_tile, block_threads 512, static_smem 0, dynamic_smem 8192
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer x bf16 bytes 8 index 0
 // param pointer seg_values bf16 bytes 8 index 1
@@ -936,12 +985,14 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
 // header tessera/mma.cuh
 // stat block-scans = 3
 // stat histograms = 1
+// stat layout-exchanges = 1
 // stat producer-warpgroups = 0
 // stat reduction-shuffles = 10
 // stat reduction-warp-exchanges = 2
-// stat smem-bytes = 1024
+// stat smem-bytes = 8192
 // stat threads = 512
 // stat vector-accesses = 1
+// stat whole-tile-accesses = 1
 // note printed from the GPU lowering's layouts (the layout emitter)
 // Generated by Tessera (tessera-cuda-codegen-1) from kernel @topk_merge_tile for sm_90a.
 #include "tessera/core.cuh"
@@ -981,771 +1032,827 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
   const uint32_t v2 = uint32_t(65535LL);
   // %4 = const {value = 0} : i32
   const int32_t v3 = int32_t(0LL);
-  // %5 = load_tile %cand_values, %1, %4 : tile<bf16, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [2, 8], order = [1, 0]>>
-  float v4[4];
+  // %5 = load_tile %cand_values, %1, %4 : tile<bf16, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 4], order = [1, 0]>>
+  float v4[8];
   {
     const int64_t o5 = int64_t(v0) * 1 + 0;
-    const int64_t o6 = int64_t(v3) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128);
+    const int64_t o6 = int64_t(v3) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
     #pragma unroll
     for (int c7 = 0; c7 < 1; ++c7) {
-      uint16_t vb8[4];
-      if ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 4) % 4)) + 3) < int64_t(tsr_dim_C) && tsr::aligned_vec<uint16_t, 4>(tsr_p0 + (o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4))) * tsr_p0_s1)) {
-        tsr::copy_vec<uint16_t, 4>(vb8, tsr_p0 + (o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4))) * tsr_p0_s1);
-        v4[c7 * 4 + 0] = tsr::bf2f(vb8[0]);
-        v4[c7 * 4 + 1] = tsr::bf2f(vb8[1]);
-        v4[c7 * 4 + 2] = tsr::bf2f(vb8[2]);
-        v4[c7 * 4 + 3] = tsr::bf2f(vb8[3]);
+      uint16_t vb8[8];
+      if ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 8) % 8)) + 7) < int64_t(tsr_dim_C) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 8) % 8))) * tsr_p0_s1)) {
+        tsr::copy_vec<uint16_t, 8>(vb8, tsr_p0 + (o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 8) % 8))) * tsr_p0_s1);
+        v4[c7 * 8 + 0] = tsr::bf2f(vb8[0]);
+        v4[c7 * 8 + 1] = tsr::bf2f(vb8[1]);
+        v4[c7 * 8 + 2] = tsr::bf2f(vb8[2]);
+        v4[c7 * 8 + 3] = tsr::bf2f(vb8[3]);
+        v4[c7 * 8 + 4] = tsr::bf2f(vb8[4]);
+        v4[c7 * 8 + 5] = tsr::bf2f(vb8[5]);
+        v4[c7 * 8 + 6] = tsr::bf2f(vb8[6]);
+        v4[c7 * 8 + 7] = tsr::bf2f(vb8[7]);
       } else {
-        v4[c7 * 4] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 4) % 4))) < int64_t(tsr_dim_C)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4))) * tsr_p0_s1]) : 0x0p+0f;
-        v4[c7 * 4 + 1] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 4) % 4)) + 1) < int64_t(tsr_dim_C)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4)) + 1) * tsr_p0_s1]) : 0x0p+0f;
-        v4[c7 * 4 + 2] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 4) % 4)) + 2) < int64_t(tsr_dim_C)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4)) + 2) * tsr_p0_s1]) : 0x0p+0f;
-        v4[c7 * 4 + 3] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 4) % 4)) + 3) < int64_t(tsr_dim_C)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4)) + 3) * tsr_p0_s1]) : 0x0p+0f;
+        v4[c7 * 8] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 8) % 8))) < int64_t(tsr_dim_C)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 8) % 8))) * tsr_p0_s1]) : 0x0p+0f;
+        v4[c7 * 8 + 1] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 8) % 8)) + 1) < int64_t(tsr_dim_C)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 8) % 8)) + 1) * tsr_p0_s1]) : 0x0p+0f;
+        v4[c7 * 8 + 2] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 8) % 8)) + 2) < int64_t(tsr_dim_C)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 8) % 8)) + 2) * tsr_p0_s1]) : 0x0p+0f;
+        v4[c7 * 8 + 3] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 8) % 8)) + 3) < int64_t(tsr_dim_C)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 8) % 8)) + 3) * tsr_p0_s1]) : 0x0p+0f;
+        v4[c7 * 8 + 4] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 8) % 8)) + 4) < int64_t(tsr_dim_C)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 8) % 8)) + 4) * tsr_p0_s1]) : 0x0p+0f;
+        v4[c7 * 8 + 5] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 8) % 8)) + 5) < int64_t(tsr_dim_C)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 8) % 8)) + 5) * tsr_p0_s1]) : 0x0p+0f;
+        v4[c7 * 8 + 6] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 8) % 8)) + 6) < int64_t(tsr_dim_C)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 8) % 8)) + 6) * tsr_p0_s1]) : 0x0p+0f;
+        v4[c7 * 8 + 7] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 8) % 8)) + 7) < int64_t(tsr_dim_C)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 8) % 8)) + 7) * tsr_p0_s1]) : 0x0p+0f;
       }
     }
   }
   // %6 = reshape %5 : tile<bf16, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  float v9[4];
-  v9[0] = v4[0];
-  v9[1] = v4[1];
-  v9[2] = v4[2];
-  v9[3] = v4[3];
-  // %7 = load_tile %cand_indices, %1, %4 {pad = -1} : tile<i32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [2, 8], order = [1, 0]>>
-  int32_t v10[4];
+  __syncthreads();
+  #pragma unroll
+  for (int s9 = 0; s9 < 8; ++s9) {
+    if (((tsr_warp & 12) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[(((((s9) % 8)) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256)) + (0 + 0) * 1024)] = v4[s9];
+  }
+  __syncthreads();
+  float v10[4];
+  #pragma unroll
+  for (int s11 = 0; s11 < 4; ++s11) {
+    const int e12 = (((((s11) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)));
+    v10[s11] = reinterpret_cast<float*>(tsr_smem + 0)[e12];
+  }
+  // %7 = load_tile %cand_indices, %1, %4 {pad = -1} : tile<i32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 4], order = [1, 0]>>
+  int32_t v13[8];
   {
-    const int64_t o11 = int64_t(v0) * 1 + 0;
-    const int64_t o12 = int64_t(v3) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128);
-    #pragma unroll
-    for (int c13 = 0; c13 < 1; ++c13) {
-      int32_t vb14[4];
-      if ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4)) + 3) < int64_t(tsr_dim_C) && tsr::aligned_vec<int32_t, 4>(tsr_p1 + (o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4))) * tsr_p1_s1)) {
-        tsr::copy_vec<int32_t, 4>(vb14, tsr_p1 + (o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4))) * tsr_p1_s1);
-        v10[c13 * 4 + 0] = vb14[0];
-        v10[c13 * 4 + 1] = vb14[1];
-        v10[c13 * 4 + 2] = vb14[2];
-        v10[c13 * 4 + 3] = vb14[3];
-      } else {
-        v10[c13 * 4] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4))) < int64_t(tsr_dim_C)) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4))) * tsr_p1_s1] : int32_t(-1LL);
-        v10[c13 * 4 + 1] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4)) + 1) < int64_t(tsr_dim_C)) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4)) + 1) * tsr_p1_s1] : int32_t(-1LL);
-        v10[c13 * 4 + 2] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4)) + 2) < int64_t(tsr_dim_C)) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4)) + 2) * tsr_p1_s1] : int32_t(-1LL);
-        v10[c13 * 4 + 3] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4)) + 3) < int64_t(tsr_dim_C)) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4)) + 3) * tsr_p1_s1] : int32_t(-1LL);
+    const int64_t o14 = int64_t(v0) * 1 + 0;
+    const int64_t o15 = int64_t(v3) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
+    const bool whole16 = int64_t(v0) * 1 >= 0 && int64_t(v0) * 1 + 1 <= int64_t(tsr_dim_M) && int64_t(v3) * 1024 >= 0 && int64_t(v3) * 1024 + 1024 <= int64_t(tsr_dim_C) && tsr::aligned_vec<int32_t, 4>(tsr_p1 + int64_t(v0) * 1 * tsr_p1_s0 + int64_t(v3) * 1024 * tsr_p1_s1);
+    if (whole16) {
+      #pragma unroll
+      for (int c17 = 0; c17 < 2; ++c17) {
+        int32_t vb18[4];
+        tsr::copy_vec<int32_t, 4>(vb18, tsr_p1 + (o14 + 0) * tsr_p1_s0 + (o15 + (((c17 * 4) % 8))) * tsr_p1_s1);
+        v13[c17 * 4 + 0] = vb18[0];
+        v13[c17 * 4 + 1] = vb18[1];
+        v13[c17 * 4 + 2] = vb18[2];
+        v13[c17 * 4 + 3] = vb18[3];
+      }
+    } else {
+      #pragma unroll
+      for (int c19 = 0; c19 < 2; ++c19) {
+        int32_t vb20[4];
+        if ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c19 * 4) % 8)) + 3) < int64_t(tsr_dim_C) && tsr::aligned_vec<int32_t, 4>(tsr_p1 + (o14 + 0) * tsr_p1_s0 + (o15 + (((c19 * 4) % 8))) * tsr_p1_s1)) {
+          tsr::copy_vec<int32_t, 4>(vb20, tsr_p1 + (o14 + 0) * tsr_p1_s0 + (o15 + (((c19 * 4) % 8))) * tsr_p1_s1);
+          v13[c19 * 4 + 0] = vb20[0];
+          v13[c19 * 4 + 1] = vb20[1];
+          v13[c19 * 4 + 2] = vb20[2];
+          v13[c19 * 4 + 3] = vb20[3];
+        } else {
+          v13[c19 * 4] = ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c19 * 4) % 8))) < int64_t(tsr_dim_C)) ? tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c19 * 4) % 8))) * tsr_p1_s1] : int32_t(-1LL);
+          v13[c19 * 4 + 1] = ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c19 * 4) % 8)) + 1) < int64_t(tsr_dim_C)) ? tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c19 * 4) % 8)) + 1) * tsr_p1_s1] : int32_t(-1LL);
+          v13[c19 * 4 + 2] = ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c19 * 4) % 8)) + 2) < int64_t(tsr_dim_C)) ? tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c19 * 4) % 8)) + 2) * tsr_p1_s1] : int32_t(-1LL);
+          v13[c19 * 4 + 3] = ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c19 * 4) % 8)) + 3) < int64_t(tsr_dim_C)) ? tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c19 * 4) % 8)) + 3) * tsr_p1_s1] : int32_t(-1LL);
+        }
       }
     }
   }
   // %8 = reshape %7 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v15[4];
-  v15[0] = v10[0];
-  v15[1] = v10[1];
-  v15[2] = v10[2];
-  v15[3] = v10[3];
-  // %9 = bitcast %6 : tile<u16, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint16_t v16[4];
+  __syncthreads();
   #pragma unroll
-  for (int s17 = 0; s17 < 4; ++s17) {
-    v16[s17] = uint16_t(tsr::bf16_bits(v9[s17]));
+  for (int s21 = 0; s21 < 8; ++s21) {
+    if (((tsr_warp & 12) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s21) % 8)) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256)) + (0 + 0) * 1024)] = v13[s21];
+  }
+  __syncthreads();
+  int32_t v22[4];
+  #pragma unroll
+  for (int s23 = 0; s23 < 4; ++s23) {
+    const int e24 = (((((s23) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)));
+    v22[s23] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e24];
+  }
+  // %9 = bitcast %6 : tile<u16, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  uint16_t v25[4];
+  #pragma unroll
+  for (int s26 = 0; s26 < 4; ++s26) {
+    v25[s26] = uint16_t(tsr::bf16_bits(v10[s26]));
   }
   // %10 = cast %9 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v18[4];
+  uint32_t v27[4];
   #pragma unroll
-  for (int s19 = 0; s19 < 4; ++s19) {
-    v18[s19] = uint32_t(v16[s19]);
+  for (int s28 = 0; s28 < 4; ++s28) {
+    v27[s28] = uint32_t(v25[s28]);
   }
   // %11 = const {value = 32767} : u32
-  const uint32_t v20 = uint32_t(32767LL);
+  const uint32_t v29 = uint32_t(32767LL);
   // %12 = splat %11 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v21[4];
+  uint32_t v30[4];
   #pragma unroll
-  for (int s22 = 0; s22 < 4; ++s22) {
-    v21[s22] = v20;
+  for (int s31 = 0; s31 < 4; ++s31) {
+    v30[s31] = v29;
   }
   // %13 = xor %10, %12 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v23[4];
+  uint32_t v32[4];
   #pragma unroll
-  for (int s24 = 0; s24 < 4; ++s24) {
-    v23[s24] = uint32_t(v18[s24] ^ v21[s24]);
+  for (int s33 = 0; s33 < 4; ++s33) {
+    v32[s33] = uint32_t(v27[s33] ^ v30[s33]);
   }
   // %14 = const {value = 15} : u32
-  const uint32_t v25 = uint32_t(15LL);
+  const uint32_t v34 = uint32_t(15LL);
   // %15 = splat %14 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v26[4];
-  #pragma unroll
-  for (int s27 = 0; s27 < 4; ++s27) {
-    v26[s27] = v25;
-  }
-  // %16 = shr %10, %15 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v28[4];
-  #pragma unroll
-  for (int s29 = 0; s29 < 4; ++s29) {
-    v28[s29] = tsr::ishr<uint32_t>(v18[s29], v26[s29]);
-  }
-  // %17 = const {value = 0} : u32
-  const uint32_t v30 = uint32_t(0LL);
-  // %18 = splat %17 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v31[4];
-  #pragma unroll
-  for (int s32 = 0; s32 < 4; ++s32) {
-    v31[s32] = v30;
-  }
-  // %19 = cmp %16, %18 {pred = "eq"} : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v33[4];
-  #pragma unroll
-  for (int s34 = 0; s34 < 4; ++s34) {
-    v33[s34] = uint8_t(v28[s34] == v31[s34]);
-  }
-  // %20 = where %19, %13, %10 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
   uint32_t v35[4];
   #pragma unroll
   for (int s36 = 0; s36 < 4; ++s36) {
-    v35[s36] = (v33[s36] ? v23[s36] : v18[s36]);
+    v35[s36] = v34;
   }
-  // %21 = splat %4 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v37[4];
+  // %16 = shr %10, %15 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  uint32_t v37[4];
   #pragma unroll
   for (int s38 = 0; s38 < 4; ++s38) {
-    v37[s38] = v3;
+    v37[s38] = tsr::ishr<uint32_t>(v27[s38], v35[s38]);
+  }
+  // %17 = const {value = 0} : u32
+  const uint32_t v39 = uint32_t(0LL);
+  // %18 = splat %17 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  uint32_t v40[4];
+  #pragma unroll
+  for (int s41 = 0; s41 < 4; ++s41) {
+    v40[s41] = v39;
+  }
+  // %19 = cmp %16, %18 {pred = "eq"} : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  uint8_t v42[4];
+  #pragma unroll
+  for (int s43 = 0; s43 < 4; ++s43) {
+    v42[s43] = uint8_t(v37[s43] == v40[s43]);
+  }
+  // %20 = where %19, %13, %10 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  uint32_t v44[4];
+  #pragma unroll
+  for (int s45 = 0; s45 < 4; ++s45) {
+    v44[s45] = (v42[s45] ? v32[s45] : v27[s45]);
+  }
+  // %21 = splat %4 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  int32_t v46[4];
+  #pragma unroll
+  for (int s47 = 0; s47 < 4; ++s47) {
+    v46[s47] = v3;
   }
   // %22 = cmp %8, %21 {pred = "lt"} : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v39[4];
+  uint8_t v48[4];
   #pragma unroll
-  for (int s40 = 0; s40 < 4; ++s40) {
-    v39[s40] = uint8_t(v15[s40] < v37[s40]);
+  for (int s49 = 0; s49 < 4; ++s49) {
+    v48[s49] = uint8_t(v22[s49] < v46[s49]);
   }
   // %23 = splat %3 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v41[4];
+  uint32_t v50[4];
   #pragma unroll
-  for (int s42 = 0; s42 < 4; ++s42) {
-    v41[s42] = v2;
+  for (int s51 = 0; s51 < 4; ++s51) {
+    v50[s51] = v2;
   }
   // %24 = where %22, %23, %20 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v43[4];
+  uint32_t v52[4];
   #pragma unroll
-  for (int s44 = 0; s44 < 4; ++s44) {
-    v43[s44] = (v39[s44] ? v41[s44] : v35[s44]);
+  for (int s53 = 0; s53 < 4; ++s53) {
+    v52[s53] = (v48[s53] ? v50[s53] : v44[s53]);
   }
   // %25 = const {value = 64} : i32
-  const int32_t v45 = int32_t(64LL);
+  const int32_t v54 = int32_t(64LL);
   // %26 = const {value = 16} : u32
-  const uint32_t v46 = uint32_t(16LL);
+  const uint32_t v55 = uint32_t(16LL);
   // %27 = const {value = 1} : i1
-  const uint8_t v47 = uint8_t(1);
+  const uint8_t v56 = uint8_t(1);
   // %28 = const {value = 2} : i32
-  const int32_t v48 = int32_t(2LL);
+  const int32_t v57 = int32_t(2LL);
   // %29, %30, %31, %32 = for %4, %28, %2, %17, %25, %26, %27 : u32, i32, u32, i1 {...}
-  uint32_t c49;
-  c49 = v30;
-  int32_t c50;
-  c50 = v45;
-  uint32_t c51;
-  c51 = v46;
-  uint8_t c52;
-  c52 = v47;
-  for (int64_t iv53_ = v3; v1 > 0 && iv53_ < v48; iv53_ += v1) {
-    const int32_t iv53 = int32_t(iv53_);
+  uint32_t c58;
+  c58 = v39;
+  int32_t c59;
+  c59 = v54;
+  uint32_t c60;
+  c60 = v55;
+  uint8_t c61;
+  c61 = v56;
+  for (int64_t iv62_ = v3; v1 > 0 && iv62_ < v57; iv62_ += v1) {
+    const int32_t iv62 = int32_t(iv62_);
     // %38, %39, %40, %41 = if %37 : u32, i32, u32, i1 {...}
-    uint32_t v54;
-    int32_t v55;
-    uint32_t v56;
-    uint8_t v57;
-    if (c52) {
+    uint32_t v63;
+    int32_t v64;
+    uint32_t v65;
+    uint8_t v66;
+    if (c61) {
       // %42 = const {value = 8} : i32
-      const int32_t v58 = int32_t(8LL);
+      const int32_t v67 = int32_t(8LL);
       // %43 = mul %33, %42 : i32
-      const int32_t v59 = int32_t(uint32_t(iv53) * uint32_t(v58));
+      const int32_t v68 = int32_t(uint32_t(iv62) * uint32_t(v67));
       // %44 = const {value = 16} : i32
-      const int32_t v60 = int32_t(16LL);
+      const int32_t v69 = int32_t(16LL);
       // %45 = sub %44, %43 : i32
-      const int32_t v61 = int32_t(uint32_t(v60) - uint32_t(v59));
+      const int32_t v70 = int32_t(uint32_t(v69) - uint32_t(v68));
       // %46 = cast %45 : u32
-      const uint32_t v62 = uint32_t(v61);
+      const uint32_t v71 = uint32_t(v70);
       // %47 = const {value = 8} : u32
-      const uint32_t v63 = uint32_t(8LL);
+      const uint32_t v72 = uint32_t(8LL);
       // %48 = max %46, %47 : u32
-      const uint32_t v64 = tsr::imax<uint32_t>(v62, v63);
+      const uint32_t v73 = tsr::imax<uint32_t>(v71, v72);
       // %49 = sub %48, %47 : u32
-      const uint32_t v65 = uint32_t(uint32_t(v64) - uint32_t(v63));
+      const uint32_t v74 = uint32_t(uint32_t(v73) - uint32_t(v72));
       // %50 = splat %4 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v66[4];
-      #pragma unroll
-      for (int s67 = 0; s67 < 4; ++s67) {
-        v66[s67] = v3;
-      }
-      // %51 = splat %49 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v68[4];
-      #pragma unroll
-      for (int s69 = 0; s69 < 4; ++s69) {
-        v68[s69] = v65;
-      }
-      // %52 = shr %24, %51 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v70[4];
-      #pragma unroll
-      for (int s71 = 0; s71 < 4; ++s71) {
-        v70[s71] = tsr::ishr<uint32_t>(v43[s71], v68[s71]);
-      }
-      // %53 = const {value = 255} : u32
-      const uint32_t v72 = uint32_t(255LL);
-      // %54 = splat %53 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v73[4];
-      #pragma unroll
-      for (int s74 = 0; s74 < 4; ++s74) {
-        v73[s74] = v72;
-      }
-      // %55 = and %52, %54 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v75[4];
+      int32_t v75[4];
       #pragma unroll
       for (int s76 = 0; s76 < 4; ++s76) {
-        v75[s76] = uint32_t(v70[s76] & v73[s76]);
+        v75[s76] = v3;
       }
-      // %56 = cast %55 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v77[4];
+      // %51 = splat %49 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      uint32_t v77[4];
       #pragma unroll
       for (int s78 = 0; s78 < 4; ++s78) {
-        v77[s78] = int32_t(v75[s78]);
+        v77[s78] = v74;
       }
-      // %57 = shr %34, %46 : u32
-      const uint32_t v79 = tsr::ishr<uint32_t>(c49, v62);
-      // %58 = splat %46 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v80[4];
+      // %52 = shr %24, %51 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      uint32_t v79[4];
       #pragma unroll
-      for (int s81 = 0; s81 < 4; ++s81) {
-        v80[s81] = v62;
+      for (int s80 = 0; s80 < 4; ++s80) {
+        v79[s80] = tsr::ishr<uint32_t>(v52[s80], v77[s80]);
       }
-      // %59 = shr %24, %58 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      // %53 = const {value = 255} : u32
+      const uint32_t v81 = uint32_t(255LL);
+      // %54 = splat %53 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
       uint32_t v82[4];
       #pragma unroll
       for (int s83 = 0; s83 < 4; ++s83) {
-        v82[s83] = tsr::ishr<uint32_t>(v43[s83], v80[s83]);
+        v82[s83] = v81;
       }
-      // %60 = splat %57 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      // %55 = and %52, %54 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
       uint32_t v84[4];
       #pragma unroll
       for (int s85 = 0; s85 < 4; ++s85) {
-        v84[s85] = v79;
+        v84[s85] = uint32_t(v79[s85] & v82[s85]);
       }
-      // %61 = cmp %59, %60 {pred = "eq"} : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint8_t v86[4];
+      // %56 = cast %55 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int32_t v86[4];
       #pragma unroll
       for (int s87 = 0; s87 < 4; ++s87) {
-        v86[s87] = uint8_t(v82[s87] == v84[s87]);
+        v86[s87] = int32_t(v84[s87]);
       }
-      // %62 = const {value = -1} : i32
-      const int32_t v88 = int32_t(-1LL);
-      // %63 = splat %62 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v89[4];
+      // %57 = shr %34, %46 : u32
+      const uint32_t v88 = tsr::ishr<uint32_t>(c58, v71);
+      // %58 = splat %46 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      uint32_t v89[4];
       #pragma unroll
       for (int s90 = 0; s90 < 4; ++s90) {
-        v89[s90] = v88;
+        v89[s90] = v71;
       }
-      // %64 = where %61, %56, %63 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v91[4];
+      // %59 = shr %24, %58 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      uint32_t v91[4];
       #pragma unroll
       for (int s92 = 0; s92 < 4; ++s92) {
-        v91[s92] = (v86[s92] ? v77[s92] : v89[s92]);
+        v91[s92] = tsr::ishr<uint32_t>(v52[s92], v89[s92]);
+      }
+      // %60 = splat %57 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      uint32_t v93[4];
+      #pragma unroll
+      for (int s94 = 0; s94 < 4; ++s94) {
+        v93[s94] = v88;
+      }
+      // %61 = cmp %59, %60 {pred = "eq"} : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      uint8_t v95[4];
+      #pragma unroll
+      for (int s96 = 0; s96 < 4; ++s96) {
+        v95[s96] = uint8_t(v91[s96] == v93[s96]);
+      }
+      // %62 = const {value = -1} : i32
+      const int32_t v97 = int32_t(-1LL);
+      // %63 = splat %62 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int32_t v98[4];
+      #pragma unroll
+      for (int s99 = 0; s99 < 4; ++s99) {
+        v98[s99] = v97;
+      }
+      // %64 = where %61, %56, %63 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int32_t v100[4];
+      #pragma unroll
+      for (int s101 = 0; s101 < 4; ++s101) {
+        v100[s101] = (v95[s101] ? v86[s101] : v98[s101]);
       }
       // %65 = histogram %64 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v93[4];
+      int32_t v102[4];
       __syncthreads();
       for (int b_ = tsr_tid; b_ < 256; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
       __syncthreads();
       #pragma unroll
-      for (int s94 = 0; s94 < 4; ++s94) {
-        tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), ((tsr_warp & 8) == 0) ? (int)(v91[s94]) : (int)(-1), (int)(256));
+      for (int s103 = 0; s103 < 4; ++s103) {
+        tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), ((tsr_warp & 8) == 0) ? (int)(v100[s103]) : (int)(-1), (int)(256));
       }
-      __syncthreads();
-      #pragma unroll
-      for (int s95 = 0; s95 < 4; ++s95) {
-        const int e96 = (((((s95) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 1) * 128)));
-        v93[s95] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e96]);
-      }
-      // %66 = add %50, %65 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v97[4];
-      #pragma unroll
-      for (int s98 = 0; s98 < 4; ++s98) {
-        v97[s98] = int32_t(uint32_t(v66[s98]) + uint32_t(v93[s98]));
-      }
-      // %67 = scan %66 {axis = 0, kind = "sum"} : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v99[4];
-      uint32_t run100 = uint32_t(0);
-      uint32_t acc101_0 = uint32_t(0);
-      acc101_0 += uint32_t(v97[0]); v99[0] = int32_t(acc101_0);
-      acc101_0 += uint32_t(v97[1]); v99[1] = int32_t(acc101_0);
-      acc101_0 += uint32_t(v97[2]); v99[2] = int32_t(acc101_0);
-      acc101_0 += uint32_t(v97[3]); v99[3] = int32_t(acc101_0);
-      __syncthreads();
-      uint32_t tot103_0;
-      const uint32_t off102_0 = run100 + tsr::block_exclusive_sum<16>((((tsr_warp & 14) == 0) ? acc101_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot103_0);
-      v99[0] = int32_t(uint32_t(v99[0]) + off102_0);
-      v99[1] = int32_t(uint32_t(v99[1]) + off102_0);
-      v99[2] = int32_t(uint32_t(v99[2]) + off102_0);
-      v99[3] = int32_t(uint32_t(v99[3]) + off102_0);
-      run100 += tot103_0;
       __syncthreads();
       #pragma unroll
       for (int s104 = 0; s104 < 4; ++s104) {
-        if (((tsr_warp & 14) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s104) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 1) * 128)))] = v99[s104];
+        const int e105 = (((((s104) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 1) * 128)));
+        v102[s104] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e105]);
+      }
+      // %66 = add %50, %65 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int32_t v106[4];
+      #pragma unroll
+      for (int s107 = 0; s107 < 4; ++s107) {
+        v106[s107] = int32_t(uint32_t(v75[s107]) + uint32_t(v102[s107]));
+      }
+      // %67 = scan %66 {axis = 0, kind = "sum"} : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int32_t v108[4];
+      uint32_t run109 = uint32_t(0);
+      uint32_t acc110_0 = uint32_t(0);
+      acc110_0 += uint32_t(v106[0]); v108[0] = int32_t(acc110_0);
+      acc110_0 += uint32_t(v106[1]); v108[1] = int32_t(acc110_0);
+      acc110_0 += uint32_t(v106[2]); v108[2] = int32_t(acc110_0);
+      acc110_0 += uint32_t(v106[3]); v108[3] = int32_t(acc110_0);
+      __syncthreads();
+      uint32_t tot112_0;
+      const uint32_t off111_0 = run109 + tsr::block_exclusive_sum<16>((((tsr_warp & 14) == 0) ? acc110_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot112_0);
+      v108[0] = int32_t(uint32_t(v108[0]) + off111_0);
+      v108[1] = int32_t(uint32_t(v108[1]) + off111_0);
+      v108[2] = int32_t(uint32_t(v108[2]) + off111_0);
+      v108[3] = int32_t(uint32_t(v108[3]) + off111_0);
+      run109 += tot112_0;
+      __syncthreads();
+      #pragma unroll
+      for (int s113 = 0; s113 < 4; ++s113) {
+        if (((tsr_warp & 14) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s113) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 1) * 128)))] = v108[s113];
       }
       __syncthreads();
       #pragma unroll
-      for (int s105 = 0; s105 < 4; ++s105) {
-        const int e106 = (((((s105) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 1) * 128)));
-        v99[s105] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e106];
+      for (int s114 = 0; s114 < 4; ++s114) {
+        const int e115 = (((((s114) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 1) * 128)));
+        v108[s114] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e115];
       }
       // %68 = splat %35 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v107[4];
-      #pragma unroll
-      for (int s108 = 0; s108 < 4; ++s108) {
-        v107[s108] = c50;
-      }
-      // %69 = cmp %67, %68 {pred = "lt"} : tile<i1, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint8_t v109[4];
-      #pragma unroll
-      for (int s110 = 0; s110 < 4; ++s110) {
-        v109[s110] = uint8_t(v99[s110] < v107[s110]);
-      }
-      // %70 = cmp %67, %68 {pred = "eq"} : tile<i1, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint8_t v111[4];
-      #pragma unroll
-      for (int s112 = 0; s112 < 4; ++s112) {
-        v111[s112] = uint8_t(v99[s112] == v107[s112]);
-      }
-      // %71 = const {value = 4096} : i32
-      const int32_t v113 = int32_t(4096LL);
-      // %72 = splat %71 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v114[4];
-      #pragma unroll
-      for (int s115 = 0; s115 < 4; ++s115) {
-        v114[s115] = v113;
-      }
-      // %73 = where %70, %72, %50 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
       int32_t v116[4];
       #pragma unroll
       for (int s117 = 0; s117 < 4; ++s117) {
-        v116[s117] = (v111[s117] ? v114[s117] : v66[s117]);
+        v116[s117] = c59;
       }
-      // %74 = cast %73 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v118[4];
+      // %69 = cmp %67, %68 {pred = "lt"} : tile<i1, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      uint8_t v118[4];
       #pragma unroll
       for (int s119 = 0; s119 < 4; ++s119) {
-        v118[s119] = int64_t(v116[s119]);
+        v118[s119] = uint8_t(v108[s119] < v116[s119]);
       }
-      // %75 = cast %66 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v120[4];
+      // %70 = cmp %67, %68 {pred = "eq"} : tile<i1, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      uint8_t v120[4];
       #pragma unroll
       for (int s121 = 0; s121 < 4; ++s121) {
-        v120[s121] = int64_t(v97[s121]);
+        v120[s121] = uint8_t(v108[s121] == v116[s121]);
       }
-      // %76 = const {value = 24} : i64
-      const int64_t v122 = int64_t(24LL);
-      // %77 = splat %76 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v123[4];
+      // %71 = const {value = 4096} : i32
+      const int32_t v122 = int32_t(4096LL);
+      // %72 = splat %71 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int32_t v123[4];
       #pragma unroll
       for (int s124 = 0; s124 < 4; ++s124) {
         v123[s124] = v122;
       }
-      // %78 = shl %75, %77 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v125[4];
+      // %73 = where %70, %72, %50 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int32_t v125[4];
       #pragma unroll
       for (int s126 = 0; s126 < 4; ++s126) {
-        v125[s126] = tsr::ishl<int64_t>(v120[s126], v123[s126]);
+        v125[s126] = (v120[s126] ? v123[s126] : v75[s126]);
+      }
+      // %74 = cast %73 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int64_t v127[4];
+      #pragma unroll
+      for (int s128 = 0; s128 < 4; ++s128) {
+        v127[s128] = int64_t(v125[s128]);
+      }
+      // %75 = cast %66 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int64_t v129[4];
+      #pragma unroll
+      for (int s130 = 0; s130 < 4; ++s130) {
+        v129[s130] = int64_t(v106[s130]);
+      }
+      // %76 = const {value = 24} : i64
+      const int64_t v131 = int64_t(24LL);
+      // %77 = splat %76 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int64_t v132[4];
+      #pragma unroll
+      for (int s133 = 0; s133 < 4; ++s133) {
+        v132[s133] = v131;
+      }
+      // %78 = shl %75, %77 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int64_t v134[4];
+      #pragma unroll
+      for (int s135 = 0; s135 < 4; ++s135) {
+        v134[s135] = tsr::ishl<int64_t>(v129[s135], v132[s135]);
       }
       // %79 = const {value = 1} : i64
-      const int64_t v127 = int64_t(1LL);
+      const int64_t v136 = int64_t(1LL);
       // %80 = splat %79 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v128[4];
-      #pragma unroll
-      for (int s129 = 0; s129 < 4; ++s129) {
-        v128[s129] = v127;
-      }
-      // %81 = add %78, %80 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v130[4];
-      #pragma unroll
-      for (int s131 = 0; s131 < 4; ++s131) {
-        v130[s131] = int64_t(uint64_t(v125[s131]) + uint64_t(v128[s131]));
-      }
-      // %82 = const {value = 0} : i64
-      const int64_t v132 = int64_t(0LL);
-      // %83 = splat %82 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v133[4];
-      #pragma unroll
-      for (int s134 = 0; s134 < 4; ++s134) {
-        v133[s134] = v132;
-      }
-      // %84 = where %69, %81, %83 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v135[4];
-      #pragma unroll
-      for (int s136 = 0; s136 < 4; ++s136) {
-        v135[s136] = (v109[s136] ? v130[s136] : v133[s136]);
-      }
-      // %85 = add %84, %74 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
       int64_t v137[4];
       #pragma unroll
       for (int s138 = 0; s138 < 4; ++s138) {
-        v137[s138] = int64_t(uint64_t(v135[s138]) + uint64_t(v118[s138]));
+        v137[s138] = v136;
+      }
+      // %81 = add %78, %80 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int64_t v139[4];
+      #pragma unroll
+      for (int s140 = 0; s140 < 4; ++s140) {
+        v139[s140] = int64_t(uint64_t(v134[s140]) + uint64_t(v137[s140]));
+      }
+      // %82 = const {value = 0} : i64
+      const int64_t v141 = int64_t(0LL);
+      // %83 = splat %82 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int64_t v142[4];
+      #pragma unroll
+      for (int s143 = 0; s143 < 4; ++s143) {
+        v142[s143] = v141;
+      }
+      // %84 = where %69, %81, %83 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int64_t v144[4];
+      #pragma unroll
+      for (int s145 = 0; s145 < 4; ++s145) {
+        v144[s145] = (v118[s145] ? v139[s145] : v142[s145]);
+      }
+      // %85 = add %84, %74 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int64_t v146[4];
+      #pragma unroll
+      for (int s147 = 0; s147 < 4; ++s147) {
+        v146[s147] = int64_t(uint64_t(v144[s147]) + uint64_t(v127[s147]));
       }
       // %86 = reduce %85 {axis = 0, kind = "sum"} : i64
-      int64_t v139 = v137[0];
-      v139 = int64_t(uint64_t(v139) + uint64_t(v137[1]));
-      v139 = int64_t(uint64_t(v139) + uint64_t(v137[2]));
-      v139 = int64_t(uint64_t(v139) + uint64_t(v137[3]));
-      const int64_t sh140 = __shfl_xor_sync(0xffffffffu, v139, 1);
-      v139 = int64_t(uint64_t(v139) + uint64_t(sh140));
-      const int64_t sh141 = __shfl_xor_sync(0xffffffffu, v139, 2);
-      v139 = int64_t(uint64_t(v139) + uint64_t(sh141));
-      const int64_t sh142 = __shfl_xor_sync(0xffffffffu, v139, 4);
-      v139 = int64_t(uint64_t(v139) + uint64_t(sh142));
-      const int64_t sh143 = __shfl_xor_sync(0xffffffffu, v139, 8);
-      v139 = int64_t(uint64_t(v139) + uint64_t(sh143));
-      const int64_t sh144 = __shfl_xor_sync(0xffffffffu, v139, 16);
-      v139 = int64_t(uint64_t(v139) + uint64_t(sh144));
+      int64_t v148 = v146[0];
+      v148 = int64_t(uint64_t(v148) + uint64_t(v146[1]));
+      v148 = int64_t(uint64_t(v148) + uint64_t(v146[2]));
+      v148 = int64_t(uint64_t(v148) + uint64_t(v146[3]));
+      const int64_t sh149 = __shfl_xor_sync(0xffffffffu, v148, 1);
+      v148 = int64_t(uint64_t(v148) + uint64_t(sh149));
+      const int64_t sh150 = __shfl_xor_sync(0xffffffffu, v148, 2);
+      v148 = int64_t(uint64_t(v148) + uint64_t(sh150));
+      const int64_t sh151 = __shfl_xor_sync(0xffffffffu, v148, 4);
+      v148 = int64_t(uint64_t(v148) + uint64_t(sh151));
+      const int64_t sh152 = __shfl_xor_sync(0xffffffffu, v148, 8);
+      v148 = int64_t(uint64_t(v148) + uint64_t(sh152));
+      const int64_t sh153 = __shfl_xor_sync(0xffffffffu, v148, 16);
+      v148 = int64_t(uint64_t(v148) + uint64_t(sh153));
       __syncthreads();
-      if (tsr_lane == 0) reinterpret_cast<int64_t*>(tsr_smem + 0)[(((tsr_warp >> 0) & 1) << 0)] = v139;
+      if (tsr_lane == 0) reinterpret_cast<int64_t*>(tsr_smem + 0)[(((tsr_warp >> 0) & 1) << 0)] = v148;
       __syncthreads();
-      v139 = reinterpret_cast<int64_t*>(tsr_smem + 0)[0];
-      v139 = int64_t(uint64_t(v139) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[1]));
+      v148 = reinterpret_cast<int64_t*>(tsr_smem + 0)[0];
+      v148 = int64_t(uint64_t(v148) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[1]));
       // %87 = const {value = 4095} : i64
-      const int64_t v145 = int64_t(4095LL);
+      const int64_t v154 = int64_t(4095LL);
       // %88 = and %86, %87 : i64
-      const int64_t v146 = int64_t(v139 & v145);
+      const int64_t v155 = int64_t(v148 & v154);
       // %89 = cast %88 : i32
-      const int32_t v147 = int32_t(v146);
+      const int32_t v156 = int32_t(v155);
       // %90 = shr %86, %76 : i64
-      const int64_t v148 = tsr::ishr<int64_t>(v139, v122);
+      const int64_t v157 = tsr::ishr<int64_t>(v148, v131);
       // %91 = cast %90 : i32
-      const int32_t v149 = int32_t(v148);
+      const int32_t v158 = int32_t(v157);
       // %92 = sub %35, %91 : i32
-      const int32_t v150 = int32_t(uint32_t(c50) - uint32_t(v149));
+      const int32_t v159 = int32_t(uint32_t(c59) - uint32_t(v158));
       // %93 = cast %89 : u32
-      const uint32_t v151 = uint32_t(v147);
+      const uint32_t v160 = uint32_t(v156);
       // %94 = shl %93, %49 : u32
-      const uint32_t v152 = tsr::ishl<uint32_t>(v151, v65);
+      const uint32_t v161 = tsr::ishl<uint32_t>(v160, v74);
       // %95 = or %34, %94 : u32
-      const uint32_t v153 = uint32_t(c49 | v152);
+      const uint32_t v162 = uint32_t(c58 | v161);
       // %96 = const {value = 12} : i64
-      const int64_t v154 = int64_t(12LL);
+      const int64_t v163 = int64_t(12LL);
       // %97 = shr %86, %96 : i64
-      const int64_t v155 = tsr::ishr<int64_t>(v139, v154);
+      const int64_t v164 = tsr::ishr<int64_t>(v148, v163);
       // %98 = and %97, %87 : i64
-      const int64_t v156 = int64_t(v155 & v145);
+      const int64_t v165 = int64_t(v164 & v154);
       // %99 = cmp %98, %82 {pred = "eq"} : i1
-      const uint8_t v157 = uint8_t(v156 == v132);
+      const uint8_t v166 = uint8_t(v165 == v141);
       // yield %95, %92, %49, %99
-      v54 = v153;
-      v55 = v150;
-      v56 = v65;
-      v57 = v157;
+      v63 = v162;
+      v64 = v159;
+      v65 = v74;
+      v66 = v166;
     } else {
       // yield %34, %35, %36, %37
-      v54 = c49;
-      v55 = c50;
-      v56 = c51;
-      v57 = c52;
+      v63 = c58;
+      v64 = c59;
+      v65 = c60;
+      v66 = c61;
     }
     // yield %38, %39, %40, %41
-    c49 = v54;
-    c50 = v55;
-    c51 = v56;
-    c52 = v57;
+    c58 = v63;
+    c59 = v64;
+    c60 = v65;
+    c61 = v66;
   }
   // %100 = shr %29, %31 : u32
-  const uint32_t v158 = tsr::ishr<uint32_t>(c49, c51);
+  const uint32_t v167 = tsr::ishr<uint32_t>(c58, c60);
   // %101 = splat %31 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v159[4];
+  uint32_t v168[4];
   #pragma unroll
-  for (int s160 = 0; s160 < 4; ++s160) {
-    v159[s160] = c51;
+  for (int s169 = 0; s169 < 4; ++s169) {
+    v168[s169] = c60;
   }
   // %102 = shr %24, %101 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v161[4];
-  #pragma unroll
-  for (int s162 = 0; s162 < 4; ++s162) {
-    v161[s162] = tsr::ishr<uint32_t>(v43[s162], v159[s162]);
-  }
-  // %103 = splat %100 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v163[4];
-  #pragma unroll
-  for (int s164 = 0; s164 < 4; ++s164) {
-    v163[s164] = v158;
-  }
-  // %104 = cmp %102, %103 {pred = "eq"} : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v165[4];
-  #pragma unroll
-  for (int s166 = 0; s166 < 4; ++s166) {
-    v165[s166] = uint8_t(v161[s166] == v163[s166]);
-  }
-  // %105 = cmp %102, %103 {pred = "lt"} : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v167[4];
-  #pragma unroll
-  for (int s168 = 0; s168 < 4; ++s168) {
-    v167[s168] = uint8_t(v161[s168] < v163[s168]);
-  }
-  // %106 = const {value = 65536} : i32
-  const int32_t v169 = int32_t(65536LL);
-  // %107 = splat %106 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v170[4];
+  uint32_t v170[4];
   #pragma unroll
   for (int s171 = 0; s171 < 4; ++s171) {
-    v170[s171] = v169;
+    v170[s171] = tsr::ishr<uint32_t>(v52[s171], v168[s171]);
   }
-  // %108 = where %105, %107, %21 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v172[4];
+  // %103 = splat %100 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  uint32_t v172[4];
   #pragma unroll
   for (int s173 = 0; s173 < 4; ++s173) {
-    v172[s173] = (v167[s173] ? v170[s173] : v37[s173]);
+    v172[s173] = v167;
   }
-  // %109 = splat %2 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v174[4];
+  // %104 = cmp %102, %103 {pred = "eq"} : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  uint8_t v174[4];
   #pragma unroll
   for (int s175 = 0; s175 < 4; ++s175) {
-    v174[s175] = v1;
+    v174[s175] = uint8_t(v170[s175] == v172[s175]);
   }
-  // %110 = where %104, %109, %21 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v176[4];
+  // %105 = cmp %102, %103 {pred = "lt"} : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  uint8_t v176[4];
   #pragma unroll
   for (int s177 = 0; s177 < 4; ++s177) {
-    v176[s177] = (v165[s177] ? v174[s177] : v37[s177]);
+    v176[s177] = uint8_t(v170[s177] < v172[s177]);
+  }
+  // %106 = const {value = 65536} : i32
+  const int32_t v178 = int32_t(65536LL);
+  // %107 = splat %106 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  int32_t v179[4];
+  #pragma unroll
+  for (int s180 = 0; s180 < 4; ++s180) {
+    v179[s180] = v178;
+  }
+  // %108 = where %105, %107, %21 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  int32_t v181[4];
+  #pragma unroll
+  for (int s182 = 0; s182 < 4; ++s182) {
+    v181[s182] = (v176[s182] ? v179[s182] : v46[s182]);
+  }
+  // %109 = splat %2 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  int32_t v183[4];
+  #pragma unroll
+  for (int s184 = 0; s184 < 4; ++s184) {
+    v183[s184] = v1;
+  }
+  // %110 = where %104, %109, %21 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  int32_t v185[4];
+  #pragma unroll
+  for (int s186 = 0; s186 < 4; ++s186) {
+    v185[s186] = (v174[s186] ? v183[s186] : v46[s186]);
   }
   // %111 = add %110, %108 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v178[4];
+  int32_t v187[4];
   #pragma unroll
-  for (int s179 = 0; s179 < 4; ++s179) {
-    v178[s179] = int32_t(uint32_t(v176[s179]) + uint32_t(v172[s179]));
+  for (int s188 = 0; s188 < 4; ++s188) {
+    v187[s188] = int32_t(uint32_t(v185[s188]) + uint32_t(v181[s188]));
   }
   // %112 = reduce %111 {axis = 0, kind = "sum"} : i32
-  int32_t v180 = v178[0];
-  v180 = int32_t(uint32_t(v180) + uint32_t(v178[1]));
-  v180 = int32_t(uint32_t(v180) + uint32_t(v178[2]));
-  v180 = int32_t(uint32_t(v180) + uint32_t(v178[3]));
-  const int32_t sh181 = __shfl_xor_sync(0xffffffffu, v180, 1);
-  v180 = int32_t(uint32_t(v180) + uint32_t(sh181));
-  const int32_t sh182 = __shfl_xor_sync(0xffffffffu, v180, 2);
-  v180 = int32_t(uint32_t(v180) + uint32_t(sh182));
-  const int32_t sh183 = __shfl_xor_sync(0xffffffffu, v180, 4);
-  v180 = int32_t(uint32_t(v180) + uint32_t(sh183));
-  const int32_t sh184 = __shfl_xor_sync(0xffffffffu, v180, 8);
-  v180 = int32_t(uint32_t(v180) + uint32_t(sh184));
-  const int32_t sh185 = __shfl_xor_sync(0xffffffffu, v180, 16);
-  v180 = int32_t(uint32_t(v180) + uint32_t(sh185));
+  int32_t v189 = v187[0];
+  v189 = int32_t(uint32_t(v189) + uint32_t(v187[1]));
+  v189 = int32_t(uint32_t(v189) + uint32_t(v187[2]));
+  v189 = int32_t(uint32_t(v189) + uint32_t(v187[3]));
+  const int32_t sh190 = __shfl_xor_sync(0xffffffffu, v189, 1);
+  v189 = int32_t(uint32_t(v189) + uint32_t(sh190));
+  const int32_t sh191 = __shfl_xor_sync(0xffffffffu, v189, 2);
+  v189 = int32_t(uint32_t(v189) + uint32_t(sh191));
+  const int32_t sh192 = __shfl_xor_sync(0xffffffffu, v189, 4);
+  v189 = int32_t(uint32_t(v189) + uint32_t(sh192));
+  const int32_t sh193 = __shfl_xor_sync(0xffffffffu, v189, 8);
+  v189 = int32_t(uint32_t(v189) + uint32_t(sh193));
+  const int32_t sh194 = __shfl_xor_sync(0xffffffffu, v189, 16);
+  v189 = int32_t(uint32_t(v189) + uint32_t(sh194));
   __syncthreads();
-  if (tsr_lane == 0) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2)] = v180;
+  if (tsr_lane == 0) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2)] = v189;
   __syncthreads();
-  v180 = reinterpret_cast<int32_t*>(tsr_smem + 0)[0];
-  v180 = int32_t(uint32_t(v180) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[1]));
-  v180 = int32_t(uint32_t(v180) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[2]));
-  v180 = int32_t(uint32_t(v180) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[3]));
-  v180 = int32_t(uint32_t(v180) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[4]));
-  v180 = int32_t(uint32_t(v180) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[5]));
-  v180 = int32_t(uint32_t(v180) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[6]));
-  v180 = int32_t(uint32_t(v180) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[7]));
+  v189 = reinterpret_cast<int32_t*>(tsr_smem + 0)[0];
+  v189 = int32_t(uint32_t(v189) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[1]));
+  v189 = int32_t(uint32_t(v189) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[2]));
+  v189 = int32_t(uint32_t(v189) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[3]));
+  v189 = int32_t(uint32_t(v189) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[4]));
+  v189 = int32_t(uint32_t(v189) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[5]));
+  v189 = int32_t(uint32_t(v189) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[6]));
+  v189 = int32_t(uint32_t(v189) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[7]));
   // %113 = const {value = 65535} : i32
-  const int32_t v186 = int32_t(65535LL);
+  const int32_t v195 = int32_t(65535LL);
   // %114 = and %112, %113 : i32
-  const int32_t v187 = int32_t(v180 & v186);
+  const int32_t v196 = int32_t(v189 & v195);
   // %115 = add %4, %114 : i32
-  const int32_t v188 = int32_t(uint32_t(v3) + uint32_t(v187));
+  const int32_t v197 = int32_t(uint32_t(v3) + uint32_t(v196));
   // %116 = cmp %115, %30 {pred = "le"} : i1
-  const uint8_t v189 = uint8_t(v188 <= c50);
+  const uint8_t v198 = uint8_t(v197 <= c59);
   // %117 = if %116 : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>> {...}
-  uint8_t v190[4];
-  if (v189) {
+  uint8_t v199[4];
+  if (v198) {
     // %118 = or %105, %104 : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v191[4];
+    uint8_t v200[4];
     #pragma unroll
-    for (int s192 = 0; s192 < 4; ++s192) {
-      v191[s192] = uint8_t(v167[s192] | v165[s192]);
+    for (int s201 = 0; s201 < 4; ++s201) {
+      v200[s201] = uint8_t(v176[s201] | v174[s201]);
     }
     // yield %118
     #pragma unroll
-    for (int s193 = 0; s193 < 4; ++s193) {
-      v190[s193] = v191[s193];
+    for (int s202 = 0; s202 < 4; ++s202) {
+      v199[s202] = v200[s202];
     }
   } else {
     // %119 = cast %104 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v194[4];
+    int32_t v203[4];
     #pragma unroll
-    for (int s195 = 0; s195 < 4; ++s195) {
-      v194[s195] = int32_t(v165[s195]);
+    for (int s204 = 0; s204 < 4; ++s204) {
+      v203[s204] = int32_t(v174[s204]);
     }
     // %120 = scan %119 {axis = 0, kind = "sum"} : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v196[4];
-    uint32_t run197 = uint32_t(0);
-    uint32_t acc198_0 = uint32_t(0);
-    acc198_0 += uint32_t(v194[0]); v196[0] = int32_t(acc198_0);
-    acc198_0 += uint32_t(v194[1]); v196[1] = int32_t(acc198_0);
-    acc198_0 += uint32_t(v194[2]); v196[2] = int32_t(acc198_0);
-    acc198_0 += uint32_t(v194[3]); v196[3] = int32_t(acc198_0);
+    int32_t v205[4];
+    uint32_t run206 = uint32_t(0);
+    uint32_t acc207_0 = uint32_t(0);
+    acc207_0 += uint32_t(v203[0]); v205[0] = int32_t(acc207_0);
+    acc207_0 += uint32_t(v203[1]); v205[1] = int32_t(acc207_0);
+    acc207_0 += uint32_t(v203[2]); v205[2] = int32_t(acc207_0);
+    acc207_0 += uint32_t(v203[3]); v205[3] = int32_t(acc207_0);
     __syncthreads();
-    uint32_t tot200_0;
-    const uint32_t off199_0 = run197 + tsr::block_exclusive_sum<16>((((tsr_warp & 8) == 0) ? acc198_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot200_0);
-    v196[0] = int32_t(uint32_t(v196[0]) + off199_0);
-    v196[1] = int32_t(uint32_t(v196[1]) + off199_0);
-    v196[2] = int32_t(uint32_t(v196[2]) + off199_0);
-    v196[3] = int32_t(uint32_t(v196[3]) + off199_0);
-    run197 += tot200_0;
-    __syncthreads();
-    #pragma unroll
-    for (int s201 = 0; s201 < 4; ++s201) {
-      if (((tsr_warp & 8) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s201) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)))] = v196[s201];
-    }
+    uint32_t tot209_0;
+    const uint32_t off208_0 = run206 + tsr::block_exclusive_sum<16>((((tsr_warp & 8) == 0) ? acc207_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot209_0);
+    v205[0] = int32_t(uint32_t(v205[0]) + off208_0);
+    v205[1] = int32_t(uint32_t(v205[1]) + off208_0);
+    v205[2] = int32_t(uint32_t(v205[2]) + off208_0);
+    v205[3] = int32_t(uint32_t(v205[3]) + off208_0);
+    run206 += tot209_0;
     __syncthreads();
     #pragma unroll
-    for (int s202 = 0; s202 < 4; ++s202) {
-      const int e203 = (((((s202) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)));
-      v196[s202] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e203];
+    for (int s210 = 0; s210 < 4; ++s210) {
+      if (((tsr_warp & 8) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s210) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)))] = v205[s210];
     }
-    // %121 = add %120, %21 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v204[4];
-    #pragma unroll
-    for (int s205 = 0; s205 < 4; ++s205) {
-      v204[s205] = int32_t(uint32_t(v196[s205]) + uint32_t(v37[s205]));
-    }
-    // %122 = splat %30 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v206[4];
-    #pragma unroll
-    for (int s207 = 0; s207 < 4; ++s207) {
-      v206[s207] = c50;
-    }
-    // %123 = cmp %121, %122 {pred = "le"} : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v208[4];
-    #pragma unroll
-    for (int s209 = 0; s209 < 4; ++s209) {
-      v208[s209] = uint8_t(v204[s209] <= v206[s209]);
-    }
-    // %124 = and %104, %123 : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v210[4];
+    __syncthreads();
     #pragma unroll
     for (int s211 = 0; s211 < 4; ++s211) {
-      v210[s211] = uint8_t(v165[s211] & v208[s211]);
+      const int e212 = (((((s211) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)));
+      v205[s211] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e212];
+    }
+    // %121 = add %120, %21 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v213[4];
+    #pragma unroll
+    for (int s214 = 0; s214 < 4; ++s214) {
+      v213[s214] = int32_t(uint32_t(v205[s214]) + uint32_t(v46[s214]));
+    }
+    // %122 = splat %30 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v215[4];
+    #pragma unroll
+    for (int s216 = 0; s216 < 4; ++s216) {
+      v215[s216] = c59;
+    }
+    // %123 = cmp %121, %122 {pred = "le"} : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    uint8_t v217[4];
+    #pragma unroll
+    for (int s218 = 0; s218 < 4; ++s218) {
+      v217[s218] = uint8_t(v213[s218] <= v215[s218]);
+    }
+    // %124 = and %104, %123 : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    uint8_t v219[4];
+    #pragma unroll
+    for (int s220 = 0; s220 < 4; ++s220) {
+      v219[s220] = uint8_t(v174[s220] & v217[s220]);
     }
     // %125 = or %105, %124 : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v212[4];
+    uint8_t v221[4];
     #pragma unroll
-    for (int s213 = 0; s213 < 4; ++s213) {
-      v212[s213] = uint8_t(v167[s213] | v210[s213]);
+    for (int s222 = 0; s222 < 4; ++s222) {
+      v221[s222] = uint8_t(v176[s222] | v219[s222]);
     }
     // yield %125
     #pragma unroll
-    for (int s214 = 0; s214 < 4; ++s214) {
-      v190[s214] = v212[s214];
+    for (int s223 = 0; s223 < 4; ++s223) {
+      v199[s223] = v221[s223];
     }
   }
   // %126 = const {value = -1} : i32
-  const int32_t v215 = int32_t(-1LL);
+  const int32_t v224 = int32_t(-1LL);
   // %127 = cast %117 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v216[4];
+  int32_t v225[4];
   #pragma unroll
-  for (int s217 = 0; s217 < 4; ++s217) {
-    v216[s217] = int32_t(v190[s217]);
+  for (int s226 = 0; s226 < 4; ++s226) {
+    v225[s226] = int32_t(v199[s226]);
   }
   // %128 = scan %127 {axis = 0, kind = "sum"} : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v218[4];
-  uint32_t run219 = uint32_t(0);
-  uint32_t acc220_0 = uint32_t(0);
-  acc220_0 += uint32_t(v216[0]); v218[0] = int32_t(acc220_0);
-  acc220_0 += uint32_t(v216[1]); v218[1] = int32_t(acc220_0);
-  acc220_0 += uint32_t(v216[2]); v218[2] = int32_t(acc220_0);
-  acc220_0 += uint32_t(v216[3]); v218[3] = int32_t(acc220_0);
+  int32_t v227[4];
+  uint32_t run228 = uint32_t(0);
+  uint32_t acc229_0 = uint32_t(0);
+  acc229_0 += uint32_t(v225[0]); v227[0] = int32_t(acc229_0);
+  acc229_0 += uint32_t(v225[1]); v227[1] = int32_t(acc229_0);
+  acc229_0 += uint32_t(v225[2]); v227[2] = int32_t(acc229_0);
+  acc229_0 += uint32_t(v225[3]); v227[3] = int32_t(acc229_0);
   __syncthreads();
-  uint32_t tot222_0;
-  const uint32_t off221_0 = run219 + tsr::block_exclusive_sum<16>((((tsr_warp & 8) == 0) ? acc220_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot222_0);
-  v218[0] = int32_t(uint32_t(v218[0]) + off221_0);
-  v218[1] = int32_t(uint32_t(v218[1]) + off221_0);
-  v218[2] = int32_t(uint32_t(v218[2]) + off221_0);
-  v218[3] = int32_t(uint32_t(v218[3]) + off221_0);
-  run219 += tot222_0;
+  uint32_t tot231_0;
+  const uint32_t off230_0 = run228 + tsr::block_exclusive_sum<16>((((tsr_warp & 8) == 0) ? acc229_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot231_0);
+  v227[0] = int32_t(uint32_t(v227[0]) + off230_0);
+  v227[1] = int32_t(uint32_t(v227[1]) + off230_0);
+  v227[2] = int32_t(uint32_t(v227[2]) + off230_0);
+  v227[3] = int32_t(uint32_t(v227[3]) + off230_0);
+  run228 += tot231_0;
   __syncthreads();
   #pragma unroll
-  for (int s223 = 0; s223 < 4; ++s223) {
-    if (((tsr_warp & 8) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s223) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)))] = v218[s223];
+  for (int s232 = 0; s232 < 4; ++s232) {
+    if (((tsr_warp & 8) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s232) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)))] = v227[s232];
   }
   __syncthreads();
   #pragma unroll
-  for (int s224 = 0; s224 < 4; ++s224) {
-    const int e225 = (((((s224) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)));
-    v218[s224] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e225];
+  for (int s233 = 0; s233 < 4; ++s233) {
+    const int e234 = (((((s233) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)));
+    v227[s233] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e234];
   }
   // %129 = splat %126 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v226[4];
+  int32_t v235[4];
   #pragma unroll
-  for (int s227 = 0; s227 < 4; ++s227) {
-    v226[s227] = v215;
+  for (int s236 = 0; s236 < 4; ++s236) {
+    v235[s236] = v224;
   }
   // %130 = add %128, %129 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v228[4];
+  int32_t v237[4];
   #pragma unroll
-  for (int s229 = 0; s229 < 4; ++s229) {
-    v228[s229] = int32_t(uint32_t(v218[s229]) + uint32_t(v226[s229]));
+  for (int s238 = 0; s238 < 4; ++s238) {
+    v237[s238] = int32_t(uint32_t(v227[s238]) + uint32_t(v235[s238]));
   }
   // %131 = splat %1 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v230[4];
+  int32_t v239[4];
   #pragma unroll
-  for (int s231 = 0; s231 < 4; ++s231) {
-    v230[s231] = v0;
+  for (int s240 = 0; s240 < 4; ++s240) {
+    v239[s240] = v0;
   }
   // scatter %values, %6, %131, %130, %117
   #pragma unroll
-  for (int s232 = 0; s232 < 4; ++s232) {
-    if (((tsr_warp & 8) == 0) && (v190[s232] != 0) && (int64_t(v230[s232]) >= 0 && int64_t(v230[s232]) < int64_t(tsr_dim_M) && int64_t(v228[s232]) >= 0 && int64_t(v228[s232]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v230[s232]) * tsr_p2_s0 + int64_t(v228[s232]) * tsr_p2_s1] = tsr::f2bf(v9[s232]);
+  for (int s241 = 0; s241 < 4; ++s241) {
+    if (((tsr_warp & 8) == 0) && (v199[s241] != 0) && (int64_t(v239[s241]) >= 0 && int64_t(v239[s241]) < int64_t(tsr_dim_M) && int64_t(v237[s241]) >= 0 && int64_t(v237[s241]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v239[s241]) * tsr_p2_s0 + int64_t(v237[s241]) * tsr_p2_s1] = tsr::f2bf(v10[s241]);
   }
   // scatter %indices, %8, %131, %130, %117
   #pragma unroll
-  for (int s233 = 0; s233 < 4; ++s233) {
-    if (((tsr_warp & 8) == 0) && (v190[s233] != 0) && (int64_t(v230[s233]) >= 0 && int64_t(v230[s233]) < int64_t(tsr_dim_M) && int64_t(v228[s233]) >= 0 && int64_t(v228[s233]) < int64_t(tsr_dim_K))) tsr_p3[int64_t(v230[s233]) * tsr_p3_s0 + int64_t(v228[s233]) * tsr_p3_s1] = v15[s233];
+  for (int s242 = 0; s242 < 4; ++s242) {
+    if (((tsr_warp & 8) == 0) && (v199[s242] != 0) && (int64_t(v239[s242]) >= 0 && int64_t(v239[s242]) < int64_t(tsr_dim_M) && int64_t(v237[s242]) >= 0 && int64_t(v237[s242]) < int64_t(tsr_dim_K))) tsr_p3[int64_t(v239[s242]) * tsr_p3_s0 + int64_t(v237[s242]) * tsr_p3_s1] = v22[s242];
   }
-  // %132 = load_tile %indices, %1, %4 : tile<i32, [1, 64], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [16, 1], order = [1, 0]>>
+  // %132 = load_tile %indices, %1, %4 : tile<i32, [1, 64], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [16, 1], order = [1, 0]>>
   __syncthreads();
-  int32_t v234[4];
+  int32_t v243[8];
   {
-    const int64_t o235 = int64_t(v0) * 1 + 0;
-    const int64_t o236 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    #pragma unroll
-    for (int c237 = 0; c237 < 1; ++c237) {
-      int32_t vb238[4];
-      if ((o235 + 0) < int64_t(tsr_dim_M) && (o236 + (((c237 * 4) % 4)) + 3) < int64_t(tsr_dim_K) && tsr::aligned_vec<int32_t, 4>(tsr_p3 + (o235 + 0) * tsr_p3_s0 + (o236 + (((c237 * 4) % 4))) * tsr_p3_s1)) {
-        tsr::copy_vec<int32_t, 4>(vb238, tsr_p3 + (o235 + 0) * tsr_p3_s0 + (o236 + (((c237 * 4) % 4))) * tsr_p3_s1);
-        v234[c237 * 4 + 0] = vb238[0];
-        v234[c237 * 4 + 1] = vb238[1];
-        v234[c237 * 4 + 2] = vb238[2];
-        v234[c237 * 4 + 3] = vb238[3];
-      } else {
-        v234[c237 * 4] = ((o235 + 0) < int64_t(tsr_dim_M) && (o236 + (((c237 * 4) % 4))) < int64_t(tsr_dim_K)) ? tsr_p3[(o235 + 0) * tsr_p3_s0 + (o236 + (((c237 * 4) % 4))) * tsr_p3_s1] : int32_t(0LL);
-        v234[c237 * 4 + 1] = ((o235 + 0) < int64_t(tsr_dim_M) && (o236 + (((c237 * 4) % 4)) + 1) < int64_t(tsr_dim_K)) ? tsr_p3[(o235 + 0) * tsr_p3_s0 + (o236 + (((c237 * 4) % 4)) + 1) * tsr_p3_s1] : int32_t(0LL);
-        v234[c237 * 4 + 2] = ((o235 + 0) < int64_t(tsr_dim_M) && (o236 + (((c237 * 4) % 4)) + 2) < int64_t(tsr_dim_K)) ? tsr_p3[(o235 + 0) * tsr_p3_s0 + (o236 + (((c237 * 4) % 4)) + 2) * tsr_p3_s1] : int32_t(0LL);
-        v234[c237 * 4 + 3] = ((o235 + 0) < int64_t(tsr_dim_M) && (o236 + (((c237 * 4) % 4)) + 3) < int64_t(tsr_dim_K)) ? tsr_p3[(o235 + 0) * tsr_p3_s0 + (o236 + (((c237 * 4) % 4)) + 3) * tsr_p3_s1] : int32_t(0LL);
+    const int64_t o244 = int64_t(v0) * 1 + 0;
+    const int64_t o245 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 7) * 8);
+    const bool whole246 = int64_t(v0) * 1 >= 0 && int64_t(v0) * 1 + 1 <= int64_t(tsr_dim_M) && int64_t(v3) * 64 >= 0 && int64_t(v3) * 64 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<int32_t, 4>(tsr_p3 + int64_t(v0) * 1 * tsr_p3_s0 + int64_t(v3) * 64 * tsr_p3_s1);
+    if (whole246) {
+      #pragma unroll
+      for (int c247 = 0; c247 < 2; ++c247) {
+        int32_t vb248[4];
+        tsr::copy_vec<int32_t, 4>(vb248, tsr_p3 + (o244 + 0) * tsr_p3_s0 + (o245 + (((c247 * 4) % 8))) * tsr_p3_s1);
+        v243[c247 * 4 + 0] = vb248[0];
+        v243[c247 * 4 + 1] = vb248[1];
+        v243[c247 * 4 + 2] = vb248[2];
+        v243[c247 * 4 + 3] = vb248[3];
+      }
+    } else {
+      #pragma unroll
+      for (int c249 = 0; c249 < 2; ++c249) {
+        int32_t vb250[4];
+        if ((o244 + 0) < int64_t(tsr_dim_M) && (o245 + (((c249 * 4) % 8)) + 3) < int64_t(tsr_dim_K) && tsr::aligned_vec<int32_t, 4>(tsr_p3 + (o244 + 0) * tsr_p3_s0 + (o245 + (((c249 * 4) % 8))) * tsr_p3_s1)) {
+          tsr::copy_vec<int32_t, 4>(vb250, tsr_p3 + (o244 + 0) * tsr_p3_s0 + (o245 + (((c249 * 4) % 8))) * tsr_p3_s1);
+          v243[c249 * 4 + 0] = vb250[0];
+          v243[c249 * 4 + 1] = vb250[1];
+          v243[c249 * 4 + 2] = vb250[2];
+          v243[c249 * 4 + 3] = vb250[3];
+        } else {
+          v243[c249 * 4] = ((o244 + 0) < int64_t(tsr_dim_M) && (o245 + (((c249 * 4) % 8))) < int64_t(tsr_dim_K)) ? tsr_p3[(o244 + 0) * tsr_p3_s0 + (o245 + (((c249 * 4) % 8))) * tsr_p3_s1] : int32_t(0LL);
+          v243[c249 * 4 + 1] = ((o244 + 0) < int64_t(tsr_dim_M) && (o245 + (((c249 * 4) % 8)) + 1) < int64_t(tsr_dim_K)) ? tsr_p3[(o244 + 0) * tsr_p3_s0 + (o245 + (((c249 * 4) % 8)) + 1) * tsr_p3_s1] : int32_t(0LL);
+          v243[c249 * 4 + 2] = ((o244 + 0) < int64_t(tsr_dim_M) && (o245 + (((c249 * 4) % 8)) + 2) < int64_t(tsr_dim_K)) ? tsr_p3[(o244 + 0) * tsr_p3_s0 + (o245 + (((c249 * 4) % 8)) + 2) * tsr_p3_s1] : int32_t(0LL);
+          v243[c249 * 4 + 3] = ((o244 + 0) < int64_t(tsr_dim_M) && (o245 + (((c249 * 4) % 8)) + 3) < int64_t(tsr_dim_K)) ? tsr_p3[(o244 + 0) * tsr_p3_s0 + (o245 + (((c249 * 4) % 8)) + 3) * tsr_p3_s1] : int32_t(0LL);
+        }
       }
     }
   }
-  // %133 = load_tile %values, %1, %4 : tile<bf16, [1, 64], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [16, 1], order = [1, 0]>>
-  float v239[4];
+  // %133 = load_tile %values, %1, %4 : tile<bf16, [1, 64], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [16, 1], order = [1, 0]>>
+  float v251[8];
   {
-    const int64_t o240 = int64_t(v0) * 1 + 0;
-    const int64_t o241 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const int64_t o252 = int64_t(v0) * 1 + 0;
+    const int64_t o253 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 7) * 8);
     #pragma unroll
-    for (int c242 = 0; c242 < 1; ++c242) {
-      uint16_t vb243[4];
-      if ((o240 + 0) < int64_t(tsr_dim_M) && (o241 + (((c242 * 4) % 4)) + 3) < int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 4>(tsr_p2 + (o240 + 0) * tsr_p2_s0 + (o241 + (((c242 * 4) % 4))) * tsr_p2_s1)) {
-        tsr::copy_vec<uint16_t, 4>(vb243, tsr_p2 + (o240 + 0) * tsr_p2_s0 + (o241 + (((c242 * 4) % 4))) * tsr_p2_s1);
-        v239[c242 * 4 + 0] = tsr::bf2f(vb243[0]);
-        v239[c242 * 4 + 1] = tsr::bf2f(vb243[1]);
-        v239[c242 * 4 + 2] = tsr::bf2f(vb243[2]);
-        v239[c242 * 4 + 3] = tsr::bf2f(vb243[3]);
+    for (int c254 = 0; c254 < 1; ++c254) {
+      uint16_t vb255[8];
+      if ((o252 + 0) < int64_t(tsr_dim_M) && (o253 + (((c254 * 8) % 8)) + 7) < int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + (o252 + 0) * tsr_p2_s0 + (o253 + (((c254 * 8) % 8))) * tsr_p2_s1)) {
+        tsr::copy_vec<uint16_t, 8>(vb255, tsr_p2 + (o252 + 0) * tsr_p2_s0 + (o253 + (((c254 * 8) % 8))) * tsr_p2_s1);
+        v251[c254 * 8 + 0] = tsr::bf2f(vb255[0]);
+        v251[c254 * 8 + 1] = tsr::bf2f(vb255[1]);
+        v251[c254 * 8 + 2] = tsr::bf2f(vb255[2]);
+        v251[c254 * 8 + 3] = tsr::bf2f(vb255[3]);
+        v251[c254 * 8 + 4] = tsr::bf2f(vb255[4]);
+        v251[c254 * 8 + 5] = tsr::bf2f(vb255[5]);
+        v251[c254 * 8 + 6] = tsr::bf2f(vb255[6]);
+        v251[c254 * 8 + 7] = tsr::bf2f(vb255[7]);
       } else {
-        v239[c242 * 4] = ((o240 + 0) < int64_t(tsr_dim_M) && (o241 + (((c242 * 4) % 4))) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o240 + 0) * tsr_p2_s0 + (o241 + (((c242 * 4) % 4))) * tsr_p2_s1]) : 0x0p+0f;
-        v239[c242 * 4 + 1] = ((o240 + 0) < int64_t(tsr_dim_M) && (o241 + (((c242 * 4) % 4)) + 1) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o240 + 0) * tsr_p2_s0 + (o241 + (((c242 * 4) % 4)) + 1) * tsr_p2_s1]) : 0x0p+0f;
-        v239[c242 * 4 + 2] = ((o240 + 0) < int64_t(tsr_dim_M) && (o241 + (((c242 * 4) % 4)) + 2) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o240 + 0) * tsr_p2_s0 + (o241 + (((c242 * 4) % 4)) + 2) * tsr_p2_s1]) : 0x0p+0f;
-        v239[c242 * 4 + 3] = ((o240 + 0) < int64_t(tsr_dim_M) && (o241 + (((c242 * 4) % 4)) + 3) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o240 + 0) * tsr_p2_s0 + (o241 + (((c242 * 4) % 4)) + 3) * tsr_p2_s1]) : 0x0p+0f;
+        v251[c254 * 8] = ((o252 + 0) < int64_t(tsr_dim_M) && (o253 + (((c254 * 8) % 8))) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o252 + 0) * tsr_p2_s0 + (o253 + (((c254 * 8) % 8))) * tsr_p2_s1]) : 0x0p+0f;
+        v251[c254 * 8 + 1] = ((o252 + 0) < int64_t(tsr_dim_M) && (o253 + (((c254 * 8) % 8)) + 1) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o252 + 0) * tsr_p2_s0 + (o253 + (((c254 * 8) % 8)) + 1) * tsr_p2_s1]) : 0x0p+0f;
+        v251[c254 * 8 + 2] = ((o252 + 0) < int64_t(tsr_dim_M) && (o253 + (((c254 * 8) % 8)) + 2) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o252 + 0) * tsr_p2_s0 + (o253 + (((c254 * 8) % 8)) + 2) * tsr_p2_s1]) : 0x0p+0f;
+        v251[c254 * 8 + 3] = ((o252 + 0) < int64_t(tsr_dim_M) && (o253 + (((c254 * 8) % 8)) + 3) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o252 + 0) * tsr_p2_s0 + (o253 + (((c254 * 8) % 8)) + 3) * tsr_p2_s1]) : 0x0p+0f;
+        v251[c254 * 8 + 4] = ((o252 + 0) < int64_t(tsr_dim_M) && (o253 + (((c254 * 8) % 8)) + 4) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o252 + 0) * tsr_p2_s0 + (o253 + (((c254 * 8) % 8)) + 4) * tsr_p2_s1]) : 0x0p+0f;
+        v251[c254 * 8 + 5] = ((o252 + 0) < int64_t(tsr_dim_M) && (o253 + (((c254 * 8) % 8)) + 5) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o252 + 0) * tsr_p2_s0 + (o253 + (((c254 * 8) % 8)) + 5) * tsr_p2_s1]) : 0x0p+0f;
+        v251[c254 * 8 + 6] = ((o252 + 0) < int64_t(tsr_dim_M) && (o253 + (((c254 * 8) % 8)) + 6) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o252 + 0) * tsr_p2_s0 + (o253 + (((c254 * 8) % 8)) + 6) * tsr_p2_s1]) : 0x0p+0f;
+        v251[c254 * 8 + 7] = ((o252 + 0) < int64_t(tsr_dim_M) && (o253 + (((c254 * 8) % 8)) + 7) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o252 + 0) * tsr_p2_s0 + (o253 + (((c254 * 8) % 8)) + 7) * tsr_p2_s1]) : 0x0p+0f;
       }
     }
   }
-  // %134, %135 = sort %133, %132 {axis = 1, descending = true} : tile<bf16, [1, 64], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [16, 1], order = [1, 0]>>, tile<i32, [1, 64], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [16, 1], order = [1, 0]>>
-  float v244[4];
-  int32_t v245[4];
+  // %134, %135 = sort %133, %132 {axis = 1, descending = true} : tile<bf16, [1, 64], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [16, 1], order = [1, 0]>>, tile<i32, [1, 64], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [16, 1], order = [1, 0]>>
+  float v256[8];
+  int32_t v257[8];
   __syncthreads();
   #pragma unroll
-  for (int s246 = 0; s246 < 4; ++s246) {
-    if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[(((((s246) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64)] = v239[s246];
+  for (int s258 = 0; s258 < 8; ++s258) {
+    if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[(((((s258) % 8)) + (((tsr_lane >> 0) & 7) * 8)) + (0 + 0) * 64)] = v251[s258];
   }
   __syncthreads();
   #pragma unroll
-  for (int s247 = 0; s247 < 4; ++s247) {
-    if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(((((s247) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64)] = v234[s247];
+  for (int s259 = 0; s259 < 8; ++s259) {
+    if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(((((s259) % 8)) + (((tsr_lane >> 0) & 7) * 8)) + (0 + 0) * 64)] = v243[s259];
   }
   __syncthreads();
   for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
@@ -1771,54 +1878,75 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
     }
   }
   #pragma unroll
-  for (int s248 = 0; s248 < 4; ++s248) {
-    const int e249 = (((((s248) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64);
-    v244[s248] = reinterpret_cast<float*>(tsr_smem + 0)[(((e249) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e249) / 64) * 1 + ((e249) % 1)) * 64 + (((e249) / 1) % 64)]) * 1 + ((e249) % 1)];
+  for (int s260 = 0; s260 < 8; ++s260) {
+    const int e261 = (((((s260) % 8)) + (((tsr_lane >> 0) & 7) * 8)) + (0 + 0) * 64);
+    v256[s260] = reinterpret_cast<float*>(tsr_smem + 0)[(((e261) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e261) / 64) * 1 + ((e261) % 1)) * 64 + (((e261) / 1) % 64)]) * 1 + ((e261) % 1)];
   }
   #pragma unroll
-  for (int s250 = 0; s250 < 4; ++s250) {
-    const int e251 = (((((s250) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64);
-    v245[s250] = reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e251) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e251) / 64) * 1 + ((e251) % 1)) * 64 + (((e251) / 1) % 64)]) * 1 + ((e251) % 1)];
+  for (int s262 = 0; s262 < 8; ++s262) {
+    const int e263 = (((((s262) % 8)) + (((tsr_lane >> 0) & 7) * 8)) + (0 + 0) * 64);
+    v257[s262] = reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e263) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e263) / 64) * 1 + ((e263) % 1)) * 64 + (((e263) / 1) % 64)]) * 1 + ((e263) % 1)];
   }
   // store_tile %values, %134, %1, %4
   {
-    const int64_t o252 = int64_t(v0) * 1 + 0;
-    const int64_t o253 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const int64_t o264 = int64_t(v0) * 1 + 0;
+    const int64_t o265 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 7) * 8);
     #pragma unroll
-    for (int c254 = 0; c254 < 1; ++c254) {
-      uint16_t vb255[4];
-      if ((o252 + 0) < int64_t(tsr_dim_M) && (o253 + (((c254 * 4) % 4)) + 3) < int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 4>(tsr_p2 + (o252 + 0) * tsr_p2_s0 + (o253 + (((c254 * 4) % 4))) * tsr_p2_s1)) {
-        vb255[0] = tsr::f2bf(v244[c254 * 4 + 0]);
-        vb255[1] = tsr::f2bf(v244[c254 * 4 + 1]);
-        vb255[2] = tsr::f2bf(v244[c254 * 4 + 2]);
-        vb255[3] = tsr::f2bf(v244[c254 * 4 + 3]);
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0)) tsr::copy_vec<uint16_t, 4>(tsr_p2 + (o252 + 0) * tsr_p2_s0 + (o253 + (((c254 * 4) % 4))) * tsr_p2_s1, vb255);
+    for (int c266 = 0; c266 < 1; ++c266) {
+      uint16_t vb267[8];
+      if ((o264 + 0) < int64_t(tsr_dim_M) && (o265 + (((c266 * 8) % 8)) + 7) < int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + (o264 + 0) * tsr_p2_s0 + (o265 + (((c266 * 8) % 8))) * tsr_p2_s1)) {
+        vb267[0] = tsr::f2bf(v256[c266 * 8 + 0]);
+        vb267[1] = tsr::f2bf(v256[c266 * 8 + 1]);
+        vb267[2] = tsr::f2bf(v256[c266 * 8 + 2]);
+        vb267[3] = tsr::f2bf(v256[c266 * 8 + 3]);
+        vb267[4] = tsr::f2bf(v256[c266 * 8 + 4]);
+        vb267[5] = tsr::f2bf(v256[c266 * 8 + 5]);
+        vb267[6] = tsr::f2bf(v256[c266 * 8 + 6]);
+        vb267[7] = tsr::f2bf(v256[c266 * 8 + 7]);
+        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0)) tsr::copy_vec<uint16_t, 8>(tsr_p2 + (o264 + 0) * tsr_p2_s0 + (o265 + (((c266 * 8) % 8))) * tsr_p2_s1, vb267);
       } else {
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (o252 + 0) < int64_t(tsr_dim_M) && (o253 + (((c254 * 4) % 4))) < int64_t(tsr_dim_K)) tsr_p2[(o252 + 0) * tsr_p2_s0 + (o253 + (((c254 * 4) % 4))) * tsr_p2_s1] = tsr::f2bf(v244[c254 * 4]);
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (o252 + 0) < int64_t(tsr_dim_M) && (o253 + (((c254 * 4) % 4)) + 1) < int64_t(tsr_dim_K)) tsr_p2[(o252 + 0) * tsr_p2_s0 + (o253 + (((c254 * 4) % 4)) + 1) * tsr_p2_s1] = tsr::f2bf(v244[c254 * 4 + 1]);
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (o252 + 0) < int64_t(tsr_dim_M) && (o253 + (((c254 * 4) % 4)) + 2) < int64_t(tsr_dim_K)) tsr_p2[(o252 + 0) * tsr_p2_s0 + (o253 + (((c254 * 4) % 4)) + 2) * tsr_p2_s1] = tsr::f2bf(v244[c254 * 4 + 2]);
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (o252 + 0) < int64_t(tsr_dim_M) && (o253 + (((c254 * 4) % 4)) + 3) < int64_t(tsr_dim_K)) tsr_p2[(o252 + 0) * tsr_p2_s0 + (o253 + (((c254 * 4) % 4)) + 3) * tsr_p2_s1] = tsr::f2bf(v244[c254 * 4 + 3]);
+        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o264 + 0) < int64_t(tsr_dim_M) && (o265 + (((c266 * 8) % 8))) < int64_t(tsr_dim_K)) tsr_p2[(o264 + 0) * tsr_p2_s0 + (o265 + (((c266 * 8) % 8))) * tsr_p2_s1] = tsr::f2bf(v256[c266 * 8]);
+        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o264 + 0) < int64_t(tsr_dim_M) && (o265 + (((c266 * 8) % 8)) + 1) < int64_t(tsr_dim_K)) tsr_p2[(o264 + 0) * tsr_p2_s0 + (o265 + (((c266 * 8) % 8)) + 1) * tsr_p2_s1] = tsr::f2bf(v256[c266 * 8 + 1]);
+        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o264 + 0) < int64_t(tsr_dim_M) && (o265 + (((c266 * 8) % 8)) + 2) < int64_t(tsr_dim_K)) tsr_p2[(o264 + 0) * tsr_p2_s0 + (o265 + (((c266 * 8) % 8)) + 2) * tsr_p2_s1] = tsr::f2bf(v256[c266 * 8 + 2]);
+        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o264 + 0) < int64_t(tsr_dim_M) && (o265 + (((c266 * 8) % 8)) + 3) < int64_t(tsr_dim_K)) tsr_p2[(o264 + 0) * tsr_p2_s0 + (o265 + (((c266 * 8) % 8)) + 3) * tsr_p2_s1] = tsr::f2bf(v256[c266 * 8 + 3]);
+        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o264 + 0) < int64_t(tsr_dim_M) && (o265 + (((c266 * 8) % 8)) + 4) < int64_t(tsr_dim_K)) tsr_p2[(o264 + 0) * tsr_p2_s0 + (o265 + (((c266 * 8) % 8)) + 4) * tsr_p2_s1] = tsr::f2bf(v256[c266 * 8 + 4]);
+        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o264 + 0) < int64_t(tsr_dim_M) && (o265 + (((c266 * 8) % 8)) + 5) < int64_t(tsr_dim_K)) tsr_p2[(o264 + 0) * tsr_p2_s0 + (o265 + (((c266 * 8) % 8)) + 5) * tsr_p2_s1] = tsr::f2bf(v256[c266 * 8 + 5]);
+        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o264 + 0) < int64_t(tsr_dim_M) && (o265 + (((c266 * 8) % 8)) + 6) < int64_t(tsr_dim_K)) tsr_p2[(o264 + 0) * tsr_p2_s0 + (o265 + (((c266 * 8) % 8)) + 6) * tsr_p2_s1] = tsr::f2bf(v256[c266 * 8 + 6]);
+        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o264 + 0) < int64_t(tsr_dim_M) && (o265 + (((c266 * 8) % 8)) + 7) < int64_t(tsr_dim_K)) tsr_p2[(o264 + 0) * tsr_p2_s0 + (o265 + (((c266 * 8) % 8)) + 7) * tsr_p2_s1] = tsr::f2bf(v256[c266 * 8 + 7]);
       }
     }
   }
   // store_tile %indices, %135, %1, %4
   {
-    const int64_t o256 = int64_t(v0) * 1 + 0;
-    const int64_t o257 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    #pragma unroll
-    for (int c258 = 0; c258 < 1; ++c258) {
-      int32_t vb259[4];
-      if ((o256 + 0) < int64_t(tsr_dim_M) && (o257 + (((c258 * 4) % 4)) + 3) < int64_t(tsr_dim_K) && tsr::aligned_vec<int32_t, 4>(tsr_p3 + (o256 + 0) * tsr_p3_s0 + (o257 + (((c258 * 4) % 4))) * tsr_p3_s1)) {
-        vb259[0] = v245[c258 * 4 + 0];
-        vb259[1] = v245[c258 * 4 + 1];
-        vb259[2] = v245[c258 * 4 + 2];
-        vb259[3] = v245[c258 * 4 + 3];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0)) tsr::copy_vec<int32_t, 4>(tsr_p3 + (o256 + 0) * tsr_p3_s0 + (o257 + (((c258 * 4) % 4))) * tsr_p3_s1, vb259);
-      } else {
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (o256 + 0) < int64_t(tsr_dim_M) && (o257 + (((c258 * 4) % 4))) < int64_t(tsr_dim_K)) tsr_p3[(o256 + 0) * tsr_p3_s0 + (o257 + (((c258 * 4) % 4))) * tsr_p3_s1] = v245[c258 * 4];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (o256 + 0) < int64_t(tsr_dim_M) && (o257 + (((c258 * 4) % 4)) + 1) < int64_t(tsr_dim_K)) tsr_p3[(o256 + 0) * tsr_p3_s0 + (o257 + (((c258 * 4) % 4)) + 1) * tsr_p3_s1] = v245[c258 * 4 + 1];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (o256 + 0) < int64_t(tsr_dim_M) && (o257 + (((c258 * 4) % 4)) + 2) < int64_t(tsr_dim_K)) tsr_p3[(o256 + 0) * tsr_p3_s0 + (o257 + (((c258 * 4) % 4)) + 2) * tsr_p3_s1] = v245[c258 * 4 + 2];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (o256 + 0) < int64_t(tsr_dim_M) && (o257 + (((c258 * 4) % 4)) + 3) < int64_t(tsr_dim_K)) tsr_p3[(o256 + 0) * tsr_p3_s0 + (o257 + (((c258 * 4) % 4)) + 3) * tsr_p3_s1] = v245[c258 * 4 + 3];
+    const int64_t o268 = int64_t(v0) * 1 + 0;
+    const int64_t o269 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 7) * 8);
+    const bool whole270 = int64_t(v0) * 1 >= 0 && int64_t(v0) * 1 + 1 <= int64_t(tsr_dim_M) && int64_t(v3) * 64 >= 0 && int64_t(v3) * 64 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<int32_t, 4>(tsr_p3 + int64_t(v0) * 1 * tsr_p3_s0 + int64_t(v3) * 64 * tsr_p3_s1);
+    if (whole270) {
+      #pragma unroll
+      for (int c271 = 0; c271 < 2; ++c271) {
+        int32_t vb272[4];
+        vb272[0] = v257[c271 * 4 + 0];
+        vb272[1] = v257[c271 * 4 + 1];
+        vb272[2] = v257[c271 * 4 + 2];
+        vb272[3] = v257[c271 * 4 + 3];
+        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0)) tsr::copy_vec<int32_t, 4>(tsr_p3 + (o268 + 0) * tsr_p3_s0 + (o269 + (((c271 * 4) % 8))) * tsr_p3_s1, vb272);
+      }
+    } else {
+      #pragma unroll
+      for (int c273 = 0; c273 < 2; ++c273) {
+        int32_t vb274[4];
+        if ((o268 + 0) < int64_t(tsr_dim_M) && (o269 + (((c273 * 4) % 8)) + 3) < int64_t(tsr_dim_K) && tsr::aligned_vec<int32_t, 4>(tsr_p3 + (o268 + 0) * tsr_p3_s0 + (o269 + (((c273 * 4) % 8))) * tsr_p3_s1)) {
+          vb274[0] = v257[c273 * 4 + 0];
+          vb274[1] = v257[c273 * 4 + 1];
+          vb274[2] = v257[c273 * 4 + 2];
+          vb274[3] = v257[c273 * 4 + 3];
+          if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0)) tsr::copy_vec<int32_t, 4>(tsr_p3 + (o268 + 0) * tsr_p3_s0 + (o269 + (((c273 * 4) % 8))) * tsr_p3_s1, vb274);
+        } else {
+          if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o268 + 0) < int64_t(tsr_dim_M) && (o269 + (((c273 * 4) % 8))) < int64_t(tsr_dim_K)) tsr_p3[(o268 + 0) * tsr_p3_s0 + (o269 + (((c273 * 4) % 8))) * tsr_p3_s1] = v257[c273 * 4];
+          if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o268 + 0) < int64_t(tsr_dim_M) && (o269 + (((c273 * 4) % 8)) + 1) < int64_t(tsr_dim_K)) tsr_p3[(o268 + 0) * tsr_p3_s0 + (o269 + (((c273 * 4) % 8)) + 1) * tsr_p3_s1] = v257[c273 * 4 + 1];
+          if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o268 + 0) < int64_t(tsr_dim_M) && (o269 + (((c273 * 4) % 8)) + 2) < int64_t(tsr_dim_K)) tsr_p3[(o268 + 0) * tsr_p3_s0 + (o269 + (((c273 * 4) % 8)) + 2) * tsr_p3_s1] = v257[c273 * 4 + 2];
+          if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o268 + 0) < int64_t(tsr_dim_M) && (o269 + (((c273 * 4) % 8)) + 3) < int64_t(tsr_dim_K)) tsr_p3[(o268 + 0) * tsr_p3_s0 + (o269 + (((c273 * 4) % 8)) + 3) * tsr_p3_s1] = v257[c273 * 4 + 3];
+        }
       }
     }
   }
@@ -1838,6 +1966,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
 // header tessera/mma.cuh
 // stat block-scans = 3
 // stat histograms = 1
+// stat layout-exchanges = 2
 // stat producer-warpgroups = 0
 // stat reduction-shuffles = 10
 // stat reduction-warp-exchanges = 2
@@ -1845,5 +1974,6 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
 // stat sorts = 1
 // stat threads = 512
 // stat vector-accesses = 6
+// stat whole-tile-accesses = 3
 // stat write-read-barriers = 1
 // note printed from the GPU lowering's layouts (the layout emitter)

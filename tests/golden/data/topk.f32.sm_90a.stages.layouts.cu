@@ -55,868 +55,881 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
   {
     const int64_t o13 = int64_t(v2) * 1 + 0;
     const int64_t o14 = int64_t(v11) * 8192 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 15) * 128);
-    #pragma unroll
-    for (int c15 = 0; c15 < 4; ++c15) {
-      float vb16[4];
-      if ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 4) * 2048) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + (o13 + 0) * tsr_p0_s0 + (o14 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 4) * 2048)) * tsr_p0_s1)) {
-        tsr::copy_vec<float, 4>(vb16, tsr_p0 + (o13 + 0) * tsr_p0_s0 + (o14 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 4) * 2048)) * tsr_p0_s1);
-        v12[c15 * 4 + 0] = vb16[0];
-        v12[c15 * 4 + 1] = vb16[1];
-        v12[c15 * 4 + 2] = vb16[2];
-        v12[c15 * 4 + 3] = vb16[3];
-      } else {
-        v12[c15 * 4] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 4) * 2048)) < int64_t(tsr_dim_N)) ? tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 4) * 2048)) * tsr_p0_s1] : 0x0p+0f;
-        v12[c15 * 4 + 1] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 4) * 2048) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 4) * 2048) + 1) * tsr_p0_s1] : 0x0p+0f;
-        v12[c15 * 4 + 2] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 4) * 2048) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 4) * 2048) + 2) * tsr_p0_s1] : 0x0p+0f;
-        v12[c15 * 4 + 3] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 4) * 2048) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 4) * 2048) + 3) * tsr_p0_s1] : 0x0p+0f;
+    const bool whole15 = int64_t(v2) * 1 >= 0 && int64_t(v2) * 1 + 1 <= int64_t(tsr_dim_M) && int64_t(v11) * 8192 >= 0 && int64_t(v11) * 8192 + 8192 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + int64_t(v2) * 1 * tsr_p0_s0 + int64_t(v11) * 8192 * tsr_p0_s1);
+    if (whole15) {
+      #pragma unroll
+      for (int c16 = 0; c16 < 4; ++c16) {
+        float vb17[4];
+        tsr::copy_vec<float, 4>(vb17, tsr_p0 + (o13 + 0) * tsr_p0_s0 + (o14 + (((c16 * 4) % 4) + (((c16 * 4) / 4) % 4) * 2048)) * tsr_p0_s1);
+        v12[c16 * 4 + 0] = vb17[0];
+        v12[c16 * 4 + 1] = vb17[1];
+        v12[c16 * 4 + 2] = vb17[2];
+        v12[c16 * 4 + 3] = vb17[3];
+      }
+    } else {
+      #pragma unroll
+      for (int c18 = 0; c18 < 4; ++c18) {
+        float vb19[4];
+        if ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 4) * 2048) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + (o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 4) * 2048)) * tsr_p0_s1)) {
+          tsr::copy_vec<float, 4>(vb19, tsr_p0 + (o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 4) * 2048)) * tsr_p0_s1);
+          v12[c18 * 4 + 0] = vb19[0];
+          v12[c18 * 4 + 1] = vb19[1];
+          v12[c18 * 4 + 2] = vb19[2];
+          v12[c18 * 4 + 3] = vb19[3];
+        } else {
+          v12[c18 * 4] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 4) * 2048)) < int64_t(tsr_dim_N)) ? tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 4) * 2048)) * tsr_p0_s1] : 0x0p+0f;
+          v12[c18 * 4 + 1] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 4) * 2048) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 4) * 2048) + 1) * tsr_p0_s1] : 0x0p+0f;
+          v12[c18 * 4 + 2] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 4) * 2048) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 4) * 2048) + 2) * tsr_p0_s1] : 0x0p+0f;
+          v12[c18 * 4 + 3] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 4) * 2048) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 4) * 2048) + 3) * tsr_p0_s1] : 0x0p+0f;
+        }
       }
     }
   }
   // %20 = reshape %19 : tile<f32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  float v17[16];
-  v17[0] = v12[0];
-  v17[1] = v12[1];
-  v17[2] = v12[2];
-  v17[3] = v12[3];
-  v17[4] = v12[4];
-  v17[5] = v12[5];
-  v17[6] = v12[6];
-  v17[7] = v12[7];
-  v17[8] = v12[8];
-  v17[9] = v12[9];
-  v17[10] = v12[10];
-  v17[11] = v12[11];
-  v17[12] = v12[12];
-  v17[13] = v12[13];
-  v17[14] = v12[14];
-  v17[15] = v12[15];
+  float v20[16];
+  v20[0] = v12[0];
+  v20[1] = v12[1];
+  v20[2] = v12[2];
+  v20[3] = v12[3];
+  v20[4] = v12[4];
+  v20[5] = v12[5];
+  v20[6] = v12[6];
+  v20[7] = v12[7];
+  v20[8] = v12[8];
+  v20[9] = v12[9];
+  v20[10] = v12[10];
+  v20[11] = v12[11];
+  v20[12] = v12[12];
+  v20[13] = v12[13];
+  v20[14] = v12[14];
+  v20[15] = v12[15];
   // %21 = bitcast %20 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v18[16];
-  #pragma unroll
-  for (int s19 = 0; s19 < 16; ++s19) {
-    v18[s19] = uint32_t(tsr::f32_bits(v17[s19]));
-  }
-  // %22 = const {value = 2147483647} : u32
-  const uint32_t v20 = uint32_t(2147483647LL);
-  // %23 = splat %22 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
   uint32_t v21[16];
   #pragma unroll
   for (int s22 = 0; s22 < 16; ++s22) {
-    v21[s22] = v20;
+    v21[s22] = uint32_t(tsr::f32_bits(v20[s22]));
+  }
+  // %22 = const {value = 2147483647} : u32
+  const uint32_t v23 = uint32_t(2147483647LL);
+  // %23 = splat %22 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  uint32_t v24[16];
+  #pragma unroll
+  for (int s25 = 0; s25 < 16; ++s25) {
+    v24[s25] = v23;
   }
   // %24 = xor %21, %23 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v23[16];
-  #pragma unroll
-  for (int s24 = 0; s24 < 16; ++s24) {
-    v23[s24] = uint32_t(v18[s24] ^ v21[s24]);
-  }
-  // %25 = const {value = 31} : u32
-  const uint32_t v25 = uint32_t(31LL);
-  // %26 = splat %25 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
   uint32_t v26[16];
   #pragma unroll
   for (int s27 = 0; s27 < 16; ++s27) {
-    v26[s27] = v25;
+    v26[s27] = uint32_t(v21[s27] ^ v24[s27]);
+  }
+  // %25 = const {value = 31} : u32
+  const uint32_t v28 = uint32_t(31LL);
+  // %26 = splat %25 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  uint32_t v29[16];
+  #pragma unroll
+  for (int s30 = 0; s30 < 16; ++s30) {
+    v29[s30] = v28;
   }
   // %27 = shr %21, %26 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v28[16];
-  #pragma unroll
-  for (int s29 = 0; s29 < 16; ++s29) {
-    v28[s29] = tsr::ishr<uint32_t>(v18[s29], v26[s29]);
-  }
-  // %28 = const {value = 0} : u32
-  const uint32_t v30 = uint32_t(0LL);
-  // %29 = splat %28 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
   uint32_t v31[16];
   #pragma unroll
   for (int s32 = 0; s32 < 16; ++s32) {
-    v31[s32] = v30;
+    v31[s32] = tsr::ishr<uint32_t>(v21[s32], v29[s32]);
+  }
+  // %28 = const {value = 0} : u32
+  const uint32_t v33 = uint32_t(0LL);
+  // %29 = splat %28 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  uint32_t v34[16];
+  #pragma unroll
+  for (int s35 = 0; s35 < 16; ++s35) {
+    v34[s35] = v33;
   }
   // %30 = cmp %27, %29 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v33[16];
+  uint8_t v36[16];
   #pragma unroll
-  for (int s34 = 0; s34 < 16; ++s34) {
-    v33[s34] = uint8_t(v28[s34] == v31[s34]);
+  for (int s37 = 0; s37 < 16; ++s37) {
+    v36[s37] = uint8_t(v31[s37] == v34[s37]);
   }
   // %31 = where %30, %24, %21 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v35[16];
+  uint32_t v38[16];
   #pragma unroll
-  for (int s36 = 0; s36 < 16; ++s36) {
-    v35[s36] = (v33[s36] ? v23[s36] : v18[s36]);
+  for (int s39 = 0; s39 < 16; ++s39) {
+    v38[s39] = (v36[s39] ? v26[s39] : v21[s39]);
   }
   // %32 = arange : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v37[16];
+  int32_t v40[16];
   #pragma unroll
-  for (int s38 = 0; s38 < 16; ++s38) {
-    v37[s38] = int32_t(0 + (((s38) % 4) + (((s38) / 4) % 4) * 2048) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 15) * 128));
+  for (int s41 = 0; s41 < 16; ++s41) {
+    v40[s41] = int32_t(0 + (((s41) % 4) + (((s41) / 4) % 4) * 2048) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 15) * 128));
   }
   // %33 = splat %15 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v39[16];
+  int32_t v42[16];
   #pragma unroll
-  for (int s40 = 0; s40 < 16; ++s40) {
-    v39[s40] = v8;
+  for (int s43 = 0; s43 < 16; ++s43) {
+    v42[s43] = v8;
   }
   // %34 = cmp %32, %33 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v41[16];
+  uint8_t v44[16];
   #pragma unroll
-  for (int s42 = 0; s42 < 16; ++s42) {
-    v41[s42] = uint8_t(v37[s42] < v39[s42]);
+  for (int s45 = 0; s45 < 16; ++s45) {
+    v44[s45] = uint8_t(v40[s45] < v42[s45]);
   }
   // %35 = splat %16 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v43[16];
+  uint32_t v46[16];
   #pragma unroll
-  for (int s44 = 0; s44 < 16; ++s44) {
-    v43[s44] = v9;
+  for (int s47 = 0; s47 < 16; ++s47) {
+    v46[s47] = v9;
   }
   // %36 = where %34, %31, %35 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v45[16];
+  uint32_t v48[16];
   #pragma unroll
-  for (int s46 = 0; s46 < 16; ++s46) {
-    v45[s46] = (v41[s46] ? v35[s46] : v43[s46]);
+  for (int s49 = 0; s49 < 16; ++s49) {
+    v48[s49] = (v44[s49] ? v38[s49] : v46[s49]);
   }
   // %37 = const {value = 64} : i32
-  const int32_t v47 = int32_t(64LL);
+  const int32_t v50 = int32_t(64LL);
   // %38 = const {value = 32} : u32
-  const uint32_t v48 = uint32_t(32LL);
+  const uint32_t v51 = uint32_t(32LL);
   // %39 = const {value = 1} : i1
-  const uint8_t v49 = uint8_t(1);
+  const uint8_t v52 = uint8_t(1);
   // %40 = min %37, %15 : i32
-  const int32_t v50 = tsr::imin<int32_t>(v47, v8);
+  const int32_t v53 = tsr::imin<int32_t>(v50, v8);
   // %41 = const {value = 3} : i32
-  const int32_t v51 = int32_t(3LL);
+  const int32_t v54 = int32_t(3LL);
   // %42, %43, %44, %45 = for %17, %41, %8, %28, %40, %38, %39 : u32, i32, u32, i1 {...}
-  uint32_t c52;
-  c52 = v30;
-  int32_t c53;
-  c53 = v50;
-  uint32_t c54;
-  c54 = v48;
-  uint8_t c55;
-  c55 = v49;
-  for (int64_t iv56_ = v10; v1 > 0 && iv56_ < v51; iv56_ += v1) {
-    const int32_t iv56 = int32_t(iv56_);
+  uint32_t c55;
+  c55 = v33;
+  int32_t c56;
+  c56 = v53;
+  uint32_t c57;
+  c57 = v51;
+  uint8_t c58;
+  c58 = v52;
+  for (int64_t iv59_ = v10; v1 > 0 && iv59_ < v54; iv59_ += v1) {
+    const int32_t iv59 = int32_t(iv59_);
     // %51, %52, %53, %54 = if %50 : u32, i32, u32, i1 {...}
-    uint32_t v57;
-    int32_t v58;
-    uint32_t v59;
-    uint8_t v60;
-    if (c55) {
+    uint32_t v60;
+    int32_t v61;
+    uint32_t v62;
+    uint8_t v63;
+    if (c58) {
       // %55 = const {value = 11} : i32
-      const int32_t v61 = int32_t(11LL);
+      const int32_t v64 = int32_t(11LL);
       // %56 = mul %46, %55 : i32
-      const int32_t v62 = int32_t(uint32_t(iv56) * uint32_t(v61));
+      const int32_t v65 = int32_t(uint32_t(iv59) * uint32_t(v64));
       // %57 = const {value = 32} : i32
-      const int32_t v63 = int32_t(32LL);
+      const int32_t v66 = int32_t(32LL);
       // %58 = sub %57, %56 : i32
-      const int32_t v64 = int32_t(uint32_t(v63) - uint32_t(v62));
+      const int32_t v67 = int32_t(uint32_t(v66) - uint32_t(v65));
       // %59 = cast %58 : u32
-      const uint32_t v65 = uint32_t(v64);
+      const uint32_t v68 = uint32_t(v67);
       // %60 = const {value = 11} : u32
-      const uint32_t v66 = uint32_t(11LL);
+      const uint32_t v69 = uint32_t(11LL);
       // %61 = max %59, %60 : u32
-      const uint32_t v67 = tsr::imax<uint32_t>(v65, v66);
+      const uint32_t v70 = tsr::imax<uint32_t>(v68, v69);
       // %62 = sub %61, %60 : u32
-      const uint32_t v68 = uint32_t(uint32_t(v67) - uint32_t(v66));
+      const uint32_t v71 = uint32_t(uint32_t(v70) - uint32_t(v69));
       // %63 = splat %17 : tile<i32, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v69[4];
+      int32_t v72[4];
       #pragma unroll
-      for (int s70 = 0; s70 < 4; ++s70) {
-        v69[s70] = v10;
+      for (int s73 = 0; s73 < 4; ++s73) {
+        v72[s73] = v10;
       }
       // %64 = splat %62 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v71[16];
+      uint32_t v74[16];
       #pragma unroll
-      for (int s72 = 0; s72 < 16; ++s72) {
-        v71[s72] = v68;
+      for (int s75 = 0; s75 < 16; ++s75) {
+        v74[s75] = v71;
       }
       // %65 = shr %36, %64 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v73[16];
-      #pragma unroll
-      for (int s74 = 0; s74 < 16; ++s74) {
-        v73[s74] = tsr::ishr<uint32_t>(v45[s74], v71[s74]);
-      }
-      // %66 = const {value = 2047} : u32
-      const uint32_t v75 = uint32_t(2047LL);
-      // %67 = splat %66 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
       uint32_t v76[16];
       #pragma unroll
       for (int s77 = 0; s77 < 16; ++s77) {
-        v76[s77] = v75;
+        v76[s77] = tsr::ishr<uint32_t>(v48[s77], v74[s77]);
+      }
+      // %66 = const {value = 2047} : u32
+      const uint32_t v78 = uint32_t(2047LL);
+      // %67 = splat %66 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      uint32_t v79[16];
+      #pragma unroll
+      for (int s80 = 0; s80 < 16; ++s80) {
+        v79[s80] = v78;
       }
       // %68 = and %65, %67 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v78[16];
+      uint32_t v81[16];
       #pragma unroll
-      for (int s79 = 0; s79 < 16; ++s79) {
-        v78[s79] = uint32_t(v73[s79] & v76[s79]);
+      for (int s82 = 0; s82 < 16; ++s82) {
+        v81[s82] = uint32_t(v76[s82] & v79[s82]);
       }
       // %69 = cast %68 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v80[16];
-      #pragma unroll
-      for (int s81 = 0; s81 < 16; ++s81) {
-        v80[s81] = int32_t(v78[s81]);
-      }
-      // %70 = shr %47, %59 : u32
-      const uint32_t v82 = tsr::ishr<uint32_t>(c52, v65);
-      // %71 = splat %59 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v83[16];
+      int32_t v83[16];
       #pragma unroll
       for (int s84 = 0; s84 < 16; ++s84) {
-        v83[s84] = v65;
+        v83[s84] = int32_t(v81[s84]);
+      }
+      // %70 = shr %47, %59 : u32
+      const uint32_t v85 = tsr::ishr<uint32_t>(c55, v68);
+      // %71 = splat %59 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      uint32_t v86[16];
+      #pragma unroll
+      for (int s87 = 0; s87 < 16; ++s87) {
+        v86[s87] = v68;
       }
       // %72 = shr %36, %71 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v85[16];
+      uint32_t v88[16];
       #pragma unroll
-      for (int s86 = 0; s86 < 16; ++s86) {
-        v85[s86] = tsr::ishr<uint32_t>(v45[s86], v83[s86]);
+      for (int s89 = 0; s89 < 16; ++s89) {
+        v88[s89] = tsr::ishr<uint32_t>(v48[s89], v86[s89]);
       }
       // %73 = splat %70 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v87[16];
+      uint32_t v90[16];
       #pragma unroll
-      for (int s88 = 0; s88 < 16; ++s88) {
-        v87[s88] = v82;
+      for (int s91 = 0; s91 < 16; ++s91) {
+        v90[s91] = v85;
       }
       // %74 = cmp %72, %73 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint8_t v89[16];
-      #pragma unroll
-      for (int s90 = 0; s90 < 16; ++s90) {
-        v89[s90] = uint8_t(v85[s90] == v87[s90]);
-      }
-      // %75 = const {value = -1} : i32
-      const int32_t v91 = int32_t(-1LL);
-      // %76 = splat %75 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v92[16];
+      uint8_t v92[16];
       #pragma unroll
       for (int s93 = 0; s93 < 16; ++s93) {
-        v92[s93] = v91;
+        v92[s93] = uint8_t(v88[s93] == v90[s93]);
+      }
+      // %75 = const {value = -1} : i32
+      const int32_t v94 = int32_t(-1LL);
+      // %76 = splat %75 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int32_t v95[16];
+      #pragma unroll
+      for (int s96 = 0; s96 < 16; ++s96) {
+        v95[s96] = v94;
       }
       // %77 = where %74, %69, %76 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v94[16];
+      int32_t v97[16];
       #pragma unroll
-      for (int s95 = 0; s95 < 16; ++s95) {
-        v94[s95] = (v89[s95] ? v80[s95] : v92[s95]);
+      for (int s98 = 0; s98 < 16; ++s98) {
+        v97[s98] = (v92[s98] ? v83[s98] : v95[s98]);
       }
       // %78 = histogram %77 : tile<i32, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v96[4];
+      int32_t v99[4];
       __syncthreads();
       for (int b_ = tsr_tid; b_ < 2048; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
       __syncthreads();
       #pragma unroll
-      for (int s97 = 0; s97 < 16; ++s97) {
-        tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v94[s97]), (int)(2048));
+      for (int s100 = 0; s100 < 16; ++s100) {
+        tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v97[s100]), (int)(2048));
       }
       __syncthreads();
-      #pragma unroll
-      for (int s98 = 0; s98 < 4; ++s98) {
-        const int e99 = (((((s98) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 15) * 128)));
-        v96[s98] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e99]);
-      }
-      // %79 = add %63, %78 : tile<i32, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v100[4];
       #pragma unroll
       for (int s101 = 0; s101 < 4; ++s101) {
-        v100[s101] = int32_t(uint32_t(v69[s101]) + uint32_t(v96[s101]));
+        const int e102 = (((((s101) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 15) * 128)));
+        v99[s101] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e102]);
+      }
+      // %79 = add %63, %78 : tile<i32, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int32_t v103[4];
+      #pragma unroll
+      for (int s104 = 0; s104 < 4; ++s104) {
+        v103[s104] = int32_t(uint32_t(v72[s104]) + uint32_t(v99[s104]));
       }
       // %80 = scan %79 {axis = 0, kind = "sum"} : tile<i32, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v102[4];
-      uint32_t run103 = uint32_t(0);
-      uint32_t acc104_0 = uint32_t(0);
-      acc104_0 += uint32_t(v100[0]); v102[0] = int32_t(acc104_0);
-      acc104_0 += uint32_t(v100[1]); v102[1] = int32_t(acc104_0);
-      acc104_0 += uint32_t(v100[2]); v102[2] = int32_t(acc104_0);
-      acc104_0 += uint32_t(v100[3]); v102[3] = int32_t(acc104_0);
+      int32_t v105[4];
+      uint32_t run106 = uint32_t(0);
+      uint32_t acc107_0 = uint32_t(0);
+      acc107_0 += uint32_t(v103[0]); v105[0] = int32_t(acc107_0);
+      acc107_0 += uint32_t(v103[1]); v105[1] = int32_t(acc107_0);
+      acc107_0 += uint32_t(v103[2]); v105[2] = int32_t(acc107_0);
+      acc107_0 += uint32_t(v103[3]); v105[3] = int32_t(acc107_0);
       __syncthreads();
-      uint32_t tot106_0;
-      const uint32_t off105_0 = run103 + tsr::block_exclusive_sum<16>(acc104_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot106_0);
-      v102[0] = int32_t(uint32_t(v102[0]) + off105_0);
-      v102[1] = int32_t(uint32_t(v102[1]) + off105_0);
-      v102[2] = int32_t(uint32_t(v102[2]) + off105_0);
-      v102[3] = int32_t(uint32_t(v102[3]) + off105_0);
-      run103 += tot106_0;
+      uint32_t tot109_0;
+      const uint32_t off108_0 = run106 + tsr::block_exclusive_sum<16>(acc107_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot109_0);
+      v105[0] = int32_t(uint32_t(v105[0]) + off108_0);
+      v105[1] = int32_t(uint32_t(v105[1]) + off108_0);
+      v105[2] = int32_t(uint32_t(v105[2]) + off108_0);
+      v105[3] = int32_t(uint32_t(v105[3]) + off108_0);
+      run106 += tot109_0;
       // %81 = splat %48 : tile<i32, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v107[4];
+      int32_t v110[4];
       #pragma unroll
-      for (int s108 = 0; s108 < 4; ++s108) {
-        v107[s108] = c53;
+      for (int s111 = 0; s111 < 4; ++s111) {
+        v110[s111] = c56;
       }
       // %82 = cmp %80, %81 {pred = "lt"} : tile<i1, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint8_t v109[4];
+      uint8_t v112[4];
       #pragma unroll
-      for (int s110 = 0; s110 < 4; ++s110) {
-        v109[s110] = uint8_t(v102[s110] < v107[s110]);
+      for (int s113 = 0; s113 < 4; ++s113) {
+        v112[s113] = uint8_t(v105[s113] < v110[s113]);
       }
       // %83 = cmp %80, %81 {pred = "eq"} : tile<i1, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint8_t v111[4];
-      #pragma unroll
-      for (int s112 = 0; s112 < 4; ++s112) {
-        v111[s112] = uint8_t(v102[s112] == v107[s112]);
-      }
-      // %84 = const {value = 4096} : i32
-      const int32_t v113 = int32_t(4096LL);
-      // %85 = splat %84 : tile<i32, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v114[4];
+      uint8_t v114[4];
       #pragma unroll
       for (int s115 = 0; s115 < 4; ++s115) {
-        v114[s115] = v113;
+        v114[s115] = uint8_t(v105[s115] == v110[s115]);
+      }
+      // %84 = const {value = 4096} : i32
+      const int32_t v116 = int32_t(4096LL);
+      // %85 = splat %84 : tile<i32, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int32_t v117[4];
+      #pragma unroll
+      for (int s118 = 0; s118 < 4; ++s118) {
+        v117[s118] = v116;
       }
       // %86 = where %83, %85, %63 : tile<i32, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v116[4];
+      int32_t v119[4];
       #pragma unroll
-      for (int s117 = 0; s117 < 4; ++s117) {
-        v116[s117] = (v111[s117] ? v114[s117] : v69[s117]);
+      for (int s120 = 0; s120 < 4; ++s120) {
+        v119[s120] = (v114[s120] ? v117[s120] : v72[s120]);
       }
       // %87 = cast %86 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v118[4];
+      int64_t v121[4];
       #pragma unroll
-      for (int s119 = 0; s119 < 4; ++s119) {
-        v118[s119] = int64_t(v116[s119]);
+      for (int s122 = 0; s122 < 4; ++s122) {
+        v121[s122] = int64_t(v119[s122]);
       }
       // %88 = cast %79 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v120[4];
-      #pragma unroll
-      for (int s121 = 0; s121 < 4; ++s121) {
-        v120[s121] = int64_t(v100[s121]);
-      }
-      // %89 = const {value = 24} : i64
-      const int64_t v122 = int64_t(24LL);
-      // %90 = splat %89 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
       int64_t v123[4];
       #pragma unroll
       for (int s124 = 0; s124 < 4; ++s124) {
-        v123[s124] = v122;
+        v123[s124] = int64_t(v103[s124]);
+      }
+      // %89 = const {value = 24} : i64
+      const int64_t v125 = int64_t(24LL);
+      // %90 = splat %89 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int64_t v126[4];
+      #pragma unroll
+      for (int s127 = 0; s127 < 4; ++s127) {
+        v126[s127] = v125;
       }
       // %91 = shl %88, %90 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v125[4];
-      #pragma unroll
-      for (int s126 = 0; s126 < 4; ++s126) {
-        v125[s126] = tsr::ishl<int64_t>(v120[s126], v123[s126]);
-      }
-      // %92 = const {value = 1} : i64
-      const int64_t v127 = int64_t(1LL);
-      // %93 = splat %92 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
       int64_t v128[4];
       #pragma unroll
       for (int s129 = 0; s129 < 4; ++s129) {
-        v128[s129] = v127;
+        v128[s129] = tsr::ishl<int64_t>(v123[s129], v126[s129]);
+      }
+      // %92 = const {value = 1} : i64
+      const int64_t v130 = int64_t(1LL);
+      // %93 = splat %92 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int64_t v131[4];
+      #pragma unroll
+      for (int s132 = 0; s132 < 4; ++s132) {
+        v131[s132] = v130;
       }
       // %94 = add %91, %93 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v130[4];
-      #pragma unroll
-      for (int s131 = 0; s131 < 4; ++s131) {
-        v130[s131] = int64_t(uint64_t(v125[s131]) + uint64_t(v128[s131]));
-      }
-      // %95 = const {value = 0} : i64
-      const int64_t v132 = int64_t(0LL);
-      // %96 = splat %95 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
       int64_t v133[4];
       #pragma unroll
       for (int s134 = 0; s134 < 4; ++s134) {
-        v133[s134] = v132;
+        v133[s134] = int64_t(uint64_t(v128[s134]) + uint64_t(v131[s134]));
+      }
+      // %95 = const {value = 0} : i64
+      const int64_t v135 = int64_t(0LL);
+      // %96 = splat %95 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int64_t v136[4];
+      #pragma unroll
+      for (int s137 = 0; s137 < 4; ++s137) {
+        v136[s137] = v135;
       }
       // %97 = where %82, %94, %96 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v135[4];
+      int64_t v138[4];
       #pragma unroll
-      for (int s136 = 0; s136 < 4; ++s136) {
-        v135[s136] = (v109[s136] ? v130[s136] : v133[s136]);
+      for (int s139 = 0; s139 < 4; ++s139) {
+        v138[s139] = (v112[s139] ? v133[s139] : v136[s139]);
       }
       // %98 = add %97, %87 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v137[4];
+      int64_t v140[4];
       #pragma unroll
-      for (int s138 = 0; s138 < 4; ++s138) {
-        v137[s138] = int64_t(uint64_t(v135[s138]) + uint64_t(v118[s138]));
+      for (int s141 = 0; s141 < 4; ++s141) {
+        v140[s141] = int64_t(uint64_t(v138[s141]) + uint64_t(v121[s141]));
       }
       // %99 = reduce %98 {axis = 0, kind = "sum"} : i64
-      int64_t v139 = v137[0];
-      v139 = int64_t(uint64_t(v139) + uint64_t(v137[1]));
-      v139 = int64_t(uint64_t(v139) + uint64_t(v137[2]));
-      v139 = int64_t(uint64_t(v139) + uint64_t(v137[3]));
-      const int64_t sh140 = __shfl_xor_sync(0xffffffffu, v139, 1);
-      v139 = int64_t(uint64_t(v139) + uint64_t(sh140));
-      const int64_t sh141 = __shfl_xor_sync(0xffffffffu, v139, 2);
-      v139 = int64_t(uint64_t(v139) + uint64_t(sh141));
-      const int64_t sh142 = __shfl_xor_sync(0xffffffffu, v139, 4);
-      v139 = int64_t(uint64_t(v139) + uint64_t(sh142));
-      const int64_t sh143 = __shfl_xor_sync(0xffffffffu, v139, 8);
-      v139 = int64_t(uint64_t(v139) + uint64_t(sh143));
-      const int64_t sh144 = __shfl_xor_sync(0xffffffffu, v139, 16);
-      v139 = int64_t(uint64_t(v139) + uint64_t(sh144));
+      int64_t v142 = v140[0];
+      v142 = int64_t(uint64_t(v142) + uint64_t(v140[1]));
+      v142 = int64_t(uint64_t(v142) + uint64_t(v140[2]));
+      v142 = int64_t(uint64_t(v142) + uint64_t(v140[3]));
+      const int64_t sh143 = __shfl_xor_sync(0xffffffffu, v142, 1);
+      v142 = int64_t(uint64_t(v142) + uint64_t(sh143));
+      const int64_t sh144 = __shfl_xor_sync(0xffffffffu, v142, 2);
+      v142 = int64_t(uint64_t(v142) + uint64_t(sh144));
+      const int64_t sh145 = __shfl_xor_sync(0xffffffffu, v142, 4);
+      v142 = int64_t(uint64_t(v142) + uint64_t(sh145));
+      const int64_t sh146 = __shfl_xor_sync(0xffffffffu, v142, 8);
+      v142 = int64_t(uint64_t(v142) + uint64_t(sh146));
+      const int64_t sh147 = __shfl_xor_sync(0xffffffffu, v142, 16);
+      v142 = int64_t(uint64_t(v142) + uint64_t(sh147));
       __syncthreads();
-      if (tsr_lane == 0) reinterpret_cast<int64_t*>(tsr_smem + 0)[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v139;
+      if (tsr_lane == 0) reinterpret_cast<int64_t*>(tsr_smem + 0)[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v142;
       __syncthreads();
-      v139 = reinterpret_cast<int64_t*>(tsr_smem + 0)[0];
-      v139 = int64_t(uint64_t(v139) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[1]));
-      v139 = int64_t(uint64_t(v139) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[2]));
-      v139 = int64_t(uint64_t(v139) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[3]));
-      v139 = int64_t(uint64_t(v139) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[4]));
-      v139 = int64_t(uint64_t(v139) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[5]));
-      v139 = int64_t(uint64_t(v139) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[6]));
-      v139 = int64_t(uint64_t(v139) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[7]));
-      v139 = int64_t(uint64_t(v139) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[8]));
-      v139 = int64_t(uint64_t(v139) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[9]));
-      v139 = int64_t(uint64_t(v139) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[10]));
-      v139 = int64_t(uint64_t(v139) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[11]));
-      v139 = int64_t(uint64_t(v139) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[12]));
-      v139 = int64_t(uint64_t(v139) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[13]));
-      v139 = int64_t(uint64_t(v139) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[14]));
-      v139 = int64_t(uint64_t(v139) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[15]));
+      v142 = reinterpret_cast<int64_t*>(tsr_smem + 0)[0];
+      v142 = int64_t(uint64_t(v142) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[1]));
+      v142 = int64_t(uint64_t(v142) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[2]));
+      v142 = int64_t(uint64_t(v142) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[3]));
+      v142 = int64_t(uint64_t(v142) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[4]));
+      v142 = int64_t(uint64_t(v142) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[5]));
+      v142 = int64_t(uint64_t(v142) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[6]));
+      v142 = int64_t(uint64_t(v142) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[7]));
+      v142 = int64_t(uint64_t(v142) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[8]));
+      v142 = int64_t(uint64_t(v142) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[9]));
+      v142 = int64_t(uint64_t(v142) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[10]));
+      v142 = int64_t(uint64_t(v142) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[11]));
+      v142 = int64_t(uint64_t(v142) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[12]));
+      v142 = int64_t(uint64_t(v142) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[13]));
+      v142 = int64_t(uint64_t(v142) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[14]));
+      v142 = int64_t(uint64_t(v142) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[15]));
       // %100 = const {value = 4095} : i64
-      const int64_t v145 = int64_t(4095LL);
+      const int64_t v148 = int64_t(4095LL);
       // %101 = and %99, %100 : i64
-      const int64_t v146 = int64_t(v139 & v145);
+      const int64_t v149 = int64_t(v142 & v148);
       // %102 = cast %101 : i32
-      const int32_t v147 = int32_t(v146);
+      const int32_t v150 = int32_t(v149);
       // %103 = shr %99, %89 : i64
-      const int64_t v148 = tsr::ishr<int64_t>(v139, v122);
+      const int64_t v151 = tsr::ishr<int64_t>(v142, v125);
       // %104 = cast %103 : i32
-      const int32_t v149 = int32_t(v148);
+      const int32_t v152 = int32_t(v151);
       // %105 = sub %48, %104 : i32
-      const int32_t v150 = int32_t(uint32_t(c53) - uint32_t(v149));
+      const int32_t v153 = int32_t(uint32_t(c56) - uint32_t(v152));
       // %106 = cast %102 : u32
-      const uint32_t v151 = uint32_t(v147);
+      const uint32_t v154 = uint32_t(v150);
       // %107 = shl %106, %62 : u32
-      const uint32_t v152 = tsr::ishl<uint32_t>(v151, v68);
+      const uint32_t v155 = tsr::ishl<uint32_t>(v154, v71);
       // %108 = or %47, %107 : u32
-      const uint32_t v153 = uint32_t(c52 | v152);
+      const uint32_t v156 = uint32_t(c55 | v155);
       // %109 = const {value = 12} : i64
-      const int64_t v154 = int64_t(12LL);
+      const int64_t v157 = int64_t(12LL);
       // %110 = shr %99, %109 : i64
-      const int64_t v155 = tsr::ishr<int64_t>(v139, v154);
+      const int64_t v158 = tsr::ishr<int64_t>(v142, v157);
       // %111 = and %110, %100 : i64
-      const int64_t v156 = int64_t(v155 & v145);
+      const int64_t v159 = int64_t(v158 & v148);
       // %112 = cmp %111, %95 {pred = "eq"} : i1
-      const uint8_t v157 = uint8_t(v156 == v132);
+      const uint8_t v160 = uint8_t(v159 == v135);
       // yield %108, %105, %62, %112
-      v57 = v153;
-      v58 = v150;
-      v59 = v68;
-      v60 = v157;
+      v60 = v156;
+      v61 = v153;
+      v62 = v71;
+      v63 = v160;
     } else {
       // yield %47, %48, %49, %50
-      v57 = c52;
-      v58 = c53;
-      v59 = c54;
       v60 = c55;
+      v61 = c56;
+      v62 = c57;
+      v63 = c58;
     }
     // yield %51, %52, %53, %54
-    c52 = v57;
-    c53 = v58;
-    c54 = v59;
     c55 = v60;
+    c56 = v61;
+    c57 = v62;
+    c58 = v63;
   }
   // %113 = shr %42, %44 : u32
-  const uint32_t v158 = tsr::ishr<uint32_t>(c52, c54);
+  const uint32_t v161 = tsr::ishr<uint32_t>(c55, c57);
   // %114 = splat %44 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v159[16];
+  uint32_t v162[16];
   #pragma unroll
-  for (int s160 = 0; s160 < 16; ++s160) {
-    v159[s160] = c54;
+  for (int s163 = 0; s163 < 16; ++s163) {
+    v162[s163] = c57;
   }
   // %115 = shr %36, %114 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v161[16];
+  uint32_t v164[16];
   #pragma unroll
-  for (int s162 = 0; s162 < 16; ++s162) {
-    v161[s162] = tsr::ishr<uint32_t>(v45[s162], v159[s162]);
+  for (int s165 = 0; s165 < 16; ++s165) {
+    v164[s165] = tsr::ishr<uint32_t>(v48[s165], v162[s165]);
   }
   // %116 = splat %113 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v163[16];
+  uint32_t v166[16];
   #pragma unroll
-  for (int s164 = 0; s164 < 16; ++s164) {
-    v163[s164] = v158;
+  for (int s167 = 0; s167 < 16; ++s167) {
+    v166[s167] = v161;
   }
   // %117 = cmp %115, %116 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v165[16];
+  uint8_t v168[16];
   #pragma unroll
-  for (int s166 = 0; s166 < 16; ++s166) {
-    v165[s166] = uint8_t(v161[s166] == v163[s166]);
+  for (int s169 = 0; s169 < 16; ++s169) {
+    v168[s169] = uint8_t(v164[s169] == v166[s169]);
   }
   // %118 = cmp %115, %116 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v167[16];
-  #pragma unroll
-  for (int s168 = 0; s168 < 16; ++s168) {
-    v167[s168] = uint8_t(v161[s168] < v163[s168]);
-  }
-  // %119 = const {value = 65536} : i32
-  const int32_t v169 = int32_t(65536LL);
-  // %120 = splat %119 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v170[16];
+  uint8_t v170[16];
   #pragma unroll
   for (int s171 = 0; s171 < 16; ++s171) {
-    v170[s171] = v169;
+    v170[s171] = uint8_t(v164[s171] < v166[s171]);
+  }
+  // %119 = const {value = 65536} : i32
+  const int32_t v172 = int32_t(65536LL);
+  // %120 = splat %119 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  int32_t v173[16];
+  #pragma unroll
+  for (int s174 = 0; s174 < 16; ++s174) {
+    v173[s174] = v172;
   }
   // %121 = splat %17 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v172[16];
+  int32_t v175[16];
   #pragma unroll
-  for (int s173 = 0; s173 < 16; ++s173) {
-    v172[s173] = v10;
+  for (int s176 = 0; s176 < 16; ++s176) {
+    v175[s176] = v10;
   }
   // %122 = where %118, %120, %121 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v174[16];
+  int32_t v177[16];
   #pragma unroll
-  for (int s175 = 0; s175 < 16; ++s175) {
-    v174[s175] = (v167[s175] ? v170[s175] : v172[s175]);
+  for (int s178 = 0; s178 < 16; ++s178) {
+    v177[s178] = (v170[s178] ? v173[s178] : v175[s178]);
   }
   // %123 = splat %8 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v176[16];
+  int32_t v179[16];
   #pragma unroll
-  for (int s177 = 0; s177 < 16; ++s177) {
-    v176[s177] = v1;
+  for (int s180 = 0; s180 < 16; ++s180) {
+    v179[s180] = v1;
   }
   // %124 = where %117, %123, %121 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v178[16];
+  int32_t v181[16];
   #pragma unroll
-  for (int s179 = 0; s179 < 16; ++s179) {
-    v178[s179] = (v165[s179] ? v176[s179] : v172[s179]);
+  for (int s182 = 0; s182 < 16; ++s182) {
+    v181[s182] = (v168[s182] ? v179[s182] : v175[s182]);
   }
   // %125 = add %124, %122 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v180[16];
+  int32_t v183[16];
   #pragma unroll
-  for (int s181 = 0; s181 < 16; ++s181) {
-    v180[s181] = int32_t(uint32_t(v178[s181]) + uint32_t(v174[s181]));
+  for (int s184 = 0; s184 < 16; ++s184) {
+    v183[s184] = int32_t(uint32_t(v181[s184]) + uint32_t(v177[s184]));
   }
   // %126 = reduce %125 {axis = 0, kind = "sum"} : i32
-  int32_t v182 = v180[0];
-  v182 = int32_t(uint32_t(v182) + uint32_t(v180[1]));
-  v182 = int32_t(uint32_t(v182) + uint32_t(v180[2]));
-  v182 = int32_t(uint32_t(v182) + uint32_t(v180[3]));
-  v182 = int32_t(uint32_t(v182) + uint32_t(v180[4]));
-  v182 = int32_t(uint32_t(v182) + uint32_t(v180[5]));
-  v182 = int32_t(uint32_t(v182) + uint32_t(v180[6]));
-  v182 = int32_t(uint32_t(v182) + uint32_t(v180[7]));
-  v182 = int32_t(uint32_t(v182) + uint32_t(v180[8]));
-  v182 = int32_t(uint32_t(v182) + uint32_t(v180[9]));
-  v182 = int32_t(uint32_t(v182) + uint32_t(v180[10]));
-  v182 = int32_t(uint32_t(v182) + uint32_t(v180[11]));
-  v182 = int32_t(uint32_t(v182) + uint32_t(v180[12]));
-  v182 = int32_t(uint32_t(v182) + uint32_t(v180[13]));
-  v182 = int32_t(uint32_t(v182) + uint32_t(v180[14]));
-  v182 = int32_t(uint32_t(v182) + uint32_t(v180[15]));
-  const int32_t sh183 = __shfl_xor_sync(0xffffffffu, v182, 1);
-  v182 = int32_t(uint32_t(v182) + uint32_t(sh183));
-  const int32_t sh184 = __shfl_xor_sync(0xffffffffu, v182, 2);
-  v182 = int32_t(uint32_t(v182) + uint32_t(sh184));
-  const int32_t sh185 = __shfl_xor_sync(0xffffffffu, v182, 4);
-  v182 = int32_t(uint32_t(v182) + uint32_t(sh185));
-  const int32_t sh186 = __shfl_xor_sync(0xffffffffu, v182, 8);
-  v182 = int32_t(uint32_t(v182) + uint32_t(sh186));
-  const int32_t sh187 = __shfl_xor_sync(0xffffffffu, v182, 16);
-  v182 = int32_t(uint32_t(v182) + uint32_t(sh187));
+  int32_t v185 = v183[0];
+  v185 = int32_t(uint32_t(v185) + uint32_t(v183[1]));
+  v185 = int32_t(uint32_t(v185) + uint32_t(v183[2]));
+  v185 = int32_t(uint32_t(v185) + uint32_t(v183[3]));
+  v185 = int32_t(uint32_t(v185) + uint32_t(v183[4]));
+  v185 = int32_t(uint32_t(v185) + uint32_t(v183[5]));
+  v185 = int32_t(uint32_t(v185) + uint32_t(v183[6]));
+  v185 = int32_t(uint32_t(v185) + uint32_t(v183[7]));
+  v185 = int32_t(uint32_t(v185) + uint32_t(v183[8]));
+  v185 = int32_t(uint32_t(v185) + uint32_t(v183[9]));
+  v185 = int32_t(uint32_t(v185) + uint32_t(v183[10]));
+  v185 = int32_t(uint32_t(v185) + uint32_t(v183[11]));
+  v185 = int32_t(uint32_t(v185) + uint32_t(v183[12]));
+  v185 = int32_t(uint32_t(v185) + uint32_t(v183[13]));
+  v185 = int32_t(uint32_t(v185) + uint32_t(v183[14]));
+  v185 = int32_t(uint32_t(v185) + uint32_t(v183[15]));
+  const int32_t sh186 = __shfl_xor_sync(0xffffffffu, v185, 1);
+  v185 = int32_t(uint32_t(v185) + uint32_t(sh186));
+  const int32_t sh187 = __shfl_xor_sync(0xffffffffu, v185, 2);
+  v185 = int32_t(uint32_t(v185) + uint32_t(sh187));
+  const int32_t sh188 = __shfl_xor_sync(0xffffffffu, v185, 4);
+  v185 = int32_t(uint32_t(v185) + uint32_t(sh188));
+  const int32_t sh189 = __shfl_xor_sync(0xffffffffu, v185, 8);
+  v185 = int32_t(uint32_t(v185) + uint32_t(sh189));
+  const int32_t sh190 = __shfl_xor_sync(0xffffffffu, v185, 16);
+  v185 = int32_t(uint32_t(v185) + uint32_t(sh190));
   __syncthreads();
-  if (tsr_lane == 0) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v182;
+  if (tsr_lane == 0) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v185;
   __syncthreads();
-  v182 = reinterpret_cast<int32_t*>(tsr_smem + 0)[0];
-  v182 = int32_t(uint32_t(v182) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[1]));
-  v182 = int32_t(uint32_t(v182) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[2]));
-  v182 = int32_t(uint32_t(v182) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[3]));
-  v182 = int32_t(uint32_t(v182) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[4]));
-  v182 = int32_t(uint32_t(v182) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[5]));
-  v182 = int32_t(uint32_t(v182) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[6]));
-  v182 = int32_t(uint32_t(v182) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[7]));
-  v182 = int32_t(uint32_t(v182) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[8]));
-  v182 = int32_t(uint32_t(v182) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[9]));
-  v182 = int32_t(uint32_t(v182) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[10]));
-  v182 = int32_t(uint32_t(v182) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[11]));
-  v182 = int32_t(uint32_t(v182) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[12]));
-  v182 = int32_t(uint32_t(v182) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[13]));
-  v182 = int32_t(uint32_t(v182) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[14]));
-  v182 = int32_t(uint32_t(v182) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[15]));
+  v185 = reinterpret_cast<int32_t*>(tsr_smem + 0)[0];
+  v185 = int32_t(uint32_t(v185) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[1]));
+  v185 = int32_t(uint32_t(v185) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[2]));
+  v185 = int32_t(uint32_t(v185) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[3]));
+  v185 = int32_t(uint32_t(v185) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[4]));
+  v185 = int32_t(uint32_t(v185) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[5]));
+  v185 = int32_t(uint32_t(v185) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[6]));
+  v185 = int32_t(uint32_t(v185) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[7]));
+  v185 = int32_t(uint32_t(v185) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[8]));
+  v185 = int32_t(uint32_t(v185) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[9]));
+  v185 = int32_t(uint32_t(v185) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[10]));
+  v185 = int32_t(uint32_t(v185) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[11]));
+  v185 = int32_t(uint32_t(v185) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[12]));
+  v185 = int32_t(uint32_t(v185) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[13]));
+  v185 = int32_t(uint32_t(v185) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[14]));
+  v185 = int32_t(uint32_t(v185) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[15]));
   // %127 = const {value = 65535} : i32
-  const int32_t v188 = int32_t(65535LL);
+  const int32_t v191 = int32_t(65535LL);
   // %128 = and %126, %127 : i32
-  const int32_t v189 = int32_t(v182 & v188);
+  const int32_t v192 = int32_t(v185 & v191);
   // %129 = const {value = 16} : i32
-  const int32_t v190 = int32_t(16LL);
+  const int32_t v193 = int32_t(16LL);
   // %130 = shr %126, %129 : i32
-  const int32_t v191 = tsr::ishr<int32_t>(v182, v190);
+  const int32_t v194 = tsr::ishr<int32_t>(v185, v193);
   // %131 = add %17, %128 : i32
-  const int32_t v192 = int32_t(uint32_t(v10) + uint32_t(v189));
+  const int32_t v195 = int32_t(uint32_t(v10) + uint32_t(v192));
   // %132 = cmp %131, %43 {pred = "le"} : i1
-  const uint8_t v193 = uint8_t(v192 <= c53);
+  const uint8_t v196 = uint8_t(v195 <= c56);
   // %133 = if %132 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>> {...}
-  uint8_t v194[16];
-  if (v193) {
+  uint8_t v197[16];
+  if (v196) {
     // %134 = or %118, %117 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v195[16];
+    uint8_t v198[16];
     #pragma unroll
-    for (int s196 = 0; s196 < 16; ++s196) {
-      v195[s196] = uint8_t(v167[s196] | v165[s196]);
+    for (int s199 = 0; s199 < 16; ++s199) {
+      v198[s199] = uint8_t(v170[s199] | v168[s199]);
     }
     // yield %134
     #pragma unroll
-    for (int s197 = 0; s197 < 16; ++s197) {
-      v194[s197] = v195[s197];
+    for (int s200 = 0; s200 < 16; ++s200) {
+      v197[s200] = v198[s200];
     }
   } else {
     // %135 = cast %117 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v198[16];
+    int32_t v201[16];
     #pragma unroll
-    for (int s199 = 0; s199 < 16; ++s199) {
-      v198[s199] = int32_t(v165[s199]);
+    for (int s202 = 0; s202 < 16; ++s202) {
+      v201[s202] = int32_t(v168[s202]);
     }
     // %136 = scan %135 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v200[16];
-    uint32_t run201 = uint32_t(0);
-    uint32_t acc202_0 = uint32_t(0);
-    acc202_0 += uint32_t(v198[0]); v200[0] = int32_t(acc202_0);
-    acc202_0 += uint32_t(v198[1]); v200[1] = int32_t(acc202_0);
-    acc202_0 += uint32_t(v198[2]); v200[2] = int32_t(acc202_0);
-    acc202_0 += uint32_t(v198[3]); v200[3] = int32_t(acc202_0);
+    int32_t v203[16];
+    uint32_t run204 = uint32_t(0);
+    uint32_t acc205_0 = uint32_t(0);
+    acc205_0 += uint32_t(v201[0]); v203[0] = int32_t(acc205_0);
+    acc205_0 += uint32_t(v201[1]); v203[1] = int32_t(acc205_0);
+    acc205_0 += uint32_t(v201[2]); v203[2] = int32_t(acc205_0);
+    acc205_0 += uint32_t(v201[3]); v203[3] = int32_t(acc205_0);
     __syncthreads();
-    uint32_t tot204_0;
-    const uint32_t off203_0 = run201 + tsr::block_exclusive_sum<16>(acc202_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot204_0);
-    v200[0] = int32_t(uint32_t(v200[0]) + off203_0);
-    v200[1] = int32_t(uint32_t(v200[1]) + off203_0);
-    v200[2] = int32_t(uint32_t(v200[2]) + off203_0);
-    v200[3] = int32_t(uint32_t(v200[3]) + off203_0);
-    run201 += tot204_0;
-    uint32_t acc202_1 = uint32_t(0);
-    acc202_1 += uint32_t(v198[4]); v200[4] = int32_t(acc202_1);
-    acc202_1 += uint32_t(v198[5]); v200[5] = int32_t(acc202_1);
-    acc202_1 += uint32_t(v198[6]); v200[6] = int32_t(acc202_1);
-    acc202_1 += uint32_t(v198[7]); v200[7] = int32_t(acc202_1);
+    uint32_t tot207_0;
+    const uint32_t off206_0 = run204 + tsr::block_exclusive_sum<16>(acc205_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot207_0);
+    v203[0] = int32_t(uint32_t(v203[0]) + off206_0);
+    v203[1] = int32_t(uint32_t(v203[1]) + off206_0);
+    v203[2] = int32_t(uint32_t(v203[2]) + off206_0);
+    v203[3] = int32_t(uint32_t(v203[3]) + off206_0);
+    run204 += tot207_0;
+    uint32_t acc205_1 = uint32_t(0);
+    acc205_1 += uint32_t(v201[4]); v203[4] = int32_t(acc205_1);
+    acc205_1 += uint32_t(v201[5]); v203[5] = int32_t(acc205_1);
+    acc205_1 += uint32_t(v201[6]); v203[6] = int32_t(acc205_1);
+    acc205_1 += uint32_t(v201[7]); v203[7] = int32_t(acc205_1);
     __syncthreads();
-    uint32_t tot204_1;
-    const uint32_t off203_1 = run201 + tsr::block_exclusive_sum<16>(acc202_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot204_1);
-    v200[4] = int32_t(uint32_t(v200[4]) + off203_1);
-    v200[5] = int32_t(uint32_t(v200[5]) + off203_1);
-    v200[6] = int32_t(uint32_t(v200[6]) + off203_1);
-    v200[7] = int32_t(uint32_t(v200[7]) + off203_1);
-    run201 += tot204_1;
-    uint32_t acc202_2 = uint32_t(0);
-    acc202_2 += uint32_t(v198[8]); v200[8] = int32_t(acc202_2);
-    acc202_2 += uint32_t(v198[9]); v200[9] = int32_t(acc202_2);
-    acc202_2 += uint32_t(v198[10]); v200[10] = int32_t(acc202_2);
-    acc202_2 += uint32_t(v198[11]); v200[11] = int32_t(acc202_2);
+    uint32_t tot207_1;
+    const uint32_t off206_1 = run204 + tsr::block_exclusive_sum<16>(acc205_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot207_1);
+    v203[4] = int32_t(uint32_t(v203[4]) + off206_1);
+    v203[5] = int32_t(uint32_t(v203[5]) + off206_1);
+    v203[6] = int32_t(uint32_t(v203[6]) + off206_1);
+    v203[7] = int32_t(uint32_t(v203[7]) + off206_1);
+    run204 += tot207_1;
+    uint32_t acc205_2 = uint32_t(0);
+    acc205_2 += uint32_t(v201[8]); v203[8] = int32_t(acc205_2);
+    acc205_2 += uint32_t(v201[9]); v203[9] = int32_t(acc205_2);
+    acc205_2 += uint32_t(v201[10]); v203[10] = int32_t(acc205_2);
+    acc205_2 += uint32_t(v201[11]); v203[11] = int32_t(acc205_2);
     __syncthreads();
-    uint32_t tot204_2;
-    const uint32_t off203_2 = run201 + tsr::block_exclusive_sum<16>(acc202_2, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot204_2);
-    v200[8] = int32_t(uint32_t(v200[8]) + off203_2);
-    v200[9] = int32_t(uint32_t(v200[9]) + off203_2);
-    v200[10] = int32_t(uint32_t(v200[10]) + off203_2);
-    v200[11] = int32_t(uint32_t(v200[11]) + off203_2);
-    run201 += tot204_2;
-    uint32_t acc202_3 = uint32_t(0);
-    acc202_3 += uint32_t(v198[12]); v200[12] = int32_t(acc202_3);
-    acc202_3 += uint32_t(v198[13]); v200[13] = int32_t(acc202_3);
-    acc202_3 += uint32_t(v198[14]); v200[14] = int32_t(acc202_3);
-    acc202_3 += uint32_t(v198[15]); v200[15] = int32_t(acc202_3);
+    uint32_t tot207_2;
+    const uint32_t off206_2 = run204 + tsr::block_exclusive_sum<16>(acc205_2, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot207_2);
+    v203[8] = int32_t(uint32_t(v203[8]) + off206_2);
+    v203[9] = int32_t(uint32_t(v203[9]) + off206_2);
+    v203[10] = int32_t(uint32_t(v203[10]) + off206_2);
+    v203[11] = int32_t(uint32_t(v203[11]) + off206_2);
+    run204 += tot207_2;
+    uint32_t acc205_3 = uint32_t(0);
+    acc205_3 += uint32_t(v201[12]); v203[12] = int32_t(acc205_3);
+    acc205_3 += uint32_t(v201[13]); v203[13] = int32_t(acc205_3);
+    acc205_3 += uint32_t(v201[14]); v203[14] = int32_t(acc205_3);
+    acc205_3 += uint32_t(v201[15]); v203[15] = int32_t(acc205_3);
     __syncthreads();
-    uint32_t tot204_3;
-    const uint32_t off203_3 = run201 + tsr::block_exclusive_sum<16>(acc202_3, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot204_3);
-    v200[12] = int32_t(uint32_t(v200[12]) + off203_3);
-    v200[13] = int32_t(uint32_t(v200[13]) + off203_3);
-    v200[14] = int32_t(uint32_t(v200[14]) + off203_3);
-    v200[15] = int32_t(uint32_t(v200[15]) + off203_3);
-    run201 += tot204_3;
+    uint32_t tot207_3;
+    const uint32_t off206_3 = run204 + tsr::block_exclusive_sum<16>(acc205_3, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot207_3);
+    v203[12] = int32_t(uint32_t(v203[12]) + off206_3);
+    v203[13] = int32_t(uint32_t(v203[13]) + off206_3);
+    v203[14] = int32_t(uint32_t(v203[14]) + off206_3);
+    v203[15] = int32_t(uint32_t(v203[15]) + off206_3);
+    run204 += tot207_3;
     // %137 = add %136, %121 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v205[16];
+    int32_t v208[16];
     #pragma unroll
-    for (int s206 = 0; s206 < 16; ++s206) {
-      v205[s206] = int32_t(uint32_t(v200[s206]) + uint32_t(v172[s206]));
+    for (int s209 = 0; s209 < 16; ++s209) {
+      v208[s209] = int32_t(uint32_t(v203[s209]) + uint32_t(v175[s209]));
     }
     // %138 = splat %43 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v207[16];
+    int32_t v210[16];
     #pragma unroll
-    for (int s208 = 0; s208 < 16; ++s208) {
-      v207[s208] = c53;
+    for (int s211 = 0; s211 < 16; ++s211) {
+      v210[s211] = c56;
     }
     // %139 = cmp %137, %138 {pred = "le"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v209[16];
+    uint8_t v212[16];
     #pragma unroll
-    for (int s210 = 0; s210 < 16; ++s210) {
-      v209[s210] = uint8_t(v205[s210] <= v207[s210]);
+    for (int s213 = 0; s213 < 16; ++s213) {
+      v212[s213] = uint8_t(v208[s213] <= v210[s213]);
     }
     // %140 = and %117, %139 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v211[16];
+    uint8_t v214[16];
     #pragma unroll
-    for (int s212 = 0; s212 < 16; ++s212) {
-      v211[s212] = uint8_t(v165[s212] & v209[s212]);
+    for (int s215 = 0; s215 < 16; ++s215) {
+      v214[s215] = uint8_t(v168[s215] & v212[s215]);
     }
     // %141 = or %118, %140 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v213[16];
+    uint8_t v216[16];
     #pragma unroll
-    for (int s214 = 0; s214 < 16; ++s214) {
-      v213[s214] = uint8_t(v167[s214] | v211[s214]);
+    for (int s217 = 0; s217 < 16; ++s217) {
+      v216[s217] = uint8_t(v170[s217] | v214[s217]);
     }
     // yield %141
     #pragma unroll
-    for (int s215 = 0; s215 < 16; ++s215) {
-      v194[s215] = v213[s215];
+    for (int s218 = 0; s218 < 16; ++s218) {
+      v197[s218] = v216[s218];
     }
   }
   // %142 = const {value = -1} : i32
-  const int32_t v216 = int32_t(-1LL);
+  const int32_t v219 = int32_t(-1LL);
   // %143 = cast %133 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v217[16];
+  int32_t v220[16];
   #pragma unroll
-  for (int s218 = 0; s218 < 16; ++s218) {
-    v217[s218] = int32_t(v194[s218]);
+  for (int s221 = 0; s221 < 16; ++s221) {
+    v220[s221] = int32_t(v197[s221]);
   }
   // %144 = scan %143 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v219[16];
-  uint32_t run220 = uint32_t(0);
-  uint32_t acc221_0 = uint32_t(0);
-  acc221_0 += uint32_t(v217[0]); v219[0] = int32_t(acc221_0);
-  acc221_0 += uint32_t(v217[1]); v219[1] = int32_t(acc221_0);
-  acc221_0 += uint32_t(v217[2]); v219[2] = int32_t(acc221_0);
-  acc221_0 += uint32_t(v217[3]); v219[3] = int32_t(acc221_0);
+  int32_t v222[16];
+  uint32_t run223 = uint32_t(0);
+  uint32_t acc224_0 = uint32_t(0);
+  acc224_0 += uint32_t(v220[0]); v222[0] = int32_t(acc224_0);
+  acc224_0 += uint32_t(v220[1]); v222[1] = int32_t(acc224_0);
+  acc224_0 += uint32_t(v220[2]); v222[2] = int32_t(acc224_0);
+  acc224_0 += uint32_t(v220[3]); v222[3] = int32_t(acc224_0);
   __syncthreads();
-  uint32_t tot223_0;
-  const uint32_t off222_0 = run220 + tsr::block_exclusive_sum<16>(acc221_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot223_0);
-  v219[0] = int32_t(uint32_t(v219[0]) + off222_0);
-  v219[1] = int32_t(uint32_t(v219[1]) + off222_0);
-  v219[2] = int32_t(uint32_t(v219[2]) + off222_0);
-  v219[3] = int32_t(uint32_t(v219[3]) + off222_0);
-  run220 += tot223_0;
-  uint32_t acc221_1 = uint32_t(0);
-  acc221_1 += uint32_t(v217[4]); v219[4] = int32_t(acc221_1);
-  acc221_1 += uint32_t(v217[5]); v219[5] = int32_t(acc221_1);
-  acc221_1 += uint32_t(v217[6]); v219[6] = int32_t(acc221_1);
-  acc221_1 += uint32_t(v217[7]); v219[7] = int32_t(acc221_1);
+  uint32_t tot226_0;
+  const uint32_t off225_0 = run223 + tsr::block_exclusive_sum<16>(acc224_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot226_0);
+  v222[0] = int32_t(uint32_t(v222[0]) + off225_0);
+  v222[1] = int32_t(uint32_t(v222[1]) + off225_0);
+  v222[2] = int32_t(uint32_t(v222[2]) + off225_0);
+  v222[3] = int32_t(uint32_t(v222[3]) + off225_0);
+  run223 += tot226_0;
+  uint32_t acc224_1 = uint32_t(0);
+  acc224_1 += uint32_t(v220[4]); v222[4] = int32_t(acc224_1);
+  acc224_1 += uint32_t(v220[5]); v222[5] = int32_t(acc224_1);
+  acc224_1 += uint32_t(v220[6]); v222[6] = int32_t(acc224_1);
+  acc224_1 += uint32_t(v220[7]); v222[7] = int32_t(acc224_1);
   __syncthreads();
-  uint32_t tot223_1;
-  const uint32_t off222_1 = run220 + tsr::block_exclusive_sum<16>(acc221_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot223_1);
-  v219[4] = int32_t(uint32_t(v219[4]) + off222_1);
-  v219[5] = int32_t(uint32_t(v219[5]) + off222_1);
-  v219[6] = int32_t(uint32_t(v219[6]) + off222_1);
-  v219[7] = int32_t(uint32_t(v219[7]) + off222_1);
-  run220 += tot223_1;
-  uint32_t acc221_2 = uint32_t(0);
-  acc221_2 += uint32_t(v217[8]); v219[8] = int32_t(acc221_2);
-  acc221_2 += uint32_t(v217[9]); v219[9] = int32_t(acc221_2);
-  acc221_2 += uint32_t(v217[10]); v219[10] = int32_t(acc221_2);
-  acc221_2 += uint32_t(v217[11]); v219[11] = int32_t(acc221_2);
+  uint32_t tot226_1;
+  const uint32_t off225_1 = run223 + tsr::block_exclusive_sum<16>(acc224_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot226_1);
+  v222[4] = int32_t(uint32_t(v222[4]) + off225_1);
+  v222[5] = int32_t(uint32_t(v222[5]) + off225_1);
+  v222[6] = int32_t(uint32_t(v222[6]) + off225_1);
+  v222[7] = int32_t(uint32_t(v222[7]) + off225_1);
+  run223 += tot226_1;
+  uint32_t acc224_2 = uint32_t(0);
+  acc224_2 += uint32_t(v220[8]); v222[8] = int32_t(acc224_2);
+  acc224_2 += uint32_t(v220[9]); v222[9] = int32_t(acc224_2);
+  acc224_2 += uint32_t(v220[10]); v222[10] = int32_t(acc224_2);
+  acc224_2 += uint32_t(v220[11]); v222[11] = int32_t(acc224_2);
   __syncthreads();
-  uint32_t tot223_2;
-  const uint32_t off222_2 = run220 + tsr::block_exclusive_sum<16>(acc221_2, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot223_2);
-  v219[8] = int32_t(uint32_t(v219[8]) + off222_2);
-  v219[9] = int32_t(uint32_t(v219[9]) + off222_2);
-  v219[10] = int32_t(uint32_t(v219[10]) + off222_2);
-  v219[11] = int32_t(uint32_t(v219[11]) + off222_2);
-  run220 += tot223_2;
-  uint32_t acc221_3 = uint32_t(0);
-  acc221_3 += uint32_t(v217[12]); v219[12] = int32_t(acc221_3);
-  acc221_3 += uint32_t(v217[13]); v219[13] = int32_t(acc221_3);
-  acc221_3 += uint32_t(v217[14]); v219[14] = int32_t(acc221_3);
-  acc221_3 += uint32_t(v217[15]); v219[15] = int32_t(acc221_3);
+  uint32_t tot226_2;
+  const uint32_t off225_2 = run223 + tsr::block_exclusive_sum<16>(acc224_2, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot226_2);
+  v222[8] = int32_t(uint32_t(v222[8]) + off225_2);
+  v222[9] = int32_t(uint32_t(v222[9]) + off225_2);
+  v222[10] = int32_t(uint32_t(v222[10]) + off225_2);
+  v222[11] = int32_t(uint32_t(v222[11]) + off225_2);
+  run223 += tot226_2;
+  uint32_t acc224_3 = uint32_t(0);
+  acc224_3 += uint32_t(v220[12]); v222[12] = int32_t(acc224_3);
+  acc224_3 += uint32_t(v220[13]); v222[13] = int32_t(acc224_3);
+  acc224_3 += uint32_t(v220[14]); v222[14] = int32_t(acc224_3);
+  acc224_3 += uint32_t(v220[15]); v222[15] = int32_t(acc224_3);
   __syncthreads();
-  uint32_t tot223_3;
-  const uint32_t off222_3 = run220 + tsr::block_exclusive_sum<16>(acc221_3, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot223_3);
-  v219[12] = int32_t(uint32_t(v219[12]) + off222_3);
-  v219[13] = int32_t(uint32_t(v219[13]) + off222_3);
-  v219[14] = int32_t(uint32_t(v219[14]) + off222_3);
-  v219[15] = int32_t(uint32_t(v219[15]) + off222_3);
-  run220 += tot223_3;
+  uint32_t tot226_3;
+  const uint32_t off225_3 = run223 + tsr::block_exclusive_sum<16>(acc224_3, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot226_3);
+  v222[12] = int32_t(uint32_t(v222[12]) + off225_3);
+  v222[13] = int32_t(uint32_t(v222[13]) + off225_3);
+  v222[14] = int32_t(uint32_t(v222[14]) + off225_3);
+  v222[15] = int32_t(uint32_t(v222[15]) + off225_3);
+  run223 += tot226_3;
   // %145 = splat %142 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v224[16];
+  int32_t v227[16];
   #pragma unroll
-  for (int s225 = 0; s225 < 16; ++s225) {
-    v224[s225] = v216;
+  for (int s228 = 0; s228 < 16; ++s228) {
+    v227[s228] = v219;
   }
   // %146 = add %144, %145 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v226[16];
-  #pragma unroll
-  for (int s227 = 0; s227 < 16; ++s227) {
-    v226[s227] = int32_t(uint32_t(v219[s227]) + uint32_t(v224[s227]));
-  }
-  // %147 = mul %10, %37 : i32
-  const int32_t v228 = int32_t(uint32_t(v3) * uint32_t(v47));
-  // %148 = splat %147 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
   int32_t v229[16];
   #pragma unroll
   for (int s230 = 0; s230 < 16; ++s230) {
-    v229[s230] = v228;
+    v229[s230] = int32_t(uint32_t(v222[s230]) + uint32_t(v227[s230]));
+  }
+  // %147 = mul %10, %37 : i32
+  const int32_t v231 = int32_t(uint32_t(v3) * uint32_t(v50));
+  // %148 = splat %147 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  int32_t v232[16];
+  #pragma unroll
+  for (int s233 = 0; s233 < 16; ++s233) {
+    v232[s233] = v231;
   }
   // %149 = add %146, %148 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v231[16];
+  int32_t v234[16];
   #pragma unroll
-  for (int s232 = 0; s232 < 16; ++s232) {
-    v231[s232] = int32_t(uint32_t(v226[s232]) + uint32_t(v229[s232]));
+  for (int s235 = 0; s235 < 16; ++s235) {
+    v234[s235] = int32_t(uint32_t(v229[s235]) + uint32_t(v232[s235]));
   }
   // %150 = splat %9 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v233[16];
+  int32_t v236[16];
   #pragma unroll
-  for (int s234 = 0; s234 < 16; ++s234) {
-    v233[s234] = v2;
+  for (int s237 = 0; s237 < 16; ++s237) {
+    v236[s237] = v2;
   }
   // scatter %seg_values, %20, %150, %149, %133
   #pragma unroll
-  for (int s235 = 0; s235 < 16; ++s235) {
-    if ((v194[s235] != 0) && (int64_t(v233[s235]) >= 0 && int64_t(v233[s235]) < int64_t(tsr_dim_M) && int64_t(v231[s235]) >= 0 && int64_t(v231[s235]) < int64_t(tsr_dim_W))) tsr_p1[int64_t(v233[s235]) * tsr_p1_s0 + int64_t(v231[s235]) * tsr_p1_s1] = v17[s235];
+  for (int s238 = 0; s238 < 16; ++s238) {
+    if ((v197[s238] != 0) && (int64_t(v236[s238]) >= 0 && int64_t(v236[s238]) < int64_t(tsr_dim_M) && int64_t(v234[s238]) >= 0 && int64_t(v234[s238]) < int64_t(tsr_dim_W))) tsr_p1[int64_t(v236[s238]) * tsr_p1_s0 + int64_t(v234[s238]) * tsr_p1_s1] = v20[s238];
   }
   // %151 = mul %18, %7 : i32
-  const int32_t v236 = int32_t(uint32_t(v11) * uint32_t(v0));
+  const int32_t v239 = int32_t(uint32_t(v11) * uint32_t(v0));
   // %152 = splat %151 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v237[16];
+  int32_t v240[16];
   #pragma unroll
-  for (int s238 = 0; s238 < 16; ++s238) {
-    v237[s238] = v236;
+  for (int s241 = 0; s241 < 16; ++s241) {
+    v240[s241] = v239;
   }
   // %153 = add %32, %152 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v239[16];
+  int32_t v242[16];
   #pragma unroll
-  for (int s240 = 0; s240 < 16; ++s240) {
-    v239[s240] = int32_t(uint32_t(v37[s240]) + uint32_t(v237[s240]));
+  for (int s243 = 0; s243 < 16; ++s243) {
+    v242[s243] = int32_t(uint32_t(v40[s243]) + uint32_t(v240[s243]));
   }
   // scatter %seg_indices, %153, %150, %149, %133
   #pragma unroll
-  for (int s241 = 0; s241 < 16; ++s241) {
-    if ((v194[s241] != 0) && (int64_t(v233[s241]) >= 0 && int64_t(v233[s241]) < int64_t(tsr_dim_M) && int64_t(v231[s241]) >= 0 && int64_t(v231[s241]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v233[s241]) * tsr_p2_s0 + int64_t(v231[s241]) * tsr_p2_s1] = v239[s241];
+  for (int s244 = 0; s244 < 16; ++s244) {
+    if ((v197[s244] != 0) && (int64_t(v236[s244]) >= 0 && int64_t(v236[s244]) < int64_t(tsr_dim_M) && int64_t(v234[s244]) >= 0 && int64_t(v234[s244]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v236[s244]) * tsr_p2_s0 + int64_t(v234[s244]) * tsr_p2_s1] = v242[s244];
   }
   // %154 = sub %43, %17 : i32
-  const int32_t v242 = int32_t(uint32_t(c53) - uint32_t(v10));
+  const int32_t v245 = int32_t(uint32_t(c56) - uint32_t(v10));
   // %155 = max %154, %17 : i32
-  const int32_t v243 = tsr::imax<int32_t>(v242, v10);
+  const int32_t v246 = tsr::imax<int32_t>(v245, v10);
   // %156 = min %128, %155 : i32
-  const int32_t v244 = tsr::imin<int32_t>(v189, v243);
+  const int32_t v247 = tsr::imin<int32_t>(v192, v246);
   // %157 = add %17, %130 : i32
-  const int32_t v245 = int32_t(uint32_t(v10) + uint32_t(v191));
+  const int32_t v248 = int32_t(uint32_t(v10) + uint32_t(v194));
   // %158 = add %157, %156 : i32
-  const int32_t v246 = int32_t(uint32_t(v245) + uint32_t(v244));
+  const int32_t v249 = int32_t(uint32_t(v248) + uint32_t(v247));
   // %159 = arange : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v247[4];
+  int32_t v250[4];
   #pragma unroll
-  for (int s248 = 0; s248 < 4; ++s248) {
-    v247[s248] = int32_t(0 + (((s248) % 4)) + (((tsr_lane >> 0) & 15) * 4));
+  for (int s251 = 0; s251 < 4; ++s251) {
+    v250[s251] = int32_t(0 + (((s251) % 4)) + (((tsr_lane >> 0) & 15) * 4));
   }
   // %160 = splat %158 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v249[4];
+  int32_t v252[4];
   #pragma unroll
-  for (int s250 = 0; s250 < 4; ++s250) {
-    v249[s250] = v246;
+  for (int s253 = 0; s253 < 4; ++s253) {
+    v252[s253] = v249;
   }
   // %161 = cmp %159, %160 {pred = "ge"} : tile<i1, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v251[4];
+  uint8_t v254[4];
   #pragma unroll
-  for (int s252 = 0; s252 < 4; ++s252) {
-    v251[s252] = uint8_t(v247[s252] >= v249[s252]);
+  for (int s255 = 0; s255 < 4; ++s255) {
+    v254[s255] = uint8_t(v250[s255] >= v252[s255]);
   }
   // %162 = splat %147 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v253[4];
+  int32_t v256[4];
   #pragma unroll
-  for (int s254 = 0; s254 < 4; ++s254) {
-    v253[s254] = v228;
+  for (int s257 = 0; s257 < 4; ++s257) {
+    v256[s257] = v231;
   }
   // %163 = add %159, %162 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v255[4];
+  int32_t v258[4];
   #pragma unroll
-  for (int s256 = 0; s256 < 4; ++s256) {
-    v255[s256] = int32_t(uint32_t(v247[s256]) + uint32_t(v253[s256]));
+  for (int s259 = 0; s259 < 4; ++s259) {
+    v258[s259] = int32_t(uint32_t(v250[s259]) + uint32_t(v256[s259]));
   }
   // %164 = splat %142 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v257[4];
+  int32_t v260[4];
   #pragma unroll
-  for (int s258 = 0; s258 < 4; ++s258) {
-    v257[s258] = v216;
+  for (int s261 = 0; s261 < 4; ++s261) {
+    v260[s261] = v219;
   }
   // %165 = splat %9 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v259[4];
+  int32_t v262[4];
   #pragma unroll
-  for (int s260 = 0; s260 < 4; ++s260) {
-    v259[s260] = v2;
+  for (int s263 = 0; s263 < 4; ++s263) {
+    v262[s263] = v2;
   }
   // scatter %seg_indices, %164, %165, %163, %161
   #pragma unroll
-  for (int s261 = 0; s261 < 4; ++s261) {
-    if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (v251[s261] != 0) && (int64_t(v259[s261]) >= 0 && int64_t(v259[s261]) < int64_t(tsr_dim_M) && int64_t(v255[s261]) >= 0 && int64_t(v255[s261]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v259[s261]) * tsr_p2_s0 + int64_t(v255[s261]) * tsr_p2_s1] = v257[s261];
+  for (int s264 = 0; s264 < 4; ++s264) {
+    if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (v254[s264] != 0) && (int64_t(v262[s264]) >= 0 && int64_t(v262[s264]) < int64_t(tsr_dim_M) && int64_t(v258[s264]) >= 0 && int64_t(v258[s264]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v262[s264]) * tsr_p2_s0 + int64_t(v258[s264]) * tsr_p2_s1] = v260[s264];
   }
 }
 
@@ -940,6 +953,7 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
 // stat smem-bytes = 8192
 // stat threads = 512
 // stat vector-accesses = 1
+// stat whole-tile-accesses = 1
 // note printed from the GPU lowering's layouts (the layout emitter)
 // Generated by Tessera (tessera-cuda-codegen-1) from kernel @topk_merge_tile for sm_90a.
 #include "tessera/core.cuh"

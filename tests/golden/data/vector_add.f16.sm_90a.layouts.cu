@@ -17,89 +17,97 @@ extern "C" __global__ void __launch_bounds__(128) tessera_vector_add(uint16_t* t
   [[maybe_unused]] constexpr int64_t BLOCK = 1024LL;
   // %6 = program_id {axis = 0} : i32
   const int32_t v0 = int32_t(blockIdx.x);
-  // %7 = load_tile %x, %6 : tile<f16, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [4], order = [0]>>
-  float v1[8];
+  // %7 = load_tile %x, %6 : tile<f16, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [4], order = [0]>>
+  tsr::Packed16<false, 8> v1;
   {
-    const int64_t o2 = int64_t(v0) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
+    const int64_t o2 = int64_t(v0) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
     #pragma unroll
-    for (int c3 = 0; c3 < 2; ++c3) {
-      uint16_t vb4[4];
-      if ((o2 + (((c3 * 4) % 4) + (((c3 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p0 + (o2 + (((c3 * 4) % 4) + (((c3 * 4) / 4) % 2) * 512)) * tsr_p0_s0)) {
-        tsr::copy_vec<uint16_t, 4>(vb4, tsr_p0 + (o2 + (((c3 * 4) % 4) + (((c3 * 4) / 4) % 2) * 512)) * tsr_p0_s0);
-        v1[c3 * 4 + 0] = tsr::h2f(vb4[0]);
-        v1[c3 * 4 + 1] = tsr::h2f(vb4[1]);
-        v1[c3 * 4 + 2] = tsr::h2f(vb4[2]);
-        v1[c3 * 4 + 3] = tsr::h2f(vb4[3]);
+    for (int c3 = 0; c3 < 1; ++c3) {
+      uint16_t vb4[8];
+      if ((o2 + (((c3 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o2 + (((c3 * 8) % 8))) * tsr_p0_s0)) {
+        tsr::copy_vec<uint16_t, 8>(vb4, tsr_p0 + (o2 + (((c3 * 8) % 8))) * tsr_p0_s0);
       } else {
-        v1[c3 * 4] = ((o2 + (((c3 * 4) % 4) + (((c3 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p0[(o2 + (((c3 * 4) % 4) + (((c3 * 4) / 4) % 2) * 512)) * tsr_p0_s0]) : 0x0p+0f;
-        v1[c3 * 4 + 1] = ((o2 + (((c3 * 4) % 4) + (((c3 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p0[(o2 + (((c3 * 4) % 4) + (((c3 * 4) / 4) % 2) * 512) + 1) * tsr_p0_s0]) : 0x0p+0f;
-        v1[c3 * 4 + 2] = ((o2 + (((c3 * 4) % 4) + (((c3 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p0[(o2 + (((c3 * 4) % 4) + (((c3 * 4) / 4) % 2) * 512) + 2) * tsr_p0_s0]) : 0x0p+0f;
-        v1[c3 * 4 + 3] = ((o2 + (((c3 * 4) % 4) + (((c3 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p0[(o2 + (((c3 * 4) % 4) + (((c3 * 4) / 4) % 2) * 512) + 3) * tsr_p0_s0]) : 0x0p+0f;
+        vb4[0] = ((o2 + (((c3 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p0[(o2 + (((c3 * 8) % 8))) * tsr_p0_s0] : uint16_t(tsr::f2h(0x0p+0f));
+        vb4[1] = ((o2 + (((c3 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o2 + (((c3 * 8) % 8)) + 1) * tsr_p0_s0] : uint16_t(tsr::f2h(0x0p+0f));
+        vb4[2] = ((o2 + (((c3 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o2 + (((c3 * 8) % 8)) + 2) * tsr_p0_s0] : uint16_t(tsr::f2h(0x0p+0f));
+        vb4[3] = ((o2 + (((c3 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o2 + (((c3 * 8) % 8)) + 3) * tsr_p0_s0] : uint16_t(tsr::f2h(0x0p+0f));
+        vb4[4] = ((o2 + (((c3 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p0[(o2 + (((c3 * 8) % 8)) + 4) * tsr_p0_s0] : uint16_t(tsr::f2h(0x0p+0f));
+        vb4[5] = ((o2 + (((c3 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p0[(o2 + (((c3 * 8) % 8)) + 5) * tsr_p0_s0] : uint16_t(tsr::f2h(0x0p+0f));
+        vb4[6] = ((o2 + (((c3 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p0[(o2 + (((c3 * 8) % 8)) + 6) * tsr_p0_s0] : uint16_t(tsr::f2h(0x0p+0f));
+        vb4[7] = ((o2 + (((c3 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p0[(o2 + (((c3 * 8) % 8)) + 7) * tsr_p0_s0] : uint16_t(tsr::f2h(0x0p+0f));
       }
+      v1.w[(c3 * 8) / 2 + 0] = uint32_t(vb4[0]) | (uint32_t(vb4[1]) << 16);
+      v1.w[(c3 * 8) / 2 + 1] = uint32_t(vb4[2]) | (uint32_t(vb4[3]) << 16);
+      v1.w[(c3 * 8) / 2 + 2] = uint32_t(vb4[4]) | (uint32_t(vb4[5]) << 16);
+      v1.w[(c3 * 8) / 2 + 3] = uint32_t(vb4[6]) | (uint32_t(vb4[7]) << 16);
     }
   }
-  // %8 = cast %7 : tile<f32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [4], order = [0]>>
-  float v5[8];
-  #pragma unroll
-  for (int s6 = 0; s6 < 8; ++s6) {
-    v5[s6] = float(float(v1[s6]));
-  }
-  // %9 = load_tile %y, %6 : tile<f16, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [4], order = [0]>>
-  float v7[8];
+  // %8 = cast %7 : tile<f32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [4], order = [0]>>
+  const auto& v5 = v1;  // converts at each use
+  // %9 = load_tile %y, %6 : tile<f16, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [4], order = [0]>>
+  tsr::Packed16<false, 8> v6;
   {
-    const int64_t o8 = int64_t(v0) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
+    const int64_t o7 = int64_t(v0) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
     #pragma unroll
-    for (int c9 = 0; c9 < 2; ++c9) {
-      uint16_t vb10[4];
-      if ((o8 + (((c9 * 4) % 4) + (((c9 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p1 + (o8 + (((c9 * 4) % 4) + (((c9 * 4) / 4) % 2) * 512)) * tsr_p1_s0)) {
-        tsr::copy_vec<uint16_t, 4>(vb10, tsr_p1 + (o8 + (((c9 * 4) % 4) + (((c9 * 4) / 4) % 2) * 512)) * tsr_p1_s0);
-        v7[c9 * 4 + 0] = tsr::h2f(vb10[0]);
-        v7[c9 * 4 + 1] = tsr::h2f(vb10[1]);
-        v7[c9 * 4 + 2] = tsr::h2f(vb10[2]);
-        v7[c9 * 4 + 3] = tsr::h2f(vb10[3]);
+    for (int c8 = 0; c8 < 1; ++c8) {
+      uint16_t vb9[8];
+      if ((o7 + (((c8 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + (o7 + (((c8 * 8) % 8))) * tsr_p1_s0)) {
+        tsr::copy_vec<uint16_t, 8>(vb9, tsr_p1 + (o7 + (((c8 * 8) % 8))) * tsr_p1_s0);
       } else {
-        v7[c9 * 4] = ((o8 + (((c9 * 4) % 4) + (((c9 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p1[(o8 + (((c9 * 4) % 4) + (((c9 * 4) / 4) % 2) * 512)) * tsr_p1_s0]) : 0x0p+0f;
-        v7[c9 * 4 + 1] = ((o8 + (((c9 * 4) % 4) + (((c9 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p1[(o8 + (((c9 * 4) % 4) + (((c9 * 4) / 4) % 2) * 512) + 1) * tsr_p1_s0]) : 0x0p+0f;
-        v7[c9 * 4 + 2] = ((o8 + (((c9 * 4) % 4) + (((c9 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p1[(o8 + (((c9 * 4) % 4) + (((c9 * 4) / 4) % 2) * 512) + 2) * tsr_p1_s0]) : 0x0p+0f;
-        v7[c9 * 4 + 3] = ((o8 + (((c9 * 4) % 4) + (((c9 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p1[(o8 + (((c9 * 4) % 4) + (((c9 * 4) / 4) % 2) * 512) + 3) * tsr_p1_s0]) : 0x0p+0f;
+        vb9[0] = ((o7 + (((c8 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p1[(o7 + (((c8 * 8) % 8))) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
+        vb9[1] = ((o7 + (((c8 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p1[(o7 + (((c8 * 8) % 8)) + 1) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
+        vb9[2] = ((o7 + (((c8 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p1[(o7 + (((c8 * 8) % 8)) + 2) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
+        vb9[3] = ((o7 + (((c8 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p1[(o7 + (((c8 * 8) % 8)) + 3) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
+        vb9[4] = ((o7 + (((c8 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p1[(o7 + (((c8 * 8) % 8)) + 4) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
+        vb9[5] = ((o7 + (((c8 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p1[(o7 + (((c8 * 8) % 8)) + 5) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
+        vb9[6] = ((o7 + (((c8 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p1[(o7 + (((c8 * 8) % 8)) + 6) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
+        vb9[7] = ((o7 + (((c8 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p1[(o7 + (((c8 * 8) % 8)) + 7) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
       }
+      v6.w[(c8 * 8) / 2 + 0] = uint32_t(vb9[0]) | (uint32_t(vb9[1]) << 16);
+      v6.w[(c8 * 8) / 2 + 1] = uint32_t(vb9[2]) | (uint32_t(vb9[3]) << 16);
+      v6.w[(c8 * 8) / 2 + 2] = uint32_t(vb9[4]) | (uint32_t(vb9[5]) << 16);
+      v6.w[(c8 * 8) / 2 + 3] = uint32_t(vb9[6]) | (uint32_t(vb9[7]) << 16);
     }
   }
-  // %10 = cast %9 : tile<f32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [4], order = [0]>>
+  // %10 = cast %9 : tile<f32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [4], order = [0]>>
+  const auto& v10 = v6;  // converts at each use
+  // %11 = add %8, %10 : tile<f32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [4], order = [0]>>
   float v11[8];
   #pragma unroll
   for (int s12 = 0; s12 < 8; ++s12) {
-    v11[s12] = float(float(v7[s12]));
+    v11[s12] = float(v5[s12] + v10[s12]);
   }
-  // %11 = add %8, %10 : tile<f32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [4], order = [0]>>
+  // %12 = cast %11 : tile<f16, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [4], order = [0]>>
   float v13[8];
   #pragma unroll
   for (int s14 = 0; s14 < 8; ++s14) {
-    v13[s14] = float(v5[s14] + v11[s14]);
-  }
-  // %12 = cast %11 : tile<f16, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [4], order = [0]>>
-  float v15[8];
-  #pragma unroll
-  for (int s16 = 0; s16 < 8; ++s16) {
-    v15[s16] = tsr::rf16(float(float(v13[s16])));
+    v13[s14] = tsr::rf16(float(float(v11[s14])));
   }
   // store_tile %z, %12, %6
   {
-    const int64_t o17 = int64_t(v0) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
+    const int64_t o15 = int64_t(v0) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
     #pragma unroll
-    for (int c18 = 0; c18 < 2; ++c18) {
-      uint16_t vb19[4];
-      if ((o17 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p2 + (o17 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 2) * 512)) * tsr_p2_s0)) {
-        vb19[0] = tsr::f2h(v15[c18 * 4 + 0]);
-        vb19[1] = tsr::f2h(v15[c18 * 4 + 1]);
-        vb19[2] = tsr::f2h(v15[c18 * 4 + 2]);
-        vb19[3] = tsr::f2h(v15[c18 * 4 + 3]);
-        tsr::copy_vec<uint16_t, 4>(tsr_p2 + (o17 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 2) * 512)) * tsr_p2_s0, vb19);
+    for (int c16 = 0; c16 < 1; ++c16) {
+      uint16_t vb17[8];
+      if ((o15 + (((c16 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + (o15 + (((c16 * 8) % 8))) * tsr_p2_s0)) {
+        vb17[0] = tsr::f2h(v13[c16 * 8 + 0]);
+        vb17[1] = tsr::f2h(v13[c16 * 8 + 1]);
+        vb17[2] = tsr::f2h(v13[c16 * 8 + 2]);
+        vb17[3] = tsr::f2h(v13[c16 * 8 + 3]);
+        vb17[4] = tsr::f2h(v13[c16 * 8 + 4]);
+        vb17[5] = tsr::f2h(v13[c16 * 8 + 5]);
+        vb17[6] = tsr::f2h(v13[c16 * 8 + 6]);
+        vb17[7] = tsr::f2h(v13[c16 * 8 + 7]);
+        tsr::copy_vec<uint16_t, 8>(tsr_p2 + (o15 + (((c16 * 8) % 8))) * tsr_p2_s0, vb17);
       } else {
-        if ((o17 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) tsr_p2[(o17 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 2) * 512)) * tsr_p2_s0] = tsr::f2h(v15[c18 * 4]);
-        if ((o17 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o17 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 2) * 512) + 1) * tsr_p2_s0] = tsr::f2h(v15[c18 * 4 + 1]);
-        if ((o17 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o17 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 2) * 512) + 2) * tsr_p2_s0] = tsr::f2h(v15[c18 * 4 + 2]);
-        if ((o17 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o17 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 2) * 512) + 3) * tsr_p2_s0] = tsr::f2h(v15[c18 * 4 + 3]);
+        if ((o15 + (((c16 * 8) % 8))) < int64_t(tsr_dim_N)) tsr_p2[(o15 + (((c16 * 8) % 8))) * tsr_p2_s0] = tsr::f2h(v13[c16 * 8]);
+        if ((o15 + (((c16 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o15 + (((c16 * 8) % 8)) + 1) * tsr_p2_s0] = tsr::f2h(v13[c16 * 8 + 1]);
+        if ((o15 + (((c16 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o15 + (((c16 * 8) % 8)) + 2) * tsr_p2_s0] = tsr::f2h(v13[c16 * 8 + 2]);
+        if ((o15 + (((c16 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o15 + (((c16 * 8) % 8)) + 3) * tsr_p2_s0] = tsr::f2h(v13[c16 * 8 + 3]);
+        if ((o15 + (((c16 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) tsr_p2[(o15 + (((c16 * 8) % 8)) + 4) * tsr_p2_s0] = tsr::f2h(v13[c16 * 8 + 4]);
+        if ((o15 + (((c16 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) tsr_p2[(o15 + (((c16 * 8) % 8)) + 5) * tsr_p2_s0] = tsr::f2h(v13[c16 * 8 + 5]);
+        if ((o15 + (((c16 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) tsr_p2[(o15 + (((c16 * 8) % 8)) + 6) * tsr_p2_s0] = tsr::f2h(v13[c16 * 8 + 6]);
+        if ((o15 + (((c16 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) tsr_p2[(o15 + (((c16 * 8) % 8)) + 7) * tsr_p2_s0] = tsr::f2h(v13[c16 * 8 + 7]);
       }
     }
   }
@@ -114,6 +122,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_vector_add(uint16_t* t
 // param dim N i32 bytes 4 index -1
 // header tessera/core.cuh
 // header tessera/mma.cuh
+// stat packed-loads = 2
 // stat producer-warpgroups = 0
 // stat smem-bytes = 0
 // stat threads = 128

@@ -21,67 +21,106 @@ extern "C" __global__ void __launch_bounds__(128) tessera_vector_add(float* tsr_
   float v1[8];
   {
     const int64_t o2 = int64_t(v0) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
-    #pragma unroll
-    for (int c3 = 0; c3 < 2; ++c3) {
-      float vb4[4];
-      if ((o2 + (((c3 * 4) % 4) + (((c3 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + (o2 + (((c3 * 4) % 4) + (((c3 * 4) / 4) % 2) * 512)) * tsr_p0_s0)) {
-        tsr::copy_vec<float, 4>(vb4, tsr_p0 + (o2 + (((c3 * 4) % 4) + (((c3 * 4) / 4) % 2) * 512)) * tsr_p0_s0);
-        v1[c3 * 4 + 0] = vb4[0];
-        v1[c3 * 4 + 1] = vb4[1];
-        v1[c3 * 4 + 2] = vb4[2];
-        v1[c3 * 4 + 3] = vb4[3];
-      } else {
-        v1[c3 * 4] = ((o2 + (((c3 * 4) % 4) + (((c3 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) ? tsr_p0[(o2 + (((c3 * 4) % 4) + (((c3 * 4) / 4) % 2) * 512)) * tsr_p0_s0] : 0x0p+0f;
-        v1[c3 * 4 + 1] = ((o2 + (((c3 * 4) % 4) + (((c3 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o2 + (((c3 * 4) % 4) + (((c3 * 4) / 4) % 2) * 512) + 1) * tsr_p0_s0] : 0x0p+0f;
-        v1[c3 * 4 + 2] = ((o2 + (((c3 * 4) % 4) + (((c3 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o2 + (((c3 * 4) % 4) + (((c3 * 4) / 4) % 2) * 512) + 2) * tsr_p0_s0] : 0x0p+0f;
-        v1[c3 * 4 + 3] = ((o2 + (((c3 * 4) % 4) + (((c3 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o2 + (((c3 * 4) % 4) + (((c3 * 4) / 4) % 2) * 512) + 3) * tsr_p0_s0] : 0x0p+0f;
+    const bool whole3 = int64_t(v0) * 1024 >= 0 && int64_t(v0) * 1024 + 1024 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + int64_t(v0) * 1024 * tsr_p0_s0);
+    if (whole3) {
+      #pragma unroll
+      for (int c4 = 0; c4 < 2; ++c4) {
+        float vb5[4];
+        tsr::copy_vec<float, 4>(vb5, tsr_p0 + (o2 + (((c4 * 4) % 4) + (((c4 * 4) / 4) % 2) * 512)) * tsr_p0_s0);
+        v1[c4 * 4 + 0] = vb5[0];
+        v1[c4 * 4 + 1] = vb5[1];
+        v1[c4 * 4 + 2] = vb5[2];
+        v1[c4 * 4 + 3] = vb5[3];
+      }
+    } else {
+      #pragma unroll
+      for (int c6 = 0; c6 < 2; ++c6) {
+        float vb7[4];
+        if ((o2 + (((c6 * 4) % 4) + (((c6 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + (o2 + (((c6 * 4) % 4) + (((c6 * 4) / 4) % 2) * 512)) * tsr_p0_s0)) {
+          tsr::copy_vec<float, 4>(vb7, tsr_p0 + (o2 + (((c6 * 4) % 4) + (((c6 * 4) / 4) % 2) * 512)) * tsr_p0_s0);
+          v1[c6 * 4 + 0] = vb7[0];
+          v1[c6 * 4 + 1] = vb7[1];
+          v1[c6 * 4 + 2] = vb7[2];
+          v1[c6 * 4 + 3] = vb7[3];
+        } else {
+          v1[c6 * 4] = ((o2 + (((c6 * 4) % 4) + (((c6 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) ? tsr_p0[(o2 + (((c6 * 4) % 4) + (((c6 * 4) / 4) % 2) * 512)) * tsr_p0_s0] : 0x0p+0f;
+          v1[c6 * 4 + 1] = ((o2 + (((c6 * 4) % 4) + (((c6 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o2 + (((c6 * 4) % 4) + (((c6 * 4) / 4) % 2) * 512) + 1) * tsr_p0_s0] : 0x0p+0f;
+          v1[c6 * 4 + 2] = ((o2 + (((c6 * 4) % 4) + (((c6 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o2 + (((c6 * 4) % 4) + (((c6 * 4) / 4) % 2) * 512) + 2) * tsr_p0_s0] : 0x0p+0f;
+          v1[c6 * 4 + 3] = ((o2 + (((c6 * 4) % 4) + (((c6 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o2 + (((c6 * 4) % 4) + (((c6 * 4) / 4) % 2) * 512) + 3) * tsr_p0_s0] : 0x0p+0f;
+        }
       }
     }
   }
   // %8 = load_tile %y, %6 : tile<f32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [4], order = [0]>>
-  float v5[8];
+  float v8[8];
   {
-    const int64_t o6 = int64_t(v0) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
-    #pragma unroll
-    for (int c7 = 0; c7 < 2; ++c7) {
-      float vb8[4];
-      if ((o6 + (((c7 * 4) % 4) + (((c7 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p1 + (o6 + (((c7 * 4) % 4) + (((c7 * 4) / 4) % 2) * 512)) * tsr_p1_s0)) {
-        tsr::copy_vec<float, 4>(vb8, tsr_p1 + (o6 + (((c7 * 4) % 4) + (((c7 * 4) / 4) % 2) * 512)) * tsr_p1_s0);
-        v5[c7 * 4 + 0] = vb8[0];
-        v5[c7 * 4 + 1] = vb8[1];
-        v5[c7 * 4 + 2] = vb8[2];
-        v5[c7 * 4 + 3] = vb8[3];
-      } else {
-        v5[c7 * 4] = ((o6 + (((c7 * 4) % 4) + (((c7 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) ? tsr_p1[(o6 + (((c7 * 4) % 4) + (((c7 * 4) / 4) % 2) * 512)) * tsr_p1_s0] : 0x0p+0f;
-        v5[c7 * 4 + 1] = ((o6 + (((c7 * 4) % 4) + (((c7 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr_p1[(o6 + (((c7 * 4) % 4) + (((c7 * 4) / 4) % 2) * 512) + 1) * tsr_p1_s0] : 0x0p+0f;
-        v5[c7 * 4 + 2] = ((o6 + (((c7 * 4) % 4) + (((c7 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr_p1[(o6 + (((c7 * 4) % 4) + (((c7 * 4) / 4) % 2) * 512) + 2) * tsr_p1_s0] : 0x0p+0f;
-        v5[c7 * 4 + 3] = ((o6 + (((c7 * 4) % 4) + (((c7 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr_p1[(o6 + (((c7 * 4) % 4) + (((c7 * 4) / 4) % 2) * 512) + 3) * tsr_p1_s0] : 0x0p+0f;
+    const int64_t o9 = int64_t(v0) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
+    const bool whole10 = int64_t(v0) * 1024 >= 0 && int64_t(v0) * 1024 + 1024 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v0) * 1024 * tsr_p1_s0);
+    if (whole10) {
+      #pragma unroll
+      for (int c11 = 0; c11 < 2; ++c11) {
+        float vb12[4];
+        tsr::copy_vec<float, 4>(vb12, tsr_p1 + (o9 + (((c11 * 4) % 4) + (((c11 * 4) / 4) % 2) * 512)) * tsr_p1_s0);
+        v8[c11 * 4 + 0] = vb12[0];
+        v8[c11 * 4 + 1] = vb12[1];
+        v8[c11 * 4 + 2] = vb12[2];
+        v8[c11 * 4 + 3] = vb12[3];
+      }
+    } else {
+      #pragma unroll
+      for (int c13 = 0; c13 < 2; ++c13) {
+        float vb14[4];
+        if ((o9 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p1 + (o9 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512)) * tsr_p1_s0)) {
+          tsr::copy_vec<float, 4>(vb14, tsr_p1 + (o9 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512)) * tsr_p1_s0);
+          v8[c13 * 4 + 0] = vb14[0];
+          v8[c13 * 4 + 1] = vb14[1];
+          v8[c13 * 4 + 2] = vb14[2];
+          v8[c13 * 4 + 3] = vb14[3];
+        } else {
+          v8[c13 * 4] = ((o9 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) ? tsr_p1[(o9 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512)) * tsr_p1_s0] : 0x0p+0f;
+          v8[c13 * 4 + 1] = ((o9 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr_p1[(o9 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512) + 1) * tsr_p1_s0] : 0x0p+0f;
+          v8[c13 * 4 + 2] = ((o9 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr_p1[(o9 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512) + 2) * tsr_p1_s0] : 0x0p+0f;
+          v8[c13 * 4 + 3] = ((o9 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr_p1[(o9 + (((c13 * 4) % 4) + (((c13 * 4) / 4) % 2) * 512) + 3) * tsr_p1_s0] : 0x0p+0f;
+        }
       }
     }
   }
   // %9 = add %7, %8 : tile<f32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [4], order = [0]>>
-  float v9[8];
+  float v15[8];
   #pragma unroll
-  for (int s10 = 0; s10 < 8; ++s10) {
-    v9[s10] = float(v1[s10] + v5[s10]);
+  for (int s16 = 0; s16 < 8; ++s16) {
+    v15[s16] = float(v1[s16] + v8[s16]);
   }
   // store_tile %z, %9, %6
   {
-    const int64_t o11 = int64_t(v0) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
-    #pragma unroll
-    for (int c12 = 0; c12 < 2; ++c12) {
-      float vb13[4];
-      if ((o11 + (((c12 * 4) % 4) + (((c12 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + (o11 + (((c12 * 4) % 4) + (((c12 * 4) / 4) % 2) * 512)) * tsr_p2_s0)) {
-        vb13[0] = v9[c12 * 4 + 0];
-        vb13[1] = v9[c12 * 4 + 1];
-        vb13[2] = v9[c12 * 4 + 2];
-        vb13[3] = v9[c12 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p2 + (o11 + (((c12 * 4) % 4) + (((c12 * 4) / 4) % 2) * 512)) * tsr_p2_s0, vb13);
-      } else {
-        if ((o11 + (((c12 * 4) % 4) + (((c12 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) tsr_p2[(o11 + (((c12 * 4) % 4) + (((c12 * 4) / 4) % 2) * 512)) * tsr_p2_s0] = v9[c12 * 4];
-        if ((o11 + (((c12 * 4) % 4) + (((c12 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o11 + (((c12 * 4) % 4) + (((c12 * 4) / 4) % 2) * 512) + 1) * tsr_p2_s0] = v9[c12 * 4 + 1];
-        if ((o11 + (((c12 * 4) % 4) + (((c12 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o11 + (((c12 * 4) % 4) + (((c12 * 4) / 4) % 2) * 512) + 2) * tsr_p2_s0] = v9[c12 * 4 + 2];
-        if ((o11 + (((c12 * 4) % 4) + (((c12 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o11 + (((c12 * 4) % 4) + (((c12 * 4) / 4) % 2) * 512) + 3) * tsr_p2_s0] = v9[c12 * 4 + 3];
+    const int64_t o17 = int64_t(v0) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 3) * 128);
+    const bool whole18 = int64_t(v0) * 1024 >= 0 && int64_t(v0) * 1024 + 1024 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(v0) * 1024 * tsr_p2_s0);
+    if (whole18) {
+      #pragma unroll
+      for (int c19 = 0; c19 < 2; ++c19) {
+        float vb20[4];
+        vb20[0] = v15[c19 * 4 + 0];
+        vb20[1] = v15[c19 * 4 + 1];
+        vb20[2] = v15[c19 * 4 + 2];
+        vb20[3] = v15[c19 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p2 + (o17 + (((c19 * 4) % 4) + (((c19 * 4) / 4) % 2) * 512)) * tsr_p2_s0, vb20);
+      }
+    } else {
+      #pragma unroll
+      for (int c21 = 0; c21 < 2; ++c21) {
+        float vb22[4];
+        if ((o17 + (((c21 * 4) % 4) + (((c21 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + (o17 + (((c21 * 4) % 4) + (((c21 * 4) / 4) % 2) * 512)) * tsr_p2_s0)) {
+          vb22[0] = v15[c21 * 4 + 0];
+          vb22[1] = v15[c21 * 4 + 1];
+          vb22[2] = v15[c21 * 4 + 2];
+          vb22[3] = v15[c21 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p2 + (o17 + (((c21 * 4) % 4) + (((c21 * 4) / 4) % 2) * 512)) * tsr_p2_s0, vb22);
+        } else {
+          if ((o17 + (((c21 * 4) % 4) + (((c21 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) tsr_p2[(o17 + (((c21 * 4) % 4) + (((c21 * 4) / 4) % 2) * 512)) * tsr_p2_s0] = v15[c21 * 4];
+          if ((o17 + (((c21 * 4) % 4) + (((c21 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o17 + (((c21 * 4) % 4) + (((c21 * 4) / 4) % 2) * 512) + 1) * tsr_p2_s0] = v15[c21 * 4 + 1];
+          if ((o17 + (((c21 * 4) % 4) + (((c21 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o17 + (((c21 * 4) % 4) + (((c21 * 4) / 4) % 2) * 512) + 2) * tsr_p2_s0] = v15[c21 * 4 + 2];
+          if ((o17 + (((c21 * 4) % 4) + (((c21 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o17 + (((c21 * 4) % 4) + (((c21 * 4) / 4) % 2) * 512) + 3) * tsr_p2_s0] = v15[c21 * 4 + 3];
+        }
       }
     }
   }
@@ -100,4 +139,5 @@ extern "C" __global__ void __launch_bounds__(128) tessera_vector_add(float* tsr_
 // stat smem-bytes = 0
 // stat threads = 128
 // stat vector-accesses = 3
+// stat whole-tile-accesses = 3
 // note printed from the GPU lowering's layouts (the layout emitter)
