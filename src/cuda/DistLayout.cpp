@@ -1,6 +1,8 @@
 // Placements of distributed layouts (DistLayout.h).
 #include "cuda/DistLayout.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <unordered_map>
 
 namespace tessera::cudagen {
@@ -147,14 +149,21 @@ std::vector<int64_t> Dist::digit_values(int64_t s) const {
 }
 
 std::vector<int64_t> Dist::coord(int64_t s, int lane, int warp) const {
-  std::vector<int64_t> c(shape.size(), 0);
-  std::vector<int64_t> v = digit_values(s);
-  for (size_t i = 0; i < digits.size(); ++i) c[digits[i].dim] += v[i] * digits[i].coef;
+  std::vector<int64_t> c;
+  coord_into(s, lane, warp, c);
+  return c;
+}
+
+void Dist::coord_into(int64_t s, int lane, int warp, std::vector<int64_t>& c) const {
+  c.assign(shape.size(), 0);
+  for (const Digit& g : digits) {
+    c[g.dim] += s % g.radix * g.coef;
+    s /= g.radix;
+  }
   for (size_t b = 0; b < lane_bits.size(); ++b)
     if (lane_bits[b].dim >= 0 && (lane >> b & 1)) c[lane_bits[b].dim] += lane_bits[b].coef;
   for (size_t b = 0; b < warp_bits.size(); ++b)
     if (warp_bits[b].dim >= 0 && (warp >> b & 1)) c[warp_bits[b].dim] += warp_bits[b].coef;
-  return c;
 }
 
 std::string Dist::const_expr(int d, const std::string& s) const {
@@ -295,15 +304,31 @@ std::vector<int64_t> same_thread_slots(const Dist& from, const Dist& to, int thr
     for (size_t d = 0; d < c.size(); ++d) f = f * from.shape[d] + c[d];
     return f;
   };
-  std::vector<int64_t> out(to.slots(), -1);
-  std::unordered_map<int64_t, int64_t> held;
+  // Threads that differ only in bits neither layout places anything by (copies) hold the same
+  // elements in both: one of each such group is checked.
+  int64_t relevant = 0;
+  for (const Dist* D : {&from, &to}) {
+    for (size_t b = 0; b < D->lane_bits.size(); ++b)
+      if (D->lane_bits[b].dim >= 0) relevant |= int64_t{1} << b;
+    for (size_t b = 0; b < D->warp_bits.size(); ++b)
+      if (D->warp_bits[b].dim >= 0) relevant |= int64_t{1} << (5 + b);
+  }
+  std::vector<int64_t> out(to.slots(), -1), c;
+  std::vector<std::pair<int64_t, int64_t>> held;  // (flat index, slot), sorted
   for (int th = 0; th < threads; ++th) {
+    if (th & ~relevant) continue;
     held.clear();
-    for (int64_t s = 0; s < from.slots(); ++s) held.emplace(flat(from.coord(s, th & 31, th >> 5)), s);
+    for (int64_t s = 0; s < from.slots(); ++s) {
+      from.coord_into(s, th & 31, th >> 5, c);
+      held.emplace_back(flat(c), s);
+    }
+    std::sort(held.begin(), held.end());
     for (int64_t s = 0; s < to.slots(); ++s) {
-      auto it = held.find(flat(src_coord(to.coord(s, th & 31, th >> 5))));
-      if (it == held.end()) return {};
-      if (th == 0) out[s] = it->second;
+      to.coord_into(s, th & 31, th >> 5, c);
+      const int64_t f = flat(src_coord(c));
+      auto it = std::lower_bound(held.begin(), held.end(), std::pair<int64_t, int64_t>{f, INT64_MIN});
+      if (it == held.end() || it->first != f) return {};
+      if (out[s] < 0) out[s] = it->second;
       else if (out[s] != it->second) return {};
     }
   }

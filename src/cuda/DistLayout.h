@@ -61,6 +61,7 @@ struct Dist {
   std::vector<int64_t> digit_values(int64_t s) const;
   // Coordinates of slot s in the thread of this lane and warp.
   std::vector<int64_t> coord(int64_t s, int lane, int warp) const;
+  void coord_into(int64_t s, int lane, int warp, std::vector<int64_t>& c) const;  // (no allocation)
   // C++ expressions: the slot part of dim d for a slot given by expression `s` (a compile-time
   // loop variable), the thread part (of `tsr_lane`, `tsr_warp`), and whether this thread is
   // the one of its copies that performs side effects (lane and warp bits of no dim are 0).

@@ -262,48 +262,10 @@ namespace {
 
 using ThreadSet = std::vector<bool>;  // one flag per thread of the program
 
-// The threads that hold element `e` (one index per dim of `shape`) in `l`; false when `l` is not
-// a kind this can place.
-bool holders(const Layout& l, const std::vector<int64_t>& shape, const std::vector<int64_t>& e, int num_warps,
-             ThreadSet& out) {
-  const size_t threads = static_cast<size_t>(32 * num_warps);
-  if (l.kind == Layout::Kind::Replicated) {
-    out.assign(threads, true);
-    return true;
-  }
-  if (l.kind == Layout::Kind::Slice) {
-    // A reduced dim: every thread along it holds the result, so the element is held by the
-    // parent's holders of every position of one repetition along that dim.
-    if (!l.parent || l.parent->kind != Layout::Kind::Blocked) return false;
-    const Layout& p = *l.parent;
-    const size_t d = static_cast<size_t>(l.dim);
-    const int64_t cover = p.per_thread[d] * p.threads[d] * p.warps[d];
-    std::vector<int64_t> ps = shape, pe = e;
-    ps.insert(ps.begin() + l.dim, cover);
-    pe.insert(pe.begin() + l.dim, 0);
-    out.assign(threads, false);
-    ThreadSet one;
-    for (int64_t j = 0; j < cover; ++j) {
-      pe[d] = j;
-      if (!holders(p, ps, pe, num_warps, one)) return false;
-      for (size_t t = 0; t < threads; ++t) out[t] = out[t] || one[t];
-    }
-    return true;
-  }
-  if (l.kind != Layout::Kind::Blocked || product(l.warps) != num_warps) return false;
-  const size_t r = shape.size();
-  // Per dim, the positions of one repetition that hold e[d]: e[d] mod cover when the tile is a
-  // multiple of the cover, and every position congruent to e[d] when the tile is smaller.
-  std::vector<std::vector<int64_t>> pos(r);
-  for (size_t d = 0; d < r; ++d) {
-    const int64_t cover = l.per_thread[d] * l.threads[d] * l.warps[d];
-    if (shape[d] >= cover) {
-      pos[d].push_back(e[d] % cover);
-    } else {
-      for (int64_t c = e[d]; c < cover; c += shape[d]) pos[d].push_back(c);
-    }
-  }
-  out.assign(threads, false);
+// Marks in `out` the threads of blocked layout `l` that hold a position of one repetition
+// whose coordinate along each dim d is one of pos[d].
+void blocked_holders(const Layout& l, const std::vector<std::vector<int64_t>>& pos, ThreadSet& out) {
+  const size_t r = pos.size();
   std::vector<size_t> at(r, 0);
   for (;;) {
     int64_t lane = 0, warp = 0, lane_stride = 1, warp_stride = 1;
@@ -317,8 +279,48 @@ bool holders(const Layout& l, const std::vector<int64_t>& shape, const std::vect
     out[static_cast<size_t>(warp * 32 + lane)] = true;
     size_t d = 0;
     while (d < r && ++at[d] == pos[d].size()) at[d++] = 0;
-    if (d == r) return true;
+    if (d == r) return;
   }
+}
+
+// Per dim of blocked layout `l`, the positions of one repetition that hold e[d]: e[d] mod cover
+// when the tile is a multiple of the cover, and every position congruent to e[d] when the tile
+// is smaller.
+std::vector<int64_t> positions(const Layout& l, size_t d, int64_t extent, int64_t e) {
+  const int64_t cover = l.per_thread[d] * l.threads[d] * l.warps[d];
+  if (extent >= cover) return {e % cover};
+  std::vector<int64_t> out;
+  for (int64_t c = e; c < cover; c += extent) out.push_back(c);
+  return out;
+}
+
+// The threads that hold element `e` (one index per dim of `shape`) in `l`; false when `l` is not
+// a kind this can place.
+bool holders(const Layout& l, const std::vector<int64_t>& shape, const std::vector<int64_t>& e, int num_warps,
+             ThreadSet& out) {
+  const size_t threads = static_cast<size_t>(32 * num_warps);
+  if (l.kind == Layout::Kind::Replicated) {
+    out.assign(threads, true);
+    return true;
+  }
+  const Layout* b = l.kind == Layout::Kind::Slice ? l.parent.get() : &l;
+  if (!b || b->kind != Layout::Kind::Blocked || product(b->warps) != num_warps) return false;
+  // A slice's reduced dim: every thread along it holds the result, so the element is held by
+  // the parent's holders of every position of one repetition along that dim: one position per
+  // thread and warp along it is enough (the per-thread run only repeats them).
+  const size_t rank = b->per_thread.size(), cut = l.kind == Layout::Kind::Slice ? static_cast<size_t>(l.dim) : rank;
+  std::vector<std::vector<int64_t>> pos(rank);
+  for (size_t d = 0, i = 0; d < rank; ++d) {
+    if (d == cut) {
+      for (int64_t k = 0; k < b->threads[d] * b->warps[d]; ++k) pos[d].push_back(k * b->per_thread[d]);
+      continue;
+    }
+    pos[d] = positions(*b, d, shape[i], e[i]);
+    ++i;
+  }
+  out.assign(threads, false);
+  blocked_holders(*b, pos, out);
+  return true;
 }
 
 }  // namespace
