@@ -116,7 +116,7 @@ int default_num_warps(const Kernel& k, int cluster = 1);
 // that assign-launch-shape wrote on the grid's yield, else default_num_warps.
 int launch_warps(const Kernel& k);
 // Writes `num_warps` on the grid's yield (AssignLaunchShape.cpp).
-void assign_launch_shape(Kernel& k, PassStats& stats);
+void assign_launch_shape(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
 // The blocked layout a tile of this static shape starts in: 16 bytes per thread along the
 // fastest dim, the warp's threads fastest dim first, the warps slowest dim first (replicated
 // when no blocked layout fits).

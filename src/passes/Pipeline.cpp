@@ -49,7 +49,7 @@ std::vector<Pass> pipeline_passes(const ConstexprConfig& config) {
 
 std::vector<Pass> gpu_lowering_passes(const GpuLoweringOptions& o) {
   return {
-      {"assign-launch-shape", assign_launch_shape},
+      {"assign-launch-shape", [o](Kernel& k, PassStats& st) { assign_launch_shape(k, o, st); }},
       {"assign-layouts", [o](Kernel& k, PassStats& st) { assign_layouts(k, o, st); }},
       {"remove-layout-conversions", remove_layout_conversions},
       {"stage-mma-operands", stage_mma_operands},
