@@ -14,7 +14,9 @@
 // Kernels with Struct or raw ops, or tiles carried through `while` loops, are left as they are
 // (stat assign-layouts.skipped): their tiles have storage of their own.
 #include <algorithm>
+#include <cstdlib>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 #include "ir/IR.h"
@@ -113,6 +115,17 @@ class Assign {
  public:
   Assign(Kernel& k, const GpuLoweringOptions& o) : k_(k), o_(o), warps_(launch_warps(k)) {
     walk(*k_.body, [&](Op& op) {
+      has_reductions_ |= op.info().cls == OpClass::Reduce || op.info().cls == OpClass::Scan;
+      // Values computed from a dot's result (program order: what a dot in the same block or
+      // an enclosing one computed before), and whether a dot reads one as an operand.
+      bool from_dot = op.kind == OpKind::Dot;
+      for (size_t i = 0; i < op.operands.size(); ++i)
+        if (from_dot_.count(op.operands[i])) {
+          from_dot = true;
+          if (op.kind == OpKind::Dot && i < 2) dot_reads_dot_ = true;
+        }
+      if (from_dot)
+        for (const Value* r : op.results) from_dot_.insert(r);
       if (op.kind != OpKind::LoadTile && op.kind != OpKind::StoreTile) return;
       const Value* tile = op.kind == OpKind::LoadTile ? op.result() : op.operand(1);
       if (!tile->type.is_tile() || !shape_is_static(tile->type.shape)) return;
@@ -134,6 +147,9 @@ class Assign {
   // For each tile shape the kernel loads or stores, the narrowest element of those accesses
   // in memory (4 at most).
   std::map<std::vector<int64_t>, int> access_bytes_;
+  bool has_reductions_ = false;  // any reduce or scan in the kernel
+  bool dot_reads_dot_ = false;   // a dot's operand computed from another dot's result
+  std::set<const Value*> from_dot_;
 
   // One default per shape, whatever the element type, so that a bf16 load, its f32 cast and an
   // i1 mask of the same shape agree: 16 bytes of the narrowest element the kernel loads or
@@ -187,7 +203,20 @@ class Assign {
       }
     }
     if (narrow && o_.sm >= 80 && M % 16 == 0 && N % 8 == 0 && K % 16 == 0) {
+      // The warps along M as far as they go: a row's accumulators then stay in one warp, so
+      // row reductions over them (attention's softmax) are shuffles and the accumulator is
+      // the next dot's A fragment (P @ V) in registers. In a kernel with neither, the
+      // squarest warp block instead (fewest fragment loads per mma, as the planning emitter's
+      // plan_mma picks): a 128 x 256 tile on 8 warps is 2 x 4 warps of 64 x 64, where 8 x 1
+      // warps of 16 x 256 each read all of B for every k step.
       int64_t wm = pow2_dividing(M / 16, warps_), wn = std::max<int64_t>(1, warps_ / wm);
+      if (!has_reductions_ && !dot_reads_dot_)
+        for (int64_t cm = 1; cm <= warps_; cm *= 2) {
+          const int64_t cn = warps_ / cm;
+          if (warps_ % cm || M % (16 * cm) || N % (8 * cn)) continue;
+          auto skew = [&](int64_t m, int64_t n) { return std::abs(M / m - N / n); };
+          if (skew(cm, cn) < skew(wm, wn)) wm = cm, wn = cn;
+        }
       Layout acc = Layout::mma(2, {wm, wn}, {16, 8});
       if (layout_misfit(acc, c).empty()) {
         // A 16-bit operand that comes from memory is read from a shared tile (rows padded by

@@ -43,16 +43,25 @@ CudaOptions layout_options() {
   return o;
 }
 
+// The same for the device without its arch-specific features (sm_90 on Hopper: no wgmma or
+// TMA), the mma.sync path that sm_80 runs.
+CudaOptions mma_sync_options() {
+  CudaOptions o = layout_options();
+  o.target = CudaTarget::parse("sm_90");
+  o.target.from_layouts = true;
+  return o;
+}
+
 // Whether the layout emitter prints `k` (for the device's target), else why not.
-std::string printed_by(const Kernel& k) {
-  CudaTarget t = cuda_target_for(layout_options());
+std::string printed_by(const Kernel& k, const CudaOptions& o = layout_options()) {
+  CudaTarget t = cuda_target_for(o);
   CudaEmission em = emit_cuda_with_info(*run_pipeline(k, {}), t);
   for (const std::string& n : em.notes)
     if (n.find("layout emitter") != std::string::npos) return n;
   return "?";
 }
 
-void expect_matches(const Kernel& k, const Sizes& sizes) {
+void expect_matches(const Kernel& k, const Sizes& sizes, const CudaOptions& o = layout_options()) {
   const std::vector<Tensor> in = make_random_tensors(k, sizes, 11);
   std::vector<Tensor> want = in, got = in;
   try {
@@ -62,7 +71,7 @@ void expect_matches(const Kernel& k, const Sizes& sizes) {
     return;  // structured inputs (ids in range): nothing to compare
   }
   auto ga = args_for(k, got);
-  compile_cuda(k, layout_options())->run_host(ga);
+  compile_cuda(k, o)->run_host(ga);
   EXPECT_GT(testutil::expect_tensors_match(want, got, k.name + " [" + sizes_str(sizes) + "]", "gpu", {},
                                            tile_error_bounds(k, sizes, want)),
             0);
@@ -84,6 +93,29 @@ TEST_P(LayoutEmitterGpu, MatchesInterpreter) {
 
 INSTANTIATE_TEST_SUITE_P(Corpus, LayoutEmitterGpu, ::testing::ValuesIn(corpus_tiles()),
                          [](const auto& info) { return std::filesystem::path(info.param).stem().string(); });
+
+// The corpus kernels with dots on the mma.sync path (assign-layouts' warp grids: along M where
+// a row is reduced or a dot reads another's accumulator, else the squarest), which the
+// device's own target (wgmma on sm_90a) does not take; and the library's bf16 matmul at a
+// ragged size (2 x 4 warps of 64 x 64).
+TEST(LayoutEmitterGpu, MmaSyncPathMatchesInterpreter) {
+  REQUIRE_GPU();
+  for (const std::string& path : corpus_tiles()) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (text.str().find(" dot ") == std::string::npos) continue;
+    auto m = parse_file(path);
+    for (auto& k : m->kernels) {
+      auto b = bind_constexprs(*k, {});
+      SCOPED_TRACE(k->name);
+      EXPECT_NE(printed_by(*b, mma_sync_options()).find("printed from"), std::string::npos);
+      expect_matches(*b, file_sizes(path), mma_sync_options());
+    }
+  }
+  auto mm = bind_constexprs(*find_library_kernel("matmul")->build(ScalarKind::BF16), {});
+  expect_matches(*mm, {{"M", 300}, {"N", 520}, {"K", 200}}, mma_sync_options());
+}
 
 TEST(LayoutEmitterGpu, FlashAttentionBf16HeadSize128) {
   REQUIRE_GPU();

@@ -45,13 +45,13 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
   const int32_t v8_ktiles = tsr::idiv<int32_t>(v7_kr, v5_bk);
   // %f0 = const {value = 0.0} : f32
   const float v9_f0 = 0x0p+0f;
-  // %0 = splat %f0 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+  // %0 = splat %f0 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v10[32];
   #pragma unroll
   for (int s11 = 0; s11 < 32; ++s11) {
     v10[s11] = v9_f0;
   }
-  // %acc = for %c0, %ktiles, %c1, %0 {pipeline = 2} : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>> {...}
+  // %acc = for %c0, %ktiles, %c1, %0 {pipeline = 2} : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>> {...}
   float c12_acc[32];
   #pragma unroll
   for (int s13 = 0; s13 < 32; ++s13) {
@@ -138,31 +138,30 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
     __syncthreads();
     // %ta = load_tile %a, %pm, %kk : tile<f16, [64, 32], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %tb = load_tile %b, %kk, %pn : tile<f16, [32, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
-    // %accn = dot %ta, %tb, %accc : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+    // %accn = dot %ta, %tb, %accc : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
     float v48_accn[32];
     #pragma unroll
     for (int s49 = 0; s49 < 32; ++s49) {
       v48_accn[s49] = c12_acc[s49];
     }
     {
-      const int wm_ = tsr_warp / 1, wn_ = tsr_warp % 1;
+      const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
       (void)wm_; (void)wn_;
       #pragma unroll
       for (int ks = 0; ks < 2; ++ks) {
-        uint32_t fa[1][4], fb[8][2];
+        uint32_t fa[2][4], fb[4][2];
         tsr::ldsm_x4(fa[0][0], fa[0][1], fa[0][2], fa[0][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
-        tsr::ldsm_x4_trans(fb[0][0], fb[0][1], fb[1][0], fb[1][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 8 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[2][0], fb[2][1], fb[3][0], fb[3][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 8 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[4][0], fb[4][1], fb[5][0], fb[5][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 8 * (4 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[6][0], fb[6][1], fb[7][0], fb[7][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 8 * (6 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+        tsr::ldsm_x4(fa[1][0], fa[1][1], fa[1][2], fa[1][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
+        tsr::ldsm_x4_trans(fb[0][0], fb[0][1], fb[1][0], fb[1][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+        tsr::ldsm_x4_trans(fb[2][0], fb[2][1], fb[3][0], fb[3][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         tsr::mma_f16_16816(&v48_accn[0], fa[0], fb[0]);
         tsr::mma_f16_16816(&v48_accn[4], fa[0], fb[1]);
         tsr::mma_f16_16816(&v48_accn[8], fa[0], fb[2]);
         tsr::mma_f16_16816(&v48_accn[12], fa[0], fb[3]);
-        tsr::mma_f16_16816(&v48_accn[16], fa[0], fb[4]);
-        tsr::mma_f16_16816(&v48_accn[20], fa[0], fb[5]);
-        tsr::mma_f16_16816(&v48_accn[24], fa[0], fb[6]);
-        tsr::mma_f16_16816(&v48_accn[28], fa[0], fb[7]);
+        tsr::mma_f16_16816(&v48_accn[16], fa[1], fb[0]);
+        tsr::mma_f16_16816(&v48_accn[20], fa[1], fb[1]);
+        tsr::mma_f16_16816(&v48_accn[24], fa[1], fb[2]);
+        tsr::mma_f16_16816(&v48_accn[28], fa[1], fb[3]);
       }
     }
     // yield %accn
@@ -174,36 +173,36 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
     rs14 = (rs14 + 1) % 2;
   }
   tsr::cp_async_wait<0>();
-  // %bt = load_tile %bias, %pn : tile<f32, [64], layout = slice<dim = 0, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-  float v51_bt[16];
+  // %bt = load_tile %bias, %pn : tile<f32, [64], layout = slice<dim = 0, parent = mma<version = 2, warps = [2, 2], instr = [16, 8]>>>
+  float v51_bt[8];
   {
-    const int64_t o52 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2);
+    const int64_t o52 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
     const bool whole53 = int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p2 + int64_t(v1_pn) * 64 * tsr_p2_s0);
     if (whole53) {
       #pragma unroll
-      for (int c54 = 0; c54 < 8; ++c54) {
+      for (int c54 = 0; c54 < 4; ++c54) {
         float vb55[2];
-        tsr::copy_vec<float, 2>(vb55, tsr_p2 + (o52 + (((c54 * 2) % 2) + (((c54 * 2) / 2) % 8) * 8)) * tsr_p2_s0);
+        tsr::copy_vec<float, 2>(vb55, tsr_p2 + (o52 + (((c54 * 2) % 2) + (((c54 * 2) / 2) % 4) * 16)) * tsr_p2_s0);
         v51_bt[c54 * 2 + 0] = vb55[0];
         v51_bt[c54 * 2 + 1] = vb55[1];
       }
     } else {
       #pragma unroll
-      for (int c56 = 0; c56 < 8; ++c56) {
+      for (int c56 = 0; c56 < 4; ++c56) {
         float vb57[2];
-        if ((o52 + (((c56 * 2) % 2) + (((c56 * 2) / 2) % 8) * 8) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p2 + (o52 + (((c56 * 2) % 2) + (((c56 * 2) / 2) % 8) * 8)) * tsr_p2_s0)) {
-          tsr::copy_vec<float, 2>(vb57, tsr_p2 + (o52 + (((c56 * 2) % 2) + (((c56 * 2) / 2) % 8) * 8)) * tsr_p2_s0);
+        if ((o52 + (((c56 * 2) % 2) + (((c56 * 2) / 2) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p2 + (o52 + (((c56 * 2) % 2) + (((c56 * 2) / 2) % 4) * 16)) * tsr_p2_s0)) {
+          tsr::copy_vec<float, 2>(vb57, tsr_p2 + (o52 + (((c56 * 2) % 2) + (((c56 * 2) / 2) % 4) * 16)) * tsr_p2_s0);
           v51_bt[c56 * 2 + 0] = vb57[0];
           v51_bt[c56 * 2 + 1] = vb57[1];
         } else {
-          v51_bt[c56 * 2] = ((o52 + (((c56 * 2) % 2) + (((c56 * 2) / 2) % 8) * 8)) < int64_t(tsr_dim_N)) ? tsr_p2[(o52 + (((c56 * 2) % 2) + (((c56 * 2) / 2) % 8) * 8)) * tsr_p2_s0] : 0x0p+0f;
-          v51_bt[c56 * 2 + 1] = ((o52 + (((c56 * 2) % 2) + (((c56 * 2) / 2) % 8) * 8) + 1) < int64_t(tsr_dim_N)) ? tsr_p2[(o52 + (((c56 * 2) % 2) + (((c56 * 2) / 2) % 8) * 8) + 1) * tsr_p2_s0] : 0x0p+0f;
+          v51_bt[c56 * 2] = ((o52 + (((c56 * 2) % 2) + (((c56 * 2) / 2) % 4) * 16)) < int64_t(tsr_dim_N)) ? tsr_p2[(o52 + (((c56 * 2) % 2) + (((c56 * 2) / 2) % 4) * 16)) * tsr_p2_s0] : 0x0p+0f;
+          v51_bt[c56 * 2 + 1] = ((o52 + (((c56 * 2) % 2) + (((c56 * 2) / 2) % 4) * 16) + 1) < int64_t(tsr_dim_N)) ? tsr_p2[(o52 + (((c56 * 2) % 2) + (((c56 * 2) / 2) % 4) * 16) + 1) * tsr_p2_s0] : 0x0p+0f;
         }
       }
     }
   }
-  // %bt2 = expand_dims %bt {axis = 0} : tile<f32, [1, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v58_bt2[16];
+  // %bt2 = expand_dims %bt {axis = 0} : tile<f32, [1, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v58_bt2[8];
   v58_bt2[0] = v51_bt[0];
   v58_bt2[1] = v51_bt[1];
   v58_bt2[2] = v51_bt[2];
@@ -212,15 +211,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
   v58_bt2[5] = v51_bt[5];
   v58_bt2[6] = v51_bt[6];
   v58_bt2[7] = v51_bt[7];
-  v58_bt2[8] = v51_bt[8];
-  v58_bt2[9] = v51_bt[9];
-  v58_bt2[10] = v51_bt[10];
-  v58_bt2[11] = v51_bt[11];
-  v58_bt2[12] = v51_bt[12];
-  v58_bt2[13] = v51_bt[13];
-  v58_bt2[14] = v51_bt[14];
-  v58_bt2[15] = v51_bt[15];
-  // %btb = broadcast %bt2 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+  // %btb = broadcast %bt2 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v59_btb[32];
   v59_btb[0] = v58_bt2[0];
   v59_btb[1] = v58_bt2[1];
@@ -238,23 +229,23 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
   v59_btb[13] = v58_bt2[7];
   v59_btb[14] = v58_bt2[6];
   v59_btb[15] = v58_bt2[7];
-  v59_btb[16] = v58_bt2[8];
-  v59_btb[17] = v58_bt2[9];
-  v59_btb[18] = v58_bt2[8];
-  v59_btb[19] = v58_bt2[9];
-  v59_btb[20] = v58_bt2[10];
-  v59_btb[21] = v58_bt2[11];
-  v59_btb[22] = v58_bt2[10];
-  v59_btb[23] = v58_bt2[11];
-  v59_btb[24] = v58_bt2[12];
-  v59_btb[25] = v58_bt2[13];
-  v59_btb[26] = v58_bt2[12];
-  v59_btb[27] = v58_bt2[13];
-  v59_btb[28] = v58_bt2[14];
-  v59_btb[29] = v58_bt2[15];
-  v59_btb[30] = v58_bt2[14];
-  v59_btb[31] = v58_bt2[15];
-  // %x = add %acc, %btb : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+  v59_btb[16] = v58_bt2[0];
+  v59_btb[17] = v58_bt2[1];
+  v59_btb[18] = v58_bt2[0];
+  v59_btb[19] = v58_bt2[1];
+  v59_btb[20] = v58_bt2[2];
+  v59_btb[21] = v58_bt2[3];
+  v59_btb[22] = v58_bt2[2];
+  v59_btb[23] = v58_bt2[3];
+  v59_btb[24] = v58_bt2[4];
+  v59_btb[25] = v58_bt2[5];
+  v59_btb[26] = v58_bt2[4];
+  v59_btb[27] = v58_bt2[5];
+  v59_btb[28] = v58_bt2[6];
+  v59_btb[29] = v58_bt2[7];
+  v59_btb[30] = v58_bt2[6];
+  v59_btb[31] = v58_bt2[7];
+  // %x = add %acc, %btb : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v60_x[32];
   #pragma unroll
   for (int s61 = 0; s61 < 32; ++s61) {
@@ -266,37 +257,37 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
   const float v63_kc = 0x1.6e4e26p-5f;
   // %sq2pi = const {value = 0.7978845608028654} : f32
   const float v64_sq2pi = 0x1.988454p-1f;
-  // %x2 = mul %x, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+  // %x2 = mul %x, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v65_x2[32];
   #pragma unroll
   for (int s66 = 0; s66 < 32; ++s66) {
     v65_x2[s66] = float(v60_x[s66] * v60_x[s66]);
   }
-  // %x3 = mul %x2, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+  // %x3 = mul %x2, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v67_x3[32];
   #pragma unroll
   for (int s68 = 0; s68 < 32; ++s68) {
     v67_x3[s68] = float(v65_x2[s68] * v60_x[s68]);
   }
-  // %1 = splat %kc : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+  // %1 = splat %kc : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v69[32];
   #pragma unroll
   for (int s70 = 0; s70 < 32; ++s70) {
     v69[s70] = v63_kc;
   }
-  // %inner = fma %1, %x3, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+  // %inner = fma %1, %x3, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v71_inner[32];
   #pragma unroll
   for (int s72 = 0; s72 < 32; ++s72) {
     v71_inner[s72] = float(fmaf(v69[s72], v67_x3[s72], v60_x[s72]));
   }
-  // %2 = splat %sq2pi : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+  // %2 = splat %sq2pi : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v73[32];
   #pragma unroll
   for (int s74 = 0; s74 < 32; ++s74) {
     v73[s74] = v64_sq2pi;
   }
-  // %arg = mul %2, %inner : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+  // %arg = mul %2, %inner : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v75_arg[32];
   #pragma unroll
   for (int s76 = 0; s76 < 32; ++s76) {
@@ -304,55 +295,55 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
   }
   // %3 = const {value = 2.0} : f32
   const float v77 = 0x1p+1f;
-  // %4 = splat %3 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+  // %4 = splat %3 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v78[32];
   #pragma unroll
   for (int s79 = 0; s79 < 32; ++s79) {
     v78[s79] = v77;
   }
-  // %5 = mul %4, %arg : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+  // %5 = mul %4, %arg : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v80[32];
   #pragma unroll
   for (int s81 = 0; s81 < 32; ++s81) {
     v80[s81] = float(v78[s81] * v75_arg[s81]);
   }
-  // %6 = sigmoid %5 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+  // %6 = sigmoid %5 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v82[32];
   #pragma unroll
   for (int s83 = 0; s83 < 32; ++s83) {
     v82[s83] = float(tsr::fsigmoid(v80[s83]));
   }
-  // %7 = splat %3 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+  // %7 = splat %3 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v84[32];
   #pragma unroll
   for (int s85 = 0; s85 < 32; ++s85) {
     v84[s85] = v77;
   }
-  // %onep = mul %7, %6 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+  // %onep = mul %7, %6 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v86_onep[32];
   #pragma unroll
   for (int s87 = 0; s87 < 32; ++s87) {
     v86_onep[s87] = float(v84[s87] * v82[s87]);
   }
-  // %8 = splat %half : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+  // %8 = splat %half : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v88[32];
   #pragma unroll
   for (int s89 = 0; s89 < 32; ++s89) {
     v88[s89] = v62_half;
   }
-  // %hx = mul %8, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+  // %hx = mul %8, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v90_hx[32];
   #pragma unroll
   for (int s91 = 0; s91 < 32; ++s91) {
     v90_hx[s91] = float(v88[s91] * v60_x[s91]);
   }
-  // %g = mul %hx, %onep : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+  // %g = mul %hx, %onep : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v92_g[32];
   #pragma unroll
   for (int s93 = 0; s93 < 32; ++s93) {
     v92_g[s93] = float(v90_hx[s93] * v86_onep[s93]);
   }
-  // %gh = cast %g : tile<f16, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+  // %gh = cast %g : tile<f16, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v94_gh[32];
   #pragma unroll
   for (int s95 = 0; s95 < 32; ++s95) {
@@ -360,8 +351,8 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
   }
   // store_tile %c, %gh, %pm, %pn
   {
-    const int64_t o96 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 3) * 16);
-    const int64_t o97 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2);
+    const int64_t o96 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
+    const int64_t o97 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
     const bool whole98 = int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p3_s0 % 2 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v0_pm) * 64 * tsr_p3_s0 + int64_t(v1_pn) * 64 * tsr_p3_s1);
     if (whole98) {
       #pragma unroll
@@ -369,19 +360,19 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
         uint16_t vb100[2];
         vb100[0] = tsr::f2h(v94_gh[c99 * 2 + 0]);
         vb100[1] = tsr::f2h(v94_gh[c99 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o96 + ((((c99 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o97 + (((c99 * 2) % 2) + (((c99 * 2) / 4) % 8) * 8)) * tsr_p3_s1, vb100);
+        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o96 + ((((c99 * 2) / 2) % 2) * 8 + (((c99 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o97 + (((c99 * 2) % 2) + (((c99 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb100);
       }
     } else {
       #pragma unroll
       for (int c101 = 0; c101 < 16; ++c101) {
         uint16_t vb102[2];
-        if ((o96 + ((((c101 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o97 + (((c101 * 2) % 2) + (((c101 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o96 + ((((c101 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o97 + (((c101 * 2) % 2) + (((c101 * 2) / 4) % 8) * 8)) * tsr_p3_s1)) {
+        if ((o96 + ((((c101 * 2) / 2) % 2) * 8 + (((c101 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o97 + (((c101 * 2) % 2) + (((c101 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o96 + ((((c101 * 2) / 2) % 2) * 8 + (((c101 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o97 + (((c101 * 2) % 2) + (((c101 * 2) / 4) % 4) * 16)) * tsr_p3_s1)) {
           vb102[0] = tsr::f2h(v94_gh[c101 * 2 + 0]);
           vb102[1] = tsr::f2h(v94_gh[c101 * 2 + 1]);
-          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o96 + ((((c101 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o97 + (((c101 * 2) % 2) + (((c101 * 2) / 4) % 8) * 8)) * tsr_p3_s1, vb102);
+          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o96 + ((((c101 * 2) / 2) % 2) * 8 + (((c101 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o97 + (((c101 * 2) % 2) + (((c101 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb102);
         } else {
-          if ((o96 + ((((c101 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o97 + (((c101 * 2) % 2) + (((c101 * 2) / 4) % 8) * 8)) < int64_t(tsr_dim_N)) tsr_p3[(o96 + ((((c101 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o97 + (((c101 * 2) % 2) + (((c101 * 2) / 4) % 8) * 8)) * tsr_p3_s1] = tsr::f2h(v94_gh[c101 * 2]);
-          if ((o96 + ((((c101 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o97 + (((c101 * 2) % 2) + (((c101 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o96 + ((((c101 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o97 + (((c101 * 2) % 2) + (((c101 * 2) / 4) % 8) * 8) + 1) * tsr_p3_s1] = tsr::f2h(v94_gh[c101 * 2 + 1]);
+          if ((o96 + ((((c101 * 2) / 2) % 2) * 8 + (((c101 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o97 + (((c101 * 2) % 2) + (((c101 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p3[(o96 + ((((c101 * 2) / 2) % 2) * 8 + (((c101 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o97 + (((c101 * 2) % 2) + (((c101 * 2) / 4) % 4) * 16)) * tsr_p3_s1] = tsr::f2h(v94_gh[c101 * 2]);
+          if ((o96 + ((((c101 * 2) / 2) % 2) * 8 + (((c101 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o97 + (((c101 * 2) % 2) + (((c101 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o96 + ((((c101 * 2) / 2) % 2) * 8 + (((c101 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o97 + (((c101 * 2) % 2) + (((c101 * 2) / 4) % 4) * 16) + 1) * tsr_p3_s1] = tsr::f2h(v94_gh[c101 * 2 + 1]);
         }
       }
     }

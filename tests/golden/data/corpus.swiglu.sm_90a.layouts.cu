@@ -47,19 +47,19 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
   const int32_t v8_ktiles = tsr::idiv<int32_t>(v7_kr, v5_bk);
   // %f0 = const {value = 0.0} : f32
   const float v9_f0 = 0x0p+0f;
-  // %0 = splat %f0 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+  // %0 = splat %f0 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v10[32];
   #pragma unroll
   for (int s11 = 0; s11 < 32; ++s11) {
     v10[s11] = v9_f0;
   }
-  // %1 = splat %f0 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+  // %1 = splat %f0 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v12[32];
   #pragma unroll
   for (int s13 = 0; s13 < 32; ++s13) {
     v12[s13] = v9_f0;
   }
-  // %gate, %up = for %c0, %ktiles, %c1, %0, %1 {pipeline = 2} : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>, tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>> {...}
+  // %gate, %up = for %c0, %ktiles, %c1, %0, %1 {pipeline = 2} : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>, tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>> {...}
   float c14_gate[32];
   #pragma unroll
   for (int s15 = 0; s15 < 32; ++s15) {
@@ -185,58 +185,56 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
     // %xt = load_tile %x, %pm, %kk : tile<bf16, [64, 32], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %wgt = load_tile %wg, %kk, %pn : tile<bf16, [32, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %wut = load_tile %wu, %kk, %pn : tile<bf16, [32, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
-    // %gn2 = dot %xt, %wgt, %gc : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+    // %gn2 = dot %xt, %wgt, %gc : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
     float v67_gn2[32];
     #pragma unroll
     for (int s68 = 0; s68 < 32; ++s68) {
       v67_gn2[s68] = c14_gate[s68];
     }
     {
-      const int wm_ = tsr_warp / 1, wn_ = tsr_warp % 1;
+      const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
       (void)wm_; (void)wn_;
       #pragma unroll
       for (int ks = 0; ks < 2; ++ks) {
-        uint32_t fa[1][4], fb[8][2];
+        uint32_t fa[2][4], fb[4][2];
         tsr::ldsm_x4(fa[0][0], fa[0][1], fa[0][2], fa[0][3], tsr::smem_u32((sh19 + rs18 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
-        tsr::ldsm_x4_trans(fb[0][0], fb[0][1], fb[1][0], fb[1][1], tsr::smem_u32((sh20 + rs18 * 2304)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 8 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[2][0], fb[2][1], fb[3][0], fb[3][1], tsr::smem_u32((sh20 + rs18 * 2304)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 8 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[4][0], fb[4][1], fb[5][0], fb[5][1], tsr::smem_u32((sh20 + rs18 * 2304)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 8 * (4 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[6][0], fb[6][1], fb[7][0], fb[7][1], tsr::smem_u32((sh20 + rs18 * 2304)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 8 * (6 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+        tsr::ldsm_x4(fa[1][0], fa[1][1], fa[1][2], fa[1][3], tsr::smem_u32((sh19 + rs18 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
+        tsr::ldsm_x4_trans(fb[0][0], fb[0][1], fb[1][0], fb[1][1], tsr::smem_u32((sh20 + rs18 * 2304)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+        tsr::ldsm_x4_trans(fb[2][0], fb[2][1], fb[3][0], fb[3][1], tsr::smem_u32((sh20 + rs18 * 2304)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         tsr::mma_bf16_16816(&v67_gn2[0], fa[0], fb[0]);
         tsr::mma_bf16_16816(&v67_gn2[4], fa[0], fb[1]);
         tsr::mma_bf16_16816(&v67_gn2[8], fa[0], fb[2]);
         tsr::mma_bf16_16816(&v67_gn2[12], fa[0], fb[3]);
-        tsr::mma_bf16_16816(&v67_gn2[16], fa[0], fb[4]);
-        tsr::mma_bf16_16816(&v67_gn2[20], fa[0], fb[5]);
-        tsr::mma_bf16_16816(&v67_gn2[24], fa[0], fb[6]);
-        tsr::mma_bf16_16816(&v67_gn2[28], fa[0], fb[7]);
+        tsr::mma_bf16_16816(&v67_gn2[16], fa[1], fb[0]);
+        tsr::mma_bf16_16816(&v67_gn2[20], fa[1], fb[1]);
+        tsr::mma_bf16_16816(&v67_gn2[24], fa[1], fb[2]);
+        tsr::mma_bf16_16816(&v67_gn2[28], fa[1], fb[3]);
       }
     }
-    // %un = dot %xt, %wut, %uc : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+    // %un = dot %xt, %wut, %uc : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
     float v69_un[32];
     #pragma unroll
     for (int s70 = 0; s70 < 32; ++s70) {
       v69_un[s70] = c16_up[s70];
     }
     {
-      const int wm_ = tsr_warp / 1, wn_ = tsr_warp % 1;
+      const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
       (void)wm_; (void)wn_;
       #pragma unroll
       for (int ks = 0; ks < 2; ++ks) {
-        uint32_t fa[1][4], fb[8][2];
+        uint32_t fa[2][4], fb[4][2];
         tsr::ldsm_x4(fa[0][0], fa[0][1], fa[0][2], fa[0][3], tsr::smem_u32((sh19 + rs18 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
-        tsr::ldsm_x4_trans(fb[0][0], fb[0][1], fb[1][0], fb[1][1], tsr::smem_u32((sh21 + rs18 * 2304)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 8 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[2][0], fb[2][1], fb[3][0], fb[3][1], tsr::smem_u32((sh21 + rs18 * 2304)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 8 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[4][0], fb[4][1], fb[5][0], fb[5][1], tsr::smem_u32((sh21 + rs18 * 2304)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 8 * (4 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[6][0], fb[6][1], fb[7][0], fb[7][1], tsr::smem_u32((sh21 + rs18 * 2304)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 8 * (6 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+        tsr::ldsm_x4(fa[1][0], fa[1][1], fa[1][2], fa[1][3], tsr::smem_u32((sh19 + rs18 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
+        tsr::ldsm_x4_trans(fb[0][0], fb[0][1], fb[1][0], fb[1][1], tsr::smem_u32((sh21 + rs18 * 2304)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+        tsr::ldsm_x4_trans(fb[2][0], fb[2][1], fb[3][0], fb[3][1], tsr::smem_u32((sh21 + rs18 * 2304)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         tsr::mma_bf16_16816(&v69_un[0], fa[0], fb[0]);
         tsr::mma_bf16_16816(&v69_un[4], fa[0], fb[1]);
         tsr::mma_bf16_16816(&v69_un[8], fa[0], fb[2]);
         tsr::mma_bf16_16816(&v69_un[12], fa[0], fb[3]);
-        tsr::mma_bf16_16816(&v69_un[16], fa[0], fb[4]);
-        tsr::mma_bf16_16816(&v69_un[20], fa[0], fb[5]);
-        tsr::mma_bf16_16816(&v69_un[24], fa[0], fb[6]);
-        tsr::mma_bf16_16816(&v69_un[28], fa[0], fb[7]);
+        tsr::mma_bf16_16816(&v69_un[16], fa[1], fb[0]);
+        tsr::mma_bf16_16816(&v69_un[20], fa[1], fb[1]);
+        tsr::mma_bf16_16816(&v69_un[24], fa[1], fb[2]);
+        tsr::mma_bf16_16816(&v69_un[28], fa[1], fb[3]);
       }
     }
     // yield %gn2, %un
@@ -252,25 +250,25 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
     rs18 = (rs18 + 1) % 2;
   }
   tsr::cp_async_wait<0>();
-  // %sg = sigmoid %gate : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+  // %sg = sigmoid %gate : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v73_sg[32];
   #pragma unroll
   for (int s74 = 0; s74 < 32; ++s74) {
     v73_sg[s74] = float(tsr::fsigmoid(c14_gate[s74]));
   }
-  // %silu = mul %gate, %sg : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+  // %silu = mul %gate, %sg : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v75_silu[32];
   #pragma unroll
   for (int s76 = 0; s76 < 32; ++s76) {
     v75_silu[s76] = float(c14_gate[s76] * v73_sg[s76]);
   }
-  // %prod = mul %silu, %up : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+  // %prod = mul %silu, %up : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v77_prod[32];
   #pragma unroll
   for (int s78 = 0; s78 < 32; ++s78) {
     v77_prod[s78] = float(v75_silu[s78] * c16_up[s78]);
   }
-  // %res = cast %prod : tile<bf16, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+  // %res = cast %prod : tile<bf16, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v79_res[32];
   #pragma unroll
   for (int s80 = 0; s80 < 32; ++s80) {
@@ -278,8 +276,8 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
   }
   // store_tile %out, %res, %pm, %pn
   {
-    const int64_t o81 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 3) * 16);
-    const int64_t o82 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2);
+    const int64_t o81 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
+    const int64_t o82 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
     const bool whole83 = int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p3_s0 % 2 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v0_pm) * 64 * tsr_p3_s0 + int64_t(v1_pn) * 64 * tsr_p3_s1);
     if (whole83) {
       #pragma unroll
@@ -287,19 +285,19 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
         uint16_t vb85[2];
         vb85[0] = tsr::f2bf(v79_res[c84 * 2 + 0]);
         vb85[1] = tsr::f2bf(v79_res[c84 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o81 + ((((c84 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o82 + (((c84 * 2) % 2) + (((c84 * 2) / 4) % 8) * 8)) * tsr_p3_s1, vb85);
+        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o81 + ((((c84 * 2) / 2) % 2) * 8 + (((c84 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o82 + (((c84 * 2) % 2) + (((c84 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb85);
       }
     } else {
       #pragma unroll
       for (int c86 = 0; c86 < 16; ++c86) {
         uint16_t vb87[2];
-        if ((o81 + ((((c86 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o82 + (((c86 * 2) % 2) + (((c86 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o81 + ((((c86 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o82 + (((c86 * 2) % 2) + (((c86 * 2) / 4) % 8) * 8)) * tsr_p3_s1)) {
+        if ((o81 + ((((c86 * 2) / 2) % 2) * 8 + (((c86 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o82 + (((c86 * 2) % 2) + (((c86 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o81 + ((((c86 * 2) / 2) % 2) * 8 + (((c86 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o82 + (((c86 * 2) % 2) + (((c86 * 2) / 4) % 4) * 16)) * tsr_p3_s1)) {
           vb87[0] = tsr::f2bf(v79_res[c86 * 2 + 0]);
           vb87[1] = tsr::f2bf(v79_res[c86 * 2 + 1]);
-          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o81 + ((((c86 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o82 + (((c86 * 2) % 2) + (((c86 * 2) / 4) % 8) * 8)) * tsr_p3_s1, vb87);
+          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o81 + ((((c86 * 2) / 2) % 2) * 8 + (((c86 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o82 + (((c86 * 2) % 2) + (((c86 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb87);
         } else {
-          if ((o81 + ((((c86 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o82 + (((c86 * 2) % 2) + (((c86 * 2) / 4) % 8) * 8)) < int64_t(tsr_dim_N)) tsr_p3[(o81 + ((((c86 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o82 + (((c86 * 2) % 2) + (((c86 * 2) / 4) % 8) * 8)) * tsr_p3_s1] = tsr::f2bf(v79_res[c86 * 2]);
-          if ((o81 + ((((c86 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o82 + (((c86 * 2) % 2) + (((c86 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o81 + ((((c86 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o82 + (((c86 * 2) % 2) + (((c86 * 2) / 4) % 8) * 8) + 1) * tsr_p3_s1] = tsr::f2bf(v79_res[c86 * 2 + 1]);
+          if ((o81 + ((((c86 * 2) / 2) % 2) * 8 + (((c86 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o82 + (((c86 * 2) % 2) + (((c86 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p3[(o81 + ((((c86 * 2) / 2) % 2) * 8 + (((c86 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o82 + (((c86 * 2) % 2) + (((c86 * 2) / 4) % 4) * 16)) * tsr_p3_s1] = tsr::f2bf(v79_res[c86 * 2]);
+          if ((o81 + ((((c86 * 2) / 2) % 2) * 8 + (((c86 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o82 + (((c86 * 2) % 2) + (((c86 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o81 + ((((c86 * 2) / 2) % 2) * 8 + (((c86 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o82 + (((c86 * 2) % 2) + (((c86 * 2) / 4) % 4) * 16) + 1) * tsr_p3_s1] = tsr::f2bf(v79_res[c86 * 2 + 1]);
         }
       }
     }

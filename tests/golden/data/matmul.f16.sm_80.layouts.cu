@@ -43,13 +43,13 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
   const int32_t v8 = tsr::idiv<int32_t>(v7, v5);
   // %20 = const {value = 0} : i32
   const int32_t v9 = int32_t(0LL);
-  // %21 = splat %14 : tile<f32, [128, 256], layout = mma<version = 2, warps = [8, 1], instr = [16, 8]>>
+  // %21 = splat %14 : tile<f32, [128, 256], layout = mma<version = 2, warps = [2, 4], instr = [16, 8]>>
   float v10[128];
   #pragma unroll
   for (int s11 = 0; s11 < 128; ++s11) {
     v10[s11] = v3;
   }
-  // %22 = for %20, %19, %11, %21 {pipeline = 3} : tile<f32, [128, 256], layout = mma<version = 2, warps = [8, 1], instr = [16, 8]>> {...}
+  // %22 = for %20, %19, %11, %21 {pipeline = 3} : tile<f32, [128, 256], layout = mma<version = 2, warps = [2, 4], instr = [16, 8]>> {...}
   float c12[128];
   #pragma unroll
   for (int s13 = 0; s13 < 128; ++s13) {
@@ -172,35 +172,26 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
     __syncthreads();
     // %25 = load_tile %a, %12, %23 : tile<f16, [128, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %26 = load_tile %b, %23, %13 : tile<f16, [64, 256], layout = shared<swizzle = 0, pad = 8>, space = "shared">
-    // %27 = dot %25, %26, %24 : tile<f32, [128, 256], layout = mma<version = 2, warps = [8, 1], instr = [16, 8]>>
+    // %27 = dot %25, %26, %24 : tile<f32, [128, 256], layout = mma<version = 2, warps = [2, 4], instr = [16, 8]>>
     float v63[128];
     #pragma unroll
     for (int s64 = 0; s64 < 128; ++s64) {
       v63[s64] = c12[s64];
     }
     {
-      const int wm_ = tsr_warp / 1, wn_ = tsr_warp % 1;
+      const int wm_ = tsr_warp / 4, wn_ = tsr_warp % 4;
       (void)wm_; (void)wn_;
       #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
-        uint32_t fa[1][4], fb[32][2];
+        uint32_t fa[4][4], fb[8][2];
         tsr::ldsm_x4(fa[0][0], fa[0][1], fa[0][2], fa[0][3], tsr::smem_u32((sh15 + rs14 * 9216)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
-        tsr::ldsm_x4_trans(fb[0][0], fb[0][1], fb[1][0], fb[1][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * ks + (tsr_lane & 15)) * 264 + 8 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[2][0], fb[2][1], fb[3][0], fb[3][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * ks + (tsr_lane & 15)) * 264 + 8 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[4][0], fb[4][1], fb[5][0], fb[5][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * ks + (tsr_lane & 15)) * 264 + 8 * (4 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[6][0], fb[6][1], fb[7][0], fb[7][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * ks + (tsr_lane & 15)) * 264 + 8 * (6 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[8][0], fb[8][1], fb[9][0], fb[9][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * ks + (tsr_lane & 15)) * 264 + 8 * (8 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[10][0], fb[10][1], fb[11][0], fb[11][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * ks + (tsr_lane & 15)) * 264 + 8 * (10 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[12][0], fb[12][1], fb[13][0], fb[13][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * ks + (tsr_lane & 15)) * 264 + 8 * (12 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[14][0], fb[14][1], fb[15][0], fb[15][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * ks + (tsr_lane & 15)) * 264 + 8 * (14 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[16][0], fb[16][1], fb[17][0], fb[17][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * ks + (tsr_lane & 15)) * 264 + 8 * (16 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[18][0], fb[18][1], fb[19][0], fb[19][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * ks + (tsr_lane & 15)) * 264 + 8 * (18 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[20][0], fb[20][1], fb[21][0], fb[21][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * ks + (tsr_lane & 15)) * 264 + 8 * (20 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[22][0], fb[22][1], fb[23][0], fb[23][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * ks + (tsr_lane & 15)) * 264 + 8 * (22 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[24][0], fb[24][1], fb[25][0], fb[25][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * ks + (tsr_lane & 15)) * 264 + 8 * (24 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[26][0], fb[26][1], fb[27][0], fb[27][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * ks + (tsr_lane & 15)) * 264 + 8 * (26 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[28][0], fb[28][1], fb[29][0], fb[29][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * ks + (tsr_lane & 15)) * 264 + 8 * (28 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[30][0], fb[30][1], fb[31][0], fb[31][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * ks + (tsr_lane & 15)) * 264 + 8 * (30 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+        tsr::ldsm_x4(fa[1][0], fa[1][1], fa[1][2], fa[1][3], tsr::smem_u32((sh15 + rs14 * 9216)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
+        tsr::ldsm_x4(fa[2][0], fa[2][1], fa[2][2], fa[2][3], tsr::smem_u32((sh15 + rs14 * 9216)) + uint32_t((64 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
+        tsr::ldsm_x4(fa[3][0], fa[3][1], fa[3][2], fa[3][3], tsr::smem_u32((sh15 + rs14 * 9216)) + uint32_t((96 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
+        tsr::ldsm_x4_trans(fb[0][0], fb[0][1], fb[1][0], fb[1][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * ks + (tsr_lane & 15)) * 264 + 32 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+        tsr::ldsm_x4_trans(fb[2][0], fb[2][1], fb[3][0], fb[3][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * ks + (tsr_lane & 15)) * 264 + 32 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+        tsr::ldsm_x4_trans(fb[4][0], fb[4][1], fb[5][0], fb[5][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * ks + (tsr_lane & 15)) * 264 + 32 * (4 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+        tsr::ldsm_x4_trans(fb[6][0], fb[6][1], fb[7][0], fb[7][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * ks + (tsr_lane & 15)) * 264 + 32 * (6 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         tsr::mma_f16_16816(&v63[0], fa[0], fb[0]);
         tsr::mma_f16_16816(&v63[4], fa[0], fb[1]);
         tsr::mma_f16_16816(&v63[8], fa[0], fb[2]);
@@ -209,30 +200,30 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
         tsr::mma_f16_16816(&v63[20], fa[0], fb[5]);
         tsr::mma_f16_16816(&v63[24], fa[0], fb[6]);
         tsr::mma_f16_16816(&v63[28], fa[0], fb[7]);
-        tsr::mma_f16_16816(&v63[32], fa[0], fb[8]);
-        tsr::mma_f16_16816(&v63[36], fa[0], fb[9]);
-        tsr::mma_f16_16816(&v63[40], fa[0], fb[10]);
-        tsr::mma_f16_16816(&v63[44], fa[0], fb[11]);
-        tsr::mma_f16_16816(&v63[48], fa[0], fb[12]);
-        tsr::mma_f16_16816(&v63[52], fa[0], fb[13]);
-        tsr::mma_f16_16816(&v63[56], fa[0], fb[14]);
-        tsr::mma_f16_16816(&v63[60], fa[0], fb[15]);
-        tsr::mma_f16_16816(&v63[64], fa[0], fb[16]);
-        tsr::mma_f16_16816(&v63[68], fa[0], fb[17]);
-        tsr::mma_f16_16816(&v63[72], fa[0], fb[18]);
-        tsr::mma_f16_16816(&v63[76], fa[0], fb[19]);
-        tsr::mma_f16_16816(&v63[80], fa[0], fb[20]);
-        tsr::mma_f16_16816(&v63[84], fa[0], fb[21]);
-        tsr::mma_f16_16816(&v63[88], fa[0], fb[22]);
-        tsr::mma_f16_16816(&v63[92], fa[0], fb[23]);
-        tsr::mma_f16_16816(&v63[96], fa[0], fb[24]);
-        tsr::mma_f16_16816(&v63[100], fa[0], fb[25]);
-        tsr::mma_f16_16816(&v63[104], fa[0], fb[26]);
-        tsr::mma_f16_16816(&v63[108], fa[0], fb[27]);
-        tsr::mma_f16_16816(&v63[112], fa[0], fb[28]);
-        tsr::mma_f16_16816(&v63[116], fa[0], fb[29]);
-        tsr::mma_f16_16816(&v63[120], fa[0], fb[30]);
-        tsr::mma_f16_16816(&v63[124], fa[0], fb[31]);
+        tsr::mma_f16_16816(&v63[32], fa[1], fb[0]);
+        tsr::mma_f16_16816(&v63[36], fa[1], fb[1]);
+        tsr::mma_f16_16816(&v63[40], fa[1], fb[2]);
+        tsr::mma_f16_16816(&v63[44], fa[1], fb[3]);
+        tsr::mma_f16_16816(&v63[48], fa[1], fb[4]);
+        tsr::mma_f16_16816(&v63[52], fa[1], fb[5]);
+        tsr::mma_f16_16816(&v63[56], fa[1], fb[6]);
+        tsr::mma_f16_16816(&v63[60], fa[1], fb[7]);
+        tsr::mma_f16_16816(&v63[64], fa[2], fb[0]);
+        tsr::mma_f16_16816(&v63[68], fa[2], fb[1]);
+        tsr::mma_f16_16816(&v63[72], fa[2], fb[2]);
+        tsr::mma_f16_16816(&v63[76], fa[2], fb[3]);
+        tsr::mma_f16_16816(&v63[80], fa[2], fb[4]);
+        tsr::mma_f16_16816(&v63[84], fa[2], fb[5]);
+        tsr::mma_f16_16816(&v63[88], fa[2], fb[6]);
+        tsr::mma_f16_16816(&v63[92], fa[2], fb[7]);
+        tsr::mma_f16_16816(&v63[96], fa[3], fb[0]);
+        tsr::mma_f16_16816(&v63[100], fa[3], fb[1]);
+        tsr::mma_f16_16816(&v63[104], fa[3], fb[2]);
+        tsr::mma_f16_16816(&v63[108], fa[3], fb[3]);
+        tsr::mma_f16_16816(&v63[112], fa[3], fb[4]);
+        tsr::mma_f16_16816(&v63[116], fa[3], fb[5]);
+        tsr::mma_f16_16816(&v63[120], fa[3], fb[6]);
+        tsr::mma_f16_16816(&v63[124], fa[3], fb[7]);
       }
     }
     // yield %27
@@ -244,7 +235,7 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
     rs14 = (rs14 + 1) % 3;
   }
   tsr::cp_async_wait<0>();
-  // %28 = cast %22 : tile<f16, [128, 256], layout = mma<version = 2, warps = [8, 1], instr = [16, 8]>>
+  // %28 = cast %22 : tile<f16, [128, 256], layout = mma<version = 2, warps = [2, 4], instr = [16, 8]>>
   float v66[128];
   #pragma unroll
   for (int s67 = 0; s67 < 128; ++s67) {
@@ -252,8 +243,8 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
   }
   // store_tile %c, %28, %12, %13
   {
-    const int64_t o68 = int64_t(v1) * 128 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 7) * 16);
-    const int64_t o69 = int64_t(v2) * 256 + (((tsr_lane >> 0) & 3) * 2);
+    const int64_t o68 = int64_t(v1) * 128 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 2) & 1) * 16);
+    const int64_t o69 = int64_t(v2) * 256 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 3) * 8);
     const bool whole70 = int64_t(v1) * 128 >= 0 && int64_t(v1) * 128 + 128 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 2 == 0 && int64_t(v2) * 256 >= 0 && int64_t(v2) * 256 + 256 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + int64_t(v1) * 128 * tsr_p2_s0 + int64_t(v2) * 256 * tsr_p2_s1);
     if (whole70) {
       #pragma unroll
@@ -261,19 +252,19 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
         uint16_t vb72[2];
         vb72[0] = tsr::f2h(v66[c71 * 2 + 0]);
         vb72[1] = tsr::f2h(v66[c71 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o68 + ((((c71 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o69 + (((c71 * 2) % 2) + (((c71 * 2) / 4) % 32) * 8)) * tsr_p2_s1, vb72);
+        tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o68 + ((((c71 * 2) / 2) % 2) * 8 + (((c71 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o69 + (((c71 * 2) % 2) + (((c71 * 2) / 4) % 8) * 32)) * tsr_p2_s1, vb72);
       }
     } else {
       #pragma unroll
       for (int c73 = 0; c73 < 64; ++c73) {
         uint16_t vb74[2];
-        if ((o68 + ((((c73 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o69 + (((c73 * 2) % 2) + (((c73 * 2) / 4) % 32) * 8) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + (o68 + ((((c73 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o69 + (((c73 * 2) % 2) + (((c73 * 2) / 4) % 32) * 8)) * tsr_p2_s1)) {
+        if ((o68 + ((((c73 * 2) / 2) % 2) * 8 + (((c73 * 2) / 32) % 4) * 32)) < int64_t(tsr_dim_M) && (o69 + (((c73 * 2) % 2) + (((c73 * 2) / 4) % 8) * 32) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + (o68 + ((((c73 * 2) / 2) % 2) * 8 + (((c73 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o69 + (((c73 * 2) % 2) + (((c73 * 2) / 4) % 8) * 32)) * tsr_p2_s1)) {
           vb74[0] = tsr::f2h(v66[c73 * 2 + 0]);
           vb74[1] = tsr::f2h(v66[c73 * 2 + 1]);
-          tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o68 + ((((c73 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o69 + (((c73 * 2) % 2) + (((c73 * 2) / 4) % 32) * 8)) * tsr_p2_s1, vb74);
+          tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o68 + ((((c73 * 2) / 2) % 2) * 8 + (((c73 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o69 + (((c73 * 2) % 2) + (((c73 * 2) / 4) % 8) * 32)) * tsr_p2_s1, vb74);
         } else {
-          if ((o68 + ((((c73 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o69 + (((c73 * 2) % 2) + (((c73 * 2) / 4) % 32) * 8)) < int64_t(tsr_dim_N)) tsr_p2[(o68 + ((((c73 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o69 + (((c73 * 2) % 2) + (((c73 * 2) / 4) % 32) * 8)) * tsr_p2_s1] = tsr::f2h(v66[c73 * 2]);
-          if ((o68 + ((((c73 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o69 + (((c73 * 2) % 2) + (((c73 * 2) / 4) % 32) * 8) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o68 + ((((c73 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o69 + (((c73 * 2) % 2) + (((c73 * 2) / 4) % 32) * 8) + 1) * tsr_p2_s1] = tsr::f2h(v66[c73 * 2 + 1]);
+          if ((o68 + ((((c73 * 2) / 2) % 2) * 8 + (((c73 * 2) / 32) % 4) * 32)) < int64_t(tsr_dim_M) && (o69 + (((c73 * 2) % 2) + (((c73 * 2) / 4) % 8) * 32)) < int64_t(tsr_dim_N)) tsr_p2[(o68 + ((((c73 * 2) / 2) % 2) * 8 + (((c73 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o69 + (((c73 * 2) % 2) + (((c73 * 2) / 4) % 8) * 32)) * tsr_p2_s1] = tsr::f2h(v66[c73 * 2]);
+          if ((o68 + ((((c73 * 2) / 2) % 2) * 8 + (((c73 * 2) / 32) % 4) * 32)) < int64_t(tsr_dim_M) && (o69 + (((c73 * 2) % 2) + (((c73 * 2) / 4) % 8) * 32) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o68 + ((((c73 * 2) / 2) % 2) * 8 + (((c73 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o69 + (((c73 * 2) % 2) + (((c73 * 2) / 4) % 8) * 32) + 1) * tsr_p2_s1] = tsr::f2h(v66[c73 * 2 + 1]);
         }
       }
     }

@@ -44,13 +44,13 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
   const int32_t v8 = tsr::idiv<int32_t>(v7, v5);
   // %19 = const {value = 0} : i32
   const int32_t v9 = int32_t(0LL);
-  // %20 = splat %13 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+  // %20 = splat %13 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v10[32];
   #pragma unroll
   for (int s11 = 0; s11 < 32; ++s11) {
     v10[s11] = v3;
   }
-  // %21 = for %19, %18, %10, %20 {pipeline = 2} : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>> {...}
+  // %21 = for %19, %18, %10, %20 {pipeline = 2} : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>> {...}
   float c12[32];
   #pragma unroll
   for (int s13 = 0; s13 < 32; ++s13) {
@@ -137,31 +137,30 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
     __syncthreads();
     // %24 = load_tile %a, %11, %22 : tile<f16, [64, 32], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %25 = load_tile %b, %22, %12 : tile<f16, [32, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
-    // %26 = dot %24, %25, %23 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+    // %26 = dot %24, %25, %23 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
     float v48[32];
     #pragma unroll
     for (int s49 = 0; s49 < 32; ++s49) {
       v48[s49] = c12[s49];
     }
     {
-      const int wm_ = tsr_warp / 1, wn_ = tsr_warp % 1;
+      const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
       (void)wm_; (void)wn_;
       #pragma unroll
       for (int ks = 0; ks < 2; ++ks) {
-        uint32_t fa[1][4], fb[8][2];
+        uint32_t fa[2][4], fb[4][2];
         tsr::ldsm_x4(fa[0][0], fa[0][1], fa[0][2], fa[0][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
-        tsr::ldsm_x4_trans(fb[0][0], fb[0][1], fb[1][0], fb[1][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 8 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[2][0], fb[2][1], fb[3][0], fb[3][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 8 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[4][0], fb[4][1], fb[5][0], fb[5][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 8 * (4 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[6][0], fb[6][1], fb[7][0], fb[7][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 8 * (6 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+        tsr::ldsm_x4(fa[1][0], fa[1][1], fa[1][2], fa[1][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
+        tsr::ldsm_x4_trans(fb[0][0], fb[0][1], fb[1][0], fb[1][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+        tsr::ldsm_x4_trans(fb[2][0], fb[2][1], fb[3][0], fb[3][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         tsr::mma_f16_16816(&v48[0], fa[0], fb[0]);
         tsr::mma_f16_16816(&v48[4], fa[0], fb[1]);
         tsr::mma_f16_16816(&v48[8], fa[0], fb[2]);
         tsr::mma_f16_16816(&v48[12], fa[0], fb[3]);
-        tsr::mma_f16_16816(&v48[16], fa[0], fb[4]);
-        tsr::mma_f16_16816(&v48[20], fa[0], fb[5]);
-        tsr::mma_f16_16816(&v48[24], fa[0], fb[6]);
-        tsr::mma_f16_16816(&v48[28], fa[0], fb[7]);
+        tsr::mma_f16_16816(&v48[16], fa[1], fb[0]);
+        tsr::mma_f16_16816(&v48[20], fa[1], fb[1]);
+        tsr::mma_f16_16816(&v48[24], fa[1], fb[2]);
+        tsr::mma_f16_16816(&v48[28], fa[1], fb[3]);
       }
     }
     // yield %26
@@ -173,7 +172,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
     rs14 = (rs14 + 1) % 2;
   }
   tsr::cp_async_wait<0>();
-  // %27 = cast %21 : tile<f16, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+  // %27 = cast %21 : tile<f16, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v51[32];
   #pragma unroll
   for (int s52 = 0; s52 < 32; ++s52) {
@@ -181,8 +180,8 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
   }
   // store_tile %c, %27, %11, %12
   {
-    const int64_t o53 = int64_t(v1) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 3) * 16);
-    const int64_t o54 = int64_t(v2) * 64 + (((tsr_lane >> 0) & 3) * 2);
+    const int64_t o53 = int64_t(v1) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
+    const int64_t o54 = int64_t(v2) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
     const bool whole55 = int64_t(v1) * 64 >= 0 && int64_t(v1) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 2 == 0 && int64_t(v2) * 64 >= 0 && int64_t(v2) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + int64_t(v1) * 64 * tsr_p2_s0 + int64_t(v2) * 64 * tsr_p2_s1);
     if (whole55) {
       #pragma unroll
@@ -190,19 +189,19 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
         uint16_t vb57[2];
         vb57[0] = tsr::f2h(v51[c56 * 2 + 0]);
         vb57[1] = tsr::f2h(v51[c56 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o53 + ((((c56 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o54 + (((c56 * 2) % 2) + (((c56 * 2) / 4) % 8) * 8)) * tsr_p2_s1, vb57);
+        tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o53 + ((((c56 * 2) / 2) % 2) * 8 + (((c56 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o54 + (((c56 * 2) % 2) + (((c56 * 2) / 4) % 4) * 16)) * tsr_p2_s1, vb57);
       }
     } else {
       #pragma unroll
       for (int c58 = 0; c58 < 16; ++c58) {
         uint16_t vb59[2];
-        if ((o53 + ((((c58 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o54 + (((c58 * 2) % 2) + (((c58 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + (o53 + ((((c58 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o54 + (((c58 * 2) % 2) + (((c58 * 2) / 4) % 8) * 8)) * tsr_p2_s1)) {
+        if ((o53 + ((((c58 * 2) / 2) % 2) * 8 + (((c58 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o54 + (((c58 * 2) % 2) + (((c58 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + (o53 + ((((c58 * 2) / 2) % 2) * 8 + (((c58 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o54 + (((c58 * 2) % 2) + (((c58 * 2) / 4) % 4) * 16)) * tsr_p2_s1)) {
           vb59[0] = tsr::f2h(v51[c58 * 2 + 0]);
           vb59[1] = tsr::f2h(v51[c58 * 2 + 1]);
-          tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o53 + ((((c58 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o54 + (((c58 * 2) % 2) + (((c58 * 2) / 4) % 8) * 8)) * tsr_p2_s1, vb59);
+          tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o53 + ((((c58 * 2) / 2) % 2) * 8 + (((c58 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o54 + (((c58 * 2) % 2) + (((c58 * 2) / 4) % 4) * 16)) * tsr_p2_s1, vb59);
         } else {
-          if ((o53 + ((((c58 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o54 + (((c58 * 2) % 2) + (((c58 * 2) / 4) % 8) * 8)) < int64_t(tsr_dim_N)) tsr_p2[(o53 + ((((c58 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o54 + (((c58 * 2) % 2) + (((c58 * 2) / 4) % 8) * 8)) * tsr_p2_s1] = tsr::f2h(v51[c58 * 2]);
-          if ((o53 + ((((c58 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o54 + (((c58 * 2) % 2) + (((c58 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o53 + ((((c58 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o54 + (((c58 * 2) % 2) + (((c58 * 2) / 4) % 8) * 8) + 1) * tsr_p2_s1] = tsr::f2h(v51[c58 * 2 + 1]);
+          if ((o53 + ((((c58 * 2) / 2) % 2) * 8 + (((c58 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o54 + (((c58 * 2) % 2) + (((c58 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p2[(o53 + ((((c58 * 2) / 2) % 2) * 8 + (((c58 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o54 + (((c58 * 2) % 2) + (((c58 * 2) / 4) % 4) * 16)) * tsr_p2_s1] = tsr::f2h(v51[c58 * 2]);
+          if ((o53 + ((((c58 * 2) / 2) % 2) * 8 + (((c58 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o54 + (((c58 * 2) % 2) + (((c58 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o53 + ((((c58 * 2) / 2) % 2) * 8 + (((c58 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o54 + (((c58 * 2) % 2) + (((c58 * 2) / 4) % 4) * 16) + 1) * tsr_p2_s1] = tsr::f2h(v51[c58 * 2 + 1]);
         }
       }
     }
