@@ -886,6 +886,9 @@ static std::string scalar_abi_type(ScalarKind k) {
 }
 
 int64_t Emitter::group_rows() const {
+  // The layout emitter takes the order persist-programs wrote on the grid's yield.
+  if (const Op* y = k_.grid ? k_.grid->terminator() : nullptr; lowered_ && y && y->has_attr("group_rows"))
+    return y->attr_int("group_rows");
   const ConstexprDecl* d = k_.find_constexpr("GROUP_M");
   if (!d) return 8;
   if (d->value < 1 || d->value > 1024)
@@ -1079,7 +1082,15 @@ CudaEmission Emitter::run() {
                      "the CTAs, else with the full wave before it), are cut into equal shares of K work, one per CTA, each run last tile first; the CTA that ends a tile "
                      "adds the earlier parts in K order");
   }
-  grouped_ = !lowered_ && !persistent_ && !split_k_ && !wg_.ok && has_pipelined_mma_loop();
+  if (lowered_) {
+    // One CTA per program in the grouped order persist-programs wrote (group_rows without
+    // persistent = 1).
+    const Op* y = k_.grid ? k_.grid->terminator() : nullptr;
+    grouped_ = !ws_loop_ && !persistent_ && !split_k_ && y && y->operands.size() == 2 &&
+               y->has_attr("group_rows") && !(y->has_attr("persistent") && y->attr_int("persistent") == 1);
+  } else {
+    grouped_ = !persistent_ && !split_k_ && !wg_.ok && has_pipelined_mma_loop();
+  }
   if (grouped_) {
     count("grouped-order");
     notes_.push_back("grouped order: CTAs take the programs " + std::to_string(group_rows()) +
@@ -1375,7 +1386,7 @@ std::vector<std::string> planning_only_knob_notes(const Kernel& k) {
       {"cluster_size", {1}},          {"ring_stages", {0}},        {"epilogue_buffers", {2}},
       {"epilogue_overlap", {1}},      {"tma_store_epilogue", {1}}, {"tma_hint_a", {0}},
       {"tma_hint_b", {0}},            {"mma_l2_prefetch", {0}},    {"mma_spread_copies", {0}},
-      {"mma_early_last_step", {0}},   {"whole_tile_checks", {0}},  {"prefetch_programs", {0, 2}},
+      {"mma_early_last_step", {0}},   {"prefetch_loads", {0}},     {"prefetch_programs", {0, 2}},
       {"prefetch_invariant", {1}},    {"swap_operands", {0}}};
   std::vector<std::string> notes;
   for (const auto& [name, nothing] : kKnobs)

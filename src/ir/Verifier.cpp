@@ -586,8 +586,9 @@ class Verifier {
   }
 
   void check_grid_op(const Op& op) {
-    // The launch's form (persist-programs): programs in a loop of persistent CTAs, taken in
-    // groups of `group_rows` values of axis 0.
+    // The launch's form (persist-programs): programs in a loop of persistent CTAs, and the
+    // order programs are taken in, groups of `group_rows` values of axis 0 (by persistent CTAs,
+    // or with one CTA per program renumbered so).
     if (const Attr* p = op.find_attr("persistent"); p && std::get<int64_t>(*p) != 0 && std::get<int64_t>(*p) != 1)
       return fail("persistent must be 0 or 1 (CTAs that loop over the programs), got " + attr_str(*p));
     // The warps of every program (assign-launch-shape): a CTA has at most 1024 threads.
@@ -595,8 +596,6 @@ class Verifier {
       return fail("num_warps must be between 1 and 32 (warps of each program: a CTA has at most 1024 threads), got " +
                   attr_str(*w));
     if (const Attr* g = op.find_attr("group_rows")) {
-      if (!op.find_attr("persistent") || op.attr_int("persistent") != 1)
-        return fail("group_rows needs persistent = 1 (the order in which persistent CTAs take the programs)");
       if (std::get<int64_t>(*g) < 1 || std::get<int64_t>(*g) > 1024)
         return fail("group_rows must be between 1 and 1024 (values of program axis 0 per group), got " + attr_str(*g));
     }

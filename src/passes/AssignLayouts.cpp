@@ -126,6 +126,11 @@ class Assign {
         }
       if (from_dot)
         for (const Value* r : op.results) from_dot_.insert(r);
+      // A loop or if yields what its body computed: its results (read after it) follow.
+      if (op.kind == OpKind::Yield && op.parent && op.parent->parent && !op.parent->parent->regions.empty() &&
+          op.parent->parent->kind != OpKind::ReduceWith)
+        for (size_t i = 0; i < op.operands.size() && i < op.parent->parent->results.size(); ++i)
+          if (from_dot_.count(op.operands[i])) from_dot_.insert(op.parent->parent->results[i]);
       if (op.kind != OpKind::LoadTile && op.kind != OpKind::StoreTile) return;
       const Value* tile = op.kind == OpKind::LoadTile ? op.result() : op.operand(1);
       if (!tile->type.is_tile() || !shape_is_static(tile->type.shape)) return;

@@ -24,6 +24,12 @@
 // A written `persistent` stays (0 keeps one CTA per program); a written 1 that does not qualify
 // is set to 0 with a note (and a written `group_rows` goes with it). A written `group_rows` on
 // a persistent kernel stays.
+//
+// A kernel without a producer warpgroup whose top level has a pipelined loop carrying one value
+// through one dot (a GEMM's K loop on the mma.sync path) and a grid of two axes keeps one CTA per program but gets `group_rows = 8`
+// alone: the programs are renumbered into the same grouped order, so that the CTAs running at
+// once share rows of A and columns of B in L2 (the planning emitter's grouped order; stat
+// persist-programs.grouped).
 #include <vector>
 
 #include "ir/IR.h"
@@ -49,6 +55,19 @@ void persist_programs(Kernel& k, PassStats& stats) {
     else if (op->has_attr("pipeline") && op->attr_int("pipeline") >= 2) other_ring = op.get();
   }
   std::string why;
+  if (!producer && !written && !yield->has_attr("group_rows") && yield->operands.size() == 2)
+    for (const auto& op : k.body->ops) {
+      // A GEMM's K loop: one carried value, one dot (an attention's loop over K/V tiles carries
+      // more: its programs share a head's K and V in launch order already).
+      if (op->kind != OpKind::For || !op->has_attr("pipeline") || op->attr_int("pipeline") < 2 || op->operands.size() != 4)
+        continue;
+      int dots = 0;
+      walk(op->region(0), [&](Op& o) { dots += o.kind == OpKind::Dot; });
+      if (dots != 1) continue;
+      yield->set_attr("group_rows", int64_t{8});
+      ++stats["persist-programs.grouped"];
+      break;
+    }
   if (!producer) why = "no loop of the kernel has a producer warpgroup";
   // Another ring loop's barriers would be set up again by every program, while the compute
   // warps may still wait on them for the last one.

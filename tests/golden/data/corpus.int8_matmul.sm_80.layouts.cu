@@ -23,10 +23,16 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int8_matmul(int8_t* ts
   [[maybe_unused]] constexpr int64_t BM = 32LL;
   [[maybe_unused]] constexpr int64_t BN = 32LL;
   [[maybe_unused]] constexpr int64_t BK = 64LL;
+  const int32_t tsr_grid0 = int32_t(gridDim.x), tsr_grid1 = int32_t(gridDim.y);
+  const int64_t tsr_t = int64_t(blockIdx.y) * gridDim.x + blockIdx.x, tsr_in_group = 8 * int64_t(tsr_grid1);
+  const int64_t tsr_first = tsr_t / tsr_in_group * 8, tsr_rows = tsr_grid0 - tsr_first < 8 ? tsr_grid0 - tsr_first : 8;
+  const int32_t tsr_pid0 = int32_t(tsr_first + tsr_t % tsr_in_group % tsr_rows);
+  const int32_t tsr_pid1 = int32_t(tsr_t % tsr_in_group / tsr_rows);
+  (void)tsr_pid0; (void)tsr_pid1;
   // %pm = program_id {axis = 0} : i32
-  const int32_t v0_pm = int32_t(blockIdx.x);
+  const int32_t v0_pm = tsr_pid0;
   // %pn = program_id {axis = 1} : i32
-  const int32_t v1_pn = int32_t(blockIdx.y);
+  const int32_t v1_pn = tsr_pid1;
   // %c0 = const {value = 0} : i32
   const int32_t v2_c0 = int32_t(0LL);
   // %c1 = const {value = 1} : i32
@@ -214,10 +220,12 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int8_matmul(int8_t* ts
 // header tessera/mma.cuh
 // stat fma-dots = 1
 // stat fma-dots-from-shared = 1
+// stat grouped-order = 1
 // stat producer-warpgroups = 0
 // stat ring-loops = 1
 // stat smem-bytes = 11264
 // stat threads = 128
 // stat vector-accesses = 1
 // stat whole-tile-accesses = 1
+// note grouped order: CTAs take the programs 8 rows of axis 0 at a time, for L2 reuse of the operand tiles
 // note printed from the GPU lowering's layouts (the layout emitter)

@@ -935,4 +935,3 @@ extern "C" __global__ void __launch_bounds__(128) tessera_layernorm(uint16_t* ts
 // stat threads = 128
 // stat vector-accesses = 10
 // note printed from the GPU lowering's layouts (the layout emitter)
-// note knob whole_tile_checks = 1 is read by the planning emitter only: the layout emitter ignores it

@@ -23,12 +23,18 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul(float* tsr_p0, 
   [[maybe_unused]] constexpr int64_t BLOCK_M = 64LL;
   [[maybe_unused]] constexpr int64_t BLOCK_N = 64LL;
   [[maybe_unused]] constexpr int64_t BLOCK_K = 32LL;
+  const int32_t tsr_grid0 = int32_t(gridDim.x), tsr_grid1 = int32_t(gridDim.y);
+  const int64_t tsr_t = int64_t(blockIdx.y) * gridDim.x + blockIdx.x, tsr_in_group = 8 * int64_t(tsr_grid1);
+  const int64_t tsr_first = tsr_t / tsr_in_group * 8, tsr_rows = tsr_grid0 - tsr_first < 8 ? tsr_grid0 - tsr_first : 8;
+  const int32_t tsr_pid0 = int32_t(tsr_first + tsr_t % tsr_in_group % tsr_rows);
+  const int32_t tsr_pid1 = int32_t(tsr_t % tsr_in_group / tsr_rows);
+  (void)tsr_pid0; (void)tsr_pid1;
   // %10 = const {value = 1} : i32
   const int32_t v0 = int32_t(1LL);
   // %11 = program_id {axis = 0} : i32
-  const int32_t v1 = int32_t(blockIdx.x);
+  const int32_t v1 = tsr_pid0;
   // %12 = program_id {axis = 1} : i32
-  const int32_t v2 = int32_t(blockIdx.y);
+  const int32_t v2 = tsr_pid1;
   // %13 = const {value = 0.0} : f32
   const float v3 = 0x0p+0f;
   // %14 = splat %13 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
@@ -286,10 +292,12 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul(float* tsr_p0, 
 // header tessera/mma.cuh
 // stat fma-dots = 1
 // stat fma-dots-from-shared = 1
+// stat grouped-order = 1
 // stat producer-warpgroups = 0
 // stat ring-loops = 1
 // stat smem-bytes = 53760
 // stat threads = 128
 // stat vector-accesses = 1
 // stat whole-tile-accesses = 1
+// note grouped order: CTAs take the programs 8 rows of axis 0 at a time, for L2 reuse of the operand tiles
 // note printed from the GPU lowering's layouts (the layout emitter)
