@@ -139,15 +139,6 @@ int64_t Dist::slots() const {
   return n;
 }
 
-std::vector<int64_t> Dist::digit_values(int64_t s) const {
-  std::vector<int64_t> v;
-  for (const Digit& g : digits) {
-    v.push_back(s % g.radix);
-    s /= g.radix;
-  }
-  return v;
-}
-
 std::vector<int64_t> Dist::coord(int64_t s, int lane, int warp) const {
   std::vector<int64_t> c;
   coord_into(s, lane, warp, c);

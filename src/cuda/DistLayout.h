@@ -57,8 +57,6 @@ struct Dist {
 
   int64_t slots() const;
   int rank() const { return static_cast<int>(shape.size()); }
-  // The digit values of slot s.
-  std::vector<int64_t> digit_values(int64_t s) const;
   // Coordinates of slot s in the thread of this lane and warp.
   std::vector<int64_t> coord(int64_t s, int lane, int warp) const;
   void coord_into(int64_t s, int lane, int warp, std::vector<int64_t>& c) const;  // (no allocation)

@@ -940,7 +940,20 @@ void Emitter::lowered_load_store(const Op& op) {
   };
   // A thread's run of V elements along the last dim (the layout's fastest slots) is one vector
   // access of up to 16 bytes where it is in bounds and aligned.
-  const int64_t V = vector_width(d, R - 1, scalar_bytes(t));
+  const int64_t V = lowered_vector_width(tile);
+  const std::string St = stype(t);
+  // A run in bounds and aligned at offset `at`: one vector access through the storage-type
+  // buffer `buf` (declared by the caller), converted slot by slot.
+  auto vector_run = [&](const std::string& s0, const std::string& at, const std::string& buf) {
+    if (load) {
+      line("tsr::copy_vec<" + St + ", " + num(V) + ">(" + buf + ", " + vi.ptr + " + " + at + ");");
+      for (int64_t v = 0; v < V; ++v) line(r + "[" + s0 + " + " + num(v) + "] = " + load_conv(t, buf + "[" + num(v) + "]") + ";");
+    } else {
+      for (int64_t v = 0; v < V; ++v) line(buf + "[" + num(v) + "] = " + store_conv(t, r + "[" + s0 + " + " + num(v) + "]") + ";");
+      line((own == "true" ? "" : "if (" + own + ") ") + "tsr::copy_vec<" + St + ", " + num(V) + ">(" + vi.ptr + " + " + at +
+           ", " + buf + ");");
+    }
+  };
   // Words of a packed tile from a run's storage-type buffer.
   auto pack_words = [&](const std::string& s0, const std::string& buf) {
     for (int64_t v = 0; v < V; v += 2)
@@ -952,7 +965,6 @@ void Emitter::lowered_load_store(const Op& op) {
     close();
     return;
   }
-  const std::string St = stype(t);
   // One test that the whole tile is in bounds, its first element aligned to the vector and
   // every row stride a multiple of it; then every run is a vector access with no test of its
   // own. A tile at a ragged or unaligned edge takes the run-by-run path below. On unless the
@@ -980,15 +992,9 @@ void Emitter::lowered_load_store(const Op& op) {
     if (packed) {
       line("tsr::copy_vec<uint32_t, " + num(V / 2) + ">(" + r + ".w + (" + s0 + ") / 2, reinterpret_cast<const uint32_t*>(" +
            vi.ptr + " + " + at + "));");
-    } else if (load) {
-      line(St + " " + buf + "[" + num(V) + "];");
-      line("tsr::copy_vec<" + St + ", " + num(V) + ">(" + buf + ", " + vi.ptr + " + " + at + ");");
-      for (int64_t v = 0; v < V; ++v) line(r + "[" + s0 + " + " + num(v) + "] = " + load_conv(t, buf + "[" + num(v) + "]") + ";");
     } else {
       line(St + " " + buf + "[" + num(V) + "];");
-      for (int64_t v = 0; v < V; ++v) line(buf + "[" + num(v) + "] = " + store_conv(t, r + "[" + s0 + " + " + num(v) + "]") + ";");
-      line((own == "true" ? "" : "if (" + own + ") ") + "tsr::copy_vec<" + St + ", " + num(V) + ">(" + vi.ptr + " + " + at +
-           ", " + buf + ");");
+      vector_run(s0, at, buf);
     }
     close();
     count("whole-tile-accesses");
@@ -1023,14 +1029,7 @@ void Emitter::lowered_load_store(const Op& op) {
     close();
     return;
   }
-  if (load) {
-    line("tsr::copy_vec<" + St + ", " + num(V) + ">(" + buf + ", " + vi.ptr + " + " + at + ");");
-    for (int64_t v = 0; v < V; ++v) line(r + "[" + s0 + " + " + num(v) + "] = " + load_conv(t, buf + "[" + num(v) + "]") + ";");
-  } else {
-    for (int64_t v = 0; v < V; ++v) line(buf + "[" + num(v) + "] = " + store_conv(t, r + "[" + s0 + " + " + num(v) + "]") + ";");
-    line((own == "true" ? "" : "if (" + own + ") ") + "tsr::copy_vec<" + St + ", " + num(V) + ">(" + vi.ptr + " + " + at +
-         ", " + buf + ");");
-  }
+  vector_run(s0, at, buf);
   --ind_;
   open("} else {");
   for (int64_t v = 0; v < V; ++v) scalar_access(s0, v);

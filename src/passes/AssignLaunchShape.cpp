@@ -31,8 +31,7 @@ int warps_for(const Kernel& k, const GpuLoweringOptions& o) {
     if (op.kind != OpKind::Dot) return;
     any = true;
     const Type &a = op.operand(0)->type, &r = op.result()->type;
-    const bool narrow = scalar_bits(a.elem) <= 16 && is_float(a.elem);
-    all_one_block &= narrow && r.rank() == 2 && shape_is_static(r.shape) && static_shape(r.shape)[0] == 64;
+    all_one_block &= tensor_core_float(a.elem) && r.rank() == 2 && shape_is_static(r.shape) && static_shape(r.shape)[0] == 64;
   });
   return any && all_one_block ? 4 : warps;
 }

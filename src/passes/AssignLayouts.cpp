@@ -114,23 +114,23 @@ std::vector<int64_t> dims(const Type& t) { return static_shape(t.shape); }
 class Assign {
  public:
   Assign(Kernel& k, const GpuLoweringOptions& o) : k_(k), o_(o), warps_(launch_warps(k)) {
+    std::set<const Value*> from_dot;  // values computed from a dot's result
     walk(*k_.body, [&](Op& op) {
       has_reductions_ |= op.info().cls == OpClass::Reduce || op.info().cls == OpClass::Scan;
       // Values computed from a dot's result (program order: what a dot in the same block or
       // an enclosing one computed before), and whether a dot reads one as an operand.
-      bool from_dot = op.kind == OpKind::Dot;
+      bool derived = op.kind == OpKind::Dot;
       for (size_t i = 0; i < op.operands.size(); ++i)
-        if (from_dot_.count(op.operands[i])) {
-          from_dot = true;
+        if (from_dot.count(op.operands[i])) {
+          derived = true;
           if (op.kind == OpKind::Dot && i < 2) dot_reads_dot_ = true;
         }
-      if (from_dot)
-        for (const Value* r : op.results) from_dot_.insert(r);
+      if (derived) from_dot.insert(op.results.begin(), op.results.end());
       // A loop or if yields what its body computed: its results (read after it) follow.
-      if (op.kind == OpKind::Yield && op.parent && op.parent->parent && !op.parent->parent->regions.empty() &&
-          op.parent->parent->kind != OpKind::ReduceWith)
-        for (size_t i = 0; i < op.operands.size() && i < op.parent->parent->results.size(); ++i)
-          if (from_dot_.count(op.operands[i])) from_dot_.insert(op.parent->parent->results[i]);
+      if (const Op* owner = op.parent ? op.parent->parent : nullptr;
+          op.kind == OpKind::Yield && owner && owner->kind != OpKind::ReduceWith)
+        for (size_t i = 0; i < op.operands.size() && i < owner->results.size(); ++i)
+          if (from_dot.count(op.operands[i])) from_dot.insert(owner->results[i]);
       if (op.kind != OpKind::LoadTile && op.kind != OpKind::StoreTile) return;
       const Value* tile = op.kind == OpKind::LoadTile ? op.result() : op.operand(1);
       if (!tile->type.is_tile() || !shape_is_static(tile->type.shape)) return;
@@ -154,7 +154,6 @@ class Assign {
   std::map<std::vector<int64_t>, int> access_bytes_;
   bool has_reductions_ = false;  // any reduce or scan in the kernel
   bool dot_reads_dot_ = false;   // a dot's operand computed from another dot's result
-  std::set<const Value*> from_dot_;
 
   // One default per shape, whatever the element type, so that a bf16 load, its f32 cast and an
   // i1 mask of the same shape agree: 16 bytes of the narrowest element the kernel loads or
@@ -193,7 +192,7 @@ class Assign {
     const Type& a = dot.operand(0)->type;
     const std::vector<int64_t> c = dims(dot.result()->type), ad = dims(a);
     const int64_t M = c[0], N = c[1], K = ad[1];
-    const bool narrow = scalar_bits(a.elem) <= 16 && is_float(a.elem);
+    const bool narrow = tensor_core_float(a.elem);
     const int64_t kw = std::max<int64_t>(1, 32 / scalar_bits(a.elem));
     // Each warpgroup takes whole 64-row blocks (a smaller M leaves it to mma.sync).
     const int64_t wgs = std::max(1, warps_ / 4);

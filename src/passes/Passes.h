@@ -112,6 +112,8 @@ inline constexpr int kMaxWarps = 32;
 // about 32 elements of the largest tile per thread (split over `cluster` CTAs), 4 to 32 warps
 // (16 where three such tiles are loaded in one block).
 int default_num_warps(const Kernel& k, int cluster = 1);
+// Float operands of 16 bits or fewer (f16, bf16, f8): what mma.sync and wgmma dots take.
+inline bool tensor_core_float(ScalarKind t) { return scalar_bits(t) <= 16 && is_float(t); }
 // The warps of a program in the GPU lowering's passes and the layout emitter: the `num_warps`
 // that assign-launch-shape wrote on the grid's yield, else default_num_warps.
 int launch_warps(const Kernel& k);
