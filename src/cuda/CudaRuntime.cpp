@@ -24,6 +24,9 @@
 #include "runtime/DiskCache.h"
 #include "support/Env.h"
 #include "support/Float.h"
+#include "text/Text.h"
+
+extern char** environ;
 
 namespace tessera {
 
@@ -47,6 +50,39 @@ struct Compiled {
 
 std::mutex g_mu;
 std::unordered_map<std::string, std::shared_ptr<Compiled>> g_memory;
+
+// The memory cache's second index, keyed before emission (emission_key): a kernel compiled
+// before in this process gets its emission and cubin without emitting again. Emitting costs
+// more than a lookup should: the layout emitter runs the GPU lowering's passes and prints
+// (4-74 ms for the row kernels on the H100's host, session 36), the planning emitter 1-3 ms.
+struct Emitted {
+  CudaEmission em;  // line_op cleared where it pointed into the caller's kernel
+  std::shared_ptr<Compiled> compiled;
+};
+std::unordered_map<std::string, Emitted> g_emitted;
+
+// What an emission depends on: the kernel as printed, its ops' locations (the notes quote
+// them), every field of the target, and the TESSERA_ switches of the environment (the
+// emitters' A/B switches read them where they decide; all of them are taken, so a new switch
+// needs no entry here).
+std::string emission_key(const Kernel& k, const CudaTarget& t) {
+  std::string in = std::string(kCudaCodegenVersion) + "\n" + t.str() + " tma=" + std::to_string(t.tma) +
+                   " split_k=" + std::to_string(t.split_k) + " stream_k=" + std::to_string(t.stream_k) +
+                   " layouts=" + std::to_string(t.from_layouts) + "\n";
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e)
+    if (std::strncmp(*e, "TESSERA_", 8) == 0) env.emplace_back(*e);
+  std::sort(env.begin(), env.end());
+  for (const auto& e : env) in += e + "\n";
+  in += print_kernel(k);
+  auto locs = [&](const Loc& l) {
+    in += l.file ? *l.file : std::string();
+    in += ":" + std::to_string(l.line) + ":" + std::to_string(l.col) + "\n";
+  };
+  locs(k.loc);
+  walk(const_cast<Kernel&>(k), [&](Op& op) { locs(op.loc); });
+  return "emitted-" + content_hash(in);
+}
 
 std::string kname(const Kernel& k) { return "@" + k.name; }
 
@@ -603,12 +639,33 @@ std::string cuda_cache_dir(const CudaOptions& o) { return default_cache_dir(o.ca
 void clear_cuda_memory_cache() {
   std::lock_guard<std::mutex> lock(g_mu);
   g_memory.clear();
+  g_emitted.clear();
 }
 
 std::shared_ptr<CudaKernel> compile_cuda(const Kernel& k, const CudaOptions& opts) {
   CudaTarget target = cuda_target_for(opts);
   std::string why;
   if (!nvrtc_available(&why)) throw TesseraError(k.loc, "cuda: " + why);
+  auto make = [&](std::shared_ptr<Compiled> c, CudaEmission em) {
+    const int cluster = em.info.cluster;
+    auto kk = std::make_shared<CudaKernelImpl>(std::move(c), k, std::move(em), opts);
+    kk->target = target;
+    kk->cluster = cluster;
+    kk->block_threads = kk->info().block_threads;
+    kk->dynamic_smem_bytes = kk->info().dynamic_smem_bytes;
+    kk->split_k_capable = kk->info().split_k_capable && !kk->info().split_k;
+    kk->symbol = kk->info().symbol;
+    return kk;
+  };
+  const std::string emitted_key = emission_key(k, target);
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (auto it = g_emitted.find(emitted_key); it != g_emitted.end()) {
+      auto kk = make(it->second.compiled, it->second.em);
+      kk->from_cache = kk->from_memory_cache = true;
+      return kk;
+    }
+  }
   CudaEmission em = emit_cuda_with_info(k, target);
 
   // Everything the cubin depends on: codegen, compiler, options, headers, source.
@@ -629,22 +686,19 @@ std::shared_ptr<CudaKernel> compile_cuda(const Kernel& k, const CudaOptions& opt
     std::ofstream(std::filesystem::path(d) / (em.info.symbol + "-" + key + ".cu"), std::ios::binary) << em.source;
   }
 
-  auto make = [&](std::shared_ptr<Compiled> c) {
-    const int cluster = em.info.cluster;
-    auto kk = std::make_shared<CudaKernelImpl>(std::move(c), k, std::move(em), opts);
-    kk->target = target;
-    kk->cluster = cluster;
-    kk->block_threads = kk->info().block_threads;
-    kk->dynamic_smem_bytes = kk->info().dynamic_smem_bytes;
-    kk->split_k_capable = kk->info().split_k_capable && !kk->info().split_k;
-    kk->symbol = kk->info().symbol;
-    return kk;
+  // Remembered under the emission key too; line_op may point into the caller's kernel, which
+  // does not outlive this call (a cubin found there is never compiled again, so none is needed).
+  auto remember = [&](const std::shared_ptr<Compiled>& c) {
+    Emitted e{em, c};
+    if (!e.em.lowered) e.em.line_op.clear();
+    g_emitted.emplace(emitted_key, std::move(e));
   };
   {
     std::lock_guard<std::mutex> lock(g_mu);
     auto it = g_memory.find(key);
     if (it != g_memory.end()) {
-      auto kk = make(it->second);
+      remember(it->second);
+      auto kk = make(it->second, std::move(em));
       kk->from_cache = kk->from_memory_cache = true;
       return kk;
     }
@@ -668,8 +722,9 @@ std::shared_ptr<CudaKernel> compile_cuda(const Kernel& k, const CudaOptions& opt
     // A concurrent compile of the same key may have won; share its module.
     auto [it, inserted] = g_memory.emplace(key, c);
     c = it->second;
+    remember(c);
   }
-  auto kk = make(c);
+  auto kk = make(c, std::move(em));
   kk->from_cache = hit;
   kk->compile_seconds = seconds;
   return kk;

@@ -197,6 +197,46 @@ TEST(CompileCuda, MemoryThenDiskThenRebuildAfterCorruption) {
   EXPECT_NE(other->cubin(), first->cubin());
 }
 
+// The memory cache is also keyed before emission (what the kernel prints as, the target, the
+// TESSERA_ switches), so a hit costs no emission: each thing the emission depends on must
+// still tell entries apart.
+TEST(CompileCuda, MemoryHitsKeyedBeforeEmissionTellKernelsAndSwitchesApart) {
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  CudaOptions o;
+  o.disk_cache = false;
+  o.target = CudaTarget::parse("sm_80");
+  o.target_from_device = false;
+  const LibraryKernel* lk = find_library_kernel("vector_add");
+  ASSERT_NE(lk, nullptr);
+  auto k1024 = bind_constexprs(*lk->build(ScalarKind::F32), {{"BLOCK", 1024}});
+  auto k512 = bind_constexprs(*lk->build(ScalarKind::F32), {{"BLOCK", 512}});
+  ::unsetenv("TESSERA_CUDA_INLINE_EDGES");
+  clear_cuda_memory_cache();
+
+  auto first = compile_cuda(*k1024, o);
+  EXPECT_FALSE(first->from_memory_cache);
+  auto again = compile_cuda(*k1024->clone(), o);  // another object, the same kernel
+  EXPECT_TRUE(again->from_memory_cache);
+  EXPECT_EQ(again->source(), first->source());
+  EXPECT_EQ(again->block_threads, first->block_threads);
+
+  auto other = compile_cuda(*k512, o);  // another constexpr value: another kernel
+  EXPECT_FALSE(other->from_memory_cache);
+  EXPECT_NE(other->source(), first->source());
+
+  ::setenv("TESSERA_CUDA_INLINE_EDGES", "1", 1);  // a switch the emitter reads as it prints
+  auto switched = compile_cuda(*k1024, o);
+  ::unsetenv("TESSERA_CUDA_INLINE_EDGES");
+  EXPECT_FALSE(switched->from_memory_cache);
+  EXPECT_NE(switched->source().find("#define TSR_INLINE_EDGES 1"), std::string::npos);
+  EXPECT_EQ(compile_cuda(*k1024, o)->source(), first->source());
+
+  CudaOptions o90 = o;
+  o90.target = CudaTarget::parse("sm_90");
+  EXPECT_FALSE(compile_cuda(*k1024, o90)->from_memory_cache);
+}
+
 TEST(CompileCuda, NoDiskCacheWritesNothing) {
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << why;
