@@ -375,23 +375,54 @@ void Emitter::issue_shared_copies(const Op& op, const SharedView& dst_view) {
   // Chunk q of E elements, 16 bytes (row-major over the tile), is copied by thread q % T.
   const int64_t eb = scalar_bytes(t), E = 16 / eb;
   const int64_t chunks = shape_numel(tile->type.shape) / E, rounds = (chunks + T_ - 1) / T_;
-  const std::string i = fresh("i");
   // Up to 16 rounds unrolled in full (every library and corpus kernel's loads), more four at a
   // time: each round carries a cp.async and its unaligned fallback, and a [2048, 64] u8
   // operand's 64 rounds a thread unrolled in full were 15,000 PTX lines (1 s of ptxas).
-  line(rounds > 16 ? "#pragma unroll 4" : "#pragma unroll");
-  open("for (int " + i + " = 0; " + i + " < " + num(rounds) + "; ++" + i + ") {");
-  const std::string q = fresh("q");
-  line("const int " + q + " = " + i + " * " + num(T_) + " + tsr_tid;");
-  if (chunks % T_ != 0) line("if (" + q + " >= " + num(chunks) + ") break;");
-  std::vector<std::string> c = coords(q + " * " + num(E), S), g(R);
-  std::string rows_ok = "true", at_g;
-  for (int d = 0; d < R; ++d) {
-    g[d] = "(" + o[d] + " + " + c[d] + ")";
-    if (d < R - 1) rows_ok += " && " + g[d] + " < " + vi.dims[d];
-    at_g += (d ? " + " : "") + g[d] + " * " + vi.strides[d];
+  const std::string unroll = rounds > 16 ? "#pragma unroll 4" : "#pragma unroll";
+  // Opens the loop over this thread's chunks; `c` gets the chunk's coordinates in the tile, `g`
+  // in the view, `at_g` its offset in the view, `at_s` its shared-memory address.
+  std::vector<std::string> c, g(R);
+  std::string rows_ok, at_g, at_s;
+  auto open_chunks = [&] {
+    const std::string i = fresh("i"), q = fresh("q");
+    line(unroll);
+    open("for (int " + i + " = 0; " + i + " < " + num(rounds) + "; ++" + i + ") {");
+    line("const int " + q + " = " + i + " * " + num(T_) + " + tsr_tid;");
+    if (chunks % T_ != 0) line("if (" + q + " >= " + num(chunks) + ") break;");
+    c = coords(q + " * " + num(E), S);
+    rows_ok = "true";
+    at_g.clear();
+    for (int d = 0; d < R; ++d) {
+      g[d] = "(" + o[d] + " + " + c[d] + ")";
+      if (d < R - 1) rows_ok += " && " + g[d] + " < " + vi.dims[d];
+      at_g += (d ? " + " : "") + g[d] + " * " + vi.strides[d];
+    }
+    at_s = shared_index(dst_view, c);
+  };
+  // One test that the whole tile is in the view, its first chunk aligned and every row stride a
+  // multiple of a chunk; then each chunk is one cp.async with no test of its own (the per-chunk
+  // bounds, sizes and alignment were most of a mma.sync matmul's main loop: 13,700 PTX lines
+  // against the planning emitter's 3,200). A tile at a ragged or unaligned edge takes the
+  // chunk-by-chunk path below. Off where the kernel sets whole_tile_checks = 0.
+  const ConstexprDecl* wt = k_.find_constexpr("whole_tile_checks");
+  const bool whole_tile = !wt || wt->value == 1;
+  if (whole_tile) {
+    std::string whole, origin;
+    for (int d = 0; d < R; ++d) {
+      whole += (d ? " && " : "") + o[d] + " >= 0 && " + o[d] + " + " + num(S[d]) + " <= " + vi.dims[d];
+      if (d < R - 1 && S[d] > 1) whole += " && " + vi.strides[d] + " % " + num(E) + " == 0";
+      origin += (d ? " + " : "") + o[d] + " * " + vi.strides[d];
+    }
+    whole += " && tsr::aligned_vec<" + stype(t) + ", " + num(E) + ">(" + vi.ptr + " + " + origin + ")";
+    open("if (" + whole + ") {");
+    open_chunks();
+    line("tsr::cp_async_16(tsr::smem_u32(" + dst_view.ptr + " + " + at_s + "), " + vi.ptr + " + " + at_g + ");");
+    close();
+    --ind_;
+    open("} else {");
+    count("whole-tile-copies");
   }
-  const std::string at_s = shared_index(dst_view, c);
+  open_chunks();
   const std::string n = fresh("n"), src = fresh("src"), dst = fresh("dst");
   const std::string left = "(" + vi.dims[R - 1] + " - " + g[R - 1] + ")";
   const std::string E_ = num(E);
@@ -407,6 +438,7 @@ void Emitter::issue_shared_copies(const Op& op, const SharedView& dst_view) {
   line("for (int v_ = 0; v_ < " + E_ + "; ++v_) " + dst + "[v_] = v_ < " + n + " ? " + src + "[v_] : " + stype(t) + "(0);");
   close();
   close();
+  if (whole_tile) close();
   close();
 }
 
@@ -482,18 +514,19 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
   };
   line("int " + stage + " = 0;");
   for (int64_t p = 0; p + 1 < S; ++p) issue("(int64_t(" + lb + ") + " + num(p) + " * int64_t(" + step + "))", num(p));
+  // One barrier an iteration: after it, this iteration's stage is in for every thread, and every
+  // thread is done reading the stage of the iteration before, which the copies of iteration
+  // + S - 1 then refill (the copies issued before the wait, as the ring did first, needed a
+  // second barrier at the end of each iteration).
   emit_loop(op, vals, carried,
             [&](const std::string& iv) {
-              issue("(" + iv + "_ + " + num(S - 1) + " * int64_t(" + step + "))",
-                    "(" + stage + " + " + num(S - 1) + ") % " + num(S));
-              line("tsr::cp_async_wait<" + num(S - 1) + ">();  // this iteration's copies are in");
+              line("tsr::cp_async_wait<" + num(S - 2) + ">();  // this iteration's copies are in");
               if (lowered_wgmma_) line("tsr::fence_proxy_async();  // for wgmma's reads");
               barrier();
+              issue("(" + iv + "_ + " + num(S - 1) + " * int64_t(" + step + "))",
+                    "(" + stage + " + " + num(S - 1) + ") % " + num(S));
             },
-            [&] {
-              barrier();  // its stage is read: the copies of iteration + S may refill it
-              line(stage + " = (" + stage + " + 1) % " + num(S) + ";");
-            });
+            [&] { line(stage + " = (" + stage + " + 1) % " + num(S) + ";"); });
   line("tsr::cp_async_wait<0>();");
   count("ring-loops");
   return true;
@@ -579,8 +612,22 @@ void Emitter::issue_tma_stage(const Op& loop, const std::vector<const Op*>& load
                        num(b * ring.view.rows * 128) + "u";
       std::string coords = o[R - 1] + " + " + num(64 * b);
       for (int d = R - 2; d >= 0; --d) coords += ", " + o[d];
-      line("tsr::tma_load_" + num(R) + "d(" + at + ", &" + tma_loads_.at(l) + ", " + coords + ", " + bars + " + 8u * " + st +
-           ");");
+      const std::string args = at + ", &" + tma_loads_.at(l) + ", " + coords + ", " + bars + " + 8u * " + st;
+      const std::string hint = R == 2 && l->has_attr("l2_hint") ? l->attr_string("l2_hint") : "";
+      const std::string plain = "tsr::tma_load_" + num(R) + "d(" + args + ");";
+      if (hint.empty()) {
+        line(plain);
+      } else if (hint == "few_readers") {  // hint-l2-policy: evict_first where at most 2 programs read it
+        std::string readers;
+        for (int64_t a : l->attr_ints("readers"))
+          readers += (readers.empty() ? "" : " * ") + std::string(ws_persistent_ ? "int64_t(tsr_grid" + num(a) + ")"
+                                                                                  : std::string("int64_t(gridDim.") + "xyz"[a] + ")");
+        line("if (" + readers + " <= 2) tsr::tma_load_2d_hint(" + args + ", tsr::l2_policy_evict_first()); else " + plain);
+        count("tma-l2-hints");
+      } else {
+        line("tsr::tma_load_2d_hint(" + args + ", tsr::l2_policy_" + hint + "());");
+        count("tma-l2-hints");
+      }
     }
   }
   name_ = saved;

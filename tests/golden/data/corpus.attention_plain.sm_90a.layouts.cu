@@ -158,137 +158,153 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain(float*
     {
       const int64_t o45 = int64_t(nx43) * 64;
       const int64_t o46 = int64_t(v5_c0) * 64;
-      #pragma unroll
-      for (int i47 = 0; i47 < 8; ++i47) {
-        const int q48 = i47 * 128 + tsr_tid;
-        const int64_t n49 = !(true && (o45 + ((q48 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o46 + ((q48 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o46 + ((q48 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o46 + ((q48 * 4) % 64))) : 4;
-        const float* src50 = tsr_p2 + (n49 > 0 ? (o45 + ((q48 * 4) / 64)) * tsr_p2_s0 + (o46 + ((q48 * 4) % 64)) * tsr_p2_s1 : 0);
-        float* const dst51 = (sh42 + (0) * 4352) + (((q48 * 4) / 64)) * 68 + (((q48 * 4) % 64)) * 1;
-        if (tsr::aligned_vec<float, 4>(src50)) {
-          tsr::cp_async_16(tsr::smem_u32(dst51), src50, int(n49) * 4);
-        } else {
-          for (int v_ = 0; v_ < 4; ++v_) dst51[v_] = v_ < n49 ? src50[v_] : float(0);
+      if (o45 >= 0 && o45 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s0 % 4 == 0 && o46 >= 0 && o46 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o45 * tsr_p2_s0 + o46 * tsr_p2_s1)) {
+        #pragma unroll
+        for (int i47 = 0; i47 < 8; ++i47) {
+          const int q48 = i47 * 128 + tsr_tid;
+          tsr::cp_async_16(tsr::smem_u32((sh42 + (0) * 4352) + (((q48 * 4) / 64)) * 68 + (((q48 * 4) % 64)) * 1), tsr_p2 + (o45 + ((q48 * 4) / 64)) * tsr_p2_s0 + (o46 + ((q48 * 4) % 64)) * tsr_p2_s1);
+        }
+      } else {
+        #pragma unroll
+        for (int i49 = 0; i49 < 8; ++i49) {
+          const int q50 = i49 * 128 + tsr_tid;
+          const int64_t n51 = !(true && (o45 + ((q50 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o46 + ((q50 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o46 + ((q50 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o46 + ((q50 * 4) % 64))) : 4;
+          const float* src52 = tsr_p2 + (n51 > 0 ? (o45 + ((q50 * 4) / 64)) * tsr_p2_s0 + (o46 + ((q50 * 4) % 64)) * tsr_p2_s1 : 0);
+          float* const dst53 = (sh42 + (0) * 4352) + (((q50 * 4) / 64)) * 68 + (((q50 * 4) % 64)) * 1;
+          if (tsr::aligned_vec<float, 4>(src52)) {
+            tsr::cp_async_16(tsr::smem_u32(dst53), src52, int(n51) * 4);
+          } else {
+            for (int v_ = 0; v_ < 4; ++v_) dst53[v_] = v_ < n51 ? src52[v_] : float(0);
+          }
         }
       }
     }
   }
   tsr::cp_async_commit();
-  for (int64_t iv52_ = v0; v1 > 0 && iv52_ < v2; iv52_ += v1) {
-    const int32_t iv52 = int32_t(iv52_);
-    if ((iv52_ + 1 * int64_t(v1)) < int64_t(v2)) {
-      const int32_t nx53 = int32_t((iv52_ + 1 * int64_t(v1)));
+  for (int64_t iv54_ = v0; v1 > 0 && iv54_ < v2; iv54_ += v1) {
+    const int32_t iv54 = int32_t(iv54_);
+    tsr::cp_async_wait<0>();  // this iteration's copies are in
+    __syncthreads();
+    if ((iv54_ + 1 * int64_t(v1)) < int64_t(v2)) {
+      const int32_t nx55 = int32_t((iv54_ + 1 * int64_t(v1)));
       // %14 = mul %chunk, %3 : i32
-      const int32_t v54 = int32_t(uint32_t(nx53) * uint32_t(v3));
+      const int32_t v56 = int32_t(uint32_t(nx55) * uint32_t(v3));
       {
-        const int64_t o55 = int64_t(nx53) * 64;
-        const int64_t o56 = int64_t(v5_c0) * 64;
-        #pragma unroll
-        for (int i57 = 0; i57 < 8; ++i57) {
-          const int q58 = i57 * 128 + tsr_tid;
-          const int64_t n59 = !(true && (o55 + ((q58 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o56 + ((q58 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o56 + ((q58 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o56 + ((q58 * 4) % 64))) : 4;
-          const float* src60 = tsr_p2 + (n59 > 0 ? (o55 + ((q58 * 4) / 64)) * tsr_p2_s0 + (o56 + ((q58 * 4) % 64)) * tsr_p2_s1 : 0);
-          float* const dst61 = (sh42 + ((rs41 + 1) % 2) * 4352) + (((q58 * 4) / 64)) * 68 + (((q58 * 4) % 64)) * 1;
-          if (tsr::aligned_vec<float, 4>(src60)) {
-            tsr::cp_async_16(tsr::smem_u32(dst61), src60, int(n59) * 4);
-          } else {
-            for (int v_ = 0; v_ < 4; ++v_) dst61[v_] = v_ < n59 ? src60[v_] : float(0);
+        const int64_t o57 = int64_t(nx55) * 64;
+        const int64_t o58 = int64_t(v5_c0) * 64;
+        if (o57 >= 0 && o57 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s0 % 4 == 0 && o58 >= 0 && o58 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o57 * tsr_p2_s0 + o58 * tsr_p2_s1)) {
+          #pragma unroll
+          for (int i59 = 0; i59 < 8; ++i59) {
+            const int q60 = i59 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh42 + ((rs41 + 1) % 2) * 4352) + (((q60 * 4) / 64)) * 68 + (((q60 * 4) % 64)) * 1), tsr_p2 + (o57 + ((q60 * 4) / 64)) * tsr_p2_s0 + (o58 + ((q60 * 4) % 64)) * tsr_p2_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i61 = 0; i61 < 8; ++i61) {
+            const int q62 = i61 * 128 + tsr_tid;
+            const int64_t n63 = !(true && (o57 + ((q62 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o58 + ((q62 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o58 + ((q62 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o58 + ((q62 * 4) % 64))) : 4;
+            const float* src64 = tsr_p2 + (n63 > 0 ? (o57 + ((q62 * 4) / 64)) * tsr_p2_s0 + (o58 + ((q62 * 4) % 64)) * tsr_p2_s1 : 0);
+            float* const dst65 = (sh42 + ((rs41 + 1) % 2) * 4352) + (((q62 * 4) / 64)) * 68 + (((q62 * 4) % 64)) * 1;
+            if (tsr::aligned_vec<float, 4>(src64)) {
+              tsr::cp_async_16(tsr::smem_u32(dst65), src64, int(n63) * 4);
+            } else {
+              for (int v_ = 0; v_ < 4; ++v_) dst65[v_] = v_ < n63 ? src64[v_] : float(0);
+            }
           }
         }
       }
     }
     tsr::cp_async_commit();
-    tsr::cp_async_wait<1>();  // this iteration's copies are in
-    __syncthreads();
     // %kt = load_tile %k, %chunk, %c0 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v62_kt[32];
+    float v66_kt[32];
     {
-      const int64_t o63 = int64_t(iv52) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o64 = int64_t(v5_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      const bool whole65 = int64_t(iv52) * 64 >= 0 && int64_t(iv52) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s0 % 4 == 0 && int64_t(v5_c0) * 64 >= 0 && int64_t(v5_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(iv52) * 64 * tsr_p1_s0 + int64_t(v5_c0) * 64 * tsr_p1_s1);
-      if (whole65) {
+      const int64_t o67 = int64_t(iv54) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o68 = int64_t(v5_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole69 = int64_t(iv54) * 64 >= 0 && int64_t(iv54) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s0 % 4 == 0 && int64_t(v5_c0) * 64 >= 0 && int64_t(v5_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(iv54) * 64 * tsr_p1_s0 + int64_t(v5_c0) * 64 * tsr_p1_s1);
+      if (whole69) {
         #pragma unroll
-        for (int c66 = 0; c66 < 8; ++c66) {
-          float vb67[4];
-          tsr::copy_vec<float, 4>(vb67, tsr_p1 + (o63 + ((((c66 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o64 + (((c66 * 4) % 4))) * tsr_p1_s1);
-          v62_kt[c66 * 4 + 0] = vb67[0];
-          v62_kt[c66 * 4 + 1] = vb67[1];
-          v62_kt[c66 * 4 + 2] = vb67[2];
-          v62_kt[c66 * 4 + 3] = vb67[3];
+        for (int c70 = 0; c70 < 8; ++c70) {
+          float vb71[4];
+          tsr::copy_vec<float, 4>(vb71, tsr_p1 + (o67 + ((((c70 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o68 + (((c70 * 4) % 4))) * tsr_p1_s1);
+          v66_kt[c70 * 4 + 0] = vb71[0];
+          v66_kt[c70 * 4 + 1] = vb71[1];
+          v66_kt[c70 * 4 + 2] = vb71[2];
+          v66_kt[c70 * 4 + 3] = vb71[3];
         }
       } else {
         #pragma unroll
-        for (int c68 = 0; c68 < 8; ++c68) {
-          float vb69[4];
-          if ((o63 + ((((c68 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o64 + (((c68 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o63 + ((((c68 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o64 + (((c68 * 4) % 4))) * tsr_p1_s1)) {
-            tsr::copy_vec<float, 4>(vb69, tsr_p1 + (o63 + ((((c68 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o64 + (((c68 * 4) % 4))) * tsr_p1_s1);
-            v62_kt[c68 * 4 + 0] = vb69[0];
-            v62_kt[c68 * 4 + 1] = vb69[1];
-            v62_kt[c68 * 4 + 2] = vb69[2];
-            v62_kt[c68 * 4 + 3] = vb69[3];
+        for (int c72 = 0; c72 < 8; ++c72) {
+          float vb73[4];
+          if ((o67 + ((((c72 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o68 + (((c72 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o67 + ((((c72 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o68 + (((c72 * 4) % 4))) * tsr_p1_s1)) {
+            tsr::copy_vec<float, 4>(vb73, tsr_p1 + (o67 + ((((c72 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o68 + (((c72 * 4) % 4))) * tsr_p1_s1);
+            v66_kt[c72 * 4 + 0] = vb73[0];
+            v66_kt[c72 * 4 + 1] = vb73[1];
+            v66_kt[c72 * 4 + 2] = vb73[2];
+            v66_kt[c72 * 4 + 3] = vb73[3];
           } else {
-            v62_kt[c68 * 4] = ((o63 + ((((c68 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o64 + (((c68 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o63 + ((((c68 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o64 + (((c68 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
-            v62_kt[c68 * 4 + 1] = ((o63 + ((((c68 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o64 + (((c68 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o63 + ((((c68 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o64 + (((c68 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
-            v62_kt[c68 * 4 + 2] = ((o63 + ((((c68 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o64 + (((c68 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o63 + ((((c68 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o64 + (((c68 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
-            v62_kt[c68 * 4 + 3] = ((o63 + ((((c68 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o64 + (((c68 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o63 + ((((c68 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o64 + (((c68 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
+            v66_kt[c72 * 4] = ((o67 + ((((c72 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o68 + (((c72 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o67 + ((((c72 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o68 + (((c72 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
+            v66_kt[c72 * 4 + 1] = ((o67 + ((((c72 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o68 + (((c72 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o67 + ((((c72 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o68 + (((c72 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
+            v66_kt[c72 * 4 + 2] = ((o67 + ((((c72 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o68 + (((c72 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o67 + ((((c72 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o68 + (((c72 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
+            v66_kt[c72 * 4 + 3] = ((o67 + ((((c72 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o68 + (((c72 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o67 + ((((c72 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o68 + (((c72 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
           }
         }
       }
     }
     // %ktt = permute %kt {dims = [1, 0]} : tile<f32, [64, 64], layout = blocked<per_thread = [4, 1], threads = [16, 2], warps = [1, 4], order = [0, 1]>>
-    float v70_ktt[32];
-    v70_ktt[0] = v62_kt[0];
-    v70_ktt[1] = v62_kt[1];
-    v70_ktt[2] = v62_kt[2];
-    v70_ktt[3] = v62_kt[3];
-    v70_ktt[4] = v62_kt[4];
-    v70_ktt[5] = v62_kt[5];
-    v70_ktt[6] = v62_kt[6];
-    v70_ktt[7] = v62_kt[7];
-    v70_ktt[8] = v62_kt[8];
-    v70_ktt[9] = v62_kt[9];
-    v70_ktt[10] = v62_kt[10];
-    v70_ktt[11] = v62_kt[11];
-    v70_ktt[12] = v62_kt[12];
-    v70_ktt[13] = v62_kt[13];
-    v70_ktt[14] = v62_kt[14];
-    v70_ktt[15] = v62_kt[15];
-    v70_ktt[16] = v62_kt[16];
-    v70_ktt[17] = v62_kt[17];
-    v70_ktt[18] = v62_kt[18];
-    v70_ktt[19] = v62_kt[19];
-    v70_ktt[20] = v62_kt[20];
-    v70_ktt[21] = v62_kt[21];
-    v70_ktt[22] = v62_kt[22];
-    v70_ktt[23] = v62_kt[23];
-    v70_ktt[24] = v62_kt[24];
-    v70_ktt[25] = v62_kt[25];
-    v70_ktt[26] = v62_kt[26];
-    v70_ktt[27] = v62_kt[27];
-    v70_ktt[28] = v62_kt[28];
-    v70_ktt[29] = v62_kt[29];
-    v70_ktt[30] = v62_kt[30];
-    v70_ktt[31] = v62_kt[31];
+    float v74_ktt[32];
+    v74_ktt[0] = v66_kt[0];
+    v74_ktt[1] = v66_kt[1];
+    v74_ktt[2] = v66_kt[2];
+    v74_ktt[3] = v66_kt[3];
+    v74_ktt[4] = v66_kt[4];
+    v74_ktt[5] = v66_kt[5];
+    v74_ktt[6] = v66_kt[6];
+    v74_ktt[7] = v66_kt[7];
+    v74_ktt[8] = v66_kt[8];
+    v74_ktt[9] = v66_kt[9];
+    v74_ktt[10] = v66_kt[10];
+    v74_ktt[11] = v66_kt[11];
+    v74_ktt[12] = v66_kt[12];
+    v74_ktt[13] = v66_kt[13];
+    v74_ktt[14] = v66_kt[14];
+    v74_ktt[15] = v66_kt[15];
+    v74_ktt[16] = v66_kt[16];
+    v74_ktt[17] = v66_kt[17];
+    v74_ktt[18] = v66_kt[18];
+    v74_ktt[19] = v66_kt[19];
+    v74_ktt[20] = v66_kt[20];
+    v74_ktt[21] = v66_kt[21];
+    v74_ktt[22] = v66_kt[22];
+    v74_ktt[23] = v66_kt[23];
+    v74_ktt[24] = v66_kt[24];
+    v74_ktt[25] = v66_kt[25];
+    v74_ktt[26] = v66_kt[26];
+    v74_ktt[27] = v66_kt[27];
+    v74_ktt[28] = v66_kt[28];
+    v74_ktt[29] = v66_kt[29];
+    v74_ktt[30] = v66_kt[30];
+    v74_ktt[31] = v66_kt[31];
     // %12 = splat %f0 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v71[16];
+    float v75[16];
     #pragma unroll
-    for (int s72 = 0; s72 < 16; ++s72) {
-      v71[s72] = v22_f0;
+    for (int s76 = 0; s76 < 16; ++s76) {
+      v75[s76] = v22_f0;
     }
     // %13 = convert_layout %ktt : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh73 = reinterpret_cast<float*>((tsr_smem + 0) + 43520);
+    float* const sh77 = reinterpret_cast<float*>((tsr_smem + 0) + 43520);
     __syncthreads();
     #pragma unroll
-    for (int c74 = 0; c74 < 32; ++c74) {
-      float w75[1];
-      w75[0] = v70_ktt[c74 * 1 + 0];
-      tsr::copy_vec<float, 1>(sh73 + ((((c74 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c74 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w75);
+    for (int c78 = 0; c78 < 32; ++c78) {
+      float w79[1];
+      w79[0] = v74_ktt[c78 * 1 + 0];
+      tsr::copy_vec<float, 1>(sh77 + ((((c78 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c78 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w79);
     }
     __syncthreads();
     // %s = dot %6, %13, %12 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v76_s[16];
+    float v80_s[16];
     #pragma unroll
-    for (int s77 = 0; s77 < 16; ++s77) {
-      v76_s[s77] = v71[s77];
+    for (int s81 = 0; s81 < 16; ++s81) {
+      v80_s[s81] = v75[s81];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -298,443 +314,442 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain(float*
         const auto a1_ = sh28[(tm_ + 8) * 68 + (k_) * 1];
         const auto a2_ = sh28[(tm_ + 16) * 68 + (k_) * 1];
         const auto a3_ = sh28[(tm_ + 24) * 68 + (k_) * 1];
-        const auto b0_ = sh73[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = sh73[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = sh73[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = sh73[(k_) * 68 + (tn_ + 3) * 1];
-        v76_s[0] = fmaf(float(a0_), float(b0_), v76_s[0]);
-        v76_s[1] = fmaf(float(a0_), float(b1_), v76_s[1]);
-        v76_s[2] = fmaf(float(a0_), float(b2_), v76_s[2]);
-        v76_s[3] = fmaf(float(a0_), float(b3_), v76_s[3]);
-        v76_s[4] = fmaf(float(a1_), float(b0_), v76_s[4]);
-        v76_s[5] = fmaf(float(a1_), float(b1_), v76_s[5]);
-        v76_s[6] = fmaf(float(a1_), float(b2_), v76_s[6]);
-        v76_s[7] = fmaf(float(a1_), float(b3_), v76_s[7]);
-        v76_s[8] = fmaf(float(a2_), float(b0_), v76_s[8]);
-        v76_s[9] = fmaf(float(a2_), float(b1_), v76_s[9]);
-        v76_s[10] = fmaf(float(a2_), float(b2_), v76_s[10]);
-        v76_s[11] = fmaf(float(a2_), float(b3_), v76_s[11]);
-        v76_s[12] = fmaf(float(a3_), float(b0_), v76_s[12]);
-        v76_s[13] = fmaf(float(a3_), float(b1_), v76_s[13]);
-        v76_s[14] = fmaf(float(a3_), float(b2_), v76_s[14]);
-        v76_s[15] = fmaf(float(a3_), float(b3_), v76_s[15]);
+        const auto b0_ = sh77[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = sh77[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = sh77[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = sh77[(k_) * 68 + (tn_ + 3) * 1];
+        v80_s[0] = fmaf(float(a0_), float(b0_), v80_s[0]);
+        v80_s[1] = fmaf(float(a0_), float(b1_), v80_s[1]);
+        v80_s[2] = fmaf(float(a0_), float(b2_), v80_s[2]);
+        v80_s[3] = fmaf(float(a0_), float(b3_), v80_s[3]);
+        v80_s[4] = fmaf(float(a1_), float(b0_), v80_s[4]);
+        v80_s[5] = fmaf(float(a1_), float(b1_), v80_s[5]);
+        v80_s[6] = fmaf(float(a1_), float(b2_), v80_s[6]);
+        v80_s[7] = fmaf(float(a1_), float(b3_), v80_s[7]);
+        v80_s[8] = fmaf(float(a2_), float(b0_), v80_s[8]);
+        v80_s[9] = fmaf(float(a2_), float(b1_), v80_s[9]);
+        v80_s[10] = fmaf(float(a2_), float(b2_), v80_s[10]);
+        v80_s[11] = fmaf(float(a2_), float(b3_), v80_s[11]);
+        v80_s[12] = fmaf(float(a3_), float(b0_), v80_s[12]);
+        v80_s[13] = fmaf(float(a3_), float(b1_), v80_s[13]);
+        v80_s[14] = fmaf(float(a3_), float(b2_), v80_s[14]);
+        v80_s[15] = fmaf(float(a3_), float(b3_), v80_s[15]);
       }
     }
     // %14 = mul %chunk, %3 : i32
-    const int32_t v78 = int32_t(uint32_t(iv52) * uint32_t(v3));
+    const int32_t v82 = int32_t(uint32_t(iv54) * uint32_t(v3));
     // %15 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v79[4];
-    #pragma unroll
-    for (int s80 = 0; s80 < 4; ++s80) {
-      v79[s80] = int32_t(0 + (((s80) % 4)) + (((tsr_lane >> 0) & 15) * 4));
-    }
-    // %16 = splat %14 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v81[4];
-    #pragma unroll
-    for (int s82 = 0; s82 < 4; ++s82) {
-      v81[s82] = v78;
-    }
-    // %17 = add %15, %16 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v83[4];
     #pragma unroll
     for (int s84 = 0; s84 < 4; ++s84) {
-      v83[s84] = int32_t(uint32_t(v79[s84]) + uint32_t(v81[s84]));
+      v83[s84] = int32_t(0 + (((s84) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
-    // %18 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    // %16 = splat %14 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v85[4];
     #pragma unroll
     for (int s86 = 0; s86 < 4; ++s86) {
-      v85[s86] = v6_t;
+      v85[s86] = v82;
     }
-    // %19 = cmp %17, %18 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v87[4];
+    // %17 = add %15, %16 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v87[4];
     #pragma unroll
     for (int s88 = 0; s88 < 4; ++s88) {
-      v87[s88] = uint8_t(v83[s88] < v85[s88]);
+      v87[s88] = int32_t(uint32_t(v83[s88]) + uint32_t(v85[s88]));
+    }
+    // %18 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v89[4];
+    #pragma unroll
+    for (int s90 = 0; s90 < 4; ++s90) {
+      v89[s90] = v6_t;
+    }
+    // %19 = cmp %17, %18 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    uint8_t v91[4];
+    #pragma unroll
+    for (int s92 = 0; s92 < 4; ++s92) {
+      v91[s92] = uint8_t(v87[s92] < v89[s92]);
     }
     // %valid2 = expand_dims %19 {axis = 0} : tile<i1, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v89_valid2[4];
-    v89_valid2[0] = v87[0];
-    v89_valid2[1] = v87[1];
-    v89_valid2[2] = v87[2];
-    v89_valid2[3] = v87[3];
+    uint8_t v93_valid2[4];
+    v93_valid2[0] = v91[0];
+    v93_valid2[1] = v91[1];
+    v93_valid2[2] = v91[2];
+    v93_valid2[3] = v91[3];
     // %validb = broadcast %valid2 : tile<i1, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v90_validb[16];
-    v90_validb[0] = v89_valid2[0];
-    v90_validb[1] = v89_valid2[1];
-    v90_validb[2] = v89_valid2[2];
-    v90_validb[3] = v89_valid2[3];
-    v90_validb[4] = v89_valid2[0];
-    v90_validb[5] = v89_valid2[1];
-    v90_validb[6] = v89_valid2[2];
-    v90_validb[7] = v89_valid2[3];
-    v90_validb[8] = v89_valid2[0];
-    v90_validb[9] = v89_valid2[1];
-    v90_validb[10] = v89_valid2[2];
-    v90_validb[11] = v89_valid2[3];
-    v90_validb[12] = v89_valid2[0];
-    v90_validb[13] = v89_valid2[1];
-    v90_validb[14] = v89_valid2[2];
-    v90_validb[15] = v89_valid2[3];
+    uint8_t v94_validb[16];
+    v94_validb[0] = v93_valid2[0];
+    v94_validb[1] = v93_valid2[1];
+    v94_validb[2] = v93_valid2[2];
+    v94_validb[3] = v93_valid2[3];
+    v94_validb[4] = v93_valid2[0];
+    v94_validb[5] = v93_valid2[1];
+    v94_validb[6] = v93_valid2[2];
+    v94_validb[7] = v93_valid2[3];
+    v94_validb[8] = v93_valid2[0];
+    v94_validb[9] = v93_valid2[1];
+    v94_validb[10] = v93_valid2[2];
+    v94_validb[11] = v93_valid2[3];
+    v94_validb[12] = v93_valid2[0];
+    v94_validb[13] = v93_valid2[1];
+    v94_validb[14] = v93_valid2[2];
+    v94_validb[15] = v93_valid2[3];
     // %20 = splat %ninf : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v91[16];
+    float v95[16];
     #pragma unroll
-    for (int s92 = 0; s92 < 16; ++s92) {
-      v91[s92] = v23_ninf;
+    for (int s96 = 0; s96 < 16; ++s96) {
+      v95[s96] = v23_ninf;
     }
     // %sm = where %validb, %s, %20 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v93_sm[16];
+    float v97_sm[16];
     #pragma unroll
-    for (int s94 = 0; s94 < 16; ++s94) {
-      v93_sm[s94] = (v90_validb[s94] ? v76_s[s94] : v91[s94]);
+    for (int s98 = 0; s98 < 16; ++s98) {
+      v97_sm[s98] = (v94_validb[s98] ? v80_s[s98] : v95[s98]);
     }
     // %21 = reduce %sm {axis = 1, kind = "max"} : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v95[4];
-    v95[0] = v93_sm[0];
-    v95[0] = tsr::max_nan_f32(v95[0], v93_sm[1]);
-    v95[0] = tsr::max_nan_f32(v95[0], v93_sm[2]);
-    v95[0] = tsr::max_nan_f32(v95[0], v93_sm[3]);
-    v95[1] = v93_sm[4];
-    v95[1] = tsr::max_nan_f32(v95[1], v93_sm[5]);
-    v95[1] = tsr::max_nan_f32(v95[1], v93_sm[6]);
-    v95[1] = tsr::max_nan_f32(v95[1], v93_sm[7]);
-    v95[2] = v93_sm[8];
-    v95[2] = tsr::max_nan_f32(v95[2], v93_sm[9]);
-    v95[2] = tsr::max_nan_f32(v95[2], v93_sm[10]);
-    v95[2] = tsr::max_nan_f32(v95[2], v93_sm[11]);
-    v95[3] = v93_sm[12];
-    v95[3] = tsr::max_nan_f32(v95[3], v93_sm[13]);
-    v95[3] = tsr::max_nan_f32(v95[3], v93_sm[14]);
-    v95[3] = tsr::max_nan_f32(v95[3], v93_sm[15]);
-    const float sh96 = __shfl_xor_sync(0xffffffffu, v95[0], 1);
-    v95[0] = tsr::max_nan_f32(v95[0], sh96);
-    const float sh97 = __shfl_xor_sync(0xffffffffu, v95[1], 1);
-    v95[1] = tsr::max_nan_f32(v95[1], sh97);
-    const float sh98 = __shfl_xor_sync(0xffffffffu, v95[2], 1);
-    v95[2] = tsr::max_nan_f32(v95[2], sh98);
-    const float sh99 = __shfl_xor_sync(0xffffffffu, v95[3], 1);
-    v95[3] = tsr::max_nan_f32(v95[3], sh99);
-    const float sh100 = __shfl_xor_sync(0xffffffffu, v95[0], 2);
-    v95[0] = tsr::max_nan_f32(v95[0], sh100);
-    const float sh101 = __shfl_xor_sync(0xffffffffu, v95[1], 2);
-    v95[1] = tsr::max_nan_f32(v95[1], sh101);
-    const float sh102 = __shfl_xor_sync(0xffffffffu, v95[2], 2);
-    v95[2] = tsr::max_nan_f32(v95[2], sh102);
-    const float sh103 = __shfl_xor_sync(0xffffffffu, v95[3], 2);
-    v95[3] = tsr::max_nan_f32(v95[3], sh103);
-    const float sh104 = __shfl_xor_sync(0xffffffffu, v95[0], 4);
-    v95[0] = tsr::max_nan_f32(v95[0], sh104);
-    const float sh105 = __shfl_xor_sync(0xffffffffu, v95[1], 4);
-    v95[1] = tsr::max_nan_f32(v95[1], sh105);
-    const float sh106 = __shfl_xor_sync(0xffffffffu, v95[2], 4);
-    v95[2] = tsr::max_nan_f32(v95[2], sh106);
-    const float sh107 = __shfl_xor_sync(0xffffffffu, v95[3], 4);
-    v95[3] = tsr::max_nan_f32(v95[3], sh107);
-    const float sh108 = __shfl_xor_sync(0xffffffffu, v95[0], 8);
-    v95[0] = tsr::max_nan_f32(v95[0], sh108);
-    const float sh109 = __shfl_xor_sync(0xffffffffu, v95[1], 8);
-    v95[1] = tsr::max_nan_f32(v95[1], sh109);
-    const float sh110 = __shfl_xor_sync(0xffffffffu, v95[2], 8);
-    v95[2] = tsr::max_nan_f32(v95[2], sh110);
-    const float sh111 = __shfl_xor_sync(0xffffffffu, v95[3], 8);
-    v95[3] = tsr::max_nan_f32(v95[3], sh111);
+    float v99[4];
+    v99[0] = v97_sm[0];
+    v99[0] = tsr::max_nan_f32(v99[0], v97_sm[1]);
+    v99[0] = tsr::max_nan_f32(v99[0], v97_sm[2]);
+    v99[0] = tsr::max_nan_f32(v99[0], v97_sm[3]);
+    v99[1] = v97_sm[4];
+    v99[1] = tsr::max_nan_f32(v99[1], v97_sm[5]);
+    v99[1] = tsr::max_nan_f32(v99[1], v97_sm[6]);
+    v99[1] = tsr::max_nan_f32(v99[1], v97_sm[7]);
+    v99[2] = v97_sm[8];
+    v99[2] = tsr::max_nan_f32(v99[2], v97_sm[9]);
+    v99[2] = tsr::max_nan_f32(v99[2], v97_sm[10]);
+    v99[2] = tsr::max_nan_f32(v99[2], v97_sm[11]);
+    v99[3] = v97_sm[12];
+    v99[3] = tsr::max_nan_f32(v99[3], v97_sm[13]);
+    v99[3] = tsr::max_nan_f32(v99[3], v97_sm[14]);
+    v99[3] = tsr::max_nan_f32(v99[3], v97_sm[15]);
+    const float sh100 = __shfl_xor_sync(0xffffffffu, v99[0], 1);
+    v99[0] = tsr::max_nan_f32(v99[0], sh100);
+    const float sh101 = __shfl_xor_sync(0xffffffffu, v99[1], 1);
+    v99[1] = tsr::max_nan_f32(v99[1], sh101);
+    const float sh102 = __shfl_xor_sync(0xffffffffu, v99[2], 1);
+    v99[2] = tsr::max_nan_f32(v99[2], sh102);
+    const float sh103 = __shfl_xor_sync(0xffffffffu, v99[3], 1);
+    v99[3] = tsr::max_nan_f32(v99[3], sh103);
+    const float sh104 = __shfl_xor_sync(0xffffffffu, v99[0], 2);
+    v99[0] = tsr::max_nan_f32(v99[0], sh104);
+    const float sh105 = __shfl_xor_sync(0xffffffffu, v99[1], 2);
+    v99[1] = tsr::max_nan_f32(v99[1], sh105);
+    const float sh106 = __shfl_xor_sync(0xffffffffu, v99[2], 2);
+    v99[2] = tsr::max_nan_f32(v99[2], sh106);
+    const float sh107 = __shfl_xor_sync(0xffffffffu, v99[3], 2);
+    v99[3] = tsr::max_nan_f32(v99[3], sh107);
+    const float sh108 = __shfl_xor_sync(0xffffffffu, v99[0], 4);
+    v99[0] = tsr::max_nan_f32(v99[0], sh108);
+    const float sh109 = __shfl_xor_sync(0xffffffffu, v99[1], 4);
+    v99[1] = tsr::max_nan_f32(v99[1], sh109);
+    const float sh110 = __shfl_xor_sync(0xffffffffu, v99[2], 4);
+    v99[2] = tsr::max_nan_f32(v99[2], sh110);
+    const float sh111 = __shfl_xor_sync(0xffffffffu, v99[3], 4);
+    v99[3] = tsr::max_nan_f32(v99[3], sh111);
+    const float sh112 = __shfl_xor_sync(0xffffffffu, v99[0], 8);
+    v99[0] = tsr::max_nan_f32(v99[0], sh112);
+    const float sh113 = __shfl_xor_sync(0xffffffffu, v99[1], 8);
+    v99[1] = tsr::max_nan_f32(v99[1], sh113);
+    const float sh114 = __shfl_xor_sync(0xffffffffu, v99[2], 8);
+    v99[2] = tsr::max_nan_f32(v99[2], sh114);
+    const float sh115 = __shfl_xor_sync(0xffffffffu, v99[3], 8);
+    v99[3] = tsr::max_nan_f32(v99[3], sh115);
     // %22 = max %m_run, %21 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v112_mx[4];
-    #pragma unroll
-    for (int s113 = 0; s113 < 4; ++s113) {
-      v112_mx[s113] = tsr::fmax_nan_z<float>(c35_mx[s113], v95[s113]);
-    }
-    // %23 = splat %ninf : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v114[4];
-    #pragma unroll
-    for (int s115 = 0; s115 < 4; ++s115) {
-      v114[s115] = v23_ninf;
-    }
-    // %m_none = cmp %22, %23 {pred = "eq"} : tile<i1, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v116_m_none[4];
+    float v116_mx[4];
     #pragma unroll
     for (int s117 = 0; s117 < 4; ++s117) {
-      v116_m_none[s117] = uint8_t(v112_mx[s117] == v114[s117]);
+      v116_mx[s117] = tsr::fmax_nan_z<float>(c35_mx[s117], v99[s117]);
     }
-    // %24 = splat %f0 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    // %23 = splat %ninf : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     float v118[4];
     #pragma unroll
     for (int s119 = 0; s119 < 4; ++s119) {
-      v118[s119] = v22_f0;
+      v118[s119] = v23_ninf;
     }
-    // %m_shift = where %m_none, %24, %22 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v120_m_shift[4];
+    // %m_none = cmp %22, %23 {pred = "eq"} : tile<i1, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    uint8_t v120_m_none[4];
     #pragma unroll
     for (int s121 = 0; s121 < 4; ++s121) {
-      v120_m_shift[s121] = (v116_m_none[s121] ? v118[s121] : v112_mx[s121]);
+      v120_m_none[s121] = uint8_t(v116_mx[s121] == v118[s121]);
     }
-    // %m_delta = sub %m_run, %m_shift : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v122_m_delta[4];
+    // %24 = splat %f0 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v122[4];
     #pragma unroll
     for (int s123 = 0; s123 < 4; ++s123) {
-      v122_m_delta[s123] = float(c35_mx[s123] - v120_m_shift[s123]);
+      v122[s123] = v22_f0;
     }
-    // %alpha = exp %m_delta : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v124_alpha[4];
+    // %m_shift = where %m_none, %24, %22 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v124_m_shift[4];
     #pragma unroll
     for (int s125 = 0; s125 < 4; ++s125) {
-      v124_alpha[s125] = float(tsr::fexp(v122_m_delta[s125]));
+      v124_m_shift[s125] = (v120_m_none[s125] ? v122[s125] : v116_mx[s125]);
+    }
+    // %m_delta = sub %m_run, %m_shift : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v126_m_delta[4];
+    #pragma unroll
+    for (int s127 = 0; s127 < 4; ++s127) {
+      v126_m_delta[s127] = float(c35_mx[s127] - v124_m_shift[s127]);
+    }
+    // %alpha = exp %m_delta : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v128_alpha[4];
+    #pragma unroll
+    for (int s129 = 0; s129 < 4; ++s129) {
+      v128_alpha[s129] = float(tsr::fexp(v126_m_delta[s129]));
     }
     // %25 = expand_dims %m_shift {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v126[4];
-    v126[0] = v120_m_shift[0];
-    v126[1] = v120_m_shift[1];
-    v126[2] = v120_m_shift[2];
-    v126[3] = v120_m_shift[3];
+    float v130[4];
+    v130[0] = v124_m_shift[0];
+    v130[1] = v124_m_shift[1];
+    v130[2] = v124_m_shift[2];
+    v130[3] = v124_m_shift[3];
     // %mxb = broadcast %25 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v127_mxb[16];
-    v127_mxb[0] = v126[0];
-    v127_mxb[1] = v126[0];
-    v127_mxb[2] = v126[0];
-    v127_mxb[3] = v126[0];
-    v127_mxb[4] = v126[1];
-    v127_mxb[5] = v126[1];
-    v127_mxb[6] = v126[1];
-    v127_mxb[7] = v126[1];
-    v127_mxb[8] = v126[2];
-    v127_mxb[9] = v126[2];
-    v127_mxb[10] = v126[2];
-    v127_mxb[11] = v126[2];
-    v127_mxb[12] = v126[3];
-    v127_mxb[13] = v126[3];
-    v127_mxb[14] = v126[3];
-    v127_mxb[15] = v126[3];
+    float v131_mxb[16];
+    v131_mxb[0] = v130[0];
+    v131_mxb[1] = v130[0];
+    v131_mxb[2] = v130[0];
+    v131_mxb[3] = v130[0];
+    v131_mxb[4] = v130[1];
+    v131_mxb[5] = v130[1];
+    v131_mxb[6] = v130[1];
+    v131_mxb[7] = v130[1];
+    v131_mxb[8] = v130[2];
+    v131_mxb[9] = v130[2];
+    v131_mxb[10] = v130[2];
+    v131_mxb[11] = v130[2];
+    v131_mxb[12] = v130[3];
+    v131_mxb[13] = v130[3];
+    v131_mxb[14] = v130[3];
+    v131_mxb[15] = v130[3];
     // %sd = sub %sm, %mxb : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v128_sd[16];
+    float v132_sd[16];
     #pragma unroll
-    for (int s129 = 0; s129 < 16; ++s129) {
-      v128_sd[s129] = float(v93_sm[s129] - v127_mxb[s129]);
+    for (int s133 = 0; s133 < 16; ++s133) {
+      v132_sd[s133] = float(v97_sm[s133] - v131_mxb[s133]);
     }
     // %e = exp %sd : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v130_e[16];
+    float v134_e[16];
     #pragma unroll
-    for (int s131 = 0; s131 < 16; ++s131) {
-      v130_e[s131] = float(tsr::fexp(v128_sd[s131]));
+    for (int s135 = 0; s135 < 16; ++s135) {
+      v134_e[s135] = float(tsr::fexp(v132_sd[s135]));
     }
     // %26 = reduce %e {axis = 1, kind = "sum"} : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v132[4];
-    v132[0] = v130_e[0];
-    v132[0] = float(v132[0] + v130_e[1]);
-    v132[0] = float(v132[0] + v130_e[2]);
-    v132[0] = float(v132[0] + v130_e[3]);
-    v132[1] = v130_e[4];
-    v132[1] = float(v132[1] + v130_e[5]);
-    v132[1] = float(v132[1] + v130_e[6]);
-    v132[1] = float(v132[1] + v130_e[7]);
-    v132[2] = v130_e[8];
-    v132[2] = float(v132[2] + v130_e[9]);
-    v132[2] = float(v132[2] + v130_e[10]);
-    v132[2] = float(v132[2] + v130_e[11]);
-    v132[3] = v130_e[12];
-    v132[3] = float(v132[3] + v130_e[13]);
-    v132[3] = float(v132[3] + v130_e[14]);
-    v132[3] = float(v132[3] + v130_e[15]);
-    const float sh133 = __shfl_xor_sync(0xffffffffu, v132[0], 1);
-    v132[0] = float(v132[0] + sh133);
-    const float sh134 = __shfl_xor_sync(0xffffffffu, v132[1], 1);
-    v132[1] = float(v132[1] + sh134);
-    const float sh135 = __shfl_xor_sync(0xffffffffu, v132[2], 1);
-    v132[2] = float(v132[2] + sh135);
-    const float sh136 = __shfl_xor_sync(0xffffffffu, v132[3], 1);
-    v132[3] = float(v132[3] + sh136);
-    const float sh137 = __shfl_xor_sync(0xffffffffu, v132[0], 2);
-    v132[0] = float(v132[0] + sh137);
-    const float sh138 = __shfl_xor_sync(0xffffffffu, v132[1], 2);
-    v132[1] = float(v132[1] + sh138);
-    const float sh139 = __shfl_xor_sync(0xffffffffu, v132[2], 2);
-    v132[2] = float(v132[2] + sh139);
-    const float sh140 = __shfl_xor_sync(0xffffffffu, v132[3], 2);
-    v132[3] = float(v132[3] + sh140);
-    const float sh141 = __shfl_xor_sync(0xffffffffu, v132[0], 4);
-    v132[0] = float(v132[0] + sh141);
-    const float sh142 = __shfl_xor_sync(0xffffffffu, v132[1], 4);
-    v132[1] = float(v132[1] + sh142);
-    const float sh143 = __shfl_xor_sync(0xffffffffu, v132[2], 4);
-    v132[2] = float(v132[2] + sh143);
-    const float sh144 = __shfl_xor_sync(0xffffffffu, v132[3], 4);
-    v132[3] = float(v132[3] + sh144);
-    const float sh145 = __shfl_xor_sync(0xffffffffu, v132[0], 8);
-    v132[0] = float(v132[0] + sh145);
-    const float sh146 = __shfl_xor_sync(0xffffffffu, v132[1], 8);
-    v132[1] = float(v132[1] + sh146);
-    const float sh147 = __shfl_xor_sync(0xffffffffu, v132[2], 8);
-    v132[2] = float(v132[2] + sh147);
-    const float sh148 = __shfl_xor_sync(0xffffffffu, v132[3], 8);
-    v132[3] = float(v132[3] + sh148);
+    float v136[4];
+    v136[0] = v134_e[0];
+    v136[0] = float(v136[0] + v134_e[1]);
+    v136[0] = float(v136[0] + v134_e[2]);
+    v136[0] = float(v136[0] + v134_e[3]);
+    v136[1] = v134_e[4];
+    v136[1] = float(v136[1] + v134_e[5]);
+    v136[1] = float(v136[1] + v134_e[6]);
+    v136[1] = float(v136[1] + v134_e[7]);
+    v136[2] = v134_e[8];
+    v136[2] = float(v136[2] + v134_e[9]);
+    v136[2] = float(v136[2] + v134_e[10]);
+    v136[2] = float(v136[2] + v134_e[11]);
+    v136[3] = v134_e[12];
+    v136[3] = float(v136[3] + v134_e[13]);
+    v136[3] = float(v136[3] + v134_e[14]);
+    v136[3] = float(v136[3] + v134_e[15]);
+    const float sh137 = __shfl_xor_sync(0xffffffffu, v136[0], 1);
+    v136[0] = float(v136[0] + sh137);
+    const float sh138 = __shfl_xor_sync(0xffffffffu, v136[1], 1);
+    v136[1] = float(v136[1] + sh138);
+    const float sh139 = __shfl_xor_sync(0xffffffffu, v136[2], 1);
+    v136[2] = float(v136[2] + sh139);
+    const float sh140 = __shfl_xor_sync(0xffffffffu, v136[3], 1);
+    v136[3] = float(v136[3] + sh140);
+    const float sh141 = __shfl_xor_sync(0xffffffffu, v136[0], 2);
+    v136[0] = float(v136[0] + sh141);
+    const float sh142 = __shfl_xor_sync(0xffffffffu, v136[1], 2);
+    v136[1] = float(v136[1] + sh142);
+    const float sh143 = __shfl_xor_sync(0xffffffffu, v136[2], 2);
+    v136[2] = float(v136[2] + sh143);
+    const float sh144 = __shfl_xor_sync(0xffffffffu, v136[3], 2);
+    v136[3] = float(v136[3] + sh144);
+    const float sh145 = __shfl_xor_sync(0xffffffffu, v136[0], 4);
+    v136[0] = float(v136[0] + sh145);
+    const float sh146 = __shfl_xor_sync(0xffffffffu, v136[1], 4);
+    v136[1] = float(v136[1] + sh146);
+    const float sh147 = __shfl_xor_sync(0xffffffffu, v136[2], 4);
+    v136[2] = float(v136[2] + sh147);
+    const float sh148 = __shfl_xor_sync(0xffffffffu, v136[3], 4);
+    v136[3] = float(v136[3] + sh148);
+    const float sh149 = __shfl_xor_sync(0xffffffffu, v136[0], 8);
+    v136[0] = float(v136[0] + sh149);
+    const float sh150 = __shfl_xor_sync(0xffffffffu, v136[1], 8);
+    v136[1] = float(v136[1] + sh150);
+    const float sh151 = __shfl_xor_sync(0xffffffffu, v136[2], 8);
+    v136[2] = float(v136[2] + sh151);
+    const float sh152 = __shfl_xor_sync(0xffffffffu, v136[3], 8);
+    v136[3] = float(v136[3] + sh152);
     // %27 = mul %sum_run, %alpha : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v149[4];
+    float v153[4];
     #pragma unroll
-    for (int s150 = 0; s150 < 4; ++s150) {
-      v149[s150] = float(c37_sum[s150] * v124_alpha[s150]);
+    for (int s154 = 0; s154 < 4; ++s154) {
+      v153[s154] = float(c37_sum[s154] * v128_alpha[s154]);
     }
     // %28 = add %27, %26 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v151_sum[4];
+    float v155_sum[4];
     #pragma unroll
-    for (int s152 = 0; s152 < 4; ++s152) {
-      v151_sum[s152] = float(v149[s152] + v132[s152]);
+    for (int s156 = 0; s156 < 4; ++s156) {
+      v155_sum[s156] = float(v153[s156] + v136[s156]);
     }
     // %vt = load_tile %v, %chunk, %c0 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %29 = expand_dims %alpha {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v153[4];
-    v153[0] = v124_alpha[0];
-    v153[1] = v124_alpha[1];
-    v153[2] = v124_alpha[2];
-    v153[3] = v124_alpha[3];
+    float v157[4];
+    v157[0] = v128_alpha[0];
+    v157[1] = v128_alpha[1];
+    v157[2] = v128_alpha[2];
+    v157[3] = v128_alpha[3];
     // %30 = broadcast %29 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v154[16];
-    v154[0] = v153[0];
-    v154[1] = v153[0];
-    v154[2] = v153[0];
-    v154[3] = v153[0];
-    v154[4] = v153[1];
-    v154[5] = v153[1];
-    v154[6] = v153[1];
-    v154[7] = v153[1];
-    v154[8] = v153[2];
-    v154[9] = v153[2];
-    v154[10] = v153[2];
-    v154[11] = v153[2];
-    v154[12] = v153[3];
-    v154[13] = v153[3];
-    v154[14] = v153[3];
-    v154[15] = v153[3];
+    float v158[16];
+    v158[0] = v157[0];
+    v158[1] = v157[0];
+    v158[2] = v157[0];
+    v158[3] = v157[0];
+    v158[4] = v157[1];
+    v158[5] = v157[1];
+    v158[6] = v157[1];
+    v158[7] = v157[1];
+    v158[8] = v157[2];
+    v158[9] = v157[2];
+    v158[10] = v157[2];
+    v158[11] = v157[2];
+    v158[12] = v157[3];
+    v158[13] = v157[3];
+    v158[14] = v157[3];
+    v158[15] = v157[3];
     // %31 = mul %out_run, %30 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v155[16];
+    float v159[16];
     #pragma unroll
-    for (int s156 = 0; s156 < 16; ++s156) {
-      v155[s156] = float(c39_out[s156] * v154[s156]);
+    for (int s160 = 0; s160 < 16; ++s160) {
+      v159[s160] = float(c39_out[s160] * v158[s160]);
     }
     // %32 = convert_layout %e : tile<f32, [32, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh157 = reinterpret_cast<float*>((tsr_smem + 0) + 60928);
+    float* const sh161 = reinterpret_cast<float*>((tsr_smem + 0) + 60928);
     __syncthreads();
     #pragma unroll
-    for (int c158 = 0; c158 < 4; ++c158) {
-      float w159[4];
-      w159[0] = v130_e[c158 * 4 + 0];
-      w159[1] = v130_e[c158 * 4 + 1];
-      w159[2] = v130_e[c158 * 4 + 2];
-      w159[3] = v130_e[c158 * 4 + 3];
-      tsr::copy_vec<float, 4>(sh157 + (((((c158 * 4) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c158 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w159);
+    for (int c162 = 0; c162 < 4; ++c162) {
+      float w163[4];
+      w163[0] = v134_e[c162 * 4 + 0];
+      w163[1] = v134_e[c162 * 4 + 1];
+      w163[2] = v134_e[c162 * 4 + 2];
+      w163[3] = v134_e[c162 * 4 + 3];
+      tsr::copy_vec<float, 4>(sh161 + (((((c162 * 4) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c162 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w163);
     }
     __syncthreads();
     // %33 = dot %32, %vt, %31 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v160_out[16];
+    float v164_out[16];
     #pragma unroll
-    for (int s161 = 0; s161 < 16; ++s161) {
-      v160_out[s161] = v155[s161];
+    for (int s165 = 0; s165 < 16; ++s165) {
+      v164_out[s165] = v159[s165];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll 4
       for (int k_ = 0; k_ < 64; ++k_) {
-        const auto a0_ = sh157[(tm_ + 0) * 68 + (k_) * 1];
-        const auto a1_ = sh157[(tm_ + 8) * 68 + (k_) * 1];
-        const auto a2_ = sh157[(tm_ + 16) * 68 + (k_) * 1];
-        const auto a3_ = sh157[(tm_ + 24) * 68 + (k_) * 1];
+        const auto a0_ = sh161[(tm_ + 0) * 68 + (k_) * 1];
+        const auto a1_ = sh161[(tm_ + 8) * 68 + (k_) * 1];
+        const auto a2_ = sh161[(tm_ + 16) * 68 + (k_) * 1];
+        const auto a3_ = sh161[(tm_ + 24) * 68 + (k_) * 1];
         const auto b0_ = (sh42 + rs41 * 4352)[(k_) * 68 + (tn_ + 0) * 1];
         const auto b1_ = (sh42 + rs41 * 4352)[(k_) * 68 + (tn_ + 1) * 1];
         const auto b2_ = (sh42 + rs41 * 4352)[(k_) * 68 + (tn_ + 2) * 1];
         const auto b3_ = (sh42 + rs41 * 4352)[(k_) * 68 + (tn_ + 3) * 1];
-        v160_out[0] = fmaf(float(a0_), float(b0_), v160_out[0]);
-        v160_out[1] = fmaf(float(a0_), float(b1_), v160_out[1]);
-        v160_out[2] = fmaf(float(a0_), float(b2_), v160_out[2]);
-        v160_out[3] = fmaf(float(a0_), float(b3_), v160_out[3]);
-        v160_out[4] = fmaf(float(a1_), float(b0_), v160_out[4]);
-        v160_out[5] = fmaf(float(a1_), float(b1_), v160_out[5]);
-        v160_out[6] = fmaf(float(a1_), float(b2_), v160_out[6]);
-        v160_out[7] = fmaf(float(a1_), float(b3_), v160_out[7]);
-        v160_out[8] = fmaf(float(a2_), float(b0_), v160_out[8]);
-        v160_out[9] = fmaf(float(a2_), float(b1_), v160_out[9]);
-        v160_out[10] = fmaf(float(a2_), float(b2_), v160_out[10]);
-        v160_out[11] = fmaf(float(a2_), float(b3_), v160_out[11]);
-        v160_out[12] = fmaf(float(a3_), float(b0_), v160_out[12]);
-        v160_out[13] = fmaf(float(a3_), float(b1_), v160_out[13]);
-        v160_out[14] = fmaf(float(a3_), float(b2_), v160_out[14]);
-        v160_out[15] = fmaf(float(a3_), float(b3_), v160_out[15]);
+        v164_out[0] = fmaf(float(a0_), float(b0_), v164_out[0]);
+        v164_out[1] = fmaf(float(a0_), float(b1_), v164_out[1]);
+        v164_out[2] = fmaf(float(a0_), float(b2_), v164_out[2]);
+        v164_out[3] = fmaf(float(a0_), float(b3_), v164_out[3]);
+        v164_out[4] = fmaf(float(a1_), float(b0_), v164_out[4]);
+        v164_out[5] = fmaf(float(a1_), float(b1_), v164_out[5]);
+        v164_out[6] = fmaf(float(a1_), float(b2_), v164_out[6]);
+        v164_out[7] = fmaf(float(a1_), float(b3_), v164_out[7]);
+        v164_out[8] = fmaf(float(a2_), float(b0_), v164_out[8]);
+        v164_out[9] = fmaf(float(a2_), float(b1_), v164_out[9]);
+        v164_out[10] = fmaf(float(a2_), float(b2_), v164_out[10]);
+        v164_out[11] = fmaf(float(a2_), float(b3_), v164_out[11]);
+        v164_out[12] = fmaf(float(a3_), float(b0_), v164_out[12]);
+        v164_out[13] = fmaf(float(a3_), float(b1_), v164_out[13]);
+        v164_out[14] = fmaf(float(a3_), float(b2_), v164_out[14]);
+        v164_out[15] = fmaf(float(a3_), float(b3_), v164_out[15]);
       }
     }
     // yield %22, %28, %33
     #pragma unroll
-    for (int s162 = 0; s162 < 4; ++s162) {
-      c35_mx[s162] = v112_mx[s162];
+    for (int s166 = 0; s166 < 4; ++s166) {
+      c35_mx[s166] = v116_mx[s166];
     }
     #pragma unroll
-    for (int s163 = 0; s163 < 4; ++s163) {
-      c37_sum[s163] = v151_sum[s163];
+    for (int s167 = 0; s167 < 4; ++s167) {
+      c37_sum[s167] = v155_sum[s167];
     }
     #pragma unroll
-    for (int s164 = 0; s164 < 16; ++s164) {
-      c39_out[s164] = v160_out[s164];
+    for (int s168 = 0; s168 < 16; ++s168) {
+      c39_out[s168] = v164_out[s168];
     }
-    __syncthreads();
     rs41 = (rs41 + 1) % 2;
   }
   tsr::cp_async_wait<0>();
   // %34 = expand_dims %10 {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v165[4];
-  v165[0] = c37_sum[0];
-  v165[1] = c37_sum[1];
-  v165[2] = c37_sum[2];
-  v165[3] = c37_sum[3];
+  float v169[4];
+  v169[0] = c37_sum[0];
+  v169[1] = c37_sum[1];
+  v169[2] = c37_sum[2];
+  v169[3] = c37_sum[3];
   // %35 = broadcast %34 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v166[16];
-  v166[0] = v165[0];
-  v166[1] = v165[0];
-  v166[2] = v165[0];
-  v166[3] = v165[0];
-  v166[4] = v165[1];
-  v166[5] = v165[1];
-  v166[6] = v165[1];
-  v166[7] = v165[1];
-  v166[8] = v165[2];
-  v166[9] = v165[2];
-  v166[10] = v165[2];
-  v166[11] = v165[2];
-  v166[12] = v165[3];
-  v166[13] = v165[3];
-  v166[14] = v165[3];
-  v166[15] = v165[3];
+  float v170[16];
+  v170[0] = v169[0];
+  v170[1] = v169[0];
+  v170[2] = v169[0];
+  v170[3] = v169[0];
+  v170[4] = v169[1];
+  v170[5] = v169[1];
+  v170[6] = v169[1];
+  v170[7] = v169[1];
+  v170[8] = v169[2];
+  v170[9] = v169[2];
+  v170[10] = v169[2];
+  v170[11] = v169[2];
+  v170[12] = v169[3];
+  v170[13] = v169[3];
+  v170[14] = v169[3];
+  v170[15] = v169[3];
   // %36 = div %11, %35 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v167[16];
+  float v171[16];
   #pragma unroll
-  for (int s168 = 0; s168 < 16; ++s168) {
-    v167[s168] = float(c39_out[s168] / v166[s168]);
+  for (int s172 = 0; s172 < 16; ++s172) {
+    v171[s172] = float(c39_out[s172] / v170[s172]);
   }
   // store_tile %o, %36, %pm, %c0
   {
-    const int64_t o169 = int64_t(v4_pm) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o170 = int64_t(v5_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    const bool whole171 = int64_t(v4_pm) * 32 >= 0 && int64_t(v4_pm) * 32 + 32 <= int64_t(tsr_dim_S) && tsr_p3_s0 % 4 == 0 && int64_t(v5_c0) * 64 >= 0 && int64_t(v5_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v4_pm) * 32 * tsr_p3_s0 + int64_t(v5_c0) * 64 * tsr_p3_s1);
-    if (whole171) {
+    const int64_t o173 = int64_t(v4_pm) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o174 = int64_t(v5_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole175 = int64_t(v4_pm) * 32 >= 0 && int64_t(v4_pm) * 32 + 32 <= int64_t(tsr_dim_S) && tsr_p3_s0 % 4 == 0 && int64_t(v5_c0) * 64 >= 0 && int64_t(v5_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v4_pm) * 32 * tsr_p3_s0 + int64_t(v5_c0) * 64 * tsr_p3_s1);
+    if (whole175) {
       #pragma unroll
-      for (int c172 = 0; c172 < 4; ++c172) {
-        float vb173[4];
-        vb173[0] = v167[c172 * 4 + 0];
-        vb173[1] = v167[c172 * 4 + 1];
-        vb173[2] = v167[c172 * 4 + 2];
-        vb173[3] = v167[c172 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p3 + (o169 + ((((c172 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o170 + (((c172 * 4) % 4))) * tsr_p3_s1, vb173);
+      for (int c176 = 0; c176 < 4; ++c176) {
+        float vb177[4];
+        vb177[0] = v171[c176 * 4 + 0];
+        vb177[1] = v171[c176 * 4 + 1];
+        vb177[2] = v171[c176 * 4 + 2];
+        vb177[3] = v171[c176 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p3 + (o173 + ((((c176 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o174 + (((c176 * 4) % 4))) * tsr_p3_s1, vb177);
       }
     } else {
       #pragma unroll
-      for (int c174 = 0; c174 < 4; ++c174) {
-        float vb175[4];
-        if ((o169 + ((((c174 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o170 + (((c174 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o169 + ((((c174 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o170 + (((c174 * 4) % 4))) * tsr_p3_s1)) {
-          vb175[0] = v167[c174 * 4 + 0];
-          vb175[1] = v167[c174 * 4 + 1];
-          vb175[2] = v167[c174 * 4 + 2];
-          vb175[3] = v167[c174 * 4 + 3];
-          tsr::copy_vec<float, 4>(tsr_p3 + (o169 + ((((c174 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o170 + (((c174 * 4) % 4))) * tsr_p3_s1, vb175);
+      for (int c178 = 0; c178 < 4; ++c178) {
+        float vb179[4];
+        if ((o173 + ((((c178 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o174 + (((c178 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o173 + ((((c178 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o174 + (((c178 * 4) % 4))) * tsr_p3_s1)) {
+          vb179[0] = v171[c178 * 4 + 0];
+          vb179[1] = v171[c178 * 4 + 1];
+          vb179[2] = v171[c178 * 4 + 2];
+          vb179[3] = v171[c178 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p3 + (o173 + ((((c178 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o174 + (((c178 * 4) % 4))) * tsr_p3_s1, vb179);
         } else {
-          if ((o169 + ((((c174 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o170 + (((c174 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o169 + ((((c174 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o170 + (((c174 * 4) % 4))) * tsr_p3_s1] = v167[c174 * 4];
-          if ((o169 + ((((c174 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o170 + (((c174 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o169 + ((((c174 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o170 + (((c174 * 4) % 4)) + 1) * tsr_p3_s1] = v167[c174 * 4 + 1];
-          if ((o169 + ((((c174 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o170 + (((c174 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o169 + ((((c174 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o170 + (((c174 * 4) % 4)) + 2) * tsr_p3_s1] = v167[c174 * 4 + 2];
-          if ((o169 + ((((c174 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o170 + (((c174 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o169 + ((((c174 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o170 + (((c174 * 4) % 4)) + 3) * tsr_p3_s1] = v167[c174 * 4 + 3];
+          if ((o173 + ((((c178 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o174 + (((c178 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o173 + ((((c178 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o174 + (((c178 * 4) % 4))) * tsr_p3_s1] = v171[c178 * 4];
+          if ((o173 + ((((c178 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o174 + (((c178 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o173 + ((((c178 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o174 + (((c178 * 4) % 4)) + 1) * tsr_p3_s1] = v171[c178 * 4 + 1];
+          if ((o173 + ((((c178 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o174 + (((c178 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o173 + ((((c178 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o174 + (((c178 * 4) % 4)) + 2) * tsr_p3_s1] = v171[c178 * 4 + 2];
+          if ((o173 + ((((c178 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o174 + (((c178 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o173 + ((((c178 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o174 + (((c178 * 4) % 4)) + 3) * tsr_p3_s1] = v171[c178 * 4 + 3];
         }
       }
     }
@@ -763,4 +778,5 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain(float*
 // stat threads = 128
 // stat vector-accesses = 3
 // stat whole-tile-accesses = 3
+// stat whole-tile-copies = 2
 // note printed from the GPU lowering's layouts (the layout emitter)

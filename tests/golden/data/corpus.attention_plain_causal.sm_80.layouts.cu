@@ -216,173 +216,189 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain_causal
       const int64_t o57 = int64_t(v5_ph) * 1;
       const int64_t o58 = int64_t(nx55) * 64;
       const int64_t o59 = int64_t(v6_c0) * 64;
-      #pragma unroll
-      for (int i60 = 0; i60 < 8; ++i60) {
-        const int q61 = i60 * 128 + tsr_tid;
-        const int64_t n62 = !(true && (o57 + 0) < int64_t(tsr_dim_H) && (o58 + ((q61 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o59 + ((q61 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o59 + ((q61 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o59 + ((q61 * 4) % 64))) : 4;
-        const float* src63 = tsr_p2 + (n62 > 0 ? (o57 + 0) * tsr_p2_s0 + (o58 + ((q61 * 4) / 64)) * tsr_p2_s1 + (o59 + ((q61 * 4) % 64)) * tsr_p2_s2 : 0);
-        float* const dst64 = (sh54 + (0) * 4352) + (0) * 4352 + (((q61 * 4) / 64)) * 68 + (((q61 * 4) % 64)) * 1;
-        if (tsr::aligned_vec<float, 4>(src63)) {
-          tsr::cp_async_16(tsr::smem_u32(dst64), src63, int(n62) * 4);
-        } else {
-          for (int v_ = 0; v_ < 4; ++v_) dst64[v_] = v_ < n62 ? src63[v_] : float(0);
+      if (o57 >= 0 && o57 + 1 <= int64_t(tsr_dim_H) && o58 >= 0 && o58 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o59 >= 0 && o59 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o57 * tsr_p2_s0 + o58 * tsr_p2_s1 + o59 * tsr_p2_s2)) {
+        #pragma unroll
+        for (int i60 = 0; i60 < 8; ++i60) {
+          const int q61 = i60 * 128 + tsr_tid;
+          tsr::cp_async_16(tsr::smem_u32((sh54 + (0) * 4352) + (0) * 4352 + (((q61 * 4) / 64)) * 68 + (((q61 * 4) % 64)) * 1), tsr_p2 + (o57 + 0) * tsr_p2_s0 + (o58 + ((q61 * 4) / 64)) * tsr_p2_s1 + (o59 + ((q61 * 4) % 64)) * tsr_p2_s2);
+        }
+      } else {
+        #pragma unroll
+        for (int i62 = 0; i62 < 8; ++i62) {
+          const int q63 = i62 * 128 + tsr_tid;
+          const int64_t n64 = !(true && (o57 + 0) < int64_t(tsr_dim_H) && (o58 + ((q63 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o59 + ((q63 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o59 + ((q63 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o59 + ((q63 * 4) % 64))) : 4;
+          const float* src65 = tsr_p2 + (n64 > 0 ? (o57 + 0) * tsr_p2_s0 + (o58 + ((q63 * 4) / 64)) * tsr_p2_s1 + (o59 + ((q63 * 4) % 64)) * tsr_p2_s2 : 0);
+          float* const dst66 = (sh54 + (0) * 4352) + (0) * 4352 + (((q63 * 4) / 64)) * 68 + (((q63 * 4) % 64)) * 1;
+          if (tsr::aligned_vec<float, 4>(src65)) {
+            tsr::cp_async_16(tsr::smem_u32(dst66), src65, int(n64) * 4);
+          } else {
+            for (int v_ = 0; v_ < 4; ++v_) dst66[v_] = v_ < n64 ? src65[v_] : float(0);
+          }
         }
       }
     }
   }
   tsr::cp_async_commit();
-  for (int64_t iv65_ = v0; v1 > 0 && iv65_ < v2; iv65_ += v1) {
-    const int32_t iv65 = int32_t(iv65_);
-    if ((iv65_ + 1 * int64_t(v1)) < int64_t(v2)) {
-      const int32_t nx66 = int32_t((iv65_ + 1 * int64_t(v1)));
+  for (int64_t iv67_ = v0; v1 > 0 && iv67_ < v2; iv67_ += v1) {
+    const int32_t iv67 = int32_t(iv67_);
+    tsr::cp_async_wait<0>();  // this iteration's copies are in
+    __syncthreads();
+    if ((iv67_ + 1 * int64_t(v1)) < int64_t(v2)) {
+      const int32_t nx68 = int32_t((iv67_ + 1 * int64_t(v1)));
       // %17 = mul %chunk, %3 : i32
-      const int32_t v67 = int32_t(uint32_t(nx66) * uint32_t(v3));
+      const int32_t v69 = int32_t(uint32_t(nx68) * uint32_t(v3));
       {
-        const int64_t o68 = int64_t(v5_ph) * 1;
-        const int64_t o69 = int64_t(nx66) * 64;
-        const int64_t o70 = int64_t(v6_c0) * 64;
-        #pragma unroll
-        for (int i71 = 0; i71 < 8; ++i71) {
-          const int q72 = i71 * 128 + tsr_tid;
-          const int64_t n73 = !(true && (o68 + 0) < int64_t(tsr_dim_H) && (o69 + ((q72 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o70 + ((q72 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o70 + ((q72 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o70 + ((q72 * 4) % 64))) : 4;
-          const float* src74 = tsr_p2 + (n73 > 0 ? (o68 + 0) * tsr_p2_s0 + (o69 + ((q72 * 4) / 64)) * tsr_p2_s1 + (o70 + ((q72 * 4) % 64)) * tsr_p2_s2 : 0);
-          float* const dst75 = (sh54 + ((rs53 + 1) % 2) * 4352) + (0) * 4352 + (((q72 * 4) / 64)) * 68 + (((q72 * 4) % 64)) * 1;
-          if (tsr::aligned_vec<float, 4>(src74)) {
-            tsr::cp_async_16(tsr::smem_u32(dst75), src74, int(n73) * 4);
-          } else {
-            for (int v_ = 0; v_ < 4; ++v_) dst75[v_] = v_ < n73 ? src74[v_] : float(0);
+        const int64_t o70 = int64_t(v5_ph) * 1;
+        const int64_t o71 = int64_t(nx68) * 64;
+        const int64_t o72 = int64_t(v6_c0) * 64;
+        if (o70 >= 0 && o70 + 1 <= int64_t(tsr_dim_H) && o71 >= 0 && o71 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o72 >= 0 && o72 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o70 * tsr_p2_s0 + o71 * tsr_p2_s1 + o72 * tsr_p2_s2)) {
+          #pragma unroll
+          for (int i73 = 0; i73 < 8; ++i73) {
+            const int q74 = i73 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh54 + ((rs53 + 1) % 2) * 4352) + (0) * 4352 + (((q74 * 4) / 64)) * 68 + (((q74 * 4) % 64)) * 1), tsr_p2 + (o70 + 0) * tsr_p2_s0 + (o71 + ((q74 * 4) / 64)) * tsr_p2_s1 + (o72 + ((q74 * 4) % 64)) * tsr_p2_s2);
+          }
+        } else {
+          #pragma unroll
+          for (int i75 = 0; i75 < 8; ++i75) {
+            const int q76 = i75 * 128 + tsr_tid;
+            const int64_t n77 = !(true && (o70 + 0) < int64_t(tsr_dim_H) && (o71 + ((q76 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o72 + ((q76 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o72 + ((q76 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o72 + ((q76 * 4) % 64))) : 4;
+            const float* src78 = tsr_p2 + (n77 > 0 ? (o70 + 0) * tsr_p2_s0 + (o71 + ((q76 * 4) / 64)) * tsr_p2_s1 + (o72 + ((q76 * 4) % 64)) * tsr_p2_s2 : 0);
+            float* const dst79 = (sh54 + ((rs53 + 1) % 2) * 4352) + (0) * 4352 + (((q76 * 4) / 64)) * 68 + (((q76 * 4) % 64)) * 1;
+            if (tsr::aligned_vec<float, 4>(src78)) {
+              tsr::cp_async_16(tsr::smem_u32(dst79), src78, int(n77) * 4);
+            } else {
+              for (int v_ = 0; v_ < 4; ++v_) dst79[v_] = v_ < n77 ? src78[v_] : float(0);
+            }
           }
         }
       }
     }
     tsr::cp_async_commit();
-    tsr::cp_async_wait<1>();  // this iteration's copies are in
-    __syncthreads();
     // %k3 = load_tile %k, %ph, %chunk, %c0 : tile<f32, [1, 64, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-    float v76_k3[32];
+    float v80_k3[32];
     {
-      const int64_t o77 = int64_t(v5_ph) * 1 + 0;
-      const int64_t o78 = int64_t(iv65) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o79 = int64_t(v6_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      const bool whole80 = int64_t(v5_ph) * 1 >= 0 && int64_t(v5_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv65) * 64 >= 0 && int64_t(iv65) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 4 == 0 && int64_t(v6_c0) * 64 >= 0 && int64_t(v6_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v5_ph) * 1 * tsr_p1_s0 + int64_t(iv65) * 64 * tsr_p1_s1 + int64_t(v6_c0) * 64 * tsr_p1_s2);
-      if (whole80) {
+      const int64_t o81 = int64_t(v5_ph) * 1 + 0;
+      const int64_t o82 = int64_t(iv67) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o83 = int64_t(v6_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole84 = int64_t(v5_ph) * 1 >= 0 && int64_t(v5_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv67) * 64 >= 0 && int64_t(iv67) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 4 == 0 && int64_t(v6_c0) * 64 >= 0 && int64_t(v6_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v5_ph) * 1 * tsr_p1_s0 + int64_t(iv67) * 64 * tsr_p1_s1 + int64_t(v6_c0) * 64 * tsr_p1_s2);
+      if (whole84) {
         #pragma unroll
-        for (int c81 = 0; c81 < 8; ++c81) {
-          float vb82[4];
-          tsr::copy_vec<float, 4>(vb82, tsr_p1 + (o77 + 0) * tsr_p1_s0 + (o78 + ((((c81 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o79 + (((c81 * 4) % 4))) * tsr_p1_s2);
-          v76_k3[c81 * 4 + 0] = vb82[0];
-          v76_k3[c81 * 4 + 1] = vb82[1];
-          v76_k3[c81 * 4 + 2] = vb82[2];
-          v76_k3[c81 * 4 + 3] = vb82[3];
+        for (int c85 = 0; c85 < 8; ++c85) {
+          float vb86[4];
+          tsr::copy_vec<float, 4>(vb86, tsr_p1 + (o81 + 0) * tsr_p1_s0 + (o82 + ((((c85 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o83 + (((c85 * 4) % 4))) * tsr_p1_s2);
+          v80_k3[c85 * 4 + 0] = vb86[0];
+          v80_k3[c85 * 4 + 1] = vb86[1];
+          v80_k3[c85 * 4 + 2] = vb86[2];
+          v80_k3[c85 * 4 + 3] = vb86[3];
         }
       } else {
         #pragma unroll
-        for (int c83 = 0; c83 < 8; ++c83) {
-          float vb84[4];
-          if ((o77 + 0) < int64_t(tsr_dim_H) && (o78 + ((((c83 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o79 + (((c83 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o77 + 0) * tsr_p1_s0 + (o78 + ((((c83 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o79 + (((c83 * 4) % 4))) * tsr_p1_s2)) {
-            tsr::copy_vec<float, 4>(vb84, tsr_p1 + (o77 + 0) * tsr_p1_s0 + (o78 + ((((c83 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o79 + (((c83 * 4) % 4))) * tsr_p1_s2);
-            v76_k3[c83 * 4 + 0] = vb84[0];
-            v76_k3[c83 * 4 + 1] = vb84[1];
-            v76_k3[c83 * 4 + 2] = vb84[2];
-            v76_k3[c83 * 4 + 3] = vb84[3];
+        for (int c87 = 0; c87 < 8; ++c87) {
+          float vb88[4];
+          if ((o81 + 0) < int64_t(tsr_dim_H) && (o82 + ((((c87 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o83 + (((c87 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o81 + 0) * tsr_p1_s0 + (o82 + ((((c87 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o83 + (((c87 * 4) % 4))) * tsr_p1_s2)) {
+            tsr::copy_vec<float, 4>(vb88, tsr_p1 + (o81 + 0) * tsr_p1_s0 + (o82 + ((((c87 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o83 + (((c87 * 4) % 4))) * tsr_p1_s2);
+            v80_k3[c87 * 4 + 0] = vb88[0];
+            v80_k3[c87 * 4 + 1] = vb88[1];
+            v80_k3[c87 * 4 + 2] = vb88[2];
+            v80_k3[c87 * 4 + 3] = vb88[3];
           } else {
-            v76_k3[c83 * 4] = ((o77 + 0) < int64_t(tsr_dim_H) && (o78 + ((((c83 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o79 + (((c83 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o77 + 0) * tsr_p1_s0 + (o78 + ((((c83 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o79 + (((c83 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
-            v76_k3[c83 * 4 + 1] = ((o77 + 0) < int64_t(tsr_dim_H) && (o78 + ((((c83 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o79 + (((c83 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o77 + 0) * tsr_p1_s0 + (o78 + ((((c83 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o79 + (((c83 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
-            v76_k3[c83 * 4 + 2] = ((o77 + 0) < int64_t(tsr_dim_H) && (o78 + ((((c83 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o79 + (((c83 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o77 + 0) * tsr_p1_s0 + (o78 + ((((c83 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o79 + (((c83 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
-            v76_k3[c83 * 4 + 3] = ((o77 + 0) < int64_t(tsr_dim_H) && (o78 + ((((c83 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o79 + (((c83 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o77 + 0) * tsr_p1_s0 + (o78 + ((((c83 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o79 + (((c83 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
+            v80_k3[c87 * 4] = ((o81 + 0) < int64_t(tsr_dim_H) && (o82 + ((((c87 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o83 + (((c87 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o81 + 0) * tsr_p1_s0 + (o82 + ((((c87 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o83 + (((c87 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
+            v80_k3[c87 * 4 + 1] = ((o81 + 0) < int64_t(tsr_dim_H) && (o82 + ((((c87 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o83 + (((c87 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o81 + 0) * tsr_p1_s0 + (o82 + ((((c87 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o83 + (((c87 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
+            v80_k3[c87 * 4 + 2] = ((o81 + 0) < int64_t(tsr_dim_H) && (o82 + ((((c87 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o83 + (((c87 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o81 + 0) * tsr_p1_s0 + (o82 + ((((c87 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o83 + (((c87 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
+            v80_k3[c87 * 4 + 3] = ((o81 + 0) < int64_t(tsr_dim_H) && (o82 + ((((c87 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o83 + (((c87 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o81 + 0) * tsr_p1_s0 + (o82 + ((((c87 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o83 + (((c87 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
           }
         }
       }
     }
     // %kt = reshape %k3 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v85_kt[32];
-    v85_kt[0] = v76_k3[0];
-    v85_kt[1] = v76_k3[1];
-    v85_kt[2] = v76_k3[2];
-    v85_kt[3] = v76_k3[3];
-    v85_kt[4] = v76_k3[4];
-    v85_kt[5] = v76_k3[5];
-    v85_kt[6] = v76_k3[6];
-    v85_kt[7] = v76_k3[7];
-    v85_kt[8] = v76_k3[8];
-    v85_kt[9] = v76_k3[9];
-    v85_kt[10] = v76_k3[10];
-    v85_kt[11] = v76_k3[11];
-    v85_kt[12] = v76_k3[12];
-    v85_kt[13] = v76_k3[13];
-    v85_kt[14] = v76_k3[14];
-    v85_kt[15] = v76_k3[15];
-    v85_kt[16] = v76_k3[16];
-    v85_kt[17] = v76_k3[17];
-    v85_kt[18] = v76_k3[18];
-    v85_kt[19] = v76_k3[19];
-    v85_kt[20] = v76_k3[20];
-    v85_kt[21] = v76_k3[21];
-    v85_kt[22] = v76_k3[22];
-    v85_kt[23] = v76_k3[23];
-    v85_kt[24] = v76_k3[24];
-    v85_kt[25] = v76_k3[25];
-    v85_kt[26] = v76_k3[26];
-    v85_kt[27] = v76_k3[27];
-    v85_kt[28] = v76_k3[28];
-    v85_kt[29] = v76_k3[29];
-    v85_kt[30] = v76_k3[30];
-    v85_kt[31] = v76_k3[31];
+    float v89_kt[32];
+    v89_kt[0] = v80_k3[0];
+    v89_kt[1] = v80_k3[1];
+    v89_kt[2] = v80_k3[2];
+    v89_kt[3] = v80_k3[3];
+    v89_kt[4] = v80_k3[4];
+    v89_kt[5] = v80_k3[5];
+    v89_kt[6] = v80_k3[6];
+    v89_kt[7] = v80_k3[7];
+    v89_kt[8] = v80_k3[8];
+    v89_kt[9] = v80_k3[9];
+    v89_kt[10] = v80_k3[10];
+    v89_kt[11] = v80_k3[11];
+    v89_kt[12] = v80_k3[12];
+    v89_kt[13] = v80_k3[13];
+    v89_kt[14] = v80_k3[14];
+    v89_kt[15] = v80_k3[15];
+    v89_kt[16] = v80_k3[16];
+    v89_kt[17] = v80_k3[17];
+    v89_kt[18] = v80_k3[18];
+    v89_kt[19] = v80_k3[19];
+    v89_kt[20] = v80_k3[20];
+    v89_kt[21] = v80_k3[21];
+    v89_kt[22] = v80_k3[22];
+    v89_kt[23] = v80_k3[23];
+    v89_kt[24] = v80_k3[24];
+    v89_kt[25] = v80_k3[25];
+    v89_kt[26] = v80_k3[26];
+    v89_kt[27] = v80_k3[27];
+    v89_kt[28] = v80_k3[28];
+    v89_kt[29] = v80_k3[29];
+    v89_kt[30] = v80_k3[30];
+    v89_kt[31] = v80_k3[31];
     // %ktt = permute %kt {dims = [1, 0]} : tile<f32, [64, 64], layout = blocked<per_thread = [4, 1], threads = [16, 2], warps = [1, 4], order = [0, 1]>>
-    float v86_ktt[32];
-    v86_ktt[0] = v85_kt[0];
-    v86_ktt[1] = v85_kt[1];
-    v86_ktt[2] = v85_kt[2];
-    v86_ktt[3] = v85_kt[3];
-    v86_ktt[4] = v85_kt[4];
-    v86_ktt[5] = v85_kt[5];
-    v86_ktt[6] = v85_kt[6];
-    v86_ktt[7] = v85_kt[7];
-    v86_ktt[8] = v85_kt[8];
-    v86_ktt[9] = v85_kt[9];
-    v86_ktt[10] = v85_kt[10];
-    v86_ktt[11] = v85_kt[11];
-    v86_ktt[12] = v85_kt[12];
-    v86_ktt[13] = v85_kt[13];
-    v86_ktt[14] = v85_kt[14];
-    v86_ktt[15] = v85_kt[15];
-    v86_ktt[16] = v85_kt[16];
-    v86_ktt[17] = v85_kt[17];
-    v86_ktt[18] = v85_kt[18];
-    v86_ktt[19] = v85_kt[19];
-    v86_ktt[20] = v85_kt[20];
-    v86_ktt[21] = v85_kt[21];
-    v86_ktt[22] = v85_kt[22];
-    v86_ktt[23] = v85_kt[23];
-    v86_ktt[24] = v85_kt[24];
-    v86_ktt[25] = v85_kt[25];
-    v86_ktt[26] = v85_kt[26];
-    v86_ktt[27] = v85_kt[27];
-    v86_ktt[28] = v85_kt[28];
-    v86_ktt[29] = v85_kt[29];
-    v86_ktt[30] = v85_kt[30];
-    v86_ktt[31] = v85_kt[31];
+    float v90_ktt[32];
+    v90_ktt[0] = v89_kt[0];
+    v90_ktt[1] = v89_kt[1];
+    v90_ktt[2] = v89_kt[2];
+    v90_ktt[3] = v89_kt[3];
+    v90_ktt[4] = v89_kt[4];
+    v90_ktt[5] = v89_kt[5];
+    v90_ktt[6] = v89_kt[6];
+    v90_ktt[7] = v89_kt[7];
+    v90_ktt[8] = v89_kt[8];
+    v90_ktt[9] = v89_kt[9];
+    v90_ktt[10] = v89_kt[10];
+    v90_ktt[11] = v89_kt[11];
+    v90_ktt[12] = v89_kt[12];
+    v90_ktt[13] = v89_kt[13];
+    v90_ktt[14] = v89_kt[14];
+    v90_ktt[15] = v89_kt[15];
+    v90_ktt[16] = v89_kt[16];
+    v90_ktt[17] = v89_kt[17];
+    v90_ktt[18] = v89_kt[18];
+    v90_ktt[19] = v89_kt[19];
+    v90_ktt[20] = v89_kt[20];
+    v90_ktt[21] = v89_kt[21];
+    v90_ktt[22] = v89_kt[22];
+    v90_ktt[23] = v89_kt[23];
+    v90_ktt[24] = v89_kt[24];
+    v90_ktt[25] = v89_kt[25];
+    v90_ktt[26] = v89_kt[26];
+    v90_ktt[27] = v89_kt[27];
+    v90_ktt[28] = v89_kt[28];
+    v90_ktt[29] = v89_kt[29];
+    v90_ktt[30] = v89_kt[30];
+    v90_ktt[31] = v89_kt[31];
     // %15 = splat %f0 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v87[16];
+    float v91[16];
     #pragma unroll
-    for (int s88 = 0; s88 < 16; ++s88) {
-      v87[s88] = v25_f0;
+    for (int s92 = 0; s92 < 16; ++s92) {
+      v91[s92] = v25_f0;
     }
     // %16 = convert_layout %ktt : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh89 = reinterpret_cast<float*>((tsr_smem + 0) + 43520);
+    float* const sh93 = reinterpret_cast<float*>((tsr_smem + 0) + 43520);
     __syncthreads();
     #pragma unroll
-    for (int c90 = 0; c90 < 32; ++c90) {
-      float w91[1];
-      w91[0] = v86_ktt[c90 * 1 + 0];
-      tsr::copy_vec<float, 1>(sh89 + ((((c90 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c90 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w91);
+    for (int c94 = 0; c94 < 32; ++c94) {
+      float w95[1];
+      w95[0] = v90_ktt[c94 * 1 + 0];
+      tsr::copy_vec<float, 1>(sh93 + ((((c94 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c94 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w95);
     }
     __syncthreads();
     // %s = dot %9, %16, %15 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v92_s[16];
+    float v96_s[16];
     #pragma unroll
-    for (int s93 = 0; s93 < 16; ++s93) {
-      v92_s[s93] = v87[s93];
+    for (int s97 = 0; s97 < 16; ++s97) {
+      v96_s[s97] = v91[s97];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -392,535 +408,534 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain_causal
         const auto a1_ = sh40[(tm_ + 8) * 68 + (k_) * 1];
         const auto a2_ = sh40[(tm_ + 16) * 68 + (k_) * 1];
         const auto a3_ = sh40[(tm_ + 24) * 68 + (k_) * 1];
-        const auto b0_ = sh89[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = sh89[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = sh89[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = sh89[(k_) * 68 + (tn_ + 3) * 1];
-        v92_s[0] = fmaf(float(a0_), float(b0_), v92_s[0]);
-        v92_s[1] = fmaf(float(a0_), float(b1_), v92_s[1]);
-        v92_s[2] = fmaf(float(a0_), float(b2_), v92_s[2]);
-        v92_s[3] = fmaf(float(a0_), float(b3_), v92_s[3]);
-        v92_s[4] = fmaf(float(a1_), float(b0_), v92_s[4]);
-        v92_s[5] = fmaf(float(a1_), float(b1_), v92_s[5]);
-        v92_s[6] = fmaf(float(a1_), float(b2_), v92_s[6]);
-        v92_s[7] = fmaf(float(a1_), float(b3_), v92_s[7]);
-        v92_s[8] = fmaf(float(a2_), float(b0_), v92_s[8]);
-        v92_s[9] = fmaf(float(a2_), float(b1_), v92_s[9]);
-        v92_s[10] = fmaf(float(a2_), float(b2_), v92_s[10]);
-        v92_s[11] = fmaf(float(a2_), float(b3_), v92_s[11]);
-        v92_s[12] = fmaf(float(a3_), float(b0_), v92_s[12]);
-        v92_s[13] = fmaf(float(a3_), float(b1_), v92_s[13]);
-        v92_s[14] = fmaf(float(a3_), float(b2_), v92_s[14]);
-        v92_s[15] = fmaf(float(a3_), float(b3_), v92_s[15]);
+        const auto b0_ = sh93[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = sh93[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = sh93[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = sh93[(k_) * 68 + (tn_ + 3) * 1];
+        v96_s[0] = fmaf(float(a0_), float(b0_), v96_s[0]);
+        v96_s[1] = fmaf(float(a0_), float(b1_), v96_s[1]);
+        v96_s[2] = fmaf(float(a0_), float(b2_), v96_s[2]);
+        v96_s[3] = fmaf(float(a0_), float(b3_), v96_s[3]);
+        v96_s[4] = fmaf(float(a1_), float(b0_), v96_s[4]);
+        v96_s[5] = fmaf(float(a1_), float(b1_), v96_s[5]);
+        v96_s[6] = fmaf(float(a1_), float(b2_), v96_s[6]);
+        v96_s[7] = fmaf(float(a1_), float(b3_), v96_s[7]);
+        v96_s[8] = fmaf(float(a2_), float(b0_), v96_s[8]);
+        v96_s[9] = fmaf(float(a2_), float(b1_), v96_s[9]);
+        v96_s[10] = fmaf(float(a2_), float(b2_), v96_s[10]);
+        v96_s[11] = fmaf(float(a2_), float(b3_), v96_s[11]);
+        v96_s[12] = fmaf(float(a3_), float(b0_), v96_s[12]);
+        v96_s[13] = fmaf(float(a3_), float(b1_), v96_s[13]);
+        v96_s[14] = fmaf(float(a3_), float(b2_), v96_s[14]);
+        v96_s[15] = fmaf(float(a3_), float(b3_), v96_s[15]);
       }
     }
     // %17 = mul %chunk, %3 : i32
-    const int32_t v94 = int32_t(uint32_t(iv65) * uint32_t(v3));
+    const int32_t v98 = int32_t(uint32_t(iv67) * uint32_t(v3));
     // %18 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v95[4];
-    #pragma unroll
-    for (int s96 = 0; s96 < 4; ++s96) {
-      v95[s96] = int32_t(0 + (((s96) % 4)) + (((tsr_lane >> 0) & 15) * 4));
-    }
-    // %19 = splat %17 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v97[4];
-    #pragma unroll
-    for (int s98 = 0; s98 < 4; ++s98) {
-      v97[s98] = v94;
-    }
-    // %20 = add %18, %19 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v99[4];
     #pragma unroll
     for (int s100 = 0; s100 < 4; ++s100) {
-      v99[s100] = int32_t(uint32_t(v95[s100]) + uint32_t(v97[s100]));
+      v99[s100] = int32_t(0 + (((s100) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
-    // %21 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    // %19 = splat %17 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v101[4];
     #pragma unroll
     for (int s102 = 0; s102 < 4; ++s102) {
-      v101[s102] = v7_t;
+      v101[s102] = v98;
     }
-    // %22 = cmp %20, %21 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v103[4];
+    // %20 = add %18, %19 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v103[4];
     #pragma unroll
     for (int s104 = 0; s104 < 4; ++s104) {
-      v103[s104] = uint8_t(v99[s104] < v101[s104]);
+      v103[s104] = int32_t(uint32_t(v99[s104]) + uint32_t(v101[s104]));
+    }
+    // %21 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v105[4];
+    #pragma unroll
+    for (int s106 = 0; s106 < 4; ++s106) {
+      v105[s106] = v7_t;
+    }
+    // %22 = cmp %20, %21 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    uint8_t v107[4];
+    #pragma unroll
+    for (int s108 = 0; s108 < 4; ++s108) {
+      v107[s108] = uint8_t(v103[s108] < v105[s108]);
     }
     // %inside2 = expand_dims %22 {axis = 0} : tile<i1, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v105_inside2[4];
-    v105_inside2[0] = v103[0];
-    v105_inside2[1] = v103[1];
-    v105_inside2[2] = v103[2];
-    v105_inside2[3] = v103[3];
+    uint8_t v109_inside2[4];
+    v109_inside2[0] = v107[0];
+    v109_inside2[1] = v107[1];
+    v109_inside2[2] = v107[2];
+    v109_inside2[3] = v107[3];
     // %insideb = broadcast %inside2 : tile<i1, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v106_insideb[16];
-    v106_insideb[0] = v105_inside2[0];
-    v106_insideb[1] = v105_inside2[1];
-    v106_insideb[2] = v105_inside2[2];
-    v106_insideb[3] = v105_inside2[3];
-    v106_insideb[4] = v105_inside2[0];
-    v106_insideb[5] = v105_inside2[1];
-    v106_insideb[6] = v105_inside2[2];
-    v106_insideb[7] = v105_inside2[3];
-    v106_insideb[8] = v105_inside2[0];
-    v106_insideb[9] = v105_inside2[1];
-    v106_insideb[10] = v105_inside2[2];
-    v106_insideb[11] = v105_inside2[3];
-    v106_insideb[12] = v105_inside2[0];
-    v106_insideb[13] = v105_inside2[1];
-    v106_insideb[14] = v105_inside2[2];
-    v106_insideb[15] = v105_inside2[3];
+    uint8_t v110_insideb[16];
+    v110_insideb[0] = v109_inside2[0];
+    v110_insideb[1] = v109_inside2[1];
+    v110_insideb[2] = v109_inside2[2];
+    v110_insideb[3] = v109_inside2[3];
+    v110_insideb[4] = v109_inside2[0];
+    v110_insideb[5] = v109_inside2[1];
+    v110_insideb[6] = v109_inside2[2];
+    v110_insideb[7] = v109_inside2[3];
+    v110_insideb[8] = v109_inside2[0];
+    v110_insideb[9] = v109_inside2[1];
+    v110_insideb[10] = v109_inside2[2];
+    v110_insideb[11] = v109_inside2[3];
+    v110_insideb[12] = v109_inside2[0];
+    v110_insideb[13] = v109_inside2[1];
+    v110_insideb[14] = v109_inside2[2];
+    v110_insideb[15] = v109_inside2[3];
     // %rowsb = broadcast %rows2 : tile<i32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v107_rowsb[16];
-    v107_rowsb[0] = v34_rows2[0];
-    v107_rowsb[1] = v34_rows2[0];
-    v107_rowsb[2] = v34_rows2[0];
-    v107_rowsb[3] = v34_rows2[0];
-    v107_rowsb[4] = v34_rows2[1];
-    v107_rowsb[5] = v34_rows2[1];
-    v107_rowsb[6] = v34_rows2[1];
-    v107_rowsb[7] = v34_rows2[1];
-    v107_rowsb[8] = v34_rows2[2];
-    v107_rowsb[9] = v34_rows2[2];
-    v107_rowsb[10] = v34_rows2[2];
-    v107_rowsb[11] = v34_rows2[2];
-    v107_rowsb[12] = v34_rows2[3];
-    v107_rowsb[13] = v34_rows2[3];
-    v107_rowsb[14] = v34_rows2[3];
-    v107_rowsb[15] = v34_rows2[3];
+    int32_t v111_rowsb[16];
+    v111_rowsb[0] = v34_rows2[0];
+    v111_rowsb[1] = v34_rows2[0];
+    v111_rowsb[2] = v34_rows2[0];
+    v111_rowsb[3] = v34_rows2[0];
+    v111_rowsb[4] = v34_rows2[1];
+    v111_rowsb[5] = v34_rows2[1];
+    v111_rowsb[6] = v34_rows2[1];
+    v111_rowsb[7] = v34_rows2[1];
+    v111_rowsb[8] = v34_rows2[2];
+    v111_rowsb[9] = v34_rows2[2];
+    v111_rowsb[10] = v34_rows2[2];
+    v111_rowsb[11] = v34_rows2[2];
+    v111_rowsb[12] = v34_rows2[3];
+    v111_rowsb[13] = v34_rows2[3];
+    v111_rowsb[14] = v34_rows2[3];
+    v111_rowsb[15] = v34_rows2[3];
     // %23 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v108[4];
-    #pragma unroll
-    for (int s109 = 0; s109 < 4; ++s109) {
-      v108[s109] = int32_t(0 + (((s109) % 4)) + (((tsr_lane >> 0) & 15) * 4));
-    }
-    // %24 = splat %17 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v110[4];
-    #pragma unroll
-    for (int s111 = 0; s111 < 4; ++s111) {
-      v110[s111] = v94;
-    }
-    // %25 = add %23, %24 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v112[4];
     #pragma unroll
     for (int s113 = 0; s113 < 4; ++s113) {
-      v112[s113] = int32_t(uint32_t(v108[s113]) + uint32_t(v110[s113]));
+      v112[s113] = int32_t(0 + (((s113) % 4)) + (((tsr_lane >> 0) & 15) * 4));
+    }
+    // %24 = splat %17 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v114[4];
+    #pragma unroll
+    for (int s115 = 0; s115 < 4; ++s115) {
+      v114[s115] = v98;
+    }
+    // %25 = add %23, %24 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v116[4];
+    #pragma unroll
+    for (int s117 = 0; s117 < 4; ++s117) {
+      v116[s117] = int32_t(uint32_t(v112[s117]) + uint32_t(v114[s117]));
     }
     // %cols2 = expand_dims %25 {axis = 0} : tile<i32, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v114_cols2[4];
-    v114_cols2[0] = v112[0];
-    v114_cols2[1] = v112[1];
-    v114_cols2[2] = v112[2];
-    v114_cols2[3] = v112[3];
+    int32_t v118_cols2[4];
+    v118_cols2[0] = v116[0];
+    v118_cols2[1] = v116[1];
+    v118_cols2[2] = v116[2];
+    v118_cols2[3] = v116[3];
     // %colsb = broadcast %cols2 : tile<i32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v115_colsb[16];
-    v115_colsb[0] = v114_cols2[0];
-    v115_colsb[1] = v114_cols2[1];
-    v115_colsb[2] = v114_cols2[2];
-    v115_colsb[3] = v114_cols2[3];
-    v115_colsb[4] = v114_cols2[0];
-    v115_colsb[5] = v114_cols2[1];
-    v115_colsb[6] = v114_cols2[2];
-    v115_colsb[7] = v114_cols2[3];
-    v115_colsb[8] = v114_cols2[0];
-    v115_colsb[9] = v114_cols2[1];
-    v115_colsb[10] = v114_cols2[2];
-    v115_colsb[11] = v114_cols2[3];
-    v115_colsb[12] = v114_cols2[0];
-    v115_colsb[13] = v114_cols2[1];
-    v115_colsb[14] = v114_cols2[2];
-    v115_colsb[15] = v114_cols2[3];
+    int32_t v119_colsb[16];
+    v119_colsb[0] = v118_cols2[0];
+    v119_colsb[1] = v118_cols2[1];
+    v119_colsb[2] = v118_cols2[2];
+    v119_colsb[3] = v118_cols2[3];
+    v119_colsb[4] = v118_cols2[0];
+    v119_colsb[5] = v118_cols2[1];
+    v119_colsb[6] = v118_cols2[2];
+    v119_colsb[7] = v118_cols2[3];
+    v119_colsb[8] = v118_cols2[0];
+    v119_colsb[9] = v118_cols2[1];
+    v119_colsb[10] = v118_cols2[2];
+    v119_colsb[11] = v118_cols2[3];
+    v119_colsb[12] = v118_cols2[0];
+    v119_colsb[13] = v118_cols2[1];
+    v119_colsb[14] = v118_cols2[2];
+    v119_colsb[15] = v118_cols2[3];
     // %before = cmp %colsb, %rowsb {pred = "le"} : tile<i1, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v116_before[16];
-    #pragma unroll
-    for (int s117 = 0; s117 < 16; ++s117) {
-      v116_before[s117] = uint8_t(v115_colsb[s117] <= v107_rowsb[s117]);
-    }
-    // %valid = and %insideb, %before : tile<i1, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v118_valid[16];
-    #pragma unroll
-    for (int s119 = 0; s119 < 16; ++s119) {
-      v118_valid[s119] = uint8_t(v106_insideb[s119] & v116_before[s119]);
-    }
-    // %26 = splat %ninf : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v120[16];
+    uint8_t v120_before[16];
     #pragma unroll
     for (int s121 = 0; s121 < 16; ++s121) {
-      v120[s121] = v35_ninf;
+      v120_before[s121] = uint8_t(v119_colsb[s121] <= v111_rowsb[s121]);
     }
-    // %sm = where %valid, %s, %26 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v122_sm[16];
+    // %valid = and %insideb, %before : tile<i1, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+    uint8_t v122_valid[16];
     #pragma unroll
     for (int s123 = 0; s123 < 16; ++s123) {
-      v122_sm[s123] = (v118_valid[s123] ? v92_s[s123] : v120[s123]);
+      v122_valid[s123] = uint8_t(v110_insideb[s123] & v120_before[s123]);
+    }
+    // %26 = splat %ninf : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+    float v124[16];
+    #pragma unroll
+    for (int s125 = 0; s125 < 16; ++s125) {
+      v124[s125] = v35_ninf;
+    }
+    // %sm = where %valid, %s, %26 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+    float v126_sm[16];
+    #pragma unroll
+    for (int s127 = 0; s127 < 16; ++s127) {
+      v126_sm[s127] = (v122_valid[s127] ? v96_s[s127] : v124[s127]);
     }
     // %27 = reduce %sm {axis = 1, kind = "max"} : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v124[4];
-    v124[0] = v122_sm[0];
-    v124[0] = tsr::max_nan_f32(v124[0], v122_sm[1]);
-    v124[0] = tsr::max_nan_f32(v124[0], v122_sm[2]);
-    v124[0] = tsr::max_nan_f32(v124[0], v122_sm[3]);
-    v124[1] = v122_sm[4];
-    v124[1] = tsr::max_nan_f32(v124[1], v122_sm[5]);
-    v124[1] = tsr::max_nan_f32(v124[1], v122_sm[6]);
-    v124[1] = tsr::max_nan_f32(v124[1], v122_sm[7]);
-    v124[2] = v122_sm[8];
-    v124[2] = tsr::max_nan_f32(v124[2], v122_sm[9]);
-    v124[2] = tsr::max_nan_f32(v124[2], v122_sm[10]);
-    v124[2] = tsr::max_nan_f32(v124[2], v122_sm[11]);
-    v124[3] = v122_sm[12];
-    v124[3] = tsr::max_nan_f32(v124[3], v122_sm[13]);
-    v124[3] = tsr::max_nan_f32(v124[3], v122_sm[14]);
-    v124[3] = tsr::max_nan_f32(v124[3], v122_sm[15]);
-    const float sh125 = __shfl_xor_sync(0xffffffffu, v124[0], 1);
-    v124[0] = tsr::max_nan_f32(v124[0], sh125);
-    const float sh126 = __shfl_xor_sync(0xffffffffu, v124[1], 1);
-    v124[1] = tsr::max_nan_f32(v124[1], sh126);
-    const float sh127 = __shfl_xor_sync(0xffffffffu, v124[2], 1);
-    v124[2] = tsr::max_nan_f32(v124[2], sh127);
-    const float sh128 = __shfl_xor_sync(0xffffffffu, v124[3], 1);
-    v124[3] = tsr::max_nan_f32(v124[3], sh128);
-    const float sh129 = __shfl_xor_sync(0xffffffffu, v124[0], 2);
-    v124[0] = tsr::max_nan_f32(v124[0], sh129);
-    const float sh130 = __shfl_xor_sync(0xffffffffu, v124[1], 2);
-    v124[1] = tsr::max_nan_f32(v124[1], sh130);
-    const float sh131 = __shfl_xor_sync(0xffffffffu, v124[2], 2);
-    v124[2] = tsr::max_nan_f32(v124[2], sh131);
-    const float sh132 = __shfl_xor_sync(0xffffffffu, v124[3], 2);
-    v124[3] = tsr::max_nan_f32(v124[3], sh132);
-    const float sh133 = __shfl_xor_sync(0xffffffffu, v124[0], 4);
-    v124[0] = tsr::max_nan_f32(v124[0], sh133);
-    const float sh134 = __shfl_xor_sync(0xffffffffu, v124[1], 4);
-    v124[1] = tsr::max_nan_f32(v124[1], sh134);
-    const float sh135 = __shfl_xor_sync(0xffffffffu, v124[2], 4);
-    v124[2] = tsr::max_nan_f32(v124[2], sh135);
-    const float sh136 = __shfl_xor_sync(0xffffffffu, v124[3], 4);
-    v124[3] = tsr::max_nan_f32(v124[3], sh136);
-    const float sh137 = __shfl_xor_sync(0xffffffffu, v124[0], 8);
-    v124[0] = tsr::max_nan_f32(v124[0], sh137);
-    const float sh138 = __shfl_xor_sync(0xffffffffu, v124[1], 8);
-    v124[1] = tsr::max_nan_f32(v124[1], sh138);
-    const float sh139 = __shfl_xor_sync(0xffffffffu, v124[2], 8);
-    v124[2] = tsr::max_nan_f32(v124[2], sh139);
-    const float sh140 = __shfl_xor_sync(0xffffffffu, v124[3], 8);
-    v124[3] = tsr::max_nan_f32(v124[3], sh140);
+    float v128[4];
+    v128[0] = v126_sm[0];
+    v128[0] = tsr::max_nan_f32(v128[0], v126_sm[1]);
+    v128[0] = tsr::max_nan_f32(v128[0], v126_sm[2]);
+    v128[0] = tsr::max_nan_f32(v128[0], v126_sm[3]);
+    v128[1] = v126_sm[4];
+    v128[1] = tsr::max_nan_f32(v128[1], v126_sm[5]);
+    v128[1] = tsr::max_nan_f32(v128[1], v126_sm[6]);
+    v128[1] = tsr::max_nan_f32(v128[1], v126_sm[7]);
+    v128[2] = v126_sm[8];
+    v128[2] = tsr::max_nan_f32(v128[2], v126_sm[9]);
+    v128[2] = tsr::max_nan_f32(v128[2], v126_sm[10]);
+    v128[2] = tsr::max_nan_f32(v128[2], v126_sm[11]);
+    v128[3] = v126_sm[12];
+    v128[3] = tsr::max_nan_f32(v128[3], v126_sm[13]);
+    v128[3] = tsr::max_nan_f32(v128[3], v126_sm[14]);
+    v128[3] = tsr::max_nan_f32(v128[3], v126_sm[15]);
+    const float sh129 = __shfl_xor_sync(0xffffffffu, v128[0], 1);
+    v128[0] = tsr::max_nan_f32(v128[0], sh129);
+    const float sh130 = __shfl_xor_sync(0xffffffffu, v128[1], 1);
+    v128[1] = tsr::max_nan_f32(v128[1], sh130);
+    const float sh131 = __shfl_xor_sync(0xffffffffu, v128[2], 1);
+    v128[2] = tsr::max_nan_f32(v128[2], sh131);
+    const float sh132 = __shfl_xor_sync(0xffffffffu, v128[3], 1);
+    v128[3] = tsr::max_nan_f32(v128[3], sh132);
+    const float sh133 = __shfl_xor_sync(0xffffffffu, v128[0], 2);
+    v128[0] = tsr::max_nan_f32(v128[0], sh133);
+    const float sh134 = __shfl_xor_sync(0xffffffffu, v128[1], 2);
+    v128[1] = tsr::max_nan_f32(v128[1], sh134);
+    const float sh135 = __shfl_xor_sync(0xffffffffu, v128[2], 2);
+    v128[2] = tsr::max_nan_f32(v128[2], sh135);
+    const float sh136 = __shfl_xor_sync(0xffffffffu, v128[3], 2);
+    v128[3] = tsr::max_nan_f32(v128[3], sh136);
+    const float sh137 = __shfl_xor_sync(0xffffffffu, v128[0], 4);
+    v128[0] = tsr::max_nan_f32(v128[0], sh137);
+    const float sh138 = __shfl_xor_sync(0xffffffffu, v128[1], 4);
+    v128[1] = tsr::max_nan_f32(v128[1], sh138);
+    const float sh139 = __shfl_xor_sync(0xffffffffu, v128[2], 4);
+    v128[2] = tsr::max_nan_f32(v128[2], sh139);
+    const float sh140 = __shfl_xor_sync(0xffffffffu, v128[3], 4);
+    v128[3] = tsr::max_nan_f32(v128[3], sh140);
+    const float sh141 = __shfl_xor_sync(0xffffffffu, v128[0], 8);
+    v128[0] = tsr::max_nan_f32(v128[0], sh141);
+    const float sh142 = __shfl_xor_sync(0xffffffffu, v128[1], 8);
+    v128[1] = tsr::max_nan_f32(v128[1], sh142);
+    const float sh143 = __shfl_xor_sync(0xffffffffu, v128[2], 8);
+    v128[2] = tsr::max_nan_f32(v128[2], sh143);
+    const float sh144 = __shfl_xor_sync(0xffffffffu, v128[3], 8);
+    v128[3] = tsr::max_nan_f32(v128[3], sh144);
     // %28 = max %m_run, %27 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v141_mx[4];
-    #pragma unroll
-    for (int s142 = 0; s142 < 4; ++s142) {
-      v141_mx[s142] = tsr::fmax_nan_z<float>(c47_mx[s142], v124[s142]);
-    }
-    // %29 = splat %ninf : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v143[4];
-    #pragma unroll
-    for (int s144 = 0; s144 < 4; ++s144) {
-      v143[s144] = v35_ninf;
-    }
-    // %m_none = cmp %28, %29 {pred = "eq"} : tile<i1, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v145_m_none[4];
+    float v145_mx[4];
     #pragma unroll
     for (int s146 = 0; s146 < 4; ++s146) {
-      v145_m_none[s146] = uint8_t(v141_mx[s146] == v143[s146]);
+      v145_mx[s146] = tsr::fmax_nan_z<float>(c47_mx[s146], v128[s146]);
     }
-    // %30 = splat %f0 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    // %29 = splat %ninf : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     float v147[4];
     #pragma unroll
     for (int s148 = 0; s148 < 4; ++s148) {
-      v147[s148] = v25_f0;
+      v147[s148] = v35_ninf;
     }
-    // %m_shift = where %m_none, %30, %28 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v149_m_shift[4];
+    // %m_none = cmp %28, %29 {pred = "eq"} : tile<i1, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    uint8_t v149_m_none[4];
     #pragma unroll
     for (int s150 = 0; s150 < 4; ++s150) {
-      v149_m_shift[s150] = (v145_m_none[s150] ? v147[s150] : v141_mx[s150]);
+      v149_m_none[s150] = uint8_t(v145_mx[s150] == v147[s150]);
     }
-    // %m_delta = sub %m_run, %m_shift : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v151_m_delta[4];
+    // %30 = splat %f0 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v151[4];
     #pragma unroll
     for (int s152 = 0; s152 < 4; ++s152) {
-      v151_m_delta[s152] = float(c47_mx[s152] - v149_m_shift[s152]);
+      v151[s152] = v25_f0;
     }
-    // %alpha = exp %m_delta : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v153_alpha[4];
+    // %m_shift = where %m_none, %30, %28 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v153_m_shift[4];
     #pragma unroll
     for (int s154 = 0; s154 < 4; ++s154) {
-      v153_alpha[s154] = float(tsr::fexp(v151_m_delta[s154]));
+      v153_m_shift[s154] = (v149_m_none[s154] ? v151[s154] : v145_mx[s154]);
+    }
+    // %m_delta = sub %m_run, %m_shift : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v155_m_delta[4];
+    #pragma unroll
+    for (int s156 = 0; s156 < 4; ++s156) {
+      v155_m_delta[s156] = float(c47_mx[s156] - v153_m_shift[s156]);
+    }
+    // %alpha = exp %m_delta : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v157_alpha[4];
+    #pragma unroll
+    for (int s158 = 0; s158 < 4; ++s158) {
+      v157_alpha[s158] = float(tsr::fexp(v155_m_delta[s158]));
     }
     // %31 = expand_dims %m_shift {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v155[4];
-    v155[0] = v149_m_shift[0];
-    v155[1] = v149_m_shift[1];
-    v155[2] = v149_m_shift[2];
-    v155[3] = v149_m_shift[3];
+    float v159[4];
+    v159[0] = v153_m_shift[0];
+    v159[1] = v153_m_shift[1];
+    v159[2] = v153_m_shift[2];
+    v159[3] = v153_m_shift[3];
     // %mxb = broadcast %31 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v156_mxb[16];
-    v156_mxb[0] = v155[0];
-    v156_mxb[1] = v155[0];
-    v156_mxb[2] = v155[0];
-    v156_mxb[3] = v155[0];
-    v156_mxb[4] = v155[1];
-    v156_mxb[5] = v155[1];
-    v156_mxb[6] = v155[1];
-    v156_mxb[7] = v155[1];
-    v156_mxb[8] = v155[2];
-    v156_mxb[9] = v155[2];
-    v156_mxb[10] = v155[2];
-    v156_mxb[11] = v155[2];
-    v156_mxb[12] = v155[3];
-    v156_mxb[13] = v155[3];
-    v156_mxb[14] = v155[3];
-    v156_mxb[15] = v155[3];
+    float v160_mxb[16];
+    v160_mxb[0] = v159[0];
+    v160_mxb[1] = v159[0];
+    v160_mxb[2] = v159[0];
+    v160_mxb[3] = v159[0];
+    v160_mxb[4] = v159[1];
+    v160_mxb[5] = v159[1];
+    v160_mxb[6] = v159[1];
+    v160_mxb[7] = v159[1];
+    v160_mxb[8] = v159[2];
+    v160_mxb[9] = v159[2];
+    v160_mxb[10] = v159[2];
+    v160_mxb[11] = v159[2];
+    v160_mxb[12] = v159[3];
+    v160_mxb[13] = v159[3];
+    v160_mxb[14] = v159[3];
+    v160_mxb[15] = v159[3];
     // %sd = sub %sm, %mxb : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v157_sd[16];
+    float v161_sd[16];
     #pragma unroll
-    for (int s158 = 0; s158 < 16; ++s158) {
-      v157_sd[s158] = float(v122_sm[s158] - v156_mxb[s158]);
+    for (int s162 = 0; s162 < 16; ++s162) {
+      v161_sd[s162] = float(v126_sm[s162] - v160_mxb[s162]);
     }
     // %e = exp %sd : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v159_e[16];
+    float v163_e[16];
     #pragma unroll
-    for (int s160 = 0; s160 < 16; ++s160) {
-      v159_e[s160] = float(tsr::fexp(v157_sd[s160]));
+    for (int s164 = 0; s164 < 16; ++s164) {
+      v163_e[s164] = float(tsr::fexp(v161_sd[s164]));
     }
     // %32 = reduce %e {axis = 1, kind = "sum"} : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v161[4];
-    v161[0] = v159_e[0];
-    v161[0] = float(v161[0] + v159_e[1]);
-    v161[0] = float(v161[0] + v159_e[2]);
-    v161[0] = float(v161[0] + v159_e[3]);
-    v161[1] = v159_e[4];
-    v161[1] = float(v161[1] + v159_e[5]);
-    v161[1] = float(v161[1] + v159_e[6]);
-    v161[1] = float(v161[1] + v159_e[7]);
-    v161[2] = v159_e[8];
-    v161[2] = float(v161[2] + v159_e[9]);
-    v161[2] = float(v161[2] + v159_e[10]);
-    v161[2] = float(v161[2] + v159_e[11]);
-    v161[3] = v159_e[12];
-    v161[3] = float(v161[3] + v159_e[13]);
-    v161[3] = float(v161[3] + v159_e[14]);
-    v161[3] = float(v161[3] + v159_e[15]);
-    const float sh162 = __shfl_xor_sync(0xffffffffu, v161[0], 1);
-    v161[0] = float(v161[0] + sh162);
-    const float sh163 = __shfl_xor_sync(0xffffffffu, v161[1], 1);
-    v161[1] = float(v161[1] + sh163);
-    const float sh164 = __shfl_xor_sync(0xffffffffu, v161[2], 1);
-    v161[2] = float(v161[2] + sh164);
-    const float sh165 = __shfl_xor_sync(0xffffffffu, v161[3], 1);
-    v161[3] = float(v161[3] + sh165);
-    const float sh166 = __shfl_xor_sync(0xffffffffu, v161[0], 2);
-    v161[0] = float(v161[0] + sh166);
-    const float sh167 = __shfl_xor_sync(0xffffffffu, v161[1], 2);
-    v161[1] = float(v161[1] + sh167);
-    const float sh168 = __shfl_xor_sync(0xffffffffu, v161[2], 2);
-    v161[2] = float(v161[2] + sh168);
-    const float sh169 = __shfl_xor_sync(0xffffffffu, v161[3], 2);
-    v161[3] = float(v161[3] + sh169);
-    const float sh170 = __shfl_xor_sync(0xffffffffu, v161[0], 4);
-    v161[0] = float(v161[0] + sh170);
-    const float sh171 = __shfl_xor_sync(0xffffffffu, v161[1], 4);
-    v161[1] = float(v161[1] + sh171);
-    const float sh172 = __shfl_xor_sync(0xffffffffu, v161[2], 4);
-    v161[2] = float(v161[2] + sh172);
-    const float sh173 = __shfl_xor_sync(0xffffffffu, v161[3], 4);
-    v161[3] = float(v161[3] + sh173);
-    const float sh174 = __shfl_xor_sync(0xffffffffu, v161[0], 8);
-    v161[0] = float(v161[0] + sh174);
-    const float sh175 = __shfl_xor_sync(0xffffffffu, v161[1], 8);
-    v161[1] = float(v161[1] + sh175);
-    const float sh176 = __shfl_xor_sync(0xffffffffu, v161[2], 8);
-    v161[2] = float(v161[2] + sh176);
-    const float sh177 = __shfl_xor_sync(0xffffffffu, v161[3], 8);
-    v161[3] = float(v161[3] + sh177);
+    float v165[4];
+    v165[0] = v163_e[0];
+    v165[0] = float(v165[0] + v163_e[1]);
+    v165[0] = float(v165[0] + v163_e[2]);
+    v165[0] = float(v165[0] + v163_e[3]);
+    v165[1] = v163_e[4];
+    v165[1] = float(v165[1] + v163_e[5]);
+    v165[1] = float(v165[1] + v163_e[6]);
+    v165[1] = float(v165[1] + v163_e[7]);
+    v165[2] = v163_e[8];
+    v165[2] = float(v165[2] + v163_e[9]);
+    v165[2] = float(v165[2] + v163_e[10]);
+    v165[2] = float(v165[2] + v163_e[11]);
+    v165[3] = v163_e[12];
+    v165[3] = float(v165[3] + v163_e[13]);
+    v165[3] = float(v165[3] + v163_e[14]);
+    v165[3] = float(v165[3] + v163_e[15]);
+    const float sh166 = __shfl_xor_sync(0xffffffffu, v165[0], 1);
+    v165[0] = float(v165[0] + sh166);
+    const float sh167 = __shfl_xor_sync(0xffffffffu, v165[1], 1);
+    v165[1] = float(v165[1] + sh167);
+    const float sh168 = __shfl_xor_sync(0xffffffffu, v165[2], 1);
+    v165[2] = float(v165[2] + sh168);
+    const float sh169 = __shfl_xor_sync(0xffffffffu, v165[3], 1);
+    v165[3] = float(v165[3] + sh169);
+    const float sh170 = __shfl_xor_sync(0xffffffffu, v165[0], 2);
+    v165[0] = float(v165[0] + sh170);
+    const float sh171 = __shfl_xor_sync(0xffffffffu, v165[1], 2);
+    v165[1] = float(v165[1] + sh171);
+    const float sh172 = __shfl_xor_sync(0xffffffffu, v165[2], 2);
+    v165[2] = float(v165[2] + sh172);
+    const float sh173 = __shfl_xor_sync(0xffffffffu, v165[3], 2);
+    v165[3] = float(v165[3] + sh173);
+    const float sh174 = __shfl_xor_sync(0xffffffffu, v165[0], 4);
+    v165[0] = float(v165[0] + sh174);
+    const float sh175 = __shfl_xor_sync(0xffffffffu, v165[1], 4);
+    v165[1] = float(v165[1] + sh175);
+    const float sh176 = __shfl_xor_sync(0xffffffffu, v165[2], 4);
+    v165[2] = float(v165[2] + sh176);
+    const float sh177 = __shfl_xor_sync(0xffffffffu, v165[3], 4);
+    v165[3] = float(v165[3] + sh177);
+    const float sh178 = __shfl_xor_sync(0xffffffffu, v165[0], 8);
+    v165[0] = float(v165[0] + sh178);
+    const float sh179 = __shfl_xor_sync(0xffffffffu, v165[1], 8);
+    v165[1] = float(v165[1] + sh179);
+    const float sh180 = __shfl_xor_sync(0xffffffffu, v165[2], 8);
+    v165[2] = float(v165[2] + sh180);
+    const float sh181 = __shfl_xor_sync(0xffffffffu, v165[3], 8);
+    v165[3] = float(v165[3] + sh181);
     // %33 = mul %sum_run, %alpha : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v178[4];
+    float v182[4];
     #pragma unroll
-    for (int s179 = 0; s179 < 4; ++s179) {
-      v178[s179] = float(c49_sum[s179] * v153_alpha[s179]);
+    for (int s183 = 0; s183 < 4; ++s183) {
+      v182[s183] = float(c49_sum[s183] * v157_alpha[s183]);
     }
     // %34 = add %33, %32 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v180_sum[4];
+    float v184_sum[4];
     #pragma unroll
-    for (int s181 = 0; s181 < 4; ++s181) {
-      v180_sum[s181] = float(v178[s181] + v161[s181]);
+    for (int s185 = 0; s185 < 4; ++s185) {
+      v184_sum[s185] = float(v182[s185] + v165[s185]);
     }
     // %v3 = load_tile %v, %ph, %chunk, %c0 : tile<f32, [1, 64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %vt = reshape %v3 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %35 = expand_dims %alpha {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v182[4];
-    v182[0] = v153_alpha[0];
-    v182[1] = v153_alpha[1];
-    v182[2] = v153_alpha[2];
-    v182[3] = v153_alpha[3];
+    float v186[4];
+    v186[0] = v157_alpha[0];
+    v186[1] = v157_alpha[1];
+    v186[2] = v157_alpha[2];
+    v186[3] = v157_alpha[3];
     // %36 = broadcast %35 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v183[16];
-    v183[0] = v182[0];
-    v183[1] = v182[0];
-    v183[2] = v182[0];
-    v183[3] = v182[0];
-    v183[4] = v182[1];
-    v183[5] = v182[1];
-    v183[6] = v182[1];
-    v183[7] = v182[1];
-    v183[8] = v182[2];
-    v183[9] = v182[2];
-    v183[10] = v182[2];
-    v183[11] = v182[2];
-    v183[12] = v182[3];
-    v183[13] = v182[3];
-    v183[14] = v182[3];
-    v183[15] = v182[3];
+    float v187[16];
+    v187[0] = v186[0];
+    v187[1] = v186[0];
+    v187[2] = v186[0];
+    v187[3] = v186[0];
+    v187[4] = v186[1];
+    v187[5] = v186[1];
+    v187[6] = v186[1];
+    v187[7] = v186[1];
+    v187[8] = v186[2];
+    v187[9] = v186[2];
+    v187[10] = v186[2];
+    v187[11] = v186[2];
+    v187[12] = v186[3];
+    v187[13] = v186[3];
+    v187[14] = v186[3];
+    v187[15] = v186[3];
     // %37 = mul %out_run, %36 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v184[16];
+    float v188[16];
     #pragma unroll
-    for (int s185 = 0; s185 < 16; ++s185) {
-      v184[s185] = float(c51_out[s185] * v183[s185]);
+    for (int s189 = 0; s189 < 16; ++s189) {
+      v188[s189] = float(c51_out[s189] * v187[s189]);
     }
     // %38 = convert_layout %e : tile<f32, [32, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh186 = reinterpret_cast<float*>((tsr_smem + 0) + 60928);
+    float* const sh190 = reinterpret_cast<float*>((tsr_smem + 0) + 60928);
     __syncthreads();
     #pragma unroll
-    for (int c187 = 0; c187 < 4; ++c187) {
-      float w188[4];
-      w188[0] = v159_e[c187 * 4 + 0];
-      w188[1] = v159_e[c187 * 4 + 1];
-      w188[2] = v159_e[c187 * 4 + 2];
-      w188[3] = v159_e[c187 * 4 + 3];
-      tsr::copy_vec<float, 4>(sh186 + (((((c187 * 4) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c187 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w188);
+    for (int c191 = 0; c191 < 4; ++c191) {
+      float w192[4];
+      w192[0] = v163_e[c191 * 4 + 0];
+      w192[1] = v163_e[c191 * 4 + 1];
+      w192[2] = v163_e[c191 * 4 + 2];
+      w192[3] = v163_e[c191 * 4 + 3];
+      tsr::copy_vec<float, 4>(sh190 + (((((c191 * 4) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c191 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w192);
     }
     __syncthreads();
     // %39 = dot %38, %vt, %37 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v189_out[16];
+    float v193_out[16];
     #pragma unroll
-    for (int s190 = 0; s190 < 16; ++s190) {
-      v189_out[s190] = v184[s190];
+    for (int s194 = 0; s194 < 16; ++s194) {
+      v193_out[s194] = v188[s194];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll 4
       for (int k_ = 0; k_ < 64; ++k_) {
-        const auto a0_ = sh186[(tm_ + 0) * 68 + (k_) * 1];
-        const auto a1_ = sh186[(tm_ + 8) * 68 + (k_) * 1];
-        const auto a2_ = sh186[(tm_ + 16) * 68 + (k_) * 1];
-        const auto a3_ = sh186[(tm_ + 24) * 68 + (k_) * 1];
+        const auto a0_ = sh190[(tm_ + 0) * 68 + (k_) * 1];
+        const auto a1_ = sh190[(tm_ + 8) * 68 + (k_) * 1];
+        const auto a2_ = sh190[(tm_ + 16) * 68 + (k_) * 1];
+        const auto a3_ = sh190[(tm_ + 24) * 68 + (k_) * 1];
         const auto b0_ = (sh54 + rs53 * 4352)[(k_) * 68 + (tn_ + 0) * 1];
         const auto b1_ = (sh54 + rs53 * 4352)[(k_) * 68 + (tn_ + 1) * 1];
         const auto b2_ = (sh54 + rs53 * 4352)[(k_) * 68 + (tn_ + 2) * 1];
         const auto b3_ = (sh54 + rs53 * 4352)[(k_) * 68 + (tn_ + 3) * 1];
-        v189_out[0] = fmaf(float(a0_), float(b0_), v189_out[0]);
-        v189_out[1] = fmaf(float(a0_), float(b1_), v189_out[1]);
-        v189_out[2] = fmaf(float(a0_), float(b2_), v189_out[2]);
-        v189_out[3] = fmaf(float(a0_), float(b3_), v189_out[3]);
-        v189_out[4] = fmaf(float(a1_), float(b0_), v189_out[4]);
-        v189_out[5] = fmaf(float(a1_), float(b1_), v189_out[5]);
-        v189_out[6] = fmaf(float(a1_), float(b2_), v189_out[6]);
-        v189_out[7] = fmaf(float(a1_), float(b3_), v189_out[7]);
-        v189_out[8] = fmaf(float(a2_), float(b0_), v189_out[8]);
-        v189_out[9] = fmaf(float(a2_), float(b1_), v189_out[9]);
-        v189_out[10] = fmaf(float(a2_), float(b2_), v189_out[10]);
-        v189_out[11] = fmaf(float(a2_), float(b3_), v189_out[11]);
-        v189_out[12] = fmaf(float(a3_), float(b0_), v189_out[12]);
-        v189_out[13] = fmaf(float(a3_), float(b1_), v189_out[13]);
-        v189_out[14] = fmaf(float(a3_), float(b2_), v189_out[14]);
-        v189_out[15] = fmaf(float(a3_), float(b3_), v189_out[15]);
+        v193_out[0] = fmaf(float(a0_), float(b0_), v193_out[0]);
+        v193_out[1] = fmaf(float(a0_), float(b1_), v193_out[1]);
+        v193_out[2] = fmaf(float(a0_), float(b2_), v193_out[2]);
+        v193_out[3] = fmaf(float(a0_), float(b3_), v193_out[3]);
+        v193_out[4] = fmaf(float(a1_), float(b0_), v193_out[4]);
+        v193_out[5] = fmaf(float(a1_), float(b1_), v193_out[5]);
+        v193_out[6] = fmaf(float(a1_), float(b2_), v193_out[6]);
+        v193_out[7] = fmaf(float(a1_), float(b3_), v193_out[7]);
+        v193_out[8] = fmaf(float(a2_), float(b0_), v193_out[8]);
+        v193_out[9] = fmaf(float(a2_), float(b1_), v193_out[9]);
+        v193_out[10] = fmaf(float(a2_), float(b2_), v193_out[10]);
+        v193_out[11] = fmaf(float(a2_), float(b3_), v193_out[11]);
+        v193_out[12] = fmaf(float(a3_), float(b0_), v193_out[12]);
+        v193_out[13] = fmaf(float(a3_), float(b1_), v193_out[13]);
+        v193_out[14] = fmaf(float(a3_), float(b2_), v193_out[14]);
+        v193_out[15] = fmaf(float(a3_), float(b3_), v193_out[15]);
       }
     }
     // yield %28, %34, %39
     #pragma unroll
-    for (int s191 = 0; s191 < 4; ++s191) {
-      c47_mx[s191] = v141_mx[s191];
+    for (int s195 = 0; s195 < 4; ++s195) {
+      c47_mx[s195] = v145_mx[s195];
     }
     #pragma unroll
-    for (int s192 = 0; s192 < 4; ++s192) {
-      c49_sum[s192] = v180_sum[s192];
+    for (int s196 = 0; s196 < 4; ++s196) {
+      c49_sum[s196] = v184_sum[s196];
     }
     #pragma unroll
-    for (int s193 = 0; s193 < 16; ++s193) {
-      c51_out[s193] = v189_out[s193];
+    for (int s197 = 0; s197 < 16; ++s197) {
+      c51_out[s197] = v193_out[s197];
     }
-    __syncthreads();
     rs53 = (rs53 + 1) % 2;
   }
   tsr::cp_async_wait<0>();
   // %40 = expand_dims %13 {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v194[4];
-  v194[0] = c49_sum[0];
-  v194[1] = c49_sum[1];
-  v194[2] = c49_sum[2];
-  v194[3] = c49_sum[3];
+  float v198[4];
+  v198[0] = c49_sum[0];
+  v198[1] = c49_sum[1];
+  v198[2] = c49_sum[2];
+  v198[3] = c49_sum[3];
   // %41 = broadcast %40 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v195[16];
-  v195[0] = v194[0];
-  v195[1] = v194[0];
-  v195[2] = v194[0];
-  v195[3] = v194[0];
-  v195[4] = v194[1];
-  v195[5] = v194[1];
-  v195[6] = v194[1];
-  v195[7] = v194[1];
-  v195[8] = v194[2];
-  v195[9] = v194[2];
-  v195[10] = v194[2];
-  v195[11] = v194[2];
-  v195[12] = v194[3];
-  v195[13] = v194[3];
-  v195[14] = v194[3];
-  v195[15] = v194[3];
+  float v199[16];
+  v199[0] = v198[0];
+  v199[1] = v198[0];
+  v199[2] = v198[0];
+  v199[3] = v198[0];
+  v199[4] = v198[1];
+  v199[5] = v198[1];
+  v199[6] = v198[1];
+  v199[7] = v198[1];
+  v199[8] = v198[2];
+  v199[9] = v198[2];
+  v199[10] = v198[2];
+  v199[11] = v198[2];
+  v199[12] = v198[3];
+  v199[13] = v198[3];
+  v199[14] = v198[3];
+  v199[15] = v198[3];
   // %42 = div %14, %41 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v196[16];
+  float v200[16];
   #pragma unroll
-  for (int s197 = 0; s197 < 16; ++s197) {
-    v196[s197] = float(c51_out[s197] / v195[s197]);
+  for (int s201 = 0; s201 < 16; ++s201) {
+    v200[s201] = float(c51_out[s201] / v199[s201]);
   }
   // %o3 = reshape %42 : tile<f32, [1, 32, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-  float v198_o3[16];
-  v198_o3[0] = v196[0];
-  v198_o3[1] = v196[1];
-  v198_o3[2] = v196[2];
-  v198_o3[3] = v196[3];
-  v198_o3[4] = v196[4];
-  v198_o3[5] = v196[5];
-  v198_o3[6] = v196[6];
-  v198_o3[7] = v196[7];
-  v198_o3[8] = v196[8];
-  v198_o3[9] = v196[9];
-  v198_o3[10] = v196[10];
-  v198_o3[11] = v196[11];
-  v198_o3[12] = v196[12];
-  v198_o3[13] = v196[13];
-  v198_o3[14] = v196[14];
-  v198_o3[15] = v196[15];
+  float v202_o3[16];
+  v202_o3[0] = v200[0];
+  v202_o3[1] = v200[1];
+  v202_o3[2] = v200[2];
+  v202_o3[3] = v200[3];
+  v202_o3[4] = v200[4];
+  v202_o3[5] = v200[5];
+  v202_o3[6] = v200[6];
+  v202_o3[7] = v200[7];
+  v202_o3[8] = v200[8];
+  v202_o3[9] = v200[9];
+  v202_o3[10] = v200[10];
+  v202_o3[11] = v200[11];
+  v202_o3[12] = v200[12];
+  v202_o3[13] = v200[13];
+  v202_o3[14] = v200[14];
+  v202_o3[15] = v200[15];
   // store_tile %o, %o3, %ph, %pm, %c0
   {
-    const int64_t o199 = int64_t(v5_ph) * 1 + 0;
-    const int64_t o200 = int64_t(v4_pm) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o201 = int64_t(v6_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    const bool whole202 = int64_t(v5_ph) * 1 >= 0 && int64_t(v5_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v4_pm) * 32 >= 0 && int64_t(v4_pm) * 32 + 32 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 4 == 0 && int64_t(v6_c0) * 64 >= 0 && int64_t(v6_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v5_ph) * 1 * tsr_p3_s0 + int64_t(v4_pm) * 32 * tsr_p3_s1 + int64_t(v6_c0) * 64 * tsr_p3_s2);
-    if (whole202) {
+    const int64_t o203 = int64_t(v5_ph) * 1 + 0;
+    const int64_t o204 = int64_t(v4_pm) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o205 = int64_t(v6_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole206 = int64_t(v5_ph) * 1 >= 0 && int64_t(v5_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v4_pm) * 32 >= 0 && int64_t(v4_pm) * 32 + 32 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 4 == 0 && int64_t(v6_c0) * 64 >= 0 && int64_t(v6_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v5_ph) * 1 * tsr_p3_s0 + int64_t(v4_pm) * 32 * tsr_p3_s1 + int64_t(v6_c0) * 64 * tsr_p3_s2);
+    if (whole206) {
       #pragma unroll
-      for (int c203 = 0; c203 < 4; ++c203) {
-        float vb204[4];
-        vb204[0] = v198_o3[c203 * 4 + 0];
-        vb204[1] = v198_o3[c203 * 4 + 1];
-        vb204[2] = v198_o3[c203 * 4 + 2];
-        vb204[3] = v198_o3[c203 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p3 + (o199 + 0) * tsr_p3_s0 + (o200 + ((((c203 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o201 + (((c203 * 4) % 4))) * tsr_p3_s2, vb204);
+      for (int c207 = 0; c207 < 4; ++c207) {
+        float vb208[4];
+        vb208[0] = v202_o3[c207 * 4 + 0];
+        vb208[1] = v202_o3[c207 * 4 + 1];
+        vb208[2] = v202_o3[c207 * 4 + 2];
+        vb208[3] = v202_o3[c207 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p3 + (o203 + 0) * tsr_p3_s0 + (o204 + ((((c207 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o205 + (((c207 * 4) % 4))) * tsr_p3_s2, vb208);
       }
     } else {
       #pragma unroll
-      for (int c205 = 0; c205 < 4; ++c205) {
-        float vb206[4];
-        if ((o199 + 0) < int64_t(tsr_dim_H) && (o200 + ((((c205 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o201 + (((c205 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o199 + 0) * tsr_p3_s0 + (o200 + ((((c205 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o201 + (((c205 * 4) % 4))) * tsr_p3_s2)) {
-          vb206[0] = v198_o3[c205 * 4 + 0];
-          vb206[1] = v198_o3[c205 * 4 + 1];
-          vb206[2] = v198_o3[c205 * 4 + 2];
-          vb206[3] = v198_o3[c205 * 4 + 3];
-          tsr::copy_vec<float, 4>(tsr_p3 + (o199 + 0) * tsr_p3_s0 + (o200 + ((((c205 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o201 + (((c205 * 4) % 4))) * tsr_p3_s2, vb206);
+      for (int c209 = 0; c209 < 4; ++c209) {
+        float vb210[4];
+        if ((o203 + 0) < int64_t(tsr_dim_H) && (o204 + ((((c209 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o205 + (((c209 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o203 + 0) * tsr_p3_s0 + (o204 + ((((c209 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o205 + (((c209 * 4) % 4))) * tsr_p3_s2)) {
+          vb210[0] = v202_o3[c209 * 4 + 0];
+          vb210[1] = v202_o3[c209 * 4 + 1];
+          vb210[2] = v202_o3[c209 * 4 + 2];
+          vb210[3] = v202_o3[c209 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p3 + (o203 + 0) * tsr_p3_s0 + (o204 + ((((c209 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o205 + (((c209 * 4) % 4))) * tsr_p3_s2, vb210);
         } else {
-          if ((o199 + 0) < int64_t(tsr_dim_H) && (o200 + ((((c205 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o201 + (((c205 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o199 + 0) * tsr_p3_s0 + (o200 + ((((c205 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o201 + (((c205 * 4) % 4))) * tsr_p3_s2] = v198_o3[c205 * 4];
-          if ((o199 + 0) < int64_t(tsr_dim_H) && (o200 + ((((c205 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o201 + (((c205 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o199 + 0) * tsr_p3_s0 + (o200 + ((((c205 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o201 + (((c205 * 4) % 4)) + 1) * tsr_p3_s2] = v198_o3[c205 * 4 + 1];
-          if ((o199 + 0) < int64_t(tsr_dim_H) && (o200 + ((((c205 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o201 + (((c205 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o199 + 0) * tsr_p3_s0 + (o200 + ((((c205 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o201 + (((c205 * 4) % 4)) + 2) * tsr_p3_s2] = v198_o3[c205 * 4 + 2];
-          if ((o199 + 0) < int64_t(tsr_dim_H) && (o200 + ((((c205 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o201 + (((c205 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o199 + 0) * tsr_p3_s0 + (o200 + ((((c205 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o201 + (((c205 * 4) % 4)) + 3) * tsr_p3_s2] = v198_o3[c205 * 4 + 3];
+          if ((o203 + 0) < int64_t(tsr_dim_H) && (o204 + ((((c209 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o205 + (((c209 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o203 + 0) * tsr_p3_s0 + (o204 + ((((c209 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o205 + (((c209 * 4) % 4))) * tsr_p3_s2] = v202_o3[c209 * 4];
+          if ((o203 + 0) < int64_t(tsr_dim_H) && (o204 + ((((c209 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o205 + (((c209 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o203 + 0) * tsr_p3_s0 + (o204 + ((((c209 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o205 + (((c209 * 4) % 4)) + 1) * tsr_p3_s2] = v202_o3[c209 * 4 + 1];
+          if ((o203 + 0) < int64_t(tsr_dim_H) && (o204 + ((((c209 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o205 + (((c209 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o203 + 0) * tsr_p3_s0 + (o204 + ((((c209 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o205 + (((c209 * 4) % 4)) + 2) * tsr_p3_s2] = v202_o3[c209 * 4 + 2];
+          if ((o203 + 0) < int64_t(tsr_dim_H) && (o204 + ((((c209 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o205 + (((c209 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o203 + 0) * tsr_p3_s0 + (o204 + ((((c209 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o205 + (((c209 * 4) % 4)) + 3) * tsr_p3_s2] = v202_o3[c209 * 4 + 3];
         }
       }
     }
@@ -950,4 +965,5 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain_causal
 // stat threads = 128
 // stat vector-accesses = 3
 // stat whole-tile-accesses = 3
+// stat whole-tile-copies = 2
 // note printed from the GPU lowering's layouts (the layout emitter)

@@ -206,167 +206,183 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_three_loops(
       const int64_t o48 = int64_t(v1_ph) * 1;
       const int64_t o49 = int64_t(nx46) * 64;
       const int64_t o50 = int64_t(v2_c0) * 64;
-      #pragma unroll
-      for (int i51 = 0; i51 < 8; ++i51) {
-        const int q52 = i51 * 128 + tsr_tid;
-        const int64_t n53 = !(true && (o48 + 0) < int64_t(tsr_dim_H) && (o49 + ((q52 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o50 + ((q52 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o50 + ((q52 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o50 + ((q52 * 4) % 64))) : 4;
-        const float* src54 = tsr_p2 + (n53 > 0 ? (o48 + 0) * tsr_p2_s0 + (o49 + ((q52 * 4) / 64)) * tsr_p2_s1 + (o50 + ((q52 * 4) % 64)) * tsr_p2_s2 : 0);
-        float* const dst55 = (sh45 + (0) * 4352) + (0) * 4352 + (((q52 * 4) / 64)) * 68 + (((q52 * 4) % 64)) * 1;
-        if (tsr::aligned_vec<float, 4>(src54)) {
-          tsr::cp_async_16(tsr::smem_u32(dst55), src54, int(n53) * 4);
-        } else {
-          for (int v_ = 0; v_ < 4; ++v_) dst55[v_] = v_ < n53 ? src54[v_] : float(0);
+      if (o48 >= 0 && o48 + 1 <= int64_t(tsr_dim_H) && o49 >= 0 && o49 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o50 >= 0 && o50 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o48 * tsr_p2_s0 + o49 * tsr_p2_s1 + o50 * tsr_p2_s2)) {
+        #pragma unroll
+        for (int i51 = 0; i51 < 8; ++i51) {
+          const int q52 = i51 * 128 + tsr_tid;
+          tsr::cp_async_16(tsr::smem_u32((sh45 + (0) * 4352) + (0) * 4352 + (((q52 * 4) / 64)) * 68 + (((q52 * 4) % 64)) * 1), tsr_p2 + (o48 + 0) * tsr_p2_s0 + (o49 + ((q52 * 4) / 64)) * tsr_p2_s1 + (o50 + ((q52 * 4) % 64)) * tsr_p2_s2);
+        }
+      } else {
+        #pragma unroll
+        for (int i53 = 0; i53 < 8; ++i53) {
+          const int q54 = i53 * 128 + tsr_tid;
+          const int64_t n55 = !(true && (o48 + 0) < int64_t(tsr_dim_H) && (o49 + ((q54 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o50 + ((q54 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o50 + ((q54 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o50 + ((q54 * 4) % 64))) : 4;
+          const float* src56 = tsr_p2 + (n55 > 0 ? (o48 + 0) * tsr_p2_s0 + (o49 + ((q54 * 4) / 64)) * tsr_p2_s1 + (o50 + ((q54 * 4) % 64)) * tsr_p2_s2 : 0);
+          float* const dst57 = (sh45 + (0) * 4352) + (0) * 4352 + (((q54 * 4) / 64)) * 68 + (((q54 * 4) % 64)) * 1;
+          if (tsr::aligned_vec<float, 4>(src56)) {
+            tsr::cp_async_16(tsr::smem_u32(dst57), src56, int(n55) * 4);
+          } else {
+            for (int v_ = 0; v_ < 4; ++v_) dst57[v_] = v_ < n55 ? src56[v_] : float(0);
+          }
         }
       }
     }
   }
   tsr::cp_async_commit();
-  for (int64_t iv56_ = v2_c0; v3_c1 > 0 && iv56_ < v8_ntiles; iv56_ += v3_c1) {
-    const int32_t iv56 = int32_t(iv56_);
-    if ((iv56_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
-      const int32_t nx57 = int32_t((iv56_ + 1 * int64_t(v3_c1)));
+  for (int64_t iv58_ = v2_c0; v3_c1 > 0 && iv58_ < v8_ntiles; iv58_ += v3_c1) {
+    const int32_t iv58 = int32_t(iv58_);
+    tsr::cp_async_wait<0>();  // this iteration's copies are in
+    __syncthreads();
+    if ((iv58_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
+      const int32_t nx59 = int32_t((iv58_ + 1 * int64_t(v3_c1)));
       // %off1 = mul %j1, %bn : i32
-      const int32_t v58_off1 = int32_t(uint32_t(nx57) * uint32_t(v5_bn));
+      const int32_t v60_off1 = int32_t(uint32_t(nx59) * uint32_t(v5_bn));
       {
-        const int64_t o59 = int64_t(v1_ph) * 1;
-        const int64_t o60 = int64_t(nx57) * 64;
-        const int64_t o61 = int64_t(v2_c0) * 64;
-        #pragma unroll
-        for (int i62 = 0; i62 < 8; ++i62) {
-          const int q63 = i62 * 128 + tsr_tid;
-          const int64_t n64 = !(true && (o59 + 0) < int64_t(tsr_dim_H) && (o60 + ((q63 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o61 + ((q63 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o61 + ((q63 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o61 + ((q63 * 4) % 64))) : 4;
-          const float* src65 = tsr_p2 + (n64 > 0 ? (o59 + 0) * tsr_p2_s0 + (o60 + ((q63 * 4) / 64)) * tsr_p2_s1 + (o61 + ((q63 * 4) % 64)) * tsr_p2_s2 : 0);
-          float* const dst66 = (sh45 + ((rs44 + 1) % 2) * 4352) + (0) * 4352 + (((q63 * 4) / 64)) * 68 + (((q63 * 4) % 64)) * 1;
-          if (tsr::aligned_vec<float, 4>(src65)) {
-            tsr::cp_async_16(tsr::smem_u32(dst66), src65, int(n64) * 4);
-          } else {
-            for (int v_ = 0; v_ < 4; ++v_) dst66[v_] = v_ < n64 ? src65[v_] : float(0);
+        const int64_t o61 = int64_t(v1_ph) * 1;
+        const int64_t o62 = int64_t(nx59) * 64;
+        const int64_t o63 = int64_t(v2_c0) * 64;
+        if (o61 >= 0 && o61 + 1 <= int64_t(tsr_dim_H) && o62 >= 0 && o62 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o63 >= 0 && o63 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o61 * tsr_p2_s0 + o62 * tsr_p2_s1 + o63 * tsr_p2_s2)) {
+          #pragma unroll
+          for (int i64 = 0; i64 < 8; ++i64) {
+            const int q65 = i64 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh45 + ((rs44 + 1) % 2) * 4352) + (0) * 4352 + (((q65 * 4) / 64)) * 68 + (((q65 * 4) % 64)) * 1), tsr_p2 + (o61 + 0) * tsr_p2_s0 + (o62 + ((q65 * 4) / 64)) * tsr_p2_s1 + (o63 + ((q65 * 4) % 64)) * tsr_p2_s2);
+          }
+        } else {
+          #pragma unroll
+          for (int i66 = 0; i66 < 8; ++i66) {
+            const int q67 = i66 * 128 + tsr_tid;
+            const int64_t n68 = !(true && (o61 + 0) < int64_t(tsr_dim_H) && (o62 + ((q67 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o63 + ((q67 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o63 + ((q67 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o63 + ((q67 * 4) % 64))) : 4;
+            const float* src69 = tsr_p2 + (n68 > 0 ? (o61 + 0) * tsr_p2_s0 + (o62 + ((q67 * 4) / 64)) * tsr_p2_s1 + (o63 + ((q67 * 4) % 64)) * tsr_p2_s2 : 0);
+            float* const dst70 = (sh45 + ((rs44 + 1) % 2) * 4352) + (0) * 4352 + (((q67 * 4) / 64)) * 68 + (((q67 * 4) % 64)) * 1;
+            if (tsr::aligned_vec<float, 4>(src69)) {
+              tsr::cp_async_16(tsr::smem_u32(dst70), src69, int(n68) * 4);
+            } else {
+              for (int v_ = 0; v_ < 4; ++v_) dst70[v_] = v_ < n68 ? src69[v_] : float(0);
+            }
           }
         }
       }
     }
     tsr::cp_async_commit();
-    tsr::cp_async_wait<1>();  // this iteration's copies are in
-    __syncthreads();
     // %kblk1 = load_tile %k, %ph, %j1, %c0 : tile<f32, [1, 64, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-    float v67_kblk1[32];
+    float v71_kblk1[32];
     {
-      const int64_t o68 = int64_t(v1_ph) * 1 + 0;
-      const int64_t o69 = int64_t(iv56) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o70 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      const bool whole71 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv56) * 64 >= 0 && int64_t(iv56) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v1_ph) * 1 * tsr_p1_s0 + int64_t(iv56) * 64 * tsr_p1_s1 + int64_t(v2_c0) * 64 * tsr_p1_s2);
-      if (whole71) {
+      const int64_t o72 = int64_t(v1_ph) * 1 + 0;
+      const int64_t o73 = int64_t(iv58) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o74 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole75 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv58) * 64 >= 0 && int64_t(iv58) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v1_ph) * 1 * tsr_p1_s0 + int64_t(iv58) * 64 * tsr_p1_s1 + int64_t(v2_c0) * 64 * tsr_p1_s2);
+      if (whole75) {
         #pragma unroll
-        for (int c72 = 0; c72 < 8; ++c72) {
-          float vb73[4];
-          tsr::copy_vec<float, 4>(vb73, tsr_p1 + (o68 + 0) * tsr_p1_s0 + (o69 + ((((c72 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o70 + (((c72 * 4) % 4))) * tsr_p1_s2);
-          v67_kblk1[c72 * 4 + 0] = vb73[0];
-          v67_kblk1[c72 * 4 + 1] = vb73[1];
-          v67_kblk1[c72 * 4 + 2] = vb73[2];
-          v67_kblk1[c72 * 4 + 3] = vb73[3];
+        for (int c76 = 0; c76 < 8; ++c76) {
+          float vb77[4];
+          tsr::copy_vec<float, 4>(vb77, tsr_p1 + (o72 + 0) * tsr_p1_s0 + (o73 + ((((c76 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o74 + (((c76 * 4) % 4))) * tsr_p1_s2);
+          v71_kblk1[c76 * 4 + 0] = vb77[0];
+          v71_kblk1[c76 * 4 + 1] = vb77[1];
+          v71_kblk1[c76 * 4 + 2] = vb77[2];
+          v71_kblk1[c76 * 4 + 3] = vb77[3];
         }
       } else {
         #pragma unroll
-        for (int c74 = 0; c74 < 8; ++c74) {
-          float vb75[4];
-          if ((o68 + 0) < int64_t(tsr_dim_H) && (o69 + ((((c74 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o70 + (((c74 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o68 + 0) * tsr_p1_s0 + (o69 + ((((c74 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o70 + (((c74 * 4) % 4))) * tsr_p1_s2)) {
-            tsr::copy_vec<float, 4>(vb75, tsr_p1 + (o68 + 0) * tsr_p1_s0 + (o69 + ((((c74 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o70 + (((c74 * 4) % 4))) * tsr_p1_s2);
-            v67_kblk1[c74 * 4 + 0] = vb75[0];
-            v67_kblk1[c74 * 4 + 1] = vb75[1];
-            v67_kblk1[c74 * 4 + 2] = vb75[2];
-            v67_kblk1[c74 * 4 + 3] = vb75[3];
+        for (int c78 = 0; c78 < 8; ++c78) {
+          float vb79[4];
+          if ((o72 + 0) < int64_t(tsr_dim_H) && (o73 + ((((c78 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o74 + (((c78 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o72 + 0) * tsr_p1_s0 + (o73 + ((((c78 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o74 + (((c78 * 4) % 4))) * tsr_p1_s2)) {
+            tsr::copy_vec<float, 4>(vb79, tsr_p1 + (o72 + 0) * tsr_p1_s0 + (o73 + ((((c78 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o74 + (((c78 * 4) % 4))) * tsr_p1_s2);
+            v71_kblk1[c78 * 4 + 0] = vb79[0];
+            v71_kblk1[c78 * 4 + 1] = vb79[1];
+            v71_kblk1[c78 * 4 + 2] = vb79[2];
+            v71_kblk1[c78 * 4 + 3] = vb79[3];
           } else {
-            v67_kblk1[c74 * 4] = ((o68 + 0) < int64_t(tsr_dim_H) && (o69 + ((((c74 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o70 + (((c74 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o68 + 0) * tsr_p1_s0 + (o69 + ((((c74 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o70 + (((c74 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
-            v67_kblk1[c74 * 4 + 1] = ((o68 + 0) < int64_t(tsr_dim_H) && (o69 + ((((c74 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o70 + (((c74 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o68 + 0) * tsr_p1_s0 + (o69 + ((((c74 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o70 + (((c74 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
-            v67_kblk1[c74 * 4 + 2] = ((o68 + 0) < int64_t(tsr_dim_H) && (o69 + ((((c74 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o70 + (((c74 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o68 + 0) * tsr_p1_s0 + (o69 + ((((c74 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o70 + (((c74 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
-            v67_kblk1[c74 * 4 + 3] = ((o68 + 0) < int64_t(tsr_dim_H) && (o69 + ((((c74 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o70 + (((c74 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o68 + 0) * tsr_p1_s0 + (o69 + ((((c74 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o70 + (((c74 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
+            v71_kblk1[c78 * 4] = ((o72 + 0) < int64_t(tsr_dim_H) && (o73 + ((((c78 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o74 + (((c78 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o72 + 0) * tsr_p1_s0 + (o73 + ((((c78 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o74 + (((c78 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
+            v71_kblk1[c78 * 4 + 1] = ((o72 + 0) < int64_t(tsr_dim_H) && (o73 + ((((c78 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o74 + (((c78 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o72 + 0) * tsr_p1_s0 + (o73 + ((((c78 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o74 + (((c78 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
+            v71_kblk1[c78 * 4 + 2] = ((o72 + 0) < int64_t(tsr_dim_H) && (o73 + ((((c78 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o74 + (((c78 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o72 + 0) * tsr_p1_s0 + (o73 + ((((c78 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o74 + (((c78 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
+            v71_kblk1[c78 * 4 + 3] = ((o72 + 0) < int64_t(tsr_dim_H) && (o73 + ((((c78 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o74 + (((c78 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o72 + 0) * tsr_p1_s0 + (o73 + ((((c78 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o74 + (((c78 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
           }
         }
       }
     }
     // %kt1 = reshape %kblk1 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v76_kt1[32];
-    v76_kt1[0] = v67_kblk1[0];
-    v76_kt1[1] = v67_kblk1[1];
-    v76_kt1[2] = v67_kblk1[2];
-    v76_kt1[3] = v67_kblk1[3];
-    v76_kt1[4] = v67_kblk1[4];
-    v76_kt1[5] = v67_kblk1[5];
-    v76_kt1[6] = v67_kblk1[6];
-    v76_kt1[7] = v67_kblk1[7];
-    v76_kt1[8] = v67_kblk1[8];
-    v76_kt1[9] = v67_kblk1[9];
-    v76_kt1[10] = v67_kblk1[10];
-    v76_kt1[11] = v67_kblk1[11];
-    v76_kt1[12] = v67_kblk1[12];
-    v76_kt1[13] = v67_kblk1[13];
-    v76_kt1[14] = v67_kblk1[14];
-    v76_kt1[15] = v67_kblk1[15];
-    v76_kt1[16] = v67_kblk1[16];
-    v76_kt1[17] = v67_kblk1[17];
-    v76_kt1[18] = v67_kblk1[18];
-    v76_kt1[19] = v67_kblk1[19];
-    v76_kt1[20] = v67_kblk1[20];
-    v76_kt1[21] = v67_kblk1[21];
-    v76_kt1[22] = v67_kblk1[22];
-    v76_kt1[23] = v67_kblk1[23];
-    v76_kt1[24] = v67_kblk1[24];
-    v76_kt1[25] = v67_kblk1[25];
-    v76_kt1[26] = v67_kblk1[26];
-    v76_kt1[27] = v67_kblk1[27];
-    v76_kt1[28] = v67_kblk1[28];
-    v76_kt1[29] = v67_kblk1[29];
-    v76_kt1[30] = v67_kblk1[30];
-    v76_kt1[31] = v67_kblk1[31];
+    float v80_kt1[32];
+    v80_kt1[0] = v71_kblk1[0];
+    v80_kt1[1] = v71_kblk1[1];
+    v80_kt1[2] = v71_kblk1[2];
+    v80_kt1[3] = v71_kblk1[3];
+    v80_kt1[4] = v71_kblk1[4];
+    v80_kt1[5] = v71_kblk1[5];
+    v80_kt1[6] = v71_kblk1[6];
+    v80_kt1[7] = v71_kblk1[7];
+    v80_kt1[8] = v71_kblk1[8];
+    v80_kt1[9] = v71_kblk1[9];
+    v80_kt1[10] = v71_kblk1[10];
+    v80_kt1[11] = v71_kblk1[11];
+    v80_kt1[12] = v71_kblk1[12];
+    v80_kt1[13] = v71_kblk1[13];
+    v80_kt1[14] = v71_kblk1[14];
+    v80_kt1[15] = v71_kblk1[15];
+    v80_kt1[16] = v71_kblk1[16];
+    v80_kt1[17] = v71_kblk1[17];
+    v80_kt1[18] = v71_kblk1[18];
+    v80_kt1[19] = v71_kblk1[19];
+    v80_kt1[20] = v71_kblk1[20];
+    v80_kt1[21] = v71_kblk1[21];
+    v80_kt1[22] = v71_kblk1[22];
+    v80_kt1[23] = v71_kblk1[23];
+    v80_kt1[24] = v71_kblk1[24];
+    v80_kt1[25] = v71_kblk1[25];
+    v80_kt1[26] = v71_kblk1[26];
+    v80_kt1[27] = v71_kblk1[27];
+    v80_kt1[28] = v71_kblk1[28];
+    v80_kt1[29] = v71_kblk1[29];
+    v80_kt1[30] = v71_kblk1[30];
+    v80_kt1[31] = v71_kblk1[31];
     // %ktt1 = permute %kt1 {dims = [1, 0]} : tile<f32, [64, 64], layout = blocked<per_thread = [4, 1], threads = [16, 2], warps = [1, 4], order = [0, 1]>>
-    float v77_ktt1[32];
-    v77_ktt1[0] = v76_kt1[0];
-    v77_ktt1[1] = v76_kt1[1];
-    v77_ktt1[2] = v76_kt1[2];
-    v77_ktt1[3] = v76_kt1[3];
-    v77_ktt1[4] = v76_kt1[4];
-    v77_ktt1[5] = v76_kt1[5];
-    v77_ktt1[6] = v76_kt1[6];
-    v77_ktt1[7] = v76_kt1[7];
-    v77_ktt1[8] = v76_kt1[8];
-    v77_ktt1[9] = v76_kt1[9];
-    v77_ktt1[10] = v76_kt1[10];
-    v77_ktt1[11] = v76_kt1[11];
-    v77_ktt1[12] = v76_kt1[12];
-    v77_ktt1[13] = v76_kt1[13];
-    v77_ktt1[14] = v76_kt1[14];
-    v77_ktt1[15] = v76_kt1[15];
-    v77_ktt1[16] = v76_kt1[16];
-    v77_ktt1[17] = v76_kt1[17];
-    v77_ktt1[18] = v76_kt1[18];
-    v77_ktt1[19] = v76_kt1[19];
-    v77_ktt1[20] = v76_kt1[20];
-    v77_ktt1[21] = v76_kt1[21];
-    v77_ktt1[22] = v76_kt1[22];
-    v77_ktt1[23] = v76_kt1[23];
-    v77_ktt1[24] = v76_kt1[24];
-    v77_ktt1[25] = v76_kt1[25];
-    v77_ktt1[26] = v76_kt1[26];
-    v77_ktt1[27] = v76_kt1[27];
-    v77_ktt1[28] = v76_kt1[28];
-    v77_ktt1[29] = v76_kt1[29];
-    v77_ktt1[30] = v76_kt1[30];
-    v77_ktt1[31] = v76_kt1[31];
+    float v81_ktt1[32];
+    v81_ktt1[0] = v80_kt1[0];
+    v81_ktt1[1] = v80_kt1[1];
+    v81_ktt1[2] = v80_kt1[2];
+    v81_ktt1[3] = v80_kt1[3];
+    v81_ktt1[4] = v80_kt1[4];
+    v81_ktt1[5] = v80_kt1[5];
+    v81_ktt1[6] = v80_kt1[6];
+    v81_ktt1[7] = v80_kt1[7];
+    v81_ktt1[8] = v80_kt1[8];
+    v81_ktt1[9] = v80_kt1[9];
+    v81_ktt1[10] = v80_kt1[10];
+    v81_ktt1[11] = v80_kt1[11];
+    v81_ktt1[12] = v80_kt1[12];
+    v81_ktt1[13] = v80_kt1[13];
+    v81_ktt1[14] = v80_kt1[14];
+    v81_ktt1[15] = v80_kt1[15];
+    v81_ktt1[16] = v80_kt1[16];
+    v81_ktt1[17] = v80_kt1[17];
+    v81_ktt1[18] = v80_kt1[18];
+    v81_ktt1[19] = v80_kt1[19];
+    v81_ktt1[20] = v80_kt1[20];
+    v81_ktt1[21] = v80_kt1[21];
+    v81_ktt1[22] = v80_kt1[22];
+    v81_ktt1[23] = v80_kt1[23];
+    v81_ktt1[24] = v80_kt1[24];
+    v81_ktt1[25] = v80_kt1[25];
+    v81_ktt1[26] = v80_kt1[26];
+    v81_ktt1[27] = v80_kt1[27];
+    v81_ktt1[28] = v80_kt1[28];
+    v81_ktt1[29] = v80_kt1[29];
+    v81_ktt1[30] = v80_kt1[30];
+    v81_ktt1[31] = v80_kt1[31];
     // %3 = convert_layout %ktt1 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh78 = reinterpret_cast<float*>((tsr_smem + 0) + 52224);
+    float* const sh82 = reinterpret_cast<float*>((tsr_smem + 0) + 52224);
     __syncthreads();
     #pragma unroll
-    for (int c79 = 0; c79 < 32; ++c79) {
-      float w80[1];
-      w80[0] = v77_ktt1[c79 * 1 + 0];
-      tsr::copy_vec<float, 1>(sh78 + ((((c79 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c79 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w80);
+    for (int c83 = 0; c83 < 32; ++c83) {
+      float w84[1];
+      w84[0] = v81_ktt1[c83 * 1 + 0];
+      tsr::copy_vec<float, 1>(sh82 + ((((c83 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c83 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w84);
     }
     __syncthreads();
     // %s1 = dot %0, %3, %acc0 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v81_s1[32];
+    float v85_s1[32];
     #pragma unroll
-    for (int s82 = 0; s82 < 32; ++s82) {
-      v81_s1[s82] = v27_acc0[s82];
+    for (int s86 = 0; s86 < 32; ++s86) {
+      v85_s1[s86] = v27_acc0[s86];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -380,681 +396,680 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_three_loops(
         const auto a5_ = sh31[(tm_ + 40) * 68 + (k_) * 1];
         const auto a6_ = sh31[(tm_ + 48) * 68 + (k_) * 1];
         const auto a7_ = sh31[(tm_ + 56) * 68 + (k_) * 1];
-        const auto b0_ = sh78[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = sh78[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = sh78[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = sh78[(k_) * 68 + (tn_ + 3) * 1];
-        v81_s1[0] = fmaf(float(a0_), float(b0_), v81_s1[0]);
-        v81_s1[1] = fmaf(float(a0_), float(b1_), v81_s1[1]);
-        v81_s1[2] = fmaf(float(a0_), float(b2_), v81_s1[2]);
-        v81_s1[3] = fmaf(float(a0_), float(b3_), v81_s1[3]);
-        v81_s1[4] = fmaf(float(a1_), float(b0_), v81_s1[4]);
-        v81_s1[5] = fmaf(float(a1_), float(b1_), v81_s1[5]);
-        v81_s1[6] = fmaf(float(a1_), float(b2_), v81_s1[6]);
-        v81_s1[7] = fmaf(float(a1_), float(b3_), v81_s1[7]);
-        v81_s1[8] = fmaf(float(a2_), float(b0_), v81_s1[8]);
-        v81_s1[9] = fmaf(float(a2_), float(b1_), v81_s1[9]);
-        v81_s1[10] = fmaf(float(a2_), float(b2_), v81_s1[10]);
-        v81_s1[11] = fmaf(float(a2_), float(b3_), v81_s1[11]);
-        v81_s1[12] = fmaf(float(a3_), float(b0_), v81_s1[12]);
-        v81_s1[13] = fmaf(float(a3_), float(b1_), v81_s1[13]);
-        v81_s1[14] = fmaf(float(a3_), float(b2_), v81_s1[14]);
-        v81_s1[15] = fmaf(float(a3_), float(b3_), v81_s1[15]);
-        v81_s1[16] = fmaf(float(a4_), float(b0_), v81_s1[16]);
-        v81_s1[17] = fmaf(float(a4_), float(b1_), v81_s1[17]);
-        v81_s1[18] = fmaf(float(a4_), float(b2_), v81_s1[18]);
-        v81_s1[19] = fmaf(float(a4_), float(b3_), v81_s1[19]);
-        v81_s1[20] = fmaf(float(a5_), float(b0_), v81_s1[20]);
-        v81_s1[21] = fmaf(float(a5_), float(b1_), v81_s1[21]);
-        v81_s1[22] = fmaf(float(a5_), float(b2_), v81_s1[22]);
-        v81_s1[23] = fmaf(float(a5_), float(b3_), v81_s1[23]);
-        v81_s1[24] = fmaf(float(a6_), float(b0_), v81_s1[24]);
-        v81_s1[25] = fmaf(float(a6_), float(b1_), v81_s1[25]);
-        v81_s1[26] = fmaf(float(a6_), float(b2_), v81_s1[26]);
-        v81_s1[27] = fmaf(float(a6_), float(b3_), v81_s1[27]);
-        v81_s1[28] = fmaf(float(a7_), float(b0_), v81_s1[28]);
-        v81_s1[29] = fmaf(float(a7_), float(b1_), v81_s1[29]);
-        v81_s1[30] = fmaf(float(a7_), float(b2_), v81_s1[30]);
-        v81_s1[31] = fmaf(float(a7_), float(b3_), v81_s1[31]);
+        const auto b0_ = sh82[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = sh82[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = sh82[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = sh82[(k_) * 68 + (tn_ + 3) * 1];
+        v85_s1[0] = fmaf(float(a0_), float(b0_), v85_s1[0]);
+        v85_s1[1] = fmaf(float(a0_), float(b1_), v85_s1[1]);
+        v85_s1[2] = fmaf(float(a0_), float(b2_), v85_s1[2]);
+        v85_s1[3] = fmaf(float(a0_), float(b3_), v85_s1[3]);
+        v85_s1[4] = fmaf(float(a1_), float(b0_), v85_s1[4]);
+        v85_s1[5] = fmaf(float(a1_), float(b1_), v85_s1[5]);
+        v85_s1[6] = fmaf(float(a1_), float(b2_), v85_s1[6]);
+        v85_s1[7] = fmaf(float(a1_), float(b3_), v85_s1[7]);
+        v85_s1[8] = fmaf(float(a2_), float(b0_), v85_s1[8]);
+        v85_s1[9] = fmaf(float(a2_), float(b1_), v85_s1[9]);
+        v85_s1[10] = fmaf(float(a2_), float(b2_), v85_s1[10]);
+        v85_s1[11] = fmaf(float(a2_), float(b3_), v85_s1[11]);
+        v85_s1[12] = fmaf(float(a3_), float(b0_), v85_s1[12]);
+        v85_s1[13] = fmaf(float(a3_), float(b1_), v85_s1[13]);
+        v85_s1[14] = fmaf(float(a3_), float(b2_), v85_s1[14]);
+        v85_s1[15] = fmaf(float(a3_), float(b3_), v85_s1[15]);
+        v85_s1[16] = fmaf(float(a4_), float(b0_), v85_s1[16]);
+        v85_s1[17] = fmaf(float(a4_), float(b1_), v85_s1[17]);
+        v85_s1[18] = fmaf(float(a4_), float(b2_), v85_s1[18]);
+        v85_s1[19] = fmaf(float(a4_), float(b3_), v85_s1[19]);
+        v85_s1[20] = fmaf(float(a5_), float(b0_), v85_s1[20]);
+        v85_s1[21] = fmaf(float(a5_), float(b1_), v85_s1[21]);
+        v85_s1[22] = fmaf(float(a5_), float(b2_), v85_s1[22]);
+        v85_s1[23] = fmaf(float(a5_), float(b3_), v85_s1[23]);
+        v85_s1[24] = fmaf(float(a6_), float(b0_), v85_s1[24]);
+        v85_s1[25] = fmaf(float(a6_), float(b1_), v85_s1[25]);
+        v85_s1[26] = fmaf(float(a6_), float(b2_), v85_s1[26]);
+        v85_s1[27] = fmaf(float(a6_), float(b3_), v85_s1[27]);
+        v85_s1[28] = fmaf(float(a7_), float(b0_), v85_s1[28]);
+        v85_s1[29] = fmaf(float(a7_), float(b1_), v85_s1[29]);
+        v85_s1[30] = fmaf(float(a7_), float(b2_), v85_s1[30]);
+        v85_s1[31] = fmaf(float(a7_), float(b3_), v85_s1[31]);
       }
     }
     // %off1 = mul %j1, %bn : i32
-    const int32_t v83_off1 = int32_t(uint32_t(iv56) * uint32_t(v5_bn));
+    const int32_t v87_off1 = int32_t(uint32_t(iv58) * uint32_t(v5_bn));
     // %4 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v84[4];
-    #pragma unroll
-    for (int s85 = 0; s85 < 4; ++s85) {
-      v84[s85] = int32_t(0 + (((s85) % 4)) + (((tsr_lane >> 0) & 15) * 4));
-    }
-    // %5 = splat %off1 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v86[4];
-    #pragma unroll
-    for (int s87 = 0; s87 < 4; ++s87) {
-      v86[s87] = v83_off1;
-    }
-    // %6 = add %4, %5 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v88[4];
     #pragma unroll
     for (int s89 = 0; s89 < 4; ++s89) {
-      v88[s89] = int32_t(uint32_t(v84[s89]) + uint32_t(v86[s89]));
+      v88[s89] = int32_t(0 + (((s89) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
-    // %7 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    // %5 = splat %off1 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v90[4];
     #pragma unroll
     for (int s91 = 0; s91 < 4; ++s91) {
-      v90[s91] = v4_t;
+      v90[s91] = v87_off1;
     }
-    // %8 = cmp %6, %7 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v92[4];
+    // %6 = add %4, %5 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v92[4];
     #pragma unroll
     for (int s93 = 0; s93 < 4; ++s93) {
-      v92[s93] = uint8_t(v88[s93] < v90[s93]);
+      v92[s93] = int32_t(uint32_t(v88[s93]) + uint32_t(v90[s93]));
+    }
+    // %7 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v94[4];
+    #pragma unroll
+    for (int s95 = 0; s95 < 4; ++s95) {
+      v94[s95] = v4_t;
+    }
+    // %8 = cmp %6, %7 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    uint8_t v96[4];
+    #pragma unroll
+    for (int s97 = 0; s97 < 4; ++s97) {
+      v96[s97] = uint8_t(v92[s97] < v94[s97]);
     }
     // %validr1 = expand_dims %8 {axis = 0} : tile<i1, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v94_validr1[4];
-    v94_validr1[0] = v92[0];
-    v94_validr1[1] = v92[1];
-    v94_validr1[2] = v92[2];
-    v94_validr1[3] = v92[3];
+    uint8_t v98_validr1[4];
+    v98_validr1[0] = v96[0];
+    v98_validr1[1] = v96[1];
+    v98_validr1[2] = v96[2];
+    v98_validr1[3] = v96[3];
     // %validb1 = broadcast %validr1 : tile<i1, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v95_validb1[32];
-    v95_validb1[0] = v94_validr1[0];
-    v95_validb1[1] = v94_validr1[1];
-    v95_validb1[2] = v94_validr1[2];
-    v95_validb1[3] = v94_validr1[3];
-    v95_validb1[4] = v94_validr1[0];
-    v95_validb1[5] = v94_validr1[1];
-    v95_validb1[6] = v94_validr1[2];
-    v95_validb1[7] = v94_validr1[3];
-    v95_validb1[8] = v94_validr1[0];
-    v95_validb1[9] = v94_validr1[1];
-    v95_validb1[10] = v94_validr1[2];
-    v95_validb1[11] = v94_validr1[3];
-    v95_validb1[12] = v94_validr1[0];
-    v95_validb1[13] = v94_validr1[1];
-    v95_validb1[14] = v94_validr1[2];
-    v95_validb1[15] = v94_validr1[3];
-    v95_validb1[16] = v94_validr1[0];
-    v95_validb1[17] = v94_validr1[1];
-    v95_validb1[18] = v94_validr1[2];
-    v95_validb1[19] = v94_validr1[3];
-    v95_validb1[20] = v94_validr1[0];
-    v95_validb1[21] = v94_validr1[1];
-    v95_validb1[22] = v94_validr1[2];
-    v95_validb1[23] = v94_validr1[3];
-    v95_validb1[24] = v94_validr1[0];
-    v95_validb1[25] = v94_validr1[1];
-    v95_validb1[26] = v94_validr1[2];
-    v95_validb1[27] = v94_validr1[3];
-    v95_validb1[28] = v94_validr1[0];
-    v95_validb1[29] = v94_validr1[1];
-    v95_validb1[30] = v94_validr1[2];
-    v95_validb1[31] = v94_validr1[3];
+    uint8_t v99_validb1[32];
+    v99_validb1[0] = v98_validr1[0];
+    v99_validb1[1] = v98_validr1[1];
+    v99_validb1[2] = v98_validr1[2];
+    v99_validb1[3] = v98_validr1[3];
+    v99_validb1[4] = v98_validr1[0];
+    v99_validb1[5] = v98_validr1[1];
+    v99_validb1[6] = v98_validr1[2];
+    v99_validb1[7] = v98_validr1[3];
+    v99_validb1[8] = v98_validr1[0];
+    v99_validb1[9] = v98_validr1[1];
+    v99_validb1[10] = v98_validr1[2];
+    v99_validb1[11] = v98_validr1[3];
+    v99_validb1[12] = v98_validr1[0];
+    v99_validb1[13] = v98_validr1[1];
+    v99_validb1[14] = v98_validr1[2];
+    v99_validb1[15] = v98_validr1[3];
+    v99_validb1[16] = v98_validr1[0];
+    v99_validb1[17] = v98_validr1[1];
+    v99_validb1[18] = v98_validr1[2];
+    v99_validb1[19] = v98_validr1[3];
+    v99_validb1[20] = v98_validr1[0];
+    v99_validb1[21] = v98_validr1[1];
+    v99_validb1[22] = v98_validr1[2];
+    v99_validb1[23] = v98_validr1[3];
+    v99_validb1[24] = v98_validr1[0];
+    v99_validb1[25] = v98_validr1[1];
+    v99_validb1[26] = v98_validr1[2];
+    v99_validb1[27] = v98_validr1[3];
+    v99_validb1[28] = v98_validr1[0];
+    v99_validb1[29] = v98_validr1[1];
+    v99_validb1[30] = v98_validr1[2];
+    v99_validb1[31] = v98_validr1[3];
     // %sm1 = where %validb1, %s1, %ninfs : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v96_sm1[32];
+    float v100_sm1[32];
     #pragma unroll
-    for (int s97 = 0; s97 < 32; ++s97) {
-      v96_sm1[s97] = (v95_validb1[s97] ? v81_s1[s97] : v29_ninfs[s97]);
+    for (int s101 = 0; s101 < 32; ++s101) {
+      v100_sm1[s101] = (v99_validb1[s101] ? v85_s1[s101] : v29_ninfs[s101]);
     }
     // %rmax = reduce %sm1 {axis = 1, kind = "max"} : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v98_rmax[8];
-    v98_rmax[0] = v96_sm1[0];
-    v98_rmax[0] = tsr::max_nan_f32(v98_rmax[0], v96_sm1[1]);
-    v98_rmax[0] = tsr::max_nan_f32(v98_rmax[0], v96_sm1[2]);
-    v98_rmax[0] = tsr::max_nan_f32(v98_rmax[0], v96_sm1[3]);
-    v98_rmax[1] = v96_sm1[4];
-    v98_rmax[1] = tsr::max_nan_f32(v98_rmax[1], v96_sm1[5]);
-    v98_rmax[1] = tsr::max_nan_f32(v98_rmax[1], v96_sm1[6]);
-    v98_rmax[1] = tsr::max_nan_f32(v98_rmax[1], v96_sm1[7]);
-    v98_rmax[2] = v96_sm1[8];
-    v98_rmax[2] = tsr::max_nan_f32(v98_rmax[2], v96_sm1[9]);
-    v98_rmax[2] = tsr::max_nan_f32(v98_rmax[2], v96_sm1[10]);
-    v98_rmax[2] = tsr::max_nan_f32(v98_rmax[2], v96_sm1[11]);
-    v98_rmax[3] = v96_sm1[12];
-    v98_rmax[3] = tsr::max_nan_f32(v98_rmax[3], v96_sm1[13]);
-    v98_rmax[3] = tsr::max_nan_f32(v98_rmax[3], v96_sm1[14]);
-    v98_rmax[3] = tsr::max_nan_f32(v98_rmax[3], v96_sm1[15]);
-    v98_rmax[4] = v96_sm1[16];
-    v98_rmax[4] = tsr::max_nan_f32(v98_rmax[4], v96_sm1[17]);
-    v98_rmax[4] = tsr::max_nan_f32(v98_rmax[4], v96_sm1[18]);
-    v98_rmax[4] = tsr::max_nan_f32(v98_rmax[4], v96_sm1[19]);
-    v98_rmax[5] = v96_sm1[20];
-    v98_rmax[5] = tsr::max_nan_f32(v98_rmax[5], v96_sm1[21]);
-    v98_rmax[5] = tsr::max_nan_f32(v98_rmax[5], v96_sm1[22]);
-    v98_rmax[5] = tsr::max_nan_f32(v98_rmax[5], v96_sm1[23]);
-    v98_rmax[6] = v96_sm1[24];
-    v98_rmax[6] = tsr::max_nan_f32(v98_rmax[6], v96_sm1[25]);
-    v98_rmax[6] = tsr::max_nan_f32(v98_rmax[6], v96_sm1[26]);
-    v98_rmax[6] = tsr::max_nan_f32(v98_rmax[6], v96_sm1[27]);
-    v98_rmax[7] = v96_sm1[28];
-    v98_rmax[7] = tsr::max_nan_f32(v98_rmax[7], v96_sm1[29]);
-    v98_rmax[7] = tsr::max_nan_f32(v98_rmax[7], v96_sm1[30]);
-    v98_rmax[7] = tsr::max_nan_f32(v98_rmax[7], v96_sm1[31]);
-    const float sh99 = __shfl_xor_sync(0xffffffffu, v98_rmax[0], 1);
-    v98_rmax[0] = tsr::max_nan_f32(v98_rmax[0], sh99);
-    const float sh100 = __shfl_xor_sync(0xffffffffu, v98_rmax[1], 1);
-    v98_rmax[1] = tsr::max_nan_f32(v98_rmax[1], sh100);
-    const float sh101 = __shfl_xor_sync(0xffffffffu, v98_rmax[2], 1);
-    v98_rmax[2] = tsr::max_nan_f32(v98_rmax[2], sh101);
-    const float sh102 = __shfl_xor_sync(0xffffffffu, v98_rmax[3], 1);
-    v98_rmax[3] = tsr::max_nan_f32(v98_rmax[3], sh102);
-    const float sh103 = __shfl_xor_sync(0xffffffffu, v98_rmax[4], 1);
-    v98_rmax[4] = tsr::max_nan_f32(v98_rmax[4], sh103);
-    const float sh104 = __shfl_xor_sync(0xffffffffu, v98_rmax[5], 1);
-    v98_rmax[5] = tsr::max_nan_f32(v98_rmax[5], sh104);
-    const float sh105 = __shfl_xor_sync(0xffffffffu, v98_rmax[6], 1);
-    v98_rmax[6] = tsr::max_nan_f32(v98_rmax[6], sh105);
-    const float sh106 = __shfl_xor_sync(0xffffffffu, v98_rmax[7], 1);
-    v98_rmax[7] = tsr::max_nan_f32(v98_rmax[7], sh106);
-    const float sh107 = __shfl_xor_sync(0xffffffffu, v98_rmax[0], 2);
-    v98_rmax[0] = tsr::max_nan_f32(v98_rmax[0], sh107);
-    const float sh108 = __shfl_xor_sync(0xffffffffu, v98_rmax[1], 2);
-    v98_rmax[1] = tsr::max_nan_f32(v98_rmax[1], sh108);
-    const float sh109 = __shfl_xor_sync(0xffffffffu, v98_rmax[2], 2);
-    v98_rmax[2] = tsr::max_nan_f32(v98_rmax[2], sh109);
-    const float sh110 = __shfl_xor_sync(0xffffffffu, v98_rmax[3], 2);
-    v98_rmax[3] = tsr::max_nan_f32(v98_rmax[3], sh110);
-    const float sh111 = __shfl_xor_sync(0xffffffffu, v98_rmax[4], 2);
-    v98_rmax[4] = tsr::max_nan_f32(v98_rmax[4], sh111);
-    const float sh112 = __shfl_xor_sync(0xffffffffu, v98_rmax[5], 2);
-    v98_rmax[5] = tsr::max_nan_f32(v98_rmax[5], sh112);
-    const float sh113 = __shfl_xor_sync(0xffffffffu, v98_rmax[6], 2);
-    v98_rmax[6] = tsr::max_nan_f32(v98_rmax[6], sh113);
-    const float sh114 = __shfl_xor_sync(0xffffffffu, v98_rmax[7], 2);
-    v98_rmax[7] = tsr::max_nan_f32(v98_rmax[7], sh114);
-    const float sh115 = __shfl_xor_sync(0xffffffffu, v98_rmax[0], 4);
-    v98_rmax[0] = tsr::max_nan_f32(v98_rmax[0], sh115);
-    const float sh116 = __shfl_xor_sync(0xffffffffu, v98_rmax[1], 4);
-    v98_rmax[1] = tsr::max_nan_f32(v98_rmax[1], sh116);
-    const float sh117 = __shfl_xor_sync(0xffffffffu, v98_rmax[2], 4);
-    v98_rmax[2] = tsr::max_nan_f32(v98_rmax[2], sh117);
-    const float sh118 = __shfl_xor_sync(0xffffffffu, v98_rmax[3], 4);
-    v98_rmax[3] = tsr::max_nan_f32(v98_rmax[3], sh118);
-    const float sh119 = __shfl_xor_sync(0xffffffffu, v98_rmax[4], 4);
-    v98_rmax[4] = tsr::max_nan_f32(v98_rmax[4], sh119);
-    const float sh120 = __shfl_xor_sync(0xffffffffu, v98_rmax[5], 4);
-    v98_rmax[5] = tsr::max_nan_f32(v98_rmax[5], sh120);
-    const float sh121 = __shfl_xor_sync(0xffffffffu, v98_rmax[6], 4);
-    v98_rmax[6] = tsr::max_nan_f32(v98_rmax[6], sh121);
-    const float sh122 = __shfl_xor_sync(0xffffffffu, v98_rmax[7], 4);
-    v98_rmax[7] = tsr::max_nan_f32(v98_rmax[7], sh122);
-    const float sh123 = __shfl_xor_sync(0xffffffffu, v98_rmax[0], 8);
-    v98_rmax[0] = tsr::max_nan_f32(v98_rmax[0], sh123);
-    const float sh124 = __shfl_xor_sync(0xffffffffu, v98_rmax[1], 8);
-    v98_rmax[1] = tsr::max_nan_f32(v98_rmax[1], sh124);
-    const float sh125 = __shfl_xor_sync(0xffffffffu, v98_rmax[2], 8);
-    v98_rmax[2] = tsr::max_nan_f32(v98_rmax[2], sh125);
-    const float sh126 = __shfl_xor_sync(0xffffffffu, v98_rmax[3], 8);
-    v98_rmax[3] = tsr::max_nan_f32(v98_rmax[3], sh126);
-    const float sh127 = __shfl_xor_sync(0xffffffffu, v98_rmax[4], 8);
-    v98_rmax[4] = tsr::max_nan_f32(v98_rmax[4], sh127);
-    const float sh128 = __shfl_xor_sync(0xffffffffu, v98_rmax[5], 8);
-    v98_rmax[5] = tsr::max_nan_f32(v98_rmax[5], sh128);
-    const float sh129 = __shfl_xor_sync(0xffffffffu, v98_rmax[6], 8);
-    v98_rmax[6] = tsr::max_nan_f32(v98_rmax[6], sh129);
-    const float sh130 = __shfl_xor_sync(0xffffffffu, v98_rmax[7], 8);
-    v98_rmax[7] = tsr::max_nan_f32(v98_rmax[7], sh130);
+    float v102_rmax[8];
+    v102_rmax[0] = v100_sm1[0];
+    v102_rmax[0] = tsr::max_nan_f32(v102_rmax[0], v100_sm1[1]);
+    v102_rmax[0] = tsr::max_nan_f32(v102_rmax[0], v100_sm1[2]);
+    v102_rmax[0] = tsr::max_nan_f32(v102_rmax[0], v100_sm1[3]);
+    v102_rmax[1] = v100_sm1[4];
+    v102_rmax[1] = tsr::max_nan_f32(v102_rmax[1], v100_sm1[5]);
+    v102_rmax[1] = tsr::max_nan_f32(v102_rmax[1], v100_sm1[6]);
+    v102_rmax[1] = tsr::max_nan_f32(v102_rmax[1], v100_sm1[7]);
+    v102_rmax[2] = v100_sm1[8];
+    v102_rmax[2] = tsr::max_nan_f32(v102_rmax[2], v100_sm1[9]);
+    v102_rmax[2] = tsr::max_nan_f32(v102_rmax[2], v100_sm1[10]);
+    v102_rmax[2] = tsr::max_nan_f32(v102_rmax[2], v100_sm1[11]);
+    v102_rmax[3] = v100_sm1[12];
+    v102_rmax[3] = tsr::max_nan_f32(v102_rmax[3], v100_sm1[13]);
+    v102_rmax[3] = tsr::max_nan_f32(v102_rmax[3], v100_sm1[14]);
+    v102_rmax[3] = tsr::max_nan_f32(v102_rmax[3], v100_sm1[15]);
+    v102_rmax[4] = v100_sm1[16];
+    v102_rmax[4] = tsr::max_nan_f32(v102_rmax[4], v100_sm1[17]);
+    v102_rmax[4] = tsr::max_nan_f32(v102_rmax[4], v100_sm1[18]);
+    v102_rmax[4] = tsr::max_nan_f32(v102_rmax[4], v100_sm1[19]);
+    v102_rmax[5] = v100_sm1[20];
+    v102_rmax[5] = tsr::max_nan_f32(v102_rmax[5], v100_sm1[21]);
+    v102_rmax[5] = tsr::max_nan_f32(v102_rmax[5], v100_sm1[22]);
+    v102_rmax[5] = tsr::max_nan_f32(v102_rmax[5], v100_sm1[23]);
+    v102_rmax[6] = v100_sm1[24];
+    v102_rmax[6] = tsr::max_nan_f32(v102_rmax[6], v100_sm1[25]);
+    v102_rmax[6] = tsr::max_nan_f32(v102_rmax[6], v100_sm1[26]);
+    v102_rmax[6] = tsr::max_nan_f32(v102_rmax[6], v100_sm1[27]);
+    v102_rmax[7] = v100_sm1[28];
+    v102_rmax[7] = tsr::max_nan_f32(v102_rmax[7], v100_sm1[29]);
+    v102_rmax[7] = tsr::max_nan_f32(v102_rmax[7], v100_sm1[30]);
+    v102_rmax[7] = tsr::max_nan_f32(v102_rmax[7], v100_sm1[31]);
+    const float sh103 = __shfl_xor_sync(0xffffffffu, v102_rmax[0], 1);
+    v102_rmax[0] = tsr::max_nan_f32(v102_rmax[0], sh103);
+    const float sh104 = __shfl_xor_sync(0xffffffffu, v102_rmax[1], 1);
+    v102_rmax[1] = tsr::max_nan_f32(v102_rmax[1], sh104);
+    const float sh105 = __shfl_xor_sync(0xffffffffu, v102_rmax[2], 1);
+    v102_rmax[2] = tsr::max_nan_f32(v102_rmax[2], sh105);
+    const float sh106 = __shfl_xor_sync(0xffffffffu, v102_rmax[3], 1);
+    v102_rmax[3] = tsr::max_nan_f32(v102_rmax[3], sh106);
+    const float sh107 = __shfl_xor_sync(0xffffffffu, v102_rmax[4], 1);
+    v102_rmax[4] = tsr::max_nan_f32(v102_rmax[4], sh107);
+    const float sh108 = __shfl_xor_sync(0xffffffffu, v102_rmax[5], 1);
+    v102_rmax[5] = tsr::max_nan_f32(v102_rmax[5], sh108);
+    const float sh109 = __shfl_xor_sync(0xffffffffu, v102_rmax[6], 1);
+    v102_rmax[6] = tsr::max_nan_f32(v102_rmax[6], sh109);
+    const float sh110 = __shfl_xor_sync(0xffffffffu, v102_rmax[7], 1);
+    v102_rmax[7] = tsr::max_nan_f32(v102_rmax[7], sh110);
+    const float sh111 = __shfl_xor_sync(0xffffffffu, v102_rmax[0], 2);
+    v102_rmax[0] = tsr::max_nan_f32(v102_rmax[0], sh111);
+    const float sh112 = __shfl_xor_sync(0xffffffffu, v102_rmax[1], 2);
+    v102_rmax[1] = tsr::max_nan_f32(v102_rmax[1], sh112);
+    const float sh113 = __shfl_xor_sync(0xffffffffu, v102_rmax[2], 2);
+    v102_rmax[2] = tsr::max_nan_f32(v102_rmax[2], sh113);
+    const float sh114 = __shfl_xor_sync(0xffffffffu, v102_rmax[3], 2);
+    v102_rmax[3] = tsr::max_nan_f32(v102_rmax[3], sh114);
+    const float sh115 = __shfl_xor_sync(0xffffffffu, v102_rmax[4], 2);
+    v102_rmax[4] = tsr::max_nan_f32(v102_rmax[4], sh115);
+    const float sh116 = __shfl_xor_sync(0xffffffffu, v102_rmax[5], 2);
+    v102_rmax[5] = tsr::max_nan_f32(v102_rmax[5], sh116);
+    const float sh117 = __shfl_xor_sync(0xffffffffu, v102_rmax[6], 2);
+    v102_rmax[6] = tsr::max_nan_f32(v102_rmax[6], sh117);
+    const float sh118 = __shfl_xor_sync(0xffffffffu, v102_rmax[7], 2);
+    v102_rmax[7] = tsr::max_nan_f32(v102_rmax[7], sh118);
+    const float sh119 = __shfl_xor_sync(0xffffffffu, v102_rmax[0], 4);
+    v102_rmax[0] = tsr::max_nan_f32(v102_rmax[0], sh119);
+    const float sh120 = __shfl_xor_sync(0xffffffffu, v102_rmax[1], 4);
+    v102_rmax[1] = tsr::max_nan_f32(v102_rmax[1], sh120);
+    const float sh121 = __shfl_xor_sync(0xffffffffu, v102_rmax[2], 4);
+    v102_rmax[2] = tsr::max_nan_f32(v102_rmax[2], sh121);
+    const float sh122 = __shfl_xor_sync(0xffffffffu, v102_rmax[3], 4);
+    v102_rmax[3] = tsr::max_nan_f32(v102_rmax[3], sh122);
+    const float sh123 = __shfl_xor_sync(0xffffffffu, v102_rmax[4], 4);
+    v102_rmax[4] = tsr::max_nan_f32(v102_rmax[4], sh123);
+    const float sh124 = __shfl_xor_sync(0xffffffffu, v102_rmax[5], 4);
+    v102_rmax[5] = tsr::max_nan_f32(v102_rmax[5], sh124);
+    const float sh125 = __shfl_xor_sync(0xffffffffu, v102_rmax[6], 4);
+    v102_rmax[6] = tsr::max_nan_f32(v102_rmax[6], sh125);
+    const float sh126 = __shfl_xor_sync(0xffffffffu, v102_rmax[7], 4);
+    v102_rmax[7] = tsr::max_nan_f32(v102_rmax[7], sh126);
+    const float sh127 = __shfl_xor_sync(0xffffffffu, v102_rmax[0], 8);
+    v102_rmax[0] = tsr::max_nan_f32(v102_rmax[0], sh127);
+    const float sh128 = __shfl_xor_sync(0xffffffffu, v102_rmax[1], 8);
+    v102_rmax[1] = tsr::max_nan_f32(v102_rmax[1], sh128);
+    const float sh129 = __shfl_xor_sync(0xffffffffu, v102_rmax[2], 8);
+    v102_rmax[2] = tsr::max_nan_f32(v102_rmax[2], sh129);
+    const float sh130 = __shfl_xor_sync(0xffffffffu, v102_rmax[3], 8);
+    v102_rmax[3] = tsr::max_nan_f32(v102_rmax[3], sh130);
+    const float sh131 = __shfl_xor_sync(0xffffffffu, v102_rmax[4], 8);
+    v102_rmax[4] = tsr::max_nan_f32(v102_rmax[4], sh131);
+    const float sh132 = __shfl_xor_sync(0xffffffffu, v102_rmax[5], 8);
+    v102_rmax[5] = tsr::max_nan_f32(v102_rmax[5], sh132);
+    const float sh133 = __shfl_xor_sync(0xffffffffu, v102_rmax[6], 8);
+    v102_rmax[6] = tsr::max_nan_f32(v102_rmax[6], sh133);
+    const float sh134 = __shfl_xor_sync(0xffffffffu, v102_rmax[7], 8);
+    v102_rmax[7] = tsr::max_nan_f32(v102_rmax[7], sh134);
     // %mn = max %m_run, %rmax : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v131_mn[8];
-    #pragma unroll
-    for (int s132 = 0; s132 < 8; ++s132) {
-      v131_mn[s132] = tsr::fmax_nan_z<float>(c38_m[s132], v98_rmax[s132]);
-    }
-    // %9 = splat %ninf : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v133[8];
-    #pragma unroll
-    for (int s134 = 0; s134 < 8; ++s134) {
-      v133[s134] = v25_ninf;
-    }
-    // %m_none = cmp %mn, %9 {pred = "eq"} : tile<i1, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v135_m_none[8];
+    float v135_mn[8];
     #pragma unroll
     for (int s136 = 0; s136 < 8; ++s136) {
-      v135_m_none[s136] = uint8_t(v131_mn[s136] == v133[s136]);
+      v135_mn[s136] = tsr::fmax_nan_z<float>(c38_m[s136], v102_rmax[s136]);
     }
-    // %10 = splat %f0 : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    // %9 = splat %ninf : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     float v137[8];
     #pragma unroll
     for (int s138 = 0; s138 < 8; ++s138) {
-      v137[s138] = v26_f0;
+      v137[s138] = v25_ninf;
     }
-    // %m_shift = where %m_none, %10, %mn : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v139_m_shift[8];
+    // %m_none = cmp %mn, %9 {pred = "eq"} : tile<i1, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    uint8_t v139_m_none[8];
     #pragma unroll
     for (int s140 = 0; s140 < 8; ++s140) {
-      v139_m_shift[s140] = (v135_m_none[s140] ? v137[s140] : v131_mn[s140]);
+      v139_m_none[s140] = uint8_t(v135_mn[s140] == v137[s140]);
     }
-    // %m_delta = sub %m_run, %m_shift : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v141_m_delta[8];
+    // %10 = splat %f0 : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v141[8];
     #pragma unroll
     for (int s142 = 0; s142 < 8; ++s142) {
-      v141_m_delta[s142] = float(c38_m[s142] - v139_m_shift[s142]);
+      v141[s142] = v26_f0;
     }
-    // %alpha = exp %m_delta : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v143_alpha[8];
+    // %m_shift = where %m_none, %10, %mn : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v143_m_shift[8];
     #pragma unroll
     for (int s144 = 0; s144 < 8; ++s144) {
-      v143_alpha[s144] = float(tsr::fexp(v141_m_delta[s144]));
+      v143_m_shift[s144] = (v139_m_none[s144] ? v141[s144] : v135_mn[s144]);
+    }
+    // %m_delta = sub %m_run, %m_shift : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v145_m_delta[8];
+    #pragma unroll
+    for (int s146 = 0; s146 < 8; ++s146) {
+      v145_m_delta[s146] = float(c38_m[s146] - v143_m_shift[s146]);
+    }
+    // %alpha = exp %m_delta : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v147_alpha[8];
+    #pragma unroll
+    for (int s148 = 0; s148 < 8; ++s148) {
+      v147_alpha[s148] = float(tsr::fexp(v145_m_delta[s148]));
     }
     // %11 = expand_dims %m_shift {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v145[8];
-    v145[0] = v139_m_shift[0];
-    v145[1] = v139_m_shift[1];
-    v145[2] = v139_m_shift[2];
-    v145[3] = v139_m_shift[3];
-    v145[4] = v139_m_shift[4];
-    v145[5] = v139_m_shift[5];
-    v145[6] = v139_m_shift[6];
-    v145[7] = v139_m_shift[7];
+    float v149[8];
+    v149[0] = v143_m_shift[0];
+    v149[1] = v143_m_shift[1];
+    v149[2] = v143_m_shift[2];
+    v149[3] = v143_m_shift[3];
+    v149[4] = v143_m_shift[4];
+    v149[5] = v143_m_shift[5];
+    v149[6] = v143_m_shift[6];
+    v149[7] = v143_m_shift[7];
     // %12 = broadcast %11 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v146[32];
-    v146[0] = v145[0];
-    v146[1] = v145[0];
-    v146[2] = v145[0];
-    v146[3] = v145[0];
-    v146[4] = v145[1];
-    v146[5] = v145[1];
-    v146[6] = v145[1];
-    v146[7] = v145[1];
-    v146[8] = v145[2];
-    v146[9] = v145[2];
-    v146[10] = v145[2];
-    v146[11] = v145[2];
-    v146[12] = v145[3];
-    v146[13] = v145[3];
-    v146[14] = v145[3];
-    v146[15] = v145[3];
-    v146[16] = v145[4];
-    v146[17] = v145[4];
-    v146[18] = v145[4];
-    v146[19] = v145[4];
-    v146[20] = v145[5];
-    v146[21] = v145[5];
-    v146[22] = v145[5];
-    v146[23] = v145[5];
-    v146[24] = v145[6];
-    v146[25] = v145[6];
-    v146[26] = v145[6];
-    v146[27] = v145[6];
-    v146[28] = v145[7];
-    v146[29] = v145[7];
-    v146[30] = v145[7];
-    v146[31] = v145[7];
+    float v150[32];
+    v150[0] = v149[0];
+    v150[1] = v149[0];
+    v150[2] = v149[0];
+    v150[3] = v149[0];
+    v150[4] = v149[1];
+    v150[5] = v149[1];
+    v150[6] = v149[1];
+    v150[7] = v149[1];
+    v150[8] = v149[2];
+    v150[9] = v149[2];
+    v150[10] = v149[2];
+    v150[11] = v149[2];
+    v150[12] = v149[3];
+    v150[13] = v149[3];
+    v150[14] = v149[3];
+    v150[15] = v149[3];
+    v150[16] = v149[4];
+    v150[17] = v149[4];
+    v150[18] = v149[4];
+    v150[19] = v149[4];
+    v150[20] = v149[5];
+    v150[21] = v149[5];
+    v150[22] = v149[5];
+    v150[23] = v149[5];
+    v150[24] = v149[6];
+    v150[25] = v149[6];
+    v150[26] = v149[6];
+    v150[27] = v149[6];
+    v150[28] = v149[7];
+    v150[29] = v149[7];
+    v150[30] = v149[7];
+    v150[31] = v149[7];
     // %sd2 = sub %sm1, %12 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v147_sd2[32];
+    float v151_sd2[32];
     #pragma unroll
-    for (int s148 = 0; s148 < 32; ++s148) {
-      v147_sd2[s148] = float(v96_sm1[s148] - v146[s148]);
+    for (int s152 = 0; s152 < 32; ++s152) {
+      v151_sd2[s152] = float(v100_sm1[s152] - v150[s152]);
     }
     // %p2 = exp %sd2 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v149_p2[32];
+    float v153_p2[32];
     #pragma unroll
-    for (int s150 = 0; s150 < 32; ++s150) {
-      v149_p2[s150] = float(tsr::fexp(v147_sd2[s150]));
+    for (int s154 = 0; s154 < 32; ++s154) {
+      v153_p2[s154] = float(tsr::fexp(v151_sd2[s154]));
     }
     // %psum = reduce %p2 {axis = 1, kind = "sum"} : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v151_psum[8];
-    v151_psum[0] = v149_p2[0];
-    v151_psum[0] = float(v151_psum[0] + v149_p2[1]);
-    v151_psum[0] = float(v151_psum[0] + v149_p2[2]);
-    v151_psum[0] = float(v151_psum[0] + v149_p2[3]);
-    v151_psum[1] = v149_p2[4];
-    v151_psum[1] = float(v151_psum[1] + v149_p2[5]);
-    v151_psum[1] = float(v151_psum[1] + v149_p2[6]);
-    v151_psum[1] = float(v151_psum[1] + v149_p2[7]);
-    v151_psum[2] = v149_p2[8];
-    v151_psum[2] = float(v151_psum[2] + v149_p2[9]);
-    v151_psum[2] = float(v151_psum[2] + v149_p2[10]);
-    v151_psum[2] = float(v151_psum[2] + v149_p2[11]);
-    v151_psum[3] = v149_p2[12];
-    v151_psum[3] = float(v151_psum[3] + v149_p2[13]);
-    v151_psum[3] = float(v151_psum[3] + v149_p2[14]);
-    v151_psum[3] = float(v151_psum[3] + v149_p2[15]);
-    v151_psum[4] = v149_p2[16];
-    v151_psum[4] = float(v151_psum[4] + v149_p2[17]);
-    v151_psum[4] = float(v151_psum[4] + v149_p2[18]);
-    v151_psum[4] = float(v151_psum[4] + v149_p2[19]);
-    v151_psum[5] = v149_p2[20];
-    v151_psum[5] = float(v151_psum[5] + v149_p2[21]);
-    v151_psum[5] = float(v151_psum[5] + v149_p2[22]);
-    v151_psum[5] = float(v151_psum[5] + v149_p2[23]);
-    v151_psum[6] = v149_p2[24];
-    v151_psum[6] = float(v151_psum[6] + v149_p2[25]);
-    v151_psum[6] = float(v151_psum[6] + v149_p2[26]);
-    v151_psum[6] = float(v151_psum[6] + v149_p2[27]);
-    v151_psum[7] = v149_p2[28];
-    v151_psum[7] = float(v151_psum[7] + v149_p2[29]);
-    v151_psum[7] = float(v151_psum[7] + v149_p2[30]);
-    v151_psum[7] = float(v151_psum[7] + v149_p2[31]);
-    const float sh152 = __shfl_xor_sync(0xffffffffu, v151_psum[0], 1);
-    v151_psum[0] = float(v151_psum[0] + sh152);
-    const float sh153 = __shfl_xor_sync(0xffffffffu, v151_psum[1], 1);
-    v151_psum[1] = float(v151_psum[1] + sh153);
-    const float sh154 = __shfl_xor_sync(0xffffffffu, v151_psum[2], 1);
-    v151_psum[2] = float(v151_psum[2] + sh154);
-    const float sh155 = __shfl_xor_sync(0xffffffffu, v151_psum[3], 1);
-    v151_psum[3] = float(v151_psum[3] + sh155);
-    const float sh156 = __shfl_xor_sync(0xffffffffu, v151_psum[4], 1);
-    v151_psum[4] = float(v151_psum[4] + sh156);
-    const float sh157 = __shfl_xor_sync(0xffffffffu, v151_psum[5], 1);
-    v151_psum[5] = float(v151_psum[5] + sh157);
-    const float sh158 = __shfl_xor_sync(0xffffffffu, v151_psum[6], 1);
-    v151_psum[6] = float(v151_psum[6] + sh158);
-    const float sh159 = __shfl_xor_sync(0xffffffffu, v151_psum[7], 1);
-    v151_psum[7] = float(v151_psum[7] + sh159);
-    const float sh160 = __shfl_xor_sync(0xffffffffu, v151_psum[0], 2);
-    v151_psum[0] = float(v151_psum[0] + sh160);
-    const float sh161 = __shfl_xor_sync(0xffffffffu, v151_psum[1], 2);
-    v151_psum[1] = float(v151_psum[1] + sh161);
-    const float sh162 = __shfl_xor_sync(0xffffffffu, v151_psum[2], 2);
-    v151_psum[2] = float(v151_psum[2] + sh162);
-    const float sh163 = __shfl_xor_sync(0xffffffffu, v151_psum[3], 2);
-    v151_psum[3] = float(v151_psum[3] + sh163);
-    const float sh164 = __shfl_xor_sync(0xffffffffu, v151_psum[4], 2);
-    v151_psum[4] = float(v151_psum[4] + sh164);
-    const float sh165 = __shfl_xor_sync(0xffffffffu, v151_psum[5], 2);
-    v151_psum[5] = float(v151_psum[5] + sh165);
-    const float sh166 = __shfl_xor_sync(0xffffffffu, v151_psum[6], 2);
-    v151_psum[6] = float(v151_psum[6] + sh166);
-    const float sh167 = __shfl_xor_sync(0xffffffffu, v151_psum[7], 2);
-    v151_psum[7] = float(v151_psum[7] + sh167);
-    const float sh168 = __shfl_xor_sync(0xffffffffu, v151_psum[0], 4);
-    v151_psum[0] = float(v151_psum[0] + sh168);
-    const float sh169 = __shfl_xor_sync(0xffffffffu, v151_psum[1], 4);
-    v151_psum[1] = float(v151_psum[1] + sh169);
-    const float sh170 = __shfl_xor_sync(0xffffffffu, v151_psum[2], 4);
-    v151_psum[2] = float(v151_psum[2] + sh170);
-    const float sh171 = __shfl_xor_sync(0xffffffffu, v151_psum[3], 4);
-    v151_psum[3] = float(v151_psum[3] + sh171);
-    const float sh172 = __shfl_xor_sync(0xffffffffu, v151_psum[4], 4);
-    v151_psum[4] = float(v151_psum[4] + sh172);
-    const float sh173 = __shfl_xor_sync(0xffffffffu, v151_psum[5], 4);
-    v151_psum[5] = float(v151_psum[5] + sh173);
-    const float sh174 = __shfl_xor_sync(0xffffffffu, v151_psum[6], 4);
-    v151_psum[6] = float(v151_psum[6] + sh174);
-    const float sh175 = __shfl_xor_sync(0xffffffffu, v151_psum[7], 4);
-    v151_psum[7] = float(v151_psum[7] + sh175);
-    const float sh176 = __shfl_xor_sync(0xffffffffu, v151_psum[0], 8);
-    v151_psum[0] = float(v151_psum[0] + sh176);
-    const float sh177 = __shfl_xor_sync(0xffffffffu, v151_psum[1], 8);
-    v151_psum[1] = float(v151_psum[1] + sh177);
-    const float sh178 = __shfl_xor_sync(0xffffffffu, v151_psum[2], 8);
-    v151_psum[2] = float(v151_psum[2] + sh178);
-    const float sh179 = __shfl_xor_sync(0xffffffffu, v151_psum[3], 8);
-    v151_psum[3] = float(v151_psum[3] + sh179);
-    const float sh180 = __shfl_xor_sync(0xffffffffu, v151_psum[4], 8);
-    v151_psum[4] = float(v151_psum[4] + sh180);
-    const float sh181 = __shfl_xor_sync(0xffffffffu, v151_psum[5], 8);
-    v151_psum[5] = float(v151_psum[5] + sh181);
-    const float sh182 = __shfl_xor_sync(0xffffffffu, v151_psum[6], 8);
-    v151_psum[6] = float(v151_psum[6] + sh182);
-    const float sh183 = __shfl_xor_sync(0xffffffffu, v151_psum[7], 8);
-    v151_psum[7] = float(v151_psum[7] + sh183);
+    float v155_psum[8];
+    v155_psum[0] = v153_p2[0];
+    v155_psum[0] = float(v155_psum[0] + v153_p2[1]);
+    v155_psum[0] = float(v155_psum[0] + v153_p2[2]);
+    v155_psum[0] = float(v155_psum[0] + v153_p2[3]);
+    v155_psum[1] = v153_p2[4];
+    v155_psum[1] = float(v155_psum[1] + v153_p2[5]);
+    v155_psum[1] = float(v155_psum[1] + v153_p2[6]);
+    v155_psum[1] = float(v155_psum[1] + v153_p2[7]);
+    v155_psum[2] = v153_p2[8];
+    v155_psum[2] = float(v155_psum[2] + v153_p2[9]);
+    v155_psum[2] = float(v155_psum[2] + v153_p2[10]);
+    v155_psum[2] = float(v155_psum[2] + v153_p2[11]);
+    v155_psum[3] = v153_p2[12];
+    v155_psum[3] = float(v155_psum[3] + v153_p2[13]);
+    v155_psum[3] = float(v155_psum[3] + v153_p2[14]);
+    v155_psum[3] = float(v155_psum[3] + v153_p2[15]);
+    v155_psum[4] = v153_p2[16];
+    v155_psum[4] = float(v155_psum[4] + v153_p2[17]);
+    v155_psum[4] = float(v155_psum[4] + v153_p2[18]);
+    v155_psum[4] = float(v155_psum[4] + v153_p2[19]);
+    v155_psum[5] = v153_p2[20];
+    v155_psum[5] = float(v155_psum[5] + v153_p2[21]);
+    v155_psum[5] = float(v155_psum[5] + v153_p2[22]);
+    v155_psum[5] = float(v155_psum[5] + v153_p2[23]);
+    v155_psum[6] = v153_p2[24];
+    v155_psum[6] = float(v155_psum[6] + v153_p2[25]);
+    v155_psum[6] = float(v155_psum[6] + v153_p2[26]);
+    v155_psum[6] = float(v155_psum[6] + v153_p2[27]);
+    v155_psum[7] = v153_p2[28];
+    v155_psum[7] = float(v155_psum[7] + v153_p2[29]);
+    v155_psum[7] = float(v155_psum[7] + v153_p2[30]);
+    v155_psum[7] = float(v155_psum[7] + v153_p2[31]);
+    const float sh156 = __shfl_xor_sync(0xffffffffu, v155_psum[0], 1);
+    v155_psum[0] = float(v155_psum[0] + sh156);
+    const float sh157 = __shfl_xor_sync(0xffffffffu, v155_psum[1], 1);
+    v155_psum[1] = float(v155_psum[1] + sh157);
+    const float sh158 = __shfl_xor_sync(0xffffffffu, v155_psum[2], 1);
+    v155_psum[2] = float(v155_psum[2] + sh158);
+    const float sh159 = __shfl_xor_sync(0xffffffffu, v155_psum[3], 1);
+    v155_psum[3] = float(v155_psum[3] + sh159);
+    const float sh160 = __shfl_xor_sync(0xffffffffu, v155_psum[4], 1);
+    v155_psum[4] = float(v155_psum[4] + sh160);
+    const float sh161 = __shfl_xor_sync(0xffffffffu, v155_psum[5], 1);
+    v155_psum[5] = float(v155_psum[5] + sh161);
+    const float sh162 = __shfl_xor_sync(0xffffffffu, v155_psum[6], 1);
+    v155_psum[6] = float(v155_psum[6] + sh162);
+    const float sh163 = __shfl_xor_sync(0xffffffffu, v155_psum[7], 1);
+    v155_psum[7] = float(v155_psum[7] + sh163);
+    const float sh164 = __shfl_xor_sync(0xffffffffu, v155_psum[0], 2);
+    v155_psum[0] = float(v155_psum[0] + sh164);
+    const float sh165 = __shfl_xor_sync(0xffffffffu, v155_psum[1], 2);
+    v155_psum[1] = float(v155_psum[1] + sh165);
+    const float sh166 = __shfl_xor_sync(0xffffffffu, v155_psum[2], 2);
+    v155_psum[2] = float(v155_psum[2] + sh166);
+    const float sh167 = __shfl_xor_sync(0xffffffffu, v155_psum[3], 2);
+    v155_psum[3] = float(v155_psum[3] + sh167);
+    const float sh168 = __shfl_xor_sync(0xffffffffu, v155_psum[4], 2);
+    v155_psum[4] = float(v155_psum[4] + sh168);
+    const float sh169 = __shfl_xor_sync(0xffffffffu, v155_psum[5], 2);
+    v155_psum[5] = float(v155_psum[5] + sh169);
+    const float sh170 = __shfl_xor_sync(0xffffffffu, v155_psum[6], 2);
+    v155_psum[6] = float(v155_psum[6] + sh170);
+    const float sh171 = __shfl_xor_sync(0xffffffffu, v155_psum[7], 2);
+    v155_psum[7] = float(v155_psum[7] + sh171);
+    const float sh172 = __shfl_xor_sync(0xffffffffu, v155_psum[0], 4);
+    v155_psum[0] = float(v155_psum[0] + sh172);
+    const float sh173 = __shfl_xor_sync(0xffffffffu, v155_psum[1], 4);
+    v155_psum[1] = float(v155_psum[1] + sh173);
+    const float sh174 = __shfl_xor_sync(0xffffffffu, v155_psum[2], 4);
+    v155_psum[2] = float(v155_psum[2] + sh174);
+    const float sh175 = __shfl_xor_sync(0xffffffffu, v155_psum[3], 4);
+    v155_psum[3] = float(v155_psum[3] + sh175);
+    const float sh176 = __shfl_xor_sync(0xffffffffu, v155_psum[4], 4);
+    v155_psum[4] = float(v155_psum[4] + sh176);
+    const float sh177 = __shfl_xor_sync(0xffffffffu, v155_psum[5], 4);
+    v155_psum[5] = float(v155_psum[5] + sh177);
+    const float sh178 = __shfl_xor_sync(0xffffffffu, v155_psum[6], 4);
+    v155_psum[6] = float(v155_psum[6] + sh178);
+    const float sh179 = __shfl_xor_sync(0xffffffffu, v155_psum[7], 4);
+    v155_psum[7] = float(v155_psum[7] + sh179);
+    const float sh180 = __shfl_xor_sync(0xffffffffu, v155_psum[0], 8);
+    v155_psum[0] = float(v155_psum[0] + sh180);
+    const float sh181 = __shfl_xor_sync(0xffffffffu, v155_psum[1], 8);
+    v155_psum[1] = float(v155_psum[1] + sh181);
+    const float sh182 = __shfl_xor_sync(0xffffffffu, v155_psum[2], 8);
+    v155_psum[2] = float(v155_psum[2] + sh182);
+    const float sh183 = __shfl_xor_sync(0xffffffffu, v155_psum[3], 8);
+    v155_psum[3] = float(v155_psum[3] + sh183);
+    const float sh184 = __shfl_xor_sync(0xffffffffu, v155_psum[4], 8);
+    v155_psum[4] = float(v155_psum[4] + sh184);
+    const float sh185 = __shfl_xor_sync(0xffffffffu, v155_psum[5], 8);
+    v155_psum[5] = float(v155_psum[5] + sh185);
+    const float sh186 = __shfl_xor_sync(0xffffffffu, v155_psum[6], 8);
+    v155_psum[6] = float(v155_psum[6] + sh186);
+    const float sh187 = __shfl_xor_sync(0xffffffffu, v155_psum[7], 8);
+    v155_psum[7] = float(v155_psum[7] + sh187);
     // %13 = mul %lc, %alpha : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v184[8];
+    float v188[8];
     #pragma unroll
-    for (int s185 = 0; s185 < 8; ++s185) {
-      v184[s185] = float(c40_l[s185] * v143_alpha[s185]);
+    for (int s189 = 0; s189 < 8; ++s189) {
+      v188[s189] = float(c40_l[s189] * v147_alpha[s189]);
     }
     // %ln = add %13, %psum : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v186_ln[8];
+    float v190_ln[8];
     #pragma unroll
-    for (int s187 = 0; s187 < 8; ++s187) {
-      v186_ln[s187] = float(v184[s187] + v151_psum[s187]);
+    for (int s191 = 0; s191 < 8; ++s191) {
+      v190_ln[s191] = float(v188[s191] + v155_psum[s191]);
     }
     // %v3 = load_tile %v, %ph, %j1, %c0 : tile<f32, [1, 64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %vt = reshape %v3 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %14 = expand_dims %alpha {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v188[8];
-    v188[0] = v143_alpha[0];
-    v188[1] = v143_alpha[1];
-    v188[2] = v143_alpha[2];
-    v188[3] = v143_alpha[3];
-    v188[4] = v143_alpha[4];
-    v188[5] = v143_alpha[5];
-    v188[6] = v143_alpha[6];
-    v188[7] = v143_alpha[7];
+    float v192[8];
+    v192[0] = v147_alpha[0];
+    v192[1] = v147_alpha[1];
+    v192[2] = v147_alpha[2];
+    v192[3] = v147_alpha[3];
+    v192[4] = v147_alpha[4];
+    v192[5] = v147_alpha[5];
+    v192[6] = v147_alpha[6];
+    v192[7] = v147_alpha[7];
     // %15 = broadcast %14 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v189[32];
-    v189[0] = v188[0];
-    v189[1] = v188[0];
-    v189[2] = v188[0];
-    v189[3] = v188[0];
-    v189[4] = v188[1];
-    v189[5] = v188[1];
-    v189[6] = v188[1];
-    v189[7] = v188[1];
-    v189[8] = v188[2];
-    v189[9] = v188[2];
-    v189[10] = v188[2];
-    v189[11] = v188[2];
-    v189[12] = v188[3];
-    v189[13] = v188[3];
-    v189[14] = v188[3];
-    v189[15] = v188[3];
-    v189[16] = v188[4];
-    v189[17] = v188[4];
-    v189[18] = v188[4];
-    v189[19] = v188[4];
-    v189[20] = v188[5];
-    v189[21] = v188[5];
-    v189[22] = v188[5];
-    v189[23] = v188[5];
-    v189[24] = v188[6];
-    v189[25] = v188[6];
-    v189[26] = v188[6];
-    v189[27] = v188[6];
-    v189[28] = v188[7];
-    v189[29] = v188[7];
-    v189[30] = v188[7];
-    v189[31] = v188[7];
+    float v193[32];
+    v193[0] = v192[0];
+    v193[1] = v192[0];
+    v193[2] = v192[0];
+    v193[3] = v192[0];
+    v193[4] = v192[1];
+    v193[5] = v192[1];
+    v193[6] = v192[1];
+    v193[7] = v192[1];
+    v193[8] = v192[2];
+    v193[9] = v192[2];
+    v193[10] = v192[2];
+    v193[11] = v192[2];
+    v193[12] = v192[3];
+    v193[13] = v192[3];
+    v193[14] = v192[3];
+    v193[15] = v192[3];
+    v193[16] = v192[4];
+    v193[17] = v192[4];
+    v193[18] = v192[4];
+    v193[19] = v192[4];
+    v193[20] = v192[5];
+    v193[21] = v192[5];
+    v193[22] = v192[5];
+    v193[23] = v192[5];
+    v193[24] = v192[6];
+    v193[25] = v192[6];
+    v193[26] = v192[6];
+    v193[27] = v192[6];
+    v193[28] = v192[7];
+    v193[29] = v192[7];
+    v193[30] = v192[7];
+    v193[31] = v192[7];
     // %16 = mul %accc, %15 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v190[32];
+    float v194[32];
     #pragma unroll
-    for (int s191 = 0; s191 < 32; ++s191) {
-      v190[s191] = float(c42_acc[s191] * v189[s191]);
+    for (int s195 = 0; s195 < 32; ++s195) {
+      v194[s195] = float(c42_acc[s195] * v193[s195]);
     }
     // %17 = convert_layout %p2 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh192 = reinterpret_cast<float*>((tsr_smem + 0) + 69632);
+    float* const sh196 = reinterpret_cast<float*>((tsr_smem + 0) + 69632);
     __syncthreads();
     #pragma unroll
-    for (int c193 = 0; c193 < 8; ++c193) {
-      float w194[4];
-      w194[0] = v149_p2[c193 * 4 + 0];
-      w194[1] = v149_p2[c193 * 4 + 1];
-      w194[2] = v149_p2[c193 * 4 + 2];
-      w194[3] = v149_p2[c193 * 4 + 3];
-      tsr::copy_vec<float, 4>(sh192 + (((((c193 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c193 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w194);
+    for (int c197 = 0; c197 < 8; ++c197) {
+      float w198[4];
+      w198[0] = v153_p2[c197 * 4 + 0];
+      w198[1] = v153_p2[c197 * 4 + 1];
+      w198[2] = v153_p2[c197 * 4 + 2];
+      w198[3] = v153_p2[c197 * 4 + 3];
+      tsr::copy_vec<float, 4>(sh196 + (((((c197 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c197 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w198);
     }
     __syncthreads();
     // %accn = dot %17, %vt, %16 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v195_accn[32];
+    float v199_accn[32];
     #pragma unroll
-    for (int s196 = 0; s196 < 32; ++s196) {
-      v195_accn[s196] = v190[s196];
+    for (int s200 = 0; s200 < 32; ++s200) {
+      v199_accn[s200] = v194[s200];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll 4
       for (int k_ = 0; k_ < 64; ++k_) {
-        const auto a0_ = sh192[(tm_ + 0) * 68 + (k_) * 1];
-        const auto a1_ = sh192[(tm_ + 8) * 68 + (k_) * 1];
-        const auto a2_ = sh192[(tm_ + 16) * 68 + (k_) * 1];
-        const auto a3_ = sh192[(tm_ + 24) * 68 + (k_) * 1];
-        const auto a4_ = sh192[(tm_ + 32) * 68 + (k_) * 1];
-        const auto a5_ = sh192[(tm_ + 40) * 68 + (k_) * 1];
-        const auto a6_ = sh192[(tm_ + 48) * 68 + (k_) * 1];
-        const auto a7_ = sh192[(tm_ + 56) * 68 + (k_) * 1];
+        const auto a0_ = sh196[(tm_ + 0) * 68 + (k_) * 1];
+        const auto a1_ = sh196[(tm_ + 8) * 68 + (k_) * 1];
+        const auto a2_ = sh196[(tm_ + 16) * 68 + (k_) * 1];
+        const auto a3_ = sh196[(tm_ + 24) * 68 + (k_) * 1];
+        const auto a4_ = sh196[(tm_ + 32) * 68 + (k_) * 1];
+        const auto a5_ = sh196[(tm_ + 40) * 68 + (k_) * 1];
+        const auto a6_ = sh196[(tm_ + 48) * 68 + (k_) * 1];
+        const auto a7_ = sh196[(tm_ + 56) * 68 + (k_) * 1];
         const auto b0_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 0) * 1];
         const auto b1_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 1) * 1];
         const auto b2_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 2) * 1];
         const auto b3_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 3) * 1];
-        v195_accn[0] = fmaf(float(a0_), float(b0_), v195_accn[0]);
-        v195_accn[1] = fmaf(float(a0_), float(b1_), v195_accn[1]);
-        v195_accn[2] = fmaf(float(a0_), float(b2_), v195_accn[2]);
-        v195_accn[3] = fmaf(float(a0_), float(b3_), v195_accn[3]);
-        v195_accn[4] = fmaf(float(a1_), float(b0_), v195_accn[4]);
-        v195_accn[5] = fmaf(float(a1_), float(b1_), v195_accn[5]);
-        v195_accn[6] = fmaf(float(a1_), float(b2_), v195_accn[6]);
-        v195_accn[7] = fmaf(float(a1_), float(b3_), v195_accn[7]);
-        v195_accn[8] = fmaf(float(a2_), float(b0_), v195_accn[8]);
-        v195_accn[9] = fmaf(float(a2_), float(b1_), v195_accn[9]);
-        v195_accn[10] = fmaf(float(a2_), float(b2_), v195_accn[10]);
-        v195_accn[11] = fmaf(float(a2_), float(b3_), v195_accn[11]);
-        v195_accn[12] = fmaf(float(a3_), float(b0_), v195_accn[12]);
-        v195_accn[13] = fmaf(float(a3_), float(b1_), v195_accn[13]);
-        v195_accn[14] = fmaf(float(a3_), float(b2_), v195_accn[14]);
-        v195_accn[15] = fmaf(float(a3_), float(b3_), v195_accn[15]);
-        v195_accn[16] = fmaf(float(a4_), float(b0_), v195_accn[16]);
-        v195_accn[17] = fmaf(float(a4_), float(b1_), v195_accn[17]);
-        v195_accn[18] = fmaf(float(a4_), float(b2_), v195_accn[18]);
-        v195_accn[19] = fmaf(float(a4_), float(b3_), v195_accn[19]);
-        v195_accn[20] = fmaf(float(a5_), float(b0_), v195_accn[20]);
-        v195_accn[21] = fmaf(float(a5_), float(b1_), v195_accn[21]);
-        v195_accn[22] = fmaf(float(a5_), float(b2_), v195_accn[22]);
-        v195_accn[23] = fmaf(float(a5_), float(b3_), v195_accn[23]);
-        v195_accn[24] = fmaf(float(a6_), float(b0_), v195_accn[24]);
-        v195_accn[25] = fmaf(float(a6_), float(b1_), v195_accn[25]);
-        v195_accn[26] = fmaf(float(a6_), float(b2_), v195_accn[26]);
-        v195_accn[27] = fmaf(float(a6_), float(b3_), v195_accn[27]);
-        v195_accn[28] = fmaf(float(a7_), float(b0_), v195_accn[28]);
-        v195_accn[29] = fmaf(float(a7_), float(b1_), v195_accn[29]);
-        v195_accn[30] = fmaf(float(a7_), float(b2_), v195_accn[30]);
-        v195_accn[31] = fmaf(float(a7_), float(b3_), v195_accn[31]);
+        v199_accn[0] = fmaf(float(a0_), float(b0_), v199_accn[0]);
+        v199_accn[1] = fmaf(float(a0_), float(b1_), v199_accn[1]);
+        v199_accn[2] = fmaf(float(a0_), float(b2_), v199_accn[2]);
+        v199_accn[3] = fmaf(float(a0_), float(b3_), v199_accn[3]);
+        v199_accn[4] = fmaf(float(a1_), float(b0_), v199_accn[4]);
+        v199_accn[5] = fmaf(float(a1_), float(b1_), v199_accn[5]);
+        v199_accn[6] = fmaf(float(a1_), float(b2_), v199_accn[6]);
+        v199_accn[7] = fmaf(float(a1_), float(b3_), v199_accn[7]);
+        v199_accn[8] = fmaf(float(a2_), float(b0_), v199_accn[8]);
+        v199_accn[9] = fmaf(float(a2_), float(b1_), v199_accn[9]);
+        v199_accn[10] = fmaf(float(a2_), float(b2_), v199_accn[10]);
+        v199_accn[11] = fmaf(float(a2_), float(b3_), v199_accn[11]);
+        v199_accn[12] = fmaf(float(a3_), float(b0_), v199_accn[12]);
+        v199_accn[13] = fmaf(float(a3_), float(b1_), v199_accn[13]);
+        v199_accn[14] = fmaf(float(a3_), float(b2_), v199_accn[14]);
+        v199_accn[15] = fmaf(float(a3_), float(b3_), v199_accn[15]);
+        v199_accn[16] = fmaf(float(a4_), float(b0_), v199_accn[16]);
+        v199_accn[17] = fmaf(float(a4_), float(b1_), v199_accn[17]);
+        v199_accn[18] = fmaf(float(a4_), float(b2_), v199_accn[18]);
+        v199_accn[19] = fmaf(float(a4_), float(b3_), v199_accn[19]);
+        v199_accn[20] = fmaf(float(a5_), float(b0_), v199_accn[20]);
+        v199_accn[21] = fmaf(float(a5_), float(b1_), v199_accn[21]);
+        v199_accn[22] = fmaf(float(a5_), float(b2_), v199_accn[22]);
+        v199_accn[23] = fmaf(float(a5_), float(b3_), v199_accn[23]);
+        v199_accn[24] = fmaf(float(a6_), float(b0_), v199_accn[24]);
+        v199_accn[25] = fmaf(float(a6_), float(b1_), v199_accn[25]);
+        v199_accn[26] = fmaf(float(a6_), float(b2_), v199_accn[26]);
+        v199_accn[27] = fmaf(float(a6_), float(b3_), v199_accn[27]);
+        v199_accn[28] = fmaf(float(a7_), float(b0_), v199_accn[28]);
+        v199_accn[29] = fmaf(float(a7_), float(b1_), v199_accn[29]);
+        v199_accn[30] = fmaf(float(a7_), float(b2_), v199_accn[30]);
+        v199_accn[31] = fmaf(float(a7_), float(b3_), v199_accn[31]);
       }
     }
     // yield %mn, %ln, %accn
     #pragma unroll
-    for (int s197 = 0; s197 < 8; ++s197) {
-      c38_m[s197] = v131_mn[s197];
+    for (int s201 = 0; s201 < 8; ++s201) {
+      c38_m[s201] = v135_mn[s201];
     }
     #pragma unroll
-    for (int s198 = 0; s198 < 8; ++s198) {
-      c40_l[s198] = v186_ln[s198];
+    for (int s202 = 0; s202 < 8; ++s202) {
+      c40_l[s202] = v190_ln[s202];
     }
     #pragma unroll
-    for (int s199 = 0; s199 < 32; ++s199) {
-      c42_acc[s199] = v195_accn[s199];
+    for (int s203 = 0; s203 < 32; ++s203) {
+      c42_acc[s203] = v199_accn[s203];
     }
-    __syncthreads();
     rs44 = (rs44 + 1) % 2;
   }
   tsr::cp_async_wait<0>();
   // %18 = expand_dims %l {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v200[8];
-  v200[0] = c40_l[0];
-  v200[1] = c40_l[1];
-  v200[2] = c40_l[2];
-  v200[3] = c40_l[3];
-  v200[4] = c40_l[4];
-  v200[5] = c40_l[5];
-  v200[6] = c40_l[6];
-  v200[7] = c40_l[7];
+  float v204[8];
+  v204[0] = c40_l[0];
+  v204[1] = c40_l[1];
+  v204[2] = c40_l[2];
+  v204[3] = c40_l[3];
+  v204[4] = c40_l[4];
+  v204[5] = c40_l[5];
+  v204[6] = c40_l[6];
+  v204[7] = c40_l[7];
   // %19 = broadcast %18 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v201[32];
-  v201[0] = v200[0];
-  v201[1] = v200[0];
-  v201[2] = v200[0];
-  v201[3] = v200[0];
-  v201[4] = v200[1];
-  v201[5] = v200[1];
-  v201[6] = v200[1];
-  v201[7] = v200[1];
-  v201[8] = v200[2];
-  v201[9] = v200[2];
-  v201[10] = v200[2];
-  v201[11] = v200[2];
-  v201[12] = v200[3];
-  v201[13] = v200[3];
-  v201[14] = v200[3];
-  v201[15] = v200[3];
-  v201[16] = v200[4];
-  v201[17] = v200[4];
-  v201[18] = v200[4];
-  v201[19] = v200[4];
-  v201[20] = v200[5];
-  v201[21] = v200[5];
-  v201[22] = v200[5];
-  v201[23] = v200[5];
-  v201[24] = v200[6];
-  v201[25] = v200[6];
-  v201[26] = v200[6];
-  v201[27] = v200[6];
-  v201[28] = v200[7];
-  v201[29] = v200[7];
-  v201[30] = v200[7];
-  v201[31] = v200[7];
+  float v205[32];
+  v205[0] = v204[0];
+  v205[1] = v204[0];
+  v205[2] = v204[0];
+  v205[3] = v204[0];
+  v205[4] = v204[1];
+  v205[5] = v204[1];
+  v205[6] = v204[1];
+  v205[7] = v204[1];
+  v205[8] = v204[2];
+  v205[9] = v204[2];
+  v205[10] = v204[2];
+  v205[11] = v204[2];
+  v205[12] = v204[3];
+  v205[13] = v204[3];
+  v205[14] = v204[3];
+  v205[15] = v204[3];
+  v205[16] = v204[4];
+  v205[17] = v204[4];
+  v205[18] = v204[4];
+  v205[19] = v204[4];
+  v205[20] = v204[5];
+  v205[21] = v204[5];
+  v205[22] = v204[5];
+  v205[23] = v204[5];
+  v205[24] = v204[6];
+  v205[25] = v204[6];
+  v205[26] = v204[6];
+  v205[27] = v204[6];
+  v205[28] = v204[7];
+  v205[29] = v204[7];
+  v205[30] = v204[7];
+  v205[31] = v204[7];
   // %20 = div %acc, %19 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v202[32];
+  float v206[32];
   #pragma unroll
-  for (int s203 = 0; s203 < 32; ++s203) {
-    v202[s203] = float(c42_acc[s203] / v201[s203]);
+  for (int s207 = 0; s207 < 32; ++s207) {
+    v206[s207] = float(c42_acc[s207] / v205[s207]);
   }
   // %o3 = reshape %20 : tile<f32, [1, 64, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-  float v204_o3[32];
-  v204_o3[0] = v202[0];
-  v204_o3[1] = v202[1];
-  v204_o3[2] = v202[2];
-  v204_o3[3] = v202[3];
-  v204_o3[4] = v202[4];
-  v204_o3[5] = v202[5];
-  v204_o3[6] = v202[6];
-  v204_o3[7] = v202[7];
-  v204_o3[8] = v202[8];
-  v204_o3[9] = v202[9];
-  v204_o3[10] = v202[10];
-  v204_o3[11] = v202[11];
-  v204_o3[12] = v202[12];
-  v204_o3[13] = v202[13];
-  v204_o3[14] = v202[14];
-  v204_o3[15] = v202[15];
-  v204_o3[16] = v202[16];
-  v204_o3[17] = v202[17];
-  v204_o3[18] = v202[18];
-  v204_o3[19] = v202[19];
-  v204_o3[20] = v202[20];
-  v204_o3[21] = v202[21];
-  v204_o3[22] = v202[22];
-  v204_o3[23] = v202[23];
-  v204_o3[24] = v202[24];
-  v204_o3[25] = v202[25];
-  v204_o3[26] = v202[26];
-  v204_o3[27] = v202[27];
-  v204_o3[28] = v202[28];
-  v204_o3[29] = v202[29];
-  v204_o3[30] = v202[30];
-  v204_o3[31] = v202[31];
+  float v208_o3[32];
+  v208_o3[0] = v206[0];
+  v208_o3[1] = v206[1];
+  v208_o3[2] = v206[2];
+  v208_o3[3] = v206[3];
+  v208_o3[4] = v206[4];
+  v208_o3[5] = v206[5];
+  v208_o3[6] = v206[6];
+  v208_o3[7] = v206[7];
+  v208_o3[8] = v206[8];
+  v208_o3[9] = v206[9];
+  v208_o3[10] = v206[10];
+  v208_o3[11] = v206[11];
+  v208_o3[12] = v206[12];
+  v208_o3[13] = v206[13];
+  v208_o3[14] = v206[14];
+  v208_o3[15] = v206[15];
+  v208_o3[16] = v206[16];
+  v208_o3[17] = v206[17];
+  v208_o3[18] = v206[18];
+  v208_o3[19] = v206[19];
+  v208_o3[20] = v206[20];
+  v208_o3[21] = v206[21];
+  v208_o3[22] = v206[22];
+  v208_o3[23] = v206[23];
+  v208_o3[24] = v206[24];
+  v208_o3[25] = v206[25];
+  v208_o3[26] = v206[26];
+  v208_o3[27] = v206[27];
+  v208_o3[28] = v206[28];
+  v208_o3[29] = v206[29];
+  v208_o3[30] = v206[30];
+  v208_o3[31] = v206[31];
   // store_tile %o, %o3, %ph, %pm, %c0
   {
-    const int64_t o205 = int64_t(v1_ph) * 1 + 0;
-    const int64_t o206 = int64_t(v0_pm) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o207 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    const bool whole208 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
-    if (whole208) {
+    const int64_t o209 = int64_t(v1_ph) * 1 + 0;
+    const int64_t o210 = int64_t(v0_pm) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o211 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole212 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
+    if (whole212) {
       #pragma unroll
-      for (int c209 = 0; c209 < 8; ++c209) {
-        float vb210[4];
-        vb210[0] = v204_o3[c209 * 4 + 0];
-        vb210[1] = v204_o3[c209 * 4 + 1];
-        vb210[2] = v204_o3[c209 * 4 + 2];
-        vb210[3] = v204_o3[c209 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p3 + (o205 + 0) * tsr_p3_s0 + (o206 + ((((c209 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o207 + (((c209 * 4) % 4))) * tsr_p3_s2, vb210);
+      for (int c213 = 0; c213 < 8; ++c213) {
+        float vb214[4];
+        vb214[0] = v208_o3[c213 * 4 + 0];
+        vb214[1] = v208_o3[c213 * 4 + 1];
+        vb214[2] = v208_o3[c213 * 4 + 2];
+        vb214[3] = v208_o3[c213 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p3 + (o209 + 0) * tsr_p3_s0 + (o210 + ((((c213 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o211 + (((c213 * 4) % 4))) * tsr_p3_s2, vb214);
       }
     } else {
       #pragma unroll
-      for (int c211 = 0; c211 < 8; ++c211) {
-        float vb212[4];
-        if ((o205 + 0) < int64_t(tsr_dim_H) && (o206 + ((((c211 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o207 + (((c211 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o205 + 0) * tsr_p3_s0 + (o206 + ((((c211 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o207 + (((c211 * 4) % 4))) * tsr_p3_s2)) {
-          vb212[0] = v204_o3[c211 * 4 + 0];
-          vb212[1] = v204_o3[c211 * 4 + 1];
-          vb212[2] = v204_o3[c211 * 4 + 2];
-          vb212[3] = v204_o3[c211 * 4 + 3];
-          tsr::copy_vec<float, 4>(tsr_p3 + (o205 + 0) * tsr_p3_s0 + (o206 + ((((c211 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o207 + (((c211 * 4) % 4))) * tsr_p3_s2, vb212);
+      for (int c215 = 0; c215 < 8; ++c215) {
+        float vb216[4];
+        if ((o209 + 0) < int64_t(tsr_dim_H) && (o210 + ((((c215 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o211 + (((c215 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o209 + 0) * tsr_p3_s0 + (o210 + ((((c215 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o211 + (((c215 * 4) % 4))) * tsr_p3_s2)) {
+          vb216[0] = v208_o3[c215 * 4 + 0];
+          vb216[1] = v208_o3[c215 * 4 + 1];
+          vb216[2] = v208_o3[c215 * 4 + 2];
+          vb216[3] = v208_o3[c215 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p3 + (o209 + 0) * tsr_p3_s0 + (o210 + ((((c215 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o211 + (((c215 * 4) % 4))) * tsr_p3_s2, vb216);
         } else {
-          if ((o205 + 0) < int64_t(tsr_dim_H) && (o206 + ((((c211 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o207 + (((c211 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o205 + 0) * tsr_p3_s0 + (o206 + ((((c211 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o207 + (((c211 * 4) % 4))) * tsr_p3_s2] = v204_o3[c211 * 4];
-          if ((o205 + 0) < int64_t(tsr_dim_H) && (o206 + ((((c211 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o207 + (((c211 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o205 + 0) * tsr_p3_s0 + (o206 + ((((c211 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o207 + (((c211 * 4) % 4)) + 1) * tsr_p3_s2] = v204_o3[c211 * 4 + 1];
-          if ((o205 + 0) < int64_t(tsr_dim_H) && (o206 + ((((c211 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o207 + (((c211 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o205 + 0) * tsr_p3_s0 + (o206 + ((((c211 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o207 + (((c211 * 4) % 4)) + 2) * tsr_p3_s2] = v204_o3[c211 * 4 + 2];
-          if ((o205 + 0) < int64_t(tsr_dim_H) && (o206 + ((((c211 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o207 + (((c211 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o205 + 0) * tsr_p3_s0 + (o206 + ((((c211 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o207 + (((c211 * 4) % 4)) + 3) * tsr_p3_s2] = v204_o3[c211 * 4 + 3];
+          if ((o209 + 0) < int64_t(tsr_dim_H) && (o210 + ((((c215 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o211 + (((c215 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o209 + 0) * tsr_p3_s0 + (o210 + ((((c215 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o211 + (((c215 * 4) % 4))) * tsr_p3_s2] = v208_o3[c215 * 4];
+          if ((o209 + 0) < int64_t(tsr_dim_H) && (o210 + ((((c215 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o211 + (((c215 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o209 + 0) * tsr_p3_s0 + (o210 + ((((c215 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o211 + (((c215 * 4) % 4)) + 1) * tsr_p3_s2] = v208_o3[c215 * 4 + 1];
+          if ((o209 + 0) < int64_t(tsr_dim_H) && (o210 + ((((c215 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o211 + (((c215 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o209 + 0) * tsr_p3_s0 + (o210 + ((((c215 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o211 + (((c215 * 4) % 4)) + 2) * tsr_p3_s2] = v208_o3[c215 * 4 + 2];
+          if ((o209 + 0) < int64_t(tsr_dim_H) && (o210 + ((((c215 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o211 + (((c215 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o209 + 0) * tsr_p3_s0 + (o210 + ((((c215 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o211 + (((c215 * 4) % 4)) + 3) * tsr_p3_s2] = v208_o3[c215 * 4 + 3];
         }
       }
     }
@@ -1084,4 +1099,5 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_three_loops(
 // stat threads = 128
 // stat vector-accesses = 3
 // stat whole-tile-accesses = 3
+// stat whole-tile-copies = 2
 // note printed from the GPU lowering's layouts (the layout emitter)

@@ -64,16 +64,24 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
     const int64_t o12 = int64_t(v1_ph) * 1;
     const int64_t o13 = int64_t(v0_pm) * 64;
     const int64_t o14 = int64_t(v2_c0) * 64;
-    #pragma unroll
-    for (int i15 = 0; i15 < 4; ++i15) {
-      const int q16 = i15 * 128 + tsr_tid;
-      const int64_t n17 = !(true && (o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((q16 * 8) / 64)) < int64_t(tsr_dim_S)) || (int64_t(tsr_dim_DH) - (o14 + ((q16 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o14 + ((q16 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o14 + ((q16 * 8) % 64))) : 8;
-      const uint16_t* src18 = tsr_p0 + (n17 > 0 ? (o12 + 0) * tsr_p0_s0 + (o13 + ((q16 * 8) / 64)) * tsr_p0_s1 + (o14 + ((q16 * 8) % 64)) * tsr_p0_s2 : 0);
-      uint16_t* const dst19 = sh11 + (0) * 4608 + (((q16 * 8) / 64)) * 72 + (((q16 * 8) % 64)) * 1;
-      if (tsr::aligned_vec<uint16_t, 8>(src18)) {
-        tsr::cp_async_16(tsr::smem_u32(dst19), src18, int(n17) * 2);
-      } else {
-        for (int v_ = 0; v_ < 8; ++v_) dst19[v_] = v_ < n17 ? src18[v_] : uint16_t(0);
+    if (o12 >= 0 && o12 + 1 <= int64_t(tsr_dim_H) && o13 >= 0 && o13 + 64 <= int64_t(tsr_dim_S) && tsr_p0_s1 % 8 == 0 && o14 >= 0 && o14 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o12 * tsr_p0_s0 + o13 * tsr_p0_s1 + o14 * tsr_p0_s2)) {
+      #pragma unroll
+      for (int i15 = 0; i15 < 4; ++i15) {
+        const int q16 = i15 * 128 + tsr_tid;
+        tsr::cp_async_16(tsr::smem_u32(sh11 + (0) * 4608 + (((q16 * 8) / 64)) * 72 + (((q16 * 8) % 64)) * 1), tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + ((q16 * 8) / 64)) * tsr_p0_s1 + (o14 + ((q16 * 8) % 64)) * tsr_p0_s2);
+      }
+    } else {
+      #pragma unroll
+      for (int i17 = 0; i17 < 4; ++i17) {
+        const int q18 = i17 * 128 + tsr_tid;
+        const int64_t n19 = !(true && (o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((q18 * 8) / 64)) < int64_t(tsr_dim_S)) || (int64_t(tsr_dim_DH) - (o14 + ((q18 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o14 + ((q18 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o14 + ((q18 * 8) % 64))) : 8;
+        const uint16_t* src20 = tsr_p0 + (n19 > 0 ? (o12 + 0) * tsr_p0_s0 + (o13 + ((q18 * 8) / 64)) * tsr_p0_s1 + (o14 + ((q18 * 8) % 64)) * tsr_p0_s2 : 0);
+        uint16_t* const dst21 = sh11 + (0) * 4608 + (((q18 * 8) / 64)) * 72 + (((q18 * 8) % 64)) * 1;
+        if (tsr::aligned_vec<uint16_t, 8>(src20)) {
+          tsr::cp_async_16(tsr::smem_u32(dst21), src20, int(n19) * 2);
+        } else {
+          for (int v_ = 0; v_ < 8; ++v_) dst21[v_] = v_ < n19 ? src20[v_] : uint16_t(0);
+        }
       }
     }
   }
@@ -82,144 +90,176 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
   __syncthreads();
   // %qs = reshape %q3 : tile<bf16, [64, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
   // %ninf = const {value = -inf} : f32
-  const float v20_ninf = (-tsr::inf_f());
+  const float v22_ninf = (-tsr::inf_f());
   // %f0 = const {value = 0.0} : f32
-  const float v21_f0 = 0x0p+0f;
+  const float v23_f0 = 0x0p+0f;
   // %0 = splat %f0 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v22[32];
-  #pragma unroll
-  for (int s23 = 0; s23 < 32; ++s23) {
-    v22[s23] = v21_f0;
-  }
-  // %1 = splat %f0 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
   float v24[32];
   #pragma unroll
   for (int s25 = 0; s25 < 32; ++s25) {
-    v24[s25] = v21_f0;
+    v24[s25] = v23_f0;
+  }
+  // %1 = splat %f0 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
+  float v26[32];
+  #pragma unroll
+  for (int s27 = 0; s27 < 32; ++s27) {
+    v26[s27] = v23_f0;
   }
   // %2 = splat %ninf : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-  float v26[2];
-  #pragma unroll
-  for (int s27 = 0; s27 < 2; ++s27) {
-    v26[s27] = v20_ninf;
-  }
-  // %3 = splat %f0 : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
   float v28[2];
   #pragma unroll
   for (int s29 = 0; s29 < 2; ++s29) {
-    v28[s29] = v21_f0;
+    v28[s29] = v22_ninf;
   }
-  // %m, %l, %acc = for %c0, %ntiles, %c1, %2, %3, %1 {pipeline = 2} : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>, tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>, tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>> {...}
-  float c30_m[2];
+  // %3 = splat %f0 : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
+  float v30[2];
   #pragma unroll
   for (int s31 = 0; s31 < 2; ++s31) {
-    c30_m[s31] = v26[s31];
+    v30[s31] = v23_f0;
   }
-  float c32_l[2];
+  // %m, %l, %acc = for %c0, %ntiles, %c1, %2, %3, %1 {pipeline = 2} : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>, tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>, tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>> {...}
+  float c32_m[2];
   #pragma unroll
   for (int s33 = 0; s33 < 2; ++s33) {
-    c32_l[s33] = v28[s33];
+    c32_m[s33] = v28[s33];
   }
-  float c34_acc[32];
+  float c34_l[2];
   #pragma unroll
-  for (int s35 = 0; s35 < 32; ++s35) {
-    c34_acc[s35] = v24[s35];
+  for (int s35 = 0; s35 < 2; ++s35) {
+    c34_l[s35] = v30[s35];
   }
-  uint16_t* const sh37 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 9216);
-  uint16_t* const sh38 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 27648);
-  int rs36 = 0;
+  float c36_acc[32];
+  #pragma unroll
+  for (int s37 = 0; s37 < 32; ++s37) {
+    c36_acc[s37] = v26[s37];
+  }
+  uint16_t* const sh39 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 9216);
+  uint16_t* const sh40 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 27648);
+  int rs38 = 0;
   if ((int64_t(v2_c0) + 0 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
-    const int32_t nx39 = int32_t((int64_t(v2_c0) + 0 * int64_t(v3_c1)));
+    const int32_t nx41 = int32_t((int64_t(v2_c0) + 0 * int64_t(v3_c1)));
     // %off = mul %j, %bn : i32
-    const int32_t v40_off = int32_t(uint32_t(nx39) * uint32_t(v5_bn));
+    const int32_t v42_off = int32_t(uint32_t(nx41) * uint32_t(v5_bn));
     {
-      const int64_t o41 = int64_t(v1_ph) * 1;
-      const int64_t o42 = int64_t(nx39) * 64;
-      const int64_t o43 = int64_t(v2_c0) * 64;
-      #pragma unroll
-      for (int i44 = 0; i44 < 4; ++i44) {
-        const int q45 = i44 * 128 + tsr_tid;
-        const int64_t n46 = !(true && (o41 + 0) < int64_t(tsr_dim_H) && (o42 + ((q45 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o43 + ((q45 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o43 + ((q45 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o43 + ((q45 * 8) % 64))) : 8;
-        const uint16_t* src47 = tsr_p1 + (n46 > 0 ? (o41 + 0) * tsr_p1_s0 + (o42 + ((q45 * 8) / 64)) * tsr_p1_s1 + (o43 + ((q45 * 8) % 64)) * tsr_p1_s2 : 0);
-        uint16_t* const dst48 = (sh37 + (0) * 4608) + (0) * 4608 + (((q45 * 8) / 64)) * 72 + (((q45 * 8) % 64)) * 1;
-        if (tsr::aligned_vec<uint16_t, 8>(src47)) {
-          tsr::cp_async_16(tsr::smem_u32(dst48), src47, int(n46) * 2);
-        } else {
-          for (int v_ = 0; v_ < 8; ++v_) dst48[v_] = v_ < n46 ? src47[v_] : uint16_t(0);
+      const int64_t o43 = int64_t(v1_ph) * 1;
+      const int64_t o44 = int64_t(nx41) * 64;
+      const int64_t o45 = int64_t(v2_c0) * 64;
+      if (o43 >= 0 && o43 + 1 <= int64_t(tsr_dim_H) && o44 >= 0 && o44 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 8 == 0 && o45 >= 0 && o45 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o43 * tsr_p1_s0 + o44 * tsr_p1_s1 + o45 * tsr_p1_s2)) {
+        #pragma unroll
+        for (int i46 = 0; i46 < 4; ++i46) {
+          const int q47 = i46 * 128 + tsr_tid;
+          tsr::cp_async_16(tsr::smem_u32((sh39 + (0) * 4608) + (0) * 4608 + (((q47 * 8) / 64)) * 72 + (((q47 * 8) % 64)) * 1), tsr_p1 + (o43 + 0) * tsr_p1_s0 + (o44 + ((q47 * 8) / 64)) * tsr_p1_s1 + (o45 + ((q47 * 8) % 64)) * tsr_p1_s2);
+        }
+      } else {
+        #pragma unroll
+        for (int i48 = 0; i48 < 4; ++i48) {
+          const int q49 = i48 * 128 + tsr_tid;
+          const int64_t n50 = !(true && (o43 + 0) < int64_t(tsr_dim_H) && (o44 + ((q49 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o45 + ((q49 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o45 + ((q49 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o45 + ((q49 * 8) % 64))) : 8;
+          const uint16_t* src51 = tsr_p1 + (n50 > 0 ? (o43 + 0) * tsr_p1_s0 + (o44 + ((q49 * 8) / 64)) * tsr_p1_s1 + (o45 + ((q49 * 8) % 64)) * tsr_p1_s2 : 0);
+          uint16_t* const dst52 = (sh39 + (0) * 4608) + (0) * 4608 + (((q49 * 8) / 64)) * 72 + (((q49 * 8) % 64)) * 1;
+          if (tsr::aligned_vec<uint16_t, 8>(src51)) {
+            tsr::cp_async_16(tsr::smem_u32(dst52), src51, int(n50) * 2);
+          } else {
+            for (int v_ = 0; v_ < 8; ++v_) dst52[v_] = v_ < n50 ? src51[v_] : uint16_t(0);
+          }
         }
       }
     }
     {
-      const int64_t o49 = int64_t(v1_ph) * 1;
-      const int64_t o50 = int64_t(nx39) * 64;
-      const int64_t o51 = int64_t(v2_c0) * 64;
-      #pragma unroll
-      for (int i52 = 0; i52 < 4; ++i52) {
-        const int q53 = i52 * 128 + tsr_tid;
-        const int64_t n54 = !(true && (o49 + 0) < int64_t(tsr_dim_H) && (o50 + ((q53 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o51 + ((q53 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o51 + ((q53 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o51 + ((q53 * 8) % 64))) : 8;
-        const uint16_t* src55 = tsr_p2 + (n54 > 0 ? (o49 + 0) * tsr_p2_s0 + (o50 + ((q53 * 8) / 64)) * tsr_p2_s1 + (o51 + ((q53 * 8) % 64)) * tsr_p2_s2 : 0);
-        uint16_t* const dst56 = (sh38 + (0) * 4608) + (0) * 4608 + (((q53 * 8) / 64)) * 72 + (((q53 * 8) % 64)) * 1;
-        if (tsr::aligned_vec<uint16_t, 8>(src55)) {
-          tsr::cp_async_16(tsr::smem_u32(dst56), src55, int(n54) * 2);
-        } else {
-          for (int v_ = 0; v_ < 8; ++v_) dst56[v_] = v_ < n54 ? src55[v_] : uint16_t(0);
+      const int64_t o53 = int64_t(v1_ph) * 1;
+      const int64_t o54 = int64_t(nx41) * 64;
+      const int64_t o55 = int64_t(v2_c0) * 64;
+      if (o53 >= 0 && o53 + 1 <= int64_t(tsr_dim_H) && o54 >= 0 && o54 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 8 == 0 && o55 >= 0 && o55 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o53 * tsr_p2_s0 + o54 * tsr_p2_s1 + o55 * tsr_p2_s2)) {
+        #pragma unroll
+        for (int i56 = 0; i56 < 4; ++i56) {
+          const int q57 = i56 * 128 + tsr_tid;
+          tsr::cp_async_16(tsr::smem_u32((sh40 + (0) * 4608) + (0) * 4608 + (((q57 * 8) / 64)) * 72 + (((q57 * 8) % 64)) * 1), tsr_p2 + (o53 + 0) * tsr_p2_s0 + (o54 + ((q57 * 8) / 64)) * tsr_p2_s1 + (o55 + ((q57 * 8) % 64)) * tsr_p2_s2);
+        }
+      } else {
+        #pragma unroll
+        for (int i58 = 0; i58 < 4; ++i58) {
+          const int q59 = i58 * 128 + tsr_tid;
+          const int64_t n60 = !(true && (o53 + 0) < int64_t(tsr_dim_H) && (o54 + ((q59 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o55 + ((q59 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o55 + ((q59 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o55 + ((q59 * 8) % 64))) : 8;
+          const uint16_t* src61 = tsr_p2 + (n60 > 0 ? (o53 + 0) * tsr_p2_s0 + (o54 + ((q59 * 8) / 64)) * tsr_p2_s1 + (o55 + ((q59 * 8) % 64)) * tsr_p2_s2 : 0);
+          uint16_t* const dst62 = (sh40 + (0) * 4608) + (0) * 4608 + (((q59 * 8) / 64)) * 72 + (((q59 * 8) % 64)) * 1;
+          if (tsr::aligned_vec<uint16_t, 8>(src61)) {
+            tsr::cp_async_16(tsr::smem_u32(dst62), src61, int(n60) * 2);
+          } else {
+            for (int v_ = 0; v_ < 8; ++v_) dst62[v_] = v_ < n60 ? src61[v_] : uint16_t(0);
+          }
         }
       }
     }
   }
   tsr::cp_async_commit();
-  for (int64_t iv57_ = v2_c0; v3_c1 > 0 && iv57_ < v8_ntiles; iv57_ += v3_c1) {
-    const int32_t iv57 = int32_t(iv57_);
-    if ((iv57_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
-      const int32_t nx58 = int32_t((iv57_ + 1 * int64_t(v3_c1)));
+  for (int64_t iv63_ = v2_c0; v3_c1 > 0 && iv63_ < v8_ntiles; iv63_ += v3_c1) {
+    const int32_t iv63 = int32_t(iv63_);
+    tsr::cp_async_wait<0>();  // this iteration's copies are in
+    __syncthreads();
+    if ((iv63_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
+      const int32_t nx64 = int32_t((iv63_ + 1 * int64_t(v3_c1)));
       // %off = mul %j, %bn : i32
-      const int32_t v59_off = int32_t(uint32_t(nx58) * uint32_t(v5_bn));
+      const int32_t v65_off = int32_t(uint32_t(nx64) * uint32_t(v5_bn));
       {
-        const int64_t o60 = int64_t(v1_ph) * 1;
-        const int64_t o61 = int64_t(nx58) * 64;
-        const int64_t o62 = int64_t(v2_c0) * 64;
-        #pragma unroll
-        for (int i63 = 0; i63 < 4; ++i63) {
-          const int q64 = i63 * 128 + tsr_tid;
-          const int64_t n65 = !(true && (o60 + 0) < int64_t(tsr_dim_H) && (o61 + ((q64 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o62 + ((q64 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o62 + ((q64 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o62 + ((q64 * 8) % 64))) : 8;
-          const uint16_t* src66 = tsr_p1 + (n65 > 0 ? (o60 + 0) * tsr_p1_s0 + (o61 + ((q64 * 8) / 64)) * tsr_p1_s1 + (o62 + ((q64 * 8) % 64)) * tsr_p1_s2 : 0);
-          uint16_t* const dst67 = (sh37 + ((rs36 + 1) % 2) * 4608) + (0) * 4608 + (((q64 * 8) / 64)) * 72 + (((q64 * 8) % 64)) * 1;
-          if (tsr::aligned_vec<uint16_t, 8>(src66)) {
-            tsr::cp_async_16(tsr::smem_u32(dst67), src66, int(n65) * 2);
-          } else {
-            for (int v_ = 0; v_ < 8; ++v_) dst67[v_] = v_ < n65 ? src66[v_] : uint16_t(0);
+        const int64_t o66 = int64_t(v1_ph) * 1;
+        const int64_t o67 = int64_t(nx64) * 64;
+        const int64_t o68 = int64_t(v2_c0) * 64;
+        if (o66 >= 0 && o66 + 1 <= int64_t(tsr_dim_H) && o67 >= 0 && o67 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 8 == 0 && o68 >= 0 && o68 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o66 * tsr_p1_s0 + o67 * tsr_p1_s1 + o68 * tsr_p1_s2)) {
+          #pragma unroll
+          for (int i69 = 0; i69 < 4; ++i69) {
+            const int q70 = i69 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh39 + ((rs38 + 1) % 2) * 4608) + (0) * 4608 + (((q70 * 8) / 64)) * 72 + (((q70 * 8) % 64)) * 1), tsr_p1 + (o66 + 0) * tsr_p1_s0 + (o67 + ((q70 * 8) / 64)) * tsr_p1_s1 + (o68 + ((q70 * 8) % 64)) * tsr_p1_s2);
+          }
+        } else {
+          #pragma unroll
+          for (int i71 = 0; i71 < 4; ++i71) {
+            const int q72 = i71 * 128 + tsr_tid;
+            const int64_t n73 = !(true && (o66 + 0) < int64_t(tsr_dim_H) && (o67 + ((q72 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o68 + ((q72 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o68 + ((q72 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o68 + ((q72 * 8) % 64))) : 8;
+            const uint16_t* src74 = tsr_p1 + (n73 > 0 ? (o66 + 0) * tsr_p1_s0 + (o67 + ((q72 * 8) / 64)) * tsr_p1_s1 + (o68 + ((q72 * 8) % 64)) * tsr_p1_s2 : 0);
+            uint16_t* const dst75 = (sh39 + ((rs38 + 1) % 2) * 4608) + (0) * 4608 + (((q72 * 8) / 64)) * 72 + (((q72 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src74)) {
+              tsr::cp_async_16(tsr::smem_u32(dst75), src74, int(n73) * 2);
+            } else {
+              for (int v_ = 0; v_ < 8; ++v_) dst75[v_] = v_ < n73 ? src74[v_] : uint16_t(0);
+            }
           }
         }
       }
       {
-        const int64_t o68 = int64_t(v1_ph) * 1;
-        const int64_t o69 = int64_t(nx58) * 64;
-        const int64_t o70 = int64_t(v2_c0) * 64;
-        #pragma unroll
-        for (int i71 = 0; i71 < 4; ++i71) {
-          const int q72 = i71 * 128 + tsr_tid;
-          const int64_t n73 = !(true && (o68 + 0) < int64_t(tsr_dim_H) && (o69 + ((q72 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o70 + ((q72 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o70 + ((q72 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o70 + ((q72 * 8) % 64))) : 8;
-          const uint16_t* src74 = tsr_p2 + (n73 > 0 ? (o68 + 0) * tsr_p2_s0 + (o69 + ((q72 * 8) / 64)) * tsr_p2_s1 + (o70 + ((q72 * 8) % 64)) * tsr_p2_s2 : 0);
-          uint16_t* const dst75 = (sh38 + ((rs36 + 1) % 2) * 4608) + (0) * 4608 + (((q72 * 8) / 64)) * 72 + (((q72 * 8) % 64)) * 1;
-          if (tsr::aligned_vec<uint16_t, 8>(src74)) {
-            tsr::cp_async_16(tsr::smem_u32(dst75), src74, int(n73) * 2);
-          } else {
-            for (int v_ = 0; v_ < 8; ++v_) dst75[v_] = v_ < n73 ? src74[v_] : uint16_t(0);
+        const int64_t o76 = int64_t(v1_ph) * 1;
+        const int64_t o77 = int64_t(nx64) * 64;
+        const int64_t o78 = int64_t(v2_c0) * 64;
+        if (o76 >= 0 && o76 + 1 <= int64_t(tsr_dim_H) && o77 >= 0 && o77 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 8 == 0 && o78 >= 0 && o78 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o76 * tsr_p2_s0 + o77 * tsr_p2_s1 + o78 * tsr_p2_s2)) {
+          #pragma unroll
+          for (int i79 = 0; i79 < 4; ++i79) {
+            const int q80 = i79 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh40 + ((rs38 + 1) % 2) * 4608) + (0) * 4608 + (((q80 * 8) / 64)) * 72 + (((q80 * 8) % 64)) * 1), tsr_p2 + (o76 + 0) * tsr_p2_s0 + (o77 + ((q80 * 8) / 64)) * tsr_p2_s1 + (o78 + ((q80 * 8) % 64)) * tsr_p2_s2);
+          }
+        } else {
+          #pragma unroll
+          for (int i81 = 0; i81 < 4; ++i81) {
+            const int q82 = i81 * 128 + tsr_tid;
+            const int64_t n83 = !(true && (o76 + 0) < int64_t(tsr_dim_H) && (o77 + ((q82 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o78 + ((q82 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o78 + ((q82 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o78 + ((q82 * 8) % 64))) : 8;
+            const uint16_t* src84 = tsr_p2 + (n83 > 0 ? (o76 + 0) * tsr_p2_s0 + (o77 + ((q82 * 8) / 64)) * tsr_p2_s1 + (o78 + ((q82 * 8) % 64)) * tsr_p2_s2 : 0);
+            uint16_t* const dst85 = (sh40 + ((rs38 + 1) % 2) * 4608) + (0) * 4608 + (((q82 * 8) / 64)) * 72 + (((q82 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src84)) {
+              tsr::cp_async_16(tsr::smem_u32(dst85), src84, int(n83) * 2);
+            } else {
+              for (int v_ = 0; v_ < 8; ++v_) dst85[v_] = v_ < n83 ? src84[v_] : uint16_t(0);
+            }
           }
         }
       }
     }
     tsr::cp_async_commit();
-    tsr::cp_async_wait<1>();  // this iteration's copies are in
-    __syncthreads();
     // %k3 = load_tile %k, %ph, %j, %c0 : tile<bf16, [1, 64, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %kt = reshape %k3 : tile<bf16, [64, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %ktt = permute %kt {dims = [1, 0]} : tile<bf16, [64, 64], layout = shared<swizzle = 0, pad = 8, order = [0, 1]>, space = "shared">
     // %s0 = dot %qs, %ktt, %0 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v76_s0[32];
+    float v86_s0[32];
     #pragma unroll
-    for (int s77 = 0; s77 < 32; ++s77) {
-      v76_s0[s77] = v22[s77];
+    for (int s87 = 0; s87 < 32; ++s87) {
+      v86_s0[s87] = v24[s87];
     }
     {
       const int wm_ = tsr_warp / 1, wn_ = tsr_warp % 1;
@@ -228,425 +268,425 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
       for (int ks = 0; ks < 4; ++ks) {
         uint32_t fa[1][4], fb[8][2];
         tsr::ldsm_x4(fa[0][0], fa[0][1], fa[0][2], fa[0][3], tsr::smem_u32(sh11) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
-        tsr::ldsm_x4(fb[0][0], fb[1][0], fb[0][1], fb[1][1], tsr::smem_u32((sh37 + rs36 * 4608)) + uint32_t((8 * (0 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
-        tsr::ldsm_x4(fb[2][0], fb[3][0], fb[2][1], fb[3][1], tsr::smem_u32((sh37 + rs36 * 4608)) + uint32_t((8 * (2 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
-        tsr::ldsm_x4(fb[4][0], fb[5][0], fb[4][1], fb[5][1], tsr::smem_u32((sh37 + rs36 * 4608)) + uint32_t((8 * (4 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
-        tsr::ldsm_x4(fb[6][0], fb[7][0], fb[6][1], fb[7][1], tsr::smem_u32((sh37 + rs36 * 4608)) + uint32_t((8 * (6 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
-        tsr::mma_bf16_16816(&v76_s0[0], fa[0], fb[0]);
-        tsr::mma_bf16_16816(&v76_s0[4], fa[0], fb[1]);
-        tsr::mma_bf16_16816(&v76_s0[8], fa[0], fb[2]);
-        tsr::mma_bf16_16816(&v76_s0[12], fa[0], fb[3]);
-        tsr::mma_bf16_16816(&v76_s0[16], fa[0], fb[4]);
-        tsr::mma_bf16_16816(&v76_s0[20], fa[0], fb[5]);
-        tsr::mma_bf16_16816(&v76_s0[24], fa[0], fb[6]);
-        tsr::mma_bf16_16816(&v76_s0[28], fa[0], fb[7]);
+        tsr::ldsm_x4(fb[0][0], fb[1][0], fb[0][1], fb[1][1], tsr::smem_u32((sh39 + rs38 * 4608)) + uint32_t((8 * (0 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
+        tsr::ldsm_x4(fb[2][0], fb[3][0], fb[2][1], fb[3][1], tsr::smem_u32((sh39 + rs38 * 4608)) + uint32_t((8 * (2 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
+        tsr::ldsm_x4(fb[4][0], fb[5][0], fb[4][1], fb[5][1], tsr::smem_u32((sh39 + rs38 * 4608)) + uint32_t((8 * (4 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
+        tsr::ldsm_x4(fb[6][0], fb[7][0], fb[6][1], fb[7][1], tsr::smem_u32((sh39 + rs38 * 4608)) + uint32_t((8 * (6 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
+        tsr::mma_bf16_16816(&v86_s0[0], fa[0], fb[0]);
+        tsr::mma_bf16_16816(&v86_s0[4], fa[0], fb[1]);
+        tsr::mma_bf16_16816(&v86_s0[8], fa[0], fb[2]);
+        tsr::mma_bf16_16816(&v86_s0[12], fa[0], fb[3]);
+        tsr::mma_bf16_16816(&v86_s0[16], fa[0], fb[4]);
+        tsr::mma_bf16_16816(&v86_s0[20], fa[0], fb[5]);
+        tsr::mma_bf16_16816(&v86_s0[24], fa[0], fb[6]);
+        tsr::mma_bf16_16816(&v86_s0[28], fa[0], fb[7]);
       }
     }
     // %scs = splat %scale : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v78_scs[32];
+    float v88_scs[32];
     #pragma unroll
-    for (int s79 = 0; s79 < 32; ++s79) {
-      v78_scs[s79] = v10_scale;
+    for (int s89 = 0; s89 < 32; ++s89) {
+      v88_scs[s89] = v10_scale;
     }
     // %4 = splat %scale : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v80[32];
+    float v90[32];
     #pragma unroll
-    for (int s81 = 0; s81 < 32; ++s81) {
-      v80[s81] = v10_scale;
+    for (int s91 = 0; s91 < 32; ++s91) {
+      v90[s91] = v10_scale;
     }
     // %s = mul %s0, %4 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v82_s[32];
+    float v92_s[32];
     #pragma unroll
-    for (int s83 = 0; s83 < 32; ++s83) {
-      v82_s[s83] = float(v76_s0[s83] * v80[s83]);
+    for (int s93 = 0; s93 < 32; ++s93) {
+      v92_s[s93] = float(v86_s0[s93] * v90[s93]);
     }
     // %off = mul %j, %bn : i32
-    const int32_t v84_off = int32_t(uint32_t(iv57) * uint32_t(v5_bn));
+    const int32_t v94_off = int32_t(uint32_t(iv63) * uint32_t(v5_bn));
     // %5 = arange : tile<i32, [64], layout = slice<dim = 0, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    int32_t v85[16];
+    int32_t v95[16];
     #pragma unroll
-    for (int s86 = 0; s86 < 16; ++s86) {
-      v85[s86] = int32_t(0 + (((s86) % 2) + (((s86) / 2) % 8) * 8) + (((tsr_lane >> 0) & 3) * 2));
+    for (int s96 = 0; s96 < 16; ++s96) {
+      v95[s96] = int32_t(0 + (((s96) % 2) + (((s96) / 2) % 8) * 8) + (((tsr_lane >> 0) & 3) * 2));
     }
     // %6 = splat %off : tile<i32, [64], layout = slice<dim = 0, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    int32_t v87[16];
+    int32_t v97[16];
     #pragma unroll
-    for (int s88 = 0; s88 < 16; ++s88) {
-      v87[s88] = v84_off;
+    for (int s98 = 0; s98 < 16; ++s98) {
+      v97[s98] = v94_off;
     }
     // %7 = add %5, %6 : tile<i32, [64], layout = slice<dim = 0, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    int32_t v89[16];
+    int32_t v99[16];
     #pragma unroll
-    for (int s90 = 0; s90 < 16; ++s90) {
-      v89[s90] = int32_t(uint32_t(v85[s90]) + uint32_t(v87[s90]));
+    for (int s100 = 0; s100 < 16; ++s100) {
+      v99[s100] = int32_t(uint32_t(v95[s100]) + uint32_t(v97[s100]));
     }
     // %8 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    int32_t v91[16];
+    int32_t v101[16];
     #pragma unroll
-    for (int s92 = 0; s92 < 16; ++s92) {
-      v91[s92] = v4_t;
+    for (int s102 = 0; s102 < 16; ++s102) {
+      v101[s102] = v4_t;
     }
     // %9 = cmp %7, %8 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    uint8_t v93[16];
+    uint8_t v103[16];
     #pragma unroll
-    for (int s94 = 0; s94 < 16; ++s94) {
-      v93[s94] = uint8_t(v89[s94] < v91[s94]);
+    for (int s104 = 0; s104 < 16; ++s104) {
+      v103[s104] = uint8_t(v99[s104] < v101[s104]);
     }
     // %valid2 = expand_dims %9 {axis = 0} : tile<i1, [1, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    uint8_t v95_valid2[16];
-    v95_valid2[0] = v93[0];
-    v95_valid2[1] = v93[1];
-    v95_valid2[2] = v93[2];
-    v95_valid2[3] = v93[3];
-    v95_valid2[4] = v93[4];
-    v95_valid2[5] = v93[5];
-    v95_valid2[6] = v93[6];
-    v95_valid2[7] = v93[7];
-    v95_valid2[8] = v93[8];
-    v95_valid2[9] = v93[9];
-    v95_valid2[10] = v93[10];
-    v95_valid2[11] = v93[11];
-    v95_valid2[12] = v93[12];
-    v95_valid2[13] = v93[13];
-    v95_valid2[14] = v93[14];
-    v95_valid2[15] = v93[15];
+    uint8_t v105_valid2[16];
+    v105_valid2[0] = v103[0];
+    v105_valid2[1] = v103[1];
+    v105_valid2[2] = v103[2];
+    v105_valid2[3] = v103[3];
+    v105_valid2[4] = v103[4];
+    v105_valid2[5] = v103[5];
+    v105_valid2[6] = v103[6];
+    v105_valid2[7] = v103[7];
+    v105_valid2[8] = v103[8];
+    v105_valid2[9] = v103[9];
+    v105_valid2[10] = v103[10];
+    v105_valid2[11] = v103[11];
+    v105_valid2[12] = v103[12];
+    v105_valid2[13] = v103[13];
+    v105_valid2[14] = v103[14];
+    v105_valid2[15] = v103[15];
     // %validb = broadcast %valid2 : tile<i1, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    uint8_t v96_validb[32];
-    v96_validb[0] = v95_valid2[0];
-    v96_validb[1] = v95_valid2[1];
-    v96_validb[2] = v95_valid2[0];
-    v96_validb[3] = v95_valid2[1];
-    v96_validb[4] = v95_valid2[2];
-    v96_validb[5] = v95_valid2[3];
-    v96_validb[6] = v95_valid2[2];
-    v96_validb[7] = v95_valid2[3];
-    v96_validb[8] = v95_valid2[4];
-    v96_validb[9] = v95_valid2[5];
-    v96_validb[10] = v95_valid2[4];
-    v96_validb[11] = v95_valid2[5];
-    v96_validb[12] = v95_valid2[6];
-    v96_validb[13] = v95_valid2[7];
-    v96_validb[14] = v95_valid2[6];
-    v96_validb[15] = v95_valid2[7];
-    v96_validb[16] = v95_valid2[8];
-    v96_validb[17] = v95_valid2[9];
-    v96_validb[18] = v95_valid2[8];
-    v96_validb[19] = v95_valid2[9];
-    v96_validb[20] = v95_valid2[10];
-    v96_validb[21] = v95_valid2[11];
-    v96_validb[22] = v95_valid2[10];
-    v96_validb[23] = v95_valid2[11];
-    v96_validb[24] = v95_valid2[12];
-    v96_validb[25] = v95_valid2[13];
-    v96_validb[26] = v95_valid2[12];
-    v96_validb[27] = v95_valid2[13];
-    v96_validb[28] = v95_valid2[14];
-    v96_validb[29] = v95_valid2[15];
-    v96_validb[30] = v95_valid2[14];
-    v96_validb[31] = v95_valid2[15];
+    uint8_t v106_validb[32];
+    v106_validb[0] = v105_valid2[0];
+    v106_validb[1] = v105_valid2[1];
+    v106_validb[2] = v105_valid2[0];
+    v106_validb[3] = v105_valid2[1];
+    v106_validb[4] = v105_valid2[2];
+    v106_validb[5] = v105_valid2[3];
+    v106_validb[6] = v105_valid2[2];
+    v106_validb[7] = v105_valid2[3];
+    v106_validb[8] = v105_valid2[4];
+    v106_validb[9] = v105_valid2[5];
+    v106_validb[10] = v105_valid2[4];
+    v106_validb[11] = v105_valid2[5];
+    v106_validb[12] = v105_valid2[6];
+    v106_validb[13] = v105_valid2[7];
+    v106_validb[14] = v105_valid2[6];
+    v106_validb[15] = v105_valid2[7];
+    v106_validb[16] = v105_valid2[8];
+    v106_validb[17] = v105_valid2[9];
+    v106_validb[18] = v105_valid2[8];
+    v106_validb[19] = v105_valid2[9];
+    v106_validb[20] = v105_valid2[10];
+    v106_validb[21] = v105_valid2[11];
+    v106_validb[22] = v105_valid2[10];
+    v106_validb[23] = v105_valid2[11];
+    v106_validb[24] = v105_valid2[12];
+    v106_validb[25] = v105_valid2[13];
+    v106_validb[26] = v105_valid2[12];
+    v106_validb[27] = v105_valid2[13];
+    v106_validb[28] = v105_valid2[14];
+    v106_validb[29] = v105_valid2[15];
+    v106_validb[30] = v105_valid2[14];
+    v106_validb[31] = v105_valid2[15];
     // %10 = splat %ninf : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v97[32];
+    float v107[32];
     #pragma unroll
-    for (int s98 = 0; s98 < 32; ++s98) {
-      v97[s98] = v20_ninf;
+    for (int s108 = 0; s108 < 32; ++s108) {
+      v107[s108] = v22_ninf;
     }
     // %sm = where %validb, %s, %10 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v99_sm[32];
+    float v109_sm[32];
     #pragma unroll
-    for (int s100 = 0; s100 < 32; ++s100) {
-      v99_sm[s100] = (v96_validb[s100] ? v82_s[s100] : v97[s100]);
+    for (int s110 = 0; s110 < 32; ++s110) {
+      v109_sm[s110] = (v106_validb[s110] ? v92_s[s110] : v107[s110]);
     }
     // %rmax = reduce %sm {axis = 1, kind = "max"} : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v101_rmax[2];
-    float part102[8];
-    part102[0] = v99_sm[0];
-    part102[1] = v99_sm[1];
-    part102[2] = v99_sm[4];
-    part102[3] = v99_sm[5];
-    part102[4] = v99_sm[8];
-    part102[5] = v99_sm[9];
-    part102[6] = v99_sm[12];
-    part102[7] = v99_sm[13];
-    part102[0] = tsr::max_nan_f32(part102[0], v99_sm[16]);
-    part102[1] = tsr::max_nan_f32(part102[1], v99_sm[17]);
-    part102[2] = tsr::max_nan_f32(part102[2], v99_sm[20]);
-    part102[3] = tsr::max_nan_f32(part102[3], v99_sm[21]);
-    part102[4] = tsr::max_nan_f32(part102[4], v99_sm[24]);
-    part102[5] = tsr::max_nan_f32(part102[5], v99_sm[25]);
-    part102[6] = tsr::max_nan_f32(part102[6], v99_sm[28]);
-    part102[7] = tsr::max_nan_f32(part102[7], v99_sm[29]);
-    part102[0] = tsr::max_nan_f32(part102[0], part102[4]);
-    part102[1] = tsr::max_nan_f32(part102[1], part102[5]);
-    part102[2] = tsr::max_nan_f32(part102[2], part102[6]);
-    part102[3] = tsr::max_nan_f32(part102[3], part102[7]);
-    part102[0] = tsr::max_nan_f32(part102[0], part102[2]);
-    part102[1] = tsr::max_nan_f32(part102[1], part102[3]);
-    part102[0] = tsr::max_nan_f32(part102[0], part102[1]);
-    v101_rmax[0] = part102[0];
-    float part103[8];
-    part103[0] = v99_sm[2];
-    part103[1] = v99_sm[3];
-    part103[2] = v99_sm[6];
-    part103[3] = v99_sm[7];
-    part103[4] = v99_sm[10];
-    part103[5] = v99_sm[11];
-    part103[6] = v99_sm[14];
-    part103[7] = v99_sm[15];
-    part103[0] = tsr::max_nan_f32(part103[0], v99_sm[18]);
-    part103[1] = tsr::max_nan_f32(part103[1], v99_sm[19]);
-    part103[2] = tsr::max_nan_f32(part103[2], v99_sm[22]);
-    part103[3] = tsr::max_nan_f32(part103[3], v99_sm[23]);
-    part103[4] = tsr::max_nan_f32(part103[4], v99_sm[26]);
-    part103[5] = tsr::max_nan_f32(part103[5], v99_sm[27]);
-    part103[6] = tsr::max_nan_f32(part103[6], v99_sm[30]);
-    part103[7] = tsr::max_nan_f32(part103[7], v99_sm[31]);
-    part103[0] = tsr::max_nan_f32(part103[0], part103[4]);
-    part103[1] = tsr::max_nan_f32(part103[1], part103[5]);
-    part103[2] = tsr::max_nan_f32(part103[2], part103[6]);
-    part103[3] = tsr::max_nan_f32(part103[3], part103[7]);
-    part103[0] = tsr::max_nan_f32(part103[0], part103[2]);
-    part103[1] = tsr::max_nan_f32(part103[1], part103[3]);
-    part103[0] = tsr::max_nan_f32(part103[0], part103[1]);
-    v101_rmax[1] = part103[0];
-    const float sh104 = __shfl_xor_sync(0xffffffffu, v101_rmax[0], 1);
-    v101_rmax[0] = tsr::max_nan_f32(v101_rmax[0], sh104);
-    const float sh105 = __shfl_xor_sync(0xffffffffu, v101_rmax[1], 1);
-    v101_rmax[1] = tsr::max_nan_f32(v101_rmax[1], sh105);
-    const float sh106 = __shfl_xor_sync(0xffffffffu, v101_rmax[0], 2);
-    v101_rmax[0] = tsr::max_nan_f32(v101_rmax[0], sh106);
-    const float sh107 = __shfl_xor_sync(0xffffffffu, v101_rmax[1], 2);
-    v101_rmax[1] = tsr::max_nan_f32(v101_rmax[1], sh107);
+    float v111_rmax[2];
+    float part112[8];
+    part112[0] = v109_sm[0];
+    part112[1] = v109_sm[1];
+    part112[2] = v109_sm[4];
+    part112[3] = v109_sm[5];
+    part112[4] = v109_sm[8];
+    part112[5] = v109_sm[9];
+    part112[6] = v109_sm[12];
+    part112[7] = v109_sm[13];
+    part112[0] = tsr::max_nan_f32(part112[0], v109_sm[16]);
+    part112[1] = tsr::max_nan_f32(part112[1], v109_sm[17]);
+    part112[2] = tsr::max_nan_f32(part112[2], v109_sm[20]);
+    part112[3] = tsr::max_nan_f32(part112[3], v109_sm[21]);
+    part112[4] = tsr::max_nan_f32(part112[4], v109_sm[24]);
+    part112[5] = tsr::max_nan_f32(part112[5], v109_sm[25]);
+    part112[6] = tsr::max_nan_f32(part112[6], v109_sm[28]);
+    part112[7] = tsr::max_nan_f32(part112[7], v109_sm[29]);
+    part112[0] = tsr::max_nan_f32(part112[0], part112[4]);
+    part112[1] = tsr::max_nan_f32(part112[1], part112[5]);
+    part112[2] = tsr::max_nan_f32(part112[2], part112[6]);
+    part112[3] = tsr::max_nan_f32(part112[3], part112[7]);
+    part112[0] = tsr::max_nan_f32(part112[0], part112[2]);
+    part112[1] = tsr::max_nan_f32(part112[1], part112[3]);
+    part112[0] = tsr::max_nan_f32(part112[0], part112[1]);
+    v111_rmax[0] = part112[0];
+    float part113[8];
+    part113[0] = v109_sm[2];
+    part113[1] = v109_sm[3];
+    part113[2] = v109_sm[6];
+    part113[3] = v109_sm[7];
+    part113[4] = v109_sm[10];
+    part113[5] = v109_sm[11];
+    part113[6] = v109_sm[14];
+    part113[7] = v109_sm[15];
+    part113[0] = tsr::max_nan_f32(part113[0], v109_sm[18]);
+    part113[1] = tsr::max_nan_f32(part113[1], v109_sm[19]);
+    part113[2] = tsr::max_nan_f32(part113[2], v109_sm[22]);
+    part113[3] = tsr::max_nan_f32(part113[3], v109_sm[23]);
+    part113[4] = tsr::max_nan_f32(part113[4], v109_sm[26]);
+    part113[5] = tsr::max_nan_f32(part113[5], v109_sm[27]);
+    part113[6] = tsr::max_nan_f32(part113[6], v109_sm[30]);
+    part113[7] = tsr::max_nan_f32(part113[7], v109_sm[31]);
+    part113[0] = tsr::max_nan_f32(part113[0], part113[4]);
+    part113[1] = tsr::max_nan_f32(part113[1], part113[5]);
+    part113[2] = tsr::max_nan_f32(part113[2], part113[6]);
+    part113[3] = tsr::max_nan_f32(part113[3], part113[7]);
+    part113[0] = tsr::max_nan_f32(part113[0], part113[2]);
+    part113[1] = tsr::max_nan_f32(part113[1], part113[3]);
+    part113[0] = tsr::max_nan_f32(part113[0], part113[1]);
+    v111_rmax[1] = part113[0];
+    const float sh114 = __shfl_xor_sync(0xffffffffu, v111_rmax[0], 1);
+    v111_rmax[0] = tsr::max_nan_f32(v111_rmax[0], sh114);
+    const float sh115 = __shfl_xor_sync(0xffffffffu, v111_rmax[1], 1);
+    v111_rmax[1] = tsr::max_nan_f32(v111_rmax[1], sh115);
+    const float sh116 = __shfl_xor_sync(0xffffffffu, v111_rmax[0], 2);
+    v111_rmax[0] = tsr::max_nan_f32(v111_rmax[0], sh116);
+    const float sh117 = __shfl_xor_sync(0xffffffffu, v111_rmax[1], 2);
+    v111_rmax[1] = tsr::max_nan_f32(v111_rmax[1], sh117);
     // %mn = max %mc, %rmax : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v108_mn[2];
+    float v118_mn[2];
     #pragma unroll
-    for (int s109 = 0; s109 < 2; ++s109) {
-      v108_mn[s109] = tsr::fmax_nan_z<float>(c30_m[s109], v101_rmax[s109]);
+    for (int s119 = 0; s119 < 2; ++s119) {
+      v118_mn[s119] = tsr::fmax_nan_z<float>(c32_m[s119], v111_rmax[s119]);
     }
     // %dm = sub %mc, %mn : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v110_dm[2];
+    float v120_dm[2];
     #pragma unroll
-    for (int s111 = 0; s111 < 2; ++s111) {
-      v110_dm[s111] = float(c30_m[s111] - v108_mn[s111]);
+    for (int s121 = 0; s121 < 2; ++s121) {
+      v120_dm[s121] = float(c32_m[s121] - v118_mn[s121]);
     }
     // %alpha = exp %dm : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v112_alpha[2];
+    float v122_alpha[2];
     #pragma unroll
-    for (int s113 = 0; s113 < 2; ++s113) {
-      v112_alpha[s113] = float(tsr::fexp(v110_dm[s113]));
+    for (int s123 = 0; s123 < 2; ++s123) {
+      v122_alpha[s123] = float(tsr::fexp(v120_dm[s123]));
     }
     // %mn2 = expand_dims %mn {axis = 1} : tile<f32, [64, 1], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v114_mn2[2];
-    v114_mn2[0] = v108_mn[0];
-    v114_mn2[1] = v108_mn[1];
+    float v124_mn2[2];
+    v124_mn2[0] = v118_mn[0];
+    v124_mn2[1] = v118_mn[1];
     // %mnb = broadcast %mn2 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v115_mnb[32];
-    v115_mnb[0] = v114_mn2[0];
-    v115_mnb[1] = v114_mn2[0];
-    v115_mnb[2] = v114_mn2[1];
-    v115_mnb[3] = v114_mn2[1];
-    v115_mnb[4] = v114_mn2[0];
-    v115_mnb[5] = v114_mn2[0];
-    v115_mnb[6] = v114_mn2[1];
-    v115_mnb[7] = v114_mn2[1];
-    v115_mnb[8] = v114_mn2[0];
-    v115_mnb[9] = v114_mn2[0];
-    v115_mnb[10] = v114_mn2[1];
-    v115_mnb[11] = v114_mn2[1];
-    v115_mnb[12] = v114_mn2[0];
-    v115_mnb[13] = v114_mn2[0];
-    v115_mnb[14] = v114_mn2[1];
-    v115_mnb[15] = v114_mn2[1];
-    v115_mnb[16] = v114_mn2[0];
-    v115_mnb[17] = v114_mn2[0];
-    v115_mnb[18] = v114_mn2[1];
-    v115_mnb[19] = v114_mn2[1];
-    v115_mnb[20] = v114_mn2[0];
-    v115_mnb[21] = v114_mn2[0];
-    v115_mnb[22] = v114_mn2[1];
-    v115_mnb[23] = v114_mn2[1];
-    v115_mnb[24] = v114_mn2[0];
-    v115_mnb[25] = v114_mn2[0];
-    v115_mnb[26] = v114_mn2[1];
-    v115_mnb[27] = v114_mn2[1];
-    v115_mnb[28] = v114_mn2[0];
-    v115_mnb[29] = v114_mn2[0];
-    v115_mnb[30] = v114_mn2[1];
-    v115_mnb[31] = v114_mn2[1];
+    float v125_mnb[32];
+    v125_mnb[0] = v124_mn2[0];
+    v125_mnb[1] = v124_mn2[0];
+    v125_mnb[2] = v124_mn2[1];
+    v125_mnb[3] = v124_mn2[1];
+    v125_mnb[4] = v124_mn2[0];
+    v125_mnb[5] = v124_mn2[0];
+    v125_mnb[6] = v124_mn2[1];
+    v125_mnb[7] = v124_mn2[1];
+    v125_mnb[8] = v124_mn2[0];
+    v125_mnb[9] = v124_mn2[0];
+    v125_mnb[10] = v124_mn2[1];
+    v125_mnb[11] = v124_mn2[1];
+    v125_mnb[12] = v124_mn2[0];
+    v125_mnb[13] = v124_mn2[0];
+    v125_mnb[14] = v124_mn2[1];
+    v125_mnb[15] = v124_mn2[1];
+    v125_mnb[16] = v124_mn2[0];
+    v125_mnb[17] = v124_mn2[0];
+    v125_mnb[18] = v124_mn2[1];
+    v125_mnb[19] = v124_mn2[1];
+    v125_mnb[20] = v124_mn2[0];
+    v125_mnb[21] = v124_mn2[0];
+    v125_mnb[22] = v124_mn2[1];
+    v125_mnb[23] = v124_mn2[1];
+    v125_mnb[24] = v124_mn2[0];
+    v125_mnb[25] = v124_mn2[0];
+    v125_mnb[26] = v124_mn2[1];
+    v125_mnb[27] = v124_mn2[1];
+    v125_mnb[28] = v124_mn2[0];
+    v125_mnb[29] = v124_mn2[0];
+    v125_mnb[30] = v124_mn2[1];
+    v125_mnb[31] = v124_mn2[1];
     // %sd = sub %sm, %mnb : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v116_sd[32];
+    float v126_sd[32];
     #pragma unroll
-    for (int s117 = 0; s117 < 32; ++s117) {
-      v116_sd[s117] = float(v99_sm[s117] - v115_mnb[s117]);
+    for (int s127 = 0; s127 < 32; ++s127) {
+      v126_sd[s127] = float(v109_sm[s127] - v125_mnb[s127]);
     }
     // %p = exp %sd : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v118_p[32];
+    float v128_p[32];
     #pragma unroll
-    for (int s119 = 0; s119 < 32; ++s119) {
-      v118_p[s119] = float(tsr::fexp(v116_sd[s119]));
+    for (int s129 = 0; s129 < 32; ++s129) {
+      v128_p[s129] = float(tsr::fexp(v126_sd[s129]));
     }
     // %psum = reduce %p {axis = 1, kind = "sum"} : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v120_psum[2];
-    float part121[8];
-    part121[0] = v118_p[0];
-    part121[1] = v118_p[1];
-    part121[2] = v118_p[4];
-    part121[3] = v118_p[5];
-    part121[4] = v118_p[8];
-    part121[5] = v118_p[9];
-    part121[6] = v118_p[12];
-    part121[7] = v118_p[13];
-    part121[0] = float(part121[0] + v118_p[16]);
-    part121[1] = float(part121[1] + v118_p[17]);
-    part121[2] = float(part121[2] + v118_p[20]);
-    part121[3] = float(part121[3] + v118_p[21]);
-    part121[4] = float(part121[4] + v118_p[24]);
-    part121[5] = float(part121[5] + v118_p[25]);
-    part121[6] = float(part121[6] + v118_p[28]);
-    part121[7] = float(part121[7] + v118_p[29]);
-    part121[0] = float(part121[0] + part121[4]);
-    part121[1] = float(part121[1] + part121[5]);
-    part121[2] = float(part121[2] + part121[6]);
-    part121[3] = float(part121[3] + part121[7]);
-    part121[0] = float(part121[0] + part121[2]);
-    part121[1] = float(part121[1] + part121[3]);
-    part121[0] = float(part121[0] + part121[1]);
-    v120_psum[0] = part121[0];
-    float part122[8];
-    part122[0] = v118_p[2];
-    part122[1] = v118_p[3];
-    part122[2] = v118_p[6];
-    part122[3] = v118_p[7];
-    part122[4] = v118_p[10];
-    part122[5] = v118_p[11];
-    part122[6] = v118_p[14];
-    part122[7] = v118_p[15];
-    part122[0] = float(part122[0] + v118_p[18]);
-    part122[1] = float(part122[1] + v118_p[19]);
-    part122[2] = float(part122[2] + v118_p[22]);
-    part122[3] = float(part122[3] + v118_p[23]);
-    part122[4] = float(part122[4] + v118_p[26]);
-    part122[5] = float(part122[5] + v118_p[27]);
-    part122[6] = float(part122[6] + v118_p[30]);
-    part122[7] = float(part122[7] + v118_p[31]);
-    part122[0] = float(part122[0] + part122[4]);
-    part122[1] = float(part122[1] + part122[5]);
-    part122[2] = float(part122[2] + part122[6]);
-    part122[3] = float(part122[3] + part122[7]);
-    part122[0] = float(part122[0] + part122[2]);
-    part122[1] = float(part122[1] + part122[3]);
-    part122[0] = float(part122[0] + part122[1]);
-    v120_psum[1] = part122[0];
-    const float sh123 = __shfl_xor_sync(0xffffffffu, v120_psum[0], 1);
-    v120_psum[0] = float(v120_psum[0] + sh123);
-    const float sh124 = __shfl_xor_sync(0xffffffffu, v120_psum[1], 1);
-    v120_psum[1] = float(v120_psum[1] + sh124);
-    const float sh125 = __shfl_xor_sync(0xffffffffu, v120_psum[0], 2);
-    v120_psum[0] = float(v120_psum[0] + sh125);
-    const float sh126 = __shfl_xor_sync(0xffffffffu, v120_psum[1], 2);
-    v120_psum[1] = float(v120_psum[1] + sh126);
+    float v130_psum[2];
+    float part131[8];
+    part131[0] = v128_p[0];
+    part131[1] = v128_p[1];
+    part131[2] = v128_p[4];
+    part131[3] = v128_p[5];
+    part131[4] = v128_p[8];
+    part131[5] = v128_p[9];
+    part131[6] = v128_p[12];
+    part131[7] = v128_p[13];
+    part131[0] = float(part131[0] + v128_p[16]);
+    part131[1] = float(part131[1] + v128_p[17]);
+    part131[2] = float(part131[2] + v128_p[20]);
+    part131[3] = float(part131[3] + v128_p[21]);
+    part131[4] = float(part131[4] + v128_p[24]);
+    part131[5] = float(part131[5] + v128_p[25]);
+    part131[6] = float(part131[6] + v128_p[28]);
+    part131[7] = float(part131[7] + v128_p[29]);
+    part131[0] = float(part131[0] + part131[4]);
+    part131[1] = float(part131[1] + part131[5]);
+    part131[2] = float(part131[2] + part131[6]);
+    part131[3] = float(part131[3] + part131[7]);
+    part131[0] = float(part131[0] + part131[2]);
+    part131[1] = float(part131[1] + part131[3]);
+    part131[0] = float(part131[0] + part131[1]);
+    v130_psum[0] = part131[0];
+    float part132[8];
+    part132[0] = v128_p[2];
+    part132[1] = v128_p[3];
+    part132[2] = v128_p[6];
+    part132[3] = v128_p[7];
+    part132[4] = v128_p[10];
+    part132[5] = v128_p[11];
+    part132[6] = v128_p[14];
+    part132[7] = v128_p[15];
+    part132[0] = float(part132[0] + v128_p[18]);
+    part132[1] = float(part132[1] + v128_p[19]);
+    part132[2] = float(part132[2] + v128_p[22]);
+    part132[3] = float(part132[3] + v128_p[23]);
+    part132[4] = float(part132[4] + v128_p[26]);
+    part132[5] = float(part132[5] + v128_p[27]);
+    part132[6] = float(part132[6] + v128_p[30]);
+    part132[7] = float(part132[7] + v128_p[31]);
+    part132[0] = float(part132[0] + part132[4]);
+    part132[1] = float(part132[1] + part132[5]);
+    part132[2] = float(part132[2] + part132[6]);
+    part132[3] = float(part132[3] + part132[7]);
+    part132[0] = float(part132[0] + part132[2]);
+    part132[1] = float(part132[1] + part132[3]);
+    part132[0] = float(part132[0] + part132[1]);
+    v130_psum[1] = part132[0];
+    const float sh133 = __shfl_xor_sync(0xffffffffu, v130_psum[0], 1);
+    v130_psum[0] = float(v130_psum[0] + sh133);
+    const float sh134 = __shfl_xor_sync(0xffffffffu, v130_psum[1], 1);
+    v130_psum[1] = float(v130_psum[1] + sh134);
+    const float sh135 = __shfl_xor_sync(0xffffffffu, v130_psum[0], 2);
+    v130_psum[0] = float(v130_psum[0] + sh135);
+    const float sh136 = __shfl_xor_sync(0xffffffffu, v130_psum[1], 2);
+    v130_psum[1] = float(v130_psum[1] + sh136);
     // %la = mul %lc, %alpha : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v127_la[2];
+    float v137_la[2];
     #pragma unroll
-    for (int s128 = 0; s128 < 2; ++s128) {
-      v127_la[s128] = float(c32_l[s128] * v112_alpha[s128]);
+    for (int s138 = 0; s138 < 2; ++s138) {
+      v137_la[s138] = float(c34_l[s138] * v122_alpha[s138]);
     }
     // %ln = add %la, %psum : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v129_ln[2];
+    float v139_ln[2];
     #pragma unroll
-    for (int s130 = 0; s130 < 2; ++s130) {
-      v129_ln[s130] = float(v127_la[s130] + v120_psum[s130]);
+    for (int s140 = 0; s140 < 2; ++s140) {
+      v139_ln[s140] = float(v137_la[s140] + v130_psum[s140]);
     }
     // %alpha2 = expand_dims %alpha {axis = 1} : tile<f32, [64, 1], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v131_alpha2[2];
-    v131_alpha2[0] = v112_alpha[0];
-    v131_alpha2[1] = v112_alpha[1];
+    float v141_alpha2[2];
+    v141_alpha2[0] = v122_alpha[0];
+    v141_alpha2[1] = v122_alpha[1];
     // %alphab = broadcast %alpha2 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v132_alphab[32];
-    v132_alphab[0] = v131_alpha2[0];
-    v132_alphab[1] = v131_alpha2[0];
-    v132_alphab[2] = v131_alpha2[1];
-    v132_alphab[3] = v131_alpha2[1];
-    v132_alphab[4] = v131_alpha2[0];
-    v132_alphab[5] = v131_alpha2[0];
-    v132_alphab[6] = v131_alpha2[1];
-    v132_alphab[7] = v131_alpha2[1];
-    v132_alphab[8] = v131_alpha2[0];
-    v132_alphab[9] = v131_alpha2[0];
-    v132_alphab[10] = v131_alpha2[1];
-    v132_alphab[11] = v131_alpha2[1];
-    v132_alphab[12] = v131_alpha2[0];
-    v132_alphab[13] = v131_alpha2[0];
-    v132_alphab[14] = v131_alpha2[1];
-    v132_alphab[15] = v131_alpha2[1];
-    v132_alphab[16] = v131_alpha2[0];
-    v132_alphab[17] = v131_alpha2[0];
-    v132_alphab[18] = v131_alpha2[1];
-    v132_alphab[19] = v131_alpha2[1];
-    v132_alphab[20] = v131_alpha2[0];
-    v132_alphab[21] = v131_alpha2[0];
-    v132_alphab[22] = v131_alpha2[1];
-    v132_alphab[23] = v131_alpha2[1];
-    v132_alphab[24] = v131_alpha2[0];
-    v132_alphab[25] = v131_alpha2[0];
-    v132_alphab[26] = v131_alpha2[1];
-    v132_alphab[27] = v131_alpha2[1];
-    v132_alphab[28] = v131_alpha2[0];
-    v132_alphab[29] = v131_alpha2[0];
-    v132_alphab[30] = v131_alpha2[1];
-    v132_alphab[31] = v131_alpha2[1];
+    float v142_alphab[32];
+    v142_alphab[0] = v141_alpha2[0];
+    v142_alphab[1] = v141_alpha2[0];
+    v142_alphab[2] = v141_alpha2[1];
+    v142_alphab[3] = v141_alpha2[1];
+    v142_alphab[4] = v141_alpha2[0];
+    v142_alphab[5] = v141_alpha2[0];
+    v142_alphab[6] = v141_alpha2[1];
+    v142_alphab[7] = v141_alpha2[1];
+    v142_alphab[8] = v141_alpha2[0];
+    v142_alphab[9] = v141_alpha2[0];
+    v142_alphab[10] = v141_alpha2[1];
+    v142_alphab[11] = v141_alpha2[1];
+    v142_alphab[12] = v141_alpha2[0];
+    v142_alphab[13] = v141_alpha2[0];
+    v142_alphab[14] = v141_alpha2[1];
+    v142_alphab[15] = v141_alpha2[1];
+    v142_alphab[16] = v141_alpha2[0];
+    v142_alphab[17] = v141_alpha2[0];
+    v142_alphab[18] = v141_alpha2[1];
+    v142_alphab[19] = v141_alpha2[1];
+    v142_alphab[20] = v141_alpha2[0];
+    v142_alphab[21] = v141_alpha2[0];
+    v142_alphab[22] = v141_alpha2[1];
+    v142_alphab[23] = v141_alpha2[1];
+    v142_alphab[24] = v141_alpha2[0];
+    v142_alphab[25] = v141_alpha2[0];
+    v142_alphab[26] = v141_alpha2[1];
+    v142_alphab[27] = v141_alpha2[1];
+    v142_alphab[28] = v141_alpha2[0];
+    v142_alphab[29] = v141_alpha2[0];
+    v142_alphab[30] = v141_alpha2[1];
+    v142_alphab[31] = v141_alpha2[1];
     // %accs = mul %accc, %alphab : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v133_accs[32];
+    float v143_accs[32];
     #pragma unroll
-    for (int s134 = 0; s134 < 32; ++s134) {
-      v133_accs[s134] = float(c34_acc[s134] * v132_alphab[s134]);
+    for (int s144 = 0; s144 < 32; ++s144) {
+      v143_accs[s144] = float(c36_acc[s144] * v142_alphab[s144]);
     }
     // %v3 = load_tile %v, %ph, %j, %c0 : tile<bf16, [1, 64, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %vt = reshape %v3 : tile<bf16, [64, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %pb = cast %p : tile<bf16, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v135_pb[32];
+    float v145_pb[32];
     #pragma unroll
-    for (int s136 = 0; s136 < 32; ++s136) {
-      v135_pb[s136] = tsr::rbf16(float(float(v118_p[s136])));
+    for (int s146 = 0; s146 < 32; ++s146) {
+      v145_pb[s146] = tsr::rbf16(float(float(v128_p[s146])));
     }
     // %11 = convert_layout %pb : tile<bf16, [64, 64], layout = dot_operand<operand = 0, k_width = 2, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v137[32];
-    v137[0] = v135_pb[0];
-    v137[1] = v135_pb[1];
-    v137[2] = v135_pb[2];
-    v137[3] = v135_pb[3];
-    v137[4] = v135_pb[4];
-    v137[5] = v135_pb[5];
-    v137[6] = v135_pb[6];
-    v137[7] = v135_pb[7];
-    v137[8] = v135_pb[8];
-    v137[9] = v135_pb[9];
-    v137[10] = v135_pb[10];
-    v137[11] = v135_pb[11];
-    v137[12] = v135_pb[12];
-    v137[13] = v135_pb[13];
-    v137[14] = v135_pb[14];
-    v137[15] = v135_pb[15];
-    v137[16] = v135_pb[16];
-    v137[17] = v135_pb[17];
-    v137[18] = v135_pb[18];
-    v137[19] = v135_pb[19];
-    v137[20] = v135_pb[20];
-    v137[21] = v135_pb[21];
-    v137[22] = v135_pb[22];
-    v137[23] = v135_pb[23];
-    v137[24] = v135_pb[24];
-    v137[25] = v135_pb[25];
-    v137[26] = v135_pb[26];
-    v137[27] = v135_pb[27];
-    v137[28] = v135_pb[28];
-    v137[29] = v135_pb[29];
-    v137[30] = v135_pb[30];
-    v137[31] = v135_pb[31];
+    float v147[32];
+    v147[0] = v145_pb[0];
+    v147[1] = v145_pb[1];
+    v147[2] = v145_pb[2];
+    v147[3] = v145_pb[3];
+    v147[4] = v145_pb[4];
+    v147[5] = v145_pb[5];
+    v147[6] = v145_pb[6];
+    v147[7] = v145_pb[7];
+    v147[8] = v145_pb[8];
+    v147[9] = v145_pb[9];
+    v147[10] = v145_pb[10];
+    v147[11] = v145_pb[11];
+    v147[12] = v145_pb[12];
+    v147[13] = v145_pb[13];
+    v147[14] = v145_pb[14];
+    v147[15] = v145_pb[15];
+    v147[16] = v145_pb[16];
+    v147[17] = v145_pb[17];
+    v147[18] = v145_pb[18];
+    v147[19] = v145_pb[19];
+    v147[20] = v145_pb[20];
+    v147[21] = v145_pb[21];
+    v147[22] = v145_pb[22];
+    v147[23] = v145_pb[23];
+    v147[24] = v145_pb[24];
+    v147[25] = v145_pb[25];
+    v147[26] = v145_pb[26];
+    v147[27] = v145_pb[27];
+    v147[28] = v145_pb[28];
+    v147[29] = v145_pb[29];
+    v147[30] = v145_pb[30];
+    v147[31] = v145_pb[31];
     // %accn = dot %11, %vt, %accs : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v138_accn[32];
+    float v148_accn[32];
     #pragma unroll
-    for (int s139 = 0; s139 < 32; ++s139) {
-      v138_accn[s139] = v133_accs[s139];
+    for (int s149 = 0; s149 < 32; ++s149) {
+      v148_accn[s149] = v143_accs[s149];
     }
     {
       const int wm_ = tsr_warp / 1, wn_ = tsr_warp % 1;
@@ -654,150 +694,149 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
       #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         uint32_t fa[1][4], fb[8][2];
-        fa[0][0] = tsr::f2bf2(v137[8 * (ks + 4 * 0) + 0], v137[8 * (ks + 4 * 0) + 0 + 1]);
-        fa[0][1] = tsr::f2bf2(v137[8 * (ks + 4 * 0) + 2], v137[8 * (ks + 4 * 0) + 2 + 1]);
-        fa[0][2] = tsr::f2bf2(v137[8 * (ks + 4 * 0) + 4], v137[8 * (ks + 4 * 0) + 4 + 1]);
-        fa[0][3] = tsr::f2bf2(v137[8 * (ks + 4 * 0) + 6], v137[8 * (ks + 4 * 0) + 6 + 1]);
-        tsr::ldsm_x4_trans(fb[0][0], fb[0][1], fb[1][0], fb[1][1], tsr::smem_u32((sh38 + rs36 * 4608)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 8 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[2][0], fb[2][1], fb[3][0], fb[3][1], tsr::smem_u32((sh38 + rs36 * 4608)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 8 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[4][0], fb[4][1], fb[5][0], fb[5][1], tsr::smem_u32((sh38 + rs36 * 4608)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 8 * (4 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[6][0], fb[6][1], fb[7][0], fb[7][1], tsr::smem_u32((sh38 + rs36 * 4608)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 8 * (6 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::mma_bf16_16816(&v138_accn[0], fa[0], fb[0]);
-        tsr::mma_bf16_16816(&v138_accn[4], fa[0], fb[1]);
-        tsr::mma_bf16_16816(&v138_accn[8], fa[0], fb[2]);
-        tsr::mma_bf16_16816(&v138_accn[12], fa[0], fb[3]);
-        tsr::mma_bf16_16816(&v138_accn[16], fa[0], fb[4]);
-        tsr::mma_bf16_16816(&v138_accn[20], fa[0], fb[5]);
-        tsr::mma_bf16_16816(&v138_accn[24], fa[0], fb[6]);
-        tsr::mma_bf16_16816(&v138_accn[28], fa[0], fb[7]);
+        fa[0][0] = tsr::f2bf2(v147[8 * (ks + 4 * 0) + 0], v147[8 * (ks + 4 * 0) + 0 + 1]);
+        fa[0][1] = tsr::f2bf2(v147[8 * (ks + 4 * 0) + 2], v147[8 * (ks + 4 * 0) + 2 + 1]);
+        fa[0][2] = tsr::f2bf2(v147[8 * (ks + 4 * 0) + 4], v147[8 * (ks + 4 * 0) + 4 + 1]);
+        fa[0][3] = tsr::f2bf2(v147[8 * (ks + 4 * 0) + 6], v147[8 * (ks + 4 * 0) + 6 + 1]);
+        tsr::ldsm_x4_trans(fb[0][0], fb[0][1], fb[1][0], fb[1][1], tsr::smem_u32((sh40 + rs38 * 4608)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 8 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+        tsr::ldsm_x4_trans(fb[2][0], fb[2][1], fb[3][0], fb[3][1], tsr::smem_u32((sh40 + rs38 * 4608)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 8 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+        tsr::ldsm_x4_trans(fb[4][0], fb[4][1], fb[5][0], fb[5][1], tsr::smem_u32((sh40 + rs38 * 4608)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 8 * (4 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+        tsr::ldsm_x4_trans(fb[6][0], fb[6][1], fb[7][0], fb[7][1], tsr::smem_u32((sh40 + rs38 * 4608)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 8 * (6 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+        tsr::mma_bf16_16816(&v148_accn[0], fa[0], fb[0]);
+        tsr::mma_bf16_16816(&v148_accn[4], fa[0], fb[1]);
+        tsr::mma_bf16_16816(&v148_accn[8], fa[0], fb[2]);
+        tsr::mma_bf16_16816(&v148_accn[12], fa[0], fb[3]);
+        tsr::mma_bf16_16816(&v148_accn[16], fa[0], fb[4]);
+        tsr::mma_bf16_16816(&v148_accn[20], fa[0], fb[5]);
+        tsr::mma_bf16_16816(&v148_accn[24], fa[0], fb[6]);
+        tsr::mma_bf16_16816(&v148_accn[28], fa[0], fb[7]);
       }
     }
     // yield %mn, %ln, %accn
     #pragma unroll
-    for (int s140 = 0; s140 < 2; ++s140) {
-      c30_m[s140] = v108_mn[s140];
+    for (int s150 = 0; s150 < 2; ++s150) {
+      c32_m[s150] = v118_mn[s150];
     }
     #pragma unroll
-    for (int s141 = 0; s141 < 2; ++s141) {
-      c32_l[s141] = v129_ln[s141];
+    for (int s151 = 0; s151 < 2; ++s151) {
+      c34_l[s151] = v139_ln[s151];
     }
     #pragma unroll
-    for (int s142 = 0; s142 < 32; ++s142) {
-      c34_acc[s142] = v138_accn[s142];
+    for (int s152 = 0; s152 < 32; ++s152) {
+      c36_acc[s152] = v148_accn[s152];
     }
-    __syncthreads();
-    rs36 = (rs36 + 1) % 2;
+    rs38 = (rs38 + 1) % 2;
   }
   tsr::cp_async_wait<0>();
   // %l2 = expand_dims %l {axis = 1} : tile<f32, [64, 1], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v143_l2[2];
-  v143_l2[0] = c32_l[0];
-  v143_l2[1] = c32_l[1];
+  float v153_l2[2];
+  v153_l2[0] = c34_l[0];
+  v153_l2[1] = c34_l[1];
   // %lb = broadcast %l2 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v144_lb[32];
-  v144_lb[0] = v143_l2[0];
-  v144_lb[1] = v143_l2[0];
-  v144_lb[2] = v143_l2[1];
-  v144_lb[3] = v143_l2[1];
-  v144_lb[4] = v143_l2[0];
-  v144_lb[5] = v143_l2[0];
-  v144_lb[6] = v143_l2[1];
-  v144_lb[7] = v143_l2[1];
-  v144_lb[8] = v143_l2[0];
-  v144_lb[9] = v143_l2[0];
-  v144_lb[10] = v143_l2[1];
-  v144_lb[11] = v143_l2[1];
-  v144_lb[12] = v143_l2[0];
-  v144_lb[13] = v143_l2[0];
-  v144_lb[14] = v143_l2[1];
-  v144_lb[15] = v143_l2[1];
-  v144_lb[16] = v143_l2[0];
-  v144_lb[17] = v143_l2[0];
-  v144_lb[18] = v143_l2[1];
-  v144_lb[19] = v143_l2[1];
-  v144_lb[20] = v143_l2[0];
-  v144_lb[21] = v143_l2[0];
-  v144_lb[22] = v143_l2[1];
-  v144_lb[23] = v143_l2[1];
-  v144_lb[24] = v143_l2[0];
-  v144_lb[25] = v143_l2[0];
-  v144_lb[26] = v143_l2[1];
-  v144_lb[27] = v143_l2[1];
-  v144_lb[28] = v143_l2[0];
-  v144_lb[29] = v143_l2[0];
-  v144_lb[30] = v143_l2[1];
-  v144_lb[31] = v143_l2[1];
+  float v154_lb[32];
+  v154_lb[0] = v153_l2[0];
+  v154_lb[1] = v153_l2[0];
+  v154_lb[2] = v153_l2[1];
+  v154_lb[3] = v153_l2[1];
+  v154_lb[4] = v153_l2[0];
+  v154_lb[5] = v153_l2[0];
+  v154_lb[6] = v153_l2[1];
+  v154_lb[7] = v153_l2[1];
+  v154_lb[8] = v153_l2[0];
+  v154_lb[9] = v153_l2[0];
+  v154_lb[10] = v153_l2[1];
+  v154_lb[11] = v153_l2[1];
+  v154_lb[12] = v153_l2[0];
+  v154_lb[13] = v153_l2[0];
+  v154_lb[14] = v153_l2[1];
+  v154_lb[15] = v153_l2[1];
+  v154_lb[16] = v153_l2[0];
+  v154_lb[17] = v153_l2[0];
+  v154_lb[18] = v153_l2[1];
+  v154_lb[19] = v153_l2[1];
+  v154_lb[20] = v153_l2[0];
+  v154_lb[21] = v153_l2[0];
+  v154_lb[22] = v153_l2[1];
+  v154_lb[23] = v153_l2[1];
+  v154_lb[24] = v153_l2[0];
+  v154_lb[25] = v153_l2[0];
+  v154_lb[26] = v153_l2[1];
+  v154_lb[27] = v153_l2[1];
+  v154_lb[28] = v153_l2[0];
+  v154_lb[29] = v153_l2[0];
+  v154_lb[30] = v153_l2[1];
+  v154_lb[31] = v153_l2[1];
   // %out = div %acc, %lb : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v145_out[32];
+  float v155_out[32];
   #pragma unroll
-  for (int s146 = 0; s146 < 32; ++s146) {
-    v145_out[s146] = float(c34_acc[s146] / v144_lb[s146]);
+  for (int s156 = 0; s156 < 32; ++s156) {
+    v155_out[s156] = float(c36_acc[s156] / v154_lb[s156]);
   }
   // %outb = cast %out : tile<bf16, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v147_outb[32];
+  float v157_outb[32];
   #pragma unroll
-  for (int s148 = 0; s148 < 32; ++s148) {
-    v147_outb[s148] = tsr::rbf16(float(float(v145_out[s148])));
+  for (int s158 = 0; s158 < 32; ++s158) {
+    v157_outb[s158] = tsr::rbf16(float(float(v155_out[s158])));
   }
   // %o3 = reshape %outb : tile<bf16, [1, 64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v149_o3[32];
-  v149_o3[0] = v147_outb[0];
-  v149_o3[1] = v147_outb[1];
-  v149_o3[2] = v147_outb[2];
-  v149_o3[3] = v147_outb[3];
-  v149_o3[4] = v147_outb[4];
-  v149_o3[5] = v147_outb[5];
-  v149_o3[6] = v147_outb[6];
-  v149_o3[7] = v147_outb[7];
-  v149_o3[8] = v147_outb[8];
-  v149_o3[9] = v147_outb[9];
-  v149_o3[10] = v147_outb[10];
-  v149_o3[11] = v147_outb[11];
-  v149_o3[12] = v147_outb[12];
-  v149_o3[13] = v147_outb[13];
-  v149_o3[14] = v147_outb[14];
-  v149_o3[15] = v147_outb[15];
-  v149_o3[16] = v147_outb[16];
-  v149_o3[17] = v147_outb[17];
-  v149_o3[18] = v147_outb[18];
-  v149_o3[19] = v147_outb[19];
-  v149_o3[20] = v147_outb[20];
-  v149_o3[21] = v147_outb[21];
-  v149_o3[22] = v147_outb[22];
-  v149_o3[23] = v147_outb[23];
-  v149_o3[24] = v147_outb[24];
-  v149_o3[25] = v147_outb[25];
-  v149_o3[26] = v147_outb[26];
-  v149_o3[27] = v147_outb[27];
-  v149_o3[28] = v147_outb[28];
-  v149_o3[29] = v147_outb[29];
-  v149_o3[30] = v147_outb[30];
-  v149_o3[31] = v147_outb[31];
+  float v159_o3[32];
+  v159_o3[0] = v157_outb[0];
+  v159_o3[1] = v157_outb[1];
+  v159_o3[2] = v157_outb[2];
+  v159_o3[3] = v157_outb[3];
+  v159_o3[4] = v157_outb[4];
+  v159_o3[5] = v157_outb[5];
+  v159_o3[6] = v157_outb[6];
+  v159_o3[7] = v157_outb[7];
+  v159_o3[8] = v157_outb[8];
+  v159_o3[9] = v157_outb[9];
+  v159_o3[10] = v157_outb[10];
+  v159_o3[11] = v157_outb[11];
+  v159_o3[12] = v157_outb[12];
+  v159_o3[13] = v157_outb[13];
+  v159_o3[14] = v157_outb[14];
+  v159_o3[15] = v157_outb[15];
+  v159_o3[16] = v157_outb[16];
+  v159_o3[17] = v157_outb[17];
+  v159_o3[18] = v157_outb[18];
+  v159_o3[19] = v157_outb[19];
+  v159_o3[20] = v157_outb[20];
+  v159_o3[21] = v157_outb[21];
+  v159_o3[22] = v157_outb[22];
+  v159_o3[23] = v157_outb[23];
+  v159_o3[24] = v157_outb[24];
+  v159_o3[25] = v157_outb[25];
+  v159_o3[26] = v157_outb[26];
+  v159_o3[27] = v157_outb[27];
+  v159_o3[28] = v157_outb[28];
+  v159_o3[29] = v157_outb[29];
+  v159_o3[30] = v157_outb[30];
+  v159_o3[31] = v157_outb[31];
   // store_tile %o, %o3, %ph, %pm, %c0
   {
-    const int64_t o150 = int64_t(v1_ph) * 1 + 0;
-    const int64_t o151 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 3) * 16);
-    const int64_t o152 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 3) * 2);
-    const bool whole153 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 2 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
-    if (whole153) {
+    const int64_t o160 = int64_t(v1_ph) * 1 + 0;
+    const int64_t o161 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 3) * 16);
+    const int64_t o162 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 3) * 2);
+    const bool whole163 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 2 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
+    if (whole163) {
       #pragma unroll
-      for (int c154 = 0; c154 < 16; ++c154) {
-        uint16_t vb155[2];
-        vb155[0] = tsr::f2bf(v149_o3[c154 * 2 + 0]);
-        vb155[1] = tsr::f2bf(v149_o3[c154 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o150 + 0) * tsr_p3_s0 + (o151 + ((((c154 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o152 + (((c154 * 2) % 2) + (((c154 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb155);
+      for (int c164 = 0; c164 < 16; ++c164) {
+        uint16_t vb165[2];
+        vb165[0] = tsr::f2bf(v159_o3[c164 * 2 + 0]);
+        vb165[1] = tsr::f2bf(v159_o3[c164 * 2 + 1]);
+        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o160 + 0) * tsr_p3_s0 + (o161 + ((((c164 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o162 + (((c164 * 2) % 2) + (((c164 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb165);
       }
     } else {
       #pragma unroll
-      for (int c156 = 0; c156 < 16; ++c156) {
-        uint16_t vb157[2];
-        if ((o150 + 0) < int64_t(tsr_dim_H) && (o151 + ((((c156 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o152 + (((c156 * 2) % 2) + (((c156 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o150 + 0) * tsr_p3_s0 + (o151 + ((((c156 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o152 + (((c156 * 2) % 2) + (((c156 * 2) / 4) % 8) * 8)) * tsr_p3_s2)) {
-          vb157[0] = tsr::f2bf(v149_o3[c156 * 2 + 0]);
-          vb157[1] = tsr::f2bf(v149_o3[c156 * 2 + 1]);
-          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o150 + 0) * tsr_p3_s0 + (o151 + ((((c156 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o152 + (((c156 * 2) % 2) + (((c156 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb157);
+      for (int c166 = 0; c166 < 16; ++c166) {
+        uint16_t vb167[2];
+        if ((o160 + 0) < int64_t(tsr_dim_H) && (o161 + ((((c166 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o162 + (((c166 * 2) % 2) + (((c166 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o160 + 0) * tsr_p3_s0 + (o161 + ((((c166 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o162 + (((c166 * 2) % 2) + (((c166 * 2) / 4) % 8) * 8)) * tsr_p3_s2)) {
+          vb167[0] = tsr::f2bf(v159_o3[c166 * 2 + 0]);
+          vb167[1] = tsr::f2bf(v159_o3[c166 * 2 + 1]);
+          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o160 + 0) * tsr_p3_s0 + (o161 + ((((c166 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o162 + (((c166 * 2) % 2) + (((c166 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb167);
         } else {
-          if ((o150 + 0) < int64_t(tsr_dim_H) && (o151 + ((((c156 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o152 + (((c156 * 2) % 2) + (((c156 * 2) / 4) % 8) * 8)) < int64_t(tsr_dim_DH)) tsr_p3[(o150 + 0) * tsr_p3_s0 + (o151 + ((((c156 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o152 + (((c156 * 2) % 2) + (((c156 * 2) / 4) % 8) * 8)) * tsr_p3_s2] = tsr::f2bf(v149_o3[c156 * 2]);
-          if ((o150 + 0) < int64_t(tsr_dim_H) && (o151 + ((((c156 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o152 + (((c156 * 2) % 2) + (((c156 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o150 + 0) * tsr_p3_s0 + (o151 + ((((c156 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o152 + (((c156 * 2) % 2) + (((c156 * 2) / 4) % 8) * 8) + 1) * tsr_p3_s2] = tsr::f2bf(v149_o3[c156 * 2 + 1]);
+          if ((o160 + 0) < int64_t(tsr_dim_H) && (o161 + ((((c166 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o162 + (((c166 * 2) % 2) + (((c166 * 2) / 4) % 8) * 8)) < int64_t(tsr_dim_DH)) tsr_p3[(o160 + 0) * tsr_p3_s0 + (o161 + ((((c166 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o162 + (((c166 * 2) % 2) + (((c166 * 2) / 4) % 8) * 8)) * tsr_p3_s2] = tsr::f2bf(v159_o3[c166 * 2]);
+          if ((o160 + 0) < int64_t(tsr_dim_H) && (o161 + ((((c166 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o162 + (((c166 * 2) % 2) + (((c166 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o160 + 0) * tsr_p3_s0 + (o161 + ((((c166 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o162 + (((c166 * 2) % 2) + (((c166 * 2) / 4) % 8) * 8) + 1) * tsr_p3_s2] = tsr::f2bf(v159_o3[c166 * 2 + 1]);
         }
       }
     }
@@ -827,4 +866,5 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
 // stat threads = 128
 // stat vector-accesses = 1
 // stat whole-tile-accesses = 1
+// stat whole-tile-copies = 5
 // note printed from the GPU lowering's layouts (the layout emitter)

@@ -66,16 +66,24 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
     const int64_t o12 = int64_t(v1_ph) * 1;
     const int64_t o13 = int64_t(v0_pm) * 64;
     const int64_t o14 = int64_t(v2_c0) * 64;
-    #pragma unroll
-    for (int i15 = 0; i15 < 4; ++i15) {
-      const int q16 = i15 * 128 + tsr_tid;
-      const int64_t n17 = !(true && (o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((q16 * 8) / 64)) < int64_t(tsr_dim_S)) || (int64_t(tsr_dim_DH) - (o14 + ((q16 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o14 + ((q16 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o14 + ((q16 * 8) % 64))) : 8;
-      const uint16_t* src18 = tsr_p0 + (n17 > 0 ? (o12 + 0) * tsr_p0_s0 + (o13 + ((q16 * 8) / 64)) * tsr_p0_s1 + (o14 + ((q16 * 8) % 64)) * tsr_p0_s2 : 0);
-      uint16_t* const dst19 = sh11 + tsr::sw128_index(int((((q16 * 8) / 64)) * 1), int(((q16 * 8) % 64)), 64);
-      if (tsr::aligned_vec<uint16_t, 8>(src18)) {
-        tsr::cp_async_16(tsr::smem_u32(dst19), src18, int(n17) * 2);
-      } else {
-        for (int v_ = 0; v_ < 8; ++v_) dst19[v_] = v_ < n17 ? src18[v_] : uint16_t(0);
+    if (o12 >= 0 && o12 + 1 <= int64_t(tsr_dim_H) && o13 >= 0 && o13 + 64 <= int64_t(tsr_dim_S) && tsr_p0_s1 % 8 == 0 && o14 >= 0 && o14 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o12 * tsr_p0_s0 + o13 * tsr_p0_s1 + o14 * tsr_p0_s2)) {
+      #pragma unroll
+      for (int i15 = 0; i15 < 4; ++i15) {
+        const int q16 = i15 * 128 + tsr_tid;
+        tsr::cp_async_16(tsr::smem_u32(sh11 + tsr::sw128_index(int((((q16 * 8) / 64)) * 1), int(((q16 * 8) % 64)), 64)), tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + ((q16 * 8) / 64)) * tsr_p0_s1 + (o14 + ((q16 * 8) % 64)) * tsr_p0_s2);
+      }
+    } else {
+      #pragma unroll
+      for (int i17 = 0; i17 < 4; ++i17) {
+        const int q18 = i17 * 128 + tsr_tid;
+        const int64_t n19 = !(true && (o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((q18 * 8) / 64)) < int64_t(tsr_dim_S)) || (int64_t(tsr_dim_DH) - (o14 + ((q18 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o14 + ((q18 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o14 + ((q18 * 8) % 64))) : 8;
+        const uint16_t* src20 = tsr_p0 + (n19 > 0 ? (o12 + 0) * tsr_p0_s0 + (o13 + ((q18 * 8) / 64)) * tsr_p0_s1 + (o14 + ((q18 * 8) % 64)) * tsr_p0_s2 : 0);
+        uint16_t* const dst21 = sh11 + tsr::sw128_index(int((((q18 * 8) / 64)) * 1), int(((q18 * 8) % 64)), 64);
+        if (tsr::aligned_vec<uint16_t, 8>(src20)) {
+          tsr::cp_async_16(tsr::smem_u32(dst21), src20, int(n19) * 2);
+        } else {
+          for (int v_ = 0; v_ < 8; ++v_) dst21[v_] = v_ < n19 ? src20[v_] : uint16_t(0);
+        }
       }
     }
   }
@@ -85,543 +93,543 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
   __syncthreads();
   // %qs = reshape %q3 : tile<bf16, [64, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
   // %ninf = const {value = -inf} : f32
-  const float v20_ninf = (-tsr::inf_f());
+  const float v22_ninf = (-tsr::inf_f());
   // %f0 = const {value = 0.0} : f32
-  const float v21_f0 = 0x0p+0f;
+  const float v23_f0 = 0x0p+0f;
   // %0 = splat %f0 : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-  float v22[32];
-  #pragma unroll
-  for (int s23 = 0; s23 < 32; ++s23) {
-    v22[s23] = v21_f0;
-  }
-  // %1 = splat %f0 : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
   float v24[32];
   #pragma unroll
   for (int s25 = 0; s25 < 32; ++s25) {
-    v24[s25] = v21_f0;
+    v24[s25] = v23_f0;
+  }
+  // %1 = splat %f0 : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
+  float v26[32];
+  #pragma unroll
+  for (int s27 = 0; s27 < 32; ++s27) {
+    v26[s27] = v23_f0;
   }
   // %2 = splat %ninf : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-  float v26[2];
-  #pragma unroll
-  for (int s27 = 0; s27 < 2; ++s27) {
-    v26[s27] = v20_ninf;
-  }
-  // %3 = splat %f0 : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
   float v28[2];
   #pragma unroll
   for (int s29 = 0; s29 < 2; ++s29) {
-    v28[s29] = v21_f0;
+    v28[s29] = v22_ninf;
   }
-  // %m, %l, %acc = for %c0, %ntiles, %c1, %2, %3, %1 {pipeline = 2} : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>, tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>, tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>> {...}
-  float c30_m[2];
+  // %3 = splat %f0 : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
+  float v30[2];
   #pragma unroll
   for (int s31 = 0; s31 < 2; ++s31) {
-    c30_m[s31] = v26[s31];
+    v30[s31] = v23_f0;
   }
-  float c32_l[2];
+  // %m, %l, %acc = for %c0, %ntiles, %c1, %2, %3, %1 {pipeline = 2} : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>, tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>, tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>> {...}
+  float c32_m[2];
   #pragma unroll
   for (int s33 = 0; s33 < 2; ++s33) {
-    c32_l[s33] = v28[s33];
+    c32_m[s33] = v28[s33];
   }
-  float c34_acc[32];
+  float c34_l[2];
   #pragma unroll
-  for (int s35 = 0; s35 < 32; ++s35) {
-    c34_acc[s35] = v24[s35];
+  for (int s35 = 0; s35 < 2; ++s35) {
+    c34_l[s35] = v30[s35];
   }
-  uint16_t* const sh37 = reinterpret_cast<uint16_t*>(tsr::align_smem_1024(tsr_smem + 0) + 8192);
-  uint16_t* const sh38 = reinterpret_cast<uint16_t*>(tsr::align_smem_1024(tsr_smem + 0) + 24576);
-  const uint32_t mb39 = tsr::smem_u32(tsr::align_smem_1024(tsr_smem + 0) + 40960);
+  float c36_acc[32];
+  #pragma unroll
+  for (int s37 = 0; s37 < 32; ++s37) {
+    c36_acc[s37] = v26[s37];
+  }
+  uint16_t* const sh39 = reinterpret_cast<uint16_t*>(tsr::align_smem_1024(tsr_smem + 0) + 8192);
+  uint16_t* const sh40 = reinterpret_cast<uint16_t*>(tsr::align_smem_1024(tsr_smem + 0) + 24576);
+  const uint32_t mb41 = tsr::smem_u32(tsr::align_smem_1024(tsr_smem + 0) + 40960);
   if (tsr_tid == 0) {
     for (uint32_t s_ = 0; s_ < 2u; ++s_) {
-      tsr::mbar_init(mb39 + 8u * s_, 1);
-      tsr::mbar_init(mb39 + 8u * (2u + s_), 4);
+      tsr::mbar_init(mb41 + 8u * s_, 1);
+      tsr::mbar_init(mb41 + 8u * (2u + s_), 4);
     }
     tsr::mbar_init_fence();
   }
   __syncthreads();
-  int rs36 = 0;
-  uint32_t rn40 = 0;  // iterations begun
+  int rs38 = 0;
+  uint32_t rn42 = 0;  // iterations begun
   if (tsr_tid == 0 && (int64_t(v2_c0) + 0 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
-    const int32_t nx41 = int32_t((int64_t(v2_c0) + 0 * int64_t(v3_c1)));
-    const uint32_t st42 = (0u) % 2u;
-    if ((0u) >= 2u) tsr::mbar_wait(mb39 + 8u * (2u + st42), ((0u) / 2u - 1u) & 1u);
-    tsr::mbar_arrive_expect_tx(mb39 + 8u * st42, 16384u);
+    const int32_t nx43 = int32_t((int64_t(v2_c0) + 0 * int64_t(v3_c1)));
+    const uint32_t st44 = (0u) % 2u;
+    if ((0u) >= 2u) tsr::mbar_wait(mb41 + 8u * (2u + st44), ((0u) / 2u - 1u) & 1u);
+    tsr::mbar_arrive_expect_tx(mb41 + 8u * st44, 16384u);
     // %off = mul %j, %bn : i32
-    const int32_t v43_off = int32_t(uint32_t(nx41) * uint32_t(v5_bn));
-    tsr::tma_load_3d(tsr::smem_u32(sh37) + st42 * 8192u + 0u, &tsr_tma1, int(v2_c0) * 64 + 0, int(nx41) * 64, int(v1_ph) * 1, mb39 + 8u * st42);
-    tsr::tma_load_3d(tsr::smem_u32(sh38) + st42 * 8192u + 0u, &tsr_tma2, int(v2_c0) * 64 + 0, int(nx41) * 64, int(v1_ph) * 1, mb39 + 8u * st42);
+    const int32_t v45_off = int32_t(uint32_t(nx43) * uint32_t(v5_bn));
+    tsr::tma_load_3d(tsr::smem_u32(sh39) + st44 * 8192u + 0u, &tsr_tma1, int(v2_c0) * 64 + 0, int(nx43) * 64, int(v1_ph) * 1, mb41 + 8u * st44);
+    tsr::tma_load_3d(tsr::smem_u32(sh40) + st44 * 8192u + 0u, &tsr_tma2, int(v2_c0) * 64 + 0, int(nx43) * 64, int(v1_ph) * 1, mb41 + 8u * st44);
   }
-  for (int64_t iv44_ = v2_c0; v3_c1 > 0 && iv44_ < v8_ntiles; iv44_ += v3_c1) {
-    const int32_t iv44 = int32_t(iv44_);
-    if (tsr_tid == 0 && (iv44_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
-      const int32_t nx45 = int32_t((iv44_ + 1 * int64_t(v3_c1)));
-      const uint32_t st46 = (rn40 + 1u) % 2u;
-      if ((rn40 + 1u) >= 2u) tsr::mbar_wait(mb39 + 8u * (2u + st46), ((rn40 + 1u) / 2u - 1u) & 1u);
-      tsr::mbar_arrive_expect_tx(mb39 + 8u * st46, 16384u);
+  for (int64_t iv46_ = v2_c0; v3_c1 > 0 && iv46_ < v8_ntiles; iv46_ += v3_c1) {
+    const int32_t iv46 = int32_t(iv46_);
+    if (tsr_tid == 0 && (iv46_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
+      const int32_t nx47 = int32_t((iv46_ + 1 * int64_t(v3_c1)));
+      const uint32_t st48 = (rn42 + 1u) % 2u;
+      if ((rn42 + 1u) >= 2u) tsr::mbar_wait(mb41 + 8u * (2u + st48), ((rn42 + 1u) / 2u - 1u) & 1u);
+      tsr::mbar_arrive_expect_tx(mb41 + 8u * st48, 16384u);
       // %off = mul %j, %bn : i32
-      const int32_t v47_off = int32_t(uint32_t(nx45) * uint32_t(v5_bn));
-      tsr::tma_load_3d(tsr::smem_u32(sh37) + st46 * 8192u + 0u, &tsr_tma1, int(v2_c0) * 64 + 0, int(nx45) * 64, int(v1_ph) * 1, mb39 + 8u * st46);
-      tsr::tma_load_3d(tsr::smem_u32(sh38) + st46 * 8192u + 0u, &tsr_tma2, int(v2_c0) * 64 + 0, int(nx45) * 64, int(v1_ph) * 1, mb39 + 8u * st46);
+      const int32_t v49_off = int32_t(uint32_t(nx47) * uint32_t(v5_bn));
+      tsr::tma_load_3d(tsr::smem_u32(sh39) + st48 * 8192u + 0u, &tsr_tma1, int(v2_c0) * 64 + 0, int(nx47) * 64, int(v1_ph) * 1, mb41 + 8u * st48);
+      tsr::tma_load_3d(tsr::smem_u32(sh40) + st48 * 8192u + 0u, &tsr_tma2, int(v2_c0) * 64 + 0, int(nx47) * 64, int(v1_ph) * 1, mb41 + 8u * st48);
     }
-    tsr::mbar_wait(mb39 + 8u * (rn40 % 2u), (rn40 / 2u) & 1u);  // this iteration's copies are in
+    tsr::mbar_wait(mb41 + 8u * (rn42 % 2u), (rn42 / 2u) & 1u);  // this iteration's copies are in
     // %k3 = load_tile %k, %ph, %j, %c0 : tile<bf16, [1, 64, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
     // %kt = reshape %k3 : tile<bf16, [64, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
     // %ktt = permute %kt {dims = [1, 0]} : tile<bf16, [64, 64], layout = shared<swizzle = 128, pad = 0, order = [0, 1]>, space = "shared">
     // %s0 = dot %qs, %ktt, %0 : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v48_s0[32];
+    float v50_s0[32];
     #pragma unroll
-    for (int s49 = 0; s49 < 32; ++s49) {
-      v48_s0[s49] = v22[s49];
+    for (int s51 = 0; s51 < 32; ++s51) {
+      v50_s0[s51] = v24[s51];
     }
     {
       const uint32_t wg_ = uint32_t(tsr_warp) / 4u;
       (void)wg_;
       const uint32_t sa_ = tsr::smem_u32(sh11);
-      const uint32_t sb_ = tsr::smem_u32((sh37 + rs36 * 4096));
+      const uint32_t sb_ = tsr::smem_u32((sh39 + rs38 * 4096));
       tsr::wgmma_fence();
-      tsr::wgmma_m64n64k16_bf16<0>(*reinterpret_cast<float(*)[1][8][4]>(&v48_s0[0]), tsr::wgmma_desc_sw128(sa_ + 0u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 0u, 16u, 1024u));
-      tsr::wgmma_m64n64k16_bf16<0>(*reinterpret_cast<float(*)[1][8][4]>(&v48_s0[0]), tsr::wgmma_desc_sw128(sa_ + 32u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 32u, 16u, 1024u));
-      tsr::wgmma_m64n64k16_bf16<0>(*reinterpret_cast<float(*)[1][8][4]>(&v48_s0[0]), tsr::wgmma_desc_sw128(sa_ + 64u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 64u, 16u, 1024u));
-      tsr::wgmma_m64n64k16_bf16<0>(*reinterpret_cast<float(*)[1][8][4]>(&v48_s0[0]), tsr::wgmma_desc_sw128(sa_ + 96u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 96u, 16u, 1024u));
+      tsr::wgmma_m64n64k16_bf16<0>(*reinterpret_cast<float(*)[1][8][4]>(&v50_s0[0]), tsr::wgmma_desc_sw128(sa_ + 0u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 0u, 16u, 1024u));
+      tsr::wgmma_m64n64k16_bf16<0>(*reinterpret_cast<float(*)[1][8][4]>(&v50_s0[0]), tsr::wgmma_desc_sw128(sa_ + 32u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 32u, 16u, 1024u));
+      tsr::wgmma_m64n64k16_bf16<0>(*reinterpret_cast<float(*)[1][8][4]>(&v50_s0[0]), tsr::wgmma_desc_sw128(sa_ + 64u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 64u, 16u, 1024u));
+      tsr::wgmma_m64n64k16_bf16<0>(*reinterpret_cast<float(*)[1][8][4]>(&v50_s0[0]), tsr::wgmma_desc_sw128(sa_ + 96u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 96u, 16u, 1024u));
       tsr::wgmma_commit();
       tsr::wgmma_wait<0>();
-      tsr::wgmma_fence_regs(*reinterpret_cast<float(*)[1][8][4]>(&v48_s0[0]));
+      tsr::wgmma_fence_regs(*reinterpret_cast<float(*)[1][8][4]>(&v50_s0[0]));
     }
     // %scs = splat %scale : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v50_scs[32];
-    #pragma unroll
-    for (int s51 = 0; s51 < 32; ++s51) {
-      v50_scs[s51] = v10_scale;
-    }
-    // %4 = splat %scale : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v52[32];
+    float v52_scs[32];
     #pragma unroll
     for (int s53 = 0; s53 < 32; ++s53) {
-      v52[s53] = v10_scale;
+      v52_scs[s53] = v10_scale;
     }
-    // %s = mul %s0, %4 : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v54_s[32];
+    // %4 = splat %scale : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
+    float v54[32];
     #pragma unroll
     for (int s55 = 0; s55 < 32; ++s55) {
-      v54_s[s55] = float(v48_s0[s55] * v52[s55]);
+      v54[s55] = v10_scale;
+    }
+    // %s = mul %s0, %4 : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
+    float v56_s[32];
+    #pragma unroll
+    for (int s57 = 0; s57 < 32; ++s57) {
+      v56_s[s57] = float(v50_s0[s57] * v54[s57]);
     }
     // %off = mul %j, %bn : i32
-    const int32_t v56_off = int32_t(uint32_t(iv44) * uint32_t(v5_bn));
+    const int32_t v58_off = int32_t(uint32_t(iv46) * uint32_t(v5_bn));
     // %5 = arange : tile<i32, [64], layout = slice<dim = 0, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    int32_t v57[16];
-    #pragma unroll
-    for (int s58 = 0; s58 < 16; ++s58) {
-      v57[s58] = int32_t(0 + (((s58) % 2) + (((s58) / 2) % 8) * 8) + (((tsr_lane >> 0) & 3) * 2));
-    }
-    // %6 = splat %off : tile<i32, [64], layout = slice<dim = 0, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
     int32_t v59[16];
     #pragma unroll
     for (int s60 = 0; s60 < 16; ++s60) {
-      v59[s60] = v56_off;
+      v59[s60] = int32_t(0 + (((s60) % 2) + (((s60) / 2) % 8) * 8) + (((tsr_lane >> 0) & 3) * 2));
     }
-    // %7 = add %5, %6 : tile<i32, [64], layout = slice<dim = 0, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
+    // %6 = splat %off : tile<i32, [64], layout = slice<dim = 0, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
     int32_t v61[16];
     #pragma unroll
     for (int s62 = 0; s62 < 16; ++s62) {
-      v61[s62] = int32_t(uint32_t(v57[s62]) + uint32_t(v59[s62]));
+      v61[s62] = v58_off;
     }
-    // %8 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
+    // %7 = add %5, %6 : tile<i32, [64], layout = slice<dim = 0, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
     int32_t v63[16];
     #pragma unroll
     for (int s64 = 0; s64 < 16; ++s64) {
-      v63[s64] = v4_t;
+      v63[s64] = int32_t(uint32_t(v59[s64]) + uint32_t(v61[s64]));
     }
-    // %9 = cmp %7, %8 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    uint8_t v65[16];
+    // %8 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
+    int32_t v65[16];
     #pragma unroll
     for (int s66 = 0; s66 < 16; ++s66) {
-      v65[s66] = uint8_t(v61[s66] < v63[s66]);
+      v65[s66] = v4_t;
+    }
+    // %9 = cmp %7, %8 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
+    uint8_t v67[16];
+    #pragma unroll
+    for (int s68 = 0; s68 < 16; ++s68) {
+      v67[s68] = uint8_t(v63[s68] < v65[s68]);
     }
     // %valid2 = expand_dims %9 {axis = 0} : tile<i1, [1, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    uint8_t v67_valid2[16];
-    v67_valid2[0] = v65[0];
-    v67_valid2[1] = v65[1];
-    v67_valid2[2] = v65[2];
-    v67_valid2[3] = v65[3];
-    v67_valid2[4] = v65[4];
-    v67_valid2[5] = v65[5];
-    v67_valid2[6] = v65[6];
-    v67_valid2[7] = v65[7];
-    v67_valid2[8] = v65[8];
-    v67_valid2[9] = v65[9];
-    v67_valid2[10] = v65[10];
-    v67_valid2[11] = v65[11];
-    v67_valid2[12] = v65[12];
-    v67_valid2[13] = v65[13];
-    v67_valid2[14] = v65[14];
-    v67_valid2[15] = v65[15];
+    uint8_t v69_valid2[16];
+    v69_valid2[0] = v67[0];
+    v69_valid2[1] = v67[1];
+    v69_valid2[2] = v67[2];
+    v69_valid2[3] = v67[3];
+    v69_valid2[4] = v67[4];
+    v69_valid2[5] = v67[5];
+    v69_valid2[6] = v67[6];
+    v69_valid2[7] = v67[7];
+    v69_valid2[8] = v67[8];
+    v69_valid2[9] = v67[9];
+    v69_valid2[10] = v67[10];
+    v69_valid2[11] = v67[11];
+    v69_valid2[12] = v67[12];
+    v69_valid2[13] = v67[13];
+    v69_valid2[14] = v67[14];
+    v69_valid2[15] = v67[15];
     // %validb = broadcast %valid2 : tile<i1, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    uint8_t v68_validb[32];
-    v68_validb[0] = v67_valid2[0];
-    v68_validb[1] = v67_valid2[1];
-    v68_validb[2] = v67_valid2[0];
-    v68_validb[3] = v67_valid2[1];
-    v68_validb[4] = v67_valid2[2];
-    v68_validb[5] = v67_valid2[3];
-    v68_validb[6] = v67_valid2[2];
-    v68_validb[7] = v67_valid2[3];
-    v68_validb[8] = v67_valid2[4];
-    v68_validb[9] = v67_valid2[5];
-    v68_validb[10] = v67_valid2[4];
-    v68_validb[11] = v67_valid2[5];
-    v68_validb[12] = v67_valid2[6];
-    v68_validb[13] = v67_valid2[7];
-    v68_validb[14] = v67_valid2[6];
-    v68_validb[15] = v67_valid2[7];
-    v68_validb[16] = v67_valid2[8];
-    v68_validb[17] = v67_valid2[9];
-    v68_validb[18] = v67_valid2[8];
-    v68_validb[19] = v67_valid2[9];
-    v68_validb[20] = v67_valid2[10];
-    v68_validb[21] = v67_valid2[11];
-    v68_validb[22] = v67_valid2[10];
-    v68_validb[23] = v67_valid2[11];
-    v68_validb[24] = v67_valid2[12];
-    v68_validb[25] = v67_valid2[13];
-    v68_validb[26] = v67_valid2[12];
-    v68_validb[27] = v67_valid2[13];
-    v68_validb[28] = v67_valid2[14];
-    v68_validb[29] = v67_valid2[15];
-    v68_validb[30] = v67_valid2[14];
-    v68_validb[31] = v67_valid2[15];
+    uint8_t v70_validb[32];
+    v70_validb[0] = v69_valid2[0];
+    v70_validb[1] = v69_valid2[1];
+    v70_validb[2] = v69_valid2[0];
+    v70_validb[3] = v69_valid2[1];
+    v70_validb[4] = v69_valid2[2];
+    v70_validb[5] = v69_valid2[3];
+    v70_validb[6] = v69_valid2[2];
+    v70_validb[7] = v69_valid2[3];
+    v70_validb[8] = v69_valid2[4];
+    v70_validb[9] = v69_valid2[5];
+    v70_validb[10] = v69_valid2[4];
+    v70_validb[11] = v69_valid2[5];
+    v70_validb[12] = v69_valid2[6];
+    v70_validb[13] = v69_valid2[7];
+    v70_validb[14] = v69_valid2[6];
+    v70_validb[15] = v69_valid2[7];
+    v70_validb[16] = v69_valid2[8];
+    v70_validb[17] = v69_valid2[9];
+    v70_validb[18] = v69_valid2[8];
+    v70_validb[19] = v69_valid2[9];
+    v70_validb[20] = v69_valid2[10];
+    v70_validb[21] = v69_valid2[11];
+    v70_validb[22] = v69_valid2[10];
+    v70_validb[23] = v69_valid2[11];
+    v70_validb[24] = v69_valid2[12];
+    v70_validb[25] = v69_valid2[13];
+    v70_validb[26] = v69_valid2[12];
+    v70_validb[27] = v69_valid2[13];
+    v70_validb[28] = v69_valid2[14];
+    v70_validb[29] = v69_valid2[15];
+    v70_validb[30] = v69_valid2[14];
+    v70_validb[31] = v69_valid2[15];
     // %10 = splat %ninf : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v69[32];
-    #pragma unroll
-    for (int s70 = 0; s70 < 32; ++s70) {
-      v69[s70] = v20_ninf;
-    }
-    // %sm = where %validb, %s, %10 : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v71_sm[32];
+    float v71[32];
     #pragma unroll
     for (int s72 = 0; s72 < 32; ++s72) {
-      v71_sm[s72] = (v68_validb[s72] ? v54_s[s72] : v69[s72]);
+      v71[s72] = v22_ninf;
+    }
+    // %sm = where %validb, %s, %10 : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
+    float v73_sm[32];
+    #pragma unroll
+    for (int s74 = 0; s74 < 32; ++s74) {
+      v73_sm[s74] = (v70_validb[s74] ? v56_s[s74] : v71[s74]);
     }
     // %rmax = reduce %sm {axis = 1, kind = "max"} : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    float v73_rmax[2];
-    float part74[8];
-    part74[0] = v71_sm[0];
-    part74[1] = v71_sm[1];
-    part74[2] = v71_sm[4];
-    part74[3] = v71_sm[5];
-    part74[4] = v71_sm[8];
-    part74[5] = v71_sm[9];
-    part74[6] = v71_sm[12];
-    part74[7] = v71_sm[13];
-    part74[0] = tsr::max_nan_f32(part74[0], v71_sm[16]);
-    part74[1] = tsr::max_nan_f32(part74[1], v71_sm[17]);
-    part74[2] = tsr::max_nan_f32(part74[2], v71_sm[20]);
-    part74[3] = tsr::max_nan_f32(part74[3], v71_sm[21]);
-    part74[4] = tsr::max_nan_f32(part74[4], v71_sm[24]);
-    part74[5] = tsr::max_nan_f32(part74[5], v71_sm[25]);
-    part74[6] = tsr::max_nan_f32(part74[6], v71_sm[28]);
-    part74[7] = tsr::max_nan_f32(part74[7], v71_sm[29]);
-    part74[0] = tsr::max_nan_f32(part74[0], part74[4]);
-    part74[1] = tsr::max_nan_f32(part74[1], part74[5]);
-    part74[2] = tsr::max_nan_f32(part74[2], part74[6]);
-    part74[3] = tsr::max_nan_f32(part74[3], part74[7]);
-    part74[0] = tsr::max_nan_f32(part74[0], part74[2]);
-    part74[1] = tsr::max_nan_f32(part74[1], part74[3]);
-    part74[0] = tsr::max_nan_f32(part74[0], part74[1]);
-    v73_rmax[0] = part74[0];
-    float part75[8];
-    part75[0] = v71_sm[2];
-    part75[1] = v71_sm[3];
-    part75[2] = v71_sm[6];
-    part75[3] = v71_sm[7];
-    part75[4] = v71_sm[10];
-    part75[5] = v71_sm[11];
-    part75[6] = v71_sm[14];
-    part75[7] = v71_sm[15];
-    part75[0] = tsr::max_nan_f32(part75[0], v71_sm[18]);
-    part75[1] = tsr::max_nan_f32(part75[1], v71_sm[19]);
-    part75[2] = tsr::max_nan_f32(part75[2], v71_sm[22]);
-    part75[3] = tsr::max_nan_f32(part75[3], v71_sm[23]);
-    part75[4] = tsr::max_nan_f32(part75[4], v71_sm[26]);
-    part75[5] = tsr::max_nan_f32(part75[5], v71_sm[27]);
-    part75[6] = tsr::max_nan_f32(part75[6], v71_sm[30]);
-    part75[7] = tsr::max_nan_f32(part75[7], v71_sm[31]);
-    part75[0] = tsr::max_nan_f32(part75[0], part75[4]);
-    part75[1] = tsr::max_nan_f32(part75[1], part75[5]);
-    part75[2] = tsr::max_nan_f32(part75[2], part75[6]);
-    part75[3] = tsr::max_nan_f32(part75[3], part75[7]);
-    part75[0] = tsr::max_nan_f32(part75[0], part75[2]);
-    part75[1] = tsr::max_nan_f32(part75[1], part75[3]);
-    part75[0] = tsr::max_nan_f32(part75[0], part75[1]);
-    v73_rmax[1] = part75[0];
-    const float sh76 = __shfl_xor_sync(0xffffffffu, v73_rmax[0], 1);
-    v73_rmax[0] = tsr::max_nan_f32(v73_rmax[0], sh76);
-    const float sh77 = __shfl_xor_sync(0xffffffffu, v73_rmax[1], 1);
-    v73_rmax[1] = tsr::max_nan_f32(v73_rmax[1], sh77);
-    const float sh78 = __shfl_xor_sync(0xffffffffu, v73_rmax[0], 2);
-    v73_rmax[0] = tsr::max_nan_f32(v73_rmax[0], sh78);
-    const float sh79 = __shfl_xor_sync(0xffffffffu, v73_rmax[1], 2);
-    v73_rmax[1] = tsr::max_nan_f32(v73_rmax[1], sh79);
+    float v75_rmax[2];
+    float part76[8];
+    part76[0] = v73_sm[0];
+    part76[1] = v73_sm[1];
+    part76[2] = v73_sm[4];
+    part76[3] = v73_sm[5];
+    part76[4] = v73_sm[8];
+    part76[5] = v73_sm[9];
+    part76[6] = v73_sm[12];
+    part76[7] = v73_sm[13];
+    part76[0] = tsr::max_nan_f32(part76[0], v73_sm[16]);
+    part76[1] = tsr::max_nan_f32(part76[1], v73_sm[17]);
+    part76[2] = tsr::max_nan_f32(part76[2], v73_sm[20]);
+    part76[3] = tsr::max_nan_f32(part76[3], v73_sm[21]);
+    part76[4] = tsr::max_nan_f32(part76[4], v73_sm[24]);
+    part76[5] = tsr::max_nan_f32(part76[5], v73_sm[25]);
+    part76[6] = tsr::max_nan_f32(part76[6], v73_sm[28]);
+    part76[7] = tsr::max_nan_f32(part76[7], v73_sm[29]);
+    part76[0] = tsr::max_nan_f32(part76[0], part76[4]);
+    part76[1] = tsr::max_nan_f32(part76[1], part76[5]);
+    part76[2] = tsr::max_nan_f32(part76[2], part76[6]);
+    part76[3] = tsr::max_nan_f32(part76[3], part76[7]);
+    part76[0] = tsr::max_nan_f32(part76[0], part76[2]);
+    part76[1] = tsr::max_nan_f32(part76[1], part76[3]);
+    part76[0] = tsr::max_nan_f32(part76[0], part76[1]);
+    v75_rmax[0] = part76[0];
+    float part77[8];
+    part77[0] = v73_sm[2];
+    part77[1] = v73_sm[3];
+    part77[2] = v73_sm[6];
+    part77[3] = v73_sm[7];
+    part77[4] = v73_sm[10];
+    part77[5] = v73_sm[11];
+    part77[6] = v73_sm[14];
+    part77[7] = v73_sm[15];
+    part77[0] = tsr::max_nan_f32(part77[0], v73_sm[18]);
+    part77[1] = tsr::max_nan_f32(part77[1], v73_sm[19]);
+    part77[2] = tsr::max_nan_f32(part77[2], v73_sm[22]);
+    part77[3] = tsr::max_nan_f32(part77[3], v73_sm[23]);
+    part77[4] = tsr::max_nan_f32(part77[4], v73_sm[26]);
+    part77[5] = tsr::max_nan_f32(part77[5], v73_sm[27]);
+    part77[6] = tsr::max_nan_f32(part77[6], v73_sm[30]);
+    part77[7] = tsr::max_nan_f32(part77[7], v73_sm[31]);
+    part77[0] = tsr::max_nan_f32(part77[0], part77[4]);
+    part77[1] = tsr::max_nan_f32(part77[1], part77[5]);
+    part77[2] = tsr::max_nan_f32(part77[2], part77[6]);
+    part77[3] = tsr::max_nan_f32(part77[3], part77[7]);
+    part77[0] = tsr::max_nan_f32(part77[0], part77[2]);
+    part77[1] = tsr::max_nan_f32(part77[1], part77[3]);
+    part77[0] = tsr::max_nan_f32(part77[0], part77[1]);
+    v75_rmax[1] = part77[0];
+    const float sh78 = __shfl_xor_sync(0xffffffffu, v75_rmax[0], 1);
+    v75_rmax[0] = tsr::max_nan_f32(v75_rmax[0], sh78);
+    const float sh79 = __shfl_xor_sync(0xffffffffu, v75_rmax[1], 1);
+    v75_rmax[1] = tsr::max_nan_f32(v75_rmax[1], sh79);
+    const float sh80 = __shfl_xor_sync(0xffffffffu, v75_rmax[0], 2);
+    v75_rmax[0] = tsr::max_nan_f32(v75_rmax[0], sh80);
+    const float sh81 = __shfl_xor_sync(0xffffffffu, v75_rmax[1], 2);
+    v75_rmax[1] = tsr::max_nan_f32(v75_rmax[1], sh81);
     // %mn = max %mc, %rmax : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    float v80_mn[2];
-    #pragma unroll
-    for (int s81 = 0; s81 < 2; ++s81) {
-      v80_mn[s81] = tsr::fmax_nan_z<float>(c30_m[s81], v73_rmax[s81]);
-    }
-    // %dm = sub %mc, %mn : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    float v82_dm[2];
+    float v82_mn[2];
     #pragma unroll
     for (int s83 = 0; s83 < 2; ++s83) {
-      v82_dm[s83] = float(c30_m[s83] - v80_mn[s83]);
+      v82_mn[s83] = tsr::fmax_nan_z<float>(c32_m[s83], v75_rmax[s83]);
     }
-    // %alpha = exp %dm : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    float v84_alpha[2];
+    // %dm = sub %mc, %mn : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
+    float v84_dm[2];
     #pragma unroll
     for (int s85 = 0; s85 < 2; ++s85) {
-      v84_alpha[s85] = float(tsr::fexp(v82_dm[s85]));
+      v84_dm[s85] = float(c32_m[s85] - v82_mn[s85]);
+    }
+    // %alpha = exp %dm : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
+    float v86_alpha[2];
+    #pragma unroll
+    for (int s87 = 0; s87 < 2; ++s87) {
+      v86_alpha[s87] = float(tsr::fexp(v84_dm[s87]));
     }
     // %mn2 = expand_dims %mn {axis = 1} : tile<f32, [64, 1], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v86_mn2[2];
-    v86_mn2[0] = v80_mn[0];
-    v86_mn2[1] = v80_mn[1];
+    float v88_mn2[2];
+    v88_mn2[0] = v82_mn[0];
+    v88_mn2[1] = v82_mn[1];
     // %mnb = broadcast %mn2 : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v87_mnb[32];
-    v87_mnb[0] = v86_mn2[0];
-    v87_mnb[1] = v86_mn2[0];
-    v87_mnb[2] = v86_mn2[1];
-    v87_mnb[3] = v86_mn2[1];
-    v87_mnb[4] = v86_mn2[0];
-    v87_mnb[5] = v86_mn2[0];
-    v87_mnb[6] = v86_mn2[1];
-    v87_mnb[7] = v86_mn2[1];
-    v87_mnb[8] = v86_mn2[0];
-    v87_mnb[9] = v86_mn2[0];
-    v87_mnb[10] = v86_mn2[1];
-    v87_mnb[11] = v86_mn2[1];
-    v87_mnb[12] = v86_mn2[0];
-    v87_mnb[13] = v86_mn2[0];
-    v87_mnb[14] = v86_mn2[1];
-    v87_mnb[15] = v86_mn2[1];
-    v87_mnb[16] = v86_mn2[0];
-    v87_mnb[17] = v86_mn2[0];
-    v87_mnb[18] = v86_mn2[1];
-    v87_mnb[19] = v86_mn2[1];
-    v87_mnb[20] = v86_mn2[0];
-    v87_mnb[21] = v86_mn2[0];
-    v87_mnb[22] = v86_mn2[1];
-    v87_mnb[23] = v86_mn2[1];
-    v87_mnb[24] = v86_mn2[0];
-    v87_mnb[25] = v86_mn2[0];
-    v87_mnb[26] = v86_mn2[1];
-    v87_mnb[27] = v86_mn2[1];
-    v87_mnb[28] = v86_mn2[0];
-    v87_mnb[29] = v86_mn2[0];
-    v87_mnb[30] = v86_mn2[1];
-    v87_mnb[31] = v86_mn2[1];
+    float v89_mnb[32];
+    v89_mnb[0] = v88_mn2[0];
+    v89_mnb[1] = v88_mn2[0];
+    v89_mnb[2] = v88_mn2[1];
+    v89_mnb[3] = v88_mn2[1];
+    v89_mnb[4] = v88_mn2[0];
+    v89_mnb[5] = v88_mn2[0];
+    v89_mnb[6] = v88_mn2[1];
+    v89_mnb[7] = v88_mn2[1];
+    v89_mnb[8] = v88_mn2[0];
+    v89_mnb[9] = v88_mn2[0];
+    v89_mnb[10] = v88_mn2[1];
+    v89_mnb[11] = v88_mn2[1];
+    v89_mnb[12] = v88_mn2[0];
+    v89_mnb[13] = v88_mn2[0];
+    v89_mnb[14] = v88_mn2[1];
+    v89_mnb[15] = v88_mn2[1];
+    v89_mnb[16] = v88_mn2[0];
+    v89_mnb[17] = v88_mn2[0];
+    v89_mnb[18] = v88_mn2[1];
+    v89_mnb[19] = v88_mn2[1];
+    v89_mnb[20] = v88_mn2[0];
+    v89_mnb[21] = v88_mn2[0];
+    v89_mnb[22] = v88_mn2[1];
+    v89_mnb[23] = v88_mn2[1];
+    v89_mnb[24] = v88_mn2[0];
+    v89_mnb[25] = v88_mn2[0];
+    v89_mnb[26] = v88_mn2[1];
+    v89_mnb[27] = v88_mn2[1];
+    v89_mnb[28] = v88_mn2[0];
+    v89_mnb[29] = v88_mn2[0];
+    v89_mnb[30] = v88_mn2[1];
+    v89_mnb[31] = v88_mn2[1];
     // %sd = sub %sm, %mnb : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v88_sd[32];
-    #pragma unroll
-    for (int s89 = 0; s89 < 32; ++s89) {
-      v88_sd[s89] = float(v71_sm[s89] - v87_mnb[s89]);
-    }
-    // %p = exp %sd : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v90_p[32];
+    float v90_sd[32];
     #pragma unroll
     for (int s91 = 0; s91 < 32; ++s91) {
-      v90_p[s91] = float(tsr::fexp(v88_sd[s91]));
+      v90_sd[s91] = float(v73_sm[s91] - v89_mnb[s91]);
+    }
+    // %p = exp %sd : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
+    float v92_p[32];
+    #pragma unroll
+    for (int s93 = 0; s93 < 32; ++s93) {
+      v92_p[s93] = float(tsr::fexp(v90_sd[s93]));
     }
     // %psum = reduce %p {axis = 1, kind = "sum"} : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    float v92_psum[2];
-    float part93[8];
-    part93[0] = v90_p[0];
-    part93[1] = v90_p[1];
-    part93[2] = v90_p[4];
-    part93[3] = v90_p[5];
-    part93[4] = v90_p[8];
-    part93[5] = v90_p[9];
-    part93[6] = v90_p[12];
-    part93[7] = v90_p[13];
-    part93[0] = float(part93[0] + v90_p[16]);
-    part93[1] = float(part93[1] + v90_p[17]);
-    part93[2] = float(part93[2] + v90_p[20]);
-    part93[3] = float(part93[3] + v90_p[21]);
-    part93[4] = float(part93[4] + v90_p[24]);
-    part93[5] = float(part93[5] + v90_p[25]);
-    part93[6] = float(part93[6] + v90_p[28]);
-    part93[7] = float(part93[7] + v90_p[29]);
-    part93[0] = float(part93[0] + part93[4]);
-    part93[1] = float(part93[1] + part93[5]);
-    part93[2] = float(part93[2] + part93[6]);
-    part93[3] = float(part93[3] + part93[7]);
-    part93[0] = float(part93[0] + part93[2]);
-    part93[1] = float(part93[1] + part93[3]);
-    part93[0] = float(part93[0] + part93[1]);
-    v92_psum[0] = part93[0];
-    float part94[8];
-    part94[0] = v90_p[2];
-    part94[1] = v90_p[3];
-    part94[2] = v90_p[6];
-    part94[3] = v90_p[7];
-    part94[4] = v90_p[10];
-    part94[5] = v90_p[11];
-    part94[6] = v90_p[14];
-    part94[7] = v90_p[15];
-    part94[0] = float(part94[0] + v90_p[18]);
-    part94[1] = float(part94[1] + v90_p[19]);
-    part94[2] = float(part94[2] + v90_p[22]);
-    part94[3] = float(part94[3] + v90_p[23]);
-    part94[4] = float(part94[4] + v90_p[26]);
-    part94[5] = float(part94[5] + v90_p[27]);
-    part94[6] = float(part94[6] + v90_p[30]);
-    part94[7] = float(part94[7] + v90_p[31]);
-    part94[0] = float(part94[0] + part94[4]);
-    part94[1] = float(part94[1] + part94[5]);
-    part94[2] = float(part94[2] + part94[6]);
-    part94[3] = float(part94[3] + part94[7]);
-    part94[0] = float(part94[0] + part94[2]);
-    part94[1] = float(part94[1] + part94[3]);
-    part94[0] = float(part94[0] + part94[1]);
-    v92_psum[1] = part94[0];
-    const float sh95 = __shfl_xor_sync(0xffffffffu, v92_psum[0], 1);
-    v92_psum[0] = float(v92_psum[0] + sh95);
-    const float sh96 = __shfl_xor_sync(0xffffffffu, v92_psum[1], 1);
-    v92_psum[1] = float(v92_psum[1] + sh96);
-    const float sh97 = __shfl_xor_sync(0xffffffffu, v92_psum[0], 2);
-    v92_psum[0] = float(v92_psum[0] + sh97);
-    const float sh98 = __shfl_xor_sync(0xffffffffu, v92_psum[1], 2);
-    v92_psum[1] = float(v92_psum[1] + sh98);
+    float v94_psum[2];
+    float part95[8];
+    part95[0] = v92_p[0];
+    part95[1] = v92_p[1];
+    part95[2] = v92_p[4];
+    part95[3] = v92_p[5];
+    part95[4] = v92_p[8];
+    part95[5] = v92_p[9];
+    part95[6] = v92_p[12];
+    part95[7] = v92_p[13];
+    part95[0] = float(part95[0] + v92_p[16]);
+    part95[1] = float(part95[1] + v92_p[17]);
+    part95[2] = float(part95[2] + v92_p[20]);
+    part95[3] = float(part95[3] + v92_p[21]);
+    part95[4] = float(part95[4] + v92_p[24]);
+    part95[5] = float(part95[5] + v92_p[25]);
+    part95[6] = float(part95[6] + v92_p[28]);
+    part95[7] = float(part95[7] + v92_p[29]);
+    part95[0] = float(part95[0] + part95[4]);
+    part95[1] = float(part95[1] + part95[5]);
+    part95[2] = float(part95[2] + part95[6]);
+    part95[3] = float(part95[3] + part95[7]);
+    part95[0] = float(part95[0] + part95[2]);
+    part95[1] = float(part95[1] + part95[3]);
+    part95[0] = float(part95[0] + part95[1]);
+    v94_psum[0] = part95[0];
+    float part96[8];
+    part96[0] = v92_p[2];
+    part96[1] = v92_p[3];
+    part96[2] = v92_p[6];
+    part96[3] = v92_p[7];
+    part96[4] = v92_p[10];
+    part96[5] = v92_p[11];
+    part96[6] = v92_p[14];
+    part96[7] = v92_p[15];
+    part96[0] = float(part96[0] + v92_p[18]);
+    part96[1] = float(part96[1] + v92_p[19]);
+    part96[2] = float(part96[2] + v92_p[22]);
+    part96[3] = float(part96[3] + v92_p[23]);
+    part96[4] = float(part96[4] + v92_p[26]);
+    part96[5] = float(part96[5] + v92_p[27]);
+    part96[6] = float(part96[6] + v92_p[30]);
+    part96[7] = float(part96[7] + v92_p[31]);
+    part96[0] = float(part96[0] + part96[4]);
+    part96[1] = float(part96[1] + part96[5]);
+    part96[2] = float(part96[2] + part96[6]);
+    part96[3] = float(part96[3] + part96[7]);
+    part96[0] = float(part96[0] + part96[2]);
+    part96[1] = float(part96[1] + part96[3]);
+    part96[0] = float(part96[0] + part96[1]);
+    v94_psum[1] = part96[0];
+    const float sh97 = __shfl_xor_sync(0xffffffffu, v94_psum[0], 1);
+    v94_psum[0] = float(v94_psum[0] + sh97);
+    const float sh98 = __shfl_xor_sync(0xffffffffu, v94_psum[1], 1);
+    v94_psum[1] = float(v94_psum[1] + sh98);
+    const float sh99 = __shfl_xor_sync(0xffffffffu, v94_psum[0], 2);
+    v94_psum[0] = float(v94_psum[0] + sh99);
+    const float sh100 = __shfl_xor_sync(0xffffffffu, v94_psum[1], 2);
+    v94_psum[1] = float(v94_psum[1] + sh100);
     // %la = mul %lc, %alpha : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    float v99_la[2];
-    #pragma unroll
-    for (int s100 = 0; s100 < 2; ++s100) {
-      v99_la[s100] = float(c32_l[s100] * v84_alpha[s100]);
-    }
-    // %ln = add %la, %psum : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    float v101_ln[2];
+    float v101_la[2];
     #pragma unroll
     for (int s102 = 0; s102 < 2; ++s102) {
-      v101_ln[s102] = float(v99_la[s102] + v92_psum[s102]);
+      v101_la[s102] = float(c34_l[s102] * v86_alpha[s102]);
+    }
+    // %ln = add %la, %psum : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
+    float v103_ln[2];
+    #pragma unroll
+    for (int s104 = 0; s104 < 2; ++s104) {
+      v103_ln[s104] = float(v101_la[s104] + v94_psum[s104]);
     }
     // %alpha2 = expand_dims %alpha {axis = 1} : tile<f32, [64, 1], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v103_alpha2[2];
-    v103_alpha2[0] = v84_alpha[0];
-    v103_alpha2[1] = v84_alpha[1];
+    float v105_alpha2[2];
+    v105_alpha2[0] = v86_alpha[0];
+    v105_alpha2[1] = v86_alpha[1];
     // %alphab = broadcast %alpha2 : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v104_alphab[32];
-    v104_alphab[0] = v103_alpha2[0];
-    v104_alphab[1] = v103_alpha2[0];
-    v104_alphab[2] = v103_alpha2[1];
-    v104_alphab[3] = v103_alpha2[1];
-    v104_alphab[4] = v103_alpha2[0];
-    v104_alphab[5] = v103_alpha2[0];
-    v104_alphab[6] = v103_alpha2[1];
-    v104_alphab[7] = v103_alpha2[1];
-    v104_alphab[8] = v103_alpha2[0];
-    v104_alphab[9] = v103_alpha2[0];
-    v104_alphab[10] = v103_alpha2[1];
-    v104_alphab[11] = v103_alpha2[1];
-    v104_alphab[12] = v103_alpha2[0];
-    v104_alphab[13] = v103_alpha2[0];
-    v104_alphab[14] = v103_alpha2[1];
-    v104_alphab[15] = v103_alpha2[1];
-    v104_alphab[16] = v103_alpha2[0];
-    v104_alphab[17] = v103_alpha2[0];
-    v104_alphab[18] = v103_alpha2[1];
-    v104_alphab[19] = v103_alpha2[1];
-    v104_alphab[20] = v103_alpha2[0];
-    v104_alphab[21] = v103_alpha2[0];
-    v104_alphab[22] = v103_alpha2[1];
-    v104_alphab[23] = v103_alpha2[1];
-    v104_alphab[24] = v103_alpha2[0];
-    v104_alphab[25] = v103_alpha2[0];
-    v104_alphab[26] = v103_alpha2[1];
-    v104_alphab[27] = v103_alpha2[1];
-    v104_alphab[28] = v103_alpha2[0];
-    v104_alphab[29] = v103_alpha2[0];
-    v104_alphab[30] = v103_alpha2[1];
-    v104_alphab[31] = v103_alpha2[1];
+    float v106_alphab[32];
+    v106_alphab[0] = v105_alpha2[0];
+    v106_alphab[1] = v105_alpha2[0];
+    v106_alphab[2] = v105_alpha2[1];
+    v106_alphab[3] = v105_alpha2[1];
+    v106_alphab[4] = v105_alpha2[0];
+    v106_alphab[5] = v105_alpha2[0];
+    v106_alphab[6] = v105_alpha2[1];
+    v106_alphab[7] = v105_alpha2[1];
+    v106_alphab[8] = v105_alpha2[0];
+    v106_alphab[9] = v105_alpha2[0];
+    v106_alphab[10] = v105_alpha2[1];
+    v106_alphab[11] = v105_alpha2[1];
+    v106_alphab[12] = v105_alpha2[0];
+    v106_alphab[13] = v105_alpha2[0];
+    v106_alphab[14] = v105_alpha2[1];
+    v106_alphab[15] = v105_alpha2[1];
+    v106_alphab[16] = v105_alpha2[0];
+    v106_alphab[17] = v105_alpha2[0];
+    v106_alphab[18] = v105_alpha2[1];
+    v106_alphab[19] = v105_alpha2[1];
+    v106_alphab[20] = v105_alpha2[0];
+    v106_alphab[21] = v105_alpha2[0];
+    v106_alphab[22] = v105_alpha2[1];
+    v106_alphab[23] = v105_alpha2[1];
+    v106_alphab[24] = v105_alpha2[0];
+    v106_alphab[25] = v105_alpha2[0];
+    v106_alphab[26] = v105_alpha2[1];
+    v106_alphab[27] = v105_alpha2[1];
+    v106_alphab[28] = v105_alpha2[0];
+    v106_alphab[29] = v105_alpha2[0];
+    v106_alphab[30] = v105_alpha2[1];
+    v106_alphab[31] = v105_alpha2[1];
     // %accs = mul %accc, %alphab : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v105_accs[32];
+    float v107_accs[32];
     #pragma unroll
-    for (int s106 = 0; s106 < 32; ++s106) {
-      v105_accs[s106] = float(c34_acc[s106] * v104_alphab[s106]);
+    for (int s108 = 0; s108 < 32; ++s108) {
+      v107_accs[s108] = float(c36_acc[s108] * v106_alphab[s108]);
     }
     // %v3 = load_tile %v, %ph, %j, %c0 : tile<bf16, [1, 64, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
     // %vt = reshape %v3 : tile<bf16, [64, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
     // %pb = cast %p : tile<bf16, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v107_pb[32];
+    float v109_pb[32];
     #pragma unroll
-    for (int s108 = 0; s108 < 32; ++s108) {
-      v107_pb[s108] = tsr::rbf16(float(float(v90_p[s108])));
+    for (int s110 = 0; s110 < 32; ++s110) {
+      v109_pb[s110] = tsr::rbf16(float(float(v92_p[s110])));
     }
     // %11 = convert_layout %pb : tile<bf16, [64, 64], layout = dot_operand<operand = 0, k_width = 2, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    float v109[32];
-    v109[0] = v107_pb[0];
-    v109[1] = v107_pb[1];
-    v109[2] = v107_pb[2];
-    v109[3] = v107_pb[3];
-    v109[4] = v107_pb[4];
-    v109[5] = v107_pb[5];
-    v109[6] = v107_pb[6];
-    v109[7] = v107_pb[7];
-    v109[8] = v107_pb[8];
-    v109[9] = v107_pb[9];
-    v109[10] = v107_pb[10];
-    v109[11] = v107_pb[11];
-    v109[12] = v107_pb[12];
-    v109[13] = v107_pb[13];
-    v109[14] = v107_pb[14];
-    v109[15] = v107_pb[15];
-    v109[16] = v107_pb[16];
-    v109[17] = v107_pb[17];
-    v109[18] = v107_pb[18];
-    v109[19] = v107_pb[19];
-    v109[20] = v107_pb[20];
-    v109[21] = v107_pb[21];
-    v109[22] = v107_pb[22];
-    v109[23] = v107_pb[23];
-    v109[24] = v107_pb[24];
-    v109[25] = v107_pb[25];
-    v109[26] = v107_pb[26];
-    v109[27] = v107_pb[27];
-    v109[28] = v107_pb[28];
-    v109[29] = v107_pb[29];
-    v109[30] = v107_pb[30];
-    v109[31] = v107_pb[31];
+    float v111[32];
+    v111[0] = v109_pb[0];
+    v111[1] = v109_pb[1];
+    v111[2] = v109_pb[2];
+    v111[3] = v109_pb[3];
+    v111[4] = v109_pb[4];
+    v111[5] = v109_pb[5];
+    v111[6] = v109_pb[6];
+    v111[7] = v109_pb[7];
+    v111[8] = v109_pb[8];
+    v111[9] = v109_pb[9];
+    v111[10] = v109_pb[10];
+    v111[11] = v109_pb[11];
+    v111[12] = v109_pb[12];
+    v111[13] = v109_pb[13];
+    v111[14] = v109_pb[14];
+    v111[15] = v109_pb[15];
+    v111[16] = v109_pb[16];
+    v111[17] = v109_pb[17];
+    v111[18] = v109_pb[18];
+    v111[19] = v109_pb[19];
+    v111[20] = v109_pb[20];
+    v111[21] = v109_pb[21];
+    v111[22] = v109_pb[22];
+    v111[23] = v109_pb[23];
+    v111[24] = v109_pb[24];
+    v111[25] = v109_pb[25];
+    v111[26] = v109_pb[26];
+    v111[27] = v109_pb[27];
+    v111[28] = v109_pb[28];
+    v111[29] = v109_pb[29];
+    v111[30] = v109_pb[30];
+    v111[31] = v109_pb[31];
     // %accn = dot %11, %vt, %accs : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v110_accn[32];
+    float v112_accn[32];
     #pragma unroll
-    for (int s111 = 0; s111 < 32; ++s111) {
-      v110_accn[s111] = v105_accs[s111];
+    for (int s113 = 0; s113 < 32; ++s113) {
+      v112_accn[s113] = v107_accs[s113];
     }
     {
       const uint32_t wg_ = uint32_t(tsr_warp) / 4u;
       (void)wg_;
       uint32_t fa_[1][4][4];
-      fa_[0][0][0] = tsr::f2bf2(v109[0], v109[1]);
-      fa_[0][0][1] = tsr::f2bf2(v109[2], v109[3]);
-      fa_[0][0][2] = tsr::f2bf2(v109[4], v109[5]);
-      fa_[0][0][3] = tsr::f2bf2(v109[6], v109[7]);
-      fa_[0][1][0] = tsr::f2bf2(v109[8], v109[9]);
-      fa_[0][1][1] = tsr::f2bf2(v109[10], v109[11]);
-      fa_[0][1][2] = tsr::f2bf2(v109[12], v109[13]);
-      fa_[0][1][3] = tsr::f2bf2(v109[14], v109[15]);
-      fa_[0][2][0] = tsr::f2bf2(v109[16], v109[17]);
-      fa_[0][2][1] = tsr::f2bf2(v109[18], v109[19]);
-      fa_[0][2][2] = tsr::f2bf2(v109[20], v109[21]);
-      fa_[0][2][3] = tsr::f2bf2(v109[22], v109[23]);
-      fa_[0][3][0] = tsr::f2bf2(v109[24], v109[25]);
-      fa_[0][3][1] = tsr::f2bf2(v109[26], v109[27]);
-      fa_[0][3][2] = tsr::f2bf2(v109[28], v109[29]);
-      fa_[0][3][3] = tsr::f2bf2(v109[30], v109[31]);
-      const uint32_t sb_ = tsr::smem_u32((sh38 + rs36 * 4096));
+      fa_[0][0][0] = tsr::f2bf2(v111[0], v111[1]);
+      fa_[0][0][1] = tsr::f2bf2(v111[2], v111[3]);
+      fa_[0][0][2] = tsr::f2bf2(v111[4], v111[5]);
+      fa_[0][0][3] = tsr::f2bf2(v111[6], v111[7]);
+      fa_[0][1][0] = tsr::f2bf2(v111[8], v111[9]);
+      fa_[0][1][1] = tsr::f2bf2(v111[10], v111[11]);
+      fa_[0][1][2] = tsr::f2bf2(v111[12], v111[13]);
+      fa_[0][1][3] = tsr::f2bf2(v111[14], v111[15]);
+      fa_[0][2][0] = tsr::f2bf2(v111[16], v111[17]);
+      fa_[0][2][1] = tsr::f2bf2(v111[18], v111[19]);
+      fa_[0][2][2] = tsr::f2bf2(v111[20], v111[21]);
+      fa_[0][2][3] = tsr::f2bf2(v111[22], v111[23]);
+      fa_[0][3][0] = tsr::f2bf2(v111[24], v111[25]);
+      fa_[0][3][1] = tsr::f2bf2(v111[26], v111[27]);
+      fa_[0][3][2] = tsr::f2bf2(v111[28], v111[29]);
+      fa_[0][3][3] = tsr::f2bf2(v111[30], v111[31]);
+      const uint32_t sb_ = tsr::smem_u32((sh40 + rs38 * 4096));
       tsr::wgmma_fence();
-      tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v110_accn[0]), fa_[0][0], tsr::wgmma_desc_sw128(sb_ + 0u, 8192u, 1024u));
-      tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v110_accn[0]), fa_[0][1], tsr::wgmma_desc_sw128(sb_ + 2048u, 8192u, 1024u));
-      tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v110_accn[0]), fa_[0][2], tsr::wgmma_desc_sw128(sb_ + 4096u, 8192u, 1024u));
-      tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v110_accn[0]), fa_[0][3], tsr::wgmma_desc_sw128(sb_ + 6144u, 8192u, 1024u));
+      tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v112_accn[0]), fa_[0][0], tsr::wgmma_desc_sw128(sb_ + 0u, 8192u, 1024u));
+      tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v112_accn[0]), fa_[0][1], tsr::wgmma_desc_sw128(sb_ + 2048u, 8192u, 1024u));
+      tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v112_accn[0]), fa_[0][2], tsr::wgmma_desc_sw128(sb_ + 4096u, 8192u, 1024u));
+      tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v112_accn[0]), fa_[0][3], tsr::wgmma_desc_sw128(sb_ + 6144u, 8192u, 1024u));
       tsr::wgmma_commit();
       tsr::wgmma_wait<0>();
-      tsr::wgmma_fence_regs(*reinterpret_cast<float(*)[1][8][4]>(&v110_accn[0]));
+      tsr::wgmma_fence_regs(*reinterpret_cast<float(*)[1][8][4]>(&v112_accn[0]));
       tsr::wgmma_fence_a(fa_[0][0]);
       tsr::wgmma_fence_a(fa_[0][1]);
       tsr::wgmma_fence_a(fa_[0][2]);
@@ -629,131 +637,131 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
     }
     // yield %mn, %ln, %accn
     #pragma unroll
-    for (int s112 = 0; s112 < 2; ++s112) {
-      c30_m[s112] = v80_mn[s112];
+    for (int s114 = 0; s114 < 2; ++s114) {
+      c32_m[s114] = v82_mn[s114];
     }
     #pragma unroll
-    for (int s113 = 0; s113 < 2; ++s113) {
-      c32_l[s113] = v101_ln[s113];
+    for (int s115 = 0; s115 < 2; ++s115) {
+      c34_l[s115] = v103_ln[s115];
     }
     #pragma unroll
-    for (int s114 = 0; s114 < 32; ++s114) {
-      c34_acc[s114] = v110_accn[s114];
+    for (int s116 = 0; s116 < 32; ++s116) {
+      c36_acc[s116] = v112_accn[s116];
     }
     __syncwarp();
-    if (tsr_lane == 0) tsr::mbar_arrive(mb39 + 8u * (2u + rn40 % 2u));
-    ++rn40;
-    rs36 = (rs36 + 1) % 2;
+    if (tsr_lane == 0) tsr::mbar_arrive(mb41 + 8u * (2u + rn42 % 2u));
+    ++rn42;
+    rs38 = (rs38 + 1) % 2;
   }
   // %l2 = expand_dims %l {axis = 1} : tile<f32, [64, 1], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-  float v115_l2[2];
-  v115_l2[0] = c32_l[0];
-  v115_l2[1] = c32_l[1];
+  float v117_l2[2];
+  v117_l2[0] = c34_l[0];
+  v117_l2[1] = c34_l[1];
   // %lb = broadcast %l2 : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-  float v116_lb[32];
-  v116_lb[0] = v115_l2[0];
-  v116_lb[1] = v115_l2[0];
-  v116_lb[2] = v115_l2[1];
-  v116_lb[3] = v115_l2[1];
-  v116_lb[4] = v115_l2[0];
-  v116_lb[5] = v115_l2[0];
-  v116_lb[6] = v115_l2[1];
-  v116_lb[7] = v115_l2[1];
-  v116_lb[8] = v115_l2[0];
-  v116_lb[9] = v115_l2[0];
-  v116_lb[10] = v115_l2[1];
-  v116_lb[11] = v115_l2[1];
-  v116_lb[12] = v115_l2[0];
-  v116_lb[13] = v115_l2[0];
-  v116_lb[14] = v115_l2[1];
-  v116_lb[15] = v115_l2[1];
-  v116_lb[16] = v115_l2[0];
-  v116_lb[17] = v115_l2[0];
-  v116_lb[18] = v115_l2[1];
-  v116_lb[19] = v115_l2[1];
-  v116_lb[20] = v115_l2[0];
-  v116_lb[21] = v115_l2[0];
-  v116_lb[22] = v115_l2[1];
-  v116_lb[23] = v115_l2[1];
-  v116_lb[24] = v115_l2[0];
-  v116_lb[25] = v115_l2[0];
-  v116_lb[26] = v115_l2[1];
-  v116_lb[27] = v115_l2[1];
-  v116_lb[28] = v115_l2[0];
-  v116_lb[29] = v115_l2[0];
-  v116_lb[30] = v115_l2[1];
-  v116_lb[31] = v115_l2[1];
+  float v118_lb[32];
+  v118_lb[0] = v117_l2[0];
+  v118_lb[1] = v117_l2[0];
+  v118_lb[2] = v117_l2[1];
+  v118_lb[3] = v117_l2[1];
+  v118_lb[4] = v117_l2[0];
+  v118_lb[5] = v117_l2[0];
+  v118_lb[6] = v117_l2[1];
+  v118_lb[7] = v117_l2[1];
+  v118_lb[8] = v117_l2[0];
+  v118_lb[9] = v117_l2[0];
+  v118_lb[10] = v117_l2[1];
+  v118_lb[11] = v117_l2[1];
+  v118_lb[12] = v117_l2[0];
+  v118_lb[13] = v117_l2[0];
+  v118_lb[14] = v117_l2[1];
+  v118_lb[15] = v117_l2[1];
+  v118_lb[16] = v117_l2[0];
+  v118_lb[17] = v117_l2[0];
+  v118_lb[18] = v117_l2[1];
+  v118_lb[19] = v117_l2[1];
+  v118_lb[20] = v117_l2[0];
+  v118_lb[21] = v117_l2[0];
+  v118_lb[22] = v117_l2[1];
+  v118_lb[23] = v117_l2[1];
+  v118_lb[24] = v117_l2[0];
+  v118_lb[25] = v117_l2[0];
+  v118_lb[26] = v117_l2[1];
+  v118_lb[27] = v117_l2[1];
+  v118_lb[28] = v117_l2[0];
+  v118_lb[29] = v117_l2[0];
+  v118_lb[30] = v117_l2[1];
+  v118_lb[31] = v117_l2[1];
   // %out = div %acc, %lb : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-  float v117_out[32];
-  #pragma unroll
-  for (int s118 = 0; s118 < 32; ++s118) {
-    v117_out[s118] = float(c34_acc[s118] / v116_lb[s118]);
-  }
-  // %outb = cast %out : tile<bf16, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-  float v119_outb[32];
+  float v119_out[32];
   #pragma unroll
   for (int s120 = 0; s120 < 32; ++s120) {
-    v119_outb[s120] = tsr::rbf16(float(float(v117_out[s120])));
+    v119_out[s120] = float(c36_acc[s120] / v118_lb[s120]);
+  }
+  // %outb = cast %out : tile<bf16, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
+  float v121_outb[32];
+  #pragma unroll
+  for (int s122 = 0; s122 < 32; ++s122) {
+    v121_outb[s122] = tsr::rbf16(float(float(v119_out[s122])));
   }
   // %o3 = reshape %outb : tile<bf16, [1, 64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-  float v121_o3[32];
-  v121_o3[0] = v119_outb[0];
-  v121_o3[1] = v119_outb[1];
-  v121_o3[2] = v119_outb[2];
-  v121_o3[3] = v119_outb[3];
-  v121_o3[4] = v119_outb[4];
-  v121_o3[5] = v119_outb[5];
-  v121_o3[6] = v119_outb[6];
-  v121_o3[7] = v119_outb[7];
-  v121_o3[8] = v119_outb[8];
-  v121_o3[9] = v119_outb[9];
-  v121_o3[10] = v119_outb[10];
-  v121_o3[11] = v119_outb[11];
-  v121_o3[12] = v119_outb[12];
-  v121_o3[13] = v119_outb[13];
-  v121_o3[14] = v119_outb[14];
-  v121_o3[15] = v119_outb[15];
-  v121_o3[16] = v119_outb[16];
-  v121_o3[17] = v119_outb[17];
-  v121_o3[18] = v119_outb[18];
-  v121_o3[19] = v119_outb[19];
-  v121_o3[20] = v119_outb[20];
-  v121_o3[21] = v119_outb[21];
-  v121_o3[22] = v119_outb[22];
-  v121_o3[23] = v119_outb[23];
-  v121_o3[24] = v119_outb[24];
-  v121_o3[25] = v119_outb[25];
-  v121_o3[26] = v119_outb[26];
-  v121_o3[27] = v119_outb[27];
-  v121_o3[28] = v119_outb[28];
-  v121_o3[29] = v119_outb[29];
-  v121_o3[30] = v119_outb[30];
-  v121_o3[31] = v119_outb[31];
+  float v123_o3[32];
+  v123_o3[0] = v121_outb[0];
+  v123_o3[1] = v121_outb[1];
+  v123_o3[2] = v121_outb[2];
+  v123_o3[3] = v121_outb[3];
+  v123_o3[4] = v121_outb[4];
+  v123_o3[5] = v121_outb[5];
+  v123_o3[6] = v121_outb[6];
+  v123_o3[7] = v121_outb[7];
+  v123_o3[8] = v121_outb[8];
+  v123_o3[9] = v121_outb[9];
+  v123_o3[10] = v121_outb[10];
+  v123_o3[11] = v121_outb[11];
+  v123_o3[12] = v121_outb[12];
+  v123_o3[13] = v121_outb[13];
+  v123_o3[14] = v121_outb[14];
+  v123_o3[15] = v121_outb[15];
+  v123_o3[16] = v121_outb[16];
+  v123_o3[17] = v121_outb[17];
+  v123_o3[18] = v121_outb[18];
+  v123_o3[19] = v121_outb[19];
+  v123_o3[20] = v121_outb[20];
+  v123_o3[21] = v121_outb[21];
+  v123_o3[22] = v121_outb[22];
+  v123_o3[23] = v121_outb[23];
+  v123_o3[24] = v121_outb[24];
+  v123_o3[25] = v121_outb[25];
+  v123_o3[26] = v121_outb[26];
+  v123_o3[27] = v121_outb[27];
+  v123_o3[28] = v121_outb[28];
+  v123_o3[29] = v121_outb[29];
+  v123_o3[30] = v121_outb[30];
+  v123_o3[31] = v121_outb[31];
   // store_tile %o, %o3, %ph, %pm, %c0
   {
-    const int64_t o122 = int64_t(v1_ph) * 1 + 0;
-    const int64_t o123 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 3) * 16);
-    const int64_t o124 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 3) * 2);
-    const bool whole125 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 2 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
-    if (whole125) {
-      #pragma unroll
-      for (int c126 = 0; c126 < 16; ++c126) {
-        uint16_t vb127[2];
-        vb127[0] = tsr::f2bf(v121_o3[c126 * 2 + 0]);
-        vb127[1] = tsr::f2bf(v121_o3[c126 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o122 + 0) * tsr_p3_s0 + (o123 + ((((c126 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o124 + (((c126 * 2) % 2) + (((c126 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb127);
-      }
-    } else {
+    const int64_t o124 = int64_t(v1_ph) * 1 + 0;
+    const int64_t o125 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 3) * 16);
+    const int64_t o126 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 3) * 2);
+    const bool whole127 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 2 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
+    if (whole127) {
       #pragma unroll
       for (int c128 = 0; c128 < 16; ++c128) {
         uint16_t vb129[2];
-        if ((o122 + 0) < int64_t(tsr_dim_H) && (o123 + ((((c128 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o124 + (((c128 * 2) % 2) + (((c128 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o122 + 0) * tsr_p3_s0 + (o123 + ((((c128 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o124 + (((c128 * 2) % 2) + (((c128 * 2) / 4) % 8) * 8)) * tsr_p3_s2)) {
-          vb129[0] = tsr::f2bf(v121_o3[c128 * 2 + 0]);
-          vb129[1] = tsr::f2bf(v121_o3[c128 * 2 + 1]);
-          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o122 + 0) * tsr_p3_s0 + (o123 + ((((c128 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o124 + (((c128 * 2) % 2) + (((c128 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb129);
+        vb129[0] = tsr::f2bf(v123_o3[c128 * 2 + 0]);
+        vb129[1] = tsr::f2bf(v123_o3[c128 * 2 + 1]);
+        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o124 + 0) * tsr_p3_s0 + (o125 + ((((c128 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o126 + (((c128 * 2) % 2) + (((c128 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb129);
+      }
+    } else {
+      #pragma unroll
+      for (int c130 = 0; c130 < 16; ++c130) {
+        uint16_t vb131[2];
+        if ((o124 + 0) < int64_t(tsr_dim_H) && (o125 + ((((c130 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o126 + (((c130 * 2) % 2) + (((c130 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o124 + 0) * tsr_p3_s0 + (o125 + ((((c130 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o126 + (((c130 * 2) % 2) + (((c130 * 2) / 4) % 8) * 8)) * tsr_p3_s2)) {
+          vb131[0] = tsr::f2bf(v123_o3[c130 * 2 + 0]);
+          vb131[1] = tsr::f2bf(v123_o3[c130 * 2 + 1]);
+          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o124 + 0) * tsr_p3_s0 + (o125 + ((((c130 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o126 + (((c130 * 2) % 2) + (((c130 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb131);
         } else {
-          if ((o122 + 0) < int64_t(tsr_dim_H) && (o123 + ((((c128 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o124 + (((c128 * 2) % 2) + (((c128 * 2) / 4) % 8) * 8)) < int64_t(tsr_dim_DH)) tsr_p3[(o122 + 0) * tsr_p3_s0 + (o123 + ((((c128 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o124 + (((c128 * 2) % 2) + (((c128 * 2) / 4) % 8) * 8)) * tsr_p3_s2] = tsr::f2bf(v121_o3[c128 * 2]);
-          if ((o122 + 0) < int64_t(tsr_dim_H) && (o123 + ((((c128 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o124 + (((c128 * 2) % 2) + (((c128 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o122 + 0) * tsr_p3_s0 + (o123 + ((((c128 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o124 + (((c128 * 2) % 2) + (((c128 * 2) / 4) % 8) * 8) + 1) * tsr_p3_s2] = tsr::f2bf(v121_o3[c128 * 2 + 1]);
+          if ((o124 + 0) < int64_t(tsr_dim_H) && (o125 + ((((c130 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o126 + (((c130 * 2) % 2) + (((c130 * 2) / 4) % 8) * 8)) < int64_t(tsr_dim_DH)) tsr_p3[(o124 + 0) * tsr_p3_s0 + (o125 + ((((c130 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o126 + (((c130 * 2) % 2) + (((c130 * 2) / 4) % 8) * 8)) * tsr_p3_s2] = tsr::f2bf(v123_o3[c130 * 2]);
+          if ((o124 + 0) < int64_t(tsr_dim_H) && (o125 + ((((c130 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o126 + (((c130 * 2) % 2) + (((c130 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o124 + 0) * tsr_p3_s0 + (o125 + ((((c130 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o126 + (((c130 * 2) % 2) + (((c130 * 2) / 4) % 8) * 8) + 1) * tsr_p3_s2] = tsr::f2bf(v123_o3[c130 * 2 + 1]);
         }
       }
     }
@@ -787,4 +795,5 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
 // stat vector-accesses = 1
 // stat wgmma-dots = 2
 // stat whole-tile-accesses = 1
+// stat whole-tile-copies = 1
 // note printed from the GPU lowering's layouts (the layout emitter)

@@ -206,167 +206,183 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_fwd(fl
       const int64_t o48 = int64_t(v1_ph) * 1;
       const int64_t o49 = int64_t(nx46) * 64;
       const int64_t o50 = int64_t(v2_c0) * 64;
-      #pragma unroll
-      for (int i51 = 0; i51 < 8; ++i51) {
-        const int q52 = i51 * 128 + tsr_tid;
-        const int64_t n53 = !(true && (o48 + 0) < int64_t(tsr_dim_H) && (o49 + ((q52 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o50 + ((q52 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o50 + ((q52 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o50 + ((q52 * 4) % 64))) : 4;
-        const float* src54 = tsr_p2 + (n53 > 0 ? (o48 + 0) * tsr_p2_s0 + (o49 + ((q52 * 4) / 64)) * tsr_p2_s1 + (o50 + ((q52 * 4) % 64)) * tsr_p2_s2 : 0);
-        float* const dst55 = (sh45 + (0) * 4352) + (0) * 4352 + (((q52 * 4) / 64)) * 68 + (((q52 * 4) % 64)) * 1;
-        if (tsr::aligned_vec<float, 4>(src54)) {
-          tsr::cp_async_16(tsr::smem_u32(dst55), src54, int(n53) * 4);
-        } else {
-          for (int v_ = 0; v_ < 4; ++v_) dst55[v_] = v_ < n53 ? src54[v_] : float(0);
+      if (o48 >= 0 && o48 + 1 <= int64_t(tsr_dim_H) && o49 >= 0 && o49 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o50 >= 0 && o50 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o48 * tsr_p2_s0 + o49 * tsr_p2_s1 + o50 * tsr_p2_s2)) {
+        #pragma unroll
+        for (int i51 = 0; i51 < 8; ++i51) {
+          const int q52 = i51 * 128 + tsr_tid;
+          tsr::cp_async_16(tsr::smem_u32((sh45 + (0) * 4352) + (0) * 4352 + (((q52 * 4) / 64)) * 68 + (((q52 * 4) % 64)) * 1), tsr_p2 + (o48 + 0) * tsr_p2_s0 + (o49 + ((q52 * 4) / 64)) * tsr_p2_s1 + (o50 + ((q52 * 4) % 64)) * tsr_p2_s2);
+        }
+      } else {
+        #pragma unroll
+        for (int i53 = 0; i53 < 8; ++i53) {
+          const int q54 = i53 * 128 + tsr_tid;
+          const int64_t n55 = !(true && (o48 + 0) < int64_t(tsr_dim_H) && (o49 + ((q54 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o50 + ((q54 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o50 + ((q54 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o50 + ((q54 * 4) % 64))) : 4;
+          const float* src56 = tsr_p2 + (n55 > 0 ? (o48 + 0) * tsr_p2_s0 + (o49 + ((q54 * 4) / 64)) * tsr_p2_s1 + (o50 + ((q54 * 4) % 64)) * tsr_p2_s2 : 0);
+          float* const dst57 = (sh45 + (0) * 4352) + (0) * 4352 + (((q54 * 4) / 64)) * 68 + (((q54 * 4) % 64)) * 1;
+          if (tsr::aligned_vec<float, 4>(src56)) {
+            tsr::cp_async_16(tsr::smem_u32(dst57), src56, int(n55) * 4);
+          } else {
+            for (int v_ = 0; v_ < 4; ++v_) dst57[v_] = v_ < n55 ? src56[v_] : float(0);
+          }
         }
       }
     }
   }
   tsr::cp_async_commit();
-  for (int64_t iv56_ = v2_c0; v3_c1 > 0 && iv56_ < v8_ntiles; iv56_ += v3_c1) {
-    const int32_t iv56 = int32_t(iv56_);
-    if ((iv56_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
-      const int32_t nx57 = int32_t((iv56_ + 1 * int64_t(v3_c1)));
+  for (int64_t iv58_ = v2_c0; v3_c1 > 0 && iv58_ < v8_ntiles; iv58_ += v3_c1) {
+    const int32_t iv58 = int32_t(iv58_);
+    tsr::cp_async_wait<0>();  // this iteration's copies are in
+    __syncthreads();
+    if ((iv58_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
+      const int32_t nx59 = int32_t((iv58_ + 1 * int64_t(v3_c1)));
       // %off = mul %j, %bn : i32
-      const int32_t v58_off = int32_t(uint32_t(nx57) * uint32_t(v5_bn));
+      const int32_t v60_off = int32_t(uint32_t(nx59) * uint32_t(v5_bn));
       {
-        const int64_t o59 = int64_t(v1_ph) * 1;
-        const int64_t o60 = int64_t(nx57) * 64;
-        const int64_t o61 = int64_t(v2_c0) * 64;
-        #pragma unroll
-        for (int i62 = 0; i62 < 8; ++i62) {
-          const int q63 = i62 * 128 + tsr_tid;
-          const int64_t n64 = !(true && (o59 + 0) < int64_t(tsr_dim_H) && (o60 + ((q63 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o61 + ((q63 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o61 + ((q63 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o61 + ((q63 * 4) % 64))) : 4;
-          const float* src65 = tsr_p2 + (n64 > 0 ? (o59 + 0) * tsr_p2_s0 + (o60 + ((q63 * 4) / 64)) * tsr_p2_s1 + (o61 + ((q63 * 4) % 64)) * tsr_p2_s2 : 0);
-          float* const dst66 = (sh45 + ((rs44 + 1) % 2) * 4352) + (0) * 4352 + (((q63 * 4) / 64)) * 68 + (((q63 * 4) % 64)) * 1;
-          if (tsr::aligned_vec<float, 4>(src65)) {
-            tsr::cp_async_16(tsr::smem_u32(dst66), src65, int(n64) * 4);
-          } else {
-            for (int v_ = 0; v_ < 4; ++v_) dst66[v_] = v_ < n64 ? src65[v_] : float(0);
+        const int64_t o61 = int64_t(v1_ph) * 1;
+        const int64_t o62 = int64_t(nx59) * 64;
+        const int64_t o63 = int64_t(v2_c0) * 64;
+        if (o61 >= 0 && o61 + 1 <= int64_t(tsr_dim_H) && o62 >= 0 && o62 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o63 >= 0 && o63 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o61 * tsr_p2_s0 + o62 * tsr_p2_s1 + o63 * tsr_p2_s2)) {
+          #pragma unroll
+          for (int i64 = 0; i64 < 8; ++i64) {
+            const int q65 = i64 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh45 + ((rs44 + 1) % 2) * 4352) + (0) * 4352 + (((q65 * 4) / 64)) * 68 + (((q65 * 4) % 64)) * 1), tsr_p2 + (o61 + 0) * tsr_p2_s0 + (o62 + ((q65 * 4) / 64)) * tsr_p2_s1 + (o63 + ((q65 * 4) % 64)) * tsr_p2_s2);
+          }
+        } else {
+          #pragma unroll
+          for (int i66 = 0; i66 < 8; ++i66) {
+            const int q67 = i66 * 128 + tsr_tid;
+            const int64_t n68 = !(true && (o61 + 0) < int64_t(tsr_dim_H) && (o62 + ((q67 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o63 + ((q67 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o63 + ((q67 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o63 + ((q67 * 4) % 64))) : 4;
+            const float* src69 = tsr_p2 + (n68 > 0 ? (o61 + 0) * tsr_p2_s0 + (o62 + ((q67 * 4) / 64)) * tsr_p2_s1 + (o63 + ((q67 * 4) % 64)) * tsr_p2_s2 : 0);
+            float* const dst70 = (sh45 + ((rs44 + 1) % 2) * 4352) + (0) * 4352 + (((q67 * 4) / 64)) * 68 + (((q67 * 4) % 64)) * 1;
+            if (tsr::aligned_vec<float, 4>(src69)) {
+              tsr::cp_async_16(tsr::smem_u32(dst70), src69, int(n68) * 4);
+            } else {
+              for (int v_ = 0; v_ < 4; ++v_) dst70[v_] = v_ < n68 ? src69[v_] : float(0);
+            }
           }
         }
       }
     }
     tsr::cp_async_commit();
-    tsr::cp_async_wait<1>();  // this iteration's copies are in
-    __syncthreads();
     // %k3 = load_tile %k, %ph, %j, %c0 : tile<f32, [1, 64, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-    float v67_k3[32];
+    float v71_k3[32];
     {
-      const int64_t o68 = int64_t(v1_ph) * 1 + 0;
-      const int64_t o69 = int64_t(iv56) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o70 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      const bool whole71 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv56) * 64 >= 0 && int64_t(iv56) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v1_ph) * 1 * tsr_p1_s0 + int64_t(iv56) * 64 * tsr_p1_s1 + int64_t(v2_c0) * 64 * tsr_p1_s2);
-      if (whole71) {
+      const int64_t o72 = int64_t(v1_ph) * 1 + 0;
+      const int64_t o73 = int64_t(iv58) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o74 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole75 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv58) * 64 >= 0 && int64_t(iv58) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v1_ph) * 1 * tsr_p1_s0 + int64_t(iv58) * 64 * tsr_p1_s1 + int64_t(v2_c0) * 64 * tsr_p1_s2);
+      if (whole75) {
         #pragma unroll
-        for (int c72 = 0; c72 < 8; ++c72) {
-          float vb73[4];
-          tsr::copy_vec<float, 4>(vb73, tsr_p1 + (o68 + 0) * tsr_p1_s0 + (o69 + ((((c72 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o70 + (((c72 * 4) % 4))) * tsr_p1_s2);
-          v67_k3[c72 * 4 + 0] = vb73[0];
-          v67_k3[c72 * 4 + 1] = vb73[1];
-          v67_k3[c72 * 4 + 2] = vb73[2];
-          v67_k3[c72 * 4 + 3] = vb73[3];
+        for (int c76 = 0; c76 < 8; ++c76) {
+          float vb77[4];
+          tsr::copy_vec<float, 4>(vb77, tsr_p1 + (o72 + 0) * tsr_p1_s0 + (o73 + ((((c76 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o74 + (((c76 * 4) % 4))) * tsr_p1_s2);
+          v71_k3[c76 * 4 + 0] = vb77[0];
+          v71_k3[c76 * 4 + 1] = vb77[1];
+          v71_k3[c76 * 4 + 2] = vb77[2];
+          v71_k3[c76 * 4 + 3] = vb77[3];
         }
       } else {
         #pragma unroll
-        for (int c74 = 0; c74 < 8; ++c74) {
-          float vb75[4];
-          if ((o68 + 0) < int64_t(tsr_dim_H) && (o69 + ((((c74 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o70 + (((c74 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o68 + 0) * tsr_p1_s0 + (o69 + ((((c74 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o70 + (((c74 * 4) % 4))) * tsr_p1_s2)) {
-            tsr::copy_vec<float, 4>(vb75, tsr_p1 + (o68 + 0) * tsr_p1_s0 + (o69 + ((((c74 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o70 + (((c74 * 4) % 4))) * tsr_p1_s2);
-            v67_k3[c74 * 4 + 0] = vb75[0];
-            v67_k3[c74 * 4 + 1] = vb75[1];
-            v67_k3[c74 * 4 + 2] = vb75[2];
-            v67_k3[c74 * 4 + 3] = vb75[3];
+        for (int c78 = 0; c78 < 8; ++c78) {
+          float vb79[4];
+          if ((o72 + 0) < int64_t(tsr_dim_H) && (o73 + ((((c78 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o74 + (((c78 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o72 + 0) * tsr_p1_s0 + (o73 + ((((c78 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o74 + (((c78 * 4) % 4))) * tsr_p1_s2)) {
+            tsr::copy_vec<float, 4>(vb79, tsr_p1 + (o72 + 0) * tsr_p1_s0 + (o73 + ((((c78 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o74 + (((c78 * 4) % 4))) * tsr_p1_s2);
+            v71_k3[c78 * 4 + 0] = vb79[0];
+            v71_k3[c78 * 4 + 1] = vb79[1];
+            v71_k3[c78 * 4 + 2] = vb79[2];
+            v71_k3[c78 * 4 + 3] = vb79[3];
           } else {
-            v67_k3[c74 * 4] = ((o68 + 0) < int64_t(tsr_dim_H) && (o69 + ((((c74 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o70 + (((c74 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o68 + 0) * tsr_p1_s0 + (o69 + ((((c74 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o70 + (((c74 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
-            v67_k3[c74 * 4 + 1] = ((o68 + 0) < int64_t(tsr_dim_H) && (o69 + ((((c74 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o70 + (((c74 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o68 + 0) * tsr_p1_s0 + (o69 + ((((c74 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o70 + (((c74 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
-            v67_k3[c74 * 4 + 2] = ((o68 + 0) < int64_t(tsr_dim_H) && (o69 + ((((c74 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o70 + (((c74 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o68 + 0) * tsr_p1_s0 + (o69 + ((((c74 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o70 + (((c74 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
-            v67_k3[c74 * 4 + 3] = ((o68 + 0) < int64_t(tsr_dim_H) && (o69 + ((((c74 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o70 + (((c74 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o68 + 0) * tsr_p1_s0 + (o69 + ((((c74 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o70 + (((c74 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
+            v71_k3[c78 * 4] = ((o72 + 0) < int64_t(tsr_dim_H) && (o73 + ((((c78 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o74 + (((c78 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o72 + 0) * tsr_p1_s0 + (o73 + ((((c78 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o74 + (((c78 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
+            v71_k3[c78 * 4 + 1] = ((o72 + 0) < int64_t(tsr_dim_H) && (o73 + ((((c78 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o74 + (((c78 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o72 + 0) * tsr_p1_s0 + (o73 + ((((c78 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o74 + (((c78 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
+            v71_k3[c78 * 4 + 2] = ((o72 + 0) < int64_t(tsr_dim_H) && (o73 + ((((c78 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o74 + (((c78 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o72 + 0) * tsr_p1_s0 + (o73 + ((((c78 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o74 + (((c78 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
+            v71_k3[c78 * 4 + 3] = ((o72 + 0) < int64_t(tsr_dim_H) && (o73 + ((((c78 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o74 + (((c78 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o72 + 0) * tsr_p1_s0 + (o73 + ((((c78 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o74 + (((c78 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
           }
         }
       }
     }
     // %kt = reshape %k3 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v76_kt[32];
-    v76_kt[0] = v67_k3[0];
-    v76_kt[1] = v67_k3[1];
-    v76_kt[2] = v67_k3[2];
-    v76_kt[3] = v67_k3[3];
-    v76_kt[4] = v67_k3[4];
-    v76_kt[5] = v67_k3[5];
-    v76_kt[6] = v67_k3[6];
-    v76_kt[7] = v67_k3[7];
-    v76_kt[8] = v67_k3[8];
-    v76_kt[9] = v67_k3[9];
-    v76_kt[10] = v67_k3[10];
-    v76_kt[11] = v67_k3[11];
-    v76_kt[12] = v67_k3[12];
-    v76_kt[13] = v67_k3[13];
-    v76_kt[14] = v67_k3[14];
-    v76_kt[15] = v67_k3[15];
-    v76_kt[16] = v67_k3[16];
-    v76_kt[17] = v67_k3[17];
-    v76_kt[18] = v67_k3[18];
-    v76_kt[19] = v67_k3[19];
-    v76_kt[20] = v67_k3[20];
-    v76_kt[21] = v67_k3[21];
-    v76_kt[22] = v67_k3[22];
-    v76_kt[23] = v67_k3[23];
-    v76_kt[24] = v67_k3[24];
-    v76_kt[25] = v67_k3[25];
-    v76_kt[26] = v67_k3[26];
-    v76_kt[27] = v67_k3[27];
-    v76_kt[28] = v67_k3[28];
-    v76_kt[29] = v67_k3[29];
-    v76_kt[30] = v67_k3[30];
-    v76_kt[31] = v67_k3[31];
+    float v80_kt[32];
+    v80_kt[0] = v71_k3[0];
+    v80_kt[1] = v71_k3[1];
+    v80_kt[2] = v71_k3[2];
+    v80_kt[3] = v71_k3[3];
+    v80_kt[4] = v71_k3[4];
+    v80_kt[5] = v71_k3[5];
+    v80_kt[6] = v71_k3[6];
+    v80_kt[7] = v71_k3[7];
+    v80_kt[8] = v71_k3[8];
+    v80_kt[9] = v71_k3[9];
+    v80_kt[10] = v71_k3[10];
+    v80_kt[11] = v71_k3[11];
+    v80_kt[12] = v71_k3[12];
+    v80_kt[13] = v71_k3[13];
+    v80_kt[14] = v71_k3[14];
+    v80_kt[15] = v71_k3[15];
+    v80_kt[16] = v71_k3[16];
+    v80_kt[17] = v71_k3[17];
+    v80_kt[18] = v71_k3[18];
+    v80_kt[19] = v71_k3[19];
+    v80_kt[20] = v71_k3[20];
+    v80_kt[21] = v71_k3[21];
+    v80_kt[22] = v71_k3[22];
+    v80_kt[23] = v71_k3[23];
+    v80_kt[24] = v71_k3[24];
+    v80_kt[25] = v71_k3[25];
+    v80_kt[26] = v71_k3[26];
+    v80_kt[27] = v71_k3[27];
+    v80_kt[28] = v71_k3[28];
+    v80_kt[29] = v71_k3[29];
+    v80_kt[30] = v71_k3[30];
+    v80_kt[31] = v71_k3[31];
     // %ktt = permute %kt {dims = [1, 0]} : tile<f32, [64, 64], layout = blocked<per_thread = [4, 1], threads = [16, 2], warps = [1, 4], order = [0, 1]>>
-    float v77_ktt[32];
-    v77_ktt[0] = v76_kt[0];
-    v77_ktt[1] = v76_kt[1];
-    v77_ktt[2] = v76_kt[2];
-    v77_ktt[3] = v76_kt[3];
-    v77_ktt[4] = v76_kt[4];
-    v77_ktt[5] = v76_kt[5];
-    v77_ktt[6] = v76_kt[6];
-    v77_ktt[7] = v76_kt[7];
-    v77_ktt[8] = v76_kt[8];
-    v77_ktt[9] = v76_kt[9];
-    v77_ktt[10] = v76_kt[10];
-    v77_ktt[11] = v76_kt[11];
-    v77_ktt[12] = v76_kt[12];
-    v77_ktt[13] = v76_kt[13];
-    v77_ktt[14] = v76_kt[14];
-    v77_ktt[15] = v76_kt[15];
-    v77_ktt[16] = v76_kt[16];
-    v77_ktt[17] = v76_kt[17];
-    v77_ktt[18] = v76_kt[18];
-    v77_ktt[19] = v76_kt[19];
-    v77_ktt[20] = v76_kt[20];
-    v77_ktt[21] = v76_kt[21];
-    v77_ktt[22] = v76_kt[22];
-    v77_ktt[23] = v76_kt[23];
-    v77_ktt[24] = v76_kt[24];
-    v77_ktt[25] = v76_kt[25];
-    v77_ktt[26] = v76_kt[26];
-    v77_ktt[27] = v76_kt[27];
-    v77_ktt[28] = v76_kt[28];
-    v77_ktt[29] = v76_kt[29];
-    v77_ktt[30] = v76_kt[30];
-    v77_ktt[31] = v76_kt[31];
+    float v81_ktt[32];
+    v81_ktt[0] = v80_kt[0];
+    v81_ktt[1] = v80_kt[1];
+    v81_ktt[2] = v80_kt[2];
+    v81_ktt[3] = v80_kt[3];
+    v81_ktt[4] = v80_kt[4];
+    v81_ktt[5] = v80_kt[5];
+    v81_ktt[6] = v80_kt[6];
+    v81_ktt[7] = v80_kt[7];
+    v81_ktt[8] = v80_kt[8];
+    v81_ktt[9] = v80_kt[9];
+    v81_ktt[10] = v80_kt[10];
+    v81_ktt[11] = v80_kt[11];
+    v81_ktt[12] = v80_kt[12];
+    v81_ktt[13] = v80_kt[13];
+    v81_ktt[14] = v80_kt[14];
+    v81_ktt[15] = v80_kt[15];
+    v81_ktt[16] = v80_kt[16];
+    v81_ktt[17] = v80_kt[17];
+    v81_ktt[18] = v80_kt[18];
+    v81_ktt[19] = v80_kt[19];
+    v81_ktt[20] = v80_kt[20];
+    v81_ktt[21] = v80_kt[21];
+    v81_ktt[22] = v80_kt[22];
+    v81_ktt[23] = v80_kt[23];
+    v81_ktt[24] = v80_kt[24];
+    v81_ktt[25] = v80_kt[25];
+    v81_ktt[26] = v80_kt[26];
+    v81_ktt[27] = v80_kt[27];
+    v81_ktt[28] = v80_kt[28];
+    v81_ktt[29] = v80_kt[29];
+    v81_ktt[30] = v80_kt[30];
+    v81_ktt[31] = v80_kt[31];
     // %3 = convert_layout %ktt : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh78 = reinterpret_cast<float*>((tsr_smem + 0) + 52224);
+    float* const sh82 = reinterpret_cast<float*>((tsr_smem + 0) + 52224);
     __syncthreads();
     #pragma unroll
-    for (int c79 = 0; c79 < 32; ++c79) {
-      float w80[1];
-      w80[0] = v77_ktt[c79 * 1 + 0];
-      tsr::copy_vec<float, 1>(sh78 + ((((c79 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c79 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w80);
+    for (int c83 = 0; c83 < 32; ++c83) {
+      float w84[1];
+      w84[0] = v81_ktt[c83 * 1 + 0];
+      tsr::copy_vec<float, 1>(sh82 + ((((c83 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c83 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w84);
     }
     __syncthreads();
     // %s = dot %0, %3, %acc0 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v81_s[32];
+    float v85_s[32];
     #pragma unroll
-    for (int s82 = 0; s82 < 32; ++s82) {
-      v81_s[s82] = v27_acc0[s82];
+    for (int s86 = 0; s86 < 32; ++s86) {
+      v85_s[s86] = v27_acc0[s86];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -380,657 +396,656 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_fwd(fl
         const auto a5_ = sh31[(tm_ + 40) * 68 + (k_) * 1];
         const auto a6_ = sh31[(tm_ + 48) * 68 + (k_) * 1];
         const auto a7_ = sh31[(tm_ + 56) * 68 + (k_) * 1];
-        const auto b0_ = sh78[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = sh78[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = sh78[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = sh78[(k_) * 68 + (tn_ + 3) * 1];
-        v81_s[0] = fmaf(float(a0_), float(b0_), v81_s[0]);
-        v81_s[1] = fmaf(float(a0_), float(b1_), v81_s[1]);
-        v81_s[2] = fmaf(float(a0_), float(b2_), v81_s[2]);
-        v81_s[3] = fmaf(float(a0_), float(b3_), v81_s[3]);
-        v81_s[4] = fmaf(float(a1_), float(b0_), v81_s[4]);
-        v81_s[5] = fmaf(float(a1_), float(b1_), v81_s[5]);
-        v81_s[6] = fmaf(float(a1_), float(b2_), v81_s[6]);
-        v81_s[7] = fmaf(float(a1_), float(b3_), v81_s[7]);
-        v81_s[8] = fmaf(float(a2_), float(b0_), v81_s[8]);
-        v81_s[9] = fmaf(float(a2_), float(b1_), v81_s[9]);
-        v81_s[10] = fmaf(float(a2_), float(b2_), v81_s[10]);
-        v81_s[11] = fmaf(float(a2_), float(b3_), v81_s[11]);
-        v81_s[12] = fmaf(float(a3_), float(b0_), v81_s[12]);
-        v81_s[13] = fmaf(float(a3_), float(b1_), v81_s[13]);
-        v81_s[14] = fmaf(float(a3_), float(b2_), v81_s[14]);
-        v81_s[15] = fmaf(float(a3_), float(b3_), v81_s[15]);
-        v81_s[16] = fmaf(float(a4_), float(b0_), v81_s[16]);
-        v81_s[17] = fmaf(float(a4_), float(b1_), v81_s[17]);
-        v81_s[18] = fmaf(float(a4_), float(b2_), v81_s[18]);
-        v81_s[19] = fmaf(float(a4_), float(b3_), v81_s[19]);
-        v81_s[20] = fmaf(float(a5_), float(b0_), v81_s[20]);
-        v81_s[21] = fmaf(float(a5_), float(b1_), v81_s[21]);
-        v81_s[22] = fmaf(float(a5_), float(b2_), v81_s[22]);
-        v81_s[23] = fmaf(float(a5_), float(b3_), v81_s[23]);
-        v81_s[24] = fmaf(float(a6_), float(b0_), v81_s[24]);
-        v81_s[25] = fmaf(float(a6_), float(b1_), v81_s[25]);
-        v81_s[26] = fmaf(float(a6_), float(b2_), v81_s[26]);
-        v81_s[27] = fmaf(float(a6_), float(b3_), v81_s[27]);
-        v81_s[28] = fmaf(float(a7_), float(b0_), v81_s[28]);
-        v81_s[29] = fmaf(float(a7_), float(b1_), v81_s[29]);
-        v81_s[30] = fmaf(float(a7_), float(b2_), v81_s[30]);
-        v81_s[31] = fmaf(float(a7_), float(b3_), v81_s[31]);
+        const auto b0_ = sh82[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = sh82[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = sh82[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = sh82[(k_) * 68 + (tn_ + 3) * 1];
+        v85_s[0] = fmaf(float(a0_), float(b0_), v85_s[0]);
+        v85_s[1] = fmaf(float(a0_), float(b1_), v85_s[1]);
+        v85_s[2] = fmaf(float(a0_), float(b2_), v85_s[2]);
+        v85_s[3] = fmaf(float(a0_), float(b3_), v85_s[3]);
+        v85_s[4] = fmaf(float(a1_), float(b0_), v85_s[4]);
+        v85_s[5] = fmaf(float(a1_), float(b1_), v85_s[5]);
+        v85_s[6] = fmaf(float(a1_), float(b2_), v85_s[6]);
+        v85_s[7] = fmaf(float(a1_), float(b3_), v85_s[7]);
+        v85_s[8] = fmaf(float(a2_), float(b0_), v85_s[8]);
+        v85_s[9] = fmaf(float(a2_), float(b1_), v85_s[9]);
+        v85_s[10] = fmaf(float(a2_), float(b2_), v85_s[10]);
+        v85_s[11] = fmaf(float(a2_), float(b3_), v85_s[11]);
+        v85_s[12] = fmaf(float(a3_), float(b0_), v85_s[12]);
+        v85_s[13] = fmaf(float(a3_), float(b1_), v85_s[13]);
+        v85_s[14] = fmaf(float(a3_), float(b2_), v85_s[14]);
+        v85_s[15] = fmaf(float(a3_), float(b3_), v85_s[15]);
+        v85_s[16] = fmaf(float(a4_), float(b0_), v85_s[16]);
+        v85_s[17] = fmaf(float(a4_), float(b1_), v85_s[17]);
+        v85_s[18] = fmaf(float(a4_), float(b2_), v85_s[18]);
+        v85_s[19] = fmaf(float(a4_), float(b3_), v85_s[19]);
+        v85_s[20] = fmaf(float(a5_), float(b0_), v85_s[20]);
+        v85_s[21] = fmaf(float(a5_), float(b1_), v85_s[21]);
+        v85_s[22] = fmaf(float(a5_), float(b2_), v85_s[22]);
+        v85_s[23] = fmaf(float(a5_), float(b3_), v85_s[23]);
+        v85_s[24] = fmaf(float(a6_), float(b0_), v85_s[24]);
+        v85_s[25] = fmaf(float(a6_), float(b1_), v85_s[25]);
+        v85_s[26] = fmaf(float(a6_), float(b2_), v85_s[26]);
+        v85_s[27] = fmaf(float(a6_), float(b3_), v85_s[27]);
+        v85_s[28] = fmaf(float(a7_), float(b0_), v85_s[28]);
+        v85_s[29] = fmaf(float(a7_), float(b1_), v85_s[29]);
+        v85_s[30] = fmaf(float(a7_), float(b2_), v85_s[30]);
+        v85_s[31] = fmaf(float(a7_), float(b3_), v85_s[31]);
       }
     }
     // %off = mul %j, %bn : i32
-    const int32_t v83_off = int32_t(uint32_t(iv56) * uint32_t(v5_bn));
+    const int32_t v87_off = int32_t(uint32_t(iv58) * uint32_t(v5_bn));
     // %4 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v84[4];
-    #pragma unroll
-    for (int s85 = 0; s85 < 4; ++s85) {
-      v84[s85] = int32_t(0 + (((s85) % 4)) + (((tsr_lane >> 0) & 15) * 4));
-    }
-    // %5 = splat %off : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v86[4];
-    #pragma unroll
-    for (int s87 = 0; s87 < 4; ++s87) {
-      v86[s87] = v83_off;
-    }
-    // %6 = add %4, %5 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v88[4];
     #pragma unroll
     for (int s89 = 0; s89 < 4; ++s89) {
-      v88[s89] = int32_t(uint32_t(v84[s89]) + uint32_t(v86[s89]));
+      v88[s89] = int32_t(0 + (((s89) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
-    // %7 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    // %5 = splat %off : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v90[4];
     #pragma unroll
     for (int s91 = 0; s91 < 4; ++s91) {
-      v90[s91] = v4_t;
+      v90[s91] = v87_off;
     }
-    // %8 = cmp %6, %7 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v92[4];
+    // %6 = add %4, %5 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v92[4];
     #pragma unroll
     for (int s93 = 0; s93 < 4; ++s93) {
-      v92[s93] = uint8_t(v88[s93] < v90[s93]);
+      v92[s93] = int32_t(uint32_t(v88[s93]) + uint32_t(v90[s93]));
+    }
+    // %7 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v94[4];
+    #pragma unroll
+    for (int s95 = 0; s95 < 4; ++s95) {
+      v94[s95] = v4_t;
+    }
+    // %8 = cmp %6, %7 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    uint8_t v96[4];
+    #pragma unroll
+    for (int s97 = 0; s97 < 4; ++s97) {
+      v96[s97] = uint8_t(v92[s97] < v94[s97]);
     }
     // %valid2 = expand_dims %8 {axis = 0} : tile<i1, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v94_valid2[4];
-    v94_valid2[0] = v92[0];
-    v94_valid2[1] = v92[1];
-    v94_valid2[2] = v92[2];
-    v94_valid2[3] = v92[3];
+    uint8_t v98_valid2[4];
+    v98_valid2[0] = v96[0];
+    v98_valid2[1] = v96[1];
+    v98_valid2[2] = v96[2];
+    v98_valid2[3] = v96[3];
     // %validb = broadcast %valid2 : tile<i1, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v95_validb[32];
-    v95_validb[0] = v94_valid2[0];
-    v95_validb[1] = v94_valid2[1];
-    v95_validb[2] = v94_valid2[2];
-    v95_validb[3] = v94_valid2[3];
-    v95_validb[4] = v94_valid2[0];
-    v95_validb[5] = v94_valid2[1];
-    v95_validb[6] = v94_valid2[2];
-    v95_validb[7] = v94_valid2[3];
-    v95_validb[8] = v94_valid2[0];
-    v95_validb[9] = v94_valid2[1];
-    v95_validb[10] = v94_valid2[2];
-    v95_validb[11] = v94_valid2[3];
-    v95_validb[12] = v94_valid2[0];
-    v95_validb[13] = v94_valid2[1];
-    v95_validb[14] = v94_valid2[2];
-    v95_validb[15] = v94_valid2[3];
-    v95_validb[16] = v94_valid2[0];
-    v95_validb[17] = v94_valid2[1];
-    v95_validb[18] = v94_valid2[2];
-    v95_validb[19] = v94_valid2[3];
-    v95_validb[20] = v94_valid2[0];
-    v95_validb[21] = v94_valid2[1];
-    v95_validb[22] = v94_valid2[2];
-    v95_validb[23] = v94_valid2[3];
-    v95_validb[24] = v94_valid2[0];
-    v95_validb[25] = v94_valid2[1];
-    v95_validb[26] = v94_valid2[2];
-    v95_validb[27] = v94_valid2[3];
-    v95_validb[28] = v94_valid2[0];
-    v95_validb[29] = v94_valid2[1];
-    v95_validb[30] = v94_valid2[2];
-    v95_validb[31] = v94_valid2[3];
+    uint8_t v99_validb[32];
+    v99_validb[0] = v98_valid2[0];
+    v99_validb[1] = v98_valid2[1];
+    v99_validb[2] = v98_valid2[2];
+    v99_validb[3] = v98_valid2[3];
+    v99_validb[4] = v98_valid2[0];
+    v99_validb[5] = v98_valid2[1];
+    v99_validb[6] = v98_valid2[2];
+    v99_validb[7] = v98_valid2[3];
+    v99_validb[8] = v98_valid2[0];
+    v99_validb[9] = v98_valid2[1];
+    v99_validb[10] = v98_valid2[2];
+    v99_validb[11] = v98_valid2[3];
+    v99_validb[12] = v98_valid2[0];
+    v99_validb[13] = v98_valid2[1];
+    v99_validb[14] = v98_valid2[2];
+    v99_validb[15] = v98_valid2[3];
+    v99_validb[16] = v98_valid2[0];
+    v99_validb[17] = v98_valid2[1];
+    v99_validb[18] = v98_valid2[2];
+    v99_validb[19] = v98_valid2[3];
+    v99_validb[20] = v98_valid2[0];
+    v99_validb[21] = v98_valid2[1];
+    v99_validb[22] = v98_valid2[2];
+    v99_validb[23] = v98_valid2[3];
+    v99_validb[24] = v98_valid2[0];
+    v99_validb[25] = v98_valid2[1];
+    v99_validb[26] = v98_valid2[2];
+    v99_validb[27] = v98_valid2[3];
+    v99_validb[28] = v98_valid2[0];
+    v99_validb[29] = v98_valid2[1];
+    v99_validb[30] = v98_valid2[2];
+    v99_validb[31] = v98_valid2[3];
     // %sm = where %validb, %s, %ninfs : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v96_sm[32];
+    float v100_sm[32];
     #pragma unroll
-    for (int s97 = 0; s97 < 32; ++s97) {
-      v96_sm[s97] = (v95_validb[s97] ? v81_s[s97] : v29_ninfs[s97]);
+    for (int s101 = 0; s101 < 32; ++s101) {
+      v100_sm[s101] = (v99_validb[s101] ? v85_s[s101] : v29_ninfs[s101]);
     }
     // %rmax = reduce %sm {axis = 1, kind = "max"} : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v98_rmax[8];
-    v98_rmax[0] = v96_sm[0];
-    v98_rmax[0] = tsr::max_nan_f32(v98_rmax[0], v96_sm[1]);
-    v98_rmax[0] = tsr::max_nan_f32(v98_rmax[0], v96_sm[2]);
-    v98_rmax[0] = tsr::max_nan_f32(v98_rmax[0], v96_sm[3]);
-    v98_rmax[1] = v96_sm[4];
-    v98_rmax[1] = tsr::max_nan_f32(v98_rmax[1], v96_sm[5]);
-    v98_rmax[1] = tsr::max_nan_f32(v98_rmax[1], v96_sm[6]);
-    v98_rmax[1] = tsr::max_nan_f32(v98_rmax[1], v96_sm[7]);
-    v98_rmax[2] = v96_sm[8];
-    v98_rmax[2] = tsr::max_nan_f32(v98_rmax[2], v96_sm[9]);
-    v98_rmax[2] = tsr::max_nan_f32(v98_rmax[2], v96_sm[10]);
-    v98_rmax[2] = tsr::max_nan_f32(v98_rmax[2], v96_sm[11]);
-    v98_rmax[3] = v96_sm[12];
-    v98_rmax[3] = tsr::max_nan_f32(v98_rmax[3], v96_sm[13]);
-    v98_rmax[3] = tsr::max_nan_f32(v98_rmax[3], v96_sm[14]);
-    v98_rmax[3] = tsr::max_nan_f32(v98_rmax[3], v96_sm[15]);
-    v98_rmax[4] = v96_sm[16];
-    v98_rmax[4] = tsr::max_nan_f32(v98_rmax[4], v96_sm[17]);
-    v98_rmax[4] = tsr::max_nan_f32(v98_rmax[4], v96_sm[18]);
-    v98_rmax[4] = tsr::max_nan_f32(v98_rmax[4], v96_sm[19]);
-    v98_rmax[5] = v96_sm[20];
-    v98_rmax[5] = tsr::max_nan_f32(v98_rmax[5], v96_sm[21]);
-    v98_rmax[5] = tsr::max_nan_f32(v98_rmax[5], v96_sm[22]);
-    v98_rmax[5] = tsr::max_nan_f32(v98_rmax[5], v96_sm[23]);
-    v98_rmax[6] = v96_sm[24];
-    v98_rmax[6] = tsr::max_nan_f32(v98_rmax[6], v96_sm[25]);
-    v98_rmax[6] = tsr::max_nan_f32(v98_rmax[6], v96_sm[26]);
-    v98_rmax[6] = tsr::max_nan_f32(v98_rmax[6], v96_sm[27]);
-    v98_rmax[7] = v96_sm[28];
-    v98_rmax[7] = tsr::max_nan_f32(v98_rmax[7], v96_sm[29]);
-    v98_rmax[7] = tsr::max_nan_f32(v98_rmax[7], v96_sm[30]);
-    v98_rmax[7] = tsr::max_nan_f32(v98_rmax[7], v96_sm[31]);
-    const float sh99 = __shfl_xor_sync(0xffffffffu, v98_rmax[0], 1);
-    v98_rmax[0] = tsr::max_nan_f32(v98_rmax[0], sh99);
-    const float sh100 = __shfl_xor_sync(0xffffffffu, v98_rmax[1], 1);
-    v98_rmax[1] = tsr::max_nan_f32(v98_rmax[1], sh100);
-    const float sh101 = __shfl_xor_sync(0xffffffffu, v98_rmax[2], 1);
-    v98_rmax[2] = tsr::max_nan_f32(v98_rmax[2], sh101);
-    const float sh102 = __shfl_xor_sync(0xffffffffu, v98_rmax[3], 1);
-    v98_rmax[3] = tsr::max_nan_f32(v98_rmax[3], sh102);
-    const float sh103 = __shfl_xor_sync(0xffffffffu, v98_rmax[4], 1);
-    v98_rmax[4] = tsr::max_nan_f32(v98_rmax[4], sh103);
-    const float sh104 = __shfl_xor_sync(0xffffffffu, v98_rmax[5], 1);
-    v98_rmax[5] = tsr::max_nan_f32(v98_rmax[5], sh104);
-    const float sh105 = __shfl_xor_sync(0xffffffffu, v98_rmax[6], 1);
-    v98_rmax[6] = tsr::max_nan_f32(v98_rmax[6], sh105);
-    const float sh106 = __shfl_xor_sync(0xffffffffu, v98_rmax[7], 1);
-    v98_rmax[7] = tsr::max_nan_f32(v98_rmax[7], sh106);
-    const float sh107 = __shfl_xor_sync(0xffffffffu, v98_rmax[0], 2);
-    v98_rmax[0] = tsr::max_nan_f32(v98_rmax[0], sh107);
-    const float sh108 = __shfl_xor_sync(0xffffffffu, v98_rmax[1], 2);
-    v98_rmax[1] = tsr::max_nan_f32(v98_rmax[1], sh108);
-    const float sh109 = __shfl_xor_sync(0xffffffffu, v98_rmax[2], 2);
-    v98_rmax[2] = tsr::max_nan_f32(v98_rmax[2], sh109);
-    const float sh110 = __shfl_xor_sync(0xffffffffu, v98_rmax[3], 2);
-    v98_rmax[3] = tsr::max_nan_f32(v98_rmax[3], sh110);
-    const float sh111 = __shfl_xor_sync(0xffffffffu, v98_rmax[4], 2);
-    v98_rmax[4] = tsr::max_nan_f32(v98_rmax[4], sh111);
-    const float sh112 = __shfl_xor_sync(0xffffffffu, v98_rmax[5], 2);
-    v98_rmax[5] = tsr::max_nan_f32(v98_rmax[5], sh112);
-    const float sh113 = __shfl_xor_sync(0xffffffffu, v98_rmax[6], 2);
-    v98_rmax[6] = tsr::max_nan_f32(v98_rmax[6], sh113);
-    const float sh114 = __shfl_xor_sync(0xffffffffu, v98_rmax[7], 2);
-    v98_rmax[7] = tsr::max_nan_f32(v98_rmax[7], sh114);
-    const float sh115 = __shfl_xor_sync(0xffffffffu, v98_rmax[0], 4);
-    v98_rmax[0] = tsr::max_nan_f32(v98_rmax[0], sh115);
-    const float sh116 = __shfl_xor_sync(0xffffffffu, v98_rmax[1], 4);
-    v98_rmax[1] = tsr::max_nan_f32(v98_rmax[1], sh116);
-    const float sh117 = __shfl_xor_sync(0xffffffffu, v98_rmax[2], 4);
-    v98_rmax[2] = tsr::max_nan_f32(v98_rmax[2], sh117);
-    const float sh118 = __shfl_xor_sync(0xffffffffu, v98_rmax[3], 4);
-    v98_rmax[3] = tsr::max_nan_f32(v98_rmax[3], sh118);
-    const float sh119 = __shfl_xor_sync(0xffffffffu, v98_rmax[4], 4);
-    v98_rmax[4] = tsr::max_nan_f32(v98_rmax[4], sh119);
-    const float sh120 = __shfl_xor_sync(0xffffffffu, v98_rmax[5], 4);
-    v98_rmax[5] = tsr::max_nan_f32(v98_rmax[5], sh120);
-    const float sh121 = __shfl_xor_sync(0xffffffffu, v98_rmax[6], 4);
-    v98_rmax[6] = tsr::max_nan_f32(v98_rmax[6], sh121);
-    const float sh122 = __shfl_xor_sync(0xffffffffu, v98_rmax[7], 4);
-    v98_rmax[7] = tsr::max_nan_f32(v98_rmax[7], sh122);
-    const float sh123 = __shfl_xor_sync(0xffffffffu, v98_rmax[0], 8);
-    v98_rmax[0] = tsr::max_nan_f32(v98_rmax[0], sh123);
-    const float sh124 = __shfl_xor_sync(0xffffffffu, v98_rmax[1], 8);
-    v98_rmax[1] = tsr::max_nan_f32(v98_rmax[1], sh124);
-    const float sh125 = __shfl_xor_sync(0xffffffffu, v98_rmax[2], 8);
-    v98_rmax[2] = tsr::max_nan_f32(v98_rmax[2], sh125);
-    const float sh126 = __shfl_xor_sync(0xffffffffu, v98_rmax[3], 8);
-    v98_rmax[3] = tsr::max_nan_f32(v98_rmax[3], sh126);
-    const float sh127 = __shfl_xor_sync(0xffffffffu, v98_rmax[4], 8);
-    v98_rmax[4] = tsr::max_nan_f32(v98_rmax[4], sh127);
-    const float sh128 = __shfl_xor_sync(0xffffffffu, v98_rmax[5], 8);
-    v98_rmax[5] = tsr::max_nan_f32(v98_rmax[5], sh128);
-    const float sh129 = __shfl_xor_sync(0xffffffffu, v98_rmax[6], 8);
-    v98_rmax[6] = tsr::max_nan_f32(v98_rmax[6], sh129);
-    const float sh130 = __shfl_xor_sync(0xffffffffu, v98_rmax[7], 8);
-    v98_rmax[7] = tsr::max_nan_f32(v98_rmax[7], sh130);
+    float v102_rmax[8];
+    v102_rmax[0] = v100_sm[0];
+    v102_rmax[0] = tsr::max_nan_f32(v102_rmax[0], v100_sm[1]);
+    v102_rmax[0] = tsr::max_nan_f32(v102_rmax[0], v100_sm[2]);
+    v102_rmax[0] = tsr::max_nan_f32(v102_rmax[0], v100_sm[3]);
+    v102_rmax[1] = v100_sm[4];
+    v102_rmax[1] = tsr::max_nan_f32(v102_rmax[1], v100_sm[5]);
+    v102_rmax[1] = tsr::max_nan_f32(v102_rmax[1], v100_sm[6]);
+    v102_rmax[1] = tsr::max_nan_f32(v102_rmax[1], v100_sm[7]);
+    v102_rmax[2] = v100_sm[8];
+    v102_rmax[2] = tsr::max_nan_f32(v102_rmax[2], v100_sm[9]);
+    v102_rmax[2] = tsr::max_nan_f32(v102_rmax[2], v100_sm[10]);
+    v102_rmax[2] = tsr::max_nan_f32(v102_rmax[2], v100_sm[11]);
+    v102_rmax[3] = v100_sm[12];
+    v102_rmax[3] = tsr::max_nan_f32(v102_rmax[3], v100_sm[13]);
+    v102_rmax[3] = tsr::max_nan_f32(v102_rmax[3], v100_sm[14]);
+    v102_rmax[3] = tsr::max_nan_f32(v102_rmax[3], v100_sm[15]);
+    v102_rmax[4] = v100_sm[16];
+    v102_rmax[4] = tsr::max_nan_f32(v102_rmax[4], v100_sm[17]);
+    v102_rmax[4] = tsr::max_nan_f32(v102_rmax[4], v100_sm[18]);
+    v102_rmax[4] = tsr::max_nan_f32(v102_rmax[4], v100_sm[19]);
+    v102_rmax[5] = v100_sm[20];
+    v102_rmax[5] = tsr::max_nan_f32(v102_rmax[5], v100_sm[21]);
+    v102_rmax[5] = tsr::max_nan_f32(v102_rmax[5], v100_sm[22]);
+    v102_rmax[5] = tsr::max_nan_f32(v102_rmax[5], v100_sm[23]);
+    v102_rmax[6] = v100_sm[24];
+    v102_rmax[6] = tsr::max_nan_f32(v102_rmax[6], v100_sm[25]);
+    v102_rmax[6] = tsr::max_nan_f32(v102_rmax[6], v100_sm[26]);
+    v102_rmax[6] = tsr::max_nan_f32(v102_rmax[6], v100_sm[27]);
+    v102_rmax[7] = v100_sm[28];
+    v102_rmax[7] = tsr::max_nan_f32(v102_rmax[7], v100_sm[29]);
+    v102_rmax[7] = tsr::max_nan_f32(v102_rmax[7], v100_sm[30]);
+    v102_rmax[7] = tsr::max_nan_f32(v102_rmax[7], v100_sm[31]);
+    const float sh103 = __shfl_xor_sync(0xffffffffu, v102_rmax[0], 1);
+    v102_rmax[0] = tsr::max_nan_f32(v102_rmax[0], sh103);
+    const float sh104 = __shfl_xor_sync(0xffffffffu, v102_rmax[1], 1);
+    v102_rmax[1] = tsr::max_nan_f32(v102_rmax[1], sh104);
+    const float sh105 = __shfl_xor_sync(0xffffffffu, v102_rmax[2], 1);
+    v102_rmax[2] = tsr::max_nan_f32(v102_rmax[2], sh105);
+    const float sh106 = __shfl_xor_sync(0xffffffffu, v102_rmax[3], 1);
+    v102_rmax[3] = tsr::max_nan_f32(v102_rmax[3], sh106);
+    const float sh107 = __shfl_xor_sync(0xffffffffu, v102_rmax[4], 1);
+    v102_rmax[4] = tsr::max_nan_f32(v102_rmax[4], sh107);
+    const float sh108 = __shfl_xor_sync(0xffffffffu, v102_rmax[5], 1);
+    v102_rmax[5] = tsr::max_nan_f32(v102_rmax[5], sh108);
+    const float sh109 = __shfl_xor_sync(0xffffffffu, v102_rmax[6], 1);
+    v102_rmax[6] = tsr::max_nan_f32(v102_rmax[6], sh109);
+    const float sh110 = __shfl_xor_sync(0xffffffffu, v102_rmax[7], 1);
+    v102_rmax[7] = tsr::max_nan_f32(v102_rmax[7], sh110);
+    const float sh111 = __shfl_xor_sync(0xffffffffu, v102_rmax[0], 2);
+    v102_rmax[0] = tsr::max_nan_f32(v102_rmax[0], sh111);
+    const float sh112 = __shfl_xor_sync(0xffffffffu, v102_rmax[1], 2);
+    v102_rmax[1] = tsr::max_nan_f32(v102_rmax[1], sh112);
+    const float sh113 = __shfl_xor_sync(0xffffffffu, v102_rmax[2], 2);
+    v102_rmax[2] = tsr::max_nan_f32(v102_rmax[2], sh113);
+    const float sh114 = __shfl_xor_sync(0xffffffffu, v102_rmax[3], 2);
+    v102_rmax[3] = tsr::max_nan_f32(v102_rmax[3], sh114);
+    const float sh115 = __shfl_xor_sync(0xffffffffu, v102_rmax[4], 2);
+    v102_rmax[4] = tsr::max_nan_f32(v102_rmax[4], sh115);
+    const float sh116 = __shfl_xor_sync(0xffffffffu, v102_rmax[5], 2);
+    v102_rmax[5] = tsr::max_nan_f32(v102_rmax[5], sh116);
+    const float sh117 = __shfl_xor_sync(0xffffffffu, v102_rmax[6], 2);
+    v102_rmax[6] = tsr::max_nan_f32(v102_rmax[6], sh117);
+    const float sh118 = __shfl_xor_sync(0xffffffffu, v102_rmax[7], 2);
+    v102_rmax[7] = tsr::max_nan_f32(v102_rmax[7], sh118);
+    const float sh119 = __shfl_xor_sync(0xffffffffu, v102_rmax[0], 4);
+    v102_rmax[0] = tsr::max_nan_f32(v102_rmax[0], sh119);
+    const float sh120 = __shfl_xor_sync(0xffffffffu, v102_rmax[1], 4);
+    v102_rmax[1] = tsr::max_nan_f32(v102_rmax[1], sh120);
+    const float sh121 = __shfl_xor_sync(0xffffffffu, v102_rmax[2], 4);
+    v102_rmax[2] = tsr::max_nan_f32(v102_rmax[2], sh121);
+    const float sh122 = __shfl_xor_sync(0xffffffffu, v102_rmax[3], 4);
+    v102_rmax[3] = tsr::max_nan_f32(v102_rmax[3], sh122);
+    const float sh123 = __shfl_xor_sync(0xffffffffu, v102_rmax[4], 4);
+    v102_rmax[4] = tsr::max_nan_f32(v102_rmax[4], sh123);
+    const float sh124 = __shfl_xor_sync(0xffffffffu, v102_rmax[5], 4);
+    v102_rmax[5] = tsr::max_nan_f32(v102_rmax[5], sh124);
+    const float sh125 = __shfl_xor_sync(0xffffffffu, v102_rmax[6], 4);
+    v102_rmax[6] = tsr::max_nan_f32(v102_rmax[6], sh125);
+    const float sh126 = __shfl_xor_sync(0xffffffffu, v102_rmax[7], 4);
+    v102_rmax[7] = tsr::max_nan_f32(v102_rmax[7], sh126);
+    const float sh127 = __shfl_xor_sync(0xffffffffu, v102_rmax[0], 8);
+    v102_rmax[0] = tsr::max_nan_f32(v102_rmax[0], sh127);
+    const float sh128 = __shfl_xor_sync(0xffffffffu, v102_rmax[1], 8);
+    v102_rmax[1] = tsr::max_nan_f32(v102_rmax[1], sh128);
+    const float sh129 = __shfl_xor_sync(0xffffffffu, v102_rmax[2], 8);
+    v102_rmax[2] = tsr::max_nan_f32(v102_rmax[2], sh129);
+    const float sh130 = __shfl_xor_sync(0xffffffffu, v102_rmax[3], 8);
+    v102_rmax[3] = tsr::max_nan_f32(v102_rmax[3], sh130);
+    const float sh131 = __shfl_xor_sync(0xffffffffu, v102_rmax[4], 8);
+    v102_rmax[4] = tsr::max_nan_f32(v102_rmax[4], sh131);
+    const float sh132 = __shfl_xor_sync(0xffffffffu, v102_rmax[5], 8);
+    v102_rmax[5] = tsr::max_nan_f32(v102_rmax[5], sh132);
+    const float sh133 = __shfl_xor_sync(0xffffffffu, v102_rmax[6], 8);
+    v102_rmax[6] = tsr::max_nan_f32(v102_rmax[6], sh133);
+    const float sh134 = __shfl_xor_sync(0xffffffffu, v102_rmax[7], 8);
+    v102_rmax[7] = tsr::max_nan_f32(v102_rmax[7], sh134);
     // %mn = max %mc, %rmax : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v131_mn[8];
-    #pragma unroll
-    for (int s132 = 0; s132 < 8; ++s132) {
-      v131_mn[s132] = tsr::fmax_nan_z<float>(c38_m[s132], v98_rmax[s132]);
-    }
-    // %dm = sub %mc, %mn : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v133_dm[8];
-    #pragma unroll
-    for (int s134 = 0; s134 < 8; ++s134) {
-      v133_dm[s134] = float(c38_m[s134] - v131_mn[s134]);
-    }
-    // %alpha = exp %dm : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v135_alpha[8];
+    float v135_mn[8];
     #pragma unroll
     for (int s136 = 0; s136 < 8; ++s136) {
-      v135_alpha[s136] = float(tsr::fexp(v133_dm[s136]));
+      v135_mn[s136] = tsr::fmax_nan_z<float>(c38_m[s136], v102_rmax[s136]);
+    }
+    // %dm = sub %mc, %mn : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v137_dm[8];
+    #pragma unroll
+    for (int s138 = 0; s138 < 8; ++s138) {
+      v137_dm[s138] = float(c38_m[s138] - v135_mn[s138]);
+    }
+    // %alpha = exp %dm : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v139_alpha[8];
+    #pragma unroll
+    for (int s140 = 0; s140 < 8; ++s140) {
+      v139_alpha[s140] = float(tsr::fexp(v137_dm[s140]));
     }
     // %mn2 = expand_dims %mn {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v137_mn2[8];
-    v137_mn2[0] = v131_mn[0];
-    v137_mn2[1] = v131_mn[1];
-    v137_mn2[2] = v131_mn[2];
-    v137_mn2[3] = v131_mn[3];
-    v137_mn2[4] = v131_mn[4];
-    v137_mn2[5] = v131_mn[5];
-    v137_mn2[6] = v131_mn[6];
-    v137_mn2[7] = v131_mn[7];
+    float v141_mn2[8];
+    v141_mn2[0] = v135_mn[0];
+    v141_mn2[1] = v135_mn[1];
+    v141_mn2[2] = v135_mn[2];
+    v141_mn2[3] = v135_mn[3];
+    v141_mn2[4] = v135_mn[4];
+    v141_mn2[5] = v135_mn[5];
+    v141_mn2[6] = v135_mn[6];
+    v141_mn2[7] = v135_mn[7];
     // %mnb = broadcast %mn2 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v138_mnb[32];
-    v138_mnb[0] = v137_mn2[0];
-    v138_mnb[1] = v137_mn2[0];
-    v138_mnb[2] = v137_mn2[0];
-    v138_mnb[3] = v137_mn2[0];
-    v138_mnb[4] = v137_mn2[1];
-    v138_mnb[5] = v137_mn2[1];
-    v138_mnb[6] = v137_mn2[1];
-    v138_mnb[7] = v137_mn2[1];
-    v138_mnb[8] = v137_mn2[2];
-    v138_mnb[9] = v137_mn2[2];
-    v138_mnb[10] = v137_mn2[2];
-    v138_mnb[11] = v137_mn2[2];
-    v138_mnb[12] = v137_mn2[3];
-    v138_mnb[13] = v137_mn2[3];
-    v138_mnb[14] = v137_mn2[3];
-    v138_mnb[15] = v137_mn2[3];
-    v138_mnb[16] = v137_mn2[4];
-    v138_mnb[17] = v137_mn2[4];
-    v138_mnb[18] = v137_mn2[4];
-    v138_mnb[19] = v137_mn2[4];
-    v138_mnb[20] = v137_mn2[5];
-    v138_mnb[21] = v137_mn2[5];
-    v138_mnb[22] = v137_mn2[5];
-    v138_mnb[23] = v137_mn2[5];
-    v138_mnb[24] = v137_mn2[6];
-    v138_mnb[25] = v137_mn2[6];
-    v138_mnb[26] = v137_mn2[6];
-    v138_mnb[27] = v137_mn2[6];
-    v138_mnb[28] = v137_mn2[7];
-    v138_mnb[29] = v137_mn2[7];
-    v138_mnb[30] = v137_mn2[7];
-    v138_mnb[31] = v137_mn2[7];
+    float v142_mnb[32];
+    v142_mnb[0] = v141_mn2[0];
+    v142_mnb[1] = v141_mn2[0];
+    v142_mnb[2] = v141_mn2[0];
+    v142_mnb[3] = v141_mn2[0];
+    v142_mnb[4] = v141_mn2[1];
+    v142_mnb[5] = v141_mn2[1];
+    v142_mnb[6] = v141_mn2[1];
+    v142_mnb[7] = v141_mn2[1];
+    v142_mnb[8] = v141_mn2[2];
+    v142_mnb[9] = v141_mn2[2];
+    v142_mnb[10] = v141_mn2[2];
+    v142_mnb[11] = v141_mn2[2];
+    v142_mnb[12] = v141_mn2[3];
+    v142_mnb[13] = v141_mn2[3];
+    v142_mnb[14] = v141_mn2[3];
+    v142_mnb[15] = v141_mn2[3];
+    v142_mnb[16] = v141_mn2[4];
+    v142_mnb[17] = v141_mn2[4];
+    v142_mnb[18] = v141_mn2[4];
+    v142_mnb[19] = v141_mn2[4];
+    v142_mnb[20] = v141_mn2[5];
+    v142_mnb[21] = v141_mn2[5];
+    v142_mnb[22] = v141_mn2[5];
+    v142_mnb[23] = v141_mn2[5];
+    v142_mnb[24] = v141_mn2[6];
+    v142_mnb[25] = v141_mn2[6];
+    v142_mnb[26] = v141_mn2[6];
+    v142_mnb[27] = v141_mn2[6];
+    v142_mnb[28] = v141_mn2[7];
+    v142_mnb[29] = v141_mn2[7];
+    v142_mnb[30] = v141_mn2[7];
+    v142_mnb[31] = v141_mn2[7];
     // %sd = sub %sm, %mnb : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v139_sd[32];
+    float v143_sd[32];
     #pragma unroll
-    for (int s140 = 0; s140 < 32; ++s140) {
-      v139_sd[s140] = float(v96_sm[s140] - v138_mnb[s140]);
+    for (int s144 = 0; s144 < 32; ++s144) {
+      v143_sd[s144] = float(v100_sm[s144] - v142_mnb[s144]);
     }
     // %p = exp %sd : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v141_p[32];
+    float v145_p[32];
     #pragma unroll
-    for (int s142 = 0; s142 < 32; ++s142) {
-      v141_p[s142] = float(tsr::fexp(v139_sd[s142]));
+    for (int s146 = 0; s146 < 32; ++s146) {
+      v145_p[s146] = float(tsr::fexp(v143_sd[s146]));
     }
     // %psum = reduce %p {axis = 1, kind = "sum"} : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v143_psum[8];
-    v143_psum[0] = v141_p[0];
-    v143_psum[0] = float(v143_psum[0] + v141_p[1]);
-    v143_psum[0] = float(v143_psum[0] + v141_p[2]);
-    v143_psum[0] = float(v143_psum[0] + v141_p[3]);
-    v143_psum[1] = v141_p[4];
-    v143_psum[1] = float(v143_psum[1] + v141_p[5]);
-    v143_psum[1] = float(v143_psum[1] + v141_p[6]);
-    v143_psum[1] = float(v143_psum[1] + v141_p[7]);
-    v143_psum[2] = v141_p[8];
-    v143_psum[2] = float(v143_psum[2] + v141_p[9]);
-    v143_psum[2] = float(v143_psum[2] + v141_p[10]);
-    v143_psum[2] = float(v143_psum[2] + v141_p[11]);
-    v143_psum[3] = v141_p[12];
-    v143_psum[3] = float(v143_psum[3] + v141_p[13]);
-    v143_psum[3] = float(v143_psum[3] + v141_p[14]);
-    v143_psum[3] = float(v143_psum[3] + v141_p[15]);
-    v143_psum[4] = v141_p[16];
-    v143_psum[4] = float(v143_psum[4] + v141_p[17]);
-    v143_psum[4] = float(v143_psum[4] + v141_p[18]);
-    v143_psum[4] = float(v143_psum[4] + v141_p[19]);
-    v143_psum[5] = v141_p[20];
-    v143_psum[5] = float(v143_psum[5] + v141_p[21]);
-    v143_psum[5] = float(v143_psum[5] + v141_p[22]);
-    v143_psum[5] = float(v143_psum[5] + v141_p[23]);
-    v143_psum[6] = v141_p[24];
-    v143_psum[6] = float(v143_psum[6] + v141_p[25]);
-    v143_psum[6] = float(v143_psum[6] + v141_p[26]);
-    v143_psum[6] = float(v143_psum[6] + v141_p[27]);
-    v143_psum[7] = v141_p[28];
-    v143_psum[7] = float(v143_psum[7] + v141_p[29]);
-    v143_psum[7] = float(v143_psum[7] + v141_p[30]);
-    v143_psum[7] = float(v143_psum[7] + v141_p[31]);
-    const float sh144 = __shfl_xor_sync(0xffffffffu, v143_psum[0], 1);
-    v143_psum[0] = float(v143_psum[0] + sh144);
-    const float sh145 = __shfl_xor_sync(0xffffffffu, v143_psum[1], 1);
-    v143_psum[1] = float(v143_psum[1] + sh145);
-    const float sh146 = __shfl_xor_sync(0xffffffffu, v143_psum[2], 1);
-    v143_psum[2] = float(v143_psum[2] + sh146);
-    const float sh147 = __shfl_xor_sync(0xffffffffu, v143_psum[3], 1);
-    v143_psum[3] = float(v143_psum[3] + sh147);
-    const float sh148 = __shfl_xor_sync(0xffffffffu, v143_psum[4], 1);
-    v143_psum[4] = float(v143_psum[4] + sh148);
-    const float sh149 = __shfl_xor_sync(0xffffffffu, v143_psum[5], 1);
-    v143_psum[5] = float(v143_psum[5] + sh149);
-    const float sh150 = __shfl_xor_sync(0xffffffffu, v143_psum[6], 1);
-    v143_psum[6] = float(v143_psum[6] + sh150);
-    const float sh151 = __shfl_xor_sync(0xffffffffu, v143_psum[7], 1);
-    v143_psum[7] = float(v143_psum[7] + sh151);
-    const float sh152 = __shfl_xor_sync(0xffffffffu, v143_psum[0], 2);
-    v143_psum[0] = float(v143_psum[0] + sh152);
-    const float sh153 = __shfl_xor_sync(0xffffffffu, v143_psum[1], 2);
-    v143_psum[1] = float(v143_psum[1] + sh153);
-    const float sh154 = __shfl_xor_sync(0xffffffffu, v143_psum[2], 2);
-    v143_psum[2] = float(v143_psum[2] + sh154);
-    const float sh155 = __shfl_xor_sync(0xffffffffu, v143_psum[3], 2);
-    v143_psum[3] = float(v143_psum[3] + sh155);
-    const float sh156 = __shfl_xor_sync(0xffffffffu, v143_psum[4], 2);
-    v143_psum[4] = float(v143_psum[4] + sh156);
-    const float sh157 = __shfl_xor_sync(0xffffffffu, v143_psum[5], 2);
-    v143_psum[5] = float(v143_psum[5] + sh157);
-    const float sh158 = __shfl_xor_sync(0xffffffffu, v143_psum[6], 2);
-    v143_psum[6] = float(v143_psum[6] + sh158);
-    const float sh159 = __shfl_xor_sync(0xffffffffu, v143_psum[7], 2);
-    v143_psum[7] = float(v143_psum[7] + sh159);
-    const float sh160 = __shfl_xor_sync(0xffffffffu, v143_psum[0], 4);
-    v143_psum[0] = float(v143_psum[0] + sh160);
-    const float sh161 = __shfl_xor_sync(0xffffffffu, v143_psum[1], 4);
-    v143_psum[1] = float(v143_psum[1] + sh161);
-    const float sh162 = __shfl_xor_sync(0xffffffffu, v143_psum[2], 4);
-    v143_psum[2] = float(v143_psum[2] + sh162);
-    const float sh163 = __shfl_xor_sync(0xffffffffu, v143_psum[3], 4);
-    v143_psum[3] = float(v143_psum[3] + sh163);
-    const float sh164 = __shfl_xor_sync(0xffffffffu, v143_psum[4], 4);
-    v143_psum[4] = float(v143_psum[4] + sh164);
-    const float sh165 = __shfl_xor_sync(0xffffffffu, v143_psum[5], 4);
-    v143_psum[5] = float(v143_psum[5] + sh165);
-    const float sh166 = __shfl_xor_sync(0xffffffffu, v143_psum[6], 4);
-    v143_psum[6] = float(v143_psum[6] + sh166);
-    const float sh167 = __shfl_xor_sync(0xffffffffu, v143_psum[7], 4);
-    v143_psum[7] = float(v143_psum[7] + sh167);
-    const float sh168 = __shfl_xor_sync(0xffffffffu, v143_psum[0], 8);
-    v143_psum[0] = float(v143_psum[0] + sh168);
-    const float sh169 = __shfl_xor_sync(0xffffffffu, v143_psum[1], 8);
-    v143_psum[1] = float(v143_psum[1] + sh169);
-    const float sh170 = __shfl_xor_sync(0xffffffffu, v143_psum[2], 8);
-    v143_psum[2] = float(v143_psum[2] + sh170);
-    const float sh171 = __shfl_xor_sync(0xffffffffu, v143_psum[3], 8);
-    v143_psum[3] = float(v143_psum[3] + sh171);
-    const float sh172 = __shfl_xor_sync(0xffffffffu, v143_psum[4], 8);
-    v143_psum[4] = float(v143_psum[4] + sh172);
-    const float sh173 = __shfl_xor_sync(0xffffffffu, v143_psum[5], 8);
-    v143_psum[5] = float(v143_psum[5] + sh173);
-    const float sh174 = __shfl_xor_sync(0xffffffffu, v143_psum[6], 8);
-    v143_psum[6] = float(v143_psum[6] + sh174);
-    const float sh175 = __shfl_xor_sync(0xffffffffu, v143_psum[7], 8);
-    v143_psum[7] = float(v143_psum[7] + sh175);
+    float v147_psum[8];
+    v147_psum[0] = v145_p[0];
+    v147_psum[0] = float(v147_psum[0] + v145_p[1]);
+    v147_psum[0] = float(v147_psum[0] + v145_p[2]);
+    v147_psum[0] = float(v147_psum[0] + v145_p[3]);
+    v147_psum[1] = v145_p[4];
+    v147_psum[1] = float(v147_psum[1] + v145_p[5]);
+    v147_psum[1] = float(v147_psum[1] + v145_p[6]);
+    v147_psum[1] = float(v147_psum[1] + v145_p[7]);
+    v147_psum[2] = v145_p[8];
+    v147_psum[2] = float(v147_psum[2] + v145_p[9]);
+    v147_psum[2] = float(v147_psum[2] + v145_p[10]);
+    v147_psum[2] = float(v147_psum[2] + v145_p[11]);
+    v147_psum[3] = v145_p[12];
+    v147_psum[3] = float(v147_psum[3] + v145_p[13]);
+    v147_psum[3] = float(v147_psum[3] + v145_p[14]);
+    v147_psum[3] = float(v147_psum[3] + v145_p[15]);
+    v147_psum[4] = v145_p[16];
+    v147_psum[4] = float(v147_psum[4] + v145_p[17]);
+    v147_psum[4] = float(v147_psum[4] + v145_p[18]);
+    v147_psum[4] = float(v147_psum[4] + v145_p[19]);
+    v147_psum[5] = v145_p[20];
+    v147_psum[5] = float(v147_psum[5] + v145_p[21]);
+    v147_psum[5] = float(v147_psum[5] + v145_p[22]);
+    v147_psum[5] = float(v147_psum[5] + v145_p[23]);
+    v147_psum[6] = v145_p[24];
+    v147_psum[6] = float(v147_psum[6] + v145_p[25]);
+    v147_psum[6] = float(v147_psum[6] + v145_p[26]);
+    v147_psum[6] = float(v147_psum[6] + v145_p[27]);
+    v147_psum[7] = v145_p[28];
+    v147_psum[7] = float(v147_psum[7] + v145_p[29]);
+    v147_psum[7] = float(v147_psum[7] + v145_p[30]);
+    v147_psum[7] = float(v147_psum[7] + v145_p[31]);
+    const float sh148 = __shfl_xor_sync(0xffffffffu, v147_psum[0], 1);
+    v147_psum[0] = float(v147_psum[0] + sh148);
+    const float sh149 = __shfl_xor_sync(0xffffffffu, v147_psum[1], 1);
+    v147_psum[1] = float(v147_psum[1] + sh149);
+    const float sh150 = __shfl_xor_sync(0xffffffffu, v147_psum[2], 1);
+    v147_psum[2] = float(v147_psum[2] + sh150);
+    const float sh151 = __shfl_xor_sync(0xffffffffu, v147_psum[3], 1);
+    v147_psum[3] = float(v147_psum[3] + sh151);
+    const float sh152 = __shfl_xor_sync(0xffffffffu, v147_psum[4], 1);
+    v147_psum[4] = float(v147_psum[4] + sh152);
+    const float sh153 = __shfl_xor_sync(0xffffffffu, v147_psum[5], 1);
+    v147_psum[5] = float(v147_psum[5] + sh153);
+    const float sh154 = __shfl_xor_sync(0xffffffffu, v147_psum[6], 1);
+    v147_psum[6] = float(v147_psum[6] + sh154);
+    const float sh155 = __shfl_xor_sync(0xffffffffu, v147_psum[7], 1);
+    v147_psum[7] = float(v147_psum[7] + sh155);
+    const float sh156 = __shfl_xor_sync(0xffffffffu, v147_psum[0], 2);
+    v147_psum[0] = float(v147_psum[0] + sh156);
+    const float sh157 = __shfl_xor_sync(0xffffffffu, v147_psum[1], 2);
+    v147_psum[1] = float(v147_psum[1] + sh157);
+    const float sh158 = __shfl_xor_sync(0xffffffffu, v147_psum[2], 2);
+    v147_psum[2] = float(v147_psum[2] + sh158);
+    const float sh159 = __shfl_xor_sync(0xffffffffu, v147_psum[3], 2);
+    v147_psum[3] = float(v147_psum[3] + sh159);
+    const float sh160 = __shfl_xor_sync(0xffffffffu, v147_psum[4], 2);
+    v147_psum[4] = float(v147_psum[4] + sh160);
+    const float sh161 = __shfl_xor_sync(0xffffffffu, v147_psum[5], 2);
+    v147_psum[5] = float(v147_psum[5] + sh161);
+    const float sh162 = __shfl_xor_sync(0xffffffffu, v147_psum[6], 2);
+    v147_psum[6] = float(v147_psum[6] + sh162);
+    const float sh163 = __shfl_xor_sync(0xffffffffu, v147_psum[7], 2);
+    v147_psum[7] = float(v147_psum[7] + sh163);
+    const float sh164 = __shfl_xor_sync(0xffffffffu, v147_psum[0], 4);
+    v147_psum[0] = float(v147_psum[0] + sh164);
+    const float sh165 = __shfl_xor_sync(0xffffffffu, v147_psum[1], 4);
+    v147_psum[1] = float(v147_psum[1] + sh165);
+    const float sh166 = __shfl_xor_sync(0xffffffffu, v147_psum[2], 4);
+    v147_psum[2] = float(v147_psum[2] + sh166);
+    const float sh167 = __shfl_xor_sync(0xffffffffu, v147_psum[3], 4);
+    v147_psum[3] = float(v147_psum[3] + sh167);
+    const float sh168 = __shfl_xor_sync(0xffffffffu, v147_psum[4], 4);
+    v147_psum[4] = float(v147_psum[4] + sh168);
+    const float sh169 = __shfl_xor_sync(0xffffffffu, v147_psum[5], 4);
+    v147_psum[5] = float(v147_psum[5] + sh169);
+    const float sh170 = __shfl_xor_sync(0xffffffffu, v147_psum[6], 4);
+    v147_psum[6] = float(v147_psum[6] + sh170);
+    const float sh171 = __shfl_xor_sync(0xffffffffu, v147_psum[7], 4);
+    v147_psum[7] = float(v147_psum[7] + sh171);
+    const float sh172 = __shfl_xor_sync(0xffffffffu, v147_psum[0], 8);
+    v147_psum[0] = float(v147_psum[0] + sh172);
+    const float sh173 = __shfl_xor_sync(0xffffffffu, v147_psum[1], 8);
+    v147_psum[1] = float(v147_psum[1] + sh173);
+    const float sh174 = __shfl_xor_sync(0xffffffffu, v147_psum[2], 8);
+    v147_psum[2] = float(v147_psum[2] + sh174);
+    const float sh175 = __shfl_xor_sync(0xffffffffu, v147_psum[3], 8);
+    v147_psum[3] = float(v147_psum[3] + sh175);
+    const float sh176 = __shfl_xor_sync(0xffffffffu, v147_psum[4], 8);
+    v147_psum[4] = float(v147_psum[4] + sh176);
+    const float sh177 = __shfl_xor_sync(0xffffffffu, v147_psum[5], 8);
+    v147_psum[5] = float(v147_psum[5] + sh177);
+    const float sh178 = __shfl_xor_sync(0xffffffffu, v147_psum[6], 8);
+    v147_psum[6] = float(v147_psum[6] + sh178);
+    const float sh179 = __shfl_xor_sync(0xffffffffu, v147_psum[7], 8);
+    v147_psum[7] = float(v147_psum[7] + sh179);
     // %la = mul %lc, %alpha : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v176_la[8];
+    float v180_la[8];
     #pragma unroll
-    for (int s177 = 0; s177 < 8; ++s177) {
-      v176_la[s177] = float(c40_l[s177] * v135_alpha[s177]);
+    for (int s181 = 0; s181 < 8; ++s181) {
+      v180_la[s181] = float(c40_l[s181] * v139_alpha[s181]);
     }
     // %ln = add %la, %psum : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v178_ln[8];
+    float v182_ln[8];
     #pragma unroll
-    for (int s179 = 0; s179 < 8; ++s179) {
-      v178_ln[s179] = float(v176_la[s179] + v143_psum[s179]);
+    for (int s183 = 0; s183 < 8; ++s183) {
+      v182_ln[s183] = float(v180_la[s183] + v147_psum[s183]);
     }
     // %alpha2 = expand_dims %alpha {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v180_alpha2[8];
-    v180_alpha2[0] = v135_alpha[0];
-    v180_alpha2[1] = v135_alpha[1];
-    v180_alpha2[2] = v135_alpha[2];
-    v180_alpha2[3] = v135_alpha[3];
-    v180_alpha2[4] = v135_alpha[4];
-    v180_alpha2[5] = v135_alpha[5];
-    v180_alpha2[6] = v135_alpha[6];
-    v180_alpha2[7] = v135_alpha[7];
+    float v184_alpha2[8];
+    v184_alpha2[0] = v139_alpha[0];
+    v184_alpha2[1] = v139_alpha[1];
+    v184_alpha2[2] = v139_alpha[2];
+    v184_alpha2[3] = v139_alpha[3];
+    v184_alpha2[4] = v139_alpha[4];
+    v184_alpha2[5] = v139_alpha[5];
+    v184_alpha2[6] = v139_alpha[6];
+    v184_alpha2[7] = v139_alpha[7];
     // %alphab = broadcast %alpha2 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v181_alphab[32];
-    v181_alphab[0] = v180_alpha2[0];
-    v181_alphab[1] = v180_alpha2[0];
-    v181_alphab[2] = v180_alpha2[0];
-    v181_alphab[3] = v180_alpha2[0];
-    v181_alphab[4] = v180_alpha2[1];
-    v181_alphab[5] = v180_alpha2[1];
-    v181_alphab[6] = v180_alpha2[1];
-    v181_alphab[7] = v180_alpha2[1];
-    v181_alphab[8] = v180_alpha2[2];
-    v181_alphab[9] = v180_alpha2[2];
-    v181_alphab[10] = v180_alpha2[2];
-    v181_alphab[11] = v180_alpha2[2];
-    v181_alphab[12] = v180_alpha2[3];
-    v181_alphab[13] = v180_alpha2[3];
-    v181_alphab[14] = v180_alpha2[3];
-    v181_alphab[15] = v180_alpha2[3];
-    v181_alphab[16] = v180_alpha2[4];
-    v181_alphab[17] = v180_alpha2[4];
-    v181_alphab[18] = v180_alpha2[4];
-    v181_alphab[19] = v180_alpha2[4];
-    v181_alphab[20] = v180_alpha2[5];
-    v181_alphab[21] = v180_alpha2[5];
-    v181_alphab[22] = v180_alpha2[5];
-    v181_alphab[23] = v180_alpha2[5];
-    v181_alphab[24] = v180_alpha2[6];
-    v181_alphab[25] = v180_alpha2[6];
-    v181_alphab[26] = v180_alpha2[6];
-    v181_alphab[27] = v180_alpha2[6];
-    v181_alphab[28] = v180_alpha2[7];
-    v181_alphab[29] = v180_alpha2[7];
-    v181_alphab[30] = v180_alpha2[7];
-    v181_alphab[31] = v180_alpha2[7];
+    float v185_alphab[32];
+    v185_alphab[0] = v184_alpha2[0];
+    v185_alphab[1] = v184_alpha2[0];
+    v185_alphab[2] = v184_alpha2[0];
+    v185_alphab[3] = v184_alpha2[0];
+    v185_alphab[4] = v184_alpha2[1];
+    v185_alphab[5] = v184_alpha2[1];
+    v185_alphab[6] = v184_alpha2[1];
+    v185_alphab[7] = v184_alpha2[1];
+    v185_alphab[8] = v184_alpha2[2];
+    v185_alphab[9] = v184_alpha2[2];
+    v185_alphab[10] = v184_alpha2[2];
+    v185_alphab[11] = v184_alpha2[2];
+    v185_alphab[12] = v184_alpha2[3];
+    v185_alphab[13] = v184_alpha2[3];
+    v185_alphab[14] = v184_alpha2[3];
+    v185_alphab[15] = v184_alpha2[3];
+    v185_alphab[16] = v184_alpha2[4];
+    v185_alphab[17] = v184_alpha2[4];
+    v185_alphab[18] = v184_alpha2[4];
+    v185_alphab[19] = v184_alpha2[4];
+    v185_alphab[20] = v184_alpha2[5];
+    v185_alphab[21] = v184_alpha2[5];
+    v185_alphab[22] = v184_alpha2[5];
+    v185_alphab[23] = v184_alpha2[5];
+    v185_alphab[24] = v184_alpha2[6];
+    v185_alphab[25] = v184_alpha2[6];
+    v185_alphab[26] = v184_alpha2[6];
+    v185_alphab[27] = v184_alpha2[6];
+    v185_alphab[28] = v184_alpha2[7];
+    v185_alphab[29] = v184_alpha2[7];
+    v185_alphab[30] = v184_alpha2[7];
+    v185_alphab[31] = v184_alpha2[7];
     // %accs = mul %accc, %alphab : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v182_accs[32];
+    float v186_accs[32];
     #pragma unroll
-    for (int s183 = 0; s183 < 32; ++s183) {
-      v182_accs[s183] = float(c42_acc[s183] * v181_alphab[s183]);
+    for (int s187 = 0; s187 < 32; ++s187) {
+      v186_accs[s187] = float(c42_acc[s187] * v185_alphab[s187]);
     }
     // %v3 = load_tile %v, %ph, %j, %c0 : tile<f32, [1, 64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %vt = reshape %v3 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %9 = convert_layout %p : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh184 = reinterpret_cast<float*>((tsr_smem + 0) + 69632);
+    float* const sh188 = reinterpret_cast<float*>((tsr_smem + 0) + 69632);
     __syncthreads();
     #pragma unroll
-    for (int c185 = 0; c185 < 8; ++c185) {
-      float w186[4];
-      w186[0] = v141_p[c185 * 4 + 0];
-      w186[1] = v141_p[c185 * 4 + 1];
-      w186[2] = v141_p[c185 * 4 + 2];
-      w186[3] = v141_p[c185 * 4 + 3];
-      tsr::copy_vec<float, 4>(sh184 + (((((c185 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c185 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w186);
+    for (int c189 = 0; c189 < 8; ++c189) {
+      float w190[4];
+      w190[0] = v145_p[c189 * 4 + 0];
+      w190[1] = v145_p[c189 * 4 + 1];
+      w190[2] = v145_p[c189 * 4 + 2];
+      w190[3] = v145_p[c189 * 4 + 3];
+      tsr::copy_vec<float, 4>(sh188 + (((((c189 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c189 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w190);
     }
     __syncthreads();
     // %accn = dot %9, %vt, %accs : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v187_accn[32];
+    float v191_accn[32];
     #pragma unroll
-    for (int s188 = 0; s188 < 32; ++s188) {
-      v187_accn[s188] = v182_accs[s188];
+    for (int s192 = 0; s192 < 32; ++s192) {
+      v191_accn[s192] = v186_accs[s192];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll 4
       for (int k_ = 0; k_ < 64; ++k_) {
-        const auto a0_ = sh184[(tm_ + 0) * 68 + (k_) * 1];
-        const auto a1_ = sh184[(tm_ + 8) * 68 + (k_) * 1];
-        const auto a2_ = sh184[(tm_ + 16) * 68 + (k_) * 1];
-        const auto a3_ = sh184[(tm_ + 24) * 68 + (k_) * 1];
-        const auto a4_ = sh184[(tm_ + 32) * 68 + (k_) * 1];
-        const auto a5_ = sh184[(tm_ + 40) * 68 + (k_) * 1];
-        const auto a6_ = sh184[(tm_ + 48) * 68 + (k_) * 1];
-        const auto a7_ = sh184[(tm_ + 56) * 68 + (k_) * 1];
+        const auto a0_ = sh188[(tm_ + 0) * 68 + (k_) * 1];
+        const auto a1_ = sh188[(tm_ + 8) * 68 + (k_) * 1];
+        const auto a2_ = sh188[(tm_ + 16) * 68 + (k_) * 1];
+        const auto a3_ = sh188[(tm_ + 24) * 68 + (k_) * 1];
+        const auto a4_ = sh188[(tm_ + 32) * 68 + (k_) * 1];
+        const auto a5_ = sh188[(tm_ + 40) * 68 + (k_) * 1];
+        const auto a6_ = sh188[(tm_ + 48) * 68 + (k_) * 1];
+        const auto a7_ = sh188[(tm_ + 56) * 68 + (k_) * 1];
         const auto b0_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 0) * 1];
         const auto b1_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 1) * 1];
         const auto b2_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 2) * 1];
         const auto b3_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 3) * 1];
-        v187_accn[0] = fmaf(float(a0_), float(b0_), v187_accn[0]);
-        v187_accn[1] = fmaf(float(a0_), float(b1_), v187_accn[1]);
-        v187_accn[2] = fmaf(float(a0_), float(b2_), v187_accn[2]);
-        v187_accn[3] = fmaf(float(a0_), float(b3_), v187_accn[3]);
-        v187_accn[4] = fmaf(float(a1_), float(b0_), v187_accn[4]);
-        v187_accn[5] = fmaf(float(a1_), float(b1_), v187_accn[5]);
-        v187_accn[6] = fmaf(float(a1_), float(b2_), v187_accn[6]);
-        v187_accn[7] = fmaf(float(a1_), float(b3_), v187_accn[7]);
-        v187_accn[8] = fmaf(float(a2_), float(b0_), v187_accn[8]);
-        v187_accn[9] = fmaf(float(a2_), float(b1_), v187_accn[9]);
-        v187_accn[10] = fmaf(float(a2_), float(b2_), v187_accn[10]);
-        v187_accn[11] = fmaf(float(a2_), float(b3_), v187_accn[11]);
-        v187_accn[12] = fmaf(float(a3_), float(b0_), v187_accn[12]);
-        v187_accn[13] = fmaf(float(a3_), float(b1_), v187_accn[13]);
-        v187_accn[14] = fmaf(float(a3_), float(b2_), v187_accn[14]);
-        v187_accn[15] = fmaf(float(a3_), float(b3_), v187_accn[15]);
-        v187_accn[16] = fmaf(float(a4_), float(b0_), v187_accn[16]);
-        v187_accn[17] = fmaf(float(a4_), float(b1_), v187_accn[17]);
-        v187_accn[18] = fmaf(float(a4_), float(b2_), v187_accn[18]);
-        v187_accn[19] = fmaf(float(a4_), float(b3_), v187_accn[19]);
-        v187_accn[20] = fmaf(float(a5_), float(b0_), v187_accn[20]);
-        v187_accn[21] = fmaf(float(a5_), float(b1_), v187_accn[21]);
-        v187_accn[22] = fmaf(float(a5_), float(b2_), v187_accn[22]);
-        v187_accn[23] = fmaf(float(a5_), float(b3_), v187_accn[23]);
-        v187_accn[24] = fmaf(float(a6_), float(b0_), v187_accn[24]);
-        v187_accn[25] = fmaf(float(a6_), float(b1_), v187_accn[25]);
-        v187_accn[26] = fmaf(float(a6_), float(b2_), v187_accn[26]);
-        v187_accn[27] = fmaf(float(a6_), float(b3_), v187_accn[27]);
-        v187_accn[28] = fmaf(float(a7_), float(b0_), v187_accn[28]);
-        v187_accn[29] = fmaf(float(a7_), float(b1_), v187_accn[29]);
-        v187_accn[30] = fmaf(float(a7_), float(b2_), v187_accn[30]);
-        v187_accn[31] = fmaf(float(a7_), float(b3_), v187_accn[31]);
+        v191_accn[0] = fmaf(float(a0_), float(b0_), v191_accn[0]);
+        v191_accn[1] = fmaf(float(a0_), float(b1_), v191_accn[1]);
+        v191_accn[2] = fmaf(float(a0_), float(b2_), v191_accn[2]);
+        v191_accn[3] = fmaf(float(a0_), float(b3_), v191_accn[3]);
+        v191_accn[4] = fmaf(float(a1_), float(b0_), v191_accn[4]);
+        v191_accn[5] = fmaf(float(a1_), float(b1_), v191_accn[5]);
+        v191_accn[6] = fmaf(float(a1_), float(b2_), v191_accn[6]);
+        v191_accn[7] = fmaf(float(a1_), float(b3_), v191_accn[7]);
+        v191_accn[8] = fmaf(float(a2_), float(b0_), v191_accn[8]);
+        v191_accn[9] = fmaf(float(a2_), float(b1_), v191_accn[9]);
+        v191_accn[10] = fmaf(float(a2_), float(b2_), v191_accn[10]);
+        v191_accn[11] = fmaf(float(a2_), float(b3_), v191_accn[11]);
+        v191_accn[12] = fmaf(float(a3_), float(b0_), v191_accn[12]);
+        v191_accn[13] = fmaf(float(a3_), float(b1_), v191_accn[13]);
+        v191_accn[14] = fmaf(float(a3_), float(b2_), v191_accn[14]);
+        v191_accn[15] = fmaf(float(a3_), float(b3_), v191_accn[15]);
+        v191_accn[16] = fmaf(float(a4_), float(b0_), v191_accn[16]);
+        v191_accn[17] = fmaf(float(a4_), float(b1_), v191_accn[17]);
+        v191_accn[18] = fmaf(float(a4_), float(b2_), v191_accn[18]);
+        v191_accn[19] = fmaf(float(a4_), float(b3_), v191_accn[19]);
+        v191_accn[20] = fmaf(float(a5_), float(b0_), v191_accn[20]);
+        v191_accn[21] = fmaf(float(a5_), float(b1_), v191_accn[21]);
+        v191_accn[22] = fmaf(float(a5_), float(b2_), v191_accn[22]);
+        v191_accn[23] = fmaf(float(a5_), float(b3_), v191_accn[23]);
+        v191_accn[24] = fmaf(float(a6_), float(b0_), v191_accn[24]);
+        v191_accn[25] = fmaf(float(a6_), float(b1_), v191_accn[25]);
+        v191_accn[26] = fmaf(float(a6_), float(b2_), v191_accn[26]);
+        v191_accn[27] = fmaf(float(a6_), float(b3_), v191_accn[27]);
+        v191_accn[28] = fmaf(float(a7_), float(b0_), v191_accn[28]);
+        v191_accn[29] = fmaf(float(a7_), float(b1_), v191_accn[29]);
+        v191_accn[30] = fmaf(float(a7_), float(b2_), v191_accn[30]);
+        v191_accn[31] = fmaf(float(a7_), float(b3_), v191_accn[31]);
       }
     }
     // yield %mn, %ln, %accn
     #pragma unroll
-    for (int s189 = 0; s189 < 8; ++s189) {
-      c38_m[s189] = v131_mn[s189];
+    for (int s193 = 0; s193 < 8; ++s193) {
+      c38_m[s193] = v135_mn[s193];
     }
     #pragma unroll
-    for (int s190 = 0; s190 < 8; ++s190) {
-      c40_l[s190] = v178_ln[s190];
+    for (int s194 = 0; s194 < 8; ++s194) {
+      c40_l[s194] = v182_ln[s194];
     }
     #pragma unroll
-    for (int s191 = 0; s191 < 32; ++s191) {
-      c42_acc[s191] = v187_accn[s191];
+    for (int s195 = 0; s195 < 32; ++s195) {
+      c42_acc[s195] = v191_accn[s195];
     }
-    __syncthreads();
     rs44 = (rs44 + 1) % 2;
   }
   tsr::cp_async_wait<0>();
   // %l2 = expand_dims %l {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v192_l2[8];
-  v192_l2[0] = c40_l[0];
-  v192_l2[1] = c40_l[1];
-  v192_l2[2] = c40_l[2];
-  v192_l2[3] = c40_l[3];
-  v192_l2[4] = c40_l[4];
-  v192_l2[5] = c40_l[5];
-  v192_l2[6] = c40_l[6];
-  v192_l2[7] = c40_l[7];
+  float v196_l2[8];
+  v196_l2[0] = c40_l[0];
+  v196_l2[1] = c40_l[1];
+  v196_l2[2] = c40_l[2];
+  v196_l2[3] = c40_l[3];
+  v196_l2[4] = c40_l[4];
+  v196_l2[5] = c40_l[5];
+  v196_l2[6] = c40_l[6];
+  v196_l2[7] = c40_l[7];
   // %lb = broadcast %l2 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v193_lb[32];
-  v193_lb[0] = v192_l2[0];
-  v193_lb[1] = v192_l2[0];
-  v193_lb[2] = v192_l2[0];
-  v193_lb[3] = v192_l2[0];
-  v193_lb[4] = v192_l2[1];
-  v193_lb[5] = v192_l2[1];
-  v193_lb[6] = v192_l2[1];
-  v193_lb[7] = v192_l2[1];
-  v193_lb[8] = v192_l2[2];
-  v193_lb[9] = v192_l2[2];
-  v193_lb[10] = v192_l2[2];
-  v193_lb[11] = v192_l2[2];
-  v193_lb[12] = v192_l2[3];
-  v193_lb[13] = v192_l2[3];
-  v193_lb[14] = v192_l2[3];
-  v193_lb[15] = v192_l2[3];
-  v193_lb[16] = v192_l2[4];
-  v193_lb[17] = v192_l2[4];
-  v193_lb[18] = v192_l2[4];
-  v193_lb[19] = v192_l2[4];
-  v193_lb[20] = v192_l2[5];
-  v193_lb[21] = v192_l2[5];
-  v193_lb[22] = v192_l2[5];
-  v193_lb[23] = v192_l2[5];
-  v193_lb[24] = v192_l2[6];
-  v193_lb[25] = v192_l2[6];
-  v193_lb[26] = v192_l2[6];
-  v193_lb[27] = v192_l2[6];
-  v193_lb[28] = v192_l2[7];
-  v193_lb[29] = v192_l2[7];
-  v193_lb[30] = v192_l2[7];
-  v193_lb[31] = v192_l2[7];
+  float v197_lb[32];
+  v197_lb[0] = v196_l2[0];
+  v197_lb[1] = v196_l2[0];
+  v197_lb[2] = v196_l2[0];
+  v197_lb[3] = v196_l2[0];
+  v197_lb[4] = v196_l2[1];
+  v197_lb[5] = v196_l2[1];
+  v197_lb[6] = v196_l2[1];
+  v197_lb[7] = v196_l2[1];
+  v197_lb[8] = v196_l2[2];
+  v197_lb[9] = v196_l2[2];
+  v197_lb[10] = v196_l2[2];
+  v197_lb[11] = v196_l2[2];
+  v197_lb[12] = v196_l2[3];
+  v197_lb[13] = v196_l2[3];
+  v197_lb[14] = v196_l2[3];
+  v197_lb[15] = v196_l2[3];
+  v197_lb[16] = v196_l2[4];
+  v197_lb[17] = v196_l2[4];
+  v197_lb[18] = v196_l2[4];
+  v197_lb[19] = v196_l2[4];
+  v197_lb[20] = v196_l2[5];
+  v197_lb[21] = v196_l2[5];
+  v197_lb[22] = v196_l2[5];
+  v197_lb[23] = v196_l2[5];
+  v197_lb[24] = v196_l2[6];
+  v197_lb[25] = v196_l2[6];
+  v197_lb[26] = v196_l2[6];
+  v197_lb[27] = v196_l2[6];
+  v197_lb[28] = v196_l2[7];
+  v197_lb[29] = v196_l2[7];
+  v197_lb[30] = v196_l2[7];
+  v197_lb[31] = v196_l2[7];
   // %out = div %acc, %lb : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v194_out[32];
+  float v198_out[32];
   #pragma unroll
-  for (int s195 = 0; s195 < 32; ++s195) {
-    v194_out[s195] = float(c42_acc[s195] / v193_lb[s195]);
+  for (int s199 = 0; s199 < 32; ++s199) {
+    v198_out[s199] = float(c42_acc[s199] / v197_lb[s199]);
   }
   // %o3 = reshape %out : tile<f32, [1, 64, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-  float v196_o3[32];
-  v196_o3[0] = v194_out[0];
-  v196_o3[1] = v194_out[1];
-  v196_o3[2] = v194_out[2];
-  v196_o3[3] = v194_out[3];
-  v196_o3[4] = v194_out[4];
-  v196_o3[5] = v194_out[5];
-  v196_o3[6] = v194_out[6];
-  v196_o3[7] = v194_out[7];
-  v196_o3[8] = v194_out[8];
-  v196_o3[9] = v194_out[9];
-  v196_o3[10] = v194_out[10];
-  v196_o3[11] = v194_out[11];
-  v196_o3[12] = v194_out[12];
-  v196_o3[13] = v194_out[13];
-  v196_o3[14] = v194_out[14];
-  v196_o3[15] = v194_out[15];
-  v196_o3[16] = v194_out[16];
-  v196_o3[17] = v194_out[17];
-  v196_o3[18] = v194_out[18];
-  v196_o3[19] = v194_out[19];
-  v196_o3[20] = v194_out[20];
-  v196_o3[21] = v194_out[21];
-  v196_o3[22] = v194_out[22];
-  v196_o3[23] = v194_out[23];
-  v196_o3[24] = v194_out[24];
-  v196_o3[25] = v194_out[25];
-  v196_o3[26] = v194_out[26];
-  v196_o3[27] = v194_out[27];
-  v196_o3[28] = v194_out[28];
-  v196_o3[29] = v194_out[29];
-  v196_o3[30] = v194_out[30];
-  v196_o3[31] = v194_out[31];
+  float v200_o3[32];
+  v200_o3[0] = v198_out[0];
+  v200_o3[1] = v198_out[1];
+  v200_o3[2] = v198_out[2];
+  v200_o3[3] = v198_out[3];
+  v200_o3[4] = v198_out[4];
+  v200_o3[5] = v198_out[5];
+  v200_o3[6] = v198_out[6];
+  v200_o3[7] = v198_out[7];
+  v200_o3[8] = v198_out[8];
+  v200_o3[9] = v198_out[9];
+  v200_o3[10] = v198_out[10];
+  v200_o3[11] = v198_out[11];
+  v200_o3[12] = v198_out[12];
+  v200_o3[13] = v198_out[13];
+  v200_o3[14] = v198_out[14];
+  v200_o3[15] = v198_out[15];
+  v200_o3[16] = v198_out[16];
+  v200_o3[17] = v198_out[17];
+  v200_o3[18] = v198_out[18];
+  v200_o3[19] = v198_out[19];
+  v200_o3[20] = v198_out[20];
+  v200_o3[21] = v198_out[21];
+  v200_o3[22] = v198_out[22];
+  v200_o3[23] = v198_out[23];
+  v200_o3[24] = v198_out[24];
+  v200_o3[25] = v198_out[25];
+  v200_o3[26] = v198_out[26];
+  v200_o3[27] = v198_out[27];
+  v200_o3[28] = v198_out[28];
+  v200_o3[29] = v198_out[29];
+  v200_o3[30] = v198_out[30];
+  v200_o3[31] = v198_out[31];
   // store_tile %o, %o3, %ph, %pm, %c0
   {
-    const int64_t o197 = int64_t(v1_ph) * 1 + 0;
-    const int64_t o198 = int64_t(v0_pm) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o199 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    const bool whole200 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
-    if (whole200) {
+    const int64_t o201 = int64_t(v1_ph) * 1 + 0;
+    const int64_t o202 = int64_t(v0_pm) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o203 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole204 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
+    if (whole204) {
       #pragma unroll
-      for (int c201 = 0; c201 < 8; ++c201) {
-        float vb202[4];
-        vb202[0] = v196_o3[c201 * 4 + 0];
-        vb202[1] = v196_o3[c201 * 4 + 1];
-        vb202[2] = v196_o3[c201 * 4 + 2];
-        vb202[3] = v196_o3[c201 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p3 + (o197 + 0) * tsr_p3_s0 + (o198 + ((((c201 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o199 + (((c201 * 4) % 4))) * tsr_p3_s2, vb202);
+      for (int c205 = 0; c205 < 8; ++c205) {
+        float vb206[4];
+        vb206[0] = v200_o3[c205 * 4 + 0];
+        vb206[1] = v200_o3[c205 * 4 + 1];
+        vb206[2] = v200_o3[c205 * 4 + 2];
+        vb206[3] = v200_o3[c205 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p3 + (o201 + 0) * tsr_p3_s0 + (o202 + ((((c205 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o203 + (((c205 * 4) % 4))) * tsr_p3_s2, vb206);
       }
     } else {
       #pragma unroll
-      for (int c203 = 0; c203 < 8; ++c203) {
-        float vb204[4];
-        if ((o197 + 0) < int64_t(tsr_dim_H) && (o198 + ((((c203 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o199 + (((c203 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o197 + 0) * tsr_p3_s0 + (o198 + ((((c203 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o199 + (((c203 * 4) % 4))) * tsr_p3_s2)) {
-          vb204[0] = v196_o3[c203 * 4 + 0];
-          vb204[1] = v196_o3[c203 * 4 + 1];
-          vb204[2] = v196_o3[c203 * 4 + 2];
-          vb204[3] = v196_o3[c203 * 4 + 3];
-          tsr::copy_vec<float, 4>(tsr_p3 + (o197 + 0) * tsr_p3_s0 + (o198 + ((((c203 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o199 + (((c203 * 4) % 4))) * tsr_p3_s2, vb204);
+      for (int c207 = 0; c207 < 8; ++c207) {
+        float vb208[4];
+        if ((o201 + 0) < int64_t(tsr_dim_H) && (o202 + ((((c207 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o203 + (((c207 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o201 + 0) * tsr_p3_s0 + (o202 + ((((c207 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o203 + (((c207 * 4) % 4))) * tsr_p3_s2)) {
+          vb208[0] = v200_o3[c207 * 4 + 0];
+          vb208[1] = v200_o3[c207 * 4 + 1];
+          vb208[2] = v200_o3[c207 * 4 + 2];
+          vb208[3] = v200_o3[c207 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p3 + (o201 + 0) * tsr_p3_s0 + (o202 + ((((c207 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o203 + (((c207 * 4) % 4))) * tsr_p3_s2, vb208);
         } else {
-          if ((o197 + 0) < int64_t(tsr_dim_H) && (o198 + ((((c203 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o199 + (((c203 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o197 + 0) * tsr_p3_s0 + (o198 + ((((c203 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o199 + (((c203 * 4) % 4))) * tsr_p3_s2] = v196_o3[c203 * 4];
-          if ((o197 + 0) < int64_t(tsr_dim_H) && (o198 + ((((c203 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o199 + (((c203 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o197 + 0) * tsr_p3_s0 + (o198 + ((((c203 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o199 + (((c203 * 4) % 4)) + 1) * tsr_p3_s2] = v196_o3[c203 * 4 + 1];
-          if ((o197 + 0) < int64_t(tsr_dim_H) && (o198 + ((((c203 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o199 + (((c203 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o197 + 0) * tsr_p3_s0 + (o198 + ((((c203 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o199 + (((c203 * 4) % 4)) + 2) * tsr_p3_s2] = v196_o3[c203 * 4 + 2];
-          if ((o197 + 0) < int64_t(tsr_dim_H) && (o198 + ((((c203 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o199 + (((c203 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o197 + 0) * tsr_p3_s0 + (o198 + ((((c203 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o199 + (((c203 * 4) % 4)) + 3) * tsr_p3_s2] = v196_o3[c203 * 4 + 3];
+          if ((o201 + 0) < int64_t(tsr_dim_H) && (o202 + ((((c207 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o203 + (((c207 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o201 + 0) * tsr_p3_s0 + (o202 + ((((c207 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o203 + (((c207 * 4) % 4))) * tsr_p3_s2] = v200_o3[c207 * 4];
+          if ((o201 + 0) < int64_t(tsr_dim_H) && (o202 + ((((c207 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o203 + (((c207 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o201 + 0) * tsr_p3_s0 + (o202 + ((((c207 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o203 + (((c207 * 4) % 4)) + 1) * tsr_p3_s2] = v200_o3[c207 * 4 + 1];
+          if ((o201 + 0) < int64_t(tsr_dim_H) && (o202 + ((((c207 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o203 + (((c207 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o201 + 0) * tsr_p3_s0 + (o202 + ((((c207 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o203 + (((c207 * 4) % 4)) + 2) * tsr_p3_s2] = v200_o3[c207 * 4 + 2];
+          if ((o201 + 0) < int64_t(tsr_dim_H) && (o202 + ((((c207 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o203 + (((c207 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o201 + 0) * tsr_p3_s0 + (o202 + ((((c207 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o203 + (((c207 * 4) % 4)) + 3) * tsr_p3_s2] = v200_o3[c207 * 4 + 3];
         }
       }
     }
@@ -1060,4 +1075,5 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_fwd(fl
 // stat threads = 128
 // stat vector-accesses = 3
 // stat whole-tile-accesses = 3
+// stat whole-tile-copies = 2
 // note printed from the GPU lowering's layouts (the layout emitter)

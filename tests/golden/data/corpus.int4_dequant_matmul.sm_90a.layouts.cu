@@ -94,298 +94,314 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int4_dequant_matmul(ui
     {
       const int64_t o25 = int64_t(v0_pm) * 32;
       const int64_t o26 = int64_t(nx24) * 64;
-      #pragma unroll
-      for (int i27 = 0; i27 < 2; ++i27) {
-        const int q28 = i27 * 128 + tsr_tid;
-        const int64_t n29 = !(true && (o25 + ((q28 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o26 + ((q28 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o26 + ((q28 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o26 + ((q28 * 8) % 64))) : 8;
-        const uint16_t* src30 = tsr_p0 + (n29 > 0 ? (o25 + ((q28 * 8) / 64)) * tsr_p0_s0 + (o26 + ((q28 * 8) % 64)) * tsr_p0_s1 : 0);
-        uint16_t* const dst31 = (sh23 + (0) * 2304) + (((q28 * 8) / 64)) * 72 + (((q28 * 8) % 64)) * 1;
-        if (tsr::aligned_vec<uint16_t, 8>(src30)) {
-          tsr::cp_async_16(tsr::smem_u32(dst31), src30, int(n29) * 2);
-        } else {
-          for (int v_ = 0; v_ < 8; ++v_) dst31[v_] = v_ < n29 ? src30[v_] : uint16_t(0);
+      if (o25 >= 0 && o25 + 32 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o26 >= 0 && o26 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o25 * tsr_p0_s0 + o26 * tsr_p0_s1)) {
+        #pragma unroll
+        for (int i27 = 0; i27 < 2; ++i27) {
+          const int q28 = i27 * 128 + tsr_tid;
+          tsr::cp_async_16(tsr::smem_u32((sh23 + (0) * 2304) + (((q28 * 8) / 64)) * 72 + (((q28 * 8) % 64)) * 1), tsr_p0 + (o25 + ((q28 * 8) / 64)) * tsr_p0_s0 + (o26 + ((q28 * 8) % 64)) * tsr_p0_s1);
+        }
+      } else {
+        #pragma unroll
+        for (int i29 = 0; i29 < 2; ++i29) {
+          const int q30 = i29 * 128 + tsr_tid;
+          const int64_t n31 = !(true && (o25 + ((q30 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o26 + ((q30 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o26 + ((q30 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o26 + ((q30 * 8) % 64))) : 8;
+          const uint16_t* src32 = tsr_p0 + (n31 > 0 ? (o25 + ((q30 * 8) / 64)) * tsr_p0_s0 + (o26 + ((q30 * 8) % 64)) * tsr_p0_s1 : 0);
+          uint16_t* const dst33 = (sh23 + (0) * 2304) + (((q30 * 8) / 64)) * 72 + (((q30 * 8) % 64)) * 1;
+          if (tsr::aligned_vec<uint16_t, 8>(src32)) {
+            tsr::cp_async_16(tsr::smem_u32(dst33), src32, int(n31) * 2);
+          } else {
+            for (int v_ = 0; v_ < 8; ++v_) dst33[v_] = v_ < n31 ? src32[v_] : uint16_t(0);
+          }
         }
       }
     }
   }
   tsr::cp_async_commit();
-  for (int64_t iv32_ = v2_c0; v3_c1 > 0 && iv32_ < v6_ktiles; iv32_ += v3_c1) {
-    const int32_t iv32 = int32_t(iv32_);
-    if ((iv32_ + 1 * int64_t(v3_c1)) < int64_t(v6_ktiles)) {
-      const int32_t nx33 = int32_t((iv32_ + 1 * int64_t(v3_c1)));
+  for (int64_t iv34_ = v2_c0; v3_c1 > 0 && iv34_ < v6_ktiles; iv34_ += v3_c1) {
+    const int32_t iv34 = int32_t(iv34_);
+    tsr::cp_async_wait<0>();  // this iteration's copies are in
+    __syncthreads();
+    if ((iv34_ + 1 * int64_t(v3_c1)) < int64_t(v6_ktiles)) {
+      const int32_t nx35 = int32_t((iv34_ + 1 * int64_t(v3_c1)));
       {
-        const int64_t o34 = int64_t(v0_pm) * 32;
-        const int64_t o35 = int64_t(nx33) * 64;
-        #pragma unroll
-        for (int i36 = 0; i36 < 2; ++i36) {
-          const int q37 = i36 * 128 + tsr_tid;
-          const int64_t n38 = !(true && (o34 + ((q37 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o35 + ((q37 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o35 + ((q37 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o35 + ((q37 * 8) % 64))) : 8;
-          const uint16_t* src39 = tsr_p0 + (n38 > 0 ? (o34 + ((q37 * 8) / 64)) * tsr_p0_s0 + (o35 + ((q37 * 8) % 64)) * tsr_p0_s1 : 0);
-          uint16_t* const dst40 = (sh23 + ((rs22 + 1) % 2) * 2304) + (((q37 * 8) / 64)) * 72 + (((q37 * 8) % 64)) * 1;
-          if (tsr::aligned_vec<uint16_t, 8>(src39)) {
-            tsr::cp_async_16(tsr::smem_u32(dst40), src39, int(n38) * 2);
-          } else {
-            for (int v_ = 0; v_ < 8; ++v_) dst40[v_] = v_ < n38 ? src39[v_] : uint16_t(0);
+        const int64_t o36 = int64_t(v0_pm) * 32;
+        const int64_t o37 = int64_t(nx35) * 64;
+        if (o36 >= 0 && o36 + 32 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o37 >= 0 && o37 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o36 * tsr_p0_s0 + o37 * tsr_p0_s1)) {
+          #pragma unroll
+          for (int i38 = 0; i38 < 2; ++i38) {
+            const int q39 = i38 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh23 + ((rs22 + 1) % 2) * 2304) + (((q39 * 8) / 64)) * 72 + (((q39 * 8) % 64)) * 1), tsr_p0 + (o36 + ((q39 * 8) / 64)) * tsr_p0_s0 + (o37 + ((q39 * 8) % 64)) * tsr_p0_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i40 = 0; i40 < 2; ++i40) {
+            const int q41 = i40 * 128 + tsr_tid;
+            const int64_t n42 = !(true && (o36 + ((q41 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o37 + ((q41 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o37 + ((q41 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o37 + ((q41 * 8) % 64))) : 8;
+            const uint16_t* src43 = tsr_p0 + (n42 > 0 ? (o36 + ((q41 * 8) / 64)) * tsr_p0_s0 + (o37 + ((q41 * 8) % 64)) * tsr_p0_s1 : 0);
+            uint16_t* const dst44 = (sh23 + ((rs22 + 1) % 2) * 2304) + (((q41 * 8) / 64)) * 72 + (((q41 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src43)) {
+              tsr::cp_async_16(tsr::smem_u32(dst44), src43, int(n42) * 2);
+            } else {
+              for (int v_ = 0; v_ < 8; ++v_) dst44[v_] = v_ < n42 ? src43[v_] : uint16_t(0);
+            }
           }
         }
       }
     }
     tsr::cp_async_commit();
-    tsr::cp_async_wait<1>();  // this iteration's copies are in
-    __syncthreads();
     // %xt = load_tile %x, %pm, %kk : tile<f16, [32, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %packed = load_tile %wq, %kk, %pn : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
-    uint8_t v41_packed[16];
+    uint8_t v45_packed[16];
     {
-      const int64_t o42 = int64_t(iv32) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o43 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      const bool whole44 = int64_t(iv32) * 32 >= 0 && int64_t(iv32) * 32 + 32 <= int64_t(tsr_dim_KP) && tsr_p1_s0 % 4 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint8_t, 4>(tsr_p1 + int64_t(iv32) * 32 * tsr_p1_s0 + int64_t(v1_pn) * 64 * tsr_p1_s1);
-      if (whole44) {
+      const int64_t o46 = int64_t(iv34) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o47 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole48 = int64_t(iv34) * 32 >= 0 && int64_t(iv34) * 32 + 32 <= int64_t(tsr_dim_KP) && tsr_p1_s0 % 4 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint8_t, 4>(tsr_p1 + int64_t(iv34) * 32 * tsr_p1_s0 + int64_t(v1_pn) * 64 * tsr_p1_s1);
+      if (whole48) {
         #pragma unroll
-        for (int c45 = 0; c45 < 4; ++c45) {
-          uint8_t vb46[4];
-          tsr::copy_vec<uint8_t, 4>(vb46, tsr_p1 + (o42 + ((((c45 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o43 + (((c45 * 4) % 4))) * tsr_p1_s1);
-          v41_packed[c45 * 4 + 0] = vb46[0];
-          v41_packed[c45 * 4 + 1] = vb46[1];
-          v41_packed[c45 * 4 + 2] = vb46[2];
-          v41_packed[c45 * 4 + 3] = vb46[3];
+        for (int c49 = 0; c49 < 4; ++c49) {
+          uint8_t vb50[4];
+          tsr::copy_vec<uint8_t, 4>(vb50, tsr_p1 + (o46 + ((((c49 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o47 + (((c49 * 4) % 4))) * tsr_p1_s1);
+          v45_packed[c49 * 4 + 0] = vb50[0];
+          v45_packed[c49 * 4 + 1] = vb50[1];
+          v45_packed[c49 * 4 + 2] = vb50[2];
+          v45_packed[c49 * 4 + 3] = vb50[3];
         }
       } else {
         #pragma unroll
-        for (int c47 = 0; c47 < 4; ++c47) {
-          uint8_t vb48[4];
-          if ((o42 + ((((c47 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o43 + (((c47 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint8_t, 4>(tsr_p1 + (o42 + ((((c47 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o43 + (((c47 * 4) % 4))) * tsr_p1_s1)) {
-            tsr::copy_vec<uint8_t, 4>(vb48, tsr_p1 + (o42 + ((((c47 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o43 + (((c47 * 4) % 4))) * tsr_p1_s1);
-            v41_packed[c47 * 4 + 0] = vb48[0];
-            v41_packed[c47 * 4 + 1] = vb48[1];
-            v41_packed[c47 * 4 + 2] = vb48[2];
-            v41_packed[c47 * 4 + 3] = vb48[3];
+        for (int c51 = 0; c51 < 4; ++c51) {
+          uint8_t vb52[4];
+          if ((o46 + ((((c51 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o47 + (((c51 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint8_t, 4>(tsr_p1 + (o46 + ((((c51 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o47 + (((c51 * 4) % 4))) * tsr_p1_s1)) {
+            tsr::copy_vec<uint8_t, 4>(vb52, tsr_p1 + (o46 + ((((c51 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o47 + (((c51 * 4) % 4))) * tsr_p1_s1);
+            v45_packed[c51 * 4 + 0] = vb52[0];
+            v45_packed[c51 * 4 + 1] = vb52[1];
+            v45_packed[c51 * 4 + 2] = vb52[2];
+            v45_packed[c51 * 4 + 3] = vb52[3];
           } else {
-            v41_packed[c47 * 4] = ((o42 + ((((c47 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o43 + (((c47 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr_p1[(o42 + ((((c47 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o43 + (((c47 * 4) % 4))) * tsr_p1_s1] : uint8_t(0LL);
-            v41_packed[c47 * 4 + 1] = ((o42 + ((((c47 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o43 + (((c47 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr_p1[(o42 + ((((c47 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o43 + (((c47 * 4) % 4)) + 1) * tsr_p1_s1] : uint8_t(0LL);
-            v41_packed[c47 * 4 + 2] = ((o42 + ((((c47 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o43 + (((c47 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr_p1[(o42 + ((((c47 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o43 + (((c47 * 4) % 4)) + 2) * tsr_p1_s1] : uint8_t(0LL);
-            v41_packed[c47 * 4 + 3] = ((o42 + ((((c47 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o43 + (((c47 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr_p1[(o42 + ((((c47 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o43 + (((c47 * 4) % 4)) + 3) * tsr_p1_s1] : uint8_t(0LL);
+            v45_packed[c51 * 4] = ((o46 + ((((c51 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o47 + (((c51 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr_p1[(o46 + ((((c51 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o47 + (((c51 * 4) % 4))) * tsr_p1_s1] : uint8_t(0LL);
+            v45_packed[c51 * 4 + 1] = ((o46 + ((((c51 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o47 + (((c51 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr_p1[(o46 + ((((c51 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o47 + (((c51 * 4) % 4)) + 1) * tsr_p1_s1] : uint8_t(0LL);
+            v45_packed[c51 * 4 + 2] = ((o46 + ((((c51 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o47 + (((c51 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr_p1[(o46 + ((((c51 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o47 + (((c51 * 4) % 4)) + 2) * tsr_p1_s1] : uint8_t(0LL);
+            v45_packed[c51 * 4 + 3] = ((o46 + ((((c51 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o47 + (((c51 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr_p1[(o46 + ((((c51 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o47 + (((c51 * 4) % 4)) + 3) * tsr_p1_s1] : uint8_t(0LL);
           }
         }
       }
     }
     // %1 = splat %four : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
-    uint8_t v49[16];
-    #pragma unroll
-    for (int s50 = 0; s50 < 16; ++s50) {
-      v49[s50] = v8_four;
-    }
-    // %hi = shr %packed, %1 : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
-    uint8_t v51_hi[16];
-    #pragma unroll
-    for (int s52 = 0; s52 < 16; ++s52) {
-      v51_hi[s52] = tsr::ishr<uint8_t>(v41_packed[s52], v49[s52]);
-    }
-    // %2 = splat %mask4 : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
     uint8_t v53[16];
     #pragma unroll
     for (int s54 = 0; s54 < 16; ++s54) {
-      v53[s54] = v7_mask4;
+      v53[s54] = v8_four;
     }
-    // %3 = and %packed, %2 : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
-    uint8_t v55[16];
+    // %hi = shr %packed, %1 : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
+    uint8_t v55_hi[16];
     #pragma unroll
     for (int s56 = 0; s56 < 16; ++s56) {
-      v55[s56] = uint8_t(v41_packed[s56] & v53[s56]);
+      v55_hi[s56] = tsr::ishr<uint8_t>(v45_packed[s56], v53[s56]);
+    }
+    // %2 = splat %mask4 : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
+    uint8_t v57[16];
+    #pragma unroll
+    for (int s58 = 0; s58 < 16; ++s58) {
+      v57[s58] = v7_mask4;
+    }
+    // %3 = and %packed, %2 : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
+    uint8_t v59[16];
+    #pragma unroll
+    for (int s60 = 0; s60 < 16; ++s60) {
+      v59[s60] = uint8_t(v45_packed[s60] & v57[s60]);
     }
     // %lo3 = expand_dims %3 {axis = 1} : tile<u8, [32, 1, 64], layout = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>
-    uint8_t v57_lo3[16];
-    v57_lo3[0] = v55[0];
-    v57_lo3[1] = v55[1];
-    v57_lo3[2] = v55[2];
-    v57_lo3[3] = v55[3];
-    v57_lo3[4] = v55[4];
-    v57_lo3[5] = v55[5];
-    v57_lo3[6] = v55[6];
-    v57_lo3[7] = v55[7];
-    v57_lo3[8] = v55[8];
-    v57_lo3[9] = v55[9];
-    v57_lo3[10] = v55[10];
-    v57_lo3[11] = v55[11];
-    v57_lo3[12] = v55[12];
-    v57_lo3[13] = v55[13];
-    v57_lo3[14] = v55[14];
-    v57_lo3[15] = v55[15];
+    uint8_t v61_lo3[16];
+    v61_lo3[0] = v59[0];
+    v61_lo3[1] = v59[1];
+    v61_lo3[2] = v59[2];
+    v61_lo3[3] = v59[3];
+    v61_lo3[4] = v59[4];
+    v61_lo3[5] = v59[5];
+    v61_lo3[6] = v59[6];
+    v61_lo3[7] = v59[7];
+    v61_lo3[8] = v59[8];
+    v61_lo3[9] = v59[9];
+    v61_lo3[10] = v59[10];
+    v61_lo3[11] = v59[11];
+    v61_lo3[12] = v59[12];
+    v61_lo3[13] = v59[13];
+    v61_lo3[14] = v59[14];
+    v61_lo3[15] = v59[15];
     // %hi3 = expand_dims %hi {axis = 1} : tile<u8, [32, 1, 64], layout = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>
-    uint8_t v58_hi3[16];
-    v58_hi3[0] = v51_hi[0];
-    v58_hi3[1] = v51_hi[1];
-    v58_hi3[2] = v51_hi[2];
-    v58_hi3[3] = v51_hi[3];
-    v58_hi3[4] = v51_hi[4];
-    v58_hi3[5] = v51_hi[5];
-    v58_hi3[6] = v51_hi[6];
-    v58_hi3[7] = v51_hi[7];
-    v58_hi3[8] = v51_hi[8];
-    v58_hi3[9] = v51_hi[9];
-    v58_hi3[10] = v51_hi[10];
-    v58_hi3[11] = v51_hi[11];
-    v58_hi3[12] = v51_hi[12];
-    v58_hi3[13] = v51_hi[13];
-    v58_hi3[14] = v51_hi[14];
-    v58_hi3[15] = v51_hi[15];
+    uint8_t v62_hi3[16];
+    v62_hi3[0] = v55_hi[0];
+    v62_hi3[1] = v55_hi[1];
+    v62_hi3[2] = v55_hi[2];
+    v62_hi3[3] = v55_hi[3];
+    v62_hi3[4] = v55_hi[4];
+    v62_hi3[5] = v55_hi[5];
+    v62_hi3[6] = v55_hi[6];
+    v62_hi3[7] = v55_hi[7];
+    v62_hi3[8] = v55_hi[8];
+    v62_hi3[9] = v55_hi[9];
+    v62_hi3[10] = v55_hi[10];
+    v62_hi3[11] = v55_hi[11];
+    v62_hi3[12] = v55_hi[12];
+    v62_hi3[13] = v55_hi[13];
+    v62_hi3[14] = v55_hi[14];
+    v62_hi3[15] = v55_hi[15];
     // %pairs1 = insert_tile %pairs0, %lo3, %c0, %c0, %c0 : tile<u8, [32, 2, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [4, 1, 1], order = [2, 1, 0]>>
     __syncthreads();
     #pragma unroll
-    for (int s59 = 0; s59 < 16; ++s59) {
-      if (true) reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((((s59) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64 + (((((s59) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 64)] = v57_lo3[s59];
+    for (int s63 = 0; s63 < 16; ++s63) {
+      if (true) reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((((s63) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64 + (((((s63) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 64)] = v61_lo3[s63];
     }
     __syncthreads();
-    uint8_t v60_pairs1[32];
+    uint8_t v64_pairs1[32];
     #pragma unroll
-    for (int s61 = 0; s61 < 32; ++s61) {
-      const int64_t q62 = ((((s61) / 4) % 8) * 4) + (((tsr_warp >> 0) & 3)) - int64_t(v2_c0) * 32;
-      const int64_t q63 = 0 + (((tsr_lane >> 4) & 1)) - int64_t(v2_c0) * 1;
-      const int64_t q64 = (((s61) % 4)) + (((tsr_lane >> 0) & 15) * 4) - int64_t(v2_c0) * 64;
-      v60_pairs1[s61] = (q62 >= 0 && q62 < 32 && q63 >= 0 && q63 < 1 && q64 >= 0 && q64 < 64) ? reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((q62) * 1 + q63) * 64 + q64)] : v15_pairs0[s61];
+    for (int s65 = 0; s65 < 32; ++s65) {
+      const int64_t q66 = ((((s65) / 4) % 8) * 4) + (((tsr_warp >> 0) & 3)) - int64_t(v2_c0) * 32;
+      const int64_t q67 = 0 + (((tsr_lane >> 4) & 1)) - int64_t(v2_c0) * 1;
+      const int64_t q68 = (((s65) % 4)) + (((tsr_lane >> 0) & 15) * 4) - int64_t(v2_c0) * 64;
+      v64_pairs1[s65] = (q66 >= 0 && q66 < 32 && q67 >= 0 && q67 < 1 && q68 >= 0 && q68 < 64) ? reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((q66) * 1 + q67) * 64 + q68)] : v15_pairs0[s65];
     }
     // %pairs2 = insert_tile %pairs1, %hi3, %c0, %c1, %c0 : tile<u8, [32, 2, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [4, 1, 1], order = [2, 1, 0]>>
     __syncthreads();
     #pragma unroll
-    for (int s65 = 0; s65 < 16; ++s65) {
-      if (true) reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((((s65) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64 + (((((s65) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 64)] = v58_hi3[s65];
+    for (int s69 = 0; s69 < 16; ++s69) {
+      if (true) reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((((s69) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64 + (((((s69) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 64)] = v62_hi3[s69];
     }
     __syncthreads();
-    uint8_t v66_pairs2[32];
+    uint8_t v70_pairs2[32];
     #pragma unroll
-    for (int s67 = 0; s67 < 32; ++s67) {
-      const int64_t q68 = ((((s67) / 4) % 8) * 4) + (((tsr_warp >> 0) & 3)) - int64_t(v2_c0) * 32;
-      const int64_t q69 = 0 + (((tsr_lane >> 4) & 1)) - int64_t(v3_c1) * 1;
-      const int64_t q70 = (((s67) % 4)) + (((tsr_lane >> 0) & 15) * 4) - int64_t(v2_c0) * 64;
-      v66_pairs2[s67] = (q68 >= 0 && q68 < 32 && q69 >= 0 && q69 < 1 && q70 >= 0 && q70 < 64) ? reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((q68) * 1 + q69) * 64 + q70)] : v60_pairs1[s67];
+    for (int s71 = 0; s71 < 32; ++s71) {
+      const int64_t q72 = ((((s71) / 4) % 8) * 4) + (((tsr_warp >> 0) & 3)) - int64_t(v2_c0) * 32;
+      const int64_t q73 = 0 + (((tsr_lane >> 4) & 1)) - int64_t(v3_c1) * 1;
+      const int64_t q74 = (((s71) % 4)) + (((tsr_lane >> 0) & 15) * 4) - int64_t(v2_c0) * 64;
+      v70_pairs2[s71] = (q72 >= 0 && q72 < 32 && q73 >= 0 && q73 < 1 && q74 >= 0 && q74 < 64) ? reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((q72) * 1 + q73) * 64 + q74)] : v64_pairs1[s71];
     }
     // %q = reshape %pairs2 : tile<u8, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v71_q[32];
-    v71_q[0] = v66_pairs2[0];
-    v71_q[1] = v66_pairs2[1];
-    v71_q[2] = v66_pairs2[2];
-    v71_q[3] = v66_pairs2[3];
-    v71_q[4] = v66_pairs2[4];
-    v71_q[5] = v66_pairs2[5];
-    v71_q[6] = v66_pairs2[6];
-    v71_q[7] = v66_pairs2[7];
-    v71_q[8] = v66_pairs2[8];
-    v71_q[9] = v66_pairs2[9];
-    v71_q[10] = v66_pairs2[10];
-    v71_q[11] = v66_pairs2[11];
-    v71_q[12] = v66_pairs2[12];
-    v71_q[13] = v66_pairs2[13];
-    v71_q[14] = v66_pairs2[14];
-    v71_q[15] = v66_pairs2[15];
-    v71_q[16] = v66_pairs2[16];
-    v71_q[17] = v66_pairs2[17];
-    v71_q[18] = v66_pairs2[18];
-    v71_q[19] = v66_pairs2[19];
-    v71_q[20] = v66_pairs2[20];
-    v71_q[21] = v66_pairs2[21];
-    v71_q[22] = v66_pairs2[22];
-    v71_q[23] = v66_pairs2[23];
-    v71_q[24] = v66_pairs2[24];
-    v71_q[25] = v66_pairs2[25];
-    v71_q[26] = v66_pairs2[26];
-    v71_q[27] = v66_pairs2[27];
-    v71_q[28] = v66_pairs2[28];
-    v71_q[29] = v66_pairs2[29];
-    v71_q[30] = v66_pairs2[30];
-    v71_q[31] = v66_pairs2[31];
+    uint8_t v75_q[32];
+    v75_q[0] = v70_pairs2[0];
+    v75_q[1] = v70_pairs2[1];
+    v75_q[2] = v70_pairs2[2];
+    v75_q[3] = v70_pairs2[3];
+    v75_q[4] = v70_pairs2[4];
+    v75_q[5] = v70_pairs2[5];
+    v75_q[6] = v70_pairs2[6];
+    v75_q[7] = v70_pairs2[7];
+    v75_q[8] = v70_pairs2[8];
+    v75_q[9] = v70_pairs2[9];
+    v75_q[10] = v70_pairs2[10];
+    v75_q[11] = v70_pairs2[11];
+    v75_q[12] = v70_pairs2[12];
+    v75_q[13] = v70_pairs2[13];
+    v75_q[14] = v70_pairs2[14];
+    v75_q[15] = v70_pairs2[15];
+    v75_q[16] = v70_pairs2[16];
+    v75_q[17] = v70_pairs2[17];
+    v75_q[18] = v70_pairs2[18];
+    v75_q[19] = v70_pairs2[19];
+    v75_q[20] = v70_pairs2[20];
+    v75_q[21] = v70_pairs2[21];
+    v75_q[22] = v70_pairs2[22];
+    v75_q[23] = v70_pairs2[23];
+    v75_q[24] = v70_pairs2[24];
+    v75_q[25] = v70_pairs2[25];
+    v75_q[26] = v70_pairs2[26];
+    v75_q[27] = v70_pairs2[27];
+    v75_q[28] = v70_pairs2[28];
+    v75_q[29] = v70_pairs2[29];
+    v75_q[30] = v70_pairs2[30];
+    v75_q[31] = v70_pairs2[31];
     // %qf = cast %q : tile<f16, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v72_qf[32];
+    float v76_qf[32];
     #pragma unroll
-    for (int s73 = 0; s73 < 32; ++s73) {
-      v72_qf[s73] = tsr::rf16(float(float(v71_q[s73])));
+    for (int s77 = 0; s77 < 32; ++s77) {
+      v76_qf[s77] = tsr::rf16(float(float(v75_q[s77])));
     }
     // %qc = sub %qf, %zps : tile<f16, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v74_qc[32];
+    float v78_qc[32];
     #pragma unroll
-    for (int s75 = 0; s75 < 32; ++s75) {
-      v74_qc[s75] = tsr::rf16(float(v72_qf[s75] - v12_zps[s75]));
+    for (int s79 = 0; s79 < 32; ++s79) {
+      v78_qc[s79] = tsr::rf16(float(v76_qf[s79] - v12_zps[s79]));
     }
     // %sc = load_tile %scales, %kk, %pn : tile<f16, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v76_sc[4];
+    float v80_sc[4];
     {
-      const int64_t o77 = int64_t(iv32) * 1 + 0;
-      const int64_t o78 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const int64_t o81 = int64_t(iv34) * 1 + 0;
+      const int64_t o82 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll
-      for (int c79 = 0; c79 < 1; ++c79) {
-        uint16_t vb80[4];
-        if ((o77 + 0) < int64_t(tsr_dim_G) && (o78 + (((c79 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p2 + (o77 + 0) * tsr_p2_s0 + (o78 + (((c79 * 4) % 4))) * tsr_p2_s1)) {
-          tsr::copy_vec<uint16_t, 4>(vb80, tsr_p2 + (o77 + 0) * tsr_p2_s0 + (o78 + (((c79 * 4) % 4))) * tsr_p2_s1);
-          v76_sc[c79 * 4 + 0] = tsr::h2f(vb80[0]);
-          v76_sc[c79 * 4 + 1] = tsr::h2f(vb80[1]);
-          v76_sc[c79 * 4 + 2] = tsr::h2f(vb80[2]);
-          v76_sc[c79 * 4 + 3] = tsr::h2f(vb80[3]);
+      for (int c83 = 0; c83 < 1; ++c83) {
+        uint16_t vb84[4];
+        if ((o81 + 0) < int64_t(tsr_dim_G) && (o82 + (((c83 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p2 + (o81 + 0) * tsr_p2_s0 + (o82 + (((c83 * 4) % 4))) * tsr_p2_s1)) {
+          tsr::copy_vec<uint16_t, 4>(vb84, tsr_p2 + (o81 + 0) * tsr_p2_s0 + (o82 + (((c83 * 4) % 4))) * tsr_p2_s1);
+          v80_sc[c83 * 4 + 0] = tsr::h2f(vb84[0]);
+          v80_sc[c83 * 4 + 1] = tsr::h2f(vb84[1]);
+          v80_sc[c83 * 4 + 2] = tsr::h2f(vb84[2]);
+          v80_sc[c83 * 4 + 3] = tsr::h2f(vb84[3]);
         } else {
-          v76_sc[c79 * 4] = ((o77 + 0) < int64_t(tsr_dim_G) && (o78 + (((c79 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o77 + 0) * tsr_p2_s0 + (o78 + (((c79 * 4) % 4))) * tsr_p2_s1]) : 0x0p+0f;
-          v76_sc[c79 * 4 + 1] = ((o77 + 0) < int64_t(tsr_dim_G) && (o78 + (((c79 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o77 + 0) * tsr_p2_s0 + (o78 + (((c79 * 4) % 4)) + 1) * tsr_p2_s1]) : 0x0p+0f;
-          v76_sc[c79 * 4 + 2] = ((o77 + 0) < int64_t(tsr_dim_G) && (o78 + (((c79 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o77 + 0) * tsr_p2_s0 + (o78 + (((c79 * 4) % 4)) + 2) * tsr_p2_s1]) : 0x0p+0f;
-          v76_sc[c79 * 4 + 3] = ((o77 + 0) < int64_t(tsr_dim_G) && (o78 + (((c79 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o77 + 0) * tsr_p2_s0 + (o78 + (((c79 * 4) % 4)) + 3) * tsr_p2_s1]) : 0x0p+0f;
+          v80_sc[c83 * 4] = ((o81 + 0) < int64_t(tsr_dim_G) && (o82 + (((c83 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o81 + 0) * tsr_p2_s0 + (o82 + (((c83 * 4) % 4))) * tsr_p2_s1]) : 0x0p+0f;
+          v80_sc[c83 * 4 + 1] = ((o81 + 0) < int64_t(tsr_dim_G) && (o82 + (((c83 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o81 + 0) * tsr_p2_s0 + (o82 + (((c83 * 4) % 4)) + 1) * tsr_p2_s1]) : 0x0p+0f;
+          v80_sc[c83 * 4 + 2] = ((o81 + 0) < int64_t(tsr_dim_G) && (o82 + (((c83 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o81 + 0) * tsr_p2_s0 + (o82 + (((c83 * 4) % 4)) + 2) * tsr_p2_s1]) : 0x0p+0f;
+          v80_sc[c83 * 4 + 3] = ((o81 + 0) < int64_t(tsr_dim_G) && (o82 + (((c83 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o81 + 0) * tsr_p2_s0 + (o82 + (((c83 * 4) % 4)) + 3) * tsr_p2_s1]) : 0x0p+0f;
         }
       }
     }
     // %scb = broadcast %sc : tile<f16, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v81_scb[32];
-    v81_scb[0] = v76_sc[0];
-    v81_scb[1] = v76_sc[1];
-    v81_scb[2] = v76_sc[2];
-    v81_scb[3] = v76_sc[3];
-    v81_scb[4] = v76_sc[0];
-    v81_scb[5] = v76_sc[1];
-    v81_scb[6] = v76_sc[2];
-    v81_scb[7] = v76_sc[3];
-    v81_scb[8] = v76_sc[0];
-    v81_scb[9] = v76_sc[1];
-    v81_scb[10] = v76_sc[2];
-    v81_scb[11] = v76_sc[3];
-    v81_scb[12] = v76_sc[0];
-    v81_scb[13] = v76_sc[1];
-    v81_scb[14] = v76_sc[2];
-    v81_scb[15] = v76_sc[3];
-    v81_scb[16] = v76_sc[0];
-    v81_scb[17] = v76_sc[1];
-    v81_scb[18] = v76_sc[2];
-    v81_scb[19] = v76_sc[3];
-    v81_scb[20] = v76_sc[0];
-    v81_scb[21] = v76_sc[1];
-    v81_scb[22] = v76_sc[2];
-    v81_scb[23] = v76_sc[3];
-    v81_scb[24] = v76_sc[0];
-    v81_scb[25] = v76_sc[1];
-    v81_scb[26] = v76_sc[2];
-    v81_scb[27] = v76_sc[3];
-    v81_scb[28] = v76_sc[0];
-    v81_scb[29] = v76_sc[1];
-    v81_scb[30] = v76_sc[2];
-    v81_scb[31] = v76_sc[3];
+    float v85_scb[32];
+    v85_scb[0] = v80_sc[0];
+    v85_scb[1] = v80_sc[1];
+    v85_scb[2] = v80_sc[2];
+    v85_scb[3] = v80_sc[3];
+    v85_scb[4] = v80_sc[0];
+    v85_scb[5] = v80_sc[1];
+    v85_scb[6] = v80_sc[2];
+    v85_scb[7] = v80_sc[3];
+    v85_scb[8] = v80_sc[0];
+    v85_scb[9] = v80_sc[1];
+    v85_scb[10] = v80_sc[2];
+    v85_scb[11] = v80_sc[3];
+    v85_scb[12] = v80_sc[0];
+    v85_scb[13] = v80_sc[1];
+    v85_scb[14] = v80_sc[2];
+    v85_scb[15] = v80_sc[3];
+    v85_scb[16] = v80_sc[0];
+    v85_scb[17] = v80_sc[1];
+    v85_scb[18] = v80_sc[2];
+    v85_scb[19] = v80_sc[3];
+    v85_scb[20] = v80_sc[0];
+    v85_scb[21] = v80_sc[1];
+    v85_scb[22] = v80_sc[2];
+    v85_scb[23] = v80_sc[3];
+    v85_scb[24] = v80_sc[0];
+    v85_scb[25] = v80_sc[1];
+    v85_scb[26] = v80_sc[2];
+    v85_scb[27] = v80_sc[3];
+    v85_scb[28] = v80_sc[0];
+    v85_scb[29] = v80_sc[1];
+    v85_scb[30] = v80_sc[2];
+    v85_scb[31] = v80_sc[3];
     // %wd = mul %qc, %scb : tile<f16, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v82_wd[32];
+    float v86_wd[32];
     #pragma unroll
-    for (int s83 = 0; s83 < 32; ++s83) {
-      v82_wd[s83] = tsr::rf16(float(v74_qc[s83] * v81_scb[s83]));
+    for (int s87 = 0; s87 < 32; ++s87) {
+      v86_wd[s87] = tsr::rf16(float(v78_qc[s87] * v85_scb[s87]));
     }
     // %4 = convert_layout %wd : tile<f16, [64, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
-    uint16_t* const sh84 = reinterpret_cast<uint16_t*>((tsr_smem + 8192) + 9216);
+    uint16_t* const sh88 = reinterpret_cast<uint16_t*>((tsr_smem + 8192) + 9216);
     __syncthreads();
     #pragma unroll
-    for (int c85 = 0; c85 < 8; ++c85) {
-      uint16_t w86[4];
-      w86[0] = tsr::f2h(v82_wd[c85 * 4 + 0]);
-      w86[1] = tsr::f2h(v82_wd[c85 * 4 + 1]);
-      w86[2] = tsr::f2h(v82_wd[c85 * 4 + 2]);
-      w86[3] = tsr::f2h(v82_wd[c85 * 4 + 3]);
-      tsr::copy_vec<uint16_t, 4>(sh84 + (((((c85 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 72 + ((((c85 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w86);
+    for (int c89 = 0; c89 < 8; ++c89) {
+      uint16_t w90[4];
+      w90[0] = tsr::f2h(v86_wd[c89 * 4 + 0]);
+      w90[1] = tsr::f2h(v86_wd[c89 * 4 + 1]);
+      w90[2] = tsr::f2h(v86_wd[c89 * 4 + 2]);
+      w90[3] = tsr::f2h(v86_wd[c89 * 4 + 3]);
+      tsr::copy_vec<uint16_t, 4>(sh88 + (((((c89 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 72 + ((((c89 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w90);
     }
     __syncthreads();
     // %5 = convert_layout %4 : tile<f16, [64, 64], layout = dot_operand<operand = 1, k_width = 2, parent = mma<version = 2, warps = [2, 2], instr = [16, 8]>>>
     // %accn = dot %xt, %5, %accc : tile<f32, [32, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-    float v87_accn[16];
+    float v91_accn[16];
     #pragma unroll
-    for (int s88 = 0; s88 < 16; ++s88) {
-      v87_accn[s88] = c20_acc[s88];
+    for (int s92 = 0; s92 < 16; ++s92) {
+      v91_accn[s92] = c20_acc[s92];
     }
     {
       const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
@@ -394,47 +410,46 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int4_dequant_matmul(ui
       for (int ks = 0; ks < 4; ++ks) {
         uint32_t fa[1][4], fb[4][2];
         tsr::ldsm_x4(fa[0][0], fa[0][1], fa[0][2], fa[0][3], tsr::smem_u32((sh23 + rs22 * 2304)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
-        tsr::ldsm_x4_trans(fb[0][0], fb[0][1], fb[1][0], fb[1][1], tsr::smem_u32(sh84) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[2][0], fb[2][1], fb[3][0], fb[3][1], tsr::smem_u32(sh84) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::mma_f16_16816(&v87_accn[0], fa[0], fb[0]);
-        tsr::mma_f16_16816(&v87_accn[4], fa[0], fb[1]);
-        tsr::mma_f16_16816(&v87_accn[8], fa[0], fb[2]);
-        tsr::mma_f16_16816(&v87_accn[12], fa[0], fb[3]);
+        tsr::ldsm_x4_trans(fb[0][0], fb[0][1], fb[1][0], fb[1][1], tsr::smem_u32(sh88) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+        tsr::ldsm_x4_trans(fb[2][0], fb[2][1], fb[3][0], fb[3][1], tsr::smem_u32(sh88) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+        tsr::mma_f16_16816(&v91_accn[0], fa[0], fb[0]);
+        tsr::mma_f16_16816(&v91_accn[4], fa[0], fb[1]);
+        tsr::mma_f16_16816(&v91_accn[8], fa[0], fb[2]);
+        tsr::mma_f16_16816(&v91_accn[12], fa[0], fb[3]);
       }
     }
     // yield %accn
     #pragma unroll
-    for (int s89 = 0; s89 < 16; ++s89) {
-      c20_acc[s89] = v87_accn[s89];
+    for (int s93 = 0; s93 < 16; ++s93) {
+      c20_acc[s93] = v91_accn[s93];
     }
-    __syncthreads();
     rs22 = (rs22 + 1) % 2;
   }
   tsr::cp_async_wait<0>();
   // store_tile %out, %acc, %pm, %pn
   {
-    const int64_t o90 = int64_t(v0_pm) * 32 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
-    const int64_t o91 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
-    const bool whole92 = int64_t(v0_pm) * 32 >= 0 && int64_t(v0_pm) * 32 + 32 <= int64_t(tsr_dim_M) && tsr_p3_s0 % 2 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p3 + int64_t(v0_pm) * 32 * tsr_p3_s0 + int64_t(v1_pn) * 64 * tsr_p3_s1);
-    if (whole92) {
+    const int64_t o94 = int64_t(v0_pm) * 32 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
+    const int64_t o95 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
+    const bool whole96 = int64_t(v0_pm) * 32 >= 0 && int64_t(v0_pm) * 32 + 32 <= int64_t(tsr_dim_M) && tsr_p3_s0 % 2 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p3 + int64_t(v0_pm) * 32 * tsr_p3_s0 + int64_t(v1_pn) * 64 * tsr_p3_s1);
+    if (whole96) {
       #pragma unroll
-      for (int c93 = 0; c93 < 8; ++c93) {
-        float vb94[2];
-        vb94[0] = c20_acc[c93 * 2 + 0];
-        vb94[1] = c20_acc[c93 * 2 + 1];
-        tsr::copy_vec<float, 2>(tsr_p3 + (o90 + ((((c93 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o91 + (((c93 * 2) % 2) + (((c93 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb94);
+      for (int c97 = 0; c97 < 8; ++c97) {
+        float vb98[2];
+        vb98[0] = c20_acc[c97 * 2 + 0];
+        vb98[1] = c20_acc[c97 * 2 + 1];
+        tsr::copy_vec<float, 2>(tsr_p3 + (o94 + ((((c97 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o95 + (((c97 * 2) % 2) + (((c97 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb98);
       }
     } else {
       #pragma unroll
-      for (int c95 = 0; c95 < 8; ++c95) {
-        float vb96[2];
-        if ((o90 + ((((c95 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o91 + (((c95 * 2) % 2) + (((c95 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p3 + (o90 + ((((c95 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o91 + (((c95 * 2) % 2) + (((c95 * 2) / 4) % 4) * 16)) * tsr_p3_s1)) {
-          vb96[0] = c20_acc[c95 * 2 + 0];
-          vb96[1] = c20_acc[c95 * 2 + 1];
-          tsr::copy_vec<float, 2>(tsr_p3 + (o90 + ((((c95 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o91 + (((c95 * 2) % 2) + (((c95 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb96);
+      for (int c99 = 0; c99 < 8; ++c99) {
+        float vb100[2];
+        if ((o94 + ((((c99 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o95 + (((c99 * 2) % 2) + (((c99 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p3 + (o94 + ((((c99 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o95 + (((c99 * 2) % 2) + (((c99 * 2) / 4) % 4) * 16)) * tsr_p3_s1)) {
+          vb100[0] = c20_acc[c99 * 2 + 0];
+          vb100[1] = c20_acc[c99 * 2 + 1];
+          tsr::copy_vec<float, 2>(tsr_p3 + (o94 + ((((c99 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o95 + (((c99 * 2) % 2) + (((c99 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb100);
         } else {
-          if ((o90 + ((((c95 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o91 + (((c95 * 2) % 2) + (((c95 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p3[(o90 + ((((c95 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o91 + (((c95 * 2) % 2) + (((c95 * 2) / 4) % 4) * 16)) * tsr_p3_s1] = c20_acc[c95 * 2];
-          if ((o90 + ((((c95 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o91 + (((c95 * 2) % 2) + (((c95 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o90 + ((((c95 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o91 + (((c95 * 2) % 2) + (((c95 * 2) / 4) % 4) * 16) + 1) * tsr_p3_s1] = c20_acc[c95 * 2 + 1];
+          if ((o94 + ((((c99 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o95 + (((c99 * 2) % 2) + (((c99 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p3[(o94 + ((((c99 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o95 + (((c99 * 2) % 2) + (((c99 * 2) / 4) % 4) * 16)) * tsr_p3_s1] = c20_acc[c99 * 2];
+          if ((o94 + ((((c99 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o95 + (((c99 * 2) % 2) + (((c99 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o94 + ((((c99 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o95 + (((c99 * 2) % 2) + (((c99 * 2) / 4) % 4) * 16) + 1) * tsr_p3_s1] = c20_acc[c99 * 2 + 1];
         }
       }
     }
@@ -465,5 +480,6 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int4_dequant_matmul(ui
 // stat threads = 128
 // stat vector-accesses = 3
 // stat whole-tile-accesses = 2
+// stat whole-tile-copies = 2
 // note grouped order: CTAs take the programs 8 rows of axis 0 at a time, for L2 reuse of the operand tiles
 // note printed from the GPU lowering's layouts (the layout emitter)

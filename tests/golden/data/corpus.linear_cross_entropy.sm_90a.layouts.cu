@@ -137,114 +137,130 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_cross_entropy(f
       {
         const int64_t o42 = int64_t(v0_pm) * 16;
         const int64_t o43 = int64_t(nx41) * 32;
-        #pragma unroll
-        for (int i44 = 0; i44 < 1; ++i44) {
-          const int q45 = i44 * 128 + tsr_tid;
-          const int64_t n46 = !(true && (o42 + ((q45 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o43 + ((q45 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o43 + ((q45 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o43 + ((q45 * 4) % 32))) : 4;
-          const float* src47 = tsr_p0 + (n46 > 0 ? (o42 + ((q45 * 4) / 32)) * tsr_p0_s0 + (o43 + ((q45 * 4) % 32)) * tsr_p0_s1 : 0);
-          float* const dst48 = (sh40 + (0) * 576) + (((q45 * 4) / 32)) * 36 + (((q45 * 4) % 32)) * 1;
-          if (tsr::aligned_vec<float, 4>(src47)) {
-            tsr::cp_async_16(tsr::smem_u32(dst48), src47, int(n46) * 4);
-          } else {
-            for (int v_ = 0; v_ < 4; ++v_) dst48[v_] = v_ < n46 ? src47[v_] : float(0);
+        if (o42 >= 0 && o42 + 16 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o43 >= 0 && o43 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p0 + o42 * tsr_p0_s0 + o43 * tsr_p0_s1)) {
+          #pragma unroll
+          for (int i44 = 0; i44 < 1; ++i44) {
+            const int q45 = i44 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh40 + (0) * 576) + (((q45 * 4) / 32)) * 36 + (((q45 * 4) % 32)) * 1), tsr_p0 + (o42 + ((q45 * 4) / 32)) * tsr_p0_s0 + (o43 + ((q45 * 4) % 32)) * tsr_p0_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i46 = 0; i46 < 1; ++i46) {
+            const int q47 = i46 * 128 + tsr_tid;
+            const int64_t n48 = !(true && (o42 + ((q47 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o43 + ((q47 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o43 + ((q47 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o43 + ((q47 * 4) % 32))) : 4;
+            const float* src49 = tsr_p0 + (n48 > 0 ? (o42 + ((q47 * 4) / 32)) * tsr_p0_s0 + (o43 + ((q47 * 4) % 32)) * tsr_p0_s1 : 0);
+            float* const dst50 = (sh40 + (0) * 576) + (((q47 * 4) / 32)) * 36 + (((q47 * 4) % 32)) * 1;
+            if (tsr::aligned_vec<float, 4>(src49)) {
+              tsr::cp_async_16(tsr::smem_u32(dst50), src49, int(n48) * 4);
+            } else {
+              for (int v_ = 0; v_ < 4; ++v_) dst50[v_] = v_ < n48 ? src49[v_] : float(0);
+            }
           }
         }
       }
     }
     tsr::cp_async_commit();
-    for (int64_t iv49_ = v1_c0; v2_c1 > 0 && iv49_ < v9_ktiles; iv49_ += v2_c1) {
-      const int32_t iv49 = int32_t(iv49_);
-      if ((iv49_ + 1 * int64_t(v2_c1)) < int64_t(v9_ktiles)) {
-        const int32_t nx50 = int32_t((iv49_ + 1 * int64_t(v2_c1)));
+    for (int64_t iv51_ = v1_c0; v2_c1 > 0 && iv51_ < v9_ktiles; iv51_ += v2_c1) {
+      const int32_t iv51 = int32_t(iv51_);
+      tsr::cp_async_wait<0>();  // this iteration's copies are in
+      __syncthreads();
+      if ((iv51_ + 1 * int64_t(v2_c1)) < int64_t(v9_ktiles)) {
+        const int32_t nx52 = int32_t((iv51_ + 1 * int64_t(v2_c1)));
         {
-          const int64_t o51 = int64_t(v0_pm) * 16;
-          const int64_t o52 = int64_t(nx50) * 32;
-          #pragma unroll
-          for (int i53 = 0; i53 < 1; ++i53) {
-            const int q54 = i53 * 128 + tsr_tid;
-            const int64_t n55 = !(true && (o51 + ((q54 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o52 + ((q54 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o52 + ((q54 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o52 + ((q54 * 4) % 32))) : 4;
-            const float* src56 = tsr_p0 + (n55 > 0 ? (o51 + ((q54 * 4) / 32)) * tsr_p0_s0 + (o52 + ((q54 * 4) % 32)) * tsr_p0_s1 : 0);
-            float* const dst57 = (sh40 + ((rs39 + 1) % 2) * 576) + (((q54 * 4) / 32)) * 36 + (((q54 * 4) % 32)) * 1;
-            if (tsr::aligned_vec<float, 4>(src56)) {
-              tsr::cp_async_16(tsr::smem_u32(dst57), src56, int(n55) * 4);
-            } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst57[v_] = v_ < n55 ? src56[v_] : float(0);
+          const int64_t o53 = int64_t(v0_pm) * 16;
+          const int64_t o54 = int64_t(nx52) * 32;
+          if (o53 >= 0 && o53 + 16 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o54 >= 0 && o54 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p0 + o53 * tsr_p0_s0 + o54 * tsr_p0_s1)) {
+            #pragma unroll
+            for (int i55 = 0; i55 < 1; ++i55) {
+              const int q56 = i55 * 128 + tsr_tid;
+              tsr::cp_async_16(tsr::smem_u32((sh40 + ((rs39 + 1) % 2) * 576) + (((q56 * 4) / 32)) * 36 + (((q56 * 4) % 32)) * 1), tsr_p0 + (o53 + ((q56 * 4) / 32)) * tsr_p0_s0 + (o54 + ((q56 * 4) % 32)) * tsr_p0_s1);
+            }
+          } else {
+            #pragma unroll
+            for (int i57 = 0; i57 < 1; ++i57) {
+              const int q58 = i57 * 128 + tsr_tid;
+              const int64_t n59 = !(true && (o53 + ((q58 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o54 + ((q58 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o54 + ((q58 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o54 + ((q58 * 4) % 32))) : 4;
+              const float* src60 = tsr_p0 + (n59 > 0 ? (o53 + ((q58 * 4) / 32)) * tsr_p0_s0 + (o54 + ((q58 * 4) % 32)) * tsr_p0_s1 : 0);
+              float* const dst61 = (sh40 + ((rs39 + 1) % 2) * 576) + (((q58 * 4) / 32)) * 36 + (((q58 * 4) % 32)) * 1;
+              if (tsr::aligned_vec<float, 4>(src60)) {
+                tsr::cp_async_16(tsr::smem_u32(dst61), src60, int(n59) * 4);
+              } else {
+                for (int v_ = 0; v_ < 4; ++v_) dst61[v_] = v_ < n59 ? src60[v_] : float(0);
+              }
             }
           }
         }
       }
       tsr::cp_async_commit();
-      tsr::cp_async_wait<1>();  // this iteration's copies are in
-      __syncthreads();
       // %xt1 = load_tile %x, %pm, %kk1 : tile<f32, [16, 32], layout = shared<swizzle = 0, pad = 4>, space = "shared">
       // %wt1 = load_tile %w, %j1, %kk1 : tile<f32, [64, 32], layout = blocked<per_thread = [1, 4], threads = [4, 8], warps = [4, 1], order = [1, 0]>>
-      float v58_wt1[16];
+      float v62_wt1[16];
       {
-        const int64_t o59 = int64_t(iv36) * 64 + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4);
-        const int64_t o60 = int64_t(iv49) * 32 + (((tsr_lane >> 0) & 7) * 4);
-        const bool whole61 = int64_t(iv36) * 64 >= 0 && int64_t(iv36) * 64 + 64 <= int64_t(tsr_dim_V) && tsr_p1_s0 % 4 == 0 && int64_t(iv49) * 32 >= 0 && int64_t(iv49) * 32 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(iv36) * 64 * tsr_p1_s0 + int64_t(iv49) * 32 * tsr_p1_s1);
-        if (whole61) {
+        const int64_t o63 = int64_t(iv36) * 64 + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4);
+        const int64_t o64 = int64_t(iv51) * 32 + (((tsr_lane >> 0) & 7) * 4);
+        const bool whole65 = int64_t(iv36) * 64 >= 0 && int64_t(iv36) * 64 + 64 <= int64_t(tsr_dim_V) && tsr_p1_s0 % 4 == 0 && int64_t(iv51) * 32 >= 0 && int64_t(iv51) * 32 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(iv36) * 64 * tsr_p1_s0 + int64_t(iv51) * 32 * tsr_p1_s1);
+        if (whole65) {
           #pragma unroll
-          for (int c62 = 0; c62 < 4; ++c62) {
-            float vb63[4];
-            tsr::copy_vec<float, 4>(vb63, tsr_p1 + (o59 + ((((c62 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o60 + (((c62 * 4) % 4))) * tsr_p1_s1);
-            v58_wt1[c62 * 4 + 0] = vb63[0];
-            v58_wt1[c62 * 4 + 1] = vb63[1];
-            v58_wt1[c62 * 4 + 2] = vb63[2];
-            v58_wt1[c62 * 4 + 3] = vb63[3];
+          for (int c66 = 0; c66 < 4; ++c66) {
+            float vb67[4];
+            tsr::copy_vec<float, 4>(vb67, tsr_p1 + (o63 + ((((c66 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o64 + (((c66 * 4) % 4))) * tsr_p1_s1);
+            v62_wt1[c66 * 4 + 0] = vb67[0];
+            v62_wt1[c66 * 4 + 1] = vb67[1];
+            v62_wt1[c66 * 4 + 2] = vb67[2];
+            v62_wt1[c66 * 4 + 3] = vb67[3];
           }
         } else {
           #pragma unroll
-          for (int c64 = 0; c64 < 4; ++c64) {
-            float vb65[4];
-            if ((o59 + ((((c64 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o60 + (((c64 * 4) % 4)) + 3) < int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + (o59 + ((((c64 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o60 + (((c64 * 4) % 4))) * tsr_p1_s1)) {
-              tsr::copy_vec<float, 4>(vb65, tsr_p1 + (o59 + ((((c64 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o60 + (((c64 * 4) % 4))) * tsr_p1_s1);
-              v58_wt1[c64 * 4 + 0] = vb65[0];
-              v58_wt1[c64 * 4 + 1] = vb65[1];
-              v58_wt1[c64 * 4 + 2] = vb65[2];
-              v58_wt1[c64 * 4 + 3] = vb65[3];
+          for (int c68 = 0; c68 < 4; ++c68) {
+            float vb69[4];
+            if ((o63 + ((((c68 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o64 + (((c68 * 4) % 4)) + 3) < int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + (o63 + ((((c68 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o64 + (((c68 * 4) % 4))) * tsr_p1_s1)) {
+              tsr::copy_vec<float, 4>(vb69, tsr_p1 + (o63 + ((((c68 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o64 + (((c68 * 4) % 4))) * tsr_p1_s1);
+              v62_wt1[c68 * 4 + 0] = vb69[0];
+              v62_wt1[c68 * 4 + 1] = vb69[1];
+              v62_wt1[c68 * 4 + 2] = vb69[2];
+              v62_wt1[c68 * 4 + 3] = vb69[3];
             } else {
-              v58_wt1[c64 * 4] = ((o59 + ((((c64 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o60 + (((c64 * 4) % 4))) < int64_t(tsr_dim_HID)) ? tsr_p1[(o59 + ((((c64 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o60 + (((c64 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
-              v58_wt1[c64 * 4 + 1] = ((o59 + ((((c64 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o60 + (((c64 * 4) % 4)) + 1) < int64_t(tsr_dim_HID)) ? tsr_p1[(o59 + ((((c64 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o60 + (((c64 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
-              v58_wt1[c64 * 4 + 2] = ((o59 + ((((c64 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o60 + (((c64 * 4) % 4)) + 2) < int64_t(tsr_dim_HID)) ? tsr_p1[(o59 + ((((c64 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o60 + (((c64 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
-              v58_wt1[c64 * 4 + 3] = ((o59 + ((((c64 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o60 + (((c64 * 4) % 4)) + 3) < int64_t(tsr_dim_HID)) ? tsr_p1[(o59 + ((((c64 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o60 + (((c64 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
+              v62_wt1[c68 * 4] = ((o63 + ((((c68 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o64 + (((c68 * 4) % 4))) < int64_t(tsr_dim_HID)) ? tsr_p1[(o63 + ((((c68 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o64 + (((c68 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
+              v62_wt1[c68 * 4 + 1] = ((o63 + ((((c68 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o64 + (((c68 * 4) % 4)) + 1) < int64_t(tsr_dim_HID)) ? tsr_p1[(o63 + ((((c68 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o64 + (((c68 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
+              v62_wt1[c68 * 4 + 2] = ((o63 + ((((c68 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o64 + (((c68 * 4) % 4)) + 2) < int64_t(tsr_dim_HID)) ? tsr_p1[(o63 + ((((c68 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o64 + (((c68 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
+              v62_wt1[c68 * 4 + 3] = ((o63 + ((((c68 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o64 + (((c68 * 4) % 4)) + 3) < int64_t(tsr_dim_HID)) ? tsr_p1[(o63 + ((((c68 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o64 + (((c68 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
             }
           }
         }
       }
       // %wtt1 = permute %wt1 {dims = [1, 0]} : tile<f32, [32, 64], layout = blocked<per_thread = [4, 1], threads = [8, 4], warps = [1, 4], order = [0, 1]>>
-      float v66_wtt1[16];
-      v66_wtt1[0] = v58_wt1[0];
-      v66_wtt1[1] = v58_wt1[1];
-      v66_wtt1[2] = v58_wt1[2];
-      v66_wtt1[3] = v58_wt1[3];
-      v66_wtt1[4] = v58_wt1[4];
-      v66_wtt1[5] = v58_wt1[5];
-      v66_wtt1[6] = v58_wt1[6];
-      v66_wtt1[7] = v58_wt1[7];
-      v66_wtt1[8] = v58_wt1[8];
-      v66_wtt1[9] = v58_wt1[9];
-      v66_wtt1[10] = v58_wt1[10];
-      v66_wtt1[11] = v58_wt1[11];
-      v66_wtt1[12] = v58_wt1[12];
-      v66_wtt1[13] = v58_wt1[13];
-      v66_wtt1[14] = v58_wt1[14];
-      v66_wtt1[15] = v58_wt1[15];
+      float v70_wtt1[16];
+      v70_wtt1[0] = v62_wt1[0];
+      v70_wtt1[1] = v62_wt1[1];
+      v70_wtt1[2] = v62_wt1[2];
+      v70_wtt1[3] = v62_wt1[3];
+      v70_wtt1[4] = v62_wt1[4];
+      v70_wtt1[5] = v62_wt1[5];
+      v70_wtt1[6] = v62_wt1[6];
+      v70_wtt1[7] = v62_wt1[7];
+      v70_wtt1[8] = v62_wt1[8];
+      v70_wtt1[9] = v62_wt1[9];
+      v70_wtt1[10] = v62_wt1[10];
+      v70_wtt1[11] = v62_wt1[11];
+      v70_wtt1[12] = v62_wt1[12];
+      v70_wtt1[13] = v62_wt1[13];
+      v70_wtt1[14] = v62_wt1[14];
+      v70_wtt1[15] = v62_wt1[15];
       // %3 = convert_layout %wtt1 : tile<f32, [32, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-      float* const sh67 = reinterpret_cast<float*>((tsr_smem + 0) + 4608);
+      float* const sh71 = reinterpret_cast<float*>((tsr_smem + 0) + 4608);
       __syncthreads();
       #pragma unroll
-      for (int c68 = 0; c68 < 16; ++c68) {
-        float w69[1];
-        w69[0] = v66_wtt1[c68 * 1 + 0];
-        tsr::copy_vec<float, 1>(sh67 + ((((c68 * 1) % 4)) + (((tsr_lane >> 0) & 7) * 4)) * 68 + (((((c68 * 1) / 4) % 4) * 16) + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4)) * 1, w69);
+      for (int c72 = 0; c72 < 16; ++c72) {
+        float w73[1];
+        w73[0] = v70_wtt1[c72 * 1 + 0];
+        tsr::copy_vec<float, 1>(sh71 + ((((c72 * 1) % 4)) + (((tsr_lane >> 0) & 7) * 4)) * 68 + (((((c72 * 1) / 4) % 4) * 16) + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4)) * 1, w73);
       }
       __syncthreads();
       // %an1 = dot %xt1, %3, %ac1 : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-      float v70_an1[8];
+      float v74_an1[8];
       #pragma unroll
-      for (int s71 = 0; s71 < 8; ++s71) {
-        v70_an1[s71] = c37_acc1[s71];
+      for (int s75 = 0; s75 < 8; ++s75) {
+        v74_an1[s75] = c37_acc1[s75];
       }
       {
         const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -252,373 +268,372 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_cross_entropy(f
         for (int k_ = 0; k_ < 32; ++k_) {
           const auto a0_ = (sh40 + rs39 * 576)[(tm_ + 0) * 36 + (k_) * 1];
           const auto a1_ = (sh40 + rs39 * 576)[(tm_ + 8) * 36 + (k_) * 1];
-          const auto b0_ = sh67[(k_) * 68 + (tn_ + 0) * 1];
-          const auto b1_ = sh67[(k_) * 68 + (tn_ + 1) * 1];
-          const auto b2_ = sh67[(k_) * 68 + (tn_ + 2) * 1];
-          const auto b3_ = sh67[(k_) * 68 + (tn_ + 3) * 1];
-          v70_an1[0] = fmaf(float(a0_), float(b0_), v70_an1[0]);
-          v70_an1[1] = fmaf(float(a0_), float(b1_), v70_an1[1]);
-          v70_an1[2] = fmaf(float(a0_), float(b2_), v70_an1[2]);
-          v70_an1[3] = fmaf(float(a0_), float(b3_), v70_an1[3]);
-          v70_an1[4] = fmaf(float(a1_), float(b0_), v70_an1[4]);
-          v70_an1[5] = fmaf(float(a1_), float(b1_), v70_an1[5]);
-          v70_an1[6] = fmaf(float(a1_), float(b2_), v70_an1[6]);
-          v70_an1[7] = fmaf(float(a1_), float(b3_), v70_an1[7]);
+          const auto b0_ = sh71[(k_) * 68 + (tn_ + 0) * 1];
+          const auto b1_ = sh71[(k_) * 68 + (tn_ + 1) * 1];
+          const auto b2_ = sh71[(k_) * 68 + (tn_ + 2) * 1];
+          const auto b3_ = sh71[(k_) * 68 + (tn_ + 3) * 1];
+          v74_an1[0] = fmaf(float(a0_), float(b0_), v74_an1[0]);
+          v74_an1[1] = fmaf(float(a0_), float(b1_), v74_an1[1]);
+          v74_an1[2] = fmaf(float(a0_), float(b2_), v74_an1[2]);
+          v74_an1[3] = fmaf(float(a0_), float(b3_), v74_an1[3]);
+          v74_an1[4] = fmaf(float(a1_), float(b0_), v74_an1[4]);
+          v74_an1[5] = fmaf(float(a1_), float(b1_), v74_an1[5]);
+          v74_an1[6] = fmaf(float(a1_), float(b2_), v74_an1[6]);
+          v74_an1[7] = fmaf(float(a1_), float(b3_), v74_an1[7]);
         }
       }
       // yield %an1
       #pragma unroll
-      for (int s72 = 0; s72 < 8; ++s72) {
-        c37_acc1[s72] = v70_an1[s72];
+      for (int s76 = 0; s76 < 8; ++s76) {
+        c37_acc1[s76] = v74_an1[s76];
       }
-      __syncthreads();
       rs39 = (rs39 + 1) % 2;
     }
     tsr::cp_async_wait<0>();
     // %off1 = mul %j1, %bv : i32
-    const int32_t v73_off1 = int32_t(uint32_t(iv36) * uint32_t(v6_bv));
+    const int32_t v77_off1 = int32_t(uint32_t(iv36) * uint32_t(v6_bv));
     // %4 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v74[4];
-    #pragma unroll
-    for (int s75 = 0; s75 < 4; ++s75) {
-      v74[s75] = int32_t(0 + (((s75) % 4)) + (((tsr_lane >> 0) & 15) * 4));
-    }
-    // %5 = splat %off1 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v76[4];
-    #pragma unroll
-    for (int s77 = 0; s77 < 4; ++s77) {
-      v76[s77] = v73_off1;
-    }
-    // %6 = add %4, %5 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v78[4];
     #pragma unroll
     for (int s79 = 0; s79 < 4; ++s79) {
-      v78[s79] = int32_t(uint32_t(v74[s79]) + uint32_t(v76[s79]));
+      v78[s79] = int32_t(0 + (((s79) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
-    // %7 = splat %vocab : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    // %5 = splat %off1 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v80[4];
     #pragma unroll
     for (int s81 = 0; s81 < 4; ++s81) {
-      v80[s81] = v4_vocab;
+      v80[s81] = v77_off1;
     }
-    // %8 = cmp %6, %7 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v82[4];
+    // %6 = add %4, %5 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v82[4];
     #pragma unroll
     for (int s83 = 0; s83 < 4; ++s83) {
-      v82[s83] = uint8_t(v78[s83] < v80[s83]);
+      v82[s83] = int32_t(uint32_t(v78[s83]) + uint32_t(v80[s83]));
+    }
+    // %7 = splat %vocab : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v84[4];
+    #pragma unroll
+    for (int s85 = 0; s85 < 4; ++s85) {
+      v84[s85] = v4_vocab;
+    }
+    // %8 = cmp %6, %7 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    uint8_t v86[4];
+    #pragma unroll
+    for (int s87 = 0; s87 < 4; ++s87) {
+      v86[s87] = uint8_t(v82[s87] < v84[s87]);
     }
     // %invr1 = expand_dims %8 {axis = 0} : tile<i1, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v84_invr1[4];
-    v84_invr1[0] = v82[0];
-    v84_invr1[1] = v82[1];
-    v84_invr1[2] = v82[2];
-    v84_invr1[3] = v82[3];
+    uint8_t v88_invr1[4];
+    v88_invr1[0] = v86[0];
+    v88_invr1[1] = v86[1];
+    v88_invr1[2] = v86[2];
+    v88_invr1[3] = v86[3];
     // %invb1 = broadcast %invr1 : tile<i1, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v85_invb1[8];
-    v85_invb1[0] = v84_invr1[0];
-    v85_invb1[1] = v84_invr1[1];
-    v85_invb1[2] = v84_invr1[2];
-    v85_invb1[3] = v84_invr1[3];
-    v85_invb1[4] = v84_invr1[0];
-    v85_invb1[5] = v84_invr1[1];
-    v85_invb1[6] = v84_invr1[2];
-    v85_invb1[7] = v84_invr1[3];
+    uint8_t v89_invb1[8];
+    v89_invb1[0] = v88_invr1[0];
+    v89_invb1[1] = v88_invr1[1];
+    v89_invb1[2] = v88_invr1[2];
+    v89_invb1[3] = v88_invr1[3];
+    v89_invb1[4] = v88_invr1[0];
+    v89_invb1[5] = v88_invr1[1];
+    v89_invb1[6] = v88_invr1[2];
+    v89_invb1[7] = v88_invr1[3];
     // %lg1 = where %invb1, %acc1, %ninfs : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v86_lg1[8];
+    float v90_lg1[8];
     #pragma unroll
-    for (int s87 = 0; s87 < 8; ++s87) {
-      v86_lg1[s87] = (v85_invb1[s87] ? c37_acc1[s87] : v17_ninfs[s87]);
+    for (int s91 = 0; s91 < 8; ++s91) {
+      v90_lg1[s91] = (v89_invb1[s91] ? c37_acc1[s91] : v17_ninfs[s91]);
     }
     // %rmax = reduce %lg1 {axis = 1, kind = "max"} : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v88_rmax[2];
-    v88_rmax[0] = v86_lg1[0];
-    v88_rmax[0] = tsr::max_nan_f32(v88_rmax[0], v86_lg1[1]);
-    v88_rmax[0] = tsr::max_nan_f32(v88_rmax[0], v86_lg1[2]);
-    v88_rmax[0] = tsr::max_nan_f32(v88_rmax[0], v86_lg1[3]);
-    v88_rmax[1] = v86_lg1[4];
-    v88_rmax[1] = tsr::max_nan_f32(v88_rmax[1], v86_lg1[5]);
-    v88_rmax[1] = tsr::max_nan_f32(v88_rmax[1], v86_lg1[6]);
-    v88_rmax[1] = tsr::max_nan_f32(v88_rmax[1], v86_lg1[7]);
-    const float sh89 = __shfl_xor_sync(0xffffffffu, v88_rmax[0], 1);
-    v88_rmax[0] = tsr::max_nan_f32(v88_rmax[0], sh89);
-    const float sh90 = __shfl_xor_sync(0xffffffffu, v88_rmax[1], 1);
-    v88_rmax[1] = tsr::max_nan_f32(v88_rmax[1], sh90);
-    const float sh91 = __shfl_xor_sync(0xffffffffu, v88_rmax[0], 2);
-    v88_rmax[0] = tsr::max_nan_f32(v88_rmax[0], sh91);
-    const float sh92 = __shfl_xor_sync(0xffffffffu, v88_rmax[1], 2);
-    v88_rmax[1] = tsr::max_nan_f32(v88_rmax[1], sh92);
-    const float sh93 = __shfl_xor_sync(0xffffffffu, v88_rmax[0], 4);
-    v88_rmax[0] = tsr::max_nan_f32(v88_rmax[0], sh93);
-    const float sh94 = __shfl_xor_sync(0xffffffffu, v88_rmax[1], 4);
-    v88_rmax[1] = tsr::max_nan_f32(v88_rmax[1], sh94);
-    const float sh95 = __shfl_xor_sync(0xffffffffu, v88_rmax[0], 8);
-    v88_rmax[0] = tsr::max_nan_f32(v88_rmax[0], sh95);
-    const float sh96 = __shfl_xor_sync(0xffffffffu, v88_rmax[1], 8);
-    v88_rmax[1] = tsr::max_nan_f32(v88_rmax[1], sh96);
+    float v92_rmax[2];
+    v92_rmax[0] = v90_lg1[0];
+    v92_rmax[0] = tsr::max_nan_f32(v92_rmax[0], v90_lg1[1]);
+    v92_rmax[0] = tsr::max_nan_f32(v92_rmax[0], v90_lg1[2]);
+    v92_rmax[0] = tsr::max_nan_f32(v92_rmax[0], v90_lg1[3]);
+    v92_rmax[1] = v90_lg1[4];
+    v92_rmax[1] = tsr::max_nan_f32(v92_rmax[1], v90_lg1[5]);
+    v92_rmax[1] = tsr::max_nan_f32(v92_rmax[1], v90_lg1[6]);
+    v92_rmax[1] = tsr::max_nan_f32(v92_rmax[1], v90_lg1[7]);
+    const float sh93 = __shfl_xor_sync(0xffffffffu, v92_rmax[0], 1);
+    v92_rmax[0] = tsr::max_nan_f32(v92_rmax[0], sh93);
+    const float sh94 = __shfl_xor_sync(0xffffffffu, v92_rmax[1], 1);
+    v92_rmax[1] = tsr::max_nan_f32(v92_rmax[1], sh94);
+    const float sh95 = __shfl_xor_sync(0xffffffffu, v92_rmax[0], 2);
+    v92_rmax[0] = tsr::max_nan_f32(v92_rmax[0], sh95);
+    const float sh96 = __shfl_xor_sync(0xffffffffu, v92_rmax[1], 2);
+    v92_rmax[1] = tsr::max_nan_f32(v92_rmax[1], sh96);
+    const float sh97 = __shfl_xor_sync(0xffffffffu, v92_rmax[0], 4);
+    v92_rmax[0] = tsr::max_nan_f32(v92_rmax[0], sh97);
+    const float sh98 = __shfl_xor_sync(0xffffffffu, v92_rmax[1], 4);
+    v92_rmax[1] = tsr::max_nan_f32(v92_rmax[1], sh98);
+    const float sh99 = __shfl_xor_sync(0xffffffffu, v92_rmax[0], 8);
+    v92_rmax[0] = tsr::max_nan_f32(v92_rmax[0], sh99);
+    const float sh100 = __shfl_xor_sync(0xffffffffu, v92_rmax[1], 8);
+    v92_rmax[1] = tsr::max_nan_f32(v92_rmax[1], sh100);
     // %mn = max %m_run, %rmax : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v97_mn[2];
-    #pragma unroll
-    for (int s98 = 0; s98 < 2; ++s98) {
-      v97_mn[s98] = tsr::fmax_nan_z<float>(c30_m[s98], v88_rmax[s98]);
-    }
-    // %9 = splat %ninf : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v99[2];
-    #pragma unroll
-    for (int s100 = 0; s100 < 2; ++s100) {
-      v99[s100] = v13_ninf;
-    }
-    // %m_none = cmp %mn, %9 {pred = "eq"} : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v101_m_none[2];
+    float v101_mn[2];
     #pragma unroll
     for (int s102 = 0; s102 < 2; ++s102) {
-      v101_m_none[s102] = uint8_t(v97_mn[s102] == v99[s102]);
+      v101_mn[s102] = tsr::fmax_nan_z<float>(c30_m[s102], v92_rmax[s102]);
     }
-    // %10 = splat %f0 : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    // %9 = splat %ninf : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     float v103[2];
     #pragma unroll
     for (int s104 = 0; s104 < 2; ++s104) {
-      v103[s104] = v14_f0;
+      v103[s104] = v13_ninf;
     }
-    // %m_shift = where %m_none, %10, %mn : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v105_m_shift[2];
+    // %m_none = cmp %mn, %9 {pred = "eq"} : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    uint8_t v105_m_none[2];
     #pragma unroll
     for (int s106 = 0; s106 < 2; ++s106) {
-      v105_m_shift[s106] = (v101_m_none[s106] ? v103[s106] : v97_mn[s106]);
+      v105_m_none[s106] = uint8_t(v101_mn[s106] == v103[s106]);
     }
-    // %m_delta = sub %m_run, %m_shift : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v107_m_delta[2];
+    // %10 = splat %f0 : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v107[2];
     #pragma unroll
     for (int s108 = 0; s108 < 2; ++s108) {
-      v107_m_delta[s108] = float(c30_m[s108] - v105_m_shift[s108]);
+      v107[s108] = v14_f0;
     }
-    // %alpha = exp %m_delta : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v109_alpha[2];
+    // %m_shift = where %m_none, %10, %mn : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v109_m_shift[2];
     #pragma unroll
     for (int s110 = 0; s110 < 2; ++s110) {
-      v109_alpha[s110] = float(tsr::fexp(v107_m_delta[s110]));
+      v109_m_shift[s110] = (v105_m_none[s110] ? v107[s110] : v101_mn[s110]);
+    }
+    // %m_delta = sub %m_run, %m_shift : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v111_m_delta[2];
+    #pragma unroll
+    for (int s112 = 0; s112 < 2; ++s112) {
+      v111_m_delta[s112] = float(c30_m[s112] - v109_m_shift[s112]);
+    }
+    // %alpha = exp %m_delta : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v113_alpha[2];
+    #pragma unroll
+    for (int s114 = 0; s114 < 2; ++s114) {
+      v113_alpha[s114] = float(tsr::fexp(v111_m_delta[s114]));
     }
     // %11 = expand_dims %m_shift {axis = 1} : tile<f32, [16, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v111[2];
-    v111[0] = v105_m_shift[0];
-    v111[1] = v105_m_shift[1];
+    float v115[2];
+    v115[0] = v109_m_shift[0];
+    v115[1] = v109_m_shift[1];
     // %12 = broadcast %11 : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v112[8];
-    v112[0] = v111[0];
-    v112[1] = v111[0];
-    v112[2] = v111[0];
-    v112[3] = v111[0];
-    v112[4] = v111[1];
-    v112[5] = v111[1];
-    v112[6] = v111[1];
-    v112[7] = v111[1];
+    float v116[8];
+    v116[0] = v115[0];
+    v116[1] = v115[0];
+    v116[2] = v115[0];
+    v116[3] = v115[0];
+    v116[4] = v115[1];
+    v116[5] = v115[1];
+    v116[6] = v115[1];
+    v116[7] = v115[1];
     // %d = sub %lg1, %12 : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v113_d[8];
+    float v117_d[8];
     #pragma unroll
-    for (int s114 = 0; s114 < 8; ++s114) {
-      v113_d[s114] = float(v86_lg1[s114] - v112[s114]);
+    for (int s118 = 0; s118 < 8; ++s118) {
+      v117_d[s118] = float(v90_lg1[s118] - v116[s118]);
     }
     // %e = exp %d : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v115_e[8];
+    float v119_e[8];
     #pragma unroll
-    for (int s116 = 0; s116 < 8; ++s116) {
-      v115_e[s116] = float(tsr::fexp(v113_d[s116]));
+    for (int s120 = 0; s120 < 8; ++s120) {
+      v119_e[s120] = float(tsr::fexp(v117_d[s120]));
     }
     // %es = reduce %e {axis = 1, kind = "sum"} : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v117_es[2];
-    v117_es[0] = v115_e[0];
-    v117_es[0] = float(v117_es[0] + v115_e[1]);
-    v117_es[0] = float(v117_es[0] + v115_e[2]);
-    v117_es[0] = float(v117_es[0] + v115_e[3]);
-    v117_es[1] = v115_e[4];
-    v117_es[1] = float(v117_es[1] + v115_e[5]);
-    v117_es[1] = float(v117_es[1] + v115_e[6]);
-    v117_es[1] = float(v117_es[1] + v115_e[7]);
-    const float sh118 = __shfl_xor_sync(0xffffffffu, v117_es[0], 1);
-    v117_es[0] = float(v117_es[0] + sh118);
-    const float sh119 = __shfl_xor_sync(0xffffffffu, v117_es[1], 1);
-    v117_es[1] = float(v117_es[1] + sh119);
-    const float sh120 = __shfl_xor_sync(0xffffffffu, v117_es[0], 2);
-    v117_es[0] = float(v117_es[0] + sh120);
-    const float sh121 = __shfl_xor_sync(0xffffffffu, v117_es[1], 2);
-    v117_es[1] = float(v117_es[1] + sh121);
-    const float sh122 = __shfl_xor_sync(0xffffffffu, v117_es[0], 4);
-    v117_es[0] = float(v117_es[0] + sh122);
-    const float sh123 = __shfl_xor_sync(0xffffffffu, v117_es[1], 4);
-    v117_es[1] = float(v117_es[1] + sh123);
-    const float sh124 = __shfl_xor_sync(0xffffffffu, v117_es[0], 8);
-    v117_es[0] = float(v117_es[0] + sh124);
-    const float sh125 = __shfl_xor_sync(0xffffffffu, v117_es[1], 8);
-    v117_es[1] = float(v117_es[1] + sh125);
+    float v121_es[2];
+    v121_es[0] = v119_e[0];
+    v121_es[0] = float(v121_es[0] + v119_e[1]);
+    v121_es[0] = float(v121_es[0] + v119_e[2]);
+    v121_es[0] = float(v121_es[0] + v119_e[3]);
+    v121_es[1] = v119_e[4];
+    v121_es[1] = float(v121_es[1] + v119_e[5]);
+    v121_es[1] = float(v121_es[1] + v119_e[6]);
+    v121_es[1] = float(v121_es[1] + v119_e[7]);
+    const float sh122 = __shfl_xor_sync(0xffffffffu, v121_es[0], 1);
+    v121_es[0] = float(v121_es[0] + sh122);
+    const float sh123 = __shfl_xor_sync(0xffffffffu, v121_es[1], 1);
+    v121_es[1] = float(v121_es[1] + sh123);
+    const float sh124 = __shfl_xor_sync(0xffffffffu, v121_es[0], 2);
+    v121_es[0] = float(v121_es[0] + sh124);
+    const float sh125 = __shfl_xor_sync(0xffffffffu, v121_es[1], 2);
+    v121_es[1] = float(v121_es[1] + sh125);
+    const float sh126 = __shfl_xor_sync(0xffffffffu, v121_es[0], 4);
+    v121_es[0] = float(v121_es[0] + sh126);
+    const float sh127 = __shfl_xor_sync(0xffffffffu, v121_es[1], 4);
+    v121_es[1] = float(v121_es[1] + sh127);
+    const float sh128 = __shfl_xor_sync(0xffffffffu, v121_es[0], 8);
+    v121_es[0] = float(v121_es[0] + sh128);
+    const float sh129 = __shfl_xor_sync(0xffffffffu, v121_es[1], 8);
+    v121_es[1] = float(v121_es[1] + sh129);
     // %13 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v126[4];
-    #pragma unroll
-    for (int s127 = 0; s127 < 4; ++s127) {
-      v126[s127] = int32_t(0 + (((s127) % 4)) + (((tsr_lane >> 0) & 15) * 4));
-    }
-    // %14 = splat %off1 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v128[4];
-    #pragma unroll
-    for (int s129 = 0; s129 < 4; ++s129) {
-      v128[s129] = v73_off1;
-    }
-    // %15 = add %13, %14 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v130[4];
     #pragma unroll
     for (int s131 = 0; s131 < 4; ++s131) {
-      v130[s131] = int32_t(uint32_t(v126[s131]) + uint32_t(v128[s131]));
+      v130[s131] = int32_t(0 + (((s131) % 4)) + (((tsr_lane >> 0) & 15) * 4));
+    }
+    // %14 = splat %off1 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v132[4];
+    #pragma unroll
+    for (int s133 = 0; s133 < 4; ++s133) {
+      v132[s133] = v77_off1;
+    }
+    // %15 = add %13, %14 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v134[4];
+    #pragma unroll
+    for (int s135 = 0; s135 < 4; ++s135) {
+      v134[s135] = int32_t(uint32_t(v130[s135]) + uint32_t(v132[s135]));
     }
     // %colr = expand_dims %15 {axis = 0} : tile<i32, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v132_colr[4];
-    v132_colr[0] = v130[0];
-    v132_colr[1] = v130[1];
-    v132_colr[2] = v130[2];
-    v132_colr[3] = v130[3];
+    int32_t v136_colr[4];
+    v136_colr[0] = v134[0];
+    v136_colr[1] = v134[1];
+    v136_colr[2] = v134[2];
+    v136_colr[3] = v134[3];
     // %colb = broadcast %colr : tile<i32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v133_colb[8];
-    v133_colb[0] = v132_colr[0];
-    v133_colb[1] = v132_colr[1];
-    v133_colb[2] = v132_colr[2];
-    v133_colb[3] = v132_colr[3];
-    v133_colb[4] = v132_colr[0];
-    v133_colb[5] = v132_colr[1];
-    v133_colb[6] = v132_colr[2];
-    v133_colb[7] = v132_colr[3];
+    int32_t v137_colb[8];
+    v137_colb[0] = v136_colr[0];
+    v137_colb[1] = v136_colr[1];
+    v137_colb[2] = v136_colr[2];
+    v137_colb[3] = v136_colr[3];
+    v137_colb[4] = v136_colr[0];
+    v137_colb[5] = v136_colr[1];
+    v137_colb[6] = v136_colr[2];
+    v137_colb[7] = v136_colr[3];
     // %ist = cmp %colb, %tgb {pred = "eq"} : tile<i1, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v134_ist[8];
+    uint8_t v138_ist[8];
     #pragma unroll
-    for (int s135 = 0; s135 < 8; ++s135) {
-      v134_ist[s135] = uint8_t(v133_colb[s135] == v23_tgb[s135]);
+    for (int s139 = 0; s139 < 8; ++s139) {
+      v138_ist[s139] = uint8_t(v137_colb[s139] == v23_tgb[s139]);
     }
     // %tl = where %ist, %acc1, %lz : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v136_tl[8];
+    float v140_tl[8];
     #pragma unroll
-    for (int s137 = 0; s137 < 8; ++s137) {
-      v136_tl[s137] = (v134_ist[s137] ? c37_acc1[s137] : v15_lz[s137]);
+    for (int s141 = 0; s141 < 8; ++s141) {
+      v140_tl[s141] = (v138_ist[s141] ? c37_acc1[s141] : v15_lz[s141]);
     }
     // %tls = reduce %tl {axis = 1, kind = "sum"} : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v138_tls[2];
-    v138_tls[0] = v136_tl[0];
-    v138_tls[0] = float(v138_tls[0] + v136_tl[1]);
-    v138_tls[0] = float(v138_tls[0] + v136_tl[2]);
-    v138_tls[0] = float(v138_tls[0] + v136_tl[3]);
-    v138_tls[1] = v136_tl[4];
-    v138_tls[1] = float(v138_tls[1] + v136_tl[5]);
-    v138_tls[1] = float(v138_tls[1] + v136_tl[6]);
-    v138_tls[1] = float(v138_tls[1] + v136_tl[7]);
-    const float sh139 = __shfl_xor_sync(0xffffffffu, v138_tls[0], 1);
-    v138_tls[0] = float(v138_tls[0] + sh139);
-    const float sh140 = __shfl_xor_sync(0xffffffffu, v138_tls[1], 1);
-    v138_tls[1] = float(v138_tls[1] + sh140);
-    const float sh141 = __shfl_xor_sync(0xffffffffu, v138_tls[0], 2);
-    v138_tls[0] = float(v138_tls[0] + sh141);
-    const float sh142 = __shfl_xor_sync(0xffffffffu, v138_tls[1], 2);
-    v138_tls[1] = float(v138_tls[1] + sh142);
-    const float sh143 = __shfl_xor_sync(0xffffffffu, v138_tls[0], 4);
-    v138_tls[0] = float(v138_tls[0] + sh143);
-    const float sh144 = __shfl_xor_sync(0xffffffffu, v138_tls[1], 4);
-    v138_tls[1] = float(v138_tls[1] + sh144);
-    const float sh145 = __shfl_xor_sync(0xffffffffu, v138_tls[0], 8);
-    v138_tls[0] = float(v138_tls[0] + sh145);
-    const float sh146 = __shfl_xor_sync(0xffffffffu, v138_tls[1], 8);
-    v138_tls[1] = float(v138_tls[1] + sh146);
+    float v142_tls[2];
+    v142_tls[0] = v140_tl[0];
+    v142_tls[0] = float(v142_tls[0] + v140_tl[1]);
+    v142_tls[0] = float(v142_tls[0] + v140_tl[2]);
+    v142_tls[0] = float(v142_tls[0] + v140_tl[3]);
+    v142_tls[1] = v140_tl[4];
+    v142_tls[1] = float(v142_tls[1] + v140_tl[5]);
+    v142_tls[1] = float(v142_tls[1] + v140_tl[6]);
+    v142_tls[1] = float(v142_tls[1] + v140_tl[7]);
+    const float sh143 = __shfl_xor_sync(0xffffffffu, v142_tls[0], 1);
+    v142_tls[0] = float(v142_tls[0] + sh143);
+    const float sh144 = __shfl_xor_sync(0xffffffffu, v142_tls[1], 1);
+    v142_tls[1] = float(v142_tls[1] + sh144);
+    const float sh145 = __shfl_xor_sync(0xffffffffu, v142_tls[0], 2);
+    v142_tls[0] = float(v142_tls[0] + sh145);
+    const float sh146 = __shfl_xor_sync(0xffffffffu, v142_tls[1], 2);
+    v142_tls[1] = float(v142_tls[1] + sh146);
+    const float sh147 = __shfl_xor_sync(0xffffffffu, v142_tls[0], 4);
+    v142_tls[0] = float(v142_tls[0] + sh147);
+    const float sh148 = __shfl_xor_sync(0xffffffffu, v142_tls[1], 4);
+    v142_tls[1] = float(v142_tls[1] + sh148);
+    const float sh149 = __shfl_xor_sync(0xffffffffu, v142_tls[0], 8);
+    v142_tls[0] = float(v142_tls[0] + sh149);
+    const float sh150 = __shfl_xor_sync(0xffffffffu, v142_tls[1], 8);
+    v142_tls[1] = float(v142_tls[1] + sh150);
     // %16 = mul %lc, %alpha : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v147[2];
-    #pragma unroll
-    for (int s148 = 0; s148 < 2; ++s148) {
-      v147[s148] = float(c32_l[s148] * v109_alpha[s148]);
-    }
-    // %ln = add %16, %es : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v149_ln[2];
-    #pragma unroll
-    for (int s150 = 0; s150 < 2; ++s150) {
-      v149_ln[s150] = float(v147[s150] + v117_es[s150]);
-    }
-    // %pn = add %pc, %tls : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v151_pn[2];
+    float v151[2];
     #pragma unroll
     for (int s152 = 0; s152 < 2; ++s152) {
-      v151_pn[s152] = float(c34_picked[s152] + v138_tls[s152]);
+      v151[s152] = float(c32_l[s152] * v113_alpha[s152]);
+    }
+    // %ln = add %16, %es : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v153_ln[2];
+    #pragma unroll
+    for (int s154 = 0; s154 < 2; ++s154) {
+      v153_ln[s154] = float(v151[s154] + v121_es[s154]);
+    }
+    // %pn = add %pc, %tls : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v155_pn[2];
+    #pragma unroll
+    for (int s156 = 0; s156 < 2; ++s156) {
+      v155_pn[s156] = float(c34_picked[s156] + v142_tls[s156]);
     }
     // yield %mn, %ln, %pn
     #pragma unroll
-    for (int s153 = 0; s153 < 2; ++s153) {
-      c30_m[s153] = v97_mn[s153];
+    for (int s157 = 0; s157 < 2; ++s157) {
+      c30_m[s157] = v101_mn[s157];
     }
     #pragma unroll
-    for (int s154 = 0; s154 < 2; ++s154) {
-      c32_l[s154] = v149_ln[s154];
+    for (int s158 = 0; s158 < 2; ++s158) {
+      c32_l[s158] = v153_ln[s158];
     }
     #pragma unroll
-    for (int s155 = 0; s155 < 2; ++s155) {
-      c34_picked[s155] = v151_pn[s155];
+    for (int s159 = 0; s159 < 2; ++s159) {
+      c34_picked[s159] = v155_pn[s159];
     }
   }
   // %logl = log %l : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v156_logl[2];
-  #pragma unroll
-  for (int s157 = 0; s157 < 2; ++s157) {
-    v156_logl[s157] = float(logf(c32_l[s157]));
-  }
-  // %lse = add %m, %logl : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v158_lse[2];
-  #pragma unroll
-  for (int s159 = 0; s159 < 2; ++s159) {
-    v158_lse[s159] = float(c30_m[s159] + v156_logl[s159]);
-  }
-  // %diff = sub %lse, %picked : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v160_diff[2];
+  float v160_logl[2];
   #pragma unroll
   for (int s161 = 0; s161 < 2; ++s161) {
-    v160_diff[s161] = float(v158_lse[s161] - c34_picked[s161]);
+    v160_logl[s161] = float(logf(c32_l[s161]));
   }
-  // %17 = splat %c0 : tile<i32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  int32_t v162[2];
+  // %lse = add %m, %logl : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+  float v162_lse[2];
   #pragma unroll
   for (int s163 = 0; s163 < 2; ++s163) {
-    v162[s163] = v1_c0;
+    v162_lse[s163] = float(c30_m[s163] + v160_logl[s163]);
   }
-  // %18 = cmp %tg, %17 {pred = "ge"} : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  uint8_t v164[2];
+  // %diff = sub %lse, %picked : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+  float v164_diff[2];
   #pragma unroll
   for (int s165 = 0; s165 < 2; ++s165) {
-    v164[s165] = uint8_t(v19_tg[s165] >= v162[s165]);
+    v164_diff[s165] = float(v162_lse[s165] - c34_picked[s165]);
   }
-  // %19 = splat %vocab : tile<i32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+  // %17 = splat %c0 : tile<i32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
   int32_t v166[2];
   #pragma unroll
   for (int s167 = 0; s167 < 2; ++s167) {
-    v166[s167] = v4_vocab;
+    v166[s167] = v1_c0;
   }
-  // %20 = cmp %tg, %19 {pred = "lt"} : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+  // %18 = cmp %tg, %17 {pred = "ge"} : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
   uint8_t v168[2];
   #pragma unroll
   for (int s169 = 0; s169 < 2; ++s169) {
-    v168[s169] = uint8_t(v19_tg[s169] < v166[s169]);
+    v168[s169] = uint8_t(v19_tg[s169] >= v166[s169]);
   }
-  // %21 = and %18, %20 : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  uint8_t v170[2];
+  // %19 = splat %vocab : tile<i32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+  int32_t v170[2];
   #pragma unroll
   for (int s171 = 0; s171 < 2; ++s171) {
-    v170[s171] = uint8_t(v164[s171] & v168[s171]);
+    v170[s171] = v4_vocab;
   }
-  // %22 = splat %f0 : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v172[2];
+  // %20 = cmp %tg, %19 {pred = "lt"} : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+  uint8_t v172[2];
   #pragma unroll
   for (int s173 = 0; s173 < 2; ++s173) {
-    v172[s173] = v14_f0;
+    v172[s173] = uint8_t(v19_tg[s173] < v170[s173]);
   }
-  // %out = where %21, %diff, %22 : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v174_out[2];
+  // %21 = and %18, %20 : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+  uint8_t v174[2];
   #pragma unroll
   for (int s175 = 0; s175 < 2; ++s175) {
-    v174_out[s175] = (v170[s175] ? v160_diff[s175] : v172[s175]);
+    v174[s175] = uint8_t(v168[s175] & v172[s175]);
+  }
+  // %22 = splat %f0 : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+  float v176[2];
+  #pragma unroll
+  for (int s177 = 0; s177 < 2; ++s177) {
+    v176[s177] = v14_f0;
+  }
+  // %out = where %21, %diff, %22 : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+  float v178_out[2];
+  #pragma unroll
+  for (int s179 = 0; s179 < 2; ++s179) {
+    v178_out[s179] = (v174[s179] ? v164_diff[s179] : v176[s179]);
   }
   // store_tile %loss, %out, %pm
   {
-    const int64_t o176 = int64_t(v0_pm) * 16 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o180 = int64_t(v0_pm) * 16 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
     #pragma unroll
-    for (int s177 = 0; s177 < 2; ++s177) {
-      if (((tsr_lane & 15) == 0) && (o176 + (((s177) % 2) * 8)) < int64_t(tsr_dim_M)) tsr_p3[(o176 + (((s177) % 2) * 8)) * tsr_p3_s0] = v174_out[s177];
+    for (int s181 = 0; s181 < 2; ++s181) {
+      if (((tsr_lane & 15) == 0) && (o180 + (((s181) % 2) * 8)) < int64_t(tsr_dim_M)) tsr_p3[(o180 + (((s181) % 2) * 8)) * tsr_p3_s0] = v178_out[s181];
     }
   }
 }
@@ -645,4 +660,5 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_cross_entropy(f
 // stat threads = 128
 // stat vector-accesses = 1
 // stat whole-tile-accesses = 1
+// stat whole-tile-copies = 2
 // note printed from the GPU lowering's layouts (the layout emitter)

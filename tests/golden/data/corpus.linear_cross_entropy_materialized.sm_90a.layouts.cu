@@ -64,114 +64,130 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_logits(float* t
     {
       const int64_t o15 = int64_t(v0_pm) * 16;
       const int64_t o16 = int64_t(nx14) * 32;
-      #pragma unroll
-      for (int i17 = 0; i17 < 1; ++i17) {
-        const int q18 = i17 * 128 + tsr_tid;
-        const int64_t n19 = !(true && (o15 + ((q18 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o16 + ((q18 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o16 + ((q18 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o16 + ((q18 * 4) % 32))) : 4;
-        const float* src20 = tsr_p0 + (n19 > 0 ? (o15 + ((q18 * 4) / 32)) * tsr_p0_s0 + (o16 + ((q18 * 4) % 32)) * tsr_p0_s1 : 0);
-        float* const dst21 = (sh13 + (0) * 576) + (((q18 * 4) / 32)) * 36 + (((q18 * 4) % 32)) * 1;
-        if (tsr::aligned_vec<float, 4>(src20)) {
-          tsr::cp_async_16(tsr::smem_u32(dst21), src20, int(n19) * 4);
-        } else {
-          for (int v_ = 0; v_ < 4; ++v_) dst21[v_] = v_ < n19 ? src20[v_] : float(0);
+      if (o15 >= 0 && o15 + 16 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o16 >= 0 && o16 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p0 + o15 * tsr_p0_s0 + o16 * tsr_p0_s1)) {
+        #pragma unroll
+        for (int i17 = 0; i17 < 1; ++i17) {
+          const int q18 = i17 * 128 + tsr_tid;
+          tsr::cp_async_16(tsr::smem_u32((sh13 + (0) * 576) + (((q18 * 4) / 32)) * 36 + (((q18 * 4) % 32)) * 1), tsr_p0 + (o15 + ((q18 * 4) / 32)) * tsr_p0_s0 + (o16 + ((q18 * 4) % 32)) * tsr_p0_s1);
+        }
+      } else {
+        #pragma unroll
+        for (int i19 = 0; i19 < 1; ++i19) {
+          const int q20 = i19 * 128 + tsr_tid;
+          const int64_t n21 = !(true && (o15 + ((q20 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o16 + ((q20 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o16 + ((q20 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o16 + ((q20 * 4) % 32))) : 4;
+          const float* src22 = tsr_p0 + (n21 > 0 ? (o15 + ((q20 * 4) / 32)) * tsr_p0_s0 + (o16 + ((q20 * 4) % 32)) * tsr_p0_s1 : 0);
+          float* const dst23 = (sh13 + (0) * 576) + (((q20 * 4) / 32)) * 36 + (((q20 * 4) % 32)) * 1;
+          if (tsr::aligned_vec<float, 4>(src22)) {
+            tsr::cp_async_16(tsr::smem_u32(dst23), src22, int(n21) * 4);
+          } else {
+            for (int v_ = 0; v_ < 4; ++v_) dst23[v_] = v_ < n21 ? src22[v_] : float(0);
+          }
         }
       }
     }
   }
   tsr::cp_async_commit();
-  for (int64_t iv22_ = v2_c0; v3_c1 > 0 && iv22_ < v6_ktiles; iv22_ += v3_c1) {
-    const int32_t iv22 = int32_t(iv22_);
-    if ((iv22_ + 1 * int64_t(v3_c1)) < int64_t(v6_ktiles)) {
-      const int32_t nx23 = int32_t((iv22_ + 1 * int64_t(v3_c1)));
+  for (int64_t iv24_ = v2_c0; v3_c1 > 0 && iv24_ < v6_ktiles; iv24_ += v3_c1) {
+    const int32_t iv24 = int32_t(iv24_);
+    tsr::cp_async_wait<0>();  // this iteration's copies are in
+    __syncthreads();
+    if ((iv24_ + 1 * int64_t(v3_c1)) < int64_t(v6_ktiles)) {
+      const int32_t nx25 = int32_t((iv24_ + 1 * int64_t(v3_c1)));
       {
-        const int64_t o24 = int64_t(v0_pm) * 16;
-        const int64_t o25 = int64_t(nx23) * 32;
-        #pragma unroll
-        for (int i26 = 0; i26 < 1; ++i26) {
-          const int q27 = i26 * 128 + tsr_tid;
-          const int64_t n28 = !(true && (o24 + ((q27 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o25 + ((q27 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o25 + ((q27 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o25 + ((q27 * 4) % 32))) : 4;
-          const float* src29 = tsr_p0 + (n28 > 0 ? (o24 + ((q27 * 4) / 32)) * tsr_p0_s0 + (o25 + ((q27 * 4) % 32)) * tsr_p0_s1 : 0);
-          float* const dst30 = (sh13 + ((rs12 + 1) % 2) * 576) + (((q27 * 4) / 32)) * 36 + (((q27 * 4) % 32)) * 1;
-          if (tsr::aligned_vec<float, 4>(src29)) {
-            tsr::cp_async_16(tsr::smem_u32(dst30), src29, int(n28) * 4);
-          } else {
-            for (int v_ = 0; v_ < 4; ++v_) dst30[v_] = v_ < n28 ? src29[v_] : float(0);
+        const int64_t o26 = int64_t(v0_pm) * 16;
+        const int64_t o27 = int64_t(nx25) * 32;
+        if (o26 >= 0 && o26 + 16 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o27 >= 0 && o27 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p0 + o26 * tsr_p0_s0 + o27 * tsr_p0_s1)) {
+          #pragma unroll
+          for (int i28 = 0; i28 < 1; ++i28) {
+            const int q29 = i28 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh13 + ((rs12 + 1) % 2) * 576) + (((q29 * 4) / 32)) * 36 + (((q29 * 4) % 32)) * 1), tsr_p0 + (o26 + ((q29 * 4) / 32)) * tsr_p0_s0 + (o27 + ((q29 * 4) % 32)) * tsr_p0_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i30 = 0; i30 < 1; ++i30) {
+            const int q31 = i30 * 128 + tsr_tid;
+            const int64_t n32 = !(true && (o26 + ((q31 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o27 + ((q31 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o27 + ((q31 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o27 + ((q31 * 4) % 32))) : 4;
+            const float* src33 = tsr_p0 + (n32 > 0 ? (o26 + ((q31 * 4) / 32)) * tsr_p0_s0 + (o27 + ((q31 * 4) % 32)) * tsr_p0_s1 : 0);
+            float* const dst34 = (sh13 + ((rs12 + 1) % 2) * 576) + (((q31 * 4) / 32)) * 36 + (((q31 * 4) % 32)) * 1;
+            if (tsr::aligned_vec<float, 4>(src33)) {
+              tsr::cp_async_16(tsr::smem_u32(dst34), src33, int(n32) * 4);
+            } else {
+              for (int v_ = 0; v_ < 4; ++v_) dst34[v_] = v_ < n32 ? src33[v_] : float(0);
+            }
           }
         }
       }
     }
     tsr::cp_async_commit();
-    tsr::cp_async_wait<1>();  // this iteration's copies are in
-    __syncthreads();
     // %xt = load_tile %x, %pm, %kk : tile<f32, [16, 32], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %wt = load_tile %w, %pv, %kk : tile<f32, [64, 32], layout = blocked<per_thread = [1, 4], threads = [4, 8], warps = [4, 1], order = [1, 0]>>
-    float v31_wt[16];
+    float v35_wt[16];
     {
-      const int64_t o32 = int64_t(v1_pv) * 64 + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4);
-      const int64_t o33 = int64_t(iv22) * 32 + (((tsr_lane >> 0) & 7) * 4);
-      const bool whole34 = int64_t(v1_pv) * 64 >= 0 && int64_t(v1_pv) * 64 + 64 <= int64_t(tsr_dim_V) && tsr_p1_s0 % 4 == 0 && int64_t(iv22) * 32 >= 0 && int64_t(iv22) * 32 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v1_pv) * 64 * tsr_p1_s0 + int64_t(iv22) * 32 * tsr_p1_s1);
-      if (whole34) {
+      const int64_t o36 = int64_t(v1_pv) * 64 + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4);
+      const int64_t o37 = int64_t(iv24) * 32 + (((tsr_lane >> 0) & 7) * 4);
+      const bool whole38 = int64_t(v1_pv) * 64 >= 0 && int64_t(v1_pv) * 64 + 64 <= int64_t(tsr_dim_V) && tsr_p1_s0 % 4 == 0 && int64_t(iv24) * 32 >= 0 && int64_t(iv24) * 32 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v1_pv) * 64 * tsr_p1_s0 + int64_t(iv24) * 32 * tsr_p1_s1);
+      if (whole38) {
         #pragma unroll
-        for (int c35 = 0; c35 < 4; ++c35) {
-          float vb36[4];
-          tsr::copy_vec<float, 4>(vb36, tsr_p1 + (o32 + ((((c35 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o33 + (((c35 * 4) % 4))) * tsr_p1_s1);
-          v31_wt[c35 * 4 + 0] = vb36[0];
-          v31_wt[c35 * 4 + 1] = vb36[1];
-          v31_wt[c35 * 4 + 2] = vb36[2];
-          v31_wt[c35 * 4 + 3] = vb36[3];
+        for (int c39 = 0; c39 < 4; ++c39) {
+          float vb40[4];
+          tsr::copy_vec<float, 4>(vb40, tsr_p1 + (o36 + ((((c39 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o37 + (((c39 * 4) % 4))) * tsr_p1_s1);
+          v35_wt[c39 * 4 + 0] = vb40[0];
+          v35_wt[c39 * 4 + 1] = vb40[1];
+          v35_wt[c39 * 4 + 2] = vb40[2];
+          v35_wt[c39 * 4 + 3] = vb40[3];
         }
       } else {
         #pragma unroll
-        for (int c37 = 0; c37 < 4; ++c37) {
-          float vb38[4];
-          if ((o32 + ((((c37 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o33 + (((c37 * 4) % 4)) + 3) < int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + (o32 + ((((c37 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o33 + (((c37 * 4) % 4))) * tsr_p1_s1)) {
-            tsr::copy_vec<float, 4>(vb38, tsr_p1 + (o32 + ((((c37 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o33 + (((c37 * 4) % 4))) * tsr_p1_s1);
-            v31_wt[c37 * 4 + 0] = vb38[0];
-            v31_wt[c37 * 4 + 1] = vb38[1];
-            v31_wt[c37 * 4 + 2] = vb38[2];
-            v31_wt[c37 * 4 + 3] = vb38[3];
+        for (int c41 = 0; c41 < 4; ++c41) {
+          float vb42[4];
+          if ((o36 + ((((c41 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o37 + (((c41 * 4) % 4)) + 3) < int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + (o36 + ((((c41 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o37 + (((c41 * 4) % 4))) * tsr_p1_s1)) {
+            tsr::copy_vec<float, 4>(vb42, tsr_p1 + (o36 + ((((c41 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o37 + (((c41 * 4) % 4))) * tsr_p1_s1);
+            v35_wt[c41 * 4 + 0] = vb42[0];
+            v35_wt[c41 * 4 + 1] = vb42[1];
+            v35_wt[c41 * 4 + 2] = vb42[2];
+            v35_wt[c41 * 4 + 3] = vb42[3];
           } else {
-            v31_wt[c37 * 4] = ((o32 + ((((c37 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o33 + (((c37 * 4) % 4))) < int64_t(tsr_dim_HID)) ? tsr_p1[(o32 + ((((c37 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o33 + (((c37 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
-            v31_wt[c37 * 4 + 1] = ((o32 + ((((c37 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o33 + (((c37 * 4) % 4)) + 1) < int64_t(tsr_dim_HID)) ? tsr_p1[(o32 + ((((c37 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o33 + (((c37 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
-            v31_wt[c37 * 4 + 2] = ((o32 + ((((c37 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o33 + (((c37 * 4) % 4)) + 2) < int64_t(tsr_dim_HID)) ? tsr_p1[(o32 + ((((c37 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o33 + (((c37 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
-            v31_wt[c37 * 4 + 3] = ((o32 + ((((c37 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o33 + (((c37 * 4) % 4)) + 3) < int64_t(tsr_dim_HID)) ? tsr_p1[(o32 + ((((c37 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o33 + (((c37 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
+            v35_wt[c41 * 4] = ((o36 + ((((c41 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o37 + (((c41 * 4) % 4))) < int64_t(tsr_dim_HID)) ? tsr_p1[(o36 + ((((c41 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o37 + (((c41 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
+            v35_wt[c41 * 4 + 1] = ((o36 + ((((c41 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o37 + (((c41 * 4) % 4)) + 1) < int64_t(tsr_dim_HID)) ? tsr_p1[(o36 + ((((c41 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o37 + (((c41 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
+            v35_wt[c41 * 4 + 2] = ((o36 + ((((c41 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o37 + (((c41 * 4) % 4)) + 2) < int64_t(tsr_dim_HID)) ? tsr_p1[(o36 + ((((c41 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o37 + (((c41 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
+            v35_wt[c41 * 4 + 3] = ((o36 + ((((c41 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o37 + (((c41 * 4) % 4)) + 3) < int64_t(tsr_dim_HID)) ? tsr_p1[(o36 + ((((c41 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o37 + (((c41 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
           }
         }
       }
     }
     // %wtt = permute %wt {dims = [1, 0]} : tile<f32, [32, 64], layout = blocked<per_thread = [4, 1], threads = [8, 4], warps = [1, 4], order = [0, 1]>>
-    float v39_wtt[16];
-    v39_wtt[0] = v31_wt[0];
-    v39_wtt[1] = v31_wt[1];
-    v39_wtt[2] = v31_wt[2];
-    v39_wtt[3] = v31_wt[3];
-    v39_wtt[4] = v31_wt[4];
-    v39_wtt[5] = v31_wt[5];
-    v39_wtt[6] = v31_wt[6];
-    v39_wtt[7] = v31_wt[7];
-    v39_wtt[8] = v31_wt[8];
-    v39_wtt[9] = v31_wt[9];
-    v39_wtt[10] = v31_wt[10];
-    v39_wtt[11] = v31_wt[11];
-    v39_wtt[12] = v31_wt[12];
-    v39_wtt[13] = v31_wt[13];
-    v39_wtt[14] = v31_wt[14];
-    v39_wtt[15] = v31_wt[15];
+    float v43_wtt[16];
+    v43_wtt[0] = v35_wt[0];
+    v43_wtt[1] = v35_wt[1];
+    v43_wtt[2] = v35_wt[2];
+    v43_wtt[3] = v35_wt[3];
+    v43_wtt[4] = v35_wt[4];
+    v43_wtt[5] = v35_wt[5];
+    v43_wtt[6] = v35_wt[6];
+    v43_wtt[7] = v35_wt[7];
+    v43_wtt[8] = v35_wt[8];
+    v43_wtt[9] = v35_wt[9];
+    v43_wtt[10] = v35_wt[10];
+    v43_wtt[11] = v35_wt[11];
+    v43_wtt[12] = v35_wt[12];
+    v43_wtt[13] = v35_wt[13];
+    v43_wtt[14] = v35_wt[14];
+    v43_wtt[15] = v35_wt[15];
     // %0 = convert_layout %wtt : tile<f32, [32, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh40 = reinterpret_cast<float*>((tsr_smem + 0) + 4608);
+    float* const sh44 = reinterpret_cast<float*>((tsr_smem + 0) + 4608);
     __syncthreads();
     #pragma unroll
-    for (int c41 = 0; c41 < 16; ++c41) {
-      float w42[1];
-      w42[0] = v39_wtt[c41 * 1 + 0];
-      tsr::copy_vec<float, 1>(sh40 + ((((c41 * 1) % 4)) + (((tsr_lane >> 0) & 7) * 4)) * 68 + (((((c41 * 1) / 4) % 4) * 16) + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4)) * 1, w42);
+    for (int c45 = 0; c45 < 16; ++c45) {
+      float w46[1];
+      w46[0] = v43_wtt[c45 * 1 + 0];
+      tsr::copy_vec<float, 1>(sh44 + ((((c45 * 1) % 4)) + (((tsr_lane >> 0) & 7) * 4)) * 68 + (((((c45 * 1) / 4) % 4) * 16) + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4)) * 1, w46);
     }
     __syncthreads();
     // %an = dot %xt, %0, %ac : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v43_an[8];
+    float v47_an[8];
     #pragma unroll
-    for (int s44 = 0; s44 < 8; ++s44) {
-      v43_an[s44] = c10_acc[s44];
+    for (int s48 = 0; s48 < 8; ++s48) {
+      v47_an[s48] = c10_acc[s48];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -179,59 +195,58 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_logits(float* t
       for (int k_ = 0; k_ < 32; ++k_) {
         const auto a0_ = (sh13 + rs12 * 576)[(tm_ + 0) * 36 + (k_) * 1];
         const auto a1_ = (sh13 + rs12 * 576)[(tm_ + 8) * 36 + (k_) * 1];
-        const auto b0_ = sh40[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = sh40[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = sh40[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = sh40[(k_) * 68 + (tn_ + 3) * 1];
-        v43_an[0] = fmaf(float(a0_), float(b0_), v43_an[0]);
-        v43_an[1] = fmaf(float(a0_), float(b1_), v43_an[1]);
-        v43_an[2] = fmaf(float(a0_), float(b2_), v43_an[2]);
-        v43_an[3] = fmaf(float(a0_), float(b3_), v43_an[3]);
-        v43_an[4] = fmaf(float(a1_), float(b0_), v43_an[4]);
-        v43_an[5] = fmaf(float(a1_), float(b1_), v43_an[5]);
-        v43_an[6] = fmaf(float(a1_), float(b2_), v43_an[6]);
-        v43_an[7] = fmaf(float(a1_), float(b3_), v43_an[7]);
+        const auto b0_ = sh44[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = sh44[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = sh44[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = sh44[(k_) * 68 + (tn_ + 3) * 1];
+        v47_an[0] = fmaf(float(a0_), float(b0_), v47_an[0]);
+        v47_an[1] = fmaf(float(a0_), float(b1_), v47_an[1]);
+        v47_an[2] = fmaf(float(a0_), float(b2_), v47_an[2]);
+        v47_an[3] = fmaf(float(a0_), float(b3_), v47_an[3]);
+        v47_an[4] = fmaf(float(a1_), float(b0_), v47_an[4]);
+        v47_an[5] = fmaf(float(a1_), float(b1_), v47_an[5]);
+        v47_an[6] = fmaf(float(a1_), float(b2_), v47_an[6]);
+        v47_an[7] = fmaf(float(a1_), float(b3_), v47_an[7]);
       }
     }
     // yield %an
     #pragma unroll
-    for (int s45 = 0; s45 < 8; ++s45) {
-      c10_acc[s45] = v43_an[s45];
+    for (int s49 = 0; s49 < 8; ++s49) {
+      c10_acc[s49] = v47_an[s49];
     }
-    __syncthreads();
     rs12 = (rs12 + 1) % 2;
   }
   tsr::cp_async_wait<0>();
   // store_tile %logits, %acc, %pm, %pv
   {
-    const int64_t o46 = int64_t(v0_pm) * 16 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o47 = int64_t(v1_pv) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    const bool whole48 = int64_t(v0_pm) * 16 >= 0 && int64_t(v0_pm) * 16 + 16 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 4 == 0 && int64_t(v1_pv) * 64 >= 0 && int64_t(v1_pv) * 64 + 64 <= int64_t(tsr_dim_V) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(v0_pm) * 16 * tsr_p2_s0 + int64_t(v1_pv) * 64 * tsr_p2_s1);
-    if (whole48) {
+    const int64_t o50 = int64_t(v0_pm) * 16 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o51 = int64_t(v1_pv) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole52 = int64_t(v0_pm) * 16 >= 0 && int64_t(v0_pm) * 16 + 16 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 4 == 0 && int64_t(v1_pv) * 64 >= 0 && int64_t(v1_pv) * 64 + 64 <= int64_t(tsr_dim_V) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(v0_pm) * 16 * tsr_p2_s0 + int64_t(v1_pv) * 64 * tsr_p2_s1);
+    if (whole52) {
       #pragma unroll
-      for (int c49 = 0; c49 < 2; ++c49) {
-        float vb50[4];
-        vb50[0] = c10_acc[c49 * 4 + 0];
-        vb50[1] = c10_acc[c49 * 4 + 1];
-        vb50[2] = c10_acc[c49 * 4 + 2];
-        vb50[3] = c10_acc[c49 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p2 + (o46 + ((((c49 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o47 + (((c49 * 4) % 4))) * tsr_p2_s1, vb50);
+      for (int c53 = 0; c53 < 2; ++c53) {
+        float vb54[4];
+        vb54[0] = c10_acc[c53 * 4 + 0];
+        vb54[1] = c10_acc[c53 * 4 + 1];
+        vb54[2] = c10_acc[c53 * 4 + 2];
+        vb54[3] = c10_acc[c53 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p2 + (o50 + ((((c53 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o51 + (((c53 * 4) % 4))) * tsr_p2_s1, vb54);
       }
     } else {
       #pragma unroll
-      for (int c51 = 0; c51 < 2; ++c51) {
-        float vb52[4];
-        if ((o46 + ((((c51 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o47 + (((c51 * 4) % 4)) + 3) < int64_t(tsr_dim_V) && tsr::aligned_vec<float, 4>(tsr_p2 + (o46 + ((((c51 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o47 + (((c51 * 4) % 4))) * tsr_p2_s1)) {
-          vb52[0] = c10_acc[c51 * 4 + 0];
-          vb52[1] = c10_acc[c51 * 4 + 1];
-          vb52[2] = c10_acc[c51 * 4 + 2];
-          vb52[3] = c10_acc[c51 * 4 + 3];
-          tsr::copy_vec<float, 4>(tsr_p2 + (o46 + ((((c51 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o47 + (((c51 * 4) % 4))) * tsr_p2_s1, vb52);
+      for (int c55 = 0; c55 < 2; ++c55) {
+        float vb56[4];
+        if ((o50 + ((((c55 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o51 + (((c55 * 4) % 4)) + 3) < int64_t(tsr_dim_V) && tsr::aligned_vec<float, 4>(tsr_p2 + (o50 + ((((c55 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o51 + (((c55 * 4) % 4))) * tsr_p2_s1)) {
+          vb56[0] = c10_acc[c55 * 4 + 0];
+          vb56[1] = c10_acc[c55 * 4 + 1];
+          vb56[2] = c10_acc[c55 * 4 + 2];
+          vb56[3] = c10_acc[c55 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p2 + (o50 + ((((c55 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o51 + (((c55 * 4) % 4))) * tsr_p2_s1, vb56);
         } else {
-          if ((o46 + ((((c51 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o47 + (((c51 * 4) % 4))) < int64_t(tsr_dim_V)) tsr_p2[(o46 + ((((c51 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o47 + (((c51 * 4) % 4))) * tsr_p2_s1] = c10_acc[c51 * 4];
-          if ((o46 + ((((c51 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o47 + (((c51 * 4) % 4)) + 1) < int64_t(tsr_dim_V)) tsr_p2[(o46 + ((((c51 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o47 + (((c51 * 4) % 4)) + 1) * tsr_p2_s1] = c10_acc[c51 * 4 + 1];
-          if ((o46 + ((((c51 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o47 + (((c51 * 4) % 4)) + 2) < int64_t(tsr_dim_V)) tsr_p2[(o46 + ((((c51 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o47 + (((c51 * 4) % 4)) + 2) * tsr_p2_s1] = c10_acc[c51 * 4 + 2];
-          if ((o46 + ((((c51 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o47 + (((c51 * 4) % 4)) + 3) < int64_t(tsr_dim_V)) tsr_p2[(o46 + ((((c51 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o47 + (((c51 * 4) % 4)) + 3) * tsr_p2_s1] = c10_acc[c51 * 4 + 3];
+          if ((o50 + ((((c55 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o51 + (((c55 * 4) % 4))) < int64_t(tsr_dim_V)) tsr_p2[(o50 + ((((c55 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o51 + (((c55 * 4) % 4))) * tsr_p2_s1] = c10_acc[c55 * 4];
+          if ((o50 + ((((c55 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o51 + (((c55 * 4) % 4)) + 1) < int64_t(tsr_dim_V)) tsr_p2[(o50 + ((((c55 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o51 + (((c55 * 4) % 4)) + 1) * tsr_p2_s1] = c10_acc[c55 * 4 + 1];
+          if ((o50 + ((((c55 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o51 + (((c55 * 4) % 4)) + 2) < int64_t(tsr_dim_V)) tsr_p2[(o50 + ((((c55 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o51 + (((c55 * 4) % 4)) + 2) * tsr_p2_s1] = c10_acc[c55 * 4 + 2];
+          if ((o50 + ((((c55 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o51 + (((c55 * 4) % 4)) + 3) < int64_t(tsr_dim_V)) tsr_p2[(o50 + ((((c55 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o51 + (((c55 * 4) % 4)) + 3) * tsr_p2_s1] = c10_acc[c55 * 4 + 3];
         }
       }
     }
@@ -259,6 +274,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_logits(float* t
 // stat threads = 128
 // stat vector-accesses = 2
 // stat whole-tile-accesses = 2
+// stat whole-tile-copies = 2
 // note grouped order: CTAs take the programs 8 rows of axis 0 at a time, for L2 reuse of the operand tiles
 // note printed from the GPU lowering's layouts (the layout emitter)
 // Generated by Tessera (tessera-cuda-codegen-1) from kernel @logits_cross_entropy for sm_90a.

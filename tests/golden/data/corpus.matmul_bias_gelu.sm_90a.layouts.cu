@@ -71,84 +71,116 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
     {
       const int64_t o18 = int64_t(v0_pm) * 64;
       const int64_t o19 = int64_t(nx17) * 32;
-      #pragma unroll
-      for (int i20 = 0; i20 < 2; ++i20) {
-        const int q21 = i20 * 128 + tsr_tid;
-        const int64_t n22 = !(true && (o18 + ((q21 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o19 + ((q21 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o19 + ((q21 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o19 + ((q21 * 8) % 32))) : 8;
-        const uint16_t* src23 = tsr_p0 + (n22 > 0 ? (o18 + ((q21 * 8) / 32)) * tsr_p0_s0 + (o19 + ((q21 * 8) % 32)) * tsr_p0_s1 : 0);
-        uint16_t* const dst24 = (sh15 + (0) * 2560) + (((q21 * 8) / 32)) * 40 + (((q21 * 8) % 32)) * 1;
-        if (tsr::aligned_vec<uint16_t, 8>(src23)) {
-          tsr::cp_async_16(tsr::smem_u32(dst24), src23, int(n22) * 2);
-        } else {
-          for (int v_ = 0; v_ < 8; ++v_) dst24[v_] = v_ < n22 ? src23[v_] : uint16_t(0);
+      if (o18 >= 0 && o18 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o19 >= 0 && o19 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o18 * tsr_p0_s0 + o19 * tsr_p0_s1)) {
+        #pragma unroll
+        for (int i20 = 0; i20 < 2; ++i20) {
+          const int q21 = i20 * 128 + tsr_tid;
+          tsr::cp_async_16(tsr::smem_u32((sh15 + (0) * 2560) + (((q21 * 8) / 32)) * 40 + (((q21 * 8) % 32)) * 1), tsr_p0 + (o18 + ((q21 * 8) / 32)) * tsr_p0_s0 + (o19 + ((q21 * 8) % 32)) * tsr_p0_s1);
+        }
+      } else {
+        #pragma unroll
+        for (int i22 = 0; i22 < 2; ++i22) {
+          const int q23 = i22 * 128 + tsr_tid;
+          const int64_t n24 = !(true && (o18 + ((q23 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o19 + ((q23 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o19 + ((q23 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o19 + ((q23 * 8) % 32))) : 8;
+          const uint16_t* src25 = tsr_p0 + (n24 > 0 ? (o18 + ((q23 * 8) / 32)) * tsr_p0_s0 + (o19 + ((q23 * 8) % 32)) * tsr_p0_s1 : 0);
+          uint16_t* const dst26 = (sh15 + (0) * 2560) + (((q23 * 8) / 32)) * 40 + (((q23 * 8) % 32)) * 1;
+          if (tsr::aligned_vec<uint16_t, 8>(src25)) {
+            tsr::cp_async_16(tsr::smem_u32(dst26), src25, int(n24) * 2);
+          } else {
+            for (int v_ = 0; v_ < 8; ++v_) dst26[v_] = v_ < n24 ? src25[v_] : uint16_t(0);
+          }
         }
       }
     }
     {
-      const int64_t o25 = int64_t(nx17) * 32;
-      const int64_t o26 = int64_t(v1_pn) * 64;
-      #pragma unroll
-      for (int i27 = 0; i27 < 2; ++i27) {
-        const int q28 = i27 * 128 + tsr_tid;
-        const int64_t n29 = !(true && (o25 + ((q28 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o26 + ((q28 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o26 + ((q28 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o26 + ((q28 * 8) % 64))) : 8;
-        const uint16_t* src30 = tsr_p1 + (n29 > 0 ? (o25 + ((q28 * 8) / 64)) * tsr_p1_s0 + (o26 + ((q28 * 8) % 64)) * tsr_p1_s1 : 0);
-        uint16_t* const dst31 = (sh16 + (0) * 2304) + (((q28 * 8) / 64)) * 72 + (((q28 * 8) % 64)) * 1;
-        if (tsr::aligned_vec<uint16_t, 8>(src30)) {
-          tsr::cp_async_16(tsr::smem_u32(dst31), src30, int(n29) * 2);
-        } else {
-          for (int v_ = 0; v_ < 8; ++v_) dst31[v_] = v_ < n29 ? src30[v_] : uint16_t(0);
+      const int64_t o27 = int64_t(nx17) * 32;
+      const int64_t o28 = int64_t(v1_pn) * 64;
+      if (o27 >= 0 && o27 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o28 >= 0 && o28 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o27 * tsr_p1_s0 + o28 * tsr_p1_s1)) {
+        #pragma unroll
+        for (int i29 = 0; i29 < 2; ++i29) {
+          const int q30 = i29 * 128 + tsr_tid;
+          tsr::cp_async_16(tsr::smem_u32((sh16 + (0) * 2304) + (((q30 * 8) / 64)) * 72 + (((q30 * 8) % 64)) * 1), tsr_p1 + (o27 + ((q30 * 8) / 64)) * tsr_p1_s0 + (o28 + ((q30 * 8) % 64)) * tsr_p1_s1);
+        }
+      } else {
+        #pragma unroll
+        for (int i31 = 0; i31 < 2; ++i31) {
+          const int q32 = i31 * 128 + tsr_tid;
+          const int64_t n33 = !(true && (o27 + ((q32 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o28 + ((q32 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o28 + ((q32 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o28 + ((q32 * 8) % 64))) : 8;
+          const uint16_t* src34 = tsr_p1 + (n33 > 0 ? (o27 + ((q32 * 8) / 64)) * tsr_p1_s0 + (o28 + ((q32 * 8) % 64)) * tsr_p1_s1 : 0);
+          uint16_t* const dst35 = (sh16 + (0) * 2304) + (((q32 * 8) / 64)) * 72 + (((q32 * 8) % 64)) * 1;
+          if (tsr::aligned_vec<uint16_t, 8>(src34)) {
+            tsr::cp_async_16(tsr::smem_u32(dst35), src34, int(n33) * 2);
+          } else {
+            for (int v_ = 0; v_ < 8; ++v_) dst35[v_] = v_ < n33 ? src34[v_] : uint16_t(0);
+          }
         }
       }
     }
   }
   tsr::cp_async_commit();
-  for (int64_t iv32_ = v2_c0; v3_c1 > 0 && iv32_ < v8_ktiles; iv32_ += v3_c1) {
-    const int32_t iv32 = int32_t(iv32_);
-    if ((iv32_ + 1 * int64_t(v3_c1)) < int64_t(v8_ktiles)) {
-      const int32_t nx33 = int32_t((iv32_ + 1 * int64_t(v3_c1)));
+  for (int64_t iv36_ = v2_c0; v3_c1 > 0 && iv36_ < v8_ktiles; iv36_ += v3_c1) {
+    const int32_t iv36 = int32_t(iv36_);
+    tsr::cp_async_wait<0>();  // this iteration's copies are in
+    __syncthreads();
+    if ((iv36_ + 1 * int64_t(v3_c1)) < int64_t(v8_ktiles)) {
+      const int32_t nx37 = int32_t((iv36_ + 1 * int64_t(v3_c1)));
       {
-        const int64_t o34 = int64_t(v0_pm) * 64;
-        const int64_t o35 = int64_t(nx33) * 32;
-        #pragma unroll
-        for (int i36 = 0; i36 < 2; ++i36) {
-          const int q37 = i36 * 128 + tsr_tid;
-          const int64_t n38 = !(true && (o34 + ((q37 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o35 + ((q37 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o35 + ((q37 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o35 + ((q37 * 8) % 32))) : 8;
-          const uint16_t* src39 = tsr_p0 + (n38 > 0 ? (o34 + ((q37 * 8) / 32)) * tsr_p0_s0 + (o35 + ((q37 * 8) % 32)) * tsr_p0_s1 : 0);
-          uint16_t* const dst40 = (sh15 + ((rs14 + 1) % 2) * 2560) + (((q37 * 8) / 32)) * 40 + (((q37 * 8) % 32)) * 1;
-          if (tsr::aligned_vec<uint16_t, 8>(src39)) {
-            tsr::cp_async_16(tsr::smem_u32(dst40), src39, int(n38) * 2);
-          } else {
-            for (int v_ = 0; v_ < 8; ++v_) dst40[v_] = v_ < n38 ? src39[v_] : uint16_t(0);
+        const int64_t o38 = int64_t(v0_pm) * 64;
+        const int64_t o39 = int64_t(nx37) * 32;
+        if (o38 >= 0 && o38 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o39 >= 0 && o39 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o38 * tsr_p0_s0 + o39 * tsr_p0_s1)) {
+          #pragma unroll
+          for (int i40 = 0; i40 < 2; ++i40) {
+            const int q41 = i40 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh15 + ((rs14 + 1) % 2) * 2560) + (((q41 * 8) / 32)) * 40 + (((q41 * 8) % 32)) * 1), tsr_p0 + (o38 + ((q41 * 8) / 32)) * tsr_p0_s0 + (o39 + ((q41 * 8) % 32)) * tsr_p0_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i42 = 0; i42 < 2; ++i42) {
+            const int q43 = i42 * 128 + tsr_tid;
+            const int64_t n44 = !(true && (o38 + ((q43 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o39 + ((q43 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o39 + ((q43 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o39 + ((q43 * 8) % 32))) : 8;
+            const uint16_t* src45 = tsr_p0 + (n44 > 0 ? (o38 + ((q43 * 8) / 32)) * tsr_p0_s0 + (o39 + ((q43 * 8) % 32)) * tsr_p0_s1 : 0);
+            uint16_t* const dst46 = (sh15 + ((rs14 + 1) % 2) * 2560) + (((q43 * 8) / 32)) * 40 + (((q43 * 8) % 32)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src45)) {
+              tsr::cp_async_16(tsr::smem_u32(dst46), src45, int(n44) * 2);
+            } else {
+              for (int v_ = 0; v_ < 8; ++v_) dst46[v_] = v_ < n44 ? src45[v_] : uint16_t(0);
+            }
           }
         }
       }
       {
-        const int64_t o41 = int64_t(nx33) * 32;
-        const int64_t o42 = int64_t(v1_pn) * 64;
-        #pragma unroll
-        for (int i43 = 0; i43 < 2; ++i43) {
-          const int q44 = i43 * 128 + tsr_tid;
-          const int64_t n45 = !(true && (o41 + ((q44 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o42 + ((q44 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o42 + ((q44 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o42 + ((q44 * 8) % 64))) : 8;
-          const uint16_t* src46 = tsr_p1 + (n45 > 0 ? (o41 + ((q44 * 8) / 64)) * tsr_p1_s0 + (o42 + ((q44 * 8) % 64)) * tsr_p1_s1 : 0);
-          uint16_t* const dst47 = (sh16 + ((rs14 + 1) % 2) * 2304) + (((q44 * 8) / 64)) * 72 + (((q44 * 8) % 64)) * 1;
-          if (tsr::aligned_vec<uint16_t, 8>(src46)) {
-            tsr::cp_async_16(tsr::smem_u32(dst47), src46, int(n45) * 2);
-          } else {
-            for (int v_ = 0; v_ < 8; ++v_) dst47[v_] = v_ < n45 ? src46[v_] : uint16_t(0);
+        const int64_t o47 = int64_t(nx37) * 32;
+        const int64_t o48 = int64_t(v1_pn) * 64;
+        if (o47 >= 0 && o47 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o48 >= 0 && o48 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o47 * tsr_p1_s0 + o48 * tsr_p1_s1)) {
+          #pragma unroll
+          for (int i49 = 0; i49 < 2; ++i49) {
+            const int q50 = i49 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh16 + ((rs14 + 1) % 2) * 2304) + (((q50 * 8) / 64)) * 72 + (((q50 * 8) % 64)) * 1), tsr_p1 + (o47 + ((q50 * 8) / 64)) * tsr_p1_s0 + (o48 + ((q50 * 8) % 64)) * tsr_p1_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i51 = 0; i51 < 2; ++i51) {
+            const int q52 = i51 * 128 + tsr_tid;
+            const int64_t n53 = !(true && (o47 + ((q52 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o48 + ((q52 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o48 + ((q52 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o48 + ((q52 * 8) % 64))) : 8;
+            const uint16_t* src54 = tsr_p1 + (n53 > 0 ? (o47 + ((q52 * 8) / 64)) * tsr_p1_s0 + (o48 + ((q52 * 8) % 64)) * tsr_p1_s1 : 0);
+            uint16_t* const dst55 = (sh16 + ((rs14 + 1) % 2) * 2304) + (((q52 * 8) / 64)) * 72 + (((q52 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src54)) {
+              tsr::cp_async_16(tsr::smem_u32(dst55), src54, int(n53) * 2);
+            } else {
+              for (int v_ = 0; v_ < 8; ++v_) dst55[v_] = v_ < n53 ? src54[v_] : uint16_t(0);
+            }
           }
         }
       }
     }
     tsr::cp_async_commit();
-    tsr::cp_async_wait<1>();  // this iteration's copies are in
-    __syncthreads();
     // %ta = load_tile %a, %pm, %kk : tile<f16, [64, 32], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %tb = load_tile %b, %kk, %pn : tile<f16, [32, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %accn = dot %ta, %tb, %accc : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-    float v48_accn[32];
+    float v56_accn[32];
     #pragma unroll
-    for (int s49 = 0; s49 < 32; ++s49) {
-      v48_accn[s49] = c12_acc[s49];
+    for (int s57 = 0; s57 < 32; ++s57) {
+      v56_accn[s57] = c12_acc[s57];
     }
     {
       const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
@@ -160,225 +192,224 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
         tsr::ldsm_x4(fa[1][0], fa[1][1], fa[1][2], fa[1][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
         tsr::ldsm_x4_trans(fb[0][0], fb[0][1], fb[1][0], fb[1][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         tsr::ldsm_x4_trans(fb[2][0], fb[2][1], fb[3][0], fb[3][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::mma_f16_16816(&v48_accn[0], fa[0], fb[0]);
-        tsr::mma_f16_16816(&v48_accn[4], fa[0], fb[1]);
-        tsr::mma_f16_16816(&v48_accn[8], fa[0], fb[2]);
-        tsr::mma_f16_16816(&v48_accn[12], fa[0], fb[3]);
-        tsr::mma_f16_16816(&v48_accn[16], fa[1], fb[0]);
-        tsr::mma_f16_16816(&v48_accn[20], fa[1], fb[1]);
-        tsr::mma_f16_16816(&v48_accn[24], fa[1], fb[2]);
-        tsr::mma_f16_16816(&v48_accn[28], fa[1], fb[3]);
+        tsr::mma_f16_16816(&v56_accn[0], fa[0], fb[0]);
+        tsr::mma_f16_16816(&v56_accn[4], fa[0], fb[1]);
+        tsr::mma_f16_16816(&v56_accn[8], fa[0], fb[2]);
+        tsr::mma_f16_16816(&v56_accn[12], fa[0], fb[3]);
+        tsr::mma_f16_16816(&v56_accn[16], fa[1], fb[0]);
+        tsr::mma_f16_16816(&v56_accn[20], fa[1], fb[1]);
+        tsr::mma_f16_16816(&v56_accn[24], fa[1], fb[2]);
+        tsr::mma_f16_16816(&v56_accn[28], fa[1], fb[3]);
       }
     }
     // yield %accn
     #pragma unroll
-    for (int s50 = 0; s50 < 32; ++s50) {
-      c12_acc[s50] = v48_accn[s50];
+    for (int s58 = 0; s58 < 32; ++s58) {
+      c12_acc[s58] = v56_accn[s58];
     }
-    __syncthreads();
     rs14 = (rs14 + 1) % 2;
   }
   tsr::cp_async_wait<0>();
   // %bt = load_tile %bias, %pn : tile<f32, [64], layout = slice<dim = 0, parent = mma<version = 2, warps = [2, 2], instr = [16, 8]>>>
-  float v51_bt[8];
+  float v59_bt[8];
   {
-    const int64_t o52 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
-    const bool whole53 = int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p2 + int64_t(v1_pn) * 64 * tsr_p2_s0);
-    if (whole53) {
+    const int64_t o60 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
+    const bool whole61 = int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p2 + int64_t(v1_pn) * 64 * tsr_p2_s0);
+    if (whole61) {
       #pragma unroll
-      for (int c54 = 0; c54 < 4; ++c54) {
-        float vb55[2];
-        tsr::copy_vec<float, 2>(vb55, tsr_p2 + (o52 + (((c54 * 2) % 2) + (((c54 * 2) / 2) % 4) * 16)) * tsr_p2_s0);
-        v51_bt[c54 * 2 + 0] = vb55[0];
-        v51_bt[c54 * 2 + 1] = vb55[1];
+      for (int c62 = 0; c62 < 4; ++c62) {
+        float vb63[2];
+        tsr::copy_vec<float, 2>(vb63, tsr_p2 + (o60 + (((c62 * 2) % 2) + (((c62 * 2) / 2) % 4) * 16)) * tsr_p2_s0);
+        v59_bt[c62 * 2 + 0] = vb63[0];
+        v59_bt[c62 * 2 + 1] = vb63[1];
       }
     } else {
       #pragma unroll
-      for (int c56 = 0; c56 < 4; ++c56) {
-        float vb57[2];
-        if ((o52 + (((c56 * 2) % 2) + (((c56 * 2) / 2) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p2 + (o52 + (((c56 * 2) % 2) + (((c56 * 2) / 2) % 4) * 16)) * tsr_p2_s0)) {
-          tsr::copy_vec<float, 2>(vb57, tsr_p2 + (o52 + (((c56 * 2) % 2) + (((c56 * 2) / 2) % 4) * 16)) * tsr_p2_s0);
-          v51_bt[c56 * 2 + 0] = vb57[0];
-          v51_bt[c56 * 2 + 1] = vb57[1];
+      for (int c64 = 0; c64 < 4; ++c64) {
+        float vb65[2];
+        if ((o60 + (((c64 * 2) % 2) + (((c64 * 2) / 2) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p2 + (o60 + (((c64 * 2) % 2) + (((c64 * 2) / 2) % 4) * 16)) * tsr_p2_s0)) {
+          tsr::copy_vec<float, 2>(vb65, tsr_p2 + (o60 + (((c64 * 2) % 2) + (((c64 * 2) / 2) % 4) * 16)) * tsr_p2_s0);
+          v59_bt[c64 * 2 + 0] = vb65[0];
+          v59_bt[c64 * 2 + 1] = vb65[1];
         } else {
-          v51_bt[c56 * 2] = ((o52 + (((c56 * 2) % 2) + (((c56 * 2) / 2) % 4) * 16)) < int64_t(tsr_dim_N)) ? tsr_p2[(o52 + (((c56 * 2) % 2) + (((c56 * 2) / 2) % 4) * 16)) * tsr_p2_s0] : 0x0p+0f;
-          v51_bt[c56 * 2 + 1] = ((o52 + (((c56 * 2) % 2) + (((c56 * 2) / 2) % 4) * 16) + 1) < int64_t(tsr_dim_N)) ? tsr_p2[(o52 + (((c56 * 2) % 2) + (((c56 * 2) / 2) % 4) * 16) + 1) * tsr_p2_s0] : 0x0p+0f;
+          v59_bt[c64 * 2] = ((o60 + (((c64 * 2) % 2) + (((c64 * 2) / 2) % 4) * 16)) < int64_t(tsr_dim_N)) ? tsr_p2[(o60 + (((c64 * 2) % 2) + (((c64 * 2) / 2) % 4) * 16)) * tsr_p2_s0] : 0x0p+0f;
+          v59_bt[c64 * 2 + 1] = ((o60 + (((c64 * 2) % 2) + (((c64 * 2) / 2) % 4) * 16) + 1) < int64_t(tsr_dim_N)) ? tsr_p2[(o60 + (((c64 * 2) % 2) + (((c64 * 2) / 2) % 4) * 16) + 1) * tsr_p2_s0] : 0x0p+0f;
         }
       }
     }
   }
   // %bt2 = expand_dims %bt {axis = 0} : tile<f32, [1, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v58_bt2[8];
-  v58_bt2[0] = v51_bt[0];
-  v58_bt2[1] = v51_bt[1];
-  v58_bt2[2] = v51_bt[2];
-  v58_bt2[3] = v51_bt[3];
-  v58_bt2[4] = v51_bt[4];
-  v58_bt2[5] = v51_bt[5];
-  v58_bt2[6] = v51_bt[6];
-  v58_bt2[7] = v51_bt[7];
+  float v66_bt2[8];
+  v66_bt2[0] = v59_bt[0];
+  v66_bt2[1] = v59_bt[1];
+  v66_bt2[2] = v59_bt[2];
+  v66_bt2[3] = v59_bt[3];
+  v66_bt2[4] = v59_bt[4];
+  v66_bt2[5] = v59_bt[5];
+  v66_bt2[6] = v59_bt[6];
+  v66_bt2[7] = v59_bt[7];
   // %btb = broadcast %bt2 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v59_btb[32];
-  v59_btb[0] = v58_bt2[0];
-  v59_btb[1] = v58_bt2[1];
-  v59_btb[2] = v58_bt2[0];
-  v59_btb[3] = v58_bt2[1];
-  v59_btb[4] = v58_bt2[2];
-  v59_btb[5] = v58_bt2[3];
-  v59_btb[6] = v58_bt2[2];
-  v59_btb[7] = v58_bt2[3];
-  v59_btb[8] = v58_bt2[4];
-  v59_btb[9] = v58_bt2[5];
-  v59_btb[10] = v58_bt2[4];
-  v59_btb[11] = v58_bt2[5];
-  v59_btb[12] = v58_bt2[6];
-  v59_btb[13] = v58_bt2[7];
-  v59_btb[14] = v58_bt2[6];
-  v59_btb[15] = v58_bt2[7];
-  v59_btb[16] = v58_bt2[0];
-  v59_btb[17] = v58_bt2[1];
-  v59_btb[18] = v58_bt2[0];
-  v59_btb[19] = v58_bt2[1];
-  v59_btb[20] = v58_bt2[2];
-  v59_btb[21] = v58_bt2[3];
-  v59_btb[22] = v58_bt2[2];
-  v59_btb[23] = v58_bt2[3];
-  v59_btb[24] = v58_bt2[4];
-  v59_btb[25] = v58_bt2[5];
-  v59_btb[26] = v58_bt2[4];
-  v59_btb[27] = v58_bt2[5];
-  v59_btb[28] = v58_bt2[6];
-  v59_btb[29] = v58_bt2[7];
-  v59_btb[30] = v58_bt2[6];
-  v59_btb[31] = v58_bt2[7];
+  float v67_btb[32];
+  v67_btb[0] = v66_bt2[0];
+  v67_btb[1] = v66_bt2[1];
+  v67_btb[2] = v66_bt2[0];
+  v67_btb[3] = v66_bt2[1];
+  v67_btb[4] = v66_bt2[2];
+  v67_btb[5] = v66_bt2[3];
+  v67_btb[6] = v66_bt2[2];
+  v67_btb[7] = v66_bt2[3];
+  v67_btb[8] = v66_bt2[4];
+  v67_btb[9] = v66_bt2[5];
+  v67_btb[10] = v66_bt2[4];
+  v67_btb[11] = v66_bt2[5];
+  v67_btb[12] = v66_bt2[6];
+  v67_btb[13] = v66_bt2[7];
+  v67_btb[14] = v66_bt2[6];
+  v67_btb[15] = v66_bt2[7];
+  v67_btb[16] = v66_bt2[0];
+  v67_btb[17] = v66_bt2[1];
+  v67_btb[18] = v66_bt2[0];
+  v67_btb[19] = v66_bt2[1];
+  v67_btb[20] = v66_bt2[2];
+  v67_btb[21] = v66_bt2[3];
+  v67_btb[22] = v66_bt2[2];
+  v67_btb[23] = v66_bt2[3];
+  v67_btb[24] = v66_bt2[4];
+  v67_btb[25] = v66_bt2[5];
+  v67_btb[26] = v66_bt2[4];
+  v67_btb[27] = v66_bt2[5];
+  v67_btb[28] = v66_bt2[6];
+  v67_btb[29] = v66_bt2[7];
+  v67_btb[30] = v66_bt2[6];
+  v67_btb[31] = v66_bt2[7];
   // %x = add %acc, %btb : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v60_x[32];
+  float v68_x[32];
   #pragma unroll
-  for (int s61 = 0; s61 < 32; ++s61) {
-    v60_x[s61] = float(c12_acc[s61] + v59_btb[s61]);
+  for (int s69 = 0; s69 < 32; ++s69) {
+    v68_x[s69] = float(c12_acc[s69] + v67_btb[s69]);
   }
   // %half = const {value = 0.5} : f32
-  const float v62_half = 0x1p-1f;
+  const float v70_half = 0x1p-1f;
   // %kc = const {value = 0.044715} : f32
-  const float v63_kc = 0x1.6e4e26p-5f;
+  const float v71_kc = 0x1.6e4e26p-5f;
   // %sq2pi = const {value = 0.7978845608028654} : f32
-  const float v64_sq2pi = 0x1.988454p-1f;
+  const float v72_sq2pi = 0x1.988454p-1f;
   // %x2 = mul %x, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v65_x2[32];
-  #pragma unroll
-  for (int s66 = 0; s66 < 32; ++s66) {
-    v65_x2[s66] = float(v60_x[s66] * v60_x[s66]);
-  }
-  // %x3 = mul %x2, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v67_x3[32];
-  #pragma unroll
-  for (int s68 = 0; s68 < 32; ++s68) {
-    v67_x3[s68] = float(v65_x2[s68] * v60_x[s68]);
-  }
-  // %1 = splat %kc : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v69[32];
-  #pragma unroll
-  for (int s70 = 0; s70 < 32; ++s70) {
-    v69[s70] = v63_kc;
-  }
-  // %inner = fma %1, %x3, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v71_inner[32];
-  #pragma unroll
-  for (int s72 = 0; s72 < 32; ++s72) {
-    v71_inner[s72] = float(fmaf(v69[s72], v67_x3[s72], v60_x[s72]));
-  }
-  // %2 = splat %sq2pi : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v73[32];
+  float v73_x2[32];
   #pragma unroll
   for (int s74 = 0; s74 < 32; ++s74) {
-    v73[s74] = v64_sq2pi;
+    v73_x2[s74] = float(v68_x[s74] * v68_x[s74]);
   }
-  // %arg = mul %2, %inner : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v75_arg[32];
+  // %x3 = mul %x2, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v75_x3[32];
   #pragma unroll
   for (int s76 = 0; s76 < 32; ++s76) {
-    v75_arg[s76] = float(v73[s76] * v71_inner[s76]);
+    v75_x3[s76] = float(v73_x2[s76] * v68_x[s76]);
+  }
+  // %1 = splat %kc : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v77[32];
+  #pragma unroll
+  for (int s78 = 0; s78 < 32; ++s78) {
+    v77[s78] = v71_kc;
+  }
+  // %inner = fma %1, %x3, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v79_inner[32];
+  #pragma unroll
+  for (int s80 = 0; s80 < 32; ++s80) {
+    v79_inner[s80] = float(fmaf(v77[s80], v75_x3[s80], v68_x[s80]));
+  }
+  // %2 = splat %sq2pi : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v81[32];
+  #pragma unroll
+  for (int s82 = 0; s82 < 32; ++s82) {
+    v81[s82] = v72_sq2pi;
+  }
+  // %arg = mul %2, %inner : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v83_arg[32];
+  #pragma unroll
+  for (int s84 = 0; s84 < 32; ++s84) {
+    v83_arg[s84] = float(v81[s84] * v79_inner[s84]);
   }
   // %3 = const {value = 2.0} : f32
-  const float v77 = 0x1p+1f;
+  const float v85 = 0x1p+1f;
   // %4 = splat %3 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v78[32];
-  #pragma unroll
-  for (int s79 = 0; s79 < 32; ++s79) {
-    v78[s79] = v77;
-  }
-  // %5 = mul %4, %arg : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v80[32];
-  #pragma unroll
-  for (int s81 = 0; s81 < 32; ++s81) {
-    v80[s81] = float(v78[s81] * v75_arg[s81]);
-  }
-  // %6 = sigmoid %5 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v82[32];
-  #pragma unroll
-  for (int s83 = 0; s83 < 32; ++s83) {
-    v82[s83] = float(tsr::fsigmoid(v80[s83]));
-  }
-  // %7 = splat %3 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v84[32];
-  #pragma unroll
-  for (int s85 = 0; s85 < 32; ++s85) {
-    v84[s85] = v77;
-  }
-  // %onep = mul %7, %6 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v86_onep[32];
+  float v86[32];
   #pragma unroll
   for (int s87 = 0; s87 < 32; ++s87) {
-    v86_onep[s87] = float(v84[s87] * v82[s87]);
+    v86[s87] = v85;
   }
-  // %8 = splat %half : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  // %5 = mul %4, %arg : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v88[32];
   #pragma unroll
   for (int s89 = 0; s89 < 32; ++s89) {
-    v88[s89] = v62_half;
+    v88[s89] = float(v86[s89] * v83_arg[s89]);
   }
-  // %hx = mul %8, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v90_hx[32];
+  // %6 = sigmoid %5 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v90[32];
   #pragma unroll
   for (int s91 = 0; s91 < 32; ++s91) {
-    v90_hx[s91] = float(v88[s91] * v60_x[s91]);
+    v90[s91] = float(tsr::fsigmoid(v88[s91]));
   }
-  // %g = mul %hx, %onep : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v92_g[32];
+  // %7 = splat %3 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v92[32];
   #pragma unroll
   for (int s93 = 0; s93 < 32; ++s93) {
-    v92_g[s93] = float(v90_hx[s93] * v86_onep[s93]);
+    v92[s93] = v85;
   }
-  // %gh = cast %g : tile<f16, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v94_gh[32];
+  // %onep = mul %7, %6 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v94_onep[32];
   #pragma unroll
   for (int s95 = 0; s95 < 32; ++s95) {
-    v94_gh[s95] = tsr::rf16(float(float(v92_g[s95])));
+    v94_onep[s95] = float(v92[s95] * v90[s95]);
+  }
+  // %8 = splat %half : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v96[32];
+  #pragma unroll
+  for (int s97 = 0; s97 < 32; ++s97) {
+    v96[s97] = v70_half;
+  }
+  // %hx = mul %8, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v98_hx[32];
+  #pragma unroll
+  for (int s99 = 0; s99 < 32; ++s99) {
+    v98_hx[s99] = float(v96[s99] * v68_x[s99]);
+  }
+  // %g = mul %hx, %onep : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v100_g[32];
+  #pragma unroll
+  for (int s101 = 0; s101 < 32; ++s101) {
+    v100_g[s101] = float(v98_hx[s101] * v94_onep[s101]);
+  }
+  // %gh = cast %g : tile<f16, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v102_gh[32];
+  #pragma unroll
+  for (int s103 = 0; s103 < 32; ++s103) {
+    v102_gh[s103] = tsr::rf16(float(float(v100_g[s103])));
   }
   // store_tile %c, %gh, %pm, %pn
   {
-    const int64_t o96 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
-    const int64_t o97 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
-    const bool whole98 = int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p3_s0 % 2 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v0_pm) * 64 * tsr_p3_s0 + int64_t(v1_pn) * 64 * tsr_p3_s1);
-    if (whole98) {
+    const int64_t o104 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
+    const int64_t o105 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
+    const bool whole106 = int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p3_s0 % 2 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v0_pm) * 64 * tsr_p3_s0 + int64_t(v1_pn) * 64 * tsr_p3_s1);
+    if (whole106) {
       #pragma unroll
-      for (int c99 = 0; c99 < 16; ++c99) {
-        uint16_t vb100[2];
-        vb100[0] = tsr::f2h(v94_gh[c99 * 2 + 0]);
-        vb100[1] = tsr::f2h(v94_gh[c99 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o96 + ((((c99 * 2) / 2) % 2) * 8 + (((c99 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o97 + (((c99 * 2) % 2) + (((c99 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb100);
+      for (int c107 = 0; c107 < 16; ++c107) {
+        uint16_t vb108[2];
+        vb108[0] = tsr::f2h(v102_gh[c107 * 2 + 0]);
+        vb108[1] = tsr::f2h(v102_gh[c107 * 2 + 1]);
+        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o104 + ((((c107 * 2) / 2) % 2) * 8 + (((c107 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o105 + (((c107 * 2) % 2) + (((c107 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb108);
       }
     } else {
       #pragma unroll
-      for (int c101 = 0; c101 < 16; ++c101) {
-        uint16_t vb102[2];
-        if ((o96 + ((((c101 * 2) / 2) % 2) * 8 + (((c101 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o97 + (((c101 * 2) % 2) + (((c101 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o96 + ((((c101 * 2) / 2) % 2) * 8 + (((c101 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o97 + (((c101 * 2) % 2) + (((c101 * 2) / 4) % 4) * 16)) * tsr_p3_s1)) {
-          vb102[0] = tsr::f2h(v94_gh[c101 * 2 + 0]);
-          vb102[1] = tsr::f2h(v94_gh[c101 * 2 + 1]);
-          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o96 + ((((c101 * 2) / 2) % 2) * 8 + (((c101 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o97 + (((c101 * 2) % 2) + (((c101 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb102);
+      for (int c109 = 0; c109 < 16; ++c109) {
+        uint16_t vb110[2];
+        if ((o104 + ((((c109 * 2) / 2) % 2) * 8 + (((c109 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o105 + (((c109 * 2) % 2) + (((c109 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o104 + ((((c109 * 2) / 2) % 2) * 8 + (((c109 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o105 + (((c109 * 2) % 2) + (((c109 * 2) / 4) % 4) * 16)) * tsr_p3_s1)) {
+          vb110[0] = tsr::f2h(v102_gh[c109 * 2 + 0]);
+          vb110[1] = tsr::f2h(v102_gh[c109 * 2 + 1]);
+          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o104 + ((((c109 * 2) / 2) % 2) * 8 + (((c109 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o105 + (((c109 * 2) % 2) + (((c109 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb110);
         } else {
-          if ((o96 + ((((c101 * 2) / 2) % 2) * 8 + (((c101 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o97 + (((c101 * 2) % 2) + (((c101 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p3[(o96 + ((((c101 * 2) / 2) % 2) * 8 + (((c101 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o97 + (((c101 * 2) % 2) + (((c101 * 2) / 4) % 4) * 16)) * tsr_p3_s1] = tsr::f2h(v94_gh[c101 * 2]);
-          if ((o96 + ((((c101 * 2) / 2) % 2) * 8 + (((c101 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o97 + (((c101 * 2) % 2) + (((c101 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o96 + ((((c101 * 2) / 2) % 2) * 8 + (((c101 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o97 + (((c101 * 2) % 2) + (((c101 * 2) / 4) % 4) * 16) + 1) * tsr_p3_s1] = tsr::f2h(v94_gh[c101 * 2 + 1]);
+          if ((o104 + ((((c109 * 2) / 2) % 2) * 8 + (((c109 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o105 + (((c109 * 2) % 2) + (((c109 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p3[(o104 + ((((c109 * 2) / 2) % 2) * 8 + (((c109 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o105 + (((c109 * 2) % 2) + (((c109 * 2) / 4) % 4) * 16)) * tsr_p3_s1] = tsr::f2h(v102_gh[c109 * 2]);
+          if ((o104 + ((((c109 * 2) / 2) % 2) * 8 + (((c109 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o105 + (((c109 * 2) % 2) + (((c109 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o104 + ((((c109 * 2) / 2) % 2) * 8 + (((c109 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o105 + (((c109 * 2) % 2) + (((c109 * 2) / 4) % 4) * 16) + 1) * tsr_p3_s1] = tsr::f2h(v102_gh[c109 * 2 + 1]);
         }
       }
     }
@@ -405,6 +436,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
 // stat threads = 128
 // stat vector-accesses = 2
 // stat whole-tile-accesses = 2
+// stat whole-tile-copies = 4
 // note grouped order: CTAs take the programs 8 rows of axis 0 at a time, for L2 reuse of the operand tiles
 // note printed from the GPU lowering's layouts (the layout emitter)
 // note not on wgmma (a 128-byte swizzled tile whose fastest dim is not a multiple of 64): lowered for mma.sync

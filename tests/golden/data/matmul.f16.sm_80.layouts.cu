@@ -69,120 +69,168 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
     {
       const int64_t o18 = int64_t(v1) * 128;
       const int64_t o19 = int64_t(nx17) * 64;
-      #pragma unroll
-      for (int i20 = 0; i20 < 4; ++i20) {
-        const int q21 = i20 * 256 + tsr_tid;
-        const int64_t n22 = !(true && (o18 + ((q21 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o19 + ((q21 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o19 + ((q21 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o19 + ((q21 * 8) % 64))) : 8;
-        const uint16_t* src23 = tsr_p0 + (n22 > 0 ? (o18 + ((q21 * 8) / 64)) * tsr_p0_s0 + (o19 + ((q21 * 8) % 64)) * tsr_p0_s1 : 0);
-        uint16_t* const dst24 = (sh15 + (0) * 9216) + (((q21 * 8) / 64)) * 72 + (((q21 * 8) % 64)) * 1;
-        if (tsr::aligned_vec<uint16_t, 8>(src23)) {
-          tsr::cp_async_16(tsr::smem_u32(dst24), src23, int(n22) * 2);
-        } else {
-          for (int v_ = 0; v_ < 8; ++v_) dst24[v_] = v_ < n22 ? src23[v_] : uint16_t(0);
+      if (o18 >= 0 && o18 + 128 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o19 >= 0 && o19 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o18 * tsr_p0_s0 + o19 * tsr_p0_s1)) {
+        #pragma unroll
+        for (int i20 = 0; i20 < 4; ++i20) {
+          const int q21 = i20 * 256 + tsr_tid;
+          tsr::cp_async_16(tsr::smem_u32((sh15 + (0) * 9216) + (((q21 * 8) / 64)) * 72 + (((q21 * 8) % 64)) * 1), tsr_p0 + (o18 + ((q21 * 8) / 64)) * tsr_p0_s0 + (o19 + ((q21 * 8) % 64)) * tsr_p0_s1);
+        }
+      } else {
+        #pragma unroll
+        for (int i22 = 0; i22 < 4; ++i22) {
+          const int q23 = i22 * 256 + tsr_tid;
+          const int64_t n24 = !(true && (o18 + ((q23 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o19 + ((q23 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o19 + ((q23 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o19 + ((q23 * 8) % 64))) : 8;
+          const uint16_t* src25 = tsr_p0 + (n24 > 0 ? (o18 + ((q23 * 8) / 64)) * tsr_p0_s0 + (o19 + ((q23 * 8) % 64)) * tsr_p0_s1 : 0);
+          uint16_t* const dst26 = (sh15 + (0) * 9216) + (((q23 * 8) / 64)) * 72 + (((q23 * 8) % 64)) * 1;
+          if (tsr::aligned_vec<uint16_t, 8>(src25)) {
+            tsr::cp_async_16(tsr::smem_u32(dst26), src25, int(n24) * 2);
+          } else {
+            for (int v_ = 0; v_ < 8; ++v_) dst26[v_] = v_ < n24 ? src25[v_] : uint16_t(0);
+          }
         }
       }
     }
     {
-      const int64_t o25 = int64_t(nx17) * 64;
-      const int64_t o26 = int64_t(v2) * 256;
-      #pragma unroll
-      for (int i27 = 0; i27 < 8; ++i27) {
-        const int q28 = i27 * 256 + tsr_tid;
-        const int64_t n29 = !(true && (o25 + ((q28 * 8) / 256)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o26 + ((q28 * 8) % 256))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o26 + ((q28 * 8) % 256))) < 8 ? (int64_t(tsr_dim_N) - (o26 + ((q28 * 8) % 256))) : 8;
-        const uint16_t* src30 = tsr_p1 + (n29 > 0 ? (o25 + ((q28 * 8) / 256)) * tsr_p1_s0 + (o26 + ((q28 * 8) % 256)) * tsr_p1_s1 : 0);
-        uint16_t* const dst31 = (sh16 + (0) * 16896) + (((q28 * 8) / 256)) * 264 + (((q28 * 8) % 256)) * 1;
-        if (tsr::aligned_vec<uint16_t, 8>(src30)) {
-          tsr::cp_async_16(tsr::smem_u32(dst31), src30, int(n29) * 2);
-        } else {
-          for (int v_ = 0; v_ < 8; ++v_) dst31[v_] = v_ < n29 ? src30[v_] : uint16_t(0);
+      const int64_t o27 = int64_t(nx17) * 64;
+      const int64_t o28 = int64_t(v2) * 256;
+      if (o27 >= 0 && o27 + 64 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o28 >= 0 && o28 + 256 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o27 * tsr_p1_s0 + o28 * tsr_p1_s1)) {
+        #pragma unroll
+        for (int i29 = 0; i29 < 8; ++i29) {
+          const int q30 = i29 * 256 + tsr_tid;
+          tsr::cp_async_16(tsr::smem_u32((sh16 + (0) * 16896) + (((q30 * 8) / 256)) * 264 + (((q30 * 8) % 256)) * 1), tsr_p1 + (o27 + ((q30 * 8) / 256)) * tsr_p1_s0 + (o28 + ((q30 * 8) % 256)) * tsr_p1_s1);
+        }
+      } else {
+        #pragma unroll
+        for (int i31 = 0; i31 < 8; ++i31) {
+          const int q32 = i31 * 256 + tsr_tid;
+          const int64_t n33 = !(true && (o27 + ((q32 * 8) / 256)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o28 + ((q32 * 8) % 256))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o28 + ((q32 * 8) % 256))) < 8 ? (int64_t(tsr_dim_N) - (o28 + ((q32 * 8) % 256))) : 8;
+          const uint16_t* src34 = tsr_p1 + (n33 > 0 ? (o27 + ((q32 * 8) / 256)) * tsr_p1_s0 + (o28 + ((q32 * 8) % 256)) * tsr_p1_s1 : 0);
+          uint16_t* const dst35 = (sh16 + (0) * 16896) + (((q32 * 8) / 256)) * 264 + (((q32 * 8) % 256)) * 1;
+          if (tsr::aligned_vec<uint16_t, 8>(src34)) {
+            tsr::cp_async_16(tsr::smem_u32(dst35), src34, int(n33) * 2);
+          } else {
+            for (int v_ = 0; v_ < 8; ++v_) dst35[v_] = v_ < n33 ? src34[v_] : uint16_t(0);
+          }
         }
       }
     }
   }
   tsr::cp_async_commit();
   if ((int64_t(v9) + 1 * int64_t(v0)) < int64_t(v8)) {
-    const int32_t nx32 = int32_t((int64_t(v9) + 1 * int64_t(v0)));
+    const int32_t nx36 = int32_t((int64_t(v9) + 1 * int64_t(v0)));
     {
-      const int64_t o33 = int64_t(v1) * 128;
-      const int64_t o34 = int64_t(nx32) * 64;
-      #pragma unroll
-      for (int i35 = 0; i35 < 4; ++i35) {
-        const int q36 = i35 * 256 + tsr_tid;
-        const int64_t n37 = !(true && (o33 + ((q36 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o34 + ((q36 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o34 + ((q36 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o34 + ((q36 * 8) % 64))) : 8;
-        const uint16_t* src38 = tsr_p0 + (n37 > 0 ? (o33 + ((q36 * 8) / 64)) * tsr_p0_s0 + (o34 + ((q36 * 8) % 64)) * tsr_p0_s1 : 0);
-        uint16_t* const dst39 = (sh15 + (1) * 9216) + (((q36 * 8) / 64)) * 72 + (((q36 * 8) % 64)) * 1;
-        if (tsr::aligned_vec<uint16_t, 8>(src38)) {
-          tsr::cp_async_16(tsr::smem_u32(dst39), src38, int(n37) * 2);
-        } else {
-          for (int v_ = 0; v_ < 8; ++v_) dst39[v_] = v_ < n37 ? src38[v_] : uint16_t(0);
+      const int64_t o37 = int64_t(v1) * 128;
+      const int64_t o38 = int64_t(nx36) * 64;
+      if (o37 >= 0 && o37 + 128 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o38 >= 0 && o38 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o37 * tsr_p0_s0 + o38 * tsr_p0_s1)) {
+        #pragma unroll
+        for (int i39 = 0; i39 < 4; ++i39) {
+          const int q40 = i39 * 256 + tsr_tid;
+          tsr::cp_async_16(tsr::smem_u32((sh15 + (1) * 9216) + (((q40 * 8) / 64)) * 72 + (((q40 * 8) % 64)) * 1), tsr_p0 + (o37 + ((q40 * 8) / 64)) * tsr_p0_s0 + (o38 + ((q40 * 8) % 64)) * tsr_p0_s1);
+        }
+      } else {
+        #pragma unroll
+        for (int i41 = 0; i41 < 4; ++i41) {
+          const int q42 = i41 * 256 + tsr_tid;
+          const int64_t n43 = !(true && (o37 + ((q42 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o38 + ((q42 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o38 + ((q42 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o38 + ((q42 * 8) % 64))) : 8;
+          const uint16_t* src44 = tsr_p0 + (n43 > 0 ? (o37 + ((q42 * 8) / 64)) * tsr_p0_s0 + (o38 + ((q42 * 8) % 64)) * tsr_p0_s1 : 0);
+          uint16_t* const dst45 = (sh15 + (1) * 9216) + (((q42 * 8) / 64)) * 72 + (((q42 * 8) % 64)) * 1;
+          if (tsr::aligned_vec<uint16_t, 8>(src44)) {
+            tsr::cp_async_16(tsr::smem_u32(dst45), src44, int(n43) * 2);
+          } else {
+            for (int v_ = 0; v_ < 8; ++v_) dst45[v_] = v_ < n43 ? src44[v_] : uint16_t(0);
+          }
         }
       }
     }
     {
-      const int64_t o40 = int64_t(nx32) * 64;
-      const int64_t o41 = int64_t(v2) * 256;
-      #pragma unroll
-      for (int i42 = 0; i42 < 8; ++i42) {
-        const int q43 = i42 * 256 + tsr_tid;
-        const int64_t n44 = !(true && (o40 + ((q43 * 8) / 256)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o41 + ((q43 * 8) % 256))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o41 + ((q43 * 8) % 256))) < 8 ? (int64_t(tsr_dim_N) - (o41 + ((q43 * 8) % 256))) : 8;
-        const uint16_t* src45 = tsr_p1 + (n44 > 0 ? (o40 + ((q43 * 8) / 256)) * tsr_p1_s0 + (o41 + ((q43 * 8) % 256)) * tsr_p1_s1 : 0);
-        uint16_t* const dst46 = (sh16 + (1) * 16896) + (((q43 * 8) / 256)) * 264 + (((q43 * 8) % 256)) * 1;
-        if (tsr::aligned_vec<uint16_t, 8>(src45)) {
-          tsr::cp_async_16(tsr::smem_u32(dst46), src45, int(n44) * 2);
-        } else {
-          for (int v_ = 0; v_ < 8; ++v_) dst46[v_] = v_ < n44 ? src45[v_] : uint16_t(0);
+      const int64_t o46 = int64_t(nx36) * 64;
+      const int64_t o47 = int64_t(v2) * 256;
+      if (o46 >= 0 && o46 + 64 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o47 >= 0 && o47 + 256 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o46 * tsr_p1_s0 + o47 * tsr_p1_s1)) {
+        #pragma unroll
+        for (int i48 = 0; i48 < 8; ++i48) {
+          const int q49 = i48 * 256 + tsr_tid;
+          tsr::cp_async_16(tsr::smem_u32((sh16 + (1) * 16896) + (((q49 * 8) / 256)) * 264 + (((q49 * 8) % 256)) * 1), tsr_p1 + (o46 + ((q49 * 8) / 256)) * tsr_p1_s0 + (o47 + ((q49 * 8) % 256)) * tsr_p1_s1);
+        }
+      } else {
+        #pragma unroll
+        for (int i50 = 0; i50 < 8; ++i50) {
+          const int q51 = i50 * 256 + tsr_tid;
+          const int64_t n52 = !(true && (o46 + ((q51 * 8) / 256)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o47 + ((q51 * 8) % 256))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o47 + ((q51 * 8) % 256))) < 8 ? (int64_t(tsr_dim_N) - (o47 + ((q51 * 8) % 256))) : 8;
+          const uint16_t* src53 = tsr_p1 + (n52 > 0 ? (o46 + ((q51 * 8) / 256)) * tsr_p1_s0 + (o47 + ((q51 * 8) % 256)) * tsr_p1_s1 : 0);
+          uint16_t* const dst54 = (sh16 + (1) * 16896) + (((q51 * 8) / 256)) * 264 + (((q51 * 8) % 256)) * 1;
+          if (tsr::aligned_vec<uint16_t, 8>(src53)) {
+            tsr::cp_async_16(tsr::smem_u32(dst54), src53, int(n52) * 2);
+          } else {
+            for (int v_ = 0; v_ < 8; ++v_) dst54[v_] = v_ < n52 ? src53[v_] : uint16_t(0);
+          }
         }
       }
     }
   }
   tsr::cp_async_commit();
-  for (int64_t iv47_ = v9; v0 > 0 && iv47_ < v8; iv47_ += v0) {
-    const int32_t iv47 = int32_t(iv47_);
-    if ((iv47_ + 2 * int64_t(v0)) < int64_t(v8)) {
-      const int32_t nx48 = int32_t((iv47_ + 2 * int64_t(v0)));
+  for (int64_t iv55_ = v9; v0 > 0 && iv55_ < v8; iv55_ += v0) {
+    const int32_t iv55 = int32_t(iv55_);
+    tsr::cp_async_wait<1>();  // this iteration's copies are in
+    __syncthreads();
+    if ((iv55_ + 2 * int64_t(v0)) < int64_t(v8)) {
+      const int32_t nx56 = int32_t((iv55_ + 2 * int64_t(v0)));
       {
-        const int64_t o49 = int64_t(v1) * 128;
-        const int64_t o50 = int64_t(nx48) * 64;
-        #pragma unroll
-        for (int i51 = 0; i51 < 4; ++i51) {
-          const int q52 = i51 * 256 + tsr_tid;
-          const int64_t n53 = !(true && (o49 + ((q52 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o50 + ((q52 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o50 + ((q52 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o50 + ((q52 * 8) % 64))) : 8;
-          const uint16_t* src54 = tsr_p0 + (n53 > 0 ? (o49 + ((q52 * 8) / 64)) * tsr_p0_s0 + (o50 + ((q52 * 8) % 64)) * tsr_p0_s1 : 0);
-          uint16_t* const dst55 = (sh15 + ((rs14 + 2) % 3) * 9216) + (((q52 * 8) / 64)) * 72 + (((q52 * 8) % 64)) * 1;
-          if (tsr::aligned_vec<uint16_t, 8>(src54)) {
-            tsr::cp_async_16(tsr::smem_u32(dst55), src54, int(n53) * 2);
-          } else {
-            for (int v_ = 0; v_ < 8; ++v_) dst55[v_] = v_ < n53 ? src54[v_] : uint16_t(0);
+        const int64_t o57 = int64_t(v1) * 128;
+        const int64_t o58 = int64_t(nx56) * 64;
+        if (o57 >= 0 && o57 + 128 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o58 >= 0 && o58 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o57 * tsr_p0_s0 + o58 * tsr_p0_s1)) {
+          #pragma unroll
+          for (int i59 = 0; i59 < 4; ++i59) {
+            const int q60 = i59 * 256 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh15 + ((rs14 + 2) % 3) * 9216) + (((q60 * 8) / 64)) * 72 + (((q60 * 8) % 64)) * 1), tsr_p0 + (o57 + ((q60 * 8) / 64)) * tsr_p0_s0 + (o58 + ((q60 * 8) % 64)) * tsr_p0_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i61 = 0; i61 < 4; ++i61) {
+            const int q62 = i61 * 256 + tsr_tid;
+            const int64_t n63 = !(true && (o57 + ((q62 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o58 + ((q62 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o58 + ((q62 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o58 + ((q62 * 8) % 64))) : 8;
+            const uint16_t* src64 = tsr_p0 + (n63 > 0 ? (o57 + ((q62 * 8) / 64)) * tsr_p0_s0 + (o58 + ((q62 * 8) % 64)) * tsr_p0_s1 : 0);
+            uint16_t* const dst65 = (sh15 + ((rs14 + 2) % 3) * 9216) + (((q62 * 8) / 64)) * 72 + (((q62 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src64)) {
+              tsr::cp_async_16(tsr::smem_u32(dst65), src64, int(n63) * 2);
+            } else {
+              for (int v_ = 0; v_ < 8; ++v_) dst65[v_] = v_ < n63 ? src64[v_] : uint16_t(0);
+            }
           }
         }
       }
       {
-        const int64_t o56 = int64_t(nx48) * 64;
-        const int64_t o57 = int64_t(v2) * 256;
-        #pragma unroll
-        for (int i58 = 0; i58 < 8; ++i58) {
-          const int q59 = i58 * 256 + tsr_tid;
-          const int64_t n60 = !(true && (o56 + ((q59 * 8) / 256)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o57 + ((q59 * 8) % 256))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o57 + ((q59 * 8) % 256))) < 8 ? (int64_t(tsr_dim_N) - (o57 + ((q59 * 8) % 256))) : 8;
-          const uint16_t* src61 = tsr_p1 + (n60 > 0 ? (o56 + ((q59 * 8) / 256)) * tsr_p1_s0 + (o57 + ((q59 * 8) % 256)) * tsr_p1_s1 : 0);
-          uint16_t* const dst62 = (sh16 + ((rs14 + 2) % 3) * 16896) + (((q59 * 8) / 256)) * 264 + (((q59 * 8) % 256)) * 1;
-          if (tsr::aligned_vec<uint16_t, 8>(src61)) {
-            tsr::cp_async_16(tsr::smem_u32(dst62), src61, int(n60) * 2);
-          } else {
-            for (int v_ = 0; v_ < 8; ++v_) dst62[v_] = v_ < n60 ? src61[v_] : uint16_t(0);
+        const int64_t o66 = int64_t(nx56) * 64;
+        const int64_t o67 = int64_t(v2) * 256;
+        if (o66 >= 0 && o66 + 64 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o67 >= 0 && o67 + 256 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o66 * tsr_p1_s0 + o67 * tsr_p1_s1)) {
+          #pragma unroll
+          for (int i68 = 0; i68 < 8; ++i68) {
+            const int q69 = i68 * 256 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh16 + ((rs14 + 2) % 3) * 16896) + (((q69 * 8) / 256)) * 264 + (((q69 * 8) % 256)) * 1), tsr_p1 + (o66 + ((q69 * 8) / 256)) * tsr_p1_s0 + (o67 + ((q69 * 8) % 256)) * tsr_p1_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i70 = 0; i70 < 8; ++i70) {
+            const int q71 = i70 * 256 + tsr_tid;
+            const int64_t n72 = !(true && (o66 + ((q71 * 8) / 256)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o67 + ((q71 * 8) % 256))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o67 + ((q71 * 8) % 256))) < 8 ? (int64_t(tsr_dim_N) - (o67 + ((q71 * 8) % 256))) : 8;
+            const uint16_t* src73 = tsr_p1 + (n72 > 0 ? (o66 + ((q71 * 8) / 256)) * tsr_p1_s0 + (o67 + ((q71 * 8) % 256)) * tsr_p1_s1 : 0);
+            uint16_t* const dst74 = (sh16 + ((rs14 + 2) % 3) * 16896) + (((q71 * 8) / 256)) * 264 + (((q71 * 8) % 256)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src73)) {
+              tsr::cp_async_16(tsr::smem_u32(dst74), src73, int(n72) * 2);
+            } else {
+              for (int v_ = 0; v_ < 8; ++v_) dst74[v_] = v_ < n72 ? src73[v_] : uint16_t(0);
+            }
           }
         }
       }
     }
     tsr::cp_async_commit();
-    tsr::cp_async_wait<2>();  // this iteration's copies are in
-    __syncthreads();
     // %25 = load_tile %a, %12, %23 : tile<f16, [128, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %26 = load_tile %b, %23, %13 : tile<f16, [64, 256], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %27 = dot %25, %26, %24 : tile<f32, [128, 256], layout = mma<version = 2, warps = [2, 4], instr = [16, 8]>>
-    float v63[128];
+    float v75[128];
     #pragma unroll
-    for (int s64 = 0; s64 < 128; ++s64) {
-      v63[s64] = c12[s64];
+    for (int s76 = 0; s76 < 128; ++s76) {
+      v75[s76] = c12[s76];
     }
     {
       const int wm_ = tsr_warp / 4, wn_ = tsr_warp % 4;
@@ -198,79 +246,78 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
         tsr::ldsm_x4_trans(fb[2][0], fb[2][1], fb[3][0], fb[3][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * ks + (tsr_lane & 15)) * 264 + 32 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         tsr::ldsm_x4_trans(fb[4][0], fb[4][1], fb[5][0], fb[5][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * ks + (tsr_lane & 15)) * 264 + 32 * (4 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         tsr::ldsm_x4_trans(fb[6][0], fb[6][1], fb[7][0], fb[7][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * ks + (tsr_lane & 15)) * 264 + 32 * (6 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::mma_f16_16816(&v63[0], fa[0], fb[0]);
-        tsr::mma_f16_16816(&v63[4], fa[0], fb[1]);
-        tsr::mma_f16_16816(&v63[8], fa[0], fb[2]);
-        tsr::mma_f16_16816(&v63[12], fa[0], fb[3]);
-        tsr::mma_f16_16816(&v63[16], fa[0], fb[4]);
-        tsr::mma_f16_16816(&v63[20], fa[0], fb[5]);
-        tsr::mma_f16_16816(&v63[24], fa[0], fb[6]);
-        tsr::mma_f16_16816(&v63[28], fa[0], fb[7]);
-        tsr::mma_f16_16816(&v63[32], fa[1], fb[0]);
-        tsr::mma_f16_16816(&v63[36], fa[1], fb[1]);
-        tsr::mma_f16_16816(&v63[40], fa[1], fb[2]);
-        tsr::mma_f16_16816(&v63[44], fa[1], fb[3]);
-        tsr::mma_f16_16816(&v63[48], fa[1], fb[4]);
-        tsr::mma_f16_16816(&v63[52], fa[1], fb[5]);
-        tsr::mma_f16_16816(&v63[56], fa[1], fb[6]);
-        tsr::mma_f16_16816(&v63[60], fa[1], fb[7]);
-        tsr::mma_f16_16816(&v63[64], fa[2], fb[0]);
-        tsr::mma_f16_16816(&v63[68], fa[2], fb[1]);
-        tsr::mma_f16_16816(&v63[72], fa[2], fb[2]);
-        tsr::mma_f16_16816(&v63[76], fa[2], fb[3]);
-        tsr::mma_f16_16816(&v63[80], fa[2], fb[4]);
-        tsr::mma_f16_16816(&v63[84], fa[2], fb[5]);
-        tsr::mma_f16_16816(&v63[88], fa[2], fb[6]);
-        tsr::mma_f16_16816(&v63[92], fa[2], fb[7]);
-        tsr::mma_f16_16816(&v63[96], fa[3], fb[0]);
-        tsr::mma_f16_16816(&v63[100], fa[3], fb[1]);
-        tsr::mma_f16_16816(&v63[104], fa[3], fb[2]);
-        tsr::mma_f16_16816(&v63[108], fa[3], fb[3]);
-        tsr::mma_f16_16816(&v63[112], fa[3], fb[4]);
-        tsr::mma_f16_16816(&v63[116], fa[3], fb[5]);
-        tsr::mma_f16_16816(&v63[120], fa[3], fb[6]);
-        tsr::mma_f16_16816(&v63[124], fa[3], fb[7]);
+        tsr::mma_f16_16816(&v75[0], fa[0], fb[0]);
+        tsr::mma_f16_16816(&v75[4], fa[0], fb[1]);
+        tsr::mma_f16_16816(&v75[8], fa[0], fb[2]);
+        tsr::mma_f16_16816(&v75[12], fa[0], fb[3]);
+        tsr::mma_f16_16816(&v75[16], fa[0], fb[4]);
+        tsr::mma_f16_16816(&v75[20], fa[0], fb[5]);
+        tsr::mma_f16_16816(&v75[24], fa[0], fb[6]);
+        tsr::mma_f16_16816(&v75[28], fa[0], fb[7]);
+        tsr::mma_f16_16816(&v75[32], fa[1], fb[0]);
+        tsr::mma_f16_16816(&v75[36], fa[1], fb[1]);
+        tsr::mma_f16_16816(&v75[40], fa[1], fb[2]);
+        tsr::mma_f16_16816(&v75[44], fa[1], fb[3]);
+        tsr::mma_f16_16816(&v75[48], fa[1], fb[4]);
+        tsr::mma_f16_16816(&v75[52], fa[1], fb[5]);
+        tsr::mma_f16_16816(&v75[56], fa[1], fb[6]);
+        tsr::mma_f16_16816(&v75[60], fa[1], fb[7]);
+        tsr::mma_f16_16816(&v75[64], fa[2], fb[0]);
+        tsr::mma_f16_16816(&v75[68], fa[2], fb[1]);
+        tsr::mma_f16_16816(&v75[72], fa[2], fb[2]);
+        tsr::mma_f16_16816(&v75[76], fa[2], fb[3]);
+        tsr::mma_f16_16816(&v75[80], fa[2], fb[4]);
+        tsr::mma_f16_16816(&v75[84], fa[2], fb[5]);
+        tsr::mma_f16_16816(&v75[88], fa[2], fb[6]);
+        tsr::mma_f16_16816(&v75[92], fa[2], fb[7]);
+        tsr::mma_f16_16816(&v75[96], fa[3], fb[0]);
+        tsr::mma_f16_16816(&v75[100], fa[3], fb[1]);
+        tsr::mma_f16_16816(&v75[104], fa[3], fb[2]);
+        tsr::mma_f16_16816(&v75[108], fa[3], fb[3]);
+        tsr::mma_f16_16816(&v75[112], fa[3], fb[4]);
+        tsr::mma_f16_16816(&v75[116], fa[3], fb[5]);
+        tsr::mma_f16_16816(&v75[120], fa[3], fb[6]);
+        tsr::mma_f16_16816(&v75[124], fa[3], fb[7]);
       }
     }
     // yield %27
     #pragma unroll
-    for (int s65 = 0; s65 < 128; ++s65) {
-      c12[s65] = v63[s65];
+    for (int s77 = 0; s77 < 128; ++s77) {
+      c12[s77] = v75[s77];
     }
-    __syncthreads();
     rs14 = (rs14 + 1) % 3;
   }
   tsr::cp_async_wait<0>();
   // %28 = cast %22 : tile<f16, [128, 256], layout = mma<version = 2, warps = [2, 4], instr = [16, 8]>>
-  float v66[128];
+  float v78[128];
   #pragma unroll
-  for (int s67 = 0; s67 < 128; ++s67) {
-    v66[s67] = tsr::rf16(float(float(c12[s67])));
+  for (int s79 = 0; s79 < 128; ++s79) {
+    v78[s79] = tsr::rf16(float(float(c12[s79])));
   }
   // store_tile %c, %28, %12, %13
   {
-    const int64_t o68 = int64_t(v1) * 128 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 2) & 1) * 16);
-    const int64_t o69 = int64_t(v2) * 256 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 3) * 8);
-    const bool whole70 = int64_t(v1) * 128 >= 0 && int64_t(v1) * 128 + 128 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 2 == 0 && int64_t(v2) * 256 >= 0 && int64_t(v2) * 256 + 256 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + int64_t(v1) * 128 * tsr_p2_s0 + int64_t(v2) * 256 * tsr_p2_s1);
-    if (whole70) {
+    const int64_t o80 = int64_t(v1) * 128 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 2) & 1) * 16);
+    const int64_t o81 = int64_t(v2) * 256 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 3) * 8);
+    const bool whole82 = int64_t(v1) * 128 >= 0 && int64_t(v1) * 128 + 128 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 2 == 0 && int64_t(v2) * 256 >= 0 && int64_t(v2) * 256 + 256 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + int64_t(v1) * 128 * tsr_p2_s0 + int64_t(v2) * 256 * tsr_p2_s1);
+    if (whole82) {
       #pragma unroll
-      for (int c71 = 0; c71 < 64; ++c71) {
-        uint16_t vb72[2];
-        vb72[0] = tsr::f2h(v66[c71 * 2 + 0]);
-        vb72[1] = tsr::f2h(v66[c71 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o68 + ((((c71 * 2) / 2) % 2) * 8 + (((c71 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o69 + (((c71 * 2) % 2) + (((c71 * 2) / 4) % 8) * 32)) * tsr_p2_s1, vb72);
+      for (int c83 = 0; c83 < 64; ++c83) {
+        uint16_t vb84[2];
+        vb84[0] = tsr::f2h(v78[c83 * 2 + 0]);
+        vb84[1] = tsr::f2h(v78[c83 * 2 + 1]);
+        tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o80 + ((((c83 * 2) / 2) % 2) * 8 + (((c83 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o81 + (((c83 * 2) % 2) + (((c83 * 2) / 4) % 8) * 32)) * tsr_p2_s1, vb84);
       }
     } else {
       #pragma unroll
-      for (int c73 = 0; c73 < 64; ++c73) {
-        uint16_t vb74[2];
-        if ((o68 + ((((c73 * 2) / 2) % 2) * 8 + (((c73 * 2) / 32) % 4) * 32)) < int64_t(tsr_dim_M) && (o69 + (((c73 * 2) % 2) + (((c73 * 2) / 4) % 8) * 32) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + (o68 + ((((c73 * 2) / 2) % 2) * 8 + (((c73 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o69 + (((c73 * 2) % 2) + (((c73 * 2) / 4) % 8) * 32)) * tsr_p2_s1)) {
-          vb74[0] = tsr::f2h(v66[c73 * 2 + 0]);
-          vb74[1] = tsr::f2h(v66[c73 * 2 + 1]);
-          tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o68 + ((((c73 * 2) / 2) % 2) * 8 + (((c73 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o69 + (((c73 * 2) % 2) + (((c73 * 2) / 4) % 8) * 32)) * tsr_p2_s1, vb74);
+      for (int c85 = 0; c85 < 64; ++c85) {
+        uint16_t vb86[2];
+        if ((o80 + ((((c85 * 2) / 2) % 2) * 8 + (((c85 * 2) / 32) % 4) * 32)) < int64_t(tsr_dim_M) && (o81 + (((c85 * 2) % 2) + (((c85 * 2) / 4) % 8) * 32) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + (o80 + ((((c85 * 2) / 2) % 2) * 8 + (((c85 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o81 + (((c85 * 2) % 2) + (((c85 * 2) / 4) % 8) * 32)) * tsr_p2_s1)) {
+          vb86[0] = tsr::f2h(v78[c85 * 2 + 0]);
+          vb86[1] = tsr::f2h(v78[c85 * 2 + 1]);
+          tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o80 + ((((c85 * 2) / 2) % 2) * 8 + (((c85 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o81 + (((c85 * 2) % 2) + (((c85 * 2) / 4) % 8) * 32)) * tsr_p2_s1, vb86);
         } else {
-          if ((o68 + ((((c73 * 2) / 2) % 2) * 8 + (((c73 * 2) / 32) % 4) * 32)) < int64_t(tsr_dim_M) && (o69 + (((c73 * 2) % 2) + (((c73 * 2) / 4) % 8) * 32)) < int64_t(tsr_dim_N)) tsr_p2[(o68 + ((((c73 * 2) / 2) % 2) * 8 + (((c73 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o69 + (((c73 * 2) % 2) + (((c73 * 2) / 4) % 8) * 32)) * tsr_p2_s1] = tsr::f2h(v66[c73 * 2]);
-          if ((o68 + ((((c73 * 2) / 2) % 2) * 8 + (((c73 * 2) / 32) % 4) * 32)) < int64_t(tsr_dim_M) && (o69 + (((c73 * 2) % 2) + (((c73 * 2) / 4) % 8) * 32) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o68 + ((((c73 * 2) / 2) % 2) * 8 + (((c73 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o69 + (((c73 * 2) % 2) + (((c73 * 2) / 4) % 8) * 32) + 1) * tsr_p2_s1] = tsr::f2h(v66[c73 * 2 + 1]);
+          if ((o80 + ((((c85 * 2) / 2) % 2) * 8 + (((c85 * 2) / 32) % 4) * 32)) < int64_t(tsr_dim_M) && (o81 + (((c85 * 2) % 2) + (((c85 * 2) / 4) % 8) * 32)) < int64_t(tsr_dim_N)) tsr_p2[(o80 + ((((c85 * 2) / 2) % 2) * 8 + (((c85 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o81 + (((c85 * 2) % 2) + (((c85 * 2) / 4) % 8) * 32)) * tsr_p2_s1] = tsr::f2h(v78[c85 * 2]);
+          if ((o80 + ((((c85 * 2) / 2) % 2) * 8 + (((c85 * 2) / 32) % 4) * 32)) < int64_t(tsr_dim_M) && (o81 + (((c85 * 2) % 2) + (((c85 * 2) / 4) % 8) * 32) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o80 + ((((c85 * 2) / 2) % 2) * 8 + (((c85 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o81 + (((c85 * 2) % 2) + (((c85 * 2) / 4) % 8) * 32) + 1) * tsr_p2_s1] = tsr::f2h(v78[c85 * 2 + 1]);
         }
       }
     }
@@ -296,5 +343,6 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
 // stat threads = 256
 // stat vector-accesses = 1
 // stat whole-tile-accesses = 1
+// stat whole-tile-copies = 6
 // note grouped order: CTAs take the programs 8 rows of axis 0 at a time, for L2 reuse of the operand tiles
 // note printed from the GPU lowering's layouts (the layout emitter)

@@ -69,120 +69,168 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul(float* tsr_p0, 
     {
       const int64_t o18 = int64_t(v1) * 64;
       const int64_t o19 = int64_t(nx17) * 32;
-      #pragma unroll
-      for (int i20 = 0; i20 < 4; ++i20) {
-        const int q21 = i20 * 128 + tsr_tid;
-        const int64_t n22 = !(true && (o18 + ((q21 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o19 + ((q21 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o19 + ((q21 * 4) % 32))) < 4 ? (int64_t(tsr_dim_K) - (o19 + ((q21 * 4) % 32))) : 4;
-        const float* src23 = tsr_p0 + (n22 > 0 ? (o18 + ((q21 * 4) / 32)) * tsr_p0_s0 + (o19 + ((q21 * 4) % 32)) * tsr_p0_s1 : 0);
-        float* const dst24 = (sh15 + (0) * 2304) + (((q21 * 4) / 32)) * 36 + (((q21 * 4) % 32)) * 1;
-        if (tsr::aligned_vec<float, 4>(src23)) {
-          tsr::cp_async_16(tsr::smem_u32(dst24), src23, int(n22) * 4);
-        } else {
-          for (int v_ = 0; v_ < 4; ++v_) dst24[v_] = v_ < n22 ? src23[v_] : float(0);
+      if (o18 >= 0 && o18 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o19 >= 0 && o19 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<float, 4>(tsr_p0 + o18 * tsr_p0_s0 + o19 * tsr_p0_s1)) {
+        #pragma unroll
+        for (int i20 = 0; i20 < 4; ++i20) {
+          const int q21 = i20 * 128 + tsr_tid;
+          tsr::cp_async_16(tsr::smem_u32((sh15 + (0) * 2304) + (((q21 * 4) / 32)) * 36 + (((q21 * 4) % 32)) * 1), tsr_p0 + (o18 + ((q21 * 4) / 32)) * tsr_p0_s0 + (o19 + ((q21 * 4) % 32)) * tsr_p0_s1);
+        }
+      } else {
+        #pragma unroll
+        for (int i22 = 0; i22 < 4; ++i22) {
+          const int q23 = i22 * 128 + tsr_tid;
+          const int64_t n24 = !(true && (o18 + ((q23 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o19 + ((q23 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o19 + ((q23 * 4) % 32))) < 4 ? (int64_t(tsr_dim_K) - (o19 + ((q23 * 4) % 32))) : 4;
+          const float* src25 = tsr_p0 + (n24 > 0 ? (o18 + ((q23 * 4) / 32)) * tsr_p0_s0 + (o19 + ((q23 * 4) % 32)) * tsr_p0_s1 : 0);
+          float* const dst26 = (sh15 + (0) * 2304) + (((q23 * 4) / 32)) * 36 + (((q23 * 4) % 32)) * 1;
+          if (tsr::aligned_vec<float, 4>(src25)) {
+            tsr::cp_async_16(tsr::smem_u32(dst26), src25, int(n24) * 4);
+          } else {
+            for (int v_ = 0; v_ < 4; ++v_) dst26[v_] = v_ < n24 ? src25[v_] : float(0);
+          }
         }
       }
     }
     {
-      const int64_t o25 = int64_t(nx17) * 32;
-      const int64_t o26 = int64_t(v2) * 64;
-      #pragma unroll
-      for (int i27 = 0; i27 < 4; ++i27) {
-        const int q28 = i27 * 128 + tsr_tid;
-        const int64_t n29 = !(true && (o25 + ((q28 * 4) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o26 + ((q28 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o26 + ((q28 * 4) % 64))) < 4 ? (int64_t(tsr_dim_N) - (o26 + ((q28 * 4) % 64))) : 4;
-        const float* src30 = tsr_p1 + (n29 > 0 ? (o25 + ((q28 * 4) / 64)) * tsr_p1_s0 + (o26 + ((q28 * 4) % 64)) * tsr_p1_s1 : 0);
-        float* const dst31 = (sh16 + (0) * 2176) + (((q28 * 4) / 64)) * 68 + (((q28 * 4) % 64)) * 1;
-        if (tsr::aligned_vec<float, 4>(src30)) {
-          tsr::cp_async_16(tsr::smem_u32(dst31), src30, int(n29) * 4);
-        } else {
-          for (int v_ = 0; v_ < 4; ++v_) dst31[v_] = v_ < n29 ? src30[v_] : float(0);
+      const int64_t o27 = int64_t(nx17) * 32;
+      const int64_t o28 = int64_t(v2) * 64;
+      if (o27 >= 0 && o27 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 4 == 0 && o28 >= 0 && o28 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p1 + o27 * tsr_p1_s0 + o28 * tsr_p1_s1)) {
+        #pragma unroll
+        for (int i29 = 0; i29 < 4; ++i29) {
+          const int q30 = i29 * 128 + tsr_tid;
+          tsr::cp_async_16(tsr::smem_u32((sh16 + (0) * 2176) + (((q30 * 4) / 64)) * 68 + (((q30 * 4) % 64)) * 1), tsr_p1 + (o27 + ((q30 * 4) / 64)) * tsr_p1_s0 + (o28 + ((q30 * 4) % 64)) * tsr_p1_s1);
+        }
+      } else {
+        #pragma unroll
+        for (int i31 = 0; i31 < 4; ++i31) {
+          const int q32 = i31 * 128 + tsr_tid;
+          const int64_t n33 = !(true && (o27 + ((q32 * 4) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o28 + ((q32 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o28 + ((q32 * 4) % 64))) < 4 ? (int64_t(tsr_dim_N) - (o28 + ((q32 * 4) % 64))) : 4;
+          const float* src34 = tsr_p1 + (n33 > 0 ? (o27 + ((q32 * 4) / 64)) * tsr_p1_s0 + (o28 + ((q32 * 4) % 64)) * tsr_p1_s1 : 0);
+          float* const dst35 = (sh16 + (0) * 2176) + (((q32 * 4) / 64)) * 68 + (((q32 * 4) % 64)) * 1;
+          if (tsr::aligned_vec<float, 4>(src34)) {
+            tsr::cp_async_16(tsr::smem_u32(dst35), src34, int(n33) * 4);
+          } else {
+            for (int v_ = 0; v_ < 4; ++v_) dst35[v_] = v_ < n33 ? src34[v_] : float(0);
+          }
         }
       }
     }
   }
   tsr::cp_async_commit();
   if ((int64_t(v11) + 1 * int64_t(v0)) < int64_t(v10)) {
-    const int32_t nx32 = int32_t((int64_t(v11) + 1 * int64_t(v0)));
+    const int32_t nx36 = int32_t((int64_t(v11) + 1 * int64_t(v0)));
     {
-      const int64_t o33 = int64_t(v1) * 64;
-      const int64_t o34 = int64_t(nx32) * 32;
-      #pragma unroll
-      for (int i35 = 0; i35 < 4; ++i35) {
-        const int q36 = i35 * 128 + tsr_tid;
-        const int64_t n37 = !(true && (o33 + ((q36 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o34 + ((q36 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o34 + ((q36 * 4) % 32))) < 4 ? (int64_t(tsr_dim_K) - (o34 + ((q36 * 4) % 32))) : 4;
-        const float* src38 = tsr_p0 + (n37 > 0 ? (o33 + ((q36 * 4) / 32)) * tsr_p0_s0 + (o34 + ((q36 * 4) % 32)) * tsr_p0_s1 : 0);
-        float* const dst39 = (sh15 + (1) * 2304) + (((q36 * 4) / 32)) * 36 + (((q36 * 4) % 32)) * 1;
-        if (tsr::aligned_vec<float, 4>(src38)) {
-          tsr::cp_async_16(tsr::smem_u32(dst39), src38, int(n37) * 4);
-        } else {
-          for (int v_ = 0; v_ < 4; ++v_) dst39[v_] = v_ < n37 ? src38[v_] : float(0);
+      const int64_t o37 = int64_t(v1) * 64;
+      const int64_t o38 = int64_t(nx36) * 32;
+      if (o37 >= 0 && o37 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o38 >= 0 && o38 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<float, 4>(tsr_p0 + o37 * tsr_p0_s0 + o38 * tsr_p0_s1)) {
+        #pragma unroll
+        for (int i39 = 0; i39 < 4; ++i39) {
+          const int q40 = i39 * 128 + tsr_tid;
+          tsr::cp_async_16(tsr::smem_u32((sh15 + (1) * 2304) + (((q40 * 4) / 32)) * 36 + (((q40 * 4) % 32)) * 1), tsr_p0 + (o37 + ((q40 * 4) / 32)) * tsr_p0_s0 + (o38 + ((q40 * 4) % 32)) * tsr_p0_s1);
+        }
+      } else {
+        #pragma unroll
+        for (int i41 = 0; i41 < 4; ++i41) {
+          const int q42 = i41 * 128 + tsr_tid;
+          const int64_t n43 = !(true && (o37 + ((q42 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o38 + ((q42 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o38 + ((q42 * 4) % 32))) < 4 ? (int64_t(tsr_dim_K) - (o38 + ((q42 * 4) % 32))) : 4;
+          const float* src44 = tsr_p0 + (n43 > 0 ? (o37 + ((q42 * 4) / 32)) * tsr_p0_s0 + (o38 + ((q42 * 4) % 32)) * tsr_p0_s1 : 0);
+          float* const dst45 = (sh15 + (1) * 2304) + (((q42 * 4) / 32)) * 36 + (((q42 * 4) % 32)) * 1;
+          if (tsr::aligned_vec<float, 4>(src44)) {
+            tsr::cp_async_16(tsr::smem_u32(dst45), src44, int(n43) * 4);
+          } else {
+            for (int v_ = 0; v_ < 4; ++v_) dst45[v_] = v_ < n43 ? src44[v_] : float(0);
+          }
         }
       }
     }
     {
-      const int64_t o40 = int64_t(nx32) * 32;
-      const int64_t o41 = int64_t(v2) * 64;
-      #pragma unroll
-      for (int i42 = 0; i42 < 4; ++i42) {
-        const int q43 = i42 * 128 + tsr_tid;
-        const int64_t n44 = !(true && (o40 + ((q43 * 4) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o41 + ((q43 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o41 + ((q43 * 4) % 64))) < 4 ? (int64_t(tsr_dim_N) - (o41 + ((q43 * 4) % 64))) : 4;
-        const float* src45 = tsr_p1 + (n44 > 0 ? (o40 + ((q43 * 4) / 64)) * tsr_p1_s0 + (o41 + ((q43 * 4) % 64)) * tsr_p1_s1 : 0);
-        float* const dst46 = (sh16 + (1) * 2176) + (((q43 * 4) / 64)) * 68 + (((q43 * 4) % 64)) * 1;
-        if (tsr::aligned_vec<float, 4>(src45)) {
-          tsr::cp_async_16(tsr::smem_u32(dst46), src45, int(n44) * 4);
-        } else {
-          for (int v_ = 0; v_ < 4; ++v_) dst46[v_] = v_ < n44 ? src45[v_] : float(0);
+      const int64_t o46 = int64_t(nx36) * 32;
+      const int64_t o47 = int64_t(v2) * 64;
+      if (o46 >= 0 && o46 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 4 == 0 && o47 >= 0 && o47 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p1 + o46 * tsr_p1_s0 + o47 * tsr_p1_s1)) {
+        #pragma unroll
+        for (int i48 = 0; i48 < 4; ++i48) {
+          const int q49 = i48 * 128 + tsr_tid;
+          tsr::cp_async_16(tsr::smem_u32((sh16 + (1) * 2176) + (((q49 * 4) / 64)) * 68 + (((q49 * 4) % 64)) * 1), tsr_p1 + (o46 + ((q49 * 4) / 64)) * tsr_p1_s0 + (o47 + ((q49 * 4) % 64)) * tsr_p1_s1);
+        }
+      } else {
+        #pragma unroll
+        for (int i50 = 0; i50 < 4; ++i50) {
+          const int q51 = i50 * 128 + tsr_tid;
+          const int64_t n52 = !(true && (o46 + ((q51 * 4) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o47 + ((q51 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o47 + ((q51 * 4) % 64))) < 4 ? (int64_t(tsr_dim_N) - (o47 + ((q51 * 4) % 64))) : 4;
+          const float* src53 = tsr_p1 + (n52 > 0 ? (o46 + ((q51 * 4) / 64)) * tsr_p1_s0 + (o47 + ((q51 * 4) % 64)) * tsr_p1_s1 : 0);
+          float* const dst54 = (sh16 + (1) * 2176) + (((q51 * 4) / 64)) * 68 + (((q51 * 4) % 64)) * 1;
+          if (tsr::aligned_vec<float, 4>(src53)) {
+            tsr::cp_async_16(tsr::smem_u32(dst54), src53, int(n52) * 4);
+          } else {
+            for (int v_ = 0; v_ < 4; ++v_) dst54[v_] = v_ < n52 ? src53[v_] : float(0);
+          }
         }
       }
     }
   }
   tsr::cp_async_commit();
-  for (int64_t iv47_ = v11; v0 > 0 && iv47_ < v10; iv47_ += v0) {
-    const int32_t iv47 = int32_t(iv47_);
-    if ((iv47_ + 2 * int64_t(v0)) < int64_t(v10)) {
-      const int32_t nx48 = int32_t((iv47_ + 2 * int64_t(v0)));
+  for (int64_t iv55_ = v11; v0 > 0 && iv55_ < v10; iv55_ += v0) {
+    const int32_t iv55 = int32_t(iv55_);
+    tsr::cp_async_wait<1>();  // this iteration's copies are in
+    __syncthreads();
+    if ((iv55_ + 2 * int64_t(v0)) < int64_t(v10)) {
+      const int32_t nx56 = int32_t((iv55_ + 2 * int64_t(v0)));
       {
-        const int64_t o49 = int64_t(v1) * 64;
-        const int64_t o50 = int64_t(nx48) * 32;
-        #pragma unroll
-        for (int i51 = 0; i51 < 4; ++i51) {
-          const int q52 = i51 * 128 + tsr_tid;
-          const int64_t n53 = !(true && (o49 + ((q52 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o50 + ((q52 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o50 + ((q52 * 4) % 32))) < 4 ? (int64_t(tsr_dim_K) - (o50 + ((q52 * 4) % 32))) : 4;
-          const float* src54 = tsr_p0 + (n53 > 0 ? (o49 + ((q52 * 4) / 32)) * tsr_p0_s0 + (o50 + ((q52 * 4) % 32)) * tsr_p0_s1 : 0);
-          float* const dst55 = (sh15 + ((rs14 + 2) % 3) * 2304) + (((q52 * 4) / 32)) * 36 + (((q52 * 4) % 32)) * 1;
-          if (tsr::aligned_vec<float, 4>(src54)) {
-            tsr::cp_async_16(tsr::smem_u32(dst55), src54, int(n53) * 4);
-          } else {
-            for (int v_ = 0; v_ < 4; ++v_) dst55[v_] = v_ < n53 ? src54[v_] : float(0);
+        const int64_t o57 = int64_t(v1) * 64;
+        const int64_t o58 = int64_t(nx56) * 32;
+        if (o57 >= 0 && o57 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o58 >= 0 && o58 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<float, 4>(tsr_p0 + o57 * tsr_p0_s0 + o58 * tsr_p0_s1)) {
+          #pragma unroll
+          for (int i59 = 0; i59 < 4; ++i59) {
+            const int q60 = i59 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh15 + ((rs14 + 2) % 3) * 2304) + (((q60 * 4) / 32)) * 36 + (((q60 * 4) % 32)) * 1), tsr_p0 + (o57 + ((q60 * 4) / 32)) * tsr_p0_s0 + (o58 + ((q60 * 4) % 32)) * tsr_p0_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i61 = 0; i61 < 4; ++i61) {
+            const int q62 = i61 * 128 + tsr_tid;
+            const int64_t n63 = !(true && (o57 + ((q62 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o58 + ((q62 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o58 + ((q62 * 4) % 32))) < 4 ? (int64_t(tsr_dim_K) - (o58 + ((q62 * 4) % 32))) : 4;
+            const float* src64 = tsr_p0 + (n63 > 0 ? (o57 + ((q62 * 4) / 32)) * tsr_p0_s0 + (o58 + ((q62 * 4) % 32)) * tsr_p0_s1 : 0);
+            float* const dst65 = (sh15 + ((rs14 + 2) % 3) * 2304) + (((q62 * 4) / 32)) * 36 + (((q62 * 4) % 32)) * 1;
+            if (tsr::aligned_vec<float, 4>(src64)) {
+              tsr::cp_async_16(tsr::smem_u32(dst65), src64, int(n63) * 4);
+            } else {
+              for (int v_ = 0; v_ < 4; ++v_) dst65[v_] = v_ < n63 ? src64[v_] : float(0);
+            }
           }
         }
       }
       {
-        const int64_t o56 = int64_t(nx48) * 32;
-        const int64_t o57 = int64_t(v2) * 64;
-        #pragma unroll
-        for (int i58 = 0; i58 < 4; ++i58) {
-          const int q59 = i58 * 128 + tsr_tid;
-          const int64_t n60 = !(true && (o56 + ((q59 * 4) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o57 + ((q59 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o57 + ((q59 * 4) % 64))) < 4 ? (int64_t(tsr_dim_N) - (o57 + ((q59 * 4) % 64))) : 4;
-          const float* src61 = tsr_p1 + (n60 > 0 ? (o56 + ((q59 * 4) / 64)) * tsr_p1_s0 + (o57 + ((q59 * 4) % 64)) * tsr_p1_s1 : 0);
-          float* const dst62 = (sh16 + ((rs14 + 2) % 3) * 2176) + (((q59 * 4) / 64)) * 68 + (((q59 * 4) % 64)) * 1;
-          if (tsr::aligned_vec<float, 4>(src61)) {
-            tsr::cp_async_16(tsr::smem_u32(dst62), src61, int(n60) * 4);
-          } else {
-            for (int v_ = 0; v_ < 4; ++v_) dst62[v_] = v_ < n60 ? src61[v_] : float(0);
+        const int64_t o66 = int64_t(nx56) * 32;
+        const int64_t o67 = int64_t(v2) * 64;
+        if (o66 >= 0 && o66 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 4 == 0 && o67 >= 0 && o67 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p1 + o66 * tsr_p1_s0 + o67 * tsr_p1_s1)) {
+          #pragma unroll
+          for (int i68 = 0; i68 < 4; ++i68) {
+            const int q69 = i68 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh16 + ((rs14 + 2) % 3) * 2176) + (((q69 * 4) / 64)) * 68 + (((q69 * 4) % 64)) * 1), tsr_p1 + (o66 + ((q69 * 4) / 64)) * tsr_p1_s0 + (o67 + ((q69 * 4) % 64)) * tsr_p1_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i70 = 0; i70 < 4; ++i70) {
+            const int q71 = i70 * 128 + tsr_tid;
+            const int64_t n72 = !(true && (o66 + ((q71 * 4) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o67 + ((q71 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o67 + ((q71 * 4) % 64))) < 4 ? (int64_t(tsr_dim_N) - (o67 + ((q71 * 4) % 64))) : 4;
+            const float* src73 = tsr_p1 + (n72 > 0 ? (o66 + ((q71 * 4) / 64)) * tsr_p1_s0 + (o67 + ((q71 * 4) % 64)) * tsr_p1_s1 : 0);
+            float* const dst74 = (sh16 + ((rs14 + 2) % 3) * 2176) + (((q71 * 4) / 64)) * 68 + (((q71 * 4) % 64)) * 1;
+            if (tsr::aligned_vec<float, 4>(src73)) {
+              tsr::cp_async_16(tsr::smem_u32(dst74), src73, int(n72) * 4);
+            } else {
+              for (int v_ = 0; v_ < 4; ++v_) dst74[v_] = v_ < n72 ? src73[v_] : float(0);
+            }
           }
         }
       }
     }
     tsr::cp_async_commit();
-    tsr::cp_async_wait<2>();  // this iteration's copies are in
-    __syncthreads();
     // %24 = load_tile %a, %11, %22 : tile<f32, [64, 32], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %25 = load_tile %b, %22, %12 : tile<f32, [32, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %26 = dot %24, %25, %23 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v63[32];
+    float v75[32];
     #pragma unroll
-    for (int s64 = 0; s64 < 32; ++s64) {
-      v63[s64] = c12[s64];
+    for (int s76 = 0; s76 < 32; ++s76) {
+      v75[s76] = c12[s76];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -200,79 +248,78 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul(float* tsr_p0, 
         const auto b1_ = (sh16 + rs14 * 2176)[(k_) * 68 + (tn_ + 1) * 1];
         const auto b2_ = (sh16 + rs14 * 2176)[(k_) * 68 + (tn_ + 2) * 1];
         const auto b3_ = (sh16 + rs14 * 2176)[(k_) * 68 + (tn_ + 3) * 1];
-        v63[0] = fmaf(float(a0_), float(b0_), v63[0]);
-        v63[1] = fmaf(float(a0_), float(b1_), v63[1]);
-        v63[2] = fmaf(float(a0_), float(b2_), v63[2]);
-        v63[3] = fmaf(float(a0_), float(b3_), v63[3]);
-        v63[4] = fmaf(float(a1_), float(b0_), v63[4]);
-        v63[5] = fmaf(float(a1_), float(b1_), v63[5]);
-        v63[6] = fmaf(float(a1_), float(b2_), v63[6]);
-        v63[7] = fmaf(float(a1_), float(b3_), v63[7]);
-        v63[8] = fmaf(float(a2_), float(b0_), v63[8]);
-        v63[9] = fmaf(float(a2_), float(b1_), v63[9]);
-        v63[10] = fmaf(float(a2_), float(b2_), v63[10]);
-        v63[11] = fmaf(float(a2_), float(b3_), v63[11]);
-        v63[12] = fmaf(float(a3_), float(b0_), v63[12]);
-        v63[13] = fmaf(float(a3_), float(b1_), v63[13]);
-        v63[14] = fmaf(float(a3_), float(b2_), v63[14]);
-        v63[15] = fmaf(float(a3_), float(b3_), v63[15]);
-        v63[16] = fmaf(float(a4_), float(b0_), v63[16]);
-        v63[17] = fmaf(float(a4_), float(b1_), v63[17]);
-        v63[18] = fmaf(float(a4_), float(b2_), v63[18]);
-        v63[19] = fmaf(float(a4_), float(b3_), v63[19]);
-        v63[20] = fmaf(float(a5_), float(b0_), v63[20]);
-        v63[21] = fmaf(float(a5_), float(b1_), v63[21]);
-        v63[22] = fmaf(float(a5_), float(b2_), v63[22]);
-        v63[23] = fmaf(float(a5_), float(b3_), v63[23]);
-        v63[24] = fmaf(float(a6_), float(b0_), v63[24]);
-        v63[25] = fmaf(float(a6_), float(b1_), v63[25]);
-        v63[26] = fmaf(float(a6_), float(b2_), v63[26]);
-        v63[27] = fmaf(float(a6_), float(b3_), v63[27]);
-        v63[28] = fmaf(float(a7_), float(b0_), v63[28]);
-        v63[29] = fmaf(float(a7_), float(b1_), v63[29]);
-        v63[30] = fmaf(float(a7_), float(b2_), v63[30]);
-        v63[31] = fmaf(float(a7_), float(b3_), v63[31]);
+        v75[0] = fmaf(float(a0_), float(b0_), v75[0]);
+        v75[1] = fmaf(float(a0_), float(b1_), v75[1]);
+        v75[2] = fmaf(float(a0_), float(b2_), v75[2]);
+        v75[3] = fmaf(float(a0_), float(b3_), v75[3]);
+        v75[4] = fmaf(float(a1_), float(b0_), v75[4]);
+        v75[5] = fmaf(float(a1_), float(b1_), v75[5]);
+        v75[6] = fmaf(float(a1_), float(b2_), v75[6]);
+        v75[7] = fmaf(float(a1_), float(b3_), v75[7]);
+        v75[8] = fmaf(float(a2_), float(b0_), v75[8]);
+        v75[9] = fmaf(float(a2_), float(b1_), v75[9]);
+        v75[10] = fmaf(float(a2_), float(b2_), v75[10]);
+        v75[11] = fmaf(float(a2_), float(b3_), v75[11]);
+        v75[12] = fmaf(float(a3_), float(b0_), v75[12]);
+        v75[13] = fmaf(float(a3_), float(b1_), v75[13]);
+        v75[14] = fmaf(float(a3_), float(b2_), v75[14]);
+        v75[15] = fmaf(float(a3_), float(b3_), v75[15]);
+        v75[16] = fmaf(float(a4_), float(b0_), v75[16]);
+        v75[17] = fmaf(float(a4_), float(b1_), v75[17]);
+        v75[18] = fmaf(float(a4_), float(b2_), v75[18]);
+        v75[19] = fmaf(float(a4_), float(b3_), v75[19]);
+        v75[20] = fmaf(float(a5_), float(b0_), v75[20]);
+        v75[21] = fmaf(float(a5_), float(b1_), v75[21]);
+        v75[22] = fmaf(float(a5_), float(b2_), v75[22]);
+        v75[23] = fmaf(float(a5_), float(b3_), v75[23]);
+        v75[24] = fmaf(float(a6_), float(b0_), v75[24]);
+        v75[25] = fmaf(float(a6_), float(b1_), v75[25]);
+        v75[26] = fmaf(float(a6_), float(b2_), v75[26]);
+        v75[27] = fmaf(float(a6_), float(b3_), v75[27]);
+        v75[28] = fmaf(float(a7_), float(b0_), v75[28]);
+        v75[29] = fmaf(float(a7_), float(b1_), v75[29]);
+        v75[30] = fmaf(float(a7_), float(b2_), v75[30]);
+        v75[31] = fmaf(float(a7_), float(b3_), v75[31]);
       }
     }
     // yield %26
     #pragma unroll
-    for (int s65 = 0; s65 < 32; ++s65) {
-      c12[s65] = v63[s65];
+    for (int s77 = 0; s77 < 32; ++s77) {
+      c12[s77] = v75[s77];
     }
-    __syncthreads();
     rs14 = (rs14 + 1) % 3;
   }
   tsr::cp_async_wait<0>();
   // store_tile %c, %21, %11, %12
   {
-    const int64_t o66 = int64_t(v1) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o67 = int64_t(v2) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    const bool whole68 = int64_t(v1) * 64 >= 0 && int64_t(v1) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 4 == 0 && int64_t(v2) * 64 >= 0 && int64_t(v2) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(v1) * 64 * tsr_p2_s0 + int64_t(v2) * 64 * tsr_p2_s1);
-    if (whole68) {
+    const int64_t o78 = int64_t(v1) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o79 = int64_t(v2) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole80 = int64_t(v1) * 64 >= 0 && int64_t(v1) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 4 == 0 && int64_t(v2) * 64 >= 0 && int64_t(v2) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(v1) * 64 * tsr_p2_s0 + int64_t(v2) * 64 * tsr_p2_s1);
+    if (whole80) {
       #pragma unroll
-      for (int c69 = 0; c69 < 8; ++c69) {
-        float vb70[4];
-        vb70[0] = c12[c69 * 4 + 0];
-        vb70[1] = c12[c69 * 4 + 1];
-        vb70[2] = c12[c69 * 4 + 2];
-        vb70[3] = c12[c69 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p2 + (o66 + ((((c69 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o67 + (((c69 * 4) % 4))) * tsr_p2_s1, vb70);
+      for (int c81 = 0; c81 < 8; ++c81) {
+        float vb82[4];
+        vb82[0] = c12[c81 * 4 + 0];
+        vb82[1] = c12[c81 * 4 + 1];
+        vb82[2] = c12[c81 * 4 + 2];
+        vb82[3] = c12[c81 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p2 + (o78 + ((((c81 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o79 + (((c81 * 4) % 4))) * tsr_p2_s1, vb82);
       }
     } else {
       #pragma unroll
-      for (int c71 = 0; c71 < 8; ++c71) {
-        float vb72[4];
-        if ((o66 + ((((c71 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o67 + (((c71 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + (o66 + ((((c71 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o67 + (((c71 * 4) % 4))) * tsr_p2_s1)) {
-          vb72[0] = c12[c71 * 4 + 0];
-          vb72[1] = c12[c71 * 4 + 1];
-          vb72[2] = c12[c71 * 4 + 2];
-          vb72[3] = c12[c71 * 4 + 3];
-          tsr::copy_vec<float, 4>(tsr_p2 + (o66 + ((((c71 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o67 + (((c71 * 4) % 4))) * tsr_p2_s1, vb72);
+      for (int c83 = 0; c83 < 8; ++c83) {
+        float vb84[4];
+        if ((o78 + ((((c83 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o79 + (((c83 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + (o78 + ((((c83 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o79 + (((c83 * 4) % 4))) * tsr_p2_s1)) {
+          vb84[0] = c12[c83 * 4 + 0];
+          vb84[1] = c12[c83 * 4 + 1];
+          vb84[2] = c12[c83 * 4 + 2];
+          vb84[3] = c12[c83 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p2 + (o78 + ((((c83 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o79 + (((c83 * 4) % 4))) * tsr_p2_s1, vb84);
         } else {
-          if ((o66 + ((((c71 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o67 + (((c71 * 4) % 4))) < int64_t(tsr_dim_N)) tsr_p2[(o66 + ((((c71 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o67 + (((c71 * 4) % 4))) * tsr_p2_s1] = c12[c71 * 4];
-          if ((o66 + ((((c71 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o67 + (((c71 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o66 + ((((c71 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o67 + (((c71 * 4) % 4)) + 1) * tsr_p2_s1] = c12[c71 * 4 + 1];
-          if ((o66 + ((((c71 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o67 + (((c71 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o66 + ((((c71 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o67 + (((c71 * 4) % 4)) + 2) * tsr_p2_s1] = c12[c71 * 4 + 2];
-          if ((o66 + ((((c71 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o67 + (((c71 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o66 + ((((c71 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o67 + (((c71 * 4) % 4)) + 3) * tsr_p2_s1] = c12[c71 * 4 + 3];
+          if ((o78 + ((((c83 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o79 + (((c83 * 4) % 4))) < int64_t(tsr_dim_N)) tsr_p2[(o78 + ((((c83 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o79 + (((c83 * 4) % 4))) * tsr_p2_s1] = c12[c83 * 4];
+          if ((o78 + ((((c83 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o79 + (((c83 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o78 + ((((c83 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o79 + (((c83 * 4) % 4)) + 1) * tsr_p2_s1] = c12[c83 * 4 + 1];
+          if ((o78 + ((((c83 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o79 + (((c83 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o78 + ((((c83 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o79 + (((c83 * 4) % 4)) + 2) * tsr_p2_s1] = c12[c83 * 4 + 2];
+          if ((o78 + ((((c83 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o79 + (((c83 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o78 + ((((c83 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o79 + (((c83 * 4) % 4)) + 3) * tsr_p2_s1] = c12[c83 * 4 + 3];
         }
       }
     }
@@ -299,5 +346,6 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul(float* tsr_p0, 
 // stat threads = 128
 // stat vector-accesses = 1
 // stat whole-tile-accesses = 1
+// stat whole-tile-copies = 6
 // note grouped order: CTAs take the programs 8 rows of axis 0 at a time, for L2 reuse of the operand tiles
 // note printed from the GPU lowering's layouts (the layout emitter)

@@ -70,84 +70,116 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
     {
       const int64_t o18 = int64_t(v1) * 64;
       const int64_t o19 = int64_t(nx17) * 32;
-      #pragma unroll
-      for (int i20 = 0; i20 < 2; ++i20) {
-        const int q21 = i20 * 128 + tsr_tid;
-        const int64_t n22 = !(true && (o18 + ((q21 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o19 + ((q21 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o19 + ((q21 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o19 + ((q21 * 8) % 32))) : 8;
-        const uint16_t* src23 = tsr_p0 + (n22 > 0 ? (o18 + ((q21 * 8) / 32)) * tsr_p0_s0 + (o19 + ((q21 * 8) % 32)) * tsr_p0_s1 : 0);
-        uint16_t* const dst24 = (sh15 + (0) * 2560) + (((q21 * 8) / 32)) * 40 + (((q21 * 8) % 32)) * 1;
-        if (tsr::aligned_vec<uint16_t, 8>(src23)) {
-          tsr::cp_async_16(tsr::smem_u32(dst24), src23, int(n22) * 2);
-        } else {
-          for (int v_ = 0; v_ < 8; ++v_) dst24[v_] = v_ < n22 ? src23[v_] : uint16_t(0);
+      if (o18 >= 0 && o18 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o19 >= 0 && o19 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o18 * tsr_p0_s0 + o19 * tsr_p0_s1)) {
+        #pragma unroll
+        for (int i20 = 0; i20 < 2; ++i20) {
+          const int q21 = i20 * 128 + tsr_tid;
+          tsr::cp_async_16(tsr::smem_u32((sh15 + (0) * 2560) + (((q21 * 8) / 32)) * 40 + (((q21 * 8) % 32)) * 1), tsr_p0 + (o18 + ((q21 * 8) / 32)) * tsr_p0_s0 + (o19 + ((q21 * 8) % 32)) * tsr_p0_s1);
+        }
+      } else {
+        #pragma unroll
+        for (int i22 = 0; i22 < 2; ++i22) {
+          const int q23 = i22 * 128 + tsr_tid;
+          const int64_t n24 = !(true && (o18 + ((q23 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o19 + ((q23 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o19 + ((q23 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o19 + ((q23 * 8) % 32))) : 8;
+          const uint16_t* src25 = tsr_p0 + (n24 > 0 ? (o18 + ((q23 * 8) / 32)) * tsr_p0_s0 + (o19 + ((q23 * 8) % 32)) * tsr_p0_s1 : 0);
+          uint16_t* const dst26 = (sh15 + (0) * 2560) + (((q23 * 8) / 32)) * 40 + (((q23 * 8) % 32)) * 1;
+          if (tsr::aligned_vec<uint16_t, 8>(src25)) {
+            tsr::cp_async_16(tsr::smem_u32(dst26), src25, int(n24) * 2);
+          } else {
+            for (int v_ = 0; v_ < 8; ++v_) dst26[v_] = v_ < n24 ? src25[v_] : uint16_t(0);
+          }
         }
       }
     }
     {
-      const int64_t o25 = int64_t(nx17) * 32;
-      const int64_t o26 = int64_t(v2) * 64;
-      #pragma unroll
-      for (int i27 = 0; i27 < 2; ++i27) {
-        const int q28 = i27 * 128 + tsr_tid;
-        const int64_t n29 = !(true && (o25 + ((q28 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o26 + ((q28 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o26 + ((q28 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o26 + ((q28 * 8) % 64))) : 8;
-        const uint16_t* src30 = tsr_p1 + (n29 > 0 ? (o25 + ((q28 * 8) / 64)) * tsr_p1_s0 + (o26 + ((q28 * 8) % 64)) * tsr_p1_s1 : 0);
-        uint16_t* const dst31 = (sh16 + (0) * 2304) + (((q28 * 8) / 64)) * 72 + (((q28 * 8) % 64)) * 1;
-        if (tsr::aligned_vec<uint16_t, 8>(src30)) {
-          tsr::cp_async_16(tsr::smem_u32(dst31), src30, int(n29) * 2);
-        } else {
-          for (int v_ = 0; v_ < 8; ++v_) dst31[v_] = v_ < n29 ? src30[v_] : uint16_t(0);
+      const int64_t o27 = int64_t(nx17) * 32;
+      const int64_t o28 = int64_t(v2) * 64;
+      if (o27 >= 0 && o27 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o28 >= 0 && o28 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o27 * tsr_p1_s0 + o28 * tsr_p1_s1)) {
+        #pragma unroll
+        for (int i29 = 0; i29 < 2; ++i29) {
+          const int q30 = i29 * 128 + tsr_tid;
+          tsr::cp_async_16(tsr::smem_u32((sh16 + (0) * 2304) + (((q30 * 8) / 64)) * 72 + (((q30 * 8) % 64)) * 1), tsr_p1 + (o27 + ((q30 * 8) / 64)) * tsr_p1_s0 + (o28 + ((q30 * 8) % 64)) * tsr_p1_s1);
+        }
+      } else {
+        #pragma unroll
+        for (int i31 = 0; i31 < 2; ++i31) {
+          const int q32 = i31 * 128 + tsr_tid;
+          const int64_t n33 = !(true && (o27 + ((q32 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o28 + ((q32 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o28 + ((q32 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o28 + ((q32 * 8) % 64))) : 8;
+          const uint16_t* src34 = tsr_p1 + (n33 > 0 ? (o27 + ((q32 * 8) / 64)) * tsr_p1_s0 + (o28 + ((q32 * 8) % 64)) * tsr_p1_s1 : 0);
+          uint16_t* const dst35 = (sh16 + (0) * 2304) + (((q32 * 8) / 64)) * 72 + (((q32 * 8) % 64)) * 1;
+          if (tsr::aligned_vec<uint16_t, 8>(src34)) {
+            tsr::cp_async_16(tsr::smem_u32(dst35), src34, int(n33) * 2);
+          } else {
+            for (int v_ = 0; v_ < 8; ++v_) dst35[v_] = v_ < n33 ? src34[v_] : uint16_t(0);
+          }
         }
       }
     }
   }
   tsr::cp_async_commit();
-  for (int64_t iv32_ = v9; v0 > 0 && iv32_ < v8; iv32_ += v0) {
-    const int32_t iv32 = int32_t(iv32_);
-    if ((iv32_ + 1 * int64_t(v0)) < int64_t(v8)) {
-      const int32_t nx33 = int32_t((iv32_ + 1 * int64_t(v0)));
+  for (int64_t iv36_ = v9; v0 > 0 && iv36_ < v8; iv36_ += v0) {
+    const int32_t iv36 = int32_t(iv36_);
+    tsr::cp_async_wait<0>();  // this iteration's copies are in
+    __syncthreads();
+    if ((iv36_ + 1 * int64_t(v0)) < int64_t(v8)) {
+      const int32_t nx37 = int32_t((iv36_ + 1 * int64_t(v0)));
       {
-        const int64_t o34 = int64_t(v1) * 64;
-        const int64_t o35 = int64_t(nx33) * 32;
-        #pragma unroll
-        for (int i36 = 0; i36 < 2; ++i36) {
-          const int q37 = i36 * 128 + tsr_tid;
-          const int64_t n38 = !(true && (o34 + ((q37 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o35 + ((q37 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o35 + ((q37 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o35 + ((q37 * 8) % 32))) : 8;
-          const uint16_t* src39 = tsr_p0 + (n38 > 0 ? (o34 + ((q37 * 8) / 32)) * tsr_p0_s0 + (o35 + ((q37 * 8) % 32)) * tsr_p0_s1 : 0);
-          uint16_t* const dst40 = (sh15 + ((rs14 + 1) % 2) * 2560) + (((q37 * 8) / 32)) * 40 + (((q37 * 8) % 32)) * 1;
-          if (tsr::aligned_vec<uint16_t, 8>(src39)) {
-            tsr::cp_async_16(tsr::smem_u32(dst40), src39, int(n38) * 2);
-          } else {
-            for (int v_ = 0; v_ < 8; ++v_) dst40[v_] = v_ < n38 ? src39[v_] : uint16_t(0);
+        const int64_t o38 = int64_t(v1) * 64;
+        const int64_t o39 = int64_t(nx37) * 32;
+        if (o38 >= 0 && o38 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o39 >= 0 && o39 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o38 * tsr_p0_s0 + o39 * tsr_p0_s1)) {
+          #pragma unroll
+          for (int i40 = 0; i40 < 2; ++i40) {
+            const int q41 = i40 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh15 + ((rs14 + 1) % 2) * 2560) + (((q41 * 8) / 32)) * 40 + (((q41 * 8) % 32)) * 1), tsr_p0 + (o38 + ((q41 * 8) / 32)) * tsr_p0_s0 + (o39 + ((q41 * 8) % 32)) * tsr_p0_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i42 = 0; i42 < 2; ++i42) {
+            const int q43 = i42 * 128 + tsr_tid;
+            const int64_t n44 = !(true && (o38 + ((q43 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o39 + ((q43 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o39 + ((q43 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o39 + ((q43 * 8) % 32))) : 8;
+            const uint16_t* src45 = tsr_p0 + (n44 > 0 ? (o38 + ((q43 * 8) / 32)) * tsr_p0_s0 + (o39 + ((q43 * 8) % 32)) * tsr_p0_s1 : 0);
+            uint16_t* const dst46 = (sh15 + ((rs14 + 1) % 2) * 2560) + (((q43 * 8) / 32)) * 40 + (((q43 * 8) % 32)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src45)) {
+              tsr::cp_async_16(tsr::smem_u32(dst46), src45, int(n44) * 2);
+            } else {
+              for (int v_ = 0; v_ < 8; ++v_) dst46[v_] = v_ < n44 ? src45[v_] : uint16_t(0);
+            }
           }
         }
       }
       {
-        const int64_t o41 = int64_t(nx33) * 32;
-        const int64_t o42 = int64_t(v2) * 64;
-        #pragma unroll
-        for (int i43 = 0; i43 < 2; ++i43) {
-          const int q44 = i43 * 128 + tsr_tid;
-          const int64_t n45 = !(true && (o41 + ((q44 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o42 + ((q44 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o42 + ((q44 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o42 + ((q44 * 8) % 64))) : 8;
-          const uint16_t* src46 = tsr_p1 + (n45 > 0 ? (o41 + ((q44 * 8) / 64)) * tsr_p1_s0 + (o42 + ((q44 * 8) % 64)) * tsr_p1_s1 : 0);
-          uint16_t* const dst47 = (sh16 + ((rs14 + 1) % 2) * 2304) + (((q44 * 8) / 64)) * 72 + (((q44 * 8) % 64)) * 1;
-          if (tsr::aligned_vec<uint16_t, 8>(src46)) {
-            tsr::cp_async_16(tsr::smem_u32(dst47), src46, int(n45) * 2);
-          } else {
-            for (int v_ = 0; v_ < 8; ++v_) dst47[v_] = v_ < n45 ? src46[v_] : uint16_t(0);
+        const int64_t o47 = int64_t(nx37) * 32;
+        const int64_t o48 = int64_t(v2) * 64;
+        if (o47 >= 0 && o47 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o48 >= 0 && o48 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o47 * tsr_p1_s0 + o48 * tsr_p1_s1)) {
+          #pragma unroll
+          for (int i49 = 0; i49 < 2; ++i49) {
+            const int q50 = i49 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh16 + ((rs14 + 1) % 2) * 2304) + (((q50 * 8) / 64)) * 72 + (((q50 * 8) % 64)) * 1), tsr_p1 + (o47 + ((q50 * 8) / 64)) * tsr_p1_s0 + (o48 + ((q50 * 8) % 64)) * tsr_p1_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i51 = 0; i51 < 2; ++i51) {
+            const int q52 = i51 * 128 + tsr_tid;
+            const int64_t n53 = !(true && (o47 + ((q52 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o48 + ((q52 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o48 + ((q52 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o48 + ((q52 * 8) % 64))) : 8;
+            const uint16_t* src54 = tsr_p1 + (n53 > 0 ? (o47 + ((q52 * 8) / 64)) * tsr_p1_s0 + (o48 + ((q52 * 8) % 64)) * tsr_p1_s1 : 0);
+            uint16_t* const dst55 = (sh16 + ((rs14 + 1) % 2) * 2304) + (((q52 * 8) / 64)) * 72 + (((q52 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src54)) {
+              tsr::cp_async_16(tsr::smem_u32(dst55), src54, int(n53) * 2);
+            } else {
+              for (int v_ = 0; v_ < 8; ++v_) dst55[v_] = v_ < n53 ? src54[v_] : uint16_t(0);
+            }
           }
         }
       }
     }
     tsr::cp_async_commit();
-    tsr::cp_async_wait<1>();  // this iteration's copies are in
-    __syncthreads();
     // %24 = load_tile %a, %11, %22 : tile<f16, [64, 32], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %25 = load_tile %b, %22, %12 : tile<f16, [32, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %26 = dot %24, %25, %23 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-    float v48[32];
+    float v56[32];
     #pragma unroll
-    for (int s49 = 0; s49 < 32; ++s49) {
-      v48[s49] = c12[s49];
+    for (int s57 = 0; s57 < 32; ++s57) {
+      v56[s57] = c12[s57];
     }
     {
       const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
@@ -159,55 +191,54 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
         tsr::ldsm_x4(fa[1][0], fa[1][1], fa[1][2], fa[1][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
         tsr::ldsm_x4_trans(fb[0][0], fb[0][1], fb[1][0], fb[1][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         tsr::ldsm_x4_trans(fb[2][0], fb[2][1], fb[3][0], fb[3][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::mma_f16_16816(&v48[0], fa[0], fb[0]);
-        tsr::mma_f16_16816(&v48[4], fa[0], fb[1]);
-        tsr::mma_f16_16816(&v48[8], fa[0], fb[2]);
-        tsr::mma_f16_16816(&v48[12], fa[0], fb[3]);
-        tsr::mma_f16_16816(&v48[16], fa[1], fb[0]);
-        tsr::mma_f16_16816(&v48[20], fa[1], fb[1]);
-        tsr::mma_f16_16816(&v48[24], fa[1], fb[2]);
-        tsr::mma_f16_16816(&v48[28], fa[1], fb[3]);
+        tsr::mma_f16_16816(&v56[0], fa[0], fb[0]);
+        tsr::mma_f16_16816(&v56[4], fa[0], fb[1]);
+        tsr::mma_f16_16816(&v56[8], fa[0], fb[2]);
+        tsr::mma_f16_16816(&v56[12], fa[0], fb[3]);
+        tsr::mma_f16_16816(&v56[16], fa[1], fb[0]);
+        tsr::mma_f16_16816(&v56[20], fa[1], fb[1]);
+        tsr::mma_f16_16816(&v56[24], fa[1], fb[2]);
+        tsr::mma_f16_16816(&v56[28], fa[1], fb[3]);
       }
     }
     // yield %26
     #pragma unroll
-    for (int s50 = 0; s50 < 32; ++s50) {
-      c12[s50] = v48[s50];
+    for (int s58 = 0; s58 < 32; ++s58) {
+      c12[s58] = v56[s58];
     }
-    __syncthreads();
     rs14 = (rs14 + 1) % 2;
   }
   tsr::cp_async_wait<0>();
   // %27 = cast %21 : tile<f16, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v51[32];
+  float v59[32];
   #pragma unroll
-  for (int s52 = 0; s52 < 32; ++s52) {
-    v51[s52] = tsr::rf16(float(float(c12[s52])));
+  for (int s60 = 0; s60 < 32; ++s60) {
+    v59[s60] = tsr::rf16(float(float(c12[s60])));
   }
   // store_tile %c, %27, %11, %12
   {
-    const int64_t o53 = int64_t(v1) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
-    const int64_t o54 = int64_t(v2) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
-    const bool whole55 = int64_t(v1) * 64 >= 0 && int64_t(v1) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 2 == 0 && int64_t(v2) * 64 >= 0 && int64_t(v2) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + int64_t(v1) * 64 * tsr_p2_s0 + int64_t(v2) * 64 * tsr_p2_s1);
-    if (whole55) {
+    const int64_t o61 = int64_t(v1) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
+    const int64_t o62 = int64_t(v2) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
+    const bool whole63 = int64_t(v1) * 64 >= 0 && int64_t(v1) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 2 == 0 && int64_t(v2) * 64 >= 0 && int64_t(v2) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + int64_t(v1) * 64 * tsr_p2_s0 + int64_t(v2) * 64 * tsr_p2_s1);
+    if (whole63) {
       #pragma unroll
-      for (int c56 = 0; c56 < 16; ++c56) {
-        uint16_t vb57[2];
-        vb57[0] = tsr::f2h(v51[c56 * 2 + 0]);
-        vb57[1] = tsr::f2h(v51[c56 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o53 + ((((c56 * 2) / 2) % 2) * 8 + (((c56 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o54 + (((c56 * 2) % 2) + (((c56 * 2) / 4) % 4) * 16)) * tsr_p2_s1, vb57);
+      for (int c64 = 0; c64 < 16; ++c64) {
+        uint16_t vb65[2];
+        vb65[0] = tsr::f2h(v59[c64 * 2 + 0]);
+        vb65[1] = tsr::f2h(v59[c64 * 2 + 1]);
+        tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o61 + ((((c64 * 2) / 2) % 2) * 8 + (((c64 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o62 + (((c64 * 2) % 2) + (((c64 * 2) / 4) % 4) * 16)) * tsr_p2_s1, vb65);
       }
     } else {
       #pragma unroll
-      for (int c58 = 0; c58 < 16; ++c58) {
-        uint16_t vb59[2];
-        if ((o53 + ((((c58 * 2) / 2) % 2) * 8 + (((c58 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o54 + (((c58 * 2) % 2) + (((c58 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + (o53 + ((((c58 * 2) / 2) % 2) * 8 + (((c58 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o54 + (((c58 * 2) % 2) + (((c58 * 2) / 4) % 4) * 16)) * tsr_p2_s1)) {
-          vb59[0] = tsr::f2h(v51[c58 * 2 + 0]);
-          vb59[1] = tsr::f2h(v51[c58 * 2 + 1]);
-          tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o53 + ((((c58 * 2) / 2) % 2) * 8 + (((c58 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o54 + (((c58 * 2) % 2) + (((c58 * 2) / 4) % 4) * 16)) * tsr_p2_s1, vb59);
+      for (int c66 = 0; c66 < 16; ++c66) {
+        uint16_t vb67[2];
+        if ((o61 + ((((c66 * 2) / 2) % 2) * 8 + (((c66 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o62 + (((c66 * 2) % 2) + (((c66 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + (o61 + ((((c66 * 2) / 2) % 2) * 8 + (((c66 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o62 + (((c66 * 2) % 2) + (((c66 * 2) / 4) % 4) * 16)) * tsr_p2_s1)) {
+          vb67[0] = tsr::f2h(v59[c66 * 2 + 0]);
+          vb67[1] = tsr::f2h(v59[c66 * 2 + 1]);
+          tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o61 + ((((c66 * 2) / 2) % 2) * 8 + (((c66 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o62 + (((c66 * 2) % 2) + (((c66 * 2) / 4) % 4) * 16)) * tsr_p2_s1, vb67);
         } else {
-          if ((o53 + ((((c58 * 2) / 2) % 2) * 8 + (((c58 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o54 + (((c58 * 2) % 2) + (((c58 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p2[(o53 + ((((c58 * 2) / 2) % 2) * 8 + (((c58 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o54 + (((c58 * 2) % 2) + (((c58 * 2) / 4) % 4) * 16)) * tsr_p2_s1] = tsr::f2h(v51[c58 * 2]);
-          if ((o53 + ((((c58 * 2) / 2) % 2) * 8 + (((c58 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o54 + (((c58 * 2) % 2) + (((c58 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o53 + ((((c58 * 2) / 2) % 2) * 8 + (((c58 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o54 + (((c58 * 2) % 2) + (((c58 * 2) / 4) % 4) * 16) + 1) * tsr_p2_s1] = tsr::f2h(v51[c58 * 2 + 1]);
+          if ((o61 + ((((c66 * 2) / 2) % 2) * 8 + (((c66 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o62 + (((c66 * 2) % 2) + (((c66 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p2[(o61 + ((((c66 * 2) / 2) % 2) * 8 + (((c66 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o62 + (((c66 * 2) % 2) + (((c66 * 2) / 4) % 4) * 16)) * tsr_p2_s1] = tsr::f2h(v59[c66 * 2]);
+          if ((o61 + ((((c66 * 2) / 2) % 2) * 8 + (((c66 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o62 + (((c66 * 2) % 2) + (((c66 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o61 + ((((c66 * 2) / 2) % 2) * 8 + (((c66 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o62 + (((c66 * 2) % 2) + (((c66 * 2) / 4) % 4) * 16) + 1) * tsr_p2_s1] = tsr::f2h(v59[c66 * 2 + 1]);
         }
       }
     }
@@ -233,6 +264,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
 // stat threads = 128
 // stat vector-accesses = 1
 // stat whole-tile-accesses = 1
+// stat whole-tile-copies = 4
 // note grouped order: CTAs take the programs 8 rows of axis 0 at a time, for L2 reuse of the operand tiles
 // note printed from the GPU lowering's layouts (the layout emitter)
 // note not on wgmma (a 128-byte swizzled tile whose fastest dim is not a multiple of 64): lowered for mma.sync

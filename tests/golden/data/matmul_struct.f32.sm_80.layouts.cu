@@ -70,84 +70,116 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(float* t
     {
       const int64_t o18 = int64_t(v1) * 64;
       const int64_t o19 = int64_t(nx17) * 32;
-      #pragma unroll
-      for (int i20 = 0; i20 < 4; ++i20) {
-        const int q21 = i20 * 128 + tsr_tid;
-        const int64_t n22 = !(true && (o18 + ((q21 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o19 + ((q21 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o19 + ((q21 * 4) % 32))) < 4 ? (int64_t(tsr_dim_K) - (o19 + ((q21 * 4) % 32))) : 4;
-        const float* src23 = tsr_p0 + (n22 > 0 ? (o18 + ((q21 * 4) / 32)) * tsr_p0_s0 + (o19 + ((q21 * 4) % 32)) * tsr_p0_s1 : 0);
-        float* const dst24 = (sh15 + (0) * 2304) + (((q21 * 4) / 32)) * 36 + (((q21 * 4) % 32)) * 1;
-        if (tsr::aligned_vec<float, 4>(src23)) {
-          tsr::cp_async_16(tsr::smem_u32(dst24), src23, int(n22) * 4);
-        } else {
-          for (int v_ = 0; v_ < 4; ++v_) dst24[v_] = v_ < n22 ? src23[v_] : float(0);
+      if (o18 >= 0 && o18 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o19 >= 0 && o19 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<float, 4>(tsr_p0 + o18 * tsr_p0_s0 + o19 * tsr_p0_s1)) {
+        #pragma unroll
+        for (int i20 = 0; i20 < 4; ++i20) {
+          const int q21 = i20 * 128 + tsr_tid;
+          tsr::cp_async_16(tsr::smem_u32((sh15 + (0) * 2304) + (((q21 * 4) / 32)) * 36 + (((q21 * 4) % 32)) * 1), tsr_p0 + (o18 + ((q21 * 4) / 32)) * tsr_p0_s0 + (o19 + ((q21 * 4) % 32)) * tsr_p0_s1);
+        }
+      } else {
+        #pragma unroll
+        for (int i22 = 0; i22 < 4; ++i22) {
+          const int q23 = i22 * 128 + tsr_tid;
+          const int64_t n24 = !(true && (o18 + ((q23 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o19 + ((q23 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o19 + ((q23 * 4) % 32))) < 4 ? (int64_t(tsr_dim_K) - (o19 + ((q23 * 4) % 32))) : 4;
+          const float* src25 = tsr_p0 + (n24 > 0 ? (o18 + ((q23 * 4) / 32)) * tsr_p0_s0 + (o19 + ((q23 * 4) % 32)) * tsr_p0_s1 : 0);
+          float* const dst26 = (sh15 + (0) * 2304) + (((q23 * 4) / 32)) * 36 + (((q23 * 4) % 32)) * 1;
+          if (tsr::aligned_vec<float, 4>(src25)) {
+            tsr::cp_async_16(tsr::smem_u32(dst26), src25, int(n24) * 4);
+          } else {
+            for (int v_ = 0; v_ < 4; ++v_) dst26[v_] = v_ < n24 ? src25[v_] : float(0);
+          }
         }
       }
     }
     {
-      const int64_t o25 = int64_t(nx17) * 32;
-      const int64_t o26 = int64_t(v2) * 64;
-      #pragma unroll
-      for (int i27 = 0; i27 < 4; ++i27) {
-        const int q28 = i27 * 128 + tsr_tid;
-        const int64_t n29 = !(true && (o25 + ((q28 * 4) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o26 + ((q28 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o26 + ((q28 * 4) % 64))) < 4 ? (int64_t(tsr_dim_N) - (o26 + ((q28 * 4) % 64))) : 4;
-        const float* src30 = tsr_p1 + (n29 > 0 ? (o25 + ((q28 * 4) / 64)) * tsr_p1_s0 + (o26 + ((q28 * 4) % 64)) * tsr_p1_s1 : 0);
-        float* const dst31 = (sh16 + (0) * 2176) + (((q28 * 4) / 64)) * 68 + (((q28 * 4) % 64)) * 1;
-        if (tsr::aligned_vec<float, 4>(src30)) {
-          tsr::cp_async_16(tsr::smem_u32(dst31), src30, int(n29) * 4);
-        } else {
-          for (int v_ = 0; v_ < 4; ++v_) dst31[v_] = v_ < n29 ? src30[v_] : float(0);
+      const int64_t o27 = int64_t(nx17) * 32;
+      const int64_t o28 = int64_t(v2) * 64;
+      if (o27 >= 0 && o27 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 4 == 0 && o28 >= 0 && o28 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p1 + o27 * tsr_p1_s0 + o28 * tsr_p1_s1)) {
+        #pragma unroll
+        for (int i29 = 0; i29 < 4; ++i29) {
+          const int q30 = i29 * 128 + tsr_tid;
+          tsr::cp_async_16(tsr::smem_u32((sh16 + (0) * 2176) + (((q30 * 4) / 64)) * 68 + (((q30 * 4) % 64)) * 1), tsr_p1 + (o27 + ((q30 * 4) / 64)) * tsr_p1_s0 + (o28 + ((q30 * 4) % 64)) * tsr_p1_s1);
+        }
+      } else {
+        #pragma unroll
+        for (int i31 = 0; i31 < 4; ++i31) {
+          const int q32 = i31 * 128 + tsr_tid;
+          const int64_t n33 = !(true && (o27 + ((q32 * 4) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o28 + ((q32 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o28 + ((q32 * 4) % 64))) < 4 ? (int64_t(tsr_dim_N) - (o28 + ((q32 * 4) % 64))) : 4;
+          const float* src34 = tsr_p1 + (n33 > 0 ? (o27 + ((q32 * 4) / 64)) * tsr_p1_s0 + (o28 + ((q32 * 4) % 64)) * tsr_p1_s1 : 0);
+          float* const dst35 = (sh16 + (0) * 2176) + (((q32 * 4) / 64)) * 68 + (((q32 * 4) % 64)) * 1;
+          if (tsr::aligned_vec<float, 4>(src34)) {
+            tsr::cp_async_16(tsr::smem_u32(dst35), src34, int(n33) * 4);
+          } else {
+            for (int v_ = 0; v_ < 4; ++v_) dst35[v_] = v_ < n33 ? src34[v_] : float(0);
+          }
         }
       }
     }
   }
   tsr::cp_async_commit();
-  for (int64_t iv32_ = v11; v0 > 0 && iv32_ < v10; iv32_ += v0) {
-    const int32_t iv32 = int32_t(iv32_);
-    if ((iv32_ + 1 * int64_t(v0)) < int64_t(v10)) {
-      const int32_t nx33 = int32_t((iv32_ + 1 * int64_t(v0)));
+  for (int64_t iv36_ = v11; v0 > 0 && iv36_ < v10; iv36_ += v0) {
+    const int32_t iv36 = int32_t(iv36_);
+    tsr::cp_async_wait<0>();  // this iteration's copies are in
+    __syncthreads();
+    if ((iv36_ + 1 * int64_t(v0)) < int64_t(v10)) {
+      const int32_t nx37 = int32_t((iv36_ + 1 * int64_t(v0)));
       {
-        const int64_t o34 = int64_t(v1) * 64;
-        const int64_t o35 = int64_t(nx33) * 32;
-        #pragma unroll
-        for (int i36 = 0; i36 < 4; ++i36) {
-          const int q37 = i36 * 128 + tsr_tid;
-          const int64_t n38 = !(true && (o34 + ((q37 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o35 + ((q37 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o35 + ((q37 * 4) % 32))) < 4 ? (int64_t(tsr_dim_K) - (o35 + ((q37 * 4) % 32))) : 4;
-          const float* src39 = tsr_p0 + (n38 > 0 ? (o34 + ((q37 * 4) / 32)) * tsr_p0_s0 + (o35 + ((q37 * 4) % 32)) * tsr_p0_s1 : 0);
-          float* const dst40 = (sh15 + ((rs14 + 1) % 2) * 2304) + (((q37 * 4) / 32)) * 36 + (((q37 * 4) % 32)) * 1;
-          if (tsr::aligned_vec<float, 4>(src39)) {
-            tsr::cp_async_16(tsr::smem_u32(dst40), src39, int(n38) * 4);
-          } else {
-            for (int v_ = 0; v_ < 4; ++v_) dst40[v_] = v_ < n38 ? src39[v_] : float(0);
+        const int64_t o38 = int64_t(v1) * 64;
+        const int64_t o39 = int64_t(nx37) * 32;
+        if (o38 >= 0 && o38 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o39 >= 0 && o39 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<float, 4>(tsr_p0 + o38 * tsr_p0_s0 + o39 * tsr_p0_s1)) {
+          #pragma unroll
+          for (int i40 = 0; i40 < 4; ++i40) {
+            const int q41 = i40 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh15 + ((rs14 + 1) % 2) * 2304) + (((q41 * 4) / 32)) * 36 + (((q41 * 4) % 32)) * 1), tsr_p0 + (o38 + ((q41 * 4) / 32)) * tsr_p0_s0 + (o39 + ((q41 * 4) % 32)) * tsr_p0_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i42 = 0; i42 < 4; ++i42) {
+            const int q43 = i42 * 128 + tsr_tid;
+            const int64_t n44 = !(true && (o38 + ((q43 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o39 + ((q43 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o39 + ((q43 * 4) % 32))) < 4 ? (int64_t(tsr_dim_K) - (o39 + ((q43 * 4) % 32))) : 4;
+            const float* src45 = tsr_p0 + (n44 > 0 ? (o38 + ((q43 * 4) / 32)) * tsr_p0_s0 + (o39 + ((q43 * 4) % 32)) * tsr_p0_s1 : 0);
+            float* const dst46 = (sh15 + ((rs14 + 1) % 2) * 2304) + (((q43 * 4) / 32)) * 36 + (((q43 * 4) % 32)) * 1;
+            if (tsr::aligned_vec<float, 4>(src45)) {
+              tsr::cp_async_16(tsr::smem_u32(dst46), src45, int(n44) * 4);
+            } else {
+              for (int v_ = 0; v_ < 4; ++v_) dst46[v_] = v_ < n44 ? src45[v_] : float(0);
+            }
           }
         }
       }
       {
-        const int64_t o41 = int64_t(nx33) * 32;
-        const int64_t o42 = int64_t(v2) * 64;
-        #pragma unroll
-        for (int i43 = 0; i43 < 4; ++i43) {
-          const int q44 = i43 * 128 + tsr_tid;
-          const int64_t n45 = !(true && (o41 + ((q44 * 4) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o42 + ((q44 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o42 + ((q44 * 4) % 64))) < 4 ? (int64_t(tsr_dim_N) - (o42 + ((q44 * 4) % 64))) : 4;
-          const float* src46 = tsr_p1 + (n45 > 0 ? (o41 + ((q44 * 4) / 64)) * tsr_p1_s0 + (o42 + ((q44 * 4) % 64)) * tsr_p1_s1 : 0);
-          float* const dst47 = (sh16 + ((rs14 + 1) % 2) * 2176) + (((q44 * 4) / 64)) * 68 + (((q44 * 4) % 64)) * 1;
-          if (tsr::aligned_vec<float, 4>(src46)) {
-            tsr::cp_async_16(tsr::smem_u32(dst47), src46, int(n45) * 4);
-          } else {
-            for (int v_ = 0; v_ < 4; ++v_) dst47[v_] = v_ < n45 ? src46[v_] : float(0);
+        const int64_t o47 = int64_t(nx37) * 32;
+        const int64_t o48 = int64_t(v2) * 64;
+        if (o47 >= 0 && o47 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 4 == 0 && o48 >= 0 && o48 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p1 + o47 * tsr_p1_s0 + o48 * tsr_p1_s1)) {
+          #pragma unroll
+          for (int i49 = 0; i49 < 4; ++i49) {
+            const int q50 = i49 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh16 + ((rs14 + 1) % 2) * 2176) + (((q50 * 4) / 64)) * 68 + (((q50 * 4) % 64)) * 1), tsr_p1 + (o47 + ((q50 * 4) / 64)) * tsr_p1_s0 + (o48 + ((q50 * 4) % 64)) * tsr_p1_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i51 = 0; i51 < 4; ++i51) {
+            const int q52 = i51 * 128 + tsr_tid;
+            const int64_t n53 = !(true && (o47 + ((q52 * 4) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o48 + ((q52 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o48 + ((q52 * 4) % 64))) < 4 ? (int64_t(tsr_dim_N) - (o48 + ((q52 * 4) % 64))) : 4;
+            const float* src54 = tsr_p1 + (n53 > 0 ? (o47 + ((q52 * 4) / 64)) * tsr_p1_s0 + (o48 + ((q52 * 4) % 64)) * tsr_p1_s1 : 0);
+            float* const dst55 = (sh16 + ((rs14 + 1) % 2) * 2176) + (((q52 * 4) / 64)) * 68 + (((q52 * 4) % 64)) * 1;
+            if (tsr::aligned_vec<float, 4>(src54)) {
+              tsr::cp_async_16(tsr::smem_u32(dst55), src54, int(n53) * 4);
+            } else {
+              for (int v_ = 0; v_ < 4; ++v_) dst55[v_] = v_ < n53 ? src54[v_] : float(0);
+            }
           }
         }
       }
     }
     tsr::cp_async_commit();
-    tsr::cp_async_wait<1>();  // this iteration's copies are in
-    __syncthreads();
     // %24 = load_tile %a, %11, %22 : tile<f32, [64, 32], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %25 = load_tile %b, %22, %12 : tile<f32, [32, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %26 = dot %24, %25, %23 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v48[32];
+    float v56[32];
     #pragma unroll
-    for (int s49 = 0; s49 < 32; ++s49) {
-      v48[s49] = c12[s49];
+    for (int s57 = 0; s57 < 32; ++s57) {
+      v56[s57] = c12[s57];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -165,79 +197,78 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(float* t
         const auto b1_ = (sh16 + rs14 * 2176)[(k_) * 68 + (tn_ + 1) * 1];
         const auto b2_ = (sh16 + rs14 * 2176)[(k_) * 68 + (tn_ + 2) * 1];
         const auto b3_ = (sh16 + rs14 * 2176)[(k_) * 68 + (tn_ + 3) * 1];
-        v48[0] = fmaf(float(a0_), float(b0_), v48[0]);
-        v48[1] = fmaf(float(a0_), float(b1_), v48[1]);
-        v48[2] = fmaf(float(a0_), float(b2_), v48[2]);
-        v48[3] = fmaf(float(a0_), float(b3_), v48[3]);
-        v48[4] = fmaf(float(a1_), float(b0_), v48[4]);
-        v48[5] = fmaf(float(a1_), float(b1_), v48[5]);
-        v48[6] = fmaf(float(a1_), float(b2_), v48[6]);
-        v48[7] = fmaf(float(a1_), float(b3_), v48[7]);
-        v48[8] = fmaf(float(a2_), float(b0_), v48[8]);
-        v48[9] = fmaf(float(a2_), float(b1_), v48[9]);
-        v48[10] = fmaf(float(a2_), float(b2_), v48[10]);
-        v48[11] = fmaf(float(a2_), float(b3_), v48[11]);
-        v48[12] = fmaf(float(a3_), float(b0_), v48[12]);
-        v48[13] = fmaf(float(a3_), float(b1_), v48[13]);
-        v48[14] = fmaf(float(a3_), float(b2_), v48[14]);
-        v48[15] = fmaf(float(a3_), float(b3_), v48[15]);
-        v48[16] = fmaf(float(a4_), float(b0_), v48[16]);
-        v48[17] = fmaf(float(a4_), float(b1_), v48[17]);
-        v48[18] = fmaf(float(a4_), float(b2_), v48[18]);
-        v48[19] = fmaf(float(a4_), float(b3_), v48[19]);
-        v48[20] = fmaf(float(a5_), float(b0_), v48[20]);
-        v48[21] = fmaf(float(a5_), float(b1_), v48[21]);
-        v48[22] = fmaf(float(a5_), float(b2_), v48[22]);
-        v48[23] = fmaf(float(a5_), float(b3_), v48[23]);
-        v48[24] = fmaf(float(a6_), float(b0_), v48[24]);
-        v48[25] = fmaf(float(a6_), float(b1_), v48[25]);
-        v48[26] = fmaf(float(a6_), float(b2_), v48[26]);
-        v48[27] = fmaf(float(a6_), float(b3_), v48[27]);
-        v48[28] = fmaf(float(a7_), float(b0_), v48[28]);
-        v48[29] = fmaf(float(a7_), float(b1_), v48[29]);
-        v48[30] = fmaf(float(a7_), float(b2_), v48[30]);
-        v48[31] = fmaf(float(a7_), float(b3_), v48[31]);
+        v56[0] = fmaf(float(a0_), float(b0_), v56[0]);
+        v56[1] = fmaf(float(a0_), float(b1_), v56[1]);
+        v56[2] = fmaf(float(a0_), float(b2_), v56[2]);
+        v56[3] = fmaf(float(a0_), float(b3_), v56[3]);
+        v56[4] = fmaf(float(a1_), float(b0_), v56[4]);
+        v56[5] = fmaf(float(a1_), float(b1_), v56[5]);
+        v56[6] = fmaf(float(a1_), float(b2_), v56[6]);
+        v56[7] = fmaf(float(a1_), float(b3_), v56[7]);
+        v56[8] = fmaf(float(a2_), float(b0_), v56[8]);
+        v56[9] = fmaf(float(a2_), float(b1_), v56[9]);
+        v56[10] = fmaf(float(a2_), float(b2_), v56[10]);
+        v56[11] = fmaf(float(a2_), float(b3_), v56[11]);
+        v56[12] = fmaf(float(a3_), float(b0_), v56[12]);
+        v56[13] = fmaf(float(a3_), float(b1_), v56[13]);
+        v56[14] = fmaf(float(a3_), float(b2_), v56[14]);
+        v56[15] = fmaf(float(a3_), float(b3_), v56[15]);
+        v56[16] = fmaf(float(a4_), float(b0_), v56[16]);
+        v56[17] = fmaf(float(a4_), float(b1_), v56[17]);
+        v56[18] = fmaf(float(a4_), float(b2_), v56[18]);
+        v56[19] = fmaf(float(a4_), float(b3_), v56[19]);
+        v56[20] = fmaf(float(a5_), float(b0_), v56[20]);
+        v56[21] = fmaf(float(a5_), float(b1_), v56[21]);
+        v56[22] = fmaf(float(a5_), float(b2_), v56[22]);
+        v56[23] = fmaf(float(a5_), float(b3_), v56[23]);
+        v56[24] = fmaf(float(a6_), float(b0_), v56[24]);
+        v56[25] = fmaf(float(a6_), float(b1_), v56[25]);
+        v56[26] = fmaf(float(a6_), float(b2_), v56[26]);
+        v56[27] = fmaf(float(a6_), float(b3_), v56[27]);
+        v56[28] = fmaf(float(a7_), float(b0_), v56[28]);
+        v56[29] = fmaf(float(a7_), float(b1_), v56[29]);
+        v56[30] = fmaf(float(a7_), float(b2_), v56[30]);
+        v56[31] = fmaf(float(a7_), float(b3_), v56[31]);
       }
     }
     // yield %26
     #pragma unroll
-    for (int s50 = 0; s50 < 32; ++s50) {
-      c12[s50] = v48[s50];
+    for (int s58 = 0; s58 < 32; ++s58) {
+      c12[s58] = v56[s58];
     }
-    __syncthreads();
     rs14 = (rs14 + 1) % 2;
   }
   tsr::cp_async_wait<0>();
   // store_tile %c, %21, %11, %12
   {
-    const int64_t o51 = int64_t(v1) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o52 = int64_t(v2) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    const bool whole53 = int64_t(v1) * 64 >= 0 && int64_t(v1) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 4 == 0 && int64_t(v2) * 64 >= 0 && int64_t(v2) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(v1) * 64 * tsr_p2_s0 + int64_t(v2) * 64 * tsr_p2_s1);
-    if (whole53) {
+    const int64_t o59 = int64_t(v1) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o60 = int64_t(v2) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole61 = int64_t(v1) * 64 >= 0 && int64_t(v1) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 4 == 0 && int64_t(v2) * 64 >= 0 && int64_t(v2) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(v1) * 64 * tsr_p2_s0 + int64_t(v2) * 64 * tsr_p2_s1);
+    if (whole61) {
       #pragma unroll
-      for (int c54 = 0; c54 < 8; ++c54) {
-        float vb55[4];
-        vb55[0] = c12[c54 * 4 + 0];
-        vb55[1] = c12[c54 * 4 + 1];
-        vb55[2] = c12[c54 * 4 + 2];
-        vb55[3] = c12[c54 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p2 + (o51 + ((((c54 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o52 + (((c54 * 4) % 4))) * tsr_p2_s1, vb55);
+      for (int c62 = 0; c62 < 8; ++c62) {
+        float vb63[4];
+        vb63[0] = c12[c62 * 4 + 0];
+        vb63[1] = c12[c62 * 4 + 1];
+        vb63[2] = c12[c62 * 4 + 2];
+        vb63[3] = c12[c62 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p2 + (o59 + ((((c62 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o60 + (((c62 * 4) % 4))) * tsr_p2_s1, vb63);
       }
     } else {
       #pragma unroll
-      for (int c56 = 0; c56 < 8; ++c56) {
-        float vb57[4];
-        if ((o51 + ((((c56 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o52 + (((c56 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + (o51 + ((((c56 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o52 + (((c56 * 4) % 4))) * tsr_p2_s1)) {
-          vb57[0] = c12[c56 * 4 + 0];
-          vb57[1] = c12[c56 * 4 + 1];
-          vb57[2] = c12[c56 * 4 + 2];
-          vb57[3] = c12[c56 * 4 + 3];
-          tsr::copy_vec<float, 4>(tsr_p2 + (o51 + ((((c56 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o52 + (((c56 * 4) % 4))) * tsr_p2_s1, vb57);
+      for (int c64 = 0; c64 < 8; ++c64) {
+        float vb65[4];
+        if ((o59 + ((((c64 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o60 + (((c64 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + (o59 + ((((c64 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o60 + (((c64 * 4) % 4))) * tsr_p2_s1)) {
+          vb65[0] = c12[c64 * 4 + 0];
+          vb65[1] = c12[c64 * 4 + 1];
+          vb65[2] = c12[c64 * 4 + 2];
+          vb65[3] = c12[c64 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p2 + (o59 + ((((c64 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o60 + (((c64 * 4) % 4))) * tsr_p2_s1, vb65);
         } else {
-          if ((o51 + ((((c56 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o52 + (((c56 * 4) % 4))) < int64_t(tsr_dim_N)) tsr_p2[(o51 + ((((c56 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o52 + (((c56 * 4) % 4))) * tsr_p2_s1] = c12[c56 * 4];
-          if ((o51 + ((((c56 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o52 + (((c56 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o51 + ((((c56 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o52 + (((c56 * 4) % 4)) + 1) * tsr_p2_s1] = c12[c56 * 4 + 1];
-          if ((o51 + ((((c56 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o52 + (((c56 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o51 + ((((c56 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o52 + (((c56 * 4) % 4)) + 2) * tsr_p2_s1] = c12[c56 * 4 + 2];
-          if ((o51 + ((((c56 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o52 + (((c56 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o51 + ((((c56 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o52 + (((c56 * 4) % 4)) + 3) * tsr_p2_s1] = c12[c56 * 4 + 3];
+          if ((o59 + ((((c64 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o60 + (((c64 * 4) % 4))) < int64_t(tsr_dim_N)) tsr_p2[(o59 + ((((c64 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o60 + (((c64 * 4) % 4))) * tsr_p2_s1] = c12[c64 * 4];
+          if ((o59 + ((((c64 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o60 + (((c64 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o59 + ((((c64 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o60 + (((c64 * 4) % 4)) + 1) * tsr_p2_s1] = c12[c64 * 4 + 1];
+          if ((o59 + ((((c64 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o60 + (((c64 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o59 + ((((c64 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o60 + (((c64 * 4) % 4)) + 2) * tsr_p2_s1] = c12[c64 * 4 + 2];
+          if ((o59 + ((((c64 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o60 + (((c64 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o59 + ((((c64 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o60 + (((c64 * 4) % 4)) + 3) * tsr_p2_s1] = c12[c64 * 4 + 3];
         }
       }
     }
@@ -264,5 +295,6 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(float* t
 // stat threads = 128
 // stat vector-accesses = 1
 // stat whole-tile-accesses = 1
+// stat whole-tile-copies = 4
 // note grouped order: CTAs take the programs 8 rows of axis 0 at a time, for L2 reuse of the operand tiles
 // note printed from the GPU lowering's layouts (the layout emitter)
