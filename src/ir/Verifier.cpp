@@ -639,6 +639,27 @@ class Verifier {
       fail("pad " + std::to_string(v) + " does not fit in " + std::string(scalar_name(elem)));
   }
 
+  // l2_hint: "evict_first", "evict_last", or "few_readers" with `readers`, distinct grid axes
+  // (hint-l2-policy); `readers` only with "few_readers".
+  void check_l2_hint(const Op& op) {
+    const Attr* h = op.find_attr("l2_hint");
+    const Attr* r = op.find_attr("readers");
+    const std::string hint = h ? std::get<std::string>(*h) : "";
+    if (h && hint != "evict_first" && hint != "evict_last" && hint != "few_readers") {
+      fail("l2_hint must be \"evict_first\", \"evict_last\" or \"few_readers\", got " + attr_str(*h));
+      return;
+    }
+    if ((hint == "few_readers") != (r != nullptr)) {
+      fail("readers (the grid axes whose programs share a tile) goes with l2_hint = \"few_readers\" and only with it");
+      return;
+    }
+    if (!r) return;
+    std::vector<int64_t> axes = std::get<std::vector<int64_t>>(*r);
+    std::sort(axes.begin(), axes.end());
+    if (axes.empty() || axes.front() < 0 || axes.back() > 2 || std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+      fail("readers must be distinct grid axes in [0, 2], got " + attr_str(*r));
+  }
+
   // Operands [first, first + n) must be i32 scalars named `what` i.
   bool check_i32_indices(size_t first, size_t n, const std::string& what) {
     for (size_t i = 0; i < n; ++i)
@@ -781,6 +802,7 @@ class Verifier {
           return;
         }
         check_pad(op, view.elem);
+        check_l2_hint(op);
         return;
       }
       case OpKind::StoreTile: {

@@ -132,6 +132,9 @@ void specialize_warps(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
 // Persistent CTAs, in grouped order, for a kernel with a producer warpgroup: `persistent = 1,
 // group_rows = 8` on the grid block's yield (PersistPrograms.cpp).
 void persist_programs(Kernel& k, PassStats& stats);
+// The L2 cache policy of a pipelined loop's 2-D TMA copies on sm_90a: `l2_hint` on its ring
+// loads, evict_first for tiles that at most two programs read (HintL2Policy.cpp).
+void hint_l2_policy(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
 // The grid's yield `yield` says one CTA per program again: `persistent = 0`, no `group_rows`
 // (persist-programs declining a written 1, the cuda emitter printing without a producer).
 void take_back_persistence(Op& yield);

@@ -74,11 +74,11 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
             const uint32_t st17 = (pi5) % 4u;
             if ((pi5) >= 4u) tsr::mbar_wait(mb4 + 8u * (4u + st17), ((pi5) / 4u - 1u) & 1u);
             tsr::mbar_arrive_expect_tx(mb4 + 8u * st17, 49152u);
-            tsr::tma_load_2d(tsr::smem_u32(sh1) + st17 * 16384u + 0u, &tsr_tma0, int(nx16) * 64 + 0, int(v7) * 128, mb4 + 8u * st17);
-            tsr::tma_load_2d(tsr::smem_u32(sh2) + st17 * 32768u + 0u, &tsr_tma1, int(v8) * 256 + 0, int(nx16) * 64, mb4 + 8u * st17);
-            tsr::tma_load_2d(tsr::smem_u32(sh2) + st17 * 32768u + 8192u, &tsr_tma1, int(v8) * 256 + 64, int(nx16) * 64, mb4 + 8u * st17);
-            tsr::tma_load_2d(tsr::smem_u32(sh2) + st17 * 32768u + 16384u, &tsr_tma1, int(v8) * 256 + 128, int(nx16) * 64, mb4 + 8u * st17);
-            tsr::tma_load_2d(tsr::smem_u32(sh2) + st17 * 32768u + 24576u, &tsr_tma1, int(v8) * 256 + 192, int(nx16) * 64, mb4 + 8u * st17);
+            if (int64_t(tsr_grid1) <= 2) tsr::tma_load_2d_hint(tsr::smem_u32(sh1) + st17 * 16384u + 0u, &tsr_tma0, int(nx16) * 64 + 0, int(v7) * 128, mb4 + 8u * st17, tsr::l2_policy_evict_first()); else tsr::tma_load_2d(tsr::smem_u32(sh1) + st17 * 16384u + 0u, &tsr_tma0, int(nx16) * 64 + 0, int(v7) * 128, mb4 + 8u * st17);
+            if (int64_t(tsr_grid0) <= 2) tsr::tma_load_2d_hint(tsr::smem_u32(sh2) + st17 * 32768u + 0u, &tsr_tma1, int(v8) * 256 + 0, int(nx16) * 64, mb4 + 8u * st17, tsr::l2_policy_evict_first()); else tsr::tma_load_2d(tsr::smem_u32(sh2) + st17 * 32768u + 0u, &tsr_tma1, int(v8) * 256 + 0, int(nx16) * 64, mb4 + 8u * st17);
+            if (int64_t(tsr_grid0) <= 2) tsr::tma_load_2d_hint(tsr::smem_u32(sh2) + st17 * 32768u + 8192u, &tsr_tma1, int(v8) * 256 + 64, int(nx16) * 64, mb4 + 8u * st17, tsr::l2_policy_evict_first()); else tsr::tma_load_2d(tsr::smem_u32(sh2) + st17 * 32768u + 8192u, &tsr_tma1, int(v8) * 256 + 64, int(nx16) * 64, mb4 + 8u * st17);
+            if (int64_t(tsr_grid0) <= 2) tsr::tma_load_2d_hint(tsr::smem_u32(sh2) + st17 * 32768u + 16384u, &tsr_tma1, int(v8) * 256 + 128, int(nx16) * 64, mb4 + 8u * st17, tsr::l2_policy_evict_first()); else tsr::tma_load_2d(tsr::smem_u32(sh2) + st17 * 32768u + 16384u, &tsr_tma1, int(v8) * 256 + 128, int(nx16) * 64, mb4 + 8u * st17);
+            if (int64_t(tsr_grid0) <= 2) tsr::tma_load_2d_hint(tsr::smem_u32(sh2) + st17 * 32768u + 24576u, &tsr_tma1, int(v8) * 256 + 192, int(nx16) * 64, mb4 + 8u * st17, tsr::l2_policy_evict_first()); else tsr::tma_load_2d(tsr::smem_u32(sh2) + st17 * 32768u + 24576u, &tsr_tma1, int(v8) * 256 + 192, int(nx16) * 64, mb4 + 8u * st17);
           }
         }
       }
@@ -133,8 +133,8 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
       for (int64_t iv34_ = v28; v19 > 0 && iv34_ < v27; iv34_ += v19) {
         const int32_t iv34 = int32_t(iv34_);
         tsr::mbar_wait(mb4 + 8u * (rn18 % 4u), (rn18 / 4u) & 1u);  // this iteration's copies are in
-        // %25 = load_tile %a, %12, %23 : tile<bf16, [128, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
-        // %26 = load_tile %b, %23, %13 : tile<bf16, [64, 256], layout = shared<swizzle = 128, pad = 0>, space = "shared">
+        // %25 = load_tile %a, %12, %23 {l2_hint = "few_readers", readers = [1]} : tile<bf16, [128, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
+        // %26 = load_tile %b, %23, %13 {l2_hint = "few_readers", readers = [0]} : tile<bf16, [64, 256], layout = shared<swizzle = 128, pad = 0>, space = "shared">
         // %27 = dot %25, %26, %24 {in_flight = 1} : tile<f32, [128, 256], layout = mma<version = 3, warps = [8, 1], instr = [64, 256]>>
         {
           const uint32_t wg_ = uint32_t(tsr_warp) / 4u;
