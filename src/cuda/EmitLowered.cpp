@@ -1247,8 +1247,11 @@ void Emitter::lowered_reduce_to_scalar(const Op& op) {
     if (X.warp_bits[b].dim >= 0) wa.push_back(b);
   if (!wa.empty()) {
     const int64_t G = int64_t{1} << wa.size();
-    const std::string ptr = smem_ptr(T, 0, G * std::max(4, scalar_bytes(t)));
-    barrier();
+    std::string ptr = own_exchange(op, T, G, G * std::max(4, scalar_bytes(t)));
+    if (ptr.empty()) {
+      ptr = smem_ptr(T, 0, G * std::max(4, scalar_bytes(t)));
+      barrier();
+    }
     line("if (tsr_lane == 0) " + ptr + "[" + warp_part_index(wa) + "] = " + n + ";");
     barrier();
     line(n + " = " + ptr + "[0];");
@@ -1454,6 +1457,15 @@ void Emitter::lowered_arg_reduce(const Op& op) {
     for (int64_t y = 0; y < ny; ++y) line(n + "[" + num(y) + "] = " + i + "[" + num(y) + "];");
 }
 
+std::string Emitter::own_exchange(const Op& op, const std::string& T, int64_t words, int64_t bytes) {
+  const bool looped = runs_repeatedly(op);
+  const int64_t need = align16(bytes * (looped ? 2 : 1));
+  // (Two ping-pong consumers would share the words; pingpong-consumers declines reductions.)
+  if (bytes > kReductionHalf || red_smem_ + need > kOwnExchangeBytes || consumers_ == 2) return "";
+  count("reduction-barriers-saved");
+  return exchange_words(op, T, words, bytes);
+}
+
 void Emitter::lowered_reduce(const Op& op) {
   const Value *x = op.operand(0), *r = op.result();
   if (op.kind == OpKind::Reduce && (op.attr_string("kind") == "argmax" || op.attr_string("kind") == "argmin"))
@@ -1531,19 +1543,22 @@ void Emitter::lowered_reduce(const Op& op) {
   if (wa.empty()) return finish();
   const int64_t G = int64_t{1} << wa.size(), numel = shape_numel(r->type.shape);
   const int64_t bytes = G * numel * std::max(4, scalar_bytes(r->type.elem));
-  // Two reductions in a row (softmax's max and sum, layernorm's mean and variance) alternate
-  // halves of the scratch, and the second needs no barrier before its writes (LastReduction).
-  const bool follows = bytes <= kReductionHalf && last_reduction_.block == op.parent &&
-                       last_reduction_.uses == scratch_uses_;
-  const int64_t off = follows && last_reduction_.off == 0 ? kReductionHalf : 0;
-  const std::string ptr = smem_ptr(T, off, bytes);
-  last_reduction_ = {bytes <= kReductionHalf ? op.parent : nullptr, scratch_uses_, off};
+  std::string ptr = own_exchange(op, T, G * numel, bytes);
+  if (ptr.empty()) {
+    // Two reductions in a row (softmax's max and sum, layernorm's mean and variance) alternate
+    // halves of the scratch, and the second needs no barrier before its writes (LastReduction).
+    const bool follows = bytes <= kReductionHalf && last_reduction_.block == op.parent &&
+                         last_reduction_.uses == scratch_uses_;
+    const int64_t off = follows && last_reduction_.off == 0 ? kReductionHalf : 0;
+    ptr = smem_ptr(T, off, bytes);
+    last_reduction_ = {bytes <= kReductionHalf ? op.parent : nullptr, scratch_uses_, off};
+    if (follows) count("reduction-barriers-saved");
+    else barrier();
+  }
   const std::string widx = warp_part_index(wa);
   int64_t lm = 0;
   for (size_t b = 0; b < X.lane_bits.size(); ++b)
     if (X.lane_bits[b].dim == axis) lm |= int64_t{1} << b;
-  if (follows) count("reduction-barriers-saved");
-  else barrier();
   slots(layout_of(r), [&](const std::string& s) {
     line("if ((tsr_lane & " + num(lm) + ") == 0) " + ptr + "[(" + widx + ") * " + num(numel) + " + " + Y.flat_expr(s) +
          "] = " + n + "[" + s + "];");
@@ -1588,9 +1603,11 @@ void Emitter::lowered_dot(const Op& op) {
   open("{");
   line("const int wm_ = tsr_warp / " + num(wn) + ", wn_ = tsr_warp % " + num(wn) + ";");
   line("(void)wm_; (void)wn_;");
-  line("#pragma unroll");
-  open("for (int ks = 0; ks < " + num(KT) + "; ++ks) {");
-  line("uint32_t fa[" + num(MT) + "][4], fb[" + num(NT) + "][2];");
+  // The fragments of k step `kx` into buffer `f` (fa[f], fb[f]); the ks loop loads step ks + 1's
+  // while step ks's mma instructions run (two buffers, as the planning emitter's ldsm_frags):
+  // the ldmatrix and mma asm statements keep their order, so without this each step's mma
+  // instructions waited for its own loads (the mma.sync matmul at 1.5x the planning emitter's
+  // time on the H100, session 37).
   // One ldmatrix.x4 (.trans: the stored rows are the fragment's columns) into r0..r3 from a
   // staged operand, lane address at (row, col) of its rows of st.ld elements.
   auto ldsm = [&](bool trans, const std::string& regs, const StagedOperand& st, const std::string& row,
@@ -1598,44 +1615,57 @@ void Emitter::lowered_dot(const Op& op) {
     line(std::string(trans ? "tsr::ldsm_x4_trans(" : "tsr::ldsm_x4(") + regs + ", " + st.base + " + uint32_t((" + row +
          ") * " + num(st.ld) + " + " + col + ") * 2u);");
   };
-  // Fragment registers from a register operand: `frag`[t][q] packs slots `per_step` * (ks +
+  // Fragment registers from a register operand: `frag`[t][q] packs slots `per_step` * (kx +
   // KT * t) + 2q and + 1 (the slot order of DistLayout.h).
-  auto from_registers = [&](const std::string& frag, const Value* v, int64_t tiles, int regs, int64_t per_step) {
+  auto from_registers = [&](const std::string& frag, const std::string& kx, const Value* v, int64_t tiles, int regs,
+                            int64_t per_step) {
     (void)dist_of(v);
     for (int64_t t = 0; t < tiles; ++t)
       for (int q = 0; q < regs; ++q) {
-        const std::string s0 = num(per_step) + " * (ks + " + num(KT) + " * " + num(t) + ") + " + num(2 * q);
+        const std::string s0 = num(per_step) + " * (" + kx + " + " + num(KT) + " * " + num(t) + ") + " + num(2 * q);
         line(frag + "[" + num(t) + "][" + num(q) + "] = " + pack + nm(v) + "[" + s0 + "], " + nm(v) + "[" + s0 + " + 1]);");
       }
   };
-  if (sa) {
-    const StagedOperand& st = *stA;
-    for (int64_t i = 0; i < MT; ++i) {
-      const std::string m0 = num(16 * wm * i) + " + 16 * wm_", I = num(i);
-      const std::string regs = "fa[" + I + "][0], fa[" + I + "][1], fa[" + I + "][2], fa[" + I + "][3]";
-      if (!st.dim0_fastest) ldsm(false, regs, st, m0 + " + (tsr_lane & 15)", "16 * ks + 8 * (tsr_lane >> 4)");
-      else ldsm(true, regs, st, "16 * ks + (tsr_lane & 7) + 8 * (tsr_lane >> 4)", m0 + " + 8 * ((tsr_lane >> 3) & 1)");
+  auto load_fragments = [&](const std::string& kx, const std::string& f) {
+    const std::string fa = "fa[" + f + "]", fb = "fb[" + f + "]", k16 = "16 * (" + kx + ")";
+    if (sa) {
+      const StagedOperand& st = *stA;
+      for (int64_t i = 0; i < MT; ++i) {
+        const std::string m0 = num(16 * wm * i) + " + 16 * wm_", I = fa + "[" + num(i) + "]";
+        const std::string regs = I + "[0], " + I + "[1], " + I + "[2], " + I + "[3]";
+        if (!st.dim0_fastest) ldsm(false, regs, st, m0 + " + (tsr_lane & 15)", k16 + " + 8 * (tsr_lane >> 4)");
+        else ldsm(true, regs, st, k16 + " + (tsr_lane & 7) + 8 * (tsr_lane >> 4)", m0 + " + 8 * ((tsr_lane >> 3) & 1)");
+      }
+    } else {
+      from_registers(fa, kx, a, MT, 4, 8);
     }
-  } else {
-    from_registers("fa", a, MT, 4, 8);
-  }
-  if (sb) {
-    const StagedOperand& st = *stB;
-    for (int64_t j = 0; j < NT; j += 2) {
-      const std::string J = num(j), J1 = num(j + 1), n0 = num(8 * wn) + " * (" + J;
-      if (!st.dim0_fastest)  // [K][N]: rows k
-        ldsm(true, "fb[" + J + "][0], fb[" + J + "][1], fb[" + J1 + "][0], fb[" + J1 + "][1]", st,
-             "16 * ks + (tsr_lane & 15)", n0 + " + (tsr_lane >> 4)) + 8 * wn_");
-      else  // [N][K]: rows n
-        ldsm(false, "fb[" + J + "][0], fb[" + J1 + "][0], fb[" + J + "][1], fb[" + J1 + "][1]", st,
-             n0 + " + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)", "16 * ks + 8 * (tsr_lane >> 4)");
+    if (sb) {
+      const StagedOperand& st = *stB;
+      for (int64_t j = 0; j < NT; j += 2) {
+        const std::string J = fb + "[" + num(j) + "]", J1 = fb + "[" + num(j + 1) + "]", n0 = num(8 * wn) + " * (" + num(j);
+        if (!st.dim0_fastest)  // [K][N]: rows k
+          ldsm(true, J + "[0], " + J + "[1], " + J1 + "[0], " + J1 + "[1]", st, k16 + " + (tsr_lane & 15)",
+               n0 + " + (tsr_lane >> 4)) + 8 * wn_");
+        else  // [N][K]: rows n
+          ldsm(false, J + "[0], " + J1 + "[0], " + J + "[1], " + J1 + "[1]", st,
+               n0 + " + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)", k16 + " + 8 * (tsr_lane >> 4)");
+      }
+    } else {
+      from_registers(fb, kx, b, NT, 2, 4);
     }
-  } else {
-    from_registers("fb", b, NT, 2, 4);
+  };
+  line("uint32_t fa[2][" + num(MT) + "][4], fb[2][" + num(NT) + "][2];");
+  load_fragments("0", "0");
+  line("#pragma unroll");
+  open("for (int ks = 0; ks < " + num(KT) + "; ++ks) {");
+  if (KT > 1) {
+    open("if (ks + 1 < " + num(KT) + ") {");
+    load_fragments("ks + 1", "(ks + 1) & 1");
+    close();
   }
   for (int64_t i = 0; i < MT; ++i)
     for (int64_t j = 0; j < NT; ++j)
-      line(mma + "&" + n + "[" + num(4 * (j + NT * i)) + "], fa[" + num(i) + "], fb[" + num(j) + "]);");
+      line(mma + "&" + n + "[" + num(4 * (j + NT * i)) + "], fa[ks & 1][" + num(i) + "], fb[ks & 1][" + num(j) + "]);");
   close();
   close();
   count("mma-dots");

@@ -417,8 +417,24 @@ void Emitter::emit_reduce(const Op& op, const Op* partner) {
   count("reductions");
 }
 
+std::string Emitter::exchange_words(const Op& op, const std::string& C, int64_t words, int64_t bytes) {
+  const bool looped = runs_repeatedly(op);
+  const std::string part = fresh("tsr_red");
+  line("__shared__ " + C + " " + part + "_mem[" + std::to_string(words * (looped ? 2 : 1)) + "];");
+  red_smem_ += align16(bytes * (looped ? 2 : 1));
+  if (looped) {
+    // The copy this run uses; kernel scope, so that it survives from one iteration to the next.
+    prologue_.push_back("int " + part + "_at = 0;  // the copy of " + part + "_mem the next exchange uses");
+    line(C + "* const " + part + " = " + part + "_mem + " + part + "_at;");
+    line(part + "_at ^= " + std::to_string(words) + ";");
+  } else {
+    line(C + "* const " + part + " = " + part + "_mem;");
+  }
+  return part;
+}
+
 bool Emitter::runs_repeatedly(const Op& op) const {
-  if (persistent_ || prog_persistent_) return true;
+  if (persistent_ || prog_persistent_ || ws_persistent_) return true;
   for (const Block* b = op.parent; b && b->parent; b = b->parent->parent)
     if (b->parent->kind == OpKind::For || b->parent->kind == OpKind::While) return true;
   return false;
@@ -436,18 +452,7 @@ void Emitter::exchange_warp_partials(const Op& op, const std::string& C, int64_t
                                      const std::function<std::string(const std::string&, const std::string&)>& step) {
   const int nw = T_ / 32;
   const int64_t words = int64_t(nw) * P;
-  const bool looped = runs_repeatedly(op);
-  std::string part = fresh("tsr_red");
-  line("__shared__ " + C + " " + part + "_mem[" + std::to_string(words * (looped ? 2 : 1)) + "];");
-  red_smem_ += align16(words * (looped ? 2 : 1) * cbytes(op.operand(0)->type.elem));
-  if (looped) {
-    // The copy this run uses; kernel scope, so that it survives from one iteration to the next.
-    prologue_.push_back("int " + part + "_at = 0;  // the copy of " + part + "_mem the next exchange uses");
-    line(C + "* const " + part + " = " + part + "_mem + " + part + "_at;");
-    line(part + "_at ^= " + std::to_string(words) + ";");
-  } else {
-    line(C + "* const " + part + " = " + part + "_mem;");
-  }
+  const std::string part = exchange_words(op, C, words, words * cbytes(op.operand(0)->type.elem));
   const std::string Ps = std::to_string(P);
   open("if ((tsr_tid & 31) == 0) {");
   for (int64_t p = 0; p < P; ++p) line(part + "[(tsr_tid >> 5) * " + Ps + " + " + std::to_string(p) + "] = " + accs[p] + "[0];");

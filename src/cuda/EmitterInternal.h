@@ -137,6 +137,16 @@ class Emitter {
     int64_t uses = -1, off = 0;
   } last_reduction_;
   static constexpr int64_t kReductionHalf = 1024;
+  // A block reduction's warp exchange through shared words of its own (two copies, used in
+  // turn, where it runs repeatedly): its writes then need no barrier before them, as the
+  // planning emitter's exchange_warp_partials. Returns the words' name, or "" where its bytes
+  // are over kReductionHalf or the kernel's own exchanges would pass kOwnExchangeBytes of
+  // static shared memory (the caller then exchanges through the scratch).
+  std::string own_exchange(const Op& op, const std::string& T, int64_t words, int64_t bytes);
+  // Declares `words` shared elements of type C for `op`'s exchange alone (`bytes` of them; two
+  // copies used in turn where op runs repeatedly) and returns the name of this run's copy.
+  std::string exchange_words(const Op& op, const std::string& C, int64_t words, int64_t bytes);
+  static constexpr int64_t kOwnExchangeBytes = 16384;
   // An mma operand kept in shared memory for the dots that read it (16-bit elements, rows of
   // `ld` elements; `dim0_fastest`: stored transposed, dim 0 contiguous).
   struct StagedOperand {

@@ -8,6 +8,9 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention_split
   constexpr int tsr_nthreads = 128;
   (void)tsr_tid; (void)tsr_smem;
   const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;  (void)tsr_lane; (void)tsr_warp;
+  int tsr_red84_at = 0;  // the copy of tsr_red84_mem the next exchange uses
+  int tsr_red96_at = 0;  // the copy of tsr_red96_mem the next exchange uses
+  int tsr_red122_at = 0;  // the copy of tsr_red122_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_DH);
@@ -313,272 +316,278 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention_split
     v82_rmax = tsr::max_nan_f32(v82_rmax, v80_sm[3]);
     const float sh83 = __shfl_xor_sync(0xffffffffu, v82_rmax, 16);
     v82_rmax = tsr::max_nan_f32(v82_rmax, sh83);
+    __shared__ float tsr_red84_mem[8];
+    float* const tsr_red84 = tsr_red84_mem + tsr_red84_at;
+    tsr_red84_at ^= 4;
+    if (tsr_lane == 0) tsr_red84[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)] = v82_rmax;
     __syncthreads();
-    if (tsr_lane == 0) reinterpret_cast<float*>(tsr_smem + 0)[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)] = v82_rmax;
-    __syncthreads();
-    v82_rmax = reinterpret_cast<float*>(tsr_smem + 0)[0];
-    v82_rmax = tsr::max_nan_f32(v82_rmax, reinterpret_cast<float*>(tsr_smem + 0)[1]);
-    v82_rmax = tsr::max_nan_f32(v82_rmax, reinterpret_cast<float*>(tsr_smem + 0)[2]);
-    v82_rmax = tsr::max_nan_f32(v82_rmax, reinterpret_cast<float*>(tsr_smem + 0)[3]);
+    v82_rmax = tsr_red84[0];
+    v82_rmax = tsr::max_nan_f32(v82_rmax, tsr_red84[1]);
+    v82_rmax = tsr::max_nan_f32(v82_rmax, tsr_red84[2]);
+    v82_rmax = tsr::max_nan_f32(v82_rmax, tsr_red84[3]);
     // %mn = max %mc, %rmax : f32
-    const float v84_mn = tsr::fmax_nan_z<float>(c33_m, v82_rmax);
+    const float v85_mn = tsr::fmax_nan_z<float>(c33_m, v82_rmax);
     // %dm = sub %mc, %mn : f32
-    const float v85_dm = float(c33_m - v84_mn);
+    const float v86_dm = float(c33_m - v85_mn);
     // %alpha = exp %dm : f32
-    const float v86_alpha = float(tsr::fexp(v85_dm));
+    const float v87_alpha = float(tsr::fexp(v86_dm));
     // %9 = splat %mn : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v87[4];
+    float v88[4];
     #pragma unroll
-    for (int s88 = 0; s88 < 4; ++s88) {
-      v87[s88] = v84_mn;
+    for (int s89 = 0; s89 < 4; ++s89) {
+      v88[s89] = v85_mn;
     }
     // %sd = sub %sm, %9 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v89_sd[4];
+    float v90_sd[4];
     #pragma unroll
-    for (int s90 = 0; s90 < 4; ++s90) {
-      v89_sd[s90] = float(v80_sm[s90] - v87[s90]);
+    for (int s91 = 0; s91 < 4; ++s91) {
+      v90_sd[s91] = float(v80_sm[s91] - v88[s91]);
     }
     // %p = exp %sd : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v91_p[4];
+    float v92_p[4];
     #pragma unroll
-    for (int s92 = 0; s92 < 4; ++s92) {
-      v91_p[s92] = float(tsr::fexp(v89_sd[s92]));
+    for (int s93 = 0; s93 < 4; ++s93) {
+      v92_p[s93] = float(tsr::fexp(v90_sd[s93]));
     }
     // %psumt = reduce %p {axis = 0, kind = "sum"} : f32
-    float v93_psumt = v91_p[0];
-    v93_psumt = float(v93_psumt + v91_p[1]);
-    v93_psumt = float(v93_psumt + v91_p[2]);
-    v93_psumt = float(v93_psumt + v91_p[3]);
-    const float sh94 = __shfl_xor_sync(0xffffffffu, v93_psumt, 16);
-    v93_psumt = float(v93_psumt + sh94);
+    float v94_psumt = v92_p[0];
+    v94_psumt = float(v94_psumt + v92_p[1]);
+    v94_psumt = float(v94_psumt + v92_p[2]);
+    v94_psumt = float(v94_psumt + v92_p[3]);
+    const float sh95 = __shfl_xor_sync(0xffffffffu, v94_psumt, 16);
+    v94_psumt = float(v94_psumt + sh95);
+    __shared__ float tsr_red96_mem[8];
+    float* const tsr_red96 = tsr_red96_mem + tsr_red96_at;
+    tsr_red96_at ^= 4;
+    if (tsr_lane == 0) tsr_red96[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)] = v94_psumt;
     __syncthreads();
-    if (tsr_lane == 0) reinterpret_cast<float*>(tsr_smem + 0)[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)] = v93_psumt;
-    __syncthreads();
-    v93_psumt = reinterpret_cast<float*>(tsr_smem + 0)[0];
-    v93_psumt = float(v93_psumt + reinterpret_cast<float*>(tsr_smem + 0)[1]);
-    v93_psumt = float(v93_psumt + reinterpret_cast<float*>(tsr_smem + 0)[2]);
-    v93_psumt = float(v93_psumt + reinterpret_cast<float*>(tsr_smem + 0)[3]);
+    v94_psumt = tsr_red96[0];
+    v94_psumt = float(v94_psumt + tsr_red96[1]);
+    v94_psumt = float(v94_psumt + tsr_red96[2]);
+    v94_psumt = float(v94_psumt + tsr_red96[3]);
     // %la = mul %lc, %alpha : f32
-    const float v95_la = float(c34_l * v86_alpha);
+    const float v97_la = float(c34_l * v87_alpha);
     // %ln = add %la, %psumt : f32
-    const float v96_ln = float(v95_la + v93_psumt);
+    const float v98_ln = float(v97_la + v94_psumt);
     // %10 = splat %alpha : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v97[4];
-    #pragma unroll
-    for (int s98 = 0; s98 < 4; ++s98) {
-      v97[s98] = v86_alpha;
-    }
-    // %accs = mul %accc, %10 : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v99_accs[4];
+    float v99[4];
     #pragma unroll
     for (int s100 = 0; s100 < 4; ++s100) {
-      v99_accs[s100] = float(c35_acc[s100] * v97[s100]);
+      v99[s100] = v87_alpha;
+    }
+    // %accs = mul %accc, %10 : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v101_accs[4];
+    #pragma unroll
+    for (int s102 = 0; s102 < 4; ++s102) {
+      v101_accs[s102] = float(c35_acc[s102] * v99[s102]);
     }
     // %v3 = load_tile %v, %ph, %j, %c0 : tile<f32, [1, 32, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-    float v101_v3[16];
+    float v103_v3[16];
     {
-      const int64_t o102 = int64_t(v0_ph) * 1 + 0;
-      const int64_t o103 = int64_t(iv37) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o104 = int64_t(v3_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      const bool whole105 = int64_t(v0_ph) * 1 >= 0 && int64_t(v0_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv37) * 32 >= 0 && int64_t(iv37) * 32 + 32 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && int64_t(v3_c0) * 64 >= 0 && int64_t(v3_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(v0_ph) * 1 * tsr_p2_s0 + int64_t(iv37) * 32 * tsr_p2_s1 + int64_t(v3_c0) * 64 * tsr_p2_s2);
-      if (whole105) {
-        #pragma unroll
-        for (int c106 = 0; c106 < 4; ++c106) {
-          float vb107[4];
-          tsr::copy_vec<float, 4>(vb107, tsr_p2 + (o102 + 0) * tsr_p2_s0 + (o103 + ((((c106 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o104 + (((c106 * 4) % 4))) * tsr_p2_s2);
-          v101_v3[c106 * 4 + 0] = vb107[0];
-          v101_v3[c106 * 4 + 1] = vb107[1];
-          v101_v3[c106 * 4 + 2] = vb107[2];
-          v101_v3[c106 * 4 + 3] = vb107[3];
-        }
-      } else {
+      const int64_t o104 = int64_t(v0_ph) * 1 + 0;
+      const int64_t o105 = int64_t(iv37) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o106 = int64_t(v3_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole107 = int64_t(v0_ph) * 1 >= 0 && int64_t(v0_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv37) * 32 >= 0 && int64_t(iv37) * 32 + 32 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && int64_t(v3_c0) * 64 >= 0 && int64_t(v3_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(v0_ph) * 1 * tsr_p2_s0 + int64_t(iv37) * 32 * tsr_p2_s1 + int64_t(v3_c0) * 64 * tsr_p2_s2);
+      if (whole107) {
         #pragma unroll
         for (int c108 = 0; c108 < 4; ++c108) {
           float vb109[4];
-          if ((o102 + 0) < int64_t(tsr_dim_H) && (o103 + ((((c108 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o104 + (((c108 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + (o102 + 0) * tsr_p2_s0 + (o103 + ((((c108 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o104 + (((c108 * 4) % 4))) * tsr_p2_s2)) {
-            tsr::copy_vec<float, 4>(vb109, tsr_p2 + (o102 + 0) * tsr_p2_s0 + (o103 + ((((c108 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o104 + (((c108 * 4) % 4))) * tsr_p2_s2);
-            v101_v3[c108 * 4 + 0] = vb109[0];
-            v101_v3[c108 * 4 + 1] = vb109[1];
-            v101_v3[c108 * 4 + 2] = vb109[2];
-            v101_v3[c108 * 4 + 3] = vb109[3];
+          tsr::copy_vec<float, 4>(vb109, tsr_p2 + (o104 + 0) * tsr_p2_s0 + (o105 + ((((c108 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o106 + (((c108 * 4) % 4))) * tsr_p2_s2);
+          v103_v3[c108 * 4 + 0] = vb109[0];
+          v103_v3[c108 * 4 + 1] = vb109[1];
+          v103_v3[c108 * 4 + 2] = vb109[2];
+          v103_v3[c108 * 4 + 3] = vb109[3];
+        }
+      } else {
+        #pragma unroll
+        for (int c110 = 0; c110 < 4; ++c110) {
+          float vb111[4];
+          if ((o104 + 0) < int64_t(tsr_dim_H) && (o105 + ((((c110 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o106 + (((c110 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + (o104 + 0) * tsr_p2_s0 + (o105 + ((((c110 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o106 + (((c110 * 4) % 4))) * tsr_p2_s2)) {
+            tsr::copy_vec<float, 4>(vb111, tsr_p2 + (o104 + 0) * tsr_p2_s0 + (o105 + ((((c110 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o106 + (((c110 * 4) % 4))) * tsr_p2_s2);
+            v103_v3[c110 * 4 + 0] = vb111[0];
+            v103_v3[c110 * 4 + 1] = vb111[1];
+            v103_v3[c110 * 4 + 2] = vb111[2];
+            v103_v3[c110 * 4 + 3] = vb111[3];
           } else {
-            v101_v3[c108 * 4] = ((o102 + 0) < int64_t(tsr_dim_H) && (o103 + ((((c108 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o104 + (((c108 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p2[(o102 + 0) * tsr_p2_s0 + (o103 + ((((c108 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o104 + (((c108 * 4) % 4))) * tsr_p2_s2] : 0x0p+0f;
-            v101_v3[c108 * 4 + 1] = ((o102 + 0) < int64_t(tsr_dim_H) && (o103 + ((((c108 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o104 + (((c108 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p2[(o102 + 0) * tsr_p2_s0 + (o103 + ((((c108 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o104 + (((c108 * 4) % 4)) + 1) * tsr_p2_s2] : 0x0p+0f;
-            v101_v3[c108 * 4 + 2] = ((o102 + 0) < int64_t(tsr_dim_H) && (o103 + ((((c108 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o104 + (((c108 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p2[(o102 + 0) * tsr_p2_s0 + (o103 + ((((c108 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o104 + (((c108 * 4) % 4)) + 2) * tsr_p2_s2] : 0x0p+0f;
-            v101_v3[c108 * 4 + 3] = ((o102 + 0) < int64_t(tsr_dim_H) && (o103 + ((((c108 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o104 + (((c108 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p2[(o102 + 0) * tsr_p2_s0 + (o103 + ((((c108 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o104 + (((c108 * 4) % 4)) + 3) * tsr_p2_s2] : 0x0p+0f;
+            v103_v3[c110 * 4] = ((o104 + 0) < int64_t(tsr_dim_H) && (o105 + ((((c110 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o106 + (((c110 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p2[(o104 + 0) * tsr_p2_s0 + (o105 + ((((c110 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o106 + (((c110 * 4) % 4))) * tsr_p2_s2] : 0x0p+0f;
+            v103_v3[c110 * 4 + 1] = ((o104 + 0) < int64_t(tsr_dim_H) && (o105 + ((((c110 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o106 + (((c110 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p2[(o104 + 0) * tsr_p2_s0 + (o105 + ((((c110 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o106 + (((c110 * 4) % 4)) + 1) * tsr_p2_s2] : 0x0p+0f;
+            v103_v3[c110 * 4 + 2] = ((o104 + 0) < int64_t(tsr_dim_H) && (o105 + ((((c110 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o106 + (((c110 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p2[(o104 + 0) * tsr_p2_s0 + (o105 + ((((c110 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o106 + (((c110 * 4) % 4)) + 2) * tsr_p2_s2] : 0x0p+0f;
+            v103_v3[c110 * 4 + 3] = ((o104 + 0) < int64_t(tsr_dim_H) && (o105 + ((((c110 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o106 + (((c110 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p2[(o104 + 0) * tsr_p2_s0 + (o105 + ((((c110 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o106 + (((c110 * 4) % 4)) + 3) * tsr_p2_s2] : 0x0p+0f;
           }
         }
       }
     }
     // %vt = reshape %v3 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v110_vt[16];
-    v110_vt[0] = v101_v3[0];
-    v110_vt[1] = v101_v3[1];
-    v110_vt[2] = v101_v3[2];
-    v110_vt[3] = v101_v3[3];
-    v110_vt[4] = v101_v3[4];
-    v110_vt[5] = v101_v3[5];
-    v110_vt[6] = v101_v3[6];
-    v110_vt[7] = v101_v3[7];
-    v110_vt[8] = v101_v3[8];
-    v110_vt[9] = v101_v3[9];
-    v110_vt[10] = v101_v3[10];
-    v110_vt[11] = v101_v3[11];
-    v110_vt[12] = v101_v3[12];
-    v110_vt[13] = v101_v3[13];
-    v110_vt[14] = v101_v3[14];
-    v110_vt[15] = v101_v3[15];
+    float v112_vt[16];
+    v112_vt[0] = v103_v3[0];
+    v112_vt[1] = v103_v3[1];
+    v112_vt[2] = v103_v3[2];
+    v112_vt[3] = v103_v3[3];
+    v112_vt[4] = v103_v3[4];
+    v112_vt[5] = v103_v3[5];
+    v112_vt[6] = v103_v3[6];
+    v112_vt[7] = v103_v3[7];
+    v112_vt[8] = v103_v3[8];
+    v112_vt[9] = v103_v3[9];
+    v112_vt[10] = v103_v3[10];
+    v112_vt[11] = v103_v3[11];
+    v112_vt[12] = v103_v3[12];
+    v112_vt[13] = v103_v3[13];
+    v112_vt[14] = v103_v3[14];
+    v112_vt[15] = v103_v3[15];
     // %p2 = expand_dims %p {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v111_p2[4];
-    v111_p2[0] = v91_p[0];
-    v111_p2[1] = v91_p[1];
-    v111_p2[2] = v91_p[2];
-    v111_p2[3] = v91_p[3];
+    float v113_p2[4];
+    v113_p2[0] = v92_p[0];
+    v113_p2[1] = v92_p[1];
+    v113_p2[2] = v92_p[2];
+    v113_p2[3] = v92_p[3];
     // %pb = broadcast %p2 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v112_pb[16];
-    v112_pb[0] = v111_p2[0];
-    v112_pb[1] = v111_p2[0];
-    v112_pb[2] = v111_p2[0];
-    v112_pb[3] = v111_p2[0];
-    v112_pb[4] = v111_p2[1];
-    v112_pb[5] = v111_p2[1];
-    v112_pb[6] = v111_p2[1];
-    v112_pb[7] = v111_p2[1];
-    v112_pb[8] = v111_p2[2];
-    v112_pb[9] = v111_p2[2];
-    v112_pb[10] = v111_p2[2];
-    v112_pb[11] = v111_p2[2];
-    v112_pb[12] = v111_p2[3];
-    v112_pb[13] = v111_p2[3];
-    v112_pb[14] = v111_p2[3];
-    v112_pb[15] = v111_p2[3];
+    float v114_pb[16];
+    v114_pb[0] = v113_p2[0];
+    v114_pb[1] = v113_p2[0];
+    v114_pb[2] = v113_p2[0];
+    v114_pb[3] = v113_p2[0];
+    v114_pb[4] = v113_p2[1];
+    v114_pb[5] = v113_p2[1];
+    v114_pb[6] = v113_p2[1];
+    v114_pb[7] = v113_p2[1];
+    v114_pb[8] = v113_p2[2];
+    v114_pb[9] = v113_p2[2];
+    v114_pb[10] = v113_p2[2];
+    v114_pb[11] = v113_p2[2];
+    v114_pb[12] = v113_p2[3];
+    v114_pb[13] = v113_p2[3];
+    v114_pb[14] = v113_p2[3];
+    v114_pb[15] = v113_p2[3];
     // %pv = mul %pb, %vt : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v113_pv[16];
+    float v115_pv[16];
     #pragma unroll
-    for (int s114 = 0; s114 < 16; ++s114) {
-      v113_pv[s114] = float(v112_pb[s114] * v110_vt[s114]);
+    for (int s116 = 0; s116 < 16; ++s116) {
+      v115_pv[s116] = float(v114_pb[s116] * v112_vt[s116]);
     }
     // %pvs = reduce %pv {axis = 0, kind = "sum"} : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v115_pvs[4];
-    v115_pvs[0] = v113_pv[0];
-    v115_pvs[0] = float(v115_pvs[0] + v113_pv[4]);
-    v115_pvs[0] = float(v115_pvs[0] + v113_pv[8]);
-    v115_pvs[0] = float(v115_pvs[0] + v113_pv[12]);
-    v115_pvs[1] = v113_pv[1];
-    v115_pvs[1] = float(v115_pvs[1] + v113_pv[5]);
-    v115_pvs[1] = float(v115_pvs[1] + v113_pv[9]);
-    v115_pvs[1] = float(v115_pvs[1] + v113_pv[13]);
-    v115_pvs[2] = v113_pv[2];
-    v115_pvs[2] = float(v115_pvs[2] + v113_pv[6]);
-    v115_pvs[2] = float(v115_pvs[2] + v113_pv[10]);
-    v115_pvs[2] = float(v115_pvs[2] + v113_pv[14]);
-    v115_pvs[3] = v113_pv[3];
-    v115_pvs[3] = float(v115_pvs[3] + v113_pv[7]);
-    v115_pvs[3] = float(v115_pvs[3] + v113_pv[11]);
-    v115_pvs[3] = float(v115_pvs[3] + v113_pv[15]);
-    const float sh116 = __shfl_xor_sync(0xffffffffu, v115_pvs[0], 16);
-    v115_pvs[0] = float(v115_pvs[0] + sh116);
-    const float sh117 = __shfl_xor_sync(0xffffffffu, v115_pvs[1], 16);
-    v115_pvs[1] = float(v115_pvs[1] + sh117);
-    const float sh118 = __shfl_xor_sync(0xffffffffu, v115_pvs[2], 16);
-    v115_pvs[2] = float(v115_pvs[2] + sh118);
-    const float sh119 = __shfl_xor_sync(0xffffffffu, v115_pvs[3], 16);
-    v115_pvs[3] = float(v115_pvs[3] + sh119);
-    __syncthreads();
-    #pragma unroll
-    for (int s120 = 0; s120 < 4; ++s120) {
-      if ((tsr_lane & 16) == 0) reinterpret_cast<float*>(tsr_smem + 0)[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 64 + (((((s120) % 4)) + (((tsr_lane >> 0) & 15) * 4)))] = v115_pvs[s120];
-    }
-    __syncthreads();
-    #pragma unroll
-    for (int s121 = 0; s121 < 4; ++s121) {
-      v115_pvs[s121] = reinterpret_cast<float*>(tsr_smem + 0)[(((((s121) % 4)) + (((tsr_lane >> 0) & 15) * 4)))];
-      v115_pvs[s121] = float(v115_pvs[s121] + reinterpret_cast<float*>(tsr_smem + 0)[64 + (((((s121) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
-      v115_pvs[s121] = float(v115_pvs[s121] + reinterpret_cast<float*>(tsr_smem + 0)[128 + (((((s121) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
-      v115_pvs[s121] = float(v115_pvs[s121] + reinterpret_cast<float*>(tsr_smem + 0)[192 + (((((s121) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
-    }
-    // %accn = add %accs, %pvs : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v122_accn[4];
+    float v117_pvs[4];
+    v117_pvs[0] = v115_pv[0];
+    v117_pvs[0] = float(v117_pvs[0] + v115_pv[4]);
+    v117_pvs[0] = float(v117_pvs[0] + v115_pv[8]);
+    v117_pvs[0] = float(v117_pvs[0] + v115_pv[12]);
+    v117_pvs[1] = v115_pv[1];
+    v117_pvs[1] = float(v117_pvs[1] + v115_pv[5]);
+    v117_pvs[1] = float(v117_pvs[1] + v115_pv[9]);
+    v117_pvs[1] = float(v117_pvs[1] + v115_pv[13]);
+    v117_pvs[2] = v115_pv[2];
+    v117_pvs[2] = float(v117_pvs[2] + v115_pv[6]);
+    v117_pvs[2] = float(v117_pvs[2] + v115_pv[10]);
+    v117_pvs[2] = float(v117_pvs[2] + v115_pv[14]);
+    v117_pvs[3] = v115_pv[3];
+    v117_pvs[3] = float(v117_pvs[3] + v115_pv[7]);
+    v117_pvs[3] = float(v117_pvs[3] + v115_pv[11]);
+    v117_pvs[3] = float(v117_pvs[3] + v115_pv[15]);
+    const float sh118 = __shfl_xor_sync(0xffffffffu, v117_pvs[0], 16);
+    v117_pvs[0] = float(v117_pvs[0] + sh118);
+    const float sh119 = __shfl_xor_sync(0xffffffffu, v117_pvs[1], 16);
+    v117_pvs[1] = float(v117_pvs[1] + sh119);
+    const float sh120 = __shfl_xor_sync(0xffffffffu, v117_pvs[2], 16);
+    v117_pvs[2] = float(v117_pvs[2] + sh120);
+    const float sh121 = __shfl_xor_sync(0xffffffffu, v117_pvs[3], 16);
+    v117_pvs[3] = float(v117_pvs[3] + sh121);
+    __shared__ float tsr_red122_mem[512];
+    float* const tsr_red122 = tsr_red122_mem + tsr_red122_at;
+    tsr_red122_at ^= 256;
     #pragma unroll
     for (int s123 = 0; s123 < 4; ++s123) {
-      v122_accn[s123] = float(v99_accs[s123] + v115_pvs[s123]);
+      if ((tsr_lane & 16) == 0) tsr_red122[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 64 + (((((s123) % 4)) + (((tsr_lane >> 0) & 15) * 4)))] = v117_pvs[s123];
     }
-    // yield %mn, %ln, %accn
-    c33_m = v84_mn;
-    c34_l = v96_ln;
+    __syncthreads();
     #pragma unroll
     for (int s124 = 0; s124 < 4; ++s124) {
-      c35_acc[s124] = v122_accn[s124];
+      v117_pvs[s124] = tsr_red122[(((((s124) % 4)) + (((tsr_lane >> 0) & 15) * 4)))];
+      v117_pvs[s124] = float(v117_pvs[s124] + tsr_red122[64 + (((((s124) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
+      v117_pvs[s124] = float(v117_pvs[s124] + tsr_red122[128 + (((((s124) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
+      v117_pvs[s124] = float(v117_pvs[s124] + tsr_red122[192 + (((((s124) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
+    }
+    // %accn = add %accs, %pvs : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v125_accn[4];
+    #pragma unroll
+    for (int s126 = 0; s126 < 4; ++s126) {
+      v125_accn[s126] = float(v101_accs[s126] + v117_pvs[s126]);
+    }
+    // yield %mn, %ln, %accn
+    c33_m = v85_mn;
+    c34_l = v98_ln;
+    #pragma unroll
+    for (int s127 = 0; s127 < 4; ++s127) {
+      c35_acc[s127] = v125_accn[s127];
     }
   }
   // %11 = convert_layout %acc : tile<f32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [4], order = [0]>>
-  float v125[4];
-  v125[0] = c35_acc[0];
-  v125[1] = c35_acc[1];
-  v125[2] = c35_acc[2];
-  v125[3] = c35_acc[3];
+  float v128[4];
+  v128[0] = c35_acc[0];
+  v128[1] = c35_acc[1];
+  v128[2] = c35_acc[2];
+  v128[3] = c35_acc[3];
   // %acc3 = reshape %11 : tile<f32, [1, 1, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 1, 32], warps = [4, 1, 1], order = [2, 1, 0]>>
-  float v126_acc3[4];
-  v126_acc3[0] = v125[0];
-  v126_acc3[1] = v125[1];
-  v126_acc3[2] = v125[2];
-  v126_acc3[3] = v125[3];
+  float v129_acc3[4];
+  v129_acc3[0] = v128[0];
+  v129_acc3[1] = v128[1];
+  v129_acc3[2] = v128[2];
+  v129_acc3[3] = v128[3];
   // store_tile %po, %acc3, %ph, %ps, %c0
   {
-    const int64_t o127 = int64_t(v0_ph) * 1 + 0;
-    const int64_t o128 = int64_t(v1_ps) * 1 + 0;
-    const int64_t o129 = int64_t(v3_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const int64_t o130 = int64_t(v0_ph) * 1 + 0;
+    const int64_t o131 = int64_t(v1_ps) * 1 + 0;
+    const int64_t o132 = int64_t(v3_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
     #pragma unroll
-    for (int c130 = 0; c130 < 1; ++c130) {
-      float vb131[4];
-      if ((o127 + 0) < int64_t(tsr_dim_H) && (o128 + 0) < int64_t(tsr_dim_NS) && (o129 + (((c130 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o127 + 0) * tsr_p3_s0 + (o128 + 0) * tsr_p3_s1 + (o129 + (((c130 * 4) % 4))) * tsr_p3_s2)) {
-        vb131[0] = v126_acc3[c130 * 4 + 0];
-        vb131[1] = v126_acc3[c130 * 4 + 1];
-        vb131[2] = v126_acc3[c130 * 4 + 2];
-        vb131[3] = v126_acc3[c130 * 4 + 3];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0)) tsr::copy_vec<float, 4>(tsr_p3 + (o127 + 0) * tsr_p3_s0 + (o128 + 0) * tsr_p3_s1 + (o129 + (((c130 * 4) % 4))) * tsr_p3_s2, vb131);
+    for (int c133 = 0; c133 < 1; ++c133) {
+      float vb134[4];
+      if ((o130 + 0) < int64_t(tsr_dim_H) && (o131 + 0) < int64_t(tsr_dim_NS) && (o132 + (((c133 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o130 + 0) * tsr_p3_s0 + (o131 + 0) * tsr_p3_s1 + (o132 + (((c133 * 4) % 4))) * tsr_p3_s2)) {
+        vb134[0] = v129_acc3[c133 * 4 + 0];
+        vb134[1] = v129_acc3[c133 * 4 + 1];
+        vb134[2] = v129_acc3[c133 * 4 + 2];
+        vb134[3] = v129_acc3[c133 * 4 + 3];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0)) tsr::copy_vec<float, 4>(tsr_p3 + (o130 + 0) * tsr_p3_s0 + (o131 + 0) * tsr_p3_s1 + (o132 + (((c133 * 4) % 4))) * tsr_p3_s2, vb134);
       } else {
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o127 + 0) < int64_t(tsr_dim_H) && (o128 + 0) < int64_t(tsr_dim_NS) && (o129 + (((c130 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o127 + 0) * tsr_p3_s0 + (o128 + 0) * tsr_p3_s1 + (o129 + (((c130 * 4) % 4))) * tsr_p3_s2] = v126_acc3[c130 * 4];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o127 + 0) < int64_t(tsr_dim_H) && (o128 + 0) < int64_t(tsr_dim_NS) && (o129 + (((c130 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o127 + 0) * tsr_p3_s0 + (o128 + 0) * tsr_p3_s1 + (o129 + (((c130 * 4) % 4)) + 1) * tsr_p3_s2] = v126_acc3[c130 * 4 + 1];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o127 + 0) < int64_t(tsr_dim_H) && (o128 + 0) < int64_t(tsr_dim_NS) && (o129 + (((c130 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o127 + 0) * tsr_p3_s0 + (o128 + 0) * tsr_p3_s1 + (o129 + (((c130 * 4) % 4)) + 2) * tsr_p3_s2] = v126_acc3[c130 * 4 + 2];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o127 + 0) < int64_t(tsr_dim_H) && (o128 + 0) < int64_t(tsr_dim_NS) && (o129 + (((c130 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o127 + 0) * tsr_p3_s0 + (o128 + 0) * tsr_p3_s1 + (o129 + (((c130 * 4) % 4)) + 3) * tsr_p3_s2] = v126_acc3[c130 * 4 + 3];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o130 + 0) < int64_t(tsr_dim_H) && (o131 + 0) < int64_t(tsr_dim_NS) && (o132 + (((c133 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o130 + 0) * tsr_p3_s0 + (o131 + 0) * tsr_p3_s1 + (o132 + (((c133 * 4) % 4))) * tsr_p3_s2] = v129_acc3[c133 * 4];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o130 + 0) < int64_t(tsr_dim_H) && (o131 + 0) < int64_t(tsr_dim_NS) && (o132 + (((c133 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o130 + 0) * tsr_p3_s0 + (o131 + 0) * tsr_p3_s1 + (o132 + (((c133 * 4) % 4)) + 1) * tsr_p3_s2] = v129_acc3[c133 * 4 + 1];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o130 + 0) < int64_t(tsr_dim_H) && (o131 + 0) < int64_t(tsr_dim_NS) && (o132 + (((c133 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o130 + 0) * tsr_p3_s0 + (o131 + 0) * tsr_p3_s1 + (o132 + (((c133 * 4) % 4)) + 2) * tsr_p3_s2] = v129_acc3[c133 * 4 + 2];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o130 + 0) < int64_t(tsr_dim_H) && (o131 + 0) < int64_t(tsr_dim_NS) && (o132 + (((c133 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o130 + 0) * tsr_p3_s0 + (o131 + 0) * tsr_p3_s1 + (o132 + (((c133 * 4) % 4)) + 3) * tsr_p3_s2] = v129_acc3[c133 * 4 + 3];
       }
     }
   }
   // %mt = splat %m : tile<f32, [1, 1], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-  float v132_mt[1];
+  float v135_mt[1];
   #pragma unroll
-  for (int s133 = 0; s133 < 1; ++s133) {
-    v132_mt[s133] = c33_m;
+  for (int s136 = 0; s136 < 1; ++s136) {
+    v135_mt[s136] = c33_m;
   }
   // store_tile %pmax, %mt, %ph, %ps
   {
-    const int64_t o134 = int64_t(v0_ph) * 1 + 0;
-    const int64_t o135 = int64_t(v1_ps) * 1 + 0;
+    const int64_t o137 = int64_t(v0_ph) * 1 + 0;
+    const int64_t o138 = int64_t(v1_ps) * 1 + 0;
     #pragma unroll
-    for (int s136 = 0; s136 < 1; ++s136) {
-      if (((tsr_lane & 31) == 0 && (tsr_warp & 3) == 0) && (o134 + 0) < int64_t(tsr_dim_H) && (o135 + 0) < int64_t(tsr_dim_NS)) tsr_p4[(o134 + 0) * tsr_p4_s0 + (o135 + 0) * tsr_p4_s1] = v132_mt[s136];
+    for (int s139 = 0; s139 < 1; ++s139) {
+      if (((tsr_lane & 31) == 0 && (tsr_warp & 3) == 0) && (o137 + 0) < int64_t(tsr_dim_H) && (o138 + 0) < int64_t(tsr_dim_NS)) tsr_p4[(o137 + 0) * tsr_p4_s0 + (o138 + 0) * tsr_p4_s1] = v135_mt[s139];
     }
   }
   // %lt = splat %l : tile<f32, [1, 1], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-  float v137_lt[1];
+  float v140_lt[1];
   #pragma unroll
-  for (int s138 = 0; s138 < 1; ++s138) {
-    v137_lt[s138] = c34_l;
+  for (int s141 = 0; s141 < 1; ++s141) {
+    v140_lt[s141] = c34_l;
   }
   // store_tile %psum, %lt, %ph, %ps
   {
-    const int64_t o139 = int64_t(v0_ph) * 1 + 0;
-    const int64_t o140 = int64_t(v1_ps) * 1 + 0;
+    const int64_t o142 = int64_t(v0_ph) * 1 + 0;
+    const int64_t o143 = int64_t(v1_ps) * 1 + 0;
     #pragma unroll
-    for (int s141 = 0; s141 < 1; ++s141) {
-      if (((tsr_lane & 31) == 0 && (tsr_warp & 3) == 0) && (o139 + 0) < int64_t(tsr_dim_H) && (o140 + 0) < int64_t(tsr_dim_NS)) tsr_p5[(o139 + 0) * tsr_p5_s0 + (o140 + 0) * tsr_p5_s1] = v137_lt[s141];
+    for (int s144 = 0; s144 < 1; ++s144) {
+      if (((tsr_lane & 31) == 0 && (tsr_warp & 3) == 0) && (o142 + 0) < int64_t(tsr_dim_H) && (o143 + 0) < int64_t(tsr_dim_NS)) tsr_p5[(o142 + 0) * tsr_p5_s0 + (o143 + 0) * tsr_p5_s1] = v140_lt[s144];
     }
   }
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_decode_attention_split, block_threads 128, static_smem 0, dynamic_smem 1024
+// symbol tessera_decode_attention_split, block_threads 128, static_smem 2112, dynamic_smem 0
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer q f32 bytes 8 index 0
 // param pointer k f32 bytes 8 index 1
@@ -593,10 +602,11 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention_split
 // header tessera/core.cuh
 // header tessera/mma.cuh
 // stat producer-warpgroups = 0
+// stat reduction-barriers-saved = 3
 // stat reduction-shuffles = 7
 // stat reduction-warp-exchanges = 3
 // stat register-conversions = 1
-// stat smem-bytes = 1024
+// stat smem-bytes = 0
 // stat threads = 128
 // stat vector-accesses = 4
 // stat whole-tile-accesses = 2
@@ -830,68 +840,69 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention_merge
   v46_num[2] = float(v46_num[2] + sh49);
   const float sh50 = __shfl_xor_sync(0xffffffffu, v46_num[3], 16);
   v46_num[3] = float(v46_num[3] + sh50);
-  __syncthreads();
-  #pragma unroll
-  for (int s51 = 0; s51 < 4; ++s51) {
-    if ((tsr_lane & 16) == 0) reinterpret_cast<float*>(tsr_smem + 0)[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 64 + (((((s51) % 4)) + (((tsr_lane >> 0) & 15) * 4)))] = v46_num[s51];
-  }
-  __syncthreads();
+  __shared__ float tsr_red51_mem[256];
+  float* const tsr_red51 = tsr_red51_mem;
   #pragma unroll
   for (int s52 = 0; s52 < 4; ++s52) {
-    v46_num[s52] = reinterpret_cast<float*>(tsr_smem + 0)[(((((s52) % 4)) + (((tsr_lane >> 0) & 15) * 4)))];
-    v46_num[s52] = float(v46_num[s52] + reinterpret_cast<float*>(tsr_smem + 0)[64 + (((((s52) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
-    v46_num[s52] = float(v46_num[s52] + reinterpret_cast<float*>(tsr_smem + 0)[128 + (((((s52) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
-    v46_num[s52] = float(v46_num[s52] + reinterpret_cast<float*>(tsr_smem + 0)[192 + (((((s52) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
+    if ((tsr_lane & 16) == 0) tsr_red51[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 64 + (((((s52) % 4)) + (((tsr_lane >> 0) & 15) * 4)))] = v46_num[s52];
+  }
+  __syncthreads();
+  #pragma unroll
+  for (int s53 = 0; s53 < 4; ++s53) {
+    v46_num[s53] = tsr_red51[(((((s53) % 4)) + (((tsr_lane >> 0) & 15) * 4)))];
+    v46_num[s53] = float(v46_num[s53] + tsr_red51[64 + (((((s53) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
+    v46_num[s53] = float(v46_num[s53] + tsr_red51[128 + (((((s53) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
+    v46_num[s53] = float(v46_num[s53] + tsr_red51[192 + (((((s53) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
   }
   // %1 = splat %den : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v53[4];
+  float v54[4];
   #pragma unroll
-  for (int s54 = 0; s54 < 4; ++s54) {
-    v53[s54] = v25_den;
+  for (int s55 = 0; s55 < 4; ++s55) {
+    v54[s55] = v25_den;
   }
   // %res = div %num, %1 : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v55_res[4];
+  float v56_res[4];
   #pragma unroll
-  for (int s56 = 0; s56 < 4; ++s56) {
-    v55_res[s56] = float(v46_num[s56] / v53[s56]);
+  for (int s57 = 0; s57 < 4; ++s57) {
+    v56_res[s57] = float(v46_num[s57] / v54[s57]);
   }
   // %2 = convert_layout %res : tile<f32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [4], order = [0]>>
-  float v57[4];
-  v57[0] = v55_res[0];
-  v57[1] = v55_res[1];
-  v57[2] = v55_res[2];
-  v57[3] = v55_res[3];
+  float v58[4];
+  v58[0] = v56_res[0];
+  v58[1] = v56_res[1];
+  v58[2] = v56_res[2];
+  v58[3] = v56_res[3];
   // %res2 = reshape %2 : tile<f32, [1, 64], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-  float v58_res2[4];
-  v58_res2[0] = v57[0];
-  v58_res2[1] = v57[1];
-  v58_res2[2] = v57[2];
-  v58_res2[3] = v57[3];
+  float v59_res2[4];
+  v59_res2[0] = v58[0];
+  v59_res2[1] = v58[1];
+  v59_res2[2] = v58[2];
+  v59_res2[3] = v58[3];
   // store_tile %out, %res2, %ph, %c0
   {
-    const int64_t o59 = int64_t(v0_ph) * 1 + 0;
-    const int64_t o60 = int64_t(v1_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const int64_t o60 = int64_t(v0_ph) * 1 + 0;
+    const int64_t o61 = int64_t(v1_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
     #pragma unroll
-    for (int c61 = 0; c61 < 1; ++c61) {
-      float vb62[4];
-      if ((o59 + 0) < int64_t(tsr_dim_H) && (o60 + (((c61 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o59 + 0) * tsr_p3_s0 + (o60 + (((c61 * 4) % 4))) * tsr_p3_s1)) {
-        vb62[0] = v58_res2[c61 * 4 + 0];
-        vb62[1] = v58_res2[c61 * 4 + 1];
-        vb62[2] = v58_res2[c61 * 4 + 2];
-        vb62[3] = v58_res2[c61 * 4 + 3];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0)) tsr::copy_vec<float, 4>(tsr_p3 + (o59 + 0) * tsr_p3_s0 + (o60 + (((c61 * 4) % 4))) * tsr_p3_s1, vb62);
+    for (int c62 = 0; c62 < 1; ++c62) {
+      float vb63[4];
+      if ((o60 + 0) < int64_t(tsr_dim_H) && (o61 + (((c62 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o60 + 0) * tsr_p3_s0 + (o61 + (((c62 * 4) % 4))) * tsr_p3_s1)) {
+        vb63[0] = v59_res2[c62 * 4 + 0];
+        vb63[1] = v59_res2[c62 * 4 + 1];
+        vb63[2] = v59_res2[c62 * 4 + 2];
+        vb63[3] = v59_res2[c62 * 4 + 3];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0)) tsr::copy_vec<float, 4>(tsr_p3 + (o60 + 0) * tsr_p3_s0 + (o61 + (((c62 * 4) % 4))) * tsr_p3_s1, vb63);
       } else {
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o59 + 0) < int64_t(tsr_dim_H) && (o60 + (((c61 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o59 + 0) * tsr_p3_s0 + (o60 + (((c61 * 4) % 4))) * tsr_p3_s1] = v58_res2[c61 * 4];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o59 + 0) < int64_t(tsr_dim_H) && (o60 + (((c61 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o59 + 0) * tsr_p3_s0 + (o60 + (((c61 * 4) % 4)) + 1) * tsr_p3_s1] = v58_res2[c61 * 4 + 1];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o59 + 0) < int64_t(tsr_dim_H) && (o60 + (((c61 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o59 + 0) * tsr_p3_s0 + (o60 + (((c61 * 4) % 4)) + 2) * tsr_p3_s1] = v58_res2[c61 * 4 + 2];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o59 + 0) < int64_t(tsr_dim_H) && (o60 + (((c61 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o59 + 0) * tsr_p3_s0 + (o60 + (((c61 * 4) % 4)) + 3) * tsr_p3_s1] = v58_res2[c61 * 4 + 3];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o60 + 0) < int64_t(tsr_dim_H) && (o61 + (((c62 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o60 + 0) * tsr_p3_s0 + (o61 + (((c62 * 4) % 4))) * tsr_p3_s1] = v59_res2[c62 * 4];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o60 + 0) < int64_t(tsr_dim_H) && (o61 + (((c62 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o60 + 0) * tsr_p3_s0 + (o61 + (((c62 * 4) % 4)) + 1) * tsr_p3_s1] = v59_res2[c62 * 4 + 1];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o60 + 0) < int64_t(tsr_dim_H) && (o61 + (((c62 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o60 + 0) * tsr_p3_s0 + (o61 + (((c62 * 4) % 4)) + 2) * tsr_p3_s1] = v59_res2[c62 * 4 + 2];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o60 + 0) < int64_t(tsr_dim_H) && (o61 + (((c62 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o60 + 0) * tsr_p3_s0 + (o61 + (((c62 * 4) % 4)) + 3) * tsr_p3_s1] = v59_res2[c62 * 4 + 3];
       }
     }
   }
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_decode_attention_merge, block_threads 128, static_smem 0, dynamic_smem 1024
+// symbol tessera_decode_attention_merge, block_threads 128, static_smem 1024, dynamic_smem 64
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer po f32 bytes 8 index 0
 // param pointer pmax f32 bytes 8 index 1
@@ -904,10 +915,11 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention_merge
 // header tessera/mma.cuh
 // stat layout-exchanges = 1
 // stat producer-warpgroups = 0
+// stat reduction-barriers-saved = 1
 // stat reduction-shuffles = 5
 // stat reduction-warp-exchanges = 1
 // stat register-conversions = 1
-// stat smem-bytes = 1024
+// stat smem-bytes = 64
 // stat threads = 128
 // stat vector-accesses = 4
 // stat whole-tile-accesses = 1

@@ -264,22 +264,29 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
     {
       const int wm_ = tsr_warp / 1, wn_ = tsr_warp % 1;
       (void)wm_; (void)wn_;
+      uint32_t fa[2][1][4], fb[2][8][2];
+      tsr::ldsm_x4(fa[0][0][0], fa[0][0][1], fa[0][0][2], fa[0][0][3], tsr::smem_u32(sh11) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+      tsr::ldsm_x4(fb[0][0][0], fb[0][1][0], fb[0][0][1], fb[0][1][1], tsr::smem_u32((sh39 + rs38 * 4608)) + uint32_t((8 * (0 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+      tsr::ldsm_x4(fb[0][2][0], fb[0][3][0], fb[0][2][1], fb[0][3][1], tsr::smem_u32((sh39 + rs38 * 4608)) + uint32_t((8 * (2 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+      tsr::ldsm_x4(fb[0][4][0], fb[0][5][0], fb[0][4][1], fb[0][5][1], tsr::smem_u32((sh39 + rs38 * 4608)) + uint32_t((8 * (4 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+      tsr::ldsm_x4(fb[0][6][0], fb[0][7][0], fb[0][6][1], fb[0][7][1], tsr::smem_u32((sh39 + rs38 * 4608)) + uint32_t((8 * (6 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
       #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
-        uint32_t fa[1][4], fb[8][2];
-        tsr::ldsm_x4(fa[0][0], fa[0][1], fa[0][2], fa[0][3], tsr::smem_u32(sh11) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
-        tsr::ldsm_x4(fb[0][0], fb[1][0], fb[0][1], fb[1][1], tsr::smem_u32((sh39 + rs38 * 4608)) + uint32_t((8 * (0 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
-        tsr::ldsm_x4(fb[2][0], fb[3][0], fb[2][1], fb[3][1], tsr::smem_u32((sh39 + rs38 * 4608)) + uint32_t((8 * (2 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
-        tsr::ldsm_x4(fb[4][0], fb[5][0], fb[4][1], fb[5][1], tsr::smem_u32((sh39 + rs38 * 4608)) + uint32_t((8 * (4 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
-        tsr::ldsm_x4(fb[6][0], fb[7][0], fb[6][1], fb[7][1], tsr::smem_u32((sh39 + rs38 * 4608)) + uint32_t((8 * (6 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
-        tsr::mma_bf16_16816(&v86_s0[0], fa[0], fb[0]);
-        tsr::mma_bf16_16816(&v86_s0[4], fa[0], fb[1]);
-        tsr::mma_bf16_16816(&v86_s0[8], fa[0], fb[2]);
-        tsr::mma_bf16_16816(&v86_s0[12], fa[0], fb[3]);
-        tsr::mma_bf16_16816(&v86_s0[16], fa[0], fb[4]);
-        tsr::mma_bf16_16816(&v86_s0[20], fa[0], fb[5]);
-        tsr::mma_bf16_16816(&v86_s0[24], fa[0], fb[6]);
-        tsr::mma_bf16_16816(&v86_s0[28], fa[0], fb[7]);
+        if (ks + 1 < 4) {
+          tsr::ldsm_x4(fa[(ks + 1) & 1][0][0], fa[(ks + 1) & 1][0][1], fa[(ks + 1) & 1][0][2], fa[(ks + 1) & 1][0][3], tsr::smem_u32(sh11) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh39 + rs38 * 4608)) + uint32_t((8 * (0 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh39 + rs38 * 4608)) + uint32_t((8 * (2 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4(fb[(ks + 1) & 1][4][0], fb[(ks + 1) & 1][5][0], fb[(ks + 1) & 1][4][1], fb[(ks + 1) & 1][5][1], tsr::smem_u32((sh39 + rs38 * 4608)) + uint32_t((8 * (4 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4(fb[(ks + 1) & 1][6][0], fb[(ks + 1) & 1][7][0], fb[(ks + 1) & 1][6][1], fb[(ks + 1) & 1][7][1], tsr::smem_u32((sh39 + rs38 * 4608)) + uint32_t((8 * (6 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+        }
+        tsr::mma_bf16_16816(&v86_s0[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v86_s0[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v86_s0[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v86_s0[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v86_s0[16], fa[ks & 1][0], fb[ks & 1][4]);
+        tsr::mma_bf16_16816(&v86_s0[20], fa[ks & 1][0], fb[ks & 1][5]);
+        tsr::mma_bf16_16816(&v86_s0[24], fa[ks & 1][0], fb[ks & 1][6]);
+        tsr::mma_bf16_16816(&v86_s0[28], fa[ks & 1][0], fb[ks & 1][7]);
       }
     }
     // %scs = splat %scale : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
@@ -691,25 +698,35 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
     {
       const int wm_ = tsr_warp / 1, wn_ = tsr_warp % 1;
       (void)wm_; (void)wn_;
+      uint32_t fa[2][1][4], fb[2][8][2];
+      fa[0][0][0] = tsr::f2bf2(v147[8 * (0 + 4 * 0) + 0], v147[8 * (0 + 4 * 0) + 0 + 1]);
+      fa[0][0][1] = tsr::f2bf2(v147[8 * (0 + 4 * 0) + 2], v147[8 * (0 + 4 * 0) + 2 + 1]);
+      fa[0][0][2] = tsr::f2bf2(v147[8 * (0 + 4 * 0) + 4], v147[8 * (0 + 4 * 0) + 4 + 1]);
+      fa[0][0][3] = tsr::f2bf2(v147[8 * (0 + 4 * 0) + 6], v147[8 * (0 + 4 * 0) + 6 + 1]);
+      tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], tsr::smem_u32((sh40 + rs38 * 4608)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 8 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], tsr::smem_u32((sh40 + rs38 * 4608)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 8 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      tsr::ldsm_x4_trans(fb[0][4][0], fb[0][4][1], fb[0][5][0], fb[0][5][1], tsr::smem_u32((sh40 + rs38 * 4608)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 8 * (4 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      tsr::ldsm_x4_trans(fb[0][6][0], fb[0][6][1], fb[0][7][0], fb[0][7][1], tsr::smem_u32((sh40 + rs38 * 4608)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 8 * (6 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
       #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
-        uint32_t fa[1][4], fb[8][2];
-        fa[0][0] = tsr::f2bf2(v147[8 * (ks + 4 * 0) + 0], v147[8 * (ks + 4 * 0) + 0 + 1]);
-        fa[0][1] = tsr::f2bf2(v147[8 * (ks + 4 * 0) + 2], v147[8 * (ks + 4 * 0) + 2 + 1]);
-        fa[0][2] = tsr::f2bf2(v147[8 * (ks + 4 * 0) + 4], v147[8 * (ks + 4 * 0) + 4 + 1]);
-        fa[0][3] = tsr::f2bf2(v147[8 * (ks + 4 * 0) + 6], v147[8 * (ks + 4 * 0) + 6 + 1]);
-        tsr::ldsm_x4_trans(fb[0][0], fb[0][1], fb[1][0], fb[1][1], tsr::smem_u32((sh40 + rs38 * 4608)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 8 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[2][0], fb[2][1], fb[3][0], fb[3][1], tsr::smem_u32((sh40 + rs38 * 4608)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 8 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[4][0], fb[4][1], fb[5][0], fb[5][1], tsr::smem_u32((sh40 + rs38 * 4608)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 8 * (4 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[6][0], fb[6][1], fb[7][0], fb[7][1], tsr::smem_u32((sh40 + rs38 * 4608)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 8 * (6 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::mma_bf16_16816(&v148_accn[0], fa[0], fb[0]);
-        tsr::mma_bf16_16816(&v148_accn[4], fa[0], fb[1]);
-        tsr::mma_bf16_16816(&v148_accn[8], fa[0], fb[2]);
-        tsr::mma_bf16_16816(&v148_accn[12], fa[0], fb[3]);
-        tsr::mma_bf16_16816(&v148_accn[16], fa[0], fb[4]);
-        tsr::mma_bf16_16816(&v148_accn[20], fa[0], fb[5]);
-        tsr::mma_bf16_16816(&v148_accn[24], fa[0], fb[6]);
-        tsr::mma_bf16_16816(&v148_accn[28], fa[0], fb[7]);
+        if (ks + 1 < 4) {
+          fa[(ks + 1) & 1][0][0] = tsr::f2bf2(v147[8 * (ks + 1 + 4 * 0) + 0], v147[8 * (ks + 1 + 4 * 0) + 0 + 1]);
+          fa[(ks + 1) & 1][0][1] = tsr::f2bf2(v147[8 * (ks + 1 + 4 * 0) + 2], v147[8 * (ks + 1 + 4 * 0) + 2 + 1]);
+          fa[(ks + 1) & 1][0][2] = tsr::f2bf2(v147[8 * (ks + 1 + 4 * 0) + 4], v147[8 * (ks + 1 + 4 * 0) + 4 + 1]);
+          fa[(ks + 1) & 1][0][3] = tsr::f2bf2(v147[8 * (ks + 1 + 4 * 0) + 6], v147[8 * (ks + 1 + 4 * 0) + 6 + 1]);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh40 + rs38 * 4608)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 8 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh40 + rs38 * 4608)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 8 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][4][0], fb[(ks + 1) & 1][4][1], fb[(ks + 1) & 1][5][0], fb[(ks + 1) & 1][5][1], tsr::smem_u32((sh40 + rs38 * 4608)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 8 * (4 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][6][0], fb[(ks + 1) & 1][6][1], fb[(ks + 1) & 1][7][0], fb[(ks + 1) & 1][7][1], tsr::smem_u32((sh40 + rs38 * 4608)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 8 * (6 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+        }
+        tsr::mma_bf16_16816(&v148_accn[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v148_accn[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v148_accn[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v148_accn[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v148_accn[16], fa[ks & 1][0], fb[ks & 1][4]);
+        tsr::mma_bf16_16816(&v148_accn[20], fa[ks & 1][0], fb[ks & 1][5]);
+        tsr::mma_bf16_16816(&v148_accn[24], fa[ks & 1][0], fb[ks & 1][6]);
+        tsr::mma_bf16_16816(&v148_accn[28], fa[ks & 1][0], fb[ks & 1][7]);
       }
     }
     // yield %mn, %ln, %accn

@@ -123,6 +123,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_moe_count_reduce(int32
   constexpr int tsr_nthreads = 128;
   (void)tsr_tid; (void)tsr_smem;
   const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;  (void)tsr_lane; (void)tsr_warp;
+  int tsr_red49_at = 0;  // the copy of tsr_red49_mem the next exchange uses
   const int64_t tsr_p0_s0 = 1;
   (void)tsr_p0_s0;
   const int64_t tsr_p1_s0 = 1;
@@ -261,55 +262,57 @@ extern "C" __global__ void __launch_bounds__(128) tessera_moe_count_reduce(int32
     v32_hits[2] = int32_t(uint32_t(v32_hits[2]) + uint32_t(sh47));
     const int32_t sh48 = __shfl_xor_sync(0xffffffffu, v32_hits[3], 16);
     v32_hits[3] = int32_t(uint32_t(v32_hits[3]) + uint32_t(sh48));
-    __syncthreads();
-    #pragma unroll
-    for (int s49 = 0; s49 < 4; ++s49) {
-      if ((tsr_lane & 30) == 0) reinterpret_cast<int32_t*>(tsr_smem + 0)[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 8 + (((((s49) % 4)) + (((tsr_lane >> 0) & 1) * 4)))] = v32_hits[s49];
-    }
-    __syncthreads();
+    __shared__ int32_t tsr_red49_mem[64];
+    int32_t* const tsr_red49 = tsr_red49_mem + tsr_red49_at;
+    tsr_red49_at ^= 32;
     #pragma unroll
     for (int s50 = 0; s50 < 4; ++s50) {
-      v32_hits[s50] = reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s50) % 4)) + (((tsr_lane >> 0) & 1) * 4)))];
-      v32_hits[s50] = int32_t(uint32_t(v32_hits[s50]) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[8 + (((((s50) % 4)) + (((tsr_lane >> 0) & 1) * 4)))]));
-      v32_hits[s50] = int32_t(uint32_t(v32_hits[s50]) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[16 + (((((s50) % 4)) + (((tsr_lane >> 0) & 1) * 4)))]));
-      v32_hits[s50] = int32_t(uint32_t(v32_hits[s50]) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[24 + (((((s50) % 4)) + (((tsr_lane >> 0) & 1) * 4)))]));
+      if ((tsr_lane & 30) == 0) tsr_red49[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 8 + (((((s50) % 4)) + (((tsr_lane >> 0) & 1) * 4)))] = v32_hits[s50];
+    }
+    __syncthreads();
+    #pragma unroll
+    for (int s51 = 0; s51 < 4; ++s51) {
+      v32_hits[s51] = tsr_red49[(((((s51) % 4)) + (((tsr_lane >> 0) & 1) * 4)))];
+      v32_hits[s51] = int32_t(uint32_t(v32_hits[s51]) + uint32_t(tsr_red49[8 + (((((s51) % 4)) + (((tsr_lane >> 0) & 1) * 4)))]));
+      v32_hits[s51] = int32_t(uint32_t(v32_hits[s51]) + uint32_t(tsr_red49[16 + (((((s51) % 4)) + (((tsr_lane >> 0) & 1) * 4)))]));
+      v32_hits[s51] = int32_t(uint32_t(v32_hits[s51]) + uint32_t(tsr_red49[24 + (((((s51) % 4)) + (((tsr_lane >> 0) & 1) * 4)))]));
     }
     // %cn = add %cc, %hits : tile<i32, [8], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [16, 2], warps = [4, 1], order = [1, 0]>>>
-    int32_t v51_cn[4];
+    int32_t v52_cn[4];
     #pragma unroll
-    for (int s52 = 0; s52 < 4; ++s52) {
-      v51_cn[s52] = int32_t(uint32_t(c20_cnt[s52]) + uint32_t(v32_hits[s52]));
+    for (int s53 = 0; s53 < 4; ++s53) {
+      v52_cn[s53] = int32_t(uint32_t(c20_cnt[s53]) + uint32_t(v32_hits[s53]));
     }
     // yield %cn
     #pragma unroll
-    for (int s53 = 0; s53 < 4; ++s53) {
-      c20_cnt[s53] = v51_cn[s53];
+    for (int s54 = 0; s54 < 4; ++s54) {
+      c20_cnt[s54] = v52_cn[s54];
     }
   }
   // store_tile %counts, %cnt, %pe
   {
-    const int64_t o54 = int64_t(v0_pe) * 8 + (((tsr_lane >> 0) & 1) * 4);
+    const int64_t o55 = int64_t(v0_pe) * 8 + (((tsr_lane >> 0) & 1) * 4);
     #pragma unroll
-    for (int c55 = 0; c55 < 1; ++c55) {
-      int32_t vb56[4];
-      if ((o54 + (((c55 * 4) % 4)) + 3) < int64_t(tsr_dim_E) && tsr::aligned_vec<int32_t, 4>(tsr_p1 + (o54 + (((c55 * 4) % 4))) * tsr_p1_s0)) {
-        vb56[0] = c20_cnt[c55 * 4 + 0];
-        vb56[1] = c20_cnt[c55 * 4 + 1];
-        vb56[2] = c20_cnt[c55 * 4 + 2];
-        vb56[3] = c20_cnt[c55 * 4 + 3];
-        if (((tsr_lane & 30) == 0 && (tsr_warp & 3) == 0)) tsr::copy_vec<int32_t, 4>(tsr_p1 + (o54 + (((c55 * 4) % 4))) * tsr_p1_s0, vb56);
+    for (int c56 = 0; c56 < 1; ++c56) {
+      int32_t vb57[4];
+      if ((o55 + (((c56 * 4) % 4)) + 3) < int64_t(tsr_dim_E) && tsr::aligned_vec<int32_t, 4>(tsr_p1 + (o55 + (((c56 * 4) % 4))) * tsr_p1_s0)) {
+        vb57[0] = c20_cnt[c56 * 4 + 0];
+        vb57[1] = c20_cnt[c56 * 4 + 1];
+        vb57[2] = c20_cnt[c56 * 4 + 2];
+        vb57[3] = c20_cnt[c56 * 4 + 3];
+        if (((tsr_lane & 30) == 0 && (tsr_warp & 3) == 0)) tsr::copy_vec<int32_t, 4>(tsr_p1 + (o55 + (((c56 * 4) % 4))) * tsr_p1_s0, vb57);
       } else {
-        if (((tsr_lane & 30) == 0 && (tsr_warp & 3) == 0) && (o54 + (((c55 * 4) % 4))) < int64_t(tsr_dim_E)) tsr_p1[(o54 + (((c55 * 4) % 4))) * tsr_p1_s0] = c20_cnt[c55 * 4];
-        if (((tsr_lane & 30) == 0 && (tsr_warp & 3) == 0) && (o54 + (((c55 * 4) % 4)) + 1) < int64_t(tsr_dim_E)) tsr_p1[(o54 + (((c55 * 4) % 4)) + 1) * tsr_p1_s0] = c20_cnt[c55 * 4 + 1];
-        if (((tsr_lane & 30) == 0 && (tsr_warp & 3) == 0) && (o54 + (((c55 * 4) % 4)) + 2) < int64_t(tsr_dim_E)) tsr_p1[(o54 + (((c55 * 4) % 4)) + 2) * tsr_p1_s0] = c20_cnt[c55 * 4 + 2];
-        if (((tsr_lane & 30) == 0 && (tsr_warp & 3) == 0) && (o54 + (((c55 * 4) % 4)) + 3) < int64_t(tsr_dim_E)) tsr_p1[(o54 + (((c55 * 4) % 4)) + 3) * tsr_p1_s0] = c20_cnt[c55 * 4 + 3];
+        if (((tsr_lane & 30) == 0 && (tsr_warp & 3) == 0) && (o55 + (((c56 * 4) % 4))) < int64_t(tsr_dim_E)) tsr_p1[(o55 + (((c56 * 4) % 4))) * tsr_p1_s0] = c20_cnt[c56 * 4];
+        if (((tsr_lane & 30) == 0 && (tsr_warp & 3) == 0) && (o55 + (((c56 * 4) % 4)) + 1) < int64_t(tsr_dim_E)) tsr_p1[(o55 + (((c56 * 4) % 4)) + 1) * tsr_p1_s0] = c20_cnt[c56 * 4 + 1];
+        if (((tsr_lane & 30) == 0 && (tsr_warp & 3) == 0) && (o55 + (((c56 * 4) % 4)) + 2) < int64_t(tsr_dim_E)) tsr_p1[(o55 + (((c56 * 4) % 4)) + 2) * tsr_p1_s0] = c20_cnt[c56 * 4 + 2];
+        if (((tsr_lane & 30) == 0 && (tsr_warp & 3) == 0) && (o55 + (((c56 * 4) % 4)) + 3) < int64_t(tsr_dim_E)) tsr_p1[(o55 + (((c56 * 4) % 4)) + 3) * tsr_p1_s0] = c20_cnt[c56 * 4 + 3];
       }
     }
   }
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_moe_count_reduce, block_threads 128, static_smem 0, dynamic_smem 128
+// symbol tessera_moe_count_reduce, block_threads 128, static_smem 256, dynamic_smem 0
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer ids i32 bytes 8 index 0
 // param pointer counts i32 bytes 8 index 1
@@ -318,9 +321,10 @@ extern "C" __global__ void __launch_bounds__(128) tessera_moe_count_reduce(int32
 // header tessera/core.cuh
 // header tessera/mma.cuh
 // stat producer-warpgroups = 0
+// stat reduction-barriers-saved = 1
 // stat reduction-shuffles = 4
 // stat reduction-warp-exchanges = 1
-// stat smem-bytes = 128
+// stat smem-bytes = 0
 // stat threads = 128
 // stat vector-accesses = 1
 // note printed from the GPU lowering's layouts (the layout emitter)

@@ -242,21 +242,27 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
     {
       const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
       (void)wm_; (void)wn_;
+      uint32_t fa[2][2][4], fb[2][4][2];
+      tsr::ldsm_x4(fa[0][0][0], fa[0][0][1], fa[0][0][2], fa[0][0][3], tsr::smem_u32((sh19 + rs18 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+      tsr::ldsm_x4(fa[0][1][0], fa[0][1][1], fa[0][1][2], fa[0][1][3], tsr::smem_u32((sh19 + rs18 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+      tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], tsr::smem_u32((sh20 + rs18 * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], tsr::smem_u32((sh20 + rs18 * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
       #pragma unroll
       for (int ks = 0; ks < 2; ++ks) {
-        uint32_t fa[2][4], fb[4][2];
-        tsr::ldsm_x4(fa[0][0], fa[0][1], fa[0][2], fa[0][3], tsr::smem_u32((sh19 + rs18 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
-        tsr::ldsm_x4(fa[1][0], fa[1][1], fa[1][2], fa[1][3], tsr::smem_u32((sh19 + rs18 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
-        tsr::ldsm_x4_trans(fb[0][0], fb[0][1], fb[1][0], fb[1][1], tsr::smem_u32((sh20 + rs18 * 2304)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[2][0], fb[2][1], fb[3][0], fb[3][1], tsr::smem_u32((sh20 + rs18 * 2304)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::mma_bf16_16816(&v79_gn2[0], fa[0], fb[0]);
-        tsr::mma_bf16_16816(&v79_gn2[4], fa[0], fb[1]);
-        tsr::mma_bf16_16816(&v79_gn2[8], fa[0], fb[2]);
-        tsr::mma_bf16_16816(&v79_gn2[12], fa[0], fb[3]);
-        tsr::mma_bf16_16816(&v79_gn2[16], fa[1], fb[0]);
-        tsr::mma_bf16_16816(&v79_gn2[20], fa[1], fb[1]);
-        tsr::mma_bf16_16816(&v79_gn2[24], fa[1], fb[2]);
-        tsr::mma_bf16_16816(&v79_gn2[28], fa[1], fb[3]);
+        if (ks + 1 < 2) {
+          tsr::ldsm_x4(fa[(ks + 1) & 1][0][0], fa[(ks + 1) & 1][0][1], fa[(ks + 1) & 1][0][2], fa[(ks + 1) & 1][0][3], tsr::smem_u32((sh19 + rs18 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4(fa[(ks + 1) & 1][1][0], fa[(ks + 1) & 1][1][1], fa[(ks + 1) & 1][1][2], fa[(ks + 1) & 1][1][3], tsr::smem_u32((sh19 + rs18 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh20 + rs18 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh20 + rs18 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+        }
+        tsr::mma_bf16_16816(&v79_gn2[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v79_gn2[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v79_gn2[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v79_gn2[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v79_gn2[16], fa[ks & 1][1], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v79_gn2[20], fa[ks & 1][1], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v79_gn2[24], fa[ks & 1][1], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v79_gn2[28], fa[ks & 1][1], fb[ks & 1][3]);
       }
     }
     // %un = dot %xt, %wut, %uc : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
@@ -268,21 +274,27 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
     {
       const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
       (void)wm_; (void)wn_;
+      uint32_t fa[2][2][4], fb[2][4][2];
+      tsr::ldsm_x4(fa[0][0][0], fa[0][0][1], fa[0][0][2], fa[0][0][3], tsr::smem_u32((sh19 + rs18 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+      tsr::ldsm_x4(fa[0][1][0], fa[0][1][1], fa[0][1][2], fa[0][1][3], tsr::smem_u32((sh19 + rs18 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+      tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], tsr::smem_u32((sh21 + rs18 * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], tsr::smem_u32((sh21 + rs18 * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
       #pragma unroll
       for (int ks = 0; ks < 2; ++ks) {
-        uint32_t fa[2][4], fb[4][2];
-        tsr::ldsm_x4(fa[0][0], fa[0][1], fa[0][2], fa[0][3], tsr::smem_u32((sh19 + rs18 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
-        tsr::ldsm_x4(fa[1][0], fa[1][1], fa[1][2], fa[1][3], tsr::smem_u32((sh19 + rs18 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * ks + 8 * (tsr_lane >> 4)) * 2u);
-        tsr::ldsm_x4_trans(fb[0][0], fb[0][1], fb[1][0], fb[1][1], tsr::smem_u32((sh21 + rs18 * 2304)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb[2][0], fb[2][1], fb[3][0], fb[3][1], tsr::smem_u32((sh21 + rs18 * 2304)) + uint32_t((16 * ks + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::mma_bf16_16816(&v81_un[0], fa[0], fb[0]);
-        tsr::mma_bf16_16816(&v81_un[4], fa[0], fb[1]);
-        tsr::mma_bf16_16816(&v81_un[8], fa[0], fb[2]);
-        tsr::mma_bf16_16816(&v81_un[12], fa[0], fb[3]);
-        tsr::mma_bf16_16816(&v81_un[16], fa[1], fb[0]);
-        tsr::mma_bf16_16816(&v81_un[20], fa[1], fb[1]);
-        tsr::mma_bf16_16816(&v81_un[24], fa[1], fb[2]);
-        tsr::mma_bf16_16816(&v81_un[28], fa[1], fb[3]);
+        if (ks + 1 < 2) {
+          tsr::ldsm_x4(fa[(ks + 1) & 1][0][0], fa[(ks + 1) & 1][0][1], fa[(ks + 1) & 1][0][2], fa[(ks + 1) & 1][0][3], tsr::smem_u32((sh19 + rs18 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4(fa[(ks + 1) & 1][1][0], fa[(ks + 1) & 1][1][1], fa[(ks + 1) & 1][1][2], fa[(ks + 1) & 1][1][3], tsr::smem_u32((sh19 + rs18 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh21 + rs18 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh21 + rs18 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+        }
+        tsr::mma_bf16_16816(&v81_un[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v81_un[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v81_un[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v81_un[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v81_un[16], fa[ks & 1][1], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v81_un[20], fa[ks & 1][1], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v81_un[24], fa[ks & 1][1], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v81_un[28], fa[ks & 1][1], fb[ks & 1][3]);
       }
     }
     // yield %gn2, %un

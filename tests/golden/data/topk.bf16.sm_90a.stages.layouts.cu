@@ -8,6 +8,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
   constexpr int tsr_nthreads = 512;
   (void)tsr_tid; (void)tsr_smem;
   const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;  (void)tsr_lane; (void)tsr_warp;
+  int tsr_red169_at = 0;  // the copy of tsr_red169_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_N);
@@ -505,42 +506,44 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
       v163 = int64_t(uint64_t(v163) + uint64_t(sh167));
       const int64_t sh168 = __shfl_xor_sync(0xffffffffu, v163, 16);
       v163 = int64_t(uint64_t(v163) + uint64_t(sh168));
+      __shared__ int64_t tsr_red169_mem[4];
+      int64_t* const tsr_red169 = tsr_red169_mem + tsr_red169_at;
+      tsr_red169_at ^= 2;
+      if (tsr_lane == 0) tsr_red169[(((tsr_warp >> 0) & 1) << 0)] = v163;
       __syncthreads();
-      if (tsr_lane == 0) reinterpret_cast<int64_t*>(tsr_smem + 0)[(((tsr_warp >> 0) & 1) << 0)] = v163;
-      __syncthreads();
-      v163 = reinterpret_cast<int64_t*>(tsr_smem + 0)[0];
-      v163 = int64_t(uint64_t(v163) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[1]));
+      v163 = tsr_red169[0];
+      v163 = int64_t(uint64_t(v163) + uint64_t(tsr_red169[1]));
       // %101 = const {value = 4095} : i64
-      const int64_t v169 = int64_t(4095LL);
+      const int64_t v170 = int64_t(4095LL);
       // %102 = and %100, %101 : i64
-      const int64_t v170 = int64_t(v163 & v169);
+      const int64_t v171 = int64_t(v163 & v170);
       // %103 = cast %102 : i32
-      const int32_t v171 = int32_t(v170);
+      const int32_t v172 = int32_t(v171);
       // %104 = shr %100, %90 : i64
-      const int64_t v172 = tsr::ishr<int64_t>(v163, v146);
+      const int64_t v173 = tsr::ishr<int64_t>(v163, v146);
       // %105 = cast %104 : i32
-      const int32_t v173 = int32_t(v172);
+      const int32_t v174 = int32_t(v173);
       // %106 = sub %49, %105 : i32
-      const int32_t v174 = int32_t(uint32_t(c74) - uint32_t(v173));
+      const int32_t v175 = int32_t(uint32_t(c74) - uint32_t(v174));
       // %107 = cast %103 : u32
-      const uint32_t v175 = uint32_t(v171);
+      const uint32_t v176 = uint32_t(v172);
       // %108 = shl %107, %63 : u32
-      const uint32_t v176 = tsr::ishl<uint32_t>(v175, v89);
+      const uint32_t v177 = tsr::ishl<uint32_t>(v176, v89);
       // %109 = or %48, %108 : u32
-      const uint32_t v177 = uint32_t(c73 | v176);
+      const uint32_t v178 = uint32_t(c73 | v177);
       // %110 = const {value = 12} : i64
-      const int64_t v178 = int64_t(12LL);
+      const int64_t v179 = int64_t(12LL);
       // %111 = shr %100, %110 : i64
-      const int64_t v179 = tsr::ishr<int64_t>(v163, v178);
+      const int64_t v180 = tsr::ishr<int64_t>(v163, v179);
       // %112 = and %111, %101 : i64
-      const int64_t v180 = int64_t(v179 & v169);
+      const int64_t v181 = int64_t(v180 & v170);
       // %113 = cmp %112, %96 {pred = "eq"} : i1
-      const uint8_t v181 = uint8_t(v180 == v156);
+      const uint8_t v182 = uint8_t(v181 == v156);
       // yield %109, %106, %63, %113
-      v78 = v177;
-      v79 = v174;
+      v78 = v178;
+      v79 = v175;
       v80 = v89;
-      v81 = v181;
+      v81 = v182;
     } else {
       // yield %48, %49, %50, %51
       v78 = c73;
@@ -555,425 +558,426 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
     c76 = v81;
   }
   // %114 = shr %43, %45 : u32
-  const uint32_t v182 = tsr::ishr<uint32_t>(c73, c75);
+  const uint32_t v183 = tsr::ishr<uint32_t>(c73, c75);
   // %115 = splat %45 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v183[16];
+  uint32_t v184[16];
   #pragma unroll
-  for (int s184 = 0; s184 < 16; ++s184) {
-    v183[s184] = c75;
+  for (int s185 = 0; s185 < 16; ++s185) {
+    v184[s185] = c75;
   }
   // %116 = shr %37, %115 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v185[16];
+  uint32_t v186[16];
   #pragma unroll
-  for (int s186 = 0; s186 < 16; ++s186) {
-    v185[s186] = tsr::ishr<uint32_t>(v66[s186], v183[s186]);
+  for (int s187 = 0; s187 < 16; ++s187) {
+    v186[s187] = tsr::ishr<uint32_t>(v66[s187], v184[s187]);
   }
   // %117 = splat %114 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v187[16];
+  uint32_t v188[16];
   #pragma unroll
-  for (int s188 = 0; s188 < 16; ++s188) {
-    v187[s188] = v182;
+  for (int s189 = 0; s189 < 16; ++s189) {
+    v188[s189] = v183;
   }
   // %118 = cmp %116, %117 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v189[16];
+  uint8_t v190[16];
   #pragma unroll
-  for (int s190 = 0; s190 < 16; ++s190) {
-    v189[s190] = uint8_t(v185[s190] == v187[s190]);
+  for (int s191 = 0; s191 < 16; ++s191) {
+    v190[s191] = uint8_t(v186[s191] == v188[s191]);
   }
   // %119 = cmp %116, %117 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v191[16];
+  uint8_t v192[16];
   #pragma unroll
-  for (int s192 = 0; s192 < 16; ++s192) {
-    v191[s192] = uint8_t(v185[s192] < v187[s192]);
+  for (int s193 = 0; s193 < 16; ++s193) {
+    v192[s193] = uint8_t(v186[s193] < v188[s193]);
   }
   // %120 = const {value = 65536} : i32
-  const int32_t v193 = int32_t(65536LL);
+  const int32_t v194 = int32_t(65536LL);
   // %121 = splat %120 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v194[16];
+  int32_t v195[16];
   #pragma unroll
-  for (int s195 = 0; s195 < 16; ++s195) {
-    v194[s195] = v193;
+  for (int s196 = 0; s196 < 16; ++s196) {
+    v195[s196] = v194;
   }
   // %122 = splat %17 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v196[16];
+  int32_t v197[16];
   #pragma unroll
-  for (int s197 = 0; s197 < 16; ++s197) {
-    v196[s197] = v10;
+  for (int s198 = 0; s198 < 16; ++s198) {
+    v197[s198] = v10;
   }
   // %123 = where %119, %121, %122 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v198[16];
+  int32_t v199[16];
   #pragma unroll
-  for (int s199 = 0; s199 < 16; ++s199) {
-    v198[s199] = (v191[s199] ? v194[s199] : v196[s199]);
+  for (int s200 = 0; s200 < 16; ++s200) {
+    v199[s200] = (v192[s200] ? v195[s200] : v197[s200]);
   }
   // %124 = splat %8 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v200[16];
+  int32_t v201[16];
   #pragma unroll
-  for (int s201 = 0; s201 < 16; ++s201) {
-    v200[s201] = v1;
+  for (int s202 = 0; s202 < 16; ++s202) {
+    v201[s202] = v1;
   }
   // %125 = where %118, %124, %122 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v202[16];
+  int32_t v203[16];
   #pragma unroll
-  for (int s203 = 0; s203 < 16; ++s203) {
-    v202[s203] = (v189[s203] ? v200[s203] : v196[s203]);
+  for (int s204 = 0; s204 < 16; ++s204) {
+    v203[s204] = (v190[s204] ? v201[s204] : v197[s204]);
   }
   // %126 = add %125, %123 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v204[16];
+  int32_t v205[16];
   #pragma unroll
-  for (int s205 = 0; s205 < 16; ++s205) {
-    v204[s205] = int32_t(uint32_t(v202[s205]) + uint32_t(v198[s205]));
+  for (int s206 = 0; s206 < 16; ++s206) {
+    v205[s206] = int32_t(uint32_t(v203[s206]) + uint32_t(v199[s206]));
   }
   // %127 = reduce %126 {axis = 0, kind = "sum"} : i32
-  int32_t v206 = v204[0];
-  v206 = int32_t(uint32_t(v206) + uint32_t(v204[1]));
-  v206 = int32_t(uint32_t(v206) + uint32_t(v204[2]));
-  v206 = int32_t(uint32_t(v206) + uint32_t(v204[3]));
-  v206 = int32_t(uint32_t(v206) + uint32_t(v204[4]));
-  v206 = int32_t(uint32_t(v206) + uint32_t(v204[5]));
-  v206 = int32_t(uint32_t(v206) + uint32_t(v204[6]));
-  v206 = int32_t(uint32_t(v206) + uint32_t(v204[7]));
-  v206 = int32_t(uint32_t(v206) + uint32_t(v204[8]));
-  v206 = int32_t(uint32_t(v206) + uint32_t(v204[9]));
-  v206 = int32_t(uint32_t(v206) + uint32_t(v204[10]));
-  v206 = int32_t(uint32_t(v206) + uint32_t(v204[11]));
-  v206 = int32_t(uint32_t(v206) + uint32_t(v204[12]));
-  v206 = int32_t(uint32_t(v206) + uint32_t(v204[13]));
-  v206 = int32_t(uint32_t(v206) + uint32_t(v204[14]));
-  v206 = int32_t(uint32_t(v206) + uint32_t(v204[15]));
-  const int32_t sh207 = __shfl_xor_sync(0xffffffffu, v206, 1);
-  v206 = int32_t(uint32_t(v206) + uint32_t(sh207));
-  const int32_t sh208 = __shfl_xor_sync(0xffffffffu, v206, 2);
-  v206 = int32_t(uint32_t(v206) + uint32_t(sh208));
-  const int32_t sh209 = __shfl_xor_sync(0xffffffffu, v206, 4);
-  v206 = int32_t(uint32_t(v206) + uint32_t(sh209));
-  const int32_t sh210 = __shfl_xor_sync(0xffffffffu, v206, 8);
-  v206 = int32_t(uint32_t(v206) + uint32_t(sh210));
-  const int32_t sh211 = __shfl_xor_sync(0xffffffffu, v206, 16);
-  v206 = int32_t(uint32_t(v206) + uint32_t(sh211));
+  int32_t v207 = v205[0];
+  v207 = int32_t(uint32_t(v207) + uint32_t(v205[1]));
+  v207 = int32_t(uint32_t(v207) + uint32_t(v205[2]));
+  v207 = int32_t(uint32_t(v207) + uint32_t(v205[3]));
+  v207 = int32_t(uint32_t(v207) + uint32_t(v205[4]));
+  v207 = int32_t(uint32_t(v207) + uint32_t(v205[5]));
+  v207 = int32_t(uint32_t(v207) + uint32_t(v205[6]));
+  v207 = int32_t(uint32_t(v207) + uint32_t(v205[7]));
+  v207 = int32_t(uint32_t(v207) + uint32_t(v205[8]));
+  v207 = int32_t(uint32_t(v207) + uint32_t(v205[9]));
+  v207 = int32_t(uint32_t(v207) + uint32_t(v205[10]));
+  v207 = int32_t(uint32_t(v207) + uint32_t(v205[11]));
+  v207 = int32_t(uint32_t(v207) + uint32_t(v205[12]));
+  v207 = int32_t(uint32_t(v207) + uint32_t(v205[13]));
+  v207 = int32_t(uint32_t(v207) + uint32_t(v205[14]));
+  v207 = int32_t(uint32_t(v207) + uint32_t(v205[15]));
+  const int32_t sh208 = __shfl_xor_sync(0xffffffffu, v207, 1);
+  v207 = int32_t(uint32_t(v207) + uint32_t(sh208));
+  const int32_t sh209 = __shfl_xor_sync(0xffffffffu, v207, 2);
+  v207 = int32_t(uint32_t(v207) + uint32_t(sh209));
+  const int32_t sh210 = __shfl_xor_sync(0xffffffffu, v207, 4);
+  v207 = int32_t(uint32_t(v207) + uint32_t(sh210));
+  const int32_t sh211 = __shfl_xor_sync(0xffffffffu, v207, 8);
+  v207 = int32_t(uint32_t(v207) + uint32_t(sh211));
+  const int32_t sh212 = __shfl_xor_sync(0xffffffffu, v207, 16);
+  v207 = int32_t(uint32_t(v207) + uint32_t(sh212));
+  __shared__ int32_t tsr_red213_mem[16];
+  int32_t* const tsr_red213 = tsr_red213_mem;
+  if (tsr_lane == 0) tsr_red213[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v207;
   __syncthreads();
-  if (tsr_lane == 0) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v206;
-  __syncthreads();
-  v206 = reinterpret_cast<int32_t*>(tsr_smem + 0)[0];
-  v206 = int32_t(uint32_t(v206) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[1]));
-  v206 = int32_t(uint32_t(v206) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[2]));
-  v206 = int32_t(uint32_t(v206) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[3]));
-  v206 = int32_t(uint32_t(v206) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[4]));
-  v206 = int32_t(uint32_t(v206) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[5]));
-  v206 = int32_t(uint32_t(v206) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[6]));
-  v206 = int32_t(uint32_t(v206) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[7]));
-  v206 = int32_t(uint32_t(v206) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[8]));
-  v206 = int32_t(uint32_t(v206) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[9]));
-  v206 = int32_t(uint32_t(v206) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[10]));
-  v206 = int32_t(uint32_t(v206) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[11]));
-  v206 = int32_t(uint32_t(v206) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[12]));
-  v206 = int32_t(uint32_t(v206) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[13]));
-  v206 = int32_t(uint32_t(v206) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[14]));
-  v206 = int32_t(uint32_t(v206) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[15]));
+  v207 = tsr_red213[0];
+  v207 = int32_t(uint32_t(v207) + uint32_t(tsr_red213[1]));
+  v207 = int32_t(uint32_t(v207) + uint32_t(tsr_red213[2]));
+  v207 = int32_t(uint32_t(v207) + uint32_t(tsr_red213[3]));
+  v207 = int32_t(uint32_t(v207) + uint32_t(tsr_red213[4]));
+  v207 = int32_t(uint32_t(v207) + uint32_t(tsr_red213[5]));
+  v207 = int32_t(uint32_t(v207) + uint32_t(tsr_red213[6]));
+  v207 = int32_t(uint32_t(v207) + uint32_t(tsr_red213[7]));
+  v207 = int32_t(uint32_t(v207) + uint32_t(tsr_red213[8]));
+  v207 = int32_t(uint32_t(v207) + uint32_t(tsr_red213[9]));
+  v207 = int32_t(uint32_t(v207) + uint32_t(tsr_red213[10]));
+  v207 = int32_t(uint32_t(v207) + uint32_t(tsr_red213[11]));
+  v207 = int32_t(uint32_t(v207) + uint32_t(tsr_red213[12]));
+  v207 = int32_t(uint32_t(v207) + uint32_t(tsr_red213[13]));
+  v207 = int32_t(uint32_t(v207) + uint32_t(tsr_red213[14]));
+  v207 = int32_t(uint32_t(v207) + uint32_t(tsr_red213[15]));
   // %128 = const {value = 65535} : i32
-  const int32_t v212 = int32_t(65535LL);
+  const int32_t v214 = int32_t(65535LL);
   // %129 = and %127, %128 : i32
-  const int32_t v213 = int32_t(v206 & v212);
+  const int32_t v215 = int32_t(v207 & v214);
   // %130 = const {value = 16} : i32
-  const int32_t v214 = int32_t(16LL);
+  const int32_t v216 = int32_t(16LL);
   // %131 = shr %127, %130 : i32
-  const int32_t v215 = tsr::ishr<int32_t>(v206, v214);
+  const int32_t v217 = tsr::ishr<int32_t>(v207, v216);
   // %132 = add %17, %129 : i32
-  const int32_t v216 = int32_t(uint32_t(v10) + uint32_t(v213));
+  const int32_t v218 = int32_t(uint32_t(v10) + uint32_t(v215));
   // %133 = cmp %132, %44 {pred = "le"} : i1
-  const uint8_t v217 = uint8_t(v216 <= c74);
+  const uint8_t v219 = uint8_t(v218 <= c74);
   // %134 = if %133 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>> {...}
-  uint8_t v218[16];
-  if (v217) {
+  uint8_t v220[16];
+  if (v219) {
     // %135 = or %119, %118 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v219[16];
+    uint8_t v221[16];
     #pragma unroll
-    for (int s220 = 0; s220 < 16; ++s220) {
-      v219[s220] = uint8_t(v191[s220] | v189[s220]);
+    for (int s222 = 0; s222 < 16; ++s222) {
+      v221[s222] = uint8_t(v192[s222] | v190[s222]);
     }
     // yield %135
     #pragma unroll
-    for (int s221 = 0; s221 < 16; ++s221) {
-      v218[s221] = v219[s221];
+    for (int s223 = 0; s223 < 16; ++s223) {
+      v220[s223] = v221[s223];
     }
   } else {
     // %136 = cast %118 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v222[16];
+    int32_t v224[16];
     #pragma unroll
-    for (int s223 = 0; s223 < 16; ++s223) {
-      v222[s223] = int32_t(v189[s223]);
+    for (int s225 = 0; s225 < 16; ++s225) {
+      v224[s225] = int32_t(v190[s225]);
     }
     // %137 = scan %136 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v224[16];
-    uint32_t run225 = uint32_t(0);
-    uint32_t acc226_0 = uint32_t(0);
-    acc226_0 += uint32_t(v222[0]); v224[0] = int32_t(acc226_0);
-    acc226_0 += uint32_t(v222[1]); v224[1] = int32_t(acc226_0);
-    acc226_0 += uint32_t(v222[2]); v224[2] = int32_t(acc226_0);
-    acc226_0 += uint32_t(v222[3]); v224[3] = int32_t(acc226_0);
+    int32_t v226[16];
+    uint32_t run227 = uint32_t(0);
+    uint32_t acc228_0 = uint32_t(0);
+    acc228_0 += uint32_t(v224[0]); v226[0] = int32_t(acc228_0);
+    acc228_0 += uint32_t(v224[1]); v226[1] = int32_t(acc228_0);
+    acc228_0 += uint32_t(v224[2]); v226[2] = int32_t(acc228_0);
+    acc228_0 += uint32_t(v224[3]); v226[3] = int32_t(acc228_0);
     __syncthreads();
-    uint32_t tot228_0;
-    const uint32_t off227_0 = run225 + tsr::block_exclusive_sum<16>(acc226_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot228_0);
-    v224[0] = int32_t(uint32_t(v224[0]) + off227_0);
-    v224[1] = int32_t(uint32_t(v224[1]) + off227_0);
-    v224[2] = int32_t(uint32_t(v224[2]) + off227_0);
-    v224[3] = int32_t(uint32_t(v224[3]) + off227_0);
-    run225 += tot228_0;
-    uint32_t acc226_1 = uint32_t(0);
-    acc226_1 += uint32_t(v222[4]); v224[4] = int32_t(acc226_1);
-    acc226_1 += uint32_t(v222[5]); v224[5] = int32_t(acc226_1);
-    acc226_1 += uint32_t(v222[6]); v224[6] = int32_t(acc226_1);
-    acc226_1 += uint32_t(v222[7]); v224[7] = int32_t(acc226_1);
+    uint32_t tot230_0;
+    const uint32_t off229_0 = run227 + tsr::block_exclusive_sum<16>(acc228_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot230_0);
+    v226[0] = int32_t(uint32_t(v226[0]) + off229_0);
+    v226[1] = int32_t(uint32_t(v226[1]) + off229_0);
+    v226[2] = int32_t(uint32_t(v226[2]) + off229_0);
+    v226[3] = int32_t(uint32_t(v226[3]) + off229_0);
+    run227 += tot230_0;
+    uint32_t acc228_1 = uint32_t(0);
+    acc228_1 += uint32_t(v224[4]); v226[4] = int32_t(acc228_1);
+    acc228_1 += uint32_t(v224[5]); v226[5] = int32_t(acc228_1);
+    acc228_1 += uint32_t(v224[6]); v226[6] = int32_t(acc228_1);
+    acc228_1 += uint32_t(v224[7]); v226[7] = int32_t(acc228_1);
     __syncthreads();
-    uint32_t tot228_1;
-    const uint32_t off227_1 = run225 + tsr::block_exclusive_sum<16>(acc226_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot228_1);
-    v224[4] = int32_t(uint32_t(v224[4]) + off227_1);
-    v224[5] = int32_t(uint32_t(v224[5]) + off227_1);
-    v224[6] = int32_t(uint32_t(v224[6]) + off227_1);
-    v224[7] = int32_t(uint32_t(v224[7]) + off227_1);
-    run225 += tot228_1;
-    uint32_t acc226_2 = uint32_t(0);
-    acc226_2 += uint32_t(v222[8]); v224[8] = int32_t(acc226_2);
-    acc226_2 += uint32_t(v222[9]); v224[9] = int32_t(acc226_2);
-    acc226_2 += uint32_t(v222[10]); v224[10] = int32_t(acc226_2);
-    acc226_2 += uint32_t(v222[11]); v224[11] = int32_t(acc226_2);
+    uint32_t tot230_1;
+    const uint32_t off229_1 = run227 + tsr::block_exclusive_sum<16>(acc228_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot230_1);
+    v226[4] = int32_t(uint32_t(v226[4]) + off229_1);
+    v226[5] = int32_t(uint32_t(v226[5]) + off229_1);
+    v226[6] = int32_t(uint32_t(v226[6]) + off229_1);
+    v226[7] = int32_t(uint32_t(v226[7]) + off229_1);
+    run227 += tot230_1;
+    uint32_t acc228_2 = uint32_t(0);
+    acc228_2 += uint32_t(v224[8]); v226[8] = int32_t(acc228_2);
+    acc228_2 += uint32_t(v224[9]); v226[9] = int32_t(acc228_2);
+    acc228_2 += uint32_t(v224[10]); v226[10] = int32_t(acc228_2);
+    acc228_2 += uint32_t(v224[11]); v226[11] = int32_t(acc228_2);
     __syncthreads();
-    uint32_t tot228_2;
-    const uint32_t off227_2 = run225 + tsr::block_exclusive_sum<16>(acc226_2, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot228_2);
-    v224[8] = int32_t(uint32_t(v224[8]) + off227_2);
-    v224[9] = int32_t(uint32_t(v224[9]) + off227_2);
-    v224[10] = int32_t(uint32_t(v224[10]) + off227_2);
-    v224[11] = int32_t(uint32_t(v224[11]) + off227_2);
-    run225 += tot228_2;
-    uint32_t acc226_3 = uint32_t(0);
-    acc226_3 += uint32_t(v222[12]); v224[12] = int32_t(acc226_3);
-    acc226_3 += uint32_t(v222[13]); v224[13] = int32_t(acc226_3);
-    acc226_3 += uint32_t(v222[14]); v224[14] = int32_t(acc226_3);
-    acc226_3 += uint32_t(v222[15]); v224[15] = int32_t(acc226_3);
+    uint32_t tot230_2;
+    const uint32_t off229_2 = run227 + tsr::block_exclusive_sum<16>(acc228_2, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot230_2);
+    v226[8] = int32_t(uint32_t(v226[8]) + off229_2);
+    v226[9] = int32_t(uint32_t(v226[9]) + off229_2);
+    v226[10] = int32_t(uint32_t(v226[10]) + off229_2);
+    v226[11] = int32_t(uint32_t(v226[11]) + off229_2);
+    run227 += tot230_2;
+    uint32_t acc228_3 = uint32_t(0);
+    acc228_3 += uint32_t(v224[12]); v226[12] = int32_t(acc228_3);
+    acc228_3 += uint32_t(v224[13]); v226[13] = int32_t(acc228_3);
+    acc228_3 += uint32_t(v224[14]); v226[14] = int32_t(acc228_3);
+    acc228_3 += uint32_t(v224[15]); v226[15] = int32_t(acc228_3);
     __syncthreads();
-    uint32_t tot228_3;
-    const uint32_t off227_3 = run225 + tsr::block_exclusive_sum<16>(acc226_3, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot228_3);
-    v224[12] = int32_t(uint32_t(v224[12]) + off227_3);
-    v224[13] = int32_t(uint32_t(v224[13]) + off227_3);
-    v224[14] = int32_t(uint32_t(v224[14]) + off227_3);
-    v224[15] = int32_t(uint32_t(v224[15]) + off227_3);
-    run225 += tot228_3;
+    uint32_t tot230_3;
+    const uint32_t off229_3 = run227 + tsr::block_exclusive_sum<16>(acc228_3, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot230_3);
+    v226[12] = int32_t(uint32_t(v226[12]) + off229_3);
+    v226[13] = int32_t(uint32_t(v226[13]) + off229_3);
+    v226[14] = int32_t(uint32_t(v226[14]) + off229_3);
+    v226[15] = int32_t(uint32_t(v226[15]) + off229_3);
+    run227 += tot230_3;
     // %138 = add %137, %122 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v229[16];
-    #pragma unroll
-    for (int s230 = 0; s230 < 16; ++s230) {
-      v229[s230] = int32_t(uint32_t(v224[s230]) + uint32_t(v196[s230]));
-    }
-    // %139 = splat %44 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
     int32_t v231[16];
     #pragma unroll
     for (int s232 = 0; s232 < 16; ++s232) {
-      v231[s232] = c74;
+      v231[s232] = int32_t(uint32_t(v226[s232]) + uint32_t(v197[s232]));
     }
-    // %140 = cmp %138, %139 {pred = "le"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v233[16];
+    // %139 = splat %44 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v233[16];
     #pragma unroll
     for (int s234 = 0; s234 < 16; ++s234) {
-      v233[s234] = uint8_t(v229[s234] <= v231[s234]);
+      v233[s234] = c74;
     }
-    // %141 = and %118, %140 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %140 = cmp %138, %139 {pred = "le"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
     uint8_t v235[16];
     #pragma unroll
     for (int s236 = 0; s236 < 16; ++s236) {
-      v235[s236] = uint8_t(v189[s236] & v233[s236]);
+      v235[s236] = uint8_t(v231[s236] <= v233[s236]);
     }
-    // %142 = or %119, %141 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %141 = and %118, %140 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
     uint8_t v237[16];
     #pragma unroll
     for (int s238 = 0; s238 < 16; ++s238) {
-      v237[s238] = uint8_t(v191[s238] | v235[s238]);
+      v237[s238] = uint8_t(v190[s238] & v235[s238]);
+    }
+    // %142 = or %119, %141 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    uint8_t v239[16];
+    #pragma unroll
+    for (int s240 = 0; s240 < 16; ++s240) {
+      v239[s240] = uint8_t(v192[s240] | v237[s240]);
     }
     // yield %142
     #pragma unroll
-    for (int s239 = 0; s239 < 16; ++s239) {
-      v218[s239] = v237[s239];
+    for (int s241 = 0; s241 < 16; ++s241) {
+      v220[s241] = v239[s241];
     }
   }
   // %143 = const {value = -1} : i32
-  const int32_t v240 = int32_t(-1LL);
+  const int32_t v242 = int32_t(-1LL);
   // %144 = cast %134 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v241[16];
+  int32_t v243[16];
   #pragma unroll
-  for (int s242 = 0; s242 < 16; ++s242) {
-    v241[s242] = int32_t(v218[s242]);
+  for (int s244 = 0; s244 < 16; ++s244) {
+    v243[s244] = int32_t(v220[s244]);
   }
   // %145 = scan %144 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v243[16];
-  uint32_t run244 = uint32_t(0);
-  uint32_t acc245_0 = uint32_t(0);
-  acc245_0 += uint32_t(v241[0]); v243[0] = int32_t(acc245_0);
-  acc245_0 += uint32_t(v241[1]); v243[1] = int32_t(acc245_0);
-  acc245_0 += uint32_t(v241[2]); v243[2] = int32_t(acc245_0);
-  acc245_0 += uint32_t(v241[3]); v243[3] = int32_t(acc245_0);
+  int32_t v245[16];
+  uint32_t run246 = uint32_t(0);
+  uint32_t acc247_0 = uint32_t(0);
+  acc247_0 += uint32_t(v243[0]); v245[0] = int32_t(acc247_0);
+  acc247_0 += uint32_t(v243[1]); v245[1] = int32_t(acc247_0);
+  acc247_0 += uint32_t(v243[2]); v245[2] = int32_t(acc247_0);
+  acc247_0 += uint32_t(v243[3]); v245[3] = int32_t(acc247_0);
   __syncthreads();
-  uint32_t tot247_0;
-  const uint32_t off246_0 = run244 + tsr::block_exclusive_sum<16>(acc245_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot247_0);
-  v243[0] = int32_t(uint32_t(v243[0]) + off246_0);
-  v243[1] = int32_t(uint32_t(v243[1]) + off246_0);
-  v243[2] = int32_t(uint32_t(v243[2]) + off246_0);
-  v243[3] = int32_t(uint32_t(v243[3]) + off246_0);
-  run244 += tot247_0;
-  uint32_t acc245_1 = uint32_t(0);
-  acc245_1 += uint32_t(v241[4]); v243[4] = int32_t(acc245_1);
-  acc245_1 += uint32_t(v241[5]); v243[5] = int32_t(acc245_1);
-  acc245_1 += uint32_t(v241[6]); v243[6] = int32_t(acc245_1);
-  acc245_1 += uint32_t(v241[7]); v243[7] = int32_t(acc245_1);
+  uint32_t tot249_0;
+  const uint32_t off248_0 = run246 + tsr::block_exclusive_sum<16>(acc247_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot249_0);
+  v245[0] = int32_t(uint32_t(v245[0]) + off248_0);
+  v245[1] = int32_t(uint32_t(v245[1]) + off248_0);
+  v245[2] = int32_t(uint32_t(v245[2]) + off248_0);
+  v245[3] = int32_t(uint32_t(v245[3]) + off248_0);
+  run246 += tot249_0;
+  uint32_t acc247_1 = uint32_t(0);
+  acc247_1 += uint32_t(v243[4]); v245[4] = int32_t(acc247_1);
+  acc247_1 += uint32_t(v243[5]); v245[5] = int32_t(acc247_1);
+  acc247_1 += uint32_t(v243[6]); v245[6] = int32_t(acc247_1);
+  acc247_1 += uint32_t(v243[7]); v245[7] = int32_t(acc247_1);
   __syncthreads();
-  uint32_t tot247_1;
-  const uint32_t off246_1 = run244 + tsr::block_exclusive_sum<16>(acc245_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot247_1);
-  v243[4] = int32_t(uint32_t(v243[4]) + off246_1);
-  v243[5] = int32_t(uint32_t(v243[5]) + off246_1);
-  v243[6] = int32_t(uint32_t(v243[6]) + off246_1);
-  v243[7] = int32_t(uint32_t(v243[7]) + off246_1);
-  run244 += tot247_1;
-  uint32_t acc245_2 = uint32_t(0);
-  acc245_2 += uint32_t(v241[8]); v243[8] = int32_t(acc245_2);
-  acc245_2 += uint32_t(v241[9]); v243[9] = int32_t(acc245_2);
-  acc245_2 += uint32_t(v241[10]); v243[10] = int32_t(acc245_2);
-  acc245_2 += uint32_t(v241[11]); v243[11] = int32_t(acc245_2);
+  uint32_t tot249_1;
+  const uint32_t off248_1 = run246 + tsr::block_exclusive_sum<16>(acc247_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot249_1);
+  v245[4] = int32_t(uint32_t(v245[4]) + off248_1);
+  v245[5] = int32_t(uint32_t(v245[5]) + off248_1);
+  v245[6] = int32_t(uint32_t(v245[6]) + off248_1);
+  v245[7] = int32_t(uint32_t(v245[7]) + off248_1);
+  run246 += tot249_1;
+  uint32_t acc247_2 = uint32_t(0);
+  acc247_2 += uint32_t(v243[8]); v245[8] = int32_t(acc247_2);
+  acc247_2 += uint32_t(v243[9]); v245[9] = int32_t(acc247_2);
+  acc247_2 += uint32_t(v243[10]); v245[10] = int32_t(acc247_2);
+  acc247_2 += uint32_t(v243[11]); v245[11] = int32_t(acc247_2);
   __syncthreads();
-  uint32_t tot247_2;
-  const uint32_t off246_2 = run244 + tsr::block_exclusive_sum<16>(acc245_2, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot247_2);
-  v243[8] = int32_t(uint32_t(v243[8]) + off246_2);
-  v243[9] = int32_t(uint32_t(v243[9]) + off246_2);
-  v243[10] = int32_t(uint32_t(v243[10]) + off246_2);
-  v243[11] = int32_t(uint32_t(v243[11]) + off246_2);
-  run244 += tot247_2;
-  uint32_t acc245_3 = uint32_t(0);
-  acc245_3 += uint32_t(v241[12]); v243[12] = int32_t(acc245_3);
-  acc245_3 += uint32_t(v241[13]); v243[13] = int32_t(acc245_3);
-  acc245_3 += uint32_t(v241[14]); v243[14] = int32_t(acc245_3);
-  acc245_3 += uint32_t(v241[15]); v243[15] = int32_t(acc245_3);
+  uint32_t tot249_2;
+  const uint32_t off248_2 = run246 + tsr::block_exclusive_sum<16>(acc247_2, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot249_2);
+  v245[8] = int32_t(uint32_t(v245[8]) + off248_2);
+  v245[9] = int32_t(uint32_t(v245[9]) + off248_2);
+  v245[10] = int32_t(uint32_t(v245[10]) + off248_2);
+  v245[11] = int32_t(uint32_t(v245[11]) + off248_2);
+  run246 += tot249_2;
+  uint32_t acc247_3 = uint32_t(0);
+  acc247_3 += uint32_t(v243[12]); v245[12] = int32_t(acc247_3);
+  acc247_3 += uint32_t(v243[13]); v245[13] = int32_t(acc247_3);
+  acc247_3 += uint32_t(v243[14]); v245[14] = int32_t(acc247_3);
+  acc247_3 += uint32_t(v243[15]); v245[15] = int32_t(acc247_3);
   __syncthreads();
-  uint32_t tot247_3;
-  const uint32_t off246_3 = run244 + tsr::block_exclusive_sum<16>(acc245_3, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot247_3);
-  v243[12] = int32_t(uint32_t(v243[12]) + off246_3);
-  v243[13] = int32_t(uint32_t(v243[13]) + off246_3);
-  v243[14] = int32_t(uint32_t(v243[14]) + off246_3);
-  v243[15] = int32_t(uint32_t(v243[15]) + off246_3);
-  run244 += tot247_3;
+  uint32_t tot249_3;
+  const uint32_t off248_3 = run246 + tsr::block_exclusive_sum<16>(acc247_3, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot249_3);
+  v245[12] = int32_t(uint32_t(v245[12]) + off248_3);
+  v245[13] = int32_t(uint32_t(v245[13]) + off248_3);
+  v245[14] = int32_t(uint32_t(v245[14]) + off248_3);
+  v245[15] = int32_t(uint32_t(v245[15]) + off248_3);
+  run246 += tot249_3;
   // %146 = splat %143 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v248[16];
-  #pragma unroll
-  for (int s249 = 0; s249 < 16; ++s249) {
-    v248[s249] = v240;
-  }
-  // %147 = add %145, %146 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
   int32_t v250[16];
   #pragma unroll
   for (int s251 = 0; s251 < 16; ++s251) {
-    v250[s251] = int32_t(uint32_t(v243[s251]) + uint32_t(v248[s251]));
+    v250[s251] = v242;
+  }
+  // %147 = add %145, %146 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  int32_t v252[16];
+  #pragma unroll
+  for (int s253 = 0; s253 < 16; ++s253) {
+    v252[s253] = int32_t(uint32_t(v245[s253]) + uint32_t(v250[s253]));
   }
   // %148 = mul %10, %38 : i32
-  const int32_t v252 = int32_t(uint32_t(v3) * uint32_t(v68));
+  const int32_t v254 = int32_t(uint32_t(v3) * uint32_t(v68));
   // %149 = splat %148 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v253[16];
-  #pragma unroll
-  for (int s254 = 0; s254 < 16; ++s254) {
-    v253[s254] = v252;
-  }
-  // %150 = add %147, %149 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
   int32_t v255[16];
   #pragma unroll
   for (int s256 = 0; s256 < 16; ++s256) {
-    v255[s256] = int32_t(uint32_t(v250[s256]) + uint32_t(v253[s256]));
+    v255[s256] = v254;
   }
-  // %151 = splat %9 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  // %150 = add %147, %149 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
   int32_t v257[16];
   #pragma unroll
   for (int s258 = 0; s258 < 16; ++s258) {
-    v257[s258] = v2;
+    v257[s258] = int32_t(uint32_t(v252[s258]) + uint32_t(v255[s258]));
+  }
+  // %151 = splat %9 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  int32_t v259[16];
+  #pragma unroll
+  for (int s260 = 0; s260 < 16; ++s260) {
+    v259[s260] = v2;
   }
   // scatter %seg_values, %20, %151, %150, %134
   #pragma unroll
-  for (int s259 = 0; s259 < 16; ++s259) {
-    if ((v218[s259] != 0) && (int64_t(v257[s259]) >= 0 && int64_t(v257[s259]) < int64_t(tsr_dim_M) && int64_t(v255[s259]) >= 0 && int64_t(v255[s259]) < int64_t(tsr_dim_W))) tsr_p1[int64_t(v257[s259]) * tsr_p1_s0 + int64_t(v255[s259]) * tsr_p1_s1] = tsr::f2bf(v20[s259]);
+  for (int s261 = 0; s261 < 16; ++s261) {
+    if ((v220[s261] != 0) && (int64_t(v259[s261]) >= 0 && int64_t(v259[s261]) < int64_t(tsr_dim_M) && int64_t(v257[s261]) >= 0 && int64_t(v257[s261]) < int64_t(tsr_dim_W))) tsr_p1[int64_t(v259[s261]) * tsr_p1_s0 + int64_t(v257[s261]) * tsr_p1_s1] = tsr::f2bf(v20[s261]);
   }
   // %152 = mul %18, %7 : i32
-  const int32_t v260 = int32_t(uint32_t(v11) * uint32_t(v0));
+  const int32_t v262 = int32_t(uint32_t(v11) * uint32_t(v0));
   // %153 = splat %152 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v261[16];
-  #pragma unroll
-  for (int s262 = 0; s262 < 16; ++s262) {
-    v261[s262] = v260;
-  }
-  // %154 = add %33, %153 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
   int32_t v263[16];
   #pragma unroll
   for (int s264 = 0; s264 < 16; ++s264) {
-    v263[s264] = int32_t(uint32_t(v58[s264]) + uint32_t(v261[s264]));
+    v263[s264] = v262;
+  }
+  // %154 = add %33, %153 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  int32_t v265[16];
+  #pragma unroll
+  for (int s266 = 0; s266 < 16; ++s266) {
+    v265[s266] = int32_t(uint32_t(v58[s266]) + uint32_t(v263[s266]));
   }
   // scatter %seg_indices, %154, %151, %150, %134
   #pragma unroll
-  for (int s265 = 0; s265 < 16; ++s265) {
-    if ((v218[s265] != 0) && (int64_t(v257[s265]) >= 0 && int64_t(v257[s265]) < int64_t(tsr_dim_M) && int64_t(v255[s265]) >= 0 && int64_t(v255[s265]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v257[s265]) * tsr_p2_s0 + int64_t(v255[s265]) * tsr_p2_s1] = v263[s265];
+  for (int s267 = 0; s267 < 16; ++s267) {
+    if ((v220[s267] != 0) && (int64_t(v259[s267]) >= 0 && int64_t(v259[s267]) < int64_t(tsr_dim_M) && int64_t(v257[s267]) >= 0 && int64_t(v257[s267]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v259[s267]) * tsr_p2_s0 + int64_t(v257[s267]) * tsr_p2_s1] = v265[s267];
   }
   // %155 = sub %44, %17 : i32
-  const int32_t v266 = int32_t(uint32_t(c74) - uint32_t(v10));
+  const int32_t v268 = int32_t(uint32_t(c74) - uint32_t(v10));
   // %156 = max %155, %17 : i32
-  const int32_t v267 = tsr::imax<int32_t>(v266, v10);
+  const int32_t v269 = tsr::imax<int32_t>(v268, v10);
   // %157 = min %129, %156 : i32
-  const int32_t v268 = tsr::imin<int32_t>(v213, v267);
+  const int32_t v270 = tsr::imin<int32_t>(v215, v269);
   // %158 = add %17, %131 : i32
-  const int32_t v269 = int32_t(uint32_t(v10) + uint32_t(v215));
+  const int32_t v271 = int32_t(uint32_t(v10) + uint32_t(v217));
   // %159 = add %158, %157 : i32
-  const int32_t v270 = int32_t(uint32_t(v269) + uint32_t(v268));
+  const int32_t v272 = int32_t(uint32_t(v271) + uint32_t(v270));
   // %160 = arange : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v271[4];
-  #pragma unroll
-  for (int s272 = 0; s272 < 4; ++s272) {
-    v271[s272] = int32_t(0 + (((s272) % 4)) + (((tsr_lane >> 0) & 15) * 4));
-  }
-  // %161 = splat %159 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
   int32_t v273[4];
   #pragma unroll
   for (int s274 = 0; s274 < 4; ++s274) {
-    v273[s274] = v270;
+    v273[s274] = int32_t(0 + (((s274) % 4)) + (((tsr_lane >> 0) & 15) * 4));
   }
-  // %162 = cmp %160, %161 {pred = "ge"} : tile<i1, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v275[4];
+  // %161 = splat %159 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  int32_t v275[4];
   #pragma unroll
   for (int s276 = 0; s276 < 4; ++s276) {
-    v275[s276] = uint8_t(v271[s276] >= v273[s276]);
+    v275[s276] = v272;
   }
-  // %163 = splat %148 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v277[4];
+  // %162 = cmp %160, %161 {pred = "ge"} : tile<i1, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  uint8_t v277[4];
   #pragma unroll
   for (int s278 = 0; s278 < 4; ++s278) {
-    v277[s278] = v252;
+    v277[s278] = uint8_t(v273[s278] >= v275[s278]);
   }
-  // %164 = add %160, %163 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  // %163 = splat %148 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
   int32_t v279[4];
   #pragma unroll
   for (int s280 = 0; s280 < 4; ++s280) {
-    v279[s280] = int32_t(uint32_t(v271[s280]) + uint32_t(v277[s280]));
+    v279[s280] = v254;
   }
-  // %165 = splat %143 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  // %164 = add %160, %163 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
   int32_t v281[4];
   #pragma unroll
   for (int s282 = 0; s282 < 4; ++s282) {
-    v281[s282] = v240;
+    v281[s282] = int32_t(uint32_t(v273[s282]) + uint32_t(v279[s282]));
   }
-  // %166 = splat %9 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  // %165 = splat %143 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
   int32_t v283[4];
   #pragma unroll
   for (int s284 = 0; s284 < 4; ++s284) {
-    v283[s284] = v2;
+    v283[s284] = v242;
+  }
+  // %166 = splat %9 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  int32_t v285[4];
+  #pragma unroll
+  for (int s286 = 0; s286 < 4; ++s286) {
+    v285[s286] = v2;
   }
   // scatter %seg_indices, %165, %166, %164, %162
   #pragma unroll
-  for (int s285 = 0; s285 < 4; ++s285) {
-    if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (v275[s285] != 0) && (int64_t(v283[s285]) >= 0 && int64_t(v283[s285]) < int64_t(tsr_dim_M) && int64_t(v279[s285]) >= 0 && int64_t(v279[s285]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v283[s285]) * tsr_p2_s0 + int64_t(v279[s285]) * tsr_p2_s1] = v281[s285];
+  for (int s287 = 0; s287 < 4; ++s287) {
+    if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (v277[s287] != 0) && (int64_t(v285[s287]) >= 0 && int64_t(v285[s287]) < int64_t(tsr_dim_M) && int64_t(v281[s287]) >= 0 && int64_t(v281[s287]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v285[s287]) * tsr_p2_s0 + int64_t(v281[s287]) * tsr_p2_s1] = v283[s287];
   }
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_topk_segments_tile, block_threads 512, static_smem 0, dynamic_smem 8192
+// symbol tessera_topk_segments_tile, block_threads 512, static_smem 96, dynamic_smem 8192
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer x bf16 bytes 8 index 0
 // param pointer seg_values bf16 bytes 8 index 1
@@ -987,6 +991,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
 // stat histograms = 1
 // stat layout-exchanges = 1
 // stat producer-warpgroups = 0
+// stat reduction-barriers-saved = 2
 // stat reduction-shuffles = 10
 // stat reduction-warp-exchanges = 2
 // stat smem-bytes = 8192
@@ -1004,6 +1009,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
   constexpr int tsr_nthreads = 512;
   (void)tsr_tid; (void)tsr_smem;
   const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;  (void)tsr_lane; (void)tsr_warp;
+  int tsr_red154_at = 0;  // the copy of tsr_red154_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_C);
@@ -1481,42 +1487,44 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
       v148 = int64_t(uint64_t(v148) + uint64_t(sh152));
       const int64_t sh153 = __shfl_xor_sync(0xffffffffu, v148, 16);
       v148 = int64_t(uint64_t(v148) + uint64_t(sh153));
+      __shared__ int64_t tsr_red154_mem[4];
+      int64_t* const tsr_red154 = tsr_red154_mem + tsr_red154_at;
+      tsr_red154_at ^= 2;
+      if (tsr_lane == 0) tsr_red154[(((tsr_warp >> 0) & 1) << 0)] = v148;
       __syncthreads();
-      if (tsr_lane == 0) reinterpret_cast<int64_t*>(tsr_smem + 0)[(((tsr_warp >> 0) & 1) << 0)] = v148;
-      __syncthreads();
-      v148 = reinterpret_cast<int64_t*>(tsr_smem + 0)[0];
-      v148 = int64_t(uint64_t(v148) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[1]));
+      v148 = tsr_red154[0];
+      v148 = int64_t(uint64_t(v148) + uint64_t(tsr_red154[1]));
       // %87 = const {value = 4095} : i64
-      const int64_t v154 = int64_t(4095LL);
+      const int64_t v155 = int64_t(4095LL);
       // %88 = and %86, %87 : i64
-      const int64_t v155 = int64_t(v148 & v154);
+      const int64_t v156 = int64_t(v148 & v155);
       // %89 = cast %88 : i32
-      const int32_t v156 = int32_t(v155);
+      const int32_t v157 = int32_t(v156);
       // %90 = shr %86, %76 : i64
-      const int64_t v157 = tsr::ishr<int64_t>(v148, v131);
+      const int64_t v158 = tsr::ishr<int64_t>(v148, v131);
       // %91 = cast %90 : i32
-      const int32_t v158 = int32_t(v157);
+      const int32_t v159 = int32_t(v158);
       // %92 = sub %35, %91 : i32
-      const int32_t v159 = int32_t(uint32_t(c59) - uint32_t(v158));
+      const int32_t v160 = int32_t(uint32_t(c59) - uint32_t(v159));
       // %93 = cast %89 : u32
-      const uint32_t v160 = uint32_t(v156);
+      const uint32_t v161 = uint32_t(v157);
       // %94 = shl %93, %49 : u32
-      const uint32_t v161 = tsr::ishl<uint32_t>(v160, v74);
+      const uint32_t v162 = tsr::ishl<uint32_t>(v161, v74);
       // %95 = or %34, %94 : u32
-      const uint32_t v162 = uint32_t(c58 | v161);
+      const uint32_t v163 = uint32_t(c58 | v162);
       // %96 = const {value = 12} : i64
-      const int64_t v163 = int64_t(12LL);
+      const int64_t v164 = int64_t(12LL);
       // %97 = shr %86, %96 : i64
-      const int64_t v164 = tsr::ishr<int64_t>(v148, v163);
+      const int64_t v165 = tsr::ishr<int64_t>(v148, v164);
       // %98 = and %97, %87 : i64
-      const int64_t v165 = int64_t(v164 & v154);
+      const int64_t v166 = int64_t(v165 & v155);
       // %99 = cmp %98, %82 {pred = "eq"} : i1
-      const uint8_t v166 = uint8_t(v165 == v141);
+      const uint8_t v167 = uint8_t(v166 == v141);
       // yield %95, %92, %49, %99
-      v63 = v162;
-      v64 = v159;
+      v63 = v163;
+      v64 = v160;
       v65 = v74;
-      v66 = v166;
+      v66 = v167;
     } else {
       // yield %34, %35, %36, %37
       v63 = c58;
@@ -1531,328 +1539,329 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
     c61 = v66;
   }
   // %100 = shr %29, %31 : u32
-  const uint32_t v167 = tsr::ishr<uint32_t>(c58, c60);
+  const uint32_t v168 = tsr::ishr<uint32_t>(c58, c60);
   // %101 = splat %31 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v168[4];
+  uint32_t v169[4];
   #pragma unroll
-  for (int s169 = 0; s169 < 4; ++s169) {
-    v168[s169] = c60;
+  for (int s170 = 0; s170 < 4; ++s170) {
+    v169[s170] = c60;
   }
   // %102 = shr %24, %101 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v170[4];
+  uint32_t v171[4];
   #pragma unroll
-  for (int s171 = 0; s171 < 4; ++s171) {
-    v170[s171] = tsr::ishr<uint32_t>(v52[s171], v168[s171]);
+  for (int s172 = 0; s172 < 4; ++s172) {
+    v171[s172] = tsr::ishr<uint32_t>(v52[s172], v169[s172]);
   }
   // %103 = splat %100 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v172[4];
+  uint32_t v173[4];
   #pragma unroll
-  for (int s173 = 0; s173 < 4; ++s173) {
-    v172[s173] = v167;
+  for (int s174 = 0; s174 < 4; ++s174) {
+    v173[s174] = v168;
   }
   // %104 = cmp %102, %103 {pred = "eq"} : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v174[4];
+  uint8_t v175[4];
   #pragma unroll
-  for (int s175 = 0; s175 < 4; ++s175) {
-    v174[s175] = uint8_t(v170[s175] == v172[s175]);
+  for (int s176 = 0; s176 < 4; ++s176) {
+    v175[s176] = uint8_t(v171[s176] == v173[s176]);
   }
   // %105 = cmp %102, %103 {pred = "lt"} : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v176[4];
+  uint8_t v177[4];
   #pragma unroll
-  for (int s177 = 0; s177 < 4; ++s177) {
-    v176[s177] = uint8_t(v170[s177] < v172[s177]);
+  for (int s178 = 0; s178 < 4; ++s178) {
+    v177[s178] = uint8_t(v171[s178] < v173[s178]);
   }
   // %106 = const {value = 65536} : i32
-  const int32_t v178 = int32_t(65536LL);
+  const int32_t v179 = int32_t(65536LL);
   // %107 = splat %106 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v179[4];
+  int32_t v180[4];
   #pragma unroll
-  for (int s180 = 0; s180 < 4; ++s180) {
-    v179[s180] = v178;
+  for (int s181 = 0; s181 < 4; ++s181) {
+    v180[s181] = v179;
   }
   // %108 = where %105, %107, %21 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v181[4];
+  int32_t v182[4];
   #pragma unroll
-  for (int s182 = 0; s182 < 4; ++s182) {
-    v181[s182] = (v176[s182] ? v179[s182] : v46[s182]);
+  for (int s183 = 0; s183 < 4; ++s183) {
+    v182[s183] = (v177[s183] ? v180[s183] : v46[s183]);
   }
   // %109 = splat %2 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v183[4];
+  int32_t v184[4];
   #pragma unroll
-  for (int s184 = 0; s184 < 4; ++s184) {
-    v183[s184] = v1;
+  for (int s185 = 0; s185 < 4; ++s185) {
+    v184[s185] = v1;
   }
   // %110 = where %104, %109, %21 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v185[4];
+  int32_t v186[4];
   #pragma unroll
-  for (int s186 = 0; s186 < 4; ++s186) {
-    v185[s186] = (v174[s186] ? v183[s186] : v46[s186]);
+  for (int s187 = 0; s187 < 4; ++s187) {
+    v186[s187] = (v175[s187] ? v184[s187] : v46[s187]);
   }
   // %111 = add %110, %108 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v187[4];
+  int32_t v188[4];
   #pragma unroll
-  for (int s188 = 0; s188 < 4; ++s188) {
-    v187[s188] = int32_t(uint32_t(v185[s188]) + uint32_t(v181[s188]));
+  for (int s189 = 0; s189 < 4; ++s189) {
+    v188[s189] = int32_t(uint32_t(v186[s189]) + uint32_t(v182[s189]));
   }
   // %112 = reduce %111 {axis = 0, kind = "sum"} : i32
-  int32_t v189 = v187[0];
-  v189 = int32_t(uint32_t(v189) + uint32_t(v187[1]));
-  v189 = int32_t(uint32_t(v189) + uint32_t(v187[2]));
-  v189 = int32_t(uint32_t(v189) + uint32_t(v187[3]));
-  const int32_t sh190 = __shfl_xor_sync(0xffffffffu, v189, 1);
-  v189 = int32_t(uint32_t(v189) + uint32_t(sh190));
-  const int32_t sh191 = __shfl_xor_sync(0xffffffffu, v189, 2);
-  v189 = int32_t(uint32_t(v189) + uint32_t(sh191));
-  const int32_t sh192 = __shfl_xor_sync(0xffffffffu, v189, 4);
-  v189 = int32_t(uint32_t(v189) + uint32_t(sh192));
-  const int32_t sh193 = __shfl_xor_sync(0xffffffffu, v189, 8);
-  v189 = int32_t(uint32_t(v189) + uint32_t(sh193));
-  const int32_t sh194 = __shfl_xor_sync(0xffffffffu, v189, 16);
-  v189 = int32_t(uint32_t(v189) + uint32_t(sh194));
+  int32_t v190 = v188[0];
+  v190 = int32_t(uint32_t(v190) + uint32_t(v188[1]));
+  v190 = int32_t(uint32_t(v190) + uint32_t(v188[2]));
+  v190 = int32_t(uint32_t(v190) + uint32_t(v188[3]));
+  const int32_t sh191 = __shfl_xor_sync(0xffffffffu, v190, 1);
+  v190 = int32_t(uint32_t(v190) + uint32_t(sh191));
+  const int32_t sh192 = __shfl_xor_sync(0xffffffffu, v190, 2);
+  v190 = int32_t(uint32_t(v190) + uint32_t(sh192));
+  const int32_t sh193 = __shfl_xor_sync(0xffffffffu, v190, 4);
+  v190 = int32_t(uint32_t(v190) + uint32_t(sh193));
+  const int32_t sh194 = __shfl_xor_sync(0xffffffffu, v190, 8);
+  v190 = int32_t(uint32_t(v190) + uint32_t(sh194));
+  const int32_t sh195 = __shfl_xor_sync(0xffffffffu, v190, 16);
+  v190 = int32_t(uint32_t(v190) + uint32_t(sh195));
+  __shared__ int32_t tsr_red196_mem[8];
+  int32_t* const tsr_red196 = tsr_red196_mem;
+  if (tsr_lane == 0) tsr_red196[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2)] = v190;
   __syncthreads();
-  if (tsr_lane == 0) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2)] = v189;
-  __syncthreads();
-  v189 = reinterpret_cast<int32_t*>(tsr_smem + 0)[0];
-  v189 = int32_t(uint32_t(v189) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[1]));
-  v189 = int32_t(uint32_t(v189) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[2]));
-  v189 = int32_t(uint32_t(v189) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[3]));
-  v189 = int32_t(uint32_t(v189) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[4]));
-  v189 = int32_t(uint32_t(v189) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[5]));
-  v189 = int32_t(uint32_t(v189) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[6]));
-  v189 = int32_t(uint32_t(v189) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[7]));
+  v190 = tsr_red196[0];
+  v190 = int32_t(uint32_t(v190) + uint32_t(tsr_red196[1]));
+  v190 = int32_t(uint32_t(v190) + uint32_t(tsr_red196[2]));
+  v190 = int32_t(uint32_t(v190) + uint32_t(tsr_red196[3]));
+  v190 = int32_t(uint32_t(v190) + uint32_t(tsr_red196[4]));
+  v190 = int32_t(uint32_t(v190) + uint32_t(tsr_red196[5]));
+  v190 = int32_t(uint32_t(v190) + uint32_t(tsr_red196[6]));
+  v190 = int32_t(uint32_t(v190) + uint32_t(tsr_red196[7]));
   // %113 = const {value = 65535} : i32
-  const int32_t v195 = int32_t(65535LL);
+  const int32_t v197 = int32_t(65535LL);
   // %114 = and %112, %113 : i32
-  const int32_t v196 = int32_t(v189 & v195);
+  const int32_t v198 = int32_t(v190 & v197);
   // %115 = add %4, %114 : i32
-  const int32_t v197 = int32_t(uint32_t(v3) + uint32_t(v196));
+  const int32_t v199 = int32_t(uint32_t(v3) + uint32_t(v198));
   // %116 = cmp %115, %30 {pred = "le"} : i1
-  const uint8_t v198 = uint8_t(v197 <= c59);
+  const uint8_t v200 = uint8_t(v199 <= c59);
   // %117 = if %116 : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>> {...}
-  uint8_t v199[4];
-  if (v198) {
+  uint8_t v201[4];
+  if (v200) {
     // %118 = or %105, %104 : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v200[4];
+    uint8_t v202[4];
     #pragma unroll
-    for (int s201 = 0; s201 < 4; ++s201) {
-      v200[s201] = uint8_t(v176[s201] | v174[s201]);
+    for (int s203 = 0; s203 < 4; ++s203) {
+      v202[s203] = uint8_t(v177[s203] | v175[s203]);
     }
     // yield %118
     #pragma unroll
-    for (int s202 = 0; s202 < 4; ++s202) {
-      v199[s202] = v200[s202];
+    for (int s204 = 0; s204 < 4; ++s204) {
+      v201[s204] = v202[s204];
     }
   } else {
     // %119 = cast %104 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v203[4];
+    int32_t v205[4];
     #pragma unroll
-    for (int s204 = 0; s204 < 4; ++s204) {
-      v203[s204] = int32_t(v174[s204]);
+    for (int s206 = 0; s206 < 4; ++s206) {
+      v205[s206] = int32_t(v175[s206]);
     }
     // %120 = scan %119 {axis = 0, kind = "sum"} : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v205[4];
-    uint32_t run206 = uint32_t(0);
-    uint32_t acc207_0 = uint32_t(0);
-    acc207_0 += uint32_t(v203[0]); v205[0] = int32_t(acc207_0);
-    acc207_0 += uint32_t(v203[1]); v205[1] = int32_t(acc207_0);
-    acc207_0 += uint32_t(v203[2]); v205[2] = int32_t(acc207_0);
-    acc207_0 += uint32_t(v203[3]); v205[3] = int32_t(acc207_0);
+    int32_t v207[4];
+    uint32_t run208 = uint32_t(0);
+    uint32_t acc209_0 = uint32_t(0);
+    acc209_0 += uint32_t(v205[0]); v207[0] = int32_t(acc209_0);
+    acc209_0 += uint32_t(v205[1]); v207[1] = int32_t(acc209_0);
+    acc209_0 += uint32_t(v205[2]); v207[2] = int32_t(acc209_0);
+    acc209_0 += uint32_t(v205[3]); v207[3] = int32_t(acc209_0);
     __syncthreads();
-    uint32_t tot209_0;
-    const uint32_t off208_0 = run206 + tsr::block_exclusive_sum<16>((((tsr_warp & 8) == 0) ? acc207_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot209_0);
-    v205[0] = int32_t(uint32_t(v205[0]) + off208_0);
-    v205[1] = int32_t(uint32_t(v205[1]) + off208_0);
-    v205[2] = int32_t(uint32_t(v205[2]) + off208_0);
-    v205[3] = int32_t(uint32_t(v205[3]) + off208_0);
-    run206 += tot209_0;
+    uint32_t tot211_0;
+    const uint32_t off210_0 = run208 + tsr::block_exclusive_sum<16>((((tsr_warp & 8) == 0) ? acc209_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot211_0);
+    v207[0] = int32_t(uint32_t(v207[0]) + off210_0);
+    v207[1] = int32_t(uint32_t(v207[1]) + off210_0);
+    v207[2] = int32_t(uint32_t(v207[2]) + off210_0);
+    v207[3] = int32_t(uint32_t(v207[3]) + off210_0);
+    run208 += tot211_0;
     __syncthreads();
     #pragma unroll
-    for (int s210 = 0; s210 < 4; ++s210) {
-      if (((tsr_warp & 8) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s210) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)))] = v205[s210];
+    for (int s212 = 0; s212 < 4; ++s212) {
+      if (((tsr_warp & 8) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s212) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)))] = v207[s212];
     }
     __syncthreads();
     #pragma unroll
-    for (int s211 = 0; s211 < 4; ++s211) {
-      const int e212 = (((((s211) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)));
-      v205[s211] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e212];
+    for (int s213 = 0; s213 < 4; ++s213) {
+      const int e214 = (((((s213) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)));
+      v207[s213] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e214];
     }
     // %121 = add %120, %21 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v213[4];
-    #pragma unroll
-    for (int s214 = 0; s214 < 4; ++s214) {
-      v213[s214] = int32_t(uint32_t(v205[s214]) + uint32_t(v46[s214]));
-    }
-    // %122 = splat %30 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
     int32_t v215[4];
     #pragma unroll
     for (int s216 = 0; s216 < 4; ++s216) {
-      v215[s216] = c59;
+      v215[s216] = int32_t(uint32_t(v207[s216]) + uint32_t(v46[s216]));
     }
-    // %123 = cmp %121, %122 {pred = "le"} : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v217[4];
+    // %122 = splat %30 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v217[4];
     #pragma unroll
     for (int s218 = 0; s218 < 4; ++s218) {
-      v217[s218] = uint8_t(v213[s218] <= v215[s218]);
+      v217[s218] = c59;
     }
-    // %124 = and %104, %123 : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %123 = cmp %121, %122 {pred = "le"} : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
     uint8_t v219[4];
     #pragma unroll
     for (int s220 = 0; s220 < 4; ++s220) {
-      v219[s220] = uint8_t(v174[s220] & v217[s220]);
+      v219[s220] = uint8_t(v215[s220] <= v217[s220]);
     }
-    // %125 = or %105, %124 : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %124 = and %104, %123 : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
     uint8_t v221[4];
     #pragma unroll
     for (int s222 = 0; s222 < 4; ++s222) {
-      v221[s222] = uint8_t(v176[s222] | v219[s222]);
+      v221[s222] = uint8_t(v175[s222] & v219[s222]);
+    }
+    // %125 = or %105, %124 : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    uint8_t v223[4];
+    #pragma unroll
+    for (int s224 = 0; s224 < 4; ++s224) {
+      v223[s224] = uint8_t(v177[s224] | v221[s224]);
     }
     // yield %125
     #pragma unroll
-    for (int s223 = 0; s223 < 4; ++s223) {
-      v199[s223] = v221[s223];
+    for (int s225 = 0; s225 < 4; ++s225) {
+      v201[s225] = v223[s225];
     }
   }
   // %126 = const {value = -1} : i32
-  const int32_t v224 = int32_t(-1LL);
+  const int32_t v226 = int32_t(-1LL);
   // %127 = cast %117 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v225[4];
+  int32_t v227[4];
   #pragma unroll
-  for (int s226 = 0; s226 < 4; ++s226) {
-    v225[s226] = int32_t(v199[s226]);
+  for (int s228 = 0; s228 < 4; ++s228) {
+    v227[s228] = int32_t(v201[s228]);
   }
   // %128 = scan %127 {axis = 0, kind = "sum"} : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v227[4];
-  uint32_t run228 = uint32_t(0);
-  uint32_t acc229_0 = uint32_t(0);
-  acc229_0 += uint32_t(v225[0]); v227[0] = int32_t(acc229_0);
-  acc229_0 += uint32_t(v225[1]); v227[1] = int32_t(acc229_0);
-  acc229_0 += uint32_t(v225[2]); v227[2] = int32_t(acc229_0);
-  acc229_0 += uint32_t(v225[3]); v227[3] = int32_t(acc229_0);
+  int32_t v229[4];
+  uint32_t run230 = uint32_t(0);
+  uint32_t acc231_0 = uint32_t(0);
+  acc231_0 += uint32_t(v227[0]); v229[0] = int32_t(acc231_0);
+  acc231_0 += uint32_t(v227[1]); v229[1] = int32_t(acc231_0);
+  acc231_0 += uint32_t(v227[2]); v229[2] = int32_t(acc231_0);
+  acc231_0 += uint32_t(v227[3]); v229[3] = int32_t(acc231_0);
   __syncthreads();
-  uint32_t tot231_0;
-  const uint32_t off230_0 = run228 + tsr::block_exclusive_sum<16>((((tsr_warp & 8) == 0) ? acc229_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot231_0);
-  v227[0] = int32_t(uint32_t(v227[0]) + off230_0);
-  v227[1] = int32_t(uint32_t(v227[1]) + off230_0);
-  v227[2] = int32_t(uint32_t(v227[2]) + off230_0);
-  v227[3] = int32_t(uint32_t(v227[3]) + off230_0);
-  run228 += tot231_0;
+  uint32_t tot233_0;
+  const uint32_t off232_0 = run230 + tsr::block_exclusive_sum<16>((((tsr_warp & 8) == 0) ? acc231_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot233_0);
+  v229[0] = int32_t(uint32_t(v229[0]) + off232_0);
+  v229[1] = int32_t(uint32_t(v229[1]) + off232_0);
+  v229[2] = int32_t(uint32_t(v229[2]) + off232_0);
+  v229[3] = int32_t(uint32_t(v229[3]) + off232_0);
+  run230 += tot233_0;
   __syncthreads();
   #pragma unroll
-  for (int s232 = 0; s232 < 4; ++s232) {
-    if (((tsr_warp & 8) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s232) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)))] = v227[s232];
+  for (int s234 = 0; s234 < 4; ++s234) {
+    if (((tsr_warp & 8) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s234) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)))] = v229[s234];
   }
   __syncthreads();
   #pragma unroll
-  for (int s233 = 0; s233 < 4; ++s233) {
-    const int e234 = (((((s233) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)));
-    v227[s233] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e234];
+  for (int s235 = 0; s235 < 4; ++s235) {
+    const int e236 = (((((s235) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)));
+    v229[s235] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e236];
   }
   // %129 = splat %126 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v235[4];
-  #pragma unroll
-  for (int s236 = 0; s236 < 4; ++s236) {
-    v235[s236] = v224;
-  }
-  // %130 = add %128, %129 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
   int32_t v237[4];
   #pragma unroll
   for (int s238 = 0; s238 < 4; ++s238) {
-    v237[s238] = int32_t(uint32_t(v227[s238]) + uint32_t(v235[s238]));
+    v237[s238] = v226;
   }
-  // %131 = splat %1 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  // %130 = add %128, %129 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
   int32_t v239[4];
   #pragma unroll
   for (int s240 = 0; s240 < 4; ++s240) {
-    v239[s240] = v0;
+    v239[s240] = int32_t(uint32_t(v229[s240]) + uint32_t(v237[s240]));
+  }
+  // %131 = splat %1 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  int32_t v241[4];
+  #pragma unroll
+  for (int s242 = 0; s242 < 4; ++s242) {
+    v241[s242] = v0;
   }
   // scatter %values, %6, %131, %130, %117
   #pragma unroll
-  for (int s241 = 0; s241 < 4; ++s241) {
-    if (((tsr_warp & 8) == 0) && (v199[s241] != 0) && (int64_t(v239[s241]) >= 0 && int64_t(v239[s241]) < int64_t(tsr_dim_M) && int64_t(v237[s241]) >= 0 && int64_t(v237[s241]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v239[s241]) * tsr_p2_s0 + int64_t(v237[s241]) * tsr_p2_s1] = tsr::f2bf(v10[s241]);
+  for (int s243 = 0; s243 < 4; ++s243) {
+    if (((tsr_warp & 8) == 0) && (v201[s243] != 0) && (int64_t(v241[s243]) >= 0 && int64_t(v241[s243]) < int64_t(tsr_dim_M) && int64_t(v239[s243]) >= 0 && int64_t(v239[s243]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v241[s243]) * tsr_p2_s0 + int64_t(v239[s243]) * tsr_p2_s1] = tsr::f2bf(v10[s243]);
   }
   // scatter %indices, %8, %131, %130, %117
   #pragma unroll
-  for (int s242 = 0; s242 < 4; ++s242) {
-    if (((tsr_warp & 8) == 0) && (v199[s242] != 0) && (int64_t(v239[s242]) >= 0 && int64_t(v239[s242]) < int64_t(tsr_dim_M) && int64_t(v237[s242]) >= 0 && int64_t(v237[s242]) < int64_t(tsr_dim_K))) tsr_p3[int64_t(v239[s242]) * tsr_p3_s0 + int64_t(v237[s242]) * tsr_p3_s1] = v22[s242];
+  for (int s244 = 0; s244 < 4; ++s244) {
+    if (((tsr_warp & 8) == 0) && (v201[s244] != 0) && (int64_t(v241[s244]) >= 0 && int64_t(v241[s244]) < int64_t(tsr_dim_M) && int64_t(v239[s244]) >= 0 && int64_t(v239[s244]) < int64_t(tsr_dim_K))) tsr_p3[int64_t(v241[s244]) * tsr_p3_s0 + int64_t(v239[s244]) * tsr_p3_s1] = v22[s244];
   }
   // %132 = load_tile %indices, %1, %4 : tile<i32, [1, 64], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [16, 1], order = [1, 0]>>
   __syncthreads();
-  int32_t v243[8];
+  int32_t v245[8];
   {
-    const int64_t o244 = int64_t(v0) * 1 + 0;
-    const int64_t o245 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 7) * 8);
-    const bool whole246 = int64_t(v0) * 1 >= 0 && int64_t(v0) * 1 + 1 <= int64_t(tsr_dim_M) && int64_t(v3) * 64 >= 0 && int64_t(v3) * 64 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<int32_t, 4>(tsr_p3 + int64_t(v0) * 1 * tsr_p3_s0 + int64_t(v3) * 64 * tsr_p3_s1);
-    if (whole246) {
-      #pragma unroll
-      for (int c247 = 0; c247 < 2; ++c247) {
-        int32_t vb248[4];
-        tsr::copy_vec<int32_t, 4>(vb248, tsr_p3 + (o244 + 0) * tsr_p3_s0 + (o245 + (((c247 * 4) % 8))) * tsr_p3_s1);
-        v243[c247 * 4 + 0] = vb248[0];
-        v243[c247 * 4 + 1] = vb248[1];
-        v243[c247 * 4 + 2] = vb248[2];
-        v243[c247 * 4 + 3] = vb248[3];
-      }
-    } else {
+    const int64_t o246 = int64_t(v0) * 1 + 0;
+    const int64_t o247 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 7) * 8);
+    const bool whole248 = int64_t(v0) * 1 >= 0 && int64_t(v0) * 1 + 1 <= int64_t(tsr_dim_M) && int64_t(v3) * 64 >= 0 && int64_t(v3) * 64 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<int32_t, 4>(tsr_p3 + int64_t(v0) * 1 * tsr_p3_s0 + int64_t(v3) * 64 * tsr_p3_s1);
+    if (whole248) {
       #pragma unroll
       for (int c249 = 0; c249 < 2; ++c249) {
         int32_t vb250[4];
-        if ((o244 + 0) < int64_t(tsr_dim_M) && (o245 + (((c249 * 4) % 8)) + 3) < int64_t(tsr_dim_K) && tsr::aligned_vec<int32_t, 4>(tsr_p3 + (o244 + 0) * tsr_p3_s0 + (o245 + (((c249 * 4) % 8))) * tsr_p3_s1)) {
-          tsr::copy_vec<int32_t, 4>(vb250, tsr_p3 + (o244 + 0) * tsr_p3_s0 + (o245 + (((c249 * 4) % 8))) * tsr_p3_s1);
-          v243[c249 * 4 + 0] = vb250[0];
-          v243[c249 * 4 + 1] = vb250[1];
-          v243[c249 * 4 + 2] = vb250[2];
-          v243[c249 * 4 + 3] = vb250[3];
+        tsr::copy_vec<int32_t, 4>(vb250, tsr_p3 + (o246 + 0) * tsr_p3_s0 + (o247 + (((c249 * 4) % 8))) * tsr_p3_s1);
+        v245[c249 * 4 + 0] = vb250[0];
+        v245[c249 * 4 + 1] = vb250[1];
+        v245[c249 * 4 + 2] = vb250[2];
+        v245[c249 * 4 + 3] = vb250[3];
+      }
+    } else {
+      #pragma unroll
+      for (int c251 = 0; c251 < 2; ++c251) {
+        int32_t vb252[4];
+        if ((o246 + 0) < int64_t(tsr_dim_M) && (o247 + (((c251 * 4) % 8)) + 3) < int64_t(tsr_dim_K) && tsr::aligned_vec<int32_t, 4>(tsr_p3 + (o246 + 0) * tsr_p3_s0 + (o247 + (((c251 * 4) % 8))) * tsr_p3_s1)) {
+          tsr::copy_vec<int32_t, 4>(vb252, tsr_p3 + (o246 + 0) * tsr_p3_s0 + (o247 + (((c251 * 4) % 8))) * tsr_p3_s1);
+          v245[c251 * 4 + 0] = vb252[0];
+          v245[c251 * 4 + 1] = vb252[1];
+          v245[c251 * 4 + 2] = vb252[2];
+          v245[c251 * 4 + 3] = vb252[3];
         } else {
-          v243[c249 * 4] = ((o244 + 0) < int64_t(tsr_dim_M) && (o245 + (((c249 * 4) % 8))) < int64_t(tsr_dim_K)) ? tsr_p3[(o244 + 0) * tsr_p3_s0 + (o245 + (((c249 * 4) % 8))) * tsr_p3_s1] : int32_t(0LL);
-          v243[c249 * 4 + 1] = ((o244 + 0) < int64_t(tsr_dim_M) && (o245 + (((c249 * 4) % 8)) + 1) < int64_t(tsr_dim_K)) ? tsr_p3[(o244 + 0) * tsr_p3_s0 + (o245 + (((c249 * 4) % 8)) + 1) * tsr_p3_s1] : int32_t(0LL);
-          v243[c249 * 4 + 2] = ((o244 + 0) < int64_t(tsr_dim_M) && (o245 + (((c249 * 4) % 8)) + 2) < int64_t(tsr_dim_K)) ? tsr_p3[(o244 + 0) * tsr_p3_s0 + (o245 + (((c249 * 4) % 8)) + 2) * tsr_p3_s1] : int32_t(0LL);
-          v243[c249 * 4 + 3] = ((o244 + 0) < int64_t(tsr_dim_M) && (o245 + (((c249 * 4) % 8)) + 3) < int64_t(tsr_dim_K)) ? tsr_p3[(o244 + 0) * tsr_p3_s0 + (o245 + (((c249 * 4) % 8)) + 3) * tsr_p3_s1] : int32_t(0LL);
+          v245[c251 * 4] = ((o246 + 0) < int64_t(tsr_dim_M) && (o247 + (((c251 * 4) % 8))) < int64_t(tsr_dim_K)) ? tsr_p3[(o246 + 0) * tsr_p3_s0 + (o247 + (((c251 * 4) % 8))) * tsr_p3_s1] : int32_t(0LL);
+          v245[c251 * 4 + 1] = ((o246 + 0) < int64_t(tsr_dim_M) && (o247 + (((c251 * 4) % 8)) + 1) < int64_t(tsr_dim_K)) ? tsr_p3[(o246 + 0) * tsr_p3_s0 + (o247 + (((c251 * 4) % 8)) + 1) * tsr_p3_s1] : int32_t(0LL);
+          v245[c251 * 4 + 2] = ((o246 + 0) < int64_t(tsr_dim_M) && (o247 + (((c251 * 4) % 8)) + 2) < int64_t(tsr_dim_K)) ? tsr_p3[(o246 + 0) * tsr_p3_s0 + (o247 + (((c251 * 4) % 8)) + 2) * tsr_p3_s1] : int32_t(0LL);
+          v245[c251 * 4 + 3] = ((o246 + 0) < int64_t(tsr_dim_M) && (o247 + (((c251 * 4) % 8)) + 3) < int64_t(tsr_dim_K)) ? tsr_p3[(o246 + 0) * tsr_p3_s0 + (o247 + (((c251 * 4) % 8)) + 3) * tsr_p3_s1] : int32_t(0LL);
         }
       }
     }
   }
   // %133 = load_tile %values, %1, %4 : tile<bf16, [1, 64], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [16, 1], order = [1, 0]>>
-  float v251[8];
+  float v253[8];
   {
-    const int64_t o252 = int64_t(v0) * 1 + 0;
-    const int64_t o253 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 7) * 8);
+    const int64_t o254 = int64_t(v0) * 1 + 0;
+    const int64_t o255 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 7) * 8);
     #pragma unroll
-    for (int c254 = 0; c254 < 1; ++c254) {
-      uint16_t vb255[8];
-      if ((o252 + 0) < int64_t(tsr_dim_M) && (o253 + (((c254 * 8) % 8)) + 7) < int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + (o252 + 0) * tsr_p2_s0 + (o253 + (((c254 * 8) % 8))) * tsr_p2_s1)) {
-        tsr::copy_vec<uint16_t, 8>(vb255, tsr_p2 + (o252 + 0) * tsr_p2_s0 + (o253 + (((c254 * 8) % 8))) * tsr_p2_s1);
-        v251[c254 * 8 + 0] = tsr::bf2f(vb255[0]);
-        v251[c254 * 8 + 1] = tsr::bf2f(vb255[1]);
-        v251[c254 * 8 + 2] = tsr::bf2f(vb255[2]);
-        v251[c254 * 8 + 3] = tsr::bf2f(vb255[3]);
-        v251[c254 * 8 + 4] = tsr::bf2f(vb255[4]);
-        v251[c254 * 8 + 5] = tsr::bf2f(vb255[5]);
-        v251[c254 * 8 + 6] = tsr::bf2f(vb255[6]);
-        v251[c254 * 8 + 7] = tsr::bf2f(vb255[7]);
+    for (int c256 = 0; c256 < 1; ++c256) {
+      uint16_t vb257[8];
+      if ((o254 + 0) < int64_t(tsr_dim_M) && (o255 + (((c256 * 8) % 8)) + 7) < int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + (o254 + 0) * tsr_p2_s0 + (o255 + (((c256 * 8) % 8))) * tsr_p2_s1)) {
+        tsr::copy_vec<uint16_t, 8>(vb257, tsr_p2 + (o254 + 0) * tsr_p2_s0 + (o255 + (((c256 * 8) % 8))) * tsr_p2_s1);
+        v253[c256 * 8 + 0] = tsr::bf2f(vb257[0]);
+        v253[c256 * 8 + 1] = tsr::bf2f(vb257[1]);
+        v253[c256 * 8 + 2] = tsr::bf2f(vb257[2]);
+        v253[c256 * 8 + 3] = tsr::bf2f(vb257[3]);
+        v253[c256 * 8 + 4] = tsr::bf2f(vb257[4]);
+        v253[c256 * 8 + 5] = tsr::bf2f(vb257[5]);
+        v253[c256 * 8 + 6] = tsr::bf2f(vb257[6]);
+        v253[c256 * 8 + 7] = tsr::bf2f(vb257[7]);
       } else {
-        v251[c254 * 8] = ((o252 + 0) < int64_t(tsr_dim_M) && (o253 + (((c254 * 8) % 8))) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o252 + 0) * tsr_p2_s0 + (o253 + (((c254 * 8) % 8))) * tsr_p2_s1]) : 0x0p+0f;
-        v251[c254 * 8 + 1] = ((o252 + 0) < int64_t(tsr_dim_M) && (o253 + (((c254 * 8) % 8)) + 1) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o252 + 0) * tsr_p2_s0 + (o253 + (((c254 * 8) % 8)) + 1) * tsr_p2_s1]) : 0x0p+0f;
-        v251[c254 * 8 + 2] = ((o252 + 0) < int64_t(tsr_dim_M) && (o253 + (((c254 * 8) % 8)) + 2) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o252 + 0) * tsr_p2_s0 + (o253 + (((c254 * 8) % 8)) + 2) * tsr_p2_s1]) : 0x0p+0f;
-        v251[c254 * 8 + 3] = ((o252 + 0) < int64_t(tsr_dim_M) && (o253 + (((c254 * 8) % 8)) + 3) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o252 + 0) * tsr_p2_s0 + (o253 + (((c254 * 8) % 8)) + 3) * tsr_p2_s1]) : 0x0p+0f;
-        v251[c254 * 8 + 4] = ((o252 + 0) < int64_t(tsr_dim_M) && (o253 + (((c254 * 8) % 8)) + 4) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o252 + 0) * tsr_p2_s0 + (o253 + (((c254 * 8) % 8)) + 4) * tsr_p2_s1]) : 0x0p+0f;
-        v251[c254 * 8 + 5] = ((o252 + 0) < int64_t(tsr_dim_M) && (o253 + (((c254 * 8) % 8)) + 5) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o252 + 0) * tsr_p2_s0 + (o253 + (((c254 * 8) % 8)) + 5) * tsr_p2_s1]) : 0x0p+0f;
-        v251[c254 * 8 + 6] = ((o252 + 0) < int64_t(tsr_dim_M) && (o253 + (((c254 * 8) % 8)) + 6) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o252 + 0) * tsr_p2_s0 + (o253 + (((c254 * 8) % 8)) + 6) * tsr_p2_s1]) : 0x0p+0f;
-        v251[c254 * 8 + 7] = ((o252 + 0) < int64_t(tsr_dim_M) && (o253 + (((c254 * 8) % 8)) + 7) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o252 + 0) * tsr_p2_s0 + (o253 + (((c254 * 8) % 8)) + 7) * tsr_p2_s1]) : 0x0p+0f;
+        v253[c256 * 8] = ((o254 + 0) < int64_t(tsr_dim_M) && (o255 + (((c256 * 8) % 8))) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o254 + 0) * tsr_p2_s0 + (o255 + (((c256 * 8) % 8))) * tsr_p2_s1]) : 0x0p+0f;
+        v253[c256 * 8 + 1] = ((o254 + 0) < int64_t(tsr_dim_M) && (o255 + (((c256 * 8) % 8)) + 1) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o254 + 0) * tsr_p2_s0 + (o255 + (((c256 * 8) % 8)) + 1) * tsr_p2_s1]) : 0x0p+0f;
+        v253[c256 * 8 + 2] = ((o254 + 0) < int64_t(tsr_dim_M) && (o255 + (((c256 * 8) % 8)) + 2) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o254 + 0) * tsr_p2_s0 + (o255 + (((c256 * 8) % 8)) + 2) * tsr_p2_s1]) : 0x0p+0f;
+        v253[c256 * 8 + 3] = ((o254 + 0) < int64_t(tsr_dim_M) && (o255 + (((c256 * 8) % 8)) + 3) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o254 + 0) * tsr_p2_s0 + (o255 + (((c256 * 8) % 8)) + 3) * tsr_p2_s1]) : 0x0p+0f;
+        v253[c256 * 8 + 4] = ((o254 + 0) < int64_t(tsr_dim_M) && (o255 + (((c256 * 8) % 8)) + 4) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o254 + 0) * tsr_p2_s0 + (o255 + (((c256 * 8) % 8)) + 4) * tsr_p2_s1]) : 0x0p+0f;
+        v253[c256 * 8 + 5] = ((o254 + 0) < int64_t(tsr_dim_M) && (o255 + (((c256 * 8) % 8)) + 5) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o254 + 0) * tsr_p2_s0 + (o255 + (((c256 * 8) % 8)) + 5) * tsr_p2_s1]) : 0x0p+0f;
+        v253[c256 * 8 + 6] = ((o254 + 0) < int64_t(tsr_dim_M) && (o255 + (((c256 * 8) % 8)) + 6) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o254 + 0) * tsr_p2_s0 + (o255 + (((c256 * 8) % 8)) + 6) * tsr_p2_s1]) : 0x0p+0f;
+        v253[c256 * 8 + 7] = ((o254 + 0) < int64_t(tsr_dim_M) && (o255 + (((c256 * 8) % 8)) + 7) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o254 + 0) * tsr_p2_s0 + (o255 + (((c256 * 8) % 8)) + 7) * tsr_p2_s1]) : 0x0p+0f;
       }
     }
   }
   // %134, %135 = sort %133, %132 {axis = 1, descending = true} : tile<bf16, [1, 64], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [16, 1], order = [1, 0]>>, tile<i32, [1, 64], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [16, 1], order = [1, 0]>>
-  float v256[8];
-  int32_t v257[8];
+  float v258[8];
+  int32_t v259[8];
   __syncthreads();
   #pragma unroll
-  for (int s258 = 0; s258 < 8; ++s258) {
-    if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[(((((s258) % 8)) + (((tsr_lane >> 0) & 7) * 8)) + (0 + 0) * 64)] = v251[s258];
+  for (int s260 = 0; s260 < 8; ++s260) {
+    if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[(((((s260) % 8)) + (((tsr_lane >> 0) & 7) * 8)) + (0 + 0) * 64)] = v253[s260];
   }
   __syncthreads();
   #pragma unroll
-  for (int s259 = 0; s259 < 8; ++s259) {
-    if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(((((s259) % 8)) + (((tsr_lane >> 0) & 7) * 8)) + (0 + 0) * 64)] = v243[s259];
+  for (int s261 = 0; s261 < 8; ++s261) {
+    if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(((((s261) % 8)) + (((tsr_lane >> 0) & 7) * 8)) + (0 + 0) * 64)] = v245[s261];
   }
   __syncthreads();
   for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
@@ -1878,74 +1887,74 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
     }
   }
   #pragma unroll
-  for (int s260 = 0; s260 < 8; ++s260) {
-    const int e261 = (((((s260) % 8)) + (((tsr_lane >> 0) & 7) * 8)) + (0 + 0) * 64);
-    v256[s260] = reinterpret_cast<float*>(tsr_smem + 0)[(((e261) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e261) / 64) * 1 + ((e261) % 1)) * 64 + (((e261) / 1) % 64)]) * 1 + ((e261) % 1)];
-  }
-  #pragma unroll
   for (int s262 = 0; s262 < 8; ++s262) {
     const int e263 = (((((s262) % 8)) + (((tsr_lane >> 0) & 7) * 8)) + (0 + 0) * 64);
-    v257[s262] = reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e263) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e263) / 64) * 1 + ((e263) % 1)) * 64 + (((e263) / 1) % 64)]) * 1 + ((e263) % 1)];
+    v258[s262] = reinterpret_cast<float*>(tsr_smem + 0)[(((e263) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e263) / 64) * 1 + ((e263) % 1)) * 64 + (((e263) / 1) % 64)]) * 1 + ((e263) % 1)];
+  }
+  #pragma unroll
+  for (int s264 = 0; s264 < 8; ++s264) {
+    const int e265 = (((((s264) % 8)) + (((tsr_lane >> 0) & 7) * 8)) + (0 + 0) * 64);
+    v259[s264] = reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e265) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e265) / 64) * 1 + ((e265) % 1)) * 64 + (((e265) / 1) % 64)]) * 1 + ((e265) % 1)];
   }
   // store_tile %values, %134, %1, %4
   {
-    const int64_t o264 = int64_t(v0) * 1 + 0;
-    const int64_t o265 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 7) * 8);
+    const int64_t o266 = int64_t(v0) * 1 + 0;
+    const int64_t o267 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 7) * 8);
     #pragma unroll
-    for (int c266 = 0; c266 < 1; ++c266) {
-      uint16_t vb267[8];
-      if ((o264 + 0) < int64_t(tsr_dim_M) && (o265 + (((c266 * 8) % 8)) + 7) < int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + (o264 + 0) * tsr_p2_s0 + (o265 + (((c266 * 8) % 8))) * tsr_p2_s1)) {
-        vb267[0] = tsr::f2bf(v256[c266 * 8 + 0]);
-        vb267[1] = tsr::f2bf(v256[c266 * 8 + 1]);
-        vb267[2] = tsr::f2bf(v256[c266 * 8 + 2]);
-        vb267[3] = tsr::f2bf(v256[c266 * 8 + 3]);
-        vb267[4] = tsr::f2bf(v256[c266 * 8 + 4]);
-        vb267[5] = tsr::f2bf(v256[c266 * 8 + 5]);
-        vb267[6] = tsr::f2bf(v256[c266 * 8 + 6]);
-        vb267[7] = tsr::f2bf(v256[c266 * 8 + 7]);
-        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0)) tsr::copy_vec<uint16_t, 8>(tsr_p2 + (o264 + 0) * tsr_p2_s0 + (o265 + (((c266 * 8) % 8))) * tsr_p2_s1, vb267);
+    for (int c268 = 0; c268 < 1; ++c268) {
+      uint16_t vb269[8];
+      if ((o266 + 0) < int64_t(tsr_dim_M) && (o267 + (((c268 * 8) % 8)) + 7) < int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + (o266 + 0) * tsr_p2_s0 + (o267 + (((c268 * 8) % 8))) * tsr_p2_s1)) {
+        vb269[0] = tsr::f2bf(v258[c268 * 8 + 0]);
+        vb269[1] = tsr::f2bf(v258[c268 * 8 + 1]);
+        vb269[2] = tsr::f2bf(v258[c268 * 8 + 2]);
+        vb269[3] = tsr::f2bf(v258[c268 * 8 + 3]);
+        vb269[4] = tsr::f2bf(v258[c268 * 8 + 4]);
+        vb269[5] = tsr::f2bf(v258[c268 * 8 + 5]);
+        vb269[6] = tsr::f2bf(v258[c268 * 8 + 6]);
+        vb269[7] = tsr::f2bf(v258[c268 * 8 + 7]);
+        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0)) tsr::copy_vec<uint16_t, 8>(tsr_p2 + (o266 + 0) * tsr_p2_s0 + (o267 + (((c268 * 8) % 8))) * tsr_p2_s1, vb269);
       } else {
-        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o264 + 0) < int64_t(tsr_dim_M) && (o265 + (((c266 * 8) % 8))) < int64_t(tsr_dim_K)) tsr_p2[(o264 + 0) * tsr_p2_s0 + (o265 + (((c266 * 8) % 8))) * tsr_p2_s1] = tsr::f2bf(v256[c266 * 8]);
-        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o264 + 0) < int64_t(tsr_dim_M) && (o265 + (((c266 * 8) % 8)) + 1) < int64_t(tsr_dim_K)) tsr_p2[(o264 + 0) * tsr_p2_s0 + (o265 + (((c266 * 8) % 8)) + 1) * tsr_p2_s1] = tsr::f2bf(v256[c266 * 8 + 1]);
-        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o264 + 0) < int64_t(tsr_dim_M) && (o265 + (((c266 * 8) % 8)) + 2) < int64_t(tsr_dim_K)) tsr_p2[(o264 + 0) * tsr_p2_s0 + (o265 + (((c266 * 8) % 8)) + 2) * tsr_p2_s1] = tsr::f2bf(v256[c266 * 8 + 2]);
-        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o264 + 0) < int64_t(tsr_dim_M) && (o265 + (((c266 * 8) % 8)) + 3) < int64_t(tsr_dim_K)) tsr_p2[(o264 + 0) * tsr_p2_s0 + (o265 + (((c266 * 8) % 8)) + 3) * tsr_p2_s1] = tsr::f2bf(v256[c266 * 8 + 3]);
-        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o264 + 0) < int64_t(tsr_dim_M) && (o265 + (((c266 * 8) % 8)) + 4) < int64_t(tsr_dim_K)) tsr_p2[(o264 + 0) * tsr_p2_s0 + (o265 + (((c266 * 8) % 8)) + 4) * tsr_p2_s1] = tsr::f2bf(v256[c266 * 8 + 4]);
-        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o264 + 0) < int64_t(tsr_dim_M) && (o265 + (((c266 * 8) % 8)) + 5) < int64_t(tsr_dim_K)) tsr_p2[(o264 + 0) * tsr_p2_s0 + (o265 + (((c266 * 8) % 8)) + 5) * tsr_p2_s1] = tsr::f2bf(v256[c266 * 8 + 5]);
-        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o264 + 0) < int64_t(tsr_dim_M) && (o265 + (((c266 * 8) % 8)) + 6) < int64_t(tsr_dim_K)) tsr_p2[(o264 + 0) * tsr_p2_s0 + (o265 + (((c266 * 8) % 8)) + 6) * tsr_p2_s1] = tsr::f2bf(v256[c266 * 8 + 6]);
-        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o264 + 0) < int64_t(tsr_dim_M) && (o265 + (((c266 * 8) % 8)) + 7) < int64_t(tsr_dim_K)) tsr_p2[(o264 + 0) * tsr_p2_s0 + (o265 + (((c266 * 8) % 8)) + 7) * tsr_p2_s1] = tsr::f2bf(v256[c266 * 8 + 7]);
+        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o266 + 0) < int64_t(tsr_dim_M) && (o267 + (((c268 * 8) % 8))) < int64_t(tsr_dim_K)) tsr_p2[(o266 + 0) * tsr_p2_s0 + (o267 + (((c268 * 8) % 8))) * tsr_p2_s1] = tsr::f2bf(v258[c268 * 8]);
+        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o266 + 0) < int64_t(tsr_dim_M) && (o267 + (((c268 * 8) % 8)) + 1) < int64_t(tsr_dim_K)) tsr_p2[(o266 + 0) * tsr_p2_s0 + (o267 + (((c268 * 8) % 8)) + 1) * tsr_p2_s1] = tsr::f2bf(v258[c268 * 8 + 1]);
+        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o266 + 0) < int64_t(tsr_dim_M) && (o267 + (((c268 * 8) % 8)) + 2) < int64_t(tsr_dim_K)) tsr_p2[(o266 + 0) * tsr_p2_s0 + (o267 + (((c268 * 8) % 8)) + 2) * tsr_p2_s1] = tsr::f2bf(v258[c268 * 8 + 2]);
+        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o266 + 0) < int64_t(tsr_dim_M) && (o267 + (((c268 * 8) % 8)) + 3) < int64_t(tsr_dim_K)) tsr_p2[(o266 + 0) * tsr_p2_s0 + (o267 + (((c268 * 8) % 8)) + 3) * tsr_p2_s1] = tsr::f2bf(v258[c268 * 8 + 3]);
+        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o266 + 0) < int64_t(tsr_dim_M) && (o267 + (((c268 * 8) % 8)) + 4) < int64_t(tsr_dim_K)) tsr_p2[(o266 + 0) * tsr_p2_s0 + (o267 + (((c268 * 8) % 8)) + 4) * tsr_p2_s1] = tsr::f2bf(v258[c268 * 8 + 4]);
+        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o266 + 0) < int64_t(tsr_dim_M) && (o267 + (((c268 * 8) % 8)) + 5) < int64_t(tsr_dim_K)) tsr_p2[(o266 + 0) * tsr_p2_s0 + (o267 + (((c268 * 8) % 8)) + 5) * tsr_p2_s1] = tsr::f2bf(v258[c268 * 8 + 5]);
+        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o266 + 0) < int64_t(tsr_dim_M) && (o267 + (((c268 * 8) % 8)) + 6) < int64_t(tsr_dim_K)) tsr_p2[(o266 + 0) * tsr_p2_s0 + (o267 + (((c268 * 8) % 8)) + 6) * tsr_p2_s1] = tsr::f2bf(v258[c268 * 8 + 6]);
+        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o266 + 0) < int64_t(tsr_dim_M) && (o267 + (((c268 * 8) % 8)) + 7) < int64_t(tsr_dim_K)) tsr_p2[(o266 + 0) * tsr_p2_s0 + (o267 + (((c268 * 8) % 8)) + 7) * tsr_p2_s1] = tsr::f2bf(v258[c268 * 8 + 7]);
       }
     }
   }
   // store_tile %indices, %135, %1, %4
   {
-    const int64_t o268 = int64_t(v0) * 1 + 0;
-    const int64_t o269 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 7) * 8);
-    const bool whole270 = int64_t(v0) * 1 >= 0 && int64_t(v0) * 1 + 1 <= int64_t(tsr_dim_M) && int64_t(v3) * 64 >= 0 && int64_t(v3) * 64 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<int32_t, 4>(tsr_p3 + int64_t(v0) * 1 * tsr_p3_s0 + int64_t(v3) * 64 * tsr_p3_s1);
-    if (whole270) {
-      #pragma unroll
-      for (int c271 = 0; c271 < 2; ++c271) {
-        int32_t vb272[4];
-        vb272[0] = v257[c271 * 4 + 0];
-        vb272[1] = v257[c271 * 4 + 1];
-        vb272[2] = v257[c271 * 4 + 2];
-        vb272[3] = v257[c271 * 4 + 3];
-        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0)) tsr::copy_vec<int32_t, 4>(tsr_p3 + (o268 + 0) * tsr_p3_s0 + (o269 + (((c271 * 4) % 8))) * tsr_p3_s1, vb272);
-      }
-    } else {
+    const int64_t o270 = int64_t(v0) * 1 + 0;
+    const int64_t o271 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 7) * 8);
+    const bool whole272 = int64_t(v0) * 1 >= 0 && int64_t(v0) * 1 + 1 <= int64_t(tsr_dim_M) && int64_t(v3) * 64 >= 0 && int64_t(v3) * 64 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<int32_t, 4>(tsr_p3 + int64_t(v0) * 1 * tsr_p3_s0 + int64_t(v3) * 64 * tsr_p3_s1);
+    if (whole272) {
       #pragma unroll
       for (int c273 = 0; c273 < 2; ++c273) {
         int32_t vb274[4];
-        if ((o268 + 0) < int64_t(tsr_dim_M) && (o269 + (((c273 * 4) % 8)) + 3) < int64_t(tsr_dim_K) && tsr::aligned_vec<int32_t, 4>(tsr_p3 + (o268 + 0) * tsr_p3_s0 + (o269 + (((c273 * 4) % 8))) * tsr_p3_s1)) {
-          vb274[0] = v257[c273 * 4 + 0];
-          vb274[1] = v257[c273 * 4 + 1];
-          vb274[2] = v257[c273 * 4 + 2];
-          vb274[3] = v257[c273 * 4 + 3];
-          if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0)) tsr::copy_vec<int32_t, 4>(tsr_p3 + (o268 + 0) * tsr_p3_s0 + (o269 + (((c273 * 4) % 8))) * tsr_p3_s1, vb274);
+        vb274[0] = v259[c273 * 4 + 0];
+        vb274[1] = v259[c273 * 4 + 1];
+        vb274[2] = v259[c273 * 4 + 2];
+        vb274[3] = v259[c273 * 4 + 3];
+        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0)) tsr::copy_vec<int32_t, 4>(tsr_p3 + (o270 + 0) * tsr_p3_s0 + (o271 + (((c273 * 4) % 8))) * tsr_p3_s1, vb274);
+      }
+    } else {
+      #pragma unroll
+      for (int c275 = 0; c275 < 2; ++c275) {
+        int32_t vb276[4];
+        if ((o270 + 0) < int64_t(tsr_dim_M) && (o271 + (((c275 * 4) % 8)) + 3) < int64_t(tsr_dim_K) && tsr::aligned_vec<int32_t, 4>(tsr_p3 + (o270 + 0) * tsr_p3_s0 + (o271 + (((c275 * 4) % 8))) * tsr_p3_s1)) {
+          vb276[0] = v259[c275 * 4 + 0];
+          vb276[1] = v259[c275 * 4 + 1];
+          vb276[2] = v259[c275 * 4 + 2];
+          vb276[3] = v259[c275 * 4 + 3];
+          if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0)) tsr::copy_vec<int32_t, 4>(tsr_p3 + (o270 + 0) * tsr_p3_s0 + (o271 + (((c275 * 4) % 8))) * tsr_p3_s1, vb276);
         } else {
-          if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o268 + 0) < int64_t(tsr_dim_M) && (o269 + (((c273 * 4) % 8))) < int64_t(tsr_dim_K)) tsr_p3[(o268 + 0) * tsr_p3_s0 + (o269 + (((c273 * 4) % 8))) * tsr_p3_s1] = v257[c273 * 4];
-          if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o268 + 0) < int64_t(tsr_dim_M) && (o269 + (((c273 * 4) % 8)) + 1) < int64_t(tsr_dim_K)) tsr_p3[(o268 + 0) * tsr_p3_s0 + (o269 + (((c273 * 4) % 8)) + 1) * tsr_p3_s1] = v257[c273 * 4 + 1];
-          if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o268 + 0) < int64_t(tsr_dim_M) && (o269 + (((c273 * 4) % 8)) + 2) < int64_t(tsr_dim_K)) tsr_p3[(o268 + 0) * tsr_p3_s0 + (o269 + (((c273 * 4) % 8)) + 2) * tsr_p3_s1] = v257[c273 * 4 + 2];
-          if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o268 + 0) < int64_t(tsr_dim_M) && (o269 + (((c273 * 4) % 8)) + 3) < int64_t(tsr_dim_K)) tsr_p3[(o268 + 0) * tsr_p3_s0 + (o269 + (((c273 * 4) % 8)) + 3) * tsr_p3_s1] = v257[c273 * 4 + 3];
+          if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o270 + 0) < int64_t(tsr_dim_M) && (o271 + (((c275 * 4) % 8))) < int64_t(tsr_dim_K)) tsr_p3[(o270 + 0) * tsr_p3_s0 + (o271 + (((c275 * 4) % 8))) * tsr_p3_s1] = v259[c275 * 4];
+          if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o270 + 0) < int64_t(tsr_dim_M) && (o271 + (((c275 * 4) % 8)) + 1) < int64_t(tsr_dim_K)) tsr_p3[(o270 + 0) * tsr_p3_s0 + (o271 + (((c275 * 4) % 8)) + 1) * tsr_p3_s1] = v259[c275 * 4 + 1];
+          if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o270 + 0) < int64_t(tsr_dim_M) && (o271 + (((c275 * 4) % 8)) + 2) < int64_t(tsr_dim_K)) tsr_p3[(o270 + 0) * tsr_p3_s0 + (o271 + (((c275 * 4) % 8)) + 2) * tsr_p3_s1] = v259[c275 * 4 + 2];
+          if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o270 + 0) < int64_t(tsr_dim_M) && (o271 + (((c275 * 4) % 8)) + 3) < int64_t(tsr_dim_K)) tsr_p3[(o270 + 0) * tsr_p3_s0 + (o271 + (((c275 * 4) % 8)) + 3) * tsr_p3_s1] = v259[c275 * 4 + 3];
         }
       }
     }
@@ -1953,7 +1962,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_topk_merge_tile, block_threads 512, static_smem 0, dynamic_smem 4096
+// symbol tessera_topk_merge_tile, block_threads 512, static_smem 64, dynamic_smem 4096
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer cand_values bf16 bytes 8 index 0
 // param pointer cand_indices i32 bytes 8 index 1
@@ -1968,6 +1977,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
 // stat histograms = 1
 // stat layout-exchanges = 2
 // stat producer-warpgroups = 0
+// stat reduction-barriers-saved = 2
 // stat reduction-shuffles = 10
 // stat reduction-warp-exchanges = 2
 // stat smem-bytes = 4096

@@ -8,6 +8,7 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
   constexpr int tsr_nthreads = 512;
   (void)tsr_tid; (void)tsr_smem;
   const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;  (void)tsr_lane; (void)tsr_warp;
+  int tsr_red148_at = 0;  // the copy of tsr_red148_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_N);
@@ -452,56 +453,58 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
       v142 = int64_t(uint64_t(v142) + uint64_t(sh146));
       const int64_t sh147 = __shfl_xor_sync(0xffffffffu, v142, 16);
       v142 = int64_t(uint64_t(v142) + uint64_t(sh147));
+      __shared__ int64_t tsr_red148_mem[32];
+      int64_t* const tsr_red148 = tsr_red148_mem + tsr_red148_at;
+      tsr_red148_at ^= 16;
+      if (tsr_lane == 0) tsr_red148[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v142;
       __syncthreads();
-      if (tsr_lane == 0) reinterpret_cast<int64_t*>(tsr_smem + 0)[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v142;
-      __syncthreads();
-      v142 = reinterpret_cast<int64_t*>(tsr_smem + 0)[0];
-      v142 = int64_t(uint64_t(v142) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[1]));
-      v142 = int64_t(uint64_t(v142) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[2]));
-      v142 = int64_t(uint64_t(v142) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[3]));
-      v142 = int64_t(uint64_t(v142) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[4]));
-      v142 = int64_t(uint64_t(v142) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[5]));
-      v142 = int64_t(uint64_t(v142) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[6]));
-      v142 = int64_t(uint64_t(v142) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[7]));
-      v142 = int64_t(uint64_t(v142) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[8]));
-      v142 = int64_t(uint64_t(v142) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[9]));
-      v142 = int64_t(uint64_t(v142) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[10]));
-      v142 = int64_t(uint64_t(v142) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[11]));
-      v142 = int64_t(uint64_t(v142) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[12]));
-      v142 = int64_t(uint64_t(v142) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[13]));
-      v142 = int64_t(uint64_t(v142) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[14]));
-      v142 = int64_t(uint64_t(v142) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[15]));
+      v142 = tsr_red148[0];
+      v142 = int64_t(uint64_t(v142) + uint64_t(tsr_red148[1]));
+      v142 = int64_t(uint64_t(v142) + uint64_t(tsr_red148[2]));
+      v142 = int64_t(uint64_t(v142) + uint64_t(tsr_red148[3]));
+      v142 = int64_t(uint64_t(v142) + uint64_t(tsr_red148[4]));
+      v142 = int64_t(uint64_t(v142) + uint64_t(tsr_red148[5]));
+      v142 = int64_t(uint64_t(v142) + uint64_t(tsr_red148[6]));
+      v142 = int64_t(uint64_t(v142) + uint64_t(tsr_red148[7]));
+      v142 = int64_t(uint64_t(v142) + uint64_t(tsr_red148[8]));
+      v142 = int64_t(uint64_t(v142) + uint64_t(tsr_red148[9]));
+      v142 = int64_t(uint64_t(v142) + uint64_t(tsr_red148[10]));
+      v142 = int64_t(uint64_t(v142) + uint64_t(tsr_red148[11]));
+      v142 = int64_t(uint64_t(v142) + uint64_t(tsr_red148[12]));
+      v142 = int64_t(uint64_t(v142) + uint64_t(tsr_red148[13]));
+      v142 = int64_t(uint64_t(v142) + uint64_t(tsr_red148[14]));
+      v142 = int64_t(uint64_t(v142) + uint64_t(tsr_red148[15]));
       // %100 = const {value = 4095} : i64
-      const int64_t v148 = int64_t(4095LL);
+      const int64_t v149 = int64_t(4095LL);
       // %101 = and %99, %100 : i64
-      const int64_t v149 = int64_t(v142 & v148);
+      const int64_t v150 = int64_t(v142 & v149);
       // %102 = cast %101 : i32
-      const int32_t v150 = int32_t(v149);
+      const int32_t v151 = int32_t(v150);
       // %103 = shr %99, %89 : i64
-      const int64_t v151 = tsr::ishr<int64_t>(v142, v125);
+      const int64_t v152 = tsr::ishr<int64_t>(v142, v125);
       // %104 = cast %103 : i32
-      const int32_t v152 = int32_t(v151);
+      const int32_t v153 = int32_t(v152);
       // %105 = sub %48, %104 : i32
-      const int32_t v153 = int32_t(uint32_t(c56) - uint32_t(v152));
+      const int32_t v154 = int32_t(uint32_t(c56) - uint32_t(v153));
       // %106 = cast %102 : u32
-      const uint32_t v154 = uint32_t(v150);
+      const uint32_t v155 = uint32_t(v151);
       // %107 = shl %106, %62 : u32
-      const uint32_t v155 = tsr::ishl<uint32_t>(v154, v71);
+      const uint32_t v156 = tsr::ishl<uint32_t>(v155, v71);
       // %108 = or %47, %107 : u32
-      const uint32_t v156 = uint32_t(c55 | v155);
+      const uint32_t v157 = uint32_t(c55 | v156);
       // %109 = const {value = 12} : i64
-      const int64_t v157 = int64_t(12LL);
+      const int64_t v158 = int64_t(12LL);
       // %110 = shr %99, %109 : i64
-      const int64_t v158 = tsr::ishr<int64_t>(v142, v157);
+      const int64_t v159 = tsr::ishr<int64_t>(v142, v158);
       // %111 = and %110, %100 : i64
-      const int64_t v159 = int64_t(v158 & v148);
+      const int64_t v160 = int64_t(v159 & v149);
       // %112 = cmp %111, %95 {pred = "eq"} : i1
-      const uint8_t v160 = uint8_t(v159 == v135);
+      const uint8_t v161 = uint8_t(v160 == v135);
       // yield %108, %105, %62, %112
-      v60 = v156;
-      v61 = v153;
+      v60 = v157;
+      v61 = v154;
       v62 = v71;
-      v63 = v160;
+      v63 = v161;
     } else {
       // yield %47, %48, %49, %50
       v60 = c55;
@@ -516,425 +519,426 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
     c58 = v63;
   }
   // %113 = shr %42, %44 : u32
-  const uint32_t v161 = tsr::ishr<uint32_t>(c55, c57);
+  const uint32_t v162 = tsr::ishr<uint32_t>(c55, c57);
   // %114 = splat %44 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v162[16];
+  uint32_t v163[16];
   #pragma unroll
-  for (int s163 = 0; s163 < 16; ++s163) {
-    v162[s163] = c57;
+  for (int s164 = 0; s164 < 16; ++s164) {
+    v163[s164] = c57;
   }
   // %115 = shr %36, %114 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v164[16];
+  uint32_t v165[16];
   #pragma unroll
-  for (int s165 = 0; s165 < 16; ++s165) {
-    v164[s165] = tsr::ishr<uint32_t>(v48[s165], v162[s165]);
+  for (int s166 = 0; s166 < 16; ++s166) {
+    v165[s166] = tsr::ishr<uint32_t>(v48[s166], v163[s166]);
   }
   // %116 = splat %113 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v166[16];
+  uint32_t v167[16];
   #pragma unroll
-  for (int s167 = 0; s167 < 16; ++s167) {
-    v166[s167] = v161;
+  for (int s168 = 0; s168 < 16; ++s168) {
+    v167[s168] = v162;
   }
   // %117 = cmp %115, %116 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v168[16];
+  uint8_t v169[16];
   #pragma unroll
-  for (int s169 = 0; s169 < 16; ++s169) {
-    v168[s169] = uint8_t(v164[s169] == v166[s169]);
+  for (int s170 = 0; s170 < 16; ++s170) {
+    v169[s170] = uint8_t(v165[s170] == v167[s170]);
   }
   // %118 = cmp %115, %116 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v170[16];
+  uint8_t v171[16];
   #pragma unroll
-  for (int s171 = 0; s171 < 16; ++s171) {
-    v170[s171] = uint8_t(v164[s171] < v166[s171]);
+  for (int s172 = 0; s172 < 16; ++s172) {
+    v171[s172] = uint8_t(v165[s172] < v167[s172]);
   }
   // %119 = const {value = 65536} : i32
-  const int32_t v172 = int32_t(65536LL);
+  const int32_t v173 = int32_t(65536LL);
   // %120 = splat %119 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v173[16];
+  int32_t v174[16];
   #pragma unroll
-  for (int s174 = 0; s174 < 16; ++s174) {
-    v173[s174] = v172;
+  for (int s175 = 0; s175 < 16; ++s175) {
+    v174[s175] = v173;
   }
   // %121 = splat %17 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v175[16];
+  int32_t v176[16];
   #pragma unroll
-  for (int s176 = 0; s176 < 16; ++s176) {
-    v175[s176] = v10;
+  for (int s177 = 0; s177 < 16; ++s177) {
+    v176[s177] = v10;
   }
   // %122 = where %118, %120, %121 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v177[16];
+  int32_t v178[16];
   #pragma unroll
-  for (int s178 = 0; s178 < 16; ++s178) {
-    v177[s178] = (v170[s178] ? v173[s178] : v175[s178]);
+  for (int s179 = 0; s179 < 16; ++s179) {
+    v178[s179] = (v171[s179] ? v174[s179] : v176[s179]);
   }
   // %123 = splat %8 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v179[16];
+  int32_t v180[16];
   #pragma unroll
-  for (int s180 = 0; s180 < 16; ++s180) {
-    v179[s180] = v1;
+  for (int s181 = 0; s181 < 16; ++s181) {
+    v180[s181] = v1;
   }
   // %124 = where %117, %123, %121 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v181[16];
+  int32_t v182[16];
   #pragma unroll
-  for (int s182 = 0; s182 < 16; ++s182) {
-    v181[s182] = (v168[s182] ? v179[s182] : v175[s182]);
+  for (int s183 = 0; s183 < 16; ++s183) {
+    v182[s183] = (v169[s183] ? v180[s183] : v176[s183]);
   }
   // %125 = add %124, %122 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v183[16];
+  int32_t v184[16];
   #pragma unroll
-  for (int s184 = 0; s184 < 16; ++s184) {
-    v183[s184] = int32_t(uint32_t(v181[s184]) + uint32_t(v177[s184]));
+  for (int s185 = 0; s185 < 16; ++s185) {
+    v184[s185] = int32_t(uint32_t(v182[s185]) + uint32_t(v178[s185]));
   }
   // %126 = reduce %125 {axis = 0, kind = "sum"} : i32
-  int32_t v185 = v183[0];
-  v185 = int32_t(uint32_t(v185) + uint32_t(v183[1]));
-  v185 = int32_t(uint32_t(v185) + uint32_t(v183[2]));
-  v185 = int32_t(uint32_t(v185) + uint32_t(v183[3]));
-  v185 = int32_t(uint32_t(v185) + uint32_t(v183[4]));
-  v185 = int32_t(uint32_t(v185) + uint32_t(v183[5]));
-  v185 = int32_t(uint32_t(v185) + uint32_t(v183[6]));
-  v185 = int32_t(uint32_t(v185) + uint32_t(v183[7]));
-  v185 = int32_t(uint32_t(v185) + uint32_t(v183[8]));
-  v185 = int32_t(uint32_t(v185) + uint32_t(v183[9]));
-  v185 = int32_t(uint32_t(v185) + uint32_t(v183[10]));
-  v185 = int32_t(uint32_t(v185) + uint32_t(v183[11]));
-  v185 = int32_t(uint32_t(v185) + uint32_t(v183[12]));
-  v185 = int32_t(uint32_t(v185) + uint32_t(v183[13]));
-  v185 = int32_t(uint32_t(v185) + uint32_t(v183[14]));
-  v185 = int32_t(uint32_t(v185) + uint32_t(v183[15]));
-  const int32_t sh186 = __shfl_xor_sync(0xffffffffu, v185, 1);
-  v185 = int32_t(uint32_t(v185) + uint32_t(sh186));
-  const int32_t sh187 = __shfl_xor_sync(0xffffffffu, v185, 2);
-  v185 = int32_t(uint32_t(v185) + uint32_t(sh187));
-  const int32_t sh188 = __shfl_xor_sync(0xffffffffu, v185, 4);
-  v185 = int32_t(uint32_t(v185) + uint32_t(sh188));
-  const int32_t sh189 = __shfl_xor_sync(0xffffffffu, v185, 8);
-  v185 = int32_t(uint32_t(v185) + uint32_t(sh189));
-  const int32_t sh190 = __shfl_xor_sync(0xffffffffu, v185, 16);
-  v185 = int32_t(uint32_t(v185) + uint32_t(sh190));
+  int32_t v186 = v184[0];
+  v186 = int32_t(uint32_t(v186) + uint32_t(v184[1]));
+  v186 = int32_t(uint32_t(v186) + uint32_t(v184[2]));
+  v186 = int32_t(uint32_t(v186) + uint32_t(v184[3]));
+  v186 = int32_t(uint32_t(v186) + uint32_t(v184[4]));
+  v186 = int32_t(uint32_t(v186) + uint32_t(v184[5]));
+  v186 = int32_t(uint32_t(v186) + uint32_t(v184[6]));
+  v186 = int32_t(uint32_t(v186) + uint32_t(v184[7]));
+  v186 = int32_t(uint32_t(v186) + uint32_t(v184[8]));
+  v186 = int32_t(uint32_t(v186) + uint32_t(v184[9]));
+  v186 = int32_t(uint32_t(v186) + uint32_t(v184[10]));
+  v186 = int32_t(uint32_t(v186) + uint32_t(v184[11]));
+  v186 = int32_t(uint32_t(v186) + uint32_t(v184[12]));
+  v186 = int32_t(uint32_t(v186) + uint32_t(v184[13]));
+  v186 = int32_t(uint32_t(v186) + uint32_t(v184[14]));
+  v186 = int32_t(uint32_t(v186) + uint32_t(v184[15]));
+  const int32_t sh187 = __shfl_xor_sync(0xffffffffu, v186, 1);
+  v186 = int32_t(uint32_t(v186) + uint32_t(sh187));
+  const int32_t sh188 = __shfl_xor_sync(0xffffffffu, v186, 2);
+  v186 = int32_t(uint32_t(v186) + uint32_t(sh188));
+  const int32_t sh189 = __shfl_xor_sync(0xffffffffu, v186, 4);
+  v186 = int32_t(uint32_t(v186) + uint32_t(sh189));
+  const int32_t sh190 = __shfl_xor_sync(0xffffffffu, v186, 8);
+  v186 = int32_t(uint32_t(v186) + uint32_t(sh190));
+  const int32_t sh191 = __shfl_xor_sync(0xffffffffu, v186, 16);
+  v186 = int32_t(uint32_t(v186) + uint32_t(sh191));
+  __shared__ int32_t tsr_red192_mem[16];
+  int32_t* const tsr_red192 = tsr_red192_mem;
+  if (tsr_lane == 0) tsr_red192[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v186;
   __syncthreads();
-  if (tsr_lane == 0) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v185;
-  __syncthreads();
-  v185 = reinterpret_cast<int32_t*>(tsr_smem + 0)[0];
-  v185 = int32_t(uint32_t(v185) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[1]));
-  v185 = int32_t(uint32_t(v185) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[2]));
-  v185 = int32_t(uint32_t(v185) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[3]));
-  v185 = int32_t(uint32_t(v185) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[4]));
-  v185 = int32_t(uint32_t(v185) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[5]));
-  v185 = int32_t(uint32_t(v185) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[6]));
-  v185 = int32_t(uint32_t(v185) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[7]));
-  v185 = int32_t(uint32_t(v185) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[8]));
-  v185 = int32_t(uint32_t(v185) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[9]));
-  v185 = int32_t(uint32_t(v185) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[10]));
-  v185 = int32_t(uint32_t(v185) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[11]));
-  v185 = int32_t(uint32_t(v185) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[12]));
-  v185 = int32_t(uint32_t(v185) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[13]));
-  v185 = int32_t(uint32_t(v185) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[14]));
-  v185 = int32_t(uint32_t(v185) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[15]));
+  v186 = tsr_red192[0];
+  v186 = int32_t(uint32_t(v186) + uint32_t(tsr_red192[1]));
+  v186 = int32_t(uint32_t(v186) + uint32_t(tsr_red192[2]));
+  v186 = int32_t(uint32_t(v186) + uint32_t(tsr_red192[3]));
+  v186 = int32_t(uint32_t(v186) + uint32_t(tsr_red192[4]));
+  v186 = int32_t(uint32_t(v186) + uint32_t(tsr_red192[5]));
+  v186 = int32_t(uint32_t(v186) + uint32_t(tsr_red192[6]));
+  v186 = int32_t(uint32_t(v186) + uint32_t(tsr_red192[7]));
+  v186 = int32_t(uint32_t(v186) + uint32_t(tsr_red192[8]));
+  v186 = int32_t(uint32_t(v186) + uint32_t(tsr_red192[9]));
+  v186 = int32_t(uint32_t(v186) + uint32_t(tsr_red192[10]));
+  v186 = int32_t(uint32_t(v186) + uint32_t(tsr_red192[11]));
+  v186 = int32_t(uint32_t(v186) + uint32_t(tsr_red192[12]));
+  v186 = int32_t(uint32_t(v186) + uint32_t(tsr_red192[13]));
+  v186 = int32_t(uint32_t(v186) + uint32_t(tsr_red192[14]));
+  v186 = int32_t(uint32_t(v186) + uint32_t(tsr_red192[15]));
   // %127 = const {value = 65535} : i32
-  const int32_t v191 = int32_t(65535LL);
+  const int32_t v193 = int32_t(65535LL);
   // %128 = and %126, %127 : i32
-  const int32_t v192 = int32_t(v185 & v191);
+  const int32_t v194 = int32_t(v186 & v193);
   // %129 = const {value = 16} : i32
-  const int32_t v193 = int32_t(16LL);
+  const int32_t v195 = int32_t(16LL);
   // %130 = shr %126, %129 : i32
-  const int32_t v194 = tsr::ishr<int32_t>(v185, v193);
+  const int32_t v196 = tsr::ishr<int32_t>(v186, v195);
   // %131 = add %17, %128 : i32
-  const int32_t v195 = int32_t(uint32_t(v10) + uint32_t(v192));
+  const int32_t v197 = int32_t(uint32_t(v10) + uint32_t(v194));
   // %132 = cmp %131, %43 {pred = "le"} : i1
-  const uint8_t v196 = uint8_t(v195 <= c56);
+  const uint8_t v198 = uint8_t(v197 <= c56);
   // %133 = if %132 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>> {...}
-  uint8_t v197[16];
-  if (v196) {
+  uint8_t v199[16];
+  if (v198) {
     // %134 = or %118, %117 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v198[16];
+    uint8_t v200[16];
     #pragma unroll
-    for (int s199 = 0; s199 < 16; ++s199) {
-      v198[s199] = uint8_t(v170[s199] | v168[s199]);
+    for (int s201 = 0; s201 < 16; ++s201) {
+      v200[s201] = uint8_t(v171[s201] | v169[s201]);
     }
     // yield %134
     #pragma unroll
-    for (int s200 = 0; s200 < 16; ++s200) {
-      v197[s200] = v198[s200];
+    for (int s202 = 0; s202 < 16; ++s202) {
+      v199[s202] = v200[s202];
     }
   } else {
     // %135 = cast %117 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v201[16];
+    int32_t v203[16];
     #pragma unroll
-    for (int s202 = 0; s202 < 16; ++s202) {
-      v201[s202] = int32_t(v168[s202]);
+    for (int s204 = 0; s204 < 16; ++s204) {
+      v203[s204] = int32_t(v169[s204]);
     }
     // %136 = scan %135 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v203[16];
-    uint32_t run204 = uint32_t(0);
-    uint32_t acc205_0 = uint32_t(0);
-    acc205_0 += uint32_t(v201[0]); v203[0] = int32_t(acc205_0);
-    acc205_0 += uint32_t(v201[1]); v203[1] = int32_t(acc205_0);
-    acc205_0 += uint32_t(v201[2]); v203[2] = int32_t(acc205_0);
-    acc205_0 += uint32_t(v201[3]); v203[3] = int32_t(acc205_0);
+    int32_t v205[16];
+    uint32_t run206 = uint32_t(0);
+    uint32_t acc207_0 = uint32_t(0);
+    acc207_0 += uint32_t(v203[0]); v205[0] = int32_t(acc207_0);
+    acc207_0 += uint32_t(v203[1]); v205[1] = int32_t(acc207_0);
+    acc207_0 += uint32_t(v203[2]); v205[2] = int32_t(acc207_0);
+    acc207_0 += uint32_t(v203[3]); v205[3] = int32_t(acc207_0);
     __syncthreads();
-    uint32_t tot207_0;
-    const uint32_t off206_0 = run204 + tsr::block_exclusive_sum<16>(acc205_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot207_0);
-    v203[0] = int32_t(uint32_t(v203[0]) + off206_0);
-    v203[1] = int32_t(uint32_t(v203[1]) + off206_0);
-    v203[2] = int32_t(uint32_t(v203[2]) + off206_0);
-    v203[3] = int32_t(uint32_t(v203[3]) + off206_0);
-    run204 += tot207_0;
-    uint32_t acc205_1 = uint32_t(0);
-    acc205_1 += uint32_t(v201[4]); v203[4] = int32_t(acc205_1);
-    acc205_1 += uint32_t(v201[5]); v203[5] = int32_t(acc205_1);
-    acc205_1 += uint32_t(v201[6]); v203[6] = int32_t(acc205_1);
-    acc205_1 += uint32_t(v201[7]); v203[7] = int32_t(acc205_1);
+    uint32_t tot209_0;
+    const uint32_t off208_0 = run206 + tsr::block_exclusive_sum<16>(acc207_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot209_0);
+    v205[0] = int32_t(uint32_t(v205[0]) + off208_0);
+    v205[1] = int32_t(uint32_t(v205[1]) + off208_0);
+    v205[2] = int32_t(uint32_t(v205[2]) + off208_0);
+    v205[3] = int32_t(uint32_t(v205[3]) + off208_0);
+    run206 += tot209_0;
+    uint32_t acc207_1 = uint32_t(0);
+    acc207_1 += uint32_t(v203[4]); v205[4] = int32_t(acc207_1);
+    acc207_1 += uint32_t(v203[5]); v205[5] = int32_t(acc207_1);
+    acc207_1 += uint32_t(v203[6]); v205[6] = int32_t(acc207_1);
+    acc207_1 += uint32_t(v203[7]); v205[7] = int32_t(acc207_1);
     __syncthreads();
-    uint32_t tot207_1;
-    const uint32_t off206_1 = run204 + tsr::block_exclusive_sum<16>(acc205_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot207_1);
-    v203[4] = int32_t(uint32_t(v203[4]) + off206_1);
-    v203[5] = int32_t(uint32_t(v203[5]) + off206_1);
-    v203[6] = int32_t(uint32_t(v203[6]) + off206_1);
-    v203[7] = int32_t(uint32_t(v203[7]) + off206_1);
-    run204 += tot207_1;
-    uint32_t acc205_2 = uint32_t(0);
-    acc205_2 += uint32_t(v201[8]); v203[8] = int32_t(acc205_2);
-    acc205_2 += uint32_t(v201[9]); v203[9] = int32_t(acc205_2);
-    acc205_2 += uint32_t(v201[10]); v203[10] = int32_t(acc205_2);
-    acc205_2 += uint32_t(v201[11]); v203[11] = int32_t(acc205_2);
+    uint32_t tot209_1;
+    const uint32_t off208_1 = run206 + tsr::block_exclusive_sum<16>(acc207_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot209_1);
+    v205[4] = int32_t(uint32_t(v205[4]) + off208_1);
+    v205[5] = int32_t(uint32_t(v205[5]) + off208_1);
+    v205[6] = int32_t(uint32_t(v205[6]) + off208_1);
+    v205[7] = int32_t(uint32_t(v205[7]) + off208_1);
+    run206 += tot209_1;
+    uint32_t acc207_2 = uint32_t(0);
+    acc207_2 += uint32_t(v203[8]); v205[8] = int32_t(acc207_2);
+    acc207_2 += uint32_t(v203[9]); v205[9] = int32_t(acc207_2);
+    acc207_2 += uint32_t(v203[10]); v205[10] = int32_t(acc207_2);
+    acc207_2 += uint32_t(v203[11]); v205[11] = int32_t(acc207_2);
     __syncthreads();
-    uint32_t tot207_2;
-    const uint32_t off206_2 = run204 + tsr::block_exclusive_sum<16>(acc205_2, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot207_2);
-    v203[8] = int32_t(uint32_t(v203[8]) + off206_2);
-    v203[9] = int32_t(uint32_t(v203[9]) + off206_2);
-    v203[10] = int32_t(uint32_t(v203[10]) + off206_2);
-    v203[11] = int32_t(uint32_t(v203[11]) + off206_2);
-    run204 += tot207_2;
-    uint32_t acc205_3 = uint32_t(0);
-    acc205_3 += uint32_t(v201[12]); v203[12] = int32_t(acc205_3);
-    acc205_3 += uint32_t(v201[13]); v203[13] = int32_t(acc205_3);
-    acc205_3 += uint32_t(v201[14]); v203[14] = int32_t(acc205_3);
-    acc205_3 += uint32_t(v201[15]); v203[15] = int32_t(acc205_3);
+    uint32_t tot209_2;
+    const uint32_t off208_2 = run206 + tsr::block_exclusive_sum<16>(acc207_2, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot209_2);
+    v205[8] = int32_t(uint32_t(v205[8]) + off208_2);
+    v205[9] = int32_t(uint32_t(v205[9]) + off208_2);
+    v205[10] = int32_t(uint32_t(v205[10]) + off208_2);
+    v205[11] = int32_t(uint32_t(v205[11]) + off208_2);
+    run206 += tot209_2;
+    uint32_t acc207_3 = uint32_t(0);
+    acc207_3 += uint32_t(v203[12]); v205[12] = int32_t(acc207_3);
+    acc207_3 += uint32_t(v203[13]); v205[13] = int32_t(acc207_3);
+    acc207_3 += uint32_t(v203[14]); v205[14] = int32_t(acc207_3);
+    acc207_3 += uint32_t(v203[15]); v205[15] = int32_t(acc207_3);
     __syncthreads();
-    uint32_t tot207_3;
-    const uint32_t off206_3 = run204 + tsr::block_exclusive_sum<16>(acc205_3, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot207_3);
-    v203[12] = int32_t(uint32_t(v203[12]) + off206_3);
-    v203[13] = int32_t(uint32_t(v203[13]) + off206_3);
-    v203[14] = int32_t(uint32_t(v203[14]) + off206_3);
-    v203[15] = int32_t(uint32_t(v203[15]) + off206_3);
-    run204 += tot207_3;
+    uint32_t tot209_3;
+    const uint32_t off208_3 = run206 + tsr::block_exclusive_sum<16>(acc207_3, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot209_3);
+    v205[12] = int32_t(uint32_t(v205[12]) + off208_3);
+    v205[13] = int32_t(uint32_t(v205[13]) + off208_3);
+    v205[14] = int32_t(uint32_t(v205[14]) + off208_3);
+    v205[15] = int32_t(uint32_t(v205[15]) + off208_3);
+    run206 += tot209_3;
     // %137 = add %136, %121 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v208[16];
-    #pragma unroll
-    for (int s209 = 0; s209 < 16; ++s209) {
-      v208[s209] = int32_t(uint32_t(v203[s209]) + uint32_t(v175[s209]));
-    }
-    // %138 = splat %43 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
     int32_t v210[16];
     #pragma unroll
     for (int s211 = 0; s211 < 16; ++s211) {
-      v210[s211] = c56;
+      v210[s211] = int32_t(uint32_t(v205[s211]) + uint32_t(v176[s211]));
     }
-    // %139 = cmp %137, %138 {pred = "le"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v212[16];
+    // %138 = splat %43 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v212[16];
     #pragma unroll
     for (int s213 = 0; s213 < 16; ++s213) {
-      v212[s213] = uint8_t(v208[s213] <= v210[s213]);
+      v212[s213] = c56;
     }
-    // %140 = and %117, %139 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %139 = cmp %137, %138 {pred = "le"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
     uint8_t v214[16];
     #pragma unroll
     for (int s215 = 0; s215 < 16; ++s215) {
-      v214[s215] = uint8_t(v168[s215] & v212[s215]);
+      v214[s215] = uint8_t(v210[s215] <= v212[s215]);
     }
-    // %141 = or %118, %140 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %140 = and %117, %139 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
     uint8_t v216[16];
     #pragma unroll
     for (int s217 = 0; s217 < 16; ++s217) {
-      v216[s217] = uint8_t(v170[s217] | v214[s217]);
+      v216[s217] = uint8_t(v169[s217] & v214[s217]);
+    }
+    // %141 = or %118, %140 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    uint8_t v218[16];
+    #pragma unroll
+    for (int s219 = 0; s219 < 16; ++s219) {
+      v218[s219] = uint8_t(v171[s219] | v216[s219]);
     }
     // yield %141
     #pragma unroll
-    for (int s218 = 0; s218 < 16; ++s218) {
-      v197[s218] = v216[s218];
+    for (int s220 = 0; s220 < 16; ++s220) {
+      v199[s220] = v218[s220];
     }
   }
   // %142 = const {value = -1} : i32
-  const int32_t v219 = int32_t(-1LL);
+  const int32_t v221 = int32_t(-1LL);
   // %143 = cast %133 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v220[16];
+  int32_t v222[16];
   #pragma unroll
-  for (int s221 = 0; s221 < 16; ++s221) {
-    v220[s221] = int32_t(v197[s221]);
+  for (int s223 = 0; s223 < 16; ++s223) {
+    v222[s223] = int32_t(v199[s223]);
   }
   // %144 = scan %143 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v222[16];
-  uint32_t run223 = uint32_t(0);
-  uint32_t acc224_0 = uint32_t(0);
-  acc224_0 += uint32_t(v220[0]); v222[0] = int32_t(acc224_0);
-  acc224_0 += uint32_t(v220[1]); v222[1] = int32_t(acc224_0);
-  acc224_0 += uint32_t(v220[2]); v222[2] = int32_t(acc224_0);
-  acc224_0 += uint32_t(v220[3]); v222[3] = int32_t(acc224_0);
+  int32_t v224[16];
+  uint32_t run225 = uint32_t(0);
+  uint32_t acc226_0 = uint32_t(0);
+  acc226_0 += uint32_t(v222[0]); v224[0] = int32_t(acc226_0);
+  acc226_0 += uint32_t(v222[1]); v224[1] = int32_t(acc226_0);
+  acc226_0 += uint32_t(v222[2]); v224[2] = int32_t(acc226_0);
+  acc226_0 += uint32_t(v222[3]); v224[3] = int32_t(acc226_0);
   __syncthreads();
-  uint32_t tot226_0;
-  const uint32_t off225_0 = run223 + tsr::block_exclusive_sum<16>(acc224_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot226_0);
-  v222[0] = int32_t(uint32_t(v222[0]) + off225_0);
-  v222[1] = int32_t(uint32_t(v222[1]) + off225_0);
-  v222[2] = int32_t(uint32_t(v222[2]) + off225_0);
-  v222[3] = int32_t(uint32_t(v222[3]) + off225_0);
-  run223 += tot226_0;
-  uint32_t acc224_1 = uint32_t(0);
-  acc224_1 += uint32_t(v220[4]); v222[4] = int32_t(acc224_1);
-  acc224_1 += uint32_t(v220[5]); v222[5] = int32_t(acc224_1);
-  acc224_1 += uint32_t(v220[6]); v222[6] = int32_t(acc224_1);
-  acc224_1 += uint32_t(v220[7]); v222[7] = int32_t(acc224_1);
+  uint32_t tot228_0;
+  const uint32_t off227_0 = run225 + tsr::block_exclusive_sum<16>(acc226_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot228_0);
+  v224[0] = int32_t(uint32_t(v224[0]) + off227_0);
+  v224[1] = int32_t(uint32_t(v224[1]) + off227_0);
+  v224[2] = int32_t(uint32_t(v224[2]) + off227_0);
+  v224[3] = int32_t(uint32_t(v224[3]) + off227_0);
+  run225 += tot228_0;
+  uint32_t acc226_1 = uint32_t(0);
+  acc226_1 += uint32_t(v222[4]); v224[4] = int32_t(acc226_1);
+  acc226_1 += uint32_t(v222[5]); v224[5] = int32_t(acc226_1);
+  acc226_1 += uint32_t(v222[6]); v224[6] = int32_t(acc226_1);
+  acc226_1 += uint32_t(v222[7]); v224[7] = int32_t(acc226_1);
   __syncthreads();
-  uint32_t tot226_1;
-  const uint32_t off225_1 = run223 + tsr::block_exclusive_sum<16>(acc224_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot226_1);
-  v222[4] = int32_t(uint32_t(v222[4]) + off225_1);
-  v222[5] = int32_t(uint32_t(v222[5]) + off225_1);
-  v222[6] = int32_t(uint32_t(v222[6]) + off225_1);
-  v222[7] = int32_t(uint32_t(v222[7]) + off225_1);
-  run223 += tot226_1;
-  uint32_t acc224_2 = uint32_t(0);
-  acc224_2 += uint32_t(v220[8]); v222[8] = int32_t(acc224_2);
-  acc224_2 += uint32_t(v220[9]); v222[9] = int32_t(acc224_2);
-  acc224_2 += uint32_t(v220[10]); v222[10] = int32_t(acc224_2);
-  acc224_2 += uint32_t(v220[11]); v222[11] = int32_t(acc224_2);
+  uint32_t tot228_1;
+  const uint32_t off227_1 = run225 + tsr::block_exclusive_sum<16>(acc226_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot228_1);
+  v224[4] = int32_t(uint32_t(v224[4]) + off227_1);
+  v224[5] = int32_t(uint32_t(v224[5]) + off227_1);
+  v224[6] = int32_t(uint32_t(v224[6]) + off227_1);
+  v224[7] = int32_t(uint32_t(v224[7]) + off227_1);
+  run225 += tot228_1;
+  uint32_t acc226_2 = uint32_t(0);
+  acc226_2 += uint32_t(v222[8]); v224[8] = int32_t(acc226_2);
+  acc226_2 += uint32_t(v222[9]); v224[9] = int32_t(acc226_2);
+  acc226_2 += uint32_t(v222[10]); v224[10] = int32_t(acc226_2);
+  acc226_2 += uint32_t(v222[11]); v224[11] = int32_t(acc226_2);
   __syncthreads();
-  uint32_t tot226_2;
-  const uint32_t off225_2 = run223 + tsr::block_exclusive_sum<16>(acc224_2, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot226_2);
-  v222[8] = int32_t(uint32_t(v222[8]) + off225_2);
-  v222[9] = int32_t(uint32_t(v222[9]) + off225_2);
-  v222[10] = int32_t(uint32_t(v222[10]) + off225_2);
-  v222[11] = int32_t(uint32_t(v222[11]) + off225_2);
-  run223 += tot226_2;
-  uint32_t acc224_3 = uint32_t(0);
-  acc224_3 += uint32_t(v220[12]); v222[12] = int32_t(acc224_3);
-  acc224_3 += uint32_t(v220[13]); v222[13] = int32_t(acc224_3);
-  acc224_3 += uint32_t(v220[14]); v222[14] = int32_t(acc224_3);
-  acc224_3 += uint32_t(v220[15]); v222[15] = int32_t(acc224_3);
+  uint32_t tot228_2;
+  const uint32_t off227_2 = run225 + tsr::block_exclusive_sum<16>(acc226_2, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot228_2);
+  v224[8] = int32_t(uint32_t(v224[8]) + off227_2);
+  v224[9] = int32_t(uint32_t(v224[9]) + off227_2);
+  v224[10] = int32_t(uint32_t(v224[10]) + off227_2);
+  v224[11] = int32_t(uint32_t(v224[11]) + off227_2);
+  run225 += tot228_2;
+  uint32_t acc226_3 = uint32_t(0);
+  acc226_3 += uint32_t(v222[12]); v224[12] = int32_t(acc226_3);
+  acc226_3 += uint32_t(v222[13]); v224[13] = int32_t(acc226_3);
+  acc226_3 += uint32_t(v222[14]); v224[14] = int32_t(acc226_3);
+  acc226_3 += uint32_t(v222[15]); v224[15] = int32_t(acc226_3);
   __syncthreads();
-  uint32_t tot226_3;
-  const uint32_t off225_3 = run223 + tsr::block_exclusive_sum<16>(acc224_3, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot226_3);
-  v222[12] = int32_t(uint32_t(v222[12]) + off225_3);
-  v222[13] = int32_t(uint32_t(v222[13]) + off225_3);
-  v222[14] = int32_t(uint32_t(v222[14]) + off225_3);
-  v222[15] = int32_t(uint32_t(v222[15]) + off225_3);
-  run223 += tot226_3;
+  uint32_t tot228_3;
+  const uint32_t off227_3 = run225 + tsr::block_exclusive_sum<16>(acc226_3, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot228_3);
+  v224[12] = int32_t(uint32_t(v224[12]) + off227_3);
+  v224[13] = int32_t(uint32_t(v224[13]) + off227_3);
+  v224[14] = int32_t(uint32_t(v224[14]) + off227_3);
+  v224[15] = int32_t(uint32_t(v224[15]) + off227_3);
+  run225 += tot228_3;
   // %145 = splat %142 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v227[16];
-  #pragma unroll
-  for (int s228 = 0; s228 < 16; ++s228) {
-    v227[s228] = v219;
-  }
-  // %146 = add %144, %145 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
   int32_t v229[16];
   #pragma unroll
   for (int s230 = 0; s230 < 16; ++s230) {
-    v229[s230] = int32_t(uint32_t(v222[s230]) + uint32_t(v227[s230]));
+    v229[s230] = v221;
+  }
+  // %146 = add %144, %145 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  int32_t v231[16];
+  #pragma unroll
+  for (int s232 = 0; s232 < 16; ++s232) {
+    v231[s232] = int32_t(uint32_t(v224[s232]) + uint32_t(v229[s232]));
   }
   // %147 = mul %10, %37 : i32
-  const int32_t v231 = int32_t(uint32_t(v3) * uint32_t(v50));
+  const int32_t v233 = int32_t(uint32_t(v3) * uint32_t(v50));
   // %148 = splat %147 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v232[16];
-  #pragma unroll
-  for (int s233 = 0; s233 < 16; ++s233) {
-    v232[s233] = v231;
-  }
-  // %149 = add %146, %148 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
   int32_t v234[16];
   #pragma unroll
   for (int s235 = 0; s235 < 16; ++s235) {
-    v234[s235] = int32_t(uint32_t(v229[s235]) + uint32_t(v232[s235]));
+    v234[s235] = v233;
   }
-  // %150 = splat %9 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  // %149 = add %146, %148 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
   int32_t v236[16];
   #pragma unroll
   for (int s237 = 0; s237 < 16; ++s237) {
-    v236[s237] = v2;
+    v236[s237] = int32_t(uint32_t(v231[s237]) + uint32_t(v234[s237]));
+  }
+  // %150 = splat %9 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  int32_t v238[16];
+  #pragma unroll
+  for (int s239 = 0; s239 < 16; ++s239) {
+    v238[s239] = v2;
   }
   // scatter %seg_values, %20, %150, %149, %133
   #pragma unroll
-  for (int s238 = 0; s238 < 16; ++s238) {
-    if ((v197[s238] != 0) && (int64_t(v236[s238]) >= 0 && int64_t(v236[s238]) < int64_t(tsr_dim_M) && int64_t(v234[s238]) >= 0 && int64_t(v234[s238]) < int64_t(tsr_dim_W))) tsr_p1[int64_t(v236[s238]) * tsr_p1_s0 + int64_t(v234[s238]) * tsr_p1_s1] = v20[s238];
+  for (int s240 = 0; s240 < 16; ++s240) {
+    if ((v199[s240] != 0) && (int64_t(v238[s240]) >= 0 && int64_t(v238[s240]) < int64_t(tsr_dim_M) && int64_t(v236[s240]) >= 0 && int64_t(v236[s240]) < int64_t(tsr_dim_W))) tsr_p1[int64_t(v238[s240]) * tsr_p1_s0 + int64_t(v236[s240]) * tsr_p1_s1] = v20[s240];
   }
   // %151 = mul %18, %7 : i32
-  const int32_t v239 = int32_t(uint32_t(v11) * uint32_t(v0));
+  const int32_t v241 = int32_t(uint32_t(v11) * uint32_t(v0));
   // %152 = splat %151 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v240[16];
-  #pragma unroll
-  for (int s241 = 0; s241 < 16; ++s241) {
-    v240[s241] = v239;
-  }
-  // %153 = add %32, %152 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
   int32_t v242[16];
   #pragma unroll
   for (int s243 = 0; s243 < 16; ++s243) {
-    v242[s243] = int32_t(uint32_t(v40[s243]) + uint32_t(v240[s243]));
+    v242[s243] = v241;
+  }
+  // %153 = add %32, %152 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  int32_t v244[16];
+  #pragma unroll
+  for (int s245 = 0; s245 < 16; ++s245) {
+    v244[s245] = int32_t(uint32_t(v40[s245]) + uint32_t(v242[s245]));
   }
   // scatter %seg_indices, %153, %150, %149, %133
   #pragma unroll
-  for (int s244 = 0; s244 < 16; ++s244) {
-    if ((v197[s244] != 0) && (int64_t(v236[s244]) >= 0 && int64_t(v236[s244]) < int64_t(tsr_dim_M) && int64_t(v234[s244]) >= 0 && int64_t(v234[s244]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v236[s244]) * tsr_p2_s0 + int64_t(v234[s244]) * tsr_p2_s1] = v242[s244];
+  for (int s246 = 0; s246 < 16; ++s246) {
+    if ((v199[s246] != 0) && (int64_t(v238[s246]) >= 0 && int64_t(v238[s246]) < int64_t(tsr_dim_M) && int64_t(v236[s246]) >= 0 && int64_t(v236[s246]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v238[s246]) * tsr_p2_s0 + int64_t(v236[s246]) * tsr_p2_s1] = v244[s246];
   }
   // %154 = sub %43, %17 : i32
-  const int32_t v245 = int32_t(uint32_t(c56) - uint32_t(v10));
+  const int32_t v247 = int32_t(uint32_t(c56) - uint32_t(v10));
   // %155 = max %154, %17 : i32
-  const int32_t v246 = tsr::imax<int32_t>(v245, v10);
+  const int32_t v248 = tsr::imax<int32_t>(v247, v10);
   // %156 = min %128, %155 : i32
-  const int32_t v247 = tsr::imin<int32_t>(v192, v246);
+  const int32_t v249 = tsr::imin<int32_t>(v194, v248);
   // %157 = add %17, %130 : i32
-  const int32_t v248 = int32_t(uint32_t(v10) + uint32_t(v194));
+  const int32_t v250 = int32_t(uint32_t(v10) + uint32_t(v196));
   // %158 = add %157, %156 : i32
-  const int32_t v249 = int32_t(uint32_t(v248) + uint32_t(v247));
+  const int32_t v251 = int32_t(uint32_t(v250) + uint32_t(v249));
   // %159 = arange : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v250[4];
-  #pragma unroll
-  for (int s251 = 0; s251 < 4; ++s251) {
-    v250[s251] = int32_t(0 + (((s251) % 4)) + (((tsr_lane >> 0) & 15) * 4));
-  }
-  // %160 = splat %158 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
   int32_t v252[4];
   #pragma unroll
   for (int s253 = 0; s253 < 4; ++s253) {
-    v252[s253] = v249;
+    v252[s253] = int32_t(0 + (((s253) % 4)) + (((tsr_lane >> 0) & 15) * 4));
   }
-  // %161 = cmp %159, %160 {pred = "ge"} : tile<i1, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v254[4];
+  // %160 = splat %158 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  int32_t v254[4];
   #pragma unroll
   for (int s255 = 0; s255 < 4; ++s255) {
-    v254[s255] = uint8_t(v250[s255] >= v252[s255]);
+    v254[s255] = v251;
   }
-  // %162 = splat %147 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v256[4];
+  // %161 = cmp %159, %160 {pred = "ge"} : tile<i1, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  uint8_t v256[4];
   #pragma unroll
   for (int s257 = 0; s257 < 4; ++s257) {
-    v256[s257] = v231;
+    v256[s257] = uint8_t(v252[s257] >= v254[s257]);
   }
-  // %163 = add %159, %162 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  // %162 = splat %147 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
   int32_t v258[4];
   #pragma unroll
   for (int s259 = 0; s259 < 4; ++s259) {
-    v258[s259] = int32_t(uint32_t(v250[s259]) + uint32_t(v256[s259]));
+    v258[s259] = v233;
   }
-  // %164 = splat %142 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  // %163 = add %159, %162 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
   int32_t v260[4];
   #pragma unroll
   for (int s261 = 0; s261 < 4; ++s261) {
-    v260[s261] = v219;
+    v260[s261] = int32_t(uint32_t(v252[s261]) + uint32_t(v258[s261]));
   }
-  // %165 = splat %9 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  // %164 = splat %142 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
   int32_t v262[4];
   #pragma unroll
   for (int s263 = 0; s263 < 4; ++s263) {
-    v262[s263] = v2;
+    v262[s263] = v221;
+  }
+  // %165 = splat %9 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  int32_t v264[4];
+  #pragma unroll
+  for (int s265 = 0; s265 < 4; ++s265) {
+    v264[s265] = v2;
   }
   // scatter %seg_indices, %164, %165, %163, %161
   #pragma unroll
-  for (int s264 = 0; s264 < 4; ++s264) {
-    if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (v254[s264] != 0) && (int64_t(v262[s264]) >= 0 && int64_t(v262[s264]) < int64_t(tsr_dim_M) && int64_t(v258[s264]) >= 0 && int64_t(v258[s264]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v262[s264]) * tsr_p2_s0 + int64_t(v258[s264]) * tsr_p2_s1] = v260[s264];
+  for (int s266 = 0; s266 < 4; ++s266) {
+    if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (v256[s266] != 0) && (int64_t(v264[s266]) >= 0 && int64_t(v264[s266]) < int64_t(tsr_dim_M) && int64_t(v260[s266]) >= 0 && int64_t(v260[s266]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v264[s266]) * tsr_p2_s0 + int64_t(v260[s266]) * tsr_p2_s1] = v262[s266];
   }
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_topk_segments_tile, block_threads 512, static_smem 0, dynamic_smem 8192
+// symbol tessera_topk_segments_tile, block_threads 512, static_smem 320, dynamic_smem 8192
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer x f32 bytes 8 index 0
 // param pointer seg_values f32 bytes 8 index 1
@@ -948,6 +952,7 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
 // stat histograms = 1
 // stat min-blocks-per-sm = 2
 // stat producer-warpgroups = 0
+// stat reduction-barriers-saved = 2
 // stat reduction-shuffles = 10
 // stat reduction-warp-exchanges = 2
 // stat smem-bytes = 8192
@@ -965,6 +970,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(float*
   constexpr int tsr_nthreads = 512;
   (void)tsr_tid; (void)tsr_smem;
   const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;  (void)tsr_lane; (void)tsr_warp;
+  int tsr_red140_at = 0;  // the copy of tsr_red140_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_C);
@@ -1390,56 +1396,58 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(float*
       v134 = int64_t(uint64_t(v134) + uint64_t(sh138));
       const int64_t sh139 = __shfl_xor_sync(0xffffffffu, v134, 16);
       v134 = int64_t(uint64_t(v134) + uint64_t(sh139));
+      __shared__ int64_t tsr_red140_mem[32];
+      int64_t* const tsr_red140 = tsr_red140_mem + tsr_red140_at;
+      tsr_red140_at ^= 16;
+      if (tsr_lane == 0) tsr_red140[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v134;
       __syncthreads();
-      if (tsr_lane == 0) reinterpret_cast<int64_t*>(tsr_smem + 0)[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v134;
-      __syncthreads();
-      v134 = reinterpret_cast<int64_t*>(tsr_smem + 0)[0];
-      v134 = int64_t(uint64_t(v134) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[1]));
-      v134 = int64_t(uint64_t(v134) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[2]));
-      v134 = int64_t(uint64_t(v134) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[3]));
-      v134 = int64_t(uint64_t(v134) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[4]));
-      v134 = int64_t(uint64_t(v134) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[5]));
-      v134 = int64_t(uint64_t(v134) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[6]));
-      v134 = int64_t(uint64_t(v134) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[7]));
-      v134 = int64_t(uint64_t(v134) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[8]));
-      v134 = int64_t(uint64_t(v134) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[9]));
-      v134 = int64_t(uint64_t(v134) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[10]));
-      v134 = int64_t(uint64_t(v134) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[11]));
-      v134 = int64_t(uint64_t(v134) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[12]));
-      v134 = int64_t(uint64_t(v134) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[13]));
-      v134 = int64_t(uint64_t(v134) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[14]));
-      v134 = int64_t(uint64_t(v134) + uint64_t(reinterpret_cast<int64_t*>(tsr_smem + 0)[15]));
+      v134 = tsr_red140[0];
+      v134 = int64_t(uint64_t(v134) + uint64_t(tsr_red140[1]));
+      v134 = int64_t(uint64_t(v134) + uint64_t(tsr_red140[2]));
+      v134 = int64_t(uint64_t(v134) + uint64_t(tsr_red140[3]));
+      v134 = int64_t(uint64_t(v134) + uint64_t(tsr_red140[4]));
+      v134 = int64_t(uint64_t(v134) + uint64_t(tsr_red140[5]));
+      v134 = int64_t(uint64_t(v134) + uint64_t(tsr_red140[6]));
+      v134 = int64_t(uint64_t(v134) + uint64_t(tsr_red140[7]));
+      v134 = int64_t(uint64_t(v134) + uint64_t(tsr_red140[8]));
+      v134 = int64_t(uint64_t(v134) + uint64_t(tsr_red140[9]));
+      v134 = int64_t(uint64_t(v134) + uint64_t(tsr_red140[10]));
+      v134 = int64_t(uint64_t(v134) + uint64_t(tsr_red140[11]));
+      v134 = int64_t(uint64_t(v134) + uint64_t(tsr_red140[12]));
+      v134 = int64_t(uint64_t(v134) + uint64_t(tsr_red140[13]));
+      v134 = int64_t(uint64_t(v134) + uint64_t(tsr_red140[14]));
+      v134 = int64_t(uint64_t(v134) + uint64_t(tsr_red140[15]));
       // %86 = const {value = 4095} : i64
-      const int64_t v140 = int64_t(4095LL);
+      const int64_t v141 = int64_t(4095LL);
       // %87 = and %85, %86 : i64
-      const int64_t v141 = int64_t(v134 & v140);
+      const int64_t v142 = int64_t(v134 & v141);
       // %88 = cast %87 : i32
-      const int32_t v142 = int32_t(v141);
+      const int32_t v143 = int32_t(v142);
       // %89 = shr %85, %75 : i64
-      const int64_t v143 = tsr::ishr<int64_t>(v134, v117);
+      const int64_t v144 = tsr::ishr<int64_t>(v134, v117);
       // %90 = cast %89 : i32
-      const int32_t v144 = int32_t(v143);
+      const int32_t v145 = int32_t(v144);
       // %91 = sub %34, %90 : i32
-      const int32_t v145 = int32_t(uint32_t(c48) - uint32_t(v144));
+      const int32_t v146 = int32_t(uint32_t(c48) - uint32_t(v145));
       // %92 = cast %88 : u32
-      const uint32_t v146 = uint32_t(v142);
+      const uint32_t v147 = uint32_t(v143);
       // %93 = shl %92, %48 : u32
-      const uint32_t v147 = tsr::ishl<uint32_t>(v146, v63);
+      const uint32_t v148 = tsr::ishl<uint32_t>(v147, v63);
       // %94 = or %33, %93 : u32
-      const uint32_t v148 = uint32_t(c47 | v147);
+      const uint32_t v149 = uint32_t(c47 | v148);
       // %95 = const {value = 12} : i64
-      const int64_t v149 = int64_t(12LL);
+      const int64_t v150 = int64_t(12LL);
       // %96 = shr %85, %95 : i64
-      const int64_t v150 = tsr::ishr<int64_t>(v134, v149);
+      const int64_t v151 = tsr::ishr<int64_t>(v134, v150);
       // %97 = and %96, %86 : i64
-      const int64_t v151 = int64_t(v150 & v140);
+      const int64_t v152 = int64_t(v151 & v141);
       // %98 = cmp %97, %81 {pred = "eq"} : i1
-      const uint8_t v152 = uint8_t(v151 == v127);
+      const uint8_t v153 = uint8_t(v152 == v127);
       // yield %94, %91, %48, %98
-      v52 = v148;
-      v53 = v145;
+      v52 = v149;
+      v53 = v146;
       v54 = v63;
-      v55 = v152;
+      v55 = v153;
     } else {
       // yield %33, %34, %35, %36
       v52 = c47;
@@ -1454,307 +1462,308 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(float*
     c50 = v55;
   }
   // %99 = shr %28, %30 : u32
-  const uint32_t v153 = tsr::ishr<uint32_t>(c47, c49);
+  const uint32_t v154 = tsr::ishr<uint32_t>(c47, c49);
   // %100 = splat %30 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v154[4];
+  uint32_t v155[4];
   #pragma unroll
-  for (int s155 = 0; s155 < 4; ++s155) {
-    v154[s155] = c49;
+  for (int s156 = 0; s156 < 4; ++s156) {
+    v155[s156] = c49;
   }
   // %101 = shr %23, %100 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v156[4];
+  uint32_t v157[4];
   #pragma unroll
-  for (int s157 = 0; s157 < 4; ++s157) {
-    v156[s157] = tsr::ishr<uint32_t>(v41[s157], v154[s157]);
+  for (int s158 = 0; s158 < 4; ++s158) {
+    v157[s158] = tsr::ishr<uint32_t>(v41[s158], v155[s158]);
   }
   // %102 = splat %99 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v158[4];
+  uint32_t v159[4];
   #pragma unroll
-  for (int s159 = 0; s159 < 4; ++s159) {
-    v158[s159] = v153;
+  for (int s160 = 0; s160 < 4; ++s160) {
+    v159[s160] = v154;
   }
   // %103 = cmp %101, %102 {pred = "eq"} : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v160[4];
+  uint8_t v161[4];
   #pragma unroll
-  for (int s161 = 0; s161 < 4; ++s161) {
-    v160[s161] = uint8_t(v156[s161] == v158[s161]);
+  for (int s162 = 0; s162 < 4; ++s162) {
+    v161[s162] = uint8_t(v157[s162] == v159[s162]);
   }
   // %104 = cmp %101, %102 {pred = "lt"} : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v162[4];
+  uint8_t v163[4];
   #pragma unroll
-  for (int s163 = 0; s163 < 4; ++s163) {
-    v162[s163] = uint8_t(v156[s163] < v158[s163]);
+  for (int s164 = 0; s164 < 4; ++s164) {
+    v163[s164] = uint8_t(v157[s164] < v159[s164]);
   }
   // %105 = const {value = 65536} : i32
-  const int32_t v164 = int32_t(65536LL);
+  const int32_t v165 = int32_t(65536LL);
   // %106 = splat %105 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v165[4];
+  int32_t v166[4];
   #pragma unroll
-  for (int s166 = 0; s166 < 4; ++s166) {
-    v165[s166] = v164;
+  for (int s167 = 0; s167 < 4; ++s167) {
+    v166[s167] = v165;
   }
   // %107 = where %104, %106, %20 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v167[4];
+  int32_t v168[4];
   #pragma unroll
-  for (int s168 = 0; s168 < 4; ++s168) {
-    v167[s168] = (v162[s168] ? v165[s168] : v35[s168]);
+  for (int s169 = 0; s169 < 4; ++s169) {
+    v168[s169] = (v163[s169] ? v166[s169] : v35[s169]);
   }
   // %108 = splat %2 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v169[4];
+  int32_t v170[4];
   #pragma unroll
-  for (int s170 = 0; s170 < 4; ++s170) {
-    v169[s170] = v1;
+  for (int s171 = 0; s171 < 4; ++s171) {
+    v170[s171] = v1;
   }
   // %109 = where %103, %108, %20 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v171[4];
+  int32_t v172[4];
   #pragma unroll
-  for (int s172 = 0; s172 < 4; ++s172) {
-    v171[s172] = (v160[s172] ? v169[s172] : v35[s172]);
+  for (int s173 = 0; s173 < 4; ++s173) {
+    v172[s173] = (v161[s173] ? v170[s173] : v35[s173]);
   }
   // %110 = add %109, %107 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v173[4];
+  int32_t v174[4];
   #pragma unroll
-  for (int s174 = 0; s174 < 4; ++s174) {
-    v173[s174] = int32_t(uint32_t(v171[s174]) + uint32_t(v167[s174]));
+  for (int s175 = 0; s175 < 4; ++s175) {
+    v174[s175] = int32_t(uint32_t(v172[s175]) + uint32_t(v168[s175]));
   }
   // %111 = reduce %110 {axis = 0, kind = "sum"} : i32
-  int32_t v175 = v173[0];
-  v175 = int32_t(uint32_t(v175) + uint32_t(v173[1]));
-  v175 = int32_t(uint32_t(v175) + uint32_t(v173[2]));
-  v175 = int32_t(uint32_t(v175) + uint32_t(v173[3]));
-  const int32_t sh176 = __shfl_xor_sync(0xffffffffu, v175, 1);
-  v175 = int32_t(uint32_t(v175) + uint32_t(sh176));
-  const int32_t sh177 = __shfl_xor_sync(0xffffffffu, v175, 2);
-  v175 = int32_t(uint32_t(v175) + uint32_t(sh177));
-  const int32_t sh178 = __shfl_xor_sync(0xffffffffu, v175, 4);
-  v175 = int32_t(uint32_t(v175) + uint32_t(sh178));
-  const int32_t sh179 = __shfl_xor_sync(0xffffffffu, v175, 8);
-  v175 = int32_t(uint32_t(v175) + uint32_t(sh179));
-  const int32_t sh180 = __shfl_xor_sync(0xffffffffu, v175, 16);
-  v175 = int32_t(uint32_t(v175) + uint32_t(sh180));
+  int32_t v176 = v174[0];
+  v176 = int32_t(uint32_t(v176) + uint32_t(v174[1]));
+  v176 = int32_t(uint32_t(v176) + uint32_t(v174[2]));
+  v176 = int32_t(uint32_t(v176) + uint32_t(v174[3]));
+  const int32_t sh177 = __shfl_xor_sync(0xffffffffu, v176, 1);
+  v176 = int32_t(uint32_t(v176) + uint32_t(sh177));
+  const int32_t sh178 = __shfl_xor_sync(0xffffffffu, v176, 2);
+  v176 = int32_t(uint32_t(v176) + uint32_t(sh178));
+  const int32_t sh179 = __shfl_xor_sync(0xffffffffu, v176, 4);
+  v176 = int32_t(uint32_t(v176) + uint32_t(sh179));
+  const int32_t sh180 = __shfl_xor_sync(0xffffffffu, v176, 8);
+  v176 = int32_t(uint32_t(v176) + uint32_t(sh180));
+  const int32_t sh181 = __shfl_xor_sync(0xffffffffu, v176, 16);
+  v176 = int32_t(uint32_t(v176) + uint32_t(sh181));
+  __shared__ int32_t tsr_red182_mem[8];
+  int32_t* const tsr_red182 = tsr_red182_mem;
+  if (tsr_lane == 0) tsr_red182[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2)] = v176;
   __syncthreads();
-  if (tsr_lane == 0) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2)] = v175;
-  __syncthreads();
-  v175 = reinterpret_cast<int32_t*>(tsr_smem + 0)[0];
-  v175 = int32_t(uint32_t(v175) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[1]));
-  v175 = int32_t(uint32_t(v175) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[2]));
-  v175 = int32_t(uint32_t(v175) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[3]));
-  v175 = int32_t(uint32_t(v175) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[4]));
-  v175 = int32_t(uint32_t(v175) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[5]));
-  v175 = int32_t(uint32_t(v175) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[6]));
-  v175 = int32_t(uint32_t(v175) + uint32_t(reinterpret_cast<int32_t*>(tsr_smem + 0)[7]));
+  v176 = tsr_red182[0];
+  v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[1]));
+  v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[2]));
+  v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[3]));
+  v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[4]));
+  v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[5]));
+  v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[6]));
+  v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[7]));
   // %112 = const {value = 65535} : i32
-  const int32_t v181 = int32_t(65535LL);
+  const int32_t v183 = int32_t(65535LL);
   // %113 = and %111, %112 : i32
-  const int32_t v182 = int32_t(v175 & v181);
+  const int32_t v184 = int32_t(v176 & v183);
   // %114 = add %4, %113 : i32
-  const int32_t v183 = int32_t(uint32_t(v3) + uint32_t(v182));
+  const int32_t v185 = int32_t(uint32_t(v3) + uint32_t(v184));
   // %115 = cmp %114, %29 {pred = "le"} : i1
-  const uint8_t v184 = uint8_t(v183 <= c48);
+  const uint8_t v186 = uint8_t(v185 <= c48);
   // %116 = if %115 : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>> {...}
-  uint8_t v185[4];
-  if (v184) {
+  uint8_t v187[4];
+  if (v186) {
     // %117 = or %104, %103 : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v186[4];
+    uint8_t v188[4];
     #pragma unroll
-    for (int s187 = 0; s187 < 4; ++s187) {
-      v186[s187] = uint8_t(v162[s187] | v160[s187]);
+    for (int s189 = 0; s189 < 4; ++s189) {
+      v188[s189] = uint8_t(v163[s189] | v161[s189]);
     }
     // yield %117
     #pragma unroll
-    for (int s188 = 0; s188 < 4; ++s188) {
-      v185[s188] = v186[s188];
+    for (int s190 = 0; s190 < 4; ++s190) {
+      v187[s190] = v188[s190];
     }
   } else {
     // %118 = cast %103 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v189[4];
+    int32_t v191[4];
     #pragma unroll
-    for (int s190 = 0; s190 < 4; ++s190) {
-      v189[s190] = int32_t(v160[s190]);
+    for (int s192 = 0; s192 < 4; ++s192) {
+      v191[s192] = int32_t(v161[s192]);
     }
     // %119 = scan %118 {axis = 0, kind = "sum"} : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v191[4];
-    uint32_t run192 = uint32_t(0);
-    uint32_t acc193_0 = uint32_t(0);
-    acc193_0 += uint32_t(v189[0]); v191[0] = int32_t(acc193_0);
-    acc193_0 += uint32_t(v189[1]); v191[1] = int32_t(acc193_0);
-    acc193_0 += uint32_t(v189[2]); v191[2] = int32_t(acc193_0);
-    acc193_0 += uint32_t(v189[3]); v191[3] = int32_t(acc193_0);
+    int32_t v193[4];
+    uint32_t run194 = uint32_t(0);
+    uint32_t acc195_0 = uint32_t(0);
+    acc195_0 += uint32_t(v191[0]); v193[0] = int32_t(acc195_0);
+    acc195_0 += uint32_t(v191[1]); v193[1] = int32_t(acc195_0);
+    acc195_0 += uint32_t(v191[2]); v193[2] = int32_t(acc195_0);
+    acc195_0 += uint32_t(v191[3]); v193[3] = int32_t(acc195_0);
     __syncthreads();
-    uint32_t tot195_0;
-    const uint32_t off194_0 = run192 + tsr::block_exclusive_sum<16>((((tsr_warp & 8) == 0) ? acc193_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot195_0);
-    v191[0] = int32_t(uint32_t(v191[0]) + off194_0);
-    v191[1] = int32_t(uint32_t(v191[1]) + off194_0);
-    v191[2] = int32_t(uint32_t(v191[2]) + off194_0);
-    v191[3] = int32_t(uint32_t(v191[3]) + off194_0);
-    run192 += tot195_0;
+    uint32_t tot197_0;
+    const uint32_t off196_0 = run194 + tsr::block_exclusive_sum<16>((((tsr_warp & 8) == 0) ? acc195_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot197_0);
+    v193[0] = int32_t(uint32_t(v193[0]) + off196_0);
+    v193[1] = int32_t(uint32_t(v193[1]) + off196_0);
+    v193[2] = int32_t(uint32_t(v193[2]) + off196_0);
+    v193[3] = int32_t(uint32_t(v193[3]) + off196_0);
+    run194 += tot197_0;
     __syncthreads();
     #pragma unroll
-    for (int s196 = 0; s196 < 4; ++s196) {
-      if (((tsr_warp & 8) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s196) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)))] = v191[s196];
+    for (int s198 = 0; s198 < 4; ++s198) {
+      if (((tsr_warp & 8) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s198) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)))] = v193[s198];
     }
     __syncthreads();
     #pragma unroll
-    for (int s197 = 0; s197 < 4; ++s197) {
-      const int e198 = (((((s197) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)));
-      v191[s197] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e198];
+    for (int s199 = 0; s199 < 4; ++s199) {
+      const int e200 = (((((s199) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)));
+      v193[s199] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e200];
     }
     // %120 = add %119, %20 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v199[4];
-    #pragma unroll
-    for (int s200 = 0; s200 < 4; ++s200) {
-      v199[s200] = int32_t(uint32_t(v191[s200]) + uint32_t(v35[s200]));
-    }
-    // %121 = splat %29 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
     int32_t v201[4];
     #pragma unroll
     for (int s202 = 0; s202 < 4; ++s202) {
-      v201[s202] = c48;
+      v201[s202] = int32_t(uint32_t(v193[s202]) + uint32_t(v35[s202]));
     }
-    // %122 = cmp %120, %121 {pred = "le"} : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v203[4];
+    // %121 = splat %29 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v203[4];
     #pragma unroll
     for (int s204 = 0; s204 < 4; ++s204) {
-      v203[s204] = uint8_t(v199[s204] <= v201[s204]);
+      v203[s204] = c48;
     }
-    // %123 = and %103, %122 : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %122 = cmp %120, %121 {pred = "le"} : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
     uint8_t v205[4];
     #pragma unroll
     for (int s206 = 0; s206 < 4; ++s206) {
-      v205[s206] = uint8_t(v160[s206] & v203[s206]);
+      v205[s206] = uint8_t(v201[s206] <= v203[s206]);
     }
-    // %124 = or %104, %123 : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %123 = and %103, %122 : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
     uint8_t v207[4];
     #pragma unroll
     for (int s208 = 0; s208 < 4; ++s208) {
-      v207[s208] = uint8_t(v162[s208] | v205[s208]);
+      v207[s208] = uint8_t(v161[s208] & v205[s208]);
+    }
+    // %124 = or %104, %123 : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    uint8_t v209[4];
+    #pragma unroll
+    for (int s210 = 0; s210 < 4; ++s210) {
+      v209[s210] = uint8_t(v163[s210] | v207[s210]);
     }
     // yield %124
     #pragma unroll
-    for (int s209 = 0; s209 < 4; ++s209) {
-      v185[s209] = v207[s209];
+    for (int s211 = 0; s211 < 4; ++s211) {
+      v187[s211] = v209[s211];
     }
   }
   // %125 = const {value = -1} : i32
-  const int32_t v210 = int32_t(-1LL);
+  const int32_t v212 = int32_t(-1LL);
   // %126 = cast %116 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v211[4];
+  int32_t v213[4];
   #pragma unroll
-  for (int s212 = 0; s212 < 4; ++s212) {
-    v211[s212] = int32_t(v185[s212]);
+  for (int s214 = 0; s214 < 4; ++s214) {
+    v213[s214] = int32_t(v187[s214]);
   }
   // %127 = scan %126 {axis = 0, kind = "sum"} : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v213[4];
-  uint32_t run214 = uint32_t(0);
-  uint32_t acc215_0 = uint32_t(0);
-  acc215_0 += uint32_t(v211[0]); v213[0] = int32_t(acc215_0);
-  acc215_0 += uint32_t(v211[1]); v213[1] = int32_t(acc215_0);
-  acc215_0 += uint32_t(v211[2]); v213[2] = int32_t(acc215_0);
-  acc215_0 += uint32_t(v211[3]); v213[3] = int32_t(acc215_0);
+  int32_t v215[4];
+  uint32_t run216 = uint32_t(0);
+  uint32_t acc217_0 = uint32_t(0);
+  acc217_0 += uint32_t(v213[0]); v215[0] = int32_t(acc217_0);
+  acc217_0 += uint32_t(v213[1]); v215[1] = int32_t(acc217_0);
+  acc217_0 += uint32_t(v213[2]); v215[2] = int32_t(acc217_0);
+  acc217_0 += uint32_t(v213[3]); v215[3] = int32_t(acc217_0);
   __syncthreads();
-  uint32_t tot217_0;
-  const uint32_t off216_0 = run214 + tsr::block_exclusive_sum<16>((((tsr_warp & 8) == 0) ? acc215_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot217_0);
-  v213[0] = int32_t(uint32_t(v213[0]) + off216_0);
-  v213[1] = int32_t(uint32_t(v213[1]) + off216_0);
-  v213[2] = int32_t(uint32_t(v213[2]) + off216_0);
-  v213[3] = int32_t(uint32_t(v213[3]) + off216_0);
-  run214 += tot217_0;
+  uint32_t tot219_0;
+  const uint32_t off218_0 = run216 + tsr::block_exclusive_sum<16>((((tsr_warp & 8) == 0) ? acc217_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot219_0);
+  v215[0] = int32_t(uint32_t(v215[0]) + off218_0);
+  v215[1] = int32_t(uint32_t(v215[1]) + off218_0);
+  v215[2] = int32_t(uint32_t(v215[2]) + off218_0);
+  v215[3] = int32_t(uint32_t(v215[3]) + off218_0);
+  run216 += tot219_0;
   __syncthreads();
   #pragma unroll
-  for (int s218 = 0; s218 < 4; ++s218) {
-    if (((tsr_warp & 8) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s218) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)))] = v213[s218];
+  for (int s220 = 0; s220 < 4; ++s220) {
+    if (((tsr_warp & 8) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s220) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)))] = v215[s220];
   }
   __syncthreads();
   #pragma unroll
-  for (int s219 = 0; s219 < 4; ++s219) {
-    const int e220 = (((((s219) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)));
-    v213[s219] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e220];
+  for (int s221 = 0; s221 < 4; ++s221) {
+    const int e222 = (((((s221) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)));
+    v215[s221] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e222];
   }
   // %128 = splat %125 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v221[4];
-  #pragma unroll
-  for (int s222 = 0; s222 < 4; ++s222) {
-    v221[s222] = v210;
-  }
-  // %129 = add %127, %128 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
   int32_t v223[4];
   #pragma unroll
   for (int s224 = 0; s224 < 4; ++s224) {
-    v223[s224] = int32_t(uint32_t(v213[s224]) + uint32_t(v221[s224]));
+    v223[s224] = v212;
   }
-  // %130 = splat %1 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  // %129 = add %127, %128 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
   int32_t v225[4];
   #pragma unroll
   for (int s226 = 0; s226 < 4; ++s226) {
-    v225[s226] = v0;
+    v225[s226] = int32_t(uint32_t(v215[s226]) + uint32_t(v223[s226]));
+  }
+  // %130 = splat %1 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  int32_t v227[4];
+  #pragma unroll
+  for (int s228 = 0; s228 < 4; ++s228) {
+    v227[s228] = v0;
   }
   // scatter %values, %6, %130, %129, %116
   #pragma unroll
-  for (int s227 = 0; s227 < 4; ++s227) {
-    if (((tsr_warp & 8) == 0) && (v185[s227] != 0) && (int64_t(v225[s227]) >= 0 && int64_t(v225[s227]) < int64_t(tsr_dim_M) && int64_t(v223[s227]) >= 0 && int64_t(v223[s227]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v225[s227]) * tsr_p2_s0 + int64_t(v223[s227]) * tsr_p2_s1] = v9[s227];
+  for (int s229 = 0; s229 < 4; ++s229) {
+    if (((tsr_warp & 8) == 0) && (v187[s229] != 0) && (int64_t(v227[s229]) >= 0 && int64_t(v227[s229]) < int64_t(tsr_dim_M) && int64_t(v225[s229]) >= 0 && int64_t(v225[s229]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v227[s229]) * tsr_p2_s0 + int64_t(v225[s229]) * tsr_p2_s1] = v9[s229];
   }
   // scatter %indices, %8, %130, %129, %116
   #pragma unroll
-  for (int s228 = 0; s228 < 4; ++s228) {
-    if (((tsr_warp & 8) == 0) && (v185[s228] != 0) && (int64_t(v225[s228]) >= 0 && int64_t(v225[s228]) < int64_t(tsr_dim_M) && int64_t(v223[s228]) >= 0 && int64_t(v223[s228]) < int64_t(tsr_dim_K))) tsr_p3[int64_t(v225[s228]) * tsr_p3_s0 + int64_t(v223[s228]) * tsr_p3_s1] = v15[s228];
+  for (int s230 = 0; s230 < 4; ++s230) {
+    if (((tsr_warp & 8) == 0) && (v187[s230] != 0) && (int64_t(v227[s230]) >= 0 && int64_t(v227[s230]) < int64_t(tsr_dim_M) && int64_t(v225[s230]) >= 0 && int64_t(v225[s230]) < int64_t(tsr_dim_K))) tsr_p3[int64_t(v227[s230]) * tsr_p3_s0 + int64_t(v225[s230]) * tsr_p3_s1] = v15[s230];
   }
   // %131 = load_tile %indices, %1, %4 : tile<i32, [1, 64], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [16, 1], order = [1, 0]>>
   __syncthreads();
-  int32_t v229[4];
+  int32_t v231[4];
   {
-    const int64_t o230 = int64_t(v0) * 1 + 0;
-    const int64_t o231 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const int64_t o232 = int64_t(v0) * 1 + 0;
+    const int64_t o233 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 15) * 4);
     #pragma unroll
-    for (int c232 = 0; c232 < 1; ++c232) {
-      int32_t vb233[4];
-      if ((o230 + 0) < int64_t(tsr_dim_M) && (o231 + (((c232 * 4) % 4)) + 3) < int64_t(tsr_dim_K) && tsr::aligned_vec<int32_t, 4>(tsr_p3 + (o230 + 0) * tsr_p3_s0 + (o231 + (((c232 * 4) % 4))) * tsr_p3_s1)) {
-        tsr::copy_vec<int32_t, 4>(vb233, tsr_p3 + (o230 + 0) * tsr_p3_s0 + (o231 + (((c232 * 4) % 4))) * tsr_p3_s1);
-        v229[c232 * 4 + 0] = vb233[0];
-        v229[c232 * 4 + 1] = vb233[1];
-        v229[c232 * 4 + 2] = vb233[2];
-        v229[c232 * 4 + 3] = vb233[3];
+    for (int c234 = 0; c234 < 1; ++c234) {
+      int32_t vb235[4];
+      if ((o232 + 0) < int64_t(tsr_dim_M) && (o233 + (((c234 * 4) % 4)) + 3) < int64_t(tsr_dim_K) && tsr::aligned_vec<int32_t, 4>(tsr_p3 + (o232 + 0) * tsr_p3_s0 + (o233 + (((c234 * 4) % 4))) * tsr_p3_s1)) {
+        tsr::copy_vec<int32_t, 4>(vb235, tsr_p3 + (o232 + 0) * tsr_p3_s0 + (o233 + (((c234 * 4) % 4))) * tsr_p3_s1);
+        v231[c234 * 4 + 0] = vb235[0];
+        v231[c234 * 4 + 1] = vb235[1];
+        v231[c234 * 4 + 2] = vb235[2];
+        v231[c234 * 4 + 3] = vb235[3];
       } else {
-        v229[c232 * 4] = ((o230 + 0) < int64_t(tsr_dim_M) && (o231 + (((c232 * 4) % 4))) < int64_t(tsr_dim_K)) ? tsr_p3[(o230 + 0) * tsr_p3_s0 + (o231 + (((c232 * 4) % 4))) * tsr_p3_s1] : int32_t(0LL);
-        v229[c232 * 4 + 1] = ((o230 + 0) < int64_t(tsr_dim_M) && (o231 + (((c232 * 4) % 4)) + 1) < int64_t(tsr_dim_K)) ? tsr_p3[(o230 + 0) * tsr_p3_s0 + (o231 + (((c232 * 4) % 4)) + 1) * tsr_p3_s1] : int32_t(0LL);
-        v229[c232 * 4 + 2] = ((o230 + 0) < int64_t(tsr_dim_M) && (o231 + (((c232 * 4) % 4)) + 2) < int64_t(tsr_dim_K)) ? tsr_p3[(o230 + 0) * tsr_p3_s0 + (o231 + (((c232 * 4) % 4)) + 2) * tsr_p3_s1] : int32_t(0LL);
-        v229[c232 * 4 + 3] = ((o230 + 0) < int64_t(tsr_dim_M) && (o231 + (((c232 * 4) % 4)) + 3) < int64_t(tsr_dim_K)) ? tsr_p3[(o230 + 0) * tsr_p3_s0 + (o231 + (((c232 * 4) % 4)) + 3) * tsr_p3_s1] : int32_t(0LL);
+        v231[c234 * 4] = ((o232 + 0) < int64_t(tsr_dim_M) && (o233 + (((c234 * 4) % 4))) < int64_t(tsr_dim_K)) ? tsr_p3[(o232 + 0) * tsr_p3_s0 + (o233 + (((c234 * 4) % 4))) * tsr_p3_s1] : int32_t(0LL);
+        v231[c234 * 4 + 1] = ((o232 + 0) < int64_t(tsr_dim_M) && (o233 + (((c234 * 4) % 4)) + 1) < int64_t(tsr_dim_K)) ? tsr_p3[(o232 + 0) * tsr_p3_s0 + (o233 + (((c234 * 4) % 4)) + 1) * tsr_p3_s1] : int32_t(0LL);
+        v231[c234 * 4 + 2] = ((o232 + 0) < int64_t(tsr_dim_M) && (o233 + (((c234 * 4) % 4)) + 2) < int64_t(tsr_dim_K)) ? tsr_p3[(o232 + 0) * tsr_p3_s0 + (o233 + (((c234 * 4) % 4)) + 2) * tsr_p3_s1] : int32_t(0LL);
+        v231[c234 * 4 + 3] = ((o232 + 0) < int64_t(tsr_dim_M) && (o233 + (((c234 * 4) % 4)) + 3) < int64_t(tsr_dim_K)) ? tsr_p3[(o232 + 0) * tsr_p3_s0 + (o233 + (((c234 * 4) % 4)) + 3) * tsr_p3_s1] : int32_t(0LL);
       }
     }
   }
   // %132 = load_tile %values, %1, %4 : tile<f32, [1, 64], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [16, 1], order = [1, 0]>>
-  float v234[4];
+  float v236[4];
   {
-    const int64_t o235 = int64_t(v0) * 1 + 0;
-    const int64_t o236 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const int64_t o237 = int64_t(v0) * 1 + 0;
+    const int64_t o238 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 15) * 4);
     #pragma unroll
-    for (int c237 = 0; c237 < 1; ++c237) {
-      float vb238[4];
-      if ((o235 + 0) < int64_t(tsr_dim_M) && (o236 + (((c237 * 4) % 4)) + 3) < int64_t(tsr_dim_K) && tsr::aligned_vec<float, 4>(tsr_p2 + (o235 + 0) * tsr_p2_s0 + (o236 + (((c237 * 4) % 4))) * tsr_p2_s1)) {
-        tsr::copy_vec<float, 4>(vb238, tsr_p2 + (o235 + 0) * tsr_p2_s0 + (o236 + (((c237 * 4) % 4))) * tsr_p2_s1);
-        v234[c237 * 4 + 0] = vb238[0];
-        v234[c237 * 4 + 1] = vb238[1];
-        v234[c237 * 4 + 2] = vb238[2];
-        v234[c237 * 4 + 3] = vb238[3];
+    for (int c239 = 0; c239 < 1; ++c239) {
+      float vb240[4];
+      if ((o237 + 0) < int64_t(tsr_dim_M) && (o238 + (((c239 * 4) % 4)) + 3) < int64_t(tsr_dim_K) && tsr::aligned_vec<float, 4>(tsr_p2 + (o237 + 0) * tsr_p2_s0 + (o238 + (((c239 * 4) % 4))) * tsr_p2_s1)) {
+        tsr::copy_vec<float, 4>(vb240, tsr_p2 + (o237 + 0) * tsr_p2_s0 + (o238 + (((c239 * 4) % 4))) * tsr_p2_s1);
+        v236[c239 * 4 + 0] = vb240[0];
+        v236[c239 * 4 + 1] = vb240[1];
+        v236[c239 * 4 + 2] = vb240[2];
+        v236[c239 * 4 + 3] = vb240[3];
       } else {
-        v234[c237 * 4] = ((o235 + 0) < int64_t(tsr_dim_M) && (o236 + (((c237 * 4) % 4))) < int64_t(tsr_dim_K)) ? tsr_p2[(o235 + 0) * tsr_p2_s0 + (o236 + (((c237 * 4) % 4))) * tsr_p2_s1] : 0x0p+0f;
-        v234[c237 * 4 + 1] = ((o235 + 0) < int64_t(tsr_dim_M) && (o236 + (((c237 * 4) % 4)) + 1) < int64_t(tsr_dim_K)) ? tsr_p2[(o235 + 0) * tsr_p2_s0 + (o236 + (((c237 * 4) % 4)) + 1) * tsr_p2_s1] : 0x0p+0f;
-        v234[c237 * 4 + 2] = ((o235 + 0) < int64_t(tsr_dim_M) && (o236 + (((c237 * 4) % 4)) + 2) < int64_t(tsr_dim_K)) ? tsr_p2[(o235 + 0) * tsr_p2_s0 + (o236 + (((c237 * 4) % 4)) + 2) * tsr_p2_s1] : 0x0p+0f;
-        v234[c237 * 4 + 3] = ((o235 + 0) < int64_t(tsr_dim_M) && (o236 + (((c237 * 4) % 4)) + 3) < int64_t(tsr_dim_K)) ? tsr_p2[(o235 + 0) * tsr_p2_s0 + (o236 + (((c237 * 4) % 4)) + 3) * tsr_p2_s1] : 0x0p+0f;
+        v236[c239 * 4] = ((o237 + 0) < int64_t(tsr_dim_M) && (o238 + (((c239 * 4) % 4))) < int64_t(tsr_dim_K)) ? tsr_p2[(o237 + 0) * tsr_p2_s0 + (o238 + (((c239 * 4) % 4))) * tsr_p2_s1] : 0x0p+0f;
+        v236[c239 * 4 + 1] = ((o237 + 0) < int64_t(tsr_dim_M) && (o238 + (((c239 * 4) % 4)) + 1) < int64_t(tsr_dim_K)) ? tsr_p2[(o237 + 0) * tsr_p2_s0 + (o238 + (((c239 * 4) % 4)) + 1) * tsr_p2_s1] : 0x0p+0f;
+        v236[c239 * 4 + 2] = ((o237 + 0) < int64_t(tsr_dim_M) && (o238 + (((c239 * 4) % 4)) + 2) < int64_t(tsr_dim_K)) ? tsr_p2[(o237 + 0) * tsr_p2_s0 + (o238 + (((c239 * 4) % 4)) + 2) * tsr_p2_s1] : 0x0p+0f;
+        v236[c239 * 4 + 3] = ((o237 + 0) < int64_t(tsr_dim_M) && (o238 + (((c239 * 4) % 4)) + 3) < int64_t(tsr_dim_K)) ? tsr_p2[(o237 + 0) * tsr_p2_s0 + (o238 + (((c239 * 4) % 4)) + 3) * tsr_p2_s1] : 0x0p+0f;
       }
     }
   }
   // %133, %134 = sort %132, %131 {axis = 1, descending = true} : tile<f32, [1, 64], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [16, 1], order = [1, 0]>>, tile<i32, [1, 64], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [16, 1], order = [1, 0]>>
-  float v239[4];
-  int32_t v240[4];
+  float v241[4];
+  int32_t v242[4];
   __syncthreads();
   #pragma unroll
-  for (int s241 = 0; s241 < 4; ++s241) {
-    if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[(((((s241) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64)] = v234[s241];
+  for (int s243 = 0; s243 < 4; ++s243) {
+    if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[(((((s243) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64)] = v236[s243];
   }
   __syncthreads();
   #pragma unroll
-  for (int s242 = 0; s242 < 4; ++s242) {
-    if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(((((s242) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64)] = v229[s242];
+  for (int s244 = 0; s244 < 4; ++s244) {
+    if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(((((s244) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64)] = v231[s244];
   }
   __syncthreads();
   for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
@@ -1780,61 +1789,61 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(float*
     }
   }
   #pragma unroll
-  for (int s243 = 0; s243 < 4; ++s243) {
-    const int e244 = (((((s243) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64);
-    v239[s243] = reinterpret_cast<float*>(tsr_smem + 0)[(((e244) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e244) / 64) * 1 + ((e244) % 1)) * 64 + (((e244) / 1) % 64)]) * 1 + ((e244) % 1)];
-  }
-  #pragma unroll
   for (int s245 = 0; s245 < 4; ++s245) {
     const int e246 = (((((s245) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64);
-    v240[s245] = reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e246) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e246) / 64) * 1 + ((e246) % 1)) * 64 + (((e246) / 1) % 64)]) * 1 + ((e246) % 1)];
+    v241[s245] = reinterpret_cast<float*>(tsr_smem + 0)[(((e246) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e246) / 64) * 1 + ((e246) % 1)) * 64 + (((e246) / 1) % 64)]) * 1 + ((e246) % 1)];
+  }
+  #pragma unroll
+  for (int s247 = 0; s247 < 4; ++s247) {
+    const int e248 = (((((s247) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64);
+    v242[s247] = reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e248) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e248) / 64) * 1 + ((e248) % 1)) * 64 + (((e248) / 1) % 64)]) * 1 + ((e248) % 1)];
   }
   // store_tile %values, %133, %1, %4
   {
-    const int64_t o247 = int64_t(v0) * 1 + 0;
-    const int64_t o248 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const int64_t o249 = int64_t(v0) * 1 + 0;
+    const int64_t o250 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 15) * 4);
     #pragma unroll
-    for (int c249 = 0; c249 < 1; ++c249) {
-      float vb250[4];
-      if ((o247 + 0) < int64_t(tsr_dim_M) && (o248 + (((c249 * 4) % 4)) + 3) < int64_t(tsr_dim_K) && tsr::aligned_vec<float, 4>(tsr_p2 + (o247 + 0) * tsr_p2_s0 + (o248 + (((c249 * 4) % 4))) * tsr_p2_s1)) {
-        vb250[0] = v239[c249 * 4 + 0];
-        vb250[1] = v239[c249 * 4 + 1];
-        vb250[2] = v239[c249 * 4 + 2];
-        vb250[3] = v239[c249 * 4 + 3];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0)) tsr::copy_vec<float, 4>(tsr_p2 + (o247 + 0) * tsr_p2_s0 + (o248 + (((c249 * 4) % 4))) * tsr_p2_s1, vb250);
+    for (int c251 = 0; c251 < 1; ++c251) {
+      float vb252[4];
+      if ((o249 + 0) < int64_t(tsr_dim_M) && (o250 + (((c251 * 4) % 4)) + 3) < int64_t(tsr_dim_K) && tsr::aligned_vec<float, 4>(tsr_p2 + (o249 + 0) * tsr_p2_s0 + (o250 + (((c251 * 4) % 4))) * tsr_p2_s1)) {
+        vb252[0] = v241[c251 * 4 + 0];
+        vb252[1] = v241[c251 * 4 + 1];
+        vb252[2] = v241[c251 * 4 + 2];
+        vb252[3] = v241[c251 * 4 + 3];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0)) tsr::copy_vec<float, 4>(tsr_p2 + (o249 + 0) * tsr_p2_s0 + (o250 + (((c251 * 4) % 4))) * tsr_p2_s1, vb252);
       } else {
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (o247 + 0) < int64_t(tsr_dim_M) && (o248 + (((c249 * 4) % 4))) < int64_t(tsr_dim_K)) tsr_p2[(o247 + 0) * tsr_p2_s0 + (o248 + (((c249 * 4) % 4))) * tsr_p2_s1] = v239[c249 * 4];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (o247 + 0) < int64_t(tsr_dim_M) && (o248 + (((c249 * 4) % 4)) + 1) < int64_t(tsr_dim_K)) tsr_p2[(o247 + 0) * tsr_p2_s0 + (o248 + (((c249 * 4) % 4)) + 1) * tsr_p2_s1] = v239[c249 * 4 + 1];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (o247 + 0) < int64_t(tsr_dim_M) && (o248 + (((c249 * 4) % 4)) + 2) < int64_t(tsr_dim_K)) tsr_p2[(o247 + 0) * tsr_p2_s0 + (o248 + (((c249 * 4) % 4)) + 2) * tsr_p2_s1] = v239[c249 * 4 + 2];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (o247 + 0) < int64_t(tsr_dim_M) && (o248 + (((c249 * 4) % 4)) + 3) < int64_t(tsr_dim_K)) tsr_p2[(o247 + 0) * tsr_p2_s0 + (o248 + (((c249 * 4) % 4)) + 3) * tsr_p2_s1] = v239[c249 * 4 + 3];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (o249 + 0) < int64_t(tsr_dim_M) && (o250 + (((c251 * 4) % 4))) < int64_t(tsr_dim_K)) tsr_p2[(o249 + 0) * tsr_p2_s0 + (o250 + (((c251 * 4) % 4))) * tsr_p2_s1] = v241[c251 * 4];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (o249 + 0) < int64_t(tsr_dim_M) && (o250 + (((c251 * 4) % 4)) + 1) < int64_t(tsr_dim_K)) tsr_p2[(o249 + 0) * tsr_p2_s0 + (o250 + (((c251 * 4) % 4)) + 1) * tsr_p2_s1] = v241[c251 * 4 + 1];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (o249 + 0) < int64_t(tsr_dim_M) && (o250 + (((c251 * 4) % 4)) + 2) < int64_t(tsr_dim_K)) tsr_p2[(o249 + 0) * tsr_p2_s0 + (o250 + (((c251 * 4) % 4)) + 2) * tsr_p2_s1] = v241[c251 * 4 + 2];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (o249 + 0) < int64_t(tsr_dim_M) && (o250 + (((c251 * 4) % 4)) + 3) < int64_t(tsr_dim_K)) tsr_p2[(o249 + 0) * tsr_p2_s0 + (o250 + (((c251 * 4) % 4)) + 3) * tsr_p2_s1] = v241[c251 * 4 + 3];
       }
     }
   }
   // store_tile %indices, %134, %1, %4
   {
-    const int64_t o251 = int64_t(v0) * 1 + 0;
-    const int64_t o252 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const int64_t o253 = int64_t(v0) * 1 + 0;
+    const int64_t o254 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 15) * 4);
     #pragma unroll
-    for (int c253 = 0; c253 < 1; ++c253) {
-      int32_t vb254[4];
-      if ((o251 + 0) < int64_t(tsr_dim_M) && (o252 + (((c253 * 4) % 4)) + 3) < int64_t(tsr_dim_K) && tsr::aligned_vec<int32_t, 4>(tsr_p3 + (o251 + 0) * tsr_p3_s0 + (o252 + (((c253 * 4) % 4))) * tsr_p3_s1)) {
-        vb254[0] = v240[c253 * 4 + 0];
-        vb254[1] = v240[c253 * 4 + 1];
-        vb254[2] = v240[c253 * 4 + 2];
-        vb254[3] = v240[c253 * 4 + 3];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0)) tsr::copy_vec<int32_t, 4>(tsr_p3 + (o251 + 0) * tsr_p3_s0 + (o252 + (((c253 * 4) % 4))) * tsr_p3_s1, vb254);
+    for (int c255 = 0; c255 < 1; ++c255) {
+      int32_t vb256[4];
+      if ((o253 + 0) < int64_t(tsr_dim_M) && (o254 + (((c255 * 4) % 4)) + 3) < int64_t(tsr_dim_K) && tsr::aligned_vec<int32_t, 4>(tsr_p3 + (o253 + 0) * tsr_p3_s0 + (o254 + (((c255 * 4) % 4))) * tsr_p3_s1)) {
+        vb256[0] = v242[c255 * 4 + 0];
+        vb256[1] = v242[c255 * 4 + 1];
+        vb256[2] = v242[c255 * 4 + 2];
+        vb256[3] = v242[c255 * 4 + 3];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0)) tsr::copy_vec<int32_t, 4>(tsr_p3 + (o253 + 0) * tsr_p3_s0 + (o254 + (((c255 * 4) % 4))) * tsr_p3_s1, vb256);
       } else {
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (o251 + 0) < int64_t(tsr_dim_M) && (o252 + (((c253 * 4) % 4))) < int64_t(tsr_dim_K)) tsr_p3[(o251 + 0) * tsr_p3_s0 + (o252 + (((c253 * 4) % 4))) * tsr_p3_s1] = v240[c253 * 4];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (o251 + 0) < int64_t(tsr_dim_M) && (o252 + (((c253 * 4) % 4)) + 1) < int64_t(tsr_dim_K)) tsr_p3[(o251 + 0) * tsr_p3_s0 + (o252 + (((c253 * 4) % 4)) + 1) * tsr_p3_s1] = v240[c253 * 4 + 1];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (o251 + 0) < int64_t(tsr_dim_M) && (o252 + (((c253 * 4) % 4)) + 2) < int64_t(tsr_dim_K)) tsr_p3[(o251 + 0) * tsr_p3_s0 + (o252 + (((c253 * 4) % 4)) + 2) * tsr_p3_s1] = v240[c253 * 4 + 2];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (o251 + 0) < int64_t(tsr_dim_M) && (o252 + (((c253 * 4) % 4)) + 3) < int64_t(tsr_dim_K)) tsr_p3[(o251 + 0) * tsr_p3_s0 + (o252 + (((c253 * 4) % 4)) + 3) * tsr_p3_s1] = v240[c253 * 4 + 3];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (o253 + 0) < int64_t(tsr_dim_M) && (o254 + (((c255 * 4) % 4))) < int64_t(tsr_dim_K)) tsr_p3[(o253 + 0) * tsr_p3_s0 + (o254 + (((c255 * 4) % 4))) * tsr_p3_s1] = v242[c255 * 4];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (o253 + 0) < int64_t(tsr_dim_M) && (o254 + (((c255 * 4) % 4)) + 1) < int64_t(tsr_dim_K)) tsr_p3[(o253 + 0) * tsr_p3_s0 + (o254 + (((c255 * 4) % 4)) + 1) * tsr_p3_s1] = v242[c255 * 4 + 1];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (o253 + 0) < int64_t(tsr_dim_M) && (o254 + (((c255 * 4) % 4)) + 2) < int64_t(tsr_dim_K)) tsr_p3[(o253 + 0) * tsr_p3_s0 + (o254 + (((c255 * 4) % 4)) + 2) * tsr_p3_s1] = v242[c255 * 4 + 2];
+        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (o253 + 0) < int64_t(tsr_dim_M) && (o254 + (((c255 * 4) % 4)) + 3) < int64_t(tsr_dim_K)) tsr_p3[(o253 + 0) * tsr_p3_s0 + (o254 + (((c255 * 4) % 4)) + 3) * tsr_p3_s1] = v242[c255 * 4 + 3];
       }
     }
   }
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_topk_merge_tile, block_threads 512, static_smem 0, dynamic_smem 8192
+// symbol tessera_topk_merge_tile, block_threads 512, static_smem 288, dynamic_smem 8192
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer cand_values f32 bytes 8 index 0
 // param pointer cand_indices i32 bytes 8 index 1
@@ -1848,6 +1857,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(float*
 // stat block-scans = 3
 // stat histograms = 1
 // stat producer-warpgroups = 0
+// stat reduction-barriers-saved = 2
 // stat reduction-shuffles = 10
 // stat reduction-warp-exchanges = 2
 // stat smem-bytes = 8192
