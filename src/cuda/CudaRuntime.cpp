@@ -57,6 +57,7 @@ std::unordered_map<std::string, std::shared_ptr<Compiled>> g_memory;
 // (4-74 ms for the row kernels on the H100's host, session 36), the planning emitter 1-3 ms.
 struct Emitted {
   CudaEmission em;  // line_op cleared where it pointed into the caller's kernel
+  std::string key;  // the cubin's cache key
   std::shared_ptr<Compiled> compiled;
 };
 std::unordered_map<std::string, Emitted> g_emitted;
@@ -657,10 +658,21 @@ std::shared_ptr<CudaKernel> compile_cuda(const Kernel& k, const CudaOptions& opt
     kk->symbol = kk->info().symbol;
     return kk;
   };
+  // TESSERA_CUDA_DUMP_DIR: every kernel compiled (or found in a cache) is also written there as
+  // <symbol>-<key>.cu, the source a sanitizer's line numbers (TESSERA_NVRTC_LINEINFO=1) refer to,
+  // including the compilations the runtime makes on its own (without TMA, split-K).
+  auto dump = [](const CudaEmission& em, const std::string& key) {
+    if (const char* d = std::getenv("TESSERA_CUDA_DUMP_DIR"); d && *d) {
+      std::error_code ec;
+      std::filesystem::create_directories(d, ec);
+      std::ofstream(std::filesystem::path(d) / (em.info.symbol + "-" + key + ".cu"), std::ios::binary) << em.source;
+    }
+  };
   const std::string emitted_key = emission_key(k, target);
   {
     std::lock_guard<std::mutex> lock(g_mu);
     if (auto it = g_emitted.find(emitted_key); it != g_emitted.end()) {
+      dump(it->second.em, it->second.key);
       auto kk = make(it->second.compiled, it->second.em);
       kk->from_cache = kk->from_memory_cache = true;
       return kk;
@@ -677,19 +689,12 @@ std::shared_ptr<CudaKernel> compile_cuda(const Kernel& k, const CudaOptions& opt
     keyin += std::string(kDeviceHeaders[i].name) + "\n" + kDeviceHeaders[i].text + "\n";
   keyin += em.source;
   std::string key = "cuda-" + content_hash(keyin);
-  // TESSERA_CUDA_DUMP_DIR: every kernel compiled (or found in a cache) is also written there as
-  // <symbol>-<key>.cu, the source a sanitizer's line numbers (TESSERA_NVRTC_LINEINFO=1) refer to,
-  // including the compilations the runtime makes on its own (without TMA, split-K).
-  if (const char* d = std::getenv("TESSERA_CUDA_DUMP_DIR"); d && *d) {
-    std::error_code ec;
-    std::filesystem::create_directories(d, ec);
-    std::ofstream(std::filesystem::path(d) / (em.info.symbol + "-" + key + ".cu"), std::ios::binary) << em.source;
-  }
+  dump(em, key);
 
   // Remembered under the emission key too; line_op may point into the caller's kernel, which
   // does not outlive this call (a cubin found there is never compiled again, so none is needed).
   auto remember = [&](const std::shared_ptr<Compiled>& c) {
-    Emitted e{em, c};
+    Emitted e{em, key, c};
     if (!e.em.lowered) e.em.line_op.clear();
     g_emitted.emplace(emitted_key, std::move(e));
   };

@@ -528,6 +528,11 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
             },
             [&] { line(stage + " = (" + stage + " + 1) % " + num(S) + ";"); });
   line("tsr::cp_async_wait<0>();");
+  // A ring loop entered again (inside another loop) refills its first stages in its prologue,
+  // which the last iteration's slower warps may still be reading: the end-of-iteration barrier
+  // the ring no longer has, once after the loop (found by review: linear_cross_entropy with an
+  // odd number of K tiles).
+  if (runs_repeatedly(op)) barrier();
   count("ring-loops");
   return true;
 }
@@ -1461,7 +1466,9 @@ std::string Emitter::own_exchange(const Op& op, const std::string& T, int64_t wo
   const bool looped = runs_repeatedly(op);
   const int64_t need = align16(bytes * (looped ? 2 : 1));
   // (Two ping-pong consumers would share the words; pingpong-consumers declines reductions.)
-  if (bytes > kReductionHalf || red_smem_ + need > kOwnExchangeBytes || consumers_ == 2) return "";
+  // TESSERA_CUDA_SCRATCH_EXCHANGES=1: every exchange through the scratch (an A/B switch).
+  static const bool scratch_only = env_flag("TESSERA_CUDA_SCRATCH_EXCHANGES");
+  if (scratch_only || bytes > kReductionHalf || red_smem_ + need > kOwnExchangeBytes || consumers_ == 2) return "";
   count("reduction-barriers-saved");
   return exchange_words(op, T, words, bytes);
 }
@@ -1654,11 +1661,14 @@ void Emitter::lowered_dot(const Op& op) {
       from_registers(fb, kx, b, NT, 2, 4);
     }
   };
+  // TESSERA_CUDA_SINGLE_FRAGMENTS=1: each step loads its own fragments first (an A/B switch).
+  static const bool single = env_flag("TESSERA_CUDA_SINGLE_FRAGMENTS");
   line("uint32_t fa[2][" + num(MT) + "][4], fb[2][" + num(NT) + "][2];");
-  load_fragments("0", "0");
+  if (!single) load_fragments("0", "0");
   line("#pragma unroll");
   open("for (int ks = 0; ks < " + num(KT) + "; ++ks) {");
-  if (KT > 1) {
+  if (single) load_fragments("ks", "ks & 1");
+  if (KT > 1 && !single) {
     open("if (ks + 1 < " + num(KT) + ") {");
     load_fragments("ks + 1", "(ks + 1) & 1");
     close();

@@ -127,6 +127,20 @@ TEST(LayoutEmitterGpu, FlashAttentionBf16HeadSize128) {
   }
 }
 
+// A cp.async ring loop inside another loop (linear_cross_entropy's K loop, one per vocabulary
+// tile) enters its prologue again: with an odd number of K tiles (HID = 96, BK = 32) the
+// prologue refills the stage the last iteration read, which needs the barrier after the loop
+// (the ring has one barrier an iteration, at its top). On the device's target and on mma.sync.
+TEST(LayoutEmitterGpu, RingLoopEnteredAgainInsideALoop) {
+  REQUIRE_GPU();
+  auto m = parse_file(std::string(TESSERA_SOURCE_DIR) + "/tests/corpus/linear_cross_entropy.tile");
+  auto b = bind_constexprs(*m->find("linear_cross_entropy"), {});
+  for (const CudaOptions& o : {layout_options(), mma_sync_options()}) {
+    EXPECT_NE(printed_by(*b, o).find("printed from"), std::string::npos);
+    expect_matches(*b, {{"M", 37}, {"HID", 96}, {"V", 300}}, o);
+  }
+}
+
 // persist-programs on sm_90a: matmul + bias + GELU with a producer warpgroup runs on persistent
 // CTAs, each looping over several programs (9 x 17 tiles of 128 x 128 against the GPU's SMs).
 // At K = 400 each program runs 7 iterations of the 4-stage ring, so a CTA's second program

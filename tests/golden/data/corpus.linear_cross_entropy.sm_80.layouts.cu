@@ -290,6 +290,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_cross_entropy(f
       rs39 = (rs39 + 1) % 2;
     }
     tsr::cp_async_wait<0>();
+    __syncthreads();
     // %off1 = mul %j1, %bv : i32
     const int32_t v77_off1 = int32_t(uint32_t(iv36) * uint32_t(v6_bv));
     // %4 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
